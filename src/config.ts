@@ -1,0 +1,165 @@
+/**
+ * All settings of §3 in one valibot schema. This is the only module that reads raw
+ * environment values; everything else receives a validated `Config`.
+ */
+import * as v from "valibot";
+
+export type Runtime = "bun" | "workerd";
+
+const boolString = v.pipe(
+  v.string(),
+  v.trim(),
+  v.toLowerCase(),
+  v.picklist(["true", "false", "1", "0", "yes", "no", "on", "off"], "must be true or false"),
+  v.transform((s) => ["true", "1", "yes", "on"].includes(s)),
+);
+
+const intString = (min: number, max: number) =>
+  v.pipe(
+    v.string(),
+    v.trim(),
+    v.regex(/^\d+$/, "must be a whole number"),
+    v.transform(Number),
+    v.number(),
+    v.minValue(min, `must be at least ${min}`),
+    v.maxValue(max, `must be at most ${max}`),
+  );
+
+const jsonObject = v.pipe(
+  v.string(),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    try {
+      const parsed = JSON.parse(dataset.value);
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+      addIssue({ message: "must be a JSON object" });
+    } catch {
+      addIssue({ message: "must be valid JSON (a JSON object)" });
+    }
+    return NEVER;
+  }),
+);
+
+const url = (schemes: string[]) =>
+  v.pipe(
+    v.string(),
+    v.trim(),
+    v.check((s) => {
+      const scheme = s.split(":", 1)[0]?.toLowerCase() ?? "";
+      return s.includes(":") && schemes.includes(scheme);
+    }, `must be a URL starting with ${schemes.map((s) => s + ":").join(", ")}`),
+  );
+
+const optionalNonEmpty = <T extends v.GenericSchema<string, unknown>>(schema: T) =>
+  v.optional(v.union([v.pipe(v.literal(""), v.transform(() => undefined)), schema]));
+
+const EnvSchema = v.object({
+  PLUGINS: v.optional(v.string(), "custom_objects,host_healthcheck_plugin"),
+  PLUGINS_CONFIG: v.optional(jsonObject, "{}"),
+  DATABASE_URL: v.optional(url(["file", "libsql", "http", "https", "ws", "wss"]), "file:data/host.db"),
+  DATABASE_AUTH_TOKEN: optionalNonEmpty(v.string()),
+  REDIS_CACHING_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
+  REDIS_CACHING_TOKEN: optionalNonEmpty(v.string()),
+  REDIS_TASKS_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
+  REDIS_TASKS_TOKEN: optionalNonEmpty(v.string()),
+  CACHE_BACKEND: optionalNonEmpty(v.picklist(["memory", "database", "redis", "kv"], "must be one of memory, database, redis, kv")),
+  HOST: v.optional(v.pipe(v.string(), v.trim(), v.minLength(1, "must not be empty")), "127.0.0.1"),
+  PORT: v.optional(intString(0, 65535), "8000"),
+  LOGIN_REQUIRED: v.optional(boolString, "true"),
+  MAX_BODY_BYTES: v.optional(intString(1, 1024 * 1024 * 1024), "1048576"),
+  TASK_WORKER: v.optional(v.picklist(["inline", "off"], "must be inline or off"), "inline"),
+  LOG_LEVEL: v.optional(v.picklist(["debug", "info", "warn", "error", "silent"], "must be debug, info, warn, error or silent"), "info"),
+});
+
+export interface RedisSettings {
+  url: string;
+  token?: string;
+}
+
+export interface Config {
+  plugins: string[];
+  pluginsConfig: Record<string, Record<string, unknown>>;
+  database: { url: string; authToken?: string };
+  redis: { caching?: RedisSettings; tasks?: RedisSettings };
+  cacheBackend: "memory" | "database" | "redis" | "kv";
+  host: string;
+  port: number;
+  loginRequired: boolean;
+  maxBodyBytes: number;
+  taskWorker: "inline" | "off";
+  logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  runtime: Runtime;
+}
+
+/** Raised when a setting is invalid; `message` is the one line to print. */
+export class ConfigError extends Error {
+  constructor(
+    readonly setting: string,
+    detail: string,
+  ) {
+    super(`invalid setting ${setting}: ${detail}`);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Validates raw settings (process.env on Bun, bindings on Workers).
+ * @example loadConfig({ PORT: "9000" }, "bun").port === 9000
+ */
+export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun"): Config {
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(EnvSchema.entries)) {
+    const value = env[key];
+    if (value !== undefined && value !== null) raw[key] = typeof value === "string" ? value : JSON.stringify(value);
+  }
+  const result = v.safeParse(EnvSchema, raw);
+  if (!result.success) {
+    const issue = result.issues[0];
+    const setting = v.getDotPath(issue) ?? "settings";
+    throw new ConfigError(setting, issue.message.startsWith("Invalid type") ? "has the wrong type" : issue.message);
+  }
+  const e = result.output;
+  const plugins = [...new Set(e.PLUGINS.split(",").map((s) => s.trim()).filter(Boolean))];
+  for (const [name, value] of Object.entries(e.PLUGINS_CONFIG)) {
+    if (!value || typeof value !== "object" || Array.isArray(value)) {
+      throw new ConfigError("PLUGINS_CONFIG", `the entry for ${JSON.stringify(name)} must be a JSON object`);
+    }
+  }
+  const redis: Config["redis"] = {};
+  if (e.REDIS_CACHING_URL) redis.caching = { url: e.REDIS_CACHING_URL, token: e.REDIS_CACHING_TOKEN };
+  if (e.REDIS_TASKS_URL) redis.tasks = { url: e.REDIS_TASKS_URL, token: e.REDIS_TASKS_TOKEN };
+  const cacheBackend = e.CACHE_BACKEND ?? (runtime === "workerd" ? "kv" : redis.caching ? "redis" : "memory");
+  if (cacheBackend === "redis" && !redis.caching) {
+    throw new ConfigError("CACHE_BACKEND", "is redis but REDIS_CACHING_URL is not set");
+  }
+  return {
+    plugins,
+    pluginsConfig: e.PLUGINS_CONFIG as Config["pluginsConfig"],
+    database: { url: e.DATABASE_URL, authToken: e.DATABASE_AUTH_TOKEN },
+    redis,
+    cacheBackend,
+    host: e.HOST,
+    port: e.PORT,
+    loginRequired: e.LOGIN_REQUIRED,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    taskWorker: e.TASK_WORKER,
+    logLevel: e.LOG_LEVEL,
+    runtime,
+  };
+}
+
+/** Strips credentials from a URL so it can be shown in logs and health output. */
+export function redactUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.username || u.password) {
+      u.username = u.username ? "***" : "";
+      u.password = u.password ? "***" : "";
+    }
+    for (const key of [...u.searchParams.keys()]) {
+      if (/token|key|secret|password|auth/i.test(key)) u.searchParams.set(key, "***");
+    }
+    return u.toString();
+  } catch {
+    return "<unparseable url>";
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The database handle the app works with: a libSQL client (serialised for local files) and
+ * the Drizzle ORM over it. Runtime-specific opening lives in `local.ts` (Bun) and `web.ts`.
+ */
+import type { Client, InStatement, InArgs, ResultSet, Transaction, TransactionMode } from "@libsql/client";
+import { drizzle, type LibSQLDatabase } from "drizzle-orm/libsql";
+import * as schema from "./schema";
+
+export type Orm = LibSQLDatabase<typeof schema>;
+/** Either the ORM or an open Drizzle transaction: everything that can run a query. */
+export type Executor = Orm | Parameters<Parameters<Orm["transaction"]>[0]>[0];
+
+export interface Database {
+  client: Client;
+  orm: Orm;
+  /** `local` for file:/:memory:, `remote` for libsql:/http(s): (Turso, sqld, the Hrana tool). */
+  kind: "local" | "remote";
+  close(): Promise<void>;
+}
+
+export function wrapClient(client: Client, kind: Database["kind"]): Database {
+  const orm = drizzle(client, { schema });
+  return {
+    client,
+    orm,
+    kind,
+    async close() {
+      client.close();
+    },
+  };
+}
+
+/** A FIFO async lock. */
+class Lock {
+  #tail: Promise<void> = Promise.resolve();
+  acquire(): Promise<() => void> {
+    let release!: () => void;
+    const next = new Promise<void>((r) => (release = r));
+    const ready = this.#tail.then(() => release);
+    this.#tail = this.#tail.then(() => next);
+    return ready;
+  }
+}
+
+/**
+ * Serialises every call on a single-connection local client. `@libsql/client` refuses calls
+ * (TRANSACTION_ACTIVE) while its only connection is held by a transaction, and opening more
+ * connections would lose the per-connection PRAGMAs; SQLite runs one writer at a time anyway,
+ * so callers queue here instead. A transaction holds the lock until it settles.
+ */
+export function serializeClient(inner: Client): Client {
+  const lock = new Lock();
+  const guarded =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      const release = await lock.acquire();
+      try {
+        return await fn(...args);
+      } finally {
+        release();
+      }
+    };
+  const wrapper: Client = {
+    execute: guarded((stmt: InStatement | string, args?: InArgs) =>
+      (args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)) as Promise<ResultSet>,
+    ) as Client["execute"],
+    batch: guarded((stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => inner.batch(stmts, mode)) as Client["batch"],
+    migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
+    executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
+    sync: guarded(() => inner.sync()),
+    async transaction(mode?: TransactionMode): Promise<Transaction> {
+      const release = await lock.acquire();
+      let tx: Transaction;
+      try {
+        tx = await inner.transaction(mode);
+      } catch (e) {
+        release();
+        throw e;
+      }
+      let settled = false;
+      const settle = () => {
+        if (!settled) {
+          settled = true;
+          release();
+        }
+      };
+      return {
+        execute: ((stmt: InStatement | string, args?: InArgs) =>
+          args === undefined ? tx.execute(stmt as InStatement) : tx.execute(stmt as string, args)) as Transaction["execute"],
+        batch: (stmts: InStatement[]) => tx.batch(stmts),
+        executeMultiple: (sql: string) => tx.executeMultiple(sql),
+        async commit() {
+          try {
+            await tx.commit();
+          } finally {
+            settle();
+          }
+        },
+        async rollback() {
+          try {
+            await tx.rollback();
+          } finally {
+            settle();
+          }
+        },
+        close() {
+          tx.close();
+          settle();
+        },
+        get closed() {
+          return tx.closed;
+        },
+      };
+    },
+    close: () => inner.close(),
+    reconnect: () => inner.reconnect(),
+    get closed() {
+      return inner.closed;
+    },
+    get protocol() {
+      return inner.protocol;
+    },
+  };
+  return wrapper;
+}

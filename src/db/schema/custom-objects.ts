@@ -1,0 +1,73 @@
+/** Custom object types and their fields. Each COT also owns a run-time table `co_<id>` (not declared here). */
+import { integer, sqliteTable, text, uniqueIndex, index, real } from "drizzle-orm/sqlite-core";
+import { idIndex, pk, timestamps } from "./common";
+import { choiceSets, objectTypes } from "./core";
+
+export const customObjectTypes = sqliteTable(
+  "custom_object_types",
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    slug: text("slug").notNull(),
+    verboseName: text("verbose_name").notNull().default(""),
+    verboseNamePlural: text("verbose_name_plural").notNull().default(""),
+    version: text("version").notNull().default(""),
+    groupName: text("group_name").notNull().default(""),
+    description: text("description").notNull().default(""),
+    schemaDocument: text("schema_document", { mode: "json" }).$type<Record<string, unknown> | null>(),
+    /** The object type row of `custom_objects.<slug>`; its `model` follows the slug. */
+    objectTypeId: integer("object_type_id").references(() => objectTypes.id, { onDelete: "set null" }),
+    /** Next `schema_id` to hand out to a field: monotonic, never reused. */
+    nextSchemaId: integer("next_schema_id").notNull().default(1),
+    /** Bumped on every change to the type or its fields; the model registry keys on it. */
+    shapeVersion: integer("shape_version").notNull().default(1),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex("cot_slug_uq").on(t.slug), uniqueIndex("cot_name_uq").on(t.name), idIndex("custom_object_types", t)],
+);
+
+export const customObjectTypeFields = sqliteTable(
+  "custom_object_type_fields",
+  {
+    id: pk(),
+    customObjectTypeId: integer("custom_object_type_id")
+      .notNull()
+      .references(() => customObjectTypes.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    label: text("label").notNull().default(""),
+    description: text("description").notNull().default(""),
+    type: text("type").notNull(),
+    primary: integer("primary", { mode: "boolean" }).notNull().default(false),
+    required: integer("required", { mode: "boolean" }).notNull().default(false),
+    unique: integer("unique", { mode: "boolean" }).notNull().default(false),
+    default: text("default", { mode: "json" }).$type<unknown>(),
+    choiceSetId: integer("choice_set_id").references(() => choiceSets.id, { onDelete: "restrict" }),
+    validationRegex: text("validation_regex").notNull().default(""),
+    validationMinimum: real("validation_minimum"),
+    validationMaximum: real("validation_maximum"),
+    isPolymorphic: integer("is_polymorphic", { mode: "boolean" }).notNull().default(false),
+    relatedObjectTypeId: integer("related_object_type_id").references(() => objectTypes.id, { onDelete: "restrict" }),
+    /** For polymorphic fields: the allowed object type ids. */
+    relatedObjectTypeIds: text("related_object_type_ids", { mode: "json" }).$type<number[]>().notNull().$defaultFn(() => []),
+    relatedObjectFilter: text("related_object_filter", { mode: "json" }).$type<Record<string, unknown> | null>(),
+    onDeleteBehavior: text("on_delete_behavior").notNull().default("set_null"),
+    groupName: text("group_name").notNull().default(""),
+    searchWeight: integer("search_weight").notNull().default(1000),
+    filterLogic: text("filter_logic").notNull().default("loose"),
+    uiVisible: text("ui_visible").notNull().default("always"),
+    uiEditable: text("ui_editable").notNull().default("yes"),
+    weight: integer("weight").notNull().default(100),
+    isCloneable: integer("is_cloneable", { mode: "boolean" }).notNull().default(false),
+    schemaId: integer("schema_id").notNull(),
+    deprecated: integer("deprecated", { mode: "boolean" }).notNull().default(false),
+    deprecatedSince: text("deprecated_since").notNull().default(""),
+    scheduledRemoval: text("scheduled_removal").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [
+    uniqueIndex("cotf_cot_name_uq").on(t.customObjectTypeId, t.name),
+    uniqueIndex("cotf_cot_schema_id_uq").on(t.customObjectTypeId, t.schemaId),
+    index("cotf_related_ot_idx").on(t.relatedObjectTypeId),
+    idIndex("custom_object_type_fields", t),
+  ],
+);

@@ -1,0 +1,5 @@
+export * from "./core";
+export * from "./users";
+export * from "./inventory";
+export * from "./custom-objects";
+export * from "./tasks";

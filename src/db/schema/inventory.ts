@@ -1,0 +1,97 @@
+/** The host models links can point at: tenants, sites, devices, prefixes and IP addresses. */
+import { integer, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import { idIndex, pk, timestamps } from "./common";
+
+export const tenants = sqliteTable(
+  "tenants",
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    slug: text("slug").notNull(),
+    description: text("description").notNull().default(""),
+    comments: text("comments").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex("tenants_name_uq").on(t.name), uniqueIndex("tenants_slug_uq").on(t.slug), idIndex("tenants", t)],
+);
+
+export const sites = sqliteTable(
+  "sites",
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    slug: text("slug").notNull(),
+    status: text("status").notNull().default("active"),
+    tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
+    facility: text("facility").notNull().default(""),
+    timeZone: text("time_zone"),
+    latitude: text("latitude"),
+    longitude: text("longitude"),
+    description: text("description").notNull().default(""),
+    comments: text("comments").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [
+    uniqueIndex("sites_name_uq").on(t.name),
+    uniqueIndex("sites_slug_uq").on(t.slug),
+    index("sites_tenant_idx").on(t.tenantId),
+    index("sites_status_idx").on(t.status),
+    idIndex("sites", t),
+  ],
+);
+
+export const devices = sqliteTable(
+  "devices",
+  {
+    id: pk(),
+    name: text("name"),
+    siteId: integer("site_id")
+      .notNull()
+      .references(() => sites.id, { onDelete: "restrict" }),
+    tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
+    status: text("status").notNull().default("active"),
+    serial: text("serial").notNull().default(""),
+    assetTag: text("asset_tag"),
+    description: text("description").notNull().default(""),
+    comments: text("comments").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [
+    uniqueIndex("devices_site_name_uq").on(t.siteId, t.name),
+    uniqueIndex("devices_asset_tag_uq").on(t.assetTag),
+    index("devices_site_idx").on(t.siteId),
+    index("devices_tenant_idx").on(t.tenantId),
+    idIndex("devices", t),
+  ],
+);
+
+export const prefixes = sqliteTable(
+  "prefixes",
+  {
+    id: pk(),
+    prefix: text("prefix").notNull(),
+    siteId: integer("site_id").references(() => sites.id, { onDelete: "set null" }),
+    tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
+    status: text("status").notNull().default("active"),
+    isPool: integer("is_pool", { mode: "boolean" }).notNull().default(false),
+    description: text("description").notNull().default(""),
+    comments: text("comments").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [index("prefixes_prefix_idx").on(t.prefix), index("prefixes_site_idx").on(t.siteId), index("prefixes_tenant_idx").on(t.tenantId), idIndex("prefixes", t)],
+);
+
+export const ipAddresses = sqliteTable(
+  "ip_addresses",
+  {
+    id: pk(),
+    address: text("address").notNull(),
+    tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
+    status: text("status").notNull().default("active"),
+    dnsName: text("dns_name").notNull().default(""),
+    description: text("description").notNull().default(""),
+    comments: text("comments").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [index("ip_addresses_address_idx").on(t.address), index("ip_addresses_tenant_idx").on(t.tenantId), idIndex("ip_addresses", t)],
+);

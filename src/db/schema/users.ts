@@ -1,0 +1,94 @@
+/** Users, groups, object permissions and API tokens (§4). */
+import { integer, primaryKey, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import { idIndex, pk, timestamps } from "./common";
+import { objectTypes } from "./core";
+
+export const users = sqliteTable(
+  "users",
+  {
+    id: pk(),
+    username: text("username").notNull(),
+    passwordHash: text("password_hash"),
+    firstName: text("first_name").notNull().default(""),
+    lastName: text("last_name").notNull().default(""),
+    email: text("email").notNull().default(""),
+    isSuperuser: integer("is_superuser", { mode: "boolean" }).notNull().default(false),
+    isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex("users_username_uq").on(t.username), idIndex("users", t)],
+);
+
+export const groups = sqliteTable(
+  "groups",
+  { id: pk(), name: text("name").notNull(), description: text("description").notNull().default(""), ...timestamps },
+  (t) => [uniqueIndex("groups_name_uq").on(t.name), idIndex("groups", t)],
+);
+
+export const userGroups = sqliteTable(
+  "user_groups",
+  {
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    groupId: integer("group_id").notNull().references(() => groups.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.groupId] }), index("user_groups_group_idx").on(t.groupId)],
+);
+
+export const objectPermissions = sqliteTable(
+  "object_permissions",
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+    actions: text("actions", { mode: "json" }).$type<string[]>().notNull(),
+    constraints: text("constraints", { mode: "json" }).$type<unknown>(),
+    ...timestamps,
+  },
+  (t) => [idIndex("object_permissions", t)],
+);
+
+export const permissionObjectTypes = sqliteTable(
+  "object_permission_object_types",
+  {
+    permissionId: integer("permission_id").notNull().references(() => objectPermissions.id, { onDelete: "cascade" }),
+    objectTypeId: integer("object_type_id").notNull().references(() => objectTypes.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.permissionId, t.objectTypeId] }), index("opot_ot_idx").on(t.objectTypeId)],
+);
+
+export const permissionUsers = sqliteTable(
+  "object_permission_users",
+  {
+    permissionId: integer("permission_id").notNull().references(() => objectPermissions.id, { onDelete: "cascade" }),
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.permissionId, t.userId] }), index("opu_user_idx").on(t.userId)],
+);
+
+export const permissionGroups = sqliteTable(
+  "object_permission_groups",
+  {
+    permissionId: integer("permission_id").notNull().references(() => objectPermissions.id, { onDelete: "cascade" }),
+    groupId: integer("group_id").notNull().references(() => groups.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.permissionId, t.groupId] }), index("opg_group_idx").on(t.groupId)],
+);
+
+export const tokens = sqliteTable(
+  "tokens",
+  {
+    id: pk(),
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    /** SHA-256 of the token, hex. The token itself is never stored. */
+    keyHash: text("key_hash").notNull(),
+    /** Last four characters, so a user can tell tokens apart. */
+    keyHint: text("key_hint").notNull(),
+    description: text("description").notNull().default(""),
+    writeEnabled: integer("write_enabled", { mode: "boolean" }).notNull().default(true),
+    expires: text("expires"),
+    lastUsed: text("last_used"),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex("tokens_key_hash_uq").on(t.keyHash), index("tokens_user_idx").on(t.userId), idIndex("tokens", t)],
+);
