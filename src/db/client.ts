@@ -85,8 +85,7 @@ export function serializeClient(inner: Client): Client {
         }
       };
       return {
-        execute: ((stmt: InStatement | string, args?: InArgs) =>
-          args === undefined ? tx.execute(stmt as InStatement) : tx.execute(stmt as string, args)) as Transaction["execute"],
+        execute: ((stmt: InStatement) => tx.execute(stmt)) as Transaction["execute"],
         batch: (stmts: InStatement[]) => tx.batch(stmts),
         executeMultiple: (sql: string) => tx.executeMultiple(sql),
         async commit() {

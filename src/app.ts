@@ -1,0 +1,119 @@
+/**
+ * `createApp(deps)`: the one factory. Bun (`server.ts`), Workers (`worker.ts`) and the tests
+ * build their dependencies and call it; it mounts the core API and the enabled plugins.
+ */
+import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { getPath } from "hono/utils/url";
+import { and, eq } from "drizzle-orm";
+import type { Config } from "./config";
+import type { Database } from "./db/client";
+import { taggedItems } from "./db/schema";
+import type { HonoEnv, Services } from "./core/context";
+import { authenticate } from "./core/auth/middleware";
+import { ApiError } from "./core/errors";
+import { ModelRegistry } from "./core/models/registry";
+import { ObjectTypeRegistry } from "./core/object-types";
+import { mapConstraintError } from "./core/rest/constraints";
+import { CORE_MODELS, coreApiRoutes } from "./core/routes";
+import { resolvePlugins, BUILTIN_PLUGINS } from "./plugins/registry";
+import type { HostPlugin } from "./plugins/types";
+import type { Cache } from "./services/cache/types";
+import { createLogger, type Logger } from "./services/logger";
+import type { RedisClient } from "./services/redis-types";
+import type { DeleteHook } from "./core/rest/resource";
+
+export interface AppDeps {
+  config: Config;
+  db: Database;
+  cache: Cache;
+  redis?: { caching?: RedisClient; tasks?: RedisClient };
+  logger?: Logger;
+  /** Plugins that exist (enabled ones are picked by `config.plugins`); default: the built-ins. */
+  availablePlugins?: HostPlugin[];
+}
+
+export type App = Hono<HonoEnv>;
+
+const requestIds = () => crypto.randomUUID();
+
+/**
+ * Routes are declared without a trailing slash and requests route with it stripped, so
+ * `/api/dcim/sites/` and `/api/dcim/sites` reach the same handler (§4).
+ */
+export function routingPath(req: Request): string {
+  const path = getPath(req);
+  return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+}
+
+/** Generic references to a deleted object go with it. */
+const dropTags: DeleteHook = async (ctx, target) => {
+  const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model, ctx.db);
+  if (ot) await ctx.db.delete(taggedItems).where(and(eq(taggedItems.objectTypeId, ot.id), eq(taggedItems.objectId, target.id)));
+};
+
+export async function createApp(deps: AppDeps): Promise<App> {
+  const { config, db } = deps;
+  const logger = deps.logger ?? createLogger(config.logLevel);
+  const plugins = resolvePlugins(config.plugins, deps.availablePlugins ?? BUILTIN_PLUGINS);
+  const services: Services = {
+    config,
+    db,
+    cache: deps.cache,
+    redis: deps.redis ?? {},
+    logger,
+    plugins,
+    objectTypes: new ObjectTypeRegistry(db),
+    models: new ModelRegistry(),
+    deleteHooks: [dropTags],
+    startedAt: new Date(),
+  };
+  for (const m of CORE_MODELS) {
+    services.models.register(m.info);
+    await services.objectTypes.ensure(m.spec.appLabel, m.spec.model);
+  }
+  for (const p of plugins) {
+    for (const ot of p.objectTypes ?? []) await services.objectTypes.ensure(ot.appLabel, ot.model);
+    await p.onStartup?.(services);
+  }
+
+  const app = new Hono<HonoEnv>({ getPath: routingPath });
+  app.use("*", async (c, next) => {
+    c.set("services", services);
+    const incoming = c.req.header("x-request-id");
+    c.set("requestId", incoming && /^[\w.-]{1,64}$/.test(incoming) ? incoming : requestIds());
+    await next();
+    c.header("X-Request-Id", c.var.requestId);
+  });
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) {
+      for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
+      return c.json(err.body as object, err.statusCode);
+    }
+    const mapped = mapConstraintError(err, null);
+    if (mapped) return c.json(mapped.body as object, mapped.statusCode);
+    if (err instanceof HTTPException) {
+      return c.json({ detail: err.message || "Request failed." }, err.status);
+    }
+    logger.error("unhandled error", { requestId: c.var.requestId, path: c.req.path, error: String((err as Error)?.message ?? err) });
+    return c.json({ detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId }, 500);
+  });
+  app.notFound((c) => c.json({ detail: "Not found.", error: "not_found" }, 404));
+
+  const api = new Hono<HonoEnv>();
+  api.use("*", authenticate({ exempt: (path, method) => method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path) }));
+  api.route("/", coreApiRoutes());
+  api.get("/plugins", (c) => {
+    const origin = new URL(c.req.url).origin;
+    return c.json(Object.fromEntries(plugins.filter((p) => p.apiBase).map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`])));
+  });
+  for (const p of plugins) {
+    if (p.apiBase && p.apiRoutes) api.route(`/plugins/${p.apiBase}`, p.apiRoutes(services));
+  }
+  app.route("/api", api);
+  for (const p of plugins) {
+    if (p.routes) app.route(`/plugins/${p.name}`, p.routes(services));
+  }
+  return app;
+}

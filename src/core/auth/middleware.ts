@@ -1,0 +1,71 @@
+/**
+ * Authenticates `/api/` requests from `Authorization: Token|Bearer <key>`. Token lookups are
+ * cached (short TTL, invalidated on token and user changes); permissions load per request.
+ */
+import { eq } from "drizzle-orm";
+import type { MiddlewareHandler } from "hono";
+import { tokens, users } from "../../db/schema";
+import type { AuthState, HonoEnv } from "../context";
+import { ApiError, notAuthenticated } from "../errors";
+import { tokenCacheKey } from "./models";
+import { loadPermissions } from "./permissions";
+import { hashToken, tokenFromHeader } from "./tokens";
+
+const TOKEN_CACHE_TTL_SECONDS = 30;
+
+interface CachedToken {
+  tokenId: number;
+  userId: number;
+  username: string;
+  isSuperuser: boolean;
+  isActive: boolean;
+  writeEnabled: boolean;
+  expires: string | null;
+}
+
+const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token");
+const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
+
+export function authenticate(options: { exempt?: (path: string, method: string) => boolean } = {}): MiddlewareHandler<HonoEnv> {
+  return async (c, next) => {
+    const { config, db, cache } = c.var.services;
+    const key = tokenFromHeader(c.req.header("authorization"));
+    if (key === null) {
+      c.set("auth", ANONYMOUS);
+      const exempt = options.exempt?.(c.req.path, c.req.method) ?? false;
+      const readOnly = c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS";
+      if (!exempt && (config.loginRequired || !readOnly)) throw notAuthenticated();
+      return next();
+    }
+    if (!key || key.length > 256) throw invalidToken();
+    const keyHash = await hashToken(key);
+    let found = await cache.get<CachedToken>(tokenCacheKey(keyHash)).catch(() => null);
+    if (!found) {
+      const [row] = await db.orm
+        .select({
+          tokenId: tokens.id,
+          userId: users.id,
+          username: users.username,
+          isSuperuser: users.isSuperuser,
+          isActive: users.isActive,
+          writeEnabled: tokens.writeEnabled,
+          expires: tokens.expires,
+        })
+        .from(tokens)
+        .innerJoin(users, eq(users.id, tokens.userId))
+        .where(eq(tokens.keyHash, keyHash))
+        .limit(1);
+      if (!row) throw invalidToken();
+      found = row;
+      await cache.set(tokenCacheKey(keyHash), row, TOKEN_CACHE_TTL_SECONDS).catch(() => undefined);
+    }
+    if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now())) throw invalidToken();
+    const permissions = found.isSuperuser ? new Set<string>() : await loadPermissions(db.orm, found.userId);
+    c.set("auth", {
+      user: { id: found.userId, username: found.username, isSuperuser: found.isSuperuser, permissions },
+      tokenId: found.tokenId,
+      writeEnabled: found.writeEnabled,
+    });
+    return next();
+  };
+}

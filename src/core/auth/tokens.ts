@@ -1,0 +1,17 @@
+/** API token format: 40 random hex characters (NetBox v1 style), stored as a SHA-256 hash. */
+export function generateToken(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(20));
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export async function hashToken(token: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Parses `Authorization: Token <key>` or `Bearer <key>`; null when absent, "" when malformed. */
+export function tokenFromHeader(header: string | undefined): string | null {
+  if (!header || !header.trim()) return null;
+  const m = /^\s*(Token|Bearer)\s+(\S+)\s*$/i.exec(header);
+  return m ? m[2]! : "";
+}

@@ -1,0 +1,44 @@
+/**
+ * The typed Hono environment: `c.var.services` holds everything built once per process or
+ * isolate; `c.var.auth` is the authenticated caller of this request.
+ */
+import type { Context } from "hono";
+import type { Config } from "../config";
+import type { Database } from "../db/client";
+import type { Cache } from "../services/cache/types";
+import type { RedisClient } from "../services/redis-types";
+import type { Logger } from "../services/logger";
+import type { HostPlugin } from "../plugins/types";
+import type { ObjectTypeRegistry } from "./object-types";
+import type { ModelRegistry } from "./models/registry";
+import type { DeleteHooks } from "./rest/resource";
+
+export interface AuthUser {
+  id: number;
+  username: string;
+  isSuperuser: boolean;
+  /** Codenames `<app_label>.<action>_<model>` granted through object permissions. */
+  permissions: Set<string>;
+}
+
+export interface AuthState {
+  user: AuthUser | null;
+  tokenId: number | null;
+  writeEnabled: boolean;
+}
+
+export interface Services {
+  config: Config;
+  db: Database;
+  cache: Cache;
+  redis: { caching?: RedisClient; tasks?: RedisClient };
+  logger: Logger;
+  plugins: HostPlugin[];
+  objectTypes: ObjectTypeRegistry;
+  models: ModelRegistry;
+  deleteHooks: DeleteHooks;
+  startedAt: Date;
+}
+
+export type HonoEnv = { Variables: { services: Services; auth: AuthState; requestId: string } };
+export type Ctx = Context<HonoEnv>;

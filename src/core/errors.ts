@@ -1,0 +1,53 @@
+/**
+ * The one error type of the API and the §4 shapes: validation 400s are DRF-shaped
+ * `{field: [messages]}`, everything else `{detail}` plus an optional machine `error` code.
+ */
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+export interface FieldErrors {
+  [field: string]: string[] | FieldErrors | FieldErrors[];
+}
+
+export class ApiError extends HTTPException {
+  constructor(
+    readonly statusCode: ContentfulStatusCode,
+    readonly body: Record<string, unknown> | unknown[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    const detail = !Array.isArray(body) && typeof body.detail === "string" ? body.detail : "request failed";
+    super(statusCode, { message: detail });
+  }
+  /** @example throw ApiError.detail(409, "Unable to delete", "protected") */
+  static detail(status: ContentfulStatusCode, detail: string, error?: string, extra: Record<string, unknown> = {}) {
+    return new ApiError(status, { detail, ...(error ? { error } : {}), ...extra });
+  }
+}
+
+/** A 400 keyed by field name; `non_field_errors` for the rest. */
+export class ValidationError extends ApiError {
+  constructor(readonly fields: FieldErrors | FieldErrors[]) {
+    super(400, fields as Record<string, unknown>);
+  }
+  static field(name: string, message: string) {
+    return new ValidationError({ [name]: [message] });
+  }
+}
+
+export const notFound = (detail = "Not found.") => ApiError.detail(404, detail, "not_found");
+export const forbidden = (detail = "You do not have permission to perform this action.") => ApiError.detail(403, detail, "permission_denied");
+export const notAuthenticated = () => ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
+
+/** Collects field errors while validating, then throws once. */
+export class ErrorCollector {
+  readonly errors: Record<string, string[]> = {};
+  add(field: string, message: string) {
+    (this.errors[field] ??= []).push(message);
+  }
+  get empty() {
+    return Object.keys(this.errors).length === 0;
+  }
+  throwIfAny() {
+    if (!this.empty) throw new ValidationError(this.errors);
+  }
+}

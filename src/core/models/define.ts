@@ -1,0 +1,430 @@
+/**
+ * Declarative host models: a table plus field specs become a `Resource` (validation,
+ * serialisation with nested relations and tags, filters, ordering, search) and a `ModelInfo`.
+ */
+import { and, eq, getTableColumns, inArray, sql, type SQLWrapper } from "drizzle-orm";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
+import { ErrorCollector } from "../errors";
+import type { FilterSpec, ListSpec } from "../rest/query";
+import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
+import type { ModelInfo } from "./registry";
+import { label as otLabel } from "../object-types";
+import { nowIso } from "../../db/schema/common";
+
+export type FieldType =
+  | "string"
+  | "text"
+  | "slug"
+  | "integer"
+  | "boolean"
+  | "choice"
+  | "fk"
+  | "datetime"
+  | "json"
+  | "color"
+  | "password"
+  | "m2m"
+  | "object_types";
+
+export interface FieldSpec {
+  name: string;
+  type: FieldType;
+  column?: SQLiteColumn;
+  required?: boolean;
+  nullable?: boolean;
+  maxLength?: number;
+  choices?: readonly (readonly [string, string])[];
+  /** `app_label.model` of the target (fk, m2m). */
+  related?: string;
+  /** Link table for m2m / object_types: `own` points at this model, `other` at the target. */
+  link?: { table: SQLiteTable; own: SQLiteColumn; other: SQLiteColumn };
+  readOnly?: boolean;
+  writeOnly?: boolean;
+  search?: boolean;
+  brief?: boolean;
+  /** Extra check on a converted value; returns an error message or null. */
+  check?: (value: unknown) => string | null;
+}
+
+export interface ModelSpec {
+  appLabel: string;
+  model: string;
+  verboseName: string;
+  /** API path below `/api/`, e.g. `dcim/sites`. */
+  path: string;
+  table: SQLiteTable & { id: SQLiteColumn };
+  fields: FieldSpec[];
+  display: (row: Record<string, any>) => string;
+  tags?: boolean;
+  defaultOrdering?: string[];
+  /** Cross-field validation after per-field conversion; `existing` on updates. */
+  validate?: (ctx: WriteContext, values: Record<string, unknown>, existing: Record<string, any> | null, errors: ErrorCollector) => Promise<void>;
+  /** Runs after insert/update with the final row id. */
+  afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
+  /** Adds or rewrites keys of serialised records. */
+  decorate?: (ctx: ReadContext, rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>;
+}
+
+/** Fields every record carries and writes may echo back; they are ignored on input. */
+export const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
+
+const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
+const COLOR_RE = /^[0-9a-f]{6}$/;
+
+export interface DefinedModel {
+  spec: ModelSpec;
+  resource: Resource;
+  info: ModelInfo;
+}
+
+export function recordUrl(baseUrl: string, path: string, id: number) {
+  return `${baseUrl}/api/${path}/${id}/`;
+}
+
+/** Builds resource + model info from a spec. */
+export function defineModel(spec: ModelSpec): DefinedModel {
+  const table = spec.table;
+  const columnKeys = new Map<SQLiteColumn, string>();
+  for (const [key, col] of Object.entries(getTableColumns(table))) columnKeys.set(col as SQLiteColumn, key);
+  const keyOf = (col: SQLiteColumn) => columnKeys.get(col)!;
+  const fieldsByName = new Map(spec.fields.map((f) => [f.name, f]));
+  const scalar = spec.fields.filter((f) => f.column);
+
+  const filters: Record<string, FilterSpec> = { id: { kind: "number", expr: table.id } };
+  const orderings: Record<string, SQLWrapper> = { id: table.id, created: (table as any).created, last_updated: (table as any).lastUpdated };
+  for (const f of scalar) {
+    if (f.writeOnly) continue;
+    const col = f.column!;
+    const kind = f.type === "integer" || f.type === "fk" ? "number" : f.type === "boolean" ? "boolean" : f.type === "datetime" ? "datetime" : "string";
+    if (f.type !== "json") {
+      filters[f.type === "fk" ? `${f.name}_id` : f.name] = { kind, expr: col };
+      orderings[f.name] = col;
+    }
+  }
+  filters.created = { kind: "datetime", expr: (table as any).created };
+  filters.last_updated = { kind: "datetime", expr: (table as any).lastUpdated };
+  if (spec.tags) {
+    filters.tag = {
+      kind: "string",
+      expr: table.id,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => {
+        const tagged = sql`${table.id} IN (SELECT ti.object_id FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id JOIN object_types ot ON ot.id = ti.object_type_id WHERE ot.app_label = ${spec.appLabel} AND ot.model = ${spec.model} AND t.slug IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)}))`;
+        return lookup === "n" ? sql`NOT ${tagged}` : tagged;
+      },
+    };
+  }
+  const list: ListSpec = {
+    filters,
+    orderings,
+    defaultOrdering: spec.defaultOrdering ?? ["id"],
+    search: scalar.filter((f) => f.search).map((f) => f.column!),
+    idExpr: table.id,
+  };
+
+  async function objectTypeId(ctx: ReadContext) {
+    return (await ctx.services.objectTypes.ensure(spec.appLabel, spec.model)).id;
+  }
+
+  async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {
+    if (!rows.length) return [];
+    const ids = rows.map((r) => r.id as number);
+    const related = new Map<string, Map<number, ApiRecord>>();
+    for (const f of spec.fields) {
+      if (f.type === "fk") {
+        const [app, model] = f.related!.split(".") as [string, string];
+        const info = await ctx.services.models.get(app, model, ctx);
+        const fkIds = [...new Set(rows.map((r) => r[keyOf(f.column!)]).filter((v) => v != null))] as number[];
+        related.set(f.name, info && fkIds.length ? await info.nested(ctx, fkIds) : new Map());
+      }
+    }
+    const m2m = new Map<string, Map<number, unknown[]>>();
+    for (const f of spec.fields) {
+      if (f.type !== "m2m" && f.type !== "object_types") continue;
+      const { table: link, own, other } = f.link!;
+      const pairs = (await ctx.db
+        .select({ own: own, other: other })
+        .from(link)
+        .where(inArray(own, ids))) as { own: number; other: number }[];
+      const byOwn = new Map<number, unknown[]>();
+      if (f.type === "object_types") {
+        const ots = await ctx.services.objectTypes.byIds(pairs.map((p) => p.other), ctx.db);
+        for (const p of pairs) {
+          const ot = ots.get(p.other);
+          if (ot) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(otLabel(ot));
+        }
+        for (const v of byOwn.values()) (v as string[]).sort();
+      } else {
+        const [app, model] = f.related!.split(".") as [string, string];
+        const info = await ctx.services.models.get(app, model, ctx);
+        const nested = info ? await info.nested(ctx, [...new Set(pairs.map((p) => p.other))]) : new Map();
+        for (const p of pairs.sort((a, b) => a.other - b.other)) {
+          const n = nested.get(p.other);
+          if (n) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(n);
+        }
+      }
+      m2m.set(f.name, byOwn);
+    }
+    const tagsByObject = spec.tags ? await loadTags(ctx, await objectTypeId(ctx), ids) : null;
+
+    const records = rows.map((row) => {
+      const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
+      for (const f of spec.fields) {
+        if (f.writeOnly) continue;
+        if (f.type === "m2m" || f.type === "object_types") {
+          rec[f.name] = m2m.get(f.name)!.get(row.id) ?? [];
+          continue;
+        }
+        const value = row[keyOf(f.column!)];
+        if (f.type === "fk") rec[f.name] = value == null ? null : (related.get(f.name)!.get(value) ?? { id: value });
+        else if (f.type === "choice") rec[f.name] = value == null ? null : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
+        else rec[f.name] = value ?? null;
+      }
+      if (tagsByObject) rec.tags = tagsByObject.get(row.id) ?? [];
+      rec.created = row.created;
+      rec.last_updated = row.lastUpdated;
+      return rec;
+    });
+    await spec.decorate?.(ctx, rows, records);
+    return records;
+  }
+
+  async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
+    if (!ids.length) return [];
+    const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+    const byId = new Map(rows.map((r) => [r.id as number, r]));
+    return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
+  }
+
+  async function convertInput(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
+    const errors = new ErrorCollector();
+    const values: Record<string, unknown> = {};
+    const links = new Map<FieldSpec, number[]>();
+    let tagIds: number[] | null = null;
+    for (const key of Object.keys(input)) {
+      if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags)) errors.add(key, "Unknown field.");
+    }
+    for (const f of spec.fields) {
+      if (f.readOnly) continue;
+      const present = Object.prototype.hasOwnProperty.call(input, f.name);
+      if (!present) {
+        if (f.required && (!existing || !partial) && (existing == null || existing[keyOf(f.column!)] == null)) errors.add(f.name, "This field is required.");
+        continue;
+      }
+      const raw = input[f.name];
+      const result = await convertValue(ctx, f, raw);
+      if (typeof result === "object" && result && "error" in result) {
+        errors.add(f.name, result.error);
+        continue;
+      }
+      if (f.type === "m2m" || f.type === "object_types") links.set(f, result.value as number[]);
+      else values[keyOf(f.column!)] = result.value;
+    }
+    if (spec.tags && Object.prototype.hasOwnProperty.call(input, "tags")) {
+      const res = await resolveTags(ctx, input.tags, spec.appLabel, spec.model);
+      if ("error" in res) errors.add("tags", res.error);
+      else tagIds = res.ids;
+    }
+    if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
+    errors.throwIfAny();
+    return { values, links, tagIds };
+  }
+
+  async function writeLinks(ctx: WriteContext, id: number, links: Map<FieldSpec, number[]>, tagIds: number[] | null) {
+    for (const [f, targets] of links) {
+      const { table: link, own, other } = f.link!;
+      await ctx.db.delete(link).where(eq(own, id));
+      if (targets.length) await ctx.db.insert(link).values(targets.map((t) => ({ [keyOf2(link, own)]: id, [keyOf2(link, other)]: t })) as any);
+    }
+    if (tagIds) await setTags(ctx, await objectTypeId(ctx), id, tagIds);
+  }
+
+  const resource: Resource = {
+    appLabel: spec.appLabel,
+    model: spec.model,
+    verboseName: spec.verboseName,
+    table,
+    list,
+    briefFields: ["id", "url", "display", ...spec.fields.filter((f) => f.brief).map((f) => f.name)],
+    load,
+    async create(ctx, input) {
+      const { values, links, tagIds } = await convertInput(ctx, input, null, false);
+      const [row] = (await ctx.db.insert(table).values(values as any).returning({ id: table.id })) as { id: number }[];
+      await writeLinks(ctx, row!.id, links, tagIds);
+      await spec.afterWrite?.(ctx, row!.id, input, true);
+      return row!.id;
+    },
+    async update(ctx, id, input, partial) {
+      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
+      const { values, links, tagIds } = await convertInput(ctx, input, existing!, partial);
+      await ctx.db
+        .update(table)
+        .set({ ...values, lastUpdated: nowIso() } as any)
+        .where(eq(table.id, id));
+      await writeLinks(ctx, id, links, tagIds);
+      await spec.afterWrite?.(ctx, id, input, false);
+    },
+    async delete(ctx, id) {
+      await ctx.db.delete(table).where(eq(table.id, id));
+    },
+    fieldForColumn(column) {
+      const f = scalar.find((x) => x.column!.name === column);
+      return f ? f.name : column;
+    },
+  };
+
+  const info: ModelInfo = {
+    appLabel: spec.appLabel,
+    model: spec.model,
+    verboseName: spec.verboseName,
+    resource,
+    async nested(ctx, ids) {
+      const out = new Map<number, ApiRecord>();
+      if (!ids.length) return out;
+      const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
+      const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+      for (const row of rows) {
+        const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
+        for (const f of briefCols) {
+          const v = row[keyOf(f.column!)];
+          rec[f.name] = f.type === "choice" && v != null ? { value: v, label: f.choices!.find(([x]) => x === v)?.[1] ?? v } : (v ?? null);
+        }
+        out.set(row.id, rec);
+      }
+      return out;
+    },
+  };
+  return { spec, resource, info };
+}
+
+function keyOf2(table: SQLiteTable, col: SQLiteColumn): string {
+  for (const [k, c] of Object.entries(getTableColumns(table))) if (c === col) return k;
+  throw new Error(`column ${col.name} not in table`);
+}
+
+type Converted = { value: unknown } | { error: string };
+
+async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Promise<Converted> {
+  if (raw === null) {
+    if (f.type === "m2m" || f.type === "object_types") return { value: [] };
+    return f.nullable ? { value: null } : { error: "This field may not be null." };
+  }
+  const checked = (value: unknown): Converted => {
+    const msg = f.check?.(value);
+    return msg ? { error: msg } : { value };
+  };
+  switch (f.type) {
+    case "string":
+    case "text":
+    case "slug":
+    case "color":
+    case "password":
+    case "datetime": {
+      if (typeof raw !== "string") return { error: "Not a valid string." };
+      const s = f.type === "text" ? raw : raw.trim();
+      if (f.required && !s) return { error: "This field may not be blank." };
+      if (f.maxLength && s.length > f.maxLength) return { error: `Ensure this field has no more than ${f.maxLength} characters.` };
+      if (f.type === "slug" && !SLUG_RE.test(s)) return { error: 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.' };
+      if (f.type === "color" && !COLOR_RE.test(s)) return { error: "Enter a valid hexadecimal RGB color code (six lowercase hex digits)." };
+      if (f.type === "datetime" && s && Number.isNaN(Date.parse(s))) return { error: "Datetime has wrong format. Use ISO 8601." };
+      if (f.type === "password") return { value: await (await import("../auth/passwords")).hashPassword(s) };
+      return checked(f.type === "datetime" && s ? new Date(s).toISOString() : s === "" && f.nullable ? null : s);
+    }
+    case "integer":
+      if (typeof raw !== "number" || !Number.isInteger(raw)) return { error: "A valid integer is required." };
+      return checked(raw);
+    case "boolean":
+      if (typeof raw !== "boolean") return { error: "Must be a valid boolean." };
+      return { value: raw };
+    case "choice": {
+      const value = typeof raw === "object" && raw && "value" in raw ? (raw as any).value : raw;
+      if (typeof value !== "string" || !f.choices!.some(([v]) => v === value)) return { error: `"${String(value)}" is not a valid choice.` };
+      return { value };
+    }
+    case "json":
+      return checked(raw);
+    case "fk": {
+      const id = typeof raw === "object" && raw && !Array.isArray(raw) ? (raw as any).id : raw;
+      if (typeof id !== "number" || !Number.isInteger(id)) return { error: "Incorrect type. Expected pk value." };
+      const [app, model] = f.related!.split(".") as [string, string];
+      const info = await ctx.services.models.get(app, model, ctx);
+      const found = info ? await info.nested(ctx, [id]) : new Map();
+      if (!found.has(id)) return { error: `Related object not found using the provided numeric ID: ${id}` };
+      return { value: id };
+    }
+    case "m2m": {
+      if (!Array.isArray(raw)) return { error: "Expected a list of items." };
+      const ids = raw.map((x) => (typeof x === "object" && x ? (x as any).id : x));
+      if (!ids.every((x) => typeof x === "number" && Number.isInteger(x))) return { error: "Incorrect type. Expected pk value." };
+      const [app, model] = f.related!.split(".") as [string, string];
+      const info = await ctx.services.models.get(app, model, ctx);
+      const found = info ? await info.nested(ctx, ids) : new Map();
+      const missing = ids.filter((id) => !found.has(id));
+      if (missing.length) return { error: `Related object not found using the provided numeric ID: ${missing[0]}` };
+      return { value: [...new Set(ids as number[])] };
+    }
+    case "object_types": {
+      if (!Array.isArray(raw)) return { error: "Expected a list of items." };
+      const ids: number[] = [];
+      for (const item of raw) {
+        const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
+        if (!ot) return { error: `Unknown object type: ${JSON.stringify(item)}` };
+        ids.push(ot.id);
+      }
+      return { value: [...new Set(ids)] };
+    }
+  }
+}
+
+// ---- tags: generic (object_type, object_id) assignments -------------------------------------
+
+export function nestedTag(baseUrl: string, t: { id: number; name: string; slug: string; color: string }): ApiRecord {
+  return { id: t.id, url: recordUrl(baseUrl, "extras/tags", t.id), display: t.name, name: t.name, slug: t.slug, color: t.color };
+}
+
+export async function loadTags(ctx: ReadContext, objectTypeId: number, ids: number[]): Promise<Map<number, ApiRecord[]>> {
+  const out = new Map<number, ApiRecord[]>();
+  if (!ids.length) return out;
+  const rows = await ctx.db
+    .select({ objectId: taggedItems.objectId, id: tagsTable.id, name: tagsTable.name, slug: tagsTable.slug, color: tagsTable.color })
+    .from(taggedItems)
+    .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
+    .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
+    .orderBy(tagsTable.name);
+  for (const r of rows) (out.get(r.objectId) ?? out.set(r.objectId, []).get(r.objectId)!).push(nestedTag(ctx.baseUrl, r));
+  return out;
+}
+
+/** Resolves tag references (ids, `{id}`, `{name}`, `{slug}`) and checks each tag's scope. */
+export async function resolveTags(ctx: WriteContext, raw: unknown, appLabel: string, model: string): Promise<{ ids: number[] } | { error: string }> {
+  if (raw === null) return { ids: [] };
+  if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
+  const ids: number[] = [];
+  for (const item of raw) {
+    let where;
+    if (typeof item === "number" && Number.isInteger(item)) where = eq(tagsTable.id, item);
+    else if (item && typeof item === "object" && typeof (item as any).id === "number") where = eq(tagsTable.id, (item as any).id);
+    else if (item && typeof item === "object" && typeof (item as any).slug === "string") where = eq(tagsTable.slug, (item as any).slug);
+    else if (item && typeof item === "object" && typeof (item as any).name === "string") where = eq(tagsTable.name, (item as any).name);
+    else if (typeof item === "string") where = eq(tagsTable.slug, item);
+    else return { error: `Invalid tag reference: ${JSON.stringify(item)}` };
+    const [tag] = await ctx.db.select().from(tagsTable).where(where).limit(1);
+    if (!tag) return { error: `Tag not found: ${JSON.stringify(item)}` };
+    const scope = await ctx.db
+      .select({ id: tagObjectTypes.objectTypeId })
+      .from(tagObjectTypes)
+      .where(eq(tagObjectTypes.tagId, tag.id));
+    if (scope.length) {
+      const ot = await ctx.services.objectTypes.byLabel(appLabel, model, ctx.db);
+      if (!ot || !scope.some((s) => s.id === ot.id)) return { error: `Tag "${tag.name}" cannot be applied to ${appLabel}.${model} objects.` };
+    }
+    ids.push(tag.id);
+  }
+  return { ids: [...new Set(ids)] };
+}
+
+export async function setTags(ctx: WriteContext, objectTypeId: number, objectId: number, tagIds: number[]) {
+  await ctx.db.delete(taggedItems).where(and(eq(taggedItems.objectTypeId, objectTypeId), eq(taggedItems.objectId, objectId)));
+  if (tagIds.length) await ctx.db.insert(taggedItems).values(tagIds.map((tagId) => ({ tagId, objectTypeId, objectId })));
+}

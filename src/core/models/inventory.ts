@@ -1,0 +1,130 @@
+/** The host inventory models of §4: tenants, sites, devices, prefixes and IP addresses. */
+import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema";
+import { defineModel } from "./define";
+
+const STATUS = [
+  ["planned", "Planned"],
+  ["staged", "Staged"],
+  ["active", "Active"],
+  ["decommissioning", "Decommissioning"],
+  ["retired", "Retired"],
+  ["offline", "Offline"],
+  ["reserved", "Reserved"],
+  ["deprecated", "Deprecated"],
+  ["container", "Container"],
+  ["dhcp", "DHCP"],
+] as const;
+const pick = (...values: string[]) => STATUS.filter(([v]) => values.includes(v));
+
+const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
+const checkPrefix = (v: unknown) => (typeof v === "string" && PREFIX_RE.test(v) ? null : "Enter a valid IPv4 or IPv6 prefix in CIDR notation.");
+
+export const tenantModel = defineModel({
+  appLabel: "tenancy",
+  model: "tenant",
+  verboseName: "tenant",
+  path: "tenancy/tenants",
+  table: tenants,
+  tags: true,
+  defaultOrdering: ["name"],
+  display: (r) => r.name,
+  fields: [
+    { name: "name", type: "string", column: tenants.name, required: true, maxLength: 100, search: true, brief: true },
+    { name: "slug", type: "slug", column: tenants.slug, required: true, maxLength: 100, search: true, brief: true },
+    { name: "description", type: "string", column: tenants.description, maxLength: 200, search: true, brief: true },
+    { name: "comments", type: "text", column: tenants.comments },
+  ],
+});
+
+export const siteModel = defineModel({
+  appLabel: "dcim",
+  model: "site",
+  verboseName: "site",
+  path: "dcim/sites",
+  table: sites,
+  tags: true,
+  defaultOrdering: ["name"],
+  display: (r) => r.name,
+  fields: [
+    { name: "name", type: "string", column: sites.name, required: true, maxLength: 100, search: true, brief: true },
+    { name: "slug", type: "slug", column: sites.slug, required: true, maxLength: 100, search: true, brief: true },
+    { name: "status", type: "choice", column: sites.status, choices: pick("planned", "staged", "active", "decommissioning", "retired") },
+    { name: "tenant", type: "fk", column: sites.tenantId, related: "tenancy.tenant", nullable: true },
+    { name: "facility", type: "string", column: sites.facility, maxLength: 50, search: true },
+    { name: "time_zone", type: "string", column: sites.timeZone, maxLength: 63, nullable: true },
+    { name: "latitude", type: "string", column: sites.latitude, nullable: true, maxLength: 12 },
+    { name: "longitude", type: "string", column: sites.longitude, nullable: true, maxLength: 12 },
+    { name: "description", type: "string", column: sites.description, maxLength: 200, search: true, brief: true },
+    { name: "comments", type: "text", column: sites.comments },
+  ],
+});
+
+export const deviceModel = defineModel({
+  appLabel: "dcim",
+  model: "device",
+  verboseName: "device",
+  path: "dcim/devices",
+  table: devices,
+  tags: true,
+  defaultOrdering: ["name", "id"],
+  display: (r) => r.name ?? `Device ${r.id}`,
+  fields: [
+    { name: "name", type: "string", column: devices.name, maxLength: 64, nullable: true, search: true, brief: true },
+    { name: "site", type: "fk", column: devices.siteId, related: "dcim.site", required: true },
+    { name: "tenant", type: "fk", column: devices.tenantId, related: "tenancy.tenant", nullable: true },
+    { name: "status", type: "choice", column: devices.status, choices: pick("offline", "active", "planned", "staged", "decommissioning") },
+    { name: "serial", type: "string", column: devices.serial, maxLength: 50, search: true },
+    { name: "asset_tag", type: "string", column: devices.assetTag, maxLength: 50, nullable: true, search: true },
+    { name: "description", type: "string", column: devices.description, maxLength: 200, search: true, brief: true },
+    { name: "comments", type: "text", column: devices.comments },
+  ],
+});
+
+export const prefixModel = defineModel({
+  appLabel: "ipam",
+  model: "prefix",
+  verboseName: "prefix",
+  path: "ipam/prefixes",
+  table: prefixes,
+  tags: true,
+  defaultOrdering: ["prefix", "id"],
+  display: (r) => r.prefix,
+  fields: [
+    { name: "prefix", type: "string", column: prefixes.prefix, required: true, maxLength: 49, search: true, brief: true, check: checkPrefix },
+    { name: "site", type: "fk", column: prefixes.siteId, related: "dcim.site", nullable: true },
+    { name: "tenant", type: "fk", column: prefixes.tenantId, related: "tenancy.tenant", nullable: true },
+    { name: "status", type: "choice", column: prefixes.status, choices: pick("container", "active", "reserved", "deprecated") },
+    { name: "is_pool", type: "boolean", column: prefixes.isPool },
+    { name: "description", type: "string", column: prefixes.description, maxLength: 200, search: true, brief: true },
+    { name: "comments", type: "text", column: prefixes.comments },
+  ],
+});
+
+const ADDRESS_RE = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]+)\/\d{1,3}$/;
+export const ipAddressModel = defineModel({
+  appLabel: "ipam",
+  model: "ipaddress",
+  verboseName: "IP address",
+  path: "ipam/ip-addresses",
+  table: ipAddresses,
+  tags: true,
+  defaultOrdering: ["address", "id"],
+  display: (r) => r.address,
+  fields: [
+    {
+      name: "address",
+      type: "string",
+      column: ipAddresses.address,
+      required: true,
+      maxLength: 49,
+      search: true,
+      brief: true,
+      check: (v) => (typeof v === "string" && ADDRESS_RE.test(v) ? null : "Enter a valid IPv4 or IPv6 address with a mask."),
+    },
+    { name: "tenant", type: "fk", column: ipAddresses.tenantId, related: "tenancy.tenant", nullable: true },
+    { name: "status", type: "choice", column: ipAddresses.status, choices: pick("active", "reserved", "deprecated", "dhcp") },
+    { name: "dns_name", type: "string", column: ipAddresses.dnsName, maxLength: 255, search: true },
+    { name: "description", type: "string", column: ipAddresses.description, maxLength: 200, search: true, brief: true },
+    { name: "comments", type: "text", column: ipAddresses.comments },
+  ],
+});

@@ -1,0 +1,118 @@
+/**
+ * Object types (NetBox content types): `(app_label, model)` rows with stable ids. Labels are
+ * parsed here once, including the `custom-objects` alias of `custom_objects`.
+ */
+import { and, eq, inArray } from "drizzle-orm";
+import type { Database, Executor } from "../db/client";
+import { objectTypes } from "../db/schema";
+
+export interface ObjectTypeRow {
+  id: number;
+  appLabel: string;
+  model: string;
+}
+
+export const label = (ot: { appLabel: string; model: string }) => `${ot.appLabel}.${ot.model}`;
+
+/** Normalises `app_label` aliases: `custom-objects` is `custom_objects`. */
+export const normalizeAppLabel = (appLabel: string) => (appLabel === "custom-objects" ? "custom_objects" : appLabel);
+
+/** Parses `"app.model"` / `"app/model"` (schema documents) into parts, or null. */
+export function parseLabel(text: string, separator: "." | "/" = "."): { appLabel: string; model: string } | null {
+  const i = text.indexOf(separator);
+  if (i <= 0 || i === text.length - 1) return null;
+  const appLabel = normalizeAppLabel(text.slice(0, i).trim());
+  const model = text.slice(i + 1).trim();
+  if (!/^[a-z][a-z0-9_-]*$/.test(appLabel) || !/^[-a-zA-Z0-9_]+$/.test(model)) return null;
+  return { appLabel, model: appLabel === "custom_objects" ? model : model.toLowerCase() };
+}
+
+/**
+ * Caches ids of static object types (they never change). Custom-object types are looked up
+ * every time because a slug rename changes their `model` in another isolate too.
+ */
+export class ObjectTypeRegistry {
+  #byLabel = new Map<string, ObjectTypeRow>();
+  #byId = new Map<number, ObjectTypeRow>();
+
+  constructor(private readonly db: Database) {}
+
+  #remember(row: ObjectTypeRow) {
+    if (row.appLabel === "custom_objects" && !row.model.startsWith("customobjecttype")) return;
+    this.#byLabel.set(label(row), row);
+    this.#byId.set(row.id, row);
+  }
+
+  forget(id: number) {
+    const row = this.#byId.get(id);
+    if (row) this.#byLabel.delete(label(row));
+    this.#byId.delete(id);
+  }
+
+  /** Returns the id of an object type, creating the row when missing. */
+  async ensure(appLabel: string, model: string, db: Executor = this.db.orm): Promise<ObjectTypeRow> {
+    const found = await this.byLabel(appLabel, model, db);
+    if (found) return found;
+    await db.insert(objectTypes).values({ appLabel, model }).onConflictDoNothing();
+    const row = await this.byLabel(appLabel, model, db);
+    if (!row) throw new Error(`object type ${appLabel}.${model} could not be created`);
+    return row;
+  }
+
+  async byLabel(appLabel: string, model: string, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {
+    appLabel = normalizeAppLabel(appLabel);
+    const cached = this.#byLabel.get(`${appLabel}.${model}`);
+    if (cached) return cached;
+    const [row] = await db
+      .select()
+      .from(objectTypes)
+      .where(and(eq(objectTypes.appLabel, appLabel), eq(objectTypes.model, model)))
+      .limit(1);
+    if (row) this.#remember(row);
+    return row ?? null;
+  }
+
+  async byId(id: number, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {
+    const cached = this.#byId.get(id);
+    if (cached) return cached;
+    const [row] = await db.select().from(objectTypes).where(eq(objectTypes.id, id)).limit(1);
+    if (row) this.#remember(row);
+    return row ?? null;
+  }
+
+  async byIds(ids: number[], db: Executor = this.db.orm): Promise<Map<number, ObjectTypeRow>> {
+    const out = new Map<number, ObjectTypeRow>();
+    const missing: number[] = [];
+    for (const id of new Set(ids)) {
+      const row = this.#byId.get(id);
+      if (row) out.set(id, row);
+      else missing.push(id);
+    }
+    if (missing.length) {
+      for (const row of await db.select().from(objectTypes).where(inArray(objectTypes.id, missing))) {
+        this.#remember(row);
+        out.set(row.id, row);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Resolves any accepted spelling of an object type: an id, `"app.model"`, or
+   * `{app_label, model}`. Returns null when it names nothing.
+   */
+  async resolve(value: unknown, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {
+    if (typeof value === "number" && Number.isInteger(value)) return this.byId(value, db);
+    if (typeof value === "string") {
+      if (/^\d+$/.test(value)) return this.byId(Number(value), db);
+      const parts = parseLabel(value);
+      return parts ? this.byLabel(parts.appLabel, parts.model, db) : null;
+    }
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      const v = value as Record<string, unknown>;
+      if (typeof v.app_label === "string" && typeof v.model === "string") return this.byLabel(normalizeAppLabel(v.app_label), v.model, db);
+      if (typeof v.id === "number") return this.byId(v.id, db);
+    }
+    return null;
+  }
+}

@@ -1,0 +1,216 @@
+/**
+ * The §4 REST verbs written once: list/retrieve, single and bulk create/update/delete
+ * (all-or-nothing), with permission checks, for any `Resource`.
+ */
+import { count, inArray, sql } from "drizzle-orm";
+import type { Hono } from "hono";
+import { requirePermission } from "../auth/permissions";
+import type { Ctx, HonoEnv } from "../context";
+import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
+import { readJson, baseUrlOf } from "../http";
+import { pageLinks, parseListQuery, parseProjection, project } from "./query";
+import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource";
+import { mapConstraintError } from "./constraints";
+
+export function readContext(c: Ctx): ReadContext {
+  const services = c.var.services;
+  return { db: services.db.orm, services, baseUrl: baseUrlOf(c) };
+}
+
+export function parseId(raw: string | undefined): number {
+  if (!raw || !/^\d{1,15}$/.test(raw)) throw notFound();
+  return Number(raw);
+}
+
+/** Runs `fn` in one write transaction and maps constraint failures to 400/409. */
+export async function inTransaction<T>(c: Ctx, resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+  const services = c.var.services;
+  try {
+    return await services.db.orm.transaction(async (tx) =>
+      fn({ db: tx, services, baseUrl: baseUrlOf(c), auth: c.var.auth, requestId: c.var.requestId }),
+    );
+  } catch (e) {
+    throw mapConstraintError(e, resource) ?? e;
+  }
+}
+
+export async function listRecords(c: Ctx, resource: Resource) {
+  const ctx = readContext(c);
+  const url = new URL(c.req.url);
+  const q = parseListQuery(url, resource.list);
+  const db = ctx.db;
+  const [{ n }] = (await db
+    .select({ n: count() })
+    .from(resource.table)
+    .where(q.where)) as [{ n: number }];
+  let results: ApiRecord[] = [];
+  if (n > q.offset) {
+    const idRows = await db
+      .select({ id: sql<number>`${resource.list.idExpr}` })
+      .from(resource.table)
+      .where(q.where)
+      .orderBy(...q.orderBy)
+      .limit(q.limit)
+      .offset(q.offset);
+    results = await resource.load(ctx, idRows.map((r) => Number(r.id)));
+  }
+  return c.json({ count: n, ...pageLinks(url, n, q.limit, q.offset), results: project(results, q.projection, resource.briefFields) });
+}
+
+async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
+  const [record] = await resource.load(readContext(c), [id]);
+  if (!record) throw notFound();
+  return record;
+}
+
+function projected(c: Ctx, resource: Resource, records: ApiRecord[]) {
+  return project(records, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
+}
+
+const asObject = (value: unknown, where: string): ApiRecord => {
+  if (!value || typeof value !== "object" || Array.isArray(value)) {
+    throw new ValidationError({ non_field_errors: [`${where}: expected a JSON object.`] });
+  }
+  return value as ApiRecord;
+};
+
+/** Runs `step` for each bulk item, collecting validation errors per item (DRF list shape). */
+async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<T>): Promise<T[]> {
+  if (!items.length) throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+  const out: T[] = [];
+  const errors: FieldErrors[] = [];
+  let failed = false;
+  for (const [i, item] of items.entries()) {
+    try {
+      out.push(await step(asObject(item, `item ${i}`)));
+      errors.push({});
+    } catch (e) {
+      if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
+      failed = true;
+      errors.push(e.fields);
+    }
+  }
+  if (failed) throw new ValidationError(errors);
+  return out;
+}
+
+function bulkId(item: ApiRecord): number {
+  const id = item.id;
+  if (typeof id !== "number" || !Number.isInteger(id) || id < 1) throw new ValidationError({ id: ["A valid object id is required."] });
+  return id;
+}
+
+async function ensureExists(ctx: WriteContext, resource: Resource, id: number) {
+  const [row] = await ctx.db
+    .select({ id: sql<number>`${resource.list.idExpr}` })
+    .from(resource.table)
+    .where(sql`${resource.list.idExpr} = ${id}`)
+    .limit(1);
+  if (!row) throw notFound(`No ${resource.verboseName} with id ${id}.`);
+}
+
+export async function deleteWithHooks(ctx: WriteContext, resource: Resource, id: number) {
+  await ensureExists(ctx, resource, id);
+  for (const hook of ctx.services.deleteHooks) await hook(ctx, { appLabel: resource.appLabel, model: resource.model, id });
+  await resource.delete(ctx, id);
+}
+
+/**
+ * Mounts list and detail routes for a resource at `path` (relative to `app`).
+ * `resolve` lets a route pick its resource per request (custom objects by slug).
+ */
+export function mountResource(
+  app: Hono<HonoEnv>,
+  path: string,
+  resolve: (c: Ctx) => Promise<Resource> | Resource,
+  options: { readOnly?: boolean } = {},
+) {
+  const base = path.replace(/\/$/, "");
+  const list = base;
+  const detail = `${base}/:id{[^/]+}`;
+  const methodNotAllowed = (allowed: string) => async (c: Ctx) => {
+    await resolve(c); // an unknown custom object slug is a 404 before it is a 405
+    throw new ApiError(405, { detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" }, { Allow: allowed });
+  };
+
+  app.get(list, async (c) => {
+    const r = await resolve(c);
+    await requirePermission(c, "view", r);
+    return listRecords(c, r);
+  });
+  app.get(detail, async (c) => {
+    const r = await resolve(c);
+    await requirePermission(c, "view", r);
+    const id = parseId(c.req.param("id"));
+    return c.json(projected(c, r, [await loadOne(c, r, id)])[0]);
+  });
+
+  if (options.readOnly) {
+    app.all(list, methodNotAllowed("GET, HEAD"));
+    app.all(detail, methodNotAllowed("GET, HEAD"));
+    return;
+  }
+
+  app.post(list, async (c) => {
+    const r = await resolve(c);
+    await requirePermission(c, "add", r);
+    const body = await readJson(c);
+    if (Array.isArray(body)) {
+      const ids = await inTransaction(c, r, (ctx) => eachItem(body, (item) => r.create(ctx, item)));
+      return c.json(projected(c, r, await r.load(readContext(c), ids)), 201);
+    }
+    const id = await inTransaction(c, r, (ctx) => r.create(ctx, asObject(body, "body")));
+    return c.json(projected(c, r, [await loadOne(c, r, id)])[0], 201);
+  });
+
+  for (const method of ["put", "patch"] as const) {
+    const partial = method === "patch";
+    app[method](list, async (c) => {
+      const r = await resolve(c);
+      await requirePermission(c, "change", r);
+      const body = await readJson(c);
+      if (!Array.isArray(body)) throw new ValidationError({ non_field_errors: ["Bulk update expects a list of objects with an id."] });
+      const ids = await inTransaction(c, r, (ctx) =>
+        eachItem(body, async (item) => {
+          const id = bulkId(item);
+          await ensureExists(ctx, r, id);
+          const { id: _drop, ...rest } = item;
+          await r.update(ctx, id, rest, partial);
+          return id;
+        }),
+      );
+      return c.json(projected(c, r, await r.load(readContext(c), ids)));
+    });
+    app[method](detail, async (c) => {
+      const r = await resolve(c);
+      await requirePermission(c, "change", r);
+      const id = parseId(c.req.param("id"));
+      const body = asObject(await readJson(c), "body");
+      await inTransaction(c, r, async (ctx) => {
+        await ensureExists(ctx, r, id);
+        await r.update(ctx, id, body, partial);
+      });
+      return c.json(projected(c, r, [await loadOne(c, r, id)])[0]);
+    });
+  }
+
+  app.delete(list, async (c) => {
+    const r = await resolve(c);
+    await requirePermission(c, "delete", r);
+    const body = await readJson(c);
+    if (!Array.isArray(body)) throw new ValidationError({ non_field_errors: ["Bulk delete expects a list of objects with an id."] });
+    await inTransaction(c, r, (ctx) => eachItem(body, (item) => deleteWithHooks(ctx, r, bulkId(item))));
+    return c.body(null, 204);
+  });
+  app.delete(detail, async (c) => {
+    const r = await resolve(c);
+    await requirePermission(c, "delete", r);
+    const id = parseId(c.req.param("id"));
+    await inTransaction(c, r, (ctx) => deleteWithHooks(ctx, r, id));
+    return c.body(null, 204);
+  });
+  app.all(list, methodNotAllowed("GET, POST, PUT, PATCH, DELETE, HEAD"));
+  app.all(detail, methodNotAllowed("GET, PUT, PATCH, DELETE, HEAD"));
+}
+
+export { ApiError };

@@ -1,0 +1,246 @@
+/**
+ * List query parameters of §4, turned into SQL once for every model: filters with NetBox
+ * lookups, `q`, ordering, limit/offset and the brief/fields/omit projection.
+ */
+import { and, asc, desc, not, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { ValidationError } from "../errors";
+
+export type FilterKind = "string" | "number" | "boolean" | "datetime" | "date";
+
+export interface FilterSpec {
+  kind: FilterKind;
+  expr: SQLWrapper;
+  /** The lookup a bare `name=value` means: `exact` (default) or, for loose text filters, `ic`. */
+  bareLookup?: Lookup;
+  /** Builds the condition for one lookup itself (link tables, tags, JSON lists). */
+  build?: (lookup: Lookup, values: string[]) => SQL | undefined;
+  /** Lookups allowed when `build` is given. */
+  lookups?: readonly Lookup[];
+}
+
+export const STRING_LOOKUPS = ["exact", "n", "ic", "nic", "isw", "nisw", "iew", "niew", "ie", "nie", "empty"] as const;
+export const NUMBER_LOOKUPS = ["exact", "n", "gt", "gte", "lt", "lte", "empty"] as const;
+export const BOOLEAN_LOOKUPS = ["exact", "n", "empty"] as const;
+export type Lookup = (typeof STRING_LOOKUPS)[number] | (typeof NUMBER_LOOKUPS)[number];
+const ALL_LOOKUPS = new Set<string>([...STRING_LOOKUPS, ...NUMBER_LOOKUPS]);
+
+const DEFAULT_LOOKUPS: Record<FilterKind, readonly Lookup[]> = {
+  string: STRING_LOOKUPS,
+  number: NUMBER_LOOKUPS,
+  boolean: BOOLEAN_LOOKUPS,
+  datetime: NUMBER_LOOKUPS,
+  date: NUMBER_LOOKUPS,
+};
+
+/** Parameters that are never filters. */
+const RESERVED = new Set(["limit", "offset", "ordering", "q", "brief", "fields", "omit", "format", "exclude"]);
+
+export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 1000;
+
+export interface ListQuery {
+  where: SQL | undefined;
+  orderBy: SQL[];
+  limit: number;
+  offset: number;
+  projection: Projection;
+}
+
+export interface Projection {
+  brief: boolean;
+  fields: string[] | null;
+  omit: string[];
+}
+
+const likeEscape = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
+
+export function parseBool(raw: string): boolean | null {
+  const s = raw.trim().toLowerCase();
+  if (["true", "1", "yes", "on"].includes(s)) return true;
+  if (["false", "0", "no", "off"].includes(s)) return false;
+  return null;
+}
+
+function convert(kind: FilterKind, raw: string): string | number | null {
+  switch (kind) {
+    case "number": {
+      const s = raw.trim();
+      if (!/^-?\d+(\.\d+)?$/.test(s)) return null;
+      return Number(s);
+    }
+    case "boolean": {
+      const b = parseBool(raw);
+      return b === null ? null : b ? 1 : 0;
+    }
+    case "date":
+      return /^\d{4}-\d{2}-\d{2}$/.test(raw.trim()) ? raw.trim() : null;
+    case "datetime":
+      return /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(raw.trim()) ? raw.trim() : null;
+    default:
+      return raw;
+  }
+}
+
+const CONVERT_MESSAGE: Record<FilterKind, string> = {
+  number: "Enter a number.",
+  boolean: "Enter true or false.",
+  date: "Enter a date as YYYY-MM-DD.",
+  datetime: "Enter an ISO 8601 date/time.",
+  string: "Enter a value.",
+};
+
+function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQL {
+  const e = spec.expr;
+  const text = String(value);
+  switch (lookup) {
+    case "exact":
+      return sql`${e} = ${value}`;
+    case "gt":
+      return sql`${e} > ${value}`;
+    case "gte":
+      return sql`${e} >= ${value}`;
+    case "lt":
+      return sql`${e} < ${value}`;
+    case "lte":
+      return sql`${e} <= ${value}`;
+    case "ic":
+      return sql`${e} LIKE ${"%" + likeEscape(text) + "%"} ESCAPE '\\'`;
+    case "isw":
+      return sql`${e} LIKE ${likeEscape(text) + "%"} ESCAPE '\\'`;
+    case "iew":
+      return sql`${e} LIKE ${"%" + likeEscape(text)} ESCAPE '\\'`;
+    case "ie":
+      return sql`lower(${e}) = lower(${text})`;
+    default:
+      throw new Error(`lookup ${lookup} has no positive form`);
+  }
+}
+
+const NEGATED: Partial<Record<Lookup, Lookup>> = { n: "exact", nic: "ic", nisw: "isw", niew: "iew", nie: "ie" };
+
+function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawValues: string[]): SQL | undefined {
+  const param = lookup === "exact" ? name : `${name}__${lookup}`;
+  if (spec.build) return spec.build(lookup, rawValues);
+  if (lookup === "empty") {
+    const b = parseBool(rawValues[0] ?? "");
+    if (b === null) throw new ValidationError({ [param]: ["Enter true or false."] });
+    const isEmpty = spec.kind === "string" ? sql`(${spec.expr} IS NULL OR ${spec.expr} = '')` : sql`${spec.expr} IS NULL`;
+    return b ? isEmpty : not(isEmpty);
+  }
+  const values = rawValues.map((raw) => {
+    const v = convert(spec.kind, raw);
+    if (v === null) throw new ValidationError({ [param]: [CONVERT_MESSAGE[spec.kind]] });
+    return v;
+  });
+  const positive = NEGATED[lookup];
+  if (positive) {
+    // `x__n=a&x__n=b` excludes both; NULLs are never equal to a value, so they stay.
+    return and(...values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`));
+  }
+  return or(...values.map((v) => condition(spec, lookup, v)));
+}
+
+function splitList(values: string[]): string[] {
+  return values.flatMap((v) => v.split(",")).map((s) => s.trim()).filter(Boolean);
+}
+
+export interface ListSpec {
+  filters: Record<string, FilterSpec>;
+  orderings: Record<string, SQLWrapper>;
+  defaultOrdering: string[];
+  search: SQLWrapper[];
+  idExpr: SQLWrapper;
+}
+
+/** Parses a list request's query string; invalid values answer 400 keyed by parameter. */
+export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
+  const params = url.searchParams;
+  const conditions: SQL[] = [];
+  const seen = new Set<string>();
+  for (const key of params.keys()) {
+    if (seen.has(key) || RESERVED.has(key)) continue;
+    seen.add(key);
+    let name = key;
+    let lookup: Lookup = "exact";
+    const sep = key.lastIndexOf("__");
+    if (sep > 0 && ALL_LOOKUPS.has(key.slice(sep + 2))) {
+      name = key.slice(0, sep);
+      lookup = key.slice(sep + 2) as Lookup;
+    }
+    const filter = spec.filters[name];
+    if (!filter) continue; // unknown parameters are ignored, as django-filter does
+    const allowed = filter.lookups ?? DEFAULT_LOOKUPS[filter.kind];
+    if (lookup === "exact" && filter.bareLookup && sep < 0) lookup = filter.bareLookup;
+    if (!allowed.includes(lookup)) throw new ValidationError({ [key]: [`Lookup "${lookup}" is not supported for ${name}.`] });
+    const values = params.getAll(key).filter((v) => v !== "");
+    if (!values.length) continue;
+    const cond = buildFilter(name, filter, lookup, values);
+    if (cond) conditions.push(cond);
+  }
+  const q = params.get("q")?.trim();
+  if (q) {
+    if (!spec.search.length) conditions.push(sql`0`);
+    else {
+      const pattern = "%" + likeEscape(q) + "%";
+      conditions.push(or(...spec.search.map((e) => sql`${e} LIKE ${pattern} ESCAPE '\\'`))!);
+    }
+  }
+
+  const ordering = params.has("ordering") ? splitList(params.getAll("ordering")) : spec.defaultOrdering;
+  const orderBy: SQL[] = [];
+  let hasId = false;
+  for (const term of ordering) {
+    const field = term.replace(/^-/, "");
+    const expr = spec.orderings[field];
+    if (!expr) throw new ValidationError({ ordering: [`Cannot order by "${field}".`] });
+    if (field === "id") hasId = true;
+    orderBy.push(term.startsWith("-") ? desc(expr as any) : asc(expr as any));
+  }
+  if (!hasId) orderBy.push(asc(spec.idExpr as any)); // stable pages
+
+  return { where: conditions.length ? and(...conditions) : undefined, orderBy, ...parsePaging(params), projection: parseProjection(params) };
+}
+
+export function parsePaging(params: URLSearchParams): { limit: number; offset: number } {
+  const intParam = (name: string, fallback: number) => {
+    const raw = params.get(name);
+    if (raw === null || raw.trim() === "") return fallback;
+    if (!/^\d+$/.test(raw.trim())) throw new ValidationError({ [name]: ["A valid non-negative integer is required."] });
+    return Number(raw.trim());
+  };
+  let limit = intParam("limit", DEFAULT_LIMIT);
+  if (limit === 0 || limit > MAX_LIMIT) limit = MAX_LIMIT;
+  return { limit, offset: intParam("offset", 0) };
+}
+
+export function parseProjection(params: URLSearchParams): Projection {
+  const brief = params.has("brief") && parseBool(params.get("brief") || "true") !== false;
+  const fields = params.has("fields") ? splitList(params.getAll("fields")) : null;
+  return { brief, fields: fields && fields.length ? fields : null, omit: splitList(params.getAll("omit")) };
+}
+
+/** Applies `brief`, `fields` and `omit` to serialised records. */
+export function project(records: Record<string, unknown>[], projection: Projection, briefFields: string[]): Record<string, unknown>[] {
+  let keys: string[] | null = projection.fields ?? (projection.brief ? briefFields : null);
+  if (!keys && !projection.omit.length) return records;
+  return records.map((r) => {
+    const out: Record<string, unknown> = {};
+    for (const k of keys ?? Object.keys(r)) if (k in r && !projection.omit.includes(k)) out[k] = r[k];
+    return out;
+  });
+}
+
+/** The absolute next/previous page URLs, keeping every other parameter. */
+export function pageLinks(url: URL, count: number, limit: number, offset: number): { next: string | null; previous: string | null } {
+  const at = (o: number) => {
+    const u = new URL(url);
+    u.searchParams.set("limit", String(limit));
+    if (o <= 0) u.searchParams.delete("offset");
+    else u.searchParams.set("offset", String(o));
+    return u.toString();
+  };
+  return {
+    next: offset + limit < count ? at(offset + limit) : null,
+    previous: offset > 0 ? at(Math.max(0, offset - limit)) : null,
+  };
+}

@@ -1,0 +1,47 @@
+/**
+ * What the generic REST handlers need from a model. Host models get one from
+ * `defineModel`; the custom objects plugin builds one per custom object type.
+ */
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { Executor } from "../../db/client";
+import type { AuthState, Services } from "../context";
+import type { ListSpec } from "./query";
+
+export interface ReadContext {
+  db: Executor;
+  services: Services;
+  /** Scheme + host of the request, for absolute `url`s. */
+  baseUrl: string;
+}
+
+export interface WriteContext extends ReadContext {
+  auth: AuthState;
+  requestId: string;
+}
+
+export type ApiRecord = Record<string, unknown>;
+
+export interface Resource {
+  appLabel: string;
+  model: string;
+  verboseName: string;
+  table: SQLiteTable;
+  list: ListSpec;
+  briefFields: string[];
+  /** Serialised records for `ids`, in that order; unknown ids are skipped. */
+  load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]>;
+  /** Validates and inserts; throws ValidationError with field errors. Returns the new id. */
+  create(ctx: WriteContext, input: ApiRecord): Promise<number>;
+  update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
+  /** Deletes one row that is known to exist (delete hooks have already run). */
+  delete(ctx: WriteContext, id: number): Promise<void>;
+  /** Maps a constraint column (`site_id`) to its API field (`site`). */
+  fieldForColumn?(column: string): string;
+}
+
+/**
+ * Runs before any object is deleted, inside the delete's transaction: generic references
+ * (tags, custom object fields pointing at it) are cleaned up or the delete is refused.
+ */
+export type DeleteHook = (ctx: WriteContext, target: { appLabel: string; model: string; id: number }) => Promise<void>;
+export type DeleteHooks = DeleteHook[];

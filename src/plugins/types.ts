@@ -1,0 +1,25 @@
+/** The plugin contract (§2): what a plugin module exports and how the host mounts it. */
+import type { Hono } from "hono";
+import type { HonoEnv, Services } from "../core/context";
+
+/** A health check class: constructed per run with the app's services (see the healthcheck plugin). */
+export type HealthCheckClass = new (services: Services) => {
+  identifier(): string;
+  criticalService: boolean;
+  run(timeoutMs: number): Promise<string | null>;
+};
+
+export interface HostPlugin {
+  name: string;
+  version: string;
+  /** Mounted at `/api/plugins/<apiBase>/` behind authentication. */
+  apiBase?: string;
+  apiRoutes?: (services: Services) => Hono<HonoEnv>;
+  /** Mounted at `/plugins/<name>/` (pages and endpoints outside `/api/`). */
+  routes?: (services: Services) => Hono<HonoEnv>;
+  /** Health checks this plugin offers, keyed by dotted path. */
+  healthChecks?: Record<string, HealthCheckClass>;
+  /** Static object types the plugin owns (`app_label.model`). */
+  objectTypes?: Array<{ appLabel: string; model: string }>;
+  onStartup?: (services: Services) => Promise<void>;
+}

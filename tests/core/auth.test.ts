@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await makeTestApp();
+});
+afterAll(() => t.close());
+
+describe("authentication", () => {
+  test("missing token → 403 with the DRF message", async () => {
+    const r = await t.json("GET", "/api/dcim/sites/", { token: null });
+    expect(r.status).toBe(403);
+    expect(r.body.detail).toBe("Authentication credentials were not provided.");
+  });
+
+  test("unknown token → 403 Invalid token", async () => {
+    const r = await t.json("GET", "/api/dcim/sites/", { token: "0".repeat(40) });
+    expect(r.status).toBe(403);
+    expect(r.body.detail).toBe("Invalid token");
+  });
+
+  test("malformed Authorization header → 403 Invalid token", async () => {
+    const r = await t.json("GET", "/api/dcim/sites/", { token: null, headers: { authorization: "Basic abc" } });
+    expect(r.status).toBe(403);
+    expect(r.body.detail).toBe("Invalid token");
+  });
+
+  test("Token and Bearer schemes both work", async () => {
+    for (const scheme of ["Token", "Bearer", "token"]) {
+      const r = await t.req("GET", "/api/dcim/sites/", { token: null, headers: { authorization: `${scheme} ${t.admin}` } });
+      expect(r.status).toBe(200);
+    }
+  });
+
+  test("expired token → 403 Invalid token", async () => {
+    const key = await t.user("expired", [[["view"], "dcim.site"]], { expires: new Date(Date.now() - 60_000).toISOString() });
+    const r = await t.json("GET", "/api/dcim/sites/", { token: key });
+    expect(r.status).toBe(403);
+    expect(r.body.detail).toBe("Invalid token");
+  });
+
+  test("a token that expires in the future works", async () => {
+    const key = await t.user("future", [[["view"], "dcim.site"]], { expires: new Date(Date.now() + 3600_000).toISOString() });
+    expect((await t.req("GET", "/api/dcim/sites/", { token: key })).status).toBe(200);
+  });
+
+  test("read-only token cannot write, even as superuser", async () => {
+    const { issueToken } = await import("../../src/core/auth/provisioning");
+    const ro = await issueToken(t.deps.db.orm, { username: "admin", writeEnabled: false });
+    expect((await t.req("GET", "/api/dcim/sites/", { token: ro.key })).status).toBe(200);
+    const r = await t.json("POST", "/api/dcim/sites/", { token: ro.key, body: { name: "ro", slug: "ro" } });
+    expect(r.status).toBe(403);
+    expect(r.body.detail).toContain("write");
+  });
+
+  test("deleting a token revokes it at once (cache invalidated)", async () => {
+    const created = await t.json("POST", "/api/users/tokens/", { body: { user: 1, description: "short-lived" } });
+    expect(created.status).toBe(201);
+    const key = created.body.key as string;
+    expect(key).toMatch(/^[0-9a-f]{40}$/);
+    expect((await t.req("GET", "/api/status/", { token: key })).status).toBe(200);
+    expect((await t.req("DELETE", `/api/users/tokens/${created.body.id}/`)).status).toBe(204);
+    expect((await t.req("GET", "/api/status/", { token: key })).status).toBe(403);
+  });
+
+  test("deactivating a user revokes their tokens at once", async () => {
+    const key = await t.user("soon-inactive", [[["view"], "dcim.site"]]);
+    expect((await t.req("GET", "/api/dcim/sites/", { token: key })).status).toBe(200);
+    const users = await t.json("GET", "/api/users/users/?username=soon-inactive");
+    expect((await t.req("PATCH", `/api/users/users/${users.body.results[0].id}/`, { body: { is_active: false } })).status).toBe(200);
+    expect((await t.req("GET", "/api/dcim/sites/", { token: key })).status).toBe(403);
+  });
+
+  test("the token is shown once: reads never carry the key, and only its hash is stored", async () => {
+    const created = await t.json("POST", "/api/users/tokens/", { body: { user: 1 } });
+    const read = await t.json("GET", `/api/users/tokens/${created.body.id}/`);
+    expect(read.body.key).toBeUndefined();
+    expect(read.body.display).toBe(`**********${(created.body.key as string).slice(-4)}`);
+    const rows = await t.deps.db.client.execute("SELECT key_hash FROM tokens");
+    expect(rows.rows.some((r) => r.key_hash === created.body.key)).toBe(false);
+  });
+
+  test("bulk token creation is refused (keys could not be shown)", async () => {
+    const r = await t.json("POST", "/api/users/tokens/", { body: [{ user: 1 }] });
+    expect(r.status).toBe(400);
+  });
+
+  test("provision: username + password → token; wrong password → 403", async () => {
+    expect((await t.req("POST", "/api/users/users/", { body: { username: "pw-user", password: "s3cret-pass" } })).status).toBe(201);
+    const ok = await t.json("POST", "/api/users/tokens/provision/", { token: null, body: { username: "pw-user", password: "s3cret-pass" } });
+    expect(ok.status).toBe(201);
+    expect((await t.req("GET", "/api/status/", { token: ok.body.key })).status).toBe(200);
+    const bad = await t.json("POST", "/api/users/tokens/provision/", { token: null, body: { username: "pw-user", password: "nope" } });
+    expect(bad.status).toBe(403);
+    const user = await t.json("GET", "/api/users/users/?username=pw-user");
+    expect(user.body.results[0].password).toBeUndefined();
+  });
+});
+
+describe("permissions", () => {
+  test("no permission → 403; view permission → 200 on reads only", async () => {
+    const none = await t.user("nobody");
+    expect((await t.req("GET", "/api/dcim/sites/", { token: none })).status).toBe(403);
+    const viewer = await t.user("viewer", [[["view"], "dcim.site"]]);
+    expect((await t.req("GET", "/api/dcim/sites/", { token: viewer })).status).toBe(200);
+    expect((await t.req("GET", "/api/dcim/devices/", { token: viewer })).status).toBe(403);
+    expect((await t.req("POST", "/api/dcim/sites/", { token: viewer, body: { name: "v", slug: "v" } })).status).toBe(403);
+  });
+
+  test("add permission allows create but not change or delete", async () => {
+    const adder = await t.user("adder", [[["view", "add"], "dcim.site"]]);
+    const created = await t.json("POST", "/api/dcim/sites/", { token: adder, body: { name: "added", slug: "added" } });
+    expect(created.status).toBe(201);
+    expect((await t.req("PATCH", `/api/dcim/sites/${created.body.id}/`, { token: adder, body: { description: "x" } })).status).toBe(403);
+    expect((await t.req("DELETE", `/api/dcim/sites/${created.body.id}/`, { token: adder })).status).toBe(403);
+  });
+
+  test("permissions granted through a group apply", async () => {
+    const g = await t.json("POST", "/api/users/groups/", { body: { name: "noc" } });
+    expect(g.status).toBe(201);
+    const p = await t.json("POST", "/api/users/permissions/", { body: { name: "noc-tenants", actions: ["view"], object_types: ["tenancy.tenant"], groups: [g.body.id] } });
+    expect(p.status).toBe(201);
+    const key = await t.user("member");
+    const u = await t.json("GET", "/api/users/users/?username=member");
+    expect((await t.req("GET", "/api/tenancy/tenants/", { token: key })).status).toBe(403);
+    await t.req("PATCH", `/api/users/users/${u.body.results[0].id}/`, { body: { groups: [g.body.id] } });
+    expect((await t.req("GET", "/api/tenancy/tenants/", { token: key })).status).toBe(200);
+  });
+
+  test("a disabled permission grants nothing", async () => {
+    const key = await t.user("disabled-perm");
+    const u = await t.json("GET", "/api/users/users/?username=disabled-perm");
+    await t.json("POST", "/api/users/permissions/", { body: { name: "off", enabled: false, actions: ["view"], object_types: ["ipam.prefix"], users: [u.body.results[0].id] } });
+    expect((await t.req("GET", "/api/ipam/prefixes/", { token: key })).status).toBe(403);
+  });
+
+  test("superuser passes every check", async () => {
+    for (const path of ["/api/dcim/sites/", "/api/users/tokens/", "/api/core/object-types/", "/api/extras/tags/"]) {
+      expect((await t.req("GET", path)).status).toBe(200);
+    }
+  });
+
+  test("permission records validate object types and actions", async () => {
+    const bad = await t.json("POST", "/api/users/permissions/", { body: { name: "bad", actions: [], object_types: ["nope.nothing"] } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.actions).toBeDefined();
+    expect(bad.body.object_types).toBeDefined();
+  });
+});
+
+describe("LOGIN_REQUIRED=false", () => {
+  test("anonymous callers may read but not write", async () => {
+    const open = await makeTestApp({ LOGIN_REQUIRED: "false" });
+    try {
+      expect((await open.req("GET", "/api/dcim/sites/", { token: null })).status).toBe(200);
+      const w = await open.json("POST", "/api/dcim/sites/", { token: null, body: { name: "a", slug: "a" } });
+      expect(w.status).toBe(403);
+      expect(w.body.detail).toBe("Authentication credentials were not provided.");
+    } finally {
+      await open.close();
+    }
+  });
+});

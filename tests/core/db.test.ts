@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Database } from "../../src/db/client";
+import { openDatabase } from "../../src/db/local";
+import { runMigrations } from "../../src/db/migrate";
+
+let dir: string;
+let db: Database;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-db-"));
+  db = await openDatabase(`file:${join(dir, "sub", "x.db")}`);
+  await runMigrations(db);
+});
+afterAll(async () => {
+  await db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("local libSQL database", () => {
+  test("creates the directory, uses WAL and a busy timeout", async () => {
+    expect((await db.client.execute("PRAGMA journal_mode")).rows[0]![0]).toBe("wal");
+    expect(Number((await db.client.execute("PRAGMA busy_timeout")).rows[0]![0])).toBeGreaterThanOrEqual(1000);
+  });
+
+  test("every concurrent call runs with synchronous=NORMAL (one connection, PRAGMAs kept)", async () => {
+    const results = await Promise.all(Array.from({ length: 25 }, () => db.client.execute("PRAGMA synchronous")));
+    expect(results.map((r) => Number(r.rows[0]![0]))).toEqual(Array(25).fill(1));
+  });
+
+  test("calls overlapping an open transaction wait instead of failing", async () => {
+    let inside = false;
+    const tx = db.orm.transaction(async (t) => {
+      inside = true;
+      await t.run("INSERT INTO groups (name, description, created, last_updated) VALUES ('g-tx', '', 'x', 'x')" as any);
+      await new Promise((r) => setTimeout(r, 30));
+    });
+    await Bun.sleep(1);
+    const readers = Array.from({ length: 5 }, () => db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-tx'"));
+    await tx;
+    expect(inside).toBe(true);
+    // readers queued behind the transaction and see its committed row
+    expect((await Promise.all(readers)).map((r) => Number(r.rows[0]!.n))).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  test("a failed transaction leaves nothing behind, DDL included", async () => {
+    await expect(
+      db.orm.transaction(async (t) => {
+        await t.run("CREATE TABLE scratch (id INTEGER PRIMARY KEY)" as any);
+        await t.run("INSERT INTO groups (name, description, created, last_updated) VALUES ('g-fail', '', 'x', 'x')" as any);
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
+    expect((await db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-fail'")).rows[0]!.n).toBe(0);
+    expect((await db.client.execute("SELECT count(*) AS n FROM sqlite_master WHERE name = 'scratch'")).rows[0]!.n).toBe(0);
+  });
+
+  test("migrations are idempotent", async () => {
+    await runMigrations(db);
+    const tables = (await db.client.execute("SELECT name FROM sqlite_master WHERE type='table'")).rows.map((r) => r.name);
+    for (const name of ["users", "tokens", "sites", "custom_object_types", "jobs", "cache_entries"]) expect(tables).toContain(name);
+  });
+});
