@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `npm test`: makes sure redis-server is present (tests start real ones), runs `bun test`,
+# and prints the plain "N passed, N failed, N skipped" line from bun's real counts.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "redis-server not found: installing it with apt-get"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >/dev/null 2>&1 \
+      || echo "warning: could not install redis-server; Redis-backed tests will fail"
+  else
+    echo "warning: redis-server is not on PATH (install it, e.g. apt-get install redis-server); Redis-backed tests will fail"
+  fi
+fi
+
+log=$(mktemp /tmp/host-tests.XXXXXX.log)
+BUN="./node_modules/.bin/bun"
+[ -x "$BUN" ] || BUN="bun"
+"$BUN" test "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+pass=$(grep -E '^ *[0-9]+ pass$' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+fail=$(grep -E '^ *[0-9]+ fail$' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+skip=$(grep -E '^ *[0-9]+ skip$' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+pass=${pass:-0}; fail=${fail:-0}; skip=${skip:-0}
+# bun reports files that failed to load as errors outside the counts; count them as failures.
+errors=$(grep -cE '^error: .*(Cannot find|SyntaxError|failed to load)' "$log" || true)
+if [ "$rc" -ne 0 ] && [ "$fail" = "0" ]; then fail=1; fi
+echo
+echo "${pass} passed, ${fail} failed, ${skip} skipped"
+rm -f "$log"
+if [ "$rc" -ne 0 ] || [ "$fail" != "0" ] || [ "$pass" = "0" ]; then exit 1; fi
+exit 0
