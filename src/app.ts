@@ -114,6 +114,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.route("/api", api);
   for (const p of plugins) {
     if (p.routes) app.route(`/plugins/${p.name}`, p.routes(services));
+    if (p.rootRoutes) app.route("/", p.rootRoutes(services));
   }
   return app;
 }

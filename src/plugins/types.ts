@@ -1,13 +1,13 @@
 /** The plugin contract (§2): what a plugin module exports and how the host mounts it. */
 import type { Hono } from "hono";
 import type { HonoEnv, Services } from "../core/context";
+import type { BaseHealthCheckBackend } from "./healthcheck/backends";
 
-/** A health check class: constructed per run with the app's services (see the healthcheck plugin). */
-export type HealthCheckClass = new (services: Services) => {
-  identifier(): string;
-  criticalService: boolean;
-  run(timeoutMs: number): Promise<string | null>;
-};
+/**
+ * A health check class: a concrete subclass of `BaseHealthCheckBackend`, constructed once per run
+ * with the app's services (see `src/plugins/healthcheck/backends.ts`).
+ */
+export type HealthCheckClass = new (services: Services) => BaseHealthCheckBackend;
 
 export interface HostPlugin {
   name: string;
@@ -17,6 +17,8 @@ export interface HostPlugin {
   apiRoutes?: (services: Services) => Hono<HonoEnv>;
   /** Mounted at `/plugins/<name>/` (pages and endpoints outside `/api/`). */
   routes?: (services: Services) => Hono<HonoEnv>;
+  /** Mounted at the app root, for well-known paths only (the health plugin's `/livez`, `/readyz`). */
+  rootRoutes?: (services: Services) => Hono<HonoEnv>;
   /** Health checks this plugin offers, keyed by dotted path. */
   healthChecks?: Record<string, HealthCheckClass>;
   /** Static object types the plugin owns (`app_label.model`). */

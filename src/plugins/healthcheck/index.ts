@@ -1,7 +1,44 @@
-/** The health check plugin: `/plugins/host_healthcheck_plugin/healthcheck/`. */
-import type { HostPlugin } from "../types";
+/**
+ * The health check plugin (§6): `/plugins/host_healthcheck_plugin/healthcheck/`, the probes
+ * `/livez` and `/readyz`, the four built-in checks and the custom-check contract.
+ */
+import type { HealthCheckClass, HostPlugin } from "../types";
+import { CacheBackendHealthCheck } from "./checks/cache";
+import { DatabaseHealthCheck } from "./checks/database";
+import { HostRedisCacheHealthCheck, HostRedisTasksHealthCheck } from "./checks/redis";
+import { healthcheckRoutes, probeRoutes, runnerFor } from "./routes";
+import { PLUGIN_NAME, resolveSettings } from "./settings";
+
+export {
+  BaseHealthCheckBackend,
+  HealthCheckException,
+  ServiceReturnedUnexpectedResult,
+  ServiceUnavailable,
+  ServiceWarning,
+  messageOf,
+  type HealthCheckErrorKind,
+} from "./backends";
+
+const VERSION = "0.1.0";
+
+/** The built-in checks by dotted path; with no `checks` setting, these run in this order. */
+export const BUILTIN_HEALTH_CHECKS: Record<string, HealthCheckClass> = {
+  "health_check.Database": DatabaseHealthCheck,
+  "health_check.cache.backends.CacheBackend": CacheBackendHealthCheck,
+  "host_healthcheck_plugin.backends.redis.HostRedisCacheHealthCheck": HostRedisCacheHealthCheck,
+  "host_healthcheck_plugin.backends.redis.HostRedisTasksHealthCheck": HostRedisTasksHealthCheck,
+};
+
+const BUILTIN_PATHS = Object.keys(BUILTIN_HEALTH_CHECKS);
 
 export const healthcheckPlugin: HostPlugin = {
-  name: "host_healthcheck_plugin",
-  version: "0.1.0",
+  name: PLUGIN_NAME,
+  version: VERSION,
+  healthChecks: BUILTIN_HEALTH_CHECKS,
+  // Validates the settings and every dotted path before the app serves anything.
+  onStartup: async (services) => {
+    resolveSettings(services, BUILTIN_PATHS);
+  },
+  routes: (services) => healthcheckRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
+  rootRoutes: (services) => probeRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
 };

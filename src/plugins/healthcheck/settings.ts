@@ -1,0 +1,105 @@
+/**
+ * `PLUGINS_CONFIG.host_healthcheck_plugin`: validated once, and the dotted check paths resolved
+ * against the checks that the enabled plugins offer. Any problem is a `ConfigError`.
+ */
+import * as v from "valibot";
+import { ConfigError } from "../../config";
+import type { Services } from "../../core/context";
+import type { HealthCheckClass } from "../types";
+
+export const PLUGIN_NAME = "host_healthcheck_plugin";
+
+/** A check selected to run: its dotted path and class. */
+export interface SelectedCheck {
+  path: string;
+  check: HealthCheckClass;
+}
+
+/** The plugin's settings after validation. */
+export interface HealthcheckSettings {
+  checks: SelectedCheck[];
+  timeoutMs: number;
+  loginRequired: boolean;
+  warningsAsErrors: boolean;
+}
+
+export const DEFAULT_TIMEOUT_MS = 3_000;
+const MAX_TIMEOUT_MS = 60_000;
+
+const SettingsSchema = v.strictObject(
+  {
+    checks: v.optional(
+      v.pipe(
+        v.array(v.pipe(v.string("must be a list of dotted paths"), v.trim(), v.minLength(1, "must not contain empty paths")), "must be a list of dotted paths"),
+        v.minLength(1, "must list at least one check (leave it out to run the built-in checks)"),
+      ),
+    ),
+    timeout_ms: v.optional(
+      v.pipe(
+        v.number("must be a number of milliseconds"),
+        v.integer("must be a whole number of milliseconds"),
+        v.minValue(1, "must be at least 1"),
+        v.maxValue(MAX_TIMEOUT_MS, `must be at most ${MAX_TIMEOUT_MS}`),
+      ),
+      DEFAULT_TIMEOUT_MS,
+    ),
+    login_required: v.optional(v.boolean("must be true or false"), false),
+    warnings_as_errors: v.optional(v.boolean("must be true or false"), true),
+  },
+);
+
+/** Every check the enabled plugins offer, by dotted path; a path offered twice is an error. */
+export function availableChecks(services: Services): Map<string, HealthCheckClass> {
+  const out = new Map<string, HealthCheckClass>();
+  for (const plugin of services.plugins) {
+    for (const [path, check] of Object.entries(plugin.healthChecks ?? {})) {
+      const existing = out.get(path);
+      if (existing && existing !== check) {
+        throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}: health check "${path}" is offered by more than one plugin`);
+      }
+      out.set(path, check);
+    }
+  }
+  return out;
+}
+
+/**
+ * Validates the plugin's settings and resolves its `checks` (none given: the built-ins, in
+ * `builtins` order). Unknown paths, bad values and unknown keys throw `ConfigError`.
+ */
+export function resolveSettings(services: Services, builtins: string[]): HealthcheckSettings {
+  const raw = services.config.pluginsConfig[PLUGIN_NAME] ?? {};
+  const parsed = v.safeParse(SettingsSchema, raw);
+  if (!parsed.success) {
+    const issue = parsed.issues[0];
+    const key = v.getDotPath(issue);
+    if (issue.type === "strict_object" && issue.path?.length) {
+      const unknownKey = issue.path[0]?.key;
+      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}: unknown key ${JSON.stringify(String(unknownKey))} (known: checks, timeout_ms, login_required, warnings_as_errors)`);
+    }
+    throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.${key ?? ""}: ${issue.message}`.replace(/\.:/, ":"));
+  }
+  const settings = parsed.output;
+  const available = availableChecks(services);
+  const paths = [...new Set(settings.checks ?? builtins)];
+  const checks = paths.map((path) => {
+    const check = available.get(path);
+    if (!check) {
+      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: unknown health check "${path}" (available: ${[...available.keys()].join(", ")})`);
+    }
+    return { path, check };
+  });
+  const seen = new Map<string, string>();
+  for (const { path, check } of checks) {
+    let id: string;
+    try {
+      id = new check(services).identifier();
+    } catch (e) {
+      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: health check "${path}" cannot be built (${e instanceof Error ? e.message : String(e)})`);
+    }
+    const other = seen.get(id);
+    if (other) throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: "${other}" and "${path}" both report as "${id}"`);
+    seen.set(id, path);
+  }
+  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors };
+}
