@@ -1,0 +1,79 @@
+/**
+ * Cloudflare Workers entry: settings from the env bindings (`[vars]` and secrets), libSQL over
+ * HTTP (`@libsql/client/web`), Upstash Redis over fetch and Workers KV, then the same `createApp`.
+ */
+import { createClient } from "@libsql/client/web";
+import type { ExecutionContext } from "hono";
+import { createApp, type App } from "./app";
+import { ConfigError, loadConfig, redactUrl, type Config, type RedisSettings } from "./config";
+import { wrapClient } from "./db/client";
+import { createCache, type KVNamespaceLike } from "./services/cache";
+import { createLogger, type Logger } from "./services/logger";
+import { createRedactor } from "./services/redact";
+import { createUpstashRedis } from "./services/redis";
+import type { RedisClient } from "./services/redis-types";
+
+/** The bindings this Worker reads: the KV namespace `CACHE` plus the §3 settings as strings. */
+export interface WorkerEnv {
+  CACHE?: KVNamespaceLike;
+  [setting: string]: unknown;
+}
+
+// Same deadline as the Bun side (redis-factory.ts), which cannot be imported here: it reaches
+// the Bun-only client for redis:// URLs.
+const REDIS_TIMEOUT_MS = 2_000;
+
+function redisClient(settings: RedisSettings | undefined, role: string): RedisClient | undefined {
+  if (!settings) return undefined;
+  if (!/^https?:/i.test(settings.url)) {
+    throw new ConfigError(`REDIS_${role}_URL`, "must be an Upstash REST URL (https://…) on Workers; redis:// needs Bun");
+  }
+  return createUpstashRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
+}
+
+async function build(env: WorkerEnv, logger: Logger): Promise<App> {
+  const config: Config = loadConfig(env, "workerd");
+  if (config.database.url.startsWith("file:")) {
+    throw new ConfigError("DATABASE_URL", "must be a remote libSQL URL (libsql:, https:) on Workers");
+  }
+  const db = wrapClient(createClient({ url: config.database.url, authToken: config.database.authToken }), "remote");
+  const redis = { caching: redisClient(config.redis.caching, "CACHING"), tasks: redisClient(config.redis.tasks, "TASKS") };
+  const cache = createCache(config.cacheBackend, { db, redis: redis.caching, kv: env.CACHE });
+  const app = await createApp({ config, db, cache, redis, logger: createLogger(config.logLevel) });
+  logger.info("isolate ready", { database: redactUrl(config.database.url), cache: config.cacheBackend, plugins: config.plugins });
+  return app;
+}
+
+/** Start-up failures answer this; a `ConfigError` names the setting (never its value). */
+function startupFailure(error: unknown, redact: (s: string) => string): Response {
+  const detail = error instanceof ConfigError ? redact(error.message) : "The service could not start.";
+  return Response.json({ detail, error: "startup_failed" }, { status: 500, headers: { "cache-control": "no-store" } });
+}
+
+/**
+ * Builds the Worker's fetch handler. The app is built once per isolate (the promise is shared
+ * by concurrent first requests); a failed build answers 500 and is retried on the next request.
+ */
+export function createWorker(): { fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response> } {
+  let app: Promise<App> | null = null;
+  return {
+    async fetch(request, env, ctx) {
+      const logger = createLogger(env.LOG_LEVEL === "silent" ? "silent" : "info");
+      const pending = (app ??= build(env, logger));
+      let ready: App;
+      try {
+        ready = await pending;
+      } catch (error) {
+        if (app === pending) app = null;
+        const redact = createRedactor(
+          ["DATABASE_AUTH_TOKEN", "REDIS_CACHING_TOKEN", "REDIS_TASKS_TOKEN"].flatMap((k) => (typeof env[k] === "string" ? [env[k] as string] : [])),
+        );
+        logger.error("isolate start-up failed", { error: redact(error instanceof Error ? error.message : String(error)) });
+        return startupFailure(error, redact);
+      }
+      return ready.fetch(request, env, ctx);
+    },
+  };
+}
+
+export default createWorker();
