@@ -1,62 +1,106 @@
 /**
- * Bun entry: settings from the environment, the libSQL file (migrated, WAL), Redis and cache,
- * then `createApp` behind `Bun.serve`. SIGINT/SIGTERM let in-flight requests finish.
+ * Bun entry: settings from the environment, a local Redis stack when none is configured, the
+ * libSQL file (migrated, WAL), Redis and cache, then `createApp` behind `Bun.serve`.
+ * SIGINT/SIGTERM let in-flight requests finish, then stop everything this process started.
  */
 import { createApp } from "./app";
-import { ConfigError, loadConfig, redactUrl } from "./config";
+import { ConfigError, loadConfig, redactUrl, type Config } from "./config";
 import { openDatabase } from "./db/local";
 import { runMigrations } from "./db/migrate";
 import { createCache } from "./services/cache";
-import { createLogger } from "./services/logger";
+import { createResilientCache } from "./services/cache/resilient";
+import { createLogger, type Logger } from "./services/logger";
+import { createRedactor, secretsOf } from "./services/redact";
 import { createRedisClients } from "./services/redis-factory";
+import { startLocalRedisStack, type LocalRedisStack } from "../tools/dev-stack";
+
+/** In-flight requests get this long to finish on shutdown before connections are cut. */
+const DRAIN_TIMEOUT_MS = 10_000;
+
+/** `HOST_LOCAL_REDIS`: on (default) or off. Read here because only `npm start` has a local stack. */
+function localRedisEnabled(raw: string | undefined): boolean {
+  const value = (raw ?? "").trim().toLowerCase();
+  if (["", "on", "true", "1", "yes"].includes(value)) return true;
+  if (["off", "false", "0", "no"].includes(value)) return false;
+  throw new ConfigError("HOST_LOCAL_REDIS", "must be on or off");
+}
+
+/**
+ * With neither Redis role configured, starts redis-server plus the Upstash bridge and points both
+ * roles at the bridge. Returns the stack (or null) and the settings to run with.
+ */
+async function withLocalRedis(config: Config, logger: Logger): Promise<{ config: Config; stack: LocalRedisStack | null }> {
+  if (!localRedisEnabled(process.env.HOST_LOCAL_REDIS) || config.redis.caching || config.redis.tasks) return { config, stack: null };
+  let stack: LocalRedisStack | null;
+  try {
+    stack = await startLocalRedisStack();
+  } catch (e) {
+    logger.error("local redis-server did not start; the Redis health checks will report unavailable", { error: String((e as Error)?.message ?? e) });
+    return { config, stack: null };
+  }
+  if (!stack) {
+    logger.warn(
+      "redis-server is not on PATH, so there is no local Redis: the Redis health checks will report unavailable " +
+        "(install redis-server, or set REDIS_CACHING_URL and REDIS_TASKS_URL; HOST_LOCAL_REDIS=off silences this)",
+    );
+    return { config, stack: null };
+  }
+  const env = { ...process.env, REDIS_CACHING_URL: stack.url, REDIS_CACHING_TOKEN: stack.token, REDIS_TASKS_URL: stack.url, REDIS_TASKS_TOKEN: stack.token };
+  logger.info("local redis started", { redis: stack.redisUrl, bridge: stack.url });
+  return { config: loadConfig(env, "bun"), stack };
+}
 
 async function main() {
-  let config;
-  try {
-    config = loadConfig(process.env, "bun");
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(e.message);
-      process.exit(1);
-    }
-    throw e;
-  }
-  const logger = createLogger(config.logLevel);
-  const db = await openDatabase(config.database.url, config.database.authToken);
-  await runMigrations(db);
-  const redis = await createRedisClients(config);
-  const cache = createCache(config.cacheBackend, { db, redis: redis.caching });
-  let app;
-  try {
-    app = await createApp({ config, db, cache, redis, logger });
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(e.message);
-      process.exit(1);
-    }
-    throw e;
-  }
-  const server = Bun.serve({
-    hostname: config.host,
-    port: config.port,
-    // Let the app answer oversized bodies itself (413 JSON); Bun's own cap is a backstop.
-    maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 8 * 1024 * 1024),
-    fetch: app.fetch,
-  });
-  logger.info("listening", { url: `http://${server.hostname}:${server.port}/`, database: redactUrl(config.database.url), plugins: config.plugins });
-
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info("shutting down", { signal });
-    await server.stop(false); // stop accepting; in-flight requests finish
-    await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
-    await db.close();
-    process.exit(0);
+  let stack: LocalRedisStack | null = null;
+  const exit = async (code: number): Promise<never> => {
+    await stack?.stop();
+    process.exit(code);
   };
-  process.on("SIGINT", () => void shutdown("SIGINT"));
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  try {
+    let config = loadConfig(process.env, "bun");
+    const logger = createLogger(config.logLevel);
+    ({ config, stack } = await withLocalRedis(config, logger));
+    const redact = createRedactor(secretsOf(config));
+
+    const db = await openDatabase(config.database.url, config.database.authToken);
+    await runMigrations(db);
+    const redis = await createRedisClients(config);
+    let cache = createCache(config.cacheBackend, { db, redis: redis.caching });
+    // A Redis outage must cost the cache, not the requests.
+    if (cache.backend === "redis") cache = createResilientCache(cache, { logger, redact });
+    const app = await createApp({ config, db, cache, redis, logger });
+
+    const server = Bun.serve({
+      hostname: config.host,
+      port: config.port,
+      // Let the app answer oversized bodies itself (413 JSON); Bun's own cap is a backstop.
+      maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 8 * 1024 * 1024),
+      fetch: app.fetch,
+    });
+    logger.info("listening", { url: `http://${server.hostname}:${server.port}/`, database: redactUrl(config.database.url), plugins: config.plugins });
+
+    let stopping = false;
+    const shutdown = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info("shutting down", { signal });
+      // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
+      const drained = await Promise.race([server.stop(false).then(() => true), Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false)]);
+      if (!drained) await server.stop(true);
+      await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
+      await db.close();
+      await exit(0);
+    };
+    process.on("SIGINT", () => void shutdown("SIGINT"));
+    process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(e.message);
+      await exit(1);
+    }
+    await stack?.stop();
+    throw e;
+  }
 }
 
 await main();

@@ -1,0 +1,167 @@
+/**
+ * The local Redis of `npm start`: a throwaway redis-server on a free loopback port (temp dir, no
+ * persistence) behind the in-process Upstash REST bridge, so the app's Upstash client path runs.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startRedisBridge, type RedisBridge } from "./redis-bridge";
+
+/** A running local stack. */
+export interface LocalRedisStack {
+  /** The bridge's base URL (Upstash REST); use it for both `REDIS_CACHING_URL` and `REDIS_TASKS_URL`. */
+  url: string;
+  /** The bridge's random token. */
+  token: string;
+  /** The redis-server behind the bridge (`redis://127.0.0.1:PORT`, no password). */
+  redisUrl: string;
+  redisPid: number;
+  /** Stops the bridge and the server (SIGTERM, then SIGKILL) and removes the temp dir. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startLocalRedisStack}. */
+export interface LocalRedisStackOptions {
+  /** The redis-server binary; default: `redis-server` found on PATH. */
+  redisServerBin?: string;
+  /** How long to wait for redis-server to answer PING; default 10000 ms. */
+  startTimeoutMs?: number;
+}
+
+const DEFAULT_START_TIMEOUT_MS = 10_000;
+const STOP_TIMEOUT_MS = 5_000;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      srv.close(() => (port ? resolve(port) : reject(new Error("no free port"))));
+    });
+  });
+}
+
+/** PING over a raw socket; true on `+PONG` within `timeoutMs`. */
+async function answersPing(port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    let answer = "";
+    let settled = false;
+    let socket: { end(): void } | null = null;
+    const done = (ok: boolean) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket?.end();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        open(s) {
+          s.write("PING\r\n");
+        },
+        data(_s, chunk) {
+          answer += chunk.toString();
+          if (answer.includes("\r\n")) done(answer.startsWith("+PONG"));
+        },
+        error: () => done(false),
+        connectError: () => done(false),
+        close: () => done(false),
+      },
+    }).then(
+      (s) => {
+        socket = s;
+        if (settled) s.end();
+      },
+      () => done(false),
+    );
+  });
+}
+
+/**
+ * Starts redis-server and the bridge with a random token, or returns null when no redis-server
+ * binary is available. Throws when the server starts but never answers.
+ * @example const stack = await startLocalRedisStack(); if (stack) env.REDIS_CACHING_URL = stack.url;
+ */
+export async function startLocalRedisStack(options: LocalRedisStackOptions = {}): Promise<LocalRedisStack | null> {
+  const bin = options.redisServerBin ?? Bun.which("redis-server");
+  if (!bin) return null;
+  const startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+  let lastError: unknown;
+  // The free port may be taken between asking and binding: try again on a fresh one.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      return await startOnce(bin, startTimeoutMs);
+    } catch (e) {
+      lastError = e;
+    }
+  }
+  throw lastError;
+}
+
+async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedisStack> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "host-dev-redis-"));
+  const proc = Bun.spawn(
+    [bin, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"],
+    { stdin: "ignore", stdout: "ignore", stderr: "ignore" },
+  );
+  // If this process dies without stopping the stack, take redis-server with it.
+  const killOnExit = () => {
+    try {
+      proc.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+  };
+  process.on("exit", killOnExit);
+
+  let bridge: RedisBridge | null = null;
+  let stopped: Promise<void> | null = null;
+  const stop = (): Promise<void> => {
+    stopped ??= (async () => {
+      try {
+        await bridge?.stop();
+      } catch {
+        // the server goes anyway
+      }
+      try {
+        proc.kill("SIGCONT");
+        proc.kill("SIGTERM");
+      } catch {
+        // already gone
+      }
+      const exited = await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)]);
+      if (!exited) {
+        killOnExit();
+        await Promise.race([proc.exited, Bun.sleep(STOP_TIMEOUT_MS)]);
+      }
+      process.off("exit", killOnExit);
+      rmSync(dir, { recursive: true, force: true });
+    })();
+    return stopped;
+  };
+
+  try {
+    const deadline = Date.now() + startTimeoutMs;
+    let ready = false;
+    while (!ready && Date.now() < deadline) {
+      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`redis-server exited early (code ${proc.exitCode ?? proc.signalCode})`);
+      ready = await answersPing(port, 500);
+      if (!ready) await Bun.sleep(25);
+    }
+    if (!ready) throw new Error(`redis-server did not answer PING within ${startTimeoutMs} ms`);
+    const redisUrl = `redis://127.0.0.1:${port}`;
+    const token = `local-${crypto.randomUUID()}`;
+    bridge = await startRedisBridge({ redisUrl, token });
+    return { url: bridge.url, token, redisUrl, redisPid: proc.pid, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
