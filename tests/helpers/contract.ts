@@ -1,0 +1,323 @@
+/**
+ * The HTTP contract (DESIGN.md §4, §6), written once and run against every target that serves
+ * the app: the Bun app in process and the Worker in workerd. Each target brings a driver.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+
+/** Options of one request. `token: null` sends no Authorization header. */
+export interface ContractRequestOptions {
+  token?: string | null;
+  /** Authorization scheme for `token`; default `Token`. */
+  scheme?: string;
+  body?: unknown;
+  /** Sent as is instead of `body` (e.g. malformed JSON). */
+  raw?: string;
+  headers?: Record<string, string>;
+}
+
+/** One way of reaching the app over HTTP, plus what the suite needs to seed it. */
+export interface ContractTarget {
+  runtime: "bun" | "workerd";
+  /** Origin that absolute URLs in responses start with. */
+  base: string;
+  /** `MAX_BODY_BYTES` the target was started with. */
+  maxBodyBytes: number;
+  request(method: string, path: string, opts?: ContractRequestOptions): Promise<Response>;
+  /** Creates a superuser named `username` (outside HTTP) and returns a token for it. */
+  superuserToken(username: string): Promise<string>;
+  /** Present when `REDIS_CACHING_URL` and `REDIS_TASKS_URL` point at a real Redis; `stop` takes it away. */
+  redis?: { token: string; stop(): Promise<void> };
+  close(): Promise<void>;
+}
+
+/** The `RequestInit` of a contract request (shared by every driver, so they send the same bytes). */
+export function requestInit(method: string, opts: ContractRequestOptions = {}): RequestInit {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.token) headers.authorization = `${opts.scheme ?? "Token"} ${opts.token}`;
+  let body: string | undefined;
+  if (opts.raw !== undefined) body = opts.raw;
+  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
+  if (body !== undefined && !headers["content-type"]) headers["content-type"] = "application/json";
+  return { method, headers, body };
+}
+
+interface JsonResponse {
+  status: number;
+  body: any;
+  res: Response;
+}
+
+/** Shared prefix of everything a suite creates, so two suites on one database never collide. */
+const uniq = () => Math.random().toString(36).slice(2, 8);
+
+/**
+ * Registers the contract tests for one target.
+ * @example contractSuite("bun", async () => bunTarget());
+ */
+export function contractSuite(label: string, setup: () => Promise<ContractTarget>): void {
+  let t: ContractTarget;
+  let admin: string;
+  const run = uniq();
+
+  const req = (method: string, path: string, opts: ContractRequestOptions = {}) =>
+    t.request(method, path, { ...opts, token: opts.token === undefined ? admin : opts.token });
+  const json = async (method: string, path: string, opts: ContractRequestOptions = {}): Promise<JsonResponse> => {
+    const res = await req(method, path, opts);
+    const text = await res.text();
+    let body: unknown = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      throw new Error(`${method} ${path}: ${res.status} answered non-JSON: ${text.slice(0, 200)}`);
+    }
+    return { status: res.status, body, res };
+  };
+  const created = async (path: string, body: unknown) => {
+    const r = await json("POST", path, { body });
+    if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+
+  describe(`HTTP contract on ${label}`, () => {
+    beforeAll(async () => {
+      t = await setup();
+      admin = await t.superuserToken(`contract-${run}`);
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    describe("authentication", () => {
+      test("missing token → 403 'Authentication credentials were not provided.'", async () => {
+        const r = await json("GET", "/api/dcim/sites/", { token: null });
+        expect(r.status).toBe(403);
+        expect(r.body.detail).toBe("Authentication credentials were not provided.");
+      });
+
+      test("unknown or malformed token → 403 'Invalid token'", async () => {
+        for (const opts of [{ token: "0".repeat(40) }, { token: "x", scheme: "Basic" }]) {
+          const r = await json("GET", "/api/dcim/sites/", opts);
+          expect(r.status).toBe(403);
+          expect(r.body.detail).toBe("Invalid token");
+        }
+      });
+
+      test("Token and Bearer schemes both authenticate", async () => {
+        for (const scheme of ["Token", "Bearer"]) {
+          expect((await req("GET", "/api/dcim/sites/", { scheme })).status).toBe(200);
+        }
+      });
+
+      test("a token deleted through the API stops working at once (token cache invalidated)", async () => {
+        const me = await json("GET", `/api/users/users/?username=contract-${run}`);
+        const token = await created("/api/users/tokens/", { user: me.body.results[0].id, description: "short-lived" });
+        expect((await req("GET", "/api/status/", { token: token.key })).status).toBe(200);
+        expect((await req("DELETE", `/api/users/tokens/${token.id}/`)).status).toBe(204);
+        expect((await req("GET", "/api/status/", { token: token.key })).status).toBe(403);
+      });
+    });
+
+    describe("host models", () => {
+      const facility = `fac-${run}`;
+      let siteIds: number[] = [];
+
+      beforeAll(async () => {
+        const made = await created(
+          "/api/dcim/sites/",
+          Array.from({ length: 7 }, (_, i) => ({
+            name: `${run} site ${i}`,
+            slug: `${run}-site-${i}`,
+            status: i % 3 === 0 ? "planned" : "active",
+            facility,
+            description: i % 2 === 0 ? `Core ${i}` : "",
+          })),
+        );
+        siteIds = made.map((s: { id: number }) => s.id);
+      });
+
+      test("site CRUD: create 201, read with absolute url, PATCH, PUT, DELETE 204, then 404", async () => {
+        const site = await created("/api/dcim/sites/", { name: `${run} crud`, slug: `${run}-crud` });
+        const read = await json("GET", `/api/dcim/sites/${site.id}/`);
+        expect(read.status).toBe(200);
+        expect(read.body).toMatchObject({ id: site.id, url: `${t.base}/api/dcim/sites/${site.id}/`, display: `${run} crud`, status: { value: "active" } });
+        expect(new Date(read.body.created).toISOString()).toBe(read.body.created);
+        const patched = await json("PATCH", `/api/dcim/sites/${site.id}/`, { body: { description: "patched" } });
+        expect(patched.status).toBe(200);
+        expect(patched.body.description).toBe("patched");
+        const put = await json("PUT", `/api/dcim/sites/${site.id}/`, { body: { name: `${run} crud2`, slug: `${run}-crud2` } });
+        expect(put.status).toBe(200);
+        expect(put.body.name).toBe(`${run} crud2`);
+        expect((await req("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(204);
+        expect((await req("GET", `/api/dcim/sites/${site.id}/`)).status).toBe(404);
+      });
+
+      test("device CRUD with a nested site; a site its devices need cannot be deleted (409)", async () => {
+        const site = await created("/api/dcim/sites/", { name: `${run} dc`, slug: `${run}-dc` });
+        const dev = await created("/api/dcim/devices/", { name: `${run}-sw1`, site: site.id, serial: "S1" });
+        expect(dev.site).toMatchObject({ id: site.id, url: `${t.base}/api/dcim/sites/${site.id}/`, slug: `${run}-dc` });
+        const patched = await json("PATCH", `/api/dcim/devices/${dev.id}/`, { body: { serial: "S2" } });
+        expect(patched.body.serial).toBe("S2");
+        expect((await json("GET", `/api/dcim/devices/?site_id=${site.id}`)).body.count).toBe(1);
+        expect((await json("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(409);
+        expect((await req("DELETE", `/api/dcim/devices/${dev.id}/`)).status).toBe(204);
+        expect((await req("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(204);
+      });
+
+      test("pagination: count, limit/offset, absolute next/previous that keep the filters", async () => {
+        const first = await json("GET", `/api/dcim/sites/?facility=${facility}&limit=3`);
+        expect(first.body.count).toBe(7);
+        expect(first.body.results.length).toBe(3);
+        expect(first.body.previous).toBeNull();
+        expect(first.body.next).toBe(`${t.base}/api/dcim/sites/?facility=${facility}&limit=3&offset=3`);
+        const seen: number[] = [];
+        let next: string | null = `/api/dcim/sites/?facility=${facility}&limit=3`;
+        for (let page = 0; next && page < 10; page++) {
+          const r: JsonResponse = await json("GET", next.replace(t.base, ""));
+          seen.push(...r.body.results.map((s: { id: number }) => s.id));
+          next = r.body.next;
+        }
+        expect(seen.sort((a, b) => a - b)).toEqual([...siteIds].sort((a, b) => a - b));
+        const last = await json("GET", `/api/dcim/sites/?facility=${facility}&limit=3&offset=6`);
+        expect(last.body.previous).toBe(`${t.base}/api/dcim/sites/?facility=${facility}&limit=3&offset=3`);
+        expect(last.body.next).toBeNull();
+        expect((await json("GET", "/api/dcim/sites/?limit=abc")).status).toBe(400);
+      });
+
+      test("filters: exact, choice, lookups, id lists, q and ordering", async () => {
+        const count = async (qs: string) => {
+          const r = await json("GET", `/api/dcim/sites/?facility=${facility}&${qs}`);
+          if (r.status !== 200) throw new Error(`${qs}: ${r.status} ${JSON.stringify(r.body)}`);
+          return r.body.count as number;
+        };
+        expect(await count("status=planned")).toBe(3);
+        expect(await count("status__n=planned")).toBe(4);
+        expect(await count("description__ic=core")).toBe(4);
+        expect(await count("description__empty=true")).toBe(3);
+        expect(await count(`id=${siteIds[0]}&id=${siteIds[1]}`)).toBe(2);
+        expect(await count(`id__gte=${siteIds[2]}`)).toBe(5);
+        expect(await count(`name__iew=${" site 6".toUpperCase()}`)).toBe(1);
+        expect(await count(`q=${run}-site-5`)).toBe(1);
+        const ordered = await json("GET", `/api/dcim/sites/?facility=${facility}&ordering=-name&limit=2&fields=id,name`);
+        expect(ordered.body.results).toEqual([
+          { id: siteIds[6], name: `${run} site 6` },
+          { id: siteIds[5], name: `${run} site 5` },
+        ]);
+        expect((await json("GET", "/api/dcim/sites/?name__gt=a")).status).toBe(400);
+      });
+
+      test("bulk create is all-or-nothing, with errors per item", async () => {
+        const before = (await json("GET", `/api/dcim/sites/?facility=${facility}`)).body.count;
+        const r = await json("POST", "/api/dcim/sites/", {
+          body: [
+            { name: `${run} bulk ok`, slug: `${run}-bulk-ok`, facility },
+            { name: `${run} bulk bad`, slug: "not a slug!", facility },
+          ],
+        });
+        expect(r.status).toBe(400);
+        expect(r.body[0]).toEqual({});
+        expect(r.body[1].slug).toBeDefined();
+        expect((await json("GET", `/api/dcim/sites/?facility=${facility}`)).body.count).toBe(before);
+      });
+
+      test("bulk update and bulk delete are all-or-nothing", async () => {
+        const [a, b] = (await created("/api/tenancy/tenants/", [
+          { name: `${run} T1`, slug: `${run}-t1` },
+          { name: `${run} T2`, slug: `${run}-t2` },
+        ])).map((x: { id: number }) => x.id);
+        const bad = await json("PATCH", "/api/tenancy/tenants/", { body: [{ id: a, description: "one" }, { id: b, slug: "no good!" }] });
+        expect(bad.status).toBe(400);
+        expect((await json("GET", `/api/tenancy/tenants/${a}/`)).body.description).toBe("");
+        const good = await json("PATCH", "/api/tenancy/tenants/", { body: [{ id: a, description: "one" }, { id: b, description: "two" }] });
+        expect(good.status).toBe(200);
+        expect(good.body.map((x: { description: string }) => x.description)).toEqual(["one", "two"]);
+        expect((await json("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: 987654321 }] })).status).toBe(404);
+        expect((await req("GET", `/api/tenancy/tenants/${a}/`)).status).toBe(200);
+        expect((await req("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: b }] })).status).toBe(204);
+        expect((await req("GET", `/api/tenancy/tenants/${b}/`)).status).toBe(404);
+      });
+
+      test("paths without the trailing slash reach the same handlers", async () => {
+        expect((await req("GET", "/api/dcim/sites")).status).toBe(200);
+        expect((await req("GET", `/api/dcim/sites/${siteIds[0]}`)).status).toBe(200);
+      });
+    });
+
+    describe("error shapes", () => {
+      test("malformed JSON → 400 with detail", async () => {
+        const r = await json("POST", "/api/dcim/sites/", { raw: "{nope" });
+        expect(r.status).toBe(400);
+        expect(r.body.detail).toContain("JSON parse error");
+      });
+
+      test("validation → 400 keyed by field", async () => {
+        const r = await json("POST", "/api/dcim/sites/", { body: { name: "", slug: "bad slug!", status: "melting" } });
+        expect(r.status).toBe(400);
+        expect(Object.keys(r.body).sort()).toEqual(["name", "slug", "status"]);
+      });
+
+      test("unknown path → 404 JSON; unknown id → 404", async () => {
+        const r = await json("GET", "/api/dcim/nothing-here/");
+        expect(r.status).toBe(404);
+        expect(r.body.detail).toBe("Not found.");
+        expect((await json("GET", "/nowhere")).status).toBe(404);
+        for (const id of ["abc", "99999999999999999999", "987654321"]) expect((await json("GET", `/api/dcim/sites/${id}/`)).status).toBe(404);
+      });
+
+      test("wrong method → 405 with Allow", async () => {
+        const r = await json("POST", "/api/dcim/sites/1/", { body: {} });
+        expect(r.status).toBe(405);
+        expect(r.res.headers.get("allow")).toContain("PATCH");
+      });
+
+      test("oversized body → 413 JSON", async () => {
+        const r = await json("POST", "/api/dcim/sites/", { body: { name: "x".repeat(t.maxBodyBytes + 10), slug: "big" } });
+        expect(r.status).toBe(413);
+        expect(r.body.detail).toContain(String(t.maxBodyBytes));
+      });
+    });
+
+    describe("core endpoints", () => {
+      test("/api/status/ reports the runtime, database kind, cache backend and plugins", async () => {
+        const r = await json("GET", "/api/status/");
+        expect(r.status).toBe(200);
+        expect(r.body.runtime).toStartWith(t.runtime);
+        expect(r.body["database-kind"]).toBe(t.runtime === "workerd" ? "remote" : "local");
+        if (t.runtime === "workerd") expect(r.body["cache-backend"]).toBe("kv");
+        expect(r.body.plugins).toEqual({ custom_objects: "0.1.0", host_healthcheck_plugin: "0.1.0" });
+        expect((await json("GET", "/api/status/", { token: null })).status).toBe(403);
+      });
+
+      test("/api/ root lists absolute URLs of the sections", async () => {
+        const r = await json("GET", "/api/");
+        expect(r.body.dcim).toBe(`${t.base}/api/dcim/`);
+      });
+    });
+
+    describe("health check plugin", () => {
+      const path = "/plugins/host_healthcheck_plugin/healthcheck/?format=json";
+
+      test("anonymous JSON: all four checks working, 200, no-store", async () => {
+        if (!t.redis) throw new Error(`the ${label} target must be started with Redis for this suite`);
+        const r = await json("GET", path, { token: null });
+        expect(r.body).toEqual({
+          status: "working",
+          checks: { Database: "working", CacheBackend: "working", HostRedisCacheHealthCheck: "working", HostRedisTasksHealthCheck: "working" },
+        });
+        expect(r.status).toBe(200);
+        expect(r.res.headers.get("cache-control")).toBe("no-store");
+      });
+
+      // Last in the suite: it takes Redis away.
+      test("Redis stopped → 500, both Redis checks 'unavailable: …', the database still working", async () => {
+        await t.redis!.stop();
+        const r = await json("GET", path, { token: null });
+        expect(r.status).toBe(500);
+        expect(r.body.status).not.toBe("working");
+        expect(r.body.checks.Database).toBe("working");
+        expect(r.body.checks.HostRedisCacheHealthCheck).toStartWith("unavailable: ");
+        expect(r.body.checks.HostRedisTasksHealthCheck).toStartWith("unavailable: ");
+        expect(JSON.stringify(r.body)).not.toContain(t.redis!.token);
+      });
+    });
+  });
+}

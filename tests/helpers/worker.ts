@@ -1,0 +1,173 @@
+/**
+ * Runs `src/worker.ts` in real workerd for tests: bundles it once with wrangler's esbuild, then
+ * starts Miniflare over a Hrana server (our libSQL-over-HTTP stand-in for Turso) on loopback.
+ */
+import { createClient } from "@libsql/client/web";
+import { Miniflare, type MiniflareOptions } from "miniflare";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { wrapClient, type Database } from "../../src/db/client";
+import { runMigrations } from "../../src/db/migrate";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+
+export const ROOT = join(import.meta.dir, "..", "..");
+const BUILD_TIMEOUT_MS = 120_000;
+
+/** The bundle wrangler would upload, and the settings it was built with. */
+export interface WorkerBundle {
+  dir: string;
+  scriptPath: string;
+  compatibilityDate: string;
+  compatibilityFlags: string[];
+}
+
+/** `compatibility_date` and `compatibility_flags` of wrangler.toml (so tests run what deploys). */
+export function wranglerSettings(): { compatibilityDate: string; compatibilityFlags: string[] } {
+  const toml = Bun.TOML.parse(readFileSync(join(ROOT, "wrangler.toml"), "utf8")) as { compatibility_date?: string; compatibility_flags?: string[] };
+  if (!toml.compatibility_date) throw new Error("wrangler.toml has no compatibility_date");
+  return { compatibilityDate: toml.compatibility_date, compatibilityFlags: toml.compatibility_flags ?? [] };
+}
+
+/** Runs a command with a deadline; throws with its output when it fails. */
+export async function run(cmd: string[], opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): Promise<{ stdout: string; stderr: string }> {
+  const proc = Bun.spawn(cmd, {
+    cwd: opts.cwd ?? ROOT,
+    env: { ...process.env, ...opts.env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), opts.timeoutMs ?? BUILD_TIMEOUT_MS);
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  if (code !== 0) throw new Error(`${cmd.join(" ")} exited with ${code}:\n${stdout}\n${stderr}`);
+  return { stdout, stderr };
+}
+
+/** Environment for wrangler: no telemetry, no network lookups. */
+export const WRANGLER_ENV = { CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_LOG: "warn" };
+
+let bundle: Promise<WorkerBundle> | null = null;
+
+/**
+ * Bundles the Worker exactly as `wrangler deploy` would (`--dry-run --outdir`), once per test
+ * process; the output directory is removed when the process exits.
+ */
+export function buildWorkerBundle(): Promise<WorkerBundle> {
+  bundle ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-worker-bundle-"));
+    process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+    await run([join(ROOT, "node_modules", ".bin", "wrangler"), "deploy", "--dry-run", "--outdir", dir], { env: WRANGLER_ENV });
+    return { dir, scriptPath: join(dir, "worker.js"), ...wranglerSettings() };
+  })();
+  return bundle;
+}
+
+/** A Hrana server on a fresh file, migrated, with a web client over it. */
+export interface RemoteDatabase {
+  hrana: HranaServer;
+  /** `@libsql/client/web` over the server, wrapped like the Worker's. */
+  db: Database;
+  url: string;
+  /** Creates a superuser (if missing) and returns a fresh token for it. */
+  superuserToken(username?: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Starts a Hrana server on a temp file and applies our migrations through the web client. */
+export async function startRemoteDatabase(): Promise<RemoteDatabase> {
+  const dir = mkdtempSync(join(tmpdir(), "host-worker-db-"));
+  const hrana = await startHranaServer({ path: join(dir, "host.db"), port: 0 });
+  const db = wrapClient(createClient({ url: hrana.url }), "remote");
+  try {
+    await runMigrations(db);
+  } catch (e) {
+    await hrana.stop();
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  const made = new Set<string>();
+  let stopped: Promise<void> | null = null;
+  return {
+    hrana,
+    db,
+    url: hrana.url,
+    async superuserToken(username = "admin") {
+      if (!made.has(username)) {
+        await createUser(db.orm, { username, isSuperuser: true });
+        made.add(username);
+      }
+      return (await issueToken(db.orm, { username })).key;
+    },
+    stop() {
+      stopped ??= (async () => {
+        await db.close();
+        await hrana.stop();
+        rmSync(dir, { recursive: true, force: true });
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** A Worker running in workerd via Miniflare. */
+export interface RunningWorker {
+  mf: Miniflare;
+  /** `http://127.0.0.1:PORT/` */
+  url: URL;
+  /** Plain HTTP to the worker (through Miniflare's loopback entry). */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startWorker}. */
+export interface StartWorkerOptions {
+  /** String bindings (the `[vars]` and secrets). */
+  bindings: Record<string, string>;
+  /** Extra workers in the same Miniflare (each its own isolate); they share the `CACHE` namespace. */
+  extraWorkers?: string[];
+}
+
+/**
+ * Starts the bundled Worker in workerd with a KV namespace `CACHE` and the given bindings.
+ * @example const w = await startWorker({ bindings: { DATABASE_URL: db.url } }); await w.fetch("/api/status/");
+ */
+export async function startWorker(options: StartWorkerOptions): Promise<RunningWorker> {
+  const b = await buildWorkerBundle();
+  const worker = (name: string) => ({
+    name,
+    modules: true,
+    modulesRoot: b.dir,
+    scriptPath: b.scriptPath,
+    compatibilityDate: b.compatibilityDate,
+    compatibilityFlags: b.compatibilityFlags,
+    // One namespace id: every isolate sees the same KV, as in production.
+    kvNamespaces: { CACHE: "host-cache" },
+    bindings: { LOG_LEVEL: "silent", ...options.bindings },
+  });
+  const opts: MiniflareOptions = {
+    host: "127.0.0.1",
+    port: 0,
+    workers: [worker("host"), ...(options.extraWorkers ?? []).map(worker)],
+  };
+  const mf = new Miniflare(opts);
+  let url: URL;
+  try {
+    url = await mf.ready;
+  } catch (e) {
+    await mf.dispose().catch(() => undefined);
+    throw e;
+  }
+  let stopped: Promise<void> | null = null;
+  return {
+    mf,
+    url,
+    fetch: (path, init) => fetch(new URL(path, url), init),
+    stop() {
+      stopped ??= mf.dispose();
+      return stopped;
+    },
+  };
+}

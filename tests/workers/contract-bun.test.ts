@@ -1,0 +1,40 @@
+/** The shared HTTP contract against the Bun app in process (`makeTestApp`), Redis through the Upstash bridge. */
+import { contractSuite, requestInit } from "../helpers/contract";
+import { BASE, makeTestApp } from "../helpers/app";
+import { startRedisStack } from "../helpers/redis-bridge";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { createCache } from "../../src/services/cache";
+import { createUpstashRedis } from "../../src/services/redis";
+
+const MAX_BODY_BYTES = 4096;
+
+contractSuite("bun (in process)", async () => {
+  const stack = await startRedisStack();
+  try {
+    const { url, token } = stack.bridge;
+    const caching = createUpstashRedis({ url, token }, { timeoutMs: 2_000 });
+    const tasks = createUpstashRedis({ url, token }, { timeoutMs: 2_000 });
+    const t = await makeTestApp(
+      { MAX_BODY_BYTES: String(MAX_BODY_BYTES), REDIS_CACHING_URL: url, REDIS_CACHING_TOKEN: token, REDIS_TASKS_URL: url, REDIS_TASKS_TOKEN: token },
+      { redis: { caching, tasks }, cache: createCache("redis", { redis: caching }) },
+    );
+    return {
+      runtime: "bun",
+      base: BASE,
+      maxBodyBytes: MAX_BODY_BYTES,
+      request: async (method, path, opts) => t.app.request(BASE + path, requestInit(method, opts)),
+      async superuserToken(username) {
+        await createUser(t.deps.db.orm, { username, isSuperuser: true });
+        return (await issueToken(t.deps.db.orm, { username })).key;
+      },
+      redis: { token, stop: () => stack.stop() },
+      async close() {
+        await t.close();
+        await stack.stop();
+      },
+    };
+  } catch (e) {
+    await stack.stop();
+    throw e;
+  }
+});

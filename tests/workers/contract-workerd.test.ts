@@ -1,0 +1,48 @@
+/**
+ * The shared HTTP contract against src/worker.ts in real workerd (Miniflare), over the Hrana
+ * server (libSQL over HTTP), Workers KV and Redis through the Upstash bridge, all on loopback.
+ */
+import { contractSuite, requestInit } from "../helpers/contract";
+import { startRedisStack } from "../helpers/redis-bridge";
+import { startRemoteDatabase, startWorker } from "../helpers/worker";
+
+const MAX_BODY_BYTES = 4096;
+
+contractSuite("workerd (Miniflare)", async () => {
+  const db = await startRemoteDatabase();
+  const stack = await startRedisStack().catch(async (e) => {
+    await db.stop();
+    throw e;
+  });
+  const { url, token } = stack.bridge;
+  try {
+    const worker = await startWorker({
+      bindings: {
+        DATABASE_URL: db.url,
+        CACHE_BACKEND: "kv",
+        MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+        REDIS_CACHING_URL: url,
+        REDIS_CACHING_TOKEN: token,
+        REDIS_TASKS_URL: url,
+        REDIS_TASKS_TOKEN: token,
+      },
+    });
+    return {
+      runtime: "workerd",
+      base: worker.url.origin,
+      maxBodyBytes: MAX_BODY_BYTES,
+      request: (method, path, opts) => worker.fetch(path, requestInit(method, opts)),
+      superuserToken: (username) => db.superuserToken(username),
+      redis: { token, stop: () => stack.stop() },
+      async close() {
+        await worker.stop();
+        await stack.stop();
+        await db.stop();
+      },
+    };
+  } catch (e) {
+    await stack.stop();
+    await db.stop();
+    throw e;
+  }
+});
