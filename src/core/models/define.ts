@@ -25,7 +25,11 @@ export type FieldType =
   | "color"
   | "password"
   | "m2m"
-  | "object_types";
+  | "object_types"
+  /** An object type id column, read as `{id, app_label, model}`. */
+  | "object_type_ref"
+  /** A JSON list of object type ids, read as a list of `{id, app_label, model}`. */
+  | "object_type_refs";
 
 export interface FieldSpec {
   name: string;
@@ -167,6 +171,13 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       m2m.set(f.name, byOwn);
     }
     const tagsByObject = spec.tags ? await loadTags(ctx, await objectTypeId(ctx), ids) : null;
+    const refFields = spec.fields.filter((f) => f.type === "object_type_ref" || f.type === "object_type_refs");
+    const refIds = refFields.flatMap((f) => rows.flatMap((r) => [r[keyOf(f.column!)]].flat().filter((x) => typeof x === "number")));
+    const refs = refIds.length ? await ctx.services.objectTypes.byIds(refIds, ctx.db) : new Map();
+    const refOf = (id: number) => {
+      const ot = refs.get(id);
+      return ot ? { id, app_label: ot.appLabel, model: ot.model } : { id };
+    };
 
     const records = rows.map((row) => {
       const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
@@ -177,7 +188,9 @@ export function defineModel(spec: ModelSpec): DefinedModel {
           continue;
         }
         const value = row[keyOf(f.column!)];
-        if (f.type === "fk") rec[f.name] = value == null ? null : (related.get(f.name)!.get(value) ?? { id: value });
+        if (f.type === "object_type_ref") rec[f.name] = value == null ? null : refOf(value);
+        else if (f.type === "object_type_refs") rec[f.name] = ((value as number[] | null) ?? []).map(refOf);
+        else if (f.type === "fk") rec[f.name] = value == null ? null : (related.get(f.name)!.get(value) ?? { id: value });
         else if (f.type === "choice") rec[f.name] = value == null ? null : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
         else rec[f.name] = value ?? null;
       }
@@ -364,6 +377,11 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       if (missing.length) return { error: `Related object not found using the provided numeric ID: ${missing[0]}` };
       return { value: [...new Set(ids as number[])] };
     }
+    case "object_type_ref": {
+      const ot = await ctx.services.objectTypes.resolve(raw, ctx.db);
+      return ot ? { value: ot.id } : { error: `Unknown object type: ${JSON.stringify(raw)}` };
+    }
+    case "object_type_refs":
     case "object_types": {
       if (!Array.isArray(raw)) return { error: "Expected a list of items." };
       const ids: number[] = [];

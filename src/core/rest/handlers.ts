@@ -27,7 +27,7 @@ export async function inTransaction<T>(c: Ctx, resource: Pick<Resource, "fieldFo
   const services = c.var.services;
   try {
     return await services.db.orm.transaction(async (tx) =>
-      fn({ db: tx, services, baseUrl: baseUrlOf(c), auth: c.var.auth, requestId: c.var.requestId }),
+      fn({ db: tx, services, baseUrl: baseUrlOf(c), auth: c.var.auth, requestId: c.var.requestId, params: new URL(c.req.url).searchParams }),
     );
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;

@@ -17,6 +17,8 @@ export interface ReadContext {
 export interface WriteContext extends ReadContext {
   auth: AuthState;
   requestId: string;
+  /** The request's query parameters (e.g. `allow_destructive`). */
+  params: URLSearchParams;
 }
 
 export type ApiRecord = Record<string, unknown>;

@@ -1,19 +1,76 @@
-/** The custom objects plugin: user-defined object types with a REST endpoint each. */
+/**
+ * The custom objects plugin (§5): user-defined object types with a REST endpoint each, their
+ * fields, linked-object lookups and (in `schema/`) declarative schema documents.
+ */
+import { asc } from "drizzle-orm";
 import { Hono } from "hono";
-import type { HonoEnv } from "../../core/context";
+import type { HonoEnv, Services } from "../../core/context";
+import { ApiError, notFound } from "../../core/errors";
+import { baseUrlOf } from "../../core/http";
+import { mountResource } from "../../core/rest/handlers";
+import { customObjectTypes } from "../../db/schema";
 import type { HostPlugin } from "../types";
+import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
+import { linkedObjects } from "./linked";
+import { CotRegistry } from "./models";
+import { onDeleteHook } from "./on-delete";
+import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
+
+interface PluginState {
+  registry: CotRegistry;
+}
+
+/** Per-app state, keyed by the app's services (no module-level singletons). */
+const states = new WeakMap<Services, PluginState>();
+
+export function customObjectsState(services: Services): PluginState {
+  let state = states.get(services);
+  if (!state) {
+    state = { registry: new CotRegistry() };
+    states.set(services, state);
+  }
+  return state;
+}
+
+const methodNotAllowed = (allow: string) => () => {
+  throw new ApiError(405, { detail: "Method not allowed.", error: "method_not_allowed" }, { Allow: allow });
+};
 
 export const customObjectsPlugin: HostPlugin = {
   name: "custom_objects",
   version: "0.1.0",
   apiBase: "custom-objects",
   objectTypes: [
-    { appLabel: "custom_objects", model: "customobjecttype" },
-    { appLabel: "custom_objects", model: "customobjecttypefield" },
+    { appLabel: APP_LABEL, model: COT_MODEL },
+    { appLabel: APP_LABEL, model: FIELD_MODEL },
   ],
-  apiRoutes: () => {
+  async onStartup(services) {
+    const { registry } = customObjectsState(services);
+    services.models.register(cotModel.info);
+    services.models.register(fieldModel.info);
+    services.models.addResolver(APP_LABEL, async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null);
+    services.deleteHooks.push(onDeleteHook(registry));
+  },
+  apiRoutes(services) {
+    const { registry } = customObjectsState(services);
     const app = new Hono<HonoEnv>();
-    app.get("/", (c) => c.json({}));
+    const cots = cotResource(registry);
+    const fields = fieldResource(registry);
+
+    app.get("/", async (c) => {
+      const base = `${baseUrlOf(c)}/api/${API_BASE}`;
+      const rows = await c.var.services.db.orm.select({ slug: customObjectTypes.slug }).from(customObjectTypes).orderBy(asc(customObjectTypes.slug));
+      return c.json(Object.fromEntries(rows.map((r) => [r.slug, `${base}/${r.slug}/`])));
+    });
+    mountResource(app, "/custom-object-types", () => cots);
+    mountResource(app, "/custom-object-type-fields", () => fields);
+    app.get("/linked-objects", (c) => linkedObjects(c, registry));
+    app.all("/linked-objects", methodNotAllowed("GET, HEAD"));
+    mountResource(app, "/:slug", async (c) => {
+      const model = await registry.bySlug(c.var.services.db.orm, c.req.param("slug") ?? "");
+      if (!model) throw notFound();
+      return model.resource;
+    });
     return app;
   },
 };

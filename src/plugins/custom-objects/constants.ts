@@ -1,0 +1,62 @@
+/** Names, patterns and field types of the custom objects plugin (§5). */
+
+export const FIELD_TYPES = [
+  "text",
+  "longtext",
+  "integer",
+  "decimal",
+  "boolean",
+  "date",
+  "datetime",
+  "url",
+  "json",
+  "select",
+  "multiselect",
+  "object",
+  "multiobject",
+] as const;
+export type FieldType = (typeof FIELD_TYPES)[number];
+
+export const NAME_RE = /^[a-z0-9]+(_[a-z0-9]+)*$/;
+export const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
+
+/** Fixed route names under the plugin base; a COT cannot take one as its slug. */
+export const RESERVED_SLUGS = new Set(["custom-object-types", "custom-object-type-fields", "linked-objects", "schema", "api", "docs"]);
+
+/** Keys an instance record always has; a field cannot be called like one. */
+export const RESERVED_FIELD_NAMES = new Set([
+  "id",
+  "pk",
+  "url",
+  "display",
+  "display_url",
+  "created",
+  "last_updated",
+  "tags",
+  "custom_object_type",
+  "custom_object_type_id",
+  "object_type",
+  "fields",
+  "brief",
+  "limit",
+  "offset",
+  "ordering",
+  "q",
+  "omit",
+  "format",
+]);
+
+export const ON_DELETE = ["set_null", "cascade", "protect"] as const;
+export const FILTER_LOGIC = ["disabled", "loose", "exact"] as const;
+export const UI_VISIBLE = ["always", "if-set", "hidden"] as const;
+export const UI_EDITABLE = ["yes", "no", "hidden"] as const;
+
+export const isObjectType = (t: string) => t === "object" || t === "multiobject";
+export const isChoiceType = (t: string) => t === "select" || t === "multiselect";
+export const isNumericType = (t: string) => t === "integer" || t === "decimal";
+export const isRegexType = (t: string) => t === "text" || t === "longtext" || t === "url";
+
+export const APP_LABEL = "custom_objects";
+export const COT_MODEL = "customobjecttype";
+export const FIELD_MODEL = "customobjecttypefield";
+export const API_BASE = "plugins/custom-objects";

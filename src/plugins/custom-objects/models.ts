@@ -1,0 +1,491 @@
+/**
+ * The run-time model registry: COT + field records → a Drizzle table, a REST `Resource` and a
+ * `ModelInfo`, cached per COT and rebuilt whenever the COT's `shape_version` moves. Every lookup
+ * reads that version from the database (one indexed row), so two app instances or isolates
+ * sharing a database never serve a stale shape.
+ */
+import { and, asc, eq, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { Executor } from "../../db/client";
+import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
+import { nowIso } from "../../db/schema/common";
+import { ErrorCollector, ValidationError } from "../../core/errors";
+import { loadTags, resolveTags, setTags } from "../../core/models/define";
+import type { ModelInfo } from "../../core/models/registry";
+import { label as otLabel } from "../../core/object-types";
+import type { FilterSpec, ListSpec } from "../../core/rest/query";
+import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../core/rest/resource";
+import { API_BASE, APP_LABEL } from "./constants";
+import { columnType, fieldColumns, ident, linkTableName, tableName } from "./ddl";
+import { decodeScalar, encodeScalar, type FieldRow } from "./values";
+
+export type CotRow = typeof customObjectTypes.$inferSelect;
+
+export interface CotModel {
+  cot: CotRow;
+  /** Fields in record order: group_name, weight, name. */
+  fields: FieldRow[];
+  table: CotTable;
+  resource: Resource;
+  info: ModelInfo;
+}
+
+export type CotTable = SQLiteTable & { id: SQLiteColumn; created: SQLiteColumn; lastUpdated: SQLiteColumn };
+
+export const instanceUrl = (baseUrl: string, slug: string, id: number) => `${baseUrl}/api/${API_BASE}/${slug}/${id}/`;
+export const cotUrl = (baseUrl: string, id: number) => `${baseUrl}/api/${API_BASE}/custom-object-types/${id}/`;
+export const verboseName = (cot: CotRow) => cot.verboseName || cot.name;
+
+export function nestedCot(baseUrl: string, cot: CotRow): ApiRecord {
+  return { id: cot.id, url: cotUrl(baseUrl, cot.id), display: verboseName(cot), name: cot.name, slug: cot.slug };
+}
+
+export function sortFields(fields: FieldRow[]): FieldRow[] {
+  return [...fields].sort((a, b) => a.groupName.localeCompare(b.groupName) || a.weight - b.weight || a.name.localeCompare(b.name));
+}
+
+/** Keys objects that an object/multiobject field may point at, by object type id. */
+async function relatedInfos(ctx: ReadContext, typeIds: number[]): Promise<Map<number, ModelInfo>> {
+  const out = new Map<number, ModelInfo>();
+  const ots = await ctx.services.objectTypes.byIds(typeIds, ctx.db);
+  for (const [id, ot] of ots) {
+    const info = await ctx.services.models.get(ot.appLabel, ot.model, ctx);
+    if (info) out.set(id, info);
+  }
+  return out;
+}
+
+function buildTable(cot: CotRow, fields: FieldRow[]) {
+  const cols: Record<string, any> = {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    created: text("created").notNull(),
+    lastUpdated: text("last_updated").notNull(),
+  };
+  for (const f of fields) {
+    for (const col of fieldColumns(f)) {
+      const type = f.type === "object" ? "INTEGER" : columnType(f.type);
+      cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
+    }
+  }
+  return sqliteTable(tableName(cot.id), cols) as unknown as CotTable;
+}
+
+/** Loads the allowed values of the choice sets the fields use. */
+async function loadChoices(db: Executor, fields: FieldRow[]): Promise<Map<number, Set<string>>> {
+  const ids = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
+  const out = new Map<number, Set<string>>();
+  if (!ids.length) return out;
+  for (const cs of await db.select().from(choiceSets).where(inArray(choiceSets.id, ids))) {
+    out.set(cs.id, new Set(cs.extraChoices.map(([v]) => v)));
+  }
+  return out;
+}
+
+/** A reference in a write: plain id, `{id}`, or `{object_type, id}` for polymorphic fields. */
+async function resolveRef(ctx: WriteContext, f: FieldRow, raw: unknown): Promise<{ typeId: number; id: number } | { error: string }> {
+  if (f.isPolymorphic) {
+    if (!raw || typeof raw !== "object" || Array.isArray(raw)) return { error: 'Expected {"object_type": "<app_label>.<model>", "id": <id>}.' };
+    const r = raw as Record<string, unknown>;
+    const ot = await ctx.services.objectTypes.resolve(r.object_type, ctx.db);
+    if (!ot || !f.relatedObjectTypeIds.includes(ot.id)) return { error: `Object type ${JSON.stringify(r.object_type)} is not allowed for this field.` };
+    if (typeof r.id !== "number" || !Number.isInteger(r.id)) return { error: "Incorrect type. Expected pk value." };
+    return { typeId: ot.id, id: r.id };
+  }
+  const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+  if (typeof id !== "number" || !Number.isInteger(id)) return { error: "Incorrect type. Expected pk value." };
+  return { typeId: f.relatedObjectTypeId!, id };
+}
+
+export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
+  const fields = sortFields(rawFields);
+  const table = buildTable(cot, fields);
+  const column = (name: string): SQLiteColumn => {
+    const c = (table as unknown as Record<string, SQLiteColumn | undefined>)[name];
+    if (!c) throw new Error(`no column ${name} in ${tableName(cot.id)}`);
+    return c;
+  };
+  const slug = cot.slug;
+  const byName = new Map(fields.map((f) => [f.name, f]));
+  const primary = fields.find((f) => f.primary && f.type !== "multiobject");
+
+  // ---- list: filters, ordering, search -------------------------------------------------
+  const filters: Record<string, FilterSpec> = {
+    id: { kind: "number", expr: table.id },
+    created: { kind: "datetime", expr: table.created },
+    last_updated: { kind: "datetime", expr: table.lastUpdated },
+    tag: {
+      kind: "string",
+      expr: table.id,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => {
+        const tagged = sql`${table.id} IN (SELECT ti.object_id FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND t.slug IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)}))`;
+        return lookup === "n" ? sql`NOT ${tagged}` : tagged;
+      },
+    },
+  };
+  const orderings: Record<string, SQLWrapper> = { id: table.id, created: table.created, last_updated: table.lastUpdated };
+  const search: SQLWrapper[] = [];
+  for (const f of fields) {
+    if (f.filterLogic === "disabled") continue;
+    // object/multiobject fields have no column of their own name
+    const col = f.type === "object" || f.type === "multiobject" ? table.id : column(f.name);
+    switch (f.type) {
+      case "text":
+      case "longtext":
+      case "url":
+        filters[f.name] = { kind: "string", expr: col, bareLookup: f.filterLogic === "loose" ? "ic" : "exact" };
+        break;
+      case "select":
+        filters[f.name] = { kind: "string", expr: col };
+        break;
+      case "integer":
+      case "decimal":
+        filters[f.name] = { kind: "number", expr: col };
+        break;
+      case "boolean":
+        filters[f.name] = { kind: "boolean", expr: col };
+        break;
+      case "date":
+        filters[f.name] = { kind: "date", expr: col };
+        break;
+      case "datetime":
+        filters[f.name] = { kind: "datetime", expr: col };
+        break;
+      case "multiselect":
+        filters[f.name] = {
+          kind: "string",
+          expr: col,
+          lookups: ["exact", "n", "empty"],
+          build: (lookup, values) => {
+            if (lookup === "empty") return values[0] === "true" ? sql`${col} IS NULL` : sql`${col} IS NOT NULL`;
+            const has = sql`EXISTS (SELECT 1 FROM json_each(${col}) je WHERE je.value IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)}))`;
+            return lookup === "n" ? sql`NOT ${has}` : has;
+          },
+        };
+        break;
+      case "object": {
+        const idCol = column(`${f.name}_id`);
+        filters[`${f.name}_id`] = { kind: "number", expr: idCol };
+        filters[f.name] = { kind: "number", expr: idCol };
+        break;
+      }
+      case "multiobject": {
+        const lt = ident(linkTableName(cot.id, f.id));
+        const build = (lookup: string, values: string[]): SQL => {
+          if (lookup === "empty") {
+            const has = sql`${table.id} IN (SELECT source_id FROM ${lt})`;
+            return values[0] === "true" ? sql`NOT ${has}` : has;
+          }
+          const nums = values.map((v) => {
+            if (!/^\d+$/.test(v)) throw new ValidationError({ [`${f.name}_id`]: ["Enter a number."] });
+            return Number(v);
+          });
+          const has = sql`${table.id} IN (SELECT source_id FROM ${lt} WHERE target_id IN (${sql.join(nums.map((v) => sql`${v}`), sql`, `)}))`;
+          return lookup === "n" ? sql`NOT ${has}` : has;
+        };
+        filters[`${f.name}_id`] = { kind: "number", expr: table.id, lookups: ["exact", "n", "empty"], build };
+        filters[f.name] = filters[`${f.name}_id`]!;
+        break;
+      }
+    }
+    if (f.type !== "multiobject" && f.type !== "object" && f.type !== "json" && f.type !== "multiselect") orderings[f.name] = col;
+    if (f.type === "object") orderings[f.name] = column(`${f.name}_id`);
+    if (f.searchWeight > 0 && ["text", "longtext", "url", "select", "integer", "decimal"].includes(f.type)) search.push(col);
+  }
+  const list: ListSpec = { filters, orderings, defaultOrdering: ["id"], search, idExpr: table.id };
+
+  // ---- read --------------------------------------------------------------------------------
+  const display = (row: Record<string, any>) => {
+    if (primary) {
+      const v = primary.type === "object" ? row[`${primary.name}_id`] : decodeScalar(primary.type, row[primary.name]);
+      if (v !== null && v !== undefined && v !== "") return typeof v === "object" ? JSON.stringify(v) : String(v);
+    }
+    return `${verboseName(cot)} ${row.id}`;
+  };
+
+  async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {
+    if (!rows.length) return [];
+    const ids = rows.map((r) => r.id as number);
+    // Gather every reference, then fetch nested forms once per target type.
+    const wanted = new Map<number, Set<number>>();
+    const want = (typeId: number | null | undefined, id: number | null | undefined) => {
+      if (typeId == null || id == null) return;
+      (wanted.get(typeId) ?? wanted.set(typeId, new Set()).get(typeId)!).add(id);
+    };
+    const links = new Map<number, Map<number, { typeId: number; id: number }[]>>();
+    for (const f of fields) {
+      if (f.type === "object") {
+        for (const r of rows) want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
+      } else if (f.type === "multiobject") {
+        const lt = ident(linkTableName(cot.id, f.id));
+        const linkRows = (await ctx.db.all(
+          sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(ids.map((i) => sql`${i}`), sql`, `)}) ORDER BY source_id, position, target_id`,
+        )) as { source_id: number; target_type: number | null; target_id: number }[];
+        const bySource = new Map<number, { typeId: number; id: number }[]>();
+        for (const l of linkRows) {
+          const typeId = l.target_type ?? f.relatedObjectTypeId!;
+          want(typeId, l.target_id);
+          (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({ typeId, id: l.target_id });
+        }
+        links.set(f.id, bySource);
+      }
+    }
+    const infos = await relatedInfos(ctx, [...wanted.keys()]);
+    const nested = new Map<number, Map<number, ApiRecord>>();
+    for (const [typeId, idSet] of wanted) {
+      const info = infos.get(typeId);
+      nested.set(typeId, info ? await info.nested(ctx, [...idSet]) : new Map());
+    }
+    const ots = await ctx.services.objectTypes.byIds([...wanted.keys()], ctx.db);
+    const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
+      const n = nested.get(typeId)?.get(id) ?? { id };
+      if (!f.isPolymorphic) return n;
+      const ot = ots.get(typeId);
+      return { object_type: ot ? otLabel(ot) : typeId, ...n };
+    };
+    const tags = await loadTags(ctx, cot.objectTypeId!, ids);
+    const cotRef = nestedCot(ctx.baseUrl, cot);
+    return rows.map((row) => {
+      const rec: ApiRecord = {
+        id: row.id,
+        url: instanceUrl(ctx.baseUrl, slug, row.id),
+        display: display(row),
+        custom_object_type: cotRef,
+        created: row.created,
+        last_updated: row.lastUpdated,
+        tags: tags.get(row.id) ?? [],
+      };
+      for (const f of fields) {
+        if (f.type === "object") {
+          const id = row[`${f.name}_id`];
+          const typeId = f.isPolymorphic ? row[`${f.name}_type`] : f.relatedObjectTypeId;
+          rec[f.name] = id == null || typeId == null ? null : ref(f, typeId, id);
+        } else if (f.type === "multiobject") {
+          rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
+        } else {
+          rec[f.name] = decodeScalar(f.type, row[f.name]);
+        }
+      }
+      return rec;
+    });
+  }
+
+  async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
+    if (!ids.length) return [];
+    const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+    const byId = new Map(rows.map((r) => [r.id as number, r]));
+    return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
+  }
+
+  // ---- write -------------------------------------------------------------------------------
+  async function targetExists(ctx: WriteContext, typeId: number, id: number, infos: Map<number, ModelInfo>) {
+    const info = infos.get(typeId);
+    if (!info) return false;
+    return (await info.nested(ctx, [id])).has(id);
+  }
+
+  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
+    const errors = new ErrorCollector();
+    const values: Record<string, unknown> = {};
+    const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
+    let tagIds: number[] | null = null;
+    const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type"]);
+    for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
+    const choices = await loadChoices(ctx.db, fields);
+    const relatedIds = new Set<number>();
+    for (const f of fields) {
+      if (f.type === "object" || f.type === "multiobject") {
+        if (f.relatedObjectTypeId) relatedIds.add(f.relatedObjectTypeId);
+        for (const id of f.relatedObjectTypeIds) relatedIds.add(id);
+      }
+    }
+    const infos = relatedIds.size ? await relatedInfos(ctx, [...relatedIds]) : new Map<number, ModelInfo>();
+
+    for (const f of fields) {
+      const present = Object.prototype.hasOwnProperty.call(input, f.name);
+      let raw = input[f.name];
+      if (!present) {
+        if (existing && partial) continue;
+        if (existing) {
+          // PUT: keep stored values of omitted fields, but a required field must hold one.
+          const stored = f.type === "object" ? existing[`${f.name}_id`] : f.type === "multiobject" ? true : existing[f.name];
+          if (f.required && (stored === null || stored === undefined)) errors.add(f.name, "This field is required.");
+          continue;
+        }
+        if (f.default !== null && f.default !== undefined) raw = f.default;
+        else {
+          if (f.required) errors.add(f.name, "This field is required.");
+          continue;
+        }
+      }
+      const isEmpty = raw === null || raw === "" || (Array.isArray(raw) && raw.length === 0);
+      if (isEmpty && f.required) {
+        errors.add(f.name, raw === null ? "This field may not be null." : "This field may not be blank.");
+        continue;
+      }
+      if (f.type === "object") {
+        if (raw === null) {
+          values[`${f.name}_id`] = null;
+          if (f.isPolymorphic) values[`${f.name}_type`] = null;
+          continue;
+        }
+        const r = await resolveRef(ctx, f, raw);
+        if ("error" in r) errors.add(f.name, r.error);
+        else if (!(await targetExists(ctx, r.typeId, r.id, infos))) errors.add(f.name, `Related object not found using the provided numeric ID: ${r.id}`);
+        else {
+          values[`${f.name}_id`] = r.id;
+          if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
+        }
+        continue;
+      }
+      if (f.type === "multiobject") {
+        if (raw === null) {
+          multi.set(f, []);
+          continue;
+        }
+        if (!Array.isArray(raw)) {
+          errors.add(f.name, "Expected a list of items.");
+          continue;
+        }
+        const refs: { typeId: number; id: number }[] = [];
+        for (const item of raw) {
+          const r = await resolveRef(ctx, f, item);
+          if ("error" in r) errors.add(f.name, r.error);
+          else if (!(await targetExists(ctx, r.typeId, r.id, infos))) errors.add(f.name, `Related object not found using the provided numeric ID: ${r.id}`);
+          else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) refs.push(r);
+        }
+        multi.set(f, refs);
+        continue;
+      }
+      const checked = encodeScalar(f, raw, f.choiceSetId ? (choices.get(f.choiceSetId) ?? new Set()) : null);
+      if ("error" in checked) errors.add(f.name, checked.error);
+      else values[f.name] = checked.value;
+    }
+    if (Object.prototype.hasOwnProperty.call(input, "tags")) {
+      const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
+      if ("error" in r) errors.add("tags", r.error);
+      else tagIds = r.ids;
+    }
+    // Unique values: a clear 400 before the unique index would refuse them.
+    for (const f of fields) {
+      if (!f.unique || f.type === "multiobject") continue;
+      const col = f.type === "object" ? `${f.name}_id` : f.name;
+      const v = values[col];
+      if (v === undefined || v === null || errors.errors[f.name]) continue;
+      const clash = await ctx.db
+        .select({ id: table.id })
+        .from(table)
+        .where(existing ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`) : eq(column(col), v))
+        .limit(1);
+      if (clash.length) errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
+    }
+    errors.throwIfAny();
+    return { values, multi, tagIds };
+  }
+
+  async function writeLinks(ctx: WriteContext, id: number, multi: Map<FieldRow, { typeId: number; id: number }[]>) {
+    for (const [f, refs] of multi) {
+      const lt = ident(linkTableName(cot.id, f.id));
+      await ctx.db.run(sql`DELETE FROM ${lt} WHERE source_id = ${id}`);
+      for (const [position, r] of refs.entries()) {
+        await ctx.db.run(sql`INSERT INTO ${lt} (source_id, target_type, target_id, position) VALUES (${id}, ${f.isPolymorphic ? r.typeId : null}, ${r.id}, ${position})`);
+      }
+    }
+  }
+
+  const resource: Resource = {
+    appLabel: APP_LABEL,
+    model: slug,
+    verboseName: verboseName(cot),
+    table,
+    list,
+    briefFields: ["id", "url", "display"],
+    load,
+    async create(ctx, input) {
+      const { values, multi, tagIds } = await convert(ctx, input, null, false);
+      const now = nowIso();
+      const [row] = (await ctx.db
+        .insert(table)
+        .values({ ...values, created: now, lastUpdated: now } as any)
+        .returning({ id: table.id })) as { id: number }[];
+      await writeLinks(ctx, row!.id, multi);
+      if (tagIds) await setTags(ctx, cot.objectTypeId!, row!.id, tagIds);
+      return row!.id;
+    },
+    async update(ctx, id, input, partial) {
+      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
+      const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
+      await ctx.db
+        .update(table)
+        .set({ ...values, lastUpdated: nowIso() } as any)
+        .where(eq(table.id, id));
+      await writeLinks(ctx, id, multi);
+      if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
+    },
+    async delete(ctx, id) {
+      for (const f of fields) if (f.type === "multiobject") await ctx.db.run(sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`);
+      await ctx.db.delete(table).where(eq(table.id, id));
+    },
+    fieldForColumn(column) {
+      const f = fields.find((x) => fieldColumns(x).includes(column));
+      return f ? f.name : column;
+    },
+  };
+
+  const info: ModelInfo = {
+    appLabel: APP_LABEL,
+    model: slug,
+    verboseName: verboseName(cot),
+    resource,
+    async nested(ctx, ids) {
+      const out = new Map<number, ApiRecord>();
+      if (!ids.length) return out;
+      const cols: Record<string, SQLiteColumn> = { id: table.id };
+      if (primary && primary.type !== "multiobject") for (const c of fieldColumns(primary)) cols[c] = column(c);
+      const rows = (await ctx.db.select(cols).from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+      for (const row of rows) out.set(row.id, { id: row.id, url: instanceUrl(ctx.baseUrl, slug, row.id), display: display(row) });
+      return out;
+    },
+  };
+  return { cot, fields, table, resource, info };
+}
+
+/** Caches built models by COT id; `shape_version` in the database decides freshness. */
+export class CotRegistry {
+  #models = new Map<number, CotModel>();
+
+  async #fresh(db: Executor, row: Pick<CotRow, "id" | "shapeVersion"> | undefined): Promise<CotModel | null> {
+    if (!row) return null;
+    const cached = this.#models.get(row.id);
+    if (cached && cached.cot.shapeVersion === row.shapeVersion) return cached;
+    const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.id));
+    if (!cot) return null;
+    const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
+    const model = buildModel(cot, fields);
+    // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
+    this.#models.set(cot.id, model);
+    return model;
+  }
+
+  async bySlug(db: Executor, slug: string): Promise<CotModel | null> {
+    const [row] = await db
+      .select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion })
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.slug, slug))
+      .limit(1);
+    return this.#fresh(db, row);
+  }
+
+  async byId(db: Executor, id: number): Promise<CotModel | null> {
+    const [row] = await db
+      .select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion })
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.id, id))
+      .limit(1);
+    return this.#fresh(db, row);
+  }
+
+  forget(id: number) {
+    this.#models.delete(id);
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * Schema operations on custom object types: each changes the records and the COT's table
+ * together, inside the caller's transaction, and bumps `shape_version` so every registry
+ * (in this process or another) rebuilds the model. REST endpoints and schema apply share them.
+ */
+import { and, eq, or, sql } from "drizzle-orm";
+import { customObjectTypeFields, customObjectTypes, objectTypes, taggedItems } from "../../db/schema";
+import { nowIso } from "../../db/schema/common";
+import { ApiError, ValidationError } from "../../core/errors";
+import type { WriteContext } from "../../core/rest/resource";
+import { APP_LABEL, isObjectType } from "./constants";
+import { addFieldStorage, countUnconvertible, createCotTable, dropCotTable, dropFieldStorage, refreshFieldIndexes, renameFieldStorage, retypeFieldStorage, tableName, ident } from "./ddl";
+import type { CotDraft, FieldDraft } from "./definitions";
+import type { CotRow } from "./models";
+import { encodeScalar, retypeConverter, type FieldRow } from "./values";
+
+/**
+ * A fresh random version token: a counter could repeat after a rolled-back change (5→6 rolled
+ * back, then another 5→6), and a registry would then keep a model of the wrong shape.
+ */
+export const newShapeVersion = () => 1 + Math.floor(Math.random() * 2 ** 52);
+
+async function bump(ctx: WriteContext, cotId: number) {
+  await ctx.db
+    .update(customObjectTypes)
+    .set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
+    .where(eq(customObjectTypes.id, cotId));
+}
+
+export async function createCot(ctx: WriteContext, draft: CotDraft): Promise<CotRow> {
+  const [existingOt] = await ctx.db
+    .select()
+    .from(objectTypes)
+    .where(and(eq(objectTypes.appLabel, APP_LABEL), eq(objectTypes.model, draft.slug)));
+  if (existingOt) throw new ValidationError({ slug: [`The object type ${APP_LABEL}.${draft.slug} is already taken.`] });
+  const [ot] = await ctx.db.insert(objectTypes).values({ appLabel: APP_LABEL, model: draft.slug }).returning();
+  const [cot] = await ctx.db
+    .insert(customObjectTypes)
+    .values({ ...draft, objectTypeId: ot!.id })
+    .returning();
+  await createCotTable(ctx.db, cot!.id);
+  return cot!;
+}
+
+/** Updates attributes; a slug change moves the object type's `model` (its id stays). */
+export async function updateCot(ctx: WriteContext, cot: CotRow, draft: CotDraft): Promise<void> {
+  if (draft.slug !== cot.slug && cot.objectTypeId) {
+    const [taken] = await ctx.db
+      .select()
+      .from(objectTypes)
+      .where(and(eq(objectTypes.appLabel, APP_LABEL), eq(objectTypes.model, draft.slug)));
+    if (taken) throw new ValidationError({ slug: [`The object type ${APP_LABEL}.${draft.slug} is already taken.`] });
+    await ctx.db.update(objectTypes).set({ model: draft.slug }).where(eq(objectTypes.id, cot.objectTypeId));
+  }
+  await ctx.db
+    .update(customObjectTypes)
+    .set({ ...draft, shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
+    .where(eq(customObjectTypes.id, cot.id));
+}
+
+/** Fields of other COTs that point at this COT's objects. */
+async function inboundFields(ctx: WriteContext, cot: CotRow): Promise<FieldRow[]> {
+  if (!cot.objectTypeId) return [];
+  const rows = await ctx.db
+    .select()
+    .from(customObjectTypeFields)
+    .where(
+      or(
+        eq(customObjectTypeFields.relatedObjectTypeId, cot.objectTypeId),
+        sql`EXISTS (SELECT 1 FROM json_each(${customObjectTypeFields.relatedObjectTypeIds}) je WHERE je.value = ${cot.objectTypeId})`,
+      ),
+    );
+  return rows.filter((f) => f.customObjectTypeId !== cot.id);
+}
+
+/** Drops the table, the fields, tags on its objects and its object type. */
+export async function deleteCot(ctx: WriteContext, cot: CotRow): Promise<void> {
+  const inbound = await inboundFields(ctx, cot);
+  if (inbound.length) {
+    const [first] = inbound;
+    throw ApiError.detail(
+      409,
+      `Cannot delete custom object type "${cot.slug}": ${inbound.length} field(s) of other types point at it (e.g. field "${first!.name}" of type id ${first!.customObjectTypeId}). Remove those fields first.`,
+      "protected",
+    );
+  }
+  const fields = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
+  await dropCotTable(ctx.db, cot.id, fields);
+  await ctx.db.delete(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
+  await ctx.db.delete(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+  if (cot.objectTypeId) {
+    await ctx.db.delete(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId));
+    await ctx.db.delete(objectTypes).where(eq(objectTypes.id, cot.objectTypeId));
+  }
+}
+
+/** Encodes a field default for filling existing rows (scalars only). */
+function encodedDefault(f: FieldDraft): unknown {
+  if (f.default === null || f.default === undefined || isObjectType(f.type)) return undefined;
+  const r = encodeScalar(f as FieldRow, f.default, null);
+  return "error" in r ? undefined : r.value;
+}
+
+export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft, schemaId?: number): Promise<FieldRow> {
+  const [fresh] = await ctx.db.select({ next: customObjectTypes.nextSchemaId }).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+  const next = fresh!.next;
+  const assigned = schemaId ?? next;
+  const [field] = await ctx.db
+    .insert(customObjectTypeFields)
+    .values({ ...draft, customObjectTypeId: cot.id, schemaId: assigned })
+    .returning();
+  await ctx.db
+    .update(customObjectTypes)
+    .set({ nextSchemaId: Math.max(next, assigned + 1) })
+    .where(eq(customObjectTypes.id, cot.id));
+  try {
+    await addFieldStorage(ctx.db, cot.id, { ...field!, type: field!.type }, encodedDefault(draft));
+  } catch (e) {
+    throw uniqueIndexError(e, draft.name) ?? e;
+  }
+  await bump(ctx, cot.id);
+  return field!;
+}
+
+function uniqueIndexError(e: unknown, name: string): ApiError | null {
+  const text = String((e as Error)?.message ?? "") + String((e as any)?.cause?.message ?? "");
+  if (/UNIQUE constraint failed/i.test(text)) return new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
+  return null;
+}
+
+export interface AlterResult {
+  /** Non-null values that a type change could not carry (they become null). */
+  lostValues: number;
+}
+
+/**
+ * Applies a new definition to a field: rename, type change with conversion, unique/index
+ * changes and record attributes. With `allowDataLoss` false a lossy type change answers 409.
+ */
+export async function alterField(ctx: WriteContext, cot: CotRow, field: FieldRow, draft: FieldDraft, allowDataLoss: boolean): Promise<AlterResult> {
+  let current = field;
+  let lostValues = 0;
+  if (draft.name !== field.name) {
+    await renameFieldStorage(ctx.db, cot.id, field, draft.name);
+    current = { ...current, name: draft.name };
+  }
+  if (draft.type !== field.type) {
+    const convert = retypeConverter(field.type, draft.type);
+    const lost = await countUnconvertible(ctx.db, cot.id, current, convert);
+    if (lost && !allowDataLoss) {
+      throw ApiError.detail(
+        409,
+        `Changing "${field.name}" from ${field.type} to ${draft.type} would lose ${lost} value(s). Repeat with allow_destructive=true to set them to null.`,
+        "destructive_changes",
+        { destructive_slugs: [cot.slug] },
+      );
+    }
+    lostValues = await retypeFieldStorage(ctx.db, cot.id, current, draft.type, convert);
+    current = { ...current, type: draft.type };
+  }
+  if (draft.unique !== current.unique || draft.type !== field.type) {
+    try {
+      await refreshFieldIndexes(ctx.db, cot.id, { ...current, unique: draft.unique });
+    } catch (e) {
+      throw uniqueIndexError(e, draft.name) ?? e;
+    }
+  }
+  await ctx.db
+    .update(customObjectTypeFields)
+    .set({ ...draft, lastUpdated: nowIso() })
+    .where(eq(customObjectTypeFields.id, field.id));
+  await bump(ctx, cot.id);
+  return { lostValues };
+}
+
+export async function removeField(ctx: WriteContext, cot: CotRow, field: FieldRow): Promise<void> {
+  await dropFieldStorage(ctx.db, cot.id, field);
+  await ctx.db.delete(customObjectTypeFields).where(eq(customObjectTypeFields.id, field.id));
+  await bump(ctx, cot.id);
+}
+
+/** Rows holding a value for the field (used to tell whether a removal loses data). */
+export async function countValues(ctx: WriteContext, cotId: number, field: FieldRow): Promise<number> {
+  if (field.type === "multiobject") {
+    const [r] = (await ctx.db.all(sql`SELECT count(*) AS n FROM ${ident(`co_${cotId}_f${field.id}_links`)}`)) as { n: number }[];
+    return Number(r?.n ?? 0);
+  }
+  const col = field.type === "object" ? `${field.name}_id` : field.name;
+  const [r] = (await ctx.db.all(sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(col)} IS NOT NULL`)) as { n: number }[];
+  return Number(r?.n ?? 0);
+}

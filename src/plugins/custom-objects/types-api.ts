@@ -1,0 +1,172 @@
+/**
+ * `custom-object-types/` and `custom-object-type-fields/`: the read side comes from the host's
+ * declarative models; writes validate definitions and run the schema operations.
+ */
+import { asc, eq, inArray } from "drizzle-orm";
+import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
+import { ValidationError } from "../../core/errors";
+import { defineModel, resolveTags, setTags } from "../../core/models/define";
+import { parseBool } from "../../core/rest/query";
+import type { Resource, WriteContext } from "../../core/rest/resource";
+import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
+import { validateCot, validateField } from "./definitions";
+import type { CotRegistry, CotRow } from "./models";
+import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
+import type { FieldRow } from "./values";
+
+export const fieldModel = defineModel({
+  appLabel: APP_LABEL,
+  model: FIELD_MODEL,
+  verboseName: "custom object type field",
+  path: `${API_BASE}/custom-object-type-fields`,
+  table: customObjectTypeFields,
+  defaultOrdering: ["custom_object_type", "group_name", "weight", "name"],
+  display: (r) => r.label || r.name,
+  fields: [
+    { name: "custom_object_type", type: "integer", column: customObjectTypeFields.customObjectTypeId, brief: true },
+    { name: "name", type: "string", column: customObjectTypeFields.name, search: true, brief: true },
+    { name: "label", type: "string", column: customObjectTypeFields.label, search: true, brief: true },
+    { name: "description", type: "string", column: customObjectTypeFields.description, search: true, brief: true },
+    { name: "type", type: "string", column: customObjectTypeFields.type, brief: true },
+    { name: "primary", type: "boolean", column: customObjectTypeFields.primary },
+    { name: "required", type: "boolean", column: customObjectTypeFields.required },
+    { name: "unique", type: "boolean", column: customObjectTypeFields.unique },
+    { name: "default", type: "json", column: customObjectTypeFields.default },
+    { name: "choice_set", type: "fk", column: customObjectTypeFields.choiceSetId, related: "extras.customfieldchoiceset" },
+    { name: "validation_regex", type: "string", column: customObjectTypeFields.validationRegex },
+    { name: "validation_minimum", type: "json", column: customObjectTypeFields.validationMinimum },
+    { name: "validation_maximum", type: "json", column: customObjectTypeFields.validationMaximum },
+    { name: "is_polymorphic", type: "boolean", column: customObjectTypeFields.isPolymorphic },
+    { name: "related_object_type", type: "object_type_ref", column: customObjectTypeFields.relatedObjectTypeId },
+    { name: "related_object_types", type: "object_type_refs", column: customObjectTypeFields.relatedObjectTypeIds },
+    { name: "related_object_filter", type: "json", column: customObjectTypeFields.relatedObjectFilter },
+    { name: "on_delete_behavior", type: "string", column: customObjectTypeFields.onDeleteBehavior },
+    { name: "group_name", type: "string", column: customObjectTypeFields.groupName },
+    { name: "search_weight", type: "integer", column: customObjectTypeFields.searchWeight },
+    { name: "filter_logic", type: "string", column: customObjectTypeFields.filterLogic },
+    { name: "ui_visible", type: "string", column: customObjectTypeFields.uiVisible },
+    { name: "ui_editable", type: "string", column: customObjectTypeFields.uiEditable },
+    { name: "weight", type: "integer", column: customObjectTypeFields.weight },
+    { name: "is_cloneable", type: "boolean", column: customObjectTypeFields.isCloneable },
+    { name: "schema_id", type: "integer", column: customObjectTypeFields.schemaId },
+    { name: "deprecated", type: "boolean", column: customObjectTypeFields.deprecated },
+    { name: "deprecated_since", type: "string", column: customObjectTypeFields.deprecatedSince },
+    { name: "scheduled_removal", type: "string", column: customObjectTypeFields.scheduledRemoval },
+  ],
+});
+
+export const cotModel = defineModel({
+  appLabel: APP_LABEL,
+  model: COT_MODEL,
+  verboseName: "custom object type",
+  path: `${API_BASE}/custom-object-types`,
+  table: customObjectTypes,
+  tags: true,
+  defaultOrdering: ["name"],
+  display: (r) => r.verboseName || r.name,
+  fields: [
+    { name: "name", type: "string", column: customObjectTypes.name, search: true, brief: true },
+    { name: "slug", type: "slug", column: customObjectTypes.slug, search: true, brief: true },
+    { name: "verbose_name", type: "string", column: customObjectTypes.verboseName },
+    { name: "verbose_name_plural", type: "string", column: customObjectTypes.verboseNamePlural },
+    { name: "version", type: "string", column: customObjectTypes.version },
+    { name: "group_name", type: "string", column: customObjectTypes.groupName },
+    { name: "description", type: "string", column: customObjectTypes.description, search: true, brief: true },
+    { name: "schema_document", type: "json", column: customObjectTypes.schemaDocument, nullable: true },
+  ],
+  async decorate(ctx, rows, records) {
+    const ids = rows.map((r) => r.id as number);
+    const fieldRows = ids.length
+      ? await ctx.db
+          .select({ id: customObjectTypeFields.id, cot: customObjectTypeFields.customObjectTypeId })
+          .from(customObjectTypeFields)
+          .where(inArray(customObjectTypeFields.customObjectTypeId, ids))
+          .orderBy(asc(customObjectTypeFields.groupName), asc(customObjectTypeFields.weight), asc(customObjectTypeFields.name))
+      : [];
+    const fieldRecords = await fieldModel.resource.load(ctx, fieldRows.map((f) => f.id));
+    const ots = await ctx.services.objectTypes.byIds(rows.map((r) => r.objectTypeId).filter((x) => x != null), ctx.db);
+    rows.forEach((row, i) => {
+      const rec = records[i]!;
+      rec.fields = fieldRecords.filter((f) => f.custom_object_type === row.id);
+      const ot = ots.get(row.objectTypeId);
+      rec.object_type = ot ? { id: ot.id, app_label: ot.appLabel, model: ot.model } : null;
+    });
+  },
+});
+
+const allowDestructive = (ctx: WriteContext) => parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
+
+async function loadCot(ctx: WriteContext, id: number): Promise<CotRow> {
+  const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+  if (!cot) throw new ValidationError({ custom_object_type: [`Custom object type ${id} does not exist.`] });
+  return cot;
+}
+
+const siblingsOf = (ctx: WriteContext, cotId: number) =>
+  ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId));
+
+export function cotResource(registry: CotRegistry): Resource {
+  const base = cotModel.resource;
+  return {
+    ...base,
+    async create(ctx, input) {
+      const draft = await validateCot(ctx, input, null, false);
+      const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
+      if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
+      const cot = await createCot(ctx, draft);
+      if (tags) await setTags(ctx, (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id, cot.id, tags.ids);
+      return cot.id;
+    },
+    async update(ctx, id, input, partial) {
+      const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+      const draft = await validateCot(ctx, input, cot!, partial);
+      const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
+      if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
+      await updateCot(ctx, cot!, draft);
+      if (tags) await setTags(ctx, (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id, id, tags.ids);
+      registry.forget(id);
+    },
+    async delete(ctx, id) {
+      const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+      await deleteCot(ctx, cot!);
+      registry.forget(id);
+    },
+  };
+}
+
+function cotIdOf(input: Record<string, unknown>): number | null {
+  const raw = input.custom_object_type;
+  const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+  return typeof id === "number" && Number.isInteger(id) ? id : null;
+}
+
+export function fieldResource(registry: CotRegistry): Resource {
+  const base = fieldModel.resource;
+  return {
+    ...base,
+    async create(ctx, input) {
+      const cotId = cotIdOf(input);
+      if (cotId === null) throw new ValidationError({ custom_object_type: ["This field is required (a custom object type id)."] });
+      const cot = await loadCot(ctx, cotId);
+      const { custom_object_type: _c, ...rest } = input;
+      const draft = await validateField(ctx, rest, null, await siblingsOf(ctx, cot.id));
+      const field = await addField(ctx, cot, draft);
+      return field.id;
+    },
+    async update(ctx, id, input, _partial) {
+      const [field] = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.id, id));
+      const { custom_object_type: moved, ...rest } = input;
+      if (moved !== undefined && cotIdOf(input) !== field!.customObjectTypeId) {
+        throw new ValidationError({ custom_object_type: ["A field cannot move to another custom object type."] });
+      }
+      const cot = await loadCot(ctx, field!.customObjectTypeId);
+      const draft = await validateField(ctx, rest, field as FieldRow, await siblingsOf(ctx, cot.id));
+      await alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx));
+    },
+    async delete(ctx, id) {
+      const [field] = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.id, id));
+      const cot = await loadCot(ctx, field!.customObjectTypeId);
+      await removeField(ctx, cot, field as FieldRow);
+    },
+  };
+}
