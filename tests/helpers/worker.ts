@@ -47,7 +47,7 @@ export async function run(cmd: string[], opts: { env?: Record<string, string>; t
 }
 
 /** Environment for wrangler: no telemetry, no network lookups. */
-export const WRANGLER_ENV = { CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_LOG: "warn" };
+export const WRANGLER_ENV = { CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", WRANGLER_LOG: "warn" };
 
 let bundle: Promise<WorkerBundle> | null = null;
 

@@ -1,0 +1,173 @@
+/**
+ * `npm run dev:worker`: the Worker locally in workerd via `wrangler dev`, with a Hrana server on a
+ * local file (migrated) as its libSQL database and, when redis-server is on PATH, a Redis behind
+ * the Upstash bridge. Everything listens on 127.0.0.1 only; Ctrl-C stops all of it.
+ */
+import { createClient } from "@libsql/client/web";
+import { spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { eq } from "drizzle-orm";
+import { startHranaServer, type HranaServer } from "./hrana-server";
+import { wrapClient, type Database } from "../src/db/client";
+import { runMigrations } from "../src/db/migrate";
+import { users } from "../src/db/schema";
+import { createUser, issueToken } from "../src/core/auth/provisioning";
+import { startRedisStack, type RedisStack } from "../tests/helpers/redis-bridge";
+
+const ROOT = resolve(import.meta.dir, "..");
+const READY_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 10_000;
+
+const { values: args } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    port: { type: "string", default: "8787" },
+    "inspector-port": { type: "string" },
+    db: { type: "string", default: "data/worker-dev.db" },
+    "no-redis": { type: "boolean", default: false },
+  },
+});
+const port = Number(args.port);
+if (!Number.isInteger(port) || port < 1 || port > 65535) {
+  console.error("dev-worker: --port must be a whole number between 1 and 65535");
+  process.exit(2);
+}
+
+const log = (msg: string) => console.log(`[dev-worker] ${msg}`);
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+let wrangler: ChildProcess | null = null;
+let stopping: Promise<void> | null = null;
+
+/** Stops wrangler (its whole process group: wrangler and workerd), then Redis, then the database. */
+function stopAll(code: number): Promise<void> {
+  stopping ??= (async () => {
+    if (wrangler?.pid && wrangler.exitCode === null && wrangler.signalCode === null) {
+      const exited = new Promise<void>((r) => wrangler!.once("exit", () => r()));
+      const group = -wrangler.pid;
+      try {
+        process.kill(group, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      const done = await Promise.race([exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)]);
+      if (!done) {
+        try {
+          process.kill(group, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+    }
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch (e) {
+        console.error(`[dev-worker] cleanup failed: ${(e as Error).message}`);
+      }
+    }
+    process.exit(code);
+  })();
+  return stopping;
+}
+process.on("SIGINT", () => void stopAll(0));
+process.on("SIGTERM", () => void stopAll(0));
+
+function onPath(bin: string): boolean {
+  return Bun.which(bin) !== null;
+}
+
+/** A superuser token for the local database ("admin" is created on first run). */
+async function devToken(db: Database): Promise<string> {
+  const [admin] = await db.orm.select({ id: users.id }).from(users).where(eq(users.username, "admin"));
+  if (!admin) await createUser(db.orm, { username: "admin", isSuperuser: true });
+  return (await issueToken(db.orm, { username: "admin", description: "dev-worker" })).key;
+}
+
+/** Waits until the app answers (any status but a start-up failure); a start-up failure is fatal. */
+async function waitUntilServing(url: string): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (wrangler && (wrangler.exitCode !== null || wrangler.signalCode !== null)) throw new Error("wrangler dev exited");
+    let res: Response | null = null;
+    try {
+      res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+    } catch {
+      // not listening yet
+    }
+    if (res) {
+      const body = await res.text();
+      if (res.status < 500) return;
+      if (body.includes('"startup_failed"')) throw new Error(`the Worker could not start: ${body}`);
+    }
+    await Bun.sleep(250);
+  }
+  throw new Error(`wrangler dev did not answer ${url} within ${READY_TIMEOUT_MS} ms`);
+}
+
+async function main(): Promise<void> {
+  const dbFile = resolve(ROOT, args.db!);
+  const dbToken = `dev-${crypto.randomUUID()}`;
+  const hrana: HranaServer = await startHranaServer({ path: dbFile, port: 0, authToken: dbToken });
+  cleanups.push(() => hrana.stop());
+  const db = wrapClient(createClient({ url: hrana.url, authToken: dbToken }), "remote");
+  cleanups.push(() => db.close());
+  await runMigrations(db);
+  const apiToken = await devToken(db);
+  log(`database ${dbFile} served at ${hrana.url} (migrated)`);
+
+  const vars: Record<string, string> = { DATABASE_URL: hrana.url, CACHE_BACKEND: "kv" };
+  // Secrets go through an env file (shown as hidden by wrangler), never on the command line.
+  const secrets: Record<string, string> = { DATABASE_AUTH_TOKEN: dbToken };
+  let redis: RedisStack | null = null;
+  if (!args["no-redis"] && onPath("redis-server")) {
+    redis = await startRedisStack();
+    cleanups.push(() => redis!.stop());
+    vars.REDIS_CACHING_URL = vars.REDIS_TASKS_URL = redis.bridge.url;
+    secrets.REDIS_CACHING_TOKEN = secrets.REDIS_TASKS_TOKEN = redis.bridge.token;
+    log(`redis-server at ${redis.redis.url}, Upstash bridge at ${redis.bridge.url}`);
+  } else {
+    log("running without Redis (redis-server not on PATH, or --no-redis)");
+  }
+
+  const secretsDir = mkdtempSync(join(tmpdir(), "host-dev-worker-"));
+  cleanups.push(() => rmSync(secretsDir, { recursive: true, force: true }));
+  const envFile = join(secretsDir, "secrets.env");
+  writeFileSync(envFile, Object.entries(secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n", { mode: 0o600 });
+  chmodSync(envFile, 0o600);
+
+  const wranglerArgs = [
+    "dev",
+    "--ip", "127.0.0.1",
+    "--port", String(port),
+    "--inspector-ip", "127.0.0.1",
+    ...(args["inspector-port"] ? ["--inspector-port", args["inspector-port"]] : []),
+    "--show-interactive-dev-session=false",
+    "--env-file", envFile,
+    ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+  ];
+  wrangler = spawn(join(ROOT, "node_modules", ".bin", "wrangler"), wranglerArgs, {
+    cwd: ROOT,
+    detached: true, // its own process group, so workerd goes down with it
+    stdio: ["ignore", "inherit", "inherit"],
+    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true" },
+  });
+  wrangler.once("exit", (code, signal) => {
+    if (!stopping) {
+      console.error(`[dev-worker] wrangler dev exited (${signal ?? code}); stopping`);
+      void stopAll(code ?? 1);
+    }
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntilServing(`${url}/api/status/`);
+  log(`ready: ${url}/api/  (Authorization: Token ${apiToken})`);
+  log(`health: ${url}/plugins/host_healthcheck_plugin/healthcheck/?format=json`);
+  log("Ctrl-C stops wrangler, Redis and the database server");
+}
+
+main().catch(async (e) => {
+  console.error(`[dev-worker] ${(e as Error).message}`);
+  await stopAll(1);
+});
