@@ -293,6 +293,121 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
       });
     });
 
+    describe("custom objects plugin", () => {
+      const CO = "/api/plugins/custom-objects";
+      const slug = `kit_${run}`;
+      let cotId: number;
+      let siteId: number;
+      let deviceIds: number[];
+
+      const instance = (extra: Record<string, unknown> = {}) => ({
+        title: "Alpha",
+        notes: "multi\nline",
+        count: 7,
+        price: 12.5,
+        enabled: true,
+        day: "2024-02-29",
+        moment: "2024-03-01T10:20:30Z",
+        link: "https://example.test/x?q=1",
+        blob: { nested: [1, "two", null] },
+        speed: "fast",
+        speeds: ["slow", "fast"],
+        site: siteId,
+        devices: deviceIds,
+        ...extra,
+      });
+
+      beforeAll(async () => {
+        await created("/api/extras/custom-field-choice-sets/", { name: `speeds-${run}`, extra_choices: [["slow", "Slow"], ["fast", "Fast"]] });
+        const site = await created("/api/dcim/sites/", { name: `${run} co`, slug: `${run}-co` });
+        siteId = site.id;
+        deviceIds = (await created("/api/dcim/devices/", [
+          { name: `${run}-co-d1`, site: siteId },
+          { name: `${run}-co-d2`, site: siteId },
+        ])).map((d: { id: number }) => d.id);
+      });
+
+      test("a COT with one field of each of the 13 types", async () => {
+        const cot = await created(`${CO}/custom-object-types/`, { name: slug, slug, verbose_name: "Kit" });
+        cotId = cot.id;
+        expect(cot.object_type).toMatchObject({ app_label: "custom_objects", model: slug });
+        const fields: Array<Record<string, unknown>> = [
+          { name: "title", type: "text", primary: true, required: true, unique: true },
+          { name: "notes", type: "longtext" },
+          { name: "count", type: "integer", validation_minimum: 0, validation_maximum: 100 },
+          { name: "price", type: "decimal" },
+          { name: "enabled", type: "boolean", default: false },
+          { name: "day", type: "date" },
+          { name: "moment", type: "datetime" },
+          { name: "link", type: "url" },
+          { name: "blob", type: "json" },
+          { name: "speed", type: "select", choice_set: `speeds-${run}` },
+          { name: "speeds", type: "multiselect", choice_set: `speeds-${run}` },
+          { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" },
+          { name: "devices", type: "multiobject", related_object_type: "dcim.device" },
+        ];
+        for (const f of fields) await created(`${CO}/custom-object-type-fields/`, { custom_object_type: cotId, ...f });
+        const read = await json("GET", `${CO}/custom-object-types/${cotId}/`);
+        expect(read.body.fields.map((f: { type: string }) => f.type).sort()).toEqual(fields.map((f) => f.type as string).sort());
+        const root = await json("GET", `${CO}/`);
+        expect(root.body[slug]).toBe(`${t.base}${CO}/${slug}/`);
+      });
+
+      test("instance CRUD round-trips every field type", async () => {
+        const made = await created(`${CO}/${slug}/`, instance());
+        const r = await json("GET", `${CO}/${slug}/${made.id}/`);
+        expect(r.status).toBe(200);
+        expect(r.body).toMatchObject({
+          id: made.id,
+          url: `${t.base}${CO}/${slug}/${made.id}/`,
+          display: "Alpha",
+          custom_object_type: { id: cotId, slug },
+          title: "Alpha",
+          notes: "multi\nline",
+          count: 7,
+          price: 12.5,
+          enabled: true,
+          day: "2024-02-29",
+          moment: "2024-03-01T10:20:30.000Z",
+          link: "https://example.test/x?q=1",
+          blob: { nested: [1, "two", null] },
+          speed: "fast",
+          speeds: ["slow", "fast"],
+          site: { id: siteId, url: `${t.base}/api/dcim/sites/${siteId}/` },
+        });
+        expect(r.body.devices.map((d: { id: number }) => d.id)).toEqual(deviceIds);
+        const patched = await json("PATCH", `${CO}/${slug}/${made.id}/`, { body: { count: 8, devices: [deviceIds[1]] } });
+        expect(patched.status).toBe(200);
+        expect(patched.body.count).toBe(8);
+        expect(patched.body.devices.map((d: { id: number }) => d.id)).toEqual([deviceIds[1]]);
+        expect(patched.body.title).toBe("Alpha");
+        const list = await json("GET", `${CO}/${slug}/?title=Alpha`);
+        expect(list.body.count).toBe(1);
+        const bad = await json("POST", `${CO}/${slug}/`, { body: instance({ title: "Alpha", count: 1000, speed: "warp" }) });
+        expect(bad.status).toBe(400);
+        expect(Object.keys(bad.body).sort()).toEqual(["count", "speed", "title"]);
+        expect((await req("DELETE", `${CO}/${slug}/${made.id}/`)).status).toBe(204);
+        expect((await req("GET", `${CO}/${slug}/${made.id}/`)).status).toBe(404);
+        expect((await req("GET", `${CO}/no_such_${run}/`)).status).toBe(404);
+      });
+
+      test("linked-objects: one row per (object, field); 400 bad params; 404 unknown id", async () => {
+        const a = await created(`${CO}/${slug}/`, instance({ title: "Linked A" }));
+        await created(`${CO}/${slug}/`, instance({ title: "Linked B", site: null, devices: [] }));
+        const L = `${CO}/linked-objects/`;
+        const r = await json("GET", `${L}?object_type=dcim.site&object_id=${siteId}`);
+        expect(r.status).toBe(200);
+        expect(r.body.count).toBe(1);
+        expect(r.body.results[0]).toMatchObject({ custom_object_type: { id: cotId, slug }, field_name: "site", object: { id: a.id, title: "Linked A" } });
+        const viaDevice = await json("GET", `${L}?object_type=dcim.device&object_id=${deviceIds[0]}`);
+        expect(viaDevice.body.results.map((x: { field_name: string }) => x.field_name)).toEqual(["devices"]);
+        expect((await json("GET", L)).status).toBe(400);
+        expect((await json("GET", `${L}?object_type=dcim.site&object_id=abc`)).status).toBe(400);
+        expect((await json("GET", `${L}?object_type=nothing.here&object_id=1`)).status).toBe(400);
+        expect((await json("GET", `${L}?object_type=dcim.site&object_id=987654321`)).status).toBe(404);
+      });
+    });
+
     describe("health check plugin", () => {
       const path = "/plugins/host_healthcheck_plugin/healthcheck/?format=json";
 
