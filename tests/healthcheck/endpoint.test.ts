@@ -59,7 +59,7 @@ describe("JSON", () => {
 describe("HTML", () => {
   test("browsers, */*, text/html and no Accept header get a readable table", async () => {
     const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
-    for (const headers of [{}, { accept: "*/*" }, { accept: "text/html" }, { accept: browser }]) {
+    for (const headers of [{}, { accept: "*/*" }, { accept: "text/html" }, { accept: browser }] as Array<Record<string, string>>) {
       const r = await get(HEALTH, headers);
       expect(r.status).toBe(200);
       expect(r.headers.get("content-type")).toMatch(/^text\/html/);
@@ -92,7 +92,7 @@ describe("negotiation failures", () => {
 
 describe("HEAD", () => {
   test("answers the same status with no body", async () => {
-    for (const headers of [{}, { accept: "application/json" }]) {
+    for (const headers of [{}, { accept: "application/json" }] as Array<Record<string, string>>) {
       const r = await get(HEALTH, headers, "HEAD");
       expect(r.status).toBe(200);
       expect(r.headers.get("cache-control")).toBe("no-store");
