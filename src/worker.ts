@@ -36,6 +36,9 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
   if (config.database.url.startsWith("file:")) {
     throw new ConfigError("DATABASE_URL", "must be a remote libSQL URL (libsql:, https:) on Workers");
   }
+  if (config.cacheBackend === "kv" && !env.CACHE) {
+    throw new ConfigError("CACHE_BACKEND", "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])");
+  }
   const db = wrapClient(createClient({ url: config.database.url, authToken: config.database.authToken }), "remote");
   const redis = { caching: redisClient(config.redis.caching, "CACHING"), tasks: redisClient(config.redis.tasks, "TASKS") };
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching, kv: env.CACHE });

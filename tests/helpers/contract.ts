@@ -422,6 +422,14 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(r.res.headers.get("cache-control")).toBe("no-store");
       });
 
+      test("HTML for browsers (server-rendered JSX)", async () => {
+        const res = await req("GET", "/plugins/host_healthcheck_plugin/healthcheck/", { token: null, headers: { accept: "text/html" } });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("content-type")).toStartWith("text/html");
+        const html = await res.text();
+        for (const id of ["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]) expect(html).toContain(id);
+      });
+
       // Last in the suite: it takes Redis away.
       test("Redis stopped → 500, both Redis checks 'unavailable: …', the database still working", async () => {
         await t.redis!.stop();

@@ -49,6 +49,14 @@ export async function run(cmd: string[], opts: { env?: Record<string, string>; t
 /** Environment for wrangler: no telemetry, no network lookups. */
 export const WRANGLER_ENV = { CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", WRANGLER_LOG: "warn" };
 
+/** A loopback TCP port nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = server.port;
+  server.stop(true);
+  return port;
+}
+
 let bundle: Promise<WorkerBundle> | null = null;
 
 /**
@@ -76,11 +84,19 @@ export interface RemoteDatabase {
   stop(): Promise<void>;
 }
 
+/** Options of {@link startRemoteDatabase}. */
+export interface RemoteDatabaseOptions {
+  /** Port to listen on; default a free one. */
+  port?: number;
+  /** Require `Authorization: Bearer <authToken>` (what `DATABASE_AUTH_TOKEN` sends). */
+  authToken?: string;
+}
+
 /** Starts a Hrana server on a temp file and applies our migrations through the web client. */
-export async function startRemoteDatabase(): Promise<RemoteDatabase> {
+export async function startRemoteDatabase(options: RemoteDatabaseOptions = {}): Promise<RemoteDatabase> {
   const dir = mkdtempSync(join(tmpdir(), "host-worker-db-"));
-  const hrana = await startHranaServer({ path: join(dir, "host.db"), port: 0 });
-  const db = wrapClient(createClient({ url: hrana.url }), "remote");
+  const hrana = await startHranaServer({ path: join(dir, "host.db"), port: options.port ?? 0, authToken: options.authToken });
+  const db = wrapClient(createClient({ url: hrana.url, authToken: options.authToken }), "remote");
   try {
     await runMigrations(db);
   } catch (e) {
@@ -128,6 +144,8 @@ export interface StartWorkerOptions {
   bindings: Record<string, string>;
   /** Extra workers in the same Miniflare (each its own isolate); they share the `CACHE` namespace. */
   extraWorkers?: string[];
+  /** Bind the `CACHE` KV namespace; default true. */
+  kv?: boolean;
 }
 
 /**
@@ -144,7 +162,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     compatibilityDate: b.compatibilityDate,
     compatibilityFlags: b.compatibilityFlags,
     // One namespace id: every isolate sees the same KV, as in production.
-    kvNamespaces: { CACHE: "host-cache" },
+    kvNamespaces: options.kv === false ? {} : { CACHE: "host-cache" },
     bindings: { LOG_LEVEL: "silent", ...options.bindings },
   });
   const opts: MiniflareOptions = {
