@@ -135,6 +135,8 @@ export interface RunningWorker {
   url: URL;
   /** Plain HTTP to the worker (through Miniflare's loopback entry). */
   fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** A request to one of the workers by name (`host` or one of `extraWorkers`), i.e. to its isolate. */
+  fetchVia(worker: string, path: string, init?: RequestInit): Promise<Response>;
   stop(): Promise<void>;
 }
 
@@ -183,6 +185,13 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     mf,
     url,
     fetch: (path, init) => fetch(new URL(path, url), init),
+    async fetchVia(name, path, init = {}) {
+      const target = await mf.getWorker(name);
+      const body = typeof init.body === "string" ? init.body : undefined;
+      const res = await target.fetch(new URL(path, url).href, { method: init.method, headers: init.headers as Record<string, string>, body });
+      // Miniflare answers with undici's Response; hand tests the runtime's own.
+      return new Response(res.status === 204 ? null : await res.arrayBuffer(), { status: res.status, headers: [...res.headers] });
+    },
     stop() {
       stopped ??= mf.dispose();
       return stopped;
