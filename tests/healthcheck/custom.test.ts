@@ -75,7 +75,7 @@ class Slow extends BaseHealthCheckBackend {
     slowRuns++;
   }
   async checkStatus() {
-    await Bun.sleep(150);
+    await Bun.sleep(250);
   }
 }
 
@@ -204,7 +204,7 @@ describe("timeouts and concurrency", () => {
     const t = await appWith({ checks: ["acme.checks.Slow", "acme.checks.Slow2"] });
     const r = await healthJson(t);
     expect(r.body.checks).toEqual({ Slow: "working", Slow2: "working" });
-    expect(r.ms).toBeLessThan(290); // two 150 ms checks in sequence would take 300
+    expect(r.ms).toBeLessThan(490); // two 250 ms checks in sequence would take 500
   });
 
   test("concurrent requests share the run in flight", async () => {
