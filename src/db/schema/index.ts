@@ -3,3 +3,4 @@ export * from "./users";
 export * from "./inventory";
 export * from "./custom-objects";
 export * from "./tasks";
+export * from "./events";
