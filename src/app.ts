@@ -91,6 +91,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
       for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
       return c.json(err.body as object, err.statusCode);
     }
+    // A read that raced a schema change (a column renamed under it): retryable, not a 500.
+    if (/no such (column|table)/i.test(String((err as Error)?.message ?? "") + String((err as any)?.cause?.message ?? ""))) {
+      return c.json({ detail: "The object type changed while this request ran; retry it.", error: "schema_changed" }, 409);
+    }
     const mapped = mapConstraintError(err, null);
     if (mapped) return c.json(mapped.body as object, mapped.statusCode);
     if (err instanceof HTTPException) {

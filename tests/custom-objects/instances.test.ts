@@ -208,10 +208,8 @@ describe("slugs and permissions", () => {
 });
 
 describe("on_delete_behavior", () => {
-  let parentId: number;
   beforeAll(async () => {
     const parent = await makeCot(t, "parent_t");
-    parentId = parent.id;
     await addField(t, parent.id, { name: "name", type: "text", primary: true });
     const child = await makeCot(t, "child_t");
     await addField(t, child.id, { name: "name", type: "text", primary: true });
@@ -264,7 +262,6 @@ describe("on_delete_behavior", () => {
     expect(after.body.site).toBeNull();
     expect(after.body.devices.map((x: any) => x.id)).toEqual([deviceIds[0]]);
   });
-  void parentId;
 });
 
 describe("linked-objects", () => {

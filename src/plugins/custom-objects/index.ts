@@ -7,7 +7,10 @@ import { Hono } from "hono";
 import type { HonoEnv, Services } from "../../core/context";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
-import { mountResource } from "../../core/rest/handlers";
+import { requirePermission } from "../../core/auth/permissions";
+import { readJson } from "../../core/http";
+import { inTransaction, mountResource, readContext } from "../../core/rest/handlers";
+import type { Resource } from "../../core/rest/resource";
 import { customObjectTypes } from "../../db/schema";
 import type { HostPlugin } from "../types";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
@@ -15,6 +18,7 @@ import { linkedObjects } from "./linked";
 import { CotRegistry } from "./models";
 import { onDeleteHook } from "./on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
+import { applySchema, exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
 
 interface PluginState {
   registry: CotRegistry;
@@ -30,6 +34,24 @@ export function customObjectsState(services: Services): PluginState {
     states.set(services, state);
   }
   return state;
+}
+
+/**
+ * Writes re-read the COT's shape inside their own transaction: a schema change that committed
+ * after the request resolved its slug is honoured instead of writing against the old shape.
+ */
+function liveResource(registry: CotRegistry, cotId: number, resolved: Resource): Resource {
+  const current = async (ctx: { db: Parameters<CotRegistry["byId"]>[0] }) => {
+    const model = await registry.byId(ctx.db, cotId);
+    if (!model) throw notFound();
+    return model.resource;
+  };
+  return {
+    ...resolved,
+    create: async (ctx, input) => (await current(ctx)).create(ctx, input),
+    update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
+    delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),
+  };
 }
 
 const methodNotAllowed = (allow: string) => () => {
@@ -66,10 +88,31 @@ export const customObjectsPlugin: HostPlugin = {
     mountResource(app, "/custom-object-type-fields", () => fields);
     app.get("/linked-objects", (c) => linkedObjects(c, registry));
     app.all("/linked-objects", methodNotAllowed("GET, HEAD"));
+
+    const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
+    app.post("/schema/preview", async (c) => {
+      if (!c.var.auth.user) throw ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
+      return c.json(await previewSchema(readContext(c), await readJson(c)));
+    });
+    app.post("/schema/apply", async (c) => {
+      await requirePermission(c, "add", cotTarget);
+      await requirePermission(c, "change", cotTarget);
+      const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
+      return c.json(await inTransaction(c, null, (ctx) => applySchema(ctx, request)));
+    });
+    app.get("/schema/export", async (c) => {
+      await requirePermission(c, "view", cotTarget);
+      const slugs = c.req.queries("slug")?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
+      return c.json(await exportSchema(readContext(c), slugs.length ? slugs : null));
+    });
+    app.all("/schema/preview", methodNotAllowed("POST"));
+    app.all("/schema/apply", methodNotAllowed("POST"));
+    app.all("/schema/export", methodNotAllowed("GET, HEAD"));
+
     mountResource(app, "/:slug", async (c) => {
       const model = await registry.bySlug(c.var.services.db.orm, c.req.param("slug") ?? "");
       if (!model) throw notFound();
-      return model.resource;
+      return liveResource(registry, model.cot.id, model.resource);
     });
     return app;
   },

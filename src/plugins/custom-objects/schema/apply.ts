@@ -1,0 +1,324 @@
+/**
+ * schema/preview, schema/apply and schema/export (§5.1). Apply runs, in this order:
+ * document validation (400), stale-plan check (409), destructive guard (409), cycles (400),
+ * unresolvable references (400), then every change in one transaction in dependency order.
+ */
+import { eq, inArray } from "drizzle-orm";
+import type { Executor } from "../../../db/client";
+import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import { ApiError, ValidationError } from "../../../core/errors";
+import type { ReadContext, WriteContext } from "../../../core/rest/resource";
+import { parseBool } from "../../../core/rest/query";
+import { validateField, type CotDraft } from "../definitions";
+import { addField, alterField, createCot, removeField, updateCot } from "../operations";
+import type { FieldRow } from "../values";
+import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
+import { diffDocument, type TypeDiff } from "./diff";
+import { canonicalFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
+
+export interface ApplyRequest {
+  document: SchemaDocument;
+  allowDestructive: boolean;
+  expectedStateHash: string | null;
+}
+
+const invalid = (detail: string, errors: SchemaError[]) =>
+  new ApiError(400, { error: "invalid_schema", detail, schema_errors: errors.slice(0, 20) });
+
+/**
+ * Accepts `{schema, allow_destructive?, expected_state_hash?}` or a bare document (options then
+ * come from the query string). Throws 400 invalid_schema for anything else.
+ */
+export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyRequest {
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw invalid("The body must be a schema document or {\"schema\": <document>}.", [{ path: "$", message: "expected an object" }]);
+  const b = body as Record<string, unknown>;
+  let docInput: unknown = b;
+  let allow: unknown = undefined;
+  let hash: unknown = undefined;
+  if ("schema" in b) {
+    const extra = Object.keys(b).filter((k) => !["schema", "allow_destructive", "expected_state_hash"].includes(k));
+    if (extra.length) throw invalid("Unknown keys in the request body.", extra.map((k) => ({ path: `$.${k}`, message: "unknown key" })));
+    docInput = b.schema;
+    allow = b.allow_destructive;
+    hash = b.expected_state_hash;
+  }
+  if (allow !== undefined && typeof allow !== "boolean") throw invalid("allow_destructive must be a JSON boolean.", [{ path: "$.allow_destructive", message: "expected a boolean" }]);
+  if (hash !== undefined && hash !== null && typeof hash !== "string") throw invalid("expected_state_hash must be a string.", [{ path: "$.expected_state_hash", message: "expected a string" }]);
+  const queryAllow = params.get("allow_destructive");
+  const parsed = parseDocument(docInput);
+  if (!parsed.ok) throw invalid("The schema document is not valid.", parsed.errors);
+  return {
+    document: parsed.document,
+    allowDestructive: allow === true || (allow === undefined && queryAllow !== null && parseBool(queryAllow) === true),
+    expectedStateHash: (hash as string | undefined) ?? params.get("expected_state_hash"),
+  };
+}
+
+/** A hash of the database state of the types a document names (missing types included). */
+export async function stateHash(db: Executor, ctx: ReadContext, slugs: string[]): Promise<string> {
+  const state = await loadDbTypes(db, ctx.services.objectTypes, slugs);
+  const snapshot = [...new Set(slugs)].sort().map((slug) => {
+    const s = state.get(slug);
+    return s ? { slug, attrs: s.attrs, next: s.cot.nextSchemaId, fields: [...s.canonical.values()], tombstones: s.tombstones } : { slug, absent: true };
+  });
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(stableJson(snapshot)));
+  return [...new Uint8Array(digest)].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+async function diffOrThrow(db: Executor, ctx: ReadContext, document: SchemaDocument) {
+  const result = await diffDocument(db, ctx.services.objectTypes, document);
+  if (result.errors.length) throw invalid("The schema document conflicts with the database.", result.errors);
+  return result;
+}
+
+export async function previewSchema(ctx: ReadContext, body: unknown): Promise<{ diffs: TypeDiff[]; state_hash: string }> {
+  const { document } = readApplyRequest(body, new URLSearchParams());
+  const { diffs } = await diffOrThrow(ctx.db, ctx, document);
+  return { diffs, state_hash: await stateHash(ctx.db, ctx, document.types.map((t) => t.slug)) };
+}
+
+// ---- references between types -----------------------------------------------------------
+
+const refsOf = (fields: { type: string; related_object_type: string | null; related_object_types: string[] }[]) =>
+  fields.filter((f) => f.type === "object" || f.type === "multiobject").flatMap((f) => [f.related_object_type, ...f.related_object_types].filter((x): x is string => !!x));
+
+const cotSlugOf = (ref: string) => (ref.startsWith("custom-objects/") ? ref.slice("custom-objects/".length) : null);
+
+/** Edges slug → referenced slug for the document's types and every other COT in the database. */
+function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  const add = (from: string, to: string) => {
+    if (from !== to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
+  };
+  const docSlugs = new Set(doc.types.map((t) => t.slug));
+  for (const t of doc.types) {
+    for (const ref of refsOf(t.fields.map(canonicalFromEntry))) {
+      const target = cotSlugOf(ref);
+      if (target) add(t.slug, target);
+    }
+    // fields the document leaves alone stay in the database and still point somewhere
+    const db = all.get(t.slug);
+    if (db) {
+      const listed = new Set([...t.fields.map((f) => f.id), ...(t.removed_fields ?? []).map((r) => r.id)]);
+      for (const ref of refsOf([...db.canonical.values()].filter((c) => !listed.has(c.id)))) {
+        const target = cotSlugOf(ref);
+        if (target) add(t.slug, target);
+      }
+    }
+  }
+  for (const [slug, db] of all) {
+    if (docSlugs.has(slug)) continue;
+    for (const ref of refsOf([...db.canonical.values()])) {
+      const target = cotSlugOf(ref);
+      if (target) add(slug, target);
+    }
+  }
+  return graph;
+}
+
+function findCycle(graph: Map<string, Set<string>>): string[] | null {
+  const state = new Map<string, 1 | 2>();
+  const stack: string[] = [];
+  const visit = (node: string): string[] | null => {
+    state.set(node, 1);
+    stack.push(node);
+    for (const next of graph.get(node) ?? []) {
+      if (state.get(next) === 1) return [...stack.slice(stack.indexOf(next)), next];
+      if (!state.has(next)) {
+        const found = visit(next);
+        if (found) return found;
+      }
+    }
+    stack.pop();
+    state.set(node, 2);
+    return null;
+  };
+  for (const node of [...graph.keys()].sort()) {
+    if (!state.has(node)) {
+      const found = visit(node);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+/** Document types ordered so that every referenced type comes first. */
+function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<string>>): TypeEntry[] {
+  const bySlug = new Map(doc.types.map((t) => [t.slug, t]));
+  const done = new Set<string>();
+  const out: TypeEntry[] = [];
+  const visit = (slug: string) => {
+    if (done.has(slug)) return;
+    done.add(slug);
+    for (const next of graph.get(slug) ?? []) if (bySlug.has(next)) visit(next);
+    out.push(bySlug.get(slug)!);
+  };
+  for (const t of doc.types) visit(t.slug);
+  return out;
+}
+
+async function unresolvable(ctx: WriteContext, doc: SchemaDocument, all: Map<string, DbType>): Promise<string[]> {
+  const problems: string[] = [];
+  const docSlugs = new Set(doc.types.map((t) => t.slug));
+  const names = new Set<string>();
+  for (const t of doc.types) {
+    for (const f of t.fields) {
+      const c = canonicalFromEntry(f);
+      for (const ref of refsOf([c])) {
+        const slug = cotSlugOf(ref);
+        if (slug !== null) {
+          if (!docSlugs.has(slug) && !all.has(slug)) problems.push(`${t.slug}.${f.name}: related type "${ref}" is neither in the database nor in the document`);
+          continue;
+        }
+        const [app, model] = ref.split("/") as [string, string];
+        const ot = await ctx.services.objectTypes.byLabel(app, model, ctx.db);
+        const info = ot ? await ctx.services.models.get(app, model, ctx) : null;
+        if (!ot || !info || !["dcim", "ipam", "tenancy", "extras"].includes(app)) problems.push(`${t.slug}.${f.name}: related type "${ref}" does not exist or cannot be linked`);
+      }
+      if (c.choice_set) names.add(c.choice_set);
+    }
+  }
+  if (names.size) {
+    const found = new Set((await ctx.db.select({ name: choiceSets.name }).from(choiceSets).where(inArray(choiceSets.name, [...names]))).map((r) => r.name));
+    for (const t of doc.types) for (const f of t.fields) if (f.choice_set && !found.has(f.choice_set)) problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
+  }
+  return problems;
+}
+
+// ---- applying ------------------------------------------------------------------------------
+
+/** A document field as REST-style input for `validateField` (declarative: omitted = default). */
+function fieldInput(entry: TypeEntry["fields"][number]): Record<string, unknown> {
+  const { id: _id, ...c } = canonicalFromEntry(entry);
+  const dotted = (ref: string) => ref.replace("/", ".");
+  return { ...c, related_object_type: c.related_object_type ? dotted(c.related_object_type) : null, related_object_types: c.related_object_types.map(dotted) };
+}
+
+function cotDraft(t: TypeEntry, tombstones: Tombstone[]): CotDraft {
+  const removed = new Map<number, Tombstone>();
+  for (const r of [...tombstones, ...(t.removed_fields ?? [])]) removed.set(r.id, { ...removed.get(r.id), ...r });
+  const schemaDocument: Record<string, unknown> = { ...t };
+  if (removed.size) schemaDocument.removed_fields = [...removed.values()].sort((a, b) => a.id - b.id);
+  return {
+    name: t.name,
+    slug: t.slug,
+    verboseName: t.verbose_name ?? "",
+    verboseNamePlural: t.verbose_name_plural ?? "",
+    version: t.version ?? "",
+    groupName: t.group_name ?? "",
+    description: t.description ?? "",
+    schemaDocument,
+  };
+}
+
+/** Re-raises a definition error with the document path of the field it concerns. */
+async function atPath<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof ValidationError && !Array.isArray(e.fields)) {
+      throw invalid("The schema document conflicts with the database.", Object.entries(e.fields).map(([k, msgs]) => ({ path: `${path}.${k}`, message: Array.isArray(msgs) ? msgs.join(" ") : String(msgs) })));
+    }
+    throw e;
+  }
+}
+
+const fieldsOf = (db: Executor, cotId: number) => db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId)) as Promise<FieldRow[]>;
+
+async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: TypeDiff, existing: DbType | undefined, allowDestructive: boolean) {
+  const at = `$.types[${ti}]`;
+  let cot = existing?.cot;
+  const draft = cotDraft(t, existing?.tombstones ?? []);
+  if (!cot) cot = await atPath(at, () => createCot(ctx, draft));
+  else if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument)) await atPath(at, () => updateCot(ctx, cot!, draft));
+  const [fresh] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+  cot = fresh!;
+  const indexOf = (schemaId: number) => t.fields.findIndex((f) => f.id === schemaId);
+
+  for (const change of diff.field_changes.filter((c) => c.op === "remove")) {
+    const row = (await fieldsOf(ctx.db, cot.id)).find((f) => f.schemaId === change.schema_id);
+    if (row) await removeField(ctx, cot, row);
+  }
+  const alters = diff.field_changes.filter((c) => c.op === "alter");
+  // When a rename lands on a name another field still holds (a swap), every renamed field
+  // first moves to a free name, so the final names can be taken in any order.
+  const renames = alters.filter((c) => c.changed_attrs?.name);
+  const current = await fieldsOf(ctx.db, cot.id);
+  if (renames.some((c) => current.some((r) => r.name === String(c.schema_def.name) && r.schemaId !== c.schema_id))) {
+    for (const change of renames) {
+      const rows = await fieldsOf(ctx.db, cot.id);
+      const row = rows.find((f) => f.schemaId === change.schema_id)!;
+      let temp = `tmp${row.schemaId}`;
+      for (let i = 0; rows.some((r) => r.name === temp); i++) temp = `tmp${row.schemaId}x${i}`;
+      await alterField(ctx, cot, row, { ...row, name: temp }, false);
+    }
+  }
+  // Primary flags are switched off before another field takes one.
+  alters.sort((a, b) => Number(a.changed_attrs?.primary?.[1] === true) - Number(b.changed_attrs?.primary?.[1] === true));
+  for (const change of alters) {
+    const fi = indexOf(change.schema_id);
+    const rows = await fieldsOf(ctx.db, cot.id);
+    const row = rows.find((f) => f.schemaId === change.schema_id)!;
+    await atPath(`${at}.fields[${fi}]`, async () => {
+      const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), row, rows);
+      await alterField(ctx, cot!, row, fieldDraft, allowDestructive);
+    });
+  }
+  for (const change of diff.field_changes.filter((c) => c.op === "add")) {
+    const fi = indexOf(change.schema_id);
+    await atPath(`${at}.fields[${fi}]`, async () => {
+      const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), null, await fieldsOf(ctx.db, cot!.id));
+      await addField(ctx, cot!, fieldDraft, change.schema_id);
+    });
+  }
+}
+
+const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
+
+/** Runs inside the caller's write transaction; throws ApiError for every refusal. */
+export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[] }> {
+  const { document, allowDestructive, expectedStateHash } = request;
+  const slugs = document.types.map((t) => t.slug);
+  if (expectedStateHash) {
+    const current = await stateHash(ctx.db, ctx, slugs);
+    if (current !== expectedStateHash) {
+      throw ApiError.detail(409, "The database changed since this plan was previewed; preview again and re-apply.", "stale_plan", { state_hash: current });
+    }
+  }
+  const { diffs, db } = await diffOrThrow(ctx.db, ctx, document);
+  const destructive = diffs.filter((d) => d.has_destructive_changes).map((d) => d.slug);
+  if (destructive.length && !allowDestructive) {
+    throw ApiError.detail(409, "The document contains destructive changes; repeat with allow_destructive=true to apply them.", "destructive_changes", { destructive_slugs: destructive });
+  }
+  const all = await loadDbTypes(ctx.db, ctx.services.objectTypes, null);
+  const graph = referenceGraph(document, all);
+  const cycle = findCycle(graph);
+  if (cycle) throw ApiError.detail(400, `Circular dependency between custom object types: ${cycle.join(" → ")}.`, "circular_dependency", { cycle });
+  const problems = await unresolvable(ctx, document, all);
+  if (problems.length) throw ApiError.detail(400, `Unresolvable references: ${problems.join("; ")}.`, "unresolvable_reference", { references: problems });
+
+  for (const t of dependencyOrder(document, graph)) {
+    const ti = document.types.indexOf(t);
+    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), allowDestructive);
+  }
+  return { applied: true, diffs };
+}
+
+/** The database as schema documents; re-applying them changes nothing. */
+export async function exportSchema(ctx: ReadContext, slugs: string[] | null): Promise<SchemaDocument> {
+  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs);
+  if (slugs) {
+    const missing = slugs.filter((s) => !state.has(s));
+    if (missing.length) throw ApiError.detail(404, `No custom object type with slug ${missing.map((s) => JSON.stringify(s)).join(", ")}.`, "not_found");
+  }
+  const types = [...state.values()]
+    .sort((a, b) => a.cot.id - b.cot.id)
+    .map((s) => {
+      const entry: Record<string, unknown> = { name: s.attrs.name, slug: s.cot.slug };
+      for (const key of Object.keys(COT_ATTR_DEFAULTS) as (keyof typeof COT_ATTR_DEFAULTS)[]) if (s.attrs[key]) entry[key] = s.attrs[key];
+      entry.fields = [...s.canonical.values()].sort((a, b) => a.id - b.id).map(entryFromCanonical);
+      if (s.tombstones.length) entry.removed_fields = s.tombstones;
+      return entry;
+    });
+  return { schema_version: "1", types } as unknown as SchemaDocument;
+}

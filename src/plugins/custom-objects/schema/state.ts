@@ -1,0 +1,186 @@
+/**
+ * The database side of a schema document: COTs by slug with their fields, written in document
+ * vocabulary (related types as `app/model`, choice sets by name) so the two compare directly.
+ */
+import { inArray, sql } from "drizzle-orm";
+import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import type { Executor } from "../../../db/client";
+import type { ObjectTypeRegistry } from "../../../core/object-types";
+import type { CotRow } from "../models";
+import type { FieldRow } from "../values";
+import type { FieldEntry, TypeEntry } from "./document";
+
+/** Field attributes a document may state, with the value an omitted key means. */
+export const FIELD_ATTR_DEFAULTS = {
+  label: "",
+  description: "",
+  primary: false,
+  required: false,
+  unique: false,
+  default: null as unknown,
+  choice_set: null as string | null,
+  validation_regex: "",
+  validation_minimum: null as number | null,
+  validation_maximum: null as number | null,
+  is_polymorphic: false,
+  related_object_type: null as string | null,
+  related_object_types: [] as string[],
+  related_object_filter: null as Record<string, unknown> | null,
+  on_delete_behavior: "set_null",
+  group_name: "",
+  search_weight: 1000,
+  filter_logic: "loose",
+  ui_visible: "always",
+  ui_editable: "yes",
+  weight: 100,
+  is_cloneable: false,
+  deprecated: false,
+  deprecated_since: "",
+  scheduled_removal: "",
+};
+export type CanonicalField = { id: number; name: string; type: string } & typeof FIELD_ATTR_DEFAULTS;
+
+export const COT_ATTR_DEFAULTS = { verbose_name: "", verbose_name_plural: "", description: "", version: "", group_name: "" };
+export type CotAttrs = { name: string } & typeof COT_ATTR_DEFAULTS;
+
+/** `custom_objects`/`custom-objects` → `custom-objects` (the document spelling). */
+export function relatedRef(appLabel: string, model: string): string {
+  return `${appLabel === "custom_objects" ? "custom-objects" : appLabel}/${model}`;
+}
+export function normalizeRef(ref: string): string {
+  const [app, model] = ref.split("/") as [string, string];
+  return relatedRef(app === "custom_objects" ? "custom_objects" : app, model);
+}
+
+export function canonicalFromEntry(f: FieldEntry): CanonicalField {
+  const out = { ...FIELD_ATTR_DEFAULTS, id: f.id, name: f.name, type: f.type } as CanonicalField;
+  for (const key of Object.keys(FIELD_ATTR_DEFAULTS) as (keyof typeof FIELD_ATTR_DEFAULTS)[]) {
+    const value = (f as Record<string, unknown>)[key];
+    if (value !== undefined) (out as any)[key] = value;
+  }
+  if (out.related_object_type) out.related_object_type = normalizeRef(out.related_object_type);
+  out.related_object_types = [...new Set(out.related_object_types.map(normalizeRef))].sort();
+  if (out.default === undefined) out.default = null;
+  return out;
+}
+
+export function cotAttrsFromEntry(t: TypeEntry): CotAttrs {
+  return {
+    name: t.name,
+    verbose_name: t.verbose_name ?? "",
+    verbose_name_plural: t.verbose_name_plural ?? "",
+    description: t.description ?? "",
+    version: t.version ?? "",
+    group_name: t.group_name ?? "",
+  };
+}
+
+export interface Tombstone {
+  id: number;
+  name?: string;
+  type?: string;
+}
+
+export interface DbType {
+  cot: CotRow;
+  attrs: CotAttrs;
+  fields: FieldRow[];
+  canonical: Map<number, CanonicalField>;
+  tombstones: Tombstone[];
+}
+
+export function tombstonesOf(cot: CotRow): Tombstone[] {
+  const removed = (cot.schemaDocument as { removed_fields?: unknown } | null)?.removed_fields;
+  return Array.isArray(removed) ? removed.filter((r): r is Tombstone => !!r && typeof r === "object" && typeof (r as Tombstone).id === "number") : [];
+}
+
+/** Loads the COTs with these slugs (all when `slugs` is null). */
+export async function loadDbTypes(db: Executor, objectTypes: ObjectTypeRegistry, slugs: string[] | null): Promise<Map<string, DbType>> {
+  const cots = slugs === null ? await db.select().from(customObjectTypes) : slugs.length ? await db.select().from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs)) : [];
+  const out = new Map<string, DbType>();
+  if (!cots.length) return out;
+  const fields = await db
+    .select()
+    .from(customObjectTypeFields)
+    .where(inArray(customObjectTypeFields.customObjectTypeId, cots.map((c) => c.id)))
+    .orderBy(sql`${customObjectTypeFields.schemaId}`);
+  const csIds = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
+  const csNames = new Map((csIds.length ? await db.select({ id: choiceSets.id, name: choiceSets.name }).from(choiceSets).where(inArray(choiceSets.id, csIds)) : []).map((c) => [c.id, c.name]));
+  const otIds = fields.flatMap((f) => [f.relatedObjectTypeId, ...f.relatedObjectTypeIds]).filter((x): x is number => x != null);
+  const ots = await objectTypes.byIds(otIds, db);
+  const ref = (id: number | null) => {
+    if (id == null) return null;
+    const ot = ots.get(id);
+    return ot ? relatedRef(ot.appLabel, ot.model) : `unknown/${id}`;
+  };
+  for (const cot of cots) {
+    const own = fields.filter((f) => f.customObjectTypeId === cot.id) as FieldRow[];
+    const canonical = new Map<number, CanonicalField>();
+    for (const f of own) {
+      canonical.set(f.schemaId, {
+        id: f.schemaId,
+        name: f.name,
+        type: f.type,
+        label: f.label,
+        description: f.description,
+        primary: f.primary,
+        required: f.required,
+        unique: f.unique,
+        default: f.default ?? null,
+        choice_set: f.choiceSetId == null ? null : (csNames.get(f.choiceSetId) ?? null),
+        validation_regex: f.validationRegex,
+        validation_minimum: f.validationMinimum,
+        validation_maximum: f.validationMaximum,
+        is_polymorphic: f.isPolymorphic,
+        related_object_type: ref(f.relatedObjectTypeId),
+        related_object_types: f.relatedObjectTypeIds.map((id) => ref(id)!).sort(),
+        related_object_filter: f.relatedObjectFilter ?? null,
+        on_delete_behavior: f.onDeleteBehavior,
+        group_name: f.groupName,
+        search_weight: f.searchWeight,
+        filter_logic: f.filterLogic,
+        ui_visible: f.uiVisible,
+        ui_editable: f.uiEditable,
+        weight: f.weight,
+        is_cloneable: f.isCloneable,
+        deprecated: f.deprecated,
+        deprecated_since: f.deprecatedSince,
+        scheduled_removal: f.scheduledRemoval,
+      });
+    }
+    out.set(cot.slug, {
+      cot,
+      attrs: { name: cot.name, verbose_name: cot.verboseName, verbose_name_plural: cot.verboseNamePlural, description: cot.description, version: cot.version, group_name: cot.groupName },
+      fields: own,
+      canonical,
+      tombstones: tombstonesOf(cot),
+    });
+  }
+  return out;
+}
+
+/** A field as a document entry: `id`, `name`, `type` and every attribute not at its default. */
+export function entryFromCanonical(c: CanonicalField): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: c.id, name: c.name, type: c.type };
+  for (const [key, def] of Object.entries(FIELD_ATTR_DEFAULTS)) {
+    const value = (c as Record<string, unknown>)[key];
+    if (!sameValue(value, def)) out[key] = value;
+  }
+  return out;
+}
+
+/** Deep equality for JSON values (object key order ignored). */
+export function sameValue(a: unknown, b: unknown): boolean {
+  return stableJson(a ?? null) === stableJson(b ?? null);
+}
+
+export function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson((value as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}

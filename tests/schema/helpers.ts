@@ -1,0 +1,34 @@
+/** Shared pieces for schema document tests: the example document, choice sets and a full dump. */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { TestApp } from "../helpers/app";
+
+export const SCHEMA = "/api/plugins/custom-objects/schema";
+export const exampleDoc = () => JSON.parse(readFileSync(join(import.meta.dir, "../../../shared/examples/inventory-schema.json"), "utf8"));
+
+export async function exampleChoiceSets(t: TestApp) {
+  for (const [name, choices] of [
+    ["support-hours", [["24x7", "24x7"], ["business", "Business hours"]]],
+    ["circuit-labels", [["primary", "Primary"], ["backup", "Backup"], ["lab", "Lab"]]],
+  ] as const) {
+    const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", { body: { name, extra_choices: choices } });
+    if (r.status !== 201) throw new Error(JSON.stringify(r.body));
+  }
+}
+
+/** Every table's schema and rows: equal dumps mean the database is exactly as it was. */
+export async function dump(t: TestApp): Promise<string> {
+  const client = t.deps.db.client;
+  const master = await client.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
+  const parts: unknown[] = [master.rows.map((r) => [r.type, r.name, r.sql])];
+  for (const r of master.rows) {
+    if (r.type !== "table" || r.name === "cache_entries") continue;
+    const rows = await client.execute(`SELECT * FROM "${String(r.name)}" ORDER BY rowid`);
+    parts.push([r.name, rows.rows.map((row) => Object.values(row))]);
+  }
+  return JSON.stringify(parts);
+}
+
+export function doc(types: unknown[]) {
+  return { schema_version: "1", types };
+}
