@@ -186,13 +186,14 @@ describe("data through changes", () => {
 
 describe("plans and concurrency", () => {
   test("preview returns state_hash; apply with a stale expected_state_hash → 409 stale_plan", async () => {
-    const d = doc([{ name: "planned", slug: "planned", fields: [{ id: 1, name: "a", type: "text" }] }]);
+    const entry = { name: "planned", slug: "planned", fields: [{ id: 1, name: "a", type: "text" }] };
+    const d = doc([entry]);
     const p = await preview({ schema: d });
     expect(p.body.state_hash).toMatch(/^[0-9a-f]{64}$/);
     expect((await preview({ schema: d })).body.state_hash).toBe(p.body.state_hash);
     const ok = await apply({ schema: d, expected_state_hash: p.body.state_hash });
     expect(ok.status).toBe(200);
-    const stale = await apply({ schema: { ...d, types: [{ ...d.types[0], description: "x" }] }, expected_state_hash: p.body.state_hash });
+    const stale = await apply({ schema: doc([{ ...entry, description: "x" }]), expected_state_hash: p.body.state_hash });
     expect(stale.status).toBe(409);
     expect(stale.body.error).toBe("stale_plan");
   });
