@@ -41,24 +41,24 @@ const cleanups: Array<() => Promise<unknown> | unknown> = [];
 let wrangler: ChildProcess | null = null;
 let stopping: Promise<void> | null = null;
 
-/** Stops wrangler (its whole process group: wrangler and workerd), then Redis, then the database. */
+/**
+ * Stops wrangler first (SIGINT: it shuts workerd down and reaps it), falling back to killing its
+ * whole process group, then Redis, then the database server.
+ */
 function stopAll(code: number): Promise<void> {
   stopping ??= (async () => {
-    if (wrangler?.pid && wrangler.exitCode === null && wrangler.signalCode === null) {
-      const exited = new Promise<void>((r) => wrangler!.once("exit", () => r()));
-      const group = -wrangler.pid;
-      try {
-        process.kill(group, "SIGTERM");
-      } catch {
-        // already gone
-      }
-      const done = await Promise.race([exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)]);
-      if (!done) {
+    const w = wrangler;
+    if (w?.pid && w.exitCode === null && w.signalCode === null) {
+      const exited = new Promise<boolean>((r) => w.once("exit", () => r(true)));
+      const within = (ms: number) => Promise.race([exited, Bun.sleep(ms).then(() => false)]);
+      w.kill("SIGINT");
+      if (!(await within(STOP_TIMEOUT_MS))) {
         try {
-          process.kill(group, "SIGKILL");
+          process.kill(-w.pid, "SIGKILL");
         } catch {
           // already gone
         }
+        await within(STOP_TIMEOUT_MS);
       }
     }
     for (const cleanup of cleanups.reverse()) {

@@ -1,0 +1,104 @@
+/**
+ * `npm run dev:worker` (tools/dev-worker.ts) end to end: Hrana + Redis bridge + `wrangler dev` on
+ * loopback answer like production, and Ctrl-C (SIGINT to the foreground process group, as a
+ * terminal sends it) takes every part down.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, ROOT } from "../helpers/worker";
+
+const READY_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 20_000;
+
+const dir = mkdtempSync(join(tmpdir(), "host-dev-worker-test-"));
+let proc: ChildProcess | null = null;
+let output = "";
+
+const exited = (p: ChildProcess, timeoutMs: number): Promise<boolean> =>
+  p.exitCode !== null || p.signalCode !== null
+    ? Promise.resolve(true)
+    : Promise.race([new Promise<boolean>((r) => p.once("exit", () => r(true))), Bun.sleep(timeoutMs).then(() => false)]);
+
+/** Ctrl-C: SIGINT to the whole process group (npm, sh, bun), like a terminal does. */
+const ctrlC = (p: ChildProcess, signal: NodeJS.Signals = "SIGINT") => {
+  try {
+    process.kill(-p.pid!, signal);
+  } catch {
+    // already gone
+  }
+};
+
+afterAll(async () => {
+  if (proc && !(await exited(proc, 0))) {
+    ctrlC(proc);
+    if (!(await exited(proc, STOP_TIMEOUT_MS))) ctrlC(proc, "SIGKILL");
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function waitForOutput(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const m = output.match(pattern);
+    if (m) return m;
+    if (proc && (proc.exitCode !== null || proc.signalCode !== null)) break;
+    await Bun.sleep(100);
+  }
+  throw new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${output}`);
+}
+
+async function listening(port: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1_000) });
+    await res.body?.cancel();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("npm run dev:worker", () => {
+  test(
+    "serves the app from workerd over the local stack; Ctrl-C stops wrangler, workerd, Redis and Hrana",
+    async () => {
+      const [port, inspector] = [await freePort(), await freePort()];
+      proc = spawn("npm", ["run", "--silent", "dev:worker", "--", "--port", String(port), "--inspector-port", String(inspector), "--db", join(dir, "dev.db")], {
+        cwd: ROOT,
+        detached: true, // its own process group, standing in for the terminal's foreground group
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      // Keep draining both pipes so no child ever blocks on a full pipe.
+      proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+      proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+
+      const [, base, token] = await waitForOutput(/ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token ([0-9a-f]+)\)/, READY_TIMEOUT_MS);
+      expect(base).toBe(`http://127.0.0.1:${port}`);
+      const hranaPort = Number(output.match(/served at http:\/\/127\.0\.0\.1:(\d+)/)![1]);
+      const bridgePort = Number(output.match(/Upstash bridge at http:\/\/127\.0\.0\.1:(\d+)/)?.[1] ?? 0);
+
+      const status = await fetch(`${base}/api/status/`, { headers: { authorization: `Token ${token}` } });
+      expect(status.status).toBe(200);
+      expect(((await status.json()) as { runtime: string }).runtime).toBe("workerd");
+      expect((await fetch(`${base}/api/status/`)).status).toBe(403);
+      const health = await fetch(`${base}/plugins/host_healthcheck_plugin/healthcheck/?format=json`);
+      const checks = ((await health.json()) as { checks: Record<string, string> }).checks;
+      expect(checks.Database).toBe("working");
+      expect(checks.CacheBackend).toBe("working");
+      if (Bun.which("redis-server")) {
+        expect(bridgePort).toBeGreaterThan(0);
+        expect(checks.HostRedisCacheHealthCheck).toBe("working");
+        expect(health.status).toBe(200);
+      }
+      // Secrets reach wrangler through a private file and are shown as hidden.
+      expect(output).not.toMatch(/dev-[0-9a-f]{8}-[0-9a-f]{4}-/);
+
+      ctrlC(proc);
+      expect(await exited(proc, STOP_TIMEOUT_MS)).toBe(true);
+      for (const p of [port, hranaPort, ...(bridgePort ? [bridgePort] : [])]) expect(await listening(p)).toBe(false);
+    },
+    READY_TIMEOUT_MS + STOP_TIMEOUT_MS + 10_000,
+  );
+});
