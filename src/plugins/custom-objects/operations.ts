@@ -27,7 +27,8 @@ async function bump(ctx: WriteContext, cotId: number) {
     .where(eq(customObjectTypes.id, cotId));
 }
 
-export async function createCot(ctx: WriteContext, draft: CotDraft): Promise<CotRow> {
+/** Creates a COT; with `table: false` the caller creates the table later (`createCotTable`). */
+export async function createCot(ctx: WriteContext, draft: CotDraft, options: { table?: boolean } = {}): Promise<CotRow> {
   const [existingOt] = await ctx.db
     .select()
     .from(objectTypes)
@@ -38,7 +39,7 @@ export async function createCot(ctx: WriteContext, draft: CotDraft): Promise<Cot
     .insert(customObjectTypes)
     .values({ ...draft, objectTypeId: ot!.id })
     .returning();
-  await createCotTable(ctx.db, cot!.id);
+  if (options.table !== false) await createCotTable(ctx.db, cot!.id);
   return cot!;
 }
 
@@ -101,7 +102,8 @@ function encodedDefault(f: FieldDraft): unknown {
   return "error" in r ? undefined : r.value;
 }
 
-export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft, schemaId?: number): Promise<FieldRow> {
+/** Adds a field record and its storage (`storage: false` when the table is created afterwards). */
+export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft, schemaId?: number, options: { storage?: boolean } = {}): Promise<FieldRow> {
   const [fresh] = await ctx.db.select({ next: customObjectTypes.nextSchemaId }).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
   const next = fresh!.next;
   const assigned = schemaId ?? next;
@@ -113,10 +115,12 @@ export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft
     .update(customObjectTypes)
     .set({ nextSchemaId: Math.max(next, assigned + 1) })
     .where(eq(customObjectTypes.id, cot.id));
-  try {
-    await addFieldStorage(ctx.db, cot.id, { ...field!, type: field!.type }, encodedDefault(draft));
-  } catch (e) {
-    throw uniqueIndexError(e, draft.name) ?? e;
+  if (options.storage !== false) {
+    try {
+      await addFieldStorage(ctx.db, cot.id, { ...field!, type: field!.type }, encodedDefault(draft));
+    } catch (e) {
+      throw uniqueIndexError(e, draft.name) ?? e;
+    }
   }
   await bump(ctx, cot.id);
   return field!;

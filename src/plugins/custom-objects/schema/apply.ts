@@ -11,6 +11,7 @@ import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
 import { validateField, type CotDraft } from "../definitions";
 import { addField, alterField, createCot, removeField, updateCot } from "../operations";
+import { createCotTable } from "../ddl";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type TypeDiff } from "./diff";
@@ -229,7 +230,8 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   const at = `$.types[${ti}]`;
   let cot = existing?.cot;
   const draft = cotDraft(t, existing?.tombstones ?? []);
-  if (!cot) cot = await atPath(at, () => createCot(ctx, draft));
+  const isNew = !cot;
+  if (!cot) cot = await atPath(at, () => createCot(ctx, draft, { table: false }));
   else if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument)) await atPath(at, () => updateCot(ctx, cot!, draft));
   const [fresh] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
   cot = fresh!;
@@ -268,9 +270,11 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
     const fi = indexOf(change.schema_id);
     await atPath(`${at}.fields[${fi}]`, async () => {
       const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), null, await fieldsOf(ctx.db, cot!.id));
-      await addField(ctx, cot!, fieldDraft, change.schema_id);
+      await addField(ctx, cot!, fieldDraft, change.schema_id, { storage: !isNew });
     });
   }
+  // A new type's table is created once, with every column inline.
+  if (isNew) await createCotTable(ctx.db, cot.id, await fieldsOf(ctx.db, cot.id));
 }
 
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
