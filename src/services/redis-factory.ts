@@ -12,7 +12,7 @@ export async function createRedisClient(settings: RedisSettings, runtime: Config
   if (/^rediss?:/i.test(settings.url)) {
     if (runtime !== "bun") throw new Error("redis:// URLs need Bun; use an Upstash REST (https://) URL on Workers");
     const { createBunRedis } = await import("./redis-bun");
-    return createBunRedis(settings);
+    return createBunRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
   }
   return createUpstashRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
 }
