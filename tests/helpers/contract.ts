@@ -406,6 +406,46 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect((await json("GET", `${L}?object_type=nothing.here&object_id=1`)).status).toBe(400);
         expect((await json("GET", `${L}?object_type=dcim.site&object_id=987654321`)).status).toBe(404);
       });
+
+      test("schema documents: preview writes nothing, apply, re-apply unchanged, destructive → 409 until allowed", async () => {
+        const sslug = `net_${run}`;
+        const typeDoc = (fields: unknown[], removed?: unknown[]) => ({
+          schema_version: "1",
+          types: [{ name: sslug, slug: sslug, fields, ...(removed ? { removed_fields: removed } : {}) }],
+        });
+        const cid = { id: 1, name: "cid", type: "text", primary: true, required: true };
+        const legacy = { id: 2, name: "legacy", type: "text" };
+        const site = { id: 3, name: "site", type: "object", related_object_type: "dcim/site" };
+        const v1 = typeDoc([cid, legacy, site]);
+
+        const preview = await json("POST", `${CO}/schema/preview/`, { body: v1 });
+        expect(preview.status).toBe(200);
+        expect(preview.body.diffs[0]).toMatchObject({ slug: sslug, is_new: true, has_changes: true });
+        expect((await req("GET", `${CO}/${sslug}/`)).status).toBe(404);
+
+        const applied = await json("POST", `${CO}/schema/apply/`, { body: { schema: v1 } });
+        expect(applied.status).toBe(200);
+        expect(applied.body.applied).toBe(true);
+        expect(applied.body.diffs).toEqual(preview.body.diffs);
+        const inst = await created(`${CO}/${sslug}/`, { cid: "C1", legacy: "old", site: siteId });
+        expect(inst.site).toMatchObject({ id: siteId });
+        const again = await json("POST", `${CO}/schema/apply/`, { body: { schema: v1 } });
+        expect(again.body.diffs.every((d: { has_changes: boolean }) => d.has_changes === false)).toBe(true);
+
+        const v2 = typeDoc([cid, site], [legacy]);
+        const refused = await json("POST", `${CO}/schema/apply/`, { body: { schema: v2 } });
+        expect(refused.status).toBe(409);
+        expect(refused.body).toMatchObject({ error: "destructive_changes", destructive_slugs: [sslug] });
+        expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body.legacy).toBe("old");
+        const allowed = await json("POST", `${CO}/schema/apply/`, { body: { schema: v2, allow_destructive: true } });
+        expect(allowed.status).toBe(200);
+        expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body).not.toHaveProperty("legacy");
+
+        const invalid = await json("POST", `${CO}/schema/apply/`, { body: { schema: { schema_version: "2", types: [] } } });
+        expect(invalid.status).toBe(400);
+        expect(invalid.body.error).toBe("invalid_schema");
+        expect((await json("POST", `${CO}/schema/preview/`, { body: v1, token: null })).status).toBe(403);
+      });
     });
 
     describe("health check plugin", () => {
