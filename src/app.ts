@@ -22,6 +22,10 @@ import type { Cache } from "./services/cache/types";
 import { createLogger, type Logger } from "./services/logger";
 import type { RedisClient } from "./services/redis-types";
 import type { DeleteHook } from "./core/rest/resource";
+import { protectRuleActions } from "./core/events/models";
+import { WEBHOOK_TASK } from "./core/events/dispatch";
+import { webhookHandler } from "./core/events/webhook";
+import { TaskQueue, type TaskQueueOptions } from "./services/tasks/queue";
 
 export interface AppDeps {
   config: Config;
@@ -31,9 +35,20 @@ export interface AppDeps {
   logger?: Logger;
   /** Plugins that exist (enabled ones are picked by `config.plugins`); default: the built-ins. */
   availablePlugins?: HostPlugin[];
+  /** Task queue tuning over `config.tasks` (tests use short timeouts); `webhookTimeoutMs` bounds each delivery. */
+  tasks?: TaskQueueOptions & { webhookTimeoutMs?: number };
 }
 
 export type App = Hono<HonoEnv>;
+
+const servicesByApp = new WeakMap<App, Services>();
+
+/** The services an app was built with: the task worker and the Workers cron use its queue. */
+export function servicesOf(app: App): Services {
+  const services = servicesByApp.get(app);
+  if (!services) throw new Error("not an app built by createApp");
+  return services;
+}
 
 const requestIds = () => crypto.randomUUID();
 
@@ -65,9 +80,11 @@ export async function createApp(deps: AppDeps): Promise<App> {
     plugins,
     objectTypes: new ObjectTypeRegistry(db),
     models: new ModelRegistry(),
-    deleteHooks: [dropTags],
+    deleteHooks: [dropTags, protectRuleActions],
+    tasks: deps.redis?.tasks ? new TaskQueue(db, deps.redis.tasks, logger, { ...config.tasks, ...deps.tasks }) : null,
     startedAt: new Date(),
   };
+  services.tasks?.register(WEBHOOK_TASK, webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }));
   for (const m of CORE_MODELS) {
     services.models.register(m.info);
     await services.objectTypes.ensure(m.spec.appLabel, m.spec.model);
@@ -120,5 +137,6 @@ export async function createApp(deps: AppDeps): Promise<App> {
     if (p.routes) app.route(`/plugins/${p.name}`, p.routes(services));
     if (p.rootRoutes) app.route("/", p.rootRoutes(services));
   }
+  servicesByApp.set(app, services);
   return app;
 }

@@ -67,6 +67,9 @@ const EnvSchema = v.object({
   LOGIN_REQUIRED: v.optional(boolString, "true"),
   MAX_BODY_BYTES: v.optional(intString(1, 1024 * 1024 * 1024), "1048576"),
   TASK_WORKER: v.optional(v.picklist(["inline", "off"], "must be inline or off"), "inline"),
+  TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
+  TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
+  TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
   LOG_LEVEL: v.optional(v.picklist(["debug", "info", "warn", "error", "silent"], "must be debug, info, warn, error or silent"), "info"),
 });
 
@@ -86,6 +89,8 @@ export interface Config {
   loginRequired: boolean;
   maxBodyBytes: number;
   taskWorker: "inline" | "off";
+  /** Job queue tuning: lease length, attempts before giving up, first retry delay (doubling). */
+  tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   runtime: Runtime;
 }
@@ -142,6 +147,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
     loginRequired: e.LOGIN_REQUIRED,
     maxBodyBytes: e.MAX_BODY_BYTES,
     taskWorker: e.TASK_WORKER,
+    tasks: { visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS, maxAttempts: e.TASK_MAX_ATTEMPTS, backoffBaseMs: e.TASK_RETRY_BACKOFF_MS },
     logLevel: e.LOG_LEVEL,
     runtime,
   };

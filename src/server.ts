@@ -3,7 +3,7 @@
  * libSQL file (migrated, WAL), Redis and cache, then `createApp` behind `Bun.serve`.
  * SIGINT/SIGTERM let in-flight requests finish, then stop everything this process started.
  */
-import { createApp } from "./app";
+import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config } from "./config";
 import { openDatabase } from "./db/local";
 import { runMigrations } from "./db/migrate";
@@ -12,6 +12,7 @@ import { createResilientCache } from "./services/cache/resilient";
 import { createLogger, type Logger } from "./services/logger";
 import { createRedactor, secretsOf } from "./services/redact";
 import { createRedisClients } from "./services/redis-factory";
+import { startWorker } from "./services/tasks/worker";
 import { startLocalRedisStack, type LocalRedisStack } from "../tools/dev-stack";
 
 /** In-flight requests get this long to finish on shutdown before connections are cut. */
@@ -69,6 +70,9 @@ async function main() {
     // A Redis outage must cost the cache, not the requests.
     if (cache.backend === "redis") cache = createResilientCache(cache, { logger, redact });
     const app = await createApp({ config, db, cache, redis, logger });
+    // TASK_WORKER=inline: this process also works the job queue (§7).
+    const queue = servicesOf(app).tasks;
+    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger }) : null;
 
     const server = Bun.serve({
       hostname: config.host,
@@ -87,6 +91,7 @@ async function main() {
       // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
       const drained = await Promise.race([server.stop(false).then(() => true), Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false)]);
       if (!drained) await server.stop(true);
+      await worker?.stop(DRAIN_TIMEOUT_MS);
       await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
       await db.close();
       await exit(0);

@@ -4,7 +4,7 @@
  */
 import { createClient } from "@libsql/client/web";
 import type { ExecutionContext } from "hono";
-import { createApp, type App } from "./app";
+import { createApp, servicesOf, type App } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config, type RedisSettings } from "./config";
 import { wrapClient } from "./db/client";
 import { createCache, type KVNamespaceLike } from "./services/cache";
@@ -12,6 +12,7 @@ import { createLogger, type Logger } from "./services/logger";
 import { createRedactor } from "./services/redact";
 import { createUpstashRedis } from "./services/redis";
 import type { RedisClient } from "./services/redis-types";
+import { drainQueue } from "./services/tasks/worker";
 
 /** The bindings this Worker reads: the KV namespace `CACHE` plus the §3 settings as strings. */
 export interface WorkerEnv {
@@ -57,17 +58,27 @@ function startupFailure(error: unknown, redact: (s: string) => string): Response
  * Builds the Worker's fetch handler. The app is built once per isolate (the promise is shared
  * by concurrent first requests); a failed build answers 500 and is retried on the next request.
  */
-export function createWorker(): { fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response> } {
+export function createWorker(): {
+  fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response>;
+  scheduled(event: { cron: string; scheduledTime: number }, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
+} {
   let app: Promise<App> | null = null;
+  const appFor = async (env: WorkerEnv, logger: Logger): Promise<App> => {
+    const pending = (app ??= build(env, logger));
+    try {
+      return await pending;
+    } catch (error) {
+      if (app === pending) app = null;
+      throw error;
+    }
+  };
   return {
     async fetch(request, env, ctx) {
       const logger = createLogger(env.LOG_LEVEL === "silent" ? "silent" : "info");
-      const pending = (app ??= build(env, logger));
       let ready: App;
       try {
-        ready = await pending;
+        ready = await appFor(env, logger);
       } catch (error) {
-        if (app === pending) app = null;
         const redact = createRedactor(
           ["DATABASE_AUTH_TOKEN", "REDIS_CACHING_TOKEN", "REDIS_TASKS_TOKEN"].flatMap((k) => (typeof env[k] === "string" ? [env[k] as string] : [])),
         );
@@ -76,7 +87,28 @@ export function createWorker(): { fetch(request: Request, env: WorkerEnv, ctx: E
       }
       return ready.fetch(request, env, ctx);
     },
+    /** The cron trigger (wrangler.toml `[triggers]`) drains the job queue (§7) for a bounded time. */
+    async scheduled(_event, env, ctx) {
+      const logger = createLogger(env.LOG_LEVEL === "silent" ? "silent" : "info");
+      let queue;
+      try {
+        queue = servicesOf(await appFor(env, logger)).tasks;
+      } catch {
+        logger.error("isolate start-up failed; the cron run did no jobs");
+        return;
+      }
+      if (!queue) return;
+      ctx.waitUntil(
+        drainQueue(queue, { budgetMs: CRON_BUDGET_MS }).then(
+          (ran) => logger.info("cron drained the job queue", { ran }),
+          (e) => logger.error("cron queue drain failed", { error: String((e as Error)?.message ?? e) }),
+        ),
+      );
+    },
   };
 }
+
+/** Each cron run works the queue this long at most (the next run takes over after a minute). */
+const CRON_BUDGET_MS = 50_000;
 
 export default createWorker();

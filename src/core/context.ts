@@ -12,6 +12,7 @@ import type { HostPlugin } from "../plugins/types";
 import type { ObjectTypeRegistry } from "./object-types";
 import type { ModelRegistry } from "./models/registry";
 import type { DeleteHooks } from "./rest/resource";
+import type { TaskQueue } from "../services/tasks/queue";
 
 export interface AuthUser {
   id: number;
@@ -37,6 +38,8 @@ export interface Services {
   objectTypes: ObjectTypeRegistry;
   models: ModelRegistry;
   deleteHooks: DeleteHooks;
+  /** The job queue on `REDIS['tasks']`; null when no tasks Redis is configured. */
+  tasks: TaskQueue | null;
   startedAt: Date;
 }
 

@@ -11,7 +11,10 @@ import { baseUrlOf, readJson } from "./http";
 import { defineModel, type DefinedModel } from "./models/define";
 import { choiceSetModel, tagModel } from "./models/extras";
 import { deviceModel, ipAddressModel, prefixModel, siteModel, tenantModel } from "./models/inventory";
-import { inTransaction, mountResource, readContext } from "./rest/handlers";
+import { createRecord, inTransaction, mountResource, readContext } from "./rest/handlers";
+import { objectChangeModel } from "./changes/model";
+import { eventRuleModel, webhookModel } from "./events/models";
+import { jobModel } from "./jobs/model";
 
 export const objectTypeModel = defineModel({
   appLabel: "core",
@@ -48,7 +51,14 @@ export const CORE_MODELS: DefinedModel[] = [
   permissionModel,
   tokenModel,
   objectTypeModel,
+  objectChangeModel,
+  jobModel,
+  webhookModel,
+  eventRuleModel,
 ];
+
+/** Models the API only reads (writes answer 405). */
+const READ_ONLY_MODELS = new Set<DefinedModel>([objectTypeModel, objectChangeModel, jobModel]);
 
 export const HOST_VERSION = "0.1.0";
 
@@ -102,7 +112,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     }
     let key = "";
     const id = await inTransaction(c, r, async (ctx) => {
-      const created = await r.create(ctx, body as Record<string, unknown>);
+      const created = await createRecord(ctx, r, body as Record<string, unknown>);
       key = issuedKeys.get(ctx) ?? "";
       return created;
     });
@@ -125,7 +135,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     const r = tokenModel.resource;
     let key = "";
     const id = await inTransaction(c, r, async (ctx) => {
-      const created = await r.create(ctx, { ...rest, user: user.id });
+      const created = await createRecord(ctx, r, { ...rest, user: user.id });
       key = issuedKeys.get(ctx) ?? "";
       return created;
     });
@@ -134,7 +144,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
   });
 
   for (const m of CORE_MODELS) {
-    mountResource(api, `/${m.spec.path}`, () => m.resource, { readOnly: m === objectTypeModel });
+    mountResource(api, `/${m.spec.path}`, () => m.resource, { readOnly: READ_ONLY_MODELS.has(m) });
   }
   return api;
 }

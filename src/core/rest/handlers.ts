@@ -5,7 +5,8 @@
 import { count, inArray, sql } from "drizzle-orm";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
-import type { Ctx, HonoEnv } from "../context";
+import type { Ctx, HonoEnv, Services } from "../context";
+import { logChange } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, baseUrlOf } from "../http";
 import { pageLinks, parseListQuery, parseProjection, project } from "./query";
@@ -22,16 +23,45 @@ export function parseId(raw: string | undefined): number {
   return Number(raw);
 }
 
-/** Runs `fn` in one write transaction and maps constraint failures to 400/409. */
-export async function inTransaction<T>(c: Ctx, resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
-  const services = c.var.services;
+/** Who writes and why, for a write outside an HTTP request (a background job). */
+export type WriteMeta = Pick<WriteContext, "auth" | "requestId" | "baseUrl" | "params">;
+
+/**
+ * Runs `fn` in one write transaction and maps constraint failures to 400/409. Tasks passed
+ * to `ctx.onCommit` (event rules) run once it has committed, never after a rollback.
+ */
+export async function writeTransaction<T>(services: Services, meta: WriteMeta, resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+  const afterCommit: Array<() => Promise<void>> = [];
+  let result: T;
   try {
-    return await services.db.orm.transaction(async (tx) =>
-      fn({ db: tx, services, baseUrl: baseUrlOf(c), auth: c.var.auth, requestId: c.var.requestId, params: new URL(c.req.url).searchParams }),
-    );
+    result = await services.db.orm.transaction(async (tx) => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task) }));
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }
+  for (const task of afterCommit) {
+    // The change is committed; a failing follow-up is logged, never turned into an error answer.
+    await task().catch((e) => services.logger.error("after-commit task failed", { requestId: meta.requestId, error: String((e as Error)?.message ?? e) }));
+  }
+  return result;
+}
+
+export function inTransaction<T>(c: Ctx, resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+  const meta = { baseUrl: baseUrlOf(c), auth: c.var.auth, requestId: c.var.requestId, params: new URL(c.req.url).searchParams };
+  return writeTransaction(c.var.services, meta, resource, fn);
+}
+
+/** Creates through the resource and writes the change record (same transaction). */
+export async function createRecord(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<number> {
+  const id = await resource.create(ctx, input);
+  await logChange(ctx, resource, "create", id, null);
+  return id;
+}
+
+/** Updates through the resource and writes the change record with both snapshots. */
+export async function updateRecord(ctx: WriteContext, resource: Resource, id: number, input: ApiRecord, partial: boolean): Promise<void> {
+  const [before] = await resource.load(ctx, [id]);
+  await resource.update(ctx, id, input, partial);
+  await logChange(ctx, resource, "update", id, before ?? null);
 }
 
 export async function listRecords(c: Ctx, resource: Resource) {
@@ -109,10 +139,13 @@ async function ensureExists(ctx: WriteContext, resource: Resource, id: number) {
   if (!row) throw notFound(`No ${resource.verboseName} with id ${id}.`);
 }
 
+/** Deletes one object after its delete hooks (which may cascade); every deletion is logged. */
 export async function deleteWithHooks(ctx: WriteContext, resource: Resource, id: number) {
   await ensureExists(ctx, resource, id);
+  const [before] = await resource.load(ctx, [id]);
   for (const hook of ctx.services.deleteHooks) await hook(ctx, { appLabel: resource.appLabel, model: resource.model, id });
   await resource.delete(ctx, id);
+  await logChange(ctx, resource, "delete", id, before ?? null);
 }
 
 /**
@@ -156,10 +189,10 @@ export function mountResource(
     await requirePermission(c, "add", r);
     const body = await readJson(c);
     if (Array.isArray(body)) {
-      const ids = await inTransaction(c, r, (ctx) => eachItem(body, (item) => r.create(ctx, item)));
+      const ids = await inTransaction(c, r, (ctx) => eachItem(body, (item) => createRecord(ctx, r, item)));
       return c.json(projected(c, r, await r.load(readContext(c), ids)), 201);
     }
-    const id = await inTransaction(c, r, (ctx) => r.create(ctx, asObject(body, "body")));
+    const id = await inTransaction(c, r, (ctx) => createRecord(ctx, r, asObject(body, "body")));
     return c.json(projected(c, r, [await loadOne(c, r, id)])[0], 201);
   });
 
@@ -175,7 +208,7 @@ export function mountResource(
           const id = bulkId(item);
           await ensureExists(ctx, r, id);
           const { id: _drop, ...rest } = item;
-          await r.update(ctx, id, rest, partial);
+          await updateRecord(ctx, r, id, rest, partial);
           return id;
         }),
       );
@@ -188,7 +221,7 @@ export function mountResource(
       const body = asObject(await readJson(c), "body");
       await inTransaction(c, r, async (ctx) => {
         await ensureExists(ctx, r, id);
-        await r.update(ctx, id, body, partial);
+        await updateRecord(ctx, r, id, body, partial);
       });
       return c.json(projected(c, r, [await loadOne(c, r, id)])[0]);
     });

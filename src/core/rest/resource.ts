@@ -19,6 +19,8 @@ export interface WriteContext extends ReadContext {
   requestId: string;
   /** The request's query parameters (e.g. `allow_destructive`). */
   params: URLSearchParams;
+  /** Runs `task` after the transaction commits (not at all on rollback). */
+  onCommit?(task: () => Promise<void>): void;
 }
 
 export type ApiRecord = Record<string, unknown>;

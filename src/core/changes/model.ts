@@ -1,0 +1,77 @@
+/** `/api/core/object-changes/`: the change log, read-only (§7). */
+import { objectChanges } from "../../db/schema";
+import { defineModel, type DefinedModel } from "../models/define";
+import { label as otLabel } from "../object-types";
+import { objectTypeFilters } from "../rest/object-type-filters";
+import type { ApiRecord, ReadContext } from "../rest/resource";
+import { CHANGE_ACTIONS } from "./record";
+
+const PAST = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
+
+export const objectChangeModel = defineModel({
+  appLabel: "core",
+  model: "objectchange",
+  verboseName: "object change",
+  path: "core/object-changes",
+  table: objectChanges,
+  defaultOrdering: ["-time", "-id"],
+  display: (r) => `${r.objectRepr} ${PAST[r.action] ?? r.action}${r.userName ? ` by ${r.userName}` : ""}`,
+  fields: [
+    { name: "time", type: "datetime", column: objectChanges.time, readOnly: true, brief: true },
+    { name: "user", type: "fk", column: objectChanges.userId, related: "users.user", readOnly: true },
+    { name: "user_name", type: "string", column: objectChanges.userName, readOnly: true, search: true },
+    { name: "request_id", type: "string", column: objectChanges.requestId, readOnly: true },
+    { name: "action", type: "choice", column: objectChanges.action, choices: CHANGE_ACTIONS, readOnly: true, brief: true },
+    { name: "changed_object_type", type: "object_type_ref", column: objectChanges.changedObjectTypeId, readOnly: true },
+    { name: "changed_object_id", type: "integer", column: objectChanges.changedObjectId, readOnly: true },
+    { name: "object_repr", type: "string", column: objectChanges.objectRepr, readOnly: true, search: true },
+    { name: "prechange_data", type: "json", column: objectChanges.prechangeData, readOnly: true },
+    { name: "postchange_data", type: "json", column: objectChanges.postchangeData, readOnly: true },
+  ],
+  async decorate(ctx, rows, records) {
+    const types = await ctx.services.objectTypes.byIds(rows.map((r) => r.changedObjectTypeId as number), ctx.db);
+    const nested = await nestedObjects(ctx, rows.map((r) => [r.changedObjectTypeId as number, r.changedObjectId as number]));
+    rows.forEach((row, i) => {
+      const rec = records[i]!;
+      const ot = types.get(row.changedObjectTypeId);
+      rec.changed_object_type = ot ? otLabel(ot) : null;
+      rec.changed_object = nested.get(`${row.changedObjectTypeId}:${row.changedObjectId}`) ?? null;
+    });
+  },
+});
+readOnlyWithoutTimestamps(objectChangeModel);
+Object.assign(objectChangeModel.resource.list.filters, objectTypeFilters("changed_object_type", objectChanges.changedObjectTypeId));
+
+/** The nested forms `{id, url, display, …}` of generic references that still exist. */
+export async function nestedObjects(ctx: ReadContext, refs: Array<[number, number]>): Promise<Map<string, ApiRecord>> {
+  const out = new Map<string, ApiRecord>();
+  const byType = new Map<number, Set<number>>();
+  for (const [typeId, id] of refs) (byType.get(typeId) ?? byType.set(typeId, new Set()).get(typeId)!).add(id);
+  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db);
+  for (const [typeId, ids] of byType) {
+    const ot = types.get(typeId);
+    const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
+    if (!info) continue;
+    for (const [id, rec] of await info.nested(ctx, [...ids])) out.set(`${typeId}:${id}`, rec);
+  }
+  return out;
+}
+
+/**
+ * Log-like tables have no `created`/`last_updated` pair: drop the keys, filters and orderings
+ * the declarative serialiser adds for them.
+ */
+export function readOnlyWithoutTimestamps(model: DefinedModel, keep: string[] = []) {
+  const load = model.resource.load;
+  const drop = ["created", "last_updated"].filter((k) => !keep.includes(k));
+  model.resource.load = async (ctx, ids) =>
+    (await load(ctx, ids)).map((rec) => {
+      for (const k of drop) delete rec[k];
+      return rec;
+    });
+  model.info.resource = model.resource;
+  for (const k of drop) {
+    delete model.resource.list.filters[k];
+    delete model.resource.list.orderings[k];
+  }
+}

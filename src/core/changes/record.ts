@@ -1,0 +1,95 @@
+/**
+ * Change records (§7): one `object_changes` row per create/update/delete made through the
+ * generic REST machinery, in the write's own transaction; once it commits, the changes go to
+ * the event rules. See docs/decisions/0006-change-log-placement.md.
+ */
+import { objectChanges } from "../../db/schema";
+import { nowIso } from "../../db/schema/common";
+import { dispatchEvents } from "../events/dispatch";
+import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
+
+export type ChangeAction = "create" | "update" | "delete";
+
+export const CHANGE_ACTIONS: ReadonlyArray<readonly [ChangeAction, string]> = [
+  ["create", "Created"],
+  ["update", "Updated"],
+  ["delete", "Deleted"],
+];
+
+/** A committed change, as event rules and webhooks see it. */
+export interface ChangeEvent {
+  changeId: number;
+  time: string;
+  action: ChangeAction;
+  objectTypeId: number;
+  appLabel: string;
+  model: string;
+  objectId: number;
+  prechange: ApiRecord | null;
+  postchange: ApiRecord | null;
+  userId: number | null;
+  userName: string;
+  requestId: string;
+}
+
+/** Changes of one transaction, handed to the event rules after it commits. */
+const pending = new WeakMap<WriteContext, ChangeEvent[]>();
+
+/** Keys that move on every save; an update that changes nothing else is not a change. */
+const VOLATILE = new Set(["last_updated"]);
+
+function sameData(a: ApiRecord, b: ApiRecord): boolean {
+  const strip = (r: ApiRecord) => JSON.stringify(Object.entries(r).filter(([k]) => !VOLATILE.has(k)));
+  return strip(a) === strip(b);
+}
+
+/**
+ * Writes the change record of `action` on `resource` object `id`. `prechange` is the record
+ * loaded before the change (null on create); the postchange record is loaded here, inside the
+ * transaction. An update that changed nothing writes nothing (as NetBox does).
+ */
+export async function logChange(ctx: WriteContext, resource: Resource, action: ChangeAction, id: number, prechange: ApiRecord | null): Promise<void> {
+  const postchange = action === "delete" ? null : ((await resource.load(ctx, [id]))[0] ?? null);
+  if (action === "update" && prechange && postchange && sameData(prechange, postchange)) return;
+  const objectType = await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
+  const user = ctx.auth.user;
+  const time = nowIso();
+  const repr = String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
+  const [row] = await ctx.db
+    .insert(objectChanges)
+    .values({
+      time,
+      userId: user?.id ?? null,
+      userName: user?.username ?? "",
+      requestId: ctx.requestId,
+      action,
+      changedObjectTypeId: objectType.id,
+      changedObjectId: id,
+      objectRepr: repr,
+      prechangeData: prechange,
+      postchangeData: postchange,
+    })
+    .returning({ id: objectChanges.id });
+
+  let events = pending.get(ctx);
+  if (!events) {
+    const list: ChangeEvent[] = [];
+    pending.set(ctx, list);
+    ctx.onCommit?.(() => dispatchEvents(ctx.services, list));
+    events = list;
+  }
+  events.push({
+    changeId: row!.id,
+    time,
+    action,
+    objectTypeId: objectType.id,
+    appLabel: resource.appLabel,
+    model: resource.model,
+    objectId: id,
+    prechange,
+    postchange,
+    userId: user?.id ?? null,
+    userName: user?.username ?? "",
+    requestId: ctx.requestId,
+  });
+}

@@ -1,0 +1,133 @@
+/**
+ * The condition language of event rules (NetBox-style, see docs/decisions/0008-event-conditions.md):
+ * a leaf `{attr, value, op?, negate?, snapshot?}` or a group `{and: […]}` / `{or: […]}`,
+ * evaluated against the changed object's serialised record.
+ */
+
+export const CONDITION_OPS = ["eq", "neq", "in", "contains", "gt", "gte", "lt", "lte"] as const;
+export type ConditionOp = (typeof CONDITION_OPS)[number];
+
+export interface LeafCondition {
+  /** Dotted path into the record: `status.value`, `tags.slug` (lists map), `ports.0`. */
+  attr: string;
+  value: unknown;
+  op?: ConditionOp;
+  negate?: boolean;
+  /** Which record: default `data` (postchange; prechange for deletes). */
+  snapshot?: "prechange" | "postchange";
+}
+export type Condition = LeafCondition | { and: Condition[] } | { or: Condition[] };
+
+/** What conditions look at: the event's data and both snapshots. */
+export interface ConditionInput {
+  data: unknown;
+  prechange: unknown;
+  postchange: unknown;
+}
+
+const LEAF_KEYS = new Set(["attr", "value", "op", "negate", "snapshot"]);
+const MAX_DEPTH = 8;
+const MAX_NODES = 100;
+
+const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+
+/** Checks a condition document; returns the first problem (with its path), or null. */
+export function conditionError(raw: unknown): string | null {
+  let nodes = 0;
+  const check = (node: unknown, path: string, depth: number): string | null => {
+    if (++nodes > MAX_NODES) return `at most ${MAX_NODES} conditions are allowed`;
+    if (depth > MAX_DEPTH) return `${path}: conditions nest at most ${MAX_DEPTH} deep`;
+    if (!isObject(node)) return `${path}: expected an object`;
+    const keys = Object.keys(node);
+    if ("and" in node || "or" in node) {
+      if (keys.length !== 1) return `${path}: a group has exactly one key, "and" or "or"`;
+      const op = keys[0]!;
+      const items = node[op];
+      if (!Array.isArray(items) || !items.length) return `${path}.${op}: expected a non-empty list of conditions`;
+      for (const [i, item] of items.entries()) {
+        const e = check(item, `${path}.${op}[${i}]`, depth + 1);
+        if (e) return e;
+      }
+      return null;
+    }
+    for (const k of keys) if (!LEAF_KEYS.has(k)) return `${path}: unknown key "${k}"`;
+    if (typeof node.attr !== "string" || !node.attr.trim() || node.attr.length > 200) return `${path}.attr: expected a dotted path`;
+    if (!("value" in node)) return `${path}.value: required`;
+    const op = node.op ?? "eq";
+    if (typeof op !== "string" || !(CONDITION_OPS as readonly string[]).includes(op)) return `${path}.op: expected one of ${CONDITION_OPS.join(", ")}`;
+    if (node.negate !== undefined && typeof node.negate !== "boolean") return `${path}.negate: expected true or false`;
+    if (node.snapshot !== undefined && node.snapshot !== "prechange" && node.snapshot !== "postchange") return `${path}.snapshot: expected "prechange" or "postchange"`;
+    if (op === "in" && !Array.isArray(node.value)) return `${path}.value: "in" needs a list`;
+    if (["gt", "gte", "lt", "lte"].includes(op) && typeof node.value !== "number" && typeof node.value !== "string") {
+      return `${path}.value: "${op}" needs a number or a string`;
+    }
+    return null;
+  };
+  return check(raw, "conditions", 1);
+}
+
+/**
+ * Resolves a dotted path. A numeric segment indexes a list; any other segment applied to a list
+ * maps over its items (`tags.slug` → every tag's slug). Missing values are `undefined`.
+ */
+export function resolvePath(root: unknown, path: string): unknown {
+  let current: unknown = root;
+  for (const segment of path.split(".")) {
+    if (current === null || current === undefined) return undefined;
+    if (Array.isArray(current)) {
+      if (/^\d+$/.test(segment)) current = current[Number(segment)];
+      else current = current.flatMap((item) => (isObject(item) && segment in item ? [item[segment]] : []));
+    } else if (isObject(current)) {
+      current = Object.prototype.hasOwnProperty.call(current, segment) ? current[segment] : undefined;
+    } else {
+      return undefined;
+    }
+  }
+  return current;
+}
+
+function equal(a: unknown, b: unknown): boolean {
+  if (a === undefined) a = null;
+  if (b === undefined) b = null;
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function compare(a: unknown, b: unknown): number | null {
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
+  return null;
+}
+
+function applyOp(op: ConditionOp, actual: unknown, expected: unknown): boolean {
+  switch (op) {
+    case "eq":
+      return equal(actual, expected);
+    case "neq":
+      return !equal(actual, expected);
+    case "in":
+      return Array.isArray(expected) && expected.some((x) => equal(actual, x));
+    case "contains":
+      if (typeof actual === "string" && typeof expected === "string") return actual.includes(expected);
+      return Array.isArray(actual) && actual.some((x) => equal(x, expected));
+    case "gt":
+    case "gte":
+    case "lt":
+    case "lte": {
+      const c = compare(actual, expected);
+      if (c === null) return false;
+      return op === "gt" ? c > 0 : op === "gte" ? c >= 0 : op === "lt" ? c < 0 : c <= 0;
+    }
+  }
+}
+
+/** True when the (already validated) condition holds; an empty condition (null) always holds. */
+export function evaluateCondition(condition: Condition | null | undefined, input: ConditionInput): boolean {
+  if (condition === null || condition === undefined) return true;
+  if ("and" in condition) return condition.and.every((c) => evaluateCondition(c, input));
+  if ("or" in condition) return condition.or.some((c) => evaluateCondition(c, input));
+  const root = condition.snapshot ? input[condition.snapshot] : input.data;
+  const result = applyOp(condition.op ?? "eq", resolvePath(root, condition.attr), condition.value);
+  return condition.negate ? !result : result;
+}

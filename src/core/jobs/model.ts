@@ -1,0 +1,42 @@
+/** `/api/core/jobs/`: background jobs and their outcome, read-only (§7). */
+import { jobs } from "../../db/schema";
+import { JOB_STATUSES } from "../../services/tasks/queue";
+import { nestedObjects, readOnlyWithoutTimestamps } from "../changes/model";
+import { defineModel } from "../models/define";
+import { label as otLabel } from "../object-types";
+import { objectTypeFilters } from "../rest/object-type-filters";
+
+export const jobModel = defineModel({
+  appLabel: "core",
+  model: "job",
+  verboseName: "job",
+  path: "core/jobs",
+  table: jobs,
+  defaultOrdering: ["-created", "-id"],
+  display: (r) => `${r.name} #${r.id}`,
+  fields: [
+    { name: "name", type: "string", column: jobs.name, readOnly: true, search: true, brief: true },
+    { name: "object_type", type: "object_type_ref", column: jobs.objectTypeId, readOnly: true },
+    { name: "object_id", type: "integer", column: jobs.objectId, readOnly: true },
+    { name: "status", type: "choice", column: jobs.status, choices: JOB_STATUSES, readOnly: true, brief: true },
+    { name: "started", type: "datetime", column: jobs.started, readOnly: true },
+    { name: "completed", type: "datetime", column: jobs.completed, readOnly: true },
+    { name: "user", type: "fk", column: jobs.userId, related: "users.user", readOnly: true },
+    { name: "attempts", type: "integer", column: jobs.attempts, readOnly: true },
+    { name: "data", type: "json", column: jobs.data, readOnly: true },
+    { name: "error", type: "text", column: jobs.error, readOnly: true },
+  ],
+  async decorate(ctx, rows, records) {
+    const typed = rows.filter((r) => r.objectTypeId != null && r.objectId != null);
+    const types = await ctx.services.objectTypes.byIds(typed.map((r) => r.objectTypeId as number), ctx.db);
+    const nested = await nestedObjects(ctx, typed.map((r) => [r.objectTypeId as number, r.objectId as number]));
+    rows.forEach((row, i) => {
+      const rec = records[i]!;
+      const ot = row.objectTypeId != null ? types.get(row.objectTypeId) : undefined;
+      rec.object_type = ot ? otLabel(ot) : null;
+      rec.object = row.objectTypeId != null ? (nested.get(`${row.objectTypeId}:${row.objectId}`) ?? null) : null;
+    });
+  },
+});
+readOnlyWithoutTimestamps(jobModel, ["created"]);
+Object.assign(jobModel.resource.list.filters, objectTypeFilters("object_type", jobs.objectTypeId));

@@ -1,0 +1,28 @@
+/**
+ * List filters for a generic reference's object type column: `<name>_id=<id>` and
+ * `<name>=<app_label>.<model>` (the `custom-objects` alias included), as NetBox filtersets have.
+ */
+import { or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { ValidationError } from "../errors";
+import { parseLabel } from "../object-types";
+import type { FilterSpec } from "./query";
+
+export function objectTypeFilters(name: string, column: SQLWrapper): Record<string, FilterSpec> {
+  return {
+    [`${name}_id`]: { kind: "number", expr: column },
+    [name]: {
+      kind: "string",
+      expr: column,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => {
+        const labels = values.map((v) => {
+          const parts = parseLabel(v.trim());
+          if (!parts) throw new ValidationError({ [lookup === "n" ? `${name}__n` : name]: [`Expected "<app_label>.<model>", got "${v}".`] });
+          return sql`(app_label = ${parts.appLabel} AND model = ${parts.model})`;
+        });
+        const match: SQL = sql`${column} IN (SELECT id FROM object_types WHERE ${or(...labels)})`;
+        return lookup === "n" ? sql`NOT (${match})` : match;
+      },
+    },
+  };
+}

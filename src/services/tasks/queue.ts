@@ -1,0 +1,316 @@
+/**
+ * The job queue on `REDIS['tasks']` (§7): a `jobs` row per job (the status of record) and a
+ * message on Redis lists. Reliable take (LMOVE ready → processing, lease deadline in a sorted
+ * set, heartbeats while running, a reaper for expired leases), retries with exponential
+ * backoff (a delayed sorted set) and a dead-letter list. See docs/decisions/0007-task-queue.md.
+ */
+import { and, eq, inArray } from "drizzle-orm";
+import type { Database, Executor } from "../../db/client";
+import { jobs } from "../../db/schema";
+import { nowIso } from "../../db/schema/common";
+import type { Logger } from "../logger";
+import type { RedisClient } from "../redis-types";
+
+/** Tuning of a {@link TaskQueue}; every value has a production default. */
+export interface TaskQueueOptions {
+  /** Key prefix on the tasks Redis; default `host:tasks`. */
+  prefix?: string;
+  /** A job whose worker sent no heartbeat for this long is taken back; default 60 s. */
+  visibilityTimeoutMs?: number;
+  /** Attempts before a job is given up (status failed, message dead-lettered); default 5. */
+  maxAttempts?: number;
+  /** Delay before the first retry; doubles per attempt; default 2 s. */
+  backoffBaseMs?: number;
+  /** Longest delay between attempts; default 5 min. */
+  backoffMaxMs?: number;
+}
+
+export type JobStatus = "pending" | "running" | "completed" | "errored" | "failed";
+
+export const JOB_STATUSES: ReadonlyArray<readonly [JobStatus, string]> = [
+  ["pending", "Pending"],
+  ["running", "Running"],
+  ["completed", "Completed"],
+  ["errored", "Errored"],
+  ["failed", "Failed"],
+];
+
+/** What a handler learns about the job it runs. */
+export interface RunningJob {
+  id: number;
+  name: string;
+  /** 1 on the first run. */
+  attempt: number;
+  maxAttempts: number;
+  userId: number | null;
+}
+
+/** Runs one job; the resolved value becomes the job's `data`. Throwing retries it. */
+export type JobHandler = (payload: any, job: RunningJob) => Promise<unknown>;
+
+/**
+ * A failure that retrying cannot fix (a 4xx of the work itself): the job ends `errored` at
+ * once, with `data` (e.g. the error body) kept.
+ */
+export class PermanentJobError extends Error {
+  constructor(
+    message: string,
+    readonly data: unknown = null,
+  ) {
+    super(message);
+    this.name = "PermanentJobError";
+  }
+}
+
+export interface EnqueueOptions {
+  /** The object the job is about (`jobs.object_type_id`, `object_id`). */
+  objectTypeId?: number | null;
+  objectId?: number | null;
+  userId?: number | null;
+  maxAttempts?: number;
+  /** Where to insert the row; default the queue's database. */
+  db?: Executor;
+}
+
+/** The Redis message of one attempt. `n` makes every pushed message a distinct string. */
+interface Message {
+  id: number;
+  name: string;
+  attempt: number;
+  max: number;
+  payload: unknown;
+  user: number | null;
+  n: string;
+}
+
+/** Outcome of {@link TaskQueue.runOne}: nothing ready, a job ran, or a stale duplicate was dropped. */
+export type RunOutcome = "idle" | "ran" | "skipped";
+
+const nonce = () => crypto.randomUUID().slice(0, 8);
+const errorText = (e: unknown) => String((e as Error)?.message ?? e).slice(0, 2000);
+const LIVE: JobStatus[] = ["running", "pending"];
+
+export class TaskQueue {
+  readonly keys: { ready: string; processing: string; inflight: string; delayed: string; dead: string };
+  readonly visibilityTimeoutMs: number;
+  readonly maxAttempts: number;
+  readonly #backoffBaseMs: number;
+  readonly #backoffMaxMs: number;
+  readonly #handlers = new Map<string, JobHandler>();
+
+  constructor(
+    readonly db: Database,
+    readonly redis: RedisClient,
+    readonly logger: Logger,
+    options: TaskQueueOptions = {},
+  ) {
+    const prefix = options.prefix ?? "host:tasks";
+    this.keys = {
+      ready: `${prefix}:ready`,
+      processing: `${prefix}:processing`,
+      inflight: `${prefix}:inflight`,
+      delayed: `${prefix}:delayed`,
+      dead: `${prefix}:dead`,
+    };
+    this.visibilityTimeoutMs = options.visibilityTimeoutMs ?? 60_000;
+    this.maxAttempts = options.maxAttempts ?? 5;
+    this.#backoffBaseMs = options.backoffBaseMs ?? 2_000;
+    this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
+  }
+
+  /** Registers the handler of a job name (e.g. `webhook.deliver`). */
+  register(name: string, handler: JobHandler): void {
+    this.#handlers.set(name, handler);
+  }
+
+  handles(name: string): boolean {
+    return this.#handlers.has(name);
+  }
+
+  /** Delay before attempt `attempt + 1`: base · 2^(attempt-1), capped, plus up to 20 % jitter. */
+  backoffMs(attempt: number): number {
+    const plain = Math.min(this.#backoffMaxMs, this.#backoffBaseMs * 2 ** Math.max(0, attempt - 1));
+    return Math.round(plain * (1 + Math.random() * 0.2));
+  }
+
+  /** Inserts a pending job row and pushes its first message. */
+  async enqueue(name: string, payload: unknown, options: EnqueueOptions = {}): Promise<{ id: number }> {
+    if (!this.#handlers.has(name)) throw new Error(`no task handler is registered as "${name}"`);
+    const db = options.db ?? this.db.orm;
+    const [row] = await db
+      .insert(jobs)
+      .values({ name, status: "pending", objectTypeId: options.objectTypeId ?? null, objectId: options.objectId ?? null, userId: options.userId ?? null })
+      .returning({ id: jobs.id });
+    const message: Message = { id: row!.id, name, attempt: 1, max: options.maxAttempts ?? this.maxAttempts, payload, user: options.userId ?? null, n: nonce() };
+    try {
+      await this.redis.lpush(this.keys.ready, JSON.stringify(message));
+    } catch (e) {
+      await this.db.orm
+        .update(jobs)
+        .set({ status: "failed", error: `could not be queued: ${errorText(e)}`, completed: nowIso() })
+        .where(eq(jobs.id, row!.id));
+      throw e;
+    }
+    return { id: row!.id };
+  }
+
+  /**
+   * Takes one message (LMOVE ready → processing), claims its row in the database and runs it.
+   * The claim (`attempts` = attempt − 1 and pending) makes a duplicated message a no-op.
+   */
+  async runOne(): Promise<RunOutcome> {
+    const raw = await this.redis.lmove(this.keys.ready, this.keys.processing, "right", "left");
+    if (raw === null) return "idle";
+    await this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw);
+    const message = parseMessage(raw);
+    if (!message) {
+      this.logger.warn("task queue: dropping an unreadable message", { length: raw.length });
+      await this.#ack(raw);
+      return "skipped";
+    }
+    const claimed = await this.db.orm
+      .update(jobs)
+      .set({ status: "running", started: nowIso(), attempts: message.attempt })
+      .where(and(eq(jobs.id, message.id), eq(jobs.status, "pending"), eq(jobs.attempts, message.attempt - 1)))
+      .returning({ id: jobs.id });
+    if (!claimed.length) {
+      // Already run or re-queued by someone else: this copy is stale.
+      await this.#ack(raw);
+      return "skipped";
+    }
+    await this.#run(raw, message);
+    return "ran";
+  }
+
+  async #run(raw: string, message: Message): Promise<void> {
+    const handler = this.#handlers.get(message.name);
+    const heartbeat = setInterval(() => {
+      this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw).catch((e) => this.logger.warn("task queue: heartbeat failed", { job: message.id, error: errorText(e) }));
+    }, Math.max(50, Math.floor(this.visibilityTimeoutMs / 3)));
+    const job: RunningJob = { id: message.id, name: message.name, attempt: message.attempt, maxAttempts: message.max, userId: message.user };
+    try {
+      if (!handler) throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
+      const data = await handler(message.payload, job);
+      await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
+    } catch (e) {
+      if (e instanceof PermanentJobError) {
+        await this.#finish(message, { status: "errored", data: e.data ?? null, error: errorText(e) });
+      } else if (message.attempt >= message.max) {
+        await this.#giveUp(message, errorText(e));
+      } else {
+        await this.#retryLater(message, errorText(e));
+      }
+    } finally {
+      clearInterval(heartbeat);
+    }
+    await this.#ack(raw);
+  }
+
+  /** Final states only move a job still at this attempt (a reaped and re-run job has moved on). */
+  async #finish(message: Message, values: { status: JobStatus; data?: unknown; error: string }) {
+    await this.db.orm
+      .update(jobs)
+      .set({ ...values, completed: nowIso() })
+      .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)));
+  }
+
+  async #retryLater(message: Message, error: string) {
+    const moved = await this.db.orm
+      .update(jobs)
+      .set({ status: "pending", error })
+      .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
+      .returning({ id: jobs.id });
+    if (!moved.length) return;
+    const next: Message = { ...message, attempt: message.attempt + 1, n: nonce() };
+    await this.redis.zadd(this.keys.delayed, Date.now() + this.backoffMs(message.attempt), JSON.stringify(next));
+  }
+
+  async #giveUp(message: Message, error: string) {
+    const moved = await this.db.orm
+      .update(jobs)
+      .set({ status: "failed", error, completed: nowIso() })
+      .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
+      .returning({ id: jobs.id });
+    if (moved.length) await this.redis.lpush(this.keys.dead, JSON.stringify({ ...message, error, failed_at: nowIso() }));
+  }
+
+  async #ack(raw: string) {
+    await this.redis.lrem(this.keys.processing, 1, raw);
+    await this.redis.zrem(this.keys.inflight, raw);
+  }
+
+  /**
+   * Housekeeping, safe to run from several workers at once: promotes due retries, gives
+   * processing entries without a lease one (a worker died between LMOVE and ZADD), and takes
+   * back jobs whose lease expired (their worker died): next attempt, or failed when none is left.
+   */
+  async maintain(now = Date.now()): Promise<{ promoted: number; reclaimed: number }> {
+    let promoted = 0;
+    for (const raw of await this.redis.zrangebyscore(this.keys.delayed, "-inf", now, { offset: 0, count: 100 })) {
+      const message = parseMessage(raw);
+      // Push first (a fresh nonce), then remove: a crash in between duplicates, never loses;
+      // the database claim drops the duplicate.
+      if (message) await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
+      await this.redis.zrem(this.keys.delayed, raw);
+      promoted++;
+    }
+
+    const leased = new Set(await this.redis.zrangebyscore(this.keys.inflight, "-inf", "+inf"));
+    for (const raw of await this.redis.lrange(this.keys.processing, 0, 999)) {
+      if (!leased.has(raw)) await this.redis.zadd(this.keys.inflight, now + this.visibilityTimeoutMs, raw);
+    }
+
+    let reclaimed = 0;
+    for (const raw of await this.redis.zrangebyscore(this.keys.inflight, "-inf", now, { offset: 0, count: 100 })) {
+      const message = parseMessage(raw);
+      if (message) {
+        const lost = await this.db.orm
+          .update(jobs)
+          .set({ status: "pending", error: "the worker running it stopped (visibility timeout); retrying" })
+          .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
+          .returning({ id: jobs.id });
+        if (lost.length) {
+          reclaimed++;
+          if (message.attempt >= message.max) {
+            await this.db.orm
+              .update(jobs)
+              .set({ status: "failed", error: "the worker running it stopped (visibility timeout) and no attempts are left", completed: nowIso() })
+              .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt)));
+            await this.redis.lpush(this.keys.dead, JSON.stringify({ ...message, error: "visibility timeout", failed_at: nowIso() }));
+          } else {
+            await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, attempt: message.attempt + 1, n: nonce() }));
+          }
+        }
+      }
+      await this.#ack(raw);
+    }
+    return { promoted, reclaimed };
+  }
+
+  /** List lengths, for tests, benchmarks and operators. */
+  async depth(): Promise<{ ready: number; processing: number; dead: number; delayed: number }> {
+    const [ready, processing, dead, delayed] = await Promise.all([
+      this.redis.llen(this.keys.ready),
+      this.redis.llen(this.keys.processing),
+      this.redis.llen(this.keys.dead),
+      this.redis.zrangebyscore(this.keys.delayed, "-inf", "+inf").then((m) => m.length),
+    ]);
+    return { ready, processing, dead, delayed };
+  }
+
+  /** Dead-lettered messages, newest first. */
+  async deadLetters(count = 100): Promise<Array<Record<string, unknown>>> {
+    return (await this.redis.lrange(this.keys.dead, 0, count - 1)).map((raw) => JSON.parse(raw));
+  }
+}
+
+function parseMessage(raw: string): Message | null {
+  try {
+    const m = JSON.parse(raw) as Message;
+    if (typeof m?.id === "number" && typeof m.name === "string" && typeof m.attempt === "number" && typeof m.max === "number") return m;
+  } catch {
+    // fall through
+  }
+  return null;
+}
+
