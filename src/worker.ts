@@ -32,6 +32,13 @@ function redisClient(settings: RedisSettings | undefined, role: string): RedisCl
   return createUpstashRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
 }
 
+// The libSQL client queues calls beyond `concurrency` (default 20) in one limiter per client. In
+// an isolate that queue is shared by concurrent requests, and a call queued by one request but
+// released by another is a cross-request promise: workerd cancels it and the request hangs
+// ("code had hung"), leaking limiter slots until the isolate serves nothing. Workers already cap
+// outbound connections per request, so the client's own cap is switched off.
+const UNLIMITED = Number.MAX_SAFE_INTEGER;
+
 async function build(env: WorkerEnv, logger: Logger): Promise<App> {
   const config: Config = loadConfig(env, "workerd");
   if (config.database.url.startsWith("file:")) {
@@ -40,7 +47,7 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
   if (config.cacheBackend === "kv" && !env.CACHE) {
     throw new ConfigError("CACHE_BACKEND", "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])");
   }
-  const db = wrapClient(createClient({ url: config.database.url, authToken: config.database.authToken }), "remote");
+  const db = wrapClient(createClient({ url: config.database.url, authToken: config.database.authToken, concurrency: UNLIMITED }), "remote");
   const redis = { caching: redisClient(config.redis.caching, "CACHING"), tasks: redisClient(config.redis.tasks, "TASKS") };
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching, kv: env.CACHE });
   const app = await createApp({ config, db, cache, redis, logger: createLogger(config.logLevel) });
