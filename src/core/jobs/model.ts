@@ -27,9 +27,9 @@ export const jobModel = defineModel({
     { name: "error", type: "text", column: jobs.error, readOnly: true },
   ],
   async decorate(ctx, rows, records) {
-    const typed = rows.filter((r) => r.objectTypeId != null && r.objectId != null);
-    const types = await ctx.services.objectTypes.byIds(typed.map((r) => r.objectTypeId as number), ctx.db);
-    const nested = await nestedObjects(ctx, typed.map((r) => [r.objectTypeId as number, r.objectId as number]));
+    const types = await ctx.services.objectTypes.byIds(rows.filter((r) => r.objectTypeId != null).map((r) => r.objectTypeId as number), ctx.db);
+    const refs = rows.filter((r) => r.objectTypeId != null && r.objectId != null);
+    const nested = await nestedObjects(ctx, refs.map((r) => [r.objectTypeId as number, r.objectId as number]));
     rows.forEach((row, i) => {
       const rec = records[i]!;
       const ot = row.objectTypeId != null ? types.get(row.objectTypeId) : undefined;

@@ -19,6 +19,7 @@ import { CotRegistry } from "./models";
 import { onDeleteHook } from "./on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
 import { applySchema, exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
+import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
 
 interface PluginState {
   registry: CotRegistry;
@@ -72,6 +73,7 @@ export const customObjectsPlugin: HostPlugin = {
     services.models.register(fieldModel.info);
     services.models.addResolver(APP_LABEL, async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null);
     services.deleteHooks.push(onDeleteHook(registry));
+    services.tasks?.register(SCHEMA_APPLY_TASK, schemaApplyHandler(services));
   },
   apiRoutes(services) {
     const { registry } = customObjectsState(services);
@@ -97,6 +99,7 @@ export const customObjectsPlugin: HostPlugin = {
     app.post("/schema/apply", async (c) => {
       await requirePermission(c, "add", cotTarget);
       await requirePermission(c, "change", cotTarget);
+      if (wantsBackground(c)) return enqueueSchemaApply(c);
       const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
       return c.json(await inTransaction(c, null, (ctx) => applySchema(ctx, request)));
     });

@@ -280,6 +280,17 @@ export class TaskQueue {
           } else {
             await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, attempt: message.attempt + 1, n: nonce() }));
           }
+        } else {
+          // Taken but never claimed (the worker died before its first database write): the
+          // attempt did not happen, so the same attempt goes back.
+          const [unclaimed] = await this.db.orm
+            .select({ id: jobs.id })
+            .from(jobs)
+            .where(and(eq(jobs.id, message.id), eq(jobs.status, "pending"), eq(jobs.attempts, message.attempt - 1)));
+          if (unclaimed) {
+            reclaimed++;
+            await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
+          }
         }
       }
       await this.#ack(raw);

@@ -1,0 +1,71 @@
+/**
+ * `POST schema/apply/?background=true`: the same apply as a `schema.apply` job. The request
+ * answers 202 with the job; the job's `data` is what the synchronous call would have answered,
+ * `{status_code, …body}` (`{status_code: 200, applied, diffs}`, or the error body and code).
+ */
+import { eq } from "drizzle-orm";
+import { users } from "../../db/schema";
+import { codename, loadPermissions } from "../../core/auth/permissions";
+import type { AuthState, Ctx, Services } from "../../core/context";
+import { ApiError } from "../../core/errors";
+import { baseUrlOf, readJson } from "../../core/http";
+import { recordUrl } from "../../core/models/define";
+import { writeTransaction } from "../../core/rest/handlers";
+import { parseBool } from "../../core/rest/query";
+import { PermanentJobError, type JobHandler } from "../../services/tasks/queue";
+import { APP_LABEL, COT_MODEL } from "./constants";
+import { applySchema, readApplyRequest } from "./schema/apply";
+
+export const SCHEMA_APPLY_TASK = "schema.apply";
+
+interface SchemaApplyPayload {
+  body: unknown;
+  /** The request's query string (`allow_destructive`, `expected_state_hash`). */
+  query: string;
+  base_url: string;
+  request_id: string;
+}
+
+export const wantsBackground = (c: Ctx) => parseBool(c.req.query("background") ?? "false") === true;
+
+/** Queues the apply (after the caller's permission checks) and answers 202 with the job. */
+export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
+  const { tasks, objectTypes } = c.var.services;
+  if (!tasks) throw ApiError.detail(503, "Background applies need the tasks Redis (REDIS_TASKS_URL); apply without background=true.", "tasks_unavailable");
+  const body = await readJson(c);
+  const query = new URL(c.req.url).searchParams;
+  query.delete("background");
+  const baseUrl = baseUrlOf(c);
+  const payload: SchemaApplyPayload = { body, query: query.toString(), base_url: baseUrl, request_id: c.var.requestId };
+  const cotType = await objectTypes.ensure(APP_LABEL, COT_MODEL);
+  const { id } = await tasks.enqueue(SCHEMA_APPLY_TASK, payload, { userId: c.var.auth.user?.id ?? null, objectTypeId: cotType.id });
+  return c.json({ job: { id, url: recordUrl(baseUrl, "core/jobs", id) }, status: "pending", detail: "The schema apply runs in the background; its job holds the outcome." }, 202);
+}
+
+/** The caller again, as of now: a user who lost the permissions meanwhile gets the 403. */
+async function authOf(services: Services, userId: number | null): Promise<AuthState> {
+  const [user] = userId === null ? [] : await services.db.orm.select().from(users).where(eq(users.id, userId));
+  if (!user || !user.isActive) throw ApiError.detail(403, "The user who queued this apply no longer exists or is inactive.", "permission_denied");
+  const permissions = user.isSuperuser ? new Set<string>() : await loadPermissions(services.db.orm, user.id);
+  const needed = ["add", "change"].map((a) => codename(APP_LABEL, a, COT_MODEL));
+  if (!user.isSuperuser && !needed.every((p) => permissions.has(p))) throw ApiError.detail(403, "You do not have permission to perform this action.", "permission_denied");
+  return { user: { id: user.id, username: user.username, isSuperuser: user.isSuperuser, permissions }, tokenId: null, writeEnabled: true };
+}
+
+/** The `schema.apply` handler: refusals end the job `errored` with the refusal as its data. */
+export function schemaApplyHandler(services: Services): JobHandler {
+  return async (payload: SchemaApplyPayload, job) => {
+    try {
+      const auth = await authOf(services, job.userId);
+      const params = new URLSearchParams(payload.query);
+      const request = readApplyRequest(payload.body, params);
+      const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
+      const result = await writeTransaction(services, meta, null, (ctx) => applySchema(ctx, request));
+      return { status_code: 200, ...result };
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e; // unexpected: retried (an apply is idempotent)
+      const body = Array.isArray(e.body) ? { errors: e.body } : e.body;
+      throw new PermanentJobError(e.message, { status_code: e.statusCode, ...body });
+    }
+  };
+}

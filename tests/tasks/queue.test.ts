@@ -1,0 +1,213 @@
+/**
+ * The job queue itself over a real redis-server, through the Upstash bridge and through Bun's
+ * redis:// client: take/ack, retries with backoff, dead letters, duplicates, lost workers.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { jobs } from "../../src/db/schema";
+import { createBunRedis } from "../../src/services/redis-bun";
+import { createUpstashRedis } from "../../src/services/redis";
+import type { RedisClient } from "../../src/services/redis-types";
+import { PermanentJobError, TaskQueue } from "../../src/services/tasks/queue";
+import { drainQueue } from "../../src/services/tasks/worker";
+import { createLogger } from "../../src/services/logger";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
+import { waitFor } from "./harness";
+
+let stack: RedisStack;
+let t: TestApp;
+beforeAll(async () => {
+  stack = await startRedisStack();
+  t = await makeTestApp();
+});
+afterAll(async () => {
+  await t.close();
+  await stack.stop();
+});
+
+const clients: Array<[string, () => RedisClient]> = [
+  ["Upstash REST via the bridge", () => createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token })],
+  ["Bun redis://", () => createBunRedis({ url: stack.redis.url })],
+];
+
+const jobRow = async (id: number) => (await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, id)))[0]!;
+
+for (const [label, client] of clients) {
+  describe(`queue over ${label}`, () => {
+    let redis: RedisClient;
+    let queue: TaskQueue;
+    let n = 0;
+    const fresh = (options: ConstructorParameters<typeof TaskQueue>[3] = {}) =>
+      new TaskQueue(t.deps.db, redis, createLogger("silent"), { prefix: `q${++n}:${label.length}`, visibilityTimeoutMs: 500, backoffBaseMs: 20, backoffMaxMs: 100, ...options });
+    beforeAll(() => {
+      redis = client();
+    });
+    afterAll(() => redis.close());
+
+    test("enqueue → pending row + ready message; runOne → running → completed with the handler's data", async () => {
+      queue = fresh();
+      let seen: unknown = null;
+      queue.register("echo", async (payload, job) => {
+        seen = { payload, attempt: job.attempt };
+        expect((await jobRow(job.id)).status).toBe("running");
+        return { echoed: payload.value };
+      });
+      const { id } = await queue.enqueue("echo", { value: 7 }, { userId: 1 });
+      expect((await jobRow(id)).status).toBe("pending");
+      expect(await queue.depth()).toEqual({ ready: 1, processing: 0, dead: 0, delayed: 0 });
+      expect(await queue.runOne()).toBe("ran");
+      expect(seen).toEqual({ payload: { value: 7 }, attempt: 1 });
+      const row = await jobRow(id);
+      expect(row).toMatchObject({ status: "completed", attempts: 1, data: { echoed: 7 }, error: "", userId: 1 });
+      expect(row.started).not.toBeNull();
+      expect(row.completed).not.toBeNull();
+      expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
+      expect(await queue.runOne()).toBe("idle");
+    });
+
+    test("unknown task names are refused at enqueue", async () => {
+      await expect(fresh().enqueue("nope", {})).rejects.toThrow(/no task handler/);
+    });
+
+    test("FIFO order", async () => {
+      queue = fresh();
+      const order: number[] = [];
+      queue.register("seq", async (p) => void order.push(p.i));
+      for (let i = 0; i < 5; i++) await queue.enqueue("seq", { i });
+      while ((await queue.runOne()) !== "idle");
+      expect(order).toEqual([0, 1, 2, 3, 4]);
+    });
+
+    test("a failing job is retried with backoff and completes on the third attempt", async () => {
+      queue = fresh();
+      const attempts: Array<[number, number]> = [];
+      queue.register("flaky", async (_p, job) => {
+        attempts.push([job.attempt, Date.now()]);
+        if (job.attempt < 3) throw new Error(`boom ${job.attempt}`);
+        return "ok";
+      });
+      const { id } = await queue.enqueue("flaky", {});
+      expect(await queue.runOne()).toBe("ran");
+      expect(await jobRow(id)).toMatchObject({ status: "pending", attempts: 1, error: "boom 1" });
+      expect(await queue.depth()).toMatchObject({ ready: 0, delayed: 1 });
+      // Not due yet: nothing to run until the backoff has passed.
+      expect(await queue.runOne()).toBe("idle");
+      await waitFor("the third attempt", async () => {
+        await queue.maintain();
+        await queue.runOne();
+        return (await jobRow(id)).status === "completed";
+      });
+      expect(await jobRow(id)).toMatchObject({ status: "completed", attempts: 3, data: "ok" });
+      expect(attempts.map(([a]) => a)).toEqual([1, 2, 3]);
+      // Exponential backoff: the second gap is at least twice the base delay, and bigger than the first base.
+      expect(attempts[1]![1] - attempts[0]![1]).toBeGreaterThanOrEqual(20);
+      expect(attempts[2]![1] - attempts[1]![1]).toBeGreaterThanOrEqual(40);
+    });
+
+    test("after max attempts the job fails and its message is dead-lettered", async () => {
+      queue = fresh({ maxAttempts: 2 });
+      queue.register("doomed", async () => {
+        throw new Error("always");
+      });
+      const { id } = await queue.enqueue("doomed", { x: 1 });
+      await waitFor("the job to fail", async () => {
+        await queue.maintain();
+        await queue.runOne();
+        return (await jobRow(id)).status === "failed";
+      });
+      expect(await jobRow(id)).toMatchObject({ status: "failed", attempts: 2, error: "always" });
+      const dead = await queue.deadLetters();
+      expect(dead).toEqual([expect.objectContaining({ id, name: "doomed", attempt: 2, payload: { x: 1 }, error: "always" })]);
+      expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 1, delayed: 0 });
+    });
+
+    test("a PermanentJobError ends the job errored at once, with its data", async () => {
+      queue = fresh();
+      queue.register("refused", async () => {
+        throw new PermanentJobError("bad input", { status_code: 400 });
+      });
+      const { id } = await queue.enqueue("refused", {});
+      await queue.runOne();
+      expect(await jobRow(id)).toMatchObject({ status: "errored", attempts: 1, data: { status_code: 400 }, error: "bad input" });
+      expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
+    });
+
+    test("a duplicated message runs the job once", async () => {
+      queue = fresh();
+      let runs = 0;
+      queue.register("once", async () => void runs++);
+      await queue.enqueue("once", {});
+      const [raw] = await redis.lrange(queue.keys.ready, 0, 0);
+      await redis.lpush(queue.keys.ready, raw!.replace(/"n":"[^"]+"/, '"n":"dup"'));
+      expect(await queue.runOne()).toBe("ran");
+      expect(await queue.runOne()).toBe("skipped");
+      expect(runs).toBe(1);
+      expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
+    });
+
+    test("a job whose worker died is taken back after the visibility timeout and run again", async () => {
+      queue = fresh();
+      const attempts: number[] = [];
+      queue.register("survivor", async (_p, job) => void attempts.push(job.attempt));
+      const { id } = await queue.enqueue("survivor", {});
+      // A worker takes the job, claims it, then dies before running it.
+      const raw = await redis.lmove(queue.keys.ready, queue.keys.processing, "right", "left");
+      await redis.zadd(queue.keys.inflight, Date.now() + 500, raw!);
+      await t.deps.db.orm.update(jobs).set({ status: "running", attempts: 1 }).where(eq(jobs.id, id));
+
+      expect(await queue.maintain()).toEqual({ promoted: 0, reclaimed: 0 }); // lease still valid
+      expect(await queue.runOne()).toBe("idle");
+      await Bun.sleep(550);
+      expect(await queue.maintain()).toEqual({ promoted: 0, reclaimed: 1 });
+      expect(await jobRow(id)).toMatchObject({ status: "pending", attempts: 1 });
+      expect(await queue.runOne()).toBe("ran");
+      expect(attempts).toEqual([2]);
+      expect(await jobRow(id)).toMatchObject({ status: "completed", attempts: 2 });
+      expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
+    });
+
+    test("a processing entry without a lease (died between LMOVE and ZADD) gets one, then is reclaimed", async () => {
+      queue = fresh();
+      queue.register("orphan", async () => "done");
+      const { id } = await queue.enqueue("orphan", {});
+      await redis.lmove(queue.keys.ready, queue.keys.processing, "right", "left");
+      await queue.maintain();
+      expect((await redis.zrangebyscore(queue.keys.inflight, "-inf", "+inf")).length).toBe(1);
+      await Bun.sleep(550);
+      expect((await queue.maintain()).reclaimed).toBe(1);
+      await queue.runOne();
+      expect(await jobRow(id)).toMatchObject({ status: "completed", attempts: 1 });
+    });
+
+    test("a live worker's heartbeat keeps its lease past the visibility timeout", async () => {
+      queue = fresh({ visibilityTimeoutMs: 300 });
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      queue.register("slow", async () => {
+        await gate;
+        return "slow done";
+      });
+      const { id } = await queue.enqueue("slow", {});
+      const running = queue.runOne();
+      await waitFor("the job to start", async () => (await jobRow(id)).status === "running");
+      for (let i = 0; i < 4; i++) {
+        await Bun.sleep(200);
+        expect((await queue.maintain()).reclaimed).toBe(0);
+      }
+      release();
+      await running;
+      expect(await jobRow(id)).toMatchObject({ status: "completed", attempts: 1, data: "slow done" });
+    });
+
+    test("drainQueue works until the queue is empty", async () => {
+      queue = fresh();
+      let done = 0;
+      queue.register("many", async () => void done++);
+      for (let i = 0; i < 12; i++) await queue.enqueue("many", { i });
+      expect(await drainQueue(queue, { budgetMs: 5_000, concurrency: 3 })).toBe(12);
+      expect(done).toBe(12);
+      expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
+    });
+  });
+}
