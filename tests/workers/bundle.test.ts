@@ -2,11 +2,15 @@
  * The Worker bundle wrangler deploys: nothing Node- or Bun-only is reachable from it (so no
  * nodejs_compat is needed), it fits the Workers size limit, and wrangler.toml is what we document.
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { buildWorkerBundle, ROOT } from "../helpers/worker";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 let code: string;
 beforeAll(async () => {

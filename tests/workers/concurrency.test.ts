@@ -3,9 +3,13 @@
  * I/O of another request (workerd cancels those and the request hangs). Regression test for the
  * libSQL client's shared concurrency limiter (see src/worker.ts).
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 const BURST = 100;
 const ROUNDS = 3;

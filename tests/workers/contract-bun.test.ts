@@ -1,10 +1,15 @@
 /** The shared HTTP contract against the Bun app in process (`makeTestApp`), Redis through the Upstash bridge. */
+import { setDefaultTimeout } from "bun:test";
 import { contractSuite, requestInit } from "../helpers/contract";
 import { BASE, makeTestApp } from "../helpers/app";
 import { startRedisStack } from "../helpers/redis-bridge";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { createCache } from "../../src/services/cache";
 import { createUpstashRedis } from "../../src/services/redis";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 const MAX_BODY_BYTES = 4096;
 

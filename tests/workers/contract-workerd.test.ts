@@ -2,9 +2,14 @@
  * The shared HTTP contract against src/worker.ts in real workerd (Miniflare), over the Hrana
  * server (libSQL over HTTP), Workers KV and Redis through the Upstash bridge, all on loopback.
  */
+import { setDefaultTimeout } from "bun:test";
 import { contractSuite, requestInit } from "../helpers/contract";
 import { startRedisStack } from "../helpers/redis-bridge";
 import { startRemoteDatabase, startWorker } from "../helpers/worker";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 const MAX_BODY_BYTES = 4096;
 

@@ -3,10 +3,14 @@
  * request in any other — two Worker isolates (one Miniflare, shared KV like production) and a
  * Bun app, all on one Hrana database. Custom object shapes are re-checked per request.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { requestInit, type ContractRequestOptions } from "../helpers/contract";
 import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 const CO = "/api/plugins/custom-objects";
 

@@ -2,7 +2,7 @@
  * `npm run db:migrate` against a remote libSQL URL (the Hrana server standing in for Turso), as the
  * README's deploy steps do, and a Worker serving the database it migrated.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { createClient, type Client } from "@libsql/client/web";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +11,10 @@ import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { wrapClient } from "../../src/db/client";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { ROOT, startWorker } from "../helpers/worker";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 const TOKEN = "turso-like-token-3c9d1e7f";
 const MIGRATE_TIMEOUT_MS = 30_000;

@@ -2,8 +2,12 @@
  * src/worker.ts start-up in workerd: the app is built once per isolate, a failed build answers
  * 500 JSON without secrets and is retried on the next request, and bad settings name the setting.
  */
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { freePort, startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+
+// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
+// (this bun does not apply bunfig's [test] timeout).
+setDefaultTimeout(30_000);
 
 const DB_SECRET = "db-secret-7a1f0c9e";
 const REDIS_SECRET = "redis-secret-55e0d2b1";
