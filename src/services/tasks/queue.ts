@@ -161,18 +161,23 @@ export class TaskQueue {
   async runOne(): Promise<RunOutcome> {
     const raw = await this.redis.lmove(this.keys.ready, this.keys.processing, "right", "left");
     if (raw === null) return "idle";
-    await this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw);
+    const lease = this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw);
     const message = parseMessage(raw);
     if (!message) {
+      await lease;
       this.logger.warn("task queue: dropping an unreadable message", { length: raw.length });
       await this.#ack(raw);
       return "skipped";
     }
-    const claimed = await this.db.orm
-      .update(jobs)
-      .set({ status: "running", started: nowIso(), attempts: message.attempt })
-      .where(and(eq(jobs.id, message.id), eq(jobs.status, "pending"), eq(jobs.attempts, message.attempt - 1)))
-      .returning({ id: jobs.id });
+    // The lease and the claim go out together; a lost ZADD is repaired by `maintain`.
+    const [, claimed] = await Promise.all([
+      lease,
+      this.db.orm
+        .update(jobs)
+        .set({ status: "running", started: nowIso(), attempts: message.attempt })
+        .where(and(eq(jobs.id, message.id), eq(jobs.status, "pending"), eq(jobs.attempts, message.attempt - 1)))
+        .returning({ id: jobs.id }),
+    ]);
     if (!claimed.length) {
       // Already run or re-queued by someone else: this copy is stale.
       await this.#ack(raw);
@@ -234,9 +239,9 @@ export class TaskQueue {
     if (moved.length) await this.redis.lpush(this.keys.dead, JSON.stringify({ ...message, error, failed_at: nowIso() }));
   }
 
+  /** Removes a finished message (one pipelined round trip on Upstash). */
   async #ack(raw: string) {
-    await this.redis.lrem(this.keys.processing, 1, raw);
-    await this.redis.zrem(this.keys.inflight, raw);
+    await Promise.all([this.redis.lrem(this.keys.processing, 1, raw), this.redis.zrem(this.keys.inflight, raw)]);
   }
 
   /**
