@@ -1,7 +1,7 @@
 /**
  * Change records (§7): one `object_changes` row per create/update/delete made through the
  * generic REST machinery, in the write's own transaction; once it commits, the changes go to
- * the event rules. See docs/decisions/0006-change-log-placement.md.
+ * the event rules. See docs/decisions/tasks-change-log.md.
  */
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
