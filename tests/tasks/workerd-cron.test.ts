@@ -1,0 +1,74 @@
+/**
+ * On Workers the job queue is drained by the cron trigger: src/worker.ts in real workerd
+ * (Miniflare) over the Hrana server and the Redis bridge; a write queues a webhook delivery and a
+ * `scheduled` event delivers it, signed with WebCrypto inside workerd.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { jobs } from "../../src/db/schema";
+import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
+import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import { hmacSha512, startReceiver } from "./harness";
+
+setDefaultTimeout(60_000);
+
+let db: RemoteDatabase;
+let stack: RedisStack;
+let worker: RunningWorker;
+let token: string;
+beforeAll(async () => {
+  db = await startRemoteDatabase();
+  stack = await startRedisStack();
+  worker = await startWorker({
+    bindings: { DATABASE_URL: db.url, CACHE_BACKEND: "kv", REDIS_TASKS_URL: stack.bridge.url, REDIS_TASKS_TOKEN: stack.bridge.token },
+  });
+  token = await db.superuserToken();
+});
+afterAll(async () => {
+  await worker?.stop();
+  await stack?.stop();
+  await db?.stop();
+});
+
+const call = async (method: string, path: string, body?: unknown) => {
+  const res = await worker.fetch(path, { method, headers: { authorization: `Token ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.status, body: res.status === 204 ? null : await res.json() };
+};
+
+test("a change made through the Worker is delivered by the next cron run", async () => {
+  const receiver = startReceiver();
+  try {
+    const hook = await call("POST", "/api/extras/webhooks/", { name: "edge-hook", payload_url: receiver.url, secret: "edge-secret" });
+    expect(hook.status).toBe(201);
+    const rule = await call("POST", "/api/extras/event-rules/", {
+      name: "edge-rule",
+      object_types: ["dcim.site"],
+      event_types: ["object_created"],
+      action_object_type: "extras.webhook",
+      action_object_id: hook.body.id,
+    });
+    expect(rule.status).toBe(201);
+    const site = await call("POST", "/api/dcim/sites/", { name: "Edge", slug: "edge" });
+    expect(site.status).toBe(201);
+
+    const [queued] = await db.db.orm.select().from(jobs).where(eq(jobs.name, "webhook.deliver"));
+    expect(queued).toMatchObject({ status: "pending" });
+    expect(receiver.received).toEqual([]);
+
+    const host = await worker.mf.getWorker("host");
+    const result = await host.scheduled({ cron: "* * * * *" });
+    expect(result.outcome).toBe("ok");
+
+    expect(receiver.received.length).toBe(1);
+    const [d] = receiver.received;
+    expect(JSON.parse(d!.body)).toMatchObject({ event: "created", model: "site", username: "admin", data: { id: site.body.id, name: "Edge" } });
+    expect(d!.headers["x-hook-signature"]).toBe(await hmacSha512("edge-secret", d!.body));
+    const [done] = await db.db.orm.select().from(jobs).where(eq(jobs.id, queued!.id));
+    expect(done).toMatchObject({ status: "completed", attempts: 1, data: { status_code: 200 } });
+
+    const changes = await call("GET", "/api/core/object-changes/?changed_object_type=dcim.site");
+    expect(changes.body.results.map((r: any) => r.action.value)).toEqual(["create"]);
+  } finally {
+    receiver.stop();
+  }
+});
