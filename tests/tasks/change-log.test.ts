@@ -151,6 +151,48 @@ describe("change records for custom objects", () => {
   });
 });
 
+describe("change records for schema apply", () => {
+  const SCHEMA = "/api/plugins/custom-objects/schema";
+  const docOf = (fields: unknown[], removed: unknown[] = []) => ({
+    schema_version: "1",
+    types: [{ name: "rack_unit", slug: "rack_unit", fields, ...(removed.length ? { removed_fields: removed } : {}) }],
+  });
+  test("apply logs the COT and field creates, changes and removals; a no-op apply logs nothing", async () => {
+    const first = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: docOf([{ id: 1, name: "code", type: "text" }, { id: 2, name: "size", type: "integer" }]) }, ...withRequestId("req-apply-1") });
+    expect(first.status).toBe(200);
+    const created = await changes("request_id=req-apply-1&ordering=id");
+    expect(created.map((r) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
+      ["custom_objects.customobjecttype", "create", "rack_unit"],
+      ["custom_objects.customobjecttypefield", "create", "code"],
+      ["custom_objects.customobjecttypefield", "create", "size"],
+    ]);
+
+    const again = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: docOf([{ id: 1, name: "code", type: "text" }, { id: 2, name: "size", type: "integer" }]) }, ...withRequestId("req-apply-2") });
+    expect(again.status).toBe(200);
+    expect(await changes("request_id=req-apply-2")).toEqual([]);
+
+    const third = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: { schema: docOf([{ id: 1, name: "code", type: "text", label: "Code" }], [{ id: 2, name: "size", type: "integer" }]), allow_destructive: true },
+      ...withRequestId("req-apply-3"),
+    });
+    expect(third.status).toBe(200);
+    const changed = await changes("request_id=req-apply-3&ordering=id");
+    expect(changed.map((r) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
+      ["custom_objects.customobjecttype", "update", "rack_unit"],
+      ["custom_objects.customobjecttypefield", "update", "Code"],
+      ["custom_objects.customobjecttypefield", "delete", "size"],
+    ]);
+    expect(changed[1].prechange_data.label).toBe("");
+    expect(changed[1].postchange_data.label).toBe("Code");
+  });
+
+  test("a refused apply logs nothing", async () => {
+    const r = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: docOf([], [{ id: 1, name: "code", type: "text" }]) }, ...withRequestId("req-apply-refused") });
+    expect(r.status).toBe(409);
+    expect(await changes("request_id=req-apply-refused")).toEqual([]);
+  });
+});
+
 describe("/api/core/object-changes/", () => {
   test("is read-only: writes answer 405", async () => {
     const [any] = await changes("limit=1");

@@ -18,8 +18,9 @@ import { linkedObjects } from "./linked";
 import { CotRegistry } from "./models";
 import { onDeleteHook } from "./on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
-import { applySchema, exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
+import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
 import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
+import { applySchemaLogged } from "./schema-change-log";
 
 interface PluginState {
   registry: CotRegistry;
@@ -101,7 +102,7 @@ export const customObjectsPlugin: HostPlugin = {
       await requirePermission(c, "change", cotTarget);
       if (wantsBackground(c)) return enqueueSchemaApply(c);
       const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
-      return c.json(await inTransaction(c, null, (ctx) => applySchema(ctx, request)));
+      return c.json(await inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)));
     });
     app.get("/schema/export", async (c) => {
       await requirePermission(c, "view", cotTarget);

@@ -14,7 +14,8 @@ import { writeTransaction } from "../../core/rest/handlers";
 import { parseBool } from "../../core/rest/query";
 import { PermanentJobError, type JobHandler } from "../../services/tasks/queue";
 import { APP_LABEL, COT_MODEL } from "./constants";
-import { applySchema, readApplyRequest } from "./schema/apply";
+import { readApplyRequest } from "./schema/apply";
+import { applySchemaLogged } from "./schema-change-log";
 
 export const SCHEMA_APPLY_TASK = "schema.apply";
 
@@ -60,7 +61,7 @@ export function schemaApplyHandler(services: Services): JobHandler {
       const params = new URLSearchParams(payload.query);
       const request = readApplyRequest(payload.body, params);
       const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
-      const result = await writeTransaction(services, meta, null, (ctx) => applySchema(ctx, request));
+      const result = await writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request));
       return { status_code: 200, ...result };
     } catch (e) {
       if (!(e instanceof ApiError)) throw e; // unexpected: retried (an apply is idempotent)

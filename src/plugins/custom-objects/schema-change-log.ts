@@ -1,0 +1,36 @@
+/**
+ * Schema apply writes COTs and fields through the schema operations, not the REST resources, so
+ * its change records are written here: the document's types and their fields are loaded before
+ * and after the apply (same transaction) and every difference is logged like a REST write.
+ */
+import { inArray } from "drizzle-orm";
+import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
+import { logChange } from "../../core/changes/record";
+import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
+import { applySchema, type ApplyRequest } from "./schema/apply";
+import { cotModel, fieldModel } from "./types-api";
+
+async function snapshot(ctx: WriteContext, slugs: string[]) {
+  const cotIds = (await ctx.db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))).map((r) => r.id);
+  const fieldIds = cotIds.length
+    ? (await ctx.db.select({ id: customObjectTypeFields.id }).from(customObjectTypeFields).where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))).map((r) => r.id)
+    : [];
+  const byId = (records: ApiRecord[]) => new Map(records.map((r) => [r.id as number, r]));
+  return { cots: byId(await cotModel.resource.load(ctx, cotIds)), fields: byId(await fieldModel.resource.load(ctx, fieldIds)) };
+}
+
+async function logDifferences(ctx: WriteContext, resource: Resource, before: Map<number, ApiRecord>, after: Map<number, ApiRecord>) {
+  for (const id of after.keys()) await logChange(ctx, resource, before.has(id) ? "update" : "create", id, before.get(id) ?? null);
+  for (const [id, record] of before) if (!after.has(id)) await logChange(ctx, resource, "delete", id, record);
+}
+
+/** `applySchema` plus change records for every COT and field it created, changed or removed. */
+export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest) {
+  const slugs = request.document.types.map((t) => t.slug);
+  const before = await snapshot(ctx, slugs);
+  const result = await applySchema(ctx, request);
+  const after = await snapshot(ctx, slugs);
+  await logDifferences(ctx, cotModel.resource, before.cots, after.cots);
+  await logDifferences(ctx, fieldModel.resource, before.fields, after.fields);
+  return result;
+}
