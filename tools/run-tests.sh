@@ -17,7 +17,7 @@ fi
 log=$(mktemp /tmp/host-tests.XXXXXX.log)
 BUN="./node_modules/.bin/bun"
 [ -x "$BUN" ] || BUN="bun"
-"$BUN" test "$@" 2>&1 | tee "$log"
+"$BUN" test --timeout 30000 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
 pass=$(grep -E '^ *[0-9]+ pass$' "$log" | tail -1 | grep -oE '[0-9]+' || true)

@@ -59,6 +59,17 @@ export class ObjectTypeRegistry {
     return row;
   }
 
+  /** Creates any missing rows of these object types with one insert and one select. */
+  async ensureMany(types: Array<{ appLabel: string; model: string }>, db: Executor = this.db.orm): Promise<void> {
+    if (!types.length) return;
+    await db.insert(objectTypes).values(types.map((t) => ({ appLabel: t.appLabel, model: t.model }))).onConflictDoNothing();
+    const wanted = new Set(types.map((t) => `${t.appLabel}.${t.model}`));
+    const apps = [...new Set(types.map((t) => t.appLabel))];
+    for (const row of await db.select().from(objectTypes).where(inArray(objectTypes.appLabel, apps))) {
+      if (wanted.has(label(row))) this.#remember(row);
+    }
+  }
+
   async byLabel(appLabel: string, model: string, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {
     appLabel = normalizeAppLabel(appLabel);
     const cached = this.#byLabel.get(`${appLabel}.${model}`);
