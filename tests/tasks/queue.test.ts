@@ -9,7 +9,7 @@ import { createBunRedis } from "../../src/services/redis-bun";
 import { createUpstashRedis } from "../../src/services/redis";
 import type { RedisClient } from "../../src/services/redis-types";
 import { PermanentJobError, TaskQueue } from "../../src/services/tasks/queue";
-import { drainQueue } from "../../src/services/tasks/worker";
+import { drainQueue, startWorker } from "../../src/services/tasks/worker";
 import { createLogger } from "../../src/services/logger";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
@@ -211,3 +211,16 @@ for (const [label, client] of clients) {
     });
   });
 }
+
+test("a worker facing an unreachable Redis logs the outage once and backs off", async () => {
+  const lines: string[] = [];
+  const logger = createLogger("info", (line) => lines.push(line));
+  const dead = createUpstashRedis({ url: "http://127.0.0.1:1", token: "x" }, { timeoutMs: 200 });
+  const queue = new TaskQueue(t.deps.db, dead, logger, { prefix: "unreachable" });
+  const worker = startWorker(queue, { idleMs: 10, maintainEveryMs: 10, concurrency: 4 });
+  await Bun.sleep(1_500);
+  await worker.stop(2_000);
+  const warnings = lines.filter((l) => l.includes("task worker:"));
+  expect(warnings.length).toBe(1);
+  expect(warnings[0]).toContain("retrying with backoff");
+});

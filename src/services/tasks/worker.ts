@@ -24,7 +24,14 @@ export interface TaskWorker {
 
 const errorText = (e: unknown) => String((e as Error)?.message ?? e);
 
-/** Starts the worker loops; they survive Redis and database errors (logged, then a pause). */
+/** After a failure the loops pause this long, doubling up to {@link MAX_ERROR_PAUSE_MS}. */
+const ERROR_PAUSE_MS = 500;
+const MAX_ERROR_PAUSE_MS = 10_000;
+
+/**
+ * Starts the worker loops. They survive Redis and database outages: the first failure is
+ * logged (once, not per poll), the loops back off, and the recovery is logged.
+ */
 export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): TaskWorker {
   const logger = options.logger ?? queue.logger;
   const idleMs = options.idleMs ?? 250;
@@ -33,27 +40,36 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
   let wake: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (wake = resolve));
   const pause = (ms: number) => delay(ms, stopped);
+  let failures = 0;
+  const failed = (what: string, e: unknown) => {
+    if (failures++ === 0) logger.warn(`task worker: ${what} failed; retrying with backoff`, { error: errorText(e) });
+    return Math.min(MAX_ERROR_PAUSE_MS, ERROR_PAUSE_MS * 2 ** Math.min(failures - 1, 10));
+  };
+  const succeeded = () => {
+    if (failures) logger.info("task worker: the queue is reachable again", { failures });
+    failures = 0;
+  };
 
   const slot = async () => {
     while (!stopping) {
-      let outcome: string;
       try {
-        outcome = await queue.runOne();
+        const outcome = await queue.runOne();
+        succeeded();
+        if (outcome === "idle") await pause(idleMs);
       } catch (e) {
-        logger.warn("task worker: taking a job failed", { error: errorText(e) });
-        outcome = "idle";
+        await pause(failed("taking a job", e));
       }
-      if (outcome === "idle") await pause(idleMs);
     }
   };
   const housekeeping = async () => {
     while (!stopping) {
       try {
         await queue.maintain();
+        succeeded();
+        await pause(maintainEveryMs);
       } catch (e) {
-        logger.warn("task worker: queue maintenance failed", { error: errorText(e) });
+        await pause(Math.max(maintainEveryMs, failed("queue maintenance", e)));
       }
-      await pause(maintainEveryMs);
     }
   };
 
