@@ -15,7 +15,7 @@ import { createCotTable } from "../ddl";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type TypeDiff } from "./diff";
-import { canonicalFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
+import { canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
 
 export interface ApplyRequest {
   document: SchemaDocument;
@@ -200,14 +200,15 @@ function cotDraft(t: TypeEntry, tombstones: Tombstone[]): CotDraft {
   for (const r of [...tombstones, ...(t.removed_fields ?? [])]) removed.set(r.id, { ...removed.get(r.id), ...r });
   const schemaDocument: Record<string, unknown> = { ...t };
   if (removed.size) schemaDocument.removed_fields = [...removed.values()].sort((a, b) => a.id - b.id);
+  const attrs = cotAttrsFromEntry(t);
   return {
-    name: t.name,
+    name: attrs.name,
     slug: t.slug,
-    verboseName: t.verbose_name ?? "",
-    verboseNamePlural: t.verbose_name_plural ?? "",
-    version: t.version ?? "",
-    groupName: t.group_name ?? "",
-    description: t.description ?? "",
+    verboseName: attrs.verbose_name,
+    verboseNamePlural: attrs.verbose_name_plural,
+    version: attrs.version,
+    groupName: attrs.group_name,
+    description: attrs.description,
     schemaDocument,
   };
 }
