@@ -16,6 +16,7 @@ import { ModelRegistry } from "./core/models/registry";
 import { ObjectTypeRegistry } from "./core/object-types";
 import { mapConstraintError } from "./core/rest/constraints";
 import { CORE_MODELS, coreApiRoutes } from "./core/routes";
+import { isPublicDocsPath, openApiRoutes } from "./openapi/routes";
 import { resolvePlugins, BUILTIN_PLUGINS } from "./plugins/registry";
 import type { HostPlugin } from "./plugins/types";
 import type { Cache } from "./services/cache/types";
@@ -119,8 +120,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.notFound((c) => c.json({ detail: "Not found.", error: "not_found" }, 404));
 
   const api = new Hono<HonoEnv>();
-  api.use("*", authenticate({ exempt: (path, method) => method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path) }));
+  api.use(
+    "*",
+    authenticate({ exempt: (path, method) => (method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path)) || (method === "GET" && isPublicDocsPath(path)) }),
+  );
   api.route("/", coreApiRoutes());
+  // The OpenAPI document describes the routes this app actually mounted.
+  api.route("/", openApiRoutes(() => app.routes));
   api.get("/plugins", (c) => {
     const origin = new URL(c.req.url).origin;
     return c.json(Object.fromEntries(plugins.filter((p) => p.apiBase).map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`])));

@@ -24,6 +24,7 @@ export const objectTypeModel = defineModel({
   table: objectTypesTable as any,
   defaultOrdering: ["app_label", "model"],
   display: (r) => `${r.appLabel} | ${r.model}`,
+  openapi: { omit: ["created", "last_updated"] },
   fields: [
     { name: "app_label", type: "string", column: objectTypesTable.appLabel, readOnly: true, brief: true, search: true },
     { name: "model", type: "string", column: objectTypesTable.model, readOnly: true, brief: true, search: true },

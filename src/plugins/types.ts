@@ -2,6 +2,7 @@
 import type { Hono } from "hono";
 import type { HonoEnv, Services } from "../core/context";
 import type { BaseHealthCheckBackend } from "./healthcheck/backends";
+import type { PluginOpenApi } from "../openapi/builder";
 
 /**
  * A health check class: a concrete subclass of `BaseHealthCheckBackend`, constructed once per run
@@ -24,4 +25,6 @@ export interface HostPlugin {
   /** Static object types the plugin owns (`app_label.model`). */
   objectTypes?: Array<{ appLabel: string; model: string }>;
   onStartup?: (services: Services) => Promise<void>;
+  /** Describes the plugin's routes in the OpenAPI document (`GET /api/schema/`). */
+  openapi?: PluginOpenApi;
 }

@@ -1,6 +1,7 @@
 /** `/api/core/object-changes/`: the change log, read-only (§7). */
 import { objectChanges } from "../../db/schema";
 import { defineModel, type DefinedModel } from "../models/define";
+import { orNull, ref } from "../../openapi/json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";
@@ -28,6 +29,7 @@ export const objectChangeModel = defineModel({
     { name: "prechange_data", type: "json", column: objectChanges.prechangeData, readOnly: true },
     { name: "postchange_data", type: "json", column: objectChanges.postchangeData, readOnly: true },
   ],
+  openapi: { record: { changed_object_type: orNull(ref("ObjectTypeLabel")), changed_object: orNull(ref("NestedObject")) } },
   async decorate(ctx, rows, records) {
     const types = await ctx.services.objectTypes.byIds(rows.map((r) => r.changedObjectTypeId as number), ctx.db);
     const nested = await nestedObjects(ctx, rows.map((r) => [r.changedObjectTypeId as number, r.changedObjectId as number]));
@@ -70,6 +72,7 @@ export function readOnlyWithoutTimestamps(model: DefinedModel, keep: string[] = 
       return rec;
     });
   model.info.resource = model.resource;
+  model.spec.openapi = { ...model.spec.openapi, omit: [...(model.spec.openapi?.omit ?? []), ...drop] };
   for (const k of drop) {
     delete model.resource.list.filters[k];
     delete model.resource.list.orderings[k];

@@ -3,6 +3,7 @@ import { and, count, eq, inArray } from "drizzle-orm";
 import { eventRuleObjectTypes, eventRules, webhooks } from "../../db/schema";
 import { ApiError, ValidationError } from "../errors";
 import { defineModel, recordUrl } from "../models/define";
+import { closedObject, orNull, ref } from "../../openapi/json-schema";
 import { label as otLabel } from "../object-types";
 import type { DeleteHook } from "../rest/resource";
 import { conditionError } from "./conditions";
@@ -117,6 +118,12 @@ export const eventRuleModel = defineModel({
   async afterWrite(ctx, id) {
     const [{ n }] = (await ctx.db.select({ n: count() }).from(eventRuleObjectTypes).where(eq(eventRuleObjectTypes.eventRuleId, id))) as [{ n: number }];
     if (!n) throw new ValidationError({ object_types: ["Select at least one object type."] });
+  },
+  openapi: {
+    record: {
+      action_object_type: orNull(ref("ObjectTypeLabel")),
+      action_object: orNull(closedObject({ id: { type: "integer" }, url: { type: "string", format: "uri" }, display: { type: "string" }, name: { type: "string" } })),
+    },
   },
   async decorate(ctx, rows, records) {
     const hookIds = [...new Set(rows.map((r) => r.actionObjectId as number))];

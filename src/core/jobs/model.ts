@@ -3,6 +3,7 @@ import { jobs } from "../../db/schema";
 import { JOB_STATUSES } from "../../services/tasks/queue";
 import { nestedObjects, readOnlyWithoutTimestamps } from "../changes/model";
 import { defineModel } from "../models/define";
+import { orNull, ref } from "../../openapi/json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 
@@ -26,6 +27,7 @@ export const jobModel = defineModel({
     { name: "data", type: "json", column: jobs.data, readOnly: true },
     { name: "error", type: "text", column: jobs.error, readOnly: true },
   ],
+  openapi: { record: { object_type: orNull(ref("ObjectTypeLabel")), object: orNull(ref("NestedObject")) } },
   async decorate(ctx, rows, records) {
     const types = await ctx.services.objectTypes.byIds(rows.filter((r) => r.objectTypeId != null).map((r) => r.objectTypeId as number), ctx.db);
     const refs = rows.filter((r) => r.objectTypeId != null && r.objectId != null);

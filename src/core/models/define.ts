@@ -11,6 +11,7 @@ import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/res
 import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
+import type { ModelOpenApi } from "../../openapi/json-schema";
 
 export type FieldType =
   | "string"
@@ -68,6 +69,8 @@ export interface ModelSpec {
   afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
   /** Adds or rewrites keys of serialised records. */
   decorate?: (ctx: ReadContext, rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>;
+  /** What the OpenAPI document cannot read from `fields` (keys `decorate` adds, wider inputs). */
+  openapi?: ModelOpenApi;
 }
 
 /** Fields every record carries and writes may echo back; they are ignored on input. */

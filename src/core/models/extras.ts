@@ -46,6 +46,7 @@ export const choiceSetModel = defineModel({
     { name: "extra_choices", type: "json", column: choiceSets.extraChoices, required: true, check: checkChoices },
     { name: "order_alphabetically", type: "boolean", column: choiceSets.orderAlphabetically },
   ],
+  openapi: { record: { choices_count: { type: "integer", minimum: 0 } } },
   async decorate(_ctx, rows, records) {
     rows.forEach((row, i) => {
       const choices = [...(row.extraChoices as [string, string][])];

@@ -24,7 +24,7 @@ export const BOOLEAN_LOOKUPS = ["exact", "n", "empty"] as const;
 export type Lookup = (typeof STRING_LOOKUPS)[number] | (typeof NUMBER_LOOKUPS)[number];
 const ALL_LOOKUPS = new Set<string>([...STRING_LOOKUPS, ...NUMBER_LOOKUPS]);
 
-const DEFAULT_LOOKUPS: Record<FilterKind, readonly Lookup[]> = {
+export const DEFAULT_LOOKUPS: Record<FilterKind, readonly Lookup[]> = {
   string: STRING_LOOKUPS,
   number: NUMBER_LOOKUPS,
   boolean: BOOLEAN_LOOKUPS,

@@ -19,6 +19,7 @@ import { CotRegistry } from "./models";
 import { onDeleteHook } from "./on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
+import { customObjectsOpenApi } from "./openapi";
 import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
 import { applySchemaLogged } from "./schema-change-log";
 
@@ -68,6 +69,7 @@ export const customObjectsPlugin: HostPlugin = {
     { appLabel: APP_LABEL, model: COT_MODEL },
     { appLabel: APP_LABEL, model: FIELD_MODEL },
   ],
+  openapi: customObjectsOpenApi,
   async onStartup(services) {
     const { registry } = customObjectsState(services);
     services.models.register(cotModel.info);

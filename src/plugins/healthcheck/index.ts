@@ -6,6 +6,7 @@ import type { HealthCheckClass, HostPlugin } from "../types";
 import { CacheBackendHealthCheck } from "./checks/cache";
 import { DatabaseHealthCheck } from "./checks/database";
 import { HostRedisCacheHealthCheck, HostRedisTasksHealthCheck } from "./checks/redis";
+import { describeHealthcheck } from "./openapi";
 import { healthcheckRoutes, probeRoutes, runnerFor } from "./routes";
 import { PLUGIN_NAME, resolveSettings } from "./settings";
 
@@ -41,4 +42,5 @@ export const healthcheckPlugin: HostPlugin = {
   },
   routes: (services) => healthcheckRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
   rootRoutes: (services) => probeRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
+  openapi: { describe: (b, services) => describeHealthcheck(b, runnerFor(services, BUILTIN_PATHS, VERSION).settings) },
 };

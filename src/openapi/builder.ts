@@ -1,0 +1,385 @@
+/**
+ * Assembles the OpenAPI document from the app's own route table: which methods a path has comes
+ * from the routes Hono actually mounted; what they mean comes from resource descriptions (the
+ * §4 REST verbs over a model) and per-route operation descriptions. A mounted route nobody
+ * described still appears, flagged `x-undocumented`, so the document never hides a route.
+ */
+import type { Services } from "../core/context";
+import type { DefinedModel } from "../core/models/define";
+import { DEFAULT_LOOKUPS, type FilterSpec, type ListSpec } from "../core/rest/query";
+import { closedObject, ref, type JsonSchema, type ModelOpenApi } from "./json-schema";
+import { hostModelName, modelNames, modelSchemas, type ModelNames } from "./model-schemas";
+
+export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
+
+/** What a plugin contributes to the document (`HostPlugin.openapi`). */
+export interface PluginOpenApi {
+  /**
+   * A cheap fingerprint of the run-time state the plugin's part depends on; the document is
+   * rebuilt whenever it changes. Omit it when the part is static.
+   */
+  fingerprint?(services: Services): Promise<string>;
+  describe(b: OpenApiBuilder, services: Services): Promise<void> | void;
+}
+export type Operation = Record<string, unknown>;
+export type Parameter = Record<string, unknown>;
+
+const METHODS: HttpMethod[] = ["get", "post", "put", "patch", "delete"];
+
+/** A model served by the generic REST handlers (`mountResource`) at `path` and `path/{id}`. */
+export interface ResourceDescription {
+  /** Template path of the list route, no trailing slash: `/api/dcim/sites`. */
+  path: string;
+  tag: string;
+  /** `site`, used in summaries. */
+  verbose: string;
+  /** `dcim_sites`: prefix of the operation ids. */
+  operationPrefix: string;
+  names: ModelNames;
+  list: ListSpec;
+  /** Methods of the list and detail routes when they are not in the route table (per-type paths). */
+  methods?: { list: Set<HttpMethod>; detail: Set<HttpMethod> };
+}
+
+interface Registered {
+  op: Operation;
+  slash: boolean;
+}
+
+/** `/api/dcim/sites` → `dcim_sites`: operation ids start with the path below `/api/`. */
+export const operationPrefix = (path: string) => path.replace(/^\/api\//, "").replace(/[^A-Za-z0-9]+/g, "_").replace(/^_|_$/g, "");
+
+/** Hono's `/x/:id{[^/]+}` → OpenAPI's `/x/{id}`. */
+export const templatePath = (honoPath: string) => honoPath.replace(/:(\w+)(\{[^}]*\})?/g, "{$1}");
+
+/** How a documented path is written: NetBox style, with a trailing slash. */
+const shown = (path: string, slash: boolean) => (slash && path !== "/" ? `${path}/` : path);
+
+export class OpenApiBuilder {
+  readonly schemas: Record<string, JsonSchema> = {};
+  readonly tags = new Map<string, string>();
+  #ops = new Map<string, Registered>();
+  #resources = new Map<string, { desc: ResourceDescription; detail: boolean }>();
+  #concrete: ResourceDescription[] = [];
+  #expanders = new Map<string, (methods: Set<HttpMethod>) => void>();
+
+  #models: Array<{ model: DefinedModel; path: string; tag: string; extra?: ModelOpenApi }> = [];
+  #labels = new Map<string, string>();
+  #briefResolvers: Array<(label: string) => JsonSchema | null> = [];
+
+  constructor(readonly options: { loginRequired: boolean }) {}
+
+  /**
+   * A `defineModel` model served at `path` (absolute template path, no trailing slash): its
+   * schemas come from its field specs, its operations from the routes mounted there.
+   */
+  model(model: DefinedModel, options: { path: string; tag: string; extra?: ModelOpenApi }) {
+    this.#models.push({ model, ...options });
+    this.#labels.set(`${model.spec.appLabel}.${model.spec.model}`, hostModelName(model));
+  }
+
+  /** Resolves nested forms of models known only at run time (custom object types). */
+  briefResolver(fn: (label: string) => JsonSchema | null) {
+    this.#briefResolvers.push(fn);
+  }
+
+  /** The nested form `{id, url, display, …}` of the model `app_label.model`. */
+  brief(label: string): JsonSchema {
+    const name = this.#labels.get(label);
+    if (name) return ref(`Brief${name}`);
+    for (const fn of this.#briefResolvers) {
+      const found = fn(label);
+      if (found) return found;
+    }
+    return ref("NestedObject");
+  }
+
+  #afterModels: Array<() => void> = [];
+
+  /** Runs once every model's schemas exist (for schemas derived from them). */
+  afterModels(fn: () => void) {
+    this.#afterModels.push(fn);
+  }
+
+  #buildModels() {
+    for (const { model, path, tag, extra } of this.#models.splice(0)) {
+      const names = modelNames(hostModelName(model));
+      const schemas = modelSchemas(model, names, (label) => this.brief(label), extra);
+      this.addSchemas({ ...schemas, ...bulkSchemas(names, schemas) });
+      this.resource({ path, tag, verbose: model.spec.verboseName, operationPrefix: operationPrefix(path), names, list: model.resource.list });
+    }
+    for (const fn of this.#afterModels.splice(0)) fn();
+  }
+
+  /** Adds component schemas; a name defined twice with different content is a bug. */
+  addSchemas(schemas: Record<string, JsonSchema>) {
+    for (const [name, schema] of Object.entries(schemas)) {
+      const existing = this.schemas[name];
+      if (existing && JSON.stringify(existing) !== JSON.stringify(schema)) throw new Error(`OpenAPI component ${name} defined twice`);
+      this.schemas[name] = schema;
+    }
+  }
+
+  tag(name: string, description: string) {
+    if (!this.tags.has(name)) this.tags.set(name, description);
+  }
+
+  /** Describes one route (template path without trailing slash). `slash: false` for `/livez`-style paths. */
+  operation(method: HttpMethod, path: string, op: Operation, options: { slash?: boolean } = {}) {
+    this.#ops.set(`${method} ${path}`, { op, slash: options.slash ?? true });
+  }
+
+  /** Describes a model's list and detail routes. */
+  resource(desc: ResourceDescription) {
+    if (desc.methods) this.#concrete.push(desc);
+    else {
+      this.#resources.set(desc.path, { desc, detail: false });
+      this.#resources.set(`${desc.path}/{id}`, { desc, detail: true });
+    }
+  }
+
+  /** Routes whose path has a run-time part (`/{slug}`): `fn` describes each concrete path. */
+  expand(path: string, fn: (methods: Set<HttpMethod>) => void) {
+    this.#expanders.set(path, fn);
+  }
+
+  /** Security for an operation: public, or the token schemes (anonymous reads when login is optional). */
+  security(kind: "token" | "public", method: HttpMethod): unknown[] | undefined {
+    if (kind === "public") return [];
+    if (!this.options.loginRequired && method === "get") return [{ tokenAuth: [] }, { bearerAuth: [] }, {}];
+    return undefined; // the document-wide default
+  }
+
+  /** The `paths` object for a route table, plus the routes nobody described. */
+  paths(routes: ReadonlyArray<{ method: string; path: string }>): { paths: Record<string, Record<string, Operation>>; undocumented: string[] } {
+    this.#buildModels();
+    const table = new Map<string, Set<HttpMethod>>();
+    for (const r of routes) {
+      const method = r.method.toLowerCase() as HttpMethod;
+      if (!METHODS.includes(method)) continue; // middleware and 405 catch-alls
+      const path = templatePath(r.path);
+      (table.get(path) ?? table.set(path, new Set()).get(path)!).add(method);
+    }
+    const out: Record<string, Record<string, Operation>> = {};
+    const undocumented: string[] = [];
+    const put = (path: string, method: HttpMethod, op: Operation) => {
+      (out[path] ??= {})[method] = op;
+    };
+
+    for (const [path, methods] of table) {
+      const expander = this.#expanders.get(path);
+      if (expander) {
+        expander(methods);
+        continue;
+      }
+      for (const method of METHODS) {
+        if (!methods.has(method)) continue;
+        const registered = this.#ops.get(`${method} ${path}`);
+        if (registered) {
+          put(shown(path, registered.slash), method, registered.op);
+          continue;
+        }
+        const resource = this.#resources.get(path);
+        const op = resource && resourceOperation(this, resource.desc, resource.detail, method);
+        if (op) {
+          put(shown(path, true), method, op);
+          continue;
+        }
+        undocumented.push(`${method.toUpperCase()} ${path}`);
+        put(shown(path, true), method, { summary: "Undocumented route", "x-undocumented": true, responses: { default: { description: "Not described." } } });
+      }
+    }
+    for (const desc of this.#concrete) {
+      for (const [detail, methods] of [
+        [false, desc.methods!.list],
+        [true, desc.methods!.detail],
+      ] as const) {
+        for (const method of METHODS) {
+          if (!methods.has(method)) continue;
+          const op = resourceOperation(this, desc, detail, method);
+          if (op) put(shown(detail ? `${desc.path}/{id}` : desc.path, true), method, op);
+        }
+      }
+    }
+    const sorted = Object.fromEntries(Object.keys(out).sort().map((p) => [p, out[p]!]));
+    return { paths: sorted, undocumented };
+  }
+}
+
+// ---- the §4 verbs over a resource ------------------------------------------------------------
+
+const json = (schema: JsonSchema) => ({ "application/json": { schema } });
+const body = (schema: JsonSchema, description?: string) => ({ required: true, ...(description ? { description } : {}), content: json(schema) });
+const ok = (description: string, schema: JsonSchema) => ({ description, content: json(schema) });
+const errors = (...codes: string[]) => Object.fromEntries(codes.map((c) => [c, { $ref: `#/components/responses/${ERROR_RESPONSES[c]}` }]));
+
+/** Status code → component response name. */
+export const ERROR_RESPONSES: Record<string, string> = {
+  "400": "BadRequest",
+  "401": "Unauthorized",
+  "403": "Forbidden",
+  "404": "NotFound",
+  "405": "MethodNotAllowed",
+  "409": "Conflict",
+  "413": "PayloadTooLarge",
+  "415": "UnsupportedMediaType",
+};
+
+/** The operation for one method on a resource's list or detail route, or null if not a §4 verb. */
+function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: boolean, method: HttpMethod): Operation | null {
+  const n = d.names;
+  const idParam = { $ref: "#/components/parameters/id" };
+  const common = { tags: [d.tag], ...(b.security("token", method) ? { security: b.security("token", method) } : {}) };
+  const bulkItems = (name: string) => ({ type: "array", minItems: 1, items: ref(name) });
+  if (!detail) {
+    switch (method) {
+      case "get":
+        return {
+          ...common,
+          operationId: `${d.operationPrefix}_list`,
+          summary: `List ${d.verbose} objects`,
+          parameters: [...LIST_PARAMETER_REFS, ...filterParameters(d.list)],
+          responses: { "200": ok(`A page of ${d.verbose} objects.`, ref(n.list)), ...errors("400", "403") },
+        };
+      case "post":
+        return {
+          ...common,
+          operationId: `${d.operationPrefix}_create`,
+          summary: `Create one ${d.verbose} (an object) or several (a list, all or nothing)`,
+          parameters: PROJECTION_PARAMETER_REFS,
+          requestBody: body({ oneOf: [ref(n.request), bulkItems(n.request)] }),
+          responses: { "201": ok("The created object (or list of objects).", { oneOf: [ref(n.record), { type: "array", items: ref(n.record) }] }), ...errors("400", "403", "413", "415") },
+        };
+      case "put":
+      case "patch":
+        return {
+          ...common,
+          operationId: `${d.operationPrefix}_bulk_${method === "put" ? "update" : "partial_update"}`,
+          summary: `${method === "put" ? "Replace" : "Update"} several ${d.verbose} objects (a list of objects with an id, all or nothing)`,
+          parameters: PROJECTION_PARAMETER_REFS,
+          requestBody: body(bulkItems(`${method === "put" ? n.request : n.patched}Bulk`)),
+          responses: { "200": ok("The updated objects.", { type: "array", items: ref(n.record) }), ...errors("400", "403", "404", "413", "415") },
+        };
+      case "delete":
+        return {
+          ...common,
+          operationId: `${d.operationPrefix}_bulk_destroy`,
+          summary: `Delete several ${d.verbose} objects (a list of {id}, all or nothing)`,
+          requestBody: body({ type: "array", minItems: 1, items: closedObject({ id: { type: "integer", minimum: 1 } }) }),
+          responses: { "204": { description: "Deleted." }, ...errors("400", "403", "404", "409") },
+        };
+    }
+  }
+  switch (method) {
+    case "get":
+      return {
+        ...common,
+        operationId: `${d.operationPrefix}_retrieve`,
+        summary: `Get a ${d.verbose}`,
+        parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
+        responses: { "200": ok(`The ${d.verbose}.`, ref(n.record)), ...errors("403", "404") },
+      };
+    case "put":
+    case "patch":
+      return {
+        ...common,
+        operationId: `${d.operationPrefix}_${method === "put" ? "update" : "partial_update"}`,
+        summary: `${method === "put" ? "Replace" : "Update"} a ${d.verbose}`,
+        parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
+        requestBody: body(ref(method === "put" ? n.request : n.patched)),
+        responses: { "200": ok(`The ${d.verbose}.`, ref(n.record)), ...errors("400", "403", "404", "409", "413", "415") },
+      };
+    case "delete":
+      return {
+        ...common,
+        operationId: `${d.operationPrefix}_destroy`,
+        summary: `Delete a ${d.verbose}`,
+        parameters: [idParam],
+        responses: { "204": { description: "Deleted." }, ...errors("403", "404", "409") },
+      };
+    default:
+      return null;
+  }
+}
+
+/** Bulk item schemas (`<Request>Bulk`): the request keys plus the object's id. */
+export function bulkSchemas(names: ModelNames, schemas: Record<string, JsonSchema>): Record<string, JsonSchema> {
+  const withId = (name: string, requiredToo: boolean) => {
+    const s = schemas[name] as { properties: Record<string, JsonSchema>; required: string[] };
+    return closedObject({ id: { type: "integer", minimum: 1 }, ...s.properties }, ["id", ...(requiredToo ? s.required : [])]);
+  };
+  return { [`${names.request}Bulk`]: withId(names.request, true), [`${names.patched}Bulk`]: withId(names.patched, false) };
+}
+
+// ---- list parameters ---------------------------------------------------------------------------
+
+/** The §4 list and projection parameters, as components. */
+export const LIST_PARAMETERS: Record<string, Parameter> = {
+  limit: { name: "limit", in: "query", description: "Page size (default 50, at most 1000; 0 means 1000).", schema: { type: "integer", minimum: 0 } },
+  offset: { name: "offset", in: "query", description: "Index of the first result.", schema: { type: "integer", minimum: 0 } },
+  ordering: { name: "ordering", in: "query", description: "Comma-separated fields; `-` for descending (e.g. `-name,id`).", schema: { type: "string" } },
+  q: { name: "q", in: "query", description: "Search the model's search fields (contains, case-insensitive).", schema: { type: "string" } },
+  brief: { name: "brief", in: "query", description: "Only the brief fields of each object.", schema: { type: "boolean" } },
+  fields: { name: "fields", in: "query", description: "Comma-separated keys to return.", schema: { type: "string" } },
+  omit: { name: "omit", in: "query", description: "Comma-separated keys to leave out.", schema: { type: "string" } },
+  id: { name: "id", in: "path", required: true, description: "The object's id.", schema: { type: "integer", minimum: 1 } },
+};
+const LIST_PARAMETER_REFS = ["limit", "offset", "ordering", "q", "brief", "fields", "omit"].map((p) => ({ $ref: `#/components/parameters/${p}` }));
+const PROJECTION_PARAMETER_REFS = ["brief", "fields", "omit"].map((p) => ({ $ref: `#/components/parameters/${p}` }));
+
+const LOOKUP_TEXT: Record<string, string> = {
+  exact: "equals",
+  n: "differs from",
+  ic: "contains (case-insensitive)",
+  nic: "does not contain (case-insensitive)",
+  isw: "starts with (case-insensitive)",
+  nisw: "does not start with (case-insensitive)",
+  iew: "ends with (case-insensitive)",
+  niew: "does not end with (case-insensitive)",
+  ie: "equals (case-insensitive)",
+  nie: "differs from (case-insensitive)",
+  gt: "is greater than",
+  gte: "is at least",
+  lt: "is less than",
+  lte: "is at most",
+  empty: "is empty (true) or set (false)",
+};
+
+function valueSchema(kind: FilterSpec["kind"]): JsonSchema {
+  switch (kind) {
+    case "number":
+      return { type: "number" };
+    case "boolean":
+      return { type: "boolean" };
+    case "date":
+      return { type: "string", format: "date" };
+    case "datetime":
+      return { type: "string", description: "ISO 8601 date or date-time" };
+    default:
+      return { type: "string" };
+  }
+}
+
+/** One query parameter per filter and lookup (`name`, `name__ic`, …); values repeat as OR. */
+export function filterParameters(list: ListSpec): Parameter[] {
+  const out: Parameter[] = [];
+  const reserved = new Set(["limit", "offset", "ordering", "q", "brief", "fields", "omit", "format"]);
+  for (const [name, spec] of Object.entries(list.filters)) {
+    const lookups = spec.lookups ?? DEFAULT_LOOKUPS[spec.kind];
+    const bare = spec.bareLookup && spec.bareLookup !== "exact" ? spec.bareLookup : null;
+    for (const lookup of lookups) {
+      const param = lookup === "exact" ? (bare ? `${name}__exact` : name) : `${name}__${lookup}`;
+      if (reserved.has(param)) continue;
+      out.push(queryParam(param, `\`${name}\` ${LOOKUP_TEXT[lookup] ?? lookup}`, lookup === "empty" ? { type: "boolean" } : valueSchema(spec.kind), lookup !== "empty"));
+    }
+    if (bare && !lookups.includes(bare)) continue;
+    if (bare) out.push(queryParam(name, `\`${name}\` ${LOOKUP_TEXT[bare] ?? bare}`, valueSchema(spec.kind), true));
+  }
+  return out;
+}
+
+function queryParam(name: string, description: string, schema: JsonSchema, repeatable: boolean): Parameter {
+  return repeatable
+    ? { name, in: "query", description: `${description} (repeat for any of several values)`, schema: { type: "array", items: schema }, style: "form", explode: true }
+    : { name, in: "query", description, schema };
+}

@@ -1,0 +1,73 @@
+/**
+ * Components every document has: the §4 error shapes (DRF-style validation map, `{detail,
+ * error?}`), their responses, and the token security schemes.
+ */
+import { ERROR_RESPONSES } from "./builder";
+import type { JsonSchema } from "./json-schema";
+
+export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
+  Error: {
+    type: "object",
+    description: "Any error but a validation 400: a message, plus a machine-readable code for errors clients handle.",
+    properties: {
+      detail: { type: "string" },
+      error: { type: "string", description: "Machine-readable code, e.g. `not_found`, `permission_denied`, `destructive_changes`." },
+    },
+    required: ["detail"],
+    additionalProperties: true,
+  },
+  ValidationError: {
+    type: "object",
+    description: "A validation 400, keyed by field (`non_field_errors` for the rest); nested objects and lists for nested input.",
+    additionalProperties: {
+      anyOf: [
+        { type: "array", items: { anyOf: [{ type: "string" }, { $ref: "#/components/schemas/ValidationError" }] } },
+        { $ref: "#/components/schemas/ValidationError" },
+      ],
+    },
+    examples: [{ name: ["This field is required."] }],
+  },
+  BulkValidationError: {
+    type: "array",
+    description: "A bulk request's validation 400: one entry per item, `{}` for items that were valid.",
+    items: { $ref: "#/components/schemas/ValidationError" },
+  },
+};
+
+const errorContent = (schema: JsonSchema) => ({ "application/json": { schema } });
+const errorRef = { $ref: "#/components/schemas/Error" };
+
+const RESPONSE_TEXT: Record<string, string> = {
+  BadRequest: "The request is invalid: a validation map keyed by field, a list of them for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
+  Unauthorized: "Authentication is required (`WWW-Authenticate` says how).",
+  Forbidden: "Missing or invalid token, or no permission for this action.",
+  NotFound: "No such object or path.",
+  MethodNotAllowed: "The path does not take this method (`Allow` lists those it does).",
+  Conflict: "The change conflicts with the current state (a protected reference, a destructive schema change, a unique value).",
+  PayloadTooLarge: "The body is larger than `MAX_BODY_BYTES`.",
+  UnsupportedMediaType: "The body is not JSON.",
+};
+
+export const ERROR_RESPONSE_COMPONENTS: Record<string, unknown> = Object.fromEntries(
+  Object.values(ERROR_RESPONSES).map((name) => [
+    name,
+    {
+      description: RESPONSE_TEXT[name],
+      content: errorContent(
+        name === "BadRequest"
+          ? { anyOf: [{ $ref: "#/components/schemas/ValidationError" }, { $ref: "#/components/schemas/BulkValidationError" }, errorRef] }
+          : errorRef,
+      ),
+    },
+  ]),
+);
+
+export const SECURITY_SCHEMES = {
+  tokenAuth: {
+    type: "apiKey",
+    in: "header",
+    name: "Authorization",
+    description: "`Authorization: Token <key>`. Create a key with `npm run manage -- create-token` or `POST /api/users/tokens/`.",
+  },
+  bearerAuth: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <key>`: the same token keys." },
+};

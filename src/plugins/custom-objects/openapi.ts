@@ -1,0 +1,393 @@
+/**
+ * The custom objects plugin in the OpenAPI document: its fixed routes, and one set of paths per
+ * custom object type whose schemas follow that type's field rows (JSON types, required, choice
+ * set values, nested references, polymorphic references as `oneOf` keyed by `object_type`).
+ */
+import { asc, sql } from "drizzle-orm";
+import type { Services } from "../../core/context";
+import { label as otLabel } from "../../core/object-types";
+import { choiceSets, customObjectTypes } from "../../db/schema";
+import type { HttpMethod, OpenApiBuilder, PluginOpenApi } from "../../openapi/builder";
+import { bulkSchemas, operationPrefix } from "../../openapi/builder";
+import { closedObject, COMPONENTS, orNull, ref, type JsonSchema, type ModelOpenApi } from "../../openapi/json-schema";
+import { modelNames, paginated, type ModelNames } from "../../openapi/model-schemas";
+import { valibotComponents } from "../../openapi/valibot";
+import { API_BASE, APP_LABEL, FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, SLUG_RE, UI_EDITABLE, UI_VISIBLE } from "./constants";
+import { customObjectsState } from "./index";
+import type { CotModel } from "./models";
+import { DocumentSchema, FieldEntrySchema, RemovedFieldSchema, TypeEntrySchema } from "./schema/document";
+import { cotModel, fieldModel } from "./types-api";
+import type { FieldRow } from "./values";
+
+const BASE = `/api/${API_BASE}`;
+const TAG = "custom-objects";
+
+const json = (schema: JsonSchema) => ({ "application/json": { schema } });
+const errors = (...codes: Array<[string, string]>) => Object.fromEntries(codes.map(([code, name]) => [code, { $ref: `#/components/responses/${name}` }]));
+
+/** Component names of a custom object type: `CustomObject_<slug>`, `BriefCustomObject_<slug>`, … */
+export const cotNames = (slug: string): ModelNames => modelNames(`CustomObject_${slug}`);
+
+const ID_URL_DISPLAY = {
+  id: { type: "integer" },
+  url: { type: "string", format: "uri" },
+  display: { type: "string" },
+};
+
+/** What the types and fields endpoints add to, or accept beyond, their field specs. */
+const COT_EXTRA: ModelOpenApi = {
+  record: {
+    fields: { type: "array", items: ref("CustomObjectTypeField"), description: "The type's fields (group_name, weight, name order)." },
+    object_type: orNull(ref("ObjectTypeRef")),
+  },
+  request: {
+    name: { type: "string", maxLength: 100, pattern: NAME_RE.source },
+    slug: { type: "string", maxLength: 100, pattern: SLUG_RE.source, description: "Not one of the fixed route names (custom-object-types, schema, …)." },
+    schema_document: { anyOf: [{ type: "object" }, { type: "null" }] },
+  },
+  required: ["name", "slug"],
+};
+
+const FIELD_EXTRA: ModelOpenApi = {
+  request: {
+    custom_object_type: { type: "integer", minimum: 1, description: "id of the custom object type (cannot change later)." },
+    name: { type: "string", maxLength: 50, pattern: NAME_RE.source },
+    type: { type: "string", enum: [...FIELD_TYPES], default: "text" },
+    choice_set: { anyOf: [{ type: "integer", minimum: 1 }, { type: "string", description: "a choice set name" }, closedObject({ id: { type: "integer" } }), { type: "null" }] },
+    related_object_type: orNull(ref("ObjectTypeInput")),
+    related_object_types: { type: "array", items: ref("ObjectTypeInput") },
+    related_object_filter: { anyOf: [{ type: "object" }, { type: "null" }] },
+    validation_minimum: { type: ["number", "null"] },
+    validation_maximum: { type: ["number", "null"] },
+    on_delete_behavior: { type: "string", enum: [...ON_DELETE] },
+    filter_logic: { type: "string", enum: [...FILTER_LOGIC] },
+    ui_visible: { type: "string", enum: [...UI_VISIBLE] },
+    ui_editable: { type: "string", enum: [...UI_EDITABLE] },
+    search_weight: { type: "integer", minimum: 0, maximum: 32767 },
+    weight: { type: "integer", minimum: 0, maximum: 32767 },
+    default: { description: "A value valid for the field's type." },
+  },
+  required: ["custom_object_type", "name"],
+};
+
+/** Schema diff shapes of §5.1 (the TypeScript interfaces in schema/diff.ts). */
+const DIFF_SCHEMAS: Record<string, JsonSchema> = {
+  SchemaAttrChanges: { type: "object", additionalProperties: { type: "array", prefixItems: [{}, {}], minItems: 2, maxItems: 2 }, description: "attribute → [old, new]" },
+  SchemaFieldChange: {
+    type: "object",
+    properties: {
+      op: { type: "string", enum: ["add", "alter", "remove"] },
+      schema_id: { type: "integer" },
+      db_name: { type: "string" },
+      schema_def: { type: "object" },
+      changed_attrs: ref("SchemaAttrChanges"),
+      destructive: { type: "boolean", description: "Applying it loses data (a removal or a lossy type change)." },
+    },
+    required: ["op", "schema_id", "db_name", "schema_def", "destructive"],
+    additionalProperties: false,
+  },
+  SchemaTypeDiff: closedObject({
+    slug: { type: "string" },
+    name: { type: "string" },
+    is_new: { type: "boolean" },
+    has_changes: { type: "boolean" },
+    has_destructive_changes: { type: "boolean" },
+    cot_changes: ref("SchemaAttrChanges"),
+    field_changes: { type: "array", items: ref("SchemaFieldChange") },
+    warnings: { type: "array", items: { type: "string" } },
+  }),
+  SchemaPreview: closedObject({
+    diffs: { type: "array", items: ref("SchemaTypeDiff") },
+    state_hash: { type: "string", description: "Pass it back as expected_state_hash to apply exactly this plan." },
+  }),
+  SchemaApplied: closedObject({ applied: { const: true }, diffs: { type: "array", items: ref("SchemaTypeDiff") } }),
+  SchemaApplyRequest: {
+    oneOf: [
+      closedObject(
+        {
+          schema: ref("SchemaDocument"),
+          allow_destructive: { type: "boolean", default: false },
+          expected_state_hash: { type: ["string", "null"] },
+        },
+        ["schema"],
+      ),
+      ref("SchemaDocument"),
+    ],
+  },
+  SchemaInvalidError: {
+    type: "object",
+    properties: {
+      error: { const: "invalid_schema" },
+      detail: { type: "string" },
+      schema_errors: { type: "array", items: closedObject({ path: { type: "string", examples: ["$.types[0].fields[1].type"] }, message: { type: "string" } }) },
+    },
+    required: ["error", "detail", "schema_errors"],
+  },
+  SchemaConflictError: {
+    type: "object",
+    properties: {
+      error: { type: "string", enum: ["destructive_changes", "stale_plan"] },
+      detail: { type: "string" },
+      destructive_slugs: { type: "array", items: { type: "string" } },
+      state_hash: { type: "string" },
+    },
+    required: ["error", "detail"],
+  },
+  NestedCustomObjectType: closedObject({ ...ID_URL_DISPLAY, name: { type: "string" }, slug: { type: "string" } }),
+};
+
+/** Everything the per-type part depends on: type shapes and the choice sets they use. */
+async function fingerprint(services: Services): Promise<string> {
+  const db = services.db.orm;
+  const [types] = (await db.all(
+    sql`SELECT count(*) AS n, coalesce(group_concat(id || ':' || shape_version || ':' || slug, ','), '') AS k FROM (SELECT id, shape_version, slug FROM ${customObjectTypes} ORDER BY id)`,
+  )) as { n: number; k: string }[];
+  const [sets] = (await db.all(
+    sql`SELECT coalesce(group_concat(id || ':' || name || ':' || extra_choices, ','), '') AS k FROM (SELECT id, name, extra_choices FROM ${choiceSets} ORDER BY id)`,
+  )) as { k: string }[];
+  return `${types?.n}|${types?.k}|${sets?.k}`;
+}
+
+interface Env {
+  b: OpenApiBuilder;
+  choices: Map<number, string[]>;
+  labels: Map<number, string>;
+}
+
+/** The nested form of a target, with `object_type` for polymorphic fields (inline: closed schemas cannot be extended). */
+function target(env: Env, typeId: number, polymorphic: boolean): JsonSchema {
+  const label = env.labels.get(typeId);
+  const brief = label ? env.b.brief(label) : ref("NestedObject");
+  if (!polymorphic) return brief;
+  const name = String(brief.$ref ?? "").slice(COMPONENTS.length);
+  const base = (env.b.schemas[name] as { properties?: Record<string, JsonSchema>; required?: string[] } | undefined) ?? {};
+  const props = base.properties ?? ID_URL_DISPLAY;
+  return { ...closedObject({ object_type: { const: label ?? typeId }, ...props }, ["object_type", ...(base.required ?? ["id"])]), title: label ?? String(typeId) };
+}
+
+function readField(env: Env, f: FieldRow): JsonSchema {
+  const desc = f.description ? { description: f.description } : {};
+  const choiceNote = f.choiceSetId ? { description: `One of: ${(env.choices.get(f.choiceSetId) ?? []).join(", ")}.` } : {};
+  const refs = () => {
+    if (!f.isPolymorphic) return target(env, f.relatedObjectTypeId!, false);
+    return { oneOf: f.relatedObjectTypeIds.map((id) => target(env, id, true)) };
+  };
+  switch (f.type) {
+    case "text":
+    case "longtext":
+      return { type: ["string", "null"], ...desc };
+    case "url":
+      return { type: ["string", "null"], format: "uri", ...desc };
+    case "integer":
+      return { type: ["integer", "null"], ...desc };
+    case "decimal":
+      return { type: ["number", "null"], ...desc };
+    case "boolean":
+      return { type: ["boolean", "null"], ...desc };
+    case "date":
+      return { type: ["string", "null"], format: "date", ...desc };
+    case "datetime":
+      return { type: ["string", "null"], format: "date-time", ...desc };
+    case "select":
+      return { type: ["string", "null"], ...choiceNote };
+    case "multiselect":
+      return { type: "array", items: { type: "string" }, ...choiceNote };
+    case "object":
+      return { ...orNull(refs()), ...desc };
+    case "multiobject":
+      return { type: "array", items: refs(), ...desc };
+    default:
+      return { ...desc };
+  }
+}
+
+function writeField(env: Env, f: FieldRow): JsonSchema {
+  const nullable = (s: JsonSchema) => (f.required ? s : orNull(s));
+  const base: JsonSchema = {};
+  if (f.description) base.description = f.description;
+  if (f.default !== null && f.default !== undefined) base.default = f.default;
+  const range: JsonSchema = {};
+  if (f.validationMinimum != null) range.minimum = f.validationMinimum;
+  if (f.validationMaximum != null) range.maximum = f.validationMaximum;
+  const allowedTypes = f.isPolymorphic ? f.relatedObjectTypeIds.map((id) => env.labels.get(id) ?? String(id)) : [];
+  const ref1: JsonSchema = f.isPolymorphic
+    ? closedObject({ object_type: { type: "string", enum: allowedTypes }, id: { type: "integer", minimum: 1 } })
+    : { type: "integer", minimum: 1, description: `id of a ${env.labels.get(f.relatedObjectTypeId!) ?? "related object"}` };
+  switch (f.type) {
+    case "text":
+    case "longtext":
+    case "url": {
+      const s: JsonSchema = { type: "string", ...(f.required ? { minLength: 1 } : {}) };
+      if (f.type === "url") Object.assign(s, { format: "uri", maxLength: 2000 });
+      if (f.validationRegex) s.pattern = f.validationRegex;
+      return { ...nullable(s), ...base };
+    }
+    case "integer":
+      return { ...nullable({ type: "integer", ...range }), ...base };
+    case "decimal":
+      return { ...nullable({ type: "number", ...range }), ...base };
+    case "boolean":
+      return { ...nullable({ type: "boolean" }), ...base };
+    case "date":
+      return { ...nullable({ type: "string", format: "date" }), ...base };
+    case "datetime":
+      return { ...nullable({ type: "string", format: "date-time" }), ...base };
+    case "select":
+      return { ...nullable({ type: "string", enum: env.choices.get(f.choiceSetId!) ?? [] }), ...base };
+    case "multiselect":
+      return { ...nullable({ type: "array", items: { type: "string", enum: env.choices.get(f.choiceSetId!) ?? [] }, ...(f.required ? { minItems: 1 } : {}) }), ...base };
+    case "object":
+      return { ...nullable(ref1), ...base };
+    case "multiobject":
+      return { ...nullable({ type: "array", items: ref1, ...(f.required ? { minItems: 1 } : {}) }), ...base };
+    default:
+      return base;
+  }
+}
+
+/** Record, brief, request and list schemas of one type. */
+function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
+  const n = cotNames(model.cot.slug);
+  const title = model.cot.verboseName || model.cot.name;
+  const record: Record<string, JsonSchema> = {
+    ...ID_URL_DISPLAY,
+    custom_object_type: ref("NestedCustomObjectType"),
+    created: { type: "string", format: "date-time" },
+    last_updated: { type: "string", format: "date-time" },
+    tags: { type: "array", items: ref("NestedTag") },
+  };
+  const input: Record<string, JsonSchema> = {};
+  const required: string[] = [];
+  for (const f of model.fields) {
+    record[f.name] = readField(env, f);
+    input[f.name] = writeField(env, f);
+    if (f.required && (f.default === null || f.default === undefined)) required.push(f.name);
+  }
+  input.tags = { type: "array", items: ref("TagInput") };
+  const schemas: Record<string, JsonSchema> = {
+    [n.record]: { ...closedObject(record), title, description: model.cot.description || `A ${title} (custom object type \`${model.cot.slug}\`).` },
+    [n.brief]: { ...closedObject(ID_URL_DISPLAY), description: `The nested form of a ${title}.` },
+    [n.request]: { ...closedObject(input, required), description: `A ${title} to create or replace.` },
+    [n.patched]: { ...closedObject(input, []), description: `Changes to a ${title}.` },
+    [n.list]: paginated(n.record),
+  };
+  return { ...schemas, ...bulkSchemas(n, schemas) };
+}
+
+async function describe(b: OpenApiBuilder, services: Services) {
+  const db = services.db.orm;
+  const { registry } = customObjectsState(services);
+  b.tag(TAG, "Custom object types, their fields, linked objects and schema documents.");
+  b.model(cotModel, { path: `${BASE}/custom-object-types`, tag: TAG, extra: COT_EXTRA });
+  b.model(fieldModel, { path: `${BASE}/custom-object-type-fields`, tag: TAG, extra: FIELD_EXTRA });
+  b.addSchemas({
+    ...valibotComponents("SchemaDocument", DocumentSchema, { SchemaDocumentType: TypeEntrySchema, SchemaDocumentField: FieldEntrySchema, SchemaDocumentRemovedField: RemovedFieldSchema }),
+    ...DIFF_SCHEMAS,
+  });
+
+  // The types as they are now (models come from the registry, cached by shape version).
+  const rows = await db.select({ id: customObjectTypes.id }).from(customObjectTypes).orderBy(asc(customObjectTypes.slug));
+  const models = (await Promise.all(rows.map((r) => registry.byId(db, r.id)))).filter((m): m is CotModel => !!m);
+  const choices = new Map((await db.select({ id: choiceSets.id, extra: choiceSets.extraChoices }).from(choiceSets)).map((c) => [c.id, c.extra.map(([v]) => v)]));
+  const typeIds = new Set<number>();
+  for (const m of models) for (const f of m.fields) for (const id of [f.relatedObjectTypeId, ...f.relatedObjectTypeIds]) if (id != null) typeIds.add(id);
+  const labels = new Map([...(await services.objectTypes.byIds([...typeIds], db))].map(([id, ot]) => [id, otLabel(ot)]));
+  const bySlug = new Map(models.map((m) => [m.cot.slug, m]));
+  b.briefResolver((label) => (label.startsWith(`${APP_LABEL}.`) && bySlug.has(label.slice(APP_LABEL.length + 1)) ? ref(cotNames(label.slice(APP_LABEL.length + 1)).brief) : null));
+  const env: Env = { b, choices, labels };
+  // After the host models, so polymorphic branches can copy their nested forms.
+  b.afterModels(() => {
+    for (const m of models) b.addSchemas(cotSchemas(env, m));
+    b.addSchemas({
+      LinkedObject: closedObject({
+        custom_object_type: ref("NestedCustomObjectType"),
+        field_name: { type: "string" },
+        object: models.length ? { anyOf: models.map((m) => ref(cotNames(m.cot.slug).record)) } : { type: "object" },
+      }),
+      PaginatedLinkedObjectList: paginated("LinkedObject"),
+    });
+  });
+
+  // One set of paths per type, with the methods the `/{slug}` routes have.
+  const perType = (detail: boolean) => (methods: Set<HttpMethod>) => {
+    for (const m of models) {
+      const slug = m.cot.slug;
+      const tag = `${TAG}: ${slug}`;
+      b.tag(tag, m.cot.description || `Objects of the custom object type ${m.cot.name}.`);
+      b.resource({
+        path: `${BASE}/${slug}`,
+        tag,
+        verbose: m.cot.verboseName || m.cot.name,
+        operationPrefix: operationPrefix(`${BASE}/${slug}`),
+        names: cotNames(slug),
+        list: m.resource.list,
+        methods: detail ? { list: new Set(), detail: methods } : { list: methods, detail: new Set() },
+      });
+    }
+  };
+  b.expand(`${BASE}/{slug}`, perType(false));
+  b.expand(`${BASE}/{slug}/{id}`, perType(true));
+
+  b.operation("get", BASE, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_root",
+    summary: "One URL per custom object type",
+    responses: { "200": { description: "Slug → URL of its objects.", content: json({ type: "object", additionalProperties: { type: "string", format: "uri" } }) }, ...errors(["403", "Forbidden"]) },
+  });
+  b.operation("get", `${BASE}/linked-objects`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_linked_objects",
+    summary: "Custom objects that link to an object, one row per (object, field)",
+    parameters: [
+      { name: "object_type", in: "query", required: true, description: "`<app_label>.<model>` of the target.", schema: ref("ObjectTypeLabel") },
+      { name: "object_id", in: "query", required: true, schema: { type: "integer", minimum: 1 } },
+      { $ref: "#/components/parameters/limit" },
+      { $ref: "#/components/parameters/offset" },
+    ],
+    responses: { "200": { description: "A page of links.", content: json(ref("PaginatedLinkedObjectList")) }, ...errors(["400", "BadRequest"], ["403", "Forbidden"], ["404", "NotFound"]) },
+  });
+  const schemaErrors = {
+    "400": { description: "The document is invalid (`invalid_schema`, with `schema_errors`), circular (`circular_dependency`) or names what does not exist (`unresolvable_reference`).", content: json({ anyOf: [ref("SchemaInvalidError"), ref("Error")] }) },
+    "403": { $ref: "#/components/responses/Forbidden" },
+  };
+  b.operation("post", `${BASE}/schema/preview`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_schema_preview",
+    summary: "Diff a schema document against the database (writes nothing)",
+    requestBody: { required: true, content: json(ref("SchemaApplyRequest")) },
+    responses: { "200": { description: "One diff per type in the document.", content: json(ref("SchemaPreview")) }, ...schemaErrors },
+  });
+  b.operation("post", `${BASE}/schema/apply`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_schema_apply",
+    summary: "Apply a schema document in one transaction",
+    parameters: [
+      { name: "allow_destructive", in: "query", description: "For a bare document body: apply destructive changes too.", schema: { type: "boolean" } },
+      { name: "background", in: "query", description: "Queue the apply as a `schema.apply` job and answer 202 (needs the tasks Redis).", schema: { type: "boolean" } },
+    ],
+    requestBody: { required: true, content: json(ref("SchemaApplyRequest")) },
+    responses: {
+      "200": { description: "Applied; the diffs equal the preview's.", content: json(ref("SchemaApplied")) },
+      "202": {
+        description: "Queued (`background=true`); the job's `data` holds what the synchronous call would have answered.",
+        content: json({
+          type: "object",
+          properties: { job: closedObject({ id: { type: "integer" }, url: { type: "string", format: "uri" } }), status: { type: "string" }, detail: { type: "string" } },
+          required: ["job", "status"],
+        }),
+      },
+      ...schemaErrors,
+      "409": { description: "Destructive changes without allow_destructive (nothing changed), or the database moved since the previewed state_hash.", content: json(ref("SchemaConflictError")) },
+      "503": { description: "`background=true` without a tasks Redis.", content: json(ref("Error")) },
+    },
+  });
+  b.operation("get", `${BASE}/schema/export`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_schema_export",
+    summary: "The database as a schema document (round-trips through apply with no changes)",
+    parameters: [{ name: "slug", in: "query", description: "Types to export (repeat or comma-separate; none = all).", schema: { type: "array", items: { type: "string" } }, style: "form", explode: true }],
+    responses: { "200": { description: "The schema document.", content: json(ref("SchemaDocument")) }, ...errors(["403", "Forbidden"], ["404", "NotFound"]) },
+  });
+}
+
+export const customObjectsOpenApi: PluginOpenApi = { fingerprint, describe };

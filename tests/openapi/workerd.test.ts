@@ -1,0 +1,56 @@
+/**
+ * On Workers (real workerd): `/api/schema/` is the same generated document, JSON and YAML, and
+ * `/api/docs/` answers a clear 501 because the Worker bundle does not carry Swagger UI's assets.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+
+setDefaultTimeout(60_000);
+
+let db: RemoteDatabase;
+let w: RunningWorker;
+let token: string;
+
+beforeAll(async () => {
+  db = await startRemoteDatabase();
+  token = await db.superuserToken();
+  w = await startWorker({ bindings: { DATABASE_URL: db.url } });
+}, 180_000);
+afterAll(async () => {
+  await w?.stop();
+  await db?.stop();
+});
+
+describe("OpenAPI on Workers", () => {
+  test("the document is served and valid, with a type's paths after it is created", async () => {
+    const auth = { authorization: `Token ${token}` };
+    const created = await w.fetch("/api/plugins/custom-objects/custom-object-types/", {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ name: "edge_note", slug: "edge_note" }),
+    });
+    expect(created.status).toBe(201);
+    const res = await w.fetch("/api/schema/", { headers: auth });
+    expect(res.status).toBe(200);
+    const doc = await res.json();
+    expect(doc.paths["/api/plugins/custom-objects/edge_note/"]).toBeDefined();
+    expect(doc.servers[0].url).toBe(w.url.origin);
+    const result = await new Validator().validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    const yaml = await w.fetch("/api/schema/?format=yaml", { headers: auth });
+    expect(yaml.headers.get("content-type")).toContain("application/yaml");
+    expect((await yaml.text()).startsWith("openapi: 3.1.0")).toBe(true);
+    expect((await w.fetch("/api/schema/")).status).toBe(403);
+  });
+
+  test("the docs page answers 501 with a pointer to /api/schema/", async () => {
+    for (const path of ["/api/docs/", "/api/docs/assets/swagger-ui-bundle.js"]) {
+      const res = await w.fetch(path);
+      expect(res.status).toBe(501);
+      const body = await res.json();
+      expect(body.error).toBe("not_implemented");
+      expect(body.detail).toContain("/api/schema/");
+    }
+  });
+});
