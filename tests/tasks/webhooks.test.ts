@@ -55,8 +55,11 @@ describe("delivery", () => {
     await settled();
 
     expect(receiver.received.length).toBe(3);
-    const bodies = receiver.received.map((d) => JSON.parse(d.body));
-    expect(bodies.map((b) => b.event)).toEqual(["created", "updated", "deleted"]);
+    // Workers run jobs concurrently: deliveries may arrive in any order (receivers order by timestamp).
+    const order = ["created", "updated", "deleted"];
+    const bodies = receiver.received.map((d) => JSON.parse(d.body)).sort((a, b) => order.indexOf(a.event) - order.indexOf(b.event));
+    expect(bodies.map((b) => b.event)).toEqual(order);
+    expect(bodies.map((b) => b.timestamp)).toEqual([...bodies.map((b) => b.timestamp)].sort());
     const [created, updated, deleted] = bodies;
     expect(Object.keys(created).sort()).toEqual(["data", "event", "model", "request_id", "snapshots", "timestamp", "username"]);
     expect(created).toMatchObject({ model: "site", username: "admin", request_id: "req-hook-1", data: { id: site.id, name: site.name } });
@@ -74,7 +77,7 @@ describe("delivery", () => {
       expect(d.headers["x-hook-signature"]).toBe(await hmacSha512("s3cr3t", d.body));
       expect(d.headers["x-team"]).toBe("netops");
     }
-    expect(receiver.received.map((d) => d.headers["x-event"])).toEqual(["created", "updated", "deleted"]);
+    expect(receiver.received.map((d) => d.headers["x-event"]).sort()).toEqual(["created", "deleted", "updated"]);
 
     const jobs = (await jobsNamed(env.t, "webhook.deliver")).filter((j) => j.object_id === hook.id);
     expect(jobs.length).toBe(3);
