@@ -1,19 +1,23 @@
 /**
- * `npm run manage -- <command>`: createsuperuser, create-token. Works on DATABASE_URL (default
- * the local file) and migrates it first, so it is usable on a fresh checkout.
+ * `npm run manage -- <command>`: createsuperuser, create-token, schema (see src/cli/schema.ts).
+ * Works on DATABASE_URL (default the local file) and migrates it first, so it is usable on a
+ * fresh checkout.
  */
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config";
 import { openDatabase } from "../db/local";
 import { runMigrations } from "../db/migrate";
 import { createUser, issueToken } from "../core/auth/provisioning";
+import { SCHEMA_USAGE, schemaCommand } from "./schema";
 
 const USAGE = `usage:
   npm run manage -- createsuperuser --username NAME [--password PW] [--email E]
-  npm run manage -- create-token --username NAME [--read-only] [--expires ISO] [--description TEXT]`;
+  npm run manage -- create-token --username NAME [--read-only] [--expires ISO] [--description TEXT]
+${SCHEMA_USAGE.replace(/^usage:\n/, "")}`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === "schema") return schemaCommand(rest);
   const { values } = parseArgs({
     args: rest,
     options: {
