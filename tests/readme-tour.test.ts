@@ -1,0 +1,91 @@
+/**
+ * README.md's "Guided tour" works as written: its ```sh blocks run, in order, in one bash shell
+ * (`set -euo pipefail`) against a server started the way the tour says (`npm start`, i.e.
+ * `bun run src/server.ts`, with its local Redis). Only two things are rewritten: the server's
+ * address `127.0.0.1:8000` (a free port here) and the database `file:data/tour.db` (a temp file).
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "./helpers/worker";
+
+setDefaultTimeout(180_000);
+
+const ROOT = join(import.meta.dir, "..");
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
+
+/** The text of the section headed `## <title>`, up to the next `## `. */
+function section(title: string): string {
+  const start = README.indexOf(`\n## ${title}\n`);
+  if (start < 0) throw new Error(`README.md has no "## ${title}" section`);
+  const end = README.indexOf("\n## ", start + 1);
+  return README.slice(start, end < 0 ? undefined : end);
+}
+
+const tour = section("Guided tour");
+const blocks = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+const serverCommand = /`(DATABASE_URL=(\S+) npm start)`/.exec(tour);
+
+const dir = mkdtempSync(join(tmpdir(), "host-tour-"));
+const dbUrl = `file:${join(dir, "tour.db")}`;
+let port: number;
+let server: ReturnType<typeof Bun.spawn> | null = null;
+let serverLog = "";
+
+beforeAll(async () => {
+  port = await freePort();
+  // What `DATABASE_URL=file:data/tour.db npm start` runs, on the temp database and a free port.
+  server = Bun.spawn([process.execPath, "run", "src/server.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: dbUrl, HOST: "127.0.0.1", PORT: String(port), LOG_LEVEL: "warn" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  void new Response(server.stderr as ReadableStream).text().then((t) => (serverLog += t));
+  void new Response(server.stdout as ReadableStream).text().then((t) => (serverLog += t));
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/livez`)).ok) break;
+    } catch {}
+    if (i > 300) throw new Error(`the server did not start:\n${serverLog}`);
+    await Bun.sleep(100);
+  }
+});
+
+afterAll(async () => {
+  server?.kill("SIGTERM");
+  await server?.exited;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("README guided tour", () => {
+  test("starts the server with npm start on the tour database", () => {
+    expect(serverCommand?.[1]).toBe("DATABASE_URL=file:data/tour.db npm start");
+    expect(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start).toBe("bun run src/server.ts");
+    expect(blocks.length).toBeGreaterThanOrEqual(5);
+  });
+
+  test("every command of the tour runs, and does what the tour says", async () => {
+    const script = ["set -euo pipefail", ...blocks].join("\n").replaceAll("127.0.0.1:8000", `127.0.0.1:${port}`).replaceAll("file:data/tour.db", dbUrl);
+    const proc = Bun.spawn(["bash", "-c", script], {
+      cwd: ROOT,
+      env: { ...process.env, FORCE_COLOR: "0" },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 170_000);
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    clearTimeout(timer);
+    expect({ code, stderr: code === 0 ? "" : `${stderr}\n--- stdout ---\n${stdout}\n--- server ---\n${serverLog}` }).toEqual({ code: 0, stderr: "" });
+
+    expect(stdout).toContain('"host-version"'); // /api/status/ with the new token
+    expect(stdout).toContain("3 types, 3 new"); // schema preview
+    expect(stdout).toContain("Applied."); // schema apply through the server
+    expect(stdout).toContain('"cid":"ACME-0001"');
+    expect(stdout).toMatch(/"field_name":"a_side".*"cid":"ACME-0001"/); // linked objects of the site
+    expect(stdout).toContain('"status":"working"'); // health
+    expect(stdout).toContain("openapi: 3.1.0"); // the API description
+  });
+});
