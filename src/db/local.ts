@@ -3,6 +3,7 @@ import { createClient } from "@libsql/client";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { serializeClient, wrapClient, type Database } from "./client";
+import { installStatementCache } from "./statement-cache";
 
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -14,6 +15,7 @@ export async function openDatabase(url: string, authToken?: string): Promise<Dat
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
   const inMemory = url === ":memory:" || path === ":memory:";
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
+  installStatementCache();
   // One connection, so the PRAGMAs below hold for every statement (see serializeClient).
   const raw = createClient({ url: inMemory ? ":memory:" : url, concurrency: 1, timeout: BUSY_TIMEOUT_MS });
   if (!inMemory) {
