@@ -35,6 +35,8 @@ export interface ResourceDescription {
   verbose: string;
   /** `dcim_sites`: prefix of the operation ids. */
   operationPrefix: string;
+  /** Between prefix and verb (default `_`); `.` where the prefix holds a user-chosen slug. */
+  operationSeparator?: string;
   names: ModelNames;
   list: ListSpec;
   /** Methods of the list and detail routes when they are not in the route table (per-type paths). */
@@ -176,7 +178,8 @@ export class OpenApiBuilder {
         if (!methods.has(method)) continue;
         const registered = this.#ops.get(`${method} ${path}`);
         if (registered) {
-          put(shown(path, registered.slash), method, registered.op);
+          const anonymousReads = registered.op.security === undefined ? this.security("token", method) : undefined;
+          put(shown(path, registered.slash), method, anonymousReads ? { ...registered.op, security: anonymousReads } : registered.op);
           continue;
         }
         const resource = this.#resources.get(path);
@@ -231,12 +234,13 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
   const idParam = { $ref: "#/components/parameters/id" };
   const common = { tags: [d.tag], ...(b.security("token", method) ? { security: b.security("token", method) } : {}) };
   const bulkItems = (name: string) => ({ type: "array", minItems: 1, items: ref(name) });
+  const id = (verb: string) => `${d.operationPrefix}${d.operationSeparator ?? "_"}${verb}`;
   if (!detail) {
     switch (method) {
       case "get":
         return {
           ...common,
-          operationId: `${d.operationPrefix}_list`,
+          operationId: id("list"),
           summary: `List ${d.verbose} objects`,
           parameters: [...LIST_PARAMETER_REFS, ...filterParameters(d.list)],
           responses: { "200": ok(`A page of ${d.verbose} objects.`, ref(n.list)), ...errors("400", "403") },
@@ -244,7 +248,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
       case "post":
         return {
           ...common,
-          operationId: `${d.operationPrefix}_create`,
+          operationId: id("create"),
           summary: `Create one ${d.verbose} (an object) or several (a list, all or nothing)`,
           parameters: PROJECTION_PARAMETER_REFS,
           requestBody: body({ oneOf: [ref(n.request), bulkItems(n.request)] }),
@@ -254,7 +258,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
       case "patch":
         return {
           ...common,
-          operationId: `${d.operationPrefix}_bulk_${method === "put" ? "update" : "partial_update"}`,
+          operationId: id(`bulk_${method === "put" ? "update" : "partial_update"}`),
           summary: `${method === "put" ? "Replace" : "Update"} several ${d.verbose} objects (a list of objects with an id, all or nothing)`,
           parameters: PROJECTION_PARAMETER_REFS,
           requestBody: body(bulkItems(`${method === "put" ? n.request : n.patched}Bulk`)),
@@ -263,7 +267,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
       case "delete":
         return {
           ...common,
-          operationId: `${d.operationPrefix}_bulk_destroy`,
+          operationId: id("bulk_destroy"),
           summary: `Delete several ${d.verbose} objects (a list of {id}, all or nothing)`,
           requestBody: body({ type: "array", minItems: 1, items: closedObject({ id: { type: "integer", minimum: 1 } }) }),
           responses: { "204": { description: "Deleted." }, ...errors("400", "403", "404", "409") },
@@ -274,7 +278,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
     case "get":
       return {
         ...common,
-        operationId: `${d.operationPrefix}_retrieve`,
+        operationId: id("retrieve"),
         summary: `Get a ${d.verbose}`,
         parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
         responses: { "200": ok(`The ${d.verbose}.`, ref(n.record)), ...errors("403", "404") },
@@ -283,7 +287,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
     case "patch":
       return {
         ...common,
-        operationId: `${d.operationPrefix}_${method === "put" ? "update" : "partial_update"}`,
+        operationId: id(method === "put" ? "update" : "partial_update"),
         summary: `${method === "put" ? "Replace" : "Update"} a ${d.verbose}`,
         parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
         requestBody: body(ref(method === "put" ? n.request : n.patched)),
@@ -292,7 +296,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
     case "delete":
       return {
         ...common,
-        operationId: `${d.operationPrefix}_destroy`,
+        operationId: id("destroy"),
         summary: `Delete a ${d.verbose}`,
         parameters: [idParam],
         responses: { "204": { description: "Deleted." }, ...errors("403", "404", "409") },

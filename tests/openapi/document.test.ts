@@ -60,9 +60,20 @@ describe("validity", () => {
     }
   });
 
-  test("operation ids are unique", async () => {
-    const ids = Object.values((await schema()).paths).flatMap((ops: any) => Object.values(ops).map((o: any) => o.operationId));
-    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
+  test("operation ids and component names stay unique whatever the slugs", async () => {
+    const tricky = await makeTestApp();
+    try {
+      // `x_bulk` vs `x` + `_bulk_update`, `a-b` vs `a_b`, `xRequest` vs `x` + `Request`.
+      for (const [i, slug] of ["x", "x_bulk", "a-b", "a_b", "xRequest", "Site"].entries()) await makeCot(tricky, `tricky_${i}`, slug);
+      const doc = (await tricky.json("GET", "/api/schema/")).body;
+      expect(doc.paths).toBeDefined();
+      const ids = Object.values(doc.paths).flatMap((ops: any) => Object.values(ops).map((o: any) => o.operationId));
+      expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
+      for (const slug of ["x", "x_bulk", "a-b", "a_b", "xRequest", "Site"]) expect(doc.components.schemas[`CustomObject.${slug}`]).toBeDefined();
+      expect((await new Validator().validate(doc)).errors ?? []).toEqual([]);
+    } finally {
+      await tricky.close();
+    }
   });
 });
 
@@ -139,19 +150,19 @@ describe("generated from the validation sources", () => {
 
   test("custom object type schemas follow the field rows", async () => {
     const s = (await schema()).components.schemas;
-    const req = s.CustomObject_circuitRequest;
+    const req = s["CustomObject.circuit.Request"];
     expect(req.required.sort()).toEqual(["cid", "provider"]);
     expect(req.properties.bandwidth_mbps).toMatchObject({ type: ["integer", "null"], minimum: 1, maximum: 400000 });
     expect(req.properties.labels.items.enum).toEqual(["primary", "backup", "lab"]);
     expect(req.properties.active.default).toBe(true);
-    expect(s.CustomObject_circuit_providerRequest.properties.support_hours.enum).toEqual(["24x7", "business", null]);
-    expect(s.CustomObject_circuit_providerRequest.properties.account_number.pattern).toBe("^[A-Z0-9-]{4,32}$");
-    const rec = s.CustomObject_circuit;
-    expect(rec.properties.provider).toEqual({ anyOf: [{ $ref: "#/components/schemas/BriefCustomObject_circuit_provider" }, { type: "null" }] });
+    expect(s["CustomObject.circuit_provider.Request"].properties.support_hours.enum).toEqual(["24x7", "business", null]);
+    expect(s["CustomObject.circuit_provider.Request"].properties.account_number.pattern).toBe("^[A-Z0-9-]{4,32}$");
+    const rec = s["CustomObject.circuit"];
+    expect(rec.properties.provider).toEqual({ anyOf: [{ $ref: "#/components/schemas/CustomObject.circuit_provider.Brief" }, { type: "null" }] });
     expect(rec.properties.terminations).toEqual({ type: "array", items: { $ref: "#/components/schemas/BriefDevice" } });
-    const served = s.CustomObject_dhcp_scope.properties.served_by.anyOf[0].oneOf;
+    const served = s["CustomObject.dhcp_scope"].properties.served_by.anyOf[0].oneOf;
     expect(served.map((b: any) => b.properties.object_type.const).sort()).toEqual(["custom_objects.circuit", "dcim.device"]);
-    const servedBy = s.CustomObject_dhcp_scopeRequest.properties.served_by;
+    const servedBy = s["CustomObject.dhcp_scope.Request"].properties.served_by;
     expect(servedBy.type).toEqual(["object", "null"]);
     expect(servedBy.properties.object_type.enum.sort()).toEqual(["custom_objects.circuit", "dcim.device"]);
     expect(Object.keys(rec.properties).slice(0, 7)).toEqual(["id", "url", "display", "custom_object_type", "created", "last_updated", "tags"]);
@@ -172,15 +183,15 @@ describe("freshness", () => {
     const sizes = await choiceSet(t, "rack-sizes", ["small", "large"]);
     const field = await addField(t, cot.id, { name: "size", type: "select", choice_set: sizes.id, required: true });
     const withField = await schema();
-    expect(withField.components.schemas.CustomObject_rack_noteRequest.properties.size.enum).toEqual(["small", "large"]);
-    expect(withField.components.schemas.CustomObject_rack_noteRequest.required).toEqual(["size"]);
+    expect(withField.components.schemas["CustomObject.rack_note.Request"].properties.size.enum).toEqual(["small", "large"]);
+    expect(withField.components.schemas["CustomObject.rack_note.Request"].required).toEqual(["size"]);
 
     const patched = await t.json("PATCH", `/api/extras/custom-field-choice-sets/${sizes.id}/`, { body: { extra_choices: [["small", "S"], ["large", "L"], ["huge", "XL"]] } });
     expect(patched.status).toBe(200);
-    expect((await schema()).components.schemas.CustomObject_rack_noteRequest.properties.size.enum).toEqual(["small", "large", "huge"]);
+    expect((await schema()).components.schemas["CustomObject.rack_note.Request"].properties.size.enum).toEqual(["small", "large", "huge"]);
 
     await t.json("PATCH", `${CO}/custom-object-type-fields/${field.id}/`, { body: { name: "rack_size", required: false } });
-    const renamed = (await schema()).components.schemas.CustomObject_rack_noteRequest;
+    const renamed = (await schema()).components.schemas["CustomObject.rack_note.Request"];
     expect(renamed.properties.size).toBeUndefined();
     expect(renamed.properties.rack_size.enum).toEqual(["small", "large", "huge", null]);
 
@@ -192,7 +203,7 @@ describe("freshness", () => {
     expect((await t.json("DELETE", `${CO}/custom-object-types/${cot.id}/`)).status).toBe(204);
     const after = await schema();
     expect(after.paths[`${CO}/rack-note/`]).toBeUndefined();
-    expect(after.components.schemas.CustomObject_rack_note).toBeUndefined();
+    expect(after.components.schemas["CustomObject.rack_note"]).toBeUndefined();
   });
 
   test("another app instance on the same database sees the change too", async () => {

@@ -8,9 +8,9 @@ import type { Services } from "../../core/context";
 import { label as otLabel } from "../../core/object-types";
 import { choiceSets, customObjectTypes } from "../../db/schema";
 import type { HttpMethod, OpenApiBuilder, PluginOpenApi } from "../../openapi/builder";
-import { bulkSchemas, operationPrefix } from "../../openapi/builder";
+import { bulkSchemas } from "../../openapi/builder";
 import { closedObject, COMPONENTS, orNull, ref, type JsonSchema, type ModelOpenApi } from "../../openapi/json-schema";
-import { modelNames, paginated, type ModelNames } from "../../openapi/model-schemas";
+import { paginated, type ModelNames } from "../../openapi/model-schemas";
 import { valibotComponents } from "../../openapi/valibot";
 import { API_BASE, APP_LABEL, FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, SLUG_RE, UI_EDITABLE, UI_VISIBLE } from "./constants";
 import { customObjectsState } from "./index";
@@ -25,8 +25,17 @@ const TAG = "custom-objects";
 const json = (schema: JsonSchema) => ({ "application/json": { schema } });
 const errors = (...codes: Array<[string, string]>) => Object.fromEntries(codes.map(([code, name]) => [code, { $ref: `#/components/responses/${name}` }]));
 
-/** Component names of a custom object type: `CustomObject_<slug>`, `BriefCustomObject_<slug>`, … */
-export const cotNames = (slug: string): ModelNames => modelNames(`CustomObject_${slug}`);
+/**
+ * Component names of a custom object type: `CustomObject.<slug>`, `CustomObject.<slug>.Brief`, …
+ * A slug never holds a dot, so no two types (and no host model) can share a name.
+ */
+export const cotNames = (slug: string): ModelNames => ({
+  record: `CustomObject.${slug}`,
+  brief: `CustomObject.${slug}.Brief`,
+  request: `CustomObject.${slug}.Request`,
+  patched: `CustomObject.${slug}.PatchedRequest`,
+  list: `CustomObject.${slug}.List`,
+});
 
 const ID_URL_DISPLAY = {
   id: { type: "integer" },
@@ -318,7 +327,8 @@ async function describe(b: OpenApiBuilder, services: Services) {
         path: `${BASE}/${slug}`,
         tag,
         verbose: m.cot.verboseName || m.cot.name,
-        operationPrefix: operationPrefix(`${BASE}/${slug}`),
+        operationPrefix: `custom_objects.${slug}`,
+        operationSeparator: ".",
         names: cotNames(slug),
         list: m.resource.list,
         methods: detail ? { list: new Set(), detail: methods } : { list: methods, detail: new Set() },
