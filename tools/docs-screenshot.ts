@@ -41,6 +41,8 @@ export interface DocsRender {
   pageErrors: string[];
   /** The status line above the reference (e.g. a token prompt). */
   statusBeforeToken: string;
+  /** HTTP status of the "Try it out" call, when `execute` asked for one. */
+  executedStatus?: string;
 }
 
 /**
@@ -50,7 +52,7 @@ export interface DocsRender {
 export async function renderDocs(
   baseUrl: string,
   token: string | null,
-  options: { screenshot?: string; timeoutMs?: number; filter?: string; waitForPath?: string } = {},
+  options: { screenshot?: string; timeoutMs?: number; filter?: string; waitForPath?: string; execute?: string } = {},
 ): Promise<DocsRender> {
   const timeout = options.timeoutMs ?? 60_000;
   const origin = new URL(baseUrl).origin;
@@ -82,8 +84,19 @@ export async function renderDocs(
     if (options.filter) await page.fill(".operation-filter-input", options.filter);
     await page.waitForSelector(options.waitForPath ? `.opblock-summary-path[data-path="${options.waitForPath}"]` : ".opblock", { timeout });
     const paths = await page.$$eval(".opblock-summary-path", (els) => els.map((e) => e.getAttribute("data-path") ?? e.textContent ?? ""));
+    let executedStatus: string | undefined;
+    if (options.execute) {
+      // "Try it out" on the GET of that path: the page must send the token to this server.
+      const block = page.locator(".opblock-get", { has: page.locator(`.opblock-summary-path[data-path="${options.execute}"]`) }).first();
+      await block.locator(".opblock-summary-control").click();
+      await block.locator("button.try-out__btn").click();
+      await block.locator("button.execute").click();
+      const status = block.locator(".live-responses-table tr.response .response-col_status").first();
+      await status.waitFor({ timeout });
+      executedStatus = (await status.textContent())?.trim();
+    }
     if (options.screenshot) await page.screenshot({ path: options.screenshot, fullPage: false });
-    return { paths, foreignRequests, pageErrors, statusBeforeToken };
+    return { paths, foreignRequests, pageErrors, statusBeforeToken, executedStatus };
   } finally {
     await browser.close();
   }
