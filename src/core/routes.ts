@@ -113,7 +113,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     }
     let key = "";
     const id = await inTransaction(c, r, async (ctx) => {
-      const created = await createRecord(ctx, r, body as Record<string, unknown>);
+      const created = (await createRecord(ctx, r, body as Record<string, unknown>)).id;
       key = issuedKeys.get(ctx) ?? "";
       return created;
     });
@@ -136,7 +136,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     const r = tokenModel.resource;
     let key = "";
     const id = await inTransaction(c, r, async (ctx) => {
-      const created = await createRecord(ctx, r, { ...rest, user: user.id });
+      const created = (await createRecord(ctx, r, { ...rest, user: user.id })).id;
       key = issuedKeys.get(ctx) ?? "";
       return created;
     });

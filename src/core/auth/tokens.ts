@@ -4,9 +4,18 @@ export function generateToken(): string {
   return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+const recentHashes = new Map<string, string>();
+const RECENT_MAX = 1000;
+
+/** SHA-256 hex of a token; recent results are remembered (hashing ran on every request). */
 export async function hashToken(token: string): Promise<string> {
+  const known = recentHashes.get(token);
+  if (known) return known;
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const hex = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  if (recentHashes.size >= RECENT_MAX) recentHashes.delete(recentHashes.keys().next().value!);
+  recentHashes.set(token, hex);
+  return hex;
 }
 
 /** Parses `Authorization: Token <key>` or `Bearer <key>`; null when absent, "" when malformed. */

@@ -48,9 +48,10 @@ function sameData(a: ApiRecord, b: ApiRecord): boolean {
  * loaded before the change (null on create); the postchange record is loaded here, inside the
  * transaction. An update that changed nothing writes nothing (as NetBox does).
  */
-export async function logChange(ctx: WriteContext, resource: Resource, action: ChangeAction, id: number, prechange: ApiRecord | null): Promise<void> {
+/** Writes the change record; returns the post-change record it loaded (the response can reuse it). */
+export async function logChange(ctx: WriteContext, resource: Resource, action: ChangeAction, id: number, prechange: ApiRecord | null): Promise<ApiRecord | null> {
   const postchange = action === "delete" ? null : ((await resource.load(ctx, [id]))[0] ?? null);
-  if (action === "update" && prechange && postchange && sameData(prechange, postchange)) return;
+  if (action === "update" && prechange && postchange && sameData(prechange, postchange)) return postchange;
   const objectType = await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
@@ -92,4 +93,5 @@ export async function logChange(ctx: WriteContext, resource: Resource, action: C
     userName: user?.username ?? "",
     requestId: ctx.requestId,
   });
+  return postchange;
 }

@@ -290,6 +290,22 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     },
   };
 
+  const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
+  const nestedRecord = (ctx: ReadContext, row: Record<string, any>): ApiRecord => {
+    const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
+    for (const f of briefCols) {
+      const v = row[keyOf(f.column!)];
+      rec[f.name] = f.type === "choice" && v != null ? { value: v, label: f.choices!.find(([x]) => x === v)?.[1] ?? v } : (v ?? null);
+    }
+    return rec;
+  };
+  // Every column except JSON ones (nested forms never show them), keyed by property name.
+  const nestedColumns = sql.join(
+    Object.entries(getTableColumns(table))
+      .filter(([, col]) => (col as SQLiteColumn).dataType !== "json")
+      .map(([key, col]) => sql`${key}, ${col}`),
+    sql`, `,
+  );
   const info: ModelInfo = {
     appLabel: spec.appLabel,
     model: spec.model,
@@ -298,17 +314,18 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     async nested(ctx, ids) {
       const out = new Map<number, ApiRecord>();
       if (!ids.length) return out;
-      const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
       const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
-      for (const row of rows) {
-        const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
-        for (const f of briefCols) {
-          const v = row[keyOf(f.column!)];
-          rec[f.name] = f.type === "choice" && v != null ? { value: v, label: f.choices!.find(([x]) => x === v)?.[1] ?? v } : (v ?? null);
-        }
-        out.set(row.id, rec);
-      }
+      for (const row of rows) out.set(row.id, nestedRecord(ctx, row));
       return out;
+    },
+    nestedSql: {
+      select: (ids) => sql`SELECT ${table.id} AS id, json_object(${nestedColumns}) AS j FROM ${table} WHERE ${inArray(table.id, ids)}`,
+      build: (ctx, _id, columns) => {
+        for (const [key, col] of Object.entries(getTableColumns(table))) {
+          if ((col as SQLiteColumn).dataType === "boolean" && columns[key] != null) columns[key] = columns[key] === 1 || columns[key] === true;
+        }
+        return nestedRecord(ctx, columns);
+      },
     },
   };
   return { spec, resource, info };

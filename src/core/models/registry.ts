@@ -2,6 +2,7 @@
  * Every model the API can point at, keyed by `app_label.model`: its resource and its nested
  * form. Plugins add resolvers for labels known only at run time (custom object types).
  */
+import { sql, type SQL } from "drizzle-orm";
 import type { ApiRecord, ReadContext, Resource } from "../rest/resource";
 
 export interface ModelInfo {
@@ -11,6 +12,14 @@ export interface ModelInfo {
   /** Nested representations `{id, url, display, …}` keyed by id; unknown ids are absent. */
   nested(ctx: ReadContext, ids: number[]): Promise<Map<number, ApiRecord>>;
   resource?: Resource;
+  /**
+   * The nested lookup as SQL (rows of `id` and `j`, a JSON object of the columns) plus how to
+   * build the record from one row, so several models' lookups can share one statement.
+   */
+  nestedSql?: {
+    select(ids: number[]): SQL;
+    build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;
+  };
 }
 
 type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | null>;
@@ -29,6 +38,30 @@ export class ModelRegistry {
 
   staticModels(): ModelInfo[] {
     return [...this.#static.values()];
+  }
+
+  /**
+   * Nested records for several models at once: every model with a SQL form is fetched in one
+   * UNION ALL statement, the rest one lookup each.
+   */
+  async nestedMany(ctx: ReadContext, groups: Array<[ModelInfo, number[]]>): Promise<Map<ModelInfo, Map<number, ApiRecord>>> {
+    const out = new Map<ModelInfo, Map<number, ApiRecord>>();
+    const batched = groups.filter(([info, ids]) => info.nestedSql && ids.length);
+    for (const [info, ids] of groups) {
+      out.set(info, new Map());
+      if (!info.nestedSql && ids.length) out.set(info, await info.nested(ctx, ids));
+    }
+    if (batched.length) {
+      const union = sql.join(
+        batched.map(([info, ids], k) => sql`SELECT ${k} AS k, id, j FROM (${info.nestedSql!.select(ids)})`),
+        sql` UNION ALL `,
+      );
+      for (const row of (await ctx.db.all(union)) as { k: number; id: number; j: string }[]) {
+        const info = batched[Number(row.k)]![0];
+        out.get(info)!.set(Number(row.id), info.nestedSql!.build(ctx, Number(row.id), JSON.parse(row.j)));
+      }
+    }
+    return out;
   }
 
   async get(appLabel: string, model: string, ctx: ReadContext): Promise<ModelInfo | null> {

@@ -50,18 +50,30 @@ export function inTransaction<T>(c: Ctx, resource: Pick<Resource, "fieldForColum
   return writeTransaction(c.var.services, meta, resource, fn);
 }
 
+/** A written object: its id and its record as the change log saw it (reused for the answer). */
+export interface Written {
+  id: number;
+  record: ApiRecord | null;
+}
+
 /** Creates through the resource and writes the change record (same transaction). */
-export async function createRecord(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<number> {
+export async function createRecord(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<Written> {
   const id = await resource.create(ctx, input);
-  await logChange(ctx, resource, "create", id, null);
-  return id;
+  return { id, record: await logChange(ctx, resource, "create", id, null) };
 }
 
 /** Updates through the resource and writes the change record with both snapshots. */
-export async function updateRecord(ctx: WriteContext, resource: Resource, id: number, input: ApiRecord, partial: boolean): Promise<void> {
+export async function updateRecord(ctx: WriteContext, resource: Resource, id: number, input: ApiRecord, partial: boolean): Promise<Written> {
   const [before] = await resource.load(ctx, [id]);
   await resource.update(ctx, id, input, partial);
-  await logChange(ctx, resource, "update", id, before ?? null);
+  return { id, record: await logChange(ctx, resource, "update", id, before ?? null) };
+}
+
+/** The records written, loading any the change log did not already hold. */
+async function writtenRecords(c: Ctx, resource: Resource, written: Written[]): Promise<ApiRecord[]> {
+  const missing = written.filter((w) => !w.record).map((w) => w.id);
+  const loaded = missing.length ? new Map((await resource.load(readContext(c), missing)).map((r) => [r.id as number, r])) : new Map();
+  return written.map((w) => w.record ?? loaded.get(w.id)).filter((r): r is ApiRecord => !!r);
 }
 
 export async function listRecords(c: Ctx, resource: Resource) {
@@ -189,11 +201,11 @@ export function mountResource(
     await requirePermission(c, "add", r);
     const body = await readJson(c);
     if (Array.isArray(body)) {
-      const ids = await inTransaction(c, r, (ctx) => eachItem(body, (item) => createRecord(ctx, r, item)));
-      return c.json(projected(c, r, await r.load(readContext(c), ids)), 201);
+      const written = await inTransaction(c, r, (ctx) => eachItem(body, (item) => createRecord(ctx, r, item)));
+      return c.json(projected(c, r, await writtenRecords(c, r, written)), 201);
     }
-    const id = await inTransaction(c, r, (ctx) => createRecord(ctx, r, asObject(body, "body")));
-    return c.json(projected(c, r, [await loadOne(c, r, id)])[0], 201);
+    const written = await inTransaction(c, r, (ctx) => createRecord(ctx, r, asObject(body, "body")));
+    return c.json(projected(c, r, await writtenRecords(c, r, [written]))[0], 201);
   });
 
   for (const method of ["put", "patch"] as const) {
@@ -203,27 +215,26 @@ export function mountResource(
       await requirePermission(c, "change", r);
       const body = await readJson(c);
       if (!Array.isArray(body)) throw new ValidationError({ non_field_errors: ["Bulk update expects a list of objects with an id."] });
-      const ids = await inTransaction(c, r, (ctx) =>
+      const written = await inTransaction(c, r, (ctx) =>
         eachItem(body, async (item) => {
           const id = bulkId(item);
           await ensureExists(ctx, r, id);
           const { id: _drop, ...rest } = item;
-          await updateRecord(ctx, r, id, rest, partial);
-          return id;
+          return updateRecord(ctx, r, id, rest, partial);
         }),
       );
-      return c.json(projected(c, r, await r.load(readContext(c), ids)));
+      return c.json(projected(c, r, await writtenRecords(c, r, written)));
     });
     app[method](detail, async (c) => {
       const r = await resolve(c);
       await requirePermission(c, "change", r);
       const id = parseId(c.req.param("id"));
       const body = asObject(await readJson(c), "body");
-      await inTransaction(c, r, async (ctx) => {
+      const written = await inTransaction(c, r, async (ctx) => {
         await ensureExists(ctx, r, id);
-        await updateRecord(ctx, r, id, body, partial);
+        return updateRecord(ctx, r, id, body, partial);
       });
-      return c.json(projected(c, r, [await loadOne(c, r, id)])[0]);
+      return c.json(projected(c, r, await writtenRecords(c, r, [written]))[0]);
     });
   }
 

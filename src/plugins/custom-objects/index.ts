@@ -33,7 +33,7 @@ const states = new WeakMap<Services, PluginState>();
 export function customObjectsState(services: Services): PluginState {
   let state = states.get(services);
   if (!state) {
-    state = { registry: new CotRegistry() };
+    state = { registry: new CotRegistry(services.db.orm) };
     states.set(services, state);
   }
   return state;

@@ -33,25 +33,30 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   if (!(await info.nested(ctx, [objectId])).has(objectId)) throw notFound(`No ${ot.appLabel}.${ot.model} with id ${objectId}.`);
 
   const { limit, offset } = parsePaging(params);
-  // Fields the caller may see, in a stable order, each with its count of linking objects.
-  const sources: { field: Awaited<ReturnType<typeof fieldsPointingAt>>[number]; count: number }[] = [];
-  const models = new Map<number, Awaited<ReturnType<CotRegistry["byId"]>>>();
-  for (const field of await fieldsPointingAt(ctx.db, ot.id)) {
-    let model = models.get(field.customObjectTypeId);
-    if (model === undefined) {
-      model = await registry.byId(ctx.db, field.customObjectTypeId);
-      models.set(field.customObjectTypeId, model);
-    }
-    if (!model || !hasPermission(c, "view", "custom_objects", model.cot.slug)) continue;
+  // Fields the caller may see, in a stable order; their models' versions in one query and
+  // every field's count in one statement (each count is still its own indexed lookup).
+  const fields = await fieldsPointingAt(ctx.db, ot.id);
+  const models = await registry.byIds(ctx.db, fields.map((f) => f.customObjectTypeId));
+  const visible = fields.filter((f) => {
+    const model = models.get(f.customObjectTypeId);
+    return model && hasPermission(c, "view", "custom_objects", model.cot.slug);
+  });
+  const countOf = (field: (typeof fields)[number]) => {
     const where = linkCondition(field, ot.id, objectId);
-    const countSql =
-      field.type === "multiobject"
-        ? sql`SELECT count(DISTINCT source_id) AS n FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where}`
-        : sql`SELECT count(*) AS n FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where}`;
-    const [row] = (await ctx.db.all(countSql)) as { n: number }[];
-    const count = Number(row?.n ?? 0);
-    if (count) sources.push({ field, count });
+    return field.type === "multiobject"
+      ? sql`(SELECT count(DISTINCT source_id) FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where})`
+      : sql`(SELECT count(*) FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where})`;
+  };
+  const counts: { k: number; n: number }[] = [];
+  // SQLite allows 500 terms in a compound SELECT; chunk well below that.
+  for (let start = 0; start < visible.length; start += 250) {
+    const chunk = visible.slice(start, start + 250).map((f, i) => sql`SELECT ${start + i} AS k, ${countOf(f)} AS n`);
+    counts.push(...((await ctx.db.all(sql.join(chunk, sql` UNION ALL `))) as { k: number; n: number }[]));
   }
+  const sources = counts
+    .sort((a, b) => Number(a.k) - Number(b.k))
+    .map((r) => ({ field: visible[Number(r.k)]!, count: Number(r.n) }))
+    .filter((s) => s.count > 0);
   const total = sources.reduce((n, s) => n + s.count, 0);
 
   const results: Record<string, unknown>[] = [];

@@ -4,13 +4,13 @@
  * reads that version from the database (one indexed row), so two app instances or isolates
  * sharing a database never serve a stale shape.
  */
-import { and, asc, eq, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable } from "drizzle-orm/sqlite-core";
-import type { Executor } from "../../db/client";
+import type { Executor, Orm } from "../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { ErrorCollector, ValidationError } from "../../core/errors";
-import { loadTags, resolveTags, setTags } from "../../core/models/define";
+import { loadTags, nestedTag, resolveTags, setTags } from "../../core/models/define";
 import type { ModelInfo } from "../../core/models/registry";
 import { label as otLabel } from "../../core/object-types";
 import type { FilterSpec, ListSpec } from "../../core/rest/query";
@@ -231,11 +231,11 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
       }
     }
     const infos = await relatedInfos(ctx, [...wanted.keys()]);
+    // Every related type's nested forms in one statement where the models allow it.
+    const groups = [...wanted].filter(([typeId]) => infos.has(typeId)).map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
+    const byInfo = await ctx.services.models.nestedMany(ctx, groups);
     const nested = new Map<number, Map<number, ApiRecord>>();
-    for (const [typeId, idSet] of wanted) {
-      const info = infos.get(typeId);
-      nested.set(typeId, info ? await info.nested(ctx, [...idSet]) : new Map());
-    }
+    for (const typeId of wanted.keys()) nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
     const ots = await ctx.services.objectTypes.byIds([...wanted.keys()], ctx.db);
     const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
       const n = nested.get(typeId)?.get(id) ?? { id };
@@ -243,7 +243,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
       const ot = ots.get(typeId);
       return { object_type: ot ? otLabel(ot) : typeId, ...n };
     };
-    const tags = await loadTags(ctx, cot.objectTypeId!, ids);
+    // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
+    const tags = rows.every((r) => "__tags" in r) ? tagsFromRows(ctx, rows) : await loadTags(ctx, cot.objectTypeId!, ids);
     const cotRef = nestedCot(ctx.baseUrl, cot);
     return rows.map((row) => {
       const rec: ApiRecord = {
@@ -270,9 +271,27 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
     });
   }
 
+  // The row query carries each object's tags as a JSON list, saving a statement per read.
+  // (The outer id is spelled out: Drizzle renders a column unqualified in a select list.)
+  const tagsColumn = sql<string>`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND ti.object_id = ${ident(tableName(cot.id))}.id ORDER BY t.name) x)`;
+  const tagsFromRows = (ctx: ReadContext, rows: Record<string, any>[]) =>
+    new Map(rows.map((r) => [r.id as number, (JSON.parse(r.__tags ?? "[]") as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
+
+  const rowColumns = { ...getTableColumns(table), __tags: tagsColumn };
+  // Reads of one object (get by id, nested writes' answers) reuse one prepared query per ORM.
+  const preparedOne = new WeakMap<object, { all(values: { id: number }): Promise<unknown[]> }>();
+  const loadOne = (orm: Orm) => {
+    let q = preparedOne.get(orm);
+    if (!q) preparedOne.set(orm, (q = orm.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id"))).prepare()));
+    return q;
+  };
+
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
-    const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+    const orm = ctx.services.db.orm;
+    const rows = (
+      ids.length === 1 && ctx.db === orm ? await loadOne(orm).all({ id: ids[0]! }) : await ctx.db.select(rowColumns).from(table).where(inArray(table.id, ids))
+    ) as Record<string, any>[];
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
   }
@@ -432,6 +451,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
     },
   };
 
+  const nestedCols: Record<string, SQLiteColumn> = { id: table.id };
+  if (primary && primary.type !== "multiobject") for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
   const info: ModelInfo = {
     appLabel: APP_LABEL,
     model: slug,
@@ -440,11 +461,17 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
     async nested(ctx, ids) {
       const out = new Map<number, ApiRecord>();
       if (!ids.length) return out;
-      const cols: Record<string, SQLiteColumn> = { id: table.id };
-      if (primary && primary.type !== "multiobject") for (const c of fieldColumns(primary)) cols[c] = column(c);
-      const rows = (await ctx.db.select(cols).from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+      const rows = (await ctx.db.select(nestedCols).from(table).where(inArray(table.id, ids))) as Record<string, any>[];
       for (const row of rows) out.set(row.id, { id: row.id, url: instanceUrl(ctx.baseUrl, slug, row.id), display: display(row) });
       return out;
+    },
+    nestedSql: {
+      select: (ids) =>
+        sql`SELECT ${table.id} AS id, json_object(${sql.join(
+          Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
+          sql`, `,
+        )}) AS j FROM ${table} WHERE ${inArray(table.id, ids)}`,
+      build: (ctx, id, row) => ({ id, url: instanceUrl(ctx.baseUrl, slug, id), display: display(row) }),
     },
   };
   return { cot, fields, table, resource, info };
@@ -453,6 +480,15 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
 /** Caches built models by COT id; `shape_version` in the database decides freshness. */
 export class CotRegistry {
   #models = new Map<number, CotModel>();
+  /** Version lookups prepared once on the ORM (Drizzle's query building is a hot spot). */
+  #versionBySlug;
+  #versionById;
+
+  constructor(private readonly orm?: Orm) {
+    const version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
+    this.#versionBySlug = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.slug, sql.placeholder("slug"))).limit(1).prepare();
+    this.#versionById = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.id, sql.placeholder("id"))).limit(1).prepare();
+  }
 
   async #fresh(db: Executor, row: Pick<CotRow, "id" | "shapeVersion"> | undefined): Promise<CotModel | null> {
     if (!row) return null;
@@ -468,21 +504,34 @@ export class CotRegistry {
   }
 
   async bySlug(db: Executor, slug: string): Promise<CotModel | null> {
-    const [row] = await db
-      .select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion })
-      .from(customObjectTypes)
-      .where(eq(customObjectTypes.slug, slug))
-      .limit(1);
+    const [row] =
+      db === this.orm && this.#versionBySlug
+        ? await this.#versionBySlug.all({ slug })
+        : await db.select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion }).from(customObjectTypes).where(eq(customObjectTypes.slug, slug)).limit(1);
     return this.#fresh(db, row);
   }
 
   async byId(db: Executor, id: number): Promise<CotModel | null> {
-    const [row] = await db
+    const [row] =
+      db === this.orm && this.#versionById
+        ? await this.#versionById.all({ id })
+        : await db.select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion }).from(customObjectTypes).where(eq(customObjectTypes.id, id)).limit(1);
+    return this.#fresh(db, row);
+  }
+
+  /** Several COTs at once: one version query for all of them. */
+  async byIds(db: Executor, ids: number[]): Promise<Map<number, CotModel>> {
+    const out = new Map<number, CotModel>();
+    if (!ids.length) return out;
+    const rows = await db
       .select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion })
       .from(customObjectTypes)
-      .where(eq(customObjectTypes.id, id))
-      .limit(1);
-    return this.#fresh(db, row);
+      .where(inArray(customObjectTypes.id, [...new Set(ids)]));
+    for (const row of rows) {
+      const model = await this.#fresh(db, row);
+      if (model) out.set(row.id, model);
+    }
+    return out;
   }
 
   forget(id: number) {
