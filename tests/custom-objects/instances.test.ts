@@ -121,6 +121,19 @@ describe("instances: all 13 field types", () => {
     const r = await t.json("POST", `${CO}/all_types/`, { body: { title: "Unique one" } });
     expect(r.status).toBe(400);
     expect(r.body.title[0]).toContain("already exists");
+    // inside a bulk request the clash is reported on its item, and nothing is written
+    const before = (await t.json("GET", `${CO}/all_types/`)).body.count;
+    const bulk = await t.json("POST", `${CO}/all_types/`, { body: [{ title: "Unique two" }, { title: "Unique two" }, { title: "Unique one" }] });
+    expect(bulk.status).toBe(400);
+    expect(bulk.body[0]).toEqual({});
+    expect(bulk.body[1].title[0]).toContain("already exists");
+    expect(bulk.body[2].title[0]).toContain("already exists");
+    expect((await t.json("GET", `${CO}/all_types/`)).body.count).toBe(before);
+    // and an update onto a taken value
+    const other = await create(t, "all_types", { title: "Unique three" });
+    const clash = await t.json("PATCH", `${CO}/all_types/${other.id}/`, { body: { title: "Unique one" } });
+    expect(clash.status).toBe(400);
+    expect(clash.body.title[0]).toContain("already exists");
   });
 
   test("filters honour filter_logic, lookups, <field>_id and q", async () => {

@@ -52,7 +52,7 @@ function sameData(a: ApiRecord, b: ApiRecord): boolean {
 export async function logChange(ctx: WriteContext, resource: Resource, action: ChangeAction, id: number, prechange: ApiRecord | null): Promise<ApiRecord | null> {
   const postchange = action === "delete" ? null : ((await resource.load(ctx, [id]))[0] ?? null);
   if (action === "update" && prechange && postchange && sameData(prechange, postchange)) return postchange;
-  const objectType = await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
+  const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
   const repr = String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);

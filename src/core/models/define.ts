@@ -2,7 +2,7 @@
  * Declarative host models: a table plus field specs become a `Resource` (validation,
  * serialisation with nested relations and tags, filters, ordering, search) and a `ModelInfo`.
  */
-import { and, eq, getTableColumns, inArray, sql, type SQLWrapper } from "drizzle-orm";
+import { and, eq, getTableColumns, getTableName, inArray, sql, type SQLWrapper } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../errors";
@@ -303,7 +303,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
   const nestedColumns = sql.join(
     Object.entries(getTableColumns(table))
       .filter(([, col]) => (col as SQLiteColumn).dataType !== "json")
-      .map(([key, col]) => sql`${key}, ${col}`),
+      .map(([key, col]) => sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`),
     sql`, `,
   );
   const info: ModelInfo = {
@@ -320,6 +320,8 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     },
     nestedSql: {
       select: (ids) => sql`SELECT ${table.id} AS id, json_object(${nestedColumns}) AS j FROM ${table} WHERE ${inArray(table.id, ids)}`,
+      // Qualified by hand: inside another query's select list Drizzle renders columns bare.
+      selectOne: (idExpr) => sql`(SELECT json_object(${nestedColumns}) FROM ${table} WHERE ${sql.raw(`"${getTableName(table)}"."id"`)} = ${idExpr})`,
       build: (ctx, _id, columns) => {
         for (const [key, col] of Object.entries(getTableColumns(table))) {
           if ((col as SQLiteColumn).dataType === "boolean" && columns[key] != null) columns[key] = columns[key] === 1 || columns[key] === true;

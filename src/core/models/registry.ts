@@ -18,6 +18,8 @@ export interface ModelInfo {
    */
   nestedSql?: {
     select(ids: number[]): SQL;
+    /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */
+    selectOne?(idExpr: SQL): SQL;
     build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;
   };
 }

@@ -39,6 +39,8 @@ export interface Resource {
   update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
   /** Deletes one row that is known to exist (delete hooks have already run). */
   delete(ctx: WriteContext, id: number): Promise<void>;
+  /** The object type id, when the resource knows it (saves a lookup per logged change). */
+  objectTypeId?: number;
   /** Maps a constraint column (`site_id`) to its API field (`site`). */
   fieldForColumn?(column: string): string;
 }

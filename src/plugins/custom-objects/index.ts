@@ -13,6 +13,7 @@ import { inTransaction, mountResource, readContext } from "../../core/rest/handl
 import type { Resource } from "../../core/rest/resource";
 import { customObjectTypes } from "../../db/schema";
 import type { HostPlugin } from "../types";
+import type { ModelInfo } from "../../core/models/registry";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
 import { linkedObjects } from "./linked";
 import { CotRegistry } from "./models";
@@ -33,7 +34,17 @@ const states = new WeakMap<Services, PluginState>();
 export function customObjectsState(services: Services): PluginState {
   let state = states.get(services);
   if (!state) {
-    state = { registry: new CotRegistry(services.db.orm) };
+    state = {
+      registry: new CotRegistry(services.db.orm, async (ids) => {
+        const out = new Map<number, ModelInfo>();
+        for (const [id, ot] of await services.objectTypes.byIds(ids)) {
+          if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
+          const info = await services.models.get(ot.appLabel, ot.model, { db: services.db.orm, services, baseUrl: "" });
+          if (info) out.set(id, info);
+        }
+        return out;
+      }),
+    };
     states.set(services, state);
   }
   return state;
@@ -43,14 +54,22 @@ export function customObjectsState(services: Services): PluginState {
  * Writes re-read the COT's shape inside their own transaction: a schema change that committed
  * after the request resolved its slug is honoured instead of writing against the old shape.
  */
-function liveResource(registry: CotRegistry, cotId: number, resolved: Resource): Resource {
+function liveResource(registry: CotRegistry, cotId: number, slug: string, resolved: Resource, checked: boolean): Resource {
+  // One check per transaction (or read context): a write's create and its answer share it.
+  const seen = new WeakMap<object, Resource>();
   const current = async (ctx: { db: Parameters<CotRegistry["byId"]>[0] }) => {
+    const known = seen.get(ctx);
+    if (known) return known;
     const model = await registry.byId(ctx.db, cotId);
-    if (!model) throw notFound();
+    // gone, or renamed since the request resolved its slug: that slug names nothing now
+    if (!model || model.cot.slug !== slug) throw notFound();
+    seen.set(ctx, model.resource);
     return model.resource;
   };
   return {
     ...resolved,
+    // a model taken from the cache unchecked is re-read before it serialises anything
+    load: checked ? resolved.load : async (ctx, ids) => (await current(ctx)).load(ctx, ids),
     create: async (ctx, input) => (await current(ctx)).create(ctx, input),
     update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
     delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),
@@ -116,9 +135,14 @@ export const customObjectsPlugin: HostPlugin = {
     app.all("/schema/export", methodNotAllowed("GET, HEAD"));
 
     mountResource(app, "/:slug", async (c) => {
-      const model = await registry.bySlug(c.var.services.db.orm, c.req.param("slug") ?? "");
+      const slug = c.req.param("slug") ?? "";
+      // Reads check the shape version now; writes may start from the cached model because
+      // they check id, version and slug again inside their own transaction.
+      const write = c.req.method !== "GET" && c.req.method !== "HEAD";
+      const cached = write ? registry.cachedBySlug(slug) : null;
+      const model = cached ?? (await registry.bySlug(c.var.services.db.orm, slug));
       if (!model) throw notFound();
-      return liveResource(registry, model.cot.id, model.resource);
+      return liveResource(registry, model.cot.id, slug, model.resource, !cached);
     });
     return app;
   },

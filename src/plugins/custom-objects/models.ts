@@ -10,6 +10,7 @@ import type { Executor, Orm } from "../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { ErrorCollector, ValidationError } from "../../core/errors";
+import { mapConstraintError } from "../../core/rest/constraints";
 import { loadTags, nestedTag, resolveTags, setTags } from "../../core/models/define";
 import type { ModelInfo } from "../../core/models/registry";
 import { label as otLabel } from "../../core/object-types";
@@ -96,7 +97,11 @@ async function resolveRef(ctx: WriteContext, f: FieldRow, raw: unknown): Promise
   return { typeId: f.relatedObjectTypeId!, id };
 }
 
-export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
+/**
+ * @param embedded object type id → host model whose nested form can ride on the row query
+ *   (host models never change shape, so the SQL can be built once with the model).
+ */
+export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<number, ModelInfo> = new Map()): CotModel {
   const fields = sortFields(rawFields);
   const table = buildTable(cot, fields);
   const column = (name: string): SQLiteColumn => {
@@ -213,8 +218,18 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
       (wanted.get(typeId) ?? wanted.set(typeId, new Set()).get(typeId)!).add(id);
     };
     const links = new Map<number, Map<number, { typeId: number; id: number }[]>>();
+    const inline = new Map<string, Map<number, ApiRecord>>();
     for (const f of fields) {
-      if (f.type === "object") {
+      if (f.type === "object" && rows.every((r) => `__n_${f.name}` in r)) {
+        const info = embedded.get(f.relatedObjectTypeId!)!;
+        const byId = new Map<number, ApiRecord>();
+        for (const r of rows) {
+          const id = r[`${f.name}_id`];
+          const json = r[`__n_${f.name}`];
+          if (id != null && json) byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+        }
+        inline.set(f.name, byId);
+      } else if (f.type === "object") {
         for (const r of rows) want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
       } else if (f.type === "multiobject") {
         const lt = ident(linkTableName(cot.id, f.id));
@@ -260,7 +275,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
         if (f.type === "object") {
           const id = row[`${f.name}_id`];
           const typeId = f.isPolymorphic ? row[`${f.name}_type`] : f.relatedObjectTypeId;
-          rec[f.name] = id == null || typeId == null ? null : ref(f, typeId, id);
+          const known = inline.get(f.name);
+          rec[f.name] = id == null || typeId == null ? null : known ? (known.get(id) ?? { id }) : ref(f, typeId, id);
         } else if (f.type === "multiobject") {
           rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
         } else {
@@ -277,7 +293,13 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
   const tagsFromRows = (ctx: ReadContext, rows: Record<string, any>[]) =>
     new Map(rows.map((r) => [r.id as number, (JSON.parse(r.__tags ?? "[]") as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
 
-  const rowColumns = { ...getTableColumns(table), __tags: tagsColumn };
+  // Object fields pointing at host models carry their nested form in the row too.
+  const embeddedFields = fields.filter((f) => f.type === "object" && !f.isPolymorphic && embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne);
+  const rowColumns: Record<string, SQLiteColumn | SQL> = { ...getTableColumns(table), __tags: tagsColumn };
+  for (const f of embeddedFields) {
+    const info = embedded.get(f.relatedObjectTypeId!)!;
+    rowColumns[`__n_${f.name}`] = sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
+  }
   // Reads of one object (get by id, nested writes' answers) reuse one prepared query per ORM.
   const preparedOne = new WeakMap<object, { all(values: { id: number }): Promise<unknown[]> }>();
   const loadOne = (orm: Orm) => {
@@ -297,10 +319,15 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
   }
 
   // ---- write -------------------------------------------------------------------------------
-  async function targetExists(ctx: WriteContext, typeId: number, id: number, infos: Map<number, ModelInfo>) {
-    const info = infos.get(typeId);
-    if (!info) return false;
-    return (await info.nested(ctx, [id])).has(id);
+  /** Which of the referenced objects exist: one statement for every target type. */
+  async function existing_(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>): Promise<Set<string>> {
+    const byType = new Map<number, number[]>();
+    for (const r of refs) if (infos.has(r.typeId)) (byType.get(r.typeId) ?? byType.set(r.typeId, []).get(r.typeId)!).push(r.id);
+    const groups = [...byType].map(([typeId, ids]) => [infos.get(typeId)!, ids] as [ModelInfo, number[]]);
+    const found = await ctx.services.models.nestedMany(ctx, groups);
+    const out = new Set<string>();
+    for (const [typeId, ids] of byType) for (const id of ids) if (found.get(infos.get(typeId)!)?.has(id)) out.add(`${typeId}:${id}`);
+    return out;
   }
 
   async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
@@ -319,6 +346,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
       }
     }
     const infos = relatedIds.size ? await relatedInfos(ctx, [...relatedIds]) : new Map<number, ModelInfo>();
+    const pending: { field: FieldRow; ref: { typeId: number; id: number } }[] = [];
 
     for (const f of fields) {
       const present = Object.prototype.hasOwnProperty.call(input, f.name);
@@ -350,8 +378,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
         }
         const r = await resolveRef(ctx, f, raw);
         if ("error" in r) errors.add(f.name, r.error);
-        else if (!(await targetExists(ctx, r.typeId, r.id, infos))) errors.add(f.name, `Related object not found using the provided numeric ID: ${r.id}`);
         else {
+          pending.push({ field: f, ref: r });
           values[`${f.name}_id`] = r.id;
           if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
         }
@@ -370,8 +398,10 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
         for (const item of raw) {
           const r = await resolveRef(ctx, f, item);
           if ("error" in r) errors.add(f.name, r.error);
-          else if (!(await targetExists(ctx, r.typeId, r.id, infos))) errors.add(f.name, `Related object not found using the provided numeric ID: ${r.id}`);
-          else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) refs.push(r);
+          else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
+            pending.push({ field: f, ref: r });
+            refs.push(r);
+          }
         }
         multi.set(f, refs);
         continue;
@@ -380,23 +410,32 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
       if ("error" in checked) errors.add(f.name, checked.error);
       else values[f.name] = checked.value;
     }
+    if (pending.length) {
+      const found = await existing_(ctx, pending.map((p) => p.ref), infos);
+      for (const { field, ref } of pending) {
+        if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, `Related object not found using the provided numeric ID: ${ref.id}`);
+      }
+    }
     if (Object.prototype.hasOwnProperty.call(input, "tags")) {
       const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
       if ("error" in r) errors.add("tags", r.error);
       else tagIds = r.ids;
     }
-    // Unique values: a clear 400 before the unique index would refuse them.
-    for (const f of fields) {
-      if (!f.unique || f.type === "multiobject") continue;
-      const col = f.type === "object" ? `${f.name}_id` : f.name;
-      const v = values[col];
-      if (v === undefined || v === null || errors.errors[f.name]) continue;
-      const clash = await ctx.db
-        .select({ id: table.id })
-        .from(table)
-        .where(existing ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`) : eq(column(col), v))
-        .limit(1);
-      if (clash.length) errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
+    // A valid write leaves unique values to the UNIQUE indexes (see `uniqueChecked`); a write
+    // that fails anyway looks them up so its 400 names every problem at once.
+    if (!errors.empty) {
+      for (const f of fields) {
+        if (!f.unique || f.type === "multiobject") continue;
+        const col = f.type === "object" ? `${f.name}_id` : f.name;
+        const v = values[col];
+        if (v === undefined || v === null || errors.errors[f.name]) continue;
+        const clash = await ctx.db
+          .select({ id: table.id })
+          .from(table)
+          .where(existing ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`) : eq(column(col), v))
+          .limit(1);
+        if (clash.length) errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
+      }
     }
     errors.throwIfAny();
     return { values, multi, tagIds };
@@ -412,9 +451,24 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
     }
   }
 
+  /**
+   * A unique index refusing a value becomes a 400 on that field, thrown from inside the
+   * resource so bulk requests report it per item. SQLite only undoes the failed statement,
+   * so the transaction goes on and the other items are still checked.
+   */
+  async function uniqueChecked<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (e) {
+      const mapped = mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => fields.find((x) => fieldColumns(x).includes(c))?.name ?? c });
+      throw mapped instanceof ValidationError ? mapped : e;
+    }
+  }
+
   const resource: Resource = {
     appLabel: APP_LABEL,
     model: slug,
+    objectTypeId: cot.objectTypeId ?? undefined,
     verboseName: verboseName(cot),
     table,
     list,
@@ -423,10 +477,12 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
     async create(ctx, input) {
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const now = nowIso();
-      const [row] = (await ctx.db
-        .insert(table)
-        .values({ ...values, created: now, lastUpdated: now } as any)
-        .returning({ id: table.id })) as { id: number }[];
+      const [row] = (await uniqueChecked(() =>
+        ctx.db
+          .insert(table)
+          .values({ ...values, created: now, lastUpdated: now } as any)
+          .returning({ id: table.id }),
+      )) as { id: number }[];
       await writeLinks(ctx, row!.id, multi);
       if (tagIds) await setTags(ctx, cot.objectTypeId!, row!.id, tagIds);
       return row!.id;
@@ -434,10 +490,12 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[]): CotModel {
     async update(ctx, id, input, partial) {
       const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
       const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
-      await ctx.db
-        .update(table)
-        .set({ ...values, lastUpdated: nowIso() } as any)
-        .where(eq(table.id, id));
+      await uniqueChecked(() =>
+        ctx.db
+          .update(table)
+          .set({ ...values, lastUpdated: nowIso() } as any)
+          .where(eq(table.id, id)),
+      );
       await writeLinks(ctx, id, multi);
       if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
     },
@@ -484,7 +542,11 @@ export class CotRegistry {
   #versionBySlug;
   #versionById;
 
-  constructor(private readonly orm?: Orm) {
+  constructor(
+    private readonly orm?: Orm,
+    /** Host models (static shapes) by object type id, for nested forms embedded in row queries. */
+    private readonly hostModels?: (objectTypeIds: number[]) => Promise<Map<number, ModelInfo>>,
+  ) {
     const version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
     this.#versionBySlug = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.slug, sql.placeholder("slug"))).limit(1).prepare();
     this.#versionById = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.id, sql.placeholder("id"))).limit(1).prepare();
@@ -497,7 +559,8 @@ export class CotRegistry {
     const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.id));
     if (!cot) return null;
     const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
-    const model = buildModel(cot, fields);
+    const targets = fields.filter((f) => f.type === "object" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
+    const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets) : new Map());
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;
@@ -517,6 +580,12 @@ export class CotRegistry {
         ? await this.#versionById.all({ id })
         : await db.select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion }).from(customObjectTypes).where(eq(customObjectTypes.id, id)).limit(1);
     return this.#fresh(db, row);
+  }
+
+  /** A model this registry already holds for `slug`, without asking the database. */
+  cachedBySlug(slug: string): CotModel | null {
+    for (const model of this.#models.values()) if (model.cot.slug === slug) return model;
+    return null;
   }
 
   /** Several COTs at once: one version query for all of them. */
