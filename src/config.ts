@@ -155,6 +155,8 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
 
 /** Strips credentials from a URL so it can be shown in logs and health output. */
 export function redactUrl(raw: string): string {
+  // Local files carry no credentials; URL parsing would turn `file:data/x.db` into `file:///data/x.db`.
+  if (/^file:/i.test(raw) || raw === ":memory:") return raw.split("?")[0]!;
   try {
     const u = new URL(raw);
     if (u.username || u.password) {

@@ -31,6 +31,9 @@ describe("configuration", () => {
   ])("bad value %j stops with one line naming the setting", (env, pattern) => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(pattern);
   });
+  test("redactUrl leaves local file paths as written", () => {
+    expect(redactUrl("file:data/host.db")).toBe("file:data/host.db");
+  });
   test("redactUrl hides credentials", () => {
     expect(redactUrl("https://user:secretpw@example.test/x?token=abc")).not.toContain("secretpw");
     expect(redactUrl("https://user:secretpw@example.test/x?token=abc")).not.toContain("abc");
