@@ -31,7 +31,25 @@ interface ActiveRule {
   objectTypeIds: Set<number>;
 }
 
-async function activeRules(services: Services): Promise<ActiveRule[]> {
+/**
+ * Enabled rules are read at most every RULES_TTL_MS per process: they are configuration, and
+ * reading them cost a statement on every write. A change to a rule or webhook committed in this
+ * process drops the copy at once (`dispatchEvents` sees every committed change); other processes
+ * and isolates pick it up within the TTL.
+ */
+export const RULES_TTL_MS = 2000;
+const ruleCache = new WeakMap<Services, { at: number; rules: Promise<ActiveRule[]> }>();
+
+function cachedRules(services: Services): Promise<ActiveRule[]> {
+  const hit = ruleCache.get(services);
+  if (hit && Date.now() - hit.at < RULES_TTL_MS) return hit.rules;
+  const rules = readRules(services);
+  ruleCache.set(services, { at: Date.now(), rules });
+  rules.catch(() => ruleCache.delete(services));
+  return rules;
+}
+
+async function readRules(services: Services): Promise<ActiveRule[]> {
   const rules = await services.db.orm.select().from(eventRules).where(eq(eventRules.enabled, true));
   if (!rules.length) return [];
   const links = await services.db.orm
@@ -52,7 +70,8 @@ export function ruleMatches(rule: Pick<ActiveRule, "eventTypes" | "conditions" |
 /** Enqueues the deliveries of committed changes. Failures are logged: the change stands. */
 export async function dispatchEvents(services: Services, events: ChangeEvent[]): Promise<void> {
   if (!events.length) return;
-  const rules = await activeRules(services);
+  if (events.some((e) => e.appLabel === "extras" && (e.model === "eventrule" || e.model === "webhook"))) ruleCache.delete(services);
+  const rules = await cachedRules(services);
   if (!rules.length) return;
   const webhookType = await services.objectTypes.ensure("extras", "webhook");
   const queued = new Set<string>();
