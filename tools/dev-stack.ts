@@ -32,7 +32,8 @@ export interface LocalRedisStackOptions {
 const DEFAULT_START_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 5_000;
 
-async function freePort(): Promise<number> {
+/** Asks the kernel for a free loopback port. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once("error", reject);

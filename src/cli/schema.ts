@@ -18,6 +18,7 @@ import { runMigrations } from "../db/migrate";
 import { tokens, users } from "../db/schema";
 import { createCache } from "../services/cache";
 import { createLogger } from "../services/logger";
+import type { TypeDiff } from "../plugins/custom-objects/schema/diff";
 
 export const SCHEMA_USAGE = `usage:
   npm run manage -- schema export [--slug SLUG …]                     print the types as a schema document
@@ -163,25 +164,6 @@ function fieldSummary(def: Record<string, unknown>): string {
   if (Array.isArray(def.related_object_types) && def.related_object_types.length) extra.push(`→ ${def.related_object_types.join(" | ")}`);
   if (def.choice_set) extra.push(`choices: ${String(def.choice_set)}`);
   return [String(def.type ?? ""), ...flags, ...extra].filter(Boolean).join(", ");
-}
-
-interface FieldChange {
-  op: "add" | "alter" | "remove";
-  schema_id: number;
-  db_name: string;
-  schema_def: Record<string, unknown>;
-  changed_attrs?: Record<string, [unknown, unknown]>;
-  destructive?: boolean;
-}
-interface TypeDiff {
-  slug: string;
-  name: string;
-  is_new: boolean;
-  has_changes: boolean;
-  has_destructive_changes: boolean;
-  cot_changes: Record<string, [unknown, unknown]>;
-  field_changes: FieldChange[];
-  warnings: string[];
 }
 
 /** The diffs as a readable, optionally coloured text: one block per type, one line per change. */

@@ -3,7 +3,8 @@
  * dies with the test process even when a suite forgets to stop it.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, connect } from "node:net";
+import { connect } from "node:net";
+import { freePort } from "../../tools/dev-stack";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -41,19 +42,6 @@ function installExitHook(): void {
       }
       rmSync(dir, { recursive: true, force: true });
     }
-  });
-}
-
-// Asks the kernel for a free loopback port.
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      srv.close(() => (port ? resolve(port) : reject(new Error("no free port"))));
-    });
   });
 }
 
