@@ -122,3 +122,34 @@ export function serializeClient(inner: Client): Client {
   };
   return wrapper;
 }
+
+/**
+ * A query prepared once on the ORM, ready to run on `db` — the ORM itself or an open Drizzle
+ * transaction. Drizzle binds a prepared query to the session it was prepared on, and building
+ * the SQL again for every call inside a transaction was about a quarter of a create's CPU time.
+ * The copy differs only in the libSQL transaction it runs on. Returns null when `db` is another
+ * database or the driver's shape is not the one this was written against (callers then build
+ * the query as usual); `tests/core/prepared-in.test.ts` pins the behaviour.
+ */
+export function preparedIn<P extends object>(prepared: P, db: Executor): P | null {
+  const session = (db as unknown as { session?: { client?: unknown; tx?: unknown } }).session;
+  const own = prepared as unknown as { client?: unknown; tx?: unknown };
+  if (!session || !("tx" in own) || session.client !== own.client) return null;
+  if (!session.tx) return own.tx ? null : prepared;
+  const copy = Object.assign(Object.create(Object.getPrototypeOf(prepared)) as P, prepared);
+  (copy as unknown as { tx: unknown }).tx = session.tx;
+  return copy;
+}
+
+/** A query prepared once per ORM and run on that ORM or inside any of its transactions. */
+export class Reusable<P extends object> {
+  readonly #byOrm = new WeakMap<object, P>();
+  constructor(private readonly build: (db: Executor) => P) {}
+
+  /** The prepared query for `db`; built afresh on `db` only when it cannot be reused there. */
+  on(db: Executor, orm: Orm): P {
+    let q = this.#byOrm.get(orm);
+    if (!q) this.#byOrm.set(orm, (q = this.build(orm)));
+    return preparedIn(q, db) ?? this.build(db);
+  }
+}

@@ -70,6 +70,8 @@ describe("instances: all 13 field types", () => {
     expect(b.speeds).toEqual(["slow", "ludicrous"]);
     expect(b.site).toMatchObject({ id: siteId, display: "Alpha", url: `${BASE}/api/dcim/sites/${siteId}/` });
     expect(b.devices.map((d: any) => d.id)).toEqual(deviceIds);
+    // the create's answer (read back from its INSERT … RETURNING) is the record a GET serves
+    expect(made).toEqual(b);
   });
 
   test("defaults apply on create; PATCH changes only what it names", async () => {
@@ -181,6 +183,7 @@ describe("instances: all 13 field types", () => {
     const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "Blue", slug: "blue" } });
     const o = await create(t, "all_types", { title: "Tagged", tags: [{ slug: "blue" }] });
     expect(o.tags.map((x: any) => x.id)).toEqual([tag.body.id]);
+    expect(o).toEqual((await t.json("GET", `${CO}/all_types/${o.id}/`)).body);
     expect((await t.json("GET", `${CO}/all_types/?tag=blue`)).body.count).toBe(1);
   });
 });
@@ -349,8 +352,18 @@ describe("model registry", () => {
     const viaFirst = await t.json("GET", `${CO}/shared_shape/?ordering=id`);
     expect(viaFirst.body.results[1].bee).toBe(2);
     expect(viaFirst.body.results[1].b).toBeUndefined();
+    // a create through an instance whose cached shape lacks a new required field is refused
+    await call(second, "GET", `${CO}/shared_shape/`); // second caches the current shape
+    await addField(t, cot.id, { name: "c", type: "integer", required: true, default: null });
+    const missing = await call(second, "POST", `${CO}/shared_shape/`, { a: "three" });
+    expect(missing.status).toBe(400);
+    expect(missing.body.c).toBeDefined();
+    expect((await call(second, "POST", `${CO}/shared_shape/`, { a: "three", c: 3 })).body.c).toBe(3);
     await call(second, "PATCH", `${CO}/custom-object-types/${cot.id}/`, { slug: "renamed_shape" });
     expect((await t.req("GET", `${CO}/shared_shape/`)).status).toBe(404);
-    expect((await t.req("GET", `${CO}/renamed_shape/`)).status).toBe(200);
+    // the first app still holds the model under its old slug: a create there finds nothing
+    const before = (await t.json("GET", `${CO}/renamed_shape/`)).body.count;
+    expect((await t.req("POST", `${CO}/shared_shape/`, { body: { a: "four", c: 4 } })).status).toBe(404);
+    expect((await t.json("GET", `${CO}/renamed_shape/`)).body.count).toBe(before);
   });
 });

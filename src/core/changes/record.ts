@@ -3,6 +3,8 @@
  * generic REST machinery, in the write's own transaction; once it commits, the changes go to
  * the event rules. See docs/decisions/tasks-change-log.md.
  */
+import { sql } from "drizzle-orm";
+import { Reusable } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { dispatchEvents } from "../events/dispatch";
@@ -43,34 +45,59 @@ function sameData(a: ApiRecord, b: ApiRecord): boolean {
   return strip(a) === strip(b);
 }
 
+/** The change record's insert, prepared once per ORM (it runs in every write). */
+const insertChange = new Reusable((db) =>
+  db
+    .insert(objectChanges)
+    .values({
+      time: sql.placeholder("time"),
+      userId: sql.placeholder("userId"),
+      userName: sql.placeholder("userName"),
+      requestId: sql.placeholder("requestId"),
+      action: sql.placeholder("action"),
+      changedObjectTypeId: sql.placeholder("changedObjectTypeId"),
+      changedObjectId: sql.placeholder("changedObjectId"),
+      objectRepr: sql.placeholder("objectRepr"),
+      prechangeData: sql.placeholder("prechangeData"),
+      postchangeData: sql.placeholder("postchangeData"),
+    })
+    .returning({ id: objectChanges.id })
+    .prepare(),
+);
+
 /**
- * Writes the change record of `action` on `resource` object `id`. `prechange` is the record
- * loaded before the change (null on create); the postchange record is loaded here, inside the
- * transaction. An update that changed nothing writes nothing (as NetBox does).
+ * Writes the change record of `action` on `resource` object `id`, inside the write's
+ * transaction. `prechange` is the record loaded before the change (null on create); the
+ * postchange record is `loaded` when the write already read it, else it is loaded here. An
+ * update that changed nothing writes nothing (as NetBox does). Returns the postchange record
+ * (the response reuses it).
  */
-/** Writes the change record; returns the post-change record it loaded (the response can reuse it). */
-export async function logChange(ctx: WriteContext, resource: Resource, action: ChangeAction, id: number, prechange: ApiRecord | null): Promise<ApiRecord | null> {
-  const postchange = action === "delete" ? null : ((await resource.load(ctx, [id]))[0] ?? null);
+export async function logChange(
+  ctx: WriteContext,
+  resource: Resource,
+  action: ChangeAction,
+  id: number,
+  prechange: ApiRecord | null,
+  loaded?: ApiRecord | null,
+): Promise<ApiRecord | null> {
+  const postchange = action === "delete" ? null : loaded !== undefined ? loaded : ((await resource.load(ctx, [id]))[0] ?? null);
   if (action === "update" && prechange && postchange && sameData(prechange, postchange)) return postchange;
   const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
   const repr = String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
-  const [row] = await ctx.db
-    .insert(objectChanges)
-    .values({
-      time,
-      userId: user?.id ?? null,
-      userName: user?.username ?? "",
-      requestId: ctx.requestId,
-      action,
-      changedObjectTypeId: objectType.id,
-      changedObjectId: id,
-      objectRepr: repr,
-      prechangeData: prechange,
-      postchangeData: postchange,
-    })
-    .returning({ id: objectChanges.id });
+  const [row] = await insertChange.on(ctx.db, ctx.services.db.orm).all({
+    time,
+    userId: user?.id ?? null,
+    userName: user?.username ?? "",
+    requestId: ctx.requestId,
+    action,
+    changedObjectTypeId: objectType.id,
+    changedObjectId: id,
+    objectRepr: repr,
+    prechangeData: prechange,
+    postchangeData: postchange,
+  });
 
   let events = pending.get(ctx);
   if (!events) {

@@ -58,6 +58,10 @@ export interface Written {
 
 /** Creates through the resource and writes the change record (same transaction). */
 export async function createRecord(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<Written> {
+  if (resource.createLoaded) {
+    const { id, record } = await resource.createLoaded(ctx, input);
+    return { id, record: await logChange(ctx, resource, "create", id, null, record) };
+  }
   const id = await resource.create(ctx, input);
   return { id, record: await logChange(ctx, resource, "create", id, null) };
 }

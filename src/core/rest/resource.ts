@@ -36,6 +36,8 @@ export interface Resource {
   load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]>;
   /** Validates and inserts; throws ValidationError with field errors. Returns the new id. */
   create(ctx: WriteContext, input: ApiRecord): Promise<number>;
+  /** `create` that also answers with the new object's record (saves reading it back). */
+  createLoaded?(ctx: WriteContext, input: ApiRecord): Promise<{ id: number; record: ApiRecord }>;
   update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
   /** Deletes one row that is known to exist (delete hooks have already run). */
   delete(ctx: WriteContext, id: number): Promise<void>;

@@ -16,7 +16,7 @@ import type { HostPlugin } from "../types";
 import type { ModelInfo } from "../../core/models/registry";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
 import { linkedObjects } from "./linked";
-import { CotRegistry } from "./models";
+import { CotRegistry, StaleModel } from "./models";
 import { onDeleteHook } from "./on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
@@ -70,6 +70,20 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
     ...resolved,
     // a model taken from the cache unchecked is re-read before it serialises anything
     load: checked ? resolved.load : async (ctx, ids) => (await current(ctx)).load(ctx, ids),
+    createLoaded: async (ctx, input) => {
+      // A create's first statement re-checks the shape of the model it starts from (see
+      // `StaleModel`), so it need not read the COT separately unless that model is stale.
+      if (!seen.has(ctx)) {
+        try {
+          const out = await resolved.createLoaded!(ctx, input);
+          seen.set(ctx, resolved);
+          return out;
+        } catch (e) {
+          if (!(e instanceof StaleModel)) throw e;
+        }
+      }
+      return (await current(ctx)).createLoaded!(ctx, input);
+    },
     create: async (ctx, input) => (await current(ctx)).create(ctx, input),
     update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
     delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),

@@ -4,9 +4,9 @@
  * reads that version from the database (one indexed row), so two app instances or isolates
  * sharing a database never serve a stale shape.
  */
-import { and, asc, eq, getTableColumns, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, getTableName, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable } from "drizzle-orm/sqlite-core";
-import type { Executor, Orm } from "../../db/client";
+import { Reusable, type Executor, type Orm } from "../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { ErrorCollector, ValidationError } from "../../core/errors";
@@ -21,6 +21,16 @@ import { columnType, fieldColumns, ident, linkTableName, tableName } from "./ddl
 import { decodeScalar, encodeScalar, type FieldRow } from "./values";
 
 export type CotRow = typeof customObjectTypes.$inferSelect;
+
+/**
+ * A write started from a cached model whose COT has changed (or gone) since: nothing has been
+ * written yet, and the caller retries with the model read inside its transaction.
+ */
+export class StaleModel extends Error {
+  constructor(slug: string) {
+    super(`custom object type ${slug} changed during the request`);
+  }
+}
 
 export interface CotModel {
   cot: CotRow;
@@ -69,17 +79,6 @@ function buildTable(cot: CotRow, fields: FieldRow[]) {
     }
   }
   return sqliteTable(tableName(cot.id), cols) as unknown as CotTable;
-}
-
-/** Loads the allowed values of the choice sets the fields use. */
-async function loadChoices(db: Executor, fields: FieldRow[]): Promise<Map<number, Set<string>>> {
-  const ids = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
-  const out = new Map<number, Set<string>>();
-  if (!ids.length) return out;
-  for (const cs of await db.select().from(choiceSets).where(inArray(choiceSets.id, ids))) {
-    out.set(cs.id, new Set(cs.extraChoices.map(([v]) => v)));
-  }
-  return out;
 }
 
 /** A reference in a write: plain id, `{id}`, or `{object_type, id}` for polymorphic fields. */
@@ -300,25 +299,51 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     const info = embedded.get(f.relatedObjectTypeId!)!;
     rowColumns[`__n_${f.name}`] = sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
   }
-  // Reads of one object (get by id, nested writes' answers) reuse one prepared query per ORM.
-  const preparedOne = new WeakMap<object, { all(values: { id: number }): Promise<unknown[]> }>();
-  const loadOne = (orm: Orm) => {
-    let q = preparedOne.get(orm);
-    if (!q) preparedOne.set(orm, (q = orm.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id"))).prepare()));
-    return q;
-  };
+  // Reads of one object (get by id, a write's answer) reuse one prepared query per ORM.
+  const loadOne = new Reusable((db) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id"))).prepare());
 
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
-    const orm = ctx.services.db.orm;
     const rows = (
-      ids.length === 1 && ctx.db === orm ? await loadOne(orm).all({ id: ids[0]! }) : await ctx.db.select(rowColumns).from(table).where(inArray(table.id, ids))
+      ids.length === 1 ? await loadOne.on(ctx.db, ctx.services.db.orm).all({ id: ids[0]! }) : await ctx.db.select(rowColumns).from(table).where(inArray(table.id, ids))
     ) as Record<string, any>[];
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
   }
 
   // ---- write -------------------------------------------------------------------------------
+  /**
+   * One prepared statement starts every write: the COT's shape version and slug (a write that
+   * began from a cached model that has gone stale stops here, before writing anything), the
+   * allowed values of its choice sets, and whether the host objects named by the request's
+   * object fields exist. Other references (polymorphic, multiobject, custom objects) are
+   * checked by `existing_`.
+   */
+  const choiceSetIds = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
+  const preflightColumns: Record<string, SQLiteColumn | SQL> = { v: customObjectTypes.shapeVersion, slug: customObjectTypes.slug };
+  if (choiceSetIds.length) {
+    preflightColumns.choices = sql<string>`(SELECT json_group_object(cs.id, json(cs.extra_choices)) FROM ${ident(getTableName(choiceSets))} cs WHERE cs.id IN (${sql.join(
+      choiceSetIds.map((id) => sql`${id}`),
+      sql`, `,
+    )}))`;
+  }
+  for (const f of embeddedFields) {
+    preflightColumns[`ref_${f.name}`] = sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
+  }
+  const preflightQuery = new Reusable((db) => db.select(preflightColumns).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id)).prepare());
+
+  async function preflight(ctx: WriteContext, refIds: Record<string, number | null>) {
+    const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<string, any>[];
+    if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel(slug);
+    const choices = new Map<number, Set<string>>();
+    for (const [id, pairs] of Object.entries(JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>)) {
+      choices.set(Number(id), new Set(pairs.map(([v]) => v)));
+    }
+    return { choices, found: (field: string) => row[`ref_${field}`] === 1 };
+  }
+  const preflighted = new Set(embeddedFields);
+  const notFoundMessage = (id: number) => `Related object not found using the provided numeric ID: ${id}`;
+
   /** Which of the referenced objects exist: one statement for every target type. */
   async function existing_(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>): Promise<Set<string>> {
     const byType = new Map<number, number[]>();
@@ -337,15 +362,15 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     let tagIds: number[] | null = null;
     const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type"]);
     for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
-    const choices = await loadChoices(ctx.db, fields);
-    const relatedIds = new Set<number>();
-    for (const f of fields) {
-      if (f.type === "object" || f.type === "multiobject") {
-        if (f.relatedObjectTypeId) relatedIds.add(f.relatedObjectTypeId);
-        for (const id of f.relatedObjectTypeIds) relatedIds.add(id);
-      }
+    // The ids the request names in host-model object fields, for the preflight statement.
+    const refIds: Record<string, number | null> = {};
+    for (const f of embeddedFields) {
+      const raw = Object.prototype.hasOwnProperty.call(input, f.name) ? input[f.name] : existing ? undefined : f.default;
+      const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+      refIds[f.name] = typeof id === "number" && Number.isInteger(id) ? id : null;
     }
-    const infos = relatedIds.size ? await relatedInfos(ctx, [...relatedIds]) : new Map<number, ModelInfo>();
+    const pre = await preflight(ctx, refIds);
+    const choices = pre.choices;
     const pending: { field: FieldRow; ref: { typeId: number; id: number } }[] = [];
 
     for (const f of fields) {
@@ -379,7 +404,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
         const r = await resolveRef(ctx, f, raw);
         if ("error" in r) errors.add(f.name, r.error);
         else {
-          pending.push({ field: f, ref: r });
+          if (!preflighted.has(f) || refIds[f.name] !== r.id) pending.push({ field: f, ref: r });
+          else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
           values[`${f.name}_id`] = r.id;
           if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
         }
@@ -411,9 +437,10 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
       else values[f.name] = checked.value;
     }
     if (pending.length) {
+      const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
       const found = await existing_(ctx, pending.map((p) => p.ref), infos);
       for (const { field, ref } of pending) {
-        if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, `Related object not found using the provided numeric ID: ${ref.id}`);
+        if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
     }
     if (Object.prototype.hasOwnProperty.call(input, "tags")) {
@@ -465,6 +492,17 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     }
   }
 
+  // A create writes every column through one prepared statement whose RETURNING clause is the
+  // row query's select list, so the new record needs no second read.
+  const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
+  const insertQuery = new Reusable((db) =>
+    db
+      .insert(table)
+      .values(Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(key)])) as any)
+      .returning(rowColumns as any)
+      .prepare(),
+  );
+
   const resource: Resource = {
     appLabel: APP_LABEL,
     model: slug,
@@ -474,18 +512,24 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     list,
     briefFields: ["id", "url", "display"],
     load,
-    async create(ctx, input) {
+    async createLoaded(ctx, input) {
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const now = nowIso();
-      const [row] = (await uniqueChecked(() =>
-        ctx.db
-          .insert(table)
-          .values({ ...values, created: now, lastUpdated: now } as any)
-          .returning({ id: table.id }),
-      )) as { id: number }[];
-      await writeLinks(ctx, row!.id, multi);
-      if (tagIds) await setTags(ctx, cot.objectTypeId!, row!.id, tagIds);
-      return row!.id;
+      const params: Record<string, unknown> = {};
+      for (const key of insertColumns) params[key] = values[key] ?? null;
+      params.created = params.lastUpdated = now;
+      const [row] = (await uniqueChecked(() => insertQuery.on(ctx.db, ctx.services.db.orm).all(params))) as Record<string, any>[];
+      const id = row!.id as number;
+      await writeLinks(ctx, id, multi);
+      if (tagIds) {
+        await setTags(ctx, cot.objectTypeId!, id, tagIds);
+        delete row!.__tags; // read after they were set
+      }
+      const [record] = await serialize(ctx, [row!]);
+      return { id, record: record! };
+    },
+    async create(ctx, input) {
+      return (await resource.createLoaded!(ctx, input)).id;
     },
     async update(ctx, id, input, partial) {
       const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];

@@ -1,0 +1,86 @@
+/**
+ * `preparedIn` / `Reusable`: a query prepared once on the ORM runs inside a transaction on that
+ * transaction (sees its uncommitted rows, is undone by its rollback) and never on another
+ * database. If a Drizzle upgrade changes the internals it relies on, these fail.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq, sql } from "drizzle-orm";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { preparedIn, Reusable, type Database } from "../../src/db/client";
+import { openDatabase } from "../../src/db/local";
+import { runMigrations } from "../../src/db/migrate";
+import { tags } from "../../src/db/schema";
+
+let dir: string;
+let db: Database;
+let other: Database;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-prepared-"));
+  db = await openDatabase(`file:${join(dir, "a.db")}`);
+  other = await openDatabase(`file:${join(dir, "b.db")}`);
+  for (const d of [db, other]) await runMigrations(d);
+});
+afterAll(async () => {
+  await db.close();
+  await other.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const byName = new Reusable((d) => d.select({ id: tags.id, name: tags.name }).from(tags).where(eq(tags.name, sql.placeholder("name"))).prepare());
+const insert = new Reusable((d) =>
+  d
+    .insert(tags)
+    .values({ name: sql.placeholder("name"), slug: sql.placeholder("slug"), color: "9e9e9e", description: "", created: "2026-01-01T00:00:00Z", lastUpdated: "2026-01-01T00:00:00Z" })
+    .returning({ id: tags.id })
+    .prepare(),
+);
+
+/** Fails instead of hanging: a query sent to the client while its transaction holds the connection would wait forever. */
+const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, no) => setTimeout(() => no(new Error("query ran outside its transaction")), 3000))]);
+
+describe("queries prepared once, run in transactions", () => {
+  test("on the ORM the prepared query itself is used", () => {
+    const q = byName.on(db.orm, db.orm);
+    expect(preparedIn(q, db.orm)).toBe(q);
+    expect(byName.on(db.orm, db.orm)).toBe(q); // built once
+  });
+
+  test("inside a transaction it sees the transaction's uncommitted rows", async () => {
+    await within(
+      db.orm.transaction(async (tx) => {
+        const [row] = await insert.on(tx, db.orm).all({ name: "Pending", slug: "pending" });
+        expect(row!.id).toBeGreaterThan(0);
+        expect(await byName.on(tx, db.orm).all({ name: "Pending" })).toEqual([{ id: row!.id, name: "Pending" }]);
+        expect(preparedIn(byName.on(db.orm, db.orm), tx)).not.toBe(byName.on(db.orm, db.orm));
+      }),
+    );
+    expect(await byName.on(db.orm, db.orm).all({ name: "Pending" })).toHaveLength(1);
+  });
+
+  test("a rollback undoes what a reused insert wrote", async () => {
+    const failed = await within(
+      db.orm
+        .transaction(async (tx) => {
+          await insert.on(tx, db.orm).all({ name: "Doomed", slug: "doomed" });
+          throw new Error("roll back");
+        })
+        .catch((e: Error) => e.message),
+    );
+    expect(failed).toBe("roll back");
+    expect(await byName.on(db.orm, db.orm).all({ name: "Doomed" })).toEqual([]);
+  });
+
+  test("a query prepared on one database is never run on another", async () => {
+    const q = byName.on(db.orm, db.orm);
+    expect(preparedIn(q, other.orm)).toBeNull();
+    await other.orm.transaction(async (tx) => {
+      expect(preparedIn(q, tx)).toBeNull();
+    });
+    // Reusable falls back to building the query on the other database
+    await insert.on(other.orm, other.orm).all({ name: "Elsewhere", slug: "elsewhere" });
+    expect(await byName.on(other.orm, db.orm).all({ name: "Elsewhere" })).toHaveLength(1);
+    expect(await byName.on(db.orm, db.orm).all({ name: "Elsewhere" })).toEqual([]);
+  });
+});
