@@ -12,7 +12,7 @@ import { readContext } from "../../core/rest/handlers";
 import { pageLinks, parsePaging } from "../../core/rest/query";
 import { ident, linkTableName, tableName } from "./ddl";
 import { nestedCot, type CotRegistry } from "./models";
-import { fieldsPointingAt, linkCondition } from "./on-delete";
+import { linkCondition } from "./on-delete";
 
 export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   const ctx = readContext(c);
@@ -33,15 +33,12 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   if (!(await info.nested(ctx, [objectId])).has(objectId)) throw notFound(`No ${ot.appLabel}.${ot.model} with id ${objectId}.`);
 
   const { limit, offset } = parsePaging(params);
-  // Fields the caller may see, in a stable order; their models' versions in one query and
+  // Fields the caller may see, in a stable order, with their models (one statement), and
   // every field's count in one statement (each count is still its own indexed lookup).
-  const fields = await fieldsPointingAt(ctx.db, ot.id);
-  const models = await registry.byIds(ctx.db, fields.map((f) => f.customObjectTypeId));
-  const visible = fields.filter((f) => {
-    const model = models.get(f.customObjectTypeId);
-    return model && hasPermission(c, "view", "custom_objects", model.cot.slug);
-  });
-  const countOf = (field: (typeof fields)[number]) => {
+  const linking = await registry.fieldsPointingAt(ctx.db, ot.id);
+  const models = new Map(linking.map(({ model }) => [model.cot.id, model]));
+  const visible = linking.filter(({ model }) => hasPermission(c, "view", "custom_objects", model.cot.slug)).map(({ field }) => field);
+  const countOf = (field: (typeof visible)[number]) => {
     const where = linkCondition(field, ot.id, objectId);
     return field.type === "multiobject"
       ? sql`(SELECT count(DISTINCT source_id) FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where})`

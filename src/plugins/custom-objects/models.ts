@@ -299,13 +299,22 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     const info = embedded.get(f.relatedObjectTypeId!)!;
     rowColumns[`__n_${f.name}`] = sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
   }
-  // Reads of one object (get by id, a write's answer) reuse one prepared query per ORM.
+  // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
+  // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
   const loadOne = new Reusable((db) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id"))).prepare());
+  const loadMany = new Reusable((db) =>
+    db
+      .select(rowColumns)
+      .from(table)
+      .where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`)
+      .prepare(),
+  );
 
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
+    const orm = ctx.services.db.orm;
     const rows = (
-      ids.length === 1 ? await loadOne.on(ctx.db, ctx.services.db.orm).all({ id: ids[0]! }) : await ctx.db.select(rowColumns).from(table).where(inArray(table.id, ids))
+      ids.length === 1 ? await loadOne.on(ctx.db, orm).all({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).all({ ids: JSON.stringify(ids) })
     ) as Record<string, any>[];
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
@@ -646,6 +655,37 @@ export class CotRegistry {
     }
     return out;
   }
+
+  /**
+   * Every field that can point at objects of `objectTypeId` (ordered by COT, then field), with
+   * its model. One prepared statement reads the fields' ids together with their COTs' shape
+   * versions; the field definitions come from the models those versions validate.
+   */
+  async fieldsPointingAt(db: Executor, objectTypeId: number): Promise<{ field: FieldRow; model: CotModel }[]> {
+    const rows = await this.#linking.on(db, this.orm ?? (db as Orm)).all({ ot: objectTypeId });
+    const out: { field: FieldRow; model: CotModel }[] = [];
+    for (const row of rows) {
+      const model = await this.#fresh(db, { id: row.cotId, shapeVersion: row.shapeVersion });
+      const field = model?.fields.find((f) => f.id === row.fieldId);
+      if (model && field) out.push({ field, model });
+    }
+    return out;
+  }
+
+  #linking = new Reusable((db) => {
+    const f = customObjectTypeFields;
+    const t = customObjectTypes;
+    const ot = sql.placeholder("ot");
+    return db
+      .select({ fieldId: f.id, cotId: f.customObjectTypeId, shapeVersion: t.shapeVersion })
+      .from(f)
+      .innerJoin(t, eq(t.id, f.customObjectTypeId))
+      .where(
+        sql`${f.type} IN ('object', 'multiobject') AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
+      )
+      .orderBy(f.customObjectTypeId, f.id)
+      .prepare();
+  });
 
   forget(id: number) {
     this.#models.delete(id);
