@@ -9,7 +9,7 @@ import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable }
 import { Reusable, type Executor, type Orm } from "../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
-import { ErrorCollector, ValidationError } from "../../core/errors";
+import { ApiError, ErrorCollector, ValidationError } from "../../core/errors";
 import { mapConstraintError } from "../../core/rest/constraints";
 import { loadTags, nestedTag, resolveTags, setTags } from "../../core/models/define";
 import type { ModelInfo } from "../../core/models/registry";
@@ -24,11 +24,12 @@ export type CotRow = typeof customObjectTypes.$inferSelect;
 
 /**
  * A write started from a cached model whose COT has changed (or gone) since: nothing has been
- * written yet, and the caller retries with the model read inside its transaction.
+ * written yet, and `liveResource` retries with the model read inside its transaction. Should it
+ * ever reach a client, it is the same retryable 409 as a read that raced a schema change.
  */
-export class StaleModel extends Error {
-  constructor(slug: string) {
-    super(`custom object type ${slug} changed during the request`);
+export class StaleModel extends ApiError {
+  constructor() {
+    super(409, { detail: "The object type changed while this request ran; retry it.", error: "schema_changed" });
   }
 }
 
@@ -343,7 +344,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
 
   async function preflight(ctx: WriteContext, refIds: Record<string, number | null>) {
     const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<string, any>[];
-    if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel(slug);
+    if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel();
     const choices = new Map<number, Set<string>>();
     for (const [id, pairs] of Object.entries(JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>)) {
       choices.set(Number(id), new Set(pairs.map(([v]) => v)));
