@@ -131,6 +131,7 @@ export function createBunRedis(settings: RedisSettings, opts: BunRedisOptions = 
     lrange: (key, start, stop) => send<string[]>("LRANGE", [key, start, stop]),
     lrem: (key, count, value) => send<number>("LREM", [key, count, value]),
     llen: (key) => send<number>("LLEN", [key]),
+    ltrim: (key, start, stop) => send<string>("LTRIM", [key, start, stop]),
     lmove: (source, destination, from, to) => send<string | null>("LMOVE", [source, destination, from.toUpperCase(), to.toUpperCase()]),
     zadd: (key, score, member) => send<number>("ZADD", [key, score, member]),
     zrangebyscore: (key, min, max, limit) =>

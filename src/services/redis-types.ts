@@ -16,6 +16,8 @@ export interface RedisClient {
   lrange(key: string, start: number, stop: number): Promise<string[]>;
   lrem(key: string, count: number, value: string): Promise<number>;
   llen(key: string): Promise<number>;
+  /** Keeps only the elements from `start` to `stop` (inclusive; negative counts from the end). */
+  ltrim(key: string, start: number, stop: number): Promise<string>;
   /** Atomically pops the tail of `source` and pushes it on the head of `destination`. */
   lmove(source: string, destination: string, from: "left" | "right", to: "left" | "right"): Promise<string | null>;
   zadd(key: string, score: number, member: string): Promise<number>;

@@ -131,6 +131,7 @@ export function createUpstashRedis(settings: RedisSettings, opts: UpstashRedisOp
     lrange: (key, start, stop) => call(() => redis.lrange<string>(key, start, stop)),
     lrem: (key, count, value) => call(() => redis.lrem(key, count, value)),
     llen: (key) => call(() => redis.llen(key)),
+    ltrim: (key, start, stop) => call(async () => String(await redis.ltrim(key, start, stop))),
     lmove: (source, destination, from, to) => call(async () => (await redis.lmove<string | null>(source, destination, from, to)) ?? null),
     zadd: (key, score, member) => call(async () => (await redis.zadd(key, { score, member })) ?? 0),
     zrangebyscore: (key, min, max, limit) =>

@@ -81,6 +81,22 @@ describe("authentication", () => {
     expect(rows.rows.some((r) => r.key_hash === created.body.key)).toBe(false);
   });
 
+  test("a token's last_used is recorded when it is used, at most once a minute", async () => {
+    const created = await t.json("POST", "/api/users/tokens/", { body: { user: 1, description: "tracked" } });
+    const lastUsed = async () => (await t.json("GET", `/api/users/tokens/${created.body.id}/`)).body.last_used;
+    expect(await lastUsed()).toBeNull();
+    const before = (await t.json("GET", `/api/users/tokens/${created.body.id}/`)).body.last_updated;
+    const start = Date.now();
+    expect((await t.req("GET", "/api/dcim/sites/", { token: created.body.key })).status).toBe(200);
+    const first = await lastUsed();
+    expect(Date.parse(first)).toBeGreaterThanOrEqual(start - 1000);
+    // an edit timestamp, not a use timestamp: it stays
+    expect((await t.json("GET", `/api/users/tokens/${created.body.id}/`)).body.last_updated).toBe(before);
+    await Bun.sleep(5);
+    expect((await t.req("GET", "/api/dcim/sites/", { token: created.body.key })).status).toBe(200);
+    expect(await lastUsed()).toBe(first); // within the minute: no second write
+  });
+
   test("bulk token creation is refused (keys could not be shown)", async () => {
     const r = await t.json("POST", "/api/users/tokens/", { body: [{ user: 1 }] });
     expect(r.status).toBe(400);

@@ -89,7 +89,7 @@ for (const [name, make] of implementations) {
       expect(await redis.get(k)).toBeNull();
     });
 
-    test("lists: push, range, rem, len, lmove", async () => {
+    test("lists: push, range, rem, len, trim, lmove", async () => {
       const a = key("a");
       const b = key("b");
       expect(await redis.rpush(a, "1", "2", "3")).toBe(3);
@@ -100,6 +100,9 @@ for (const [name, make] of implementations) {
       expect(await redis.lrange(b, 0, -1)).toEqual(["0", "3"]);
       expect(await redis.lrem(a, 0, "2")).toBe(1);
       expect(await redis.llen(a)).toBe(1);
+      expect(await redis.rpush(b, "4", "5")).toBe(4);
+      expect(await redis.ltrim(b, 0, 1)).toBe("OK");
+      expect(await redis.lrange(b, 0, -1)).toEqual(["0", "3"]);
       expect(await redis.lmove(key("empty"), b, "right", "left")).toBeNull();
       expect(await redis.lrange(key("empty"), 0, -1)).toEqual([]);
     });

@@ -122,6 +122,20 @@ for (const [label, client] of clients) {
       expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 1, delayed: 0 });
     });
 
+    test("the dead-letter list keeps only the newest deadLetterLimit entries", async () => {
+      queue = fresh({ maxAttempts: 1, deadLetterLimit: 2 });
+      queue.register("doomed", async (payload) => {
+        throw new Error(`failure ${payload.k}`);
+      });
+      for (let k = 1; k <= 4; k++) {
+        const { id } = await queue.enqueue("doomed", { k });
+        await queue.runOne();
+        expect((await jobRow(id)).status).toBe("failed");
+      }
+      expect((await queue.deadLetters()).map((d) => d.error)).toEqual(["failure 4", "failure 3"]);
+      expect((await queue.depth()).dead).toBe(2);
+    });
+
     test("a PermanentJobError ends the job errored at once, with its data", async () => {
       queue = fresh();
       queue.register("refused", async () => {

@@ -2,7 +2,7 @@
  * Authenticates `/api/` requests from `Authorization: Token|Bearer <key>`. Token lookups are
  * cached (short TTL, invalidated on token and user changes); permissions load per request.
  */
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
 import type { AuthState, HonoEnv } from "../context";
@@ -12,6 +12,24 @@ import { loadPermissions } from "./permissions";
 import { hashToken, tokenFromHeader } from "./tokens";
 
 const TOKEN_CACHE_TTL_SECONDS = 30;
+/** A token's `last_used` is written at most this often per process (as NetBox: once a minute). */
+const LAST_USED_EVERY_MS = 60_000;
+/** When each token's `last_used` was last written, per app (keyed by its services). */
+const lastUsedWrites = new WeakMap<object, Map<number, number>>();
+
+/** Records that a token was used, at most once a minute; never fails the request. */
+async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number) {
+  let written = lastUsedWrites.get(services);
+  if (!written) lastUsedWrites.set(services, (written = new Map()));
+  const now = Date.now();
+  if (now - (written.get(tokenId) ?? 0) < LAST_USED_EVERY_MS) return;
+  written.set(tokenId, now);
+  if (written.size > 10_000) for (const [id, at] of written) if (now - at >= LAST_USED_EVERY_MS) written.delete(id);
+  // Plain SQL: the update builder would also move `last_updated`, which is about edits.
+  await services.db.orm
+    .run(sql`UPDATE ${tokens} SET ${sql.identifier("last_used")} = ${new Date(now).toISOString()} WHERE ${tokens.id} = ${tokenId}`)
+    .catch((e) => services.logger.warn("could not record token use", { error: String((e as Error)?.message ?? e) }));
+}
 
 interface CachedToken {
   tokenId: number;
@@ -60,6 +78,7 @@ export function authenticate(options: { exempt?: (path: string, method: string) 
       await cache.set(tokenCacheKey(keyHash), row, TOKEN_CACHE_TTL_SECONDS).catch(() => undefined);
     }
     if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now())) throw invalidToken();
+    await touchToken(c.var.services, found.tokenId);
     const permissions = found.isSuperuser ? new Set<string>() : await loadPermissions(db.orm, found.userId);
     c.set("auth", {
       user: { id: found.userId, username: found.username, isSuperuser: found.isSuperuser, permissions },

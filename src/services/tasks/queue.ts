@@ -23,6 +23,8 @@ export interface TaskQueueOptions {
   backoffBaseMs?: number;
   /** Longest delay between attempts; default 5 min. */
   backoffMaxMs?: number;
+  /** Dead letters kept (newest first); older ones are dropped; default 1000. */
+  deadLetterLimit?: number;
 }
 
 export type JobStatus = "pending" | "running" | "completed" | "errored" | "failed";
@@ -96,6 +98,7 @@ export class TaskQueue {
   readonly maxAttempts: number;
   readonly #backoffBaseMs: number;
   readonly #backoffMaxMs: number;
+  readonly #deadLetterLimit: number;
   readonly #handlers = new Map<string, JobHandler>();
 
   constructor(
@@ -116,6 +119,7 @@ export class TaskQueue {
     this.maxAttempts = options.maxAttempts ?? 5;
     this.#backoffBaseMs = options.backoffBaseMs ?? 2_000;
     this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
+    this.#deadLetterLimit = Math.max(1, Math.trunc(options.deadLetterLimit ?? 1000));
   }
 
   /** Registers the handler of a job name (e.g. `webhook.deliver`). */
@@ -236,7 +240,13 @@ export class TaskQueue {
       .set({ status: "failed", error, completed: nowIso() })
       .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
       .returning({ id: jobs.id });
-    if (moved.length) await this.redis.lpush(this.keys.dead, JSON.stringify({ ...message, error, failed_at: nowIso() }));
+    if (moved.length) await this.#deadLetter({ ...message, error, failed_at: nowIso() });
+  }
+
+  /** Keeps a failed job's message for inspection; the list holds the newest `deadLetterLimit`. */
+  async #deadLetter(entry: Record<string, unknown>) {
+    await this.redis.lpush(this.keys.dead, JSON.stringify(entry));
+    await this.redis.ltrim(this.keys.dead, 0, this.#deadLetterLimit - 1);
   }
 
   /** Removes a finished message (one pipelined round trip on Upstash). */
@@ -281,7 +291,7 @@ export class TaskQueue {
               .update(jobs)
               .set({ status: "failed", error: "the worker running it stopped (visibility timeout) and no attempts are left", completed: nowIso() })
               .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt)));
-            await this.redis.lpush(this.keys.dead, JSON.stringify({ ...message, error: "visibility timeout", failed_at: nowIso() }));
+            await this.#deadLetter({ ...message, error: "visibility timeout", failed_at: nowIso() });
           } else {
             await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, attempt: message.attempt + 1, n: nonce() }));
           }
