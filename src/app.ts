@@ -114,7 +114,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
     if (err instanceof HTTPException) {
       return c.json({ detail: err.message || "Request failed." }, err.status);
     }
-    logger.error("unhandled error", { requestId: c.var.requestId, path: c.req.path, error: String((err as Error)?.message ?? err) });
+    // Drizzle's "Failed query" messages list the bound values, which may hold secrets.
+    const message = String((err as Error)?.message ?? err).replace(/\nparams: [\s\S]*$/, "\nparams: (not logged)");
+    const cause = (err as { cause?: { message?: unknown } })?.cause?.message;
+    logger.error("unhandled error", { requestId: c.var.requestId, path: c.req.path, error: message, ...(cause ? { cause: String(cause) } : {}) });
     return c.json({ detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId }, 500);
   });
   app.notFound((c) => c.json({ detail: "Not found.", error: "not_found" }, 404));

@@ -15,6 +15,12 @@ export interface Database {
   orm: Orm;
   /** `local` for file:/:memory:, `remote` for libsql:/http(s): (Turso, sqld, the Hrana tool). */
   kind: "local" | "remote";
+  /**
+   * Runs the work of an open write transaction. On the single local connection, a query sent
+   * to the client instead of the transaction from inside `fn` would wait forever for the
+   * connection the transaction holds; there it fails at once instead.
+   */
+  transactionScope?<T>(fn: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -48,11 +54,17 @@ class Lock {
  * connections would lose the per-connection PRAGMAs; SQLite runs one writer at a time anyway,
  * so callers queue here instead. A transaction holds the lock until it settles.
  */
-export function serializeClient(inner: Client): Client {
+export function serializeClient(inner: Client, options: { insideTransaction?: () => boolean } = {}): Client {
   const lock = new Lock();
+  const refuseInsideTransaction = () => {
+    if (options.insideTransaction?.()) {
+      throw new Error("a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)");
+    }
+  };
   const guarded =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
+      refuseInsideTransaction();
       const release = await lock.acquire();
       try {
         return await fn(...args);
@@ -69,6 +81,7 @@ export function serializeClient(inner: Client): Client {
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
     sync: guarded(() => inner.sync()),
     async transaction(mode?: TransactionMode): Promise<Transaction> {
+      refuseInsideTransaction();
       const release = await lock.acquire();
       let tx: Transaction;
       try {

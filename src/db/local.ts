@@ -1,5 +1,6 @@
 /** Opens a local libSQL database on Bun: file (WAL, synchronous=NORMAL, busy timeout) or :memory:. */
 import { createClient } from "@libsql/client";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { serializeClient, wrapClient, type Database } from "./client";
@@ -24,5 +25,9 @@ export async function openDatabase(url: string, authToken?: string): Promise<Dat
   }
   await raw.execute(`PRAGMA busy_timeout=${BUSY_TIMEOUT_MS}`);
   await raw.execute("PRAGMA foreign_keys=ON");
-  return wrapClient(serializeClient(raw), "local");
+  // Marks the work of a write transaction, so a query that bypasses it fails instead of hanging.
+  const scope = new AsyncLocalStorage<boolean>();
+  const db = wrapClient(serializeClient(raw, { insideTransaction: () => scope.getStore() === true }), "local");
+  db.transactionScope = (fn) => scope.run(true, fn);
+  return db;
 }

@@ -97,6 +97,27 @@ describe("authentication", () => {
     expect(await lastUsed()).toBe(first); // within the minute: no second write
   });
 
+  test("with the database cache backend, token and user changes commit and revoke at once", async () => {
+    // The cache lives in the same single-connection database as the change that invalidates it.
+    const d = await makeTestApp({ CACHE_BACKEND: "database" });
+    try {
+      const key = await d.user("db-cached", [[["view"], "dcim.site"]]);
+      expect((await d.req("GET", "/api/dcim/sites/", { token: key })).status).toBe(200); // now cached
+      const all = await d.json("GET", "/api/users/tokens/?limit=100");
+      const mine = all.body.results.find((r: any) => r.user.username === "db-cached");
+      const edited = await d.json("PATCH", `/api/users/tokens/${mine.id}/`, { body: { expires: "2000-01-01T00:00:00Z" } });
+      expect(edited.status).toBe(200);
+      expect((await d.req("GET", "/api/dcim/sites/", { token: key })).status).toBe(403);
+      const other = await d.user("db-cached-2", [[["view"], "dcim.site"]]);
+      expect((await d.req("GET", "/api/dcim/sites/", { token: other })).status).toBe(200);
+      const users = await d.json("GET", "/api/users/users/?username=db-cached-2");
+      expect((await d.req("PATCH", `/api/users/users/${users.body.results[0].id}/`, { body: { is_active: false } })).status).toBe(200);
+      expect((await d.req("GET", "/api/dcim/sites/", { token: other })).status).toBe(403);
+    } finally {
+      await d.close();
+    }
+  }, 10_000);
+
   test("bulk token creation is refused (keys could not be shown)", async () => {
     const r = await t.json("POST", "/api/users/tokens/", { body: [{ user: 1 }] });
     expect(r.status).toBe(400);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sql } from "drizzle-orm";
 import type { Database } from "../../src/db/client";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/db/migrate";
@@ -42,6 +43,27 @@ describe("local libSQL database", () => {
     expect(inside).toBe(true);
     // readers queued behind the transaction and see its committed row
     expect((await Promise.all(readers)).map((r) => Number(r.rows[0]!.n))).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  test("a query that bypasses the open write transaction fails at once instead of waiting forever", async () => {
+    const outcome = await Promise.race([
+      db.orm
+        .transaction((tx) =>
+          db.transactionScope!(async () => {
+            await tx.run(sql`SELECT 1`); // the transaction itself is fine
+            await db.orm.run(sql`SELECT 1`); // the client is held by the transaction
+            return "ran";
+          }),
+        )
+        .catch((e: Error) => `${e.message} ${(e.cause as Error | undefined)?.message}`),
+      new Promise<string>((done) => setTimeout(() => done("hung"), 3000)),
+    ]);
+    expect(outcome).toContain("inside an open write transaction");
+    // other callers (outside the scope) queue behind a transaction as before, and then run
+    const tx = await db.client.transaction("write");
+    const waiting = db.client.execute("SELECT 2 AS n");
+    await tx.commit();
+    expect((await waiting).rows[0]!.n).toBe(2);
   });
 
   test("a failed transaction leaves nothing behind, DDL included", async () => {

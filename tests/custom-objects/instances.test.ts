@@ -335,6 +335,21 @@ describe("linked-objects", () => {
 });
 
 describe("model registry", () => {
+  test("a write rebuilding a model that links to another COT runs inside its transaction (no hang)", async () => {
+    const target = await makeCot(t, "reg_target");
+    await addField(t, target.id, { name: "name", type: "text", primary: true });
+    const tg = await create(t, "reg_target", { name: "T1" });
+    const cot = await makeCot(t, "reg_thing");
+    await addField(t, cot.id, { name: "tgt", type: "object", related_object_type: "custom_objects.reg_target" });
+    await create(t, "reg_thing", { tgt: tg.id }); // caches the model
+    await addField(t, cot.id, { name: "n", type: "integer" }); // the next write rebuilds it in its transaction
+    const made = await create(t, "reg_thing", { tgt: tg.id, n: 2 });
+    expect(made).toMatchObject({ n: 2, tgt: { id: tg.id, display: "T1" } });
+    await addField(t, cot.id, { name: "m", type: "integer" });
+    const changed = await t.json("PATCH", `${CO}/reg_thing/${made.id}/`, { body: { m: 3 } });
+    expect(changed.body).toMatchObject({ n: 2, m: 3 });
+  }, 10_000);
+
   test("two app instances on one database never serve a stale shape", async () => {
     const second = await createApp({ ...t.deps });
     const call = async (app: typeof t.app, method: string, path: string, body?: unknown) => {
@@ -364,6 +379,13 @@ describe("model registry", () => {
     // the first app still holds the model under its old slug: a create there finds nothing
     const before = (await t.json("GET", `${CO}/renamed_shape/`)).body.count;
     expect((await t.req("POST", `${CO}/shared_shape/`, { body: { a: "four", c: 4 } })).status).toBe(404);
+    expect((await t.json("GET", `${CO}/renamed_shape/`)).body.count).toBe(before);
+    // once another COT takes the old slug, the stale instance writes to that one
+    const other = await makeCot(t, "shared_shape_2", "shared_shape");
+    await addField(t, other.id, { name: "z", type: "text" });
+    const into = await t.json("POST", `${CO}/shared_shape/`, { body: { z: "new owner" } });
+    expect(into.status).toBe(201);
+    expect(into.body.custom_object_type.id).toBe(other.id);
     expect((await t.json("GET", `${CO}/renamed_shape/`)).body.count).toBe(before);
   });
 });

@@ -34,7 +34,7 @@ export async function makeTestApp(env: Record<string, string> = {}, extra: Parti
   const config = loadConfig({ LOG_LEVEL: "silent", ...env, DATABASE_URL: dbUrl }, "bun");
   const db = await openDatabase(config.database.url);
   await runMigrations(db);
-  const cache = extra.cache ?? createCache("memory", {});
+  const cache = extra.cache ?? (config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {}));
   const deps: AppDeps = { config, db, cache, ...extra };
   const app = await createApp(deps);
   await createUser(db.orm, { username: "admin", isSuperuser: true });

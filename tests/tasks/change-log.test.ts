@@ -49,6 +49,16 @@ describe("change records for host models", () => {
     expect(u.postchange_data.description).toBe("after");
     expect(d.prechange_data).toMatchObject({ id, description: "after" });
     expect(d.postchange_data).toBeNull();
+    // stored as SQL NULL, not as the JSON text 'null', for other readers of the table
+    const stored = await t.deps.db.client.execute({
+      sql: "SELECT action, typeof(prechange_data) AS pre, typeof(postchange_data) AS post FROM object_changes WHERE id IN (?, ?, ?) ORDER BY id",
+      args: [c.id, u.id, d.id],
+    });
+    expect(stored.rows.map((r) => [r.action, r.pre, r.post])).toEqual([
+      ["create", "null", "text"],
+      ["update", "text", "text"],
+      ["delete", "text", "null"],
+    ]);
   });
 
   test("an update that changes nothing writes no record", async () => {

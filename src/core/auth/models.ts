@@ -9,11 +9,23 @@ import { generateToken, hashToken } from "./tokens";
 /** Plain token keys issued inside a write, readable once by the route that answers. */
 export const issuedKeys = new WeakMap<WriteContext, string>();
 
+/**
+ * Forgets cached token lookups once the change has committed: a lookup made before the commit
+ * could otherwise put the old row back, and the `database` cache backend needs the connection
+ * that the transaction holds until then.
+ */
+function forgetAfterCommit(ctx: WriteContext, keyHashes: string[]) {
+  if (!keyHashes.length) return;
+  const forget = () => Promise.all(keyHashes.map((h) => ctx.services.cache.delete(tokenCacheKey(h)))).then(() => undefined);
+  if (ctx.onCommit) ctx.onCommit(forget);
+  else throw new Error("token cache invalidation needs a transaction with onCommit");
+}
+
 /** Forgets cached token lookups of these users (after a user or token change). */
 export async function forgetTokensOf(ctx: WriteContext, userIds: number[]) {
   if (!userIds.length) return;
   const rows = await ctx.db.select({ keyHash: tokens.keyHash }).from(tokens).where(inArray(tokens.userId, userIds));
-  await Promise.all(rows.map((r) => ctx.services.cache.delete(tokenCacheKey(r.keyHash))));
+  forgetAfterCommit(ctx, rows.map((r) => r.keyHash));
 }
 
 export const tokenCacheKey = (keyHash: string) => `auth:token:${keyHash}`;
@@ -125,7 +137,7 @@ export const tokenModel = {
   ...tokenModelBase,
   resource: invalidating(tokenModelBase.resource, async (ctx, id) => {
     const [row] = await ctx.db.select({ keyHash: tokens.keyHash }).from(tokens).where(eq(tokens.id, id));
-    if (row) await ctx.services.cache.delete(tokenCacheKey(row.keyHash));
+    if (row) forgetAfterCommit(ctx, [row.keyHash]);
     return [];
   }),
 };

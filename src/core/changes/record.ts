@@ -58,8 +58,9 @@ const insertChange = new Reusable((db) =>
       changedObjectTypeId: sql.placeholder("changedObjectTypeId"),
       changedObjectId: sql.placeholder("changedObjectId"),
       objectRepr: sql.placeholder("objectRepr"),
-      prechangeData: sql.placeholder("prechangeData"),
-      postchangeData: sql.placeholder("postchangeData"),
+      // bound as given (JSON text or NULL): the column's encoder would store null as 'null'
+      prechangeData: sql`${sql.placeholder("prechangeData")}`,
+      postchangeData: sql`${sql.placeholder("postchangeData")}`,
     })
     .returning({ id: objectChanges.id })
     .prepare(),
@@ -95,8 +96,8 @@ export async function logChange(
     changedObjectTypeId: objectType.id,
     changedObjectId: id,
     objectRepr: repr,
-    prechangeData: prechange,
-    postchangeData: postchange,
+    prechangeData: prechange === null ? null : JSON.stringify(prechange),
+    postchangeData: postchange === null ? null : JSON.stringify(postchange),
   });
 
   let events = pending.get(ctx);

@@ -131,7 +131,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
   };
 
   async function objectTypeId(ctx: ReadContext) {
-    return (await ctx.services.objectTypes.ensure(spec.appLabel, spec.model)).id;
+    return (await ctx.services.objectTypes.ensure(spec.appLabel, spec.model, ctx.db)).id;
   }
 
   async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {

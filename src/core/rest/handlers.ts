@@ -34,7 +34,8 @@ export async function writeTransaction<T>(services: Services, meta: WriteMeta, r
   const afterCommit: Array<() => Promise<void>> = [];
   let result: T;
   try {
-    result = await services.db.orm.transaction(async (tx) => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task) }));
+    const scope = services.db.transactionScope ?? (<R>(work: () => Promise<R>) => work());
+    result = await services.db.orm.transaction((tx) => scope(() => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task) })));
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }

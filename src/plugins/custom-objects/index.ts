@@ -35,11 +35,11 @@ export function customObjectsState(services: Services): PluginState {
   let state = states.get(services);
   if (!state) {
     state = {
-      registry: new CotRegistry(services.db.orm, async (ids) => {
+      registry: new CotRegistry(services.db.orm, async (ids, db) => {
         const out = new Map<number, ModelInfo>();
-        for (const [id, ot] of await services.objectTypes.byIds(ids)) {
+        for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
           if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
-          const info = await services.models.get(ot.appLabel, ot.model, { db: services.db.orm, services, baseUrl: "" });
+          const info = await services.models.get(ot.appLabel, ot.model, { db, services, baseUrl: "" });
           if (info) out.set(id, info);
         }
         return out;
@@ -60,9 +60,10 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
   const current = async (ctx: { db: Parameters<CotRegistry["byId"]>[0] }) => {
     const known = seen.get(ctx);
     if (known) return known;
-    const model = await registry.byId(ctx.db, cotId);
-    // gone, or renamed since the request resolved its slug: that slug names nothing now
-    if (!model || model.cot.slug !== slug) throw notFound();
+    let model = await registry.byId(ctx.db, cotId);
+    // Gone, or renamed since the request resolved its slug: the slug may name another COT now.
+    if (!model || model.cot.slug !== slug) model = await registry.bySlug(ctx.db, slug);
+    if (!model) throw notFound();
     seen.set(ctx, model.resource);
     return model.resource;
   };

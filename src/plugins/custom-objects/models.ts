@@ -599,7 +599,8 @@ export class CotRegistry {
   constructor(
     private readonly orm?: Orm,
     /** Host models (static shapes) by object type id, for nested forms embedded in row queries. */
-    private readonly hostModels?: (objectTypeIds: number[]) => Promise<Map<number, ModelInfo>>,
+    /** Runs on `db`: inside a write that is the open transaction, which holds the connection. */
+    private readonly hostModels?: (objectTypeIds: number[], db: Executor) => Promise<Map<number, ModelInfo>>,
   ) {
     const version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
     this.#versionBySlug = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.slug, sql.placeholder("slug"))).limit(1).prepare();
@@ -614,7 +615,7 @@ export class CotRegistry {
     if (!cot) return null;
     const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
     const targets = fields.filter((f) => f.type === "object" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
-    const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets) : new Map());
+    const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map());
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;
