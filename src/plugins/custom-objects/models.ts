@@ -592,20 +592,20 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
 /** Caches built models by COT id; `shape_version` in the database decides freshness. */
 export class CotRegistry {
   #models = new Map<number, CotModel>();
-  /** Version lookups prepared once on the ORM (Drizzle's query building is a hot spot). */
-  #versionBySlug;
-  #versionById;
 
   constructor(
-    private readonly orm?: Orm,
-    /** Host models (static shapes) by object type id, for nested forms embedded in row queries. */
-    /** Runs on `db`: inside a write that is the open transaction, which holds the connection. */
+    private readonly orm: Orm,
+    /**
+     * Host models (static shapes) by object type id, for nested forms embedded in row queries.
+     * Runs on `db`: inside a write that is the open transaction, which holds the connection.
+     */
     private readonly hostModels?: (objectTypeIds: number[], db: Executor) => Promise<Map<number, ModelInfo>>,
-  ) {
-    const version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
-    this.#versionBySlug = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.slug, sql.placeholder("slug"))).limit(1).prepare();
-    this.#versionById = orm?.select(version).from(customObjectTypes).where(eq(customObjectTypes.id, sql.placeholder("id"))).limit(1).prepare();
-  }
+  ) {}
+
+  /** Version lookups, prepared once (Drizzle's query building is a hot spot). */
+  static #version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
+  #versionBySlug = new Reusable((db) => db.select(CotRegistry.#version).from(customObjectTypes).where(eq(customObjectTypes.slug, sql.placeholder("slug"))).limit(1).prepare());
+  #versionById = new Reusable((db) => db.select(CotRegistry.#version).from(customObjectTypes).where(eq(customObjectTypes.id, sql.placeholder("id"))).limit(1).prepare());
 
   async #fresh(db: Executor, row: Pick<CotRow, "id" | "shapeVersion"> | undefined): Promise<CotModel | null> {
     if (!row) return null;
@@ -622,18 +622,12 @@ export class CotRegistry {
   }
 
   async bySlug(db: Executor, slug: string): Promise<CotModel | null> {
-    const [row] =
-      db === this.orm && this.#versionBySlug
-        ? await this.#versionBySlug.all({ slug })
-        : await db.select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion }).from(customObjectTypes).where(eq(customObjectTypes.slug, slug)).limit(1);
+    const [row] = await this.#versionBySlug.on(db, this.orm).all({ slug });
     return this.#fresh(db, row);
   }
 
   async byId(db: Executor, id: number): Promise<CotModel | null> {
-    const [row] =
-      db === this.orm && this.#versionById
-        ? await this.#versionById.all({ id })
-        : await db.select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion }).from(customObjectTypes).where(eq(customObjectTypes.id, id)).limit(1);
+    const [row] = await this.#versionById.on(db, this.orm).all({ id });
     return this.#fresh(db, row);
   }
 
@@ -643,28 +637,13 @@ export class CotRegistry {
     return null;
   }
 
-  /** Several COTs at once: one version query for all of them. */
-  async byIds(db: Executor, ids: number[]): Promise<Map<number, CotModel>> {
-    const out = new Map<number, CotModel>();
-    if (!ids.length) return out;
-    const rows = await db
-      .select({ id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion })
-      .from(customObjectTypes)
-      .where(inArray(customObjectTypes.id, [...new Set(ids)]));
-    for (const row of rows) {
-      const model = await this.#fresh(db, row);
-      if (model) out.set(row.id, model);
-    }
-    return out;
-  }
-
   /**
    * Every field that can point at objects of `objectTypeId` (ordered by COT, then field), with
    * its model. One prepared statement reads the fields' ids together with their COTs' shape
    * versions; the field definitions come from the models those versions validate.
    */
   async fieldsPointingAt(db: Executor, objectTypeId: number): Promise<{ field: FieldRow; model: CotModel }[]> {
-    const rows = await this.#linking.on(db, this.orm ?? (db as Orm)).all({ ot: objectTypeId });
+    const rows = await this.#linking.on(db, this.orm).all({ ot: objectTypeId });
     const out: { field: FieldRow; model: CotModel }[] = [];
     for (const row of rows) {
       const model = await this.#fresh(db, { id: row.cotId, shapeVersion: row.shapeVersion });

@@ -3,28 +3,13 @@
  * a host object or a custom object — links to it are set to null, their objects deleted
  * (cascade), or the delete is refused with 409 (protect).
  */
-import { eq, or, sql } from "drizzle-orm";
-import { customObjectTypeFields } from "../../db/schema";
+import { sql } from "drizzle-orm";
 import { ApiError } from "../../core/errors";
 import { deleteWithHooks } from "../../core/rest/handlers";
-import type { DeleteHook, WriteContext } from "../../core/rest/resource";
+import type { DeleteHook } from "../../core/rest/resource";
 import { ident, linkTableName, tableName } from "./ddl";
 import type { CotRegistry } from "./models";
 import type { FieldRow } from "./values";
-
-/** Fields that can point at objects of this object type. */
-export async function fieldsPointingAt(db: WriteContext["db"], objectTypeId: number): Promise<FieldRow[]> {
-  return db
-    .select()
-    .from(customObjectTypeFields)
-    .where(
-      sql`${customObjectTypeFields.type} IN ('object', 'multiobject') AND (${or(
-        eq(customObjectTypeFields.relatedObjectTypeId, objectTypeId),
-        sql`(${customObjectTypeFields.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${customObjectTypeFields.relatedObjectTypeIds}) je WHERE je.value = ${objectTypeId}))`,
-      )})`,
-    )
-    .orderBy(customObjectTypeFields.customObjectTypeId, customObjectTypeFields.id) as Promise<FieldRow[]>;
-}
 
 /** Where-clause matching rows of the field's storage that point at (typeId, id). */
 export function linkCondition(f: FieldRow, typeId: number, id: number) {
@@ -43,7 +28,7 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
     if (!ot) return;
     const busy = inProgress.get(ctx) ?? inProgress.set(ctx, new Set()).get(ctx)!;
     busy.add(`${ot.id}:${target.id}`);
-    for (const f of await fieldsPointingAt(ctx.db, ot.id)) {
+    for (const { field: f, model } of await registry.fieldsPointingAt(ctx.db, ot.id)) {
       const cotId = f.customObjectTypeId;
       const where = linkCondition(f, ot.id, target.id);
       if (f.type === "multiobject") {
@@ -60,8 +45,6 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
       if (!rows.length) continue;
       if (f.onDeleteBehavior === "protect") throw protectedError(target, f, rows[0]!.id);
       if (f.onDeleteBehavior === "cascade") {
-        const model = await registry.byId(ctx.db, cotId);
-        if (!model) continue;
         const ownType = model.cot.objectTypeId!;
         for (const r of rows) {
           if (busy.has(`${ownType}:${r.id}`)) continue; // a self-reference already being deleted
