@@ -30,7 +30,7 @@ export const CHROMIUM_ARGS = [
   "--disable-component-update",
   "--disable-sync",
 ];
-export const EXAMPLE_SCHEMA = join(import.meta.dir, "..", "..", "shared", "examples", "inventory-schema.json");
+export const EXAMPLE_SCHEMA = join(import.meta.dir, "..", "examples", "inventory-schema.json");
 
 export interface DocsRender {
   /** The API paths the page shows (one per operation block on screen: the list is virtualised). */

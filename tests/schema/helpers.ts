@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { TestApp } from "../helpers/app";
 
 export const SCHEMA = "/api/plugins/custom-objects/schema";
-export const exampleDoc = () => JSON.parse(readFileSync(join(import.meta.dir, "../../../shared/examples/inventory-schema.json"), "utf8"));
+export const exampleDoc = () => JSON.parse(readFileSync(join(import.meta.dir, "../../examples/inventory-schema.json"), "utf8"));
 
 export async function exampleChoiceSets(t: TestApp) {
   for (const [name, choices] of [
