@@ -27,6 +27,8 @@ import { protectRuleActions } from "./core/events/models";
 import { WEBHOOK_TASK } from "./core/events/dispatch";
 import { webhookHandler } from "./core/events/webhook";
 import { TaskQueue, type TaskQueueOptions } from "./services/tasks/queue";
+import { accessLog } from "./core/access-log";
+import { corsFor } from "./core/cors";
 
 export interface AppDeps {
   config: Config;
@@ -99,6 +101,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
     await next();
     c.header("X-Request-Id", c.var.requestId);
   });
+  app.use("*", accessLog({ slowMs: config.slowRequestMs }));
+  // Before authentication, so a browser's preflight is answered without a token.
+  if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
 
   app.onError((err, c) => {
     if (err instanceof ApiError) {

@@ -71,6 +71,8 @@ const EnvSchema = v.object({
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
   TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
   LOG_LEVEL: v.optional(v.picklist(["debug", "info", "warn", "error", "silent"], "must be debug, info, warn, error or silent"), "info"),
+  LOG_SLOW_REQUEST_MS: v.optional(intString(1, 3600 * 1000), "1000"),
+  CORS_ORIGINS: v.optional(v.string(), ""),
 });
 
 export interface RedisSettings {
@@ -92,6 +94,10 @@ export interface Config {
   /** Job queue tuning: lease length, attempts before giving up, first retry delay (doubling). */
   tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  /** Requests slower than this are logged at warn (access log). */
+  slowRequestMs: number;
+  /** Origins allowed by CORS: none (default), a list, or `*` for any. */
+  corsOrigins: string[] | "*";
   runtime: Runtime;
 }
 
@@ -149,8 +155,26 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
     taskWorker: e.TASK_WORKER,
     tasks: { visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS, maxAttempts: e.TASK_MAX_ATTEMPTS, backoffBaseMs: e.TASK_RETRY_BACKOFF_MS },
     logLevel: e.LOG_LEVEL,
+    slowRequestMs: e.LOG_SLOW_REQUEST_MS,
+    corsOrigins: parseCorsOrigins(e.CORS_ORIGINS),
     runtime,
   };
+}
+
+/** `CORS_ORIGINS`: empty (no CORS), `*`, or a comma list of origins (`scheme://host[:port]`). */
+function parseCorsOrigins(raw: string): string[] | "*" {
+  const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  if (items.length === 1 && items[0] === "*") return "*";
+  return items.map((item) => {
+    let u: URL | null = null;
+    try {
+      u = new URL(item);
+    } catch {}
+    if (!u || u.origin === "null" || u.pathname !== "/" || u.search || u.hash || u.username || u.password) {
+      throw new ConfigError("CORS_ORIGINS", "must be * or a comma list of origins like https://app.example.com (scheme, host and port only)");
+    }
+    return u.origin;
+  });
 }
 
 /** Strips credentials from a URL so it can be shown in logs and health output. */

@@ -148,6 +148,8 @@ export interface StartWorkerOptions {
   extraWorkers?: string[];
   /** Bind the `CACHE` KV namespace; default true. */
   kv?: boolean;
+  /** Receives every line workerd prints (the Worker's console output, e.g. its JSON log lines). */
+  onOutput?: (line: string) => void;
 }
 
 /**
@@ -172,6 +174,19 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     port: 0,
     workers: [worker("host"), ...(options.extraWorkers ?? []).map(worker)],
   };
+  if (options.onOutput) {
+    const onOutput = options.onOutput;
+    opts.handleRuntimeStdio = (stdout, stderr) => {
+      for (const stream of [stdout, stderr]) {
+        let rest = "";
+        stream.on("data", (chunk: Buffer) => {
+          const lines = (rest + chunk.toString()).split("\n");
+          rest = lines.pop()!;
+          for (const line of lines) onOutput(line);
+        });
+      }
+    };
+  }
   const mf = new Miniflare(opts);
   let url: URL;
   try {
