@@ -7,6 +7,7 @@ import { Miniflare, type MiniflareOptions } from "miniflare";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Readable } from "node:stream";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { wrapClient, type Database } from "../../src/db/client";
 import { runMigrations } from "../../src/db/migrate";
@@ -176,7 +177,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
   };
   if (options.onOutput) {
     const onOutput = options.onOutput;
-    opts.handleRuntimeStdio = (stdout, stderr) => {
+    opts.handleRuntimeStdio = (stdout: Readable, stderr: Readable) => {
       for (const stream of [stdout, stderr]) {
         let rest = "";
         stream.on("data", (chunk: Buffer) => {
