@@ -4,3 +4,4 @@ export * from "./inventory";
 export * from "./custom-objects";
 export * from "./tasks";
 export * from "./events";
+export * from "./outbox";

@@ -17,7 +17,13 @@ export const objectChanges = sqliteTable(
     prechangeData: text("prechange_data", { mode: "json" }).$type<unknown>(),
     postchangeData: text("postchange_data", { mode: "json" }).$type<unknown>(),
   },
-  (t) => [index("object_changes_object_idx").on(t.changedObjectTypeId, t.changedObjectId), index("object_changes_request_idx").on(t.requestId), idIndex("object_changes", t)],
+  (t) => [
+    index("object_changes_object_idx").on(t.changedObjectTypeId, t.changedObjectId),
+    index("object_changes_request_idx").on(t.requestId),
+    // Retention deletes by age (CHANGELOG_RETENTION_DAYS); time filters use it too.
+    index("object_changes_time_idx").on(t.time),
+    idIndex("object_changes", t),
+  ],
 );
 
 export const jobs = sqliteTable(
@@ -36,5 +42,5 @@ export const jobs = sqliteTable(
     error: text("error").notNull().default(""),
     attempts: integer("attempts").notNull().default(0),
   },
-  (t) => [index("jobs_status_idx").on(t.status), idIndex("jobs", t)],
+  (t) => [index("jobs_status_idx").on(t.status), index("jobs_completed_idx").on(t.completed), idIndex("jobs", t)],
 );
