@@ -1,6 +1,7 @@
 /**
  * Runs the selected checks concurrently, each under the timeout, and turns their outcome into a
- * report. Every status string passes through the redactor here, and only here.
+ * report. Every status string passes through the redactor here, and only here. A runner shares
+ * each check's run in flight between callers (and keeps its result for `cache_seconds`).
  */
 import type { Services } from "../../core/context";
 import type { Redactor } from "../../services/redact";
@@ -20,6 +21,8 @@ export interface CheckResult {
   durationMs: number;
   /** When the check started (ISO 8601). */
   time: string;
+  /** When the check finished (epoch ms), for the age of a shared result. */
+  finishedAt: number;
 }
 
 /** The outcome of one run. */
@@ -91,7 +94,16 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
       ...(causes.length ? { cause: options.redact(causes.map((c) => (c instanceof Error ? c.message : String(c))).join("; ")) } : {}),
     });
   }
-  return { path: selected.path, identifier, critical, status, passed, warningOnly, durationMs, time };
+  return { path: selected.path, identifier, critical, status, passed, warningOnly, durationMs, time, finishedAt: Date.now() };
+}
+
+/** Turns results into a report. */
+export function reportOf(results: CheckResult[]): HealthReport {
+  return {
+    results,
+    allPassed: results.every((r) => r.status === "working"),
+    criticalFailure: results.some((r) => !r.passed && r.critical),
+  };
 }
 
 /**
@@ -99,10 +111,46 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
  * @example const report = await runChecks(settings.checks, services, { timeoutMs: 3000, warningsAsErrors: true, redact });
  */
 export async function runChecks(checks: SelectedCheck[], services: Services, options: RunOptions): Promise<HealthReport> {
-  const results = await Promise.all(checks.map((c) => runOne(c, services, options)));
-  return {
-    results,
-    allPassed: results.every((r) => r.status === "working"),
-    criticalFailure: results.some((r) => !r.passed && r.critical),
-  };
+  return reportOf(await Promise.all(checks.map((c) => runOne(c, services, options))));
+}
+
+interface Slot {
+  result: Promise<CheckResult>;
+  /** Set once the run settled. */
+  finishedAt: number | null;
+}
+
+/**
+ * Runs checks for many callers: a check already running is joined, not started again, and
+ * (with `cacheMs` > 0) a result younger than `cacheMs` is handed out as is. Each check has its
+ * own slot, so a group and the full page share work too.
+ */
+export class CheckRunner {
+  readonly #slots = new Map<string, Slot>();
+  /** Check runs started, by dotted path (for tests and the benchmark). */
+  readonly runs = new Map<string, number>();
+
+  constructor(
+    private readonly services: Services,
+    private readonly options: RunOptions & { cacheMs: number },
+  ) {}
+
+  /** The report over `checks`; its results may come from a run in flight or the cache. */
+  async run(checks: SelectedCheck[]): Promise<HealthReport> {
+    return reportOf(await Promise.all(checks.map((c) => this.#result(c))));
+  }
+
+  #result(selected: SelectedCheck): Promise<CheckResult> {
+    const slot = this.#slots.get(selected.path);
+    if (slot && (slot.finishedAt === null || Date.now() - slot.finishedAt < this.options.cacheMs)) return slot.result;
+    this.runs.set(selected.path, (this.runs.get(selected.path) ?? 0) + 1);
+    const fresh: Slot = { result: runOne(selected, this.services, this.options), finishedAt: null };
+    void fresh.result.then((r) => {
+      fresh.finishedAt = r.finishedAt;
+      // Nothing to keep without a cache: the next caller runs the check again.
+      if (this.options.cacheMs <= 0 && this.#slots.get(selected.path) === fresh) this.#slots.delete(selected.path);
+    });
+    this.#slots.set(selected.path, fresh);
+    return fresh.result;
+  }
 }

@@ -9,10 +9,11 @@ import type { HealthCheckClass } from "../types";
 
 export const PLUGIN_NAME = "host_healthcheck_plugin";
 
-/** A check selected to run: its dotted path and class. */
+/** A check selected to run: its dotted path, class and identifier (its key in `checks`). */
 export interface SelectedCheck {
   path: string;
   check: HealthCheckClass;
+  identifier: string;
 }
 
 /** The plugin's settings after validation. */
@@ -21,10 +22,15 @@ export interface HealthcheckSettings {
   timeoutMs: number;
   loginRequired: boolean;
   warningsAsErrors: boolean;
+  /** Named subsets of `checks` (`/healthcheck/<group>/`), in `checks` order. */
+  groups: Map<string, SelectedCheck[]>;
 }
 
 export const DEFAULT_TIMEOUT_MS = 3_000;
 const MAX_TIMEOUT_MS = 60_000;
+const GROUP_NAME = /^[a-z0-9]+([_-][a-z0-9]+)*$/;
+const isPlainObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
+const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups"];
 
 const SettingsSchema = v.strictObject(
   {
@@ -45,6 +51,21 @@ const SettingsSchema = v.strictObject(
     ),
     login_required: v.optional(v.boolean("must be true or false"), false),
     warnings_as_errors: v.optional(v.boolean("must be true or false"), true),
+    groups: v.optional(
+      v.pipe(
+        v.unknown(),
+        v.check(isPlainObject, "must be an object mapping a group name to a list of check identifiers"),
+        v.record(
+        v.pipe(v.string(), v.regex(GROUP_NAME, "group names must be lowercase letters, digits, - and _ (e.g. \"live\", \"core-db\")"), v.maxLength(64, "group names must be at most 64 characters")),
+        v.pipe(
+          v.array(v.pipe(v.string("must be a list of check identifiers"), v.minLength(1, "must not contain empty identifiers")), "must be a list of check identifiers"),
+          v.minLength(1, "must list at least one check identifier"),
+        ),
+        "must be an object mapping a group name to a list of check identifiers",
+        ),
+      ),
+      {},
+    ),
   },
 );
 
@@ -75,7 +96,7 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
     const key = v.getDotPath(issue);
     if (issue.type === "strict_object" && issue.path?.length) {
       const unknownKey = issue.path[0]?.key;
-      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}: unknown key ${JSON.stringify(String(unknownKey))} (known: checks, timeout_ms, login_required, warnings_as_errors)`);
+      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}: unknown key ${JSON.stringify(String(unknownKey))} (known: ${KNOWN_KEYS.join(", ")})`);
     }
     throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.${key ?? ""}: ${issue.message}`.replace(/\.:/, ":"));
   }
@@ -87,19 +108,26 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
     if (!check) {
       throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: unknown health check "${path}" (available: ${[...available.keys()].join(", ")})`);
     }
-    return { path, check };
-  });
-  const seen = new Map<string, string>();
-  for (const { path, check } of checks) {
-    let id: string;
+    let identifier: string;
     try {
-      id = new check(services).identifier();
+      identifier = new check(services).identifier();
     } catch (e) {
       throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: health check "${path}" cannot be built (${e instanceof Error ? e.message : String(e)})`);
     }
-    const other = seen.get(id);
-    if (other) throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: "${other}" and "${path}" both report as "${id}"`);
-    seen.set(id, path);
+    return { path, check, identifier };
+  });
+  const byId = new Map<string, SelectedCheck>();
+  for (const selected of checks) {
+    const other = byId.get(selected.identifier);
+    if (other) throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.checks: "${other.path}" and "${selected.path}" both report as "${selected.identifier}"`);
+    byId.set(selected.identifier, selected);
   }
-  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors };
+  const unknownId = (where: string, id: string) =>
+    new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.${where}: unknown check identifier "${id}" (checks: ${[...byId.keys()].join(", ")})`);
+  const groups = new Map<string, SelectedCheck[]>();
+  for (const [name, ids] of Object.entries(settings.groups)) {
+    for (const id of ids) if (!byId.has(id)) throw unknownId(`groups.${name}`, id);
+    groups.set(name, checks.filter((c) => ids.includes(c.identifier)));
+  }
+  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, groups };
 }

@@ -1,0 +1,80 @@
+/**
+ * A third-party plugin with small custom checks for the health suites that need no Redis, and
+ * an app factory over it (fresh libSQL file per app, closed after each test).
+ */
+import { afterEach } from "bun:test";
+import { Hono } from "hono";
+import type { HonoEnv } from "../../src/core/context";
+import { BaseHealthCheckBackend, ServiceUnavailable } from "../../src/plugins/healthcheck";
+import { BUILTIN_PLUGINS } from "../../src/plugins/registry";
+import type { HostPlugin } from "../../src/plugins/types";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { healthConfig } from "./helpers";
+
+/** Runs of each fixture check (constructor calls), by class name. */
+export const runs = new Map<string, number>();
+const counted = (name: string) => runs.set(name, (runs.get(name) ?? 0) + 1);
+
+export class Healthy extends BaseHealthCheckBackend {
+  async checkStatus() {
+    counted("Healthy");
+  }
+}
+
+export class Broken extends BaseHealthCheckBackend {
+  async checkStatus() {
+    counted("Broken");
+    this.addError(new ServiceUnavailable("upstream answered 503 for https://user:hunter2@api.example.test/v1?key=abc"));
+  }
+}
+
+export class Soft extends BaseHealthCheckBackend {
+  override criticalService = false;
+  async checkStatus() {
+    counted("Soft");
+    this.addError(new ServiceUnavailable("replica lagging"));
+  }
+}
+
+/** Sleeps `SLOW_MS` (settable by tests). */
+export const slow = { ms: 150 };
+export class Sleepy extends BaseHealthCheckBackend {
+  async checkStatus() {
+    counted("Sleepy");
+    await Bun.sleep(slow.ms);
+  }
+}
+
+export const fixturePlugin: HostPlugin = {
+  name: "fixtures",
+  version: "1.0.0",
+  routes: () => new Hono<HonoEnv>(),
+  healthChecks: {
+    "fixtures.Healthy": Healthy,
+    "fixtures.Broken": Broken,
+    "fixtures.Soft": Soft,
+    "fixtures.Sleepy": Sleepy,
+  },
+};
+
+const open: TestApp[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((t) => t.close()));
+});
+
+/** The app with the fixture plugin enabled and these health settings (null: none). */
+export async function fixtureApp(settings: Record<string, unknown> | null, env: Record<string, string> = {}): Promise<TestApp> {
+  const all: Record<string, string> = { PLUGINS: "custom_objects,host_healthcheck_plugin,fixtures", ...env };
+  if (settings) all.PLUGINS_CONFIG = healthConfig(settings);
+  const t = await makeTestApp(all, { availablePlugins: [...BUILTIN_PLUGINS, fixturePlugin] });
+  open.push(t);
+  return t;
+}
+
+/** The ConfigError message an app with these settings fails to start with (null: it started). */
+export async function startupError(settings: Record<string, unknown>): Promise<string | null> {
+  return fixtureApp(settings).then(
+    () => null,
+    (e: Error) => e.message,
+  );
+}
