@@ -20,6 +20,11 @@ export interface AuthUser {
   isSuperuser: boolean;
   /** Codenames `<app_label>.<action>_<model>` granted through object permissions. */
   permissions: Set<string>;
+  /**
+   * Constraint sets per codename, present only where every grant of that codename is
+   * constrained (an unconstrained grant lifts the restriction). See `auth/restrict.ts`.
+   */
+  constraints?: Map<string, Record<string, unknown>[]>;
 }
 
 export interface AuthState {

@@ -11,7 +11,7 @@ import { baseUrlOf, readJson } from "./http";
 import { defineModel, type DefinedModel } from "./models/define";
 import { choiceSetModel, tagModel } from "./models/extras";
 import { deviceModel, ipAddressModel, prefixModel, siteModel, tenantModel } from "./models/inventory";
-import { createRecord, inTransaction, mountResource, readContext } from "./rest/handlers";
+import { createChecked, createRecord, inTransaction, mountResource, readContext } from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { eventRuleModel, webhookModel } from "./events/models";
 import { jobModel } from "./jobs/model";
@@ -111,9 +111,13 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     if (!body || typeof body !== "object" || Array.isArray(body)) {
       throw new ValidationError({ non_field_errors: ["Create one token per request (a JSON object)."] });
     }
+    // A token is for its creator unless a superuser names another user (NetBox 4); the owner
+    // scope of tokens refuses any other user for everyone else.
+    const input = { ...(body as Record<string, unknown>) };
+    if (!Object.hasOwn(input, "user") && c.var.auth.user) input.user = c.var.auth.user.id;
     let key = "";
     const id = await inTransaction(c, r, async (ctx) => {
-      const created = (await createRecord(ctx, r, body as Record<string, unknown>)).id;
+      const created = (await createChecked(ctx, r, input)).id;
       key = issuedKeys.get(ctx) ?? "";
       return created;
     });

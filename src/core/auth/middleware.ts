@@ -8,7 +8,7 @@ import { tokens, users } from "../../db/schema";
 import type { AuthState, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { tokenCacheKey } from "./models";
-import { loadPermissions } from "./permissions";
+import { loadGrants } from "./permissions";
 import { hashToken, tokenFromHeader } from "./tokens";
 
 const TOKEN_CACHE_TTL_SECONDS = 30;
@@ -79,9 +79,9 @@ export function authenticate(options: { exempt?: (path: string, method: string) 
     }
     if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now())) throw invalidToken();
     await touchToken(c.var.services, found.tokenId);
-    const permissions = found.isSuperuser ? new Set<string>() : await loadPermissions(db.orm, found.userId);
+    const { permissions, constraints } = found.isSuperuser ? { permissions: new Set<string>(), constraints: new Map() } : await loadGrants(db.orm, found.userId);
     c.set("auth", {
-      user: { id: found.userId, username: found.username, isSuperuser: found.isSuperuser, permissions },
+      user: { id: found.userId, username: found.username, isSuperuser: found.isSuperuser, permissions, constraints },
       tokenId: found.tokenId,
       writeEnabled: found.writeEnabled,
     });

@@ -3,6 +3,7 @@ import { eq, inArray } from "drizzle-orm";
 import { groups, objectPermissions, permissionGroups, permissionObjectTypes, permissionUsers, tokens, userGroups, users } from "../../db/schema";
 import { defineModel } from "../models/define";
 import type { Resource, WriteContext } from "../rest/resource";
+import { forbidden } from "../errors";
 import { ACTIONS } from "./permissions";
 import { generateToken, hashToken } from "./tokens";
 
@@ -45,6 +46,11 @@ function invalidating(resource: Resource, userIdsOf: (ctx: WriteContext, id: num
   };
 }
 
+/** Superuser accounts are a superuser's business: nobody else creates, edits or deletes one. */
+function requireSuperuserFor(ctx: WriteContext, what: string) {
+  if (!ctx.auth.user?.isSuperuser) throw forbidden(`Only a superuser may ${what}.`);
+}
+
 const userModelBase = defineModel({
   appLabel: "users",
   model: "user",
@@ -53,6 +59,10 @@ const userModelBase = defineModel({
   table: users,
   defaultOrdering: ["username"],
   display: (r) => r.username,
+  async validate(ctx, values, existing) {
+    if (values.isSuperuser === true && !existing?.isSuperuser) requireSuperuserFor(ctx, "grant superuser status");
+    if (existing?.isSuperuser) requireSuperuserFor(ctx, "change a superuser account");
+  },
   fields: [
     { name: "username", type: "string", column: users.username, required: true, maxLength: 150, search: true, brief: true, check: (v) => (/^[\w.@+-]+$/.test(String(v)) ? null : "Enter a valid username: letters, digits and @/./+/-/_ only.") },
     { name: "password", type: "password", column: users.passwordHash, writeOnly: true, maxLength: 128, nullable: true },
@@ -64,7 +74,14 @@ const userModelBase = defineModel({
     { name: "groups", type: "m2m", related: "users.group", link: { table: userGroups, own: userGroups.userId, other: userGroups.groupId } },
   ],
 });
-export const userModel = { ...userModelBase, resource: invalidating(userModelBase.resource, async (_ctx, id) => [id]) };
+const userResource = invalidating(userModelBase.resource, async (_ctx, id) => [id]);
+const deleteUser = userResource.delete;
+userResource.delete = async (ctx, id) => {
+  const [row] = await ctx.db.select({ isSuperuser: users.isSuperuser }).from(users).where(eq(users.id, id));
+  if (row?.isSuperuser) requireSuperuserFor(ctx, "delete a superuser account");
+  await deleteUser(ctx, id);
+};
+export const userModel = { ...userModelBase, resource: userResource };
 userModel.info = { ...userModelBase.info, resource: userModel.resource };
 
 export const groupModel = defineModel({
@@ -119,6 +136,12 @@ const tokenModelBase = defineModel({
   defaultOrdering: ["id"],
   display: (r) => `**********${r.keyHint}`,
   async validate(ctx, values, existing) {
+    // NetBox 4: only a superuser issues tokens for, or moves tokens to, another user. (An
+    // anonymous writer here is the password provisioning route, which names its own user.)
+    const actor = ctx.auth.user;
+    if (actor && !actor.isSuperuser && values.userId !== undefined && values.userId !== actor.id) {
+      throw forbidden("Only a superuser may create or assign a token for another user.");
+    }
     if (existing) return;
     const key = generateToken();
     values.keyHash = await hashToken(key);
@@ -135,7 +158,7 @@ const tokenModelBase = defineModel({
 });
 export const tokenModel = {
   ...tokenModelBase,
-  resource: invalidating(tokenModelBase.resource, async (ctx, id) => {
+  resource: invalidating({ ...tokenModelBase.resource, ownerColumn: tokens.userId }, async (ctx, id) => {
     const [row] = await ctx.db.select({ keyHash: tokens.keyHash }).from(tokens).where(eq(tokens.id, id));
     if (row) forgetAfterCommit(ctx, [row.keyHash]);
     return [];

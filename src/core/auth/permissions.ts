@@ -13,11 +13,43 @@ export const ACTIONS: Action[] = ["view", "add", "change", "delete"];
 
 export const codename = (appLabel: string, action: string, model: string) => `${appLabel}.${action}_${model}`;
 
+/** One constraint object: `{"<field>[__<lookup>]": value, …}`, all of which must hold. */
+export type ConstraintSet = Record<string, unknown>;
+
+/**
+ * Flattens a permission's stored constraints into constraint sets. `null` means the grant is
+ * unrestricted; a value that is neither an object nor a list of objects grants nothing.
+ */
+export function constraintSets(raw: unknown): ConstraintSet[] | null {
+  if (raw === null || raw === undefined) return null;
+  const list = Array.isArray(raw) ? raw : [raw];
+  if (!list.length) return null;
+  const sets: ConstraintSet[] = [];
+  for (const item of list) {
+    if (!item || typeof item !== "object" || Array.isArray(item)) return [{ __invalid__: true }];
+    // `{}` matches every object, so it lifts the restriction like an empty constraint
+    if (!Object.keys(item).length) return null;
+    sets.push(item as ConstraintSet);
+  }
+  return sets;
+}
+
+/** What a user is granted: codenames, and constraint sets where every grant is constrained. */
+export interface Grants {
+  permissions: Set<string>;
+  constraints: Map<string, Record<string, unknown>[]>;
+}
+
 /** Every codename granted to a user through enabled permissions (direct or via groups). */
 export async function loadPermissions(db: Executor, userId: number): Promise<Set<string>> {
+  return (await loadGrants(db, userId)).permissions;
+}
+
+/** Codenames and their constraints (NetBox: an unconstrained grant lifts every constraint). */
+export async function loadGrants(db: Executor, userId: number): Promise<Grants> {
   const groupIds = db.select({ id: userGroups.groupId }).from(userGroups).where(eq(userGroups.userId, userId));
   const rows = await db
-    .select({ actions: objectPermissions.actions, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .select({ actions: objectPermissions.actions, constraints: objectPermissions.constraints, appLabel: objectTypes.appLabel, model: objectTypes.model })
     .from(objectPermissions)
     .innerJoin(permissionObjectTypes, eq(permissionObjectTypes.permissionId, objectPermissions.id))
     .innerJoin(objectTypes, eq(objectTypes.id, permissionObjectTypes.objectTypeId))
@@ -30,9 +62,20 @@ export async function loadPermissions(db: Executor, userId: number): Promise<Set
         ),
       ),
     );
-  const out = new Set<string>();
-  for (const r of rows) for (const action of r.actions ?? []) out.add(codename(r.appLabel, action, r.model));
-  return out;
+  const permissions = new Set<string>();
+  const constrained = new Map<string, Record<string, unknown>[]>();
+  const unconstrained = new Set<string>();
+  for (const r of rows) {
+    const sets = constraintSets(r.constraints);
+    for (const action of r.actions ?? []) {
+      const name = codename(r.appLabel, action, r.model);
+      permissions.add(name);
+      if (!sets) unconstrained.add(name);
+      else constrained.set(name, [...(constrained.get(name) ?? []), ...sets]);
+    }
+  }
+  for (const name of unconstrained) constrained.delete(name);
+  return { permissions, constraints: constrained };
 }
 
 /**

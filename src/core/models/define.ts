@@ -288,6 +288,9 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       const f = scalar.find((x) => x.column!.name === column);
       return f ? f.name : column;
     },
+    relations: spec.fields
+      .filter((f) => (f.type === "fk" || f.type === "m2m") && f.related && !f.writeOnly)
+      .map((f) => ({ name: f.name, target: f.related!, many: f.type === "m2m", expr: f.type === "fk" ? f.column : undefined })),
   };
 
   const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");

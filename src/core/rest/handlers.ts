@@ -2,9 +2,10 @@
  * The §4 REST verbs written once: list/retrieve, single and bulk create/update/delete
  * (all-or-nothing), with permission checks, for any `Resource`.
  */
-import { count, inArray, sql } from "drizzle-orm";
+import { and, count, inArray, sql } from "drizzle-orm";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
+import { hideUnviewable, requireAfterWrite, requireObject, restrictWhere } from "../auth/restrict";
 import type { Ctx, HonoEnv, Services } from "../context";
 import { logChange } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -74,6 +75,20 @@ export async function updateRecord(ctx: WriteContext, resource: Resource, id: nu
   return { id, record: await logChange(ctx, resource, "update", id, before ?? null) };
 }
 
+/** `createRecord` for a caller: the new object must match their `add` constraints. */
+export async function createChecked(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<Written> {
+  const written = await createRecord(ctx, resource, input);
+  await requireAfterWrite(ctx, ctx.auth, "add", resource, written.id);
+  return written;
+}
+
+/** `updateRecord` for a caller: the changed object must still match their `change` constraints. */
+async function updateChecked(ctx: WriteContext, resource: Resource, id: number, input: ApiRecord, partial: boolean): Promise<Written> {
+  const written = await updateRecord(ctx, resource, id, input, partial);
+  await requireAfterWrite(ctx, ctx.auth, "change", resource, id);
+  return written;
+}
+
 /** The records written, loading any the change log did not already hold. */
 async function writtenRecords(c: Ctx, resource: Resource, written: Written[]): Promise<ApiRecord[]> {
   const missing = written.filter((w) => !w.record).map((w) => w.id);
@@ -84,7 +99,9 @@ async function writtenRecords(c: Ctx, resource: Resource, written: Written[]): P
 export async function listRecords(c: Ctx, resource: Resource) {
   const ctx = readContext(c);
   const url = new URL(c.req.url);
-  const q = parseListQuery(url, resource.list);
+  const parsed = parseListQuery(url, resource.list);
+  const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
+  const q = restricted ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted } : parsed;
   const db = ctx.db;
   const [{ n }] = (await db
     .select({ n: count() })
@@ -99,19 +116,23 @@ export async function listRecords(c: Ctx, resource: Resource) {
       .orderBy(...q.orderBy)
       .limit(q.limit)
       .offset(q.offset);
-    results = await resource.load(ctx, idRows.map((r) => Number(r.id)));
+    results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, idRows.map((r) => Number(r.id))));
   }
   return c.json({ count: n, ...pageLinks(url, n, q.limit, q.offset), results: project(results, q.projection, resource.briefFields) });
 }
 
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
-  const [record] = await resource.load(readContext(c), [id]);
+  const ctx = readContext(c);
+  await requireObject(ctx, c.var.auth, "view", resource, id);
+  const [record] = await resource.load(ctx, [id]);
   if (!record) throw notFound();
   return record;
 }
 
-function projected(c: Ctx, resource: Resource, records: ApiRecord[]) {
-  return project(records, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
+/** Records as answered: related objects the caller may not view hidden, then projected. */
+async function projected(c: Ctx, resource: Resource, records: ApiRecord[]) {
+  const visible = await hideUnviewable(readContext(c), c.var.auth, resource, records);
+  return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
 }
 
 const asObject = (value: unknown, where: string): ApiRecord => {
@@ -147,13 +168,17 @@ function bulkId(item: ApiRecord): number {
   return id;
 }
 
-async function ensureExists(ctx: WriteContext, resource: Resource, id: number) {
+async function ensureExists(ctx: WriteContext, resource: Resource, id: number, action?: "change" | "delete") {
   const [row] = await ctx.db
     .select({ id: sql<number>`${resource.list.idExpr}` })
     .from(resource.table)
     .where(sql`${resource.list.idExpr} = ${id}`)
     .limit(1);
-  if (!row) throw notFound(`No ${resource.verboseName} with id ${id}.`);
+  const missing = `No ${resource.verboseName} with id ${id}.`;
+  if (!row) throw notFound(missing);
+  // Permission constraints: an object the caller may not view is "not found"; one they may
+  // view but not change or delete is a 403.
+  if (action) await requireObject(ctx, ctx.auth, action, resource, id, missing);
 }
 
 /** Deletes one object after its delete hooks (which may cascade); every deletion is logged. */
@@ -192,7 +217,7 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     const id = parseId(c.req.param("id"));
-    return c.json(projected(c, r, [await loadOne(c, r, id)])[0]);
+    return c.json((await projected(c, r, [await loadOne(c, r, id)]))[0]);
   });
 
   if (options.readOnly) {
@@ -206,11 +231,11 @@ export function mountResource(
     await requirePermission(c, "add", r);
     const body = await readJson(c);
     if (Array.isArray(body)) {
-      const written = await inTransaction(c, r, (ctx) => eachItem(body, (item) => createRecord(ctx, r, item)));
-      return c.json(projected(c, r, await writtenRecords(c, r, written)), 201);
+      const written = await inTransaction(c, r, (ctx) => eachItem(body, (item) => createChecked(ctx, r, item)));
+      return c.json(await projected(c, r, await writtenRecords(c, r, written)), 201);
     }
-    const written = await inTransaction(c, r, (ctx) => createRecord(ctx, r, asObject(body, "body")));
-    return c.json(projected(c, r, await writtenRecords(c, r, [written]))[0], 201);
+    const written = await inTransaction(c, r, (ctx) => createChecked(ctx, r, asObject(body, "body")));
+    return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0], 201);
   });
 
   for (const method of ["put", "patch"] as const) {
@@ -223,12 +248,12 @@ export function mountResource(
       const written = await inTransaction(c, r, (ctx) =>
         eachItem(body, async (item) => {
           const id = bulkId(item);
-          await ensureExists(ctx, r, id);
+          await ensureExists(ctx, r, id, "change");
           const { id: _drop, ...rest } = item;
-          return updateRecord(ctx, r, id, rest, partial);
+          return updateChecked(ctx, r, id, rest, partial);
         }),
       );
-      return c.json(projected(c, r, await writtenRecords(c, r, written)));
+      return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     });
     app[method](detail, async (c) => {
       const r = await resolve(c);
@@ -236,10 +261,10 @@ export function mountResource(
       const id = parseId(c.req.param("id"));
       const body = asObject(await readJson(c), "body");
       const written = await inTransaction(c, r, async (ctx) => {
-        await ensureExists(ctx, r, id);
-        return updateRecord(ctx, r, id, body, partial);
+        await ensureExists(ctx, r, id, "change");
+        return updateChecked(ctx, r, id, body, partial);
       });
-      return c.json(projected(c, r, await writtenRecords(c, r, [written]))[0]);
+      return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0]);
     });
   }
 
@@ -248,14 +273,23 @@ export function mountResource(
     await requirePermission(c, "delete", r);
     const body = await readJson(c);
     if (!Array.isArray(body)) throw new ValidationError({ non_field_errors: ["Bulk delete expects a list of objects with an id."] });
-    await inTransaction(c, r, (ctx) => eachItem(body, (item) => deleteWithHooks(ctx, r, bulkId(item))));
+    await inTransaction(c, r, (ctx) =>
+      eachItem(body, async (item) => {
+        const id = bulkId(item);
+        await ensureExists(ctx, r, id, "delete");
+        await deleteWithHooks(ctx, r, id);
+      }),
+    );
     return c.body(null, 204);
   });
   app.delete(detail, async (c) => {
     const r = await resolve(c);
     await requirePermission(c, "delete", r);
     const id = parseId(c.req.param("id"));
-    await inTransaction(c, r, (ctx) => deleteWithHooks(ctx, r, id));
+    await inTransaction(c, r, async (ctx) => {
+      await ensureExists(ctx, r, id, "delete");
+      await deleteWithHooks(ctx, r, id);
+    });
     return c.body(null, 204);
   });
   app.all(list, methodNotAllowed("GET, POST, PUT, PATCH, DELETE, HEAD"));

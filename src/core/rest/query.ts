@@ -118,7 +118,7 @@ function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQ
 
 const NEGATED: Partial<Record<Lookup, Lookup>> = { n: "exact", nic: "ic", nisw: "isw", niew: "iew", nie: "ie" };
 
-function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawValues: string[]): SQL | undefined {
+export function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawValues: string[]): SQL | undefined {
   const param = lookup === "exact" ? name : `${name}__${lookup}`;
   if (spec.build) return spec.build(lookup, rawValues);
   if (lookup === "empty") {

@@ -2,6 +2,7 @@
  * What the generic REST handlers need from a model. Host models get one from
  * `defineModel`; the custom objects plugin builds one per custom object type.
  */
+import type { SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Executor } from "../../db/client";
 import type { AuthState, Services } from "../context";
@@ -45,6 +46,27 @@ export interface Resource {
   objectTypeId?: number;
   /** Maps a constraint column (`site_id`) to its API field (`site`). */
   fieldForColumn?(column: string): string;
+  /**
+   * Fields whose values are nested objects of other models: read answers hide the ones the
+   * caller may not view, and permission constraints can follow them (`site__slug`).
+   */
+  relations?: Relation[];
+  /** The column naming the user who owns a row (tokens): others see only their own. */
+  ownerColumn?: SQLWrapper;
+}
+
+export interface Relation {
+  /** The record key holding the nested object (or list of them). */
+  name: string;
+  /** `app_label.model` of the target when the field has one target type. */
+  target?: string;
+  /** Object type id of the target, when known by id only (custom object fields). */
+  targetTypeId?: number;
+  /** Polymorphic: each nested object names its type in `object_type`. */
+  polymorphic?: boolean;
+  many?: boolean;
+  /** The column holding the target id (single, non-polymorphic relations), for constraints. */
+  expr?: SQLWrapper;
 }
 
 /**

@@ -2,12 +2,12 @@
  * The custom objects plugin (§5): user-defined object types with a REST endpoint each, their
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
-import { asc } from "drizzle-orm";
+import { asc, inArray } from "drizzle-orm";
 import { Hono } from "hono";
 import type { HonoEnv, Services } from "../../core/context";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
-import { requirePermission } from "../../core/auth/permissions";
+import { hasPermission, requirePermission } from "../../core/auth/permissions";
 import { readJson } from "../../core/http";
 import { inTransaction, mountResource, readContext } from "../../core/rest/handlers";
 import type { Resource } from "../../core/rest/resource";
@@ -23,6 +23,7 @@ import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
 import { customObjectsOpenApi } from "./openapi";
 import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
 import { applySchemaLogged } from "./schema-change-log";
+import { cotsAllowed, hideDiffs } from "./schema/access";
 
 interface PluginState {
   registry: CotRegistry;
@@ -91,6 +92,14 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
   };
 }
 
+/** Slugs among `slugs` of existing types the caller may not view. */
+async function hiddenSlugs(ctx: ReturnType<typeof readContext>, auth: HonoEnv["Variables"]["auth"], slugs: string[]): Promise<Set<string>> {
+  if (!slugs.length || auth.user?.isSuperuser) return new Set();
+  const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs));
+  const allowed = await cotsAllowed(ctx, auth, "view", rows.map((r) => r.id));
+  return new Set(rows.filter((r) => !allowed.has(r.id)).map((r) => r.slug));
+}
+
 const methodNotAllowed = (allow: string) => () => {
   throw new ApiError(405, { detail: "Method not allowed.", error: "method_not_allowed" }, { Allow: allow });
 };
@@ -121,7 +130,9 @@ export const customObjectsPlugin: HostPlugin = {
     app.get("/", async (c) => {
       const base = `${baseUrlOf(c)}/api/${API_BASE}`;
       const rows = await c.var.services.db.orm.select({ slug: customObjectTypes.slug }).from(customObjectTypes).orderBy(asc(customObjectTypes.slug));
-      return c.json(Object.fromEntries(rows.map((r) => [r.slug, `${base}/${r.slug}/`])));
+      // Only the types whose objects the caller may view are named.
+      const visible = rows.filter((r) => hasPermission(c, "view", APP_LABEL, r.slug));
+      return c.json(Object.fromEntries(visible.map((r) => [r.slug, `${base}/${r.slug}/`])));
     });
     mountResource(app, "/custom-object-types", () => cots);
     mountResource(app, "/custom-object-type-fields", () => fields);
@@ -131,7 +142,9 @@ export const customObjectsPlugin: HostPlugin = {
     const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
     app.post("/schema/preview", async (c) => {
       if (!c.var.auth.user) throw ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
-      return c.json(await previewSchema(readContext(c), await readJson(c)));
+      const ctx = readContext(c);
+      const preview = await previewSchema(ctx, await readJson(c));
+      return c.json({ ...preview, diffs: hideDiffs(preview.diffs, await hiddenSlugs(ctx, c.var.auth, preview.diffs.map((d) => d.slug))) });
     });
     app.post("/schema/apply", async (c) => {
       await requirePermission(c, "add", cotTarget);
@@ -143,7 +156,18 @@ export const customObjectsPlugin: HostPlugin = {
     app.get("/schema/export", async (c) => {
       await requirePermission(c, "view", cotTarget);
       const slugs = c.req.queries("slug")?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
-      return c.json(await exportSchema(readContext(c), slugs.length ? slugs : null));
+      const ctx = readContext(c);
+      // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
+      const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes);
+      const allowed = await cotsAllowed(ctx, c.var.auth, "view", rows.map((r) => r.id));
+      const visible = rows.filter((r) => allowed.has(r.id)).map((r) => r.slug);
+      if (slugs.length) {
+        const unseen = slugs.filter((s) => !visible.includes(s));
+        if (unseen.length) throw ApiError.detail(404, `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`, "not_found");
+        return c.json(await exportSchema(ctx, slugs));
+      }
+      if (visible.length === rows.length) return c.json(await exportSchema(ctx, null));
+      return c.json(visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] });
     });
     app.all("/schema/preview", methodNotAllowed("POST"));
     app.all("/schema/apply", methodNotAllowed("POST"));

@@ -3,8 +3,9 @@
  * (linking custom object, field), paged. One indexed count and at most one indexed page query
  * per linking field; never a table scan.
  */
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { hasPermission } from "../../core/auth/permissions";
+import { hideUnviewable, requireObject, restrictWhere } from "../../core/auth/restrict";
 import type { Ctx } from "../../core/context";
 import { notFound, ValidationError } from "../../core/errors";
 import { parseLabel } from "../../core/object-types";
@@ -30,7 +31,11 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
   if (!ot || !info) throw new ValidationError({ object_type: [`Unknown object type "${rawType}".`] });
   const objectId = Number(rawId);
-  if (!(await info.nested(ctx, [objectId])).has(objectId)) throw notFound(`No ${ot.appLabel}.${ot.model} with id ${objectId}.`);
+  const missing = `No ${ot.appLabel}.${ot.model} with id ${objectId}.`;
+  // An object the caller may not view answers exactly like one that does not exist.
+  if (!hasPermission(c, "view", ot.appLabel, ot.model)) throw notFound(missing);
+  if (!(await info.nested(ctx, [objectId])).has(objectId)) throw notFound(missing);
+  if (info.resource) await requireObject(ctx, c.var.auth, "view", info.resource, objectId, missing);
 
   const { limit, offset } = parsePaging(params);
   // Fields the caller may see, in a stable order, with their models (one statement), and
@@ -38,8 +43,20 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   const linking = await registry.fieldsPointingAt(ctx.db, ot.id);
   const models = new Map(linking.map(({ model }) => [model.cot.id, model]));
   const visible = linking.filter(({ model }) => hasPermission(c, "view", "custom_objects", model.cot.slug)).map(({ field }) => field);
-  const countOf = (field: (typeof visible)[number]) => {
+  // Linking objects outside the caller's view constraints are neither counted nor listed.
+  const restricted = new Map<number, SQL | undefined>();
+  for (const [cotId, model] of models) {
+    if (visible.some((f) => f.customObjectTypeId === cotId)) restricted.set(cotId, await restrictWhere(ctx, c.var.auth, "view", model.resource));
+  }
+  const linkWhere = (field: (typeof visible)[number]) => {
     const where = linkCondition(field, ot.id, objectId);
+    const limit = restricted.get(field.customObjectTypeId);
+    if (!limit) return where;
+    const table = models.get(field.customObjectTypeId)!.table;
+    return field.type === "multiobject" ? sql`${where} AND source_id IN (SELECT ${table.id} FROM ${table} WHERE ${limit})` : sql`${where} AND ${limit}`;
+  };
+  const countOf = (field: (typeof visible)[number]) => {
+    const where = linkWhere(field);
     return field.type === "multiobject"
       ? sql`(SELECT count(DISTINCT source_id) FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where})`
       : sql`(SELECT count(*) FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where})`;
@@ -65,7 +82,7 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
       skip -= count;
       continue;
     }
-    const where = linkCondition(field, ot.id, objectId);
+    const where = linkWhere(field);
     const idSql =
       field.type === "multiobject"
         ? sql`SELECT DISTINCT source_id AS id FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where} ORDER BY source_id LIMIT ${want} OFFSET ${skip}`
@@ -73,7 +90,7 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
     const ids = ((await ctx.db.all(idSql)) as { id: number }[]).map((r) => Number(r.id));
     skip = 0;
     const model = models.get(field.customObjectTypeId)!;
-    const records = await model.resource.load(ctx, ids);
+    const records = await hideUnviewable(ctx, c.var.auth, model.resource, await model.resource.load(ctx, ids));
     const cot = nestedCot(ctx.baseUrl, model.cot);
     for (const object of records) results.push({ custom_object_type: cot, field_name: field.name, object });
     want -= records.length;

@@ -561,6 +561,15 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
       const f = fields.find((x) => fieldColumns(x).includes(column));
       return f ? f.name : column;
     },
+    relations: fields
+      .filter((f) => f.type === "object" || f.type === "multiobject")
+      .map((f) => ({
+        name: f.name,
+        many: f.type === "multiobject",
+        polymorphic: f.isPolymorphic,
+        targetTypeId: f.isPolymorphic ? undefined : (f.relatedObjectTypeId ?? undefined),
+        expr: f.type === "object" && !f.isPolymorphic ? column(`${f.name}_id`) : undefined,
+      })),
   };
 
   const nestedCols: Record<string, SQLiteColumn> = { id: table.id };

@@ -8,6 +8,7 @@ import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { logChange } from "../../core/changes/record";
 import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
 import { applySchema, type ApplyRequest } from "./schema/apply";
+import { requireCots } from "./schema/access";
 import { cotModel, fieldModel } from "./types-api";
 
 async function snapshot(ctx: WriteContext, slugs: string[]) {
@@ -28,8 +29,12 @@ async function logDifferences(ctx: WriteContext, resource: Resource, before: Map
 export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest) {
   const slugs = request.document.types.map((t) => t.slug);
   const before = await snapshot(ctx, slugs);
+  await requireCots(ctx, "change", before.cots);
   const result = await applySchema(ctx, request);
   const after = await snapshot(ctx, slugs);
+  // Permission constraints hold after the change too (the transaction rolls back otherwise).
+  await requireCots(ctx, "change", new Map([...after.cots].filter(([id]) => before.cots.has(id))));
+  await requireCots(ctx, "add", new Map([...after.cots].filter(([id]) => !before.cots.has(id))));
   await logDifferences(ctx, cotModel.resource, before.cots, after.cots);
   await logDifferences(ctx, fieldModel.resource, before.fields, after.fields);
   return result;

@@ -5,7 +5,7 @@
  */
 import { eq } from "drizzle-orm";
 import { users } from "../../db/schema";
-import { codename, loadPermissions } from "../../core/auth/permissions";
+import { codename, loadGrants } from "../../core/auth/permissions";
 import type { AuthState, Ctx, Services } from "../../core/context";
 import { ApiError } from "../../core/errors";
 import { baseUrlOf, readJson } from "../../core/http";
@@ -47,10 +47,10 @@ export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
 async function authOf(services: Services, userId: number | null): Promise<AuthState> {
   const [user] = userId === null ? [] : await services.db.orm.select().from(users).where(eq(users.id, userId));
   if (!user || !user.isActive) throw ApiError.detail(403, "The user who queued this apply no longer exists or is inactive.", "permission_denied");
-  const permissions = user.isSuperuser ? new Set<string>() : await loadPermissions(services.db.orm, user.id);
+  const { permissions, constraints } = user.isSuperuser ? { permissions: new Set<string>(), constraints: new Map() } : await loadGrants(services.db.orm, user.id);
   const needed = ["add", "change"].map((a) => codename(APP_LABEL, a, COT_MODEL));
   if (!user.isSuperuser && !needed.every((p) => permissions.has(p))) throw ApiError.detail(403, "You do not have permission to perform this action.", "permission_denied");
-  return { user: { id: user.id, username: user.username, isSuperuser: user.isSuperuser, permissions }, tokenId: null, writeEnabled: true };
+  return { user: { id: user.id, username: user.username, isSuperuser: user.isSuperuser, permissions, constraints }, tokenId: null, writeEnabled: true };
 }
 
 /** The `schema.apply` handler: refusals end the job `errored` with the refusal as its data. */

@@ -1,0 +1,287 @@
+/**
+ * Object permission constraints (NetBox semantics) turned into SQL: one permission's
+ * constraints are an object (AND of filter lookups) or a list of objects (OR); a user's
+ * permissions for one action OR together, and any unconstrained grant lifts the restriction.
+ * `restrictWhere` is the one place that says which rows of a model a caller may act on.
+ */
+import { and, eq, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import type { AuthState, AuthUser } from "../context";
+import { ApiError, forbidden, notFound } from "../errors";
+import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
+import type { ReadContext, Resource } from "../rest/resource";
+import { codename, type Action } from "./permissions";
+export { constraintSets } from "./permissions";
+
+import type { ConstraintSet } from "./permissions";
+export type { ConstraintSet };
+
+/** Django lookup names (as NetBox constraints are written) mapped to our filter lookups. */
+const DJANGO_LOOKUPS: Record<string, Lookup | "in" | "isnull"> = {
+  exact: "exact",
+  iexact: "ie",
+  in: "in",
+  contains: "ic",
+  icontains: "ic",
+  startswith: "isw",
+  istartswith: "isw",
+  endswith: "iew",
+  iendswith: "iew",
+  gt: "gt",
+  gte: "gte",
+  lt: "lt",
+  lte: "lte",
+  isnull: "isnull",
+  // the NetBox filter spellings are accepted too
+  n: "n",
+  ic: "ic",
+  nic: "nic",
+  isw: "isw",
+  nisw: "nisw",
+  iew: "iew",
+  niew: "niew",
+  ie: "ie",
+  nie: "nie",
+  empty: "empty",
+};
+
+/** Replaces the `$user` token with the caller's id, as NetBox does. */
+function substitute(value: unknown, user: AuthUser): unknown {
+  if (value === "$user") return user.id;
+  if (Array.isArray(value)) return value.map((v) => substitute(v, user));
+  return value;
+}
+
+/** What the caller may do with a model: everything, nothing, or the rows the sets match. */
+export type Restriction = { kind: "all" } | { kind: "none" } | { kind: "some"; sets: ConstraintSet[] };
+
+const ALL: Restriction = { kind: "all" };
+const NONE: Restriction = { kind: "none" };
+
+export function restrictionFor(auth: AuthState, loginRequired: boolean, action: Action, appLabel: string, model: string): Restriction {
+  const user = auth.user;
+  if (!user) return action === "view" && !loginRequired ? ALL : NONE;
+  if (user.isSuperuser) return ALL;
+  const name = codename(appLabel, action, model);
+  if (!user.permissions.has(name)) return NONE;
+  const sets = user.constraints?.get(name);
+  return sets ? { kind: "some", sets } : ALL;
+}
+
+const NOTHING = sql`0`;
+
+const scalarText = (v: unknown): string | null => {
+  if (typeof v === "string") return v;
+  if (typeof v === "number" && Number.isFinite(v)) return String(v);
+  if (typeof v === "boolean") return v ? "true" : "false";
+  return null;
+};
+
+/**
+ * One `key: value` lookup as SQL against a model's filters. Related lookups (`site__slug`)
+ * follow the model's relations into the target model's filters. Anything that cannot be
+ * applied matches nothing: a constraint never widens what a user may see.
+ */
+async function lookupSql(ctx: ReadContext, resource: Resource, key: string, value: unknown, user: AuthUser, depth: number): Promise<SQL> {
+  const parts = key.split("__");
+  let lookupName = "exact";
+  if (parts.length > 1 && Object.hasOwn(DJANGO_LOOKUPS, parts[parts.length - 1]!)) lookupName = parts.pop()!;
+  const mapped = DJANGO_LOOKUPS[lookupName]!;
+  const filters = resource.list.filters;
+  const v = substitute(value, user);
+
+  // A field of this model: `name`, `site_id`, or a foreign key compared by id (`site`).
+  const own = parts.length === 1 ? ownFilter(filters, parts[0]!) : null;
+  if (own) return filterSql(own.name, own.spec, mapped, v);
+
+  // A relation: `site__name`, `site__tenant__slug`, or `site__id`.
+  if (depth < 3 && parts.length > 1) {
+    const rel = resource.relations?.find((r) => r.name === parts[0] && r.expr && (r.target || r.targetTypeId != null));
+    const label = rel?.target ?? (rel ? await labelOfType(ctx, rel.targetTypeId!) : null);
+    if (rel && label) {
+      const [app, model] = label.split(".") as [string, string];
+      const target = (await ctx.services.models.get(app, model, ctx))?.resource;
+      if (target) {
+        const rest = [...parts.slice(1), ...(lookupName === "exact" ? [] : [lookupName])].join("__");
+        const inner = await lookupSql(ctx, target, rest, value, user, depth + 1);
+        return sql`${rel.expr} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${inner})`;
+      }
+    }
+  }
+  return NOTHING;
+}
+
+async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | null> {
+  const ot = (await ctx.services.objectTypes.byIds([typeId], ctx.db)).get(typeId);
+  return ot ? `${ot.appLabel}.${ot.model}` : null;
+}
+
+function ownFilter(filters: Record<string, FilterSpec>, name: string): { name: string; spec: FilterSpec } | null {
+  if (Object.hasOwn(filters, name)) return { name, spec: filters[name]! };
+  if (Object.hasOwn(filters, `${name}_id`)) return { name: `${name}_id`, spec: filters[`${name}_id`]! };
+  return null;
+}
+
+function filterSql(name: string, spec: FilterSpec, lookup: Lookup | "in" | "isnull", value: unknown): SQL {
+  try {
+    if (lookup === "isnull") {
+      if (typeof value !== "boolean") return NOTHING;
+      return (buildFilter(name, spec, "empty", [value ? "true" : "false"]) as SQL | undefined) ?? NOTHING;
+    }
+    if (lookup === "in") {
+      if (!Array.isArray(value) || !value.length) return NOTHING;
+      const texts = value.map(scalarText);
+      if (texts.some((t) => t === null)) return NOTHING;
+      return guard(spec, "exact") ? ((buildFilter(name, spec, "exact", texts as string[]) as SQL | undefined) ?? NOTHING) : NOTHING;
+    }
+    if (value === null) {
+      if (lookup !== "exact" && lookup !== "n") return NOTHING;
+      const isNull = sql`${spec.expr} IS NULL`;
+      return lookup === "exact" ? isNull : sql`NOT (${isNull})`;
+    }
+    const text = scalarText(value);
+    if (text === null || !guard(spec, lookup)) return NOTHING;
+    return (buildFilter(name, spec, lookup, [text]) as SQL | undefined) ?? NOTHING;
+  } catch {
+    return NOTHING; // a value the filter refuses (a word for a number, say) matches nothing
+  }
+}
+
+const guard = (spec: FilterSpec, lookup: Lookup) => (spec.lookups ?? DEFAULT_LOOKUPS[spec.kind]).includes(lookup);
+
+/** SQL for constraint sets: OR of sets, each the AND of its lookups. */
+export async function constraintSql(ctx: ReadContext, resource: Resource, sets: ConstraintSet[], user: AuthUser): Promise<SQL> {
+  const alternatives: SQL[] = [];
+  for (const set of sets) {
+    const terms: SQL[] = [];
+    for (const [key, value] of Object.entries(set)) terms.push(await lookupSql(ctx, resource, key, value, user, 0));
+    alternatives.push(terms.length ? (and(...terms) as SQL) : sql`1`);
+  }
+  return alternatives.length ? (or(...alternatives) as SQL) : NOTHING;
+}
+
+/**
+ * The condition limiting `resource` to the rows the caller may act on with `action`:
+ * `undefined` when nothing limits it, `0` when nothing is allowed. Models owned by users
+ * (tokens) add their owner scope for everyone but superusers.
+ */
+export async function restrictWhere(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource): Promise<SQL | undefined> {
+  const r = restrictionFor(auth, ctx.services.config.loginRequired, action, resource.appLabel, resource.model);
+  if (r.kind === "none") return NOTHING;
+  const user = auth.user;
+  const scope = user && !user.isSuperuser && resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined;
+  if (r.kind === "all") return scope;
+  const where = await constraintSql(ctx, resource, r.sets, user!);
+  return scope ? and(scope, where) : where;
+}
+
+/** The ids among `ids` that `where` admits (all of them when nothing restricts). */
+export async function admitted(ctx: ReadContext, resource: Resource, ids: number[], where: SQL | undefined): Promise<Set<number>> {
+  if (!ids.length) return new Set();
+  if (!where) return new Set(ids);
+  const rows = (await ctx.db
+    .select({ id: sql<number>`${resource.list.idExpr}` })
+    .from(resource.table)
+    .where(and(sql`${resource.list.idExpr} IN (${sql.join(ids.map((i) => sql`${i}`), sql`, `)})`, where))) as { id: number }[];
+  return new Set(rows.map((r) => Number(r.id)));
+}
+
+/** True when the caller may `action` the object `id`. */
+export async function mayAct(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number): Promise<boolean> {
+  const where = await restrictWhere(ctx, auth, action, resource);
+  if (!where) return true;
+  return (await admitted(ctx, resource, [id], where)).has(id);
+}
+
+/**
+ * Refuses an action on an existing object the caller may not act on: 404 when they may not
+ * even view it (nothing is named), 403 when they may view it but not do this.
+ */
+export async function requireObject(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number, what?: string): Promise<void> {
+  if (await mayAct(ctx, auth, "view", resource, id)) {
+    if (action === "view" || (await mayAct(ctx, auth, action, resource, id))) return;
+    throw forbidden();
+  }
+  throw notFound(what);
+}
+
+/** After a write: the object must still (or now) match the action's constraints. */
+export async function requireAfterWrite(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number): Promise<void> {
+  if (!(await mayAct(ctx, auth, action, resource, id))) {
+    throw ApiError.detail(403, `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`, "permission_denied");
+  }
+}
+
+export type { SQLWrapper };
+
+/**
+ * Hides related objects the caller may not view: a nested object outside their view
+ * permission (or its constraints) keeps only what the record itself stores — its id, its
+ * URL and, for polymorphic fields, its type — and loses `display` and every other field.
+ */
+export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource: Resource, records: Record<string, unknown>[]): Promise<Record<string, unknown>[]> {
+  const relations = resource.relations;
+  const user = auth.user;
+  if (!relations?.length || !records.length || user?.isSuperuser) return records;
+  const loginRequired = ctx.services.config.loginRequired;
+
+  // Labels of targets known by object type id only.
+  const typeIds = [...new Set(relations.filter((r) => !r.target && r.targetTypeId != null).map((r) => r.targetTypeId!))];
+  const labels = new Map<number, string>();
+  if (typeIds.length) for (const [id, ot] of await ctx.services.objectTypes.byIds(typeIds, ctx.db)) labels.set(id, `${ot.appLabel}.${ot.model}`);
+
+  type Nested = Record<string, unknown> & { id: number };
+  const isNested = (v: unknown): v is Nested => !!v && typeof v === "object" && !Array.isArray(v) && typeof (v as Nested).id === "number";
+  const labelOf = (rel: NonNullable<Resource["relations"]>[number], v: Nested): string | null =>
+    rel.polymorphic ? (typeof v.object_type === "string" ? v.object_type : null) : (rel.target ?? (rel.targetTypeId != null ? (labels.get(rel.targetTypeId) ?? null) : null));
+
+  // Which ids of each target model are asked about; models the caller may view whole need no query.
+  const wanted = new Map<string, Set<number>>();
+  const restriction = new Map<string, Restriction>();
+  const note = (label: string | null, id: number) => {
+    const key = label ?? "?";
+    if (!restriction.has(key)) {
+      const [app, model] = key.split(".") as [string, string];
+      restriction.set(key, label ? restrictionFor(auth, loginRequired, "view", app, model) : NONE);
+    }
+    if (restriction.get(key)!.kind === "some") (wanted.get(key) ?? wanted.set(key, new Set()).get(key)!).add(id);
+  };
+  for (const rec of records) {
+    for (const rel of relations) {
+      const value = rec[rel.name];
+      for (const v of rel.many && Array.isArray(value) ? value : [value]) if (isNested(v)) note(labelOf(rel, v), v.id);
+    }
+  }
+  if ([...restriction.values()].every((r) => r.kind === "all")) return records;
+
+  const visible = new Map<string, Set<number>>();
+  for (const [label, ids] of wanted) {
+    const [app, model] = label.split(".") as [string, string];
+    const target = (await ctx.services.models.get(app, model, ctx))?.resource;
+    const r = restriction.get(label)!;
+    visible.set(label, target && r.kind === "some" ? await admitted(ctx, target, [...ids], await constraintSql(ctx, target, r.sets, user!)) : new Set());
+  }
+  const hide = (rel: NonNullable<Resource["relations"]>[number], v: unknown): unknown => {
+    if (!isNested(v)) return v;
+    const label = labelOf(rel, v) ?? "?";
+    const r = restriction.get(label)!;
+    if (r.kind === "all" || (r.kind === "some" && visible.get(label)?.has(v.id))) return v;
+    const out: Record<string, unknown> = {};
+    if (rel.polymorphic && "object_type" in v) out.object_type = v.object_type;
+    out.id = v.id;
+    if ("url" in v) out.url = v.url;
+    return out;
+  };
+  return records.map((rec) => {
+    let out = rec;
+    for (const rel of relations) {
+      if (!(rel.name in rec)) continue;
+      const value = rec[rel.name];
+      const next = rel.many && Array.isArray(value) ? value.map((v) => hide(rel, v)) : hide(rel, value);
+      if (next !== value || (Array.isArray(next) && (next as unknown[]).some((v, i) => v !== (value as unknown[])[i]))) {
+        if (out === rec) out = { ...rec };
+        out[rel.name] = next;
+      }
+    }
+    return out;
+  });
+}

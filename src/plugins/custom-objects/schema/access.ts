@@ -1,0 +1,48 @@
+/**
+ * Permission constraints on custom object types, for the schema routes: which types a caller
+ * may see in previews and exports, and whether an apply stays inside what they may add and
+ * change (checked before and after, in the apply's transaction).
+ */
+import { forbidden } from "../../../core/errors";
+import { admitted, restrictWhere } from "../../../core/auth/restrict";
+import type { Action } from "../../../core/auth/permissions";
+import type { AuthState } from "../../../core/context";
+import type { ReadContext, WriteContext } from "../../../core/rest/resource";
+import { cotModel } from "../types-api";
+import type { TypeDiff } from "./diff";
+
+/** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
+export async function cotsAllowed(ctx: ReadContext, auth: AuthState, action: Action, ids: number[]): Promise<Set<number>> {
+  return admitted(ctx, cotModel.resource, ids, await restrictWhere(ctx, auth, action, cotModel.resource));
+}
+
+/** 403 unless the caller may `action` every one of the types (by id); names only their slugs. */
+export async function requireCots(ctx: WriteContext, action: Action, cots: Map<number, { slug?: unknown }>) {
+  const ids = [...cots.keys()];
+  if (!ids.length) return;
+  const allowed = await cotsAllowed(ctx, ctx.auth, action, ids);
+  const refused = ids.filter((id) => !allowed.has(id)).map((id) => String(cots.get(id)?.slug ?? id));
+  if (refused.length) throw forbidden(`You do not have permission to ${action} the custom object type(s) ${refused.join(", ")} as submitted.`);
+}
+
+/**
+ * A preview never shows what the caller may not view: the diff of an existing type outside
+ * their view permission keeps only the slug and name they sent, and says why.
+ */
+export function hideDiffs(diffs: TypeDiff[], hidden: Set<string>): TypeDiff[] {
+  return diffs.map((d) =>
+    hidden.has(d.slug)
+      ? {
+          slug: d.slug,
+          name: d.name,
+          is_new: false,
+          has_changes: false,
+          has_destructive_changes: false,
+          cot_changes: {},
+          field_changes: [],
+          warnings: ["A custom object type with this slug exists and you may not view it; its changes are not shown."],
+          hidden: true,
+        }
+      : d,
+  ) as TypeDiff[];
+}
