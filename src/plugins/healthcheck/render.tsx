@@ -27,9 +27,11 @@ const roundMs = (ms: number) => Math.round(ms * 100) / 100;
 /**
  * The health check response format for HTTP APIs (draft-inadarei-api-health-check): one entry
  * per check, keyed by its identifier, with the check's time taken as `observedValue` in ms.
+ * Without details: the overall status only.
  */
-export function toHealthJson(report: HealthReport, version: string) {
+export function toHealthJson(report: HealthReport, version: string, showDetails = true) {
   const status: HealthStatus = report.criticalFailure ? "fail" : report.allPassed ? "pass" : "warn";
+  if (!showDetails) return { status, description: "host health checks" };
   return {
     status,
     version,
@@ -69,8 +71,8 @@ function statusClass(r: CheckResult): string {
 }
 
 /** The HTML page: one row per check with its status, whether it is critical and its time taken. */
-export function HealthPage(props: { report: HealthReport }) {
-  const { report } = props;
+export function HealthPage(props: { report: HealthReport; showDetails: boolean }) {
+  const { report, showDetails } = props;
   const overall = overallStatus(report);
   return (
     <html lang="en">
@@ -84,7 +86,8 @@ export function HealthPage(props: { report: HealthReport }) {
         <h1>
           System status: <span class={overall === "working" ? "ok" : overall === "degraded" ? "warn" : "bad"}>{overall}</span>
         </h1>
-        <table>
+        {showDetails ? null : <p>Check details are not shown to this caller.</p>}
+        {showDetails ? <table>
           <thead>
             <tr>
               <th>Service</th>
@@ -103,13 +106,13 @@ export function HealthPage(props: { report: HealthReport }) {
               </tr>
             ))}
           </tbody>
-        </table>
+        </table> : null}
       </body>
     </html>
   );
 }
 
 /** The whole HTML document as a string. */
-export async function renderHealthPage(report: HealthReport): Promise<string> {
-  return "<!doctype html>" + String(await (<HealthPage report={report} />));
+export async function renderHealthPage(report: HealthReport, showDetails = true): Promise<string> {
+  return "<!doctype html>" + String(await (<HealthPage report={report} showDetails={showDetails} />));
 }

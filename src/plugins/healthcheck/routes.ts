@@ -9,7 +9,7 @@ import { tokenFromHeader } from "../../core/auth/tokens";
 import { ApiError } from "../../core/errors";
 import { createRedactor, secretsOf } from "../../services/redact";
 import { negotiateFormat, SUPPORTED_MEDIA_TYPES } from "./negotiate";
-import { renderHealthPage, toHealthJson, toJson } from "./render";
+import { overallStatus, renderHealthPage, toHealthJson, toJson } from "./render";
 import { CheckRunner, type HealthReport } from "./runner";
 import { resolveSettings, type HealthcheckSettings, type SelectedCheck } from "./settings";
 
@@ -44,32 +44,52 @@ export function runnerFor(services: Services, builtins: string[], version: strin
 
 const NO_STORE = "no-store";
 
-/** 401 with `WWW-Authenticate: Token` unless the request carries a valid API token. */
-function requireToken(): MiddlewareHandler<HonoEnv> {
-  const check = authenticate();
+/** 401 with `WWW-Authenticate: Token`, so a probe never mistakes refusal for health. */
+function refuse(c: Context<HonoEnv>, detail: string): Response {
+  c.header("WWW-Authenticate", 'Token realm="host"');
+  c.header("Cache-Control", NO_STORE);
+  return c.json({ detail }, 401);
+}
+
+/**
+ * Who is calling: `anonymous` (no token), `authenticated` (a valid API token), or the 401 a
+ * present but bad token answers.
+ */
+async function callerOf(c: Context<HonoEnv>, check: MiddlewareHandler<HonoEnv>): Promise<"anonymous" | "authenticated" | Response> {
+  if (tokenFromHeader(c.req.header("authorization")) === null) return "anonymous";
+  try {
+    await check(c, async () => {});
+  } catch (e) {
+    if (e instanceof ApiError && (e.statusCode === 403 || e.statusCode === 401)) return refuse(c, String((e.body as { detail?: unknown }).detail ?? "Invalid token"));
+    throw e;
+  }
+  return c.var.auth?.user ? "authenticated" : refuse(c, "Invalid token");
+}
+
+/**
+ * Sets `showDetails` for the page: 401 unless the request carries a valid API token when
+ * `login_required`; with `details: authenticated`, only a valid token sees the checks (a bad
+ * one is refused rather than silently shown less).
+ */
+function gate(settings: HealthcheckSettings): MiddlewareHandler<HealthEnv> {
+  const check = authenticate() as MiddlewareHandler<HonoEnv>;
   return async (c, next) => {
-    const refuse = (detail: string) => {
-      c.header("WWW-Authenticate", 'Token realm="host"');
-      c.header("Cache-Control", NO_STORE);
-      return c.json({ detail }, 401);
-    };
-    if (tokenFromHeader(c.req.header("authorization")) === null) return refuse("Authentication credentials were not provided.");
-    try {
-      await check(c, async () => {});
-    } catch (e) {
-      if (e instanceof ApiError && (e.statusCode === 403 || e.statusCode === 401)) return refuse(String((e.body as { detail?: unknown }).detail ?? "Invalid token"));
-      throw e;
-    }
-    if (!c.var.auth?.user) return refuse("Invalid token");
+    const needsCaller = settings.loginRequired || settings.details === "authenticated";
+    const caller = needsCaller ? await callerOf(c as unknown as Context<HonoEnv>, check) : "anonymous";
+    if (caller instanceof Response) return caller;
+    if (settings.loginRequired && caller !== "authenticated") return refuse(c as unknown as Context<HonoEnv>, "Authentication credentials were not provided.");
+    c.set("showDetails", settings.details === "always" || (settings.details === "authenticated" && caller === "authenticated"));
     await next();
   };
 }
+
+type HealthEnv = { Variables: HonoEnv["Variables"] & { showDetails: boolean } };
 
 /**
  * The checks a request asks for: a group's (or all), less every `?exclude=<identifier>`.
  * An unknown group is 404, an unknown identifier 400 `{"exclude": […]}`.
  */
-function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string | undefined): SelectedCheck[] | Response {
+function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string | undefined, showDetails: boolean): SelectedCheck[] | Response {
   let checks = runner.settings.checks;
   if (group !== undefined) {
     const members = runner.settings.groups.get(group);
@@ -81,39 +101,42 @@ function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string |
   const known = new Set(runner.settings.checks.map((s) => s.identifier));
   const unknown = excluded.filter((id) => !known.has(id));
   if (unknown.length) {
-    return c.json({ exclude: unknown.map((id) => `Unknown check "${id}"; choose from: ${[...known].join(", ")}.`) }, 400);
+    // The list of checks is a detail too.
+    const choices = showDetails ? `; choose from: ${[...known].join(", ")}` : "";
+    return c.json({ exclude: unknown.map((id) => `Unknown check "${id}"${choices}.`) }, 400);
   }
   return checks.filter((s) => !excluded.includes(s.identifier));
 }
 
 /** `/healthcheck` and `/healthcheck/<group>` (the trailing slash is stripped by the app's routing). */
 export function healthcheckRoutes(runner: HealthRunner): Hono<HonoEnv> {
-  const router = new Hono<HonoEnv>();
-  if (runner.settings.loginRequired) router.use("/healthcheck/*", requireToken());
-  const page = async (c: Context<HonoEnv>, group: string | undefined) => {
+  const router = new Hono<HealthEnv>();
+  router.use("/healthcheck/*", gate(runner.settings));
+  const page = async (c: Context<HealthEnv>, group: string | undefined) => {
     c.header("Cache-Control", NO_STORE);
     c.header("Vary", "Accept");
     const format = negotiateFormat(c.req.header("accept"), c.req.query("format"));
     if (!format) {
       return c.json({ detail: `Could not satisfy the request Accept header. Supported content types: ${SUPPORTED_MEDIA_TYPES.join(", ")}.` }, 406);
     }
-    const checks = selectionFor(c, runner, group);
+    const showDetails = c.var.showDetails;
+    const checks = selectionFor(c as unknown as Context<HonoEnv>, runner, group, showDetails);
     if (checks instanceof Response) return checks;
     const report = await runner.run(checks);
     const status = report.criticalFailure ? 500 : 200;
     switch (format) {
       case "json":
-        return c.json(toJson(report), status);
+        return c.json(showDetails ? toJson(report) : { status: overallStatus(report) }, status);
       case "health+json":
-        return c.body(JSON.stringify(toHealthJson(report, runner.version)), status, { "Content-Type": "application/health+json" });
+        return c.body(JSON.stringify(toHealthJson(report, runner.version, showDetails)), status, { "Content-Type": "application/health+json" });
       case "html":
         c.header("X-Content-Type-Options", "nosniff");
-        return c.html(await renderHealthPage(report), status);
+        return c.html(await renderHealthPage(report, showDetails), status);
     }
   };
   router.get("/healthcheck", (c) => page(c, undefined));
   router.get("/healthcheck/:group", (c) => page(c, c.req.param("group")));
-  return router;
+  return router as unknown as Hono<HonoEnv>;
 }
 
 /**
@@ -129,12 +152,14 @@ export function probeRoutes(runner: HealthRunner): Hono<HonoEnv> {
   });
   router.get("/readyz", async (c) => {
     c.header("Cache-Control", NO_STORE);
-    const checks = selectionFor(c, runner, undefined);
+    // Probes carry no token: they name failing checks only when the health page is public.
+    const public_ = runner.settings.details === "always" && !runner.settings.loginRequired;
+    const checks = selectionFor(c, runner, undefined, public_);
     if (checks instanceof Response) return checks;
     const report = await runner.run(checks);
     if (!report.criticalFailure) return c.json({ status: "ready" });
     const failing = report.results.filter((r) => !r.passed && r.critical).map((r) => r.identifier);
-    return c.json(runner.settings.loginRequired ? { status: "not ready" } : { status: "not ready", failing }, 503);
+    return c.json(public_ ? { status: "not ready", failing } : { status: "not ready" }, 503);
   });
   return router;
 }

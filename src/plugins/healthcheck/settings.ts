@@ -22,6 +22,8 @@ export interface HealthcheckSettings {
   timeoutMs: number;
   loginRequired: boolean;
   warningsAsErrors: boolean;
+  /** Who sees each check and its message: everyone, API-token holders, or nobody. */
+  details: "always" | "authenticated" | "never";
   /** Named subsets of `checks` (`/healthcheck/<group>/`), in `checks` order. */
   groups: Map<string, SelectedCheck[]>;
 }
@@ -30,7 +32,7 @@ export const DEFAULT_TIMEOUT_MS = 3_000;
 const MAX_TIMEOUT_MS = 60_000;
 const GROUP_NAME = /^[a-z0-9]+([_-][a-z0-9]+)*$/;
 const isPlainObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
-const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups"];
+const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details"];
 
 const SettingsSchema = v.strictObject(
   {
@@ -51,6 +53,7 @@ const SettingsSchema = v.strictObject(
     ),
     login_required: v.optional(v.boolean("must be true or false"), false),
     warnings_as_errors: v.optional(v.boolean("must be true or false"), true),
+    details: v.optional(v.picklist(["always", "authenticated", "never"], "must be one of always, authenticated, never"), "always"),
     groups: v.optional(
       v.pipe(
         v.unknown(),
@@ -129,5 +132,5 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
     for (const id of ids) if (!byId.has(id)) throw unknownId(`groups.${name}`, id);
     groups.set(name, checks.filter((c) => ids.includes(c.identifier)));
   }
-  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, groups };
+  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, details: settings.details, groups };
 }
