@@ -1,0 +1,145 @@
+/**
+ * Security: nothing a user may not view is returned or named — the plugin root, schema
+ * preview and export, custom object type records, nested related objects and linked-objects.
+ * (The OpenAPI document has its own file, leaks-openapi.test.ts.)
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+
+let t: TestApp;
+let seer: string; // may view the `open` type (definition and objects), nothing about `secret`
+let seerNoTypes: string; // may view objects of `open` only
+
+async function userWith(username: string, grants: Array<[string[], string, unknown]>): Promise<string> {
+  const u = await createUser(t.deps.db.orm, { username });
+  for (const [i, [actions, label, constraints]] of grants.entries()) {
+    const r = await t.json("POST", "/api/users/permissions/", { body: { name: `${username}-${i}`, actions, object_types: [label], users: [u.id], constraints } });
+    if (r.status !== 201) throw new Error(JSON.stringify(r.body));
+  }
+  return (await issueToken(t.deps.db.orm, { username })).key;
+}
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  const open = await makeCot(t, "open", "open", { verbose_name: "Open things" });
+  await addField(t, open.id, { name: "title", type: "text", primary: true });
+  const secret = await makeCot(t, "secret", "secret", { verbose_name: "Secret things" });
+  await addField(t, secret.id, { name: "codename_xyz", type: "text", primary: true });
+  await addField(t, open.id, { name: "buddy", type: "object", related_object_type: "custom_objects.secret" });
+  const s = await create(t, "secret", { codename_xyz: "Project Nightingale" });
+  await create(t, "open", { title: "visible", buddy: s.id });
+  seer = await userWith("seer", [
+    [["view"], "custom_objects.open", null],
+    [["view"], "custom_objects.customobjecttype", { slug: "open" }],
+  ]);
+  seerNoTypes = await userWith("seer2", [[["view"], "custom_objects.open", null]]);
+});
+afterAll(() => t.close());
+
+const mentionsSecret = (body: unknown) => /secret|codename_xyz|Nightingale/i.test(JSON.stringify(body));
+
+describe("plugin root", () => {
+  test("lists only the types whose objects the caller may view", async () => {
+    const r = await t.json("GET", `${CO}/`, { token: seer });
+    expect(r.status).toBe(200);
+    expect(Object.keys(r.body)).toEqual(["open"]);
+    const admin = await t.json("GET", `${CO}/`);
+    expect(Object.keys(admin.body).sort()).toEqual(["open", "secret"]);
+  });
+});
+
+describe("custom object type records", () => {
+  test("type and field lists follow the type permission's constraints", async () => {
+    const types = await t.json("GET", `${CO}/custom-object-types/`, { token: seer });
+    expect(types.status).toBe(200);
+    expect(types.body.results.map((r: any) => r.slug)).toEqual(["open"]);
+    expect(JSON.stringify(types.body.results[0].fields.map((f: any) => f.name))).not.toContain("codename_xyz");
+    const secretId = (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].id;
+    expect((await t.json("GET", `${CO}/custom-object-types/${secretId}/`, { token: seer })).status).toBe(404);
+  });
+});
+
+describe("schema preview and export", () => {
+  const doc = {
+    schema_version: "1",
+    types: [
+      { name: "open", slug: "open", fields: [{ id: 1, name: "title", type: "text", primary: true }] },
+      { name: "secret", slug: "secret", fields: [] },
+    ],
+  };
+
+  test("preview shows nothing of an existing type the caller may not view", async () => {
+    for (const token of [seer, seerNoTypes]) {
+      const r = await t.json("POST", `${CO}/schema/preview/`, { token, body: doc });
+      expect(r.status).toBe(200);
+      const secret = r.body.diffs.find((d: any) => d.slug === "secret");
+      expect(secret.hidden).toBe(true);
+      expect(secret.field_changes).toEqual([]);
+      expect(JSON.stringify(r.body)).not.toContain("codename_xyz");
+    }
+    // the type the caller may view is previewed in full
+    const open = (await t.json("POST", `${CO}/schema/preview/`, { token: seer, body: doc })).body.diffs.find((d: any) => d.slug === "open");
+    expect(open.hidden).toBeUndefined();
+    // a superuser sees the field the document leaves out
+    const admin = await t.json("POST", `${CO}/schema/preview/`, { body: doc });
+    expect(JSON.stringify(admin.body)).toContain("codename_xyz");
+  });
+
+  test("export leaves out types the caller may not view; asking for one is a 404 like a missing slug", async () => {
+    const all = await t.json("GET", `${CO}/schema/export/`, { token: seer });
+    expect(all.status).toBe(200);
+    expect(all.body.types.map((x: any) => x.slug)).toEqual(["open"]);
+    expect(JSON.stringify(all.body)).not.toContain("codename_xyz");
+    const hidden = await t.json("GET", `${CO}/schema/export/?slug=secret`, { token: seer });
+    const missing = await t.json("GET", `${CO}/schema/export/?slug=nosuch`, { token: seer });
+    expect(hidden.status).toBe(404);
+    expect(missing.status).toBe(404);
+    expect(hidden.body.detail.replace("secret", "nosuch")).toBe(missing.body.detail);
+  });
+
+  test("an apply may not change a type outside the caller's change constraint", async () => {
+    const editor = await userWith("editor", [
+      [["view", "add", "change"], "custom_objects.customobjecttype", { slug: "open" }],
+    ]);
+    const r = await t.json("POST", `${CO}/schema/apply/`, {
+      token: editor,
+      body: { schema: { schema_version: "1", types: [{ name: "secret", slug: "secret", description: "renamed", fields: [] }] } },
+    });
+    expect(r.status).toBe(403);
+    expect((await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].description).toBe("");
+    // nor create a type its add constraint does not cover
+    const made = await t.json("POST", `${CO}/schema/apply/`, {
+      token: editor,
+      body: { schema: { schema_version: "1", types: [{ name: "other", slug: "other", fields: [] }] } },
+    });
+    expect(made.status).toBe(403);
+    expect((await t.json("GET", `${CO}/custom-object-types/?slug=other`)).body.count).toBe(0);
+    // its own type is fine
+    const ok = await t.json("POST", `${CO}/schema/apply/`, {
+      token: editor,
+      body: { schema: { schema_version: "1", types: [{ name: "open", slug: "open", description: "now described", fields: [] }] } },
+    });
+    expect(ok.status).toBe(200);
+  });
+});
+
+describe("nested related objects and linked-objects", () => {
+  test("a visible object's link to an invisible one shows neither its display nor its fields", async () => {
+    const r = await t.json("GET", `${CO}/open/`, { token: seer });
+    expect(r.status).toBe(200);
+    expect(r.body.count).toBe(1);
+    expect(Object.keys(r.body.results[0].buddy).sort()).toEqual(["id", "url"]);
+    expect(JSON.stringify(r.body)).not.toContain("Nightingale");
+  });
+
+  test("linked-objects does not reveal whether an invisible object exists", async () => {
+    const secretObj = (await t.json("GET", `${CO}/secret/`)).body.results[0].id;
+    const exists = await t.json("GET", `${CO}/linked-objects/?object_type=custom_objects.secret&object_id=${secretObj}`, { token: seer });
+    const absent = await t.json("GET", `${CO}/linked-objects/?object_type=custom_objects.secret&object_id=424242`, { token: seer });
+    expect(exists.status).toBe(404);
+    expect(absent.status).toBe(404);
+    expect(mentionsSecret(exists.body.detail.replace(/custom_objects\.secret/, ""))).toBe(false);
+  });
+});
