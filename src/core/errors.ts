@@ -40,9 +40,11 @@ export const notAuthenticated = () => ApiError.detail(403, "Authentication crede
 
 /** Collects field errors while validating, then throws once. */
 export class ErrorCollector {
-  readonly errors: Record<string, string[]> = {};
+  /** No prototype: a field called `constructor` or `__proto__` is just another key. */
+  readonly errors: Record<string, string[]> = Object.create(null);
   add(field: string, message: string) {
-    (this.errors[field] ??= []).push(message);
+    const list = Object.hasOwn(this.errors, field) ? this.errors[field]! : (this.errors[field] = []);
+    list.push(message);
   }
   get empty() {
     return Object.keys(this.errors).length === 0;

@@ -2,6 +2,7 @@
 import type { Context } from "hono";
 import { ApiError } from "./errors";
 import type { Ctx } from "./context";
+import { MAX_JSON_DEPTH } from "./limits";
 
 export const tooLarge = (limit: number) =>
   ApiError.detail(413, `Request body is larger than the limit of ${limit} bytes.`, "payload_too_large");
@@ -22,11 +23,40 @@ export async function readJson(c: Ctx): Promise<unknown> {
   if (buf.byteLength > limit) throw tooLarge(limit);
   const text = new TextDecoder().decode(buf);
   if (!text.trim()) return {};
+  return parseJsonText(text);
+}
+
+/**
+ * `JSON.parse` behind the depth limit: the nesting is measured on the text first, in one loop
+ * without recursion, so neither the parser nor any code walking the value can overflow the stack.
+ */
+export function parseJsonText(text: string): unknown {
+  const depth = jsonDepthExceeds(text, MAX_JSON_DEPTH);
+  if (depth) {
+    throw ApiError.detail(400, `JSON nests deeper than the limit of ${MAX_JSON_DEPTH} levels of arrays and objects.`, "json_too_deep", { limit: MAX_JSON_DEPTH });
+  }
   try {
     return JSON.parse(text);
   } catch (e) {
     throw ApiError.detail(400, `JSON parse error - ${(e as Error).message}`, "parse_error");
   }
+}
+
+/** Whether brackets outside strings nest deeper than `limit` (malformed text is left to the parser). */
+export function jsonDepthExceeds(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 92 /* \ */) i++;
+      else if (ch === 34 /* " */) inString = false;
+    } else if (ch === 34) inString = true;
+    else if (ch === 91 /* [ */ || ch === 123 /* { */) {
+      if (++depth > limit) return true;
+    } else if (ch === 93 /* ] */ || ch === 125 /* } */) depth--;
+  }
+  return false;
 }
 
 /** `scheme://host` of the request, honouring X-Forwarded-Proto behind a proxy. */

@@ -4,6 +4,7 @@
  */
 import { and, asc, desc, not, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { ValidationError } from "../errors";
+import { MAX_FILTER_PARAMS, MAX_FILTER_VALUES, MAX_NUMBER_LENGTH, MAX_ORDERING_TERMS, MAX_PAGING_VALUE } from "../limits";
 
 export type FilterKind = "string" | "number" | "boolean" | "datetime" | "date";
 
@@ -61,13 +62,29 @@ export function parseBool(raw: string): boolean | null {
   return null;
 }
 
+/**
+ * `obj[key]` only when `key` is the object's own property: query keys such as `constructor`
+ * or `__proto__` must never reach `Object.prototype`.
+ */
+export function own<T>(obj: Record<string, T>, key: string): T | undefined {
+  return Object.hasOwn(obj, key) ? obj[key] : undefined;
+}
+
+/**
+ * A numeric filter value: digits with an optional sign and fraction, at most
+ * `MAX_NUMBER_LENGTH` characters and within ±(2^53 − 1), or null.
+ */
+export function parseFilterNumber(raw: string): number | null {
+  const s = raw.trim();
+  if (s.length > MAX_NUMBER_LENGTH || !/^-?\d+(\.\d+)?$/.test(s)) return null;
+  const n = Number(s);
+  return Number.isFinite(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER ? n : null;
+}
+
 function convert(kind: FilterKind, raw: string): string | number | null {
   switch (kind) {
-    case "number": {
-      const s = raw.trim();
-      if (!/^-?\d+(\.\d+)?$/.test(s)) return null;
-      return Number(s);
-    }
+    case "number":
+      return parseFilterNumber(raw);
     case "boolean": {
       const b = parseBool(raw);
       return b === null ? null : b ? 1 : 0;
@@ -82,7 +99,7 @@ function convert(kind: FilterKind, raw: string): string | number | null {
 }
 
 const CONVERT_MESSAGE: Record<FilterKind, string> = {
-  number: "Enter a number.",
+  number: `Enter a number (at most ${MAX_NUMBER_LENGTH} characters, within ±9007199254740991).`,
   boolean: "Enter true or false.",
   date: "Enter a date as YYYY-MM-DD.",
   datetime: "Enter an ISO 8601 date/time.",
@@ -157,6 +174,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const params = url.searchParams;
   const conditions: SQL[] = [];
   const seen = new Set<string>();
+  let filterParams = 0;
   for (const key of params.keys()) {
     if (seen.has(key) || RESERVED.has(key)) continue;
     seen.add(key);
@@ -167,13 +185,19 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
       name = key.slice(0, sep);
       lookup = key.slice(sep + 2) as Lookup;
     }
-    const filter = spec.filters[name];
+    const filter = own(spec.filters, name);
     if (!filter) continue; // unknown parameters are ignored, as django-filter does
+    if (++filterParams > MAX_FILTER_PARAMS) {
+      throw new ValidationError({ non_field_errors: [`A list request takes at most ${MAX_FILTER_PARAMS} filter parameters.`] });
+    }
     const allowed = filter.lookups ?? DEFAULT_LOOKUPS[filter.kind];
     if (lookup === "exact" && filter.bareLookup && sep < 0) lookup = filter.bareLookup;
     if (!allowed.includes(lookup)) throw new ValidationError({ [key]: [`Lookup "${lookup}" is not supported for ${name}.`] });
     const values = params.getAll(key).filter((v) => v !== "");
     if (!values.length) continue;
+    if (values.length > MAX_FILTER_VALUES) {
+      throw new ValidationError({ [key]: [`A filter takes at most ${MAX_FILTER_VALUES} values (got ${values.length}).`] });
+    }
     const cond = buildFilter(name, filter, lookup, values);
     if (cond) conditions.push(cond);
   }
@@ -187,11 +211,12 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   }
 
   const ordering = params.has("ordering") ? splitList(params.getAll("ordering")) : spec.defaultOrdering;
+  if (ordering.length > MAX_ORDERING_TERMS) throw new ValidationError({ ordering: [`Order by at most ${MAX_ORDERING_TERMS} fields.`] });
   const orderBy: SQL[] = [];
   let hasId = false;
   for (const term of ordering) {
     const field = term.replace(/^-/, "");
-    const expr = spec.orderings[field];
+    const expr = own(spec.orderings, field);
     if (!expr) throw new ValidationError({ ordering: [`Cannot order by "${field}".`] });
     if (field === "id") hasId = true;
     orderBy.push(term.startsWith("-") ? desc(expr as any) : asc(expr as any));
@@ -205,8 +230,14 @@ export function parsePaging(params: URLSearchParams): { limit: number; offset: n
   const intParam = (name: string, fallback: number) => {
     const raw = params.get(name);
     if (raw === null || raw.trim() === "") return fallback;
-    if (!/^\d+$/.test(raw.trim())) throw new ValidationError({ [name]: ["A valid non-negative integer is required."] });
-    return Number(raw.trim());
+    const s = raw.trim();
+    if (!/^\d+$/.test(s)) throw new ValidationError({ [name]: ["A valid non-negative integer is required."] });
+    // Checked on the digits: a number this long would already have lost precision.
+    const value = s.replace(/^0+(?=\d)/, "");
+    if (value.length > String(MAX_PAGING_VALUE).length || Number(value) > MAX_PAGING_VALUE) {
+      throw new ValidationError({ [name]: [`Ensure this value is less than or equal to ${MAX_PAGING_VALUE}.`] });
+    }
+    return Number(value);
   };
   let limit = intParam("limit", DEFAULT_LIMIT);
   if (limit === 0 || limit > MAX_LIMIT) limit = MAX_LIMIT;
@@ -225,7 +256,7 @@ export function project(records: Record<string, unknown>[], projection: Projecti
   if (!keys && !projection.omit.length) return records;
   return records.map((r) => {
     const out: Record<string, unknown> = {};
-    for (const k of keys ?? Object.keys(r)) if (k in r && !projection.omit.includes(k)) out[k] = r[k];
+    for (const k of keys ?? Object.keys(r)) if (Object.hasOwn(r, k) && !projection.omit.includes(k)) out[k] = r[k];
     return out;
   });
 }

@@ -1,4 +1,5 @@
 /** Names, patterns and field types of the custom objects plugin (§5). */
+import { PROTOTYPE_NAMES } from "../../core/limits";
 
 export const FIELD_TYPES = [
   "text",
@@ -23,8 +24,12 @@ export const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
 /** Fixed route names under the plugin base; a COT cannot take one as its slug. */
 export const RESERVED_SLUGS = new Set(["custom-object-types", "custom-object-type-fields", "linked-objects", "schema", "api", "docs"]);
 
-/** Keys an instance record always has; a field cannot be called like one. */
+/**
+ * Keys an instance record always has, and JavaScript prototype names (`constructor`, …);
+ * a field cannot be called like one. Compare with `isReservedFieldName`.
+ */
 export const RESERVED_FIELD_NAMES = new Set([
+  ...PROTOTYPE_NAMES,
   "id",
   "pk",
   "url",
@@ -45,6 +50,9 @@ export const RESERVED_FIELD_NAMES = new Set([
   "omit",
   "format",
 ]);
+
+/** Reserved names are compared in lower case (`toString` is refused as well as `tostring`). */
+export const isReservedFieldName = (name: string) => RESERVED_FIELD_NAMES.has(name.toLowerCase());
 
 export const ON_DELETE = ["set_null", "cascade", "protect"] as const;
 export const FILTER_LOGIC = ["disabled", "loose", "exact"] as const;

@@ -5,6 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
+import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, type FieldType } from "./constants";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
@@ -47,6 +48,17 @@ export function fieldColumns(f: Pick<ColumnField, "name" | "type" | "isPolymorph
   if (f.type === "object") return f.isPolymorphic ? [`${f.name}_id`, `${f.name}_type`] : [`${f.name}_id`];
   return [f.name];
 }
+
+/**
+ * Columns a type's fields take against `MAX_COLUMNS_PER_TYPE`: one per field, two for a
+ * polymorphic object field; a multiobject field counts one for its link table.
+ */
+export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean }>): number {
+  return fields.reduce((n, f) => n + (f.type === "object" && f.isPolymorphic ? 2 : 1), 0);
+}
+
+export const tooManyColumns = (count: number) =>
+  `A custom object type holds at most ${MAX_COLUMNS_PER_TYPE} columns (this would make ${count}; a polymorphic object field takes two).`;
 
 const run = (db: Executor, q: SQL) => db.run(q);
 

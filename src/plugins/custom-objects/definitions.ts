@@ -11,17 +11,18 @@ import {
   FILTER_LOGIC,
   NAME_RE,
   ON_DELETE,
-  RESERVED_FIELD_NAMES,
   RESERVED_SLUGS,
   SLUG_RE,
   UI_EDITABLE,
   UI_VISIBLE,
   isChoiceType,
+  isReservedFieldName,
   isNumericType,
   isObjectType,
   isRegexType,
 } from "./constants";
-import { fieldColumns } from "./ddl";
+import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
+import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { compileRegex, encodeScalar, type FieldRow } from "./values";
 import type { CotRow } from "./models";
 
@@ -118,9 +119,10 @@ export async function validateField(
   for (const [api, prop] of Object.entries(SIMPLE)) if (has(input, api)) (draft as any)[prop] = input[api];
 
   // shapes
-  if (typeof draft.name !== "string" || !NAME_RE.test(draft.name) || draft.name.length > FIELD_NAME_MAX) {
+  if (typeof draft.name === "string" && isReservedFieldName(draft.name)) errors.add("name", `"${draft.name}" is a reserved name.`);
+  else if (typeof draft.name !== "string" || !NAME_RE.test(draft.name) || draft.name.length > FIELD_NAME_MAX) {
     errors.add("name", `Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most ${FIELD_NAME_MAX} characters.`);
-  } else if (RESERVED_FIELD_NAMES.has(draft.name)) errors.add("name", `"${draft.name}" is a reserved name.`);
+  }
   if (typeof draft.type !== "string" || !(FIELD_TYPES as readonly string[]).includes(draft.type)) errors.add("type", `"${String(draft.type)}" is not a valid choice.`);
   for (const [prop, max] of STRINGS) {
     const v = draft[prop];
@@ -244,6 +246,11 @@ export async function validateField(
     if (clash && !errors.errors.name) errors.add("name", `"${draft.name}" collides with the column "${clash}" of another field.`);
   }
   if (draft.primary && others.some((s) => s.primary)) errors.add("primary", "Only one field of a type can be primary.");
+  // Only a new field adds columns: polymorphism and object-ness cannot change afterwards.
+  if (!existing) {
+    const columns = columnCount([...others, { type, isPolymorphic: draft.isPolymorphic }]);
+    if (columns > MAX_COLUMNS_PER_TYPE) errors.add("non_field_errors", tooManyColumns(columns));
+  }
 
   // default, checked against the type
   if (has(input, "default")) draft.default = input.default ?? null;

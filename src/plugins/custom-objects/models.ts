@@ -14,7 +14,7 @@ import { mapConstraintError } from "../../core/rest/constraints";
 import { loadTags, nestedTag, resolveTags, setTags } from "../../core/models/define";
 import type { ModelInfo } from "../../core/models/registry";
 import { label as otLabel } from "../../core/object-types";
-import type { FilterSpec, ListSpec } from "../../core/rest/query";
+import { parseFilterNumber, type FilterSpec, type ListSpec } from "../../core/rest/query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../core/rest/resource";
 import { API_BASE, APP_LABEL } from "./constants";
 import { columnType, fieldColumns, ident, linkTableName, tableName } from "./ddl";
@@ -182,8 +182,9 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
             return values[0] === "true" ? sql`NOT ${has}` : has;
           }
           const nums = values.map((v) => {
-            if (!/^\d+$/.test(v)) throw new ValidationError({ [`${f.name}_id`]: ["Enter a number."] });
-            return Number(v);
+            const n = /^\d+$/.test(v.trim()) ? parseFilterNumber(v) : null;
+            if (n === null) throw new ValidationError({ [`${f.name}_id`]: ["Enter a number."] });
+            return n;
           });
           const has = sql`${table.id} IN (SELECT source_id FROM ${lt} WHERE target_id IN (${sql.join(nums.map((v) => sql`${v}`), sql`, `)}))`;
           return lookup === "n" ? sql`NOT ${has}` : has;
@@ -367,13 +368,14 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
 
   async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
     const errors = new ErrorCollector();
-    const values: Record<string, unknown> = {};
+    // Keyed by column names only, and without a prototype, so a missing key is never inherited.
+    const values: Record<string, unknown> = Object.create(null);
     const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
     let tagIds: number[] | null = null;
     const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type"]);
     for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
     // The ids the request names in host-model object fields, for the preflight statement.
-    const refIds: Record<string, number | null> = {};
+    const refIds: Record<string, number | null> = Object.create(null);
     for (const f of embeddedFields) {
       const raw = Object.prototype.hasOwnProperty.call(input, f.name) ? input[f.name] : existing ? undefined : f.default;
       const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
@@ -384,8 +386,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     const pending: { field: FieldRow; ref: { typeId: number; id: number } }[] = [];
 
     for (const f of fields) {
-      const present = Object.prototype.hasOwnProperty.call(input, f.name);
-      let raw = input[f.name];
+      const present = Object.hasOwn(input, f.name);
+      let raw = present ? input[f.name] : undefined;
       if (!present) {
         if (existing && partial) continue;
         if (existing) {
@@ -525,8 +527,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     async createLoaded(ctx, input) {
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const now = nowIso();
-      const params: Record<string, unknown> = {};
-      for (const key of insertColumns) params[key] = values[key] ?? null;
+      const params: Record<string, unknown> = Object.create(null);
+      for (const key of insertColumns) params[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
       params.created = params.lastUpdated = now;
       const [row] = (await uniqueChecked(() => insertQuery.on(ctx.db, ctx.services.db.orm).all(params))) as Record<string, any>[];
       const id = row!.id as number;
@@ -544,12 +546,12 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     async update(ctx, id, input, partial) {
       const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
       const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
-      await uniqueChecked(() =>
-        ctx.db
-          .update(table)
-          .set({ ...values, lastUpdated: nowIso() } as any)
-          .where(eq(table.id, id)),
-      );
+      // Written by hand: Drizzle's update looks every column up in the set object, so a column
+      // named like a prototype key (`constructor`, stored before such names were reserved)
+      // would be "set" to the inherited function.
+      const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
+      assignments.push(sql`"last_updated" = ${nowIso()}`);
+      await uniqueChecked(() => ctx.db.run(sql`UPDATE ${ident(tableName(cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`));
       await writeLinks(ctx, id, multi);
       if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
     },

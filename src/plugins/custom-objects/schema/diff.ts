@@ -5,7 +5,8 @@
  */
 import type { Executor } from "../../../db/client";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
-import { countUnconvertible } from "../ddl";
+import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
+import { columnCount, countUnconvertible, tooManyColumns } from "../ddl";
 import { retypeConverter } from "../values";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
 import { COT_ATTR_DEFAULTS, canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, sameValue, type CanonicalField, type DbType } from "./state";
@@ -105,6 +106,10 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
       diff.warnings.push(`field "${c.name}" (id ${schemaId}) is in the database but not in the document; it is kept (list it under removed_fields to remove it)`);
     }
   }
+  // The type after the change: the document's fields plus those the database keeps.
+  const kept = [...existing.canonical.values()].filter((c) => keptNames.has(c.name));
+  const columns = columnCount([...t.fields, ...kept].map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })));
+  if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
   diff.field_changes = [...removes, ...alters, ...adds];
   diff.has_changes = Object.keys(diff.cot_changes).length > 0 || diff.field_changes.length > 0;
   diff.has_destructive_changes = diff.field_changes.some((c) => c.destructive);

@@ -3,12 +3,15 @@
  * checks a plain shape cannot express. Errors come back as JSON paths, at most 20.
  */
 import * as v from "valibot";
-import { FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, RESERVED_FIELD_NAMES, RESERVED_SLUGS, SLUG_RE, UI_EDITABLE, UI_VISIBLE, isChoiceType, isNumericType, isObjectType, isRegexType } from "../constants";
+import { FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, RESERVED_SLUGS, SLUG_RE, UI_EDITABLE, UI_VISIBLE, isChoiceType, isReservedFieldName, isNumericType, isObjectType, isRegexType } from "../constants";
+
+import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
+import { columnCount, tooManyColumns } from "../ddl";
 
 const MAX_ERRORS = 20;
 const RELATED_RE = /^[a-z][a-z0-9_-]*\/[-a-zA-Z0-9_]+$/;
 
-const name = v.pipe(v.string(), v.maxLength(50), v.regex(NAME_RE, "must match ^[a-z0-9]+(_[a-z0-9]+)*$"), v.check((s) => !RESERVED_FIELD_NAMES.has(s), "is a reserved field name"));
+const name = v.pipe(v.string(), v.maxLength(50), v.regex(NAME_RE, "must match ^[a-z0-9]+(_[a-z0-9]+)*$"), v.check((s) => !isReservedFieldName(s), "is a reserved field name"));
 const text = (max: number) => v.pipe(v.string(), v.maxLength(max));
 const related = v.pipe(v.string(), v.regex(RELATED_RE, 'must be "<app_label>/<model>" (e.g. "dcim/site" or "custom-objects/<slug>")'));
 const smallInt = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(32767));
@@ -148,6 +151,8 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
       if ((f.type === "json" || f.type === "longtext" || f.type === "boolean") && f.unique) errors.push({ path: `${fp}.unique`, message: `a ${f.type} field cannot be unique` });
     });
     if (primaries > 1) errors.push({ path: `${at}.fields`, message: "at most one field can be primary" });
+    const columns = columnCount(t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })));
+    if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
     (t.removed_fields ?? []).forEach((r, ri) => {
       if (ids.has(r.id)) errors.push({ path: `${at}.removed_fields[${ri}].id`, message: `field id ${r.id} is both listed and removed` });
     });
