@@ -2,12 +2,13 @@
  * The health check plugin (§6): `/plugins/host_healthcheck_plugin/healthcheck/`, the probes
  * `/livez` and `/readyz`, the four built-in checks and the custom-check contract.
  */
+import type { Services } from "../../core/context";
 import type { HealthCheckClass, HostPlugin } from "../types";
 import { CacheBackendHealthCheck } from "./checks/cache";
 import { DatabaseHealthCheck } from "./checks/database";
 import { HostRedisCacheHealthCheck, HostRedisTasksHealthCheck } from "./checks/redis";
 import { describeHealthcheck } from "./openapi";
-import { healthcheckRoutes, probeRoutes, runnerFor } from "./routes";
+import { healthcheckRoutes, probeRoutes, runnerFor, type HealthRunner } from "./routes";
 import { PLUGIN_NAME, resolveSettings } from "./settings";
 
 export {
@@ -44,3 +45,8 @@ export const healthcheckPlugin: HostPlugin = {
   rootRoutes: (services) => probeRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
   openapi: { describe: (b, services) => describeHealthcheck(b, runnerFor(services, BUILTIN_PATHS, VERSION).settings) },
 };
+
+/** The health runner of an app's services (its settings, and check runs counted per dotted path). */
+export function healthRunnerOf(services: Services): HealthRunner {
+  return runnerFor(services, BUILTIN_PATHS, VERSION);
+}

@@ -29,13 +29,16 @@ const roundMs = (ms: number) => Math.round(ms * 100) / 100;
  * per check, keyed by its identifier, with the check's time taken as `observedValue` in ms.
  * Without details: the overall status only.
  */
-export function toHealthJson(report: HealthReport, version: string, showDetails = true) {
+export function toHealthJson(report: HealthReport, version: string, showDetails = true, cached = false) {
   const status: HealthStatus = report.criticalFailure ? "fail" : report.allPassed ? "pass" : "warn";
-  if (!showDetails) return { status, description: "host health checks" };
+  // With a result cache, how old the oldest result is (seconds).
+  const age = cached ? { ageSeconds: Math.round(report.ageMs) / 1000 } : {};
+  if (!showDetails) return { status, description: "host health checks", ...age };
   return {
     status,
     version,
     description: "host health checks",
+    ...age,
     checks: Object.fromEntries(
       report.results.map((r) => [
         r.identifier,

@@ -31,7 +31,7 @@ export function runnerFor(services: Services, builtins: string[], version: strin
   if (existing) return existing;
   const settings = resolveSettings(services, builtins);
   const redact = createRedactor(secretsOf(services.config));
-  const checks = new CheckRunner(services, { timeoutMs: settings.timeoutMs, warningsAsErrors: settings.warningsAsErrors, redact, cacheMs: 0 });
+  const checks = new CheckRunner(services, { timeoutMs: settings.timeoutMs, warningsAsErrors: settings.warningsAsErrors, redact, cacheMs: settings.cacheSeconds * 1000 });
   const runner: HealthRunner = {
     settings,
     version,
@@ -124,11 +124,13 @@ export function healthcheckRoutes(runner: HealthRunner): Hono<HonoEnv> {
     if (checks instanceof Response) return checks;
     const report = await runner.run(checks);
     const status = report.criticalFailure ? 500 : 200;
+    // A shared result says how old it is (whole seconds, as HTTP's Age header counts).
+    if (runner.settings.cacheSeconds > 0) c.header("Age", String(Math.floor(report.ageMs / 1000)));
     switch (format) {
       case "json":
         return c.json(showDetails ? toJson(report) : { status: overallStatus(report) }, status);
       case "health+json":
-        return c.body(JSON.stringify(toHealthJson(report, runner.version, showDetails)), status, { "Content-Type": "application/health+json" });
+        return c.body(JSON.stringify(toHealthJson(report, runner.version, showDetails, runner.settings.cacheSeconds > 0)), status, { "Content-Type": "application/health+json" });
       case "html":
         c.header("X-Content-Type-Options", "nosniff");
         return c.html(await renderHealthPage(report, showDetails), status);

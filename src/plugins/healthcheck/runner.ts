@@ -32,6 +32,8 @@ export interface HealthReport {
   allPassed: boolean;
   /** A critical check failed (the endpoint answers 500). */
   criticalFailure: boolean;
+  /** Age of the oldest result in the report (ms); about 0 unless results came from the cache. */
+  ageMs: number;
 }
 
 export interface RunOptions {
@@ -98,8 +100,9 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
 }
 
 /** Turns results into a report. */
-export function reportOf(results: CheckResult[]): HealthReport {
+export function reportOf(results: CheckResult[], now = Date.now()): HealthReport {
   return {
+    ageMs: results.length ? Math.max(0, now - Math.min(...results.map((r) => r.finishedAt))) : 0,
     results,
     allPassed: results.every((r) => r.status === "working"),
     criticalFailure: results.some((r) => !r.passed && r.critical),

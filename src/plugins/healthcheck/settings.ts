@@ -22,6 +22,8 @@ export interface HealthcheckSettings {
   timeoutMs: number;
   loginRequired: boolean;
   warningsAsErrors: boolean;
+  /** How long a check's result is handed out again before the check runs anew (0: never). */
+  cacheSeconds: number;
   /** Who sees each check and its message: everyone, API-token holders, or nobody. */
   details: "always" | "authenticated" | "never";
   /** Named subsets of `checks` (`/healthcheck/<group>/`), in `checks` order. */
@@ -30,9 +32,10 @@ export interface HealthcheckSettings {
 
 export const DEFAULT_TIMEOUT_MS = 3_000;
 const MAX_TIMEOUT_MS = 60_000;
+const MAX_CACHE_SECONDS = 3_600;
 const GROUP_NAME = /^[a-z0-9]+([_-][a-z0-9]+)*$/;
 const isPlainObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
-const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details"];
+const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details", "cache_seconds"];
 
 const SettingsSchema = v.strictObject(
   {
@@ -53,6 +56,10 @@ const SettingsSchema = v.strictObject(
     ),
     login_required: v.optional(v.boolean("must be true or false"), false),
     warnings_as_errors: v.optional(v.boolean("must be true or false"), true),
+    cache_seconds: v.optional(
+      v.pipe(v.number("must be a number of seconds"), v.minValue(0, "must be at least 0"), v.maxValue(MAX_CACHE_SECONDS, `must be at most ${MAX_CACHE_SECONDS}`)),
+      0,
+    ),
     details: v.optional(v.picklist(["always", "authenticated", "never"], "must be one of always, authenticated, never"), "always"),
     groups: v.optional(
       v.pipe(
@@ -132,5 +139,5 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
     for (const id of ids) if (!byId.has(id)) throw unknownId(`groups.${name}`, id);
     groups.set(name, checks.filter((c) => ids.includes(c.identifier)));
   }
-  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, details: settings.details, groups };
+  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, details: settings.details, cacheSeconds: settings.cache_seconds, groups };
 }
