@@ -7,12 +7,14 @@ import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config } from "./config";
 import { openDatabase } from "./db/local";
 import { runMigrations } from "./db/migrate";
+import { describeDatabaseError } from "./db/connection-errors";
 import { createCache } from "./services/cache";
 import { createResilientCache } from "./services/cache/resilient";
 import { createLogger, type Logger } from "./services/logger";
 import { createRedactor, secretsOf } from "./services/redact";
 import { createRedisClients } from "./services/redis-factory";
-import { startWorker } from "./services/tasks/worker";
+import { retentionTask } from "./services/tasks/retention";
+import { startPeriodic, startWorker } from "./services/tasks/worker";
 import { startLocalRedisStack, type LocalRedisStack } from "../tools/dev-stack";
 
 /** In-flight requests get this long to finish on shutdown before connections are cut. */
@@ -51,6 +53,37 @@ async function withLocalRedis(config: Config, logger: Logger): Promise<{ config:
   return { config: loadConfig(env, "bun"), stack };
 }
 
+/** A start-up failure whose message is the one line to print (no stack trace). */
+class StartupError extends Error {}
+
+const portInUse = (host: string, port: number) => `cannot start: port ${port} on ${host} is already in use (stop what listens there, or set PORT)`;
+
+/** Fails with one line when something already listens on the port (0 = any port, never busy). */
+async function assertPortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  try {
+    Bun.listen({ hostname: host, port, socket: { data() {} } }).stop(true);
+  } catch (e) {
+    if ((e as { code?: string })?.code === "EADDRINUSE") throw new StartupError(portInUse(host, port));
+    throw e;
+  }
+}
+
+/** Opens and migrates the database; a connection failure is one line naming its cause. */
+async function openMigrated(config: Config) {
+  let db: Awaited<ReturnType<typeof openDatabase>> | undefined;
+  try {
+    db = await openDatabase(config.database.url, config.database.authToken);
+    await runMigrations(db);
+    return db;
+  } catch (e) {
+    await db?.close().catch(() => undefined);
+    const cause = describeDatabaseError(e, config.database.url, config.database.authToken);
+    if (cause) throw new StartupError(`cannot start: ${cause}`);
+    throw e;
+  }
+}
+
 async function main() {
   let stack: LocalRedisStack | null = null;
   const exit = async (code: number): Promise<never> => {
@@ -60,27 +93,36 @@ async function main() {
   try {
     let config = loadConfig(process.env, "bun");
     const logger = createLogger(config.logLevel);
+    // Before anything starts: a busy port or an unreachable database is one line, nothing else.
+    await assertPortFree(config.host, config.port);
+    const db = await openMigrated(config);
     ({ config, stack } = await withLocalRedis(config, logger));
     const redact = createRedactor(secretsOf(config));
 
-    const db = await openDatabase(config.database.url, config.database.authToken);
-    await runMigrations(db);
     const redis = await createRedisClients(config);
     let cache = createCache(config.cacheBackend, { db, redis: redis.caching });
     // A Redis outage must cost the cache, not the requests.
     if (cache.backend === "redis") cache = createResilientCache(cache, { logger, redact });
     const app = await createApp({ config, db, cache, redis, logger });
-    // TASK_WORKER=inline: this process also works the job queue (§7).
+    let server: ReturnType<typeof Bun.serve>;
+    try {
+      server = Bun.serve({
+        hostname: config.host,
+        port: config.port,
+        // Let the app answer oversized bodies itself (413 JSON); Bun's own cap is a backstop.
+        maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 8 * 1024 * 1024),
+        fetch: app.fetch,
+      });
+    } catch (e) {
+      if ((e as { code?: string })?.code === "EADDRINUSE") throw new StartupError(portInUse(config.host, config.port));
+      throw e;
+    }
+    // TASK_WORKER=inline: this process also works the job queue (§7), once it serves.
     const queue = servicesOf(app).tasks;
-    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger }) : null;
-
-    const server = Bun.serve({
-      hostname: config.host,
-      port: config.port,
-      // Let the app answer oversized bodies itself (413 JSON); Bun's own cap is a backstop.
-      maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 8 * 1024 * 1024),
-      fetch: app.fetch,
-    });
+    // Retention (hourly) runs in the task worker; without a tasks Redis, on its own.
+    const retention = retentionTask(db, config.retention);
+    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic: [retention] }) : null;
+    const pruner = config.taskWorker === "inline" && !queue ? startPeriodic([retention], logger) : null;
     logger.info("listening", { url: `http://${server.hostname}:${server.port}/`, database: redactUrl(config.database.url), plugins: config.plugins });
 
     let stopping = false;
@@ -91,7 +133,7 @@ async function main() {
       // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
       const drained = await Promise.race([server.stop(false).then(() => true), Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false)]);
       if (!drained) await server.stop(true);
-      await worker?.stop(DRAIN_TIMEOUT_MS);
+      await Promise.all([worker?.stop(DRAIN_TIMEOUT_MS), pruner?.stop(DRAIN_TIMEOUT_MS)]);
       await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
       await db.close();
       await exit(0);
@@ -99,7 +141,7 @@ async function main() {
     process.on("SIGINT", () => void shutdown("SIGINT"));
     process.on("SIGTERM", () => void shutdown("SIGTERM"));
   } catch (e) {
-    if (e instanceof ConfigError) {
+    if (e instanceof ConfigError || e instanceof StartupError) {
       console.error(e.message);
       await exit(1);
     }

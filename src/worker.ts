@@ -7,6 +7,7 @@ import type { ExecutionContext } from "hono";
 import { createApp, servicesOf, type App } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config, type RedisSettings } from "./config";
 import { wrapClient } from "./db/client";
+import { classifyDatabaseError } from "./db/connection-errors";
 import { createCache, type KVNamespaceLike } from "./services/cache";
 import { createLogger, type Logger } from "./services/logger";
 import { createRedactor } from "./services/redact";
@@ -55,10 +56,36 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
   return app;
 }
 
-/** Start-up failures answer this; a `ConfigError` names the setting (never its value). */
-function startupFailure(error: unknown, redact: (s: string) => string): Response {
+/**
+ * Start-up failures answer this. A database that cannot be reached is a 503 naming the cause
+ * (refused, unauthorized, …) and `/livez` still answers 200: the isolate lives, and the next
+ * request retries. A `ConfigError` is a 500 naming the setting (never its value).
+ */
+function startupFailure(request: Request, env: WorkerEnv, error: unknown, redact: (s: string) => string): Response {
+  const headers = { "cache-control": "no-store" };
+  const database = databaseFailure(env, error);
+  const path = new URL(request.url).pathname;
+  if ((path === "/livez" || path === "/livez/") && !(error instanceof ConfigError) && healthPluginEnabled(env)) {
+    return Response.json({ status: "ok" }, { headers });
+  }
+  if (database) {
+    const detail = redact(`The database is unavailable: ${database.reason}.`);
+    return Response.json({ detail, error: "database_unavailable" }, { status: 503, headers: { ...headers, "retry-after": "5" } });
+  }
   const detail = error instanceof ConfigError ? redact(error.message) : "The service could not start.";
-  return Response.json({ detail, error: "startup_failed" }, { status: 500, headers: { "cache-control": "no-store" } });
+  return Response.json({ detail, error: "startup_failed" }, { status: 500, headers });
+}
+
+function databaseFailure(env: WorkerEnv, error: unknown) {
+  return error instanceof ConfigError ? null : classifyDatabaseError(error, typeof env.DATABASE_AUTH_TOKEN === "string" && env.DATABASE_AUTH_TOKEN !== "");
+}
+
+function healthPluginEnabled(env: WorkerEnv): boolean {
+  try {
+    return loadConfig(env, "workerd").plugins.includes("host_healthcheck_plugin");
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -89,8 +116,11 @@ export function createWorker(): {
         const redact = createRedactor(
           ["DATABASE_AUTH_TOKEN", "REDIS_CACHING_TOKEN", "REDIS_TASKS_TOKEN"].flatMap((k) => (typeof env[k] === "string" ? [env[k] as string] : [])),
         );
-        logger.error("isolate start-up failed", { error: redact(error instanceof Error ? error.message : String(error)) });
-        return startupFailure(error, redact);
+        const database = databaseFailure(env, error);
+        const url = typeof env.DATABASE_URL === "string" ? redactUrl(env.DATABASE_URL) : "";
+        // One line naming the cause; Drizzle's "Failed query: <SQL>" says nothing about it.
+        logger.error("isolate start-up failed", database ? { database: url, cause: database.kind, error: redact(database.reason) } : { error: redact(error instanceof Error ? error.message : String(error)) });
+        return startupFailure(request, env, error, redact);
       }
       return ready.fetch(request, env, ctx);
     },

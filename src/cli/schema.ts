@@ -15,6 +15,7 @@ import { loadConfig } from "../config";
 import { createUser, issueToken } from "../core/auth/provisioning";
 import { openDatabase } from "../db/local";
 import { runMigrations } from "../db/migrate";
+import { describeDatabaseError } from "../db/connection-errors";
 import { tokens, users } from "../db/schema";
 import { createCache } from "../services/cache";
 import { createLogger } from "../services/logger";
@@ -102,7 +103,13 @@ function remoteClient(baseUrl: string, token: string | undefined): ApiClient {
 async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
   const config = loadConfig({ ...env, LOG_LEVEL: env.LOG_LEVEL ?? "error" }, "bun");
   if (!config.plugins.includes("custom_objects")) throw new CliError("the custom_objects plugin is not enabled (PLUGINS)");
-  const db = await openDatabase(config.database.url, config.database.authToken);
+  const connectionError = (e: unknown) => {
+    const cause = describeDatabaseError(e, config.database.url, config.database.authToken);
+    return cause ? new CliError(cause) : e;
+  };
+  const db = await openDatabase(config.database.url, config.database.authToken).catch((e) => {
+    throw connectionError(e);
+  });
   try {
     await runMigrations(db);
     const logger = createLogger(config.logLevel, (line) => void io.err(line + "\n"));
@@ -131,7 +138,7 @@ async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
     };
   } catch (e) {
     await db.close();
-    throw e;
+    throw connectionError(e);
   }
 }
 
@@ -246,7 +253,11 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     await io.out(SCHEMA_USAGE + "\n");
     return 0;
   }
-  if (!sub || !["export", "preview", "apply"].includes(sub) || extra.length || (sub === "export" && file)) {
+  if (sub && !["export", "preview", "apply"].includes(sub)) {
+    await io.err(`Unknown command: schema ${sub}\n${SCHEMA_USAGE}\n`);
+    return 1;
+  }
+  if (!sub || extra.length || (sub === "export" && file)) {
     await io.err(SCHEMA_USAGE + "\n");
     return 1;
   }

@@ -1,15 +1,23 @@
 /** `npm run db:migrate`: applies migrations to DATABASE_URL (a local file or a remote libSQL URL). */
-import { ConfigError, loadConfig, redactUrl } from "../config";
+import { ConfigError, loadConfig, redactUrl, type Config } from "../config";
+import { describeDatabaseError } from "./connection-errors";
 import { openDatabase } from "./local";
 import { runMigrations } from "./migrate";
 
+let config: Config | null = null;
 try {
-  const config = loadConfig(process.env, "bun");
+  config = loadConfig(process.env, "bun");
   const db = await openDatabase(config.database.url, config.database.authToken);
-  await runMigrations(db);
-  await db.close();
+  try {
+    await runMigrations(db);
+  } finally {
+    await db.close();
+  }
   console.log(`migrations applied to ${redactUrl(config.database.url)}`);
 } catch (e) {
-  console.error(e instanceof ConfigError ? e.message : `migration failed: ${(e as Error).message}`);
+  // One line naming the cause: a bad setting, an unreachable or refusing database, or the SQL that failed.
+  const connection = config ? describeDatabaseError(e, config.database.url, config.database.authToken) : null;
+  const message = e instanceof ConfigError ? e.message : connection ? `migration failed: ${connection}` : `migration failed: ${String((e as Error).message).replace(/\nparams: [\s\S]*$/, "")}`;
+  console.error(message.replace(/\s*\n\s*/g, " "));
   process.exit(1);
 }

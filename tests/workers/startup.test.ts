@@ -1,6 +1,7 @@
 /**
  * src/worker.ts start-up in workerd: the app is built once per isolate, a failed build answers
- * 500 JSON without secrets and is retried on the next request, and bad settings name the setting.
+ * JSON without secrets (503 for a database that is down, 500 otherwise) and is retried on the
+ * next request, and bad settings name the setting.
  */
 import { afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { freePort, startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
@@ -30,13 +31,13 @@ async function failure(w: RunningWorker, path = "/api/status/"): Promise<{ statu
 }
 
 describe("worker start-up", () => {
-  test("database unreachable → 500 startup_failed without secrets; the next request retries and succeeds", async () => {
+  test("database unreachable → 503 database_unavailable without secrets; the next request retries and succeeds", async () => {
     const port = await freePort();
     const w = await worker({ DATABASE_URL: `http://127.0.0.1:${port}`, DATABASE_AUTH_TOKEN: DB_SECRET });
     for (let i = 0; i < 2; i++) {
       const r = await failure(w);
-      expect(r.status).toBe(500);
-      expect(r.body).toEqual({ detail: "The service could not start.", error: "startup_failed" });
+      expect(r.status).toBe(503);
+      expect(r.body).toEqual({ detail: "The database is unavailable: connection refused or dropped: nothing answered at that address.", error: "database_unavailable" });
       expect(r.text).not.toContain(DB_SECRET);
     }
     const db = await startRemoteDatabase({ port, authToken: DB_SECRET });
@@ -63,13 +64,14 @@ describe("worker start-up", () => {
     expect(new Set([...answers, later["started-at"]]).size).toBe(1);
   });
 
-  test("a database auth token the server refuses → 500 without the token", async () => {
+  test("a database auth token the server refuses → 503 naming the cause, without the token", async () => {
     const db = await startRemoteDatabase({ authToken: DB_SECRET });
     running.push(db);
     const w = await worker({ DATABASE_URL: db.url, DATABASE_AUTH_TOKEN: "wrong-token-0b9c3e" });
     const r = await failure(w);
-    expect(r.status).toBe(500);
-    expect(r.body.error).toBe("startup_failed");
+    expect(r.status).toBe(503);
+    expect(r.body.error).toBe("database_unavailable");
+    expect(r.body.detail).toContain("unauthorized");
     expect(r.text).not.toContain("wrong-token-0b9c3e");
   });
 
