@@ -168,7 +168,8 @@ export async function restrictWhere(ctx: ReadContext, auth: AuthState, action: A
   const r = restrictionFor(auth, ctx.services.config.loginRequired, action, resource.appLabel, resource.model);
   if (r.kind === "none") return NOTHING;
   const user = auth.user;
-  const scope = user && !user.isSuperuser && resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined;
+  const limits = user && !user.isSuperuser ? [resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined, resource.scope?.(user)].filter((x): x is SQL => !!x) : [];
+  const scope = limits.length ? and(...limits) : undefined;
   if (r.kind === "all") return scope;
   const where = await constraintSql(ctx, resource, r.sets, user!);
   return scope ? and(scope, where) : where;
@@ -193,14 +194,12 @@ export async function mayAct(ctx: ReadContext, auth: AuthState, action: Action, 
 }
 
 /**
- * Refuses an action on an existing object the caller may not act on: 404 when they may not
- * even view it (nothing is named), 403 when they may view it but not do this.
+ * Refuses an action on an existing object the caller may not act on (as NetBox, the action's
+ * own constraints decide): 403 when they may view it, else 404 (nothing is named).
  */
 export async function requireObject(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number, what?: string): Promise<void> {
-  if (await mayAct(ctx, auth, "view", resource, id)) {
-    if (action === "view" || (await mayAct(ctx, auth, action, resource, id))) return;
-    throw forbidden();
-  }
+  if (await mayAct(ctx, auth, action, resource, id)) return;
+  if (action !== "view" && (await mayAct(ctx, auth, "view", resource, id))) throw forbidden();
   throw notFound(what);
 }
 
@@ -215,12 +214,14 @@ export type { SQLWrapper };
 
 /**
  * Hides related objects the caller may not view: a nested object outside their view
- * permission (or its constraints) keeps only what the record itself stores — its id, its
- * URL and, for polymorphic fields, its type — and loses `display` and every other field.
+ * permission (or its constraints) keeps only the id the record itself stores (and, for a
+ * polymorphic field, its type when the caller may view objects of that type) and loses
+ * `url`, `display` and every other field.
  */
-export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource: Resource, records: Record<string, unknown>[]): Promise<Record<string, unknown>[]> {
+export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource: Resource, input: Record<string, unknown>[]): Promise<Record<string, unknown>[]> {
   const relations = resource.relations;
   const user = auth.user;
+  const records = resource.hideNested && !user?.isSuperuser ? await resource.hideNested(ctx, auth, input) : input;
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 
@@ -265,10 +266,11 @@ export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource
     const label = labelOf(rel, v) ?? "?";
     const r = restriction.get(label)!;
     if (r.kind === "all" || (r.kind === "some" && visible.get(label)?.has(v.id))) return v;
+    // Only the id the record itself stores: a URL would name the type (a custom object's
+    // slug), and a polymorphic value names its type only to callers who may view that type.
     const out: Record<string, unknown> = {};
-    if (rel.polymorphic && "object_type" in v) out.object_type = v.object_type;
+    if (rel.polymorphic && "object_type" in v && r.kind === "some") out.object_type = v.object_type;
     out.id = v.id;
-    if ("url" in v) out.url = v.url;
     return out;
   };
   return records.map((rec) => {

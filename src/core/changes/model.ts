@@ -1,5 +1,7 @@
 /** `/api/core/object-changes/`: the change log, read-only (§7). */
+import { sql } from "drizzle-orm";
 import { objectChanges } from "../../db/schema";
+import { hideUnviewable } from "../auth/restrict";
 import { defineModel, type DefinedModel } from "../models/define";
 import { orNull, ref } from "../../openapi/json-schema";
 import { label as otLabel } from "../object-types";
@@ -42,7 +44,36 @@ export const objectChangeModel = defineModel({
   },
 });
 readOnlyWithoutTimestamps(objectChangeModel);
+// A change record holds snapshots of its object: non-superusers see only changes to the types
+// whose objects they may view.
+objectChangeModel.resource.scope = (user) => {
+  const labels = [...user.permissions].flatMap((name) => {
+    const dot = name.indexOf(".");
+    const rest = name.slice(dot + 1);
+    return dot > 0 && rest.startsWith("view_") ? [`${name.slice(0, dot)}.${rest.slice(5)}`] : [];
+  });
+  if (!labels.length) return sql`0`;
+  return sql`${objectChanges.changedObjectTypeId} IN (SELECT ot.id FROM object_types ot WHERE ot.app_label || '.' || ot.model IN (${sql.join(labels.map((l) => sql`${l}`), sql`, `)}))`;
+};
 Object.assign(objectChangeModel.resource.list.filters, objectTypeFilters("changed_object_type", objectChanges.changedObjectTypeId));
+
+// Snapshots are records of their object's model: related objects the caller may not view are
+// hidden in them exactly as in that model's own answers.
+objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
+  const out: ApiRecord[] = [];
+  for (const rec of records) {
+    const label = typeof rec.changed_object_type === "string" ? rec.changed_object_type : null;
+    const [app, model] = label ? (label.split(".") as [string, string]) : ["", ""];
+    const target = label ? (await ctx.services.models.get(app, model, ctx))?.resource : undefined;
+    if (!target) {
+      out.push(rec);
+      continue;
+    }
+    const snap = async (data: unknown) => (data && typeof data === "object" && !Array.isArray(data) ? (await hideUnviewable(ctx, auth, target, [data as ApiRecord]))[0] : data);
+    out.push({ ...rec, prechange_data: await snap(rec.prechange_data), postchange_data: await snap(rec.postchange_data) });
+  }
+  return out;
+};
 
 /** The nested forms `{id, url, display, …}` of generic references that still exist. */
 export async function nestedObjects(ctx: ReadContext, refs: Array<[number, number]>): Promise<Map<string, ApiRecord>> {

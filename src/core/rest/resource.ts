@@ -2,10 +2,10 @@
  * What the generic REST handlers need from a model. Host models get one from
  * `defineModel`; the custom objects plugin builds one per custom object type.
  */
-import type { SQLWrapper } from "drizzle-orm";
+import type { SQL, SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Executor } from "../../db/client";
-import type { AuthState, Services } from "../context";
+import type { AuthState, AuthUser, Services } from "../context";
 import type { ListSpec } from "./query";
 
 export interface ReadContext {
@@ -53,6 +53,13 @@ export interface Resource {
   relations?: Relation[];
   /** The column naming the user who owns a row (tokens): others see only their own. */
   ownerColumn?: SQLWrapper;
+  /**
+   * A further limit on what a non-superuser may see or touch, whatever their permissions
+   * (the change log shows only changes to types the caller may view).
+   */
+  scope?(user: AuthUser): SQL | undefined;
+  /** Hides what the caller may not view inside records beyond `relations` (change snapshots). */
+  hideNested?(ctx: ReadContext, auth: AuthState, records: ApiRecord[]): Promise<ApiRecord[]>;
 }
 
 export interface Relation {
