@@ -75,6 +75,10 @@ const EnvSchema = v.object({
   CORS_ORIGINS: v.optional(v.string(), ""),
 });
 
+  LOGIN_FAILURES_PER_USERNAME: v.optional(intString(1, 1_000_000), "10"),
+  LOGIN_FAILURES_PER_ADDRESS: v.optional(intString(1, 1_000_000), "30"),
+  LOGIN_FAILURE_WINDOW_SECONDS: v.optional(intString(1, 7 * 24 * 3600), "900"),
+  TRUSTED_PROXY_HOPS: v.optional(intString(0, 10), "0"),
 export interface RedisSettings {
   url: string;
   token?: string;
@@ -102,6 +106,13 @@ export interface Config {
 }
 
 /** Raised when a setting is invalid; `message` is the one line to print. */
+  /**
+   * Token provisioning (`POST /api/users/tokens/provision/`): failed logins allowed per username
+   * and per client address within a window, counted on the cache (docs/decisions/0010-login.md).
+   */
+  login: { failuresPerUsername: number; failuresPerAddress: number; windowSeconds: number };
+  /** Proxies in front of the app whose X-Forwarded-For entries are believed; 0 = none. */
+  trustedProxyHops: number;
 export class ConfigError extends Error {
   constructor(
     readonly setting: string,
@@ -162,6 +173,8 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
 }
 
 /** `CORS_ORIGINS`: empty (no CORS), `*`, or a comma list of origins (`scheme://host[:port]`). */
+    login: { failuresPerUsername: e.LOGIN_FAILURES_PER_USERNAME, failuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS, windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS },
+    trustedProxyHops: e.TRUSTED_PROXY_HOPS,
 function parseCorsOrigins(raw: string): string[] | "*" {
   const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
   if (items.length === 1 && items[0] === "*") return "*";

@@ -2,7 +2,7 @@
 import { Hono } from "hono";
 import { eq } from "drizzle-orm";
 import { objectTypes as objectTypesTable, users } from "../db/schema";
-import { verifyPassword } from "./auth/passwords";
+import { clientAddress, LoginThrottle, verifyLogin } from "./auth/login";
 import { issuedKeys, groupModel, permissionModel, tokenModel, userModel } from "./auth/models";
 import { requirePermission } from "./auth/permissions";
 import type { HonoEnv } from "./context";
@@ -133,10 +133,16 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       throw new ValidationError({ non_field_errors: ["Provide username and password."] });
     }
     const services = c.var.services;
+    // 429 once this username or this client has failed too often; unknown users and wrong
+    // passwords cost the same hash and count the same (src/core/auth/login.ts).
+    const throttle = await LoginThrottle.for(services, username, clientAddress(c, services.config));
+    await throttle.begin();
     const [user] = await services.db.orm.select().from(users).where(eq(users.username, username)).limit(1);
-    if (!user || !user.isActive || !(await verifyPassword(password, user.passwordHash))) {
+    const valid = await verifyLogin(services, password, user?.passwordHash);
+    if (!user || !user.isActive || !valid) {
       throw ApiError.detail(403, "Invalid username/password", "invalid_credentials");
     }
+    await throttle.succeeded();
     const r = tokenModel.resource;
     let key = "";
     const id = await inTransaction(c, r, async (ctx) => {
