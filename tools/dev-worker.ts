@@ -1,7 +1,8 @@
 /**
  * `npm run dev:worker`: the Worker locally in workerd via `wrangler dev`, with a Hrana server on a
  * local file (migrated) as its libSQL database and, when redis-server is on PATH, a Redis behind
- * the Upstash bridge. Everything listens on 127.0.0.1 only; Ctrl-C stops all of it.
+ * the Upstash bridge. Everything listens on 127.0.0.1 only; Ctrl-C stops all of it. The cron
+ * trigger runs every `--cron-interval` seconds (default 10), as production runs it every minute.
  */
 import { createClient } from "@libsql/client/web";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -28,8 +29,14 @@ const { values: args } = parseArgs({
     "inspector-port": { type: "string" },
     db: { type: "string", default: "data/worker-dev.db" },
     "no-redis": { type: "boolean", default: false },
+    "cron-interval": { type: "string", default: "10" },
   },
 });
+const cronIntervalSeconds = Number(args["cron-interval"]);
+if (!Number.isInteger(cronIntervalSeconds) || cronIntervalSeconds < 0 || cronIntervalSeconds > 3600) {
+  console.error("dev-worker: --cron-interval must be a whole number of seconds between 0 (off) and 3600");
+  process.exit(2);
+}
 const port = Number(args.port);
 if (!Number.isInteger(port) || port < 1 || port > 65535) {
   console.error("dev-worker: --port must be a whole number between 1 and 65535");
@@ -100,11 +107,37 @@ async function waitUntilServing(url: string): Promise<void> {
     if (res) {
       const body = await res.text();
       if (res.status < 500) return;
-      if (body.includes('"startup_failed"')) throw new Error(`the Worker could not start: ${body}`);
+      if (body.includes('"startup_failed"') || body.includes('"database_unavailable"')) throw new Error(`the Worker could not start: ${body}`);
     }
     await Bun.sleep(250);
   }
   throw new Error(`wrangler dev did not answer ${url} within ${READY_TIMEOUT_MS} ms`);
+}
+
+let cronStopped = false;
+
+/**
+ * Production runs the cron trigger (wrangler.toml `[triggers]`) every minute; `wrangler dev` only
+ * runs it when asked at `/cdn-cgi/handler/scheduled`. This asks every `--cron-interval` seconds,
+ * one run at a time, so queued jobs (webhooks, background applies) complete locally.
+ */
+async function runCronLoop(url: string, everyMs: number): Promise<void> {
+  let failedBefore = false;
+  while (!cronStopped && !stopping) {
+    await Bun.sleep(everyMs);
+    if (cronStopped || stopping) break;
+    try {
+      const res = await fetch(`${url}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}`, { signal: AbortSignal.timeout(120_000) });
+      await res.body?.cancel();
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      if (failedBefore) log("cron trigger runs again");
+      failedBefore = false;
+    } catch (e) {
+      // Once per outage, not every interval.
+      if (!failedBefore && !stopping) console.error(`[dev-worker] cron trigger failed: ${(e as Error).message}; retrying every ${everyMs / 1000} s`);
+      failedBefore = true;
+    }
+  }
 }
 
 async function main(): Promise<void> {
@@ -164,6 +197,11 @@ async function main(): Promise<void> {
   await waitUntilServing(`${url}/api/status/`);
   log(`ready: ${url}/api/  (Authorization: Token ${apiToken})`);
   log(`health: ${url}/plugins/host_healthcheck_plugin/healthcheck/?format=json`);
+  if (cronIntervalSeconds > 0) {
+    cleanups.push(() => (cronStopped = true));
+    void runCronLoop(url, cronIntervalSeconds * 1000);
+    log(`cron trigger every ${cronIntervalSeconds} s (the job queue drains locally; --cron-interval 0 turns it off)`);
+  }
   log("Ctrl-C stops wrangler, Redis and the database server");
 }
 
