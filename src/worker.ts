@@ -14,6 +14,7 @@ import { createRedactor } from "./services/redact";
 import { createUpstashRedis } from "./services/redis";
 import type { RedisClient } from "./services/redis-types";
 import { drainQueue } from "./services/tasks/worker";
+import { beat } from "./services/tasks/heartbeat";
 
 /** The bindings this Worker reads: the KV namespace `CACHE` plus the §3 settings as strings. */
 export interface WorkerEnv {
@@ -135,6 +136,7 @@ export function createWorker(): {
         return;
       }
       if (!queue) return;
+      ctx.waitUntil(beat(queue, "workerd"));
       ctx.waitUntil(
         drainQueue(queue, { budgetMs: CRON_BUDGET_MS }).then(
           (ran) => logger.info("cron drained the job queue", { ran }),

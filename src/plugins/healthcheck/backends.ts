@@ -37,6 +37,24 @@ export class ServiceWarning extends HealthCheckException {
 }
 
 /**
+ * A figure past its warning threshold (a slow check, a queue backlog): shown as `warning`, and
+ * never fails the endpoint (HTTP 200, overall `degraded`), whatever `warnings_as_errors` says.
+ */
+export class ThresholdWarning extends ServiceWarning {}
+
+/** A figure a check measured: in health+json an observed value, in OpenMetrics a gauge. */
+export interface Observation {
+  /** `[a-z][a-z0-9_]*`, e.g. `queue_depth`; also the metric name's tail. */
+  name: string;
+  /** A number, a short string (e.g. the database driver) or null (not known, e.g. never seen). */
+  value: number | string | null;
+  /** `ms`, `s` or a count's unit (`jobs`); none for strings. */
+  unit?: string;
+}
+
+const OBSERVATION_NAME = /^[a-z][a-z0-9_]*$/;
+
+/**
  * Base class of every health check. The runner builds one instance per run, so state does not
  * leak between runs.
  * @example
@@ -55,6 +73,8 @@ export abstract class BaseHealthCheckBackend {
   readonly errors: HealthCheckException[] = [];
   /** Underlying causes passed to `addError`, for the log (never shown on the page). */
   readonly causes: unknown[] = [];
+  /** Figures measured in this run (`observe`). */
+  readonly observations: Observation[] = [];
 
   constructor(protected readonly services: Services) {}
 
@@ -77,6 +97,15 @@ export abstract class BaseHealthCheckBackend {
     else failure = new HealthCheckException(error instanceof Error ? error.message || error.name : String(error), { cause: error });
     this.errors.push(failure);
     if (cause !== undefined) this.causes.push(cause);
+  }
+
+  /**
+   * Records a measured figure (shown in health+json and OpenMetrics, never in the plain JSON).
+   * @example this.observe("queue_depth", 12, "jobs");
+   */
+  observe(name: string, value: number | string | null, unit?: string): void {
+    if (!OBSERVATION_NAME.test(name)) throw new Error(`observation names are [a-z][a-z0-9_]*, not ${JSON.stringify(name)}`);
+    this.observations.push(unit === undefined ? { name, value } : { name, value, unit });
   }
 
   /** `"working"`, or each failure as `"<kind>: <message>"` joined with `"; "`. */

@@ -17,8 +17,10 @@ export {
   ServiceReturnedUnexpectedResult,
   ServiceUnavailable,
   ServiceWarning,
+  ThresholdWarning,
   messageOf,
   type HealthCheckErrorKind,
+  type Observation,
 } from "./backends";
 
 const VERSION = "0.1.0";

@@ -52,6 +52,16 @@ export function toHealthJson(report: HealthReport, version: string, showDetails 
             time: r.time,
             ...(r.status === "working" ? {} : { output: r.status }),
           },
+          // What the check measured, one entry each after the timing (named by measurementName).
+          ...r.observations.map((o) => ({
+            componentId: r.path,
+            componentType: "component",
+            measurementName: o.name,
+            status: checkHealthStatus(r),
+            observedValue: o.value,
+            ...(o.unit ? { observedUnit: o.unit } : {}),
+            time: r.time,
+          })),
         ],
       ]),
     ),
@@ -97,6 +107,7 @@ export function HealthPage(props: { report: HealthReport; showDetails: boolean }
               <th>Status</th>
               <th>Critical</th>
               <th>Time taken</th>
+              <th>Observed</th>
             </tr>
           </thead>
           <tbody>
@@ -106,6 +117,7 @@ export function HealthPage(props: { report: HealthReport; showDetails: boolean }
                 <td class={statusClass(r)}>{r.status}</td>
                 <td>{r.critical ? "yes" : "no"}</td>
                 <td class="num">{roundMs(r.durationMs).toFixed(2)} ms</td>
+                <td>{r.observations.map((o) => `${o.name}: ${o.value ?? "none"}${o.unit ? ` ${o.unit}` : ""}`).join(", ")}</td>
               </tr>
             ))}
           </tbody>

@@ -5,7 +5,7 @@
  */
 import type { Services } from "../../core/context";
 import type { Redactor } from "../../services/redact";
-import { BaseHealthCheckBackend, HealthCheckException, ServiceUnavailable } from "./backends";
+import { BaseHealthCheckBackend, HealthCheckException, ServiceUnavailable, ThresholdWarning, type Observation } from "./backends";
 import type { SelectedCheck } from "./settings";
 
 /** The outcome of one check. */
@@ -23,6 +23,8 @@ export interface CheckResult {
   time: string;
   /** When the check finished (epoch ms), for the age of a shared result. */
   finishedAt: number;
+  /** Figures the check measured (string values redacted). */
+  observations: Observation[];
 }
 
 /** The outcome of one run. */
@@ -50,6 +52,7 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
   let check: BaseHealthCheckBackend | null = null;
   let errors: HealthCheckException[];
   let causes: unknown[] = [];
+  let observations: Observation[] = [];
   try {
     const instance = new selected.check(services);
     check = instance;
@@ -69,6 +72,7 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
     // A timed-out check may still finish later; its instance is dropped with whatever it reports.
     errors = outcome === TIMED_OUT ? [new ServiceUnavailable(`timeout after ${options.timeoutMs} ms`)] : [...instance.errors];
     causes = outcome === TIMED_OUT ? [] : [...instance.causes];
+    observations = outcome === TIMED_OUT ? [] : instance.observations.map((o) => (typeof o.value === "string" ? { ...o, value: options.redact(o.value) } : o));
   } catch (e) {
     // The constructor itself failed.
     const failure = new HealthCheckException(e instanceof Error ? e.message || e.name : String(e));
@@ -87,7 +91,9 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
   }
   const status = errors.length === 0 ? "working" : options.redact(errors.map((e) => e.toString()).join("; "));
   const warningOnly = errors.length > 0 && errors.every((e) => e.kind === "warning");
-  const passed = errors.length === 0 || (warningOnly && !options.warningsAsErrors);
+  // Threshold warnings (slow, backlog) never fail the endpoint; other warnings per the setting.
+  const advisoryOnly = errors.every((e) => e instanceof ThresholdWarning);
+  const passed = errors.length === 0 || (warningOnly && (advisoryOnly || !options.warningsAsErrors));
   if (errors.length > 0) {
     services.logger.warn("health check failed", {
       check: identifier,
@@ -96,7 +102,7 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
       ...(causes.length ? { cause: options.redact(causes.map((c) => (c instanceof Error ? c.message : String(c))).join("; ")) } : {}),
     });
   }
-  return { path: selected.path, identifier, critical, status, passed, warningOnly, durationMs, time, finishedAt: Date.now() };
+  return { path: selected.path, identifier, critical, status, passed, warningOnly, durationMs, time, finishedAt: Date.now(), observations };
 }
 
 /** Turns results into a report. */

@@ -16,6 +16,18 @@ export interface SelectedCheck {
   identifier: string;
 }
 
+/** Thresholds of the tasks check's queue figures (`queue` setting). */
+export interface QueueThresholds {
+  /** More messages waiting on Redis than this is a problem. */
+  maxDepth: number;
+  /** The oldest pending job waiting longer than this is a problem. */
+  maxPendingAgeSeconds: number;
+  /** No worker heartbeat for this long (or never, while jobs wait) is a problem. */
+  workerStaleSeconds: number;
+  /** A problem reads `warning` (HTTP 200) or fails the check. */
+  onProblem: "warning" | "fail";
+}
+
 /** The plugin's settings after validation. */
 export interface HealthcheckSettings {
   checks: SelectedCheck[];
@@ -26,6 +38,7 @@ export interface HealthcheckSettings {
   cacheSeconds: number;
   /** Who sees each check and its message: everyone, API-token holders, or nobody. */
   details: "always" | "authenticated" | "never";
+  queue: QueueThresholds;
   /** Named subsets of `checks` (`/healthcheck/<group>/`), in `checks` order. */
   groups: Map<string, SelectedCheck[]>;
 }
@@ -35,7 +48,29 @@ const MAX_TIMEOUT_MS = 60_000;
 const MAX_CACHE_SECONDS = 3_600;
 const GROUP_NAME = /^[a-z0-9]+([_-][a-z0-9]+)*$/;
 const isPlainObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
-const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details", "cache_seconds"];
+const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details", "cache_seconds", "queue"];
+
+const seconds = (min: number, fallback: number) =>
+  v.optional(v.pipe(v.number("must be a number of seconds"), v.minValue(min, `must be at least ${min}`), v.maxValue(30 * 86_400, "must be at most 2592000 (30 days)")), fallback);
+
+const QueueSchema = v.strictObject(
+  {
+    max_depth: v.optional(v.pipe(v.number("must be a number of jobs"), v.integer("must be a whole number of jobs"), v.minValue(1, "must be at least 1")), 1_000),
+    max_pending_age_seconds: seconds(1, 300),
+    // The Bun loops beat every 5 s; the Workers cron runs every minute.
+    worker_stale_seconds: seconds(10, 180),
+    on_problem: v.optional(v.picklist(["warning", "fail"], "must be warning or fail"), "warning"),
+  },
+  "must be an object (max_depth, max_pending_age_seconds, worker_stale_seconds, on_problem)",
+);
+
+/** The `queue` thresholds from the plugin's raw settings (validated at start-up; defaults otherwise). */
+export function queueThresholdsOf(services: Services): QueueThresholds {
+  const raw = (services.config.pluginsConfig[PLUGIN_NAME] as { queue?: unknown } | undefined)?.queue;
+  const parsed = v.safeParse(QueueSchema, raw ?? {});
+  const q = parsed.success ? parsed.output : v.parse(QueueSchema, {});
+  return { maxDepth: q.max_depth, maxPendingAgeSeconds: q.max_pending_age_seconds, workerStaleSeconds: q.worker_stale_seconds, onProblem: q.on_problem };
+}
 
 const SettingsSchema = v.strictObject(
   {
@@ -60,6 +95,7 @@ const SettingsSchema = v.strictObject(
       v.pipe(v.number("must be a number of seconds"), v.minValue(0, "must be at least 0"), v.maxValue(MAX_CACHE_SECONDS, `must be at most ${MAX_CACHE_SECONDS}`)),
       0,
     ),
+    queue: v.optional(QueueSchema),
     details: v.optional(v.picklist(["always", "authenticated", "never"], "must be one of always, authenticated, never"), "always"),
     groups: v.optional(
       v.pipe(
@@ -104,9 +140,12 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
   if (!parsed.success) {
     const issue = parsed.issues[0];
     const key = v.getDotPath(issue);
-    if (issue.type === "strict_object" && issue.path?.length) {
-      const unknownKey = issue.path[0]?.key;
-      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}: unknown key ${JSON.stringify(String(unknownKey))} (known: ${KNOWN_KEYS.join(", ")})`);
+    if (issue.type === "strict_object" && issue.expected === "never" && issue.path?.length) {
+      const unknownKey = issue.path.at(-1)?.key;
+      const inQueue = issue.path.length > 1;
+      const where = inQueue ? `${PLUGIN_NAME}.queue` : PLUGIN_NAME;
+      const known = inQueue ? Object.keys(QueueSchema.entries) : KNOWN_KEYS;
+      throw new ConfigError("PLUGINS_CONFIG", `${where}: unknown key ${JSON.stringify(String(unknownKey))} (known: ${known.join(", ")})`);
     }
     throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.${key ?? ""}: ${issue.message}`.replace(/\.:/, ":"));
   }
@@ -139,5 +178,5 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
     for (const id of ids) if (!byId.has(id)) throw unknownId(`groups.${name}`, id);
     groups.set(name, checks.filter((c) => ids.includes(c.identifier)));
   }
-  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, details: settings.details, cacheSeconds: settings.cache_seconds, groups };
+  return { checks, timeoutMs: settings.timeout_ms, loginRequired: settings.login_required, warningsAsErrors: settings.warnings_as_errors, details: settings.details, cacheSeconds: settings.cache_seconds, queue: queueThresholdsOf(services), groups };
 }

@@ -324,6 +324,20 @@ export class TaskQueue {
     return { ready, processing, dead, delayed };
   }
 
+  /**
+   * Figures for the health check: messages waiting (`ready`) and taken (`processing`) on Redis,
+   * and the pending jobs of record with the creation time of the oldest (ISO 8601, or null).
+   */
+  async stats(): Promise<{ ready: number; processing: number; pending: number; oldestPendingCreated: string | null }> {
+    const [ready, processing, rows] = await Promise.all([
+      this.redis.llen(this.keys.ready),
+      this.redis.llen(this.keys.processing),
+      this.db.client.execute("SELECT count(*) AS pending, min(created) AS oldest FROM jobs WHERE status = 'pending'"),
+    ]);
+    const row = rows.rows[0];
+    return { ready, processing, pending: Number(row?.pending ?? 0), oldestPendingCreated: row?.oldest == null ? null : String(row.oldest) };
+  }
+
   /** Dead-lettered messages, newest first. */
   async deadLetters(count = 100): Promise<Array<Record<string, unknown>>> {
     return (await this.redis.lrange(this.keys.dead, 0, count - 1)).map((raw) => JSON.parse(raw));

@@ -4,6 +4,7 @@
  */
 import type { Logger } from "../logger";
 import type { TaskQueue } from "./queue";
+import { beat } from "./heartbeat";
 
 export interface WorkerOptions {
   /** Jobs run at the same time; default 4 (webhooks wait on the network, not the CPU). */
@@ -65,6 +66,7 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
     while (!stopping) {
       try {
         await queue.maintain();
+        void beat(queue, "bun");
         succeeded();
         await pause(maintainEveryMs);
       } catch (e) {
