@@ -76,7 +76,7 @@ export function resolvePath(root: unknown, path: string): unknown {
     if (current === null || current === undefined) return undefined;
     if (Array.isArray(current)) {
       if (/^\d+$/.test(segment)) current = current[Number(segment)];
-      else current = current.flatMap((item) => (isObject(item) && segment in item ? [item[segment]] : []));
+      else current = current.flatMap((item) => (isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : []));
     } else if (isObject(current)) {
       current = Object.prototype.hasOwnProperty.call(current, segment) ? current[segment] : undefined;
     } else {
