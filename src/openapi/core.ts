@@ -110,6 +110,11 @@ export function describeCore(b: OpenApiBuilder, _services: Services) {
       "201": { description: "The token, with its key.", content: json(ref("TokenCreated")) },
       "400": { $ref: "#/components/responses/BadRequest" },
       "403": { description: "Invalid username/password.", content: json(ref("Error")) },
+      "429": {
+        description: "Too many failed logins for this username or client address (`error`: `rate_limited`); retry after `Retry-After` seconds.",
+        headers: { "Retry-After": { description: "Seconds until the failure window ends.", schema: { type: "integer", minimum: 1 } } },
+        content: json(ref("Error")),
+      },
     },
   });
 
