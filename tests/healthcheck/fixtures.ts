@@ -45,6 +45,21 @@ export class Sleepy extends BaseHealthCheckBackend {
   }
 }
 
+/** Observes a figure of each kind (count, ms, s, text with characters to escape, unknown). */
+export class Observing extends BaseHealthCheckBackend {
+  override identifier() {
+    return 'Observing "quoted"';
+  }
+  async checkStatus() {
+    counted("Observing");
+    this.observe("items", 5, "jobs");
+    this.observe("lag", 1500, "ms");
+    this.observe("age", 2.5, "s");
+    this.observe("mode", 'a "b" \\ c');
+    this.observe("never", null, "s");
+  }
+}
+
 export const fixturePlugin: HostPlugin = {
   name: "fixtures",
   version: "1.0.0",
@@ -54,6 +69,7 @@ export const fixturePlugin: HostPlugin = {
     "fixtures.Broken": Broken,
     "fixtures.Soft": Soft,
     "fixtures.Sleepy": Sleepy,
+    "fixtures.Observing": Observing,
   },
 };
 

@@ -104,7 +104,7 @@ export abstract class BaseHealthCheckBackend {
    * @example this.observe("queue_depth", 12, "jobs");
    */
   observe(name: string, value: number | string | null, unit?: string): void {
-    if (!OBSERVATION_NAME.test(name)) throw new Error(`observation names are [a-z][a-z0-9_]*, not ${JSON.stringify(name)}`);
+    if (!OBSERVATION_NAME.test(name) || name === "info") throw new Error(`observation names are [a-z][a-z0-9_]* (not "info"), not ${JSON.stringify(name)}`);
     this.observations.push(unit === undefined ? { name, value } : { name, value, unit });
   }
 

@@ -1,9 +1,14 @@
 /** Picks the representation of the health endpoint from `?format=` and the `Accept` header. */
 
 /** The representations the endpoint offers. */
-export type HealthFormat = "html" | "json" | "health+json";
+export type HealthFormat = "html" | "json" | "health+json" | "openmetrics";
 
-const MEDIA: Record<HealthFormat, string> = { html: "text/html", json: "application/json", "health+json": "application/health+json" };
+const MEDIA: Record<HealthFormat, string> = {
+  html: "text/html",
+  json: "application/json",
+  "health+json": "application/health+json",
+  openmetrics: "application/openmetrics-text",
+};
 
 /** What the 406 answer lists. */
 export const SUPPORTED_MEDIA_TYPES = Object.values(MEDIA);
@@ -40,12 +45,13 @@ function formatFor(range: MediaRange): HealthFormat | null {
   if (type === "application") {
     if (subtype === "json" || subtype === "*") return "json";
     if (subtype === "health+json") return "health+json";
+    if (subtype === "openmetrics-text") return "openmetrics";
   }
   return null;
 }
 
 /**
- * The format to answer with, or null for 406. `?format=json|html|health+json` wins; no Accept
+ * The format to answer with, or null for 406. `?format=json|html|health+json|openmetrics` wins; no Accept
  * header means a browser-ish client (HTML). Otherwise the acceptable range with the highest `q`
  * wins, ties going to the one listed first.
  * @example negotiateFormat("application/json, text/html;q=0.9", undefined) === "json"
@@ -53,7 +59,7 @@ function formatFor(range: MediaRange): HealthFormat | null {
 export function negotiateFormat(accept: string | undefined, format: string | undefined): HealthFormat | null {
   if (format !== undefined) {
     const f = format.trim().toLowerCase();
-    if (f === "json" || f === "html" || f === "health+json") return f;
+    if (f === "json" || f === "html" || f === "health+json" || f === "openmetrics") return f;
     return null;
   }
   if (accept === undefined || accept.trim() === "") return "html";

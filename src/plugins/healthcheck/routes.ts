@@ -8,6 +8,7 @@ import { authenticate } from "../../core/auth/middleware";
 import { tokenFromHeader } from "../../core/auth/tokens";
 import { ApiError } from "../../core/errors";
 import { createRedactor, secretsOf } from "../../services/redact";
+import { OPENMETRICS_CONTENT_TYPE, toOpenMetrics } from "./metrics";
 import { negotiateFormat, SUPPORTED_MEDIA_TYPES } from "./negotiate";
 import { overallStatus, renderHealthPage, toHealthJson, toJson } from "./render";
 import { CheckRunner, type HealthReport } from "./runner";
@@ -134,6 +135,9 @@ export function healthcheckRoutes(runner: HealthRunner): Hono<HonoEnv> {
       case "html":
         c.header("X-Content-Type-Options", "nosniff");
         return c.html(await renderHealthPage(report, showDetails), status);
+      case "openmetrics":
+        // Always 200: a scrape that fails loses every figure; `host_health_up` carries the verdict.
+        return c.body(toOpenMetrics(report, { showDetails, cached: runner.settings.cacheSeconds > 0 }), 200, { "Content-Type": OPENMETRICS_CONTENT_TYPE });
     }
   };
   router.get("/healthcheck", (c) => page(c, undefined));
