@@ -79,6 +79,10 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
     errors = [failure];
   }
   const durationMs = performance.now() - started;
+  // Slow but within the timeout: a warning that never fails the endpoint.
+  if (errors.length === 0 && selected.warnMs !== undefined && durationMs > selected.warnMs) {
+    errors = [new ThresholdWarning(`took ${Math.round(durationMs)} ms (warn_ms ${selected.warnMs})`)];
+  }
   let identifier = selected.path;
   let critical = true;
   if (check) {

@@ -14,6 +14,8 @@ export interface SelectedCheck {
   path: string;
   check: HealthCheckClass;
   identifier: string;
+  /** Slower than this (ms) reads `warning`; unset: no such warning. */
+  warnMs?: number;
 }
 
 /** Thresholds of the tasks check's queue figures (`queue` setting). */
@@ -48,7 +50,10 @@ const MAX_TIMEOUT_MS = 60_000;
 const MAX_CACHE_SECONDS = 3_600;
 const GROUP_NAME = /^[a-z0-9]+([_-][a-z0-9]+)*$/;
 const isPlainObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
-const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details", "cache_seconds", "queue"];
+const KNOWN_KEYS = ["checks", "timeout_ms", "login_required", "warnings_as_errors", "groups", "details", "cache_seconds", "queue", "warn_ms"];
+
+const WARN_MS_SHAPE = "must be a number of milliseconds, or an object mapping check identifiers to one";
+const WarnMs = v.pipe(v.number("must be a number of milliseconds"), v.integer("must be a whole number of milliseconds"), v.minValue(1, "must be at least 1"));
 
 const seconds = (min: number, fallback: number) =>
   v.optional(v.pipe(v.number("must be a number of seconds"), v.minValue(min, `must be at least ${min}`), v.maxValue(30 * 86_400, "must be at most 2592000 (30 days)")), fallback);
@@ -96,6 +101,15 @@ const SettingsSchema = v.strictObject(
       0,
     ),
     queue: v.optional(QueueSchema),
+    warn_ms: v.optional(
+      v.union(
+        [
+          WarnMs,
+          v.pipe(v.unknown(), v.check(isPlainObject, WARN_MS_SHAPE), v.record(v.string(), WarnMs, WARN_MS_SHAPE)),
+        ],
+        WARN_MS_SHAPE,
+      ),
+    ),
     details: v.optional(v.picklist(["always", "authenticated", "never"], "must be one of always, authenticated, never"), "always"),
     groups: v.optional(
       v.pipe(
@@ -173,6 +187,19 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
   }
   const unknownId = (where: string, id: string) =>
     new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.${where}: unknown check identifier "${id}" (checks: ${[...byId.keys()].join(", ")})`);
+  // warn_ms: one number for every check, or per identifier; each below the timeout.
+  const warnFor = new Map<string, number>();
+  if (typeof settings.warn_ms === "number") for (const id of byId.keys()) warnFor.set(id, settings.warn_ms);
+  else for (const [id, ms] of Object.entries(settings.warn_ms ?? {})) {
+    if (!byId.has(id)) throw unknownId("warn_ms", id);
+    warnFor.set(id, ms);
+  }
+  for (const [id, ms] of warnFor) {
+    if (ms >= settings.timeout_ms) {
+      throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.warn_ms: ${ms} for "${id}" must be below timeout_ms (${settings.timeout_ms}), or the check times out before it warns`);
+    }
+    byId.get(id)!.warnMs = ms;
+  }
   const groups = new Map<string, SelectedCheck[]>();
   for (const [name, ids] of Object.entries(settings.groups)) {
     for (const id of ids) if (!byId.has(id)) throw unknownId(`groups.${name}`, id);
