@@ -1,4 +1,8 @@
-/** `health_check.Database`: the libSQL database answers `SELECT 1` (reachable, authenticated, working). */
+/**
+ * `health_check.Database`: the libSQL database answers `SELECT 1` (reachable, authenticated,
+ * working). It observes the driver (`file`: a local file through the native libSQL library;
+ * `libsql`: a libSQL server over HTTP) and the `SELECT 1` round trip as `latency`.
+ */
 import { BaseHealthCheckBackend, messageOf, ServiceReturnedUnexpectedResult, ServiceUnavailable } from "../backends";
 
 export class DatabaseHealthCheck extends BaseHealthCheckBackend {
@@ -7,9 +11,13 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
   }
 
   async checkStatus(): Promise<void> {
+    const db = this.services.db;
+    this.observe("driver", db.kind === "local" ? "file" : "libsql");
     let value: unknown;
     try {
-      const result = await this.services.db.client.execute("SELECT 1 AS ok");
+      const started = performance.now();
+      const result = await db.client.execute("SELECT 1 AS ok");
+      this.observe("latency", Math.round((performance.now() - started) * 1000) / 1000, "ms");
       value = result.rows[0]?.[0];
     } catch (e) {
       this.addError(new ServiceUnavailable(`SELECT 1 failed: ${messageOf(e)}`), e);

@@ -1,0 +1,54 @@
+/**
+ * The Database check names its driver (`file`, or `libsql` over HTTP) and the `SELECT 1`
+ * latency as observed values (health+json, OpenMetrics); the plain JSON keeps its shape.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startHranaServer } from "../../tools/hrana-server";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { HEALTH, healthConfig, healthJson } from "./helpers";
+
+const open: Array<() => Promise<unknown>> = [];
+afterAll(async () => {
+  for (const close of open.reverse()) await close();
+});
+
+async function databaseEntries(t: TestApp) {
+  const hj = await (await t.req("GET", `${HEALTH}?format=health%2Bjson`, { token: null })).json();
+  return hj.checks.Database as Array<Record<string, unknown>>;
+}
+
+const settings = healthConfig({ checks: ["health_check.Database"] });
+
+describe("Database check", () => {
+  test("a local file: driver file, latency in ms; plain JSON unchanged", async () => {
+    const t = await makeTestApp({ PLUGINS_CONFIG: settings });
+    open.push(() => t.close());
+    expect((await healthJson(t)).body).toEqual({ status: "working", checks: { Database: "working" } });
+    const [timing, driver, latency] = await databaseEntries(t);
+    expect(timing).toMatchObject({ componentId: "health_check.Database", observedUnit: "ms", status: "pass" });
+    expect(driver).toMatchObject({ componentId: "health_check.Database", measurementName: "driver", observedValue: "file", status: "pass" });
+    expect(latency).toMatchObject({ measurementName: "latency", observedUnit: "ms", status: "pass" });
+    expect(latency!.observedValue as number).toBeGreaterThanOrEqual(0);
+    expect(latency!.observedValue as number).toBeLessThan(1000);
+    const metrics = await (await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })).text();
+    expect(metrics).toContain('host_health_observed_info{check="Database",driver="file"} 1');
+    expect(metrics).toMatch(/host_health_observed_latency_seconds\{check="Database"\} \d/);
+  });
+
+  test("a libSQL server over HTTP: driver libsql", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-health-db-"));
+    open.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const hrana = await startHranaServer({ path: join(dir, "remote.db") });
+    open.push(() => hrana.stop());
+    const t = await makeTestApp({ DATABASE_URL: hrana.url, PLUGINS_CONFIG: settings });
+    open.push(() => t.close());
+    expect(t.deps.db.kind).toBe("remote");
+    const entries = await databaseEntries(t);
+    expect(entries.find((e) => e.measurementName === "driver")!.observedValue).toBe("libsql");
+    expect(entries.find((e) => e.measurementName === "latency")!.observedValue as number).toBeGreaterThan(0);
+    expect(await (await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })).text()).toContain('driver="libsql"');
+  });
+});
