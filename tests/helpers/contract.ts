@@ -3,6 +3,7 @@
  * the app: the Bun app in process and the Worker in workerd. Each target brings a driver.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
 
 /** Options of one request. `token: null` sends no Authorization header. */
 export interface ContractRequestOptions {
@@ -25,10 +26,18 @@ export interface ContractTarget {
   request(method: string, path: string, opts?: ContractRequestOptions): Promise<Response>;
   /** Creates a superuser named `username` (outside HTTP) and returns a token for it. */
   superuserToken(username: string): Promise<string>;
+  /**
+   * A task worker beats once, as the runtime's own worker does (Bun: the worker loop; workerd: a
+   * cron run). The target's health settings are {@link CONTRACT_HEALTH_SETTINGS}.
+   */
+  workerTick(): Promise<void>;
   /** Present when `REDIS_CACHING_URL` and `REDIS_TASKS_URL` point at a real Redis; `stop` takes it away. */
   redis?: { token: string; stop(): Promise<void> };
   close(): Promise<void>;
 }
+
+/** `PLUGINS_CONFIG.host_healthcheck_plugin` every target starts with. */
+export const CONTRACT_HEALTH_SETTINGS = { groups: { core: ["Database"], redis: ["HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"] } };
 
 /** The `RequestInit` of a contract request (shared by every driver, so they send the same bytes). */
 export function requestInit(method: string, opts: ContractRequestOptions = {}): RequestInit {
@@ -468,6 +477,48 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(res.headers.get("content-type")).toStartWith("text/html");
         const html = await res.text();
         for (const id of ["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]) expect(html).toContain(id);
+      });
+
+      test("groups and ?exclude= run only the chosen checks; an unknown group is 404", async () => {
+        const core = await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/core/?format=json", { token: null });
+        expect(core.status).toBe(200);
+        expect(core.body).toEqual({ status: "working", checks: { Database: "working" } });
+        const redis = await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/redis/?format=json&exclude=HostRedisTasksHealthCheck", { token: null });
+        expect(redis.body).toEqual({ status: "working", checks: { HostRedisCacheHealthCheck: "working" } });
+        expect((await json("GET", `${path}&exclude=Nope`, { token: null })).status).toBe(400);
+        expect((await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/nope/?format=json", { token: null })).status).toBe(404);
+        expect((await json("GET", "/readyz?exclude=CacheBackend", { token: null })).body).toEqual({ status: "ready" });
+      });
+
+      test("health+json observes the database driver and latency; a worker's beat shows in the queue figures", async () => {
+        await t.workerTick();
+        const r = await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/?format=health%2Bjson", { token: null });
+        expect(r.status).toBe(200);
+        const values = (id: string) =>
+          Object.fromEntries((r.body.checks[id] as Array<{ measurementName?: string; observedValue: unknown }>).filter((e) => e.measurementName).map((e) => [e.measurementName, e.observedValue]));
+        const db = values("Database");
+        expect(db.driver).toBe(t.runtime === "workerd" ? "libsql" : "file");
+        expect(db.latency as number).toBeGreaterThanOrEqual(0);
+        const queue = values("HostRedisTasksHealthCheck");
+        expect(queue).toMatchObject({ queue_depth: expect.any(Number), pending_jobs: expect.any(Number), worker_runtime: t.runtime });
+        expect(queue.worker_heartbeat_age as number).toBeLessThan(30);
+      });
+
+      test("OpenMetrics parses with a Prometheus text parser: up, per check up and duration, queue figures", async () => {
+        const res = await req("GET", "/plugins/host_healthcheck_plugin/healthcheck/", { token: null, headers: { accept: "application/openmetrics-text; version=1.0.0" } });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("content-type")).toStartWith("application/openmetrics-text");
+        const text = await res.text();
+        expect(text.endsWith("# EOF\n")).toBe(true);
+        const families = parsePrometheusTextFormat(text);
+        const value = (name: string, check?: string) => families.find((f) => f.name === name)?.metrics.find((m) => !check || m.labels?.check === check)?.value;
+        expect(value("host_health_up")).toBe("1");
+        for (const id of ["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]) {
+          expect(value("host_health_check_up", id)).toBe("1");
+          expect(Number(value("host_health_check_duration_seconds", id))).toBeGreaterThanOrEqual(0);
+        }
+        expect(Number(value("host_health_observed_queue_depth", "HostRedisTasksHealthCheck"))).toBeGreaterThanOrEqual(0);
+        expect(Number(value("host_health_observed_worker_heartbeat_age_seconds", "HostRedisTasksHealthCheck"))).toBeGreaterThanOrEqual(0);
       });
 
       // Last in the suite: it takes Redis away.

@@ -1,6 +1,9 @@
 /** The shared HTTP contract against the Bun app in process (`makeTestApp`), Redis through the Upstash bridge. */
 import { setDefaultTimeout } from "bun:test";
-import { contractSuite, requestInit } from "../helpers/contract";
+import { servicesOf } from "../../src/app";
+import { lastHeartbeat } from "../../src/services/tasks/heartbeat";
+import { startWorker } from "../../src/services/tasks/worker";
+import { CONTRACT_HEALTH_SETTINGS, contractSuite, requestInit } from "../helpers/contract";
 import { BASE, makeTestApp } from "../helpers/app";
 import { startRedisStack } from "../helpers/redis-bridge";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
@@ -20,7 +23,7 @@ contractSuite("bun (in process)", async () => {
     const caching = createUpstashRedis({ url, token }, { timeoutMs: 2_000 });
     const tasks = createUpstashRedis({ url, token }, { timeoutMs: 2_000 });
     const t = await makeTestApp(
-      { MAX_BODY_BYTES: String(MAX_BODY_BYTES), REDIS_CACHING_URL: url, REDIS_CACHING_TOKEN: token, REDIS_TASKS_URL: url, REDIS_TASKS_TOKEN: token },
+      { MAX_BODY_BYTES: String(MAX_BODY_BYTES), REDIS_CACHING_URL: url, REDIS_CACHING_TOKEN: token, REDIS_TASKS_URL: url, REDIS_TASKS_TOKEN: token, PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: CONTRACT_HEALTH_SETTINGS }) },
       { redis: { caching, tasks }, cache: createCache("redis", { redis: caching }) },
     );
     return {
@@ -31,6 +34,17 @@ contractSuite("bun (in process)", async () => {
       async superuserToken(username) {
         await createUser(t.deps.db.orm, { username, isSuperuser: true });
         return (await issueToken(t.deps.db.orm, { username })).key;
+      },
+      async workerTick() {
+        // The worker loop `npm start` / `npm run worker` runs, until it has beaten once.
+        const queue = servicesOf(t.app).tasks!;
+        const worker = startWorker(queue, { idleMs: 20, maintainEveryMs: 50 });
+        try {
+          const deadline = Date.now() + 5_000;
+          while (!(await lastHeartbeat(queue)) && Date.now() < deadline) await Bun.sleep(25);
+        } finally {
+          await worker.stop(2_000);
+        }
       },
       redis: { token, stop: () => stack.stop() },
       async close() {

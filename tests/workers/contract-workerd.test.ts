@@ -3,7 +3,7 @@
  * server (libSQL over HTTP), Workers KV and Redis through the Upstash bridge, all on loopback.
  */
 import { setDefaultTimeout } from "bun:test";
-import { contractSuite, requestInit } from "../helpers/contract";
+import { CONTRACT_HEALTH_SETTINGS, contractSuite, requestInit } from "../helpers/contract";
 import { startRedisStack } from "../helpers/redis-bridge";
 import { startRemoteDatabase, startWorker } from "../helpers/worker";
 
@@ -30,6 +30,7 @@ contractSuite("workerd (Miniflare)", async () => {
         REDIS_CACHING_TOKEN: token,
         REDIS_TASKS_URL: url,
         REDIS_TASKS_TOKEN: token,
+        PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: CONTRACT_HEALTH_SETTINGS }),
       },
     });
     return {
@@ -38,6 +39,11 @@ contractSuite("workerd (Miniflare)", async () => {
       maxBodyBytes: MAX_BODY_BYTES,
       request: (method, path, opts) => worker.fetch(path, requestInit(method, opts)),
       superuserToken: (username) => db.superuserToken(username),
+      async workerTick() {
+        // What the cron trigger does every minute in production.
+        const result = await (await worker.mf.getWorker("host")).scheduled({ cron: "* * * * *" });
+        if (result.outcome !== "ok") throw new Error(`cron run: ${result.outcome}`);
+      },
       redis: { token, stop: () => stack.stop() },
       async close() {
         await worker.stop();
