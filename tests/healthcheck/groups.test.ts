@@ -95,3 +95,17 @@ describe("?exclude=", () => {
     }
   });
 });
+
+describe("OpenAPI", () => {
+  test("the document describes the group path, the formats and exclude", async () => {
+    const t = await fixtureApp({ checks: CHECKS, groups: GROUPS, details: "authenticated" });
+    const doc = (await t.json("GET", "/api/schema/")).body;
+    const page = doc.paths["/plugins/host_healthcheck_plugin/healthcheck/"].get;
+    const group = doc.paths["/plugins/host_healthcheck_plugin/healthcheck/{group}/"].get;
+    expect(group.parameters.map((p: { name: string }) => p.name)).toEqual(["group", "format", "exclude"]);
+    expect(page.parameters.find((p: { name: string }) => p.name === "format").schema.enum).toEqual(["json", "html", "health+json", "openmetrics"]);
+    expect(Object.keys(page.responses["200"].content)).toContain("application/openmetrics-text");
+    expect(page.description).toContain("API token only");
+    expect(group.responses["404"]).toBeDefined();
+  });
+});
