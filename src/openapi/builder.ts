@@ -8,7 +8,7 @@ import type { Services } from "../core/context";
 import type { DefinedModel } from "../core/models/define";
 import { DEFAULT_LOOKUPS, type FilterSpec, type ListSpec } from "../core/rest/query";
 import { closedObject, ref, type JsonSchema, type ModelOpenApi } from "./json-schema";
-import { hostModelName, modelNames, modelSchemas, type ModelNames } from "./model-schemas";
+import { hostModelName, modelNames, modelSchemas, paginated, type ModelNames } from "./model-schemas";
 
 export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
 
@@ -243,7 +243,12 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
           operationId: id("list"),
           summary: `List ${d.verbose} objects`,
           parameters: [...LIST_PARAMETER_REFS, ...filterParameters(d.list)],
-          responses: { "200": ok(`A page of ${d.verbose} objects.`, ref(n.list)), ...errors("400", "403") },
+          responses: {
+            "200": ok(`A page of ${d.verbose} objects; with \`?brief\`, each result is the nested form (\`${n.brief}\`).`, {
+              anyOf: [ref(n.list), { ...paginated(n.brief), title: `${n.list} (brief)` }],
+            }),
+            ...errors("400", "403"),
+          },
         };
       case "post":
         return {
@@ -281,7 +286,7 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
         operationId: id("retrieve"),
         summary: `Get a ${d.verbose}`,
         parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
-        responses: { "200": ok(`The ${d.verbose}.`, ref(n.record)), ...errors("403", "404") },
+        responses: { "200": ok(`The ${d.verbose}; with \`?brief\`, its nested form.`, { anyOf: [ref(n.record), ref(n.brief)] }), ...errors("403", "404") },
       };
     case "put":
     case "patch":

@@ -2,30 +2,43 @@
  * Builds the OpenAPI 3.1 document of one app. The static part comes from code; plugins add a
  * run-time part (one set of paths per custom object type). Documents are cached per app and
  * keyed by the plugins' fingerprints, so a schema apply or field change shows up on the very
- * next request while unchanged state costs one cheap query per plugin.
+ * next request while unchanged state costs one cheap query per plugin. Callers who may not view
+ * some custom object types get a filtered copy, cached per set of hidden types.
  */
-import { stringify } from "yaml";
 import type { Services } from "../core/context";
 import { HOST_VERSION } from "../core/routes";
 import { LIST_PARAMETERS, OpenApiBuilder } from "./builder";
 import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
 import { describeCore, describeDocs } from "./core";
 import { SHARED_SCHEMAS } from "./model-schemas";
+import { typeSlugsOf, withoutTypes } from "./visibility";
+import { toYaml } from "./yaml";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
 export type RouteTable = () => ReadonlyArray<{ method: string; path: string }>;
 
 export type OpenApiDocument = Record<string, unknown> & { paths: Record<string, Record<string, Record<string, unknown>>> };
 
-interface Cached {
-  key: string;
+/** One form of the document (all types, or without those a caller may not view) and its serialisations. */
+interface Variant {
   doc: OpenApiDocument;
-  /** Serialised forms by format and origin (YAML takes a while for a big document). */
+  /** Serialised forms by format and origin. */
   texts: Map<string, string>;
 }
+
+interface Cached {
+  key: string;
+  full: Variant;
+  /** Slugs of the custom object types the full document describes. */
+  slugs: string[];
+  /** Filtered forms keyed by the sorted hidden slugs. */
+  variants: Map<string, Variant>;
+}
 const cache = new WeakMap<Services, Cached>();
-/** Origins come from the Host header: keep only a few serialisations. */
+/** Origins come from the Host header: keep only a few serialisations per variant. */
 const MAX_TEXTS = 8;
+/** Distinct visibility sets kept per schema version (one per permission profile in practice). */
+const MAX_VARIANTS = 32;
 
 /** The fingerprints of everything run-time the document depends on. */
 async function fingerprint(services: Services): Promise<string> {
@@ -37,27 +50,45 @@ async function current(services: Services, routes: RouteTable): Promise<Cached> 
   const key = await fingerprint(services);
   let entry = cache.get(services);
   if (!entry || entry.key !== key) {
-    entry = { key, doc: await buildDocument(services, routes), texts: new Map() };
+    const doc = await buildDocument(services, routes);
+    entry = { key, full: { doc, texts: new Map() }, slugs: typeSlugsOf(doc), variants: new Map() };
     cache.set(services, entry);
   }
   return entry;
 }
 
+/** Says whether the caller may view the custom object type `slug`; absent: every type is shown. */
+export type TypeVisibility = (slug: string) => boolean;
+
+async function variant(services: Services, routes: RouteTable, canView?: TypeVisibility): Promise<Variant> {
+  const entry = await current(services, routes);
+  const hidden = canView ? entry.slugs.filter((slug) => !canView(slug)) : [];
+  if (!hidden.length) return entry.full;
+  const key = hidden.sort().join(",");
+  let found = entry.variants.get(key);
+  if (!found) {
+    found = { doc: withoutTypes(entry.full.doc, new Set(hidden)), texts: new Map() };
+    if (entry.variants.size >= MAX_VARIANTS) entry.variants.clear();
+    entry.variants.set(key, found);
+  }
+  return found;
+}
+
 const withServer = (doc: OpenApiDocument, baseUrl: string): OpenApiDocument => ({ ...doc, servers: [{ url: baseUrl, description: "This server" }] });
 
 /** The document for `services` (cached while the fingerprints hold), with `servers` set to `baseUrl`. */
-export async function openApiDocument(services: Services, routes: RouteTable, baseUrl: string): Promise<OpenApiDocument> {
-  return withServer((await current(services, routes)).doc, baseUrl);
+export async function openApiDocument(services: Services, routes: RouteTable, baseUrl: string, canView?: TypeVisibility): Promise<OpenApiDocument> {
+  return withServer((await variant(services, routes, canView)).doc, baseUrl);
 }
 
 /** The document serialised as JSON or YAML, cached like the document. */
-export async function openApiText(services: Services, routes: RouteTable, baseUrl: string, format: "json" | "yaml"): Promise<string> {
-  const entry = await current(services, routes);
+export async function openApiText(services: Services, routes: RouteTable, baseUrl: string, format: "json" | "yaml", canView?: TypeVisibility): Promise<string> {
+  const entry = await variant(services, routes, canView);
   const textKey = `${format} ${baseUrl}`;
   let text = entry.texts.get(textKey);
   if (text === undefined) {
     const doc = withServer(entry.doc, baseUrl);
-    text = format === "yaml" ? stringify(doc, { aliasDuplicateObjects: false, lineWidth: 0 }) : JSON.stringify(doc);
+    text = format === "yaml" ? toYaml(doc) : JSON.stringify(doc);
     if (entry.texts.size >= MAX_TEXTS) entry.texts.clear();
     entry.texts.set(textKey, text);
   }

@@ -7,6 +7,7 @@ import { Hono } from "hono";
 import type { HonoEnv } from "../core/context";
 import { ApiError, notFound } from "../core/errors";
 import { baseUrlOf } from "../core/http";
+import { hasPermission } from "../core/auth/permissions";
 import { DOCS_CSP, DOCS_HTML, docsAsset, docsAvailable } from "./docs-page";
 import { openApiText, type RouteTable } from "./generate";
 
@@ -30,7 +31,9 @@ export function openApiRoutes(routes: RouteTable): Hono<HonoEnv> {
 
   app.get("/schema", async (c) => {
     const yaml = wantsYaml(c.req.query("format"), c.req.header("accept"));
-    const text = await openApiText(c.var.services, routes, baseUrlOf(c), yaml ? "yaml" : "json");
+    // Types the caller may not view are left out entirely (§4: nothing they may not view is named).
+    const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
+    const text = await openApiText(c.var.services, routes, baseUrlOf(c), yaml ? "yaml" : "json", canView);
     c.header("Cache-Control", "no-cache");
     c.header("Vary", "Accept, Authorization");
     return c.body(text, 200, { "Content-Type": yaml ? "application/yaml; charset=utf-8" : "application/json" });

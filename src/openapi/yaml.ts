@@ -1,0 +1,80 @@
+/**
+ * A small YAML emitter for JSON data (the OpenAPI document): block mappings and sequences, plain
+ * scalars where YAML reads them back as the same string, JSON-quoted strings otherwise (a JSON
+ * string is a valid YAML double-quoted scalar). The `yaml` package took seconds on a document
+ * with a hundred types; this is a single pass.
+ */
+
+// Words YAML 1.1/1.2 readers turn into booleans or null.
+const RESERVED = /^(?:true|false|yes|no|on|off|y|n|null|~)$/i;
+// Safe as a plain scalar: starts with a letter, `/`, `_`, `$` or `#` is excluded; no `: ` or ` #`.
+const PLAIN = /^[A-Za-z_/$][\w./$(){}<>,+=@'*-]*(?: [\w./$(){}<>,+=@'*`-]+)*$/;
+const NUMBERISH = /^[-+.]?\d|^\.(?:inf|nan)$/i;
+
+// Dotted versions (`3.1.0`) read back as strings in YAML 1.1 and 1.2 alike.
+const VERSION = /^\d+(?:\.\d+){2,}$/;
+
+function scalar(s: string): string {
+  if (VERSION.test(s)) return s;
+  if (s.length && s.length < 200 && PLAIN.test(s) && !RESERVED.test(s) && !NUMBERISH.test(s) && !s.includes(": ") && !s.endsWith(":")) return s;
+  return JSON.stringify(s);
+}
+
+function key(k: string): string {
+  return scalar(k);
+}
+
+function emit(value: unknown, indent: string, out: string[]): void {
+  // Called for values placed after "key:" or "- "; writes the value and its line end.
+  if (value === null || value === undefined) return void out.push(" null\n");
+  switch (typeof value) {
+    case "string":
+      return void out.push(" ", scalar(value), "\n");
+    case "number":
+      return void out.push(" ", Number.isFinite(value) ? String(value) : "null", "\n");
+    case "boolean":
+      return void out.push(value ? " true\n" : " false\n");
+  }
+  if (Array.isArray(value)) {
+    if (!value.length) return void out.push(" []\n");
+    out.push("\n");
+    for (const item of value) {
+      out.push(indent, "-");
+      emitItem(item, indent + "  ", out);
+    }
+    return;
+  }
+  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+  if (!entries.length) return void out.push(" {}\n");
+  out.push("\n");
+  for (const [k, v] of entries) {
+    out.push(indent, key(k), ":");
+    emit(v, indent + "  ", out);
+  }
+}
+
+/** A sequence item: a mapping starts on the dash's line. */
+function emitItem(item: unknown, indent: string, out: string[]): void {
+  if (item && typeof item === "object" && !Array.isArray(item)) {
+    const entries = Object.entries(item as Record<string, unknown>).filter(([, v]) => v !== undefined);
+    if (entries.length) {
+      entries.forEach(([k, v], i) => {
+        out.push(i === 0 ? " " : indent, key(k), ":");
+        emit(v, indent + "  ", out);
+      });
+      return;
+    }
+  }
+  emit(item, indent, out);
+}
+
+/** YAML text of a JSON-compatible value whose top level is a mapping. */
+export function toYaml(doc: Record<string, unknown>): string {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(doc)) {
+    if (v === undefined) continue;
+    out.push(key(k), ":");
+    emit(v, "  ", out);
+  }
+  return out.join("");
+}
