@@ -29,6 +29,7 @@ import { webhookHandler } from "./core/events/webhook";
 import { TaskQueue, type TaskQueueOptions } from "./services/tasks/queue";
 import { accessLog } from "./core/access-log";
 import { corsFor } from "./core/cors";
+import { graphqlRoutes } from "./graphql/routes";
 
 export interface AppDeps {
   config: Config;
@@ -84,7 +85,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
     objectTypes: new ObjectTypeRegistry(db),
     models: new ModelRegistry(),
     deleteHooks: [dropTags, protectRuleActions],
-    tasks: deps.redis?.tasks ? new TaskQueue(db, deps.redis.tasks, logger, { ...config.tasks, ...deps.tasks }) : null,
+    tasks: deps.redis?.tasks
+      ? new TaskQueue(db, deps.redis.tasks, logger, { afterCommit: config.runtime === "workerd" ? "deferred" : "now", ...config.tasks, ...deps.tasks })
+      : null,
     startedAt: new Date(),
   };
   services.tasks?.register(WEBHOOK_TASK, webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }));
@@ -100,6 +103,15 @@ export async function createApp(deps: AppDeps): Promise<App> {
     c.set("requestId", incoming && /^[\w.-]{1,64}$/.test(incoming) ? incoming : requestIds());
     await next();
     c.header("X-Request-Id", c.var.requestId);
+    // Workers: the outbox rows this request committed are relayed after the response.
+    const relay = services.tasks?.outbox.takeDeferred(c.var.requestId);
+    if (relay) {
+      try {
+        c.executionCtx.waitUntil(relay());
+      } catch {
+        void relay(); // no execution context (tests calling app.request)
+      }
+    }
   });
   app.use("*", accessLog({ slowMs: config.slowRequestMs }));
   // Before authentication, so a browser's preflight is answered without a token.
@@ -143,6 +155,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     if (p.apiBase && p.apiRoutes) api.route(`/plugins/${p.apiBase}`, p.apiRoutes(services));
   }
   app.route("/api", api);
+  app.route("/graphql", graphqlRoutes(services));
   for (const p of plugins) {
     if (p.routes) app.route(`/plugins/${p.name}`, p.routes(services));
     if (p.rootRoutes) app.route("/", p.rootRoutes(services));

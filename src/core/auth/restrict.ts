@@ -45,7 +45,8 @@ const DJANGO_LOOKUPS: Record<string, Lookup | "in" | "isnull"> = {
 };
 
 /** Replaces the `$user` token with the caller's id, as NetBox does. */
-function substitute(value: unknown, user: AuthUser): unknown {
+function substitute(value: unknown, user: AuthUser | null): unknown {
+  if (!user) return value;
   if (value === "$user") return user.id;
   if (Array.isArray(value)) return value.map((v) => substitute(v, user));
   return value;
@@ -81,7 +82,7 @@ const scalarText = (v: unknown): string | null => {
  * follow the model's relations into the target model's filters. Anything that cannot be
  * applied matches nothing: a constraint never widens what a user may see.
  */
-async function lookupSql(ctx: ReadContext, resource: Resource, key: string, value: unknown, user: AuthUser, depth: number): Promise<SQL> {
+async function lookupSql(ctx: ReadContext, resource: Resource, key: string, value: unknown, user: AuthUser | null, depth: number): Promise<SQL> {
   const parts = key.split("__");
   let lookupName = "exact";
   if (parts.length > 1 && Object.hasOwn(DJANGO_LOOKUPS, parts[parts.length - 1]!)) lookupName = parts.pop()!;
@@ -148,8 +149,11 @@ function filterSql(name: string, spec: FilterSpec, lookup: Lookup | "in" | "isnu
 
 const guard = (spec: FilterSpec, lookup: Lookup) => (spec.lookups ?? DEFAULT_LOOKUPS[spec.kind]).includes(lookup);
 
-/** SQL for constraint sets: OR of sets, each the AND of its lookups. */
-export async function constraintSql(ctx: ReadContext, resource: Resource, sets: ConstraintSet[], user: AuthUser): Promise<SQL> {
+/**
+ * SQL for constraint sets: OR of sets, each the AND of its lookups. `user` is substituted for
+ * `$user`; pass null for lookups that are not permission constraints (GraphQL filters).
+ */
+export async function constraintSql(ctx: ReadContext, resource: Resource, sets: ConstraintSet[], user: AuthUser | null): Promise<SQL> {
   const alternatives: SQL[] = [];
   for (const set of sets) {
     const terms: SQL[] = [];

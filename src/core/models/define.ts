@@ -7,7 +7,7 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../errors";
 import type { FilterSpec, ListSpec } from "../rest/query";
-import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
+import type { ApiRecord, FieldDescription, ReadContext, Resource, WriteContext } from "../rest/resource";
 import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
@@ -288,6 +288,8 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       const f = scalar.find((x) => x.column!.name === column);
       return f ? f.name : column;
     },
+    describe: spec.fields.filter((f) => !f.writeOnly).map(describeField),
+    tagged: !!spec.tags,
     relations: spec.fields
       .filter((f) => (f.type === "fk" || f.type === "m2m") && f.related && !f.writeOnly)
       .map((f) => ({ name: f.name, target: f.related!, many: f.type === "m2m", expr: f.type === "fk" ? f.column : undefined })),
@@ -334,6 +336,30 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     },
   };
   return { spec, resource, info };
+}
+
+/** A field's kind as readers other than REST see it (relations are described in `relations`). */
+function describeField(f: FieldSpec): FieldDescription {
+  switch (f.type) {
+    case "integer":
+      return { name: f.name, kind: "integer" };
+    case "boolean":
+      return { name: f.name, kind: "boolean" };
+    case "datetime":
+      return { name: f.name, kind: "datetime" };
+    case "choice":
+      return { name: f.name, kind: "choice", choices: f.choices };
+    case "fk":
+    case "m2m":
+      return { name: f.name, kind: "relation" };
+    case "json":
+    case "object_types":
+    case "object_type_ref":
+    case "object_type_refs":
+      return { name: f.name, kind: "json" };
+    default:
+      return { name: f.name, kind: "string" };
+  }
 }
 
 function keyOf2(table: SQLiteTable, col: SQLiteColumn): string {

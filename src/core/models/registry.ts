@@ -12,6 +12,8 @@ export interface ModelInfo {
   /** Nested representations `{id, url, display, …}` keyed by id; unknown ids are absent. */
   nested(ctx: ReadContext, ids: number[]): Promise<Map<number, ApiRecord>>;
   resource?: Resource;
+  /** A run-time model's own id (a custom object type's), for naming that must be stable. */
+  catalogId?: number;
   /**
    * The nested lookup as SQL (rows of `id` and `j`, a JSON object of the columns) plus how to
    * build the record from one row, so several models' lookups can share one statement.
@@ -26,6 +28,9 @@ export interface ModelInfo {
 
 type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | null>;
 
+/** Every model of an app label known only at run time, with a signature that moves when any changes. */
+export type Catalog = (ctx: ReadContext) => Promise<{ signature: string; models: ModelInfo[] }>;
+
 export class ModelRegistry {
   #static = new Map<string, ModelInfo>();
   #resolvers = new Map<string, Resolver>();
@@ -36,6 +41,25 @@ export class ModelRegistry {
 
   addResolver(appLabel: string, resolver: Resolver) {
     this.#resolvers.set(appLabel, resolver);
+  }
+
+  #catalogs = new Map<string, Catalog>();
+
+  /** Lets readers list a run-time app label's models (GraphQL builds a type per model). */
+  addCatalog(appLabel: string, catalog: Catalog) {
+    this.#catalogs.set(appLabel, catalog);
+  }
+
+  /** Every run-time model, and one signature over all of them. */
+  async dynamicModels(ctx: ReadContext): Promise<{ signature: string; models: ModelInfo[] }> {
+    const signatures: string[] = [];
+    const models: ModelInfo[] = [];
+    for (const [label, catalog] of this.#catalogs) {
+      const found = await catalog(ctx);
+      signatures.push(`${label}=${found.signature}`);
+      models.push(...found.models);
+    }
+    return { signature: signatures.join(";"), models };
   }
 
   staticModels(): ModelInfo[] {

@@ -58,8 +58,25 @@ export interface Resource {
    * (the change log shows only changes to types the caller may view).
    */
   scope?(user: AuthUser): SQL | undefined;
+  /** The record's own fields beyond id/url/display/created/last_updated/tags, in record order. */
+  describe?: FieldDescription[];
+  /** True when records carry `tags`. */
+  tagged?: boolean;
   /** Hides what the caller may not view inside records beyond `relations` (change snapshots). */
   hideNested?(ctx: ReadContext, auth: AuthState, records: ApiRecord[]): Promise<ApiRecord[]>;
+}
+
+/**
+ * What a record's key holds, for readers other than REST (GraphQL): its kind and, for
+ * relations, its target(s). Relations are listed in `Resource.relations` with the same name.
+ */
+export interface FieldDescription {
+  name: string;
+  kind: "string" | "integer" | "decimal" | "boolean" | "date" | "datetime" | "json" | "choice" | "select" | "multiselect" | "relation";
+  /** `select`/`multiselect`: the choice set whose labels name the values. */
+  choiceSetId?: number | null;
+  /** `choice`: the fixed `[value, label]` pairs (host models). */
+  choices?: readonly (readonly [string, string])[];
 }
 
 export interface Relation {
@@ -71,6 +88,8 @@ export interface Relation {
   targetTypeId?: number;
   /** Polymorphic: each nested object names its type in `object_type`. */
   polymorphic?: boolean;
+  /** Polymorphic: the object type ids it may point at. */
+  targetTypeIds?: number[];
   many?: boolean;
   /** The column holding the target id (single, non-polymorphic relations), for constraints. */
   expr?: SQLWrapper;

@@ -22,7 +22,7 @@ import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
 import { customObjectsOpenApi } from "./openapi";
 import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
-import { applySchemaLogged } from "./schema-change-log";
+import { applySchemaLogged, asLongWrite } from "./schema-change-log";
 import { cotsAllowed, hideDiffs } from "./schema/access";
 
 interface PluginState {
@@ -118,6 +118,10 @@ export const customObjectsPlugin: HostPlugin = {
     services.models.register(cotModel.info);
     services.models.register(fieldModel.info);
     services.models.addResolver(APP_LABEL, async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null);
+    services.models.addCatalog(APP_LABEL, async (ctx) => {
+      const { signature, models } = await registry.all(ctx.db);
+      return { signature, models: models.map((m) => ({ ...m.info, catalogId: m.cot.id })) };
+    });
     services.deleteHooks.push(onDeleteHook(registry));
     services.tasks?.register(SCHEMA_APPLY_TASK, schemaApplyHandler(services));
   },
@@ -151,7 +155,7 @@ export const customObjectsPlugin: HostPlugin = {
       await requirePermission(c, "change", cotTarget);
       if (wantsBackground(c)) return enqueueSchemaApply(c);
       const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
-      return c.json(await inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)));
+      return c.json(await asLongWrite(c.var.services, () => inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request))));
     });
     app.get("/schema/export", async (c) => {
       await requirePermission(c, "view", cotTarget);

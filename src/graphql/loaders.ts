@@ -1,0 +1,64 @@
+/**
+ * Per-request batch loading for GraphQL: every object a query touches is loaded once per
+ * model and request, through the model's resource, limited to what the caller may view. A
+ * page of 50 records with relation fields costs a fixed number of statements.
+ */
+import DataLoader from "dataloader";
+import { inArray } from "drizzle-orm";
+import { admitted, restrictWhere } from "../core/auth/restrict";
+import type { AuthState } from "../core/context";
+import type { ApiRecord, ReadContext } from "../core/rest/resource";
+import { choiceSets } from "../db/schema";
+import type { Entry } from "./schema";
+
+/** The model label a loaded record belongs to (unions resolve their member type by it). */
+export const LABEL = Symbol("label");
+
+export interface GraphQLContext {
+  ctx: ReadContext;
+  auth: AuthState;
+  loaders: Loaders;
+}
+
+export class Loaders {
+  #byLabel = new Map<string, DataLoader<number, ApiRecord | null>>();
+  #choiceSets: DataLoader<number, Map<string, string>>;
+
+  constructor(
+    private readonly ctx: ReadContext,
+    private readonly auth: AuthState,
+  ) {
+    this.#choiceSets = new DataLoader(async (ids) => {
+      const rows = await ctx.db.select({ id: choiceSets.id, extra: choiceSets.extraChoices }).from(choiceSets).where(inArray(choiceSets.id, [...ids]));
+      const byId = new Map(rows.map((r) => [r.id, new Map((r.extra ?? []).map(([v, l]) => [String(v), String(l)]))]));
+      return ids.map((id) => byId.get(id) ?? new Map());
+    });
+  }
+
+  /** The loader of one model's records by id; ids the caller may not view load as null. */
+  of(entry: Entry): DataLoader<number, ApiRecord | null> {
+    let loader = this.#byLabel.get(entry.label);
+    if (!loader) {
+      loader = new DataLoader(async (ids) => {
+        const where = await restrictWhere(this.ctx, this.auth, "view", entry.resource);
+        const visible = where ? [...(await admitted(this.ctx, entry.resource, [...ids], where))] : [...ids];
+        const records = await entry.resource.load(this.ctx, visible);
+        const byId = new Map(records.map((rec) => [rec.id as number, labelled(rec, entry.label)]));
+        return ids.map((id) => byId.get(id) ?? null);
+      });
+      this.#byLabel.set(entry.label, loader);
+    }
+    return loader;
+  }
+
+  /** `{value, label}` of a select value; the label is the value when the set does not name it. */
+  async choice(choiceSetId: number | null, value: string): Promise<{ value: string; label: string }> {
+    const labels = choiceSetId == null ? null : await this.#choiceSets.load(choiceSetId);
+    return { value, label: labels?.get(value) ?? value };
+  }
+}
+
+export function labelled(rec: ApiRecord, label: string): ApiRecord {
+  (rec as Record<symbol, unknown>)[LABEL] = label;
+  return rec;
+}

@@ -1,0 +1,81 @@
+/**
+ * List resolvers: NetBox 4 filters (`{name: {i_contains: "x"}, site: {slug: {exact: "hq"}},
+ * OR: [...]}`) become SQL through the same lookup code as permission constraints, joined
+ * with the caller's view constraints; pages are `offset`/`limit`.
+ */
+import { and, asc, desc, not, or, sql, type SQL } from "drizzle-orm";
+import type { GraphQLInputObjectType } from "graphql";
+import { constraintSql, restrictWhere } from "../core/auth/restrict";
+import { MAX_LIMIT } from "../core/rest/query";
+import type { ApiRecord } from "../core/rest/resource";
+import { labelled, type GraphQLContext } from "./loaders";
+import { badArgument, filterShapes, LOOKUPS, type Entry } from "./schema";
+
+/** Records of one page, primed into the request's loader so relations reuse them. */
+export async function listRecords(
+  g: GraphQLContext,
+  entry: Entry,
+  filterType: GraphQLInputObjectType,
+  filters: Record<string, unknown> | null,
+  pagination: { offset?: number | null; limit?: number | null } | null,
+): Promise<ApiRecord[]> {
+  const offset = pagination?.offset ?? 0;
+  const limit = pagination?.limit ?? MAX_LIMIT;
+  if (!Number.isInteger(offset) || offset < 0) throw badArgument("pagination.offset must be a non-negative integer.");
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw badArgument(`pagination.limit must be between 1 and ${MAX_LIMIT}.`);
+  const r = entry.resource;
+  const conditions = [await restrictWhere(g.ctx, g.auth, "view", r), filters ? await filterWhere(g, entry, filterType, filters, "") : undefined].filter(
+    (x): x is SQL => !!x,
+  );
+  const orderBy: SQL[] = [];
+  for (const term of r.list.defaultOrdering) {
+    const key = term.replace(/^-/, "");
+    if (!Object.hasOwn(r.list.orderings, key)) continue;
+    const expr = r.list.orderings[key]!;
+    orderBy.push(term.startsWith("-") ? desc(expr as any) : asc(expr as any));
+  }
+  orderBy.push(asc(r.list.idExpr as any));
+  const rows = (await g.ctx.db
+    .select({ id: sql<number>`${r.list.idExpr}` })
+    .from(r.table)
+    .where(conditions.length ? and(...conditions) : undefined)
+    .orderBy(...orderBy)
+    .limit(limit)
+    .offset(offset)) as { id: number }[];
+  const records = await r.load(g.ctx, rows.map((x) => Number(x.id)));
+  const loader = g.loaders.of(entry);
+  for (const rec of records) loader.prime(rec.id as number, labelled(rec, entry.label));
+  return records;
+}
+
+/** One filter input as SQL: lookups AND together; `AND`, `OR`, `NOT` compose; related filters follow the relation. */
+async function filterWhere(g: GraphQLContext, entry: Entry, type: GraphQLInputObjectType, input: Record<string, unknown>, prefix: string): Promise<SQL> {
+  const shape = filterShapes.get(type)!;
+  const terms: SQL[] = [];
+  for (const [name, value] of Object.entries(input)) {
+    if (value === null || value === undefined) continue;
+    if (name === "AND" || name === "OR") {
+      const parts: SQL[] = [];
+      for (const item of value as Record<string, unknown>[]) parts.push(await filterWhere(g, entry, type, item, prefix));
+      if (parts.length) terms.push((name === "AND" ? and(...parts) : or(...parts)) as SQL);
+      continue;
+    }
+    if (name === "NOT") {
+      terms.push(not(await filterWhere(g, entry, type, value as Record<string, unknown>, prefix)));
+      continue;
+    }
+    const key = shape.keys.get(name);
+    if (!key) continue;
+    if (shape.related.has(name)) {
+      const nested = type.getFields()[name]!.type as GraphQLInputObjectType;
+      terms.push(await filterWhere(g, entry, nested, value as Record<string, unknown>, `${prefix}${key}__`));
+      continue;
+    }
+    for (const [lookup, v] of Object.entries(value as Record<string, unknown>)) {
+      if (v === undefined || !Object.hasOwn(LOOKUPS, lookup)) continue;
+      if (v === null && lookup !== "exact") continue;
+      terms.push(await constraintSql(g.ctx, entry.resource, [{ [`${prefix}${key}__${LOOKUPS[lookup]}`]: v }], null));
+    }
+  }
+  return terms.length ? (and(...terms) as SQL) : sql`1`;
+}

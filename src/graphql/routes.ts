@@ -1,0 +1,130 @@
+/**
+ * `/graphql/` (POST, and GET with `query=`): GraphQL over the same models, tokens and
+ * permissions as `/api/`, served by graphql-yoga on Bun and Workers. The schema is built per
+ * caller from what they may view and cached by the models' shape signature, so a custom object
+ * type changed anywhere shows in the next request. Depth, cost, aliases and tokens are limited
+ * (graphql-armor); a request over a limit gets a GraphQL error, never a 500 or a hang.
+ */
+import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
+import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
+import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
+import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
+import { GraphQLError, type GraphQLSchema } from "graphql";
+import { createYoga } from "graphql-yoga";
+import { Hono } from "hono";
+import { hasPermission } from "../core/auth/permissions";
+import { authenticate } from "../core/auth/middleware";
+import type { Ctx, HonoEnv, Services } from "../core/context";
+import { ApiError } from "../core/errors";
+import { tooLarge } from "../core/http";
+import { readContext } from "../core/rest/handlers";
+import { Loaders, type GraphQLContext } from "./loaders";
+import { GRAPHQL_PAGE, GRAPHQL_PAGE_CSP } from "./page";
+import { buildSchema, customObjectNames, HOST_NAMES, type Entry } from "./schema";
+
+/** The limits, documented in docs/decisions/graphql.md. */
+export const GRAPHQL_LIMITS = { maxDepth: 10, maxCost: 5000, maxAliases: 30, maxTokens: 5000 } as const;
+
+const SCHEMA_CACHE_SIZE = 64;
+
+interface ServerContext {
+  schema: GraphQLSchema;
+  graphql: GraphQLContext;
+}
+
+export function graphqlRoutes(services: Services): Hono<HonoEnv> {
+  const cache = new Map<string, GraphQLSchema>();
+  const hostEntries: Entry[] = [];
+  for (const [label, names] of Object.entries(HOST_NAMES)) {
+    const [app, model] = label.split(".") as [string, string];
+    // host models are registered statically; a disabled plugin's would simply be absent
+    const info = services.models.staticModels().find((m) => m.appLabel === app && m.model === model);
+    if (info?.resource) hostEntries.push({ label, resource: info.resource, field: names.field, type: names.type });
+  }
+
+  /** The caller's schema: their visible models, cached by shape signature and visible set. */
+  async function schemaFor(c: Ctx): Promise<GraphQLSchema> {
+    const ctx = readContext(c);
+    const dynamic = await services.models.dynamicModels(ctx);
+    const cotNames = customObjectNames(dynamic.models.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })));
+    const entries = hostEntries.filter((e) => {
+      const [app, model] = e.label.split(".") as [string, string];
+      return hasPermission(c, "view", app, model);
+    });
+    for (const m of dynamic.models) {
+      if (!m.resource || !hasPermission(c, "view", m.appLabel, m.model)) continue;
+      const field = cotNames.get(m.catalogId ?? 0)!;
+      entries.push({ label: `${m.appLabel}.${m.model}`, resource: m.resource, field, type: `CustomObject_${field.slice("custom_objects_".length)}` });
+    }
+    const key = `${dynamic.signature}|${entries.map((e) => e.label).join(",")}`;
+    let schema = cache.get(key);
+    if (!schema) {
+      const typeIds = new Set<number>();
+      for (const e of entries) for (const r of e.resource.relations ?? []) for (const id of [r.targetTypeId, ...(r.targetTypeIds ?? [])]) if (id != null) typeIds.add(id);
+      const labelsById = new Map<number, string>();
+      for (const [id, ot] of await services.objectTypes.byIds([...typeIds], ctx.db)) labelsById.set(id, `${ot.appLabel}.${ot.model}`);
+      schema = buildSchema(entries, labelsById);
+      if (cache.size >= SCHEMA_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+      cache.set(key, schema);
+    }
+    return schema;
+  }
+
+  const yoga = createYoga<ServerContext>({
+    schema: (sc) => sc.schema,
+    context: (sc) => sc.graphql,
+    graphqlEndpoint: "/graphql/",
+    graphiql: false,
+    landingPage: false,
+    batching: false,
+    logging: false,
+    maskedErrors: {
+      maskError(error, message) {
+        const original = (error as GraphQLError).originalError ?? error;
+        if (original instanceof ApiError) {
+          const body = original.body as { detail?: string };
+          return new GraphQLError(body.detail ?? JSON.stringify(body), { extensions: { code: "BAD_REQUEST", status: original.statusCode } });
+        }
+        if (error instanceof GraphQLError && !(error.originalError && !(error.originalError instanceof GraphQLError))) return error;
+        services.logger.error("graphql resolver failed", { error: String((original as Error)?.message ?? original) });
+        return new GraphQLError(message);
+      },
+    },
+    plugins: [
+      maxTokensPlugin({ n: GRAPHQL_LIMITS.maxTokens }),
+      maxDepthPlugin({ n: GRAPHQL_LIMITS.maxDepth, ignoreIntrospection: true, flattenFragments: true }),
+      maxAliasesPlugin({ n: GRAPHQL_LIMITS.maxAliases }),
+      costLimitPlugin({ maxCost: GRAPHQL_LIMITS.maxCost, ignoreIntrospection: true, flattenFragments: true }),
+    ],
+  });
+
+  const app = new Hono<HonoEnv>();
+  // A browser asking for the page gets it without a token; queries need one like /api/.
+  app.get("/", async (c, next) => {
+    if (!c.req.query("query") && /text\/html/.test(c.req.header("accept") ?? "")) {
+      c.header("Content-Security-Policy", GRAPHQL_PAGE_CSP);
+      return c.html(GRAPHQL_PAGE);
+    }
+    await next();
+  });
+  // GraphQL reads with POST too: when login is optional an anonymous POST may read.
+  app.use("*", authenticate({ exempt: () => !services.config.loginRequired }));
+  app.on(["GET", "POST"], "/", async (c) => {
+    const url = new URL(c.req.url);
+    url.pathname = "/graphql/";
+    let body: ArrayBuffer | undefined;
+    if (c.req.method === "POST") {
+      const limit = services.config.maxBodyBytes;
+      if (Number(c.req.header("content-length") ?? "0") > limit) throw tooLarge(limit);
+      body = await c.req.arrayBuffer();
+      if (body.byteLength > limit) throw tooLarge(limit);
+    }
+    const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
+    const graphql: GraphQLContext = { ctx: readContext(c), auth: c.var.auth, loaders: new Loaders(readContext(c), c.var.auth) };
+    return yoga.fetch(request, { schema: await schemaFor(c), graphql });
+  });
+  app.all("/", () => {
+    throw new ApiError(405, { detail: "Method not allowed.", error: "method_not_allowed" }, { Allow: "GET, POST, HEAD" });
+  });
+  return app;
+}

@@ -1,0 +1,354 @@
+/**
+ * The GraphQL schema one caller sees: NetBox 4 names for host models (`site(id:)`,
+ * `site_list(filters:, pagination:)`) and upstream netbox-custom-objects names for custom
+ * object types (`custom_objects_<slug>`, `custom_objects_<slug>_list`). It is built from the
+ * model registry's field descriptions and contains only the models the caller may view, so
+ * introspection names nothing else; relation fields whose targets are hidden are left out.
+ */
+import {
+  GraphQLBoolean,
+  GraphQLError,
+  GraphQLFloat,
+  GraphQLID,
+  GraphQLInputObjectType,
+  GraphQLInt,
+  GraphQLList,
+  GraphQLNonNull,
+  GraphQLObjectType,
+  GraphQLScalarType,
+  GraphQLSchema,
+  GraphQLString,
+  GraphQLUnionType,
+  type GraphQLFieldConfig,
+  type GraphQLFieldConfigMap,
+  type GraphQLInputFieldConfigMap,
+  type GraphQLInputType,
+  type GraphQLOutputType,
+} from "graphql";
+import type { ModelInfo } from "../core/models/registry";
+import type { ApiRecord, FieldDescription, Relation, Resource } from "../core/rest/resource";
+import type { FilterKind } from "../core/rest/query";
+import { LABEL, type GraphQLContext } from "./loaders";
+import { listRecords } from "./resolve";
+
+/** Root field and type names NetBox 4 gives the host models GraphQL serves. */
+export const HOST_NAMES: Record<string, { field: string; type: string }> = {
+  "dcim.site": { field: "site", type: "SiteType" },
+  "dcim.device": { field: "device", type: "DeviceType" },
+  "ipam.prefix": { field: "prefix", type: "PrefixType" },
+  "ipam.ipaddress": { field: "ip_address", type: "IPAddressType" },
+  "tenancy.tenant": { field: "tenant", type: "TenantType" },
+  "extras.tag": { field: "tag", type: "TagType" },
+  "extras.customfieldchoiceset": { field: "custom_field_choice_set", type: "CustomFieldChoiceSetType" },
+  "users.user": { field: "user", type: "UserType" },
+  "users.group": { field: "group", type: "GroupType" },
+};
+
+/** A model in the schema: its label, resource and the names it is served under. */
+export interface Entry {
+  label: string;
+  resource: Resource;
+  field: string;
+  type: string;
+}
+
+const QUERY_FIELD_PREFIX = "custom_objects_";
+
+/**
+ * Upstream's naming for custom object types: the slug lower-cased with anything but
+ * `[0-9a-zA-Z_]` turned into `_`, prefixed with `custom_objects_`; a name whose field or
+ * `_list` companion is taken gets the type's id appended.
+ */
+export function customObjectNames(cots: Array<{ id: number; slug: string }>): Map<number, string> {
+  const used = new Set<string>();
+  const out = new Map<number, string>();
+  for (const cot of cots) {
+    const base = QUERY_FIELD_PREFIX + cot.slug.toLowerCase().replace(/[^0-9a-zA-Z_]/g, "_");
+    let name = base;
+    if (used.has(name) || used.has(`${name}_list`)) name = `${base}_${cot.id}`;
+    used.add(name);
+    used.add(`${name}_list`);
+    out.set(cot.id, name);
+  }
+  return out;
+}
+
+/** A record key as a GraphQL name (`[_A-Za-z][_0-9A-Za-z]*`, never `__…`), or null. */
+export function graphqlName(name: string): string | null {
+  let out = name.replace(/[^0-9A-Za-z_]/g, "_");
+  if (/^[0-9]/.test(out)) out = `_${out}`;
+  if (out.startsWith("__")) out = `f${out}`;
+  return out ? out : null;
+}
+
+// ---- scalars --------------------------------------------------------------------------------
+
+const passThrough = (name: string, description: string) =>
+  new GraphQLScalarType({ name, description, serialize: (v) => v, parseValue: (v) => v, parseLiteral: () => undefined });
+
+/** Integers beyond GraphQL's 32-bit `Int` (custom object integer fields are 64-bit). */
+const BigIntScalar = new GraphQLScalarType({
+  name: "BigInt",
+  description: "A whole number of up to 53 bits.",
+  serialize: (v) => (typeof v === "number" ? v : Number(v)),
+  parseValue: (v) => (typeof v === "number" && Number.isSafeInteger(v) ? v : Number.NaN),
+});
+const DecimalScalar = new GraphQLScalarType({
+  name: "Decimal",
+  description: "A decimal number, as a string to keep its precision.",
+  serialize: (v) => (v === null || v === undefined ? null : String(v)),
+});
+const JSONScalar = passThrough("JSON", "Any JSON value.");
+
+const ChoiceValue = new GraphQLObjectType({
+  name: "CustomObjectChoiceValue",
+  description: "A select value with its label from the field's choice set.",
+  fields: { value: { type: new GraphQLNonNull(GraphQLString) }, label: { type: new GraphQLNonNull(GraphQLString) } },
+});
+
+const OffsetPaginationInput = new GraphQLInputObjectType({
+  name: "OffsetPaginationInput",
+  fields: { offset: { type: GraphQLInt, defaultValue: 0 }, limit: { type: GraphQLInt } },
+});
+
+// ---- lookups --------------------------------------------------------------------------------
+
+/** GraphQL lookup names (strawberry-django's, as NetBox 4 filters use them) → Django lookups. */
+export const LOOKUPS: Record<string, string> = {
+  exact: "exact",
+  i_exact: "iexact",
+  contains: "contains",
+  i_contains: "icontains",
+  starts_with: "startswith",
+  i_starts_with: "istartswith",
+  ends_with: "endswith",
+  i_ends_with: "iendswith",
+  gt: "gt",
+  gte: "gte",
+  lt: "lt",
+  lte: "lte",
+  in_list: "in",
+  is_null: "isnull",
+};
+
+function lookupInput(name: string, value: GraphQLInputType, lookups: string[]) {
+  const fields: GraphQLInputFieldConfigMap = {};
+  for (const l of lookups) fields[l] = { type: l === "in_list" ? new GraphQLList(new GraphQLNonNull(value)) : l === "is_null" ? GraphQLBoolean : value };
+  return new GraphQLInputObjectType({ name, fields });
+}
+
+const TEXT_LOOKUPS = ["exact", "i_exact", "contains", "i_contains", "starts_with", "i_starts_with", "ends_with", "i_ends_with", "in_list", "is_null"];
+const ORDERED_LOOKUPS = ["exact", "gt", "gte", "lt", "lte", "in_list", "is_null"];
+const LOOKUP_INPUTS = {
+  string: lookupInput("StringLookup", GraphQLString, TEXT_LOOKUPS),
+  number: lookupInput("FloatLookup", GraphQLFloat, ORDERED_LOOKUPS),
+  id: lookupInput("IDLookup", GraphQLID, ORDERED_LOOKUPS),
+  boolean: lookupInput("BooleanLookup", GraphQLBoolean, ["exact", "is_null"]),
+  datetime: lookupInput("DatetimeLookup", GraphQLString, ORDERED_LOOKUPS),
+  date: lookupInput("DateLookup", GraphQLString, ORDERED_LOOKUPS),
+} satisfies Record<FilterKind | "id", GraphQLInputObjectType>;
+
+// ---- schema ---------------------------------------------------------------------------------
+
+/** Per filter input: the record keys behind its GraphQL names, and which are related filters. */
+export interface FilterShape {
+  keys: Map<string, string>;
+  related: Set<string>;
+}
+
+export const filterShapes = new WeakMap<GraphQLInputObjectType, FilterShape>();
+
+/**
+ * Builds the schema for `entries` (the models the caller may view). `labelsById` names the
+ * object types that custom object relations point at.
+ */
+export function buildSchema(entries: Entry[], labelsById: Map<number, string>): GraphQLSchema {
+  const byLabel = new Map(entries.map((e) => [e.label, e]));
+  const objectTypes = new Map<string, GraphQLObjectType>();
+  const filterTypes = new Map<string, GraphQLInputObjectType>();
+  const unions = new Map<string, GraphQLUnionType>();
+
+  const targetsOf = (rel: Relation): string[] => {
+    if (rel.polymorphic) return (rel.targetTypeIds ?? []).map((id) => labelsById.get(id)).filter((l): l is string => !!l);
+    const label = rel.target ?? (rel.targetTypeId != null ? labelsById.get(rel.targetTypeId) : undefined);
+    return label ? [label] : [];
+  };
+
+  function objectType(entry: Entry): GraphQLObjectType {
+    const known = objectTypes.get(entry.label);
+    if (known) return known;
+    const type = new GraphQLObjectType<ApiRecord, GraphQLContext>({
+      name: entry.type,
+      fields: () => fieldsOf(entry),
+    });
+    objectTypes.set(entry.label, type);
+    return type;
+  }
+
+  function fieldsOf(entry: Entry): GraphQLFieldConfigMap<ApiRecord, GraphQLContext> {
+    const r = entry.resource;
+    const out: GraphQLFieldConfigMap<ApiRecord, GraphQLContext> = {
+      id: { type: new GraphQLNonNull(GraphQLID) },
+      display: { type: GraphQLString },
+      url: { type: GraphQLString },
+    };
+    const relations = new Map((r.relations ?? []).map((rel) => [rel.name, rel]));
+    for (const f of r.describe ?? []) {
+      const name = graphqlName(f.name);
+      if (!name || Object.hasOwn(out, name) || ["created", "last_updated", "tags"].includes(name)) continue;
+      const config = f.kind === "relation" ? relationField(entry, relations.get(f.name)) : scalarField(f);
+      if (config) out[name] = config;
+    }
+    out.created = { type: GraphQLString };
+    out.last_updated = { type: GraphQLString };
+    const tags = byLabel.get("extras.tag");
+    if (r.tagged && tags) {
+      out.tags = {
+        type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(objectType(tags)))),
+        resolve: async (rec, _args, g) => {
+          const ids = ((rec.tags as { id: number }[] | undefined) ?? []).map((t) => t.id);
+          return (await g.loaders.of(tags).loadMany(ids)).filter((x) => x && !(x instanceof Error));
+        },
+      };
+    }
+    return out;
+  }
+
+  function scalarField(f: FieldDescription): GraphQLFieldConfig<ApiRecord, GraphQLContext> {
+    const key = f.name;
+    const plain = (type: GraphQLOutputType): GraphQLFieldConfig<ApiRecord, GraphQLContext> => ({ type, resolve: (rec) => rec[key] ?? null });
+    switch (f.kind) {
+      case "integer":
+        return plain(BigIntScalar);
+      case "decimal":
+        return plain(DecimalScalar);
+      case "boolean":
+        return plain(GraphQLBoolean);
+      case "json":
+        return plain(JSONScalar);
+      case "choice":
+        return {
+          type: GraphQLString,
+          resolve: (rec) => {
+            const v = rec[key] as { value?: unknown } | string | null | undefined;
+            return v && typeof v === "object" ? (v.value ?? null) : (v ?? null);
+          },
+        };
+      case "select":
+        return {
+          type: ChoiceValue,
+          resolve: async (rec, _a, g) => (rec[key] == null ? null : g.loaders.choice(f.choiceSetId ?? null, String(rec[key]))),
+        };
+      case "multiselect":
+        return {
+          type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(ChoiceValue))),
+          resolve: async (rec, _a, g) => Promise.all(((rec[key] as unknown[] | null) ?? []).map((v) => g.loaders.choice(f.choiceSetId ?? null, String(v)))),
+        };
+      default:
+        return plain(GraphQLString);
+    }
+  }
+
+  /** A relation resolves to its targets' own types; targets the caller may not view are not named. */
+  function relationField(entry: Entry, rel: Relation | undefined): GraphQLFieldConfig<ApiRecord, GraphQLContext> | null {
+    if (!rel) return null;
+    const targets = targetsOf(rel)
+      .map((label) => byLabel.get(label))
+      .filter((e): e is Entry => !!e);
+    if (!targets.length) return null;
+    let type: GraphQLOutputType;
+    if (targets.length === 1) type = objectType(targets[0]!);
+    else {
+      const unionName = `${entry.type}_${graphqlName(rel.name)}_Related`;
+      let union = unions.get(unionName);
+      if (!union) {
+        union = new GraphQLUnionType({
+          name: unionName,
+          types: () => targets.map(objectType),
+          resolveType: (value: ApiRecord) => byLabel.get((value as Record<symbol, unknown>)[LABEL] as string)?.type,
+        });
+        unions.set(unionName, union);
+      }
+      type = union;
+    }
+    const allowed = new Set(targets.map((t) => t.label));
+    const fixed = rel.polymorphic ? null : targets[0]!.label;
+    const load = async (v: unknown, g: GraphQLContext) => {
+      if (!v || typeof v !== "object") return null;
+      const ref = v as { id?: unknown; object_type?: unknown };
+      const label = fixed ?? (typeof ref.object_type === "string" ? ref.object_type : null);
+      if (!label || !allowed.has(label) || typeof ref.id !== "number") return null;
+      return g.loaders.of(byLabel.get(label)!).load(ref.id);
+    };
+    if (rel.many) {
+      return {
+        type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
+        resolve: async (rec, _a, g) => (await Promise.all(((rec[rel.name] as unknown[] | null) ?? []).map((v) => load(v, g)))).filter((x) => x),
+      };
+    }
+    return { type, resolve: (rec, _a, g) => load(rec[rel.name], g) };
+  }
+
+  function filterType(entry: Entry): GraphQLInputObjectType {
+    const known = filterTypes.get(entry.label);
+    if (known) return known;
+    const shape: FilterShape = { keys: new Map(), related: new Set() };
+    const type: GraphQLInputObjectType = new GraphQLInputObjectType({
+      name: `${entry.type}Filter`,
+      fields: () => {
+        const fields: GraphQLInputFieldConfigMap = {};
+        for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
+          const name = graphqlName(key);
+          if (!name || Object.hasOwn(fields, name)) continue;
+          const kind = key === "id" || (key.endsWith("_id") && spec.kind === "number") ? "id" : spec.kind;
+          fields[name] = { type: LOOKUP_INPUTS[kind] };
+          shape.keys.set(name, key);
+        }
+        for (const rel of entry.resource.relations ?? []) {
+          const target = !rel.polymorphic && !rel.many && rel.expr ? byLabel.get(targetsOf(rel)[0] ?? "") : undefined;
+          const name = graphqlName(rel.name);
+          if (!target || !name || Object.hasOwn(fields, name)) continue;
+          fields[name] = { type: filterType(target) };
+          shape.keys.set(name, rel.name);
+          shape.related.add(name);
+        }
+        fields.AND = { type: new GraphQLList(new GraphQLNonNull(type)) };
+        fields.OR = { type: new GraphQLList(new GraphQLNonNull(type)) };
+        fields.NOT = { type };
+        return fields;
+      },
+    });
+    filterTypes.set(entry.label, type);
+    filterShapes.set(type, shape);
+    return type;
+  }
+
+  const query: GraphQLFieldConfigMap<unknown, GraphQLContext> = {};
+  for (const entry of entries) {
+    const type = objectType(entry);
+    const filters = filterType(entry);
+    query[entry.field] = {
+      type,
+      args: { id: { type: new GraphQLNonNull(GraphQLID) } },
+      resolve: (_root, args: { id: string }, g) => {
+        if (!/^\d{1,15}$/.test(String(args.id))) return null;
+        return g.loaders.of(entry).load(Number(args.id));
+      },
+    };
+    query[`${entry.field}_list`] = {
+      type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
+      args: { filters: { type: filters }, pagination: { type: OffsetPaginationInput } },
+      resolve: (_root, args: { filters?: Record<string, unknown> | null; pagination?: { offset?: number | null; limit?: number | null } | null }, g) =>
+        listRecords(g, entry, filters, args.filters ?? null, args.pagination ?? null),
+    };
+  }
+  if (!Object.keys(query).length) {
+    query.host_version = { type: GraphQLString, description: "Nothing here is visible to this caller.", resolve: () => null };
+  }
+  return new GraphQLSchema({ query: new GraphQLObjectType({ name: "Query", fields: query }) });
+}
+
+/** A clear GraphQL error for a bad argument (never a 500). */
+export const badArgument = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
+
+export type { ModelInfo };
