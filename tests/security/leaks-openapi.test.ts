@@ -10,7 +10,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 
 const VISIBLE = "alpha_visible";
 const HIDDEN = ["zeta_hidden_one", "omega_hidden_two"];
-const HIDDEN_TEXT = ["Qx9 secret name", "Kp7 secret description"];
+const HIDDEN_TEXT: [string, string] = ["Qx9 secret name", "Kp7 secret description"];
 
 let t: TestApp;
 let viewer: string;
