@@ -15,7 +15,7 @@ import { loadTags, nestedTag, resolveTags, setTags } from "../../core/models/def
 import type { ModelInfo } from "../../core/models/registry";
 import { label as otLabel } from "../../core/object-types";
 import { parseFilterNumber, type FilterSpec, type ListSpec } from "../../core/rest/query";
-import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../core/rest/resource";
+import type { ApiRecord, FieldDescription, ReadContext, Resource, WriteContext } from "../../core/rest/resource";
 import { API_BASE, APP_LABEL } from "./constants";
 import { columnType, fieldColumns, ident, linkTableName, tableName } from "./ddl";
 import { decodeScalar, encodeScalar, type FieldRow } from "./values";
@@ -563,6 +563,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
       const f = fields.find((x) => fieldColumns(x).includes(column));
       return f ? f.name : column;
     },
+    describe: fields.map((f) => ({ name: f.name, kind: describeKind(f.type), choiceSetId: f.choiceSetId ?? null })),
+    tagged: true,
     relations: fields
       .filter((f) => f.type === "object" || f.type === "multiobject")
       .map((f) => ({
@@ -570,6 +572,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
         many: f.type === "multiobject",
         polymorphic: f.isPolymorphic,
         targetTypeId: f.isPolymorphic ? undefined : (f.relatedObjectTypeId ?? undefined),
+        targetTypeIds: f.isPolymorphic ? f.relatedObjectTypeIds : undefined,
         expr: f.type === "object" && !f.isPolymorphic ? column(`${f.name}_id`) : undefined,
       })),
   };
@@ -598,6 +601,21 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     },
   };
   return { cot, fields, table, resource, info };
+}
+
+/** A field type as readers other than REST see it. */
+function describeKind(type: FieldRow["type"]): FieldDescription["kind"] {
+  switch (type) {
+    case "text":
+    case "longtext":
+    case "url":
+      return "string";
+    case "object":
+    case "multiobject":
+      return "relation";
+    default:
+      return type as FieldDescription["kind"];
+  }
 }
 
 /** Caches built models by COT id; `shape_version` in the database decides freshness. */
@@ -641,6 +659,23 @@ export class CotRegistry {
     const [row] = await this.#versionById.on(db, this.orm).all({ id });
     return this.#fresh(db, row);
   }
+
+  /**
+   * Every COT's model, fresh, in id order, with a signature of their shape versions (one
+   * statement when nothing changed): readers that build something from all types at once
+   * (GraphQL) rebuild it when the signature moves.
+   */
+  async all(db: Executor): Promise<{ signature: string; models: CotModel[] }> {
+    const rows = await this.#versions.on(db, this.orm).all({});
+    const models: CotModel[] = [];
+    for (const row of rows) {
+      const model = await this.#fresh(db, row);
+      if (model) models.push(model);
+    }
+    return { signature: rows.map((r) => `${r.id}:${r.shapeVersion}`).join(","), models };
+  }
+
+  #versions = new Reusable((db) => db.select(CotRegistry.#version).from(customObjectTypes).orderBy(asc(customObjectTypes.id)).prepare());
 
   /** A model this registry already holds for `slug`, without asking the database. */
   cachedBySlug(slug: string): CotModel | null {
