@@ -29,6 +29,7 @@ import { webhookHandler } from "./core/events/webhook";
 import { TaskQueue, type TaskQueueOptions } from "./services/tasks/queue";
 import { accessLog } from "./core/access-log";
 import { corsFor } from "./core/cors";
+import { answerMethodNotAllowed } from "./core/method-not-allowed";
 import { graphqlRoutes } from "./graphql/routes";
 
 export interface AppDeps {
@@ -116,6 +117,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.use("*", accessLog({ slowMs: config.slowRequestMs }));
   // Before authentication, so a browser's preflight is answered without a token.
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
+  app.use("*", answerMethodNotAllowed(app));
 
   app.onError((err, c) => {
     if (err instanceof ApiError) {
