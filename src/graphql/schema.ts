@@ -297,13 +297,8 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
       name: `${entry.type}Filter`,
       fields: () => {
         const fields: GraphQLInputFieldConfigMap = {};
-        for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
-          const name = graphqlName(key);
-          if (!name || Object.hasOwn(fields, name)) continue;
-          const kind = key === "id" || (key.endsWith("_id") && spec.kind === "number") ? "id" : spec.kind;
-          fields[name] = { type: LOOKUP_INPUTS[kind] };
-          shape.keys.set(name, key);
-        }
+        // A single relation filters on its target's fields (`site: {slug: {exact: "hq"}}`), as
+        // NetBox's do; an id filter of the same name moves to `<name>_id`.
         for (const rel of entry.resource.relations ?? []) {
           const target = !rel.polymorphic && !rel.many && rel.expr ? byLabel.get(targetsOf(rel)[0] ?? "") : undefined;
           const name = graphqlName(rel.name);
@@ -311,6 +306,14 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
           fields[name] = { type: filterType(target) };
           shape.keys.set(name, rel.name);
           shape.related.add(name);
+        }
+        for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
+          let name = graphqlName(key);
+          if (name && Object.hasOwn(fields, name) && spec.kind === "number") name = `${name}_id`;
+          if (!name || Object.hasOwn(fields, name)) continue;
+          const kind = key === "id" || (key.endsWith("_id") && spec.kind === "number") || name.endsWith("_id") ? "id" : spec.kind;
+          fields[name] = { type: LOOKUP_INPUTS[kind] };
+          shape.keys.set(name, key);
         }
         fields.AND = { type: new GraphQLList(new GraphQLNonNull(type)) };
         fields.OR = { type: new GraphQLList(new GraphQLNonNull(type)) };
