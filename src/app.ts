@@ -30,6 +30,7 @@ import { TaskQueue, type TaskQueueOptions } from "./services/tasks/queue";
 import { accessLog } from "./core/access-log";
 import { corsFor } from "./core/cors";
 import { answerMethodNotAllowed } from "./core/method-not-allowed";
+import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 
 export interface AppDeps {
@@ -85,7 +86,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     plugins,
     objectTypes: new ObjectTypeRegistry(db),
     models: new ModelRegistry(),
-    deleteHooks: [dropTags, protectRuleActions],
+    deleteHooks: [protectHostDependants(CORE_MODELS), dropTags, protectRuleActions],
     tasks: deps.redis?.tasks
       ? new TaskQueue(db, deps.redis.tasks, logger, { afterCommit: config.runtime === "workerd" ? "deferred" : "now", ...config.tasks, ...deps.tasks })
       : null,
