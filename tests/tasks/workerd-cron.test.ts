@@ -5,10 +5,10 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { jobs } from "../../src/db/schema";
+import { jobs, outbox } from "../../src/db/schema";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
-import { hmacSha512, startReceiver } from "./harness";
+import { hmacSha512, startReceiver, waitFor } from "./harness";
 
 setDefaultTimeout(60_000);
 
@@ -54,6 +54,8 @@ test("a change made through the Worker is delivered by the next cron run", async
     const [queued] = await db.db.orm.select().from(jobs).where(eq(jobs.name, "webhook.deliver"));
     expect(queued).toMatchObject({ status: "pending" });
     expect(receiver.received).toEqual([]);
+    // Written with the change (outbox), handed to the tasks Redis by the request's waitUntil.
+    await waitFor("the waitUntil relay", async () => (await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]?.relayed, 10_000);
 
     const host = await worker.mf.getWorker("host");
     const result = await host.scheduled({ cron: "* * * * *" });
@@ -63,6 +65,7 @@ test("a change made through the Worker is delivered by the next cron run", async
     const [d] = receiver.received;
     expect(JSON.parse(d!.body)).toMatchObject({ event: "created", model: "site", username: "admin", data: { id: site.body.id, name: "Edge" } });
     expect(d!.headers["x-hook-signature"]).toBe(await hmacSha512("edge-secret", d!.body));
+    expect(d!.headers["idempotency-key"]).toBe((await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]!.key);
     const [done] = await db.db.orm.select().from(jobs).where(eq(jobs.id, queued!.id));
     expect(done).toMatchObject({ status: "completed", attempts: 1, data: { status_code: 200 } });
 

@@ -1,13 +1,13 @@
 /**
  * Change records (§7): one `object_changes` row per create/update/delete made through the
- * generic REST machinery, in the write's own transaction; once it commits, the changes go to
- * the event rules. See docs/decisions/tasks-change-log.md.
+ * generic REST machinery, in the write's own transaction, where the event rules' deliveries
+ * are written to the outbox beside it. See docs/decisions/tasks-change-log.md, tasks-outbox.md.
  */
 import { sql } from "drizzle-orm";
 import { Reusable } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
-import { dispatchEvents } from "../events/dispatch";
+import { recordEventDeliveries } from "../events/dispatch";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
 export type ChangeAction = "create" | "update" | "delete";
@@ -33,9 +33,6 @@ export interface ChangeEvent {
   userName: string;
   requestId: string;
 }
-
-/** Changes of one transaction, handed to the event rules after it commits. */
-const pending = new WeakMap<WriteContext, ChangeEvent[]>();
 
 /** Keys that move on every save; an update that changes nothing else is not a change. */
 const VOLATILE = new Set(["last_updated"]);
@@ -100,14 +97,7 @@ export async function logChange(
     postchangeData: postchange === null ? null : JSON.stringify(postchange),
   });
 
-  let events = pending.get(ctx);
-  if (!events) {
-    const list: ChangeEvent[] = [];
-    pending.set(ctx, list);
-    ctx.onCommit?.(() => dispatchEvents(ctx.services, list));
-    events = list;
-  }
-  events.push({
+  await recordEventDeliveries(ctx, {
     changeId: row!.id,
     time,
     action,

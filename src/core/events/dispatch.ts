@@ -1,11 +1,15 @@
 /**
- * After a write commits, its changes meet the enabled event rules: every matching rule's
- * webhook gets one delivery job per change (one per (change, webhook), however many rules match).
+ * Every change meets the enabled event rules in its write's transaction: each matching rule's
+ * webhook gets one delivery job per change (one per (change, webhook), however many rules
+ * match), written to the transactional outbox beside the change record.
  */
 import { eq, inArray } from "drizzle-orm";
+import type { Executor } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
+import type { OutboxRow } from "../../services/tasks/outbox";
 import type { ChangeEvent } from "../changes/record";
 import type { Services } from "../context";
+import type { WriteContext } from "../rest/resource";
 import { evaluateCondition, type Condition } from "./conditions";
 
 export const WEBHOOK_TASK = "webhook.deliver";
@@ -33,26 +37,27 @@ interface ActiveRule {
 
 /**
  * Enabled rules are read at most every RULES_TTL_MS per process: they are configuration, and
- * reading them cost a statement on every write. A change to a rule or webhook committed in this
- * process drops the copy at once (`dispatchEvents` sees every committed change); other processes
- * and isolates pick it up within the TTL.
+ * reading them cost a statement on every write. A write that changes a rule or webhook reads
+ * them afresh in its own transaction and drops the copy once it commits; other processes and
+ * isolates pick the change up within the TTL. Only read rules are shared, never a pending read
+ * (on Workers a promise must not cross requests).
  */
 export const RULES_TTL_MS = 2000;
-const ruleCache = new WeakMap<Services, { at: number; rules: Promise<ActiveRule[]> }>();
+const ruleCache = new WeakMap<Services, { at: number; rules: ActiveRule[] }>();
 
-function cachedRules(services: Services): Promise<ActiveRule[]> {
+async function cachedRules(services: Services, db: Executor): Promise<ActiveRule[]> {
   const hit = ruleCache.get(services);
   if (hit && Date.now() - hit.at < RULES_TTL_MS) return hit.rules;
-  const rules = readRules(services);
-  ruleCache.set(services, { at: Date.now(), rules });
-  rules.catch(() => ruleCache.delete(services));
+  const at = Date.now();
+  const rules = await readRules(db);
+  ruleCache.set(services, { at, rules });
   return rules;
 }
 
-async function readRules(services: Services): Promise<ActiveRule[]> {
-  const rules = await services.db.orm.select().from(eventRules).where(eq(eventRules.enabled, true));
+async function readRules(db: Executor): Promise<ActiveRule[]> {
+  const rules = await db.select().from(eventRules).where(eq(eventRules.enabled, true));
   if (!rules.length) return [];
-  const links = await services.db.orm
+  const links = await db
     .select()
     .from(eventRuleObjectTypes)
     .where(inArray(eventRuleObjectTypes.eventRuleId, rules.map((r) => r.id)));
@@ -67,30 +72,61 @@ export function ruleMatches(rule: Pick<ActiveRule, "eventTypes" | "conditions" |
   return evaluateCondition(rule.conditions as Condition | null, { data, prechange: event.prechange, postchange: event.postchange });
 }
 
-/** Enqueues the deliveries of committed changes. Failures are logged: the change stands. */
-export async function dispatchEvents(services: Services, events: ChangeEvent[]): Promise<void> {
-  if (!events.length) return;
-  if (events.some((e) => e.appLabel === "extras" && (e.model === "eventrule" || e.model === "webhook"))) ruleCache.delete(services);
-  const rules = await cachedRules(services);
+/** What one write transaction has put in the outbox so far. */
+interface TransactionEvents {
+  rows: OutboxRow[];
+  /** (change, webhook) pairs already queued: one delivery per pair, however many rules match. */
+  queued: Set<string>;
+  /** The transaction wrote a rule or webhook: it matches against what it sees itself. */
+  rulesChanged: boolean;
+}
+const byTransaction = new WeakMap<WriteContext, TransactionEvents>();
+
+const changesRules = (event: ChangeEvent) => event.appLabel === "extras" && (event.model === "eventrule" || event.model === "webhook");
+
+/**
+ * Matches a change against the enabled event rules inside the write's transaction and writes
+ * one `webhook.deliver` job per matching webhook to the outbox there, so the deliveries commit
+ * (or roll back) with the change. After the commit the outbox relay hands them to the tasks
+ * Redis; the request never waits for Redis (docs/decisions/tasks-outbox.md).
+ */
+export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEvent): Promise<void> {
+  const services = ctx.services;
+  let state = byTransaction.get(ctx);
+  if (!state) {
+    const fresh: TransactionEvents = { rows: [], queued: new Set(), rulesChanged: false };
+    byTransaction.set(ctx, (state = fresh));
+    ctx.onCommit?.(async () => {
+      if (fresh.rulesChanged) ruleCache.delete(services);
+      services.tasks?.outbox.afterCommit(ctx.requestId, fresh.rows);
+    });
+  }
+  if (changesRules(event)) {
+    state.rulesChanged = true;
+    ruleCache.delete(services);
+  }
+  const rules = state.rulesChanged ? await readRules(ctx.db) : await cachedRules(services, ctx.db);
   if (!rules.length) return;
-  const webhookType = await services.objectTypes.ensure("extras", "webhook");
-  const queued = new Set<string>();
-  for (const event of events) {
-    for (const rule of rules) {
-      if (rule.actionType !== "webhook" || rule.actionObjectTypeId !== webhookType.id || !ruleMatches(rule, event)) continue;
-      const key = `${event.changeId}:${rule.actionObjectId}`;
-      if (queued.has(key)) continue;
-      queued.add(key);
-      if (!services.tasks) {
-        services.logger.warn("an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered", { eventRule: rule.id, requestId: event.requestId });
-        return;
-      }
-      const payload: WebhookTaskPayload = { webhook: rule.actionObjectId, change: event.changeId, event_rule: rule.id, model: event.model };
-      try {
-        await services.tasks.enqueue(WEBHOOK_TASK, payload, { objectTypeId: webhookType.id, objectId: rule.actionObjectId, userId: event.userId });
-      } catch (e) {
-        services.logger.error("could not queue a webhook delivery", { eventRule: rule.id, change: event.changeId, error: String((e as Error)?.message ?? e) });
-      }
+  const webhookType = await services.objectTypes.ensure("extras", "webhook", ctx.db);
+  for (const rule of rules) {
+    if (rule.actionType !== "webhook" || rule.actionObjectTypeId !== webhookType.id || !ruleMatches(rule, event)) continue;
+    const pair = `${event.changeId}:${rule.actionObjectId}`;
+    if (state.queued.has(pair)) continue;
+    state.queued.add(pair);
+    if (!services.tasks) {
+      services.logger.warn("an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered", { eventRule: rule.id, requestId: event.requestId });
+      return;
     }
+    const payload: WebhookTaskPayload = { webhook: rule.actionObjectId, change: event.changeId, event_rule: rule.id, model: event.model };
+    state.rows.push(
+      await services.tasks.outbox.record(ctx.db, {
+        name: WEBHOOK_TASK,
+        payload,
+        maxAttempts: services.tasks.maxAttempts,
+        userId: event.userId,
+        objectTypeId: webhookType.id,
+        objectId: rule.actionObjectId,
+      }),
+    );
   }
 }

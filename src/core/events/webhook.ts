@@ -1,7 +1,8 @@
 /**
  * Webhook delivery (`webhook.deliver` jobs): the §7 event body built from the change record,
  * `X-Hook-Signature` (hex HMAC-SHA512 of the exact body, WebCrypto, so Workers too), the
- * webhook's headers; a non-2xx answer or a network error throws, and the queue retries.
+ * webhook's headers, `Idempotency-Key` (the same on every attempt and copy of a delivery); a
+ * non-2xx answer or a network error throws, and the queue retries.
  */
 import { eq } from "drizzle-orm";
 import { objectChanges, webhooks } from "../../db/schema";
@@ -11,6 +12,9 @@ import type { Services } from "../context";
 import { resolvePath } from "./conditions";
 import type { WebhookTaskPayload } from "./dispatch";
 import { parseHeaderLines } from "./models";
+
+/** Sent with every delivery; stable per delivery (its outbox row), whatever the attempt. */
+export const IDEMPOTENCY_HEADER = "Idempotency-Key";
 
 const EVENT = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
 const enc = new TextEncoder();
@@ -43,7 +47,7 @@ export interface WebhookOptions {
 /** The `webhook.deliver` handler. Its `data` is `{status_code}` of the receiver's answer. */
 export function webhookHandler(services: Services, options: WebhookOptions = {}): JobHandler {
   const timeoutMs = options.timeoutMs ?? 10_000;
-  return async (payload: WebhookTaskPayload) => {
+  return async (payload: WebhookTaskPayload, job) => {
     const db = services.db.orm;
     const [hook] = await db.select().from(webhooks).where(eq(webhooks.id, payload.webhook));
     if (!hook) throw new PermanentJobError(`webhook ${payload.webhook} no longer exists`);
@@ -66,6 +70,8 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
     const extra = parseHeaderLines(renderTemplate(hook.additionalHeaders, event));
     if (!("error" in extra)) for (const [name, value] of extra) headers.set(name, value.replace(/[\r\n]+/g, " "));
     if (hook.secret) headers.set("X-Hook-Signature", await signBody(hook.secret, body));
+    // Delivery is at-least-once: receivers drop a repeat by this key (set last: not overridable).
+    headers.set(IDEMPOTENCY_HEADER, job.idempotencyKey);
 
     const init: RequestInit & { tls?: { rejectUnauthorized: boolean } } = {
       method: hook.httpMethod,

@@ -10,9 +10,10 @@ import { jobs } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import type { Logger } from "../logger";
 import type { RedisClient } from "../redis-types";
+import { OutboxRelay, type OutboxOptions } from "./outbox";
 
 /** Tuning of a {@link TaskQueue}; every value has a production default. */
-export interface TaskQueueOptions {
+export interface TaskQueueOptions extends OutboxOptions {
   /** Key prefix on the tasks Redis; default `host:tasks`. */
   prefix?: string;
   /** A job whose worker sent no heartbeat for this long is taken back; default 60 s. */
@@ -45,6 +46,8 @@ export interface RunningJob {
   attempt: number;
   maxAttempts: number;
   userId: number | null;
+  /** The same for every attempt and every copy of this job (its outbox row's key). */
+  idempotencyKey: string;
 }
 
 /** Runs one job; the resolved value becomes the job's `data`. Throwing retries it. */
@@ -70,8 +73,12 @@ export interface EnqueueOptions {
   objectId?: number | null;
   userId?: number | null;
   maxAttempts?: number;
-  /** Where to insert the row; default the queue's database. */
+  /**
+   * The caller's open transaction: the job is written in it and relayed after it commits
+   * (`onCommit`, else by the relay loop). Default: its own transaction, relayed at once.
+   */
   db?: Executor;
+  onCommit?(task: () => Promise<void>): void;
 }
 
 /** The Redis message of one attempt. `n` makes every pushed message a distinct string. */
@@ -82,7 +89,14 @@ interface Message {
   max: number;
   payload: unknown;
   user: number | null;
+  /** The outbox row's idempotency key (absent in messages queued before the outbox). */
+  key?: string;
   n: string;
+}
+
+/** A message as pushed to Redis: `fields` plus a fresh nonce. */
+export function messageText(fields: Omit<Message, "n">): string {
+  return JSON.stringify({ ...fields, n: nonce() });
 }
 
 /** Outcome of {@link TaskQueue.runOne}: nothing ready, a job ran, or a stale duplicate was dropped. */
@@ -100,6 +114,8 @@ export class TaskQueue {
   readonly #backoffMaxMs: number;
   readonly #deadLetterLimit: number;
   readonly #handlers = new Map<string, JobHandler>();
+  /** The transactional outbox: jobs reach Redis through it (docs/decisions/tasks-outbox.md). */
+  readonly outbox: OutboxRelay;
 
   constructor(
     readonly db: Database,
@@ -120,6 +136,7 @@ export class TaskQueue {
     this.#backoffBaseMs = options.backoffBaseMs ?? 2_000;
     this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
     this.#deadLetterLimit = Math.max(1, Math.trunc(options.deadLetterLimit ?? 1000));
+    this.outbox = new OutboxRelay(this, options);
   }
 
   /** Registers the handler of a job name (e.g. `webhook.deliver`). */
@@ -137,25 +154,22 @@ export class TaskQueue {
     return Math.round(plain * (1 + Math.random() * 0.2));
   }
 
-  /** Inserts a pending job row and pushes its first message. */
+  /**
+   * Writes a pending job and its outbox row, then relays it. In the caller's transaction
+   * (`options.db`) nothing touches Redis before the commit; on its own it waits for Redis at most
+   * the relay bound (`relayTimeoutMs`), and a job Redis did not take is relayed later.
+   */
   async enqueue(name: string, payload: unknown, options: EnqueueOptions = {}): Promise<{ id: number }> {
     if (!this.#handlers.has(name)) throw new Error(`no task handler is registered as "${name}"`);
-    const db = options.db ?? this.db.orm;
-    const [row] = await db
-      .insert(jobs)
-      .values({ name, status: "pending", objectTypeId: options.objectTypeId ?? null, objectId: options.objectId ?? null, userId: options.userId ?? null })
-      .returning({ id: jobs.id });
-    const message: Message = { id: row!.id, name, attempt: 1, max: options.maxAttempts ?? this.maxAttempts, payload, user: options.userId ?? null, n: nonce() };
-    try {
-      await this.redis.lpush(this.keys.ready, JSON.stringify(message));
-    } catch (e) {
-      await this.db.orm
-        .update(jobs)
-        .set({ status: "failed", error: `could not be queued: ${errorText(e)}`, completed: nowIso() })
-        .where(eq(jobs.id, row!.id));
-      throw e;
+    const job = { name, payload, maxAttempts: options.maxAttempts ?? this.maxAttempts, userId: options.userId ?? null, objectTypeId: options.objectTypeId, objectId: options.objectId };
+    if (options.db) {
+      const row = await this.outbox.record(options.db, job);
+      options.onCommit?.(() => this.outbox.relayCommitted([row]));
+      return { id: row.jobId };
     }
-    return { id: row!.id };
+    const row = await this.db.orm.transaction((tx) => this.outbox.record(tx, job));
+    await this.outbox.relayRows([row]);
+    return { id: row.jobId };
   }
 
   /**
@@ -196,7 +210,7 @@ export class TaskQueue {
     const heartbeat = setInterval(() => {
       this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw).catch((e) => this.logger.warn("task queue: heartbeat failed", { job: message.id, error: errorText(e) }));
     }, Math.max(50, Math.floor(this.visibilityTimeoutMs / 3)));
-    const job: RunningJob = { id: message.id, name: message.name, attempt: message.attempt, maxAttempts: message.max, userId: message.user };
+    const job: RunningJob = { id: message.id, name: message.name, attempt: message.attempt, maxAttempts: message.max, userId: message.user, idempotencyKey: message.key ?? `host-job-${message.id}` };
     try {
       if (!handler) throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
       const data = await handler(message.payload, job);
@@ -344,7 +358,7 @@ export class TaskQueue {
   }
 }
 
-function parseMessage(raw: string): Message | null {
+export function parseMessage(raw: string): Message | null {
   try {
     const m = JSON.parse(raw) as Message;
     if (typeof m?.id === "number" && typeof m.name === "string" && typeof m.attempt === "number" && typeof m.max === "number") return m;

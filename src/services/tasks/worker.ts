@@ -13,7 +13,20 @@ export interface WorkerOptions {
   idleMs?: number;
   /** How often expired leases and due retries are looked at; default 1 s. */
   maintainEveryMs?: number;
+  /** Pause of the outbox relay loop when nothing waits; default 500 ms. */
+  relayEveryMs?: number;
+  /** How often jobs Redis lost are looked for (`OutboxRelay.sweepLost`); default 10 s. */
+  sweepEveryMs?: number;
+  /** Other recurring work of the worker process (retention), each in its own loop. */
+  periodic?: PeriodicTask[];
   logger?: Logger;
+}
+
+/** Work the worker repeats every `everyMs` (first run at start). Failures are logged and retried next time. */
+export interface PeriodicTask {
+  name: string;
+  everyMs: number;
+  run(): Promise<unknown>;
 }
 
 export interface TaskWorker {
@@ -28,6 +41,8 @@ const errorText = (e: unknown) => String((e as Error)?.message ?? e);
 /** After a failure the loops pause this long, doubling up to {@link MAX_ERROR_PAUSE_MS}. */
 const ERROR_PAUSE_MS = 500;
 const MAX_ERROR_PAUSE_MS = 10_000;
+/** The relay retries sooner: each try costs at most the relay bound, and deliveries wait on it. */
+const MAX_RELAY_PAUSE_MS = 2_000;
 
 /**
  * Starts the worker loops. They survive Redis and database outages: the first failure is
@@ -62,11 +77,17 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
       }
     }
   };
+  const sweepEveryMs = options.sweepEveryMs ?? 10_000;
+  let sweptAt = 0;
   const housekeeping = async () => {
     while (!stopping) {
       try {
         await queue.maintain();
         void beat(queue, "bun");
+        if (Date.now() - sweptAt >= sweepEveryMs) {
+          await queue.outbox.sweepLost();
+          sweptAt = Date.now();
+        }
         succeeded();
         await pause(maintainEveryMs);
       } catch (e) {
@@ -74,8 +95,55 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
       }
     }
   };
+  // The outbox relay: rows the relay after commit could not hand over (Redis down or frozen).
+  const relayEveryMs = options.relayEveryMs ?? 500;
+  const relay = async () => {
+    let misses = 0;
+    while (!stopping) {
+      try {
+        const relayed = await queue.outbox.relayPending();
+        misses = 0;
+        if (!relayed) await pause(relayEveryMs);
+      } catch {
+        // the relay logs the outage itself (once)
+        await pause(Math.min(MAX_RELAY_PAUSE_MS, relayEveryMs * 2 ** Math.min(misses++, 4)));
+      }
+    }
+  };
+  const periodic = startPeriodic(options.periodic ?? [], logger);
 
-  const done = Promise.all([housekeeping(), ...Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot)]).then(() => undefined);
+  const loops = [housekeeping(), relay(), periodic.done, ...Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot)];
+  const done = Promise.all(loops).then(() => undefined);
+  return {
+    done,
+    async stop(timeoutMs = 10_000) {
+      stopping = true;
+      wake();
+      void periodic.stop(timeoutMs);
+      await delay(timeoutMs, done);
+    },
+  };
+}
+
+/**
+ * Runs each task now and then every `everyMs` until stopped (the worker's retention; `npm start`
+ * without a tasks Redis runs it alone). A failure is logged and retried on the next run.
+ */
+export function startPeriodic(tasks: PeriodicTask[], logger: Logger): TaskWorker {
+  let stopping = false;
+  let wake: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => (wake = resolve));
+  const loop = async (task: PeriodicTask) => {
+    while (!stopping) {
+      try {
+        await task.run();
+      } catch (e) {
+        logger.warn(`task worker: ${task.name} failed; retrying on the next run`, { error: errorText(e) });
+      }
+      await delay(task.everyMs, stopped);
+    }
+  };
+  const done = Promise.all(tasks.map(loop)).then(() => undefined);
   return {
     done,
     async stop(timeoutMs = 10_000) {
@@ -88,11 +156,15 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
 
 /**
  * Works until the queue is empty or `budgetMs` is spent (a cron invocation). Returns how many
- * jobs ran. Housekeeping runs first, so retries that fell due and lost jobs are picked up.
+ * jobs ran. The outbox is relayed and housekeeping runs first, so jobs whose relay failed,
+ * retries that fell due and jobs Redis lost are picked up; the outbox is relayed again when the
+ * queue runs dry (jobs may write changes that call webhooks).
  */
 export async function drainQueue(queue: TaskQueue, options: { budgetMs?: number; concurrency?: number } = {}): Promise<number> {
   const deadline = Date.now() + (options.budgetMs ?? 25_000);
+  await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: options.budgetMs });
   await queue.maintain();
+  await queue.outbox.sweepLost();
   let ran = 0;
   const slot = async () => {
     while (Date.now() < deadline) {
@@ -101,7 +173,9 @@ export async function drainQueue(queue: TaskQueue, options: { budgetMs?: number;
       if (outcome === "ran") ran++;
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot));
+  do {
+    await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot));
+  } while (Date.now() < deadline && (await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: deadline - Date.now() })) > 0);
   return ran;
 }
 

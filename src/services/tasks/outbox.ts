@@ -1,0 +1,332 @@
+/**
+ * The transactional outbox of the job queue (§7, docs/decisions/tasks-outbox.md): a job is a
+ * `jobs` row plus an `outbox` row, written in the caller's transaction; after commit the relay
+ * hands the message to the tasks Redis within a small bound and marks the row relayed. Rows
+ * Redis did not take wait for the next relay pass; jobs Redis lost later are queued again by
+ * the sweep.
+ */
+import { and, asc, eq, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import { Reusable, type Executor } from "../../db/client";
+import { jobs, outbox } from "../../db/schema";
+import { nowIso } from "../../db/schema/common";
+import { messageText, parseMessage, type TaskQueue } from "./queue";
+
+/**
+ * How long a relay waits for the tasks Redis to take a batch of messages. Beyond it the rows
+ * stay in the outbox for the next pass. Requests never wait for it at all on Bun (the relay
+ * after commit is fire-and-forget); `enqueue` outside a transaction waits at most this long.
+ */
+export const RELAY_TIMEOUT_MS = 100;
+/** After a relay failure, relays right after commit are skipped this long (the loop retries). */
+const COOLDOWN_MS = 1_000;
+/** Rows per LPUSH and per relay statement. */
+const RELAY_BATCH = 100;
+/** The sweep does not read Redis lists longer than this (it waits until they are shorter). */
+const SWEEP_LIST_LIMIT = 20_000;
+/** Request ids with outbox rows waiting for their request's `waitUntil` (Workers). */
+const DEFERRED_LIMIT = 1_000;
+
+/** Tuning of the relay and the sweep; part of `TaskQueueOptions`. */
+export interface OutboxOptions {
+  /** Bound on one hand-over to Redis; default {@link RELAY_TIMEOUT_MS}. */
+  relayTimeoutMs?: number;
+  /**
+   * After commit: `now` relays at once, fire-and-forget (Bun); `deferred` keeps the rows for the
+   * request's `waitUntil` (Workers: work started outside a request's context is cancelled).
+   */
+  afterCommit?: "now" | "deferred";
+  /** The relay loop leaves rows younger than this to the relay right after commit; default 1 s. */
+  relayMinAgeMs?: number;
+  /** A live job missing from every queue list this long after its relay is queued again; default 10 s. */
+  sweepGraceMs?: number;
+}
+
+/** What to run, for {@link OutboxRelay.record}. */
+export interface OutboxJob {
+  name: string;
+  payload: unknown;
+  maxAttempts: number;
+  userId: number | null;
+  objectTypeId?: number | null;
+  objectId?: number | null;
+}
+
+/** An outbox row as the relay needs it. */
+export interface OutboxRow {
+  id: number;
+  jobId: number;
+  name: string;
+  payload: unknown;
+  maxAttempts: number;
+  userId: number | null;
+  key: string;
+}
+
+const errorText = (e: unknown) => String((e as Error)?.message ?? e).slice(0, 500);
+
+const insertJob = new Reusable((db) =>
+  db
+    .insert(jobs)
+    .values({
+      name: sql.placeholder("name"),
+      status: "pending",
+      created: sql.placeholder("created"),
+      objectTypeId: sql.placeholder("objectTypeId"),
+      objectId: sql.placeholder("objectId"),
+      userId: sql.placeholder("userId"),
+    })
+    .returning({ id: jobs.id })
+    .prepare(),
+);
+
+const insertOutbox = new Reusable((db) =>
+  db
+    .insert(outbox)
+    .values({
+      created: sql.placeholder("created"),
+      jobId: sql.placeholder("jobId"),
+      name: sql.placeholder("name"),
+      // bound as given (JSON text): the column's encoder would stringify the placeholder's value again
+      payload: sql`${sql.placeholder("payload")}`,
+      maxAttempts: sql.placeholder("maxAttempts"),
+      userId: sql.placeholder("userId"),
+      key: sql.placeholder("key"),
+    })
+    .returning({ id: outbox.id })
+    .prepare(),
+);
+
+const markRelayed = new Reusable((db) =>
+  db
+    .update(outbox)
+    .set({ relayed: sql`${sql.placeholder("at")}` })
+    .where(and(sql`${outbox.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`, isNull(outbox.relayed)))
+    .prepare(),
+);
+
+/** The outbox side of a {@link TaskQueue}: recording, relaying and the lost-job sweep. */
+export class OutboxRelay {
+  readonly relayTimeoutMs: number;
+  readonly #afterCommit: "now" | "deferred";
+  readonly #minAgeMs: number;
+  readonly #graceMs: number;
+  /** When the last hand-over failed; 0 while Redis takes messages. */
+  #failedAt = 0;
+  readonly #deferred = new Map<string, OutboxRow[]>();
+
+  constructor(
+    private readonly queue: TaskQueue,
+    options: OutboxOptions = {},
+  ) {
+    this.relayTimeoutMs = Math.min(RELAY_TIMEOUT_MS, Math.max(1, options.relayTimeoutMs ?? RELAY_TIMEOUT_MS));
+    this.#afterCommit = options.afterCommit ?? "now";
+    this.#minAgeMs = options.relayMinAgeMs ?? 1_000;
+    this.#graceMs = options.sweepGraceMs ?? 10_000;
+  }
+
+  /**
+   * Writes the job (`pending`) and its outbox row on `db` — the caller's transaction, so they
+   * commit or roll back with the change that caused them. Nothing touches Redis here.
+   */
+  async record(db: Executor, job: OutboxJob): Promise<OutboxRow> {
+    const orm = this.queue.db.orm;
+    const created = nowIso();
+    const [jobRow] = await insertJob.on(db, orm).all({ name: job.name, created, objectTypeId: job.objectTypeId ?? null, objectId: job.objectId ?? null, userId: job.userId });
+    const key = crypto.randomUUID();
+    const row = { jobId: jobRow!.id, name: job.name, payload: job.payload ?? null, maxAttempts: job.maxAttempts, userId: job.userId, key };
+    const [out] = await insertOutbox.on(db, orm).all({ ...row, created, payload: JSON.stringify(row.payload) });
+    return { id: out!.id, ...row };
+  }
+
+  /**
+   * Called once the transaction that recorded `rows` has committed: relays them now,
+   * fire-and-forget (the request does not wait), or keeps them for {@link takeDeferred}.
+   */
+  afterCommit(requestId: string, rows: OutboxRow[]): void {
+    if (!rows.length) return;
+    if (this.#afterCommit === "now") {
+      void this.relayRows(rows);
+      return;
+    }
+    if (this.#deferred.size >= DEFERRED_LIMIT) this.#deferred.clear(); // the relay loop or cron picks them up
+    this.#deferred.set(requestId, [...(this.#deferred.get(requestId) ?? []), ...rows]);
+  }
+
+  /**
+   * Relays committed rows where no request's `waitUntil` is at hand (a job's own writes): Bun
+   * does not wait for it; Workers wait (at most the bound), since unawaited work may be cancelled.
+   */
+  relayCommitted(rows: OutboxRow[]): Promise<void> {
+    const relay = this.relayRows(rows);
+    return this.#afterCommit === "now" ? Promise.resolve() : relay;
+  }
+
+  /** The relay of rows a request committed, to hand to its `waitUntil` (Workers); null when none. */
+  takeDeferred(requestId: string): (() => Promise<void>) | null {
+    const rows = this.#deferred.get(requestId);
+    if (!rows) return null;
+    this.#deferred.delete(requestId);
+    return () => this.relayRows(rows);
+  }
+
+  /**
+   * Hands `rows` to Redis within the bound and marks them relayed. Never throws: rows Redis did
+   * not take stay in the outbox. Skipped for a short while after a failure, so an outage does
+   * not pile up one pending Redis call per write.
+   */
+  async relayRows(rows: OutboxRow[]): Promise<void> {
+    if (!rows.length || (this.#failedAt && Date.now() - this.#failedAt < COOLDOWN_MS)) return;
+    try {
+      await this.#push(rows);
+    } catch (e) {
+      this.#failed(e);
+      return;
+    }
+    try {
+      await this.#markRelayed(rows);
+    } catch (e) {
+      // Relayed but not marked: the loop relays it again and the claim drops the duplicate.
+      this.queue.logger.warn("outbox: could not mark rows relayed", { error: errorText(e) });
+    }
+  }
+
+  /**
+   * The relay loop's pass (task worker, Workers cron): rows still waiting, oldest first, in
+   * batches, for at most `budgetMs`. Throws when Redis does not take a batch (the caller backs
+   * off); the rows stay for the next pass. Returns how many rows were relayed.
+   */
+  async relayPending(options: { minAgeMs?: number; budgetMs?: number } = {}): Promise<number> {
+    const deadline = Date.now() + (options.budgetMs ?? 2_000);
+    const bornBefore = new Date(Date.now() - (options.minAgeMs ?? this.#minAgeMs)).toISOString();
+    const db = this.queue.db.orm;
+    let relayed = 0;
+    for (;;) {
+      const rows = await db
+        .select({ id: outbox.id, jobId: outbox.jobId, name: outbox.name, payload: outbox.payload, maxAttempts: outbox.maxAttempts, userId: outbox.userId, key: outbox.key })
+        .from(outbox)
+        .where(and(isNull(outbox.relayed), lt(outbox.created, bornBefore)))
+        .orderBy(asc(outbox.id))
+        .limit(RELAY_BATCH);
+      if (!rows.length) break;
+      try {
+        await this.#push(rows);
+      } catch (e) {
+        this.#failed(e);
+        await db
+          .update(outbox)
+          .set({ tries: sql`${outbox.tries} + 1`, error: errorText(e) })
+          .where(inArray(outbox.id, rows.map((r) => r.id)));
+        throw e;
+      }
+      await this.#markRelayed(rows);
+      relayed += rows.length;
+      if (rows.length < RELAY_BATCH || Date.now() > deadline) break;
+    }
+    return relayed;
+  }
+
+  /**
+   * Queues again the jobs Redis lost (a restart without data, a flush): live jobs whose message
+   * is in none of the queue's lists `sweepGraceMs` after their relay. A `pending` job gets its
+   * next attempt; a `running` one whose worker has not renewed a lease for a visibility timeout
+   * goes back to `pending` first (like an expired lease). A copy that was not really lost is
+   * dropped by the claim, so a wrong guess costs a no-op message, never a second run.
+   */
+  async sweepLost(now = Date.now()): Promise<{ requeued: number; failed: number }> {
+    const db = this.queue.db.orm;
+    const relayedBefore = new Date(now - this.#graceMs).toISOString();
+    const candidates = await db
+      .select({
+        id: jobs.id,
+        status: jobs.status,
+        attempts: jobs.attempts,
+        started: jobs.started,
+        name: outbox.name,
+        payload: outbox.payload,
+        maxAttempts: outbox.maxAttempts,
+        userId: outbox.userId,
+        key: outbox.key,
+      })
+      .from(jobs)
+      .innerJoin(outbox, eq(outbox.jobId, jobs.id))
+      .where(and(inArray(jobs.status, ["pending", "running"]), isNotNull(outbox.relayed), lt(outbox.relayed, relayedBefore)))
+      .orderBy(asc(jobs.id))
+      .limit(500);
+    if (!candidates.length) return { requeued: 0, failed: 0 };
+
+    const { redis, keys } = this.queue;
+    const [readyLength, processingLength] = await Promise.all([redis.llen(keys.ready), redis.llen(keys.processing)]);
+    if (readyLength > SWEEP_LIST_LIMIT || processingLength > SWEEP_LIST_LIMIT) return { requeued: 0, failed: 0 };
+    // Processing before inflight and delayed: a message moves processing → delayed (ZADD, then
+    // LREM), so reading in this order sees it at least once.
+    const processing = await redis.lrange(keys.processing, 0, -1);
+    const [inflight, delayed, ready] = await Promise.all([
+      redis.zrangebyscore(keys.inflight, "-inf", "+inf"),
+      redis.zrangebyscore(keys.delayed, "-inf", "+inf"),
+      redis.lrange(keys.ready, 0, -1),
+    ]);
+    const present = new Set<number>();
+    for (const raw of [...processing, ...inflight, ...delayed, ...ready]) {
+      const m = parseMessage(raw);
+      if (m) present.add(m.id);
+    }
+
+    const messages: string[] = [];
+    let failed = 0;
+    const staleStart = new Date(now - this.queue.visibilityTimeoutMs).toISOString();
+    for (const job of candidates) {
+      if (present.has(job.id)) continue;
+      if (job.status === "running") {
+        if (job.started && job.started > staleStart) continue; // its worker may still renew the lease
+        const back = await db
+          .update(jobs)
+          .set({ status: "pending", error: "the tasks Redis lost this job while it ran; retrying" })
+          .where(and(eq(jobs.id, job.id), eq(jobs.status, "running"), eq(jobs.attempts, job.attempts)))
+          .returning({ id: jobs.id });
+        if (!back.length) continue;
+      }
+      if (job.attempts >= job.maxAttempts) {
+        const gone = await db
+          .update(jobs)
+          .set({ status: "failed", error: "the tasks Redis lost this job and no attempts are left", completed: nowIso() })
+          .where(and(eq(jobs.id, job.id), eq(jobs.status, "pending"), eq(jobs.attempts, job.attempts)))
+          .returning({ id: jobs.id });
+        failed += gone.length;
+        continue;
+      }
+      messages.push(messageText({ id: job.id, name: job.name, attempt: job.attempts + 1, max: job.maxAttempts, payload: job.payload, user: job.userId, key: job.key }));
+    }
+    if (messages.length) {
+      await redis.lpush(keys.ready, ...messages);
+      this.queue.logger.warn("task queue: re-queued jobs the tasks Redis had lost", { jobs: messages.length });
+    }
+    return { requeued: messages.length, failed };
+  }
+
+  /** One LPUSH of the rows' first messages, bounded by `relayTimeoutMs`. */
+  async #push(rows: OutboxRow[]): Promise<void> {
+    const messages = rows.map((r) => messageText({ id: r.jobId, name: r.name, attempt: 1, max: r.maxAttempts, payload: r.payload, user: r.userId, key: r.key }));
+    const push = this.queue.redis.lpush(this.queue.keys.ready, ...messages);
+    push.catch(() => undefined); // may settle after the bound; a late success only duplicates (the claim drops it)
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const bound = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the tasks Redis did not take the message within ${this.relayTimeoutMs} ms`)), this.relayTimeoutMs);
+    });
+    try {
+      await Promise.race([push, bound]);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.#failedAt) this.queue.logger.info("outbox: the tasks Redis takes messages again");
+    this.#failedAt = 0;
+  }
+
+  #failed(e: unknown) {
+    if (!this.#failedAt) this.queue.logger.warn("outbox: the tasks Redis did not take messages; they stay in the outbox and are retried", { error: errorText(e) });
+    this.#failedAt = Date.now();
+  }
+
+  async #markRelayed(rows: OutboxRow[]) {
+    await markRelayed.on(this.queue.db.orm, this.queue.db.orm).run({ at: nowIso(), ids: JSON.stringify(rows.map((r) => r.id)) });
+  }
+}
