@@ -6,7 +6,11 @@
 import { and, asc, desc, not, or, sql, type SQL } from "drizzle-orm";
 import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
+import { MAX_FILTER_VALUES } from "../core/limits";
 import { MAX_LIMIT } from "../core/rest/query";
+
+/** AND / OR / NOT and related filters nest at most this deep. */
+export const MAX_FILTER_NESTING = 8;
 import type { ApiRecord } from "../core/rest/resource";
 import { labelled, type GraphQLContext } from "./loaders";
 import { badArgument, filterShapes, LOOKUPS, type Entry } from "./schema";
@@ -24,7 +28,8 @@ export async function listRecords(
   if (!Number.isInteger(offset) || offset < 0) throw badArgument("pagination.offset must be a non-negative integer.");
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw badArgument(`pagination.limit must be between 1 and ${MAX_LIMIT}.`);
   const r = entry.resource;
-  const conditions = [await restrictWhere(g.ctx, g.auth, "view", r), filters ? await filterWhere(g, entry, filterType, filters, "") : undefined].filter(
+  const budget = { terms: 0 };
+  const conditions = [await restrictWhere(g.ctx, g.auth, "view", r), filters ? await filterWhere(g, entry, filterType, filters, "", 0, budget) : undefined].filter(
     (x): x is SQL => !!x,
   );
   const orderBy: SQL[] = [];
@@ -49,31 +54,46 @@ export async function listRecords(
 }
 
 /** One filter input as SQL: lookups AND together; `AND`, `OR`, `NOT` compose; related filters follow the relation. */
-async function filterWhere(g: GraphQLContext, entry: Entry, type: GraphQLInputObjectType, input: Record<string, unknown>, prefix: string): Promise<SQL> {
+async function filterWhere(
+  g: GraphQLContext,
+  entry: Entry,
+  type: GraphQLInputObjectType,
+  input: Record<string, unknown>,
+  prefix: string,
+  depth: number,
+  budget: { terms: number },
+): Promise<SQL> {
+  // SQLite refuses very deep or very large expressions: a filter past these limits is a clear error.
+  if (depth > MAX_FILTER_NESTING) throw badArgument(`Filters nest at most ${MAX_FILTER_NESTING} levels (AND, OR, NOT and related filters).`);
   const shape = filterShapes.get(type)!;
   const terms: SQL[] = [];
+  const count = (n: number) => {
+    budget.terms += n;
+    if (budget.terms > MAX_FILTER_VALUES) throw badArgument(`A filter takes at most ${MAX_FILTER_VALUES} lookups and values in all.`);
+  };
   for (const [name, value] of Object.entries(input)) {
     if (value === null || value === undefined) continue;
     if (name === "AND" || name === "OR") {
       const parts: SQL[] = [];
-      for (const item of value as Record<string, unknown>[]) parts.push(await filterWhere(g, entry, type, item, prefix));
+      for (const item of value as Record<string, unknown>[]) parts.push(await filterWhere(g, entry, type, item, prefix, depth + 1, budget));
       if (parts.length) terms.push((name === "AND" ? and(...parts) : or(...parts)) as SQL);
       continue;
     }
     if (name === "NOT") {
-      terms.push(not(await filterWhere(g, entry, type, value as Record<string, unknown>, prefix)));
+      terms.push(not(await filterWhere(g, entry, type, value as Record<string, unknown>, prefix, depth + 1, budget)));
       continue;
     }
     const key = shape.keys.get(name);
     if (!key) continue;
     if (shape.related.has(name)) {
       const nested = type.getFields()[name]!.type as GraphQLInputObjectType;
-      terms.push(await filterWhere(g, entry, nested, value as Record<string, unknown>, `${prefix}${key}__`));
+      terms.push(await filterWhere(g, entry, nested, value as Record<string, unknown>, `${prefix}${key}__`, depth + 1, budget));
       continue;
     }
     for (const [lookup, v] of Object.entries(value as Record<string, unknown>)) {
       if (v === undefined || !Object.hasOwn(LOOKUPS, lookup)) continue;
       if (v === null && lookup !== "exact") continue;
+      count(Array.isArray(v) ? Math.max(1, v.length) : 1);
       terms.push(await constraintSql(g.ctx, entry.resource, [{ [`${prefix}${key}__${LOOKUPS[lookup]}`]: v }], null));
     }
   }

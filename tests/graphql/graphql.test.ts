@@ -18,7 +18,7 @@ const ids: Record<string, number> = {};
 
 export function clientFor(t: TestApp, token: string | null) {
   return new GraphQLClient("http://host.test/graphql/", {
-    fetch: (input: RequestInfo | URL, init?: RequestInit) => Promise.resolve(t.app.request(input instanceof Request ? input : String(input), init)),
+    fetch: ((input: RequestInfo | URL, init?: RequestInit) => Promise.resolve(t.app.request(input instanceof Request ? input : String(input), init))) as typeof fetch,
     headers: token ? { authorization: `Token ${token}` } : {},
   });
 }
