@@ -62,7 +62,11 @@ describe("OpenMetrics", () => {
     expect(s.value("host_health_observed_lag_seconds", observing)).toBe("1.5");
     expect(s.value("host_health_observed_age_seconds", observing)).toBe("2.5");
     expect(s.family("host_health_observed_never_seconds")!.metrics).toEqual([]);
-    expect(s.family("host_health_observed_info")!.metrics[0]!.labels).toEqual({ check: 'Observing "quoted"', mode: 'a "b" \\ c' });
+    const infos = s.family("host_health_observed_info")!.metrics.map((m) => m.labels);
+    expect(infos).toEqual([
+      { check: "Database", driver: "file" },
+      { check: 'Observing "quoted"', mode: 'a "b" \\ c' },
+    ]);
     expect(s.text).toContain("# UNIT host_health_observed_lag_seconds seconds");
   });
 
