@@ -70,15 +70,17 @@ const EnvSchema = v.object({
   TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
   TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
+  CHANGELOG_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
+  JOB_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
   LOG_LEVEL: v.optional(v.picklist(["debug", "info", "warn", "error", "silent"], "must be debug, info, warn, error or silent"), "info"),
   LOG_SLOW_REQUEST_MS: v.optional(intString(1, 3600 * 1000), "1000"),
   CORS_ORIGINS: v.optional(v.string(), ""),
-});
-
   LOGIN_FAILURES_PER_USERNAME: v.optional(intString(1, 1_000_000), "10"),
   LOGIN_FAILURES_PER_ADDRESS: v.optional(intString(1, 1_000_000), "30"),
   LOGIN_FAILURE_WINDOW_SECONDS: v.optional(intString(1, 7 * 24 * 3600), "900"),
   TRUSTED_PROXY_HOPS: v.optional(intString(0, 10), "0"),
+});
+
 export interface RedisSettings {
   url: string;
   token?: string;
@@ -97,15 +99,13 @@ export interface Config {
   taskWorker: "inline" | "off";
   /** Job queue tuning: lease length, attempts before giving up, first retry delay (doubling). */
   tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
+  /** Days change records and finished jobs are kept; 0 keeps them for good. */
+  retention: { changelogDays: number; jobDays: number };
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /** Requests slower than this are logged at warn (access log). */
   slowRequestMs: number;
   /** Origins allowed by CORS: none (default), a list, or `*` for any. */
   corsOrigins: string[] | "*";
-  runtime: Runtime;
-}
-
-/** Raised when a setting is invalid; `message` is the one line to print. */
   /**
    * Token provisioning (`POST /api/users/tokens/provision/`): failed logins allowed per username
    * and per client address within a window, counted on the cache (docs/decisions/0010-login.md).
@@ -113,6 +113,10 @@ export interface Config {
   login: { failuresPerUsername: number; failuresPerAddress: number; windowSeconds: number };
   /** Proxies in front of the app whose X-Forwarded-For entries are believed; 0 = none. */
   trustedProxyHops: number;
+  runtime: Runtime;
+}
+
+/** Raised when a setting is invalid; `message` is the one line to print. */
 export class ConfigError extends Error {
   constructor(
     readonly setting: string,
@@ -165,16 +169,17 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
     maxBodyBytes: e.MAX_BODY_BYTES,
     taskWorker: e.TASK_WORKER,
     tasks: { visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS, maxAttempts: e.TASK_MAX_ATTEMPTS, backoffBaseMs: e.TASK_RETRY_BACKOFF_MS },
+    retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
     logLevel: e.LOG_LEVEL,
     slowRequestMs: e.LOG_SLOW_REQUEST_MS,
     corsOrigins: parseCorsOrigins(e.CORS_ORIGINS),
+    login: { failuresPerUsername: e.LOGIN_FAILURES_PER_USERNAME, failuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS, windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS },
+    trustedProxyHops: e.TRUSTED_PROXY_HOPS,
     runtime,
   };
 }
 
 /** `CORS_ORIGINS`: empty (no CORS), `*`, or a comma list of origins (`scheme://host[:port]`). */
-    login: { failuresPerUsername: e.LOGIN_FAILURES_PER_USERNAME, failuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS, windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS },
-    trustedProxyHops: e.TRUSTED_PROXY_HOPS,
 function parseCorsOrigins(raw: string): string[] | "*" {
   const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
   if (items.length === 1 && items[0] === "*") return "*";

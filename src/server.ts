@@ -13,7 +13,8 @@ import { createResilientCache } from "./services/cache/resilient";
 import { createLogger, type Logger } from "./services/logger";
 import { createRedactor, secretsOf } from "./services/redact";
 import { createRedisClients } from "./services/redis-factory";
-import { startWorker } from "./services/tasks/worker";
+import { retentionTask } from "./services/tasks/retention";
+import { startPeriodic, startWorker } from "./services/tasks/worker";
 import { startLocalRedisStack, type LocalRedisStack } from "../tools/dev-stack";
 
 /** In-flight requests get this long to finish on shutdown before connections are cut. */
@@ -118,7 +119,10 @@ async function main() {
     }
     // TASK_WORKER=inline: this process also works the job queue (§7), once it serves.
     const queue = servicesOf(app).tasks;
-    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger }) : null;
+    // Retention (hourly) runs in the task worker; without a tasks Redis, on its own.
+    const retention = retentionTask(db, config.retention);
+    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic: [retention] }) : null;
+    const pruner = config.taskWorker === "inline" && !queue ? startPeriodic([retention], logger) : null;
     logger.info("listening", { url: `http://${server.hostname}:${server.port}/`, database: redactUrl(config.database.url), plugins: config.plugins });
 
     let stopping = false;
@@ -129,7 +133,7 @@ async function main() {
       // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
       const drained = await Promise.race([server.stop(false).then(() => true), Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false)]);
       if (!drained) await server.stop(true);
-      await worker?.stop(DRAIN_TIMEOUT_MS);
+      await Promise.all([worker?.stop(DRAIN_TIMEOUT_MS), pruner?.stop(DRAIN_TIMEOUT_MS)]);
       await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
       await db.close();
       await exit(0);

@@ -11,6 +11,7 @@ import { runMigrations } from "./db/migrate";
 import { createCache } from "./services/cache";
 import { createLogger } from "./services/logger";
 import { createRedisClients } from "./services/redis-factory";
+import { retentionTask } from "./services/tasks/retention";
 import { startWorker } from "./services/tasks/worker";
 
 /** Jobs still running at shutdown get this long; unfinished ones are taken back after their lease. */
@@ -35,7 +36,7 @@ async function main() {
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching });
   const app = await createApp({ config, db, cache, redis, logger });
   const queue = servicesOf(app).tasks!;
-  const worker = startWorker(queue, { logger });
+  const worker = startWorker(queue, { logger, periodic: [retentionTask(db, config.retention)] });
   logger.info("task worker started", { redis: redis.tasks!.describe, database: redactUrl(config.database.url) });
 
   let stopping = false;

@@ -13,6 +13,7 @@ import { createLogger, type Logger } from "./services/logger";
 import { createRedactor } from "./services/redact";
 import { createUpstashRedis } from "./services/redis";
 import type { RedisClient } from "./services/redis-types";
+import { pruneExpired } from "./services/tasks/retention";
 import { drainQueue } from "./services/tasks/worker";
 import { beat } from "./services/tasks/heartbeat";
 
@@ -130,7 +131,15 @@ export function createWorker(): {
       const logger = createLogger(env.LOG_LEVEL === "silent" ? "silent" : "info");
       let queue;
       try {
-        queue = servicesOf(await appFor(env, logger)).tasks;
+        const services = servicesOf(await appFor(env, logger));
+        queue = services.tasks;
+        // Retention on every run, queue or not: with nothing due it is two indexed reads.
+        ctx.waitUntil(
+          pruneExpired(services.db, services.config.retention, { budgetMs: PRUNE_BUDGET_MS }).then(
+            (pruned) => (pruned.changes || pruned.jobs ? logger.info("cron pruned expired records", { ...pruned }) : undefined),
+            (e) => logger.error("cron retention failed", { error: String((e as Error)?.message ?? e) }),
+          ),
+        );
       } catch {
         logger.error("isolate start-up failed; the cron run did no jobs");
         return;
@@ -149,5 +158,7 @@ export function createWorker(): {
 
 /** Each cron run works the queue this long at most (the next run takes over after a minute). */
 const CRON_BUDGET_MS = 50_000;
+/** Retention's share of a cron run; what is left is deleted by the next runs. */
+const PRUNE_BUDGET_MS = 5_000;
 
 export default createWorker();

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { jobs, outbox } from "../../src/db/schema";
+import { jobs, objectChanges, outbox } from "../../src/db/schema";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
 import { hmacSha512, startReceiver, waitFor } from "./harness";
@@ -57,6 +57,8 @@ test("a change made through the Worker is delivered by the next cron run", async
     // Written with the change (outbox), handed to the tasks Redis by the request's waitUntil.
     await waitFor("the waitUntil relay", async () => (await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]?.relayed, 10_000);
 
+    // Retention runs in the cron too: a change record past CHANGELOG_RETENTION_DAYS (90) goes.
+    await db.db.orm.insert(objectChanges).values({ time: new Date(Date.now() - 91 * 86_400_000).toISOString(), action: "create", changedObjectTypeId: 1, changedObjectId: 1, objectRepr: "ancient" });
     const host = await worker.mf.getWorker("host");
     const result = await host.scheduled({ cron: "* * * * *" });
     expect(result.outcome).toBe("ok");
@@ -71,6 +73,7 @@ test("a change made through the Worker is delivered by the next cron run", async
 
     const changes = await call("GET", "/api/core/object-changes/?changed_object_type=dcim.site");
     expect(changes.body.results.map((r: any) => r.action.value)).toEqual(["create"]);
+    await waitFor("the cron's prune", async () => (await db.db.orm.select().from(objectChanges).where(eq(objectChanges.objectRepr, "ancient"))).length === 0);
   } finally {
     receiver.stop();
   }

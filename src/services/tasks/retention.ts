@@ -1,0 +1,70 @@
+/**
+ * Retention (docs/decisions/tasks-retention.md): change records older than
+ * `CHANGELOG_RETENTION_DAYS`, finished jobs older than `JOB_RETENTION_DAYS` (0 keeps them),
+ * and outbox rows whose job has finished. Deleted in small batches so no write waits long.
+ */
+import type { Config } from "../../config";
+import type { Database } from "../../db/client";
+import type { PeriodicTask } from "./worker";
+
+/** How often the task worker prunes (the Workers cron prunes on every run: it is cheap when nothing is due). */
+export const RETENTION_EVERY_MS = 3_600_000;
+/** Rows per DELETE: each is a short write transaction of its own. */
+const BATCH = 2_000;
+const DAY_MS = 86_400_000;
+
+export interface PruneResult {
+  changes: number;
+  jobs: number;
+  outbox: number;
+}
+
+/**
+ * Deletes what is past retention, batch by batch, for at most `budgetMs` (the rest goes next
+ * time). `now` is for tests.
+ */
+export async function pruneExpired(db: Database, retention: Config["retention"], options: { now?: number; budgetMs?: number } = {}): Promise<PruneResult> {
+  const now = options.now ?? Date.now();
+  const deadline = Date.now() + (options.budgetMs ?? 30_000);
+  const drain = async (statement: () => ReturnType<Database["client"]["execute"]>) => {
+    let total = 0;
+    for (;;) {
+      const { rowsAffected } = await statement();
+      total += rowsAffected;
+      if (rowsAffected < BATCH || Date.now() > deadline) return total;
+    }
+  };
+  const cutoff = (days: number) => new Date(now - days * DAY_MS).toISOString();
+  const result: PruneResult = { changes: 0, jobs: 0, outbox: 0 };
+
+  if (retention.changelogDays > 0) {
+    const before = cutoff(retention.changelogDays);
+    result.changes = await drain(() =>
+      db.client.execute({ sql: "DELETE FROM object_changes WHERE id IN (SELECT id FROM object_changes WHERE time < ? LIMIT ?)", args: [before, BATCH] }),
+    );
+  }
+  if (retention.jobDays > 0) {
+    // Only finished jobs: a pending or running job is never pruned, however old.
+    const before = cutoff(retention.jobDays);
+    result.jobs = await drain(() =>
+      db.client.execute({
+        sql: "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE completed < ? AND status IN ('completed', 'errored', 'failed') LIMIT ?)",
+        args: [before, BATCH],
+      }),
+    );
+  }
+  // An outbox row matters while its job may still need (re-)queueing; the job row keeps the outcome.
+  result.outbox = await drain(() =>
+    db.client.execute({
+      sql: `DELETE FROM outbox WHERE id IN (SELECT o.id FROM outbox o WHERE NOT EXISTS
+              (SELECT 1 FROM jobs j WHERE j.id = o.job_id AND j.status IN ('pending', 'running')) LIMIT ?)`,
+      args: [BATCH],
+    }),
+  );
+  return result;
+}
+
+/** The task worker's hourly prune. */
+export function retentionTask(db: Database, retention: Config["retention"], everyMs = RETENTION_EVERY_MS): PeriodicTask {
+  return { name: "retention", everyMs, run: () => pruneExpired(db, retention) };
+}
