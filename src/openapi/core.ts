@@ -118,6 +118,41 @@ export function describeCore(b: OpenApiBuilder, _services: Services) {
     },
   });
 
+  // GraphQL (docs/decisions/graphql.md): one endpoint; its schema is introspectable per caller.
+  const graphqlRequest = {
+    type: "object",
+    required: ["query"],
+    properties: { query: { type: "string" }, variables: { type: ["object", "null"] }, operationName: { type: ["string", "null"] } },
+  };
+  const graphqlResponses = {
+    "200": {
+      description: "A GraphQL result: `data` and/or `errors` (limits on depth, cost, aliases and tokens answer `errors`).",
+      content: { "application/json": { schema: { type: "object", properties: { data: { type: ["object", "null"] }, errors: { type: "array", items: { type: "object" } } } } } },
+    },
+    "400": { description: "A request that is not GraphQL (no query, malformed JSON, a document that does not validate).", content: { "application/json": { schema: { type: "object" } } } },
+    "403": { $ref: "#/components/responses/Forbidden" },
+    "413": { description: "The body is larger than MAX_BODY_BYTES.", content: json(ref("Error")) },
+  };
+  b.operation("post", "/graphql", {
+    tags: ["graphql"],
+    operationId: "graphql_query",
+    summary: "GraphQL: NetBox 4 queries for host models and custom_objects_<slug>[_list] for custom object types",
+    description: "The schema holds only the models the caller may view; introspect it with a query on `__schema`.",
+    requestBody: { required: true, content: { "application/json": { schema: graphqlRequest } } },
+    responses: graphqlResponses,
+  });
+  b.operation("get", "/graphql", {
+    tags: ["graphql"],
+    operationId: "graphql_query_get",
+    summary: "GraphQL over GET (`query`, `variables`, `operationName` in the query string); a browser asking for HTML gets the offline query page",
+    parameters: [
+      { name: "query", in: "query", schema: { type: "string" } },
+      { name: "variables", in: "query", schema: { type: "string" } },
+      { name: "operationName", in: "query", schema: { type: "string" } },
+    ],
+    responses: { ...graphqlResponses, "200": { ...graphqlResponses["200"], content: { ...graphqlResponses["200"].content, "text/html": { schema: { type: "string" } } } } },
+  });
+
   b.operation("get", "/api/schema", {
     tags: ["api"],
     operationId: "schema_retrieve",
@@ -158,4 +193,36 @@ export function describeDocs(b: OpenApiBuilder) {
       "501": { description: "Not available on this runtime (Workers).", content: json(ref("Error")) },
     },
   }, { slash: false });
+  describeGraphql(b);
+}
+
+/** `/graphql/`: one endpoint; its own schema (introspection) describes the queries. */
+function describeGraphql(b: OpenApiBuilder) {
+  b.tag("graphql", "GraphQL over the same models, tokens and permissions (NetBox 4 naming); introspect it for the queries.");
+  const answer = {
+    "200": {
+      description: "A GraphQL response: `data` and/or `errors` (limits and bad input are GraphQL errors, never a 500).",
+      content: json({ type: "object", properties: { data: { type: ["object", "null"] }, errors: { type: "array", items: { type: "object" } } } }),
+    },
+    "403": { $ref: "#/components/responses/Forbidden" },
+  };
+  const request = { query: { type: "string" }, variables: { type: ["object", "null"] }, operationName: { type: ["string", "null"] } };
+  b.operation("post", "/graphql", {
+    tags: ["graphql"],
+    operationId: "graphql_post",
+    summary: "Run a GraphQL query",
+    requestBody: { required: true, content: json({ type: "object", properties: request, required: ["query"] }) },
+    responses: answer,
+  });
+  b.operation("get", "/graphql", {
+    tags: ["graphql"],
+    operationId: "graphql_get",
+    summary: "Run a GraphQL query given as `?query=` (read-only)",
+    parameters: [
+      { name: "query", in: "query", description: "The GraphQL document.", schema: { type: "string" } },
+      { name: "variables", in: "query", description: "JSON object of variables.", schema: { type: "string" } },
+      { name: "operationName", in: "query", schema: { type: "string" } },
+    ],
+    responses: answer,
+  });
 }
