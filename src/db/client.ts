@@ -4,6 +4,7 @@
  */
 import type { Client, InStatement, InArgs, ResultSet, Transaction, TransactionMode } from "@libsql/client";
 import { drizzle, type LibSQLDatabase } from "drizzle-orm/libsql";
+import { ApiError } from "../core/errors";
 import * as schema from "./schema";
 
 export type Orm = LibSQLDatabase<typeof schema>;
@@ -21,7 +22,35 @@ export interface Database {
    * connection the transaction holds; there it fails at once instead.
    */
   transactionScope?<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` with its write transactions on a second connection that gives the event loop a
+   * turn every few milliseconds (local files only, `background.ts`): for long writes such as
+   * schema applies, which would otherwise hold the event loop and the main connection from
+   * BEGIN to COMMIT. Absent elsewhere; callers then run `fn` as it is (a remote database's
+   * statements are network calls, which do not hold the event loop).
+   */
+  longWrite?<T>(fn: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+/**
+ * Another connection holds the database's write lock (a long write such as a schema apply)
+ * and did not release it within the busy timeout. Retryable: 503 with `Retry-After`.
+ */
+export class DatabaseBusyError extends ApiError {
+  constructor() {
+    super(503, { detail: "The database is busy with a long write (such as a schema apply); retry shortly.", error: "database_busy" }, { "Retry-After": "1" });
+  }
+}
+
+/** SQLITE_BUSY (another connection holds the lock), possibly wrapped by Drizzle. */
+export function isBusyError(e: unknown): boolean {
+  for (let err = e as { code?: unknown; extendedCode?: unknown; rawCode?: unknown; cause?: unknown } | undefined, depth = 0; err && depth < 3; err = err.cause as typeof err, depth++) {
+    if (err instanceof DatabaseBusyError) return true;
+    if (err.code === "SQLITE_BUSY" || (typeof err.extendedCode === "string" && err.extendedCode.startsWith("SQLITE_BUSY"))) return true;
+    if (typeof err.rawCode === "number" && (err.rawCode & 0xff) === 5) return true;
+  }
+  return false;
 }
 
 export function wrapClient(client: Client, kind: Database["kind"]): Database {
@@ -48,48 +77,101 @@ class Lock {
   }
 }
 
+export interface SerializeOptions {
+  insideTransaction?: () => boolean;
+  /** A transaction to open instead of one on this connection (the background connection), or null. */
+  elsewhere?: (mode?: TransactionMode) => Promise<Transaction> | null;
+  /**
+   * With the connection's own busy timeout at 0, how long a call retries SQLITE_BUSY (another
+   * connection holds the write lock) before `DatabaseBusyError`. It waits between attempts
+   * without holding the event loop or this client's lock. Unset: no retries.
+   */
+  busyTimeoutMs?: number;
+  /** When another connection of this process holds the write lock: a promise of its release. */
+  lockReleased?: () => Promise<void> | null;
+}
+
+/** Statements that may take the write lock; reads, PRAGMAs and transaction control run as they are. */
+const mayWrite = (sql: string) => !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(sql);
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 /**
  * Serialises every call on a single-connection local client. `@libsql/client` refuses calls
  * (TRANSACTION_ACTIVE) while its only connection is held by a transaction, and opening more
  * connections would lose the per-connection PRAGMAs; SQLite runs one writer at a time anyway,
  * so callers queue here instead. A transaction holds the lock until it settles.
  */
-export function serializeClient(inner: Client, options: { insideTransaction?: () => boolean } = {}): Client {
+export function serializeClient(inner: Client, options: SerializeOptions = {}): Client {
   const lock = new Lock();
   const refuseInsideTransaction = () => {
     if (options.insideTransaction?.()) {
       throw new Error("a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)");
     }
   };
+  /** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */
+  const retryBusy = async <R>(attempt: () => Promise<R>): Promise<R> => {
+    const bound = options.busyTimeoutMs;
+    if (bound === undefined) return attempt();
+    const deadline = performance.now() + bound;
+    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+      try {
+        return await attempt();
+      } catch (e) {
+        if (!isBusyError(e) || e instanceof DatabaseBusyError) throw e;
+        const left = deadline - performance.now();
+        if (left <= 0) throw new DatabaseBusyError();
+        const released = options.lockReleased?.();
+        await (released ? Promise.race([released, sleep(left)]) : sleep(Math.min(delay, left)));
+      }
+    }
+  };
   const guarded =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
       refuseInsideTransaction();
-      const release = await lock.acquire();
-      try {
-        return await fn(...args);
-      } finally {
-        release();
-      }
+      return retryBusy(async () => {
+        const release = await lock.acquire();
+        try {
+          return await fn(...args);
+        } finally {
+          release();
+        }
+      });
     };
+  const run = (stmt: InStatement | string, args?: InArgs) =>
+    (args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)) as Promise<ResultSet>;
   const wrapper: Client = {
-    execute: guarded((stmt: InStatement | string, args?: InArgs) =>
-      (args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)) as Promise<ResultSet>,
-    ) as Client["execute"],
+    execute: guarded(async (stmt: InStatement | string, args?: InArgs) => {
+      if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)) return run(stmt, args);
+      // A write on its own runs in a transaction of its own: if another connection holds the
+      // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
+      const tx = await inner.transaction("write");
+      try {
+        const result = await (args === undefined ? tx.execute(stmt as InStatement) : tx.execute({ sql: stmt as string, args }));
+        await tx.commit();
+        return result;
+      } finally {
+        tx.close();
+      }
+    }) as Client["execute"],
     batch: guarded((stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => inner.batch(stmts, mode)) as Client["batch"],
     migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
     sync: guarded(() => inner.sync()),
     async transaction(mode?: TransactionMode): Promise<Transaction> {
       refuseInsideTransaction();
-      const release = await lock.acquire();
-      let tx: Transaction;
-      try {
-        tx = await inner.transaction(mode);
-      } catch (e) {
-        release();
-        throw e;
-      }
+      const other = options.elsewhere?.(mode);
+      if (other) return other;
+      const { tx, release } = await retryBusy(async () => {
+        const release = await lock.acquire();
+        try {
+          return { tx: await inner.transaction(mode), release };
+        } catch (e) {
+          release();
+          throw e;
+        }
+      });
       let settled = false;
       const settle = () => {
         if (!settled) {

@@ -3,31 +3,57 @@ import { createClient } from "@libsql/client";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { BackgroundConnection } from "./background";
 import { serializeClient, wrapClient, type Database } from "./client";
 import { installStatementCache } from "./statement-cache";
 
-const BUSY_TIMEOUT_MS = 5000;
+/** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
+export const BUSY_TIMEOUT_MS = 5000;
 
-export async function openDatabase(url: string, authToken?: string): Promise<Database> {
+export interface LocalOptions {
+  /** Overrides `BUSY_TIMEOUT_MS` (tests use a short one). */
+  busyTimeoutMs?: number;
+}
+
+export async function openDatabase(url: string, authToken?: string, options: LocalOptions = {}): Promise<Database> {
   if (!url.startsWith("file:") && url !== ":memory:") {
     const client = createClient({ url, authToken });
     return wrapClient(client, "remote");
   }
+  const busyTimeoutMs = options.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
   const inMemory = url === ":memory:" || path === ":memory:";
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
   installStatementCache();
   // One connection, so the PRAGMAs below hold for every statement (see serializeClient).
-  const raw = createClient({ url: inMemory ? ":memory:" : url, concurrency: 1, timeout: BUSY_TIMEOUT_MS });
+  const raw = createClient({ url: inMemory ? ":memory:" : url, concurrency: 1, timeout: busyTimeoutMs });
   if (!inMemory) {
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
   }
-  await raw.execute(`PRAGMA busy_timeout=${BUSY_TIMEOUT_MS}`);
+  // The driver is synchronous: SQLite's own busy wait would hold the event loop. A file's main
+  // connection fails at once instead, and serializeClient retries asynchronously within the bound.
+  await raw.execute(`PRAGMA busy_timeout=${inMemory ? busyTimeoutMs : 0}`);
   await raw.execute("PRAGMA foreign_keys=ON");
   // Marks the work of a write transaction, so a query that bypasses it fails instead of hanging.
   const scope = new AsyncLocalStorage<boolean>();
-  const db = wrapClient(serializeClient(raw, { insideTransaction: () => scope.getStore() === true }), "local");
+  // Marks long writes, whose transactions go to the background connection (decision 0010).
+  const long = new AsyncLocalStorage<boolean>();
+  const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs);
+  const client = serializeClient(raw, {
+    insideTransaction: () => scope.getStore() === true,
+    elsewhere: background ? (mode) => (long.getStore() === true ? background.transaction(mode) : null) : undefined,
+    busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
+    lockReleased: background ? () => background.released() : undefined,
+  });
+  const db = wrapClient(client, "local");
   db.transactionScope = (fn) => scope.run(true, fn);
+  if (background) {
+    db.longWrite = (fn) => long.run(true, fn);
+    db.close = async () => {
+      await background.close();
+      client.close();
+    };
+  }
   return db;
 }

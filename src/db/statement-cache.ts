@@ -28,16 +28,55 @@ function memoizeColumns(stmt: Prepared): Prepared {
   return stmt;
 }
 
+/** The statements `@libsql/client` opens and ends transactions with. */
+const TRANSACTION_CONTROL = /^\s*(begin|commit|end|rollback)(\s+(deferred|immediate|exclusive|transaction))*\s*;?\s*$/i;
+
+/**
+ * A statement that SQLite refuses with SQLITE_BUSY (another connection holds the write lock)
+ * stays "in progress" until it is reset or finalized, and this driver does neither: the
+ * connection's next COMMIT then fails ("SQL statements in progress"). Transaction control is
+ * therefore run through `exec`, which finalizes its statement whatever happens; a connection
+ * that meets SQLITE_BUSY meets it at BEGIN IMMEDIATE (see `serializeClient`).
+ */
+function viaExec(db: object, sql: string, exec: (this: object, sql: string) => unknown): Prepared {
+  const stmt = {
+    safeIntegers: () => stmt,
+    raw: () => {
+      throw new TypeError("The statement does not return data");
+    },
+    columns: () => [],
+    run: () => {
+      exec.call(db, sql);
+      return { changes: 0, lastInsertRowid: 0 };
+    },
+  };
+  return stmt;
+}
+
+/**
+ * Bumped when another connection of this process commits a schema change (the background
+ * connection, background.ts): every cache is cleared before its next statement.
+ */
+let generation = 0;
+export function invalidateStatementCaches(): void {
+  generation++;
+}
+
 /** Installs the cache once per process (idempotent). */
 export function installStatementCache(): void {
   const proto = (Database as unknown as { prototype: DatabaseProto }).prototype;
   if (proto[INSTALLED]) return;
   const prepare = proto.prepare;
   const exec = proto.exec;
-  const caches = new WeakMap<object, Map<string, Prepared>>();
+  const caches = new WeakMap<object, Map<string, Prepared> & { generation?: number }>();
   proto.prepare = function (this: object, sql: string) {
+    if (TRANSACTION_CONTROL.test(sql)) return viaExec(this, sql, exec);
     let cache = caches.get(this);
     if (!cache) caches.set(this, (cache = new Map()));
+    if (cache.generation !== generation) {
+      cache.clear();
+      cache.generation = generation;
+    }
     if (SCHEMA_CHANGING.test(sql)) {
       cache.clear();
       return prepare.call(this, sql);

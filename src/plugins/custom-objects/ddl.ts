@@ -65,30 +65,50 @@ const run = (db: Executor, q: SQL) => db.run(q);
 /**
  * Creates a COT's table with the columns of `fields` inline: one CREATE TABLE instead of an
  * ALTER TABLE per field (SQLite reloads its whole schema on every ALTER, which made creating
- * many types quadratic), then the fields' indexes and link tables.
+ * many types quadratic), then the fields' indexes and link tables (see `runAll`).
  */
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
   const t = tableName(cotId);
   const columns = fields.flatMap((f) =>
     fieldColumns(f).map((col) => sql`, ${ident(col)} ${sql.raw(f.type === "object" ? "INTEGER" : columnType(f.type))}`),
   );
-  await run(db, sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${sql.join(columns, sql``)})`);
+  const statements: SQL[] = [sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${sql.join(columns, sql``)})`];
   // The narrow index of §2: count(*) and deep OFFSET pages read it instead of the wide rows.
-  await run(db, sql`CREATE INDEX ${ident(`${t}_id_idx`)} ON ${ident(t)} (id)`);
-  for (const f of fields) {
-    if (f.type === "multiobject") await createLinkTable(db, cotId, f);
-    else await createFieldIndexes(db, cotId, f);
+  statements.push(sql`CREATE INDEX ${ident(`${t}_id_idx`)} ON ${ident(t)} (id)`);
+  for (const f of fields) statements.push(...(f.type === "multiobject" ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)));
+  await runAll(db, statements);
+}
+
+/**
+ * Runs statements in order; inside an open libSQL transaction, DDL without bound values goes
+ * to SQLite in groups of 64. Relies on the driver field `preparedIn` relies on (`session.tx`)
+ * and Drizzle's dialect; without them it runs the statements one by one.
+ */
+async function runAll(db: Executor, statements: SQL[]) {
+  const internals = db as unknown as { session?: { tx?: { executeMultiple?: (sql: string) => Promise<unknown> } }; dialect?: { sqlToQuery?: (q: SQL) => { sql: string; params: unknown[] } } };
+  const tx = internals.session?.tx;
+  const dialect = internals.dialect;
+  const queries = tx?.executeMultiple && dialect?.sqlToQuery ? statements.map((q) => dialect.sqlToQuery!(q)) : null;
+  // Statements without bound values go through SQLite's own multi-statement runner: the same
+  // statements, without a prepare-and-map round through the client for each.
+  if (queries && queries.every((q) => q.params.length === 0 && !q.sql.includes(";"))) {
+    for (let i = 0; i < queries.length; i += 64) await tx!.executeMultiple!(queries.slice(i, i + 64).map((q) => q.sql).join(";\n"));
+    return;
   }
+  for (const q of statements) await run(db, q);
+}
+
+function linkTableStatements(cotId: number, f: ColumnField): SQL[] {
+  const lt = linkTableName(cotId, f.id);
+  return [
+    sql`CREATE TABLE ${ident(lt)} (source_id INTEGER NOT NULL REFERENCES ${ident(tableName(cotId))}(id) ON DELETE CASCADE, target_type INTEGER, target_id INTEGER NOT NULL, position INTEGER NOT NULL DEFAULT 0)`,
+    sql`CREATE INDEX ${ident(`${lt}_src`)} ON ${ident(lt)} (source_id)`,
+    sql`CREATE INDEX ${ident(`${lt}_tgt`)} ON ${ident(lt)} (target_id, target_type)`,
+  ];
 }
 
 async function createLinkTable(db: Executor, cotId: number, f: ColumnField) {
-  const lt = linkTableName(cotId, f.id);
-  await run(
-    db,
-    sql`CREATE TABLE ${ident(lt)} (source_id INTEGER NOT NULL REFERENCES ${ident(tableName(cotId))}(id) ON DELETE CASCADE, target_type INTEGER, target_id INTEGER NOT NULL, position INTEGER NOT NULL DEFAULT 0)`,
-  );
-  await run(db, sql`CREATE INDEX ${ident(`${lt}_src`)} ON ${ident(lt)} (source_id)`);
-  await run(db, sql`CREATE INDEX ${ident(`${lt}_tgt`)} ON ${ident(lt)} (target_id, target_type)`);
+  for (const q of linkTableStatements(cotId, f)) await run(db, q);
 }
 
 export async function dropCotTable(db: Executor, cotId: number, fields: ColumnField[]) {
@@ -96,18 +116,24 @@ export async function dropCotTable(db: Executor, cotId: number, fields: ColumnFi
   await run(db, sql`DROP TABLE IF EXISTS ${ident(tableName(cotId))}`);
 }
 
-async function createFieldIndexes(db: Executor, cotId: number, f: ColumnField) {
+function fieldIndexStatements(cotId: number, f: ColumnField): SQL[] {
   const t = ident(tableName(cotId));
+  const out: SQL[] = [];
   if (f.type === "object") {
     const cols = f.isPolymorphic ? sql`${ident(`${f.name}_type`)}, ${ident(`${f.name}_id`)}` : ident(`${f.name}_id`);
-    await run(db, sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${cols})`);
+    out.push(sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${cols})`);
   } else if (f.type !== "multiobject" && f.type !== "json" && f.type !== "longtext") {
-    await run(db, sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${ident(f.name)})`);
+    out.push(sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${ident(f.name)})`);
   }
   if (f.unique && f.type !== "multiobject") {
     const col = f.type === "object" ? ident(`${f.name}_id`) : ident(f.name);
-    await run(db, sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, f.id, "uq"))} ON ${t} (${col})`);
+    out.push(sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, f.id, "uq"))} ON ${t} (${col})`);
   }
+  return out;
+}
+
+async function createFieldIndexes(db: Executor, cotId: number, f: ColumnField) {
+  for (const q of fieldIndexStatements(cotId, f)) await run(db, q);
 }
 
 async function dropFieldIndexes(db: Executor, cotId: number, fieldId: number) {

@@ -6,6 +6,7 @@
 import { inArray } from "drizzle-orm";
 import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { logChange } from "../../core/changes/record";
+import type { Services } from "../../core/context";
 import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
 import { applySchema, type ApplyRequest } from "./schema/apply";
 import { requireCots } from "./schema/access";
@@ -21,7 +22,8 @@ async function snapshot(ctx: WriteContext, slugs: string[]) {
 }
 
 async function logDifferences(ctx: WriteContext, resource: Resource, before: Map<number, ApiRecord>, after: Map<number, ApiRecord>) {
-  for (const id of after.keys()) await logChange(ctx, resource, before.has(id) ? "update" : "create", id, before.get(id) ?? null);
+  // the postchange records are the snapshot just loaded: no load per change
+  for (const [id, record] of after) await logChange(ctx, resource, before.has(id) ? "update" : "create", id, before.get(id) ?? null, record);
   for (const [id, record] of before) if (!after.has(id)) await logChange(ctx, resource, "delete", id, record);
 }
 
@@ -38,4 +40,12 @@ export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest
   await logDifferences(ctx, cotModel.resource, before.cots, after.cots);
   await logDifferences(ctx, fieldModel.resource, before.fields, after.fields);
   return result;
+}
+
+/**
+ * Runs an apply (its write transaction) on the database's long-write connection where there is
+ * one: off the event loop, so other requests keep being answered meanwhile (decision 0010).
+ */
+export function asLongWrite<T>(services: Services, fn: () => Promise<T>): Promise<T> {
+  return services.db.longWrite ? services.db.longWrite(fn) : fn();
 }

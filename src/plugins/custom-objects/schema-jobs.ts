@@ -4,6 +4,7 @@
  * `{status_code, …body}` (`{status_code: 200, applied, diffs}`, or the error body and code).
  */
 import { eq } from "drizzle-orm";
+import { DatabaseBusyError } from "../../db/client";
 import { users } from "../../db/schema";
 import { codename, loadGrants } from "../../core/auth/permissions";
 import type { AuthState, Ctx, Services } from "../../core/context";
@@ -15,7 +16,7 @@ import { parseBool } from "../../core/rest/query";
 import { PermanentJobError, type JobHandler } from "../../services/tasks/queue";
 import { APP_LABEL, COT_MODEL } from "./constants";
 import { readApplyRequest } from "./schema/apply";
-import { applySchemaLogged } from "./schema-change-log";
+import { applySchemaLogged, asLongWrite } from "./schema-change-log";
 
 export const SCHEMA_APPLY_TASK = "schema.apply";
 
@@ -61,10 +62,11 @@ export function schemaApplyHandler(services: Services): JobHandler {
       const params = new URLSearchParams(payload.query);
       const request = readApplyRequest(payload.body, params);
       const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
-      const result = await writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request));
+      const result = await asLongWrite(services, () => writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request)));
       return { status_code: 200, ...result };
     } catch (e) {
-      if (!(e instanceof ApiError)) throw e; // unexpected: retried (an apply is idempotent)
+      // unexpected, or the database busy with another long write: retried (an apply is idempotent)
+      if (!(e instanceof ApiError) || e instanceof DatabaseBusyError) throw e;
       const body = Array.isArray(e.body) ? { errors: e.body } : e.body;
       throw new PermanentJobError(e.message, { status_code: e.statusCode, ...body });
     }

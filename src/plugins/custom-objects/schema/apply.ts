@@ -9,8 +9,8 @@ import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../
 import { ApiError, ValidationError } from "../../../core/errors";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
-import { validateField, type CotDraft } from "../definitions";
-import { addField, alterField, createCot, removeField, updateCot } from "../operations";
+import { validateField, type CotDraft, type FieldDraft } from "../definitions";
+import { addFields, alterField, createCot, removeField, updateCot } from "../operations";
 import { createCotTable } from "../ddl";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
@@ -227,32 +227,42 @@ async function atPath<T>(path: string, fn: () => Promise<T>): Promise<T> {
 
 const fieldsOf = (db: Executor, cotId: number) => db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId)) as Promise<FieldRow[]>;
 
-async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: TypeDiff, existing: DbType | undefined, allowDestructive: boolean) {
+/**
+ * Applies one type's changes. New types' tables are not created here but pushed to `tables`,
+ * which the caller creates after every type's records: DDL drops the connection's prepared
+ * statements, so interleaving it with the records re-prepared every statement for each type.
+ */
+async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: TypeDiff, existing: DbType | undefined, allowDestructive: boolean, tables: Array<() => Promise<void>>) {
   const at = `$.types[${ti}]`;
   let cot = existing?.cot;
   const draft = cotDraft(t, existing?.tombstones ?? []);
   const isNew = !cot;
   if (!cot) cot = await atPath(at, () => createCot(ctx, draft, { table: false }));
-  else if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument)) await atPath(at, () => updateCot(ctx, cot!, draft));
-  const [fresh] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
-  cot = fresh!;
+  else {
+    if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument)) await atPath(at, () => updateCot(ctx, cot!, draft));
+    const [fresh] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+    cot = fresh!;
+  }
   const indexOf = (schemaId: number) => t.fields.findIndex((f) => f.id === schemaId);
+  // The type's field rows, read once and kept current below (a new type has none yet).
+  let rows: FieldRow[] = isNew ? [] : await fieldsOf(ctx.db, cot.id);
 
-  for (const change of diff.field_changes.filter((c) => c.op === "remove")) {
-    const row = (await fieldsOf(ctx.db, cot.id)).find((f) => f.schemaId === change.schema_id);
+  const removes = diff.field_changes.filter((c) => c.op === "remove");
+  for (const change of removes) {
+    const row = rows.find((f) => f.schemaId === change.schema_id);
     if (row) await removeField(ctx, cot, row);
   }
   const alters = diff.field_changes.filter((c) => c.op === "alter");
+  if (removes.length) rows = await fieldsOf(ctx.db, cot.id);
   // When a rename lands on a name another field still holds (a swap), every renamed field
   // first moves to a free name, so the final names can be taken in any order.
   const renames = alters.filter((c) => c.changed_attrs?.name);
-  const current = await fieldsOf(ctx.db, cot.id);
-  if (renames.some((c) => current.some((r) => r.name === String(c.schema_def.name) && r.schemaId !== c.schema_id))) {
+  if (renames.some((c) => rows.some((r) => r.name === String(c.schema_def.name) && r.schemaId !== c.schema_id))) {
     for (const change of renames) {
-      const rows = await fieldsOf(ctx.db, cot.id);
-      const row = rows.find((f) => f.schemaId === change.schema_id)!;
+      const current = await fieldsOf(ctx.db, cot.id);
+      const row = current.find((f) => f.schemaId === change.schema_id)!;
       let temp = `tmp${row.schemaId}`;
-      for (let i = 0; rows.some((r) => r.name === temp); i++) temp = `tmp${row.schemaId}x${i}`;
+      for (let i = 0; current.some((r) => r.name === temp); i++) temp = `tmp${row.schemaId}x${i}`;
       await alterField(ctx, cot, row, { ...row, name: temp }, false);
     }
   }
@@ -260,22 +270,32 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   alters.sort((a, b) => Number(a.changed_attrs?.primary?.[1] === true) - Number(b.changed_attrs?.primary?.[1] === true));
   for (const change of alters) {
     const fi = indexOf(change.schema_id);
-    const rows = await fieldsOf(ctx.db, cot.id);
-    const row = rows.find((f) => f.schemaId === change.schema_id)!;
+    const current = await fieldsOf(ctx.db, cot.id);
+    const row = current.find((f) => f.schemaId === change.schema_id)!;
     await atPath(`${at}.fields[${fi}]`, async () => {
-      const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), row, rows);
+      const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), row, current);
       await alterField(ctx, cot!, row, fieldDraft, allowDestructive);
     });
   }
-  for (const change of diff.field_changes.filter((c) => c.op === "add")) {
+  if (alters.length) rows = await fieldsOf(ctx.db, cot.id);
+
+  // Added fields: each validated against the fields before it, then all inserted at once.
+  const adds = diff.field_changes.filter((c) => c.op === "add");
+  const siblings = [...rows];
+  const drafts: Array<{ draft: FieldDraft; schemaId: number }> = [];
+  for (const change of adds) {
     const fi = indexOf(change.schema_id);
-    await atPath(`${at}.fields[${fi}]`, async () => {
-      const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), null, await fieldsOf(ctx.db, cot!.id));
-      await addField(ctx, cot!, fieldDraft, change.schema_id, { storage: !isNew });
-    });
+    const fieldDraft = await atPath(`${at}.fields[${fi}]`, () => validateField(ctx, fieldInput(t.fields[fi]!), null, siblings));
+    drafts.push({ draft: fieldDraft, schemaId: change.schema_id });
+    // stands in for the row until it is inserted (only names, columns and flags are compared)
+    siblings.push({ ...fieldDraft, id: -drafts.length, customObjectTypeId: cot.id, schemaId: change.schema_id, created: "", lastUpdated: "" } as FieldRow);
   }
+  const added = await addFields(ctx, cot, drafts, {
+    storage: !isNew,
+    atField: (i, fn) => atPath(`${at}.fields[${indexOf(drafts[i]!.schemaId)}]`, fn),
+  });
   // A new type's table is created once, with every column inline.
-  if (isNew) await createCotTable(ctx.db, cot.id, await fieldsOf(ctx.db, cot.id));
+  if (isNew) tables.push(() => createCotTable(ctx.db, cot!.id, added));
 }
 
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
@@ -302,10 +322,12 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
   const problems = await unresolvable(ctx, document, all);
   if (problems.length) throw ApiError.detail(400, `Unresolvable references: ${problems.join("; ")}.`, "unresolvable_reference", { references: problems });
 
+  const tables: Array<() => Promise<void>> = [];
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
-    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), allowDestructive);
+    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), allowDestructive, tables);
   }
+  for (const create of tables) await create();
   return { applied: true, diffs };
 }
 

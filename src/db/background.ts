@@ -1,0 +1,158 @@
+/**
+ * A second connection to a local database file for long write transactions (schema applies).
+ * The local driver runs statements synchronously on the calling thread, and a transaction's
+ * statements follow each other through promises that are already settled, so a long write
+ * used to hold the event loop (and the only connection) from BEGIN to COMMIT. On this
+ * connection a transaction gives the event loop a turn whenever it has run for `SLICE_MS`
+ * since the last one, and the main connection, in WAL mode, keeps answering reads from the
+ * last committed state meanwhile. One long write at a time per process; see
+ * docs/decisions/0010-long-writes-off-the-hot-path.md.
+ */
+import { createClient, type Client, type InArgs, type InStatement, type Transaction, type TransactionMode } from "@libsql/client";
+import { DatabaseBusyError, serializeClient } from "./client";
+import { invalidateStatementCaches } from "./statement-cache";
+
+/** Longest stretch a long write holds the event loop between two turns it gives back. */
+export const SLICE_MS = 8;
+
+/**
+ * A turn of the event loop (one poll for I/O, due timers) before the write goes on. A zero
+ * sleep costs about 15 µs when nothing waits; `setTimeout(0)` would cost a millisecond.
+ */
+const turn = () => Bun.sleep(0);
+
+/** A FIFO lock whose waiters give up after a deadline. */
+class TimedLock {
+  #held = false;
+  #waiters: Array<() => void> = [];
+  acquire(timeoutMs: number): Promise<(() => void) | null> {
+    if (!this.#held) {
+      this.#held = true;
+      return Promise.resolve(() => this.#release());
+    }
+    return new Promise((resolve) => {
+      const grant = () => {
+        clearTimeout(timer);
+        resolve(() => this.#release());
+      };
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== grant);
+        resolve(null);
+      }, timeoutMs);
+      this.#waiters.push(grant);
+    });
+  }
+  #release() {
+    const next = this.#waiters.shift();
+    if (next) next();
+    else this.#held = false;
+  }
+}
+
+export class BackgroundConnection {
+  #client: Client | null = null;
+  #opening: Promise<Client> | null = null;
+  #lock = new TimedLock();
+  #released: Promise<void> | null = null;
+
+  constructor(
+    private readonly url: string,
+    private readonly busyTimeoutMs: number,
+  ) {}
+
+  /** While a long write is open, resolves when it ends (the main connection's writes wait on it); else null. */
+  released(): Promise<void> | null {
+    return this.#released;
+  }
+
+  #open(): Promise<Client> {
+    this.#opening ??= (async () => {
+      const raw = createClient({ url: this.url, concurrency: 1, timeout: this.busyTimeoutMs });
+      try {
+        await raw.execute("PRAGMA journal_mode=WAL");
+        await raw.execute("PRAGMA synchronous=NORMAL");
+        // Same thread as the main connection: SQLite must not wait for a lock synchronously.
+        await raw.execute("PRAGMA busy_timeout=0");
+        await raw.execute("PRAGMA foreign_keys=ON");
+      } catch (e) {
+        raw.close();
+        this.#opening = null;
+        throw e;
+      }
+      this.#client = serializeClient(raw, { busyTimeoutMs: this.busyTimeoutMs });
+      return this.#client;
+    })();
+    return this.#opening;
+  }
+
+  /**
+   * A write transaction on this connection. Waits at most the busy timeout for another long
+   * write of this process, then as long again for the database's write lock; past either,
+   * `DatabaseBusyError` (503, retryable).
+   */
+  async transaction(mode: TransactionMode = "write"): Promise<Transaction> {
+    const release = await this.#lock.acquire(this.busyTimeoutMs);
+    if (!release) throw new DatabaseBusyError();
+    let done!: () => void;
+    this.#released = new Promise<void>((r) => (done = r));
+    let settled = false;
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      this.#released = null;
+      done();
+      release();
+    };
+    let tx: Transaction;
+    try {
+      tx = await (await this.#open()).transaction(mode);
+    } catch (e) {
+      settle();
+      throw e;
+    }
+    let lastTurn = performance.now();
+    /** Gives the event loop a turn once this write has held it for a slice. */
+    const paced = async <T>(work: () => Promise<T>): Promise<T> => {
+      if (performance.now() - lastTurn >= SLICE_MS) {
+        await turn();
+        lastTurn = performance.now();
+      }
+      return work();
+    };
+    const end = async (op: "commit" | "rollback") => {
+      try {
+        await (op === "commit" ? tx.commit() : tx.rollback());
+      } finally {
+        // The main connection's cached statements may describe tables this write changed.
+        if (op === "commit") invalidateStatementCaches();
+        settle();
+      }
+    };
+    return {
+      execute: ((stmt: InStatement | string, args?: InArgs) =>
+        paced(() => (typeof stmt === "string" ? tx.execute({ sql: stmt, args: args ?? [] }) : tx.execute(stmt)))) as Transaction["execute"],
+      // one statement at a time, so a long batch still gives turns
+      async batch(stmts: InStatement[]) {
+        const out = [];
+        for (const stmt of stmts) out.push(await paced(() => tx.execute(stmt)));
+        return out;
+      },
+      executeMultiple: (sql: string) => paced(() => tx.executeMultiple(sql)),
+      commit: () => end("commit"),
+      rollback: () => end("rollback"),
+      close() {
+        tx.close();
+        settle();
+      },
+      get closed() {
+        return tx.closed;
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#client?.close();
+    this.#client = null;
+    this.#opening = null;
+  }
+}
