@@ -3,6 +3,7 @@
  * libSQL file (migrated, WAL), Redis and cache, then `createApp` behind `Bun.serve`.
  * SIGINT/SIGTERM let in-flight requests finish, then stop everything this process started.
  */
+import { dirname } from "node:path";
 import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config } from "./config";
 import { openDatabase } from "./db/local";
@@ -28,6 +29,12 @@ function localRedisEnabled(raw: string | undefined): boolean {
   throw new ConfigError("HOST_LOCAL_REDIS", "must be on or off");
 }
 
+/** The data folder: the local database file's folder (`file:data/host.db` → `data`), else `data`. */
+function localDataDir(databaseUrl: string): string {
+  const path = /^file:/i.test(databaseUrl) ? databaseUrl.slice(5).split("?")[0]! : "";
+  return path && path !== ":memory:" ? dirname(path) : "data";
+}
+
 /**
  * With neither Redis role configured, starts redis-server plus the Upstash bridge and points both
  * roles at the bridge. Returns the stack (or null) and the settings to run with.
@@ -36,7 +43,7 @@ async function withLocalRedis(config: Config, logger: Logger): Promise<{ config:
   if (!localRedisEnabled(process.env.HOST_LOCAL_REDIS) || config.redis.caching || config.redis.tasks) return { config, stack: null };
   let stack: LocalRedisStack | null;
   try {
-    stack = await startLocalRedisStack();
+    stack = await startLocalRedisStack({ dataDir: localDataDir(config.database.url) });
   } catch (e) {
     logger.error("local redis-server did not start; the Redis health checks will report unavailable", { error: String((e as Error)?.message ?? e) });
     return { config, stack: null };
