@@ -30,6 +30,11 @@ export interface Database {
    * statements are network calls, which do not hold the event loop).
    */
   longWrite?<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Inside a long write: gives the event loop a turn when the write has held it for a few
+   * milliseconds. For long stretches of JavaScript between statements; cheap otherwise.
+   */
+  pace?(): Promise<void>;
   close(): Promise<void>;
 }
 

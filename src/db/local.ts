@@ -50,6 +50,7 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   db.transactionScope = (fn) => scope.run(true, fn);
   if (background) {
     db.longWrite = (fn) => long.run(true, fn);
+    db.pace = () => background.pace();
     db.close = async () => {
       await background.close();
       client.close();

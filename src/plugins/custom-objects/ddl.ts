@@ -81,7 +81,7 @@ export async function createCotTable(db: Executor, cotId: number, fields: Column
 
 /**
  * Runs statements in order; inside an open libSQL transaction, DDL without bound values goes
- * to SQLite in groups of 64. Relies on the driver field `preparedIn` relies on (`session.tx`)
+ * to SQLite in groups of 16 (a group on a large schema takes a few milliseconds). Relies on the driver field `preparedIn` relies on (`session.tx`)
  * and Drizzle's dialect; without them it runs the statements one by one.
  */
 async function runAll(db: Executor, statements: SQL[]) {
@@ -92,7 +92,7 @@ async function runAll(db: Executor, statements: SQL[]) {
   // Statements without bound values go through SQLite's own multi-statement runner: the same
   // statements, without a prepare-and-map round through the client for each.
   if (queries && queries.every((q) => q.params.length === 0 && !q.sql.includes(";"))) {
-    for (let i = 0; i < queries.length; i += 64) await tx!.executeMultiple!(queries.slice(i, i + 64).map((q) => q.sql).join(";\n"));
+    for (let i = 0; i < queries.length; i += 16) await tx!.executeMultiple!(queries.slice(i, i + 16).map((q) => q.sql).join(";\n"));
     return;
   }
   for (const q of statements) await run(db, q);

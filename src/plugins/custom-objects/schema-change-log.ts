@@ -17,8 +17,18 @@ async function snapshot(ctx: WriteContext, slugs: string[]) {
   const fieldIds = cotIds.length
     ? (await ctx.db.select({ id: customObjectTypeFields.id }).from(customObjectTypeFields).where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))).map((r) => r.id)
     : [];
-  const byId = (records: ApiRecord[]) => new Map(records.map((r) => [r.id as number, r]));
-  return { cots: byId(await cotModel.resource.load(ctx, cotIds)), fields: byId(await fieldModel.resource.load(ctx, fieldIds)) };
+  // a type's record holds all its fields' records: types are loaded one at a time
+  return { cots: await loadPaced(ctx, cotModel.resource, cotIds, 1), fields: await loadPaced(ctx, fieldModel.resource, fieldIds, 100) };
+}
+
+/** Records by id, `per` at a time: a long write gives the event loop turns in between. */
+async function loadPaced(ctx: WriteContext, resource: Resource, ids: number[], per: number): Promise<Map<number, ApiRecord>> {
+  const out = new Map<number, ApiRecord>();
+  for (let i = 0; i < ids.length; i += per) {
+    await ctx.services.db.pace?.();
+    for (const r of await resource.load(ctx, ids.slice(i, i + per))) out.set(r.id as number, r);
+  }
+  return out;
 }
 
 async function logDifferences(ctx: WriteContext, resource: Resource, before: Map<number, ApiRecord>, after: Map<number, ApiRecord>) {

@@ -284,6 +284,7 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   const siblings = [...rows];
   const drafts: Array<{ draft: FieldDraft; schemaId: number }> = [];
   for (const change of adds) {
+    await ctx.services.db.pace?.();
     const fi = indexOf(change.schema_id);
     const fieldDraft = await atPath(`${at}.fields[${fi}]`, () => validateField(ctx, fieldInput(t.fields[fi]!), null, siblings));
     drafts.push({ draft: fieldDraft, schemaId: change.schema_id });
