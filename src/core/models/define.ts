@@ -11,6 +11,7 @@ import type { ApiRecord, FieldDescription, ReadContext, Resource, WriteContext }
 import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
+import { naturalize } from "./natural";
 import type { ModelOpenApi } from "../../openapi/json-schema";
 
 export type FieldType =
@@ -71,6 +72,8 @@ export interface ModelSpec {
   decorate?: (ctx: ReadContext, rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>;
   /** What the OpenAPI document cannot read from `fields` (keys `decorate` adds, wider inputs). */
   openapi?: ModelOpenApi;
+  /** Orders `field` naturally ("Site 2" before "Site 10") through a stored key column. */
+  naturalOrdering?: { field: string; column: SQLiteColumn };
 }
 
 /** Fields every record carries and writes may echo back; they are ignored on input. */
@@ -109,6 +112,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       orderings[f.name] = col;
     }
   }
+  if (spec.naturalOrdering) orderings[spec.naturalOrdering.field] = spec.naturalOrdering.column;
   filters.created = { kind: "datetime", expr: (table as any).created };
   filters.last_updated = { kind: "datetime", expr: (table as any).lastUpdated };
   if (spec.tags) {
@@ -244,6 +248,10 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     }
     if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
+    if (spec.naturalOrdering) {
+      const source = fieldsByName.get(spec.naturalOrdering.field)?.column;
+      if (source && Object.hasOwn(values, keyOf(source))) values[keyOf(spec.naturalOrdering.column)] = naturalize(values[keyOf(source)] as string | null);
+    }
     return { values, links, tagIds };
   }
 

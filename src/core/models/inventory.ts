@@ -44,6 +44,7 @@ export const siteModel = defineModel({
   table: sites,
   tags: true,
   defaultOrdering: ["name"],
+  naturalOrdering: { field: "name", column: sites.naturalName },
   display: (r) => r.name,
   fields: [
     { name: "name", type: "string", column: sites.name, required: true, maxLength: 100, search: true, brief: true },
@@ -67,6 +68,7 @@ export const deviceModel = defineModel({
   table: devices,
   tags: true,
   defaultOrdering: ["name", "id"],
+  naturalOrdering: { field: "name", column: devices.naturalName },
   display: (r) => r.name ?? `Device ${r.id}`,
   fields: [
     { name: "name", type: "string", column: devices.name, maxLength: 64, nullable: true, search: true, brief: true },

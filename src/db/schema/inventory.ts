@@ -20,6 +20,8 @@ export const sites = sqliteTable(
   {
     id: pk(),
     name: text("name").notNull(),
+    /** `name` with every digit run padded (NetBox's `_name`): orders "Site 2" before "Site 10". */
+    naturalName: text("_name"),
     slug: text("slug").notNull(),
     status: text("status").notNull().default("active"),
     tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
@@ -34,6 +36,7 @@ export const sites = sqliteTable(
   (t) => [
     uniqueIndex("sites_name_uq").on(t.name),
     uniqueIndex("sites_slug_uq").on(t.slug),
+    index("sites_natural_name_idx").on(t.naturalName, t.id),
     index("sites_tenant_idx").on(t.tenantId),
     index("sites_status_idx").on(t.status),
     idIndex("sites", t),
@@ -45,6 +48,8 @@ export const devices = sqliteTable(
   {
     id: pk(),
     name: text("name"),
+    /** `name` with every digit run padded (NetBox's `_name`). */
+    naturalName: text("_name"),
     siteId: integer("site_id")
       .notNull()
       .references(() => sites.id, { onDelete: "restrict" }),
@@ -60,6 +65,7 @@ export const devices = sqliteTable(
     uniqueIndex("devices_site_name_uq").on(t.siteId, t.name),
     uniqueIndex("devices_asset_tag_uq").on(t.assetTag),
     index("devices_site_idx").on(t.siteId),
+    index("devices_natural_name_idx").on(t.naturalName, t.id),
     index("devices_tenant_idx").on(t.tenantId),
     idIndex("devices", t),
   ],
