@@ -7,7 +7,7 @@ import { HTTPException } from "hono/http-exception";
 import { getPath } from "hono/utils/url";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "./config";
-import type { Database } from "./db/client";
+import { DatabaseBusyError, isBusyError, type Database } from "./db/client";
 import { taggedItems } from "./db/schema";
 import type { HonoEnv, Services } from "./core/context";
 import { authenticate } from "./core/auth/middleware";
@@ -124,6 +124,12 @@ export async function createApp(deps: AppDeps): Promise<App> {
     if (err instanceof ApiError) {
       for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
       return c.json(err.body as object, err.statusCode);
+    }
+    // A write that met a long write's lock, wrapped by Drizzle on the way: the same 503.
+    if (isBusyError(err)) {
+      const busy = new DatabaseBusyError();
+      for (const [k, v] of Object.entries(busy.headers)) c.header(k, v);
+      return c.json(busy.body as object, busy.statusCode);
     }
     // A read that raced a schema change (a column renamed under it): retryable, not a 500.
     if (/no such (column|table)/i.test(String((err as Error)?.message ?? "") + String((err as any)?.cause?.message ?? ""))) {

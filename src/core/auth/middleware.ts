@@ -78,7 +78,8 @@ export function authenticate(options: { exempt?: (path: string, method: string) 
       await cache.set(tokenCacheKey(keyHash), row, TOKEN_CACHE_TTL_SECONDS).catch(() => undefined);
     }
     if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now())) throw invalidToken();
-    await touchToken(c.var.services, found.tokenId);
+    // Not awaited: a write that waits for a long write's lock must not hold the request.
+    void touchToken(c.var.services, found.tokenId);
     const { permissions, constraints } = found.isSuperuser ? { permissions: new Set<string>(), constraints: new Map() } : await loadGrants(db.orm, found.userId);
     c.set("auth", {
       user: { id: found.userId, username: found.username, isSuperuser: found.isSuperuser, permissions, constraints },
