@@ -3,7 +3,7 @@
  * Upstash REST bridge, so the app's Upstash client path runs. With a data folder it keeps its
  * data there (append-only file) and a pidfile, so a server killed with SIGKILL leaves nothing a
  * second start trips over: a live one that answers is reused, a hung one replaced
- * (docs/decisions/tasks-local-redis.md). Without one: a throwaway server in a temp dir.
+ * (docs/decisions/0036-tasks-local-redis.md). Without one: a throwaway server in a temp dir.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";

@@ -6,7 +6,7 @@
  * connection a transaction gives the event loop a turn whenever it has run for `SLICE_MS`
  * since the last one, and the main connection, in WAL mode, keeps answering reads from the
  * last committed state meanwhile. One long write at a time per process; see
- * docs/decisions/0010-long-writes-off-the-hot-path.md.
+ * docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
 import { createClient, type Client, type InArgs, type InStatement, type Transaction, type TransactionMode } from "@libsql/client";
 import { DatabaseBusyError, serializeClient } from "./client";

@@ -37,7 +37,7 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   await raw.execute("PRAGMA foreign_keys=ON");
   // Marks the work of a write transaction, so a query that bypasses it fails instead of hanging.
   const scope = new AsyncLocalStorage<boolean>();
-  // Marks long writes, whose transactions go to the background connection (decision 0010).
+  // Marks long writes, whose transactions go to the background connection (decision 0039).
   const long = new AsyncLocalStorage<boolean>();
   const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs);
   const client = serializeClient(raw, {

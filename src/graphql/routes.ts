@@ -22,7 +22,7 @@ import { Loaders, type GraphQLContext } from "./loaders";
 import { GRAPHQL_PAGE, GRAPHQL_PAGE_CSP } from "./page";
 import { buildSchema, customObjectNames, HOST_NAMES, type Entry } from "./schema";
 
-/** The limits, documented in docs/decisions/graphql.md. */
+/** The limits, documented in docs/decisions/0035-graphql.md. */
 export const GRAPHQL_LIMITS = { maxDepth: 10, maxCost: 2000, maxAliases: 30, maxTokens: 5000 } as const;
 
 const SCHEMA_CACHE_SIZE = 64;

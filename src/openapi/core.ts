@@ -118,7 +118,7 @@ export function describeCore(b: OpenApiBuilder, _services: Services) {
     },
   });
 
-  // GraphQL (docs/decisions/graphql.md): one endpoint; its schema is introspectable per caller.
+  // GraphQL (docs/decisions/0035-graphql.md): one endpoint; its schema is introspectable per caller.
   const graphqlRequest = {
     type: "object",
     required: ["query"],

@@ -2,7 +2,7 @@
  * `/api/docs/`: an interactive API reference (Swagger UI) over `/api/schema/`, fully offline:
  * the page, its script and Swagger UI's assets are all served by this app. The assets are read
  * from `node_modules/swagger-ui-dist` on Bun; the Worker bundle does not carry them, so there
- * the page answers 501 (see docs/decisions/openapi-docs-page.md).
+ * the page answers 501 (see docs/decisions/0021-openapi-docs-page.md).
  */
 
 /** The files of swagger-ui-dist the page uses, with their content types. */

@@ -1,7 +1,7 @@
 /**
  * `GET /api/schema/` (the OpenAPI document, JSON or `?format=yaml`) and `GET /api/docs/` (the
  * interactive reference over it). The document needs a token like every `/api/` route; the docs
- * page and its assets hold no data and are public (docs/decisions/openapi-access.md).
+ * page and its assets hold no data and are public (docs/decisions/0020-openapi-access.md).
  */
 import { Hono } from "hono";
 import type { HonoEnv } from "../core/context";

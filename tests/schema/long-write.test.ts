@@ -1,5 +1,5 @@
 /**
- * Schema applies never stall the server (issue 13, item 4; decision 0010): over real HTTP on
+ * Schema applies never stall the server (issue 13, item 4; decision 0039): over real HTTP on
  * 127.0.0.1, GETs keep being answered while a large apply runs, and a write that meets the
  * write lock of a long transaction gets a bounded, retryable 503 `database_busy` — never a hang
  * and never a blocked event loop.

@@ -1,5 +1,5 @@
 /**
- * The transactional outbox (docs/decisions/tasks-outbox.md): a delivery job is written with
+ * The transactional outbox (docs/decisions/0037-tasks-outbox.md): a delivery job is written with
  * the change it comes from, relayed to the tasks Redis after commit within a bound, retried
  * while Redis does not take it, re-queued by the sweep when Redis lost it, and every delivery
  * carries a stable `Idempotency-Key`. Real redis-server behind the Upstash bridge throughout.

@@ -1,5 +1,5 @@
 /**
- * Retention (docs/decisions/tasks-retention.md): `CHANGELOG_RETENTION_DAYS` and
+ * Retention (docs/decisions/0038-tasks-retention.md): `CHANGELOG_RETENTION_DAYS` and
  * `JOB_RETENTION_DAYS` prune real rows with old timestamps; 0 keeps everything; finished jobs
  * only; outbox rows go once their job has finished; the task worker process prunes on start.
  */

@@ -1,7 +1,7 @@
 /**
  * Change records (§7): one `object_changes` row per create/update/delete made through the
  * generic REST machinery, in the write's own transaction, where the event rules' deliveries
- * are written to the outbox beside it. See docs/decisions/tasks-change-log.md, tasks-outbox.md.
+ * are written to the outbox beside it. See docs/decisions/0016-tasks-change-log.md, 0037-tasks-outbox.md.
  */
 import { sql } from "drizzle-orm";
 import { Reusable } from "../../db/client";

@@ -1,5 +1,5 @@
 /**
- * The condition language of event rules (NetBox-style, see docs/decisions/tasks-event-conditions.md):
+ * The condition language of event rules (NetBox-style, see docs/decisions/0017-tasks-event-conditions.md):
  * a leaf `{attr, value, op?, negate?, snapshot?}` or a group `{and: […]}` / `{or: […]}`,
  * evaluated against the changed object's serialised record.
  */

@@ -88,7 +88,7 @@ const changesRules = (event: ChangeEvent) => event.appLabel === "extras" && (eve
  * Matches a change against the enabled event rules inside the write's transaction and writes
  * one `webhook.deliver` job per matching webhook to the outbox there, so the deliveries commit
  * (or roll back) with the change. After the commit the outbox relay hands them to the tasks
- * Redis; the request never waits for Redis (docs/decisions/tasks-outbox.md).
+ * Redis; the request never waits for Redis (docs/decisions/0037-tasks-outbox.md).
  */
 export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEvent): Promise<void> {
   const services = ctx.services;

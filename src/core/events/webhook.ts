@@ -29,7 +29,7 @@ export async function signBody(secret: string, body: string): Promise<string> {
 /**
  * Renders `{{ dotted.path }}` placeholders against the event body: strings as they are,
  * anything else as JSON, missing values as empty. Deliberately tiny (no logic): see
- * docs/decisions/tasks-webhook-delivery.md.
+ * docs/decisions/0019-tasks-webhook-delivery.md.
  */
 export function renderTemplate(template: string, context: Record<string, unknown>): string {
   return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (_, path: string) => {

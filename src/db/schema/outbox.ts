@@ -1,5 +1,5 @@
 /**
- * The transactional outbox (§7, docs/decisions/tasks-outbox.md): one row per job message,
+ * The transactional outbox (§7, docs/decisions/0037-tasks-outbox.md): one row per job message,
  * written in the same transaction as the change that caused it, handed to the tasks Redis by
  * the relay after commit. The row keeps what Redis may lose (the payload and the idempotency
  * key), so a job Redis dropped can be queued again.

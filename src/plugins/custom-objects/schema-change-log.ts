@@ -54,7 +54,7 @@ export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest
 
 /**
  * Runs an apply (its write transaction) on the database's long-write connection where there is
- * one: off the event loop, so other requests keep being answered meanwhile (decision 0010).
+ * one: off the event loop, so other requests keep being answered meanwhile (decision 0039).
  */
 export function asLongWrite<T>(services: Services, fn: () => Promise<T>): Promise<T> {
   return services.db.longWrite ? services.db.longWrite(fn) : fn();

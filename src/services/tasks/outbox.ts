@@ -1,5 +1,5 @@
 /**
- * The transactional outbox of the job queue (§7, docs/decisions/tasks-outbox.md): a job is a
+ * The transactional outbox of the job queue (§7, docs/decisions/0037-tasks-outbox.md): a job is a
  * `jobs` row plus an `outbox` row, written in the caller's transaction; after commit the relay
  * hands the message to the tasks Redis within a small bound and marks the row relayed. Rows
  * Redis did not take wait for the next relay pass; jobs Redis lost later are queued again by

@@ -2,7 +2,7 @@
  * The job queue on `REDIS['tasks']` (§7): a `jobs` row per job (the status of record) and a
  * message on Redis lists. Reliable take (LMOVE ready → processing, lease deadline in a sorted
  * set, heartbeats while running, a reaper for expired leases), retries with exponential
- * backoff (a delayed sorted set) and a dead-letter list. See docs/decisions/tasks-queue.md.
+ * backoff (a delayed sorted set) and a dead-letter list. See docs/decisions/0018-tasks-queue.md.
  */
 import { and, eq, inArray } from "drizzle-orm";
 import type { Database, Executor } from "../../db/client";
@@ -114,7 +114,7 @@ export class TaskQueue {
   readonly #backoffMaxMs: number;
   readonly #deadLetterLimit: number;
   readonly #handlers = new Map<string, JobHandler>();
-  /** The transactional outbox: jobs reach Redis through it (docs/decisions/tasks-outbox.md). */
+  /** The transactional outbox: jobs reach Redis through it (docs/decisions/0037-tasks-outbox.md). */
   readonly outbox: OutboxRelay;
 
   constructor(

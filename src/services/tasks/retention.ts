@@ -1,5 +1,5 @@
 /**
- * Retention (docs/decisions/tasks-retention.md): change records older than
+ * Retention (docs/decisions/0038-tasks-retention.md): change records older than
  * `CHANGELOG_RETENTION_DAYS`, finished jobs older than `JOB_RETENTION_DAYS` (0 keeps them),
  * and outbox rows whose job has finished. Deleted in small batches so no write waits long.
  */
