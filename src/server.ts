@@ -16,7 +16,7 @@ import { createRedactor, secretsOf } from "./services/redact";
 import { createRedisClients } from "./services/redis-factory";
 import { retentionTask } from "./services/tasks/retention";
 import { startPeriodic, startWorker } from "./services/tasks/worker";
-import { startLocalRedisStack, type LocalRedisStack } from "../tools/dev-stack";
+import { startLocalRedisStack, type LocalRedisStack } from "./services/local-redis";
 
 /** In-flight requests get this long to finish on shutdown before connections are cut. */
 const DRAIN_TIMEOUT_MS = 10_000;

@@ -66,7 +66,7 @@ function flatToRecord(flat: unknown): Record<string, string> | null {
 }
 
 /**
- * A `RedisClient` for an Upstash REST URL (`http(s)://…`, e.g. Upstash or `tools/redis-bridge.ts`).
+ * A `RedisClient` for an Upstash REST URL (`http(s)://…`, e.g. Upstash or `src/services/redis-bridge.ts`).
  * Values come back as strings (automatic deserialisation is off); errors are {@link RedisClientError}.
  * @example const redis = createUpstashRedis({ url: "https://x.upstash.io", token }); await redis.ping();
  */
