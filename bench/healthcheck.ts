@@ -121,7 +121,7 @@ interface Storm {
 
 /** `PROBES` probes, `concurrency` at a time, from a child process; counts the check runs. */
 async function storm(app: App, concurrency: number): Promise<Storm> {
-  const runner = healthRunnerOf(servicesOf(app));
+  const runner = healthRunnerOf(app);
   const before = [...runner.runs.values()].reduce((a, b) => a + b, 0);
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
   try {

@@ -3,6 +3,7 @@
  * build their dependencies and call it; it mounts the core API and the enabled plugins.
  */
 import { Hono } from "hono";
+import { requestId } from "hono/request-id";
 import { HTTPException } from "hono/http-exception";
 import { getPath } from "hono/utils/url";
 import { and, eq } from "drizzle-orm";
@@ -16,9 +17,10 @@ import { ModelRegistry } from "./core/models/registry";
 import { ObjectTypeRegistry } from "./core/object-types";
 import { mapConstraintError } from "./core/rest/constraints";
 import { CORE_MODELS, coreApiRoutes } from "./core/routes";
+import { OpenApiDocuments } from "./openapi/generate";
 import { isPublicDocsPath, openApiRoutes } from "./openapi/routes";
 import { resolvePlugins, BUILTIN_PLUGINS } from "./plugins/registry";
-import type { HostPlugin } from "./plugins/types";
+import type { HostPlugin, InstalledPlugin } from "./plugins/types";
 import type { Cache } from "./services/cache/types";
 import { createLogger, type Logger } from "./services/logger";
 import type { RedisClient } from "./services/redis-types";
@@ -45,18 +47,16 @@ export interface AppDeps {
   tasks?: TaskQueueOptions & { webhookTimeoutMs?: number };
 }
 
-export type App = Hono<HonoEnv>;
-
-const servicesByApp = new WeakMap<App, Services>();
+/** The Hono app, with the services and plugins it was built with. */
+export type App = Hono<HonoEnv> & { readonly services: Services; readonly plugins: readonly InstalledPlugin[] };
 
 /** The services an app was built with: the task worker and the Workers cron use its queue. */
 export function servicesOf(app: App): Services {
-  const services = servicesByApp.get(app);
-  if (!services) throw new Error("not an app built by createApp");
-  return services;
+  return app.services;
 }
 
-const requestIds = () => crypto.randomUUID();
+/** An incoming `X-Request-Id` is kept when it is 1-64 word characters, dots or dashes; otherwise a UUID. */
+const REQUEST_ID = /^[\w.-]{1,64}$/;
 
 /**
  * Routes are declared without a trailing slash and requests route with it stripped, so
@@ -83,7 +83,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     cache: deps.cache,
     redis: deps.redis ?? {},
     logger,
-    plugins,
+    plugins: plugins.map(({ name, version, apiBase }) => ({ name, version, ...(apiBase ? { apiBase } : {}) })),
     objectTypes: new ObjectTypeRegistry(db),
     models: new ModelRegistry(),
     deleteHooks: [protectHostDependants(CORE_MODELS), dropTags, protectRuleActions],
@@ -96,13 +96,23 @@ export async function createApp(deps: AppDeps): Promise<App> {
   for (const m of CORE_MODELS) services.models.register(m.info);
   // One statement for every static object type: a cold isolate on Turso pays one round trip, not dozens.
   await services.objectTypes.ensureMany([...CORE_MODELS.map((m) => ({ appLabel: m.spec.appLabel, model: m.spec.model })), ...plugins.flatMap((p) => p.objectTypes ?? [])]);
-  for (const p of plugins) await p.onStartup?.(services);
+  // Each plugin is set up once for this app; what it returns is all the host wires in.
+  const installed: InstalledPlugin[] = [];
+  for (const plugin of plugins) installed.push({ plugin, parts: (await plugin.setup?.(services)) ?? {} });
+  for (const { parts } of installed) {
+    services.deleteHooks.push(...(parts.hooks?.beforeDelete ?? []));
+    for (const [name, handler] of Object.entries(parts.hooks?.tasks ?? {})) services.tasks?.register(name, handler);
+  }
+  for (const { parts } of installed) await parts.hooks?.ready?.(installed);
 
   const app = new Hono<HonoEnv>({ getPath: routingPath });
   app.use("*", async (c, next) => {
     c.set("services", services);
-    const incoming = c.req.header("x-request-id");
-    c.set("requestId", incoming && /^[\w.-]{1,64}$/.test(incoming) ? incoming : requestIds());
+    await next();
+  });
+  // The header is read by the generator (not by the middleware's own, looser, check) and echoed below.
+  app.use("*", requestId({ headerName: "", generator: (c) => { const incoming = c.req.header("x-request-id"); return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID(); } }));
+  app.use("*", async (c, next) => {
     await next();
     c.header("X-Request-Id", c.var.requestId);
     // Workers: the outbox rows this request committed are relayed after the response.
@@ -155,20 +165,19 @@ export async function createApp(deps: AppDeps): Promise<App> {
   );
   api.route("/", coreApiRoutes());
   // The OpenAPI document describes the routes this app actually mounted.
-  api.route("/", openApiRoutes(() => app.routes));
+  api.route("/", openApiRoutes(new OpenApiDocuments({ services, parts: installed.map(({ plugin, parts }) => ({ name: plugin.name, openapi: parts.openapi })), routes: () => app.routes })));
   api.get("/plugins", (c) => {
     const origin = new URL(c.req.url).origin;
     return c.json(Object.fromEntries(plugins.filter((p) => p.apiBase).map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`])));
   });
-  for (const p of plugins) {
-    if (p.apiBase && p.apiRoutes) api.route(`/plugins/${p.apiBase}`, p.apiRoutes(services));
+  for (const { plugin, parts } of installed) {
+    if (plugin.apiBase && parts.apiRoutes) api.route(`/plugins/${plugin.apiBase}`, parts.apiRoutes);
   }
   app.route("/api", api);
   app.route("/graphql", graphqlRoutes(services));
-  for (const p of plugins) {
-    if (p.routes) app.route(`/plugins/${p.name}`, p.routes(services));
-    if (p.rootRoutes) app.route("/", p.rootRoutes(services));
+  for (const { plugin, parts } of installed) {
+    if (parts.routes) app.route(`/plugins/${plugin.name}`, parts.routes);
+    if (parts.rootRoutes) app.route("/", parts.rootRoutes);
   }
-  servicesByApp.set(app, services);
-  return app;
+  return Object.assign(app, { services, plugins: installed });
 }

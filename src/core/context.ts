@@ -8,7 +8,6 @@ import type { Database } from "../db/client";
 import type { Cache } from "../services/cache/types";
 import type { RedisClient } from "../services/redis-types";
 import type { Logger } from "../services/logger";
-import type { HostPlugin } from "../plugins/types";
 import type { ObjectTypeRegistry } from "./object-types";
 import type { ModelRegistry } from "./models/registry";
 import type { DeleteHooks } from "./rest/resource";
@@ -33,13 +32,21 @@ export interface AuthState {
   writeEnabled: boolean;
 }
 
+/** An enabled plugin as the host sees it: no routes or state, just who it is. */
+export interface PluginInfo {
+  name: string;
+  version: string;
+  apiBase?: string;
+}
+
 export interface Services {
   config: Config;
   db: Database;
   cache: Cache;
   redis: { caching?: RedisClient; tasks?: RedisClient };
   logger: Logger;
-  plugins: HostPlugin[];
+  /** The enabled plugins, in `PLUGINS` order (what they mount is wired by `createApp`). */
+  plugins: PluginInfo[];
   objectTypes: ObjectTypeRegistry;
   models: ModelRegistry;
   deleteHooks: DeleteHooks;

@@ -1,5 +1,6 @@
 /** Request plumbing shared by every route: JSON bodies (400 malformed, 413 oversized) and absolute URLs. */
 import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { ApiError } from "./errors";
 import type { Ctx } from "./context";
 import { MAX_JSON_DEPTH } from "./limits";
@@ -16,14 +17,21 @@ export async function readJson(c: Ctx): Promise<unknown> {
   if (type && !/^application\/([a-z.+-]*\+)?json\b/i.test(type.trim()) && !/^text\/plain\b/i.test(type.trim())) {
     throw ApiError.detail(415, `Unsupported media type "${type.split(";")[0]}" in request.`, "unsupported_media_type");
   }
-  const limit = c.var.services.config.maxBodyBytes;
-  const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > limit) throw tooLarge(limit);
-  const buf = await c.req.arrayBuffer();
-  if (buf.byteLength > limit) throw tooLarge(limit);
-  const text = new TextDecoder().decode(buf);
+  const text = new TextDecoder().decode(await readBody(c));
   if (!text.trim()) return {};
   return parseJsonText(text);
+}
+
+/**
+ * The raw request body within `MAX_BODY_BYTES` (413 past it). `hono/body-limit` does the
+ * counting: a declared Content-Length is checked before anything is read, and a streamed body
+ * stops being read at the limit. It runs where the body is read, after authentication and
+ * permission checks, so a caller who may not write still gets 403 (not 413) whatever they send.
+ */
+export async function readBody(c: Ctx): Promise<ArrayBuffer> {
+  const limit = c.var.services.config.maxBodyBytes;
+  await bodyLimit({ maxSize: limit, onError: () => { throw tooLarge(limit); } })(c, async () => {});
+  return c.req.arrayBuffer();
 }
 
 /**

@@ -16,7 +16,7 @@ import { hasPermission } from "../core/auth/permissions";
 import { authenticate } from "../core/auth/middleware";
 import type { Ctx, HonoEnv, Services } from "../core/context";
 import { ApiError } from "../core/errors";
-import { tooLarge } from "../core/http";
+import { readBody } from "../core/http";
 import { readContext } from "../core/rest/handlers";
 import { Loaders, type GraphQLContext } from "./loaders";
 import { GRAPHQL_PAGE, GRAPHQL_PAGE_CSP } from "./page";
@@ -114,10 +114,7 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
     url.pathname = "/graphql/";
     let body: ArrayBuffer | undefined;
     if (c.req.method === "POST") {
-      const limit = services.config.maxBodyBytes;
-      if (Number(c.req.header("content-length") ?? "0") > limit) throw tooLarge(limit);
-      body = await c.req.arrayBuffer();
-      if (body.byteLength > limit) throw tooLarge(limit);
+      body = await readBody(c);
     }
     const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
     const graphql: GraphQLContext = { ctx: readContext(c), auth: c.var.auth, loaders: new Loaders(readContext(c), c.var.auth) };

@@ -1,15 +1,17 @@
 /**
  * Builds the OpenAPI 3.1 document of one app. The static part comes from code; plugins add a
- * run-time part (one set of paths per custom object type). Documents are cached per app and
+ * run-time part (one set of paths per custom object type). Documents are cached per app (an
+ * `OpenApiDocuments` made by `createApp`) and
  * keyed by the plugins' fingerprints, so a schema apply or field change shows up on the very
  * next request while unchanged state costs one cheap query per plugin. Callers who may not view
  * some custom object types get a filtered copy, cached per set of hidden types.
  */
 import type { Services } from "../core/context";
 import { HOST_VERSION } from "../core/routes";
-import { LIST_PARAMETERS, OpenApiBuilder } from "./builder";
+import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi } from "./builder";
 import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
 import { describeCore, describeDocs } from "./core";
+import type { OpenApiDocument } from "./json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
 import { toYaml } from "./yaml";
@@ -17,7 +19,7 @@ import { toYaml } from "./yaml";
 /** Where the routes come from: the app's route table (`app.routes`). */
 export type RouteTable = () => ReadonlyArray<{ method: string; path: string }>;
 
-export type OpenApiDocument = Record<string, unknown> & { paths: Record<string, Record<string, Record<string, unknown>>> };
+export type { OpenApiDocument };
 
 /** One form of the document (all types, or without those a caller may not view) and its serialisations. */
 interface Variant {
@@ -34,74 +36,89 @@ interface Cached {
   /** Filtered forms keyed by the sorted hidden slugs. */
   variants: Map<string, Variant>;
 }
-const cache = new WeakMap<Services, Cached>();
 /** Origins come from the Host header: keep only a few serialisations per variant. */
 const MAX_TEXTS = 8;
 /** Distinct visibility sets kept per schema version (one per permission profile in practice). */
 const MAX_VARIANTS = 32;
 
-/** The fingerprints of everything run-time the document depends on. */
-async function fingerprint(services: Services): Promise<string> {
-  const parts = await Promise.all(services.plugins.map(async (p) => `${p.name}:${(await p.openapi?.fingerprint?.(services)) ?? ""}`));
-  return parts.join("\n");
-}
-
-async function current(services: Services, routes: RouteTable): Promise<Cached> {
-  const key = await fingerprint(services);
-  let entry = cache.get(services);
-  if (!entry || entry.key !== key) {
-    const doc = await buildDocument(services, routes);
-    entry = { key, full: { doc, texts: new Map() }, slugs: typeSlugsOf(doc), variants: new Map() };
-    cache.set(services, entry);
-  }
-  return entry;
-}
-
 /** Says whether the caller may view the custom object type `slug`; absent: every type is shown. */
 export type TypeVisibility = (slug: string) => boolean;
 
-async function variant(services: Services, routes: RouteTable, canView?: TypeVisibility): Promise<Variant> {
-  const entry = await current(services, routes);
-  const hidden = canView ? entry.slugs.filter((slug) => !canView(slug)) : [];
-  if (!hidden.length) return entry.full;
-  const key = hidden.sort().join(",");
-  let found = entry.variants.get(key);
-  if (!found) {
-    found = { doc: withoutTypes(entry.full.doc, new Set(hidden)), texts: new Map() };
-    if (entry.variants.size >= MAX_VARIANTS) entry.variants.clear();
-    entry.variants.set(key, found);
-  }
-  return found;
+/** What the document of one app is made of: its services, the plugins' parts and its route table. */
+export interface DocumentSources {
+  services: Services;
+  /** The OpenAPI parts of the enabled plugins, by plugin name. */
+  parts: Array<{ name: string; openapi?: PluginOpenApi }>;
+  routes: RouteTable;
 }
 
 const withServer = (doc: OpenApiDocument, baseUrl: string): OpenApiDocument => ({ ...doc, servers: [{ url: baseUrl, description: "This server" }] });
 
-/** The document for `services` (cached while the fingerprints hold), with `servers` set to `baseUrl`. */
-export async function openApiDocument(services: Services, routes: RouteTable, baseUrl: string, canView?: TypeVisibility): Promise<OpenApiDocument> {
-  return withServer((await variant(services, routes, canView)).doc, baseUrl);
-}
+/** The documents of one app, cached while the plugins' fingerprints hold (one per app, made by `createApp`). */
+export class OpenApiDocuments {
+  #cached: Cached | null = null;
 
-/** The document serialised as JSON or YAML, cached like the document. */
-export async function openApiText(services: Services, routes: RouteTable, baseUrl: string, format: "json" | "yaml", canView?: TypeVisibility): Promise<string> {
-  const entry = await variant(services, routes, canView);
-  const textKey = `${format} ${baseUrl}`;
-  let text = entry.texts.get(textKey);
-  if (text === undefined) {
-    const doc = withServer(entry.doc, baseUrl);
-    text = format === "yaml" ? toYaml(doc) : JSON.stringify(doc);
-    if (entry.texts.size >= MAX_TEXTS) entry.texts.clear();
-    entry.texts.set(textKey, text);
+  constructor(readonly sources: DocumentSources) {}
+
+  /** The fingerprints of everything run-time the document depends on. */
+  async #fingerprint(): Promise<string> {
+    const { services, parts } = this.sources;
+    const prints = await Promise.all(parts.map(async (p) => `${p.name}:${(await p.openapi?.fingerprint?.(services)) ?? ""}`));
+    return prints.join("\n");
   }
-  return text;
+
+  async #current(): Promise<Cached> {
+    const key = await this.#fingerprint();
+    let entry = this.#cached;
+    if (!entry || entry.key !== key) {
+      const doc = await buildDocument(this.sources);
+      entry = { key, full: { doc, texts: new Map() }, slugs: typeSlugsOf(doc), variants: new Map() };
+      this.#cached = entry;
+    }
+    return entry;
+  }
+
+  async #variant(canView?: TypeVisibility): Promise<Variant> {
+    const entry = await this.#current();
+    const hidden = canView ? entry.slugs.filter((slug) => !canView(slug)) : [];
+    if (!hidden.length) return entry.full;
+    const key = hidden.sort().join(",");
+    let found = entry.variants.get(key);
+    if (!found) {
+      found = { doc: withoutTypes(entry.full.doc, new Set(hidden)), texts: new Map() };
+      if (entry.variants.size >= MAX_VARIANTS) entry.variants.clear();
+      entry.variants.set(key, found);
+    }
+    return found;
+  }
+
+  /** The document (cached while the fingerprints hold), with `servers` set to `baseUrl`. */
+  async document(baseUrl: string, canView?: TypeVisibility): Promise<OpenApiDocument> {
+    return withServer((await this.#variant(canView)).doc, baseUrl);
+  }
+
+  /** The document serialised as JSON or YAML, cached like the document. */
+  async text(baseUrl: string, format: "json" | "yaml", canView?: TypeVisibility): Promise<string> {
+    const entry = await this.#variant(canView);
+    const textKey = `${format} ${baseUrl}`;
+    let text = entry.texts.get(textKey);
+    if (text === undefined) {
+      const doc = withServer(entry.doc, baseUrl);
+      text = format === "yaml" ? toYaml(doc) : JSON.stringify(doc);
+      if (entry.texts.size >= MAX_TEXTS) entry.texts.clear();
+      entry.texts.set(textKey, text);
+    }
+    return text;
+  }
 }
 
 /** Builds the document from scratch (no cache). */
-export async function buildDocument(services: Services, routes: RouteTable): Promise<OpenApiDocument> {
+export async function buildDocument({ services, parts, routes }: DocumentSources): Promise<OpenApiDocument> {
   const b = new OpenApiBuilder({ loginRequired: services.config.loginRequired });
   b.addSchemas({ ...ERROR_SCHEMAS, ...SHARED_SCHEMAS });
   describeCore(b, services);
   describeDocs(b);
-  for (const plugin of services.plugins) await plugin.openapi?.describe(b, services);
+  for (const part of parts) await part.openapi?.describe(b, services);
   const { paths, undocumented } = b.paths(routes());
   const sortedSchemas = Object.fromEntries(Object.keys(b.schemas).sort().map((k) => [k, b.schemas[k]!]));
   return {

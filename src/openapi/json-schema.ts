@@ -6,6 +6,9 @@
 /** A JSON Schema object; kept loose on purpose (it is data that ends up in the document). */
 export type JsonSchema = { [keyword: string]: unknown };
 
+/** An OpenAPI 3.1 document. */
+export type OpenApiDocument = Record<string, unknown> & { paths: Record<string, Record<string, Record<string, unknown>>> };
+
 /** Where component schemas live in the document. */
 export const COMPONENTS = "#/components/schemas/";
 

@@ -9,7 +9,7 @@ import { ApiError, notFound } from "../core/errors";
 import { baseUrlOf } from "../core/http";
 import { hasPermission } from "../core/auth/permissions";
 import { DOCS_CSP, DOCS_HTML, docsAsset, docsAvailable } from "./docs-page";
-import { openApiText, type RouteTable } from "./generate";
+import type { OpenApiDocuments } from "./generate";
 
 /** Paths reachable without a token (the page shell and its static assets). */
 export const isPublicDocsPath = (path: string) => /^\/api\/docs(\/|\/assets\/[\w.-]+\/?)?$/.test(path);
@@ -26,14 +26,14 @@ function wantsYaml(format: string | undefined, accept: string | undefined): bool
   return /\bapplication\/(x-)?yaml\b|\bapplication\/vnd\.oai\.openapi(?!\+json)\b|\btext\/yaml\b/.test(accept ?? "");
 }
 
-export function openApiRoutes(routes: RouteTable): Hono<HonoEnv> {
+export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
   const app = new Hono<HonoEnv>();
 
   app.get("/schema", async (c) => {
     const yaml = wantsYaml(c.req.query("format"), c.req.header("accept"));
     // Types the caller may not view are left out entirely (§4: nothing they may not view is named).
     const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
-    const text = await openApiText(c.var.services, routes, baseUrlOf(c), yaml ? "yaml" : "json", canView);
+    const text = await documents.text(baseUrlOf(c), yaml ? "yaml" : "json", canView);
     c.header("Cache-Control", "no-cache");
     c.header("Vary", "Accept, Authorization");
     return c.body(text, 200, { "Content-Type": yaml ? "application/yaml; charset=utf-8" : "application/json" });

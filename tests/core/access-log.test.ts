@@ -16,7 +16,7 @@ const SECRET = "tok-3f9a2c71e5";
 const slowPlugin: HostPlugin = {
   name: "slowpoke",
   version: "1.0.0",
-  routes: () => new Hono<HonoEnv>().get("/nap", async (c) => (await Bun.sleep(60), c.json({ ok: true }))),
+  setup: () => ({ routes: new Hono<HonoEnv>().get("/nap", async (c) => (await Bun.sleep(60), c.json({ ok: true }))) }),
 };
 
 const apps: TestApp[] = [];

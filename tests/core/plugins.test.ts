@@ -44,8 +44,10 @@ describe("plugin registry", () => {
       name: "hello",
       version: "9.9.9",
       apiBase: "hello",
-      apiRoutes: () => new Hono<HonoEnv>().get("/", (c) => c.json({ user: c.var.auth.user?.username })),
-      routes: () => new Hono<HonoEnv>().get("/page", (c) => c.text("hi")),
+      setup: () => ({
+        apiRoutes: new Hono<HonoEnv>().get("/", (c) => c.json({ user: c.var.auth.user?.username })),
+        routes: new Hono<HonoEnv>().get("/page", (c) => c.text("hi")),
+      }),
     };
     const t = await makeTestApp({ PLUGINS: "hello" }, { availablePlugins: [...BUILTIN_PLUGINS, extra] });
     try {

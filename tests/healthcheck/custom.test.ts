@@ -90,20 +90,22 @@ class Hung extends BaseHealthCheckBackend {
 const acme: HostPlugin = {
   name: "acme",
   version: "1.0.0",
-  routes: () => new Hono<HonoEnv>(),
-  healthChecks: {
-    "acme.checks.QueueDepth": QueueDepth,
-    "acme.checks.Payments": Payments,
-    "acme.checks.Thrower": Thrower,
-    "acme.checks.ThrowsTyped": ThrowsTyped,
-    "acme.checks.Warner": Warner,
-    "acme.checks.Named": Named,
-    "acme.checks.Nasty": Nasty,
-    "acme.checks.Healthy": Healthy,
-    "acme.checks.Slow": Slow,
-    "acme.checks.Slow2": Slow2,
-    "acme.checks.Hung": Hung,
-  },
+  setup: () => ({
+    routes: new Hono<HonoEnv>(),
+    healthChecks: {
+      "acme.checks.QueueDepth": QueueDepth,
+      "acme.checks.Payments": Payments,
+      "acme.checks.Thrower": Thrower,
+      "acme.checks.ThrowsTyped": ThrowsTyped,
+      "acme.checks.Warner": Warner,
+      "acme.checks.Named": Named,
+      "acme.checks.Nasty": Nasty,
+      "acme.checks.Healthy": Healthy,
+      "acme.checks.Slow": Slow,
+      "acme.checks.Slow2": Slow2,
+      "acme.checks.Hung": Hung,
+    },
+  }),
 };
 
 const open: TestApp[] = [];

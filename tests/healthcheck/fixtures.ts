@@ -63,14 +63,16 @@ export class Observing extends BaseHealthCheckBackend {
 export const fixturePlugin: HostPlugin = {
   name: "fixtures",
   version: "1.0.0",
-  routes: () => new Hono<HonoEnv>(),
-  healthChecks: {
-    "fixtures.Healthy": Healthy,
-    "fixtures.Broken": Broken,
-    "fixtures.Soft": Soft,
-    "fixtures.Sleepy": Sleepy,
-    "fixtures.Observing": Observing,
-  },
+  setup: () => ({
+    routes: new Hono<HonoEnv>(),
+    healthChecks: {
+      "fixtures.Healthy": Healthy,
+      "fixtures.Broken": Broken,
+      "fixtures.Soft": Soft,
+      "fixtures.Sleepy": Sleepy,
+      "fixtures.Observing": Observing,
+    },
+  }),
 };
 
 const open: TestApp[] = [];

@@ -25,30 +25,17 @@ import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackgro
 import { applySchemaLogged, asLongWrite } from "./schema-change-log";
 import { cotsAllowed, hideDiffs } from "./schema/access";
 
-interface PluginState {
-  registry: CotRegistry;
-}
-
-/** Per-app state, keyed by the app's services (no module-level singletons). */
-const states = new WeakMap<Services, PluginState>();
-
-export function customObjectsState(services: Services): PluginState {
-  let state = states.get(services);
-  if (!state) {
-    state = {
-      registry: new CotRegistry(services.db.orm, async (ids, db) => {
-        const out = new Map<number, ModelInfo>();
-        for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
-          if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
-          const info = await services.models.get(ot.appLabel, ot.model, { db, services, baseUrl: "" });
-          if (info) out.set(id, info);
-        }
-        return out;
-      }),
-    };
-    states.set(services, state);
-  }
-  return state;
+/** The registry of one app's custom object types (made once, in `setup`). */
+function cotRegistry(services: Services): CotRegistry {
+  return new CotRegistry(services.db.orm, async (ids, db) => {
+    const out = new Map<number, ModelInfo>();
+    for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
+      if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
+      const info = await services.models.get(ot.appLabel, ot.model, { db, services, baseUrl: "" });
+      if (info) out.set(id, info);
+    }
+    return out;
+  });
 }
 
 /**
@@ -112,9 +99,8 @@ export const customObjectsPlugin: HostPlugin = {
     { appLabel: APP_LABEL, model: COT_MODEL },
     { appLabel: APP_LABEL, model: FIELD_MODEL },
   ],
-  openapi: customObjectsOpenApi,
-  async onStartup(services) {
-    const { registry } = customObjectsState(services);
+  setup(services) {
+    const registry = cotRegistry(services);
     services.models.register(cotModel.info);
     services.models.register(fieldModel.info);
     services.models.addResolver(APP_LABEL, async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null);
@@ -122,71 +108,74 @@ export const customObjectsPlugin: HostPlugin = {
       const { signature, models } = await registry.all(ctx.db);
       return { signature, models: models.map((m) => ({ ...m.info, catalogId: m.cot.id })) };
     });
-    services.deleteHooks.push(onDeleteHook(registry));
-    services.tasks?.register(SCHEMA_APPLY_TASK, schemaApplyHandler(services));
-  },
-  apiRoutes(services) {
-    const { registry } = customObjectsState(services);
-    const app = new Hono<HonoEnv>();
-    const cots = cotResource(registry);
-    const fields = fieldResource(registry);
-
-    app.get("/", async (c) => {
-      const base = `${baseUrlOf(c)}/api/${API_BASE}`;
-      const rows = await c.var.services.db.orm.select({ slug: customObjectTypes.slug }).from(customObjectTypes).orderBy(asc(customObjectTypes.slug));
-      // Only the types whose objects the caller may view are named.
-      const visible = rows.filter((r) => hasPermission(c, "view", APP_LABEL, r.slug));
-      return c.json(Object.fromEntries(visible.map((r) => [r.slug, `${base}/${r.slug}/`])));
-    });
-    mountResource(app, "/custom-object-types", () => cots);
-    mountResource(app, "/custom-object-type-fields", () => fields);
-    app.get("/linked-objects", (c) => linkedObjects(c, registry));
-    app.all("/linked-objects", methodNotAllowed("GET, HEAD"));
-
-    const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
-    app.post("/schema/preview", async (c) => {
-      if (!c.var.auth.user) throw ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
-      const ctx = readContext(c);
-      const preview = await previewSchema(ctx, await readJson(c));
-      return c.json({ ...preview, diffs: hideDiffs(preview.diffs, await hiddenSlugs(ctx, c.var.auth, preview.diffs.map((d) => d.slug))) });
-    });
-    app.post("/schema/apply", async (c) => {
-      await requirePermission(c, "add", cotTarget);
-      await requirePermission(c, "change", cotTarget);
-      if (wantsBackground(c)) return enqueueSchemaApply(c);
-      const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
-      return c.json(await asLongWrite(c.var.services, () => inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request))));
-    });
-    app.get("/schema/export", async (c) => {
-      await requirePermission(c, "view", cotTarget);
-      const slugs = c.req.queries("slug")?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
-      const ctx = readContext(c);
-      // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
-      const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes);
-      const allowed = await cotsAllowed(ctx, c.var.auth, "view", rows.map((r) => r.id));
-      const visible = rows.filter((r) => allowed.has(r.id)).map((r) => r.slug);
-      if (slugs.length) {
-        const unseen = slugs.filter((s) => !visible.includes(s));
-        if (unseen.length) throw ApiError.detail(404, `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`, "not_found");
-        return c.json(await exportSchema(ctx, slugs));
-      }
-      if (visible.length === rows.length) return c.json(await exportSchema(ctx, null));
-      return c.json(visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] });
-    });
-    app.all("/schema/preview", methodNotAllowed("POST"));
-    app.all("/schema/apply", methodNotAllowed("POST"));
-    app.all("/schema/export", methodNotAllowed("GET, HEAD"));
-
-    mountResource(app, "/:slug", async (c) => {
-      const slug = c.req.param("slug") ?? "";
-      // Reads check the shape version now; writes may start from the cached model because
-      // they check id, version and slug again inside their own transaction.
-      const write = c.req.method !== "GET" && c.req.method !== "HEAD";
-      const cached = write ? registry.cachedBySlug(slug) : null;
-      const model = cached ?? (await registry.bySlug(c.var.services.db.orm, slug));
-      if (!model) throw notFound();
-      return liveResource(registry, model.cot.id, slug, model.resource, !cached);
-    });
-    return app;
+    return {
+      apiRoutes: apiRoutes(registry),
+      openapi: customObjectsOpenApi(registry),
+      hooks: { beforeDelete: [onDeleteHook(registry)], tasks: { [SCHEMA_APPLY_TASK]: schemaApplyHandler(services) } },
+    };
   },
 };
+
+function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
+  const app = new Hono<HonoEnv>();
+  const cots = cotResource(registry);
+  const fields = fieldResource(registry);
+
+  app.get("/", async (c) => {
+    const base = `${baseUrlOf(c)}/api/${API_BASE}`;
+    const rows = await c.var.services.db.orm.select({ slug: customObjectTypes.slug }).from(customObjectTypes).orderBy(asc(customObjectTypes.slug));
+    // Only the types whose objects the caller may view are named.
+    const visible = rows.filter((r) => hasPermission(c, "view", APP_LABEL, r.slug));
+    return c.json(Object.fromEntries(visible.map((r) => [r.slug, `${base}/${r.slug}/`])));
+  });
+  mountResource(app, "/custom-object-types", () => cots);
+  mountResource(app, "/custom-object-type-fields", () => fields);
+  app.get("/linked-objects", (c) => linkedObjects(c, registry));
+  app.all("/linked-objects", methodNotAllowed("GET, HEAD"));
+
+  const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
+  app.post("/schema/preview", async (c) => {
+    if (!c.var.auth.user) throw ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
+    const ctx = readContext(c);
+    const preview = await previewSchema(ctx, await readJson(c));
+    return c.json({ ...preview, diffs: hideDiffs(preview.diffs, await hiddenSlugs(ctx, c.var.auth, preview.diffs.map((d) => d.slug))) });
+  });
+  app.post("/schema/apply", async (c) => {
+    await requirePermission(c, "add", cotTarget);
+    await requirePermission(c, "change", cotTarget);
+    if (wantsBackground(c)) return enqueueSchemaApply(c);
+    const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
+    return c.json(await asLongWrite(c.var.services, () => inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request))));
+  });
+  app.get("/schema/export", async (c) => {
+    await requirePermission(c, "view", cotTarget);
+    const slugs = c.req.queries("slug")?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
+    const ctx = readContext(c);
+    // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
+    const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes);
+    const allowed = await cotsAllowed(ctx, c.var.auth, "view", rows.map((r) => r.id));
+    const visible = rows.filter((r) => allowed.has(r.id)).map((r) => r.slug);
+    if (slugs.length) {
+      const unseen = slugs.filter((s) => !visible.includes(s));
+      if (unseen.length) throw ApiError.detail(404, `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`, "not_found");
+      return c.json(await exportSchema(ctx, slugs));
+    }
+    if (visible.length === rows.length) return c.json(await exportSchema(ctx, null));
+    return c.json(visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] });
+  });
+  app.all("/schema/preview", methodNotAllowed("POST"));
+  app.all("/schema/apply", methodNotAllowed("POST"));
+  app.all("/schema/export", methodNotAllowed("GET, HEAD"));
+
+  mountResource(app, "/:slug", async (c) => {
+    const slug = c.req.param("slug") ?? "";
+    // Reads check the shape version now; writes may start from the cached model because
+    // they check id, version and slug again inside their own transaction.
+    const write = c.req.method !== "GET" && c.req.method !== "HEAD";
+    const cached = write ? registry.cachedBySlug(slug) : null;
+    const model = cached ?? (await registry.bySlug(c.var.services.db.orm, slug));
+    if (!model) throw notFound();
+    return liveResource(registry, model.cot.id, slug, model.resource, !cached);
+  });
+  return app;
+}

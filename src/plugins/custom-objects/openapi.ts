@@ -13,8 +13,7 @@ import { closedObject, COMPONENTS, orNull, ref, type JsonSchema, type ModelOpenA
 import { paginated, type ModelNames } from "../../openapi/model-schemas";
 import { valibotComponents } from "../../openapi/valibot";
 import { API_BASE, APP_LABEL, FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, SLUG_RE, UI_EDITABLE, UI_VISIBLE } from "./constants";
-import { customObjectsState } from "./index";
-import type { CotModel } from "./models";
+import type { CotModel, CotRegistry } from "./models";
 import { DocumentSchema, FieldEntrySchema, RemovedFieldSchema, TypeEntrySchema } from "./schema/document";
 import { cotModel, fieldModel } from "./types-api";
 import type { FieldRow } from "./values";
@@ -283,9 +282,8 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
   return { ...schemas, ...bulkSchemas(n, schemas) };
 }
 
-async function describe(b: OpenApiBuilder, services: Services) {
+async function describe(b: OpenApiBuilder, services: Services, registry: CotRegistry) {
   const db = services.db.orm;
-  const { registry } = customObjectsState(services);
   b.tag(TAG, "Custom object types, their fields, linked objects and schema documents.");
   b.model(cotModel, { path: `${BASE}/custom-object-types`, tag: TAG, extra: COT_EXTRA });
   b.model(fieldModel, { path: `${BASE}/custom-object-type-fields`, tag: TAG, extra: FIELD_EXTRA });
@@ -400,4 +398,5 @@ async function describe(b: OpenApiBuilder, services: Services) {
   });
 }
 
-export const customObjectsOpenApi: PluginOpenApi = { fingerprint, describe };
+/** The plugin's part of the document, over the app's registry of types. */
+export const customObjectsOpenApi = (registry: CotRegistry): PluginOpenApi => ({ fingerprint, describe: (b, services) => describe(b, services, registry) });

@@ -2,14 +2,13 @@
  * The health check plugin (§6): `/plugins/host_healthcheck_plugin/healthcheck/`, the probes
  * `/livez` and `/readyz`, the four built-in checks and the custom-check contract.
  */
-import type { Services } from "../../core/context";
-import type { HealthCheckClass, HostPlugin } from "../types";
+import type { HostPlugin, InstalledPlugin } from "../types";
 import { CacheBackendHealthCheck } from "./checks/cache";
 import { DatabaseHealthCheck } from "./checks/database";
 import { HostRedisCacheHealthCheck, HostRedisTasksHealthCheck } from "./checks/redis";
 import { describeHealthcheck } from "./openapi";
-import { healthcheckRoutes, probeRoutes, runnerFor, type HealthRunner } from "./routes";
-import { PLUGIN_NAME, resolveSettings } from "./settings";
+import { createRunner, healthcheckRoutes, probeRoutes, type HealthRunner } from "./routes";
+import { PLUGIN_NAME, type HealthCheckClass } from "./settings";
 
 export {
   BaseHealthCheckBackend,
@@ -38,17 +37,32 @@ const BUILTIN_PATHS = Object.keys(BUILTIN_HEALTH_CHECKS);
 export const healthcheckPlugin: HostPlugin = {
   name: PLUGIN_NAME,
   version: VERSION,
-  healthChecks: BUILTIN_HEALTH_CHECKS,
-  // Validates the settings and every dotted path before the app serves anything.
-  onStartup: async (services) => {
-    resolveSettings(services, BUILTIN_PATHS);
+  setup(services) {
+    // Made once every plugin is set up: the settings may name the checks any of them offers.
+    let runner: HealthRunner | null = null;
+    const runnerOf = () => {
+      if (!runner) throw new Error(`${PLUGIN_NAME} used before the app finished starting`);
+      return runner;
+    };
+    return {
+      healthChecks: BUILTIN_HEALTH_CHECKS,
+      exposes: { runner: runnerOf },
+      routes: healthcheckRoutes(runnerOf),
+      rootRoutes: probeRoutes(runnerOf),
+      openapi: { describe: (b) => describeHealthcheck(b, runnerOf().settings) },
+      hooks: {
+        // Validates the settings and every dotted path before the app serves anything.
+        ready: (plugins) => {
+          runner = createRunner(services, BUILTIN_PATHS, VERSION, plugins);
+        },
+      },
+    };
   },
-  routes: (services) => healthcheckRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
-  rootRoutes: (services) => probeRoutes(runnerFor(services, BUILTIN_PATHS, VERSION)),
-  openapi: { describe: (b, services) => describeHealthcheck(b, runnerFor(services, BUILTIN_PATHS, VERSION).settings) },
 };
 
-/** The health runner of an app's services (its settings, and check runs counted per dotted path). */
-export function healthRunnerOf(services: Services): HealthRunner {
-  return runnerFor(services, BUILTIN_PATHS, VERSION);
+/** The health runner of an app (its settings, and check runs counted per dotted path), for benches. */
+export function healthRunnerOf(app: { plugins: readonly InstalledPlugin[] }): HealthRunner {
+  const mine = app.plugins.find((p) => p.plugin === healthcheckPlugin);
+  if (!mine) throw new Error(`${PLUGIN_NAME} is not enabled`);
+  return (mine.parts.exposes as { runner: () => HealthRunner }).runner();
 }

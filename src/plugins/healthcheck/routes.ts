@@ -12,6 +12,7 @@ import { OPENMETRICS_CONTENT_TYPE, toOpenMetrics } from "./metrics";
 import { negotiateFormat, SUPPORTED_MEDIA_TYPES } from "./negotiate";
 import { overallStatus, renderHealthPage, toHealthJson, toJson } from "./render";
 import { CheckRunner, type HealthReport } from "./runner";
+import type { InstalledPlugin } from "../types";
 import { resolveSettings, type HealthcheckSettings, type SelectedCheck } from "./settings";
 
 /** The checks of one app, ready to run; concurrent callers share each check's run in flight. */
@@ -24,13 +25,12 @@ export interface HealthRunner {
   runs: Map<string, number>;
 }
 
-const runners = new WeakMap<Services, HealthRunner>();
-
-/** The runner of an app (one per `Services`, so tests with many apps never share state). */
-export function runnerFor(services: Services, builtins: string[], version: string): HealthRunner {
-  const existing = runners.get(services);
-  if (existing) return existing;
-  const settings = resolveSettings(services, builtins);
+/**
+ * The runner of one app, made once its plugins are all set up (the settings may name checks any
+ * of them offers); an invalid setting throws `ConfigError` and stops start-up.
+ */
+export function createRunner(services: Services, builtins: string[], version: string, plugins: readonly InstalledPlugin[]): HealthRunner {
+  const settings = resolveSettings(services, builtins, plugins);
   const redact = createRedactor(secretsOf(services.config));
   const checks = new CheckRunner(services, { timeoutMs: settings.timeoutMs, warningsAsErrors: settings.warningsAsErrors, redact, cacheMs: settings.cacheSeconds * 1000 });
   const runner: HealthRunner = {
@@ -39,7 +39,6 @@ export function runnerFor(services: Services, builtins: string[], version: strin
     runs: checks.runs,
     run: (selected = settings.checks) => checks.run(selected),
   };
-  runners.set(services, runner);
   return runner;
 }
 
@@ -72,9 +71,10 @@ async function callerOf(c: Context<HonoEnv>, check: MiddlewareHandler<HonoEnv>):
  * `login_required`; with `details: authenticated`, only a valid token sees the checks (a bad
  * one is refused rather than silently shown less).
  */
-function gate(settings: HealthcheckSettings): MiddlewareHandler<HealthEnv> {
+function gate(settingsOf: () => HealthcheckSettings): MiddlewareHandler<HealthEnv> {
   const check = authenticate() as MiddlewareHandler<HonoEnv>;
   return async (c, next) => {
+    const settings = settingsOf();
     const needsCaller = settings.loginRequired || settings.details === "authenticated";
     const caller = needsCaller ? await callerOf(c as unknown as Context<HonoEnv>, check) : "anonymous";
     if (caller instanceof Response) return caller;
@@ -110,10 +110,11 @@ function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string |
 }
 
 /** `/healthcheck` and `/healthcheck/<group>` (the trailing slash is stripped by the app's routing). */
-export function healthcheckRoutes(runner: HealthRunner): Hono<HonoEnv> {
+export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
   const router = new Hono<HealthEnv>();
-  router.use("/healthcheck/*", gate(runner.settings));
+  router.use("/healthcheck/*", gate(() => runnerOf().settings));
   const page = async (c: Context<HealthEnv>, group: string | undefined) => {
+    const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
     c.header("Vary", "Accept");
     const format = negotiateFormat(c.req.header("accept"), c.req.query("format"));
@@ -150,13 +151,14 @@ export function healthcheckRoutes(runner: HealthRunner): Hono<HonoEnv> {
  * (critical ones; 503 otherwise). Both stay anonymous for orchestrators; readyz names failing
  * checks only while the health page itself is public.
  */
-export function probeRoutes(runner: HealthRunner): Hono<HonoEnv> {
+export function probeRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
   const router = new Hono<HonoEnv>();
   router.get("/livez", (c) => {
     c.header("Cache-Control", NO_STORE);
     return c.json({ status: "ok" });
   });
   router.get("/readyz", async (c) => {
+    const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
     // Probes carry no token: they name failing checks only when the health page is public.
     const public_ = runner.settings.details === "always" && !runner.settings.loginRequired;

@@ -5,7 +5,11 @@
 import * as v from "valibot";
 import { ConfigError } from "../../config";
 import type { Services } from "../../core/context";
-import type { HealthCheckClass } from "../types";
+import type { InstalledPlugin } from "../types";
+import type { BaseHealthCheckBackend } from "./backends";
+
+/** A check class as this plugin runs it (the contract's `HealthCheckClass`, narrowed to the base class). */
+export type HealthCheckClass = new (services: Services) => BaseHealthCheckBackend;
 
 export const PLUGIN_NAME = "host_healthcheck_plugin";
 
@@ -130,10 +134,11 @@ const SettingsSchema = v.strictObject(
 );
 
 /** Every check the enabled plugins offer, by dotted path; a path offered twice is an error. */
-export function availableChecks(services: Services): Map<string, HealthCheckClass> {
+export function availableChecks(plugins: readonly InstalledPlugin[]): Map<string, HealthCheckClass> {
   const out = new Map<string, HealthCheckClass>();
-  for (const plugin of services.plugins) {
-    for (const [path, check] of Object.entries(plugin.healthChecks ?? {})) {
+  for (const { parts } of plugins) {
+    for (const [path, offered] of Object.entries(parts.healthChecks ?? {})) {
+      const check = offered as HealthCheckClass;
       const existing = out.get(path);
       if (existing && existing !== check) {
         throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}: health check "${path}" is offered by more than one plugin`);
@@ -148,7 +153,7 @@ export function availableChecks(services: Services): Map<string, HealthCheckClas
  * Validates the plugin's settings and resolves its `checks` (none given: the built-ins, in
  * `builtins` order). Unknown paths, bad values and unknown keys throw `ConfigError`.
  */
-export function resolveSettings(services: Services, builtins: string[]): HealthcheckSettings {
+export function resolveSettings(services: Services, builtins: string[], plugins: readonly InstalledPlugin[]): HealthcheckSettings {
   const raw = services.config.pluginsConfig[PLUGIN_NAME] ?? {};
   const parsed = v.safeParse(SettingsSchema, raw);
   if (!parsed.success) {
@@ -164,7 +169,7 @@ export function resolveSettings(services: Services, builtins: string[]): Healthc
     throw new ConfigError("PLUGINS_CONFIG", `${PLUGIN_NAME}.${key ?? ""}: ${issue.message}`.replace(/\.:/, ":"));
   }
   const settings = parsed.output;
-  const available = availableChecks(services);
+  const available = availableChecks(plugins);
   const paths = [...new Set(settings.checks ?? builtins)];
   const checks = paths.map((path) => {
     const check = available.get(path);
