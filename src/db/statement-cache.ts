@@ -2,7 +2,8 @@
  * A prepared-statement cache for the local libSQL driver. `@libsql/client` prepares every
  * statement from scratch (about 45 % of CPU on a get-by-id); the driver sets each statement's
  * modes on every call, so a prepared statement can be reused safely. The cache is per
- * connection, bounded, and cleared by any statement that can change the schema.
+ * connection, bounded, and cleared by any statement that can change the schema. Why a patch and
+ * what it buys, measured: docs/decisions/0041-statement-cache-patch.md.
  */
 import Database from "libsql";
 
