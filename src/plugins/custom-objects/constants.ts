@@ -1,22 +1,5 @@
-/** Names, patterns and field types of the custom objects plugin (§5). */
+/** Names and patterns of the custom objects plugin (§5); field types live in `field-types/`. */
 import { PROTOTYPE_NAMES } from "../../core/limits";
-
-export const FIELD_TYPES = [
-  "text",
-  "longtext",
-  "integer",
-  "decimal",
-  "boolean",
-  "date",
-  "datetime",
-  "url",
-  "json",
-  "select",
-  "multiselect",
-  "object",
-  "multiobject",
-] as const;
-export type FieldType = (typeof FIELD_TYPES)[number];
 
 export const NAME_RE = /^[a-z0-9]+(_[a-z0-9]+)*$/;
 export const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
@@ -58,11 +41,6 @@ export const ON_DELETE = ["set_null", "cascade", "protect"] as const;
 export const FILTER_LOGIC = ["disabled", "loose", "exact"] as const;
 export const UI_VISIBLE = ["always", "if-set", "hidden"] as const;
 export const UI_EDITABLE = ["yes", "no", "hidden"] as const;
-
-export const isObjectType = (t: string) => t === "object" || t === "multiobject";
-export const isChoiceType = (t: string) => t === "select" || t === "multiselect";
-export const isNumericType = (t: string) => t === "integer" || t === "decimal";
-export const isRegexType = (t: string) => t === "text" || t === "longtext" || t === "url";
 
 export const APP_LABEL = "custom_objects";
 export const COT_MODEL = "customobjecttype";

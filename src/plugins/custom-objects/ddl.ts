@@ -6,7 +6,8 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
-import { NAME_RE, type FieldType } from "./constants";
+import { NAME_RE } from "./constants";
+import { fieldType, type SqlType } from "./field-types";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 
@@ -23,38 +24,42 @@ const indexName = (cotId: number, fieldId: number, suffix: string) => `co_${Math
 export interface ColumnField {
   id: number;
   name: string;
-  type: FieldType | string;
+  type: string;
   unique: boolean;
   isPolymorphic: boolean;
 }
 
-/** SQLite column type per scalar field type. */
-export function columnType(type: string): "TEXT" | "INTEGER" | "REAL" {
-  switch (type) {
-    case "integer":
-    case "boolean":
-      return "INTEGER";
-    case "decimal":
-      return "REAL";
-    default:
-      return "TEXT";
+/** The columns a field owns in its COT table, with their SQL types (none for a link table). */
+export function fieldColumnTypes(f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): Array<[string, SqlType]> {
+  if (!NAME_RE.test(f.name)) throw new Error(`invalid field name ${JSON.stringify(f.name)}`);
+  const m = fieldType(f.type);
+  switch (m.storage) {
+    case "links":
+      return [];
+    case "reference":
+      return f.isPolymorphic ? [[`${f.name}_id`, "INTEGER"], [`${f.name}_type`, "INTEGER"]] : [[`${f.name}_id`, "INTEGER"]];
+    case "column":
+      return [[f.name, m.sqlType]];
   }
 }
 
 /** The columns a field owns in its COT table (none for multiobject). */
-export function fieldColumns(f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string[] {
-  if (!NAME_RE.test(f.name)) throw new Error(`invalid field name ${JSON.stringify(f.name)}`);
-  if (f.type === "multiobject") return [];
-  if (f.type === "object") return f.isPolymorphic ? [`${f.name}_id`, `${f.name}_type`] : [`${f.name}_id`];
-  return [f.name];
+export const fieldColumns = (f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string[] => fieldColumnTypes(f).map(([name]) => name);
+
+/** The column that holds a field's value (its id for references), or null for a link table. */
+export function valueColumn(f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string | null {
+  return fieldColumns(f)[0] ?? null;
 }
+
+/** Whether a field keeps its values in a link table rather than in columns. */
+export const hasLinkTable = (f: Pick<ColumnField, "type">) => fieldType(f.type).storage === "links";
 
 /**
  * Columns a type's fields take against `MAX_COLUMNS_PER_TYPE`: one per field, two for a
  * polymorphic object field; a multiobject field counts one for its link table.
  */
 export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean }>): number {
-  return fields.reduce((n, f) => n + (f.type === "object" && f.isPolymorphic ? 2 : 1), 0);
+  return fields.reduce((n, f) => n + Math.max(1, fieldColumnTypes({ name: "x", type: f.type, isPolymorphic: f.isPolymorphic }).length), 0);
 }
 
 export const tooManyColumns = (count: number) =>
@@ -69,13 +74,11 @@ const run = (db: Executor, q: SQL) => db.run(q);
  */
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
   const t = tableName(cotId);
-  const columns = fields.flatMap((f) =>
-    fieldColumns(f).map((col) => sql`, ${ident(col)} ${sql.raw(f.type === "object" ? "INTEGER" : columnType(f.type))}`),
-  );
+  const columns = fields.flatMap((f) => fieldColumnTypes(f).map(([col, type]) => sql`, ${ident(col)} ${sql.raw(type)}`));
   const statements: SQL[] = [sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${sql.join(columns, sql``)})`];
   // The narrow index of §2: count(*) and deep OFFSET pages read it instead of the wide rows.
   statements.push(sql`CREATE INDEX ${ident(`${t}_id_idx`)} ON ${ident(t)} (id)`);
-  for (const f of fields) statements.push(...(f.type === "multiobject" ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)));
+  for (const f of fields) statements.push(...(hasLinkTable(f) ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)));
   await runAll(db, statements);
 }
 
@@ -112,23 +115,19 @@ async function createLinkTable(db: Executor, cotId: number, f: ColumnField) {
 }
 
 export async function dropCotTable(db: Executor, cotId: number, fields: ColumnField[]) {
-  for (const f of fields) if (f.type === "multiobject") await run(db, sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`);
+  for (const f of fields) if (hasLinkTable(f)) await run(db, sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`);
   await run(db, sql`DROP TABLE IF EXISTS ${ident(tableName(cotId))}`);
 }
 
 function fieldIndexStatements(cotId: number, f: ColumnField): SQL[] {
   const t = ident(tableName(cotId));
   const out: SQL[] = [];
-  if (f.type === "object") {
-    const cols = f.isPolymorphic ? sql`${ident(`${f.name}_type`)}, ${ident(`${f.name}_id`)}` : ident(`${f.name}_id`);
-    out.push(sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${cols})`);
-  } else if (f.type !== "multiobject" && f.type !== "json" && f.type !== "longtext") {
-    out.push(sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${ident(f.name)})`);
-  }
-  if (f.unique && f.type !== "multiobject") {
-    const col = f.type === "object" ? ident(`${f.name}_id`) : ident(f.name);
-    out.push(sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, f.id, "uq"))} ON ${t} (${col})`);
-  }
+  const m = fieldType(f.type);
+  if (m.storage === "links") return out;
+  // A polymorphic reference is looked up by (type, id): its columns go in that order.
+  const cols = fieldColumns(f).reverse();
+  if (m.indexed) out.push(sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${sql.join(cols.map((c) => ident(c)), sql`, `)})`);
+  if (f.unique) out.push(sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, f.id, "uq"))} ON ${t} (${ident(valueColumn(f)!)})`);
   return out;
 }
 
@@ -144,22 +143,19 @@ async function dropFieldIndexes(db: Executor, cotId: number, fieldId: number) {
 /** Adds a field's storage; `fill` sets every existing row to that (already encoded) value. */
 export async function addFieldStorage(db: Executor, cotId: number, f: ColumnField, fill?: unknown) {
   const t = ident(tableName(cotId));
-  if (f.type === "multiobject") {
+  if (hasLinkTable(f)) {
     await createLinkTable(db, cotId, f);
     return;
   }
-  for (const col of fieldColumns(f)) {
-    const type = col.endsWith("_type") && f.type === "object" ? "INTEGER" : f.type === "object" ? "INTEGER" : columnType(f.type);
-    await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
-  }
-  if (fill !== undefined && fill !== null && f.type !== "object") {
+  for (const [col, type] of fieldColumnTypes(f)) await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
+  if (fill !== undefined && fill !== null) {
     await run(db, sql`UPDATE ${t} SET ${ident(f.name)} = ${fill}`);
   }
   await createFieldIndexes(db, cotId, f);
 }
 
 export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnField) {
-  if (f.type === "multiobject") {
+  if (hasLinkTable(f)) {
     await run(db, sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`);
     return;
   }
@@ -197,7 +193,8 @@ export async function retypeFieldStorage(
   const t = ident(tableName(cotId));
   const tmp = `${f.name}__retype`;
   await dropFieldIndexes(db, cotId, f.id);
-  await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(tmp)} ${sql.raw(columnType(newType))}`);
+  const [[, type]] = fieldColumnTypes({ ...f, type: newType }) as [[string, SqlType]];
+  await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(tmp)} ${sql.raw(type)}`);
   const rows = (await db.all(sql`SELECT id, ${ident(f.name)} AS v FROM ${t} WHERE ${ident(f.name)} IS NOT NULL`)) as { id: number; v: unknown }[];
   let lost = 0;
   for (const row of rows) {

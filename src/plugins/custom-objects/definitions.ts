@@ -7,7 +7,6 @@ import { choiceSets, customObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../../core/errors";
 import type { WriteContext } from "../../core/rest/resource";
 import {
-  FIELD_TYPES,
   FILTER_LOGIC,
   NAME_RE,
   ON_DELETE,
@@ -15,12 +14,9 @@ import {
   SLUG_RE,
   UI_EDITABLE,
   UI_VISIBLE,
-  isChoiceType,
   isReservedFieldName,
-  isNumericType,
-  isObjectType,
-  isRegexType,
 } from "./constants";
+import { fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
 import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { compileRegex, encodeScalar, type FieldRow } from "./values";
@@ -123,7 +119,7 @@ export async function validateField(
   else if (typeof draft.name !== "string" || !NAME_RE.test(draft.name) || draft.name.length > FIELD_NAME_MAX) {
     errors.add("name", `Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most ${FIELD_NAME_MAX} characters.`);
   }
-  if (typeof draft.type !== "string" || !(FIELD_TYPES as readonly string[]).includes(draft.type)) errors.add("type", `"${String(draft.type)}" is not a valid choice.`);
+  if (!isFieldType(draft.type)) errors.add("type", `"${String(draft.type)}" is not a valid choice.`);
   for (const [prop, max] of STRINGS) {
     const v = draft[prop];
     if (typeof v !== "string") errors.add(apiOf[prop]!, "Not a valid string.");
@@ -149,19 +145,21 @@ export async function validateField(
   }
   if (!errors.empty) errors.throwIfAny();
   const type = draft.type;
+  const kind = fieldType(type);
+  const Cap = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
   // type-specific attributes
-  if (!isNumericType(type) && (draft.validationMinimum !== null || draft.validationMaximum !== null)) {
-    if (has(input, "validation_minimum") && draft.validationMinimum !== null) errors.add("validation_minimum", "Only integer and decimal fields take a minimum.");
-    if (has(input, "validation_maximum") && draft.validationMaximum !== null) errors.add("validation_maximum", "Only integer and decimal fields take a maximum.");
+  if (!kind.takes.range && (draft.validationMinimum !== null || draft.validationMaximum !== null)) {
+    if (has(input, "validation_minimum") && draft.validationMinimum !== null) errors.add("validation_minimum", `Only ${typesTaking("range")} fields take a minimum.`);
+    if (has(input, "validation_maximum") && draft.validationMaximum !== null) errors.add("validation_maximum", `Only ${typesTaking("range")} fields take a maximum.`);
     draft.validationMinimum = draft.validationMaximum = null;
   }
   if (draft.validationMinimum !== null && draft.validationMaximum !== null && draft.validationMinimum > draft.validationMaximum) {
     errors.add("validation_maximum", "The maximum must not be below the minimum.");
   }
   if (draft.validationRegex) {
-    if (!isRegexType(type)) {
-      if (has(input, "validation_regex")) errors.add("validation_regex", "Only text, longtext and url fields take a regex.");
+    if (!kind.takes.regex) {
+      if (has(input, "validation_regex")) errors.add("validation_regex", `Only ${typesTaking("regex")} fields take a regex.`);
       draft.validationRegex = "";
     } else if (!compileRegex(draft.validationRegex)) errors.add("validation_regex", "Not a valid regular expression.");
   }
@@ -177,15 +175,15 @@ export async function validateField(
       else draft.choiceSetId = cs.id;
     }
   }
-  if (isChoiceType(type)) {
-    if (draft.choiceSetId === null && !errors.errors.choice_set) errors.add("choice_set", "Select and multiselect fields need a choice set.");
+  if (kind.takes.choices) {
+    if (draft.choiceSetId === null && !errors.errors.choice_set) errors.add("choice_set", `${Cap(typesTaking("choices"))} fields need a choice set.`);
   } else if (draft.choiceSetId !== null) {
-    if (has(input, "choice_set")) errors.add("choice_set", "Only select and multiselect fields take a choice set.");
+    if (has(input, "choice_set")) errors.add("choice_set", `Only ${typesTaking("choices")} fields take a choice set.`);
     else draft.choiceSetId = null;
   }
 
   // related types
-  if (isObjectType(type)) {
+  if (kind.takes.related) {
     if (existing && existing.isPolymorphic !== draft.isPolymorphic) errors.add("is_polymorphic", "Cannot be changed after the field is created.");
     if (draft.isPolymorphic) {
       if (has(input, "related_object_types")) {
@@ -214,27 +212,28 @@ export async function validateField(
         else if (!(await isLinkable(ctx, ot))) errors.add("related_object_type", `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`);
         else if (existing && existing.relatedObjectTypeId !== ot.id) errors.add("related_object_type", "Cannot be changed after the field is created.");
         else draft.relatedObjectTypeId = ot.id;
-      } else if (!existing) errors.add("related_object_type", "Object and multiobject fields need a related object type.");
+      } else if (!existing) errors.add("related_object_type", `${Cap(typesTaking("related"))} fields need a related object type.`);
       if (has(input, "related_object_types") && Array.isArray(input.related_object_types) && input.related_object_types.length) {
         errors.add("related_object_types", "Only polymorphic fields take a list of object types.");
       }
       draft.relatedObjectTypeIds = [];
     }
   } else {
-    if (has(input, "related_object_type") && input.related_object_type !== null) errors.add("related_object_type", "Only object and multiobject fields take a related object type.");
-    if (has(input, "related_object_types") && Array.isArray(input.related_object_types) && input.related_object_types.length) errors.add("related_object_types", "Only object and multiobject fields take related object types.");
-    if (has(input, "is_polymorphic") && draft.isPolymorphic) errors.add("is_polymorphic", "Only object and multiobject fields can be polymorphic.");
+    const related = typesTaking("related");
+    if (has(input, "related_object_type") && input.related_object_type !== null) errors.add("related_object_type", `Only ${related} fields take a related object type.`);
+    if (has(input, "related_object_types") && Array.isArray(input.related_object_types) && input.related_object_types.length) errors.add("related_object_types", `Only ${related} fields take related object types.`);
+    if (has(input, "is_polymorphic") && draft.isPolymorphic) errors.add("is_polymorphic", `Only ${related} fields can be polymorphic.`);
     draft.relatedObjectTypeId = null;
     draft.relatedObjectTypeIds = [];
     draft.isPolymorphic = false;
   }
-  if (existing && isObjectType(existing.type) !== isObjectType(type)) errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
-  if (existing && isObjectType(type) && existing.type !== type) errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
+  // Only plain columns change type: a reference never becomes another kind of storage.
+  if (existing && existing.type !== type && (fieldType(existing.type).storage !== "column" || kind.storage !== "column")) {
+    errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
+  }
 
-  if (type === "multiobject" && draft.primary) errors.add("primary", "A multiobject field cannot be primary.");
-  if (type === "multiobject" && draft.unique) errors.add("unique", "A multiobject field cannot be unique.");
-  if ((type === "json" || type === "longtext") && draft.unique) errors.add("unique", `A ${type} field cannot be unique.`);
-  if (type === "boolean" && draft.unique) errors.add("unique", "A boolean field cannot be unique.");
+  if (!kind.canBePrimary && draft.primary) errors.add("primary", `A ${type} field cannot be primary.`);
+  if (!kind.canBeUnique && draft.unique) errors.add("unique", `A ${type} field cannot be unique.`);
 
   // names must not collide with siblings' names or columns
   const others = siblings.filter((s) => !existing || s.id !== existing.id);
@@ -255,10 +254,10 @@ export async function validateField(
   // default, checked against the type
   if (has(input, "default")) draft.default = input.default ?? null;
   if (draft.default !== null && draft.default !== undefined && !errors.errors.type) {
-    if (isObjectType(type)) errors.add("default", "Object and multiobject fields take no default.");
+    if (!kind.takesDefault) errors.add("default", `${Cap(typesWhere((m) => !m.takesDefault))} fields take no default.`);
     else {
       let choices: Set<string> | null = null;
-      if (isChoiceType(type) && draft.choiceSetId) {
+      if (kind.takes.choices && draft.choiceSetId) {
         const [cs] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.id, draft.choiceSetId));
         choices = new Set(cs?.extraChoices.map(([v]) => v) ?? []);
       }

@@ -11,7 +11,7 @@ import { notFound, ValidationError } from "../../core/errors";
 import { parseLabel } from "../../core/object-types";
 import { readContext } from "../../core/rest/handlers";
 import { pageLinks, parsePaging } from "../../core/rest/query";
-import { ident, linkTableName, tableName } from "./ddl";
+import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
 import { nestedCot, type CotRegistry } from "./models";
 import { linkCondition } from "./on-delete";
 
@@ -53,11 +53,11 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
     const limit = restricted.get(field.customObjectTypeId);
     if (!limit) return where;
     const table = models.get(field.customObjectTypeId)!.table;
-    return field.type === "multiobject" ? sql`${where} AND source_id IN (SELECT ${table.id} FROM ${table} WHERE ${limit})` : sql`${where} AND ${limit}`;
+    return hasLinkTable(field) ? sql`${where} AND source_id IN (SELECT ${table.id} FROM ${table} WHERE ${limit})` : sql`${where} AND ${limit}`;
   };
   const countOf = (field: (typeof visible)[number]) => {
     const where = linkWhere(field);
-    return field.type === "multiobject"
+    return hasLinkTable(field)
       ? sql`(SELECT count(DISTINCT source_id) FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where})`
       : sql`(SELECT count(*) FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where})`;
   };
@@ -84,7 +84,7 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
     }
     const where = linkWhere(field);
     const idSql =
-      field.type === "multiobject"
+      hasLinkTable(field)
         ? sql`SELECT DISTINCT source_id AS id FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where} ORDER BY source_id LIMIT ${want} OFFSET ${skip}`
         : sql`SELECT id FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where} ORDER BY id LIMIT ${want} OFFSET ${skip}`;
     const ids = ((await ctx.db.all(idSql)) as { id: number }[]).map((r) => Number(r.id));

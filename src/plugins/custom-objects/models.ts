@@ -17,8 +17,10 @@ import { label as otLabel } from "../../core/object-types";
 import { parseFilterNumber, type FilterSpec, type ListSpec } from "../../core/rest/query";
 import type { ApiRecord, FieldDescription, ReadContext, Resource, WriteContext } from "../../core/rest/resource";
 import { API_BASE, APP_LABEL } from "./constants";
-import { columnType, fieldColumns, ident, linkTableName, tableName } from "./ddl";
-import { decodeScalar, encodeScalar, type FieldRow } from "./values";
+import { fieldColumnTypes, fieldColumns, ident, linkTableName, tableName, valueColumn } from "./ddl";
+import { encodeScalar, type FieldRow } from "./values";
+import { FIELD_TYPE_MODULES, fieldType, type FieldTypeModule } from "./field-types";
+import { resolveRef } from "./field-types/reference";
 
 export type CotRow = typeof customObjectTypes.$inferSelect;
 
@@ -74,27 +76,9 @@ function buildTable(cot: CotRow, fields: FieldRow[]) {
     lastUpdated: text("last_updated").notNull(),
   };
   for (const f of fields) {
-    for (const col of fieldColumns(f)) {
-      const type = f.type === "object" ? "INTEGER" : columnType(f.type);
-      cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
-    }
+    for (const [col, type] of fieldColumnTypes(f)) cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
   }
   return sqliteTable(tableName(cot.id), cols) as unknown as CotTable;
-}
-
-/** A reference in a write: plain id, `{id}`, or `{object_type, id}` for polymorphic fields. */
-async function resolveRef(ctx: WriteContext, f: FieldRow, raw: unknown): Promise<{ typeId: number; id: number } | { error: string }> {
-  if (f.isPolymorphic) {
-    if (!raw || typeof raw !== "object" || Array.isArray(raw)) return { error: 'Expected {"object_type": "<app_label>.<model>", "id": <id>}.' };
-    const r = raw as Record<string, unknown>;
-    const ot = await ctx.services.objectTypes.resolve(r.object_type, ctx.db);
-    if (!ot || !f.relatedObjectTypeIds.includes(ot.id)) return { error: `Object type ${JSON.stringify(r.object_type)} is not allowed for this field.` };
-    if (typeof r.id !== "number" || !Number.isInteger(r.id)) return { error: "Incorrect type. Expected pk value." };
-    return { typeId: ot.id, id: r.id };
-  }
-  const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
-  if (typeof id !== "number" || !Number.isInteger(id)) return { error: "Incorrect type. Expected pk value." };
-  return { typeId: f.relatedObjectTypeId!, id };
 }
 
 /**
@@ -111,7 +95,9 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
   };
   const slug = cot.slug;
   const byName = new Map(fields.map((f) => [f.name, f]));
-  const primary = fields.find((f) => f.primary && f.type !== "multiobject");
+  const moduleOf = new Map<FieldRow, FieldTypeModule>(fields.map((f) => [f, fieldType(f.type)]));
+  const storage = (f: FieldRow) => moduleOf.get(f)!.storage;
+  const primary = fields.find((f) => f.primary && storage(f) !== "links");
 
   // ---- list: filters, ordering, search -------------------------------------------------
   const filters: Record<string, FilterSpec> = {
@@ -132,78 +118,19 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
   const search: SQLWrapper[] = [];
   for (const f of fields) {
     if (f.filterLogic === "disabled") continue;
-    // object/multiobject fields have no column of their own name
-    const col = f.type === "object" || f.type === "multiobject" ? table.id : column(f.name);
-    switch (f.type) {
-      case "text":
-      case "longtext":
-      case "url":
-        filters[f.name] = { kind: "string", expr: col, bareLookup: f.filterLogic === "loose" ? "ic" : "exact" };
-        break;
-      case "select":
-        filters[f.name] = { kind: "string", expr: col };
-        break;
-      case "integer":
-      case "decimal":
-        filters[f.name] = { kind: "number", expr: col };
-        break;
-      case "boolean":
-        filters[f.name] = { kind: "boolean", expr: col };
-        break;
-      case "date":
-        filters[f.name] = { kind: "date", expr: col };
-        break;
-      case "datetime":
-        filters[f.name] = { kind: "datetime", expr: col };
-        break;
-      case "multiselect":
-        filters[f.name] = {
-          kind: "string",
-          expr: col,
-          lookups: ["exact", "n", "empty"],
-          build: (lookup, values) => {
-            if (lookup === "empty") return values[0] === "true" ? sql`${col} IS NULL` : sql`${col} IS NOT NULL`;
-            const has = sql`EXISTS (SELECT 1 FROM json_each(${col}) je WHERE je.value IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)}))`;
-            return lookup === "n" ? sql`NOT ${has}` : has;
-          },
-        };
-        break;
-      case "object": {
-        const idCol = column(`${f.name}_id`);
-        filters[`${f.name}_id`] = { kind: "number", expr: idCol };
-        filters[f.name] = { kind: "number", expr: idCol };
-        break;
-      }
-      case "multiobject": {
-        const lt = ident(linkTableName(cot.id, f.id));
-        const build = (lookup: string, values: string[]): SQL => {
-          if (lookup === "empty") {
-            const has = sql`${table.id} IN (SELECT source_id FROM ${lt})`;
-            return values[0] === "true" ? sql`NOT ${has}` : has;
-          }
-          const nums = values.map((v) => {
-            const n = /^\d+$/.test(v.trim()) ? parseFilterNumber(v) : null;
-            if (n === null) throw new ValidationError({ [`${f.name}_id`]: ["Enter a number."] });
-            return n;
-          });
-          const has = sql`${table.id} IN (SELECT source_id FROM ${lt} WHERE target_id IN (${sql.join(nums.map((v) => sql`${v}`), sql`, `)}))`;
-          return lookup === "n" ? sql`NOT ${has}` : has;
-        };
-        filters[`${f.name}_id`] = { kind: "number", expr: table.id, lookups: ["exact", "n", "empty"], build };
-        filters[f.name] = filters[`${f.name}_id`]!;
-        break;
-      }
-    }
-    if (f.type !== "multiobject" && f.type !== "object" && f.type !== "json" && f.type !== "multiselect") orderings[f.name] = col;
-    if (f.type === "object") orderings[f.name] = column(`${f.name}_id`);
-    if (f.searchWeight > 0 && ["text", "longtext", "url", "select", "integer", "decimal"].includes(f.type)) search.push(col);
+    const m = moduleOf.get(f)!;
+    const own = valueColumn(f);
+    const col = own ? column(own) : table.id;
+    Object.assign(filters, m.filters(f, { column: col, columnNamed: column, id: table.id, linkTable: ident(linkTableName(cot.id, f.id)) }));
+    if (m.orderable) orderings[f.name] = col;
+    if (f.searchWeight > 0 && m.searchable) search.push(col);
   }
   const list: ListSpec = { filters, orderings, defaultOrdering: ["id"], search, idExpr: table.id };
 
   // ---- read --------------------------------------------------------------------------------
   const display = (row: Record<string, any>) => {
     if (primary) {
-      const v = primary.type === "object" ? row[`${primary.name}_id`] : decodeScalar(primary.type, row[primary.name]);
+      const v = storage(primary) === "reference" ? row[valueColumn(primary)!] : moduleOf.get(primary)!.decode(row[primary.name]);
       if (v !== null && v !== undefined && v !== "") return typeof v === "object" ? JSON.stringify(v) : String(v);
     }
     return `${verboseName(cot)} ${row.id}`;
@@ -221,7 +148,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     const links = new Map<number, Map<number, { typeId: number; id: number }[]>>();
     const inline = new Map<string, Map<number, ApiRecord>>();
     for (const f of fields) {
-      if (f.type === "object" && rows.every((r) => `__n_${f.name}` in r)) {
+      if (storage(f) === "reference" && rows.every((r) => `__n_${f.name}` in r)) {
         const info = embedded.get(f.relatedObjectTypeId!)!;
         const byId = new Map<number, ApiRecord>();
         for (const r of rows) {
@@ -230,9 +157,9 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
           if (id != null && json) byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
         }
         inline.set(f.name, byId);
-      } else if (f.type === "object") {
+      } else if (storage(f) === "reference") {
         for (const r of rows) want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
-      } else if (f.type === "multiobject") {
+      } else if (storage(f) === "links") {
         const lt = ident(linkTableName(cot.id, f.id));
         const linkRows = (await ctx.db.all(
           sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(ids.map((i) => sql`${i}`), sql`, `)}) ORDER BY source_id, position, target_id`,
@@ -273,15 +200,16 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
         tags: tags.get(row.id) ?? [],
       };
       for (const f of fields) {
-        if (f.type === "object") {
+        const kind = storage(f);
+        if (kind === "reference") {
           const id = row[`${f.name}_id`];
           const typeId = f.isPolymorphic ? row[`${f.name}_type`] : f.relatedObjectTypeId;
           const known = inline.get(f.name);
           rec[f.name] = id == null || typeId == null ? null : known ? (known.get(id) ?? { id }) : ref(f, typeId, id);
-        } else if (f.type === "multiobject") {
+        } else if (kind === "links") {
           rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
         } else {
-          rec[f.name] = decodeScalar(f.type, row[f.name]);
+          rec[f.name] = moduleOf.get(f)!.decode(row[f.name]);
         }
       }
       return rec;
@@ -295,7 +223,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     new Map(rows.map((r) => [r.id as number, (JSON.parse(r.__tags ?? "[]") as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
 
   // Object fields pointing at host models carry their nested form in the row too.
-  const embeddedFields = fields.filter((f) => f.type === "object" && !f.isPolymorphic && embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne);
+  const embeddedFields = fields.filter((f) => storage(f) === "reference" && !f.isPolymorphic && embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne);
   const rowColumns: Record<string, SQLiteColumn | SQL> = { ...getTableColumns(table), __tags: tagsColumn };
   for (const f of embeddedFields) {
     const info = embedded.get(f.relatedObjectTypeId!)!;
@@ -392,7 +320,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
         if (existing && partial) continue;
         if (existing) {
           // PUT: keep stored values of omitted fields, but a required field must hold one.
-          const stored = f.type === "object" ? existing[`${f.name}_id`] : f.type === "multiobject" ? true : existing[f.name];
+          const own = valueColumn(f);
+          const stored = own ? existing[own] : true;
           if (f.required && (stored === null || stored === undefined)) errors.add(f.name, "This field is required.");
           continue;
         }
@@ -407,7 +336,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
         errors.add(f.name, raw === null ? "This field may not be null." : "This field may not be blank.");
         continue;
       }
-      if (f.type === "object") {
+      const kind = storage(f);
+      if (kind === "reference") {
         if (raw === null) {
           values[`${f.name}_id`] = null;
           if (f.isPolymorphic) values[`${f.name}_type`] = null;
@@ -423,7 +353,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
         }
         continue;
       }
-      if (f.type === "multiobject") {
+      if (kind === "links") {
         if (raw === null) {
           multi.set(f, []);
           continue;
@@ -464,8 +394,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     // that fails anyway looks them up so its 400 names every problem at once.
     if (!errors.empty) {
       for (const f of fields) {
-        if (!f.unique || f.type === "multiobject") continue;
-        const col = f.type === "object" ? `${f.name}_id` : f.name;
+        const col = valueColumn(f);
+        if (!f.unique || !col) continue;
         const v = values[col];
         if (v === undefined || v === null || errors.errors[f.name]) continue;
         const clash = await ctx.db
@@ -556,29 +486,29 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
       if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
     },
     async delete(ctx, id) {
-      for (const f of fields) if (f.type === "multiobject") await ctx.db.run(sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`);
+      for (const f of fields) if (storage(f) === "links") await ctx.db.run(sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`);
       await ctx.db.delete(table).where(eq(table.id, id));
     },
     fieldForColumn(column) {
       const f = fields.find((x) => fieldColumns(x).includes(column));
       return f ? f.name : column;
     },
-    describe: fields.map((f) => ({ name: f.name, kind: describeKind(f.type), choiceSetId: f.choiceSetId ?? null })),
+    describe: fields.map((f) => ({ name: f.name, kind: moduleOf.get(f)!.describeKind, choiceSetId: f.choiceSetId ?? null })),
     tagged: true,
     relations: fields
-      .filter((f) => f.type === "object" || f.type === "multiobject")
+      .filter((f) => storage(f) !== "column")
       .map((f) => ({
         name: f.name,
-        many: f.type === "multiobject",
+        many: storage(f) === "links",
         polymorphic: f.isPolymorphic,
         targetTypeId: f.isPolymorphic ? undefined : (f.relatedObjectTypeId ?? undefined),
         targetTypeIds: f.isPolymorphic ? f.relatedObjectTypeIds : undefined,
-        expr: f.type === "object" && !f.isPolymorphic ? column(`${f.name}_id`) : undefined,
+        expr: storage(f) === "reference" && !f.isPolymorphic ? column(valueColumn(f)!) : undefined,
       })),
   };
 
   const nestedCols: Record<string, SQLiteColumn> = { id: table.id };
-  if (primary && primary.type !== "multiobject") for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
+  if (primary) for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
   const info: ModelInfo = {
     appLabel: APP_LABEL,
     model: slug,
@@ -603,20 +533,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
   return { cot, fields, table, resource, info };
 }
 
-/** A field type as readers other than REST see it. */
-function describeKind(type: FieldRow["type"]): FieldDescription["kind"] {
-  switch (type) {
-    case "text":
-    case "longtext":
-    case "url":
-      return "string";
-    case "object":
-    case "multiobject":
-      return "relation";
-    default:
-      return type as FieldDescription["kind"];
-  }
-}
+/** Types whose fields point at objects. */
+const REFERENCE_TYPES = FIELD_TYPE_MODULES.filter((m) => m.storage !== "column").map((m) => m.name);
 
 /** Caches built models by COT id; `shape_version` in the database decides freshness. */
 export class CotRegistry {
@@ -643,7 +561,7 @@ export class CotRegistry {
     const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.id));
     if (!cot) return null;
     const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
-    const targets = fields.filter((f) => f.type === "object" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
+    const targets = fields.filter((f) => fieldType(f.type).storage === "reference" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
     const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map());
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
@@ -708,7 +626,7 @@ export class CotRegistry {
       .from(f)
       .innerJoin(t, eq(t.id, f.customObjectTypeId))
       .where(
-        sql`${f.type} IN ('object', 'multiobject') AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
+        sql`${f.type} IN (${sql.join(REFERENCE_TYPES.map((t) => sql`${t}`), sql`, `)}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
       )
       .orderBy(f.customObjectTypeId, f.id)
       .prepare();

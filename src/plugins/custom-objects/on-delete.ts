@@ -7,13 +7,13 @@ import { sql } from "drizzle-orm";
 import { ApiError } from "../../core/errors";
 import { deleteWithHooks } from "../../core/rest/handlers";
 import type { DeleteHook } from "../../core/rest/resource";
-import { ident, linkTableName, tableName } from "./ddl";
+import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
 import type { CotRegistry } from "./models";
 import type { FieldRow } from "./values";
 
 /** Where-clause matching rows of the field's storage that point at (typeId, id). */
 export function linkCondition(f: FieldRow, typeId: number, id: number) {
-  if (f.type === "multiobject") {
+  if (hasLinkTable(f)) {
     return f.isPolymorphic ? sql`target_id = ${id} AND target_type = ${typeId}` : sql`target_id = ${id}`;
   }
   const idCol = ident(`${f.name}_id`);
@@ -31,7 +31,7 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
     for (const { field: f, model } of await registry.fieldsPointingAt(ctx.db, ot.id)) {
       const cotId = f.customObjectTypeId;
       const where = linkCondition(f, ot.id, target.id);
-      if (f.type === "multiobject") {
+      if (hasLinkTable(f)) {
         const lt = ident(linkTableName(cotId, f.id));
         const [hit] = (await ctx.db.all(sql`SELECT source_id FROM ${lt} WHERE ${where} LIMIT 1`)) as { source_id: number }[];
         if (!hit) continue;

@@ -12,7 +12,8 @@ import { bulkSchemas } from "../../openapi/builder";
 import { closedObject, COMPONENTS, orNull, ref, type JsonSchema, type ModelOpenApi } from "../../openapi/json-schema";
 import { paginated, type ModelNames } from "../../openapi/model-schemas";
 import { valibotComponents } from "../../openapi/valibot";
-import { API_BASE, APP_LABEL, FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, SLUG_RE, UI_EDITABLE, UI_VISIBLE } from "./constants";
+import { FIELD_TYPES, fieldType, type SchemaEnv } from "./field-types";
+import { API_BASE, APP_LABEL, FILTER_LOGIC, NAME_RE, ON_DELETE, SLUG_RE, UI_EDITABLE, UI_VISIBLE } from "./constants";
 import type { CotModel, CotRegistry } from "./models";
 import { DocumentSchema, FieldEntrySchema, RemovedFieldSchema, TypeEntrySchema } from "./schema/document";
 import { cotModel, fieldModel } from "./types-api";
@@ -173,85 +174,12 @@ function target(env: Env, typeId: number, polymorphic: boolean): JsonSchema {
   return { ...closedObject({ object_type: { const: label ?? typeId }, ...props }, ["object_type", ...(base.required ?? ["id"])]), title: label ?? String(typeId) };
 }
 
-function readField(env: Env, f: FieldRow): JsonSchema {
-  const desc = f.description ? { description: f.description } : {};
-  const choiceNote = f.choiceSetId ? { description: `One of: ${(env.choices.get(f.choiceSetId) ?? []).join(", ")}.` } : {};
-  const refs = () => {
-    if (!f.isPolymorphic) return target(env, f.relatedObjectTypeId!, false);
-    return { oneOf: f.relatedObjectTypeIds.map((id) => target(env, id, true)) };
-  };
-  switch (f.type) {
-    case "text":
-    case "longtext":
-      return { type: ["string", "null"], ...desc };
-    case "url":
-      return { type: ["string", "null"], format: "uri", ...desc };
-    case "integer":
-      return { type: ["integer", "null"], ...desc };
-    case "decimal":
-      return { type: ["number", "null"], ...desc };
-    case "boolean":
-      return { type: ["boolean", "null"], ...desc };
-    case "date":
-      return { type: ["string", "null"], format: "date", ...desc };
-    case "datetime":
-      return { type: ["string", "null"], format: "date-time", ...desc };
-    case "select":
-      return { type: ["string", "null"], ...choiceNote };
-    case "multiselect":
-      return { type: "array", items: { type: "string" }, ...choiceNote };
-    case "object":
-      return { ...orNull(refs()), ...desc };
-    case "multiobject":
-      return { type: "array", items: refs(), ...desc };
-    default:
-      return { ...desc };
-  }
-}
-
-function writeField(env: Env, f: FieldRow): JsonSchema {
-  const nullable = (s: JsonSchema) => (f.required ? s : orNull(s));
-  const base: JsonSchema = {};
-  if (f.description) base.description = f.description;
-  if (f.default !== null && f.default !== undefined) base.default = f.default;
-  const range: JsonSchema = {};
-  if (f.validationMinimum != null) range.minimum = f.validationMinimum;
-  if (f.validationMaximum != null) range.maximum = f.validationMaximum;
-  const allowedTypes = f.isPolymorphic ? f.relatedObjectTypeIds.map((id) => env.labels.get(id) ?? String(id)) : [];
-  const ref1: JsonSchema = f.isPolymorphic
-    ? closedObject({ object_type: { type: "string", enum: allowedTypes }, id: { type: "integer", minimum: 1 } })
-    : { type: "integer", minimum: 1, description: `id of a ${env.labels.get(f.relatedObjectTypeId!) ?? "related object"}` };
-  switch (f.type) {
-    case "text":
-    case "longtext":
-    case "url": {
-      const s: JsonSchema = { type: "string", ...(f.required ? { minLength: 1 } : {}) };
-      if (f.type === "url") Object.assign(s, { format: "uri", maxLength: 2000 });
-      if (f.validationRegex) s.pattern = f.validationRegex;
-      return { ...nullable(s), ...base };
-    }
-    case "integer":
-      return { ...nullable({ type: "integer", ...range }), ...base };
-    case "decimal":
-      return { ...nullable({ type: "number", ...range }), ...base };
-    case "boolean":
-      return { ...nullable({ type: "boolean" }), ...base };
-    case "date":
-      return { ...nullable({ type: "string", format: "date" }), ...base };
-    case "datetime":
-      return { ...nullable({ type: "string", format: "date-time" }), ...base };
-    case "select":
-      return { ...nullable({ type: "string", enum: env.choices.get(f.choiceSetId!) ?? [] }), ...base };
-    case "multiselect":
-      return { ...nullable({ type: "array", items: { type: "string", enum: env.choices.get(f.choiceSetId!) ?? [] }, ...(f.required ? { minItems: 1 } : {}) }), ...base };
-    case "object":
-      return { ...nullable(ref1), ...base };
-    case "multiobject":
-      return { ...nullable({ type: "array", items: ref1, ...(f.required ? { minItems: 1 } : {}) }), ...base };
-    default:
-      return base;
-  }
-}
+/** What the field type modules need to describe references and choices. */
+const schemaEnv = (env: Env): SchemaEnv => ({
+  choices: (id) => (id == null ? [] : (env.choices.get(id) ?? [])),
+  label: (id) => env.labels.get(id),
+  reference: (id, polymorphic) => target(env, id, polymorphic),
+});
 
 /** Record, brief, request and list schemas of one type. */
 function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
@@ -266,9 +194,11 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
   };
   const input: Record<string, JsonSchema> = {};
   const required: string[] = [];
+  const types = schemaEnv(env);
   for (const f of model.fields) {
-    record[f.name] = readField(env, f);
-    input[f.name] = writeField(env, f);
+    const kind = fieldType(f.type);
+    record[f.name] = kind.readSchema(f, types);
+    input[f.name] = kind.writeSchema(f, types);
     if (f.required && (f.default === null || f.default === undefined)) required.push(f.name);
   }
   input.tags = { type: "array", items: ref("TagInput") };

@@ -8,11 +8,12 @@ import { customObjectTypeFields, customObjectTypes, objectTypes, taggedItems } f
 import { nowIso } from "../../db/schema/common";
 import { ApiError, ValidationError } from "../../core/errors";
 import type { WriteContext } from "../../core/rest/resource";
-import { APP_LABEL, isObjectType } from "./constants";
-import { addFieldStorage, countUnconvertible, createCotTable, dropCotTable, dropFieldStorage, refreshFieldIndexes, renameFieldStorage, retypeFieldStorage, tableName, ident } from "./ddl";
+import { APP_LABEL } from "./constants";
+import { addFieldStorage, countUnconvertible, hasLinkTable, valueColumn, createCotTable, dropCotTable, dropFieldStorage, refreshFieldIndexes, renameFieldStorage, retypeFieldStorage, tableName, ident } from "./ddl";
 import type { CotDraft, FieldDraft } from "./definitions";
 import type { CotRow } from "./models";
-import { encodeScalar, retypeConverter, type FieldRow } from "./values";
+import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "./values";
+import { fieldType } from "./field-types";
 
 /**
  * A fresh random version token: a counter could repeat after a rolled-back change (5→6 rolled
@@ -97,7 +98,7 @@ export async function deleteCot(ctx: WriteContext, cot: CotRow): Promise<void> {
 
 /** Encodes a field default for filling existing rows (scalars only). */
 function encodedDefault(f: FieldDraft): unknown {
-  if (f.default === null || f.default === undefined || isObjectType(f.type)) return undefined;
+  if (f.default === null || f.default === undefined || !fieldType(f.type).takesDefault) return undefined;
   const r = encodeScalar(f as FieldRow, f.default, null);
   return "error" in r ? undefined : r.value;
 }
@@ -223,7 +224,7 @@ export async function alterField(ctx: WriteContext, cot: CotRow, field: FieldRow
   }
   if (draft.type !== field.type) {
     const convert = retypeConverter(field.type, draft.type);
-    const lost = await countUnconvertible(ctx.db, cot.id, current, convert);
+    const lost = isLossless(field.type, draft.type) ? 0 : await countUnconvertible(ctx.db, cot.id, current, convert);
     if (lost && !allowDataLoss) {
       throw ApiError.detail(
         409,
@@ -258,11 +259,11 @@ export async function removeField(ctx: WriteContext, cot: CotRow, field: FieldRo
 
 /** Rows holding a value for the field (used to tell whether a removal loses data). */
 export async function countValues(ctx: WriteContext, cotId: number, field: FieldRow): Promise<number> {
-  if (field.type === "multiobject") {
+  if (hasLinkTable(field)) {
     const [r] = (await ctx.db.all(sql`SELECT count(*) AS n FROM ${ident(`co_${cotId}_f${field.id}_links`)}`)) as { n: number }[];
     return Number(r?.n ?? 0);
   }
-  const col = field.type === "object" ? `${field.name}_id` : field.name;
+  const col = valueColumn(field)!;
   const [r] = (await ctx.db.all(sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(col)} IS NOT NULL`)) as { n: number }[];
   return Number(r?.n ?? 0);
 }

@@ -12,6 +12,7 @@ import { parseBool } from "../../../core/rest/query";
 import { validateField, type CotDraft, type FieldDraft } from "../definitions";
 import { addFields, alterField, createCot, removeField, updateCot } from "../operations";
 import { createCotTable } from "../ddl";
+import { fieldType } from "../field-types";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type TypeDiff } from "./diff";
@@ -81,7 +82,7 @@ export async function previewSchema(ctx: ReadContext, body: unknown): Promise<{ 
 // ---- references between types -----------------------------------------------------------
 
 const refsOf = (fields: { type: string; related_object_type: string | null; related_object_types: string[] }[]) =>
-  fields.filter((f) => f.type === "object" || f.type === "multiobject").flatMap((f) => [f.related_object_type, ...f.related_object_types].filter((x): x is string => !!x));
+  fields.filter((f) => fieldType(f.type).takes.related).flatMap((f) => [f.related_object_type, ...f.related_object_types].filter((x): x is string => !!x));
 
 const cotSlugOf = (ref: string) => (ref.startsWith("custom-objects/") ? ref.slice("custom-objects/".length) : null);
 

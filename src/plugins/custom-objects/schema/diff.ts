@@ -7,7 +7,7 @@ import type { Executor } from "../../../db/client";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, countUnconvertible, tooManyColumns } from "../ddl";
-import { retypeConverter } from "../values";
+import { isLossless, retypeConverter } from "../values";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
 import { COT_ATTR_DEFAULTS, canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, sameValue, type CanonicalField, type DbType } from "./state";
 
@@ -88,7 +88,7 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
     let destructive = false;
     if (changed.type) {
       const row = existing.fields.find((x) => x.schemaId === f.id)!;
-      const lost = await countUnconvertible(db, existing.cot.id, row, retypeConverter(have.type, want.type));
+      const lost = isLossless(have.type, want.type) ? 0 : await countUnconvertible(db, existing.cot.id, row, retypeConverter(have.type, want.type));
       if (lost) {
         destructive = true;
         diff.warnings.push(`changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`);

@@ -3,7 +3,8 @@
  * checks a plain shape cannot express. Errors come back as JSON paths, at most 20.
  */
 import * as v from "valibot";
-import { FIELD_TYPES, FILTER_LOGIC, NAME_RE, ON_DELETE, RESERVED_SLUGS, SLUG_RE, UI_EDITABLE, UI_VISIBLE, isChoiceType, isReservedFieldName, isNumericType, isObjectType, isRegexType } from "../constants";
+import { FILTER_LOGIC, NAME_RE, ON_DELETE, RESERVED_SLUGS, SLUG_RE, UI_EDITABLE, UI_VISIBLE, isReservedFieldName } from "../constants";
+import { FIELD_TYPES, fieldType, typesTaking, typesWhere } from "../field-types";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
@@ -117,13 +118,14 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
       fieldNames.set(f.name, fi);
       if (f.primary) primaries++;
       const has = (k: keyof FieldEntry) => f[k] !== undefined && f[k] !== null && !(Array.isArray(f[k]) && (f[k] as unknown[]).length === 0) && f[k] !== "";
-      if (!isNumericType(f.type)) {
-        if (has("validation_minimum")) errors.push({ path: `${fp}.validation_minimum`, message: "only integer and decimal fields take a minimum" });
-        if (has("validation_maximum")) errors.push({ path: `${fp}.validation_maximum`, message: "only integer and decimal fields take a maximum" });
+      const kind = fieldType(f.type);
+      if (!kind.takes.range) {
+        if (has("validation_minimum")) errors.push({ path: `${fp}.validation_minimum`, message: `only ${typesTaking("range")} fields take a minimum` });
+        if (has("validation_maximum")) errors.push({ path: `${fp}.validation_maximum`, message: `only ${typesTaking("range")} fields take a maximum` });
       } else if (typeof f.validation_minimum === "number" && typeof f.validation_maximum === "number" && f.validation_minimum > f.validation_maximum) {
         errors.push({ path: `${fp}.validation_maximum`, message: "must not be below validation_minimum" });
       }
-      if (!isRegexType(f.type) && has("validation_regex")) errors.push({ path: `${fp}.validation_regex`, message: "only text, longtext and url fields take a regex" });
+      if (!kind.takes.regex && has("validation_regex")) errors.push({ path: `${fp}.validation_regex`, message: `only ${typesTaking("regex")} fields take a regex` });
       if (has("validation_regex")) {
         try {
           new RegExp(f.validation_regex!);
@@ -131,24 +133,23 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
           errors.push({ path: `${fp}.validation_regex`, message: "is not a valid regular expression" });
         }
       }
-      if (isChoiceType(f.type) && !has("choice_set")) errors.push({ path: `${fp}.choice_set`, message: "select and multiselect fields need a choice_set" });
-      if (!isChoiceType(f.type) && has("choice_set")) errors.push({ path: `${fp}.choice_set`, message: "only select and multiselect fields take a choice_set" });
-      if (isObjectType(f.type)) {
+      if (kind.takes.choices && !has("choice_set")) errors.push({ path: `${fp}.choice_set`, message: `${typesTaking("choices")} fields need a choice_set` });
+      if (!kind.takes.choices && has("choice_set")) errors.push({ path: `${fp}.choice_set`, message: `only ${typesTaking("choices")} fields take a choice_set` });
+      if (kind.takes.related) {
         if (f.is_polymorphic) {
           if (!has("related_object_types")) errors.push({ path: `${fp}.related_object_types`, message: "polymorphic fields need related_object_types" });
           if (has("related_object_type")) errors.push({ path: `${fp}.related_object_type`, message: "polymorphic fields use related_object_types" });
         } else {
-          if (!has("related_object_type")) errors.push({ path: `${fp}.related_object_type`, message: "object and multiobject fields need related_object_type" });
+          if (!has("related_object_type")) errors.push({ path: `${fp}.related_object_type`, message: `${typesTaking("related")} fields need related_object_type` });
           if (has("related_object_types")) errors.push({ path: `${fp}.related_object_types`, message: "only polymorphic fields take related_object_types" });
         }
-        if (has("default")) errors.push({ path: `${fp}.default`, message: "object and multiobject fields take no default" });
-        if (f.type === "multiobject" && f.primary) errors.push({ path: `${fp}.primary`, message: "a multiobject field cannot be primary" });
-        if (f.type === "multiobject" && f.unique) errors.push({ path: `${fp}.unique`, message: "a multiobject field cannot be unique" });
       } else {
-        for (const k of ["related_object_type", "related_object_types"] as const) if (has(k)) errors.push({ path: `${fp}.${k}`, message: "only object and multiobject fields take related object types" });
-        if (f.is_polymorphic) errors.push({ path: `${fp}.is_polymorphic`, message: "only object and multiobject fields can be polymorphic" });
+        for (const k of ["related_object_type", "related_object_types"] as const) if (has(k)) errors.push({ path: `${fp}.${k}`, message: `only ${typesTaking("related")} fields take related object types` });
+        if (f.is_polymorphic) errors.push({ path: `${fp}.is_polymorphic`, message: `only ${typesTaking("related")} fields can be polymorphic` });
       }
-      if ((f.type === "json" || f.type === "longtext" || f.type === "boolean") && f.unique) errors.push({ path: `${fp}.unique`, message: `a ${f.type} field cannot be unique` });
+      if (!kind.takesDefault && has("default")) errors.push({ path: `${fp}.default`, message: `${typesWhere((m) => !m.takesDefault)} fields take no default` });
+      if (!kind.canBePrimary && f.primary) errors.push({ path: `${fp}.primary`, message: `a ${f.type} field cannot be primary` });
+      if (!kind.canBeUnique && f.unique) errors.push({ path: `${fp}.unique`, message: `a ${f.type} field cannot be unique` });
     });
     if (primaries > 1) errors.push({ path: `${at}.fields`, message: "at most one field can be primary" });
     const columns = columnCount(t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })));

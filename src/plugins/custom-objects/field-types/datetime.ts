@@ -1,0 +1,41 @@
+/** `datetime`: ISO 8601, stored normalised to UTC (`toISOString`) in a TEXT column. */
+import * as v from "valibot";
+import { columnFilter, describe, jsonOf, parseWith, requestValue } from "./base";
+import type { FieldTypeModule } from "./types";
+
+const DATETIME_RE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$/i;
+const MESSAGE = "Datetime has wrong format. Use ISO 8601 (YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z]).";
+
+function normalize(s: string): string | null {
+  if (!DATETIME_RE.test(s.trim())) return null;
+  const t = Date.parse(s.trim().replace(" ", "T"));
+  return Number.isNaN(t) ? null : new Date(t).toISOString();
+}
+
+const schema = v.pipe(
+  v.string(MESSAGE),
+  v.check((s) => normalize(s) !== null, MESSAGE),
+  v.transform((s) => normalize(s)!),
+);
+
+export const datetime: FieldTypeModule = {
+  name: "datetime",
+  storage: "column",
+  sqlType: "TEXT",
+  indexed: true,
+  canBeUnique: true,
+  canBePrimary: true,
+  orderable: true,
+  searchable: false,
+  takesDefault: true,
+  takes: {},
+  describeKind: "datetime",
+  lossless: ["text", "longtext"],
+  schema: () => schema,
+  encode: (_f, raw) => parseWith(schema, raw),
+  decode: (stored) => stored ?? null,
+  fromOther: (_api, text) => normalize(text) ?? undefined,
+  filters: columnFilter("datetime"),
+  readSchema: (f) => ({ type: ["string", "null"], format: "date-time", ...describe(f) }),
+  writeSchema: (f) => requestValue(f, { ...jsonOf(schema), format: "date-time" }),
+};

@@ -1,0 +1,36 @@
+/** `json`: any JSON value, stored as its text. Not indexed, unique, sortable or searched. */
+import * as v from "valibot";
+import type { FieldTypeModule } from "./types";
+
+const schema = v.unknown();
+
+function parse(stored: unknown): unknown {
+  try {
+    return JSON.parse(String(stored));
+  } catch {
+    return null;
+  }
+}
+
+export const json: FieldTypeModule = {
+  name: "json",
+  storage: "column",
+  sqlType: "TEXT",
+  indexed: false,
+  canBeUnique: false,
+  canBePrimary: true,
+  orderable: false,
+  searchable: false,
+  takesDefault: true,
+  takes: {},
+  describeKind: "json",
+  lossless: [],
+  schema: () => schema,
+  encode: (_f, raw) => ({ value: JSON.stringify(raw) }),
+  decode: (stored) => (stored === null || stored === undefined ? null : parse(stored)),
+  fromOther: (api) => JSON.stringify(api),
+  filters: () => ({}),
+  readSchema: (f) => (f.description ? { description: f.description } : {}),
+  // Any value, null included: only what the field row says about it.
+  writeSchema: (f) => ({ ...(f.description ? { description: f.description } : {}), ...(f.default !== null && f.default !== undefined ? { default: f.default } : {}) }),
+};

@@ -1,0 +1,63 @@
+/** `multiselect`: a list of distinct choice-set values, stored as a JSON array (null when empty). */
+import { sql } from "drizzle-orm";
+import * as v from "valibot";
+import { jsonOf, parseWith, requestValue } from "./base";
+import { choiceNote, notAChoice } from "./select";
+import type { FieldTypeModule } from "./types";
+
+const schema = v.array(
+  v.string((issue) => notAChoice(issue.input)),
+  (issue) => `Expected a list of items but got type "${typeof issue.input}".`,
+);
+
+export const multiselect: FieldTypeModule = {
+  name: "multiselect",
+  storage: "column",
+  sqlType: "TEXT",
+  indexed: true,
+  canBeUnique: true,
+  canBePrimary: true,
+  orderable: false,
+  searchable: false,
+  takesDefault: true,
+  takes: { choices: true },
+  describeKind: "multiselect",
+  lossless: [],
+  schema: () => schema,
+  encode: (_f, raw, choices) => {
+    const r = parseWith(schema, raw);
+    // The first item that is not a choice (or not a string) names the error.
+    if (Array.isArray(raw)) for (const value of raw) if (typeof value !== "string" || !choices?.has(value)) return { error: notAChoice(value) };
+    if ("error" in r) return r;
+    const values = r.value as string[];
+    return { value: values.length ? JSON.stringify([...new Set(values)]) : null };
+  },
+  decode: (stored) => {
+    if (stored === null || stored === undefined) return [];
+    try {
+      return JSON.parse(String(stored));
+    } catch {
+      return [];
+    }
+  },
+  // A single choice becomes a list of one; other text splits at commas.
+  fromOther: (api, text, from) =>
+    JSON.stringify(from.takes.choices && !Array.isArray(api) ? [text] : text.split(",").map((s) => s.trim()).filter(Boolean)),
+  filters: (f, ctx) => ({
+    [f.name]: {
+      kind: "string",
+      expr: ctx.column,
+      lookups: ["exact", "n", "empty"],
+      build: (lookup, values) => {
+        if (lookup === "empty") return values[0] === "true" ? sql`${ctx.column} IS NULL` : sql`${ctx.column} IS NOT NULL`;
+        const has = sql`EXISTS (SELECT 1 FROM json_each(${ctx.column}) je WHERE je.value IN (${sql.join(
+          values.map((value) => sql`${value}`),
+          sql`, `,
+        )}))`;
+        return lookup === "n" ? sql`NOT ${has}` : has;
+      },
+    },
+  }),
+  readSchema: (f, env) => ({ type: "array", items: { type: "string" }, ...choiceNote(f, env) }),
+  writeSchema: (f, env) => requestValue(f, { ...jsonOf(schema), items: { type: "string", enum: env.choices(f.choiceSetId) }, ...(f.required ? { minItems: 1 } : {}) }),
+};

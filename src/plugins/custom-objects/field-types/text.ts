@@ -1,0 +1,46 @@
+/** `text`: a string in a TEXT column; `""` is stored as null. `textLike` also makes longtext and url. */
+import * as v from "valibot";
+import { cached, describe, jsonOf, parseWith, regexActions, requestValue } from "./base";
+import type { JsonSchema } from "../../../openapi/json-schema";
+import type { FieldLike, FieldRow, FieldTypeModule } from "./types";
+
+type Actions = (f: FieldLike) => v.PipeItem<string, string, v.BaseIssue<unknown>>[];
+
+export function textLike(options: { name: string; indexed: boolean; canBeUnique: boolean; lossless: string[]; format?: string; actions?: Actions; checkOther?: boolean }): FieldTypeModule {
+  const schema = (f: FieldLike) =>
+    cached(f, () => v.pipe(v.string("Not a valid string."), ...(options.actions?.(f) ?? []), ...regexActions(f)) as v.GenericSchema<unknown, unknown>);
+  const plain: FieldLike = { name: "", type: options.name, isPolymorphic: false, validationRegex: "", validationMinimum: null, validationMaximum: null };
+  const format = options.format ? { format: options.format } : {};
+  return {
+    name: options.name,
+    storage: "column",
+    sqlType: "TEXT",
+    indexed: options.indexed,
+    canBeUnique: options.canBeUnique,
+    canBePrimary: true,
+    orderable: true,
+    searchable: true,
+    takesDefault: true,
+    takes: { regex: true },
+    describeKind: "string",
+    lossless: options.lossless,
+    schema,
+    encode: (f, raw) => (raw === "" ? { value: null } : parseWith(schema(f), raw)),
+    decode: (stored) => stored ?? null,
+    // Text carries over as it is; types with their own checks (url) keep only what passes them.
+    fromOther: (_api, text) => {
+      if (!options.checkOther) return text;
+      const r = text === "" ? { value: null } : parseWith(schema(plain), text);
+      return "error" in r ? undefined : r.value;
+    },
+    filters: (f, ctx) => ({ [f.name]: { kind: "string", expr: ctx.column, bareLookup: f.filterLogic === "loose" ? "ic" : "exact" } }),
+    readSchema: (f: FieldRow) => ({ type: ["string", "null"], ...format, ...describe(f) }),
+    writeSchema: (f: FieldRow) => {
+      const s: JsonSchema = { ...jsonOf(schema(f)), ...format, ...(f.required ? { minLength: 1 } : {}) };
+      if (f.validationRegex) s.pattern = f.validationRegex;
+      return requestValue(f, s);
+    },
+  };
+}
+
+export const text = textLike({ name: "text", indexed: true, canBeUnique: true, lossless: ["longtext"] });

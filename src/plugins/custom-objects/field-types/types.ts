@@ -1,0 +1,99 @@
+/**
+ * What a field type module owns (see docs/field-types.md): its storage, the valibot schema of a
+ * written value, encode/decode, filter lookups, JSON schemas, lossless type changes and search.
+ * The engine (ddl, models, definitions, openapi) asks the module and never names a type itself.
+ */
+import type { SQL, SQLWrapper } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import type * as v from "valibot";
+import type { customObjectTypeFields } from "../../../db/schema";
+import type { JsonSchema } from "../../../openapi/json-schema";
+import type { FilterSpec } from "../../../core/rest/query";
+import type { FieldDescription } from "../../../core/rest/resource";
+
+export type FieldRow = typeof customObjectTypeFields.$inferSelect;
+export type Checked = { value: unknown } | { error: string };
+export type SqlType = "TEXT" | "INTEGER" | "REAL";
+
+/** The field attributes a module reads (a stored row or a draft). */
+export type FieldLike = Pick<FieldRow, "name" | "type" | "isPolymorphic" | "validationRegex" | "validationMinimum" | "validationMaximum"> & Partial<FieldRow>;
+
+/**
+ * Where a field's values live: `column` — one column of the type's SQL type named like the
+ * field; `reference` — `<name>_id` (and `<name>_type` when polymorphic); `links` — a link table.
+ */
+export type Storage = "column" | "reference" | "links";
+
+/** Optional attributes of a field definition that only some types take. */
+export interface Takes {
+  /** validation_minimum / validation_maximum */
+  range?: boolean;
+  /** validation_regex */
+  regex?: boolean;
+  /** choice_set (required) */
+  choices?: boolean;
+  /** related_object_type(s), is_polymorphic, on_delete_behavior */
+  related?: boolean;
+}
+
+export interface FilterContext {
+  /** The field's own column (scalar storage), or the table's id for other storages. */
+  column: SQLiteColumn;
+  /** A column of the type's table by name. */
+  columnNamed: (name: string) => SQLiteColumn;
+  /** The table's id column. */
+  id: SQLiteColumn;
+  /** The quoted link table (links storage). */
+  linkTable: SQL;
+}
+
+/** What OpenAPI needs to describe references and choices. */
+export interface SchemaEnv {
+  /** Allowed values of a choice set. */
+  choices: (choiceSetId: number | null) => string[];
+  /** `app_label.model` of an object type id. */
+  label: (objectTypeId: number) => string | undefined;
+  /** The read schema of a reference (one target, or a polymorphic one keyed by object_type). */
+  reference: (objectTypeId: number, polymorphic: boolean) => JsonSchema;
+}
+
+export interface FieldTypeModule {
+  readonly name: string;
+  readonly storage: Storage;
+  /** SQL type of the field's column (`column` storage) — `reference` is always INTEGER. */
+  readonly sqlType: SqlType;
+  /** Gets a plain index on its column(s). */
+  readonly indexed: boolean;
+  readonly canBeUnique: boolean;
+  readonly canBePrimary: boolean;
+  /** Whether `?ordering=<name>` sorts by it. */
+  readonly orderable: boolean;
+  /** Whether `q` searches it (when its search_weight is above 0). */
+  readonly searchable: boolean;
+  /** Whether it takes a `default`. */
+  readonly takesDefault: boolean;
+  readonly takes: Takes;
+  /** What a field of this type is, for readers other than REST (GraphQL). */
+  readonly describeKind: FieldDescription["kind"];
+  /** Types a stored value always carries over to without loss (no count needed). */
+  readonly lossless: readonly string[];
+  /**
+   * The valibot schema a written (non-null) value must pass, before choice-set membership;
+   * its output is the value as stored. Its JSON Schema documents the request body.
+   */
+  schema?(f: FieldLike): v.GenericSchema<unknown, unknown>;
+  /** Checks and encodes a written non-null value (scalars; `choices` of the field's set). */
+  encode(f: FieldLike, raw: unknown, choices: ReadonlySet<string> | null): Checked;
+  /** Turns a stored value back into its API value. */
+  decode(stored: unknown): unknown;
+  /** A stored value of another type (given as its API value and as text) in this type, or undefined. */
+  fromOther?(api: unknown, text: string, from: FieldTypeModule): unknown;
+  /** `?name=` filters the field adds. */
+  filters(f: FieldLike, ctx: FilterContext): Record<string, FilterSpec>;
+  /** JSON Schema of the value in records. */
+  readSchema(f: FieldRow, env: SchemaEnv): JsonSchema;
+  /** JSON Schema of the value in requests (before null/required handling). */
+  writeSchema(f: FieldRow, env: SchemaEnv): JsonSchema;
+}
+
+export type SortExpr = SQLWrapper;
