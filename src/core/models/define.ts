@@ -93,6 +93,29 @@ export function recordUrl(baseUrl: string, path: string, id: number) {
 }
 
 /** Builds resource + model info from a spec. */
+/**
+ * `?tag=<slug>` (any of the tags) and `tag__n` (none of them) over objects of one type, given
+ * by object type id when the model knows it (custom objects) or by app label and model.
+ */
+export function tagFilter(id: SQLWrapper, type: { objectTypeId: number | null } | { appLabel: string; model: string }): FilterSpec {
+  const ofType =
+    "objectTypeId" in type
+      ? sql`FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${type.objectTypeId}`
+      : sql`FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id JOIN object_types ot ON ot.id = ti.object_type_id WHERE ot.app_label = ${type.appLabel} AND ot.model = ${type.model}`;
+  return {
+    kind: "string",
+    expr: id,
+    lookups: ["exact", "n"],
+    build: (lookup, values) => {
+      const tagged = sql`${id} IN (SELECT ti.object_id ${ofType} AND t.slug IN (${sql.join(
+        values.map((v) => sql`${v}`),
+        sql`, `,
+      )}))`;
+      return lookup === "n" ? sql`NOT ${tagged}` : tagged;
+    },
+  };
+}
+
 export function defineModel(spec: ModelSpec): DefinedModel {
   const table = spec.table;
   const columnKeys = new Map<SQLiteColumn, string>();
@@ -116,15 +139,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
   filters.created = { kind: "datetime", expr: (table as any).created };
   filters.last_updated = { kind: "datetime", expr: (table as any).lastUpdated };
   if (spec.tags) {
-    filters.tag = {
-      kind: "string",
-      expr: table.id,
-      lookups: ["exact", "n"],
-      build: (lookup, values) => {
-        const tagged = sql`${table.id} IN (SELECT ti.object_id FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id JOIN object_types ot ON ot.id = ti.object_type_id WHERE ot.app_label = ${spec.appLabel} AND ot.model = ${spec.model} AND t.slug IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)}))`;
-        return lookup === "n" ? sql`NOT ${tagged}` : tagged;
-      },
-    };
+    filters.tag = tagFilter(table.id, { appLabel: spec.appLabel, model: spec.model });
   }
   const list: ListSpec = {
     filters,

@@ -1,0 +1,37 @@
+/** The `ModelInfo` of a custom object type: nested forms of its objects, by id or as SQL. */
+import { inArray, sql } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import type { ModelInfo } from "../../../core/models/registry";
+import type { ApiRecord, Resource } from "../../../core/rest/resource";
+import { APP_LABEL } from "../constants";
+import { fieldColumns } from "../ddl";
+import type { Reader } from "./read";
+import { instanceUrl, verboseName, type Shape } from "./shape";
+
+export function modelInfo(shape: Shape, resource: Resource, read: Reader): ModelInfo {
+  const { cot, table, column, slug, primary } = shape;
+  const { display } = read;
+  const nestedCols: Record<string, SQLiteColumn> = { id: table.id };
+  if (primary) for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
+  return {
+    appLabel: APP_LABEL,
+    model: slug,
+    verboseName: verboseName(cot),
+    resource,
+    async nested(ctx, ids) {
+      const out = new Map<number, ApiRecord>();
+      if (!ids.length) return out;
+      const rows = (await ctx.db.select(nestedCols).from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+      for (const row of rows) out.set(row.id, { id: row.id, url: instanceUrl(ctx.baseUrl, slug, row.id), display: display(row) });
+      return out;
+    },
+    nestedSql: {
+      select: (ids) =>
+        sql`SELECT ${table.id} AS id, json_object(${sql.join(
+          Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
+          sql`, `,
+        )}) AS j FROM ${table} WHERE ${inArray(table.id, ids)}`,
+      build: (ctx, id, row) => ({ id, url: instanceUrl(ctx.baseUrl, slug, id), display: display(row) }),
+    },
+  };
+}

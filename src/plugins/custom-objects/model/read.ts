@@ -1,0 +1,147 @@
+/**
+ * Reading objects of a custom object type: the row query (tags and host-model nested forms
+ * ride along), prepared once per ORM, and serialisation with nested references.
+ */
+import { eq, getTableColumns, sql, type SQL } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { Reusable } from "../../../db/client";
+import { loadTags, nestedTag } from "../../../core/models/define";
+import type { ModelInfo } from "../../../core/models/registry";
+import { label as otLabel } from "../../../core/object-types";
+import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
+import { ident, linkTableName, tableName, valueColumn } from "../ddl";
+import type { FieldRow } from "../field-types";
+import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
+
+export interface Reader {
+  display: (row: Record<string, any>) => string;
+  serialize: (ctx: ReadContext, rows: Record<string, any>[]) => Promise<ApiRecord[]>;
+  load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
+  /** The row query's select list (a create's RETURNING clause uses it too). */
+  rowColumns: Record<string, SQLiteColumn | SQL>;
+}
+
+export function reader(shape: Shape): Reader {
+  const { cot, fields, table, slug, moduleOf, storage, primary, embedded, embeddedFields } = shape;
+  const display = (row: Record<string, any>) => {
+    if (primary) {
+      const v = storage(primary) === "reference" ? row[valueColumn(primary)!] : moduleOf.get(primary)!.decode(row[primary.name]);
+      if (v !== null && v !== undefined && v !== "") return typeof v === "object" ? JSON.stringify(v) : String(v);
+    }
+    return `${verboseName(cot)} ${row.id}`;
+  };
+
+  async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {
+    if (!rows.length) return [];
+    const ids = rows.map((r) => r.id as number);
+    // Gather every reference, then fetch nested forms once per target type.
+    const wanted = new Map<number, Set<number>>();
+    const want = (typeId: number | null | undefined, id: number | null | undefined) => {
+      if (typeId == null || id == null) return;
+      (wanted.get(typeId) ?? wanted.set(typeId, new Set()).get(typeId)!).add(id);
+    };
+    const links = new Map<number, Map<number, { typeId: number; id: number }[]>>();
+    const inline = new Map<string, Map<number, ApiRecord>>();
+    for (const f of fields) {
+      if (storage(f) === "reference" && rows.every((r) => `__n_${f.name}` in r)) {
+        const info = embedded.get(f.relatedObjectTypeId!)!;
+        const byId = new Map<number, ApiRecord>();
+        for (const r of rows) {
+          const id = r[`${f.name}_id`];
+          const json = r[`__n_${f.name}`];
+          if (id != null && json) byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+        }
+        inline.set(f.name, byId);
+      } else if (storage(f) === "reference") {
+        for (const r of rows) want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
+      } else if (storage(f) === "links") {
+        const lt = ident(linkTableName(cot.id, f.id));
+        const linkRows = (await ctx.db.all(
+          sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(ids.map((i) => sql`${i}`), sql`, `)}) ORDER BY source_id, position, target_id`,
+        )) as { source_id: number; target_type: number | null; target_id: number }[];
+        const bySource = new Map<number, { typeId: number; id: number }[]>();
+        for (const l of linkRows) {
+          const typeId = l.target_type ?? f.relatedObjectTypeId!;
+          want(typeId, l.target_id);
+          (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({ typeId, id: l.target_id });
+        }
+        links.set(f.id, bySource);
+      }
+    }
+    const infos = await relatedInfos(ctx, [...wanted.keys()]);
+    // Every related type's nested forms in one statement where the models allow it.
+    const groups = [...wanted].filter(([typeId]) => infos.has(typeId)).map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
+    const byInfo = await ctx.services.models.nestedMany(ctx, groups);
+    const nested = new Map<number, Map<number, ApiRecord>>();
+    for (const typeId of wanted.keys()) nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
+    const ots = await ctx.services.objectTypes.byIds([...wanted.keys()], ctx.db);
+    const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
+      const n = nested.get(typeId)?.get(id) ?? { id };
+      if (!f.isPolymorphic) return n;
+      const ot = ots.get(typeId);
+      return { object_type: ot ? otLabel(ot) : typeId, ...n };
+    };
+    // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
+    const tags = rows.every((r) => "__tags" in r) ? tagsFromRows(ctx, rows) : await loadTags(ctx, cot.objectTypeId!, ids);
+    const cotRef = nestedCot(ctx.baseUrl, cot);
+    return rows.map((row) => {
+      const rec: ApiRecord = {
+        id: row.id,
+        url: instanceUrl(ctx.baseUrl, slug, row.id),
+        display: display(row),
+        custom_object_type: cotRef,
+        created: row.created,
+        last_updated: row.lastUpdated,
+        tags: tags.get(row.id) ?? [],
+      };
+      for (const f of fields) {
+        const kind = storage(f);
+        if (kind === "reference") {
+          const id = row[`${f.name}_id`];
+          const typeId = f.isPolymorphic ? row[`${f.name}_type`] : f.relatedObjectTypeId;
+          const known = inline.get(f.name);
+          rec[f.name] = id == null || typeId == null ? null : known ? (known.get(id) ?? { id }) : ref(f, typeId, id);
+        } else if (kind === "links") {
+          rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
+        } else {
+          rec[f.name] = moduleOf.get(f)!.decode(row[f.name]);
+        }
+      }
+      return rec;
+    });
+  }
+
+  // The row query carries each object's tags as a JSON list, saving a statement per read.
+  // (The outer id is spelled out: Drizzle renders a column unqualified in a select list.)
+  const tagsColumn = sql<string>`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND ti.object_id = ${ident(tableName(cot.id))}.id ORDER BY t.name) x)`;
+  const tagsFromRows = (ctx: ReadContext, rows: Record<string, any>[]) =>
+    new Map(rows.map((r) => [r.id as number, (JSON.parse(r.__tags ?? "[]") as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
+
+  const rowColumns: Record<string, SQLiteColumn | SQL> = { ...getTableColumns(table), __tags: tagsColumn };
+  for (const f of embeddedFields) {
+    const info = embedded.get(f.relatedObjectTypeId!)!;
+    rowColumns[`__n_${f.name}`] = sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
+  }
+  // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
+  // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
+  const loadOne = new Reusable((db) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id"))).prepare());
+  const loadMany = new Reusable((db) =>
+    db
+      .select(rowColumns)
+      .from(table)
+      .where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`)
+      .prepare(),
+  );
+
+  async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
+    if (!ids.length) return [];
+    const orm = ctx.services.db.orm;
+    const rows = (
+      ids.length === 1 ? await loadOne.on(ctx.db, orm).all({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).all({ ids: JSON.stringify(ids) })
+    ) as Record<string, any>[];
+    const byId = new Map(rows.map((r) => [r.id as number, r]));
+    return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
+  }
+
+  return { display, serialize, load, rowColumns };
+}

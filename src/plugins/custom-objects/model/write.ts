@@ -1,0 +1,276 @@
+/**
+ * Writing objects of a custom object type: one prepared preflight statement, input conversion
+ * through the field type modules, reference and uniqueness checks, the prepared
+ * INSERT … RETURNING, updates, link-table writes and deletes.
+ */
+import { and, eq, getTableColumns, getTableName, sql, type SQL } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { Reusable } from "../../../db/client";
+import { choiceSets, customObjectTypes } from "../../../db/schema";
+import { nowIso } from "../../../db/schema/common";
+import { ApiError, ErrorCollector, ValidationError } from "../../../core/errors";
+import { mapConstraintError } from "../../../core/rest/constraints";
+import { resolveTags, setTags } from "../../../core/models/define";
+import type { ModelInfo } from "../../../core/models/registry";
+import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
+import { APP_LABEL } from "../constants";
+import { fieldColumns, ident, linkTableName, tableName, valueColumn } from "../ddl";
+import type { FieldRow } from "../field-types";
+import { resolveRef } from "../field-types/reference";
+import { encodeScalar } from "../values";
+import type { Reader } from "./read";
+import { relatedInfos, verboseName, type Shape } from "./shape";
+
+/**
+ * A write started from a cached model whose COT has changed (or gone) since: nothing has been
+ * written yet, and `liveResource` retries with the model read inside its transaction. Should it
+ * ever reach a client, it is the same retryable 409 as a read that raced a schema change.
+ */
+export class StaleModel extends ApiError {
+  constructor() {
+    super(409, { detail: "The object type changed while this request ran; retry it.", error: "schema_changed" });
+  }
+}
+
+export type Writer = Required<Pick<Resource, "createLoaded" | "create" | "update" | "delete" | "fieldForColumn">>;
+
+export function writer(shape: Shape, read: Reader): Writer {
+  const { cot, fields, table, column, slug, byName, storage, embedded, embeddedFields } = shape;
+  const { serialize, rowColumns } = read;
+  /**
+   * One prepared statement starts every write: the COT's shape version and slug (a write that
+   * began from a cached model that has gone stale stops here, before writing anything), the
+   * allowed values of its choice sets, and whether the host objects named by the request's
+   * object fields exist. Other references (polymorphic, multiobject, custom objects) are
+   * checked by `existing_`.
+   */
+  const choiceSetIds = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
+  const preflightColumns: Record<string, SQLiteColumn | SQL> = { v: customObjectTypes.shapeVersion, slug: customObjectTypes.slug };
+  if (choiceSetIds.length) {
+    preflightColumns.choices = sql<string>`(SELECT json_group_object(cs.id, json(cs.extra_choices)) FROM ${ident(getTableName(choiceSets))} cs WHERE cs.id IN (${sql.join(
+      choiceSetIds.map((id) => sql`${id}`),
+      sql`, `,
+    )}))`;
+  }
+  for (const f of embeddedFields) {
+    preflightColumns[`ref_${f.name}`] = sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
+  }
+  const preflightQuery = new Reusable((db) => db.select(preflightColumns).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id)).prepare());
+
+  async function preflight(ctx: WriteContext, refIds: Record<string, number | null>) {
+    const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<string, any>[];
+    if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel();
+    const choices = new Map<number, Set<string>>();
+    for (const [id, pairs] of Object.entries(JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>)) {
+      choices.set(Number(id), new Set(pairs.map(([v]) => v)));
+    }
+    return { choices, found: (field: string) => row[`ref_${field}`] === 1 };
+  }
+  const preflighted = new Set(embeddedFields);
+  const notFoundMessage = (id: number) => `Related object not found using the provided numeric ID: ${id}`;
+
+  /** Which of the referenced objects exist: one statement for every target type. */
+  async function existing_(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>): Promise<Set<string>> {
+    const byType = new Map<number, number[]>();
+    for (const r of refs) if (infos.has(r.typeId)) (byType.get(r.typeId) ?? byType.set(r.typeId, []).get(r.typeId)!).push(r.id);
+    const groups = [...byType].map(([typeId, ids]) => [infos.get(typeId)!, ids] as [ModelInfo, number[]]);
+    const found = await ctx.services.models.nestedMany(ctx, groups);
+    const out = new Set<string>();
+    for (const [typeId, ids] of byType) for (const id of ids) if (found.get(infos.get(typeId)!)?.has(id)) out.add(`${typeId}:${id}`);
+    return out;
+  }
+
+  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
+    const errors = new ErrorCollector();
+    // Keyed by column names only, and without a prototype, so a missing key is never inherited.
+    const values: Record<string, unknown> = Object.create(null);
+    const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
+    let tagIds: number[] | null = null;
+    const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type"]);
+    for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
+    // The ids the request names in host-model object fields, for the preflight statement.
+    const refIds: Record<string, number | null> = Object.create(null);
+    for (const f of embeddedFields) {
+      const raw = Object.prototype.hasOwnProperty.call(input, f.name) ? input[f.name] : existing ? undefined : f.default;
+      const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+      refIds[f.name] = typeof id === "number" && Number.isInteger(id) ? id : null;
+    }
+    const pre = await preflight(ctx, refIds);
+    const choices = pre.choices;
+    const pending: { field: FieldRow; ref: { typeId: number; id: number } }[] = [];
+
+    for (const f of fields) {
+      const present = Object.hasOwn(input, f.name);
+      let raw = present ? input[f.name] : undefined;
+      if (!present) {
+        if (existing && partial) continue;
+        if (existing) {
+          // PUT: keep stored values of omitted fields, but a required field must hold one.
+          const own = valueColumn(f);
+          const stored = own ? existing[own] : true;
+          if (f.required && (stored === null || stored === undefined)) errors.add(f.name, "This field is required.");
+          continue;
+        }
+        if (f.default !== null && f.default !== undefined) raw = f.default;
+        else {
+          if (f.required) errors.add(f.name, "This field is required.");
+          continue;
+        }
+      }
+      const isEmpty = raw === null || raw === "" || (Array.isArray(raw) && raw.length === 0);
+      if (isEmpty && f.required) {
+        errors.add(f.name, raw === null ? "This field may not be null." : "This field may not be blank.");
+        continue;
+      }
+      const kind = storage(f);
+      if (kind === "reference") {
+        if (raw === null) {
+          values[`${f.name}_id`] = null;
+          if (f.isPolymorphic) values[`${f.name}_type`] = null;
+          continue;
+        }
+        const r = await resolveRef(ctx, f, raw);
+        if ("error" in r) errors.add(f.name, r.error);
+        else {
+          if (!preflighted.has(f) || refIds[f.name] !== r.id) pending.push({ field: f, ref: r });
+          else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
+          values[`${f.name}_id`] = r.id;
+          if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
+        }
+        continue;
+      }
+      if (kind === "links") {
+        if (raw === null) {
+          multi.set(f, []);
+          continue;
+        }
+        if (!Array.isArray(raw)) {
+          errors.add(f.name, "Expected a list of items.");
+          continue;
+        }
+        const refs: { typeId: number; id: number }[] = [];
+        for (const item of raw) {
+          const r = await resolveRef(ctx, f, item);
+          if ("error" in r) errors.add(f.name, r.error);
+          else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
+            pending.push({ field: f, ref: r });
+            refs.push(r);
+          }
+        }
+        multi.set(f, refs);
+        continue;
+      }
+      const checked = encodeScalar(f, raw, f.choiceSetId ? (choices.get(f.choiceSetId) ?? new Set()) : null);
+      if ("error" in checked) errors.add(f.name, checked.error);
+      else values[f.name] = checked.value;
+    }
+    if (pending.length) {
+      const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
+      const found = await existing_(ctx, pending.map((p) => p.ref), infos);
+      for (const { field, ref } of pending) {
+        if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
+      }
+    }
+    if (Object.prototype.hasOwnProperty.call(input, "tags")) {
+      const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
+      if ("error" in r) errors.add("tags", r.error);
+      else tagIds = r.ids;
+    }
+    // A valid write leaves unique values to the UNIQUE indexes (see `uniqueChecked`); a write
+    // that fails anyway looks them up so its 400 names every problem at once.
+    if (!errors.empty) {
+      for (const f of fields) {
+        const col = valueColumn(f);
+        if (!f.unique || !col) continue;
+        const v = values[col];
+        if (v === undefined || v === null || errors.errors[f.name]) continue;
+        const clash = await ctx.db
+          .select({ id: table.id })
+          .from(table)
+          .where(existing ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`) : eq(column(col), v))
+          .limit(1);
+        if (clash.length) errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
+      }
+    }
+    errors.throwIfAny();
+    return { values, multi, tagIds };
+  }
+
+  async function writeLinks(ctx: WriteContext, id: number, multi: Map<FieldRow, { typeId: number; id: number }[]>) {
+    for (const [f, refs] of multi) {
+      const lt = ident(linkTableName(cot.id, f.id));
+      await ctx.db.run(sql`DELETE FROM ${lt} WHERE source_id = ${id}`);
+      for (const [position, r] of refs.entries()) {
+        await ctx.db.run(sql`INSERT INTO ${lt} (source_id, target_type, target_id, position) VALUES (${id}, ${f.isPolymorphic ? r.typeId : null}, ${r.id}, ${position})`);
+      }
+    }
+  }
+
+  /**
+   * A unique index refusing a value becomes a 400 on that field, thrown from inside the
+   * resource so bulk requests report it per item. SQLite only undoes the failed statement,
+   * so the transaction goes on and the other items are still checked.
+   */
+  async function uniqueChecked<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (e) {
+      const mapped = mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => fields.find((x) => fieldColumns(x).includes(c))?.name ?? c });
+      throw mapped instanceof ValidationError ? mapped : e;
+    }
+  }
+
+  // A create writes every column through one prepared statement whose RETURNING clause is the
+  // row query's select list, so the new record needs no second read.
+  const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
+  const insertQuery = new Reusable((db) =>
+    db
+      .insert(table)
+      .values(Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(key)])) as any)
+      .returning(rowColumns as any)
+      .prepare(),
+  );
+
+  const writes: Writer = {
+    async createLoaded(ctx, input) {
+      const { values, multi, tagIds } = await convert(ctx, input, null, false);
+      const now = nowIso();
+      const params: Record<string, unknown> = Object.create(null);
+      for (const key of insertColumns) params[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
+      params.created = params.lastUpdated = now;
+      const [row] = (await uniqueChecked(() => insertQuery.on(ctx.db, ctx.services.db.orm).all(params))) as Record<string, any>[];
+      const id = row!.id as number;
+      await writeLinks(ctx, id, multi);
+      if (tagIds) {
+        await setTags(ctx, cot.objectTypeId!, id, tagIds);
+        delete row!.__tags; // read after they were set
+      }
+      const [record] = await serialize(ctx, [row!]);
+      return { id, record: record! };
+    },
+    async create(ctx, input) {
+      return (await writes.createLoaded(ctx, input)).id;
+    },
+    async update(ctx, id, input, partial) {
+      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
+      const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
+      // Written by hand: Drizzle's update looks every column up in the set object, so a column
+      // named like a prototype key (`constructor`, stored before such names were reserved)
+      // would be "set" to the inherited function.
+      const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
+      assignments.push(sql`"last_updated" = ${nowIso()}`);
+      await uniqueChecked(() => ctx.db.run(sql`UPDATE ${ident(tableName(cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`));
+      await writeLinks(ctx, id, multi);
+      if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
+    },
+    async delete(ctx, id) {
+      for (const f of fields) if (storage(f) === "links") await ctx.db.run(sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`);
+      await ctx.db.delete(table).where(eq(table.id, id));
+    },
+    fieldForColumn(column) {
+      const f = fields.find((x) => fieldColumns(x).includes(column));
+      return f ? f.name : column;
+    },
+  };
+  return writes;
+}
