@@ -42,6 +42,9 @@ export const FILTER_LOGIC = ["disabled", "loose", "exact"] as const;
 export const UI_VISIBLE = ["always", "if-set", "hidden"] as const;
 export const UI_EDITABLE = ["yes", "no", "hidden"] as const;
 
+/** Host apps whose objects a field can point at (users, tokens and the like cannot be linked). */
+export const LINKABLE_APPS: readonly string[] = ["dcim", "ipam", "tenancy", "extras"];
+
 export const APP_LABEL = "custom_objects";
 export const COT_MODEL = "customobjecttype";
 export const FIELD_MODEL = "customobjecttypefield";

@@ -15,6 +15,7 @@ import {
   UI_EDITABLE,
   UI_VISIBLE,
   isReservedFieldName,
+  LINKABLE_APPS,
 } from "./constants";
 import { fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
 import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
@@ -277,7 +278,7 @@ function stripIds(f: FieldRow): FieldDraft {
 /** Host models and COTs can be link targets; users, tokens and the like cannot. */
 async function isLinkable(ctx: WriteContext, ot: { appLabel: string; model: string }): Promise<boolean> {
   if (ot.appLabel === "custom_objects") return ot.model !== "customobjecttype" && ot.model !== "customobjecttypefield";
-  return ["dcim", "ipam", "tenancy", "extras"].includes(ot.appLabel) && !!(await ctx.services.models.get(ot.appLabel, ot.model, ctx));
+  return LINKABLE_APPS.includes(ot.appLabel) && !!(await ctx.services.models.get(ot.appLabel, ot.model, ctx));
 }
 
 const COT_SIMPLE: Record<string, keyof CotDraft> = {

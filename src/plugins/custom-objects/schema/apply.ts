@@ -13,6 +13,7 @@ import { validateField, type CotDraft, type FieldDraft } from "../definitions";
 import { addFields, alterField, createCot, removeField, updateCot } from "../operations";
 import { createCotTable } from "../ddl";
 import { fieldType } from "../field-types";
+import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type TypeDiff } from "./diff";
@@ -175,7 +176,7 @@ async function unresolvable(ctx: WriteContext, doc: SchemaDocument, all: Map<str
         const [app, model] = ref.split("/") as [string, string];
         const ot = await ctx.services.objectTypes.byLabel(app, model, ctx.db);
         const info = ot ? await ctx.services.models.get(app, model, ctx) : null;
-        if (!ot || !info || !["dcim", "ipam", "tenancy", "extras"].includes(app)) problems.push(`${t.slug}.${f.name}: related type "${ref}" does not exist or cannot be linked`);
+        if (!ot || !info || !LINKABLE_APPS.includes(app)) problems.push(`${t.slug}.${f.name}: related type "${ref}" does not exist or cannot be linked`);
       }
       if (c.choice_set) names.add(c.choice_set);
     }
