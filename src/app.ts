@@ -34,6 +34,7 @@ import { corsFor } from "./core/cors";
 import { answerMethodNotAllowed } from "./core/method-not-allowed";
 import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
+import { describeRoute } from "./core/validate";
 
 export interface AppDeps {
   config: Config;
@@ -166,7 +167,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
   api.route("/", coreApiRoutes());
   // The OpenAPI document describes the routes this app actually mounted.
   api.route("/", openApiRoutes(new OpenApiDocuments({ services, parts: installed.map(({ plugin, parts }) => ({ name: plugin.name, openapi: parts.openapi })), routes: () => app.routes })));
-  api.get("/plugins", (c) => {
+  const pluginsRoot = describeRoute({
+    tags: ["api"],
+    operationId: "plugins_root",
+    summary: "API roots of the enabled plugins",
+    responses: { "200": { description: "Plugin API base → URL.", content: { "application/json": { schema: { type: "object", additionalProperties: { type: "string", format: "uri" } } } } }, "403": { $ref: "#/components/responses/Forbidden" } },
+  });
+  api.get("/plugins", pluginsRoot, (c) => {
     const origin = new URL(c.req.url).origin;
     return c.json(Object.fromEntries(plugins.filter((p) => p.apiBase).map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`])));
   });

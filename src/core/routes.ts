@@ -6,8 +6,10 @@ import { clientAddress, LoginThrottle, verifyLogin } from "./auth/login";
 import { issuedKeys, groupModel, permissionModel, tokenModel, userModel } from "./auth/models";
 import { requirePermission } from "./auth/permissions";
 import type { HonoEnv } from "./context";
-import { ApiError, ValidationError } from "./errors";
-import { baseUrlOf, readJson } from "./http";
+import * as v from "valibot";
+import { ApiError } from "./errors";
+import { baseUrlOf } from "./http";
+import { describeRoute, jsonBody, jsonObject } from "./validate";
 import { defineModel, type DefinedModel } from "./models/define";
 import { choiceSetModel, tagModel } from "./models/extras";
 import { deviceModel, ipAddressModel, prefixModel, siteModel, tenantModel } from "./models/inventory";
@@ -63,10 +65,40 @@ const READ_ONLY_MODELS = new Set<DefinedModel>([objectTypeModel, objectChangeMod
 
 export const HOST_VERSION = "0.1.0";
 
+const json = (schema: unknown) => ({ "application/json": { schema } });
+const FORBIDDEN = { $ref: "#/components/responses/Forbidden" };
+const endpointMap = v.pipe(v.record(v.string(), v.pipe(v.string(), v.url())), v.description("Endpoint name → absolute URL."));
+
+/** `GET /api/status/`: what it answers. */
+const StatusSchema = v.object({
+  "host-version": v.string(),
+  "hono-version": v.optional(v.string()),
+  runtime: v.string(),
+  "database-kind": v.optional(v.string()),
+  "cache-backend": v.optional(v.string()),
+  plugins: v.pipe(v.record(v.string(), v.string()), v.description("Plugin name → version.")),
+  "started-at": v.optional(v.pipe(v.string(), v.isoTimestamp())),
+});
+
+/** `POST /api/users/tokens/`: one token per request (its fields are the token model's, checked by the model). */
+const TokenCreateBody = jsonObject({}, "Create one token per request (a JSON object).");
+
+/** `POST /api/users/tokens/provision/`: credentials plus the token model's writable fields. */
+const PROVIDE = "Provide username and password.";
+const ProvisionBody = jsonObject(
+  {
+    username: v.string(PROVIDE),
+    password: v.pipe(v.string(PROVIDE), v.metadata({ writeOnly: true })),
+  },
+  PROVIDE,
+);
+
+const tokenCreated = { "201": { description: "The token, with its key.", content: json({ $ref: "#/components/schemas/TokenCreated" }) } };
+
 export function coreApiRoutes(): Hono<HonoEnv> {
   const api = new Hono<HonoEnv>();
 
-  api.get("/", (c) => {
+  api.get("/", describeRoute({ tags: ["api"], operationId: "api_root", summary: "API root: one URL per section", responses: { "200": { description: "Section name → URL.", content: json(endpointMap) }, "403": FORBIDDEN } }), (c) => {
     const base = `${baseUrlOf(c)}/api`;
     return c.json({
       core: `${base}/core/`,
@@ -80,18 +112,22 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     });
   });
 
-  api.get("/status", (c) => {
-    const { plugins, config, startedAt } = c.var.services;
-    return c.json({
-      "host-version": HOST_VERSION,
-      "hono-version": "4",
-      runtime: config.runtime === "bun" ? `bun ${typeof Bun !== "undefined" ? Bun.version : "?"}` : "workerd",
-      "database-kind": c.var.services.db.kind,
-      "cache-backend": config.cacheBackend,
-      plugins: Object.fromEntries(plugins.map((p) => [p.name, p.version])),
-      "started-at": startedAt.toISOString(),
-    });
-  });
+  api.get(
+    "/status",
+    describeRoute({ tags: ["api"], operationId: "status", summary: "Versions, runtime, database, cache and enabled plugins", responses: { "200": { description: "The status.", content: json(StatusSchema) }, "403": FORBIDDEN } }),
+    (c) => {
+      const { plugins, config, startedAt } = c.var.services;
+      return c.json({
+        "host-version": HOST_VERSION,
+        "hono-version": "4",
+        runtime: config.runtime === "bun" ? `bun ${typeof Bun !== "undefined" ? Bun.version : "?"}` : "workerd",
+        "database-kind": c.var.services.db.kind,
+        "cache-backend": config.cacheBackend,
+        plugins: Object.fromEntries(plugins.map((p) => [p.name, p.version])),
+        "started-at": startedAt.toISOString(),
+      });
+    },
+  );
 
   // App indexes: `/api/dcim/` lists its endpoints, like NetBox.
   const sections = new Map<string, string[]>();
@@ -100,59 +136,88 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     (sections.get(section) ?? sections.set(section, []).get(section)!).push(endpoint);
   }
   for (const [section, endpoints] of sections) {
-    api.get(`/${section}`, (c) => c.json(Object.fromEntries(endpoints.map((e) => [e, `${baseUrlOf(c)}/api/${section}/${e}/`]))));
+    const doc = describeRoute({ tags: [section], operationId: `${section}_root`, summary: `Endpoints of the ${section} section`, responses: { "200": { description: "Endpoint name → URL.", content: json(endpointMap) }, "403": FORBIDDEN } });
+    api.get(`/${section}`, doc, (c) => c.json(Object.fromEntries(endpoints.map((e) => [e, `${baseUrlOf(c)}/api/${section}/${e}/`]))));
   }
 
+  const tokenTag = tokenModel.spec.path.split("/")[0]!;
   // Tokens are shown once, so creating one answers with its key (and bulk creation is refused).
-  api.post("/users/tokens", async (c) => {
-    const r = tokenModel.resource;
-    await requirePermission(c, "add", r);
-    const body = await readJson(c);
-    if (!body || typeof body !== "object" || Array.isArray(body)) {
-      throw new ValidationError({ non_field_errors: ["Create one token per request (a JSON object)."] });
-    }
-    // A token is for its creator unless a superuser names another user (NetBox 4); the owner
-    // scope of tokens refuses any other user for everyone else.
-    const input = { ...(body as Record<string, unknown>) };
-    if (!Object.hasOwn(input, "user") && c.var.auth.user) input.user = c.var.auth.user.id;
-    let key = "";
-    const id = await inTransaction(c, r, async (ctx) => {
-      const created = (await createChecked(ctx, r, input)).id;
-      key = issuedKeys.get(ctx) ?? "";
-      return created;
-    });
-    const [record] = await r.load(readContext(c), [id]);
-    return c.json({ ...record, key }, 201);
-  });
+  // The permission is checked before the body is read (403 before 415/413/400).
+  api.post(
+    "/users/tokens",
+    describeRoute({
+      tags: [tokenTag],
+      operationId: "users_tokens_create",
+      summary: "Create a token (one per request); the answer holds its key, shown this once",
+      requestBody: { required: true, content: json({ $ref: "#/components/schemas/TokenRequest" }) },
+      responses: { ...tokenCreated, "403": FORBIDDEN },
+    }),
+    async (c, next) => {
+      await requirePermission(c, "add", tokenModel.resource);
+      await next();
+    },
+    jsonBody(TokenCreateBody),
+    async (c) => {
+      const r = tokenModel.resource;
+      // A token is for its creator unless a superuser names another user (NetBox 4); the owner
+      // scope of tokens refuses any other user for everyone else.
+      const input = { ...c.req.valid("json") } as Record<string, unknown>;
+      if (!Object.hasOwn(input, "user") && c.var.auth.user) input.user = c.var.auth.user.id;
+      let key = "";
+      const id = await inTransaction(c, r, async (ctx) => {
+        const created = (await createChecked(ctx, r, input)).id;
+        key = issuedKeys.get(ctx) ?? "";
+        return created;
+      });
+      const [record] = await r.load(readContext(c), [id]);
+      return c.json({ ...record, key }, 201);
+    },
+  );
 
   // NetBox's provisioning endpoint: exchange a username and password for a new token.
-  api.post("/users/tokens/provision", async (c) => {
-    const body = (await readJson(c)) as Record<string, unknown>;
-    const { username, password, ...rest } = body && typeof body === "object" && !Array.isArray(body) ? body : ({} as Record<string, unknown>);
-    if (typeof username !== "string" || typeof password !== "string") {
-      throw new ValidationError({ non_field_errors: ["Provide username and password."] });
-    }
-    const services = c.var.services;
-    // 429 once this username or this client has failed too often; unknown users and wrong
-    // passwords cost the same hash and count the same (src/core/auth/login.ts).
-    const throttle = await LoginThrottle.for(services, username, clientAddress(c, services.config));
-    await throttle.begin();
-    const [user] = await services.db.orm.select().from(users).where(eq(users.username, username)).limit(1);
-    const valid = await verifyLogin(services, password, user?.passwordHash);
-    if (!user || !user.isActive || !valid) {
-      throw ApiError.detail(403, "Invalid username/password", "invalid_credentials");
-    }
-    await throttle.succeeded();
-    const r = tokenModel.resource;
-    let key = "";
-    const id = await inTransaction(c, r, async (ctx) => {
-      const created = (await createRecord(ctx, r, { ...rest, user: user.id })).id;
-      key = issuedKeys.get(ctx) ?? "";
-      return created;
-    });
-    const [record] = await r.load(readContext(c), [id]);
-    return c.json({ ...record, key }, 201);
-  });
+  api.post(
+    "/users/tokens/provision",
+    describeRoute({
+      tags: [tokenTag],
+      operationId: "users_tokens_provision",
+      summary: "Exchange a username and password for a new token",
+      security: [],
+      requestBody: { required: true, content: json({ $ref: "#/components/schemas/TokenProvisionRequest" }) },
+      responses: {
+        ...tokenCreated,
+        "403": { description: "Invalid username/password.", content: json({ $ref: "#/components/schemas/Error" }) },
+        "429": {
+          description: "Too many failed logins for this username or client address (`error`: `rate_limited`); retry after `Retry-After` seconds.",
+          headers: { "Retry-After": { description: "Seconds until the failure window ends.", schema: { type: "integer", minimum: 1 } } },
+          content: json({ $ref: "#/components/schemas/Error" }),
+        },
+      },
+    }),
+    jsonBody(ProvisionBody),
+    async (c) => {
+      const { username, password, ...rest } = c.req.valid("json");
+      const services = c.var.services;
+      // 429 once this username or this client has failed too often; unknown users and wrong
+      // passwords cost the same hash and count the same (src/core/auth/login.ts).
+      const throttle = await LoginThrottle.for(services, username, clientAddress(c, services.config));
+      await throttle.begin();
+      const [user] = await services.db.orm.select().from(users).where(eq(users.username, username)).limit(1);
+      const valid = await verifyLogin(services, password, user?.passwordHash);
+      if (!user || !user.isActive || !valid) {
+        throw ApiError.detail(403, "Invalid username/password", "invalid_credentials");
+      }
+      await throttle.succeeded();
+      const r = tokenModel.resource;
+      let key = "";
+      const id = await inTransaction(c, r, async (ctx) => {
+        const created = (await createRecord(ctx, r, { ...rest, user: user.id })).id;
+        key = issuedKeys.get(ctx) ?? "";
+        return created;
+      });
+      const [record] = await r.load(readContext(c), [id]);
+      return c.json({ ...record, key }, 201);
+    },
+  );
 
   for (const m of CORE_MODELS) {
     mountResource(api, `/${m.spec.path}`, () => m.resource, { readOnly: READ_ONLY_MODELS.has(m) });

@@ -7,8 +7,11 @@
 import type { Services } from "../core/context";
 import type { DefinedModel } from "../core/models/define";
 import { DEFAULT_LOOKUPS, type FilterSpec, type ListSpec } from "../core/rest/query";
+import { ROUTE_DOC, type RouteDoc } from "../core/validate";
 import { closedObject, ref, type JsonSchema, type ModelOpenApi } from "./json-schema";
 import { hostModelName, modelNames, modelSchemas, paginated, type ModelNames } from "./model-schemas";
+import { valibotSchema } from "./valibot";
+import type { GenericSchema } from "valibot";
 
 export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
 
@@ -153,14 +156,17 @@ export class OpenApiBuilder {
   }
 
   /** The `paths` object for a route table, plus the routes nobody described. */
-  paths(routes: ReadonlyArray<{ method: string; path: string }>): { paths: Record<string, Record<string, Operation>>; undocumented: string[] } {
+  paths(routes: ReadonlyArray<RouteEntry>): { paths: Record<string, Record<string, Operation>>; undocumented: string[] } {
     this.#buildModels();
     const table = new Map<string, Set<HttpMethod>>();
+    const routeDocs = new Map<string, RouteDoc[]>();
     for (const r of routes) {
       const method = r.method.toLowerCase() as HttpMethod;
       if (!METHODS.includes(method)) continue; // middleware and 405 catch-alls
       const path = templatePath(r.path);
       (table.get(path) ?? table.set(path, new Set()).get(path)!).add(method);
+      const doc = routeDocOf(r.handler);
+      if (doc) (routeDocs.get(`${method} ${path}`) ?? routeDocs.set(`${method} ${path}`, []).get(`${method} ${path}`)!).push(doc);
     }
     const out: Record<string, Record<string, Operation>> = {};
     const undocumented: string[] = [];
@@ -176,7 +182,8 @@ export class OpenApiBuilder {
       }
       for (const method of METHODS) {
         if (!methods.has(method)) continue;
-        const registered = this.#ops.get(`${method} ${path}`);
+        const docs = routeDocs.get(`${method} ${path}`);
+        const registered = docs ? { op: routeOperation(path, docs), slash: docs.every((d) => d.slash !== false) } : this.#ops.get(`${method} ${path}`);
         if (registered) {
           const anonymousReads = registered.op.security === undefined ? this.security("token", method) : undefined;
           put(shown(path, registered.slash), method, anonymousReads ? { ...registered.op, security: anonymousReads } : registered.op);
@@ -207,6 +214,71 @@ export class OpenApiBuilder {
     const sorted = Object.fromEntries(Object.keys(out).sort().map((p) => [p, out[p]!]));
     return { paths: sorted, undocumented };
   }
+}
+
+// ---- routes that describe themselves (src/core/validate.ts) -----------------------------------
+
+/** A row of Hono's route table; `handler` carries the route's schemas. */
+export interface RouteEntry {
+  method: string;
+  path: string;
+  handler?: unknown;
+}
+
+/** The description on a handler, looking through the wrapper `app.route()` adds around a sub-app with its own error handler. */
+function routeDocOf(handler: unknown): RouteDoc | undefined {
+  let h = handler as Record<string | symbol, unknown> | undefined;
+  for (let i = 0; h && i < 8; i++) {
+    if (h[ROUTE_DOC]) return h[ROUTE_DOC] as RouteDoc;
+    h = h.__COMPOSED_HANDLER as Record<string | symbol, unknown> | undefined;
+  }
+  return undefined;
+}
+
+/** The operation of a route from its descriptions and schemas: query parameters, request body, path parameters. */
+function routeOperation(path: string, docs: RouteDoc[]): Operation {
+  const op: Operation = {};
+  for (const d of docs) Object.assign(op, d.operation);
+  const parameters = [...((op.parameters as Parameter[] | undefined) ?? [])];
+  const named = new Set(parameters.map((p) => `${p.in} ${p.name}`));
+  for (const [, name] of path.matchAll(/\{(\w+)\}/g)) {
+    if (!named.has(`path ${name}`)) parameters.unshift({ name, in: "path", required: true, schema: { type: "string" } });
+  }
+  const validated = docs.some((d) => d.query || d.body);
+  for (const d of docs) {
+    if (d.query) parameters.push(...queryParameters(valibotSchema(d.query)));
+    if (d.body && !op.requestBody) op.requestBody = { required: true, content: { "application/json": { schema: valibotSchema(d.body) } } };
+  }
+  if (parameters.length) op.parameters = parameters;
+  const responses: Record<string, unknown> = {};
+  for (const [code, r] of Object.entries((op.responses as Record<string, Record<string, unknown>>) ?? {})) {
+    const content = r.content as Record<string, { schema?: unknown }> | undefined;
+    responses[code] = content
+      ? { ...r, content: Object.fromEntries(Object.entries(content).map(([type, c]) => [type, isValibot(c.schema) ? { ...c, schema: valibotSchema(c.schema) } : c])) }
+      : r;
+  }
+  if (validated && !responses["400"]) responses["400"] = { $ref: "#/components/responses/BadRequest" };
+  op.responses = Object.fromEntries(Object.keys(responses).sort().map((k) => [k, responses[k]]));
+  return op;
+}
+
+const isValibot = (s: unknown): s is GenericSchema => !!s && typeof s === "object" && (s as { kind?: unknown }).kind === "schema" && "~standard" in s;
+
+/** One query parameter per property of an object schema; a value-or-list becomes a repeatable array. */
+function queryParameters(schema: JsonSchema): Parameter[] {
+  const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set((schema.required as string[] | undefined) ?? []);
+  return Object.entries(properties).map(([name, s]) => {
+    const { description, ...rest } = s;
+    const list = (rest.anyOf as JsonSchema[] | undefined)?.find((x) => x.type === "array");
+    return {
+      name,
+      in: "query",
+      ...(required.has(name) ? { required: true } : {}),
+      ...(typeof description === "string" ? { description } : {}),
+      ...(list ? { schema: list, style: "form", explode: true } : { schema: rest }),
+    };
+  });
 }
 
 // ---- the §4 verbs over a resource ------------------------------------------------------------

@@ -8,16 +8,16 @@
  */
 import type { Services } from "../core/context";
 import { HOST_VERSION } from "../core/routes";
-import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi } from "./builder";
+import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi, type RouteEntry } from "./builder";
 import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
-import { describeCore, describeDocs } from "./core";
+import { describeCore, describeGraphql } from "./core";
 import type { OpenApiDocument } from "./json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
 import { toYaml } from "./yaml";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
-export type RouteTable = () => ReadonlyArray<{ method: string; path: string }>;
+export type RouteTable = () => ReadonlyArray<RouteEntry>;
 
 export type { OpenApiDocument };
 
@@ -117,7 +117,7 @@ export async function buildDocument({ services, parts, routes }: DocumentSources
   const b = new OpenApiBuilder({ loginRequired: services.config.loginRequired });
   b.addSchemas({ ...ERROR_SCHEMAS, ...SHARED_SCHEMAS });
   describeCore(b, services);
-  describeDocs(b);
+  describeGraphql(b);
   for (const part of parts) await part.openapi?.describe(b, services);
   const { paths, undocumented } = b.paths(routes());
   const sortedSchemas = Object.fromEntries(Object.keys(b.schemas).sort().map((k) => [k, b.schemas[k]!]));

@@ -26,3 +26,9 @@ export function valibotComponents(name: string, schema: GenericSchema, definitio
   for (const [defName, def] of Object.entries($defs)) out[defName] = relink(def) as JsonSchema;
   return out;
 }
+
+/** One valibot schema as an inline JSON Schema 2020-12 (checks it cannot express are left out). */
+export function valibotSchema(schema: GenericSchema): JsonSchema {
+  const { $schema: _s, ...root } = toJsonSchema(schema, { target: "draft-2020-12", errorMode: "ignore" }) as JsonSchema;
+  return root;
+}
