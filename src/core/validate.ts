@@ -91,6 +91,17 @@ export const jsonObject = <E extends v.ObjectEntries>(entries: E, message: strin
 
 const LOOSE = Symbol("loose");
 
+/**
+ * The message of an object schema for its missing keys (valibot reports a missing key against
+ * the object): `missing[key]`, else `otherwise`.
+ */
+export const missingKeyMessages =
+  (missing: Record<string, string>, otherwise = "This field is required.") =>
+  (issue: v.BaseIssue<unknown>): string => {
+    const key = issue.path?.[issue.path.length - 1]?.key;
+    return typeof key === "string" && Object.hasOwn(missing, key) ? missing[key]! : otherwise;
+  };
+
 /** Repeatable query parameter: one value or several, always an array after parsing. */
 export const repeated = <S extends v.GenericSchema<string, unknown>>(item: S) =>
   v.pipe(

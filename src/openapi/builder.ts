@@ -183,7 +183,9 @@ export class OpenApiBuilder {
       for (const method of METHODS) {
         if (!methods.has(method)) continue;
         const docs = routeDocs.get(`${method} ${path}`);
-        const registered = docs ? { op: routeOperation(path, docs), slash: docs.every((d) => d.slash !== false) } : this.#ops.get(`${method} ${path}`);
+        const described = this.#ops.get(`${method} ${path}`);
+        // A route's own schemas win; a plugin's part may add what only it knows at run time (settings-dependent text).
+        const registered = docs ? { op: routeOperation(path, docs, described?.op), slash: (described?.slash ?? true) && docs.every((d) => d.slash !== false) } : described;
         if (registered) {
           const anonymousReads = registered.op.security === undefined ? this.security("token", method) : undefined;
           put(shown(path, registered.slash), method, anonymousReads ? { ...registered.op, security: anonymousReads } : registered.op);
@@ -236,19 +238,22 @@ function routeDocOf(handler: unknown): RouteDoc | undefined {
 }
 
 /** The operation of a route from its descriptions and schemas: query parameters, request body, path parameters. */
-function routeOperation(path: string, docs: RouteDoc[]): Operation {
-  const op: Operation = {};
+function routeOperation(path: string, docs: RouteDoc[], base: Operation = {}): Operation {
+  const op: Operation = { ...base };
   for (const d of docs) Object.assign(op, d.operation);
-  const parameters = [...((op.parameters as Parameter[] | undefined) ?? [])];
-  const named = new Set(parameters.map((p) => `${p.in} ${p.name}`));
-  for (const [, name] of path.matchAll(/\{(\w+)\}/g)) {
+  const fromSchemas: Parameter[] = [];
+  for (const d of docs) {
+    if (d.query) fromSchemas.push(...queryParameters(valibotSchema(d.query)));
+    if (d.body && !op.requestBody) op.requestBody = { required: true, content: { "application/json": { schema: valibotSchema(d.body) } } };
+  }
+  const key = (p: Parameter) => `${p.in} ${p.name}`;
+  const own = new Set(fromSchemas.map(key));
+  const parameters = [...((op.parameters as Parameter[] | undefined) ?? []).filter((p) => !own.has(key(p))), ...fromSchemas];
+  const named = new Set(parameters.map(key));
+  for (const [, name] of [...path.matchAll(/\{(\w+)\}/g)].reverse()) {
     if (!named.has(`path ${name}`)) parameters.unshift({ name, in: "path", required: true, schema: { type: "string" } });
   }
   const validated = docs.some((d) => d.query || d.body);
-  for (const d of docs) {
-    if (d.query) parameters.push(...queryParameters(valibotSchema(d.query)));
-    if (d.body && !op.requestBody) op.requestBody = { required: true, content: { "application/json": { schema: valibotSchema(d.body) } } };
-  }
   if (parameters.length) op.parameters = parameters;
   const responses: Record<string, unknown> = {};
   for (const [code, r] of Object.entries((op.responses as Record<string, Record<string, unknown>>) ?? {})) {

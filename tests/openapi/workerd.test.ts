@@ -44,6 +44,22 @@ describe("OpenAPI on Workers", () => {
     expect((await w.fetch("/api/schema/")).status).toBe(403);
   });
 
+  test("route schemas validate at the boundary in workerd too (the §4 400) and describe the route", async () => {
+    const auth = { authorization: `Token ${token}` };
+    const bad = await w.fetch("/api/schema/?format=xml", { headers: auth });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({ format: ["Unknown format: use json or yaml."] });
+    const linked = await w.fetch("/api/plugins/custom-objects/linked-objects/?object_type=dcim.site&object_id=x", { headers: auth });
+    expect(linked.status).toBe(400);
+    expect(await linked.json()).toEqual({ object_id: ["A valid integer is required."] });
+    const provision = await w.fetch("/api/users/tokens/provision/", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: "x" }) });
+    expect(provision.status).toBe(400);
+    expect(await provision.json()).toEqual({ password: ["Provide username and password."] });
+    const doc = await (await w.fetch("/api/schema/", { headers: auth })).json();
+    const objectId = doc.paths["/api/plugins/custom-objects/linked-objects/"].get.parameters.find((p: { name?: string }) => p.name === "object_id");
+    expect(objectId.schema.pattern).toBe("^\\d{1,15}$");
+  });
+
   test("the docs page answers 501 with a pointer to /api/schema/", async () => {
     for (const path of ["/api/docs/", "/api/docs/assets/swagger-ui-bundle.js"]) {
       const res = await w.fetch(path);

@@ -4,6 +4,8 @@
  */
 import { asc, inArray } from "drizzle-orm";
 import { Hono } from "hono";
+import * as v from "valibot";
+import { missingKeyMessages, query, repeated } from "../../core/validate";
 import type { HonoEnv, Services } from "../../core/context";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
@@ -116,6 +118,21 @@ export const customObjectsPlugin: HostPlugin = {
   },
 };
 
+/** `linked-objects/?object_type=<app_label>.<model>&object_id=<id>` (the page parameters are the §4 list ones). */
+const REQUIRED = { object_type: "This parameter is required (<app_label>.<model>).", object_id: "This parameter is required." };
+const LinkedObjectsQuery = v.looseObject(
+  {
+    object_type: v.pipe(v.string(REQUIRED.object_type), v.trim(), v.nonEmpty(REQUIRED.object_type), v.description("`<app_label>.<model>` of the target.")),
+    object_id: v.pipe(v.string(REQUIRED.object_id), v.trim(), v.nonEmpty(REQUIRED.object_id), v.regex(/^\d{1,15}$/, "A valid integer is required."), v.description("The target's id.")),
+  },
+  missingKeyMessages(REQUIRED),
+);
+
+/** `schema/export/?slug=a&slug=b` or `?slug=a,b`; none exports every type the caller may view. */
+const ExportQuery = v.looseObject({
+  slug: v.optional(v.pipe(repeated(v.string()), v.description("Types to export (repeat or comma-separate; none = all)."))),
+});
+
 function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
   const app = new Hono<HonoEnv>();
   const cots = cotResource(registry);
@@ -130,7 +147,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
   });
   mountResource(app, "/custom-object-types", () => cots);
   mountResource(app, "/custom-object-type-fields", () => fields);
-  app.get("/linked-objects", (c) => linkedObjects(c, registry));
+  app.get("/linked-objects", query(LinkedObjectsQuery), (c) => linkedObjects(c, registry));
   app.all("/linked-objects", methodNotAllowed("GET, HEAD"));
 
   const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
@@ -147,9 +164,9 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
     return c.json(await asLongWrite(c.var.services, () => inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request))));
   });
-  app.get("/schema/export", async (c) => {
+  app.get("/schema/export", query(ExportQuery), async (c) => {
     await requirePermission(c, "view", cotTarget);
-    const slugs = c.req.queries("slug")?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
+    const slugs = c.req.valid("query").slug?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
     const ctx = readContext(c);
     // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
     const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes);

@@ -21,10 +21,7 @@ export function describeHealthcheck(b: OpenApiBuilder, settings: Pick<Healthchec
     "text/html": { schema: { type: "string" } },
     "application/openmetrics-text": { schema: { type: "string", description: "OpenMetrics gauges ending with # EOF (always HTTP 200)." } },
   };
-  const parameters = [
-    { name: "format", in: "query", schema: { type: "string", enum: ["json", "html", "health+json", "openmetrics"] }, description: "Wins over the Accept header." },
-    { name: "exclude", in: "query", style: "form", explode: true, schema: { type: "array", items: { type: "string" } }, description: "Check identifiers to skip (repeatable)." },
-  ];
+  // Query and path parameters come from the routes' schemas (routes.ts); this part adds what depends on the settings.
   const details =
     settings.details === "always" ? "" : settings.details === "never" ? " Check details are never shown." : " Check details are shown to callers with an API token only.";
   const responses = {
@@ -40,7 +37,6 @@ export function describeHealthcheck(b: OpenApiBuilder, settings: Pick<Healthchec
     summary: "Run the configured health checks",
     description: `JSON with \`Accept: application/json\` or \`?format=json\`; health+json, OpenMetrics and HTML likewise.${details}`,
     ...(settings.loginRequired ? {} : { security: [] }),
-    parameters,
     responses,
   });
   b.operation("get", `/plugins/${PLUGIN_NAME}/healthcheck/{group}`, {
@@ -49,7 +45,6 @@ export function describeHealthcheck(b: OpenApiBuilder, settings: Pick<Healthchec
     summary: "Run the checks of one group (PLUGINS_CONFIG groups)",
     description: `Like the health page, limited to the group's checks; an unknown group is 404.${details}`,
     ...(settings.loginRequired ? {} : { security: [] }),
-    parameters: [{ name: "group", in: "path", required: true, schema: { type: "string" } }, ...parameters],
     responses: { ...responses, "404": { description: "No such group.", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } } },
   });
   const probe = (name: string, summary: string, codes: Record<string, string>) =>

@@ -6,7 +6,9 @@ import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { HonoEnv, Services } from "../../core/context";
 import { authenticate } from "../../core/auth/middleware";
 import { tokenFromHeader } from "../../core/auth/tokens";
+import * as v from "valibot";
 import { ApiError } from "../../core/errors";
+import { query, repeated } from "../../core/validate";
 import { createRedactor, secretsOf } from "../../services/redact";
 import { OPENMETRICS_CONTENT_TYPE, toOpenMetrics } from "./metrics";
 import { negotiateFormat, SUPPORTED_MEDIA_TYPES } from "./negotiate";
@@ -97,7 +99,7 @@ function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string |
     if (!members) return c.json({ detail: "Not found.", error: "not_found" }, 404);
     checks = members;
   }
-  const excluded = c.req.queries("exclude") ?? [];
+  const excluded = (c.req.valid as (t: "query") => HealthQuery)("query").exclude ?? [];
   if (excluded.length === 0) return checks;
   const known = new Set(runner.settings.checks.map((s) => s.identifier));
   const unknown = excluded.filter((id) => !known.has(id));
@@ -109,6 +111,14 @@ function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string |
   return checks.filter((s) => !excluded.includes(s.identifier));
 }
 
+/** The query string of the health page and `/readyz` (unknown `exclude` identifiers are refused by `selectionFor`). */
+const HealthQuery = v.looseObject({
+  // Any other value is a 406 (negotiate.ts), so the enum is documentation only.
+  format: v.optional(v.pipe(v.string(), v.metadata({ enum: ["json", "html", "health+json", "openmetrics"] }), v.description("Wins over the Accept header."))),
+  exclude: v.optional(v.pipe(repeated(v.string()), v.description("Check identifiers to skip (repeatable)."))),
+});
+type HealthQuery = v.InferOutput<typeof HealthQuery>;
+
 /** `/healthcheck` and `/healthcheck/<group>` (the trailing slash is stripped by the app's routing). */
 export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
   const router = new Hono<HealthEnv>();
@@ -117,7 +127,7 @@ export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
     const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
     c.header("Vary", "Accept");
-    const format = negotiateFormat(c.req.header("accept"), c.req.query("format"));
+    const format = negotiateFormat(c.req.header("accept"), (c.req.valid as (t: "query") => HealthQuery)("query").format);
     if (!format) {
       return c.json({ detail: `Could not satisfy the request Accept header. Supported content types: ${SUPPORTED_MEDIA_TYPES.join(", ")}.` }, 406);
     }
@@ -141,8 +151,8 @@ export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
         return c.body(toOpenMetrics(report, { showDetails, cached: runner.settings.cacheSeconds > 0 }), 200, { "Content-Type": OPENMETRICS_CONTENT_TYPE });
     }
   };
-  router.get("/healthcheck", (c) => page(c, undefined));
-  router.get("/healthcheck/:group", (c) => page(c, c.req.param("group")));
+  router.get("/healthcheck", query(HealthQuery), (c) => page(c, undefined));
+  router.get("/healthcheck/:group", query(HealthQuery), (c) => page(c, c.req.param("group")));
   return router as unknown as Hono<HonoEnv>;
 }
 
@@ -157,7 +167,7 @@ export function probeRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
     c.header("Cache-Control", NO_STORE);
     return c.json({ status: "ok" });
   });
-  router.get("/readyz", async (c) => {
+  router.get("/readyz", query(HealthQuery), async (c) => {
     const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
     // Probes carry no token: they name failing checks only when the health page is public.
