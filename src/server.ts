@@ -36,8 +36,9 @@ function localDataDir(databaseUrl: string): string {
 }
 
 /**
- * With neither Redis role configured, starts redis-server plus the Upstash bridge and points both
- * roles at the bridge. Returns the stack (or null) and the settings to run with.
+ * With neither Redis role configured, starts redis-server plus the Upstash bridge: the caching
+ * role goes to redis-server directly (Bun's client), the tasks role to the bridge.
+ * Returns the stack (or null) and the settings to run with.
  */
 async function withLocalRedis(config: Config, logger: Logger): Promise<{ config: Config; stack: LocalRedisStack | null }> {
   if (!localRedisEnabled(process.env.HOST_LOCAL_REDIS) || config.redis.caching || config.redis.tasks) return { config, stack: null };
@@ -55,8 +56,11 @@ async function withLocalRedis(config: Config, logger: Logger): Promise<{ config:
     );
     return { config, stack: null };
   }
-  const env = { ...process.env, REDIS_CACHING_URL: stack.url, REDIS_CACHING_TOKEN: stack.token, REDIS_TASKS_URL: stack.url, REDIS_TASKS_TOKEN: stack.token };
-  logger.info("local redis started", { redis: stack.redisUrl, bridge: stack.url });
+  // The caching role (token and cache look-ups on every request) talks RESP to redis-server through
+  // Bun's native client: no loopback HTTP round trip through the bridge per look-up (decision 0043).
+  // The tasks role stays on the bridge, which a local Workers dev process (tools/dev-worker.ts) shares.
+  const env = { ...process.env, REDIS_CACHING_URL: stack.redisUrl, REDIS_TASKS_URL: stack.url, REDIS_TASKS_TOKEN: stack.token };
+  logger.info("local redis started", { redis: stack.redisUrl, bridge: stack.url, caching: stack.redisUrl, tasks: stack.url });
   return { config: loadConfig(env, "bun"), stack };
 }
 

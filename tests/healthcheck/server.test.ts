@@ -141,6 +141,9 @@ describe("bun src/server.ts", () => {
     const redisPort = Number(new URL(String(started!.redis)).port);
     const bridgeUrl = String(started!.bridge);
     expect(bridgeUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    // Token and cache look-ups go to redis-server over RESP, not through the bridge's loopback HTTP (decision 0043).
+    expect(started!.caching).toBe(started!.redis);
+    expect(started!.tasks).toBe(bridgeUrl);
 
     const r = await health(s.url!);
     expect(r.status).toBe(200);
