@@ -6,7 +6,7 @@ import { and, eq, getTableColumns, getTableName, inArray, sql, type SQLWrapper }
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../errors";
-import type { FilterSpec, ListSpec } from "../rest/query";
+import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
 import type { ApiRecord, FieldDescription, ReadContext, Resource, WriteContext } from "../rest/resource";
 import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
@@ -133,7 +133,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     if (f.type !== "json") {
       filters[f.type === "fk" ? `${f.name}_id` : f.name] = { kind, expr: col };
       orderings[f.name] = col;
-    }
+    } else filters[f.name] = jsonFilter(col);
   }
   if (spec.naturalOrdering) orderings[spec.naturalOrdering.field] = spec.naturalOrdering.column;
   filters.created = { kind: "datetime", expr: (table as any).created };
@@ -414,9 +414,10 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       if (f.maxLength && s.length > f.maxLength) return { error: `Ensure this field has no more than ${f.maxLength} characters.` };
       if (f.type === "slug" && !SLUG_RE.test(s)) return { error: 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.' };
       if (f.type === "color" && !COLOR_RE.test(s)) return { error: "Enter a valid hexadecimal RGB color code (six lowercase hex digits)." };
-      if (f.type === "datetime" && s && Number.isNaN(Date.parse(s))) return { error: "Datetime has wrong format. Use ISO 8601." };
+      // Stored as the instant in one form (toInstant), so filters compare instants.
+      if (f.type === "datetime" && s && !toInstant(s)) return { error: "Datetime has wrong format. Use ISO 8601." };
       if (f.type === "password") return { value: await (await import("../auth/passwords")).hashPassword(s) };
-      return checked(f.type === "datetime" && s ? new Date(s).toISOString() : s === "" && f.nullable ? null : s);
+      return checked(f.type === "datetime" && s ? toInstant(s) : s === "" && f.nullable ? null : s);
     }
     case "integer":
       if (typeof raw !== "number" || !Number.isInteger(raw)) return { error: "A valid integer is required." };

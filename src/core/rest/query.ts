@@ -22,6 +22,8 @@ export interface FilterSpec {
 export const STRING_LOOKUPS = ["exact", "n", "ic", "nic", "isw", "nisw", "iew", "niew", "ie", "nie", "empty"] as const;
 export const NUMBER_LOOKUPS = ["exact", "n", "gt", "gte", "lt", "lte", "empty"] as const;
 export const BOOLEAN_LOOKUPS = ["exact", "n", "empty"] as const;
+/** JSON values: a bare `name=` matches part of the JSON text (upstream's `icontains`). */
+export const JSON_LOOKUPS = ["ic", "nic", "empty"] as const;
 export type Lookup = (typeof STRING_LOOKUPS)[number] | (typeof NUMBER_LOOKUPS)[number];
 const ALL_LOOKUPS = new Set<string>([...STRING_LOOKUPS, ...NUMBER_LOOKUPS]);
 
@@ -37,6 +39,38 @@ export const DEFAULT_LOOKUPS: Record<FilterKind, readonly Lookup[]> = {
 const RESERVED = new Set(["limit", "offset", "ordering", "q", "brief", "fields", "omit", "format", "exclude"]);
 
 export const DEFAULT_LIMIT = 50;
+
+/** A JSON field's filter: `name=` and `name__ic=` match part of its JSON text, `__nic`, `__empty`. */
+export const jsonFilter = (expr: SQLWrapper): FilterSpec => ({ kind: "string", expr, bareLookup: "ic", lookups: JSON_LOOKUPS });
+
+const DATETIME_RE = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+
+/**
+ * An ISO 8601 date/time as the instant it names, in the one form every stored datetime has
+ * (`toISOString`: `YYYY-MM-DDTHH:MM:SS.sssZ`), or null. No offset means UTC (the server time
+ * zone of NetBox's default settings), never the machine's local time; a date alone is midnight.
+ */
+export function toInstant(raw: string): string | null {
+  const m = DATETIME_RE.exec(raw.trim());
+  if (!m) return null;
+  const [, day, time = "00:00", zone = "Z"] = m;
+  const offset = zone.toUpperCase() === "Z" ? "Z" : zone.length === 3 ? `${zone}:00` : `${zone.slice(0, 3)}:${zone.slice(-2)}`;
+  // JavaScript parses at most milliseconds: drop further digits rather than refuse them.
+  const t = Date.parse(`${day}T${time.replace(/(\.\d{3})\d+$/, "$1")}${offset}`);
+  return Number.isNaN(t) ? null : new Date(t).toISOString();
+}
+
+/**
+ * A stored datetime as an instant in the `toISOString` form, whatever offset or precision it
+ * was stored with (writes normalise it; this covers values stored before they did).
+ */
+export const instantSql = (expr: SQLWrapper): SQL => sql`strftime('%Y-%m-%dT%H:%M:%fZ', ${expr})`;
+
+/**
+ * One term of `q`: a column searched with LIKE, or a condition of its own for values that are
+ * not matched as text (an instant, a JSON list's items); `match` returns undefined to skip.
+ */
+export type SearchTerm = SQLWrapper | { match: (q: string) => SQL | undefined };
 export const MAX_LIMIT = 1000;
 
 export interface ListQuery {
@@ -54,6 +88,9 @@ export interface Projection {
 }
 
 const likeEscape = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
+
+/** `expr` contains `text` (LIKE: case-insensitive for ASCII, wildcards escaped). */
+export const likeContains = (expr: SQLWrapper, text: string): SQL => sql`${expr} LIKE ${"%" + likeEscape(text) + "%"} ESCAPE '\\'`;
 
 export function parseBool(raw: string): boolean | null {
   const s = raw.trim().toLowerCase();
@@ -92,7 +129,7 @@ function convert(kind: FilterKind, raw: string): string | number | null {
     case "date":
       return /^\d{4}-\d{2}-\d{2}$/.test(raw.trim()) ? raw.trim() : null;
     case "datetime":
-      return /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(raw.trim()) ? raw.trim() : null;
+      return toInstant(raw);
     default:
       return raw;
   }
@@ -135,6 +172,13 @@ function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQ
 
 const NEGATED: Partial<Record<Lookup, Lookup>> = { n: "exact", nic: "ic", nisw: "isw", niew: "iew", nie: "ie" };
 
+/** A `__empty` filter's value, or 400 keyed by the parameter. */
+export function parseEmpty(param: string, raw: string | undefined): boolean {
+  const b = parseBool(raw ?? "");
+  if (b === null) throw new ValidationError({ [param]: ["Enter true or false."] });
+  return b;
+}
+
 export function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawValues: string[]): SQL | undefined {
   const param = lookup === "exact" ? name : `${name}__${lookup}`;
   if (spec.build) return spec.build(lookup, rawValues);
@@ -144,6 +188,8 @@ export function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawV
     const isEmpty = spec.kind === "string" ? sql`(${spec.expr} IS NULL OR ${spec.expr} = '')` : sql`${spec.expr} IS NULL`;
     return b ? isEmpty : not(isEmpty);
   }
+  // Datetimes compare as instants: both sides in one form (see toInstant, instantSql).
+  if (spec.kind === "datetime") spec = { ...spec, expr: instantSql(spec.expr) };
   const values = rawValues.map((raw) => {
     const v = convert(spec.kind, raw);
     if (v === null) throw new ValidationError({ [param]: [CONVERT_MESSAGE[spec.kind]] });
@@ -165,7 +211,7 @@ export interface ListSpec {
   filters: Record<string, FilterSpec>;
   orderings: Record<string, SQLWrapper>;
   defaultOrdering: string[];
-  search: SQLWrapper[];
+  search: SearchTerm[];
   idExpr: SQLWrapper;
 }
 
@@ -203,11 +249,9 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   }
   const q = params.get("q")?.trim();
   if (q) {
-    if (!spec.search.length) conditions.push(sql`0`);
-    else {
-      const pattern = "%" + likeEscape(q) + "%";
-      conditions.push(or(...spec.search.map((e) => sql`${e} LIKE ${pattern} ESCAPE '\\'`))!);
-    }
+    const pattern = "%" + likeEscape(q) + "%";
+    const terms = spec.search.map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`)).filter((c): c is SQL => !!c);
+    conditions.push(terms.length ? or(...terms)! : sql`0`);
   }
 
   const ordering = params.has("ordering") ? splitList(params.getAll("ordering")) : spec.defaultOrdering;

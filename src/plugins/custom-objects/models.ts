@@ -4,9 +4,9 @@
  * reads that version from the database (one indexed row), so two app instances or isolates
  * sharing a database never serve a stale shape.
  */
-import { asc, eq, sql } from "drizzle-orm";
+import { asc, eq, inArray, sql } from "drizzle-orm";
 import { Reusable, type Executor, type Orm } from "../../db/client";
-import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
+import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../db/schema";
 import type { ModelInfo } from "../../core/models/registry";
 import type { Resource } from "../../core/rest/resource";
 import { APP_LABEL } from "./constants";
@@ -35,11 +35,11 @@ export interface CotModel {
  * list spec, the reader, the writer and the nested forms.
  * @param embedded object type id → host model whose nested form can ride on the row query.
  */
-export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<number, ModelInfo> = new Map()): CotModel {
+export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<number, ModelInfo> = new Map(), typeKeys: ReadonlyMap<number, string> = new Map()): CotModel {
   const shape = shapeOf(cot, rawFields, embedded);
   const { fields, table, column, slug, moduleOf, storage } = shape;
   const read = reader(shape);
-  const list = listSpec(shape);
+  const list = listSpec(shape, typeKeys);
   const load = read.load;
   const resource: Resource = {
     appLabel: APP_LABEL,
@@ -98,7 +98,12 @@ export class CotRegistry {
     if (!cot) return null;
     const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
     const targets = fields.filter((f) => fieldType(f.type).storage === "reference" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
-    const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map());
+    // Polymorphic fields' per-type filters are named after their types: `<app_label>_<model>`.
+    const polyTypes = [...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds))];
+    const typeKeys = new Map(
+      polyTypes.length ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map((ot) => [ot.id, `${ot.appLabel}_${ot.model}`] as const) : [],
+    );
+    const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(), typeKeys);
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;

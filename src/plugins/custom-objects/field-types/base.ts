@@ -1,10 +1,10 @@
 /** Helpers the field type modules share: valibot parsing, schema caching, JSON Schema output. */
 import { toJsonSchema } from "@valibot/to-json-schema";
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import * as v from "valibot";
 import { ValidationError } from "../../../core/errors";
 import { orNull, type JsonSchema } from "../../../openapi/json-schema";
-import { parseFilterNumber, type FilterSpec } from "../../../core/rest/query";
+import { parseEmpty, parseFilterNumber, type FilterSpec, type Lookup } from "../../../core/rest/query";
 import type { Checked, FieldLike, FieldRow, FilterContext } from "./types";
 
 type Schema = v.GenericSchema<unknown, unknown>;
@@ -71,24 +71,75 @@ export const columnFilter =
   (kind: FilterSpec["kind"]) =>
   (f: FieldLike, ctx: FilterContext): Record<string, FilterSpec> => ({ [f.name]: { kind, expr: ctx.column } });
 
+/** Filter values that must be object ids, as SQL, or 400 keyed by `param`. */
+export function idList(param: string, values: string[]): SQL {
+  const nums = values.map((value) => {
+    const n = /^\d+$/.test(value.trim()) ? parseFilterNumber(value) : null;
+    if (n === null) throw new ValidationError({ [param]: ["Enter a number."] });
+    return n;
+  });
+  return sql.join(
+    nums.map((n) => sql`${n}`),
+    sql`, `,
+  );
+}
+
+const paramOf = (name: string, lookup: Lookup) => (lookup === "exact" ? name : `${name}__${lookup}`);
+
+/**
+ * A polymorphic reference's filters (decision 0046): one per allowed type, named
+ * `<field>_<app_label>_<model>` as upstream names them, taking ids of that type (`exact`, `n`).
+ * `<field>` and `<field>_id` keep `__empty` and refuse ids with a 400 naming those filters:
+ * an id alone names no object when the field can point at several types.
+ */
+export function polymorphicFilters(f: FieldLike, ctx: FilterContext, matching: (typeId: number, ids: SQL) => SQL, isEmpty: SQL): Record<string, FilterSpec> {
+  const out: Record<string, FilterSpec> = {};
+  const names: string[] = [];
+  for (const typeId of f.relatedObjectTypeIds ?? []) {
+    const key = ctx.typeKey(typeId);
+    if (!key) continue;
+    const name = `${f.name}_${key}`;
+    names.push(name);
+    out[name] = {
+      kind: "number",
+      expr: ctx.id,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => {
+        const has = sql`COALESCE(${matching(typeId, idList(paramOf(name, lookup), values))}, 0)`;
+        return lookup === "n" ? sql`NOT ${has}` : has;
+      },
+    };
+  }
+  for (const name of [f.name, `${f.name}_id`]) {
+    out[name] = {
+      kind: "number",
+      expr: ctx.id,
+      lookups: ["exact", "n", "empty"],
+      build: (lookup, values) => {
+        const param = paramOf(name, lookup);
+        if (lookup === "empty") return parseEmpty(param, values[0]) ? isEmpty : sql`NOT ${isEmpty}`;
+        throw new ValidationError({ [param]: [`${f.name} can point at several object types: filter with ${names.join(", ") || "a per-type filter"}.`] });
+      },
+    };
+  }
+  return out;
+}
+
 /** `name` / `name_id` filtered through a link table (`empty`, `exact`, `n` on target ids). */
 export function linkFilters(f: FieldLike, ctx: FilterContext): Record<string, FilterSpec> {
-  const build = (lookup: string, values: string[]) => {
-    if (lookup === "empty") {
-      const has = sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable})`;
-      return values[0] === "true" ? sql`NOT ${has}` : has;
-    }
-    const nums = values.map((value) => {
-      const n = /^\d+$/.test(value.trim()) ? parseFilterNumber(value) : null;
-      if (n === null) throw new ValidationError({ [`${f.name}_id`]: ["Enter a number."] });
-      return n;
-    });
-    const has = sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable} WHERE target_id IN (${sql.join(
-      nums.map((n) => sql`${n}`),
-      sql`, `,
-    )}))`;
-    return lookup === "n" ? sql`NOT ${has}` : has;
-  };
-  const spec: FilterSpec = { kind: "number", expr: ctx.id, lookups: ["exact", "n", "empty"], build };
-  return { [`${f.name}_id`]: spec, [f.name]: spec };
+  const linked = sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable})`;
+  if (f.isPolymorphic) {
+    return polymorphicFilters(f, ctx, (typeId, ids) => sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable} WHERE target_type = ${typeId} AND target_id IN (${ids}))`, sql`NOT ${linked}`);
+  }
+  const spec = (name: string): FilterSpec => ({
+    kind: "number",
+    expr: ctx.id,
+    lookups: ["exact", "n", "empty"],
+    build: (lookup, values) => {
+      if (lookup === "empty") return parseEmpty(paramOf(name, lookup), values[0]) ? sql`NOT ${linked}` : linked;
+      const has = sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable} WHERE target_id IN (${idList(paramOf(name, lookup), values)}))`;
+      return lookup === "n" ? sql`NOT ${has}` : has;
+    },
+  });
+  return { [`${f.name}_id`]: spec(`${f.name}_id`), [f.name]: spec(f.name) };
 }

@@ -22,7 +22,7 @@ export const date: FieldTypeModule = {
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,
-  searchable: false,
+  searchable: true,
   takesDefault: true,
   takes: {},
   describeKind: "date",

@@ -1,5 +1,7 @@
 /** `datetime`: ISO 8601, stored normalised to UTC (`toISOString`) in a TEXT column. */
+import { or, sql } from "drizzle-orm";
 import * as v from "valibot";
+import { instantSql, likeContains, toInstant } from "../../../core/rest/query";
 import { columnFilter, describe, jsonOf, parseWith, requestValue } from "./base";
 import type { FieldTypeModule } from "./types";
 
@@ -8,8 +10,7 @@ const MESSAGE = "Datetime has wrong format. Use ISO 8601 (YYYY-MM-DDThh:mm[:ss[.
 
 function normalize(s: string): string | null {
   if (!DATETIME_RE.test(s.trim())) return null;
-  const t = Date.parse(s.trim().replace(" ", "T"));
-  return Number.isNaN(t) ? null : new Date(t).toISOString();
+  return toInstant(s);
 }
 
 const schema = v.pipe(
@@ -26,7 +27,7 @@ export const datetime: FieldTypeModule = {
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,
-  searchable: false,
+  searchable: true,
   takesDefault: true,
   takes: {},
   describeKind: "datetime",
@@ -36,6 +37,14 @@ export const datetime: FieldTypeModule = {
   decode: (stored) => stored ?? null,
   fromOther: (_api, text) => normalize(text) ?? undefined,
   filters: columnFilter("datetime"),
+  // `q` matches part of the stored text ("2025-06-01") or, when it is a date/time, the instant.
+  search: (column) => ({
+    match: (q) => {
+      const like = likeContains(column, q);
+      const at = toInstant(q);
+      return at ? or(like, sql`${instantSql(column)} = ${at}`) : like;
+    },
+  }),
   readSchema: (f) => ({ type: ["string", "null"], format: "date-time", ...describe(f) }),
   writeSchema: (f) => requestValue(f, { ...jsonOf(schema), format: "date-time" }),
 };

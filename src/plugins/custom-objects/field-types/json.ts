@@ -1,5 +1,6 @@
 /** `json`: any JSON value, stored as its text. Not indexed, unique, sortable or searched. */
 import * as v from "valibot";
+import { jsonFilter } from "../../../core/rest/query";
 import type { FieldTypeModule } from "./types";
 
 const schema = v.unknown();
@@ -20,7 +21,7 @@ export const json: FieldTypeModule = {
   canBeUnique: false,
   canBePrimary: true,
   orderable: false,
-  searchable: false,
+  searchable: true,
   takesDefault: true,
   takes: {},
   describeKind: "json",
@@ -29,7 +30,8 @@ export const json: FieldTypeModule = {
   encode: (_f, raw) => ({ value: JSON.stringify(raw) }),
   decode: (stored) => (stored === null || stored === undefined ? null : parse(stored)),
   fromOther: (api) => JSON.stringify(api),
-  filters: () => ({}),
+  // Part of the JSON text, as upstream's `icontains` (decision 0046).
+  filters: (f, ctx) => ({ [f.name]: jsonFilter(ctx.column) }),
   readSchema: (f) => (f.description ? { description: f.description } : {}),
   // Any value, null included: only what the field row says about it.
   writeSchema: (f) => ({ ...(f.description ? { description: f.description } : {}), ...(f.default !== null && f.default !== undefined ? { default: f.default } : {}) }),

@@ -1,6 +1,7 @@
 /** `multiselect`: a list of distinct choice-set values, stored as a JSON array (null when empty). */
 import { sql } from "drizzle-orm";
 import * as v from "valibot";
+import { likeContains, parseEmpty } from "../../../core/rest/query";
 import { jsonOf, parseWith, requestValue } from "./base";
 import { choiceNote, notAChoice } from "./select";
 import type { FieldTypeModule } from "./types";
@@ -18,7 +19,7 @@ export const multiselect: FieldTypeModule = {
   canBeUnique: true,
   canBePrimary: true,
   orderable: false,
-  searchable: false,
+  searchable: true,
   takesDefault: true,
   takes: { choices: true },
   describeKind: "multiselect",
@@ -49,7 +50,7 @@ export const multiselect: FieldTypeModule = {
       expr: ctx.column,
       lookups: ["exact", "n", "empty"],
       build: (lookup, values) => {
-        if (lookup === "empty") return values[0] === "true" ? sql`${ctx.column} IS NULL` : sql`${ctx.column} IS NOT NULL`;
+        if (lookup === "empty") return parseEmpty(`${f.name}__empty`, values[0]) ? sql`${ctx.column} IS NULL` : sql`${ctx.column} IS NOT NULL`;
         const has = sql`EXISTS (SELECT 1 FROM json_each(${ctx.column}) je WHERE je.value IN (${sql.join(
           values.map((value) => sql`${value}`),
           sql`, `,
@@ -58,6 +59,8 @@ export const multiselect: FieldTypeModule = {
       },
     },
   }),
+  // `q` matches part of one of the values (upstream: one of the values).
+  search: (column) => ({ match: (q) => sql`EXISTS (SELECT 1 FROM json_each(${column}) je WHERE ${likeContains(sql`je.value`, q)})` }),
   readSchema: (f, env) => ({ type: "array", items: { type: "string" }, ...choiceNote(f, env) }),
   writeSchema: (f, env) => requestValue(f, { ...jsonOf(schema), items: { type: "string", enum: env.choices(f.choiceSetId) }, ...(f.required ? { minItems: 1 } : {}) }),
 };

@@ -3,7 +3,8 @@
  * `<name>_id` (and `<name>_type` when polymorphic). Filters and sorts by the id.
  */
 import { orNull } from "../../../openapi/json-schema";
-import { describe, requestValue } from "./base";
+import { sql } from "drizzle-orm";
+import { describe, polymorphicFilters, requestValue } from "./base";
 import { refReadSchema, refWriteSchema } from "./reference";
 import type { FieldTypeModule } from "./types";
 
@@ -22,7 +23,11 @@ export const object: FieldTypeModule = {
   lossless: [],
   encode: () => ({ error: "References are resolved by the model." }),
   decode: (stored) => stored ?? null,
-  filters: (f, ctx) => ({ [`${f.name}_id`]: { kind: "number", expr: ctx.column }, [f.name]: { kind: "number", expr: ctx.column } }),
+  filters: (f, ctx) => {
+    if (!f.isPolymorphic) return { [`${f.name}_id`]: { kind: "number", expr: ctx.column }, [f.name]: { kind: "number", expr: ctx.column } };
+    const type = ctx.columnNamed(`${f.name}_type`);
+    return polymorphicFilters(f, ctx, (typeId, ids) => sql`(${type} = ${typeId} AND ${ctx.column} IN (${ids}))`, sql`${ctx.column} IS NULL`);
+  },
   readSchema: (f, env) => ({ ...orNull(refReadSchema(f, env)), ...describe(f) }),
   writeSchema: (f, env) => requestValue(f, refWriteSchema(f, env)),
 };

@@ -8,7 +8,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type * as v from "valibot";
 import type { customObjectTypeFields } from "../../../db/schema";
 import type { JsonSchema } from "../../../openapi/json-schema";
-import type { FilterSpec } from "../../../core/rest/query";
+import type { FilterSpec, SearchTerm } from "../../../core/rest/query";
 import type { FieldDescription } from "../../../core/rest/resource";
 
 export type FieldRow = typeof customObjectTypeFields.$inferSelect;
@@ -45,6 +45,8 @@ export interface FilterContext {
   id: SQLiteColumn;
   /** The quoted link table (links storage). */
   linkTable: SQL;
+  /** `<app_label>_<model>` of an object type id: names a polymorphic field's per-type filters. */
+  typeKey: (objectTypeId: number) => string | undefined;
 }
 
 /** What OpenAPI needs to describe references and choices. */
@@ -90,6 +92,8 @@ export interface FieldTypeModule {
   fromOther?(api: unknown, text: string, from: FieldTypeModule): unknown;
   /** `?name=` filters the field adds. */
   filters(f: FieldLike, ctx: FilterContext): Record<string, FilterSpec>;
+  /** How `q` searches the field's column when it is not matched as text (default: LIKE on it). */
+  search?(column: SQLiteColumn): SearchTerm;
   /** JSON Schema of the value in records. */
   readSchema(f: FieldRow, env: SchemaEnv): JsonSchema;
   /** JSON Schema of the value in requests (before null/required handling). */

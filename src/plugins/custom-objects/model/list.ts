@@ -1,11 +1,12 @@
 /** A custom object type's list spec: filters (each field type's lookups, tags), ordering, `q`. */
 import type { SQLWrapper } from "drizzle-orm";
 import { tagFilter } from "../../../core/models/define";
-import type { FilterSpec, ListSpec } from "../../../core/rest/query";
+import type { FilterSpec, ListSpec, SearchTerm } from "../../../core/rest/query";
 import { ident, linkTableName, valueColumn } from "../ddl";
 import type { Shape } from "./shape";
 
-export function listSpec(shape: Shape): ListSpec {
+/** @param typeKeys `<app_label>_<model>` by object type id, for polymorphic per-type filters. */
+export function listSpec(shape: Shape, typeKeys: ReadonlyMap<number, string> = new Map()): ListSpec {
   const { cot, fields, table, column, moduleOf } = shape;
   const filters: Record<string, FilterSpec> = {
     id: { kind: "number", expr: table.id },
@@ -14,15 +15,15 @@ export function listSpec(shape: Shape): ListSpec {
     tag: tagFilter(table.id, { objectTypeId: cot.objectTypeId }),
   };
   const orderings: Record<string, SQLWrapper> = { id: table.id, created: table.created, last_updated: table.lastUpdated };
-  const search: SQLWrapper[] = [];
+  const search: SearchTerm[] = [];
   for (const f of fields) {
     if (f.filterLogic === "disabled") continue;
     const m = moduleOf.get(f)!;
     const own = valueColumn(f);
     const col = own ? column(own) : table.id;
-    Object.assign(filters, m.filters(f, { column: col, columnNamed: column, id: table.id, linkTable: ident(linkTableName(cot.id, f.id)) }));
+    Object.assign(filters, m.filters(f, { column: col, columnNamed: column, id: table.id, linkTable: ident(linkTableName(cot.id, f.id)), typeKey: (id) => typeKeys.get(id) }));
     if (m.orderable) orderings[f.name] = col;
-    if (f.searchWeight > 0 && m.searchable) search.push(col);
+    if (f.searchWeight > 0 && m.searchable) search.push(m.search ? m.search(col) : col);
   }
   return { filters, orderings, defaultOrdering: ["id"], search, idExpr: table.id };
 
