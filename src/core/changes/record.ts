@@ -7,32 +7,16 @@ import { sql } from "drizzle-orm";
 import { Reusable } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
-import { recordEventDeliveries } from "../events/dispatch";
+import { recordEventDeliveries, type ChangeAction, type ChangeEvent } from "../events/dispatch";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
-export type ChangeAction = "create" | "update" | "delete";
+export type { ChangeAction, ChangeEvent };
 
 export const CHANGE_ACTIONS: ReadonlyArray<readonly [ChangeAction, string]> = [
   ["create", "Created"],
   ["update", "Updated"],
   ["delete", "Deleted"],
 ];
-
-/** A committed change, as event rules and webhooks see it. */
-export interface ChangeEvent {
-  changeId: number;
-  time: string;
-  action: ChangeAction;
-  objectTypeId: number;
-  appLabel: string;
-  model: string;
-  objectId: number;
-  prechange: ApiRecord | null;
-  postchange: ApiRecord | null;
-  userId: number | null;
-  userName: string;
-  requestId: string;
-}
 
 /** Keys that move on every save; an update that changes nothing else is not a change. */
 const VOLATILE = new Set(["last_updated"]);

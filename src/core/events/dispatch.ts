@@ -7,10 +7,30 @@ import { eq, inArray } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
 import type { OutboxRow } from "../../services/tasks/outbox";
-import type { ChangeEvent } from "../changes/record";
 import type { Services } from "../context";
-import type { WriteContext } from "../rest/resource";
+import type { ApiRecord, WriteContext } from "../rest/resource";
 import { evaluateCondition, type Condition } from "./conditions";
+
+export type ChangeAction = "create" | "update" | "delete";
+
+/**
+ * A committed change, as event rules and webhooks see it (defined here, where it is consumed,
+ * so the change log imports the dispatcher and not the other way round).
+ */
+export interface ChangeEvent {
+  changeId: number;
+  time: string;
+  action: ChangeAction;
+  objectTypeId: number;
+  appLabel: string;
+  model: string;
+  objectId: number;
+  prechange: ApiRecord | null;
+  postchange: ApiRecord | null;
+  userId: number | null;
+  userName: string;
+  requestId: string;
+}
 
 export const WEBHOOK_TASK = "webhook.deliver";
 
