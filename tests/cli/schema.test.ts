@@ -126,6 +126,8 @@ describe("against the local database (DATABASE_URL)", () => {
   });
 
   test("destructive changes: refused with exit 2 and nothing changed; --allow-destructive applies them", async () => {
+    // a removal is gated only when the column holds values (issue 16)
+    expect((await t.json("POST", `${CO}/circuit_provider/`, { body: { name: "Acme", portal: "https://acme.example" } })).status).toBe(201);
     const path = file("removing.json", removingPortal());
     const refused = await cli(["apply", path], env);
     expect(refused.code).toBe(2);
@@ -209,6 +211,7 @@ describe("against a server (--url, --token)", () => {
   });
 
   test("destructive over HTTP: exit 2, then --allow-destructive", async () => {
+    expect((await t.json("POST", `${CO}/circuit_provider/`, { body: { name: "Remote", portal: "https://remote.example" } })).status).toBe(201);
     const path = file("remote-removing.json", removingPortal());
     const refused = await cli(["apply", path, "--url", url, "--token", token]);
     expect(refused.code).toBe(2);

@@ -171,6 +171,8 @@ describe("data through changes", () => {
         { name: "late", slug: "late", fields: [{ id: 1, name: "x", type: "text" }] },
         { name: "dupes", slug: "dupes", description: "changed again", fields: [{ id: 1, name: "serial", type: "text", unique: true }, { id: 2, name: "code", type: "text", unique: true }] },
       ]),
+      // unique over duplicates is gated (409, see impact tests); allowed, the index still cannot be built
+      allow_destructive: true,
     });
     expect(failing.status).toBe(400);
     expect(failing.body.error).toBe("invalid_schema");
@@ -178,7 +180,7 @@ describe("data through changes", () => {
     const afterOk = await dump(t);
     expect(afterOk).not.toBe(before); // the first, good apply did land
     expect((await t.req("GET", `${CO}/late/`)).status).toBe(404);
-    const again = await apply({ schema: doc([{ name: "late", slug: "late", fields: [] }, { name: "dupes", slug: "dupes", fields: [{ id: 1, name: "serial", type: "text", unique: true }] }]) });
+    const again = await apply({ schema: doc([{ name: "late", slug: "late", fields: [] }, { name: "dupes", slug: "dupes", fields: [{ id: 1, name: "serial", type: "text", unique: true }] }]), allow_destructive: true });
     expect(again.status).toBe(400);
     expect(await dump(t)).toBe(afterOk);
   });

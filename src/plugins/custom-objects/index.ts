@@ -155,7 +155,8 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     if (!c.var.auth.user) throw ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
     const ctx = readContext(c);
     const preview = await previewSchema(ctx, await readJson(c));
-    return c.json({ ...preview, diffs: hideDiffs(preview.diffs, await hiddenSlugs(ctx, c.var.auth, preview.diffs.map((d) => d.slug))) });
+    const hidden = await hiddenSlugs(ctx, c.var.auth, preview.diffs.map((d) => d.slug));
+    return c.json({ ...preview, diffs: hideDiffs(preview.diffs, hidden), destructive_changes: preview.destructive_changes.filter((g) => !hidden.has(g.slug)) });
   });
   app.post("/schema/apply", async (c) => {
     await requirePermission(c, "add", cotTarget);

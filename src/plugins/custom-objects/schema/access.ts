@@ -40,6 +40,7 @@ export function hideDiffs(diffs: TypeDiff[], hidden: Set<string>): TypeDiff[] {
           has_destructive_changes: false,
           cot_changes: {},
           field_changes: [],
+          destructive_changes: [],
           warnings: ["A custom object type with this slug exists and you may not view it; its changes are not shown."],
           hidden: true,
         }

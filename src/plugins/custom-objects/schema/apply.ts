@@ -16,13 +16,16 @@ import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
-import { diffDocument, type TypeDiff } from "./diff";
+import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
+import { clearLinksOutside } from "./impact";
 import { canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
 
 export interface ApplyRequest {
   document: SchemaDocument;
   allowDestructive: boolean;
   expectedStateHash: string | null;
+  /** A reviewed plan from schema/preview: apply exactly it, or 409 stale_plan. */
+  planId: string | null;
 }
 
 const invalid = (detail: string, errors: SchemaError[]) =>
@@ -38,13 +41,18 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
   let docInput: unknown = b;
   let allow: unknown = undefined;
   let hash: unknown = undefined;
+  let plan: unknown = undefined;
   if ("schema" in b) {
-    const extra = Object.keys(b).filter((k) => !["schema", "allow_destructive", "expected_state_hash"].includes(k));
+    const extra = Object.keys(b).filter((k) => !["schema", "allow_destructive", "expected_state_hash", "plan_id"].includes(k));
     if (extra.length) throw invalid("Unknown keys in the request body.", extra.map((k) => ({ path: `$.${k}`, message: "unknown key" })));
     docInput = b.schema;
     allow = b.allow_destructive;
     hash = b.expected_state_hash;
+    plan = b.plan_id;
   }
+  if (plan !== undefined && plan !== null && (typeof plan !== "string" || !PLAN_ID_RE.test(plan))) throw invalid("plan_id must be the plan_id a preview returned.", [{ path: "$.plan_id", message: "expected a plan_id from schema/preview" }]);
+  const queryPlan = params.get("plan_id");
+  if (queryPlan !== null && !PLAN_ID_RE.test(queryPlan)) throw invalid("plan_id must be the plan_id a preview returned.", [{ path: "plan_id", message: "expected a plan_id from schema/preview" }]);
   if (allow !== undefined && typeof allow !== "boolean") throw invalid("allow_destructive must be a JSON boolean.", [{ path: "$.allow_destructive", message: "expected a boolean" }]);
   if (hash !== undefined && hash !== null && typeof hash !== "string") throw invalid("expected_state_hash must be a string.", [{ path: "$.expected_state_hash", message: "expected a string" }]);
   const queryAllow = params.get("allow_destructive");
@@ -54,18 +62,77 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
     document: parsed.document,
     allowDestructive: allow === true || (allow === undefined && queryAllow !== null && parseBool(queryAllow) === true),
     expectedStateHash: (hash as string | undefined) ?? params.get("expected_state_hash"),
+    planId: (plan as string | undefined) ?? queryPlan,
   };
 }
 
+const sha256 = async (text: string) => {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((x) => x.toString(16).padStart(2, "0")).join("");
+};
+
+type StateSnapshot = Array<{ slug: string; attrs: unknown; next: number; fields: unknown[]; tombstones: unknown[] } | { slug: string; absent: true }>;
+const hashSnapshot = (snapshot: StateSnapshot) => sha256(stableJson(snapshot));
+
+function snapshotOf(state: Map<string, DbType>, slugs: string[]): StateSnapshot {
+  return [...new Set(slugs)].sort().map((slug) => {
+    const s = state.get(slug);
+    return s ? { slug, attrs: s.attrs, next: s.cot.nextSchemaId, fields: [...s.canonical.values()], tombstones: s.tombstones } : { slug, absent: true as const };
+  });
+}
+
+/** The slugs a document touches: its types and its removed types. */
+export const documentSlugs = (doc: SchemaDocument) => doc.types.map((t) => t.slug);
+
 /** A hash of the database state of the types a document names (missing types included). */
 export async function stateHash(db: Executor, ctx: ReadContext, slugs: string[]): Promise<string> {
+  return hashSnapshot(snapshotOf(await loadDbTypes(db, ctx.services.objectTypes, slugs), slugs));
+}
+
+/**
+ * The state hash the database will have once the document is applied, computed from the
+ * document and the current state the same way `stateHash` reads it afterwards.
+ */
+function projectedHash(document: SchemaDocument, state: Map<string, DbType>): Promise<string> {
+  const slugs = documentSlugs(document);
+  const projected = new Map<string, unknown>();
+  for (const t of document.types) {
+    const existing = state.get(t.slug);
+    const listed = new Set([...t.fields.map((f) => f.id), ...(t.removed_fields ?? []).map((r) => r.id)]);
+    const kept = existing ? [...existing.canonical.values()].filter((c) => !listed.has(c.id)) : [];
+    const fields = [...t.fields.map(canonicalFromEntry), ...kept].sort((a, b) => a.id - b.id);
+    const removed = new Map<number, Tombstone>();
+    for (const r of [...(existing?.tombstones ?? []), ...(t.removed_fields ?? [])]) removed.set(r.id, { ...removed.get(r.id), ...r });
+    const highest = t.fields.filter((f) => !existing?.canonical.has(f.id)).reduce((m, f) => Math.max(m, f.id + 1), 0);
+    const next = Math.max(existing?.cot.nextSchemaId ?? 1, highest);
+    projected.set(t.slug, { slug: t.slug, attrs: cotAttrsFromEntry(t), next, fields, tombstones: [...removed.values()].sort((a, b) => a.id - b.id) });
+  }
+  const snapshot = [...new Set(slugs)].sort().map((slug) => projected.get(slug) ?? { slug, absent: true as const }) as StateSnapshot;
+  return hashSnapshot(snapshot);
+}
+
+/**
+ * A plan id binds a document to the state it was previewed against: `<document hash>.<binding>`
+ * (32 hex each). Stateless, so it works on every runtime and never expires; a changed document
+ * or a moved database no longer matches it.
+ */
+const PLAN_ID_RE = /^[0-9a-f]{32}\.[0-9a-f]{32}$/;
+async function planIdOf(document: SchemaDocument, fromHash: string): Promise<string> {
+  const docHash = (await sha256(stableJson(document))).slice(0, 32);
+  return `${docHash}.${(await sha256(`${docHash}:${fromHash}`)).slice(0, 32)}`;
+}
+
+export interface SchemaPlan {
+  plan_id: string;
+  from_state_hash: string;
+  to_state_hash: string;
+}
+
+async function planOf(db: Executor, ctx: ReadContext, document: SchemaDocument): Promise<SchemaPlan> {
+  const slugs = documentSlugs(document);
   const state = await loadDbTypes(db, ctx.services.objectTypes, slugs);
-  const snapshot = [...new Set(slugs)].sort().map((slug) => {
-    const s = state.get(slug);
-    return s ? { slug, attrs: s.attrs, next: s.cot.nextSchemaId, fields: [...s.canonical.values()], tombstones: s.tombstones } : { slug, absent: true };
-  });
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(stableJson(snapshot)));
-  return [...new Uint8Array(digest)].map((x) => x.toString(16).padStart(2, "0")).join("");
+  const from = await hashSnapshot(snapshotOf(state, slugs));
+  return { plan_id: await planIdOf(document, from), from_state_hash: from, to_state_hash: await projectedHash(document, state) };
 }
 
 async function diffOrThrow(db: Executor, ctx: ReadContext, document: SchemaDocument) {
@@ -74,10 +141,11 @@ async function diffOrThrow(db: Executor, ctx: ReadContext, document: SchemaDocum
   return result;
 }
 
-export async function previewSchema(ctx: ReadContext, body: unknown): Promise<{ diffs: TypeDiff[]; state_hash: string }> {
+export async function previewSchema(ctx: ReadContext, body: unknown): Promise<SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }> {
   const { document } = readApplyRequest(body, new URLSearchParams());
   const { diffs } = await diffOrThrow(ctx.db, ctx, document);
-  return { diffs, state_hash: await stateHash(ctx.db, ctx, document.types.map((t) => t.slug)) };
+  const plan = await planOf(ctx.db, ctx, document);
+  return { ...plan, diffs, destructive_changes: diffs.flatMap((d) => d.destructive_changes), state_hash: plan.from_state_hash };
 }
 
 // ---- references between types -----------------------------------------------------------
@@ -268,6 +336,25 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
       await alterField(ctx, cot, row, { ...row, name: temp }, false);
     }
   }
+  // A related type changed (REST refuses that; a document may): links to the old type are
+  // cleared when there were some (gated, so allowed), then the field points at the new type.
+  for (const change of alters) {
+    if (!change.changed_attrs?.related_object_type && !change.changed_attrs?.related_object_types) continue;
+    const row = rows.find((f) => f.schemaId === change.schema_id)!;
+    const want = canonicalFromEntry(t.fields[indexOf(change.schema_id)]!);
+    if (want.is_polymorphic !== row.isPolymorphic) continue; // refused by the field's validation
+    const idOf = async (ref: string) => {
+      const [app, model] = ref.split("/") as [string, string];
+      return (await ctx.services.objectTypes.byLabel(app === "custom-objects" ? "custom_objects" : app, model, ctx.db))?.id ?? null;
+    };
+    const keep = (await Promise.all(want.related_object_types.map(idOf))).filter((x): x is number => x !== null);
+    if (diff.destructive_changes.some((g) => g.reason === "link_target_changed" && g.field === change.db_name)) await clearLinksOutside(ctx.db, cot.id, row, want.is_polymorphic ? keep : null);
+    const target = want.related_object_type ? await idOf(want.related_object_type) : null;
+    await ctx.db
+      .update(customObjectTypeFields)
+      .set(want.is_polymorphic ? { relatedObjectTypeIds: keep } : { relatedObjectTypeId: target })
+      .where(eq(customObjectTypeFields.id, row.id));
+  }
   // Primary flags are switched off before another field takes one.
   alters.sort((a, b) => Number(a.changed_attrs?.primary?.[1] === true) - Number(b.changed_attrs?.primary?.[1] === true));
   for (const change of alters) {
@@ -304,19 +391,28 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
 
 /** Runs inside the caller's write transaction; throws ApiError for every refusal. */
-export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[] }> {
-  const { document, allowDestructive, expectedStateHash } = request;
-  const slugs = document.types.map((t) => t.slug);
-  if (expectedStateHash) {
-    const current = await stateHash(ctx.db, ctx, slugs);
-    if (current !== expectedStateHash) {
-      throw ApiError.detail(409, "The database changed since this plan was previewed; preview again and re-apply.", "stale_plan", { state_hash: current });
+export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[]; plan_id: string; from_state_hash: string; to_state_hash: string }> {
+  const { document, allowDestructive, expectedStateHash, planId } = request;
+  const slugs = documentSlugs(document);
+  const plan = await planOf(ctx.db, ctx, document);
+  if (planId) {
+    if (planId.slice(0, 32) !== plan.plan_id.slice(0, 32)) {
+      throw ApiError.detail(409, "This document is not the one the plan was previewed for; preview it and apply its plan_id.", "plan_mismatch", { plan_id: planId });
+    }
+    if (planId !== plan.plan_id) {
+      throw ApiError.detail(409, "The database changed since this plan was previewed; nothing was changed. Preview again and re-apply.", "stale_plan", { plan_id: planId, state_hash: plan.from_state_hash });
     }
   }
+  if (expectedStateHash && plan.from_state_hash !== expectedStateHash) {
+    throw ApiError.detail(409, "The database changed since this plan was previewed; preview again and re-apply.", "stale_plan", { state_hash: plan.from_state_hash });
+  }
   const { diffs, db } = await diffOrThrow(ctx.db, ctx, document);
-  const destructive = diffs.filter((d) => d.has_destructive_changes).map((d) => d.slug);
-  if (destructive.length && !allowDestructive) {
-    throw ApiError.detail(409, "The document contains destructive changes; repeat with allow_destructive=true to apply them.", "destructive_changes", { destructive_slugs: destructive });
+  const gated = diffs.flatMap((d) => d.destructive_changes);
+  if (gated.length && !allowDestructive) {
+    throw ApiError.detail(409, `The document contains changes that lose or reject data (${gated.map((g) => `${g.slug}.${g.field ?? "*"}: ${g.reason}, ${g.rows} row(s)`).join("; ")}); repeat with allow_destructive=true to apply them.`, "destructive_changes", {
+      destructive_slugs: [...new Set(gated.map((g) => g.slug))],
+      destructive_changes: gated,
+    });
   }
   const all = await loadDbTypes(ctx.db, ctx.services.objectTypes, null);
   const graph = referenceGraph(document, all);
@@ -331,7 +427,7 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
     await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), allowDestructive, tables);
   }
   for (const create of tables) await create();
-  return { applied: true, diffs };
+  return { applied: true, diffs, ...plan };
 }
 
 /** The database as schema documents; re-applying them changes nothing. */

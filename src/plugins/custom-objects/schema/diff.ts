@@ -3,11 +3,14 @@
  * fields by `schema_id`. It reads the database (to count values a type change would lose)
  * but never writes.
  */
+import { eq } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
+import { choiceSets } from "../../../db/schema";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
-import { columnCount, countUnconvertible, tooManyColumns } from "../ddl";
-import { isLossless, retypeConverter } from "../values";
+import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
+import { fieldType } from "../field-types";
+import { countDuplicates, countEmpty, countLinksOutside, countLossy, countOutsideChoices, countRows, countValues, type DestructiveChange } from "./impact";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
 import { COT_ATTR_DEFAULTS, canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, sameValue, type CanonicalField, type DbType } from "./state";
 
@@ -17,7 +20,7 @@ export interface FieldChange {
   db_name: string;
   schema_def: Record<string, unknown>;
   changed_attrs?: Record<string, [unknown, unknown]>;
-  /** True when applying this change loses data (a removal, or a lossy type change). */
+  /** True when applying this change loses or rejects data on live rows (see `destructive_changes`). */
   destructive: boolean;
 }
 
@@ -29,6 +32,8 @@ export interface TypeDiff {
   has_destructive_changes: boolean;
   cot_changes: Record<string, [unknown, unknown]>;
   field_changes: FieldChange[];
+  /** Every change that loses or rejects data, counted against live rows (gated in apply). */
+  destructive_changes: DestructiveChange[];
   warnings: string[];
 }
 
@@ -39,15 +44,26 @@ export interface DiffResult {
   db: Map<string, DbType>;
 }
 
+/** What the diff needs to look up besides the types: choice sets and object types. */
+export interface DiffLookups {
+  /** Choice values of a set by name (the document's own sets first), null when unknown. */
+  choices(name: string): Promise<string[] | null>;
+  /** Object type id of an `app/model` reference, null when unknown. */
+  objectTypeId(ref: string): Promise<number | null>;
+}
+
 function changedAttrs(before: Record<string, unknown>, after: Record<string, unknown>): Record<string, [unknown, unknown]> {
   const out: Record<string, [unknown, unknown]> = {};
   for (const key of Object.keys(after)) if (!sameValue(before[key], after[key])) out[key] = [before[key] ?? null, after[key] ?? null];
   return out;
 }
 
-async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType | undefined, errors: SchemaError[]): Promise<TypeDiff> {
+async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType | undefined, errors: SchemaError[], lookups: DiffLookups): Promise<TypeDiff> {
   const attrs = cotAttrsFromEntry(t);
-  const diff: TypeDiff = { slug: t.slug, name: t.name, is_new: !existing, has_changes: false, has_destructive_changes: false, cot_changes: {}, field_changes: [], warnings: [] };
+  const diff: TypeDiff = { slug: t.slug, name: t.name, is_new: !existing, has_changes: false, has_destructive_changes: false, cot_changes: {}, field_changes: [], destructive_changes: [], warnings: [] };
+  const gate = (field: string | null, reason: DestructiveChange["reason"], rows: number, detail: string) => {
+    diff.destructive_changes.push({ slug: t.slug, field, reason, rows, detail });
+  };
   const at = `$.types[${ti}]`;
 
   if (!existing) {
@@ -85,15 +101,36 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
     const { id: _b, ...wantAttrs } = want;
     const changed = changedAttrs(haveAttrs, wantAttrs);
     if (!Object.keys(changed).length) continue;
-    let destructive = false;
+    const row = existing.fields.find((x) => x.schemaId === f.id)!;
+    const gated = diff.destructive_changes.length;
     if (changed.type) {
-      const row = existing.fields.find((x) => x.schemaId === f.id)!;
-      const lost = isLossless(have.type, want.type) ? 0 : await countUnconvertible(db, existing.cot.id, row, retypeConverter(have.type, want.type));
+      const lost = await countLossy(db, existing.cot.id, row, want.type);
       if (lost) {
-        destructive = true;
+        gate(have.name, "lossy_type_change", lost, `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`);
         diff.warnings.push(`changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`);
       }
     }
+    // What stays in storage under the new definition (a retype keeps the column, with new values).
+    const sameStorage = !changed.type;
+    if (sameStorage && want.required && !have.required && (want.default === null || want.default === undefined)) {
+      const empty = await countEmpty(db, existing.cot.id, row);
+      if (empty) gate(have.name, "required_over_empty_rows", empty, `"${have.name}" becomes required with no default while ${empty} row(s) have no value; they cannot be saved until filled`);
+    }
+    if (want.unique && (!have.unique || changed.type) && fieldType(want.type).storage !== "links") {
+      const dup = sameStorage ? await countDuplicates(db, existing.cot.id, fieldColumns(row).slice(0, 1)) : 0;
+      if (dup) gate(have.name, "unique_over_duplicates", dup, `"${have.name}" becomes unique while ${dup} row(s) share a value with another row; the unique index cannot be built until they differ`);
+    }
+    if (sameStorage && changed.choice_set && want.choice_set) {
+      const allowed = await lookups.choices(want.choice_set);
+      const used = allowed ? await countOutsideChoices(db, existing.cot.id, row, allowed) : 0;
+      if (used) gate(have.name, "choices_in_use", used, `${used} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`);
+    }
+    if (sameStorage && fieldType(want.type).takes.related && !changed.is_polymorphic && (changed.related_object_type || changed.related_object_types)) {
+      const keep = want.is_polymorphic && have.is_polymorphic ? (await Promise.all(want.related_object_types.map((r) => lookups.objectTypeId(r)))).filter((x): x is number => x !== null) : null;
+      const linked = await countLinksOutside(db, existing.cot.id, row, keep);
+      if (linked) gate(have.name, "link_target_changed", linked, `the related type of "${have.name}" changes while ${linked} row(s) link to objects of the old one; those links are cleared`);
+    }
+    const destructive = diff.destructive_changes.length > gated;
     alters.push({ op: "alter", schema_id: f.id, db_name: have.name, schema_def: f as Record<string, unknown>, changed_attrs: changed, destructive });
   }
 
@@ -101,7 +138,11 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
   for (const [schemaId, c] of existing.canonical) {
     if (t.fields.some((f) => f.id === schemaId)) continue;
     if (removedIds.has(schemaId)) {
-      removes.push({ op: "remove", schema_id: schemaId, db_name: c.name, schema_def: entryFromCanonical(c), destructive: true });
+      // A removal from an empty column loses nothing and is not gated.
+      const row = existing.fields.find((x) => x.schemaId === schemaId)!;
+      const values = await countValues(db, existing.cot.id, row);
+      if (values) gate(c.name, "field_removed", values, `removing "${c.name}" takes the values of ${values} row(s)`);
+      removes.push({ op: "remove", schema_id: schemaId, db_name: c.name, schema_def: entryFromCanonical(c), destructive: values > 0 });
     } else {
       diff.warnings.push(`field "${c.name}" (id ${schemaId}) is in the database but not in the document; it is kept (list it under removed_fields to remove it)`);
     }
@@ -112,17 +153,33 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
   if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
   diff.field_changes = [...removes, ...alters, ...adds];
   diff.has_changes = Object.keys(diff.cot_changes).length > 0 || diff.field_changes.length > 0;
-  diff.has_destructive_changes = diff.field_changes.some((c) => c.destructive);
+  diff.has_destructive_changes = diff.destructive_changes.length > 0;
   return diff;
 }
 
 /** Computes per-type diffs of a validated document against the database. */
-export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry, doc: SchemaDocument): Promise<DiffResult> {
+export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry, doc: SchemaDocument, lookups: DiffLookups = defaultLookups(db, objectTypes)): Promise<DiffResult> {
   const state = await loadDbTypes(db, objectTypes, doc.types.map((t) => t.slug));
   const errors: SchemaError[] = [];
   const diffs: TypeDiff[] = [];
-  for (const [ti, t] of doc.types.entries()) diffs.push(await diffType(db, t, ti, state.get(t.slug), errors));
+  for (const [ti, t] of doc.types.entries()) diffs.push(await diffType(db, t, ti, state.get(t.slug), errors, lookups));
   return { diffs, errors: errors.slice(0, 20), db: state };
 }
 
-export type { CanonicalField };
+/** Choice sets and object types as the database has them. */
+export function defaultLookups(db: Executor, objectTypes: ObjectTypeRegistry): DiffLookups {
+  return {
+    choices: async (name) => {
+      const [row] = await db.select({ choices: choiceSets.extraChoices }).from(choiceSets).where(eq(choiceSets.name, name));
+      return row ? row.choices.map(([value]) => value) : null;
+    },
+    objectTypeId: async (ref) => {
+      const [app, model] = ref.split("/") as [string, string];
+      const ot = await objectTypes.byLabel(app === "custom-objects" ? "custom_objects" : app, model, db);
+      return ot?.id ?? null;
+    },
+  };
+}
+
+export { countRows };
+export type { CanonicalField, DestructiveChange };
