@@ -1,4 +1,5 @@
 /** Custom object types and their fields. Each COT also owns a run-time table `co_<id>` (not declared here). */
+import { sql } from "drizzle-orm";
 import { integer, sqliteTable, text, uniqueIndex, index, real } from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 import { choiceSets, objectTypes } from "./core";
@@ -21,6 +22,8 @@ export const customObjectTypes = sqliteTable(
     nextSchemaId: integer("next_schema_id").notNull().default(1),
     /** Bumped on every change to the type or its fields; the model registry keys on it. */
     shapeVersion: integer("shape_version").notNull().default(1),
+    /** Compound uniqueness: lists of field names, each enforced by a unique index `co_<id>_ut<n>`. */
+    uniqueTogether: text("unique_together", { mode: "json" }).$type<string[][]>().notNull().default(sql`'[]'`),
     ...timestamps,
   },
   (t) => [uniqueIndex("cot_slug_uq").on(t.slug), uniqueIndex("cot_name_uq").on(t.name), idIndex("custom_object_types", t)],
@@ -70,4 +73,29 @@ export const customObjectTypeFields = sqliteTable(
     index("cotf_related_ot_idx").on(t.relatedObjectTypeId),
     idIndex("custom_object_type_fields", t),
   ],
+);
+
+/**
+ * Removed fields and types kept with their data for `SCHEMA_TRASH_DAYS` (decision 0048): the
+ * records as they were, and where their storage went (renamed columns or tables).
+ */
+export const customObjectTrash = sqliteTable(
+  "custom_object_trash",
+  {
+    id: pk(),
+    /** "field" or "type" */
+    kind: text("kind").notNull(),
+    customObjectTypeId: integer("custom_object_type_id").notNull(),
+    slug: text("slug").notNull(),
+    /** The field's name, or the type's name. */
+    name: text("name").notNull(),
+    /** The removed records: `{field}` or `{cot, fields, objectType, tags}`. */
+    record: text("record", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+    /** Renames done: `[[original, trash name], …]` for columns (`columns`) and tables (`tables`). */
+    storage: text("storage", { mode: "json" }).$type<{ columns: [string, string][]; tables: [string, string][] }>().notNull(),
+    rows: integer("rows").notNull().default(0),
+    removed: text("removed").notNull(),
+    expires: text("expires").notNull(),
+  },
+  (t) => [index("cot_trash_expires_idx").on(t.expires), idIndex("custom_object_trash", t)],
 );
