@@ -6,59 +6,21 @@ import { eq } from "drizzle-orm";
 import { choiceSets, customObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../../core/errors";
 import type { WriteContext } from "../../core/rest/resource";
-import {
-  FILTER_LOGIC,
-  NAME_RE,
-  ON_DELETE,
-  RESERVED_SLUGS,
-  SLUG_RE,
-  UI_EDITABLE,
-  UI_VISIBLE,
-  isReservedFieldName,
-  LINKABLE_APPS,
-} from "./constants";
-import { fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
+import * as v from "valibot";
+import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS } from "./constants";
+import { fieldType } from "./field-types";
+import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, FIELD_DEFAULTS, FIELD_NAME_MAX, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "./field-definition";
 import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
-import { compileRegex, encodeScalar, type FieldRow } from "./values";
+import { encodeScalar, type FieldRow } from "./values";
 import type { CotRow } from "./models";
 
-export const FIELD_NAME_MAX = 50;
+export { FIELD_NAME_MAX };
 
 export type FieldDraft = Omit<FieldRow, "id" | "customObjectTypeId" | "schemaId" | "created" | "lastUpdated">;
 export type CotDraft = Pick<CotRow, "name" | "slug" | "verboseName" | "verboseNamePlural" | "version" | "groupName" | "description" | "schemaDocument">;
 
 const has = (o: Record<string, unknown>, k: string) => Object.prototype.hasOwnProperty.call(o, k);
-
-export const FIELD_DEFAULTS: FieldDraft = {
-  name: "",
-  label: "",
-  description: "",
-  type: "text",
-  primary: false,
-  required: false,
-  unique: false,
-  default: null,
-  choiceSetId: null,
-  validationRegex: "",
-  validationMinimum: null,
-  validationMaximum: null,
-  isPolymorphic: false,
-  relatedObjectTypeId: null,
-  relatedObjectTypeIds: [],
-  relatedObjectFilter: null,
-  onDeleteBehavior: "set_null",
-  groupName: "",
-  searchWeight: 1000,
-  filterLogic: "loose",
-  uiVisible: "always",
-  uiEditable: "yes",
-  weight: 100,
-  isCloneable: false,
-  deprecated: false,
-  deprecatedSince: "",
-  scheduledRemoval: "",
-};
 
 /** API name → row property, for the plain attributes. */
 const SIMPLE: Record<string, keyof FieldDraft> = {
@@ -69,6 +31,7 @@ const SIMPLE: Record<string, keyof FieldDraft> = {
   primary: "primary",
   required: "required",
   unique: "unique",
+  default: "default",
   validation_regex: "validationRegex",
   validation_minimum: "validationMinimum",
   validation_maximum: "validationMaximum",
@@ -86,18 +49,33 @@ const SIMPLE: Record<string, keyof FieldDraft> = {
   deprecated_since: "deprecatedSince",
   scheduled_removal: "scheduledRemoval",
 };
-export const FIELD_INPUT_KEYS = new Set([...Object.keys(SIMPLE), "default", "choice_set", "related_object_type", "related_object_types", "custom_object_type"]);
-const IGNORED = new Set(["id", "url", "display", "display_url", "created", "last_updated", "schema_id"]);
+/** References, by row property: REST takes ids, names or `app_label.model`. */
+const REFERENCES = { choice_set: "choiceSetId", related_object_type: "relatedObjectTypeId", related_object_types: "relatedObjectTypeIds" } as const;
 
-const STRINGS: Array<[keyof FieldDraft, number]> = [
-  ["label", 50],
-  ["description", 200],
-  ["groupName", 50],
-  ["validationRegex", 500],
-  ["deprecatedSince", 50],
-  ["scheduledRemoval", 50],
-];
-const BOOLS: Array<keyof FieldDraft> = ["primary", "required", "unique", "isPolymorphic", "isCloneable", "deprecated"];
+/** A field in API names (references as stored ids), for merging a partial update over it. */
+function apiOf(f: FieldDraft): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [api, prop] of Object.entries(SIMPLE)) out[api] = f[prop];
+  for (const [api, prop] of Object.entries(REFERENCES)) out[api] = f[prop];
+  return out;
+}
+
+/** The row a field with every attribute omitted is (FIELD_DEFAULTS in row names). */
+export const FIELD_ROW_DEFAULTS: FieldDraft = (() => {
+  const out: Record<string, unknown> = { name: "", type: "text", choiceSetId: null, relatedObjectTypeId: null, relatedObjectTypeIds: [] };
+  for (const [api, prop] of Object.entries(SIMPLE)) if (has(FIELD_DEFAULTS, api)) out[prop] = FIELD_DEFAULTS[api as keyof typeof FIELD_DEFAULTS];
+  return out as FieldDraft;
+})();
+
+const IGNORED = ["id", "url", "display", "display_url", "created", "last_updated", "schema_id"];
+
+/** The REST spelling of the one field-definition schema. */
+const RestFieldSchema = v.strictObject({
+  name: fieldName,
+  type: fieldTypeName,
+  ...fieldAttrEntries({ choiceSet: v.unknown(), relatedType: v.unknown(), relatedTypes: v.unknown() }),
+  ...Object.fromEntries(IGNORED.map((k) => [k, v.optional(v.unknown())])),
+});
 
 /**
  * Validates a field definition against its siblings. `existing` is the stored field on updates
@@ -110,84 +88,38 @@ export async function validateField(
   siblings: FieldRow[],
 ): Promise<FieldDraft> {
   const errors = new ErrorCollector();
-  for (const key of Object.keys(input)) if (!FIELD_INPUT_KEYS.has(key) && !IGNORED.has(key)) errors.add(key, "Unknown field.");
-  const draft: FieldDraft = { ...FIELD_DEFAULTS, ...(existing ? stripIds(existing) : {}) };
-  const apiOf = Object.fromEntries(Object.entries(SIMPLE).map(([a, p]) => [p, a])) as Record<string, string>;
-  for (const [api, prop] of Object.entries(SIMPLE)) if (has(input, api)) (draft as any)[prop] = input[api];
-
-  // shapes
-  if (typeof draft.name === "string" && isReservedFieldName(draft.name)) errors.add("name", `"${draft.name}" is a reserved name.`);
-  else if (typeof draft.name !== "string" || !NAME_RE.test(draft.name) || draft.name.length > FIELD_NAME_MAX) {
-    errors.add("name", `Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most ${FIELD_NAME_MAX} characters.`);
+  // A new field has no name until the request gives one; `type` defaults to text.
+  const { name: _unnamed, ...defaults } = apiOf(FIELD_ROW_DEFAULTS);
+  const merged: Record<string, unknown> = { ...(existing ? apiOf(stripIds(existing)) : defaults), ...input };
+  const shape = v.safeParse(RestFieldSchema, merged, { abortEarly: false, abortPipeEarly: true });
+  if (!shape.success) {
+    for (const issue of shape.issues) errors.add(String((issue.path?.[0] as { key?: unknown } | undefined)?.key ?? "non_field_errors"), fieldIssueMessage(issue));
+    errors.throwIfAny();
   }
-  if (!isFieldType(draft.type)) errors.add("type", `"${String(draft.type)}" is not a valid choice.`);
-  for (const [prop, max] of STRINGS) {
-    const v = draft[prop];
-    if (typeof v !== "string") errors.add(apiOf[prop]!, "Not a valid string.");
-    else if (v.length > max) errors.add(apiOf[prop]!, `Ensure this field has no more than ${max} characters.`);
-  }
-  for (const prop of BOOLS) if (typeof draft[prop] !== "boolean") errors.add(apiOf[prop]!, "Must be a valid boolean.");
-  for (const prop of ["searchWeight", "weight"] as const) {
-    if (typeof draft[prop] !== "number" || !Number.isInteger(draft[prop]) || draft[prop] < 0 || draft[prop] > 32767) errors.add(apiOf[prop]!, "A valid integer between 0 and 32767 is required.");
-  }
-  const pick = (prop: keyof FieldDraft, allowed: readonly string[]) => {
-    if (!allowed.includes(draft[prop] as string)) errors.add(apiOf[prop]!, `"${String(draft[prop])}" is not a valid choice.`);
-  };
-  pick("onDeleteBehavior", ON_DELETE);
-  pick("filterLogic", FILTER_LOGIC);
-  pick("uiVisible", UI_VISIBLE);
-  pick("uiEditable", UI_EDITABLE);
-  if (draft.relatedObjectFilter !== null && (typeof draft.relatedObjectFilter !== "object" || Array.isArray(draft.relatedObjectFilter))) {
-    errors.add("related_object_filter", "Must be a JSON object or null.");
-  }
-  for (const prop of ["validationMinimum", "validationMaximum"] as const) {
-    const v = draft[prop];
-    if (v !== null && (typeof v !== "number" || !Number.isFinite(v))) errors.add(apiOf[prop]!, "A valid number is required.");
-  }
-  if (!errors.empty) errors.throwIfAny();
+  const draft: FieldDraft = { ...FIELD_ROW_DEFAULTS, ...(existing ? stripIds(existing) : {}) };
+  for (const [api, prop] of Object.entries(SIMPLE)) if (has(merged, api)) (draft as any)[prop] = merged[api] ?? (prop === "default" ? null : merged[api]);
   const type = draft.type;
   const kind = fieldType(type);
-  const Cap = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
-  // type-specific attributes
-  if (!kind.takes.range && (draft.validationMinimum !== null || draft.validationMaximum !== null)) {
-    if (has(input, "validation_minimum") && draft.validationMinimum !== null) errors.add("validation_minimum", `Only ${typesTaking("range")} fields take a minimum.`);
-    if (has(input, "validation_maximum") && draft.validationMaximum !== null) errors.add("validation_maximum", `Only ${typesTaking("range")} fields take a maximum.`);
-    draft.validationMinimum = draft.validationMaximum = null;
-  }
-  if (draft.validationMinimum !== null && draft.validationMaximum !== null && draft.validationMinimum > draft.validationMaximum) {
-    errors.add("validation_maximum", "The maximum must not be below the minimum.");
-  }
-  if (draft.validationRegex) {
-    if (!kind.takes.regex) {
-      if (has(input, "validation_regex")) errors.add("validation_regex", `Only ${typesTaking("regex")} fields take a regex.`);
-      draft.validationRegex = "";
-    } else if (!compileRegex(draft.validationRegex)) errors.add("validation_regex", "Not a valid regular expression.");
-  }
+  // the type-specific rules every field definition shares (field-definition.ts)
+  for (const issue of fieldRuleIssues(merged, (k) => has(input, k))) errors.add(issue.key, issue.message);
+  const fine = (key: string) => !errors.errors[key];
 
-  if (has(input, "choice_set")) {
-    const raw = input.choice_set;
-    if (raw === null) draft.choiceSetId = null;
-    else {
+  // references, resolved only where the rules allow them
+  if (kind.takes.choices) {
+    if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
+      const raw = input.choice_set;
       const id = typeof raw === "number" ? raw : raw && typeof raw === "object" ? (raw as any).id : undefined;
       const where = typeof raw === "string" ? eq(choiceSets.name, raw) : typeof id === "number" ? eq(choiceSets.id, id) : null;
       const [cs] = where ? await ctx.db.select({ id: choiceSets.id }).from(choiceSets).where(where).limit(1) : [];
       if (!cs) errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
       else draft.choiceSetId = cs.id;
     }
-  }
-  if (kind.takes.choices) {
-    if (draft.choiceSetId === null && !errors.errors.choice_set) errors.add("choice_set", `${Cap(typesTaking("choices"))} fields need a choice set.`);
-  } else if (draft.choiceSetId !== null) {
-    if (has(input, "choice_set")) errors.add("choice_set", `Only ${typesTaking("choices")} fields take a choice set.`);
-    else draft.choiceSetId = null;
-  }
-
-  // related types
+  } else draft.choiceSetId = null;
   if (kind.takes.related) {
     if (existing && existing.isPolymorphic !== draft.isPolymorphic) errors.add("is_polymorphic", "Cannot be changed after the field is created.");
     if (draft.isPolymorphic) {
-      if (has(input, "related_object_types")) {
+      if (has(input, "related_object_types") && fine("related_object_types")) {
         const raw = input.related_object_types;
         if (!Array.isArray(raw) || raw.length === 0) errors.add("related_object_types", "Polymorphic fields need a non-empty list of object types.");
         else {
@@ -203,49 +135,40 @@ export async function validateField(
           }
           draft.relatedObjectTypeIds = ids;
         }
-      } else if (!existing) errors.add("related_object_types", "Polymorphic fields need a non-empty list of object types.");
-      if (has(input, "related_object_type") && input.related_object_type !== null) errors.add("related_object_type", "Polymorphic fields use related_object_types.");
+      }
       draft.relatedObjectTypeId = null;
     } else {
-      if (has(input, "related_object_type")) {
+      if (has(input, "related_object_type") && input.related_object_type !== null && fine("related_object_type")) {
         const ot = await ctx.services.objectTypes.resolve(input.related_object_type, ctx.db);
         if (!ot) errors.add("related_object_type", `Unknown object type: ${JSON.stringify(input.related_object_type)}`);
         else if (!(await isLinkable(ctx, ot))) errors.add("related_object_type", `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`);
         else if (existing && existing.relatedObjectTypeId !== ot.id) errors.add("related_object_type", "Cannot be changed after the field is created.");
         else draft.relatedObjectTypeId = ot.id;
-      } else if (!existing) errors.add("related_object_type", `${Cap(typesTaking("related"))} fields need a related object type.`);
-      if (has(input, "related_object_types") && Array.isArray(input.related_object_types) && input.related_object_types.length) {
-        errors.add("related_object_types", "Only polymorphic fields take a list of object types.");
       }
       draft.relatedObjectTypeIds = [];
     }
   } else {
-    const related = typesTaking("related");
-    if (has(input, "related_object_type") && input.related_object_type !== null) errors.add("related_object_type", `Only ${related} fields take a related object type.`);
-    if (has(input, "related_object_types") && Array.isArray(input.related_object_types) && input.related_object_types.length) errors.add("related_object_types", `Only ${related} fields take related object types.`);
-    if (has(input, "is_polymorphic") && draft.isPolymorphic) errors.add("is_polymorphic", `Only ${related} fields can be polymorphic.`);
     draft.relatedObjectTypeId = null;
     draft.relatedObjectTypeIds = [];
     draft.isPolymorphic = false;
   }
+  // attributes the type does not take and the request did not state are dropped
+  if (!kind.takes.range) draft.validationMinimum = draft.validationMaximum = null;
+  if (!kind.takes.regex) draft.validationRegex = "";
+
   // Only plain columns change type: a reference never becomes another kind of storage.
   if (existing && existing.type !== type && (fieldType(existing.type).storage !== "column" || kind.storage !== "column")) {
     errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
   }
 
-  if (!kind.canBePrimary && draft.primary) errors.add("primary", `A ${type} field cannot be primary.`);
-  if (!kind.canBeUnique && draft.unique) errors.add("unique", `A ${type} field cannot be unique.`);
-
   // names must not collide with siblings' names or columns
   const others = siblings.filter((s) => !existing || s.id !== existing.id);
-  if (NAME_RE.test(draft.name)) {
-    if (others.some((s) => s.name === draft.name)) errors.add("name", `A field named "${draft.name}" already exists on this type.`);
-    const mine = fieldColumns({ ...draft, type });
-    const taken = new Set(others.flatMap((s) => [s.name, ...fieldColumns(s)]));
-    const clash = mine.find((c) => taken.has(c)) ?? (others.some((s) => mine.includes(s.name)) ? draft.name : undefined);
-    if (clash && !errors.errors.name) errors.add("name", `"${draft.name}" collides with the column "${clash}" of another field.`);
-  }
-  if (draft.primary && others.some((s) => s.primary)) errors.add("primary", "Only one field of a type can be primary.");
+  if (others.some((s) => s.name === draft.name)) errors.add("name", duplicateFieldName(draft.name));
+  const mine = fieldColumns({ ...draft, type });
+  const taken = new Set(others.flatMap((s) => [s.name, ...fieldColumns(s)]));
+  const clash = mine.find((c) => taken.has(c)) ?? (others.some((s) => mine.includes(s.name)) ? draft.name : undefined);
+  if (clash && !errors.errors.name) errors.add("name", `"${draft.name}" collides with the column "${clash}" of another field.`);
+  if (draft.primary && others.some((s) => s.primary)) errors.add("primary", ONE_PRIMARY);
   // Only a new field adds columns: polymorphism and object-ness cannot change afterwards.
   if (!existing) {
     const columns = columnCount([...others, { type, isPolymorphic: draft.isPolymorphic }]);
@@ -253,18 +176,14 @@ export async function validateField(
   }
 
   // default, checked against the type
-  if (has(input, "default")) draft.default = input.default ?? null;
-  if (draft.default !== null && draft.default !== undefined && !errors.errors.type) {
-    if (!kind.takesDefault) errors.add("default", `${Cap(typesWhere((m) => !m.takesDefault))} fields take no default.`);
-    else {
-      let choices: Set<string> | null = null;
-      if (kind.takes.choices && draft.choiceSetId) {
-        const [cs] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.id, draft.choiceSetId));
-        choices = new Set(cs?.extraChoices.map(([v]) => v) ?? []);
-      }
-      const checked = encodeScalar({ ...(draft as FieldRow), type }, draft.default, choices);
-      if ("error" in checked) errors.add("default", `Invalid default: ${checked.error}`);
+  if (draft.default !== null && draft.default !== undefined && kind.takesDefault && fine("default") && fine("choice_set")) {
+    let choices: Set<string> | null = null;
+    if (kind.takes.choices && draft.choiceSetId) {
+      const [cs] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.id, draft.choiceSetId));
+      choices = new Set(cs?.extraChoices.map(([v]) => v) ?? []);
     }
+    const checked = encodeScalar({ ...(draft as FieldRow), type }, draft.default, choices);
+    if ("error" in checked) errors.add("default", `Invalid default: ${checked.error}`);
   }
   errors.throwIfAny();
   return draft;
@@ -296,7 +215,7 @@ export const COT_INPUT_KEYS = new Set([...Object.keys(COT_SIMPLE), "tags"]);
 /** Validates a COT definition; `existing` on updates. */
 export async function validateCot(ctx: WriteContext, input: Record<string, unknown>, existing: CotRow | null, partial: boolean): Promise<CotDraft> {
   const errors = new ErrorCollector();
-  for (const key of Object.keys(input)) if (!COT_INPUT_KEYS.has(key) && !IGNORED.has(key) && key !== "fields" && key !== "object_type") errors.add(key, "Unknown field.");
+  for (const key of Object.keys(input)) if (!COT_INPUT_KEYS.has(key) && !IGNORED.includes(key) && key !== "fields" && key !== "object_type") errors.add(key, "Unknown field.");
   const draft: CotDraft = existing
     ? { name: existing.name, slug: existing.slug, verboseName: existing.verboseName, verboseNamePlural: existing.verboseNamePlural, version: existing.version, groupName: existing.groupName, description: existing.description, schemaDocument: existing.schemaDocument }
     : { name: "", slug: "", verboseName: "", verboseNamePlural: "", version: "", groupName: "", description: "", schemaDocument: null };
@@ -305,10 +224,10 @@ export async function validateCot(ctx: WriteContext, input: Record<string, unkno
     for (const req of ["name", "slug"]) if (!has(input, req) && !existing) errors.add(req, "This field is required.");
   }
   if (typeof draft.name !== "string" || !NAME_RE.test(draft.name) || draft.name.length > 100) {
-    errors.add("name", "Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most 100 characters.");
+    errors.add("name", COT_NAME_MESSAGE);
   }
   if (typeof draft.slug !== "string" || !SLUG_RE.test(draft.slug) || draft.slug.length > 100) {
-    errors.add("slug", 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens (at most 100).');
+    errors.add("slug", COT_SLUG_MESSAGE);
   } else if (RESERVED_SLUGS.has(draft.slug.toLowerCase())) errors.add("slug", `"${draft.slug}" is reserved for a fixed route.`);
   for (const [api, prop, max] of [
     ["verbose_name", "verboseName", 100],

@@ -3,8 +3,8 @@
  * checks a plain shape cannot express. Errors come back as JSON paths, at most 20.
  */
 import * as v from "valibot";
-import { FILTER_LOGIC, NAME_RE, ON_DELETE, RESERVED_SLUGS, SLUG_RE, UI_EDITABLE, UI_VISIBLE, isReservedFieldName } from "../constants";
-import { FIELD_TYPES, fieldType, typesTaking, typesWhere } from "../field-types";
+import { NAME_RE, RESERVED_SLUGS, SLUG_RE } from "../constants";
+import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "../field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
@@ -12,40 +12,19 @@ import { columnCount, tooManyColumns } from "../ddl";
 const MAX_ERRORS = 20;
 const RELATED_RE = /^[a-z][a-z0-9_-]*\/[-a-zA-Z0-9_]+$/;
 
-const name = v.pipe(v.string(), v.maxLength(50), v.regex(NAME_RE, "must match ^[a-z0-9]+(_[a-z0-9]+)*$"), v.check((s) => !isReservedFieldName(s), "is a reserved field name"));
-const text = (max: number) => v.pipe(v.string(), v.maxLength(max));
-const related = v.pipe(v.string(), v.regex(RELATED_RE, 'must be "<app_label>/<model>" (e.g. "dcim/site" or "custom-objects/<slug>")'));
-const smallInt = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(32767));
+const text = (max: number) => v.pipe(v.string("Not a valid string."), v.maxLength(max, `Ensure this field has no more than ${max} characters.`));
+const related = v.pipe(v.string("Not a valid string."), v.regex(RELATED_RE, 'Use "<app_label>/<model>" (e.g. "dcim/site" or "custom-objects/<slug>").'));
 
+/** The document spelling of the one field-definition schema (field-definition.ts), plus the id. */
 export const FieldEntrySchema = v.strictObject({
-  id: v.pipe(v.number(), v.integer(), v.minValue(1, "must be a positive integer")),
-  name,
-  type: v.picklist(FIELD_TYPES, `must be one of ${FIELD_TYPES.join(", ")}`),
-  label: v.optional(text(50)),
-  description: v.optional(text(200)),
-  primary: v.optional(v.boolean()),
-  required: v.optional(v.boolean()),
-  unique: v.optional(v.boolean()),
-  default: v.optional(v.unknown()),
-  choice_set: v.optional(v.nullable(v.pipe(v.string(), v.minLength(1)))),
-  validation_regex: v.optional(text(500)),
-  validation_minimum: v.optional(v.nullable(v.number())),
-  validation_maximum: v.optional(v.nullable(v.number())),
-  is_polymorphic: v.optional(v.boolean()),
-  related_object_type: v.optional(v.nullable(related)),
-  related_object_types: v.optional(v.array(related)),
-  related_object_filter: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
-  on_delete_behavior: v.optional(v.picklist(ON_DELETE)),
-  group_name: v.optional(text(50)),
-  search_weight: v.optional(smallInt),
-  filter_logic: v.optional(v.picklist(FILTER_LOGIC)),
-  ui_visible: v.optional(v.picklist(UI_VISIBLE)),
-  ui_editable: v.optional(v.picklist(UI_EDITABLE)),
-  weight: v.optional(smallInt),
-  is_cloneable: v.optional(v.boolean()),
-  deprecated: v.optional(v.boolean()),
-  deprecated_since: v.optional(text(50)),
-  scheduled_removal: v.optional(text(50)),
+  id: v.pipe(v.number("A valid positive integer is required."), v.integer("A valid positive integer is required."), v.minValue(1, "A valid positive integer is required.")),
+  name: fieldName,
+  type: fieldTypeName,
+  ...fieldAttrEntries({
+    choiceSet: v.nullable(v.pipe(v.string("Not a valid string."), v.minLength(1, "Name a choice set or use null."))),
+    relatedType: v.nullable(related),
+    relatedTypes: v.array(related, "Expected a list of object types."),
+  }),
 });
 
 /** A tombstone: a removed field keeps its id so it is never reused. */
@@ -56,20 +35,24 @@ export const RemovedFieldSchema = v.looseObject({
 });
 
 export const TypeEntrySchema = v.strictObject({
-  name: v.pipe(v.string(), v.maxLength(100), v.regex(NAME_RE, "must match ^[a-z0-9]+(_[a-z0-9]+)*$")),
-  slug: v.pipe(v.string(), v.maxLength(100), v.regex(SLUG_RE, "must match ^[-a-zA-Z0-9_]+$"), v.check((s) => !RESERVED_SLUGS.has(s.toLowerCase()), "is reserved for a fixed route")),
+  name: v.pipe(v.string("Not a valid string."), v.check((s) => NAME_RE.test(s) && s.length <= 100, COT_NAME_MESSAGE)),
+  slug: v.pipe(
+    v.string("Not a valid string."),
+    v.check((s) => SLUG_RE.test(s) && s.length <= 100, COT_SLUG_MESSAGE),
+    v.check((s) => !RESERVED_SLUGS.has(s.toLowerCase()), (issue) => `"${String(issue.input)}" is reserved for a fixed route.`),
+  ),
   verbose_name: v.optional(text(100)),
   verbose_name_plural: v.optional(text(100)),
   description: v.optional(text(200)),
   version: v.optional(text(20)),
   group_name: v.optional(text(50)),
-  fields: v.array(FieldEntrySchema),
+  fields: v.array(FieldEntrySchema, "Expected a list of fields."),
   removed_fields: v.optional(v.array(RemovedFieldSchema)),
 });
 
 export const DocumentSchema = v.strictObject({
-  schema_version: v.literal("1", 'must be "1" (the only supported schema_version)'),
-  types: v.array(TypeEntrySchema),
+  schema_version: v.literal("1", 'Must be "1" (the only supported schema_version).'),
+  types: v.array(TypeEntrySchema, "Expected a list of types."),
 });
 
 export type FieldEntry = v.InferOutput<typeof FieldEntrySchema>;
@@ -87,13 +70,6 @@ function jsonPath(path: v.IssuePathItem[] | undefined): string {
     out += typeof key === "number" ? `[${key}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(String(key)) ? `.${String(key)}` : `[${JSON.stringify(key)}]`;
   }
   return out;
-}
-
-function issueMessage(issue: v.BaseIssue<unknown>): string {
-  if (issue.kind === "schema" && issue.type === "strict_object" && issue.input !== undefined) return "unknown key";
-  if (issue.kind === "schema" && issue.received === "undefined") return "is required";
-  if (issue.kind === "schema" && !issue.message.startsWith("must")) return `expected ${issue.expected}, got ${issue.received}`;
-  return issue.message.startsWith("Invalid") ? `${issue.message}` : issue.message;
 }
 
 /** Type-specific attribute rules a shape cannot express. */
@@ -114,44 +90,12 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
       const fp = `${at}.fields[${fi}]`;
       if (ids.has(f.id)) errors.push({ path: `${fp}.id`, message: `duplicate field id ${f.id}` });
       ids.set(f.id, fi);
-      if (fieldNames.has(f.name)) errors.push({ path: `${fp}.name`, message: `duplicate field name "${f.name}"` });
+      if (fieldNames.has(f.name)) errors.push({ path: `${fp}.name`, message: duplicateFieldName(f.name) });
       fieldNames.set(f.name, fi);
       if (f.primary) primaries++;
-      const has = (k: keyof FieldEntry) => f[k] !== undefined && f[k] !== null && !(Array.isArray(f[k]) && (f[k] as unknown[]).length === 0) && f[k] !== "";
-      const kind = fieldType(f.type);
-      if (!kind.takes.range) {
-        if (has("validation_minimum")) errors.push({ path: `${fp}.validation_minimum`, message: `only ${typesTaking("range")} fields take a minimum` });
-        if (has("validation_maximum")) errors.push({ path: `${fp}.validation_maximum`, message: `only ${typesTaking("range")} fields take a maximum` });
-      } else if (typeof f.validation_minimum === "number" && typeof f.validation_maximum === "number" && f.validation_minimum > f.validation_maximum) {
-        errors.push({ path: `${fp}.validation_maximum`, message: "must not be below validation_minimum" });
-      }
-      if (!kind.takes.regex && has("validation_regex")) errors.push({ path: `${fp}.validation_regex`, message: `only ${typesTaking("regex")} fields take a regex` });
-      if (has("validation_regex")) {
-        try {
-          new RegExp(f.validation_regex!);
-        } catch {
-          errors.push({ path: `${fp}.validation_regex`, message: "is not a valid regular expression" });
-        }
-      }
-      if (kind.takes.choices && !has("choice_set")) errors.push({ path: `${fp}.choice_set`, message: `${typesTaking("choices")} fields need a choice_set` });
-      if (!kind.takes.choices && has("choice_set")) errors.push({ path: `${fp}.choice_set`, message: `only ${typesTaking("choices")} fields take a choice_set` });
-      if (kind.takes.related) {
-        if (f.is_polymorphic) {
-          if (!has("related_object_types")) errors.push({ path: `${fp}.related_object_types`, message: "polymorphic fields need related_object_types" });
-          if (has("related_object_type")) errors.push({ path: `${fp}.related_object_type`, message: "polymorphic fields use related_object_types" });
-        } else {
-          if (!has("related_object_type")) errors.push({ path: `${fp}.related_object_type`, message: `${typesTaking("related")} fields need related_object_type` });
-          if (has("related_object_types")) errors.push({ path: `${fp}.related_object_types`, message: "only polymorphic fields take related_object_types" });
-        }
-      } else {
-        for (const k of ["related_object_type", "related_object_types"] as const) if (has(k)) errors.push({ path: `${fp}.${k}`, message: `only ${typesTaking("related")} fields take related object types` });
-        if (f.is_polymorphic) errors.push({ path: `${fp}.is_polymorphic`, message: `only ${typesTaking("related")} fields can be polymorphic` });
-      }
-      if (!kind.takesDefault && has("default")) errors.push({ path: `${fp}.default`, message: `${typesWhere((m) => !m.takesDefault)} fields take no default` });
-      if (!kind.canBePrimary && f.primary) errors.push({ path: `${fp}.primary`, message: `a ${f.type} field cannot be primary` });
-      if (!kind.canBeUnique && f.unique) errors.push({ path: `${fp}.unique`, message: `a ${f.type} field cannot be unique` });
+      for (const issue of fieldRuleIssues(f)) errors.push({ path: `${fp}.${issue.key}`, message: issue.message });
     });
-    if (primaries > 1) errors.push({ path: `${at}.fields`, message: "at most one field can be primary" });
+    if (primaries > 1) errors.push({ path: `${at}.fields`, message: ONE_PRIMARY });
     const columns = columnCount(t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })));
     if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
     (t.removed_fields ?? []).forEach((r, ri) => {
@@ -167,7 +111,7 @@ export type ParseResult = { ok: true; document: SchemaDocument } | { ok: false; 
 export function parseDocument(input: unknown): ParseResult {
   const result = v.safeParse(DocumentSchema, input, { abortEarly: false });
   if (!result.success) {
-    const errors = result.issues.slice(0, MAX_ERRORS).map((issue) => ({ path: jsonPath(issue.path), message: issueMessage(issue) }));
+    const errors = result.issues.slice(0, MAX_ERRORS).map((issue) => ({ path: jsonPath(issue.path), message: fieldIssueMessage(issue) }));
     return { ok: false, errors };
   }
   const semantic = semanticErrors(result.output);

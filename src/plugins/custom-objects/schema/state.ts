@@ -9,35 +9,10 @@ import type { ObjectTypeRegistry } from "../../../core/object-types";
 import type { CotRow } from "../models";
 import type { FieldRow } from "../values";
 import type { FieldEntry, TypeEntry } from "./document";
+import { FIELD_DEFAULTS } from "../field-definition";
 
-/** Field attributes a document may state, with the value an omitted key means. */
-export const FIELD_ATTR_DEFAULTS = {
-  label: "",
-  description: "",
-  primary: false,
-  required: false,
-  unique: false,
-  default: null as unknown,
-  choice_set: null as string | null,
-  validation_regex: "",
-  validation_minimum: null as number | null,
-  validation_maximum: null as number | null,
-  is_polymorphic: false,
-  related_object_type: null as string | null,
-  related_object_types: [] as string[],
-  related_object_filter: null as Record<string, unknown> | null,
-  on_delete_behavior: "set_null",
-  group_name: "",
-  search_weight: 1000,
-  filter_logic: "loose",
-  ui_visible: "always",
-  ui_editable: "yes",
-  weight: 100,
-  is_cloneable: false,
-  deprecated: false,
-  deprecated_since: "",
-  scheduled_removal: "",
-};
+/** Field attributes a document may state, with the value an omitted key means (defined once). */
+export const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;
 export type CanonicalField = { id: number; name: string; type: string } & typeof FIELD_ATTR_DEFAULTS;
 
 export const COT_ATTR_DEFAULTS = { verbose_name: "", verbose_name_plural: "", description: "", version: "", group_name: "" };
