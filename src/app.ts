@@ -31,10 +31,14 @@ import { webhookHandler } from "./core/events/webhook";
 import { TaskQueue, type TaskQueueOptions } from "./services/tasks/queue";
 import { accessLog } from "./core/access-log";
 import { corsFor } from "./core/cors";
+import { optionsMetadata } from "./openapi/metadata";
 import { answerMethodNotAllowed } from "./core/method-not-allowed";
 import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 import { describeRoute } from "./core/validate";
+
+/** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
+export const NETBOX_API_VERSION = "4.5";
 
 export interface AppDeps {
   config: Config;
@@ -127,6 +131,11 @@ export async function createApp(deps: AppDeps): Promise<App> {
     }
   });
   app.use("*", accessLog({ slowMs: config.slowRequestMs }));
+  // The NetBox REST API version these answers follow; pynetbox reads it (`nb.version`), errors included.
+  app.use("*", async (c, next) => {
+    await next();
+    if (c.req.path === "/api" || c.req.path.startsWith("/api/")) c.header("API-Version", NETBOX_API_VERSION);
+  });
   // Before authentication, so a browser's preflight is answered without a token.
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
   app.use("*", answerMethodNotAllowed(app));
@@ -164,9 +173,12 @@ export async function createApp(deps: AppDeps): Promise<App> {
     "*",
     authenticate({ exempt: (path, method) => (method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path)) || (method === "GET" && isPublicDocsPath(path)) }),
   );
-  api.route("/", coreApiRoutes());
   // The OpenAPI document describes the routes this app actually mounted.
-  api.route("/", openApiRoutes(new OpenApiDocuments({ services, parts: installed.map(({ plugin, parts }) => ({ name: plugin.name, openapi: parts.openapi })), routes: () => app.routes })));
+  const documents = new OpenApiDocuments({ services, parts: installed.map(({ plugin, parts }) => ({ name: plugin.name, openapi: parts.openapi })), routes: () => app.routes });
+  // OPTIONS on a described endpoint: DRF metadata (pynetbox's `.choices()`), after authentication.
+  api.use("*", optionsMetadata(documents));
+  api.route("/", coreApiRoutes());
+  api.route("/", openApiRoutes(documents));
   const pluginsRoot = describeRoute({
     tags: ["api"],
     operationId: "plugins_root",

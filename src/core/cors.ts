@@ -9,12 +9,30 @@ import type { HonoEnv } from "./context";
 
 const PREFLIGHT_MAX_AGE_SECONDS = 600;
 
+const EXPOSED = ["X-Request-Id", "Allow", "WWW-Authenticate", "API-Version"];
+
+/**
+ * Only an OPTIONS carrying `Access-Control-Request-Method` is a preflight (Fetch standard); any
+ * other OPTIONS (pynetbox's `.choices()`) goes on to the API's metadata answer, with the
+ * headers an allowed origin gets on every answer.
+ */
 export function corsFor(origins: string[] | "*"): MiddlewareHandler<HonoEnv> {
   const allowed = origins === "*" ? null : new Set(origins);
-  return cors({
-    origin: allowed ? (origin) => (allowed.has(origin) ? origin : null) : "*",
+  const allowOrigin = (origin: string) => (allowed ? (allowed.has(origin) ? origin : null) : "*");
+  const preflightAndSimple = cors({
+    origin: allowOrigin,
     allowMethods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-    exposeHeaders: ["X-Request-Id", "Allow", "WWW-Authenticate"],
+    exposeHeaders: EXPOSED,
     maxAge: PREFLIGHT_MAX_AGE_SECONDS,
   });
+  return async (c, next) => {
+    if (c.req.method !== "OPTIONS" || c.req.header("access-control-request-method")) return preflightAndSimple(c, next);
+    await next();
+    const origin = allowOrigin(c.req.header("origin") ?? "");
+    if (origin) {
+      c.header("Access-Control-Allow-Origin", origin);
+      c.header("Access-Control-Expose-Headers", EXPOSED.join(","));
+    }
+    if (allowed) c.header("Vary", "Origin", { append: true });
+  };
 }

@@ -6,7 +6,7 @@
 import { Hono } from "hono";
 import type { HonoEnv } from "../core/context";
 import * as v from "valibot";
-import { ApiError, notFound } from "../core/errors";
+import { ApiError, notAuthenticated, notFound } from "../core/errors";
 import { describeRoute, query } from "../core/validate";
 import { baseUrlOf } from "../core/http";
 import { hasPermission } from "../core/auth/permissions";
@@ -73,7 +73,16 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
     },
     { slash: false },
   );
-  app.get("/docs", docsPage, (c) => {
+  app.get("/docs", docsPage, async (c) => {
+    // `?format=openapi` (what pynetbox before NetBox 3.5 fetches): the document itself, with
+    // /api/schema/'s access rule — this path is public only as the page shell.
+    if (c.req.query("format") === "openapi") {
+      if (!c.var.auth.user && c.var.services.config.loginRequired) throw notAuthenticated();
+      const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
+      c.header("Cache-Control", "no-cache");
+      c.header("Vary", "Accept, Authorization");
+      return c.body(await documents.text(baseUrlOf(c), "json", canView), 200, { "Content-Type": "application/json" });
+    }
     if (!docsAvailable()) throw notOnThisRuntime();
     c.header("Content-Security-Policy", DOCS_CSP);
     c.header("X-Content-Type-Options", "nosniff");

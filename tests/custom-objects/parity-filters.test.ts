@@ -121,6 +121,21 @@ describe("polymorphic fields: one filter per allowed type", () => {
     expect(await ids(`${CO}/poly_fs/?targets__empty=1`)).toEqual([rows.none]);
   });
 
+  test("a custom object target type is named by its object type id, never its slug", async () => {
+    const cot = await makeCot(t, "poly_target");
+    await addField(t, cot.id, { name: "name", type: "text", primary: true });
+    const target = await create(t, "poly_target", { name: "tgt" });
+    const src = await makeCot(t, "poly_src");
+    await addField(t, src.id, { name: "name", type: "text", primary: true });
+    await addField(t, src.id, { name: "target", type: "object", is_polymorphic: true, related_object_types: ["dcim.site", "custom_objects.poly_target"] });
+    const hit = await create(t, "poly_src", { name: "hit", target: { object_type: "custom_objects.poly_target", id: target.id } });
+    await create(t, "poly_src", { name: "site", target: { object_type: "dcim.site", id: target.id } });
+    expect(await ids(`${CO}/poly_src/?target_custom_objects_${cot.object_type.id}=${target.id}`)).toEqual([hit.id]);
+    const refused = await t.json("GET", `${CO}/poly_src/?target_id=${target.id}`);
+    expect(refused.body.target_id[0]).toContain(`target_custom_objects_${cot.object_type.id}`);
+    expect(refused.body.target_id[0]).not.toContain("poly_target");
+  });
+
   test("a bad id answers 400", async () => {
     const r = await t.json("GET", `${CO}/poly_fs/?target_dcim_device=abc`);
     expect(r.status).toBe(400);

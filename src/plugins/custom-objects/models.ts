@@ -98,10 +98,12 @@ export class CotRegistry {
     if (!cot) return null;
     const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
     const targets = fields.filter((f) => fieldType(f.type).storage === "reference" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
-    // Polymorphic fields' per-type filters are named after their types: `<app_label>_<model>`.
+    // Polymorphic fields' per-type filters are named after their types: `<app_label>_<model>` for
+    // host models; custom object types by object type id, as their slugs are hidden from callers
+    // who may not view them and filter names are the same for every caller (decision 0046).
     const polyTypes = [...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds))];
     const typeKeys = new Map(
-      polyTypes.length ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map((ot) => [ot.id, `${ot.appLabel}_${ot.model}`] as const) : [],
+      polyTypes.length ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map((ot) => [ot.id, ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`] as const) : [],
     );
     const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(), typeKeys);
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
