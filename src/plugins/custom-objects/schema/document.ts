@@ -3,6 +3,7 @@
  * checks a plain shape cannot express. Errors come back as JSON paths, at most 20.
  */
 import * as v from "valibot";
+import { fieldType as fieldTypeModule } from "../field-types";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE } from "../constants";
 import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "../field-definition";
 
@@ -48,11 +49,29 @@ export const TypeEntrySchema = v.strictObject({
   group_name: v.optional(text(50)),
   fields: v.array(FieldEntrySchema, "Expected a list of fields."),
   removed_fields: v.optional(v.array(RemovedFieldSchema)),
+  /** Compound uniqueness (issue 16): each list of field names is one unique index. */
+  unique_together: v.optional(v.array(v.pipe(v.array(v.pipe(v.string(), v.regex(NAME_RE, "must be a field name"))), v.minLength(2, "must name at least two fields"), v.maxLength(16)))),
+});
+
+/** A whole type removed by the document (issue 16): gated over rows, then moved to the trash. */
+export const RemovedTypeSchema = v.looseObject({
+  slug: v.pipe(v.string(), v.maxLength(100), v.regex(SLUG_RE, "must match ^[-a-zA-Z0-9_]+$")),
+  name: v.optional(v.string()),
+});
+
+/** A choice set the document's fields use, created or updated with the document (issue 16). */
+export const ChoiceSetEntrySchema = v.strictObject({
+  name: v.pipe(v.string(), v.minLength(1), v.maxLength(100)),
+  description: v.optional(v.pipe(v.string(), v.maxLength(200))),
+  extra_choices: v.pipe(v.array(v.tuple([v.pipe(v.string(), v.minLength(1), v.maxLength(100)), v.pipe(v.string(), v.maxLength(100))])), v.minLength(1, "must offer at least one choice"), v.maxLength(1000)),
+  order_alphabetically: v.optional(v.boolean()),
 });
 
 export const DocumentSchema = v.strictObject({
   schema_version: v.literal("1", 'Must be "1" (the only supported schema_version).'),
   types: v.array(TypeEntrySchema, "Expected a list of types."),
+  removed_types: v.optional(v.array(RemovedTypeSchema)),
+  choice_sets: v.optional(v.array(ChoiceSetEntrySchema)),
 });
 
 export type FieldEntry = v.InferOutput<typeof FieldEntrySchema>;
@@ -100,6 +119,27 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
     if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
     (t.removed_fields ?? []).forEach((r, ri) => {
       if (ids.has(r.id)) errors.push({ path: `${at}.removed_fields[${ri}].id`, message: `field id ${r.id} is both listed and removed` });
+    });
+    (t.unique_together ?? []).forEach((set, ui) => {
+      if (new Set(set).size !== set.length) errors.push({ path: `${at}.unique_together[${ui}]`, message: "names a field twice" });
+      set.forEach((n, ni) => {
+        const fi = fieldNames.get(n);
+        if (fi === undefined) errors.push({ path: `${at}.unique_together[${ui}][${ni}]`, message: `"${n}" is not a field of this type` });
+        else if (fieldTypeModule(t.fields[fi]!.type).storage === "links") errors.push({ path: `${at}.unique_together[${ui}][${ni}]`, message: `a ${t.fields[fi]!.type} field cannot be part of unique_together` });
+      });
+    });
+  });
+  (doc.removed_types ?? []).forEach((r, ri) => {
+    if (slugs.has(r.slug)) errors.push({ path: `$.removed_types[${ri}].slug`, message: `"${r.slug}" is both listed and removed` });
+  });
+  const sets = new Map<string, number>();
+  (doc.choice_sets ?? []).forEach((c, ci) => {
+    if (sets.has(c.name)) errors.push({ path: `$.choice_sets[${ci}].name`, message: `duplicate choice set "${c.name}"` });
+    sets.set(c.name, ci);
+    const values = new Set<string>();
+    c.extra_choices.forEach(([value], vi) => {
+      if (values.has(value)) errors.push({ path: `$.choice_sets[${ci}].extra_choices[${vi}][0]`, message: `duplicate value "${value}"` });
+      values.add(value);
     });
   });
   return errors;
