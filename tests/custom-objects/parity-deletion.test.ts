@@ -1,0 +1,207 @@
+/**
+ * Deletion parity with upstream netbox-custom-objects (tests/test_deletion.py): what a REST
+ * client sees when types, fields, host objects and custom objects that others point at are
+ * deleted, and after on_delete_behavior changes.
+ *
+ * Kept different on purpose: deleting a type that other types' fields point at (upstream drops
+ * those fields; we answer 409 until they are removed, decision 0005).
+ *
+ * Left out: model-cache and cache-timestamp cases (upstream's Django model registry; we rebuild
+ * from shape_version, covered elsewhere), and the raw-SQL DELETE variants (they prove
+ * PostgreSQL constraints a REST client never reaches; the REST deletes below take the same paths).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { CO, addField, create, makeCot } from "./fixtures";
+
+let t: TestApp;
+let n = 0;
+beforeAll(async () => {
+  t = await makeTestApp();
+});
+afterAll(() => t.close());
+
+/** A type with a required primary `name` (upstream's create_simple_custom_object_type). */
+async function simpleType(name: string) {
+  const cot = await makeCot(t, name);
+  await addField(t, cot.id, { name: "name", type: "text", primary: true, required: true });
+  return cot;
+}
+
+async function device() {
+  n++;
+  const s = await t.json("POST", "/api/dcim/sites/", { body: { name: `Del Site ${n}`, slug: `del-site-${n}` } });
+  const d = await t.json("POST", "/api/dcim/devices/", { body: { name: `Del Device ${n}`, site: s.body.id } });
+  expect(d.status).toBe(201);
+  return d.body.id as number;
+}
+
+const get = (path: string) => t.json("GET", path);
+const del = (path: string) => t.json("DELETE", path);
+
+describe("types and fields", () => {
+  test("deleting a type with instances removes the type and its objects", async () => {
+    const cot = await simpleType("deltest");
+    await create(t, "deltest", { name: "Instance 1" });
+    await create(t, "deltest", { name: "Instance 2" });
+    expect((await get(`${CO}/deltest/`)).body.count).toBe(2);
+    expect((await del(`${CO}/custom-object-types/${cot.id}/`)).status).toBe(204);
+    expect((await get(`${CO}/deltest/`)).status).toBe(404);
+    expect((await get(`${CO}/custom-object-types/${cot.id}/`)).status).toBe(404);
+  });
+
+  // Upstream deletes the other types' fields with the type; we refuse (409) until they are
+  // removed (decision 0005): a type delete never drops another type's column as a side effect.
+  test("a type other types' fields point at: 409 naming the field; once it is removed, the delete works and the other type stays", async () => {
+    const target = await simpleType("target");
+    const source = await simpleType("source");
+    const ref = await addField(t, source.id, { name: "ref_target", type: "object", related_object_type: "custom_objects.target" });
+    const refused = await del(`${CO}/custom-object-types/${target.id}/`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail).toContain('"ref_target"');
+    expect((await get(`${CO}/custom-object-types/${target.id}/`)).status).toBe(200);
+    expect((await del(`${CO}/custom-object-type-fields/${ref.id}/`)).status).toBe(204);
+    expect((await del(`${CO}/custom-object-types/${target.id}/`)).status).toBe(204);
+    expect((await get(`${CO}/custom-object-type-fields/${ref.id}/`)).status).toBe(404);
+    expect((await get(`${CO}/custom-object-types/${source.id}/`)).status).toBe(200);
+    expect((await create(t, "source", { name: "still works" })).name).toBe("still works");
+  });
+
+  test("deleting a field whose objects hold data succeeds; the objects stay without it", async () => {
+    const cot = await simpleType("fielddeltest");
+    const extra = await addField(t, cot.id, { name: "extra", type: "text" });
+    await create(t, "fielddeltest", { name: "Item 1", extra: "value1" });
+    await create(t, "fielddeltest", { name: "Item 2", extra: "value2" });
+    expect((await del(`${CO}/custom-object-type-fields/${extra.id}/`)).status).toBe(204);
+    const list = await get(`${CO}/fielddeltest/`);
+    expect(list.body.count).toBe(2);
+    for (const r of list.body.results) expect(r).not.toHaveProperty("extra");
+  });
+});
+
+describe("a host object others point at (on_delete_behavior)", () => {
+  test("set_null: the custom object stays, its field is null", async () => {
+    const dev = await device();
+    const cot = await simpleType("devref_sn");
+    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "set_null" });
+    const co = await create(t, "devref_sn", { name: "CO with Device", device: dev });
+    expect(co.device.id).toBe(dev);
+    expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(204);
+    const after = await get(`${CO}/devref_sn/${co.id}/`);
+    expect(after.status).toBe(200);
+    expect(after.body.device).toBeNull();
+  });
+
+  test("cascade: the custom object goes with it", async () => {
+    const dev = await device();
+    const cot = await simpleType("devref_casc");
+    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "cascade" });
+    const co = await create(t, "devref_casc", { name: "CO with Device Cascade", device: dev });
+    expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(204);
+    expect((await get(`${CO}/devref_casc/${co.id}/`)).status).toBe(404);
+  });
+
+  test("protect: the delete is refused (409) and both stay", async () => {
+    const dev = await device();
+    const cot = await simpleType("devref_prot");
+    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "protect" });
+    const co = await create(t, "devref_prot", { name: "CO with Device Protect", device: dev });
+    expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(409);
+    expect((await get(`/api/dcim/devices/${dev}/`)).status).toBe(200);
+    expect((await get(`${CO}/devref_prot/${co.id}/`)).status).toBe(200);
+  });
+
+  for (const [to, survives] of [["set_null", true], ["cascade", false]] as const) {
+    test(`changing protect to ${to} changes what the delete does`, async () => {
+      const dev = await device();
+      const slug = `chg_${to}`;
+      const cot = await simpleType(slug);
+      const f = await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "protect" });
+      const co = await create(t, slug, { name: "CO Chg", device: dev });
+      expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(409);
+      const patched = await t.json("PATCH", `${CO}/custom-object-type-fields/${f.id}/`, { body: { on_delete_behavior: to } });
+      expect(patched.status).toBe(200);
+      expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(204);
+      const after = await get(`${CO}/${slug}/${co.id}/`);
+      if (survives) {
+        expect(after.status).toBe(200);
+        expect(after.body.device).toBeNull();
+      } else expect(after.status).toBe(404);
+    });
+  }
+});
+
+describe("a custom object others point at", () => {
+  async function pair(prefix: string, behavior: string) {
+    await simpleType(`${prefix}target`);
+    const source = await simpleType(`${prefix}source`);
+    await addField(t, source.id, { name: "ref_target", type: "object", related_object_type: `custom_objects.${prefix}target`, on_delete_behavior: behavior });
+    const target = await create(t, `${prefix}target`, { name: "Target Object" });
+    const src = await create(t, `${prefix}source`, { name: "Source Object", ref_target: target.id });
+    return { target, src };
+  }
+
+  test("set_null: the source stays with a null reference", async () => {
+    const { target, src } = await pair("sn", "set_null");
+    expect((await del(`${CO}/sntarget/${target.id}/`)).status).toBe(204);
+    const after = await get(`${CO}/snsource/${src.id}/`);
+    expect(after.status).toBe(200);
+    expect(after.body.ref_target).toBeNull();
+  });
+
+  test("cascade: the source goes too", async () => {
+    const { target, src } = await pair("casc", "cascade");
+    expect((await del(`${CO}/casctarget/${target.id}/`)).status).toBe(204);
+    expect((await get(`${CO}/cascsource/${src.id}/`)).status).toBe(404);
+  });
+
+  test("protect: 409 and both stay", async () => {
+    const { target, src } = await pair("prot", "protect");
+    expect((await del(`${CO}/prottarget/${target.id}/`)).status).toBe(409);
+    expect((await get(`${CO}/prottarget/${target.id}/`)).status).toBe(200);
+    expect((await get(`${CO}/protsource/${src.id}/`)).status).toBe(200);
+  });
+});
+
+describe("multiobject fields across types", () => {
+  test("deleting the source drops its links; the target stays", async () => {
+    await simpleType("m2mtrg");
+    const source = await simpleType("m2msrc");
+    await addField(t, source.id, { name: "refs", type: "multiobject", related_object_type: "custom_objects.m2mtrg" });
+    const target = await create(t, "m2mtrg", { name: "Target 1" });
+    const src = await create(t, "m2msrc", { name: "Source 1", refs: [target.id] });
+    const linked = await get(`${CO}/linked-objects/?object_type=custom_objects.m2mtrg&object_id=${target.id}`);
+    expect(linked.body.count).toBe(1);
+    expect((await del(`${CO}/m2msrc/${src.id}/`)).status).toBe(204);
+    expect((await get(`${CO}/m2mtrg/${target.id}/`)).status).toBe(200);
+    expect((await get(`${CO}/linked-objects/?object_type=custom_objects.m2mtrg&object_id=${target.id}`)).body.count).toBe(0);
+  });
+
+  test("deleting a target drops the links to it; the source stays", async () => {
+    await simpleType("m2mtrg2");
+    const source = await simpleType("m2msrc2");
+    await addField(t, source.id, { name: "refs", type: "multiobject", related_object_type: "custom_objects.m2mtrg2" });
+    const t1 = await create(t, "m2mtrg2", { name: "Target 2" });
+    const t2 = await create(t, "m2mtrg2", { name: "Target 3" });
+    const src = await create(t, "m2msrc2", { name: "Source 2", refs: [t1.id, t2.id] });
+    expect((await del(`${CO}/m2mtrg2/${t1.id}/`)).status).toBe(204);
+    const after = await get(`${CO}/m2msrc2/${src.id}/`);
+    expect(after.status).toBe(200);
+    expect(after.body.refs.map((r: any) => r.id)).toEqual([t2.id]);
+  });
+
+  test("a chain A → B → C of multiobject fields: deleting the middle object keeps both ends", async () => {
+    await simpleType("hop_c");
+    const b = await simpleType("hop_b");
+    await addField(t, b.id, { name: "cs", type: "multiobject", related_object_type: "custom_objects.hop_c" });
+    const a = await simpleType("hop_a");
+    await addField(t, a.id, { name: "bs", type: "multiobject", related_object_type: "custom_objects.hop_b" });
+    const c1 = await create(t, "hop_c", { name: "C" });
+    const b1 = await create(t, "hop_b", { name: "B", cs: [c1.id] });
+    const a1 = await create(t, "hop_a", { name: "A", bs: [b1.id] });
+    expect((await del(`${CO}/hop_b/${b1.id}/`)).status).toBe(204);
+    const aa = await get(`${CO}/hop_a/${a1.id}/`);
+    expect(aa.body.bs).toEqual([]);
+    expect((await get(`${CO}/hop_c/${c1.id}/`)).status).toBe(200);
+  });
+});
