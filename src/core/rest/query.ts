@@ -213,6 +213,11 @@ export interface ListSpec {
   defaultOrdering: string[];
   search: SearchTerm[];
   idExpr: SQLWrapper;
+  /**
+   * Optional: for a `q`, a condition that narrows the rows first (an index's candidate ids), or
+   * undefined. ANDed with the search terms, so it must hold for every row they match.
+   */
+  searchIndex?: (q: string) => SQL | undefined;
 }
 
 /** Parses a list request's query string; invalid values answer 400 keyed by parameter. */
@@ -253,6 +258,9 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     const terms = spec.search.map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`)).filter((c): c is SQL => !!c);
     conditions.push(terms.length ? or(...terms)! : sql`0`);
   }
+
+  const narrowed = q ? spec.searchIndex?.(q) : undefined;
+  if (narrowed) conditions.push(narrowed);
 
   const ordering = params.has("ordering") ? splitList(params.getAll("ordering")) : spec.defaultOrdering;
   if (ordering.length > MAX_ORDERING_TERMS) throw new ValidationError({ ordering: [`Order by at most ${MAX_ORDERING_TERMS} fields.`] });

@@ -8,6 +8,7 @@ import type { Executor } from "../../db/client";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE } from "./constants";
 import { fieldType, type SqlType } from "./field-types";
+import { dropSearchIndex, syncSearchIndex } from "./search-index";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 
@@ -80,6 +81,7 @@ export async function createCotTable(db: Executor, cotId: number, fields: Column
   statements.push(sql`CREATE INDEX ${ident(`${t}_id_idx`)} ON ${ident(t)} (id)`);
   for (const f of fields) statements.push(...(hasLinkTable(f) ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)));
   await runAll(db, statements);
+  if (fields.length) await syncSearchIndex(db, cotId);
 }
 
 /**
@@ -115,6 +117,7 @@ async function createLinkTable(db: Executor, cotId: number, f: ColumnField) {
 }
 
 export async function dropCotTable(db: Executor, cotId: number, fields: ColumnField[]) {
+  await dropSearchIndex(db, cotId);
   for (const f of fields) if (hasLinkTable(f)) await run(db, sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`);
   await run(db, sql`DROP TABLE IF EXISTS ${ident(tableName(cotId))}`);
 }
@@ -160,6 +163,7 @@ export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnFie
     return;
   }
   await dropFieldIndexes(db, cotId, f.id);
+  await dropSearchIndex(db, cotId); // its triggers name the column; syncSearchIndex rebuilds it
   for (const col of fieldColumns(f)) await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} DROP COLUMN ${ident(col)}`);
 }
 
@@ -167,6 +171,7 @@ export async function renameFieldStorage(db: Executor, cotId: number, f: ColumnF
   const t = ident(tableName(cotId));
   const before = fieldColumns(f);
   const after = fieldColumns({ ...f, name: newName });
+  await dropSearchIndex(db, cotId); // its columns keep the old names; syncSearchIndex rebuilds it
   for (let i = 0; i < before.length; i++) {
     await run(db, sql`ALTER TABLE ${t} RENAME COLUMN ${ident(before[i]!)} TO ${ident(after[i]!)}`);
   }
@@ -193,6 +198,7 @@ export async function retypeFieldStorage(
   const t = ident(tableName(cotId));
   const tmp = `${f.name}__retype`;
   await dropFieldIndexes(db, cotId, f.id);
+  await dropSearchIndex(db, cotId);
   const [[, type]] = fieldColumnTypes({ ...f, type: newType }) as [[string, SqlType]];
   await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(tmp)} ${sql.raw(type)}`);
   const rows = (await db.all(sql`SELECT id, ${ident(f.name)} AS v FROM ${t} WHERE ${ident(f.name)} IS NOT NULL`)) as { id: number; v: unknown }[];

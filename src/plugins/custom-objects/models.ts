@@ -17,6 +17,7 @@ import { modelInfo } from "./model/nested";
 import { reader } from "./model/read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./model/shape";
 import { writer } from "./model/write";
+import { readIndexSchema, withSearchIndex } from "./search-index";
 
 export { StaleModel } from "./model/write";
 export { cotUrl, instanceUrl, nestedCot, sortFields, verboseName, type CotRow, type CotTable } from "./model/shape";
@@ -106,6 +107,8 @@ export class CotRegistry {
       polyTypes.length ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map((ot) => [ot.id, ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`] as const) : [],
     );
     const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(), typeKeys);
+    // `q` and text lookups narrowed through the type's full-text index, when it is current (decision 0050).
+    model.resource.list = withSearchIndex(model.resource.list, cot.id, fields, await readIndexSchema(db, cot.id));
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;

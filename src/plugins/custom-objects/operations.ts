@@ -14,6 +14,7 @@ import type { CotDraft, FieldDraft } from "./definitions";
 import type { CotRow } from "./models";
 import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "./values";
 import { fieldType } from "./field-types";
+import { syncSearchIndex } from "./search-index";
 
 /**
  * A fresh random version token: a counter could repeat after a rolled-back change (5→6 rolled
@@ -22,6 +23,7 @@ import { fieldType } from "./field-types";
 export const newShapeVersion = () => 1 + Math.floor(Math.random() * 2 ** 52);
 
 async function bump(ctx: WriteContext, cotId: number) {
+  await syncSearchIndex(ctx.db, cotId); // the full-text index follows the fields (decision 0050)
   await ctx.db
     .update(customObjectTypes)
     .set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
@@ -196,6 +198,7 @@ export async function addFields(
         }
       });
     }
+    await syncSearchIndex(ctx.db, cot.id);
   }
   return fields;
 }

@@ -1,0 +1,131 @@
+/**
+ * The full-text (FTS5 trigram) index behind `?q=` and `__ic`/`__isw`/`__iew` (decision 0050):
+ * every answer is exactly the rows a scan returns, the index is kept in the row's transaction,
+ * follows field changes (rename, removal, new fields) and respects permission constraints.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { addField, CO, create, makeCot } from "./fixtures";
+
+let t: TestApp;
+let cot: { id: number; slug: string };
+const fts = () => `co_${cot.id}_fts`;
+
+const WORDS = ["Alpha", "alphabet", "ÉCOLE", "école", "100%_sure", 'say "hi"', "x_y", "Zürich", "naïve", "abc", "ab", "ALPHA-beta", "mixedCase", "  spaced  "];
+const rows: Array<{ title: string | null; notes: string | null; n: number }> = [];
+for (let i = 0; i < 60; i++) {
+  rows.push({ title: i % 7 === 0 ? null : `${WORDS[i % WORDS.length]} ${i}`, notes: i % 5 === 0 ? null : `${WORDS[(i * 3) % WORDS.length]}/${WORDS[(i + 4) % WORDS.length]}`, n: i * 37 });
+}
+
+async function ids(query: string, token?: string): Promise<number[]> {
+  const r = await t.json("GET", `${CO}/${cot.slug}/?limit=1000&${query}`, token ? { token } : {});
+  expect(r.status).toBe(200);
+  return (r.body.results as Array<{ id: number }>).map((x) => x.id).sort((a, b) => a - b);
+}
+
+/** The same condition as a plain scan of the table (what the list answered before the index). */
+async function scan(where: string, args: unknown[]): Promise<number[]> {
+  const rs = await t.deps.db.client.execute({ sql: `SELECT id FROM co_${cot.id} WHERE ${where} ORDER BY id`, args: args as any });
+  return rs.rows.map((r) => Number(r.id));
+}
+const esc = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
+const like = (col: string) => `${col} LIKE ? ESCAPE '\\'`;
+
+const NEEDLES = ["alp", "ALPHA", "pha", "école", "ÉCO", "0%_", "%_s", '"hi"', "x_y", "ürich", "NAÏ", "ab", "a", "bet", "e 1", "/ab", "zzz", "sure/", "d  ", "37", "111", "2-b"];
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  cot = await makeCot(t, "searchable", "searchable");
+  await addField(t, cot.id, { name: "title", type: "text" });
+  await addField(t, cot.id, { name: "notes", type: "longtext" });
+  await addField(t, cot.id, { name: "n", type: "integer" });
+  for (const r of rows) await create(t, cot.slug, r);
+});
+afterAll(() => t.close());
+
+describe("full-text index", () => {
+  test("exists after the fields are added and holds every row", async () => {
+    const rs = await t.deps.db.client.execute(`SELECT count(*) AS n FROM "${fts()}"`);
+    expect(Number(rs.rows[0]!.n)).toBe(rows.length);
+  });
+
+  test("q answers exactly the rows a scan returns", async () => {
+    for (const needle of NEEDLES) {
+      const p = `%${esc(needle.trim())}%`; // the list trims q
+      expect({ needle, ids: await ids(`q=${encodeURIComponent(needle)}`) }).toEqual({
+        needle,
+        ids: await scan(`${like("title")} OR ${like("notes")} OR ${like("n")}`, [p, p, p]),
+      });
+    }
+  });
+
+  test("__ic, __isw, __iew (and their negations) answer exactly the rows a scan returns", async () => {
+    for (const needle of NEEDLES) {
+      const e = esc(needle);
+      for (const [lookup, p] of [["ic", `%${e}%`], ["isw", `${e}%`], ["iew", `%${e}`]] as const) {
+        for (const col of ["title", "notes"]) {
+          expect({ needle, lookup, col, ids: await ids(`${col}__${lookup}=${encodeURIComponent(needle)}`) }).toEqual({ needle, lookup, col, ids: await scan(like(col), [p]) });
+          expect({ needle, lookup, col, ids: await ids(`${col}__n${lookup}=${encodeURIComponent(needle)}`) }).toEqual({
+            needle,
+            lookup,
+            col,
+            ids: await scan(`${col} IS NULL OR NOT (${like(col)})`, [p]),
+          });
+        }
+      }
+    }
+    // Several values: any of them.
+    expect(await ids("title__ic=alpha&title__ic=zur")).toEqual(await scan(`${like("title")} OR ${like("title")}`, ["%alpha%", "%zur%"]));
+  });
+
+  test("lists go through the index: emptied, it finds nothing for needles of 3+ characters", async () => {
+    const before = await ids("q=alpha");
+    expect(before.length).toBeGreaterThan(0);
+    await t.deps.db.client.execute(`INSERT INTO "${fts()}"("${fts()}") VALUES ('delete-all')`);
+    try {
+      expect(await ids("q=alpha")).toEqual([]);
+      expect(await ids("title__ic=alpha")).toEqual([]);
+      expect((await ids("q=al")).length).toBeGreaterThan(0); // two characters: a scan
+    } finally {
+      await t.deps.db.client.execute(`INSERT INTO "${fts()}"("${fts()}") VALUES ('rebuild')`);
+    }
+    expect(await ids("q=alpha")).toEqual(before);
+  });
+
+  test("kept in the row's transaction: updates and deletes are seen at once", async () => {
+    const obj = await create(t, cot.slug, { title: "quokkaish", notes: null, n: 1 });
+    expect(await ids("q=quokka")).toEqual([obj.id]);
+    expect((await t.json("PATCH", `${CO}/${cot.slug}/${obj.id}/`, { body: { title: "wombatish" } })).status).toBe(200);
+    expect(await ids("q=quokka")).toEqual([]);
+    expect(await ids("q=wombat")).toEqual([obj.id]);
+    expect((await t.json("DELETE", `${CO}/${cot.slug}/${obj.id}/`)).status).toBe(204);
+    expect(await ids("q=wombat")).toEqual([]);
+  });
+
+  test("follows field changes: rename, a new field, removal", async () => {
+    const fields = (await t.json("GET", `${CO}/custom-object-type-fields/?custom_object_type_id=${cot.id}&limit=100`)).body.results as Array<{ id: number; name: string }>;
+    const notes = fields.find((f) => f.name === "notes")!;
+    expect((await t.json("PATCH", `${CO}/custom-object-type-fields/${notes.id}/`, { body: { name: "remarks" } })).status).toBe(200);
+    expect(await ids("remarks__ic=alpha")).toEqual(await scan(like("remarks"), ["%alpha%"]));
+    expect(await ids("q=ürich")).toEqual(await scan(`${like("title")} OR ${like("remarks")} OR ${like("n")}`, ["%ürich%", "%ürich%", "%ürich%"]));
+    const extra = await addField(t, cot.id, { name: "extra", type: "text" });
+    const obj = await create(t, cot.slug, { title: null, remarks: null, extra: "platypus" });
+    expect(await ids("q=platyp")).toEqual([obj.id]);
+    expect((await t.json("DELETE", `${CO}/custom-object-type-fields/${extra.id}/`)).status).toBe(204);
+    expect(await ids("q=platyp")).toEqual([]);
+    const sqlRow = await t.deps.db.client.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [fts()] });
+    expect(String(sqlRow.rows[0]!.sql)).toContain('"remarks"');
+    expect(String(sqlRow.rows[0]!.sql)).not.toContain('"extra"');
+  });
+
+  test("permission constraints still apply to indexed searches", async () => {
+    const r = await t.json("POST", "/api/users/permissions/", {
+      body: { name: "only-small-n", actions: ["view"], object_types: [`custom_objects.${cot.slug}`], constraints: { n__lt: 300 } },
+    });
+    if (r.status !== 201) throw new Error(JSON.stringify(r.body));
+    const token = await t.user("searcher");
+    const u = (await t.json("GET", "/api/users/users/?username=searcher")).body.results[0];
+    expect((await t.json("PATCH", `/api/users/permissions/${r.body.id}/`, { body: { users: [u.id] } })).status).toBe(200);
+    expect(await ids("q=alpha", token)).toEqual(await scan(`(${like("title")} OR ${like("remarks")} OR ${like("n")}) AND n < 300`, ["%alpha%", "%alpha%", "%alpha%"]));
+  });
+});
