@@ -95,6 +95,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     tasks: deps.redis?.tasks
       ? new TaskQueue(db, deps.redis.tasks, logger, { afterCommit: config.runtime === "workerd" ? "deferred" : "now", ...config.tasks, ...deps.tasks })
       : null,
+    periodic: [],
     startedAt: new Date(),
   };
   services.tasks?.register(WEBHOOK_TASK, webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }));
@@ -107,6 +108,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   for (const { parts } of installed) {
     services.deleteHooks.push(...(parts.hooks?.beforeDelete ?? []));
     for (const [name, handler] of Object.entries(parts.hooks?.tasks ?? {})) services.tasks?.register(name, handler);
+    services.periodic.push(...(parts.hooks?.periodic ?? []));
   }
   for (const { parts } of installed) await parts.hooks?.ready?.(installed);
 

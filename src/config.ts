@@ -72,6 +72,7 @@ const EnvSchema = v.object({
   TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
   CHANGELOG_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
   JOB_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
+  SCHEMA_TRASH_DAYS: v.optional(intString(0, 36500), "7"),
   LOG_LEVEL: v.optional(v.picklist(["debug", "info", "warn", "error", "silent"], "must be debug, info, warn, error or silent"), "info"),
   LOG_SLOW_REQUEST_MS: v.optional(intString(1, 3600 * 1000), "1000"),
   CORS_ORIGINS: v.optional(v.string(), ""),
@@ -101,6 +102,8 @@ export interface Config {
   tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
   /** Days change records and finished jobs are kept; 0 keeps them for good. */
   retention: { changelogDays: number; jobDays: number };
+  /** Days removed custom object fields and types stay in the trash (0: purged at the next run). */
+  schemaTrashDays: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /** Requests slower than this are logged at warn (access log). */
   slowRequestMs: number;
@@ -170,6 +173,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
     taskWorker: e.TASK_WORKER,
     tasks: { visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS, maxAttempts: e.TASK_MAX_ATTEMPTS, backoffBaseMs: e.TASK_RETRY_BACKOFF_MS },
     retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
+    schemaTrashDays: e.SCHEMA_TRASH_DAYS,
     logLevel: e.LOG_LEVEL,
     slowRequestMs: e.LOG_SLOW_REQUEST_MS,
     corsOrigins: parseCorsOrigins(e.CORS_ORIGINS),

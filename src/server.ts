@@ -132,8 +132,9 @@ async function main() {
     const queue = servicesOf(app).tasks;
     // Retention (hourly) runs in the task worker; without a tasks Redis, on its own.
     const retention = retentionTask(db, config.retention);
-    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic: [retention] }) : null;
-    const pruner = config.taskWorker === "inline" && !queue ? startPeriodic([retention], logger) : null;
+    const periodic = [retention, ...servicesOf(app).periodic];
+    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic }) : null;
+    const pruner = config.taskWorker === "inline" && !queue ? startPeriodic(periodic, logger) : null;
     logger.info("listening", { url: `http://${server.hostname}:${server.port}/`, database: redactUrl(config.database.url), plugins: config.plugins });
 
     let stopping = false;

@@ -36,7 +36,7 @@ async function main() {
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching });
   const app = await createApp({ config, db, cache, redis, logger });
   const queue = servicesOf(app).tasks!;
-  const worker = startWorker(queue, { logger, periodic: [retentionTask(db, config.retention)] });
+  const worker = startWorker(queue, { logger, periodic: [retentionTask(db, config.retention), ...servicesOf(app).periodic] });
   logger.info("task worker started", { redis: redis.tasks!.describe, database: redactUrl(config.database.url) });
 
   let stopping = false;

@@ -140,6 +140,8 @@ export function createWorker(): {
             (e) => logger.error("cron retention failed", { error: String((e as Error)?.message ?? e) }),
           ),
         );
+        // Plugins' periodic work (the schema trash purge) runs on every cron run too.
+        for (const task of services.periodic) ctx.waitUntil(task.run().catch((e) => logger.error(`cron ${task.name} failed`, { error: String((e as Error)?.message ?? e) })));
       } catch {
         logger.error("isolate start-up failed; the cron run did no jobs");
         return;

@@ -52,6 +52,8 @@ export interface Services {
   deleteHooks: DeleteHooks;
   /** The job queue on `REDIS['tasks']`; null when no tasks Redis is configured. */
   tasks: TaskQueue | null;
+  /** Work plugins ask to repeat (`hooks.periodic`): run beside retention by the task worker and the Workers cron. */
+  periodic: Array<{ name: string; everyMs: number; run(): Promise<unknown> }>;
   startedAt: Date;
 }
 

@@ -7,6 +7,7 @@ import type { Hono } from "hono";
 import type { HonoEnv, Services } from "../core/context";
 import type { DeleteHook } from "../core/rest/resource";
 import type { JobHandler } from "../services/tasks/queue";
+import type { PeriodicTask } from "../services/tasks/worker";
 import type { PluginOpenApi } from "../openapi/builder";
 
 /**
@@ -35,6 +36,8 @@ export interface PluginParts {
     beforeDelete?: DeleteHook[];
     /** Background task handlers by task name (registered when a tasks Redis is configured). */
     tasks?: Record<string, JobHandler>;
+    /** Periodic work (purges): run where retention runs, by the task worker and the Workers cron. */
+    periodic?: PeriodicTask[];
     /** Runs once every enabled plugin is set up, with all of them (to validate settings against the others). */
     ready?: (plugins: InstalledPlugin[]) => void | Promise<void>;
   };

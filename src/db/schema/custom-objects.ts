@@ -76,7 +76,7 @@ export const customObjectTypeFields = sqliteTable(
 );
 
 /**
- * Removed fields and types kept with their data for `SCHEMA_TRASH_DAYS` (decision 0048): the
+ * Removed fields and types kept with their data for `SCHEMA_TRASH_DAYS` (decision 0051): the
  * records as they were, and where their storage went (renamed columns or tables).
  */
 export const customObjectTrash = sqliteTable(

@@ -26,6 +26,9 @@ import { customObjectsOpenApi } from "./openapi";
 import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
 import { applySchemaLogged, asLongWrite } from "./schema-change-log";
 import { cotsAllowed, hideDiffs } from "./schema/access";
+import { mountTrashRoutes } from "./schema/trash-routes";
+import { purgeExpiredTrash } from "./schema/trash";
+import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {
@@ -113,7 +116,11 @@ export const customObjectsPlugin: HostPlugin = {
     return {
       apiRoutes: apiRoutes(registry),
       openapi: customObjectsOpenApi(registry),
-      hooks: { beforeDelete: [onDeleteHook(registry)], tasks: { [SCHEMA_APPLY_TASK]: schemaApplyHandler(services) } },
+      hooks: {
+        beforeDelete: [onDeleteHook(registry)],
+        tasks: { [SCHEMA_APPLY_TASK]: schemaApplyHandler(services) },
+        periodic: [{ name: "schema-trash", everyMs: RETENTION_EVERY_MS, run: () => purgeExpiredTrash(services.db) }],
+      },
     };
   },
 };
@@ -181,6 +188,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     if (visible.length === rows.length) return c.json(await exportSchema(ctx, null));
     return c.json(visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] });
   });
+  mountTrashRoutes(app);
   app.all("/schema/preview", methodNotAllowed("POST"));
   app.all("/schema/apply", methodNotAllowed("POST"));
   app.all("/schema/export", methodNotAllowed("GET, HEAD"));

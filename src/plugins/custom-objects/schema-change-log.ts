@@ -8,7 +8,7 @@ import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { logChange } from "../../core/changes/record";
 import type { Services } from "../../core/context";
 import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
-import { applySchema, type ApplyRequest } from "./schema/apply";
+import { applySchema, documentSlugs, type ApplyRequest } from "./schema/apply";
 import { requireCots } from "./schema/access";
 import { cotModel, fieldModel } from "./types-api";
 
@@ -39,9 +39,11 @@ async function logDifferences(ctx: WriteContext, resource: Resource, before: Map
 
 /** `applySchema` plus change records for every COT and field it created, changed or removed. */
 export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest) {
-  const slugs = request.document.types.map((t) => t.slug);
+  const slugs = documentSlugs(request.document);
   const before = await snapshot(ctx, slugs);
-  await requireCots(ctx, "change", before.cots);
+  const removing = new Set((request.document.removed_types ?? []).map((r) => r.slug));
+  await requireCots(ctx, "change", new Map([...before.cots].filter(([, r]) => !removing.has(String(r.slug)))));
+  await requireCots(ctx, "delete", new Map([...before.cots].filter(([, r]) => removing.has(String(r.slug)))));
   const result = await applySchema(ctx, request);
   const after = await snapshot(ctx, slugs);
   // Permission constraints hold after the change too (the transaction rolls back otherwise).

@@ -216,6 +216,10 @@ export function writer(shape: Shape, read: Reader): Writer {
       return await write();
     } catch (e) {
       const mapped = mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => fields.find((x) => fieldColumns(x).includes(c))?.name ?? c });
+      // A compound key (unique_together) answers under each of its fields, not non_field_errors.
+      const compound = mapped instanceof ValidationError && !Array.isArray(mapped.fields) ? (mapped.fields as Record<string, string[]>).non_field_errors : undefined;
+      const names = compound ? /^The fields (.+) must make a unique set\.$/.exec(compound[0] ?? "")?.[1]?.split(", ") : undefined;
+      if (names) throw new ValidationError(Object.fromEntries(names.map((n) => [n, compound!])));
       throw mapped instanceof ValidationError ? mapped : e;
     }
   }

@@ -3,21 +3,25 @@
  * document validation (400), stale-plan check (409), destructive guard (409), cycles (400),
  * unresolvable references (400), then every change in one transaction in dependency order.
  */
-import { eq, inArray } from "drizzle-orm";
+import { eq, inArray, sql } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
-import { ApiError, ValidationError } from "../../../core/errors";
+import { ApiError, ValidationError, forbidden } from "../../../core/errors";
+import { codename } from "../../../core/auth/permissions";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
 import { validateField, type CotDraft, type FieldDraft } from "../definitions";
 import { addFields, alterField, createCot, removeField, updateCot } from "../operations";
-import { createCotTable } from "../ddl";
+import { createCotTable, fieldColumns, ident, tableName } from "../ddl";
 import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
 import { clearLinksOutside } from "./impact";
+import { normalizeTogether } from "./diff";
+import { listTrash, removeType, trashField } from "./trash";
+import { sameValue } from "./state";
 import { canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
 
 export interface ApplyRequest {
@@ -26,6 +30,8 @@ export interface ApplyRequest {
   expectedStateHash: string | null;
   /** A reviewed plan from schema/preview: apply exactly it, or 409 stale_plan. */
   planId: string | null;
+  /** Drop removed fields and types at once instead of moving them to the trash. */
+  purge: boolean;
 }
 
 const invalid = (detail: string, errors: SchemaError[]) =>
@@ -42,14 +48,18 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
   let allow: unknown = undefined;
   let hash: unknown = undefined;
   let plan: unknown = undefined;
+  let purge: unknown = undefined;
   if ("schema" in b) {
-    const extra = Object.keys(b).filter((k) => !["schema", "allow_destructive", "expected_state_hash", "plan_id"].includes(k));
+    const extra = Object.keys(b).filter((k) => !["schema", "allow_destructive", "expected_state_hash", "plan_id", "purge"].includes(k));
     if (extra.length) throw invalid("Unknown keys in the request body.", extra.map((k) => ({ path: `$.${k}`, message: "unknown key" })));
     docInput = b.schema;
     allow = b.allow_destructive;
     hash = b.expected_state_hash;
     plan = b.plan_id;
+    purge = b.purge;
   }
+  if (purge !== undefined && typeof purge !== "boolean") throw invalid("purge must be a JSON boolean.", [{ path: "$.purge", message: "expected a boolean" }]);
+  const queryPurge = params.get("purge");
   if (plan !== undefined && plan !== null && (typeof plan !== "string" || !PLAN_ID_RE.test(plan))) throw invalid("plan_id must be the plan_id a preview returned.", [{ path: "$.plan_id", message: "expected a plan_id from schema/preview" }]);
   const queryPlan = params.get("plan_id");
   if (queryPlan !== null && !PLAN_ID_RE.test(queryPlan)) throw invalid("plan_id must be the plan_id a preview returned.", [{ path: "plan_id", message: "expected a plan_id from schema/preview" }]);
@@ -63,6 +73,7 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
     allowDestructive: allow === true || (allow === undefined && queryAllow !== null && parseBool(queryAllow) === true),
     expectedStateHash: (hash as string | undefined) ?? params.get("expected_state_hash"),
     planId: (plan as string | undefined) ?? queryPlan,
+    purge: purge === true || (purge === undefined && queryPurge !== null && parseBool(queryPurge) === true),
   };
 }
 
@@ -77,12 +88,12 @@ const hashSnapshot = (snapshot: StateSnapshot) => sha256(stableJson(snapshot));
 function snapshotOf(state: Map<string, DbType>, slugs: string[]): StateSnapshot {
   return [...new Set(slugs)].sort().map((slug) => {
     const s = state.get(slug);
-    return s ? { slug, attrs: s.attrs, next: s.cot.nextSchemaId, fields: [...s.canonical.values()], tombstones: s.tombstones } : { slug, absent: true as const };
+    return s ? { slug, attrs: { ...s.attrs, unique_together: normalizeTogether(s.cot.uniqueTogether) }, next: s.cot.nextSchemaId, fields: [...s.canonical.values()], tombstones: s.tombstones } : { slug, absent: true as const };
   });
 }
 
 /** The slugs a document touches: its types and its removed types. */
-export const documentSlugs = (doc: SchemaDocument) => doc.types.map((t) => t.slug);
+export const documentSlugs = (doc: SchemaDocument) => [...doc.types.map((t) => t.slug), ...(doc.removed_types ?? []).map((r) => r.slug)];
 
 /** A hash of the database state of the types a document names (missing types included). */
 export async function stateHash(db: Executor, ctx: ReadContext, slugs: string[]): Promise<string> {
@@ -105,7 +116,7 @@ function projectedHash(document: SchemaDocument, state: Map<string, DbType>): Pr
     for (const r of [...(existing?.tombstones ?? []), ...(t.removed_fields ?? [])]) removed.set(r.id, { ...removed.get(r.id), ...r });
     const highest = t.fields.filter((f) => !existing?.canonical.has(f.id)).reduce((m, f) => Math.max(m, f.id + 1), 0);
     const next = Math.max(existing?.cot.nextSchemaId ?? 1, highest);
-    projected.set(t.slug, { slug: t.slug, attrs: cotAttrsFromEntry(t), next, fields, tombstones: [...removed.values()].sort((a, b) => a.id - b.id) });
+    projected.set(t.slug, { slug: t.slug, attrs: { ...cotAttrsFromEntry(t), unique_together: normalizeTogether(t.unique_together) }, next, fields, tombstones: [...removed.values()].sort((a, b) => a.id - b.id) });
   }
   const snapshot = [...new Set(slugs)].sort().map((slug) => projected.get(slug) ?? { slug, absent: true as const }) as StateSnapshot;
   return hashSnapshot(snapshot);
@@ -143,9 +154,9 @@ async function diffOrThrow(db: Executor, ctx: ReadContext, document: SchemaDocum
 
 export async function previewSchema(ctx: ReadContext, body: unknown): Promise<SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }> {
   const { document } = readApplyRequest(body, new URLSearchParams());
-  const { diffs } = await diffOrThrow(ctx.db, ctx, document);
+  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
   const plan = await planOf(ctx.db, ctx, document);
-  return { ...plan, diffs, destructive_changes: diffs.flatMap((d) => d.destructive_changes), state_hash: plan.from_state_hash };
+  return { ...plan, diffs, destructive_changes: [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes], state_hash: plan.from_state_hash };
 }
 
 // ---- references between types -----------------------------------------------------------
@@ -251,6 +262,7 @@ async function unresolvable(ctx: WriteContext, doc: SchemaDocument, all: Map<str
   }
   if (names.size) {
     const found = new Set((await ctx.db.select({ name: choiceSets.name }).from(choiceSets).where(inArray(choiceSets.name, [...names]))).map((r) => r.name));
+    for (const c of doc.choice_sets ?? []) found.add(c.name);
     for (const t of doc.types) for (const f of t.fields) if (f.choice_set && !found.has(f.choice_set)) problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
   }
   return problems;
@@ -302,7 +314,8 @@ const fieldsOf = (db: Executor, cotId: number) => db.select().from(customObjectT
  * which the caller creates after every type's records: DDL drops the connection's prepared
  * statements, so interleaving it with the records re-prepared every statement for each type.
  */
-async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: TypeDiff, existing: DbType | undefined, allowDestructive: boolean, tables: Array<() => Promise<void>>) {
+async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: TypeDiff, existing: DbType | undefined, request: ApplyRequest, tables: Array<() => Promise<void>>) {
+  const allowDestructive = request.allowDestructive;
   const at = `$.types[${ti}]`;
   let cot = existing?.cot;
   const draft = cotDraft(t, existing?.tombstones ?? []);
@@ -320,7 +333,9 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   const removes = diff.field_changes.filter((c) => c.op === "remove");
   for (const change of removes) {
     const row = rows.find((f) => f.schemaId === change.schema_id);
-    if (row) await removeField(ctx, cot, row);
+    if (!row) continue;
+    if (request.purge) await removeField(ctx, cot, row);
+    else await trashField(ctx, cot, row, ctx.services.config.schemaTrashDays);
   }
   const alters = diff.field_changes.filter((c) => c.op === "alter");
   if (removes.length) rows = await fieldsOf(ctx.db, cot.id);
@@ -386,12 +401,24 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   });
   // A new type's table is created once, with every column inline.
   if (isNew) tables.push(() => createCotTable(ctx.db, cot!.id, added));
+  // Compound keys are (re)built once the type's columns exist.
+  const want = normalizeTogether(t.unique_together);
+  const have = normalizeTogether(existing?.cot.uniqueTogether);
+  if (!sameValue(want, have)) {
+    const build = async () => {
+      const fields = await fieldsOf(ctx.db, cot!.id);
+      await ctx.db.update(customObjectTypes).set({ uniqueTogether: want }).where(eq(customObjectTypes.id, cot!.id));
+      await atPath(`${at}.unique_together`, () => setUniqueTogether(ctx.db, cot!.id, have.length, want.map((set) => set.map((n) => fields.find((f) => f.name === n)!))));
+    };
+    if (isNew) tables.push(build);
+    else await build();
+  }
 }
 
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
 
 /** Runs inside the caller's write transaction; throws ApiError for every refusal. */
-export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[]; plan_id: string; from_state_hash: string; to_state_hash: string }> {
+export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[]; plan_id: string; from_state_hash: string; to_state_hash: string; trash: number[] }> {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   const slugs = documentSlugs(document);
   const plan = await planOf(ctx.db, ctx, document);
@@ -406,8 +433,8 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
   if (expectedStateHash && plan.from_state_hash !== expectedStateHash) {
     throw ApiError.detail(409, "The database changed since this plan was previewed; preview again and re-apply.", "stale_plan", { state_hash: plan.from_state_hash });
   }
-  const { diffs, db } = await diffOrThrow(ctx.db, ctx, document);
-  const gated = diffs.flatMap((d) => d.destructive_changes);
+  const { diffs, db, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
+  const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
     throw ApiError.detail(409, `The document contains changes that lose or reject data (${gated.map((g) => `${g.slug}.${g.field ?? "*"}: ${g.reason}, ${g.rows} row(s)`).join("; ")}); repeat with allow_destructive=true to apply them.`, "destructive_changes", {
       destructive_slugs: [...new Set(gated.map((g) => g.slug))],
@@ -421,13 +448,22 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
   const problems = await unresolvable(ctx, document, all);
   if (problems.length) throw ApiError.detail(400, `Unresolvable references: ${problems.join("; ")}.`, "unresolvable_reference", { references: problems });
 
+  await upsertChoiceSets(ctx, document);
   const tables: Array<() => Promise<void>> = [];
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
-    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), allowDestructive, tables);
+    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), request, tables);
   }
   for (const create of tables) await create();
-  return { applied: true, diffs, ...plan };
+  // Whole types last: the document's own types may have dropped the fields pointing at them.
+  const going = (document.removed_types ?? []).map((r) => db.get(r.slug)).filter((x): x is DbType => !!x);
+  const alsoGoing = new Set(going.map((g) => g.cot.id));
+  const trash: number[] = [];
+  for (const g of going) {
+    const entry = await removeType(ctx, g.cot, { days: ctx.services.config.schemaTrashDays, purge: request.purge, alsoGoing });
+    if (entry !== null) trash.push(entry);
+  }
+  return { applied: true, diffs, ...plan, trash };
 }
 
 /** The database as schema documents; re-applying them changes nothing. */
@@ -444,7 +480,58 @@ export async function exportSchema(ctx: ReadContext, slugs: string[] | null): Pr
       for (const key of Object.keys(COT_ATTR_DEFAULTS) as (keyof typeof COT_ATTR_DEFAULTS)[]) if (s.attrs[key]) entry[key] = s.attrs[key];
       entry.fields = [...s.canonical.values()].sort((a, b) => a.id - b.id).map(entryFromCanonical);
       if (s.tombstones.length) entry.removed_fields = s.tombstones;
+      if (s.cot.uniqueTogether?.length) entry.unique_together = normalizeTogether(s.cot.uniqueTogether);
       return entry;
     });
-  return { schema_version: "1", types } as unknown as SchemaDocument;
+  const out: Record<string, unknown> = { schema_version: "1", types };
+  // The choice sets the exported fields use, so the document stands alone.
+  const setNames = [...new Set([...state.values()].flatMap((s) => [...s.canonical.values()].map((c) => c.choice_set).filter((x): x is string => !!x)))].sort();
+  if (setNames.length) {
+    const rows = await ctx.db.select().from(choiceSets).where(inArray(choiceSets.name, setNames));
+    out.choice_sets = rows
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((r) => ({ name: r.name, ...(r.description ? { description: r.description } : {}), extra_choices: r.extraChoices, ...(r.orderAlphabetically ? { order_alphabetically: true } : {}) }));
+  }
+  // Types in the trash stay removed when the export is applied elsewhere.
+  if (!slugs) {
+    const gone = [...new Set((await listTrash(ctx.db)).filter((r) => r.kind === "type" && !state.has(r.slug)).map((r) => r.slug))].sort();
+    if (gone.length) out.removed_types = gone.map((slug) => ({ slug }));
+  }
+  return out as unknown as SchemaDocument;
+}
+
+/** Creates or updates the document's choice sets (same transaction); unchanged ones are left alone. */
+async function upsertChoiceSets(ctx: WriteContext, document: SchemaDocument) {
+  const sets = document.choice_sets ?? [];
+  if (!sets.length) return;
+  const user = ctx.auth.user;
+  for (const set of sets) {
+    const [current] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.name, set.name));
+    const action = current ? "change" : "add";
+    if (!user?.isSuperuser && !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))) {
+      throw forbidden(`You do not have permission to ${action} the choice set "${set.name}" the document carries.`);
+    }
+    const values = { name: set.name, description: set.description ?? "", extraChoices: set.extra_choices as [string, string][], orderAlphabetically: set.order_alphabetically ?? false };
+    if (!current) await ctx.db.insert(choiceSets).values(values);
+    else if (!sameValue({ d: current.description, c: current.extraChoices, o: current.orderAlphabetically }, { d: values.description, c: values.extraChoices, o: values.orderAlphabetically })) {
+      await ctx.db.update(choiceSets).set({ ...values, lastUpdated: new Date().toISOString() }).where(eq(choiceSets.id, current.id));
+    }
+  }
+}
+
+/**
+ * Replaces a type's compound unique indexes `co_<id>_ut<n>`. An index that cannot be built
+ * (rows share the values) is a 400 keyed by the fields, never a 500.
+ */
+async function setUniqueTogether(db: Executor, cotId: number, before: number, sets: FieldRow[][]) {
+  for (let i = 0; i < Math.max(before, 16); i++) await db.run(sql`DROP INDEX IF EXISTS ${ident(`${tableName(cotId)}_ut${i}`)}`);
+  for (const [i, set] of sets.entries()) {
+    const cols = set.map((f) => ident(fieldColumns(f)[0]!));
+    try {
+      await db.run(sql`CREATE UNIQUE INDEX ${ident(`${tableName(cotId)}_ut${i}`)} ON ${ident(tableName(cotId))} (${sql.join(cols, sql`, `)})`);
+    } catch (e) {
+      if (!/UNIQUE constraint failed/i.test(String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? ""))) throw e;
+      throw new ValidationError({ [String(i)]: [`Existing rows share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`] });
+    }
+  }
 }

@@ -5,7 +5,8 @@
  */
 import { eq } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
-import { choiceSets } from "../../../db/schema";
+import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import type { FieldRow } from "../values";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
@@ -28,6 +29,8 @@ export interface TypeDiff {
   slug: string;
   name: string;
   is_new: boolean;
+  /** Set on a type the document removes (`removed_types`). */
+  removed?: boolean;
   has_changes: boolean;
   has_destructive_changes: boolean;
   cot_changes: Record<string, [unknown, unknown]>;
@@ -42,6 +45,8 @@ export interface DiffResult {
   /** Problems only the database can reveal (an id reused, a name taken); 400 invalid_schema. */
   errors: SchemaError[];
   db: Map<string, DbType>;
+  /** Changes to existing choice sets (`choice_sets`) that drop values still stored. */
+  choice_set_changes: DestructiveChange[];
 }
 
 /** What the diff needs to look up besides the types: choice sets and object types. */
@@ -72,11 +77,26 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
     for (const f of t.fields) {
       diff.field_changes.push({ op: "add", schema_id: f.id, db_name: f.name, schema_def: f as Record<string, unknown>, destructive: false });
     }
+    if (t.unique_together?.length) diff.cot_changes.unique_together = [[], normalizeTogether(t.unique_together)];
     diff.has_changes = true;
     return diff;
   }
 
   diff.cot_changes = changedAttrs(existing.attrs, attrs);
+  const wantTogether = normalizeTogether(t.unique_together);
+  const haveTogether = normalizeTogether(existing.cot.uniqueTogether);
+  if (!sameValue(wantTogether, haveTogether)) {
+    diff.cot_changes.unique_together = [haveTogether, wantTogether];
+    // a new compound key over rows that share its values cannot be built
+    const haveKeys = new Set(haveTogether.map((set) => set.join(",")));
+    for (const set of wantTogether) {
+      if (haveKeys.has(set.join(","))) continue;
+      const rows = set.map((n) => existing.fields.find((f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n)));
+      if (rows.some((r) => !r)) continue; // a new or renamed field: no shared values yet
+      const dup = await countDuplicates(db, existing.cot.id, rows.map((r) => fieldColumns(r!)[0]!));
+      if (dup) gate(set.join(","), "unique_over_duplicates", dup, `unique_together [${set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`);
+    }
+  }
   const removedIds = new Set((t.removed_fields ?? []).map((r) => r.id));
   const known = new Set([...existing.tombstones.map((r) => r.id)]);
   const keptNames = new Map<string, number>();
@@ -158,18 +178,53 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
 }
 
 /** Computes per-type diffs of a validated document against the database. */
-export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry, doc: SchemaDocument, lookups: DiffLookups = defaultLookups(db, objectTypes)): Promise<DiffResult> {
+export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry, doc: SchemaDocument, lookups: DiffLookups = defaultLookups(db, objectTypes, doc)): Promise<DiffResult> {
   const state = await loadDbTypes(db, objectTypes, doc.types.map((t) => t.slug));
   const errors: SchemaError[] = [];
   const diffs: TypeDiff[] = [];
   for (const [ti, t] of doc.types.entries()) diffs.push(await diffType(db, t, ti, state.get(t.slug), errors, lookups));
-  return { diffs, errors: errors.slice(0, 20), db: state };
+  // Types the document removes come after its own types (diffs[i] stays doc.types[i]).
+  const removed = await loadDbTypes(db, objectTypes, (doc.removed_types ?? []).map((r) => r.slug));
+  for (const r of doc.removed_types ?? []) {
+    const existing = removed.get(r.slug);
+    if (!existing) continue; // already gone: nothing to do
+    const rows = await countRows(db, existing.cot.id);
+    diffs.push({
+      slug: r.slug,
+      name: existing.cot.name,
+      is_new: false,
+      removed: true,
+      has_changes: true,
+      has_destructive_changes: rows > 0,
+      cot_changes: {},
+      field_changes: [...existing.canonical.values()].map((c) => ({ op: "remove" as const, schema_id: c.id, db_name: c.name, schema_def: entryFromCanonical(c), destructive: rows > 0 })),
+      destructive_changes: rows ? [{ slug: r.slug, field: null, reason: "type_removed" as const, rows, detail: `removing type "${r.slug}" takes its ${rows} row(s)` }] : [],
+      warnings: [],
+    });
+    state.set(r.slug, existing);
+  }
+  const choice_set_changes: DestructiveChange[] = [];
+  for (const set of doc.choice_sets ?? []) {
+    const [current] = await db.select().from(choiceSets).where(eq(choiceSets.name, set.name));
+    if (!current) continue;
+    const keep = set.extra_choices.map(([value]) => value);
+    if (current.extraChoices.every(([value]) => keep.includes(value))) continue;
+    const users = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.choiceSetId, current.id));
+    for (const f of users) {
+      const [cot] = await db.select({ slug: customObjectTypes.slug }).from(customObjectTypes).where(eq(customObjectTypes.id, f.customObjectTypeId));
+      const n = await countOutsideChoices(db, f.customObjectTypeId, f as FieldRow, keep);
+      if (n) choice_set_changes.push({ slug: cot?.slug ?? String(f.customObjectTypeId), field: f.name, reason: "choices_in_use", rows: n, detail: `choice set "${set.name}" drops values ${n} row(s) of "${f.name}" hold` });
+    }
+  }
+  return { diffs, errors: errors.slice(0, 20), db: state, choice_set_changes };
 }
 
 /** Choice sets and object types as the database has them. */
-export function defaultLookups(db: Executor, objectTypes: ObjectTypeRegistry): DiffLookups {
+export function defaultLookups(db: Executor, objectTypes: ObjectTypeRegistry, doc?: SchemaDocument): DiffLookups {
   return {
     choices: async (name) => {
+      const own = doc?.choice_sets?.find((c) => c.name === name);
+      if (own) return own.extra_choices.map(([value]) => value);
       const [row] = await db.select({ choices: choiceSets.extraChoices }).from(choiceSets).where(eq(choiceSets.name, name));
       return row ? row.choices.map(([value]) => value) : null;
     },
@@ -179,6 +234,11 @@ export function defaultLookups(db: Executor, objectTypes: ObjectTypeRegistry): D
       return ot?.id ?? null;
     },
   };
+}
+
+/** unique_together in one spelling: each set sorted, the sets sorted (order carries no meaning). */
+export function normalizeTogether(sets: string[][] | null | undefined): string[][] {
+  return (sets ?? []).map((set) => [...set].sort()).sort((a, b) => a.join(",").localeCompare(b.join(",")));
 }
 
 export { countRows };

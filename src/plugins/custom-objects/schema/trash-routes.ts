@@ -1,0 +1,68 @@
+/**
+ * `schema/trash/`: removed fields and types kept with their data (decision 0051). GET lists
+ * them (view permission on custom object types; an entry shows only to callers who may view
+ * its type, and a removed type's entry only to callers whose view is unconstrained);
+ * `POST schema/trash/<id>/restore/` puts one back (add and change permission); `DELETE
+ * schema/trash/<id>/` purges it at once (delete permission).
+ */
+import type { Hono } from "hono";
+import type { HonoEnv } from "../../../core/context";
+import { ApiError } from "../../../core/errors";
+import { requirePermission } from "../../../core/auth/permissions";
+import { restrictWhere } from "../../../core/auth/restrict";
+import { inTransaction, readContext } from "../../../core/rest/handlers";
+import { APP_LABEL, COT_MODEL } from "../constants";
+import { cotModel } from "../types-api";
+import { asLongWrite } from "../schema-change-log";
+import { cotsAllowed, requireCots } from "./access";
+import { listTrash, purgeEntry, restoreEntry, trashView, type TrashRow } from "./trash";
+
+const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
+
+const entryId = (raw: string | undefined) => {
+  if (!raw || !/^\d{1,15}$/.test(raw)) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+  return Number(raw);
+};
+
+/** The entries the caller may see (see the module comment). */
+async function visible(ctx: ReturnType<typeof readContext>, auth: HonoEnv["Variables"]["auth"], rows: TrashRow[]): Promise<TrashRow[]> {
+  if (auth.user?.isSuperuser) return rows;
+  const unconstrained = (await restrictWhere(ctx, auth, "view", cotModel.resource)) === undefined;
+  const allowed = await cotsAllowed(ctx, auth, "view", [...new Set(rows.filter((r) => r.kind === "field").map((r) => r.customObjectTypeId))]);
+  return rows.filter((r) => (r.kind === "type" ? unconstrained : allowed.has(r.customObjectTypeId)));
+}
+
+export function mountTrashRoutes(app: Hono<HonoEnv>) {
+  app.get("/schema/trash", async (c) => {
+    await requirePermission(c, "view", cotTarget);
+    const ctx = readContext(c);
+    const slug = c.req.query("slug");
+    const rows = await visible(ctx, c.var.auth, await listTrash(ctx.db, slug || undefined));
+    return c.json({ count: rows.length, results: rows.map(trashView) });
+  });
+  app.post("/schema/trash/:id/restore", async (c) => {
+    await requirePermission(c, "add", cotTarget);
+    await requirePermission(c, "change", cotTarget);
+    const id = entryId(c.req.param("id"));
+    const ctx = readContext(c);
+    if (!(await visible(ctx, c.var.auth, (await listTrash(ctx.db)).filter((r) => r.id === id))).length) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+    const restored = await asLongWrite(c.var.services, () =>
+      inTransaction(c, null, async (tx) => {
+        const row = await restoreEntry(tx, id);
+        // the restored type must be one the caller may change (constraints hold after too)
+        await requireCots(tx, "change", new Map([[row.customObjectTypeId, { slug: row.slug }]]));
+        return row;
+      }),
+    );
+    return c.json({ restored: trashView(restored) });
+  });
+  app.delete("/schema/trash/:id", async (c) => {
+    await requirePermission(c, "delete", cotTarget);
+    const id = entryId(c.req.param("id"));
+    const ctx = readContext(c);
+    const [row] = await visible(ctx, c.var.auth, (await listTrash(ctx.db)).filter((r) => r.id === id));
+    if (!row) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+    await asLongWrite(c.var.services, () => inTransaction(c, null, (tx) => purgeEntry(tx.db, row)));
+    return c.body(null, 204);
+  });
+}
