@@ -24,8 +24,13 @@ import type { TypeDiff } from "../plugins/custom-objects/schema/diff";
 export const SCHEMA_USAGE = `usage:
   npm run manage -- schema export [--slug SLUG …]                     print the types as a schema document
   npm run manage -- schema preview FILE                               show what applying FILE would change
-  npm run manage -- schema apply FILE [--allow-destructive]           apply FILE in one transaction
+  npm run manage -- schema apply FILE [--allow-destructive] [--purge] [--plan PLAN_ID]
+                                                                      apply FILE in one transaction
+  npm run manage -- schema trash [--slug SLUG]                        list removed fields and types kept with their data
+  npm run manage -- schema restore ID                                 put a trash entry back, data included
 options:
+  --purge        drop removed fields and types at once instead of keeping them in the trash
+  --plan ID      apply only the plan a preview showed (plan_id); refused if the database moved
   --url URL      a Host server (e.g. http://127.0.0.1:8000) instead of the local DATABASE_URL
   --token KEY    API token for --url (or HOST_TOKEN)
   --json         print the server's JSON answer instead of the readable diff
@@ -41,6 +46,8 @@ export interface CliIo {
   env: Record<string, string | undefined>;
   /** Whether stdout is a terminal (colours). */
   isTTY: boolean;
+  /** Whether stderr is a terminal (the progress line of a long apply). */
+  errIsTTY?: boolean;
   stdin(): Promise<string>;
 }
 
@@ -49,6 +56,7 @@ export const processIo = (): CliIo => ({
   err: async (text) => void (await Bun.write(Bun.stderr, text)),
   env: process.env,
   isTTY: !!process.stdout.isTTY,
+  errIsTTY: !!process.stderr.isTTY,
   stdin: () => new Response(Bun.stdin.stream()).text(),
 });
 
@@ -60,7 +68,7 @@ interface Answer {
 }
 
 interface ApiClient {
-  call(method: "GET" | "POST", path: string, body?: unknown): Promise<Answer>;
+  call(method: "GET" | "POST" | "DELETE", path: string, body?: unknown): Promise<Answer>;
   close(): Promise<void>;
 }
 
@@ -236,6 +244,8 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       options: {
         slug: { type: "string", multiple: true },
         "allow-destructive": { type: "boolean", default: false },
+        purge: { type: "boolean", default: false },
+        plan: { type: "string" },
         url: { type: "string" },
         token: { type: "string" },
         json: { type: "boolean", default: false },
@@ -253,18 +263,18 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     await io.out(SCHEMA_USAGE + "\n");
     return 0;
   }
-  if (sub && !["export", "preview", "apply"].includes(sub)) {
+  if (sub && !["export", "preview", "apply", "trash", "restore"].includes(sub)) {
     await io.err(`Unknown command: schema ${sub}\n${SCHEMA_USAGE}\n`);
     return 1;
   }
-  if (!sub || extra.length || (sub === "export" && file)) {
+  if (!sub || extra.length || ((sub === "export" || sub === "trash") && file) || (sub === "restore" && !/^\d+$/.test(file ?? ""))) {
     await io.err(SCHEMA_USAGE + "\n");
     return 1;
   }
   const color = colorsWanted(io);
   let client: ApiClient | null = null;
   try {
-    const document = sub === "export" ? null : await readDocument(file, io);
+    const document = sub === "export" || sub === "trash" || sub === "restore" ? null : await readDocument(file, io);
     client = values.url ? remoteClient(values.url, values.token ?? io.env.HOST_TOKEN) : await localClient(io.env, io);
 
     if (sub === "export") {
@@ -276,6 +286,23 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       return 0;
     }
 
+    if (sub === "trash") {
+      const query = values.slug?.length ? `?slug=${encodeURIComponent(values.slug[0]!)}` : "";
+      const answer = await client.call("GET", `${API}/trash/${query}`);
+      if (answer.status !== 200) return fail(io, answer);
+      if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
+      else await io.out(renderTrash(answer.body.results) + "\n");
+      return 0;
+    }
+
+    if (sub === "restore") {
+      const answer = await client.call("POST", `${API}/trash/${file}/restore/`);
+      if (answer.status !== 200) return fail(io, answer);
+      const r = answer.body.restored;
+      await io.out(values.json ? JSON.stringify(answer.body, null, 2) + "\n" : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`);
+      return 0;
+    }
+
     if (sub === "preview") {
       const answer = await client.call("POST", `${API}/preview/`, { schema: document });
       if (answer.status !== 200) return fail(io, answer);
@@ -283,7 +310,10 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       return 0;
     }
 
-    const answer = await client.call("POST", `${API}/apply/`, { schema: document, allow_destructive: values["allow-destructive"] });
+    const request: Record<string, unknown> = { schema: document, allow_destructive: values["allow-destructive"] };
+    if (values.purge) request.purge = true;
+    if (values.plan) request.plan_id = values.plan;
+    const answer = await withProgress(io, "applying", () => client!.call("POST", `${API}/apply/`, request));
     if (answer.status === 200) {
       const diffs = answer.body.diffs as TypeDiff[];
       const changed = diffs.some((d) => d.has_changes);
@@ -297,7 +327,9 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
       else if (preview.status === 200) await io.out(renderDiffs(preview.body.diffs, color));
       const slugs = (answer.body.destructive_slugs as string[] | undefined)?.join(", ") ?? "";
-      await io.err(`refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them.\n`);
+      const entries = (answer.body.destructive_changes ?? []) as Array<{ slug: string; field: string | null; reason: string; rows: number }>;
+      for (const g of entries) await io.err(`  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows} row${g.rows === 1 ? "" : "s"})\n`);
+      await io.err(`refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them (removed data goes to the trash unless --purge).\n`);
       return 2;
     }
     return fail(io, answer);
@@ -309,6 +341,38 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     throw e;
   } finally {
     await client?.close();
+  }
+}
+
+/** The trash as a table: id, what, rows, until when. */
+function renderTrash(results: Array<{ id: number; kind: string; name: string; custom_object_type: { slug: string }; rows: number; expires: string }>): string {
+  if (!results.length) return "The trash is empty.";
+  return results.map((r) => `${String(r.id).padStart(5)}  ${r.kind.padEnd(5)}  ${(r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug).padEnd(40)}  ${String(r.rows).padStart(7)} row(s)  until ${r.expires}`).join("\n");
+}
+
+/**
+ * On a terminal, a call that takes more than a second shows a progress line on stderr (elapsed
+ * time, updated four times a second) and clears it when the answer comes.
+ */
+export async function withProgress<T>(io: CliIo, label: string, fn: () => Promise<T>, afterMs = 1_000): Promise<T> {
+  if (!io.errIsTTY) return fn();
+  const started = Date.now();
+  let shown = false;
+  const tick = () => {
+    shown = true;
+    void io.err(`\r${label}… ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  };
+  let timer: ReturnType<typeof setInterval> | null = null;
+  const first = setTimeout(() => {
+    tick();
+    timer = setInterval(tick, 250);
+  }, afterMs);
+  try {
+    return await fn();
+  } finally {
+    clearTimeout(first);
+    if (timer) clearInterval(timer);
+    if (shown) await io.err(`\r${label}: done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   }
 }
 

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { exampleChoiceSets, exampleDoc } from "../schema/helpers";
 import { freePort } from "../helpers/worker";
+import { withProgress } from "../../src/cli/schema";
 
 setDefaultTimeout(60_000);
 
@@ -38,6 +39,7 @@ async function cli(args: string[], env: Record<string, string> = {}, stdin?: str
   return { code, stdout, stderr };
 }
 
+let refusedEntriesSeen = false;
 const dir = mkdtempSync(join(tmpdir(), "host-cli-"));
 const file = (name: string, content: unknown) => {
   const path = join(dir, name);
@@ -134,11 +136,29 @@ describe("against the local database (DATABASE_URL)", () => {
     expect(refused.stdout).toMatch(/- portal\s+removed\s+\[destructive\]/);
     expect(refused.stdout).toContain("destructive: circuit_provider");
     expect(refused.stderr).toContain("--allow-destructive");
+    expect(refused.stderr).toContain("circuit_provider.portal: field removed (1 row)");
+    refusedEntriesSeen = true;
     const provider = () => t.json("GET", `${CO}/schema/export/?slug=circuit_provider`).then((r) => r.body.types[0].fields.map((f: { name: string }) => f.name));
     expect(await provider()).toContain("portal");
     const forced = await cli(["apply", path, "--allow-destructive"], env);
     expect(forced.code).toBe(0);
     expect(await provider()).not.toContain("portal");
+  });
+
+  test("trash and restore: the removed field is listed with its rows and comes back with its data (issue 16)", async () => {
+    expect(refusedEntriesSeen).toBe(true);
+    const listed = await cli(["trash"], env);
+    expect(listed.code).toBe(0);
+    const line = listed.stdout.split("\n").find((l) => l.includes("circuit_provider.portal"));
+    expect(line).toMatch(/^\s*\d+\s+field\s+circuit_provider\.portal\s+1 row\(s\)\s+until /);
+    const id = line!.trim().split(/\s+/)[0]!;
+    const restored = await cli(["restore", id], env);
+    expect(restored).toMatchObject({ code: 0, stderr: "" });
+    expect(restored.stdout).toContain("Restored field circuit_provider.portal with 1 row(s).");
+    const rows = await t.json("GET", `${CO}/circuit_provider/?name=Acme`);
+    expect(rows.body.results[0].portal).toBe("https://acme.example");
+    expect((await cli(["trash"], env)).stdout).toContain("The trash is empty.");
+    expect((await cli(["restore", "abc"], env)).code).toBe(1);
   });
 
   test("errors exit 1: invalid document (with paths), bad JSON, missing file, bad usage", async () => {
@@ -231,5 +251,25 @@ describe("against a server (--url, --token)", () => {
     const nowhere = await cli(["export", "--url", `http://127.0.0.1:${await freePort()}`, "--token", token]);
     expect(nowhere.code).toBe(1);
     expect(nowhere.stderr).toContain("could not reach");
+  });
+});
+
+describe("progress on a terminal", () => {
+  const io = (errIsTTY: boolean) => {
+    const err: string[] = [];
+    return { err, io: { out: async () => {}, err: async (text: string) => void err.push(text), env: {}, isTTY: false, errIsTTY, stdin: async () => "" } };
+  };
+  test("a call over the threshold shows elapsed time on stderr and ends the line; a quick one or a pipe shows nothing", async () => {
+    const slow = io(true);
+    expect(await withProgress(slow.io, "applying", () => Bun.sleep(450).then(() => 42), 100)).toBe(42);
+    expect(slow.err[0]).toMatch(/^\rapplying… 0\.\d s$/);
+    expect(slow.err.length).toBeGreaterThan(2);
+    expect(slow.err.at(-1)).toMatch(/^\rapplying: done in 0\.\d s\n$/);
+    const quick = io(true);
+    await withProgress(quick.io, "applying", () => Bun.sleep(10), 100);
+    expect(quick.err).toEqual([]);
+    const piped = io(false);
+    await withProgress(piped.io, "applying", () => Bun.sleep(300), 100);
+    expect(piped.err).toEqual([]);
   });
 });
