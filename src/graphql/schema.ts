@@ -308,6 +308,8 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
           shape.related.add(name);
         }
         for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
+          // a per-type filter of a polymorphic field names its type: only visible types
+          if (spec.targetTypeId !== undefined && !byLabel.has(labelsById.get(spec.targetTypeId) ?? "")) continue;
           let name = graphqlName(key);
           if (name && Object.hasOwn(fields, name) && spec.kind === "number") name = `${name}_id`;
           if (!name || Object.hasOwn(fields, name)) continue;

@@ -33,6 +33,7 @@ export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>):
   // Spellings that name a hidden type inside free text (descriptions, titles).
   const namingSource = `(?:custom[_-]objects[./]|CustomObject\\.|custom-objects: |\\/api\\/plugins\\/custom-objects\\/|\`)(?:${alternation})(?![-\\w])\`?`;
   const names = new RegExp(namingSource);
+  const hiddenFilter = new RegExp(`_custom_objects_(?:${alternation})(?:__[a-z]+)?$`);
   const naming = new RegExp(namingSource, "g");
   const isHiddenRef = (node: unknown) =>
     !!node && typeof node === "object" && typeof (node as { $ref?: unknown }).$ref === "string" && (node as { $ref: string }).$ref.startsWith(SCHEMA_REF) && droppedSchema((node as { $ref: string }).$ref.slice(SCHEMA_REF.length));
@@ -57,6 +58,8 @@ export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>):
           .filter((n) => n !== NESTED || (!seen.has(NESTED.$ref) && seen.add(NESTED.$ref)));
         if (!items.length) items = [{ type: "object" }];
       } else if (key === "enum") items = node.filter((v) => !(typeof v === "string" && labels.has(v)));
+      // A polymorphic field's per-type filter (`<field>_custom_objects_<slug>`) names its type.
+      else if (key === "parameters") items = node.filter((p) => !(p && typeof (p as { name?: unknown }).name === "string" && hiddenFilter.test((p as { name: string }).name)));
       return items.map((n) => prune(n, ""));
     }
     if (isHiddenRef(node)) return { ...NESTED };

@@ -17,6 +17,11 @@ export interface FilterSpec {
   build?: (lookup: Lookup, values: string[]) => SQL | undefined;
   /** Lookups allowed when `build` is given. */
   lookups?: readonly Lookup[];
+  /**
+   * The object type this filter is about (a polymorphic field's per-type filter): readers that
+   * describe filters (GraphQL, OpenAPI) name it only to callers who may view that type.
+   */
+  targetTypeId?: number;
 }
 
 export const STRING_LOOKUPS = ["exact", "n", "ic", "nic", "isw", "nisw", "iew", "niew", "ie", "nie", "empty"] as const;

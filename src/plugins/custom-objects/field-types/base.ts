@@ -104,6 +104,7 @@ export function polymorphicFilters(f: FieldLike, ctx: FilterContext, matching: (
       kind: "number",
       expr: ctx.id,
       lookups: ["exact", "n"],
+      targetTypeId: typeId,
       build: (lookup, values) => {
         const has = sql`COALESCE(${matching(typeId, idList(paramOf(name, lookup), values))}, 0)`;
         return lookup === "n" ? sql`NOT ${has}` : has;
@@ -118,7 +119,8 @@ export function polymorphicFilters(f: FieldLike, ctx: FilterContext, matching: (
       build: (lookup, values) => {
         const param = paramOf(name, lookup);
         if (lookup === "empty") return parseEmpty(param, values[0]) ? isEmpty : sql`NOT ${isEmpty}`;
-        throw new ValidationError({ [param]: [`${f.name} can point at several object types: filter with ${names.join(", ") || "a per-type filter"}.`] });
+        // The message names no type: the caller may not be allowed to view some of them.
+        throw new ValidationError({ [param]: [`${f.name} can point at several object types: filter with ${f.name}_<app_label>_<model>=<id>.`] });
       },
     };
   }
