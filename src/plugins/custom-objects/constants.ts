@@ -46,6 +46,8 @@ export const UI_EDITABLE = ["yes", "no", "hidden"] as const;
 export const LINKABLE_APPS: readonly string[] = ["dcim", "ipam", "tenancy", "extras"];
 
 export const APP_LABEL = "custom_objects";
+/** Upstream's app label for custom objects, as its clients send it. */
+export const upstreamAppLabel = (appLabel: unknown) => (appLabel === "netbox_custom_objects" ? APP_LABEL : appLabel);
 export const COT_MODEL = "customobjecttype";
 export const FIELD_MODEL = "customobjecttypefield";
 export const API_BASE = "plugins/custom-objects";

@@ -7,7 +7,7 @@ import { choiceSets, customObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../../core/errors";
 import type { WriteContext } from "../../core/rest/resource";
 import * as v from "valibot";
-import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS } from "./constants";
+import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "./constants";
 import { fieldType } from "./field-types";
 import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, FIELD_DEFAULTS, FIELD_NAME_MAX, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "./field-definition";
 import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
@@ -88,6 +88,7 @@ export async function validateField(
   siblings: FieldRow[],
 ): Promise<FieldDraft> {
   const errors = new ErrorCollector();
+  input = upstreamSpellings(input);
   // A new field has no name until the request gives one; `type` defaults to text.
   const { name: _unnamed, ...defaults } = apiOf(FIELD_ROW_DEFAULTS);
   const merged: Record<string, unknown> = { ...(existing ? apiOf(stripIds(existing)) : defaults), ...input };
@@ -157,7 +158,7 @@ export async function validateField(
   if (!kind.takes.regex) draft.validationRegex = "";
 
   // Only plain columns change type: a reference never becomes another kind of storage.
-  if (existing && existing.type !== type && (fieldType(existing.type).storage !== "column" || kind.storage !== "column")) {
+  if (existing && existing.type !== type && (fieldType(existing.type).storage !== "column" || kind.storage !== "column" || fieldType(existing.type).fixedType || kind.fixedType)) {
     errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
   }
 
@@ -187,6 +188,21 @@ export async function validateField(
   }
   errors.throwIfAny();
   return draft;
+}
+
+/**
+ * Field writes as upstream clients spell them, turned into ours: top-level `app_label` +
+ * `model` name the related object type, `related_object_types_input` lists `{app_label, model}`.
+ * Ours wins where both are given.
+ */
+function upstreamSpellings(input: Record<string, unknown>): Record<string, unknown> {
+  if (!has(input, "app_label") && !has(input, "model") && !has(input, "related_object_types_input")) return input;
+  const { app_label, model, related_object_types_input, ...rest } = input;
+  if ((app_label !== undefined || model !== undefined) && !has(rest, "related_object_type") && (app_label || model)) rest.related_object_type = { app_label: upstreamAppLabel(app_label), model };
+  if (related_object_types_input !== undefined && related_object_types_input !== null && !has(rest, "related_object_types")) rest.related_object_types = Array.isArray(related_object_types_input)
+      ? related_object_types_input.map((t) => (t && typeof t === "object" ? { ...t, app_label: upstreamAppLabel((t as Record<string, unknown>).app_label) } : t))
+      : related_object_types_input;
+  return rest;
 }
 
 function stripIds(f: FieldRow): FieldDraft {

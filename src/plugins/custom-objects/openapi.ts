@@ -199,6 +199,10 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
     const kind = fieldType(f.type);
     record[f.name] = kind.readSchema(f, types);
     input[f.name] = kind.writeSchema(f, types);
+    for (const part of kind.parts ?? []) {
+      record[`${f.name}_${part}`] = { type: ["number", "null"], description: `The ${part} of ${f.name}, as upstream spells it.` };
+      input[`${f.name}_${part}`] = { type: ["number", "string", "null"], description: `Sets the ${part} of ${f.name} (instead of ${f.name}).` };
+    }
     if (f.required && (f.default === null || f.default === undefined)) required.push(f.name);
   }
   input.tags = { type: "array", items: ref("TagInput") };

@@ -3,6 +3,7 @@
  * (docs/field-types.md). Adding a type is one module and one line here.
  */
 import { boolean } from "./boolean";
+import { coordinates } from "./coordinates";
 import { date } from "./date";
 import { datetime } from "./datetime";
 import { decimal } from "./decimal";
@@ -17,7 +18,7 @@ import { text } from "./text";
 import { url } from "./url";
 import type { FieldTypeModule, Takes } from "./types";
 
-export const FIELD_TYPE_MODULES = [text, longtext, integer, decimal, boolean, date, datetime, url, json, select, multiselect, object, multiobject] as const satisfies readonly FieldTypeModule[];
+export const FIELD_TYPE_MODULES = [text, longtext, integer, decimal, boolean, date, datetime, url, json, select, multiselect, object, multiobject, coordinates] as const satisfies readonly FieldTypeModule[];
 
 export type FieldType = (typeof FIELD_TYPE_MODULES)[number]["name"];
 export const FIELD_TYPES = FIELD_TYPE_MODULES.map((m) => m.name) as [string, ...string[]];

@@ -77,6 +77,14 @@ export interface FieldTypeModule {
   readonly takes: Takes;
   /** What a field of this type is, for readers other than REST (GraphQL). */
   readonly describeKind: FieldDescription["kind"];
+  /**
+   * The value is an object of these parts (`coordinates`: latitude, longitude): a record also
+   * carries each as `<name>_<part>`, and a write may give `<name>_<part>` instead of `<name>`
+   * (a part left out keeps its stored value), as upstream spells them.
+   */
+  readonly parts?: readonly string[];
+  /** A field of this type never changes to another type, nor another field to it. */
+  readonly fixedType?: boolean;
   /** Types a stored value always carries over to without loss (no count needed). */
   readonly lossless: readonly string[];
   /**

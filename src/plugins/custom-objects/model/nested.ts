@@ -1,5 +1,5 @@
 /** The `ModelInfo` of a custom object type: nested forms of its objects, by id or as SQL. */
-import { inArray, sql } from "drizzle-orm";
+import { inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource } from "../../../core/rest/resource";
@@ -9,10 +9,11 @@ import type { Reader } from "./read";
 import { instanceUrl, verboseName, type Shape } from "./shape";
 
 export function modelInfo(shape: Shape, resource: Resource, read: Reader): ModelInfo {
-  const { cot, table, column, slug, primary } = shape;
+  const { cot, table, column, slug, primary, primaryLabel } = shape;
   const { display } = read;
-  const nestedCols: Record<string, SQLiteColumn> = { id: table.id };
+  const nestedCols: Record<string, SQLiteColumn | SQL> = { id: table.id };
   if (primary) for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
+  if (primaryLabel) nestedCols.__label = primaryLabel;
   return {
     appLabel: APP_LABEL,
     model: slug,

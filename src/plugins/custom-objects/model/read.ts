@@ -22,8 +22,9 @@ export interface Reader {
 }
 
 export function reader(shape: Shape): Reader {
-  const { cot, fields, table, slug, moduleOf, storage, primary, embedded, embeddedFields } = shape;
+  const { cot, fields, table, slug, moduleOf, storage, primary, primaryLabel, embedded, embeddedFields } = shape;
   const display = (row: Record<string, any>) => {
+    if (primaryLabel && typeof row.__label === "string" && row.__label) return row.__label;
     if (primary) {
       const v = storage(primary) === "reference" ? row[valueColumn(primary)!] : moduleOf.get(primary)!.decode(row[primary.name]);
       if (v !== null && v !== undefined && v !== "") return typeof v === "object" ? JSON.stringify(v) : String(v);
@@ -104,7 +105,10 @@ export function reader(shape: Shape): Reader {
         } else if (kind === "links") {
           rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
         } else {
-          rec[f.name] = moduleOf.get(f)!.decode(row[f.name]);
+          const m = moduleOf.get(f)!;
+          const value = m.decode(row[f.name]);
+          rec[f.name] = value;
+          for (const part of m.parts ?? []) rec[`${f.name}_${part}`] = value && typeof value === "object" ? ((value as Record<string, unknown>)[part] ?? null) : null;
         }
       }
       return rec;
@@ -118,6 +122,7 @@ export function reader(shape: Shape): Reader {
     new Map(rows.map((r) => [r.id as number, (JSON.parse(r.__tags ?? "[]") as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
 
   const rowColumns: Record<string, SQLiteColumn | SQL> = { ...getTableColumns(table), __tags: tagsColumn };
+  if (primaryLabel) rowColumns.__label = primaryLabel;
   for (const f of embeddedFields) {
     const info = embedded.get(f.relatedObjectTypeId!)!;
     rowColumns[`__n_${f.name}`] = sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;

@@ -3,7 +3,8 @@
  * modules, the Drizzle table and the host models whose nested forms ride on its row queries.
  * The other parts (list, read, write, nested) are built from it.
  */
-import { customObjectTypes } from "../../../db/schema";
+import { sql, type SQL } from "drizzle-orm";
+import { choiceSets, customObjectTypes } from "../../../db/schema";
 import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
@@ -17,7 +18,10 @@ export type CotTable = SQLiteTable & { id: SQLiteColumn; created: SQLiteColumn; 
 
 export const instanceUrl = (baseUrl: string, slug: string, id: number) => `${baseUrl}/api/${API_BASE}/${slug}/${id}/`;
 export const cotUrl = (baseUrl: string, id: number) => `${baseUrl}/api/${API_BASE}/custom-object-types/${id}/`;
-export const verboseName = (cot: CotRow) => cot.verboseName || cot.name;
+/** Each word's first letter upper-cased, the rest kept (NetBox's `title`). */
+export const titleCase = (s: string) => s.split(/\s+/).filter(Boolean).map((w) => w[0]!.toUpperCase() + w.slice(1)).join(" ");
+/** The verbose name, or the name title-cased as upstream shows it ("ctxapi" → "Ctxapi"). */
+export const verboseName = (cot: CotRow) => cot.verboseName || titleCase(cot.name);
 
 export function nestedCot(baseUrl: string, cot: CotRow): ApiRecord {
   return { id: cot.id, url: cotUrl(baseUrl, cot.id), display: verboseName(cot), name: cot.name, slug: cot.slug };
@@ -62,6 +66,8 @@ export interface Shape {
   primary: FieldRow | undefined;
   table: CotTable;
   column: (name: string) => SQLiteColumn;
+  /** A select primary field's choice label, as a column of the row and nested queries. */
+  primaryLabel: SQL | undefined;
   /** Host models by object type id whose nested form can ride on the row query. */
   embedded: Map<number, ModelInfo>;
   /** Object fields pointing at such host models. */
@@ -85,8 +91,13 @@ export function shapeOf(cot: CotRow, rawFields: FieldRow[], embedded: Map<number
   const moduleOf = new Map<FieldRow, FieldTypeModule>(fields.map((f) => [f, fieldType(f.type)]));
   const storage = (f: FieldRow) => moduleOf.get(f)!.storage;
   const primary = fields.find((f) => f.primary && storage(f) !== "links");
+  // A select primary shows its choice's label, looked up when the row is read.
+  const primaryLabel =
+    primary?.type === "select" && primary.choiceSetId != null
+      ? sql`(SELECT json_extract(c.value, '$[1]') FROM ${choiceSets} cs, json_each(cs.extra_choices) c WHERE cs.id = ${primary.choiceSetId} AND json_extract(c.value, '$[0]') = ${column(primary.name)} LIMIT 1)`
+      : undefined;
 
   // Object fields pointing at host models carry their nested form in the row too.
   const embeddedFields = fields.filter((f) => storage(f) === "reference" && !f.isPolymorphic && embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne);
-  return { cot, slug, fields, byName, moduleOf, storage, primary, table, column, embedded, embeddedFields };
+  return { cot, slug, fields, byName, moduleOf, storage, primary, primaryLabel, table, column, embedded, embeddedFields };
 }

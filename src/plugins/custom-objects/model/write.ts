@@ -35,7 +35,7 @@ export class StaleModel extends ApiError {
 export type Writer = Required<Pick<Resource, "createLoaded" | "create" | "update" | "delete" | "fieldForColumn">>;
 
 export function writer(shape: Shape, read: Reader): Writer {
-  const { cot, fields, table, column, slug, byName, storage, embedded, embeddedFields } = shape;
+  const { cot, fields, table, column, slug, byName, storage, moduleOf, embedded, embeddedFields } = shape;
   const { serialize, rowColumns } = read;
   /**
    * One prepared statement starts every write: the COT's shape version and slug (a write that
@@ -80,6 +80,26 @@ export function writer(shape: Shape, read: Reader): Writer {
     return out;
   }
 
+  /** `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`. */
+  function foldParts(input: ApiRecord, existing: Record<string, any> | null): ApiRecord {
+    let out = input;
+    for (const f of fields) {
+      const parts = moduleOf.get(f)!.parts;
+      if (!parts || !parts.some((p) => Object.hasOwn(input, `${f.name}_${p}`))) continue;
+      if (out === input) out = { ...input };
+      const stored = existing ? moduleOf.get(f)!.decode(existing[f.name]) : null;
+      const given = Object.hasOwn(input, f.name) ? input[f.name] : stored;
+      const value: Record<string, unknown> = {};
+      for (const p of parts) {
+        const key = `${f.name}_${p}`;
+        value[p] = Object.hasOwn(input, key) ? input[key] : given && typeof given === "object" ? ((given as Record<string, unknown>)[p] ?? null) : null;
+        delete out[key];
+      }
+      out[f.name] = parts.every((p) => value[p] === null || value[p] === undefined) ? null : value;
+    }
+    return out;
+  }
+
   async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
     const errors = new ErrorCollector();
     // Keyed by column names only, and without a prototype, so a missing key is never inherited.
@@ -87,6 +107,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
     let tagIds: number[] | null = null;
     const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type"]);
+    input = foldParts(input, existing);
     for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
     // The ids the request names in host-model object fields, for the preflight statement.
     const refIds: Record<string, number | null> = Object.create(null);

@@ -47,7 +47,7 @@ export const TypeEntrySchema = v.strictObject({
   description: v.optional(text(200)),
   version: v.optional(text(20)),
   group_name: v.optional(text(50)),
-  fields: v.array(FieldEntrySchema, "Expected a list of fields."),
+  fields: v.optional(v.array(FieldEntrySchema, "Expected a list of fields."), () => []),
   removed_fields: v.optional(v.array(RemovedFieldSchema)),
   /** Compound uniqueness (issue 16): each list of field names is one unique index. */
   unique_together: v.optional(v.array(v.pipe(v.array(v.pipe(v.string(), v.regex(NAME_RE, "must be a field name"))), v.minLength(2, "must name at least two fields"), v.maxLength(16)))),
