@@ -201,3 +201,46 @@ describe("write spellings upstream clients send (test_api.py, test_polymorphic_f
     expect(wrong.body.target).toEqual(['Object type "dcim.device" is not allowed for this field.']);
   });
 });
+
+describe("cycles through the field API (test_polymorphic_fields.py PolymorphicCycleDetectionTest)", () => {
+  const ref = (slug: string) => `custom_objects.${slug}`;
+  const types = async (prefix: string) => {
+    const out: Record<string, { id: number; slug: string }> = {};
+    for (const x of ["a", "b", "c"]) out[x] = await makeCot(t, `${prefix}_${x}`);
+    return out;
+  };
+  const expectCycle = async (r: { status: number; body: any }, path: string[]) => {
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe("circular_dependency");
+    expect(r.body.cycle).toEqual(path);
+  };
+
+  test("A →(poly) B is fine; B →(poly) A closes A → B → A: 400, nothing added", async () => {
+    const c = await types("cyc_two");
+    expect((await field({ custom_object_type: c.a!.id, name: "to_b", type: "object", is_polymorphic: true, related_object_types: [ref(c.b!.slug), "dcim.site"] })).status).toBe(201);
+    const r = await field({ custom_object_type: c.b!.id, name: "to_a", type: "multiobject", is_polymorphic: true, related_object_types: [ref(c.a!.slug)] });
+    await expectCycle(r, [c.b!.slug, c.a!.slug, c.b!.slug]);
+    expect((await t.json("GET", `${CO}/custom-object-types/${c.b!.id}/`)).body.fields).toEqual([]);
+  });
+
+  test("three hops: A → B → C, then C → A is refused", async () => {
+    const c = await types("cyc_three");
+    await addField(t, c.a!.id, { name: "to_b", type: "object", is_polymorphic: true, related_object_types: [ref(c.b!.slug)] });
+    await addField(t, c.b!.id, { name: "to_c", type: "object", is_polymorphic: true, related_object_types: [ref(c.c!.slug)] });
+    const r = await field({ custom_object_type: c.c!.id, name: "to_a", type: "object", is_polymorphic: true, related_object_types: [ref(c.a!.slug)] });
+    await expectCycle(r, [c.c!.slug, c.a!.slug, c.b!.slug, c.c!.slug]);
+  });
+
+  test("mixed legs: A → B plain, B →(poly) A is refused; plain A → B → C → A too", async () => {
+    const c = await types("cyc_mixed");
+    await addField(t, c.a!.id, { name: "to_b", type: "object", related_object_type: ref(c.b!.slug) });
+    await expectCycle(await field({ custom_object_type: c.b!.id, name: "to_a", type: "object", is_polymorphic: true, related_object_types: [ref(c.a!.slug)] }), [c.b!.slug, c.a!.slug, c.b!.slug]);
+    await addField(t, c.b!.id, { name: "to_c", type: "multiobject", related_object_type: ref(c.c!.slug) });
+    await expectCycle(await field({ custom_object_type: c.c!.id, name: "to_a", type: "object", app_label: "custom-objects", model: c.a!.slug }), [c.c!.slug, c.a!.slug, c.b!.slug, c.c!.slug]);
+  });
+
+  test("a self-reference is fine", async () => {
+    const c = await makeCot(t, "cyc_self");
+    expect((await field({ custom_object_type: c.id, name: "parent", type: "object", related_object_type: ref(c.slug) })).status).toBe(201);
+  });
+});

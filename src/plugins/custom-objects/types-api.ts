@@ -9,6 +9,7 @@ import { defineModel, resolveTags, setTags } from "../../core/models/define";
 import { parseBool } from "../../core/rest/query";
 import type { Resource, WriteContext } from "../../core/rest/resource";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
+import { refuseCycle } from "./cycles";
 import { validateCot, validateField } from "./definitions";
 import type { CotRegistry, CotRow } from "./models";
 import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
@@ -150,6 +151,7 @@ export function fieldResource(registry: CotRegistry): Resource {
       const cot = await loadCot(ctx, cotId);
       const { custom_object_type: _c, ...rest } = input;
       const draft = await validateField(ctx, rest, null, await siblingsOf(ctx, cot.id));
+      await refuseCycle(ctx, cot, draft);
       const field = await addField(ctx, cot, draft);
       return field.id;
     },

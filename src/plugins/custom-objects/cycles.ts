@@ -1,0 +1,58 @@
+/**
+ * Circular references between custom object types (§5.1: length ≥ 2; a self-reference is
+ * fine), for the REST field API: a new object/multiobject field must not close a cycle that
+ * schema apply would refuse. Answers as apply does: 400 `circular_dependency` with the cycle.
+ */
+import { ApiError } from "../../core/errors";
+import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
+import type { WriteContext } from "../../core/rest/resource";
+import { fieldType } from "./field-types";
+import type { FieldDraft } from "./definitions";
+import type { CotRow } from "./models";
+
+/** A cycle through `start` in `graph` (slug → referenced slugs), as a path, or null. */
+export function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {
+  const path: string[] = [];
+  const seen = new Set<string>();
+  const visit = (node: string): string[] | null => {
+    path.push(node);
+    for (const next of graph.get(node) ?? []) {
+      if (next === node) continue;
+      if (next === start) return [...path, start];
+      if (!seen.has(next)) {
+        seen.add(next);
+        const found = visit(next);
+        if (found) return found;
+      }
+    }
+    path.pop();
+    return null;
+  };
+  return visit(start);
+}
+
+/** Refuses a new field of `cot` whose targets lead back to `cot` through other types. */
+export async function refuseCycle(ctx: WriteContext, cot: CotRow, draft: FieldDraft): Promise<void> {
+  if (!fieldType(draft.type).takes.related) return;
+  const targets = draft.isPolymorphic ? draft.relatedObjectTypeIds : draft.relatedObjectTypeId != null ? [draft.relatedObjectTypeId] : [];
+  const cots = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug, objectTypeId: customObjectTypes.objectTypeId }).from(customObjectTypes);
+  const slugOfType = new Map(cots.filter((c) => c.objectTypeId != null).map((c) => [c.objectTypeId!, c.slug]));
+  if (!targets.some((id) => slugOfType.has(id) && slugOfType.get(id) !== cot.slug)) return;
+  const slugOfCot = new Map(cots.map((c) => [c.id, c.slug]));
+  const graph = new Map<string, Set<string>>();
+  const add = (from: string | undefined, typeId: number | null) => {
+    const to = typeId == null ? undefined : slugOfType.get(typeId);
+    if (from && to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
+  };
+  const fields = await ctx.db
+    .select({ cotId: customObjectTypeFields.customObjectTypeId, type: customObjectTypeFields.type, one: customObjectTypeFields.relatedObjectTypeId, many: customObjectTypeFields.relatedObjectTypeIds })
+    .from(customObjectTypeFields);
+  for (const f of fields) {
+    const from = slugOfCot.get(f.cotId);
+    add(from, f.one);
+    for (const id of f.many ?? []) add(from, id);
+  }
+  for (const id of targets) add(cot.slug, id);
+  const cycle = cycleThrough(graph, cot.slug);
+  if (cycle) throw ApiError.detail(400, `Circular dependency between custom object types: ${cycle.join(" → ")}.`, "circular_dependency", { cycle });
+}
