@@ -177,6 +177,26 @@ describe("whole documents", () => {
     expect(forced.body.schema_errors[0].path).toContain("$.types[0].unique_together");
   });
 
+  test("unique_together over REST: set, 400 on unknown fields or duplicates, follows renames and removals", async () => {
+    const cot = (await t.json("GET", `${CO}/custom-object-types/?slug=rack_slot`)).body.results[0];
+    const url = `${CO}/custom-object-types/${cot.id}/`;
+    expect((await t.json("PATCH", url, { body: { unique_together: [["rack", "nope"]] } })).body).toEqual({ unique_together: ['"nope" is not a field of this type.'] });
+    // rows R1/1 repeat (previous test): the key cannot be built
+    const dup = await t.json("PATCH", url, { body: { unique_together: [["rack", "position"]] } });
+    expect(dup.status).toBe(400);
+    expect(dup.body.unique_together[0]).toContain("share values of position, rack");
+    const ok = await t.json("PATCH", url, { body: { unique_together: [["role", "rack"]] } });
+    expect(ok.status).toBe(200);
+    expect(ok.body.unique_together).toEqual([["rack", "role"]]);
+    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R9", role: "core" } })).status).toBe(201);
+    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R9", role: "core" } })).body).toHaveProperty("role");
+    const role = cot.fields.find((f: any) => f.name === "role");
+    expect((await t.json("PATCH", `${CO}/custom-object-type-fields/${role.id}/`, { body: { name: "duty" } })).status).toBe(200);
+    expect((await t.json("GET", url)).body.unique_together).toEqual([["duty", "rack"]]);
+    expect((await t.req("DELETE", `${CO}/custom-object-type-fields/${role.id}/`)).status).toBe(204);
+    expect((await t.json("GET", url)).body.unique_together).toEqual([]);
+  });
+
   test("a refused document creates no choice set", async () => {
     const failing = { schema_version: "1", choice_sets: [{ name: "never-made", extra_choices: [["a", "A"]] }], types: [{ name: "ghost", slug: "ghost", fields: [{ id: 1, name: "x", type: "object", related_object_type: "custom-objects/nowhere" }] }] };
     expect((await apply({ schema: failing })).status).toBe(400);

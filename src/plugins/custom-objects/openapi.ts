@@ -90,7 +90,7 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
       db_name: { type: "string" },
       schema_def: { type: "object" },
       changed_attrs: ref("SchemaAttrChanges"),
-      destructive: { type: "boolean", description: "Applying it loses data (a removal or a lossy type change)." },
+      destructive: { type: "boolean", description: "Applying it loses or rejects data on live rows (see destructive_changes)." },
     },
     required: ["op", "schema_id", "db_name", "schema_def", "destructive"],
     additionalProperties: false,
@@ -99,17 +99,54 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
     slug: { type: "string" },
     name: { type: "string" },
     is_new: { type: "boolean" },
+    removed: { type: "boolean", description: "The document removes this type (removed_types)." },
+    hidden: { type: "boolean", description: "An existing type the caller may not view: its changes are not shown." },
     has_changes: { type: "boolean" },
     has_destructive_changes: { type: "boolean" },
     cot_changes: ref("SchemaAttrChanges"),
     field_changes: { type: "array", items: ref("SchemaFieldChange") },
+    destructive_changes: { type: "array", items: ref("SchemaDestructiveChange") },
     warnings: { type: "array", items: { type: "string" } },
+  }, ["slug", "name", "is_new", "has_changes", "has_destructive_changes", "cot_changes", "field_changes", "destructive_changes", "warnings"]),
+  SchemaDestructiveChange: closedObject({
+    slug: { type: "string" },
+    field: { type: ["string", "null"], description: "The field (a unique_together key: its fields joined by commas); null for a whole type." },
+    reason: { type: "string", enum: ["field_removed", "type_removed", "lossy_type_change", "required_over_empty_rows", "unique_over_duplicates", "choices_in_use", "link_target_changed"] },
+    rows: { type: "integer", minimum: 1, description: "Live rows the change concerns." },
+    detail: { type: "string" },
   }),
   SchemaPreview: closedObject({
+    plan_id: { type: "string", pattern: "^[0-9a-f]{32}\\.[0-9a-f]{32}$", description: "Pass it to apply to apply exactly this plan (409 stale_plan if the database moved)." },
+    from_state_hash: { type: "string" },
+    to_state_hash: { type: "string", description: "The state hash the types will have once the plan is applied." },
     diffs: { type: "array", items: ref("SchemaTypeDiff") },
-    state_hash: { type: "string", description: "Pass it back as expected_state_hash to apply exactly this plan." },
+    destructive_changes: { type: "array", items: ref("SchemaDestructiveChange") },
+    state_hash: { type: "string", description: "Equal to from_state_hash; pass it back as expected_state_hash." },
   }),
-  SchemaApplied: closedObject({ applied: { const: true }, diffs: { type: "array", items: ref("SchemaTypeDiff") } }),
+  SchemaApplied: closedObject({
+    applied: { const: true },
+    diffs: { type: "array", items: ref("SchemaTypeDiff") },
+    plan_id: { type: "string" },
+    from_state_hash: { type: "string" },
+    to_state_hash: { type: "string" },
+    trash: { type: "array", items: { type: "integer" }, description: "Trash entries of the types removed (fields' entries are listed by schema/trash/)." },
+  }),
+  SchemaTrashEntry: {
+    type: "object",
+    properties: {
+      id: { type: "integer" },
+      kind: { type: "string", enum: ["field", "type"] },
+      custom_object_type: closedObject({ id: { type: "integer" }, slug: { type: "string" } }),
+      name: { type: "string" },
+      field: closedObject({ id: { type: "integer" }, schema_id: { type: "integer" }, name: { type: "string" }, type: { type: "string" } }),
+      fields: { type: "array", items: { type: "string" } },
+      rows: { type: "integer" },
+      removed: { type: "string", format: "date-time" },
+      expires: { type: "string", format: "date-time" },
+    },
+    required: ["id", "kind", "custom_object_type", "name", "rows", "removed", "expires"],
+    additionalProperties: false,
+  },
   SchemaApplyRequest: {
     oneOf: [
       closedObject(
@@ -117,6 +154,8 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
           schema: ref("SchemaDocument"),
           allow_destructive: { type: "boolean", default: false },
           expected_state_hash: { type: ["string", "null"] },
+          plan_id: { type: ["string", "null"], description: "A preview's plan_id: apply exactly that plan." },
+          purge: { type: "boolean", default: false, description: "Drop removed fields and types at once instead of keeping them in the trash." },
         },
         ["schema"],
       ),
@@ -135,10 +174,12 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
   SchemaConflictError: {
     type: "object",
     properties: {
-      error: { type: "string", enum: ["destructive_changes", "stale_plan"] },
+      error: { type: "string", enum: ["destructive_changes", "stale_plan", "plan_mismatch", "protected"] },
       detail: { type: "string" },
       destructive_slugs: { type: "array", items: { type: "string" } },
+      destructive_changes: { type: "array", items: ref("SchemaDestructiveChange") },
       state_hash: { type: "string" },
+      plan_id: { type: "string" },
     },
     required: ["error", "detail"],
   },
@@ -319,7 +360,7 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
         }),
       },
       ...schemaErrors,
-      "409": { description: "Destructive changes without allow_destructive (nothing changed), or the database moved since the previewed state_hash.", content: json(ref("SchemaConflictError")) },
+      "409": { description: "Changes that lose or reject data without allow_destructive (counted per change; nothing changed), the database moved since the previewed plan (`stale_plan`), another document than the plan's (`plan_mismatch`), or a removed type others point at (`protected`).", content: json(ref("SchemaConflictError")) },
       "503": { description: "`background=true` without a tasks Redis.", content: json(ref("Error")) },
     },
   });
@@ -329,6 +370,35 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
     summary: "The database as a schema document (round-trips through apply with no changes)",
     parameters: [{ name: "slug", in: "query", description: "Types to export (repeat or comma-separate; none = all).", schema: { type: "array", items: { type: "string" } }, style: "form", explode: true }],
     responses: { "200": { description: "The schema document.", content: json(ref("SchemaDocument")) }, ...errors(["403", "Forbidden"], ["404", "NotFound"]) },
+  });
+  b.operation("get", `${BASE}/schema/trash`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_schema_trash_list",
+    summary: "Removed fields and types kept with their data until they expire",
+    parameters: [{ name: "slug", in: "query", description: "Only entries of this type slug.", schema: { type: "string" } }],
+    responses: {
+      "200": { description: "The entries the caller may see.", content: json(closedObject({ count: { type: "integer" }, results: { type: "array", items: ref("SchemaTrashEntry") } })) },
+      ...errors(["403", "Forbidden"]),
+    },
+  });
+  const trashId = { name: "id", in: "path", required: true, schema: { type: "integer", minimum: 1 } };
+  b.operation("post", `${BASE}/schema/trash/{id}/restore`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_schema_trash_restore",
+    summary: "Put a trash entry back, data included",
+    parameters: [trashId],
+    responses: {
+      "200": { description: "Restored.", content: json(closedObject({ restored: ref("SchemaTrashEntry") })) },
+      "409": { description: "Its name, slug or schema id is taken again, or its type is gone (`restore_conflict`).", content: json(ref("Error")) },
+      ...errors(["403", "Forbidden"], ["404", "NotFound"]),
+    },
+  });
+  b.operation("delete", `${BASE}/schema/trash/{id}`, {
+    tags: [TAG],
+    operationId: "plugins_custom_objects_schema_trash_purge",
+    summary: "Purge a trash entry now (its data is dropped)",
+    parameters: [trashId],
+    responses: { "204": { description: "Purged." }, ...errors(["403", "Forbidden"], ["404", "NotFound"]) },
   });
 }
 

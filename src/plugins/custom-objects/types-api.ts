@@ -14,6 +14,7 @@ import { validateCot, validateField } from "./definitions";
 import type { CotRegistry, CotRow } from "./models";
 import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
 import type { FieldRow } from "./values";
+import { checkUniqueTogether, followFieldChange, normalizeTogether, setUniqueTogether } from "./schema/unique-together";
 
 export const fieldModel = defineModel({
   appLabel: APP_LABEL,
@@ -74,6 +75,8 @@ export const cotModel = defineModel({
     { name: "group_name", type: "string", column: customObjectTypes.groupName },
     { name: "description", type: "string", column: customObjectTypes.description, search: true, brief: true },
     { name: "schema_document", type: "json", column: customObjectTypes.schemaDocument, nullable: true },
+    /** Compound uniqueness: lists of field names, each a unique index (decision 0051). */
+    { name: "unique_together", type: "json", column: customObjectTypes.uniqueTogether },
   ],
   async decorate(ctx, rows, records) {
     const ids = rows.map((r) => r.id as number);
@@ -111,6 +114,10 @@ export function cotResource(registry: CotRegistry): Resource {
   return {
     ...base,
     async create(ctx, input) {
+      const { unique_together: together, ...rest } = input;
+      // a new type has no fields yet: only an empty list is possible
+      if (together !== undefined) checkUniqueTogether(together, []);
+      input = rest;
       const draft = await validateCot(ctx, input, null, false);
       const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
       if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
@@ -120,7 +127,13 @@ export function cotResource(registry: CotRegistry): Resource {
     },
     async update(ctx, id, input, partial) {
       const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+      const { unique_together: together, ...rest } = input;
+      input = rest;
       const draft = await validateCot(ctx, input, cot!, partial);
+      if (together !== undefined) {
+        const sets = checkUniqueTogether(together, (await siblingsOf(ctx, id)) as FieldRow[]);
+        if (JSON.stringify(sets) !== JSON.stringify(normalizeTogether(cot!.uniqueTogether))) await setUniqueTogether(ctx.db, id, sets);
+      }
       const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
       if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
       await updateCot(ctx, cot!, draft);
@@ -164,10 +177,12 @@ export function fieldResource(registry: CotRegistry): Resource {
       const cot = await loadCot(ctx, field!.customObjectTypeId);
       const draft = await validateField(ctx, rest, field as FieldRow, await siblingsOf(ctx, cot.id));
       await alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx));
+      if (draft.name !== field!.name) await followFieldChange(ctx.db, cot.id, field!.name, draft.name);
     },
     async delete(ctx, id) {
       const [field] = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.id, id));
       const cot = await loadCot(ctx, field!.customObjectTypeId);
+      await followFieldChange(ctx.db, cot.id, field!.name, null);
       await removeField(ctx, cot, field as FieldRow);
     },
   };

@@ -3,7 +3,7 @@
  * document validation (400), stale-plan check (409), destructive guard (409), cycles (400),
  * unresolvable references (400), then every change in one transaction in dependency order.
  */
-import { eq, inArray, sql } from "drizzle-orm";
+import { eq, inArray } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ApiError, ValidationError, forbidden } from "../../../core/errors";
@@ -12,14 +12,14 @@ import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
 import { validateField, type CotDraft, type FieldDraft } from "../definitions";
 import { addFields, alterField, createCot, removeField, updateCot } from "../operations";
-import { createCotTable, fieldColumns, ident, tableName } from "../ddl";
+import { createCotTable } from "../ddl";
 import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
 import { clearLinksOutside } from "./impact";
-import { normalizeTogether } from "./diff";
+import { buildUniqueTogether, dropUniqueTogether, normalizeTogether } from "./unique-together";
 import { listTrash, removeType, trashField } from "./trash";
 import { sameValue } from "./state";
 import { canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
@@ -330,6 +330,8 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   // The type's field rows, read once and kept current below (a new type has none yet).
   let rows: FieldRow[] = isNew ? [] : await fieldsOf(ctx.db, cot.id);
 
+  // Compound keys that change are dropped before any column moves (rebuilt at the end).
+  if (!isNew && !sameValue(normalizeTogether(t.unique_together), normalizeTogether(existing?.cot.uniqueTogether))) await dropUniqueTogether(ctx.db, cot.id);
   const removes = diff.field_changes.filter((c) => c.op === "remove");
   for (const change of removes) {
     const row = rows.find((f) => f.schemaId === change.schema_id);
@@ -408,7 +410,7 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
     const build = async () => {
       const fields = await fieldsOf(ctx.db, cot!.id);
       await ctx.db.update(customObjectTypes).set({ uniqueTogether: want }).where(eq(customObjectTypes.id, cot!.id));
-      await atPath(`${at}.unique_together`, () => setUniqueTogether(ctx.db, cot!.id, have.length, want.map((set) => set.map((n) => fields.find((f) => f.name === n)!))));
+      await atPath(at, () => buildUniqueTogether(ctx.db, cot!.id, want.map((set) => set.map((n) => fields.find((f) => f.name === n)!))));
     };
     if (isNew) tables.push(build);
     else await build();
@@ -515,23 +517,6 @@ async function upsertChoiceSets(ctx: WriteContext, document: SchemaDocument) {
     if (!current) await ctx.db.insert(choiceSets).values(values);
     else if (!sameValue({ d: current.description, c: current.extraChoices, o: current.orderAlphabetically }, { d: values.description, c: values.extraChoices, o: values.orderAlphabetically })) {
       await ctx.db.update(choiceSets).set({ ...values, lastUpdated: new Date().toISOString() }).where(eq(choiceSets.id, current.id));
-    }
-  }
-}
-
-/**
- * Replaces a type's compound unique indexes `co_<id>_ut<n>`. An index that cannot be built
- * (rows share the values) is a 400 keyed by the fields, never a 500.
- */
-async function setUniqueTogether(db: Executor, cotId: number, before: number, sets: FieldRow[][]) {
-  for (let i = 0; i < Math.max(before, 16); i++) await db.run(sql`DROP INDEX IF EXISTS ${ident(`${tableName(cotId)}_ut${i}`)}`);
-  for (const [i, set] of sets.entries()) {
-    const cols = set.map((f) => ident(fieldColumns(f)[0]!));
-    try {
-      await db.run(sql`CREATE UNIQUE INDEX ${ident(`${tableName(cotId)}_ut${i}`)} ON ${ident(tableName(cotId))} (${sql.join(cols, sql`, `)})`);
-    } catch (e) {
-      if (!/UNIQUE constraint failed/i.test(String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? ""))) throw e;
-      throw new ValidationError({ [String(i)]: [`Existing rows share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`] });
     }
   }
 }

@@ -11,6 +11,7 @@ import type { ObjectTypeRegistry } from "../../../core/object-types";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
 import { fieldType } from "../field-types";
+import { normalizeTogether } from "./unique-together";
 import { countDuplicates, countEmpty, countLinksOutside, countLossy, countOutsideChoices, countRows, countValues, type DestructiveChange } from "./impact";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
 import { COT_ATTR_DEFAULTS, canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, sameValue, type CanonicalField, type DbType } from "./state";
@@ -236,10 +237,5 @@ export function defaultLookups(db: Executor, objectTypes: ObjectTypeRegistry, do
   };
 }
 
-/** unique_together in one spelling: each set sorted, the sets sorted (order carries no meaning). */
-export function normalizeTogether(sets: string[][] | null | undefined): string[][] {
-  return (sets ?? []).map((set) => [...set].sort()).sort((a, b) => a.join(",").localeCompare(b.join(",")));
-}
-
-export { countRows };
+export { countRows, normalizeTogether };
 export type { CanonicalField, DestructiveChange };
