@@ -24,6 +24,10 @@ export const customObjectTypes = sqliteTable(
     shapeVersion: integer("shape_version").notNull().default(1),
     /** Compound uniqueness: lists of field names, each enforced by a unique index `co_<id>_ut<n>`. */
     uniqueTogether: text("unique_together", { mode: "json" }).$type<string[][]>().notNull().default(sql`'[]'`),
+    /** How objects show (`display`): `{{ field }}` placeholders; empty = primary field or name. */
+    displayExpression: text("display_expression").notNull().default(""),
+    /** Objects carry `local_context_data` (a column of `co_<id>`); set only at creation. */
+    configContextEnabled: integer("config_context_enabled", { mode: "boolean" }).notNull().default(false),
     ...timestamps,
   },
   (t) => [uniqueIndex("cot_slug_uq").on(t.slug), uniqueIndex("cot_name_uq").on(t.name), idIndex("custom_object_types", t)],
@@ -65,6 +69,10 @@ export const customObjectTypeFields = sqliteTable(
     deprecated: integer("deprecated", { mode: "boolean" }).notNull().default(false),
     deprecatedSince: text("deprecated_since").notNull().default(""),
     scheduledRemoval: text("scheduled_removal").notNull().default(""),
+    /** Shown as `_context` of objects that others reference (upstream's context fields). */
+    context: integer("context", { mode: "boolean" }).notNull().default(false),
+    /** Upstream's reverse relation name of an object/multiobject field (unique per target type). */
+    relatedName: text("related_name").notNull().default(""),
     ...timestamps,
   },
   (t) => [
