@@ -3,9 +3,9 @@
  * answers 202 with the job; the job's `data` is what the synchronous call would have answered,
  * `{status_code, …body}` (`{status_code: 200, applied, diffs}`, or the error body and code).
  */
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { DatabaseBusyError } from "../../db/client";
-import { users } from "../../db/schema";
+import { jobs, users } from "../../db/schema";
 import { codename, loadGrants } from "../../core/auth/permissions";
 import type { AuthState, Ctx, Services } from "../../core/context";
 import { ApiError } from "../../core/errors";
@@ -54,6 +54,24 @@ async function authOf(services: Services, userId: number | null): Promise<AuthSt
   return { user: { id: user.id, username: user.username, isSuperuser: user.isSuperuser, permissions, constraints }, tokenId: null, writeEnabled: true };
 }
 
+/**
+ * While the job runs, its `data` says what it is doing: `{progress: {phase: "applying", types,
+ * removed_types, fields, started}}`. It is written before the apply's write transaction begins
+ * (SQLite has one writer: nothing else can commit while the apply holds it); the outcome
+ * replaces it when the job ends.
+ */
+async function recordProgress(services: Services, jobId: number, request: ReturnType<typeof readApplyRequest>) {
+  const doc = request.document;
+  const progress = {
+    phase: "applying",
+    types: doc.types.length,
+    removed_types: doc.removed_types?.length ?? 0,
+    fields: doc.types.reduce((n, t) => n + t.fields.length, 0),
+    started: new Date().toISOString(),
+  };
+  await services.db.orm.update(jobs).set({ data: { progress } }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
+}
+
 /** The `schema.apply` handler: refusals end the job `errored` with the refusal as its data. */
 export function schemaApplyHandler(services: Services): JobHandler {
   return async (payload: SchemaApplyPayload, job) => {
@@ -61,6 +79,7 @@ export function schemaApplyHandler(services: Services): JobHandler {
       const auth = await authOf(services, job.userId);
       const params = new URLSearchParams(payload.query);
       const request = readApplyRequest(payload.body, params);
+      await recordProgress(services, job.id, request);
       const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
       const result = await asLongWrite(services, () => writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request)));
       return { status_code: 200, ...result };
