@@ -1,6 +1,10 @@
 /** The host models links can point at: tenants, sites, devices, prefixes and IP addresses. */
 import { integer, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
+import { owners } from "./users";
+
+/** NetBox 4.5's `owner` on an object: nullable, and an owner in use cannot be deleted. */
+const ownerId = () => integer("owner_id").references(() => owners.id, { onDelete: "restrict" });
 
 export const tenants = sqliteTable(
   "tenants",
@@ -10,9 +14,10 @@ export const tenants = sqliteTable(
     slug: text("slug").notNull(),
     description: text("description").notNull().default(""),
     comments: text("comments").notNull().default(""),
+    ownerId: ownerId(),
     ...timestamps,
   },
-  (t) => [uniqueIndex("tenants_name_uq").on(t.name), uniqueIndex("tenants_slug_uq").on(t.slug), idIndex("tenants", t)],
+  (t) => [uniqueIndex("tenants_name_uq").on(t.name), uniqueIndex("tenants_slug_uq").on(t.slug), index("tenants_owner_idx").on(t.ownerId), idIndex("tenants", t)],
 );
 
 export const sites = sqliteTable(
@@ -31,6 +36,7 @@ export const sites = sqliteTable(
     longitude: text("longitude"),
     description: text("description").notNull().default(""),
     comments: text("comments").notNull().default(""),
+    ownerId: ownerId(),
     ...timestamps,
   },
   (t) => [
@@ -39,6 +45,7 @@ export const sites = sqliteTable(
     index("sites_natural_name_idx").on(t.naturalName, t.id),
     index("sites_tenant_idx").on(t.tenantId),
     index("sites_status_idx").on(t.status),
+    index("sites_owner_idx").on(t.ownerId),
     idIndex("sites", t),
   ],
 );
@@ -59,6 +66,7 @@ export const devices = sqliteTable(
     assetTag: text("asset_tag"),
     description: text("description").notNull().default(""),
     comments: text("comments").notNull().default(""),
+    ownerId: ownerId(),
     ...timestamps,
   },
   (t) => [
@@ -67,6 +75,7 @@ export const devices = sqliteTable(
     index("devices_site_idx").on(t.siteId),
     index("devices_natural_name_idx").on(t.naturalName, t.id),
     index("devices_tenant_idx").on(t.tenantId),
+    index("devices_owner_idx").on(t.ownerId),
     idIndex("devices", t),
   ],
 );
@@ -82,9 +91,10 @@ export const prefixes = sqliteTable(
     isPool: integer("is_pool", { mode: "boolean" }).notNull().default(false),
     description: text("description").notNull().default(""),
     comments: text("comments").notNull().default(""),
+    ownerId: ownerId(),
     ...timestamps,
   },
-  (t) => [index("prefixes_prefix_idx").on(t.prefix), index("prefixes_site_idx").on(t.siteId), index("prefixes_tenant_idx").on(t.tenantId), idIndex("prefixes", t)],
+  (t) => [index("prefixes_prefix_idx").on(t.prefix), index("prefixes_site_idx").on(t.siteId), index("prefixes_tenant_idx").on(t.tenantId), index("prefixes_owner_idx").on(t.ownerId), idIndex("prefixes", t)],
 );
 
 export const ipAddresses = sqliteTable(
@@ -97,7 +107,8 @@ export const ipAddresses = sqliteTable(
     dnsName: text("dns_name").notNull().default(""),
     description: text("description").notNull().default(""),
     comments: text("comments").notNull().default(""),
+    ownerId: ownerId(),
     ...timestamps,
   },
-  (t) => [index("ip_addresses_address_idx").on(t.address), index("ip_addresses_tenant_idx").on(t.tenantId), idIndex("ip_addresses", t)],
+  (t) => [index("ip_addresses_address_idx").on(t.address), index("ip_addresses_tenant_idx").on(t.tenantId), index("ip_addresses_owner_idx").on(t.ownerId), idIndex("ip_addresses", t)],
 );

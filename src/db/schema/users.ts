@@ -25,6 +25,47 @@ export const groups = sqliteTable(
   (t) => [uniqueIndex("groups_name_uq").on(t.name), idIndex("groups", t)],
 );
 
+/** Owner groups (NetBox 4.5): a named set of owners. */
+export const ownerGroups = sqliteTable(
+  "owner_groups",
+  { id: pk(), name: text("name").notNull(), description: text("description").notNull().default(""), ...timestamps },
+  (t) => [uniqueIndex("owner_groups_name_uq").on(t.name), idIndex("owner_groups", t)],
+);
+
+/**
+ * Owners (NetBox 4.5): who answers for an object — users and user groups under one name.
+ * Objects point at an owner through a nullable `owner_id`; an owner in use cannot be deleted.
+ */
+export const owners = sqliteTable(
+  "owners",
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    groupId: integer("group_id").references(() => ownerGroups.id, { onDelete: "restrict" }),
+    description: text("description").notNull().default(""),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex("owners_name_uq").on(t.name), index("owners_group_idx").on(t.groupId), idIndex("owners", t)],
+);
+
+export const ownerUsers = sqliteTable(
+  "owner_users",
+  {
+    ownerId: integer("owner_id").notNull().references(() => owners.id, { onDelete: "cascade" }),
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.ownerId, t.userId] }), index("owner_users_user_idx").on(t.userId)],
+);
+
+export const ownerUserGroups = sqliteTable(
+  "owner_user_groups",
+  {
+    ownerId: integer("owner_id").notNull().references(() => owners.id, { onDelete: "cascade" }),
+    groupId: integer("group_id").notNull().references(() => groups.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.ownerId, t.groupId] }), index("owner_user_groups_group_idx").on(t.groupId)],
+);
+
 export const userGroups = sqliteTable(
   "user_groups",
   {
