@@ -4,6 +4,7 @@ import { eq } from "drizzle-orm";
 import { objectTypes as objectTypesTable, users } from "../db/schema";
 import { clientAddress, LoginThrottle, verifyLogin } from "./auth/login";
 import { issuedKeys, groupModel, permissionModel, tokenModel, userModel } from "./auth/models";
+import { ownerGroupModel, ownerModel } from "./auth/owners";
 import { requirePermission } from "./auth/permissions";
 import type { HonoEnv } from "./context";
 import * as v from "valibot";
@@ -53,6 +54,8 @@ export const CORE_MODELS: DefinedModel[] = [
   groupModel,
   permissionModel,
   tokenModel,
+  ownerModel,
+  ownerGroupModel,
   objectTypeModel,
   objectChangeModel,
   jobModel,

@@ -42,6 +42,8 @@ export const HOST_NAMES: Record<string, { field: string; type: string }> = {
   "extras.customfieldchoiceset": { field: "custom_field_choice_set", type: "CustomFieldChoiceSetType" },
   "users.user": { field: "user", type: "UserType" },
   "users.group": { field: "group", type: "GroupType" },
+  "users.owner": { field: "owner", type: "OwnerType" },
+  "users.ownergroup": { field: "owner_group", type: "OwnerGroupType" },
 };
 
 /** A model in the schema: its label, resource and the names it is served under. */

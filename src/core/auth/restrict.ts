@@ -91,7 +91,7 @@ async function lookupSql(ctx: ReadContext, resource: Resource, key: string, valu
   const v = substitute(value, user);
 
   // A field of this model: `name`, `site_id`, or a foreign key compared by id (`site`).
-  const own = parts.length === 1 ? ownFilter(filters, parts[0]!) : null;
+  const own = parts.length === 1 ? ownFilter(filters, parts[0]!, resource) : null;
   if (own) return filterSql(own.name, own.spec, mapped, v);
 
   // A relation: `site__name`, `site__tenant__slug`, or `site__id`.
@@ -116,7 +116,11 @@ async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | n
   return ot ? `${ot.appLabel}.${ot.model}` : null;
 }
 
-function ownFilter(filters: Record<string, FilterSpec>, name: string): { name: string; spec: FilterSpec } | null {
+function ownFilter(filters: Record<string, FilterSpec>, name: string, resource: Resource): { name: string; spec: FilterSpec } | null {
+  // A relation's own name compares its id, as a Django lookup does (`owner: 3`), even where a
+  // list filter of that name matches something else (`?owner=<name>`).
+  const isRelation = resource.relations?.some((r) => r.name === name && r.expr);
+  if (isRelation && Object.hasOwn(filters, `${name}_id`)) return { name: `${name}_id`, spec: filters[`${name}_id`]! };
   if (Object.hasOwn(filters, name)) return { name, spec: filters[name]! };
   if (Object.hasOwn(filters, `${name}_id`)) return { name: `${name}_id`, spec: filters[`${name}_id`]! };
   return null;

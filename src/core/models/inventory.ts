@@ -1,6 +1,7 @@
 /** The host inventory models of §4: tenants, sites, devices, prefixes and IP addresses. */
 import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema";
-import { defineModel } from "./define";
+import { defineModel, type DefinedModel } from "./define";
+import { ownerFilters } from "../auth/owners";
 
 const STATUS = [
   ["planned", "Planned"],
@@ -32,6 +33,7 @@ export const tenantModel = defineModel({
     { name: "name", type: "string", column: tenants.name, required: true, maxLength: 100, search: true, brief: true },
     { name: "slug", type: "slug", column: tenants.slug, required: true, maxLength: 100, search: true, brief: true },
     { name: "description", type: "string", column: tenants.description, maxLength: 200, search: true, brief: true },
+    { name: "owner", type: "fk", column: tenants.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: tenants.comments },
   ],
 });
@@ -56,6 +58,7 @@ export const siteModel = defineModel({
     { name: "latitude", type: "string", column: sites.latitude, nullable: true, maxLength: 12 },
     { name: "longitude", type: "string", column: sites.longitude, nullable: true, maxLength: 12 },
     { name: "description", type: "string", column: sites.description, maxLength: 200, search: true, brief: true },
+    { name: "owner", type: "fk", column: sites.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: sites.comments },
   ],
 });
@@ -78,6 +81,7 @@ export const deviceModel = defineModel({
     { name: "serial", type: "string", column: devices.serial, maxLength: 50, search: true },
     { name: "asset_tag", type: "string", column: devices.assetTag, maxLength: 50, nullable: true, search: true },
     { name: "description", type: "string", column: devices.description, maxLength: 200, search: true, brief: true },
+    { name: "owner", type: "fk", column: devices.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: devices.comments },
   ],
 });
@@ -98,6 +102,7 @@ export const prefixModel = defineModel({
     { name: "status", type: "choice", column: prefixes.status, choices: pick("container", "active", "reserved", "deprecated") },
     { name: "is_pool", type: "boolean", column: prefixes.isPool },
     { name: "description", type: "string", column: prefixes.description, maxLength: 200, search: true, brief: true },
+    { name: "owner", type: "fk", column: prefixes.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: prefixes.comments },
   ],
 });
@@ -127,6 +132,12 @@ export const ipAddressModel = defineModel({
     { name: "status", type: "choice", column: ipAddresses.status, choices: pick("active", "reserved", "deprecated", "dhcp") },
     { name: "dns_name", type: "string", column: ipAddresses.dnsName, maxLength: 255, search: true },
     { name: "description", type: "string", column: ipAddresses.description, maxLength: 200, search: true, brief: true },
+    { name: "owner", type: "fk", column: ipAddresses.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: ipAddresses.comments },
   ],
 });
+
+/** NetBox 4.5's owner filters beside `owner_id` (the foreign key's own filter). */
+for (const m of [tenantModel, siteModel, deviceModel, prefixModel, ipAddressModel] as DefinedModel[]) {
+  Object.assign(m.resource.list.filters, ownerFilters((m.spec.table as any).ownerId));
+}

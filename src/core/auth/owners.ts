@@ -1,0 +1,100 @@
+/**
+ * Owners and owner groups (NetBox 4.5, `/api/users/owners/`, `/api/users/owner-groups/`): an
+ * owner names who answers for an object — users and user groups under one name, optionally in
+ * an owner group. Host models and custom objects carry a nullable `owner`; `ownerFilters` gives
+ * them NetBox's `owner_id`, `owner`, `owner_group_id` and `owner_group` filters.
+ */
+import { count, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { ownerGroups, ownerUserGroups, ownerUsers, owners } from "../../db/schema";
+import { ValidationError } from "../errors";
+import { defineModel } from "../models/define";
+import { parseFilterNumber, type FilterSpec, type Lookup } from "../rest/query";
+
+export const ownerGroupModel = defineModel({
+  appLabel: "users",
+  model: "ownergroup",
+  verboseName: "owner group",
+  path: "users/owner-groups",
+  table: ownerGroups,
+  defaultOrdering: ["name"],
+  display: (r) => r.name,
+  fields: [
+    { name: "name", type: "string", column: ownerGroups.name, required: true, maxLength: 100, search: true, brief: true },
+    { name: "description", type: "string", column: ownerGroups.description, maxLength: 200, search: true, brief: true },
+  ],
+  // NetBox's `member_count`: how many owners the group holds.
+  async decorate(ctx, rows, records) {
+    const ids = rows.map((r) => r.id as number);
+    const counts = (await ctx.db
+      .select({ groupId: owners.groupId, n: count() })
+      .from(owners)
+      .where(inArray(owners.groupId, ids))
+      .groupBy(owners.groupId)) as { groupId: number; n: number }[];
+    const byGroup = new Map(counts.map((c) => [c.groupId, c.n]));
+    for (const rec of records) rec.member_count = byGroup.get(rec.id as number) ?? 0;
+  },
+  openapi: { record: { member_count: { type: "integer", minimum: 0, description: "How many owners the group holds." } } },
+});
+
+export const ownerModel = defineModel({
+  appLabel: "users",
+  model: "owner",
+  verboseName: "owner",
+  path: "users/owners",
+  table: owners,
+  defaultOrdering: ["name"],
+  display: (r) => r.name,
+  fields: [
+    { name: "name", type: "string", column: owners.name, required: true, maxLength: 100, search: true, brief: true },
+    { name: "group", type: "fk", column: owners.groupId, related: "users.ownergroup", nullable: true },
+    { name: "description", type: "string", column: owners.description, maxLength: 200, search: true, brief: true },
+    { name: "user_groups", type: "m2m", related: "users.group", link: { table: ownerUserGroups, own: ownerUserGroups.ownerId, other: ownerUserGroups.groupId } },
+    { name: "users", type: "m2m", related: "users.user", link: { table: ownerUsers, own: ownerUsers.ownerId, other: ownerUsers.userId } },
+  ],
+});
+
+/** Integer filter values, else 400 keyed by the parameter. */
+function ids(param: string, values: string[]): number[] {
+  return values.flatMap((raw) => raw.split(",")).map((raw) => {
+    const n = parseFilterNumber(raw);
+    if (n === null || !Number.isInteger(n)) throw new ValidationError({ [param]: ["Enter a whole number."] });
+    return n;
+  });
+}
+
+/** `expr IN (...)` for `exact`, its negation (NULLs kept, as every `__n` does) for `n`. */
+function membership(expr: SQLWrapper, lookup: Lookup, subquery: SQL): SQL | undefined {
+  if (lookup === "exact") return sql`${expr} IN (${subquery})`;
+  if (lookup === "n") return sql`(${expr} IS NULL OR ${expr} NOT IN (${subquery}))`;
+  return undefined;
+}
+
+const list = (values: (string | number)[]) => sql.join(values.map((v) => sql`${v}`), sql`, `);
+
+/**
+ * The owner filters of a model whose `owner_id` column is `expr` (NetBox's OwnerFilterMixin):
+ * `owner` by name, `owner_group_id` and `owner_group` (by name) through the owner's group.
+ * `owner_id` itself is the plain foreign key filter the model already has.
+ */
+export function ownerFilters(expr: SQLWrapper): Record<string, FilterSpec> {
+  return {
+    owner: {
+      kind: "string",
+      expr,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => membership(expr, lookup, sql`SELECT id FROM owners WHERE name IN (${list(values)})`),
+    },
+    owner_group_id: {
+      kind: "number",
+      expr,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => membership(expr, lookup, sql`SELECT id FROM owners WHERE group_id IN (${list(ids(lookup === "n" ? "owner_group_id__n" : "owner_group_id", values))})`),
+    },
+    owner_group: {
+      kind: "string",
+      expr,
+      lookups: ["exact", "n"],
+      build: (lookup, values) => membership(expr, lookup, sql`SELECT o.id FROM owners o JOIN owner_groups g ON g.id = o.group_id WHERE g.name IN (${list(values)})`),
+    },
+  };
+}
