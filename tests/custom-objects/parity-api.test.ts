@@ -244,3 +244,163 @@ describe("cycles through the field API (test_polymorphic_fields.py PolymorphicCy
     expect((await field({ custom_object_type: c.id, name: "parent", type: "object", related_object_type: ref(c.slug) })).status).toBe(201);
   });
 });
+
+describe("context fields (test_api.py ContextFieldApiTestCase)", () => {
+  let withPrimary: { id: number; slug: string };
+  let multi: { id: number; slug: string };
+  beforeAll(async () => {
+    withPrimary = await makeCot(t, "ctxapiprimary", "ctx-api-primary");
+    await addField(t, withPrimary.id, { name: "name", type: "text", primary: true });
+    await addField(t, withPrimary.id, { name: "owner", type: "text", context: true });
+    multi = await makeCot(t, "ctxapimultictx", "ctx-api-multi-ctx");
+    await addField(t, multi.id, { name: "name", type: "text", primary: true });
+    await addField(t, multi.id, { name: "owner", type: "text", context: true });
+    await addField(t, multi.id, { name: "region", type: "text", context: true });
+  });
+
+  test("the field attribute is stored and shown", async () => {
+    const fields = (await t.json("GET", `${CO}/custom-object-types/${withPrimary.id}/`)).body.fields;
+    expect(fields.map((f: { name: string; context: boolean }) => [f.name, f.context])).toEqual([["name", false], ["owner", true]]);
+  });
+
+  test("display is the primary value; _context.display the context value, null when empty", async () => {
+    const a = await create(t, withPrimary.slug, { name: "Route-A", owner: "Alice" });
+    expect(a.display).toBe("Route-A");
+    expect(a._context).toEqual({ display: "Alice" });
+    expect(Object.keys(a).slice(0, 4)).toEqual(["id", "url", "display", "_context"]);
+    const b = await create(t, withPrimary.slug, { name: "Route-B" });
+    expect(b._context).toBeNull();
+    const brief = await t.json("GET", `${CO}/${withPrimary.slug}/?brief=1&ordering=id`);
+    expect(brief.body.results[0]).toEqual({ id: a.id, url: a.url, display: "Route-A", _context: { display: "Alice" } });
+  });
+
+  test("with no primary field the fallback display and _context both work", async () => {
+    const cot = await makeCot(t, "ctxapinoprimary2", "ctx-api-no-primary-2");
+    await addField(t, cot.id, { name: "owner", type: "text", context: true });
+    const b = await create(t, cot.slug, { owner: "Bob" });
+    expect(b.display).toBe(`Ctxapinoprimary2 ${b.id}`);
+    expect(b._context).toEqual({ display: "Bob" });
+  });
+
+  test("several context fields are joined with ', ', empty ones left out", async () => {
+    expect((await create(t, multi.slug, { name: "Route-C", owner: "Carol", region: "EU" }))._context).toEqual({ display: "Carol, EU" });
+    expect((await create(t, multi.slug, { name: "Route-D", owner: "Dave" }))._context).toEqual({ display: "Dave" });
+  });
+
+  test("a type without context fields has no _context; a read record PUT back is accepted", async () => {
+    const cot = await makeCot(t, "ctxapinoctx", "ctx-api-no-ctx");
+    await addField(t, cot.id, { name: "name", type: "text", primary: true });
+    const made = await create(t, cot.slug, { name: "x" });
+    expect(made).not.toHaveProperty("_context");
+    const c = await create(t, withPrimary.slug, { name: "Route-E", owner: "Eve" });
+    const put = await t.json("PUT", `${CO}/${withPrimary.slug}/${c.id}/`, { body: { ...c, owner: "Eva" } });
+    expect(put.status).toBe(200);
+    expect(put.body._context).toEqual({ display: "Eva" });
+  });
+});
+
+describe("PEP 440 versions (test_api.py Pep440APIValidationTestCase)", () => {
+  test("type version: invalid → 400 keyed version; valid accepted on create and PATCH", async () => {
+    const bad = await t.json("POST", `${CO}/custom-object-types/`, { body: { name: "vertest", slug: "ver-test", version: "not-a-version" } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.version).toEqual(["'not-a-version' is not a valid version string (expected e.g. '1.0.0')."]);
+    const good = await t.json("POST", `${CO}/custom-object-types/`, { body: { name: "vertest2", slug: "ver-test-2", version: "1.2.3" } });
+    expect(good.status).toBe(201);
+    const cot = await makeCot(t, "pep440cot3", "pep440-cot-3");
+    expect((await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, { body: { version: "2.0.0" } })).status).toBe(200);
+    for (const version of ["1.0rc1", "2!1.0.post2.dev3", "v1.0+local.7"]) {
+      expect((await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, { body: { version } })).status).toBe(200);
+    }
+  });
+
+  test("field deprecated_since and scheduled_removal: invalid → 400 keyed by field", async () => {
+    const cot = await makeCot(t, "pep440cot", "pep440-cot");
+    const f = await addField(t, cot.id, { name: "alpha", type: "text" });
+    const since = await t.json("PATCH", `${FIELDS}${f.id}/`, { body: { deprecated_since: "latest" } });
+    expect(since.status).toBe(400);
+    expect(Object.keys(since.body)).toEqual(["deprecated_since"]);
+    const removal = await t.json("PATCH", `${FIELDS}${f.id}/`, { body: { scheduled_removal: "1.x.0" } });
+    expect(Object.keys(removal.body)).toEqual(["scheduled_removal"]);
+    const ok = await t.json("PATCH", `${FIELDS}${f.id}/`, { body: { deprecated: true, deprecated_since: "1.2", scheduled_removal: "2.0.0" } });
+    expect(ok.status).toBe(200);
+    expect([ok.body.deprecated, ok.body.deprecated_since, ok.body.scheduled_removal]).toEqual([true, "1.2", "2.0.0"]);
+  });
+
+  test("schema documents check the same versions", async () => {
+    const schema = { schema_version: "1", types: [{ name: "ver_doc", slug: "ver-doc", version: "latest", fields: [{ id: 1, name: "a", type: "text", deprecated_since: "soon" }] }] };
+    const r = await t.json("POST", `${CO}/schema/preview/`, { body: { schema } });
+    expect(r.status).toBe(400);
+    expect(r.body.schema_errors.map((e: { path: string }) => e.path).sort()).toEqual(["$.types[0].fields[0].deprecated_since", "$.types[0].version"]);
+  });
+});
+
+describe("config context (test_api.py config_context_enabled, local_context_data)", () => {
+  test("set at creation: objects carry local_context_data, written by POST and PATCH", async () => {
+    const cot = await makeCot(t, "cc_api", "cc-api", { config_context_enabled: true });
+    expect(cot).toMatchObject({ config_context_enabled: true });
+    await addField(t, cot.id, { name: "name", type: "text", primary: true, required: true });
+    const made = await create(t, cot.slug, { name: "obj-1", local_context_data: { ntp: ["10.0.0.1"] } });
+    expect(made.local_context_data).toEqual({ ntp: ["10.0.0.1"] });
+    const plain = await create(t, cot.slug, { name: "obj-2" });
+    expect(plain.local_context_data).toBeNull();
+    const patched = await t.json("PATCH", `${CO}/${cot.slug}/${plain.id}/`, { body: { local_context_data: { role: "edge" } } });
+    expect(patched.status).toBe(200);
+    expect((await t.json("GET", `${CO}/${cot.slug}/${plain.id}/`)).body.local_context_data).toEqual({ role: "edge" });
+    const bad = await t.json("PATCH", `${CO}/${cot.slug}/${plain.id}/`, { body: { local_context_data: [1] } });
+    expect(bad.status).toBe(400);
+    expect(Object.keys(bad.body)).toEqual(["local_context_data"]);
+  });
+
+  test("immutable after creation; absent (and refused) when disabled", async () => {
+    const cot = await makeCot(t, "cc_off", "cc-off");
+    expect((await t.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.config_context_enabled).toBe(false);
+    const flip = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, { body: { config_context_enabled: true } });
+    expect(flip.status).toBe(400);
+    expect(flip.body.config_context_enabled).toEqual(["Config context support cannot be changed after creation."]);
+    await addField(t, cot.id, { name: "name", type: "text" });
+    const made = await create(t, cot.slug, { name: "x" });
+    expect(made).not.toHaveProperty("local_context_data");
+    const refused = await t.json("POST", `${CO}/${cot.slug}/`, { body: { name: "y", local_context_data: {} } });
+    expect(refused.body.local_context_data).toEqual(["Unknown field."]);
+  });
+});
+
+describe("display_expression (models.py _render_display_expression)", () => {
+  test("fields by name; an empty rendering falls back to the primary field", async () => {
+    const cot = await makeCot(t, "expr_type", "expr-type", { display_expression: "{{ name }} - {{ code }}{% if rack %} ({{ rack }}){% endif %}" });
+    expect(cot).toMatchObject({ display_expression: "{{ name }} - {{ code }}{% if rack %} ({{ rack }}){% endif %}" });
+    await addField(t, cot.id, { name: "name", type: "text", primary: true });
+    await addField(t, cot.id, { name: "code", type: "integer" });
+    await addField(t, cot.id, { name: "rack", type: "text" });
+    expect((await create(t, cot.slug, { name: "Edge", code: 7, rack: "R1" })).display).toBe("Edge - 7 (R1)");
+    const plain = await create(t, cot.slug, { name: "Core" });
+    expect(plain.display).toBe("Core -");
+    const holder = await makeCot(t, "expr_holder");
+    await addField(t, holder.id, { name: "thing", type: "object", related_object_type: `custom_objects.${cot.slug}` });
+    expect((await create(t, holder.slug, { thing: plain.id })).thing.display).toBe("Core -");
+    const empty = await makeCot(t, "expr_empty", "expr-empty", { display_expression: "{{ nothing }}" });
+    await addField(t, empty.id, { name: "name", type: "text", primary: true });
+    expect((await create(t, empty.slug, { name: "Fallback" })).display).toBe("Fallback");
+  });
+});
+
+describe("related_name (models.py CustomObjectTypeField.related_name)", () => {
+  test("only object and multiobject fields take one; lowercase, no double underscores; unique per related type", async () => {
+    const cot = await makeCot(t, "rel_names");
+    const onText = await field({ custom_object_type: cot.id, name: "t", type: "text", related_name: "things" });
+    expect(onText.status).toBe(400);
+    expect(Object.keys(onText.body)).toEqual(["related_name"]);
+    for (const related_name of ["Things", "my__things"]) {
+      const r = await field({ custom_object_type: cot.id, name: "s", type: "object", related_object_type: "dcim.site", related_name });
+      expect(r.status).toBe(400);
+      expect(Object.keys(r.body)).toEqual(["related_name"]);
+    }
+    const ok = await field({ custom_object_type: cot.id, name: "s", type: "object", related_object_type: "dcim.site", related_name: "rel_things" });
+    expect(ok.status).toBe(201);
+    expect(ok.body.related_name).toBe("rel_things");
+    const other = await makeCot(t, "rel_names_2");
+    const clash = await field({ custom_object_type: other.id, name: "s", type: "multiobject", related_object_type: "dcim.site", related_name: "rel_things" });
+    expect(clash.status).toBe(400);
+    expect(clash.body.related_name[0]).toContain("already used");
+  });
+});

@@ -32,6 +32,7 @@ export const RESERVED_FIELD_NAMES = new Set([
   "q",
   "omit",
   "format",
+  "local_context_data",
 ]);
 
 /** Reserved names are compared in lower case (`toString` is refused as well as `tostring`). */

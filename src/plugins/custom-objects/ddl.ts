@@ -68,6 +68,12 @@ export const tooManyColumns = (count: number) =>
 
 const run = (db: Executor, q: SQL) => db.run(q);
 
+/** The column of a type with config context support (upstream's `local_context_data`). */
+export const LOCAL_CONTEXT_COLUMN = "local_context_data";
+export async function addLocalContextColumn(db: Executor, cotId: number) {
+  await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} ADD COLUMN ${ident(LOCAL_CONTEXT_COLUMN)} TEXT`);
+}
+
 /**
  * Creates a COT's table with the columns of `fields` inline: one CREATE TABLE instead of an
  * ALTER TABLE per field (SQLite reloads its whole schema on every ALTER, which made creating

@@ -2,14 +2,14 @@
  * Validation of COT and field definitions (§5 rules 2–4), shared by the REST endpoints and
  * schema apply. Input uses API names; output uses the schema row's property names.
  */
-import { eq } from "drizzle-orm";
-import { choiceSets, customObjectTypes } from "../../db/schema";
+import { and, eq } from "drizzle-orm";
+import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../../core/errors";
 import type { WriteContext } from "../../core/rest/resource";
 import * as v from "valibot";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "./constants";
 import { fieldType } from "./field-types";
-import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, FIELD_DEFAULTS, FIELD_NAME_MAX, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "./field-definition";
+import { isPep440, COT_NAME_MESSAGE, COT_SLUG_MESSAGE, FIELD_DEFAULTS, FIELD_NAME_MAX, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "./field-definition";
 import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { encodeScalar, type FieldRow } from "./values";
@@ -18,7 +18,8 @@ import type { CotRow } from "./models";
 export { FIELD_NAME_MAX };
 
 export type FieldDraft = Omit<FieldRow, "id" | "customObjectTypeId" | "schemaId" | "created" | "lastUpdated">;
-export type CotDraft = Pick<CotRow, "name" | "slug" | "verboseName" | "verboseNamePlural" | "version" | "groupName" | "description" | "schemaDocument">;
+export type CotDraft = Pick<CotRow, "name" | "slug" | "verboseName" | "verboseNamePlural" | "version" | "groupName" | "description" | "schemaDocument"> &
+  Partial<Pick<CotRow, "displayExpression" | "configContextEnabled">>;
 
 const has = (o: Record<string, unknown>, k: string) => Object.prototype.hasOwnProperty.call(o, k);
 
@@ -48,6 +49,8 @@ const SIMPLE: Record<string, keyof FieldDraft> = {
   deprecated: "deprecated",
   deprecated_since: "deprecatedSince",
   scheduled_removal: "scheduledRemoval",
+  context: "context",
+  related_name: "relatedName",
 };
 /** References, by row property: REST takes ids, names or `app_label.model`. */
 const REFERENCES = { choice_set: "choiceSetId", related_object_type: "relatedObjectTypeId", related_object_types: "relatedObjectTypeIds" } as const;
@@ -176,6 +179,18 @@ export async function validateField(
     if (columns > MAX_COLUMNS_PER_TYPE) errors.add("non_field_errors", tooManyColumns(columns));
   }
 
+  // a reverse relation name is unique per related object type (upstream)
+  if (draft.relatedName && draft.relatedObjectTypeId != null && fine("related_name")) {
+    const [taken] = await ctx.db
+      .select({ id: customObjectTypeFields.id, name: customObjectTypeFields.name, cot: customObjectTypes.name })
+      .from(customObjectTypeFields)
+      .innerJoin(customObjectTypes, eq(customObjectTypes.id, customObjectTypeFields.customObjectTypeId))
+      .where(and(eq(customObjectTypeFields.relatedObjectTypeId, draft.relatedObjectTypeId), eq(customObjectTypeFields.relatedName, draft.relatedName)))
+      .limit(1);
+    if (taken && taken.id !== existing?.id) errors.add("related_name", `Reverse relation name "${draft.relatedName}" is already used by field "${taken.name}" on "${taken.cot}".`);
+  }
+  if (!kind.takes.related) draft.relatedName = "";
+
   // default, checked against the type
   if (draft.default !== null && draft.default !== undefined && kind.takesDefault && fine("default") && fine("choice_set")) {
     let choices: Set<string> | null = null;
@@ -225,6 +240,8 @@ const COT_SIMPLE: Record<string, keyof CotDraft> = {
   group_name: "groupName",
   description: "description",
   schema_document: "schemaDocument",
+  display_expression: "displayExpression",
+  config_context_enabled: "configContextEnabled",
 };
 export const COT_INPUT_KEYS = new Set([...Object.keys(COT_SIMPLE), "tags"]);
 
@@ -233,8 +250,8 @@ export async function validateCot(ctx: WriteContext, input: Record<string, unkno
   const errors = new ErrorCollector();
   for (const key of Object.keys(input)) if (!COT_INPUT_KEYS.has(key) && !IGNORED.includes(key) && key !== "fields" && key !== "object_type") errors.add(key, "Unknown field.");
   const draft: CotDraft = existing
-    ? { name: existing.name, slug: existing.slug, verboseName: existing.verboseName, verboseNamePlural: existing.verboseNamePlural, version: existing.version, groupName: existing.groupName, description: existing.description, schemaDocument: existing.schemaDocument }
-    : { name: "", slug: "", verboseName: "", verboseNamePlural: "", version: "", groupName: "", description: "", schemaDocument: null };
+    ? { name: existing.name, slug: existing.slug, verboseName: existing.verboseName, verboseNamePlural: existing.verboseNamePlural, version: existing.version, groupName: existing.groupName, description: existing.description, schemaDocument: existing.schemaDocument, displayExpression: existing.displayExpression, configContextEnabled: existing.configContextEnabled }
+    : { name: "", slug: "", verboseName: "", verboseNamePlural: "", version: "", groupName: "", description: "", schemaDocument: null, displayExpression: "", configContextEnabled: false };
   for (const [api, prop] of Object.entries(COT_SIMPLE)) if (has(input, api)) (draft as any)[prop] = input[api];
   if (!existing || !partial) {
     for (const req of ["name", "slug"]) if (!has(input, req) && !existing) errors.add(req, "This field is required.");
@@ -248,7 +265,8 @@ export async function validateCot(ctx: WriteContext, input: Record<string, unkno
   for (const [api, prop, max] of [
     ["verbose_name", "verboseName", 100],
     ["verbose_name_plural", "verboseNamePlural", 100],
-    ["version", "version", 20],
+    ["version", "version", 50],
+    ["display_expression", "displayExpression", 500],
     ["group_name", "groupName", 50],
     ["description", "description", 200],
   ] as const) {
@@ -256,6 +274,9 @@ export async function validateCot(ctx: WriteContext, input: Record<string, unkno
     if (typeof v !== "string") errors.add(api, "Not a valid string.");
     else if (v.length > max) errors.add(api, `Ensure this field has no more than ${max} characters.`);
   }
+  if (typeof draft.version === "string" && draft.version && !isPep440(draft.version)) errors.add("version", `'${draft.version}' is not a valid version string (expected e.g. '1.0.0').`);
+  if (typeof draft.configContextEnabled !== "boolean") errors.add("config_context_enabled", "Must be a valid boolean.");
+  else if (existing && draft.configContextEnabled !== existing.configContextEnabled) errors.add("config_context_enabled", "Config context support cannot be changed after creation.");
   if (draft.schemaDocument !== null && (typeof draft.schemaDocument !== "object" || Array.isArray(draft.schemaDocument))) {
     errors.add("schema_document", "Must be a JSON object or null.");
   }

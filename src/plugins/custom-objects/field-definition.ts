@@ -39,6 +39,8 @@ export const FIELD_DEFAULTS = {
   deprecated: false,
   deprecated_since: "",
   scheduled_removal: "",
+  context: false,
+  related_name: "",
 };
 export type FieldAttrs = typeof FIELD_DEFAULTS;
 
@@ -53,7 +55,7 @@ const cap = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
 /** The message of a structural issue (missing or unknown key); other issues carry their own. */
 export function fieldIssueMessage(issue: v.BaseIssue<unknown>): string {
-  if (issue.kind === "schema" && issue.type === "strict_object" && issue.input !== undefined) return "Unknown field.";
+  if (issue.kind === "schema" && issue.type === "strict_object" && issue.expected === "never") return "Unknown field.";
   if (issue.kind === "schema" && issue.received === "undefined") return "This field is required.";
   return issue.message;
 }
@@ -70,6 +72,23 @@ export const fieldName = v.pipe(
   v.check((s) => !isReservedFieldName(s), (issue) => `"${String(issue.input)}" is a reserved name.`),
   v.check((s) => NAME_RE.test(s) && s.length <= FIELD_NAME_MAX, `Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most ${FIELD_NAME_MAX} characters.`),
 );
+/**
+ * PEP 440 versions, as upstream checks `version`, `deprecated_since` and `scheduled_removal`
+ * (the grammar of `packaging.version`: epoch, release, pre, post, dev and local parts).
+ */
+const PEP440_RE =
+  /^\s*v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?[0-9]*)?(?:-[0-9]+|[-_.]?(?:post|rev|r)[-_.]?[0-9]*)?(?:[-_.]?dev[-_.]?[0-9]*)?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?\s*$/i;
+export const isPep440 = (s: string) => PEP440_RE.test(s);
+export const versionString = (max: number) =>
+  v.pipe(text(max), v.check((s) => s === "" || isPep440(s), (issue) => `'${String(issue.input)}' is not a valid version string (expected e.g. '1.0.0').`));
+
+/** Upstream's reverse relation name: lowercase letters, digits and single underscores. */
+const relatedName = v.pipe(
+  text(100),
+  v.regex(/^[a-z0-9_]*$/, "Only lowercase alphanumeric characters and underscores are allowed."),
+  v.check((s) => !s.includes("__"), "Double underscores are not permitted in the reverse relation name."),
+);
+
 export const fieldTypeName = v.picklist(FIELD_TYPES, notChoice);
 
 /** How a writer names a choice set and related object types. */
@@ -107,8 +126,10 @@ export function fieldAttrEntries<C extends v.GenericSchema, R extends v.GenericS
     weight: v.optional(smallInt),
     is_cloneable: v.optional(bool),
     deprecated: v.optional(bool),
-    deprecated_since: v.optional(text(50)),
-    scheduled_removal: v.optional(text(50)),
+    deprecated_since: v.optional(versionString(50)),
+    scheduled_removal: v.optional(versionString(50)),
+    context: v.optional(bool),
+    related_name: v.optional(relatedName),
   } satisfies Record<keyof FieldAttrs, v.GenericSchema | v.OptionalSchema<v.GenericSchema, undefined>>;
 }
 
@@ -159,6 +180,7 @@ export function fieldRuleIssues(f: Record<string, unknown>, stated: (key: string
     if (said("related_object_types")) out.push({ key: "related_object_types", message: `Only ${related} fields take related object types.` });
     if (stated("is_polymorphic") && f.is_polymorphic === true) out.push({ key: "is_polymorphic", message: `Only ${related} fields can be polymorphic.` });
   }
+  if (said("related_name") && !kind.takes.related) out.push({ key: "related_name", message: `A reverse relation name can only be set for ${related} fields.` });
   if (!kind.takesDefault && present("default")) out.push({ key: "default", message: `${cap(typesWhere((m) => !m.takesDefault))} fields take no default.` });
   if (!kind.canBePrimary && f.primary === true) out.push({ key: "primary", message: `A ${f.type} field cannot be primary.` });
   if (!kind.canBeUnique && f.unique === true) out.push({ key: "unique", message: `A ${f.type} field cannot be unique.` });

@@ -49,7 +49,8 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     verboseName: verboseName(cot),
     table,
     list,
-    briefFields: ["id", "url", "display"],
+    // Upstream's brief form carries `_context` when the type has context fields.
+    briefFields: shape.contextFields.length ? ["id", "url", "display", "_context"] : ["id", "url", "display"],
     load,
     ...writer(shape, read),
     describe: fields.map((f) => ({ name: f.name, kind: moduleOf.get(f)!.describeKind, choiceSetId: f.choiceSetId ?? null })),

@@ -246,10 +246,15 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
     }
     if (f.required && (f.default === null || f.default === undefined)) required.push(f.name);
   }
+  if (model.fields.some((f) => f.context)) record._context = { type: ["object", "null"], properties: { display: { type: "string" } }, description: "The values of the context fields, or null when they are empty." };
+  if (model.cot.configContextEnabled) {
+    record.local_context_data = { type: ["object", "null"], description: "Local config context data." };
+    input.local_context_data = { type: ["object", "null"], description: "Local config context data." };
+  }
   input.tags = { type: "array", items: ref("TagInput") };
   const schemas: Record<string, JsonSchema> = {
     [n.record]: { ...closedObject(record), title, description: model.cot.description || `A ${title} (custom object type \`${model.cot.slug}\`).` },
-    [n.brief]: { ...closedObject(ID_URL_DISPLAY), description: `The nested form of a ${title}.` },
+    [n.brief]: { ...closedObject(record._context ? { ...ID_URL_DISPLAY, _context: record._context } : ID_URL_DISPLAY), description: `The nested form of a ${title}.` },
     [n.request]: { ...closedObject(input, required), description: `A ${title} to create or replace.` },
     [n.patched]: { ...closedObject(input, []), description: `Changes to a ${title}.` },
     [n.list]: paginated(n.record),

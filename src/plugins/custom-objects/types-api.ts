@@ -10,6 +10,8 @@ import { parseBool } from "../../core/rest/query";
 import type { Resource, WriteContext } from "../../core/rest/resource";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
 import { refuseCycle } from "./cycles";
+import { addLocalContextColumn } from "./ddl";
+import { titleCase } from "./model/shape";
 import { validateCot, validateField } from "./definitions";
 import type { CotRegistry, CotRow } from "./models";
 import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
@@ -54,6 +56,8 @@ export const fieldModel = defineModel({
     { name: "deprecated", type: "boolean", column: customObjectTypeFields.deprecated },
     { name: "deprecated_since", type: "string", column: customObjectTypeFields.deprecatedSince },
     { name: "scheduled_removal", type: "string", column: customObjectTypeFields.scheduledRemoval },
+    { name: "context", type: "boolean", column: customObjectTypeFields.context },
+    { name: "related_name", type: "string", column: customObjectTypeFields.relatedName },
   ],
 });
 
@@ -65,7 +69,7 @@ export const cotModel = defineModel({
   table: customObjectTypes,
   tags: true,
   defaultOrdering: ["name"],
-  display: (r) => r.verboseName || r.name,
+  display: (r) => r.verboseName || titleCase(r.name),
   fields: [
     { name: "name", type: "string", column: customObjectTypes.name, search: true, brief: true },
     { name: "slug", type: "slug", column: customObjectTypes.slug, search: true, brief: true },
@@ -75,6 +79,8 @@ export const cotModel = defineModel({
     { name: "group_name", type: "string", column: customObjectTypes.groupName },
     { name: "description", type: "string", column: customObjectTypes.description, search: true, brief: true },
     { name: "schema_document", type: "json", column: customObjectTypes.schemaDocument, nullable: true },
+    { name: "display_expression", type: "string", column: customObjectTypes.displayExpression },
+    { name: "config_context_enabled", type: "boolean", column: customObjectTypes.configContextEnabled },
     /** Compound uniqueness: lists of field names, each a unique index (decision 0051). */
     { name: "unique_together", type: "json", column: customObjectTypes.uniqueTogether },
   ],
@@ -122,6 +128,7 @@ export function cotResource(registry: CotRegistry): Resource {
       const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
       if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
       const cot = await createCot(ctx, draft);
+      if (draft.configContextEnabled) await addLocalContextColumn(ctx.db, cot.id);
       if (tags) await setTags(ctx, (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id, cot.id, tags.ids);
       return cot.id;
     },

@@ -9,11 +9,12 @@ import type { Reader } from "./read";
 import { instanceUrl, verboseName, type Shape } from "./shape";
 
 export function modelInfo(shape: Shape, resource: Resource, read: Reader): ModelInfo {
-  const { cot, table, column, slug, primary, primaryLabel } = shape;
+  const { cot, table, column, slug, primary, primaryLabel, expressionFields } = shape;
   const { display } = read;
   const nestedCols: Record<string, SQLiteColumn | SQL> = { id: table.id };
   if (primary) for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
   if (primaryLabel) nestedCols.__label = primaryLabel;
+  for (const f of expressionFields) nestedCols[f.name] = column(f.name);
   return {
     appLabel: APP_LABEL,
     model: slug,

@@ -9,7 +9,8 @@ import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
 import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
-import { ident, linkTableName, tableName, valueColumn } from "../ddl";
+import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
+import { displayText, renderExpression } from "./display";
 import type { FieldRow } from "../field-types";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
 
@@ -22,8 +23,15 @@ export interface Reader {
 }
 
 export function reader(shape: Shape): Reader {
-  const { cot, fields, table, slug, moduleOf, storage, primary, primaryLabel, embedded, embeddedFields } = shape;
+  const { cot, fields, table, slug, moduleOf, storage, primary, primaryLabel, expression, byName, contextFields, embedded, embeddedFields } = shape;
   const display = (row: Record<string, any>) => {
+    if (expression) {
+      const rendered = renderExpression(expression, (name) => {
+        const f = byName.get(name);
+        return f && storage(f) === "column" && name in row ? displayText(moduleOf.get(f)!.decode(row[name])) : "";
+      });
+      if (rendered) return rendered;
+    }
     if (primaryLabel && typeof row.__label === "string" && row.__label) return row.__label;
     if (primary) {
       const v = storage(primary) === "reference" ? row[valueColumn(primary)!] : moduleOf.get(primary)!.decode(row[primary.name]);
@@ -90,6 +98,7 @@ export function reader(shape: Shape): Reader {
         id: row.id,
         url: instanceUrl(ctx.baseUrl, slug, row.id),
         display: display(row),
+        ...(contextFields.length ? { _context: null } : {}),
         custom_object_type: cotRef,
         created: row.created,
         last_updated: row.lastUpdated,
@@ -111,6 +120,11 @@ export function reader(shape: Shape): Reader {
           for (const part of m.parts ?? []) rec[`${f.name}_${part}`] = value && typeof value === "object" ? ((value as Record<string, unknown>)[part] ?? null) : null;
         }
       }
+      if (contextFields.length) {
+        const parts = contextFields.map((f) => displayText(rec[f.name])).filter(Boolean);
+        rec._context = parts.length ? { display: parts.join(", ") } : null;
+      }
+      if (cot.configContextEnabled) rec.local_context_data = parseJson(row[LOCAL_CONTEXT_COLUMN]);
       return rec;
     });
   }
@@ -149,4 +163,13 @@ export function reader(shape: Shape): Reader {
   }
 
   return { display, serialize, load, rowColumns };
+}
+
+function parseJson(text: unknown): unknown {
+  if (text === null || text === undefined) return null;
+  try {
+    return JSON.parse(String(text));
+  } catch {
+    return null;
+  }
 }

@@ -9,7 +9,8 @@ import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable }
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
 import { API_BASE } from "../constants";
-import { fieldColumnTypes, tableName } from "../ddl";
+import { LOCAL_CONTEXT_COLUMN, fieldColumnTypes, tableName } from "../ddl";
+import { expressionNames } from "./display";
 import { fieldType, type FieldRow, type FieldTypeModule, type Storage } from "../field-types";
 
 export type CotRow = typeof customObjectTypes.$inferSelect;
@@ -51,6 +52,7 @@ export function buildTable(cot: CotRow, fields: FieldRow[]) {
   for (const f of fields) {
     for (const [col, type] of fieldColumnTypes(f)) cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
   }
+  if (cot.configContextEnabled) cols[LOCAL_CONTEXT_COLUMN] = text(LOCAL_CONTEXT_COLUMN);
   return sqliteTable(tableName(cot.id), cols) as unknown as CotTable;
 }
 
@@ -66,6 +68,11 @@ export interface Shape {
   primary: FieldRow | undefined;
   table: CotTable;
   column: (name: string) => SQLiteColumn;
+  /** The type's display_expression and the column-stored fields it reads. */
+  expression: string;
+  expressionFields: FieldRow[];
+  /** Fields shown as `_context` (upstream's context fields). */
+  contextFields: FieldRow[];
   /** A select primary field's choice label, as a column of the row and nested queries. */
   primaryLabel: SQL | undefined;
   /** Host models by object type id whose nested form can ride on the row query. */
@@ -99,5 +106,10 @@ export function shapeOf(cot: CotRow, rawFields: FieldRow[], embedded: Map<number
 
   // Object fields pointing at host models carry their nested form in the row too.
   const embeddedFields = fields.filter((f) => storage(f) === "reference" && !f.isPolymorphic && embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne);
-  return { cot, slug, fields, byName, moduleOf, storage, primary, primaryLabel, table, column, embedded, embeddedFields };
+  const expression = cot.displayExpression ?? "";
+  const expressionFields = expressionNames(expression)
+    .map((name) => byName.get(name))
+    .filter((f): f is FieldRow => !!f && storage(f) === "column");
+  const contextFields = fields.filter((f) => f.context);
+  return { cot, slug, fields, byName, moduleOf, storage, primary, primaryLabel, expression, expressionFields, contextFields, table, column, embedded, embeddedFields };
 }

@@ -14,7 +14,7 @@ import { resolveTags, setTags } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { fieldColumns, ident, linkTableName, tableName, valueColumn } from "../ddl";
+import { LOCAL_CONTEXT_COLUMN, fieldColumns, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import type { FieldRow } from "../field-types";
 import { resolveRef } from "../field-types/reference";
 import { encodeScalar } from "../values";
@@ -106,8 +106,15 @@ export function writer(shape: Shape, read: Reader): Writer {
     const values: Record<string, unknown> = Object.create(null);
     const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
     let tagIds: number[] | null = null;
-    const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type"]);
+    const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type", "_context"]);
     input = foldParts(input, existing);
+    // Config context data (upstream): a JSON object or null, on types that opted in.
+    if (cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
+      const data = input[LOCAL_CONTEXT_COLUMN];
+      if (data !== null && (typeof data !== "object" || Array.isArray(data))) errors.add(LOCAL_CONTEXT_COLUMN, "Must be a JSON object or null.");
+      else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
+      reserved.add(LOCAL_CONTEXT_COLUMN);
+    }
     for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
     // The ids the request names in host-model object fields, for the preflight statement.
     const refIds: Record<string, number | null> = Object.create(null);

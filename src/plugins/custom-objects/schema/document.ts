@@ -5,7 +5,7 @@
 import * as v from "valibot";
 import { fieldType as fieldTypeModule } from "../field-types";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE } from "../constants";
-import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "../field-definition";
+import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, ONE_PRIMARY, versionString, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "../field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
@@ -45,7 +45,7 @@ export const TypeEntrySchema = v.strictObject({
   verbose_name: v.optional(text(100)),
   verbose_name_plural: v.optional(text(100)),
   description: v.optional(text(200)),
-  version: v.optional(text(20)),
+  version: v.optional(versionString(50)),
   group_name: v.optional(text(50)),
   fields: v.optional(v.array(FieldEntrySchema, "Expected a list of fields."), () => []),
   removed_fields: v.optional(v.array(RemovedFieldSchema)),

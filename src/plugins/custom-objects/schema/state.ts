@@ -121,6 +121,8 @@ export async function loadDbTypes(db: Executor, objectTypes: ObjectTypeRegistry,
         deprecated: f.deprecated,
         deprecated_since: f.deprecatedSince,
         scheduled_removal: f.scheduledRemoval,
+        context: f.context,
+        related_name: f.relatedName,
       });
     }
     out.set(cot.slug, {
