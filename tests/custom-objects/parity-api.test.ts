@@ -404,3 +404,93 @@ describe("related_name (models.py CustomObjectTypeField.related_name)", () => {
     expect(clash.body.related_name[0]).toContain("already used");
   });
 });
+
+describe("polymorphic fields (test_polymorphic_fields.py PolymorphicFieldAPITest)", () => {
+  let cot: { id: number; slug: string };
+  let polyObj: { id: number };
+  let siteId: number;
+  let prefixId: number;
+  let siteCt: number;
+  let prefixCt: number;
+  beforeAll(async () => {
+    siteId = (await site("Poly Site")).id;
+    const p = await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "10.0.0.0/8", status: "active" } });
+    prefixId = p.body.id;
+    const ot = async (app: string, model: string) => (await t.json("GET", `/api/core/object-types/?app_label=${app}&model=${model}`)).body.results[0].id as number;
+    siteCt = await ot("dcim", "site");
+    prefixCt = await ot("ipam", "prefix");
+    cot = await makeCot(t, "polytest", "poly-test", { verbose_name_plural: "Poly Tests" });
+    await addField(t, cot.id, { name: "name", label: "Name", type: "text", primary: true, required: true });
+    polyObj = await addField(t, cot.id, { name: "poly_obj", label: "Poly Obj", type: "object", is_polymorphic: true, related_object_types_input: [{ app_label: "dcim", model: "site" }, { app_label: "ipam", model: "prefix" }] });
+    await addField(t, cot.id, { name: "poly_multi", label: "Poly Multi", type: "multiobject", is_polymorphic: true, related_object_types: ["dcim.site", "ipam.prefix"] });
+  });
+
+  test("a polymorphic field needs its related types; its record lists them", async () => {
+    expect((await field({ custom_object_type: cot.id, name: "bad_poly", type: "object", is_polymorphic: true })).status).toBe(400);
+    const r = await t.json("GET", `${FIELDS}${polyObj.id}/`);
+    expect(r.body.is_polymorphic).toBe(true);
+    expect(r.body.related_object_types.map((x: { app_label: string; model: string }) => `${x.app_label}.${x.model}`).sort()).toEqual(["dcim.site", "ipam.prefix"]);
+  });
+
+  test("is_polymorphic, the related types and app_label+model cannot change after creation", async () => {
+    expect((await t.json("PATCH", `${FIELDS}${polyObj.id}/`, { body: { is_polymorphic: false } })).status).toBe(400);
+    expect((await t.json("PATCH", `${FIELDS}${polyObj.id}/`, { body: { related_object_types_input: [{ app_label: "dcim", model: "site" }] } })).status).toBe(400);
+    const same = await t.json("PATCH", `${FIELDS}${polyObj.id}/`, { body: { related_object_types_input: [{ app_label: "ipam", model: "prefix" }, { app_label: "dcim", model: "site" }] } });
+    expect(same.status).toBe(200);
+    const single = await addField(t, cot.id, { name: "single_obj", type: "object", app_label: "dcim", model: "site" });
+    const moved = await t.json("PATCH", `${FIELDS}${single.id}/`, { body: { app_label: "ipam", model: "prefix" } });
+    expect(moved.status).toBe(400);
+    expect((await t.json("GET", `${FIELDS}${single.id}/`)).body.related_object_type).toMatchObject({ app_label: "dcim", model: "site" });
+  });
+
+  test("a duplicate name, or a rename onto another field, is refused", async () => {
+    expect((await field({ custom_object_type: cot.id, name: "poly_obj", type: "object", is_polymorphic: true, related_object_types: ["dcim.site"] })).status).toBe(400);
+    expect((await t.json("PATCH", `${FIELDS}${polyObj.id}/`, { body: { name: "poly_multi" } })).status).toBe(400);
+  });
+
+  test("objects: site and prefix values, read with _content_type, cleared by null", async () => {
+    const a = await create(t, cot.slug, { name: "gfk-test-obj", poly_obj: { content_type_id: siteCt, object_id: siteId } });
+    expect(a.poly_obj).toMatchObject({ _content_type: "dcim.site", object_type: "dcim.site", id: siteId });
+    const b = await create(t, cot.slug, { name: "gfk-prefix-obj", poly_obj: { content_type_id: prefixCt, object_id: prefixId } });
+    expect(b.poly_obj).toMatchObject({ _content_type: "ipam.prefix", id: prefixId });
+    const cleared = await t.json("PATCH", `${CO}/${cot.slug}/${a.id}/`, { body: { poly_obj: null } });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.poly_obj).toBeNull();
+  });
+
+  test("multiobject values: created, read, replaced, cleared by null", async () => {
+    const m = await create(t, cot.slug, { name: "m2m", poly_multi: [{ content_type_id: siteCt, object_id: siteId }, { content_type_id: prefixCt, object_id: prefixId }] });
+    expect(m.poly_multi.map((x: { _content_type: string }) => x._content_type).sort()).toEqual(["dcim.site", "ipam.prefix"]);
+    const replaced = await t.json("PATCH", `${CO}/${cot.slug}/${m.id}/`, { body: { poly_multi: [{ content_type_id: prefixCt, object_id: prefixId }] } });
+    expect(replaced.body.poly_multi.map((x: { id: number }) => x.id)).toEqual([prefixId]);
+    const cleared = await t.json("PATCH", `${CO}/${cot.slug}/${m.id}/`, { body: { poly_multi: null } });
+    expect(cleared.body.poly_multi).toEqual([]);
+  });
+
+  test("an unknown or disallowed type is refused, single and multi", async () => {
+    expect((await t.json("POST", `${CO}/${cot.slug}/`, { body: { name: "x", poly_obj: { content_type_id: 999999, object_id: 1 } } })).status).toBe(400);
+    const tenant = await t.json("POST", "/api/tenancy/tenants/", { body: { name: "Poly Tenant", slug: "poly-tenant" } });
+    for (const body of [{ poly_obj: { app_label: "tenancy", model: "tenant", object_id: tenant.body.id } }, { poly_multi: [{ app_label: "tenancy", model: "tenant", object_id: tenant.body.id }] }]) {
+      const r = await t.json("POST", `${CO}/${cot.slug}/`, { body: { name: "x", ...body } });
+      expect(r.status).toBe(400);
+      expect(JSON.stringify(r.body)).toContain('Object type \\"tenancy.tenant\\" is not allowed for this field.');
+    }
+  });
+
+  test("deleting objects with polymorphic values, set or empty", async () => {
+    const a = await create(t, cot.slug, { name: "del-a", poly_obj: { object_type: "dcim.site", id: siteId }, poly_multi: [{ object_type: "ipam.prefix", id: prefixId }] });
+    const b = await create(t, cot.slug, { name: "del-b" });
+    for (const o of [a, b]) expect((await t.json("DELETE", `${CO}/${cot.slug}/${o.id}/`)).status).toBe(204);
+  });
+});
+
+describe("context and primary (test_field_types.py ContextFieldValidationTestCase)", () => {
+  test("a field cannot be both primary and context; either alone is fine", async () => {
+    const cot = await makeCot(t, "ctxvalidationcot", "ctx-validation-cot");
+    const dual = await field({ custom_object_type: cot.id, name: "dual", type: "text", primary: true, context: true });
+    expect(dual.status).toBe(400);
+    expect(dual.body.context).toEqual(["A field cannot be both primary and context."]);
+    expect((await field({ custom_object_type: cot.id, name: "primaryonly", type: "text", primary: true })).status).toBe(201);
+    expect((await field({ custom_object_type: cot.id, name: "contextonly", type: "text", context: true })).status).toBe(201);
+  });
+});

@@ -180,6 +180,7 @@ export function fieldRuleIssues(f: Record<string, unknown>, stated: (key: string
     if (said("related_object_types")) out.push({ key: "related_object_types", message: `Only ${related} fields take related object types.` });
     if (stated("is_polymorphic") && f.is_polymorphic === true) out.push({ key: "is_polymorphic", message: `Only ${related} fields can be polymorphic.` });
   }
+  if (f.primary === true && f.context === true) out.push({ key: "context", message: "A field cannot be both primary and context." });
   if (said("related_name") && !kind.takes.related) out.push({ key: "related_name", message: `A reverse relation name can only be set for ${related} fields.` });
   if (!kind.takesDefault && present("default")) out.push({ key: "default", message: `${cap(typesWhere((m) => !m.takesDefault))} fields take no default.` });
   if (!kind.canBePrimary && f.primary === true) out.push({ key: "primary", message: `A ${f.type} field cannot be primary.` });

@@ -126,11 +126,11 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
   SchemaApplied: closedObject({
     applied: { const: true },
     diffs: { type: "array", items: ref("SchemaTypeDiff") },
-    plan_id: { type: "string" },
+    plan_id: { type: "string", description: "With plan_id or expected_state_hash in the request: the plan applied." },
     from_state_hash: { type: "string" },
     to_state_hash: { type: "string" },
     trash: { type: "array", items: { type: "integer" }, description: "Trash entries of the types removed (fields' entries are listed by schema/trash/)." },
-  }),
+  }, ["applied", "diffs", "trash"]),
   SchemaTrashEntry: {
     type: "object",
     properties: {
@@ -212,7 +212,7 @@ function target(env: Env, typeId: number, polymorphic: boolean): JsonSchema {
   const name = String(brief.$ref ?? "").slice(COMPONENTS.length);
   const base = (env.b.schemas[name] as { properties?: Record<string, JsonSchema>; required?: string[] } | undefined) ?? {};
   const props = base.properties ?? ID_URL_DISPLAY;
-  return { ...closedObject({ object_type: { const: label ?? typeId }, ...props }, ["object_type", ...(base.required ?? ["id"])]), title: label ?? String(typeId) };
+  return { ...closedObject({ object_type: { const: label ?? typeId }, _content_type: { const: label ?? typeId, description: "object_type, as upstream spells it." }, ...props }, ["object_type", ...(base.required ?? ["id"])]), title: label ?? String(typeId) };
 }
 
 /** What the field type modules need to describe references and choices. */
@@ -252,6 +252,11 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
     input.local_context_data = { type: ["object", "null"], description: "Local config context data." };
   }
   input.tags = { type: "array", items: ref("TagInput") };
+  // Every object's owner, unless a field of the type is named `owner` (model/owner.ts).
+  if (!model.fields.some((f) => f.name === "owner")) {
+    record.owner = orNull(ref("BriefOwner"));
+    input.owner = { type: ["integer", "null"], minimum: 1, description: "id of a users.owner" };
+  }
   const schemas: Record<string, JsonSchema> = {
     [n.record]: { ...closedObject(record), title, description: model.cot.description || `A ${title} (custom object type \`${model.cot.slug}\`).` },
     [n.brief]: { ...closedObject(record._context ? { ...ID_URL_DISPLAY, _context: record._context } : ID_URL_DISPLAY), description: `The nested form of a ${title}.` },

@@ -12,6 +12,7 @@ import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
 import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { displayText, renderExpression } from "./display";
 import type { FieldRow } from "../field-types";
+import { ownerReader } from "./owner";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
 
 export interface Reader {
@@ -88,11 +89,14 @@ export function reader(shape: Shape): Reader {
       const n = nested.get(typeId)?.get(id) ?? { id };
       if (!f.isPolymorphic) return n;
       const ot = ots.get(typeId);
-      return { object_type: ot ? otLabel(ot) : typeId, ...n };
+      // `_content_type` is upstream's spelling of the same label (client scripts read it).
+      const label = ot ? otLabel(ot) : typeId;
+      return { object_type: label, _content_type: label, ...n };
     };
     // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
     const tags = rows.every((r) => "__tags" in r) ? tagsFromRows(ctx, rows) : await loadTags(ctx, cot.objectTypeId!, ids);
     const cotRef = nestedCot(ctx.baseUrl, cot);
+    const ownerOf = await ownerReader(ctx, shape, rows);
     return rows.map((row) => {
       const rec: ApiRecord = {
         id: row.id,
@@ -103,6 +107,7 @@ export function reader(shape: Shape): Reader {
         created: row.created,
         last_updated: row.lastUpdated,
         tags: tags.get(row.id) ?? [],
+        ...ownerOf(row),
       };
       for (const f of fields) {
         const kind = storage(f);
