@@ -30,6 +30,13 @@ export interface Database {
    * statements are network calls, which do not hold the event loop).
    */
   longWrite?<T>(fn: () => Promise<T>): Promise<T>;
+  /** Whether the caller runs inside `longWrite` (its transactions go to the second connection). */
+  inLongWrite?(): boolean;
+  /**
+   * Local files: runs `work` in a write transaction shared with other callers waiting at the same
+   * time, in a savepoint of its own (`group-commit.ts`, decision 0053). Absent elsewhere.
+   */
+  groupCommit?<T>(work: (tx: Executor) => Promise<T>): Promise<T>;
   /**
    * Inside a long write: gives the event loop a turn when the write has held it for a few
    * milliseconds. For long stretches of JavaScript between statements; cheap otherwise.

@@ -5,6 +5,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { BackgroundConnection } from "./background";
 import { serializeClient, wrapClient, type Database } from "./client";
+import { GroupCommit } from "./group-commit";
 import { installStatementCache } from "./statement-cache";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
@@ -48,8 +49,11 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   });
   const db = wrapClient(client, "local");
   db.transactionScope = (fn) => scope.run(true, fn);
+  const group = new GroupCommit(db);
+  db.groupCommit = (work) => group.run(work);
   if (background) {
     db.longWrite = (fn) => long.run(true, fn);
+    db.inLongWrite = () => long.getStore() === true;
     db.pace = () => background.pace();
     db.close = async () => {
       await background.close();

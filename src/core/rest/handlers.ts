@@ -35,8 +35,13 @@ export async function writeTransaction<T>(services: Services, meta: WriteMeta, r
   const afterCommit: Array<() => Promise<void>> = [];
   let result: T;
   try {
-    const scope = services.db.transactionScope ?? (<R>(work: () => Promise<R>) => work());
-    result = await services.db.orm.transaction((tx) => scope(() => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task) })));
+    const work = (tx: WriteContext["db"]) => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task) });
+    // Local files: concurrent writes share one transaction, a savepoint each (decision 0053).
+    if (services.db.groupCommit) result = await services.db.groupCommit(work);
+    else {
+      const scope = services.db.transactionScope ?? (<R>(run: () => Promise<R>) => run());
+      result = await services.db.orm.transaction((tx) => scope(() => work(tx)));
+    }
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }

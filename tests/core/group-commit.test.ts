@@ -1,0 +1,59 @@
+/**
+ * Group commit (decision 0053): concurrent writes share one transaction, each in a savepoint of
+ * its own — so each stays all-or-nothing for its client, with its change record, and a failing
+ * one (a unique clash, a bulk with a bad item) takes nothing of the others with it.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { TransactionMode } from "@libsql/client";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { addField, CO, makeCot } from "../custom-objects/fixtures";
+
+let t: TestApp;
+let transactions = 0;
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  const cot = await makeCot(t, "grouped", "grouped");
+  await addField(t, cot.id, { name: "title", type: "text", unique: true });
+  const client = t.deps.db.client;
+  const open = client.transaction.bind(client);
+  client.transaction = ((mode?: TransactionMode) => {
+    transactions++;
+    return open(mode);
+  }) as typeof client.transaction;
+});
+afterAll(() => t.close());
+
+const post = (body: unknown) => t.json("POST", `${CO}/grouped/`, { body });
+const changesFor = async (title: string) =>
+  ((await t.json("GET", `/api/core/object-changes/?limit=1000&changed_object_type=custom_objects.grouped`)).body.results as Array<{ postchange_data: { title?: string } | null }>).filter(
+    (c) => c.postchange_data?.title === title,
+  ).length;
+
+describe("group commit", () => {
+  test("40 concurrent creates: fewer transactions than requests, every good one written with its change record, clashes refused alone", async () => {
+    transactions = 0;
+    const bodies: unknown[] = Array.from({ length: 40 }, (_, i) => ({ title: i % 10 === 3 ? "clash" : `t-${i}` }));
+    bodies.push([{ title: "bulk-a" }, { title: "bulk-a" }]); // a bulk whose second item clashes with its first
+    const answers = await Promise.all(bodies.map(post));
+    expect(transactions).toBeLessThan(bodies.length);
+    const statuses = answers.map((a) => a.status);
+    // Four bodies ask for "clash": exactly one wins.
+    expect(statuses.filter((s, i) => i < 40 && i % 10 === 3 && s === 201)).toHaveLength(1);
+    expect(statuses.filter((s, i) => i < 40 && i % 10 === 3 && s === 400)).toHaveLength(3);
+    expect(statuses.filter((s, i) => i < 40 && i % 10 !== 3).every((s) => s === 201)).toBe(true);
+    expect(statuses[40]).toBe(400);
+    const list = (await t.json("GET", `${CO}/grouped/?limit=1000`)).body as { count: number; results: Array<{ title: string }> };
+    expect(list.count).toBe(37);
+    expect(list.results.filter((r) => r.title === "bulk-a")).toHaveLength(0);
+    expect(await changesFor("clash")).toBe(1);
+    expect(await changesFor("t-0")).toBe(1);
+    expect(await changesFor("bulk-a")).toBe(0);
+  });
+
+  test("a lone write still runs on its own (one transaction)", async () => {
+    transactions = 0;
+    expect((await post({ title: "alone" })).status).toBe(201);
+    expect(transactions).toBe(1);
+  });
+});
