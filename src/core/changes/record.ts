@@ -97,3 +97,59 @@ export async function logChange(
   });
   return postchange;
 }
+
+/** One change of a batch for `logChanges`: the records are already loaded. */
+export interface ChangeEntry {
+  action: ChangeAction;
+  id: number;
+  prechange: ApiRecord | null;
+  postchange: ApiRecord | null;
+}
+
+/** Rows per statement of `logChanges` (one JSON argument each). */
+const CHANGE_BATCH = 250;
+
+/**
+ * `logChange` for many objects of one resource at once (schema apply writes thousands): the
+ * same rows and event deliveries, but one `INSERT … SELECT FROM json_each(?)` per
+ * `CHANGE_BATCH` records instead of a statement each. Every postchange record must be loaded.
+ */
+export async function logChanges(ctx: WriteContext, resource: Resource, entries: ChangeEntry[]): Promise<void> {
+  const kept = entries.filter((e) => !(e.action === "update" && e.prechange && e.postchange && sameData(e.prechange, e.postchange)));
+  if (!kept.length) return;
+  const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
+  const user = ctx.auth.user;
+  const time = nowIso();
+  for (let i = 0; i < kept.length; i += CHANGE_BATCH) {
+    await ctx.services.db.pace?.();
+    const chunk = kept.slice(i, i + CHANGE_BATCH);
+    const rows = chunk.map((e) => ({
+      a: e.action,
+      o: e.id,
+      r: String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200),
+      b: e.prechange === null ? null : JSON.stringify(e.prechange),
+      p: e.postchange === null ? null : JSON.stringify(e.postchange),
+    }));
+    const inserted = (await ctx.db.all(sql`INSERT INTO "object_changes" ("time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data")
+      SELECT ${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, json_extract(value, '$.a'), ${objectType.id}, json_extract(value, '$.o'), json_extract(value, '$.r'), json_extract(value, '$.b'), json_extract(value, '$.p')
+      FROM json_each(${JSON.stringify(rows)}) RETURNING "id", "changed_object_id", "action"`)) as Array<{ id: number; changed_object_id: number; action: string }>;
+    // RETURNING's order is not defined: a batch names each object once per action
+    const idOf = new Map(inserted.map((r) => [`${r.action}:${Number(r.changed_object_id)}`, Number(r.id)]));
+    for (const e of chunk) {
+      await recordEventDeliveries(ctx, {
+        changeId: idOf.get(`${e.action}:${e.id}`)!,
+        time,
+        action: e.action,
+        objectTypeId: objectType.id,
+        appLabel: resource.appLabel,
+        model: resource.model,
+        objectId: e.id,
+        prechange: e.prechange,
+        postchange: e.postchange,
+        userId: user?.id ?? null,
+        userName: user?.username ?? "",
+        requestId: ctx.requestId,
+      });
+    }
+  }
+}

@@ -5,20 +5,26 @@
  */
 import { inArray } from "drizzle-orm";
 import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
-import { logChange } from "../../core/changes/record";
+import { logChanges, type ChangeEntry } from "../../core/changes/record";
 import type { Services } from "../../core/context";
 import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
 import { applySchema, documentSlugs, type ApplyRequest } from "./schema/apply";
 import { requireCots } from "./schema/access";
-import { cotModel, fieldModel } from "./types-api";
+import { cotModel, fieldModel, preloadedFields } from "./types-api";
 
 async function snapshot(ctx: WriteContext, slugs: string[]) {
   const cotIds = (await ctx.db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))).map((r) => r.id);
   const fieldIds = cotIds.length
     ? (await ctx.db.select({ id: customObjectTypeFields.id }).from(customObjectTypeFields).where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))).map((r) => r.id)
     : [];
-  // a type's record holds all its fields' records: types are loaded one at a time
-  return { cots: await loadPaced(ctx, cotModel.resource, cotIds, 1), fields: await loadPaced(ctx, fieldModel.resource, fieldIds, 100) };
+  // a type's record holds all its fields' records: the fields are loaded first and reused
+  const fields = await loadPaced(ctx, fieldModel.resource, fieldIds, 100);
+  preloadedFields.set(ctx, fields);
+  try {
+    return { cots: await loadPaced(ctx, cotModel.resource, cotIds, 5), fields };
+  } finally {
+    preloadedFields.delete(ctx);
+  }
 }
 
 /** Records by id, `per` at a time: a long write gives the event loop turns in between. */
@@ -32,9 +38,11 @@ async function loadPaced(ctx: WriteContext, resource: Resource, ids: number[], p
 }
 
 async function logDifferences(ctx: WriteContext, resource: Resource, before: Map<number, ApiRecord>, after: Map<number, ApiRecord>) {
-  // the postchange records are the snapshot just loaded: no load per change
-  for (const [id, record] of after) await logChange(ctx, resource, before.has(id) ? "update" : "create", id, before.get(id) ?? null, record);
-  for (const [id, record] of before) if (!after.has(id)) await logChange(ctx, resource, "delete", id, record);
+  // the postchange records are the snapshot just loaded: no load per change, one insert per batch
+  const entries: ChangeEntry[] = [];
+  for (const [id, record] of after) entries.push({ action: before.has(id) ? "update" : "create", id, prechange: before.get(id) ?? null, postchange: record });
+  for (const [id, record] of before) if (!after.has(id)) entries.push({ action: "delete", id, prechange: record, postchange: null });
+  await logChanges(ctx, resource, entries);
 }
 
 /** `applySchema` plus change records for every COT and field it created, changed or removed. */

@@ -7,7 +7,7 @@ import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
 import { ValidationError } from "../../core/errors";
 import { defineModel, resolveTags, setTags } from "../../core/models/define";
 import { parseBool } from "../../core/rest/query";
-import type { Resource, WriteContext } from "../../core/rest/resource";
+import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
 import { refuseCycle } from "./cycles";
 import { addLocalContextColumn } from "./ddl";
@@ -17,6 +17,12 @@ import type { CotRegistry, CotRow } from "./models";
 import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
 import type { FieldRow } from "./values";
 import { checkUniqueTogether, followFieldChange, normalizeTogether, setUniqueTogether } from "./schema/unique-together";
+
+/**
+ * Field records already loaded in a context (by id): a type's record embeds its fields', so a
+ * caller loading both (the schema change log's snapshots) serialises each field once.
+ */
+export const preloadedFields = new WeakMap<object, Map<number, ApiRecord>>();
 
 export const fieldModel = defineModel({
   appLabel: APP_LABEL,
@@ -93,7 +99,11 @@ export const cotModel = defineModel({
           .where(inArray(customObjectTypeFields.customObjectTypeId, ids))
           .orderBy(asc(customObjectTypeFields.groupName), asc(customObjectTypeFields.weight), asc(customObjectTypeFields.name))
       : [];
-    const fieldRecords = await fieldModel.resource.load(ctx, fieldRows.map((f) => f.id));
+    // Field records the caller already loaded in this context (the schema change log) are reused.
+    const known = preloadedFields.get(ctx);
+    const missing = fieldRows.map((f) => f.id).filter((id) => !known?.has(id));
+    const loaded = new Map((missing.length ? await fieldModel.resource.load(ctx, missing) : []).map((r) => [r.id as number, r]));
+    const fieldRecords = fieldRows.map((f) => known?.get(f.id) ?? loaded.get(f.id)).filter((r): r is ApiRecord => !!r);
     const ots = await ctx.services.objectTypes.byIds(rows.map((r) => r.objectTypeId).filter((x) => x != null), ctx.db);
     rows.forEach((row, i) => {
       const rec = records[i]!;

@@ -420,11 +420,11 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
 
 /** Runs inside the caller's write transaction; throws ApiError for every refusal. */
-export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[]; plan_id: string; from_state_hash: string; to_state_hash: string; trash: number[] }> {
+export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
   const { document, allowDestructive, expectedStateHash, planId } = request;
-  const slugs = documentSlugs(document);
-  const plan = await planOf(ctx.db, ctx, document);
-  if (planId) {
+  // The plan is worked out only when the request binds to one (hashing a large document costs).
+  const plan = planId || expectedStateHash ? await planOf(ctx.db, ctx, document) : null;
+  if (plan && planId) {
     if (planId.slice(0, 32) !== plan.plan_id.slice(0, 32)) {
       throw ApiError.detail(409, "This document is not the one the plan was previewed for; preview it and apply its plan_id.", "plan_mismatch", { plan_id: planId });
     }
@@ -432,7 +432,7 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
       throw ApiError.detail(409, "The database changed since this plan was previewed; nothing was changed. Preview again and re-apply.", "stale_plan", { plan_id: planId, state_hash: plan.from_state_hash });
     }
   }
-  if (expectedStateHash && plan.from_state_hash !== expectedStateHash) {
+  if (plan && expectedStateHash && plan.from_state_hash !== expectedStateHash) {
     throw ApiError.detail(409, "The database changed since this plan was previewed; preview again and re-apply.", "stale_plan", { state_hash: plan.from_state_hash });
   }
   const { diffs, db, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
@@ -465,7 +465,7 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
     const entry = await removeType(ctx, g.cot, { days: ctx.services.config.schemaTrashDays, purge: request.purge, alsoGoing });
     if (entry !== null) trash.push(entry);
   }
-  return { applied: true, diffs, ...plan, trash };
+  return { applied: true, diffs, ...(plan ?? {}), trash };
 }
 
 /** The database as schema documents; re-applying them changes nothing. */
