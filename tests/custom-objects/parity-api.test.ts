@@ -494,3 +494,150 @@ describe("context and primary (test_field_types.py ContextFieldValidationTestCas
     expect((await field({ custom_object_type: cot.id, name: "contextonly", type: "text", context: true })).status).toBe(201);
   });
 });
+
+describe("schema preview and apply (schema/test_schema_api.py)", () => {
+  const preview = (schema: unknown) => t.json("POST", `${CO}/schema/preview/`, { body: schema });
+  const apply = (schema: unknown, allow_destructive = false) => t.json("POST", `${CO}/schema/apply/`, { body: { schema, allow_destructive } });
+  const exported = async (slug: string) => (await t.json("GET", `${CO}/schema/export/?slug=${slug}`)).body.types[0];
+  const nextId = (type: { fields: { id: number }[] }) => Math.max(0, ...type.fields.map((f) => f.id)) + 1;
+  let cot: { id: number; slug: string };
+  beforeAll(async () => {
+    cot = await makeCot(t, "previewcot", "preview-cot");
+    await addField(t, cot.id, { name: "alpha", type: "text" });
+  });
+
+  test("preview of the exported type (the bare document as body): 200, one diff, no changes", async () => {
+    const r = await preview({ schema_version: "1", types: [await exported(cot.slug)] });
+    expect(r.status).toBe(200);
+    expect(r.body.diffs).toHaveLength(1);
+    expect(r.body.diffs[0].has_changes).toBe(false);
+  });
+
+  test("preview detects an added and an altered field, and changes nothing", async () => {
+    const type = await exported(cot.slug);
+    const added = await preview({ schema_version: "1", types: [{ ...type, fields: [...type.fields, { id: nextId(type), name: "ghost", type: "text" }] }] });
+    expect(added.body.diffs[0].has_changes).toBe(true);
+    expect(added.body.diffs[0].field_changes.map((c: { op: string }) => c.op)).toContain("add");
+    const altered = await preview({ schema_version: "1", types: [{ ...type, fields: type.fields.map((f: object) => ({ ...f, description: "changed" })) }] });
+    const alters = altered.body.diffs[0].field_changes.filter((c: { op: string }) => c.op === "alter");
+    expect(alters).toHaveLength(1);
+    expect(alters[0].changed_attrs).toHaveProperty("description");
+    const fields = (await t.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.fields.map((f: { name: string }) => f.name);
+    expect(fields).toEqual(["alpha"]);
+  });
+
+  // Our removals are destructive when they lose values (upstream: every removal), so the removed
+  // fields hold one here.
+  test("a new type is reported as new; a removal previews without error", async () => {
+    await create(t, cot.slug, { alpha: "kept" });
+    expect((await preview({ schema_version: "1", types: [{ name: "brandnew", slug: "brand-new" }] })).body.diffs[0].is_new).toBe(true);
+    const type = await exported(cot.slug);
+    const removal = await preview({ schema_version: "1", types: [{ ...type, fields: [], removed_fields: type.fields.map((f: { id: number; name: string; type: string }) => ({ id: f.id, name: f.name, type: f.type })) }] });
+    expect(removal.status).toBe(200);
+    expect(removal.body.destructive_changes.length).toBeGreaterThan(0);
+  });
+
+  test("apply: a new type, then an added field; a removal is 409 (nothing removed) until allow_destructive", async () => {
+    expect((await apply({ schema_version: "1", types: [{ name: "applynew", slug: "apply-new" }] })).status).toBe(200);
+    const made = (await t.json("GET", `${CO}/custom-object-types/?slug=apply-new`)).body.results[0];
+    expect(made.schema_document).toMatchObject({ slug: "apply-new" });
+    let type = await exported("apply-new");
+    const added = await apply({ schema_version: "1", types: [{ ...type, fields: [{ id: nextId(type), name: "bye", type: "text" }] }] });
+    expect(added.status).toBe(200);
+    expect(added.body.diffs[0].slug).toBe("apply-new");
+    await create(t, "apply-new", { bye: "value" });
+    type = await exported("apply-new");
+    const removal = { schema_version: "1", types: [{ ...type, fields: [], removed_fields: [{ id: type.fields[0].id, name: "bye", type: "text" }] }] };
+    const refused = await apply(removal);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toBe("destructive_changes");
+    expect(refused.body.destructive_slugs).toContain("apply-new");
+    expect((await exported("apply-new")).fields).toHaveLength(1);
+    expect((await apply(removal, true)).status).toBe(200);
+    expect((await exported("apply-new")).fields).toHaveLength(0);
+  });
+
+  test("bad requests: no schema, a schema that is not an object, allow_destructive as a string, unresolvable references", async () => {
+    expect((await t.json("POST", `${CO}/schema/apply/`, { body: { allow_destructive: false } })).status).toBe(400);
+    expect((await t.json("POST", `${CO}/schema/apply/`, { body: { schema: "not a dict", allow_destructive: false } })).status).toBe(400);
+    expect((await t.json("POST", `${CO}/schema/apply/`, { body: { schema: { schema_version: "1", types: [] }, allow_destructive: "yes" } })).status).toBe(400);
+    const ghostType = await apply({ schema_version: "1", types: [{ name: "ghost_ref", slug: "ghost-ref", fields: [{ id: 1, name: "x", type: "object", related_object_type: "dcim/nothing" }] }] });
+    expect(ghostType.status).toBe(400);
+    const ghostChoices = await apply({ schema_version: "1", types: [{ name: "ghost_cs", slug: "ghost-cs", fields: [{ id: 1, name: "x", type: "select", choice_set: "no-such-set" }] }] });
+    expect(ghostChoices.status).toBe(400);
+  });
+
+  test("unauthenticated preview and apply: 403", async () => {
+    expect((await t.json("POST", `${CO}/schema/preview/`, { body: { schema_version: "1", types: [] }, token: null })).status).toBe(403);
+    expect((await t.json("POST", `${CO}/schema/apply/`, { body: { schema: { schema_version: "1", types: [] } }, token: null })).status).toBe(403);
+  });
+});
+
+describe("values per field type (test_field_types.py *FieldTypeTestCase validation)", () => {
+  let slug: string;
+  beforeAll(async () => {
+    const cs = await choiceSet(t, "parity_choices", ["choice1", "choice2", "choice3"]);
+    const cot = await makeCot(t, "typed_values", "typed-values");
+    slug = cot.slug;
+    await addField(t, cot.id, { name: "name", type: "text", primary: true });
+    await addField(t, cot.id, { name: "description", type: "text", validation_regex: "^[A-Za-z ]+$" });
+    await addField(t, cot.id, { name: "count", type: "integer", validation_minimum: 0, validation_maximum: 100 });
+    await addField(t, cot.id, { name: "price", type: "decimal", validation_minimum: 0, validation_maximum: 1000 });
+    await addField(t, cot.id, { name: "active", type: "boolean", default: true });
+    await addField(t, cot.id, { name: "created_date", type: "date" });
+    await addField(t, cot.id, { name: "created_datetime", type: "datetime" });
+    await addField(t, cot.id, { name: "website", type: "url", validation_regex: "^https://.*" });
+    await addField(t, cot.id, { name: "status", type: "select", choice_set: cs.id, default: "choice1" });
+    await addField(t, cot.id, { name: "labels", type: "multiselect", choice_set: cs.id });
+  });
+
+  test("good values are stored; defaults fill omitted fields", async () => {
+    const made = await create(t, slug, { name: "Test", description: "Test description", count: 50, price: 99.5, created_date: "2024-01-15", created_datetime: "2024-01-15T10:30:00Z", website: "https://example.com", labels: ["choice1", "choice3"] });
+    expect(made).toMatchObject({ count: 50, price: 99.5, active: true, created_date: "2024-01-15", website: "https://example.com", status: "choice1", labels: ["choice1", "choice3"] });
+  });
+
+  const refused: Array<[string, unknown]> = [
+    ["description", "Invalid123"],
+    ["count", -1],
+    ["count", 101],
+    ["count", "not a number"],
+    ["price", -0.01],
+    ["price", 1000.01],
+    ["price", "abc"],
+    ["active", "not a boolean"],
+    ["created_date", "not-a-date"],
+    ["created_datetime", "not-a-datetime"],
+    ["website", "http://example.com"],
+    ["status", "invalid_choice"],
+    ["labels", ["choice1", "invalid_choice"]],
+  ];
+  for (const [key, value] of refused) {
+    test(`${key}=${JSON.stringify(value)} → 400 keyed by ${key}`, async () => {
+      const r = await t.json("POST", `${CO}/${slug}/`, { body: { name: "Bad", [key]: value } });
+      expect(r.status).toBe(400);
+      expect(Object.keys(r.body)).toEqual([key]);
+    });
+  }
+
+  test("moving primary to another field changes display (PrimaryFieldChangeTestCase)", async () => {
+    const cot = await makeCot(t, "primary_move");
+    const first = await addField(t, cot.id, { name: "name", type: "text", primary: true });
+    const second = await addField(t, cot.id, { name: "label", type: "text" });
+    const made = await create(t, cot.slug, { name: "OldPrimary", label: "NewPrimary" });
+    expect(made.display).toBe("OldPrimary");
+    expect((await t.json("PATCH", `${FIELDS}${first.id}/`, { body: { primary: false } })).status).toBe(200);
+    expect((await t.json("PATCH", `${FIELDS}${second.id}/`, { body: { primary: true } })).status).toBe(200);
+    expect((await t.json("GET", `${CO}/${cot.slug}/${made.id}/`)).body.display).toBe("NewPrimary");
+  });
+
+  test("two object fields and a multiobject field to the same type (MultipleObjectFieldsToSameCOTTestCase)", async () => {
+    const target = await makeCot(t, "same_target");
+    await addField(t, target.id, { name: "name", type: "text", primary: true });
+    const a = await create(t, target.slug, { name: "A" });
+    const b = await create(t, target.slug, { name: "B" });
+    const holder = await makeCot(t, "same_holder");
+    for (const [name, type] of [["first", "object"], ["second", "object"], ["many", "multiobject"]] as const) await addField(t, holder.id, { name, type, related_object_type: `custom_objects.${target.slug}` });
+    const made = await create(t, holder.slug, { first: a.id, second: b.id, many: [a.id, b.id] });
+    expect([made.first.display, made.second.display, made.many.map((x: { display: string }) => x.display)]).toEqual(["A", "B", ["A", "B"]]);
+  });
+});
