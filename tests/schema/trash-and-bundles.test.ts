@@ -43,6 +43,7 @@ describe("trash", () => {
     expect(one.body).not.toHaveProperty("note");
     expect(one.body).not.toHaveProperty("parts");
 
+    expect((await t.json("GET", `${CO}/box/?q=keep%20me`)).body.count).toBe(0);
     const listed = await trash("?slug=box");
     expect(listed.count).toBe(2);
     const byName = Object.fromEntries(listed.results.map((r: any) => [r.name, r]));
@@ -57,6 +58,8 @@ describe("trash", () => {
       ["B3", null, []],
     ]);
     expect((await trash()).count).toBe(0);
+    // search finds the restored values again (the full-text index follows the fields)
+    expect((await t.json("GET", `${CO}/box/?q=keep%20me`)).body.results.map((r: any) => r.code)).toEqual(["B1"]);
     // the restored ids are live again: the export lists them as fields, not tombstones, and round-trips
     const exported = await exportAll();
     const entry = exported.types.find((x: any) => x.slug === "box");

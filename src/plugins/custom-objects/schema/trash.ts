@@ -17,6 +17,7 @@ import type { CotRow } from "../models";
 import { newShapeVersion } from "../operations";
 import type { FieldRow } from "../values";
 import { countRows, countValues } from "./impact";
+import { dropSearchIndex, syncSearchIndex } from "../search-index";
 
 const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;
@@ -40,6 +41,7 @@ async function newEntry(ctx: WriteContext, values: Omit<typeof customObjectTrash
 
 async function bump(ctx: WriteContext, cotId: number) {
   await ctx.db.update(customObjectTypes).set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() }).where(eq(customObjectTypes.id, cotId));
+  await syncSearchIndex(ctx.db, cotId); // the full-text index follows the fields (decision 0050)
 }
 
 /** Moves a field to the trash: its record into the entry, its columns (or link table) renamed. */
@@ -47,6 +49,8 @@ export async function trashField(ctx: WriteContext, cot: CotRow, field: FieldRow
   const rows = await countValues(ctx.db, cot.id, field);
   const entry = await newEntry(ctx, { kind: "field", customObjectTypeId: cot.id, slug: cot.slug, name: field.name, record: { field }, rows }, days);
   const storage: TrashRow["storage"] = { columns: [], tables: [] };
+  // the full-text index's triggers name the columns: it goes first and is rebuilt by `bump`
+  await dropSearchIndex(ctx.db, cot.id);
   if (hasLinkTable(field)) {
     const to = trashName(entry, "links");
     await rename(ctx.db, linkTableName(cot.id, field.id), to);
@@ -91,10 +95,12 @@ export async function removeType(ctx: WriteContext, cot: CotRow, options: { days
   const tags = cot.objectTypeId ? await ctx.db.select().from(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId)) : [];
   let entry: number | null = null;
   if (options.purge) {
+    await dropSearchIndex(ctx.db, cot.id);
     for (const f of fields) if (hasLinkTable(f)) await ctx.db.run(sql`DROP TABLE IF EXISTS ${ident(linkTableName(cot.id, f.id))}`);
     await ctx.db.run(sql`DROP TABLE IF EXISTS ${ident(tableName(cot.id))}`);
   } else {
     const rows = await countRows(ctx.db, cot.id);
+    await dropSearchIndex(ctx.db, cot.id); // rebuilt from the rows on restore
     entry = await newEntry(ctx, { kind: "type", customObjectTypeId: cot.id, slug: cot.slug, name: cot.name, record: { cot, fields, objectType: objectType ?? null, tags }, rows }, options.days);
     const storage: TrashRow["storage"] = { columns: [], tables: [] };
     for (const f of fields) {
@@ -153,6 +159,7 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
       .from(customObjectTypeFields)
       .where(and(eq(customObjectTypeFields.customObjectTypeId, cot.id), sql`(${customObjectTypeFields.name} = ${field.name} OR ${customObjectTypeFields.schemaId} = ${field.schemaId})`));
     if (taken) throw conflict(`"${cot.slug}" has a field named "${field.name}" (or with its schema id) again; rename or remove it first.`);
+    await dropSearchIndex(ctx.db, cot.id);
     for (const [orig, trash] of row.storage.columns) await ctx.db.run(sql`ALTER TABLE ${ident(tableName(cot.id))} RENAME COLUMN ${ident(trash)} TO ${ident(orig)}`);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
     await ctx.db.insert(customObjectTypeFields).values({ ...field, lastUpdated: nowIso() });
@@ -175,6 +182,7 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
     if (fields.length) await ctx.db.insert(customObjectTypeFields).values(fields);
     if (tags.length) await ctx.db.insert(taggedItems).values(tags);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
+    await syncSearchIndex(ctx.db, cot.id);
   }
   await ctx.db.delete(customObjectTrash).where(eq(customObjectTrash.id, row.id));
   return row;
