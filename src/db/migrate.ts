@@ -11,6 +11,24 @@ export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", impor
 export async function runMigrations(db: Database): Promise<void> {
   await migrate(db.orm, { migrationsFolder: MIGRATIONS_FOLDER });
   await backfillNaturalNames(db);
+  await addOwnerColumns(db);
+}
+
+/**
+ * Custom object tables (`co_<id>`, and whole types kept in the trash) made before owners get
+ * their `owner__id` column here, once: they are created at run time, so no SQL migration
+ * knows them. New tables are created with it (src/plugins/custom-objects/ddl.ts).
+ */
+async function addOwnerColumns(db: Database): Promise<void> {
+  const tables = (await db.orm.all(sql`SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'co_[0-9]*' OR name GLOB 'trash__[0-9]*')`)) as { name: string }[];
+  for (const { name } of tables) {
+    if (!/^(co_\d+|trash__\d+_[a-z0-9_]+)$/.test(name)) continue;
+    const columns = (await db.orm.all(sql`SELECT name FROM pragma_table_info(${name})`)) as { name: string }[];
+    const has = (c: string) => columns.some((col) => col.name === c);
+    // Object tables only: link tables and search index tables have no timestamps.
+    if (!has("last_updated") || has("owner__id")) continue;
+    await db.orm.run(sql.raw(`ALTER TABLE "${name}" ADD COLUMN "owner__id" INTEGER REFERENCES "owners"(id)`));
+  }
 }
 
 /**

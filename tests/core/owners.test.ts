@@ -145,3 +145,102 @@ describe("owner on host objects", () => {
     expect(list.body.data.owner_list.map((o: any) => o.name)).toEqual(["Audit", "NOC"]);
   });
 });
+
+describe("owner on custom objects", () => {
+  let a: number, b: number, c: number;
+  test("instances read owner (null by default), take it on create, PATCH and clear it", async () => {
+    const cot = await makeCot(t, "circuit", "circuits");
+    await addField(t, cot.id, { name: "cid", type: "text", primary: true });
+    const first = await create(t, "circuits", { cid: "c-1", owner: noc.id });
+    a = first.id;
+    expect(first.owner).toMatchObject({ id: noc.id, name: "NOC", url: `http://host.test/api/users/owners/${noc.id}/` });
+    const second = await create(t, "circuits", { cid: "c-2" });
+    b = second.id;
+    expect(second.owner).toBeNull();
+    c = (await create(t, "circuits", { cid: "c-3", owner: { id: audit.id } })).id;
+    const patched = await t.json("PATCH", `${CO}/circuits/${b}/`, { body: { owner: audit.id } });
+    expect(patched.status).toBe(200);
+    expect(patched.body.owner.name).toBe("Audit");
+    expect((await t.json("PATCH", `${CO}/circuits/${b}/`, { body: { owner: null } })).body.owner).toBeNull();
+    expect((await t.json("GET", `${CO}/circuits/${a}/`)).body.owner.id).toBe(noc.id);
+    const bad = await t.json("POST", `${CO}/circuits/`, { body: { cid: "c-x", owner: 777 } });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toEqual({ owner: ["Related object not found using the provided numeric ID: 777"] });
+    const wrong = await t.json("POST", `${CO}/circuits/`, { body: { cid: "c-y", owner: "NOC" } });
+    expect(wrong.status).toBe(400);
+    expect(Object.keys(wrong.body)).toEqual(["owner"]);
+  });
+
+  test("owner_id, owner_group_id, owner and owner_group filter instances", async () => {
+    expect(ids((await t.json("GET", `${CO}/circuits/?owner_id=${noc.id}`)).body)).toEqual([a]);
+    expect(ids((await t.json("GET", `${CO}/circuits/?owner_id=${audit.id}`)).body)).toEqual([c]);
+    expect(ids((await t.json("GET", `${CO}/circuits/?owner_group_id=${netops.id}`)).body)).toEqual([a]);
+    expect(ids((await t.json("GET", "/api/plugins/custom-objects/circuits/?owner=Audit")).body)).toEqual([c]);
+    expect(ids((await t.json("GET", "/api/plugins/custom-objects/circuits/?owner_group=NetOps")).body)).toEqual([a]);
+    expect(ids((await t.json("GET", `${CO}/circuits/?owner_id__empty=true`)).body)).toEqual([b]);
+  });
+
+  test("an owner used by custom objects only cannot be deleted", async () => {
+    const lonely = (await t.json("POST", "/api/users/owners/", { body: { name: "Lonely" } })).body;
+    const obj = await create(t, "circuits", { cid: "c-4", owner: lonely.id });
+    const r = await t.json("DELETE", `/api/users/owners/${lonely.id}/`);
+    expect(r.status).toBe(409);
+    expect((await t.json("GET", `${CO}/circuits/${obj.id}/`)).body.owner.id).toBe(lonely.id);
+    expect((await t.req("DELETE", `${CO}/circuits/${obj.id}/`)).status).toBe(204);
+    expect((await t.req("DELETE", `/api/users/owners/${lonely.id}/`)).status).toBe(204);
+  });
+
+  test("a user constrained by owner__name sees only that owner's instances", async () => {
+    const perm = await t.json("POST", "/api/users/permissions/", { body: { name: "noc-circuits", actions: ["view"], object_types: ["custom_objects.circuits"], constraints: { owner__name: "NOC" } } });
+    expect(perm.status).toBe(201);
+    const token = await t.user("circuit-viewer");
+    const uid = (await t.json("GET", "/api/users/users/?username=circuit-viewer")).body.results[0].id;
+    await t.json("PATCH", `/api/users/permissions/${perm.body.id}/`, { body: { users: [uid] } });
+    const r = await t.json("GET", `${CO}/circuits/`, { token });
+    expect(r.status).toBe(200);
+    expect(ids(r.body)).toEqual([a]);
+  });
+
+  test("GraphQL reads an instance's owner", async () => {
+    const res = await t.json("POST", "/graphql/", { body: { query: `{ custom_objects_circuits_list { cid owner { name group { name } } } }` } });
+    expect(res.body.errors).toBeUndefined();
+    const byCid = Object.fromEntries(res.body.data.custom_objects_circuits_list.map((o: any) => [o.cid, o.owner]));
+    expect(byCid["c-1"]).toEqual({ name: "NOC", group: { name: "NetOps" } });
+    expect(byCid["c-2"]).toBeNull();
+  });
+
+  test("a type with a field of its own named owner keeps its field", async () => {
+    const cot = await makeCot(t, "ticket", "tickets");
+    await addField(t, cot.id, { name: "owner", type: "text" });
+    const obj = await create(t, "tickets", { owner: "bob" });
+    expect(obj.owner).toBe("bob");
+    expect(ids((await t.json("GET", `${CO}/tickets/?owner=bob`)).body)).toEqual([obj.id]);
+  });
+
+  test("the OpenAPI document describes owner on instances and the owner endpoints", async () => {
+    const doc = (await t.json("GET", "/api/schema/?format=json")).body;
+    const names = Object.keys(doc.components.schemas);
+    const circuit = names.find((n) => doc.components.schemas[n].properties?.cid && doc.components.schemas[n].properties?.owner);
+    expect(circuit).toBeDefined();
+    expect(doc.paths["/api/users/owners/"]).toBeDefined();
+    expect(doc.paths["/api/users/owner-groups/{id}/"]).toBeDefined();
+  });
+});
+
+describe("custom object tables made before owners", () => {
+  test("start-up migrations add owner__id to existing object tables (and the trash's), not to link tables", async () => {
+    const { runMigrations } = await import("../../src/db/migrate");
+    const { sql } = await import("drizzle-orm");
+    const db = t.deps.db;
+    await db.orm.run(sql.raw(`CREATE TABLE "co_9001" (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL, name TEXT)`));
+    await db.orm.run(sql.raw(`CREATE TABLE "trash__9001_table" (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL)`));
+    await db.orm.run(sql.raw(`CREATE TABLE "co_9001_f1_links" (source_id INTEGER NOT NULL, target_type INTEGER, target_id INTEGER NOT NULL, position INTEGER NOT NULL DEFAULT 0)`));
+    await runMigrations(db);
+    const cols = async (table: string) => ((await db.orm.all(sql`SELECT name FROM pragma_table_info(${table})`)) as { name: string }[]).map((c) => c.name);
+    expect(await cols("co_9001")).toContain("owner__id");
+    expect(await cols("trash__9001_table")).toContain("owner__id");
+    expect(await cols("co_9001_f1_links")).not.toContain("owner__id");
+    await runMigrations(db); // once only
+    expect((await cols("co_9001")).filter((c) => c === "owner__id")).toHaveLength(1);
+  });
+});

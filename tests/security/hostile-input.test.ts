@@ -51,6 +51,8 @@ async function fixtures(): Promise<Record<string, unknown>> {
     "users/groups": () => ({ name: unique() }),
     "users/permissions": () => ({ name: unique(), actions: ["view"], object_types: ["dcim.site"] }),
     "users/tokens": () => ({ user: me.body.results[0].id }),
+    "users/owners": () => ({ name: unique() }),
+    "users/owner-groups": () => ({ name: unique() }),
     "extras/webhooks": () => ({ name: unique(), payload_url: "http://127.0.0.1:9/" }),
     "extras/event-rules": () => ({
       name: unique(),

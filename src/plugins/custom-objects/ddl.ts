@@ -75,6 +75,14 @@ export async function addLocalContextColumn(db: Executor, cotId: number) {
 }
 
 /**
+ * Every object's owner (NetBox 4.5): a nullable reference to `owners`. Its column's double
+ * underscore is a name no field's column can take (NAME_RE), so fields never collide with it; a
+ * field named `owner` shadows the owner in records, filters and constraints, as upstream's does.
+ */
+export const OWNER_COLUMN = "owner__id";
+export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) => !fields.some((f) => f.name === "owner");
+
+/**
  * Creates a COT's table with the columns of `fields` inline: one CREATE TABLE instead of an
  * ALTER TABLE per field (SQLite reloads its whole schema on every ALTER, which made creating
  * many types quadratic), then the fields' indexes and link tables (see `runAll`).
@@ -82,7 +90,8 @@ export async function addLocalContextColumn(db: Executor, cotId: number) {
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
   const t = tableName(cotId);
   const columns = fields.flatMap((f) => fieldColumnTypes(f).map(([col, type]) => sql`, ${ident(col)} ${sql.raw(type)}`));
-  const statements: SQL[] = [sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${sql.join(columns, sql``)})`];
+  const owner = sql`, ${ident(OWNER_COLUMN)} INTEGER REFERENCES "owners"(id)`;
+  const statements: SQL[] = [sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${owner}${sql.join(columns, sql``)})`];
   // The narrow index of §2: count(*) and deep OFFSET pages read it instead of the wide rows.
   statements.push(sql`CREATE INDEX ${ident(`${t}_id_idx`)} ON ${ident(t)} (id)`);
   for (const f of fields) statements.push(...(hasLinkTable(f) ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)));

@@ -14,6 +14,7 @@ import { valueColumn } from "./ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "./field-types";
 import { listSpec } from "./model/list";
 import { modelInfo } from "./model/nested";
+import { declareOwner } from "./model/owner";
 import { reader } from "./model/read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./model/shape";
 import { writer } from "./model/write";
@@ -67,6 +68,7 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
       })),
   };
 
+  declareOwner(shape, resource);
   const info = modelInfo(shape, resource, read);
   return { cot, fields, table, resource, info };
 }

@@ -4,6 +4,7 @@ import { tagFilter } from "../../../core/models/define";
 import type { FilterSpec, ListSpec, SearchTerm } from "../../../core/rest/query";
 import { ident, linkTableName, valueColumn } from "../ddl";
 import type { Shape } from "./shape";
+import { ownerListFilters } from "./owner";
 
 /** @param typeKeys `<app_label>_<model>` by object type id, for polymorphic per-type filters. */
 export function listSpec(shape: Shape, typeKeys: ReadonlyMap<number, string> = new Map()): ListSpec {
@@ -25,6 +26,7 @@ export function listSpec(shape: Shape, typeKeys: ReadonlyMap<number, string> = n
     if (m.orderable) orderings[f.name] = col;
     if (f.searchWeight > 0 && m.searchable) search.push(m.search ? m.search(col) : col);
   }
+  Object.assign(filters, ownerListFilters(shape));
   return { filters, orderings, defaultOrdering: ["id"], search, idExpr: table.id };
 
 }

@@ -9,6 +9,7 @@ import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable }
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
 import { API_BASE } from "../constants";
+import { OWNER_COLUMN } from "../ddl";
 import { LOCAL_CONTEXT_COLUMN, fieldColumnTypes, tableName } from "../ddl";
 import { expressionNames } from "./display";
 import { fieldType, type FieldRow, type FieldTypeModule, type Storage } from "../field-types";
@@ -53,6 +54,7 @@ export function buildTable(cot: CotRow, fields: FieldRow[]) {
     for (const [col, type] of fieldColumnTypes(f)) cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
   }
   if (cot.configContextEnabled) cols[LOCAL_CONTEXT_COLUMN] = text(LOCAL_CONTEXT_COLUMN);
+  cols[OWNER_COLUMN] = integer(OWNER_COLUMN);
   return sqliteTable(tableName(cot.id), cols) as unknown as CotTable;
 }
 

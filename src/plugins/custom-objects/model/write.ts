@@ -19,6 +19,7 @@ import type { FieldRow } from "../field-types";
 import { resolveRef } from "../field-types/reference";
 import { encodeScalar } from "../values";
 import type { Reader } from "./read";
+import { writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";
 
 /**
@@ -108,6 +109,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     let tagIds: number[] | null = null;
     const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type", "_context"]);
     input = foldParts(input, existing);
+    await writeOwner(ctx, shape, input, values, errors, reserved);
     // Config context data (upstream): a JSON object or null, on types that opted in.
     if (cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
       const data = input[LOCAL_CONTEXT_COLUMN];
