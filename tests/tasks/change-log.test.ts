@@ -172,7 +172,7 @@ describe("change records for schema apply", () => {
     expect(first.status).toBe(200);
     const created = await changes("request_id=req-apply-1&ordering=id");
     expect(created.map((r) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
-      ["custom_objects.customobjecttype", "create", "rack_unit"],
+      ["custom_objects.customobjecttype", "create", "Rack_unit"],
       ["custom_objects.customobjecttypefield", "create", "code"],
       ["custom_objects.customobjecttypefield", "create", "size"],
     ]);
@@ -188,7 +188,7 @@ describe("change records for schema apply", () => {
     expect(third.status).toBe(200);
     const changed = await changes("request_id=req-apply-3&ordering=id");
     expect(changed.map((r) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
-      ["custom_objects.customobjecttype", "update", "rack_unit"],
+      ["custom_objects.customobjecttype", "update", "Rack_unit"],
       ["custom_objects.customobjecttypefield", "update", "Code"],
       ["custom_objects.customobjecttypefield", "delete", "size"],
     ]);
