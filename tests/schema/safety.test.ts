@@ -76,7 +76,8 @@ describe("impact counted against live rows", () => {
     expect(await dump(t)).toBe(before);
   });
 
-  test("unique over duplicates with allow_destructive: a 400 keyed by the field, never a 500", async () => {
+  test("unique over duplicates: 409 with its count first; with allow_destructive a 400 keyed by the field, never a 500", async () => {
+    expect((await apply(entries(withField(1, { unique: true })))).body.destructive_changes).toEqual([expect.objectContaining({ field: "code", reason: "unique_over_duplicates", rows: 2 })]);
     const r = await apply({ ...entries(withField(1, { unique: true })), allow_destructive: true });
     expect(r.status).toBe(400);
     expect(r.body.error).toBe("invalid_schema");

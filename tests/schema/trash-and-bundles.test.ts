@@ -6,6 +6,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { SCHEMA, doc } from "./helpers";
 import { purgeExpiredTrash } from "../../src/plugins/custom-objects/schema/trash";
+import { schemaApplyHandler } from "../../src/plugins/custom-objects/schema-jobs";
+import { servicesOf } from "../../src/app";
+import { jobs, users } from "../../src/db/schema";
+import { eq } from "drizzle-orm";
 
 const CO = "/api/plugins/custom-objects";
 let t: TestApp;
@@ -204,5 +208,19 @@ describe("whole documents", () => {
     const failing = { schema_version: "1", choice_sets: [{ name: "never-made", extra_choices: [["a", "A"]] }], types: [{ name: "ghost", slug: "ghost", fields: [{ id: 1, name: "x", type: "object", related_object_type: "custom-objects/nowhere" }] }] };
     expect((await apply({ schema: failing })).status).toBe(400);
     expect((await t.json("GET", "/api/extras/custom-field-choice-sets/?name=never-made")).body.count).toBe(0);
+  });
+});
+
+describe("background progress", () => {
+  test("a running schema.apply job says what it applies in its data before the outcome replaces it", async () => {
+    const services = servicesOf(t.app);
+    const [admin] = await t.deps.db.orm.select().from(users).where(eq(users.username, "admin"));
+    const [job] = await t.deps.db.orm.insert(jobs).values({ name: "schema.apply", status: "running", userId: admin!.id, attempts: 1 }).returning();
+    const body = { schema: doc([{ name: "progressed", slug: "progressed", fields: [{ id: 1, name: "a", type: "text" }, { id: 2, name: "b", type: "text" }] }]) };
+    // the handler runs as the worker runs it; the worker, not the handler, writes the outcome
+    const outcome = (await schemaApplyHandler(services)({ body, query: "", base_url: "http://host.test", request_id: "progress-1" }, { id: job!.id, name: "schema.apply", attempt: 1, maxAttempts: 1, userId: admin!.id, idempotencyKey: "k" })) as any;
+    expect(outcome).toMatchObject({ status_code: 200, applied: true });
+    const [row] = await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, job!.id));
+    expect(row!.data).toEqual({ progress: { phase: "applying", types: 1, removed_types: 0, fields: 2, started: expect.any(String) } });
   });
 });
