@@ -159,3 +159,33 @@ describe("change log", () => {
     expect(mentionsSecret(all.body)).toBe(true);
   });
 });
+
+describe("schema trash (issue 16)", () => {
+  test("entries of a type the caller may not view are not listed, and cannot be restored or purged by them", async () => {
+    const secretId = (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].id;
+    await addField(t, secretId, { name: "hush", type: "text" });
+    const [obj] = (await t.json("GET", `${CO}/secret/`)).body.results;
+    expect((await t.json("PATCH", `${CO}/secret/${obj.id}/`, { body: { hush: "Nightingale's nest" } })).status).toBe(200);
+    const doc = (await t.json("GET", `${CO}/schema/export/?slug=secret`)).body;
+    const type = doc.types[0];
+    const hush = type.fields.find((f: any) => f.name === "hush");
+    const removing = { ...doc, types: [{ ...type, fields: type.fields.filter((f: any) => f.name !== "hush"), removed_fields: [hush] }] };
+    expect((await t.json("POST", `${CO}/schema/apply/`, { body: { schema: removing, allow_destructive: true } })).status).toBe(200);
+    const admin = await t.json("GET", `${CO}/schema/trash/`);
+    const entry = admin.body.results.find((r: any) => r.name === "hush");
+    expect(entry).toMatchObject({ custom_object_type: { slug: "secret" }, rows: 1 });
+    const seen = await t.json("GET", `${CO}/schema/trash/`, { token: seer });
+    expect(seen.status).toBe(200);
+    expect(seen.body.count).toBe(0);
+    expect(mentionsSecret(seen.body)).toBe(false);
+    const changer = await userWith("trash-changer", [
+      [["view", "add", "change", "delete"], "custom_objects.customobjecttype", { slug: "open" }],
+    ]);
+    for (const [method, path] of [["POST", `${CO}/schema/trash/${entry.id}/restore/`], ["DELETE", `${CO}/schema/trash/${entry.id}/`]] as const) {
+      const r = await t.json(method, path, { token: changer });
+      expect(r.status).toBe(404);
+      expect(mentionsSecret(r.body)).toBe(false);
+    }
+    expect((await t.json("POST", `${CO}/schema/trash/${entry.id}/restore/`)).status).toBe(200);
+  });
+});
