@@ -204,6 +204,20 @@ describe("whole documents", () => {
     expect((await t.json("GET", url)).body.unique_together).toEqual([]);
   });
 
+  test("a column of a compound key can be retyped (document and REST) and the key still holds", async () => {
+    const d = (type: string) => doc([{ name: "pairing", slug: "pairing", unique_together: [["a", "b"]], fields: [{ id: 1, name: "a", type: "text" }, { id: 2, name: "b", type }] }]);
+    expect((await apply({ schema: d("integer") })).status).toBe(200);
+    expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 1 } })).status).toBe(201);
+    const retyped = await apply({ schema: d("text") });
+    expect(retyped.status).toBe(200);
+    expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: "1" } })).status).toBe(400);
+    const cot = (await t.json("GET", `${CO}/custom-object-types/?slug=pairing`)).body.results[0];
+    const b = cot.fields.find((f: any) => f.name === "b");
+    expect((await t.json("PATCH", `${CO}/custom-object-type-fields/${b.id}/`, { body: { type: "integer" } })).status).toBe(200);
+    expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 1 } })).status).toBe(400);
+    expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 2 } })).status).toBe(201);
+  });
+
   test("a refused document creates no choice set", async () => {
     const failing = { schema_version: "1", choice_sets: [{ name: "never-made", extra_choices: [["a", "A"]] }], types: [{ name: "ghost", slug: "ghost", fields: [{ id: 1, name: "x", type: "object", related_object_type: "custom-objects/nowhere" }] }] };
     expect((await apply({ schema: failing })).status).toBe(400);

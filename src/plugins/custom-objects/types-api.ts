@@ -16,7 +16,7 @@ import { validateCot, validateField } from "./definitions";
 import type { CotRegistry, CotRow } from "./models";
 import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
 import type { FieldRow } from "./values";
-import { checkUniqueTogether, followFieldChange, normalizeTogether, setUniqueTogether } from "./schema/unique-together";
+import { checkUniqueTogether, dropUniqueTogether, followFieldChange, normalizeTogether, setUniqueTogether } from "./schema/unique-together";
 
 /**
  * Field records already loaded in a context (by id): a type's record embeds its fields', so a
@@ -193,8 +193,12 @@ export function fieldResource(registry: CotRegistry): Resource {
       }
       const cot = await loadCot(ctx, field!.customObjectTypeId);
       const draft = await validateField(ctx, rest, field as FieldRow, await siblingsOf(ctx, cot.id));
+      // a retyped column of a compound key: the key's index goes first (SQLite will not drop an indexed column)
+      const inKey = draft.type !== field!.type && (cot.uniqueTogether ?? []).some((set) => set.includes(field!.name));
+      if (inKey) await dropUniqueTogether(ctx.db, cot.id);
       await alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx));
       if (draft.name !== field!.name) await followFieldChange(ctx.db, cot.id, field!.name, draft.name);
+      if (inKey) await setUniqueTogether(ctx.db, cot.id, normalizeTogether((await loadCot(ctx, cot.id)).uniqueTogether));
     },
     async delete(ctx, id) {
       const [field] = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.id, id));

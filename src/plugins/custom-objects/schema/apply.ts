@@ -330,8 +330,12 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   // The type's field rows, read once and kept current below (a new type has none yet).
   let rows: FieldRow[] = isNew ? [] : await fieldsOf(ctx.db, cot.id);
 
-  // Compound keys that change are dropped before any column moves (rebuilt at the end).
-  if (!isNew && !sameValue(normalizeTogether(t.unique_together), normalizeTogether(existing?.cot.uniqueTogether))) await dropUniqueTogether(ctx.db, cot.id);
+  // Compound keys are dropped before any of their columns moves (SQLite refuses to drop an
+  // indexed column) and rebuilt at the end: when they change, or a column of one is retyped.
+  const haveTogether = normalizeTogether(existing?.cot.uniqueTogether);
+  const retyped = new Set(diff.field_changes.filter((c) => c.op === "alter" && c.changed_attrs?.type).map((c) => c.db_name));
+  const rebuildTogether = !isNew && (!sameValue(normalizeTogether(t.unique_together), haveTogether) || haveTogether.some((set) => set.some((n) => retyped.has(n))));
+  if (rebuildTogether) await dropUniqueTogether(ctx.db, cot.id);
   const removes = diff.field_changes.filter((c) => c.op === "remove");
   for (const change of removes) {
     const row = rows.find((f) => f.schemaId === change.schema_id);
@@ -405,8 +409,7 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   if (isNew) tables.push(() => createCotTable(ctx.db, cot!.id, added));
   // Compound keys are (re)built once the type's columns exist.
   const want = normalizeTogether(t.unique_together);
-  const have = normalizeTogether(existing?.cot.uniqueTogether);
-  if (!sameValue(want, have)) {
+  if (rebuildTogether || (isNew && want.length)) {
     const build = async () => {
       const fields = await fieldsOf(ctx.db, cot!.id);
       await ctx.db.update(customObjectTypes).set({ uniqueTogether: want }).where(eq(customObjectTypes.id, cot!.id));
