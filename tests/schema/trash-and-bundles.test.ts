@@ -54,7 +54,13 @@ describe("trash", () => {
     expect(byName.note).toMatchObject({ kind: "field", custom_object_type: { slug: "box" }, field: { name: "note", type: "text", schema_id: 2 }, rows: 2 });
     expect(Date.parse(byName.note.expires) - Date.parse(byName.note.removed)).toBe(7 * 86_400_000);
 
-    for (const entry of listed.results) expect((await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`)).status).toBe(200);
+    for (const entry of listed.results) expect((await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { headers: { "X-Request-Id": `restore-${entry.id}` } })).status).toBe(200);
+    // the restores are in the change log: the fields come back as creates, the type as an update
+    const logged = await t.json("GET", `/api/core/object-changes/?request_id=restore-${byName.note.id}&ordering=id`);
+    expect(logged.body.results.map((r: any) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
+      ["custom_objects.customobjecttype", "update", expect.any(String)],
+      ["custom_objects.customobjecttypefield", "create", "note"],
+    ]);
     const back = await t.json("GET", `${CO}/box/?ordering=id`);
     expect(back.body.results.map((r: any) => [r.code, r.note, r.parts.map((p: any) => p.id)])).toEqual([
       ["B1", "keep me", [site.id]],

@@ -12,7 +12,9 @@ import { requirePermission } from "../../../core/auth/permissions";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { inTransaction, readContext } from "../../../core/rest/handlers";
 import { APP_LABEL, COT_MODEL } from "../constants";
-import { cotModel } from "../types-api";
+import { cotModel, fieldModel } from "../types-api";
+import { logChanges } from "../../../core/changes/record";
+import type { FieldRow } from "../values";
 import { asLongWrite } from "../schema-change-log";
 import { cotsAllowed, requireCots } from "./access";
 import { listTrash, purgeEntry, restoreEntry, trashView, type TrashRow } from "./trash";
@@ -48,9 +50,17 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     if (!(await visible(ctx, c.var.auth, (await listTrash(ctx.db)).filter((r) => r.id === id))).length) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
     const restored = await asLongWrite(c.var.services, () =>
       inTransaction(c, null, async (tx) => {
+        const entry = (await listTrash(tx.db)).find((r) => r.id === id);
+        const cotBefore = entry?.kind === "field" ? ((await cotModel.resource.load(tx, [entry.customObjectTypeId]))[0] ?? null) : null;
         const row = await restoreEntry(tx, id);
         // the restored type must be one the caller may change (constraints hold after too)
         await requireCots(tx, "change", new Map([[row.customObjectTypeId, { slug: row.slug }]]));
+        // change records, as for the apply that removed them: the records come back as creates
+        const fieldIds = row.kind === "field" ? [(row.record.field as FieldRow).id] : ((row.record.fields as FieldRow[]) ?? []).map((f) => f.id);
+        const [cotAfter] = await cotModel.resource.load(tx, [row.customObjectTypeId]);
+        if (cotAfter) await logChanges(tx, cotModel.resource, [{ action: row.kind === "field" ? "update" : "create", id: row.customObjectTypeId, prechange: cotBefore, postchange: cotAfter }]);
+        const fields = fieldIds.length ? await fieldModel.resource.load(tx, fieldIds) : [];
+        await logChanges(tx, fieldModel.resource, fields.map((f) => ({ action: "create" as const, id: f.id as number, prechange: null, postchange: f })));
         return row;
       }),
     );
