@@ -1,17 +1,24 @@
 /**
  * The typed Hono environment: `c.var.services` holds everything built once per process or
  * isolate; `c.var.auth` is the authenticated caller of this request.
+ *
+ * Also the types every part shares and that name each other (`Services` holds the model
+ * registry, whose models take a `ReadContext`, which holds `Services`): the read/write contexts,
+ * `Resource` (what the generic REST handlers need from a model), `ModelInfo` and the model
+ * registry's interface. They live in this one file so that no file of `core/` imports in a
+ * circle; `rest/resource.ts` and `models/registry.ts` re-export them under their old names.
  */
 import type { Context } from "hono";
+import type { SQL, SQLWrapper } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Config } from "../config";
-import type { Database } from "../db/client";
+import type { Database, Executor } from "../db/client";
 import type { Cache } from "../services/cache/types";
 import type { RedisClient } from "../services/redis-types";
 import type { Logger } from "../services/logger";
 import type { ObjectTypeRegistry } from "./object-types";
-import type { ModelRegistry } from "./models/registry";
-import type { DeleteHooks } from "./rest/resource";
 import type { TaskQueue } from "../services/tasks/queue";
+import type { ListSpec } from "./rest/query";
 
 export interface AuthUser {
   id: number;
@@ -59,3 +66,142 @@ export interface Services {
 
 export type HonoEnv = { Variables: { services: Services; auth: AuthState; requestId: string } };
 export type Ctx = Context<HonoEnv>;
+
+/* What the generic REST handlers need from a model. Host models get one from `defineModel`;
+   the custom objects plugin builds one per custom object type. */
+
+export interface ReadContext {
+  db: Executor;
+  services: Services;
+  /** Scheme + host of the request, for absolute `url`s. */
+  baseUrl: string;
+}
+
+export interface WriteContext extends ReadContext {
+  auth: AuthState;
+  requestId: string;
+  /** The request's query parameters (e.g. `allow_destructive`). */
+  params: URLSearchParams;
+  /** Runs `task` after the transaction commits (not at all on rollback). */
+  onCommit?(task: () => Promise<void>): void;
+}
+
+export type ApiRecord = Record<string, unknown>;
+
+export interface Resource {
+  appLabel: string;
+  model: string;
+  verboseName: string;
+  table: SQLiteTable;
+  list: ListSpec;
+  briefFields: string[];
+  /** Serialised records for `ids`, in that order; unknown ids are skipped. */
+  load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]>;
+  /** Validates and inserts; throws ValidationError with field errors. Returns the new id. */
+  create(ctx: WriteContext, input: ApiRecord): Promise<number>;
+  /** `create` that also answers with the new object's record (saves reading it back). */
+  createLoaded?(ctx: WriteContext, input: ApiRecord): Promise<{ id: number; record: ApiRecord }>;
+  update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
+  /** Deletes one row that is known to exist (delete hooks have already run). */
+  delete(ctx: WriteContext, id: number): Promise<void>;
+  /** The object type id, when the resource knows it (saves a lookup per logged change). */
+  objectTypeId?: number;
+  /** Maps a constraint column (`site_id`) to its API field (`site`). */
+  fieldForColumn?(column: string): string;
+  /**
+   * Fields whose values are nested objects of other models: read answers hide the ones the
+   * caller may not view, and permission constraints can follow them (`site__slug`).
+   */
+  relations?: Relation[];
+  /** The column naming the user who owns a row (tokens): others see only their own. */
+  ownerColumn?: SQLWrapper;
+  /**
+   * A further limit on what a non-superuser may see or touch, whatever their permissions
+   * (the change log shows only changes to types the caller may view).
+   */
+  scope?(user: AuthUser): SQL | undefined;
+  /** The record's own fields beyond id/url/display/created/last_updated/tags, in record order. */
+  describe?: FieldDescription[];
+  /** True when records carry `tags`. */
+  tagged?: boolean;
+  /** Hides what the caller may not view inside records beyond `relations` (change snapshots). */
+  hideNested?(ctx: ReadContext, auth: AuthState, records: ApiRecord[]): Promise<ApiRecord[]>;
+}
+
+/**
+ * What a record's key holds, for readers other than REST (GraphQL): its kind and, for
+ * relations, its target(s). Relations are listed in `Resource.relations` with the same name.
+ */
+export interface FieldDescription {
+  name: string;
+  kind: "string" | "integer" | "decimal" | "boolean" | "date" | "datetime" | "json" | "choice" | "select" | "multiselect" | "relation";
+  /** `select`/`multiselect`: the choice set whose labels name the values. */
+  choiceSetId?: number | null;
+  /** `choice`: the fixed `[value, label]` pairs (host models). */
+  choices?: readonly (readonly [string, string])[];
+}
+
+export interface Relation {
+  /** The record key holding the nested object (or list of them). */
+  name: string;
+  /** `app_label.model` of the target when the field has one target type. */
+  target?: string;
+  /** Object type id of the target, when known by id only (custom object fields). */
+  targetTypeId?: number;
+  /** Polymorphic: each nested object names its type in `object_type`. */
+  polymorphic?: boolean;
+  /** Polymorphic: the object type ids it may point at. */
+  targetTypeIds?: number[];
+  many?: boolean;
+  /** The column holding the target id (single, non-polymorphic relations), for constraints. */
+  expr?: SQLWrapper;
+}
+
+/**
+ * Runs before any object is deleted, inside the delete's transaction: generic references
+ * (tags, custom object fields pointing at it) are cleaned up or the delete is refused.
+ */
+export type DeleteHook = (ctx: WriteContext, target: { appLabel: string; model: string; id: number }) => Promise<void>;
+export type DeleteHooks = DeleteHook[];
+
+/* The model registry: every model the API can point at, keyed by `app_label.model`. */
+
+export interface ModelInfo {
+  appLabel: string;
+  model: string;
+  verboseName: string;
+  /** Nested representations `{id, url, display, …}` keyed by id; unknown ids are absent. */
+  nested(ctx: ReadContext, ids: number[]): Promise<Map<number, ApiRecord>>;
+  resource?: Resource;
+  /** A run-time model's own id (a custom object type's), for naming that must be stable. */
+  catalogId?: number;
+  /**
+   * The nested lookup as SQL (rows of `id` and `j`, a JSON object of the columns) plus how to
+   * build the record from one row, so several models' lookups can share one statement.
+   */
+  nestedSql?: {
+    select(ids: number[]): SQL;
+    /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */
+    selectOne?(idExpr: SQL): SQL;
+    build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;
+  };
+}
+
+export type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | null>;
+
+/** Every model of an app label known only at run time, with a signature that moves when any changes. */
+export type Catalog = (ctx: ReadContext) => Promise<{ signature: string; models: ModelInfo[] }>;
+
+/** `Services.models`: every model the API can point at (`ModelRegistry` in `models/registry.ts`). */
+export interface ModelRegistry {
+  register(info: ModelInfo): void;
+  addResolver(appLabel: string, resolver: Resolver): void;
+  /** Lets readers list a run-time app label's models (GraphQL builds a type per model). */
+  addCatalog(appLabel: string, catalog: Catalog): void;
+  /** Every run-time model, and one signature over all of them. */
+  dynamicModels(ctx: ReadContext): Promise<{ signature: string; models: ModelInfo[] }>;
+  staticModels(): ModelInfo[];
+  /** Nested records for several models at once (one UNION ALL for every model with a SQL form). */
+  nestedMany(ctx: ReadContext, groups: Array<[ModelInfo, number[]]>): Promise<Map<ModelInfo, Map<number, ApiRecord>>>;
+  get(appLabel: string, model: string, ctx: ReadContext): Promise<ModelInfo | null>;
+}

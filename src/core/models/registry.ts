@@ -1,37 +1,14 @@
 /**
  * Every model the API can point at, keyed by `app_label.model`: its resource and its nested
  * form. Plugins add resolvers for labels known only at run time (custom object types).
+ * The types (`ModelInfo`, `Catalog`, the `ModelRegistry` interface) are in `core/context.ts`.
  */
-import { sql, type SQL } from "drizzle-orm";
-import type { ApiRecord, ReadContext, Resource } from "../rest/resource";
+import { sql } from "drizzle-orm";
+import type { ApiRecord, Catalog, ModelInfo, ModelRegistry as ModelRegistryApi, ReadContext, Resolver } from "../context";
 
-export interface ModelInfo {
-  appLabel: string;
-  model: string;
-  verboseName: string;
-  /** Nested representations `{id, url, display, …}` keyed by id; unknown ids are absent. */
-  nested(ctx: ReadContext, ids: number[]): Promise<Map<number, ApiRecord>>;
-  resource?: Resource;
-  /** A run-time model's own id (a custom object type's), for naming that must be stable. */
-  catalogId?: number;
-  /**
-   * The nested lookup as SQL (rows of `id` and `j`, a JSON object of the columns) plus how to
-   * build the record from one row, so several models' lookups can share one statement.
-   */
-  nestedSql?: {
-    select(ids: number[]): SQL;
-    /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */
-    selectOne?(idExpr: SQL): SQL;
-    build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;
-  };
-}
+export type { Catalog, ModelInfo } from "../context";
 
-type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | null>;
-
-/** Every model of an app label known only at run time, with a signature that moves when any changes. */
-export type Catalog = (ctx: ReadContext) => Promise<{ signature: string; models: ModelInfo[] }>;
-
-export class ModelRegistry {
+export class ModelRegistry implements ModelRegistryApi {
   #static = new Map<string, ModelInfo>();
   #resolvers = new Map<string, Resolver>();
 
