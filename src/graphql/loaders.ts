@@ -9,7 +9,7 @@ import { admitted, restrictWhere } from "../core/auth/restrict";
 import type { AuthState } from "../core/context";
 import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { choiceSets } from "../db/schema";
-import type { Entry } from "./schema";
+import type { Entry } from "./shared";
 
 /** The model label a loaded record belongs to (unions resolve their member type by it). */
 export const LABEL = Symbol("label");

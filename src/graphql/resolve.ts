@@ -13,7 +13,7 @@ import { MAX_LIMIT } from "../core/rest/query";
 export const MAX_FILTER_NESTING = 8;
 import type { ApiRecord } from "../core/rest/resource";
 import { labelled, type GraphQLContext } from "./loaders";
-import { badArgument, filterShapes, LOOKUPS, type Entry } from "./schema";
+import { badArgument, filterShapeOf, LOOKUPS, type Entry } from "./shared";
 
 /** Records of one page, primed into the request's loader so relations reuse them. */
 export async function listRecords(
@@ -65,7 +65,7 @@ async function filterWhere(
 ): Promise<SQL> {
   // SQLite refuses very deep or very large expressions: a filter past these limits is a clear error.
   if (depth > MAX_FILTER_NESTING) throw badArgument(`Filters nest at most ${MAX_FILTER_NESTING} levels (AND, OR, NOT and related filters).`);
-  const shape = filterShapes.get(type)!;
+  const shape = filterShapeOf(type);
   const terms: SQL[] = [];
   const count = (n: number) => {
     budget.terms += n;

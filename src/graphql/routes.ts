@@ -20,7 +20,8 @@ import { readBody } from "../core/http";
 import { readContext } from "../core/rest/handlers";
 import { Loaders, type GraphQLContext } from "./loaders";
 import { GRAPHQL_PAGE, GRAPHQL_PAGE_CSP } from "./page";
-import { buildSchema, customObjectNames, HOST_NAMES, type Entry } from "./schema";
+import { buildSchema, customObjectNames, HOST_NAMES } from "./schema";
+import type { Entry } from "./shared";
 
 /** The limits, documented in docs/decisions/0035-graphql.md. */
 export const GRAPHQL_LIMITS = { maxDepth: 10, maxCost: 2000, maxAliases: 30, maxTokens: 5000 } as const;

@@ -7,7 +7,6 @@
  */
 import {
   GraphQLBoolean,
-  GraphQLError,
   GraphQLFloat,
   GraphQLID,
   GraphQLInputObjectType,
@@ -30,6 +29,7 @@ import type { ApiRecord, FieldDescription, Relation, Resource } from "../core/re
 import type { FilterKind } from "../core/rest/query";
 import { LABEL, type GraphQLContext } from "./loaders";
 import { listRecords } from "./resolve";
+import { filterShapeExtensions, type Entry, type FilterShape } from "./shared";
 
 /** Root field and type names NetBox 4 gives the host models GraphQL serves. */
 export const HOST_NAMES: Record<string, { field: string; type: string }> = {
@@ -45,14 +45,6 @@ export const HOST_NAMES: Record<string, { field: string; type: string }> = {
   "users.owner": { field: "owner", type: "OwnerType" },
   "users.ownergroup": { field: "owner_group", type: "OwnerGroupType" },
 };
-
-/** A model in the schema: its label, resource and the names it is served under. */
-export interface Entry {
-  label: string;
-  resource: Resource;
-  field: string;
-  type: string;
-}
 
 const QUERY_FIELD_PREFIX = "custom_objects_";
 
@@ -115,24 +107,6 @@ const OffsetPaginationInput = new GraphQLInputObjectType({
 
 // ---- lookups --------------------------------------------------------------------------------
 
-/** GraphQL lookup names (strawberry-django's, as NetBox 4 filters use them) → Django lookups. */
-export const LOOKUPS: Record<string, string> = {
-  exact: "exact",
-  i_exact: "iexact",
-  contains: "contains",
-  i_contains: "icontains",
-  starts_with: "startswith",
-  i_starts_with: "istartswith",
-  ends_with: "endswith",
-  i_ends_with: "iendswith",
-  gt: "gt",
-  gte: "gte",
-  lt: "lt",
-  lte: "lte",
-  in_list: "in",
-  is_null: "isnull",
-};
-
 function lookupInput(name: string, value: GraphQLInputType, lookups: string[]) {
   const fields: GraphQLInputFieldConfigMap = {};
   for (const l of lookups) fields[l] = { type: l === "in_list" ? new GraphQLList(new GraphQLNonNull(value)) : l === "is_null" ? GraphQLBoolean : value };
@@ -151,14 +125,6 @@ const LOOKUP_INPUTS = {
 } satisfies Record<FilterKind | "id", GraphQLInputObjectType>;
 
 // ---- schema ---------------------------------------------------------------------------------
-
-/** Per filter input: the record keys behind its GraphQL names, and which are related filters. */
-export interface FilterShape {
-  keys: Map<string, string>;
-  related: Set<string>;
-}
-
-export const filterShapes = new WeakMap<GraphQLInputObjectType, FilterShape>();
 
 /**
  * Builds the schema for `entries` (the models the caller may view). `labelsById` names the
@@ -297,6 +263,7 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
     const shape: FilterShape = { keys: new Map(), related: new Set() };
     const type: GraphQLInputObjectType = new GraphQLInputObjectType({
       name: `${entry.type}Filter`,
+      extensions: filterShapeExtensions(shape),
       fields: () => {
         const fields: GraphQLInputFieldConfigMap = {};
         // A single relation filters on its target's fields (`site: {slug: {exact: "hq"}}`), as
@@ -326,7 +293,6 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
       },
     });
     filterTypes.set(entry.label, type);
-    filterShapes.set(type, shape);
     return type;
   }
 
@@ -354,8 +320,5 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
   }
   return new GraphQLSchema({ query: new GraphQLObjectType({ name: "Query", fields: query }) });
 }
-
-/** A clear GraphQL error for a bad argument (never a 500). */
-export const badArgument = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
 
 export type { ModelInfo };
