@@ -9,7 +9,19 @@ import { and, asc, eq, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
 import { Reusable, type Executor } from "../../db/client";
 import { jobs, outbox } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
-import { messageText, parseMessage, type TaskQueue } from "./queue";
+import type { Database } from "../../db/client";
+import type { Logger } from "../logger";
+import type { RedisClient } from "../redis-types";
+import { messageText, parseMessage } from "./message";
+
+/** What the relay uses of its {@link TaskQueue} (`queue.ts`; named here so neither file imports the other in a circle). */
+export interface RelayQueue {
+  readonly db: Database;
+  readonly redis: RedisClient;
+  readonly logger: Logger;
+  readonly keys: { readonly ready: string; readonly processing: string; readonly inflight: string; readonly delayed: string };
+  readonly visibilityTimeoutMs: number;
+}
 
 /**
  * How long a relay waits for the tasks Redis to take a batch of messages. Beyond it the rows
@@ -115,7 +127,7 @@ export class OutboxRelay {
   readonly #deferred = new Map<string, OutboxRow[]>();
 
   constructor(
-    private readonly queue: TaskQueue,
+    private readonly queue: RelayQueue,
     options: OutboxOptions = {},
   ) {
     this.relayTimeoutMs = Math.min(RELAY_TIMEOUT_MS, Math.max(1, options.relayTimeoutMs ?? RELAY_TIMEOUT_MS));

@@ -10,6 +10,7 @@ import { jobs } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import type { Logger } from "../logger";
 import type { RedisClient } from "../redis-types";
+import { nonce, parseMessage, type Message } from "./message";
 import { OutboxRelay, type OutboxOptions } from "./outbox";
 
 /** Tuning of a {@link TaskQueue}; every value has a production default. */
@@ -81,28 +82,9 @@ export interface EnqueueOptions {
   onCommit?(task: () => Promise<void>): void;
 }
 
-/** The Redis message of one attempt. `n` makes every pushed message a distinct string. */
-interface Message {
-  id: number;
-  name: string;
-  attempt: number;
-  max: number;
-  payload: unknown;
-  user: number | null;
-  /** The outbox row's idempotency key (absent in messages queued before the outbox). */
-  key?: string;
-  n: string;
-}
-
-/** A message as pushed to Redis: `fields` plus a fresh nonce. */
-export function messageText(fields: Omit<Message, "n">): string {
-  return JSON.stringify({ ...fields, n: nonce() });
-}
-
 /** Outcome of {@link TaskQueue.runOne}: nothing ready, a job ran, or a stale duplicate was dropped. */
 export type RunOutcome = "idle" | "ran" | "skipped";
 
-const nonce = () => crypto.randomUUID().slice(0, 8);
 const errorText = (e: unknown) => String((e as Error)?.message ?? e).slice(0, 2000);
 const LIVE: JobStatus[] = ["running", "pending"];
 
@@ -356,15 +338,5 @@ export class TaskQueue {
   async deadLetters(count = 100): Promise<Array<Record<string, unknown>>> {
     return (await this.redis.lrange(this.keys.dead, 0, count - 1)).map((raw) => JSON.parse(raw));
   }
-}
-
-export function parseMessage(raw: string): Message | null {
-  try {
-    const m = JSON.parse(raw) as Message;
-    if (typeof m?.id === "number" && typeof m.name === "string" && typeof m.attempt === "number" && typeof m.max === "number") return m;
-  } catch {
-    // fall through
-  }
-  return null;
 }
 
