@@ -4,6 +4,9 @@ import { PROTOTYPE_NAMES } from "../../core/limits";
 export const NAME_RE = /^[a-z0-9]+(_[a-z0-9]+)*$/;
 export const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
 
+/** The table of a custom object type (`ddl.ts` builds it; the search index names it too). */
+export const tableName = (cotId: number) => `co_${Math.trunc(cotId)}`;
+
 /** Fixed route names under the plugin base; a COT cannot take one as its slug. */
 export const RESERVED_SLUGS = new Set(["custom-object-types", "custom-object-type-fields", "linked-objects", "schema", "api", "docs"]);
 

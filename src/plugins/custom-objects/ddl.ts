@@ -6,7 +6,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
-import { NAME_RE } from "./constants";
+import { NAME_RE, tableName } from "./constants";
 import { fieldType, type SqlType } from "./field-types";
 import { dropSearchIndex, syncSearchIndex } from "./search-index";
 
@@ -18,7 +18,7 @@ export function ident(name: string): SQL {
   return sql.raw(`"${name}"`);
 }
 
-export const tableName = (cotId: number) => `co_${Math.trunc(cotId)}`;
+export { tableName } from "./constants";
 export const linkTableName = (cotId: number, fieldId: number) => `co_${Math.trunc(cotId)}_f${Math.trunc(fieldId)}_links`;
 const indexName = (cotId: number, fieldId: number, suffix: string) => `co_${Math.trunc(cotId)}_f${Math.trunc(fieldId)}_${suffix}`;
 

@@ -12,7 +12,7 @@ import { and, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { buildFilter, type FilterSpec, type ListSpec, type Lookup } from "../../core/rest/query";
 import { fieldType, type FieldRow } from "./field-types";
-import { tableName } from "./ddl";
+import { tableName } from "./constants";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 const q = (name: string) => {
