@@ -14,6 +14,7 @@ import type { HonoEnv, Services } from "./core/context";
 import { authenticate } from "./core/auth/middleware";
 import { ApiError } from "./core/errors";
 import { ModelRegistry } from "./core/models/registry";
+import { Slots } from "./core/slots";
 import { ObjectTypeRegistry } from "./core/object-types";
 import { mapConstraintError } from "./core/rest/constraints";
 import { CORE_MODELS, coreApiRoutes } from "./core/routes";
@@ -97,6 +98,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
       : null,
     periodic: [],
     startedAt: new Date(),
+    state: new Slots(),
   };
   services.tasks?.register(WEBHOOK_TASK, webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }));
   for (const m of CORE_MODELS) services.models.register(m.info);

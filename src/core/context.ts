@@ -19,6 +19,7 @@ import type { Logger } from "../services/logger";
 import type { ObjectTypeRegistry } from "./object-types";
 import type { TaskQueue } from "../services/tasks/queue";
 import type { ListSpec } from "./rest/query";
+import type { Slots } from "./slots";
 
 export interface AuthUser {
   id: number;
@@ -62,6 +63,8 @@ export interface Services {
   /** Work plugins ask to repeat (`hooks.periodic`): run beside retention by the task worker and the Workers cron. */
   periodic: Array<{ name: string; everyMs: number; run(): Promise<unknown> }>;
   startedAt: Date;
+  /** State parts keep per app (`core/slots.ts`), created with the services in `createApp`. */
+  state: Slots;
 }
 
 export type HonoEnv = { Variables: { services: Services; auth: AuthState; requestId: string } };
@@ -75,6 +78,8 @@ export interface ReadContext {
   services: Services;
   /** Scheme + host of the request, for absolute `url`s. */
   baseUrl: string;
+  /** Per-transaction state (`core/slots.ts`); every write context has one. */
+  scratch?: Slots;
 }
 
 export interface WriteContext extends ReadContext {
@@ -84,6 +89,8 @@ export interface WriteContext extends ReadContext {
   params: URLSearchParams;
   /** Runs `task` after the transaction commits (not at all on rollback). */
   onCommit?(task: () => Promise<void>): void;
+  /** This transaction's own state, created by `writeTransaction` (`core/slots.ts`). */
+  scratch: Slots;
 }
 
 export type ApiRecord = Record<string, unknown>;

@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { eq } from "drizzle-orm";
 import { objectTypes as objectTypesTable, users } from "../db/schema";
 import { clientAddress, LoginThrottle, verifyLogin } from "./auth/login";
-import { issuedKeys, groupModel, permissionModel, tokenModel, userModel } from "./auth/models";
+import { ISSUED_KEY, groupModel, permissionModel, tokenModel, userModel } from "./auth/models";
 import { ownerGroupModel, ownerModel } from "./auth/owners";
 import { requirePermission } from "./auth/permissions";
 import type { HonoEnv } from "./context";
@@ -169,7 +169,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       let key = "";
       const id = await inTransaction(c, r, async (ctx) => {
         const created = (await createChecked(ctx, r, input)).id;
-        key = issuedKeys.get(ctx) ?? "";
+        key = ctx.scratch.get(ISSUED_KEY) ?? "";
         return created;
       });
       const [record] = await r.load(readContext(c), [id]);
@@ -214,7 +214,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       let key = "";
       const id = await inTransaction(c, r, async (ctx) => {
         const created = (await createRecord(ctx, r, { ...rest, user: user.id })).id;
-        key = issuedKeys.get(ctx) ?? "";
+        key = ctx.scratch.get(ISSUED_KEY) ?? "";
         return created;
       });
       const [record] = await r.load(readContext(c), [id]);

@@ -9,6 +9,7 @@ import type { Services } from "../context";
 import type { Cache } from "../../services/cache/types";
 import { ApiError } from "../errors";
 import { hashPassword, verifyPassword } from "./passwords";
+import { slotKey } from "../slots";
 
 /** A counter of failures in a fixed window that ends at `until` (epoch ms). */
 interface Counter {
@@ -23,12 +24,9 @@ interface ThrottleState {
   locks: Map<string, Promise<unknown>>;
 }
 
-const states = new WeakMap<Services, ThrottleState>();
-const stateOf = (services: Services): ThrottleState => {
-  let state = states.get(services);
-  if (!state) states.set(services, (state = { dummy: null, locks: new Map() }));
-  return state;
-};
+/** The app's throttle state, in `Services.state`. */
+const THROTTLE_STATE = slotKey<ThrottleState>("auth.login-throttle");
+const stateOf = (services: Services): ThrottleState => services.state.ensure(THROTTLE_STATE, () => ({ dummy: null, locks: new Map() }));
 
 /**
  * Verifies `password` against `storedHash`, or, when there is no user or no usable password,

@@ -10,17 +10,17 @@ import { ApiError, notAuthenticated } from "../errors";
 import { tokenCacheKey } from "./models";
 import { loadGrants } from "./permissions";
 import { hashToken, tokenFromHeader } from "./tokens";
+import { slotKey } from "../slots";
 
 const TOKEN_CACHE_TTL_SECONDS = 30;
 /** A token's `last_used` is written at most this often per process (as NetBox: once a minute). */
 const LAST_USED_EVERY_MS = 60_000;
-/** When each token's `last_used` was last written, per app (keyed by its services). */
-const lastUsedWrites = new WeakMap<object, Map<number, number>>();
+/** When each token's `last_used` was last written, per app (in `Services.state`). */
+const LAST_USED_WRITES = slotKey<Map<number, number>>("auth.last-used-writes");
 
 /** Records that a token was used, at most once a minute; never fails the request. */
 async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number) {
-  let written = lastUsedWrites.get(services);
-  if (!written) lastUsedWrites.set(services, (written = new Map()));
+  const written = services.state.ensure(LAST_USED_WRITES, () => new Map());
   const now = Date.now();
   if (now - (written.get(tokenId) ?? 0) < LAST_USED_EVERY_MS) return;
   written.set(tokenId, now);

@@ -6,9 +6,10 @@ import type { Resource, WriteContext } from "../rest/resource";
 import { forbidden } from "../errors";
 import { ACTIONS } from "./permissions";
 import { generateToken, hashToken } from "./tokens";
+import { slotKey } from "../slots";
 
-/** Plain token keys issued inside a write, readable once by the route that answers. */
-export const issuedKeys = new WeakMap<WriteContext, string>();
+/** The plain token key issued inside a write, readable once by the route that answers. */
+export const ISSUED_KEY = slotKey<string>("auth.issued-key");
 
 /**
  * Forgets cached token lookups once the change has committed: a lookup made before the commit
@@ -146,7 +147,7 @@ const tokenModelBase = defineModel({
     const key = generateToken();
     values.keyHash = await hashToken(key);
     values.keyHint = key.slice(-4);
-    issuedKeys.set(ctx, key);
+    ctx.scratch.set(ISSUED_KEY, key);
   },
   fields: [
     { name: "user", type: "fk", column: tokens.userId, related: "users.user", required: true },

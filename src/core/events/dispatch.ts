@@ -9,6 +9,7 @@ import { eventRuleObjectTypes, eventRules } from "../../db/schema";
 import type { OutboxRow } from "../../services/tasks/outbox";
 import type { Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
+import { slotKey } from "../slots";
 import { evaluateCondition, type Condition } from "./conditions";
 
 export type ChangeAction = "create" | "update" | "delete";
@@ -63,14 +64,15 @@ interface ActiveRule {
  * (on Workers a promise must not cross requests).
  */
 export const RULES_TTL_MS = 2000;
-const ruleCache = new WeakMap<Services, { at: number; rules: ActiveRule[] }>();
+/** The app's copy of the enabled rules, in `Services.state`. */
+const RULE_CACHE = slotKey<{ at: number; rules: ActiveRule[] }>("events.rules");
 
 async function cachedRules(services: Services, db: Executor): Promise<ActiveRule[]> {
-  const hit = ruleCache.get(services);
+  const hit = services.state.get(RULE_CACHE);
   if (hit && Date.now() - hit.at < RULES_TTL_MS) return hit.rules;
   const at = Date.now();
   const rules = await readRules(db);
-  ruleCache.set(services, { at, rules });
+  services.state.set(RULE_CACHE, { at, rules });
   return rules;
 }
 
@@ -100,7 +102,8 @@ interface TransactionEvents {
   /** The transaction wrote a rule or webhook: it matches against what it sees itself. */
   rulesChanged: boolean;
 }
-const byTransaction = new WeakMap<WriteContext, TransactionEvents>();
+/** Kept in the write context's scratch for the rest of its transaction. */
+const TRANSACTION_EVENTS = slotKey<TransactionEvents>("events.transaction");
 
 const changesRules = (event: ChangeEvent) => event.appLabel === "extras" && (event.model === "eventrule" || event.model === "webhook");
 
@@ -112,18 +115,18 @@ const changesRules = (event: ChangeEvent) => event.appLabel === "extras" && (eve
  */
 export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEvent): Promise<void> {
   const services = ctx.services;
-  let state = byTransaction.get(ctx);
+  let state = ctx.scratch.get(TRANSACTION_EVENTS);
   if (!state) {
     const fresh: TransactionEvents = { rows: [], queued: new Set(), rulesChanged: false };
-    byTransaction.set(ctx, (state = fresh));
+    ctx.scratch.set(TRANSACTION_EVENTS, (state = fresh));
     ctx.onCommit?.(async () => {
-      if (fresh.rulesChanged) ruleCache.delete(services);
+      if (fresh.rulesChanged) services.state.delete(RULE_CACHE);
       services.tasks?.outbox.afterCommit(ctx.requestId, fresh.rows);
     });
   }
   if (changesRules(event)) {
     state.rulesChanged = true;
-    ruleCache.delete(services);
+    services.state.delete(RULE_CACHE);
   }
   const rules = state.rulesChanged ? await readRules(ctx.db) : await cachedRules(services, ctx.db);
   if (!rules.length) return;

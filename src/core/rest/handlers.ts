@@ -13,6 +13,7 @@ import { readJson, baseUrlOf } from "../http";
 import { pageLinks, parseListQuery, parseProjection, project } from "./query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
+import { Slots } from "../slots";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
@@ -35,7 +36,7 @@ export async function writeTransaction<T>(services: Services, meta: WriteMeta, r
   const afterCommit: Array<() => Promise<void>> = [];
   let result: T;
   try {
-    const work = (tx: WriteContext["db"]) => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task) });
+    const work = (tx: WriteContext["db"]) => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task), scratch: new Slots() });
     // Local files: concurrent writes share one transaction, a savepoint each (decision 0053).
     if (services.db.groupCommit) result = await services.db.groupCommit(work);
     else {
