@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import { ApiError } from "../../core/errors";
 import { deleteWithHooks } from "../../core/rest/handlers";
 import type { DeleteHook } from "../../core/rest/resource";
+import { slotKey } from "../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
 import type { CotRegistry } from "./models";
 import type { FieldRow } from "./values";
@@ -20,13 +21,14 @@ export function linkCondition(f: FieldRow, typeId: number, id: number) {
   return f.isPolymorphic ? sql`${idCol} = ${id} AND ${ident(`${f.name}_type`)} = ${typeId}` : sql`${idCol} = ${id}`;
 }
 
-const inProgress = new WeakMap<object, Set<string>>();
+/** `<object type id>:<id>` of the deletes under way in this transaction (its scratch). */
+const DELETING = slotKey<Set<string>>("custom-objects.deleting");
 
 export function onDeleteHook(registry: CotRegistry): DeleteHook {
   return async (ctx, target) => {
     const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model, ctx.db);
     if (!ot) return;
-    const busy = inProgress.get(ctx) ?? inProgress.set(ctx, new Set()).get(ctx)!;
+    const busy = ctx.scratch.ensure(DELETING, () => new Set());
     busy.add(`${ot.id}:${target.id}`);
     for (const { field: f, model } of await registry.fieldsPointingAt(ctx.db, ot.id)) {
       const cotId = f.customObjectTypeId;

@@ -10,7 +10,7 @@ import type { Services } from "../../core/context";
 import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
 import { applySchema, documentSlugs, type ApplyRequest } from "./schema/apply";
 import { requireCots } from "./schema/access";
-import { cotModel, fieldModel, preloadedFields } from "./types-api";
+import { cotModel, fieldModel, PRELOADED_FIELDS } from "./types-api";
 
 async function snapshot(ctx: WriteContext, slugs: string[]) {
   const cotIds = (await ctx.db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))).map((r) => r.id);
@@ -19,11 +19,11 @@ async function snapshot(ctx: WriteContext, slugs: string[]) {
     : [];
   // a type's record holds all its fields' records: the fields are loaded first and reused
   const fields = await loadPaced(ctx, fieldModel.resource, fieldIds, 100);
-  preloadedFields.set(ctx, fields);
+  ctx.scratch.set(PRELOADED_FIELDS, fields);
   try {
     return { cots: await loadPaced(ctx, cotModel.resource, cotIds, 5), fields };
   } finally {
-    preloadedFields.delete(ctx);
+    ctx.scratch.delete(PRELOADED_FIELDS);
   }
 }
 

@@ -8,6 +8,7 @@ import { ValidationError } from "../../core/errors";
 import { defineModel, resolveTags, setTags } from "../../core/models/define";
 import { parseBool } from "../../core/rest/query";
 import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
+import { slotKey } from "../../core/slots";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
 import { refuseCycle } from "./cycles";
 import { addLocalContextColumn } from "./ddl";
@@ -19,10 +20,10 @@ import type { FieldRow } from "./values";
 import { checkUniqueTogether, dropUniqueTogether, followFieldChange, normalizeTogether, setUniqueTogether } from "./schema/unique-together";
 
 /**
- * Field records already loaded in a context (by id): a type's record embeds its fields', so a
- * caller loading both (the schema change log's snapshots) serialises each field once.
+ * Field records already loaded in a transaction (by id, in its scratch): a type's record embeds
+ * its fields', so a caller loading both (the schema change log's snapshots) serialises each once.
  */
-export const preloadedFields = new WeakMap<object, Map<number, ApiRecord>>();
+export const PRELOADED_FIELDS = slotKey<Map<number, ApiRecord>>("custom-objects.preloaded-fields");
 
 export const fieldModel = defineModel({
   appLabel: APP_LABEL,
@@ -100,7 +101,7 @@ export const cotModel = defineModel({
           .orderBy(asc(customObjectTypeFields.groupName), asc(customObjectTypeFields.weight), asc(customObjectTypeFields.name))
       : [];
     // Field records the caller already loaded in this context (the schema change log) are reused.
-    const known = preloadedFields.get(ctx);
+    const known = ctx.scratch?.get(PRELOADED_FIELDS);
     const missing = fieldRows.map((f) => f.id).filter((id) => !known?.has(id));
     const loaded = new Map((missing.length ? await fieldModel.resource.load(ctx, missing) : []).map((r) => [r.id as number, r]));
     const fieldRecords = fieldRows.map((f) => known?.get(f.id) ?? loaded.get(f.id)).filter((r): r is ApiRecord => !!r);
