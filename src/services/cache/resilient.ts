@@ -18,7 +18,11 @@ export interface ResilientCacheOptions {
 }
 
 const DEFAULT_RETRY_AFTER_MS = 5_000;
-const inners = new WeakMap<Cache, Cache>();
+/** The property of a resilient cache that holds its backend (see {@link unwrapCache}). */
+const INNER = Symbol("resilient-cache.inner");
+
+/** A cache made by {@link createResilientCache}: it carries its backend. */
+type ResilientCache = Cache & { readonly [INNER]: Cache };
 
 /**
  * A cache that never throws: while the backend fails, `get` is a miss and `set`/`delete` do
@@ -59,17 +63,17 @@ export function createResilientCache(inner: Cache, options: ResilientCacheOption
     }
   };
 
-  const cache: Cache = {
+  const cache: ResilientCache = {
     backend: inner.backend,
     get: <T>(key: string) => guarded<T | null>("get", null, () => inner.get<T>(key)),
     set: (key, value, ttlSeconds) => guarded("set", undefined, () => inner.set(key, value, ttlSeconds)),
     delete: (key) => guarded("delete", undefined, () => inner.delete(key)),
+    [INNER]: inner,
   };
-  inners.set(cache, inner);
   return cache;
 }
 
 /** The backend behind a resilient cache (so a health check sees real failures), else the cache itself. */
 export function unwrapCache(cache: Cache): Cache {
-  return inners.get(cache) ?? cache;
+  return (cache as Partial<ResilientCache>)[INNER] ?? cache;
 }

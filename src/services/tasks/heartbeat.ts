@@ -16,8 +16,6 @@ export const HEARTBEAT_EVERY_MS = 5_000;
 /** A beat outlives any sensible staleness threshold, then goes (no worker for a week reads "never"). */
 const HEARTBEAT_TTL_SECONDS = 7 * 24 * 3600;
 
-const lastBeat = new WeakMap<TaskQueue, number>();
-
 /** `<prefix>:heartbeat`, next to the queue's other keys. */
 export function heartbeatKey(queue: TaskQueue): string {
   return queue.keys.ready.replace(/:ready$/, "") + ":heartbeat";
@@ -30,13 +28,13 @@ export function heartbeatKey(queue: TaskQueue): string {
  * @example void beat(queue, "bun");
  */
 export async function beat(queue: TaskQueue, runtime: "bun" | "workerd", now = Date.now()): Promise<void> {
-  const previous = lastBeat.get(queue);
+  const previous = queue.lastBeatAt;
   if (previous !== undefined && now - previous < HEARTBEAT_EVERY_MS) return;
-  lastBeat.set(queue, now);
+  queue.lastBeatAt = now;
   try {
     await queue.redis.set(heartbeatKey(queue), JSON.stringify({ at: now, runtime } satisfies Heartbeat), { ex: HEARTBEAT_TTL_SECONDS });
   } catch (e) {
-    lastBeat.delete(queue);
+    queue.lastBeatAt = undefined;
     queue.logger.debug("task worker: heartbeat not recorded", { error: String((e as Error)?.message ?? e) });
   }
 }

@@ -98,6 +98,8 @@ export class TaskQueue {
   readonly #handlers = new Map<string, JobHandler>();
   /** The transactional outbox: jobs reach Redis through it (docs/decisions/0037-tasks-outbox.md). */
   readonly outbox: OutboxRelay;
+  /** When (epoch ms) this process last recorded a worker heartbeat for this queue (`heartbeat.ts`). */
+  lastBeatAt: number | undefined = undefined;
 
   constructor(
     readonly db: Database,
