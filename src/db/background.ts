@@ -53,14 +53,13 @@ class TimedLock {
   }
 }
 
-/** When the event loop last had a turn from a long write (shared: one long write at a time). */
-let lastTurn = 0;
-
 export class BackgroundConnection {
   #client: Client | null = null;
   #opening: Promise<Client> | null = null;
   #lock = new TimedLock();
   #released: Promise<void> | null = null;
+  /** When the event loop last had a turn from this connection's long write (its lock allows one at a time). */
+  #lastTurn = 0;
 
   constructor(
     private readonly url: string,
@@ -117,7 +116,7 @@ export class BackgroundConnection {
       settle();
       throw e;
     }
-    lastTurn = performance.now();
+    this.#lastTurn = performance.now();
     /** Gives the event loop a turn once this write has held it for a slice. */
     const paced = async <T>(work: () => Promise<T>): Promise<T> => {
       await this.pace();
@@ -160,9 +159,9 @@ export class BackgroundConnection {
    * (validating a thousand fields, serialising their records) call it too.
    */
   async pace(): Promise<void> {
-    if (this.#released && performance.now() - lastTurn >= SLICE_MS) {
+    if (this.#released && performance.now() - this.#lastTurn >= SLICE_MS) {
       await turn();
-      lastTurn = performance.now();
+      this.#lastTurn = performance.now();
     }
   }
 

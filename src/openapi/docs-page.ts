@@ -148,6 +148,7 @@ function nodeModulesReader(): { resolve(name: string): string; read: FileReader 
   return { resolve: (name) => bun.resolveSync(`swagger-ui-dist/${name}`, dir), read: (path) => bun.file(path).bytes() };
 }
 
+// Module-level on purpose: a memo of files that do not change (the swagger-ui-dist assets; Bun only), no app state.
 const cached = new Map<string, Promise<DocsAsset | null>>();
 
 /** True when this runtime can serve the page (its assets are reachable). */

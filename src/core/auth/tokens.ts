@@ -4,6 +4,7 @@ export function generateToken(): string {
   return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// Module-level on purpose: a bounded pure memo (token → its SHA-256), no app state (docs/architecture.md).
 const recentHashes = new Map<string, string>();
 const RECENT_MAX = 1000;
 

@@ -10,6 +10,7 @@ import type { Checked, FieldLike, FieldRow, FilterContext } from "./types";
 type Schema = v.GenericSchema<unknown, unknown>;
 
 /** Field rows are stable within a built model, so each one's schema is built once. */
+// Module-level on purpose: a pure memo of immutable inputs (a row object → its schema), no app state (docs/architecture.md).
 const cache = new WeakMap<object, Schema>();
 export function cached(f: FieldLike, build: () => Schema): Schema {
   let s = cache.get(f);
@@ -30,6 +31,7 @@ export function jsonOf(schema: Schema): JsonSchema {
 }
 
 /** Regexes come from users: compile once per pattern and keep them. */
+// Module-level on purpose: a pure memo of immutable inputs (a pattern → its flagless RegExp), no app state (docs/architecture.md).
 const regexCache = new Map<string, RegExp | null>();
 export function compileRegex(pattern: string): RegExp | null {
   if (!regexCache.has(pattern)) {
