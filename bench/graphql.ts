@@ -12,6 +12,7 @@
 import { parseArgs } from "node:util";
 import { makeTestApp } from "../tests/helpers/app";
 import { addField, CO, makeCot } from "../tests/custom-objects/fixtures";
+import { countStatements } from "../tests/helpers/statements";
 
 const { values: opt } = parseArgs({ options: { rows: { type: "string" }, requests: { type: "string" }, rounds: { type: "string" } } });
 const ROWS = Number(opt.rows ?? 2000);
@@ -51,20 +52,6 @@ const graphql = (offset: number) => t.req("POST", "/graphql/", { body: { query: 
   if (b.data.custom_objects_bench_gql_list[0].devices.length !== 2 || !b.data.custom_objects_bench_gql_list[0].site.name) throw new Error("relations not resolved");
 }
 
-async function countStatements(fn: () => Promise<unknown>): Promise<number> {
-  let n = 0;
-  const c = t.deps.db.client as any;
-  const orig = { execute: c.execute, batch: c.batch };
-  c.execute = (...a: unknown[]) => (n++, orig.execute.apply(c, a));
-  c.batch = (stmts: unknown[], mode?: unknown) => ((n += stmts.length), orig.batch.call(c, stmts, mode));
-  try {
-    await fn();
-  } finally {
-    Object.assign(c, orig);
-  }
-  return n;
-}
-
 const samples: Record<"rest" | "graphql", number[]> = { rest: [], graphql: [] };
 const wall = { rest: 0, graphql: 0 };
 for (let i = 0; i < 30; i++) {
@@ -84,7 +71,7 @@ for (let round = 0; round < ROUNDS; round++) {
     wall[side] += performance.now() - start;
   }
 }
-const statements = { rest: await countStatements(() => rest(100)), graphql: await countStatements(() => graphql(100)) };
+const statements = { rest: await countStatements(t.deps.db, () => rest(100)), graphql: await countStatements(t.deps.db, () => graphql(100)) };
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 const line = (side: "rest" | "graphql") =>
   `${side.padEnd(8)} median ${pct(samples[side], 0.5).toFixed(2)} ms  p95 ${pct(samples[side], 0.95).toFixed(2)} ms  ${((samples[side].length / wall[side]) * 1000).toFixed(0)} req/s  ${statements[side]} statements`;

@@ -11,6 +11,7 @@ import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { countStatements } from "../helpers/statements";
 import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
 
 let t: TestApp;
@@ -21,21 +22,6 @@ export function clientFor(t: TestApp, token: string | null) {
     fetch: ((input: RequestInfo | URL, init?: RequestInit) => Promise.resolve(t.app.request(input instanceof Request ? input : String(input), init))) as typeof fetch,
     headers: token ? { authorization: `Token ${token}` } : {},
   });
-}
-
-/** SQL statements sent to the database while `fn` runs (the client's calls, counted). */
-export async function countStatements(t: TestApp, fn: () => Promise<unknown>): Promise<number> {
-  let n = 0;
-  const c = t.deps.db.client as any;
-  const orig = { execute: c.execute, batch: c.batch };
-  c.execute = (...a: unknown[]) => (n++, orig.execute.apply(c, a));
-  c.batch = (stmts: unknown[], mode?: unknown) => ((n += stmts.length), orig.batch.call(c, stmts, mode));
-  try {
-    await fn();
-  } finally {
-    Object.assign(c, orig);
-  }
-  return n;
 }
 
 let admin: GraphQLClient;
@@ -222,8 +208,8 @@ describe("batch loading: no N+1", () => {
     expect((await t.json("POST", `${CO}/batched/`, { body: rows })).status).toBe(201);
     const q = (n: number) => `{ custom_objects_batched_list(pagination: {limit: ${n}}) { name site { name tags { slug } } devices { name site { slug } } } }`;
     await admin.request(q(1)); // warm the schema cache
-    const five = await countStatements(t, () => admin.request(q(5)));
-    const fifty = await countStatements(t, () => admin.request(q(50)));
+    const five = await countStatements(t.deps.db, () => admin.request(q(5)));
+    const fifty = await countStatements(t.deps.db, () => admin.request(q(50)));
     const r = await admin.request<any>(q(50));
     expect(r.custom_objects_batched_list.length).toBe(50);
     expect(r.custom_objects_batched_list[49].devices.length).toBe(2);
