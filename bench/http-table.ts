@@ -1,0 +1,467 @@
+/**
+ * Issue 17's table over HTTP (item 7): Host against a "floor" (bare Bun + Hono + Drizzle), both as
+ * servers on 127.0.0.1, driven by wrk, with Host / floor in the same run.
+ *
+ *   npx bun bench/http-table.ts                          # 100k rows, 5 s per cell
+ *   npx bun bench/http-table.ts --rows 1000000 --duration 10
+ *
+ * Options: --rows (BENCH_ROWS, 100000), --duration seconds per wrk cell (BENCH_DURATION, 5),
+ * --connections (32), --threads (2), --batches bulk POSTs of 1,000 per side (3).
+ *
+ * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
+ * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
+ * direct SQL; a second libSQL file for the floor, with the same 20 columns in a plain table (no
+ * per-field indexes, no full-text index; one unique index on `serial`, which the type declares unique)
+ * and the same rows. Then two child processes of this script:
+ * `--serve host` (createApp over the Host file, memory cache, Bun.serve) and `--serve floor` (Hono +
+ * Drizzle over the floor file: get = one select; list = count + ORDER BY id LIMIT/OFFSET; create =
+ * INSERT … RETURNING; bulk = one transaction of 100-row inserts). Each cell runs wrk against one
+ * server then the other (the order alternates by cell); a Lua script in a temp dir draws random ids,
+ * offsets and unique POST bodies. Load = POSTs of 1,000 rows, one at a time, timed per server.
+ * RSS of each server: /proc/<pid>/status VmRSS sampled every 100 ms; idle = after start, before any
+ * request; peak = the highest sample while it served. Every child is stopped at the end.
+ */
+import { createClient } from "@libsql/client";
+import { count, eq, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/libsql";
+import { integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { Hono } from "hono";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+
+const { values: opt } = parseArgs({
+  options: {
+    serve: { type: "string" },
+    db: { type: "string" },
+    table: { type: "string" },
+    rows: { type: "string" },
+    duration: { type: "string" },
+    connections: { type: "string" },
+    threads: { type: "string" },
+    batches: { type: "string" },
+  },
+});
+const num = (raw: string | undefined, name: string, fallback: number, max: number) => {
+  const n = raw === undefined || raw === "" ? fallback : Number(raw);
+  if (!Number.isInteger(n) || n <= 0 || n > max) throw new Error(`bad value for ${name}: ${raw}`);
+  return n;
+};
+const log = (...a: unknown[]) => console.error(...a);
+
+// ---- the 20-field type (as bench/custom-objects.ts) ------------------------------------------------
+const SPEEDS = ["slow", "fast", "ludicrous"];
+const TIERS = ["bronze", "silver", "gold", "platinum"];
+const FIELDS: Record<string, unknown>[] = [
+  { name: "name", type: "text", primary: true, required: true },
+  { name: "serial", type: "text", unique: true },
+  { name: "code", type: "text", validation_regex: "^[A-Z]{2}-\\d+$" },
+  { name: "description", type: "longtext" },
+  { name: "quantity", type: "integer" },
+  { name: "ports", type: "integer", validation_minimum: 0, validation_maximum: 1024 },
+  { name: "weight", type: "decimal" },
+  { name: "price", type: "decimal", validation_minimum: 0 },
+  { name: "enabled", type: "boolean" },
+  { name: "monitored", type: "boolean", default: false },
+  { name: "installed", type: "date" },
+  { name: "expires", type: "date" },
+  { name: "last_seen", type: "datetime" },
+  { name: "homepage", type: "url" },
+  { name: "speed", type: "select", choice_set: "speeds" },
+  { name: "tier", type: "select", choice_set: "tiers" },
+  { name: "flavours", type: "multiselect", choice_set: "speeds" },
+  { name: "attrs", type: "json" },
+  { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" },
+  { name: "tenant", type: "object", related_object_type: "tenancy.tenant", on_delete_behavior: "set_null" },
+];
+
+function apiRow(i: number, tag: string, siteIds: number[], tenantIds: number[]) {
+  const d = (n: number) => new Date(Date.UTC(2020, 0, 1) + n * 86_400_000).toISOString().slice(0, 10);
+  return {
+    name: `item-${tag}${i}`,
+    serial: `SN-${tag}${i}`,
+    code: `AB-${i}`,
+    description: `Bench item ${i}: a longer text field with a few words in it.`,
+    quantity: i % 1000,
+    ports: i % 49,
+    weight: (i % 977) / 7,
+    price: (i % 5000) / 4,
+    enabled: i % 2 === 0,
+    monitored: i % 3 === 0,
+    installed: d(i % 1500),
+    expires: d(1500 + (i % 700)),
+    last_seen: new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString(),
+    homepage: `https://example.com/items/${i}`,
+    speed: SPEEDS[i % 3],
+    tier: TIERS[i % 4],
+    flavours: i % 5 === 0 ? [] : [SPEEDS[i % 3]!, SPEEDS[(i + 1) % 3]!],
+    attrs: { rack: i % 42, row: `r${i % 10}` },
+    site: siteIds[i % siteIds.length]!,
+    tenant: i % 4 === 0 ? null : tenantIds[i % tenantIds.length]!,
+  };
+}
+type ApiRow = ReturnType<typeof apiRow>;
+
+function columnsOf(r: ApiRow) {
+  return {
+    name: r.name,
+    serial: r.serial,
+    code: r.code,
+    description: r.description,
+    quantity: r.quantity,
+    ports: r.ports,
+    weight: r.weight,
+    price: r.price,
+    enabled: r.enabled ? 1 : 0,
+    monitored: r.monitored ? 1 : 0,
+    installed: r.installed,
+    expires: r.expires,
+    last_seen: r.last_seen,
+    homepage: r.homepage,
+    speed: r.speed,
+    tier: r.tier,
+    flavours: r.flavours.length ? JSON.stringify(r.flavours) : null,
+    attrs: JSON.stringify(r.attrs),
+    site_id: r.site,
+    tenant_id: r.tenant,
+  };
+}
+
+function benchTable(name: string) {
+  return sqliteTable(name, {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    created: text("created").notNull(),
+    last_updated: text("last_updated").notNull(),
+    name: text("name"),
+    serial: text("serial"),
+    code: text("code"),
+    description: text("description"),
+    quantity: integer("quantity"),
+    ports: integer("ports"),
+    weight: real("weight"),
+    price: real("price"),
+    enabled: integer("enabled"),
+    monitored: integer("monitored"),
+    installed: text("installed"),
+    expires: text("expires"),
+    last_seen: text("last_seen"),
+    homepage: text("homepage"),
+    speed: text("speed"),
+    tier: text("tier"),
+    flavours: text("flavours"),
+    attrs: text("attrs"),
+    site_id: integer("site_id"),
+    tenant_id: integer("tenant_id"),
+  });
+}
+const FLOOR_DDL = `CREATE TABLE IF NOT EXISTS bench_item (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL,
+  last_updated TEXT NOT NULL, name TEXT, serial TEXT, code TEXT, description TEXT, quantity INTEGER, ports INTEGER,
+  weight REAL, price REAL, enabled INTEGER, monitored INTEGER, installed TEXT, expires TEXT, last_seen TEXT,
+  homepage TEXT, speed TEXT, tier TEXT, flavours TEXT, attrs TEXT, site_id INTEGER, tenant_id INTEGER)`;
+
+/** Tells the parent the port, then serves until SIGTERM. */
+function announce(server: { port: number | undefined; stop(close?: boolean): unknown }) {
+  console.log(`READY ${server.port}`);
+  process.on("SIGTERM", () => {
+    server.stop(true);
+    process.exit(0);
+  });
+}
+
+// ---- child: the Host server -----------------------------------------------------------------------------
+if (opt.serve === "host") {
+  const { createApp } = await import("../src/app");
+  const { loadConfig } = await import("../src/config");
+  const { openDatabase } = await import("../src/db/local");
+  const { runMigrations } = await import("../src/db/migrate");
+  const { createCache } = await import("../src/services/cache");
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db! }, "bun");
+  const db = await openDatabase(config.database.url);
+  await runMigrations(db);
+  const cache = config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {});
+  const app = await createApp({ config, db, cache });
+  announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) }));
+  await new Promise(() => {});
+}
+
+// ---- child: the floor server -----------------------------------------------------------------------------
+if (opt.serve === "floor") {
+  const client = createClient({ url: opt.db! });
+  const orm = drizzle(client);
+  const T = benchTable("bench_item");
+  const app = new Hono();
+  app.get("/co/:id", async (c) => {
+    const [row] = await orm.select().from(T).where(eq(T.id, Number(c.req.param("id"))));
+    return row ? c.json(row) : c.json({ detail: "Not found." }, 404);
+  });
+  app.get("/co", async (c) => {
+    const limit = Math.min(1000, Number(c.req.query("limit") ?? 50) || 50);
+    const offset = Number(c.req.query("offset") ?? 0) || 0;
+    const [{ n }] = (await orm.select({ n: count() }).from(T)) as [{ n: number }];
+    const results = await orm.select().from(T).orderBy(T.id).limit(limit).offset(offset);
+    return c.json({ count: n, results });
+  });
+  app.post("/co", async (c) => {
+    const body = (await c.req.json()) as ApiRow | ApiRow[];
+    const now = new Date().toISOString();
+    if (Array.isArray(body)) {
+      const ids: number[] = [];
+      await orm.transaction(async (tx) => {
+        for (let s = 0; s < body.length; s += 100) {
+          const chunk = body.slice(s, s + 100).map((r) => ({ ...columnsOf(r), created: now, last_updated: now }));
+          ids.push(...(await tx.insert(T).values(chunk).returning({ id: T.id })).map((r) => r.id));
+        }
+      });
+      return c.json(ids, 201);
+    }
+    const [row] = await orm.insert(T).values({ ...columnsOf(body), created: now, last_updated: now }).returning();
+    return c.json(row, 201);
+  });
+  announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) }));
+  await new Promise(() => {});
+}
+
+// ---- the driver -------------------------------------------------------------------------------------------
+const ROWS = num(opt.rows ?? process.env.BENCH_ROWS, "--rows", 100_000, 5_000_000);
+const DURATION = num(opt.duration ?? process.env.BENCH_DURATION, "--duration", 5, 120);
+const CONNECTIONS = num(opt.connections, "--connections", 32, 512);
+const THREADS = num(opt.threads, "--threads", 2, 16);
+const BATCHES = num(opt.batches, "--batches", 3, 100);
+const BULK = 1000;
+const SITES = 100;
+const TENANTS = 20;
+
+const work = mkdtempSync(join(tmpdir(), "host-http-table-"));
+const hostUrl = `file:${join(work, "host.db")}`;
+const floorUrl = `file:${join(work, "floor.db")}`;
+const children: Array<ReturnType<typeof Bun.spawn>> = [];
+const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US");
+const tStart = performance.now();
+const load0 = loadavg();
+
+function rssMb(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+async function startServer(kind: "host" | "floor", url: string) {
+  const child = Bun.spawn([process.execPath, import.meta.path, "--serve", kind, "--db", url], { stdout: "pipe", stderr: "inherit" });
+  children.push(child);
+  const reader = child.stdout.getReader();
+  let buf = "";
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const r = await Promise.race([reader.read(), Bun.sleep(deadline - Date.now()).then(() => null)]);
+    if (!r || r.done) break;
+    buf += new TextDecoder().decode(r.value);
+    const m = /READY (\d+)/.exec(buf);
+    if (m) {
+      reader.releaseLock();
+      return { kind, pid: child.pid, origin: `http://127.0.0.1:${m[1]}` };
+    }
+  }
+  throw new Error(`${kind} server did not start`);
+}
+type Server = Awaited<ReturnType<typeof startServer>>;
+
+/** Samples a server's RSS every 100 ms while `fn` runs; returns fn's result and the highest sample. */
+async function sampled<T>(s: Server, fn: () => Promise<T>): Promise<[T, number]> {
+  let peak = rssMb(s.pid);
+  const timer = setInterval(() => (peak = Math.max(peak, rssMb(s.pid))), 100);
+  try {
+    return [await fn(), Math.max(peak, rssMb(s.pid))];
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function wrk(origin: string, lua: string): Promise<{ rps: number; p99: string; errors: string }> {
+  const luaPath = join(work, `s${Math.random().toString(36).slice(2)}.lua`);
+  writeFileSync(luaPath, lua);
+  const proc = Bun.spawn(["wrk", "-t", String(THREADS), "-c", String(CONNECTIONS), "-d", `${DURATION}s`, "--timeout", "5s", "--latency", "-s", luaPath, origin], { stdout: "pipe", stderr: "pipe" });
+  const kill = setTimeout(() => proc.kill(), (DURATION + 20) * 1000);
+  const out = await new Response(proc.stdout).text();
+  await proc.exited;
+  clearTimeout(kill);
+  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  if (!rps) throw new Error(`wrk failed: ${out}${await new Response(proc.stderr).text()}`);
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+  const sockErr = /Socket errors: (.*)/.exec(out);
+  const p99 = /\s99%\s+(\S+)/.exec(out);
+  return { rps: Number(rps[1]), p99: p99?.[1] ?? "?", errors: [non2xx ? `${non2xx[1]} non-2xx` : "", sockErr?.[1] ?? ""].filter(Boolean).join(", ") };
+}
+
+/** A wrk Lua script: `path(n)` builds a GET path; with `post`, a POST of `body` with __U__ made unique. */
+function luaScript(headers: Record<string, string>, pathExpr: string, post?: { path: string; body: string }) {
+  const hdr = Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join("\n");
+  const tag = Math.random().toString(36).slice(2, 8);
+  return `${hdr}
+local counter = 0
+tid = 0
+local threads_n = 0
+function setup(thread) threads_n = threads_n + 1; thread:set("tid", threads_n) end
+function init(args) math.randomseed(os.time() + (tid or 0) * 7919) end
+request = function()
+  counter = counter + 1
+${
+  post
+    ? `  local u = "${tag}-" .. tostring(tid) .. "-" .. tostring(counter)
+  local body = string.gsub(${JSON.stringify(post.body)}, "__U__", u)
+  return wrk.format("POST", ${JSON.stringify(post.path)}, nil, body)`
+    : `  return wrk.format("GET", ${pathExpr})`
+}
+end
+`;
+}
+
+try {
+  log(`bench/http-table: ${ROWS} rows, wrk -t${THREADS} -c${CONNECTIONS} -d${DURATION}s, load average ${load0.map((x) => x.toFixed(2)).join(" ")}`);
+  // ---- setup: the Host database (through the app for the schema) and the floor database ----------------
+  let t0 = performance.now();
+  const { makeTestApp } = await import("../tests/helpers/app");
+  const { addField, choiceSet, CO, makeCot } = await import("../tests/custom-objects/fixtures");
+  const t = await makeTestApp({ DATABASE_URL: hostUrl });
+  let siteIds: number[];
+  let tenantIds: number[];
+  let token: string;
+  let cotTable: string;
+  try {
+    await choiceSet(t, "speeds", SPEEDS);
+    await choiceSet(t, "tiers", TIERS);
+    const sites = await t.json("POST", "/api/dcim/sites/", { body: Array.from({ length: SITES }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
+    const tenants = await t.json("POST", "/api/tenancy/tenants/", { body: Array.from({ length: TENANTS }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })) });
+    if (sites.status !== 201 || tenants.status !== 201) throw new Error("sites/tenants setup failed");
+    siteIds = (sites.body as { id: number }[]).map((s) => s.id);
+    tenantIds = (tenants.body as { id: number }[]).map((s) => s.id);
+    const cot = await makeCot(t, "bench_item", "bench_item");
+    for (const f of FIELDS) await addField(t, cot.id, f);
+    cotTable = `co_${cot.id}`;
+    token = t.admin;
+    const T = benchTable(cotTable);
+    const now = new Date().toISOString();
+    for (let start = 0; start < ROWS; start += 10_000) {
+      await t.deps.db.orm.transaction(async (tx) => {
+        for (let s = start; s < Math.min(ROWS, start + 10_000); s += 100) {
+          const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({ ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+          await tx.insert(T).values(chunk);
+        }
+      });
+    }
+    await t.deps.db.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
+  } finally {
+    await t.deps.db.close();
+  }
+  log(`Host database: ${ROWS} rows in ${cotTable} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  t0 = performance.now();
+  {
+    const client = createClient({ url: floorUrl });
+    await client.execute("PRAGMA journal_mode=WAL");
+    await client.execute(FLOOR_DDL);
+    // The type declares `serial` unique, so a hand-written schema has that one index (SQLite counts
+    // through its smallest index, so the floor's count(*) does not scan the wide rows).
+    await client.execute("CREATE UNIQUE INDEX IF NOT EXISTS bench_item_serial ON bench_item (serial)");
+    const orm = drizzle(client);
+    const T = benchTable("bench_item");
+    const now = new Date().toISOString();
+    await orm.transaction(async (tx) => {
+      for (let s = 0; s < ROWS; s += 100) {
+        const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({ ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+        await tx.insert(T).values(chunk);
+      }
+    });
+    await client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
+    client.close();
+  }
+  log(`floor database: ${ROWS} rows (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+
+  // ---- the servers ------------------------------------------------------------------------------------------
+  const host = await startServer("host", hostUrl);
+  const floor = await startServer("floor", floorUrl);
+  await Bun.sleep(2000);
+  const idle = { host: rssMb(host.pid), floor: rssMb(floor.pid) };
+  const peak = { host: idle.host, floor: idle.floor };
+  const auth = { authorization: `Token ${token}` };
+  const paths = {
+    host: { item: `${CO}/bench_item/`, headers: { ...auth, "content-type": "application/json" } as Record<string, string> },
+    floor: { item: `/co/`, headers: { "content-type": "application/json" } as Record<string, string> },
+  };
+  // sanity: both serve row 1 with the same serial
+  const h1 = (await (await fetch(`${host.origin}${CO}/bench_item/1/`, { headers: auth })).json()) as { serial: string };
+  const f1 = (await (await fetch(`${floor.origin}/co/1`)).json()) as { serial: string };
+  if (h1.serial !== f1.serial) throw new Error(`Host and floor disagree on row 1: ${h1.serial} vs ${f1.serial}`);
+
+  const template = JSON.stringify({ ...apiRow(7, "", siteIds, tenantIds), name: "item-__U__", serial: "SN-__U__" });
+  type Cell = { label: string; unit: string; host: number; floor: number; notes: string[] };
+  const cells: Cell[] = [];
+  const floorPath = (kind: "get" | "list", expr: string) => (kind === "get" ? `"/co/" .. ${expr}` : `"/co?limit=50&offset=" .. ${expr}`);
+  const hostPath = (kind: "get" | "list", expr: string) => (kind === "get" ? `"${CO}/bench_item/" .. ${expr} .. "/"` : `"${CO}/bench_item/?limit=50&offset=" .. ${expr}`);
+  const scenarios: Array<{ label: string; kind: "get" | "list" | "post"; expr: string }> = [
+    { label: "GET by id, req/s", kind: "get", expr: `math.random(1, ${ROWS})` },
+    { label: "list 50 at a random offset, req/s", kind: "list", expr: `math.random(0, ${ROWS - 50})` },
+    { label: "POST one object, req/s", kind: "post", expr: "" },
+    { label: "list 50 at an offset ≤ 950, req/s", kind: "list", expr: `math.random(0, 950)` },
+  ];
+  for (const [i, s] of scenarios.entries()) {
+    const cell: Cell = { label: s.label, unit: "req/s", host: 0, floor: 0, notes: [] };
+    for (const server of i % 2 === 0 ? [host, floor] : [floor, host]) {
+      const k = server.kind as "host" | "floor";
+      const lua =
+        s.kind === "post"
+          ? luaScript(paths[k].headers, "", { path: k === "host" ? paths.host.item : "/co", body: template })
+          : luaScript(k === "host" ? auth : {}, (k === "host" ? hostPath : floorPath)(s.kind, s.expr));
+      const [r, pk] = await sampled(server, () => wrk(server.origin, lua));
+      peak[k] = Math.max(peak[k], pk);
+      cell[k] = r.rps;
+      if (r.errors) cell.notes.push(`${k}: ${r.errors}`);
+      log(`  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99}${r.errors ? ` (${r.errors})` : ""}`);
+    }
+    cells.push(cell);
+  }
+
+  // ---- load: POSTs of 1,000 rows, one at a time, per server ----------------------------------------------------
+  const load: Cell = { label: `load in batches of ${BULK.toLocaleString("en-US")} (${BATCHES} batches), rows/s`, unit: "rows/s", host: 0, floor: 0, notes: [] };
+  for (const server of [floor, host]) {
+    const k = server.kind as "host" | "floor";
+    const url = k === "host" ? `${host.origin}${CO}/bench_item/` : `${floor.origin}/co`;
+    const [ms, pk] = await sampled(server, async () => {
+      let total = 0;
+      for (let b = 0; b < BATCHES; b++) {
+        const body = JSON.stringify(Array.from({ length: BULK }, (_, j) => apiRow(ROWS + b * BULK + j, `bulk-${k}-`, siteIds, tenantIds)));
+        const s0 = performance.now();
+        const res = await fetch(url, { method: "POST", headers: paths[k].headers, body, signal: AbortSignal.timeout(120_000) });
+        const text = await res.text();
+        total += performance.now() - s0;
+        if (res.status !== 201) throw new Error(`${k} bulk POST: ${res.status} ${text.slice(0, 300)}`);
+      }
+      return total;
+    });
+    peak[k] = Math.max(peak[k], pk);
+    load[k] = (BATCHES * BULK) / (ms / 1000);
+    log(`  load — ${k}: ${load[k].toFixed(0)} rows/s`);
+  }
+  cells.splice(3, 0, load);
+
+  // ---- report ---------------------------------------------------------------------------------------------------
+  const load1 = loadavg();
+  const cpu = cpus();
+  console.log(`\n### bench/http-table — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, ${ROWS.toLocaleString("en-US")} rows`);
+  console.log(
+    `bun ${Bun.version}, ${cpu.length} × ${cpu[0]?.model ?? "?"}; wrk -t${THREADS} -c${CONNECTIONS} -d${DURATION}s per cell, Host and floor alternating; load average ${load0[0]!.toFixed(2)} before, ${load1[0]!.toFixed(2)} after; ${((performance.now() - tStart) / 1000).toFixed(0)} s in all\n`,
+  );
+  console.log("| operation | Host | floor | Host / floor |");
+  console.log("|---|---|---|---|");
+  for (const c of cells) console.log(`| ${c.label} | ${fmtInt(c.host)} | ${fmtInt(c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} |`);
+  console.log(`| RSS idle / peak, MB | ${idle.host.toFixed(0)} / ${peak.host.toFixed(0)} | ${idle.floor.toFixed(0)} / ${peak.floor.toFixed(0)} | |`);
+} finally {
+  for (const c of children) {
+    c.kill();
+    await Promise.race([c.exited, Bun.sleep(5000)]);
+    if (c.exitCode === null && c.signalCode === null) c.kill(9);
+  }
+  rmSync(work, { recursive: true, force: true });
+}
