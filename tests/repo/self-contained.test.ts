@@ -1,6 +1,6 @@
 /**
- * The repository stands alone: a plain clone has no `../shared` beside it, so nothing the suite,
- * the tools or the README use may point there. The example documents live in `examples/`.
+ * The repository stands alone: a plain clone has no sibling folder beside it, so nothing the
+ * suite, the tools or the README use may point outside the checkout. The example documents live in `examples/`.
  */
 import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -8,7 +8,8 @@ import { join, relative } from "node:path";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const SELF = relative(ROOT, import.meta.path);
-// `../shared`, `"..", "shared"` and the like: a path that leaves the checkout for its sibling.
+// A parent-directory path to the sibling folder, in slash or `join("..", …)` spelling: a path
+// that leaves the checkout.
 const OUTSIDE = /\.\.(?:["'`]?\s*[,/]\s*["'`]?\.\.)*["'`]?\s*[,/]\s*["'`]?shared\b/;
 
 function files(dir: string): string[] {
@@ -19,7 +20,7 @@ function files(dir: string): string[] {
 }
 
 describe("self-contained repository", () => {
-  test("tests, sources, tools, benchmarks and the README never read ../shared", () => {
+  test("tests, sources, tools, benchmarks and the README never read the sibling folder", () => {
     const offenders = [...["src", "tests", "tools", "bench", ".ci"].flatMap((d) => (existsSync(join(ROOT, d)) ? files(join(ROOT, d)) : [])), join(ROOT, "README.md")]
       .map((p) => relative(ROOT, p))
       .filter((p) => p !== SELF && OUTSIDE.test(readFileSync(join(ROOT, p), "utf8")));
