@@ -30,13 +30,13 @@
  * site), and measures linked-objects/ for that site.
  */
 import { and, count, eq, inArray, sql } from "drizzle-orm";
-import { integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { Hono } from "hono";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
 import { customObjectTypeFields, objectTypes } from "../src/db/schema";
 import { makeTestApp, type TestApp } from "../tests/helpers/app";
 import { addField, choiceSet, CO, makeCot } from "../tests/custom-objects/fixtures";
+import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
 
 // ---- options --------------------------------------------------------------------------------------
 const { values: opt } = parseArgs({
@@ -170,119 +170,11 @@ async function countStatements(client: import("@libsql/client").Client, fn: () =
   return n;
 }
 
-// ---- the 20-field COT ------------------------------------------------------------------------------
-const SPEEDS = ["slow", "fast", "ludicrous"];
-const TIERS = ["bronze", "silver", "gold", "platinum"];
-const FIELDS: Record<string, unknown>[] = [
-  { name: "name", type: "text", primary: true, required: true },
-  { name: "serial", type: "text", unique: true },
-  { name: "code", type: "text", validation_regex: "^[A-Z]{2}-\\d+$" },
-  { name: "description", type: "longtext" },
-  { name: "quantity", type: "integer" },
-  { name: "ports", type: "integer", validation_minimum: 0, validation_maximum: 1024 },
-  { name: "weight", type: "decimal" },
-  { name: "price", type: "decimal", validation_minimum: 0 },
-  { name: "enabled", type: "boolean" },
-  { name: "monitored", type: "boolean", default: false },
-  { name: "installed", type: "date" },
-  { name: "expires", type: "date" },
-  { name: "last_seen", type: "datetime" },
-  { name: "homepage", type: "url" },
-  { name: "speed", type: "select", choice_set: "speeds" },
-  { name: "tier", type: "select", choice_set: "tiers" },
-  { name: "flavours", type: "multiselect", choice_set: "speeds" },
-  { name: "attrs", type: "json" },
-  { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" },
-  { name: "tenant", type: "object", related_object_type: "tenancy.tenant", on_delete_behavior: "set_null" },
-];
-
-/** The API body of row `i` (sites/tenants are ids). */
-function apiRow(i: number, tag: string, siteIds: number[], tenantIds: number[]) {
-  const d = (n: number) => new Date(Date.UTC(2020, 0, 1) + n * 86_400_000).toISOString().slice(0, 10);
-  return {
-    name: `item-${tag}${i}`,
-    serial: `SN-${tag}${i}`,
-    code: `AB-${i}`,
-    description: `Bench item ${i}: a longer text field with a few words in it.`,
-    quantity: i % 1000,
-    ports: i % 49,
-    weight: (i % 977) / 7,
-    price: (i % 5000) / 4,
-    enabled: i % 2 === 0,
-    monitored: i % 3 === 0,
-    installed: d(i % 1500),
-    expires: d(1500 + (i % 700)),
-    last_seen: new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString(),
-    homepage: `https://example.com/items/${i}`,
-    speed: SPEEDS[i % 3],
-    tier: TIERS[i % 4],
-    flavours: i % 5 === 0 ? [] : [SPEEDS[i % 3]!, SPEEDS[(i + 1) % 3]!],
-    attrs: { rack: i % 42, row: `r${i % 10}` },
-    site: siteIds[i % siteIds.length]!,
-    tenant: i % 4 === 0 ? null : tenantIds[i % tenantIds.length]!,
-  };
-}
-
-/** The same row as stored column values (what the app's encoders produce). */
-function columnsOf(r: ReturnType<typeof apiRow>) {
-  return {
-    name: r.name,
-    serial: r.serial,
-    code: r.code,
-    description: r.description,
-    quantity: r.quantity,
-    ports: r.ports,
-    weight: r.weight,
-    price: r.price,
-    enabled: r.enabled ? 1 : 0,
-    monitored: r.monitored ? 1 : 0,
-    installed: r.installed,
-    expires: r.expires,
-    last_seen: r.last_seen,
-    homepage: r.homepage,
-    speed: r.speed,
-    tier: r.tier,
-    flavours: r.flavours.length ? JSON.stringify(r.flavours) : null,
-    attrs: JSON.stringify(r.attrs),
-    site_id: r.site,
-    tenant_id: r.tenant,
-  };
-}
-
-/** A hand-written Drizzle table for `co_<id>`: what a bare Hono + Drizzle app would declare. */
-function benchTable(cotId: number) {
-  return sqliteTable(`co_${cotId}`, {
-    id: integer("id").primaryKey({ autoIncrement: true }),
-    created: text("created").notNull(),
-    last_updated: text("last_updated").notNull(),
-    name: text("name"),
-    serial: text("serial"),
-    code: text("code"),
-    description: text("description"),
-    quantity: integer("quantity"),
-    ports: integer("ports"),
-    weight: real("weight"),
-    price: real("price"),
-    enabled: integer("enabled"),
-    monitored: integer("monitored"),
-    installed: text("installed"),
-    expires: text("expires"),
-    last_seen: text("last_seen"),
-    homepage: text("homepage"),
-    speed: text("speed"),
-    tier: text("tier"),
-    flavours: text("flavours"),
-    attrs: text("attrs"),
-    site_id: integer("site_id"),
-    tenant_id: integer("tenant_id"),
-  });
-}
-
 // ---- the baseline app ---------------------------------------------------------------------------------
 /** Bare Hono + Drizzle over the same Database: no auth, no registry, no serialisation beyond c.json. */
 function baselineApp(t: TestApp, cotId: number, siteTypeId: number) {
   const orm = t.deps.db.orm;
-  const T = benchTable(cotId);
+  const T = benchTable(`co_${cotId}`);
   const app = new Hono();
   const pageOf = (c: { req: { query(k: string): string | undefined } }) => ({
     limit: Math.min(1000, Number(c.req.query("limit") ?? 50) || 50),
@@ -423,7 +315,7 @@ try {
   const httpRows = LOAD === "http" ? ROWS : Math.min(HTTP_SAMPLE_ROWS, Math.floor(ROWS / 2));
   const sqlRows = ROWS - httpRows;
   t0 = performance.now();
-  const T = benchTable(cot.id);
+  const T = benchTable(`co_${cot.id}`);
   const now = new Date().toISOString();
   await db.orm.transaction(async (tx) => {
     for (let start = 0; start < sqlRows; start += 100) {

@@ -24,12 +24,12 @@
 import { createClient } from "@libsql/client";
 import { count, eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/libsql";
-import { integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { Hono } from "hono";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
 
 const { values: opt } = parseArgs({
   options: {
@@ -50,111 +50,6 @@ const num = (raw: string | undefined, name: string, fallback: number, max: numbe
 };
 const log = (...a: unknown[]) => console.error(...a);
 
-// ---- the 20-field type (as bench/custom-objects.ts) ------------------------------------------------
-const SPEEDS = ["slow", "fast", "ludicrous"];
-const TIERS = ["bronze", "silver", "gold", "platinum"];
-const FIELDS: Record<string, unknown>[] = [
-  { name: "name", type: "text", primary: true, required: true },
-  { name: "serial", type: "text", unique: true },
-  { name: "code", type: "text", validation_regex: "^[A-Z]{2}-\\d+$" },
-  { name: "description", type: "longtext" },
-  { name: "quantity", type: "integer" },
-  { name: "ports", type: "integer", validation_minimum: 0, validation_maximum: 1024 },
-  { name: "weight", type: "decimal" },
-  { name: "price", type: "decimal", validation_minimum: 0 },
-  { name: "enabled", type: "boolean" },
-  { name: "monitored", type: "boolean", default: false },
-  { name: "installed", type: "date" },
-  { name: "expires", type: "date" },
-  { name: "last_seen", type: "datetime" },
-  { name: "homepage", type: "url" },
-  { name: "speed", type: "select", choice_set: "speeds" },
-  { name: "tier", type: "select", choice_set: "tiers" },
-  { name: "flavours", type: "multiselect", choice_set: "speeds" },
-  { name: "attrs", type: "json" },
-  { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" },
-  { name: "tenant", type: "object", related_object_type: "tenancy.tenant", on_delete_behavior: "set_null" },
-];
-
-function apiRow(i: number, tag: string, siteIds: number[], tenantIds: number[]) {
-  const d = (n: number) => new Date(Date.UTC(2020, 0, 1) + n * 86_400_000).toISOString().slice(0, 10);
-  return {
-    name: `item-${tag}${i}`,
-    serial: `SN-${tag}${i}`,
-    code: `AB-${i}`,
-    description: `Bench item ${i}: a longer text field with a few words in it.`,
-    quantity: i % 1000,
-    ports: i % 49,
-    weight: (i % 977) / 7,
-    price: (i % 5000) / 4,
-    enabled: i % 2 === 0,
-    monitored: i % 3 === 0,
-    installed: d(i % 1500),
-    expires: d(1500 + (i % 700)),
-    last_seen: new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString(),
-    homepage: `https://example.com/items/${i}`,
-    speed: SPEEDS[i % 3],
-    tier: TIERS[i % 4],
-    flavours: i % 5 === 0 ? [] : [SPEEDS[i % 3]!, SPEEDS[(i + 1) % 3]!],
-    attrs: { rack: i % 42, row: `r${i % 10}` },
-    site: siteIds[i % siteIds.length]!,
-    tenant: i % 4 === 0 ? null : tenantIds[i % tenantIds.length]!,
-  };
-}
-type ApiRow = ReturnType<typeof apiRow>;
-
-function columnsOf(r: ApiRow) {
-  return {
-    name: r.name,
-    serial: r.serial,
-    code: r.code,
-    description: r.description,
-    quantity: r.quantity,
-    ports: r.ports,
-    weight: r.weight,
-    price: r.price,
-    enabled: r.enabled ? 1 : 0,
-    monitored: r.monitored ? 1 : 0,
-    installed: r.installed,
-    expires: r.expires,
-    last_seen: r.last_seen,
-    homepage: r.homepage,
-    speed: r.speed,
-    tier: r.tier,
-    flavours: r.flavours.length ? JSON.stringify(r.flavours) : null,
-    attrs: JSON.stringify(r.attrs),
-    site_id: r.site,
-    tenant_id: r.tenant,
-  };
-}
-
-function benchTable(name: string) {
-  return sqliteTable(name, {
-    id: integer("id").primaryKey({ autoIncrement: true }),
-    created: text("created").notNull(),
-    last_updated: text("last_updated").notNull(),
-    name: text("name"),
-    serial: text("serial"),
-    code: text("code"),
-    description: text("description"),
-    quantity: integer("quantity"),
-    ports: integer("ports"),
-    weight: real("weight"),
-    price: real("price"),
-    enabled: integer("enabled"),
-    monitored: integer("monitored"),
-    installed: text("installed"),
-    expires: text("expires"),
-    last_seen: text("last_seen"),
-    homepage: text("homepage"),
-    speed: text("speed"),
-    tier: text("tier"),
-    flavours: text("flavours"),
-    attrs: text("attrs"),
-    site_id: integer("site_id"),
-    tenant_id: integer("tenant_id"),
-  });
-}
 const FLOOR_DDL = `CREATE TABLE IF NOT EXISTS bench_item (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL,
   last_updated TEXT NOT NULL, name TEXT, serial TEXT, code TEXT, description TEXT, quantity INTEGER, ports INTEGER,
   weight REAL, price REAL, enabled INTEGER, monitored INTEGER, installed TEXT, expires TEXT, last_seen TEXT,
@@ -203,7 +98,7 @@ if (opt.serve === "floor") {
     return c.json({ count: n, results });
   });
   app.post("/co", async (c) => {
-    const body = (await c.req.json()) as ApiRow | ApiRow[];
+    const body = (await c.req.json()) as ReturnType<typeof apiRow> | ReturnType<typeof apiRow>[];
     const now = new Date().toISOString();
     if (Array.isArray(body)) {
       const ids: number[] = [];
