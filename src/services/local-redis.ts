@@ -95,6 +95,21 @@ async function answersPing(port: number, timeoutMs: number): Promise<boolean> {
 }
 
 /**
+ * Waits until redis-server on `port` answers PING; throws when `exitedEarly` says why it stopped
+ * (its text goes in the message) or when `timeoutMs` passes.
+ */
+async function awaitPing(port: number, timeoutMs: number, exitedEarly: () => string | null): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const why = exitedEarly();
+    if (why) throw new Error(`redis-server exited early (${why})`);
+    if (await answersPing(port, 500)) return;
+    await Bun.sleep(25);
+  }
+  throw new Error(`redis-server did not answer PING within ${timeoutMs} ms`);
+}
+
+/**
  * Starts redis-server and the bridge with a random token, or returns null when no redis-server
  * binary is available. Throws when the server starts but never answers.
  * @example const stack = await startLocalRedisStack(); if (stack) env.REDIS_CACHING_URL = stack.url;
@@ -160,14 +175,7 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
   };
 
   try {
-    const deadline = Date.now() + startTimeoutMs;
-    let ready = false;
-    while (!ready && Date.now() < deadline) {
-      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`redis-server exited early (code ${proc.exitCode ?? proc.signalCode})`);
-      ready = await answersPing(port, 500);
-      if (!ready) await Bun.sleep(25);
-    }
-    if (!ready) throw new Error(`redis-server did not answer PING within ${startTimeoutMs} ms`);
+    await awaitPing(port, startTimeoutMs, () => (proc.exitCode !== null || proc.signalCode !== null ? `code ${proc.exitCode ?? proc.signalCode}` : null));
     const redisUrl = `redis://127.0.0.1:${port}`;
     const token = `local-${crypto.randomUUID()}`;
     bridge = await startRedisBridge({ redisUrl, token });
@@ -277,14 +285,7 @@ async function startPersistent(bin: string, dir: string, startTimeoutMs: number)
   };
 
   try {
-    const deadline = Date.now() + startTimeoutMs;
-    let ready = false;
-    while (!ready && Date.now() < deadline) {
-      if (exited()) throw new Error(`redis-server exited early (see ${join(dir, "redis.log")})`);
-      ready = await answersPing(port, 500);
-      if (!ready) await Bun.sleep(25);
-    }
-    if (!ready) throw new Error(`redis-server did not answer PING within ${startTimeoutMs} ms`);
+    await awaitPing(port, startTimeoutMs, () => (exited() ? `see ${join(dir, "redis.log")}` : null));
     const redisUrl = `redis://127.0.0.1:${port}`;
     const token = `local-${crypto.randomUUID()}`;
     bridge = await startRedisBridge({ redisUrl, token });

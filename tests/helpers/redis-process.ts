@@ -3,10 +3,10 @@
  * (append-only file) or empty (a fresh directory): the tasks Redis faults of the outbox tests.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../../tools/dev-stack";
+import { ping } from "./redis-server";
 
 const REDIS_BIN = process.env.REDIS_SERVER_BIN ?? "redis-server";
 const START_TIMEOUT_MS = 10_000;
@@ -41,25 +41,6 @@ process.on("exit", () => {
     }
   }
 });
-
-function ping(port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: "127.0.0.1", port });
-    let answer = "";
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(ok);
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    socket.once("error", () => done(false));
-    socket.once("connect", () => socket.write("PING\r\n"));
-    socket.on("data", (chunk) => {
-      answer += chunk.toString();
-      if (answer.includes("\r\n")) done(answer.startsWith("+PONG"));
-    });
-  });
-}
 
 /**
  * Starts redis-server on a free loopback port with append-only persistence (`appendfsync

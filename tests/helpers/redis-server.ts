@@ -46,7 +46,7 @@ function installExitHook(): void {
 }
 
 // Sends PING over a raw socket; true on +PONG (or NOAUTH: up, but password-protected).
-function ping(port: number, timeoutMs: number): Promise<boolean> {
+export function ping(port: number, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host: "127.0.0.1", port });
     let answer = "";
