@@ -118,7 +118,8 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
       body = await readBody(c);
     }
     const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
-    const graphql: GraphQLContext = { ctx: readContext(c), auth: c.var.auth, loaders: new Loaders(readContext(c), c.var.auth) };
+    const ctx = readContext(c);
+    const graphql: GraphQLContext = { ctx, auth: c.var.auth, loaders: new Loaders(ctx, c.var.auth) };
     return yoga.fetch(request, { schema: await schemaFor(c), graphql });
   });
   app.all("/", () => {

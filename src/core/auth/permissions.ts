@@ -40,11 +40,6 @@ export interface Grants {
   constraints: Map<string, Record<string, unknown>[]>;
 }
 
-/** Every codename granted to a user through enabled permissions (direct or via groups). */
-export async function loadPermissions(db: Executor, userId: number): Promise<Set<string>> {
-  return (await loadGrants(db, userId)).permissions;
-}
-
 /** Codenames and their constraints (NetBox: an unconstrained grant lifts every constraint). */
 export async function loadGrants(db: Executor, userId: number): Promise<Grants> {
   const groupIds = db.select({ id: userGroups.groupId }).from(userGroups).where(eq(userGroups.userId, userId));

@@ -4,16 +4,13 @@
  * permissions for one action OR together, and any unconstrained grant lifts the restriction.
  * `restrictWhere` is the one place that says which rows of a model a caller may act on.
  */
-import { and, eq, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { and, eq, or, sql, type SQL } from "drizzle-orm";
 import type { AuthState, AuthUser } from "../context";
 import { ApiError, forbidden, notFound } from "../errors";
 import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
 import type { ReadContext, Resource } from "../rest/resource";
-import { codename, type Action } from "./permissions";
-export { constraintSets } from "./permissions";
+import { codename, type Action, type ConstraintSet } from "./permissions";
 
-import type { ConstraintSet } from "./permissions";
-export type { ConstraintSet };
 
 /** Django lookup names (as NetBox constraints are written) mapped to our filter lookups. */
 const DJANGO_LOOKUPS: Record<string, Lookup | "in" | "isnull"> = {
@@ -218,7 +215,6 @@ export async function requireAfterWrite(ctx: ReadContext, auth: AuthState, actio
   }
 }
 
-export type { SQLWrapper };
 
 /**
  * Hides related objects the caller may not view: a nested object outside their view

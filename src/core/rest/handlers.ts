@@ -187,9 +187,13 @@ async function ensureExists(ctx: WriteContext, resource: Resource, id: number, a
   if (action) await requireObject(ctx, ctx.auth, action, resource, id, missing);
 }
 
-/** Deletes one object after its delete hooks (which may cascade); every deletion is logged. */
-export async function deleteWithHooks(ctx: WriteContext, resource: Resource, id: number) {
-  await ensureExists(ctx, resource, id);
+/**
+ * Deletes one object after its delete hooks (which may cascade); every deletion is logged.
+ * `checkAs: "delete"` (the routes) also holds the caller to their delete constraints; cascades
+ * pass nothing, as NetBox's do.
+ */
+export async function deleteWithHooks(ctx: WriteContext, resource: Resource, id: number, checkAs?: "delete") {
+  await ensureExists(ctx, resource, id, checkAs);
   const [before] = await resource.load(ctx, [id]);
   for (const hook of ctx.services.deleteHooks) await hook(ctx, { appLabel: resource.appLabel, model: resource.model, id });
   await resource.delete(ctx, id);
@@ -282,8 +286,7 @@ export function mountResource(
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await ensureExists(ctx, r, id, "delete");
-        await deleteWithHooks(ctx, r, id);
+        await deleteWithHooks(ctx, r, id, "delete");
       }),
     );
     return c.body(null, 204);
@@ -293,8 +296,7 @@ export function mountResource(
     await requirePermission(c, "delete", r);
     const id = parseId(c.req.param("id"));
     await inTransaction(c, r, async (ctx) => {
-      await ensureExists(ctx, r, id, "delete");
-      await deleteWithHooks(ctx, r, id);
+      await deleteWithHooks(ctx, r, id, "delete");
     });
     return c.body(null, 204);
   });
