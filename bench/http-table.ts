@@ -6,7 +6,8 @@
  *   npx bun bench/http-table.ts --rows 1000000 --duration 10
  *
  * Options: --rows (BENCH_ROWS, 100000), --duration seconds per wrk cell (BENCH_DURATION, 5),
- * --connections (32), --threads (2), --batches bulk POSTs of 1,000 per side (3).
+ * --connections (32), --threads (2), --batches bulk POSTs of 1,000 per side (3), --only cells to run,
+ * comma-separated among get, list, post, list950, load (all by default; e.g. `--only post,load`).
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
  * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
@@ -41,6 +42,7 @@ const { values: opt } = parseArgs({
     connections: { type: "string" },
     threads: { type: "string" },
     batches: { type: "string" },
+    only: { type: "string" },
   },
 });
 const num = (raw: string | undefined, name: string, fallback: number, max: number) => {
@@ -124,6 +126,9 @@ const CONNECTIONS = num(opt.connections, "--connections", 32, 512);
 const THREADS = num(opt.threads, "--threads", 2, 16);
 const BATCHES = num(opt.batches, "--batches", 3, 100);
 const BULK = 1000;
+const CELLS = ["get", "list", "post", "list950", "load"];
+const ONLY = new Set((opt.only ?? CELLS.join(",")).split(",").map((x) => x.trim()).filter(Boolean));
+for (const c of ONLY) if (!CELLS.includes(c)) throw new Error(`bad value for --only: ${c} (one of ${CELLS.join(", ")})`);
 const SITES = 100;
 const TENANTS = 20;
 
@@ -295,13 +300,14 @@ try {
   const cells: Cell[] = [];
   const floorPath = (kind: "get" | "list", expr: string) => (kind === "get" ? `"/co/" .. ${expr}` : `"/co?limit=50&offset=" .. ${expr}`);
   const hostPath = (kind: "get" | "list", expr: string) => (kind === "get" ? `"${CO}/bench_item/" .. ${expr} .. "/"` : `"${CO}/bench_item/?limit=50&offset=" .. ${expr}`);
-  const scenarios: Array<{ label: string; kind: "get" | "list" | "post"; expr: string }> = [
-    { label: "GET by id, req/s", kind: "get", expr: `math.random(1, ${ROWS})` },
-    { label: "list 50 at a random offset, req/s", kind: "list", expr: `math.random(0, ${ROWS - 50})` },
-    { label: "POST one object, req/s", kind: "post", expr: "" },
-    { label: "list 50 at an offset ≤ 950, req/s", kind: "list", expr: `math.random(0, 950)` },
+  const scenarios: Array<{ id: string; label: string; kind: "get" | "list" | "post"; expr: string }> = [
+    { id: "get", label: "GET by id, req/s", kind: "get", expr: `math.random(1, ${ROWS})` },
+    { id: "list", label: "list 50 at a random offset, req/s", kind: "list", expr: `math.random(0, ${ROWS - 50})` },
+    { id: "post", label: "POST one object, req/s", kind: "post", expr: "" },
+    { id: "list950", label: "list 50 at an offset ≤ 950, req/s", kind: "list", expr: `math.random(0, 950)` },
   ];
   for (const [i, s] of scenarios.entries()) {
+    if (!ONLY.has(s.id)) continue;
     const cell: Cell = { label: s.label, unit: "req/s", host: 0, floor: 0, notes: [] };
     for (const server of i % 2 === 0 ? [host, floor] : [floor, host]) {
       const k = server.kind as "host" | "floor";
@@ -320,7 +326,7 @@ try {
 
   // ---- load: POSTs of 1,000 rows, one at a time, per server ----------------------------------------------------
   const load: Cell = { label: `load in batches of ${BULK.toLocaleString("en-US")} (${BATCHES} batches), rows/s`, unit: "rows/s", host: 0, floor: 0, notes: [] };
-  for (const server of [floor, host]) {
+  for (const server of ONLY.has("load") ? [floor, host] : []) {
     const k = server.kind as "host" | "floor";
     const url = k === "host" ? `${host.origin}${CO}/bench_item/` : `${floor.origin}/co`;
     const [ms, pk] = await sampled(server, async () => {
@@ -339,7 +345,11 @@ try {
     load[k] = (BATCHES * BULK) / (ms / 1000);
     log(`  load — ${k}: ${load[k].toFixed(0)} rows/s`);
   }
-  cells.splice(3, 0, load);
+  // after the POST cell, where the full table has it
+  if (ONLY.has("load")) {
+    const at = cells.findIndex((c) => c.label.startsWith("list 50 at an offset ≤"));
+    cells.splice(at === -1 ? cells.length : at, 0, load);
+  }
 
   // ---- report ---------------------------------------------------------------------------------------------------
   const load1 = loadavg();
