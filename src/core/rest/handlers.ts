@@ -13,6 +13,7 @@ import { readJson, baseUrlOf } from "../http";
 import { pageLinks, parseListQuery, parseProjection, project } from "./query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
+import { anchoredPageIds } from "./page-anchors";
 import { Slots } from "../slots";
 
 export function readContext(c: Ctx): ReadContext {
@@ -115,14 +116,21 @@ export async function listRecords(c: Ctx, resource: Resource) {
     .where(q.where)) as [{ n: number }];
   let results: ApiRecord[] = [];
   if (n > q.offset) {
-    const idRows = await db
-      .select({ id: sql<number>`${resource.list.idExpr}` })
-      .from(resource.table)
-      .where(q.where)
-      .orderBy(...q.orderBy)
-      .limit(q.limit)
-      .offset(q.offset);
-    results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, idRows.map((r) => Number(r.id))));
+    const anchored = q.idOrder
+      ? await anchoredPageIds(ctx.services, db, { table: resource.table, idExpr: resource.list.idExpr, where: q.where, direction: q.idOrder, limit: q.limit, offset: q.offset })
+      : null;
+    const ids =
+      anchored ??
+      (
+        await db
+          .select({ id: sql<number>`${resource.list.idExpr}` })
+          .from(resource.table)
+          .where(q.where)
+          .orderBy(...q.orderBy)
+          .limit(q.limit)
+          .offset(q.offset)
+      ).map((r) => Number(r.id));
+    results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
   }
   return c.json({ count: n, ...pageLinks(url, n, q.limit, q.offset), results: project(results, q.projection, resource.briefFields) });
 }

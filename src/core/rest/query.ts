@@ -81,6 +81,8 @@ export const MAX_LIMIT = 1000;
 export interface ListQuery {
   where: SQL | undefined;
   orderBy: SQL[];
+  /** Set when the list is ordered by its id alone (deep pages can then seek: `page-anchors.ts`). */
+  idOrder?: "asc" | "desc";
   limit: number;
   offset: number;
   projection: Projection;
@@ -279,8 +281,10 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     orderBy.push(term.startsWith("-") ? desc(expr as any) : asc(expr as any));
   }
   if (!hasId) orderBy.push(asc(spec.idExpr as any)); // stable pages
+  const only = ordering.length === 1 && own(spec.orderings, ordering[0]!.replace(/^-/, "")) === spec.idExpr ? ordering[0]! : null;
+  const idOrder = only === null ? undefined : only.startsWith("-") ? ("desc" as const) : ("asc" as const);
 
-  return { where: conditions.length ? and(...conditions) : undefined, orderBy, ...parsePaging(params), projection: parseProjection(params) };
+  return { where: conditions.length ? and(...conditions) : undefined, orderBy, idOrder, ...parsePaging(params), projection: parseProjection(params) };
 }
 
 export function parsePaging(params: URLSearchParams): { limit: number; offset: number } {

@@ -1,0 +1,117 @@
+/**
+ * Deep pages without the deep skip. `ORDER BY id LIMIT 50 OFFSET n` makes SQLite step over n
+ * rows, so a page at offset 900,000 costs as much as reading 900,000 ids — and clients page
+ * through whole tables that way (pynetbox's `all()` and `filter()` walk `offset`). For lists
+ * ordered by id alone, this keeps the id at every `STEP`th position of the list's result (an
+ * "anchor"), per list query: table, WHERE with its parameters, direction. A page then seeks to
+ * the nearest anchor by primary key and skips fewer than `STEP` rows.
+ *
+ * Anchors are facts about one state of the database, so an entry holds the WAL change stamp it
+ * was built under (`db/change-stamp.ts`) and is used only while the stamp is the same: any commit
+ * from any connection or process drops it. A stamp that changes while anchors are being built
+ * keeps them from being stored. Anchors are built lazily, only as far as a requested page needs,
+ * by one recursive statement that hops `STEP` rows at a time (decision 0059).
+ *
+ * Where there is no stamp (`:memory:`, remote libSQL, a header being written) lists run as they
+ * always did.
+ */
+import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import { walChangeStamp } from "../../db/change-stamp";
+import type { Executor } from "../../db/client";
+import type { Services } from "../context";
+import { slotKey } from "../slots";
+
+/** Rows between two anchors: a page skips fewer than this many rows. */
+export const STEP = 1024;
+/** List queries with anchors kept per app (least recently used dropped first). */
+const MAX_ENTRIES = 64;
+/** Anchors one request may add (a million rows' worth), so building stays bounded. */
+const MAX_NEW_ANCHORS = 1024;
+
+interface Entry {
+  stamp: string;
+  /** ids at positions 0, STEP, 2·STEP, … of the list's result. */
+  ids: number[];
+  /** No row lies STEP positions beyond the last anchor. */
+  complete: boolean;
+}
+
+interface State {
+  stamp: (() => string | null) | null;
+  entries: Map<string, Entry>;
+}
+
+const ANCHORS = slotKey<State>("page-anchors");
+
+export interface PageRequest {
+  table: SQLiteTable;
+  idExpr: SQLWrapper;
+  where: SQL | undefined;
+  direction: "asc" | "desc";
+  limit: number;
+  offset: number;
+}
+
+/**
+ * The ids of one page of an id-ordered list, seeking from an anchor; null when anchors cannot be
+ * used (a shallow page, no change stamp, or the database changed while they were built) and the
+ * caller should run its plain LIMIT/OFFSET query.
+ */
+export async function anchoredPageIds(services: Services, db: Executor, page: PageRequest): Promise<number[] | null> {
+  if (page.offset < STEP) return null;
+  const state = services.state.ensure(ANCHORS, () => ({ stamp: walChangeStamp(services.config.database.url), entries: new Map() }));
+  const stamp = state.stamp?.();
+  if (!stamp) return null;
+  const key = entryKey(services, page);
+  let entry = state.entries.get(key);
+  if (!entry || entry.stamp !== stamp) entry = { stamp, ids: [], complete: false };
+  state.entries.delete(key); // re-inserted below as the most recently used
+  const slot = Math.floor(page.offset / STEP);
+  if (slot >= entry.ids.length && !entry.complete) {
+    const more = await hop(db, page, entry.ids.at(-1) ?? null, Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS));
+    if (state.stamp!() !== stamp) return null; // changed under the hops: they may describe neither state
+    entry.complete = more.length < Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS);
+    entry.ids.push(...more);
+  }
+  state.entries.set(key, entry);
+  while (state.entries.size > MAX_ENTRIES) state.entries.delete(state.entries.keys().next().value!);
+  if (slot >= entry.ids.length) return entry.complete ? [] : null;
+  const anchor = entry.ids[slot]!;
+  const id = sql`${page.idExpr}`;
+  const rows = (await db.all(
+    sql`SELECT ${id} AS id FROM ${page.table} WHERE ${page.where ?? sql`1`} AND ${id} ${page.direction === "asc" ? sql`>=` : sql`<=`} ${anchor}
+        ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${page.offset - slot * STEP}`,
+  )) as { id: number }[];
+  return rows.map((r) => Number(r.id));
+}
+
+const dir = (page: PageRequest) => (page.direction === "asc" ? sql`ASC` : sql`DESC`);
+
+/**
+ * Up to `count` anchors after `from` (or from the first row when null), in one statement: each
+ * step of the recursion takes the id STEP rows past the previous one.
+ */
+async function hop(db: Executor, page: PageRequest, from: number | null, count: number): Promise<number[]> {
+  const id = sql`${page.idExpr}`;
+  const where = page.where ?? sql`1`;
+  const past = page.direction === "asc" ? sql`>` : sql`<`;
+  const first =
+    from === null
+      ? sql`SELECT (SELECT ${id} FROM ${page.table} WHERE ${where} ORDER BY ${id} ${dir(page)} LIMIT 1), 0`
+      : sql`SELECT (SELECT ${id} FROM ${page.table} WHERE ${where} AND ${id} ${past} ${from} ORDER BY ${id} ${dir(page)} LIMIT 1 OFFSET ${STEP - 1}), 0`;
+  const rows = (await db.all(sql`WITH RECURSIVE anchor(id, n) AS (
+      ${first}
+      UNION ALL
+      SELECT (SELECT ${id} FROM ${page.table} WHERE ${where} AND ${id} ${past} anchor.id ORDER BY ${id} ${dir(page)} LIMIT 1 OFFSET ${STEP - 1}), n + 1
+      FROM anchor WHERE anchor.id IS NOT NULL AND n + 1 < ${count}
+    ) SELECT id FROM anchor WHERE id IS NOT NULL`)) as { id: number }[];
+  return rows.map((r) => Number(r.id));
+}
+
+/** The list query's identity: its table, WHERE text and parameters, and direction. */
+function entryKey(services: Services, page: PageRequest): string {
+  const dialect = (services.db.orm as unknown as { dialect: { sqlToQuery(s: SQL): { sql: string; params: unknown[] } } }).dialect;
+  const q = dialect.sqlToQuery(sql`${page.table} ${page.where ?? sql``} ${page.direction === "asc" ? sql`ASC` : sql`DESC`}`);
+  return `${q.sql}\u0000${JSON.stringify(q.params, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))}`;
+}

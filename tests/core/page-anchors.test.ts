@@ -1,0 +1,145 @@
+/**
+ * Deep pages of id-ordered lists seek from anchors (`core/rest/page-anchors.ts`, decision 0055):
+ * the same rows as LIMIT/OFFSET over the database as it is now — after other connections insert
+ * and delete, with filters, with permission constraints, in both directions — while the page
+ * query skips fewer than STEP rows.
+ */
+import { createClient, type Client } from "@libsql/client";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { STEP } from "../../src/core/rest/page-anchors";
+import { walChangeStamp } from "../../src/db/change-stamp";
+import { addField, CO, makeCot } from "../custom-objects/fixtures";
+import { makeTestApp, type TestApp } from "../helpers/app";
+
+let t: TestApp;
+let other: Client; // another connection to the same file, as another process would be
+let table: string;
+const ROWS = 5 * STEP + 300;
+
+/** The truth: the page as plain SQL over the table now. */
+async function truth(where: string, dir: "ASC" | "DESC", limit: number, offset: number): Promise<number[]> {
+  const r = await other.execute(`SELECT id FROM ${table} WHERE ${where} ORDER BY id ${dir} LIMIT ${limit} OFFSET ${offset}`);
+  return r.rows.map((x) => Number(x.id));
+}
+
+async function page(query: string, token?: string): Promise<{ count: number; ids: number[] }> {
+  const r = await t.json("GET", `${CO}/anchored/?${query}`, token ? { token } : {});
+  expect(r.status).toBe(200);
+  return { count: r.body.count, ids: r.body.results.map((x: { id: number }) => x.id) };
+}
+
+/** The SQL statements (text and arguments) a piece of work sends to the database client. */
+async function traced(fn: () => Promise<unknown>): Promise<Array<{ sql: string; args: unknown[] }>> {
+  const c = t.deps.db.client as any;
+  const orig = c.execute;
+  const seen: Array<{ sql: string; args: unknown[] }> = [];
+  c.execute = (stmt: any, args?: any) => {
+    seen.push(typeof stmt === "string" ? { sql: stmt, args: args ?? [] } : { sql: stmt.sql, args: stmt.args ?? [] });
+    return orig.call(c, stmt, args);
+  };
+  try {
+    await fn();
+  } finally {
+    c.execute = orig;
+  }
+  return seen;
+}
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  const cot = await makeCot(t, "anchored");
+  await addField(t, cot.id, { name: "name", type: "text", primary: true });
+  await addField(t, cot.id, { name: "n", type: "integer" });
+  table = `co_${cot.id}`;
+  other = createClient({ url: t.dbUrl });
+  await other.execute(
+    `INSERT INTO ${table} (created, last_updated, name, n)
+     WITH RECURSIVE x(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM x WHERE i < ${ROWS})
+     SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'row-' || i, i % 7 FROM x`,
+  );
+});
+afterAll(async () => {
+  other.close();
+  await t.close();
+});
+
+describe("deep pages", () => {
+  test("match LIMIT/OFFSET at every kind of offset, ascending and descending", async () => {
+    for (const offset of [0, STEP - 1, STEP, STEP + 1, 2 * STEP - 3, 3 * STEP + 17, ROWS - 50, ROWS - 10, ROWS, ROWS + 500]) {
+      for (const [ordering, dir] of [["id", "ASC"], ["-id", "DESC"]] as const) {
+        const got = await page(`limit=50&offset=${offset}&ordering=${ordering}`);
+        expect(got.count).toBe(ROWS);
+        expect(got.ids).toEqual(await truth("1", dir, 50, offset));
+      }
+    }
+    // The default ordering of a custom object type is by id.
+    expect((await page(`limit=20&offset=${4 * STEP + 5}`)).ids).toEqual(await truth("1", "ASC", 20, 4 * STEP + 5));
+  });
+
+  test("a deep page seeks from an anchor: its query skips fewer than STEP rows", async () => {
+    await page(`limit=50&offset=${4 * STEP + 100}`); // builds the anchors
+    const sent = await traced(() => page(`limit=50&offset=${4 * STEP + 200}`));
+    const pageQuery = sent.find((s) => /order by .*"id" ASC LIMIT \? OFFSET \?/i.test(s.sql));
+    expect(pageQuery).toBeDefined();
+    expect(pageQuery!.sql).toContain(">=");
+    expect(Number(pageQuery!.args.at(-1))).toBeLessThan(STEP);
+    expect(Number(pageQuery!.args.at(-1))).toBe(200);
+  });
+
+  test("writes by another connection are seen at once: deletes before the page, inserts after", async () => {
+    const deep = `limit=50&offset=${3 * STEP + 10}`;
+    expect((await page(deep)).ids).toEqual(await truth("1", "ASC", 50, 3 * STEP + 10));
+    // Deleting rows near the start moves every later row two places up.
+    await other.execute(`DELETE FROM ${table} WHERE id IN (3, ${STEP + 5})`);
+    const after = await page(deep);
+    expect(after.count).toBe(ROWS - 2);
+    expect(after.ids).toEqual(await truth("1", "ASC", 50, 3 * STEP + 10));
+    await other.execute(`INSERT INTO ${table} (created, last_updated, name, n) VALUES ('2026-01-02T00:00:00Z', '2026-01-02T00:00:00Z', 'late', 1)`);
+    expect((await page(`limit=50&offset=${4 * STEP + 10}&ordering=-id`)).ids).toEqual(await truth("1", "DESC", 50, 4 * STEP + 10));
+    // And through the API: a delete there is seen by the next deep page.
+    const victim = (await truth("1", "ASC", 1, 10))[0]!;
+    expect((await t.req("DELETE", `${CO}/anchored/${victim}/`)).status).toBe(204);
+    expect((await page(deep)).ids).toEqual(await truth("1", "ASC", 50, 3 * STEP + 10));
+  });
+
+  test("filters and permission constraints get anchors of their own", async () => {
+    for (const offset of [STEP, STEP + 7, 2 * STEP - 1]) {
+      expect((await page(`n=3&limit=10&offset=${offset - STEP + 1}`)).ids).toEqual(await truth("n = 3", "ASC", 10, offset - STEP + 1));
+      expect((await page(`n__gte=2&limit=10&offset=${offset}`)).ids).toEqual(await truth("n >= 2", "ASC", 10, offset));
+      expect((await page(`n__gte=2&limit=10&offset=${offset}&ordering=-id`)).ids).toEqual(await truth("n >= 2", "DESC", 10, offset));
+    }
+    const u = await createUser(t.deps.db.orm, { username: "only-some" });
+    const grant = await t.json("POST", "/api/users/permissions/", {
+      body: { name: "only-some", actions: ["view"], object_types: ["custom_objects.anchored"], users: [u.id], constraints: { n__lt: 4 } },
+    });
+    expect(grant.status).toBe(201);
+    const token = (await issueToken(t.deps.db.orm, { username: "only-some" })).key;
+    // The superuser's anchors for the same query must not serve the constrained user.
+    await page(`limit=25&offset=${2 * STEP + 3}`);
+    const mine = await page(`limit=25&offset=${2 * STEP + 3}`, token);
+    expect(mine.ids).toEqual(await truth("n < 4", "ASC", 25, 2 * STEP + 3));
+    expect(mine.count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n < 4`)).rows[0]!.c));
+  });
+});
+
+describe("the change stamp", () => {
+  test("changes with each commit from any connection, not with reads", async () => {
+    const stamp = walChangeStamp(t.dbUrl)!;
+    const s0 = stamp();
+    expect(s0).toBeString();
+    await other.execute(`SELECT count(*) FROM ${table}`);
+    expect(stamp()).toBe(s0);
+    await other.execute(`UPDATE ${table} SET n = n WHERE id = (SELECT max(id) FROM ${table})`);
+    const s1 = stamp();
+    expect(s1).not.toBe(s0);
+    await t.req("POST", `${CO}/anchored/`, { body: { name: "via-api", n: 2 } });
+    expect(stamp()).not.toBe(s1);
+  });
+
+  test("is absent where there is no WAL index", () => {
+    expect(walChangeStamp(":memory:")).toBeNull();
+    expect(walChangeStamp("libsql://example.invalid")).toBeNull();
+    expect(walChangeStamp("file:/nonexistent-dir/x.db")!()).toBeNull();
+  });
+});
