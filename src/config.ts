@@ -57,6 +57,7 @@ const EnvSchema = v.object({
   PLUGINS_CONFIG: v.optional(jsonObject, "{}"),
   DATABASE_URL: v.optional(url(["file", "libsql", "http", "https", "ws", "wss"]), "file:data/host.db"),
   DATABASE_AUTH_TOKEN: optionalNonEmpty(v.string()),
+  DATABASE_READ_POOL: v.optional(intString(0, 16), "2"),
   REDIS_CACHING_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
   REDIS_CACHING_TOKEN: optionalNonEmpty(v.string()),
   REDIS_TASKS_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
@@ -90,7 +91,8 @@ export interface RedisSettings {
 export interface Config {
   plugins: string[];
   pluginsConfig: Record<string, Record<string, unknown>>;
-  database: { url: string; authToken?: string };
+  /** `readPool`: worker threads for reads of a local file database (Bun; 0 = off, decision 0057). */
+  database: { url: string; authToken?: string; readPool: number };
   redis: { caching?: RedisSettings; tasks?: RedisSettings };
   cacheBackend: "memory" | "database" | "redis" | "kv";
   host: string;
@@ -163,7 +165,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
   return {
     plugins,
     pluginsConfig: e.PLUGINS_CONFIG as Config["pluginsConfig"],
-    database: { url: e.DATABASE_URL, authToken: e.DATABASE_AUTH_TOKEN },
+    database: { url: e.DATABASE_URL, authToken: e.DATABASE_AUTH_TOKEN, readPool: e.DATABASE_READ_POOL },
     redis,
     cacheBackend,
     host: e.HOST,

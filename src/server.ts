@@ -84,7 +84,7 @@ async function assertPortFree(host: string, port: number): Promise<void> {
 async function openMigrated(config: Config) {
   let db: Awaited<ReturnType<typeof openDatabase>> | undefined;
   try {
-    db = await openDatabase(config.database.url, config.database.authToken);
+    db = await openDatabase(config.database.url, config.database.authToken, { readPool: config.database.readPool });
     await runMigrations(db);
     return db;
   } catch (e) {

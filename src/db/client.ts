@@ -101,10 +101,29 @@ export interface SerializeOptions {
   busyTimeoutMs?: number;
   /** When another connection of this process holds the write lock: a promise of its release. */
   lockReleased?: () => Promise<void> | null;
+  /**
+   * Runs a read outside a transaction elsewhere (the read pool, decision 0057) instead of on
+   * this connection: it neither waits for this client's lock nor holds the event loop.
+   */
+  read?: (stmt: InStatement | string, args?: InArgs) => Promise<ResultSet>;
 }
 
 /** Statements that may take the write lock; reads, PRAGMAs and transaction control run as they are. */
 const mayWrite = (sql: string) => !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(sql);
+
+/**
+ * A statement another connection can answer: a SELECT (or a WITH that writes nothing) that asks
+ * nothing of this connection's own state (last_insert_rowid(), changes()). Anything else, and a
+ * read the pool refuses as a write (its connections are query_only), runs here.
+ */
+export const isPoolableRead = (sql: string) => {
+  const head = /^\s*(select|with)\b/i.exec(sql);
+  if (!head || /\b(last_insert_rowid|changes|total_changes)\s*\(/i.test(sql)) return false;
+  return head[1]!.toLowerCase() === "select" || !/\b(insert|update|delete|replace)\b/i.test(sql);
+};
+
+/** SQLITE_READONLY: the pool's query_only connection met a write. */
+const isReadOnlyError = (e: unknown) => ((e as { rawCode?: unknown })?.rawCode !== undefined ? (Number((e as { rawCode: number }).rawCode) & 0xff) === 8 : false);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -153,8 +172,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
     };
   const run = (stmt: InStatement | string, args?: InArgs) =>
     (args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)) as Promise<ResultSet>;
-  const wrapper: Client = {
-    execute: guarded(async (stmt: InStatement | string, args?: InArgs) => {
+  const execute = guarded(async (stmt: InStatement | string, args?: InArgs) => {
       if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)) return run(stmt, args);
       // A write on its own runs in a transaction of its own: if another connection holds the
       // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
@@ -166,7 +184,21 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
       } finally {
         tx.close();
       }
-    }) as Client["execute"],
+    }) as Client["execute"];
+  const read = options.read;
+  const wrapper: Client = {
+    execute: (read
+      ? async (stmt: InStatement | string, args?: InArgs) => {
+          if (!isPoolableRead(typeof stmt === "string" ? stmt : stmt.sql)) return execute(stmt as string, args);
+          refuseInsideTransaction();
+          try {
+            return await read(stmt, args);
+          } catch (e) {
+            if (isReadOnlyError(e)) return execute(stmt as string, args);
+            throw e;
+          }
+        }
+      : execute) as Client["execute"],
     batch: guarded((stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => inner.batch(stmts, mode)) as Client["batch"],
     migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),

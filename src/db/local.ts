@@ -6,6 +6,7 @@ import { dirname } from "node:path";
 import { BackgroundConnection } from "./background";
 import { serializeClient, wrapClient, type Database } from "./client";
 import { GroupCommit } from "./group-commit";
+import { ReadPool } from "./read-pool";
 import { installStatementCache } from "./statement-cache";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
@@ -14,6 +15,11 @@ export const BUSY_TIMEOUT_MS = 5000;
 export interface LocalOptions {
   /** Overrides `BUSY_TIMEOUT_MS` (tests use a short one). */
   busyTimeoutMs?: number;
+  /**
+   * Worker threads answering reads outside transactions (`read-pool.ts`, decision 0057); a file
+   * database only, `DATABASE_READ_POOL` in the config. 0 or unset: every call on the main connection.
+   */
+  readPool?: number;
 }
 
 export async function openDatabase(url: string, authToken?: string, options: LocalOptions = {}): Promise<Database> {
@@ -41,11 +47,21 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   // Marks long writes, whose transactions go to the background connection (decision 0039).
   const long = new AsyncLocalStorage<boolean>();
   const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs);
+  // An in-memory database exists on its own connection only: it cannot be shared with threads.
+  const pool = !inMemory && (options.readPool ?? 0) > 0 ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs }) : null;
+  try {
+    await pool?.ready();
+  } catch (e) {
+    await pool?.close();
+    raw.close();
+    throw e;
+  }
   const client = serializeClient(raw, {
     insideTransaction: () => scope.getStore() === true,
     elsewhere: background ? (mode) => (long.getStore() === true ? background.transaction(mode) : null) : undefined,
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
+    read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,
   });
   const db = wrapClient(client, "local");
   db.transactionScope = (fn) => scope.run(true, fn);
@@ -56,7 +72,7 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
     db.inLongWrite = () => long.getStore() === true;
     db.pace = () => background.pace();
     db.close = async () => {
-      await background.close();
+      await Promise.all([background.close(), pool?.close()]);
       client.close();
     };
   }

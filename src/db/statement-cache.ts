@@ -63,8 +63,18 @@ export function invalidateStatementCaches(): void {
   generation++;
 }
 
-/** Installs the cache once per process (idempotent). */
-export function installStatementCache(): void {
+export interface StatementCacheOptions {
+  /**
+   * Read each cached statement's column list once (default). The read pool's worker threads
+   * turn this off: their cache is never told of another connection's schema change, and SQLite
+   * re-prepares a statement by itself, so only a memoised column list could go stale there.
+   */
+  memoizeColumns?: boolean;
+}
+
+/** Installs the cache once per process, or per worker thread (idempotent). */
+export function installStatementCache(options: StatementCacheOptions = {}): void {
+  const memoize = options.memoizeColumns ?? true;
   const proto = (Database as unknown as { prototype: DatabaseProto }).prototype;
   if (proto[INSTALLED]) return;
   const prepare = proto.prepare;
@@ -84,7 +94,8 @@ export function installStatementCache(): void {
     }
     let stmt = cache.get(sql);
     if (stmt === undefined) {
-      stmt = memoizeColumns(prepare.call(this, sql));
+      stmt = prepare.call(this, sql);
+      if (memoize) stmt = memoizeColumns(stmt);
       if (cache.size >= MAX_STATEMENTS) cache.delete(cache.keys().next().value!);
       cache.set(sql, stmt);
     }

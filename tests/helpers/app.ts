@@ -32,7 +32,7 @@ export async function makeTestApp(env: Record<string, string> = {}, extra: Parti
   const dir = mkdtempSync(join(tmpdir(), "host-test-"));
   const dbUrl = env.DATABASE_URL ?? `file:${join(dir, "host.db")}`;
   const config = loadConfig({ LOG_LEVEL: "silent", ...env, DATABASE_URL: dbUrl }, "bun");
-  const db = await openDatabase(config.database.url);
+  const db = await openDatabase(config.database.url, undefined, { readPool: config.database.readPool });
   await runMigrations(db);
   const cache = extra.cache ?? (config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {}));
   const deps: AppDeps = { config, db, cache, ...extra };
