@@ -1,0 +1,314 @@
+/**
+ * The read pool (decision 0057): reads outside transactions run on worker threads, so neither a
+ * slow read nor an open write transaction holds a get-by-id; the answers are the local client's
+ * own shapes (rows, bigint, blobs, null, duplicate column names, errors and their codes).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createClient, type Client, type IntMode, type ResultSet } from "@libsql/client";
+import { eq, sql } from "drizzle-orm";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { isBusyError, isPoolableRead } from "../../src/db/client";
+import { openDatabase } from "../../src/db/local";
+import { ReadPool } from "../../src/db/read-pool";
+import { sites } from "../../src/db/schema";
+import { makeTestApp, type TestApp } from "../helpers/app";
+
+/** A read that runs ≥ 500 ms on this machine (checked in each test that relies on it). */
+const SLOW_READ = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 8000000) SELECT count(*) AS n FROM c";
+const FAST_MS = 50;
+
+/** Times a GET through the app, from the moment it is sent. */
+async function timedGet(t: TestApp, path: string): Promise<{ status: number; ms: number; body: any }> {
+  const start = performance.now();
+  const r = await t.json("GET", path);
+  return { status: r.status, ms: performance.now() - start, body: r.body };
+}
+
+/** Starts the slow read and, in the same turn, a GET by id; returns both timings. */
+async function getDuringSlowRead(t: TestApp, path: string) {
+  const start = performance.now();
+  let slowEnded = 0;
+  const slow = t.deps.db.client.execute(SLOW_READ).then((r) => ((slowEnded = performance.now() - start), r));
+  const get = await timedGet(t, path);
+  const slowWasRunning = slowEnded === 0;
+  await slow;
+  return { get, slowMs: slowEnded, slowWasRunning };
+}
+
+describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () => {
+  let t: TestApp;
+  let siteId: number;
+  beforeAll(async () => {
+    t = await makeTestApp();
+    siteId = (await t.json("POST", "/api/dcim/sites/", { body: { name: "S1", slug: "s1" } })).body.id;
+    // warm: the first request writes the token's last_used and fills caches
+    expect((await timedGet(t, `/api/dcim/sites/${siteId}/`)).status).toBe(200);
+  });
+  afterAll(() => t.close());
+
+  test("a GET by id answers within 50 ms while a slow read (≥ 500 ms) runs", async () => {
+    const { get, slowMs, slowWasRunning } = await getDuringSlowRead(t, `/api/dcim/sites/${siteId}/`);
+    expect(slowMs).toBeGreaterThanOrEqual(500);
+    expect(slowWasRunning).toBe(true);
+    expect(get.status).toBe(200);
+    expect(get.body.name).toBe("S1");
+    expect(get.ms).toBeLessThan(FAST_MS);
+  });
+
+  test("a GET by id is not held by an open write transaction, and sees only what was committed", async () => {
+    const db = t.deps.db;
+    let inside!: () => void;
+    const opened = new Promise<void>((r) => (inside = r));
+    let newId = 0;
+    const tx = db.orm.transaction(async (txn) => {
+      await txn.update(sites).set({ description: "uncommitted" }).where(eq(sites.id, siteId));
+      [{ id: newId }] = await txn.insert(sites).values({ name: "S2", slug: "s2" }).returning({ id: sites.id });
+      inside();
+      await Bun.sleep(600);
+    });
+    await opened;
+    const get = await timedGet(t, `/api/dcim/sites/${siteId}/`);
+    expect(get.status).toBe(200);
+    expect(get.ms).toBeLessThan(FAST_MS);
+    expect(get.body.description).toBe(""); // the last committed state
+    expect((await timedGet(t, `/api/dcim/sites/${newId}/`)).status).toBe(404);
+    await tx;
+    // read-your-writes: once the commit resolved, the next read sees it
+    expect((await timedGet(t, `/api/dcim/sites/${siteId}/`)).body.description).toBe("uncommitted");
+    expect((await timedGet(t, `/api/dcim/sites/${newId}/`)).status).toBe(200);
+  });
+
+  test("read-your-writes: each create is seen by the GET sent after its answer", async () => {
+    for (let i = 0; i < 40; i++) {
+      const created = await t.json("POST", "/api/dcim/sites/", { body: { name: `ryw-${i}`, slug: `ryw-${i}` } });
+      expect(created.status).toBe(201);
+      const got = await t.json("GET", `/api/dcim/sites/${created.body.id}/`);
+      expect(got.status).toBe(200);
+      const patched = await t.json("PATCH", `/api/dcim/sites/${created.body.id}/`, { body: { description: `d-${i}` } });
+      expect(patched.status).toBe(200);
+      expect((await t.json("GET", `/api/dcim/sites/${created.body.id}/`)).body.description).toBe(`d-${i}`);
+    }
+  });
+
+  test("a query that bypasses an open write transaction still fails at once (it would read around it)", async () => {
+    const db = t.deps.db;
+    const outcome = await db.orm
+      .transaction((tx) =>
+        db.transactionScope!(async () => {
+          await tx.run(sql`SELECT 1`);
+          await db.orm.all(sql`SELECT 1`);
+          return "ran";
+        }),
+      )
+      .catch((e: Error) => `${e.message} ${(e.cause as Error | undefined)?.message}`);
+    expect(outcome).toContain("from inside an open write transaction");
+  });
+});
+
+describe("head-of-line: without the pool (DATABASE_READ_POOL=0), the same measurements fail", () => {
+  let t: TestApp;
+  let siteId: number;
+  beforeAll(async () => {
+    t = await makeTestApp({ DATABASE_READ_POOL: "0" });
+    siteId = (await t.json("POST", "/api/dcim/sites/", { body: { name: "S1", slug: "s1" } })).body.id;
+    expect((await timedGet(t, `/api/dcim/sites/${siteId}/`)).status).toBe(200);
+  });
+  afterAll(() => t.close());
+
+  test("the GET waits for the slow read", async () => {
+    const { get, slowMs } = await getDuringSlowRead(t, `/api/dcim/sites/${siteId}/`);
+    expect(slowMs).toBeGreaterThanOrEqual(500);
+    expect(get.ms).toBeGreaterThan(slowMs * 0.9);
+  });
+
+  test("the GET waits for the open write transaction", async () => {
+    let inside!: () => void;
+    const opened = new Promise<void>((r) => (inside = r));
+    const tx = t.deps.db.orm.transaction(async (txn) => {
+      await txn.run(sql`SELECT 1`);
+      inside();
+      await Bun.sleep(300);
+    });
+    await opened;
+    const get = await timedGet(t, `/api/dcim/sites/${siteId}/`);
+    await tx;
+    expect(get.ms).toBeGreaterThan(250);
+  });
+});
+
+describe("answers keep the local client's shapes", () => {
+  let dir: string;
+  let url: string;
+  const pools: ReadPool[] = [];
+  const clients: Client[] = [];
+  const pair = async (intMode?: IntMode) => {
+    const pool = new ReadPool({ url, size: 1, intMode, busyTimeoutMs: 1000 });
+    await pool.ready();
+    const client = createClient({ url, intMode });
+    pools.push(pool);
+    clients.push(client);
+    return { pool, client };
+  };
+  /** Everything a caller can see of a result set. */
+  const view = (rs: ResultSet) => ({
+    columns: rs.columns,
+    columnTypes: rs.columnTypes,
+    rowsAffected: rs.rowsAffected,
+    lastInsertRowid: rs.lastInsertRowid,
+    json: JSON.stringify(rs.toJSON()),
+    rows: rs.rows.map((row) => ({
+      length: row.length,
+      values: Array.from(row as ArrayLike<unknown>),
+      keys: Object.keys(row),
+      named: Object.fromEntries(Object.keys(row).map((k) => [k, row[k]])),
+      spread: { ...row },
+    })),
+  });
+  const errorView = (e: any) => ({
+    name: e?.name,
+    message: e?.message,
+    code: e?.code,
+    extendedCode: e?.extendedCode,
+    rawCode: e?.rawCode,
+    ctor: e?.constructor?.name,
+    cause: e?.cause ? { name: e.cause.name, message: e.cause.message, code: e.cause.code, rawCode: e.cause.rawCode } : undefined,
+  });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "host-read-pool-"));
+    url = `file:${join(dir, "shapes.db")}`;
+    const setup = createClient({ url });
+    await setup.execute("PRAGMA journal_mode=WAL");
+    await setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, big INTEGER, blob BLOB, txt TEXT, num REAL, vacant TEXT)");
+    await setup.execute({
+      sql: "INSERT INTO t (big, blob, txt, num, vacant) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)",
+      args: [9007199254740993n, new Uint8Array([0, 1, 2, 255]).buffer, "é ☃", 1.5, null, -42, new Uint8Array([]).buffer, "", -0.25, null],
+    });
+    setup.close();
+  });
+  afterAll(async () => {
+    await Promise.all(pools.map((p) => p.close()));
+    clients.forEach((c) => c.close());
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("bigint (intMode bigint and string), blobs, null, reals, duplicate column names", async () => {
+    for (const intMode of ["bigint", "string"] as const) {
+      const { pool, client } = await pair(intMode);
+      for (const q of [
+        "SELECT * FROM t ORDER BY id",
+        "SELECT id, big AS id, txt, txt AS txt, vacant, blob FROM t ORDER BY id",
+        { sql: "SELECT id, big FROM t WHERE big = ?", args: [9007199254740993n] },
+        { sql: "SELECT :a AS a, $b AS b, @c AS c", args: { a: 1, b: true, c: new Uint8Array([7]).buffer } },
+        "SELECT id FROM t WHERE id < 0",
+      ]) {
+        const [mine, theirs] = await Promise.all([pool.execute(q), client.execute(q)]);
+        expect(view(mine)).toEqual(view(theirs));
+      }
+      const rs = await pool.execute("SELECT big, blob FROM t ORDER BY id");
+      expect(rs.rows[0]!.big).toBe(intMode === "bigint" ? 9007199254740993n : "9007199254740993");
+      expect(rs.rows[0]!.blob).toBeInstanceOf(ArrayBuffer);
+      expect([...new Uint8Array(rs.rows[0]!.blob as ArrayBuffer)]).toEqual([0, 1, 2, 255]);
+    }
+  });
+
+  test("intMode number: safe integers as numbers, an unsafe one the same RangeError", async () => {
+    const { pool, client } = await pair("number");
+    const q = "SELECT id, big FROM t WHERE id = 2";
+    expect(view(await pool.execute(q))).toEqual(view(await client.execute(q)));
+    const mine = await pool.execute("SELECT big FROM t WHERE id = 1").catch((e) => e);
+    const theirs = await client.execute("SELECT big FROM t WHERE id = 1").catch((e) => e);
+    expect(mine).toBeInstanceOf(RangeError);
+    expect(errorView(mine)).toEqual(errorView(theirs));
+  });
+
+  test("SQLite errors come back as the same LibsqlError (code, extendedCode, rawCode, cause)", async () => {
+    const { pool, client } = await pair();
+    for (const q of ["SELECT * FROM no_such_table", "SELECT json('{bad')", "SELEC 1", "SELECT abs(-9223372036854775808)"]) {
+      const mine = await pool.execute(q).then(
+        () => null,
+        (e) => e,
+      );
+      const theirs = await client.execute(q).then(
+        () => null,
+        (e) => e,
+      );
+      expect(theirs).not.toBeNull();
+      expect(errorView(mine)).toEqual(errorView(theirs));
+      expect(mine.constructor.name).toBe("LibsqlError");
+    }
+  });
+
+  test("the pool's connections are read-only (query_only), and a write sent as a read runs on the main connection", async () => {
+    const { pool } = await pair();
+    const refused = await pool.execute("INSERT INTO t (txt) VALUES ('x')").catch((e) => e);
+    expect(refused.code).toBe("SQLITE_READONLY");
+    expect(isBusyError(refused)).toBe(false);
+    const db = await openDatabase(url, undefined, { readPool: 1 });
+    try {
+      // a CTE that writes is not sent to the pool
+      await db.client.execute("WITH v(x) AS (SELECT 'cte') INSERT INTO t (txt) SELECT x FROM v");
+      expect((await db.client.execute("SELECT count(*) AS n FROM t WHERE txt = 'cte'")).rows[0]!.n).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("which statements go to the pool", () => {
+    expect(isPoolableRead("select 1")).toBe(true);
+    expect(isPoolableRead('  SELECT "id" FROM "t" WHERE "last_updated" > ?')).toBe(true);
+    expect(isPoolableRead("WITH x AS (SELECT 1) SELECT * FROM x")).toBe(true);
+    expect(isPoolableRead("WITH x AS (SELECT 1) DELETE FROM t WHERE id IN x")).toBe(false);
+    expect(isPoolableRead("SELECT last_insert_rowid()")).toBe(false);
+    expect(isPoolableRead("SELECT changes ()")).toBe(false);
+    expect(isPoolableRead("INSERT INTO t DEFAULT VALUES")).toBe(false);
+    expect(isPoolableRead("PRAGMA table_info(t)")).toBe(false);
+    expect(isPoolableRead("BEGIN")).toBe(false);
+  });
+});
+
+describe("lifetime", () => {
+  const threads = () => readdirSync("/proc/self/task").length;
+
+  test("closing the database ends its worker threads", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-read-pool-"));
+    try {
+      const before = threads();
+      const db = await openDatabase(`file:${join(dir, "x.db")}`, undefined, { readPool: 3 });
+      expect(threads()).toBeGreaterThanOrEqual(before + 3);
+      expect(Number((await db.client.execute("SELECT 41 + 1 AS n")).rows[0]!.n)).toBe(42);
+      await db.close();
+      const deadline = performance.now() + 2000;
+      while (threads() > before && performance.now() < deadline) await Bun.sleep(20);
+      expect(threads()).toBeLessThanOrEqual(before);
+      expect(await db.client.execute("SELECT 1").catch((e) => e.code)).toBe("CLIENT_CLOSED");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a script that reads through the pool exits by itself, with or without closing", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-read-pool-"));
+    try {
+      for (const close of [true, false]) {
+        const script = join(dir, `s-${close}.ts`);
+        writeFileSync(
+          script,
+          `import { openDatabase } from ${JSON.stringify(join(import.meta.dir, "../../src/db/local"))};
+const db = await openDatabase(${JSON.stringify(`file:${join(dir, "y.db")}`)}, undefined, { readPool: 2 });
+const r = await db.client.execute(${JSON.stringify(SLOW_READ.replace("8000000", "300000"))});
+console.log("n=" + r.rows[0].n);
+${close ? "await db.close();" : ""}`,
+        );
+        const child = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe" });
+        const code = await Promise.race([child.exited, Bun.sleep(15_000).then(() => "hung")]);
+        if (code === "hung") child.kill("SIGKILL");
+        expect({ close, code, out: (await new Response(child.stdout).text()).trim() }).toEqual({ close, code: 0, out: "n=300000" });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
