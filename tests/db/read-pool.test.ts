@@ -64,7 +64,7 @@ describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () =
     let newId = 0;
     const tx = db.orm.transaction(async (txn) => {
       await txn.update(sites).set({ description: "uncommitted" }).where(eq(sites.id, siteId));
-      [{ id: newId }] = await txn.insert(sites).values({ name: "S2", slug: "s2" }).returning({ id: sites.id });
+      newId = (await txn.insert(sites).values({ name: "S2", slug: "s2" }).returning({ id: sites.id }))[0]!.id;
       inside();
       await Bun.sleep(600);
     });
