@@ -5,6 +5,7 @@ import { and, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Database } from "./client";
 import { devices, sites } from "./schema";
 import { naturalize } from "../core/models/natural";
+import { dropUnwantedFieldIndexes } from "../plugins/custom-objects/ddl";
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
@@ -12,6 +13,8 @@ export async function runMigrations(db: Database): Promise<void> {
   await migrate(db.orm, { migrationsFolder: MIGRATIONS_FOLDER });
   await backfillNaturalNames(db);
   await addOwnerColumns(db);
+  // Custom object tables are made at run time: their index policy (decision 0055) is applied here.
+  await dropUnwantedFieldIndexes(db.orm);
 }
 
 /**

@@ -158,6 +158,29 @@ async function dropFieldIndexes(db: Executor, cotId: number, fieldId: number) {
   await run(db, sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, fieldId, "uq"))}`);
 }
 
+/**
+ * Brings databases made before decision 0055 to its index policy: drops each plain field index
+ * (`co_<id>_f<id>_idx`) whose field's type no longer gets one. Run with the migrations, once per
+ * start; afterwards it finds nothing to drop. Indexes only change speed, never answers.
+ */
+export async function dropUnwantedFieldIndexes(db: Executor): Promise<number> {
+  const rows = (await db.all(sql`SELECT m.name, f.type FROM sqlite_master m JOIN custom_object_type_fields f
+    ON m.name = 'co_' || f.custom_object_type_id || '_f' || f.id || '_idx' WHERE m.type = 'index' AND m.name GLOB 'co_[0-9]*_f[0-9]*_idx'`)) as { name: string; type: string }[];
+  let dropped = 0;
+  for (const { name, type } of rows) {
+    let indexed = true;
+    try {
+      indexed = fieldType(type).indexed;
+    } catch {
+      continue; // a type this build does not know: leave its index alone
+    }
+    if (indexed) continue;
+    await run(db, sql`DROP INDEX IF EXISTS ${ident(name)}`);
+    dropped++;
+  }
+  return dropped;
+}
+
 /** Adds a field's storage; `fill` sets every existing row to that (already encoded) value. */
 export async function addFieldStorage(db: Executor, cotId: number, f: ColumnField, fill?: unknown) {
   const t = ident(tableName(cotId));

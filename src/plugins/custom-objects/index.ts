@@ -78,6 +78,19 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
       }
       return (await current(ctx)).createLoaded!(ctx, input);
     },
+    createMany: async (ctx, inputs) => {
+      // As createLoaded: the first statement checks the cached model's shape.
+      if (!seen.has(ctx)) {
+        try {
+          const out = await resolved.createMany!(ctx, inputs);
+          seen.set(ctx, resolved);
+          return out;
+        } catch (e) {
+          if (!(e instanceof StaleModel)) throw e;
+        }
+      }
+      return (await current(ctx)).createMany!(ctx, inputs);
+    },
     create: async (ctx, input) => (await current(ctx)).create(ctx, input),
     update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
     delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),

@@ -13,7 +13,7 @@ export const boolean: FieldTypeModule = {
   name: "boolean",
   storage: "column",
   sqlType: "INTEGER",
-  indexed: true,
+  indexed: false,
   canBeUnique: false,
   canBePrimary: true,
   orderable: true,

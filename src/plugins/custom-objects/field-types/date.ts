@@ -18,7 +18,7 @@ export const date: FieldTypeModule = {
   name: "date",
   storage: "column",
   sqlType: "TEXT",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,

@@ -23,7 +23,7 @@ export const datetime: FieldTypeModule = {
   name: "datetime",
   storage: "column",
   sqlType: "TEXT",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,

@@ -14,7 +14,7 @@ export const decimal: FieldTypeModule = {
   name: "decimal",
   storage: "column",
   sqlType: "REAL",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,

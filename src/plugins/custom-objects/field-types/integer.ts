@@ -14,7 +14,7 @@ export const integer: FieldTypeModule = {
   name: "integer",
   storage: "column",
   sqlType: "INTEGER",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,

@@ -15,7 +15,7 @@ export const multiselect: FieldTypeModule = {
   name: "multiselect",
   storage: "column",
   sqlType: "TEXT",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   canBePrimary: true,
   orderable: false,

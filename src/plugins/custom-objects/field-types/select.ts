@@ -13,7 +13,7 @@ export const select: FieldTypeModule = {
   name: "select",
   storage: "column",
   sqlType: "TEXT",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   canBePrimary: true,
   orderable: true,

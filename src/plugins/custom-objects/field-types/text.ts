@@ -43,4 +43,4 @@ export function textLike(options: { name: string; indexed: boolean; canBeUnique:
   };
 }
 
-export const text = textLike({ name: "text", indexed: true, canBeUnique: true, lossless: ["longtext"] });
+export const text = textLike({ name: "text", indexed: false, canBeUnique: true, lossless: ["longtext"] });

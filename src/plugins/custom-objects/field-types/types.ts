@@ -64,7 +64,10 @@ export interface FieldTypeModule {
   readonly storage: Storage;
   /** SQL type of the field's column (`column` storage) — `reference` is always INTEGER. */
   readonly sqlType: SqlType;
-  /** Gets a plain index on its column(s). */
+  /**
+   * Gets a plain index on its column(s): object fields only (decision 0055). Every index costs
+   * every insert; a unique field's UNIQUE index already serves its lookups.
+   */
   readonly indexed: boolean;
   readonly canBeUnique: boolean;
   readonly canBePrimary: boolean;

@@ -15,7 +15,7 @@ function isUrl(raw: string): boolean {
 
 export const url = textLike({
   name: "url",
-  indexed: true,
+  indexed: false,
   canBeUnique: true,
   lossless: ["text", "longtext"],
   format: "uri",

@@ -8,7 +8,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { Reusable } from "../../../db/client";
 import { choiceSets, customObjectTypes } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
-import { ApiError, ErrorCollector, ValidationError } from "../../../core/errors";
+import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { resolveTags, setTags } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -33,7 +33,18 @@ export class StaleModel extends ApiError {
   }
 }
 
-export type Writer = Required<Pick<Resource, "createLoaded" | "create" | "update" | "delete" | "fieldForColumn">>;
+export type Writer = Required<Pick<Resource, "createLoaded" | "createMany" | "create" | "update" | "delete" | "fieldForColumn">>;
+
+type Ref = { typeId: number; id: number };
+type Pending = { field: FieldRow; ref: Ref };
+type Preflight = { choices: Map<number, Set<string>>; found: (field: string) => boolean };
+/** A bulk create's shared state: one preflight, and the references its chunk names. */
+type Batch = { pre: Preflight; pending: Pending[] };
+type Converted = { values: Record<string, unknown>; multi: Map<FieldRow, Ref[]>; tagIds: number[] | null };
+
+/** Most rows one multi-row INSERT carries (SQLite binds at most 32,766 values per statement). */
+const INSERT_ROWS = 100;
+const MAX_BOUND = 16_000;
 
 export function writer(shape: Shape, read: Reader): Writer {
   const { cot, fields, table, column, slug, byName, storage, moduleOf, embedded, embeddedFields } = shape;
@@ -58,7 +69,7 @@ export function writer(shape: Shape, read: Reader): Writer {
   }
   const preflightQuery = new Reusable((db) => db.select(preflightColumns).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id)).prepare());
 
-  async function preflight(ctx: WriteContext, refIds: Record<string, number | null>) {
+  async function preflight(ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight> {
     const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<string, any>[];
     if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel();
     const choices = new Map<number, Set<string>>();
@@ -81,6 +92,12 @@ export function writer(shape: Shape, read: Reader): Writer {
     return out;
   }
 
+  /** Which of the pending references exist (`typeId:id`). */
+  async function existingRefs(ctx: WriteContext, pending: Pending[]): Promise<Set<string>> {
+    const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
+    return existing_(ctx, pending.map((p) => p.ref), infos);
+  }
+
   /** `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`. */
   function foldParts(input: ApiRecord, existing: Record<string, any> | null): ApiRecord {
     let out = input;
@@ -101,7 +118,15 @@ export function writer(shape: Shape, read: Reader): Writer {
     return out;
   }
 
-  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
+  /**
+   * Validates and encodes one input. With `batch` (a bulk create), the batch's preflight is used,
+   * every reference goes to `batch.pending` for one check of the whole chunk, and an invalid
+   * input answers null at once: its chunk is then redone item by item through the single path,
+   * which names every problem (uniqueness clashes with earlier items included).
+   */
+  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean): Promise<Converted>;
+  async function convert(ctx: WriteContext, input: ApiRecord, existing: null, partial: false, batch: Batch): Promise<Converted | null>;
+  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean, batch?: Batch): Promise<Converted | null> {
     const errors = new ErrorCollector();
     // Keyed by column names only, and without a prototype, so a missing key is never inherited.
     const values: Record<string, unknown> = Object.create(null);
@@ -118,16 +143,19 @@ export function writer(shape: Shape, read: Reader): Writer {
       reserved.add(LOCAL_CONTEXT_COLUMN);
     }
     for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
+    if (batch && !errors.empty) return null;
     // The ids the request names in host-model object fields, for the preflight statement.
     const refIds: Record<string, number | null> = Object.create(null);
-    for (const f of embeddedFields) {
-      const raw = Object.prototype.hasOwnProperty.call(input, f.name) ? input[f.name] : existing ? undefined : f.default;
-      const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
-      refIds[f.name] = typeof id === "number" && Number.isInteger(id) ? id : null;
+    if (!batch) {
+      for (const f of embeddedFields) {
+        const raw = Object.prototype.hasOwnProperty.call(input, f.name) ? input[f.name] : existing ? undefined : f.default;
+        const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+        refIds[f.name] = typeof id === "number" && Number.isInteger(id) ? id : null;
+      }
     }
-    const pre = await preflight(ctx, refIds);
+    const pre = batch ? batch.pre : await preflight(ctx, refIds);
     const choices = pre.choices;
-    const pending: { field: FieldRow; ref: { typeId: number; id: number } }[] = [];
+    const pending: Pending[] = batch ? batch.pending : [];
 
     for (const f of fields) {
       const present = Object.hasOwn(input, f.name);
@@ -162,7 +190,7 @@ export function writer(shape: Shape, read: Reader): Writer {
         const r = await resolveRef(ctx, f, raw);
         if ("error" in r) errors.add(f.name, r.error);
         else {
-          if (!preflighted.has(f) || refIds[f.name] !== r.id) pending.push({ field: f, ref: r });
+          if (batch || !preflighted.has(f) || refIds[f.name] !== r.id) pending.push({ field: f, ref: r });
           else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
           values[`${f.name}_id`] = r.id;
           if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
@@ -194,9 +222,9 @@ export function writer(shape: Shape, read: Reader): Writer {
       if ("error" in checked) errors.add(f.name, checked.error);
       else values[f.name] = checked.value;
     }
-    if (pending.length) {
-      const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
-      const found = await existing_(ctx, pending.map((p) => p.ref), infos);
+    if (batch && !errors.empty) return null;
+    if (pending.length && !batch) {
+      const found = await existingRefs(ctx, pending);
       for (const { field, ref } of pending) {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
@@ -206,6 +234,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       if ("error" in r) errors.add("tags", r.error);
       else tagIds = r.ids;
     }
+    if (batch && !errors.empty) return null;
     // A valid write leaves unique values to the UNIQUE indexes (see `uniqueChecked`); a write
     // that fails anyway looks them up so its 400 names every problem at once.
     if (!errors.empty) {
@@ -265,22 +294,113 @@ export function writer(shape: Shape, read: Reader): Writer {
       .prepare(),
   );
 
+  /** The insert's bound values for one converted input. */
+  function insertParams(values: Record<string, unknown>, now: string, into: Record<string, unknown> = Object.create(null), suffix = ""): Record<string, unknown> {
+    for (const key of insertColumns) into[key + suffix] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
+    into[`created${suffix}`] = into[`lastUpdated${suffix}`] = now;
+    return into;
+  }
+
+  /**
+   * A multi-row INSERT … RETURNING for `n` rows, prepared once per size and ORM (placeholders
+   * `<column>_<row>`); it returns the row query's select list like the single insert.
+   */
+  const insertMany = new Map<number, Reusable<any>>();
+  function insertManyQuery(n: number) {
+    let q = insertMany.get(n);
+    if (!q) {
+      q = new Reusable((db) =>
+        db
+          .insert(table)
+          .values(Array.from({ length: n }, (_, i) => Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(`${key}_${i}`)]))) as any)
+          .returning(rowColumns as any)
+          .prepare(),
+      );
+      insertMany.set(n, q);
+    }
+    return q;
+  }
+  const chunkRows = Math.max(1, Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))));
+
+  /** After a row is in: its multiobject links and tags. */
+  async function afterInsert(ctx: WriteContext, row: Record<string, any>, multi: Map<FieldRow, Ref[]>, tagIds: number[] | null) {
+    const id = row.id as number;
+    if (multi.size) await writeLinks(ctx, id, multi);
+    if (tagIds) {
+      await setTags(ctx, cot.objectTypeId!, id, tagIds);
+      delete row.__tags; // read after they were set
+    }
+  }
+
+  /**
+   * One chunk of a bulk create in one multi-row INSERT, or null when any of its items is invalid,
+   * names a missing object or trips a unique index (nothing of the chunk is written then).
+   */
+  async function fastChunk(ctx: WriteContext, inputs: ApiRecord[], pre: Preflight): Promise<Array<{ id: number; record: ApiRecord }> | null> {
+    const batch: Batch = { pre, pending: [] };
+    const converted: Converted[] = [];
+    for (const input of inputs) {
+      const c = await convert(ctx, input, null, false, batch);
+      if (!c) return null;
+      converted.push(c);
+    }
+    if (batch.pending.length) {
+      const found = await existingRefs(ctx, batch.pending);
+      if (batch.pending.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
+    }
+    const now = nowIso();
+    const params: Record<string, unknown> = Object.create(null);
+    converted.forEach((c, i) => insertParams(c.values, now, params, `_${i}`));
+    let rows: Record<string, any>[];
+    try {
+      rows = (await insertManyQuery(converted.length).on(ctx.db, ctx.services.db.orm).all(params)) as Record<string, any>[];
+    } catch (e) {
+      // SQLite undid the whole statement: the chunk goes item by item to say which one clashed.
+      if (mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => c }) instanceof ValidationError) return null;
+      throw e;
+    }
+    // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
+    rows.sort((a, b) => a.id - b.id);
+    for (const [i, row] of rows.entries()) await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
+    const records = await serialize(ctx, rows);
+    return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
+  }
+
   const writes: Writer = {
     async createLoaded(ctx, input) {
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
-      const now = nowIso();
-      const params: Record<string, unknown> = Object.create(null);
-      for (const key of insertColumns) params[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
-      params.created = params.lastUpdated = now;
+      const params = insertParams(values, nowIso());
       const [row] = (await uniqueChecked(() => insertQuery.on(ctx.db, ctx.services.db.orm).all(params))) as Record<string, any>[];
-      const id = row!.id as number;
-      await writeLinks(ctx, id, multi);
-      if (tagIds) {
-        await setTags(ctx, cot.objectTypeId!, id, tagIds);
-        delete row!.__tags; // read after they were set
-      }
+      await afterInsert(ctx, row!, multi, tagIds);
       const [record] = await serialize(ctx, [row!]);
-      return { id, record: record! };
+      return { id: row!.id as number, record: record! };
+    },
+    /**
+     * Many creates in one transaction: one preflight, then chunks of `chunkRows` inputs checked
+     * together and written by one INSERT each. A chunk with any problem is redone item by item
+     * through `createLoaded`, so the per-item answers are exactly those of single creates.
+     */
+    async createMany(ctx, inputs) {
+      const pre = await preflight(ctx, Object.fromEntries(embeddedFields.map((f) => [f.name, null])));
+      const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
+      for (let s = 0; s < inputs.length; s += chunkRows) {
+        await ctx.services.db.pace?.();
+        const chunk = inputs.slice(s, s + chunkRows);
+        const fast = await fastChunk(ctx, chunk, pre);
+        if (fast) {
+          out.push(...fast);
+          continue;
+        }
+        for (const input of chunk) {
+          try {
+            out.push(await writes.createLoaded(ctx, input));
+          } catch (e) {
+            if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
+            out.push({ errors: e.fields });
+          }
+        }
+      }
+      return out;
     },
     async create(ctx, input) {
       return (await writes.createLoaded(ctx, input)).id;
