@@ -123,6 +123,21 @@ describe("deep pages", () => {
   });
 });
 
+describe("counts", () => {
+  test("a list query counts once per state of the database; any commit counts again", async () => {
+    const q = "n__gte=5&limit=5";
+    const first = await page(q);
+    expect(first.count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 5`)).rows[0]!.c));
+    const again = await traced(() => page(q));
+    expect(again.some((s) => /count\(\*\)/i.test(s.sql))).toBe(false);
+    await other.execute(`UPDATE ${table} SET n = 6 WHERE id = (SELECT min(id) FROM ${table} WHERE n < 5)`);
+    const after = await traced(async () => expect((await page(q)).count).toBe(first.count + 1));
+    expect(after.some((s) => /count\(\*\)/i.test(s.sql))).toBe(true);
+    // Another filter is another count.
+    expect((await page("n__gte=6&limit=5")).count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 6`)).rows[0]!.c));
+  });
+});
+
 describe("the change stamp", () => {
   test("changes with each commit from any connection, not with reads", async () => {
     const stamp = walChangeStamp(t.dbUrl)!;
@@ -130,7 +145,7 @@ describe("the change stamp", () => {
     expect(s0).toBeString();
     await other.execute(`SELECT count(*) FROM ${table}`);
     expect(stamp()).toBe(s0);
-    await other.execute(`UPDATE ${table} SET n = n WHERE id = (SELECT max(id) FROM ${table})`);
+    await other.execute(`UPDATE ${table} SET name = name || '!' WHERE id = (SELECT max(id) FROM ${table})`);
     const s1 = stamp();
     expect(s1).not.toBe(s0);
     await t.req("POST", `${CO}/anchored/`, { body: { name: "via-api", n: 2 } });

@@ -2,7 +2,7 @@
  * The §4 REST verbs written once: list/retrieve, single and bulk create/update/delete
  * (all-or-nothing), with permission checks, for any `Resource`.
  */
-import { and, count, inArray, sql } from "drizzle-orm";
+import { and, inArray, sql } from "drizzle-orm";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
 import { admitted, hideUnviewable, requireAfterWrite, requireObject, restrictWhere } from "../auth/restrict";
@@ -13,7 +13,7 @@ import { readJson, baseUrlOf } from "../http";
 import { pageLinks, parseListQuery, parseProjection, project } from "./query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
-import { anchoredPageIds } from "./page-anchors";
+import { anchoredPageIds, countRows } from "./page-anchors";
 import { Slots } from "../slots";
 
 export function readContext(c: Ctx): ReadContext {
@@ -151,10 +151,7 @@ export async function listRecords(c: Ctx, resource: Resource) {
   const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
   const q = restricted ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted } : parsed;
   const db = ctx.db;
-  const [{ n }] = (await db
-    .select({ n: count() })
-    .from(resource.table)
-    .where(q.where)) as [{ n: number }];
+  const n = await countRows(ctx.services, db, resource.table, q.where);
   let results: ApiRecord[] = [];
   if (n > q.offset) {
     const anchored = q.idOrder

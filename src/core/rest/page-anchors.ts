@@ -40,6 +40,8 @@ interface Entry {
 interface State {
   stamp: (() => string | null) | null;
   entries: Map<string, Entry>;
+  /** A list query's row count (the same query asked again, page after page, counts once). */
+  counts: Map<string, { stamp: string; n: number }>;
 }
 
 const ANCHORS = slotKey<State>("page-anchors");
@@ -60,10 +62,10 @@ export interface PageRequest {
  */
 export async function anchoredPageIds(services: Services, db: Executor, page: PageRequest): Promise<number[] | null> {
   if (page.offset < STEP) return null;
-  const state = services.state.ensure(ANCHORS, () => ({ stamp: walChangeStamp(services.config.database.url), entries: new Map() }));
+  const state = stateOf(services);
   const stamp = state.stamp?.();
   if (!stamp) return null;
-  const key = entryKey(services, page);
+  const key = keyOf(services, sql`${page.table} ${page.where ?? sql``} ${dir(page)}`);
   let entry = state.entries.get(key);
   if (!entry || entry.stamp !== stamp) entry = { stamp, ids: [], complete: false };
   state.entries.delete(key); // re-inserted below as the most recently used
@@ -75,7 +77,7 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
     entry.ids.push(...more);
   }
   state.entries.set(key, entry);
-  while (state.entries.size > MAX_ENTRIES) state.entries.delete(state.entries.keys().next().value!);
+  bound(state.entries);
   if (slot >= entry.ids.length) return entry.complete ? [] : null;
   const anchor = entry.ids[slot]!;
   const id = sql`${page.idExpr}`;
@@ -84,6 +86,39 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
         ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${page.offset - slot * STEP}`,
   )) as { id: number }[];
   return rows.map((r) => Number(r.id));
+}
+
+/**
+ * The number of rows a list query matches. Under a change stamp the count is kept with it, like
+ * anchors: a client paging through a filtered list (or `?q=`) pays for the count once, not once
+ * per page, until anything commits.
+ */
+export async function countRows(services: Services, db: Executor, table: SQLiteTable, where: SQL | undefined): Promise<number> {
+  const run = async () => Number(((await db.all(sql`SELECT count(*) AS n FROM ${table} WHERE ${where ?? sql`1`}`)) as { n: number }[])[0]!.n);
+  const state = stateOf(services);
+  const stamp = state.stamp?.();
+  if (!stamp) return run();
+  const key = keyOf(services, sql`${table} ${where ?? sql``}`);
+  const hit = state.counts.get(key);
+  state.counts.delete(key);
+  if (hit?.stamp === stamp) {
+    state.counts.set(key, hit);
+    return hit.n;
+  }
+  const n = await run();
+  if (state.stamp!() === stamp) {
+    state.counts.set(key, { stamp, n });
+    bound(state.counts);
+  }
+  return n;
+}
+
+const stateOf = (services: Services) =>
+  services.state.ensure(ANCHORS, () => ({ stamp: walChangeStamp(services.config.database.url), entries: new Map(), counts: new Map() }));
+
+/** Drops the least recently used entries beyond the bound (a Map iterates in insertion order). */
+function bound(map: Map<string, unknown>) {
+  while (map.size > MAX_ENTRIES) map.delete(map.keys().next().value!);
 }
 
 const dir = (page: PageRequest) => (page.direction === "asc" ? sql`ASC` : sql`DESC`);
@@ -109,9 +144,9 @@ async function hop(db: Executor, page: PageRequest, from: number | null, count: 
   return rows.map((r) => Number(r.id));
 }
 
-/** The list query's identity: its table, WHERE text and parameters, and direction. */
-function entryKey(services: Services, page: PageRequest): string {
+/** A query part's identity: its SQL text and parameters. */
+function keyOf(services: Services, part: SQL): string {
   const dialect = (services.db.orm as unknown as { dialect: { sqlToQuery(s: SQL): { sql: string; params: unknown[] } } }).dialect;
-  const q = dialect.sqlToQuery(sql`${page.table} ${page.where ?? sql``} ${page.direction === "asc" ? sql`ASC` : sql`DESC`}`);
+  const q = dialect.sqlToQuery(part);
   return `${q.sql}\u0000${JSON.stringify(q.params, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))}`;
 }
