@@ -11,6 +11,7 @@
  * values as they are), and errors into a `LibsqlError` with the same code fields, so Drizzle and
  * the busy/constraint mapping cannot tell the difference.
  */
+import { rowMaker } from "./rows";
 import { LibsqlError, type InArgs, type InStatement, type IntMode, type ResultSet, type Row } from "@libsql/client";
 
 export interface ReadPoolOptions {
@@ -65,19 +66,6 @@ function fromWire(w: WireError): Error {
   }
   err.message = w.message;
   return err;
-}
-
-/** A row as `@libsql/client`'s local driver builds it (`rowFromSql`): indexes and `length` hidden. */
-function rowOf(values: unknown[], columns: string[]): Row {
-  const row = {} as Record<string | number, unknown>;
-  Object.defineProperty(row, "length", { value: values.length });
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i];
-    Object.defineProperty(row, i, { value });
-    const column = columns[i]!;
-    if (!Object.hasOwn(row, column)) Object.defineProperty(row, column, { value, enumerable: true, configurable: true, writable: true });
-  }
-  return row as unknown as Row;
 }
 
 const toJsonValue = (v: unknown) => (typeof v === "bigint" ? "" + v : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v);
@@ -165,7 +153,8 @@ class Slot {
     if (msg.error) return p.reject(fromWire(msg.error));
     const columns = msg.columns;
     const rows = new Array<Row>(msg.rows.length);
-    for (let i = 0; i < rows.length; i++) rows[i] = rowOf(msg.rows[i]!, columns);
+    const make = rowMaker(columns);
+    for (let i = 0; i < rows.length; i++) rows[i] = make(msg.rows[i]!);
     p.resolve(new PooledResultSet(columns, msg.columnTypes, rows, msg.rowsAffected, msg.lastInsertRowid));
   }
 
