@@ -8,6 +8,7 @@
  * Options: --rows (BENCH_ROWS, 100000), --duration seconds per wrk cell (BENCH_DURATION, 5),
  * --connections (32), --threads (2), --batches bulk POSTs of 1,000 per side (3), --only cells to run,
  * comma-separated among get, list, post, list950, load (all by default; e.g. `--only post,load`).
+ * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057).
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
  * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
@@ -73,8 +74,10 @@ if (opt.serve === "host") {
   const { openDatabase } = await import("../src/db/local");
   const { runMigrations } = await import("../src/db/migrate");
   const { createCache } = await import("../src/services/cache");
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db! }, "bun");
-  const db = await openDatabase(config.database.url);
+  // DATABASE_READ_POOL from the environment, to compare the read pool on and off (decision 0057)
+  const pool = process.env.DATABASE_READ_POOL ? { DATABASE_READ_POOL: process.env.DATABASE_READ_POOL } : {};
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db!, ...pool }, "bun");
+  const db = await openDatabase(config.database.url, undefined, { readPool: config.database.readPool });
   await runMigrations(db);
   const cache = config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {});
   const app = await createApp({ config, db, cache });

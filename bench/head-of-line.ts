@@ -1,0 +1,222 @@
+/**
+ * Issue 17 item 6, head-of-line blocking: how long a GET by id takes over HTTP while a slow
+ * request (a `?q=` search no index can answer, over a million rows) runs, with the read pool
+ * (`DATABASE_READ_POOL=2`, decision 0057) and without it (`0`), in the same run.
+ *
+ *   npx bun bench/head-of-line.ts                          # 1,000,000 rows, 10 s per phase
+ *   npx bun bench/head-of-line.ts --rows 200000 --duration 3
+ *
+ * Options: --rows (BENCH_ROWS, 1000000), --duration seconds per phase (BENCH_DURATION, 10),
+ * --pools comma list of DATABASE_READ_POOL values to compare (default "2,0", run in that order,
+ * then once more in reverse with --repeat), --slow the slow request's query (default
+ * `q=zz&limit=50`: a search term shorter than a trigram, which the full-text index cannot answer).
+ *
+ * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts
+ * makeTestApp) and the 20-field custom object type of bench/twenty-fields.ts, its rows put in by
+ * direct SQL. Then, per pool setting, a child process of this script serves the Host app on that
+ * file (`--serve`, memory cache, Bun.serve on 127.0.0.1), and two phases run against it:
+ * - idle: one client GETs a random object by id, one request at a time, for --duration;
+ * - slow: the same client, while another runs the slow request back to back (it scans every
+ *   row, for the count and for the page). Only GETs sent while a slow request was in flight count.
+ * Reported: p50 / p99 / max of the GET, the number of GETs, and the slow request's median time.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
+
+const { values: opt } = parseArgs({
+  options: {
+    serve: { type: "string" },
+    db: { type: "string" },
+    pool: { type: "string" },
+    rows: { type: "string" },
+    duration: { type: "string" },
+    pools: { type: "string" },
+    repeat: { type: "boolean" },
+    slow: { type: "string" },
+  },
+});
+const num = (raw: string | undefined, name: string, fallback: number, max: number) => {
+  const n = raw === undefined || raw === "" ? fallback : Number(raw);
+  if (!Number.isInteger(n) || n <= 0 || n > max) throw new Error(`bad value for ${name}: ${raw}`);
+  return n;
+};
+const log = (...a: unknown[]) => console.error(...a);
+
+// ---- child: the Host server -------------------------------------------------------------------------------
+if (opt.serve) {
+  const { createApp } = await import("../src/app");
+  const { loadConfig } = await import("../src/config");
+  const { openDatabase } = await import("../src/db/local");
+  const { createCache } = await import("../src/services/cache");
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db!, DATABASE_READ_POOL: opt.pool ?? "2" }, "bun");
+  const db = await openDatabase(config.database.url, undefined, { readPool: config.database.readPool });
+  const app = await createApp({ config, db, cache: createCache("memory", {}) });
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) });
+  console.log(`READY ${server.port}`);
+  process.on("SIGTERM", async () => {
+    server.stop(true);
+    await db.close();
+    process.exit(0);
+  });
+  await new Promise(() => {});
+}
+
+// ---- the driver --------------------------------------------------------------------------------------------
+const ROWS = num(opt.rows ?? process.env.BENCH_ROWS, "--rows", 1_000_000, 10_000_000);
+const DURATION = num(opt.duration ?? process.env.BENCH_DURATION, "--duration", 10, 300);
+const POOLS = (opt.pools ?? "2,0").split(",").map((p) => {
+  if (!/^\d+$/.test(p.trim()) || Number(p) > 16) throw new Error(`bad value for --pools: ${p}`);
+  return String(Number(p));
+});
+/** Two letters are shorter than a trigram: the search cannot use the full-text index and scans every row. */
+const SLOW_QUERY = opt.slow ?? "q=zz&limit=50";
+const ORDER = opt.repeat ? [...POOLS, ...[...POOLS].reverse()] : POOLS;
+
+const work = mkdtempSync(join(tmpdir(), "host-head-of-line-"));
+const dbUrl = `file:${join(work, "host.db")}`;
+const children: Array<ReturnType<typeof Bun.spawn>> = [];
+
+async function setup(): Promise<{ token: string; path: string }> {
+  const { makeTestApp } = await import("../tests/helpers/app");
+  const { addField, choiceSet, CO, makeCot } = await import("../tests/custom-objects/fixtures");
+  const t = await makeTestApp({ DATABASE_URL: dbUrl, DATABASE_READ_POOL: "0" });
+  try {
+    await choiceSet(t, "speeds", SPEEDS);
+    await choiceSet(t, "tiers", TIERS);
+    const sites = await t.json("POST", "/api/dcim/sites/", { body: Array.from({ length: 20 }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
+    const tenants = await t.json("POST", "/api/tenancy/tenants/", { body: Array.from({ length: 5 }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })) });
+    if (sites.status !== 201 || tenants.status !== 201) throw new Error("sites/tenants setup failed");
+    const siteIds = (sites.body as { id: number }[]).map((s) => s.id);
+    const tenantIds = (tenants.body as { id: number }[]).map((s) => s.id);
+    const cot = await makeCot(t, "bench_item", "bench_item");
+    for (const f of FIELDS) await addField(t, cot.id, f);
+    const T = benchTable(`co_${cot.id}`);
+    const now = new Date().toISOString();
+    for (let start = 0; start < ROWS; start += 20_000) {
+      await t.deps.db.orm.transaction(async (tx) => {
+        for (let s = start; s < Math.min(ROWS, start + 20_000); s += 100) {
+          const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({ ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+          await tx.insert(T).values(chunk);
+        }
+      });
+    }
+    await t.deps.db.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
+    return { token: t.admin, path: `${CO}/bench_item/` };
+  } finally {
+    await t.deps.db.close();
+  }
+}
+
+async function startServer(pool: string) {
+  const child = Bun.spawn([process.execPath, import.meta.path, "--serve", "1", "--db", dbUrl, "--pool", pool], { stdout: "pipe", stderr: "inherit" });
+  children.push(child);
+  const reader = child.stdout.getReader();
+  let buf = "";
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const r = await Promise.race([reader.read(), Bun.sleep(deadline - Date.now()).then(() => null)]);
+    if (!r || r.done) break;
+    buf += new TextDecoder().decode(r.value);
+    const m = /READY (\d+)/.exec(buf);
+    if (m) {
+      reader.releaseLock();
+      return { child, origin: `http://127.0.0.1:${m[1]}` };
+    }
+  }
+  throw new Error("server did not start");
+}
+
+const pct = (xs: number[], p: number) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+const ms = (x: number) => (Number.isNaN(x) ? "–" : x < 10 ? x.toFixed(2) : x.toFixed(0));
+
+interface Phase {
+  gets: number[];
+  slow: number[];
+}
+
+/** GETs by id, one at a time, for `seconds`; with `slowPath`, a slow request runs back to back beside them. */
+async function phase(origin: string, headers: Record<string, string>, path: string, seconds: number, slowPath?: string): Promise<Phase> {
+  const out: Phase = { gets: [], slow: [] };
+  const end = performance.now() + seconds * 1000;
+  let inFlight = false;
+  const slowLoop = (async () => {
+    while (slowPath && performance.now() < end) {
+      const t0 = performance.now();
+      inFlight = true;
+      const r = await fetch(origin + slowPath, { headers });
+      await r.arrayBuffer();
+      inFlight = false;
+      if (r.status !== 200) throw new Error(`slow request: ${r.status}`);
+      out.slow.push(performance.now() - t0);
+    }
+  })();
+  // let the first slow request start before timing
+  if (slowPath) await Bun.sleep(20);
+  while (performance.now() < end) {
+    const id = 1 + Math.floor(Math.random() * ROWS);
+    const during = inFlight;
+    const t0 = performance.now();
+    const r = await fetch(`${origin}${path}${id}/`, { headers });
+    await r.arrayBuffer();
+    const took = performance.now() - t0;
+    if (r.status !== 200) throw new Error(`GET ${id}: ${r.status}`);
+    if (!slowPath || (during && inFlight)) out.gets.push(took);
+    await Bun.sleep(5);
+  }
+  await slowLoop;
+  return out;
+}
+
+try {
+  log(`bench/head-of-line: ${ROWS.toLocaleString("en-US")} rows, ${DURATION} s per phase, pools ${ORDER.join(" → ")}, ${cpus().length} CPUs, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  let t0 = performance.now();
+  const { token, path } = await setup();
+  log(`setup: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const headers = { authorization: `Token ${token}` };
+  const slowPath = `${path}?${SLOW_QUERY}`;
+  const rows: string[] = [];
+  for (const pool of ORDER) {
+    const server = await startServer(pool);
+    try {
+      // warm: the token's last_used write, statement caches, the first slow request's pages
+      await phase(server.origin, headers, path, 1);
+      t0 = performance.now();
+      await (await fetch(server.origin + slowPath, { headers })).arrayBuffer();
+      log(`pool ${pool}: one slow request alone ${(performance.now() - t0).toFixed(0)} ms`);
+      const idle = await phase(server.origin, headers, path, DURATION);
+      const busy = await phase(server.origin, headers, path, DURATION, slowPath);
+      for (const [label, p] of [
+        ["idle", idle],
+        ["during slow", busy],
+      ] as const) {
+        const line = `| ${pool} | ${label} | ${p.gets.length} | ${ms(pct(p.gets, 50))} | ${ms(pct(p.gets, 99))} | ${ms(Math.max(...p.gets))} | ${p.slow.length ? `${p.slow.length} × ${ms(pct(p.slow, 50))}` : "–"} |`;
+        rows.push(line);
+        log(line);
+      }
+    } finally {
+      server.child.kill("SIGTERM");
+      const code = await Promise.race([server.child.exited, Bun.sleep(10_000).then(() => "hung")]);
+      if (code === "hung") {
+        log(`pool ${pool}: the server did not exit within 10 s of SIGTERM`);
+        server.child.kill("SIGKILL");
+      }
+    }
+  }
+  console.log(`\nGET by id over HTTP, one at a time (ms); ${ROWS.toLocaleString("en-US")} rows; slow = list?${SLOW_QUERY}\n`);
+  console.log("| DATABASE_READ_POOL | phase | GETs | p50 | p99 | max | slow requests × median ms |");
+  console.log("|--:|:--|--:|--:|--:|--:|--:|");
+  for (const line of rows) console.log(line);
+  console.log(`\nload average after: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+} finally {
+  for (const c of children) c.kill("SIGKILL");
+  rmSync(work, { recursive: true, force: true });
+}
+// the setup's app leaves timers behind; the servers are gone
+process.exit(0);
