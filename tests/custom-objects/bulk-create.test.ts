@@ -1,0 +1,126 @@
+/**
+ * Bulk creates of custom objects (decision 0055): chunks of one multi-row INSERT each, with the
+ * per-item answers, all-or-nothing behaviour and change records of creating item by item; and
+ * the index policy (plain indexes on object fields only, dropped from older databases).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { countStatements } from "../helpers/statements";
+import { runMigrations } from "../../src/db/migrate";
+import { addField, CO, create, makeCot } from "./fixtures";
+
+let t: TestApp;
+let cotId: number;
+const fieldIds: Record<string, number> = {};
+let siteIds: number[] = [];
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  const sites = await t.json("POST", "/api/dcim/sites/", { body: [1, 2, 3].map((i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
+  siteIds = (sites.body as { id: number }[]).map((s) => s.id);
+  cotId = (await makeCot(t, "gadget", "gadget")).id;
+  for (const f of [
+    { name: "name", type: "text", primary: true, required: true },
+    { name: "serial", type: "text", unique: true },
+    { name: "n", type: "integer" },
+    { name: "when", type: "date" },
+    { name: "site", type: "object", related_object_type: "dcim.site" },
+  ]) {
+    fieldIds[f.name] = (await addField(t, cotId, f)).id;
+  }
+});
+afterAll(() => t.close());
+
+const item = (i: number, extra: Record<string, unknown> = {}) => ({ name: `g-${i}`, serial: `S-${i}`, n: i, when: "2024-05-06", site: siteIds[i % 3], ...extra });
+const rows = async () => Number((await t.deps.db.client.execute(`SELECT count(*) AS c FROM co_${cotId}`)).rows[0]!.c);
+const changes = async () =>
+  ((await t.json("GET", "/api/core/object-changes/?limit=1000&changed_object_type=custom_objects.gadget")).body.results as Array<{
+    action: { value: string };
+    changed_object_id: number;
+    postchange_data: Record<string, unknown>;
+  }>).sort((a, b) => a.changed_object_id - b.changed_object_id);
+
+describe("bulk create", () => {
+  test("writes 250 objects in a handful of statements, not three per object", async () => {
+    await create(t, "gadget", item(-1)); // warm the model
+    const single = await countStatements(t.deps.db, () => create(t, "gadget", item(-2)), { transactions: true });
+    let r: Awaited<ReturnType<TestApp["json"]>> | undefined;
+    const bulk = await countStatements(t.deps.db, async () => (r = await t.json("POST", `${CO}/gadget/`, { body: Array.from({ length: 250 }, (_, i) => item(i)) })), { transactions: true });
+    expect(r!.status).toBe(201);
+    expect(single).toBeLessThanOrEqual(4);
+    // one preflight, one reference check and one INSERT per 100 rows, the change records in one
+    expect(bulk).toBeLessThanOrEqual(10);
+  });
+
+  test("answers every record in order and logs one change per object with its record", async () => {
+    const before = (await changes()).length;
+    const r = await t.json("POST", `${CO}/gadget/`, { body: Array.from({ length: 230 }, (_, i) => item(1000 + i)) });
+    expect(r.status).toBe(201);
+    const records = r.body as Array<Record<string, any>>;
+    expect(records.map((x) => x.name)).toEqual(Array.from({ length: 230 }, (_, i) => `g-${1000 + i}`));
+    expect(records.map((x) => x.site.id)).toEqual(Array.from({ length: 230 }, (_, i) => siteIds[(1000 + i) % 3]));
+    const ids = records.map((x) => x.id as number);
+    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    const logged = (await changes()).slice(before);
+    expect(logged.length).toBe(230);
+    expect(logged.map((c) => c.action.value)).toEqual(Array(230).fill("create"));
+    expect(logged.map((c) => c.changed_object_id)).toEqual(ids);
+    for (const [i, c] of logged.entries()) expect(c.postchange_data).toEqual(records[i]!);
+  });
+
+  test("is all or nothing, with each bad item's errors at its index, across chunks", async () => {
+    const n0 = await rows();
+    const c0 = (await changes()).length;
+    const body: unknown[] = Array.from({ length: 260 }, (_, i) => item(5000 + i));
+    body[3] = item(5003, { n: "many" });
+    body[120] = item(5120, { serial: "S-5010" }); // clashes with item 10, in an earlier chunk
+    body[150] = item(5150, { serial: "S-5140" }); // clashes with item 140, in its own chunk
+    body[180] = item(5180, { site: 999999 });
+    body[200] = "not an object";
+    body[250] = item(5250, { name: null });
+    const r = await t.json("POST", `${CO}/gadget/`, { body });
+    expect(r.status).toBe(400);
+    const errors = r.body as Array<Record<string, string[]>>;
+    expect(errors.length).toBe(260);
+    const bad = new Map(errors.flatMap((e, i) => (Object.keys(e).length ? [[i, Object.keys(e)]] : [])));
+    expect([...bad]).toEqual([
+      [3, ["n"]],
+      [120, ["serial"]],
+      [150, ["serial"]],
+      [180, ["site"]],
+      [200, ["non_field_errors"]],
+      [250, ["name"]],
+    ]);
+    expect(errors[120]!.serial![0]).toContain("already exists");
+    expect(errors[180]!.site![0]).toContain("999999");
+    expect(await rows()).toBe(n0);
+    expect((await changes()).length).toBe(c0);
+  });
+
+  test("the same bad item answers the same alone and in a bulk", async () => {
+    const alone = await t.json("POST", `${CO}/gadget/`, { body: item(7000, { n: "x", site: 999999 }) });
+    const bulk = await t.json("POST", `${CO}/gadget/`, { body: [item(7001), item(7000, { n: "x", site: 999999 })] });
+    expect(alone.status).toBe(400);
+    expect(bulk.status).toBe(400);
+    expect(bulk.body).toEqual([{}, alone.body]);
+  });
+});
+
+describe("index policy", () => {
+  const indexes = async () =>
+    (await t.deps.db.client.execute(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'co_${cotId}' AND sql IS NOT NULL ORDER BY name`)).rows.map((r) => String(r.name));
+
+  test("plain indexes on object fields only; a unique field keeps its UNIQUE index", async () => {
+    expect(await indexes()).toEqual([`co_${cotId}_f${fieldIds.serial}_uq`, `co_${cotId}_f${fieldIds.site}_idx`, `co_${cotId}_id_idx`].sort());
+  });
+
+  test("migrations drop the plain indexes older databases gave other fields, and keep the rest", async () => {
+    for (const name of ["name", "n", "when"]) await t.deps.db.client.execute(`CREATE INDEX "co_${cotId}_f${fieldIds[name]}_idx" ON "co_${cotId}" ("${name}")`);
+    expect((await indexes()).length).toBe(6);
+    await runMigrations(t.deps.db);
+    expect(await indexes()).toEqual([`co_${cotId}_f${fieldIds.serial}_uq`, `co_${cotId}_f${fieldIds.site}_idx`, `co_${cotId}_id_idx`].sort());
+    // lookups answer the same without them
+    const r = await t.json("GET", `${CO}/gadget/?n=1005&name=g-1005`);
+    expect(r.body.results.map((x: { serial: string }) => x.serial)).toEqual(["S-1005"]);
+  });
+});
