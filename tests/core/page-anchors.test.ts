@@ -10,7 +10,11 @@ import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { STEP } from "../../src/core/rest/page-anchors";
 import { walChangeStamp } from "../../src/db/change-stamp";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { openDatabase } from "../../src/db/local";
+import { createCache } from "../../src/services/cache";
 
 let t: TestApp;
 let other: Client; // another connection to the same file, as another process would be
@@ -135,6 +139,34 @@ describe("counts", () => {
     expect(after.some((s) => /count\(\*\)/i.test(s.sql))).toBe(true);
     // Another filter is another count.
     expect((await page("n__gte=6&limit=5")).count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 6`)).rows[0]!.c));
+  });
+});
+
+describe("custom object type freshness", () => {
+  test("the type's version is looked up only when something committed since the last look", async () => {
+    await page("limit=1");
+    const quiet = await traced(() => page("limit=1"));
+    expect(quiet.some((s) => /shape_version/.test(s.sql))).toBe(false);
+    // Another process (a second app on the same file) adds a field: the next request sees it.
+    const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: t.dbUrl }, "bun");
+    const db2 = await openDatabase(config.database.url);
+    try {
+      const app2 = await createApp({ config, db: db2, cache: createCache("memory", {}) });
+      const cotId = Number(table.slice(3));
+      const res = await app2.request(`${BASE}${CO}/custom-object-type-fields/`, {
+        method: "POST",
+        headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+        body: JSON.stringify({ custom_object_type: cotId, name: "extra", type: "text" }),
+      });
+      expect(res.status).toBe(201);
+    } finally {
+      await db2.close();
+    }
+    const after = await traced(async () => {
+      const r = await t.json("GET", `${CO}/anchored/?limit=1`);
+      expect(r.body.results[0]).toHaveProperty("extra");
+    });
+    expect(after.some((s) => /shape_version/.test(s.sql))).toBe(true);
   });
 });
 

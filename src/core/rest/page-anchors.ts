@@ -7,7 +7,7 @@
  * the nearest anchor by primary key and skips fewer than `STEP` rows.
  *
  * Anchors are facts about one state of the database, so an entry holds the WAL change stamp it
- * was built under (`db/change-stamp.ts`) and is used only while the stamp is the same: any commit
+ * was built under (`core/database-stamp.ts`) and is used only while the stamp is the same: any commit
  * from any connection or process drops it. A stamp that changes while anchors are being built
  * keeps them from being stored. Anchors are built lazily, only as far as a requested page needs,
  * by one recursive statement that hops `STEP` rows at a time (decision 0059).
@@ -17,9 +17,9 @@
  */
 import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
-import { walChangeStamp } from "../../db/change-stamp";
 import type { Executor } from "../../db/client";
 import type { Services } from "../context";
+import { databaseStamp } from "../database-stamp";
 import { slotKey } from "../slots";
 
 /** Rows between two anchors: a page skips fewer than this many rows. */
@@ -38,7 +38,6 @@ interface Entry {
 }
 
 interface State {
-  stamp: (() => string | null) | null;
   entries: Map<string, Entry>;
   /** A list query's row count (the same query asked again, page after page, counts once). */
   counts: Map<string, { stamp: string; n: number }>;
@@ -62,9 +61,9 @@ export interface PageRequest {
  */
 export async function anchoredPageIds(services: Services, db: Executor, page: PageRequest): Promise<number[] | null> {
   if (page.offset < STEP) return null;
-  const state = stateOf(services);
-  const stamp = state.stamp?.();
+  const stamp = databaseStamp(services);
   if (!stamp) return null;
+  const state = stateOf(services);
   const key = keyOf(services, sql`${page.table} ${page.where ?? sql``} ${dir(page)}`);
   let entry = state.entries.get(key);
   if (!entry || entry.stamp !== stamp) entry = { stamp, ids: [], complete: false };
@@ -72,7 +71,7 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
   const slot = Math.floor(page.offset / STEP);
   if (slot >= entry.ids.length && !entry.complete) {
     const more = await hop(db, page, entry.ids.at(-1) ?? null, Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS));
-    if (state.stamp!() !== stamp) return null; // changed under the hops: they may describe neither state
+    if (databaseStamp(services) !== stamp) return null; // changed under the hops: they may describe neither state
     entry.complete = more.length < Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS);
     entry.ids.push(...more);
   }
@@ -95,9 +94,9 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
  */
 export async function countRows(services: Services, db: Executor, table: SQLiteTable, where: SQL | undefined): Promise<number> {
   const run = async () => Number(((await db.all(sql`SELECT count(*) AS n FROM ${table} WHERE ${where ?? sql`1`}`)) as { n: number }[])[0]!.n);
-  const state = stateOf(services);
-  const stamp = state.stamp?.();
+  const stamp = databaseStamp(services);
   if (!stamp) return run();
+  const state = stateOf(services);
   const key = keyOf(services, sql`${table} ${where ?? sql``}`);
   const hit = state.counts.get(key);
   state.counts.delete(key);
@@ -106,15 +105,14 @@ export async function countRows(services: Services, db: Executor, table: SQLiteT
     return hit.n;
   }
   const n = await run();
-  if (state.stamp!() === stamp) {
+  if (databaseStamp(services) === stamp) {
     state.counts.set(key, { stamp, n });
     bound(state.counts);
   }
   return n;
 }
 
-const stateOf = (services: Services) =>
-  services.state.ensure(ANCHORS, () => ({ stamp: walChangeStamp(services.config.database.url), entries: new Map(), counts: new Map() }));
+const stateOf = (services: Services) => services.state.ensure(ANCHORS, () => ({ entries: new Map(), counts: new Map() }));
 
 /** Drops the least recently used entries beyond the bound (a Map iterates in insertion order). */
 function bound(map: Map<string, unknown>) {

@@ -29,6 +29,7 @@ import { cotsAllowed, hideDiffs } from "./schema/access";
 import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
+import { databaseStamp } from "../../core/database-stamp";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {
@@ -40,7 +41,7 @@ function cotRegistry(services: Services): CotRegistry {
       if (info) out.set(id, info);
     }
     return out;
-  });
+  }, () => databaseStamp(services));
 }
 
 /**

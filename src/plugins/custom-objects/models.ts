@@ -87,7 +87,16 @@ export class CotRegistry {
      * Runs on `db`: inside a write that is the open transaction, which holds the connection.
      */
     private readonly hostModels?: (objectTypeIds: number[], db: Executor) => Promise<Map<number, ModelInfo>>,
+    /**
+     * The database's change stamp (`core/database-stamp.ts`), or null where there is none. While
+     * it is the one a slug's version was read under, nothing has committed since, so the cached
+     * model is still the type's shape and the version lookup is skipped (outside transactions).
+     */
+    private readonly stamp: () => string | null = () => null,
   ) {}
+
+  /** The model a version lookup outside transactions found for a slug, with the stamp it was read under. */
+  #checked = new Map<string, { stamp: string; model: CotModel }>();
 
   /** Version lookups, prepared once (Drizzle's query building is a hot spot). */
   static #version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
@@ -118,8 +127,18 @@ export class CotRegistry {
   }
 
   async bySlug(db: Executor, slug: string): Promise<CotModel | null> {
+    const stamp = db === this.orm ? this.stamp() : null;
+    if (stamp) {
+      const seen = this.#checked.get(slug);
+      if (seen?.stamp === stamp) return seen.model;
+    }
     const [row] = await this.#versionBySlug.on(db, this.orm).all({ slug });
-    return this.#fresh(db, row);
+    const model = await this.#fresh(db, row);
+    if (stamp && model) {
+      if (this.#checked.size >= 1000) this.#checked.clear();
+      this.#checked.set(slug, { stamp, model });
+    }
+    return model;
   }
 
   async byId(db: Executor, id: number): Promise<CotModel | null> {
