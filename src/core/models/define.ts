@@ -334,6 +334,10 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       .map(([key, col]) => sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`),
     sql`, `,
   );
+  // json_object() gives booleans as 0/1; the nested form wants true/false.
+  const booleanKeys = Object.entries(getTableColumns(table))
+    .filter(([, col]) => (col as SQLiteColumn).dataType === "boolean")
+    .map(([key]) => key);
   const info: ModelInfo = {
     appLabel: spec.appLabel,
     model: spec.model,
@@ -351,9 +355,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       // Qualified by hand: inside another query's select list Drizzle renders columns bare.
       selectOne: (idExpr) => sql`(SELECT json_object(${nestedColumns}) FROM ${table} WHERE ${sql.raw(`"${getTableName(table)}"."id"`)} = ${idExpr})`,
       build: (ctx, _id, columns) => {
-        for (const [key, col] of Object.entries(getTableColumns(table))) {
-          if ((col as SQLiteColumn).dataType === "boolean" && columns[key] != null) columns[key] = columns[key] === 1 || columns[key] === true;
-        }
+        for (const key of booleanKeys) if (columns[key] != null) columns[key] = columns[key] === 1 || columns[key] === true;
         return nestedRecord(ctx, columns);
       },
     },

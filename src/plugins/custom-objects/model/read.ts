@@ -41,6 +41,12 @@ export function reader(shape: Shape): Reader {
     return `${verboseName(cot)} ${row.id}`;
   };
 
+  // Per field, what serialising a row needs, worked out once per shape.
+  const plan = fields.map((f) => {
+    const m = moduleOf.get(f)!;
+    return { f, kind: m.storage, m, idKey: `${f.name}_id`, typeKey: `${f.name}_type`, parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const) };
+  });
+
   async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
@@ -59,7 +65,7 @@ export function reader(shape: Shape): Reader {
         for (const r of rows) {
           const id = r[`${f.name}_id`];
           const json = r[`__n_${f.name}`];
-          if (id != null && json) byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+          if (id != null && json && !byId.has(id)) byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
         }
         inline.set(f.name, byId);
       } else if (storage(f) === "reference") {
@@ -109,20 +115,18 @@ export function reader(shape: Shape): Reader {
         tags: tags.get(row.id) ?? [],
         ...ownerOf(row),
       };
-      for (const f of fields) {
-        const kind = storage(f);
+      for (const { f, kind, m, idKey, typeKey, parts } of plan) {
         if (kind === "reference") {
-          const id = row[`${f.name}_id`];
-          const typeId = f.isPolymorphic ? row[`${f.name}_type`] : f.relatedObjectTypeId;
+          const id = row[idKey];
+          const typeId = f.isPolymorphic ? row[typeKey] : f.relatedObjectTypeId;
           const known = inline.get(f.name);
           rec[f.name] = id == null || typeId == null ? null : known ? (known.get(id) ?? { id }) : ref(f, typeId, id);
         } else if (kind === "links") {
           rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
         } else {
-          const m = moduleOf.get(f)!;
           const value = m.decode(row[f.name]);
           rec[f.name] = value;
-          for (const part of m.parts ?? []) rec[`${f.name}_${part}`] = value && typeof value === "object" ? ((value as Record<string, unknown>)[part] ?? null) : null;
+          for (const [part, key] of parts) rec[key] = value && typeof value === "object" ? ((value as Record<string, unknown>)[part] ?? null) : null;
         }
       }
       if (contextFields.length) {
@@ -138,7 +142,7 @@ export function reader(shape: Shape): Reader {
   // (The outer id is spelled out: Drizzle renders a column unqualified in a select list.)
   const tagsColumn = sql<string>`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND ti.object_id = ${ident(tableName(cot.id))}.id ORDER BY t.name) x)`;
   const tagsFromRows = (ctx: ReadContext, rows: Record<string, any>[]) =>
-    new Map(rows.map((r) => [r.id as number, (JSON.parse(r.__tags ?? "[]") as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
+    new Map(rows.map((r) => [r.id as number, r.__tags == null || r.__tags === "[]" ? [] : (JSON.parse(r.__tags) as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
 
   const rowColumns: Record<string, SQLiteColumn | SQL> = { ...getTableColumns(table), __tags: tagsColumn };
   if (primaryLabel) rowColumns.__label = primaryLabel;
