@@ -13,6 +13,7 @@
  */
 import { rowMaker } from "./rows";
 import { LibsqlError, type InArgs, type InStatement, type IntMode, type ResultSet, type Row } from "@libsql/client";
+import { statementCacheGeneration } from "./statement-cache";
 
 export interface ReadPoolOptions {
   /** The database's `file:` URL, as the main connection opened it. */
@@ -124,7 +125,7 @@ class Slot {
     };
     this.worker.onerror = (event: ErrorEvent) => this.die(new Error(`read pool worker failed: ${event.message}`));
     this.worker.addEventListener("close", () => this.die(new LibsqlError("The read pool's worker ended", "CLIENT_CLOSED")));
-    this.worker.postMessage({ type: "open", url: options.url, intMode: options.intMode, busyTimeoutMs: options.busyTimeoutMs });
+    this.worker.postMessage({ type: "open", url: options.url, intMode: options.intMode, busyTimeoutMs: options.busyTimeoutMs, generation: statementCacheGeneration() });
   }
 
   /**

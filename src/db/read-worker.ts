@@ -4,7 +4,7 @@
  * holds this thread, not the server's event loop; in WAL mode each read sees the last committed
  * state, whatever the main connection is writing meanwhile.
  *
- * Messages in: `{ type: "open", url, intMode, busyTimeoutMs }` once, then arrays of reads
+ * Messages in: `{ type: "open", url, intMode, busyTimeoutMs, generation }` once, then arrays of reads
  * `{ id, sql, args }`, and finally `{ type: "close" }`. Out: `{ type: "ready" }` or
  * `{ type: "failed", error }`, then arrays of answers `{ id, columns, columnTypes, rows,
  * rowsAffected, lastInsertRowid }` (rows as plain arrays of values: the Row objects' indexes do
@@ -34,9 +34,9 @@ function toWire(e: unknown, depth = 0): Record<string, unknown> {
 
 let client: Client | null = null;
 
-async function open(msg: { url: string; intMode?: IntMode; busyTimeoutMs: number }) {
-  // The worker's cache is never told of the main connection's schema changes: statements only.
-  installStatementCache({ memoizeColumns: false });
+async function open(msg: { url: string; intMode?: IntMode; busyTimeoutMs: number; generation: Int32Array }) {
+  // The main thread's schema generation: a schema change there clears this cache too.
+  installStatementCache({ generation: msg.generation });
   const c = createClient({ url: msg.url, intMode: msg.intMode, concurrency: 1 });
   try {
     await c.execute("PRAGMA query_only=1");
@@ -79,9 +79,9 @@ async function readAll(batch: Array<{ id: number; sql: string; args?: InArgs }>)
 }
 
 self.onmessage = (event: MessageEvent) => {
-  const msg = event.data as { type?: string; id?: number; sql?: string; args?: InArgs; url?: string; intMode?: IntMode; busyTimeoutMs?: number };
+  const msg = event.data as { type?: string };
   if (msg.type === "open") {
-    open(msg as { url: string; intMode?: IntMode; busyTimeoutMs: number }).then(
+    open(msg as Parameters<typeof open>[0]).then(
       () => self.postMessage({ type: "ready" }),
       (e) => self.postMessage({ type: "failed", error: toWire(e) }),
     );

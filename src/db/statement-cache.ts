@@ -11,6 +11,8 @@ const INSTALLED = Symbol.for("host.statementCache");
 const MAX_STATEMENTS = 1000;
 /** Statements after which cached statements may describe a schema that no longer exists. */
 const SCHEMA_CHANGING = /^\s*(create|alter|drop|vacuum|attach|detach|reindex|pragma|analyze)\b/i;
+/** The same, PRAGMAs aside: they clear their own connection's cache only (they change no table). */
+const SCHEMA_CHANGING_SHARED = /^\s*(create|alter|drop|vacuum|attach|detach|reindex|analyze)\b/i;
 
 type Prepared = unknown;
 type DatabaseProto = { prepare(sql: string): Prepared; exec(sql: string): unknown; [INSTALLED]?: boolean };
@@ -48,6 +50,8 @@ function viaExec(db: object, sql: string, exec: (this: object, sql: string) => u
     columns: () => [],
     run: () => {
       exec.call(db, sql);
+      // A transaction that changed the schema has ended: other connections' caches go.
+      if (schemaChanged.delete(db)) invalidateStatementCaches();
       return { changes: 0, lastInsertRowid: 0 };
     },
   };
@@ -55,26 +59,66 @@ function viaExec(db: object, sql: string, exec: (this: object, sql: string) => u
 }
 
 /**
- * Bumped when another connection of this process commits a schema change (the background
- * connection, background.ts): every cache is cleared before its next statement.
+ * The schema generation of this process, shared with the read pool's worker threads (a
+ * SharedArrayBuffer each of them is given, `read-pool.ts`). Bumped when any connection of the
+ * process changes the schema: when the statement is prepared, when it has run, and when its
+ * transaction ends, so another thread cannot keep a column list memoised in between. Every
+ * connection's cache is cleared before its next statement once the generation moved.
  */
-let generation = 0;
+let generation: Int32Array = new Int32Array(new SharedArrayBuffer(4));
 export function invalidateStatementCaches(): void {
-  generation++;
+  Atomics.add(generation, 0, 1);
+}
+
+/** The shared generation, for a worker thread's `installStatementCache({ generation })`. */
+export function statementCacheGeneration(): Int32Array {
+  return generation;
+}
+
+/** Connections that changed the schema inside a transaction not yet ended. */
+const schemaChanged = new WeakSet<object>();
+
+/** A schema-changing statement: bumps the generation before it runs and after. */
+function bumpingAfter(db: object, stmt: Prepared): Prepared {
+  invalidateStatementCaches();
+  schemaChanged.add(db);
+  const s = stmt as Record<string, unknown>;
+  for (const method of ["run", "all", "get", "iterate"]) {
+    const fn = s[method];
+    if (typeof fn !== "function") continue;
+    s[method] = function (this: unknown, ...args: unknown[]) {
+      try {
+        return (fn as (...a: unknown[]) => unknown).apply(this, args);
+      } finally {
+        invalidateStatementCaches();
+      }
+    };
+  }
+  return stmt;
+}
+
+/**
+ * After another connection changed the schema, this one still holds the old schema until its
+ * next statement meets the new schema cookie; a statement prepared before then describes the old
+ * tables, and its memoised column list would outlive SQLite's own re-prepare. A statement that
+ * reads the schema table makes SQLite reload it first.
+ */
+function reloadSchema(db: object, prepare: (this: object, sql: string) => Prepared): void {
+  try {
+    (prepare.call(db, "SELECT 1 FROM sqlite_schema LIMIT 1") as { get(): unknown }).get();
+  } catch {
+    // a closed or broken connection: its next statement reports that itself
+  }
 }
 
 export interface StatementCacheOptions {
-  /**
-   * Read each cached statement's column list once (default). The read pool's worker threads
-   * turn this off: their cache is never told of another connection's schema change, and SQLite
-   * re-prepares a statement by itself, so only a memoised column list could go stale there.
-   */
-  memoizeColumns?: boolean;
+  /** A worker thread's copy of the main thread's `statementCacheGeneration()`. */
+  generation?: Int32Array;
 }
 
 /** Installs the cache once per process, or per worker thread (idempotent). */
 export function installStatementCache(options: StatementCacheOptions = {}): void {
-  const memoize = options.memoizeColumns ?? true;
+  if (options.generation) generation = options.generation;
   const proto = (Database as unknown as { prototype: DatabaseProto }).prototype;
   if (proto[INSTALLED]) return;
   const prepare = proto.prepare;
@@ -84,18 +128,20 @@ export function installStatementCache(options: StatementCacheOptions = {}): void
     if (TRANSACTION_CONTROL.test(sql)) return viaExec(this, sql, exec);
     let cache = caches.get(this);
     if (!cache) caches.set(this, (cache = new Map()));
-    if (cache.generation !== generation) {
+    const now = Atomics.load(generation, 0);
+    if (cache.generation !== now) {
+      if (cache.generation !== undefined) reloadSchema(this, prepare);
       cache.clear();
-      cache.generation = generation;
+      cache.generation = now;
     }
     if (SCHEMA_CHANGING.test(sql)) {
       cache.clear();
-      return prepare.call(this, sql);
+      const stmt = prepare.call(this, sql);
+      return SCHEMA_CHANGING_SHARED.test(sql) ? bumpingAfter(this, stmt) : stmt;
     }
     let stmt = cache.get(sql);
     if (stmt === undefined) {
-      stmt = prepare.call(this, sql);
-      if (memoize) stmt = memoizeColumns(stmt);
+      stmt = memoizeColumns(prepare.call(this, sql));
       if (cache.size >= MAX_STATEMENTS) cache.delete(cache.keys().next().value!);
       cache.set(sql, stmt);
     }
@@ -103,7 +149,12 @@ export function installStatementCache(options: StatementCacheOptions = {}): void
   };
   proto.exec = function (this: object, sql: string) {
     caches.get(this)?.clear();
-    return exec.call(this, sql);
+    invalidateStatementCaches();
+    try {
+      return exec.call(this, sql);
+    } finally {
+      invalidateStatementCaches();
+    }
   };
   proto[INSTALLED] = true;
 }

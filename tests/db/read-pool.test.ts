@@ -256,6 +256,29 @@ describe("answers keep the local client's shapes", () => {
     }
   });
 
+  test("a schema change on the main connection reaches the workers' statement caches (memoised column lists)", async () => {
+    const db = await openDatabase(url, undefined, { readPool: 1 });
+    try {
+      await db.client.execute("CREATE TABLE s (id INTEGER PRIMARY KEY, a TEXT)");
+      await db.client.execute("INSERT INTO s (a) VALUES ('one')");
+      expect((await db.client.execute("SELECT * FROM s")).columns).toEqual(["id", "a"]);
+      await db.client.execute("ALTER TABLE s ADD COLUMN b TEXT DEFAULT 'bee'");
+      const after = await db.client.execute("SELECT * FROM s");
+      expect(after.columns).toEqual(["id", "a", "b"]);
+      expect({ ...after.rows[0] }).toEqual({ id: 1, a: "one", b: "bee" });
+      // inside a transaction: a worker reads the old schema meanwhile, and the new one after COMMIT
+      await db.orm.transaction(async (tx) => {
+        await tx.run(sql`ALTER TABLE s ADD COLUMN c TEXT DEFAULT 'sea'`);
+        expect((await db.client.execute("SELECT * FROM s")).columns).toEqual(["id", "a", "b"]);
+      });
+      const committed = await db.client.execute("SELECT * FROM s");
+      expect(committed.columns).toEqual(["id", "a", "b", "c"]);
+      expect({ ...committed.rows[0] }).toEqual({ id: 1, a: "one", b: "bee", c: "sea" });
+    } finally {
+      await db.close();
+    }
+  });
+
   test("which statements go to the pool", () => {
     expect(isPoolableRead("select 1")).toBe(true);
     expect(isPoolableRead('  SELECT "id" FROM "t" WHERE "last_updated" > ?')).toBe(true);
