@@ -42,6 +42,11 @@ export interface Database {
    * milliseconds. For long stretches of JavaScript between statements; cheap otherwise.
    */
   pace?(): Promise<void>;
+  /**
+   * Local files in WAL mode: a stamp that changes whenever any connection or process commits
+   * (`change-stamp.ts`), or null while there is none. Absent elsewhere.
+   */
+  changeStamp?(): string | null;
   close(): Promise<void>;
 }
 

@@ -7,6 +7,7 @@ import { BackgroundConnection } from "./background";
 import { serializeClient, wrapClient, type Database } from "./client";
 import { GroupCommit } from "./group-commit";
 import { ReadPool } from "./read-pool";
+import { walChangeStamp } from "./change-stamp";
 import { installStatementCache } from "./statement-cache";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
@@ -64,6 +65,8 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
     read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,
   });
   const db = wrapClient(client, "local");
+  const stamp = walChangeStamp(url);
+  if (stamp) db.changeStamp = stamp;
   db.transactionScope = (fn) => scope.run(true, fn);
   const group = new GroupCommit(db);
   db.groupCommit = (work) => group.run(work);
