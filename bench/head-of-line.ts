@@ -9,7 +9,8 @@
  * Options: --rows (BENCH_ROWS, 1000000), --duration seconds per phase (BENCH_DURATION, 10),
  * --pools comma list of DATABASE_READ_POOL values to compare (default "2,0", run in that order,
  * then once more in reverse with --repeat), --slow the slow request's query (default
- * `q=zz&limit=50`: a search term shorter than a trigram, which the full-text index cannot answer).
+ * `q={pair}&limit=50`: a search term shorter than a trigram, which the full-text index cannot
+ * answer; `{pair}` is a new pair of letters each time, so no request is answered from a cache).
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts
  * makeTestApp) and the 20-field custom object type of bench/twenty-fields.ts, its rows put in by
@@ -71,8 +72,14 @@ const POOLS = (opt.pools ?? "2,0").split(",").map((p) => {
   if (!/^\d+$/.test(p.trim()) || Number(p) > 16) throw new Error(`bad value for --pools: ${p}`);
   return String(Number(p));
 });
-/** Two letters are shorter than a trigram: the search cannot use the full-text index and scans every row. */
-const SLOW_QUERY = opt.slow ?? "q=zz&limit=50";
+/**
+ * Two letters are shorter than a trigram: the search cannot use the full-text index and scans
+ * every row. `{pair}` becomes a pair of letters not used before in the run: a list's count is
+ * kept while the database does not change, so repeating one query would be answered from there.
+ */
+const SLOW_QUERY = opt.slow ?? "q={pair}&limit=50";
+const PAIRS = Array.from({ length: 26 * 26 }, (_, i) => String.fromCharCode(97 + Math.floor(i / 26), 97 + (i % 26))).sort(() => Math.random() - 0.5);
+const slowQuery = () => SLOW_QUERY.replace("{pair}", () => PAIRS.pop() ?? "zz");
 const ORDER = opt.repeat ? [...POOLS, ...[...POOLS].reverse()] : POOLS;
 
 const work = mkdtempSync(join(tmpdir(), "host-head-of-line-"));
@@ -141,8 +148,8 @@ interface Phase {
   slow: number[];
 }
 
-/** GETs by id, one at a time, for `seconds`; with `slowPath`, a slow request runs back to back beside them. */
-async function phase(origin: string, headers: Record<string, string>, path: string, seconds: number, slowPath?: string): Promise<Phase> {
+/** GETs by id, one at a time, for `seconds`; with `slowPath`, slow requests run back to back beside them. */
+async function phase(origin: string, headers: Record<string, string>, path: string, seconds: number, slowPath?: () => string): Promise<Phase> {
   const out: Phase = { gets: [], slow: [] };
   const end = performance.now() + seconds * 1000;
   let inFlight = false;
@@ -150,7 +157,7 @@ async function phase(origin: string, headers: Record<string, string>, path: stri
     while (slowPath && performance.now() < end) {
       const t0 = performance.now();
       inFlight = true;
-      const r = await fetch(origin + slowPath, { headers });
+      const r = await fetch(origin + slowPath(), { headers });
       await r.arrayBuffer();
       inFlight = false;
       if (r.status !== 200) throw new Error(`slow request: ${r.status}`);
@@ -180,7 +187,7 @@ try {
   const { token, path } = await setup();
   log(`setup: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const headers = { authorization: `Token ${token}` };
-  const slowPath = `${path}?${SLOW_QUERY}`;
+  const slowPath = () => `${path}?${slowQuery()}`;
   const rows: string[] = [];
   for (const pool of ORDER) {
     const server = await startServer(pool);
@@ -188,7 +195,7 @@ try {
       // warm: the token's last_used write, statement caches, the first slow request's pages
       await phase(server.origin, headers, path, 1);
       t0 = performance.now();
-      await (await fetch(server.origin + slowPath, { headers })).arrayBuffer();
+      await (await fetch(server.origin + slowPath(), { headers })).arrayBuffer();
       log(`pool ${pool}: one slow request alone ${(performance.now() - t0).toFixed(0)} ms`);
       const idle = await phase(server.origin, headers, path, DURATION);
       const busy = await phase(server.origin, headers, path, DURATION, slowPath);
