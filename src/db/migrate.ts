@@ -6,6 +6,7 @@ import type { Database } from "./client";
 import { devices, sites } from "./schema";
 import { naturalize } from "../core/models/natural";
 import { dropUnwantedFieldIndexes } from "../plugins/custom-objects/ddl";
+import { upgradeSearchIndexes } from "../plugins/custom-objects/search-index";
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
@@ -15,6 +16,8 @@ export async function runMigrations(db: Database): Promise<void> {
   await addOwnerColumns(db);
   // Custom object tables are made at run time: their index policy (decision 0055) is applied here.
   await dropUnwantedFieldIndexes(db.orm);
+  // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
+  await upgradeSearchIndexes(db.orm);
 }
 
 /**

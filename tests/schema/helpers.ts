@@ -1,6 +1,8 @@
 /** Shared pieces for schema document tests: the example document, choice sets and a full dump. */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
 import type { TestApp } from "../helpers/app";
 
 export const SCHEMA = "/api/plugins/custom-objects/schema";
@@ -18,6 +20,9 @@ export async function exampleChoiceSets(t: TestApp) {
 
 /** Every table's schema and rows: equal dumps mean the database is exactly as it was. */
 export async function dump(t: TestApp): Promise<string> {
+  // Rows pending in a full-text index are indexed in the background (decision 0056): settle them
+  // first, so two dumps differ only by what the requests between them did.
+  await flushSearchIndexesNow(servicesOf(t.app));
   const client = t.deps.db.client;
   const master = await client.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
   const parts: unknown[] = [master.rows.map((r) => [r.type, r.name, r.sql])];

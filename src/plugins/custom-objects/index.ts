@@ -30,6 +30,7 @@ import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
 import { databaseStamp } from "../../core/database-stamp";
+import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./search-flush";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {
@@ -133,7 +134,15 @@ export const customObjectsPlugin: HostPlugin = {
       hooks: {
         beforeDelete: [onDeleteHook(registry)],
         tasks: { [SCHEMA_APPLY_TASK]: schemaApplyHandler(services) },
-        periodic: [{ name: "schema-trash", everyMs: RETENTION_EVERY_MS, run: () => purgeExpiredTrash(services.db) }],
+        periodic: [
+          { name: "schema-trash", everyMs: RETENTION_EVERY_MS, run: () => purgeExpiredTrash(services.db) },
+          // rows other processes or plain SQL marked pending in the full-text index (decision 0056)
+          { name: "search-index", everyMs: SEARCH_SWEEP_EVERY_MS, run: () => flushSearchIndexesNow(services) },
+        ],
+        // Start-up: rows left pending by an earlier run are indexed shortly (not on Workers: the cron does).
+        ready: () => {
+          if (services.config.runtime !== "workerd") searchFlusher(services).schedule();
+        },
       },
     };
   },

@@ -15,6 +15,7 @@ import type { CotRow } from "./models";
 import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "./values";
 import { fieldType } from "./field-types";
 import { syncSearchIndex } from "./search-index";
+import { scheduleSearchFlush } from "./search-flush";
 
 /**
  * A fresh random version token: a counter could repeat after a rolled-back change (5→6 rolled
@@ -23,7 +24,8 @@ import { syncSearchIndex } from "./search-index";
 export const newShapeVersion = () => 1 + Math.floor(Math.random() * 2 ** 52);
 
 async function bump(ctx: WriteContext, cotId: number) {
-  await syncSearchIndex(ctx.db, cotId); // the full-text index follows the fields (decision 0050)
+  // The full-text index follows the fields (decisions 0050, 0056); a rebuilt one is indexed after the commit.
+  if (await syncSearchIndex(ctx.db, cotId)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
   await ctx.db
     .update(customObjectTypes)
     .set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
@@ -217,7 +219,7 @@ export async function addFields(
         }
       });
     }
-    await syncSearchIndex(ctx.db, cot.id);
+    if (await syncSearchIndex(ctx.db, cot.id)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
   }
   return fields;
 }

@@ -18,6 +18,7 @@ import { LOCAL_CONTEXT_COLUMN, fieldColumns, ident, linkTableName, tableName, va
 import type { FieldRow } from "../field-types";
 import { resolveRef } from "../field-types/reference";
 import { encodeScalar } from "../values";
+import { scheduleSearchFlush } from "../search-flush";
 import type { Reader } from "./read";
 import { writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";
@@ -366,8 +367,12 @@ export function writer(shape: Shape, read: Reader): Writer {
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
+  /** The rows written are pending in the full-text index: indexed shortly after the commit (decision 0056). */
+  const indexLater = (ctx: WriteContext) => ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
+
   const writes: Writer = {
     async createLoaded(ctx, input) {
+      indexLater(ctx);
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const params = insertParams(values, nowIso());
       const [row] = (await uniqueChecked(() => insertQuery.on(ctx.db, ctx.services.db.orm).all(params))) as Record<string, any>[];
@@ -382,6 +387,7 @@ export function writer(shape: Shape, read: Reader): Writer {
      */
     async createMany(ctx, inputs) {
       const pre = await preflight(ctx, Object.fromEntries(embeddedFields.map((f) => [f.name, null])));
+      indexLater(ctx);
       const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
       for (let s = 0; s < inputs.length; s += chunkRows) {
         await ctx.services.db.pace?.();
@@ -406,6 +412,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       return (await writes.createLoaded(ctx, input)).id;
     },
     async update(ctx, id, input, partial) {
+      indexLater(ctx);
       const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
       const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
       // Written by hand: Drizzle's update looks every column up in the set object, so a column
@@ -418,6 +425,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
     },
     async delete(ctx, id) {
+      indexLater(ctx);
       for (const f of fields) if (storage(f) === "links") await ctx.db.run(sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`);
       await ctx.db.delete(table).where(eq(table.id, id));
     },

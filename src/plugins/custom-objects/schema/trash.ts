@@ -18,6 +18,7 @@ import { newShapeVersion } from "../operations";
 import type { FieldRow } from "../values";
 import { countRows, countValues } from "./impact";
 import { dropSearchIndex, syncSearchIndex } from "../search-index";
+import { scheduleSearchFlush } from "../search-flush";
 
 const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;
@@ -41,7 +42,8 @@ async function newEntry(ctx: WriteContext, values: Omit<typeof customObjectTrash
 
 async function bump(ctx: WriteContext, cotId: number) {
   await ctx.db.update(customObjectTypes).set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() }).where(eq(customObjectTypes.id, cotId));
-  await syncSearchIndex(ctx.db, cotId); // the full-text index follows the fields (decision 0050)
+  // the full-text index follows the fields (decisions 0050, 0056); a rebuilt one is indexed after the commit
+  if (await syncSearchIndex(ctx.db, cotId)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
 }
 
 /** Moves a field to the trash: its record into the entry, its columns (or link table) renamed. */
@@ -182,7 +184,7 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
     if (fields.length) await ctx.db.insert(customObjectTypeFields).values(fields);
     if (tags.length) await ctx.db.insert(taggedItems).values(tags);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
-    await syncSearchIndex(ctx.db, cot.id);
+    if (await syncSearchIndex(ctx.db, cot.id)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
   }
   await ctx.db.delete(customObjectTrash).where(eq(customObjectTrash.id, row.id));
   return row;
