@@ -326,7 +326,7 @@ try {
       peak[k] = Math.max(peak[k], pk);
       cell[k] = r.rps;
       if (r.errors) cell.notes.push(`${k}: ${r.errors}`);
-      log(`  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99}${r.errors ? ` (${r.errors})` : ""}`);
+      log(`  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99}, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`);
     }
     cells.push(cell);
   }
@@ -350,7 +350,7 @@ try {
     });
     peak[k] = Math.max(peak[k], pk);
     load[k] = (BATCHES * BULK) / (ms / 1000);
-    log(`  load — ${k}: ${load[k].toFixed(0)} rows/s`);
+    log(`  load — ${k}: ${load[k].toFixed(0)} rows/s, RSS peak ${pk.toFixed(0)} MB`);
   }
   // after the POST cell, where the full table has it
   if (ONLY.has("load")) {
