@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow, SearchFlusher } from "../../src/plugins/custom-objects/search-flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "./fixtures";
 
@@ -179,5 +179,34 @@ describe("full-text index", () => {
     const u = (await t.json("GET", "/api/users/users/?username=searcher")).body.results[0];
     expect((await t.json("PATCH", `/api/users/permissions/${r.body.id}/`, { body: { users: [u.id] } })).status).toBe(200);
     expect(await ids("q=alpha", token)).toEqual(await scan(`(${like("title")} OR ${like("remarks")} OR ${like("n")}) AND n < 300`, ["%alpha%", "%alpha%", "%alpha%"]));
+  });
+
+  test("a burst of writes is indexed once it pauses, and steady writes by the longest wait", async () => {
+    const services = servicesOf(t.app);
+    const markPending = () => t.deps.db.client.execute(`INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT min(id) FROM "co_${cot.id}"`);
+    // delay 80 ms, longest wait 400 ms
+    const flusher = new SearchFlusher(services, 80, 400);
+    await flush();
+    await markPending();
+    const start = performance.now();
+    // writes every 30 ms for 240 ms: each pushes the flush back, so nothing is indexed meanwhile
+    for (let i = 0; i < 8; i++) {
+      flusher.schedule(cot.id);
+      await Bun.sleep(30);
+      expect(await pendingCount()).toBe(1);
+    }
+    expect(await drained(1000)).toBe(true);
+    expect(performance.now() - start).toBeGreaterThan(240);
+    // steady writes that never pause still get indexed by the longest wait
+    await markPending();
+    const steady = performance.now();
+    let flushedAt = 0;
+    for (let i = 0; i < 40 && !flushedAt; i++) {
+      flusher.schedule(cot.id);
+      await Bun.sleep(25);
+      if ((await pendingCount()) === 0) flushedAt = performance.now() - steady;
+    }
+    expect(flushedAt).toBeGreaterThan(0);
+    expect(flushedAt).toBeLessThan(900);
   });
 });

@@ -10,8 +10,14 @@ import type { Services } from "../../core/context";
 import { slotKey } from "../../core/slots";
 import { FLUSH_BATCH, flushSearchIndex, typesWithPending } from "./search-index";
 
-/** How long after a write commits its type's pending rows are indexed (writes in between join). */
+/**
+ * How long the writes must pause before pending rows are indexed: each write within it starts the
+ * wait again, so a burst of writes (a bulk load in batches) is indexed once, after it, instead of
+ * between its requests...
+ */
 export const FLUSH_DELAY_MS = 150;
+/** ...but never later than this after the first write waiting (steady writes are indexed too). */
+export const FLUSH_MAX_WAIT_MS = 1000;
 /** How often every type is swept (rows written by other processes or plain SQL, failed flushes). */
 export const SWEEP_EVERY_MS = 60_000;
 
@@ -27,6 +33,7 @@ export class SearchFlusher {
   constructor(
     private readonly services: Pick<Services, "db" | "logger">,
     private readonly delayMs = FLUSH_DELAY_MS,
+    private readonly maxWaitMs = FLUSH_MAX_WAIT_MS,
   ) {}
 
   /** Indexes `cotId`'s pending rows soon (every type's without one). Cheap; never throws. */
@@ -36,15 +43,23 @@ export class SearchFlusher {
     this.#arm();
   }
 
+  /** When the armed timer's wait began (its first write), for FLUSH_MAX_WAIT_MS. */
+  #waitingSince = 0;
+
   #arm() {
-    if (this.#timer || this.#running) return;
+    if (this.#running) return;
+    const now = performance.now();
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+    } else this.#waitingSince = now;
+    const wait = Math.max(0, Math.min(this.delayMs, this.#waitingSince + this.maxWaitMs - now));
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#running = this.#run().finally(() => {
         this.#running = null;
         if (this.#dirty.size || this.#sweep) this.#arm();
       });
-    }, this.delayMs);
+    }, wait);
     // A pending flush does not keep a process (a CLI, a test run) alive; a sweep catches it later.
     (this.#timer as { unref?: () => void }).unref?.();
   }
