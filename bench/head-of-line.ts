@@ -26,6 +26,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
+import { num, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -39,11 +40,6 @@ const { values: opt } = parseArgs({
     slow: { type: "string" },
   },
 });
-const num = (raw: string | undefined, name: string, fallback: number, max: number) => {
-  const n = raw === undefined || raw === "" ? fallback : Number(raw);
-  if (!Number.isInteger(n) || n <= 0 || n > max) throw new Error(`bad value for ${name}: ${raw}`);
-  return n;
-};
 const log = (...a: unknown[]) => console.error(...a);
 
 // ---- child: the Host server -------------------------------------------------------------------------------
@@ -118,22 +114,7 @@ async function setup(): Promise<{ token: string; path: string }> {
 }
 
 async function startServer(pool: string) {
-  const child = Bun.spawn([process.execPath, import.meta.path, "--serve", "1", "--db", dbUrl, "--pool", pool], { stdout: "pipe", stderr: "inherit" });
-  children.push(child);
-  const reader = child.stdout.getReader();
-  let buf = "";
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const r = await Promise.race([reader.read(), Bun.sleep(deadline - Date.now()).then(() => null)]);
-    if (!r || r.done) break;
-    buf += new TextDecoder().decode(r.value);
-    const m = /READY (\d+)/.exec(buf);
-    if (m) {
-      reader.releaseLock();
-      return { child, origin: `http://127.0.0.1:${m[1]}` };
-    }
-  }
-  throw new Error("server did not start");
+  return spawnServer([import.meta.path, "--serve", "1", "--db", dbUrl, "--pool", pool], children);
 }
 
 const pct = (xs: number[], p: number) => {

@@ -32,6 +32,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
+import { num, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -46,11 +47,6 @@ const { values: opt } = parseArgs({
     only: { type: "string" },
   },
 });
-const num = (raw: string | undefined, name: string, fallback: number, max: number) => {
-  const n = raw === undefined || raw === "" ? fallback : Number(raw);
-  if (!Number.isInteger(n) || n <= 0 || n > max) throw new Error(`bad value for ${name}: ${raw}`);
-  return n;
-};
 const log = (...a: unknown[]) => console.error(...a);
 
 const FLOOR_DDL = `CREATE TABLE IF NOT EXISTS bench_item (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL,
@@ -153,22 +149,8 @@ function rssMb(pid: number): number {
 }
 
 async function startServer(kind: "host" | "floor", url: string) {
-  const child = Bun.spawn([process.execPath, import.meta.path, "--serve", kind, "--db", url], { stdout: "pipe", stderr: "inherit" });
-  children.push(child);
-  const reader = child.stdout.getReader();
-  let buf = "";
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const r = await Promise.race([reader.read(), Bun.sleep(deadline - Date.now()).then(() => null)]);
-    if (!r || r.done) break;
-    buf += new TextDecoder().decode(r.value);
-    const m = /READY (\d+)/.exec(buf);
-    if (m) {
-      reader.releaseLock();
-      return { kind, pid: child.pid, origin: `http://127.0.0.1:${m[1]}` };
-    }
-  }
-  throw new Error(`${kind} server did not start`);
+  const { pid, origin } = await spawnServer([import.meta.path, "--serve", kind, "--db", url], children, `${kind} server`);
+  return { kind, pid, origin };
 }
 type Server = Awaited<ReturnType<typeof startServer>>;
 
