@@ -35,6 +35,10 @@ interface Entry {
   ids: number[];
   /** No row lies STEP positions beyond the last anchor. */
   complete: boolean;
+  /** The extension under way, which other requests for this entry wait for. */
+  building?: Promise<void>;
+  /** The database changed while it was being extended: it describes no state; dropped. */
+  stale?: boolean;
 }
 
 interface State {
@@ -66,17 +70,22 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
   const state = stateOf(services);
   const key = keyOf(services, sql`${page.table} ${page.where ?? sql``} ${dir(page)}`);
   let entry = state.entries.get(key);
+  state.entries.delete(key); // re-inserted as the most recently used
   if (!entry || entry.stamp !== stamp) entry = { stamp, ids: [], complete: false };
-  state.entries.delete(key); // re-inserted below as the most recently used
-  const slot = Math.floor(page.offset / STEP);
-  if (slot >= entry.ids.length && !entry.complete) {
-    const more = await hop(db, page, entry.ids.at(-1) ?? null, Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS));
-    if (databaseStamp(services) !== stamp) return null; // changed under the hops: they may describe neither state
-    entry.complete = more.length < Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS);
-    entry.ids.push(...more);
-  }
   state.entries.set(key, entry);
   bound(state.entries);
+  const slot = Math.floor(page.offset / STEP);
+  // One extension of an entry at a time: concurrent requests wait for it instead of hopping from
+  // the same last anchor (which would append the same anchors twice) or repeating its work.
+  for (let round = 0; slot >= entry.ids.length && !entry.complete; round++) {
+    if (round === 4) return null;
+    if (!entry.building) {
+      const e = entry;
+      e.building = extend(services, db, page, e, slot).finally(() => (e.building = undefined));
+    }
+    await entry.building;
+    if (entry.stale) return null;
+  }
   if (slot >= entry.ids.length) return entry.complete ? [] : null;
   const anchor = entry.ids[slot]!;
   const id = sql`${page.idExpr}`;
@@ -85,6 +94,19 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
         ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${page.offset - slot * STEP}`,
   )) as { id: number }[];
   return rows.map((r) => Number(r.id));
+}
+
+/** Adds anchors to `entry` up to `slot` (at most MAX_NEW_ANCHORS at once); marks it stale if the database moved meanwhile. */
+async function extend(services: Services, db: Executor, page: PageRequest, entry: Entry, slot: number): Promise<void> {
+  const want = Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS);
+  const more = await hop(db, page, entry.ids.at(-1) ?? null, want);
+  if (databaseStamp(services) !== entry.stamp) {
+    entry.stale = true; // changed under the hops: they may describe neither state
+    entry.ids = [];
+    return;
+  }
+  entry.complete = more.length < want;
+  entry.ids.push(...more);
 }
 
 /**
