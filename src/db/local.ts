@@ -75,6 +75,7 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
     db.inLongWrite = () => long.getStore() === true;
     db.pace = () => background.pace();
     db.close = async () => {
+      stamp?.close();
       await Promise.all([background.close(), pool?.close()]);
       client.close();
     };

@@ -15,7 +15,7 @@
  * Where there is no stamp (`:memory:`, remote libSQL, a header being written) lists run as they
  * always did.
  */
-import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { getTableName, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Executor } from "../../db/client";
 import type { Services } from "../context";
@@ -68,7 +68,7 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
   const stamp = databaseStamp(services);
   if (!stamp) return null;
   const state = stateOf(services);
-  const key = keyOf(services, sql`${page.table} ${page.where ?? sql``} ${dir(page)}`);
+  const key = `${keyOf(services, page.table, page.where)}\u0000${page.direction}`;
   let entry = state.entries.get(key);
   state.entries.delete(key); // re-inserted as the most recently used
   if (!entry || entry.stamp !== stamp) entry = { stamp, ids: [], complete: false };
@@ -88,10 +88,11 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
   }
   if (slot >= entry.ids.length) return entry.complete ? [] : null;
   const anchor = entry.ids[slot]!;
+  const skip = page.offset - slot * STEP;
   const id = sql`${page.idExpr}`;
   const rows = (await db.all(
     sql`SELECT ${id} AS id FROM ${page.table} WHERE ${page.where ?? sql`1`} AND ${id} ${page.direction === "asc" ? sql`>=` : sql`<=`} ${anchor}
-        ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${page.offset - slot * STEP}`,
+        ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${skip}`,
   )) as { id: number }[];
   return rows.map((r) => Number(r.id));
 }
@@ -119,7 +120,7 @@ export async function countRows(services: Services, db: Executor, table: SQLiteT
   const stamp = databaseStamp(services);
   if (!stamp) return run();
   const state = stateOf(services);
-  const key = keyOf(services, sql`${table} ${where ?? sql``}`);
+  const key = keyOf(services, table, where);
   const hit = state.counts.get(key);
   state.counts.delete(key);
   if (hit?.stamp === stamp) {
@@ -164,9 +165,10 @@ async function hop(db: Executor, page: PageRequest, from: number | null, count: 
   return rows.map((r) => Number(r.id));
 }
 
-/** A query part's identity: its SQL text and parameters. */
-function keyOf(services: Services, part: SQL): string {
+/** A list query's identity: its table, and its WHERE's SQL text and parameters (rendered only if there is one). */
+function keyOf(services: Services, table: SQLiteTable, where: SQL | undefined): string {
+  if (!where) return getTableName(table);
   const dialect = (services.db.orm as unknown as { dialect: { sqlToQuery(s: SQL): { sql: string; params: unknown[] } } }).dialect;
-  const q = dialect.sqlToQuery(part);
+  const q = dialect.sqlToQuery(sql`${table} ${where}`);
   return `${q.sql}\u0000${JSON.stringify(q.params, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))}`;
 }
