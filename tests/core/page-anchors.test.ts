@@ -135,6 +135,9 @@ describe("deep pages", () => {
       expect((await page(`n__gte=2&limit=10&offset=${offset}`)).ids).toEqual(await truth("n >= 2", "ASC", 10, offset));
       expect((await page(`n__gte=2&limit=10&offset=${offset}&ordering=-id`)).ids).toEqual(await truth("n >= 2", "DESC", 10, offset));
     }
+    // a search (an OR of its terms and of the index's two sources) as the WHERE of a deep page
+    expect((await page(`q=row-1&limit=10&offset=${STEP + 2}`)).ids).toEqual(await truth("name LIKE '%row-1%'", "ASC", 10, STEP + 2));
+    expect((await page(`q=row-1&limit=10&offset=${STEP + 2}&ordering=-id`)).ids).toEqual(await truth("name LIKE '%row-1%'", "DESC", 10, STEP + 2));
     const u = await createUser(t.deps.db.orm, { username: "only-some" });
     const grant = await t.json("POST", "/api/users/permissions/", {
       body: { name: "only-some", actions: ["view"], object_types: ["custom_objects.anchored"], users: [u.id], constraints: { n__lt: 4 } },

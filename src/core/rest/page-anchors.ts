@@ -91,7 +91,7 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
   const skip = page.offset - slot * STEP;
   const id = sql`${page.idExpr}`;
   const rows = (await db.all(
-    sql`SELECT ${id} AS id FROM ${page.table} WHERE ${page.where ?? sql`1`} AND ${id} ${page.direction === "asc" ? sql`>=` : sql`<=`} ${anchor}
+    sql`SELECT ${id} AS id FROM ${page.table} WHERE ${page.where ? sql`(${page.where})` : sql`1`} AND ${id} ${page.direction === "asc" ? sql`>=` : sql`<=`} ${anchor}
         ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${skip}`,
   )) as { id: number }[];
   return rows.map((r) => Number(r.id));
@@ -150,7 +150,7 @@ const dir = (page: PageRequest) => (page.direction === "asc" ? sql`ASC` : sql`DE
  */
 async function hop(db: Executor, page: PageRequest, from: number | null, count: number): Promise<number[]> {
   const id = sql`${page.idExpr}`;
-  const where = page.where ?? sql`1`;
+  const where = page.where ? sql`(${page.where})` : sql`1`; // parenthesised: more conditions follow
   const past = page.direction === "asc" ? sql`>` : sql`<`;
   const first =
     from === null
