@@ -178,18 +178,18 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
   const run = (stmt: InStatement | string, args?: InArgs) =>
     (args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)) as Promise<ResultSet>;
   const execute = guarded(async (stmt: InStatement | string, args?: InArgs) => {
-      if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)) return run(stmt, args);
-      // A write on its own runs in a transaction of its own: if another connection holds the
-      // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
-      const tx = await inner.transaction("write");
-      try {
-        const result = await (args === undefined ? tx.execute(stmt as InStatement) : tx.execute({ sql: stmt as string, args }));
-        await tx.commit();
-        return result;
-      } finally {
-        tx.close();
-      }
-    }) as Client["execute"];
+    if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)) return run(stmt, args);
+    // A write on its own runs in a transaction of its own: if another connection holds the
+    // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
+    const tx = await inner.transaction("write");
+    try {
+      const result = await (args === undefined ? tx.execute(stmt as InStatement) : tx.execute({ sql: stmt as string, args }));
+      await tx.commit();
+      return result;
+    } finally {
+      tx.close();
+    }
+  }) as Client["execute"];
   const read = options.read;
   const wrapper: Client = {
     execute: (read

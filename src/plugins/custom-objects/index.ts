@@ -62,37 +62,28 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
     seen.set(ctx, model.resource);
     return model.resource;
   };
+  /**
+   * A create starts from the cached model: its first statement re-checks that model's shape (see
+   * `StaleModel`), so the COT need not be read separately unless the model is stale.
+   */
+  const cachedFirst = async <T>(ctx: Parameters<typeof current>[0], op: (r: Resource) => Promise<T>): Promise<T> => {
+    if (!seen.has(ctx)) {
+      try {
+        const out = await op(resolved);
+        seen.set(ctx, resolved);
+        return out;
+      } catch (e) {
+        if (!(e instanceof StaleModel)) throw e;
+      }
+    }
+    return op(await current(ctx));
+  };
   return {
     ...resolved,
     // a model taken from the cache unchecked is re-read before it serialises anything
     load: checked ? resolved.load : async (ctx, ids) => (await current(ctx)).load(ctx, ids),
-    createLoaded: async (ctx, input) => {
-      // A create's first statement re-checks the shape of the model it starts from (see
-      // `StaleModel`), so it need not read the COT separately unless that model is stale.
-      if (!seen.has(ctx)) {
-        try {
-          const out = await resolved.createLoaded!(ctx, input);
-          seen.set(ctx, resolved);
-          return out;
-        } catch (e) {
-          if (!(e instanceof StaleModel)) throw e;
-        }
-      }
-      return (await current(ctx)).createLoaded!(ctx, input);
-    },
-    createMany: async (ctx, inputs) => {
-      // As createLoaded: the first statement checks the cached model's shape.
-      if (!seen.has(ctx)) {
-        try {
-          const out = await resolved.createMany!(ctx, inputs);
-          seen.set(ctx, resolved);
-          return out;
-        } catch (e) {
-          if (!(e instanceof StaleModel)) throw e;
-        }
-      }
-      return (await current(ctx)).createMany!(ctx, inputs);
-    },
+    createLoaded: (ctx, input) => cachedFirst(ctx, (r) => r.createLoaded!(ctx, input)),
+    createMany: (ctx, inputs) => cachedFirst(ctx, (r) => r.createMany!(ctx, inputs)),
     create: async (ctx, input) => (await current(ctx)).create(ctx, input),
     update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
     delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),
