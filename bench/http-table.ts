@@ -7,7 +7,9 @@
  *
  * Options: --rows (BENCH_ROWS, 100000), --duration seconds per wrk cell (BENCH_DURATION, 5),
  * --connections (32), --threads (2), --batches bulk POSTs of 1,000 per side (3), --only cells to run,
- * comma-separated among get, list, post, list950, load (all by default; e.g. `--only post,load`).
+ * comma-separated among get, list, post, list950, load (all by default; e.g. `--only post,load`),
+ * --keep leaves the two database files in place (the path is printed) to serve them again by hand
+ * (`npx bun bench/http-table.ts --serve host --db file:<dir>/host.db`).
  * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057).
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
@@ -45,6 +47,7 @@ const { values: opt } = parseArgs({
     threads: { type: "string" },
     batches: { type: "string" },
     only: { type: "string" },
+    keep: { type: "boolean" },
   },
 });
 const log = (...a: unknown[]) => console.error(...a);
@@ -227,6 +230,7 @@ try {
     for (const f of FIELDS) await addField(t, cot.id, f);
     cotTable = `co_${cot.id}`;
     token = t.admin;
+    if (opt.keep) writeFileSync(join(work, "token"), token);
     const T = benchTable(cotTable);
     const now = new Date().toISOString();
     for (let start = 0; start < ROWS; start += 10_000) {
@@ -357,5 +361,6 @@ try {
     await Promise.race([c.exited, Bun.sleep(5000)]);
     if (c.exitCode === null && c.signalCode === null) c.kill(9);
   }
-  rmSync(work, { recursive: true, force: true });
+  if (opt.keep) log(`kept the databases in ${work} (the Host's admin token is in ${join(work, "token")})`);
+  else rmSync(work, { recursive: true, force: true });
 }

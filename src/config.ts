@@ -91,7 +91,7 @@ export interface RedisSettings {
 export interface Config {
   plugins: string[];
   pluginsConfig: Record<string, Record<string, unknown>>;
-  /** `readPool`: worker threads for reads of a local file database (Bun; 0 = off, decision 0057). */
+  /** `readPool`: async read connections of a local file database (Bun; 0 = off, decisions 0057, 0060). */
   database: { url: string; authToken?: string; readPool: number };
   redis: { caching?: RedisSettings; tasks?: RedisSettings };
   cacheBackend: "memory" | "database" | "redis" | "kv";

@@ -17,8 +17,9 @@ export interface LocalOptions {
   /** Overrides `BUSY_TIMEOUT_MS` (tests use a short one). */
   busyTimeoutMs?: number;
   /**
-   * Worker threads answering reads outside transactions (`read-pool.ts`, decision 0057); a file
-   * database only, `DATABASE_READ_POOL` in the config. 0 or unset: every call on the main connection.
+   * Connections answering reads outside transactions off the event loop (`read-pool.ts`,
+   * decisions 0057, 0060); a file database only, `DATABASE_READ_POOL` in the config. 0 or unset:
+   * every call on the main connection.
    */
   readPool?: number;
 }

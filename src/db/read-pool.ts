@@ -1,18 +1,23 @@
 /**
- * The read pool of a local database file (decision 0057): reads that run outside a transaction
- * go to a few worker threads (`read-worker.ts`), each with its own read-only connection, so a
- * slow read no longer holds the event loop, and no read waits for the main connection, which an
- * open write transaction holds across awaits. Writes and everything inside a transaction stay on
- * the main connection. In WAL mode each read is a read transaction of its own and sees every
- * commit that finished before it was sent.
+ * The read pool of a local database file (decisions 0057, 0060): reads that run outside a
+ * transaction go to a few extra read-only connections driven through libSQL's asynchronous
+ * statements (`libsql/promise`), which step SQLite on the driver's own native threads. A slow
+ * read no longer holds the event loop, and no read waits for the main connection, which an open
+ * write transaction holds across awaits. Writes and everything inside a transaction stay on the
+ * main connection. In WAL mode each read is a read transaction of its own and sees every commit
+ * that finished before it was sent.
  *
- * The answers are built back into the `ResultSet` the local client gives (array-like rows with a
- * property per column name, the first of duplicate names winning; bigint, ArrayBuffer and null
- * values as they are), and errors into a `LibsqlError` with the same code fields, so Drizzle and
- * the busy/constraint mapping cannot tell the difference.
+ * The answers are built into the `ResultSet` the local client gives (array-like rows with a
+ * property per column name, the first of duplicate names winning; integers per `intMode`,
+ * ArrayBuffer and null values as the client gives them), and errors into a `LibsqlError` with the
+ * same code fields, so Drizzle and the busy/constraint mapping cannot tell the difference.
+ *
+ * The first version ran each connection in a Bun `Worker`; a JavaScript thread under load held
+ * 50–60 MB more resident memory per thread, which is why these are native (decision 0060).
  */
-import { rowMaker } from "./rows";
 import { LibsqlError, type InArgs, type InStatement, type IntMode, type ResultSet, type Row } from "@libsql/client";
+import AsyncDatabase from "libsql/promise";
+import { rowMaker } from "./rows";
 import { statementCacheGeneration } from "./statement-cache";
 
 export interface ReadPoolOptions {
@@ -20,53 +25,123 @@ export interface ReadPoolOptions {
   url: string;
   size: number;
   intMode?: IntMode;
-  /** How long a worker's read waits inside SQLite for a lock (it holds no event loop). */
+  /** How long a pooled read waits inside SQLite for a lock (on a native thread: no event loop waits). */
   busyTimeoutMs: number;
 }
 
-/** An error as the worker sends it (`toWire` in read-worker.ts). */
-interface WireError {
-  name: string;
-  message: string;
-  libsql: boolean;
-  code?: string;
-  extendedCode?: string;
-  rawCode?: number;
-  cause?: WireError;
+/** The parts of `libsql/promise` used here (its typings say `any`). */
+interface NativeStatement {
+  raw(on?: boolean): NativeStatement;
+  safeIntegers(on?: boolean): NativeStatement;
+  columns(): Array<{ name: string; type: string | null }>;
+  all(args: unknown): Promise<unknown[][]>;
+  run(args: unknown): { changes: number; lastInsertRowid: number | bigint };
+}
+interface NativeDatabase {
+  prepare(sql: string): Promise<NativeStatement>;
+  exec(sql: string): Promise<unknown>;
+  close(): void;
 }
 
-interface Answer {
-  id: number;
-  error?: WireError;
+/** A prepared statement and what the client would read off it on every call (read once). */
+interface Prepared {
+  /** The statement to run for its values: materialized when it can be (see `materialized`). */
+  stmt: NativeStatement;
+  reader: boolean;
   columns: string[];
   columnTypes: string[];
-  rows: unknown[][];
-  rowsAffected: number;
-  lastInsertRowid: bigint | undefined;
 }
 
-/** Bun's Worker (the DOM typings the project also loads lack `ref`/`unref`). */
-type BunWorker = Worker & { ref(): void; unref(): void };
+const MAX_STATEMENTS = 500;
+/** The longest an answer is held back for the ones behind it (see `Slot.#hold`). */
+const HOLD_MS = 1;
+const MIN_SAFE = -9007199254740991n;
+const MAX_SAFE = 9007199254740991n;
+const MIN_INTEGER = -9223372036854775808n;
+const MAX_INTEGER = 9223372036854775807n;
 
-interface Pending {
-  resolve(rs: ResultSet): void;
-  reject(e: unknown): void;
+/** SQLite's primary result codes by number, as the client names them (0, "OK", is never an error). */
+const SQLITE_CODES: Array<string | undefined> = [
+  undefined, "SQLITE_ERROR", "SQLITE_INTERNAL", "SQLITE_PERM", "SQLITE_ABORT", "SQLITE_BUSY", "SQLITE_LOCKED",
+  "SQLITE_NOMEM", "SQLITE_READONLY", "SQLITE_INTERRUPT", "SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTFOUND",
+  "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_PROTOCOL", "SQLITE_EMPTY", "SQLITE_SCHEMA", "SQLITE_TOOBIG",
+  "SQLITE_CONSTRAINT", "SQLITE_MISMATCH", "SQLITE_MISUSE", "SQLITE_NOLFS", "SQLITE_AUTH", "SQLITE_FORMAT",
+  "SQLITE_RANGE", "SQLITE_NOTADB", "SQLITE_NOTICE", "SQLITE_WARNING",
+];
+
+/** The client's mapping of a driver error (`mapSqliteError`): base code from the raw code. */
+function toLibsqlError(e: unknown): unknown {
+  const err = e as { name?: string; message: string; code?: string; rawCode?: number } | null;
+  if (!err || err.name !== "SqliteError") return e;
+  const base = err.rawCode === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[err.rawCode & 0xff] ?? `SQLITE_UNKNOWN_${err.rawCode & 0xff}`);
+  return new LibsqlError(err.message, base, err.code, err.rawCode, e as Error);
 }
 
-/** The same error class and fields as the local client's (its `message` carries no second prefix). */
-function fromWire(w: WireError): Error {
-  const cause = w.cause ? fromWire(w.cause) : undefined;
-  let err: Error & Record<string, unknown>;
-  if (w.libsql) {
-    err = new LibsqlError(w.message, w.code ?? "UNKNOWN", w.extendedCode, w.rawCode, cause) as unknown as Error & Record<string, unknown>;
-  } else {
-    const Ctor = w.name === "RangeError" ? RangeError : w.name === "TypeError" ? TypeError : Error;
-    err = new Ctor(w.message, cause ? { cause } : undefined) as Error & Record<string, unknown>;
-    err.name = w.name;
-    for (const key of ["code", "extendedCode", "rawCode"] as const) if (w[key] !== undefined) err[key] = w[key];
+/** An argument as the client passes it to the driver (`valueToSql`), with the same refusals. */
+function toSql(value: unknown, intMode: IntMode): unknown {
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) throw new RangeError("Only finite numbers (not Infinity or NaN) can be passed as arguments");
+    return value;
   }
-  err.message = w.message;
-  return err;
+  if (typeof value === "bigint") {
+    if (value < MIN_INTEGER || value > MAX_INTEGER) throw new RangeError("bigint is too large to be represented as a 64-bit integer and passed as argument");
+    return value;
+  }
+  if (typeof value === "boolean") return intMode === "bigint" ? (value ? 1n : 0n) : intMode === "string" ? (value ? "1" : "0") : value ? 1 : 0;
+  if (value instanceof ArrayBuffer) return Buffer.from(value);
+  if (value instanceof Date) return value.valueOf();
+  if (value === undefined) throw new TypeError("undefined cannot be passed as argument to the database");
+  return value;
+}
+
+function argsToSql(args: InArgs | undefined, intMode: IntMode): unknown {
+  if (args === undefined) return [];
+  if (Array.isArray(args)) return args.map((v) => toSql(v, intMode));
+  const named: Record<string, unknown> = {};
+  for (const name in args) {
+    const key = name[0] === "@" || name[0] === "$" || name[0] === ":" ? name.substring(1) : name;
+    named[key] = toSql((args as Record<string, unknown>)[name], intMode);
+  }
+  return named;
+}
+
+/** Converts one row's values in place as the client does (`valueFromSql`): integers per intMode, blobs as ArrayBuffer. */
+function fromSql(values: unknown[], intMode: IntMode): unknown[] {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (typeof v === "bigint") {
+      if (intMode === "number") {
+        if (v < MIN_SAFE || v > MAX_SAFE) throw new RangeError("Received integer which cannot be safely represented as a JavaScript number");
+        values[i] = Number(v);
+      } else if (intMode === "string") values[i] = "" + v;
+    } else if (v instanceof Buffer) values[i] = v.buffer;
+  }
+  return values;
+}
+
+/**
+ * The statement with its whole result computed in its first step. The driver runs only that
+ * first step on its own thread; every later row is stepped on the event loop, so a read whose
+ * rows come slowly (a scan that finds a match now and then, a long export) would still hold the
+ * loop. A `MATERIALIZED` common table expression is filled completely when first read, and the
+ * outer `SELECT *` then only copies its rows out, in the order they went in (SQLite keeps a
+ * subquery's ORDER BY when it is the outer query's only source and the outer query has none).
+ * Only for column lists without repeats (a subquery renames repeated names), and null when the
+ * wrapped form does not prepare (a trailing `;` or comment): then the statement runs as it is.
+ */
+async function materialized(db: NativeDatabase, sql: string): Promise<NativeStatement | null> {
+  return prepareOrNull(db, `WITH "__materialized" AS MATERIALIZED (\n${sql}\n) SELECT * FROM "__materialized"`);
+}
+
+async function prepareOrNull(db: NativeDatabase, sql: string): Promise<NativeStatement | null> {
+  try {
+    const stmt = await db.prepare(sql);
+    stmt.raw(true);
+    stmt.safeIntegers(true);
+    return stmt;
+  } catch {
+    return null;
+  }
 }
 
 const toJsonValue = (v: unknown) => (typeof v === "bigint" ? "" + v : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v);
@@ -91,154 +166,198 @@ class PooledResultSet implements ResultSet {
   }
 }
 
-/** One worker thread and the reads it has not answered yet. */
-class Slot {
-  readonly pending = new Map<number, Pending>();
-  readonly worker: BunWorker;
-  /** Settles when the worker has opened its connection (rejects if it could not). */
-  readonly ready: Promise<void>;
-  dead = false;
+const closedError = () => new LibsqlError("The client is closed", "CLIENT_CLOSED");
 
-  constructor(
-    options: ReadPoolOptions,
-    private readonly onDeath: (slot: Slot) => void,
-  ) {
-    this.worker = new Worker(new URL("./read-worker.ts", import.meta.url).href) as BunWorker;
-    // An idle worker must not keep the process alive; one with a read under way does (see take()).
-    this.worker.unref();
-    let opened!: () => void;
-    let failed!: (e: unknown) => void;
-    this.ready = new Promise<void>((res, rej) => ((opened = res), (failed = rej)));
+/** One read-only connection; it runs one statement at a time, in the order they were sent. */
+class Slot {
+  /** Reads sent and not answered yet. */
+  pending = 0;
+  readonly ready: Promise<void>;
+  #db: NativeDatabase | null = null;
+  #tail: Promise<unknown> = Promise.resolve();
+  #cache = new Map<string, Prepared>();
+  #generation = -1;
+  #closed = false;
+
+  constructor(private readonly options: ReadPoolOptions) {
+    this.ready = this.#open();
     this.ready.catch(() => undefined);
-    this.worker.onmessage = (event: MessageEvent) => {
-      const msg = event.data as Answer & { type?: string };
-      if (Array.isArray(msg)) {
-        for (const answer of msg as Answer[]) this.settle(answer);
-        return;
+  }
+
+  async #open() {
+    const path = this.options.url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
+    const db = new AsyncDatabase(path, {}) as unknown as NativeDatabase;
+    try {
+      await db.exec("PRAGMA query_only=1");
+      await db.exec(`PRAGMA busy_timeout=${this.options.busyTimeoutMs}`);
+    } catch (e) {
+      db.close();
+      throw toLibsqlError(e);
+    }
+    if (this.#closed) db.close();
+    else this.#db = db;
+  }
+
+  /** Queues a read behind this connection's earlier ones. */
+  execute(sql: string, args: InArgs | undefined): Promise<ResultSet> {
+    this.pending++;
+    const run = this.#tail.then(() => this.#run(sql, args));
+    this.#tail = run.catch(() => undefined);
+    return new Promise<ResultSet>((resolve, reject) => {
+      run.then(
+        (rs) => this.#hold(() => resolve(rs)),
+        (e) => this.#hold(() => reject(e)),
+      );
+    }).finally(() => this.pending--);
+  }
+
+  #held: Array<() => void> = [];
+  #heldSince = 0;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+
+  /**
+   * Answers while more reads wait behind them are held back a moment (at most `HOLD_MS`) and
+   * handed over together: requests whose reads come back together go on together, which lets
+   * concurrent creates meet in one group commit (decision 0053) instead of each finding the
+   * writer idle and committing alone.
+   */
+  #hold(settle: () => void) {
+    this.#held.push(settle);
+    if (this.#held.length === 1) this.#heldSince = performance.now();
+    // reads sent and neither answered nor held: they run behind this one
+    if (this.pending > this.#held.length && performance.now() - this.#heldSince < HOLD_MS) {
+      this.#timer ??= setTimeout(this.#release, HOLD_MS);
+      return;
+    }
+    this.#release();
+  }
+
+  #release = () => {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    const held = this.#held;
+    this.#held = [];
+    for (const settle of held) settle();
+  };
+
+  async #run(sql: string, args: InArgs | undefined): Promise<ResultSet> {
+    await this.ready;
+    const db = this.#db;
+    if (!db || this.#closed) throw closedError();
+    const intMode = this.options.intMode ?? "number";
+    const bound = argsToSql(args, intMode);
+    const p = await this.#prepared(db, sql);
+    try {
+      if (!p.reader) {
+        const info = p.stmt.run(bound);
+        return new PooledResultSet([], [], [], info.changes, BigInt(info.lastInsertRowid));
       }
-      if (msg.type === "ready") return opened();
-      if (msg.type === "failed") {
-        const e = fromWire(msg.error!);
-        failed(e);
-        return this.die(e);
-      }
-    };
-    this.worker.onerror = (event: ErrorEvent) => this.die(new Error(`read pool worker failed: ${event.message}`));
-    this.worker.addEventListener("close", () => this.die(new LibsqlError("The read pool's worker ended", "CLIENT_CLOSED")));
-    this.worker.postMessage({ type: "open", url: options.url, intMode: options.intMode, busyTimeoutMs: options.busyTimeoutMs, generation: statementCacheGeneration() });
+      const raw = await p.stmt.all(bound);
+      const make = rowMaker(p.columns);
+      const rows = new Array<Row>(raw.length);
+      for (let i = 0; i < raw.length; i++) rows[i] = make(fromSql(raw[i]!, intMode));
+      return new PooledResultSet(p.columns, p.columnTypes, rows, 0, undefined);
+    } catch (e) {
+      throw toLibsqlError(e);
+    }
   }
 
   /**
-   * Queues a read; the reads of one turn go in one message (a message costs tens of µs each
-   * way, and answers that come back together let their requests go on together).
+   * A cached statement; the cache goes when any connection of the process changed the schema
+   * (the shared generation), since a memoised column list may describe columns that changed.
+   * This connection keeps the old schema until a statement meets the new schema cookie, and a
+   * statement prepared before then describes the old tables: reading the schema table first
+   * makes SQLite reload it (as `statement-cache.ts` does for the sync connections).
    */
-  send(id: number, sql: string, args: InArgs | undefined, pending: Pending) {
-    if (this.pending.size === 0) this.worker.ref();
-    this.pending.set(id, pending);
-    this.#outbox.push({ id, sql, args });
-    if (this.#outbox.length === 1) queueMicrotask(this.#flush);
+  async #prepared(db: NativeDatabase, sql: string): Promise<Prepared> {
+    const generation = Atomics.load(statementCacheGeneration(), 0);
+    if (generation !== this.#generation) {
+      this.#cache.clear();
+      if (this.#generation !== -1) {
+        try {
+          await (await db.prepare("SELECT 1 FROM sqlite_schema LIMIT 1")).all([]);
+        } catch {
+          // a broken connection: the statement below reports that itself
+        }
+      }
+      this.#generation = generation;
+    }
+    const hit = this.#cache.get(sql);
+    if (hit) return hit;
+    let stmt: NativeStatement;
+    try {
+      stmt = await db.prepare(sql);
+    } catch (e) {
+      throw toLibsqlError(e);
+    }
+    let reader = true;
+    try {
+      stmt.raw(true);
+    } catch {
+      reader = false; // raw() refuses a statement that returns no data
+    }
+    const cols = reader ? stmt.columns() : [];
+    const columns = cols.map((c) => c.name);
+    if (reader && columns.length && new Set(columns).size === columns.length) stmt = (await materialized(db, sql)) ?? stmt;
+    stmt.safeIntegers(true);
+    const p: Prepared = { stmt, reader, columns, columnTypes: cols.map((c) => c.type ?? "") };
+    if (this.#cache.size >= MAX_STATEMENTS) this.#cache.delete(this.#cache.keys().next().value!);
+    // cached only if the schema did not move while it was prepared
+    if (Atomics.load(statementCacheGeneration(), 0) === generation) this.#cache.set(sql, p);
+    return p;
   }
 
-  #outbox: Array<{ id: number; sql: string; args: InArgs | undefined }> = [];
-  #flush = () => {
-    const batch = this.#outbox;
-    this.#outbox = [];
-    if (!this.dead && batch.length) this.worker.postMessage(batch);
-  };
-
-  settle(msg: Answer) {
-    const p = this.pending.get(msg.id);
-    if (!p) return;
-    this.pending.delete(msg.id);
-    if (this.pending.size === 0) this.worker.unref();
-    if (msg.error) return p.reject(fromWire(msg.error));
-    const columns = msg.columns;
-    const rows = new Array<Row>(msg.rows.length);
-    const make = rowMaker(columns);
-    for (let i = 0; i < rows.length; i++) rows[i] = make(msg.rows[i]!);
-    p.resolve(new PooledResultSet(columns, msg.columnTypes, rows, msg.rowsAffected, msg.lastInsertRowid));
-  }
-
-  /** The worker is gone or unusable: its reads fail, and the pool replaces it on next use. */
-  die(e: unknown) {
-    if (this.dead) return;
-    this.dead = true;
-    for (const p of this.pending.values()) p.reject(e);
-    this.pending.clear();
-    this.worker.terminate();
-    this.onDeath(this);
-  }
-
-  /** Asks the worker to close its connection and end; terminates it if it has not within `ms`. */
+  /** Waits for the reads already sent (at most `ms`), then closes the connection. */
   async stop(ms: number) {
-    this.dead = true;
-    for (const p of this.pending.values()) p.reject(new LibsqlError("The client is closed", "CLIENT_CLOSED"));
-    this.pending.clear();
-    const ended = new Promise<void>((r) => this.worker.addEventListener("close", () => r(), { once: true }));
-    this.worker.postMessage({ type: "close" });
-    await Promise.race([ended, Bun.sleep(ms)]);
-    this.worker.terminate();
+    this.#closed = true;
+    await Promise.race([this.#tail, Bun.sleep(ms)]);
+    this.#release();
+    await this.ready.catch(() => undefined);
+    this.#cache.clear();
+    this.#db?.close();
+    this.#db = null;
   }
 }
 
 export class ReadPool {
-  #slots: Array<Slot | null>;
-  #nextId = 1;
+  #slots: Slot[];
   #closed = false;
 
-  constructor(private readonly options: ReadPoolOptions) {
-    this.#slots = Array.from({ length: options.size }, () => null);
-    for (let i = 0; i < options.size; i++) this.#slots[i] = this.#spawn(i);
+  constructor(options: ReadPoolOptions) {
+    this.#slots = Array.from({ length: options.size }, () => new Slot(options));
   }
 
-  #spawn(i: number): Slot {
-    return new Slot(this.options, (slot) => {
-      if (this.#slots[i] === slot) this.#slots[i] = null;
-    });
-  }
-
-  /** Resolves once every worker has its connection open; rejects with the first failure. */
+  /** Resolves once every connection is open; rejects with the first failure. */
   async ready(): Promise<void> {
-    await Promise.all(this.#slots.map((s) => s?.ready));
+    await Promise.all(this.#slots.map((s) => s.ready));
   }
 
-  /** Reads in flight per worker (for tests and benches). */
+  /** Reads in flight per connection (for tests and benches). */
   get load(): number[] {
-    return this.#slots.map((s) => s?.pending.size ?? 0);
+    return this.#slots.map((s) => s.pending);
   }
 
-  /** Runs a read on the least busy worker. */
+  /** Runs a read on the least busy connection. */
   execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
-    if (this.#closed) return Promise.reject(new LibsqlError("The client is closed", "CLIENT_CLOSED"));
+    if (this.#closed) return Promise.reject(closedError());
     const sql = typeof stmt === "string" ? stmt : stmt.sql;
     const bound = typeof stmt === "string" ? args : stmt.args;
-    const slot = this.#take();
-    const id = this.#nextId++;
-    return new Promise<ResultSet>((resolve, reject) => slot.send(id, sql, bound, { resolve, reject }));
+    return this.#take().execute(sql, bound);
   }
 
-  /** An idle worker (the first one first, so a lone caller keeps one warm cache), else the least busy. */
+  /** An idle connection (the first one first, so a lone caller keeps one warm cache), else the least busy. */
   #take(): Slot {
-    let best: Slot | null = null;
-    let empty = -1;
-    for (let i = 0; i < this.#slots.length; i++) {
-      const s = this.#slots[i];
-      if (!s) {
-        if (empty < 0) empty = i;
-      } else if (s.pending.size === 0) {
-        return s;
-      } else if (!best || s.pending.size < best.pending.size) {
-        best = s;
-      }
+    let best = this.#slots[0]!;
+    for (const s of this.#slots) {
+      if (s.pending === 0) return s;
+      if (s.pending < best.pending) best = s;
     }
-    if (empty >= 0) return (this.#slots[empty] = this.#spawn(empty));
-    return best!;
+    return best;
   }
 
   async close(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
-    const slots = this.#slots.filter((s): s is Slot => s !== null);
-    this.#slots = this.#slots.map(() => null);
-    await Promise.all(slots.map((s) => s.stop(1000)));
+    await Promise.all(this.#slots.map((s) => s.stop(1000)));
   }
 }

@@ -59,18 +59,18 @@ function viaExec(db: object, sql: string, exec: (this: object, sql: string) => u
 }
 
 /**
- * The schema generation of this process, shared with the read pool's worker threads (a
- * SharedArrayBuffer each of them is given, `read-pool.ts`). Bumped when any connection of the
+ * The schema generation of this process, which the read pool's connections also follow
+ * (`read-pool.ts`). Bumped when any connection of the
  * process changes the schema: when the statement is prepared, when it has run, and when its
  * transaction ends, so another thread cannot keep a column list memoised in between. Every
  * connection's cache is cleared before its next statement once the generation moved.
  */
-let generation: Int32Array = new Int32Array(new SharedArrayBuffer(4));
+const generation = new Int32Array(1);
 export function invalidateStatementCaches(): void {
   Atomics.add(generation, 0, 1);
 }
 
-/** The shared generation, for a worker thread's `installStatementCache({ generation })`. */
+/** The generation, for the read pool's own statement caches. */
 export function statementCacheGeneration(): Int32Array {
   return generation;
 }
@@ -111,14 +111,8 @@ function reloadSchema(db: object, prepare: (this: object, sql: string) => Prepar
   }
 }
 
-export interface StatementCacheOptions {
-  /** A worker thread's copy of the main thread's `statementCacheGeneration()`. */
-  generation?: Int32Array;
-}
-
-/** Installs the cache once per process, or per worker thread (idempotent). */
-export function installStatementCache(options: StatementCacheOptions = {}): void {
-  if (options.generation) generation = options.generation;
+/** Installs the cache once per process (idempotent). */
+export function installStatementCache(): void {
   const proto = (Database as unknown as { prototype: DatabaseProto }).prototype;
   if (proto[INSTALLED]) return;
   const prepare = proto.prepare;

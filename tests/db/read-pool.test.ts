@@ -1,12 +1,13 @@
 /**
- * The read pool (decision 0057): reads outside transactions run on worker threads, so neither a
+ * The read pool (decisions 0057, 0060): reads outside transactions run on native async
+ * connections of their own, so neither a
  * slow read nor an open write transaction holds a get-by-id; the answers are the local client's
  * own shapes (rows, bigint, blobs, null, duplicate column names, errors and their codes).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createClient, type Client, type IntMode, type ResultSet } from "@libsql/client";
 import { eq, sql } from "drizzle-orm";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isBusyError, isPoolableRead } from "../../src/db/client";
@@ -104,6 +105,85 @@ describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () =
       )
       .catch((e: Error) => `${e.message} ${(e.cause as Error | undefined)?.message}`);
     expect(outcome).toContain("from inside an open write transaction");
+  });
+});
+
+describe("rows that come slowly are stepped off the event loop too", () => {
+  /** A read whose 25 rows are spread over 9M joined pairs: each row after the first is found by stepping on. */
+  const STREAMING = "SELECT a.x AS x FROM t a, t b WHERE (a.x * 7919 + b.x) % 400009 = 0";
+  let dir: string;
+  let url: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "host-read-pool-"));
+    url = `file:${join(dir, "stream.db")}`;
+    const setup = createClient({ url });
+    await setup.execute("PRAGMA journal_mode=WAL");
+    await setup.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)");
+    await setup.execute("WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 3000) INSERT INTO t SELECT x FROM s");
+    setup.close();
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The longest a 1 ms timer waited while `run` was under way, and how long `run` took. */
+  async function longestStall(run: () => Promise<unknown>) {
+    const gaps: number[] = [];
+    let done = false;
+    const ticking = (async () => {
+      while (!done) {
+        const t0 = performance.now();
+        await Bun.sleep(1);
+        gaps.push(performance.now() - t0);
+      }
+    })();
+    const start = performance.now();
+    const result = await run();
+    const ms = performance.now() - start;
+    done = true;
+    await ticking;
+    return { result, ms, stall: Math.max(...gaps) };
+  }
+
+  test("the driver's own async statement steps every row after the first on the event loop", async () => {
+    const { default: AsyncDatabase } = await import("libsql/promise");
+    const db = new AsyncDatabase(join(dir, "stream.db"), {});
+    try {
+      const stmt = await db.prepare(STREAMING);
+      const { result, ms, stall } = await longestStall(() => stmt.raw(true).all([]));
+      expect((result as unknown[]).length).toBe(25);
+      expect(ms).toBeGreaterThanOrEqual(150);
+      expect(stall).toBeGreaterThan(ms / 2); // the loop was held for most of the read
+    } finally {
+      db.close();
+    }
+  });
+
+  test("through the pool the same read holds the event loop for less than 50 ms", async () => {
+    const pool = new ReadPool({ url, size: 1, busyTimeoutMs: 1000 });
+    try {
+      await pool.ready();
+      const { result, ms, stall } = await longestStall(() => pool.execute(STREAMING));
+      expect((result as ResultSet).rows.length).toBe(25);
+      expect((result as ResultSet).rows.map((r) => r.x)).toEqual((await pool.execute(STREAMING)).rows.map((r) => r.x));
+      expect(ms).toBeGreaterThanOrEqual(150);
+      expect(stall).toBeLessThan(FAST_MS);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  test("the order of an ORDER BY read is kept, and repeated column names are left as they are", async () => {
+    const pool = new ReadPool({ url, size: 1, busyTimeoutMs: 1000 });
+    const client = createClient({ url });
+    try {
+      for (const q of ["SELECT x FROM t ORDER BY x DESC LIMIT 40 OFFSET 7", "SELECT x, x AS x FROM t WHERE x % 500 = 0 ORDER BY -x", "SELECT x % 7 AS k, count(*) AS n FROM t GROUP BY k ORDER BY n, k DESC"]) {
+        const [mine, theirs] = await Promise.all([pool.execute(q), client.execute(q)]);
+        expect(mine.columns).toEqual(theirs.columns);
+        expect(mine.rows.map((r) => Array.from(r as ArrayLike<unknown>))).toEqual(theirs.rows.map((r) => Array.from(r as ArrayLike<unknown>)));
+      }
+    } finally {
+      await pool.close();
+      client.close();
+    }
   });
 });
 
@@ -256,7 +336,7 @@ describe("answers keep the local client's shapes", () => {
     }
   });
 
-  test("a schema change on the main connection reaches the workers' statement caches (memoised column lists)", async () => {
+  test("a schema change on the main connection reaches the pool's statement caches (memoised column lists)", async () => {
     const db = await openDatabase(url, undefined, { readPool: 1 });
     try {
       await db.client.execute("CREATE TABLE s (id INTEGER PRIMARY KEY, a TEXT)");
@@ -266,7 +346,7 @@ describe("answers keep the local client's shapes", () => {
       const after = await db.client.execute("SELECT * FROM s");
       expect(after.columns).toEqual(["id", "a", "b"]);
       expect({ ...after.rows[0] }).toEqual({ id: 1, a: "one", b: "bee" });
-      // inside a transaction: a worker reads the old schema meanwhile, and the new one after COMMIT
+      // inside a transaction: the pool reads the old schema meanwhile, and the new one after COMMIT
       await db.orm.transaction(async (tx) => {
         await tx.run(sql`ALTER TABLE s ADD COLUMN c TEXT DEFAULT 'sea'`);
         expect((await db.client.execute("SELECT * FROM s")).columns).toEqual(["id", "a", "b"]);
@@ -293,35 +373,58 @@ describe("answers keep the local client's shapes", () => {
 });
 
 describe("lifetime", () => {
-  /**
-   * The ids of this process's Worker threads (by name: the runtime's own helper threads come and
-   * go, and other test files' apps may still own workers, so the test follows its own by id).
-   */
-  const workerThreads = () =>
-    new Set(
-      readdirSync("/proc/self/task").filter((tid) => {
-        try {
-          return readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim() === "Worker";
-        } catch {
-          return false; // ended meanwhile
-        }
-      }),
-    );
+  /** How many of this process's open file descriptors point at `file` (its connections). */
+  const handlesOn = (file: string) =>
+    readdirSync("/proc/self/fd").filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(file); // with its -wal and -shm
+      } catch {
+        return false; // closed meanwhile
+      }
+    }).length;
 
-  test("closing the database ends its worker threads", async () => {
+  test("closing the database closes the pool's connections", async () => {
     const dir = mkdtempSync(join(tmpdir(), "host-read-pool-"));
+    const file = join(dir, "x.db");
     try {
-      const before = workerThreads();
-      const db = await openDatabase(`file:${join(dir, "x.db")}`, undefined, { readPool: 3 });
-      const ours = [...workerThreads()].filter((tid) => !before.has(tid));
-      expect(ours.length).toBeGreaterThanOrEqual(3);
+      const plain = await openDatabase(`file:${file}`, undefined, { readPool: 0 });
+      const without = handlesOn(file);
+      await plain.close();
+      Bun.gc(true);
+      const before = handlesOn(file);
+      const db = await openDatabase(`file:${file}`, undefined, { readPool: 3 });
+      // three more connections, each with the file open
+      expect(handlesOn(file)).toBeGreaterThanOrEqual(without + 3);
       expect(Number((await db.client.execute("SELECT 41 + 1 AS n")).rows[0]!.n)).toBe(42);
       await db.close();
-      const alive = () => ours.filter((tid) => workerThreads().has(tid));
-      const deadline = performance.now() + 2000;
-      while (alive().length && performance.now() < deadline) await Bun.sleep(20);
-      expect(alive()).toEqual([]);
+      // a native connection lets its file go once its statements are collected too
+      const deadline = performance.now() + 3000;
+      while (handlesOn(file) > before && performance.now() < deadline) {
+        Bun.gc(true);
+        await Bun.sleep(20);
+      }
+      expect(handlesOn(file)).toBeLessThanOrEqual(before);
       expect(await db.client.execute("SELECT 1").catch((e) => e.code)).toBe("CLIENT_CLOSED");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("the pool runs no JavaScript threads (a Worker costs 50–60 MB under load, decision 0060)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-read-pool-"));
+    try {
+      const db = await openDatabase(`file:${join(dir, "w.db")}`, undefined, { readPool: 2 });
+      const sent = Array.from({ length: 8 }, () => db.client.execute("SELECT 1 AS one"));
+      const names = readdirSync("/proc/self/task").map((tid) => {
+        try {
+          return readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim();
+        } catch {
+          return "";
+        }
+      });
+      await Promise.all(sent);
+      expect(names.filter((n) => n === "Worker")).toEqual([]);
+      await db.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
