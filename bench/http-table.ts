@@ -10,7 +10,8 @@
  * comma-separated among get, list, post, list950, load (all by default; e.g. `--only post,load`),
  * --keep leaves the two database files in place (the path is printed) to serve them again by hand
  * (`npx bun bench/http-table.ts --serve host --db file:<dir>/host.db`).
- * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057).
+ * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057);
+ * `BENCH_MEMLOG=1` makes the Host server print its RSS, JS heap and memory outside it every second.
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
  * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
@@ -81,6 +82,15 @@ if (opt.serve === "host") {
   const cache = config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {});
   const app = await createApp({ config, db, cache });
   announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) }));
+  if (process.env.BENCH_MEMLOG) {
+    // where the resident memory is, once a second: the JS heap (size, capacity), memory outside it
+    const { heapStats } = await import("bun:jsc");
+    const mb = (n: number) => (n / 1048576).toFixed(0);
+    setInterval(() => {
+      const h = heapStats();
+      console.error(`    host memory: RSS ${mb(process.memoryUsage().rss)} MB, JS heap ${mb(h.heapSize)} of ${mb(h.heapCapacity)} MB, extra ${mb(h.extraMemorySize)} MB, ${h.objectCount} objects`);
+    }, 1000);
+  }
   await new Promise(() => {});
 }
 

@@ -161,12 +161,24 @@ export function reader(shape: Shape): Reader {
       .prepare(),
   );
 
+  // The selection's keys in the order Drizzle lists its columns (the select list's order), so a
+  // row is read by position: Drizzle's own mapping copies each row twice more (a list page is
+  // 50 rows of ~27 values), and these columns need none of its conversions (plain integer, real
+  // and text columns, and SQL expressions without a decoder).
+  const rowKeys = Object.keys(rowColumns);
+  const byPosition = (values: ArrayLike<unknown>): Record<string, any> => {
+    const row: Record<string, any> = {};
+    for (let i = 0; i < rowKeys.length; i++) row[rowKeys[i]!] = values[i];
+    return row;
+  };
+
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const orm = ctx.services.db.orm;
-    const rows = (
-      ids.length === 1 ? await loadOne.on(ctx.db, orm).all({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).all({ ids: JSON.stringify(ids) })
-    ) as Record<string, any>[];
+    const values = (
+      ids.length === 1 ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })
+    ) as ArrayLike<unknown>[];
+    const rows = values.map(byPosition);
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
   }
