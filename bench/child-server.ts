@@ -10,9 +10,17 @@ export const num = (raw: string | undefined, name: string, fallback: number, max
   return n;
 };
 
+/**
+ * The JavaScript engine's settings `npm start` gives the Host server (package.json): the JS heap
+ * may grow to at most twice what was live after a full collection (the engine's default lets it
+ * grow to about three times, which is most of the server's resident memory under load; decision
+ * 0060). The benches start the Host server with them, and the floor without.
+ */
+export const HOST_ENGINE_ENV = { BUN_JSC_heapGrowthMaxIncrease: "1" } as const;
+
 /** Starts `args` (a bench script in `--serve` mode) and waits, at most 60 s, for its port. */
-export async function spawnServer(args: string[], children: Array<ReturnType<typeof Bun.spawn>>, what = "server") {
-  const child = Bun.spawn([process.execPath, ...args], { stdout: "pipe", stderr: "inherit" });
+export async function spawnServer(args: string[], children: Array<ReturnType<typeof Bun.spawn>>, what = "server", env?: Record<string, string>) {
+  const child = Bun.spawn([process.execPath, ...args], { stdout: "pipe", stderr: "inherit", env: env ? { ...process.env, ...env } : undefined });
   children.push(child);
   const reader = child.stdout.getReader();
   let buf = "";

@@ -12,6 +12,8 @@
  * (`npx bun bench/http-table.ts --serve host --db file:<dir>/host.db`).
  * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057);
  * `BENCH_MEMLOG=1` makes the Host server print its RSS, JS heap and memory outside it every second.
+ * The Host server runs with the engine settings `npm start` gives it (`HOST_ENGINE_ENV`);
+ * `BENCH_ENGINE_DEFAULTS=1` runs it with the engine's defaults instead.
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
  * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
@@ -35,7 +37,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
-import { num, spawnServer } from "./child-server";
+import { HOST_ENGINE_ENV, num, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -162,7 +164,8 @@ function rssMb(pid: number): number {
 }
 
 async function startServer(kind: "host" | "floor", url: string) {
-  const { pid, origin } = await spawnServer([import.meta.path, "--serve", kind, "--db", url], children, `${kind} server`);
+  const env = kind === "host" && !process.env.BENCH_ENGINE_DEFAULTS ? HOST_ENGINE_ENV : undefined;
+  const { pid, origin } = await spawnServer([import.meta.path, "--serve", kind, "--db", url], children, `${kind} server`, env);
   return { kind, pid, origin };
 }
 type Server = Awaited<ReturnType<typeof startServer>>;

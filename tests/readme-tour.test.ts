@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./helpers/worker";
+import { HOST_ENGINE_ENV } from "../bench/child-server";
 
 setDefaultTimeout(180_000);
 
@@ -27,6 +28,10 @@ const tour = section("Guided tour");
 const blocks = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
 const serverCommand = /`(DATABASE_URL=(\S+) npm start)`/.exec(tour);
 
+/** `npm start`: the engine settings it sets (decision 0060), then `bun run src/server.ts`. */
+const startScript: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start;
+const startEnv = Object.fromEntries([...startScript.matchAll(/(\w+)=(\S+) /g)].map((m) => [m[1]!, m[2]!]));
+
 const dir = mkdtempSync(join(tmpdir(), "host-tour-"));
 const dbUrl = `file:${join(dir, "tour.db")}`;
 let port: number;
@@ -38,7 +43,7 @@ beforeAll(async () => {
   // What `DATABASE_URL=file:data/tour.db npm start` runs, on the temp database and a free port.
   server = Bun.spawn([process.execPath, "run", "src/server.ts"], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: dbUrl, HOST: "127.0.0.1", PORT: String(port), LOG_LEVEL: "warn" },
+    env: { ...process.env, ...startEnv, DATABASE_URL: dbUrl, HOST: "127.0.0.1", PORT: String(port), LOG_LEVEL: "warn" },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -62,7 +67,9 @@ afterAll(async () => {
 describe("README guided tour", () => {
   test("starts the server with npm start on the tour database", () => {
     expect(serverCommand?.[1]).toBe("DATABASE_URL=file:data/tour.db npm start");
-    expect(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start).toBe("bun run src/server.ts");
+    expect(startScript).toBe("BUN_JSC_heapGrowthMaxIncrease=1 bun run src/server.ts");
+    // the benches start the Host server with the same settings
+    expect(startEnv).toEqual(HOST_ENGINE_ENV);
     expect(blocks.length).toBeGreaterThanOrEqual(5);
   });
 
