@@ -32,7 +32,7 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
         sql`SELECT ${table.id} AS id, json_object(${sql.join(
           Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
           sql`, `,
-        )}) AS j FROM ${table} WHERE ${inArray(table.id, ids)}`,
+        )}) AS j FROM ${table} WHERE ${table.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`,
       build: (ctx, id, row) => ({ id, url: instanceUrl(ctx.baseUrl, slug, id), display: display(row) }),
     },
   };

@@ -15,9 +15,13 @@ import type { FieldRow } from "../field-types";
 import { ownerReader } from "./owner";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
 
+/** Nested forms of related objects, by type id and id. */
+export type Nested = Map<number, Map<number, ApiRecord>>;
+
 export interface Reader {
   display: (row: Record<string, any>) => string;
-  serialize: (ctx: ReadContext, rows: Record<string, any>[]) => Promise<ApiRecord[]>;
+  /** `known`: nested forms of related objects already read, by type id and id (not read again). */
+  serialize: (ctx: ReadContext, rows: Record<string, any>[], known?: Nested) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
   /** The row query's select list (a create's RETURNING clause uses it too). */
   rowColumns: Record<string, SQLiteColumn | SQL>;
@@ -47,13 +51,13 @@ export function reader(shape: Shape): Reader {
     return { f, kind: m.storage, m, idKey: `${f.name}_id`, typeKey: `${f.name}_type`, parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const) };
   });
 
-  async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {
+  async function serialize(ctx: ReadContext, rows: Record<string, any>[], known?: Nested): Promise<ApiRecord[]> {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     // Gather every reference, then fetch nested forms once per target type.
     const wanted = new Map<number, Set<number>>();
     const want = (typeId: number | null | undefined, id: number | null | undefined) => {
-      if (typeId == null || id == null) return;
+      if (typeId == null || id == null || known?.get(typeId)?.has(id)) return;
       (wanted.get(typeId) ?? wanted.set(typeId, new Set()).get(typeId)!).add(id);
     };
     const links = new Map<number, Map<number, { typeId: number; id: number }[]>>();
@@ -90,7 +94,8 @@ export function reader(shape: Shape): Reader {
     const byInfo = await ctx.services.models.nestedMany(ctx, groups);
     const nested = new Map<number, Map<number, ApiRecord>>();
     for (const typeId of wanted.keys()) nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
-    const ots = await ctx.services.objectTypes.byIds([...wanted.keys()], ctx.db);
+    for (const [typeId, forms] of known ?? []) nested.set(typeId, nested.has(typeId) ? new Map([...forms, ...nested.get(typeId)!]) : forms);
+    const ots = await ctx.services.objectTypes.byIds([...new Set([...wanted.keys(), ...(known?.keys() ?? [])])], ctx.db);
     const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
       const n = nested.get(typeId)?.get(id) ?? { id };
       if (!f.isPolymorphic) return n;

@@ -19,7 +19,7 @@ import type { FieldRow } from "../field-types";
 import { resolveRef } from "../field-types/reference";
 import { encodeScalar } from "../values";
 import { scheduleSearchFlush } from "../search-flush";
-import type { Reader } from "./read";
+import type { Nested, Reader } from "./read";
 import { writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";
 
@@ -84,19 +84,30 @@ export function writer(shape: Shape, read: Reader): Writer {
 
   /** Which of the referenced objects exist: one statement for every target type. */
   async function existing_(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>): Promise<Set<string>> {
-    const byType = new Map<number, number[]>();
-    for (const r of refs) if (infos.has(r.typeId)) (byType.get(r.typeId) ?? byType.set(r.typeId, []).get(r.typeId)!).push(r.id);
-    const groups = [...byType].map(([typeId, ids]) => [infos.get(typeId)!, ids] as [ModelInfo, number[]]);
-    const found = await ctx.services.models.nestedMany(ctx, groups);
-    const out = new Set<string>();
-    for (const [typeId, ids] of byType) for (const id of ids) if (found.get(infos.get(typeId)!)?.has(id)) out.add(`${typeId}:${id}`);
-    return out;
+    return (await existingNested(ctx, refs, infos)).found;
   }
 
-  /** Which of the pending references exist (`typeId:id`). */
-  async function existingRefs(ctx: WriteContext, pending: Pending[]): Promise<Set<string>> {
+  /** The same, with the nested forms of those found by type id (what serialising the new rows needs). */
+  async function existingNested(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>) {
+    // each object once (a bulk of 1,000 names its 100 sites 10 times each)
+    const byType = new Map<number, Set<number>>();
+    for (const r of refs) if (infos.has(r.typeId)) (byType.get(r.typeId) ?? byType.set(r.typeId, new Set()).get(r.typeId)!).add(r.id);
+    const groups = [...byType].map(([typeId, ids]) => [infos.get(typeId)!, [...ids]] as [ModelInfo, number[]]);
+    const byInfo = await ctx.services.models.nestedMany(ctx, groups);
+    const found = new Set<string>();
+    const nested: Nested = new Map();
+    for (const [typeId, ids] of byType) {
+      const forms = byInfo.get(infos.get(typeId)!);
+      if (forms) nested.set(typeId, forms);
+      for (const id of ids) if (forms?.has(id)) found.add(`${typeId}:${id}`);
+    }
+    return { found, nested };
+  }
+
+  /** Which of the pending references exist (`typeId:id`), and their nested forms. */
+  async function existingRefs(ctx: WriteContext, pending: Pending[]) {
     const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
-    return existing_(ctx, pending.map((p) => p.ref), infos);
+    return existingNested(ctx, pending.map((p) => p.ref), infos);
   }
 
   /** `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`. */
@@ -225,7 +236,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     }
     if (batch && !errors.empty) return null;
     if (pending.length && !batch) {
-      const found = await existingRefs(ctx, pending);
+      const { found } = await existingRefs(ctx, pending);
       for (const { field, ref } of pending) {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
@@ -307,6 +318,10 @@ export function writer(shape: Shape, read: Reader): Writer {
    * `<column>_<row>`); it returns the row query's select list like the single insert.
    */
   const insertMany = new Map<number, Reusable<any>>();
+  // The bulk insert returns the row's own columns without the row query's per-row subqueries
+  // (tags, nested forms of related objects): SQLite would run them once per row, while serialising
+  // fetches each related object's nested form once per chunk, and a new row has no tags yet.
+  const bulkReturning = Object.fromEntries(Object.entries(rowColumns).filter(([key]) => key !== "__tags" && !key.startsWith("__n_")));
   function insertManyQuery(n: number) {
     let q = insertMany.get(n);
     if (!q) {
@@ -314,7 +329,7 @@ export function writer(shape: Shape, read: Reader): Writer {
         db
           .insert(table)
           .values(Array.from({ length: n }, (_, i) => Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(`${key}_${i}`)]))) as any)
-          .returning(rowColumns as any)
+          .returning(bulkReturning as any)
           .prepare(),
       );
       insertMany.set(n, q);
@@ -345,9 +360,11 @@ export function writer(shape: Shape, read: Reader): Writer {
       if (!c) return null;
       converted.push(c);
     }
+    let known: Nested | undefined;
     if (batch.pending.length) {
-      const found = await existingRefs(ctx, batch.pending);
+      const { found, nested } = await existingRefs(ctx, batch.pending);
       if (batch.pending.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
+      known = nested;
     }
     const now = nowIso();
     const params: Record<string, unknown> = Object.create(null);
@@ -362,8 +379,10 @@ export function writer(shape: Shape, read: Reader): Writer {
     }
     // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
     rows.sort((a, b) => a.id - b.id);
+    for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
     for (const [i, row] of rows.entries()) await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
-    const records = await serialize(ctx, rows);
+    // the related objects were just read to check them: their nested forms are not read again
+    const records = await serialize(ctx, rows, known);
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
