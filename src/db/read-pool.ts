@@ -50,6 +50,8 @@ interface Prepared {
   reader: boolean;
   columns: string[];
   columnTypes: string[];
+  /** The schema generation `columns` were read under; -1 before the first run. */
+  checked: number;
 }
 
 const MAX_STATEMENTS = 500;
@@ -176,7 +178,6 @@ class Slot {
   #db: NativeDatabase | null = null;
   #tail: Promise<unknown> = Promise.resolve();
   #cache = new Map<string, Prepared>();
-  #generation = -1;
   #closed = false;
 
   constructor(private readonly options: ReadPoolOptions) {
@@ -247,12 +248,21 @@ class Slot {
     const intMode = this.options.intMode ?? "number";
     const bound = argsToSql(args, intMode);
     const p = await this.#prepared(db, sql);
+    const generation = Atomics.load(statementCacheGeneration(), 0);
     try {
       if (!p.reader) {
         const info = p.stmt.run(bound);
         return new PooledResultSet([], [], [], info.changes, BigInt(info.lastInsertRowid));
       }
       const raw = await p.stmt.all(bound);
+      if (p.checked !== generation) {
+        // SQLite prepares a statement again when it meets a changed schema as it runs, so its
+        // columns are read after a run the first time, and again after any schema change.
+        const cols = p.stmt.columns();
+        p.columns = cols.map((c) => c.name);
+        p.columnTypes = cols.map((c) => c.type ?? "");
+        p.checked = generation;
+      }
       const make = rowMaker(p.columns);
       const rows = new Array<Row>(raw.length);
       for (let i = 0; i < raw.length; i++) rows[i] = make(fromSql(raw[i]!, intMode));
@@ -263,47 +273,33 @@ class Slot {
   }
 
   /**
-   * A cached statement; the cache goes when any connection of the process changed the schema
-   * (the shared generation), since a memoised column list may describe columns that changed.
-   * This connection keeps the old schema until a statement meets the new schema cookie, and a
-   * statement prepared before then describes the old tables: reading the schema table first
-   * makes SQLite reload it (as `statement-cache.ts` does for the sync connections).
+   * A cached statement. Its column list is memoised (reading it costs ~35 µs), and refreshed
+   * after the first run following a schema change by any connection of the process (the
+   * shared generation, see `#run`). The statements stay cached across schema changes: SQLite
+   * prepares them again itself, so a read costs one round trip to the driver's thread even
+   * while a long write changes the schema statement after statement.
    */
   async #prepared(db: NativeDatabase, sql: string): Promise<Prepared> {
-    const generation = Atomics.load(statementCacheGeneration(), 0);
-    if (generation !== this.#generation) {
-      this.#cache.clear();
-      if (this.#generation !== -1) {
-        try {
-          await (await db.prepare("SELECT 1 FROM sqlite_schema LIMIT 1")).all([]);
-        } catch {
-          // a broken connection: the statement below reports that itself
-        }
-      }
-      this.#generation = generation;
-    }
     const hit = this.#cache.get(sql);
     if (hit) return hit;
-    let stmt: NativeStatement;
-    try {
-      stmt = await db.prepare(sql);
-    } catch (e) {
-      throw toLibsqlError(e);
-    }
+    // Both forms at once (each is a round trip to the driver's thread).
+    const [plain, wrapped] = await Promise.allSettled([db.prepare(sql), materialized(db, sql)]);
+    if (plain.status === "rejected") throw toLibsqlError(plain.reason);
+    let stmt = plain.value;
     let reader = true;
     try {
       stmt.raw(true);
     } catch {
       reader = false; // raw() refuses a statement that returns no data
     }
-    const cols = reader ? stmt.columns() : [];
-    const columns = cols.map((c) => c.name);
-    if (reader && columns.length && new Set(columns).size === columns.length) stmt = (await materialized(db, sql)) ?? stmt;
+    // Repeated names rule out the materialized form (a subquery renames them). This connection
+    // may not have seen the newest schema yet; the run refreshes the columns (`checked`).
+    const columns = reader ? stmt.columns().map((c) => c.name) : [];
+    if (reader && columns.length && new Set(columns).size === columns.length && wrapped.status === "fulfilled") stmt = wrapped.value ?? stmt;
     stmt.safeIntegers(true);
-    const p: Prepared = { stmt, reader, columns, columnTypes: cols.map((c) => c.type ?? "") };
+    const p: Prepared = { stmt, reader, columns: [], columnTypes: [], checked: -1 };
     if (this.#cache.size >= MAX_STATEMENTS) this.#cache.delete(this.#cache.keys().next().value!);
-    // cached only if the schema did not move while it was prepared
-    if (Atomics.load(statementCacheGeneration(), 0) === generation) this.#cache.set(sql, p);
+    this.#cache.set(sql, p);
     return p;
   }
 
