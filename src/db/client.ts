@@ -6,6 +6,7 @@ import type { Client, InStatement, InArgs, ResultSet, Transaction, TransactionMo
 import { drizzle, type LibSQLDatabase } from "drizzle-orm/libsql";
 import { ApiError } from "../core/errors";
 import * as schema from "./schema";
+import type { RawRows } from "./read-pool";
 
 export type Orm = LibSQLDatabase<typeof schema>;
 /** Either the ORM or an open Drizzle transaction: everything that can run a query. */
@@ -47,6 +48,11 @@ export interface Database {
    * (`change-stamp.ts`), or null while there is none. Absent elsewhere.
    */
   changeStamp?(): string | null;
+  /**
+   * Local files with a read pool: a read outside any transaction, its rows as plain arrays of
+   * values (`read-pool.ts`), for hot paths that read rows by position. Absent elsewhere.
+   */
+  readRows?(sql: string, args: InArgs): Promise<RawRows>;
   close(): Promise<void>;
 }
 
@@ -113,6 +119,9 @@ export interface SerializeOptions {
   read?: (stmt: InStatement | string, args?: InArgs) => Promise<ResultSet>;
 }
 
+/** Why a query sent around an open write transaction fails (it would wait for that transaction's connection). */
+export const INSIDE_TRANSACTION = "a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)";
+
 /** Statements that may take the write lock; reads, PRAGMAs and transaction control run as they are. */
 const mayWrite = (sql: string) => !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(sql);
 
@@ -142,7 +151,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
   const lock = new Lock();
   const refuseInsideTransaction = () => {
     if (options.insideTransaction?.()) {
-      throw new Error("a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)");
+      throw new Error(INSIDE_TRANSACTION);
     }
   };
   /** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */

@@ -4,7 +4,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { BackgroundConnection } from "./background";
-import { serializeClient, wrapClient, type Database } from "./client";
+import { INSIDE_TRANSACTION, serializeClient, wrapClient, type Database } from "./client";
 import { GroupCommit } from "./group-commit";
 import { ReadPool } from "./read-pool";
 import { walChangeStamp } from "./change-stamp";
@@ -66,6 +66,13 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
     read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,
   });
   const db = wrapClient(client, "local");
+  if (pool) {
+    db.readRows = (sql, args) => {
+      // as the client does: inside a write transaction a read must go through it
+      if (scope.getStore() === true) return Promise.reject(new Error(INSIDE_TRANSACTION));
+      return pool.executeRaw(sql, args);
+    };
+  }
   const stamp = walChangeStamp(url);
   if (stamp) db.changeStamp = stamp;
   db.transactionScope = (fn) => scope.run(true, fn);

@@ -29,6 +29,12 @@ export interface ReadPoolOptions {
   busyTimeoutMs: number;
 }
 
+/** A read's answer as plain arrays (`ReadPool.executeRaw`): values as the client gives them. */
+export interface RawRows {
+  columns: string[];
+  rows: unknown[][];
+}
+
 /** The parts of `libsql/promise` used here (its typings say `any`). */
 interface NativeStatement {
   raw(on?: boolean): NativeStatement;
@@ -200,11 +206,13 @@ class Slot {
   }
 
   /** Queues a read behind this connection's earlier ones. */
-  execute(sql: string, args: InArgs | undefined): Promise<ResultSet> {
+  execute(sql: string, args: InArgs | undefined): Promise<ResultSet>;
+  execute(sql: string, args: InArgs | undefined, raw: true): Promise<RawRows>;
+  execute(sql: string, args: InArgs | undefined, raw = false): Promise<ResultSet | RawRows> {
     this.pending++;
-    const run = this.#tail.then(() => this.#run(sql, args));
+    const run = this.#tail.then(() => this.#run(sql, args, raw));
     this.#tail = run.catch(() => undefined);
-    return new Promise<ResultSet>((resolve, reject) => {
+    return new Promise<ResultSet | RawRows>((resolve, reject) => {
       run.then(
         (rs) => this.#hold(() => resolve(rs)),
         (e) => this.#hold(() => reject(e)),
@@ -241,7 +249,7 @@ class Slot {
     for (const settle of held) settle();
   };
 
-  async #run(sql: string, args: InArgs | undefined): Promise<ResultSet> {
+  async #run(sql: string, args: InArgs | undefined, plain: boolean): Promise<ResultSet | RawRows> {
     await this.ready;
     const db = this.#db;
     if (!db || this.#closed) throw closedError();
@@ -262,6 +270,10 @@ class Slot {
         p.columns = cols.map((c) => c.name);
         p.columnTypes = cols.map((c) => c.type ?? "");
         p.checked = generation;
+      }
+      if (plain) {
+        for (const values of raw) fromSql(values, intMode);
+        return { columns: p.columns, rows: raw };
       }
       const make = rowMaker(p.columns);
       const rows = new Array<Row>(raw.length);
@@ -339,6 +351,12 @@ export class ReadPool {
     const sql = typeof stmt === "string" ? stmt : stmt.sql;
     const bound = typeof stmt === "string" ? args : stmt.args;
     return this.#take().execute(sql, bound);
+  }
+
+  /** The same read, its rows as plain arrays of values (no Row objects to build and read back). */
+  executeRaw(sql: string, args: InArgs): Promise<RawRows> {
+    if (this.#closed) return Promise.reject(closedError());
+    return this.#take().execute(sql, args, true);
   }
 
   /** An idle connection (the first one first, so a lone caller keeps one warm cache), else the least busy. */

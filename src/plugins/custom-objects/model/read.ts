@@ -2,7 +2,8 @@
  * Reading objects of a custom object type: the row query (tags and host-model nested forms
  * ride along), prepared once per ORM, and serialisation with nested references.
  */
-import { eq, getTableColumns, sql, type SQL } from "drizzle-orm";
+import type { InValue } from "@libsql/client";
+import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { Reusable } from "../../../db/client";
 import { loadTags, nestedTag } from "../../../core/models/define";
@@ -177,12 +178,22 @@ export function reader(shape: Shape): Reader {
     return row;
   };
 
+  // The same two queries as text, for the read pool's plain rows (`Database.readRows`).
+  let compiled: { one: Compiled; many: Compiled } | null = null;
+
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const orm = ctx.services.db.orm;
-    const values = (
-      ids.length === 1 ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })
-    ) as ArrayLike<unknown>[];
+    const readRows = ctx.services.db.readRows;
+    let values: ArrayLike<unknown>[];
+    if (readRows && ctx.db === orm) {
+      // outside a transaction: straight from the pool as arrays, no Row objects in between
+      compiled ??= { one: compile(orm.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id")))), many: compile(orm.select(rowColumns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`)) };
+      const [q, bind] = ids.length === 1 ? [compiled.one, { id: ids[0]! }] : [compiled.many, { ids: JSON.stringify(ids) }];
+      values = (await readRows(q.sql, fill(q.params, bind))).rows;
+    } else {
+      values = (ids.length === 1 ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })) as ArrayLike<unknown>[];
+    }
     const rows = values.map(byPosition);
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
@@ -190,6 +201,11 @@ export function reader(shape: Shape): Reader {
 
   return { display, serialize, load, rowColumns };
 }
+
+type Compiled = { sql: string; params: unknown[] };
+const compile = (query: { toSQL(): Compiled }): Compiled => query.toSQL();
+/** A compiled query's parameters with its placeholders filled from `values`. */
+const fill = (params: unknown[], values: Record<string, unknown>): InValue[] => params.map((p) => (p instanceof Placeholder ? values[p.name] : p) as InValue);
 
 function parseJson(text: unknown): unknown {
   if (text === null || text === undefined) return null;
