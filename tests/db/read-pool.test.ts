@@ -321,6 +321,26 @@ describe("answers keep the local client's shapes", () => {
     }
   });
 
+  test("readRows: the same values as plain arrays; refused around an open write transaction", async () => {
+    const db = await openDatabase(url, undefined, { readPool: 1 });
+    try {
+      const q = "SELECT id, big, txt, num, vacant FROM t WHERE id = ? ORDER BY id";
+      const rows = (await db.readRows!(q, [2])).rows;
+      const theirs = await db.client.execute({ sql: q, args: [2] });
+      expect(rows).toEqual(theirs.rows.map((r) => Array.from(r as ArrayLike<unknown>)));
+      expect(Array.isArray(rows[0])).toBe(true);
+      expect(await db.readRows!("SELECT big FROM t WHERE id = 1", []).catch((e) => e)).toBeInstanceOf(RangeError);
+      await db.orm.transaction((tx) =>
+        db.transactionScope!(async () => {
+          await tx.run(sql`SELECT 1`);
+          expect(await db.readRows!("SELECT 1", []).catch((e) => String(e))).toContain("open write transaction");
+        }),
+      );
+    } finally {
+      await db.close();
+    }
+  });
+
   test("the pool's connections are read-only (query_only), and a write sent as a read runs on the main connection", async () => {
     const { pool } = await pair();
     const refused = await pool.execute("INSERT INTO t (txt) VALUES ('x')").catch((e) => e);
