@@ -58,6 +58,8 @@ interface Prepared {
   columnTypes: string[];
   /** The schema generation `columns` were read under; -1 before the first run. */
   checked: number;
+  /** The statement as sent, when `stmt` is its materialized form: kept, never collected early (see `#prepared`). */
+  plain?: NativeStatement;
 }
 
 const MAX_STATEMENTS = 500;
@@ -249,7 +251,14 @@ class Slot {
     for (const settle of held) settle();
   };
 
+  #startedAt = 0;
+  /** How long the statement under way has run (ms); 0 when idle. */
+  runningSince(now: number): number {
+    return this.pending === 0 ? 0 : now - this.#startedAt;
+  }
+
   async #run(sql: string, args: InArgs | undefined, plain: boolean): Promise<ResultSet | RawRows> {
+    this.#startedAt = performance.now();
     await this.ready;
     const db = this.#db;
     if (!db || this.#closed) throw closedError();
@@ -288,16 +297,23 @@ class Slot {
    * A cached statement. Its column list is memoised (reading it costs ~35 µs), and refreshed
    * after the first run following a schema change by any connection of the process (the
    * shared generation, see `#run`). The statements stay cached across schema changes: SQLite
-   * prepares them again itself, so a read costs one round trip to the driver's thread even
-   * while a long write changes the schema statement after statement.
+   * prepares them again itself, so a cached read costs one round trip to the driver's thread
+   * even while a long write changes the schema statement after statement.
    */
   async #prepared(db: NativeDatabase, sql: string): Promise<Prepared> {
     const hit = this.#cache.get(sql);
     if (hit) return hit;
-    // Both forms at once (each is a round trip to the driver's thread).
-    const [plain, wrapped] = await Promise.allSettled([db.prepare(sql), materialized(db, sql)]);
-    if (plain.status === "rejected") throw toLibsqlError(plain.reason);
-    let stmt = plain.value;
+    // One after the other: two operations in flight on one connection left the driver stepping
+    // a later long statement in a way that held the other connections' reads until it ended
+    // (measured: a point read on another connection waited 250-300 ms behind each new slow read).
+    let stmt: NativeStatement;
+    try {
+      stmt = await db.prepare(sql);
+    } catch (e) {
+      throw toLibsqlError(e);
+    }
+    const plain = stmt;
+    const wrapped = await materialized(db, sql);
     let reader = true;
     try {
       stmt.raw(true);
@@ -307,9 +323,13 @@ class Slot {
     // Repeated names rule out the materialized form (a subquery renames them). This connection
     // may not have seen the newest schema yet; the run refreshes the columns (`checked`).
     const columns = reader ? stmt.columns().map((c) => c.name) : [];
-    if (reader && columns.length && new Set(columns).size === columns.length && wrapped.status === "fulfilled") stmt = wrapped.value ?? stmt;
+    if (reader && columns.length && new Set(columns).size === columns.length && wrapped) stmt = wrapped;
     stmt.safeIntegers(true);
-    const p: Prepared = { stmt, reader, columns: [], columnTypes: [], checked: -1 };
+    // A native statement collected by the GC is finalized on the event loop, and finalizing takes
+    // its connection's lock: if that connection is running a long read at the time, the whole
+    // event loop waits for it (measured: 250-300 ms, once per new slow statement, before the plain
+    // form was kept). So the plain form lives as long as the cache entry.
+    const p: Prepared = { stmt, reader, columns: [], columnTypes: [], checked: -1, plain: stmt === plain ? undefined : plain };
     if (this.#cache.size >= MAX_STATEMENTS) this.#cache.delete(this.#cache.keys().next().value!);
     this.#cache.set(sql, p);
     return p;
@@ -362,9 +382,12 @@ export class ReadPool {
   /** An idle connection (the first one first, so a lone caller keeps one warm cache), else the least busy. */
   #take(): Slot {
     let best = this.#slots[0]!;
+    const now = performance.now();
     for (const s of this.#slots) {
       if (s.pending === 0) return s;
-      if (s.pending < best.pending) best = s;
+      // of equally busy connections, the one whose statement started last: one running for a
+      // while is likely a long scan, and a read queued behind it waits for all of it
+      if (s.pending < best.pending || (s.pending === best.pending && s.runningSince(now) < best.runningSince(now))) best = s;
     }
     return best;
   }

@@ -171,6 +171,25 @@ describe("rows that come slowly are stepped off the event loop too", () => {
     }
   });
 
+  test("a new slow statement's unused form is not finalized while the statement runs (that held the event loop)", async () => {
+    const pool = new ReadPool({ url, size: 2, busyTimeoutMs: 1000 });
+    try {
+      await pool.ready();
+      for (let round = 0; round < 3; round++) {
+        // a new statement each round: prepared as sent and materialized, one of the two kept aside
+        const slow = pool.execute(`SELECT count(*) AS n FROM t a, t b WHERE (a.x * 7919 + b.x) % 400009 = ${round}`);
+        await Bun.sleep(40);
+        const start = performance.now();
+        Bun.gc(true); // collects whatever native statement nothing holds
+        await pool.execute({ sql: "SELECT x FROM t WHERE x = ?", args: [round + 1] });
+        expect(performance.now() - start).toBeLessThan(FAST_MS);
+        expect(Number((await slow).rows[0]!.n)).toBeGreaterThan(0);
+      }
+    } finally {
+      await pool.close();
+    }
+  });
+
   test("the order of an ORDER BY read is kept, and repeated column names are left as they are", async () => {
     const pool = new ReadPool({ url, size: 1, busyTimeoutMs: 1000 });
     const client = createClient({ url });
