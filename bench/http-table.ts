@@ -13,7 +13,8 @@
  * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057);
  * `BENCH_MEMLOG=1` makes the Host server print its RSS, JS heap and memory outside it every second.
  * The Host server runs with the engine settings `npm start` gives it (`HOST_ENGINE_ENV`);
- * `BENCH_ENGINE_DEFAULTS=1` runs it with the engine's defaults instead.
+ * `BENCH_ENGINE_DEFAULTS=1` runs it with the engine's defaults instead, and `BENCH_NO_IDLE_GC=1`
+ * without the collection `src/server.ts` runs when requests pause (`src/idle-gc.ts`).
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
  * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
@@ -83,7 +84,10 @@ if (opt.serve === "host") {
   await runMigrations(db);
   const cache = config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {});
   const app = await createApp({ config, db, cache });
-  announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) }));
+  // as src/server.ts serves it: with the idle collection (decision 0060); BENCH_NO_IDLE_GC=1 without
+  const { idleCollector } = await import("../src/idle-gc");
+  const fetch = process.env.BENCH_NO_IDLE_GC ? (req: Request) => app.fetch(req) : idleCollector((req: Request) => app.fetch(req)).fetch;
+  announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch }));
   if (process.env.BENCH_MEMLOG) {
     // where the resident memory is, once a second: the JS heap (size, capacity), memory outside it
     const { heapStats } = await import("bun:jsc");

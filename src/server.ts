@@ -17,6 +17,7 @@ import { createRedisClients } from "./services/redis-factory";
 import { retentionTask } from "./services/tasks/retention";
 import { startPeriodic, startWorker } from "./services/tasks/worker";
 import { startLocalRedisStack, type LocalRedisStack } from "./services/local-redis";
+import { idleCollector } from "./idle-gc";
 
 /** In-flight requests get this long to finish on shutdown before connections are cut. */
 const DRAIN_TIMEOUT_MS = 10_000;
@@ -115,6 +116,8 @@ async function main() {
     // A Redis outage must cost the cache, not the requests.
     if (cache.backend === "redis") cache = createResilientCache(cache, { logger, redact });
     const app = await createApp({ config, db, cache, redis, logger });
+    // a full collection when requests pause, so a burst's heap is not the next one's floor (0060)
+    const idle = idleCollector(app.fetch);
     let server: ReturnType<typeof Bun.serve>;
     try {
       server = Bun.serve({
@@ -122,7 +125,7 @@ async function main() {
         port: config.port,
         // Let the app answer oversized bodies itself (413 JSON); Bun's own cap is a backstop.
         maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 8 * 1024 * 1024),
-        fetch: app.fetch,
+        fetch: idle.fetch,
       });
     } catch (e) {
       if ((e as { code?: string })?.code === "EADDRINUSE") throw new StartupError(portInUse(config.host, config.port));
@@ -145,6 +148,7 @@ async function main() {
       // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
       const drained = await Promise.race([server.stop(false).then(() => true), Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false)]);
       if (!drained) await server.stop(true);
+      idle.stop();
       await Promise.all([worker?.stop(DRAIN_TIMEOUT_MS), pruner?.stop(DRAIN_TIMEOUT_MS)]);
       await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
       await db.close();

@@ -1,0 +1,63 @@
+/**
+ * One full garbage collection when the Bun server goes quiet after a burst of requests (decision
+ * 0060). Under load the JS heap grows to twice what is live, and the allocator keeps what the
+ * heap gave back only as long as the heap holds on to it; a burst therefore leaves the process
+ * tens of MB above what it needs until enough later garbage triggers a full collection. A
+ * collection run once the server has been idle for `idleMs` returns that memory before the next
+ * burst starts from it. It runs only after requests were served (an idle server never pays for
+ * it) and never while one is in flight.
+ */
+type Fetch = (request: Request, server?: any) => Response | Promise<Response>;
+
+export interface IdleCollector {
+  /** `fetch`, counting requests in flight. */
+  fetch: (request: Request, server?: unknown) => Response | Promise<Response>;
+  /** Full collections run so far (for tests). */
+  readonly collections: number;
+  stop(): void;
+}
+
+export function idleCollector(fetch: Fetch, options: { idleMs?: number; collect?: () => void } = {}): IdleCollector {
+  const idleMs = options.idleMs ?? 1000;
+  const collect = options.collect ?? (() => Bun.gc(true));
+  let inFlight = 0;
+  let served = false;
+  let lastActive = 0;
+  let collections = 0;
+  const timer = setInterval(
+    () => {
+      if (!served || inFlight > 0 || performance.now() - lastActive < idleMs) return;
+      served = false;
+      collections++;
+      collect();
+    },
+    Math.max(10, idleMs / 4),
+  );
+  timer.unref?.();
+  const settle = () => {
+    inFlight--;
+    lastActive = performance.now();
+  };
+  const counted = (request: Request, server?: unknown) => {
+    inFlight++;
+    served = true;
+    lastActive = performance.now();
+    let answer: Response | Promise<Response>;
+    try {
+      answer = fetch(request, server);
+    } catch (e) {
+      settle();
+      throw e;
+    }
+    if (answer instanceof Promise) return answer.finally(settle);
+    settle();
+    return answer;
+  };
+  return {
+    fetch: counted,
+    get collections() {
+      return collections;
+    },
+    stop: () => clearInterval(timer),
+  };
+}
