@@ -68,6 +68,19 @@ describe("bulk create", () => {
     for (const [i, c] of logged.entries()) expect(c.postchange_data).toEqual(records[i]!);
   });
 
+  test("the answer is each object as a GET shows it, typed as a single create's; a projection still applies", async () => {
+    const bulk = await t.json("POST", `${CO}/gadget/`, { body: Array.from({ length: 120 }, (_, i) => item(3000 + i)) });
+    const single = await t.json("POST", `${CO}/gadget/`, { body: item(3999) });
+    expect([bulk.status, single.status]).toEqual([201, 201]);
+    expect(bulk.res.headers.get("content-type")).toBe(single.res.headers.get("content-type"));
+    for (const rec of [bulk.body[0], bulk.body[57], bulk.body[119]] as Array<Record<string, any>>) {
+      expect(rec).toEqual((await t.json("GET", `${CO}/gadget/${rec.id}/`)).body);
+    }
+    const projected = await t.json("POST", `${CO}/gadget/?fields=id,name`, { body: [item(4000), item(4001)] });
+    expect(projected.status).toBe(201);
+    expect(projected.body.map((r: Record<string, unknown>) => Object.keys(r).sort())).toEqual([["id", "name"], ["id", "name"]]);
+  });
+
   test("is all or nothing, with each bad item's errors at its index, across chunks", async () => {
     const n0 = await rows();
     const c0 = (await changes()).length;

@@ -114,22 +114,28 @@ const CHANGE_BATCH = 250;
  * same rows and event deliveries, but one `INSERT … SELECT FROM json_each(?)` per
  * `CHANGE_BATCH` records instead of a statement each. Every postchange record must be loaded.
  */
-export async function logChanges(ctx: WriteContext, resource: Resource, entries: ChangeEntry[]): Promise<void> {
+export async function logChanges(ctx: WriteContext, resource: Resource, entries: ChangeEntry[]): Promise<Map<ChangeEntry, string>> {
+  /** Each written postchange record's JSON text, for a caller that answers with the same records. */
+  const texts = new Map<ChangeEntry, string>();
   const kept = entries.filter((e) => !(e.action === "update" && e.prechange && e.postchange && sameData(e.prechange, e.postchange)));
-  if (!kept.length) return;
+  if (!kept.length) return texts;
   const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
   for (let i = 0; i < kept.length; i += CHANGE_BATCH) {
     await ctx.services.db.pace?.();
     const chunk = kept.slice(i, i + CHANGE_BATCH);
-    const rows = chunk.map((e) => ({
-      a: e.action,
-      o: e.id,
-      r: String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200),
-      b: e.prechange === null ? null : JSON.stringify(e.prechange),
-      p: e.postchange === null ? null : JSON.stringify(e.postchange),
-    }));
+    const rows = chunk.map((e) => {
+      const p = e.postchange === null ? null : JSON.stringify(e.postchange);
+      if (p !== null) texts.set(e, p);
+      return {
+        a: e.action,
+        o: e.id,
+        r: String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200),
+        b: e.prechange === null ? null : JSON.stringify(e.prechange),
+        p,
+      };
+    });
     const inserted = (await ctx.db.all(sql`INSERT INTO "object_changes" ("time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data")
       SELECT ${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, json_extract(value, '$.a'), ${objectType.id}, json_extract(value, '$.o'), json_extract(value, '$.r'), json_extract(value, '$.b'), json_extract(value, '$.p')
       FROM json_each(${JSON.stringify(rows)}) RETURNING "id", "changed_object_id", "action"`)) as Array<{ id: number; changed_object_id: number; action: string }>;
@@ -152,4 +158,5 @@ export async function logChanges(ctx: WriteContext, resource: Resource, entries:
       });
     }
   }
+  return texts;
 }
