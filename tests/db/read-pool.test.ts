@@ -176,14 +176,19 @@ describe("rows that come slowly are stepped off the event loop too", () => {
     try {
       await pool.ready();
       for (let round = 0; round < 3; round++) {
-        Bun.gc(true); // what earlier tests left, collected before the clock starts
+        // What earlier tests left is collected before the clock starts, and how long a full
+        // collection of this process takes anyway (long after a whole test run) is not counted.
+        Bun.gc(true);
+        const gc0 = performance.now();
+        Bun.gc(true);
+        const plainGcMs = performance.now() - gc0;
         // a new statement each round: prepared as sent and materialized, one of the two kept aside
         const slow = pool.execute(`SELECT count(*) AS n FROM t a, t b WHERE (a.x * 7919 + b.x) % 400009 = ${round}`);
         await Bun.sleep(40);
         const start = performance.now();
         Bun.gc(true); // collects whatever native statement nothing holds
         await pool.execute({ sql: "SELECT x FROM t WHERE x = ?", args: [round + 1] });
-        expect(performance.now() - start).toBeLessThan(FAST_MS);
+        expect(performance.now() - start - plainGcMs).toBeLessThan(FAST_MS);
         expect(Number((await slow).rows[0]!.n)).toBeGreaterThan(0);
       }
     } finally {

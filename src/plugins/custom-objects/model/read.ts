@@ -5,7 +5,7 @@
 import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { Reusable } from "../../../db/client";
+import { Reusable, type Executor } from "../../../db/client";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
@@ -158,14 +158,10 @@ export function reader(shape: Shape): Reader {
   }
   // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
   // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
-  const loadOne = new Reusable((db) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id"))).prepare());
-  const loadMany = new Reusable((db) =>
-    db
-      .select(rowColumns)
-      .from(table)
-      .where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`)
-      .prepare(),
-  );
+  const oneRow = (db: Executor) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id")));
+  const manyRows = (db: Executor) => db.select(rowColumns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+  const loadOne = new Reusable((db) => oneRow(db).prepare());
+  const loadMany = new Reusable((db) => manyRows(db).prepare());
 
   // The selection's keys in the order Drizzle lists its columns (the select list's order), so a
   // row is read by position: Drizzle's own mapping copies each row twice more (a list page is
@@ -188,7 +184,7 @@ export function reader(shape: Shape): Reader {
     let values: ArrayLike<unknown>[];
     if (readRows && ctx.db === orm) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
-      compiled ??= { one: compile(orm.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id")))), many: compile(orm.select(rowColumns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`)) };
+      compiled ??= { one: compile(oneRow(orm)), many: compile(manyRows(orm)) };
       const [q, bind] = ids.length === 1 ? [compiled.one, { id: ids[0]! }] : [compiled.many, { ids: JSON.stringify(ids) }];
       values = (await readRows(q.sql, fill(q.params, bind))).rows;
     } else {
