@@ -115,6 +115,14 @@ function argsToSql(args: InArgs | undefined, intMode: IntMode): unknown {
   return named;
 }
 
+/** Whether a row holds a number beyond 2^53 with no fraction: an integer the driver may have rounded. */
+function mayBeRounded(rows: unknown[][]): boolean {
+  for (const values of rows) {
+    for (const v of values) if (typeof v === "number" && (v > 9007199254740991 || v < -9007199254740991) && Number.isInteger(v)) return true;
+  }
+  return false;
+}
+
 /** Converts one row's values in place as the client does (`valueFromSql`): integers per intMode, blobs as ArrayBuffer. */
 function fromSql(values: unknown[], intMode: IntMode): unknown[] {
   for (let i = 0; i < values.length; i++) {
@@ -271,7 +279,23 @@ class Slot {
         const info = p.stmt.run(bound);
         return new PooledResultSet([], [], [], info.changes, BigInt(info.lastInsertRowid));
       }
-      const raw = await p.stmt.all(bound);
+      let raw: unknown[][];
+      if (intMode === "number") {
+        // Integers as numbers straight from the driver (a BigInt each, converted back, was ~8 % of
+        // handing a page over). A number past 2^53 may be an integer the driver rounded, or a
+        // real: the read runs again with exact integers, and `fromSql` decides as the client does.
+        raw = await p.stmt.all(bound);
+        if (mayBeRounded(raw)) {
+          p.stmt.safeIntegers(true);
+          try {
+            raw = await p.stmt.all(bound);
+          } finally {
+            p.stmt.safeIntegers(false);
+          }
+        }
+      } else {
+        raw = await p.stmt.all(bound);
+      }
       if (p.checked !== generation) {
         // SQLite prepares a statement again when it meets a changed schema as it runs, so its
         // columns are read after a run the first time, and again after any schema change.
@@ -324,7 +348,8 @@ class Slot {
     // may not have seen the newest schema yet; the run refreshes the columns (`checked`).
     const columns = reader ? stmt.columns().map((c) => c.name) : [];
     if (reader && columns.length && new Set(columns).size === columns.length && wrapped) stmt = wrapped;
-    stmt.safeIntegers(true);
+    // exact integers (BigInt) unless the client's mode is numbers (see `#run`)
+    stmt.safeIntegers((this.options.intMode ?? "number") !== "number");
     // A native statement collected by the GC is finalized on the event loop, and finalizing takes
     // its connection's lock: if that connection is running a long read at the time, the whole
     // event loop waits for it (measured: 250-300 ms, once per new slow statement, before the plain
