@@ -117,9 +117,7 @@ function argsToSql(args: InArgs | undefined, intMode: IntMode): unknown {
 
 /** Whether a row holds a number beyond 2^53 with no fraction: an integer the driver may have rounded. */
 function mayBeRounded(rows: unknown[][]): boolean {
-  for (const values of rows) {
-    for (const v of values) if (typeof v === "number" && (v > 9007199254740991 || v < -9007199254740991) && Number.isInteger(v)) return true;
-  }
+  for (const values of rows) for (const v of values) if (typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v)) return true;
   return false;
 }
 
@@ -148,15 +146,9 @@ function fromSql(values: unknown[], intMode: IntMode): unknown[] {
  * wrapped form does not prepare (a trailing `;` or comment): then the statement runs as it is.
  */
 async function materialized(db: NativeDatabase, sql: string): Promise<NativeStatement | null> {
-  return prepareOrNull(db, `WITH "__materialized" AS MATERIALIZED (\n${sql}\n) SELECT * FROM "__materialized"`);
-}
-
-async function prepareOrNull(db: NativeDatabase, sql: string): Promise<NativeStatement | null> {
   try {
-    const stmt = await db.prepare(sql);
-    stmt.raw(true);
-    stmt.safeIntegers(true);
-    return stmt;
+    const stmt = await db.prepare(`WITH "__materialized" AS MATERIALIZED (\n${sql}\n) SELECT * FROM "__materialized"`);
+    return stmt.raw(true);
   } catch {
     return null;
   }
@@ -265,7 +257,7 @@ class Slot {
     return this.pending === 0 ? 0 : now - this.#startedAt;
   }
 
-  async #run(sql: string, args: InArgs | undefined, plain: boolean): Promise<ResultSet | RawRows> {
+  async #run(sql: string, args: InArgs | undefined, asArrays: boolean): Promise<ResultSet | RawRows> {
     this.#startedAt = performance.now();
     await this.ready;
     const db = this.#db;
@@ -273,28 +265,24 @@ class Slot {
     const intMode = this.options.intMode ?? "number";
     const bound = argsToSql(args, intMode);
     const p = await this.#prepared(db, sql);
-    const generation = Atomics.load(statementCacheGeneration(), 0);
+    const generation = statementCacheGeneration();
     try {
       if (!p.reader) {
         const info = p.stmt.run(bound);
         return new PooledResultSet([], [], [], info.changes, BigInt(info.lastInsertRowid));
       }
-      let raw: unknown[][];
-      if (intMode === "number") {
-        // Integers as numbers straight from the driver (a BigInt each, converted back, was ~8 % of
-        // handing a page over). A number past 2^53 may be an integer the driver rounded, or a
-        // real: the read runs again with exact integers, and `fromSql` decides as the client does.
-        raw = await p.stmt.all(bound);
-        if (mayBeRounded(raw)) {
-          p.stmt.safeIntegers(true);
-          try {
-            raw = await p.stmt.all(bound);
-          } finally {
-            p.stmt.safeIntegers(false);
-          }
+      let raw = await p.stmt.all(bound);
+      // In the number mode integers come as numbers straight from the driver (a BigInt each,
+      // converted back, was ~8 % of handing a page over). A number past 2^53 may be an integer
+      // the driver rounded, or a real: the read runs again with exact integers, and `fromSql`
+      // decides as the client does.
+      if (intMode === "number" && mayBeRounded(raw)) {
+        p.stmt.safeIntegers(true);
+        try {
+          raw = await p.stmt.all(bound);
+        } finally {
+          p.stmt.safeIntegers(false);
         }
-      } else {
-        raw = await p.stmt.all(bound);
       }
       if (p.checked !== generation) {
         // SQLite prepares a statement again when it meets a changed schema as it runs, so its
@@ -304,7 +292,7 @@ class Slot {
         p.columnTypes = cols.map((c) => c.type ?? "");
         p.checked = generation;
       }
-      if (plain) {
+      if (asArrays) {
         for (const values of raw) fromSql(values, intMode);
         return { columns: p.columns, rows: raw };
       }

@@ -65,13 +65,13 @@ function viaExec(db: object, sql: string, exec: (this: object, sql: string) => u
  * transaction ends, so another thread cannot keep a column list memoised in between. Every
  * connection's cache is cleared before its next statement once the generation moved.
  */
-const generation = new Int32Array(1);
+let generation = 0;
 export function invalidateStatementCaches(): void {
-  Atomics.add(generation, 0, 1);
+  generation++;
 }
 
 /** The generation, for the read pool's own statement caches. */
-export function statementCacheGeneration(): Int32Array {
+export function statementCacheGeneration(): number {
   return generation;
 }
 
@@ -122,7 +122,7 @@ export function installStatementCache(): void {
     if (TRANSACTION_CONTROL.test(sql)) return viaExec(this, sql, exec);
     let cache = caches.get(this);
     if (!cache) caches.set(this, (cache = new Map()));
-    const now = Atomics.load(generation, 0);
+    const now = generation;
     if (cache.generation !== now) {
       if (cache.generation !== undefined) reloadSchema(this, prepare);
       cache.clear();

@@ -55,7 +55,7 @@ export function writer(shape: Shape, read: Reader): Writer {
    * began from a cached model that has gone stale stops here, before writing anything), the
    * allowed values of its choice sets, and whether the host objects named by the request's
    * object fields exist. Other references (polymorphic, multiobject, custom objects) are
-   * checked by `existing_`.
+   * checked by `existingRefs`.
    */
   const choiceSetIds = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
   const preflightColumns: Record<string, SQLiteColumn | SQL> = { v: customObjectTypes.shapeVersion, slug: customObjectTypes.slug };
@@ -82,16 +82,15 @@ export function writer(shape: Shape, read: Reader): Writer {
   const preflighted = new Set(embeddedFields);
   const notFoundMessage = (id: number) => `Related object not found using the provided numeric ID: ${id}`;
 
-  /** Which of the referenced objects exist: one statement for every target type. */
-  async function existing_(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>): Promise<Set<string>> {
-    return (await existingNested(ctx, refs, infos)).found;
-  }
-
-  /** The same, with the nested forms of those found by type id (what serialising the new rows needs). */
-  async function existingNested(ctx: WriteContext, refs: { typeId: number; id: number }[], infos: Map<number, ModelInfo>) {
+  /**
+   * Which of the pending references exist (`typeId:id`), and the nested forms of those found by
+   * type id (what serialising the new rows needs): one statement for every target type.
+   */
+  async function existingRefs(ctx: WriteContext, pending: Pending[]) {
+    const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
     // each object once (a bulk of 1,000 names its 100 sites 10 times each)
     const byType = new Map<number, Set<number>>();
-    for (const r of refs) if (infos.has(r.typeId)) (byType.get(r.typeId) ?? byType.set(r.typeId, new Set()).get(r.typeId)!).add(r.id);
+    for (const { ref } of pending) if (infos.has(ref.typeId)) (byType.get(ref.typeId) ?? byType.set(ref.typeId, new Set()).get(ref.typeId)!).add(ref.id);
     const groups = [...byType].map(([typeId, ids]) => [infos.get(typeId)!, [...ids]] as [ModelInfo, number[]]);
     const byInfo = await ctx.services.models.nestedMany(ctx, groups);
     const found = new Set<string>();
@@ -102,12 +101,6 @@ export function writer(shape: Shape, read: Reader): Writer {
       for (const id of ids) if (forms?.has(id)) found.add(`${typeId}:${id}`);
     }
     return { found, nested };
-  }
-
-  /** Which of the pending references exist (`typeId:id`), and their nested forms. */
-  async function existingRefs(ctx: WriteContext, pending: Pending[]) {
-    const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
-    return existingNested(ctx, pending.map((p) => p.ref), infos);
   }
 
   /** `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`. */
