@@ -2,7 +2,8 @@
  * The database handle the app works with: a libSQL client (serialised for local files) and
  * the Drizzle ORM over it. Runtime-specific opening lives in `local.ts` (Bun) and `web.ts`.
  */
-import type { Client, InStatement, InArgs, ResultSet, Transaction, TransactionMode } from "@libsql/client";
+import type { Client, InStatement, InArgs, InValue, ResultSet, Transaction, TransactionMode } from "@libsql/client";
+import { sql } from "drizzle-orm";
 import { drizzle, type LibSQLDatabase } from "drizzle-orm/libsql";
 import { ApiError } from "../core/errors";
 import * as schema from "./schema";
@@ -305,4 +306,22 @@ export class Reusable<P extends object> {
     if (!q) this.#byOrm.set(orm, (q = this.build(orm)));
     return preparedIn(q, db) ?? this.build(db);
   }
+}
+
+/**
+ * Runs one statement with positional (`?`) arguments on `db` — the ORM or an open Drizzle
+ * transaction — through the libSQL client or transaction under it, with no Drizzle SQL object in
+ * between. For statements that bind thousands of values (bulk inserts, change records), where
+ * building a `sql` template or filling named placeholders cost more than SQLite's own work. The
+ * text is the caller's: its identifiers must already be validated and quoted, and `?` may appear
+ * only as a placeholder. Relies on the driver field `preparedIn` relies on (`session.tx`, else
+ * `session.client`); without it the statement goes through Drizzle as a template.
+ */
+export async function executePositional(db: Executor, text: string, args: InValue[]): Promise<ResultSet> {
+  const session = (db as unknown as { session?: { tx?: Pick<Transaction, "execute"> | null; client?: Pick<Client, "execute"> } }).session;
+  const target = session?.tx ?? session?.client;
+  if (target && typeof target.execute === "function") return target.execute({ sql: text, args });
+  const parts = text.split("?");
+  if (parts.length !== args.length + 1) throw new Error(`executePositional: ${parts.length - 1} placeholders for ${args.length} arguments`);
+  return (await db.run(sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args))) as unknown as ResultSet;
 }

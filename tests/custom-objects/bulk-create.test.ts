@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { countStatements } from "../helpers/statements";
 import { runMigrations } from "../../src/db/migrate";
-import { addField, CO, create, makeCot } from "./fixtures";
+import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;
 let cotId: number;
@@ -116,6 +116,65 @@ describe("bulk create", () => {
     expect(alone.status).toBe(400);
     expect(bulk.status).toBe(400);
     expect(bulk.body).toEqual([{}, alone.body]);
+  });
+});
+
+describe("bulk answers of every field type", () => {
+  // The bulk INSERT returns only ids (and a select primary's label): each answer is built from
+  // the values it bound. Here every field type, given in the spellings clients use (numerals as
+  // strings, whole decimals, offsets on datetimes), must answer exactly what a GET reads back.
+  test("each record equals its GET, for every field type, tags, links and local context", async () => {
+    const { id: setId } = await choiceSet(t, "every-kinds", ["alpha", "beta", "gamma"]);
+    const cot = await makeCot(t, "every", "every", { config_context_enabled: true });
+    for (const f of [
+      { name: "kind", type: "select", choice_set: setId, primary: true },
+      { name: "label", type: "text" },
+      { name: "notes", type: "longtext" },
+      { name: "count", type: "integer" },
+      { name: "ratio", type: "decimal" },
+      { name: "on", type: "boolean" },
+      { name: "day", type: "date" },
+      { name: "seen", type: "datetime" },
+      { name: "link", type: "url" },
+      { name: "tags_of", type: "multiselect", choice_set: setId },
+      { name: "data", type: "json" },
+      { name: "where", type: "coordinates" },
+      { name: "site", type: "object", related_object_type: "dcim.site" },
+      { name: "gadget", type: "object", related_object_type: "custom-objects.gadget" },
+      { name: "sites", type: "multiobject", related_object_type: "dcim.site" },
+    ]) {
+      await addField(t, cot.id, f);
+    }
+    const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "Bulk", slug: "bulk" } });
+    const gadget = await create(t, "gadget", item(9000));
+    const body = Array.from({ length: 130 }, (_, i) => ({
+      kind: ["alpha", "beta", "gamma"][i % 3],
+      label: i % 5 ? `every ${i}` : null,
+      notes: "line one\nline \"two\" ✓",
+      count: i % 4 ? i : String(i),
+      ratio: [3, "2.50", 0.1 + i, -7e-3][i % 4],
+      on: i % 2 === 0,
+      day: "2024-02-29",
+      seen: i % 2 ? "2025-06-01T12:30:00+02:00" : "2025-06-01T10:30:00Z",
+      link: `https://example.com/${i}`,
+      tags_of: i % 3 ? ["beta", "alpha"] : [],
+      data: i % 2 ? { nested: [1, "two", null], n: i } : [i],
+      where: i % 2 ? { latitude: 51.5, longitude: -0.12 } : null,
+      site: siteIds[i % 3],
+      gadget: i % 2 ? gadget.id : null,
+      sites: i % 4 ? [siteIds[0], siteIds[2]] : [],
+      ...(i % 10 === 0 ? { tags: [tag.body.id] } : {}),
+      ...(i % 7 === 0 ? { local_context_data: { vlan: i } } : {}),
+    }));
+    const r = await t.json("POST", `${CO}/every/`, { body });
+    expect(r.status).toBe(201);
+    const records = r.body as Array<Record<string, any>>;
+    expect(records.length).toBe(130);
+    for (const rec of records) expect(rec).toEqual((await t.json("GET", `${CO}/every/${rec.id}/`)).body);
+    // the spellings were read as the types' values, not stored as given
+    expect(records.slice(0, 4).map((x) => [x.count, x.ratio])).toEqual([["0", 3], [1, 2.5], [2, 2.1], [3, -7e-3]].map(([c, ratio]) => [Number(c), ratio]));
+    expect(records[0]!.display).toBe("ALPHA");
+    expect(records[10]!.tags.map((x: { slug: string }) => x.slug)).toEqual(["bulk"]);
   });
 });
 

@@ -4,7 +4,8 @@
  * are written to the outbox beside it. See docs/decisions/0016-tasks-change-log.md, 0037-tasks-outbox.md.
  */
 import { sql } from "drizzle-orm";
-import { Reusable } from "../../db/client";
+import type { InValue } from "@libsql/client";
+import { executePositional, Reusable } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { recordEventDeliveries, type ChangeAction, type ChangeEvent } from "../events/dispatch";
@@ -106,13 +107,24 @@ export interface ChangeEntry {
   postchange: ApiRecord | null;
 }
 
-/** Rows per statement of `logChanges` (one JSON argument each). */
+/** Rows per statement of `logChanges` (ten bound values each). */
 const CHANGE_BATCH = 250;
+const changeStatements = new Map<number, string>();
+/** The multi-row INSERT of `n` change records, with positional arguments. */
+function insertChangesSql(n: number): string {
+  let text = changeStatements.get(n);
+  if (!text) {
+    const row = `(${Array(10).fill("?").join(", ")})`;
+    text = `INSERT INTO "object_changes" ("time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data") VALUES ${Array(n).fill(row).join(", ")} RETURNING "id", "changed_object_id", "action"`;
+    changeStatements.set(n, text);
+  }
+  return text;
+}
 
 /**
  * `logChange` for many objects of one resource at once (schema apply writes thousands): the
- * same rows and event deliveries, but one `INSERT … SELECT FROM json_each(?)` per
- * `CHANGE_BATCH` records instead of a statement each. Every postchange record must be loaded.
+ * same rows and event deliveries, but one multi-row INSERT per `CHANGE_BATCH` records instead of
+ * a statement each. Every postchange record must be loaded.
  */
 export async function logChanges(ctx: WriteContext, resource: Resource, entries: ChangeEntry[]): Promise<Map<ChangeEntry, string>> {
   /** Each written postchange record's JSON text, for a caller that answers with the same records. */
@@ -125,20 +137,16 @@ export async function logChanges(ctx: WriteContext, resource: Resource, entries:
   for (let i = 0; i < kept.length; i += CHANGE_BATCH) {
     await ctx.services.db.pace?.();
     const chunk = kept.slice(i, i + CHANGE_BATCH);
-    const rows = chunk.map((e) => {
+    // positional arguments, ten per record: no JSON text holding the records' JSON texts, and no
+    // Drizzle template of 2,500 values (`executePositional`)
+    const args: InValue[] = [];
+    for (const e of chunk) {
       const p = e.postchange === null ? null : JSON.stringify(e.postchange);
       if (p !== null) texts.set(e, p);
-      return {
-        a: e.action,
-        o: e.id,
-        r: String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200),
-        b: e.prechange === null ? null : JSON.stringify(e.prechange),
-        p,
-      };
-    });
-    const inserted = (await ctx.db.all(sql`INSERT INTO "object_changes" ("time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data")
-      SELECT ${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, json_extract(value, '$.a'), ${objectType.id}, json_extract(value, '$.o'), json_extract(value, '$.r'), json_extract(value, '$.b'), json_extract(value, '$.p')
-      FROM json_each(${JSON.stringify(rows)}) RETURNING "id", "changed_object_id", "action"`)) as Array<{ id: number; changed_object_id: number; action: string }>;
+      const repr = String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200);
+      args.push(time, user?.id ?? null, user?.username ?? "", ctx.requestId, e.action, objectType.id, e.id, repr, e.prechange === null ? null : JSON.stringify(e.prechange), p);
+    }
+    const inserted = (await executePositional(ctx.db, insertChangesSql(chunk.length), args)).rows as unknown as Array<{ id: number; changed_object_id: number; action: string }>;
     // RETURNING's order is not defined: a batch names each object once per action
     const idOf = new Map(inserted.map((r) => [`${r.action}:${Number(r.changed_object_id)}`, Number(r.id)]));
     for (const e of chunk) {

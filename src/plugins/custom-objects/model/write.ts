@@ -3,9 +3,10 @@
  * through the field type modules, reference and uniqueness checks, the prepared
  * INSERT … RETURNING, updates, link-table writes and deletes.
  */
-import { and, eq, getTableColumns, getTableName, sql, type SQL } from "drizzle-orm";
+import type { InValue } from "@libsql/client";
+import { and, eq, getTableColumns, getTableName, Param, Placeholder, sql, type DriverValueEncoder, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { Reusable } from "../../../db/client";
+import { executePositional, Reusable, type Orm } from "../../../db/client";
 import { choiceSets, customObjectTypes } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
@@ -41,6 +42,8 @@ type Pending = { field: FieldRow; ref: Ref };
 type Preflight = { choices: Map<number, Set<string>>; found: (field: string) => boolean };
 /** A bulk create's shared state: one preflight, and the references its chunk names. */
 type Batch = { pre: Preflight; pending: Pending[] };
+/** The related objects a bulk create has found so far (`typeId:id`), with their nested forms. */
+type Seen = { found: Set<string>; nested: Nested };
 type Converted = { values: Record<string, unknown>; multi: Map<FieldRow, Ref[]>; tagIds: number[] | null };
 
 /** Most rows one multi-row INSERT carries (SQLite binds at most 32,766 values per statement). */
@@ -300,32 +303,40 @@ export function writer(shape: Shape, read: Reader): Writer {
   );
 
   /** The insert's bound values for one converted input. */
-  function insertParams(values: Record<string, unknown>, now: string, into: Record<string, unknown> = Object.create(null), suffix = ""): Record<string, unknown> {
-    for (const key of insertColumns) into[key + suffix] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
-    into[`created${suffix}`] = into[`lastUpdated${suffix}`] = now;
+  function insertParams(values: Record<string, unknown>, now: string): Record<string, unknown> {
+    const into: Record<string, unknown> = Object.create(null);
+    for (const key of insertColumns) into[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
+    into.created = into.lastUpdated = now;
     return into;
   }
 
   /**
-   * A multi-row INSERT … RETURNING for `n` rows, prepared once per size and ORM (placeholders
-   * `<column>_<row>`); it returns the row query's select list like the single insert.
+   * A multi-row INSERT of `n` rows as text with positional arguments, compiled once per size: the
+   * rows' values go straight into one array (`executePositional`), where named placeholders made
+   * a 2,600-key object per chunk that Drizzle then mapped back to an array. Only the ids (and
+   * the primary label, when it is an SQL expression) come back: each new row's columns are the
+   * values just bound, which the column types keep as they are (each field's column has its
+   * type's SQL type, and every encoder yields that type).
    */
-  const insertMany = new Map<number, Reusable<any>>();
-  // The bulk insert returns the row's own columns without the row query's per-row subqueries
-  // (tags, nested forms of related objects): SQLite would run them once per row, while serialising
-  // fetches each related object's nested form once per chunk, and a new row has no tags yet.
-  const bulkReturning = Object.fromEntries(Object.entries(rowColumns).filter(([key]) => key !== "__tags" && !key.startsWith("__n_")));
-  function insertManyQuery(n: number) {
+  const insertMany = new Map<number, { sql: string; slots: Int32Array; constants: unknown[]; encoders: Array<DriverValueEncoder<unknown, unknown> | undefined> }>();
+  // read by position: Drizzle names no SQL expression in the RETURNING list
+  const bulkReturning: Record<string, SQLiteColumn | SQL> = { id: table.id, ...(rowColumns.__label ? { __label: rowColumns.__label } : {}) };
+  function insertManyStatement(orm: Orm, n: number) {
     let q = insertMany.get(n);
     if (!q) {
-      q = new Reusable((db) =>
-        db
-          .insert(table)
-          .values(Array.from({ length: n }, (_, i) => Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(`${key}_${i}`)]))) as any)
-          .returning(bulkReturning as any)
-          .prepare(),
-      );
-      insertMany.set(n, q);
+      const rows = Array.from({ length: n }, (_, i) => Object.fromEntries(insertColumns.map((key, j) => [key, sql.placeholder(`${i}:${j}`)])));
+      const compiled = orm.insert(table).values(rows as any).returning(bulkReturning as any).toSQL();
+      // each bound position: a row's column (row * width + column), or -1 for a constant of the SQL
+      const slots = new Int32Array(compiled.params.length);
+      const encoders: Array<DriverValueEncoder<unknown, unknown> | undefined> = [];
+      const constants = compiled.params.map((p, k) => {
+        const held = p instanceof Param ? p.value : p;
+        const at = held instanceof Placeholder ? /^(\d+):(\d+)$/.exec(held.name) : null;
+        slots[k] = at ? Number(at[1]) * insertColumns.length + Number(at[2]) : -1;
+        encoders[k] = at && p instanceof Param ? p.encoder : undefined;
+        return at ? undefined : p;
+      });
+      insertMany.set(n, (q = { sql: compiled.sql, slots, constants, encoders }));
     }
     return q;
   }
@@ -345,7 +356,7 @@ export function writer(shape: Shape, read: Reader): Writer {
    * One chunk of a bulk create in one multi-row INSERT, or null when any of its items is invalid,
    * names a missing object or trips a unique index (nothing of the chunk is written then).
    */
-  async function fastChunk(ctx: WriteContext, inputs: ApiRecord[], pre: Preflight): Promise<Array<{ id: number; record: ApiRecord }> | null> {
+  async function fastChunk(ctx: WriteContext, inputs: ApiRecord[], pre: Preflight, seen: Seen): Promise<Array<{ id: number; record: ApiRecord }> | null> {
     const batch: Batch = { pre, pending: [] };
     const converted: Converted[] = [];
     for (const input of inputs) {
@@ -353,29 +364,38 @@ export function writer(shape: Shape, read: Reader): Writer {
       if (!c) return null;
       converted.push(c);
     }
-    let known: Nested | undefined;
-    if (batch.pending.length) {
-      const { found, nested } = await existingRefs(ctx, batch.pending);
-      if (batch.pending.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
-      known = nested;
+    // Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
+    // its 100 sites in every chunk); the transaction that saw them is still open.
+    const unseen = batch.pending.filter(({ ref }) => !seen.found.has(`${ref.typeId}:${ref.id}`));
+    if (unseen.length) {
+      const { found, nested } = await existingRefs(ctx, unseen);
+      if (unseen.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
+      for (const key of found) seen.found.add(key);
+      for (const [typeId, forms] of nested) {
+        const into = seen.nested.get(typeId) ?? seen.nested.set(typeId, new Map()).get(typeId)!;
+        for (const [id, form] of forms) into.set(id, form);
+      }
     }
     const now = nowIso();
-    const params: Record<string, unknown> = Object.create(null);
-    converted.forEach((c, i) => insertParams(c.values, now, params, `_${i}`));
-    let rows: Record<string, any>[];
+    const rowsIn = converted.map((c) => insertParams(c.values, now));
+    const flat = rowsIn.flatMap((r) => insertColumns.map((key) => r[key]));
+    const q = insertManyStatement(ctx.services.db.orm, converted.length);
+    const args = Array.from(q.slots, (slot, k) => (slot < 0 ? q.constants[k] : q.encoders[k] ? q.encoders[k]!.mapToDriverValue(flat[slot]) : flat[slot]) as InValue);
+    let returned: Array<Record<string, unknown>>;
     try {
-      rows = (await insertManyQuery(converted.length).on(ctx.db, ctx.services.db.orm).all(params)) as Record<string, any>[];
+      returned = (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({ id: Number(r[0]), ...(rowColumns.__label ? { __label: r[1] } : {}) }));
     } catch (e) {
       // SQLite undid the whole statement: the chunk goes item by item to say which one clashed.
       if (mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => c }) instanceof ValidationError) return null;
       throw e;
     }
     // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
-    rows.sort((a, b) => a.id - b.id);
+    returned.sort((a, b) => (a.id as number) - (b.id as number));
+    const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
     for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
     for (const [i, row] of rows.entries()) await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
     // the related objects were just read to check them: their nested forms are not read again
-    const records = await serialize(ctx, rows, known);
+    const records = await serialize(ctx, rows, seen.nested);
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
@@ -399,12 +419,13 @@ export function writer(shape: Shape, read: Reader): Writer {
      */
     async createMany(ctx, inputs) {
       const pre = await preflight(ctx, Object.fromEntries(embeddedFields.map((f) => [f.name, null])));
+      const seen: Seen = { found: new Set(), nested: new Map() };
       indexLater(ctx);
       const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
       for (let s = 0; s < inputs.length; s += chunkRows) {
         await ctx.services.db.pace?.();
         const chunk = inputs.slice(s, s + chunkRows);
-        const fast = await fastChunk(ctx, chunk, pre);
+        const fast = await fastChunk(ctx, chunk, pre, seen);
         if (fast) {
           out.push(...fast);
           continue;
