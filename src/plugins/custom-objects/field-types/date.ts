@@ -6,10 +6,16 @@ import type { FieldTypeModule } from "./types";
 const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
 const MESSAGE = "Date has wrong format. Use one of these formats instead: YYYY-MM-DD.";
 
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+/** A real calendar day (proleptic Gregorian, as `Date` counts): month 1–12, the month's days, 29 February in leap years. */
 export function isValidDate(s: string): boolean {
   if (!DATE_RE.test(s)) return false;
-  const d = new Date(`${s}T00:00:00Z`);
-  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === s;
+  const year = Number(s.slice(0, 4));
+  const month = Number(s.slice(5, 7));
+  const day = Number(s.slice(8, 10));
+  if (month < 1 || month > 12 || day < 1) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return day <= (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!);
 }
 
 const schema = v.pipe(v.string(MESSAGE), v.check(isValidDate, MESSAGE));

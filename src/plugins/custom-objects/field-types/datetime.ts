@@ -13,10 +13,17 @@ function normalize(s: string): string | null {
   return toInstant(s);
 }
 
+// normalised once: the check and the transform share one parse
 const schema = v.pipe(
   v.string(MESSAGE),
-  v.check((s) => normalize(s) !== null, MESSAGE),
-  v.transform((s) => normalize(s)!),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const out = normalize(dataset.value);
+    if (out === null) {
+      addIssue({ message: MESSAGE });
+      return NEVER;
+    }
+    return out;
+  }),
 );
 
 export const datetime: FieldTypeModule = {

@@ -28,6 +28,11 @@ export async function resolveRef(ctx: WriteContext, f: FieldRow, raw: unknown): 
     if (!v.is(pk, id)) return { error: PK_MESSAGE };
     return { typeId: ot.id, id };
   }
+  return plainRef(f, raw);
+}
+
+/** `resolveRef` for a one-target field, which needs no look-up: plain id or `{id}`. */
+export function plainRef(f: FieldRow, raw: unknown): Ref | { error: string } {
   const id = refId(raw);
   if (!v.is(pk, id)) return { error: PK_MESSAGE };
   return { typeId: f.relatedObjectTypeId!, id };

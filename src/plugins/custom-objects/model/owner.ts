@@ -46,9 +46,8 @@ export async function ownerReader(ctx: ReadContext, shape: Shape, rows: Record<s
 }
 
 /** Converts a written `owner` (id, `{id}` or null) into `values`; errors are keyed `owner`. */
-export async function writeOwner(ctx: WriteContext, shape: Shape, input: ApiRecord, values: Record<string, unknown>, errors: ErrorCollector, reserved: Set<string>) {
+export async function writeOwner(ctx: WriteContext, shape: Shape, input: ApiRecord, values: Record<string, unknown>, errors: ErrorCollector) {
   if (!hasOwner(shape)) return;
-  reserved.add("owner");
   if (!Object.hasOwn(input, "owner")) return;
   const raw = input.owner;
   if (raw === null) {

@@ -17,11 +17,11 @@ import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resou
 import { APP_LABEL } from "../constants";
 import { LOCAL_CONTEXT_COLUMN, fieldColumns, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import type { FieldRow } from "../field-types";
-import { resolveRef } from "../field-types/reference";
+import { plainRef, resolveRef } from "../field-types/reference";
 import { encodeScalar } from "../values";
 import { scheduleSearchFlush } from "../search-flush";
 import type { Nested, Reader } from "./read";
-import { writeOwner } from "./owner";
+import { hasOwner, writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";
 
 /**
@@ -106,12 +106,21 @@ export function writer(shape: Shape, read: Reader): Writer {
     return { found, nested };
   }
 
+  const partFields = fields.flatMap((f) => {
+    const parts = moduleOf.get(f)!.parts;
+    return parts ? [{ f, parts }] : [];
+  });
+  /** Names a write may give besides the fields (`tags` aside); the owner and local context data where the type has them. */
+  const owned = hasOwner(shape);
+  const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type", "_context"]);
+  if (owned) reserved.add("owner");
+  if (cot.configContextEnabled) reserved.add(LOCAL_CONTEXT_COLUMN);
+
   /** `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`. */
   function foldParts(input: ApiRecord, existing: Record<string, any> | null): ApiRecord {
     let out = input;
-    for (const f of fields) {
-      const parts = moduleOf.get(f)!.parts;
-      if (!parts || !parts.some((p) => Object.hasOwn(input, `${f.name}_${p}`))) continue;
+    for (const { f, parts } of partFields) {
+      if (!parts.some((p) => Object.hasOwn(input, `${f.name}_${p}`))) continue;
       if (out === input) out = { ...input };
       const stored = existing ? moduleOf.get(f)!.decode(existing[f.name]) : null;
       const given = Object.hasOwn(input, f.name) ? input[f.name] : stored;
@@ -140,15 +149,13 @@ export function writer(shape: Shape, read: Reader): Writer {
     const values: Record<string, unknown> = Object.create(null);
     const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
     let tagIds: number[] | null = null;
-    const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type", "_context"]);
     input = foldParts(input, existing);
-    await writeOwner(ctx, shape, input, values, errors, reserved);
+    if (owned) await writeOwner(ctx, shape, input, values, errors);
     // Config context data (upstream): a JSON object or null, on types that opted in.
     if (cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
       const data = input[LOCAL_CONTEXT_COLUMN];
       if (data !== null && (typeof data !== "object" || Array.isArray(data))) errors.add(LOCAL_CONTEXT_COLUMN, "Must be a JSON object or null.");
       else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
-      reserved.add(LOCAL_CONTEXT_COLUMN);
     }
     for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
     if (batch && !errors.empty) return null;
@@ -195,7 +202,7 @@ export function writer(shape: Shape, read: Reader): Writer {
           if (f.isPolymorphic) values[`${f.name}_type`] = null;
           continue;
         }
-        const r = await resolveRef(ctx, f, raw);
+        const r = f.isPolymorphic ? await resolveRef(ctx, f, raw) : plainRef(f, raw);
         if ("error" in r) errors.add(f.name, r.error);
         else {
           if (batch || !preflighted.has(f) || refIds[f.name] !== r.id) pending.push({ field: f, ref: r });
@@ -364,7 +371,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       if (!c) return null;
       converted.push(c);
     }
-    // Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
+// Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
     // its 100 sites in every chunk); the transaction that saw them is still open.
     const unseen = batch.pending.filter(({ ref }) => !seen.found.has(`${ref.typeId}:${ref.id}`));
     if (unseen.length) {
@@ -376,12 +383,12 @@ export function writer(shape: Shape, read: Reader): Writer {
         for (const [id, form] of forms) into.set(id, form);
       }
     }
-    const now = nowIso();
+const now = nowIso();
     const rowsIn = converted.map((c) => insertParams(c.values, now));
     const flat = rowsIn.flatMap((r) => insertColumns.map((key) => r[key]));
     const q = insertManyStatement(ctx.services.db.orm, converted.length);
     const args = Array.from(q.slots, (slot, k) => (slot < 0 ? q.constants[k] : q.encoders[k] ? q.encoders[k]!.mapToDriverValue(flat[slot]) : flat[slot]) as InValue);
-    let returned: Array<Record<string, unknown>>;
+let returned: Array<Record<string, unknown>>;
     try {
       returned = (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({ id: Number(r[0]), ...(rowColumns.__label ? { __label: r[1] } : {}) }));
     } catch (e) {
@@ -390,12 +397,12 @@ export function writer(shape: Shape, read: Reader): Writer {
       throw e;
     }
     // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
-    returned.sort((a, b) => (a.id as number) - (b.id as number));
+returned.sort((a, b) => (a.id as number) - (b.id as number));
     const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
     for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
     for (const [i, row] of rows.entries()) await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
     // the related objects were just read to check them: their nested forms are not read again
-    const records = await serialize(ctx, rows, seen.nested);
+const records = await serialize(ctx, rows, seen.nested);
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
