@@ -371,7 +371,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       if (!c) return null;
       converted.push(c);
     }
-// Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
+    // Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
     // its 100 sites in every chunk); the transaction that saw them is still open.
     const unseen = batch.pending.filter(({ ref }) => !seen.found.has(`${ref.typeId}:${ref.id}`));
     if (unseen.length) {
@@ -383,12 +383,12 @@ export function writer(shape: Shape, read: Reader): Writer {
         for (const [id, form] of forms) into.set(id, form);
       }
     }
-const now = nowIso();
+    const now = nowIso();
     const rowsIn = converted.map((c) => insertParams(c.values, now));
     const flat = rowsIn.flatMap((r) => insertColumns.map((key) => r[key]));
     const q = insertManyStatement(ctx.services.db.orm, converted.length);
     const args = Array.from(q.slots, (slot, k) => (slot < 0 ? q.constants[k] : q.encoders[k] ? q.encoders[k]!.mapToDriverValue(flat[slot]) : flat[slot]) as InValue);
-let returned: Array<Record<string, unknown>>;
+    let returned: Array<Record<string, unknown>>;
     try {
       returned = (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({ id: Number(r[0]), ...(rowColumns.__label ? { __label: r[1] } : {}) }));
     } catch (e) {
@@ -397,12 +397,12 @@ let returned: Array<Record<string, unknown>>;
       throw e;
     }
     // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
-returned.sort((a, b) => (a.id as number) - (b.id as number));
+    returned.sort((a, b) => (a.id as number) - (b.id as number));
     const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
     for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
     for (const [i, row] of rows.entries()) await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
     // the related objects were just read to check them: their nested forms are not read again
-const records = await serialize(ctx, rows, seen.nested);
+    const records = await serialize(ctx, rows, seen.nested);
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
