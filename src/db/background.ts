@@ -11,6 +11,7 @@
 import { createClient, type Client, type InArgs, type InStatement, type Transaction, type TransactionMode } from "@libsql/client";
 import { DatabaseBusyError, serializeClient } from "./client";
 import { invalidateStatementCaches } from "./statement-cache";
+import { BACKSTOP_PAGES } from "./checkpointer";
 
 /** Longest stretch a long write holds the event loop between two turns it gives back. */
 export const SLICE_MS = 8;
@@ -64,6 +65,8 @@ export class BackgroundConnection {
   constructor(
     private readonly url: string,
     private readonly busyTimeoutMs: number,
+    /** After each commit of this connection (`SerializeOptions.committed`). */
+    private readonly committed?: () => void,
   ) {}
 
   /** While a long write is open, resolves when it ends (the main connection's writes wait on it); else null. */
@@ -77,6 +80,7 @@ export class BackgroundConnection {
       try {
         await raw.execute("PRAGMA journal_mode=WAL");
         await raw.execute("PRAGMA synchronous=NORMAL");
+        await raw.execute(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);
         // Same thread as the main connection: SQLite must not wait for a lock synchronously.
         await raw.execute("PRAGMA busy_timeout=0");
         await raw.execute("PRAGMA foreign_keys=ON");
@@ -85,7 +89,7 @@ export class BackgroundConnection {
         this.#opening = null;
         throw e;
       }
-      this.#client = serializeClient(raw, { busyTimeoutMs: this.busyTimeoutMs });
+      this.#client = serializeClient(raw, { busyTimeoutMs: this.busyTimeoutMs, committed: this.committed });
       return this.#client;
     })();
     return this.#opening;

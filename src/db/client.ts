@@ -118,6 +118,8 @@ export interface SerializeOptions {
    * this connection: it neither waits for this client's lock nor holds the event loop.
    */
   read?: (stmt: InStatement | string, args?: InArgs) => Promise<ResultSet>;
+  /** Called after each commit of this connection (the background checkpoints, `checkpointer.ts`). */
+  committed?: () => void;
 }
 
 /** Why a query sent around an open write transaction fails (it would wait for that transaction's connection). */
@@ -195,6 +197,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
     try {
       const result = await (args === undefined ? tx.execute(stmt as InStatement) : tx.execute({ sql: stmt as string, args }));
       await tx.commit();
+      options.committed?.();
       return result;
     } finally {
       tx.close();
@@ -248,6 +251,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
           } finally {
             settle();
           }
+          options.committed?.();
         },
         async rollback() {
           try {

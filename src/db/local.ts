@@ -7,6 +7,7 @@ import { BackgroundConnection } from "./background";
 import { INSIDE_TRANSACTION, serializeClient, wrapClient, type Database } from "./client";
 import { GroupCommit } from "./group-commit";
 import { ReadPool } from "./read-pool";
+import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
 import { installStatementCache } from "./statement-cache";
 
@@ -39,6 +40,8 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   if (!inMemory) {
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
+    // checkpoints run on a connection of their own, off the event loop (`checkpointer.ts`)
+    await raw.execute(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);
   }
   // The driver is synchronous: SQLite's own busy wait would hold the event loop. A file's main
   // connection fails at once instead, and serializeClient retries asynchronously within the bound.
@@ -48,7 +51,9 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   const scope = new AsyncLocalStorage<boolean>();
   // Marks long writes, whose transactions go to the background connection (decision 0039).
   const long = new AsyncLocalStorage<boolean>();
-  const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs);
+  const checkpointer = inMemory ? null : new Checkpointer(path);
+  const committed = checkpointer ? () => checkpointer.nudge() : undefined;
+  const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs, committed);
   // An in-memory database exists on its own connection only: it cannot be shared with threads.
   const pool = !inMemory && (options.readPool ?? 0) > 0 ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs }) : null;
   try {
@@ -64,6 +69,7 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
     read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,
+    committed,
   });
   const db = wrapClient(client, "local");
   if (pool) {
@@ -84,7 +90,7 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
     db.pace = () => background.pace();
     db.close = async () => {
       stamp?.close();
-      await Promise.all([background.close(), pool?.close()]);
+      await Promise.all([background.close(), pool?.close(), checkpointer?.close()]);
       client.close();
     };
   }

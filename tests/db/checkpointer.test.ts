@@ -1,0 +1,84 @@
+/**
+ * WAL checkpoints off the event loop (decision 0061): a commit that leaves more than the
+ * threshold in the WAL returns without copying pages back (SQLite would have checkpointed inside
+ * that COMMIT, on the event loop), and the checkpoint connection then copies them on its own
+ * thread. Writes from a long write (the background connection) are checkpointed the same way.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BACKSTOP_PAGES, Checkpointer, THRESHOLD_PAGES } from "../../src/db/checkpointer";
+import type { Database } from "../../src/db/client";
+import { openDatabase } from "../../src/db/local";
+
+let dir: string;
+let path: string;
+let db: Database;
+/** Reads the WAL-index only; its own connection is never opened (no nudge). */
+let probe: Checkpointer;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-checkpoint-"));
+  path = join(dir, "c.db");
+  db = await openDatabase(`file:${path}`);
+  await db.client.execute("CREATE TABLE blob_rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)");
+  probe = new Checkpointer(path);
+});
+afterAll(async () => {
+  await probe.close();
+  await db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** One transaction writing about `pages` pages of 4 KiB. */
+const writePages = (pages: number) =>
+  db.orm.transaction(async (tx) => {
+    for (let i = 0; i < pages; i++) await tx.run(sql`INSERT INTO blob_rows (body) VALUES (${"x".repeat(3900)})`);
+  });
+
+/** Waits (bounded) until the WAL holds fewer than `below` pages not copied back. */
+async function drained(below: number): Promise<number> {
+  const deadline = performance.now() + 10_000;
+  let waiting = probe.waitingPages() ?? Infinity;
+  while (waiting >= below && performance.now() < deadline) {
+    await Bun.sleep(10);
+    waiting = probe.waitingPages() ?? Infinity;
+  }
+  return waiting;
+}
+
+describe("background checkpoints", () => {
+  test("the writing connection's own checkpoints are only a backstop", async () => {
+    const [row] = (await db.client.execute("PRAGMA wal_autocheckpoint")).rows;
+    expect(Number(row![0])).toBe(BACKSTOP_PAGES);
+  });
+
+  test("a commit past the threshold returns with the pages still in the WAL; they are copied back after it", async () => {
+    await writePages(THRESHOLD_PAGES + 300);
+    // the COMMIT did not checkpoint: SQLite's default would have left nothing waiting here
+    expect(probe.waitingPages()!).toBeGreaterThan(THRESHOLD_PAGES);
+    // the checkpoint connection copies them back, off the event loop
+    expect(await drained(50)).toBeLessThan(50);
+    // and the next writer starts the WAL over instead of growing it
+    await writePages(10);
+    expect(probe.waitingPages()!).toBeLessThan(50);
+  });
+
+  test("commits under the threshold start no checkpoint", async () => {
+    await drained(50);
+    await writePages(200);
+    const waiting = probe.waitingPages()!;
+    expect(waiting).toBeGreaterThanOrEqual(200);
+    await Bun.sleep(100);
+    expect(probe.waitingPages()).toBe(waiting);
+  });
+
+  test("a long write's commit is checkpointed the same way", async () => {
+    await drained(THRESHOLD_PAGES);
+    await db.longWrite!(() => writePages(THRESHOLD_PAGES + 100));
+    expect(probe.waitingPages()!).toBeGreaterThan(THRESHOLD_PAGES);
+    expect(await drained(50)).toBeLessThan(50);
+  });
+});
