@@ -213,7 +213,8 @@ describe("batch loading: no N+1", () => {
     const r = await admin.request<any>(q(50));
     expect(r.custom_objects_batched_list.length).toBe(50);
     expect(r.custom_objects_batched_list[49].devices.length).toBe(2);
-    expect(fifty).toBe(five);
-    expect(fifty).toBeLessThanOrEqual(12);
+    // no more for 50 than for 5 (fewer when the first read's related objects are still cached)
+    expect(fifty).toBeLessThanOrEqual(five);
+    expect(five).toBeLessThanOrEqual(12);
   });
 });

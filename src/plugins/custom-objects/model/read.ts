@@ -6,6 +6,7 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { Reusable, type Executor } from "../../../db/client";
+import { databaseStamp } from "../../../core/database-stamp";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
@@ -21,8 +22,11 @@ export type Nested = Map<number, Map<number, ApiRecord>>;
 
 export interface Reader {
   display: (row: Record<string, any>) => string;
-  /** `known`: nested forms of related objects already read, by type id and id (not read again). */
-  serialize: (ctx: ReadContext, rows: Record<string, any>[], known?: Nested) => Promise<ApiRecord[]>;
+  /**
+   * `known`: nested forms of related objects already read, by type id and id (not read again);
+   * `learned`: receives the forms this call had to read.
+   */
+  serialize: (ctx: ReadContext, rows: Record<string, any>[], known?: Nested, learned?: Nested) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
   /** The row query's select list (a create's RETURNING clause uses it too). */
   rowColumns: Record<string, SQLiteColumn | SQL>;
@@ -52,7 +56,7 @@ export function reader(shape: Shape): Reader {
     return { f, kind: m.storage, m, idKey: `${f.name}_id`, typeKey: `${f.name}_type`, parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const) };
   });
 
-  async function serialize(ctx: ReadContext, rows: Record<string, any>[], known?: Nested): Promise<ApiRecord[]> {
+  async function serialize(ctx: ReadContext, rows: Record<string, any>[], known?: Nested, learned?: Nested): Promise<ApiRecord[]> {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     // Gather every reference, then fetch nested forms once per target type.
@@ -93,12 +97,12 @@ export function reader(shape: Shape): Reader {
     // Every related type's nested forms in one statement where the models allow it.
     const groups = [...wanted].filter(([typeId]) => infos.has(typeId)).map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
     const byInfo = await ctx.services.models.nestedMany(ctx, groups);
-    const nested = new Map<number, Map<number, ApiRecord>>();
+    const nested: Nested = new Map();
     for (const typeId of wanted.keys()) nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
-    for (const [typeId, forms] of known ?? []) nested.set(typeId, nested.has(typeId) ? new Map([...forms, ...nested.get(typeId)!]) : forms);
+    if (learned) for (const [typeId, forms] of nested) learned.set(typeId, forms);
     const ots = await ctx.services.objectTypes.byIds([...new Set([...wanted.keys(), ...(known?.keys() ?? [])])], ctx.db);
     const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
-      const n = nested.get(typeId)?.get(id) ?? { id };
+      const n = nested.get(typeId)?.get(id) ?? known?.get(typeId)?.get(id) ?? { id };
       if (!f.isPolymorphic) return n;
       const ot = ots.get(typeId);
       // `_content_type` is upstream's spelling of the same label (client scripts read it).
@@ -167,32 +171,66 @@ export function reader(shape: Shape): Reader {
   // row is read by position: Drizzle's own mapping copies each row twice more (a list page is
   // 50 rows of ~27 values), and these columns need none of its conversions (plain integer, real
   // and text columns, and SQL expressions without a decoder).
-  const rowKeys = Object.keys(rowColumns);
-  const byPosition = (values: ArrayLike<unknown>): Record<string, any> => {
+  const byPosition = (keys: string[]) => (values: ArrayLike<unknown>): Record<string, any> => {
     const row: Record<string, any> = {};
-    for (let i = 0; i < rowKeys.length; i++) row[rowKeys[i]!] = values[i];
+    for (let i = 0; i < keys.length; i++) row[keys[i]!] = values[i];
     return row;
   };
+  const fullRow = byPosition(Object.keys(rowColumns));
 
-  // The same two queries as text, for the read pool's plain rows (`Database.readRows`).
-  let compiled: { one: Compiled; many: Compiled } | null = null;
+  // A page read from the pool leaves the related objects' nested forms out of its rows: they come
+  // from `formsCache`, read once while the database is unchanged (a page of 50 names the same
+  // sites again and again; parsing their JSON text per row cost more than the rest of a value).
+  const leanColumns = Object.fromEntries(Object.entries(rowColumns).filter(([key]) => !key.startsWith("__n_")));
+  const leanRow = byPosition(Object.keys(leanColumns));
+  const leanRows = (db: Executor) => db.select(leanColumns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+
+  // The queries as text, for the read pool's plain rows (`Database.readRows`).
+  let compiled: { one: Compiled; many: Compiled; lean: Compiled } | null = null;
+
+  /**
+   * Nested forms of related objects, valid while the database's change stamp (`core/database-stamp`)
+   * is the one they were read under, for one base URL (their `url`s name it). Bounded: cleared when full.
+   */
+  let formsCache: { stamp: string; baseUrl: string; forms: Nested; size: number } | null = null;
+  const FORMS_CACHED = 5000;
+  const formsFor = (stamp: string, baseUrl: string) => {
+    if (!formsCache || formsCache.stamp !== stamp || formsCache.baseUrl !== baseUrl || formsCache.size > FORMS_CACHED) formsCache = { stamp, baseUrl, forms: new Map(), size: 0 };
+    return formsCache;
+  };
 
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const orm = ctx.services.db.orm;
     const readRows = ctx.services.db.readRows;
     let values: ArrayLike<unknown>[];
+    let cache: ReturnType<typeof formsFor> | null = null;
     if (readRows && ctx.db === orm) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
-      compiled ??= { one: compile(oneRow(orm)), many: compile(manyRows(orm)) };
-      const [q, bind] = ids.length === 1 ? [compiled.one, { id: ids[0]! }] : [compiled.many, { ids: JSON.stringify(ids) }];
+      compiled ??= { one: compile(oneRow(orm)), many: compile(manyRows(orm)), lean: compile(leanRows(orm)) };
+      const stamp = ids.length > 1 && embeddedFields.length ? databaseStamp(ctx.services) : null;
+      if (stamp !== null) cache = formsFor(stamp, ctx.baseUrl);
+      const [q, bind] = ids.length === 1 ? [compiled.one, { id: ids[0]! }] : [cache ? compiled.lean : compiled.many, { ids: JSON.stringify(ids) }];
       values = (await readRows(q.sql, fill(q.params, bind))).rows;
     } else {
       values = (ids.length === 1 ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })) as ArrayLike<unknown>[];
     }
-    const rows = values.map(byPosition);
+    const rows = values.map(cache ? leanRow : fullRow);
     const byId = new Map(rows.map((r) => [r.id as number, r]));
-    return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
+    const ordered = ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[];
+    if (!cache) return serialize(ctx, ordered);
+    const learned: Nested = new Map();
+    const records = await serialize(ctx, ordered, cache.forms, learned);
+    // kept only if nothing committed meanwhile (they may be newer than the stamp says otherwise)
+    if (learned.size && databaseStamp(ctx.services) === cache.stamp) {
+      for (const [typeId, forms] of learned) {
+        const into = cache.forms.get(typeId) ?? cache.forms.set(typeId, new Map()).get(typeId)!;
+        // shared by later requests: frozen, so nothing can change one for all of them
+        for (const [id, form] of forms) into.set(id, Object.freeze(form));
+        cache.size += forms.size;
+      }
+    }
+    return records;
   }
 
   return { display, serialize, load, rowColumns };
