@@ -2,6 +2,8 @@
  * What the HTTP benches share: a bounded integer option, and a server run as a child process of
  * the bench that prints `READY <port>` once it listens.
  */
+import { basename, relative } from "node:path";
+import { bundle, ROOT } from "../tools/bundle";
 
 /** An integer option from the command line or the environment, in 1…max (else it throws). */
 export const num = (raw: string | undefined, name: string, fallback: number, max: number) => {
@@ -17,6 +19,18 @@ export const num = (raw: string | undefined, name: string, fallback: number, max
  * 0060). The benches start the Host server with them, and the floor without.
  */
 export const HOST_ENGINE_ENV = { BUN_JSC_heapGrowthMaxIncrease: "1" } as const;
+
+/**
+ * The bench script at `path` as one bundled file (`tools/bundle.ts`, decision 0062), for its
+ * servers to run from, as `npm start` runs the Host server; `BENCH_FROM_SOURCES=1` runs them from
+ * the sources instead. Built once per bench run.
+ */
+export async function serverScript(path: string): Promise<string> {
+  if (process.env.BENCH_FROM_SOURCES) return path;
+  built ??= bundle(relative(ROOT, path), `bench-${basename(path).replace(/\.ts$/, "")}`);
+  return built;
+}
+let built: Promise<string> | null = null;
 
 /** Starts `args` (a bench script in `--serve` mode) and waits, at most 60 s, for its port. */
 export async function spawnServer(args: string[], children: Array<ReturnType<typeof Bun.spawn>>, what = "server", env?: Record<string, string>) {

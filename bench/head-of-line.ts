@@ -26,7 +26,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
-import { num, spawnServer } from "./child-server";
+import { num, serverScript, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -118,7 +118,7 @@ async function setup(): Promise<{ token: string; path: string }> {
 }
 
 async function startServer(pool: string) {
-  return spawnServer([import.meta.path, "--serve", "1", "--db", dbUrl, "--pool", pool], children);
+  return spawnServer([await serverScript(import.meta.path), "--serve", "1", "--db", dbUrl, "--pool", pool], children);
 }
 
 const pct = (xs: number[], p: number) => {

@@ -14,7 +14,9 @@
  * `BENCH_MEMLOG=1` makes the Host server print its RSS, JS heap and memory outside it every second.
  * The Host server runs with the engine settings `npm start` gives it (`HOST_ENGINE_ENV`);
  * `BENCH_ENGINE_DEFAULTS=1` runs it with the engine's defaults instead, and `BENCH_NO_IDLE_GC=1`
- * without the collection `src/server.ts` runs when requests pause (`src/idle-gc.ts`).
+ * without the collection `src/server.ts` runs when requests pause (`src/idle-gc.ts`). The Host
+ * server runs from this script bundled into one file, as `npm start` runs it (decision 0062;
+ * `BENCH_FROM_SOURCES=1`: from the sources); the floor from the sources, as it always did.
  *
  * Setup (this process): a libSQL file with the real app's schema (tests/helpers/app.ts makeTestApp)
  * and a 20-field custom object type (the one bench/custom-objects.ts uses), its rows put in by
@@ -38,7 +40,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
-import { HOST_ENGINE_ENV, num, spawnServer } from "./child-server";
+import { HOST_ENGINE_ENV, num, serverScript, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -169,7 +171,9 @@ function rssMb(pid: number): number {
 
 async function startServer(kind: "host" | "floor", url: string) {
   const env = kind === "host" && !process.env.BENCH_ENGINE_DEFAULTS ? HOST_ENGINE_ENV : undefined;
-  const { pid, origin } = await spawnServer([import.meta.path, "--serve", kind, "--db", url], children, `${kind} server`, env);
+  // the floor from the sources, as before: bundled, it would carry (and parse) the Host's code too
+  const script = kind === "host" ? await serverScript(import.meta.path) : import.meta.path;
+  const { pid, origin } = await spawnServer([script, "--serve", kind, "--db", url], children, `${kind} server`, env);
   return { kind, pid, origin };
 }
 type Server = Awaited<ReturnType<typeof startServer>>;

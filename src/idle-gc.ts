@@ -5,8 +5,12 @@
  * tens of MB above what it needs until enough later garbage triggers a full collection. A
  * collection run once the server has been idle for `idleMs` returns that memory before the next
  * burst starts from it. It runs only after requests were served (an idle server never pays for
- * it) and never while one is in flight.
+ * it) and never while one is in flight. A pause of only `quickMs` is enough when the heap has
+ * grown by half since the last collection (a burst of bulk writes or pages): such a burst would
+ * otherwise hand its garbage to the next one, whose own growth comes on top of it.
  */
+import { heapSize } from "bun:jsc";
+
 type Fetch = (request: Request, server?: any) => Response | Promise<Response>;
 
 export interface IdleCollector {
@@ -17,21 +21,33 @@ export interface IdleCollector {
   stop(): void;
 }
 
-export function idleCollector(fetch: Fetch, options: { idleMs?: number; collect?: () => void } = {}): IdleCollector {
+/** Growth of the heap since the last collection after which a short pause is enough. */
+const GROWN = 1.5;
+
+export function idleCollector(
+  fetch: Fetch,
+  options: { idleMs?: number; quickMs?: number; collect?: () => void; heapBytes?: () => number } = {},
+): IdleCollector {
   const idleMs = options.idleMs ?? 1000;
+  const quickMs = Math.min(idleMs, options.quickMs ?? 100);
   const collect = options.collect ?? (() => Bun.gc(true));
+  const heapBytes = options.heapBytes ?? heapSize;
   let inFlight = 0;
   let served = false;
   let lastActive = 0;
   let collections = 0;
+  let afterLast = heapBytes();
   const timer = setInterval(
     () => {
-      if (!served || inFlight > 0 || performance.now() - lastActive < idleMs) return;
+      if (!served || inFlight > 0) return;
+      const idle = performance.now() - lastActive;
+      if (idle < quickMs || (idle < idleMs && heapBytes() < afterLast * GROWN)) return;
       served = false;
       collections++;
       collect();
+      afterLast = heapBytes();
     },
-    Math.max(10, idleMs / 4),
+    Math.max(10, quickMs / 2),
   );
   timer.unref?.();
   const settle = () => {

@@ -78,3 +78,24 @@ test("the default collection is a real full one: garbage left by a burst is gone
     c.stop();
   }
 });
+
+test("a short pause is enough once the heap has grown by half since the last collection", async () => {
+  let runs = 0;
+  let heap = 100;
+  const c = idleCollector(ok, { idleMs: 1000, quickMs: 30, collect: () => ((runs += 1), (heap = 100)), heapBytes: () => heap });
+  try {
+    await c.fetch(new Request("http://x/"), null);
+    heap = 140; // grown, but not by half
+    await Bun.sleep(150);
+    expect(runs).toBe(0); // a short pause only: the full idle time has not passed
+    await c.fetch(new Request("http://x/"), null);
+    heap = 160;
+    await Bun.sleep(150);
+    expect(runs).toBe(1);
+    await c.fetch(new Request("http://x/"), null);
+    await Bun.sleep(150);
+    expect(runs).toBe(1); // back to its size after the collection: the full idle time again
+  } finally {
+    c.stop();
+  }
+});
