@@ -194,3 +194,30 @@ test("enqueue outside a transaction waits for a frozen Redis at most the relay b
   await waitFor("the job to complete", async () => (await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, id)))[0]!.status === "completed", 15_000);
   expect((await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, id)))[0]!.data).toEqual({ hello: "world" });
 }, 30_000);
+
+test("a bulk create of custom objects queues one delivery per new object, each naming that object's change record", async () => {
+  const receiver = startReceiver();
+  cleanups.push(() => receiver.stop());
+  const cot = await t.json("POST", "/api/plugins/custom-objects/custom-object-types/", { body: { name: "relayed", slug: "relayed" } });
+  expect(cot.status).toBe(201);
+  const field = await t.json("POST", "/api/plugins/custom-objects/custom-object-type-fields/", { body: { custom_object_type: cot.body.id, name: "name", type: "text", primary: true } });
+  expect(field.status).toBe(201);
+  const { hook, rule } = await hookAndRule(t, { url: receiver.url, objectTypes: ["custom_objects.relayed"], eventTypes: ["object_created"] });
+  cleanups.push(
+    () => t.req("DELETE", `/api/extras/event-rules/${rule.id}/`),
+    () => t.req("DELETE", `/api/extras/webhooks/${hook.id}/`),
+  );
+  // 310 objects: the change records go in as two statements (250 and 60 rows)
+  const r = await t.json("POST", "/api/plugins/custom-objects/relayed/", { body: Array.from({ length: 310 }, (_, i) => ({ name: `relayed-${i}` })) });
+  expect(r.status).toBe(201);
+  const ids = (r.body as Array<{ id: number }>).map((o) => o.id);
+  const changes = new Map(
+    ((await t.deps.db.client.execute({ sql: "SELECT id, changed_object_id, action FROM object_changes WHERE request_id = ?", args: [r.res.headers.get("x-request-id")!] })).rows as unknown as Array<{ id: number; changed_object_id: number; action: string }>).map((c) => [Number(c.id), c]),
+  );
+  expect(changes.size).toBe(310);
+  const delivered = (await t.deps.db.orm.select().from(outbox)).filter((o) => (o.payload as { webhook?: number }).webhook === hook.id).map((o) => (o.payload as { change: number }).change);
+  expect(delivered.length).toBe(310);
+  // each delivery names a change record of this request, each object's exactly once
+  expect(delivered.map((c) => changes.get(c)?.action)).toEqual(Array(310).fill("create"));
+  expect(delivered.map((c) => Number(changes.get(c)!.changed_object_id)).sort((a, b) => a - b)).toEqual([...ids].sort((a, b) => a - b));
+});

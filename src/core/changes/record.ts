@@ -115,7 +115,7 @@ function insertChangesSql(n: number): string {
   let text = changeStatements.get(n);
   if (!text) {
     const row = `(${Array(10).fill("?").join(", ")})`;
-    text = `INSERT INTO "object_changes" ("time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data") VALUES ${Array(n).fill(row).join(", ")} RETURNING "id", "changed_object_id", "action"`;
+    text = `INSERT INTO "object_changes" ("time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data") VALUES ${Array(n).fill(row).join(", ")}`;
     changeStatements.set(n, text);
   }
   return text;
@@ -146,12 +146,14 @@ export async function logChanges(ctx: WriteContext, resource: Resource, entries:
       const repr = String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200);
       args.push(time, user?.id ?? null, user?.username ?? "", ctx.requestId, e.action, objectType.id, e.id, repr, e.prechange === null ? null : JSON.stringify(e.prechange), p);
     }
-    const inserted = (await executePositional(ctx.db, insertChangesSql(chunk.length), args)).rows as unknown as Array<{ id: number; changed_object_id: number; action: string }>;
-    // RETURNING's order is not defined: a batch names each object once per action
-    const idOf = new Map(inserted.map((r) => [`${r.action}:${Number(r.changed_object_id)}`, Number(r.id)]));
-    for (const e of chunk) {
+    const written = await executePositional(ctx.db, insertChangesSql(chunk.length), args);
+    // One statement's AUTOINCREMENT ids follow its VALUES order (each row takes the largest id so
+    // far plus one, under the write lock); the last is the statement's last insert rowid.
+    if (written.rowsAffected !== chunk.length || written.lastInsertRowid === undefined) throw new Error(`change records: ${written.rowsAffected} of ${chunk.length} written`);
+    const first = Number(written.lastInsertRowid) - chunk.length + 1;
+    for (const [k, e] of chunk.entries()) {
       await recordEventDeliveries(ctx, {
-        changeId: idOf.get(`${e.action}:${e.id}`)!,
+        changeId: first + k,
         time,
         action: e.action,
         objectTypeId: objectType.id,
