@@ -70,7 +70,7 @@ afterAll(async () => {
 describe("README guided tour", () => {
   test("starts the server with npm start on the tour database", () => {
     expect(serverCommand?.[1]).toBe("DATABASE_URL=file:data/tour.db npm start");
-    expect(startScript).toBe("bun tools/bundle.ts && BUN_JSC_heapGrowthMaxIncrease=1 bun .build/server/server.js");
+    expect(startScript).toBe("bun tools/bundle.ts && BUN_JSC_heapGrowthMaxIncrease=1 exec bun .build/server/server.js");
     // the benches start the Host server with the same settings
     expect(startEnv).toEqual(HOST_ENGINE_ENV);
     expect(blocks.length).toBeGreaterThanOrEqual(5);
