@@ -14,6 +14,12 @@ import { endianness } from "node:os";
 
 /** Pages waiting in the WAL after which a checkpoint starts (SQLite's own default for autocheckpoint). */
 export const THRESHOLD_PAGES = 1000;
+/**
+ * Fewer pages wait after a burst of writes, or behind a checkpoint that ran while writes went on:
+ * they are copied back this long after the last commit or checkpoint. SQLite starts the WAL over
+ * only once every frame is copied back, so without this the WAL would grow to the backstop.
+ */
+export const TRAILING_MS = 200;
 /** The writing connections' `wal_autocheckpoint`: in case this connection cannot keep up or fails. */
 export const BACKSTOP_PAGES = 8 * THRESHOLD_PAGES;
 
@@ -35,6 +41,7 @@ export class Checkpointer {
   #db: Promise<NativeDatabase> | null = null;
   #running: Promise<void> | null = null;
   #closed = false;
+  #trailing: ReturnType<typeof setTimeout> | null = null;
   #fd: number | null = null;
   readonly #buf = Buffer.alloc(N_BACKFILL + 4);
   readonly #path: string;
@@ -52,20 +59,43 @@ export class Checkpointer {
       this.#fd ??= openSync(`${this.#path}-shm`, "r");
       if (readSync(this.#fd, this.#buf, 0, this.#buf.length, 0) < this.#buf.length) return null;
     } catch {
-      if (this.#fd !== null) closeSync(this.#fd);
-      this.#fd = null;
+      this.#closeFile();
       return null;
     }
     const read = (at: number) => (LITTLE_ENDIAN ? this.#buf.readUInt32LE(at) : this.#buf.readUInt32BE(at));
     return Math.max(0, read(MX_FRAME) - read(N_BACKFILL));
   }
 
-  /** After a commit: starts a checkpoint when enough pages wait and none is running. Cheap otherwise (one small read). */
+  /**
+   * After a commit: starts a checkpoint when enough pages wait and none is running, else makes
+   * sure the pages that wait are copied back shortly. Cheap otherwise (one small read). Never
+   * throws: the commit it follows has happened.
+   */
   nudge(): void {
     if (this.#closed || this.#running) return;
     const waiting = this.waitingPages();
-    if (waiting === null || waiting < THRESHOLD_PAGES) return;
-    this.#running = this.#run().finally(() => (this.#running = null));
+    if (waiting === null || waiting === 0) return;
+    if (waiting >= THRESHOLD_PAGES) this.#start();
+    else this.#later();
+  }
+
+  #start() {
+    if (this.#trailing) clearTimeout(this.#trailing);
+    this.#trailing = null;
+    this.#running = this.#run().finally(() => {
+      this.#running = null;
+      // what was written meanwhile, or what readers kept from being copied
+      if (!this.#closed && (this.waitingPages() ?? 0) > 0) this.#later();
+    });
+  }
+
+  #later() {
+    if (this.#trailing || this.#closed) return;
+    this.#trailing = setTimeout(() => {
+      this.#trailing = null;
+      if (!this.#closed && !this.#running && (this.waitingPages() ?? 0) > 0) this.#start();
+    }, TRAILING_MS);
+    this.#trailing.unref?.();
   }
 
   async #run() {
@@ -89,10 +119,20 @@ export class Checkpointer {
   /** Settles the running checkpoint, if any, then lets go of the connection and the file. */
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#trailing) clearTimeout(this.#trailing);
+    this.#trailing = null;
     await this.#running;
     if (this.#db) (await this.#db.catch(() => null))?.close();
     this.#db = null;
-    if (this.#fd !== null) closeSync(this.#fd);
+    this.#closeFile();
+  }
+
+  #closeFile() {
+    try {
+      if (this.#fd !== null) closeSync(this.#fd);
+    } catch {
+      // already gone
+    }
     this.#fd = null;
   }
 }

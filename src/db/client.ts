@@ -122,6 +122,15 @@ export interface SerializeOptions {
   committed?: () => void;
 }
 
+/** The `committed` hook, which must never turn a commit that happened into an error. */
+function afterCommit(options: SerializeOptions) {
+  try {
+    options.committed?.();
+  } catch {
+    // a follow-up's failure is not the commit's
+  }
+}
+
 /** Why a query sent around an open write transaction fails (it would wait for that transaction's connection). */
 export const INSIDE_TRANSACTION = "a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)";
 
@@ -197,7 +206,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
     try {
       const result = await (args === undefined ? tx.execute(stmt as InStatement) : tx.execute({ sql: stmt as string, args }));
       await tx.commit();
-      options.committed?.();
+      afterCommit(options);
       return result;
     } finally {
       tx.close();
@@ -251,7 +260,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
           } finally {
             settle();
           }
-          options.committed?.();
+          afterCommit(options);
         },
         async rollback() {
           try {

@@ -2,14 +2,15 @@
  * WAL checkpoints off the event loop (decision 0061): a commit that leaves more than the
  * threshold in the WAL returns without copying pages back (SQLite would have checkpointed inside
  * that COMMIT, on the event loop), and the checkpoint connection then copies them on its own
- * thread. Writes from a long write (the background connection) are checkpointed the same way.
+ * thread; fewer pages are copied back once writes pause, so the WAL starts over instead of growing
+ * to the backstop. Writes from a long write (the background connection) are checkpointed the same way.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BACKSTOP_PAGES, Checkpointer, THRESHOLD_PAGES } from "../../src/db/checkpointer";
+import { BACKSTOP_PAGES, Checkpointer, THRESHOLD_PAGES, TRAILING_MS } from "../../src/db/checkpointer";
 import type { Database } from "../../src/db/client";
 import { openDatabase } from "../../src/db/local";
 
@@ -66,13 +67,27 @@ describe("background checkpoints", () => {
     expect(probe.waitingPages()!).toBeLessThan(50);
   });
 
-  test("commits under the threshold start no checkpoint", async () => {
-    await drained(50);
+  test("pages under the threshold are copied back once writes pause, not in the COMMIT", async () => {
+    await drained(1);
     await writePages(200);
-    const waiting = probe.waitingPages()!;
-    expect(waiting).toBeGreaterThanOrEqual(200);
-    await Bun.sleep(100);
-    expect(probe.waitingPages()).toBe(waiting);
+    expect(probe.waitingPages()!).toBeGreaterThanOrEqual(200);
+    const started = performance.now();
+    expect(await drained(1)).toBe(0);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(TRAILING_MS / 2);
+  });
+
+  test("bursts of small commits keep the WAL near the threshold: it starts over instead of growing to the backstop", async () => {
+    await drained(1);
+    const walBytes = () => statSync(`${path}-wal`).size;
+    let most = 0;
+    for (let burst = 0; burst < 12; burst++) {
+      for (let i = 0; i < 10; i++) await writePages(50);
+      most = Math.max(most, probe.waitingPages()!);
+      await Bun.sleep(TRAILING_MS + 100);
+    }
+    // 6,000 pages written in all; what waited never came near the backstop
+    expect(most).toBeLessThan(2 * THRESHOLD_PAGES);
+    expect(walBytes()).toBeLessThan(2 * THRESHOLD_PAGES * 4200);
   });
 
   test("a long write's commit is checkpointed the same way", async () => {
