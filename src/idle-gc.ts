@@ -23,6 +23,8 @@ export interface IdleCollector {
 
 /** Growth of the heap since the last collection after which a short pause is enough. */
 const GROWN = 1.5;
+/** Least time between two collections after short pauses (light steady traffic pauses often). */
+const QUICK_SPACING_MS = 5000;
 
 export function idleCollector(
   fetch: Fetch,
@@ -37,15 +39,18 @@ export function idleCollector(
   let lastActive = 0;
   let collections = 0;
   let afterLast = heapBytes();
+  let lastCollection = -Infinity;
   const timer = setInterval(
     () => {
       if (!served || inFlight > 0) return;
       const idle = performance.now() - lastActive;
-      if (idle < quickMs || (idle < idleMs && heapBytes() < afterLast * GROWN)) return;
+      if (idle < quickMs) return;
+      if (idle < idleMs && (performance.now() - lastCollection < QUICK_SPACING_MS || heapBytes() < afterLast * GROWN)) return;
       served = false;
       collections++;
       collect();
       afterLast = heapBytes();
+      lastCollection = performance.now();
     },
     Math.max(10, quickMs / 2),
   );

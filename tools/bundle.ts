@@ -12,19 +12,33 @@
  *
  *   bun tools/bundle.ts [entry] [name]     (default: src/server.ts into .build/server/server.js)
  */
+import { mkdirSync, renameSync, rmSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 
 export const ROOT = resolve(import.meta.dir, "..");
 
-/** Bundles `entry` (a path from the repository root) into `.build/<name>/`; answers the output file. */
+/**
+ * Bundles `entry` (a path from the repository root) into `.build/<name>/`; answers the output
+ * file. Built in a folder of its own and renamed into place file by file, so a server starting at
+ * the same moment (a second `npm start` from the same checkout) never loads a half-written file.
+ */
 export async function bundle(entry: string, name: string): Promise<string> {
   if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`bundle name must be a plain folder name: ${name}`);
   const outdir = join(ROOT, ".build", name);
-  const result = await Bun.build({ entrypoints: [join(ROOT, entry)], target: "bun", outdir, sourcemap: "linked" });
-  if (!result.success) throw new AggregateError(result.logs, `bundling ${entry} failed:\n${result.logs.map(String).join("\n")}`);
-  const out = result.outputs.find((o) => o.kind === "entry-point");
-  if (!out) throw new Error(`bundling ${entry} wrote no entry point`);
-  return out.path;
+  const staging = join(ROOT, ".build", `.${name}-${process.pid}-${Date.now()}`);
+  try {
+    const result = await Bun.build({ entrypoints: [join(ROOT, entry)], target: "bun", outdir: staging, sourcemap: "linked" });
+    if (!result.success) throw new AggregateError(result.logs, `bundling ${entry} failed:\n${result.logs.map(String).join("\n")}`);
+    const out = result.outputs.find((o) => o.kind === "entry-point");
+    if (!out) throw new Error(`bundling ${entry} wrote no entry point`);
+    mkdirSync(outdir, { recursive: true });
+    // the source map first: the entry point names it
+    const files = result.outputs.map((o) => o.path).sort((a, b) => Number(a === out.path) - Number(b === out.path));
+    for (const file of files) renameSync(file, join(outdir, basename(file)));
+    return join(outdir, basename(out.path));
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
 }
 
 if (import.meta.main) {

@@ -95,6 +95,10 @@ test("a short pause is enough once the heap has grown by half since the last col
     await c.fetch(new Request("http://x/"), null);
     await Bun.sleep(150);
     expect(runs).toBe(1); // back to its size after the collection: the full idle time again
+    await c.fetch(new Request("http://x/"), null);
+    heap = 200;
+    await Bun.sleep(150);
+    expect(runs).toBe(1); // grown again, but too soon after the last quick one: light steady traffic pauses often
   } finally {
     c.stop();
   }

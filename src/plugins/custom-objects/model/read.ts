@@ -205,6 +205,7 @@ export function reader(shape: Shape): Reader {
     const readRows = ctx.services.db.readRows;
     let values: ArrayLike<unknown>[];
     let cache: ReturnType<typeof formsFor> | null = null;
+    let stale = false;
     if (readRows && ctx.db === orm) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
       compiled ??= { one: compile(oneRow(orm)), many: compile(manyRows(orm)), lean: compile(leanRows(orm)) };
@@ -212,21 +213,24 @@ export function reader(shape: Shape): Reader {
       if (stamp !== null) cache = formsFor(stamp, ctx.baseUrl);
       const [q, bind] = ids.length === 1 ? [compiled.one, { id: ids[0]! }] : [cache ? compiled.lean : compiled.many, { ids: JSON.stringify(ids) }];
       values = (await readRows(q.sql, fill(q.params, bind))).rows;
+      // a commit in between: the rows are newer than the cached forms, which are not used then
+      if (cache && databaseStamp(ctx.services) !== cache.stamp) stale = true;
     } else {
       values = (ids.length === 1 ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })) as ArrayLike<unknown>[];
     }
     const rows = values.map(cache ? leanRow : fullRow);
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     const ordered = ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[];
-    if (!cache) return serialize(ctx, ordered);
+    // no cache, or a stale one (lean rows then read every form afresh)
+    if (!cache || stale) return serialize(ctx, ordered);
     const learned: Nested = new Map();
     const records = await serialize(ctx, ordered, cache.forms, learned);
     // kept only if nothing committed meanwhile (they may be newer than the stamp says otherwise)
     if (learned.size && databaseStamp(ctx.services) === cache.stamp) {
       for (const [typeId, forms] of learned) {
         const into = cache.forms.get(typeId) ?? cache.forms.set(typeId, new Map()).get(typeId)!;
-        // shared by later requests: frozen, so nothing can change one for all of them
-        for (const [id, form] of forms) into.set(id, Object.freeze(form));
+        // shared by later requests: frozen through, so nothing can change one for all of them
+        for (const [id, form] of forms) into.set(id, deepFreeze(form));
         cache.size += forms.size;
       }
     }
@@ -234,6 +238,15 @@ export function reader(shape: Shape): Reader {
   }
 
   return { display, serialize, load, rowColumns };
+}
+
+/** Freezes a nested form and every object and array in it. */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
 }
 
 type Compiled = { sql: string; params: unknown[] };
