@@ -54,6 +54,32 @@ describe("a page's related objects", () => {
     expect(siteNames(await page())).toEqual(["Elsewhere 2", "Renamed 1", "Site 3"]);
   });
 
+  test("a commit that lands between a page's stamp and its rows: the page shows that commit's forms", async () => {
+    await page(); // the forms are cached
+    const db = t.deps.db;
+    const readRows = db.readRows!;
+    let renamed = false;
+    // the next pooled read first lets another connection commit a rename
+    db.readRows = async (sql, args) => {
+      if (!renamed) {
+        renamed = true;
+        const other = createClient({ url: t.dbUrl });
+        try {
+          await other.execute({ sql: "UPDATE sites SET name = ? WHERE id = ?", args: ["Between 3", sites[2]!.id] });
+        } finally {
+          other.close();
+        }
+      }
+      return readRows(sql, args);
+    };
+    try {
+      expect(siteNames(await page())).toContain("Between 3");
+    } finally {
+      db.readRows = readRows;
+    }
+    expect(renamed).toBe(true);
+  });
+
   test("URLs name the host each page was asked on", async () => {
     await page();
     const res = await t.app.request(`http://other.test${CO}/rack/?limit=50&ordering=id`, { headers: { authorization: `Token ${t.admin}` } });
