@@ -14,37 +14,46 @@ import { closeSync, openSync, readSync } from "node:fs";
 
 const HEADER = 48;
 
+/**
+ * The first `bytes` of a WAL-index (`<path>-shm`), read with one pread into a buffer reused
+ * between reads; null while there is none (not in WAL mode, no connection has it open). The file
+ * stays open between reads: SQLite keeps it while any connection of this process is open.
+ */
+export function walIndexReader(path: string, bytes: number): (() => Buffer | null) & { close(): void } {
+  const shm = `${path}-shm`;
+  const buf = Buffer.alloc(bytes);
+  let fd: number | null = null;
+  const close = () => {
+    try {
+      if (fd !== null) closeSync(fd);
+    } catch {
+      // already gone
+    }
+    fd = null;
+  };
+  const read = () => {
+    try {
+      fd ??= openSync(shm, "r");
+      return readSync(fd, buf, 0, bytes, 0) < bytes ? null : buf;
+    } catch {
+      close();
+      return null;
+    }
+  };
+  return Object.assign(read, { close });
+}
+
 /** The stamp reader for a database URL, or null where there is no WAL index to read (memory, remote). */
 export function walChangeStamp(url: string): ((() => string | null) & { close(): void }) | null {
   if (!url.startsWith("file:")) return null;
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
   if (!path || path === ":memory:") return null;
-  const shm = `${path}-shm`;
-  const buf = Buffer.alloc(HEADER * 2);
-  // The file stays open between reads (one pread, no open/close); SQLite keeps it while any
-  // connection of this process is open, and the stamp is only read while the database is.
-  let fd: number | null = null;
+  const index = walIndexReader(path, HEADER * 2);
   const read = () => {
-    try {
-      fd ??= openSync(shm, "r");
-    } catch {
-      return null; // not (yet) in WAL mode, or no connection has it open
-    }
-    try {
-      if (readSync(fd, buf, 0, HEADER * 2, 0) < HEADER * 2) return null;
-    } catch {
-      closeSync(fd);
-      fd = null;
-      return null;
-    }
-    if (!buf.subarray(0, HEADER).equals(buf.subarray(HEADER))) return null;
+    const buf = index();
+    if (!buf || !buf.subarray(0, HEADER).equals(buf.subarray(HEADER))) return null;
     return buf.toString("base64", 0, HEADER);
   };
-  return Object.assign(read, {
-    /** Lets go of the file (with the database). */
-    close() {
-      if (fd !== null) closeSync(fd);
-      fd = null;
-    },
-  });
+  /** Lets go of the file (with the database). */
+  return Object.assign(read, { close: index.close });
 }

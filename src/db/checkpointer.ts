@@ -9,8 +9,8 @@
  * docs/decisions/0061-background-checkpoints.md.
  */
 import AsyncDatabase from "libsql/promise";
-import { closeSync, openSync, readSync } from "node:fs";
 import { endianness } from "node:os";
+import { walIndexReader } from "./change-stamp";
 
 /** Pages waiting in the WAL after which a checkpoint starts (SQLite's own default for autocheckpoint). */
 export const THRESHOLD_PAGES = 1000;
@@ -42,8 +42,7 @@ export class Checkpointer {
   #running: Promise<void> | null = null;
   #closed = false;
   #trailing: ReturnType<typeof setTimeout> | null = null;
-  #fd: number | null = null;
-  readonly #buf = Buffer.alloc(N_BACKFILL + 4);
+  readonly #index: ReturnType<typeof walIndexReader>;
   readonly #path: string;
   /** Checkpoints run, and the last one's failure (the writers' backstop then takes over). */
   runs = 0;
@@ -51,18 +50,14 @@ export class Checkpointer {
 
   constructor(path: string) {
     this.#path = path;
+    this.#index = walIndexReader(path, N_BACKFILL + 4);
   }
 
   /** Frames in the WAL not yet copied back, from the WAL-index; null when it cannot be read. */
   waitingPages(): number | null {
-    try {
-      this.#fd ??= openSync(`${this.#path}-shm`, "r");
-      if (readSync(this.#fd, this.#buf, 0, this.#buf.length, 0) < this.#buf.length) return null;
-    } catch {
-      this.#closeFile();
-      return null;
-    }
-    const read = (at: number) => (LITTLE_ENDIAN ? this.#buf.readUInt32LE(at) : this.#buf.readUInt32BE(at));
+    const buf = this.#index();
+    if (!buf) return null;
+    const read = (at: number) => (LITTLE_ENDIAN ? buf.readUInt32LE(at) : buf.readUInt32BE(at));
     return Math.max(0, read(MX_FRAME) - read(N_BACKFILL));
   }
 
@@ -124,15 +119,6 @@ export class Checkpointer {
     await this.#running;
     if (this.#db) (await this.#db.catch(() => null))?.close();
     this.#db = null;
-    this.#closeFile();
-  }
-
-  #closeFile() {
-    try {
-      if (this.#fd !== null) closeSync(this.#fd);
-    } catch {
-      // already gone
-    }
-    this.#fd = null;
+    this.#index.close();
   }
 }

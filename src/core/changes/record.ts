@@ -68,7 +68,7 @@ export async function logChange(
   const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
-  const repr = String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
+  const repr = objectRepr(resource, id, prechange, postchange);
   const [row] = await insertChange.on(ctx.db, ctx.services.db.orm).all({
     time,
     userId: user?.id ?? null,
@@ -98,6 +98,10 @@ export async function logChange(
   });
   return postchange;
 }
+
+/** A change record's `object_repr`: the object's display, else its kind and id. */
+const objectRepr = (resource: Resource, id: number, prechange: ApiRecord | null, postchange: ApiRecord | null) =>
+  String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
 
 /** One change of a batch for `logChanges`: the records are already loaded. */
 export interface ChangeEntry {
@@ -143,7 +147,7 @@ export async function logChanges(ctx: WriteContext, resource: Resource, entries:
     for (const e of chunk) {
       const p = e.postchange === null ? null : JSON.stringify(e.postchange);
       if (p !== null) texts.set(e, p);
-      const repr = String((e.postchange ?? e.prechange)?.display ?? `${resource.verboseName} ${e.id}`).slice(0, 200);
+      const repr = objectRepr(resource, e.id, e.prechange, e.postchange);
       args.push(time, user?.id ?? null, user?.username ?? "", ctx.requestId, e.action, objectType.id, e.id, repr, e.prechange === null ? null : JSON.stringify(e.prechange), p);
     }
     const written = await executePositional(ctx.db, insertChangesSql(chunk.length), args);

@@ -3,7 +3,9 @@
  * together, inside the caller's transaction, and bumps `shape_version` so every registry
  * (in this process or another) rebuilds the model. REST endpoints and schema apply share them.
  */
-import { and, eq, getTableColumns, or, sql, type SQL } from "drizzle-orm";
+import type { InValue } from "@libsql/client";
+import { and, eq, getTableColumns, or, sql } from "drizzle-orm";
+import { executePositional } from "../../db/client";
 import { customObjectTypeFields, customObjectTypes, objectTypes, taggedItems } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { ApiError, ValidationError } from "../../core/errors";
@@ -132,18 +134,17 @@ export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft
 }
 
 /**
- * `INSERT … SELECT … FROM json_each(?)` into the field table, and the row encoder for it
- * (Drizzle's own column encoders: booleans as 0/1, JSON columns as text). Built once: the
- * statement text never changes, so the driver keeps it prepared, and Drizzle's multi-row
- * insert builder cost about 60 µs a row.
+ * A multi-row INSERT into the field table with positional arguments, and each row's values for
+ * it (Drizzle's own column encoders: booleans as 0/1, JSON columns as text). Built once per row
+ * count: the statement text never changes, so the driver keeps it prepared, and Drizzle's
+ * multi-row insert builder cost about 60 µs a row.
  */
-let bulkInsert: { head: SQL; tail: SQL; encode: (row: FieldRow) => Record<string, unknown>; valuesSql: (rows: number) => string; list: (row: FieldRow) => unknown[] } | null = null;
+let bulkInsert: { valuesSql: (rows: number) => string; list: (row: FieldRow) => InValue[] } | null = null;
 function bulkFieldInsert() {
   if (bulkInsert) return bulkInsert;
   const columns = Object.entries(getTableColumns(customObjectTypeFields)).filter(([key]) => key !== "id");
   for (const [, c] of columns) if (!/^[a-z_]+$/.test(c.name)) throw new Error(`unexpected column name ${c.name}`);
   const names = columns.map(([, c]) => `"${c.name}"`).join(", ");
-  const values = columns.map(([, c]) => `json_extract(value, '$.${c.name}')`).join(", ");
   const byCount = new Map<number, string>();
   const one = `(${columns.map(() => "?").join(", ")})`;
   return (bulkInsert = {
@@ -152,18 +153,8 @@ function bulkFieldInsert() {
     list: (row) =>
       columns.map(([key, c]) => {
         const v = (row as unknown as Record<string, unknown>)[key];
-        return v === null || v === undefined ? null : c.mapToDriverValue(v);
+        return (v === null || v === undefined ? null : c.mapToDriverValue(v)) as InValue;
       }),
-    head: sql.raw(`INSERT INTO "custom_object_type_fields" (${names}) SELECT ${values} FROM json_each(`),
-    tail: sql.raw(`) RETURNING "id", "schema_id"`),
-    encode: (row) => {
-      const out: Record<string, unknown> = {};
-      for (const [key, c] of columns) {
-        const v = (row as unknown as Record<string, unknown>)[key];
-        out[c.name] = v === null || v === undefined ? null : c.mapToDriverValue(v);
-      }
-      return out;
-    },
   });
 }
 
@@ -185,19 +176,14 @@ export async function addFields(
   const now = nowIso();
   const rows: FieldRow[] = drafts.map(({ draft, schemaId }) => ({ ...draft, id: 0, customObjectTypeId: cot.id, schemaId, created: now, lastUpdated: now }));
   const ids = new Map<number, number>();
-  // One statement with one JSON argument, whatever the count; only the ids come back.
+  // Bound values, 200 rows a statement (`executePositional`); only the ids come back.
   const bulk = bulkFieldInsert();
-  // Inside an open libSQL transaction the rows go as bound values, 200 a statement (the same
-  // driver field `runAll` relies on); elsewhere as one JSON argument.
-  const tx = (ctx.db as unknown as { session?: { tx?: { execute?: (s: { sql: string; args: unknown[] }) => Promise<{ rows: unknown[] }> } } }).session?.tx;
-  let inserted: Array<{ id: number; schema_id: number }> = [];
-  if (tx?.execute) {
-    for (let i = 0; i < rows.length; i += 200) {
-      const chunk = rows.slice(i, i + 200);
-      const res = await tx.execute({ sql: bulk.valuesSql(chunk.length), args: chunk.flatMap(bulk.list) });
-      inserted.push(...(res.rows as Array<{ id: number; schema_id: number }>));
-    }
-  } else inserted = (await ctx.db.all(sql`${bulk.head}${JSON.stringify(rows.map(bulk.encode))}${bulk.tail}`)) as Array<{ id: number; schema_id: number }>;
+  const inserted: Array<{ id: number; schema_id: number }> = [];
+  for (let i = 0; i < rows.length; i += 200) {
+    const chunk = rows.slice(i, i + 200);
+    const res = await executePositional(ctx.db, bulk.valuesSql(chunk.length), chunk.flatMap(bulk.list));
+    inserted.push(...(res.rows as unknown as Array<{ id: number; schema_id: number }>));
+  }
   for (const r of inserted) ids.set(Number(r.schema_id), Number(r.id));
   // RETURNING's row order is not defined: ids are matched by schema id
   const fields = rows.map((row) => ({ ...row, id: ids.get(row.schemaId)! }));

@@ -163,7 +163,8 @@ export function reader(shape: Shape): Reader {
   // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
   // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
   const oneRow = (db: Executor) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id")));
-  const manyRows = (db: Executor) => db.select(rowColumns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+  const pageOf = (columns: typeof rowColumns) => (db: Executor) => db.select(columns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+  const manyRows = pageOf(rowColumns);
   const loadOne = new Reusable((db) => oneRow(db).prepare());
   const loadMany = new Reusable((db) => manyRows(db).prepare());
 
@@ -183,7 +184,7 @@ export function reader(shape: Shape): Reader {
   // sites again and again; parsing their JSON text per row cost more than the rest of a value).
   const leanColumns = Object.fromEntries(Object.entries(rowColumns).filter(([key]) => !key.startsWith("__n_")));
   const leanRow = byPosition(Object.keys(leanColumns));
-  const leanRows = (db: Executor) => db.select(leanColumns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+  const leanRows = pageOf(leanColumns);
 
   // The queries as text, for the read pool's plain rows (`Database.readRows`).
   let compiled: { one: Compiled; many: Compiled; lean: Compiled } | null = null;
