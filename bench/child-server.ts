@@ -33,14 +33,26 @@ export async function serverScript(path: string): Promise<string> {
 let built: Promise<string> | null = null;
 
 /** Starts `args` (a bench script in `--serve` mode) and waits, at most 60 s, for its port. */
-export async function spawnServer(args: string[], children: Array<ReturnType<typeof Bun.spawn>>, what = "server", env?: Record<string, string>) {
-  const child = Bun.spawn([process.execPath, ...args], { stdout: "pipe", stderr: "inherit", env: env ? { ...process.env, ...env } : undefined });
+export async function spawnServer(
+  args: string[],
+  children: Array<ReturnType<typeof Bun.spawn>>,
+  what = "server",
+  env?: Record<string, string>,
+) {
+  const child = Bun.spawn([process.execPath, ...args], {
+    stdout: "pipe",
+    stderr: "inherit",
+    env: env ? { ...process.env, ...env } : undefined,
+  });
   children.push(child);
   const reader = child.stdout.getReader();
   let buf = "";
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
-    const r = await Promise.race([reader.read(), Bun.sleep(deadline - Date.now()).then(() => null)]);
+    const r = await Promise.race([
+      reader.read(),
+      Bun.sleep(deadline - Date.now()).then(() => null),
+    ]);
     if (!r || r.done) break;
     buf += new TextDecoder().decode(r.value);
     const m = /READY (\d+)/.exec(buf);

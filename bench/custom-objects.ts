@@ -61,7 +61,10 @@ const num = (flag: string | undefined, env: string, fallback: number) => {
 const SCALE = num(opt.scale, "BENCH_SCALE", 1);
 const ROWS = Math.max(1000, Math.round(num(opt.rows, "BENCH_ROWS", 100_000 * SCALE)));
 const LINKED_COTS = Math.max(2, Math.round(num(opt["linked-cots"], "BENCH_LINKED_COTS", 50)));
-const LINKED_ROWS = Math.max(1000, Math.round(num(opt["linked-rows"], "BENCH_LINKED_ROWS", 20_000 * SCALE)));
+const LINKED_ROWS = Math.max(
+  1000,
+  Math.round(num(opt["linked-rows"], "BENCH_LINKED_ROWS", 20_000 * SCALE)),
+);
 const REQUESTS = Math.round(num(opt.requests, "BENCH_REQUESTS", 600));
 const LINKED_REQUESTS = Math.round(num(opt["linked-requests"], "BENCH_LINKED_REQUESTS", 200));
 const LOAD = (opt.load ?? process.env.BENCH_LOAD ?? "sql") as "http" | "sql";
@@ -89,7 +92,8 @@ function mulberry32(seed: number) {
 const rnd = mulberry32(42);
 const randInt = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
 
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+const quantile = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0));
 const log = (...a: unknown[]) => console.error(...a);
 const secs = (t0: number) => ((performance.now() - t0) / 1000).toFixed(1) + " s";
@@ -104,14 +108,21 @@ interface Stats {
 }
 function stats(samples: number[], wallMs: number): Stats {
   const s = [...samples].sort((a, b) => a - b);
-  return { n: s.length, median: quantile(s, 0.5), p95: quantile(s, 0.95), mean: s.reduce((a, b) => a + b, 0) / s.length, rps: (s.length / wallMs) * 1000 };
+  return {
+    n: s.length,
+    median: quantile(s, 0.5),
+    p95: quantile(s, 0.95),
+    mean: s.reduce((a, b) => a + b, 0) / s.length,
+    rps: (s.length / wallMs) * 1000,
+  };
 }
 
 /** One request through a handler (in-process) or over HTTP; the body is read fully. */
 async function once(h: Handler, req: Request, expect: number): Promise<string> {
   const res = await h(req);
   const text = await res.text();
-  if (res.status !== expect) throw new Error(`${req.method} ${req.url}: ${res.status} ${text.slice(0, 300)}`);
+  if (res.status !== expect)
+    throw new Error(`${req.method} ${req.url}: ${res.status} ${text.slice(0, 300)}`);
   return text;
 }
 
@@ -125,7 +136,8 @@ interface Side {
 
 /** Runs both sides for `n` requests each, in alternating rounds after a warm-up. */
 async function compare(a: Side, b: Side, n: number): Promise<[Stats, Stats]> {
-  for (const side of [a, b]) for (let i = 0; i < WARMUP; i++) await once(side.handler, side.make(n + i), side.expect);
+  for (const side of [a, b])
+    for (let i = 0; i < WARMUP; i++) await once(side.handler, side.make(n + i), side.expect);
   const samples: [number[], number[]] = [[], []];
   const wall = [0, 0];
   const per = Math.ceil(n / ROUNDS);
@@ -149,12 +161,17 @@ async function compare(a: Side, b: Side, n: number): Promise<[Stats, Stats]> {
  * Counts SQL statements sent to the libSQL client (execute, batch items, BEGIN/statements/COMMIT of
  * transactions) while `fn` runs, by wrapping the client's methods; used outside the timed loops.
  */
-async function countStatements(client: import("@libsql/client").Client, fn: () => Promise<unknown>): Promise<number> {
+async function countStatements(
+  client: import("@libsql/client").Client,
+  fn: () => Promise<unknown>,
+): Promise<number> {
   let n = 0;
   const c = client as any;
   const orig = { execute: c.execute, batch: c.batch, transaction: c.transaction };
   c.execute = (...a: unknown[]) => (n++, orig.execute.apply(client, a));
-  c.batch = (stmts: unknown[], mode?: unknown) => ((n += stmts.length), orig.batch.call(client, stmts, mode));
+  c.batch = (stmts: unknown[], mode?: unknown) => (
+    (n += stmts.length), orig.batch.call(client, stmts, mode)
+  );
   c.transaction = async (mode?: unknown) => {
     const tx = await orig.transaction.call(client, mode);
     n += 2; // BEGIN … COMMIT/ROLLBACK
@@ -181,7 +198,10 @@ function baselineApp(t: TestApp, cotId: number, siteTypeId: number) {
     offset: Number(c.req.query("offset") ?? 0) || 0,
   });
   app.get("/co/:id", async (c) => {
-    const [row] = await orm.select().from(T).where(eq(T.id, Number(c.req.param("id"))));
+    const [row] = await orm
+      .select()
+      .from(T)
+      .where(eq(T.id, Number(c.req.param("id"))));
     return row ? c.json(row) : c.json({ detail: "Not found." }, 404);
   });
   app.get("/co", async (c) => {
@@ -194,7 +214,9 @@ function baselineApp(t: TestApp, cotId: number, siteTypeId: number) {
   app.get("/co-idx", async (c) => {
     const { limit, offset } = pageOf(c);
     const [{ n }] = (await orm.select({ n: count() }).from(T)) as [{ n: number }];
-    const ids = (await orm.select({ id: T.id }).from(T).orderBy(T.id).limit(limit).offset(offset)).map((r) => r.id);
+    const ids = (
+      await orm.select({ id: T.id }).from(T).orderBy(T.id).limit(limit).offset(offset)
+    ).map((r) => r.id);
     const rows = ids.length ? await orm.select().from(T).where(inArray(T.id, ids)) : [];
     const byId = new Map(rows.map((r) => [r.id, r]));
     return c.json({ count: n, results: ids.map((id) => byId.get(id)) });
@@ -217,16 +239,34 @@ function baselineApp(t: TestApp, cotId: number, siteTypeId: number) {
     const site = await t.deps.db.orm.all(sql`SELECT id, name FROM sites WHERE id = ${objectId}`);
     if (!site.length) return c.json({ detail: "Not found." }, 404);
     const fields = await orm
-      .select({ id: customObjectTypeFields.id, cot: customObjectTypeFields.customObjectTypeId, name: customObjectTypeFields.name })
+      .select({
+        id: customObjectTypeFields.id,
+        cot: customObjectTypeFields.customObjectTypeId,
+        name: customObjectTypeFields.name,
+      })
       .from(customObjectTypeFields)
-      .where(and(eq(customObjectTypeFields.type, "object"), eq(customObjectTypeFields.relatedObjectTypeId, siteTypeId)))
+      .where(
+        and(
+          eq(customObjectTypeFields.type, "object"),
+          eq(customObjectTypeFields.relatedObjectTypeId, siteTypeId),
+        ),
+      )
       .orderBy(customObjectTypeFields.customObjectTypeId, customObjectTypeFields.id);
     const sources: { table: string; col: string; name: string; cot: number; n: number }[] = [];
     for (const f of fields) {
       const table = sql.identifier(`co_${f.cot}`);
       const col = sql.identifier(`${f.name}_id`);
-      const [r] = (await orm.all(sql`SELECT count(*) AS n FROM ${table} WHERE ${col} = ${objectId}`)) as { n: number }[];
-      if (r!.n) sources.push({ table: `co_${f.cot}`, col: `${f.name}_id`, name: f.name, cot: f.cot, n: r!.n });
+      const [r] = (await orm.all(
+        sql`SELECT count(*) AS n FROM ${table} WHERE ${col} = ${objectId}`,
+      )) as { n: number }[];
+      if (r!.n)
+        sources.push({
+          table: `co_${f.cot}`,
+          col: `${f.name}_id`,
+          name: f.name,
+          cot: f.cot,
+          n: r!.n,
+        });
     }
     const total = sources.reduce((a, s) => a + s.n, 0);
     const results: unknown[] = [];
@@ -242,7 +282,8 @@ function baselineApp(t: TestApp, cotId: number, siteTypeId: number) {
         sql`SELECT * FROM ${sql.identifier(s.table)} WHERE ${sql.identifier(s.col)} = ${objectId} ORDER BY id LIMIT ${want} OFFSET ${skip}`,
       );
       skip = 0;
-      for (const object of rows) results.push({ custom_object_type: s.cot, field_name: s.name, object });
+      for (const object of rows)
+        results.push({ custom_object_type: s.cot, field_name: s.name, object });
       want -= rows.length;
     }
     return c.json({ count: total, results });
@@ -265,7 +306,20 @@ interface Line {
 }
 const lines: Line[] = [];
 function printTable(rows: Line[]) {
-  const head = ["scenario", "via", "app med ms", "app p95", "app req/s", "base med ms", "base p95", "base req/s", "app/base req/s", "app/base by median", "SQL stmts app/base", "target"];
+  const head = [
+    "scenario",
+    "via",
+    "app med ms",
+    "app p95",
+    "app req/s",
+    "base med ms",
+    "base p95",
+    "base req/s",
+    "app/base req/s",
+    "app/base by median",
+    "SQL stmts app/base",
+    "target",
+  ];
   const body = rows.map((l) => {
     const ratio = l.app.rps / l.base.rps;
     const target =
@@ -275,40 +329,80 @@ function printTable(rows: Line[]) {
           ? `median <${l.targetMs} ms: ${l.app.median < l.targetMs ? "ok" : "MISS"}`
           : "";
     const stmts = l.stmts ? `${l.stmts[0]} / ${l.stmts[1]}` : "";
-    return [l.scenario, l.transport, fmt(l.app.median), fmt(l.app.p95), l.app.rps.toFixed(0), fmt(l.base.median), fmt(l.base.p95), l.base.rps.toFixed(0), `${(ratio * 100).toFixed(0)}%`, `${((l.base.median / l.app.median) * 100).toFixed(0)}%`, stmts, target];
+    return [
+      l.scenario,
+      l.transport,
+      fmt(l.app.median),
+      fmt(l.app.p95),
+      l.app.rps.toFixed(0),
+      fmt(l.base.median),
+      fmt(l.base.p95),
+      l.base.rps.toFixed(0),
+      `${(ratio * 100).toFixed(0)}%`,
+      `${((l.base.median / l.app.median) * 100).toFixed(0)}%`,
+      stmts,
+      target,
+    ];
   });
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
-  const line = (r: string[]) => "| " + r.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
-  const out = [line(head), "|" + widths.map((w, i) => (i < 2 ? ":" : "-") + "-".repeat(w) + (i < 2 ? "-" : ":")).join("|") + "|", ...body.map(line)];
+  const line = (r: string[]) =>
+    "| " +
+    r.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") +
+    " |";
+  const out = [
+    line(head),
+    "|" +
+      widths.map((w, i) => (i < 2 ? ":" : "-") + "-".repeat(w) + (i < 2 ? "-" : ":")).join("|") +
+      "|",
+    ...body.map(line),
+  ];
   console.log(out.join("\n"));
 }
 
 // ---- main -------------------------------------------------------------------------------------------------
 const tStart = performance.now();
-log(`bench/custom-objects: scale ${SCALE}, ${ROWS} rows, ${LINKED_COTS} COTs × ${LINKED_ROWS} rows, ${REQUESTS} requests per side, load=${LOAD}, http=${HTTP}`);
+log(
+  `bench/custom-objects: scale ${SCALE}, ${ROWS} rows, ${LINKED_COTS} COTs × ${LINKED_ROWS} rows, ${REQUESTS} requests per side, load=${LOAD}, http=${HTTP}`,
+);
 const t = await makeTestApp();
 const db = t.deps.db;
 const auth = { authorization: `Token ${t.admin}` };
 const BASE_URL = "http://host.test";
 const appHandler: Handler = (req) => t.app.fetch(req);
 if (CACHE_MB) await db.client.execute(`PRAGMA cache_size=-${Math.round(CACHE_MB * 1024)}`);
-const pragmas = await Promise.all(["cache_size", "mmap_size", "journal_mode", "synchronous"].map(async (p) => `${p}=${Object.values((await db.client.execute(`PRAGMA ${p}`)).rows[0] ?? {})[0]}`));
+const pragmas = await Promise.all(
+  ["cache_size", "mmap_size", "journal_mode", "synchronous"].map(
+    async (p) => `${p}=${Object.values((await db.client.execute(`PRAGMA ${p}`)).rows[0] ?? {})[0]}`,
+  ),
+);
 
 try {
   // ---- part 1: setup ------------------------------------------------------------------------------------
   let t0 = performance.now();
   await choiceSet(t, "speeds", SPEEDS);
   await choiceSet(t, "tiers", TIERS);
-  const sites = await t.json("POST", "/api/dcim/sites/", { body: Array.from({ length: SITES }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
-  const tenants = await t.json("POST", "/api/tenancy/tenants/", { body: Array.from({ length: TENANTS }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })) });
-  if (sites.status !== 201 || tenants.status !== 201) throw new Error(`sites/tenants: ${JSON.stringify(sites.body).slice(0, 200)} ${JSON.stringify(tenants.body).slice(0, 200)}`);
+  const sites = await t.json("POST", "/api/dcim/sites/", {
+    body: Array.from({ length: SITES }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })),
+  });
+  const tenants = await t.json("POST", "/api/tenancy/tenants/", {
+    body: Array.from({ length: TENANTS }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })),
+  });
+  if (sites.status !== 201 || tenants.status !== 201)
+    throw new Error(
+      `sites/tenants: ${JSON.stringify(sites.body).slice(0, 200)} ${JSON.stringify(tenants.body).slice(0, 200)}`,
+    );
   const siteIds = (sites.body as { id: number }[]).map((s) => s.id);
   const tenantIds = (tenants.body as { id: number }[]).map((s) => s.id);
   const cot = await makeCot(t, "bench_item", "bench_item");
   for (const f of FIELDS) await addField(t, cot.id, f);
-  const [siteOt] = await db.orm.select().from(objectTypes).where(and(eq(objectTypes.appLabel, "dcim"), eq(objectTypes.model, "site")));
+  const [siteOt] = await db.orm
+    .select()
+    .from(objectTypes)
+    .where(and(eq(objectTypes.appLabel, "dcim"), eq(objectTypes.model, "site")));
   const siteTypeId = siteOt!.id;
-  log(`setup: choice sets, ${SITES} sites, ${TENANTS} tenants, COT co_${cot.id} with ${FIELDS.length} fields (${secs(t0)})`);
+  log(
+    `setup: choice sets, ${SITES} sites, ${TENANTS} tenants, COT co_${cot.id} with ${FIELDS.length} fields (${secs(t0)})`,
+  );
 
   // Rows go in through SQL (one transaction), except a sample of bulk POSTs through the app at the
   // end (with --load http: all of them), so bulk-create throughput is measured on the full table.
@@ -319,7 +413,11 @@ try {
   const now = new Date().toISOString();
   await db.orm.transaction(async (tx) => {
     for (let start = 0; start < sqlRows; start += 100) {
-      const chunk = Array.from({ length: Math.min(100, sqlRows - start) }, (_, k) => ({ ...columnsOf(apiRow(start + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+      const chunk = Array.from({ length: Math.min(100, sqlRows - start) }, (_, k) => ({
+        ...columnsOf(apiRow(start + k, "", siteIds, tenantIds)),
+        created: now,
+        last_updated: now,
+      }));
       await tx.insert(T).values(chunk);
     }
   });
@@ -327,19 +425,25 @@ try {
   t0 = performance.now();
   let bulkStmts = 0;
   for (let start = sqlRows; start < ROWS; start += BULK) {
-    const body = Array.from({ length: Math.min(BULK, ROWS - start) }, (_, k) => apiRow(start + k, "", siteIds, tenantIds));
+    const body = Array.from({ length: Math.min(BULK, ROWS - start) }, (_, k) =>
+      apiRow(start + k, "", siteIds, tenantIds),
+    );
     const post = async () => {
       const res = await t.req("POST", `${CO}/bench_item/`, { body });
-      if (res.status !== 201) throw new Error(`bulk load at ${start}: ${res.status} ${(await res.text()).slice(0, 300)}`);
+      if (res.status !== 201)
+        throw new Error(`bulk load at ${start}: ${res.status} ${(await res.text()).slice(0, 300)}`);
       await res.arrayBuffer();
     };
     // the first bulk request also counts its SQL statements (timed all the same)
     if (start === sqlRows) bulkStmts = (await countStatements(db.client, post)) / body.length;
     else await post();
-    if (((start - sqlRows) / BULK) % 10 === 9) log(`  bulk-posted ${start + BULK - sqlRows} rows (${secs(t0)})`);
+    if (((start - sqlRows) / BULK) % 10 === 9)
+      log(`  bulk-posted ${start + BULK - sqlRows} rows (${secs(t0)})`);
   }
   const httpSecs = (performance.now() - t0) / 1000;
-  const [{ n: loaded }] = (await db.orm.all(sql`SELECT count(*) AS n FROM ${sql.identifier(`co_${cot.id}`)}`)) as [{ n: number }];
+  const [{ n: loaded }] = (await db.orm.all(
+    sql`SELECT count(*) AS n FROM ${sql.identifier(`co_${cot.id}`)}`,
+  )) as [{ n: number }];
   const setupFacts: string[] = [
     `co_${cot.id}: ${loaded} rows — ${sqlRows} by direct SQL (Drizzle inserts of 100 rows, one transaction: ${sqlSecs.toFixed(1)} s, ${(sqlRows / sqlSecs).toFixed(0)} rows/s), ${httpRows} by HTTP bulk POSTs of ${BULK} through the app in-process (${httpSecs.toFixed(1)} s, **${(httpRows / httpSecs).toFixed(0)} rows/s**, ${bulkStmts.toFixed(1)} SQL statements per row)`,
   ];
@@ -354,14 +458,29 @@ try {
   const offsets = Array.from({ length: REQUESTS + WARMUP }, () => randInt(0, maxId - 50));
   // a site with ~ROWS/SITES linking rows
   const busySite = siteIds[7]!;
-  const createBody = (side: string, i: number) => JSON.stringify(apiRow(i, `${side}-`, siteIds, tenantIds));
+  const createBody = (side: string, i: number) =>
+    JSON.stringify(apiRow(i, `${side}-`, siteIds, tenantIds));
   let createRun = 0;
 
   /** Part 2 scenarios, for one transport. */
-  async function part2(transport: string, appH: Handler, appOrigin: string, baseH: Handler, baseOrigin: string) {
+  async function part2(
+    transport: string,
+    appH: Handler,
+    appOrigin: string,
+    baseH: Handler,
+    baseOrigin: string,
+  ) {
     const run = ++createRun;
-    const get = (origin: string, path: string, headers: Record<string, string> = {}) => new Request(origin + path, { headers });
-    const scenarios: { name: string; a: (i: number) => Request; b: (i: number) => Request; expect: number; target?: number; n?: number }[] = [
+    const get = (origin: string, path: string, headers: Record<string, string> = {}) =>
+      new Request(origin + path, { headers });
+    const scenarios: {
+      name: string;
+      a: (i: number) => Request;
+      b: (i: number) => Request;
+      expect: number;
+      target?: number;
+      n?: number;
+    }[] = [
       {
         name: "get by id",
         a: (i) => get(appOrigin, `${CO}/bench_item/${ids[i % ids.length]}/`, auth),
@@ -371,26 +490,39 @@ try {
       },
       {
         name: "list limit=50, random offset (base: plain OFFSET)",
-        a: (i) => get(appOrigin, `${CO}/bench_item/?limit=50&offset=${offsets[i % offsets.length]}`, auth),
+        a: (i) =>
+          get(appOrigin, `${CO}/bench_item/?limit=50&offset=${offsets[i % offsets.length]}`, auth),
         b: (i) => get(baseOrigin, `/co?limit=50&offset=${offsets[i % offsets.length]}`),
         expect: 200,
       },
       {
         name: "list, base pages ids via the id index",
-        a: (i) => get(appOrigin, `${CO}/bench_item/?limit=50&offset=${offsets[i % offsets.length]}`, auth),
+        a: (i) =>
+          get(appOrigin, `${CO}/bench_item/?limit=50&offset=${offsets[i % offsets.length]}`, auth),
         b: (i) => get(baseOrigin, `/co-idx?limit=50&offset=${offsets[i % offsets.length]}`),
         expect: 200,
       },
       {
         name: "create (single POST)",
-        a: (i) => new Request(`${appOrigin}${CO}/bench_item/`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: createBody(`a${run}`, i) }),
-        b: (i) => new Request(`${baseOrigin}/co`, { method: "POST", headers: { "content-type": "application/json" }, body: createBody(`b${run}`, i) }),
+        a: (i) =>
+          new Request(`${appOrigin}${CO}/bench_item/`, {
+            method: "POST",
+            headers: { ...auth, "content-type": "application/json" },
+            body: createBody(`a${run}`, i),
+          }),
+        b: (i) =>
+          new Request(`${baseOrigin}/co`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: createBody(`b${run}`, i),
+          }),
         expect: 201,
         target: 0.5,
       },
       {
         name: `linked-objects (1 COT, ${Math.round(ROWS / SITES)} links)`,
-        a: () => get(appOrigin, `${CO}/linked-objects/?object_type=dcim.site&object_id=${busySite}`, auth),
+        a: () =>
+          get(appOrigin, `${CO}/linked-objects/?object_type=dcim.site&object_id=${busySite}`, auth),
         b: () => get(baseOrigin, `/linked?object_id=${busySite}`),
         expect: 200,
         n: Math.min(REQUESTS, 300),
@@ -401,33 +533,80 @@ try {
       const stmts: [number, number] | undefined =
         transport === "in-process"
           ? [
-              await countStatements(db.client, () => once(appH, s.a((s.n ?? REQUESTS) + WARMUP), s.expect)),
-              await countStatements(db.client, () => once(baseH, s.b((s.n ?? REQUESTS) + WARMUP), s.expect)),
+              await countStatements(db.client, () =>
+                once(appH, s.a((s.n ?? REQUESTS) + WARMUP), s.expect),
+              ),
+              await countStatements(db.client, () =>
+                once(baseH, s.b((s.n ?? REQUESTS) + WARMUP), s.expect),
+              ),
             ]
           : undefined;
-      const [a, b] = await compare({ name: "app", handler: appH, make: s.a, expect: s.expect }, { name: "base", handler: baseH, make: s.b, expect: s.expect }, s.n ?? REQUESTS);
-      lines.push({ part: "2", scenario: s.name, transport, app: a, base: b, target: s.target, stmts });
-      log(`  ${transport} ${s.name}: app ${fmt(a.median)} ms (${a.rps.toFixed(0)}/s), base ${fmt(b.median)} ms (${b.rps.toFixed(0)}/s) (${secs(t1)})`);
+      const [a, b] = await compare(
+        { name: "app", handler: appH, make: s.a, expect: s.expect },
+        { name: "base", handler: baseH, make: s.b, expect: s.expect },
+        s.n ?? REQUESTS,
+      );
+      lines.push({
+        part: "2",
+        scenario: s.name,
+        transport,
+        app: a,
+        base: b,
+        target: s.target,
+        stmts,
+      });
+      log(
+        `  ${transport} ${s.name}: app ${fmt(a.median)} ms (${a.rps.toFixed(0)}/s), base ${fmt(b.median)} ms (${b.rps.toFixed(0)}/s) (${secs(t1)})`,
+      );
     }
   }
 
   if (ONLY !== "part3") {
     // sanity: both sides answer the same row
-    const one = JSON.parse(await once(appHandler, new Request(`${BASE_URL}${CO}/bench_item/1/`, { headers: auth }), 200));
+    const one = JSON.parse(
+      await once(appHandler, new Request(`${BASE_URL}${CO}/bench_item/1/`, { headers: auth }), 200),
+    );
     const two = JSON.parse(await once(baseHandler, new Request(`${BASE_URL}/co/1`), 200));
-    if (one.serial !== two.serial || one.site?.id !== two.site_id) throw new Error("app and baseline disagree on row 1");
-    const linked = JSON.parse(await once(appHandler, new Request(`${BASE_URL}${CO}/linked-objects/?object_type=dcim.site&object_id=${busySite}`, { headers: auth }), 200));
-    const linkedB = JSON.parse(await once(baseHandler, new Request(`${BASE_URL}/linked?object_id=${busySite}`), 200));
-    if (linked.count !== linkedB.count || linked.results.length !== linkedB.results.length) throw new Error(`linked-objects disagree: ${linked.count} vs ${linkedB.count}`);
+    if (one.serial !== two.serial || one.site?.id !== two.site_id)
+      throw new Error("app and baseline disagree on row 1");
+    const linked = JSON.parse(
+      await once(
+        appHandler,
+        new Request(
+          `${BASE_URL}${CO}/linked-objects/?object_type=dcim.site&object_id=${busySite}`,
+          { headers: auth },
+        ),
+        200,
+      ),
+    );
+    const linkedB = JSON.parse(
+      await once(baseHandler, new Request(`${BASE_URL}/linked?object_id=${busySite}`), 200),
+    );
+    if (linked.count !== linkedB.count || linked.results.length !== linkedB.results.length)
+      throw new Error(`linked-objects disagree: ${linked.count} vs ${linkedB.count}`);
 
     log("part 2: in-process (app.fetch / baseline.fetch)");
     await part2("in-process", appHandler, BASE_URL, baseHandler, BASE_URL);
     if (HTTP) {
-      const appServer = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => t.app.fetch(req) });
-      const baseServer = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => base.fetch(req) });
+      const appServer = Bun.serve({
+        hostname: "127.0.0.1",
+        port: 0,
+        fetch: (req) => t.app.fetch(req),
+      });
+      const baseServer = Bun.serve({
+        hostname: "127.0.0.1",
+        port: 0,
+        fetch: (req) => base.fetch(req),
+      });
       try {
         log("part 2: HTTP (Bun.serve on 127.0.0.1, fetch with keep-alive from the same process)");
-        await part2("HTTP", (req) => fetch(req), `http://127.0.0.1:${appServer.port}`, (req) => fetch(req), `http://127.0.0.1:${baseServer.port}`);
+        await part2(
+          "HTTP",
+          (req) => fetch(req),
+          `http://127.0.0.1:${appServer.port}`,
+          (req) => fetch(req),
+          `http://127.0.0.1:${baseServer.port}`,
+        );
       } finally {
         appServer.stop(true);
         baseServer.stop(true);
@@ -439,7 +618,9 @@ try {
   let part3Facts: string[] = [];
   if (ONLY !== "part2") {
     t0 = performance.now();
-    const target = (await t.json("POST", "/api/dcim/sites/", { body: { name: "Target", slug: "target" } })).body.id as number;
+    const target = (
+      await t.json("POST", "/api/dcim/sites/", { body: { name: "Target", slug: "target" } })
+    ).body.id as number;
     const every = Math.max(1, Math.floor(LINKED_ROWS / 20)); // ~20 rows per COT point at the target site
     for (let k = 0; k < LINKED_COTS; k++) {
       const c = await makeCot(t, `linker_${k}`, `linker_${k}`);
@@ -464,33 +645,70 @@ try {
     const setup3 = secs(t0);
     await db.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
     const url = `${CO}/linked-objects/?object_type=dcim.site&object_id=${target}`;
-    const first = JSON.parse(await once(appHandler, new Request(BASE_URL + url, { headers: auth }), 200));
-    const firstB = JSON.parse(await once(baseHandler, new Request(`${BASE_URL}/linked?object_id=${target}`), 200));
-    if (first.count !== firstB.count) throw new Error(`part 3 counts disagree: ${first.count} vs ${firstB.count}`);
-    const fieldsLinking = (await db.orm.all(sql`SELECT count(*) AS n FROM custom_object_type_fields WHERE related_object_type_id = ${siteTypeId}`)) as { n: number }[];
-    const plan = (await db.orm.all(sql.raw(`EXPLAIN QUERY PLAN SELECT count(*) FROM "co_${cot.id + 1}" WHERE "site_id" = ${target}`))) as { detail: string }[];
+    const first = JSON.parse(
+      await once(appHandler, new Request(BASE_URL + url, { headers: auth }), 200),
+    );
+    const firstB = JSON.parse(
+      await once(baseHandler, new Request(`${BASE_URL}/linked?object_id=${target}`), 200),
+    );
+    if (first.count !== firstB.count)
+      throw new Error(`part 3 counts disagree: ${first.count} vs ${firstB.count}`);
+    const fieldsLinking = (await db.orm.all(
+      sql`SELECT count(*) AS n FROM custom_object_type_fields WHERE related_object_type_id = ${siteTypeId}`,
+    )) as { n: number }[];
+    const plan = (await db.orm.all(
+      sql.raw(
+        `EXPLAIN QUERY PLAN SELECT count(*) FROM "co_${cot.id + 1}" WHERE "site_id" = ${target}`,
+      ),
+    )) as { detail: string }[];
     part3Facts = [
       `${LINKED_COTS} COTs × ${LINKED_ROWS} rows (SQL INSERT … SELECT from a recursive CTE, one transaction per COT; ${setup3}); ${fieldsLinking[0]!.n} object fields point at dcim.site (the ${LINKED_COTS} plus the main COT's); the target site has ${first.count} linking rows; page = ${first.results.length} full records`,
       `count plan: ${plan.map((p) => p.detail).join("; ")}`,
     ];
     log(`part 3: ${part3Facts.join(" | ")}`);
     const stmts3: [number, number] = [
-      await countStatements(db.client, () => once(appHandler, new Request(BASE_URL + url, { headers: auth }), 200)),
-      await countStatements(db.client, () => once(baseHandler, new Request(`${BASE_URL}/linked?object_id=${target}`), 200)),
+      await countStatements(db.client, () =>
+        once(appHandler, new Request(BASE_URL + url, { headers: auth }), 200),
+      ),
+      await countStatements(db.client, () =>
+        once(baseHandler, new Request(`${BASE_URL}/linked?object_id=${target}`), 200),
+      ),
     ];
     const [a, b] = await compare(
-      { name: "app", handler: appHandler, make: () => new Request(BASE_URL + url, { headers: auth }), expect: 200 },
-      { name: "base", handler: baseHandler, make: () => new Request(`${BASE_URL}/linked?object_id=${target}`), expect: 200 },
+      {
+        name: "app",
+        handler: appHandler,
+        make: () => new Request(BASE_URL + url, { headers: auth }),
+        expect: 200,
+      },
+      {
+        name: "base",
+        handler: baseHandler,
+        make: () => new Request(`${BASE_URL}/linked?object_id=${target}`),
+        expect: 200,
+      },
       LINKED_REQUESTS,
     );
-    lines.push({ part: "3", scenario: `linked-objects, ${LINKED_COTS} COTs × ${LINKED_ROWS}`, transport: "in-process", app: a, base: b, stmts: stmts3, targetMs: 5 });
-    log(`  app ${fmt(a.median)} ms median, base ${fmt(b.median)} ms (target: app median < 5 ms → ${a.median < 5 ? "ok" : "MISS"})`);
+    lines.push({
+      part: "3",
+      scenario: `linked-objects, ${LINKED_COTS} COTs × ${LINKED_ROWS}`,
+      transport: "in-process",
+      app: a,
+      base: b,
+      stmts: stmts3,
+      targetMs: 5,
+    });
+    log(
+      `  app ${fmt(a.median)} ms median, base ${fmt(b.median)} ms (target: app median < 5 ms → ${a.median < 5 ? "ok" : "MISS"})`,
+    );
   }
 
   // ---- report -----------------------------------------------------------------------------------------------
   const cpu = cpus();
   console.log(`\n## bench/custom-objects — ${new Date().toISOString().slice(0, 10)}`);
-  console.log(`bun ${Bun.version}, ${process.platform}/${process.arch}, ${cpu.length} × ${cpu[0]?.model ?? "?"}; scale ${SCALE}; ${REQUESTS} sequential requests per side and scenario (linked 1-COT: ${Math.min(REQUESTS, 300)}, part 3: ${LINKED_REQUESTS}), ${WARMUP} warm-up, ${ROUNDS} alternating rounds; SQLite ${pragmas.join(", ")}${CACHE_MB ? ` (BENCH_CACHE_MB=${CACHE_MB})` : ""}\n`);
+  console.log(
+    `bun ${Bun.version}, ${process.platform}/${process.arch}, ${cpu.length} × ${cpu[0]?.model ?? "?"}; scale ${SCALE}; ${REQUESTS} sequential requests per side and scenario (linked 1-COT: ${Math.min(REQUESTS, 300)}, part 3: ${LINKED_REQUESTS}), ${WARMUP} warm-up, ${ROUNDS} alternating rounds; SQLite ${pragmas.join(", ")}${CACHE_MB ? ` (BENCH_CACHE_MB=${CACHE_MB})` : ""}\n`,
+  );
   for (const f of [...setupFacts, ...part3Facts]) console.log(`- ${f}`);
   console.log();
   printTable(lines);

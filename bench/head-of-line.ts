@@ -48,8 +48,13 @@ if (opt.serve) {
   const { loadConfig } = await import("../src/config");
   const { openDatabase } = await import("../src/db/local");
   const { createCache } = await import("../src/services/cache");
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db!, DATABASE_READ_POOL: opt.pool ?? "2" }, "bun");
-  const db = await openDatabase(config.database.url, undefined, { readPool: config.database.readPool });
+  const config = loadConfig(
+    { LOG_LEVEL: "silent", DATABASE_URL: opt.db!, DATABASE_READ_POOL: opt.pool ?? "2" },
+    "bun",
+  );
+  const db = await openDatabase(config.database.url, undefined, {
+    readPool: config.database.readPool,
+  });
   const app = await createApp({ config, db, cache: createCache("memory", {}) });
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) });
   console.log(`READY ${server.port}`);
@@ -74,7 +79,9 @@ const POOLS = (opt.pools ?? "2,0").split(",").map((p) => {
  * kept while the database does not change, so repeating one query would be answered from there.
  */
 const SLOW_QUERY = opt.slow ?? "q={pair}&limit=50";
-const PAIRS = Array.from({ length: 26 * 26 }, (_, i) => String.fromCharCode(97 + Math.floor(i / 26), 97 + (i % 26))).sort(() => Math.random() - 0.5);
+const PAIRS = Array.from({ length: 26 * 26 }, (_, i) =>
+  String.fromCharCode(97 + Math.floor(i / 26), 97 + (i % 26)),
+).sort(() => Math.random() - 0.5);
 const slowQuery = () => SLOW_QUERY.replace("{pair}", () => PAIRS.pop() ?? "zz");
 const ORDER = opt.repeat ? [...POOLS, ...[...POOLS].reverse()] : POOLS;
 
@@ -89,9 +96,14 @@ async function setup(): Promise<{ token: string; path: string }> {
   try {
     await choiceSet(t, "speeds", SPEEDS);
     await choiceSet(t, "tiers", TIERS);
-    const sites = await t.json("POST", "/api/dcim/sites/", { body: Array.from({ length: 20 }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
-    const tenants = await t.json("POST", "/api/tenancy/tenants/", { body: Array.from({ length: 5 }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })) });
-    if (sites.status !== 201 || tenants.status !== 201) throw new Error("sites/tenants setup failed");
+    const sites = await t.json("POST", "/api/dcim/sites/", {
+      body: Array.from({ length: 20 }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })),
+    });
+    const tenants = await t.json("POST", "/api/tenancy/tenants/", {
+      body: Array.from({ length: 5 }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })),
+    });
+    if (sites.status !== 201 || tenants.status !== 201)
+      throw new Error("sites/tenants setup failed");
     const siteIds = (sites.body as { id: number }[]).map((s) => s.id);
     const tenantIds = (tenants.body as { id: number }[]).map((s) => s.id);
     const cot = await makeCot(t, "bench_item", "bench_item");
@@ -101,7 +113,11 @@ async function setup(): Promise<{ token: string; path: string }> {
     for (let start = 0; start < ROWS; start += 20_000) {
       await t.deps.db.orm.transaction(async (tx) => {
         for (let s = start; s < Math.min(ROWS, start + 20_000); s += 100) {
-          const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({ ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+          const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({
+            ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)),
+            created: now,
+            last_updated: now,
+          }));
           await tx.insert(T).values(chunk);
         }
       });
@@ -118,7 +134,10 @@ async function setup(): Promise<{ token: string; path: string }> {
 }
 
 async function startServer(pool: string) {
-  return spawnServer([await serverScript(import.meta.path), "--serve", "1", "--db", dbUrl, "--pool", pool], children);
+  return spawnServer(
+    [await serverScript(import.meta.path), "--serve", "1", "--db", dbUrl, "--pool", pool],
+    children,
+  );
 }
 
 const pct = (xs: number[], p: number) => {
@@ -134,7 +153,13 @@ interface Phase {
 }
 
 /** GETs by id, one at a time, for `seconds`; with `slowPath`, slow requests run back to back beside them. */
-async function phase(origin: string, headers: Record<string, string>, path: string, seconds: number, slowPath?: () => string): Promise<Phase> {
+async function phase(
+  origin: string,
+  headers: Record<string, string>,
+  path: string,
+  seconds: number,
+  slowPath?: () => string,
+): Promise<Phase> {
   const out: Phase = { gets: [], slow: [] };
   const end = performance.now() + seconds * 1000;
   let inFlight = false;
@@ -167,7 +192,11 @@ async function phase(origin: string, headers: Record<string, string>, path: stri
 }
 
 try {
-  log(`bench/head-of-line: ${ROWS.toLocaleString("en-US")} rows, ${DURATION} s per phase, pools ${ORDER.join(" → ")}, ${cpus().length} CPUs, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  log(
+    `bench/head-of-line: ${ROWS.toLocaleString("en-US")} rows, ${DURATION} s per phase, pools ${ORDER.join(" → ")}, ${cpus().length} CPUs, load average ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
   let t0 = performance.now();
   const { token, path } = await setup();
   log(`setup: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -201,11 +230,19 @@ try {
       }
     }
   }
-  console.log(`\nGET by id over HTTP, one at a time (ms); ${ROWS.toLocaleString("en-US")} rows; slow = list?${SLOW_QUERY}\n`);
-  console.log("| DATABASE_READ_POOL | phase | GETs | p50 | p99 | max | slow requests × median ms |");
+  console.log(
+    `\nGET by id over HTTP, one at a time (ms); ${ROWS.toLocaleString("en-US")} rows; slow = list?${SLOW_QUERY}\n`,
+  );
+  console.log(
+    "| DATABASE_READ_POOL | phase | GETs | p50 | p99 | max | slow requests × median ms |",
+  );
   console.log("|--:|:--|--:|--:|--:|--:|--:|");
   for (const line of rows) console.log(line);
-  console.log(`\nload average after: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  console.log(
+    `\nload average after: ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
 } finally {
   for (const c of children) c.kill("SIGKILL");
   rmSync(work, { recursive: true, force: true });

@@ -49,8 +49,13 @@ function quantile(sorted: number[], q: number): number {
   return sorted[i]!;
 }
 
-async function measure(url: string, init: RequestInit, expectBody: (text: string, status: number) => void): Promise<{ median: number; p95: number; mean: number }> {
-  for (let i = 0; i < WARMUP; i++) expectBody(...(await fetch(url, init).then(async (r) => [await r.text(), r.status] as const)));
+async function measure(
+  url: string,
+  init: RequestInit,
+  expectBody: (text: string, status: number) => void,
+): Promise<{ median: number; p95: number; mean: number }> {
+  for (let i = 0; i < WARMUP; i++)
+    expectBody(...(await fetch(url, init).then(async (r) => [await r.text(), r.status] as const)));
   const samples: number[] = [];
   for (let i = 0; i < REQUESTS; i++) {
     const t0 = performance.now();
@@ -60,7 +65,11 @@ async function measure(url: string, init: RequestInit, expectBody: (text: string
     expectBody(text, res.status);
   }
   samples.sort((a, b) => a - b);
-  return { median: quantile(samples, 0.5), p95: quantile(samples, 0.95), mean: samples.reduce((a, b) => a + b, 0) / samples.length };
+  return {
+    median: quantile(samples, 0.5),
+    p95: quantile(samples, 0.95),
+    mean: samples.reduce((a, b) => a + b, 0) / samples.length,
+  };
 }
 
 interface Storm {
@@ -88,7 +97,10 @@ async function probeClient(url: string, concurrency: number): Promise<void> {
       sent++;
       const t0 = performance.now();
       try {
-        const res = await fetch(url, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
+        const res = await fetch(url, {
+          headers: { accept: "application/json" },
+          signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())),
+        });
         const body = (await res.json()) as { status: string };
         const key = `${res.status} ${body.status}`;
         statuses.set(key, (statuses.get(key) ?? 0) + 1);
@@ -101,7 +113,16 @@ async function probeClient(url: string, concurrency: number): Promise<void> {
   await Promise.all(Array.from({ length: concurrency }, client));
   samples.sort((a, b) => a - b);
   const wallMs = performance.now() - started;
-  console.log(JSON.stringify({ answered: samples.length, statuses: Object.fromEntries(statuses), median: quantile(samples, 0.5), p95: quantile(samples, 0.95), max: samples.at(-1), wallMs }));
+  console.log(
+    JSON.stringify({
+      answered: samples.length,
+      statuses: Object.fromEntries(statuses),
+      median: quantile(samples, 0.5),
+      p95: quantile(samples, 0.95),
+      max: samples.at(-1),
+      wallMs,
+    }),
+  );
 }
 
 if (values["probe-client"]) {
@@ -126,7 +147,18 @@ async function storm(app: App, concurrency: number): Promise<Storm> {
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
   try {
     const child = Bun.spawn(
-      [process.execPath, import.meta.path, "--probe-client", `http://127.0.0.1:${server.port}${HEALTH_PATH}`, "--concurrency", String(concurrency), "--probes", String(PROBES), "--deadline-ms", String(DEADLINE_MS)],
+      [
+        process.execPath,
+        import.meta.path,
+        "--probe-client",
+        `http://127.0.0.1:${server.port}${HEALTH_PATH}`,
+        "--concurrency",
+        String(concurrency),
+        "--probes",
+        String(PROBES),
+        "--deadline-ms",
+        String(DEADLINE_MS),
+      ],
       { stdout: "pipe", stderr: "inherit" },
     );
     const killer = setTimeout(() => child.kill("SIGKILL"), DEADLINE_MS + 10_000);
@@ -163,7 +195,10 @@ try {
   const db = await openDatabase(config.database.url);
   await runMigrations(db);
   const redis = await createRedisClients(config);
-  const cache = createResilientCache(createCache(config.cacheBackend, { db, redis: redis.caching }), { logger });
+  const cache = createResilientCache(
+    createCache(config.cacheBackend, { db, redis: redis.caching }),
+    { logger },
+  );
   const app = await createApp({ config, db, cache, redis, logger });
   const baseline = new Hono().get("/select1", async (c) => {
     const rs = await db.client.execute("SELECT 1");
@@ -173,28 +208,64 @@ try {
   const appServer = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
   const baseServer = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: baseline.fetch });
   try {
-    const health = await measure(`http://127.0.0.1:${appServer.port}/plugins/host_healthcheck_plugin/healthcheck/`, { headers: { accept: "application/json" } }, (text, status) => {
-      if (status !== 200 || JSON.parse(text).status !== "working") throw new Error(`health endpoint not working: ${status} ${text}`);
-    });
-    const base = await measure(`http://127.0.0.1:${baseServer.port}/select1`, {}, (text, status) => {
-      if (status !== 200 || !JSON.parse(text).ok) throw new Error(`baseline failed: ${status} ${text}`);
-    });
+    const health = await measure(
+      `http://127.0.0.1:${appServer.port}/plugins/host_healthcheck_plugin/healthcheck/`,
+      { headers: { accept: "application/json" } },
+      (text, status) => {
+        if (status !== 200 || JSON.parse(text).status !== "working")
+          throw new Error(`health endpoint not working: ${status} ${text}`);
+      },
+    );
+    const base = await measure(
+      `http://127.0.0.1:${baseServer.port}/select1`,
+      {},
+      (text, status) => {
+        if (status !== 200 || !JSON.parse(text).ok)
+          throw new Error(`baseline failed: ${status} ${text}`);
+      },
+    );
     const fmt = (n: number) => n.toFixed(3).padStart(8);
-    console.log(`health endpoint bench: ${REQUESTS} sequential requests each (after ${WARMUP} warm-up), Bun ${Bun.version}, loopback HTTP`);
+    console.log(
+      `health endpoint bench: ${REQUESTS} sequential requests each (after ${WARMUP} warm-up), Bun ${Bun.version}, loopback HTTP`,
+    );
     console.log(`                                        median ms      p95 ms     mean ms`);
-    console.log(`baseline: bare Hono route, SELECT 1     ${fmt(base.median)}    ${fmt(base.p95)}    ${fmt(base.mean)}`);
-    console.log(`health (JSON, 4 checks, redis+bridge)   ${fmt(health.median)}    ${fmt(health.p95)}    ${fmt(health.mean)}`);
-    console.log(`ratio health/baseline                   ${(health.median / base.median).toFixed(2).padStart(8)}x   ${(health.p95 / base.p95).toFixed(2).padStart(8)}x`);
+    console.log(
+      `baseline: bare Hono route, SELECT 1     ${fmt(base.median)}    ${fmt(base.p95)}    ${fmt(base.mean)}`,
+    );
+    console.log(
+      `health (JSON, 4 checks, redis+bridge)   ${fmt(health.median)}    ${fmt(health.p95)}    ${fmt(health.mean)}`,
+    );
+    console.log(
+      `ratio health/baseline                   ${(health.median / base.median).toFixed(2).padStart(8)}x   ${(health.p95 / base.p95).toFixed(2).padStart(8)}x`,
+    );
 
     // The storm: the same stack, one app per cache setting (each its own runner and counts).
-    console.log(`\nprobe storm: ${PROBES} probes over loopback HTTP; check runs = checks started (4 checks per full run)`);
-    console.log(`                                           answered  check runs   median ms     p95 ms     max ms    wall ms  answers`);
+    console.log(
+      `\nprobe storm: ${PROBES} probes over loopback HTTP; check runs = checks started (4 checks per full run)`,
+    );
+    console.log(
+      `                                           answered  check runs   median ms     p95 ms     max ms    wall ms  answers`,
+    );
     for (const cacheSeconds of [0, 5]) {
-      const stormApp = await createApp({ config: { ...config, pluginsConfig: { host_healthcheck_plugin: { cache_seconds: cacheSeconds } } }, db, cache, redis, logger });
-      for (const [label, concurrency] of [[`all ${PROBES} at once`, PROBES], [`${CLIENTS} clients back to back`, CLIENTS]] as const) {
+      const stormApp = await createApp({
+        config: {
+          ...config,
+          pluginsConfig: { host_healthcheck_plugin: { cache_seconds: cacheSeconds } },
+        },
+        db,
+        cache,
+        redis,
+        logger,
+      });
+      for (const [label, concurrency] of [
+        [`all ${PROBES} at once`, PROBES],
+        [`${CLIENTS} clients back to back`, CLIENTS],
+      ] as const) {
         const r = await storm(stormApp, concurrency);
         const row = `cache_seconds=${cacheSeconds}, ${label}`.padEnd(44);
-        console.log(`${row}${String(r.answered).padStart(6)}  ${String(r.runs).padStart(10)}  ${fmt(r.median)}   ${fmt(r.p95)}   ${fmt(r.max)}   ${r.wallMs.toFixed(0).padStart(8)}  ${JSON.stringify(r.statuses)}`);
+        console.log(
+          `${row}${String(r.answered).padStart(6)}  ${String(r.runs).padStart(10)}  ${fmt(r.median)}   ${fmt(r.p95)}   ${fmt(r.max)}   ${r.wallMs.toFixed(0).padStart(8)}  ${JSON.stringify(r.statuses)}`,
+        );
       }
     }
   } finally {

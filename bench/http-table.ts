@@ -80,15 +80,24 @@ if (opt.serve === "host") {
   const { runMigrations } = await import("../src/db/migrate");
   const { createCache } = await import("../src/services/cache");
   // DATABASE_READ_POOL from the environment, to compare the read pool on and off (decision 0057)
-  const pool = process.env.DATABASE_READ_POOL ? { DATABASE_READ_POOL: process.env.DATABASE_READ_POOL } : {};
+  const pool = process.env.DATABASE_READ_POOL
+    ? { DATABASE_READ_POOL: process.env.DATABASE_READ_POOL }
+    : {};
   const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db!, ...pool }, "bun");
-  const db = await openDatabase(config.database.url, undefined, { readPool: config.database.readPool });
+  const db = await openDatabase(config.database.url, undefined, {
+    readPool: config.database.readPool,
+  });
   await runMigrations(db);
-  const cache = config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {});
+  const cache =
+    config.cacheBackend === "database"
+      ? createCache("database", { db })
+      : createCache("memory", {});
   const app = await createApp({ config, db, cache });
   // as src/server.ts serves it: with the idle collection (decision 0060); BENCH_NO_IDLE_GC=1 without
   const { idleCollector } = await import("../src/idle-gc");
-  const fetch = process.env.BENCH_NO_IDLE_GC ? (req: Request) => app.fetch(req) : idleCollector((req: Request) => app.fetch(req)).fetch;
+  const fetch = process.env.BENCH_NO_IDLE_GC
+    ? (req: Request) => app.fetch(req)
+    : idleCollector((req: Request) => app.fetch(req)).fetch;
   announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch }));
   if (process.env.BENCH_MEMLOG) {
     // where the resident memory is, once a second: the JS heap (size, capacity), memory outside it
@@ -96,7 +105,9 @@ if (opt.serve === "host") {
     const mb = (n: number) => (n / 1048576).toFixed(0);
     setInterval(() => {
       const h = heapStats();
-      console.error(`    host memory: RSS ${mb(process.memoryUsage().rss)} MB, JS heap ${mb(h.heapSize)} of ${mb(h.heapCapacity)} MB, extra ${mb(h.extraMemorySize)} MB, ${h.objectCount} objects`);
+      console.error(
+        `    host memory: RSS ${mb(process.memoryUsage().rss)} MB, JS heap ${mb(h.heapSize)} of ${mb(h.heapCapacity)} MB, extra ${mb(h.extraMemorySize)} MB, ${h.objectCount} objects`,
+      );
     }, 1000);
   }
   await new Promise(() => {});
@@ -109,7 +120,10 @@ if (opt.serve === "floor") {
   const T = benchTable("bench_item");
   const app = new Hono();
   app.get("/co/:id", async (c) => {
-    const [row] = await orm.select().from(T).where(eq(T.id, Number(c.req.param("id"))));
+    const [row] = await orm
+      .select()
+      .from(T)
+      .where(eq(T.id, Number(c.req.param("id"))));
     return row ? c.json(row) : c.json({ detail: "Not found." }, 404);
   });
   app.get("/co", async (c) => {
@@ -126,13 +140,18 @@ if (opt.serve === "floor") {
       const ids: number[] = [];
       await orm.transaction(async (tx) => {
         for (let s = 0; s < body.length; s += 100) {
-          const chunk = body.slice(s, s + 100).map((r) => ({ ...columnsOf(r), created: now, last_updated: now }));
+          const chunk = body
+            .slice(s, s + 100)
+            .map((r) => ({ ...columnsOf(r), created: now, last_updated: now }));
           ids.push(...(await tx.insert(T).values(chunk).returning({ id: T.id })).map((r) => r.id));
         }
       });
       return c.json(ids, 201);
     }
-    const [row] = await orm.insert(T).values({ ...columnsOf(body), created: now, last_updated: now }).returning();
+    const [row] = await orm
+      .insert(T)
+      .values({ ...columnsOf(body), created: now, last_updated: now })
+      .returning();
     return c.json(row, 201);
   });
   announce(Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => app.fetch(req) }));
@@ -147,8 +166,15 @@ const THREADS = num(opt.threads, "--threads", 2, 16);
 const BATCHES = num(opt.batches, "--batches", 3, 100);
 const BULK = 1000;
 const CELLS = ["get", "list", "post", "list950", "load"];
-const ONLY = new Set((opt.only ?? CELLS.join(",")).split(",").map((x) => x.trim()).filter(Boolean));
-for (const c of ONLY) if (!CELLS.includes(c)) throw new Error(`bad value for --only: ${c} (one of ${CELLS.join(", ")})`);
+const ONLY = new Set(
+  (opt.only ?? CELLS.join(","))
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean),
+);
+for (const c of ONLY)
+  if (!CELLS.includes(c))
+    throw new Error(`bad value for --only: ${c} (one of ${CELLS.join(", ")})`);
 const SITES = 100;
 const TENANTS = 20;
 
@@ -173,7 +199,12 @@ async function startServer(kind: "host" | "floor", url: string) {
   const env = kind === "host" && !process.env.BENCH_ENGINE_DEFAULTS ? HOST_ENGINE_ENV : undefined;
   // the floor from the sources, as before: bundled, it would carry (and parse) the Host's code too
   const script = kind === "host" ? await serverScript(import.meta.path) : import.meta.path;
-  const { pid, origin } = await spawnServer([script, "--serve", kind, "--db", url], children, `${kind} server`, env);
+  const { pid, origin } = await spawnServer(
+    [script, "--serve", kind, "--db", url],
+    children,
+    `${kind} server`,
+    env,
+  );
   return { kind, pid, origin };
 }
 type Server = Awaited<ReturnType<typeof startServer>>;
@@ -189,10 +220,30 @@ async function sampled<T>(s: Server, fn: () => Promise<T>): Promise<[T, number]>
   }
 }
 
-async function wrk(origin: string, lua: string): Promise<{ rps: number; p99: string; errors: string }> {
+async function wrk(
+  origin: string,
+  lua: string,
+): Promise<{ rps: number; p99: string; errors: string }> {
   const luaPath = join(work, `s${Math.random().toString(36).slice(2)}.lua`);
   writeFileSync(luaPath, lua);
-  const proc = Bun.spawn(["wrk", "-t", String(THREADS), "-c", String(CONNECTIONS), "-d", `${DURATION}s`, "--timeout", "5s", "--latency", "-s", luaPath, origin], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(
+    [
+      "wrk",
+      "-t",
+      String(THREADS),
+      "-c",
+      String(CONNECTIONS),
+      "-d",
+      `${DURATION}s`,
+      "--timeout",
+      "5s",
+      "--latency",
+      "-s",
+      luaPath,
+      origin,
+    ],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   const kill = setTimeout(() => proc.kill(), (DURATION + 20) * 1000);
   const out = await new Response(proc.stdout).text();
   await proc.exited;
@@ -202,12 +253,22 @@ async function wrk(origin: string, lua: string): Promise<{ rps: number; p99: str
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
   const sockErr = /Socket errors: (.*)/.exec(out);
   const p99 = /\s99%\s+(\S+)/.exec(out);
-  return { rps: Number(rps[1]), p99: p99?.[1] ?? "?", errors: [non2xx ? `${non2xx[1]} non-2xx` : "", sockErr?.[1] ?? ""].filter(Boolean).join(", ") };
+  return {
+    rps: Number(rps[1]),
+    p99: p99?.[1] ?? "?",
+    errors: [non2xx ? `${non2xx[1]} non-2xx` : "", sockErr?.[1] ?? ""].filter(Boolean).join(", "),
+  };
 }
 
 /** A wrk Lua script: `path(n)` builds a GET path; with `post`, a POST of `body` with __U__ made unique. */
-function luaScript(headers: Record<string, string>, pathExpr: string, post?: { path: string; body: string }) {
-  const hdr = Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join("\n");
+function luaScript(
+  headers: Record<string, string>,
+  pathExpr: string,
+  post?: { path: string; body: string },
+) {
+  const hdr = Object.entries(headers)
+    .map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`)
+    .join("\n");
   const tag = Math.random().toString(36).slice(2, 8);
   return `${hdr}
 local counter = 0
@@ -229,7 +290,9 @@ end
 }
 
 try {
-  log(`bench/http-table: ${ROWS} rows, wrk -t${THREADS} -c${CONNECTIONS} -d${DURATION}s, load average ${load0.map((x) => x.toFixed(2)).join(" ")}`);
+  log(
+    `bench/http-table: ${ROWS} rows, wrk -t${THREADS} -c${CONNECTIONS} -d${DURATION}s, load average ${load0.map((x) => x.toFixed(2)).join(" ")}`,
+  );
   // ---- setup: the Host database (through the app for the schema) and the floor database ----------------
   let t0 = performance.now();
   const { makeTestApp } = await import("../tests/helpers/app");
@@ -242,9 +305,17 @@ try {
   try {
     await choiceSet(t, "speeds", SPEEDS);
     await choiceSet(t, "tiers", TIERS);
-    const sites = await t.json("POST", "/api/dcim/sites/", { body: Array.from({ length: SITES }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
-    const tenants = await t.json("POST", "/api/tenancy/tenants/", { body: Array.from({ length: TENANTS }, (_, i) => ({ name: `Tenant ${i}`, slug: `tenant-${i}` })) });
-    if (sites.status !== 201 || tenants.status !== 201) throw new Error("sites/tenants setup failed");
+    const sites = await t.json("POST", "/api/dcim/sites/", {
+      body: Array.from({ length: SITES }, (_, i) => ({ name: `Site ${i}`, slug: `site-${i}` })),
+    });
+    const tenants = await t.json("POST", "/api/tenancy/tenants/", {
+      body: Array.from({ length: TENANTS }, (_, i) => ({
+        name: `Tenant ${i}`,
+        slug: `tenant-${i}`,
+      })),
+    });
+    if (sites.status !== 201 || tenants.status !== 201)
+      throw new Error("sites/tenants setup failed");
     siteIds = (sites.body as { id: number }[]).map((s) => s.id);
     tenantIds = (tenants.body as { id: number }[]).map((s) => s.id);
     const cot = await makeCot(t, "bench_item", "bench_item");
@@ -257,7 +328,11 @@ try {
     for (let start = 0; start < ROWS; start += 10_000) {
       await t.deps.db.orm.transaction(async (tx) => {
         for (let s = start; s < Math.min(ROWS, start + 10_000); s += 100) {
-          const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({ ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+          const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({
+            ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)),
+            created: now,
+            last_updated: now,
+          }));
           await tx.insert(T).values(chunk);
         }
       });
@@ -270,7 +345,9 @@ try {
   } finally {
     await t.deps.db.close();
   }
-  log(`Host database: ${ROWS} rows in ${cotTable} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  log(
+    `Host database: ${ROWS} rows in ${cotTable} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
   t0 = performance.now();
   {
     const client = createClient({ url: floorUrl });
@@ -278,13 +355,19 @@ try {
     await client.execute(FLOOR_DDL);
     // The type declares `serial` unique, so a hand-written schema has that one index (SQLite counts
     // through its smallest index, so the floor's count(*) does not scan the wide rows).
-    await client.execute("CREATE UNIQUE INDEX IF NOT EXISTS bench_item_serial ON bench_item (serial)");
+    await client.execute(
+      "CREATE UNIQUE INDEX IF NOT EXISTS bench_item_serial ON bench_item (serial)",
+    );
     const orm = drizzle(client);
     const T = benchTable("bench_item");
     const now = new Date().toISOString();
     await orm.transaction(async (tx) => {
       for (let s = 0; s < ROWS; s += 100) {
-        const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({ ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)), created: now, last_updated: now }));
+        const chunk = Array.from({ length: Math.min(100, ROWS - s) }, (_, k) => ({
+          ...columnsOf(apiRow(s + k, "", siteIds, tenantIds)),
+          created: now,
+          last_updated: now,
+        }));
         await tx.insert(T).values(chunk);
       }
     });
@@ -301,24 +384,56 @@ try {
   const peak = { host: idle.host, floor: idle.floor };
   const auth = { authorization: `Token ${token}` };
   const paths = {
-    host: { item: `${CO}/bench_item/`, headers: { ...auth, "content-type": "application/json" } as Record<string, string> },
-    floor: { item: `/co/`, headers: { "content-type": "application/json" } as Record<string, string> },
+    host: {
+      item: `${CO}/bench_item/`,
+      headers: { ...auth, "content-type": "application/json" } as Record<string, string>,
+    },
+    floor: {
+      item: `/co/`,
+      headers: { "content-type": "application/json" } as Record<string, string>,
+    },
   };
   // sanity: both serve row 1 with the same serial
-  const h1 = (await (await fetch(`${host.origin}${CO}/bench_item/1/`, { headers: auth })).json()) as { serial: string };
+  const h1 = (await (
+    await fetch(`${host.origin}${CO}/bench_item/1/`, { headers: auth })
+  ).json()) as { serial: string };
   const f1 = (await (await fetch(`${floor.origin}/co/1`)).json()) as { serial: string };
-  if (h1.serial !== f1.serial) throw new Error(`Host and floor disagree on row 1: ${h1.serial} vs ${f1.serial}`);
+  if (h1.serial !== f1.serial)
+    throw new Error(`Host and floor disagree on row 1: ${h1.serial} vs ${f1.serial}`);
 
-  const template = JSON.stringify({ ...apiRow(7, "", siteIds, tenantIds), name: "item-__U__", serial: "SN-__U__" });
+  const template = JSON.stringify({
+    ...apiRow(7, "", siteIds, tenantIds),
+    name: "item-__U__",
+    serial: "SN-__U__",
+  });
   type Cell = { label: string; unit: string; host: number; floor: number; notes: string[] };
   const cells: Cell[] = [];
-  const floorPath = (kind: "get" | "list", expr: string) => (kind === "get" ? `"/co/" .. ${expr}` : `"/co?limit=50&offset=" .. ${expr}`);
-  const hostPath = (kind: "get" | "list", expr: string) => (kind === "get" ? `"${CO}/bench_item/" .. ${expr} .. "/"` : `"${CO}/bench_item/?limit=50&offset=" .. ${expr}`);
-  const scenarios: Array<{ id: string; label: string; kind: "get" | "list" | "post"; expr: string }> = [
+  const floorPath = (kind: "get" | "list", expr: string) =>
+    kind === "get" ? `"/co/" .. ${expr}` : `"/co?limit=50&offset=" .. ${expr}`;
+  const hostPath = (kind: "get" | "list", expr: string) =>
+    kind === "get"
+      ? `"${CO}/bench_item/" .. ${expr} .. "/"`
+      : `"${CO}/bench_item/?limit=50&offset=" .. ${expr}`;
+  const scenarios: Array<{
+    id: string;
+    label: string;
+    kind: "get" | "list" | "post";
+    expr: string;
+  }> = [
     { id: "get", label: "GET by id, req/s", kind: "get", expr: `math.random(1, ${ROWS})` },
-    { id: "list", label: "list 50 at a random offset, req/s", kind: "list", expr: `math.random(0, ${ROWS - 50})` },
+    {
+      id: "list",
+      label: "list 50 at a random offset, req/s",
+      kind: "list",
+      expr: `math.random(0, ${ROWS - 50})`,
+    },
     { id: "post", label: "POST one object, req/s", kind: "post", expr: "" },
-    { id: "list950", label: "list 50 at an offset ≤ 950, req/s", kind: "list", expr: `math.random(0, 950)` },
+    {
+      id: "list950",
+      label: "list 50 at an offset ≤ 950, req/s",
+      kind: "list",
+      expr: `math.random(0, 950)`,
+    },
   ];
   for (const [i, s] of scenarios.entries()) {
     if (!ONLY.has(s.id)) continue;
@@ -327,31 +442,55 @@ try {
       const k = server.kind as "host" | "floor";
       const lua =
         s.kind === "post"
-          ? luaScript(paths[k].headers, "", { path: k === "host" ? paths.host.item : "/co", body: template })
-          : luaScript(k === "host" ? auth : {}, (k === "host" ? hostPath : floorPath)(s.kind, s.expr));
+          ? luaScript(paths[k].headers, "", {
+              path: k === "host" ? paths.host.item : "/co",
+              body: template,
+            })
+          : luaScript(
+              k === "host" ? auth : {},
+              (k === "host" ? hostPath : floorPath)(s.kind, s.expr),
+            );
       const [r, pk] = await sampled(server, () => wrk(server.origin, lua));
       peak[k] = Math.max(peak[k], pk);
       cell[k] = r.rps;
       if (r.errors) cell.notes.push(`${k}: ${r.errors}`);
-      log(`  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99}, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`);
+      log(
+        `  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99}, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`,
+      );
     }
     cells.push(cell);
   }
 
   // ---- load: POSTs of 1,000 rows, one at a time, per server ----------------------------------------------------
-  const load: Cell = { label: `load in batches of ${BULK.toLocaleString("en-US")} (${BATCHES} batches), rows/s`, unit: "rows/s", host: 0, floor: 0, notes: [] };
+  const load: Cell = {
+    label: `load in batches of ${BULK.toLocaleString("en-US")} (${BATCHES} batches), rows/s`,
+    unit: "rows/s",
+    host: 0,
+    floor: 0,
+    notes: [],
+  };
   for (const server of ONLY.has("load") ? [floor, host] : []) {
     const k = server.kind as "host" | "floor";
     const url = k === "host" ? `${host.origin}${CO}/bench_item/` : `${floor.origin}/co`;
     const [ms, pk] = await sampled(server, async () => {
       let total = 0;
       for (let b = 0; b < BATCHES; b++) {
-        const body = JSON.stringify(Array.from({ length: BULK }, (_, j) => apiRow(ROWS + b * BULK + j, `bulk-${k}-`, siteIds, tenantIds)));
+        const body = JSON.stringify(
+          Array.from({ length: BULK }, (_, j) =>
+            apiRow(ROWS + b * BULK + j, `bulk-${k}-`, siteIds, tenantIds),
+          ),
+        );
         const s0 = performance.now();
-        const res = await fetch(url, { method: "POST", headers: paths[k].headers, body, signal: AbortSignal.timeout(120_000) });
+        const res = await fetch(url, {
+          method: "POST",
+          headers: paths[k].headers,
+          body,
+          signal: AbortSignal.timeout(120_000),
+        });
         const text = await res.text();
         total += performance.now() - s0;
-        if (res.status !== 201) throw new Error(`${k} bulk POST: ${res.status} ${text.slice(0, 300)}`);
+        if (res.status !== 201)
+          throw new Error(`${k} bulk POST: ${res.status} ${text.slice(0, 300)}`);
       }
       return total;
     });
@@ -368,20 +507,28 @@ try {
   // ---- report ---------------------------------------------------------------------------------------------------
   const load1 = loadavg();
   const cpu = cpus();
-  console.log(`\n### bench/http-table — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, ${ROWS.toLocaleString("en-US")} rows`);
+  console.log(
+    `\n### bench/http-table — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, ${ROWS.toLocaleString("en-US")} rows`,
+  );
   console.log(
     `bun ${Bun.version}, ${cpu.length} × ${cpu[0]?.model ?? "?"}; wrk -t${THREADS} -c${CONNECTIONS} -d${DURATION}s per cell, Host and floor alternating; load average ${load0[0]!.toFixed(2)} before, ${load1[0]!.toFixed(2)} after; ${((performance.now() - tStart) / 1000).toFixed(0)} s in all\n`,
   );
   console.log("| operation | Host | floor | Host / floor |");
   console.log("|---|---|---|---|");
-  for (const c of cells) console.log(`| ${c.label} | ${fmtInt(c.host)} | ${fmtInt(c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} |`);
-  console.log(`| RSS idle / peak, MB | ${idle.host.toFixed(0)} / ${peak.host.toFixed(0)} | ${idle.floor.toFixed(0)} / ${peak.floor.toFixed(0)} | |`);
+  for (const c of cells)
+    console.log(
+      `| ${c.label} | ${fmtInt(c.host)} | ${fmtInt(c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} |`,
+    );
+  console.log(
+    `| RSS idle / peak, MB | ${idle.host.toFixed(0)} / ${peak.host.toFixed(0)} | ${idle.floor.toFixed(0)} / ${peak.floor.toFixed(0)} | |`,
+  );
 } finally {
   for (const c of children) {
     c.kill();
     await Promise.race([c.exited, Bun.sleep(5000)]);
     if (c.exitCode === null && c.signalCode === null) c.kill(9);
   }
-  if (opt.keep) log(`kept the databases in ${work} (the Host's admin token is in ${join(work, "token")})`);
+  if (opt.keep)
+    log(`kept the databases in ${work} (the Host's admin token is in ${join(work, "token")})`);
   else rmSync(work, { recursive: true, force: true });
 }

@@ -21,12 +21,36 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 
-const KINDS = ["text", "integer", "decimal", "boolean", "date", "datetime", "url", "json", "longtext", "text"];
+const KINDS = [
+  "text",
+  "integer",
+  "decimal",
+  "boolean",
+  "date",
+  "datetime",
+  "url",
+  "json",
+  "longtext",
+  "text",
+];
 
 // ---- the load thread ---------------------------------------------------------------------------
 
-type LoadStart = { op: "start"; label: string; base: string; token: string; paths: string[]; rate: number; maxMs: number };
-type LoadResult = { label: string; byPath: Record<string, number[]>; errors: Record<string, number>; lagMs: number };
+type LoadStart = {
+  op: "start";
+  label: string;
+  base: string;
+  token: string;
+  paths: string[];
+  rate: number;
+  maxMs: number;
+};
+type LoadResult = {
+  label: string;
+  byPath: Record<string, number[]>;
+  errors: Record<string, number>;
+  lagMs: number;
+};
 
 if (!Bun.isMainThread) {
   const self = globalThis as unknown as Worker;
@@ -54,11 +78,16 @@ if (!Bun.isMainThread) {
       const p: Promise<void> = fetch(msg.base + path, { headers })
         .then(async (res) => {
           await res.arrayBuffer();
-          if (res.status !== 200) errors[`${path} ${res.status}`] = (errors[`${path} ${res.status}`] ?? 0) + 1;
+          if (res.status !== 200)
+            errors[`${path} ${res.status}`] = (errors[`${path} ${res.status}`] ?? 0) + 1;
           // from the scheduled time: a request held up by a stall counts the whole delay
           byPath[path]!.push(performance.now() - scheduled);
         })
-        .catch((err) => void (errors[`${path} ${String(err?.message ?? err)}`] = (errors[`${path} ${String(err?.message ?? err)}`] ?? 0) + 1))
+        .catch(
+          (err) =>
+            void (errors[`${path} ${String(err?.message ?? err)}`] =
+              (errors[`${path} ${String(err?.message ?? err)}`] ?? 0) + 1),
+        )
         .finally(() => inflight.delete(p));
       inflight.add(p);
     }
@@ -83,7 +112,12 @@ function bigDocument(prefix: string, types: number, fields: number) {
     types: Array.from({ length: types }, (_, t) => ({
       name: `${prefix}_${t}`,
       slug: `${prefix}_${t}`,
-      fields: Array.from({ length: fields }, (_, f) => ({ id: f + 1, name: `field_${f}`, type: KINDS[f % KINDS.length]!, primary: f === 0 })),
+      fields: Array.from({ length: fields }, (_, f) => ({
+        id: f + 1,
+        name: `field_${f}`,
+        type: KINDS[f % KINDS.length]!,
+        primary: f === 0,
+      })),
     })),
   };
 }
@@ -122,7 +156,10 @@ async function main() {
   const freshApp = async (env: Record<string, string> = {}) => {
     const dir = mkdtempSync(join(tmpdir(), "host-bench-stall-"));
     dirs.push(dir);
-    const config = loadConfig({ DATABASE_URL: `file:${join(dir, "bench.db")}`, LOG_LEVEL: "silent", ...env }, "bun");
+    const config = loadConfig(
+      { DATABASE_URL: `file:${join(dir, "bench.db")}`, LOG_LEVEL: "silent", ...env },
+      "bun",
+    );
     const db = await openDatabase(config.database.url);
     await runMigrations(db);
     const redis = await createRedisClients(config);
@@ -135,32 +172,80 @@ async function main() {
   if (!values["skip-stall"]) {
     const stack = await startLocalRedisStack();
     if (!stack) console.log("redis-server is not on PATH: the ?background=true phase is skipped");
-    const env: Record<string, string> = stack ? { REDIS_TASKS_URL: stack.url, REDIS_TASKS_TOKEN: stack.token, REDIS_CACHING_URL: stack.url, REDIS_CACHING_TOKEN: stack.token } : {};
+    const env: Record<string, string> = stack
+      ? {
+          REDIS_TASKS_URL: stack.url,
+          REDIS_TASKS_TOKEN: stack.token,
+          REDIS_CACHING_URL: stack.url,
+          REDIS_CACHING_TOKEN: stack.token,
+        }
+      : {};
     const { db, app, key, services } = await freshApp(env);
     const worker = services.tasks ? startWorker(services.tasks, { idleMs: 20 }) : null;
     const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
     const base = `http://127.0.0.1:${server.port}`;
     const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(base + path, { method, headers: { authorization: `Token ${key}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(base + path, {
+        method,
+        headers: { authorization: `Token ${key}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : null };
     };
 
     // fixtures: a site, and a custom object type with 200 rows
-    const site = await call("POST", "/api/dcim/sites/", { name: "Probe site", slug: "probe-site", status: "active" });
+    const site = await call("POST", "/api/dcim/sites/", {
+      name: "Probe site",
+      slug: "probe-site",
+      status: "active",
+    });
     if (site.status !== 201) throw new Error(`site: ${JSON.stringify(site.body)}`);
-    const probeDoc = { schema_version: "1", types: [{ name: "probe", slug: "probe", fields: [{ id: 1, name: "label", type: "text", primary: true }, { id: 2, name: "size", type: "integer" }] }] };
-    if ((await call("POST", "/api/plugins/custom-objects/schema/apply/", { schema: probeDoc })).status !== 200) throw new Error("probe apply");
-    const rows = await call("POST", "/api/plugins/custom-objects/probe/", Array.from({ length: 200 }, (_, i) => ({ label: `row ${i}`, size: i })));
+    const probeDoc = {
+      schema_version: "1",
+      types: [
+        {
+          name: "probe",
+          slug: "probe",
+          fields: [
+            { id: 1, name: "label", type: "text", primary: true },
+            { id: 2, name: "size", type: "integer" },
+          ],
+        },
+      ],
+    };
+    if (
+      (await call("POST", "/api/plugins/custom-objects/schema/apply/", { schema: probeDoc }))
+        .status !== 200
+    )
+      throw new Error("probe apply");
+    const rows = await call(
+      "POST",
+      "/api/plugins/custom-objects/probe/",
+      Array.from({ length: 200 }, (_, i) => ({ label: `row ${i}`, size: i })),
+    );
     if (rows.status !== 201) throw new Error(`rows: ${JSON.stringify(rows.body)}`);
-    const paths = [`/api/dcim/sites/${site.body.id}/`, "/api/plugins/custom-objects/probe/?limit=20", "/plugins/host_healthcheck_plugin/healthcheck/?format=json", "/api/status/"];
+    const paths = [
+      `/api/dcim/sites/${site.body.id}/`,
+      "/api/plugins/custom-objects/probe/?limit=20",
+      "/plugins/host_healthcheck_plugin/healthcheck/?format=json",
+      "/api/status/",
+    ];
 
     const load = new Worker(new URL(import.meta.url).href);
     let resolveResult: (r: LoadResult) => void = () => undefined;
     load.onmessage = (e: MessageEvent<LoadResult>) => resolveResult(e.data);
     const startLoad = (label: string) => {
       const done = new Promise<LoadResult>((r) => (resolveResult = r));
-      load.postMessage({ op: "start", label, base, token: key, paths, rate: RATE, maxMs: MAX_MS } satisfies LoadStart);
+      load.postMessage({
+        op: "start",
+        label,
+        base,
+        token: key,
+        paths,
+        rate: RATE,
+        maxMs: MAX_MS,
+      } satisfies LoadStart);
       return { stop: () => (load.postMessage({ op: "stop" }), done) };
     };
     /** The main thread's own timer lateness while `fn` runs (a stalled loop shows here too). */
@@ -178,7 +263,16 @@ async function main() {
     const report: string[] = [];
     const row = (phase: string, r: LoadResult, extra: string) => {
       const all = Object.values(r.byPath).flat();
-      const perPath = Object.entries(r.byPath).map(([p, xs]) => `${p.split("?")[0]!.replace(/\/\d+\/$/, "/{id}/").replace("/plugins/host_healthcheck_plugin", "")} p50 ${pct(xs, 50).toFixed(1)} / p99 ${pct(xs, 99).toFixed(1)}`);
+      const perPath = Object.entries(r.byPath).map(
+        ([p, xs]) =>
+          `${p
+            .split("?")[0]!
+            .replace(/\/\d+\/$/, "/{id}/")
+            .replace(
+              "/plugins/host_healthcheck_plugin",
+              "",
+            )} p50 ${pct(xs, 50).toFixed(1)} / p99 ${pct(xs, 99).toFixed(1)}`,
+      );
       const errs = Object.entries(r.errors);
       report.push(
         `| ${phase} | ${all.length} | ${pct(all, 50).toFixed(1)} | ${pct(all, 99).toFixed(1)} | ${Math.max(...all).toFixed(1)} | ${extra} | ${errs.length ? errs.map(([k, n]) => `${k}: ${n}`).join("; ") : "none"} |`,
@@ -205,8 +299,13 @@ async function main() {
       const r = await call("POST", "/api/plugins/custom-objects/schema/apply/", { schema: doc });
       const applyMs = performance.now() - t0;
       const worst = lag();
-      if (r.status !== 200) throw new Error(`apply ${r.status}: ${JSON.stringify(r.body).slice(0, 300)}`);
-      row(`apply ${TYPES}×${FIELDS}, POST waits`, await l.stop(), `apply ${applyMs.toFixed(0)} ms; loop lag max ${worst.toFixed(1)} ms`);
+      if (r.status !== 200)
+        throw new Error(`apply ${r.status}: ${JSON.stringify(r.body).slice(0, 300)}`);
+      row(
+        `apply ${TYPES}×${FIELDS}, POST waits`,
+        await l.stop(),
+        `apply ${applyMs.toFixed(0)} ms; loop lag max ${worst.toFixed(1)} ms`,
+      );
     }
     // background apply: 202, then the job
     if (services.tasks) {
@@ -215,7 +314,9 @@ async function main() {
       const lag = loopLag();
       await Bun.sleep(200);
       const t0 = performance.now();
-      const r = await call("POST", "/api/plugins/custom-objects/schema/apply/?background=true", { schema: doc });
+      const r = await call("POST", "/api/plugins/custom-objects/schema/apply/?background=true", {
+        schema: doc,
+      });
       if (r.status !== 202) throw new Error(`background apply ${r.status}`);
       const acceptedMs = performance.now() - t0;
       let job: any = null;
@@ -226,8 +327,13 @@ async function main() {
       }
       const doneMs = performance.now() - t0;
       const worst = lag();
-      if (job?.status?.value !== "completed") throw new Error(`background job: ${JSON.stringify(job).slice(0, 300)}`);
-      row(`apply ${TYPES}×${FIELDS}, ?background=true`, await l.stop(), `202 in ${acceptedMs.toFixed(0)} ms, job done at ${doneMs.toFixed(0)} ms; loop lag max ${worst.toFixed(1)} ms`);
+      if (job?.status?.value !== "completed")
+        throw new Error(`background job: ${JSON.stringify(job).slice(0, 300)}`);
+      row(
+        `apply ${TYPES}×${FIELDS}, ?background=true`,
+        await l.stop(),
+        `202 in ${acceptedMs.toFixed(0)} ms, job done at ${doneMs.toFixed(0)} ms; loop lag max ${worst.toFixed(1)} ms`,
+      );
     }
     load.terminate();
     console.log(`\nGETs at ${RATE}/s on a fixed schedule (latency from the scheduled time, ms):\n`);
@@ -256,7 +362,8 @@ async function main() {
         body: JSON.stringify({ schema: bigDocument("ratio", RT, RF) }),
       });
       applyTimes.push(performance.now() - t0);
-      if (res.status !== 200) throw new Error(`ratio apply ${res.status}: ${(await res.text()).slice(0, 300)}`);
+      if (res.status !== 200)
+        throw new Error(`ratio apply ${res.status}: ${(await res.text()).slice(0, 300)}`);
       await db.close();
     }
     {
@@ -269,8 +376,16 @@ async function main() {
       const t0 = performance.now();
       raw.exec("BEGIN IMMEDIATE");
       for (let t = 0; t < RT; t++) {
-        const cols = Array.from({ length: RF }, (_, f) => `, "field_${f}" ${["integer", "boolean"].includes(KINDS[f % KINDS.length]!) ? "INTEGER" : KINDS[f % KINDS.length] === "decimal" ? "REAL" : "TEXT"}`).join("");
-        raw.prepare(`CREATE TABLE "raw_${t}" (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${cols})`).run();
+        const cols = Array.from(
+          { length: RF },
+          (_, f) =>
+            `, "field_${f}" ${["integer", "boolean"].includes(KINDS[f % KINDS.length]!) ? "INTEGER" : KINDS[f % KINDS.length] === "decimal" ? "REAL" : "TEXT"}`,
+        ).join("");
+        raw
+          .prepare(
+            `CREATE TABLE "raw_${t}" (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${cols})`,
+          )
+          .run();
         raw.prepare(`CREATE INDEX "raw_${t}_id_idx" ON "raw_${t}" (id)`).run();
         for (let f = 0; f < RF; f++) {
           if (["json", "longtext"].includes(KINDS[f % KINDS.length]!)) continue;

@@ -17,10 +17,29 @@ import { addField, CO, makeCot } from "../tests/custom-objects/fixtures";
 
 const SIZES = (process.env.BENCH_SEARCH_ROWS ?? "100000,1000000").split(",").map(Number);
 const REQUESTS = Number(process.env.BENCH_SEARCH_REQUESTS ?? 21);
-if (SIZES.some((n) => !Number.isInteger(n) || n < 1000 || n > 2_000_000)) throw new Error("BENCH_SEARCH_ROWS: sizes from 1000 to 2000000");
+if (SIZES.some((n) => !Number.isInteger(n) || n < 1000 || n > 2_000_000))
+  throw new Error("BENCH_SEARCH_ROWS: sizes from 1000 to 2000000");
 
-const SYLL = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "ga", "do", "fe", "hu", "ji", "bo"];
-const word = (n: number) => SYLL[n % 16]! + SYLL[(n >> 4) % 16]! + SYLL[(n >> 8) % 16]! + SYLL[(n >> 12) % 16]!;
+const SYLL = [
+  "ka",
+  "lo",
+  "mi",
+  "ne",
+  "ru",
+  "ta",
+  "vo",
+  "zi",
+  "pe",
+  "su",
+  "ga",
+  "do",
+  "fe",
+  "hu",
+  "ji",
+  "bo",
+];
+const word = (n: number) =>
+  SYLL[n % 16]! + SYLL[(n >> 4) % 16]! + SYLL[(n >> 8) % 16]! + SYLL[(n >> 12) % 16]!;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const QUERIES: Array<[string, string]> = [
@@ -56,7 +75,20 @@ for (const rows of SIZES) {
     for (let i = start; i < Math.min(rows, start + 10_000); i++) {
       stmts.push({
         sql: `INSERT INTO ${table} (created, last_updated, name, serial, description, quantity, weight, enabled, installed, last_seen, homepage, attrs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
-        args: [now, now, `item-${i}`, `SN-${i}`, `Bench item ${i}: ${word(i % 2003)} and ${word((i * 7) % 1999)} in a longer text.`, i % 1000, (i % 977) / 7, i % 2, "2024-05-06", now, `https://example.com/items/${i}`, JSON.stringify({ rack: i % 42 })],
+        args: [
+          now,
+          now,
+          `item-${i}`,
+          `SN-${i}`,
+          `Bench item ${i}: ${word(i % 2003)} and ${word((i * 7) % 1999)} in a longer text.`,
+          i % 1000,
+          (i % 977) / 7,
+          i % 2,
+          "2024-05-06",
+          now,
+          `https://example.com/items/${i}`,
+          JSON.stringify({ rack: i % 42 }),
+        ],
       });
     }
     await db.client.batch(stmts, "write");
@@ -66,8 +98,10 @@ for (const rows of SIZES) {
   t0 = performance.now();
   await flushSearchIndexesNow(servicesOf(t.app));
   const flushSecs = (performance.now() - t0) / 1000;
-  const fts = (await db.client.execute(`SELECT count(*) AS n FROM ${table}_fts_docsize`)).rows[0]!.n;
-  const pending = (await db.client.execute(`SELECT count(*) AS n FROM ${table}_fts_pending`)).rows[0]!.n;
+  const fts = (await db.client.execute(`SELECT count(*) AS n FROM ${table}_fts_docsize`)).rows[0]!
+    .n;
+  const pending = (await db.client.execute(`SELECT count(*) AS n FROM ${table}_fts_pending`))
+    .rows[0]!.n;
 
   const time = async (path: string) => {
     const ms: number[] = [];
@@ -88,29 +122,52 @@ for (const rows of SIZES) {
     for (let i = 0; i < Math.min(REQUESTS, 5); i++) {
       t0 = performance.now();
       await db.client.execute({ sql: `SELECT count(*) FROM ${table} WHERE ${where}`, args });
-      await db.client.execute({ sql: `SELECT id FROM ${table} WHERE ${where} ORDER BY id LIMIT 50`, args });
+      await db.client.execute({
+        sql: `SELECT id FROM ${table} WHERE ${where} ORDER BY id LIMIT 50`,
+        args,
+      });
       ms.push(performance.now() - t0);
     }
     return median(ms);
   };
   const like = (col: string) => `${col} LIKE ? ESCAPE '\\'`;
-  const searchCols = ["name", "serial", "description", "quantity", "weight", "installed", "last_seen", "homepage", "attrs"];
+  const searchCols = [
+    "name",
+    "serial",
+    "description",
+    "quantity",
+    "weight",
+    "installed",
+    "last_seen",
+    "homepage",
+    "attrs",
+  ];
   console.log(
     `\n${rows.toLocaleString("en")} rows: loaded by SQL in ${loadSecs.toFixed(1)} s (${Math.round(rows / loadSecs).toLocaleString("en")} rows/s with the index's triggers), indexed (flush) in ${flushSecs.toFixed(1)} s (${Math.round(rows / flushSecs).toLocaleString("en")} rows/s); index rows ${fts}, pending ${pending}`,
   );
-  console.log("| query | rows matched | median ms (index) | median ms (scan SQL alone) |\n|---|---|---|---|");
+  console.log(
+    "| query | rows matched | median ms (index) | median ms (scan SQL alone) |\n|---|---|---|---|",
+  );
   for (const [label, qs] of QUERIES) {
     const r = await time(`${CO}/search_bench/?limit=50&${qs}`);
     const [k, v] = qs.split("=") as [string, string];
     const [col, lookup] = k.split("__");
     const pattern = lookup === "isw" ? `${v}%` : lookup === "iew" ? `%${v}` : `%${v}%`;
-    const s = k === "q" ? await scan(searchCols.map(like).join(" OR "), searchCols.map(() => pattern)) : await scan(like(col!), [pattern]);
+    const s =
+      k === "q"
+        ? await scan(
+            searchCols.map(like).join(" OR "),
+            searchCols.map(() => pattern),
+          )
+        : await scan(like(col!), [pattern]);
     console.log(`| ${label} | ${r.count} | ${r.ms.toFixed(1)} | ${s.toFixed(1)} |`);
   }
   const plain = await time(`${CO}/search_bench/?limit=50&offset=500`);
   console.log(`| (no filter, offset 500) | ${plain.count} | ${plain.ms.toFixed(1)} | |`);
   const mem = process.memoryUsage();
-  console.log(`RSS ${(mem.rss / 2 ** 20).toFixed(0)} MB; load average ${(await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ")}`);
+  console.log(
+    `RSS ${(mem.rss / 2 ** 20).toFixed(0)} MB; load average ${(await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ")}`,
+  );
   await t.close();
 }
 process.exit(0);

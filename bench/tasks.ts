@@ -22,7 +22,12 @@ import { TaskQueue } from "../src/services/tasks/queue";
 import { drainQueue } from "../src/services/tasks/worker";
 import { startLocalRedisStack } from "../tools/dev-stack";
 
-const { values } = parseArgs({ options: { jobs: { type: "string", default: "2000" }, concurrency: { type: "string", default: "8" } } });
+const { values } = parseArgs({
+  options: {
+    jobs: { type: "string", default: "2000" },
+    concurrency: { type: "string", default: "8" },
+  },
+});
 const JOBS = Number(values.jobs);
 const CONCURRENCY = Number(values.concurrency);
 
@@ -53,8 +58,14 @@ async function baseline(redis: RedisClient, prefix: string): Promise<number> {
 async function databaseOnly(): Promise<number> {
   const t0 = performance.now();
   for (let i = 0; i < JOBS; i++) {
-    const [row] = await db.orm.insert(jobs).values({ name: "db-only", status: "pending" }).returning({ id: jobs.id });
-    await db.orm.update(jobs).set({ status: "running", attempts: 1 }).where(and(eq(jobs.id, row!.id), eq(jobs.status, "pending")));
+    const [row] = await db.orm
+      .insert(jobs)
+      .values({ name: "db-only", status: "pending" })
+      .returning({ id: jobs.id });
+    await db.orm
+      .update(jobs)
+      .set({ status: "running", attempts: 1 })
+      .where(and(eq(jobs.id, row!.id), eq(jobs.status, "pending")));
     await db.orm.update(jobs).set({ status: "completed" }).where(eq(jobs.id, row!.id));
   }
   return performance.now() - t0;
@@ -77,7 +88,8 @@ async function measure(label: string, redis: RedisClient) {
   const t2 = performance.now();
   const processedN = await drainQueue(queue, { concurrency: CONCURRENCY, budgetMs: 600_000 });
   const processNMs = performance.now() - t2;
-  if (processed1 !== JOBS || processedN !== JOBS || ran !== 2 * JOBS) throw new Error(`${label}: ran ${ran}, expected ${2 * JOBS}`);
+  if (processed1 !== JOBS || processedN !== JOBS || ran !== 2 * JOBS)
+    throw new Error(`${label}: ran ${ran}, expected ${2 * JOBS}`);
   return { base, enqueueMs, process1Ms, processNMs };
 }
 
@@ -89,17 +101,29 @@ try {
     ["Upstash REST via bridge", await measure("bridge", bridge)],
     ["Bun redis://", await measure("bun", native)],
   ] as const;
-  console.log(`task queue bench: ${JOBS} jobs per phase, no-op handler, libSQL file (WAL), Bun ${Bun.version}, loopback`);
-  console.log(`jobs/s                          baseline*   enqueue  process c=1  process c=${CONCURRENCY}  enqueue+process c=${CONCURRENCY}`);
+  console.log(
+    `task queue bench: ${JOBS} jobs per phase, no-op handler, libSQL file (WAL), Bun ${Bun.version}, loopback`,
+  );
+  console.log(
+    `jobs/s                          baseline*   enqueue  process c=1  process c=${CONCURRENCY}  enqueue+process c=${CONCURRENCY}`,
+  );
   for (const [label, r] of results) {
     const endToEnd = perSecond(JOBS, r.enqueueMs + r.processNMs);
-    console.log(`${label.padEnd(30)} ${perSecond(JOBS, r.base)}  ${perSecond(JOBS, r.enqueueMs)}     ${perSecond(JOBS, r.process1Ms)}     ${perSecond(JOBS, r.processNMs)}        ${endToEnd}`);
+    console.log(
+      `${label.padEnd(30)} ${perSecond(JOBS, r.base)}  ${perSecond(JOBS, r.enqueueMs)}     ${perSecond(JOBS, r.process1Ms)}     ${perSecond(JOBS, r.processNMs)}        ${endToEnd}`,
+    );
   }
   const [[, b], [, n]] = results;
   console.log(`* baseline: bare LPUSH+LMOVE+LREM per job on the same client, no database`);
-  console.log(`database bookkeeping alone (insert + claim + complete, sequential): ${perSecond(JOBS, dbMs).trim()} jobs/s`);
-  console.log(`ratio queue(enqueue+process c=1)/baseline time: bridge ${((b.enqueueMs + b.process1Ms) / b.base).toFixed(2)}x, bun ${((n.enqueueMs + n.process1Ms) / n.base).toFixed(2)}x`);
-  console.log(`ratio bridge/bun time: enqueue ${(b.enqueueMs / n.enqueueMs).toFixed(2)}x, process c=1 ${(b.process1Ms / n.process1Ms).toFixed(2)}x, process c=${CONCURRENCY} ${(b.processNMs / n.processNMs).toFixed(2)}x`);
+  console.log(
+    `database bookkeeping alone (insert + claim + complete, sequential): ${perSecond(JOBS, dbMs).trim()} jobs/s`,
+  );
+  console.log(
+    `ratio queue(enqueue+process c=1)/baseline time: bridge ${((b.enqueueMs + b.process1Ms) / b.base).toFixed(2)}x, bun ${((n.enqueueMs + n.process1Ms) / n.base).toFixed(2)}x`,
+  );
+  console.log(
+    `ratio bridge/bun time: enqueue ${(b.enqueueMs / n.enqueueMs).toFixed(2)}x, process c=1 ${(b.process1Ms / n.process1Ms).toFixed(2)}x, process c=${CONCURRENCY} ${(b.processNMs / n.processNMs).toFixed(2)}x`,
+  );
   await bridge.close();
   await native.close();
 } finally {

@@ -27,13 +27,24 @@ export const FIELDS: Record<string, unknown>[] = [
   { name: "tier", type: "select", choice_set: "tiers" },
   { name: "flavours", type: "multiselect", choice_set: "speeds" },
   { name: "attrs", type: "json" },
-  { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" },
-  { name: "tenant", type: "object", related_object_type: "tenancy.tenant", on_delete_behavior: "set_null" },
+  {
+    name: "site",
+    type: "object",
+    related_object_type: "dcim.site",
+    on_delete_behavior: "set_null",
+  },
+  {
+    name: "tenant",
+    type: "object",
+    related_object_type: "tenancy.tenant",
+    on_delete_behavior: "set_null",
+  },
 ];
 
 /** The API body of row `i` (sites/tenants are ids). */
 export function apiRow(i: number, tag: string, siteIds: number[], tenantIds: number[]) {
-  const d = (n: number) => new Date(Date.UTC(2020, 0, 1) + n * 86_400_000).toISOString().slice(0, 10);
+  const d = (n: number) =>
+    new Date(Date.UTC(2020, 0, 1) + n * 86_400_000).toISOString().slice(0, 10);
   return {
     name: `item-${tag}${i}`,
     serial: `SN-${tag}${i}`,

@@ -14,11 +14,20 @@ import { gzipSync } from "node:zlib";
 import { openDatabase } from "../src/db/local";
 import { runMigrations } from "../src/db/migrate";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
-import { buildWorkerBundle, freePort, ROOT, startRemoteDatabase, startWorker } from "../tests/helpers/worker";
+import {
+  buildWorkerBundle,
+  freePort,
+  ROOT,
+  startRemoteDatabase,
+  startWorker,
+} from "../tests/helpers/worker";
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
-  options: { seconds: { type: "string", default: "5" }, concurrency: { type: "string", default: "16" } },
+  options: {
+    seconds: { type: "string", default: "5" },
+    concurrency: { type: "string", default: "16" },
+  },
 });
 const SECONDS = Math.min(60, Math.max(1, Number(values.seconds)));
 const CONCURRENCY = Math.min(256, Math.max(1, Number(values.concurrency)));
@@ -39,7 +48,8 @@ interface Result {
 async function load(label: string, url: string, token: string): Promise<Result> {
   const headers = { authorization: `Token ${token}` };
   const check = await fetch(url, { headers });
-  if (check.status !== 200) throw new Error(`${label}: GET ${url} answered ${check.status}: ${await check.text()}`);
+  if (check.status !== 200)
+    throw new Error(`${label}: GET ${url} answered ${check.status}: ${await check.text()}`);
   await check.arrayBuffer();
 
   const run = async (ms: number, record: boolean) => {
@@ -70,8 +80,16 @@ async function load(label: string, url: string, token: string): Promise<Result> 
   const { latencies, errors } = await run(SECONDS * 1000, true);
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
-  return { label, requests: latencies.length, errors, rps: latencies.length / elapsed, p50: at(0.5), p99: at(0.99) };
+  const at = (q: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
+  return {
+    label,
+    requests: latencies.length,
+    errors,
+    rps: latencies.length / elapsed,
+    p50: at(0.5),
+    p99: at(0.99),
+  };
 }
 
 async function waitForHttp(url: string, proc: ChildProcess): Promise<void> {
@@ -90,7 +108,9 @@ async function waitForHttp(url: string, proc: ChildProcess): Promise<void> {
 }
 
 /** `bun src/server.ts` on a free loopback port; returns its base URL and a stopper. */
-async function startBunServer(env: Record<string, string>): Promise<{ base: string; stop(): Promise<void> }> {
+async function startBunServer(
+  env: Record<string, string>,
+): Promise<{ base: string; stop(): Promise<void> }> {
   const port = await freePort();
   const proc = spawn(process.execPath, [join(ROOT, "src", "server.ts")], {
     cwd: ROOT,
@@ -101,7 +121,10 @@ async function startBunServer(env: Record<string, string>): Promise<{ base: stri
     if (proc.exitCode !== null || proc.signalCode !== null) return;
     const exited = new Promise((r) => proc.once("exit", r));
     proc.kill("SIGTERM");
-    if ((await Promise.race([exited.then(() => true), Bun.sleep(5_000).then(() => false)])) === false) proc.kill("SIGKILL");
+    if (
+      (await Promise.race([exited.then(() => true), Bun.sleep(5_000).then(() => false)])) === false
+    )
+      proc.kill("SIGKILL");
   };
   const base = `http://127.0.0.1:${port}`;
   try {
@@ -117,10 +140,16 @@ async function createSite(base: string, token: string): Promise<number> {
   const res = await fetch(`${base}/api/dcim/sites/`, {
     method: "POST",
     headers: { authorization: `Token ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "Bench site", slug: `bench-${crypto.randomUUID().slice(0, 8)}`, description: "benchmark", facility: "DC-1" }),
+    body: JSON.stringify({
+      name: "Bench site",
+      slug: `bench-${crypto.randomUUID().slice(0, 8)}`,
+      description: "benchmark",
+      facility: "DC-1",
+    }),
   });
   const body = (await res.json()) as { id?: number };
-  if (res.status !== 201 || !body.id) throw new Error(`create site at ${base}: ${res.status} ${JSON.stringify(body)}`);
+  if (res.status !== 201 || !body.id)
+    throw new Error(`create site at ${base}: ${res.status} ${JSON.stringify(body)}`);
   return body.id;
 }
 
@@ -130,8 +159,12 @@ const dir = mkdtempSync(join(tmpdir(), "host-bench-worker-"));
 async function main() {
   const bundle = await buildWorkerBundle();
   const code = readFileSync(bundle.scriptPath);
-  console.log(`worker bundle (wrangler deploy --dry-run, minify = true): ${(code.byteLength / 1024).toFixed(1)} KiB, gzip ${(gzipSync(code).byteLength / 1024).toFixed(1)} KiB`);
-  console.log(`load: GET /api/dcim/sites/<id>/ (token auth), ${CONCURRENCY} concurrent loops, ${SECONDS} s each after ${WARMUP_MS} ms warm-up\n`);
+  console.log(
+    `worker bundle (wrangler deploy --dry-run, minify = true): ${(code.byteLength / 1024).toFixed(1)} KiB, gzip ${(gzipSync(code).byteLength / 1024).toFixed(1)} KiB`,
+  );
+  console.log(
+    `load: GET /api/dcim/sites/<id>/ (token auth), ${CONCURRENCY} concurrent loops, ${SECONDS} s each after ${WARMUP_MS} ms warm-up\n`,
+  );
 
   // Baseline: the Bun server on a local libSQL file (what `npm start` runs).
   const fileUrl = `file:${join(dir, "bun.db")}`;
@@ -155,18 +188,50 @@ async function main() {
 
   const results: Result[] = [];
   const fileSite = await createSite(bunFile.base, bunToken);
-  results.push(await load("bun, libSQL file (baseline)", `${bunFile.base}/api/dcim/sites/${fileSite}/`, bunToken));
+  results.push(
+    await load(
+      "bun, libSQL file (baseline)",
+      `${bunFile.base}/api/dcim/sites/${fileSite}/`,
+      bunToken,
+    ),
+  );
   const remoteSite = await createSite(bunRemote.base, remoteToken);
-  results.push(await load("bun, Hrana over HTTP", `${bunRemote.base}/api/dcim/sites/${remoteSite}/`, remoteToken));
-  results.push(await load("workerd (Miniflare), Hrana over HTTP, KV", `${workerBase}/api/dcim/sites/${remoteSite}/`, remoteToken));
+  results.push(
+    await load(
+      "bun, Hrana over HTTP",
+      `${bunRemote.base}/api/dcim/sites/${remoteSite}/`,
+      remoteToken,
+    ),
+  );
+  results.push(
+    await load(
+      "workerd (Miniflare), Hrana over HTTP, KV",
+      `${workerBase}/api/dcim/sites/${remoteSite}/`,
+      remoteToken,
+    ),
+  );
   // No database, cache or auth: what each runtime costs on its own.
   results.push(await load("bun, GET /livez", `${bunFile.base}/livez`, bunToken));
   results.push(await load("workerd (Miniflare), GET /livez", `${workerBase}/livez`, remoteToken));
 
   const base = results[0]!.rps;
-  console.log("target".padEnd(44), "req/s".padStart(9), "p50 ms".padStart(8), "p99 ms".padStart(8), "errors".padStart(7), "vs baseline".padStart(12));
+  console.log(
+    "target".padEnd(44),
+    "req/s".padStart(9),
+    "p50 ms".padStart(8),
+    "p99 ms".padStart(8),
+    "errors".padStart(7),
+    "vs baseline".padStart(12),
+  );
   for (const r of results) {
-    console.log(r.label.padEnd(44), r.rps.toFixed(0).padStart(9), r.p50.toFixed(2).padStart(8), r.p99.toFixed(2).padStart(8), String(r.errors).padStart(7), `${(r.rps / base).toFixed(2)}x`.padStart(12));
+    console.log(
+      r.label.padEnd(44),
+      r.rps.toFixed(0).padStart(9),
+      r.p50.toFixed(2).padStart(8),
+      r.p99.toFixed(2).padStart(8),
+      String(r.errors).padStart(7),
+      `${(r.rps / base).toFixed(2)}x`.padStart(12),
+    );
   }
 }
 

@@ -15,7 +15,10 @@ import { addField, CO, makeCot } from "../tests/custom-objects/fixtures";
 const SECONDS = Number(process.env.BENCH_WRITES_SECONDS ?? 5);
 const CLIENTS = Number(process.env.BENCH_WRITES_CLIENTS ?? 32);
 const ROUNDS = Number(process.env.BENCH_WRITES_ROUNDS ?? 2);
-if (!(SECONDS > 0 && SECONDS <= 60 && CLIENTS >= 1 && CLIENTS <= 256 && ROUNDS >= 1 && ROUNDS <= 10)) throw new Error("bad BENCH_WRITES_* values");
+if (
+  !(SECONDS > 0 && SECONDS <= 60 && CLIENTS >= 1 && CLIENTS <= 256 && ROUNDS >= 1 && ROUNDS <= 10)
+)
+  throw new Error("bad BENCH_WRITES_* values");
 
 const t = await makeTestApp();
 const db = t.deps.db;
@@ -33,12 +36,24 @@ const FIELDS: Array<[string, string, string]> = [
 ];
 for (const [name, type] of FIELDS) await addField(t, cot.id, { name, type });
 const table = `co_${cot.id}`;
-await db.client.execute(`CREATE TABLE floor_items (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL, ${FIELDS.map(([n, , s]) => `${n} ${s}`).join(", ")})`);
+await db.client.execute(
+  `CREATE TABLE floor_items (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL, ${FIELDS.map(([n, , s]) => `${n} ${s}`).join(", ")})`,
+);
 
 let seq = 0;
 const body = () => {
   const i = seq++;
-  return { name: `item-${i}`, serial: `SN-${i}`, description: `Bench item ${i}: words in a longer text.`, quantity: i % 1000, weight: (i % 977) / 7, enabled: i % 2 === 0, installed: "2024-05-06", homepage: `https://example.com/items/${i}`, attrs: { rack: i % 42 } };
+  return {
+    name: `item-${i}`,
+    serial: `SN-${i}`,
+    description: `Bench item ${i}: words in a longer text.`,
+    quantity: i % 1000,
+    weight: (i % 977) / 7,
+    enabled: i % 2 === 0,
+    installed: "2024-05-06",
+    homepage: `https://example.com/items/${i}`,
+    attrs: { rack: i % 42 },
+  };
 };
 
 const floor = new Hono();
@@ -47,7 +62,19 @@ floor.post("/items", async (c) => {
   const now = new Date().toISOString();
   const rs = await db.client.execute({
     sql: `INSERT INTO floor_items (created, last_updated, name, serial, description, quantity, weight, enabled, installed, homepage, attrs) VALUES (?,?,?,?,?,?,?,?,?,?,?) RETURNING *`,
-    args: [now, now, b.name, b.serial, b.description, b.quantity, b.weight, b.enabled ? 1 : 0, b.installed, b.homepage, JSON.stringify(b.attrs)],
+    args: [
+      now,
+      now,
+      b.name,
+      b.serial,
+      b.description,
+      b.quantity,
+      b.weight,
+      b.enabled ? 1 : 0,
+      b.installed,
+      b.homepage,
+      JSON.stringify(b.attrs),
+    ],
   });
   return c.json(rs.rows[0], 201);
 });
@@ -57,7 +84,19 @@ floor.post("/bulk", async (c) => {
   await db.client.batch(
     items.map((b) => ({
       sql: `INSERT INTO floor_items (created, last_updated, name, serial, description, quantity, weight, enabled, installed, homepage, attrs) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
-      args: [now, now, b.name, b.serial, b.description, b.quantity, b.weight, b.enabled ? 1 : 0, b.installed, b.homepage, JSON.stringify(b.attrs)],
+      args: [
+        now,
+        now,
+        b.name,
+        b.serial,
+        b.description,
+        b.quantity,
+        b.weight,
+        b.enabled ? 1 : 0,
+        b.installed,
+        b.homepage,
+        JSON.stringify(b.attrs),
+      ],
     })),
     "write",
   );
@@ -81,40 +120,69 @@ async function load(send: () => Promise<Response> | Response): Promise<number> {
   return done / SECONDS;
 }
 const appPost = () => t.req("POST", `${CO}/write_bench/`, { body: body() });
-const floorPost = () => floor.fetch(new Request("http://floor/items", { method: "POST", body: JSON.stringify(body()), headers: { "content-type": "application/json" } }));
+const floorPost = () =>
+  floor.fetch(
+    new Request("http://floor/items", {
+      method: "POST",
+      body: JSON.stringify(body()),
+      headers: { "content-type": "application/json" },
+    }),
+  );
 
 const group = db.groupCommit;
 const withGroup = (on: boolean) => {
   db.groupCommit = on ? group : undefined;
 };
-const ftsStatements = (await db.client.execute({ sql: "SELECT sql FROM sqlite_master WHERE name LIKE ? ORDER BY type DESC, name", args: [`${table}_fts%`] })).rows
+const ftsStatements = (
+  await db.client.execute({
+    sql: "SELECT sql FROM sqlite_master WHERE name LIKE ? ORDER BY type DESC, name",
+    args: [`${table}_fts%`],
+  })
+).rows
   .map((r) => String(r.sql))
   .filter((s) => s.startsWith("CREATE VIRTUAL") || s.startsWith("CREATE TRIGGER"));
 const withIndex = async (on: boolean) => {
-  const present = (await db.client.execute({ sql: "SELECT count(*) AS n FROM sqlite_master WHERE name = ?", args: [`${table}_fts`] })).rows[0]!.n;
+  const present = (
+    await db.client.execute({
+      sql: "SELECT count(*) AS n FROM sqlite_master WHERE name = ?",
+      args: [`${table}_fts`],
+    })
+  ).rows[0]!.n;
   if (on && !present) {
     for (const s of ftsStatements) await db.client.execute(s);
     await db.client.execute(`INSERT INTO ${table}_fts(${table}_fts) VALUES ('rebuild')`);
   }
   if (!on && present) {
-    for (const s of ["_ai", "_ad", "_au"]) await db.client.execute(`DROP TRIGGER IF EXISTS ${table}_fts${s}`);
+    for (const s of ["_ai", "_ad", "_au"])
+      await db.client.execute(`DROP TRIGGER IF EXISTS ${table}_fts${s}`);
     await db.client.execute(`DROP TABLE IF EXISTS ${table}_fts`);
   }
 };
 
-console.log(`${CLIENTS} clients in one process, ${SECONDS} s per variant; load average ${(await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ")}`);
-console.log("| round | floor req/s | app: group + index | app: group, no index | app: no group + index | app: no group, no index | best app / floor |\n|---|---|---|---|---|---|---|");
+console.log(
+  `${CLIENTS} clients in one process, ${SECONDS} s per variant; load average ${(await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ")}`,
+);
+console.log(
+  "| round | floor req/s | app: group + index | app: group, no index | app: no group + index | app: no group, no index | best app / floor |\n|---|---|---|---|---|---|---|",
+);
 for (let round = 1; round <= ROUNDS; round++) {
   const f = await load(floorPost);
   const r: number[] = [];
-  for (const [g, i] of [[true, true], [true, false], [false, true], [false, false]] as const) {
+  for (const [g, i] of [
+    [true, true],
+    [true, false],
+    [false, true],
+    [false, false],
+  ] as const) {
     withGroup(g);
     await withIndex(i);
     r.push(await load(appPost));
   }
   withGroup(true);
   await withIndex(true);
-  console.log(`| ${round} | ${f.toFixed(0)} | ${r.map((x) => x.toFixed(0)).join(" | ")} | ${(r[0]! / f).toFixed(2)} (with index) |`);
+  console.log(
+    `| ${round} | ${f.toFixed(0)} | ${r.map((x) => x.toFixed(0)).join(" | ")} | ${(r[0]! / f).toFixed(2)} (with index) |`,
+  );
 }
 
 // Bulk: batches of 1,000, sequential, 10 batches each side.
@@ -129,10 +197,22 @@ const bulkRate = async (send: (items: unknown[]) => Promise<Response> | Response
   return 10_000 / ((performance.now() - t0) / 1000);
 };
 for (let round = 1; round <= ROUNDS; round++) {
-  const f = await bulkRate((items) => floor.fetch(new Request("http://floor/bulk", { method: "POST", body: JSON.stringify(items), headers: { "content-type": "application/json" } })));
+  const f = await bulkRate((items) =>
+    floor.fetch(
+      new Request("http://floor/bulk", {
+        method: "POST",
+        body: JSON.stringify(items),
+        headers: { "content-type": "application/json" },
+      }),
+    ),
+  );
   const a = await bulkRate((items) => t.req("POST", `${CO}/write_bench/`, { body: items }));
-  console.log(`bulk round ${round}: floor ${f.toFixed(0)} rows/s, app ${a.toFixed(0)} rows/s (with index), ratio ${(a / f).toFixed(2)}`);
+  console.log(
+    `bulk round ${round}: floor ${f.toFixed(0)} rows/s, app ${a.toFixed(0)} rows/s (with index), ratio ${(a / f).toFixed(2)}`,
+  );
 }
-console.log(`RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MB; load average ${(await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ")}`);
+console.log(
+  `RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MB; load average ${(await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ")}`,
+);
 await t.close();
 process.exit(0);

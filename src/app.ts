@@ -54,7 +54,10 @@ export interface AppDeps {
 }
 
 /** The Hono app, with the services and plugins it was built with. */
-export type App = Hono<HonoEnv> & { readonly services: Services; readonly plugins: readonly InstalledPlugin[] };
+export type App = Hono<HonoEnv> & {
+  readonly services: Services;
+  readonly plugins: readonly InstalledPlugin[];
+};
 
 /** The services an app was built with: the task worker and the Workers cron use its queue. */
 export function servicesOf(app: App): Services {
@@ -76,7 +79,10 @@ export function routingPath(req: Request): string {
 /** Generic references to a deleted object go with it. */
 const dropTags: DeleteHook = async (ctx, target) => {
   const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model, ctx.db);
-  if (ot) await ctx.db.delete(taggedItems).where(and(eq(taggedItems.objectTypeId, ot.id), eq(taggedItems.objectId, target.id)));
+  if (ot)
+    await ctx.db
+      .delete(taggedItems)
+      .where(and(eq(taggedItems.objectTypeId, ot.id), eq(taggedItems.objectId, target.id)));
 };
 
 export async function createApp(deps: AppDeps): Promise<App> {
@@ -89,27 +95,43 @@ export async function createApp(deps: AppDeps): Promise<App> {
     cache: deps.cache,
     redis: deps.redis ?? {},
     logger,
-    plugins: plugins.map(({ name, version, apiBase }) => ({ name, version, ...(apiBase ? { apiBase } : {}) })),
+    plugins: plugins.map(({ name, version, apiBase }) => ({
+      name,
+      version,
+      ...(apiBase ? { apiBase } : {}),
+    })),
     objectTypes: new ObjectTypeRegistry(db),
     models: new ModelRegistry(),
     deleteHooks: [protectHostDependants(CORE_MODELS), dropTags, protectRuleActions],
     tasks: deps.redis?.tasks
-      ? new TaskQueue(db, deps.redis.tasks, logger, { afterCommit: config.runtime === "workerd" ? "deferred" : "now", ...config.tasks, ...deps.tasks })
+      ? new TaskQueue(db, deps.redis.tasks, logger, {
+          afterCommit: config.runtime === "workerd" ? "deferred" : "now",
+          ...config.tasks,
+          ...deps.tasks,
+        })
       : null,
     periodic: [],
     startedAt: new Date(),
     state: new Slots(),
   };
-  services.tasks?.register(WEBHOOK_TASK, webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }));
+  services.tasks?.register(
+    WEBHOOK_TASK,
+    webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }),
+  );
   for (const m of CORE_MODELS) services.models.register(m.info);
   // One statement for every static object type: a cold isolate on Turso pays one round trip, not dozens.
-  await services.objectTypes.ensureMany([...CORE_MODELS.map((m) => ({ appLabel: m.spec.appLabel, model: m.spec.model })), ...plugins.flatMap((p) => p.objectTypes ?? [])]);
+  await services.objectTypes.ensureMany([
+    ...CORE_MODELS.map((m) => ({ appLabel: m.spec.appLabel, model: m.spec.model })),
+    ...plugins.flatMap((p) => p.objectTypes ?? []),
+  ]);
   // Each plugin is set up once for this app; what it returns is all the host wires in.
   const installed: InstalledPlugin[] = [];
-  for (const plugin of plugins) installed.push({ plugin, parts: (await plugin.setup?.(services)) ?? {} });
+  for (const plugin of plugins)
+    installed.push({ plugin, parts: (await plugin.setup?.(services)) ?? {} });
   for (const { parts } of installed) {
     services.deleteHooks.push(...(parts.hooks?.beforeDelete ?? []));
-    for (const [name, handler] of Object.entries(parts.hooks?.tasks ?? {})) services.tasks?.register(name, handler);
+    for (const [name, handler] of Object.entries(parts.hooks?.tasks ?? {}))
+      services.tasks?.register(name, handler);
     services.periodic.push(...(parts.hooks?.periodic ?? []));
   }
   for (const { parts } of installed) await parts.hooks?.ready?.(installed);
@@ -120,7 +142,16 @@ export async function createApp(deps: AppDeps): Promise<App> {
     await next();
   });
   // The header is read by the generator (not by the middleware's own, looser, check) and echoed below.
-  app.use("*", requestId({ headerName: "", generator: (c) => { const incoming = c.req.header("x-request-id"); return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID(); } }));
+  app.use(
+    "*",
+    requestId({
+      headerName: "",
+      generator: (c) => {
+        const incoming = c.req.header("x-request-id");
+        return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+      },
+    }),
+  );
   app.use("*", async (c, next) => {
     await next();
     c.header("X-Request-Id", c.var.requestId);
@@ -138,7 +169,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
   // The NetBox REST API version these answers follow; pynetbox reads it (`nb.version`), errors included.
   app.use("*", async (c, next) => {
     await next();
-    if (c.req.path === "/api" || c.req.path.startsWith("/api/")) c.header("API-Version", NETBOX_API_VERSION);
+    if (c.req.path === "/api" || c.req.path.startsWith("/api/"))
+      c.header("API-Version", NETBOX_API_VERSION);
   });
   // Before authentication, so a browser's preflight is answered without a token.
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
@@ -156,8 +188,18 @@ export async function createApp(deps: AppDeps): Promise<App> {
       return c.json(busy.body as object, busy.statusCode);
     }
     // A read that raced a schema change (a column renamed under it): retryable, not a 500.
-    if (/no such (column|table)/i.test(String((err as Error)?.message ?? "") + String((err as any)?.cause?.message ?? ""))) {
-      return c.json({ detail: "The object type changed while this request ran; retry it.", error: "schema_changed" }, 409);
+    if (
+      /no such (column|table)/i.test(
+        String((err as Error)?.message ?? "") + String((err as any)?.cause?.message ?? ""),
+      )
+    ) {
+      return c.json(
+        {
+          detail: "The object type changed while this request ran; retry it.",
+          error: "schema_changed",
+        },
+        409,
+      );
     }
     const mapped = mapConstraintError(err, null);
     if (mapped) return c.json(mapped.body as object, mapped.statusCode);
@@ -165,20 +207,39 @@ export async function createApp(deps: AppDeps): Promise<App> {
       return c.json({ detail: err.message || "Request failed." }, err.status);
     }
     // Drizzle's "Failed query" messages list the bound values, which may hold secrets.
-    const message = String((err as Error)?.message ?? err).replace(/\nparams: [\s\S]*$/, "\nparams: (not logged)");
+    const message = String((err as Error)?.message ?? err).replace(
+      /\nparams: [\s\S]*$/,
+      "\nparams: (not logged)",
+    );
     const cause = (err as { cause?: { message?: unknown } })?.cause?.message;
-    logger.error("unhandled error", { requestId: c.var.requestId, path: c.req.path, error: message, ...(cause ? { cause: String(cause) } : {}) });
-    return c.json({ detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId }, 500);
+    logger.error("unhandled error", {
+      requestId: c.var.requestId,
+      path: c.req.path,
+      error: message,
+      ...(cause ? { cause: String(cause) } : {}),
+    });
+    return c.json(
+      { detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId },
+      500,
+    );
   });
   app.notFound((c) => c.json({ detail: "Not found.", error: "not_found" }, 404));
 
   const api = new Hono<HonoEnv>();
   api.use(
     "*",
-    authenticate({ exempt: (path, method) => (method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path)) || (method === "GET" && isPublicDocsPath(path)) }),
+    authenticate({
+      exempt: (path, method) =>
+        (method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path)) ||
+        (method === "GET" && isPublicDocsPath(path)),
+    }),
   );
   // The OpenAPI document describes the routes this app actually mounted.
-  const documents = new OpenApiDocuments({ services, parts: installed.map(({ plugin, parts }) => ({ name: plugin.name, openapi: parts.openapi })), routes: () => app.routes });
+  const documents = new OpenApiDocuments({
+    services,
+    parts: installed.map(({ plugin, parts }) => ({ name: plugin.name, openapi: parts.openapi })),
+    routes: () => app.routes,
+  });
   // OPTIONS on a described endpoint: DRF metadata (pynetbox's `.choices()`), after authentication.
   api.use("*", optionsMetadata(documents));
   api.route("/", coreApiRoutes());
@@ -187,11 +248,27 @@ export async function createApp(deps: AppDeps): Promise<App> {
     tags: ["api"],
     operationId: "plugins_root",
     summary: "API roots of the enabled plugins",
-    responses: { "200": { description: "Plugin API base → URL.", content: { "application/json": { schema: { type: "object", additionalProperties: { type: "string", format: "uri" } } } } }, "403": { $ref: "#/components/responses/Forbidden" } },
+    responses: {
+      "200": {
+        description: "Plugin API base → URL.",
+        content: {
+          "application/json": {
+            schema: { type: "object", additionalProperties: { type: "string", format: "uri" } },
+          },
+        },
+      },
+      "403": { $ref: "#/components/responses/Forbidden" },
+    },
   });
   api.get("/plugins", pluginsRoot, (c) => {
     const origin = new URL(c.req.url).origin;
-    return c.json(Object.fromEntries(plugins.filter((p) => p.apiBase).map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`])));
+    return c.json(
+      Object.fromEntries(
+        plugins
+          .filter((p) => p.apiBase)
+          .map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`]),
+      ),
+    );
   });
   for (const { plugin, parts } of installed) {
     if (plugin.apiBase && parts.apiRoutes) api.route(`/plugins/${plugin.apiBase}`, parts.apiRoutes);

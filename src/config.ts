@@ -30,7 +30,8 @@ const jsonObject = v.pipe(
   v.rawTransform(({ dataset, addIssue, NEVER }) => {
     try {
       const parsed = JSON.parse(dataset.value);
-      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed))
+        return parsed as Record<string, unknown>;
       addIssue({ message: "must be a JSON object" });
     } catch {
       addIssue({ message: "must be valid JSON (a JSON object)" });
@@ -43,26 +44,42 @@ const url = (schemes: string[]) =>
   v.pipe(
     v.string(),
     v.trim(),
-    v.check((s) => {
-      const scheme = s.split(":", 1)[0]?.toLowerCase() ?? "";
-      return s.includes(":") && schemes.includes(scheme);
-    }, `must be a URL starting with ${schemes.map((s) => s + ":").join(", ")}`),
+    v.check(
+      (s) => {
+        const scheme = s.split(":", 1)[0]?.toLowerCase() ?? "";
+        return s.includes(":") && schemes.includes(scheme);
+      },
+      `must be a URL starting with ${schemes.map((s) => s + ":").join(", ")}`,
+    ),
   );
 
 const optionalNonEmpty = <T extends v.GenericSchema<string, unknown>>(schema: T) =>
-  v.optional(v.union([v.pipe(v.literal(""), v.transform(() => undefined)), schema]));
+  v.optional(
+    v.union([
+      v.pipe(
+        v.literal(""),
+        v.transform(() => undefined),
+      ),
+      schema,
+    ]),
+  );
 
 const EnvSchema = v.object({
   PLUGINS: v.optional(v.string(), "custom_objects,host_healthcheck_plugin"),
   PLUGINS_CONFIG: v.optional(jsonObject, "{}"),
-  DATABASE_URL: v.optional(url(["file", "libsql", "http", "https", "ws", "wss"]), "file:data/host.db"),
+  DATABASE_URL: v.optional(
+    url(["file", "libsql", "http", "https", "ws", "wss"]),
+    "file:data/host.db",
+  ),
   DATABASE_AUTH_TOKEN: optionalNonEmpty(v.string()),
   DATABASE_READ_POOL: v.optional(intString(0, 16), "2"),
   REDIS_CACHING_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
   REDIS_CACHING_TOKEN: optionalNonEmpty(v.string()),
   REDIS_TASKS_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
   REDIS_TASKS_TOKEN: optionalNonEmpty(v.string()),
-  CACHE_BACKEND: optionalNonEmpty(v.picklist(["memory", "database", "redis", "kv"], "must be one of memory, database, redis, kv")),
+  CACHE_BACKEND: optionalNonEmpty(
+    v.picklist(["memory", "database", "redis", "kv"], "must be one of memory, database, redis, kv"),
+  ),
   HOST: v.optional(v.pipe(v.string(), v.trim(), v.minLength(1, "must not be empty")), "127.0.0.1"),
   PORT: v.optional(intString(0, 65535), "8000"),
   LOGIN_REQUIRED: v.optional(boolString, "true"),
@@ -74,7 +91,13 @@ const EnvSchema = v.object({
   CHANGELOG_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
   JOB_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
   SCHEMA_TRASH_DAYS: v.optional(intString(0, 36500), "7"),
-  LOG_LEVEL: v.optional(v.picklist(["debug", "info", "warn", "error", "silent"], "must be debug, info, warn, error or silent"), "info"),
+  LOG_LEVEL: v.optional(
+    v.picklist(
+      ["debug", "info", "warn", "error", "silent"],
+      "must be debug, info, warn, error or silent",
+    ),
+    "info",
+  ),
   LOG_SLOW_REQUEST_MS: v.optional(intString(1, 3600 * 1000), "1000"),
   CORS_ORIGINS: v.optional(v.string(), ""),
   LOGIN_FAILURES_PER_USERNAME: v.optional(intString(1, 1_000_000), "10"),
@@ -140,32 +163,51 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
   const raw: Record<string, unknown> = {};
   for (const key of Object.keys(EnvSchema.entries)) {
     const value = env[key];
-    if (value !== undefined && value !== null) raw[key] = typeof value === "string" ? value : JSON.stringify(value);
+    if (value !== undefined && value !== null)
+      raw[key] = typeof value === "string" ? value : JSON.stringify(value);
   }
   const result = v.safeParse(EnvSchema, raw);
   if (!result.success) {
     const issue = result.issues[0];
     const setting = v.getDotPath(issue) ?? "settings";
-    throw new ConfigError(setting, issue.message.startsWith("Invalid type") ? "has the wrong type" : issue.message);
+    throw new ConfigError(
+      setting,
+      issue.message.startsWith("Invalid type") ? "has the wrong type" : issue.message,
+    );
   }
   const e = result.output;
-  const plugins = [...new Set(e.PLUGINS.split(",").map((s) => s.trim()).filter(Boolean))];
+  const plugins = [
+    ...new Set(
+      e.PLUGINS.split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ];
   for (const [name, value] of Object.entries(e.PLUGINS_CONFIG)) {
     if (!value || typeof value !== "object" || Array.isArray(value)) {
-      throw new ConfigError("PLUGINS_CONFIG", `the entry for ${JSON.stringify(name)} must be a JSON object`);
+      throw new ConfigError(
+        "PLUGINS_CONFIG",
+        `the entry for ${JSON.stringify(name)} must be a JSON object`,
+      );
     }
   }
   const redis: Config["redis"] = {};
-  if (e.REDIS_CACHING_URL) redis.caching = { url: e.REDIS_CACHING_URL, token: e.REDIS_CACHING_TOKEN };
+  if (e.REDIS_CACHING_URL)
+    redis.caching = { url: e.REDIS_CACHING_URL, token: e.REDIS_CACHING_TOKEN };
   if (e.REDIS_TASKS_URL) redis.tasks = { url: e.REDIS_TASKS_URL, token: e.REDIS_TASKS_TOKEN };
-  const cacheBackend = e.CACHE_BACKEND ?? (runtime === "workerd" ? "kv" : redis.caching ? "redis" : "memory");
+  const cacheBackend =
+    e.CACHE_BACKEND ?? (runtime === "workerd" ? "kv" : redis.caching ? "redis" : "memory");
   if (cacheBackend === "redis" && !redis.caching) {
     throw new ConfigError("CACHE_BACKEND", "is redis but REDIS_CACHING_URL is not set");
   }
   return {
     plugins,
     pluginsConfig: e.PLUGINS_CONFIG as Config["pluginsConfig"],
-    database: { url: e.DATABASE_URL, authToken: e.DATABASE_AUTH_TOKEN, readPool: e.DATABASE_READ_POOL },
+    database: {
+      url: e.DATABASE_URL,
+      authToken: e.DATABASE_AUTH_TOKEN,
+      readPool: e.DATABASE_READ_POOL,
+    },
     redis,
     cacheBackend,
     host: e.HOST,
@@ -173,13 +215,21 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
     loginRequired: e.LOGIN_REQUIRED,
     maxBodyBytes: e.MAX_BODY_BYTES,
     taskWorker: e.TASK_WORKER,
-    tasks: { visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS, maxAttempts: e.TASK_MAX_ATTEMPTS, backoffBaseMs: e.TASK_RETRY_BACKOFF_MS },
+    tasks: {
+      visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS,
+      maxAttempts: e.TASK_MAX_ATTEMPTS,
+      backoffBaseMs: e.TASK_RETRY_BACKOFF_MS,
+    },
     retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
     schemaTrashDays: e.SCHEMA_TRASH_DAYS,
     logLevel: e.LOG_LEVEL,
     slowRequestMs: e.LOG_SLOW_REQUEST_MS,
     corsOrigins: parseCorsOrigins(e.CORS_ORIGINS),
-    login: { failuresPerUsername: e.LOGIN_FAILURES_PER_USERNAME, failuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS, windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS },
+    login: {
+      failuresPerUsername: e.LOGIN_FAILURES_PER_USERNAME,
+      failuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS,
+      windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
+    },
     trustedProxyHops: e.TRUSTED_PROXY_HOPS,
     runtime,
   };
@@ -187,15 +237,29 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
 
 /** `CORS_ORIGINS`: empty (no CORS), `*`, or a comma list of origins (`scheme://host[:port]`). */
 function parseCorsOrigins(raw: string): string[] | "*" {
-  const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length === 1 && items[0] === "*") return "*";
   return items.map((item) => {
     let u: URL | null = null;
     try {
       u = new URL(item);
     } catch {}
-    if (!u || u.origin === "null" || u.pathname !== "/" || u.search || u.hash || u.username || u.password) {
-      throw new ConfigError("CORS_ORIGINS", "must be * or a comma list of origins like https://app.example.com (scheme, host and port only)");
+    if (
+      !u ||
+      u.origin === "null" ||
+      u.pathname !== "/" ||
+      u.search ||
+      u.hash ||
+      u.username ||
+      u.password
+    ) {
+      throw new ConfigError(
+        "CORS_ORIGINS",
+        "must be * or a comma list of origins like https://app.example.com (scheme, host and port only)",
+      );
     }
     return u.origin;
   });

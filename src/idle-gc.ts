@@ -28,7 +28,12 @@ const QUICK_SPACING_MS = 5000;
 
 export function idleCollector(
   fetch: Fetch,
-  options: { idleMs?: number; quickMs?: number; collect?: () => void; heapBytes?: () => number } = {},
+  options: {
+    idleMs?: number;
+    quickMs?: number;
+    collect?: () => void;
+    heapBytes?: () => number;
+  } = {},
 ): IdleCollector {
   const idleMs = options.idleMs ?? 1000;
   const quickMs = Math.min(idleMs, options.quickMs ?? 100);
@@ -45,7 +50,11 @@ export function idleCollector(
       if (!served || inFlight > 0) return;
       const idle = performance.now() - lastActive;
       if (idle < quickMs) return;
-      if (idle < idleMs && (performance.now() - lastCollection < QUICK_SPACING_MS || heapBytes() < afterLast * GROWN)) return;
+      if (
+        idle < idleMs &&
+        (performance.now() - lastCollection < QUICK_SPACING_MS || heapBytes() < afterLast * GROWN)
+      )
+        return;
       served = false;
       collections++;
       collect();

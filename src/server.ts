@@ -41,13 +41,24 @@ function localDataDir(databaseUrl: string): string {
  * role goes to redis-server directly (Bun's client), the tasks role to the bridge.
  * Returns the stack (or null) and the settings to run with.
  */
-async function withLocalRedis(config: Config, logger: Logger): Promise<{ config: Config; stack: LocalRedisStack | null }> {
-  if (!localRedisEnabled(process.env.HOST_LOCAL_REDIS) || config.redis.caching || config.redis.tasks) return { config, stack: null };
+async function withLocalRedis(
+  config: Config,
+  logger: Logger,
+): Promise<{ config: Config; stack: LocalRedisStack | null }> {
+  if (
+    !localRedisEnabled(process.env.HOST_LOCAL_REDIS) ||
+    config.redis.caching ||
+    config.redis.tasks
+  )
+    return { config, stack: null };
   let stack: LocalRedisStack | null;
   try {
     stack = await startLocalRedisStack({ dataDir: localDataDir(config.database.url) });
   } catch (e) {
-    logger.error("local redis-server did not start; the Redis health checks will report unavailable", { error: String((e as Error)?.message ?? e) });
+    logger.error(
+      "local redis-server did not start; the Redis health checks will report unavailable",
+      { error: String((e as Error)?.message ?? e) },
+    );
     return { config, stack: null };
   }
   if (!stack) {
@@ -60,15 +71,26 @@ async function withLocalRedis(config: Config, logger: Logger): Promise<{ config:
   // The caching role (token and cache look-ups on every request) talks RESP to redis-server through
   // Bun's native client: no loopback HTTP round trip through the bridge per look-up (decision 0043).
   // The tasks role stays on the bridge, which a local Workers dev process (tools/dev-worker.ts) shares.
-  const env = { ...process.env, REDIS_CACHING_URL: stack.redisUrl, REDIS_TASKS_URL: stack.url, REDIS_TASKS_TOKEN: stack.token };
-  logger.info("local redis started", { redis: stack.redisUrl, bridge: stack.url, caching: stack.redisUrl, tasks: stack.url });
+  const env = {
+    ...process.env,
+    REDIS_CACHING_URL: stack.redisUrl,
+    REDIS_TASKS_URL: stack.url,
+    REDIS_TASKS_TOKEN: stack.token,
+  };
+  logger.info("local redis started", {
+    redis: stack.redisUrl,
+    bridge: stack.url,
+    caching: stack.redisUrl,
+    tasks: stack.url,
+  });
   return { config: loadConfig(env, "bun"), stack };
 }
 
 /** A start-up failure whose message is the one line to print (no stack trace). */
 class StartupError extends Error {}
 
-const portInUse = (host: string, port: number) => `cannot start: port ${port} on ${host} is already in use (stop what listens there, or set PORT)`;
+const portInUse = (host: string, port: number) =>
+  `cannot start: port ${port} on ${host} is already in use (stop what listens there, or set PORT)`;
 
 /** Fails with one line when something already listens on the port (0 = any port, never busy). */
 async function assertPortFree(host: string, port: number): Promise<void> {
@@ -76,7 +98,8 @@ async function assertPortFree(host: string, port: number): Promise<void> {
   try {
     Bun.listen({ hostname: host, port, socket: { data() {} } }).stop(true);
   } catch (e) {
-    if ((e as { code?: string })?.code === "EADDRINUSE") throw new StartupError(portInUse(host, port));
+    if ((e as { code?: string })?.code === "EADDRINUSE")
+      throw new StartupError(portInUse(host, port));
     throw e;
   }
 }
@@ -85,7 +108,9 @@ async function assertPortFree(host: string, port: number): Promise<void> {
 async function openMigrated(config: Config) {
   let db: Awaited<ReturnType<typeof openDatabase>> | undefined;
   try {
-    db = await openDatabase(config.database.url, config.database.authToken, { readPool: config.database.readPool });
+    db = await openDatabase(config.database.url, config.database.authToken, {
+      readPool: config.database.readPool,
+    });
     await runMigrations(db);
     return db;
   } catch (e) {
@@ -128,7 +153,8 @@ async function main() {
         fetch: idle.fetch,
       });
     } catch (e) {
-      if ((e as { code?: string })?.code === "EADDRINUSE") throw new StartupError(portInUse(config.host, config.port));
+      if ((e as { code?: string })?.code === "EADDRINUSE")
+        throw new StartupError(portInUse(config.host, config.port));
       throw e;
     }
     // TASK_WORKER=inline: this process also works the job queue (§7), once it serves.
@@ -136,9 +162,15 @@ async function main() {
     // Retention (hourly) runs in the task worker; without a tasks Redis, on its own.
     const retention = retentionTask(db, config.retention);
     const periodic = [retention, ...servicesOf(app).periodic];
-    const worker = config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic }) : null;
-    const pruner = config.taskWorker === "inline" && !queue ? startPeriodic(periodic, logger) : null;
-    logger.info("listening", { url: `http://${server.hostname}:${server.port}/`, database: redactUrl(config.database.url), plugins: config.plugins });
+    const worker =
+      config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic }) : null;
+    const pruner =
+      config.taskWorker === "inline" && !queue ? startPeriodic(periodic, logger) : null;
+    logger.info("listening", {
+      url: `http://${server.hostname}:${server.port}/`,
+      database: redactUrl(config.database.url),
+      plugins: config.plugins,
+    });
 
     let stopping = false;
     const shutdown = async (signal: string) => {
@@ -146,7 +178,10 @@ async function main() {
       stopping = true;
       logger.info("shutting down", { signal });
       // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
-      const drained = await Promise.race([server.stop(false).then(() => true), Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false)]);
+      const drained = await Promise.race([
+        server.stop(false).then(() => true),
+        Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false),
+      ]);
       if (!drained) await server.stop(true);
       idle.stop();
       await Promise.all([worker?.stop(DRAIN_TIMEOUT_MS), pruner?.stop(DRAIN_TIMEOUT_MS)]);

@@ -21,7 +21,8 @@ async function main() {
   let config;
   try {
     config = loadConfig(process.env, "bun");
-    if (!config.redis.tasks) throw new ConfigError("REDIS_TASKS_URL", "is required by the task worker");
+    if (!config.redis.tasks)
+      throw new ConfigError("REDIS_TASKS_URL", "is required by the task worker");
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(e.message);
@@ -36,8 +37,14 @@ async function main() {
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching });
   const app = await createApp({ config, db, cache, redis, logger });
   const queue = servicesOf(app).tasks!;
-  const worker = startWorker(queue, { logger, periodic: [retentionTask(db, config.retention), ...servicesOf(app).periodic] });
-  logger.info("task worker started", { redis: redis.tasks!.describe, database: redactUrl(config.database.url) });
+  const worker = startWorker(queue, {
+    logger,
+    periodic: [retentionTask(db, config.retention), ...servicesOf(app).periodic],
+  });
+  logger.info("task worker started", {
+    redis: redis.tasks!.describe,
+    database: redactUrl(config.database.url),
+  });
 
   let stopping = false;
   const shutdown = async (signal: string) => {

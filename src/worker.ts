@@ -30,7 +30,10 @@ const REDIS_TIMEOUT_MS = 2_000;
 function redisClient(settings: RedisSettings | undefined, role: string): RedisClient | undefined {
   if (!settings) return undefined;
   if (!/^https?:/i.test(settings.url)) {
-    throw new ConfigError(`REDIS_${role}_URL`, "must be an Upstash REST URL (https://…) on Workers; redis:// needs Bun");
+    throw new ConfigError(
+      `REDIS_${role}_URL`,
+      "must be an Upstash REST URL (https://…) on Workers; redis:// needs Bun",
+    );
   }
   return createUpstashRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
 }
@@ -45,16 +48,36 @@ const UNLIMITED = Number.MAX_SAFE_INTEGER;
 async function build(env: WorkerEnv, logger: Logger): Promise<App> {
   const config: Config = loadConfig(env, "workerd");
   if (config.database.url.startsWith("file:")) {
-    throw new ConfigError("DATABASE_URL", "must be a remote libSQL URL (libsql:, https:) on Workers");
+    throw new ConfigError(
+      "DATABASE_URL",
+      "must be a remote libSQL URL (libsql:, https:) on Workers",
+    );
   }
   if (config.cacheBackend === "kv" && !env.CACHE) {
-    throw new ConfigError("CACHE_BACKEND", "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])");
+    throw new ConfigError(
+      "CACHE_BACKEND",
+      "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])",
+    );
   }
-  const db = wrapClient(createClient({ url: config.database.url, authToken: config.database.authToken, concurrency: UNLIMITED }), "remote");
-  const redis = { caching: redisClient(config.redis.caching, "CACHING"), tasks: redisClient(config.redis.tasks, "TASKS") };
+  const db = wrapClient(
+    createClient({
+      url: config.database.url,
+      authToken: config.database.authToken,
+      concurrency: UNLIMITED,
+    }),
+    "remote",
+  );
+  const redis = {
+    caching: redisClient(config.redis.caching, "CACHING"),
+    tasks: redisClient(config.redis.tasks, "TASKS"),
+  };
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching, kv: env.CACHE });
   const app = await createApp({ config, db, cache, redis, logger: createLogger(config.logLevel) });
-  logger.info("isolate ready", { database: redactUrl(config.database.url), cache: config.cacheBackend, plugins: config.plugins });
+  logger.info("isolate ready", {
+    database: redactUrl(config.database.url),
+    cache: config.cacheBackend,
+    plugins: config.plugins,
+  });
   return app;
 }
 
@@ -63,23 +86,41 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
  * (refused, unauthorized, …) and `/livez` still answers 200: the isolate lives, and the next
  * request retries. A `ConfigError` is a 500 naming the setting (never its value).
  */
-function startupFailure(request: Request, env: WorkerEnv, error: unknown, redact: (s: string) => string): Response {
+function startupFailure(
+  request: Request,
+  env: WorkerEnv,
+  error: unknown,
+  redact: (s: string) => string,
+): Response {
   const headers = { "cache-control": "no-store" };
   const database = databaseFailure(env, error);
   const path = new URL(request.url).pathname;
-  if ((path === "/livez" || path === "/livez/") && !(error instanceof ConfigError) && healthPluginEnabled(env)) {
+  if (
+    (path === "/livez" || path === "/livez/") &&
+    !(error instanceof ConfigError) &&
+    healthPluginEnabled(env)
+  ) {
     return Response.json({ status: "ok" }, { headers });
   }
   if (database) {
     const detail = redact(`The database is unavailable: ${database.reason}.`);
-    return Response.json({ detail, error: "database_unavailable" }, { status: 503, headers: { ...headers, "retry-after": "5" } });
+    return Response.json(
+      { detail, error: "database_unavailable" },
+      { status: 503, headers: { ...headers, "retry-after": "5" } },
+    );
   }
-  const detail = error instanceof ConfigError ? redact(error.message) : "The service could not start.";
+  const detail =
+    error instanceof ConfigError ? redact(error.message) : "The service could not start.";
   return Response.json({ detail, error: "startup_failed" }, { status: 500, headers });
 }
 
 function databaseFailure(env: WorkerEnv, error: unknown) {
-  return error instanceof ConfigError ? null : classifyDatabaseError(error, typeof env.DATABASE_AUTH_TOKEN === "string" && env.DATABASE_AUTH_TOKEN !== "");
+  return error instanceof ConfigError
+    ? null
+    : classifyDatabaseError(
+        error,
+        typeof env.DATABASE_AUTH_TOKEN === "string" && env.DATABASE_AUTH_TOKEN !== "",
+      );
 }
 
 function healthPluginEnabled(env: WorkerEnv): boolean {
@@ -96,7 +137,11 @@ function healthPluginEnabled(env: WorkerEnv): boolean {
  */
 export function createWorker(): {
   fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response>;
-  scheduled(event: { cron: string; scheduledTime: number }, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
+  scheduled(
+    event: { cron: string; scheduledTime: number },
+    env: WorkerEnv,
+    ctx: ExecutionContext,
+  ): Promise<void>;
 } {
   let app: Promise<App> | null = null;
   const appFor = async (env: WorkerEnv, logger: Logger): Promise<App> => {
@@ -116,12 +161,19 @@ export function createWorker(): {
         ready = await appFor(env, logger);
       } catch (error) {
         const redact = createRedactor(
-          ["DATABASE_AUTH_TOKEN", "REDIS_CACHING_TOKEN", "REDIS_TASKS_TOKEN"].flatMap((k) => (typeof env[k] === "string" ? [env[k] as string] : [])),
+          ["DATABASE_AUTH_TOKEN", "REDIS_CACHING_TOKEN", "REDIS_TASKS_TOKEN"].flatMap((k) =>
+            typeof env[k] === "string" ? [env[k] as string] : [],
+          ),
         );
         const database = databaseFailure(env, error);
         const url = typeof env.DATABASE_URL === "string" ? redactUrl(env.DATABASE_URL) : "";
         // One line naming the cause; Drizzle's "Failed query: <SQL>" says nothing about it.
-        logger.error("isolate start-up failed", database ? { database: url, cause: database.kind, error: redact(database.reason) } : { error: redact(error instanceof Error ? error.message : String(error)) });
+        logger.error(
+          "isolate start-up failed",
+          database
+            ? { database: url, cause: database.kind, error: redact(database.reason) }
+            : { error: redact(error instanceof Error ? error.message : String(error)) },
+        );
         return startupFailure(request, env, error, redact);
       }
       return ready.fetch(request, env, ctx);
@@ -136,12 +188,25 @@ export function createWorker(): {
         // Retention on every run, queue or not: with nothing due it is two indexed reads.
         ctx.waitUntil(
           pruneExpired(services.db, services.config.retention, { budgetMs: PRUNE_BUDGET_MS }).then(
-            (pruned) => (pruned.changes || pruned.jobs ? logger.info("cron pruned expired records", { ...pruned }) : undefined),
-            (e) => logger.error("cron retention failed", { error: String((e as Error)?.message ?? e) }),
+            (pruned) =>
+              pruned.changes || pruned.jobs
+                ? logger.info("cron pruned expired records", { ...pruned })
+                : undefined,
+            (e) =>
+              logger.error("cron retention failed", { error: String((e as Error)?.message ?? e) }),
           ),
         );
         // Plugins' periodic work (the schema trash purge) runs on every cron run too.
-        for (const task of services.periodic) ctx.waitUntil(task.run().catch((e) => logger.error(`cron ${task.name} failed`, { error: String((e as Error)?.message ?? e) })));
+        for (const task of services.periodic)
+          ctx.waitUntil(
+            task
+              .run()
+              .catch((e) =>
+                logger.error(`cron ${task.name} failed`, {
+                  error: String((e as Error)?.message ?? e),
+                }),
+              ),
+          );
       } catch {
         logger.error("isolate start-up failed; the cron run did no jobs");
         return;
@@ -151,7 +216,8 @@ export function createWorker(): {
       ctx.waitUntil(
         drainQueue(queue, { budgetMs: CRON_BUDGET_MS }).then(
           (ran) => logger.info("cron drained the job queue", { ran }),
-          (e) => logger.error("cron queue drain failed", { error: String((e as Error)?.message ?? e) }),
+          (e) =>
+            logger.error("cron queue drain failed", { error: String((e as Error)?.message ?? e) }),
         ),
       );
     },

@@ -30,8 +30,11 @@ const blocks = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
 const serverCommand = /`(DATABASE_URL=(\S+) npm start)`/.exec(tour);
 
 /** `npm start`: the bundle (decision 0062), then the engine settings it sets (decision 0060) and the server from it. */
-const startScript: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start;
-const startEnv = Object.fromEntries([...startScript.matchAll(/(\w+)=(\S+) /g)].map((m) => [m[1]!, m[2]!]));
+const startScript: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts
+  .start;
+const startEnv = Object.fromEntries(
+  [...startScript.matchAll(/(\w+)=(\S+) /g)].map((m) => [m[1]!, m[2]!]),
+);
 
 const dir = mkdtempSync(join(tmpdir(), "host-tour-"));
 const dbUrl = `file:${join(dir, "tour.db")}`;
@@ -46,7 +49,14 @@ beforeAll(async () => {
   const script = await bundle("src/server.ts", "tour-server");
   server = Bun.spawn([process.execPath, script], {
     cwd: ROOT,
-    env: { ...process.env, ...startEnv, DATABASE_URL: dbUrl, HOST: "127.0.0.1", PORT: String(port), LOG_LEVEL: "warn" },
+    env: {
+      ...process.env,
+      ...startEnv,
+      DATABASE_URL: dbUrl,
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      LOG_LEVEL: "warn",
+    },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -70,14 +80,19 @@ afterAll(async () => {
 describe("README guided tour", () => {
   test("starts the server with npm start on the tour database", () => {
     expect(serverCommand?.[1]).toBe("DATABASE_URL=file:data/tour.db npm start");
-    expect(startScript).toBe("bun tools/bundle.ts && BUN_JSC_heapGrowthMaxIncrease=1 exec bun .build/server/server.js");
+    expect(startScript).toBe(
+      "bun tools/bundle.ts && BUN_JSC_heapGrowthMaxIncrease=1 exec bun .build/server/server.js",
+    );
     // the benches start the Host server with the same settings
     expect(startEnv).toEqual(HOST_ENGINE_ENV);
     expect(blocks.length).toBeGreaterThanOrEqual(5);
   });
 
   test("every command of the tour runs, and does what the tour says", async () => {
-    const script = ["set -euo pipefail", ...blocks].join("\n").replaceAll("127.0.0.1:8000", `127.0.0.1:${port}`).replaceAll("file:data/tour.db", dbUrl);
+    const script = ["set -euo pipefail", ...blocks]
+      .join("\n")
+      .replaceAll("127.0.0.1:8000", `127.0.0.1:${port}`)
+      .replaceAll("file:data/tour.db", dbUrl);
     const proc = Bun.spawn(["bash", "-c", script], {
       cwd: ROOT,
       env: { ...process.env, FORCE_COLOR: "0" },
@@ -86,9 +101,17 @@ describe("README guided tour", () => {
       stderr: "pipe",
     });
     const timer = setTimeout(() => proc.kill("SIGKILL"), 170_000);
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     clearTimeout(timer);
-    expect({ code, stderr: code === 0 ? "" : `${stderr}\n--- stdout ---\n${stdout}\n--- server ---\n${serverLog}` }).toEqual({ code: 0, stderr: "" });
+    expect({
+      code,
+      stderr:
+        code === 0 ? "" : `${stderr}\n--- stdout ---\n${stdout}\n--- server ---\n${serverLog}`,
+    }).toEqual({ code: 0, stderr: "" });
 
     expect(stdout).toContain('"host-version"'); // /api/status/ with the new token
     expect(stdout).toContain("3 types, 3 new"); // schema preview

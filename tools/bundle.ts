@@ -23,17 +23,29 @@ export const ROOT = resolve(import.meta.dir, "..");
  * the same moment (a second `npm start` from the same checkout) never loads a half-written file.
  */
 export async function bundle(entry: string, name: string): Promise<string> {
-  if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`bundle name must be a plain folder name: ${name}`);
+  if (!/^[a-z0-9-]+$/.test(name))
+    throw new Error(`bundle name must be a plain folder name: ${name}`);
   const outdir = join(ROOT, ".build", name);
   const staging = join(ROOT, ".build", `.${name}-${process.pid}-${Date.now()}`);
   try {
-    const result = await Bun.build({ entrypoints: [join(ROOT, entry)], target: "bun", outdir: staging, sourcemap: "linked" });
-    if (!result.success) throw new AggregateError(result.logs, `bundling ${entry} failed:\n${result.logs.map(String).join("\n")}`);
+    const result = await Bun.build({
+      entrypoints: [join(ROOT, entry)],
+      target: "bun",
+      outdir: staging,
+      sourcemap: "linked",
+    });
+    if (!result.success)
+      throw new AggregateError(
+        result.logs,
+        `bundling ${entry} failed:\n${result.logs.map(String).join("\n")}`,
+      );
     const out = result.outputs.find((o) => o.kind === "entry-point");
     if (!out) throw new Error(`bundling ${entry} wrote no entry point`);
     mkdirSync(outdir, { recursive: true });
     // the source map first: the entry point names it
-    const files = result.outputs.map((o) => o.path).sort((a, b) => Number(a === out.path) - Number(b === out.path));
+    const files = result.outputs
+      .map((o) => o.path)
+      .sort((a, b) => Number(a === out.path) - Number(b === out.path));
     for (const file of files) renameSync(file, join(outdir, basename(file)));
     return join(outdir, basename(out.path));
   } finally {

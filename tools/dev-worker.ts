@@ -33,8 +33,14 @@ const { values: args } = parseArgs({
   },
 });
 const cronIntervalSeconds = Number(args["cron-interval"]);
-if (!Number.isInteger(cronIntervalSeconds) || cronIntervalSeconds < 0 || cronIntervalSeconds > 3600) {
-  console.error("dev-worker: --cron-interval must be a whole number of seconds between 0 (off) and 3600");
+if (
+  !Number.isInteger(cronIntervalSeconds) ||
+  cronIntervalSeconds < 0 ||
+  cronIntervalSeconds > 3600
+) {
+  console.error(
+    "dev-worker: --cron-interval must be a whole number of seconds between 0 (off) and 3600",
+  );
   process.exit(2);
 }
 const port = Number(args.port);
@@ -88,7 +94,10 @@ function onPath(bin: string): boolean {
 
 /** A superuser token for the local database ("admin" is created on first run). */
 async function devToken(db: Database): Promise<string> {
-  const [admin] = await db.orm.select({ id: users.id }).from(users).where(eq(users.username, "admin"));
+  const [admin] = await db.orm
+    .select({ id: users.id })
+    .from(users)
+    .where(eq(users.username, "admin"));
   if (!admin) await createUser(db.orm, { username: "admin", isSuperuser: true });
   return (await issueToken(db.orm, { username: "admin", description: "dev-worker" })).key;
 }
@@ -97,7 +106,8 @@ async function devToken(db: Database): Promise<string> {
 async function waitUntilServing(url: string): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (wrangler && (wrangler.exitCode !== null || wrangler.signalCode !== null)) throw new Error("wrangler dev exited");
+    if (wrangler && (wrangler.exitCode !== null || wrangler.signalCode !== null))
+      throw new Error("wrangler dev exited");
     let res: Response | null = null;
     try {
       res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
@@ -107,7 +117,8 @@ async function waitUntilServing(url: string): Promise<void> {
     if (res) {
       const body = await res.text();
       if (res.status < 500) return;
-      if (body.includes('"startup_failed"') || body.includes('"database_unavailable"')) throw new Error(`the Worker could not start: ${body}`);
+      if (body.includes('"startup_failed"') || body.includes('"database_unavailable"'))
+        throw new Error(`the Worker could not start: ${body}`);
     }
     await Bun.sleep(250);
   }
@@ -127,14 +138,20 @@ async function runCronLoop(url: string, everyMs: number): Promise<void> {
     await Bun.sleep(everyMs);
     if (cronStopped || stopping) break;
     try {
-      const res = await fetch(`${url}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}`, { signal: AbortSignal.timeout(120_000) });
+      const res = await fetch(
+        `${url}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}`,
+        { signal: AbortSignal.timeout(120_000) },
+      );
       await res.body?.cancel();
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       if (failedBefore) log("cron trigger runs again");
       failedBefore = false;
     } catch (e) {
       // Once per outage, not every interval.
-      if (!failedBefore && !stopping) console.error(`[dev-worker] cron trigger failed: ${(e as Error).message}; retrying every ${everyMs / 1000} s`);
+      if (!failedBefore && !stopping)
+        console.error(
+          `[dev-worker] cron trigger failed: ${(e as Error).message}; retrying every ${everyMs / 1000} s`,
+        );
       failedBefore = true;
     }
   }
@@ -168,24 +185,39 @@ async function main(): Promise<void> {
   const secretsDir = mkdtempSync(join(tmpdir(), "host-dev-worker-"));
   cleanups.push(() => rmSync(secretsDir, { recursive: true, force: true }));
   const envFile = join(secretsDir, "secrets.env");
-  writeFileSync(envFile, Object.entries(secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n", { mode: 0o600 });
+  writeFileSync(
+    envFile,
+    Object.entries(secrets)
+      .map(([k, v]) => `${k}=${v}`)
+      .join("\n") + "\n",
+    { mode: 0o600 },
+  );
   chmodSync(envFile, 0o600);
 
   const wranglerArgs = [
     "dev",
-    "--ip", "127.0.0.1",
-    "--port", String(port),
-    "--inspector-ip", "127.0.0.1",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-ip",
+    "127.0.0.1",
     ...(args["inspector-port"] ? ["--inspector-port", args["inspector-port"]] : []),
     "--show-interactive-dev-session=false",
-    "--env-file", envFile,
+    "--env-file",
+    envFile,
     ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
   ];
   wrangler = spawn(join(ROOT, "node_modules", ".bin", "wrangler"), wranglerArgs, {
     cwd: ROOT,
     detached: true, // its own process group, so workerd goes down with it
     stdio: ["ignore", "inherit", "inherit"],
-    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true" },
+    env: {
+      ...process.env,
+      CLOUDFLARE_CF_FETCH_ENABLED: "false",
+      WRANGLER_SEND_METRICS: "false",
+      WRANGLER_HIDE_BANNER: "true",
+    },
   });
   wrangler.once("exit", (code, signal) => {
     if (!stopping) {
@@ -200,7 +232,9 @@ async function main(): Promise<void> {
   if (cronIntervalSeconds > 0) {
     cleanups.push(() => (cronStopped = true));
     void runCronLoop(url, cronIntervalSeconds * 1000);
-    log(`cron trigger every ${cronIntervalSeconds} s (the job queue drains locally; --cron-interval 0 turns it off)`);
+    log(
+      `cron trigger every ${cronIntervalSeconds} s (the job queue drains locally; --cron-interval 0 turns it off)`,
+    );
   }
   log("Ctrl-C stops wrangler, Redis and the database server");
 }

@@ -52,11 +52,22 @@ export interface DocsRender {
 export async function renderDocs(
   baseUrl: string,
   token: string | null,
-  options: { screenshot?: string; timeoutMs?: number; filter?: string; waitForPath?: string; execute?: string } = {},
+  options: {
+    screenshot?: string;
+    timeoutMs?: number;
+    filter?: string;
+    waitForPath?: string;
+    execute?: string;
+  } = {},
 ): Promise<DocsRender> {
   const timeout = options.timeoutMs ?? 60_000;
   const origin = new URL(baseUrl).origin;
-  const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true, timeout });
+  const browser: Browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+    headless: true,
+    timeout,
+  });
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1800 } });
     const foreignRequests: string[] = [];
@@ -73,7 +84,13 @@ export async function renderDocs(
     });
     await page.goto(`${origin}/api/docs/`, { waitUntil: "load", timeout });
     // Either the document loads (no token needed) or the page asks for one.
-    await page.waitForFunction(() => document.body.dataset.loaded === "true" || (document.getElementById("docs-status")?.textContent ?? "").includes("token"), null, { timeout });
+    await page.waitForFunction(
+      () =>
+        document.body.dataset.loaded === "true" ||
+        (document.getElementById("docs-status")?.textContent ?? "").includes("token"),
+      null,
+      { timeout },
+    );
     const statusBeforeToken = (await page.textContent("#docs-status")) ?? "";
     if (token) {
       await page.fill("#token", token);
@@ -82,16 +99,29 @@ export async function renderDocs(
     await page.waitForFunction(() => document.body.dataset.loaded === "true", null, { timeout });
     // The list is virtualised (only what is on screen exists): narrow it with the tag filter.
     if (options.filter) await page.fill(".operation-filter-input", options.filter);
-    await page.waitForSelector(options.waitForPath ? `.opblock-summary-path[data-path="${options.waitForPath}"]` : ".opblock", { timeout });
-    const paths = await page.$$eval(".opblock-summary-path", (els) => els.map((e) => e.getAttribute("data-path") ?? e.textContent ?? ""));
+    await page.waitForSelector(
+      options.waitForPath
+        ? `.opblock-summary-path[data-path="${options.waitForPath}"]`
+        : ".opblock",
+      { timeout },
+    );
+    const paths = await page.$$eval(".opblock-summary-path", (els) =>
+      els.map((e) => e.getAttribute("data-path") ?? e.textContent ?? ""),
+    );
     let executedStatus: string | undefined;
     if (options.execute) {
       // "Try it out" on the GET of that path: the page must send the token to this server.
-      const block = page.locator(".opblock-get", { has: page.locator(`.opblock-summary-path[data-path="${options.execute}"]`) }).first();
+      const block = page
+        .locator(".opblock-get", {
+          has: page.locator(`.opblock-summary-path[data-path="${options.execute}"]`),
+        })
+        .first();
       await block.locator(".opblock-summary-control").click();
       await block.locator("button.try-out__btn").click();
       await block.locator("button.execute").click();
-      const status = block.locator(".live-responses-table tr.response .response-col_status").first();
+      const status = block
+        .locator(".live-responses-table tr.response .response-col_status")
+        .first();
       await status.waitFor({ timeout });
       executedStatus = (await status.textContent())?.trim();
     }
@@ -103,25 +133,49 @@ export async function renderDocs(
 }
 
 /** A throwaway app on a temp database with the example schema, served on loopback. */
-export async function startExampleServer(schemaPath = EXAMPLE_SCHEMA): Promise<{ url: string; token: string; stop(): Promise<void> }> {
+export async function startExampleServer(
+  schemaPath = EXAMPLE_SCHEMA,
+): Promise<{ url: string; token: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "host-docs-"));
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "host.db")}` }, "bun");
+  const config = loadConfig(
+    { LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "host.db")}` },
+    "bun",
+  );
   const db = await openDatabase(config.database.url);
   await runMigrations(db);
   const app = await createApp({ config, db, cache: createCache("memory", {}) });
   await createUser(db.orm, { username: "admin", isSuperuser: true });
   const token = (await issueToken(db.orm, { username: "admin" })).key;
   const call = async (method: string, path: string, body: unknown) => {
-    const res = await app.request(`http://127.0.0.1${path}`, { method, headers: { authorization: `Token ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    const res = await app.request(`http://127.0.0.1${path}`, {
+      method,
+      headers: { authorization: `Token ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   };
   for (const [name, choices] of [
-    ["support-hours", [["24x7", "24x7"], ["business", "Business hours"]]],
-    ["circuit-labels", [["primary", "Primary"], ["backup", "Backup"], ["lab", "Lab"]]],
+    [
+      "support-hours",
+      [
+        ["24x7", "24x7"],
+        ["business", "Business hours"],
+      ],
+    ],
+    [
+      "circuit-labels",
+      [
+        ["primary", "Primary"],
+        ["backup", "Backup"],
+        ["lab", "Lab"],
+      ],
+    ],
   ] as const) {
     await call("POST", "/api/extras/custom-field-choice-sets/", { name, extra_choices: choices });
   }
-  await call("POST", "/api/plugins/custom-objects/schema/apply/", { schema: JSON.parse(readFileSync(schemaPath, "utf8")) });
+  await call("POST", "/api/plugins/custom-objects/schema/apply/", {
+    schema: JSON.parse(readFileSync(schemaPath, "utf8")),
+  });
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
   return {
     url: `http://127.0.0.1:${server.port}`,
@@ -147,8 +201,14 @@ if (import.meta.main) {
     const token = values.token ?? process.env.HOST_TOKEN ?? server?.token ?? null;
     // On the example app, show the custom object type `circuit` unless told otherwise.
     const filter = values.filter ?? (server ? "circuit" : undefined);
-    const result = await renderDocs(base, token, { screenshot: out, filter, waitForPath: server && !values.filter ? "/api/plugins/custom-objects/circuit/" : undefined });
-    console.log(`wrote ${out}: ${result.paths.length} operations on screen${result.foreignRequests.length ? `; refused requests to ${result.foreignRequests.join(", ")}` : ""}`);
+    const result = await renderDocs(base, token, {
+      screenshot: out,
+      filter,
+      waitForPath: server && !values.filter ? "/api/plugins/custom-objects/circuit/" : undefined,
+    });
+    console.log(
+      `wrote ${out}: ${result.paths.length} operations on screen${result.foreignRequests.length ? `; refused requests to ${result.foreignRequests.join(", ")}` : ""}`,
+    );
   } finally {
     await server?.stop();
   }

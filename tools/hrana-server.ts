@@ -74,11 +74,31 @@ interface HranaError {
 }
 
 const PRIMARY_CODES: Record<number, string> = {
-  1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT", 5: "SQLITE_BUSY",
-  6: "SQLITE_LOCKED", 7: "SQLITE_NOMEM", 8: "SQLITE_READONLY", 9: "SQLITE_INTERRUPT", 10: "SQLITE_IOERR",
-  11: "SQLITE_CORRUPT", 12: "SQLITE_NOTFOUND", 13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 15: "SQLITE_PROTOCOL",
-  16: "SQLITE_EMPTY", 17: "SQLITE_SCHEMA", 18: "SQLITE_TOOBIG", 19: "SQLITE_CONSTRAINT", 20: "SQLITE_MISMATCH",
-  21: "SQLITE_MISUSE", 22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT", 25: "SQLITE_RANGE",
+  1: "SQLITE_ERROR",
+  2: "SQLITE_INTERNAL",
+  3: "SQLITE_PERM",
+  4: "SQLITE_ABORT",
+  5: "SQLITE_BUSY",
+  6: "SQLITE_LOCKED",
+  7: "SQLITE_NOMEM",
+  8: "SQLITE_READONLY",
+  9: "SQLITE_INTERRUPT",
+  10: "SQLITE_IOERR",
+  11: "SQLITE_CORRUPT",
+  12: "SQLITE_NOTFOUND",
+  13: "SQLITE_FULL",
+  14: "SQLITE_CANTOPEN",
+  15: "SQLITE_PROTOCOL",
+  16: "SQLITE_EMPTY",
+  17: "SQLITE_SCHEMA",
+  18: "SQLITE_TOOBIG",
+  19: "SQLITE_CONSTRAINT",
+  20: "SQLITE_MISMATCH",
+  21: "SQLITE_MISUSE",
+  22: "SQLITE_NOLFS",
+  23: "SQLITE_AUTH",
+  24: "SQLITE_FORMAT",
+  25: "SQLITE_RANGE",
   26: "SQLITE_NOTADB",
 };
 
@@ -86,7 +106,10 @@ const PRIMARY_CODES: Record<number, string> = {
 function toHranaError(e: unknown): HranaError | undefined {
   if (e instanceof StmtError) return { message: e.message, code: e.code };
   if (e instanceof SQLiteError) {
-    return { message: `SQLite error: ${e.message}`, code: PRIMARY_CODES[e.errno & 0xff] ?? "SQLITE_UNKNOWN" };
+    return {
+      message: `SQLite error: ${e.message}`,
+      code: PRIMARY_CODES[e.errno & 0xff] ?? "SQLITE_UNKNOWN",
+    };
   }
   return undefined;
 }
@@ -96,7 +119,9 @@ const SQLITE_BUSY_SNAPSHOT = 517;
 
 // Busy errors worth waiting out; BUSY_SNAPSHOT (a stale read snapshot wanting to write) never clears.
 function isRetryableBusy(e: unknown): boolean {
-  return e instanceof SQLiteError && (e.errno & 0xff) === SQLITE_BUSY && e.errno !== SQLITE_BUSY_SNAPSHOT;
+  return (
+    e instanceof SQLiteError && (e.errno & 0xff) === SQLITE_BUSY && e.errno !== SQLITE_BUSY_SNAPSHOT
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,7 +198,10 @@ const keyword = (t: Token | undefined): string => (t?.kind === "word" ? t.text.t
 function isCreateTrigger(tokens: Token[]): boolean {
   if (keyword(tokens[0]) !== "CREATE") return false;
   const second = keyword(tokens[1]);
-  return second === "TRIGGER" || ((second === "TEMP" || second === "TEMPORARY") && keyword(tokens[2]) === "TRIGGER");
+  return (
+    second === "TRIGGER" ||
+    ((second === "TEMP" || second === "TEMPORARY") && keyword(tokens[2]) === "TRIGGER")
+  );
 }
 
 interface SqlStatement {
@@ -302,7 +330,12 @@ function encodeValue(v: unknown): unknown {
   }
   if (typeof v === "string") return { type: "text", value: v };
   if (v instanceof Uint8Array) {
-    return { type: "blob", base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64").replace(/=+$/, "") };
+    return {
+      type: "blob",
+      base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength)
+        .toString("base64")
+        .replace(/=+$/, ""),
+    };
   }
   return { type: "text", value: String(v) };
 }
@@ -310,10 +343,13 @@ function encodeValue(v: unknown): unknown {
 function toJson(body: unknown): string {
   const text = JSON.stringify(body);
   if (!text.includes(INF_NONCE)) return text;
-  return text.replaceAll(JSON.stringify(POS_INF), "1e999").replaceAll(JSON.stringify(NEG_INF), "-1e999");
+  return text
+    .replaceAll(JSON.stringify(POS_INF), "1e999")
+    .replaceAll(JSON.stringify(NEG_INF), "-1e999");
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 function obj(v: unknown, what: string): Record<string, unknown> {
   if (!isObject(v)) throw new ProtocolError(`Expected ${what} to be an object`);
@@ -334,7 +370,8 @@ function optString(v: unknown, what: string): string | undefined {
 
 function optInt(v: unknown, what: string): number | undefined {
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "number" || !Number.isInteger(v)) throw new ProtocolError(`Expected ${what} to be an integer`);
+  if (typeof v !== "number" || !Number.isInteger(v))
+    throw new ProtocolError(`Expected ${what} to be an integer`);
   return v;
 }
 
@@ -345,7 +382,10 @@ function decodeValue(raw: unknown): BindValue {
       return null;
     case "integer":
       try {
-        if (typeof v.value === "string" || (typeof v.value === "number" && Number.isInteger(v.value))) {
+        if (
+          typeof v.value === "string" ||
+          (typeof v.value === "number" && Number.isInteger(v.value))
+        ) {
           const n = BigInt(v.value);
           if (n >= -(2n ** 63n) && n < 2n ** 63n) return n;
         }
@@ -463,7 +503,10 @@ type Cond =
   | { type: "and" | "or"; conds: Cond[] }
   | { type: "is_autocommit" };
 
-type StepOutcome = { result: JsonStmtResult; error?: undefined } | { result?: undefined; error: HranaError } | undefined;
+type StepOutcome =
+  | { result: JsonStmtResult; error?: undefined }
+  | { result?: undefined; error: HranaError }
+  | undefined;
 
 const NAMED_PREFIXES = [":", "@", "$"];
 
@@ -525,7 +568,8 @@ class Backend {
   }
 
   #release(conn: Conn): void {
-    if (!this.#stopped && conn.reset() && this.#idle.length < MAX_IDLE_CONNECTIONS) this.#idle.push(conn);
+    if (!this.#stopped && conn.reset() && this.#idle.length < MAX_IDLE_CONNECTIONS)
+      this.#idle.push(conn);
     else conn.close();
   }
 
@@ -602,7 +646,8 @@ class Backend {
     const stream = this.#acquireStream(optString(req.baton, "baton"));
     try {
       const results: unknown[] = [];
-      for (const r of list(req.requests, "requests")) results.push(await this.#streamRequest(stream, r, version));
+      for (const r of list(req.requests, "requests"))
+        results.push(await this.#streamRequest(stream, r, version));
       const baton = this.#releaseStream(stream);
       return jsonResponse(200, { baton, base_url: null, results });
     } catch (e) {
@@ -646,7 +691,10 @@ class Backend {
 
   async #streamRequest(stream: HranaStream, raw: unknown, version: number): Promise<unknown> {
     try {
-      return { type: "ok", response: await this.#handle(stream, obj(raw, "a stream request"), version) };
+      return {
+        type: "ok",
+        response: await this.#handle(stream, obj(raw, "a stream request"), version),
+      };
     } catch (e) {
       const error = toHranaError(e);
       if (error) return { type: "error", error };
@@ -654,7 +702,11 @@ class Backend {
     }
   }
 
-  async #handle(stream: HranaStream, req: Record<string, unknown>, version: number): Promise<unknown> {
+  async #handle(
+    stream: HranaStream,
+    req: Record<string, unknown>,
+    version: number,
+  ): Promise<unknown> {
     switch (req.type) {
       case "close":
         if (stream.conn) this.#release(stream.conn);
@@ -701,10 +753,14 @@ class Backend {
       case "store_sql": {
         const id = optInt(req.sql_id, "sql_id");
         const sql = optString(req.sql, "sql");
-        if (id === undefined || sql === undefined) throw new ProtocolError("store_sql needs sql_id and sql");
+        if (id === undefined || sql === undefined)
+          throw new ProtocolError("store_sql needs sql_id and sql");
         if (stream.sqls.has(id)) throw new ProtocolError(`SQL text with id ${id} already exists`);
         if (stream.sqls.size >= MAX_STORED_SQL) {
-          throw new StmtError(`The server already stores ${stream.sqls.size} SQL texts, it cannot store more`, "SQL_STORE_TOO_MANY");
+          throw new StmtError(
+            `The server already stores ${stream.sqls.size} SQL texts, it cannot store more`,
+            "SQL_STORE_TOO_MANY",
+          );
         }
         stream.sqls.set(id, sql);
         return { type: "store_sql" };
@@ -716,7 +772,10 @@ class Backend {
         return { type: "close_sql" };
       }
       case "get_autocommit": {
-        if (version < 3) throw new ProtocolError("The `get_autocommit` request is supported only in protocol version 3 and higher");
+        if (version < 3)
+          throw new ProtocolError(
+            "The `get_autocommit` request is supported only in protocol version 3 and higher",
+          );
         const conn = this.#conn(stream);
         return { type: "get_autocommit", is_autocommit: !conn.inTransaction };
       }
@@ -728,7 +787,8 @@ class Backend {
   #sqlText(stream: HranaStream, sql: unknown, sqlId: unknown): string {
     const text = optString(sql, "sql");
     const id = optInt(sqlId, "sql_id");
-    if (text !== undefined && id !== undefined) throw new ProtocolError("Both sql and sql_id were given");
+    if (text !== undefined && id !== undefined)
+      throw new ProtocolError("Both sql and sql_id were given");
     if (text !== undefined) return text;
     if (id === undefined) throw new ProtocolError("Neither sql nor sql_id was given");
     const stored = stream.sqls.get(id);
@@ -740,8 +800,10 @@ class Backend {
   #prepare(stream: HranaStream, stmt: Record<string, unknown>): PreparedStmt {
     const sql = this.#sqlText(stream, stmt.sql, stmt.sql_id);
     const statements = splitStatements(sql);
-    if (statements.length === 0) throw new StmtError("SQL string does not contain any statement", "SQL_NO_STATEMENT");
-    if (statements.length > 1) throw new StmtError("SQL string contains more than one statement", "SQL_MANY_STATEMENTS");
+    if (statements.length === 0)
+      throw new StmtError("SQL string does not contain any statement", "SQL_NO_STATEMENT");
+    if (statements.length > 1)
+      throw new StmtError("SQL string contains more than one statement", "SQL_MANY_STATEMENTS");
     const positional = list(stmt.args, "args").map(decodeValue);
     const named = list(stmt.named_args, "named_args").map((raw): [string, BindValue] => {
       const arg = obj(raw, "a named argument");
@@ -750,11 +812,22 @@ class Backend {
       return [name, decodeValue(arg.value)];
     });
     if (positional.length > 0 && named.length > 0) {
-      throw new StmtError("Specifying both positional and named arguments is not supported", "ARGS_BOTH_POSITIONAL_AND_NAMED");
+      throw new StmtError(
+        "Specifying both positional and named arguments is not supported",
+        "ARGS_BOTH_POSITIONAL_AND_NAMED",
+      );
     }
-    const wantRows = stmt.want_rows === undefined || stmt.want_rows === null ? true : stmt.want_rows === true;
+    const wantRows =
+      stmt.want_rows === undefined || stmt.want_rows === null ? true : stmt.want_rows === true;
     const only = statements[0]!;
-    return { sql, tokens: only.tokens, analysis: analyze(only.tokens), positional, named, wantRows };
+    return {
+      sql,
+      tokens: only.tokens,
+      analysis: analyze(only.tokens),
+      positional,
+      named,
+      wantRows,
+    };
   }
 
   // Runs one statement to completion. Synchronous: a batch never interleaves with other requests.
@@ -806,7 +879,10 @@ class Backend {
     const conn = this.#conn(stream);
     const steps = list(obj(rawBatch, "batch").steps, "steps").map((raw, i) => {
       const step = obj(raw, "a batch step");
-      const cond = step.condition === undefined || step.condition === null ? undefined : parseCond(step.condition, i, version);
+      const cond =
+        step.condition === undefined || step.condition === null
+          ? undefined
+          : parseCond(step.condition, i, version);
       return { cond, stmt: this.#prepare(stream, obj(step.stmt, "stmt")) };
     });
     const outcomes: StepOutcome[] = [];
@@ -828,11 +904,14 @@ class Backend {
 
   #describe(conn: Conn, sql: string): unknown {
     const statements = splitStatements(sql);
-    if (statements.length === 0) throw new StmtError("SQL string does not contain any statement", "SQL_NO_STATEMENT");
-    if (statements.length > 1) throw new StmtError("SQL string contains more than one statement", "SQL_MANY_STATEMENTS");
+    if (statements.length === 0)
+      throw new StmtError("SQL string does not contain any statement", "SQL_NO_STATEMENT");
+    if (statements.length > 1)
+      throw new StmtError("SQL string contains more than one statement", "SQL_MANY_STATEMENTS");
     const only = statements[0]!;
     const analysis = analyze(only.tokens);
-    if (analysis.isReadonlyBegin) return { params: [], cols: [], is_explain: false, is_readonly: true };
+    if (analysis.isReadonlyBegin)
+      return { params: [], cols: [], is_explain: false, is_readonly: true };
     const stmt = conn.db.prepare(sql);
     try {
       const declared = stmt.declaredTypes;
@@ -863,9 +942,15 @@ function parseCond(raw: unknown, stepIndex: number, version: number): Cond {
       return { type: "not", cond: parseCond(c.cond, stepIndex, version) };
     case "and":
     case "or":
-      return { type: c.type, conds: list(c.conds, "conds").map((x) => parseCond(x, stepIndex, version)) };
+      return {
+        type: c.type,
+        conds: list(c.conds, "conds").map((x) => parseCond(x, stepIndex, version)),
+      };
     case "is_autocommit":
-      if (version < 3) throw new ProtocolError("BatchCond of type `is_autocommit` is supported only in protocol version 3 and higher");
+      if (version < 3)
+        throw new ProtocolError(
+          "BatchCond of type `is_autocommit` is supported only in protocol version 3 and higher",
+        );
       return { type: "is_autocommit" };
     default:
       throw new ProtocolError(`Unknown batch condition type ${JSON.stringify(c.type)}`);
@@ -917,7 +1002,8 @@ async function route(backend: Backend, req: Request, token: Buffer | undefined):
   }
   const endpoint = /\/(v2|v3)\/(pipeline|cursor)$/.exec(path);
   if (!endpoint || (endpoint[1] === "v2" && endpoint[2] === "cursor")) {
-    if (/-protobuf\//.test(path)) return textResponse(404, "Protobuf encoding is not supported; use JSON (v2/v3)");
+    if (/-protobuf\//.test(path))
+      return textResponse(404, "Protobuf encoding is not supported; use JSON (v2/v3)");
     return textResponse(404, "Not found");
   }
   if (req.method !== "POST") return textResponse(405, "Method not allowed");
@@ -932,10 +1018,13 @@ async function route(backend: Backend, req: Request, token: Buffer | undefined):
   }
   const version = endpoint[1] === "v3" ? 3 : 2;
   try {
-    return endpoint[2] === "cursor" ? await backend.cursor(body, version) : await backend.pipeline(body, version);
+    return endpoint[2] === "cursor"
+      ? await backend.cursor(body, version)
+      : await backend.pipeline(body, version);
   } catch (e) {
     if (e instanceof ProtocolError) return textResponse(400, e.message);
-    if (e instanceof StreamExpiredError) return jsonResponse(500, { message: e.message, code: e.code });
+    if (e instanceof StreamExpiredError)
+      return jsonResponse(500, { message: e.message, code: e.code });
     const error = toHranaError(e);
     if (error) return jsonResponse(500, error);
     return textResponse(500, `Internal server error: ${(e as Error).message}`);
@@ -960,7 +1049,12 @@ export async function startHranaServer(options: HranaServerOptions): Promise<Hra
   } else {
     mkdirSync(dirname(file) || ".", { recursive: true });
   }
-  const backend = new Backend(file, options.foreignKeys ?? true, busyTimeoutMs, options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS);
+  const backend = new Backend(
+    file,
+    options.foreignKeys ?? true,
+    busyTimeoutMs,
+    options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS,
+  );
   const token = options.authToken ? Buffer.from(options.authToken) : undefined;
   let server: ReturnType<typeof Bun.serve>;
   try {
@@ -978,7 +1072,12 @@ export async function startHranaServer(options: HranaServerOptions): Promise<Hra
     throw e;
   }
   const port = server.port ?? options.port ?? 0;
-  const urlHost = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname;
+  const urlHost =
+    hostname === "0.0.0.0" || hostname === "::"
+      ? "127.0.0.1"
+      : hostname.includes(":")
+        ? `[${hostname}]`
+        : hostname;
   let stopped: Promise<void> | undefined;
   return {
     url: `http://${urlHost}:${port}`,

@@ -60,7 +60,10 @@ const OPTIONS = {
     description: { type: "string" },
   },
 } as const;
-const HELP: Record<keyof typeof OPTIONS, string> = { createsuperuser: CREATESUPERUSER_USAGE, "create-token": CREATE_TOKEN_USAGE };
+const HELP: Record<keyof typeof OPTIONS, string> = {
+  createsuperuser: CREATESUPERUSER_USAGE,
+  "create-token": CREATE_TOKEN_USAGE,
+};
 
 /** Reads a line from the terminal with echo off (raw mode); Ctrl-C cancels. */
 export async function promptHidden(question: string): Promise<string> {
@@ -98,8 +101,11 @@ async function readPasswordFromStdin(): Promise<string> {
 }
 
 /** The password for createsuperuser, or undefined for a token-only user. */
-async function superuserPassword(values: Record<string, string | boolean | undefined>): Promise<string | undefined> {
-  if (values.password !== undefined && values["password-stdin"]) throw new UsageError("--password and --password-stdin exclude each other");
+async function superuserPassword(
+  values: Record<string, string | boolean | undefined>,
+): Promise<string | undefined> {
+  if (values.password !== undefined && values["password-stdin"])
+    throw new UsageError("--password and --password-stdin exclude each other");
   if (values["password-stdin"]) {
     const pw = await readPasswordFromStdin();
     if (!pw) throw new UsageError("--password-stdin: standard input held no password");
@@ -108,17 +114,22 @@ async function superuserPassword(values: Record<string, string | boolean | undef
   const given = (values.password as string | undefined) ?? process.env.HOST_SUPERUSER_PASSWORD;
   if (given !== undefined && given !== "") return given;
   if (values["no-input"] || !process.stdin.isTTY) {
-    err("note: no password set (the user signs in with tokens only); use --password-stdin to set one");
+    err(
+      "note: no password set (the user signs in with tokens only); use --password-stdin to set one",
+    );
     return undefined;
   }
   const first = await promptHidden("Password: ");
-  if (!first) throw new UsageError("a blank password is not allowed (use --no-input for a token-only user)");
+  if (!first)
+    throw new UsageError("a blank password is not allowed (use --no-input for a token-only user)");
   const second = await promptHidden("Password (again): ");
   if (first !== second) throw new UsageError("the passwords did not match");
   return first;
 }
 
-async function withDatabase<T>(fn: (db: Awaited<ReturnType<typeof openDatabase>>) => Promise<T>): Promise<T> {
+async function withDatabase<T>(
+  fn: (db: Awaited<ReturnType<typeof openDatabase>>) => Promise<T>,
+): Promise<T> {
   const config = loadConfig(process.env, "bun");
   let db;
   try {
@@ -158,7 +169,8 @@ async function main(argv: string[]): Promise<number> {
   const name = command as keyof typeof OPTIONS;
   let values: Record<string, string | boolean | undefined>;
   try {
-    values = parseArgs({ args: rest, options: OPTIONS[name], allowPositionals: false }).values as typeof values;
+    values = parseArgs({ args: rest, options: OPTIONS[name], allowPositionals: false })
+      .values as typeof values;
   } catch (e) {
     err(`${(e as Error).message}\n${HELP[name]}`);
     return 1;
@@ -176,13 +188,19 @@ async function main(argv: string[]): Promise<number> {
     // Asked before the database is touched, so a mistyped password costs nothing.
     const password = await superuserPassword(values);
     return withDatabase(async (db) => {
-      const user = await createUser(db.orm, { username, password, email: values.email as string | undefined, isSuperuser: true });
+      const user = await createUser(db.orm, {
+        username,
+        password,
+        email: values.email as string | undefined,
+        isSuperuser: true,
+      });
       out(`superuser "${user.username}" created (id ${user.id})`);
       return 0;
     });
   }
   const expires = values.expires as string | undefined;
-  if (expires && Number.isNaN(Date.parse(expires))) throw new UsageError("--expires must be an ISO 8601 date/time");
+  if (expires && Number.isNaN(Date.parse(expires)))
+    throw new UsageError("--expires must be an ISO 8601 date/time");
   return withDatabase(async (db) => {
     const token = await issueToken(db.orm, {
       username,

@@ -81,7 +81,8 @@ function remoteClient(baseUrl: string, token: string | undefined): ApiClient {
   } catch {
     throw new CliError(`--url: not a URL: ${baseUrl}`);
   }
-  if (base.protocol !== "http:" && base.protocol !== "https:") throw new CliError("--url must start with http:// or https://");
+  if (base.protocol !== "http:" && base.protocol !== "https:")
+    throw new CliError("--url must start with http:// or https://");
   return {
     async call(method, path, body) {
       const headers: Record<string, string> = { accept: "application/json" };
@@ -89,7 +90,12 @@ function remoteClient(baseUrl: string, token: string | undefined): ApiClient {
       if (body !== undefined) headers["content-type"] = "application/json";
       let res: Response;
       try {
-        res = await fetch(new URL(path, base), { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(120_000) });
+        res = await fetch(new URL(path, base), {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(120_000),
+        });
       } catch (e) {
         throw new CliError(`could not reach ${base.origin}: ${(e as Error).message}`);
       }
@@ -110,7 +116,8 @@ function remoteClient(baseUrl: string, token: string | undefined): ApiClient {
  */
 async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
   const config = loadConfig({ ...env, LOG_LEVEL: env.LOG_LEVEL ?? "error" }, "bun");
-  if (!config.plugins.includes("custom_objects")) throw new CliError("the custom_objects plugin is not enabled (PLUGINS)");
+  if (!config.plugins.includes("custom_objects"))
+    throw new CliError("the custom_objects plugin is not enabled (PLUGINS)");
   const connectionError = (e: unknown) => {
     const cause = describeDatabaseError(e, config.database.url, config.database.authToken);
     return cause ? new CliError(cause) : e;
@@ -122,7 +129,10 @@ async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
     await runMigrations(db);
     const logger = createLogger(config.logLevel, (line) => void io.err(line + "\n"));
     const app = await createApp({ config, db, cache: createCache("memory", {}), logger });
-    const [existing] = await db.orm.select({ id: users.id }).from(users).where(eq(users.username, CLI_USERNAME));
+    const [existing] = await db.orm
+      .select({ id: users.id })
+      .from(users)
+      .where(eq(users.username, CLI_USERNAME));
     if (!existing) await createUser(db.orm, { username: CLI_USERNAME, isSuperuser: true });
     const token = await issueToken(db.orm, {
       username: CLI_USERNAME,
@@ -133,14 +143,21 @@ async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
       async call(method, path, body) {
         const res = await app.request(`http://localhost${path}`, {
           method,
-          headers: { authorization: `Token ${token.key}`, accept: "application/json", ...(body === undefined ? {} : { "content-type": "application/json" }) },
+          headers: {
+            authorization: `Token ${token.key}`,
+            accept: "application/json",
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
           body: body === undefined ? undefined : JSON.stringify(body),
         });
         const text = await res.text();
         return { status: res.status, body: text ? JSON.parse(text) : null };
       },
       async close() {
-        await db.orm.delete(tokens).where(eq(tokens.id, token.id)).catch(() => undefined);
+        await db.orm
+          .delete(tokens)
+          .where(eq(tokens.id, token.id))
+          .catch(() => undefined);
         await db.close();
       },
     };
@@ -161,7 +178,10 @@ export function colorsWanted(io: Pick<CliIo, "env" | "isTTY">): boolean {
 }
 
 type Paint = (code: string, text: string) => string;
-const painter = (on: boolean): Paint => (code, text) => (on ? `\x1b[${code}m${text}\x1b[0m` : text);
+const painter =
+  (on: boolean): Paint =>
+  (code, text) =>
+    on ? `\x1b[${code}m${text}\x1b[0m` : text;
 const GREEN = "32";
 const YELLOW = "33";
 const RED = "31";
@@ -170,13 +190,19 @@ const CYAN = "36";
 const DIM = "2";
 const BOLD = "1";
 
-const show = (v: unknown) => (v === null || v === undefined ? "∅" : typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v));
+const show = (v: unknown) =>
+  v === null || v === undefined
+    ? "∅"
+    : typeof v === "string"
+      ? JSON.stringify(v)
+      : JSON.stringify(v);
 
 function fieldSummary(def: Record<string, unknown>): string {
   const flags = ["primary", "required", "unique"].filter((k) => def[k] === true);
   const extra: string[] = [];
   if (def.related_object_type) extra.push(`→ ${String(def.related_object_type)}`);
-  if (Array.isArray(def.related_object_types) && def.related_object_types.length) extra.push(`→ ${def.related_object_types.join(" | ")}`);
+  if (Array.isArray(def.related_object_types) && def.related_object_types.length)
+    extra.push(`→ ${def.related_object_types.join(" | ")}`);
   if (def.choice_set) extra.push(`choices: ${String(def.choice_set)}`);
   return [String(def.type ?? ""), ...flags, ...extra].filter(Boolean).join(", ");
 }
@@ -185,18 +211,35 @@ function fieldSummary(def: Record<string, unknown>): string {
 export function renderDiffs(diffs: TypeDiff[], color: boolean): string {
   const p = painter(color);
   const lines: string[] = [];
-  const width = Math.max(8, ...diffs.flatMap((d) => d.field_changes.map((c) => String(c.schema_def?.name ?? c.db_name).length)));
+  const width = Math.max(
+    8,
+    ...diffs.flatMap((d) =>
+      d.field_changes.map((c) => String(c.schema_def?.name ?? c.db_name).length),
+    ),
+  );
   for (const d of diffs) {
-    const state = d.is_new ? p(GREEN, "new type") : !d.has_changes ? p(DIM, "no changes") : d.has_destructive_changes ? p(BOLD_RED, "changes, DESTRUCTIVE") : p(YELLOW, "changes");
+    const state = d.is_new
+      ? p(GREEN, "new type")
+      : !d.has_changes
+        ? p(DIM, "no changes")
+        : d.has_destructive_changes
+          ? p(BOLD_RED, "changes, DESTRUCTIVE")
+          : p(YELLOW, "changes");
     lines.push(`${p(BOLD, d.slug)} (${state})`);
-    if (!d.is_new) for (const [attr, [from, to]] of Object.entries(d.cot_changes)) lines.push(`  ${p(YELLOW, "~")} type ${attr}: ${show(from)} → ${show(to)}`);
+    if (!d.is_new)
+      for (const [attr, [from, to]] of Object.entries(d.cot_changes))
+        lines.push(`  ${p(YELLOW, "~")} type ${attr}: ${show(from)} → ${show(to)}`);
     for (const c of d.field_changes) {
       const name = String(c.schema_def?.name ?? c.db_name).padEnd(width);
       const mark = c.destructive ? `  ${p(BOLD_RED, "[destructive]")}` : "";
-      if (c.op === "add") lines.push(`  ${p(GREEN, "+")} ${p(GREEN, name)}  ${fieldSummary(c.schema_def)}`);
-      else if (c.op === "remove") lines.push(`  ${p(RED, "-")} ${p(RED, c.db_name.padEnd(width))}  removed${mark}`);
+      if (c.op === "add")
+        lines.push(`  ${p(GREEN, "+")} ${p(GREEN, name)}  ${fieldSummary(c.schema_def)}`);
+      else if (c.op === "remove")
+        lines.push(`  ${p(RED, "-")} ${p(RED, c.db_name.padEnd(width))}  removed${mark}`);
       else {
-        const attrs = Object.entries(c.changed_attrs ?? {}).map(([k, [from, to]]) => `${k}: ${show(from)} → ${show(to)}`);
+        const attrs = Object.entries(c.changed_attrs ?? {}).map(
+          ([k, [from, to]]) => `${k}: ${show(from)} → ${show(to)}`,
+        );
         lines.push(`  ${p(YELLOW, "~")} ${p(YELLOW, name)}  ${attrs.join("; ")}${mark}`);
       }
     }
@@ -204,16 +247,26 @@ export function renderDiffs(diffs: TypeDiff[], color: boolean): string {
   }
   const changed = diffs.filter((d) => d.has_changes);
   const destructive = diffs.filter((d) => d.has_destructive_changes);
-  const counts = [`${diffs.length} type${diffs.length === 1 ? "" : "s"}`, `${diffs.filter((d) => d.is_new).length} new`, `${changed.filter((d) => !d.is_new).length} changed`, `${diffs.length - changed.length} unchanged`];
+  const counts = [
+    `${diffs.length} type${diffs.length === 1 ? "" : "s"}`,
+    `${diffs.filter((d) => d.is_new).length} new`,
+    `${changed.filter((d) => !d.is_new).length} changed`,
+    `${diffs.length - changed.length} unchanged`,
+  ];
   lines.push("");
-  lines.push(`${counts.join(", ")}${destructive.length ? `; ${p(BOLD_RED, `destructive: ${destructive.map((d) => d.slug).join(", ")}`)}` : ""}`);
+  lines.push(
+    `${counts.join(", ")}${destructive.length ? `; ${p(BOLD_RED, `destructive: ${destructive.map((d) => d.slug).join(", ")}`)}` : ""}`,
+  );
   return lines.join("\n") + "\n";
 }
 
 function describeError(answer: Answer): string {
   const b = answer.body ?? {};
-  const lines = [`error: ${typeof b.detail === "string" ? b.detail : `HTTP ${answer.status}`}${b.error ? ` (${b.error})` : ""}`];
-  for (const e of Array.isArray(b.schema_errors) ? b.schema_errors : []) lines.push(`  ${e.path}: ${e.message}`);
+  const lines = [
+    `error: ${typeof b.detail === "string" ? b.detail : `HTTP ${answer.status}`}${b.error ? ` (${b.error})` : ""}`,
+  ];
+  for (const e of Array.isArray(b.schema_errors) ? b.schema_errors : [])
+    lines.push(`  ${e.path}: ${e.message}`);
   if (!b.detail && typeof b === "object") lines.push(`  ${JSON.stringify(b)}`);
   return lines.join("\n") + "\n";
 }
@@ -267,15 +320,25 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     await io.err(`Unknown command: schema ${sub}\n${SCHEMA_USAGE}\n`);
     return 1;
   }
-  if (!sub || extra.length || ((sub === "export" || sub === "trash") && file) || (sub === "restore" && !/^\d+$/.test(file ?? ""))) {
+  if (
+    !sub ||
+    extra.length ||
+    ((sub === "export" || sub === "trash") && file) ||
+    (sub === "restore" && !/^\d+$/.test(file ?? ""))
+  ) {
     await io.err(SCHEMA_USAGE + "\n");
     return 1;
   }
   const color = colorsWanted(io);
   let client: ApiClient | null = null;
   try {
-    const document = sub === "export" || sub === "trash" || sub === "restore" ? null : await readDocument(file, io);
-    client = values.url ? remoteClient(values.url, values.token ?? io.env.HOST_TOKEN) : await localClient(io.env, io);
+    const document =
+      sub === "export" || sub === "trash" || sub === "restore"
+        ? null
+        : await readDocument(file, io);
+    client = values.url
+      ? remoteClient(values.url, values.token ?? io.env.HOST_TOKEN)
+      : await localClient(io.env, io);
 
     if (sub === "export") {
       const query = new URLSearchParams();
@@ -299,26 +362,44 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       const answer = await client.call("POST", `${API}/trash/${file}/restore/`);
       if (answer.status !== 200) return fail(io, answer);
       const r = answer.body.restored;
-      await io.out(values.json ? JSON.stringify(answer.body, null, 2) + "\n" : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`);
+      await io.out(
+        values.json
+          ? JSON.stringify(answer.body, null, 2) + "\n"
+          : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`,
+      );
       return 0;
     }
 
     if (sub === "preview") {
       const answer = await client.call("POST", `${API}/preview/`, { schema: document });
       if (answer.status !== 200) return fail(io, answer);
-      await io.out(values.json ? JSON.stringify(answer.body, null, 2) + "\n" : renderDiffs(answer.body.diffs, color));
+      await io.out(
+        values.json
+          ? JSON.stringify(answer.body, null, 2) + "\n"
+          : renderDiffs(answer.body.diffs, color),
+      );
       return 0;
     }
 
-    const request: Record<string, unknown> = { schema: document, allow_destructive: values["allow-destructive"] };
+    const request: Record<string, unknown> = {
+      schema: document,
+      allow_destructive: values["allow-destructive"],
+    };
     if (values.purge) request.purge = true;
     if (values.plan) request.plan_id = values.plan;
-    const answer = await withProgress(io, "applying", () => client!.call("POST", `${API}/apply/`, request));
+    const answer = await withProgress(io, "applying", () =>
+      client!.call("POST", `${API}/apply/`, request),
+    );
     if (answer.status === 200) {
       const diffs = answer.body.diffs as TypeDiff[];
       const changed = diffs.some((d) => d.has_changes);
       if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
-      else await io.out(renderDiffs(diffs, color) + (changed ? painter(color)(GREEN, "Applied.") : "No changes.") + "\n");
+      else
+        await io.out(
+          renderDiffs(diffs, color) +
+            (changed ? painter(color)(GREEN, "Applied.") : "No changes.") +
+            "\n",
+        );
       return 0;
     }
     if (answer.status === 409 && answer.body?.error === "destructive_changes") {
@@ -327,9 +408,19 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
       else if (preview.status === 200) await io.out(renderDiffs(preview.body.diffs, color));
       const slugs = (answer.body.destructive_slugs as string[] | undefined)?.join(", ") ?? "";
-      const entries = (answer.body.destructive_changes ?? []) as Array<{ slug: string; field: string | null; reason: string; rows: number }>;
-      for (const g of entries) await io.err(`  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows} row${g.rows === 1 ? "" : "s"})\n`);
-      await io.err(`refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them (removed data goes to the trash unless --purge).\n`);
+      const entries = (answer.body.destructive_changes ?? []) as Array<{
+        slug: string;
+        field: string | null;
+        reason: string;
+        rows: number;
+      }>;
+      for (const g of entries)
+        await io.err(
+          `  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows} row${g.rows === 1 ? "" : "s"})\n`,
+        );
+      await io.err(
+        `refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them (removed data goes to the trash unless --purge).\n`,
+      );
       return 2;
     }
     return fail(io, answer);
@@ -345,16 +436,35 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
 }
 
 /** The trash as a table: id, what, rows, until when. */
-function renderTrash(results: Array<{ id: number; kind: string; name: string; custom_object_type: { slug: string }; rows: number; expires: string }>): string {
+function renderTrash(
+  results: Array<{
+    id: number;
+    kind: string;
+    name: string;
+    custom_object_type: { slug: string };
+    rows: number;
+    expires: string;
+  }>,
+): string {
   if (!results.length) return "The trash is empty.";
-  return results.map((r) => `${String(r.id).padStart(5)}  ${r.kind.padEnd(5)}  ${(r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug).padEnd(40)}  ${String(r.rows).padStart(7)} row(s)  until ${r.expires}`).join("\n");
+  return results
+    .map(
+      (r) =>
+        `${String(r.id).padStart(5)}  ${r.kind.padEnd(5)}  ${(r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug).padEnd(40)}  ${String(r.rows).padStart(7)} row(s)  until ${r.expires}`,
+    )
+    .join("\n");
 }
 
 /**
  * On a terminal, a call that takes more than a second shows a progress line on stderr (elapsed
  * time, updated four times a second) and clears it when the answer comes.
  */
-export async function withProgress<T>(io: CliIo, label: string, fn: () => Promise<T>, afterMs = 1_000): Promise<T> {
+export async function withProgress<T>(
+  io: CliIo,
+  label: string,
+  fn: () => Promise<T>,
+  afterMs = 1_000,
+): Promise<T> {
   if (!io.errIsTTY) return fn();
   const started = Date.now();
   let shown = false;
@@ -372,7 +482,8 @@ export async function withProgress<T>(io: CliIo, label: string, fn: () => Promis
   } finally {
     clearTimeout(first);
     if (timer) clearInterval(timer);
-    if (shown) await io.err(`\r${label}: done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    if (shown)
+      await io.err(`\r${label}: done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   }
 }
 

@@ -8,7 +8,8 @@ import { routePath } from "hono/route";
 import type { HonoEnv } from "./context";
 
 /** Query parameters whose values are never logged (tokens, keys, passwords, signatures…). */
-const SECRET_PARAM = /key|token|secret|pass(word)?|auth|sig(nature)?|credential|session|cookie|code/i;
+const SECRET_PARAM =
+  /key|token|secret|pass(word)?|auth|sig(nature)?|credential|session|cookie|code/i;
 
 /** The query string with secret-looking values replaced by `***`; null when there is none. */
 export function redactQuery(url: string): string | null {
@@ -16,7 +17,8 @@ export function redactQuery(url: string): string | null {
   if (q < 0 || q === url.length - 1) return null;
   const params = new URLSearchParams(url.slice(q + 1));
   const parts: string[] = [];
-  for (const [k, v] of params) parts.push(`${encodeURIComponent(k)}=${SECRET_PARAM.test(k) ? "***" : encodeURIComponent(v)}`);
+  for (const [k, v] of params)
+    parts.push(`${encodeURIComponent(k)}=${SECRET_PARAM.test(k) ? "***" : encodeURIComponent(v)}`);
   return parts.join("&").slice(0, 512);
 }
 

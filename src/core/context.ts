@@ -113,7 +113,10 @@ export interface Resource {
    * A bulk create's inputs in one go (faster than `createLoaded` each): per input, in order, the
    * new object or the field errors `createLoaded` would have thrown. Other errors are thrown.
    */
-  createMany?(ctx: WriteContext, inputs: ApiRecord[]): Promise<Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }>>;
+  createMany?(
+    ctx: WriteContext,
+    inputs: ApiRecord[],
+  ): Promise<Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }>>;
   update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
   /** Deletes one row that is known to exist (delete hooks have already run). */
   delete(ctx: WriteContext, id: number): Promise<void>;
@@ -147,7 +150,18 @@ export interface Resource {
  */
 export interface FieldDescription {
   name: string;
-  kind: "string" | "integer" | "decimal" | "boolean" | "date" | "datetime" | "json" | "choice" | "select" | "multiselect" | "relation";
+  kind:
+    | "string"
+    | "integer"
+    | "decimal"
+    | "boolean"
+    | "date"
+    | "datetime"
+    | "json"
+    | "choice"
+    | "select"
+    | "multiselect"
+    | "relation";
   /** `select`/`multiselect`: the choice set whose labels name the values. */
   choiceSetId?: number | null;
   /** `choice`: the fixed `[value, label]` pairs (host models). */
@@ -174,7 +188,10 @@ export interface Relation {
  * Runs before any object is deleted, inside the delete's transaction: generic references
  * (tags, custom object fields pointing at it) are cleaned up or the delete is refused.
  */
-export type DeleteHook = (ctx: WriteContext, target: { appLabel: string; model: string; id: number }) => Promise<void>;
+export type DeleteHook = (
+  ctx: WriteContext,
+  target: { appLabel: string; model: string; id: number },
+) => Promise<void>;
 export type DeleteHooks = DeleteHook[];
 
 /* The model registry: every model the API can point at, keyed by `app_label.model`. */
@@ -215,6 +232,9 @@ export interface ModelRegistry {
   dynamicModels(ctx: ReadContext): Promise<{ signature: string; models: ModelInfo[] }>;
   staticModels(): ModelInfo[];
   /** Nested records for several models at once (one UNION ALL for every model with a SQL form). */
-  nestedMany(ctx: ReadContext, groups: Array<[ModelInfo, number[]]>): Promise<Map<ModelInfo, Map<number, ApiRecord>>>;
+  nestedMany(
+    ctx: ReadContext,
+    groups: Array<[ModelInfo, number[]]>,
+  ): Promise<Map<ModelInfo, Map<number, ApiRecord>>>;
   get(appLabel: string, model: string, ctx: ReadContext): Promise<ModelInfo | null>;
 }

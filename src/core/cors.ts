@@ -26,7 +26,8 @@ export function corsFor(origins: string[] | "*"): MiddlewareHandler<HonoEnv> {
     maxAge: PREFLIGHT_MAX_AGE_SECONDS,
   });
   return async (c, next) => {
-    if (c.req.method !== "OPTIONS" || c.req.header("access-control-request-method")) return preflightAndSimple(c, next);
+    if (c.req.method !== "OPTIONS" || c.req.header("access-control-request-method"))
+      return preflightAndSimple(c, next);
     await next();
     const origin = allowOrigin(c.req.header("origin") ?? "");
     if (origin) {

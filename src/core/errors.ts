@@ -15,11 +15,17 @@ export class ApiError extends HTTPException {
     readonly body: Record<string, unknown> | unknown[],
     readonly headers: Record<string, string> = {},
   ) {
-    const detail = !Array.isArray(body) && typeof body.detail === "string" ? body.detail : "request failed";
+    const detail =
+      !Array.isArray(body) && typeof body.detail === "string" ? body.detail : "request failed";
     super(statusCode, { message: detail });
   }
   /** @example throw ApiError.detail(409, "Unable to delete", "protected") */
-  static detail(status: ContentfulStatusCode, detail: string, error?: string, extra: Record<string, unknown> = {}) {
+  static detail(
+    status: ContentfulStatusCode,
+    detail: string,
+    error?: string,
+    extra: Record<string, unknown> = {},
+  ) {
     return new ApiError(status, { detail, ...(error ? { error } : {}), ...extra });
   }
 }
@@ -35,15 +41,19 @@ export class ValidationError extends ApiError {
 }
 
 export const notFound = (detail = "Not found.") => ApiError.detail(404, detail, "not_found");
-export const forbidden = (detail = "You do not have permission to perform this action.") => ApiError.detail(403, detail, "permission_denied");
-export const notAuthenticated = () => ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
+export const forbidden = (detail = "You do not have permission to perform this action.") =>
+  ApiError.detail(403, detail, "permission_denied");
+export const notAuthenticated = () =>
+  ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
 
 /** Collects field errors while validating, then throws once. */
 export class ErrorCollector {
   /** No prototype: a field called `constructor` or `__proto__` is just another key. */
   readonly errors: Record<string, string[]> = Object.create(null);
   add(field: string, message: string) {
-    const list = Object.hasOwn(this.errors, field) ? this.errors[field]! : (this.errors[field] = []);
+    const list = Object.hasOwn(this.errors, field)
+      ? this.errors[field]!
+      : (this.errors[field] = []);
     list.push(message);
   }
   get empty() {

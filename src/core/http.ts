@@ -6,7 +6,11 @@ import type { Ctx } from "./context";
 import { MAX_JSON_DEPTH } from "./limits";
 
 export const tooLarge = (limit: number) =>
-  ApiError.detail(413, `Request body is larger than the limit of ${limit} bytes.`, "payload_too_large");
+  ApiError.detail(
+    413,
+    `Request body is larger than the limit of ${limit} bytes.`,
+    "payload_too_large",
+  );
 
 /**
  * Reads the request body as JSON. Empty bodies read as `{}` (DRF does the same); a body that
@@ -14,8 +18,16 @@ export const tooLarge = (limit: number) =>
  */
 export async function readJson(c: Ctx): Promise<unknown> {
   const type = c.req.header("content-type");
-  if (type && !/^application\/([a-z.+-]*\+)?json\b/i.test(type.trim()) && !/^text\/plain\b/i.test(type.trim())) {
-    throw ApiError.detail(415, `Unsupported media type "${type.split(";")[0]}" in request.`, "unsupported_media_type");
+  if (
+    type &&
+    !/^application\/([a-z.+-]*\+)?json\b/i.test(type.trim()) &&
+    !/^text\/plain\b/i.test(type.trim())
+  ) {
+    throw ApiError.detail(
+      415,
+      `Unsupported media type "${type.split(";")[0]}" in request.`,
+      "unsupported_media_type",
+    );
   }
   const text = new TextDecoder().decode(await readBody(c));
   if (!text.trim()) return {};
@@ -30,7 +42,12 @@ export async function readJson(c: Ctx): Promise<unknown> {
  */
 export async function readBody(c: Ctx): Promise<ArrayBuffer> {
   const limit = c.var.services.config.maxBodyBytes;
-  await bodyLimit({ maxSize: limit, onError: () => { throw tooLarge(limit); } })(c, async () => {});
+  await bodyLimit({
+    maxSize: limit,
+    onError: () => {
+      throw tooLarge(limit);
+    },
+  })(c, async () => {});
   return c.req.arrayBuffer();
 }
 
@@ -41,7 +58,12 @@ export async function readBody(c: Ctx): Promise<ArrayBuffer> {
 export function parseJsonText(text: string): unknown {
   const depth = jsonDepthExceeds(text, MAX_JSON_DEPTH);
   if (depth) {
-    throw ApiError.detail(400, `JSON nests deeper than the limit of ${MAX_JSON_DEPTH} levels of arrays and objects.`, "json_too_deep", { limit: MAX_JSON_DEPTH });
+    throw ApiError.detail(
+      400,
+      `JSON nests deeper than the limit of ${MAX_JSON_DEPTH} levels of arrays and objects.`,
+      "json_too_deep",
+      { limit: MAX_JSON_DEPTH },
+    );
   }
   try {
     return JSON.parse(text);

@@ -12,6 +12,10 @@ export function answerMethodNotAllowed(app: Hono<HonoEnv>): MiddlewareHandler<Ho
   return methodNotAllowed({
     app,
     onMethodNotAllowed: (c, methods) =>
-      c.json({ detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" }, 405, { Allow: methods.join(", ") }),
+      c.json(
+        { detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" },
+        405,
+        { Allow: methods.join(", ") },
+      ),
   }) as MiddlewareHandler<HonoEnv>;
 }

@@ -15,10 +15,14 @@ export interface ObjectTypeRow {
 export const label = (ot: { appLabel: string; model: string }) => `${ot.appLabel}.${ot.model}`;
 
 /** Normalises `app_label` aliases: `custom-objects` is `custom_objects`. */
-export const normalizeAppLabel = (appLabel: string) => (appLabel === "custom-objects" ? "custom_objects" : appLabel);
+export const normalizeAppLabel = (appLabel: string) =>
+  appLabel === "custom-objects" ? "custom_objects" : appLabel;
 
 /** Parses `"app.model"` / `"app/model"` (schema documents) into parts, or null. */
-export function parseLabel(text: string, separator: "." | "/" = "."): { appLabel: string; model: string } | null {
+export function parseLabel(
+  text: string,
+  separator: "." | "/" = ".",
+): { appLabel: string; model: string } | null {
   const i = text.indexOf(separator);
   if (i <= 0 || i === text.length - 1) return null;
   const appLabel = normalizeAppLabel(text.slice(0, i).trim());
@@ -50,7 +54,11 @@ export class ObjectTypeRegistry {
   }
 
   /** Returns the id of an object type, creating the row when missing. */
-  async ensure(appLabel: string, model: string, db: Executor = this.db.orm): Promise<ObjectTypeRow> {
+  async ensure(
+    appLabel: string,
+    model: string,
+    db: Executor = this.db.orm,
+  ): Promise<ObjectTypeRow> {
     const found = await this.byLabel(appLabel, model, db);
     if (found) return found;
     await db.insert(objectTypes).values({ appLabel, model }).onConflictDoNothing();
@@ -60,17 +68,30 @@ export class ObjectTypeRegistry {
   }
 
   /** Creates any missing rows of these object types with one insert and one select. */
-  async ensureMany(types: Array<{ appLabel: string; model: string }>, db: Executor = this.db.orm): Promise<void> {
+  async ensureMany(
+    types: Array<{ appLabel: string; model: string }>,
+    db: Executor = this.db.orm,
+  ): Promise<void> {
     if (!types.length) return;
-    await db.insert(objectTypes).values(types.map((t) => ({ appLabel: t.appLabel, model: t.model }))).onConflictDoNothing();
+    await db
+      .insert(objectTypes)
+      .values(types.map((t) => ({ appLabel: t.appLabel, model: t.model })))
+      .onConflictDoNothing();
     const wanted = new Set(types.map((t) => `${t.appLabel}.${t.model}`));
     const apps = [...new Set(types.map((t) => t.appLabel))];
-    for (const row of await db.select().from(objectTypes).where(inArray(objectTypes.appLabel, apps))) {
+    for (const row of await db
+      .select()
+      .from(objectTypes)
+      .where(inArray(objectTypes.appLabel, apps))) {
       if (wanted.has(label(row))) this.#remember(row);
     }
   }
 
-  async byLabel(appLabel: string, model: string, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {
+  async byLabel(
+    appLabel: string,
+    model: string,
+    db: Executor = this.db.orm,
+  ): Promise<ObjectTypeRow | null> {
     appLabel = normalizeAppLabel(appLabel);
     const cached = this.#byLabel.get(`${appLabel}.${model}`);
     if (cached) return cached;
@@ -100,7 +121,10 @@ export class ObjectTypeRegistry {
       else missing.push(id);
     }
     if (missing.length) {
-      for (const row of await db.select().from(objectTypes).where(inArray(objectTypes.id, missing))) {
+      for (const row of await db
+        .select()
+        .from(objectTypes)
+        .where(inArray(objectTypes.id, missing))) {
         this.#remember(row);
         out.set(row.id, row);
       }
@@ -121,7 +145,8 @@ export class ObjectTypeRegistry {
     }
     if (value && typeof value === "object" && !Array.isArray(value)) {
       const v = value as Record<string, unknown>;
-      if (typeof v.app_label === "string" && typeof v.model === "string") return this.byLabel(normalizeAppLabel(v.app_label), v.model, db);
+      if (typeof v.app_label === "string" && typeof v.model === "string")
+        return this.byLabel(normalizeAppLabel(v.app_label), v.model, db);
       if (typeof v.id === "number") return this.byId(v.id, db);
     }
     return null;

@@ -13,8 +13,20 @@ import { baseUrlOf } from "./http";
 import { describeRoute, jsonBody, jsonObject } from "./validate";
 import { defineModel, type DefinedModel } from "./models/define";
 import { choiceSetModel, tagModel } from "./models/extras";
-import { deviceModel, ipAddressModel, prefixModel, siteModel, tenantModel } from "./models/inventory";
-import { createChecked, createRecord, inTransaction, mountResource, readContext } from "./rest/handlers";
+import {
+  deviceModel,
+  ipAddressModel,
+  prefixModel,
+  siteModel,
+  tenantModel,
+} from "./models/inventory";
+import {
+  createChecked,
+  createRecord,
+  inTransaction,
+  mountResource,
+  readContext,
+} from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { eventRuleModel, webhookModel } from "./events/models";
 import { jobModel } from "./jobs/model";
@@ -29,15 +41,33 @@ export const objectTypeModel = defineModel({
   display: (r) => `${r.appLabel} | ${r.model}`,
   openapi: { omit: ["created", "last_updated"] },
   fields: [
-    { name: "app_label", type: "string", column: objectTypesTable.appLabel, readOnly: true, brief: true, search: true },
-    { name: "model", type: "string", column: objectTypesTable.model, readOnly: true, brief: true, search: true },
+    {
+      name: "app_label",
+      type: "string",
+      column: objectTypesTable.appLabel,
+      readOnly: true,
+      brief: true,
+      search: true,
+    },
+    {
+      name: "model",
+      type: "string",
+      column: objectTypesTable.model,
+      readOnly: true,
+      brief: true,
+      search: true,
+    },
   ],
 });
 // object_types rows have no timestamps; drop the keys the generic serialiser adds.
 const otLoad = objectTypeModel.resource.load;
 objectTypeModel.resource.load = async (ctx, ids) =>
   (await otLoad(ctx, ids)).map(({ created: _c, last_updated: _l, ...rest }) => rest);
-objectTypeModel.resource.list.orderings = { id: objectTypesTable.id, app_label: objectTypesTable.appLabel, model: objectTypesTable.model };
+objectTypeModel.resource.list.orderings = {
+  id: objectTypesTable.id,
+  app_label: objectTypesTable.appLabel,
+  model: objectTypesTable.model,
+};
 delete objectTypeModel.resource.list.filters.created;
 delete objectTypeModel.resource.list.filters.last_updated;
 
@@ -70,7 +100,10 @@ export const HOST_VERSION = "0.1.0";
 
 const json = (schema: unknown) => ({ "application/json": { schema } });
 const FORBIDDEN = { $ref: "#/components/responses/Forbidden" };
-const endpointMap = v.pipe(v.record(v.string(), v.pipe(v.string(), v.url())), v.description("Endpoint name → absolute URL."));
+const endpointMap = v.pipe(
+  v.record(v.string(), v.pipe(v.string(), v.url())),
+  v.description("Endpoint name → absolute URL."),
+);
 
 /** `GET /api/status/`: what it answers. */
 const StatusSchema = v.object({
@@ -96,34 +129,62 @@ const ProvisionBody = jsonObject(
   PROVIDE,
 );
 
-const tokenCreated = { "201": { description: "The token, with its key.", content: json({ $ref: "#/components/schemas/TokenCreated" }) } };
+const tokenCreated = {
+  "201": {
+    description: "The token, with its key.",
+    content: json({ $ref: "#/components/schemas/TokenCreated" }),
+  },
+};
 
 export function coreApiRoutes(): Hono<HonoEnv> {
   const api = new Hono<HonoEnv>();
 
-  api.get("/", describeRoute({ tags: ["api"], operationId: "api_root", summary: "API root: one URL per section", responses: { "200": { description: "Section name → URL.", content: json(endpointMap) }, "403": FORBIDDEN } }), (c) => {
-    const base = `${baseUrlOf(c)}/api`;
-    return c.json({
-      core: `${base}/core/`,
-      dcim: `${base}/dcim/`,
-      extras: `${base}/extras/`,
-      ipam: `${base}/ipam/`,
-      plugins: `${base}/plugins/`,
-      status: `${base}/status/`,
-      tenancy: `${base}/tenancy/`,
-      users: `${base}/users/`,
-    });
-  });
+  api.get(
+    "/",
+    describeRoute({
+      tags: ["api"],
+      operationId: "api_root",
+      summary: "API root: one URL per section",
+      responses: {
+        "200": { description: "Section name → URL.", content: json(endpointMap) },
+        "403": FORBIDDEN,
+      },
+    }),
+    (c) => {
+      const base = `${baseUrlOf(c)}/api`;
+      return c.json({
+        core: `${base}/core/`,
+        dcim: `${base}/dcim/`,
+        extras: `${base}/extras/`,
+        ipam: `${base}/ipam/`,
+        plugins: `${base}/plugins/`,
+        status: `${base}/status/`,
+        tenancy: `${base}/tenancy/`,
+        users: `${base}/users/`,
+      });
+    },
+  );
 
   api.get(
     "/status",
-    describeRoute({ tags: ["api"], operationId: "status", summary: "Versions, runtime, database, cache and enabled plugins", responses: { "200": { description: "The status.", content: json(StatusSchema) }, "403": FORBIDDEN } }),
+    describeRoute({
+      tags: ["api"],
+      operationId: "status",
+      summary: "Versions, runtime, database, cache and enabled plugins",
+      responses: {
+        "200": { description: "The status.", content: json(StatusSchema) },
+        "403": FORBIDDEN,
+      },
+    }),
     (c) => {
       const { plugins, config, startedAt } = c.var.services;
       return c.json({
         "host-version": HOST_VERSION,
         "hono-version": "4",
-        runtime: config.runtime === "bun" ? `bun ${typeof Bun !== "undefined" ? Bun.version : "?"}` : "workerd",
+        runtime:
+          config.runtime === "bun"
+            ? `bun ${typeof Bun !== "undefined" ? Bun.version : "?"}`
+            : "workerd",
         "database-kind": c.var.services.db.kind,
         "cache-backend": config.cacheBackend,
         plugins: Object.fromEntries(plugins.map((p) => [p.name, p.version])),
@@ -139,8 +200,18 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     (sections.get(section) ?? sections.set(section, []).get(section)!).push(endpoint);
   }
   for (const [section, endpoints] of sections) {
-    const doc = describeRoute({ tags: [section], operationId: `${section}_root`, summary: `Endpoints of the ${section} section`, responses: { "200": { description: "Endpoint name → URL.", content: json(endpointMap) }, "403": FORBIDDEN } });
-    api.get(`/${section}`, doc, (c) => c.json(Object.fromEntries(endpoints.map((e) => [e, `${baseUrlOf(c)}/api/${section}/${e}/`]))));
+    const doc = describeRoute({
+      tags: [section],
+      operationId: `${section}_root`,
+      summary: `Endpoints of the ${section} section`,
+      responses: {
+        "200": { description: "Endpoint name → URL.", content: json(endpointMap) },
+        "403": FORBIDDEN,
+      },
+    });
+    api.get(`/${section}`, doc, (c) =>
+      c.json(Object.fromEntries(endpoints.map((e) => [e, `${baseUrlOf(c)}/api/${section}/${e}/`]))),
+    );
   }
 
   const tokenTag = tokenModel.spec.path.split("/")[0]!;
@@ -185,13 +256,25 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       operationId: "users_tokens_provision",
       summary: "Exchange a username and password for a new token",
       security: [],
-      requestBody: { required: true, content: json({ $ref: "#/components/schemas/TokenProvisionRequest" }) },
+      requestBody: {
+        required: true,
+        content: json({ $ref: "#/components/schemas/TokenProvisionRequest" }),
+      },
       responses: {
         ...tokenCreated,
-        "403": { description: "Invalid username/password.", content: json({ $ref: "#/components/schemas/Error" }) },
+        "403": {
+          description: "Invalid username/password.",
+          content: json({ $ref: "#/components/schemas/Error" }),
+        },
         "429": {
-          description: "Too many failed logins for this username or client address (`error`: `rate_limited`); retry after `Retry-After` seconds.",
-          headers: { "Retry-After": { description: "Seconds until the failure window ends.", schema: { type: "integer", minimum: 1 } } },
+          description:
+            "Too many failed logins for this username or client address (`error`: `rate_limited`); retry after `Retry-After` seconds.",
+          headers: {
+            "Retry-After": {
+              description: "Seconds until the failure window ends.",
+              schema: { type: "integer", minimum: 1 },
+            },
+          },
           content: json({ $ref: "#/components/schemas/Error" }),
         },
       },
@@ -202,9 +285,17 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       const services = c.var.services;
       // 429 once this username or this client has failed too often; unknown users and wrong
       // passwords cost the same hash and count the same (src/core/auth/login.ts).
-      const throttle = await LoginThrottle.for(services, username, clientAddress(c, services.config));
+      const throttle = await LoginThrottle.for(
+        services,
+        username,
+        clientAddress(c, services.config),
+      );
       await throttle.begin();
-      const [user] = await services.db.orm.select().from(users).where(eq(users.username, username)).limit(1);
+      const [user] = await services.db.orm
+        .select()
+        .from(users)
+        .where(eq(users.username, username))
+        .limit(1);
       const valid = await verifyLogin(services, password, user?.passwordHash);
       if (!user || !user.isActive || !valid) {
         throw ApiError.detail(403, "Invalid username/password", "invalid_credentials");

@@ -48,12 +48,17 @@ export function validationHook(result: { success: boolean; issues?: readonly Iss
 }
 
 /** One message per field: a pipe stops at its first failing check. */
-const firstIssues = <S extends v.GenericSchema>(schema: S) => v.config(schema, { abortPipeEarly: true });
+const firstIssues = <S extends v.GenericSchema>(schema: S) =>
+  v.config(schema, { abortPipeEarly: true });
 
-const withDoc = <H extends object>(handler: H, doc: RouteDoc): H => Object.assign(handler, { [ROUTE_DOC]: doc });
+const withDoc = <H extends object>(handler: H, doc: RouteDoc): H =>
+  Object.assign(handler, { [ROUTE_DOC]: doc });
 
 /** Describes a route for the OpenAPI document (no run-time effect). */
-export function describeRoute(operation: Record<string, unknown>, options: { slash?: boolean } = {}): MiddlewareHandler<HonoEnv> {
+export function describeRoute(
+  operation: Record<string, unknown>,
+  options: { slash?: boolean } = {},
+): MiddlewareHandler<HonoEnv> {
   return withDoc<MiddlewareHandler<HonoEnv>>(async (_c, next) => next(), { operation, ...options });
 }
 
@@ -66,7 +71,13 @@ export function query<S extends v.GenericSchema>(schema: S) {
  * Reads the JSON body (`readJson`: 415 for another media type, 413 past MAX_BODY_BYTES, the
  * depth limit, `{}` when empty) and validates it (`c.req.valid("json")`).
  */
-export function jsonBody<S extends v.GenericSchema>(schema: S): MiddlewareHandler<HonoEnv, string, { in: { json: v.InferInput<S> }; out: { json: v.InferOutput<S> } }> {
+export function jsonBody<S extends v.GenericSchema>(
+  schema: S,
+): MiddlewareHandler<
+  HonoEnv,
+  string,
+  { in: { json: v.InferInput<S> }; out: { json: v.InferOutput<S> } }
+> {
   const checked = firstIssues(schema);
   const handler: MiddlewareHandler<HonoEnv> = async (c, next) => {
     const raw = await readJson(c);
@@ -75,7 +86,10 @@ export function jsonBody<S extends v.GenericSchema>(schema: S): MiddlewareHandle
     // A loose object hands on every key it was sent: valibot leaves out prototype names
     // (`constructor`, `__proto__`), which the model's own validation must still see and refuse.
     // Spreading defines own properties, so `__proto__` never sets a prototype.
-    const output = (schema.type === "loose_object" || LOOSE in schema) && raw && typeof raw === "object" ? { ...(raw as object), ...(result.output as object) } : result.output;
+    const output =
+      (schema.type === "loose_object" || LOOSE in schema) && raw && typeof raw === "object"
+        ? { ...(raw as object), ...(result.output as object) }
+        : result.output;
     c.req.addValidatedData("json", output as object);
     await next();
   };
@@ -87,7 +101,14 @@ export function jsonBody<S extends v.GenericSchema>(schema: S): MiddlewareHandle
  * on; `message` when the body is not an object.
  */
 export const jsonObject = <E extends v.ObjectEntries>(entries: E, message: string) =>
-  Object.assign(v.pipe(v.unknown(), v.check((x) => !!x && typeof x === "object" && !Array.isArray(x), message), v.looseObject(entries, message)), { [LOOSE]: true });
+  Object.assign(
+    v.pipe(
+      v.unknown(),
+      v.check((x) => !!x && typeof x === "object" && !Array.isArray(x), message),
+      v.looseObject(entries, message),
+    ),
+    { [LOOSE]: true },
+  );
 
 const LOOSE = Symbol("loose");
 

@@ -8,7 +8,14 @@
  * last committed state meanwhile. One long write at a time per process; see
  * docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
-import { createClient, type Client, type InArgs, type InStatement, type Transaction, type TransactionMode } from "@libsql/client";
+import {
+  createClient,
+  type Client,
+  type InArgs,
+  type InStatement,
+  type Transaction,
+  type TransactionMode,
+} from "@libsql/client";
 import { DatabaseBusyError, serializeClient } from "./client";
 import { invalidateStatementCaches } from "./statement-cache";
 import { BACKSTOP_PAGES } from "./checkpointer";
@@ -89,7 +96,10 @@ export class BackgroundConnection {
         this.#opening = null;
         throw e;
       }
-      this.#client = serializeClient(raw, { busyTimeoutMs: this.busyTimeoutMs, committed: this.committed });
+      this.#client = serializeClient(raw, {
+        busyTimeoutMs: this.busyTimeoutMs,
+        committed: this.committed,
+      });
       return this.#client;
     })();
     return this.#opening;
@@ -137,7 +147,9 @@ export class BackgroundConnection {
     };
     return {
       execute: ((stmt: InStatement | string, args?: InArgs) =>
-        paced(() => (typeof stmt === "string" ? tx.execute({ sql: stmt, args: args ?? [] }) : tx.execute(stmt)))) as Transaction["execute"],
+        paced(() =>
+          typeof stmt === "string" ? tx.execute({ sql: stmt, args: args ?? [] }) : tx.execute(stmt),
+        )) as Transaction["execute"],
       // one statement at a time, so a long batch still gives turns
       async batch(stmts: InStatement[]) {
         const out = [];

@@ -19,7 +19,10 @@ const HEADER = 48;
  * between reads; null while there is none (not in WAL mode, no connection has it open). The file
  * stays open between reads: SQLite keeps it while any connection of this process is open.
  */
-export function walIndexReader(path: string, bytes: number): (() => Buffer | null) & { close(): void } {
+export function walIndexReader(
+  path: string,
+  bytes: number,
+): (() => Buffer | null) & { close(): void } {
   const shm = `${path}-shm`;
   const buf = Buffer.alloc(bytes);
   let fd: number | null = null;

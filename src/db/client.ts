@@ -2,7 +2,15 @@
  * The database handle the app works with: a libSQL client (serialised for local files) and
  * the Drizzle ORM over it. Runtime-specific opening lives in `local.ts` (Bun) and `web.ts`.
  */
-import type { Client, InStatement, InArgs, InValue, ResultSet, Transaction, TransactionMode } from "@libsql/client";
+import type {
+  Client,
+  InStatement,
+  InArgs,
+  InValue,
+  ResultSet,
+  Transaction,
+  TransactionMode,
+} from "@libsql/client";
 import { sql } from "drizzle-orm";
 import { drizzle, type LibSQLDatabase } from "drizzle-orm/libsql";
 import { ApiError } from "../core/errors";
@@ -63,15 +71,33 @@ export interface Database {
  */
 export class DatabaseBusyError extends ApiError {
   constructor() {
-    super(503, { detail: "The database is busy with a long write (such as a schema apply); retry shortly.", error: "database_busy" }, { "Retry-After": "1" });
+    super(
+      503,
+      {
+        detail: "The database is busy with a long write (such as a schema apply); retry shortly.",
+        error: "database_busy",
+      },
+      { "Retry-After": "1" },
+    );
   }
 }
 
 /** SQLITE_BUSY (another connection holds the lock), possibly wrapped by Drizzle. */
 export function isBusyError(e: unknown): boolean {
-  for (let err = e as { code?: unknown; extendedCode?: unknown; rawCode?: unknown; cause?: unknown } | undefined, depth = 0; err && depth < 3; err = err.cause as typeof err, depth++) {
+  for (
+    let err = e as
+        | { code?: unknown; extendedCode?: unknown; rawCode?: unknown; cause?: unknown }
+        | undefined,
+      depth = 0;
+    err && depth < 3;
+    err = err.cause as typeof err, depth++
+  ) {
     if (err instanceof DatabaseBusyError) return true;
-    if (err.code === "SQLITE_BUSY" || (typeof err.extendedCode === "string" && err.extendedCode.startsWith("SQLITE_BUSY"))) return true;
+    if (
+      err.code === "SQLITE_BUSY" ||
+      (typeof err.extendedCode === "string" && err.extendedCode.startsWith("SQLITE_BUSY"))
+    )
+      return true;
     if (typeof err.rawCode === "number" && (err.rawCode & 0xff) === 5) return true;
   }
   return false;
@@ -132,10 +158,14 @@ function afterCommit(options: SerializeOptions) {
 }
 
 /** Why a query sent around an open write transaction fails (it would wait for that transaction's connection). */
-export const INSIDE_TRANSACTION = "a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)";
+export const INSIDE_TRANSACTION =
+  "a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)";
 
 /** Statements that may take the write lock; reads, PRAGMAs and transaction control run as they are. */
-const mayWrite = (sql: string) => !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(sql);
+const mayWrite = (sql: string) =>
+  !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(
+    sql,
+  );
 
 /**
  * A statement another connection can answer: a SELECT (or a WITH that writes nothing) that asks
@@ -149,7 +179,10 @@ export const isPoolableRead = (sql: string) => {
 };
 
 /** SQLITE_READONLY: the pool's query_only connection met a write. */
-const isReadOnlyError = (e: unknown) => ((e as { rawCode?: unknown })?.rawCode !== undefined ? (Number((e as { rawCode: number }).rawCode) & 0xff) === 8 : false);
+const isReadOnlyError = (e: unknown) =>
+  (e as { rawCode?: unknown })?.rawCode !== undefined
+    ? (Number((e as { rawCode: number }).rawCode) & 0xff) === 8
+    : false;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -197,14 +230,22 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
       });
     };
   const run = (stmt: InStatement | string, args?: InArgs) =>
-    (args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)) as Promise<ResultSet>;
+    (args === undefined
+      ? inner.execute(stmt as InStatement)
+      : inner.execute(stmt as string, args)) as Promise<ResultSet>;
   const execute = guarded(async (stmt: InStatement | string, args?: InArgs) => {
-    if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)) return run(stmt, args);
+    if (
+      options.busyTimeoutMs === undefined ||
+      !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)
+    )
+      return run(stmt, args);
     // A write on its own runs in a transaction of its own: if another connection holds the
     // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
     const tx = await inner.transaction("write");
     try {
-      const result = await (args === undefined ? tx.execute(stmt as InStatement) : tx.execute({ sql: stmt as string, args }));
+      const result = await (args === undefined
+        ? tx.execute(stmt as InStatement)
+        : tx.execute({ sql: stmt as string, args }));
       await tx.commit();
       afterCommit(options);
       return result;
@@ -216,7 +257,8 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
   const wrapper: Client = {
     execute: (read
       ? async (stmt: InStatement | string, args?: InArgs) => {
-          if (!isPoolableRead(typeof stmt === "string" ? stmt : stmt.sql)) return execute(stmt as string, args);
+          if (!isPoolableRead(typeof stmt === "string" ? stmt : stmt.sql))
+            return execute(stmt as string, args);
           refuseInsideTransaction();
           try {
             return await read(stmt, args);
@@ -226,7 +268,9 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
           }
         }
       : execute) as Client["execute"],
-    batch: guarded((stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => inner.batch(stmts, mode)) as Client["batch"],
+    batch: guarded((stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) =>
+      inner.batch(stmts, mode),
+    ) as Client["batch"],
     migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
     sync: guarded(() => inner.sync()),
@@ -330,11 +374,24 @@ export class Reusable<P extends object> {
  * only as a placeholder. Relies on the driver field `preparedIn` relies on (`session.tx`, else
  * `session.client`); without it the statement goes through Drizzle as a template.
  */
-export async function executePositional(db: Executor, text: string, args: InValue[]): Promise<ResultSet> {
-  const session = (db as unknown as { session?: { tx?: Pick<Transaction, "execute"> | null; client?: Pick<Client, "execute"> } }).session;
+export async function executePositional(
+  db: Executor,
+  text: string,
+  args: InValue[],
+): Promise<ResultSet> {
+  const session = (
+    db as unknown as {
+      session?: { tx?: Pick<Transaction, "execute"> | null; client?: Pick<Client, "execute"> };
+    }
+  ).session;
   const target = session?.tx ?? session?.client;
   if (target && typeof target.execute === "function") return target.execute({ sql: text, args });
   const parts = text.split("?");
-  if (parts.length !== args.length + 1) throw new Error(`executePositional: ${parts.length - 1} placeholders for ${args.length} arguments`);
-  return (await db.run(sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args))) as unknown as ResultSet;
+  if (parts.length !== args.length + 1)
+    throw new Error(
+      `executePositional: ${parts.length - 1} placeholders for ${args.length} arguments`,
+    );
+  return (await db.run(
+    sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args),
+  )) as unknown as ResultSet;
 }

@@ -5,7 +5,16 @@
  */
 import { redactUrl } from "../config";
 
-export type DatabaseFailureKind = "unauthorized" | "refused" | "not_found" | "tls" | "dns" | "timeout" | "server_error" | "unreachable" | "local_file";
+export type DatabaseFailureKind =
+  | "unauthorized"
+  | "refused"
+  | "not_found"
+  | "tls"
+  | "dns"
+  | "timeout"
+  | "server_error"
+  | "unreachable"
+  | "local_file";
 
 export interface DatabaseFailure {
   kind: DatabaseFailureKind;
@@ -30,24 +39,48 @@ export function classifyDatabaseError(error: unknown, authTokenSet = true): Data
   if (status === "401" || status === "403") {
     return {
       kind: "unauthorized",
-      reason: authTokenSet ? `unauthorized: the server refused DATABASE_AUTH_TOKEN (HTTP ${status})` : `unauthorized: the server needs DATABASE_AUTH_TOKEN (HTTP ${status})`,
+      reason: authTokenSet
+        ? `unauthorized: the server refused DATABASE_AUTH_TOKEN (HTTP ${status})`
+        : `unauthorized: the server needs DATABASE_AUTH_TOKEN (HTTP ${status})`,
     };
   }
-  if (status === "404") return { kind: "not_found", reason: "not found: the server answered HTTP 404 (is DATABASE_URL the database's own URL?)" };
-  if (has(/ECONNREFUSED|connection refused|Unable to connect/i)) return { kind: "refused", reason: "connection refused: nothing listens at that address" };
+  if (status === "404")
+    return {
+      kind: "not_found",
+      reason: "not found: the server answered HTTP 404 (is DATABASE_URL the database's own URL?)",
+    };
+  if (has(/ECONNREFUSED|connection refused|Unable to connect/i))
+    return { kind: "refused", reason: "connection refused: nothing listens at that address" };
   // workerd reports a refused connection (and one dropped before any answer) only as this.
-  if (has(/Network connection lost/i)) return { kind: "refused", reason: "connection refused or dropped: nothing answered at that address" };
-  if (has(/ENOTFOUND|EAI_AGAIN|getaddrinfo|DNS lookup|name not resolved/i)) return { kind: "dns", reason: "host not found (DNS lookup failed)" };
+  if (has(/Network connection lost/i))
+    return {
+      kind: "refused",
+      reason: "connection refused or dropped: nothing answered at that address",
+    };
+  if (has(/ENOTFOUND|EAI_AGAIN|getaddrinfo|DNS lookup|name not resolved/i))
+    return { kind: "dns", reason: "host not found (DNS lookup failed)" };
   if (has(/EPROTO|TLS|SSL|certificate|CERT_|handshake/i)) {
-    const detail = chain.find((c) => /TLS|SSL|certificate|CERT_|handshake/i.test(c.message))?.message ?? "handshake failed";
+    const detail =
+      chain.find((c) => /TLS|SSL|certificate|CERT_|handshake/i.test(c.message))?.message ??
+      "handshake failed";
     return { kind: "tls", reason: `TLS failed: ${oneLine(detail)}` };
   }
-  if (has(/ETIMEDOUT|timed? ?out|TimeoutError|aborted due to timeout/i)) return { kind: "timeout", reason: "timed out waiting for the server" };
-  if (status && status >= "500") return { kind: "server_error", reason: `the server failed (HTTP ${status})` };
+  if (has(/ETIMEDOUT|timed? ?out|TimeoutError|aborted due to timeout/i))
+    return { kind: "timeout", reason: "timed out waiting for the server" };
+  if (status && status >= "500")
+    return { kind: "server_error", reason: `the server failed (HTTP ${status})` };
   if (status) return { kind: "server_error", reason: `the server answered HTTP ${status}` };
-  if (has(/ECONNRESET|socket|network|fetch failed|Network connection lost/i)) return { kind: "unreachable", reason: `unreachable: ${oneLine(chain.at(-1)!.message)}` };
-  if (has(/ENOENT|EACCES|EPERM|EROFS|Unable to open connection to local database|SQLITE_CANTOPEN|unable to open database file/i)) {
-    return { kind: "local_file", reason: `cannot open the database file: ${oneLine(chain.at(-1)!.message)}` };
+  if (has(/ECONNRESET|socket|network|fetch failed|Network connection lost/i))
+    return { kind: "unreachable", reason: `unreachable: ${oneLine(chain.at(-1)!.message)}` };
+  if (
+    has(
+      /ENOENT|EACCES|EPERM|EROFS|Unable to open connection to local database|SQLITE_CANTOPEN|unable to open database file/i,
+    )
+  ) {
+    return {
+      kind: "local_file",
+      reason: `cannot open the database file: ${oneLine(chain.at(-1)!.message)}`,
+    };
   }
   return null;
 }
@@ -57,7 +90,11 @@ function oneLine(s: string): string {
 }
 
 /** `database <url>: <reason>` for a connection failure, else null. Secrets never appear. */
-export function describeDatabaseError(error: unknown, url: string, authToken?: string): string | null {
+export function describeDatabaseError(
+  error: unknown,
+  url: string,
+  authToken?: string,
+): string | null {
   const failure = classifyDatabaseError(error, authToken !== undefined);
   if (!failure) return null;
   let line = `database ${redactUrl(url)}: ${failure.reason}`;

@@ -37,7 +37,11 @@ export class GroupCommit {
     // Inside a group or a long write (its own connection), queueing would wait on ourselves.
     if (inGroup.getStore() || this.db.inLongWrite?.()) return this.#alone(work);
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ work: work as Work<unknown>, resolve: resolve as (v: unknown) => void, reject });
+      this.#queue.push({
+        work: work as Work<unknown>,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
       if (!this.#running) void this.#drain();
     });
   }
@@ -100,4 +104,3 @@ export class GroupCommit {
     });
   }
 }
-

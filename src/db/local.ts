@@ -25,7 +25,11 @@ export interface LocalOptions {
   readPool?: number;
 }
 
-export async function openDatabase(url: string, authToken?: string, options: LocalOptions = {}): Promise<Database> {
+export async function openDatabase(
+  url: string,
+  authToken?: string,
+  options: LocalOptions = {},
+): Promise<Database> {
   if (!url.startsWith("file:") && url !== ":memory:") {
     const client = createClient({ url, authToken });
     return wrapClient(client, "remote");
@@ -36,7 +40,11 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
   installStatementCache();
   // One connection, so the PRAGMAs below hold for every statement (see serializeClient).
-  const raw = createClient({ url: inMemory ? ":memory:" : url, concurrency: 1, timeout: busyTimeoutMs });
+  const raw = createClient({
+    url: inMemory ? ":memory:" : url,
+    concurrency: 1,
+    timeout: busyTimeoutMs,
+  });
   if (!inMemory) {
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
@@ -55,7 +63,10 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
   const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs, committed);
   // An in-memory database exists on its own connection only: it cannot be shared with threads.
-  const pool = !inMemory && (options.readPool ?? 0) > 0 ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs }) : null;
+  const pool =
+    !inMemory && (options.readPool ?? 0) > 0
+      ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs })
+      : null;
   try {
     await pool?.ready();
   } catch (e) {
@@ -65,7 +76,9 @@ export async function openDatabase(url: string, authToken?: string, options: Loc
   }
   const client = serializeClient(raw, {
     insideTransaction: () => scope.getStore() === true,
-    elsewhere: background ? (mode) => (long.getStore() === true ? background.transaction(mode) : null) : undefined,
+    elsewhere: background
+      ? (mode) => (long.getStore() === true ? background.transaction(mode) : null)
+      : undefined,
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
     read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,

@@ -16,8 +16,15 @@ try {
   console.log(`migrations applied to ${redactUrl(config.database.url)}`);
 } catch (e) {
   // One line naming the cause: a bad setting, an unreachable or refusing database, or the SQL that failed.
-  const connection = config ? describeDatabaseError(e, config.database.url, config.database.authToken) : null;
-  const message = e instanceof ConfigError ? e.message : connection ? `migration failed: ${connection}` : `migration failed: ${String((e as Error).message).replace(/\nparams: [\s\S]*$/, "")}`;
+  const connection = config
+    ? describeDatabaseError(e, config.database.url, config.database.authToken)
+    : null;
+  const message =
+    e instanceof ConfigError
+      ? e.message
+      : connection
+        ? `migration failed: ${connection}`
+        : `migration failed: ${String((e as Error).message).replace(/\nparams: [\s\S]*$/, "")}`;
   console.error(message.replace(/\s*\n\s*/g, " "));
   process.exit(1);
 }

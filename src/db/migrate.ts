@@ -26,14 +26,20 @@ export async function runMigrations(db: Database): Promise<void> {
  * knows them. New tables are created with it (src/plugins/custom-objects/ddl.ts).
  */
 async function addOwnerColumns(db: Database): Promise<void> {
-  const tables = (await db.orm.all(sql`SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'co_[0-9]*' OR name GLOB 'trash__[0-9]*')`)) as { name: string }[];
+  const tables = (await db.orm.all(
+    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'co_[0-9]*' OR name GLOB 'trash__[0-9]*')`,
+  )) as { name: string }[];
   for (const { name } of tables) {
     if (!/^(co_\d+|trash__\d+_[a-z0-9_]+)$/.test(name)) continue;
-    const columns = (await db.orm.all(sql`SELECT name FROM pragma_table_info(${name})`)) as { name: string }[];
+    const columns = (await db.orm.all(sql`SELECT name FROM pragma_table_info(${name})`)) as {
+      name: string;
+    }[];
     const has = (c: string) => columns.some((col) => col.name === c);
     // Object tables only: link tables and search index tables have no timestamps.
     if (!has("last_updated") || has("owner__id")) continue;
-    await db.orm.run(sql.raw(`ALTER TABLE "${name}" ADD COLUMN "owner__id" INTEGER REFERENCES "owners"(id)`));
+    await db.orm.run(
+      sql.raw(`ALTER TABLE "${name}" ADD COLUMN "owner__id" INTEGER REFERENCES "owners"(id)`),
+    );
   }
 }
 
@@ -43,11 +49,17 @@ async function addOwnerColumns(db: Database): Promise<void> {
  */
 async function backfillNaturalNames(db: Database): Promise<void> {
   for (const table of [sites, devices]) {
-    const rows = await db.orm.select({ id: table.id, name: table.name }).from(table).where(and(isNull(table.naturalName), isNotNull(table.name)));
+    const rows = await db.orm
+      .select({ id: table.id, name: table.name })
+      .from(table)
+      .where(and(isNull(table.naturalName), isNotNull(table.name)));
     if (!rows.length) continue;
     await db.orm.transaction(async (tx) => {
       // Plain SQL: the update builder would also move `last_updated`, which is about edits.
-      for (const row of rows) await tx.run(sql`UPDATE ${table} SET ${sql.identifier("_name")} = ${naturalize(row.name)} WHERE ${table.id} = ${row.id}`);
+      for (const row of rows)
+        await tx.run(
+          sql`UPDATE ${table} SET ${sql.identifier("_name")} = ${naturalize(row.name)} WHERE ${table.id} = ${row.id}`,
+        );
     });
   }
 }

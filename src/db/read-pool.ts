@@ -15,7 +15,14 @@
  * The first version ran each connection in a Bun `Worker`; a JavaScript thread under load held
  * 50–60 MB more resident memory per thread, which is why these are native (decision 0060).
  */
-import { LibsqlError, type InArgs, type InStatement, type IntMode, type ResultSet, type Row } from "@libsql/client";
+import {
+  LibsqlError,
+  type InArgs,
+  type InStatement,
+  type IntMode,
+  type ResultSet,
+  type Row,
+} from "@libsql/client";
 import AsyncDatabase from "libsql/promise";
 import { rowMaker } from "./rows";
 import { statementCacheGeneration } from "./statement-cache";
@@ -72,35 +79,78 @@ const MAX_INTEGER = 9223372036854775807n;
 
 /** SQLite's primary result codes by number, as the client names them (0, "OK", is never an error). */
 const SQLITE_CODES: Array<string | undefined> = [
-  undefined, "SQLITE_ERROR", "SQLITE_INTERNAL", "SQLITE_PERM", "SQLITE_ABORT", "SQLITE_BUSY", "SQLITE_LOCKED",
-  "SQLITE_NOMEM", "SQLITE_READONLY", "SQLITE_INTERRUPT", "SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTFOUND",
-  "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_PROTOCOL", "SQLITE_EMPTY", "SQLITE_SCHEMA", "SQLITE_TOOBIG",
-  "SQLITE_CONSTRAINT", "SQLITE_MISMATCH", "SQLITE_MISUSE", "SQLITE_NOLFS", "SQLITE_AUTH", "SQLITE_FORMAT",
-  "SQLITE_RANGE", "SQLITE_NOTADB", "SQLITE_NOTICE", "SQLITE_WARNING",
+  undefined,
+  "SQLITE_ERROR",
+  "SQLITE_INTERNAL",
+  "SQLITE_PERM",
+  "SQLITE_ABORT",
+  "SQLITE_BUSY",
+  "SQLITE_LOCKED",
+  "SQLITE_NOMEM",
+  "SQLITE_READONLY",
+  "SQLITE_INTERRUPT",
+  "SQLITE_IOERR",
+  "SQLITE_CORRUPT",
+  "SQLITE_NOTFOUND",
+  "SQLITE_FULL",
+  "SQLITE_CANTOPEN",
+  "SQLITE_PROTOCOL",
+  "SQLITE_EMPTY",
+  "SQLITE_SCHEMA",
+  "SQLITE_TOOBIG",
+  "SQLITE_CONSTRAINT",
+  "SQLITE_MISMATCH",
+  "SQLITE_MISUSE",
+  "SQLITE_NOLFS",
+  "SQLITE_AUTH",
+  "SQLITE_FORMAT",
+  "SQLITE_RANGE",
+  "SQLITE_NOTADB",
+  "SQLITE_NOTICE",
+  "SQLITE_WARNING",
 ];
 
 /** The client's mapping of a driver error (`mapSqliteError`): base code from the raw code. */
 function toLibsqlError(e: unknown): unknown {
   const err = e as { name?: string; message: string; code?: string; rawCode?: number } | null;
   if (!err || err.name !== "SqliteError") return e;
-  const base = err.rawCode === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[err.rawCode & 0xff] ?? `SQLITE_UNKNOWN_${err.rawCode & 0xff}`);
+  const base =
+    err.rawCode === undefined
+      ? "SQLITE_UNKNOWN"
+      : (SQLITE_CODES[err.rawCode & 0xff] ?? `SQLITE_UNKNOWN_${err.rawCode & 0xff}`);
   return new LibsqlError(err.message, base, err.code, err.rawCode, e as Error);
 }
 
 /** An argument as the client passes it to the driver (`valueToSql`), with the same refusals. */
 function toSql(value: unknown, intMode: IntMode): unknown {
   if (typeof value === "number") {
-    if (!Number.isFinite(value)) throw new RangeError("Only finite numbers (not Infinity or NaN) can be passed as arguments");
+    if (!Number.isFinite(value))
+      throw new RangeError("Only finite numbers (not Infinity or NaN) can be passed as arguments");
     return value;
   }
   if (typeof value === "bigint") {
-    if (value < MIN_INTEGER || value > MAX_INTEGER) throw new RangeError("bigint is too large to be represented as a 64-bit integer and passed as argument");
+    if (value < MIN_INTEGER || value > MAX_INTEGER)
+      throw new RangeError(
+        "bigint is too large to be represented as a 64-bit integer and passed as argument",
+      );
     return value;
   }
-  if (typeof value === "boolean") return intMode === "bigint" ? (value ? 1n : 0n) : intMode === "string" ? (value ? "1" : "0") : value ? 1 : 0;
+  if (typeof value === "boolean")
+    return intMode === "bigint"
+      ? value
+        ? 1n
+        : 0n
+      : intMode === "string"
+        ? value
+          ? "1"
+          : "0"
+        : value
+          ? 1
+          : 0;
   if (value instanceof ArrayBuffer) return Buffer.from(value);
   if (value instanceof Date) return value.valueOf();
-  if (value === undefined) throw new TypeError("undefined cannot be passed as argument to the database");
+  if (value === undefined)
+    throw new TypeError("undefined cannot be passed as argument to the database");
   return value;
 }
 
@@ -117,7 +167,9 @@ function argsToSql(args: InArgs | undefined, intMode: IntMode): unknown {
 
 /** Whether a row holds a number beyond 2^53 with no fraction: an integer the driver may have rounded. */
 function mayBeRounded(rows: unknown[][]): boolean {
-  for (const values of rows) for (const v of values) if (typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v)) return true;
+  for (const values of rows)
+    for (const v of values)
+      if (typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v)) return true;
   return false;
 }
 
@@ -127,7 +179,10 @@ function fromSql(values: unknown[], intMode: IntMode): unknown[] {
     const v = values[i];
     if (typeof v === "bigint") {
       if (intMode === "number") {
-        if (v < MIN_SAFE || v > MAX_SAFE) throw new RangeError("Received integer which cannot be safely represented as a JavaScript number");
+        if (v < MIN_SAFE || v > MAX_SAFE)
+          throw new RangeError(
+            "Received integer which cannot be safely represented as a JavaScript number",
+          );
         values[i] = Number(v);
       } else if (intMode === "string") values[i] = "" + v;
     } else if (v instanceof Buffer) values[i] = v.buffer;
@@ -147,14 +202,17 @@ function fromSql(values: unknown[], intMode: IntMode): unknown[] {
  */
 async function materialized(db: NativeDatabase, sql: string): Promise<NativeStatement | null> {
   try {
-    const stmt = await db.prepare(`WITH "__materialized" AS MATERIALIZED (\n${sql}\n) SELECT * FROM "__materialized"`);
+    const stmt = await db.prepare(
+      `WITH "__materialized" AS MATERIALIZED (\n${sql}\n) SELECT * FROM "__materialized"`,
+    );
     return stmt.raw(true);
   } catch {
     return null;
   }
 }
 
-const toJsonValue = (v: unknown) => (typeof v === "bigint" ? "" + v : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v);
+const toJsonValue = (v: unknown) =>
+  typeof v === "bigint" ? "" + v : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v;
 
 /** `ResultSet` with the same fields and `toJSON` as the client's own. */
 class PooledResultSet implements ResultSet {
@@ -257,7 +315,11 @@ class Slot {
     return this.pending === 0 ? 0 : now - this.#startedAt;
   }
 
-  async #run(sql: string, args: InArgs | undefined, asArrays: boolean): Promise<ResultSet | RawRows> {
+  async #run(
+    sql: string,
+    args: InArgs | undefined,
+    asArrays: boolean,
+  ): Promise<ResultSet | RawRows> {
     this.#startedAt = performance.now();
     await this.ready;
     const db = this.#db;
@@ -335,14 +397,22 @@ class Slot {
     // Repeated names rule out the materialized form (a subquery renames them). This connection
     // may not have seen the newest schema yet; the run refreshes the columns (`checked`).
     const columns = reader ? stmt.columns().map((c) => c.name) : [];
-    if (reader && columns.length && new Set(columns).size === columns.length && wrapped) stmt = wrapped;
+    if (reader && columns.length && new Set(columns).size === columns.length && wrapped)
+      stmt = wrapped;
     // exact integers (BigInt) unless the client's mode is numbers (see `#run`)
     stmt.safeIntegers((this.options.intMode ?? "number") !== "number");
     // A native statement collected by the GC is finalized on the event loop, and finalizing takes
     // its connection's lock: if that connection is running a long read at the time, the whole
     // event loop waits for it (measured: 250-300 ms, once per new slow statement, before the plain
     // form was kept). So the plain form lives as long as the cache entry.
-    const p: Prepared = { stmt, reader, columns: [], columnTypes: [], checked: -1, plain: stmt === plain ? undefined : plain };
+    const p: Prepared = {
+      stmt,
+      reader,
+      columns: [],
+      columnTypes: [],
+      checked: -1,
+      plain: stmt === plain ? undefined : plain,
+    };
     if (this.#cache.size >= MAX_STATEMENTS) this.#cache.delete(this.#cache.keys().next().value!);
     this.#cache.set(sql, p);
     return p;
@@ -400,7 +470,11 @@ export class ReadPool {
       if (s.pending === 0) return s;
       // of equally busy connections, the one whose statement started last: one running for a
       // while is likely a long scan, and a read queued behind it waits for all of it
-      if (s.pending < best.pending || (s.pending === best.pending && s.runningSince(now) < best.runningSince(now))) best = s;
+      if (
+        s.pending < best.pending ||
+        (s.pending === best.pending && s.runningSince(now) < best.runningSince(now))
+      )
+        best = s;
     }
     return best;
   }

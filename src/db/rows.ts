@@ -27,7 +27,8 @@ export function rowMaker(columns: readonly string[]): Make {
 
 /** Names a plain assignment cannot hold as the driver would: repeats, indexes, the prototype. */
 const plain = (columns: readonly string[]) =>
-  new Set(columns).size === columns.length && columns.every((c) => c !== "__proto__" && c !== "length" && !/^(0|[1-9]\d*)$/.test(c));
+  new Set(columns).size === columns.length &&
+  columns.every((c) => c !== "__proto__" && c !== "length" && !/^(0|[1-9]\d*)$/.test(c));
 
 function build(columns: readonly string[]): Make {
   if (!plain(columns)) return (values) => slowRow(values, columns);
@@ -57,7 +58,13 @@ function slowRow(values: unknown[], columns: readonly string[]): Row {
     const value = values[i];
     Object.defineProperty(row, i, { value });
     const column = columns[i]!;
-    if (!Object.hasOwn(row, column)) Object.defineProperty(row, column, { value, enumerable: true, configurable: true, writable: true });
+    if (!Object.hasOwn(row, column))
+      Object.defineProperty(row, column, {
+        value,
+        enumerable: true,
+        configurable: true,
+        writable: true,
+      });
   }
   return row as unknown as Row;
 }

@@ -15,7 +15,11 @@ const SCHEMA_CHANGING = /^\s*(create|alter|drop|vacuum|attach|detach|reindex|pra
 const SCHEMA_CHANGING_SHARED = /^\s*(create|alter|drop|vacuum|attach|detach|reindex|analyze)\b/i;
 
 type Prepared = unknown;
-type DatabaseProto = { prepare(sql: string): Prepared; exec(sql: string): unknown; [INSTALLED]?: boolean };
+type DatabaseProto = {
+  prepare(sql: string): Prepared;
+  exec(sql: string): unknown;
+  [INSTALLED]?: boolean;
+};
 
 /**
  * The driver asks a statement for its columns twice per call, and the native binding builds
@@ -32,7 +36,8 @@ function memoizeColumns(stmt: Prepared): Prepared {
 }
 
 /** The statements `@libsql/client` opens and ends transactions with. */
-const TRANSACTION_CONTROL = /^\s*(begin|commit|end|rollback)(\s+(deferred|immediate|exclusive|transaction))*\s*;?\s*$/i;
+const TRANSACTION_CONTROL =
+  /^\s*(begin|commit|end|rollback)(\s+(deferred|immediate|exclusive|transaction))*\s*;?\s*$/i;
 
 /**
  * A statement that SQLite refuses with SQLITE_BUSY (another connection holds the write lock)

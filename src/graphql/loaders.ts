@@ -29,8 +29,13 @@ export class Loaders {
     private readonly auth: AuthState,
   ) {
     this.#choiceSets = new DataLoader(async (ids) => {
-      const rows = await ctx.db.select({ id: choiceSets.id, extra: choiceSets.extraChoices }).from(choiceSets).where(inArray(choiceSets.id, [...ids]));
-      const byId = new Map(rows.map((r) => [r.id, new Map((r.extra ?? []).map(([v, l]) => [String(v), String(l)]))]));
+      const rows = await ctx.db
+        .select({ id: choiceSets.id, extra: choiceSets.extraChoices })
+        .from(choiceSets)
+        .where(inArray(choiceSets.id, [...ids]));
+      const byId = new Map(
+        rows.map((r) => [r.id, new Map((r.extra ?? []).map(([v, l]) => [String(v), String(l)]))]),
+      );
       return ids.map((id) => byId.get(id) ?? new Map());
     });
   }
@@ -41,7 +46,9 @@ export class Loaders {
     if (!loader) {
       loader = new DataLoader(async (ids) => {
         const where = await restrictWhere(this.ctx, this.auth, "view", entry.resource);
-        const visible = where ? [...(await admitted(this.ctx, entry.resource, [...ids], where))] : [...ids];
+        const visible = where
+          ? [...(await admitted(this.ctx, entry.resource, [...ids], where))]
+          : [...ids];
         const records = await entry.resource.load(this.ctx, visible);
         const byId = new Map(records.map((rec) => [rec.id as number, labelled(rec, entry.label)]));
         return ids.map((id) => byId.get(id) ?? null);
@@ -52,7 +59,10 @@ export class Loaders {
   }
 
   /** `{value, label}` of a select value; the label is the value when the set does not name it. */
-  async choice(choiceSetId: number | null, value: string): Promise<{ value: string; label: string }> {
+  async choice(
+    choiceSetId: number | null,
+    value: string,
+  ): Promise<{ value: string; label: string }> {
     const labels = choiceSetId == null ? null : await this.#choiceSets.load(choiceSetId);
     return { value, label: labels?.get(value) ?? value };
   }

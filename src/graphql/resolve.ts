@@ -25,13 +25,16 @@ export async function listRecords(
 ): Promise<ApiRecord[]> {
   const offset = pagination?.offset ?? 0;
   const limit = pagination?.limit ?? MAX_LIMIT;
-  if (!Number.isInteger(offset) || offset < 0) throw badArgument("pagination.offset must be a non-negative integer.");
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw badArgument(`pagination.limit must be between 1 and ${MAX_LIMIT}.`);
+  if (!Number.isInteger(offset) || offset < 0)
+    throw badArgument("pagination.offset must be a non-negative integer.");
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+    throw badArgument(`pagination.limit must be between 1 and ${MAX_LIMIT}.`);
   const r = entry.resource;
   const budget = { terms: 0 };
-  const conditions = [await restrictWhere(g.ctx, g.auth, "view", r), filters ? await filterWhere(g, entry, filterType, filters, "", 0, budget) : undefined].filter(
-    (x): x is SQL => !!x,
-  );
+  const conditions = [
+    await restrictWhere(g.ctx, g.auth, "view", r),
+    filters ? await filterWhere(g, entry, filterType, filters, "", 0, budget) : undefined,
+  ].filter((x): x is SQL => !!x);
   const orderBy: SQL[] = [];
   for (const term of r.list.defaultOrdering) {
     const key = term.replace(/^-/, "");
@@ -47,7 +50,10 @@ export async function listRecords(
     .orderBy(...orderBy)
     .limit(limit)
     .offset(offset)) as { id: number }[];
-  const records = await r.load(g.ctx, rows.map((x) => Number(x.id)));
+  const records = await r.load(
+    g.ctx,
+    rows.map((x) => Number(x.id)),
+  );
   const loader = g.loaders.of(entry);
   for (const rec of records) loader.prime(rec.id as number, labelled(rec, entry.label));
   return records;
@@ -64,37 +70,71 @@ async function filterWhere(
   budget: { terms: number },
 ): Promise<SQL> {
   // SQLite refuses very deep or very large expressions: a filter past these limits is a clear error.
-  if (depth > MAX_FILTER_NESTING) throw badArgument(`Filters nest at most ${MAX_FILTER_NESTING} levels (AND, OR, NOT and related filters).`);
+  if (depth > MAX_FILTER_NESTING)
+    throw badArgument(
+      `Filters nest at most ${MAX_FILTER_NESTING} levels (AND, OR, NOT and related filters).`,
+    );
   const shape = filterShapeOf(type);
   const terms: SQL[] = [];
   const count = (n: number) => {
     budget.terms += n;
-    if (budget.terms > MAX_FILTER_VALUES) throw badArgument(`A filter takes at most ${MAX_FILTER_VALUES} lookups and values in all.`);
+    if (budget.terms > MAX_FILTER_VALUES)
+      throw badArgument(`A filter takes at most ${MAX_FILTER_VALUES} lookups and values in all.`);
   };
   for (const [name, value] of Object.entries(input)) {
     if (value === null || value === undefined) continue;
     if (name === "AND" || name === "OR") {
       const parts: SQL[] = [];
-      for (const item of value as Record<string, unknown>[]) parts.push(await filterWhere(g, entry, type, item, prefix, depth + 1, budget));
+      for (const item of value as Record<string, unknown>[])
+        parts.push(await filterWhere(g, entry, type, item, prefix, depth + 1, budget));
       if (parts.length) terms.push((name === "AND" ? and(...parts) : or(...parts)) as SQL);
       continue;
     }
     if (name === "NOT") {
-      terms.push(not(await filterWhere(g, entry, type, value as Record<string, unknown>, prefix, depth + 1, budget)));
+      terms.push(
+        not(
+          await filterWhere(
+            g,
+            entry,
+            type,
+            value as Record<string, unknown>,
+            prefix,
+            depth + 1,
+            budget,
+          ),
+        ),
+      );
       continue;
     }
     const key = shape.keys.get(name);
     if (!key) continue;
     if (shape.related.has(name)) {
       const nested = type.getFields()[name]!.type as GraphQLInputObjectType;
-      terms.push(await filterWhere(g, entry, nested, value as Record<string, unknown>, `${prefix}${key}__`, depth + 1, budget));
+      terms.push(
+        await filterWhere(
+          g,
+          entry,
+          nested,
+          value as Record<string, unknown>,
+          `${prefix}${key}__`,
+          depth + 1,
+          budget,
+        ),
+      );
       continue;
     }
     for (const [lookup, v] of Object.entries(value as Record<string, unknown>)) {
       if (v === undefined || !Object.hasOwn(LOOKUPS, lookup)) continue;
       if (v === null && lookup !== "exact") continue;
       count(Array.isArray(v) ? Math.max(1, v.length) : 1);
-      terms.push(await constraintSql(g.ctx, entry.resource, [{ [`${prefix}${key}__${LOOKUPS[lookup]}`]: v }], null));
+      terms.push(
+        await constraintSql(
+          g.ctx,
+          entry.resource,
+          [{ [`${prefix}${key}__${LOOKUPS[lookup]}`]: v }],
+          null,
+        ),
+      );
     }
   }
   return terms.length ? (and(...terms) as SQL) : sql`1`;

@@ -24,7 +24,12 @@ import { buildSchema, customObjectNames, HOST_NAMES } from "./schema";
 import type { Entry } from "./shared";
 
 /** The limits, documented in docs/decisions/0035-graphql.md. */
-export const GRAPHQL_LIMITS = { maxDepth: 10, maxCost: 2000, maxAliases: 30, maxTokens: 5000 } as const;
+export const GRAPHQL_LIMITS = {
+  maxDepth: 10,
+  maxCost: 2000,
+  maxAliases: 30,
+  maxTokens: 5000,
+} as const;
 
 const SCHEMA_CACHE_SIZE = 64;
 
@@ -39,15 +44,20 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
   for (const [label, names] of Object.entries(HOST_NAMES)) {
     const [app, model] = label.split(".") as [string, string];
     // host models are registered statically; a disabled plugin's would simply be absent
-    const info = services.models.staticModels().find((m) => m.appLabel === app && m.model === model);
-    if (info?.resource) hostEntries.push({ label, resource: info.resource, field: names.field, type: names.type });
+    const info = services.models
+      .staticModels()
+      .find((m) => m.appLabel === app && m.model === model);
+    if (info?.resource)
+      hostEntries.push({ label, resource: info.resource, field: names.field, type: names.type });
   }
 
   /** The caller's schema: their visible models, cached by shape signature and visible set. */
   async function schemaFor(c: Ctx): Promise<GraphQLSchema> {
     const ctx = readContext(c);
     const dynamic = await services.models.dynamicModels(ctx);
-    const cotNames = customObjectNames(dynamic.models.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })));
+    const cotNames = customObjectNames(
+      dynamic.models.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })),
+    );
     const entries = hostEntries.filter((e) => {
       const [app, model] = e.label.split(".") as [string, string];
       return hasPermission(c, "view", app, model);
@@ -55,15 +65,24 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
     for (const m of dynamic.models) {
       if (!m.resource || !hasPermission(c, "view", m.appLabel, m.model)) continue;
       const field = cotNames.get(m.catalogId ?? 0)!;
-      entries.push({ label: `${m.appLabel}.${m.model}`, resource: m.resource, field, type: `CustomObject_${field.slice("custom_objects_".length)}` });
+      entries.push({
+        label: `${m.appLabel}.${m.model}`,
+        resource: m.resource,
+        field,
+        type: `CustomObject_${field.slice("custom_objects_".length)}`,
+      });
     }
     const key = `${dynamic.signature}|${entries.map((e) => e.label).join(",")}`;
     let schema = cache.get(key);
     if (!schema) {
       const typeIds = new Set<number>();
-      for (const e of entries) for (const r of e.resource.relations ?? []) for (const id of [r.targetTypeId, ...(r.targetTypeIds ?? [])]) if (id != null) typeIds.add(id);
+      for (const e of entries)
+        for (const r of e.resource.relations ?? [])
+          for (const id of [r.targetTypeId, ...(r.targetTypeIds ?? [])])
+            if (id != null) typeIds.add(id);
       const labelsById = new Map<number, string>();
-      for (const [id, ot] of await services.objectTypes.byIds([...typeIds], ctx.db)) labelsById.set(id, `${ot.appLabel}.${ot.model}`);
+      for (const [id, ot] of await services.objectTypes.byIds([...typeIds], ctx.db))
+        labelsById.set(id, `${ot.appLabel}.${ot.model}`);
       schema = buildSchema(entries, labelsById);
       if (cache.size >= SCHEMA_CACHE_SIZE) cache.delete(cache.keys().next().value!);
       cache.set(key, schema);
@@ -84,18 +103,34 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
         const original = (error as GraphQLError).originalError ?? error;
         if (original instanceof ApiError) {
           const body = original.body as { detail?: string };
-          return new GraphQLError(body.detail ?? JSON.stringify(body), { extensions: { code: "BAD_REQUEST", status: original.statusCode } });
+          return new GraphQLError(body.detail ?? JSON.stringify(body), {
+            extensions: { code: "BAD_REQUEST", status: original.statusCode },
+          });
         }
-        if (error instanceof GraphQLError && !(error.originalError && !(error.originalError instanceof GraphQLError))) return error;
-        services.logger.error("graphql resolver failed", { error: String((original as Error)?.message ?? original) });
+        if (
+          error instanceof GraphQLError &&
+          !(error.originalError && !(error.originalError instanceof GraphQLError))
+        )
+          return error;
+        services.logger.error("graphql resolver failed", {
+          error: String((original as Error)?.message ?? original),
+        });
         return new GraphQLError(message);
       },
     },
     plugins: [
       maxTokensPlugin({ n: GRAPHQL_LIMITS.maxTokens }),
-      maxDepthPlugin({ n: GRAPHQL_LIMITS.maxDepth, ignoreIntrospection: true, flattenFragments: true }),
+      maxDepthPlugin({
+        n: GRAPHQL_LIMITS.maxDepth,
+        ignoreIntrospection: true,
+        flattenFragments: true,
+      }),
       maxAliasesPlugin({ n: GRAPHQL_LIMITS.maxAliases }),
-      costLimitPlugin({ maxCost: GRAPHQL_LIMITS.maxCost, ignoreIntrospection: true, flattenFragments: true }),
+      costLimitPlugin({
+        maxCost: GRAPHQL_LIMITS.maxCost,
+        ignoreIntrospection: true,
+        flattenFragments: true,
+      }),
     ],
   });
 
@@ -119,11 +154,19 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
     }
     const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
     const ctx = readContext(c);
-    const graphql: GraphQLContext = { ctx, auth: c.var.auth, loaders: new Loaders(ctx, c.var.auth) };
+    const graphql: GraphQLContext = {
+      ctx,
+      auth: c.var.auth,
+      loaders: new Loaders(ctx, c.var.auth),
+    };
     return yoga.fetch(request, { schema: await schemaFor(c), graphql });
   });
   app.all("/", () => {
-    throw new ApiError(405, { detail: "Method not allowed.", error: "method_not_allowed" }, { Allow: "GET, POST, HEAD" });
+    throw new ApiError(
+      405,
+      { detail: "Method not allowed.", error: "method_not_allowed" },
+      { Allow: "GET, POST, HEAD" },
+    );
   });
   return app;
 }

@@ -39,7 +39,10 @@ export const HOST_NAMES: Record<string, { field: string; type: string }> = {
   "ipam.ipaddress": { field: "ip_address", type: "IPAddressType" },
   "tenancy.tenant": { field: "tenant", type: "TenantType" },
   "extras.tag": { field: "tag", type: "TagType" },
-  "extras.customfieldchoiceset": { field: "custom_field_choice_set", type: "CustomFieldChoiceSetType" },
+  "extras.customfieldchoiceset": {
+    field: "custom_field_choice_set",
+    type: "CustomFieldChoiceSetType",
+  },
   "users.user": { field: "user", type: "UserType" },
   "users.group": { field: "group", type: "GroupType" },
   "users.owner": { field: "owner", type: "OwnerType" },
@@ -78,7 +81,13 @@ export function graphqlName(name: string): string | null {
 // ---- scalars --------------------------------------------------------------------------------
 
 const passThrough = (name: string, description: string) =>
-  new GraphQLScalarType({ name, description, serialize: (v) => v, parseValue: (v) => v, parseLiteral: () => undefined });
+  new GraphQLScalarType({
+    name,
+    description,
+    serialize: (v) => v,
+    parseValue: (v) => v,
+    parseLiteral: () => undefined,
+  });
 
 /** Integers beyond GraphQL's 32-bit `Int` (custom object integer fields are 64-bit). */
 const BigIntScalar = new GraphQLScalarType({
@@ -97,7 +106,10 @@ const JSONScalar = passThrough("JSON", "Any JSON value.");
 const ChoiceValue = new GraphQLObjectType({
   name: "CustomObjectChoiceValue",
   description: "A select value with its label from the field's choice set.",
-  fields: { value: { type: new GraphQLNonNull(GraphQLString) }, label: { type: new GraphQLNonNull(GraphQLString) } },
+  fields: {
+    value: { type: new GraphQLNonNull(GraphQLString) },
+    label: { type: new GraphQLNonNull(GraphQLString) },
+  },
 });
 
 const OffsetPaginationInput = new GraphQLInputObjectType({
@@ -109,11 +121,30 @@ const OffsetPaginationInput = new GraphQLInputObjectType({
 
 function lookupInput(name: string, value: GraphQLInputType, lookups: string[]) {
   const fields: GraphQLInputFieldConfigMap = {};
-  for (const l of lookups) fields[l] = { type: l === "in_list" ? new GraphQLList(new GraphQLNonNull(value)) : l === "is_null" ? GraphQLBoolean : value };
+  for (const l of lookups)
+    fields[l] = {
+      type:
+        l === "in_list"
+          ? new GraphQLList(new GraphQLNonNull(value))
+          : l === "is_null"
+            ? GraphQLBoolean
+            : value,
+    };
   return new GraphQLInputObjectType({ name, fields });
 }
 
-const TEXT_LOOKUPS = ["exact", "i_exact", "contains", "i_contains", "starts_with", "i_starts_with", "ends_with", "i_ends_with", "in_list", "is_null"];
+const TEXT_LOOKUPS = [
+  "exact",
+  "i_exact",
+  "contains",
+  "i_contains",
+  "starts_with",
+  "i_starts_with",
+  "ends_with",
+  "i_ends_with",
+  "in_list",
+  "is_null",
+];
 const ORDERED_LOOKUPS = ["exact", "gt", "gte", "lt", "lte", "in_list", "is_null"];
 const LOOKUP_INPUTS = {
   string: lookupInput("StringLookup", GraphQLString, TEXT_LOOKUPS),
@@ -137,8 +168,12 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
   const unions = new Map<string, GraphQLUnionType>();
 
   const targetsOf = (rel: Relation): string[] => {
-    if (rel.polymorphic) return (rel.targetTypeIds ?? []).map((id) => labelsById.get(id)).filter((l): l is string => !!l);
-    const label = rel.target ?? (rel.targetTypeId != null ? labelsById.get(rel.targetTypeId) : undefined);
+    if (rel.polymorphic)
+      return (rel.targetTypeIds ?? [])
+        .map((id) => labelsById.get(id))
+        .filter((l): l is string => !!l);
+    const label =
+      rel.target ?? (rel.targetTypeId != null ? labelsById.get(rel.targetTypeId) : undefined);
     return label ? [label] : [];
   };
 
@@ -163,8 +198,10 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
     const relations = new Map((r.relations ?? []).map((rel) => [rel.name, rel]));
     for (const f of r.describe ?? []) {
       const name = graphqlName(f.name);
-      if (!name || Object.hasOwn(out, name) || ["created", "last_updated", "tags"].includes(name)) continue;
-      const config = f.kind === "relation" ? relationField(entry, relations.get(f.name)) : scalarField(f);
+      if (!name || Object.hasOwn(out, name) || ["created", "last_updated", "tags"].includes(name))
+        continue;
+      const config =
+        f.kind === "relation" ? relationField(entry, relations.get(f.name)) : scalarField(f);
       if (config) out[name] = config;
     }
     out.created = { type: GraphQLString };
@@ -184,7 +221,10 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
 
   function scalarField(f: FieldDescription): GraphQLFieldConfig<ApiRecord, GraphQLContext> {
     const key = f.name;
-    const plain = (type: GraphQLOutputType): GraphQLFieldConfig<ApiRecord, GraphQLContext> => ({ type, resolve: (rec) => rec[key] ?? null });
+    const plain = (type: GraphQLOutputType): GraphQLFieldConfig<ApiRecord, GraphQLContext> => ({
+      type,
+      resolve: (rec) => rec[key] ?? null,
+    });
     switch (f.kind) {
       case "integer":
         return plain(BigIntScalar);
@@ -205,12 +245,18 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
       case "select":
         return {
           type: ChoiceValue,
-          resolve: async (rec, _a, g) => (rec[key] == null ? null : g.loaders.choice(f.choiceSetId ?? null, String(rec[key]))),
+          resolve: async (rec, _a, g) =>
+            rec[key] == null ? null : g.loaders.choice(f.choiceSetId ?? null, String(rec[key])),
         };
       case "multiselect":
         return {
           type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(ChoiceValue))),
-          resolve: async (rec, _a, g) => Promise.all(((rec[key] as unknown[] | null) ?? []).map((v) => g.loaders.choice(f.choiceSetId ?? null, String(v)))),
+          resolve: async (rec, _a, g) =>
+            Promise.all(
+              ((rec[key] as unknown[] | null) ?? []).map((v) =>
+                g.loaders.choice(f.choiceSetId ?? null, String(v)),
+              ),
+            ),
         };
       default:
         return plain(GraphQLString);
@@ -218,7 +264,10 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
   }
 
   /** A relation resolves to its targets' own types; targets the caller may not view are not named. */
-  function relationField(entry: Entry, rel: Relation | undefined): GraphQLFieldConfig<ApiRecord, GraphQLContext> | null {
+  function relationField(
+    entry: Entry,
+    rel: Relation | undefined,
+  ): GraphQLFieldConfig<ApiRecord, GraphQLContext> | null {
     if (!rel) return null;
     const targets = targetsOf(rel)
       .map((label) => byLabel.get(label))
@@ -233,7 +282,8 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
         union = new GraphQLUnionType({
           name: unionName,
           types: () => targets.map(objectType),
-          resolveType: (value: ApiRecord) => byLabel.get((value as Record<symbol, unknown>)[LABEL] as string)?.type,
+          resolveType: (value: ApiRecord) =>
+            byLabel.get((value as Record<symbol, unknown>)[LABEL] as string)?.type,
         });
         unions.set(unionName, union);
       }
@@ -251,7 +301,10 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
     if (rel.many) {
       return {
         type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
-        resolve: async (rec, _a, g) => (await Promise.all(((rec[rel.name] as unknown[] | null) ?? []).map((v) => load(v, g)))).filter((x) => x),
+        resolve: async (rec, _a, g) =>
+          (
+            await Promise.all(((rec[rel.name] as unknown[] | null) ?? []).map((v) => load(v, g)))
+          ).filter((x) => x),
       };
     }
     return { type, resolve: (rec, _a, g) => load(rec[rel.name], g) };
@@ -269,7 +322,10 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
         // A single relation filters on its target's fields (`site: {slug: {exact: "hq"}}`), as
         // NetBox's do; an id filter of the same name moves to `<name>_id`.
         for (const rel of entry.resource.relations ?? []) {
-          const target = !rel.polymorphic && !rel.many && rel.expr ? byLabel.get(targetsOf(rel)[0] ?? "") : undefined;
+          const target =
+            !rel.polymorphic && !rel.many && rel.expr
+              ? byLabel.get(targetsOf(rel)[0] ?? "")
+              : undefined;
           const name = graphqlName(rel.name);
           if (!target || !name || Object.hasOwn(fields, name)) continue;
           fields[name] = { type: filterType(target) };
@@ -278,11 +334,18 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
         }
         for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
           // a per-type filter of a polymorphic field names its type: only visible types
-          if (spec.targetTypeId !== undefined && !byLabel.has(labelsById.get(spec.targetTypeId) ?? "")) continue;
+          if (
+            spec.targetTypeId !== undefined &&
+            !byLabel.has(labelsById.get(spec.targetTypeId) ?? "")
+          )
+            continue;
           let name = graphqlName(key);
           if (name && Object.hasOwn(fields, name) && spec.kind === "number") name = `${name}_id`;
           if (!name || Object.hasOwn(fields, name)) continue;
-          const kind = key === "id" || (key.endsWith("_id") && spec.kind === "number") || name.endsWith("_id") ? "id" : spec.kind;
+          const kind =
+            key === "id" || (key.endsWith("_id") && spec.kind === "number") || name.endsWith("_id")
+              ? "id"
+              : spec.kind;
           fields[name] = { type: LOOKUP_INPUTS[kind] };
           shape.keys.set(name, key);
         }
@@ -311,12 +374,22 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
     query[`${entry.field}_list`] = {
       type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
       args: { filters: { type: filters }, pagination: { type: OffsetPaginationInput } },
-      resolve: (_root, args: { filters?: Record<string, unknown> | null; pagination?: { offset?: number | null; limit?: number | null } | null }, g) =>
-        listRecords(g, entry, filters, args.filters ?? null, args.pagination ?? null),
+      resolve: (
+        _root,
+        args: {
+          filters?: Record<string, unknown> | null;
+          pagination?: { offset?: number | null; limit?: number | null } | null;
+        },
+        g,
+      ) => listRecords(g, entry, filters, args.filters ?? null, args.pagination ?? null),
     };
   }
   if (!Object.keys(query).length) {
-    query.host_version = { type: GraphQLString, description: "Nothing here is visible to this caller.", resolve: () => null };
+    query.host_version = {
+      type: GraphQLString,
+      description: "Nothing here is visible to this caller.",
+      resolve: () => null,
+    };
   }
   return new GraphQLSchema({ query: new GraphQLObjectType({ name: "Query", fields: query }) });
 }

@@ -46,4 +46,5 @@ export function filterShapeOf(type: GraphQLInputObjectType): FilterShape {
 }
 
 /** A clear GraphQL error for a bad argument (never a 500). */
-export const badArgument = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
+export const badArgument = (message: string) =>
+  new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });

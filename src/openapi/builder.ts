@@ -9,7 +9,13 @@ import type { DefinedModel } from "../core/models/define";
 import { DEFAULT_LOOKUPS, type FilterSpec, type ListSpec } from "../core/rest/query";
 import { ROUTE_DOC, type RouteDoc } from "../core/validate";
 import { closedObject, ref, type JsonSchema, type ModelOpenApi } from "./json-schema";
-import { hostModelName, modelNames, modelSchemas, paginated, type ModelNames } from "./model-schemas";
+import {
+  hostModelName,
+  modelNames,
+  modelSchemas,
+  paginated,
+  type ModelNames,
+} from "./model-schemas";
 import { valibotSchema } from "./valibot";
 import type { GenericSchema } from "valibot";
 
@@ -52,7 +58,11 @@ interface Registered {
 }
 
 /** `/api/dcim/sites` → `dcim_sites`: operation ids start with the path below `/api/`. */
-export const operationPrefix = (path: string) => path.replace(/^\/api\//, "").replace(/[^A-Za-z0-9]+/g, "_").replace(/^_|_$/g, "");
+export const operationPrefix = (path: string) =>
+  path
+    .replace(/^\/api\//, "")
+    .replace(/[^A-Za-z0-9]+/g, "_")
+    .replace(/^_|_$/g, "");
 
 /** Hono's `/x/:id{[^/]+}` → OpenAPI's `/x/{id}`. */
 export const templatePath = (honoPath: string) => honoPath.replace(/:(\w+)(\{[^}]*\})?/g, "{$1}");
@@ -111,7 +121,14 @@ export class OpenApiBuilder {
       const names = modelNames(hostModelName(model));
       const schemas = modelSchemas(model, names, (label) => this.brief(label), extra);
       this.addSchemas({ ...schemas, ...bulkSchemas(names, schemas) });
-      this.resource({ path, tag, verbose: model.spec.verboseName, operationPrefix: operationPrefix(path), names, list: model.resource.list });
+      this.resource({
+        path,
+        tag,
+        verbose: model.spec.verboseName,
+        operationPrefix: operationPrefix(path),
+        names,
+        list: model.resource.list,
+      });
     }
     for (const fn of this.#afterModels.splice(0)) fn();
   }
@@ -120,7 +137,8 @@ export class OpenApiBuilder {
   addSchemas(schemas: Record<string, JsonSchema>) {
     for (const [name, schema] of Object.entries(schemas)) {
       const existing = this.schemas[name];
-      if (existing && JSON.stringify(existing) !== JSON.stringify(schema)) throw new Error(`OpenAPI component ${name} defined twice`);
+      if (existing && JSON.stringify(existing) !== JSON.stringify(schema))
+        throw new Error(`OpenAPI component ${name} defined twice`);
       this.schemas[name] = schema;
     }
   }
@@ -151,12 +169,16 @@ export class OpenApiBuilder {
   /** Security for an operation: public, or the token schemes (anonymous reads when login is optional). */
   security(kind: "token" | "public", method: HttpMethod): unknown[] | undefined {
     if (kind === "public") return [];
-    if (!this.options.loginRequired && method === "get") return [{ tokenAuth: [] }, { bearerAuth: [] }, {}];
+    if (!this.options.loginRequired && method === "get")
+      return [{ tokenAuth: [] }, { bearerAuth: [] }, {}];
     return undefined; // the document-wide default
   }
 
   /** The `paths` object for a route table, plus the routes nobody described. */
-  paths(routes: ReadonlyArray<RouteEntry>): { paths: Record<string, Record<string, Operation>>; undocumented: string[] } {
+  paths(routes: ReadonlyArray<RouteEntry>): {
+    paths: Record<string, Record<string, Operation>>;
+    undocumented: string[];
+  } {
     this.#buildModels();
     const table = new Map<string, Set<HttpMethod>>();
     const routeDocs = new Map<string, RouteDoc[]>();
@@ -166,7 +188,11 @@ export class OpenApiBuilder {
       const path = templatePath(r.path);
       (table.get(path) ?? table.set(path, new Set()).get(path)!).add(method);
       const doc = routeDocOf(r.handler);
-      if (doc) (routeDocs.get(`${method} ${path}`) ?? routeDocs.set(`${method} ${path}`, []).get(`${method} ${path}`)!).push(doc);
+      if (doc)
+        (
+          routeDocs.get(`${method} ${path}`) ??
+          routeDocs.set(`${method} ${path}`, []).get(`${method} ${path}`)!
+        ).push(doc);
     }
     const out: Record<string, Record<string, Operation>> = {};
     const undocumented: string[] = [];
@@ -185,10 +211,20 @@ export class OpenApiBuilder {
         const docs = routeDocs.get(`${method} ${path}`);
         const described = this.#ops.get(`${method} ${path}`);
         // A route's own schemas win; a plugin's part may add what only it knows at run time (settings-dependent text).
-        const registered = docs ? { op: routeOperation(path, docs, described?.op), slash: (described?.slash ?? true) && docs.every((d) => d.slash !== false) } : described;
+        const registered = docs
+          ? {
+              op: routeOperation(path, docs, described?.op),
+              slash: (described?.slash ?? true) && docs.every((d) => d.slash !== false),
+            }
+          : described;
         if (registered) {
-          const anonymousReads = registered.op.security === undefined ? this.security("token", method) : undefined;
-          put(shown(path, registered.slash), method, anonymousReads ? { ...registered.op, security: anonymousReads } : registered.op);
+          const anonymousReads =
+            registered.op.security === undefined ? this.security("token", method) : undefined;
+          put(
+            shown(path, registered.slash),
+            method,
+            anonymousReads ? { ...registered.op, security: anonymousReads } : registered.op,
+          );
           continue;
         }
         const resource = this.#resources.get(path);
@@ -198,7 +234,11 @@ export class OpenApiBuilder {
           continue;
         }
         undocumented.push(`${method.toUpperCase()} ${path}`);
-        put(shown(path, true), method, { summary: "Undocumented route", "x-undocumented": true, responses: { default: { description: "Not described." } } });
+        put(shown(path, true), method, {
+          summary: "Undocumented route",
+          "x-undocumented": true,
+          responses: { default: { description: "Not described." } },
+        });
       }
     }
     for (const desc of this.#concrete) {
@@ -213,7 +253,11 @@ export class OpenApiBuilder {
         }
       }
     }
-    const sorted = Object.fromEntries(Object.keys(out).sort().map((p) => [p, out[p]!]));
+    const sorted = Object.fromEntries(
+      Object.keys(out)
+        .sort()
+        .map((p) => [p, out[p]!]),
+    );
     return { paths: sorted, undocumented };
   }
 }
@@ -244,30 +288,54 @@ function routeOperation(path: string, docs: RouteDoc[], base: Operation = {}): O
   const fromSchemas: Parameter[] = [];
   for (const d of docs) {
     if (d.query) fromSchemas.push(...queryParameters(valibotSchema(d.query)));
-    if (d.body && !op.requestBody) op.requestBody = { required: true, content: { "application/json": { schema: valibotSchema(d.body) } } };
+    if (d.body && !op.requestBody)
+      op.requestBody = {
+        required: true,
+        content: { "application/json": { schema: valibotSchema(d.body) } },
+      };
   }
   const key = (p: Parameter) => `${p.in} ${p.name}`;
   const own = new Set(fromSchemas.map(key));
-  const parameters = [...((op.parameters as Parameter[] | undefined) ?? []).filter((p) => !own.has(key(p))), ...fromSchemas];
+  const parameters = [
+    ...((op.parameters as Parameter[] | undefined) ?? []).filter((p) => !own.has(key(p))),
+    ...fromSchemas,
+  ];
   const named = new Set(parameters.map(key));
   for (const [, name] of [...path.matchAll(/\{(\w+)\}/g)].reverse()) {
-    if (!named.has(`path ${name}`)) parameters.unshift({ name, in: "path", required: true, schema: { type: "string" } });
+    if (!named.has(`path ${name}`))
+      parameters.unshift({ name, in: "path", required: true, schema: { type: "string" } });
   }
   const validated = docs.some((d) => d.query || d.body);
   if (parameters.length) op.parameters = parameters;
   const responses: Record<string, unknown> = {};
-  for (const [code, r] of Object.entries((op.responses as Record<string, Record<string, unknown>>) ?? {})) {
+  for (const [code, r] of Object.entries(
+    (op.responses as Record<string, Record<string, unknown>>) ?? {},
+  )) {
     const content = r.content as Record<string, { schema?: unknown }> | undefined;
     responses[code] = content
-      ? { ...r, content: Object.fromEntries(Object.entries(content).map(([type, c]) => [type, isValibot(c.schema) ? { ...c, schema: valibotSchema(c.schema) } : c])) }
+      ? {
+          ...r,
+          content: Object.fromEntries(
+            Object.entries(content).map(([type, c]) => [
+              type,
+              isValibot(c.schema) ? { ...c, schema: valibotSchema(c.schema) } : c,
+            ]),
+          ),
+        }
       : r;
   }
-  if (validated && !responses["400"]) responses["400"] = { $ref: "#/components/responses/BadRequest" };
-  op.responses = Object.fromEntries(Object.keys(responses).sort().map((k) => [k, responses[k]]));
+  if (validated && !responses["400"])
+    responses["400"] = { $ref: "#/components/responses/BadRequest" };
+  op.responses = Object.fromEntries(
+    Object.keys(responses)
+      .sort()
+      .map((k) => [k, responses[k]]),
+  );
   return op;
 }
 
-const isValibot = (s: unknown): s is GenericSchema => !!s && typeof s === "object" && (s as { kind?: unknown }).kind === "schema" && "~standard" in s;
+const isValibot = (s: unknown): s is GenericSchema =>
+  !!s && typeof s === "object" && (s as { kind?: unknown }).kind === "schema" && "~standard" in s;
 
 /** One query parameter per property of an object schema; a value-or-list becomes a repeatable array. */
 function queryParameters(schema: JsonSchema): Parameter[] {
@@ -289,9 +357,16 @@ function queryParameters(schema: JsonSchema): Parameter[] {
 // ---- the §4 verbs over a resource ------------------------------------------------------------
 
 const json = (schema: JsonSchema) => ({ "application/json": { schema } });
-const body = (schema: JsonSchema, description?: string) => ({ required: true, ...(description ? { description } : {}), content: json(schema) });
+const body = (schema: JsonSchema, description?: string) => ({
+  required: true,
+  ...(description ? { description } : {}),
+  content: json(schema),
+});
 const ok = (description: string, schema: JsonSchema) => ({ description, content: json(schema) });
-const errors = (...codes: string[]) => Object.fromEntries(codes.map((c) => [c, { $ref: `#/components/responses/${ERROR_RESPONSES[c]}` }]));
+const errors = (...codes: string[]) =>
+  Object.fromEntries(
+    codes.map((c) => [c, { $ref: `#/components/responses/${ERROR_RESPONSES[c]}` }]),
+  );
 
 /** Status code → component response name. */
 export const ERROR_RESPONSES: Record<string, string> = {
@@ -306,10 +381,18 @@ export const ERROR_RESPONSES: Record<string, string> = {
 };
 
 /** The operation for one method on a resource's list or detail route, or null if not a §4 verb. */
-function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: boolean, method: HttpMethod): Operation | null {
+function resourceOperation(
+  b: OpenApiBuilder,
+  d: ResourceDescription,
+  detail: boolean,
+  method: HttpMethod,
+): Operation | null {
   const n = d.names;
   const idParam = { $ref: "#/components/parameters/id" };
-  const common = { tags: [d.tag], ...(b.security("token", method) ? { security: b.security("token", method) } : {}) };
+  const common = {
+    tags: [d.tag],
+    ...(b.security("token", method) ? { security: b.security("token", method) } : {}),
+  };
   const bulkItems = (name: string) => ({ type: "array", minItems: 1, items: ref(name) });
   const id = (verb: string) => `${d.operationPrefix}${d.operationSeparator ?? "_"}${verb}`;
   if (!detail) {
@@ -321,9 +404,12 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
           summary: `List ${d.verbose} objects`,
           parameters: [...LIST_PARAMETER_REFS, ...filterParameters(d.list)],
           responses: {
-            "200": ok(`A page of ${d.verbose} objects; with \`?brief\`, each result is the nested form (\`${n.brief}\`).`, {
-              anyOf: [ref(n.list), { ...paginated(n.brief), title: `${n.list} (brief)` }],
-            }),
+            "200": ok(
+              `A page of ${d.verbose} objects; with \`?brief\`, each result is the nested form (\`${n.brief}\`).`,
+              {
+                anyOf: [ref(n.list), { ...paginated(n.brief), title: `${n.list} (brief)` }],
+              },
+            ),
             ...errors("400", "403"),
           },
         };
@@ -334,7 +420,12 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
           summary: `Create one ${d.verbose} (an object) or several (a list, all or nothing)`,
           parameters: PROJECTION_PARAMETER_REFS,
           requestBody: body({ oneOf: [ref(n.request), bulkItems(n.request)] }),
-          responses: { "201": ok("The created object (or list of objects).", { oneOf: [ref(n.record), { type: "array", items: ref(n.record) }] }), ...errors("400", "403", "413", "415") },
+          responses: {
+            "201": ok("The created object (or list of objects).", {
+              oneOf: [ref(n.record), { type: "array", items: ref(n.record) }],
+            }),
+            ...errors("400", "403", "413", "415"),
+          },
         };
       case "put":
       case "patch":
@@ -344,14 +435,21 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
           summary: `${method === "put" ? "Replace" : "Update"} several ${d.verbose} objects (a list of objects with an id, all or nothing)`,
           parameters: PROJECTION_PARAMETER_REFS,
           requestBody: body(bulkItems(`${method === "put" ? n.request : n.patched}Bulk`)),
-          responses: { "200": ok("The updated objects.", { type: "array", items: ref(n.record) }), ...errors("400", "403", "404", "413", "415") },
+          responses: {
+            "200": ok("The updated objects.", { type: "array", items: ref(n.record) }),
+            ...errors("400", "403", "404", "413", "415"),
+          },
         };
       case "delete":
         return {
           ...common,
           operationId: id("bulk_destroy"),
           summary: `Delete several ${d.verbose} objects (a list of {id}, all or nothing)`,
-          requestBody: body({ type: "array", minItems: 1, items: closedObject({ id: { type: "integer", minimum: 1 } }) }),
+          requestBody: body({
+            type: "array",
+            minItems: 1,
+            items: closedObject({ id: { type: "integer", minimum: 1 } }),
+          }),
           responses: { "204": { description: "Deleted." }, ...errors("400", "403", "404", "409") },
         };
     }
@@ -363,7 +461,12 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
         operationId: id("retrieve"),
         summary: `Get a ${d.verbose}`,
         parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
-        responses: { "200": ok(`The ${d.verbose}; with \`?brief\`, its nested form.`, { anyOf: [ref(n.record), ref(n.brief)] }), ...errors("403", "404") },
+        responses: {
+          "200": ok(`The ${d.verbose}; with \`?brief\`, its nested form.`, {
+            anyOf: [ref(n.record), ref(n.brief)],
+          }),
+          ...errors("403", "404"),
+        },
       };
     case "put":
     case "patch":
@@ -373,7 +476,10 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
         summary: `${method === "put" ? "Replace" : "Update"} a ${d.verbose}`,
         parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
         requestBody: body(ref(method === "put" ? n.request : n.patched)),
-        responses: { "200": ok(`The ${d.verbose}.`, ref(n.record)), ...errors("400", "403", "404", "409", "413", "415") },
+        responses: {
+          "200": ok(`The ${d.verbose}.`, ref(n.record)),
+          ...errors("400", "403", "404", "409", "413", "415"),
+        },
       };
     case "delete":
       return {
@@ -389,29 +495,83 @@ function resourceOperation(b: OpenApiBuilder, d: ResourceDescription, detail: bo
 }
 
 /** Bulk item schemas (`<Request>Bulk`): the request keys plus the object's id. */
-export function bulkSchemas(names: ModelNames, schemas: Record<string, JsonSchema>): Record<string, JsonSchema> {
+export function bulkSchemas(
+  names: ModelNames,
+  schemas: Record<string, JsonSchema>,
+): Record<string, JsonSchema> {
   const withId = (name: string, requiredToo: boolean) => {
     const s = schemas[name] as { properties: Record<string, JsonSchema>; required: string[] };
-    return closedObject({ id: { type: "integer", minimum: 1 }, ...s.properties }, ["id", ...(requiredToo ? s.required : [])]);
+    return closedObject({ id: { type: "integer", minimum: 1 }, ...s.properties }, [
+      "id",
+      ...(requiredToo ? s.required : []),
+    ]);
   };
-  return { [`${names.request}Bulk`]: withId(names.request, true), [`${names.patched}Bulk`]: withId(names.patched, false) };
+  return {
+    [`${names.request}Bulk`]: withId(names.request, true),
+    [`${names.patched}Bulk`]: withId(names.patched, false),
+  };
 }
 
 // ---- list parameters ---------------------------------------------------------------------------
 
 /** The §4 list and projection parameters, as components. */
 export const LIST_PARAMETERS: Record<string, Parameter> = {
-  limit: { name: "limit", in: "query", description: "Page size (default 50, at most 1000; 0 means 1000).", schema: { type: "integer", minimum: 0 } },
-  offset: { name: "offset", in: "query", description: "Index of the first result.", schema: { type: "integer", minimum: 0 } },
-  ordering: { name: "ordering", in: "query", description: "Comma-separated fields; `-` for descending (e.g. `-name,id`).", schema: { type: "string" } },
-  q: { name: "q", in: "query", description: "Search the model's search fields (contains, case-insensitive).", schema: { type: "string" } },
-  brief: { name: "brief", in: "query", description: "Only the brief fields of each object.", schema: { type: "boolean" } },
-  fields: { name: "fields", in: "query", description: "Comma-separated keys to return.", schema: { type: "string" } },
-  omit: { name: "omit", in: "query", description: "Comma-separated keys to leave out.", schema: { type: "string" } },
-  id: { name: "id", in: "path", required: true, description: "The object's id.", schema: { type: "integer", minimum: 1 } },
+  limit: {
+    name: "limit",
+    in: "query",
+    description: "Page size (default 50, at most 1000; 0 means 1000).",
+    schema: { type: "integer", minimum: 0 },
+  },
+  offset: {
+    name: "offset",
+    in: "query",
+    description: "Index of the first result.",
+    schema: { type: "integer", minimum: 0 },
+  },
+  ordering: {
+    name: "ordering",
+    in: "query",
+    description: "Comma-separated fields; `-` for descending (e.g. `-name,id`).",
+    schema: { type: "string" },
+  },
+  q: {
+    name: "q",
+    in: "query",
+    description: "Search the model's search fields (contains, case-insensitive).",
+    schema: { type: "string" },
+  },
+  brief: {
+    name: "brief",
+    in: "query",
+    description: "Only the brief fields of each object.",
+    schema: { type: "boolean" },
+  },
+  fields: {
+    name: "fields",
+    in: "query",
+    description: "Comma-separated keys to return.",
+    schema: { type: "string" },
+  },
+  omit: {
+    name: "omit",
+    in: "query",
+    description: "Comma-separated keys to leave out.",
+    schema: { type: "string" },
+  },
+  id: {
+    name: "id",
+    in: "path",
+    required: true,
+    description: "The object's id.",
+    schema: { type: "integer", minimum: 1 },
+  },
 };
-const LIST_PARAMETER_REFS = ["limit", "offset", "ordering", "q", "brief", "fields", "omit"].map((p) => ({ $ref: `#/components/parameters/${p}` }));
-const PROJECTION_PARAMETER_REFS = ["brief", "fields", "omit"].map((p) => ({ $ref: `#/components/parameters/${p}` }));
+const LIST_PARAMETER_REFS = ["limit", "offset", "ordering", "q", "brief", "fields", "omit"].map(
+  (p) => ({ $ref: `#/components/parameters/${p}` }),
+);
+const PROJECTION_PARAMETER_REFS = ["brief", "fields", "omit"].map((p) => ({
+  $ref: `#/components/parameters/${p}`,
+}));
 
 const LOOKUP_TEXT: Record<string, string> = {
   exact: "equals",
@@ -449,23 +609,54 @@ function valueSchema(kind: FilterSpec["kind"]): JsonSchema {
 /** One query parameter per filter and lookup (`name`, `name__ic`, …); values repeat as OR. */
 export function filterParameters(list: ListSpec): Parameter[] {
   const out: Parameter[] = [];
-  const reserved = new Set(["limit", "offset", "ordering", "q", "brief", "fields", "omit", "format"]);
+  const reserved = new Set([
+    "limit",
+    "offset",
+    "ordering",
+    "q",
+    "brief",
+    "fields",
+    "omit",
+    "format",
+  ]);
   for (const [name, spec] of Object.entries(list.filters)) {
     const lookups = spec.lookups ?? DEFAULT_LOOKUPS[spec.kind];
     const bare = spec.bareLookup && spec.bareLookup !== "exact" ? spec.bareLookup : null;
     for (const lookup of lookups) {
       const param = lookup === "exact" ? (bare ? `${name}__exact` : name) : `${name}__${lookup}`;
       if (reserved.has(param)) continue;
-      out.push(queryParam(param, `\`${name}\` ${LOOKUP_TEXT[lookup] ?? lookup}`, lookup === "empty" ? { type: "boolean" } : valueSchema(spec.kind), lookup !== "empty"));
+      out.push(
+        queryParam(
+          param,
+          `\`${name}\` ${LOOKUP_TEXT[lookup] ?? lookup}`,
+          lookup === "empty" ? { type: "boolean" } : valueSchema(spec.kind),
+          lookup !== "empty",
+        ),
+      );
     }
     if (bare && !lookups.includes(bare)) continue;
-    if (bare) out.push(queryParam(name, `\`${name}\` ${LOOKUP_TEXT[bare] ?? bare}`, valueSchema(spec.kind), true));
+    if (bare)
+      out.push(
+        queryParam(name, `\`${name}\` ${LOOKUP_TEXT[bare] ?? bare}`, valueSchema(spec.kind), true),
+      );
   }
   return out;
 }
 
-function queryParam(name: string, description: string, schema: JsonSchema, repeatable: boolean): Parameter {
+function queryParam(
+  name: string,
+  description: string,
+  schema: JsonSchema,
+  repeatable: boolean,
+): Parameter {
   return repeatable
-    ? { name, in: "query", description: `${description} (repeat for any of several values)`, schema: { type: "array", items: schema }, style: "form", explode: true }
+    ? {
+        name,
+        in: "query",
+        description: `${description} (repeat for any of several values)`,
+        schema: { type: "array", items: schema },
+        style: "form",
+        explode: true,
+      }
     : { name, in: "query", description, schema };
 }

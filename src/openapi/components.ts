@@ -8,20 +8,29 @@ import type { JsonSchema } from "./json-schema";
 export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
   Error: {
     type: "object",
-    description: "Any error but a validation 400: a message, plus a machine-readable code for errors clients handle.",
+    description:
+      "Any error but a validation 400: a message, plus a machine-readable code for errors clients handle.",
     properties: {
       detail: { type: "string" },
-      error: { type: "string", description: "Machine-readable code, e.g. `not_found`, `permission_denied`, `destructive_changes`." },
+      error: {
+        type: "string",
+        description:
+          "Machine-readable code, e.g. `not_found`, `permission_denied`, `destructive_changes`.",
+      },
     },
     required: ["detail"],
     additionalProperties: true,
   },
   ValidationError: {
     type: "object",
-    description: "A validation 400, keyed by field (`non_field_errors` for the rest); nested objects and lists for nested input.",
+    description:
+      "A validation 400, keyed by field (`non_field_errors` for the rest); nested objects and lists for nested input.",
     additionalProperties: {
       anyOf: [
-        { type: "array", items: { anyOf: [{ type: "string" }, { $ref: "#/components/schemas/ValidationError" }] } },
+        {
+          type: "array",
+          items: { anyOf: [{ type: "string" }, { $ref: "#/components/schemas/ValidationError" }] },
+        },
         { $ref: "#/components/schemas/ValidationError" },
       ],
     },
@@ -29,7 +38,8 @@ export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
   },
   BulkValidationError: {
     type: "array",
-    description: "A bulk request's validation 400: one entry per item, `{}` for items that were valid.",
+    description:
+      "A bulk request's validation 400: one entry per item, `{}` for items that were valid.",
     items: { $ref: "#/components/schemas/ValidationError" },
   },
 };
@@ -38,12 +48,14 @@ const errorContent = (schema: JsonSchema) => ({ "application/json": { schema } }
 const errorRef = { $ref: "#/components/schemas/Error" };
 
 const RESPONSE_TEXT: Record<string, string> = {
-  BadRequest: "The request is invalid: a validation map keyed by field, a list of them for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
+  BadRequest:
+    "The request is invalid: a validation map keyed by field, a list of them for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
   Unauthorized: "Authentication is required (`WWW-Authenticate` says how).",
   Forbidden: "Missing or invalid token, or no permission for this action.",
   NotFound: "No such object or path.",
   MethodNotAllowed: "The path does not take this method (`Allow` lists those it does).",
-  Conflict: "The change conflicts with the current state (a protected reference, a destructive schema change, a unique value).",
+  Conflict:
+    "The change conflicts with the current state (a protected reference, a destructive schema change, a unique value).",
   PayloadTooLarge: "The body is larger than `MAX_BODY_BYTES`.",
   UnsupportedMediaType: "The body is not JSON.",
 };
@@ -55,7 +67,13 @@ export const ERROR_RESPONSE_COMPONENTS: Record<string, unknown> = Object.fromEnt
       description: RESPONSE_TEXT[name],
       content: errorContent(
         name === "BadRequest"
-          ? { anyOf: [{ $ref: "#/components/schemas/ValidationError" }, { $ref: "#/components/schemas/BulkValidationError" }, errorRef] }
+          ? {
+              anyOf: [
+                { $ref: "#/components/schemas/ValidationError" },
+                { $ref: "#/components/schemas/BulkValidationError" },
+                errorRef,
+              ],
+            }
           : errorRef,
       ),
     },
@@ -67,7 +85,12 @@ export const SECURITY_SCHEMES = {
     type: "apiKey",
     in: "header",
     name: "Authorization",
-    description: "`Authorization: Token <key>`. Create a key with `npm run manage -- create-token` or `POST /api/users/tokens/`.",
+    description:
+      "`Authorization: Token <key>`. Create a key with `npm run manage -- create-token` or `POST /api/users/tokens/`.",
   },
-  bearerAuth: { type: "http", scheme: "bearer", description: "`Authorization: Bearer <key>`: the same token keys." },
+  bearerAuth: {
+    type: "http",
+    scheme: "bearer",
+    description: "`Authorization: Bearer <key>`: the same token keys.",
+  },
 };

@@ -31,14 +31,21 @@ export function describeCore(b: OpenApiBuilder, _services: Services) {
   // Tokens are shown once: creating one answers with its key.
   b.afterModels(() => {
     const token = b.schemas.Token as { properties: Record<string, JsonSchema>; required: string[] };
-    const props = { ...token.properties, key: { type: "string", description: "The token key; shown only in this response." } };
+    const props = {
+      ...token.properties,
+      key: { type: "string", description: "The token key; shown only in this response." },
+    };
     b.addSchemas({
       TokenCreated: closedObject(props, [...token.required, "key"]),
       TokenProvisionRequest: closedObject(
         {
           username: { type: "string" },
           password: { type: "string", writeOnly: true },
-          ...Object.fromEntries(Object.entries((b.schemas.TokenRequest as { properties: Record<string, JsonSchema> }).properties).filter(([k]) => k !== "user")),
+          ...Object.fromEntries(
+            Object.entries(
+              (b.schemas.TokenRequest as { properties: Record<string, JsonSchema> }).properties,
+            ).filter(([k]) => k !== "user"),
+          ),
         },
         ["username", "password"],
       ),
@@ -51,20 +58,37 @@ export function describeCore(b: OpenApiBuilder, _services: Services) {
  * exempt from route schemas (it validates its own documents), so it is described here.
  */
 export function describeGraphql(b: OpenApiBuilder) {
-  b.tag("graphql", "GraphQL over the same models, tokens and permissions (NetBox 4 naming); introspect it for the queries.");
+  b.tag(
+    "graphql",
+    "GraphQL over the same models, tokens and permissions (NetBox 4 naming); introspect it for the queries.",
+  );
   const answer = {
     "200": {
-      description: "A GraphQL response: `data` and/or `errors` (limits and bad input are GraphQL errors, never a 500).",
-      content: json({ type: "object", properties: { data: { type: ["object", "null"] }, errors: { type: "array", items: { type: "object" } } } }),
+      description:
+        "A GraphQL response: `data` and/or `errors` (limits and bad input are GraphQL errors, never a 500).",
+      content: json({
+        type: "object",
+        properties: {
+          data: { type: ["object", "null"] },
+          errors: { type: "array", items: { type: "object" } },
+        },
+      }),
     },
     "403": { $ref: "#/components/responses/Forbidden" },
   };
-  const request = { query: { type: "string" }, variables: { type: ["object", "null"] }, operationName: { type: ["string", "null"] } };
+  const request = {
+    query: { type: "string" },
+    variables: { type: ["object", "null"] },
+    operationName: { type: ["string", "null"] },
+  };
   b.operation("post", "/graphql", {
     tags: ["graphql"],
     operationId: "graphql_post",
     summary: "Run a GraphQL query",
-    requestBody: { required: true, content: json({ type: "object", properties: request, required: ["query"] }) },
+    requestBody: {
+      required: true,
+      content: json({ type: "object", properties: request, required: ["query"] }),
+    },
     responses: answer,
   });
   b.operation("get", "/graphql", {
@@ -72,8 +96,18 @@ export function describeGraphql(b: OpenApiBuilder) {
     operationId: "graphql_get",
     summary: "Run a GraphQL query given as `?query=` (read-only)",
     parameters: [
-      { name: "query", in: "query", description: "The GraphQL document.", schema: { type: "string" } },
-      { name: "variables", in: "query", description: "JSON object of variables.", schema: { type: "string" } },
+      {
+        name: "query",
+        in: "query",
+        description: "The GraphQL document.",
+        schema: { type: "string" },
+      },
+      {
+        name: "variables",
+        in: "query",
+        description: "JSON object of variables.",
+        schema: { type: "string" },
+      },
       { name: "operationName", in: "query", schema: { type: "string" } },
     ],
     responses: answer,

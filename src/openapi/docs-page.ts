@@ -142,10 +142,20 @@ type FileReader = (path: string) => Promise<Uint8Array>;
  * `globalThis` so the Worker bundle neither imports nor calls anything Bun-only.
  */
 function nodeModulesReader(): { resolve(name: string): string; read: FileReader } | null {
-  const bun = (globalThis as { Bun?: { resolveSync(spec: string, from: string): string; file(path: string): { bytes(): Promise<Uint8Array> } } }).Bun;
+  const bun = (
+    globalThis as {
+      Bun?: {
+        resolveSync(spec: string, from: string): string;
+        file(path: string): { bytes(): Promise<Uint8Array> };
+      };
+    }
+  ).Bun;
   const dir = (import.meta as { dir?: string }).dir;
   if (!bun || !dir) return null;
-  return { resolve: (name) => bun.resolveSync(`swagger-ui-dist/${name}`, dir), read: (path) => bun.file(path).bytes() };
+  return {
+    resolve: (name) => bun.resolveSync(`swagger-ui-dist/${name}`, dir),
+    read: (path) => bun.file(path).bytes(),
+  };
 }
 
 // Module-level on purpose: a memo of files that do not change (the swagger-ui-dist assets; Bun only), no app state.
@@ -156,8 +166,10 @@ export const docsAvailable = () => nodeModulesReader() !== null;
 
 /** One asset of the page by file name, or null when there is no such asset. */
 export function docsAsset(name: string): Promise<DocsAsset | null> {
-  if (name === "docs.js") return Promise.resolve({ body: DOCS_JS, type: "text/javascript; charset=utf-8" });
-  if (name === "docs.css") return Promise.resolve({ body: DOCS_CSS, type: "text/css; charset=utf-8" });
+  if (name === "docs.js")
+    return Promise.resolve({ body: DOCS_JS, type: "text/javascript; charset=utf-8" });
+  if (name === "docs.css")
+    return Promise.resolve({ body: DOCS_CSS, type: "text/css; charset=utf-8" });
   const type = SWAGGER_ASSETS[name];
   const reader = nodeModulesReader();
   if (!type || !reader) return Promise.resolve(null);

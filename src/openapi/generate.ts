@@ -52,7 +52,10 @@ export interface DocumentSources {
   routes: RouteTable;
 }
 
-const withServer = (doc: OpenApiDocument, baseUrl: string): OpenApiDocument => ({ ...doc, servers: [{ url: baseUrl, description: "This server" }] });
+const withServer = (doc: OpenApiDocument, baseUrl: string): OpenApiDocument => ({
+  ...doc,
+  servers: [{ url: baseUrl, description: "This server" }],
+});
 
 /** The documents of one app, cached while the plugins' fingerprints hold (one per app, made by `createApp`). */
 export class OpenApiDocuments {
@@ -63,7 +66,9 @@ export class OpenApiDocuments {
   /** The fingerprints of everything run-time the document depends on. */
   async #fingerprint(): Promise<string> {
     const { services, parts } = this.sources;
-    const prints = await Promise.all(parts.map(async (p) => `${p.name}:${(await p.openapi?.fingerprint?.(services)) ?? ""}`));
+    const prints = await Promise.all(
+      parts.map(async (p) => `${p.name}:${(await p.openapi?.fingerprint?.(services)) ?? ""}`),
+    );
     return prints.join("\n");
   }
 
@@ -72,7 +77,12 @@ export class OpenApiDocuments {
     let entry = this.#cached;
     if (!entry || entry.key !== key) {
       const doc = await buildDocument(this.sources);
-      entry = { key, full: { doc, texts: new Map() }, slugs: typeSlugsOf(doc), variants: new Map() };
+      entry = {
+        key,
+        full: { doc, texts: new Map() },
+        slugs: typeSlugsOf(doc),
+        variants: new Map(),
+      };
       this.#cached = entry;
     }
     return entry;
@@ -113,14 +123,22 @@ export class OpenApiDocuments {
 }
 
 /** Builds the document from scratch (no cache). */
-export async function buildDocument({ services, parts, routes }: DocumentSources): Promise<OpenApiDocument> {
+export async function buildDocument({
+  services,
+  parts,
+  routes,
+}: DocumentSources): Promise<OpenApiDocument> {
   const b = new OpenApiBuilder({ loginRequired: services.config.loginRequired });
   b.addSchemas({ ...ERROR_SCHEMAS, ...SHARED_SCHEMAS });
   describeCore(b, services);
   describeGraphql(b);
   for (const part of parts) await part.openapi?.describe(b, services);
   const { paths, undocumented } = b.paths(routes());
-  const sortedSchemas = Object.fromEntries(Object.keys(b.schemas).sort().map((k) => [k, b.schemas[k]!]));
+  const sortedSchemas = Object.fromEntries(
+    Object.keys(b.schemas)
+      .sort()
+      .map((k) => [k, b.schemas[k]!]),
+  );
   return {
     openapi: "3.1.0",
     info: {

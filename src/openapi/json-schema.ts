@@ -7,7 +7,9 @@
 export type JsonSchema = { [keyword: string]: unknown };
 
 /** An OpenAPI 3.1 document. */
-export type OpenApiDocument = Record<string, unknown> & { paths: Record<string, Record<string, Record<string, unknown>>> };
+export type OpenApiDocument = Record<string, unknown> & {
+  paths: Record<string, Record<string, Record<string, unknown>>>;
+};
 
 /** Where component schemas live in the document. */
 export const COMPONENTS = "#/components/schemas/";
@@ -17,13 +19,22 @@ export const ref = (name: string): JsonSchema => ({ $ref: COMPONENTS + name });
 
 /** The schema, or JSON null. Typed schemas get `type: [t, "null"]`; anything else an `anyOf`. */
 export function orNull(schema: JsonSchema): JsonSchema {
-  if (typeof schema.type === "string" && !schema.enum && !schema.const) return { ...schema, type: [schema.type, "null"] };
-  if (Array.isArray(schema.enum)) return { ...schema, ...(typeof schema.type === "string" ? { type: [schema.type, "null"] } : {}), enum: [...schema.enum, null] };
+  if (typeof schema.type === "string" && !schema.enum && !schema.const)
+    return { ...schema, type: [schema.type, "null"] };
+  if (Array.isArray(schema.enum))
+    return {
+      ...schema,
+      ...(typeof schema.type === "string" ? { type: [schema.type, "null"] } : {}),
+      enum: [...schema.enum, null],
+    };
   return { anyOf: [schema, { type: "null" }] };
 }
 
 /** A closed object: every listed property, `required` as given, nothing else. */
-export function closedObject(properties: Record<string, JsonSchema>, required: string[] = Object.keys(properties)): JsonSchema {
+export function closedObject(
+  properties: Record<string, JsonSchema>,
+  required: string[] = Object.keys(properties),
+): JsonSchema {
   return { type: "object", properties, required, additionalProperties: false };
 }
 

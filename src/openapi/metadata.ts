@@ -42,12 +42,15 @@ function resolve(doc: Json, schema: Json | undefined, depth = 0): Json | undefin
 }
 
 const title = (name: string) => name.replace(/_/g, " ").replace(/^./, (c) => c.toUpperCase());
-const choicesOf = (values: unknown[]) => values.filter((v) => v !== null).map((v) => ({ value: v, display_name: String(v) }));
+const choicesOf = (values: unknown[]) =>
+  values.filter((v) => v !== null).map((v) => ({ value: v, display_name: String(v) }));
 
 /** One field of DRF's metadata from its JSON Schema. */
 function fieldInfo(doc: Json, name: string, raw: Json, required: boolean): Json {
   const s = resolve(doc, raw) ?? {};
-  const types = (Array.isArray(s.type) ? s.type : [s.type]).filter((t: unknown) => t && t !== "null");
+  const types = (Array.isArray(s.type) ? s.type : [s.type]).filter(
+    (t: unknown) => t && t !== "null",
+  );
   const anyOf = Array.isArray(s.anyOf) ? s.anyOf.map((x: Json) => resolve(doc, x) ?? {}) : [];
   const info: Json = { type: "field", required, read_only: false, label: title(name) };
   if (s.description) info.help_text = s.description;
@@ -63,7 +66,15 @@ function fieldInfo(doc: Json, name: string, raw: Json, required: boolean): Json 
   } else if (types[0] === "integer") info.type = "integer";
   else if (types[0] === "number") info.type = "decimal";
   else if (types[0] === "boolean") info.type = "boolean";
-  else if (types[0] === "string") info.type = s.format === "date-time" ? "datetime" : s.format === "date" ? "date" : s.format === "uri" ? "url" : "string";
+  else if (types[0] === "string")
+    info.type =
+      s.format === "date-time"
+        ? "datetime"
+        : s.format === "date"
+          ? "date"
+          : s.format === "uri"
+            ? "url"
+            : "string";
   else if (types[0] === "object" || anyOf.length) info.type = "nested object";
   else if (!types.length && !s.properties) info.type = "json";
   if (typeof s.maxLength === "number") info.max_length = s.maxLength;
@@ -81,7 +92,11 @@ export function optionsMetadata(documents: OpenApiDocuments): MiddlewareHandler<
     if (!found) return next();
     const { item, detail } = found;
     const methods = ["get", "post", "put", "patch", "delete"].filter((m) => item[m]);
-    const allow = [...methods.map((m) => m.toUpperCase()), ...(item.get ? ["HEAD"] : []), "OPTIONS"];
+    const allow = [
+      ...methods.map((m) => m.toUpperCase()),
+      ...(item.get ? ["HEAD"] : []),
+      "OPTIONS",
+    ];
     const write = detail ? item.put : item.post;
     const body: Json = {
       name: String(item.get?.summary ?? item.post?.summary ?? c.req.path),
@@ -92,8 +107,11 @@ export function optionsMetadata(documents: OpenApiDocuments): MiddlewareHandler<
     const form = resolve(doc, write?.requestBody?.content?.["application/json"]?.schema);
     if (form?.properties) {
       const required = new Set<string>(form.required ?? []);
-      const fields: Json = { id: { type: "integer", required: false, read_only: true, label: "ID" } };
-      for (const [name, schema] of Object.entries(form.properties as Json)) fields[name] = fieldInfo(doc, name, schema, required.has(name));
+      const fields: Json = {
+        id: { type: "integer", required: false, read_only: true, label: "ID" },
+      };
+      for (const [name, schema] of Object.entries(form.properties as Json))
+        fields[name] = fieldInfo(doc, name, schema, required.has(name));
       body.actions = { [detail ? "PUT" : "POST"]: fields };
     }
     c.header("Allow", allow.join(", "));

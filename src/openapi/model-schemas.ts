@@ -17,7 +17,13 @@ export interface ModelNames {
 
 /** `Site`, `BriefSite`, `SiteRequest`, `PatchedSiteRequest`, `PaginatedSiteList`. */
 export function modelNames(base: string): ModelNames {
-  return { record: base, brief: `Brief${base}`, request: `${base}Request`, patched: `Patched${base}Request`, list: `Paginated${base}List` };
+  return {
+    record: base,
+    brief: `Brief${base}`,
+    request: `${base}Request`,
+    patched: `Patched${base}Request`,
+    list: `Paginated${base}List`,
+  };
 }
 
 /** The component base name of a host model, from its verbose name (`IP address` → `IPAddress`). */
@@ -25,16 +31,26 @@ export const hostModelName = (m: DefinedModel) => pascal(m.spec.verboseName);
 
 /** Shared shapes the generated schemas point at. */
 export const SHARED_SCHEMAS: Record<string, JsonSchema> = {
-  ObjectTypeLabel: { type: "string", pattern: "^[a-z][a-z0-9_-]*\\.[-a-zA-Z0-9_]+$", description: "`<app_label>.<model>`", examples: ["dcim.site"] },
+  ObjectTypeLabel: {
+    type: "string",
+    pattern: "^[a-z][a-z0-9_-]*\\.[-a-zA-Z0-9_]+$",
+    description: "`<app_label>.<model>`",
+    examples: ["dcim.site"],
+  },
   ObjectTypeRef: {
     type: "object",
     description: "An object type; `app_label` and `model` are absent only if the type row is gone.",
-    properties: { id: { type: "integer" }, app_label: { type: "string" }, model: { type: "string" } },
+    properties: {
+      id: { type: "integer" },
+      app_label: { type: "string" },
+      model: { type: "string" },
+    },
     required: ["id"],
     additionalProperties: false,
   },
   ObjectTypeInput: {
-    description: 'An object type: `"app_label.model"`, its id, or `{app_label, model}` (`custom-objects` is an alias of `custom_objects`).',
+    description:
+      'An object type: `"app_label.model"`, its id, or `{app_label, model}` (`custom-objects` is an alias of `custom_objects`).',
     anyOf: [
       { type: "string", examples: ["dcim.site"] },
       { type: "integer", minimum: 1 },
@@ -44,7 +60,11 @@ export const SHARED_SCHEMAS: Record<string, JsonSchema> = {
   NestedObject: {
     type: "object",
     description: "The nested form of an object: `id`, `url`, `display` and its brief fields.",
-    properties: { id: { type: "integer" }, url: { type: "string", format: "uri" }, display: { type: "string" } },
+    properties: {
+      id: { type: "integer" },
+      url: { type: "string", format: "uri" },
+      display: { type: "string" },
+    },
     required: ["id"],
   },
   NestedTag: closedObject({
@@ -122,7 +142,8 @@ export function readSchema(f: FieldSpec, brief: BriefRef): JsonSchema {
 /** A field as POST/PUT/PATCH accept it. */
 export function writeSchema(f: FieldSpec): JsonSchema {
   const maybe = (s: JsonSchema) => (f.nullable ? orNull(s) : s);
-  const text = (extra: JsonSchema = {}) => maybe({ type: "string", ...(f.maxLength ? { maxLength: f.maxLength } : {}), ...extra });
+  const text = (extra: JsonSchema = {}) =>
+    maybe({ type: "string", ...(f.maxLength ? { maxLength: f.maxLength } : {}), ...extra });
   switch (f.type) {
     case "string":
     case "text":
@@ -144,7 +165,11 @@ export function writeSchema(f: FieldSpec): JsonSchema {
     case "fk":
       return maybe({ type: "integer", minimum: 1, description: `id of a ${f.related}` });
     case "m2m":
-      return { type: "array", items: { type: "integer", minimum: 1 }, description: `ids of ${f.related} objects` };
+      return {
+        type: "array",
+        items: { type: "integer", minimum: 1 },
+        description: `ids of ${f.related} objects`,
+      };
     case "object_types":
     case "object_type_refs":
       return { type: "array", items: ref("ObjectTypeInput") };
@@ -159,9 +184,19 @@ export function writeSchema(f: FieldSpec): JsonSchema {
 const TIMESTAMP = { type: "string", format: "date-time" };
 
 /** Every schema of one model, keyed by component name. */
-export function modelSchemas(m: DefinedModel, names: ModelNames, brief: BriefRef, extra: DefinedModel["spec"]["openapi"] = {}): Record<string, JsonSchema> {
+export function modelSchemas(
+  m: DefinedModel,
+  names: ModelNames,
+  brief: BriefRef,
+  extra: DefinedModel["spec"]["openapi"] = {},
+): Record<string, JsonSchema> {
   const spec = m.spec;
-  const annotations = { ...spec.openapi, ...extra, record: { ...spec.openapi?.record, ...extra?.record }, request: { ...spec.openapi?.request, ...extra?.request } };
+  const annotations = {
+    ...spec.openapi,
+    ...extra,
+    record: { ...spec.openapi?.record, ...extra?.record },
+    request: { ...spec.openapi?.request, ...extra?.request },
+  };
   const omit = new Set(annotations.omit ?? []);
 
   const props: Record<string, JsonSchema> = {
@@ -179,10 +214,20 @@ export function modelSchemas(m: DefinedModel, names: ModelNames, brief: BriefRef
   const described = !spec.decorate || Object.keys(annotations.record).length > 0;
   const record: JsonSchema = described
     ? closedObject(props)
-    : { type: "object", properties: props, required: ["id", "url", "display"], additionalProperties: true };
+    : {
+        type: "object",
+        properties: props,
+        required: ["id", "url", "display"],
+        additionalProperties: true,
+      };
 
-  const nested: Record<string, JsonSchema> = { id: props.id!, url: props.url!, display: props.display! };
-  for (const f of spec.fields) if (f.brief && f.column && f.type !== "fk") nested[f.name] = readSchema(f, brief);
+  const nested: Record<string, JsonSchema> = {
+    id: props.id!,
+    url: props.url!,
+    display: props.display!,
+  };
+  for (const f of spec.fields)
+    if (f.brief && f.column && f.type !== "fk") nested[f.name] = readSchema(f, brief);
 
   const input: Record<string, JsonSchema> = {};
   const required: string[] = [];
@@ -198,9 +243,18 @@ export function modelSchemas(m: DefinedModel, names: ModelNames, brief: BriefRef
 
   return {
     [names.record]: { ...record, description },
-    [names.brief]: { ...closedObject(nested), description: `The nested form of a ${spec.verboseName}.` },
-    [names.request]: { ...closedObject(input, required), description: `A ${spec.verboseName} to create or replace.` },
-    [names.patched]: { ...closedObject(input, []), description: `Changes to a ${spec.verboseName}.` },
+    [names.brief]: {
+      ...closedObject(nested),
+      description: `The nested form of a ${spec.verboseName}.`,
+    },
+    [names.request]: {
+      ...closedObject(input, required),
+      description: `A ${spec.verboseName} to create or replace.`,
+    },
+    [names.patched]: {
+      ...closedObject(input, []),
+      description: `Changes to a ${spec.verboseName}.`,
+    },
     [names.list]: paginated(names.record),
   };
 }

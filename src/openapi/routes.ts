@@ -14,18 +14,28 @@ import { DOCS_CSP, DOCS_HTML, docsAsset, docsAvailable } from "./docs-page";
 import type { OpenApiDocuments } from "./generate";
 
 /** Paths reachable without a token (the page shell and its static assets). */
-export const isPublicDocsPath = (path: string) => /^\/api\/docs(\/|\/assets\/[\w.-]+\/?)?$/.test(path);
+export const isPublicDocsPath = (path: string) =>
+  /^\/api\/docs(\/|\/assets\/[\w.-]+\/?)?$/.test(path);
 
 const notOnThisRuntime = () =>
-  ApiError.detail(501, "The API docs page is served on Bun only (its assets are not in the Worker bundle); load /api/schema/ into any OpenAPI viewer instead.", "not_implemented");
+  ApiError.detail(
+    501,
+    "The API docs page is served on Bun only (its assets are not in the Worker bundle); load /api/schema/ into any OpenAPI viewer instead.",
+    "not_implemented",
+  );
 
 const SchemaQuery = v.looseObject({
-  format: v.optional(v.picklist(["json", "yaml", "yml", "openapi-json"], "Unknown format: use json or yaml."), undefined),
+  format: v.optional(
+    v.picklist(["json", "yaml", "yml", "openapi-json"], "Unknown format: use json or yaml."),
+    undefined,
+  ),
 });
 
 function wantsYaml(format: string | undefined, accept: string | undefined): boolean {
   if (format) return format === "yaml" || format === "yml";
-  return /\bapplication\/(x-)?yaml\b|\bapplication\/vnd\.oai\.openapi(?!\+json)\b|\btext\/yaml\b/.test(accept ?? "");
+  return /\bapplication\/(x-)?yaml\b|\bapplication\/vnd\.oai\.openapi(?!\+json)\b|\btext\/yaml\b/.test(
+    accept ?? "",
+  );
 }
 
 export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
@@ -37,31 +47,47 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
       tags: ["api"],
       operationId: "schema_retrieve",
       summary: "This OpenAPI 3.1 document (JSON, or YAML with ?format=yaml)",
-      description: "Generated from the models, the route schemas and the custom object types in the database; it changes as soon as a type or field does.",
+      description:
+        "Generated from the models, the route schemas and the custom object types in the database; it changes as soon as a type or field does.",
       responses: {
-        "200": { description: "The OpenAPI document.", content: { "application/json": { schema: { type: "object" } }, "application/yaml": { schema: { type: "string" } } } },
+        "200": {
+          description: "The OpenAPI document.",
+          content: {
+            "application/json": { schema: { type: "object" } },
+            "application/yaml": { schema: { type: "string" } },
+          },
+        },
         "403": { $ref: "#/components/responses/Forbidden" },
       },
     }),
     query(SchemaQuery),
     async (c) => {
-    const yaml = wantsYaml(c.req.valid("query").format, c.req.header("accept"));
-    // Types the caller may not view are left out entirely (§4: nothing they may not view is named).
-    const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
-    const text = await documents.text(baseUrlOf(c), yaml ? "yaml" : "json", canView);
-    c.header("Cache-Control", "no-cache");
-    c.header("Vary", "Accept, Authorization");
-    return c.body(text, 200, { "Content-Type": yaml ? "application/yaml; charset=utf-8" : "application/json" });
+      const yaml = wantsYaml(c.req.valid("query").format, c.req.header("accept"));
+      // Types the caller may not view are left out entirely (§4: nothing they may not view is named).
+      const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
+      const text = await documents.text(baseUrlOf(c), yaml ? "yaml" : "json", canView);
+      c.header("Cache-Control", "no-cache");
+      c.header("Vary", "Accept, Authorization");
+      return c.body(text, 200, {
+        "Content-Type": yaml ? "application/yaml; charset=utf-8" : "application/json",
+      });
     },
   );
 
-  const notAvailable = { description: "Not available on this runtime (Workers): use /api/schema/ with any OpenAPI viewer.", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } };
+  const notAvailable = {
+    description:
+      "Not available on this runtime (Workers): use /api/schema/ with any OpenAPI viewer.",
+    content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+  };
   const docsPage = describeRoute({
     tags: ["api"],
     operationId: "docs_page",
     summary: "Interactive API reference (HTML), built from /api/schema/",
     security: [],
-    responses: { "200": { description: "The page.", content: { "text/html": { schema: { type: "string" } } } }, "501": notAvailable },
+    responses: {
+      "200": { description: "The page.", content: { "text/html": { schema: { type: "string" } } } },
+      "501": notAvailable,
+    },
   });
   const docsAssetDoc = describeRoute(
     {
@@ -69,7 +95,11 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
       operationId: "docs_asset",
       summary: "A static asset of the docs page",
       security: [],
-      responses: { "200": { description: "The asset (JavaScript, CSS or an image)." }, "404": { $ref: "#/components/responses/NotFound" }, "501": notAvailable },
+      responses: {
+        "200": { description: "The asset (JavaScript, CSS or an image)." },
+        "404": { $ref: "#/components/responses/NotFound" },
+        "501": notAvailable,
+      },
     },
     { slash: false },
   );
@@ -81,7 +111,9 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
       const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
       c.header("Cache-Control", "no-cache");
       c.header("Vary", "Accept, Authorization");
-      return c.body(await documents.text(baseUrlOf(c), "json", canView), 200, { "Content-Type": "application/json" });
+      return c.body(await documents.text(baseUrlOf(c), "json", canView), 200, {
+        "Content-Type": "application/json",
+      });
     }
     if (!docsAvailable()) throw notOnThisRuntime();
     c.header("Content-Security-Policy", DOCS_CSP);
@@ -95,7 +127,9 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
     if (!asset) throw notFound();
     c.header("X-Content-Type-Options", "nosniff");
     c.header("Cache-Control", "public, max-age=3600");
-    return c.body(asset.body as Uint8Array<ArrayBuffer> | string, 200, { "Content-Type": asset.type });
+    return c.body(asset.body as Uint8Array<ArrayBuffer> | string, 200, {
+      "Content-Type": asset.type,
+    });
   });
   return app;
 }

@@ -11,7 +11,9 @@ function relink(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(relink);
   if (!value || typeof value !== "object") return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = k === "$ref" && typeof v === "string" ? v.replace(/^#\/\$defs\//, COMPONENTS) : relink(v);
+  for (const [k, v] of Object.entries(value))
+    out[k] =
+      k === "$ref" && typeof v === "string" ? v.replace(/^#\/\$defs\//, COMPONENTS) : relink(v);
   return out;
 }
 
@@ -19,8 +21,16 @@ function relink(value: unknown): unknown {
  * `{[name]: schema, ...definitions}` as JSON Schema 2020-12. Checks that JSON Schema cannot
  * express (`v.check`) are left out; the server still runs them and answers 400.
  */
-export function valibotComponents(name: string, schema: GenericSchema, definitions: Record<string, GenericSchema> = {}): Record<string, JsonSchema> {
-  const converted = toJsonSchema(schema, { target: "draft-2020-12", errorMode: "ignore", definitions }) as JsonSchema & { $defs?: Record<string, JsonSchema> };
+export function valibotComponents(
+  name: string,
+  schema: GenericSchema,
+  definitions: Record<string, GenericSchema> = {},
+): Record<string, JsonSchema> {
+  const converted = toJsonSchema(schema, {
+    target: "draft-2020-12",
+    errorMode: "ignore",
+    definitions,
+  }) as JsonSchema & { $defs?: Record<string, JsonSchema> };
   const { $schema: _s, $defs = {}, ...root } = converted;
   const out: Record<string, JsonSchema> = { [name]: relink(root) as JsonSchema };
   for (const [defName, def] of Object.entries($defs)) out[defName] = relink(def) as JsonSchema;
@@ -29,6 +39,9 @@ export function valibotComponents(name: string, schema: GenericSchema, definitio
 
 /** One valibot schema as an inline JSON Schema 2020-12 (checks it cannot express are left out). */
 export function valibotSchema(schema: GenericSchema): JsonSchema {
-  const { $schema: _s, ...root } = toJsonSchema(schema, { target: "draft-2020-12", errorMode: "ignore" }) as JsonSchema;
+  const { $schema: _s, ...root } = toJsonSchema(schema, {
+    target: "draft-2020-12",
+    errorMode: "ignore",
+  }) as JsonSchema;
   return root;
 }

@@ -15,7 +15,8 @@ const NESTED = { $ref: `${SCHEMA_REF}NestedObject` };
 
 /** The slugs of the custom object types the document describes. */
 export function typeSlugsOf(doc: OpenApiDocument): string[] {
-  const schemas = ((doc.components as Record<string, unknown> | undefined)?.schemas ?? {}) as Record<string, unknown>;
+  const schemas = ((doc.components as Record<string, unknown> | undefined)?.schemas ??
+    {}) as Record<string, unknown>;
   return Object.keys(schemas).flatMap((name) => COT_RECORD.exec(name)?.[1] ?? []);
 }
 
@@ -36,15 +37,21 @@ export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>):
   const hiddenFilter = new RegExp(`_custom_objects_(?:${alternation})(?:__[a-z]+)?$`);
   const naming = new RegExp(namingSource, "g");
   const isHiddenRef = (node: unknown) =>
-    !!node && typeof node === "object" && typeof (node as { $ref?: unknown }).$ref === "string" && (node as { $ref: string }).$ref.startsWith(SCHEMA_REF) && droppedSchema((node as { $ref: string }).$ref.slice(SCHEMA_REF.length));
+    !!node &&
+    typeof node === "object" &&
+    typeof (node as { $ref?: unknown }).$ref === "string" &&
+    (node as { $ref: string }).$ref.startsWith(SCHEMA_REF) &&
+    droppedSchema((node as { $ref: string }).$ref.slice(SCHEMA_REF.length));
   const isHiddenBranch = (node: unknown) => {
     if (isHiddenRef(node)) return true;
-    const constant = (node as { properties?: { object_type?: { const?: unknown } } })?.properties?.object_type?.const;
+    const constant = (node as { properties?: { object_type?: { const?: unknown } } })?.properties
+      ?.object_type?.const;
     return typeof constant === "string" && labels.has(constant);
   };
 
   const prune = (node: unknown, key: string): unknown => {
-    if (typeof node === "string") return names.test(node) ? node.replace(naming, "another object type") : node;
+    if (typeof node === "string")
+      return names.test(node) ? node.replace(naming, "another object type") : node;
     if (!node || typeof node !== "object") return node;
     if (Array.isArray(node)) {
       let items: unknown[] = node;
@@ -57,9 +64,18 @@ export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>):
           .map((n) => (isHiddenRef(n) ? NESTED : n))
           .filter((n) => n !== NESTED || (!seen.has(NESTED.$ref) && seen.add(NESTED.$ref)));
         if (!items.length) items = [{ type: "object" }];
-      } else if (key === "enum") items = node.filter((v) => !(typeof v === "string" && labels.has(v)));
+      } else if (key === "enum")
+        items = node.filter((v) => !(typeof v === "string" && labels.has(v)));
       // A polymorphic field's per-type filter (`<field>_custom_objects_<slug>`) names its type.
-      else if (key === "parameters") items = node.filter((p) => !(p && typeof (p as { name?: unknown }).name === "string" && hiddenFilter.test((p as { name: string }).name)));
+      else if (key === "parameters")
+        items = node.filter(
+          (p) =>
+            !(
+              p &&
+              typeof (p as { name?: unknown }).name === "string" &&
+              hiddenFilter.test((p as { name: string }).name)
+            ),
+        );
       return items.map((n) => prune(n, ""));
     }
     if (isHiddenRef(node)) return { ...NESTED };
@@ -75,10 +91,17 @@ export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>):
     }),
   );
   const components = (doc.components ?? {}) as Record<string, unknown>;
-  const schemas = Object.fromEntries(Object.entries((components.schemas ?? {}) as Record<string, unknown>).filter(([name]) => !droppedSchema(name)));
+  const schemas = Object.fromEntries(
+    Object.entries((components.schemas ?? {}) as Record<string, unknown>).filter(
+      ([name]) => !droppedSchema(name),
+    ),
+  );
   const tags = ((doc.tags ?? []) as Array<{ name: string }>).filter((t) => {
     const slug = COT_TAG.exec(t.name)?.[1];
     return slug === undefined || !hidden.has(slug);
   });
-  return prune({ ...doc, paths, tags, components: { ...components, schemas } }, "") as OpenApiDocument;
+  return prune(
+    { ...doc, paths, tags, components: { ...components, schemas } },
+    "",
+  ) as OpenApiDocument;
 }

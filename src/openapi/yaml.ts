@@ -16,7 +16,16 @@ const VERSION = /^\d+(?:\.\d+){2,}$/;
 
 function scalar(s: string): string {
   if (VERSION.test(s)) return s;
-  if (s.length && s.length < 200 && PLAIN.test(s) && !RESERVED.test(s) && !NUMBERISH.test(s) && !s.includes(": ") && !s.endsWith(":")) return s;
+  if (
+    s.length &&
+    s.length < 200 &&
+    PLAIN.test(s) &&
+    !RESERVED.test(s) &&
+    !NUMBERISH.test(s) &&
+    !s.includes(": ") &&
+    !s.endsWith(":")
+  )
+    return s;
   return JSON.stringify(s);
 }
 
@@ -44,7 +53,9 @@ function emit(value: unknown, indent: string, out: string[]): void {
     }
     return;
   }
-  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+  const entries = Object.entries(value as Record<string, unknown>).filter(
+    ([, v]) => v !== undefined,
+  );
   if (!entries.length) return void out.push(" {}\n");
   out.push("\n");
   for (const [k, v] of entries) {
@@ -56,7 +67,9 @@ function emit(value: unknown, indent: string, out: string[]): void {
 /** A sequence item: a mapping starts on the dash's line. */
 function emitItem(item: unknown, indent: string, out: string[]): void {
   if (item && typeof item === "object" && !Array.isArray(item)) {
-    const entries = Object.entries(item as Record<string, unknown>).filter(([, v]) => v !== undefined);
+    const entries = Object.entries(item as Record<string, unknown>).filter(
+      ([, v]) => v !== undefined,
+    );
     if (entries.length) {
       entries.forEach(([k, v], i) => {
         out.push(i === 0 ? " " : indent, key(k), ":");

@@ -5,7 +5,15 @@
  * second start trips over: a live one that answers is reused, a hung one replaced
  * (docs/decisions/0036-tasks-local-redis.md). Without one: a throwaway server in a temp dir.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -98,7 +106,11 @@ async function answersPing(port: number, timeoutMs: number): Promise<boolean> {
  * Waits until redis-server on `port` answers PING; throws when `exitedEarly` says why it stopped
  * (its text goes in the message) or when `timeoutMs` passes.
  */
-async function awaitPing(port: number, timeoutMs: number, exitedEarly: () => string | null): Promise<void> {
+async function awaitPing(
+  port: number,
+  timeoutMs: number,
+  exitedEarly: () => string | null,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const why = exitedEarly();
@@ -114,11 +126,14 @@ async function awaitPing(port: number, timeoutMs: number, exitedEarly: () => str
  * binary is available. Throws when the server starts but never answers.
  * @example const stack = await startLocalRedisStack(); if (stack) env.REDIS_CACHING_URL = stack.url;
  */
-export async function startLocalRedisStack(options: LocalRedisStackOptions = {}): Promise<LocalRedisStack | null> {
+export async function startLocalRedisStack(
+  options: LocalRedisStackOptions = {},
+): Promise<LocalRedisStack | null> {
   const bin = options.redisServerBin ?? Bun.which("redis-server");
   if (!bin) return null;
   const startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
-  if (options.dataDir) return startPersistent(bin, resolve(options.dataDir, "redis"), startTimeoutMs);
+  if (options.dataDir)
+    return startPersistent(bin, resolve(options.dataDir, "redis"), startTimeoutMs);
   let lastError: unknown;
   // The free port may be taken between asking and binding: try again on a fresh one.
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -135,7 +150,23 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "host-dev-redis-"));
   const proc = Bun.spawn(
-    [bin, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"],
+    [
+      bin,
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+      "--daemonize",
+      "no",
+      "--loglevel",
+      "warning",
+    ],
     { stdin: "ignore", stdout: "ignore", stderr: "ignore" },
   );
   // If this process dies without stopping the stack, take redis-server with it.
@@ -163,7 +194,10 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
       } catch {
         // already gone
       }
-      const exited = await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)]);
+      const exited = await Promise.race([
+        proc.exited.then(() => true),
+        Bun.sleep(STOP_TIMEOUT_MS).then(() => false),
+      ]);
       if (!exited) {
         killOnExit();
         await Promise.race([proc.exited, Bun.sleep(STOP_TIMEOUT_MS)]);
@@ -175,7 +209,11 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
   };
 
   try {
-    await awaitPing(port, startTimeoutMs, () => (proc.exitCode !== null || proc.signalCode !== null ? `code ${proc.exitCode ?? proc.signalCode}` : null));
+    await awaitPing(port, startTimeoutMs, () =>
+      proc.exitCode !== null || proc.signalCode !== null
+        ? `code ${proc.exitCode ?? proc.signalCode}`
+        : null,
+    );
     const redisUrl = `redis://127.0.0.1:${port}`;
     const token = `local-${crypto.randomUUID()}`;
     bridge = await startRedisBridge({ redisUrl, token });
@@ -234,7 +272,11 @@ async function adoptLeftover(dir: string): Promise<{ pid: number; port: number }
   return null;
 }
 
-async function startPersistent(bin: string, dir: string, startTimeoutMs: number): Promise<LocalRedisStack> {
+async function startPersistent(
+  bin: string,
+  dir: string,
+  startTimeoutMs: number,
+): Promise<LocalRedisStack> {
   mkdirSync(dir, { recursive: true });
   let pid: number;
   let port: number;
@@ -247,7 +289,29 @@ async function startPersistent(bin: string, dir: string, startTimeoutMs: number)
     rmSync(join(dir, PID_FILE), { force: true });
     port = await freePort();
     const proc = Bun.spawn(
-      [bin, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--dir", dir, "--pidfile", join(dir, PID_FILE), "--daemonize", "no", "--loglevel", "warning", "--logfile", join(dir, "redis.log")],
+      [
+        bin,
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--dir",
+        dir,
+        "--pidfile",
+        join(dir, PID_FILE),
+        "--daemonize",
+        "no",
+        "--loglevel",
+        "warning",
+        "--logfile",
+        join(dir, "redis.log"),
+      ],
       { cwd: dir, stdin: "ignore", stdout: "ignore", stderr: "ignore" },
     );
     pid = proc.pid;
@@ -285,7 +349,9 @@ async function startPersistent(bin: string, dir: string, startTimeoutMs: number)
   };
 
   try {
-    await awaitPing(port, startTimeoutMs, () => (exited() ? `see ${join(dir, "redis.log")}` : null));
+    await awaitPing(port, startTimeoutMs, () =>
+      exited() ? `see ${join(dir, "redis.log")}` : null,
+    );
     const redisUrl = `redis://127.0.0.1:${port}`;
     const token = `local-${crypto.randomUUID()}`;
     bridge = await startRedisBridge({ redisUrl, token });

@@ -9,10 +9,14 @@ export interface Logger {
   error(msg: string, extra?: Record<string, unknown>): void;
 }
 
-export function createLogger(level: LogLevel = "info", sink: (line: string) => void = (l) => console.log(l)): Logger {
-  const at = (lvl: Exclude<LogLevel, "silent">) => (msg: string, extra?: Record<string, unknown>) => {
-    if (ORDER[lvl] < ORDER[level]) return;
-    sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra }));
-  };
+export function createLogger(
+  level: LogLevel = "info",
+  sink: (line: string) => void = (l) => console.log(l),
+): Logger {
+  const at =
+    (lvl: Exclude<LogLevel, "silent">) => (msg: string, extra?: Record<string, unknown>) => {
+      if (ORDER[lvl] < ORDER[level]) return;
+      sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra }));
+    };
   return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }

@@ -22,7 +22,10 @@ function stripUrl(raw: string): string {
   } catch {
     // Not parseable: drop everything that could be credentials or parameters.
     const scheme = body.slice(0, body.indexOf("://") + 3);
-    const rest = body.slice(scheme.length).replace(/^[^/@]*@/, "").replace(/[?#].*$/, "");
+    const rest = body
+      .slice(scheme.length)
+      .replace(/^[^/@]*@/, "")
+      .replace(/[?#].*$/, "");
     return scheme + rest + trail;
   }
 }
@@ -31,7 +34,9 @@ function passwordOf(url: string | undefined): string[] {
   if (!url) return [];
   try {
     const u = new URL(url);
-    return [u.password, u.username && u.password ? u.username + ":" + u.password : ""].flatMap((s) => (s ? [s, decodeURIComponent(s)] : []));
+    return [u.password, u.username && u.password ? u.username + ":" + u.password : ""].flatMap(
+      (s) => (s ? [s, decodeURIComponent(s)] : []),
+    );
   } catch {
     return [];
   }

@@ -35,14 +35,40 @@ const MAX_IDLE_EXCLUSIVE = 8;
 
 // Commands that change connection state: they would corrupt the shared connection.
 const REFUSED = new Set([
-  "AUTH", "HELLO", "SELECT", "QUIT", "RESET", "MONITOR", "SYNC", "PSYNC", "REPLCONF",
-  "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH",
-  "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE",
+  "AUTH",
+  "HELLO",
+  "SELECT",
+  "QUIT",
+  "RESET",
+  "MONITOR",
+  "SYNC",
+  "PSYNC",
+  "REPLCONF",
+  "MULTI",
+  "EXEC",
+  "DISCARD",
+  "WATCH",
+  "UNWATCH",
+  "SUBSCRIBE",
+  "PSUBSCRIBE",
+  "SSUBSCRIBE",
+  "UNSUBSCRIBE",
+  "PUNSUBSCRIBE",
+  "SUNSUBSCRIBE",
 ]);
 
 // Commands that may block the connection: they get a connection of their own.
 const BLOCKING = new Set([
-  "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "WAIT", "WAITAOF",
+  "BLPOP",
+  "BRPOP",
+  "BLMOVE",
+  "BRPOPLPUSH",
+  "BLMPOP",
+  "BZPOPMIN",
+  "BZPOPMAX",
+  "BZMPOP",
+  "WAIT",
+  "WAITAOF",
 ]);
 
 class CommandError extends Error {}
@@ -139,7 +165,10 @@ function errorMessage(e: unknown): string {
 
 // True when the failure is a Redis error reply rather than a connection problem.
 function isReplyError(e: unknown): boolean {
-  return e instanceof CommandError || (e instanceof Error && (e as { code?: string }).code === "ERR_REDIS_SERVER_ERROR");
+  return (
+    e instanceof CommandError ||
+    (e instanceof Error && (e as { code?: string }).code === "ERR_REDIS_SERVER_ERROR")
+  );
 }
 
 // Converts a reply to the RESP2 shapes Upstash answers with (maps become flat arrays).
@@ -176,7 +205,8 @@ function encodeReply(reply: Reply, base64: boolean): Reply {
 
 // Turns one JSON command (array of scalars) into Redis arguments.
 function parseCommand(raw: unknown): string[] {
-  if (!Array.isArray(raw) || raw.length === 0) throw new CommandError("ERR command must be a non-empty JSON array");
+  if (!Array.isArray(raw) || raw.length === 0)
+    throw new CommandError("ERR command must be a non-empty JSON array");
   return raw.map((arg) => {
     if (typeof arg === "string") return arg;
     if (typeof arg === "number" || typeof arg === "boolean") return String(arg);
@@ -192,23 +222,32 @@ function commandName(args: string[]): string {
 function checkAllowed(args: string[]): void {
   const name = commandName(args);
   if (REFUSED.has(name) || (name === "CLIENT" && args[1]?.toUpperCase() === "REPLY")) {
-    throw new CommandError(`ERR command ${name} is not supported over REST; use /multi-exec or /subscribe`);
+    throw new CommandError(
+      `ERR command ${name} is not supported over REST; use /multi-exec or /subscribe`,
+    );
   }
 }
 
 function isBlocking(args: string[]): boolean {
   const name = commandName(args);
   if (BLOCKING.has(name)) return true;
-  return (name === "XREAD" || name === "XREADGROUP") && args.some((a) => a.toUpperCase() === "BLOCK");
+  return (
+    (name === "XREAD" || name === "XREADGROUP") && args.some((a) => a.toUpperCase() === "BLOCK")
+  );
 }
 
 // Sends every command at once on one connection, in order, and collects the replies.
-async function sendAll(client: RedisClient, commands: string[][]): Promise<PromiseSettledResult<unknown>[]> {
+async function sendAll(
+  client: RedisClient,
+  commands: string[][],
+): Promise<PromiseSettledResult<unknown>[]> {
   return Promise.allSettled(commands.map((args) => client.send(args[0]!, args.slice(1))));
 }
 
 function settledToReply(s: PromiseSettledResult<unknown>): Reply {
-  return s.status === "fulfilled" ? { result: toPlain(s.value) } : { error: errorMessage(s.reason) };
+  return s.status === "fulfilled"
+    ? { result: toPlain(s.value) }
+    : { error: errorMessage(s.reason) };
 }
 
 // Runs commands in order (a pipeline): the shared connection unless one of them blocks.
@@ -232,7 +271,8 @@ async function runPipeline(conns: Connections, commands: string[][]): Promise<Re
       settled = await sendAll(await conns.shared(), runnable);
     }
     let next = 0;
-    for (let i = 0; i < replies.length; i++) if (replies[i] === null) replies[i] = settledToReply(settled[next++]!);
+    for (let i = 0; i < replies.length; i++)
+      if (replies[i] === null) replies[i] = settledToReply(settled[next++]!);
   }
   return replies as Reply[];
 }
@@ -253,12 +293,16 @@ async function runTransaction(conns: Connections, commands: string[][]): Promise
       const queued = settled.slice(1, -1);
       const first = queued.findIndex((s) => s.status === "rejected");
       const detail =
-        first >= 0 ? `: command ${first + 1} [ ${commands[first]![0]} ] ${errorMessage((queued[first] as PromiseRejectedResult).reason)}` : "";
+        first >= 0
+          ? `: command ${first + 1} [ ${commands[first]![0]} ] ${errorMessage((queued[first] as PromiseRejectedResult).reason)}`
+          : "";
       throw new CommandError(`${errorMessage(exec.reason)}${detail}`);
     }
     reusable = true;
     if (!Array.isArray(exec.value)) throw new CommandError("ERR transaction aborted");
-    return exec.value.map((v: unknown) => (v instanceof Error ? { error: v.message } : { result: toPlain(v) }));
+    return exec.value.map((v: unknown) =>
+      v instanceof Error ? { error: v.message } : { result: toPlain(v) },
+    );
   } finally {
     conns.release(client, reusable);
   }
@@ -338,7 +382,8 @@ async function openSubscriber(
   onEnd: () => void,
 ): Promise<() => void> {
   const u = new URL(redisUrl);
-  if (u.protocol !== "redis:" && u.protocol !== "rediss:") throw new Error(`pub/sub needs a redis:// or rediss:// URL`);
+  if (u.protocol !== "redis:" && u.protocol !== "rediss:")
+    throw new Error(`pub/sub needs a redis:// or rediss:// URL`);
   let pending: Uint8Array = new Uint8Array(0);
   let ended = false;
   const end = () => {
@@ -377,7 +422,8 @@ async function openSubscriber(
   });
   const password = decodeURIComponent(u.password);
   const username = decodeURIComponent(u.username);
-  if (password) socket.write(encodeResp(username ? ["AUTH", username, password] : ["AUTH", password]));
+  if (password)
+    socket.write(encodeResp(username ? ["AUTH", username, password] : ["AUTH", password]));
   socket.write(encodeResp([kind.toUpperCase(), ...names]));
   return () => {
     socket.end();
@@ -432,8 +478,14 @@ export async function startRedisBridge(options: RedisBridgeOptions): Promise<Red
     return given !== null && given !== undefined && timingSafeEqual(digest(given), expected);
   };
 
-  const subscribe = async (server: Server<undefined>, req: Request, kind: "subscribe" | "psubscribe", names: string[]): Promise<Response> => {
-    if (names.length === 0) return json({ error: `ERR wrong number of arguments for '${kind}' command` }, 400);
+  const subscribe = async (
+    server: Server<undefined>,
+    req: Request,
+    kind: "subscribe" | "psubscribe",
+    names: string[],
+  ): Promise<Response> => {
+    if (names.length === 0)
+      return json({ error: `ERR wrong number of arguments for '${kind}' command` }, 400);
     server.timeout(req, 0);
     const encoder = new TextEncoder();
     let close: (() => void) | null = null;
@@ -458,7 +510,8 @@ export async function startRedisBridge(options: RedisBridgeOptions): Promise<Red
             kind,
             names,
             (line) => {
-              if (open) controller.enqueue(encoder.encode(`data: ${line.replace(/\r?\n/g, " ")}\n\n`));
+              if (open)
+                controller.enqueue(encoder.encode(`data: ${line.replace(/\r?\n/g, " ")}\n\n`));
             },
             finish,
           );
@@ -477,30 +530,42 @@ export async function startRedisBridge(options: RedisBridgeOptions): Promise<Red
     });
     req.signal.addEventListener("abort", () => close?.());
     return new Response(stream, {
-      headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" },
+      headers: {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        connection: "keep-alive",
+      },
     });
   };
 
   const handle = async (req: Request, server: Server<undefined>): Promise<Response> => {
     const url = new URL(req.url);
-    if (!["GET", "POST", "PUT", "HEAD"].includes(req.method)) return json({ error: "Method Not Allowed" }, 405);
+    if (!["GET", "POST", "PUT", "HEAD"].includes(req.method))
+      return json({ error: "Method Not Allowed" }, 405);
     if (!authorized(req, url)) return json({ error: "Unauthorized" }, 401);
     const base64 = (req.headers.get("upstash-encoding") ?? "").toLowerCase() === "base64";
     try {
       const segments = url.pathname.split("/").filter(Boolean).map(decodeSegment);
       const head = segments[0]?.toLowerCase();
       if (head === "pipeline" || head === "multi-exec") {
-        if (req.method !== "POST" && req.method !== "PUT") return json({ error: "Method Not Allowed" }, 405);
+        if (req.method !== "POST" && req.method !== "PUT")
+          return json({ error: "Method Not Allowed" }, 405);
         const body = await readJson(req);
-        if (!Array.isArray(body) || body.length === 0) throw new CommandError("ERR the body must be a non-empty JSON array of commands");
+        if (!Array.isArray(body) || body.length === 0)
+          throw new CommandError("ERR the body must be a non-empty JSON array of commands");
         const commands = body.map(parseCommand);
-        const replies = head === "pipeline" ? await runPipeline(conns, commands) : await runTransaction(conns, commands);
+        const replies =
+          head === "pipeline"
+            ? await runPipeline(conns, commands)
+            : await runTransaction(conns, commands);
         return json(replies.map((r) => encodeReply(r, base64)));
       }
-      if (head === "subscribe" || head === "psubscribe") return await subscribe(server, req, head, segments.slice(1));
+      if (head === "subscribe" || head === "psubscribe")
+        return await subscribe(server, req, head, segments.slice(1));
       let args: string[];
       if (segments.length === 0) {
-        if (req.method === "GET" || req.method === "HEAD") throw new CommandError("ERR no command given");
+        if (req.method === "GET" || req.method === "HEAD")
+          throw new CommandError("ERR no command given");
         args = parseCommand(await readJson(req));
       } else {
         args = [...segments];
@@ -529,7 +594,9 @@ export async function startRedisBridge(options: RedisBridgeOptions): Promise<Red
     fetch: (req, srv) => handle(req, srv),
   });
   const port = server.port ?? 0;
-  const host = (options.hostname ?? "127.0.0.1").includes(":") ? `[${options.hostname}]` : (options.hostname ?? "127.0.0.1");
+  const host = (options.hostname ?? "127.0.0.1").includes(":")
+    ? `[${options.hostname}]`
+    : (options.hostname ?? "127.0.0.1");
   return {
     url: `http://${host}:${port}`,
     port,
@@ -552,7 +619,8 @@ function argValue(argv: string[], name: string): string | undefined {
 if (import.meta.main) {
   const argv = process.argv.slice(2);
   const port = Number(argValue(argv, "port") ?? process.env.REDIS_BRIDGE_PORT ?? 8079);
-  const redisUrl = argValue(argv, "redis-url") ?? process.env.REDIS_BRIDGE_REDIS_URL ?? "redis://127.0.0.1:6379";
+  const redisUrl =
+    argValue(argv, "redis-url") ?? process.env.REDIS_BRIDGE_REDIS_URL ?? "redis://127.0.0.1:6379";
   const token = argValue(argv, "token") ?? process.env.REDIS_BRIDGE_TOKEN ?? "";
   if (!token) {
     console.error("redis-bridge: set --token or REDIS_BRIDGE_TOKEN");

@@ -43,7 +43,11 @@ export function createBunRedis(settings: RedisSettings, opts: BunRedisOptions = 
   const describe = redactUrl(settings.url);
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const url = connectUrl(settings);
-  const ctx = { describe, secrets: [settings.token, url, settings.url, ...passwordsOf(url)], timeoutMs };
+  const ctx = {
+    describe,
+    secrets: [settings.token, url, settings.url, ...passwordsOf(url)],
+    timeoutMs,
+  };
   let current: BunRedisClient | null = null;
   let connecting: Promise<BunRedisClient> | null = null;
   let closed = false;
@@ -105,7 +109,8 @@ export function createBunRedis(settings: RedisSettings, opts: BunRedisOptions = 
     try {
       return await Promise.race([work, timeout]);
     } catch (e) {
-      const kind = (e as { code?: string }).code === "ERR_REDIS_SERVER_ERROR" ? "command" : undefined;
+      const kind =
+        (e as { code?: string }).code === "ERR_REDIS_SERVER_ERROR" ? "command" : undefined;
       throw toRedisError(e, { ...ctx, kind });
     } finally {
       clearTimeout(timer);
@@ -132,10 +137,14 @@ export function createBunRedis(settings: RedisSettings, opts: BunRedisOptions = 
     lrem: (key, count, value) => send<number>("LREM", [key, count, value]),
     llen: (key) => send<number>("LLEN", [key]),
     ltrim: (key, start, stop) => send<string>("LTRIM", [key, start, stop]),
-    lmove: (source, destination, from, to) => send<string | null>("LMOVE", [source, destination, from.toUpperCase(), to.toUpperCase()]),
+    lmove: (source, destination, from, to) =>
+      send<string | null>("LMOVE", [source, destination, from.toUpperCase(), to.toUpperCase()]),
     zadd: (key, score, member) => send<number>("ZADD", [key, score, member]),
     zrangebyscore: (key, min, max, limit) =>
-      send<string[]>("ZRANGEBYSCORE", limit ? [key, min, max, "LIMIT", limit.offset, limit.count] : [key, min, max]),
+      send<string[]>(
+        "ZRANGEBYSCORE",
+        limit ? [key, min, max, "LIMIT", limit.offset, limit.count] : [key, min, max],
+      ),
     zrem: (key, ...members) => send<number>("ZREM", [key, ...members]),
     hset: (key, fields) => send<number>("HSET", [key, ...Object.entries(fields).flat()]),
     hgetall: async (key) => {

@@ -8,18 +8,25 @@ import { createUpstashRedis } from "./redis";
 
 export const REDIS_TIMEOUT_MS = 2000;
 
-export async function createRedisClient(settings: RedisSettings, runtime: Config["runtime"]): Promise<RedisClient> {
+export async function createRedisClient(
+  settings: RedisSettings,
+  runtime: Config["runtime"],
+): Promise<RedisClient> {
   if (/^rediss?:/i.test(settings.url)) {
-    if (runtime !== "bun") throw new Error("redis:// URLs need Bun; use an Upstash REST (https://) URL on Workers");
+    if (runtime !== "bun")
+      throw new Error("redis:// URLs need Bun; use an Upstash REST (https://) URL on Workers");
     const { createBunRedis } = await import("./redis-bun");
     return createBunRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
   }
   return createUpstashRedis(settings, { timeoutMs: REDIS_TIMEOUT_MS });
 }
 
-export async function createRedisClients(config: Config): Promise<{ caching?: RedisClient; tasks?: RedisClient }> {
+export async function createRedisClients(
+  config: Config,
+): Promise<{ caching?: RedisClient; tasks?: RedisClient }> {
   const out: { caching?: RedisClient; tasks?: RedisClient } = {};
-  if (config.redis.caching) out.caching = await createRedisClient(config.redis.caching, config.runtime);
+  if (config.redis.caching)
+    out.caching = await createRedisClient(config.redis.caching, config.runtime);
   if (config.redis.tasks) out.tasks = await createRedisClient(config.redis.tasks, config.runtime);
   return out;
 }

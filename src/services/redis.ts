@@ -26,7 +26,12 @@ export class RedisClientError extends Error {
  */
 export function toRedisError(
   err: unknown,
-  ctx: { describe: string; secrets: Array<string | undefined>; timeoutMs: number; kind?: RedisErrorKind },
+  ctx: {
+    describe: string;
+    secrets: Array<string | undefined>;
+    timeoutMs: number;
+    kind?: RedisErrorKind;
+  },
 ): RedisClientError {
   if (err instanceof RedisClientError) return err;
   const name = err instanceof Error ? err.name : "";
@@ -36,7 +41,9 @@ export function toRedisError(
     kind = "timeout";
     message = `timeout after ${ctx.timeoutMs} ms`;
   }
-  const secrets = ctx.secrets.filter((s): s is string => !!s && s.length >= 3).sort((a, b) => b.length - a.length);
+  const secrets = ctx.secrets
+    .filter((s): s is string => !!s && s.length >= 3)
+    .sort((a, b) => b.length - a.length);
   for (const secret of secrets) message = message.split(secret).join("***");
   return new RedisClientError(kind, `redis ${ctx.describe}: ${message}`);
 }
@@ -70,11 +77,22 @@ function flatToRecord(flat: unknown): Record<string, string> | null {
  * Values come back as strings (automatic deserialisation is off); errors are {@link RedisClientError}.
  * @example const redis = createUpstashRedis({ url: "https://x.upstash.io", token }); await redis.ping();
  */
-export function createUpstashRedis(settings: RedisSettings, opts: UpstashRedisOptions = {}): RedisClient {
+export function createUpstashRedis(
+  settings: RedisSettings,
+  opts: UpstashRedisOptions = {},
+): RedisClient {
   const describe = redactUrl(settings.url);
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const ctx = { describe, secrets: [settings.token, settings.url === describe ? undefined : settings.url], timeoutMs };
-  if (!settings.token) throw new RedisClientError("connection", `redis ${describe}: an Upstash REST URL needs a token`);
+  const ctx = {
+    describe,
+    secrets: [settings.token, settings.url === describe ? undefined : settings.url],
+    timeoutMs,
+  };
+  if (!settings.token)
+    throw new RedisClientError(
+      "connection",
+      `redis ${describe}: an Upstash REST URL needs a token`,
+    );
   let redis: Redis;
   try {
     redis = new Redis({
@@ -100,10 +118,13 @@ export function createUpstashRedis(settings: RedisSettings, opts: UpstashRedisOp
     } catch (e) {
       // Upstash error replies end with ", command was: [...]" (the arguments): drop them.
       if (e instanceof Error && e.name === "UpstashError") {
-        const message = e.message.replace(/^Command failed: /, "").replace(/, command was: [\s\S]*$/, "");
+        const message = e.message
+          .replace(/^Command failed: /, "")
+          .replace(/, command was: [\s\S]*$/, "");
         // Redis error replies start with an upper-case code (ERR, WRONGTYPE, EXECABORT, …);
         // anything else (Unauthorized, a proxy's own failure) means the service is unavailable.
-        const kind: RedisErrorKind = /^[A-Z][A-Z_]+ /.test(message) && !/^ERR max /.test(message) ? "command" : "connection";
+        const kind: RedisErrorKind =
+          /^[A-Z][A-Z_]+ /.test(message) && !/^ERR max /.test(message) ? "command" : "connection";
         throw toRedisError(new Error(message), { ...ctx, kind });
       }
       throw toRedisError(e, ctx);
@@ -132,7 +153,8 @@ export function createUpstashRedis(settings: RedisSettings, opts: UpstashRedisOp
     lrem: (key, count, value) => call(() => redis.lrem(key, count, value)),
     llen: (key) => call(() => redis.llen(key)),
     ltrim: (key, start, stop) => call(async () => String(await redis.ltrim(key, start, stop))),
-    lmove: (source, destination, from, to) => call(async () => (await redis.lmove<string | null>(source, destination, from, to)) ?? null),
+    lmove: (source, destination, from, to) =>
+      call(async () => (await redis.lmove<string | null>(source, destination, from, to)) ?? null),
     zadd: (key, score, member) => call(async () => (await redis.zadd(key, { score, member })) ?? 0),
     zrangebyscore: (key, min, max, limit) =>
       call(() => {

@@ -31,14 +31,21 @@ async function manage(args: string[], opts: { env?: Record<string, string>; inpu
     (proc.stdin as import("bun").FileSink).write(opts.input);
     (proc.stdin as import("bun").FileSink).end();
   }
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { stdout, stderr, code };
 }
 
 async function passwordOf(dbUrl: string, username: string, candidate: string): Promise<boolean> {
   const db = await openDatabase(dbUrl);
   try {
-    const [row] = await db.orm.select({ hash: users.passwordHash, su: users.isSuperuser }).from(users).where(eq(users.username, username));
+    const [row] = await db.orm
+      .select({ hash: users.passwordHash, su: users.isSuperuser })
+      .from(users)
+      .where(eq(users.username, username));
     return !!row?.su && (await verifyPassword(candidate, row.hash));
   } finally {
     await db.close();
@@ -89,7 +96,10 @@ describe("manage errors", () => {
 describe("createsuperuser passwords", () => {
   test("--password-stdin reads the first line of standard input", async () => {
     const db = freshDb();
-    const r = await manage(["createsuperuser", "--username", "root", "--password-stdin"], { env: { DATABASE_URL: db }, input: "correct horse battery\n" });
+    const r = await manage(["createsuperuser", "--username", "root", "--password-stdin"], {
+      env: { DATABASE_URL: db },
+      input: "correct horse battery\n",
+    });
     expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
     expect(r.stdout).toContain('superuser "root" created');
     expect(await passwordOf(db, "root", "correct horse battery")).toBe(true);
@@ -97,50 +107,66 @@ describe("createsuperuser passwords", () => {
 
   test("--password-stdin with empty input is refused and creates nothing", async () => {
     const db = freshDb();
-    const r = await manage(["createsuperuser", "--username", "root", "--password-stdin"], { env: { DATABASE_URL: db }, input: "" });
+    const r = await manage(["createsuperuser", "--username", "root", "--password-stdin"], {
+      env: { DATABASE_URL: db },
+      input: "",
+    });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("standard input held no password");
   });
 
   test("without a terminal and without a password: a token-only user, said on stderr", async () => {
     const db = freshDb();
-    const r = await manage(["createsuperuser", "--username", "robot"], { env: { DATABASE_URL: db } });
+    const r = await manage(["createsuperuser", "--username", "robot"], {
+      env: { DATABASE_URL: db },
+    });
     expect(r.code).toBe(0);
     expect(r.stderr).toContain("no password set");
   });
 
   const scriptBin = Bun.which("script");
-  test.skipIf(!scriptBin)("on a terminal it prompts twice with echo off, and the password works", async () => {
-    const db = freshDb();
-    const secret = "s3cret-Prompted-77";
-    // `script` gives the command a real pseudo-terminal; we type only after each prompt shows.
-    const cmd = `${process.execPath} run src/cli/manage.ts createsuperuser --username typed`;
-    const proc = Bun.spawn([scriptBin!, "-qfec", cmd, "/dev/null"], { cwd: ROOT, env: { ...process.env, DATABASE_URL: db }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
-    let seen = "";
-    const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
-    const waitFor = async (text: string, from: number) => {
-      const deadline = Date.now() + 20_000;
-      while (seen.indexOf(text, from) < 0) {
-        if (Date.now() > deadline) throw new Error(`no ${JSON.stringify(text)} in ${JSON.stringify(seen)}`);
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`ended before ${JSON.stringify(text)}: ${JSON.stringify(seen)}`);
-        seen += new TextDecoder().decode(value);
-      }
-      return seen.indexOf(text, from) + text.length;
-    };
-    const stdin = proc.stdin as import("bun").FileSink;
-    const first = await waitFor("Password: ", 0);
-    stdin.write(`${secret}\r`);
-    stdin.flush();
-    await waitFor("Password (again): ", first);
-    stdin.write(`${secret}\r`);
-    stdin.flush();
-    await waitFor("created", first);
-    stdin.end();
-    expect(await proc.exited).toBe(0);
-    expect(seen).not.toContain(secret);
-    expect(await passwordOf(db, "typed", secret)).toBe(true);
-  });
+  test.skipIf(!scriptBin)(
+    "on a terminal it prompts twice with echo off, and the password works",
+    async () => {
+      const db = freshDb();
+      const secret = "s3cret-Prompted-77";
+      // `script` gives the command a real pseudo-terminal; we type only after each prompt shows.
+      const cmd = `${process.execPath} run src/cli/manage.ts createsuperuser --username typed`;
+      const proc = Bun.spawn([scriptBin!, "-qfec", cmd, "/dev/null"], {
+        cwd: ROOT,
+        env: { ...process.env, DATABASE_URL: db },
+        stdin: "pipe",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      let seen = "";
+      const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+      const waitFor = async (text: string, from: number) => {
+        const deadline = Date.now() + 20_000;
+        while (seen.indexOf(text, from) < 0) {
+          if (Date.now() > deadline)
+            throw new Error(`no ${JSON.stringify(text)} in ${JSON.stringify(seen)}`);
+          const { value, done } = await reader.read();
+          if (done)
+            throw new Error(`ended before ${JSON.stringify(text)}: ${JSON.stringify(seen)}`);
+          seen += new TextDecoder().decode(value);
+        }
+        return seen.indexOf(text, from) + text.length;
+      };
+      const stdin = proc.stdin as import("bun").FileSink;
+      const first = await waitFor("Password: ", 0);
+      stdin.write(`${secret}\r`);
+      stdin.flush();
+      await waitFor("Password (again): ", first);
+      stdin.write(`${secret}\r`);
+      stdin.flush();
+      await waitFor("created", first);
+      stdin.end();
+      expect(await proc.exited).toBe(0);
+      expect(seen).not.toContain(secret);
+      expect(await passwordOf(db, "typed", secret)).toBe(true);
+    },
+  );
 });
 
 describe("the README's token capture", () => {
@@ -158,8 +184,18 @@ describe("the README's token capture", () => {
       capture!.replace(/\s+#.*$/, ""),
       'printf "%s" "$TOKEN"',
     ].join("\n");
-    const proc = Bun.spawn(["bash", "-c", script], { cwd: ROOT, env: { ...process.env, DATABASE_URL: db }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const proc = Bun.spawn(["bash", "-c", script], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: db },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
     expect(stdout).toMatch(/^[0-9a-f]{40}$/);
   });

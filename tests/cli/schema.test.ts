@@ -28,13 +28,22 @@ interface Run {
 async function cli(args: string[], env: Record<string, string> = {}, stdin?: string): Promise<Run> {
   const proc = Bun.spawn([BUN, "run", "src/cli/manage.ts", "schema", ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", LOG_LEVEL: "error", ...env },
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "/tmp",
+      LOG_LEVEL: "error",
+      ...env,
+    },
     stdin: stdin === undefined ? "ignore" : new TextEncoder().encode(stdin),
     stdout: "pipe",
     stderr: "pipe",
   });
   const timer = setTimeout(() => proc.kill("SIGKILL"), 50_000);
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   clearTimeout(timer);
   return { code, stdout, stderr };
 }
@@ -79,10 +88,17 @@ describe("against the local database (DATABASE_URL)", () => {
   });
 
   test("FORCE_COLOR turns colours on; NO_COLOR does not override it", async () => {
-    const r = await cli(["preview", file("example.json", exampleDoc())], { ...env, FORCE_COLOR: "1", NO_COLOR: "1" });
+    const r = await cli(["preview", file("example.json", exampleDoc())], {
+      ...env,
+      FORCE_COLOR: "1",
+      NO_COLOR: "1",
+    });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`${ESC}32m+`);
-    const off = await cli(["preview", file("example.json", exampleDoc())], { ...env, FORCE_COLOR: "0" });
+    const off = await cli(["preview", file("example.json", exampleDoc())], {
+      ...env,
+      FORCE_COLOR: "0",
+    });
     expect(off.stdout).not.toContain(ESC);
   });
 
@@ -91,7 +107,11 @@ describe("against the local database (DATABASE_URL)", () => {
     expect(first).toMatchObject({ code: 0, stderr: "" });
     expect(first.stdout).toContain("Applied.");
     const types = await t.json("GET", `${CO}/custom-object-types/?ordering=slug`);
-    expect(types.body.results.map((x: { slug: string }) => x.slug)).toEqual(["circuit", "circuit_provider", "dhcp_scope"]);
+    expect(types.body.results.map((x: { slug: string }) => x.slug)).toEqual([
+      "circuit",
+      "circuit_provider",
+      "dhcp_scope",
+    ]);
     const again = await cli(["apply", file("example.json", exampleDoc())], env);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain("No changes.");
@@ -102,7 +122,11 @@ describe("against the local database (DATABASE_URL)", () => {
     const all = await cli(["export"], env);
     expect(all.code).toBe(0);
     const exported = JSON.parse(all.stdout);
-    expect(exported.types.map((x: { slug: string }) => x.slug)).toEqual(["circuit_provider", "circuit", "dhcp_scope"]);
+    expect(exported.types.map((x: { slug: string }) => x.slug)).toEqual([
+      "circuit_provider",
+      "circuit",
+      "dhcp_scope",
+    ]);
     expect(exported).toEqual((await t.json("GET", `${CO}/schema/export/`)).body);
     const roundTrip = await cli(["preview", file("exported.json", all.stdout)], env);
     expect(roundTrip.stdout).toContain("3 types, 0 new, 0 changed, 3 unchanged");
@@ -115,7 +139,9 @@ describe("against the local database (DATABASE_URL)", () => {
 
   test("a change: preview marks it, apply applies it; stdin works", async () => {
     const doc = exampleDoc();
-    doc.types[1].fields.find((f: { name: string }) => f.name === "bandwidth_mbps").validation_maximum = 800000;
+    doc.types[1].fields.find(
+      (f: { name: string }) => f.name === "bandwidth_mbps",
+    ).validation_maximum = 800000;
     doc.types[0].fields.push({ id: 5, name: "noc_email", type: "text" });
     const preview = await cli(["preview", "-"], env, JSON.stringify(doc));
     expect(preview.code).toBe(0);
@@ -124,12 +150,20 @@ describe("against the local database (DATABASE_URL)", () => {
     const applied = await cli(["apply", file("changed.json", doc)], env);
     expect(applied.code).toBe(0);
     const circuit = (await t.json("GET", `${CO}/schema/export/?slug=circuit`)).body.types[0];
-    expect(circuit.fields.find((f: { name: string }) => f.name === "bandwidth_mbps").validation_maximum).toBe(800000);
+    expect(
+      circuit.fields.find((f: { name: string }) => f.name === "bandwidth_mbps").validation_maximum,
+    ).toBe(800000);
   });
 
   test("destructive changes: refused with exit 2 and nothing changed; --allow-destructive applies them", async () => {
     // a removal is gated only when the column holds values (issue 16)
-    expect((await t.json("POST", `${CO}/circuit_provider/`, { body: { name: "Acme", portal: "https://acme.example" } })).status).toBe(201);
+    expect(
+      (
+        await t.json("POST", `${CO}/circuit_provider/`, {
+          body: { name: "Acme", portal: "https://acme.example" },
+        })
+      ).status,
+    ).toBe(201);
     const path = file("removing.json", removingPortal());
     const refused = await cli(["apply", path], env);
     expect(refused.code).toBe(2);
@@ -138,7 +172,10 @@ describe("against the local database (DATABASE_URL)", () => {
     expect(refused.stderr).toContain("--allow-destructive");
     expect(refused.stderr).toContain("circuit_provider.portal: field removed (1 row)");
     refusedEntriesSeen = true;
-    const provider = () => t.json("GET", `${CO}/schema/export/?slug=circuit_provider`).then((r) => r.body.types[0].fields.map((f: { name: string }) => f.name));
+    const provider = () =>
+      t
+        .json("GET", `${CO}/schema/export/?slug=circuit_provider`)
+        .then((r) => r.body.types[0].fields.map((f: { name: string }) => f.name));
     expect(await provider()).toContain("portal");
     const forced = await cli(["apply", path, "--allow-destructive"], env);
     expect(forced.code).toBe(0);
@@ -162,11 +199,22 @@ describe("against the local database (DATABASE_URL)", () => {
   });
 
   test("errors exit 1: invalid document (with paths), bad JSON, missing file, bad usage", async () => {
-    const invalid = await cli(["apply", file("invalid.json", { schema_version: "1", types: [{ name: "x", slug: "x", fields: [{ id: 1, name: "a", type: "colour" }] }] })], env);
+    const invalid = await cli(
+      [
+        "apply",
+        file("invalid.json", {
+          schema_version: "1",
+          types: [{ name: "x", slug: "x", fields: [{ id: 1, name: "a", type: "colour" }] }],
+        }),
+      ],
+      env,
+    );
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toContain("invalid_schema");
     expect(invalid.stderr).toContain("$.types[0].fields[0].type");
-    expect((await cli(["preview", file("broken.json", "{nope")], env)).stderr).toContain("is not JSON");
+    expect((await cli(["preview", file("broken.json", "{nope")], env)).stderr).toContain(
+      "is not JSON",
+    );
     expect((await cli(["apply", join(dir, "missing.json")], env)).code).toBe(1);
     const usage = await cli(["frobnicate"], env);
     expect(usage.code).toBe(1);
@@ -178,7 +226,11 @@ describe("against the local database (DATABASE_URL)", () => {
     const tokens = await t.json("GET", "/api/users/tokens/?limit=1000");
     const users = await t.json("GET", "/api/users/users/?username=schema-cli");
     expect(users.body.count).toBe(1);
-    expect(tokens.body.results.filter((x: { user: { id: number } }) => x.user.id === users.body.results[0].id)).toEqual([]);
+    expect(
+      tokens.body.results.filter(
+        (x: { user: { id: number } }) => x.user.id === users.body.results[0].id,
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -198,7 +250,15 @@ describe("against a server (--url, --token)", () => {
     url = `http://127.0.0.1:${port}`;
     server = Bun.spawn([BUN, "run", "src/server.ts"], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", DATABASE_URL: dbUrl, HOST: "127.0.0.1", PORT: String(port), HOST_LOCAL_REDIS: "off", LOG_LEVEL: "error", TASK_WORKER: "off" },
+      env: {
+        PATH: process.env.PATH ?? "",
+        DATABASE_URL: dbUrl,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        HOST_LOCAL_REDIS: "off",
+        LOG_LEVEL: "error",
+        TASK_WORKER: "off",
+      },
       stdout: "ignore",
       stderr: "inherit",
     });
@@ -218,12 +278,24 @@ describe("against a server (--url, --token)", () => {
 
   test("preview, apply, no changes, export over HTTP with a real token", async () => {
     const path = file("remote.json", exampleDoc());
-    expect((await cli(["preview", path, "--url", url, "--token", token])).stdout).toContain("3 new");
+    expect((await cli(["preview", path, "--url", url, "--token", token])).stdout).toContain(
+      "3 new",
+    );
     const applied = await cli(["apply", path, "--url", url, "--token", token]);
     expect(applied).toMatchObject({ code: 0, stderr: "" });
     expect((await t.json("GET", `${CO}/custom-object-types/`)).body.count).toBe(3);
-    expect((await cli(["apply", path, "--url", url], { HOST_TOKEN: token })).stdout).toContain("No changes.");
-    const exported = await cli(["export", "--url", url, "--token", readOnly, "--slug", "dhcp_scope"]);
+    expect((await cli(["apply", path, "--url", url], { HOST_TOKEN: token })).stdout).toContain(
+      "No changes.",
+    );
+    const exported = await cli([
+      "export",
+      "--url",
+      url,
+      "--token",
+      readOnly,
+      "--slug",
+      "dhcp_scope",
+    ]);
     expect(exported.code).toBe(0);
     expect(JSON.parse(exported.stdout).types[0].slug).toBe("dhcp_scope");
     const json = await cli(["preview", path, "--url", url, "--token", token, "--json"]);
@@ -231,12 +303,20 @@ describe("against a server (--url, --token)", () => {
   });
 
   test("destructive over HTTP: exit 2, then --allow-destructive", async () => {
-    expect((await t.json("POST", `${CO}/circuit_provider/`, { body: { name: "Remote", portal: "https://remote.example" } })).status).toBe(201);
+    expect(
+      (
+        await t.json("POST", `${CO}/circuit_provider/`, {
+          body: { name: "Remote", portal: "https://remote.example" },
+        })
+      ).status,
+    ).toBe(201);
     const path = file("remote-removing.json", removingPortal());
     const refused = await cli(["apply", path, "--url", url, "--token", token]);
     expect(refused.code).toBe(2);
     expect(refused.stdout).toContain("[destructive]");
-    expect((await cli(["apply", path, "--url", url, "--token", token, "--allow-destructive"])).code).toBe(0);
+    expect(
+      (await cli(["apply", path, "--url", url, "--token", token, "--allow-destructive"])).code,
+    ).toBe(0);
   });
 
   test("refusals exit 1: no token, a bad token, no permission, nothing listening", async () => {
@@ -244,11 +324,19 @@ describe("against a server (--url, --token)", () => {
     const anonymous = await cli(["apply", path, "--url", url]);
     expect(anonymous.code).toBe(1);
     expect(anonymous.stderr).toContain("Authentication credentials were not provided.");
-    expect((await cli(["apply", path, "--url", url, "--token", "0".repeat(40)])).stderr).toContain("Invalid token");
+    expect((await cli(["apply", path, "--url", url, "--token", "0".repeat(40)])).stderr).toContain(
+      "Invalid token",
+    );
     const denied = await cli(["apply", path, "--url", url, "--token", readOnly]);
     expect(denied.code).toBe(1);
     expect(denied.stderr).toContain("permission");
-    const nowhere = await cli(["export", "--url", `http://127.0.0.1:${await freePort()}`, "--token", token]);
+    const nowhere = await cli([
+      "export",
+      "--url",
+      `http://127.0.0.1:${await freePort()}`,
+      "--token",
+      token,
+    ]);
     expect(nowhere.code).toBe(1);
     expect(nowhere.stderr).toContain("could not reach");
   });
@@ -257,11 +345,23 @@ describe("against a server (--url, --token)", () => {
 describe("progress on a terminal", () => {
   const io = (errIsTTY: boolean) => {
     const err: string[] = [];
-    return { err, io: { out: async () => {}, err: async (text: string) => void err.push(text), env: {}, isTTY: false, errIsTTY, stdin: async () => "" } };
+    return {
+      err,
+      io: {
+        out: async () => {},
+        err: async (text: string) => void err.push(text),
+        env: {},
+        isTTY: false,
+        errIsTTY,
+        stdin: async () => "",
+      },
+    };
   };
   test("a call over the threshold shows elapsed time on stderr and ends the line; a quick one or a pipe shows nothing", async () => {
     const slow = io(true);
-    expect(await withProgress(slow.io, "applying", () => Bun.sleep(450).then(() => 42), 100)).toBe(42);
+    expect(await withProgress(slow.io, "applying", () => Bun.sleep(450).then(() => 42), 100)).toBe(
+      42,
+    );
     expect(slow.err[0]).toMatch(/^\rapplying… 0\.\d s$/);
     expect(slow.err.length).toBeGreaterThan(2);
     expect(slow.err.at(-1)).toMatch(/^\rapplying: done in 0\.\d s\n$/);

@@ -16,7 +16,12 @@ const SECRET = "tok-3f9a2c71e5";
 const slowPlugin: HostPlugin = {
   name: "slowpoke",
   version: "1.0.0",
-  setup: () => ({ routes: new Hono<HonoEnv>().get("/nap", async (c) => (await Bun.sleep(60), c.json({ ok: true }))) }),
+  setup: () => ({
+    routes: new Hono<HonoEnv>().get(
+      "/nap",
+      async (c) => (await Bun.sleep(60), c.json({ ok: true })),
+    ),
+  }),
 };
 
 const apps: TestApp[] = [];
@@ -27,8 +32,15 @@ afterAll(async () => {
 async function appLogging(level: LogLevel, env: Record<string, string> = {}) {
   const lines: string[] = [];
   const t = await makeTestApp(
-    { PLUGINS: "custom_objects,host_healthcheck_plugin,slowpoke", LOG_SLOW_REQUEST_MS: "40", ...env },
-    { availablePlugins: [...BUILTIN_PLUGINS, slowPlugin], logger: createLogger(level, (l) => lines.push(l)) },
+    {
+      PLUGINS: "custom_objects,host_healthcheck_plugin,slowpoke",
+      LOG_SLOW_REQUEST_MS: "40",
+      ...env,
+    },
+    {
+      availablePlugins: [...BUILTIN_PLUGINS, slowPlugin],
+      logger: createLogger(level, (l) => lines.push(l)),
+    },
   );
   apps.push(t);
   lines.length = 0; // start-up lines
@@ -39,13 +51,25 @@ async function appLogging(level: LogLevel, env: Record<string, string> = {}) {
 describe("access log", () => {
   test("one line per request: time, request id, method, route, path, status, duration, user id", async () => {
     const { t, requests } = await appLogging("info");
-    const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Log site", slug: "log-site" } });
-    const res = await t.req("GET", `/api/dcim/sites/${site.body.id}/`, { headers: { "x-request-id": "trace-42" } });
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Log site", slug: "log-site" },
+    });
+    const res = await t.req("GET", `/api/dcim/sites/${site.body.id}/`, {
+      headers: { "x-request-id": "trace-42" },
+    });
     expect(res.status).toBe(200);
     const logged = requests();
     expect(logged).toHaveLength(2);
     const get = logged[1]!;
-    expect(get).toMatchObject({ level: "info", request_id: "trace-42", method: "GET", route: "/api/dcim/sites/:id", path: `/api/dcim/sites/${site.body.id}/`, status: 200, query: null });
+    expect(get).toMatchObject({
+      level: "info",
+      request_id: "trace-42",
+      method: "GET",
+      route: "/api/dcim/sites/:id",
+      path: `/api/dcim/sites/${site.body.id}/`,
+      status: 200,
+      query: null,
+    });
     expect(Date.parse(get.time)).toBeGreaterThan(Date.now() - 60_000);
     expect(typeof get.duration_ms).toBe("number");
     const [admin] = (await t.json("GET", "/api/users/users/?username=admin")).body.results;
@@ -60,14 +84,28 @@ describe("access log", () => {
     const notFound = await t.req("GET", "/nowhere/");
     expect(notFound.status).toBe(404);
     const [denied, missing] = requests();
-    expect(denied).toMatchObject({ request_id: res.headers.get("x-request-id"), status: 403, user_id: null });
-    expect(missing).toMatchObject({ request_id: notFound.headers.get("x-request-id"), status: 404, route: null, path: "/nowhere/" });
+    expect(denied).toMatchObject({
+      request_id: res.headers.get("x-request-id"),
+      status: 403,
+      user_id: null,
+    });
+    expect(missing).toMatchObject({
+      request_id: notFound.headers.get("x-request-id"),
+      status: 404,
+      route: null,
+      path: "/nowhere/",
+    });
   });
 
   test("query values that could be secrets are redacted; ordinary filters are kept", async () => {
     const { t, lines, requests } = await appLogging("info");
-    await t.req("GET", `/api/dcim/sites/?name=HQ&token=${SECRET}&api_key=${SECRET}&password=${SECRET}&limit=5`);
-    await t.req("GET", `/plugins/host_healthcheck_plugin/healthcheck/?format=json&auth=${SECRET}`, { token: null });
+    await t.req(
+      "GET",
+      `/api/dcim/sites/?name=HQ&token=${SECRET}&api_key=${SECRET}&password=${SECRET}&limit=5`,
+    );
+    await t.req("GET", `/plugins/host_healthcheck_plugin/healthcheck/?format=json&auth=${SECRET}`, {
+      token: null,
+    });
     expect(lines.join("\n")).not.toContain(SECRET);
     const [list, health] = requests();
     expect(list!.query).toBe("name=HQ&token=***&api_key=***&password=***&limit=5");
@@ -80,7 +118,12 @@ describe("access log", () => {
     expect((await t.req("GET", "/plugins/slowpoke/nap", { token: null })).status).toBe(200);
     const logged = requests();
     expect(logged).toHaveLength(1);
-    expect(logged[0]).toMatchObject({ level: "warn", route: "/plugins/slowpoke/nap", slow: true, status: 200 });
+    expect(logged[0]).toMatchObject({
+      level: "warn",
+      route: "/plugins/slowpoke/nap",
+      slow: true,
+      status: 200,
+    });
     expect(logged[0].duration_ms).toBeGreaterThanOrEqual(40);
   });
 
@@ -94,6 +137,8 @@ describe("access log", () => {
   });
 
   test("LOG_SLOW_REQUEST_MS is validated", async () => {
-    await expect(makeTestApp({ LOG_SLOW_REQUEST_MS: "soon" })).rejects.toThrow("invalid setting LOG_SLOW_REQUEST_MS: must be a whole number");
+    await expect(makeTestApp({ LOG_SLOW_REQUEST_MS: "soon" })).rejects.toThrow(
+      "invalid setting LOG_SLOW_REQUEST_MS: must be a whole number",
+    );
   });
 });

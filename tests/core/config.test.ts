@@ -22,10 +22,16 @@ describe("configuration", () => {
     [{ PORT: "70000" }, /^invalid setting PORT: must be at most 65535$/],
     [{ LOGIN_REQUIRED: "sometimes" }, /^invalid setting LOGIN_REQUIRED: /],
     [{ PLUGINS_CONFIG: "{oops" }, /^invalid setting PLUGINS_CONFIG: must be valid JSON/],
-    [{ PLUGINS_CONFIG: '{"custom_objects": 3}' }, /^invalid setting PLUGINS_CONFIG: the entry for "custom_objects"/],
+    [
+      { PLUGINS_CONFIG: '{"custom_objects": 3}' },
+      /^invalid setting PLUGINS_CONFIG: the entry for "custom_objects"/,
+    ],
     [{ DATABASE_URL: "mysql://x" }, /^invalid setting DATABASE_URL: /],
     [{ CACHE_BACKEND: "disk" }, /^invalid setting CACHE_BACKEND: /],
-    [{ CACHE_BACKEND: "redis" }, /^invalid setting CACHE_BACKEND: is redis but REDIS_CACHING_URL is not set$/],
+    [
+      { CACHE_BACKEND: "redis" },
+      /^invalid setting CACHE_BACKEND: is redis but REDIS_CACHING_URL is not set$/,
+    ],
     [{ MAX_BODY_BYTES: "0" }, /^invalid setting MAX_BODY_BYTES: /],
     [{ REDIS_TASKS_URL: "ftp://x" }, /^invalid setting REDIS_TASKS_URL: /],
   ])("bad value %j stops with one line naming the setting", (env, pattern) => {

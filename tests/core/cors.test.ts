@@ -20,7 +20,11 @@ async function app(env: Record<string, string>) {
 const preflight = (t: TestApp, origin: string, path = "/api/dcim/sites/") =>
   t.req("OPTIONS", path, {
     token: null,
-    headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+    headers: {
+      origin,
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "authorization, content-type",
+    },
   });
 
 describe("CORS", () => {
@@ -30,9 +34,13 @@ describe("CORS", () => {
     expect(res.status).toBe(204);
     expect(res.headers.get("access-control-allow-origin")).toBe(APP);
     expect(res.headers.get("access-control-allow-methods")).toContain("POST");
-    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("authorization");
+    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain(
+      "authorization",
+    );
     expect(res.headers.get("vary")).toContain("Origin");
-    expect((await preflight(t, "http://localhost:5173")).headers.get("access-control-allow-origin")).toBe("http://localhost:5173");
+    expect(
+      (await preflight(t, "http://localhost:5173")).headers.get("access-control-allow-origin"),
+    ).toBe("http://localhost:5173");
   });
 
   test("an allowed origin's request carries the grant and exposes X-Request-Id; the token still decides access", async () => {
@@ -50,7 +58,9 @@ describe("CORS", () => {
     const t = await app({ CORS_ORIGINS: APP });
     const pre = await preflight(t, "https://evil.example.net");
     expect(pre.headers.get("access-control-allow-origin")).toBeNull();
-    const res = await t.req("GET", "/api/status/", { headers: { origin: "https://evil.example.net" } });
+    const res = await t.req("GET", "/api/status/", {
+      headers: { origin: "https://evil.example.net" },
+    });
     expect(res.headers.get("access-control-allow-origin")).toBeNull();
   });
 
@@ -69,9 +79,15 @@ describe("CORS", () => {
   });
 
   test("a bad CORS_ORIGINS stops start-up naming the setting", () => {
-    expect(() => loadConfig({ CORS_ORIGINS: "app.example.com" })).toThrow("invalid setting CORS_ORIGINS");
-    expect(() => loadConfig({ CORS_ORIGINS: "https://app.example.com/path" })).toThrow("invalid setting CORS_ORIGINS");
-    expect(loadConfig({ CORS_ORIGINS: "https://App.example.com/" }).corsOrigins).toEqual(["https://app.example.com"]);
+    expect(() => loadConfig({ CORS_ORIGINS: "app.example.com" })).toThrow(
+      "invalid setting CORS_ORIGINS",
+    );
+    expect(() => loadConfig({ CORS_ORIGINS: "https://app.example.com/path" })).toThrow(
+      "invalid setting CORS_ORIGINS",
+    );
+    expect(loadConfig({ CORS_ORIGINS: "https://App.example.com/" }).corsOrigins).toEqual([
+      "https://app.example.com",
+    ]);
     expect(loadConfig({}).corsOrigins).toEqual([]);
   });
 });

@@ -27,7 +27,9 @@ describe("local libSQL database", () => {
   });
 
   test("every concurrent call runs with synchronous=NORMAL (one connection, PRAGMAs kept)", async () => {
-    const results = await Promise.all(Array.from({ length: 25 }, () => db.client.execute("PRAGMA synchronous")));
+    const results = await Promise.all(
+      Array.from({ length: 25 }, () => db.client.execute("PRAGMA synchronous")),
+    );
     expect(results.map((r) => Number(r.rows[0]![0]))).toEqual(Array(25).fill(1));
   });
 
@@ -35,11 +37,15 @@ describe("local libSQL database", () => {
     let inside = false;
     const tx = db.orm.transaction(async (t) => {
       inside = true;
-      await t.run("INSERT INTO groups (name, description, created, last_updated) VALUES ('g-tx', '', 'x', 'x')" as any);
+      await t.run(
+        "INSERT INTO groups (name, description, created, last_updated) VALUES ('g-tx', '', 'x', 'x')" as any,
+      );
       await new Promise((r) => setTimeout(r, 30));
     });
     await Bun.sleep(1);
-    const readers = Array.from({ length: 5 }, () => db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-tx'"));
+    const readers = Array.from({ length: 5 }, () =>
+      db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-tx'"),
+    );
     await tx;
     expect(inside).toBe(true);
     // readers queued behind the transaction and see its committed row
@@ -71,17 +77,28 @@ describe("local libSQL database", () => {
     await expect(
       db.orm.transaction(async (t) => {
         await t.run("CREATE TABLE scratch (id INTEGER PRIMARY KEY)" as any);
-        await t.run("INSERT INTO groups (name, description, created, last_updated) VALUES ('g-fail', '', 'x', 'x')" as any);
+        await t.run(
+          "INSERT INTO groups (name, description, created, last_updated) VALUES ('g-fail', '', 'x', 'x')" as any,
+        );
         throw new Error("boom");
       }),
     ).rejects.toThrow("boom");
-    expect((await db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-fail'")).rows[0]!.n).toBe(0);
-    expect((await db.client.execute("SELECT count(*) AS n FROM sqlite_master WHERE name = 'scratch'")).rows[0]!.n).toBe(0);
+    expect(
+      (await db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-fail'")).rows[0]!
+        .n,
+    ).toBe(0);
+    expect(
+      (await db.client.execute("SELECT count(*) AS n FROM sqlite_master WHERE name = 'scratch'"))
+        .rows[0]!.n,
+    ).toBe(0);
   });
 
   test("migrations are idempotent", async () => {
     await runMigrations(db);
-    const tables = (await db.client.execute("SELECT name FROM sqlite_master WHERE type='table'")).rows.map((r) => r.name);
-    for (const name of ["users", "tokens", "sites", "custom_object_types", "jobs", "cache_entries"]) expect(tables).toContain(name);
+    const tables = (
+      await db.client.execute("SELECT name FROM sqlite_master WHERE type='table'")
+    ).rows.map((r) => r.name);
+    for (const name of ["users", "tokens", "sites", "custom_object_types", "jobs", "cache_entries"])
+      expect(tables).toContain(name);
   });
 });

@@ -26,14 +26,21 @@ afterAll(() => t.close());
 
 const post = (body: unknown) => t.json("POST", `${CO}/grouped/`, { body });
 const changesFor = async (title: string) =>
-  ((await t.json("GET", `/api/core/object-changes/?limit=1000&changed_object_type=custom_objects.grouped`)).body.results as Array<{ postchange_data: { title?: string } | null }>).filter(
-    (c) => c.postchange_data?.title === title,
-  ).length;
+  (
+    (
+      await t.json(
+        "GET",
+        `/api/core/object-changes/?limit=1000&changed_object_type=custom_objects.grouped`,
+      )
+    ).body.results as Array<{ postchange_data: { title?: string } | null }>
+  ).filter((c) => c.postchange_data?.title === title).length;
 
 describe("group commit", () => {
   test("40 concurrent creates: fewer transactions than requests, every good one written with its change record, clashes refused alone", async () => {
     transactions = 0;
-    const bodies: unknown[] = Array.from({ length: 40 }, (_, i) => ({ title: i % 10 === 3 ? "clash" : `t-${i}` }));
+    const bodies: unknown[] = Array.from({ length: 40 }, (_, i) => ({
+      title: i % 10 === 3 ? "clash" : `t-${i}`,
+    }));
     bodies.push([{ title: "bulk-a" }, { title: "bulk-a" }]); // a bulk whose second item clashes with its first
     const answers = await Promise.all(bodies.map(post));
     expect(transactions).toBeLessThan(bodies.length);
@@ -43,7 +50,10 @@ describe("group commit", () => {
     expect(statuses.filter((s, i) => i < 40 && i % 10 === 3 && s === 400)).toHaveLength(3);
     expect(statuses.filter((s, i) => i < 40 && i % 10 !== 3).every((s) => s === 201)).toBe(true);
     expect(statuses[40]).toBe(400);
-    const list = (await t.json("GET", `${CO}/grouped/?limit=1000`)).body as { count: number; results: Array<{ title: string }> };
+    const list = (await t.json("GET", `${CO}/grouped/?limit=1000`)).body as {
+      count: number;
+      results: Array<{ title: string }>;
+    };
     expect(list.count).toBe(37);
     expect(list.results.filter((r) => r.title === "bulk-a")).toHaveLength(0);
     expect(await changesFor("clash")).toBe(1);

@@ -23,12 +23,20 @@ describe("405 Method Not Allowed", () => {
       const r = await t.json(method, path);
       expect(r.status).toBe(405);
       expect(r.res.headers.get("allow")).toBe(allow);
-      expect(r.body).toEqual({ detail: `Method "${method}" not allowed.`, error: "method_not_allowed" });
+      expect(r.body).toEqual({
+        detail: `Method "${method}" not allowed.`,
+        error: "method_not_allowed",
+      });
     });
   }
 
   test("unknown paths, unknown ids and unknown custom object types stay 404", async () => {
-    for (const [method, path] of [["POST", "/api/nothing/"], ["GET", "/api/dcim/sites/999/"], ["PUT", "/api/plugins/custom-objects/nope/"], ["GET", "/nowhere"]]) {
+    for (const [method, path] of [
+      ["POST", "/api/nothing/"],
+      ["GET", "/api/dcim/sites/999/"],
+      ["PUT", "/api/plugins/custom-objects/nope/"],
+      ["GET", "/nowhere"],
+    ]) {
       expect((await t.req(method!, path!)).status).toBe(404);
     }
   });

@@ -14,15 +14,30 @@ const NAMES = ["Site 10", "Site 2", "Site 1", "site 3b", "Site 2a", "Alpha", "Si
 
 beforeAll(async () => {
   t = await makeTestApp();
-  for (const [i, name] of NAMES.entries()) expect((await t.json("POST", "/api/dcim/sites/", { body: { name, slug: `s${i}` } })).status).toBe(201);
+  for (const [i, name] of NAMES.entries())
+    expect(
+      (await t.json("POST", "/api/dcim/sites/", { body: { name, slug: `s${i}` } })).status,
+    ).toBe(201);
 });
 afterAll(() => t.close());
 
-const names = async (query = "") => ((await t.json("GET", `/api/dcim/sites/?limit=100${query}`)).body.results as { name: string }[]).map((r) => r.name);
+const names = async (query = "") =>
+  (
+    (await t.json("GET", `/api/dcim/sites/?limit=100${query}`)).body.results as { name: string }[]
+  ).map((r) => r.name);
 
 describe("natural ordering", () => {
   test("the default list and ?ordering=name put numbers in numeric order", async () => {
-    const expected = ["Alpha", "Site 1", "Site 2", "Site 2a", "site 3b", "Site 10", "Site 20", "Site 100"];
+    const expected = [
+      "Alpha",
+      "Site 1",
+      "Site 2",
+      "Site 2a",
+      "site 3b",
+      "Site 10",
+      "Site 20",
+      "Site 100",
+    ];
     expect(await names()).toEqual(expected);
     expect(await names("&ordering=name")).toEqual(expected);
     expect(await names("&ordering=-name")).toEqual([...expected].reverse());
@@ -30,13 +45,18 @@ describe("natural ordering", () => {
 
   test("a rename moves the object to its new place", async () => {
     const one = (await t.json("GET", "/api/dcim/sites/?name=Site 100")).body.results[0];
-    expect((await t.json("PATCH", `/api/dcim/sites/${one.id}/`, { body: { name: "Site 3" } })).status).toBe(200);
+    expect(
+      (await t.json("PATCH", `/api/dcim/sites/${one.id}/`, { body: { name: "Site 3" } })).status,
+    ).toBe(200);
     expect((await names()).slice(0, 5)).toEqual(["Alpha", "Site 1", "Site 2", "Site 2a", "Site 3"]);
   });
 
   test("devices too, names in any case and nulls first", async () => {
     const site = (await t.json("GET", "/api/dcim/sites/?limit=1")).body.results[0].id;
-    for (const name of ["sw10", "sw9", null, "sw1"]) expect((await t.json("POST", "/api/dcim/devices/", { body: { name, site } })).status).toBe(201);
+    for (const name of ["sw10", "sw9", null, "sw1"])
+      expect((await t.json("POST", "/api/dcim/devices/", { body: { name, site } })).status).toBe(
+        201,
+      );
     const r = await t.json("GET", "/api/dcim/devices/?ordering=name");
     expect(r.body.results.map((d: any) => d.name)).toEqual([null, "sw1", "sw9", "sw10"]);
   });
@@ -44,7 +64,10 @@ describe("natural ordering", () => {
   test("rows from before the key column get keys when migrations run", async () => {
     await t.deps.db.orm.run(sql`UPDATE sites SET _name = NULL`);
     await runMigrations(t.deps.db);
-    const rows = (await t.deps.db.orm.all(sql`SELECT name, _name AS n FROM sites`)) as { name: string; n: string }[];
+    const rows = (await t.deps.db.orm.all(sql`SELECT name, _name AS n FROM sites`)) as {
+      name: string;
+      n: string;
+    }[];
     for (const r of rows) expect(r.n).toBe(naturalize(r.name)!);
   });
 

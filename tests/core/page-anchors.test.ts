@@ -23,8 +23,15 @@ let table: string;
 const ROWS = 5 * STEP + 300;
 
 /** The truth: the page as plain SQL over the table now. */
-async function truth(where: string, dir: "ASC" | "DESC", limit: number, offset: number): Promise<number[]> {
-  const r = await other.execute(`SELECT id FROM ${table} WHERE ${where} ORDER BY id ${dir} LIMIT ${limit} OFFSET ${offset}`);
+async function truth(
+  where: string,
+  dir: "ASC" | "DESC",
+  limit: number,
+  offset: number,
+): Promise<number[]> {
+  const r = await other.execute(
+    `SELECT id FROM ${table} WHERE ${where} ORDER BY id ${dir} LIMIT ${limit} OFFSET ${offset}`,
+  );
   return r.rows.map((x) => Number(x.id));
 }
 
@@ -42,12 +49,18 @@ async function page(query: string, token?: string): Promise<{ count: number; ids
 const settled = () => flushSearchIndexesNow(servicesOf(t.app));
 
 /** The SQL statements (text and arguments) a piece of work sends to the database client. */
-async function traced(fn: () => Promise<unknown>): Promise<Array<{ sql: string; args: unknown[] }>> {
+async function traced(
+  fn: () => Promise<unknown>,
+): Promise<Array<{ sql: string; args: unknown[] }>> {
   const c = t.deps.db.client as any;
   const orig = c.execute;
   const seen: Array<{ sql: string; args: unknown[] }> = [];
   c.execute = (stmt: any, args?: any) => {
-    seen.push(typeof stmt === "string" ? { sql: stmt, args: args ?? [] } : { sql: stmt.sql, args: stmt.args ?? [] });
+    seen.push(
+      typeof stmt === "string"
+        ? { sql: stmt, args: args ?? [] }
+        : { sql: stmt.sql, args: stmt.args ?? [] },
+    );
     return orig.call(c, stmt, args);
   };
   try {
@@ -78,26 +91,50 @@ afterAll(async () => {
 
 describe("deep pages", () => {
   test("match LIMIT/OFFSET at every kind of offset, ascending and descending", async () => {
-    for (const offset of [0, STEP - 1, STEP, STEP + 1, 2 * STEP - 3, 3 * STEP + 17, ROWS - 50, ROWS - 10, ROWS, ROWS + 500]) {
-      for (const [ordering, dir] of [["id", "ASC"], ["-id", "DESC"]] as const) {
+    for (const offset of [
+      0,
+      STEP - 1,
+      STEP,
+      STEP + 1,
+      2 * STEP - 3,
+      3 * STEP + 17,
+      ROWS - 50,
+      ROWS - 10,
+      ROWS,
+      ROWS + 500,
+    ]) {
+      for (const [ordering, dir] of [
+        ["id", "ASC"],
+        ["-id", "DESC"],
+      ] as const) {
         const got = await page(`limit=50&offset=${offset}&ordering=${ordering}`);
         expect(got.count).toBe(ROWS);
         expect(got.ids).toEqual(await truth("1", dir, 50, offset));
       }
     }
     // The default ordering of a custom object type is by id.
-    expect((await page(`limit=20&offset=${4 * STEP + 5}`)).ids).toEqual(await truth("1", "ASC", 20, 4 * STEP + 5));
+    expect((await page(`limit=20&offset=${4 * STEP + 5}`)).ids).toEqual(
+      await truth("1", "ASC", 20, 4 * STEP + 5),
+    );
   });
 
   test("concurrent deep pages right after a change share one build of the anchors and are all right", async () => {
     for (let round = 0; round < 3; round++) {
       await settled(); // no flush of the search index commits in the middle of the round
       // a commit: every entry must be rebuilt, by whichever requests come first — all at once here
-      await other.execute(`UPDATE ${table} SET name = name || '.' WHERE id = (SELECT min(id) FROM ${table})`);
-      const offsets = Array.from({ length: 24 }, (_, i) => STEP + ((i * 997 + round * 131) % (ROWS - STEP - 60)));
+      await other.execute(
+        `UPDATE ${table} SET name = name || '.' WHERE id = (SELECT min(id) FROM ${table})`,
+      );
+      const offsets = Array.from(
+        { length: 24 },
+        (_, i) => STEP + ((i * 997 + round * 131) % (ROWS - STEP - 60)),
+      );
       let pages: Awaited<ReturnType<typeof page>>[] = [];
-      const sent = await traced(async () => (pages = await Promise.all(offsets.map((o) => page(`limit=20&offset=${o}`)))));
-      for (const [i, o] of offsets.entries()) expect(pages[i]!.ids).toEqual(await truth("1", "ASC", 20, o));
+      const sent = await traced(
+        async () => (pages = await Promise.all(offsets.map((o) => page(`limit=20&offset=${o}`)))),
+      );
+      for (const [i, o] of offsets.entries())
+        expect(pages[i]!.ids).toEqual(await truth("1", "ASC", 20, o));
       // waiting requests reuse the build under way (a few extensions), not one build each
       expect(sent.filter((x) => /WITH RECURSIVE anchor/.test(x.sql)).length).toBeLessThanOrEqual(4);
     }
@@ -122,8 +159,12 @@ describe("deep pages", () => {
     const after = await page(deep);
     expect(after.count).toBe(ROWS - 2);
     expect(after.ids).toEqual(await truth("1", "ASC", 50, 3 * STEP + 10));
-    await other.execute(`INSERT INTO ${table} (created, last_updated, name, n) VALUES ('2026-01-02T00:00:00Z', '2026-01-02T00:00:00Z', 'late', 1)`);
-    expect((await page(`limit=50&offset=${4 * STEP + 10}&ordering=-id`)).ids).toEqual(await truth("1", "DESC", 50, 4 * STEP + 10));
+    await other.execute(
+      `INSERT INTO ${table} (created, last_updated, name, n) VALUES ('2026-01-02T00:00:00Z', '2026-01-02T00:00:00Z', 'late', 1)`,
+    );
+    expect((await page(`limit=50&offset=${4 * STEP + 10}&ordering=-id`)).ids).toEqual(
+      await truth("1", "DESC", 50, 4 * STEP + 10),
+    );
     // And through the API: a delete there is seen by the next deep page.
     const victim = (await truth("1", "ASC", 1, 10))[0]!;
     expect((await t.req("DELETE", `${CO}/anchored/${victim}/`)).status).toBe(204);
@@ -132,16 +173,32 @@ describe("deep pages", () => {
 
   test("filters and permission constraints get anchors of their own", async () => {
     for (const offset of [STEP, STEP + 7, 2 * STEP - 1]) {
-      expect((await page(`n=3&limit=10&offset=${offset - STEP + 1}`)).ids).toEqual(await truth("n = 3", "ASC", 10, offset - STEP + 1));
-      expect((await page(`n__gte=2&limit=10&offset=${offset}`)).ids).toEqual(await truth("n >= 2", "ASC", 10, offset));
-      expect((await page(`n__gte=2&limit=10&offset=${offset}&ordering=-id`)).ids).toEqual(await truth("n >= 2", "DESC", 10, offset));
+      expect((await page(`n=3&limit=10&offset=${offset - STEP + 1}`)).ids).toEqual(
+        await truth("n = 3", "ASC", 10, offset - STEP + 1),
+      );
+      expect((await page(`n__gte=2&limit=10&offset=${offset}`)).ids).toEqual(
+        await truth("n >= 2", "ASC", 10, offset),
+      );
+      expect((await page(`n__gte=2&limit=10&offset=${offset}&ordering=-id`)).ids).toEqual(
+        await truth("n >= 2", "DESC", 10, offset),
+      );
     }
     // a search (an OR of its terms and of the index's two sources) as the WHERE of a deep page
-    expect((await page(`q=row-1&limit=10&offset=${STEP + 2}`)).ids).toEqual(await truth("name LIKE '%row-1%'", "ASC", 10, STEP + 2));
-    expect((await page(`q=row-1&limit=10&offset=${STEP + 2}&ordering=-id`)).ids).toEqual(await truth("name LIKE '%row-1%'", "DESC", 10, STEP + 2));
+    expect((await page(`q=row-1&limit=10&offset=${STEP + 2}`)).ids).toEqual(
+      await truth("name LIKE '%row-1%'", "ASC", 10, STEP + 2),
+    );
+    expect((await page(`q=row-1&limit=10&offset=${STEP + 2}&ordering=-id`)).ids).toEqual(
+      await truth("name LIKE '%row-1%'", "DESC", 10, STEP + 2),
+    );
     const u = await createUser(t.deps.db.orm, { username: "only-some" });
     const grant = await t.json("POST", "/api/users/permissions/", {
-      body: { name: "only-some", actions: ["view"], object_types: ["custom_objects.anchored"], users: [u.id], constraints: { n__lt: 4 } },
+      body: {
+        name: "only-some",
+        actions: ["view"],
+        object_types: ["custom_objects.anchored"],
+        users: [u.id],
+        constraints: { n__lt: 4 },
+      },
     });
     expect(grant.status).toBe(201);
     const token = (await issueToken(t.deps.db.orm, { username: "only-some" })).key;
@@ -149,7 +206,9 @@ describe("deep pages", () => {
     await page(`limit=25&offset=${2 * STEP + 3}`);
     const mine = await page(`limit=25&offset=${2 * STEP + 3}`, token);
     expect(mine.ids).toEqual(await truth("n < 4", "ASC", 25, 2 * STEP + 3));
-    expect(mine.count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n < 4`)).rows[0]!.c));
+    expect(mine.count).toBe(
+      Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n < 4`)).rows[0]!.c),
+    );
   });
 });
 
@@ -158,14 +217,20 @@ describe("counts", () => {
     await settled();
     const q = "n__gte=5&limit=5";
     const first = await page(q);
-    expect(first.count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 5`)).rows[0]!.c));
+    expect(first.count).toBe(
+      Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 5`)).rows[0]!.c),
+    );
     const again = await traced(() => page(q));
     expect(again.some((s) => /count\(\*\)/i.test(s.sql))).toBe(false);
-    await other.execute(`UPDATE ${table} SET n = 6 WHERE id = (SELECT min(id) FROM ${table} WHERE n < 5)`);
+    await other.execute(
+      `UPDATE ${table} SET n = 6 WHERE id = (SELECT min(id) FROM ${table} WHERE n < 5)`,
+    );
     const after = await traced(async () => expect((await page(q)).count).toBe(first.count + 1));
     expect(after.some((s) => /count\(\*\)/i.test(s.sql))).toBe(true);
     // Another filter is another count.
-    expect((await page("n__gte=6&limit=5")).count).toBe(Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 6`)).rows[0]!.c));
+    expect((await page("n__gte=6&limit=5")).count).toBe(
+      Number((await other.execute(`SELECT count(*) AS c FROM ${table} WHERE n >= 6`)).rows[0]!.c),
+    );
   });
 });
 
@@ -205,7 +270,9 @@ describe("the change stamp", () => {
     expect(s0).toBeString();
     await other.execute(`SELECT count(*) FROM ${table}`);
     expect(stamp()).toBe(s0);
-    await other.execute(`UPDATE ${table} SET name = name || '!' WHERE id = (SELECT max(id) FROM ${table})`);
+    await other.execute(
+      `UPDATE ${table} SET name = name || '!' WHERE id = (SELECT max(id) FROM ${table})`,
+    );
     const s1 = stamp();
     expect(s1).not.toBe(s0);
     await t.req("POST", `${CO}/anchored/`, { body: { name: "via-api", n: 2 } });

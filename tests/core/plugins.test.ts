@@ -18,25 +18,37 @@ describe("plugin registry", () => {
 
   test("with custom_objects left out, its paths answer 404 exactly like unknown paths", async () => {
     const unknown = await without.req("GET", "/api/plugins/not-a-plugin/");
-    for (const path of ["/api/plugins/custom-objects/", "/api/plugins/custom-objects/custom-object-types/", "/api/plugins/custom-objects/anything/1/"]) {
+    for (const path of [
+      "/api/plugins/custom-objects/",
+      "/api/plugins/custom-objects/custom-object-types/",
+      "/api/plugins/custom-objects/anything/1/",
+    ]) {
       for (const method of ["GET", "POST", "DELETE"]) {
         const r = await without.req(method, path, method === "GET" ? {} : { body: {} });
         expect(r.status).toBe(404);
-        expect(await r.text()).toBe(await (await without.req("GET", "/api/plugins/not-a-plugin/")).text());
+        expect(await r.text()).toBe(
+          await (await without.req("GET", "/api/plugins/not-a-plugin/")).text(),
+        );
       }
     }
     expect(unknown.status).toBe(404);
-    expect((await without.json("GET", "/api/status/")).body.plugins).toEqual({ host_healthcheck_plugin: "0.1.0" });
+    expect((await without.json("GET", "/api/status/")).body.plugins).toEqual({
+      host_healthcheck_plugin: "0.1.0",
+    });
     expect((await without.json("GET", "/api/plugins/")).body).toEqual({});
   });
 
   test("enabled, the plugin is mounted and listed", async () => {
     expect((await withAll.req("GET", "/api/plugins/custom-objects/")).status).toBe(200);
-    expect(Object.keys((await withAll.json("GET", "/api/plugins/")).body)).toContain("custom-objects");
+    expect(Object.keys((await withAll.json("GET", "/api/plugins/")).body)).toContain(
+      "custom-objects",
+    );
   });
 
   test("an unknown plugin name stops start-up with a line naming PLUGINS", async () => {
-    await expect(makeTestApp({ PLUGINS: "custom_objects,nope" })).rejects.toThrow(/invalid setting PLUGINS: unknown plugin "nope"/);
+    await expect(makeTestApp({ PLUGINS: "custom_objects,nope" })).rejects.toThrow(
+      /invalid setting PLUGINS: unknown plugin "nope"/,
+    );
   });
 
   test("a third-party plugin mounts API and page routes", async () => {
@@ -49,7 +61,10 @@ describe("plugin registry", () => {
         routes: new Hono<HonoEnv>().get("/page", (c) => c.text("hi")),
       }),
     };
-    const t = await makeTestApp({ PLUGINS: "hello" }, { availablePlugins: [...BUILTIN_PLUGINS, extra] });
+    const t = await makeTestApp(
+      { PLUGINS: "hello" },
+      { availablePlugins: [...BUILTIN_PLUGINS, extra] },
+    );
     try {
       expect((await t.json("GET", "/api/plugins/hello/")).body).toEqual({ user: "admin" });
       expect((await t.req("GET", "/api/plugins/hello/", { token: null })).status).toBe(403);

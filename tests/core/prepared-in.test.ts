@@ -28,17 +28,36 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const byName = new Reusable((d) => d.select({ id: tags.id, name: tags.name }).from(tags).where(eq(tags.name, sql.placeholder("name"))).prepare());
+const byName = new Reusable((d) =>
+  d
+    .select({ id: tags.id, name: tags.name })
+    .from(tags)
+    .where(eq(tags.name, sql.placeholder("name")))
+    .prepare(),
+);
 const insert = new Reusable((d) =>
   d
     .insert(tags)
-    .values({ name: sql.placeholder("name"), slug: sql.placeholder("slug"), color: "9e9e9e", description: "", created: "2026-01-01T00:00:00Z", lastUpdated: "2026-01-01T00:00:00Z" })
+    .values({
+      name: sql.placeholder("name"),
+      slug: sql.placeholder("slug"),
+      color: "9e9e9e",
+      description: "",
+      created: "2026-01-01T00:00:00Z",
+      lastUpdated: "2026-01-01T00:00:00Z",
+    })
     .returning({ id: tags.id })
     .prepare(),
 );
 
 /** Fails instead of hanging: a query sent to the client while its transaction holds the connection would wait forever. */
-const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, no) => setTimeout(() => no(new Error("query ran outside its transaction")), 3000))]);
+const within = <T>(p: Promise<T>) =>
+  Promise.race([
+    p,
+    new Promise<never>((_, no) =>
+      setTimeout(() => no(new Error("query ran outside its transaction")), 3000),
+    ),
+  ]);
 
 describe("queries prepared once, run in transactions", () => {
   test("on the ORM the prepared query itself is used", () => {
@@ -52,7 +71,9 @@ describe("queries prepared once, run in transactions", () => {
       db.orm.transaction(async (tx) => {
         const [row] = await insert.on(tx, db.orm).all({ name: "Pending", slug: "pending" });
         expect(row!.id).toBeGreaterThan(0);
-        expect(await byName.on(tx, db.orm).all({ name: "Pending" })).toEqual([{ id: row!.id, name: "Pending" }]);
+        expect(await byName.on(tx, db.orm).all({ name: "Pending" })).toEqual([
+          { id: row!.id, name: "Pending" },
+        ]);
         expect(preparedIn(byName.on(db.orm, db.orm), tx)).not.toBe(byName.on(db.orm, db.orm));
       }),
     );

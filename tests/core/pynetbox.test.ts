@@ -15,16 +15,25 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 /** Request._make_call("options"): `accept: application/json` and the token; no body, no params. */
-const options = (path: string, token: string | null = t.admin, headers: Record<string, string> = {}) =>
-  t.req("OPTIONS", path, { token, headers: { accept: "application/json", ...headers } });
+const options = (
+  path: string,
+  token: string | null = t.admin,
+  headers: Record<string, string> = {},
+) => t.req("OPTIONS", path, { token, headers: { accept: "application/json", ...headers } });
 
 /** Endpoint.choices(): actions.POST (or PUT) → {field: choices} for fields that have them. */
-async function choices(res: Response): Promise<Record<string, { value: unknown; display_name: string }[]>> {
+async function choices(
+  res: Response,
+): Promise<Record<string, { value: unknown; display_name: string }[]>> {
   expect(res.status).toBe(200);
   const body = (await res.json()) as any;
   const post = body.actions?.POST ?? body.actions?.PUT;
   if (!post) throw new Error("Unexpected format in the OPTIONS response");
-  return Object.fromEntries(Object.entries(post).filter(([, v]: any) => "choices" in v).map(([k, v]: any) => [k, v.choices]));
+  return Object.fromEntries(
+    Object.entries(post)
+      .filter(([, v]: any) => "choices" in v)
+      .map(([k, v]: any) => [k, v.choices]),
+  );
 }
 
 describe("nb.version (Request.get_version)", () => {
@@ -35,7 +44,10 @@ describe("nb.version (Request.get_version)", () => {
   });
 
   test("pynetbox also reads it from a 403 (no token), and every /api/ answer carries it", async () => {
-    const r = await t.req("GET", "/api/", { token: null, headers: { "content-type": "application/json" } });
+    const r = await t.req("GET", "/api/", {
+      token: null,
+      headers: { "content-type": "application/json" },
+    });
     expect(r.status).toBe(403);
     expect(r.headers.get("API-Version")).toBe("4.5");
     expect((await t.req("GET", "/api/dcim/sites/")).headers.get("API-Version")).toBe("4.5");
@@ -64,14 +76,20 @@ describe("nb.openapi() (Request.get_openapi)", () => {
     const doc = (await r.json()) as any;
     expect(doc.openapi).toMatch(/^3\./);
     expect(doc.paths["/api/dcim/sites/"]).toBeDefined();
-    const anon = await t.req("GET", "/api/docs/?format=openapi", { token: null, headers: openapiHeaders });
+    const anon = await t.req("GET", "/api/docs/?format=openapi", {
+      token: null,
+      headers: openapiHeaders,
+    });
     expect(anon.status).toBe(403);
   });
 
   test("with LOGIN_REQUIRED=false nb.openapi() works without a token", async () => {
     const open = await makeTestApp({ LOGIN_REQUIRED: "false" });
     try {
-      const v = await open.req("GET", "/api/", { token: null, headers: { "content-type": "application/json" } });
+      const v = await open.req("GET", "/api/", {
+        token: null,
+        headers: { "content-type": "application/json" },
+      });
       expect(v.headers.get("API-Version")).toBe("4.5");
       const r = await open.req("GET", "/api/schema/", { token: null, headers: openapiHeaders });
       expect(r.status).toBe(200);
@@ -85,22 +103,42 @@ describe("nb.openapi() (Request.get_openapi)", () => {
 describe("Endpoint.choices() (OPTIONS with DRF metadata)", () => {
   test("host model list endpoint: actions.POST.status.choices", async () => {
     const c = await choices(await options("/api/dcim/sites/"));
-    expect(c.status!.map((x) => x.value)).toEqual(["planned", "staged", "active", "decommissioning", "retired"]);
+    expect(c.status!.map((x) => x.value)).toEqual([
+      "planned",
+      "staged",
+      "active",
+      "decommissioning",
+      "retired",
+    ]);
     expect(c.status![0]).toEqual({ value: "planned", display_name: "planned" });
   });
 
   test("the whole answer has DRF's shape; Allow lists the methods", async () => {
     const r = await options("/api/dcim/sites/");
     const body = (await r.json()) as any;
-    expect(Object.keys(body).sort()).toEqual(["actions", "description", "name", "parses", "renders"]);
-    expect(body.actions.POST.name).toMatchObject({ type: "string", required: true, read_only: false, label: "Name", max_length: 100 });
+    expect(Object.keys(body).sort()).toEqual([
+      "actions",
+      "description",
+      "name",
+      "parses",
+      "renders",
+    ]);
+    expect(body.actions.POST.name).toMatchObject({
+      type: "string",
+      required: true,
+      read_only: false,
+      label: "Name",
+      max_length: 100,
+    });
     expect(body.actions.POST.id).toMatchObject({ type: "integer", read_only: true });
     expect(r.headers.get("allow")).toContain("POST");
     expect(r.headers.get("API-Version")).toBe("4.5");
   });
 
   test("detail endpoint: actions.PUT", async () => {
-    const s = await t.json("POST", "/api/dcim/sites/", { body: { name: "Choices", slug: "choices" } });
+    const s = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Choices", slug: "choices" },
+    });
     const r = await options(`/api/dcim/sites/${s.body.id}/`);
     const body = (await r.json()) as any;
     expect(body.actions.PUT.status.type).toBe("choice");
@@ -140,17 +178,25 @@ describe("CORS preflight is still answered before authentication", () => {
     try {
       const pre = await c.req("OPTIONS", "/api/dcim/sites/", {
         token: null,
-        headers: { origin: "https://ui.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization" },
+        headers: {
+          origin: "https://ui.example",
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "authorization",
+        },
       });
       expect(pre.status).toBe(204);
       expect(pre.headers.get("access-control-allow-origin")).toBe("https://ui.example");
       expect(pre.headers.get("access-control-allow-methods")).toContain("POST");
-      const meta = await c.req("OPTIONS", "/api/dcim/sites/", { headers: { origin: "https://ui.example", accept: "application/json" } });
+      const meta = await c.req("OPTIONS", "/api/dcim/sites/", {
+        headers: { origin: "https://ui.example", accept: "application/json" },
+      });
       expect(meta.status).toBe(200);
       expect(((await meta.json()) as any).actions.POST.status.type).toBe("choice");
       expect(meta.headers.get("access-control-allow-origin")).toBe("https://ui.example");
       expect(meta.headers.get("access-control-expose-headers")).toContain("API-Version");
-      const other = await c.req("OPTIONS", "/api/dcim/sites/", { headers: { origin: "https://evil.example", accept: "application/json" } });
+      const other = await c.req("OPTIONS", "/api/dcim/sites/", {
+        headers: { origin: "https://evil.example", accept: "application/json" },
+      });
       expect(other.headers.get("access-control-allow-origin")).toBeNull();
     } finally {
       await c.close();
@@ -168,7 +214,9 @@ describe("nb.plugins.custom_objects.<name> (PluginsApp / App / Endpoint)", () =>
   test("the README's ways: a dashed slug, App.endpoint() (7.8+) or a literal Endpoint (any 7.x) reach the type", async () => {
     await create(t, "circuit_provider", { name: "Acme" });
     // App.endpoint("circuit_provider") / the README's LiteralEndpoint: the slug verbatim
-    const lit = await t.json("GET", `${CO}/circuit_provider/?name=Acme`, { headers: { accept: "application/json" } });
+    const lit = await t.json("GET", `${CO}/circuit_provider/?name=Acme`, {
+      headers: { accept: "application/json" },
+    });
     expect(lit.status).toBe(200);
     expect(lit.body.count).toBe(1);
     // a dashed slug is reached by attribute access (nb.plugins.custom_objects.wan_link)

@@ -5,7 +5,9 @@ let t: TestApp;
 const siteIds: number[] = [];
 beforeAll(async () => {
   t = await makeTestApp({ MAX_BODY_BYTES: "4096" });
-  const tenant = await t.json("POST", "/api/tenancy/tenants/", { body: { name: "Acme", slug: "acme" } });
+  const tenant = await t.json("POST", "/api/tenancy/tenants/", {
+    body: { name: "Acme", slug: "acme" },
+  });
   const body = Array.from({ length: 23 }, (_, i) => ({
     name: `Site ${String(i).padStart(2, "0")}`,
     slug: `site-${i}`,
@@ -139,7 +141,10 @@ describe("filters", () => {
 
 describe("ordering and projection", () => {
   test("ordering by a field, descending, and multiple keys", async () => {
-    expect(names(await t.json("GET", "/api/dcim/sites/?ordering=-name&limit=2"))).toEqual(["Site 22", "Site 21"]);
+    expect(names(await t.json("GET", "/api/dcim/sites/?ordering=-name&limit=2"))).toEqual([
+      "Site 22",
+      "Site 21",
+    ]);
     const r = await t.json("GET", "/api/dcim/sites/?ordering=status,-name&limit=2");
     expect(names(r)).toEqual(["Site 22", "Site 20"]);
   });
@@ -150,7 +155,14 @@ describe("ordering and projection", () => {
   });
   test("brief, fields and omit", async () => {
     const brief = await t.json("GET", "/api/dcim/sites/?brief=1&limit=1");
-    expect(Object.keys(brief.body.results[0]).sort()).toEqual(["description", "display", "id", "name", "slug", "url"]);
+    expect(Object.keys(brief.body.results[0]).sort()).toEqual([
+      "description",
+      "display",
+      "id",
+      "name",
+      "slug",
+      "url",
+    ]);
     const fields = await t.json("GET", `/api/dcim/sites/${siteIds[0]}/?fields=id,name`);
     expect(fields.body).toEqual({ id: siteIds[0], name: "Site 00" });
     const omit = await t.json("GET", `/api/dcim/sites/${siteIds[0]}/?omit=comments,tags`);
@@ -174,15 +186,28 @@ describe("ordering and projection", () => {
 
 describe("writes", () => {
   test("create, nested foreign key, update (PATCH and PUT), delete", async () => {
-    const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Write", slug: "write" } });
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Write", slug: "write" },
+    });
     expect(site.status).toBe(201);
-    const dev = await t.json("POST", "/api/dcim/devices/", { body: { name: "sw1", site: site.body.id, serial: "X1" } });
+    const dev = await t.json("POST", "/api/dcim/devices/", {
+      body: { name: "sw1", site: site.body.id, serial: "X1" },
+    });
     expect(dev.status).toBe(201);
-    expect(dev.body.site).toMatchObject({ id: site.body.id, name: "Write", slug: "write", url: `${BASE}/api/dcim/sites/${site.body.id}/` });
-    const patched = await t.json("PATCH", `/api/dcim/devices/${dev.body.id}/`, { body: { serial: "X2" } });
+    expect(dev.body.site).toMatchObject({
+      id: site.body.id,
+      name: "Write",
+      slug: "write",
+      url: `${BASE}/api/dcim/sites/${site.body.id}/`,
+    });
+    const patched = await t.json("PATCH", `/api/dcim/devices/${dev.body.id}/`, {
+      body: { serial: "X2" },
+    });
     expect(patched.body.serial).toBe("X2");
     expect(patched.body.name).toBe("sw1");
-    const putMissing = await t.json("PUT", `/api/dcim/devices/${dev.body.id}/`, { body: { name: "sw1b" } });
+    const putMissing = await t.json("PUT", `/api/dcim/devices/${dev.body.id}/`, {
+      body: { name: "sw1b" },
+    });
     expect(putMissing.status).toBe(200); // site is already set, so PUT without it keeps it
     const put = await t.json("PUT", `/api/sites-nope/`, { body: {} });
     expect(put.status).toBe(404);
@@ -191,7 +216,9 @@ describe("writes", () => {
   });
 
   test("validation errors are keyed by field", async () => {
-    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: "", slug: "bad slug!", status: "melting", tenant: 99999 } });
+    const r = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "", slug: "bad slug!", status: "melting", tenant: 99999 },
+    });
     expect(r.status).toBe(400);
     expect(Object.keys(r.body).sort()).toEqual(["name", "slug", "status", "tenant"]);
     const missing = await t.json("POST", "/api/dcim/devices/", { body: { name: "orphan" } });
@@ -199,17 +226,23 @@ describe("writes", () => {
   });
 
   test("unknown fields → 400; echoing read-only fields is fine", async () => {
-    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: "U", slug: "u", colour: "red" } });
+    const r = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "U", slug: "u", colour: "red" },
+    });
     expect(r.status).toBe(400);
     expect(r.body.colour).toEqual(["Unknown field."]);
     const echo = await t.json("GET", `/api/dcim/sites/${siteIds[2]}/`);
     const { tags: _t, tenant, status, ...rest } = echo.body;
-    const back = await t.json("PUT", `/api/dcim/sites/${siteIds[2]}/`, { body: { ...rest, status: status.value, tenant: tenant?.id ?? null } });
+    const back = await t.json("PUT", `/api/dcim/sites/${siteIds[2]}/`, {
+      body: { ...rest, status: status.value, tenant: tenant?.id ?? null },
+    });
     expect(back.status).toBe(200);
   });
 
   test("unique violations → 400 on the field", async () => {
-    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: "Site 00", slug: "another" } });
+    const r = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Site 00", slug: "another" },
+    });
     expect(r.status).toBe(400);
     expect(r.body.name[0]).toContain("already exists");
   });
@@ -229,24 +262,48 @@ describe("writes", () => {
     expect(r.body[1].slug).toBeDefined();
     expect((await t.json("GET", "/api/tenancy/tenants/")).body.count).toBe(before);
     // a duplicate inside the same list fails at the database and still writes nothing
-    const dup = await t.json("POST", "/api/tenancy/tenants/", { body: [{ name: "D", slug: "d" }, { name: "D", slug: "d2" }] });
+    const dup = await t.json("POST", "/api/tenancy/tenants/", {
+      body: [
+        { name: "D", slug: "d" },
+        { name: "D", slug: "d2" },
+      ],
+    });
     expect(dup.status).toBe(400);
     expect((await t.json("GET", "/api/tenancy/tenants/")).body.count).toBe(before);
   });
 
   test("bulk update and bulk delete are all-or-nothing", async () => {
-    const made = await t.json("POST", "/api/tenancy/tenants/", { body: [{ name: "B1", slug: "b1" }, { name: "B2", slug: "b2" }] });
+    const made = await t.json("POST", "/api/tenancy/tenants/", {
+      body: [
+        { name: "B1", slug: "b1" },
+        { name: "B2", slug: "b2" },
+      ],
+    });
     const [a, b] = made.body.map((x: any) => x.id);
-    const bad = await t.json("PATCH", "/api/tenancy/tenants/", { body: [{ id: a, description: "ok" }, { id: b, slug: "not ok!" }] });
+    const bad = await t.json("PATCH", "/api/tenancy/tenants/", {
+      body: [
+        { id: a, description: "ok" },
+        { id: b, slug: "not ok!" },
+      ],
+    });
     expect(bad.status).toBe(400);
     expect((await t.json("GET", `/api/tenancy/tenants/${a}/`)).body.description).toBe("");
-    const good = await t.json("PATCH", "/api/tenancy/tenants/", { body: [{ id: a, description: "one" }, { id: b, description: "two" }] });
+    const good = await t.json("PATCH", "/api/tenancy/tenants/", {
+      body: [
+        { id: a, description: "one" },
+        { id: b, description: "two" },
+      ],
+    });
     expect(good.status).toBe(200);
     expect(good.body.map((x: any) => x.description)).toEqual(["one", "two"]);
-    const missing = await t.json("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: 987654 }] });
+    const missing = await t.json("DELETE", "/api/tenancy/tenants/", {
+      body: [{ id: a }, { id: 987654 }],
+    });
     expect(missing.status).toBe(404);
     expect((await t.req("GET", `/api/tenancy/tenants/${a}/`)).status).toBe(200);
-    expect((await t.req("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: b }] })).status).toBe(204);
+    expect(
+      (await t.req("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: b }] })).status,
+    ).toBe(204);
     expect((await t.req("GET", `/api/tenancy/tenants/${b}/`)).status).toBe(404);
   });
 
@@ -259,12 +316,20 @@ describe("writes", () => {
   });
 
   test("tags: applied by id or slug, scoped by object type, filtered with ?tag=", async () => {
-    const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "Core", slug: "core", color: "ff0000" } });
-    const scoped = await t.json("POST", "/api/extras/tags/", { body: { name: "Only tenants", slug: "only-tenants", object_types: ["tenancy.tenant"] } });
+    const tag = await t.json("POST", "/api/extras/tags/", {
+      body: { name: "Core", slug: "core", color: "ff0000" },
+    });
+    const scoped = await t.json("POST", "/api/extras/tags/", {
+      body: { name: "Only tenants", slug: "only-tenants", object_types: ["tenancy.tenant"] },
+    });
     expect(scoped.body.object_types).toEqual(["tenancy.tenant"]);
-    const site = await t.json("PATCH", `/api/dcim/sites/${siteIds[5]}/`, { body: { tags: [tag.body.id] } });
+    const site = await t.json("PATCH", `/api/dcim/sites/${siteIds[5]}/`, {
+      body: { tags: [tag.body.id] },
+    });
     expect(site.body.tags.map((x: any) => x.slug)).toEqual(["core"]);
-    const refused = await t.json("PATCH", `/api/dcim/sites/${siteIds[5]}/`, { body: { tags: [{ slug: "only-tenants" }] } });
+    const refused = await t.json("PATCH", `/api/dcim/sites/${siteIds[5]}/`, {
+      body: { tags: [{ slug: "only-tenants" }] },
+    });
     expect(refused.status).toBe(400);
     expect(refused.body.tags).toBeDefined();
     expect((await t.json("GET", "/api/dcim/sites/?tag=core")).body.count).toBe(1);
@@ -279,12 +344,17 @@ describe("error shapes", () => {
     expect(r.body.detail).toContain("JSON parse error");
   });
   test("oversized body → 413", async () => {
-    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: "x".repeat(5000), slug: "big" } });
+    const r = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "x".repeat(5000), slug: "big" },
+    });
     expect(r.status).toBe(413);
     expect(r.body.detail).toContain("4096");
   });
   test("non-JSON content type → 415", async () => {
-    const r = await t.json("POST", "/api/dcim/sites/", { raw: "name=x", headers: { "content-type": "application/x-www-form-urlencoded" } } as any);
+    const r = await t.json("POST", "/api/dcim/sites/", {
+      raw: "name=x",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    } as any);
     expect(r.status).toBe(415);
   });
   test("a JSON body that is not an object → 400", async () => {
@@ -309,7 +379,12 @@ describe("error shapes", () => {
     }
   });
   test("wrong value types never produce a 500", async () => {
-    const bodies = [{ name: 5, slug: [] }, { name: {}, slug: null }, { tenant: "x", name: "n", slug: "n" }, { tags: "core", name: "n2", slug: "n2" }];
+    const bodies = [
+      { name: 5, slug: [] },
+      { name: {}, slug: null },
+      { tenant: "x", name: "n", slug: "n" },
+      { tags: "core", name: "n2", slug: "n2" },
+    ];
     for (const body of bodies) {
       const r = await t.json("POST", "/api/dcim/sites/", { body });
       expect(r.status).toBe(400);
@@ -332,22 +407,58 @@ describe("core endpoints", () => {
   test("/api/core/object-types/ lists every model", async () => {
     const r = await t.json("GET", "/api/core/object-types/?limit=1000");
     const labels = r.body.results.map((o: any) => `${o.app_label}.${o.model}`);
-    for (const l of ["dcim.site", "dcim.device", "ipam.prefix", "ipam.ipaddress", "tenancy.tenant", "extras.tag", "extras.customfieldchoiceset", "custom_objects.customobjecttype", "custom_objects.customobjecttypefield"]) {
+    for (const l of [
+      "dcim.site",
+      "dcim.device",
+      "ipam.prefix",
+      "ipam.ipaddress",
+      "tenancy.tenant",
+      "extras.tag",
+      "extras.customfieldchoiceset",
+      "custom_objects.customobjecttype",
+      "custom_objects.customobjecttypefield",
+    ]) {
       expect(labels).toContain(l);
     }
-    expect(Object.keys(r.body.results[0]).sort()).toEqual(["app_label", "display", "id", "model", "url"]);
+    expect(Object.keys(r.body.results[0]).sort()).toEqual([
+      "app_label",
+      "display",
+      "id",
+      "model",
+      "url",
+    ]);
     expect((await t.json("GET", "/api/core/object-types/?app_label=dcim")).body.count).toBe(2);
   });
   test("choice sets validate their choices", async () => {
-    const ok = await t.json("POST", "/api/extras/custom-field-choice-sets/", { body: { name: "colours", extra_choices: [["red", "Red"], ["blue", "Blue"]] } });
+    const ok = await t.json("POST", "/api/extras/custom-field-choice-sets/", {
+      body: {
+        name: "colours",
+        extra_choices: [
+          ["red", "Red"],
+          ["blue", "Blue"],
+        ],
+      },
+    });
     expect(ok.status).toBe(201);
-    const bad = await t.json("POST", "/api/extras/custom-field-choice-sets/", { body: { name: "bad", extra_choices: [["x"]] } });
+    const bad = await t.json("POST", "/api/extras/custom-field-choice-sets/", {
+      body: { name: "bad", extra_choices: [["x"]] },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.extra_choices).toBeDefined();
   });
   test("prefixes and IP addresses validate CIDR notation", async () => {
-    expect((await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "10.0.0.0/8" } })).status).toBe(201);
-    expect((await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "ten" } })).status).toBe(400);
-    expect((await t.json("POST", "/api/ipam/ip-addresses/", { body: { address: "10.0.0.1/24", dns_name: "gw" } })).status).toBe(201);
+    expect(
+      (await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "10.0.0.0/8" } })).status,
+    ).toBe(201);
+    expect((await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "ten" } })).status).toBe(
+      400,
+    );
+    expect(
+      (
+        await t.json("POST", "/api/ipam/ip-addresses/", {
+          body: { address: "10.0.0.1/24", dns_name: "gw" },
+        })
+      ).status,
+    ).toBe(201);
   });
 });

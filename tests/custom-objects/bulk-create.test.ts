@@ -16,7 +16,9 @@ let siteIds: number[] = [];
 
 beforeAll(async () => {
   t = await makeTestApp();
-  const sites = await t.json("POST", "/api/dcim/sites/", { body: [1, 2, 3].map((i) => ({ name: `Site ${i}`, slug: `site-${i}` })) });
+  const sites = await t.json("POST", "/api/dcim/sites/", {
+    body: [1, 2, 3].map((i) => ({ name: `Site ${i}`, slug: `site-${i}` })),
+  });
   siteIds = (sites.body as { id: number }[]).map((s) => s.id);
   cotId = (await makeCot(t, "gadget", "gadget")).id;
   for (const f of [
@@ -31,21 +33,45 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const item = (i: number, extra: Record<string, unknown> = {}) => ({ name: `g-${i}`, serial: `S-${i}`, n: i, when: "2024-05-06", site: siteIds[i % 3], ...extra });
-const rows = async () => Number((await t.deps.db.client.execute(`SELECT count(*) AS c FROM co_${cotId}`)).rows[0]!.c);
+const item = (i: number, extra: Record<string, unknown> = {}) => ({
+  name: `g-${i}`,
+  serial: `S-${i}`,
+  n: i,
+  when: "2024-05-06",
+  site: siteIds[i % 3],
+  ...extra,
+});
+const rows = async () =>
+  Number((await t.deps.db.client.execute(`SELECT count(*) AS c FROM co_${cotId}`)).rows[0]!.c);
 const changes = async () =>
-  ((await t.json("GET", "/api/core/object-changes/?limit=1000&changed_object_type=custom_objects.gadget")).body.results as Array<{
-    action: { value: string };
-    changed_object_id: number;
-    postchange_data: Record<string, unknown>;
-  }>).sort((a, b) => a.changed_object_id - b.changed_object_id);
+  (
+    (
+      await t.json(
+        "GET",
+        "/api/core/object-changes/?limit=1000&changed_object_type=custom_objects.gadget",
+      )
+    ).body.results as Array<{
+      action: { value: string };
+      changed_object_id: number;
+      postchange_data: Record<string, unknown>;
+    }>
+  ).sort((a, b) => a.changed_object_id - b.changed_object_id);
 
 describe("bulk create", () => {
   test("writes 250 objects in a handful of statements, not three per object", async () => {
     await create(t, "gadget", item(-1)); // warm the model
-    const single = await countStatements(t.deps.db, () => create(t, "gadget", item(-2)), { transactions: true });
+    const single = await countStatements(t.deps.db, () => create(t, "gadget", item(-2)), {
+      transactions: true,
+    });
     let r: Awaited<ReturnType<TestApp["json"]>> | undefined;
-    const bulk = await countStatements(t.deps.db, async () => (r = await t.json("POST", `${CO}/gadget/`, { body: Array.from({ length: 250 }, (_, i) => item(i)) })), { transactions: true });
+    const bulk = await countStatements(
+      t.deps.db,
+      async () =>
+        (r = await t.json("POST", `${CO}/gadget/`, {
+          body: Array.from({ length: 250 }, (_, i) => item(i)),
+        })),
+      { transactions: true },
+    );
     expect(r!.status).toBe(201);
     expect(single).toBeLessThanOrEqual(4);
     // one preflight, one reference check and one INSERT per 100 rows, the change records in one
@@ -54,11 +80,17 @@ describe("bulk create", () => {
 
   test("answers every record in order and logs one change per object with its record", async () => {
     const before = (await changes()).length;
-    const r = await t.json("POST", `${CO}/gadget/`, { body: Array.from({ length: 230 }, (_, i) => item(1000 + i)) });
+    const r = await t.json("POST", `${CO}/gadget/`, {
+      body: Array.from({ length: 230 }, (_, i) => item(1000 + i)),
+    });
     expect(r.status).toBe(201);
     const records = r.body as Array<Record<string, any>>;
-    expect(records.map((x) => x.name)).toEqual(Array.from({ length: 230 }, (_, i) => `g-${1000 + i}`));
-    expect(records.map((x) => x.site.id)).toEqual(Array.from({ length: 230 }, (_, i) => siteIds[(1000 + i) % 3]));
+    expect(records.map((x) => x.name)).toEqual(
+      Array.from({ length: 230 }, (_, i) => `g-${1000 + i}`),
+    );
+    expect(records.map((x) => x.site.id)).toEqual(
+      Array.from({ length: 230 }, (_, i) => siteIds[(1000 + i) % 3]),
+    );
     const ids = records.map((x) => x.id as number);
     expect([...ids].sort((a, b) => a - b)).toEqual(ids);
     const logged = (await changes()).slice(before);
@@ -69,16 +101,23 @@ describe("bulk create", () => {
   });
 
   test("the answer is each object as a GET shows it, typed as a single create's; a projection still applies", async () => {
-    const bulk = await t.json("POST", `${CO}/gadget/`, { body: Array.from({ length: 120 }, (_, i) => item(3000 + i)) });
+    const bulk = await t.json("POST", `${CO}/gadget/`, {
+      body: Array.from({ length: 120 }, (_, i) => item(3000 + i)),
+    });
     const single = await t.json("POST", `${CO}/gadget/`, { body: item(3999) });
     expect([bulk.status, single.status]).toEqual([201, 201]);
     expect(bulk.res.headers.get("content-type")).toBe(single.res.headers.get("content-type"));
     for (const rec of [bulk.body[0], bulk.body[57], bulk.body[119]] as Array<Record<string, any>>) {
       expect(rec).toEqual((await t.json("GET", `${CO}/gadget/${rec.id}/`)).body);
     }
-    const projected = await t.json("POST", `${CO}/gadget/?fields=id,name`, { body: [item(4000), item(4001)] });
+    const projected = await t.json("POST", `${CO}/gadget/?fields=id,name`, {
+      body: [item(4000), item(4001)],
+    });
     expect(projected.status).toBe(201);
-    expect(projected.body.map((r: Record<string, unknown>) => Object.keys(r).sort())).toEqual([["id", "name"], ["id", "name"]]);
+    expect(projected.body.map((r: Record<string, unknown>) => Object.keys(r).sort())).toEqual([
+      ["id", "name"],
+      ["id", "name"],
+    ]);
   });
 
   test("is all or nothing, with each bad item's errors at its index, across chunks", async () => {
@@ -95,7 +134,9 @@ describe("bulk create", () => {
     expect(r.status).toBe(400);
     const errors = r.body as Array<Record<string, string[]>>;
     expect(errors.length).toBe(260);
-    const bad = new Map(errors.flatMap((e, i) => (Object.keys(e).length ? [[i, Object.keys(e)]] : [])));
+    const bad = new Map(
+      errors.flatMap((e, i) => (Object.keys(e).length ? [[i, Object.keys(e)]] : [])),
+    );
     expect([...bad]).toEqual([
       [3, ["n"]],
       [120, ["serial"]],
@@ -111,8 +152,12 @@ describe("bulk create", () => {
   });
 
   test("the same bad item answers the same alone and in a bulk", async () => {
-    const alone = await t.json("POST", `${CO}/gadget/`, { body: item(7000, { n: "x", site: 999999 }) });
-    const bulk = await t.json("POST", `${CO}/gadget/`, { body: [item(7001), item(7000, { n: "x", site: 999999 })] });
+    const alone = await t.json("POST", `${CO}/gadget/`, {
+      body: item(7000, { n: "x", site: 999999 }),
+    });
+    const bulk = await t.json("POST", `${CO}/gadget/`, {
+      body: [item(7001), item(7000, { n: "x", site: 999999 })],
+    });
     expect(alone.status).toBe(400);
     expect(bulk.status).toBe(400);
     expect(bulk.body).toEqual([{}, alone.body]);
@@ -150,7 +195,7 @@ describe("bulk answers of every field type", () => {
     const body = Array.from({ length: 130 }, (_, i) => ({
       kind: ["alpha", "beta", "gamma"][i % 3],
       label: i % 5 ? `every ${i}` : null,
-      notes: "line one\nline \"two\" ✓",
+      notes: 'line one\nline "two" ✓',
       count: i % 4 ? i : String(i),
       ratio: [3, "2.50", 0.1 + i, -7e-3][i % 4],
       on: i % 2 === 0,
@@ -170,9 +215,17 @@ describe("bulk answers of every field type", () => {
     expect(r.status).toBe(201);
     const records = r.body as Array<Record<string, any>>;
     expect(records.length).toBe(130);
-    for (const rec of records) expect(rec).toEqual((await t.json("GET", `${CO}/every/${rec.id}/`)).body);
+    for (const rec of records)
+      expect(rec).toEqual((await t.json("GET", `${CO}/every/${rec.id}/`)).body);
     // the spellings were read as the types' values, not stored as given
-    expect(records.slice(0, 4).map((x) => [x.count, x.ratio])).toEqual([["0", 3], [1, 2.5], [2, 2.1], [3, -7e-3]].map(([c, ratio]) => [Number(c), ratio]));
+    expect(records.slice(0, 4).map((x) => [x.count, x.ratio])).toEqual(
+      [
+        ["0", 3],
+        [1, 2.5],
+        [2, 2.1],
+        [3, -7e-3],
+      ].map(([c, ratio]) => [Number(c), ratio]),
+    );
     expect(records[0]!.display).toBe("ALPHA");
     expect(records[10]!.tags.map((x: { slug: string }) => x.slug)).toEqual(["bulk"]);
   });
@@ -180,17 +233,36 @@ describe("bulk answers of every field type", () => {
 
 describe("index policy", () => {
   const indexes = async () =>
-    (await t.deps.db.client.execute(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'co_${cotId}' AND sql IS NOT NULL ORDER BY name`)).rows.map((r) => String(r.name));
+    (
+      await t.deps.db.client.execute(
+        `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'co_${cotId}' AND sql IS NOT NULL ORDER BY name`,
+      )
+    ).rows.map((r) => String(r.name));
 
   test("plain indexes on object fields only; a unique field keeps its UNIQUE index", async () => {
-    expect(await indexes()).toEqual([`co_${cotId}_f${fieldIds.serial}_uq`, `co_${cotId}_f${fieldIds.site}_idx`, `co_${cotId}_id_idx`].sort());
+    expect(await indexes()).toEqual(
+      [
+        `co_${cotId}_f${fieldIds.serial}_uq`,
+        `co_${cotId}_f${fieldIds.site}_idx`,
+        `co_${cotId}_id_idx`,
+      ].sort(),
+    );
   });
 
   test("migrations drop the plain indexes older databases gave other fields, and keep the rest", async () => {
-    for (const name of ["name", "n", "when"]) await t.deps.db.client.execute(`CREATE INDEX "co_${cotId}_f${fieldIds[name]}_idx" ON "co_${cotId}" ("${name}")`);
+    for (const name of ["name", "n", "when"])
+      await t.deps.db.client.execute(
+        `CREATE INDEX "co_${cotId}_f${fieldIds[name]}_idx" ON "co_${cotId}" ("${name}")`,
+      );
     expect((await indexes()).length).toBe(6);
     await runMigrations(t.deps.db);
-    expect(await indexes()).toEqual([`co_${cotId}_f${fieldIds.serial}_uq`, `co_${cotId}_f${fieldIds.site}_idx`, `co_${cotId}_id_idx`].sort());
+    expect(await indexes()).toEqual(
+      [
+        `co_${cotId}_f${fieldIds.serial}_uq`,
+        `co_${cotId}_f${fieldIds.site}_idx`,
+        `co_${cotId}_id_idx`,
+      ].sort(),
+    );
     // lookups answer the same without them
     const r = await t.json("GET", `${CO}/gadget/?n=1005&name=g-1005`);
     expect(r.body.results.map((x: { serial: string }) => x.serial)).toEqual(["S-1005"]);

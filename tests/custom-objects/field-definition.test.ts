@@ -25,7 +25,10 @@ const CASES: Array<[Record<string, unknown>, string]> = [
   [{ name: "f5", type: "text", ui_visible: "sometimes" }, "ui_visible"],
   [{ name: "f6", type: "text", related_object_filter: [1] }, "related_object_filter"],
   [{ name: "f7", type: "text", validation_minimum: 1 }, "validation_minimum"],
-  [{ name: "f8", type: "integer", validation_minimum: 5, validation_maximum: 1 }, "validation_maximum"],
+  [
+    { name: "f8", type: "integer", validation_minimum: 5, validation_maximum: 1 },
+    "validation_maximum",
+  ],
   [{ name: "f9", type: "integer", validation_regex: "^a$" }, "validation_regex"],
   [{ name: "f10", type: "text", validation_regex: "(" }, "validation_regex"],
   [{ name: "f11", type: "select" }, "choice_set"],
@@ -39,36 +42,64 @@ const CASES: Array<[Record<string, unknown>, string]> = [
 describe("REST and documents say the same thing", () => {
   for (const [definition, key] of CASES) {
     test(`${JSON.stringify(definition)} → ${key}`, async () => {
-      const rest = await t.json("POST", `${CO}/custom-object-type-fields/`, { body: { custom_object_type: cotId, ...definition } });
+      const rest = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: { custom_object_type: cotId, ...definition },
+      });
       expect(rest.status).toBe(400);
       expect(Object.keys(rest.body)).toContain(key);
-      const document = { schema_version: "1", types: [{ name: "defs_doc", slug: "defs_doc", fields: [{ id: 1, ...definition }] }] };
+      const document = {
+        schema_version: "1",
+        types: [{ name: "defs_doc", slug: "defs_doc", fields: [{ id: 1, ...definition }] }],
+      };
       const doc = await t.json("POST", `${CO}/schema/preview/`, { body: { schema: document } });
       expect(doc.status).toBe(400);
       expect(doc.body.error).toBe("invalid_schema");
-      const at = doc.body.schema_errors.filter((e: { path: string }) => e.path === `$.types[0].fields[0].${key}`).map((e: { message: string }) => e.message);
+      const at = doc.body.schema_errors
+        .filter((e: { path: string }) => e.path === `$.types[0].fields[0].${key}`)
+        .map((e: { message: string }) => e.message);
       expect(at).toEqual(rest.body[key]);
     });
   }
 
   test("a missing name: the same message both ways", async () => {
-    const rest = await t.json("POST", `${CO}/custom-object-type-fields/`, { body: { custom_object_type: cotId, type: "text" } });
-    const document = { schema_version: "1", types: [{ name: "defs_doc", slug: "defs_doc", fields: [{ id: 1, type: "text" }] }] };
+    const rest = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+      body: { custom_object_type: cotId, type: "text" },
+    });
+    const document = {
+      schema_version: "1",
+      types: [{ name: "defs_doc", slug: "defs_doc", fields: [{ id: 1, type: "text" }] }],
+    };
     const doc = await t.json("POST", `${CO}/schema/preview/`, { body: { schema: document } });
     expect(rest.body.name).toEqual(["This field is required."]);
-    expect(doc.body.schema_errors).toContainEqual({ path: "$.types[0].fields[0].name", message: "This field is required." });
+    expect(doc.body.schema_errors).toContainEqual({
+      path: "$.types[0].fields[0].name",
+      message: "This field is required.",
+    });
   });
 
   test("defaults are the same: a field made over REST exports as a document with no attributes beyond its name and type", async () => {
     const cot = await makeCot(t, "defs_plain");
-    const made = await t.json("POST", `${CO}/custom-object-type-fields/`, { body: { custom_object_type: cot.id, name: "plain", type: "text" } });
+    const made = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+      body: { custom_object_type: cot.id, name: "plain", type: "text" },
+    });
     expect(made.status).toBe(201);
     const exported = await t.json("GET", `${CO}/schema/export/?slug=defs_plain`);
     expect(exported.status).toBe(200);
-    const again = await t.json("POST", `${CO}/schema/preview/`, { body: { schema: exported.body } });
+    const again = await t.json("POST", `${CO}/schema/preview/`, {
+      body: { schema: exported.body },
+    });
     expect(again.status).toBe(200);
     expect(again.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
-    const minimal = { schema_version: "1", types: [{ name: "defs_plain", slug: "defs_plain", fields: [{ id: exported.body.types[0].fields[0].id, name: "plain", type: "text" }] }] };
+    const minimal = {
+      schema_version: "1",
+      types: [
+        {
+          name: "defs_plain",
+          slug: "defs_plain",
+          fields: [{ id: exported.body.types[0].fields[0].id, name: "plain", type: "text" }],
+        },
+      ],
+    };
     const same = await t.json("POST", `${CO}/schema/preview/`, { body: { schema: minimal } });
     expect(same.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
   });

@@ -3,20 +3,30 @@ import type { TestApp } from "../helpers/app";
 
 export const CO = "/api/plugins/custom-objects";
 
-export async function makeCot(t: TestApp, name: string, slug = name, extra: Record<string, unknown> = {}) {
+export async function makeCot(
+  t: TestApp,
+  name: string,
+  slug = name,
+  extra: Record<string, unknown> = {},
+) {
   const r = await t.json("POST", `${CO}/custom-object-types/`, { body: { name, slug, ...extra } });
   if (r.status !== 201) throw new Error(`COT ${slug}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body as { id: number; slug: string; object_type: { id: number } };
 }
 
 export async function addField(t: TestApp, cotId: number, body: Record<string, unknown>) {
-  const r = await t.json("POST", `${CO}/custom-object-type-fields/`, { body: { custom_object_type: cotId, ...body } });
-  if (r.status !== 201) throw new Error(`field ${String(body.name)}: ${r.status} ${JSON.stringify(r.body)}`);
+  const r = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+    body: { custom_object_type: cotId, ...body },
+  });
+  if (r.status !== 201)
+    throw new Error(`field ${String(body.name)}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body as { id: number; name: string; schema_id: number };
 }
 
 export async function choiceSet(t: TestApp, name: string, values: string[]) {
-  const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", { body: { name, extra_choices: values.map((v) => [v, v.toUpperCase()]) } });
+  const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", {
+    body: { name, extra_choices: values.map((v) => [v, v.toUpperCase()]) },
+  });
   if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   return r.body as { id: number };
 }

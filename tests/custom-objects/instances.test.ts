@@ -11,9 +11,21 @@ beforeAll(async () => {
   t = await makeTestApp();
   await choiceSet(t, "speeds", ["slow", "fast", "ludicrous"]);
   const cot = await makeCot(t, "all_types", "all_types", { verbose_name: "All types" });
-  await addField(t, cot.id, { name: "title", type: "text", primary: true, required: true, unique: true, validation_regex: "^[A-Z]" });
+  await addField(t, cot.id, {
+    name: "title",
+    type: "text",
+    primary: true,
+    required: true,
+    unique: true,
+    validation_regex: "^[A-Z]",
+  });
   await addField(t, cot.id, { name: "notes", type: "longtext" });
-  await addField(t, cot.id, { name: "count", type: "integer", validation_minimum: 0, validation_maximum: 100 });
+  await addField(t, cot.id, {
+    name: "count",
+    type: "integer",
+    validation_minimum: 0,
+    validation_maximum: 100,
+  });
   await addField(t, cot.id, { name: "price", type: "decimal", validation_minimum: 0 });
   await addField(t, cot.id, { name: "enabled", type: "boolean", default: false });
   await addField(t, cot.id, { name: "day", type: "date" });
@@ -22,11 +34,30 @@ beforeAll(async () => {
   await addField(t, cot.id, { name: "blob", type: "json" });
   await addField(t, cot.id, { name: "speed", type: "select", choice_set: "speeds" });
   await addField(t, cot.id, { name: "speeds", type: "multiselect", choice_set: "speeds" });
-  await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" });
-  await addField(t, cot.id, { name: "devices", type: "multiobject", related_object_type: "dcim.device" });
-  const s = await t.json("POST", "/api/dcim/sites/", { body: [{ name: "Alpha", slug: "alpha" }, { name: "Beta", slug: "beta" }] });
+  await addField(t, cot.id, {
+    name: "site",
+    type: "object",
+    related_object_type: "dcim.site",
+    on_delete_behavior: "set_null",
+  });
+  await addField(t, cot.id, {
+    name: "devices",
+    type: "multiobject",
+    related_object_type: "dcim.device",
+  });
+  const s = await t.json("POST", "/api/dcim/sites/", {
+    body: [
+      { name: "Alpha", slug: "alpha" },
+      { name: "Beta", slug: "beta" },
+    ],
+  });
   [siteId, site2Id] = s.body.map((x: any) => x.id);
-  const d = await t.json("POST", "/api/dcim/devices/", { body: [{ name: "sw1", site: siteId }, { name: "sw2", site: siteId }] });
+  const d = await t.json("POST", "/api/dcim/devices/", {
+    body: [
+      { name: "sw1", site: siteId },
+      { name: "sw2", site: siteId },
+    ],
+  });
   deviceIds = d.body.map((x: any) => x.id);
 });
 afterAll(() => t.close());
@@ -53,10 +84,22 @@ describe("instances: all 13 field types", () => {
     const r = await t.json("GET", `${CO}/all_types/${made.id}/`);
     expect(r.status).toBe(200);
     const b = r.body;
-    expect(Object.keys(b).slice(0, 7)).toEqual(["id", "url", "display", "custom_object_type", "created", "last_updated", "tags"]);
+    expect(Object.keys(b).slice(0, 7)).toEqual([
+      "id",
+      "url",
+      "display",
+      "custom_object_type",
+      "created",
+      "last_updated",
+      "tags",
+    ]);
     expect(b.url).toBe(`${BASE}${CO}/all_types/${made.id}/`);
     expect(b.display).toBe("Alpha one");
-    expect(b.custom_object_type).toMatchObject({ name: "all_types", slug: "all_types", display: "All types" });
+    expect(b.custom_object_type).toMatchObject({
+      name: "all_types",
+      slug: "all_types",
+      display: "All types",
+    });
     expect(b.title).toBe("Alpha one");
     expect(b.notes).toBe("multi\nline");
     expect(b.count).toBe(7);
@@ -68,7 +111,11 @@ describe("instances: all 13 field types", () => {
     expect(b.blob).toEqual({ nested: [1, "two", null], ok: true });
     expect(b.speed).toBe("fast");
     expect(b.speeds).toEqual(["slow", "ludicrous"]);
-    expect(b.site).toMatchObject({ id: siteId, display: "Alpha", url: `${BASE}/api/dcim/sites/${siteId}/` });
+    expect(b.site).toMatchObject({
+      id: siteId,
+      display: "Alpha",
+      url: `${BASE}/api/dcim/sites/${siteId}/`,
+    });
     expect(b.devices.map((d: any) => d.id)).toEqual(deviceIds);
     // the create's answer (read back from its INSERT … RETURNING) is the record a GET serves
     expect(made).toEqual(b);
@@ -79,11 +126,15 @@ describe("instances: all 13 field types", () => {
     expect(made.enabled).toBe(false);
     expect(made.speeds).toEqual([]);
     expect(made.devices).toEqual([]);
-    const p = await t.json("PATCH", `${CO}/all_types/${made.id}/`, { body: { count: 3, devices: [deviceIds[1]] } });
+    const p = await t.json("PATCH", `${CO}/all_types/${made.id}/`, {
+      body: { count: 3, devices: [deviceIds[1]] },
+    });
     expect(p.body.count).toBe(3);
     expect(p.body.title).toBe("Defaults");
     expect(p.body.devices.map((d: any) => d.id)).toEqual([deviceIds[1]]);
-    const cleared = await t.json("PATCH", `${CO}/all_types/${made.id}/`, { body: { count: null, devices: [] } });
+    const cleared = await t.json("PATCH", `${CO}/all_types/${made.id}/`, {
+      body: { count: null, devices: [] },
+    });
     expect(cleared.body.count).toBeNull();
     expect(cleared.body.devices).toEqual([]);
   });
@@ -125,7 +176,9 @@ describe("instances: all 13 field types", () => {
     expect(r.body.title[0]).toContain("already exists");
     // inside a bulk request the clash is reported on its item, and nothing is written
     const before = (await t.json("GET", `${CO}/all_types/`)).body.count;
-    const bulk = await t.json("POST", `${CO}/all_types/`, { body: [{ title: "Unique two" }, { title: "Unique two" }, { title: "Unique one" }] });
+    const bulk = await t.json("POST", `${CO}/all_types/`, {
+      body: [{ title: "Unique two" }, { title: "Unique two" }, { title: "Unique one" }],
+    });
     expect(bulk.status).toBe(400);
     expect(bulk.body[0]).toEqual({});
     expect(bulk.body[1].title[0]).toContain("already exists");
@@ -133,13 +186,24 @@ describe("instances: all 13 field types", () => {
     expect((await t.json("GET", `${CO}/all_types/`)).body.count).toBe(before);
     // and an update onto a taken value
     const other = await create(t, "all_types", { title: "Unique three" });
-    const clash = await t.json("PATCH", `${CO}/all_types/${other.id}/`, { body: { title: "Unique one" } });
+    const clash = await t.json("PATCH", `${CO}/all_types/${other.id}/`, {
+      body: { title: "Unique one" },
+    });
     expect(clash.status).toBe(400);
     expect(clash.body.title[0]).toContain("already exists");
   });
 
   test("filters honour filter_logic, lookups, <field>_id and q", async () => {
-    await create(t, "all_types", { title: "Filter a", count: 10, speed: "slow", speeds: ["fast"], site: site2Id, devices: [deviceIds[0]], enabled: true, day: "2020-01-01" });
+    await create(t, "all_types", {
+      title: "Filter a",
+      count: 10,
+      speed: "slow",
+      speeds: ["fast"],
+      site: site2Id,
+      devices: [deviceIds[0]],
+      enabled: true,
+      day: "2020-01-01",
+    });
     await create(t, "all_types", { title: "Filter b", count: 20, speed: "fast", site: site2Id });
     const count = async (qs: string) => {
       const r = await t.json("GET", `${CO}/all_types/?${qs}`);
@@ -165,17 +229,29 @@ describe("instances: all 13 field types", () => {
 
   test("bulk create/update/delete are all-or-nothing", async () => {
     const before = (await t.json("GET", `${CO}/all_types/`)).body.count;
-    const bad = await t.json("POST", `${CO}/all_types/`, { body: [{ title: "Bulk a" }, { title: "bad" }] });
+    const bad = await t.json("POST", `${CO}/all_types/`, {
+      body: [{ title: "Bulk a" }, { title: "bad" }],
+    });
     expect(bad.status).toBe(400);
     expect(bad.body[1].title).toBeDefined();
     expect((await t.json("GET", `${CO}/all_types/`)).body.count).toBe(before);
-    const good = await t.json("POST", `${CO}/all_types/`, { body: [{ title: "Bulk a" }, { title: "Bulk b" }] });
+    const good = await t.json("POST", `${CO}/all_types/`, {
+      body: [{ title: "Bulk a" }, { title: "Bulk b" }],
+    });
     expect(good.status).toBe(201);
     const ids = good.body.map((o: any) => o.id);
-    const upd = await t.json("PATCH", `${CO}/all_types/`, { body: [{ id: ids[0], count: 1 }, { id: ids[1], count: 1000 }] });
+    const upd = await t.json("PATCH", `${CO}/all_types/`, {
+      body: [
+        { id: ids[0], count: 1 },
+        { id: ids[1], count: 1000 },
+      ],
+    });
     expect(upd.status).toBe(400);
     expect((await t.json("GET", `${CO}/all_types/${ids[0]}/`)).body.count).toBeNull();
-    expect((await t.req("DELETE", `${CO}/all_types/`, { body: ids.map((id: number) => ({ id })) })).status).toBe(204);
+    expect(
+      (await t.req("DELETE", `${CO}/all_types/`, { body: ids.map((id: number) => ({ id })) }))
+        .status,
+    ).toBe(204);
     expect((await t.json("GET", `${CO}/all_types/`)).body.count).toBe(before);
   });
 
@@ -205,20 +281,39 @@ describe("slugs and permissions", () => {
     expect((await t.req("POST", `${CO}/nope/`, { token: none, body: {} })).status).toBe(404);
     expect((await t.req("GET", `${CO}/all_types/`, { token: none })).status).toBe(403);
     expect((await t.req("GET", `${CO}/all_types/`, { token: key })).status).toBe(200);
-    expect((await t.req("POST", `${CO}/all_types/`, { token: key, body: { title: "Nope" } })).status).toBe(403);
+    expect(
+      (await t.req("POST", `${CO}/all_types/`, { token: key, body: { title: "Nope" } })).status,
+    ).toBe(403);
     // the app_label alias is accepted when naming the object type
     const writer = await t.user("co-writer", [[["view", "add"], "custom-objects.all_types"]]);
-    expect((await t.req("POST", `${CO}/all_types/`, { token: writer, body: { title: "Writer" } })).status).toBe(201);
+    expect(
+      (await t.req("POST", `${CO}/all_types/`, { token: writer, body: { title: "Writer" } }))
+        .status,
+    ).toBe(201);
   });
 
   test("COT and field CRUD need the customobjecttype / customobjecttypefield permissions", async () => {
     const key = await t.user("schema-viewer", [[["view"], "custom_objects.customobjecttype"]]);
     expect((await t.req("GET", `${CO}/custom-object-types/`, { token: key })).status).toBe(200);
-    expect((await t.req("POST", `${CO}/custom-object-types/`, { token: key, body: { name: "nope", slug: "nope" } })).status).toBe(403);
-    expect((await t.req("GET", `${CO}/custom-object-type-fields/`, { token: key })).status).toBe(403);
-    const fk = await t.user("field-adder", [[["view", "add"], "custom_objects.customobjecttypefield"]]);
+    expect(
+      (
+        await t.req("POST", `${CO}/custom-object-types/`, {
+          token: key,
+          body: { name: "nope", slug: "nope" },
+        })
+      ).status,
+    ).toBe(403);
+    expect((await t.req("GET", `${CO}/custom-object-type-fields/`, { token: key })).status).toBe(
+      403,
+    );
+    const fk = await t.user("field-adder", [
+      [["view", "add"], "custom_objects.customobjecttypefield"],
+    ]);
     const cots = await t.json("GET", `${CO}/custom-object-types/?slug=all_types`);
-    const r = await t.json("POST", `${CO}/custom-object-type-fields/`, { token: fk, body: { custom_object_type: cots.body.results[0].id, name: "extra_note", type: "text" } });
+    const r = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+      token: fk,
+      body: { custom_object_type: cots.body.results[0].id, name: "extra_note", type: "text" },
+    });
     expect(r.status).toBe(201);
   });
 });
@@ -229,11 +324,36 @@ describe("on_delete_behavior", () => {
     await addField(t, parent.id, { name: "name", type: "text", primary: true });
     const child = await makeCot(t, "child_t");
     await addField(t, child.id, { name: "name", type: "text", primary: true });
-    await addField(t, child.id, { name: "guarded", type: "object", related_object_type: "custom_objects.parent_t", on_delete_behavior: "protect" });
-    await addField(t, child.id, { name: "owner", type: "object", related_object_type: "custom_objects.parent_t", on_delete_behavior: "cascade" });
-    await addField(t, child.id, { name: "loose", type: "object", related_object_type: "custom_objects.parent_t", on_delete_behavior: "set_null" });
-    await addField(t, child.id, { name: "prefix", type: "object", related_object_type: "ipam.prefix", on_delete_behavior: "cascade" });
-    await addField(t, child.id, { name: "me", type: "object", related_object_type: "custom_objects.child_t", on_delete_behavior: "cascade" });
+    await addField(t, child.id, {
+      name: "guarded",
+      type: "object",
+      related_object_type: "custom_objects.parent_t",
+      on_delete_behavior: "protect",
+    });
+    await addField(t, child.id, {
+      name: "owner",
+      type: "object",
+      related_object_type: "custom_objects.parent_t",
+      on_delete_behavior: "cascade",
+    });
+    await addField(t, child.id, {
+      name: "loose",
+      type: "object",
+      related_object_type: "custom_objects.parent_t",
+      on_delete_behavior: "set_null",
+    });
+    await addField(t, child.id, {
+      name: "prefix",
+      type: "object",
+      related_object_type: "ipam.prefix",
+      on_delete_behavior: "cascade",
+    });
+    await addField(t, child.id, {
+      name: "me",
+      type: "object",
+      related_object_type: "custom_objects.child_t",
+      on_delete_behavior: "cascade",
+    });
   });
 
   test("protect → 409 with a clear body, nothing deleted", async () => {
@@ -259,7 +379,9 @@ describe("on_delete_behavior", () => {
   });
 
   test("host objects honour it too (cascade from a prefix), and self-references terminate", async () => {
-    const prefix = await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "192.0.2.0/24" } });
+    const prefix = await t.json("POST", "/api/ipam/prefixes/", {
+      body: { prefix: "192.0.2.0/24" },
+    });
     const a = await create(t, "child_t", { name: "a", prefix: prefix.body.id });
     const b = await create(t, "child_t", { name: "b", me: a.id });
     await t.json("PATCH", `${CO}/child_t/${a.id}/`, { body: { me: a.id } });
@@ -270,8 +392,14 @@ describe("on_delete_behavior", () => {
 
   test("deleting a host site sets links to null (set_null) and drops multiobject links", async () => {
     const s = await t.json("POST", "/api/dcim/sites/", { body: { name: "Gone", slug: "gone" } });
-    const d = await t.json("POST", "/api/dcim/devices/", { body: { name: "gone-dev", site: siteId } });
-    const o = await create(t, "all_types", { title: "Links", site: s.body.id, devices: [d.body.id, deviceIds[0]] });
+    const d = await t.json("POST", "/api/dcim/devices/", {
+      body: { name: "gone-dev", site: siteId },
+    });
+    const o = await create(t, "all_types", {
+      title: "Links",
+      site: s.body.id,
+      devices: [d.body.id, deviceIds[0]],
+    });
     expect((await t.req("DELETE", `/api/dcim/sites/${s.body.id}/`)).status).toBe(204);
     expect((await t.req("DELETE", `/api/dcim/devices/${d.body.id}/`)).status).toBe(204);
     const after = await t.json("GET", `${CO}/all_types/${o.id}/`);
@@ -286,7 +414,9 @@ describe("linked-objects", () => {
     expect((await t.json("GET", L)).status).toBe(400);
     expect((await t.json("GET", `${L}?object_type=dcim.site`)).body.object_id).toBeDefined();
     expect((await t.json("GET", `${L}?object_type=dcim.site&object_id=abc`)).status).toBe(400);
-    expect((await t.json("GET", `${L}?object_type=nothing.here&object_id=1`)).body.object_type).toBeDefined();
+    expect(
+      (await t.json("GET", `${L}?object_type=nothing.here&object_id=1`)).body.object_type,
+    ).toBeDefined();
     expect((await t.json("GET", `${L}?object_type=dcim&object_id=1`)).status).toBe(400);
     expect((await t.json("GET", `${L}?object_type=dcim.site&object_id=987654`)).status).toBe(404);
     expect((await t.json("POST", L, { body: {} })).status).toBe(405);
@@ -297,9 +427,20 @@ describe("linked-objects", () => {
     await addField(t, lt.id, { name: "name", type: "text", primary: true });
     await addField(t, lt.id, { name: "home", type: "object", related_object_type: "dcim.site" });
     await addField(t, lt.id, { name: "away", type: "object", related_object_type: "dcim.site" });
-    await addField(t, lt.id, { name: "many", type: "multiobject", related_object_type: "dcim.site" });
-    await addField(t, lt.id, { name: "any", type: "object", is_polymorphic: true, related_object_types: ["dcim.site", "custom_objects.linker"] });
-    const s = (await t.json("POST", "/api/dcim/sites/", { body: { name: "Linked", slug: "linked" } })).body.id;
+    await addField(t, lt.id, {
+      name: "many",
+      type: "multiobject",
+      related_object_type: "dcim.site",
+    });
+    await addField(t, lt.id, {
+      name: "any",
+      type: "object",
+      is_polymorphic: true,
+      related_object_types: ["dcim.site", "custom_objects.linker"],
+    });
+    const s = (
+      await t.json("POST", "/api/dcim/sites/", { body: { name: "Linked", slug: "linked" } })
+    ).body.id;
     const both = await create(t, "linker", { name: "both", home: s, away: s });
     await create(t, "linker", { name: "many", many: [s, siteId] });
     await create(t, "linker", { name: "poly", any: { object_type: "dcim.site", id: s } });
@@ -311,24 +452,39 @@ describe("linked-objects", () => {
     expect(rows.sort()).toEqual(["both:away", "both:home", "many:many", "poly:any"]);
     expect(r.body.results[0].custom_object_type).toMatchObject({ slug: "linker", name: "linker" });
     expect(r.body.results[0].object.url).toContain(`${CO}/linker/`);
-    const p1 = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=${s}&limit=3`);
+    const p1 = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.site&object_id=${s}&limit=3`,
+    );
     expect(p1.body.results.length).toBe(3);
     expect(p1.body.next).toContain("offset=3");
     const p2 = await t.json("GET", p1.body.next.replace(BASE, ""));
     expect(p2.body.results.length).toBe(1);
-    const all = [...p1.body.results, ...p2.body.results].map((x: any) => `${x.object.id}:${x.field_name}`);
+    const all = [...p1.body.results, ...p2.body.results].map(
+      (x: any) => `${x.object.id}:${x.field_name}`,
+    );
     expect(new Set(all).size).toBe(4);
     // links to custom objects, addressed with either app_label spelling
-    await create(t, "linker", { name: "self", any: { object_type: "custom_objects.linker", id: both.id } });
+    await create(t, "linker", {
+      name: "self",
+      any: { object_type: "custom_objects.linker", id: both.id },
+    });
     for (const label of ["custom_objects.linker", "custom-objects.linker"]) {
-      const co = await t.json("GET", `${CO}/linked-objects/?object_type=${label}&object_id=${both.id}`);
+      const co = await t.json(
+        "GET",
+        `${CO}/linked-objects/?object_type=${label}&object_id=${both.id}`,
+      );
       expect(co.body.results.map((x: any) => x.field_name)).toEqual(["any"]);
     }
   });
 
   test("rows of types the caller cannot view are left out", async () => {
     const key = await t.user("linked-viewer", [[["view"], "dcim.site"]]);
-    const r = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=${siteId}`, { token: key });
+    const r = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.site&object_id=${siteId}`,
+      { token: key },
+    );
     expect(r.status).toBe(200);
     expect(r.body.count).toBe(0);
   });
@@ -340,7 +496,11 @@ describe("model registry", () => {
     await addField(t, target.id, { name: "name", type: "text", primary: true });
     const tg = await create(t, "reg_target", { name: "T1" });
     const cot = await makeCot(t, "reg_thing");
-    await addField(t, cot.id, { name: "tgt", type: "object", related_object_type: "custom_objects.reg_target" });
+    await addField(t, cot.id, {
+      name: "tgt",
+      type: "object",
+      related_object_type: "custom_objects.reg_target",
+    });
     await create(t, "reg_thing", { tgt: tg.id }); // caches the model
     await addField(t, cot.id, { name: "n", type: "integer" }); // the next write rebuilds it in its transaction
     const made = await create(t, "reg_thing", { tgt: tg.id, n: 2 });
@@ -353,7 +513,11 @@ describe("model registry", () => {
   test("two app instances on one database never serve a stale shape", async () => {
     const second = await createApp({ ...t.deps });
     const call = async (app: typeof t.app, method: string, path: string, body?: unknown) => {
-      const res = await app.request(BASE + path, { method, headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await app.request(BASE + path, {
+        method,
+        headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return { status: res.status, body: await res.json().catch(() => null) };
     };
     const cot = await makeCot(t, "shared_shape");
@@ -373,12 +537,16 @@ describe("model registry", () => {
     const missing = await call(second, "POST", `${CO}/shared_shape/`, { a: "three" });
     expect(missing.status).toBe(400);
     expect(missing.body.c).toBeDefined();
-    expect((await call(second, "POST", `${CO}/shared_shape/`, { a: "three", c: 3 })).body.c).toBe(3);
+    expect((await call(second, "POST", `${CO}/shared_shape/`, { a: "three", c: 3 })).body.c).toBe(
+      3,
+    );
     await call(second, "PATCH", `${CO}/custom-object-types/${cot.id}/`, { slug: "renamed_shape" });
     expect((await t.req("GET", `${CO}/shared_shape/`)).status).toBe(404);
     // the first app still holds the model under its old slug: a create there finds nothing
     const before = (await t.json("GET", `${CO}/renamed_shape/`)).body.count;
-    expect((await t.req("POST", `${CO}/shared_shape/`, { body: { a: "four", c: 4 } })).status).toBe(404);
+    expect((await t.req("POST", `${CO}/shared_shape/`, { body: { a: "four", c: 4 } })).status).toBe(
+      404,
+    );
     expect((await t.json("GET", `${CO}/renamed_shape/`)).body.count).toBe(before);
     // once another COT takes the old slug, the stale instance writes to that one
     const other = await makeCot(t, "shared_shape_2", "shared_shape");

@@ -15,31 +15,55 @@ let sites: Array<{ id: number; name: string }>;
 
 beforeAll(async () => {
   t = await makeTestApp();
-  sites = (await t.json("POST", "/api/dcim/sites/", { body: [1, 2, 3].map((i) => ({ name: `Site ${i}`, slug: `site-${i}` })) })).body;
-  const tenant = (await t.json("POST", "/api/tenancy/tenants/", { body: { name: "Tenant 1", slug: "tenant-1" } })).body;
+  sites = (
+    await t.json("POST", "/api/dcim/sites/", {
+      body: [1, 2, 3].map((i) => ({ name: `Site ${i}`, slug: `site-${i}` })),
+    })
+  ).body;
+  const tenant = (
+    await t.json("POST", "/api/tenancy/tenants/", { body: { name: "Tenant 1", slug: "tenant-1" } })
+  ).body;
   const cot = await makeCot(t, "rack", "rack");
   await addField(t, cot.id, { name: "name", type: "text", primary: true });
   await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
-  await addField(t, cot.id, { name: "tenant", type: "object", related_object_type: "tenancy.tenant" });
-  const created = await t.json("POST", `${CO}/rack/`, { body: Array.from({ length: 60 }, (_, i) => ({ name: `r${i}`, site: sites[i % 3]!.id, tenant: i % 2 ? tenant.id : null })) });
+  await addField(t, cot.id, {
+    name: "tenant",
+    type: "object",
+    related_object_type: "tenancy.tenant",
+  });
+  const created = await t.json("POST", `${CO}/rack/`, {
+    body: Array.from({ length: 60 }, (_, i) => ({
+      name: `r${i}`,
+      site: sites[i % 3]!.id,
+      tenant: i % 2 ? tenant.id : null,
+    })),
+  });
   expect(created.status).toBe(201);
 });
 afterAll(() => t.close());
 
-const page = async (token?: string) => (await t.json("GET", `${CO}/rack/?limit=50&ordering=id`, { token })).body.results as Array<Record<string, any>>;
-const siteNames = (records: Array<Record<string, any>>) => [...new Set(records.map((r) => r.site.name))].sort();
+const page = async (token?: string) =>
+  (await t.json("GET", `${CO}/rack/?limit=50&ordering=id`, { token })).body.results as Array<
+    Record<string, any>
+  >;
+const siteNames = (records: Array<Record<string, any>>) =>
+  [...new Set(records.map((r) => r.site.name))].sort();
 
 describe("a page's related objects", () => {
   test("every record of a page (read twice, the second time from the cache) equals its GET", async () => {
     await page();
     const records = await page();
     expect(records.length).toBe(50);
-    for (const rec of [records[0]!, records[1]!, records[2]!, records[49]!]) expect(rec).toEqual((await t.json("GET", `${CO}/rack/${rec.id}/`)).body);
+    for (const rec of [records[0]!, records[1]!, records[2]!, records[49]!])
+      expect(rec).toEqual((await t.json("GET", `${CO}/rack/${rec.id}/`)).body);
   });
 
   test("a change through the API shows on the next page", async () => {
     expect(siteNames(await page())).toEqual(["Site 1", "Site 2", "Site 3"]);
-    expect((await t.json("PATCH", `/api/dcim/sites/${sites[0]!.id}/`, { body: { name: "Renamed 1" } })).status).toBe(200);
+    expect(
+      (await t.json("PATCH", `/api/dcim/sites/${sites[0]!.id}/`, { body: { name: "Renamed 1" } }))
+        .status,
+    ).toBe(200);
     expect(siteNames(await page())).toEqual(["Renamed 1", "Site 2", "Site 3"]);
   });
 
@@ -47,7 +71,10 @@ describe("a page's related objects", () => {
     await page();
     const other = createClient({ url: t.dbUrl });
     try {
-      await other.execute({ sql: "UPDATE sites SET name = ? WHERE id = ?", args: ["Elsewhere 2", sites[1]!.id] });
+      await other.execute({
+        sql: "UPDATE sites SET name = ? WHERE id = ?",
+        args: ["Elsewhere 2", sites[1]!.id],
+      });
     } finally {
       other.close();
     }
@@ -65,7 +92,10 @@ describe("a page's related objects", () => {
         renamed = true;
         const other = createClient({ url: t.dbUrl });
         try {
-          await other.execute({ sql: "UPDATE sites SET name = ? WHERE id = ?", args: ["Between 3", sites[2]!.id] });
+          await other.execute({
+            sql: "UPDATE sites SET name = ? WHERE id = ?",
+            args: ["Between 3", sites[2]!.id],
+          });
         } finally {
           other.close();
         }
@@ -82,10 +112,14 @@ describe("a page's related objects", () => {
 
   test("URLs name the host each page was asked on", async () => {
     await page();
-    const res = await t.app.request(`http://other.test${CO}/rack/?limit=50&ordering=id`, { headers: { authorization: `Token ${t.admin}` } });
+    const res = await t.app.request(`http://other.test${CO}/rack/?limit=50&ordering=id`, {
+      headers: { authorization: `Token ${t.admin}` },
+    });
     const records = ((await res.json()) as { results: Array<Record<string, any>> }).results;
     expect(records[0]!.site.url).toBe(`http://other.test/api/dcim/sites/${records[0]!.site.id}/`);
-    expect((await page())[0]!.site.url).toBe(`http://host.test/api/dcim/sites/${records[0]!.site.id}/`);
+    expect((await page())[0]!.site.url).toBe(
+      `http://host.test/api/dcim/sites/${records[0]!.site.id}/`,
+    );
   });
 
   test("a caller who may not view sites sees their ids only, and that does not leak into another caller's page", async () => {
@@ -96,7 +130,14 @@ describe("a page's related objects", () => {
     expect(hidden[0]!.site).toEqual({ id: hidden[0]!.site.id });
     expect(hidden[1]!.tenant).toEqual({ id: hidden[1]!.tenant.id });
     const full = await page();
-    expect(Object.keys(full[0]!.site).sort()).toEqual(["description", "display", "id", "name", "slug", "url"]);
+    expect(Object.keys(full[0]!.site).sort()).toEqual([
+      "description",
+      "display",
+      "id",
+      "name",
+      "slug",
+      "url",
+    ]);
     expect(full[1]!.tenant.name).toBe("Tenant 1");
   });
 });

@@ -30,8 +30,12 @@ async function simpleType(name: string) {
 
 async function device() {
   n++;
-  const s = await t.json("POST", "/api/dcim/sites/", { body: { name: `Del Site ${n}`, slug: `del-site-${n}` } });
-  const d = await t.json("POST", "/api/dcim/devices/", { body: { name: `Del Device ${n}`, site: s.body.id } });
+  const s = await t.json("POST", "/api/dcim/sites/", {
+    body: { name: `Del Site ${n}`, slug: `del-site-${n}` },
+  });
+  const d = await t.json("POST", "/api/dcim/devices/", {
+    body: { name: `Del Device ${n}`, site: s.body.id },
+  });
   expect(d.status).toBe(201);
   return d.body.id as number;
 }
@@ -55,7 +59,11 @@ describe("types and fields", () => {
   test("a type other types' fields point at: 409 naming the field; once it is removed, the delete works and the other type stays", async () => {
     const target = await simpleType("target");
     const source = await simpleType("source");
-    const ref = await addField(t, source.id, { name: "ref_target", type: "object", related_object_type: "custom_objects.target" });
+    const ref = await addField(t, source.id, {
+      name: "ref_target",
+      type: "object",
+      related_object_type: "custom_objects.target",
+    });
     const refused = await del(`${CO}/custom-object-types/${target.id}/`);
     expect(refused.status).toBe(409);
     expect(refused.body.detail).toContain('"ref_target"');
@@ -83,7 +91,12 @@ describe("a host object others point at (on_delete_behavior)", () => {
   test("set_null: the custom object stays, its field is null", async () => {
     const dev = await device();
     const cot = await simpleType("devref_sn");
-    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "set_null" });
+    await addField(t, cot.id, {
+      name: "device",
+      type: "object",
+      related_object_type: "dcim.device",
+      on_delete_behavior: "set_null",
+    });
     const co = await create(t, "devref_sn", { name: "CO with Device", device: dev });
     expect(co.device.id).toBe(dev);
     expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(204);
@@ -95,7 +108,12 @@ describe("a host object others point at (on_delete_behavior)", () => {
   test("cascade: the custom object goes with it", async () => {
     const dev = await device();
     const cot = await simpleType("devref_casc");
-    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "cascade" });
+    await addField(t, cot.id, {
+      name: "device",
+      type: "object",
+      related_object_type: "dcim.device",
+      on_delete_behavior: "cascade",
+    });
     const co = await create(t, "devref_casc", { name: "CO with Device Cascade", device: dev });
     expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(204);
     expect((await get(`${CO}/devref_casc/${co.id}/`)).status).toBe(404);
@@ -104,22 +122,37 @@ describe("a host object others point at (on_delete_behavior)", () => {
   test("protect: the delete is refused (409) and both stay", async () => {
     const dev = await device();
     const cot = await simpleType("devref_prot");
-    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "protect" });
+    await addField(t, cot.id, {
+      name: "device",
+      type: "object",
+      related_object_type: "dcim.device",
+      on_delete_behavior: "protect",
+    });
     const co = await create(t, "devref_prot", { name: "CO with Device Protect", device: dev });
     expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(409);
     expect((await get(`/api/dcim/devices/${dev}/`)).status).toBe(200);
     expect((await get(`${CO}/devref_prot/${co.id}/`)).status).toBe(200);
   });
 
-  for (const [to, survives] of [["set_null", true], ["cascade", false]] as const) {
+  for (const [to, survives] of [
+    ["set_null", true],
+    ["cascade", false],
+  ] as const) {
     test(`changing protect to ${to} changes what the delete does`, async () => {
       const dev = await device();
       const slug = `chg_${to}`;
       const cot = await simpleType(slug);
-      const f = await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device", on_delete_behavior: "protect" });
+      const f = await addField(t, cot.id, {
+        name: "device",
+        type: "object",
+        related_object_type: "dcim.device",
+        on_delete_behavior: "protect",
+      });
       const co = await create(t, slug, { name: "CO Chg", device: dev });
       expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(409);
-      const patched = await t.json("PATCH", `${CO}/custom-object-type-fields/${f.id}/`, { body: { on_delete_behavior: to } });
+      const patched = await t.json("PATCH", `${CO}/custom-object-type-fields/${f.id}/`, {
+        body: { on_delete_behavior: to },
+      });
       expect(patched.status).toBe(200);
       expect((await del(`/api/dcim/devices/${dev}/`)).status).toBe(204);
       const after = await get(`${CO}/${slug}/${co.id}/`);
@@ -135,9 +168,17 @@ describe("a custom object others point at", () => {
   async function pair(prefix: string, behavior: string) {
     await simpleType(`${prefix}target`);
     const source = await simpleType(`${prefix}source`);
-    await addField(t, source.id, { name: "ref_target", type: "object", related_object_type: `custom_objects.${prefix}target`, on_delete_behavior: behavior });
+    await addField(t, source.id, {
+      name: "ref_target",
+      type: "object",
+      related_object_type: `custom_objects.${prefix}target`,
+      on_delete_behavior: behavior,
+    });
     const target = await create(t, `${prefix}target`, { name: "Target Object" });
-    const src = await create(t, `${prefix}source`, { name: "Source Object", ref_target: target.id });
+    const src = await create(t, `${prefix}source`, {
+      name: "Source Object",
+      ref_target: target.id,
+    });
     return { target, src };
   }
 
@@ -167,20 +208,33 @@ describe("multiobject fields across types", () => {
   test("deleting the source drops its links; the target stays", async () => {
     await simpleType("m2mtrg");
     const source = await simpleType("m2msrc");
-    await addField(t, source.id, { name: "refs", type: "multiobject", related_object_type: "custom_objects.m2mtrg" });
+    await addField(t, source.id, {
+      name: "refs",
+      type: "multiobject",
+      related_object_type: "custom_objects.m2mtrg",
+    });
     const target = await create(t, "m2mtrg", { name: "Target 1" });
     const src = await create(t, "m2msrc", { name: "Source 1", refs: [target.id] });
-    const linked = await get(`${CO}/linked-objects/?object_type=custom_objects.m2mtrg&object_id=${target.id}`);
+    const linked = await get(
+      `${CO}/linked-objects/?object_type=custom_objects.m2mtrg&object_id=${target.id}`,
+    );
     expect(linked.body.count).toBe(1);
     expect((await del(`${CO}/m2msrc/${src.id}/`)).status).toBe(204);
     expect((await get(`${CO}/m2mtrg/${target.id}/`)).status).toBe(200);
-    expect((await get(`${CO}/linked-objects/?object_type=custom_objects.m2mtrg&object_id=${target.id}`)).body.count).toBe(0);
+    expect(
+      (await get(`${CO}/linked-objects/?object_type=custom_objects.m2mtrg&object_id=${target.id}`))
+        .body.count,
+    ).toBe(0);
   });
 
   test("deleting a target drops the links to it; the source stays", async () => {
     await simpleType("m2mtrg2");
     const source = await simpleType("m2msrc2");
-    await addField(t, source.id, { name: "refs", type: "multiobject", related_object_type: "custom_objects.m2mtrg2" });
+    await addField(t, source.id, {
+      name: "refs",
+      type: "multiobject",
+      related_object_type: "custom_objects.m2mtrg2",
+    });
     const t1 = await create(t, "m2mtrg2", { name: "Target 2" });
     const t2 = await create(t, "m2mtrg2", { name: "Target 3" });
     const src = await create(t, "m2msrc2", { name: "Source 2", refs: [t1.id, t2.id] });
@@ -193,9 +247,17 @@ describe("multiobject fields across types", () => {
   test("a chain A → B → C of multiobject fields: deleting the middle object keeps both ends", async () => {
     await simpleType("hop_c");
     const b = await simpleType("hop_b");
-    await addField(t, b.id, { name: "cs", type: "multiobject", related_object_type: "custom_objects.hop_c" });
+    await addField(t, b.id, {
+      name: "cs",
+      type: "multiobject",
+      related_object_type: "custom_objects.hop_c",
+    });
     const a = await simpleType("hop_a");
-    await addField(t, a.id, { name: "bs", type: "multiobject", related_object_type: "custom_objects.hop_b" });
+    await addField(t, a.id, {
+      name: "bs",
+      type: "multiobject",
+      related_object_type: "custom_objects.hop_b",
+    });
     const c1 = await create(t, "hop_c", { name: "C" });
     const b1 = await create(t, "hop_b", { name: "B", cs: [c1.id] });
     const a1 = await create(t, "hop_a", { name: "A", bs: [b1.id] });

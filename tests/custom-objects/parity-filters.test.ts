@@ -23,9 +23,13 @@ const ids = async (path: string) => {
 
 beforeAll(async () => {
   t = await makeTestApp();
-  const s = await t.json("POST", "/api/dcim/sites/", { body: [1, 2, 3].map((n) => ({ name: `PF Site ${n}`, slug: `pf-site-${n}` })) });
+  const s = await t.json("POST", "/api/dcim/sites/", {
+    body: [1, 2, 3].map((n) => ({ name: `PF Site ${n}`, slug: `pf-site-${n}` })),
+  });
   sites = s.body.map((x: any) => x.id);
-  const d = await t.json("POST", "/api/dcim/devices/", { body: [1, 2].map((n) => ({ name: `PF Device ${n}`, site: sites[0] })) });
+  const d = await t.json("POST", "/api/dcim/devices/", {
+    body: [1, 2].map((n) => ({ name: `PF Device ${n}`, site: sites[0] })),
+  });
   devices = d.body.map((x: any) => x.id);
 });
 afterAll(() => t.close());
@@ -34,7 +38,11 @@ describe("object and multiobject fields (upstream ObjectFieldFiltersetTestCase, 
   test("?device=<pk> and ?device_id=<pk> return the objects pointing at that device", async () => {
     const cot = await makeCot(t, "obj_fs_test");
     await addField(t, cot.id, { name: "name", type: "text", primary: true, required: true });
-    await addField(t, cot.id, { name: "device", type: "object", related_object_type: "dcim.device" });
+    await addField(t, cot.id, {
+      name: "device",
+      type: "object",
+      related_object_type: "dcim.device",
+    });
     const d1 = await create(t, "obj_fs_test", { name: "Obj D1", device: devices[0] });
     const d2 = await create(t, "obj_fs_test", { name: "Obj D2", device: devices[1] });
     const none = await create(t, "obj_fs_test", { name: "Obj None" });
@@ -47,7 +55,11 @@ describe("object and multiobject fields (upstream ObjectFieldFiltersetTestCase, 
   test("?sites=a&sites=b is a union without duplicates", async () => {
     const cot = await makeCot(t, "mo_fs_test");
     await addField(t, cot.id, { name: "name", type: "text", primary: true, required: true });
-    await addField(t, cot.id, { name: "sites", type: "multiobject", related_object_type: "dcim.site" });
+    await addField(t, cot.id, {
+      name: "sites",
+      type: "multiobject",
+      related_object_type: "dcim.site",
+    });
     const s1 = await create(t, "mo_fs_test", { name: "Obj S1", sites: [sites[0]] });
     const s2 = await create(t, "mo_fs_test", { name: "Obj S2", sites: [sites[1]] });
     const both = await create(t, "mo_fs_test", { name: "Obj Both", sites: [sites[0], sites[1]] });
@@ -67,16 +79,39 @@ describe("object and multiobject fields (upstream ObjectFieldFiltersetTestCase, 
     const t2 = await create(t, "target_obj", { name: "Target 2" });
     const src = await makeCot(t, "source_obj");
     await addField(t, src.id, { name: "name", type: "text", primary: true, required: true });
-    await addField(t, src.id, { name: "related", type: "object", related_object_type: "custom_objects.target_obj" });
-    await addField(t, src.id, { name: "related_items", type: "multiobject", related_object_type: "custom_objects.target_obj" });
-    const a = await create(t, "source_obj", { name: "Source T1", related: t1.id, related_items: [t1.id] });
-    const b = await create(t, "source_obj", { name: "Source T2", related: t2.id, related_items: [t2.id] });
-    const both = await create(t, "source_obj", { name: "Source Both", related_items: [t1.id, t2.id] });
+    await addField(t, src.id, {
+      name: "related",
+      type: "object",
+      related_object_type: "custom_objects.target_obj",
+    });
+    await addField(t, src.id, {
+      name: "related_items",
+      type: "multiobject",
+      related_object_type: "custom_objects.target_obj",
+    });
+    const a = await create(t, "source_obj", {
+      name: "Source T1",
+      related: t1.id,
+      related_items: [t1.id],
+    });
+    const b = await create(t, "source_obj", {
+      name: "Source T2",
+      related: t2.id,
+      related_items: [t2.id],
+    });
+    const both = await create(t, "source_obj", {
+      name: "Source Both",
+      related_items: [t1.id, t2.id],
+    });
     await create(t, "source_obj", { name: "Source None" });
     expect(await ids(`${CO}/source_obj/?related=${t1.id}`)).toEqual([a.id]);
     expect(await ids(`${CO}/source_obj/?related=${t2.id}`)).toEqual([b.id]);
     expect(await ids(`${CO}/source_obj/?related_items=${t1.id}`)).toEqual([a.id, both.id]);
-    expect(await ids(`${CO}/source_obj/?related_items=${t1.id}&related_items=${t2.id}`)).toEqual([a.id, b.id, both.id]);
+    expect(await ids(`${CO}/source_obj/?related_items=${t1.id}&related_items=${t2.id}`)).toEqual([
+      a.id,
+      b.id,
+      both.id,
+    ]);
   });
 });
 
@@ -85,13 +120,43 @@ describe("polymorphic fields: one filter per allowed type", () => {
   beforeAll(async () => {
     const cot = await makeCot(t, "poly_fs");
     await addField(t, cot.id, { name: "name", type: "text", primary: true });
-    await addField(t, cot.id, { name: "target", type: "object", is_polymorphic: true, related_object_types: ["dcim.device", "dcim.site"] });
-    await addField(t, cot.id, { name: "targets", type: "multiobject", is_polymorphic: true, related_object_types: ["dcim.device", "dcim.site"] });
+    await addField(t, cot.id, {
+      name: "target",
+      type: "object",
+      is_polymorphic: true,
+      related_object_types: ["dcim.device", "dcim.site"],
+    });
+    await addField(t, cot.id, {
+      name: "targets",
+      type: "multiobject",
+      is_polymorphic: true,
+      related_object_types: ["dcim.device", "dcim.site"],
+    });
     // devices[0] and sites[0] may share an id: the filters must tell them apart by type
     rows = {
-      device: (await create(t, "poly_fs", { name: "dev", target: { object_type: "dcim.device", id: devices[0] }, targets: [{ object_type: "dcim.site", id: sites[1] }] })).id,
-      site: (await create(t, "poly_fs", { name: "site", target: { object_type: "dcim.site", id: devices[0] }, targets: [{ object_type: "dcim.device", id: sites[1] }] })).id,
-      both: (await create(t, "poly_fs", { name: "both", targets: [{ object_type: "dcim.site", id: sites[1] }, { object_type: "dcim.site", id: sites[2] }] })).id,
+      device: (
+        await create(t, "poly_fs", {
+          name: "dev",
+          target: { object_type: "dcim.device", id: devices[0] },
+          targets: [{ object_type: "dcim.site", id: sites[1] }],
+        })
+      ).id,
+      site: (
+        await create(t, "poly_fs", {
+          name: "site",
+          target: { object_type: "dcim.site", id: devices[0] },
+          targets: [{ object_type: "dcim.device", id: sites[1] }],
+        })
+      ).id,
+      both: (
+        await create(t, "poly_fs", {
+          name: "both",
+          targets: [
+            { object_type: "dcim.site", id: sites[1] },
+            { object_type: "dcim.site", id: sites[2] },
+          ],
+        })
+      ).id,
       none: (await create(t, "poly_fs", { name: "none" })).id,
     };
   });
@@ -103,11 +168,20 @@ describe("polymorphic fields: one filter per allowed type", () => {
   });
 
   test("?targets_dcim_site=<id> matches links to that site of that type; several ids are a union", async () => {
-    expect(await ids(`${CO}/poly_fs/?targets_dcim_site=${sites[1]}`)).toEqual([rows.device, rows.both]);
+    expect(await ids(`${CO}/poly_fs/?targets_dcim_site=${sites[1]}`)).toEqual([
+      rows.device,
+      rows.both,
+    ]);
     expect(await ids(`${CO}/poly_fs/?targets_dcim_device=${sites[1]}`)).toEqual([rows.site]);
-    const union = await t.json("GET", `${CO}/poly_fs/?targets_dcim_site=${sites[1]}&targets_dcim_site=${sites[2]}`);
+    const union = await t.json(
+      "GET",
+      `${CO}/poly_fs/?targets_dcim_site=${sites[1]}&targets_dcim_site=${sites[2]}`,
+    );
     expect(union.body.count).toBe(2);
-    expect(await ids(`${CO}/poly_fs/?targets_dcim_site__n=${sites[1]}`)).toEqual([rows.site, rows.none]);
+    expect(await ids(`${CO}/poly_fs/?targets_dcim_site__n=${sites[1]}`)).toEqual([
+      rows.site,
+      rows.none,
+    ]);
   });
 
   test("?target_id=<id> no longer matches any type: 400 showing the per-type filter pattern (decision 0046)", async () => {
@@ -129,10 +203,23 @@ describe("polymorphic fields: one filter per allowed type", () => {
     const target = await create(t, "poly_target", { name: "tgt" });
     const src = await makeCot(t, "poly_src");
     await addField(t, src.id, { name: "name", type: "text", primary: true });
-    await addField(t, src.id, { name: "target", type: "object", is_polymorphic: true, related_object_types: ["dcim.site", "custom_objects.poly_target"] });
-    const hit = await create(t, "poly_src", { name: "hit", target: { object_type: "custom_objects.poly_target", id: target.id } });
-    await create(t, "poly_src", { name: "site", target: { object_type: "dcim.site", id: target.id } });
-    expect(await ids(`${CO}/poly_src/?target_custom_objects_${cot.object_type.id}=${target.id}`)).toEqual([hit.id]);
+    await addField(t, src.id, {
+      name: "target",
+      type: "object",
+      is_polymorphic: true,
+      related_object_types: ["dcim.site", "custom_objects.poly_target"],
+    });
+    const hit = await create(t, "poly_src", {
+      name: "hit",
+      target: { object_type: "custom_objects.poly_target", id: target.id },
+    });
+    await create(t, "poly_src", {
+      name: "site",
+      target: { object_type: "dcim.site", id: target.id },
+    });
+    expect(
+      await ids(`${CO}/poly_src/?target_custom_objects_${cot.object_type.id}=${target.id}`),
+    ).toEqual([hit.id]);
     const refused = await t.json("GET", `${CO}/poly_src/?target_id=${target.id}`);
     expect(refused.body.target_id[0]).toContain("target_<app_label>_<model>=<id>");
     expect(refused.body.target_id[0]).not.toContain(`custom_objects_${cot.object_type.id}`);
@@ -158,9 +245,27 @@ describe("scalar filters and q", () => {
     await addField(t, cot.id, { name: "data", type: "json" });
     await addField(t, cot.id, { name: "tags_ms", type: "multiselect", choice_set: "pf_states" });
     rows = {
-      nine: (await create(t, "scalar_fs", { name: "nine", ts: "2025-06-01T09:00:00Z", day: "2025-01-15", flag: true, data: { vlan: 100, role: "core" }, tags_ms: ["active"] })).id,
+      nine: (
+        await create(t, "scalar_fs", {
+          name: "nine",
+          ts: "2025-06-01T09:00:00Z",
+          day: "2025-01-15",
+          flag: true,
+          data: { vlan: 100, role: "core" },
+          tags_ms: ["active"],
+        })
+      ).id,
       // the same instant written with an offset, and one an hour later
-      ten: (await create(t, "scalar_fs", { name: "ten", ts: "2025-06-01T12:00:00+02:00", day: "2025-02-20", flag: false, data: ["edge"], tags_ms: ["planned", "retired"] })).id,
+      ten: (
+        await create(t, "scalar_fs", {
+          name: "ten",
+          ts: "2025-06-01T12:00:00+02:00",
+          day: "2025-02-20",
+          flag: false,
+          data: ["edge"],
+          tags_ms: ["planned", "retired"],
+        })
+      ).id,
       none: (await create(t, "scalar_fs", { name: "none" })).id,
     };
   });
@@ -173,7 +278,10 @@ describe("scalar filters and q", () => {
     expect(await ids(`${CO}/scalar_fs/?ts__lt=2025-06-01T10:00:00%2B02:00`)).toEqual([]);
     expect(await ids(`${CO}/scalar_fs/?ts__lt=2025-06-01T12:00:00%2B02:00`)).toEqual([rows.nine]);
     expect(await ids(`${CO}/scalar_fs/?ts__gte=2025-06-01T09:30:00Z`)).toEqual([rows.ten]);
-    expect(await ids(`${CO}/scalar_fs/?ts__n=2025-06-01T10:00:00Z`)).toEqual([rows.nine, rows.none]);
+    expect(await ids(`${CO}/scalar_fs/?ts__n=2025-06-01T10:00:00Z`)).toEqual([
+      rows.nine,
+      rows.none,
+    ]);
     const bad = await t.json("GET", `${CO}/scalar_fs/?ts=yesterday`);
     expect(bad.status).toBe(400);
     expect(Object.keys(bad.body)).toEqual(["ts"]);
@@ -223,7 +331,13 @@ describe("q on non-text primary fields (upstream issue #440 cases)", () => {
   test("select primary: q=active, q=plan (part of a value), q=retired (no row)", async () => {
     await choiceSet(t, "status_choices_440", ["active", "planned", "retired"]);
     const cot = await makeCot(t, "status_obj_440");
-    await addField(t, cot.id, { name: "status", type: "select", primary: true, required: true, choice_set: "status_choices_440" });
+    await addField(t, cot.id, {
+      name: "status",
+      type: "select",
+      primary: true,
+      required: true,
+      choice_set: "status_choices_440",
+    });
     const a = await create(t, "status_obj_440", { status: "active" });
     const p = await create(t, "status_obj_440", { status: "planned" });
     expect(await ids(`${CO}/status_obj_440/?q=active`)).toEqual([a.id]);
@@ -245,28 +359,42 @@ describe("host models share the machinery (issue 15, item 4)", () => {
   test("datetime filters compare instants (tokens.expires)", async () => {
     const me = await t.json("GET", "/api/users/users/?username=admin");
     const uid = me.body.results[0].id;
-    const a = await t.json("POST", "/api/users/tokens/", { body: { user: uid, expires: "2030-06-01T09:00:00Z", description: "pf-a" } });
+    const a = await t.json("POST", "/api/users/tokens/", {
+      body: { user: uid, expires: "2030-06-01T09:00:00Z", description: "pf-a" },
+    });
     expect(a.status).toBe(201);
-    const b = await t.json("POST", "/api/users/tokens/", { body: { user: uid, expires: "2030-06-01T12:00:00+02:00", description: "pf-b" } });
+    const b = await t.json("POST", "/api/users/tokens/", {
+      body: { user: uid, expires: "2030-06-01T12:00:00+02:00", description: "pf-b" },
+    });
     expect(b.status).toBe(201);
     expect(await ids(`/api/users/tokens/?expires=2030-06-01T09:00:00Z`)).toEqual([a.body.id]);
     expect(await ids(`/api/users/tokens/?expires__lt=2030-06-01T10:00:00%2B02:00`)).toEqual([]);
-    expect(await ids(`/api/users/tokens/?expires__lte=2030-06-01T12:00:00%2B02:00`)).toEqual([a.body.id, b.body.id]);
+    expect(await ids(`/api/users/tokens/?expires__lte=2030-06-01T12:00:00%2B02:00`)).toEqual([
+      a.body.id,
+      b.body.id,
+    ]);
   });
 
   test("created filters compare instants", async () => {
     const s = await t.json("GET", `/api/dcim/sites/${sites[0]}/`);
     const created = new Date(s.body.created);
     // the same instant written in +02:00 with whole seconds: created__gte at the second before
-    const floor = new Date(Math.floor(created.getTime() / 1000) * 1000 + 2 * 3600_000).toISOString().slice(0, 19);
-    expect(await ids(`/api/dcim/sites/?id=${sites[0]}&created__gte=${floor}%2B02:00`)).toEqual([sites[0]]);
+    const floor = new Date(Math.floor(created.getTime() / 1000) * 1000 + 2 * 3600_000)
+      .toISOString()
+      .slice(0, 19);
+    expect(await ids(`/api/dcim/sites/?id=${sites[0]}&created__gte=${floor}%2B02:00`)).toEqual([
+      sites[0],
+    ]);
     expect(await ids(`/api/dcim/sites/?id=${sites[0]}&created__lt=${floor}%2B02:00`)).toEqual([]);
   });
 
   test("JSON fields filter by part of their text (choice sets' extra_choices); booleans take 1/0", async () => {
     const cs = await choiceSet(t, "pf_json_host", ["zebra", "yak"]);
     expect(await ids(`/api/extras/custom-field-choice-sets/?extra_choices=zebra`)).toEqual([cs.id]);
-    const r = await t.json("GET", `/api/extras/custom-field-choice-sets/?extra_choices__empty=false&order_alphabetically=0`);
+    const r = await t.json(
+      "GET",
+      `/api/extras/custom-field-choice-sets/?extra_choices__empty=false&order_alphabetically=0`,
+    );
     expect(r.status).toBe(200);
     expect(r.body.results.map((x: any) => x.id)).toContain(cs.id);
   });

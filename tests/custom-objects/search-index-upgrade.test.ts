@@ -6,7 +6,11 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { runMigrations } from "../../src/db/migrate";
-import { indexMatches, indexStatements, readIndexSchema } from "../../src/plugins/custom-objects/search-index";
+import {
+  indexMatches,
+  indexStatements,
+  readIndexSchema,
+} from "../../src/plugins/custom-objects/search-index";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "./fixtures";
 
@@ -28,18 +32,34 @@ function oldForm(id: number): string[] {
 }
 
 const ids = async (query: string) =>
-  ((await t.json("GET", `${CO}/${cot.slug}/?limit=1000&${query}`)).body.results as Array<{ id: number }>).map((x) => x.id).sort((a, b) => a - b);
+  (
+    (await t.json("GET", `${CO}/${cot.slug}/?limit=1000&${query}`)).body.results as Array<{
+      id: number;
+    }>
+  )
+    .map((x) => x.id)
+    .sort((a, b) => a - b);
 const scan = async (needle: string) =>
-  (await t.deps.db.client.execute({ sql: `SELECT id FROM co_${cot.id} WHERE title LIKE ? OR notes LIKE ? ORDER BY id`, args: [`%${needle}%`, `%${needle}%`] })).rows.map((r) => Number(r.id));
+  (
+    await t.deps.db.client.execute({
+      sql: `SELECT id FROM co_${cot.id} WHERE title LIKE ? OR notes LIKE ? ORDER BY id`,
+      args: [`%${needle}%`, `%${needle}%`],
+    })
+  ).rows.map((r) => Number(r.id));
 /** Makes the registry rebuild the type's model (and look at the stored index again). */
-const bumpShape = () => t.deps.db.client.execute({ sql: "UPDATE custom_object_types SET shape_version = shape_version + 1 WHERE id = ?", args: [cot.id] });
+const bumpShape = () =>
+  t.deps.db.client.execute({
+    sql: "UPDATE custom_object_types SET shape_version = shape_version + 1 WHERE id = ?",
+    args: [cot.id],
+  });
 
 beforeAll(async () => {
   t = await makeTestApp();
   cot = await makeCot(t, "upgraded", "upgraded");
   await addField(t, cot.id, { name: "title", type: "text" });
   await addField(t, cot.id, { name: "notes", type: "longtext" });
-  for (let i = 0; i < 40; i++) await create(t, cot.slug, { title: `Upgrade item ${i}`, notes: i % 3 ? `alpha ${i}` : null });
+  for (let i = 0; i < 40; i++)
+    await create(t, cot.slug, { title: `Upgrade item ${i}`, notes: i % 3 ? `alpha ${i}` : null });
 });
 afterAll(() => t.close());
 
@@ -50,13 +70,17 @@ test("the stored definition must be the current one, pending table and triggers 
   for (const name of [...current.keys()]) {
     const partial = new Map(current);
     partial.delete(name);
-    expect({ name, matches: indexMatches(partial, cot.id, ["title", "notes"]) }).toEqual({ name, matches: false });
+    expect({ name, matches: indexMatches(partial, cot.id, ["title", "notes"]) }).toEqual({
+      name,
+      matches: false,
+    });
   }
 });
 
 test("an index of the older form is not trusted, and the migrations upgrade it", async () => {
   const c = t.deps.db.client;
-  for (const name of ["co_%_fts_ai", "co_%_fts_ad", "co_%_fts_au"]) await c.execute(`DROP TRIGGER IF EXISTS "${name.replace("%", String(cot.id))}"`);
+  for (const name of ["co_%_fts_ai", "co_%_fts_ad", "co_%_fts_au"])
+    await c.execute(`DROP TRIGGER IF EXISTS "${name.replace("%", String(cot.id))}"`);
   await c.execute(`DROP TABLE "co_${cot.id}_fts"`);
   await c.execute(`DROP TABLE "co_${cot.id}_fts_pending"`);
   for (const s of oldForm(cot.id)) await c.execute(s);
@@ -69,12 +93,21 @@ test("an index of the older form is not trusted, and the migrations upgrade it",
 
   await runMigrations(t.deps.db);
   await bumpShape();
-  const def = await c.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [`co_${cot.id}_fts`] });
+  const def = await c.execute({
+    sql: "SELECT sql FROM sqlite_master WHERE name = ?",
+    args: [`co_${cot.id}_fts`],
+  });
   expect(String(def.rows[0]!.sql)).toContain("contentless_delete=1");
-  expect(Number((await c.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`)).rows[0]!.n)).toBe(0);
-  expect(Number((await c.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_docsize"`)).rows[0]!.n)).toBe(40);
+  expect(
+    Number((await c.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`)).rows[0]!.n),
+  ).toBe(0);
+  expect(
+    Number((await c.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_docsize"`)).rows[0]!.n),
+  ).toBe(40);
   expect(await ids("q=alpha")).toEqual(expected);
-  expect(await ids("notes__ic=lpha 1")).toEqual((await scan("lpha 1")).filter((id) => expected.includes(id)));
+  expect(await ids("notes__ic=lpha 1")).toEqual(
+    (await scan("lpha 1")).filter((id) => expected.includes(id)),
+  );
   // now through the index: emptied, it finds nothing
   await c.execute(`INSERT INTO "co_${cot.id}_fts"("co_${cot.id}_fts") VALUES ('delete-all')`);
   expect(await ids("q=alpha")).toEqual([]);

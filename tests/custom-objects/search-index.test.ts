@@ -7,20 +7,46 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow, SearchFlusher } from "../../src/plugins/custom-objects/search-flush";
+import {
+  flushSearchIndexesNow,
+  SearchFlusher,
+} from "../../src/plugins/custom-objects/search-flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;
 let cot: { id: number; slug: string };
 const fts = () => `co_${cot.id}_fts`;
-const pendingCount = async () => Number((await t.deps.db.client.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`)).rows[0]!.n);
+const pendingCount = async () =>
+  Number(
+    (await t.deps.db.client.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`))
+      .rows[0]!.n,
+  );
 const flush = () => flushSearchIndexesNow(servicesOf(t.app));
 
-const WORDS = ["Alpha", "alphabet", "ÉCOLE", "école", "100%_sure", 'say "hi"', "x_y", "Zürich", "naïve", "abc", "ab", "ALPHA-beta", "mixedCase", "  spaced  "];
+const WORDS = [
+  "Alpha",
+  "alphabet",
+  "ÉCOLE",
+  "école",
+  "100%_sure",
+  'say "hi"',
+  "x_y",
+  "Zürich",
+  "naïve",
+  "abc",
+  "ab",
+  "ALPHA-beta",
+  "mixedCase",
+  "  spaced  ",
+];
 const rows: Array<{ title: string | null; notes: string | null; n: number }> = [];
 for (let i = 0; i < 60; i++) {
-  rows.push({ title: i % 7 === 0 ? null : `${WORDS[i % WORDS.length]} ${i}`, notes: i % 5 === 0 ? null : `${WORDS[(i * 3) % WORDS.length]}/${WORDS[(i + 4) % WORDS.length]}`, n: i * 37 });
+  rows.push({
+    title: i % 7 === 0 ? null : `${WORDS[i % WORDS.length]} ${i}`,
+    notes: i % 5 === 0 ? null : `${WORDS[(i * 3) % WORDS.length]}/${WORDS[(i + 4) % WORDS.length]}`,
+    n: i * 37,
+  });
 }
 
 async function ids(query: string, token?: string): Promise<number[]> {
@@ -31,13 +57,39 @@ async function ids(query: string, token?: string): Promise<number[]> {
 
 /** The same condition as a plain scan of the table (what the list answered before the index). */
 async function scan(where: string, args: unknown[]): Promise<number[]> {
-  const rs = await t.deps.db.client.execute({ sql: `SELECT id FROM co_${cot.id} WHERE ${where} ORDER BY id`, args: args as any });
+  const rs = await t.deps.db.client.execute({
+    sql: `SELECT id FROM co_${cot.id} WHERE ${where} ORDER BY id`,
+    args: args as any,
+  });
   return rs.rows.map((r) => Number(r.id));
 }
 const esc = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
 const like = (col: string) => `${col} LIKE ? ESCAPE '\\'`;
 
-const NEEDLES = ["alp", "ALPHA", "pha", "école", "ÉCO", "0%_", "%_s", '"hi"', "x_y", "ürich", "NAÏ", "ab", "a", "bet", "e 1", "/ab", "zzz", "sure/", "d  ", "37", "111", "2-b"];
+const NEEDLES = [
+  "alp",
+  "ALPHA",
+  "pha",
+  "école",
+  "ÉCO",
+  "0%_",
+  "%_s",
+  '"hi"',
+  "x_y",
+  "ürich",
+  "NAÏ",
+  "ab",
+  "a",
+  "bet",
+  "e 1",
+  "/ab",
+  "zzz",
+  "sure/",
+  "d  ",
+  "37",
+  "111",
+  "2-b",
+];
 
 beforeAll(async () => {
   t = await makeTestApp();
@@ -51,40 +103,60 @@ afterAll(() => t.close());
 
 /** Every needle, through q and each narrowed lookup (and negations), against a scan of the table. */
 async function expectScanAnswers() {
-    for (const needle of NEEDLES) {
-      const p = `%${esc(needle.trim())}%`; // the list trims q
-      expect({ needle, ids: await ids(`q=${encodeURIComponent(needle)}`) }).toEqual({
-        needle,
-        ids: await scan(`${like("title")} OR ${like("notes")} OR ${like("n")}`, [p, p, p]),
-      });
-    }
-    for (const needle of NEEDLES) {
-      const e = esc(needle);
-      for (const [lookup, p] of [["ic", `%${e}%`], ["isw", `${e}%`], ["iew", `%${e}`]] as const) {
-        for (const col of ["title", "notes"]) {
-          expect({ needle, lookup, col, ids: await ids(`${col}__${lookup}=${encodeURIComponent(needle)}`) }).toEqual({ needle, lookup, col, ids: await scan(like(col), [p]) });
-          expect({ needle, lookup, col, ids: await ids(`${col}__n${lookup}=${encodeURIComponent(needle)}`) }).toEqual({
-            needle,
-            lookup,
-            col,
-            ids: await scan(`${col} IS NULL OR NOT (${like(col)})`, [p]),
-          });
-        }
+  for (const needle of NEEDLES) {
+    const p = `%${esc(needle.trim())}%`; // the list trims q
+    expect({ needle, ids: await ids(`q=${encodeURIComponent(needle)}`) }).toEqual({
+      needle,
+      ids: await scan(`${like("title")} OR ${like("notes")} OR ${like("n")}`, [p, p, p]),
+    });
+  }
+  for (const needle of NEEDLES) {
+    const e = esc(needle);
+    for (const [lookup, p] of [
+      ["ic", `%${e}%`],
+      ["isw", `${e}%`],
+      ["iew", `%${e}`],
+    ] as const) {
+      for (const col of ["title", "notes"]) {
+        expect({
+          needle,
+          lookup,
+          col,
+          ids: await ids(`${col}__${lookup}=${encodeURIComponent(needle)}`),
+        }).toEqual({ needle, lookup, col, ids: await scan(like(col), [p]) });
+        expect({
+          needle,
+          lookup,
+          col,
+          ids: await ids(`${col}__n${lookup}=${encodeURIComponent(needle)}`),
+        }).toEqual({
+          needle,
+          lookup,
+          col,
+          ids: await scan(`${col} IS NULL OR NOT (${like(col)})`, [p]),
+        });
       }
     }
-    // Several values: any of them.
-    expect(await ids("title__ic=alpha&title__ic=zur")).toEqual(await scan(`${like("title")} OR ${like("title")}`, ["%alpha%", "%zur%"]));
+  }
+  // Several values: any of them.
+  expect(await ids("title__ic=alpha&title__ic=zur")).toEqual(
+    await scan(`${like("title")} OR ${like("title")}`, ["%alpha%", "%zur%"]),
+  );
 }
 
 /** Waits (up to `ms`) for the flusher the writes scheduled to leave nothing pending. */
 async function drained(ms = 3000): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await Bun.sleep(25)) if ((await pendingCount()) === 0) return true;
+  for (const end = Date.now() + ms; Date.now() < end; await Bun.sleep(25))
+    if ((await pendingCount()) === 0) return true;
   return false;
 }
 
 describe("full-text index", () => {
   test("exists after the fields are added; the rows written are indexed shortly after, by themselves", async () => {
-    const def = await t.deps.db.client.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [fts()] });
+    const def = await t.deps.db.client.execute({
+      sql: "SELECT sql FROM sqlite_master WHERE name = ?",
+      args: [fts()],
+    });
     expect(String(def.rows[0]!.sql)).toContain("contentless_delete=1");
     expect(await drained()).toBe(true);
     const rs = await t.deps.db.client.execute(`SELECT count(*) AS n FROM "${fts()}_docsize"`);
@@ -95,11 +167,17 @@ describe("full-text index", () => {
     expect(await ids("title__ic=flushm")).toEqual([obj.id]);
     expect((await t.json("DELETE", `${CO}/${cot.slug}/${obj.id}/`)).status).toBe(204);
     expect(await drained()).toBe(true);
-    expect(Number((await t.deps.db.client.execute(`SELECT count(*) AS n FROM "${fts()}_docsize"`)).rows[0]!.n)).toBe(rows.length);
+    expect(
+      Number(
+        (await t.deps.db.client.execute(`SELECT count(*) AS n FROM "${fts()}_docsize"`)).rows[0]!.n,
+      ),
+    ).toBe(rows.length);
   });
 
   test("q and the text lookups answer exactly the rows a scan returns, with every row pending", async () => {
-    await t.deps.db.client.execute(`INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT id FROM "co_${cot.id}"`);
+    await t.deps.db.client.execute(
+      `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT id FROM "co_${cot.id}"`,
+    );
     expect(await pendingCount()).toBe(rows.length);
     await expectScanAnswers();
   });
@@ -117,7 +195,9 @@ describe("full-text index", () => {
     await c.execute(`DELETE FROM "co_${cot.id}" WHERE id % 11 = 2`);
     // an id moved by SQL: its old entry must not answer for it, its new id must
     await c.execute(`UPDATE "co_${cot.id}" SET id = id + 100000 WHERE id = 6`);
-    await c.execute(`INSERT INTO "co_${cot.id}" (created, last_updated, title, notes, n) VALUES ('2024-01-01', '2024-01-01', 'plain sql École', 'x_y/ab', 5)`);
+    await c.execute(
+      `INSERT INTO "co_${cot.id}" (created, last_updated, title, notes, n) VALUES ('2024-01-01', '2024-01-01', 'plain sql École', 'x_y/ab', 5)`,
+    );
     expect(await pendingCount()).toBeGreaterThan(0);
     await expectScanAnswers();
     await flush();
@@ -135,10 +215,14 @@ describe("full-text index", () => {
       expect(await ids("title__ic=alpha")).toEqual([]);
       expect((await ids("q=al")).length).toBeGreaterThan(0); // two characters: a scan
       // a pending row is a candidate even when the index lacks it
-      await t.deps.db.client.execute(`INSERT INTO "co_${cot.id}_fts_pending"(id) VALUES (${before[0]})`);
+      await t.deps.db.client.execute(
+        `INSERT INTO "co_${cot.id}_fts_pending"(id) VALUES (${before[0]})`,
+      );
       expect(await ids("q=alpha")).toEqual([before[0]!]);
     } finally {
-      await t.deps.db.client.execute(`INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT id FROM "co_${cot.id}"`);
+      await t.deps.db.client.execute(
+        `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT id FROM "co_${cot.id}"`,
+      );
       await flush();
     }
     expect(await ids("q=alpha")).toEqual(before);
@@ -147,7 +231,10 @@ describe("full-text index", () => {
   test("kept in the row's transaction: updates and deletes are seen at once", async () => {
     const obj = await create(t, cot.slug, { title: "quokkaish", notes: null, n: 1 });
     expect(await ids("q=quokka")).toEqual([obj.id]);
-    expect((await t.json("PATCH", `${CO}/${cot.slug}/${obj.id}/`, { body: { title: "wombatish" } })).status).toBe(200);
+    expect(
+      (await t.json("PATCH", `${CO}/${cot.slug}/${obj.id}/`, { body: { title: "wombatish" } }))
+        .status,
+    ).toBe(200);
     expect(await ids("q=quokka")).toEqual([]);
     expect(await ids("q=wombat")).toEqual([obj.id]);
     expect((await t.json("DELETE", `${CO}/${cot.slug}/${obj.id}/`)).status).toBe(204);
@@ -155,35 +242,74 @@ describe("full-text index", () => {
   });
 
   test("follows field changes: rename, a new field, removal", async () => {
-    const fields = (await t.json("GET", `${CO}/custom-object-type-fields/?custom_object_type_id=${cot.id}&limit=100`)).body.results as Array<{ id: number; name: string }>;
+    const fields = (
+      await t.json(
+        "GET",
+        `${CO}/custom-object-type-fields/?custom_object_type_id=${cot.id}&limit=100`,
+      )
+    ).body.results as Array<{ id: number; name: string }>;
     const notes = fields.find((f) => f.name === "notes")!;
-    expect((await t.json("PATCH", `${CO}/custom-object-type-fields/${notes.id}/`, { body: { name: "remarks" } })).status).toBe(200);
+    expect(
+      (
+        await t.json("PATCH", `${CO}/custom-object-type-fields/${notes.id}/`, {
+          body: { name: "remarks" },
+        })
+      ).status,
+    ).toBe(200);
     expect(await ids("remarks__ic=alpha")).toEqual(await scan(like("remarks"), ["%alpha%"]));
-    expect(await ids("q=ürich")).toEqual(await scan(`${like("title")} OR ${like("remarks")} OR ${like("n")}`, ["%ürich%", "%ürich%", "%ürich%"]));
+    expect(await ids("q=ürich")).toEqual(
+      await scan(`${like("title")} OR ${like("remarks")} OR ${like("n")}`, [
+        "%ürich%",
+        "%ürich%",
+        "%ürich%",
+      ]),
+    );
     const extra = await addField(t, cot.id, { name: "extra", type: "text" });
     const obj = await create(t, cot.slug, { title: null, remarks: null, extra: "platypus" });
     expect(await ids("q=platyp")).toEqual([obj.id]);
-    expect((await t.json("DELETE", `${CO}/custom-object-type-fields/${extra.id}/`)).status).toBe(204);
+    expect((await t.json("DELETE", `${CO}/custom-object-type-fields/${extra.id}/`)).status).toBe(
+      204,
+    );
     expect(await ids("q=platyp")).toEqual([]);
-    const sqlRow = await t.deps.db.client.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [fts()] });
+    const sqlRow = await t.deps.db.client.execute({
+      sql: "SELECT sql FROM sqlite_master WHERE name = ?",
+      args: [fts()],
+    });
     expect(String(sqlRow.rows[0]!.sql)).toContain('"remarks"');
     expect(String(sqlRow.rows[0]!.sql)).not.toContain('"extra"');
   });
 
   test("permission constraints still apply to indexed searches", async () => {
     const r = await t.json("POST", "/api/users/permissions/", {
-      body: { name: "only-small-n", actions: ["view"], object_types: [`custom_objects.${cot.slug}`], constraints: { n__lt: 300 } },
+      body: {
+        name: "only-small-n",
+        actions: ["view"],
+        object_types: [`custom_objects.${cot.slug}`],
+        constraints: { n__lt: 300 },
+      },
     });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
     const token = await t.user("searcher");
     const u = (await t.json("GET", "/api/users/users/?username=searcher")).body.results[0];
-    expect((await t.json("PATCH", `/api/users/permissions/${r.body.id}/`, { body: { users: [u.id] } })).status).toBe(200);
-    expect(await ids("q=alpha", token)).toEqual(await scan(`(${like("title")} OR ${like("remarks")} OR ${like("n")}) AND n < 300`, ["%alpha%", "%alpha%", "%alpha%"]));
+    expect(
+      (await t.json("PATCH", `/api/users/permissions/${r.body.id}/`, { body: { users: [u.id] } }))
+        .status,
+    ).toBe(200);
+    expect(await ids("q=alpha", token)).toEqual(
+      await scan(`(${like("title")} OR ${like("remarks")} OR ${like("n")}) AND n < 300`, [
+        "%alpha%",
+        "%alpha%",
+        "%alpha%",
+      ]),
+    );
   });
 
   test("a burst of writes is indexed once it pauses, and steady writes by the longest wait", async () => {
     const services = servicesOf(t.app);
-    const markPending = () => t.deps.db.client.execute(`INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT min(id) FROM "co_${cot.id}"`);
+    const markPending = () =>
+      t.deps.db.client.execute(
+        `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT min(id) FROM "co_${cot.id}"`,
+      );
     // delay 80 ms, longest wait 400 ms
     const flusher = new SearchFlusher(services, 80, 400);
     await flush();

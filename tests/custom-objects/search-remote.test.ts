@@ -31,7 +31,13 @@ beforeAll(async () => {
   cotId = cot.id;
   await addField(t, cot.id, { name: "title", type: "text", primary: true });
   await addField(t, cot.id, { name: "notes", type: "longtext" });
-  for (const [title, notes] of [["Alpha one", "the école"], ["alphabet", null], ["Zürich", "ALPHA-beta"], ["plain", "nothing here"], ["x_y", "100%_sure"]]) {
+  for (const [title, notes] of [
+    ["Alpha one", "the école"],
+    ["alphabet", null],
+    ["Zürich", "ALPHA-beta"],
+    ["plain", "nothing here"],
+    ["x_y", "100%_sure"],
+  ]) {
     await create(t, "remote_search", { title, notes });
   }
 });
@@ -43,10 +49,19 @@ afterAll(async () => {
 });
 
 const ids = async (query: string) =>
-  ((await t.json("GET", `${CO}/remote_search/?limit=100&${query}`)).body.results as Array<{ id: number }>).map((r) => r.id).sort((a, b) => a - b);
+  (
+    (await t.json("GET", `${CO}/remote_search/?limit=100&${query}`)).body.results as Array<{
+      id: number;
+    }>
+  )
+    .map((r) => r.id)
+    .sort((a, b) => a - b);
 const scan = async (where: string, args: string[]) =>
-  (await direct.execute({ sql: `SELECT id FROM co_${cotId} WHERE ${where} ORDER BY id`, args })).rows.map((r) => Number(r.id));
-const pending = async () => Number((await direct.execute(`SELECT count(*) AS n FROM co_${cotId}_fts_pending`)).rows[0]!.n);
+  (
+    await direct.execute({ sql: `SELECT id FROM co_${cotId} WHERE ${where} ORDER BY id`, args })
+  ).rows.map((r) => Number(r.id));
+const pending = async () =>
+  Number((await direct.execute(`SELECT count(*) AS n FROM co_${cotId}_fts_pending`)).rows[0]!.n);
 
 const CASES: Array<[string, string, string[]]> = [
   ["q=alpha", "title LIKE ? OR notes LIKE ?", ["%alpha%", "%alpha%"]],
@@ -57,25 +72,40 @@ const CASES: Array<[string, string, string[]]> = [
 ];
 
 test("the index exists on the remote database in its contentless, deletable form", async () => {
-  const def = await direct.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [`co_${cotId}_fts`] });
+  const def = await direct.execute({
+    sql: "SELECT sql FROM sqlite_master WHERE name = ?",
+    args: [`co_${cotId}_fts`],
+  });
   expect(String(def.rows[0]!.sql)).toContain("contentless_delete=1");
   expect(String(def.rows[0]!.sql)).toContain("trigram");
 });
 
 test("answers are exactly a scan's, with rows pending and after the flush", async () => {
   // On a remote database nothing flushes by timer in the tests' time: the rows are pending.
-  await direct.execute(`INSERT OR IGNORE INTO co_${cotId}_fts_pending(id) SELECT id FROM co_${cotId}`);
+  await direct.execute(
+    `INSERT OR IGNORE INTO co_${cotId}_fts_pending(id) SELECT id FROM co_${cotId}`,
+  );
   expect(await pending()).toBeGreaterThan(0);
-  for (const [query, where, args] of CASES) expect(await ids(query)).toEqual(await scan(where, args));
+  for (const [query, where, args] of CASES)
+    expect(await ids(query)).toEqual(await scan(where, args));
   await flushSearchIndexesNow(servicesOf(t.app));
   expect(await pending()).toBe(0);
-  expect(Number((await direct.execute(`SELECT count(*) AS n FROM co_${cotId}_fts_docsize`)).rows[0]!.n)).toBe(5);
-  for (const [query, where, args] of CASES) expect(await ids(query)).toEqual(await scan(where, args));
+  expect(
+    Number((await direct.execute(`SELECT count(*) AS n FROM co_${cotId}_fts_docsize`)).rows[0]!.n),
+  ).toBe(5);
+  for (const [query, where, args] of CASES)
+    expect(await ids(query)).toEqual(await scan(where, args));
   // an update and a delete: pending again, then indexed; answers stay exact throughout
   const [first] = await scan("1", []);
-  expect((await t.json("PATCH", `${CO}/remote_search/${first}/`, { body: { title: "renamed" } })).status).toBe(200);
-  expect(await ids("q=alpha")).toEqual(await scan("title LIKE ? OR notes LIKE ?", ["%alpha%", "%alpha%"]));
+  expect(
+    (await t.json("PATCH", `${CO}/remote_search/${first}/`, { body: { title: "renamed" } })).status,
+  ).toBe(200);
+  expect(await ids("q=alpha")).toEqual(
+    await scan("title LIKE ? OR notes LIKE ?", ["%alpha%", "%alpha%"]),
+  );
   await flushSearchIndexesNow(servicesOf(t.app));
   expect(await ids("q=renam")).toEqual([first!]);
-  expect(await ids("q=alpha")).toEqual(await scan("title LIKE ? OR notes LIKE ?", ["%alpha%", "%alpha%"]));
+  expect(await ids("q=alpha")).toEqual(
+    await scan("title LIKE ? OR notes LIKE ?", ["%alpha%", "%alpha%"]),
+  );
 });

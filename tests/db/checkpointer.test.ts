@@ -10,7 +10,12 @@ import { sql } from "drizzle-orm";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BACKSTOP_PAGES, Checkpointer, THRESHOLD_PAGES, TRAILING_MS } from "../../src/db/checkpointer";
+import {
+  BACKSTOP_PAGES,
+  Checkpointer,
+  THRESHOLD_PAGES,
+  TRAILING_MS,
+} from "../../src/db/checkpointer";
 import type { Database } from "../../src/db/client";
 import { openDatabase } from "../../src/db/local";
 
@@ -36,7 +41,8 @@ afterAll(async () => {
 /** One transaction writing about `pages` pages of 4 KiB. */
 const writePages = (pages: number) =>
   db.orm.transaction(async (tx) => {
-    for (let i = 0; i < pages; i++) await tx.run(sql`INSERT INTO blob_rows (body) VALUES (${"x".repeat(3900)})`);
+    for (let i = 0; i < pages; i++)
+      await tx.run(sql`INSERT INTO blob_rows (body) VALUES (${"x".repeat(3900)})`);
   });
 
 /** Waits (bounded) until the WAL holds fewer than `below` pages not copied back. */

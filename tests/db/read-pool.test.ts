@@ -7,7 +7,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createClient, type Client, type IntMode, type ResultSet } from "@libsql/client";
 import { eq, sql } from "drizzle-orm";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isBusyError, isPoolableRead } from "../../src/db/client";
@@ -17,11 +24,15 @@ import { sites } from "../../src/db/schema";
 import { makeTestApp, type TestApp } from "../helpers/app";
 
 /** A read that runs ≥ 500 ms on this machine (checked in each test that relies on it). */
-const SLOW_READ = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 8000000) SELECT count(*) AS n FROM c";
+const SLOW_READ =
+  "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 8000000) SELECT count(*) AS n FROM c";
 const FAST_MS = 50;
 
 /** Times a GET through the app, from the moment it is sent. */
-async function timedGet(t: TestApp, path: string): Promise<{ status: number; ms: number; body: any }> {
+async function timedGet(
+  t: TestApp,
+  path: string,
+): Promise<{ status: number; ms: number; body: any }> {
   const start = performance.now();
   const r = await t.json("GET", path);
   return { status: r.status, ms: performance.now() - start, body: r.body };
@@ -31,7 +42,9 @@ async function timedGet(t: TestApp, path: string): Promise<{ status: number; ms:
 async function getDuringSlowRead(t: TestApp, path: string) {
   const start = performance.now();
   let slowEnded = 0;
-  const slow = t.deps.db.client.execute(SLOW_READ).then((r) => ((slowEnded = performance.now() - start), r));
+  const slow = t.deps.db.client
+    .execute(SLOW_READ)
+    .then((r) => ((slowEnded = performance.now() - start), r));
   const get = await timedGet(t, path);
   const slowWasRunning = slowEnded === 0;
   await slow;
@@ -43,14 +56,18 @@ describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () =
   let siteId: number;
   beforeAll(async () => {
     t = await makeTestApp();
-    siteId = (await t.json("POST", "/api/dcim/sites/", { body: { name: "S1", slug: "s1" } })).body.id;
+    siteId = (await t.json("POST", "/api/dcim/sites/", { body: { name: "S1", slug: "s1" } })).body
+      .id;
     // warm: the first request writes the token's last_used and fills caches
     expect((await timedGet(t, `/api/dcim/sites/${siteId}/`)).status).toBe(200);
   });
   afterAll(() => t.close());
 
   test("a GET by id answers within 50 ms while a slow read (≥ 500 ms) runs", async () => {
-    const { get, slowMs, slowWasRunning } = await getDuringSlowRead(t, `/api/dcim/sites/${siteId}/`);
+    const { get, slowMs, slowWasRunning } = await getDuringSlowRead(
+      t,
+      `/api/dcim/sites/${siteId}/`,
+    );
     expect(slowMs).toBeGreaterThanOrEqual(500);
     expect(slowWasRunning).toBe(true);
     expect(get.status).toBe(200);
@@ -65,7 +82,9 @@ describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () =
     let newId = 0;
     const tx = db.orm.transaction(async (txn) => {
       await txn.update(sites).set({ description: "uncommitted" }).where(eq(sites.id, siteId));
-      newId = (await txn.insert(sites).values({ name: "S2", slug: "s2" }).returning({ id: sites.id }))[0]!.id;
+      newId = (
+        await txn.insert(sites).values({ name: "S2", slug: "s2" }).returning({ id: sites.id })
+      )[0]!.id;
       inside();
       await Bun.sleep(600);
     });
@@ -83,13 +102,19 @@ describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () =
 
   test("read-your-writes: each create is seen by the GET sent after its answer", async () => {
     for (let i = 0; i < 40; i++) {
-      const created = await t.json("POST", "/api/dcim/sites/", { body: { name: `ryw-${i}`, slug: `ryw-${i}` } });
+      const created = await t.json("POST", "/api/dcim/sites/", {
+        body: { name: `ryw-${i}`, slug: `ryw-${i}` },
+      });
       expect(created.status).toBe(201);
       const got = await t.json("GET", `/api/dcim/sites/${created.body.id}/`);
       expect(got.status).toBe(200);
-      const patched = await t.json("PATCH", `/api/dcim/sites/${created.body.id}/`, { body: { description: `d-${i}` } });
+      const patched = await t.json("PATCH", `/api/dcim/sites/${created.body.id}/`, {
+        body: { description: `d-${i}` },
+      });
       expect(patched.status).toBe(200);
-      expect((await t.json("GET", `/api/dcim/sites/${created.body.id}/`)).body.description).toBe(`d-${i}`);
+      expect((await t.json("GET", `/api/dcim/sites/${created.body.id}/`)).body.description).toBe(
+        `d-${i}`,
+      );
     }
   });
 
@@ -119,7 +144,9 @@ describe("rows that come slowly are stepped off the event loop too", () => {
     const setup = createClient({ url });
     await setup.execute("PRAGMA journal_mode=WAL");
     await setup.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)");
-    await setup.execute("WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 3000) INSERT INTO t SELECT x FROM s");
+    await setup.execute(
+      "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 3000) INSERT INTO t SELECT x FROM s",
+    );
     setup.close();
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -163,7 +190,9 @@ describe("rows that come slowly are stepped off the event loop too", () => {
       await pool.ready();
       const { result, ms, stall } = await longestStall(() => pool.execute(STREAMING));
       expect((result as ResultSet).rows.length).toBe(25);
-      expect((result as ResultSet).rows.map((r) => r.x)).toEqual((await pool.execute(STREAMING)).rows.map((r) => r.x));
+      expect((result as ResultSet).rows.map((r) => r.x)).toEqual(
+        (await pool.execute(STREAMING)).rows.map((r) => r.x),
+      );
       expect(ms).toBeGreaterThanOrEqual(150);
       expect(stall).toBeLessThan(FAST_MS);
     } finally {
@@ -184,7 +213,9 @@ describe("rows that come slowly are stepped off the event loop too", () => {
         const plainGcMs = performance.now() - gc0;
         // a new statement each round: prepared as sent and materialized, one of the two kept aside
         const sent = performance.now();
-        const slow = pool.execute(`SELECT count(*) AS n FROM t a, t b WHERE (a.x * 7919 + b.x) % 400009 = ${round}`);
+        const slow = pool.execute(
+          `SELECT count(*) AS n FROM t a, t b WHERE (a.x * 7919 + b.x) % 400009 = ${round}`,
+        );
         await Bun.sleep(40);
         const start = performance.now();
         Bun.gc(true); // collects whatever native statement nothing holds
@@ -206,10 +237,16 @@ describe("rows that come slowly are stepped off the event loop too", () => {
     const pool = new ReadPool({ url, size: 1, busyTimeoutMs: 1000 });
     const client = createClient({ url });
     try {
-      for (const q of ["SELECT x FROM t ORDER BY x DESC LIMIT 40 OFFSET 7", "SELECT x, x AS x FROM t WHERE x % 500 = 0 ORDER BY -x", "SELECT x % 7 AS k, count(*) AS n FROM t GROUP BY k ORDER BY n, k DESC"]) {
+      for (const q of [
+        "SELECT x FROM t ORDER BY x DESC LIMIT 40 OFFSET 7",
+        "SELECT x, x AS x FROM t WHERE x % 500 = 0 ORDER BY -x",
+        "SELECT x % 7 AS k, count(*) AS n FROM t GROUP BY k ORDER BY n, k DESC",
+      ]) {
         const [mine, theirs] = await Promise.all([pool.execute(q), client.execute(q)]);
         expect(mine.columns).toEqual(theirs.columns);
-        expect(mine.rows.map((r) => Array.from(r as ArrayLike<unknown>))).toEqual(theirs.rows.map((r) => Array.from(r as ArrayLike<unknown>)));
+        expect(mine.rows.map((r) => Array.from(r as ArrayLike<unknown>))).toEqual(
+          theirs.rows.map((r) => Array.from(r as ArrayLike<unknown>)),
+        );
       }
     } finally {
       await pool.close();
@@ -223,7 +260,8 @@ describe("head-of-line: without the pool (DATABASE_READ_POOL=0), the same measur
   let siteId: number;
   beforeAll(async () => {
     t = await makeTestApp({ DATABASE_READ_POOL: "0" });
-    siteId = (await t.json("POST", "/api/dcim/sites/", { body: { name: "S1", slug: "s1" } })).body.id;
+    siteId = (await t.json("POST", "/api/dcim/sites/", { body: { name: "S1", slug: "s1" } })).body
+      .id;
     expect((await timedGet(t, `/api/dcim/sites/${siteId}/`)).status).toBe(200);
   });
   afterAll(() => t.close());
@@ -284,7 +322,14 @@ describe("answers keep the local client's shapes", () => {
     extendedCode: e?.extendedCode,
     rawCode: e?.rawCode,
     ctor: e?.constructor?.name,
-    cause: e?.cause ? { name: e.cause.name, message: e.cause.message, code: e.cause.code, rawCode: e.cause.rawCode } : undefined,
+    cause: e?.cause
+      ? {
+          name: e.cause.name,
+          message: e.cause.message,
+          code: e.cause.code,
+          rawCode: e.cause.rawCode,
+        }
+      : undefined,
   });
 
   beforeAll(async () => {
@@ -292,10 +337,23 @@ describe("answers keep the local client's shapes", () => {
     url = `file:${join(dir, "shapes.db")}`;
     const setup = createClient({ url });
     await setup.execute("PRAGMA journal_mode=WAL");
-    await setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, big INTEGER, blob BLOB, txt TEXT, num REAL, vacant TEXT)");
+    await setup.execute(
+      "CREATE TABLE t (id INTEGER PRIMARY KEY, big INTEGER, blob BLOB, txt TEXT, num REAL, vacant TEXT)",
+    );
     await setup.execute({
       sql: "INSERT INTO t (big, blob, txt, num, vacant) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)",
-      args: [9007199254740993n, new Uint8Array([0, 1, 2, 255]).buffer, "é ☃", 1.5, null, -42, new Uint8Array([]).buffer, "", -0.25, null],
+      args: [
+        9007199254740993n,
+        new Uint8Array([0, 1, 2, 255]).buffer,
+        "é ☃",
+        1.5,
+        null,
+        -42,
+        new Uint8Array([]).buffer,
+        "",
+        -0.25,
+        null,
+      ],
     });
     setup.close();
   });
@@ -312,7 +370,10 @@ describe("answers keep the local client's shapes", () => {
         "SELECT * FROM t ORDER BY id",
         "SELECT id, big AS id, txt, txt AS txt, vacant, blob FROM t ORDER BY id",
         { sql: "SELECT id, big FROM t WHERE big = ?", args: [9007199254740993n] },
-        { sql: "SELECT :a AS a, $b AS b, @c AS c", args: { a: 1, b: true, c: new Uint8Array([7]).buffer } },
+        {
+          sql: "SELECT :a AS a, $b AS b, @c AS c",
+          args: { a: 1, b: true, c: new Uint8Array([7]).buffer },
+        },
         "SELECT id FROM t WHERE id < 0",
       ]) {
         const [mine, theirs] = await Promise.all([pool.execute(q), client.execute(q)]);
@@ -340,7 +401,12 @@ describe("answers keep the local client's shapes", () => {
 
   test("SQLite errors come back as the same LibsqlError (code, extendedCode, rawCode, cause)", async () => {
     const { pool, client } = await pair();
-    for (const q of ["SELECT * FROM no_such_table", "SELECT json('{bad')", "SELEC 1", "SELECT abs(-9223372036854775808)"]) {
+    for (const q of [
+      "SELECT * FROM no_such_table",
+      "SELECT json('{bad')",
+      "SELEC 1",
+      "SELECT abs(-9223372036854775808)",
+    ]) {
       const mine = await pool.execute(q).then(
         () => null,
         (e) => e,
@@ -363,11 +429,15 @@ describe("answers keep the local client's shapes", () => {
       const theirs = await db.client.execute({ sql: q, args: [2] });
       expect(rows).toEqual(theirs.rows.map((r) => Array.from(r as ArrayLike<unknown>)));
       expect(Array.isArray(rows[0])).toBe(true);
-      expect(await db.readRows!("SELECT big FROM t WHERE id = 1", []).catch((e) => e)).toBeInstanceOf(RangeError);
+      expect(
+        await db.readRows!("SELECT big FROM t WHERE id = 1", []).catch((e) => e),
+      ).toBeInstanceOf(RangeError);
       await db.orm.transaction((tx) =>
         db.transactionScope!(async () => {
           await tx.run(sql`SELECT 1`);
-          expect(await db.readRows!("SELECT 1", []).catch((e) => String(e))).toContain("open write transaction");
+          expect(await db.readRows!("SELECT 1", []).catch((e) => String(e))).toContain(
+            "open write transaction",
+          );
         }),
       );
     } finally {
@@ -384,7 +454,9 @@ describe("answers keep the local client's shapes", () => {
     try {
       // a CTE that writes is not sent to the pool
       await db.client.execute("WITH v(x) AS (SELECT 'cte') INSERT INTO t (txt) SELECT x FROM v");
-      expect((await db.client.execute("SELECT count(*) AS n FROM t WHERE txt = 'cte'")).rows[0]!.n).toBe(1);
+      expect(
+        (await db.client.execute("SELECT count(*) AS n FROM t WHERE txt = 'cte'")).rows[0]!.n,
+      ).toBe(1);
     } finally {
       await db.close();
     }
@@ -500,7 +572,11 @@ ${close ? "await db.close();" : ""}`,
         const child = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe" });
         const code = await Promise.race([child.exited, Bun.sleep(15_000).then(() => "hung")]);
         if (code === "hung") child.kill("SIGKILL");
-        expect({ close, code, out: (await new Response(child.stdout).text()).trim() }).toEqual({ close, code: 0, out: "n=300000" });
+        expect({ close, code, out: (await new Response(child.stdout).text()).trim() }).toEqual({
+          close,
+          code: 0,
+          out: "n=300000",
+        });
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -23,9 +23,12 @@ const views = (row: Row) => ({
 
 test.each([
   ["plain columns", "SELECT 1 AS id, 'x' AS name, NULL AS gone, 2.5 AS weight, x'00ff' AS blob"],
-  ["repeated names (the first wins by name, each keeps its index)", "SELECT 1 AS id, 2 AS id, 'a' AS name"],
-  ["index-like names", "SELECT 7 AS \"0\", 8 AS \"1\", 9 AS other"],
-  ["a column named length or __proto__", "SELECT 3 AS length, 4 AS \"__proto__\", 5 AS ok"],
+  [
+    "repeated names (the first wins by name, each keeps its index)",
+    "SELECT 1 AS id, 2 AS id, 'a' AS name",
+  ],
+  ["index-like names", 'SELECT 7 AS "0", 8 AS "1", 9 AS other'],
+  ["a column named length or __proto__", 'SELECT 3 AS length, 4 AS "__proto__", 5 AS ok'],
 ])("%s read the same as the client's rows", async (_label, query) => {
   const rs = await client.execute(query);
   const make = rowMaker(rs.columns);

@@ -19,7 +19,10 @@ const ids: Record<string, number> = {};
 
 export function clientFor(t: TestApp, token: string | null) {
   return new GraphQLClient("http://host.test/graphql/", {
-    fetch: ((input: RequestInfo | URL, init?: RequestInit) => Promise.resolve(t.app.request(input instanceof Request ? input : String(input), init))) as typeof fetch,
+    fetch: ((input: RequestInfo | URL, init?: RequestInit) =>
+      Promise.resolve(
+        t.app.request(input instanceof Request ? input : String(input), init),
+      )) as typeof fetch,
     headers: token ? { authorization: `Token ${token}` } : {},
   });
 }
@@ -29,13 +32,29 @@ let admin: GraphQLClient;
 beforeAll(async () => {
   t = await makeTestApp();
   admin = clientFor(t, t.admin);
-  const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "Core", slug: "core", color: "ff0000" } });
+  const tag = await t.json("POST", "/api/extras/tags/", {
+    body: { name: "Core", slug: "core", color: "ff0000" },
+  });
   ids.tag = tag.body.id;
-  for (const [name, slug] of [["HQ", "hq"], ["Lab", "lab"], ["Site 3", "s3"]] as const) {
-    ids[slug] = (await t.json("POST", "/api/dcim/sites/", { body: { name, slug, status: "active", tags: slug === "hq" ? [ids.tag] : [] } })).body.id;
+  for (const [name, slug] of [
+    ["HQ", "hq"],
+    ["Lab", "lab"],
+    ["Site 3", "s3"],
+  ] as const) {
+    ids[slug] = (
+      await t.json("POST", "/api/dcim/sites/", {
+        body: { name, slug, status: "active", tags: slug === "hq" ? [ids.tag] : [] },
+      })
+    ).body.id;
   }
-  for (const [name, site] of [["hq-sw1", "hq"], ["hq-sw2", "hq"], ["lab-sw1", "lab"]] as const) {
-    ids[name] = (await t.json("POST", "/api/dcim/devices/", { body: { name, site: ids[site] } })).body.id;
+  for (const [name, site] of [
+    ["hq-sw1", "hq"],
+    ["hq-sw2", "hq"],
+    ["lab-sw1", "lab"],
+  ] as const) {
+    ids[name] = (
+      await t.json("POST", "/api/dcim/devices/", { body: { name, site: ids[site] } })
+    ).body.id;
   }
   // upstream's "asset": scalar fields of every kind
   const cs = await choiceSet(t, "asset-status", ["choice1", "choice2", "choice3"]);
@@ -48,45 +67,107 @@ beforeAll(async () => {
   await addField(t, asset.id, { name: "price", type: "decimal" });
   await addField(t, asset.id, { name: "data", type: "json" });
   await addField(t, asset.id, { name: "site", type: "object", related_object_type: "dcim.site" });
-  await addField(t, asset.id, { name: "devices", type: "multiobject", related_object_type: "dcim.device" });
-  await addField(t, asset.id, { name: "target", type: "object", is_polymorphic: true, related_object_types: ["dcim.site", "dcim.device"] });
-  ids.first = (await create(t, "asset", { name: "First", count: 7, active: true, status: "choice1", flags: ["choice1", "choice3"], price: "19.99", data: { enabled: true, ports: [80, 443] }, site: ids.hq, devices: [ids["hq-sw1"], ids["hq-sw2"]], target: { object_type: "dcim.site", id: ids.lab }, tags: [ids.tag] })).id;
-  ids.second = (await create(t, "asset", { name: "Second", count: 3_000_000_000, active: false, site: ids.lab, target: { object_type: "dcim.device", id: ids["lab-sw1"] } })).id;
+  await addField(t, asset.id, {
+    name: "devices",
+    type: "multiobject",
+    related_object_type: "dcim.device",
+  });
+  await addField(t, asset.id, {
+    name: "target",
+    type: "object",
+    is_polymorphic: true,
+    related_object_types: ["dcim.site", "dcim.device"],
+  });
+  ids.first = (
+    await create(t, "asset", {
+      name: "First",
+      count: 7,
+      active: true,
+      status: "choice1",
+      flags: ["choice1", "choice3"],
+      price: "19.99",
+      data: { enabled: true, ports: [80, 443] },
+      site: ids.hq,
+      devices: [ids["hq-sw1"], ids["hq-sw2"]],
+      target: { object_type: "dcim.site", id: ids.lab },
+      tags: [ids.tag],
+    })
+  ).id;
+  ids.second = (
+    await create(t, "asset", {
+      name: "Second",
+      count: 3_000_000_000,
+      active: false,
+      site: ids.lab,
+      target: { object_type: "dcim.device", id: ids["lab-sw1"] },
+    })
+  ).id;
 });
 afterAll(() => t.close());
 
 describe("host models: NetBox 4 names, filters and pagination", () => {
   test("site(id:) and site_list", async () => {
-    const r = await admin.request<any>(gql`
+    const r = await admin.request<any>(
+      gql`
       query ($id: ID!) {
         site(id: $id) { id name slug status tags { name slug } }
         site_list { id name }
       }
-    `, { id: String(ids.hq) });
-    expect(r.site).toEqual({ id: String(ids.hq), name: "HQ", slug: "hq", status: "active", tags: [{ name: "Core", slug: "core" }] });
+    `,
+      { id: String(ids.hq) },
+    );
+    expect(r.site).toEqual({
+      id: String(ids.hq),
+      name: "HQ",
+      slug: "hq",
+      status: "active",
+      tags: [{ name: "Core", slug: "core" }],
+    });
     expect(r.site_list.map((s: any) => s.name)).toEqual(["HQ", "Lab", "Site 3"]);
   });
 
   test("filters: lookups, in_list, AND / OR / NOT, related filters; pagination", async () => {
     const names = async (filters: string, pagination = "") =>
-      ((await admin.request<any>(`{ device_list(filters: ${filters}${pagination}) { name } }`)).device_list as any[]).map((d) => d.name);
+      (
+        (await admin.request<any>(`{ device_list(filters: ${filters}${pagination}) { name } }`))
+          .device_list as any[]
+      ).map((d) => d.name);
     expect(await names(`{name: {i_contains: "SW1"}}`)).toEqual(["hq-sw1", "lab-sw1"]);
-    expect(await names(`{name: {in_list: ["hq-sw2", "lab-sw1", "nope"]}}`)).toEqual(["hq-sw2", "lab-sw1"]);
+    expect(await names(`{name: {in_list: ["hq-sw2", "lab-sw1", "nope"]}}`)).toEqual([
+      "hq-sw2",
+      "lab-sw1",
+    ]);
     expect(await names(`{site: {slug: {exact: "hq"}}}`)).toEqual(["hq-sw1", "hq-sw2"]);
-    expect(await names(`{OR: [{name: {exact: "hq-sw1"}}, {name: {starts_with: "lab"}}]}`)).toEqual(["hq-sw1", "lab-sw1"]);
+    expect(await names(`{OR: [{name: {exact: "hq-sw1"}}, {name: {starts_with: "lab"}}]}`)).toEqual([
+      "hq-sw1",
+      "lab-sw1",
+    ]);
     expect(await names(`{NOT: {site: {slug: {exact: "hq"}}}}`)).toEqual(["lab-sw1"]);
-    expect(await names(`{AND: [{name: {starts_with: "hq"}}, {name: {ends_with: "2"}}]}`)).toEqual(["hq-sw2"]);
+    expect(await names(`{AND: [{name: {starts_with: "hq"}}, {name: {ends_with: "2"}}]}`)).toEqual([
+      "hq-sw2",
+    ]);
     expect(await names(`{site_id: {exact: "${ids.lab}"}}`)).toEqual(["lab-sw1"]);
     expect(await names(`{}`, `, pagination: {offset: 1, limit: 1}`)).toEqual(["hq-sw2"]);
   });
 
   test("relations resolve to the target's own type", async () => {
-    const r = await admin.request<any>(`{ device(id: "${ids["hq-sw1"]}") { name site { id name slug tags { slug } } } }`);
-    expect(r.device.site).toEqual({ id: String(ids.hq), name: "HQ", slug: "hq", tags: [{ slug: "core" }] });
+    const r = await admin.request<any>(
+      `{ device(id: "${ids["hq-sw1"]}") { name site { id name slug tags { slug } } } }`,
+    );
+    expect(r.device.site).toEqual({
+      id: String(ids.hq),
+      name: "HQ",
+      slug: "hq",
+      tags: [{ slug: "core" }],
+    });
   });
 
   test("GET with query= works too", async () => {
-    const res = await t.req("GET", `/graphql/?query=${encodeURIComponent("{ site_list { slug } }")}`, { headers: { accept: "application/json" } });
+    const res = await t.req(
+      "GET",
+      `/graphql/?query=${encodeURIComponent("{ site_list { slug } }")}`,
+      { headers: { accept: "application/json" } },
+    );
     expect(res.status).toBe(200);
     expect((await res.json()).data.site_list.length).toBe(3);
   });
@@ -94,7 +175,9 @@ describe("host models: NetBox 4 names, filters and pagination", () => {
 
 describe("custom objects: upstream's names and query shapes", () => {
   test("scalar fields: { custom_objects_asset_list { id display name count active status { value label } } }", async () => {
-    const r = await admin.request<any>(gql`{ custom_objects_asset_list { id display name count active status { value label } flags { value label } price data } }`);
+    const r = await admin.request<any>(
+      gql`{ custom_objects_asset_list { id display name count active status { value label } flags { value label } price data } }`,
+    );
     const [first, second] = r.custom_objects_asset_list;
     expect(first).toEqual({
       id: String(ids.first),
@@ -103,7 +186,10 @@ describe("custom objects: upstream's names and query shapes", () => {
       count: 7,
       active: true,
       status: { value: "choice1", label: "CHOICE1" },
-      flags: [{ value: "choice1", label: "CHOICE1" }, { value: "choice3", label: "CHOICE3" }],
+      flags: [
+        { value: "choice1", label: "CHOICE1" },
+        { value: "choice3", label: "CHOICE3" },
+      ],
       price: "19.99",
       data: { enabled: true, ports: [80, 443] },
     });
@@ -113,13 +199,21 @@ describe("custom objects: upstream's names and query shapes", () => {
   });
 
   test("single object by id; an unknown id is null", async () => {
-    const r = await admin.request<any>(`{ custom_objects_asset(id: ${ids.first}) { id display name } missing: custom_objects_asset(id: 99999) { id } }`);
-    expect(r.custom_objects_asset).toEqual({ id: String(ids.first), display: "First", name: "First" });
+    const r = await admin.request<any>(
+      `{ custom_objects_asset(id: ${ids.first}) { id display name } missing: custom_objects_asset(id: 99999) { id } }`,
+    );
+    expect(r.custom_objects_asset).toEqual({
+      id: String(ids.first),
+      display: "First",
+      name: "First",
+    });
     expect(r.missing).toBeNull();
   });
 
   test("object and multiobject fields resolve to SiteType and DeviceType, traversable", async () => {
-    const r = await admin.request<any>(`{ custom_objects_asset_list { name site { id name slug } devices { id name site { slug } } tags { slug } } }`);
+    const r = await admin.request<any>(
+      `{ custom_objects_asset_list { name site { id name slug } devices { id name site { slug } } tags { slug } } }`,
+    );
     expect(r.custom_objects_asset_list[0]).toEqual({
       name: "First",
       site: { id: String(ids.hq), name: "HQ", slug: "hq" },
@@ -132,7 +226,9 @@ describe("custom objects: upstream's names and query shapes", () => {
   });
 
   test("a polymorphic field is a union of its targets' types", async () => {
-    const r = await admin.request<any>(`{ custom_objects_asset_list { name target { __typename ... on SiteType { id siteName: name } ... on DeviceType { id deviceName: name } } } }`);
+    const r = await admin.request<any>(
+      `{ custom_objects_asset_list { name target { __typename ... on SiteType { id siteName: name } ... on DeviceType { id deviceName: name } } } }`,
+    );
     expect(r.custom_objects_asset_list.map((a: any) => a.target)).toEqual([
       { __typename: "SiteType", id: String(ids.lab), siteName: "Lab" },
       { __typename: "DeviceType", id: String(ids["lab-sw1"]), deviceName: "lab-sw1" },
@@ -158,10 +254,19 @@ describe("custom objects: upstream's names and query shapes", () => {
     const fooList = await makeCot(t, "foo_list_dash", "foo-list");
     const r = await admin.request<any>(`{ __schema { queryType { fields { name } } } }`);
     const fields = new Set((r.__schema.queryType.fields as any[]).map((f) => f.name));
-    for (const name of ["custom_objects_my_widget", "custom_objects_a_b", `custom_objects_a_b_${b.id}`, "custom_objects_foo", "custom_objects_foo_list", `custom_objects_foo_list_${fooList.id}`, `custom_objects_foo_list_${fooList.id}_list`]) {
+    for (const name of [
+      "custom_objects_my_widget",
+      "custom_objects_a_b",
+      `custom_objects_a_b_${b.id}`,
+      "custom_objects_foo",
+      "custom_objects_foo_list",
+      `custom_objects_foo_list_${fooList.id}`,
+      `custom_objects_foo_list_${fooList.id}_list`,
+    ]) {
       expect(fields.has(name)).toBe(true);
     }
-    for (const cot of [w, a, b, foo, fooList]) await t.req("DELETE", `${CO}/custom-object-types/${cot.id}/`);
+    for (const cot of [w, a, b, foo, fooList])
+      await t.req("DELETE", `${CO}/custom-object-types/${cot.id}/`);
   });
 });
 
@@ -176,14 +281,26 @@ describe("the schema follows the database", () => {
       const cot = await makeCot(t, "runtime_thing");
       await addField(t, cot.id, { name: "label", type: "text", primary: true });
       await create(t, "runtime_thing", { label: "one" });
-      for (const c of [admin, otherAdmin]) expect((await c.request<any>(`{ custom_objects_runtime_thing_list { label } }`)).custom_objects_runtime_thing_list).toEqual([{ label: "one" }]);
+      for (const c of [admin, otherAdmin])
+        expect(
+          (await c.request<any>(`{ custom_objects_runtime_thing_list { label } }`))
+            .custom_objects_runtime_thing_list,
+        ).toEqual([{ label: "one" }]);
       await addField(t, cot.id, { name: "extra", type: "integer" });
-      for (const c of [admin, otherAdmin]) expect((await c.request<any>(`{ custom_objects_runtime_thing_list { label extra } }`)).custom_objects_runtime_thing_list).toEqual([{ label: "one", extra: null }]);
+      for (const c of [admin, otherAdmin])
+        expect(
+          (await c.request<any>(`{ custom_objects_runtime_thing_list { label extra } }`))
+            .custom_objects_runtime_thing_list,
+        ).toEqual([{ label: "one", extra: null }]);
       await t.req("DELETE", `${CO}/custom-object-types/${cot.id}/`);
       for (const c of [admin, otherAdmin]) {
-        const err = await c.request(`{ custom_objects_runtime_thing_list { label } }`).catch((e) => e);
+        const err = await c
+          .request(`{ custom_objects_runtime_thing_list { label } }`)
+          .catch((e) => e);
         expect(err).toBeInstanceOf(ClientError);
-        expect(String((err as ClientError).response.errors?.[0]?.message)).toContain("Cannot query field");
+        expect(String((err as ClientError).response.errors?.[0]?.message)).toContain(
+          "Cannot query field",
+        );
       }
     } finally {
       await db.close();
@@ -191,10 +308,26 @@ describe("the schema follows the database", () => {
   });
 
   test("a schema apply is visible at once", async () => {
-    const apply = await t.json("POST", `${CO}/schema/apply/`, { body: { schema: { schema_version: "1", types: [{ name: "applied", slug: "applied", fields: [{ id: 1, name: "code", type: "text", primary: true }] }] } } });
+    const apply = await t.json("POST", `${CO}/schema/apply/`, {
+      body: {
+        schema: {
+          schema_version: "1",
+          types: [
+            {
+              name: "applied",
+              slug: "applied",
+              fields: [{ id: 1, name: "code", type: "text", primary: true }],
+            },
+          ],
+        },
+      },
+    });
     expect(apply.status).toBe(200);
     await create(t, "applied", { code: "X1" });
-    expect((await admin.request<any>(`{ custom_objects_applied_list { code display } }`)).custom_objects_applied_list).toEqual([{ code: "X1", display: "X1" }]);
+    expect(
+      (await admin.request<any>(`{ custom_objects_applied_list { code display } }`))
+        .custom_objects_applied_list,
+    ).toEqual([{ code: "X1", display: "X1" }]);
   });
 });
 
@@ -203,10 +336,19 @@ describe("batch loading: no N+1", () => {
     const cot = await makeCot(t, "batched");
     await addField(t, cot.id, { name: "name", type: "text", primary: true });
     await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
-    await addField(t, cot.id, { name: "devices", type: "multiobject", related_object_type: "dcim.device" });
-    const rows = Array.from({ length: 50 }, (_, i) => ({ name: `b${i}`, site: [ids.hq, ids.lab, ids.s3][i % 3], devices: [ids["hq-sw1"], ids["lab-sw1"]].slice(0, (i % 2) + 1) }));
+    await addField(t, cot.id, {
+      name: "devices",
+      type: "multiobject",
+      related_object_type: "dcim.device",
+    });
+    const rows = Array.from({ length: 50 }, (_, i) => ({
+      name: `b${i}`,
+      site: [ids.hq, ids.lab, ids.s3][i % 3],
+      devices: [ids["hq-sw1"], ids["lab-sw1"]].slice(0, (i % 2) + 1),
+    }));
     expect((await t.json("POST", `${CO}/batched/`, { body: rows })).status).toBe(201);
-    const q = (n: number) => `{ custom_objects_batched_list(pagination: {limit: ${n}}) { name site { name tags { slug } } devices { name site { slug } } } }`;
+    const q = (n: number) =>
+      `{ custom_objects_batched_list(pagination: {limit: ${n}}) { name site { name tags { slug } } devices { name site { slug } } } }`;
     await admin.request(q(1)); // warm the schema cache
     const five = await countStatements(t.deps.db, () => admin.request(q(5)));
     const fifty = await countStatements(t.deps.db, () => admin.request(q(50)));

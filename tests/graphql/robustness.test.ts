@@ -15,7 +15,11 @@ beforeAll(async () => {
   t = await makeTestApp();
   const node = await makeCot(t, "node");
   await addField(t, node.id, { name: "label", type: "text", primary: true });
-  await addField(t, node.id, { name: "parent", type: "object", related_object_type: "custom_objects.node" });
+  await addField(t, node.id, {
+    name: "parent",
+    type: "object",
+    related_object_type: "custom_objects.node",
+  });
   const root = await create(t, "node", { label: "root" });
   await create(t, "node", { label: "child", parent: root.id });
 });
@@ -23,9 +27,17 @@ afterAll(() => t.close());
 
 async function post(query: string, variables?: unknown) {
   const started = performance.now();
-  const res = await t.req("POST", "/graphql/", { body: { query, variables }, headers: { accept: "application/json" } });
+  const res = await t.req("POST", "/graphql/", {
+    body: { query, variables },
+    headers: { accept: "application/json" },
+  });
   const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null, text, ms: performance.now() - started };
+  return {
+    status: res.status,
+    body: text ? JSON.parse(text) : null,
+    text,
+    ms: performance.now() - started,
+  };
 }
 
 /** A refused document: a 4xx or a 200 with errors, the message naming the problem, no data leak. */
@@ -38,7 +50,8 @@ function refused(r: Awaited<ReturnType<typeof post>>, pattern: RegExp) {
 
 describe("document limits", () => {
   test("a query deeper than the limit is refused", async () => {
-    const deep = (n: number) => `{ custom_objects_node_list { ${"parent { ".repeat(n)}label${" }".repeat(n)} } }`;
+    const deep = (n: number) =>
+      `{ custom_objects_node_list { ${"parent { ".repeat(n)}label${" }".repeat(n)} } }`;
     const ok = await post(deep(3));
     expect(ok.status).toBe(200);
     expect(ok.body.errors).toBeUndefined();
@@ -54,7 +67,10 @@ describe("document limits", () => {
     const chain = (d: number) => `label ${"parent { label ".repeat(d)}${"}".repeat(d)}`;
     const ok = await post(`{ a: custom_objects_node_list { ${chain(7)} } }`);
     expect(ok.body.errors).toBeUndefined();
-    const wide = Array.from({ length: 28 }, (_, i) => `a${i}: custom_objects_node_list { ${chain(7)} }`).join(" ");
+    const wide = Array.from(
+      { length: 28 },
+      (_, i) => `a${i}: custom_objects_node_list { ${chain(7)} }`,
+    ).join(" ");
     refused(await post(`{ ${wide} }`), /cost|complexity/i);
   });
 
@@ -71,34 +87,66 @@ describe("document limits", () => {
   test("syntax errors, unknown fields and prototype names are GraphQL errors", async () => {
     refused(await post("{ site_list { id "), /Syntax Error/);
     refused(await post("{ constructor }"), /Cannot query field/);
-    refused(await post("{ site_list(filters: {__proto__: {exact: 1}}) { id } }"), /not defined|Syntax Error|Name "__proto__"/);
-    refused(await post("{ site_list(filters: {constructor: {exact: \"1\"}}) { id } }"), /not defined/);
+    refused(
+      await post("{ site_list(filters: {__proto__: {exact: 1}}) { id } }"),
+      /not defined|Syntax Error|Name "__proto__"/,
+    );
+    refused(
+      await post('{ site_list(filters: {constructor: {exact: "1"}}) { id } }'),
+      /not defined/,
+    );
   });
 });
 
 describe("argument limits", () => {
   test("pagination outside its bounds is a clear error", async () => {
-    refused(await post("{ site_list(pagination: {limit: 5000}) { id } }"), /limit must be between 1 and 1000/);
-    refused(await post("{ site_list(pagination: {offset: -1}) { id } }"), /offset must be a non-negative integer/);
-    refused(await post("{ site_list(pagination: {offset: 1e300}) { id } }"), /Int cannot represent|offset/);
+    refused(
+      await post("{ site_list(pagination: {limit: 5000}) { id } }"),
+      /limit must be between 1 and 1000/,
+    );
+    refused(
+      await post("{ site_list(pagination: {offset: -1}) { id } }"),
+      /offset must be a non-negative integer/,
+    );
+    refused(
+      await post("{ site_list(pagination: {offset: 1e300}) { id } }"),
+      /Int cannot represent|offset/,
+    );
   });
 
   test("filters nested past the limit or with too many values are clear errors", async () => {
     const nest = (n: number) => `${"{NOT: ".repeat(n)}{label: {exact: "x"}}${"}".repeat(n)}`;
     const ok = await post(`{ custom_objects_node_list(filters: ${nest(2)}) { label } }`);
     expect(ok.body.errors).toBeUndefined();
-    refused(await post(`{ custom_objects_node_list(filters: ${nest(MAX_FILTER_NESTING + 2)}) { label } }`), /nest at most/);
+    refused(
+      await post(
+        `{ custom_objects_node_list(filters: ${nest(MAX_FILTER_NESTING + 2)}) { label } }`,
+      ),
+      /nest at most/,
+    );
     const values = Array.from({ length: 999 }, (_, i) => `"v${i}"`).join(", ");
-    refused(await post(`{ custom_objects_node_list(filters: {label: {in_list: [${values}]}}) { label } }`), /at most 100/);
+    refused(
+      await post(
+        `{ custom_objects_node_list(filters: {label: {in_list: [${values}]}}) { label } }`,
+      ),
+      /at most 100/,
+    );
     const ors = Array.from({ length: 150 }, (_, i) => `{label: {exact: "v${i}"}}`).join(", ");
-    refused(await post(`{ custom_objects_node_list(filters: {OR: [${ors}]}) { label } }`), /at most 100/);
+    refused(
+      await post(`{ custom_objects_node_list(filters: {OR: [${ors}]}) { label } }`),
+      /at most 100/,
+    );
   });
 
   test("an id that is not a number finds nothing; a 400-digit number is refused or finds nothing", async () => {
-    const r = await post(`{ custom_objects_node(id: "abc") { label } big: custom_objects_node(id: "${"9".repeat(400)}") { label } }`);
+    const r = await post(
+      `{ custom_objects_node(id: "abc") { label } big: custom_objects_node(id: "${"9".repeat(400)}") { label } }`,
+    );
     expect(r.status).toBe(200);
     expect(r.body.data).toEqual({ custom_objects_node: null, big: null });
-    const f = await post(`{ custom_objects_node_list(filters: {id: {exact: "${"9".repeat(400)}"}}) { label } }`);
+    const f = await post(
+      `{ custom_objects_node_list(filters: {id: {exact: "${"9".repeat(400)}"}}) { label } }`,
+    );
     expect(f.status).toBeLessThan(500);
     expect(f.body.data?.custom_objects_node_list ?? []).toEqual([]);
   });
@@ -106,7 +154,9 @@ describe("argument limits", () => {
 
 describe("transport", () => {
   test("an oversized body is 413, malformed JSON and a wrong method are 4xx", async () => {
-    const big = await t.req("POST", "/graphql/", { raw: JSON.stringify({ query: `{ site_list { id } }`, pad: "x".repeat(1_100_000) }) });
+    const big = await t.req("POST", "/graphql/", {
+      raw: JSON.stringify({ query: `{ site_list { id } }`, pad: "x".repeat(1_100_000) }),
+    });
     expect(big.status).toBe(413);
     const bad = await t.req("POST", "/graphql/", { raw: "{not json" });
     expect(bad.status).toBeGreaterThanOrEqual(400);

@@ -10,7 +10,11 @@ const CHECKS = ["fixtures.Healthy", "fixtures.Sleepy"];
 
 describe("cache_seconds", () => {
   test("a burst of 200 concurrent probes, then more within the window: each check ran once", async () => {
-    const t = await fixtureApp({ checks: CHECKS, cache_seconds: 1.5, groups: { sleepy: ["Sleepy"] } });
+    const t = await fixtureApp({
+      checks: CHECKS,
+      cache_seconds: 1.5,
+      groups: { sleepy: ["Sleepy"] },
+    });
     runs.clear();
     slow.ms = 100;
     const burst = await Promise.all(Array.from({ length: 200 }, () => healthJson(t)));
@@ -50,8 +54,14 @@ describe("cache_seconds", () => {
   });
 
   test("bad values stop start-up with one line", async () => {
-    expect(await startupError({ cache_seconds: -1 })).toMatch(/host_healthcheck_plugin\.cache_seconds: must be at least 0$/);
-    expect(await startupError({ cache_seconds: "10" })).toMatch(/host_healthcheck_plugin\.cache_seconds: must be a number of seconds$/);
-    expect(await startupError({ cache_seconds: 86_400 })).toMatch(/host_healthcheck_plugin\.cache_seconds: must be at most 3600$/);
+    expect(await startupError({ cache_seconds: -1 })).toMatch(
+      /host_healthcheck_plugin\.cache_seconds: must be at least 0$/,
+    );
+    expect(await startupError({ cache_seconds: "10" })).toMatch(
+      /host_healthcheck_plugin\.cache_seconds: must be a number of seconds$/,
+    );
+    expect(await startupError({ cache_seconds: 86_400 })).toMatch(
+      /host_healthcheck_plugin\.cache_seconds: must be at most 3600$/,
+    );
   });
 });

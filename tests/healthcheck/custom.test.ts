@@ -19,7 +19,10 @@ import { HEALTH, healthConfig, healthJson } from "./helpers";
 class QueueDepth extends BaseHealthCheckBackend {
   override criticalService = false;
   async checkStatus() {
-    this.addError(new ServiceUnavailable("queue broker down"), new Error("ECONNREFUSED 127.0.0.1:5672"));
+    this.addError(
+      new ServiceUnavailable("queue broker down"),
+      new Error("ECONNREFUSED 127.0.0.1:5672"),
+    );
   }
 }
 
@@ -113,7 +116,10 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((t) => t.close()));
 });
 
-async function appWith(settings: Record<string, unknown> | null, plugins = "custom_objects,host_healthcheck_plugin,acme"): Promise<TestApp> {
+async function appWith(
+  settings: Record<string, unknown> | null,
+  plugins = "custom_objects,host_healthcheck_plugin,acme",
+): Promise<TestApp> {
   const env: Record<string, string> = { PLUGINS: plugins };
   if (settings) env.PLUGINS_CONFIG = healthConfig(settings);
   const t = await makeTestApp(env, { availablePlugins: [...BUILTIN_PLUGINS, acme] });
@@ -126,23 +132,36 @@ describe("custom checks", () => {
     const t = await appWith({ checks: ["health_check.Database", "acme.checks.QueueDepth"] });
     const r = await healthJson(t);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ status: "degraded", checks: { Database: "working", QueueDepth: "unavailable: queue broker down" } });
+    expect(r.body).toEqual({
+      status: "degraded",
+      checks: { Database: "working", QueueDepth: "unavailable: queue broker down" },
+    });
     const html = await (await t.req("GET", HEALTH, { token: null })).text();
     expect(html).toContain("unavailable: queue broker down");
-    const hj = await (await t.req("GET", HEALTH, { token: null, headers: { accept: "application/health+json" } })).json();
+    const hj = await (
+      await t.req("GET", HEALTH, { token: null, headers: { accept: "application/health+json" } })
+    ).json();
     expect(hj.status).toBe("warn");
-    expect(hj.checks.QueueDepth[0]).toMatchObject({ status: "warn", output: "unavailable: queue broker down", componentId: "acme.checks.QueueDepth" });
+    expect(hj.checks.QueueDepth[0]).toMatchObject({
+      status: "warn",
+      output: "unavailable: queue broker down",
+      componentId: "acme.checks.QueueDepth",
+    });
     expect((await t.req("GET", "/readyz", { token: null })).status).toBe(200);
   });
 
   test("failing and critical: 500", async () => {
-    const t = await appWith({ checks: ["health_check.Database", "acme.checks.QueueDepth", "acme.checks.Payments"] });
+    const t = await appWith({
+      checks: ["health_check.Database", "acme.checks.QueueDepth", "acme.checks.Payments"],
+    });
     const r = await healthJson(t);
     expect(r.status).toBe(500);
     expect(r.body.status).toBe("failing");
     expect(r.body.checks.Payments).toBe("unavailable: payments API answered 503");
     expect((await t.req("HEAD", HEALTH, { token: null })).status).toBe(500);
-    const hj = await (await t.req("GET", HEALTH, { token: null, headers: { accept: "application/health+json" } })).json();
+    const hj = await (
+      await t.req("GET", HEALTH, { token: null, headers: { accept: "application/health+json" } })
+    ).json();
     expect(hj.status).toBe("fail");
     expect(hj.checks.Payments[0].status).toBe("fail");
     const ready = await t.req("GET", "/readyz", { token: null });
@@ -151,7 +170,14 @@ describe("custom checks", () => {
   });
 
   test("error kinds: thrown plain errors are unknown errors, typed ones keep their kind", async () => {
-    const t = await appWith({ checks: ["acme.checks.Thrower", "acme.checks.ThrowsTyped", "acme.checks.Named", "acme.checks.Warner"] });
+    const t = await appWith({
+      checks: [
+        "acme.checks.Thrower",
+        "acme.checks.ThrowsTyped",
+        "acme.checks.Named",
+        "acme.checks.Warner",
+      ],
+    });
     const r = await healthJson(t);
     expect(r.body.checks).toEqual({
       Thrower: "unknown error: boom",
@@ -163,15 +189,23 @@ describe("custom checks", () => {
   });
 
   test("warnings_as_errors: false lets a critical check's warning pass (still shown)", async () => {
-    const t = await appWith({ checks: ["acme.checks.Warner", "acme.checks.Healthy"], warnings_as_errors: false });
+    const t = await appWith({
+      checks: ["acme.checks.Warner", "acme.checks.Healthy"],
+      warnings_as_errors: false,
+    });
     const r = await healthJson(t);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ status: "degraded", checks: { Warner: "warning: certificate expires in 5 days", Healthy: "working" } });
+    expect(r.body).toEqual({
+      status: "degraded",
+      checks: { Warner: "warning: certificate expires in 5 days", Healthy: "working" },
+    });
   });
 
   test("the HTML page escapes everything a check reports", async () => {
     const t = await appWith({ checks: ["acme.checks.Nasty"] });
-    const html = await (await t.req("GET", HEALTH, { token: null, headers: { accept: "text/html" } })).text();
+    const html = await (
+      await t.req("GET", HEALTH, { token: null, headers: { accept: "text/html" } })
+    ).text();
     expect(html).not.toContain("<script>");
     expect(html).toContain("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; friends");
   });
@@ -180,24 +214,41 @@ describe("custom checks", () => {
     const lines: string[] = [];
     const { createLogger } = await import("../../src/services/logger");
     const t = await makeTestApp(
-      { PLUGINS: "host_healthcheck_plugin,acme", PLUGINS_CONFIG: healthConfig({ checks: ["acme.checks.QueueDepth"] }) },
-      { availablePlugins: [...BUILTIN_PLUGINS, acme], logger: createLogger("debug", (l) => lines.push(l)) },
+      {
+        PLUGINS: "host_healthcheck_plugin,acme",
+        PLUGINS_CONFIG: healthConfig({ checks: ["acme.checks.QueueDepth"] }),
+      },
+      {
+        availablePlugins: [...BUILTIN_PLUGINS, acme],
+        logger: createLogger("debug", (l) => lines.push(l)),
+      },
     );
     open.push(t);
     const r = await healthJson(t);
     expect(r.text).not.toContain("ECONNREFUSED");
     const logged = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "health check failed");
-    expect(logged).toMatchObject({ level: "warn", check: "QueueDepth", critical: false, status: "unavailable: queue broker down" });
+    expect(logged).toMatchObject({
+      level: "warn",
+      check: "QueueDepth",
+      critical: false,
+      status: "unavailable: queue broker down",
+    });
     expect(logged.cause).toContain("ECONNREFUSED");
   });
 });
 
 describe("timeouts and concurrency", () => {
   test("a hung check reports unavailable: timeout after N ms; the endpoint answers in bounded time", async () => {
-    const t = await appWith({ checks: ["acme.checks.Hung", "acme.checks.Healthy"], timeout_ms: 200 });
+    const t = await appWith({
+      checks: ["acme.checks.Hung", "acme.checks.Healthy"],
+      timeout_ms: 200,
+    });
     const r = await healthJson(t);
     expect(r.status).toBe(500);
-    expect(r.body.checks).toEqual({ Hung: "unavailable: timeout after 200 ms", Healthy: "working" });
+    expect(r.body.checks).toEqual({
+      Hung: "unavailable: timeout after 200 ms",
+      Healthy: "working",
+    });
     expect(r.ms).toBeGreaterThanOrEqual(190);
     expect(r.ms).toBeLessThan(1000);
   });
@@ -225,17 +276,30 @@ describe("selection by PLUGINS_CONFIG", () => {
     for (const settings of [null, {}, { timeout_ms: 1000 }]) {
       const t = await appWith(settings);
       const r = await healthJson(t);
-      expect(Object.keys(r.body.checks)).toEqual(["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]);
+      expect(Object.keys(r.body.checks)).toEqual([
+        "Database",
+        "CacheBackend",
+        "HostRedisCacheHealthCheck",
+        "HostRedisTasksHealthCheck",
+      ]);
     }
   });
 
   test("only the listed checks run, in the listed order (duplicates once)", async () => {
     const t = await appWith({
-      checks: ["acme.checks.Healthy", "health_check.cache.backends.CacheBackend", "health_check.Database", "acme.checks.Healthy"],
+      checks: [
+        "acme.checks.Healthy",
+        "health_check.cache.backends.CacheBackend",
+        "health_check.Database",
+        "acme.checks.Healthy",
+      ],
     });
     const r = await healthJson(t);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ status: "working", checks: { Healthy: "working", CacheBackend: "working", Database: "working" } });
+    expect(r.body).toEqual({
+      status: "working",
+      checks: { Healthy: "working", CacheBackend: "working", Database: "working" },
+    });
   });
 
   test("an unknown dotted path stops start-up with one line naming PLUGINS_CONFIG", async () => {
@@ -244,21 +308,31 @@ describe("selection by PLUGINS_CONFIG", () => {
       (e: Error) => e,
     );
     expect(err?.name).toBe("ConfigError");
-    expect(err?.message).toMatch(/^invalid setting PLUGINS_CONFIG: host_healthcheck_plugin\.checks: unknown health check "health_check\.Nope" \(available: /);
+    expect(err?.message).toMatch(
+      /^invalid setting PLUGINS_CONFIG: host_healthcheck_plugin\.checks: unknown health check "health_check\.Nope" \(available: /,
+    );
     expect(err?.message).not.toContain("\n");
   });
 
   test("a check of a plugin that is not enabled is unknown", async () => {
-    await expect(appWith({ checks: ["acme.checks.Healthy"] }, "host_healthcheck_plugin")).rejects.toThrow(/unknown health check "acme\.checks\.Healthy"/);
+    await expect(
+      appWith({ checks: ["acme.checks.Healthy"] }, "host_healthcheck_plugin"),
+    ).rejects.toThrow(/unknown health check "acme\.checks\.Healthy"/);
   });
 
   test("bad settings stop start-up with one clear line", async () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ timeout_ms: 0 }, /host_healthcheck_plugin\.timeout_ms: must be at least 1/],
-      [{ timeout_ms: "3000" }, /host_healthcheck_plugin\.timeout_ms: must be a number of milliseconds/],
+      [
+        { timeout_ms: "3000" },
+        /host_healthcheck_plugin\.timeout_ms: must be a number of milliseconds/,
+      ],
       [{ timeout_ms: 1.5 }, /host_healthcheck_plugin\.timeout_ms: must be a whole number/],
       [{ timeout_ms: 600_000 }, /host_healthcheck_plugin\.timeout_ms: must be at most 60000/],
-      [{ checks: "health_check.Database" }, /host_healthcheck_plugin\.checks: must be a list of dotted paths/],
+      [
+        { checks: "health_check.Database" },
+        /host_healthcheck_plugin\.checks: must be a list of dotted paths/,
+      ],
       [{ checks: [] }, /host_healthcheck_plugin\.checks: must list at least one check/],
       [{ checks: [""] }, /host_healthcheck_plugin\.checks\.0: must not contain empty paths/],
       [{ login_required: "yes" }, /host_healthcheck_plugin\.login_required: must be true or false/],
@@ -278,6 +352,8 @@ describe("selection by PLUGINS_CONFIG", () => {
 describe("negotiation with a failing app", () => {
   test("406 still wins over running the checks", async () => {
     const t = await appWith({ checks: ["acme.checks.Payments"] });
-    expect((await t.req("GET", HEALTH, { token: null, headers: { accept: "text/csv" } })).status).toBe(406);
+    expect(
+      (await t.req("GET", HEALTH, { token: null, headers: { accept: "text/csv" } })).status,
+    ).toBe(406);
   });
 });

@@ -26,14 +26,32 @@ describe("Database check", () => {
   test("a local file: driver file, latency in ms; plain JSON unchanged", async () => {
     const t = await makeTestApp({ PLUGINS_CONFIG: settings });
     open.push(() => t.close());
-    expect((await healthJson(t)).body).toEqual({ status: "working", checks: { Database: "working" } });
+    expect((await healthJson(t)).body).toEqual({
+      status: "working",
+      checks: { Database: "working" },
+    });
     const [timing, driver, latency] = await databaseEntries(t);
-    expect(timing).toMatchObject({ componentId: "health_check.Database", observedUnit: "ms", status: "pass" });
-    expect(driver).toMatchObject({ componentId: "health_check.Database", measurementName: "driver", observedValue: "file", status: "pass" });
-    expect(latency).toMatchObject({ measurementName: "latency", observedUnit: "ms", status: "pass" });
+    expect(timing).toMatchObject({
+      componentId: "health_check.Database",
+      observedUnit: "ms",
+      status: "pass",
+    });
+    expect(driver).toMatchObject({
+      componentId: "health_check.Database",
+      measurementName: "driver",
+      observedValue: "file",
+      status: "pass",
+    });
+    expect(latency).toMatchObject({
+      measurementName: "latency",
+      observedUnit: "ms",
+      status: "pass",
+    });
     expect(latency!.observedValue as number).toBeGreaterThanOrEqual(0);
     expect(latency!.observedValue as number).toBeLessThan(1000);
-    const metrics = await (await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })).text();
+    const metrics = await (
+      await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })
+    ).text();
     expect(metrics).toContain('host_health_observed_info{check="Database",driver="file"} 1');
     expect(metrics).toMatch(/host_health_observed_latency_seconds\{check="Database"\} \d/);
   });
@@ -48,7 +66,11 @@ describe("Database check", () => {
     expect(t.deps.db.kind).toBe("remote");
     const entries = await databaseEntries(t);
     expect(entries.find((e) => e.measurementName === "driver")!.observedValue).toBe("libsql");
-    expect(entries.find((e) => e.measurementName === "latency")!.observedValue as number).toBeGreaterThan(0);
-    expect(await (await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })).text()).toContain('driver="libsql"');
+    expect(
+      entries.find((e) => e.measurementName === "latency")!.observedValue as number,
+    ).toBeGreaterThan(0);
+    expect(
+      await (await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })).text(),
+    ).toContain('driver="libsql"');
   });
 });

@@ -15,7 +15,12 @@ async function views(t: TestApp, token: string | null) {
   const json = await get("application/json");
   const hj = await get("application/health+json");
   const html = await get("text/html");
-  return { status: json.status, json: await json.json(), hj: { status: hj.status, body: await hj.json() }, html: { status: html.status, text: await html.text() } };
+  return {
+    status: json.status,
+    json: await json.json(),
+    hj: { status: hj.status, body: await hj.json() },
+    html: { status: html.status, text: await html.text() },
+  };
 }
 
 const SECRETS = ["hunter2", "key=abc", "user:"];
@@ -26,11 +31,16 @@ describe("details", () => {
     const v = await views(t, null);
     expect(v.status).toBe(500);
     expect(Object.keys(v.json.checks)).toEqual(["Database", "Healthy", "Broken"]);
-    expect(v.json.checks.Broken).toStartWith("unavailable: upstream answered 503 for https://api.example.test/v1");
+    expect(v.json.checks.Broken).toStartWith(
+      "unavailable: upstream answered 503 for https://api.example.test/v1",
+    );
     expect(Object.keys(v.hj.body.checks)).toEqual(["Database", "Healthy", "Broken"]);
     const all = JSON.stringify(v) + (await (await t.req("GET", "/readyz", { token: null })).text());
     for (const secret of SECRETS) expect(all).not.toContain(secret);
-    expect(await (await t.req("GET", "/readyz", { token: null })).json()).toEqual({ status: "not ready", failing: ["Broken"] });
+    expect(await (await t.req("GET", "/readyz", { token: null })).json()).toEqual({
+      status: "not ready",
+      failing: ["Broken"],
+    });
   });
 
   test("authenticated: anonymous → overall status and HTTP code only; a valid token sees every check", async () => {
@@ -38,12 +48,23 @@ describe("details", () => {
     const anon = await views(t, null);
     expect(anon.status).toBe(500);
     expect(anon.json).toEqual({ status: "failing" });
-    expect(anon.hj).toEqual({ status: 500, body: { status: "fail", description: "host health checks" } });
+    expect(anon.hj).toEqual({
+      status: 500,
+      body: { status: "fail", description: "host health checks" },
+    });
     expect(anon.html.status).toBe(500);
     expect(anon.html.text).toContain("failing");
-    for (const word of ["Broken", "Database", "upstream", "<table>"]) expect(anon.html.text).not.toContain(word);
-    expect(await (await t.req("GET", "/readyz", { token: null })).json()).toEqual({ status: "not ready" });
-    const unknown = await (await t.req("GET", `${HEALTH}?exclude=Nope`, { token: null, headers: { accept: "application/json" } })).json();
+    for (const word of ["Broken", "Database", "upstream", "<table>"])
+      expect(anon.html.text).not.toContain(word);
+    expect(await (await t.req("GET", "/readyz", { token: null })).json()).toEqual({
+      status: "not ready",
+    });
+    const unknown = await (
+      await t.req("GET", `${HEALTH}?exclude=Nope`, {
+        token: null,
+        headers: { accept: "application/json" },
+      })
+    ).json();
     expect(JSON.stringify(unknown)).not.toContain("Broken");
 
     const monitor = await t.user("monitor");
@@ -54,7 +75,10 @@ describe("details", () => {
     expect(authed.html.text).toContain("<td>Broken</td>");
     for (const secret of SECRETS) expect(JSON.stringify(authed)).not.toContain(secret);
 
-    const bad = await t.req("GET", HEALTH, { token: "0".repeat(40), headers: { accept: "application/json" } });
+    const bad = await t.req("GET", HEALTH, {
+      token: "0".repeat(40),
+      headers: { accept: "application/json" },
+    });
     expect(bad.status).toBe(401);
     expect(bad.headers.get("www-authenticate")).toMatch(/^Token\b/);
   });
@@ -85,6 +109,8 @@ describe("details", () => {
   });
 
   test("a bad details value stops start-up with one line", async () => {
-    expect(await startupError({ details: "sometimes" })).toMatch(/^invalid setting PLUGINS_CONFIG: host_healthcheck_plugin\.details: must be one of always, authenticated, never$/);
+    expect(await startupError({ details: "sometimes" })).toMatch(
+      /^invalid setting PLUGINS_CONFIG: host_healthcheck_plugin\.details: must be one of always, authenticated, never$/,
+    );
   });
 });

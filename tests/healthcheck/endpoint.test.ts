@@ -5,7 +5,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
-import { BUILTIN_IDS, bridgeEnv, HEALTH, healthConfig, healthJson, makeHealthApp, type HealthApp } from "./helpers";
+import {
+  BUILTIN_IDS,
+  bridgeEnv,
+  HEALTH,
+  healthConfig,
+  healthJson,
+  makeHealthApp,
+  type HealthApp,
+} from "./helpers";
 
 let stack: RedisStack;
 let t: HealthApp;
@@ -20,7 +28,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const get = (path: string, headers: Record<string, string> = {}, method = "GET") => t.req(method, path, { token: null, headers });
+const get = (path: string, headers: Record<string, string> = {}, method = "GET") =>
+  t.req(method, path, { token: null, headers });
 
 describe("JSON", () => {
   test("all four built-in checks are working over the bridge (caching and tasks)", async () => {
@@ -28,7 +37,12 @@ describe("JSON", () => {
     expect(r.status).toBe(200);
     expect(r.body).toEqual({
       status: "working",
-      checks: { Database: "working", CacheBackend: "working", HostRedisCacheHealthCheck: "working", HostRedisTasksHealthCheck: "working" },
+      checks: {
+        Database: "working",
+        CacheBackend: "working",
+        HostRedisCacheHealthCheck: "working",
+        HostRedisTasksHealthCheck: "working",
+      },
     });
     expect(Object.keys(r.body.checks)).toEqual(BUILTIN_IDS);
     expect(r.res.headers.get("content-type")).toMatch(/^application\/json/);
@@ -58,8 +72,14 @@ describe("JSON", () => {
 
 describe("HTML", () => {
   test("browsers, */*, text/html and no Accept header get a readable table", async () => {
-    const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
-    for (const headers of [{}, { accept: "*/*" }, { accept: "text/html" }, { accept: browser }] as Array<Record<string, string>>) {
+    const browser =
+      "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+    for (const headers of [
+      {},
+      { accept: "*/*" },
+      { accept: "text/html" },
+      { accept: browser },
+    ] as Array<Record<string, string>>) {
       const r = await get(HEALTH, headers);
       expect(r.status).toBe(200);
       expect(r.headers.get("content-type")).toMatch(/^text\/html/);
@@ -68,15 +88,21 @@ describe("HTML", () => {
       const html = await r.text();
       expect(html.startsWith("<!doctype html>")).toBe(true);
       expect(html).toContain("<table>");
-      for (const id of BUILTIN_IDS) expect(html).toMatch(new RegExp(`<td>${id}</td><td class="ok">working</td>`));
-      expect(html).toContain("System status: <span class=\"ok\">working</span>");
+      for (const id of BUILTIN_IDS)
+        expect(html).toMatch(new RegExp(`<td>${id}</td><td class="ok">working</td>`));
+      expect(html).toContain('System status: <span class="ok">working</span>');
     }
   });
 });
 
 describe("negotiation failures", () => {
   test("anything else answers 406 {detail} naming the supported types", async () => {
-    for (const accept of ["text/csv", "application/xml", "image/png, text/plain", "application/json;q=0"]) {
+    for (const accept of [
+      "text/csv",
+      "application/xml",
+      "image/png, text/plain",
+      "application/json;q=0",
+    ]) {
       const r = await get(HEALTH, { accept });
       expect(r.status).toBe(406);
       expect(r.headers.get("cache-control")).toBe("no-store");
@@ -122,7 +148,9 @@ describe("application/health+json", () => {
       expect(typeof entry.componentId).toBe("string");
     }
     expect(body.checks.Database[0].componentId).toBe("health_check.Database");
-    expect((await get(`${HEALTH}?format=health%2Bjson`)).headers.get("content-type")).toBe("application/health+json");
+    expect((await get(`${HEALTH}?format=health%2Bjson`)).headers.get("content-type")).toBe(
+      "application/health+json",
+    );
   });
 });
 
@@ -151,7 +179,11 @@ describe("probes", () => {
 
 describe("Redis over Bun's client (redis://)", () => {
   test("both roles work straight against redis-server", async () => {
-    const direct = await makeHealthApp({ REDIS_CACHING_URL: stack.redis.url, REDIS_TASKS_URL: stack.redis.url, CACHE_BACKEND: "redis" });
+    const direct = await makeHealthApp({
+      REDIS_CACHING_URL: stack.redis.url,
+      REDIS_TASKS_URL: stack.redis.url,
+      CACHE_BACKEND: "redis",
+    });
     try {
       const r = await healthJson(direct);
       expect(r.status).toBe(200);
@@ -166,7 +198,10 @@ describe("Redis over Bun's client (redis://)", () => {
 describe("login_required", () => {
   let locked: HealthApp;
   beforeAll(async () => {
-    locked = await makeHealthApp({ ...bridgeEnv(stack), PLUGINS_CONFIG: healthConfig({ login_required: true }) });
+    locked = await makeHealthApp({
+      ...bridgeEnv(stack),
+      PLUGINS_CONFIG: healthConfig({ login_required: true }),
+    });
   });
   afterAll(async () => {
     await locked?.close();
@@ -184,8 +219,15 @@ describe("login_required", () => {
   });
 
   test("a bad or malformed token: 401", async () => {
-    for (const authorization of ["Token 0000000000000000000000000000000000000000", "Token", "Basic abc"]) {
-      const r = await locked.req("GET", HEALTH, { token: null, headers: { accept: "application/json", authorization } });
+    for (const authorization of [
+      "Token 0000000000000000000000000000000000000000",
+      "Token",
+      "Basic abc",
+    ]) {
+      const r = await locked.req("GET", HEALTH, {
+        token: null,
+        headers: { accept: "application/json", authorization },
+      });
       expect(r.status).toBe(401);
       expect(r.headers.get("www-authenticate")).toMatch(/^Token\b/);
     }
@@ -194,7 +236,10 @@ describe("login_required", () => {
   test("any valid token (Token or Bearer) passes", async () => {
     const plain = await locked.user("monitor");
     for (const authorization of [`Token ${plain}`, `Bearer ${locked.admin}`]) {
-      const r = await locked.req("GET", HEALTH, { token: null, headers: { accept: "application/json", authorization } });
+      const r = await locked.req("GET", HEALTH, {
+        token: null,
+        headers: { accept: "application/json", authorization },
+      });
       expect(r.status).toBe(200);
       expect((await r.json()).status).toBe("working");
     }
@@ -222,9 +267,14 @@ describe("plugin not enabled", () => {
   });
 
   test("its paths answer 404 exactly like unknown paths", async () => {
-    const unknown = await (await off.req("GET", "/plugins/nope/healthcheck/", { token: null })).text();
+    const unknown = await (
+      await off.req("GET", "/plugins/nope/healthcheck/", { token: null })
+    ).text();
     for (const path of [HEALTH, "/livez", "/readyz"]) {
-      const r = await off.req("GET", path, { token: null, headers: { accept: "application/json" } });
+      const r = await off.req("GET", path, {
+        token: null,
+        headers: { accept: "application/json" },
+      });
       expect(r.status).toBe(404);
       expect(await r.text()).toBe(unknown);
     }

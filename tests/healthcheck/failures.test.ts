@@ -16,7 +16,14 @@ import { createUpstashRedis } from "../../src/services/redis";
 import { startHranaServer } from "../../tools/hrana-server";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { BASE } from "../helpers/app";
-import { bridgeEnv, HEALTH, healthConfig, healthJson, makeHealthApp, type HealthApp } from "./helpers";
+import {
+  bridgeEnv,
+  HEALTH,
+  healthConfig,
+  healthJson,
+  makeHealthApp,
+  type HealthApp,
+} from "./helpers";
 
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
@@ -29,7 +36,10 @@ async function stackForTest(): Promise<RedisStack> {
   return stack;
 }
 
-async function appForTest(env: Record<string, string>, extra: Parameters<typeof makeHealthApp>[1] = {}): Promise<HealthApp> {
+async function appForTest(
+  env: Record<string, string>,
+  extra: Parameters<typeof makeHealthApp>[1] = {},
+): Promise<HealthApp> {
   const t = await makeHealthApp(env, extra);
   cleanups.push(() => t.close());
   return t;
@@ -48,7 +58,11 @@ async function everyRepresentation(t: HealthApp): Promise<string> {
 describe("Redis stopped", () => {
   test("the Redis checks and the Redis cache report unavailable and the answer is 500, within the timeout", async () => {
     const stack = await stackForTest();
-    const t = await appForTest({ ...bridgeEnv(stack), CACHE_BACKEND: "redis", PLUGINS_CONFIG: healthConfig({ timeout_ms: 1500 }) });
+    const t = await appForTest({
+      ...bridgeEnv(stack),
+      CACHE_BACKEND: "redis",
+      PLUGINS_CONFIG: healthConfig({ timeout_ms: 1500 }),
+    });
     expect((await healthJson(t)).body.status).toBe("working");
 
     await stack.redis.stop(); // the bridge stays up and answers 503
@@ -61,11 +75,19 @@ describe("Redis stopped", () => {
       expect(r.body.checks[id]).toMatch(/^unavailable: /);
       expect(r.body.checks[id]).not.toContain("timeout");
     }
-    expect(r.body.checks.HostRedisCacheHealthCheck).toStartWith("unavailable: REDIS['caching'] did not answer PING");
-    expect(r.body.checks.HostRedisTasksHealthCheck).toStartWith("unavailable: REDIS['tasks'] did not answer PING");
+    expect(r.body.checks.HostRedisCacheHealthCheck).toStartWith(
+      "unavailable: REDIS['caching'] did not answer PING",
+    );
+    expect(r.body.checks.HostRedisTasksHealthCheck).toStartWith(
+      "unavailable: REDIS['tasks'] did not answer PING",
+    );
     const ready = await t.req("GET", "/readyz", { token: null });
     expect(ready.status).toBe(503);
-    expect((await ready.json()).failing).toEqual(["CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]);
+    expect((await ready.json()).failing).toEqual([
+      "CacheBackend",
+      "HostRedisCacheHealthCheck",
+      "HostRedisTasksHealthCheck",
+    ]);
 
     await stack.stop(); // now the bridge is gone too: connection refused
     const gone = await healthJson(t);
@@ -78,23 +100,36 @@ describe("Redis stopped", () => {
   test("CRUD on the API keeps working with CACHE_BACKEND=redis while Redis is down", async () => {
     const stack = await stackForTest();
     const t = await appForTest({ ...bridgeEnv(stack), CACHE_BACKEND: "redis" });
-    const before = await t.json("POST", "/api/dcim/sites/", { body: { name: "Before", slug: "before" } });
+    const before = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Before", slug: "before" },
+    });
     expect(before.status).toBe(201);
 
     await stack.redis.stop();
-    const created = await t.json("POST", "/api/dcim/sites/", { body: { name: "During outage", slug: "during-outage" } });
+    const created = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "During outage", slug: "during-outage" },
+    });
     expect(created.status).toBe(201);
     const list = await t.json("GET", "/api/dcim/sites/");
     expect(list.status).toBe(200);
-    expect(list.body.results.map((s: { slug: string }) => s.slug).sort()).toEqual(["before", "during-outage"]);
-    const patched = await t.json("PATCH", `/api/dcim/sites/${created.body.id}/`, { body: { description: "still here" } });
+    expect(list.body.results.map((s: { slug: string }) => s.slug).sort()).toEqual([
+      "before",
+      "during-outage",
+    ]);
+    const patched = await t.json("PATCH", `/api/dcim/sites/${created.body.id}/`, {
+      body: { description: "still here" },
+    });
     expect(patched.status).toBe(200);
-    expect((await t.json("GET", `/api/dcim/sites/${created.body.id}/`)).body.description).toBe("still here");
+    expect((await t.json("GET", `/api/dcim/sites/${created.body.id}/`)).body.description).toBe(
+      "still here",
+    );
     expect((await t.req("DELETE", `/api/dcim/sites/${before.body.id}/`)).status).toBe(204);
     // Authentication (which reads the token cache) still refuses a bad token.
     expect((await t.json("GET", "/api/dcim/sites/", { token: "0".repeat(40) })).status).toBe(403);
 
-    const warnings = t.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === "cache backend failing; serving without cache");
+    const warnings = t.logs
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === "cache backend failing; serving without cache");
     expect(warnings.length).toBeGreaterThanOrEqual(1);
     expect(warnings[0]).toMatchObject({ level: "warn", backend: "redis" });
     expect(t.logs.join("\n")).not.toContain(stack.bridge.token);
@@ -109,7 +144,11 @@ describe("Redis frozen (SIGSTOP)", () => {
   test("the check's timeout fires first: unavailable: timeout after 300 ms, in bounded time", async () => {
     const stack = await stackForTest();
     cleanups.push(() => stack.redis.thaw());
-    const t = await appForTest({ ...bridgeEnv(stack), CACHE_BACKEND: "redis", PLUGINS_CONFIG: healthConfig({ timeout_ms: 300 }) });
+    const t = await appForTest({
+      ...bridgeEnv(stack),
+      CACHE_BACKEND: "redis",
+      PLUGINS_CONFIG: healthConfig({ timeout_ms: 300 }),
+    });
     expect((await healthJson(t)).status).toBe(200);
 
     stack.redis.freeze(); // the Redis client's own timeout (2000 ms) is longer than the check's
@@ -141,13 +180,21 @@ describe("Redis frozen (SIGSTOP)", () => {
     const stack = await stackForTest();
     cleanups.push(() => stack.redis.thaw());
     const settings = { url: stack.bridge.url, token: stack.bridge.token };
-    const redis = { caching: createUpstashRedis(settings, { timeoutMs: 150 }), tasks: createUpstashRedis(settings, { timeoutMs: 150 }) };
-    const t = await appForTest({ ...bridgeEnv(stack), PLUGINS_CONFIG: healthConfig({ timeout_ms: 2000 }) }, { redis });
+    const redis = {
+      caching: createUpstashRedis(settings, { timeoutMs: 150 }),
+      tasks: createUpstashRedis(settings, { timeoutMs: 150 }),
+    };
+    const t = await appForTest(
+      { ...bridgeEnv(stack), PLUGINS_CONFIG: healthConfig({ timeout_ms: 2000 }) },
+      { redis },
+    );
     stack.redis.freeze();
     const r = await healthJson(t);
     expect(r.status).toBe(500);
     expect(r.ms).toBeLessThan(1000);
-    expect(r.body.checks.HostRedisCacheHealthCheck).toMatch(/^unavailable: REDIS\['caching'\] did not answer PING \(redis http:\/\/127\.0\.0\.1:\d+\/: timeout after 150 ms\)$/);
+    expect(r.body.checks.HostRedisCacheHealthCheck).toMatch(
+      /^unavailable: REDIS\['caching'\] did not answer PING \(redis http:\/\/127\.0\.0\.1:\d+\/: timeout after 150 ms\)$/,
+    );
     expect(r.body.checks.HostRedisTasksHealthCheck).toMatch(/timeout after 150 ms/);
   });
 });
@@ -165,7 +212,9 @@ describe("Redis refusing our credentials", () => {
     });
     const r = await healthJson(t);
     expect(r.status).toBe(500);
-    expect(r.body.checks.HostRedisCacheHealthCheck).toMatch(/^unavailable: REDIS\['caching'\] did not answer PING \(.*Unauthorized/);
+    expect(r.body.checks.HostRedisCacheHealthCheck).toMatch(
+      /^unavailable: REDIS\['caching'\] did not answer PING \(.*Unauthorized/,
+    );
     expect(r.body.checks.HostRedisTasksHealthCheck).toMatch(/^unavailable: .*Unauthorized/);
     expect(r.body.checks.CacheBackend).toMatch(/^unavailable: /);
     const everything = (await everyRepresentation(t)) + "\n" + t.logs.join("\n");
@@ -189,7 +238,11 @@ describe("Redis refusing our credentials", () => {
 
 describe("database unreachable", () => {
   test("a closed database: Database is unavailable, the rest still answers", async () => {
-    const t = await appForTest({ PLUGINS_CONFIG: healthConfig({ checks: ["health_check.Database", "health_check.cache.backends.CacheBackend"] }) });
+    const t = await appForTest({
+      PLUGINS_CONFIG: healthConfig({
+        checks: ["health_check.Database", "health_check.cache.backends.CacheBackend"],
+      }),
+    });
     expect((await healthJson(t)).status).toBe(200);
     await t.deps.db.close();
     const r = await healthJson(t);
@@ -218,7 +271,12 @@ describe("database unreachable", () => {
     const db = await openDatabase(config.database.url, config.database.authToken);
     cleanups.push(() => db.close());
     await runMigrations(db);
-    const app = await createApp({ config, db, cache: createMemoryCache(), logger: createLogger("debug", (l) => lines.push(l)) });
+    const app = await createApp({
+      config,
+      db,
+      cache: createMemoryCache(),
+      logger: createLogger("debug", (l) => lines.push(l)),
+    });
     const get = async (accept: string) => {
       const res = await app.request(BASE + HEALTH, { headers: { accept } });
       return { status: res.status, text: await res.text() };
@@ -229,7 +287,12 @@ describe("database unreachable", () => {
     const r = await get("application/json");
     expect(r.status).toBe(500);
     expect(JSON.parse(r.text).checks.Database).toMatch(/^unavailable: SELECT 1 failed: /);
-    const everything = [r.text, (await get("text/html")).text, (await get("application/health+json")).text, ...lines].join("\n");
+    const everything = [
+      r.text,
+      (await get("text/html")).text,
+      (await get("application/health+json")).text,
+      ...lines,
+    ].join("\n");
     expect(everything).not.toContain(authToken);
   });
 });

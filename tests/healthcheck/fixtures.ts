@@ -24,7 +24,11 @@ export class Healthy extends BaseHealthCheckBackend {
 export class Broken extends BaseHealthCheckBackend {
   async checkStatus() {
     counted("Broken");
-    this.addError(new ServiceUnavailable("upstream answered 503 for https://user:hunter2@api.example.test/v1?key=abc"));
+    this.addError(
+      new ServiceUnavailable(
+        "upstream answered 503 for https://user:hunter2@api.example.test/v1?key=abc",
+      ),
+    );
   }
 }
 
@@ -81,8 +85,14 @@ afterEach(async () => {
 });
 
 /** The app with the fixture plugin enabled and these health settings (null: none). */
-export async function fixtureApp(settings: Record<string, unknown> | null, env: Record<string, string> = {}): Promise<TestApp> {
-  const all: Record<string, string> = { PLUGINS: "custom_objects,host_healthcheck_plugin,fixtures", ...env };
+export async function fixtureApp(
+  settings: Record<string, unknown> | null,
+  env: Record<string, string> = {},
+): Promise<TestApp> {
+  const all: Record<string, string> = {
+    PLUGINS: "custom_objects,host_healthcheck_plugin,fixtures",
+    ...env,
+  };
   if (settings) all.PLUGINS_CONFIG = healthConfig(settings);
   const t = await makeTestApp(all, { availablePlugins: [...BUILTIN_PLUGINS, fixturePlugin] });
   open.push(t);

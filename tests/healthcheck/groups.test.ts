@@ -7,7 +7,11 @@ import { HEALTH, healthJson } from "./helpers";
 import { fixtureApp, runs, startupError } from "./fixtures";
 
 const CHECKS = ["health_check.Database", "fixtures.Healthy", "fixtures.Broken", "fixtures.Soft"];
-const GROUPS = { core: ["Database", "Healthy"], soft: ["Soft"], "with-broken": ["Broken", "Database"] };
+const GROUPS = {
+  core: ["Database", "Healthy"],
+  soft: ["Soft"],
+  "with-broken": ["Broken", "Database"],
+};
 
 describe("groups", () => {
   test("a group runs only its checks (in the configured order), in every format", async () => {
@@ -16,7 +20,10 @@ describe("groups", () => {
     for (const path of [`${HEALTH}core/`, `${HEALTH}core`]) {
       const r = await healthJson(t, { path });
       expect(r.status).toBe(200);
-      expect(r.body).toEqual({ status: "working", checks: { Database: "working", Healthy: "working" } });
+      expect(r.body).toEqual({
+        status: "working",
+        checks: { Database: "working", Healthy: "working" },
+      });
     }
     expect(runs.get("Broken")).toBeUndefined();
     const broken = await healthJson(t, { path: `${HEALTH}with-broken/` });
@@ -26,9 +33,13 @@ describe("groups", () => {
     expect(soft.status).toBe(200);
     expect(soft.body.status).toBe("degraded");
 
-    const hj = await (await t.req("GET", `${HEALTH}core/?format=health%2Bjson`, { token: null })).json();
+    const hj = await (
+      await t.req("GET", `${HEALTH}core/?format=health%2Bjson`, { token: null })
+    ).json();
     expect(Object.keys(hj.checks)).toEqual(["Database", "Healthy"]);
-    const html = await (await t.req("GET", `${HEALTH}core/`, { token: null, headers: { accept: "text/html" } })).text();
+    const html = await (
+      await t.req("GET", `${HEALTH}core/`, { token: null, headers: { accept: "text/html" } })
+    ).text();
     expect(html).toContain("<td>Healthy</td>");
     expect(html).not.toContain("Broken");
     expect((await t.req("HEAD", `${HEALTH}with-broken/`, { token: null })).status).toBe(500);
@@ -44,7 +55,10 @@ describe("groups", () => {
 
   test("an unknown group answers 404 like any unknown path", async () => {
     const t = await fixtureApp({ checks: CHECKS, groups: GROUPS });
-    const r = await t.req("GET", `${HEALTH}nope/`, { token: null, headers: { accept: "application/json" } });
+    const r = await t.req("GET", `${HEALTH}nope/`, {
+      token: null,
+      headers: { accept: "application/json" },
+    });
     expect(r.status).toBe(404);
     expect(await r.json()).toEqual({ detail: "Not found.", error: "not_found" });
     expect((await t.req("GET", `${HEALTH}core/extra/`, { token: null })).status).toBe(404);
@@ -52,8 +66,14 @@ describe("groups", () => {
 
   test("bad groups stop start-up with one clear line", async () => {
     const cases: Array<[unknown, RegExp]> = [
-      [{ core: ["Nope"] }, /host_healthcheck_plugin\.groups\.core: unknown check identifier "Nope" \(checks: Database, Healthy, Broken, Soft\)/],
-      [{ core: [] }, /host_healthcheck_plugin\.groups\.core: must list at least one check identifier/],
+      [
+        { core: ["Nope"] },
+        /host_healthcheck_plugin\.groups\.core: unknown check identifier "Nope" \(checks: Database, Healthy, Broken, Soft\)/,
+      ],
+      [
+        { core: [] },
+        /host_healthcheck_plugin\.groups\.core: must list at least one check identifier/,
+      ],
       [{ "Bad Name": ["Database"] }, /group names must be lowercase letters/],
       [["Database"], /host_healthcheck_plugin\.groups: must be an object mapping a group name/],
     ];
@@ -71,9 +91,15 @@ describe("?exclude=", () => {
     const t = await fixtureApp({ checks: CHECKS, groups: GROUPS });
     const r = await healthJson(t, { path: `${HEALTH}?exclude=Broken` });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ status: "degraded", checks: { Database: "working", Healthy: "working", Soft: "unavailable: replica lagging" } });
+    expect(r.body).toEqual({
+      status: "degraded",
+      checks: { Database: "working", Healthy: "working", Soft: "unavailable: replica lagging" },
+    });
     const two = await healthJson(t, { path: `${HEALTH}?exclude=Broken&exclude=Soft` });
-    expect(two.body).toEqual({ status: "working", checks: { Database: "working", Healthy: "working" } });
+    expect(two.body).toEqual({
+      status: "working",
+      checks: { Database: "working", Healthy: "working" },
+    });
     const group = await healthJson(t, { path: `${HEALTH}with-broken/?exclude=Broken` });
     expect(group.status).toBe(200);
     expect(group.body.checks).toEqual({ Database: "working" });
@@ -102,8 +128,17 @@ describe("OpenAPI", () => {
     const doc = (await t.json("GET", "/api/schema/")).body;
     const page = doc.paths["/plugins/host_healthcheck_plugin/healthcheck/"].get;
     const group = doc.paths["/plugins/host_healthcheck_plugin/healthcheck/{group}/"].get;
-    expect(group.parameters.map((p: { name: string }) => p.name)).toEqual(["group", "format", "exclude"]);
-    expect(page.parameters.find((p: { name: string }) => p.name === "format").schema.enum).toEqual(["json", "html", "health+json", "openmetrics"]);
+    expect(group.parameters.map((p: { name: string }) => p.name)).toEqual([
+      "group",
+      "format",
+      "exclude",
+    ]);
+    expect(page.parameters.find((p: { name: string }) => p.name === "format").schema.enum).toEqual([
+      "json",
+      "html",
+      "health+json",
+      "openmetrics",
+    ]);
     expect(Object.keys(page.responses["200"].content)).toContain("application/openmetrics-text");
     expect(page.description).toContain("API token only");
     expect(group.responses["404"]).toBeDefined();

@@ -15,7 +15,12 @@ import type { RedisStack } from "../helpers/redis-bridge";
 
 export const HEALTH = "/plugins/host_healthcheck_plugin/healthcheck/";
 
-export const BUILTIN_IDS = ["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"];
+export const BUILTIN_IDS = [
+  "Database",
+  "CacheBackend",
+  "HostRedisCacheHealthCheck",
+  "HostRedisTasksHealthCheck",
+];
 
 /** Settings that point both Redis roles at a stack's bridge (Upstash REST). */
 export function bridgeEnv(stack: RedisStack): Record<string, string> {
@@ -42,14 +47,21 @@ export interface HealthApp extends TestApp {
  * The app over a fresh libSQL file with the Redis clients `env` describes (built the way
  * `src/server.ts` builds them); a Redis cache is wrapped like the server wraps it.
  */
-export async function makeHealthApp(env: Record<string, string>, extra: Partial<AppDeps> = {}): Promise<HealthApp> {
+export async function makeHealthApp(
+  env: Record<string, string>,
+  extra: Partial<AppDeps> = {},
+): Promise<HealthApp> {
   const config = loadConfig({ LOG_LEVEL: "debug", ...env }, "bun");
   const logs: string[] = [];
   const logger = createLogger("debug", (line) => logs.push(line));
   const redis = extra.redis ?? (await createRedisClients(config));
   let cache = extra.cache;
   if (!cache && config.cacheBackend === "redis") {
-    cache = createResilientCache(createCache("redis", { redis: redis.caching }), { logger, redact: createRedactor(secretsOf(config)), retryAfterMs: 200 });
+    cache = createResilientCache(createCache("redis", { redis: redis.caching }), {
+      logger,
+      redact: createRedactor(secretsOf(config)),
+      retryAfterMs: 200,
+    });
   }
   const t = await makeTestApp(env, { redis, logger, ...(cache ? { cache } : {}), ...extra });
   const close = t.close;
@@ -66,8 +78,17 @@ export async function makeHealthApp(env: Record<string, string>, extra: Partial<
 /** GETs the health endpoint as JSON (anonymous unless a token is given). */
 export async function healthJson(t: TestApp, opts: { token?: string | null; path?: string } = {}) {
   const started = performance.now();
-  const res = await t.req("GET", opts.path ?? HEALTH, { token: opts.token ?? null, headers: { accept: "application/json" } });
+  const res = await t.req("GET", opts.path ?? HEALTH, {
+    token: opts.token ?? null,
+    headers: { accept: "application/json" },
+  });
   const text = await res.text();
   const ms = performance.now() - started;
-  return { status: res.status, text, body: JSON.parse(text) as { status: string; checks: Record<string, string> }, res, ms };
+  return {
+    status: res.status,
+    text,
+    body: JSON.parse(text) as { status: string; checks: Record<string, string> },
+    res,
+    ms,
+  };
 }

@@ -8,15 +8,28 @@ import type { TestApp } from "../helpers/app";
 import { HEALTH } from "./helpers";
 import { fixtureApp } from "./fixtures";
 
-const CHECKS = ["health_check.Database", "fixtures.Healthy", "fixtures.Soft", "fixtures.Broken", "fixtures.Observing"];
+const CHECKS = [
+  "health_check.Database",
+  "fixtures.Healthy",
+  "fixtures.Soft",
+  "fixtures.Broken",
+  "fixtures.Observing",
+];
 
-async function scrape(t: TestApp, opts: { path?: string; accept?: string; token?: string | null } = {}) {
-  const res = await t.req("GET", opts.path ?? `${HEALTH}?format=openmetrics`, { token: opts.token ?? null, headers: opts.accept ? { accept: opts.accept } : {} });
+async function scrape(
+  t: TestApp,
+  opts: { path?: string; accept?: string; token?: string | null } = {},
+) {
+  const res = await t.req("GET", opts.path ?? `${HEALTH}?format=openmetrics`, {
+    token: opts.token ?? null,
+    headers: opts.accept ? { accept: opts.accept } : {},
+  });
   const text = await res.text();
   const families = parsePrometheusTextFormat(text);
   const family = (name: string) => families.find((f) => f.name === name);
   const value = (name: string, labels: Record<string, string> = {}) =>
-    family(name)?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value;
+    family(name)?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))
+      ?.value;
   return { res, text, families, family, value };
 }
 
@@ -29,7 +42,8 @@ function expectWellFormed(text: string, families: ParsedFamily[]) {
   for (const f of families) {
     expect(f.type).toBe("GAUGE");
     expect(f.name).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
-    for (const m of f.metrics) expect(Number.isNaN(Number(m.value)) && m.value !== "NaN").toBe(false);
+    for (const m of f.metrics)
+      expect(Number.isNaN(Number(m.value)) && m.value !== "NaN").toBe(false);
   }
   for (const line of text.split("\n").filter((l) => l.startsWith("# UNIT "))) {
     const [, , name, unit] = line.split(" ");
@@ -42,7 +56,9 @@ describe("OpenMetrics", () => {
     const t = await fixtureApp({ checks: CHECKS });
     const s = await scrape(t);
     expect(s.res.status).toBe(200); // a scrape must not fail because a check did; host_health_up says so
-    expect(s.res.headers.get("content-type")).toBe("application/openmetrics-text; version=1.0.0; charset=utf-8");
+    expect(s.res.headers.get("content-type")).toBe(
+      "application/openmetrics-text; version=1.0.0; charset=utf-8",
+    );
     expect(s.res.headers.get("cache-control")).toBe("no-store");
     expectWellFormed(s.text, s.families);
 
@@ -72,12 +88,16 @@ describe("OpenMetrics", () => {
 
   test("Accept: application/openmetrics-text (as Prometheus sends it) selects it; groups and exclude apply", async () => {
     const t = await fixtureApp({ checks: CHECKS, groups: { core: ["Database", "Healthy"] } });
-    const prometheus = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    const prometheus =
+      "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
     const s = await scrape(t, { path: `${HEALTH}core/`, accept: prometheus });
     expect(s.res.headers.get("content-type")).toStartWith("application/openmetrics-text");
     expectWellFormed(s.text, s.families);
     expect(s.value("host_health_up")).toBe("1");
-    expect(s.family("host_health_check_up")!.metrics.map((m) => m.labels!.check)).toEqual(["Database", "Healthy"]);
+    expect(s.family("host_health_check_up")!.metrics.map((m) => m.labels!.check)).toEqual([
+      "Database",
+      "Healthy",
+    ]);
     const ex = await scrape(t, { path: `${HEALTH}?format=openmetrics&exclude=Broken` });
     expect(ex.value("host_health_up")).toBe("1");
     expect(ex.value("host_health_status", { status: "degraded" })).toBe("1");
@@ -88,7 +108,11 @@ describe("OpenMetrics", () => {
     const t = await fixtureApp({ checks: CHECKS, details: "authenticated", cache_seconds: 30 });
     const anon = await scrape(t);
     expectWellFormed(anon.text, anon.families);
-    expect(anon.families.map((f) => f.name)).toEqual(["host_health_up", "host_health_status", "host_health_result_age_seconds"]);
+    expect(anon.families.map((f) => f.name)).toEqual([
+      "host_health_up",
+      "host_health_status",
+      "host_health_result_age_seconds",
+    ]);
     expect(anon.text).not.toContain("Broken");
     const authed = await scrape(t, { token: t.admin });
     expect(authed.value("host_health_check_up", { check: "Broken" })).toBe("0");

@@ -15,13 +15,21 @@ describe("createRedactor", () => {
   const redact = createRedactor(["s3cr3t-token", "p@ss word"]);
 
   test("URLs lose userinfo, query and fragment; sentence punctuation stays", () => {
-    expect(redact("connect to redis://user:pw@cache.example:6379/0?password=x#frag failed.")).toBe("connect to redis://cache.example:6379/0 failed.");
-    expect(redact("GET https://db.example/v2/pipeline?authToken=abc&x=1 (503)")).toBe("GET https://db.example/v2/pipeline (503)");
-    expect(redact("see http://127.0.0.1:8079/, then retry")).toBe("see http://127.0.0.1:8079/, then retry");
+    expect(redact("connect to redis://user:pw@cache.example:6379/0?password=x#frag failed.")).toBe(
+      "connect to redis://cache.example:6379/0 failed.",
+    );
+    expect(redact("GET https://db.example/v2/pipeline?authToken=abc&x=1 (503)")).toBe(
+      "GET https://db.example/v2/pipeline (503)",
+    );
+    expect(redact("see http://127.0.0.1:8079/, then retry")).toBe(
+      "see http://127.0.0.1:8079/, then retry",
+    );
   });
 
   test("configured secrets are masked, raw and URL-encoded", () => {
-    expect(redact("Unauthorized: token s3cr3t-token rejected")).toBe("Unauthorized: token *** rejected");
+    expect(redact("Unauthorized: token s3cr3t-token rejected")).toBe(
+      "Unauthorized: token *** rejected",
+    );
     expect(redact("auth p%40ss%20word failed")).toBe("auth *** failed");
     expect(redact("nothing to hide")).toBe("nothing to hide");
   });
@@ -39,7 +47,8 @@ describe("createRedactor", () => {
       "bun",
     );
     const secrets = secretsOf(config);
-    for (const s of ["db-token-123", "cache-token-456", "tasks-pw-789", "acme-key-000"]) expect(secrets).toContain(s);
+    for (const s of ["db-token-123", "cache-token-456", "tasks-pw-789", "acme-key-000"])
+      expect(secrets).toContain(s);
     expect(secrets).not.toContain("visible");
   });
 });
@@ -56,7 +65,10 @@ describe("createResilientCache over real Redis", () => {
 
   function build(retryAfterMs: number) {
     const lines: string[] = [];
-    const redis = createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token }, { timeoutMs: 150 });
+    const redis = createUpstashRedis(
+      { url: stack.bridge.url, token: stack.bridge.token },
+      { timeoutMs: 150 },
+    );
     const inner = createRedisCache(redis, { prefix: `resilience:${crypto.randomUUID()}:` });
     const cache = createResilientCache(inner, {
       logger: createLogger("debug", (l) => lines.push(l)),
@@ -96,7 +108,11 @@ describe("createResilientCache over real Redis", () => {
       expect(performance.now() - t0).toBeLessThan(100); // skipped: no waiting on a dead server
       const warned = lines.map((l) => JSON.parse(l)).filter((l) => l.level === "warn");
       expect(warned).toHaveLength(1);
-      expect(warned[0]).toMatchObject({ msg: "cache backend failing; serving without cache", backend: "redis", op: "get" });
+      expect(warned[0]).toMatchObject({
+        msg: "cache backend failing; serving without cache",
+        backend: "redis",
+        op: "get",
+      });
       expect(warned[0].error).toContain("timeout after 150 ms");
     } finally {
       stack.redis.thaw();

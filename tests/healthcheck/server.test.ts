@@ -47,7 +47,13 @@ async function startServer(env: Record<string, string>): Promise<RunningServer> 
   const dir = tempDir();
   const proc = Bun.spawn([process.execPath, "src/server.ts"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? dir, PORT: "0", DATABASE_URL: `file:${join(dir, "host.db")}`, ...env },
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? dir,
+      PORT: "0",
+      DATABASE_URL: `file:${join(dir, "host.db")}`,
+      ...env,
+    },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -127,8 +133,14 @@ function listening(port: number): Promise<boolean> {
 }
 
 async function health(url: string) {
-  const res = await fetch(url + HEALTH, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(10_000) });
-  return { status: res.status, body: (await res.json()) as { status: string; checks: Record<string, string> } };
+  const res = await fetch(url + HEALTH, {
+    headers: { accept: "application/json" },
+    signal: AbortSignal.timeout(10_000),
+  });
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; checks: Record<string, string> },
+  };
 }
 
 describe("bun src/server.ts", () => {
@@ -149,14 +161,21 @@ describe("bun src/server.ts", () => {
     expect(r.status).toBe(200);
     expect(r.body).toEqual({
       status: "working",
-      checks: { Database: "working", CacheBackend: "working", HostRedisCacheHealthCheck: "working", HostRedisTasksHealthCheck: "working" },
+      checks: {
+        Database: "working",
+        CacheBackend: "working",
+        HostRedisCacheHealthCheck: "working",
+        HostRedisTasksHealthCheck: "working",
+      },
     });
     const live = await fetch(s.url + "/livez", { signal: AbortSignal.timeout(5_000) });
     expect(live.status).toBe(200);
     const ready = await fetch(s.url + "/readyz", { signal: AbortSignal.timeout(5_000) });
     expect(ready.status).toBe(200);
     // The bridge wants the random token: nothing in the logs gives it away.
-    expect((await fetch(bridgeUrl + "/ping", { signal: AbortSignal.timeout(5_000) })).status).toBe(401);
+    expect((await fetch(bridgeUrl + "/ping", { signal: AbortSignal.timeout(5_000) })).status).toBe(
+      401,
+    );
 
     s.proc.kill("SIGTERM");
     expect(await s.exited()).toBe(0);
@@ -189,18 +208,24 @@ describe("bun src/server.ts", () => {
     expect(logLines(s).some((l) => l.msg === "local redis started")).toBe(false);
     expect(s.stdout.some((l) => l.includes("redis-server is not on PATH"))).toBe(false);
     const r = await health(s.url!);
-    expect(r.body.checks.HostRedisCacheHealthCheck).toBe("unavailable: REDIS['caching'] is not configured");
+    expect(r.body.checks.HostRedisCacheHealthCheck).toBe(
+      "unavailable: REDIS['caching'] is not configured",
+    );
     s.proc.kill("SIGTERM");
     expect(await s.exited()).toBe(0);
   });
 
   test("an unknown check path stops start-up: one line on stderr, exit 1, local Redis stopped", async () => {
-    const s = await startServer({ PLUGINS_CONFIG: healthConfig({ checks: ["health_check.Database", "acme.NoSuchCheck"] }) });
+    const s = await startServer({
+      PLUGINS_CONFIG: healthConfig({ checks: ["health_check.Database", "acme.NoSuchCheck"] }),
+    });
     expect(await s.exited()).toBe(1);
     expect(s.url).toBeNull();
     const lines = s.stderr().trim().split("\n");
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^invalid setting PLUGINS_CONFIG: host_healthcheck_plugin\.checks: unknown health check "acme\.NoSuchCheck"/);
+    expect(lines[0]).toMatch(
+      /^invalid setting PLUGINS_CONFIG: host_healthcheck_plugin\.checks: unknown health check "acme\.NoSuchCheck"/,
+    );
     const started = logLines(s).find((l) => l.msg === "local redis started");
     if (started) expect(await listening(Number(new URL(String(started.redis)).port))).toBe(false);
   });

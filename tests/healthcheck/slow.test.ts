@@ -5,7 +5,11 @@ import { fixtureApp, slow, startupError } from "./fixtures";
 
 describe("warn_ms", () => {
   test("slower than warn_ms: warning, HTTP 200, degraded; still a timeout past timeout_ms", async () => {
-    const t = await fixtureApp({ checks: ["fixtures.Sleepy", "fixtures.Healthy"], warn_ms: { Sleepy: 50 }, timeout_ms: 400 });
+    const t = await fixtureApp({
+      checks: ["fixtures.Sleepy", "fixtures.Healthy"],
+      warn_ms: { Sleepy: 50 },
+      timeout_ms: 400,
+    });
     slow.ms = 120;
     const r = await healthJson(t);
     expect(r.status).toBe(200);
@@ -14,11 +18,17 @@ describe("warn_ms", () => {
     expect(r.body.checks.Sleepy).toMatch(/^warning: took 1[2-9]\d ms \(warn_ms 50\)$/);
     const hj = await (await t.req("GET", `${HEALTH}?format=health%2Bjson`, { token: null })).json();
     expect(hj.status).toBe("warn");
-    expect(hj.checks.Sleepy[0]).toMatchObject({ status: "warn", output: expect.stringMatching(/^warning: took /) });
+    expect(hj.checks.Sleepy[0]).toMatchObject({
+      status: "warn",
+      output: expect.stringMatching(/^warning: took /),
+    });
     expect((await t.req("GET", "/readyz", { token: null })).status).toBe(200);
 
     slow.ms = 10;
-    expect((await healthJson(t)).body).toEqual({ status: "working", checks: { Sleepy: "working", Healthy: "working" } });
+    expect((await healthJson(t)).body).toEqual({
+      status: "working",
+      checks: { Sleepy: "working", Healthy: "working" },
+    });
 
     slow.ms = 600;
     const timedOut = await healthJson(t);
@@ -27,7 +37,11 @@ describe("warn_ms", () => {
   });
 
   test("one number applies to every check; warnings_as_errors does not turn a slow check into a failure", async () => {
-    const t = await fixtureApp({ checks: ["fixtures.Sleepy", "health_check.Database"], warn_ms: 40, warnings_as_errors: true });
+    const t = await fixtureApp({
+      checks: ["fixtures.Sleepy", "health_check.Database"],
+      warn_ms: 40,
+      warnings_as_errors: true,
+    });
     slow.ms = 80;
     const r = await healthJson(t);
     expect(r.status).toBe(200);
@@ -40,8 +54,14 @@ describe("warn_ms", () => {
       [0, /host_healthcheck_plugin\.warn_ms: must be at least 1$/],
       ["fast", /host_healthcheck_plugin\.warn_ms: must be a number of milliseconds, or an object/],
       [{ Nope: 10 }, /host_healthcheck_plugin\.warn_ms: unknown check identifier "Nope"/],
-      [{ Sleepy: 3000 }, /host_healthcheck_plugin\.warn_ms: 3000 for "Sleepy" must be below timeout_ms \(3000\)/],
-      [{ Sleepy: "10" }, /host_healthcheck_plugin\.warn_ms: must be a number of milliseconds, or an object/],
+      [
+        { Sleepy: 3000 },
+        /host_healthcheck_plugin\.warn_ms: 3000 for "Sleepy" must be below timeout_ms \(3000\)/,
+      ],
+      [
+        { Sleepy: "10" },
+        /host_healthcheck_plugin\.warn_ms: must be a number of milliseconds, or an object/,
+      ],
     ];
     for (const [warn_ms, pattern] of cases) {
       const message = await startupError({ checks: ["fixtures.Sleepy"], warn_ms });

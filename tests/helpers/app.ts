@@ -21,20 +21,46 @@ export interface TestApp {
   dbUrl: string;
   /** A superuser's token. */
   admin: string;
-  req(method: string, path: string, opts?: { token?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> }): Promise<Response>;
-  json<T = any>(method: string, path: string, opts?: { token?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T; res: Response }>;
+  req(
+    method: string,
+    path: string,
+    opts?: {
+      token?: string | null;
+      body?: unknown;
+      raw?: string;
+      headers?: Record<string, string>;
+    },
+  ): Promise<Response>;
+  json<T = any>(
+    method: string,
+    path: string,
+    opts?: { token?: string | null; body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: T; res: Response }>;
   /** Creates a user and a token; `grants` are `[actions, "app_label.model"]` object permissions. */
-  user(username: string, grants?: Array<[string[], string]>, opts?: { writeEnabled?: boolean; expires?: string | null }): Promise<string>;
+  user(
+    username: string,
+    grants?: Array<[string[], string]>,
+    opts?: { writeEnabled?: boolean; expires?: string | null },
+  ): Promise<string>;
   close(): Promise<void>;
 }
 
-export async function makeTestApp(env: Record<string, string> = {}, extra: Partial<AppDeps> = {}): Promise<TestApp> {
+export async function makeTestApp(
+  env: Record<string, string> = {},
+  extra: Partial<AppDeps> = {},
+): Promise<TestApp> {
   const dir = mkdtempSync(join(tmpdir(), "host-test-"));
   const dbUrl = env.DATABASE_URL ?? `file:${join(dir, "host.db")}`;
   const config = loadConfig({ LOG_LEVEL: "silent", ...env, DATABASE_URL: dbUrl }, "bun");
-  const db = await openDatabase(config.database.url, undefined, { readPool: config.database.readPool });
+  const db = await openDatabase(config.database.url, undefined, {
+    readPool: config.database.readPool,
+  });
   await runMigrations(db);
-  const cache = extra.cache ?? (config.cacheBackend === "database" ? createCache("database", { db }) : createCache("memory", {}));
+  const cache =
+    extra.cache ??
+    (config.cacheBackend === "database"
+      ? createCache("database", { db })
+      : createCache("memory", {}));
   const deps: AppDeps = { config, db, cache, ...extra };
   const app = await createApp(deps);
   await createUser(db.orm, { username: "admin", isSuperuser: true });
@@ -47,7 +73,8 @@ export async function makeTestApp(env: Record<string, string> = {}, extra: Parti
     let body: string | undefined;
     if (opts.raw !== undefined) body = opts.raw;
     else if (opts.body !== undefined) body = JSON.stringify(opts.body);
-    if (body !== undefined && !headers["content-type"]) headers["content-type"] = "application/json";
+    if (body !== undefined && !headers["content-type"])
+      headers["content-type"] = "application/json";
     return Promise.resolve(app.request(BASE + path, { method, headers, body }));
   };
   const t: TestApp = {
@@ -66,11 +93,22 @@ export async function makeTestApp(env: Record<string, string> = {}, extra: Parti
       const u = await createUser(db.orm, { username });
       for (const [actions, label] of grants) {
         const r = await t.json("POST", "/api/users/permissions/", {
-          body: { name: `${username}-${label}-${actions.join("-")}`, actions, object_types: [label], users: [u.id] },
+          body: {
+            name: `${username}-${label}-${actions.join("-")}`,
+            actions,
+            object_types: [label],
+            users: [u.id],
+          },
         });
         if (r.status !== 201) throw new Error(`grant failed: ${JSON.stringify(r.body)}`);
       }
-      return (await issueToken(db.orm, { username, writeEnabled: opts.writeEnabled, expires: opts.expires })).key;
+      return (
+        await issueToken(db.orm, {
+          username,
+          writeEnabled: opts.writeEnabled,
+          expires: opts.expires,
+        })
+      ).key;
     },
     async close() {
       await db.close();

@@ -37,7 +37,9 @@ export interface ContractTarget {
 }
 
 /** `PLUGINS_CONFIG.host_healthcheck_plugin` every target starts with. */
-export const CONTRACT_HEALTH_SETTINGS = { groups: { core: ["Database"], redis: ["HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"] } };
+export const CONTRACT_HEALTH_SETTINGS = {
+  groups: { core: ["Database"], redis: ["HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"] },
+};
 
 /** The `RequestInit` of a contract request (shared by every driver, so they send the same bytes). */
 export function requestInit(method: string, opts: ContractRequestOptions = {}): RequestInit {
@@ -70,7 +72,11 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
 
   const req = (method: string, path: string, opts: ContractRequestOptions = {}) =>
     t.request(method, path, { ...opts, token: opts.token === undefined ? admin : opts.token });
-  const json = async (method: string, path: string, opts: ContractRequestOptions = {}): Promise<JsonResponse> => {
+  const json = async (
+    method: string,
+    path: string,
+    opts: ContractRequestOptions = {},
+  ): Promise<JsonResponse> => {
     const res = await req(method, path, opts);
     const text = await res.text();
     let body: unknown = null;
@@ -119,7 +125,10 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
 
       test("a token deleted through the API stops working at once (token cache invalidated)", async () => {
         const me = await json("GET", `/api/users/users/?username=contract-${run}`);
-        const token = await created("/api/users/tokens/", { user: me.body.results[0].id, description: "short-lived" });
+        const token = await created("/api/users/tokens/", {
+          user: me.body.results[0].id,
+          description: "short-lived",
+        });
         expect((await req("GET", "/api/status/", { token: token.key })).status).toBe(200);
         expect((await req("DELETE", `/api/users/tokens/${token.id}/`)).status).toBe(204);
         expect((await req("GET", "/api/status/", { token: token.key })).status).toBe(403);
@@ -145,15 +154,27 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
       });
 
       test("site CRUD: create 201, read with absolute url, PATCH, PUT, DELETE 204, then 404", async () => {
-        const site = await created("/api/dcim/sites/", { name: `${run} crud`, slug: `${run}-crud` });
+        const site = await created("/api/dcim/sites/", {
+          name: `${run} crud`,
+          slug: `${run}-crud`,
+        });
         const read = await json("GET", `/api/dcim/sites/${site.id}/`);
         expect(read.status).toBe(200);
-        expect(read.body).toMatchObject({ id: site.id, url: `${t.base}/api/dcim/sites/${site.id}/`, display: `${run} crud`, status: { value: "active" } });
+        expect(read.body).toMatchObject({
+          id: site.id,
+          url: `${t.base}/api/dcim/sites/${site.id}/`,
+          display: `${run} crud`,
+          status: { value: "active" },
+        });
         expect(new Date(read.body.created).toISOString()).toBe(read.body.created);
-        const patched = await json("PATCH", `/api/dcim/sites/${site.id}/`, { body: { description: "patched" } });
+        const patched = await json("PATCH", `/api/dcim/sites/${site.id}/`, {
+          body: { description: "patched" },
+        });
         expect(patched.status).toBe(200);
         expect(patched.body.description).toBe("patched");
-        const put = await json("PUT", `/api/dcim/sites/${site.id}/`, { body: { name: `${run} crud2`, slug: `${run}-crud2` } });
+        const put = await json("PUT", `/api/dcim/sites/${site.id}/`, {
+          body: { name: `${run} crud2`, slug: `${run}-crud2` },
+        });
         expect(put.status).toBe(200);
         expect(put.body.name).toBe(`${run} crud2`);
         expect((await req("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(204);
@@ -162,9 +183,19 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
 
       test("device CRUD with a nested site; a site its devices need cannot be deleted (409)", async () => {
         const site = await created("/api/dcim/sites/", { name: `${run} dc`, slug: `${run}-dc` });
-        const dev = await created("/api/dcim/devices/", { name: `${run}-sw1`, site: site.id, serial: "S1" });
-        expect(dev.site).toMatchObject({ id: site.id, url: `${t.base}/api/dcim/sites/${site.id}/`, slug: `${run}-dc` });
-        const patched = await json("PATCH", `/api/dcim/devices/${dev.id}/`, { body: { serial: "S2" } });
+        const dev = await created("/api/dcim/devices/", {
+          name: `${run}-sw1`,
+          site: site.id,
+          serial: "S1",
+        });
+        expect(dev.site).toMatchObject({
+          id: site.id,
+          url: `${t.base}/api/dcim/sites/${site.id}/`,
+          slug: `${run}-dc`,
+        });
+        const patched = await json("PATCH", `/api/dcim/devices/${dev.id}/`, {
+          body: { serial: "S2" },
+        });
         expect(patched.body.serial).toBe("S2");
         expect((await json("GET", `/api/dcim/devices/?site_id=${site.id}`)).body.count).toBe(1);
         expect((await json("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(409);
@@ -177,7 +208,9 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(first.body.count).toBe(7);
         expect(first.body.results.length).toBe(3);
         expect(first.body.previous).toBeNull();
-        expect(first.body.next).toBe(`${t.base}/api/dcim/sites/?facility=${facility}&limit=3&offset=3`);
+        expect(first.body.next).toBe(
+          `${t.base}/api/dcim/sites/?facility=${facility}&limit=3&offset=3`,
+        );
         const seen: number[] = [];
         let next: string | null = `/api/dcim/sites/?facility=${facility}&limit=3`;
         for (let page = 0; next && page < 10; page++) {
@@ -187,7 +220,9 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         }
         expect(seen.sort((a, b) => a - b)).toEqual([...siteIds].sort((a, b) => a - b));
         const last = await json("GET", `/api/dcim/sites/?facility=${facility}&limit=3&offset=6`);
-        expect(last.body.previous).toBe(`${t.base}/api/dcim/sites/?facility=${facility}&limit=3&offset=3`);
+        expect(last.body.previous).toBe(
+          `${t.base}/api/dcim/sites/?facility=${facility}&limit=3&offset=3`,
+        );
         expect(last.body.next).toBeNull();
         expect((await json("GET", "/api/dcim/sites/?limit=abc")).status).toBe(400);
       });
@@ -206,7 +241,10 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(await count(`id__gte=${siteIds[2]}`)).toBe(5);
         expect(await count(`name__iew=${" site 6".toUpperCase()}`)).toBe(1);
         expect(await count(`q=${run}-site-5`)).toBe(1);
-        const ordered = await json("GET", `/api/dcim/sites/?facility=${facility}&ordering=-name&limit=2&fields=id,name`);
+        const ordered = await json(
+          "GET",
+          `/api/dcim/sites/?facility=${facility}&ordering=-name&limit=2&fields=id,name`,
+        );
         expect(ordered.body.results).toEqual([
           { id: siteIds[6], name: `${run} site 6` },
           { id: siteIds[5], name: `${run} site 5` },
@@ -225,23 +263,45 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(r.status).toBe(400);
         expect(r.body[0]).toEqual({});
         expect(r.body[1].slug).toBeDefined();
-        expect((await json("GET", `/api/dcim/sites/?facility=${facility}`)).body.count).toBe(before);
+        expect((await json("GET", `/api/dcim/sites/?facility=${facility}`)).body.count).toBe(
+          before,
+        );
       });
 
       test("bulk update and bulk delete are all-or-nothing", async () => {
-        const [a, b] = (await created("/api/tenancy/tenants/", [
-          { name: `${run} T1`, slug: `${run}-t1` },
-          { name: `${run} T2`, slug: `${run}-t2` },
-        ])).map((x: { id: number }) => x.id);
-        const bad = await json("PATCH", "/api/tenancy/tenants/", { body: [{ id: a, description: "one" }, { id: b, slug: "no good!" }] });
+        const [a, b] = (
+          await created("/api/tenancy/tenants/", [
+            { name: `${run} T1`, slug: `${run}-t1` },
+            { name: `${run} T2`, slug: `${run}-t2` },
+          ])
+        ).map((x: { id: number }) => x.id);
+        const bad = await json("PATCH", "/api/tenancy/tenants/", {
+          body: [
+            { id: a, description: "one" },
+            { id: b, slug: "no good!" },
+          ],
+        });
         expect(bad.status).toBe(400);
         expect((await json("GET", `/api/tenancy/tenants/${a}/`)).body.description).toBe("");
-        const good = await json("PATCH", "/api/tenancy/tenants/", { body: [{ id: a, description: "one" }, { id: b, description: "two" }] });
+        const good = await json("PATCH", "/api/tenancy/tenants/", {
+          body: [
+            { id: a, description: "one" },
+            { id: b, description: "two" },
+          ],
+        });
         expect(good.status).toBe(200);
-        expect(good.body.map((x: { description: string }) => x.description)).toEqual(["one", "two"]);
-        expect((await json("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: 987654321 }] })).status).toBe(404);
+        expect(good.body.map((x: { description: string }) => x.description)).toEqual([
+          "one",
+          "two",
+        ]);
+        expect(
+          (await json("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: 987654321 }] }))
+            .status,
+        ).toBe(404);
         expect((await req("GET", `/api/tenancy/tenants/${a}/`)).status).toBe(200);
-        expect((await req("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: b }] })).status).toBe(204);
+        expect(
+          (await req("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: b }] })).status,
+        ).toBe(204);
         expect((await req("GET", `/api/tenancy/tenants/${b}/`)).status).toBe(404);
       });
 
@@ -259,7 +319,9 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
       });
 
       test("validation → 400 keyed by field", async () => {
-        const r = await json("POST", "/api/dcim/sites/", { body: { name: "", slug: "bad slug!", status: "melting" } });
+        const r = await json("POST", "/api/dcim/sites/", {
+          body: { name: "", slug: "bad slug!", status: "melting" },
+        });
         expect(r.status).toBe(400);
         expect(Object.keys(r.body).sort()).toEqual(["name", "slug", "status"]);
       });
@@ -269,7 +331,8 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(r.status).toBe(404);
         expect(r.body.detail).toBe("Not found.");
         expect((await json("GET", "/nowhere")).status).toBe(404);
-        for (const id of ["abc", "99999999999999999999", "987654321"]) expect((await json("GET", `/api/dcim/sites/${id}/`)).status).toBe(404);
+        for (const id of ["abc", "99999999999999999999", "987654321"])
+          expect((await json("GET", `/api/dcim/sites/${id}/`)).status).toBe(404);
       });
 
       test("wrong method → 405 with Allow", async () => {
@@ -279,7 +342,9 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
       });
 
       test("oversized body → 413 JSON", async () => {
-        const r = await json("POST", "/api/dcim/sites/", { body: { name: "x".repeat(t.maxBodyBytes + 10), slug: "big" } });
+        const r = await json("POST", "/api/dcim/sites/", {
+          body: { name: "x".repeat(t.maxBodyBytes + 10), slug: "big" },
+        });
         expect(r.status).toBe(413);
         expect(r.body.detail).toContain(String(t.maxBodyBytes));
       });
@@ -292,7 +357,10 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(r.body.runtime).toStartWith(t.runtime);
         expect(r.body["database-kind"]).toBe(t.runtime === "workerd" ? "remote" : "local");
         if (t.runtime === "workerd") expect(r.body["cache-backend"]).toBe("kv");
-        expect(r.body.plugins).toEqual({ custom_objects: "0.1.0", host_healthcheck_plugin: "0.1.0" });
+        expect(r.body.plugins).toEqual({
+          custom_objects: "0.1.0",
+          host_healthcheck_plugin: "0.1.0",
+        });
         expect((await json("GET", "/api/status/", { token: null })).status).toBe(403);
       });
 
@@ -327,17 +395,29 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
       });
 
       beforeAll(async () => {
-        await created("/api/extras/custom-field-choice-sets/", { name: `speeds-${run}`, extra_choices: [["slow", "Slow"], ["fast", "Fast"]] });
+        await created("/api/extras/custom-field-choice-sets/", {
+          name: `speeds-${run}`,
+          extra_choices: [
+            ["slow", "Slow"],
+            ["fast", "Fast"],
+          ],
+        });
         const site = await created("/api/dcim/sites/", { name: `${run} co`, slug: `${run}-co` });
         siteId = site.id;
-        deviceIds = (await created("/api/dcim/devices/", [
-          { name: `${run}-co-d1`, site: siteId },
-          { name: `${run}-co-d2`, site: siteId },
-        ])).map((d: { id: number }) => d.id);
+        deviceIds = (
+          await created("/api/dcim/devices/", [
+            { name: `${run}-co-d1`, site: siteId },
+            { name: `${run}-co-d2`, site: siteId },
+          ])
+        ).map((d: { id: number }) => d.id);
       });
 
       test("a COT with one field of each of the 13 types", async () => {
-        const cot = await created(`${CO}/custom-object-types/`, { name: slug, slug, verbose_name: "Kit" });
+        const cot = await created(`${CO}/custom-object-types/`, {
+          name: slug,
+          slug,
+          verbose_name: "Kit",
+        });
         cotId = cot.id;
         expect(cot.object_type).toMatchObject({ app_label: "custom_objects", model: slug });
         const fields: Array<Record<string, unknown>> = [
@@ -352,12 +432,20 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
           { name: "blob", type: "json" },
           { name: "speed", type: "select", choice_set: `speeds-${run}` },
           { name: "speeds", type: "multiselect", choice_set: `speeds-${run}` },
-          { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "set_null" },
+          {
+            name: "site",
+            type: "object",
+            related_object_type: "dcim.site",
+            on_delete_behavior: "set_null",
+          },
           { name: "devices", type: "multiobject", related_object_type: "dcim.device" },
         ];
-        for (const f of fields) await created(`${CO}/custom-object-type-fields/`, { custom_object_type: cotId, ...f });
+        for (const f of fields)
+          await created(`${CO}/custom-object-type-fields/`, { custom_object_type: cotId, ...f });
         const read = await json("GET", `${CO}/custom-object-types/${cotId}/`);
-        expect(read.body.fields.map((f: { type: string }) => f.type).sort()).toEqual(fields.map((f) => f.type as string).sort());
+        expect(read.body.fields.map((f: { type: string }) => f.type).sort()).toEqual(
+          fields.map((f) => f.type as string).sort(),
+        );
         const root = await json("GET", `${CO}/`);
         expect(root.body[slug]).toBe(`${t.base}${CO}/${slug}/`);
       });
@@ -385,14 +473,18 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
           site: { id: siteId, url: `${t.base}/api/dcim/sites/${siteId}/` },
         });
         expect(r.body.devices.map((d: { id: number }) => d.id)).toEqual(deviceIds);
-        const patched = await json("PATCH", `${CO}/${slug}/${made.id}/`, { body: { count: 8, devices: [deviceIds[1]] } });
+        const patched = await json("PATCH", `${CO}/${slug}/${made.id}/`, {
+          body: { count: 8, devices: [deviceIds[1]] },
+        });
         expect(patched.status).toBe(200);
         expect(patched.body.count).toBe(8);
         expect(patched.body.devices.map((d: { id: number }) => d.id)).toEqual([deviceIds[1]]);
         expect(patched.body.title).toBe("Alpha");
         const list = await json("GET", `${CO}/${slug}/?title=Alpha`);
         expect(list.body.count).toBe(1);
-        const bad = await json("POST", `${CO}/${slug}/`, { body: instance({ title: "Alpha", count: 1000, speed: "warp" }) });
+        const bad = await json("POST", `${CO}/${slug}/`, {
+          body: instance({ title: "Alpha", count: 1000, speed: "warp" }),
+        });
         expect(bad.status).toBe(400);
         expect(Object.keys(bad.body).sort()).toEqual(["count", "speed", "title"]);
         expect((await req("DELETE", `${CO}/${slug}/${made.id}/`)).status).toBe(204);
@@ -407,20 +499,33 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         const r = await json("GET", `${L}?object_type=dcim.site&object_id=${siteId}`);
         expect(r.status).toBe(200);
         expect(r.body.count).toBe(1);
-        expect(r.body.results[0]).toMatchObject({ custom_object_type: { id: cotId, slug }, field_name: "site", object: { id: a.id, title: "Linked A" } });
-        const viaDevice = await json("GET", `${L}?object_type=dcim.device&object_id=${deviceIds[0]}`);
-        expect(viaDevice.body.results.map((x: { field_name: string }) => x.field_name)).toEqual(["devices"]);
+        expect(r.body.results[0]).toMatchObject({
+          custom_object_type: { id: cotId, slug },
+          field_name: "site",
+          object: { id: a.id, title: "Linked A" },
+        });
+        const viaDevice = await json(
+          "GET",
+          `${L}?object_type=dcim.device&object_id=${deviceIds[0]}`,
+        );
+        expect(viaDevice.body.results.map((x: { field_name: string }) => x.field_name)).toEqual([
+          "devices",
+        ]);
         expect((await json("GET", L)).status).toBe(400);
         expect((await json("GET", `${L}?object_type=dcim.site&object_id=abc`)).status).toBe(400);
         expect((await json("GET", `${L}?object_type=nothing.here&object_id=1`)).status).toBe(400);
-        expect((await json("GET", `${L}?object_type=dcim.site&object_id=987654321`)).status).toBe(404);
+        expect((await json("GET", `${L}?object_type=dcim.site&object_id=987654321`)).status).toBe(
+          404,
+        );
       });
 
       test("schema documents: preview writes nothing, apply, re-apply unchanged, destructive → 409 until allowed", async () => {
         const sslug = `net_${run}`;
         const typeDoc = (fields: unknown[], removed?: unknown[]) => ({
           schema_version: "1",
-          types: [{ name: sslug, slug: sslug, fields, ...(removed ? { removed_fields: removed } : {}) }],
+          types: [
+            { name: sslug, slug: sslug, fields, ...(removed ? { removed_fields: removed } : {}) },
+          ],
         });
         const cid = { id: 1, name: "cid", type: "text", primary: true, required: true };
         const legacy = { id: 2, name: "legacy", type: "text" };
@@ -429,7 +534,11 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
 
         const preview = await json("POST", `${CO}/schema/preview/`, { body: v1 });
         expect(preview.status).toBe(200);
-        expect(preview.body.diffs[0]).toMatchObject({ slug: sslug, is_new: true, has_changes: true });
+        expect(preview.body.diffs[0]).toMatchObject({
+          slug: sslug,
+          is_new: true,
+          has_changes: true,
+        });
         expect((await req("GET", `${CO}/${sslug}/`)).status).toBe(404);
 
         const applied = await json("POST", `${CO}/schema/apply/`, { body: { schema: v1 } });
@@ -439,30 +548,55 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         const inst = await created(`${CO}/${sslug}/`, { cid: "C1", legacy: "old", site: siteId });
         expect(inst.site).toMatchObject({ id: siteId });
         const again = await json("POST", `${CO}/schema/apply/`, { body: { schema: v1 } });
-        expect(again.body.diffs.every((d: { has_changes: boolean }) => d.has_changes === false)).toBe(true);
+        expect(
+          again.body.diffs.every((d: { has_changes: boolean }) => d.has_changes === false),
+        ).toBe(true);
 
         const v2 = typeDoc([cid, site], [legacy]);
         const refused = await json("POST", `${CO}/schema/apply/`, { body: { schema: v2 } });
         expect(refused.status).toBe(409);
-        expect(refused.body).toMatchObject({ error: "destructive_changes", destructive_slugs: [sslug] });
+        expect(refused.body).toMatchObject({
+          error: "destructive_changes",
+          destructive_slugs: [sslug],
+        });
         expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body.legacy).toBe("old");
-        const allowed = await json("POST", `${CO}/schema/apply/`, { body: { schema: v2, allow_destructive: true } });
+        const allowed = await json("POST", `${CO}/schema/apply/`, {
+          body: { schema: v2, allow_destructive: true },
+        });
         expect(allowed.status).toBe(200);
         expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body).not.toHaveProperty("legacy");
 
-        const invalid = await json("POST", `${CO}/schema/apply/`, { body: { schema: { schema_version: "2", types: [] } } });
+        const invalid = await json("POST", `${CO}/schema/apply/`, {
+          body: { schema: { schema_version: "2", types: [] } },
+        });
         expect(invalid.status).toBe(400);
         expect(invalid.body.error).toBe("invalid_schema");
-        expect((await json("POST", `${CO}/schema/preview/`, { body: v1, token: null })).status).toBe(403);
+        expect(
+          (await json("POST", `${CO}/schema/preview/`, { body: v1, token: null })).status,
+        ).toBe(403);
       });
 
       test("schema safety (issue 16): counted gates, stale plans, the trash restores data, unique_together, bundles round-trip", async () => {
         const slug = `safe_${run}`;
         const setName = `grades-${run}`;
-        const bundle = (fields: unknown[], extra: Record<string, unknown> = {}, removed?: unknown[]) => ({
+        const bundle = (
+          fields: unknown[],
+          extra: Record<string, unknown> = {},
+          removed?: unknown[],
+        ) => ({
           schema_version: "1",
-          choice_sets: [{ name: setName, extra_choices: [["a", "A"], ["b", "B"]] }],
-          types: [{ name: slug, slug, fields, ...extra, ...(removed ? { removed_fields: removed } : {}) }],
+          choice_sets: [
+            {
+              name: setName,
+              extra_choices: [
+                ["a", "A"],
+                ["b", "B"],
+              ],
+            },
+          ],
+          types: [
+            { name: slug, slug, fields, ...extra, ...(removed ? { removed_fields: removed } : {}) },
+          ],
         });
         const code = { id: 1, name: "code", type: "text" };
         const grade = { id: 2, name: "grade", type: "select", choice_set: setName };
@@ -472,9 +606,14 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(p1.status).toBe(200);
         const plan = p1.body.plan_id as string;
         expect(plan).toMatch(/^[0-9a-f]{32}\.[0-9a-f]{32}$/);
-        expect((await json("POST", `${CO}/schema/apply/`, { body: { schema: v1, plan_id: plan } })).status).toBe(200);
+        expect(
+          (await json("POST", `${CO}/schema/apply/`, { body: { schema: v1, plan_id: plan } }))
+            .status,
+        ).toBe(200);
         // the same plan again: the database moved since its preview
-        const stale = await json("POST", `${CO}/schema/apply/`, { body: { schema: v1, plan_id: plan } });
+        const stale = await json("POST", `${CO}/schema/apply/`, {
+          body: { schema: v1, plan_id: plan },
+        });
         expect(stale.status).toBe(409);
         expect(stale.body.error).toBe("stale_plan");
 
@@ -485,27 +624,58 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         expect(Object.keys(dup.body).sort()).toEqual(["code", "grade"]);
 
         // gates name slug, field, reason and rows; nothing changes
-        const narrowed = { ...bundle([code, grade], { unique_together: [["code", "grade"]] }, [note]), choice_sets: [{ name: setName, extra_choices: [["a", "A"]] }] };
+        const narrowed = {
+          ...bundle([code, grade], { unique_together: [["code", "grade"]] }, [note]),
+          choice_sets: [{ name: setName, extra_choices: [["a", "A"]] }],
+        };
         const refused = await json("POST", `${CO}/schema/apply/`, { body: { schema: narrowed } });
         expect(refused.status).toBe(409);
         expect(refused.body.error).toBe("destructive_changes");
-        const reasons = (refused.body.destructive_changes as Array<{ slug: string; field: string; reason: string; rows: number }>).map((g) => `${g.slug}.${g.field}:${g.reason}:${g.rows}`).sort();
+        const reasons = (
+          refused.body.destructive_changes as Array<{
+            slug: string;
+            field: string;
+            reason: string;
+            rows: number;
+          }>
+        )
+          .map((g) => `${g.slug}.${g.field}:${g.reason}:${g.rows}`)
+          .sort();
         expect(reasons).toEqual([`${slug}.grade:choices_in_use:1`, `${slug}.note:field_removed:2`]);
 
         // removal with allow_destructive goes to the trash; restore brings the values back
-        const removed = await json("POST", `${CO}/schema/apply/`, { body: { schema: bundle([code, grade], { unique_together: [["code", "grade"]] }, [note]), allow_destructive: true } });
+        const removed = await json("POST", `${CO}/schema/apply/`, {
+          body: {
+            schema: bundle([code, grade], { unique_together: [["code", "grade"]] }, [note]),
+            allow_destructive: true,
+          },
+        });
         expect(removed.status).toBe(200);
         expect((await json("GET", `${CO}/${slug}/${a.id}/`)).body).not.toHaveProperty("note");
         const trash = await json("GET", `${CO}/schema/trash/?slug=${slug}`);
-        expect(trash.body.results).toEqual([expect.objectContaining({ kind: "field", name: "note", rows: 2 })]);
-        expect((await json("POST", `${CO}/schema/trash/${trash.body.results[0].id}/restore/`)).status).toBe(200);
+        expect(trash.body.results).toEqual([
+          expect.objectContaining({ kind: "field", name: "note", rows: 2 }),
+        ]);
+        expect(
+          (await json("POST", `${CO}/schema/trash/${trash.body.results[0].id}/restore/`)).status,
+        ).toBe(200);
         expect((await json("GET", `${CO}/${slug}/${a.id}/`)).body.note).toBe("first");
 
         // the export carries unique_together and the choice set, and round-trips with no changes
         const exported = await json("GET", `${CO}/schema/export/?slug=${slug}`);
         expect(exported.body.types[0].unique_together).toEqual([["code", "grade"]]);
-        expect(exported.body.choice_sets).toEqual([{ name: setName, extra_choices: [["a", "A"], ["b", "B"]] }]);
-        const again = await json("POST", `${CO}/schema/apply/`, { body: { schema: exported.body } });
+        expect(exported.body.choice_sets).toEqual([
+          {
+            name: setName,
+            extra_choices: [
+              ["a", "A"],
+              ["b", "B"],
+            ],
+          },
+        ]);
+        const again = await json("POST", `${CO}/schema/apply/`, {
+          body: { schema: exported.body },
+        });
         expect(again.status).toBe(200);
         expect(again.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
       });
@@ -515,64 +685,127 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
       const path = "/plugins/host_healthcheck_plugin/healthcheck/?format=json";
 
       test("anonymous JSON: all four checks working, 200, no-store", async () => {
-        if (!t.redis) throw new Error(`the ${label} target must be started with Redis for this suite`);
+        if (!t.redis)
+          throw new Error(`the ${label} target must be started with Redis for this suite`);
         const r = await json("GET", path, { token: null });
         expect(r.body).toEqual({
           status: "working",
-          checks: { Database: "working", CacheBackend: "working", HostRedisCacheHealthCheck: "working", HostRedisTasksHealthCheck: "working" },
+          checks: {
+            Database: "working",
+            CacheBackend: "working",
+            HostRedisCacheHealthCheck: "working",
+            HostRedisTasksHealthCheck: "working",
+          },
         });
         expect(r.status).toBe(200);
         expect(r.res.headers.get("cache-control")).toBe("no-store");
       });
 
       test("HTML for browsers (server-rendered JSX)", async () => {
-        const res = await req("GET", "/plugins/host_healthcheck_plugin/healthcheck/", { token: null, headers: { accept: "text/html" } });
+        const res = await req("GET", "/plugins/host_healthcheck_plugin/healthcheck/", {
+          token: null,
+          headers: { accept: "text/html" },
+        });
         expect(res.status).toBe(200);
         expect(res.headers.get("content-type")).toStartWith("text/html");
         const html = await res.text();
-        for (const id of ["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]) expect(html).toContain(id);
+        for (const id of [
+          "Database",
+          "CacheBackend",
+          "HostRedisCacheHealthCheck",
+          "HostRedisTasksHealthCheck",
+        ])
+          expect(html).toContain(id);
       });
 
       test("groups and ?exclude= run only the chosen checks; an unknown group is 404", async () => {
-        const core = await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/core/?format=json", { token: null });
+        const core = await json(
+          "GET",
+          "/plugins/host_healthcheck_plugin/healthcheck/core/?format=json",
+          { token: null },
+        );
         expect(core.status).toBe(200);
         expect(core.body).toEqual({ status: "working", checks: { Database: "working" } });
-        const redis = await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/redis/?format=json&exclude=HostRedisTasksHealthCheck", { token: null });
-        expect(redis.body).toEqual({ status: "working", checks: { HostRedisCacheHealthCheck: "working" } });
+        const redis = await json(
+          "GET",
+          "/plugins/host_healthcheck_plugin/healthcheck/redis/?format=json&exclude=HostRedisTasksHealthCheck",
+          { token: null },
+        );
+        expect(redis.body).toEqual({
+          status: "working",
+          checks: { HostRedisCacheHealthCheck: "working" },
+        });
         expect((await json("GET", `${path}&exclude=Nope`, { token: null })).status).toBe(400);
-        expect((await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/nope/?format=json", { token: null })).status).toBe(404);
-        expect((await json("GET", "/readyz?exclude=CacheBackend", { token: null })).body).toEqual({ status: "ready" });
+        expect(
+          (
+            await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/nope/?format=json", {
+              token: null,
+            })
+          ).status,
+        ).toBe(404);
+        expect((await json("GET", "/readyz?exclude=CacheBackend", { token: null })).body).toEqual({
+          status: "ready",
+        });
       });
 
       test("health+json observes the database driver and latency; a worker's beat shows in the queue figures", async () => {
         await t.workerTick();
-        const r = await json("GET", "/plugins/host_healthcheck_plugin/healthcheck/?format=health%2Bjson", { token: null });
+        const r = await json(
+          "GET",
+          "/plugins/host_healthcheck_plugin/healthcheck/?format=health%2Bjson",
+          { token: null },
+        );
         expect(r.status).toBe(200);
         const values = (id: string) =>
-          Object.fromEntries((r.body.checks[id] as Array<{ measurementName?: string; observedValue: unknown }>).filter((e) => e.measurementName).map((e) => [e.measurementName, e.observedValue]));
+          Object.fromEntries(
+            (r.body.checks[id] as Array<{ measurementName?: string; observedValue: unknown }>)
+              .filter((e) => e.measurementName)
+              .map((e) => [e.measurementName, e.observedValue]),
+          );
         const db = values("Database");
         expect(db.driver).toBe(t.runtime === "workerd" ? "libsql" : "file");
         expect(db.latency as number).toBeGreaterThanOrEqual(0);
         const queue = values("HostRedisTasksHealthCheck");
-        expect(queue).toMatchObject({ queue_depth: expect.any(Number), pending_jobs: expect.any(Number), worker_runtime: t.runtime });
+        expect(queue).toMatchObject({
+          queue_depth: expect.any(Number),
+          pending_jobs: expect.any(Number),
+          worker_runtime: t.runtime,
+        });
         expect(queue.worker_heartbeat_age as number).toBeLessThan(30);
       });
 
       test("OpenMetrics parses with a Prometheus text parser: up, per check up and duration, queue figures", async () => {
-        const res = await req("GET", "/plugins/host_healthcheck_plugin/healthcheck/", { token: null, headers: { accept: "application/openmetrics-text; version=1.0.0" } });
+        const res = await req("GET", "/plugins/host_healthcheck_plugin/healthcheck/", {
+          token: null,
+          headers: { accept: "application/openmetrics-text; version=1.0.0" },
+        });
         expect(res.status).toBe(200);
         expect(res.headers.get("content-type")).toStartWith("application/openmetrics-text");
         const text = await res.text();
         expect(text.endsWith("# EOF\n")).toBe(true);
         const families = parsePrometheusTextFormat(text);
-        const value = (name: string, check?: string) => families.find((f) => f.name === name)?.metrics.find((m) => !check || m.labels?.check === check)?.value;
+        const value = (name: string, check?: string) =>
+          families
+            .find((f) => f.name === name)
+            ?.metrics.find((m) => !check || m.labels?.check === check)?.value;
         expect(value("host_health_up")).toBe("1");
-        for (const id of ["Database", "CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]) {
+        for (const id of [
+          "Database",
+          "CacheBackend",
+          "HostRedisCacheHealthCheck",
+          "HostRedisTasksHealthCheck",
+        ]) {
           expect(value("host_health_check_up", id)).toBe("1");
           expect(Number(value("host_health_check_duration_seconds", id))).toBeGreaterThanOrEqual(0);
         }
-        expect(Number(value("host_health_observed_queue_depth", "HostRedisTasksHealthCheck"))).toBeGreaterThanOrEqual(0);
-        expect(Number(value("host_health_observed_worker_heartbeat_age_seconds", "HostRedisTasksHealthCheck"))).toBeGreaterThanOrEqual(0);
+        expect(
+          Number(value("host_health_observed_queue_depth", "HostRedisTasksHealthCheck")),
+        ).toBeGreaterThanOrEqual(0);
+        expect(
+          Number(
+            value("host_health_observed_worker_heartbeat_age_seconds", "HostRedisTasksHealthCheck"),
+          ),
+        ).toBeGreaterThanOrEqual(0);
       });
 
       // Last in the suite: it takes Redis away.

@@ -55,18 +55,39 @@ export async function startRedisProcess(): Promise<RedisProcess> {
 
   const launch = async () => {
     const p = Bun.spawn(
-      [REDIS_BIN, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--dir", dir, "--daemonize", "no", "--logfile", join(dir, "redis.log")],
+      [
+        REDIS_BIN,
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--dir",
+        dir,
+        "--daemonize",
+        "no",
+        "--logfile",
+        join(dir, "redis.log"),
+      ],
       { stdin: "ignore", stdout: "ignore", stderr: "ignore" },
     );
     proc = p;
     alive.add(p);
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (Date.now() < deadline) {
-      if (p.exitCode !== null || p.signalCode !== null) throw new Error(`redis-server exited early on port ${port}`);
+      if (p.exitCode !== null || p.signalCode !== null)
+        throw new Error(`redis-server exited early on port ${port}`);
       if (await ping(port, 500)) return;
       await Bun.sleep(25);
     }
-    throw new Error(`redis-server did not answer PING within ${START_TIMEOUT_MS} ms on port ${port}`);
+    throw new Error(
+      `redis-server did not answer PING within ${START_TIMEOUT_MS} ms on port ${port}`,
+    );
   };
   const newDir = () => {
     dir = mkdtempSync(join(tmpdir(), "host-redis-fault-"));
@@ -82,7 +103,10 @@ export async function startRedisProcess(): Promise<RedisProcess> {
     } catch {
       // already gone
     }
-    const exited = await Promise.race([p.exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)]);
+    const exited = await Promise.race([
+      p.exited.then(() => true),
+      Bun.sleep(STOP_TIMEOUT_MS).then(() => false),
+    ]);
     if (!exited) {
       p.kill("SIGKILL");
       await p.exited;

@@ -86,13 +86,20 @@ async function startOnce(options: RedisServerOptions): Promise<RedisServerHandle
   const proc = Bun.spawn(
     [
       REDIS_BIN,
-      "--port", String(port),
-      "--bind", "127.0.0.1",
-      "--save", "",
-      "--appendonly", "no",
-      "--dir", dir,
-      "--logfile", logFile,
-      "--daemonize", "no",
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+      "--logfile",
+      logFile,
+      "--daemonize",
+      "no",
       ...(options.extraArgs ?? []),
     ],
     { stdin: "ignore", stdout: "ignore", stderr: "ignore" },
@@ -110,7 +117,10 @@ async function startOnce(options: RedisServerOptions): Promise<RedisServerHandle
       } catch {
         // already gone
       }
-      const exited = await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)]);
+      const exited = await Promise.race([
+        proc.exited.then(() => true),
+        Bun.sleep(STOP_TIMEOUT_MS).then(() => false),
+      ]);
       if (!exited) {
         proc.kill("SIGKILL");
         await Promise.race([proc.exited, Bun.sleep(STOP_TIMEOUT_MS)]);
@@ -142,7 +152,9 @@ async function startOnce(options: RedisServerOptions): Promise<RedisServerHandle
   }
   const log = readLog(logFile);
   await stop();
-  throw new Error(`redis-server did not answer PING within ${START_TIMEOUT_MS} ms (port ${port}):\n${log}`);
+  throw new Error(
+    `redis-server did not answer PING within ${START_TIMEOUT_MS} ms (port ${port}):\n${log}`,
+  );
 }
 
 /**
@@ -150,7 +162,9 @@ async function startOnce(options: RedisServerOptions): Promise<RedisServerHandle
  * Retries on a port race. Always call `stop()` (e.g. in `afterAll`).
  * @example const redis = await startRedisServer(); try { … } finally { await redis.stop(); }
  */
-export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServerHandle> {
+export async function startRedisServer(
+  options: RedisServerOptions = {},
+): Promise<RedisServerHandle> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {

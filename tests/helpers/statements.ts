@@ -5,7 +5,11 @@
  */
 import type { Database } from "../../src/db/client";
 
-export async function countStatements(db: Database, fn: () => Promise<unknown>, options: { transactions?: boolean } = {}): Promise<number> {
+export async function countStatements(
+  db: Database,
+  fn: () => Promise<unknown>,
+  options: { transactions?: boolean } = {},
+): Promise<number> {
   let n = 0;
   const c = db.client as any;
   const orig = { execute: c.execute, batch: c.batch, transaction: c.transaction };
@@ -13,11 +17,14 @@ export async function countStatements(db: Database, fn: () => Promise<unknown>, 
     const execute = target.execute;
     const batch = target.batch;
     target.execute = (...a: unknown[]) => (n++, execute.apply(target, a));
-    target.batch = (stmts: unknown[], mode?: unknown) => ((n += stmts.length), batch.call(target, stmts, mode));
+    target.batch = (stmts: unknown[], mode?: unknown) => (
+      (n += stmts.length), batch.call(target, stmts, mode)
+    );
     return target;
   };
   counted(c);
-  if (options.transactions) c.transaction = async (...a: unknown[]) => counted(await orig.transaction.apply(c, a));
+  if (options.transactions)
+    c.transaction = async (...a: unknown[]) => counted(await orig.transaction.apply(c, a));
   try {
     await fn();
   } finally {

@@ -26,13 +26,22 @@ export interface WorkerBundle {
 
 /** `compatibility_date` and `compatibility_flags` of wrangler.toml (so tests run what deploys). */
 export function wranglerSettings(): { compatibilityDate: string; compatibilityFlags: string[] } {
-  const toml = Bun.TOML.parse(readFileSync(join(ROOT, "wrangler.toml"), "utf8")) as { compatibility_date?: string; compatibility_flags?: string[] };
+  const toml = Bun.TOML.parse(readFileSync(join(ROOT, "wrangler.toml"), "utf8")) as {
+    compatibility_date?: string;
+    compatibility_flags?: string[];
+  };
   if (!toml.compatibility_date) throw new Error("wrangler.toml has no compatibility_date");
-  return { compatibilityDate: toml.compatibility_date, compatibilityFlags: toml.compatibility_flags ?? [] };
+  return {
+    compatibilityDate: toml.compatibility_date,
+    compatibilityFlags: toml.compatibility_flags ?? [],
+  };
 }
 
 /** Runs a command with a deadline; throws with its output when it fails. */
-export async function run(cmd: string[], opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): Promise<{ stdout: string; stderr: string }> {
+export async function run(
+  cmd: string[],
+  opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
+): Promise<{ stdout: string; stderr: string }> {
   const proc = Bun.spawn(cmd, {
     cwd: opts.cwd ?? ROOT,
     env: { ...process.env, ...opts.env },
@@ -41,14 +50,23 @@ export async function run(cmd: string[], opts: { env?: Record<string, string>; t
     stderr: "pipe",
   });
   const timer = setTimeout(() => proc.kill("SIGKILL"), opts.timeoutMs ?? BUILD_TIMEOUT_MS);
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   clearTimeout(timer);
   if (code !== 0) throw new Error(`${cmd.join(" ")} exited with ${code}:\n${stdout}\n${stderr}`);
   return { stdout, stderr };
 }
 
 /** Environment for wrangler: no telemetry, no network lookups. */
-export const WRANGLER_ENV = { CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", WRANGLER_LOG: "warn" };
+export const WRANGLER_ENV = {
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  WRANGLER_SEND_METRICS: "false",
+  WRANGLER_HIDE_BANNER: "true",
+  WRANGLER_LOG: "warn",
+};
 
 /** A loopback TCP port nothing listens on right now. */
 export async function freePort(): Promise<number> {
@@ -68,7 +86,10 @@ export function buildWorkerBundle(): Promise<WorkerBundle> {
   bundle ??= (async () => {
     const dir = mkdtempSync(join(tmpdir(), "host-worker-bundle-"));
     process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
-    await run([join(ROOT, "node_modules", ".bin", "wrangler"), "deploy", "--dry-run", "--outdir", dir], { env: WRANGLER_ENV });
+    await run(
+      [join(ROOT, "node_modules", ".bin", "wrangler"), "deploy", "--dry-run", "--outdir", dir],
+      { env: WRANGLER_ENV },
+    );
     return { dir, scriptPath: join(dir, "worker.js"), ...wranglerSettings() };
   })();
   return bundle;
@@ -94,9 +115,15 @@ export interface RemoteDatabaseOptions {
 }
 
 /** Starts a Hrana server on a temp file and applies our migrations through the web client. */
-export async function startRemoteDatabase(options: RemoteDatabaseOptions = {}): Promise<RemoteDatabase> {
+export async function startRemoteDatabase(
+  options: RemoteDatabaseOptions = {},
+): Promise<RemoteDatabase> {
   const dir = mkdtempSync(join(tmpdir(), "host-worker-db-"));
-  const hrana = await startHranaServer({ path: join(dir, "host.db"), port: options.port ?? 0, authToken: options.authToken });
+  const hrana = await startHranaServer({
+    path: join(dir, "host.db"),
+    port: options.port ?? 0,
+    authToken: options.authToken,
+  });
   const db = wrapClient(createClient({ url: hrana.url, authToken: options.authToken }), "remote");
   try {
     await runMigrations(db);
@@ -204,9 +231,16 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     async fetchVia(name, path, init = {}) {
       const target = await mf.getWorker(name);
       const body = typeof init.body === "string" ? init.body : undefined;
-      const res = await target.fetch(new URL(path, url).href, { method: init.method, headers: init.headers as Record<string, string>, body });
+      const res = await target.fetch(new URL(path, url).href, {
+        method: init.method,
+        headers: init.headers as Record<string, string>,
+        body,
+      });
       // Miniflare answers with undici's Response; hand tests the runtime's own.
-      return new Response(res.status === 204 ? null : await res.arrayBuffer(), { status: res.status, headers: [...res.headers] });
+      return new Response(res.status === 204 ? null : await res.arrayBuffer(), {
+        status: res.status,
+        headers: [...res.headers],
+      });
     },
     stop() {
       stopped ??= mf.dispose();

@@ -37,7 +37,11 @@ export function contractOf(doc: any): Contract {
       validate = ajv.compile({ $ref: `${DOC_ID}#${pointer}` });
       compiled.set(pointer, validate);
     }
-    return validate(value) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`);
+    return validate(value)
+      ? []
+      : (validate.errors ?? []).map(
+          (e) => `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`,
+        );
   };
   const operation = (path: string, method: string) => {
     const op = doc.paths[path]?.[method.toLowerCase()];
@@ -50,11 +54,17 @@ export function contractOf(doc: any): Contract {
       const base = operation(path, method);
       const responses = doc.paths[path][method.toLowerCase()].responses;
       const declared = responses[String(status)];
-      if (!declared) return [`${method} ${path} declares no ${status} response (has ${Object.keys(responses).join(", ")})`];
+      if (!declared)
+        return [
+          `${method} ${path} declares no ${status} response (has ${Object.keys(responses).join(", ")})`,
+        ];
       let pointer = `${base}/responses/${status}`;
       if (declared.$ref) pointer = declared.$ref.slice(1);
-      const resolved = declared.$ref ? doc.components.responses[declared.$ref.split("/").pop()] : declared;
-      if (!resolved.content?.["application/json"]) return body === null || body === undefined ? [] : [`${status} declares no JSON body`];
+      const resolved = declared.$ref
+        ? doc.components.responses[declared.$ref.split("/").pop()]
+        : declared;
+      if (!resolved.content?.["application/json"])
+        return body === null || body === undefined ? [] : [`${status} declares no JSON body`];
       return check(`${pointer}/content/application~1json/schema`, body);
     },
     requestErrors(path, method, body) {

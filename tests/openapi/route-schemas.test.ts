@@ -24,23 +24,35 @@ describe("validation at the boundary", () => {
   });
 
   test("a body missing required keys names each key; a non-object body is a non-field error", async () => {
-    const missing = await t.json("POST", "/api/users/tokens/provision/", { token: null, body: { username: "admin" } });
+    const missing = await t.json("POST", "/api/users/tokens/provision/", {
+      token: null,
+      body: { username: "admin" },
+    });
     expect(missing.status).toBe(400);
     expect(missing.body).toEqual({ password: ["Provide username and password."] });
     const list = await t.json("POST", "/api/users/tokens/", { body: [{}] });
     expect(list.status).toBe(400);
-    expect(list.body).toEqual({ non_field_errors: ["Create one token per request (a JSON object)."] });
+    expect(list.body).toEqual({
+      non_field_errors: ["Create one token per request (a JSON object)."],
+    });
   });
 
   test("the media type, size and depth checks still come before the schema", async () => {
-    const r = await t.req("POST", "/api/users/tokens/provision/", { token: null, raw: "username=a", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    const r = await t.req("POST", "/api/users/tokens/provision/", {
+      token: null,
+      raw: "username=a",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
     expect(r.status).toBe(415);
   });
 
   test("linked-objects keeps its messages, one per parameter", async () => {
     const r = await t.json("GET", `${CO}/linked-objects/?object_id=x`);
     expect(r.status).toBe(400);
-    expect(r.body).toEqual({ object_type: ["This parameter is required (<app_label>.<model>)."], object_id: ["A valid integer is required."] });
+    expect(r.body).toEqual({
+      object_type: ["This parameter is required (<app_label>.<model>)."],
+      object_id: ["A valid integer is required."],
+    });
     const empty = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=`);
     expect(empty.body).toEqual({ object_id: ["This parameter is required."] });
   });
@@ -50,19 +62,36 @@ describe("operations generated from the same schemas", () => {
   test("query parameters, their rules and descriptions come from the route's schema", () => {
     const linked = doc.paths[`${CO}/linked-objects/`].get;
     const objectId = linked.parameters.find((p: any) => p.name === "object_id");
-    expect(objectId).toMatchObject({ in: "query", required: true, description: "The target's id.", schema: { type: "string", pattern: "^\\d{1,15}$" } });
+    expect(objectId).toMatchObject({
+      in: "query",
+      required: true,
+      description: "The target's id.",
+      schema: { type: "string", pattern: "^\\d{1,15}$" },
+    });
     const format = doc.paths["/api/schema/"].get.parameters.find((p: any) => p.name === "format");
     expect(format.schema.enum).toEqual(["json", "yaml", "yml", "openapi-json"]);
-    const exclude = doc.paths["/plugins/host_healthcheck_plugin/healthcheck/{group}/"].get.parameters;
-    expect(exclude.map((p: any) => `${p.in} ${p.name}`)).toEqual(["path group", "query format", "query exclude"]);
-    expect(exclude[2]).toMatchObject({ style: "form", explode: true, schema: { type: "array", items: { type: "string" } } });
+    const exclude =
+      doc.paths["/plugins/host_healthcheck_plugin/healthcheck/{group}/"].get.parameters;
+    expect(exclude.map((p: any) => `${p.in} ${p.name}`)).toEqual([
+      "path group",
+      "query format",
+      "query exclude",
+    ]);
+    expect(exclude[2]).toMatchObject({
+      style: "form",
+      explode: true,
+      schema: { type: "array", items: { type: "string" } },
+    });
   });
 
   test("response schemas written in valibot are converted; a validated route documents its 400", () => {
-    const status = doc.paths["/api/status/"].get.responses["200"].content["application/json"].schema;
+    const status =
+      doc.paths["/api/status/"].get.responses["200"].content["application/json"].schema;
     expect(status.required).toEqual(["host-version", "runtime", "plugins"]);
     expect(status.properties["started-at"]).toEqual({ type: "string", format: "date-time" });
-    expect(doc.paths["/api/schema/"].get.responses["400"]).toEqual({ $ref: "#/components/responses/BadRequest" });
+    expect(doc.paths["/api/schema/"].get.responses["400"]).toEqual({
+      $ref: "#/components/responses/BadRequest",
+    });
     expect(doc["x-undocumented-routes"]).toBeUndefined();
   });
 });

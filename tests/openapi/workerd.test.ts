@@ -4,7 +4,12 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 
 setDefaultTimeout(60_000);
 
@@ -49,14 +54,23 @@ describe("OpenAPI on Workers", () => {
     const bad = await w.fetch("/api/schema/?format=xml", { headers: auth });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ format: ["Unknown format: use json or yaml."] });
-    const linked = await w.fetch("/api/plugins/custom-objects/linked-objects/?object_type=dcim.site&object_id=x", { headers: auth });
+    const linked = await w.fetch(
+      "/api/plugins/custom-objects/linked-objects/?object_type=dcim.site&object_id=x",
+      { headers: auth },
+    );
     expect(linked.status).toBe(400);
     expect(await linked.json()).toEqual({ object_id: ["A valid integer is required."] });
-    const provision = await w.fetch("/api/users/tokens/provision/", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: "x" }) });
+    const provision = await w.fetch("/api/users/tokens/provision/", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "x" }),
+    });
     expect(provision.status).toBe(400);
     expect(await provision.json()).toEqual({ password: ["Provide username and password."] });
     const doc = await (await w.fetch("/api/schema/", { headers: auth })).json();
-    const objectId = doc.paths["/api/plugins/custom-objects/linked-objects/"].get.parameters.find((p: { name?: string }) => p.name === "object_id");
+    const objectId = doc.paths["/api/plugins/custom-objects/linked-objects/"].get.parameters.find(
+      (p: { name?: string }) => p.name === "object_id",
+    );
     expect(objectId.schema.pattern).toBe("^\\d{1,15}$");
   });
 

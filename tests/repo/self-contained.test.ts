@@ -15,13 +15,22 @@ const OUTSIDE = /\.\.(?:["'`]?\s*[,/]\s*["'`]?\.\.)*["'`]?\s*[,/]\s*["'`]?shared
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    return statSync(path).isDirectory() ? files(path) : /\.(ts|md|sh|json)$/.test(name) ? [path] : [];
+    return statSync(path).isDirectory()
+      ? files(path)
+      : /\.(ts|md|sh|json)$/.test(name)
+        ? [path]
+        : [];
   });
 }
 
 describe("self-contained repository", () => {
   test("tests, sources, tools, benchmarks and the README never read the sibling folder", () => {
-    const offenders = [...["src", "tests", "tools", "bench", ".ci"].flatMap((d) => (existsSync(join(ROOT, d)) ? files(join(ROOT, d)) : [])), join(ROOT, "README.md")]
+    const offenders = [
+      ...["src", "tests", "tools", "bench", ".ci"].flatMap((d) =>
+        existsSync(join(ROOT, d)) ? files(join(ROOT, d)) : [],
+      ),
+      join(ROOT, "README.md"),
+    ]
       .map((p) => relative(ROOT, p))
       .filter((p) => p !== SELF && OUTSIDE.test(readFileSync(join(ROOT, p), "utf8")));
     expect(offenders).toEqual([]);
@@ -30,7 +39,13 @@ describe("self-contained repository", () => {
   test("the example schema document the README tour and the schema tests use is in the repository", () => {
     const doc = JSON.parse(readFileSync(join(ROOT, "examples", "inventory-schema.json"), "utf8"));
     expect(doc.schema_version).toBe("1");
-    expect(doc.types.map((t: { slug: string }) => t.slug)).toEqual(["circuit_provider", "circuit", "dhcp_scope"]);
-    expect(readFileSync(join(ROOT, "README.md"), "utf8")).toContain("schema apply examples/inventory-schema.json");
+    expect(doc.types.map((t: { slug: string }) => t.slug)).toEqual([
+      "circuit_provider",
+      "circuit",
+      "dhcp_scope",
+    ]);
+    expect(readFileSync(join(ROOT, "README.md"), "utf8")).toContain(
+      "schema apply examples/inventory-schema.json",
+    );
   });
 });

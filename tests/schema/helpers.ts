@@ -6,14 +6,30 @@ import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-f
 import type { TestApp } from "../helpers/app";
 
 export const SCHEMA = "/api/plugins/custom-objects/schema";
-export const exampleDoc = () => JSON.parse(readFileSync(join(import.meta.dir, "../../examples/inventory-schema.json"), "utf8"));
+export const exampleDoc = () =>
+  JSON.parse(readFileSync(join(import.meta.dir, "../../examples/inventory-schema.json"), "utf8"));
 
 export async function exampleChoiceSets(t: TestApp) {
   for (const [name, choices] of [
-    ["support-hours", [["24x7", "24x7"], ["business", "Business hours"]]],
-    ["circuit-labels", [["primary", "Primary"], ["backup", "Backup"], ["lab", "Lab"]]],
+    [
+      "support-hours",
+      [
+        ["24x7", "24x7"],
+        ["business", "Business hours"],
+      ],
+    ],
+    [
+      "circuit-labels",
+      [
+        ["primary", "Primary"],
+        ["backup", "Backup"],
+        ["lab", "Lab"],
+      ],
+    ],
   ] as const) {
-    const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", { body: { name, extra_choices: choices } });
+    const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", {
+      body: { name, extra_choices: choices },
+    });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   }
 }
@@ -24,12 +40,16 @@ export async function dump(t: TestApp): Promise<string> {
   // first, so two dumps differ only by what the requests between them did.
   await flushSearchIndexesNow(servicesOf(t.app));
   const client = t.deps.db.client;
-  const master = await client.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
+  const master = await client.execute(
+    "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
+  );
   const parts: unknown[] = [master.rows.map((r) => [r.type, r.name, r.sql])];
   for (const r of master.rows) {
     if (r.type !== "table" || r.name === "cache_entries") continue;
     // WITHOUT ROWID tables (a full-text index's shadow tables) come in primary-key order.
-    const rows = await client.execute(`SELECT * FROM "${String(r.name)}"${/WITHOUT ROWID/i.test(String(r.sql)) ? "" : " ORDER BY rowid"}`);
+    const rows = await client.execute(
+      `SELECT * FROM "${String(r.name)}"${/WITHOUT ROWID/i.test(String(r.sql)) ? "" : " ORDER BY rowid"}`,
+    );
     parts.push([r.name, rows.rows.map((row) => Object.values(row))]);
   }
   return JSON.stringify(parts);

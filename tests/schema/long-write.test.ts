@@ -13,27 +13,59 @@ import { createCache } from "../../src/services/cache";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { doc, SCHEMA } from "./helpers";
 
-const KINDS = ["text", "integer", "decimal", "boolean", "date", "datetime", "url", "json", "longtext", "text"];
+const KINDS = [
+  "text",
+  "integer",
+  "decimal",
+  "boolean",
+  "date",
+  "datetime",
+  "url",
+  "json",
+  "longtext",
+  "text",
+];
 const bigDoc = (prefix: string, types: number, fields: number) =>
   doc(
     Array.from({ length: types }, (_, t) => ({
       name: `${prefix}_${t}`,
       slug: `${prefix}_${t}`,
-      fields: Array.from({ length: fields }, (_, f) => ({ id: f + 1, name: `field_${f}`, type: KINDS[f % KINDS.length]!, primary: f === 0 })),
+      fields: Array.from({ length: fields }, (_, f) => ({
+        id: f + 1,
+        name: `field_${f}`,
+        type: KINDS[f % KINDS.length]!,
+        primary: f === 0,
+      })),
     })),
   );
 
 /** The app over HTTP on loopback, with its own database handle (and busy timeout). */
 async function serve(t: TestApp, busyTimeoutMs?: number) {
-  const db: Db = busyTimeoutMs === undefined ? t.deps.db : await openDatabase(t.dbUrl, undefined, { busyTimeoutMs });
-  const app = busyTimeoutMs === undefined ? t.app : await createApp({ config: t.deps.config, db, cache: createCache("memory", {}) });
+  const db: Db =
+    busyTimeoutMs === undefined
+      ? t.deps.db
+      : await openDatabase(t.dbUrl, undefined, { busyTimeoutMs });
+  const app =
+    busyTimeoutMs === undefined
+      ? t.app
+      : await createApp({ config: t.deps.config, db, cache: createCache("memory", {}) });
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
   const base = `http://127.0.0.1:${server.port}`;
   const call = async (method: string, path: string, body?: unknown) => {
     const t0 = performance.now();
-    const res = await fetch(base + path, { method, headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(base + path, {
+      method,
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers, ms: performance.now() - t0, at: performance.now() };
+    return {
+      status: res.status,
+      body: text ? JSON.parse(text) : null,
+      headers: res.headers,
+      ms: performance.now() - t0,
+      at: performance.now(),
+    };
   };
   return {
     call,
@@ -64,11 +96,33 @@ let t: TestApp;
 let siteId: number;
 beforeAll(async () => {
   t = await makeTestApp();
-  const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Probe", slug: "probe", status: "active" } });
+  const site = await t.json("POST", "/api/dcim/sites/", {
+    body: { name: "Probe", slug: "probe", status: "active" },
+  });
   expect(site.status).toBe(201);
   siteId = site.body.id;
-  expect((await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: doc([{ name: "probe", slug: "probe", fields: [{ id: 1, name: "label", type: "text", primary: true }] }]) } })).status).toBe(200);
-  expect((await t.json("POST", "/api/plugins/custom-objects/probe/", { body: Array.from({ length: 20 }, (_, i) => ({ label: `p${i}` })) })).status).toBe(201);
+  expect(
+    (
+      await t.json("POST", `${SCHEMA}/apply/`, {
+        body: {
+          schema: doc([
+            {
+              name: "probe",
+              slug: "probe",
+              fields: [{ id: 1, name: "label", type: "text", primary: true }],
+            },
+          ]),
+        },
+      })
+    ).status,
+  ).toBe(200);
+  expect(
+    (
+      await t.json("POST", "/api/plugins/custom-objects/probe/", {
+        body: Array.from({ length: 20 }, (_, i) => ({ label: `p${i}` })),
+      })
+    ).status,
+  ).toBe(201);
 });
 afterAll(() => t.close());
 
@@ -85,7 +139,11 @@ describe("a large schema apply", () => {
       const gets: Array<{ status: number; ms: number; at: number }> = [];
       // bounded: at most 2000 GETs or 60 s
       for (let i = 0; !applied && i < 2000 && performance.now() - started < 60_000; i++) {
-        const path = [`/api/dcim/sites/${siteId}/`, "/api/plugins/custom-objects/probe/?limit=5", "/api/status/"][i % 3]!;
+        const path = [
+          `/api/dcim/sites/${siteId}/`,
+          "/api/plugins/custom-objects/probe/?limit=5",
+          "/api/status/",
+        ][i % 3]!;
         gets.push(await http.call("GET", path));
       }
       const done = await apply;
@@ -97,10 +155,16 @@ describe("a large schema apply", () => {
       expect(during.every((g) => g.status === 200)).toBe(true);
       expect(Math.max(...during.map((g) => g.ms))).toBeLessThan(Math.max(250, done.ms / 2));
       // and the apply's commit is visible to the main connection right after
-      const types = await http.call("GET", "/api/plugins/custom-objects/custom-object-types/?slug=during_9");
+      const types = await http.call(
+        "GET",
+        "/api/plugins/custom-objects/custom-object-types/?slug=during_9",
+      );
       expect(types.body.count).toBe(1);
       expect(types.body.results[0].fields).toHaveLength(100);
-      const rows = await http.call("POST", "/api/plugins/custom-objects/during_9/", { field_0: "x", field_1: 3 });
+      const rows = await http.call("POST", "/api/plugins/custom-objects/during_9/", {
+        field_0: "x",
+        field_1: 3,
+      });
       expect(rows.status).toBe(201);
     } finally {
       await http.close();
@@ -115,18 +179,35 @@ describe("a large schema apply", () => {
       void apply.then(() => (applied = true));
       const writes: Array<Awaited<ReturnType<typeof http.call>>> = [];
       for (let i = 0; !applied && i < 200; i++) {
-        writes.push(await http.call("POST", "/api/dcim/sites/", { name: `During ${i}`, slug: `during-${i}`, status: "active" }));
+        writes.push(
+          await http.call("POST", "/api/dcim/sites/", {
+            name: `During ${i}`,
+            slug: `during-${i}`,
+            status: "active",
+          }),
+        );
         if (writes.at(-1)!.status === 503) break;
       }
       const refused = writes.find((w) => w.status === 503);
       expect(refused).toBeDefined();
-      expect(refused!.body).toEqual({ detail: expect.stringContaining("busy"), error: "database_busy" });
+      expect(refused!.body).toEqual({
+        detail: expect.stringContaining("busy"),
+        error: "database_busy",
+      });
       expect(refused!.headers.get("retry-after")).toBe("1");
       expect(refused!.ms).toBeLessThan(1000);
       expect(writes.every((w) => w.status === 201 || w.status === 503)).toBe(true);
       expect((await apply).status).toBe(200);
       // retried after the apply: it goes through
-      expect((await http.call("POST", "/api/dcim/sites/", { name: "After", slug: "after-apply", status: "active" })).status).toBe(201);
+      expect(
+        (
+          await http.call("POST", "/api/dcim/sites/", {
+            name: "After",
+            slug: "after-apply",
+            status: "active",
+          })
+        ).status,
+      ).toBe(201);
     } finally {
       await http.close();
     }
@@ -139,8 +220,16 @@ describe("another connection holding the write lock (a long write of another pro
     const other = new Database(t.dbUrl.replace(/^file:/, ""));
     try {
       other.exec("BEGIN IMMEDIATE");
-      other.exec("INSERT INTO tags (name, slug, color, description, created, last_updated) VALUES ('held', 'held', 'ffffff', '', 'x', 'x')");
-      const { value: refused, heldMs } = await loopHeld(() => http.call("POST", "/api/dcim/sites/", { name: "Blocked", slug: "blocked", status: "active" }));
+      other.exec(
+        "INSERT INTO tags (name, slug, color, description, created, last_updated) VALUES ('held', 'held', 'ffffff', '', 'x', 'x')",
+      );
+      const { value: refused, heldMs } = await loopHeld(() =>
+        http.call("POST", "/api/dcim/sites/", {
+          name: "Blocked",
+          slug: "blocked",
+          status: "active",
+        }),
+      );
       expect(refused.status).toBe(503);
       expect(refused.body.error).toBe("database_busy");
       expect(refused.headers.get("retry-after")).toBe("1");
@@ -157,8 +246,18 @@ describe("another connection holding the write lock (a long write of another pro
       expect(read.status).toBe(200);
       expect(read.ms).toBeLessThan(250);
       other.exec("ROLLBACK");
-      expect((await http.call("POST", "/api/dcim/sites/", { name: "Unblocked", slug: "unblocked", status: "active" })).status).toBe(201);
-      expect((await http.call("POST", `${SCHEMA}/apply/`, { schema: bigDoc("held", 1, 2) })).status).toBe(200);
+      expect(
+        (
+          await http.call("POST", "/api/dcim/sites/", {
+            name: "Unblocked",
+            slug: "unblocked",
+            status: "active",
+          })
+        ).status,
+      ).toBe(201);
+      expect(
+        (await http.call("POST", `${SCHEMA}/apply/`, { schema: bigDoc("held", 1, 2) })).status,
+      ).toBe(200);
     } finally {
       if (other.inTransaction) other.exec("ROLLBACK");
       other.close();

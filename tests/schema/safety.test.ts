@@ -11,10 +11,19 @@ let t: TestApp;
 beforeAll(async () => {
   t = await makeTestApp();
   for (const [name, choices] of [
-    ["sizes", [["s", "S"], ["m", "M"], ["l", "L"]]],
+    [
+      "sizes",
+      [
+        ["s", "S"],
+        ["m", "M"],
+        ["l", "L"],
+      ],
+    ],
     ["sizes_small", [["s", "S"]]],
   ] as const) {
-    const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", { body: { name, extra_choices: choices } });
+    const r = await t.json("POST", "/api/extras/custom-field-choice-sets/", {
+      body: { name, extra_choices: choices },
+    });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   }
 });
@@ -38,12 +47,15 @@ describe("impact counted against live rows", () => {
     { id: 6, name: "site", type: "object", related_object_type: "dcim/site" },
     { id: 7, name: "spare", type: "text" },
   ];
-  const typeDoc = (fields: unknown[], removed?: unknown[]) => doc([{ name: "gear", slug: "gear", fields, ...(removed ? { removed_fields: removed } : {}) }]);
+  const typeDoc = (fields: unknown[], removed?: unknown[]) =>
+    doc([{ name: "gear", slug: "gear", fields, ...(removed ? { removed_fields: removed } : {}) }]);
   let siteId: number;
 
   beforeAll(async () => {
     expect((await apply({ schema: typeDoc(base) })).status).toBe(200);
-    const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Gear site", slug: "gear-site" } });
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Gear site", slug: "gear-site" },
+    });
     siteId = site.body.id;
     await rows("gear", [
       { code: "A", note: "n1", qty: "12", owner: "x", size: "s", site: siteId },
@@ -52,32 +64,83 @@ describe("impact counted against live rows", () => {
     ]);
   });
 
-  const entries = (fields: unknown[], removed?: unknown[]) => ({ schema: typeDoc(fields, removed) });
-  const withField = (id: number, change: Record<string, unknown>) => base.map((f) => (f.id === id ? { ...f, ...change } : f));
+  const entries = (fields: unknown[], removed?: unknown[]) => ({
+    schema: typeDoc(fields, removed),
+  });
+  const withField = (id: number, change: Record<string, unknown>) =>
+    base.map((f) => (f.id === id ? { ...f, ...change } : f));
 
   test.each([
-    ["field removal with values", entries(base.filter((f) => f.id !== 2), [{ id: 2 }]), "note", "field_removed", 2],
-    ["lossy type change (unconvertible values counted)", entries(withField(3, { type: "integer" })), "qty", "lossy_type_change", 2],
-    ["required over empty rows, no default", entries(withField(4, { required: true })), "owner", "required_over_empty_rows", 2],
-    ["unique over duplicates", entries(withField(1, { unique: true })), "code", "unique_over_duplicates", 2],
-    ["choices removed while in use", entries(withField(5, { choice_set: "sizes_small" })), "size", "choices_in_use", 2],
-    ["link target changed while links exist", entries(withField(6, { related_object_type: "dcim/device" })), "site", "link_target_changed", 2],
-  ])("%s: counted in preview, 409 in apply with slug, field, reason, rows; nothing changed", async (_, body, field, reason, count) => {
-    const p = await preview(body);
-    expect(p.status).toBe(200);
-    const entry = { slug: "gear", field, reason, rows: count };
-    expect(p.body.destructive_changes).toEqual([expect.objectContaining(entry)]);
-    expect(p.body.diffs[0].destructive_changes).toEqual([expect.objectContaining(entry)]);
-    expect(p.body.diffs[0].has_destructive_changes).toBe(true);
-    const before = await dump(t);
-    const r = await apply(body);
-    expect(r.status).toBe(409);
-    expect(r.body).toMatchObject({ error: "destructive_changes", destructive_slugs: ["gear"], destructive_changes: [expect.objectContaining(entry)] });
-    expect(await dump(t)).toBe(before);
-  });
+    [
+      "field removal with values",
+      entries(
+        base.filter((f) => f.id !== 2),
+        [{ id: 2 }],
+      ),
+      "note",
+      "field_removed",
+      2,
+    ],
+    [
+      "lossy type change (unconvertible values counted)",
+      entries(withField(3, { type: "integer" })),
+      "qty",
+      "lossy_type_change",
+      2,
+    ],
+    [
+      "required over empty rows, no default",
+      entries(withField(4, { required: true })),
+      "owner",
+      "required_over_empty_rows",
+      2,
+    ],
+    [
+      "unique over duplicates",
+      entries(withField(1, { unique: true })),
+      "code",
+      "unique_over_duplicates",
+      2,
+    ],
+    [
+      "choices removed while in use",
+      entries(withField(5, { choice_set: "sizes_small" })),
+      "size",
+      "choices_in_use",
+      2,
+    ],
+    [
+      "link target changed while links exist",
+      entries(withField(6, { related_object_type: "dcim/device" })),
+      "site",
+      "link_target_changed",
+      2,
+    ],
+  ])(
+    "%s: counted in preview, 409 in apply with slug, field, reason, rows; nothing changed",
+    async (_, body, field, reason, count) => {
+      const p = await preview(body);
+      expect(p.status).toBe(200);
+      const entry = { slug: "gear", field, reason, rows: count };
+      expect(p.body.destructive_changes).toEqual([expect.objectContaining(entry)]);
+      expect(p.body.diffs[0].destructive_changes).toEqual([expect.objectContaining(entry)]);
+      expect(p.body.diffs[0].has_destructive_changes).toBe(true);
+      const before = await dump(t);
+      const r = await apply(body);
+      expect(r.status).toBe(409);
+      expect(r.body).toMatchObject({
+        error: "destructive_changes",
+        destructive_slugs: ["gear"],
+        destructive_changes: [expect.objectContaining(entry)],
+      });
+      expect(await dump(t)).toBe(before);
+    },
+  );
 
   test("unique over duplicates: 409 with its count first; with allow_destructive a 400 keyed by the field, never a 500", async () => {
-    expect((await apply(entries(withField(1, { unique: true })))).body.destructive_changes).toEqual([expect.objectContaining({ field: "code", reason: "unique_over_duplicates", rows: 2 })]);
+    expect((await apply(entries(withField(1, { unique: true })))).body.destructive_changes).toEqual(
+      [expect.objectContaining({ field: "code", reason: "unique_over_duplicates", rows: 2 })],
+    );
     const r = await apply({ ...entries(withField(1, { unique: true })), allow_destructive: true });
     expect(r.status).toBe(400);
     expect(r.body.error).toBe("invalid_schema");
@@ -86,7 +149,17 @@ describe("impact counted against live rows", () => {
 
   test("changes that lose nothing are not gated: rename, widening, removal of an empty column, required with a default", async () => {
     const lossless = entries(
-      base.filter((f) => f.id !== 7).map((f) => (f.id === 2 ? { ...f, name: "remark" } : f.id === 3 ? { ...f, type: "longtext" } : f.id === 4 ? { ...f, required: true, default: "nobody" } : f)),
+      base
+        .filter((f) => f.id !== 7)
+        .map((f) =>
+          f.id === 2
+            ? { ...f, name: "remark" }
+            : f.id === 3
+              ? { ...f, type: "longtext" }
+              : f.id === 4
+                ? { ...f, required: true, default: "nobody" }
+                : f,
+        ),
       [{ id: 7 }],
     );
     const p = await preview(lossless);
@@ -100,8 +173,13 @@ describe("impact counted against live rows", () => {
 
   test("link target change applied with allow_destructive clears the old links", async () => {
     const current = (await t.json("GET", `${SCHEMA}/export/?slug=gear`)).body;
-    const fields = current.types[0].fields.map((f: any) => (f.name === "site" ? { ...f, related_object_type: "dcim/device" } : f));
-    const body = { schema: { ...current, types: [{ ...current.types[0], fields }] }, allow_destructive: true };
+    const fields = current.types[0].fields.map((f: any) =>
+      f.name === "site" ? { ...f, related_object_type: "dcim/device" } : f,
+    );
+    const body = {
+      schema: { ...current, types: [{ ...current.types[0], fields }] },
+      allow_destructive: true,
+    };
     const r = await apply(body);
     expect(r.status).toBe(200);
     const list = await t.json("GET", `${CO}/gear/?ordering=id`);
@@ -110,7 +188,10 @@ describe("impact counted against live rows", () => {
 });
 
 describe("reviewed plans", () => {
-  const entry = (label: string) => doc([{ name: "planned", slug: "planned", fields: [{ id: 1, name: "a", type: "text", label }] }]);
+  const entry = (label: string) =>
+    doc([
+      { name: "planned", slug: "planned", fields: [{ id: 1, name: "a", type: "text", label }] },
+    ]);
 
   test("preview returns plan_id, from and to state hashes; applying the plan lands on to_state_hash", async () => {
     const p = await preview({ schema: entry("A") });

@@ -20,19 +20,33 @@ afterAll(() => t.close());
 
 const apply = (body: unknown) => t.json("POST", `${SCHEMA}/apply/`, { body });
 const exportAll = async () => (await t.json("GET", `${SCHEMA}/export/`)).body;
-const tables = async () => (await t.deps.db.client.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'trash__%' ORDER BY name")).rows.map((r) => String(r.name));
+const tables = async () =>
+  (
+    await t.deps.db.client.execute(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'trash__%' ORDER BY name",
+    )
+  ).rows.map((r) => String(r.name));
 const trash = async (query = "") => (await t.json("GET", `${SCHEMA}/trash/${query}`)).body;
 
 describe("trash", () => {
-  const box = (fields: unknown[], removed?: unknown[]) => doc([{ name: "box", slug: "box", fields, ...(removed ? { removed_fields: removed } : {}) }]);
+  const box = (fields: unknown[], removed?: unknown[]) =>
+    doc([{ name: "box", slug: "box", fields, ...(removed ? { removed_fields: removed } : {}) }]);
   const code = { id: 1, name: "code", type: "text" };
   const note = { id: 2, name: "note", type: "text" };
   const parts = { id: 3, name: "parts", type: "multiobject", related_object_type: "dcim/site" };
 
   test("a removed field goes to the trash with its data; restore brings it back intact", async () => {
     expect((await apply({ schema: box([code, note, parts]) })).status).toBe(200);
-    const site = (await t.json("POST", "/api/dcim/sites/", { body: { name: "Box site", slug: "box-site" } })).body;
-    const made = await t.json("POST", `${CO}/box/`, { body: [{ code: "B1", note: "keep me", parts: [site.id] }, { code: "B2", note: "me too" }, { code: "B3" }] });
+    const site = (
+      await t.json("POST", "/api/dcim/sites/", { body: { name: "Box site", slug: "box-site" } })
+    ).body;
+    const made = await t.json("POST", `${CO}/box/`, {
+      body: [
+        { code: "B1", note: "keep me", parts: [site.id] },
+        { code: "B2", note: "me too" },
+        { code: "B3" },
+      ],
+    });
     expect(made.status).toBe(201);
     const refused = await apply({ schema: box([code], [note, parts]) });
     expect(refused.status).toBe(409);
@@ -51,25 +65,46 @@ describe("trash", () => {
     const listed = await trash("?slug=box");
     expect(listed.count).toBe(2);
     const byName = Object.fromEntries(listed.results.map((r: any) => [r.name, r]));
-    expect(byName.note).toMatchObject({ kind: "field", custom_object_type: { slug: "box" }, field: { name: "note", type: "text", schema_id: 2 }, rows: 2 });
+    expect(byName.note).toMatchObject({
+      kind: "field",
+      custom_object_type: { slug: "box" },
+      field: { name: "note", type: "text", schema_id: 2 },
+      rows: 2,
+    });
     expect(Date.parse(byName.note.expires) - Date.parse(byName.note.removed)).toBe(7 * 86_400_000);
 
-    for (const entry of listed.results) expect((await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { headers: { "X-Request-Id": `restore-${entry.id}` } })).status).toBe(200);
+    for (const entry of listed.results)
+      expect(
+        (
+          await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, {
+            headers: { "X-Request-Id": `restore-${entry.id}` },
+          })
+        ).status,
+      ).toBe(200);
     // the restores are in the change log: the fields come back as creates, the type as an update
-    const logged = await t.json("GET", `/api/core/object-changes/?request_id=restore-${byName.note.id}&ordering=id`);
-    expect(logged.body.results.map((r: any) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
+    const logged = await t.json(
+      "GET",
+      `/api/core/object-changes/?request_id=restore-${byName.note.id}&ordering=id`,
+    );
+    expect(
+      logged.body.results.map((r: any) => [r.changed_object_type, r.action.value, r.object_repr]),
+    ).toEqual([
       ["custom_objects.customobjecttype", "update", expect.any(String)],
       ["custom_objects.customobjecttypefield", "create", "note"],
     ]);
     const back = await t.json("GET", `${CO}/box/?ordering=id`);
-    expect(back.body.results.map((r: any) => [r.code, r.note, r.parts.map((p: any) => p.id)])).toEqual([
+    expect(
+      back.body.results.map((r: any) => [r.code, r.note, r.parts.map((p: any) => p.id)]),
+    ).toEqual([
       ["B1", "keep me", [site.id]],
       ["B2", "me too", []],
       ["B3", null, []],
     ]);
     expect((await trash()).count).toBe(0);
     // search finds the restored values again (the full-text index follows the fields)
-    expect((await t.json("GET", `${CO}/box/?q=keep%20me`)).body.results.map((r: any) => r.code)).toEqual(["B1"]);
+    expect(
+      (await t.json("GET", `${CO}/box/?q=keep%20me`)).body.results.map((r: any) => r.code),
+    ).toEqual(["B1"]);
     // the restored ids are live again: the export lists them as fields, not tombstones, and round-trips
     const exported = await exportAll();
     const entry = exported.types.find((x: any) => x.slug === "box");
@@ -80,12 +115,21 @@ describe("trash", () => {
   });
 
   test("purge: true drops at once; expired entries are purged by the scheduled job", async () => {
-    expect((await apply({ schema: box([code, parts], [note]), allow_destructive: true, purge: true })).status).toBe(200);
+    expect(
+      (await apply({ schema: box([code, parts], [note]), allow_destructive: true, purge: true }))
+        .status,
+    ).toBe(200);
     expect((await trash()).count).toBe(0);
-    const cols = (await t.deps.db.client.execute("SELECT name FROM pragma_table_info((SELECT 'co_' || id FROM custom_object_types WHERE slug = 'box'))")).rows.map((r) => String(r.name));
+    const cols = (
+      await t.deps.db.client.execute(
+        "SELECT name FROM pragma_table_info((SELECT 'co_' || id FROM custom_object_types WHERE slug = 'box'))",
+      )
+    ).rows.map((r) => String(r.name));
     expect(cols.some((c) => c.startsWith("trash__") || c === "note")).toBe(false);
 
-    expect((await apply({ schema: box([code], [note, parts]), allow_destructive: true })).status).toBe(200);
+    expect(
+      (await apply({ schema: box([code], [note, parts]), allow_destructive: true })).status,
+    ).toBe(200);
     expect((await trash()).count).toBe(1);
     expect(await tables()).toHaveLength(1);
     expect(await purgeExpiredTrash(t.deps.db, { now: Date.now() + 6 * 86_400_000 })).toBe(0);
@@ -95,12 +139,31 @@ describe("trash", () => {
   });
 
   test("removed_types: gated with its row count, then to the trash; restore brings the type and rows back", async () => {
-    expect((await apply({ schema: doc([{ name: "crate", slug: "crate", fields: [code, { id: 2, name: "tags_ok", type: "integer" }] }]) })).status).toBe(200);
-    await t.json("POST", `${CO}/crate/`, { body: [{ code: "C1", tags_ok: 1 }, { code: "C2", tags_ok: 2 }] });
+    expect(
+      (
+        await apply({
+          schema: doc([
+            {
+              name: "crate",
+              slug: "crate",
+              fields: [code, { id: 2, name: "tags_ok", type: "integer" }],
+            },
+          ]),
+        })
+      ).status,
+    ).toBe(200);
+    await t.json("POST", `${CO}/crate/`, {
+      body: [
+        { code: "C1", tags_ok: 1 },
+        { code: "C2", tags_ok: 2 },
+      ],
+    });
     const body = { schema_version: "1", types: [], removed_types: [{ slug: "crate" }] };
     const p = await t.json("POST", `${SCHEMA}/preview/`, { body });
     expect(p.body.diffs).toEqual([expect.objectContaining({ slug: "crate", removed: true })]);
-    expect(p.body.destructive_changes).toEqual([expect.objectContaining({ slug: "crate", field: null, reason: "type_removed", rows: 2 })]);
+    expect(p.body.destructive_changes).toEqual([
+      expect.objectContaining({ slug: "crate", field: null, reason: "type_removed", rows: 2 }),
+    ]);
     expect((await apply(body)).status).toBe(409);
     expect((await t.req("GET", `${CO}/crate/`)).status).toBe(200);
     const removed = await apply({ schema: body, allow_destructive: true, plan_id: p.body.plan_id });
@@ -110,36 +173,64 @@ describe("trash", () => {
     // the export keeps the removal, and re-applying it changes nothing
     const exported = await exportAll();
     expect(exported.removed_types).toEqual([{ slug: "crate" }]);
-    expect((await apply({ schema: exported })).body.diffs.every((d: any) => !d.has_changes)).toBe(true);
+    expect((await apply({ schema: exported })).body.diffs.every((d: any) => !d.has_changes)).toBe(
+      true,
+    );
 
     const restored = await t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`);
     expect(restored.status).toBe(200);
     const rows = await t.json("GET", `${CO}/crate/?ordering=id`);
-    expect(rows.body.results.map((r: any) => [r.code, r.tags_ok])).toEqual([["C1", 1], ["C2", 2]]);
+    expect(rows.body.results.map((r: any) => [r.code, r.tags_ok])).toEqual([
+      ["C1", 1],
+      ["C2", 2],
+    ]);
     // an empty type goes without the gate
-    expect((await apply({ schema: doc([{ name: "empty_one", slug: "empty_one", fields: [] }]) })).status).toBe(200);
-    expect((await apply({ schema_version: "1", types: [], removed_types: [{ slug: "empty_one" }] })).status).toBe(200);
+    expect(
+      (await apply({ schema: doc([{ name: "empty_one", slug: "empty_one", fields: [] }]) })).status,
+    ).toBe(200);
+    expect(
+      (await apply({ schema_version: "1", types: [], removed_types: [{ slug: "empty_one" }] }))
+        .status,
+    ).toBe(200);
   });
 
   test("a restore that would clash answers 409; unknown ids 404; listing needs permission", async () => {
     const spare = { id: 4, name: "spare", type: "text" };
     expect((await apply({ schema: box([code, spare], [note, parts]) })).status).toBe(200);
     await t.json("POST", `${CO}/box/`, { body: { code: "S1", spare: "x" } });
-    expect((await apply({ schema: box([code], [note, parts, spare]), allow_destructive: true })).status).toBe(200);
+    expect(
+      (await apply({ schema: box([code], [note, parts, spare]), allow_destructive: true })).status,
+    ).toBe(200);
     const [entry] = (await trash("?slug=box")).results.filter((r: any) => r.name === "spare");
-    expect((await apply({ schema: box([code, { id: 5, name: "spare", type: "integer" }], [note, parts, spare]) })).status).toBe(200);
+    expect(
+      (
+        await apply({
+          schema: box([code, { id: 5, name: "spare", type: "integer" }], [note, parts, spare]),
+        })
+      ).status,
+    ).toBe(200);
     const clash = await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`);
     expect(clash.status).toBe(409);
     expect(clash.body.error).toBe("restore_conflict");
     expect((await t.json("POST", `${SCHEMA}/trash/987654/restore/`)).status).toBe(404);
-    expect((await t.json("GET", `${SCHEMA}/trash/`, { token: await t.user("nobody") })).status).toBe(403);
+    expect(
+      (await t.json("GET", `${SCHEMA}/trash/`, { token: await t.user("nobody") })).status,
+    ).toBe(403);
   });
 });
 
 describe("whole documents", () => {
   const bundle = () => ({
     schema_version: "1",
-    choice_sets: [{ name: "rack-roles", extra_choices: [["edge", "Edge"], ["core", "Core"]] }],
+    choice_sets: [
+      {
+        name: "rack-roles",
+        extra_choices: [
+          ["edge", "Edge"],
+          ["core", "Core"],
+        ],
+      },
+    ],
     types: [
       {
         name: "rack_slot",
@@ -158,33 +249,74 @@ describe("whole documents", () => {
     const r = await apply({ schema: bundle() });
     expect(r.status).toBe(200);
     const sets = await t.json("GET", "/api/extras/custom-field-choice-sets/?name=rack-roles");
-    expect(sets.body.results[0].extra_choices).toEqual([["edge", "Edge"], ["core", "Core"]]);
-    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R1", position: 1, role: "edge" } })).status).toBe(201);
-    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R1", position: 2 } })).status).toBe(201);
+    expect(sets.body.results[0].extra_choices).toEqual([
+      ["edge", "Edge"],
+      ["core", "Core"],
+    ]);
+    expect(
+      (
+        await t.json("POST", `${CO}/rack_slot/`, {
+          body: { rack: "R1", position: 1, role: "edge" },
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      (await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R1", position: 2 } })).status,
+    ).toBe(201);
     const dup = await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R1", position: 1 } });
     expect(dup.status).toBe(400);
-    expect(dup.body).toEqual({ position: ["The fields position, rack must make a unique set."], rack: ["The fields position, rack must make a unique set."] });
+    expect(dup.body).toEqual({
+      position: ["The fields position, rack must make a unique set."],
+      rack: ["The fields position, rack must make a unique set."],
+    });
 
     const exported = (await t.json("GET", `${SCHEMA}/export/?slug=rack_slot`)).body;
     expect(exported.types[0].unique_together).toEqual([["position", "rack"]]);
-    expect(exported.choice_sets).toEqual([{ name: "rack-roles", extra_choices: [["edge", "Edge"], ["core", "Core"]] }]);
+    expect(exported.choice_sets).toEqual([
+      {
+        name: "rack-roles",
+        extra_choices: [
+          ["edge", "Edge"],
+          ["core", "Core"],
+        ],
+      },
+    ]);
     const again = await apply({ schema: exported });
     expect(again.status).toBe(200);
     expect(again.body.diffs.every((d: any) => !d.has_changes)).toBe(true);
   });
 
   test("a choice set dropping a value in use is gated; unique_together over duplicates is gated, then a 400", async () => {
-    const narrowed = { ...bundle(), choice_sets: [{ name: "rack-roles", extra_choices: [["core", "Core"]] }] };
+    const narrowed = {
+      ...bundle(),
+      choice_sets: [{ name: "rack-roles", extra_choices: [["core", "Core"]] }],
+    };
     const r = await apply({ schema: narrowed });
     expect(r.status).toBe(409);
-    expect(r.body.destructive_changes).toEqual([expect.objectContaining({ slug: "rack_slot", field: "role", reason: "choices_in_use", rows: 1 })]);
+    expect(r.body.destructive_changes).toEqual([
+      expect.objectContaining({
+        slug: "rack_slot",
+        field: "role",
+        reason: "choices_in_use",
+        rows: 1,
+      }),
+    ]);
 
     const loose = { ...bundle(), types: [{ ...bundle().types[0], unique_together: [] }] };
     expect((await apply({ schema: loose })).status).toBe(200);
-    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R1", position: 1 } })).status).toBe(201);
+    expect(
+      (await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R1", position: 1 } })).status,
+    ).toBe(201);
     const tight = await apply({ schema: bundle() });
     expect(tight.status).toBe(409);
-    expect(tight.body.destructive_changes).toEqual([expect.objectContaining({ slug: "rack_slot", field: "position,rack", reason: "unique_over_duplicates", rows: 2 })]);
+    expect(tight.body.destructive_changes).toEqual([
+      expect.objectContaining({
+        slug: "rack_slot",
+        field: "position,rack",
+        reason: "unique_over_duplicates",
+        rows: 2,
+      }),
+    ]);
     const forced = await apply({ schema: bundle(), allow_destructive: true });
     expect(forced.status).toBe(400);
     expect(forced.body.schema_errors[0].path).toContain("$.types[0].unique_together");
@@ -193,7 +325,9 @@ describe("whole documents", () => {
   test("unique_together over REST: set, 400 on unknown fields or duplicates, follows renames and removals", async () => {
     const cot = (await t.json("GET", `${CO}/custom-object-types/?slug=rack_slot`)).body.results[0];
     const url = `${CO}/custom-object-types/${cot.id}/`;
-    expect((await t.json("PATCH", url, { body: { unique_together: [["rack", "nope"]] } })).body).toEqual({ unique_together: ['"nope" is not a field of this type.'] });
+    expect(
+      (await t.json("PATCH", url, { body: { unique_together: [["rack", "nope"]] } })).body,
+    ).toEqual({ unique_together: ['"nope" is not a field of this type.'] });
     // rows R1/1 repeat (previous test): the key cannot be built
     const dup = await t.json("PATCH", url, { body: { unique_together: [["rack", "position"]] } });
     expect(dup.status).toBe(400);
@@ -201,17 +335,38 @@ describe("whole documents", () => {
     const ok = await t.json("PATCH", url, { body: { unique_together: [["role", "rack"]] } });
     expect(ok.status).toBe(200);
     expect(ok.body.unique_together).toEqual([["rack", "role"]]);
-    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R9", role: "core" } })).status).toBe(201);
-    expect((await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R9", role: "core" } })).body).toHaveProperty("role");
+    expect(
+      (await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R9", role: "core" } })).status,
+    ).toBe(201);
+    expect(
+      (await t.json("POST", `${CO}/rack_slot/`, { body: { rack: "R9", role: "core" } })).body,
+    ).toHaveProperty("role");
     const role = cot.fields.find((f: any) => f.name === "role");
-    expect((await t.json("PATCH", `${CO}/custom-object-type-fields/${role.id}/`, { body: { name: "duty" } })).status).toBe(200);
+    expect(
+      (
+        await t.json("PATCH", `${CO}/custom-object-type-fields/${role.id}/`, {
+          body: { name: "duty" },
+        })
+      ).status,
+    ).toBe(200);
     expect((await t.json("GET", url)).body.unique_together).toEqual([["duty", "rack"]]);
     expect((await t.req("DELETE", `${CO}/custom-object-type-fields/${role.id}/`)).status).toBe(204);
     expect((await t.json("GET", url)).body.unique_together).toEqual([]);
   });
 
   test("a column of a compound key can be retyped (document and REST) and the key still holds", async () => {
-    const d = (type: string) => doc([{ name: "pairing", slug: "pairing", unique_together: [["a", "b"]], fields: [{ id: 1, name: "a", type: "text" }, { id: 2, name: "b", type }] }]);
+    const d = (type: string) =>
+      doc([
+        {
+          name: "pairing",
+          slug: "pairing",
+          unique_together: [["a", "b"]],
+          fields: [
+            { id: 1, name: "a", type: "text" },
+            { id: 2, name: "b", type },
+          ],
+        },
+      ]);
     expect((await apply({ schema: d("integer") })).status).toBe(200);
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 1 } })).status).toBe(201);
     const retyped = await apply({ schema: d("text") });
@@ -219,15 +374,35 @@ describe("whole documents", () => {
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: "1" } })).status).toBe(400);
     const cot = (await t.json("GET", `${CO}/custom-object-types/?slug=pairing`)).body.results[0];
     const b = cot.fields.find((f: any) => f.name === "b");
-    expect((await t.json("PATCH", `${CO}/custom-object-type-fields/${b.id}/`, { body: { type: "integer" } })).status).toBe(200);
+    expect(
+      (
+        await t.json("PATCH", `${CO}/custom-object-type-fields/${b.id}/`, {
+          body: { type: "integer" },
+        })
+      ).status,
+    ).toBe(200);
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 1 } })).status).toBe(400);
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 2 } })).status).toBe(201);
   });
 
   test("a refused document creates no choice set", async () => {
-    const failing = { schema_version: "1", choice_sets: [{ name: "never-made", extra_choices: [["a", "A"]] }], types: [{ name: "ghost", slug: "ghost", fields: [{ id: 1, name: "x", type: "object", related_object_type: "custom-objects/nowhere" }] }] };
+    const failing = {
+      schema_version: "1",
+      choice_sets: [{ name: "never-made", extra_choices: [["a", "A"]] }],
+      types: [
+        {
+          name: "ghost",
+          slug: "ghost",
+          fields: [
+            { id: 1, name: "x", type: "object", related_object_type: "custom-objects/nowhere" },
+          ],
+        },
+      ],
+    };
     expect((await apply({ schema: failing })).status).toBe(400);
-    expect((await t.json("GET", "/api/extras/custom-field-choice-sets/?name=never-made")).body.count).toBe(0);
+    expect(
+      (await t.json("GET", "/api/extras/custom-field-choice-sets/?name=never-made")).body.count,
+    ).toBe(0);
   });
 });
 
@@ -235,12 +410,44 @@ describe("background progress", () => {
   test("a running schema.apply job says what it applies in its data before the outcome replaces it", async () => {
     const services = servicesOf(t.app);
     const [admin] = await t.deps.db.orm.select().from(users).where(eq(users.username, "admin"));
-    const [job] = await t.deps.db.orm.insert(jobs).values({ name: "schema.apply", status: "running", userId: admin!.id, attempts: 1 }).returning();
-    const body = { schema: doc([{ name: "progressed", slug: "progressed", fields: [{ id: 1, name: "a", type: "text" }, { id: 2, name: "b", type: "text" }] }]) };
+    const [job] = await t.deps.db.orm
+      .insert(jobs)
+      .values({ name: "schema.apply", status: "running", userId: admin!.id, attempts: 1 })
+      .returning();
+    const body = {
+      schema: doc([
+        {
+          name: "progressed",
+          slug: "progressed",
+          fields: [
+            { id: 1, name: "a", type: "text" },
+            { id: 2, name: "b", type: "text" },
+          ],
+        },
+      ]),
+    };
     // the handler runs as the worker runs it; the worker, not the handler, writes the outcome
-    const outcome = (await schemaApplyHandler(services)({ body, query: "", base_url: "http://host.test", request_id: "progress-1" }, { id: job!.id, name: "schema.apply", attempt: 1, maxAttempts: 1, userId: admin!.id, idempotencyKey: "k" })) as any;
+    const outcome = (await schemaApplyHandler(services)(
+      { body, query: "", base_url: "http://host.test", request_id: "progress-1" },
+      {
+        id: job!.id,
+        name: "schema.apply",
+        attempt: 1,
+        maxAttempts: 1,
+        userId: admin!.id,
+        idempotencyKey: "k",
+      },
+    )) as any;
     expect(outcome).toMatchObject({ status_code: 200, applied: true });
     const [row] = await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, job!.id));
-    expect(row!.data).toEqual({ progress: { phase: "applying", types: 1, removed_types: 0, fields: 2, started: expect.any(String) } });
+    expect(row!.data).toEqual({
+      progress: {
+        phase: "applying",
+        types: 1,
+        removed_types: 0,
+        fields: 2,
+        started: expect.any(String),
+      },
+    });
   });
 });

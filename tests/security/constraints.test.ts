@@ -13,11 +13,20 @@ let t: TestApp;
 const ids: Record<string, number> = {};
 
 /** A user with the given permissions; `[actions, label, constraints]`. */
-async function constrainedUser(username: string, grants: Array<[string[], string, unknown]>): Promise<{ token: string; id: number }> {
+async function constrainedUser(
+  username: string,
+  grants: Array<[string[], string, unknown]>,
+): Promise<{ token: string; id: number }> {
   const u = await createUser(t.deps.db.orm, { username });
   for (const [i, [actions, label, constraints]] of grants.entries()) {
     const r = await t.json("POST", "/api/users/permissions/", {
-      body: { name: `${username}-${i}`, actions, object_types: [label], users: [u.id], constraints },
+      body: {
+        name: `${username}-${i}`,
+        actions,
+        object_types: [label],
+        users: [u.id],
+        constraints,
+      },
     });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   }
@@ -30,12 +39,22 @@ beforeAll(async () => {
   await addField(t, cot.id, { name: "name", type: "text", primary: true });
   await addField(t, cot.id, { name: "size", type: "integer" });
   await addField(t, cot.id, { name: "owner", type: "integer" });
-  for (let i = 0; i < 5; i++) ids[`a${i}`] = (await create(t, "sec_a", { name: `a${i}`, size: i * 10 })).id;
-  for (const [name, slug] of [["HQ", "hq"], ["Lab", "lab"]] as const) {
+  for (let i = 0; i < 5; i++)
+    ids[`a${i}`] = (await create(t, "sec_a", { name: `a${i}`, size: i * 10 })).id;
+  for (const [name, slug] of [
+    ["HQ", "hq"],
+    ["Lab", "lab"],
+  ] as const) {
     ids[slug] = (await t.json("POST", "/api/dcim/sites/", { body: { name, slug } })).body.id;
   }
-  for (const [name, site] of [["hq-sw1", "hq"], ["hq-sw2", "hq"], ["lab-sw1", "lab"]] as const) {
-    ids[name] = (await t.json("POST", "/api/dcim/devices/", { body: { name, site: ids[site] } })).body.id;
+  for (const [name, site] of [
+    ["hq-sw1", "hq"],
+    ["hq-sw2", "hq"],
+    ["lab-sw1", "lab"],
+  ] as const) {
+    ids[name] = (
+      await t.json("POST", "/api/dcim/devices/", { body: { name, site: ids[site] } })
+    ).body.id;
   }
 });
 afterAll(() => t.close());
@@ -45,7 +64,11 @@ const names = (body: any) => (body.results as { display: string }[]).map((r) => 
 describe("the report's case: view, change and delete sec_a where name = a0", () => {
   let u: string;
   beforeAll(async () => {
-    u = (await constrainedUser("alice", [[["view", "change", "delete"], "custom_objects.sec_a", { name: "a0" }]])).token;
+    u = (
+      await constrainedUser("alice", [
+        [["view", "change", "delete"], "custom_objects.sec_a", { name: "a0" }],
+      ])
+    ).token;
   });
 
   test("the list shows only matching rows, and filters cannot widen it", async () => {
@@ -63,9 +86,20 @@ describe("the report's case: view, change and delete sec_a where name = a0", () 
   });
 
   test("PATCH, PUT and bulk PATCH of a row outside the constraint change nothing", async () => {
-    expect((await t.json("PATCH", `${CO}/sec_a/${ids.a1}/`, { token: u, body: { size: 999 } })).status).toBe(404);
-    expect((await t.json("PUT", `${CO}/sec_a/${ids.a1}/`, { token: u, body: { name: "a1", size: 999 } })).status).toBe(404);
-    const bulk = await t.json("PATCH", `${CO}/sec_a/`, { token: u, body: [{ id: ids.a0, size: 1 }, { id: ids.a1, size: 999 }] });
+    expect(
+      (await t.json("PATCH", `${CO}/sec_a/${ids.a1}/`, { token: u, body: { size: 999 } })).status,
+    ).toBe(404);
+    expect(
+      (await t.json("PUT", `${CO}/sec_a/${ids.a1}/`, { token: u, body: { name: "a1", size: 999 } }))
+        .status,
+    ).toBe(404);
+    const bulk = await t.json("PATCH", `${CO}/sec_a/`, {
+      token: u,
+      body: [
+        { id: ids.a0, size: 1 },
+        { id: ids.a1, size: 999 },
+      ],
+    });
     expect(bulk.status).toBe(404);
     const a0 = await t.json("GET", `${CO}/sec_a/${ids.a0}/`);
     const a1 = await t.json("GET", `${CO}/sec_a/${ids.a1}/`);
@@ -74,11 +108,16 @@ describe("the report's case: view, change and delete sec_a where name = a0", () 
   });
 
   test("a change that would move the row outside the constraint is 403 and not written", async () => {
-    const r = await t.json("PATCH", `${CO}/sec_a/${ids.a0}/`, { token: u, body: { name: "renamed" } });
+    const r = await t.json("PATCH", `${CO}/sec_a/${ids.a0}/`, {
+      token: u,
+      body: { name: "renamed" },
+    });
     expect(r.status).toBe(403);
     expect((await t.json("GET", `${CO}/sec_a/${ids.a0}/`)).body.name).toBe("a0");
     // a change that keeps it inside is fine
-    expect((await t.json("PATCH", `${CO}/sec_a/${ids.a0}/`, { token: u, body: { size: 5 } })).status).toBe(200);
+    expect(
+      (await t.json("PATCH", `${CO}/sec_a/${ids.a0}/`, { token: u, body: { size: 5 } })).status,
+    ).toBe(200);
   });
 
   test("bulk DELETE and DELETE of a row outside the constraint delete nothing", async () => {
@@ -91,9 +130,17 @@ describe("the report's case: view, change and delete sec_a where name = a0", () 
 
 describe("constraint semantics", () => {
   test("a list of objects is an OR; an object is an AND", async () => {
-    const or = (await constrainedUser("or", [[["view"], "custom_objects.sec_a", [{ name: "a1" }, { name: "a2" }]]])).token;
+    const or = (
+      await constrainedUser("or", [
+        [["view"], "custom_objects.sec_a", [{ name: "a1" }, { name: "a2" }]],
+      ])
+    ).token;
     expect(names((await t.json("GET", `${CO}/sec_a/`, { token: or })).body)).toEqual(["a1", "a2"]);
-    const and = (await constrainedUser("and", [[["view"], "custom_objects.sec_a", { name__startswith: "a", size__gte: 20, size__lt: 40 }]])).token;
+    const and = (
+      await constrainedUser("and", [
+        [["view"], "custom_objects.sec_a", { name__startswith: "a", size__gte: 20, size__lt: 40 }],
+      ])
+    ).token;
     expect(names((await t.json("GET", `${CO}/sec_a/`, { token: and })).body)).toEqual(["a2", "a3"]);
   });
 
@@ -107,14 +154,22 @@ describe("constraint semantics", () => {
       [{ id: ids.a1 }, ["a1"]],
     ];
     for (const [i, [constraints, expected]] of cases.entries()) {
-      const u = (await constrainedUser(`lk${i}`, [[["view"], "custom_objects.sec_a", constraints]])).token;
+      const u = (await constrainedUser(`lk${i}`, [[["view"], "custom_objects.sec_a", constraints]]))
+        .token;
       expect(names((await t.json("GET", `${CO}/sec_a/`, { token: u })).body)).toEqual(expected);
     }
   });
 
   test("an unknown field or an unusable value matches nothing (never everything)", async () => {
-    for (const [i, constraints] of [{ nosuchfield: 1 }, { size: "not-a-number" }, { name__in: "a1" }, [1, 2]].entries()) {
-      const u = (await constrainedUser(`bad${i}`, [[["view"], "custom_objects.sec_a", constraints]])).token;
+    for (const [i, constraints] of [
+      { nosuchfield: 1 },
+      { size: "not-a-number" },
+      { name__in: "a1" },
+      [1, 2],
+    ].entries()) {
+      const u = (
+        await constrainedUser(`bad${i}`, [[["view"], "custom_objects.sec_a", constraints]])
+      ).token;
       const r = await t.json("GET", `${CO}/sec_a/`, { token: u });
       expect(r.status).toBe(200);
       expect(r.body.count).toBe(0);
@@ -122,27 +177,40 @@ describe("constraint semantics", () => {
   });
 
   test("$user is the caller's id", async () => {
-    const { token, id } = await constrainedUser("owner", [[["view", "add", "change"], "custom_objects.sec_a", { owner: "$user" }]]);
+    const { token, id } = await constrainedUser("owner", [
+      [["view", "add", "change"], "custom_objects.sec_a", { owner: "$user" }],
+    ]);
     await t.json("PATCH", `${CO}/sec_a/${ids.a4}/`, { body: { owner: id } });
     expect(names((await t.json("GET", `${CO}/sec_a/`, { token })).body)).toEqual(["a4"]);
     // creating an object owned by someone else is refused; owned by oneself is fine
-    const other = await t.json("POST", `${CO}/sec_a/`, { token, body: { name: "theirs", owner: id + 100 } });
+    const other = await t.json("POST", `${CO}/sec_a/`, {
+      token,
+      body: { name: "theirs", owner: id + 100 },
+    });
     expect(other.status).toBe(403);
     const mine = await t.json("POST", `${CO}/sec_a/`, { token, body: { name: "mine", owner: id } });
     expect(mine.status).toBe(201);
     expect((await t.json("GET", `${CO}/sec_a/?name=theirs`)).body.count).toBe(0);
     // a bulk create with one bad item writes nothing
-    const bulk = await t.json("POST", `${CO}/sec_a/`, { token, body: [{ name: "ok2", owner: id }, { name: "bad2", owner: 0 }] });
+    const bulk = await t.json("POST", `${CO}/sec_a/`, {
+      token,
+      body: [
+        { name: "ok2", owner: id },
+        { name: "bad2", owner: 0 },
+      ],
+    });
     expect(bulk.status).toBe(403);
     expect((await t.json("GET", `${CO}/sec_a/?name=ok2`)).body.count).toBe(0);
     await t.req("DELETE", `${CO}/sec_a/${mine.body.id}/`);
   });
 
   test("an unconstrained grant of the same action lifts the constraint", async () => {
-    const u = (await constrainedUser("both", [
-      [["view"], "custom_objects.sec_a", { name: "a0" }],
-      [["view"], "custom_objects.sec_a", null],
-    ])).token;
+    const u = (
+      await constrainedUser("both", [
+        [["view"], "custom_objects.sec_a", { name: "a0" }],
+        [["view"], "custom_objects.sec_a", null],
+      ])
+    ).token;
     expect((await t.json("GET", `${CO}/sec_a/`, { token: u })).body.count).toBe(5);
   });
 
@@ -151,7 +219,13 @@ describe("constraint semantics", () => {
     const g = await t.json("POST", "/api/users/groups/", { body: { name: "net" } });
     await t.json("PATCH", `/api/users/users/${u.id}/`, { body: { groups: [g.body.id] } });
     const p = await t.json("POST", "/api/users/permissions/", {
-      body: { name: "group-grant", actions: ["view"], object_types: ["dcim.device"], groups: [g.body.id], constraints: { name__startswith: "lab" } },
+      body: {
+        name: "group-grant",
+        actions: ["view"],
+        object_types: ["dcim.device"],
+        groups: [g.body.id],
+        constraints: { name__startswith: "lab" },
+      },
     });
     expect(p.status).toBe(201);
     const token = (await issueToken(t.deps.db.orm, { username: "grouped" })).key;
@@ -161,19 +235,38 @@ describe("constraint semantics", () => {
 
 describe("host models, related lookups and nested objects", () => {
   test("a constraint follows a foreign key (site__slug) and the site id (site)", async () => {
-    const bySlug = (await constrainedUser("hqops", [[["view", "change"], "dcim.device", { site__slug: "hq" }], [["view"], "dcim.site", { slug: "hq" }]])).token;
-    expect(names((await t.json("GET", "/api/dcim/devices/", { token: bySlug })).body)).toEqual(["hq-sw1", "hq-sw2"]);
+    const bySlug = (
+      await constrainedUser("hqops", [
+        [["view", "change"], "dcim.device", { site__slug: "hq" }],
+        [["view"], "dcim.site", { slug: "hq" }],
+      ])
+    ).token;
+    expect(names((await t.json("GET", "/api/dcim/devices/", { token: bySlug })).body)).toEqual([
+      "hq-sw1",
+      "hq-sw2",
+    ]);
     // moving a device to another site takes it outside the constraint: 403, not written
-    const move = await t.json("PATCH", `/api/dcim/devices/${ids["hq-sw1"]}/`, { token: bySlug, body: { site: ids.lab } });
+    const move = await t.json("PATCH", `/api/dcim/devices/${ids["hq-sw1"]}/`, {
+      token: bySlug,
+      body: { site: ids.lab },
+    });
     expect(move.status).toBe(403);
     expect((await t.json("GET", `/api/dcim/devices/${ids["hq-sw1"]}/`)).body.site.id).toBe(ids.hq);
-    const byId = (await constrainedUser("labops", [[["view"], "dcim.device", { site: ids.lab }]])).token;
-    expect(names((await t.json("GET", "/api/dcim/devices/", { token: byId })).body)).toEqual(["lab-sw1"]);
+    const byId = (await constrainedUser("labops", [[["view"], "dcim.device", { site: ids.lab }]]))
+      .token;
+    expect(names((await t.json("GET", "/api/dcim/devices/", { token: byId })).body)).toEqual([
+      "lab-sw1",
+    ]);
   });
 
   test("a nested related object the caller may not view keeps only its id", async () => {
     // may view every device, but only the HQ site
-    const u = (await constrainedUser("devview", [[["view"], "dcim.device", null], [["view"], "dcim.site", { slug: "hq" }]])).token;
+    const u = (
+      await constrainedUser("devview", [
+        [["view"], "dcim.device", null],
+        [["view"], "dcim.site", { slug: "hq" }],
+      ])
+    ).token;
     const list = await t.json("GET", "/api/dcim/devices/?ordering=name", { token: u });
     const bySite = Object.fromEntries((list.body.results as any[]).map((d) => [d.name, d.site]));
     expect(bySite["hq-sw1"].display).toBe("HQ");
@@ -194,24 +287,45 @@ describe("custom objects pointing at host objects: linked-objects and nested for
     const cot = await makeCot(t, "sec_link");
     await addField(t, cot.id, { name: "label", type: "text", primary: true });
     await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
-    await addField(t, cot.id, { name: "peers", type: "multiobject", related_object_type: "dcim.device" });
-    await create(t, "sec_link", { label: "l-hq-1", site: ids.hq, peers: [ids["hq-sw1"], ids["lab-sw1"]] });
+    await addField(t, cot.id, {
+      name: "peers",
+      type: "multiobject",
+      related_object_type: "dcim.device",
+    });
+    await create(t, "sec_link", {
+      label: "l-hq-1",
+      site: ids.hq,
+      peers: [ids["hq-sw1"], ids["lab-sw1"]],
+    });
     await create(t, "sec_link", { label: "l-hq-2", site: ids.hq, peers: [ids["hq-sw2"]] });
     await create(t, "sec_link", { label: "l-lab", site: ids.lab, peers: [ids["lab-sw1"]] });
-    viewer = (await constrainedUser("linkview", [
-      [["view"], "custom_objects.sec_link", { label__startswith: "l-hq" }],
-      [["view"], "dcim.site", { slug: "hq" }],
-      [["view"], "dcim.device", { name__startswith: "hq" }],
-    ])).token;
+    viewer = (
+      await constrainedUser("linkview", [
+        [["view"], "custom_objects.sec_link", { label__startswith: "l-hq" }],
+        [["view"], "dcim.site", { slug: "hq" }],
+        [["view"], "dcim.device", { name__startswith: "hq" }],
+      ])
+    ).token;
   });
 
   test("linked-objects counts and lists only linking objects the caller may view", async () => {
-    const r = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=${ids.hq}`, { token: viewer });
+    const r = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.site&object_id=${ids.hq}`,
+      { token: viewer },
+    );
     expect(r.status).toBe(200);
     expect(r.body.count).toBe(2);
-    const admin = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.device&object_id=${ids["hq-sw1"]}`);
+    const admin = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.device&object_id=${ids["hq-sw1"]}`,
+    );
     expect(admin.body.count).toBe(1);
-    const multi = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.device&object_id=${ids["hq-sw1"]}`, { token: viewer });
+    const multi = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.device&object_id=${ids["hq-sw1"]}`,
+      { token: viewer },
+    );
     expect(multi.body.count).toBe(1);
     // the linking record's nested device outside the caller's view is reduced
     const peers = multi.body.results[0].object.peers as any[];
@@ -221,18 +335,35 @@ describe("custom objects pointing at host objects: linked-objects and nested for
   });
 
   test("linked-objects for an object the caller may not view answers exactly like a missing one", async () => {
-    const hidden = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=${ids.lab}`, { token: viewer });
-    const missing = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=99999`, { token: viewer });
+    const hidden = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.site&object_id=${ids.lab}`,
+      { token: viewer },
+    );
+    const missing = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=dcim.site&object_id=99999`,
+      { token: viewer },
+    );
     expect(hidden.status).toBe(404);
     expect(missing.status).toBe(404);
     expect(hidden.body.detail).toBe(missing.body.detail.replace("99999", String(ids.lab)));
     // no view permission on the type at all: the same 404
-    const noSites = (await constrainedUser("nositeperm", [[["view"], "custom_objects.sec_link", null]])).token;
-    expect((await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=${ids.hq}`, { token: noSites })).status).toBe(404);
+    const noSites = (
+      await constrainedUser("nositeperm", [[["view"], "custom_objects.sec_link", null]])
+    ).token;
+    expect(
+      (
+        await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=${ids.hq}`, {
+          token: noSites,
+        })
+      ).status,
+    ).toBe(404);
   });
 
   test("a custom object's nested site and devices are reduced when the caller may not view them", async () => {
-    const u = (await constrainedUser("cotonly", [[["view"], "custom_objects.sec_link", null]])).token;
+    const u = (await constrainedUser("cotonly", [[["view"], "custom_objects.sec_link", null]]))
+      .token;
     const r = await t.json("GET", `${CO}/sec_link/?label=l-lab`, { token: u });
     const rec = r.body.results[0];
     expect(Object.keys(rec.site)).toEqual(["id"]);
@@ -241,7 +372,11 @@ describe("custom objects pointing at host objects: linked-objects and nested for
   });
 
   test("constraints follow a custom object's object field (site__slug)", async () => {
-    const u = (await constrainedUser("cotrel", [[["view"], "custom_objects.sec_link", { site__slug: "lab" }]])).token;
+    const u = (
+      await constrainedUser("cotrel", [
+        [["view"], "custom_objects.sec_link", { site__slug: "lab" }],
+      ])
+    ).token;
     expect(names((await t.json("GET", `${CO}/sec_link/`, { token: u })).body)).toEqual(["l-lab"]);
   });
 });

@@ -21,21 +21,52 @@ beforeAll(async () => {
   const schema = {
     schema_version: "1",
     types: [
-      { name: "zeta_hidden_one", slug: HIDDEN[0], verbose_name: HIDDEN_TEXT[0], description: HIDDEN_TEXT[1], fields: [{ id: 1, name: "code", type: "text", primary: true }] },
-      { name: "omega_hidden_two", slug: HIDDEN[1], fields: [{ id: 1, name: "label", type: "text", primary: true }, { id: 2, name: "site", type: "object", related_object_type: "dcim/site" }] },
+      {
+        name: "zeta_hidden_one",
+        slug: HIDDEN[0],
+        verbose_name: HIDDEN_TEXT[0],
+        description: HIDDEN_TEXT[1],
+        fields: [{ id: 1, name: "code", type: "text", primary: true }],
+      },
+      {
+        name: "omega_hidden_two",
+        slug: HIDDEN[1],
+        fields: [
+          { id: 1, name: "label", type: "text", primary: true },
+          { id: 2, name: "site", type: "object", related_object_type: "dcim/site" },
+        ],
+      },
       {
         name: "alpha_visible",
         slug: VISIBLE,
         fields: [
           { id: 1, name: "title", type: "text", primary: true },
-          { id: 2, name: "peer", type: "object", related_object_type: `custom-objects/${HIDDEN[0]}` },
-          { id: 3, name: "peers", type: "multiobject", related_object_type: `custom-objects/${HIDDEN[0]}` },
-          { id: 4, name: "anything", type: "object", is_polymorphic: true, related_object_types: ["dcim/site", `custom-objects/${HIDDEN[1]}`] },
+          {
+            id: 2,
+            name: "peer",
+            type: "object",
+            related_object_type: `custom-objects/${HIDDEN[0]}`,
+          },
+          {
+            id: 3,
+            name: "peers",
+            type: "multiobject",
+            related_object_type: `custom-objects/${HIDDEN[0]}`,
+          },
+          {
+            id: 4,
+            name: "anything",
+            type: "object",
+            is_polymorphic: true,
+            related_object_types: ["dcim/site", `custom-objects/${HIDDEN[1]}`],
+          },
         ],
       },
     ],
   };
-  const applied = await t.json("POST", "/api/plugins/custom-objects/schema/apply/", { body: { schema } });
+  const applied = await t.json("POST", "/api/plugins/custom-objects/schema/apply/", {
+    body: { schema },
+  });
   if (applied.status !== 200) throw new Error(JSON.stringify(applied.body));
   viewer = await t.user("viewer", [[["view"], `custom_objects.${VISIBLE}`]]);
   nobody = await t.user("nobody", [[["view"], "dcim.site"]]);
@@ -68,13 +99,23 @@ function danglingRefs(doc: any): string[] {
   return out;
 }
 
-const cotPaths = (doc: any) => Object.keys(doc.paths).filter((p) => /^\/api\/plugins\/custom-objects\/(?!custom-object-types|custom-object-type-fields|linked-objects|schema)[^/]+\//.test(p));
+const cotPaths = (doc: any) =>
+  Object.keys(doc.paths).filter((p) =>
+    /^\/api\/plugins\/custom-objects\/(?!custom-object-types|custom-object-type-fields|linked-objects|schema)[^/]+\//.test(
+      p,
+    ),
+  );
 
 describe("OpenAPI document per caller", () => {
   test("a user with view on one type sees only that type's paths and schemas", async () => {
     const { doc } = await documentAs(viewer);
-    expect(cotPaths(doc).sort()).toEqual([`/api/plugins/custom-objects/${VISIBLE}/`, `/api/plugins/custom-objects/${VISIBLE}/{id}/`]);
-    const cotSchemas = Object.keys(doc.components.schemas).filter((n) => n.startsWith("CustomObject."));
+    expect(cotPaths(doc).sort()).toEqual([
+      `/api/plugins/custom-objects/${VISIBLE}/`,
+      `/api/plugins/custom-objects/${VISIBLE}/{id}/`,
+    ]);
+    const cotSchemas = Object.keys(doc.components.schemas).filter((n) =>
+      n.startsWith("CustomObject."),
+    );
     expect(cotSchemas.length).toBeGreaterThan(0);
     for (const name of cotSchemas) expect(name.startsWith(`CustomObject.${VISIBLE}`)).toBe(true);
     // The visible type's references to hidden types fall back to the generic nested form.
@@ -94,8 +135,11 @@ describe("OpenAPI document per caller", () => {
   test("a user who may view no type sees none, and nothing names them", async () => {
     const { doc, jsonText, yamlText } = await documentAs(nobody);
     expect(cotPaths(doc)).toEqual([]);
-    expect(Object.keys(doc.components.schemas).filter((n) => n.startsWith("CustomObject."))).toEqual([]);
-    for (const text of [jsonText, yamlText]) for (const s of [VISIBLE, ...HIDDEN, ...HIDDEN_TEXT]) expect(text).not.toContain(s);
+    expect(
+      Object.keys(doc.components.schemas).filter((n) => n.startsWith("CustomObject.")),
+    ).toEqual([]);
+    for (const text of [jsonText, yamlText])
+      for (const s of [VISIBLE, ...HIDDEN, ...HIDDEN_TEXT]) expect(text).not.toContain(s);
     expect(danglingRefs(doc)).toEqual([]);
   });
 
@@ -110,7 +154,8 @@ describe("OpenAPI document per caller", () => {
   test("a superuser sees every type", async () => {
     const { doc, yamlText } = await documentAs(t.admin);
     expect(cotPaths(doc).length).toBe(6);
-    for (const s of [VISIBLE, ...HIDDEN]) expect(doc.components.schemas[`CustomObject.${s}`]).toBeDefined();
+    for (const s of [VISIBLE, ...HIDDEN])
+      expect(doc.components.schemas[`CustomObject.${s}`]).toBeDefined();
     expect(yamlText).toContain(HIDDEN_TEXT[1]);
   });
 });

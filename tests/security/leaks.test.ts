@@ -12,10 +12,21 @@ let t: TestApp;
 let seer: string; // may view the `open` type (definition and objects), nothing about `secret`
 let seerNoTypes: string; // may view objects of `open` only
 
-async function userWith(username: string, grants: Array<[string[], string, unknown]>): Promise<string> {
+async function userWith(
+  username: string,
+  grants: Array<[string[], string, unknown]>,
+): Promise<string> {
   const u = await createUser(t.deps.db.orm, { username });
   for (const [i, [actions, label, constraints]] of grants.entries()) {
-    const r = await t.json("POST", "/api/users/permissions/", { body: { name: `${username}-${i}`, actions, object_types: [label], users: [u.id], constraints } });
+    const r = await t.json("POST", "/api/users/permissions/", {
+      body: {
+        name: `${username}-${i}`,
+        actions,
+        object_types: [label],
+        users: [u.id],
+        constraints,
+      },
+    });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   }
   return (await issueToken(t.deps.db.orm, { username })).key;
@@ -27,7 +38,11 @@ beforeAll(async () => {
   await addField(t, open.id, { name: "title", type: "text", primary: true });
   const secret = await makeCot(t, "secret", "secret", { verbose_name: "Secret things" });
   await addField(t, secret.id, { name: "codename_xyz", type: "text", primary: true });
-  await addField(t, open.id, { name: "buddy", type: "object", related_object_type: "custom_objects.secret" });
+  await addField(t, open.id, {
+    name: "buddy",
+    type: "object",
+    related_object_type: "custom_objects.secret",
+  });
   const s = await create(t, "secret", { codename_xyz: "Project Nightingale" });
   await create(t, "open", { title: "visible", buddy: s.id });
   seer = await userWith("seer", [
@@ -38,7 +53,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const mentionsSecret = (body: unknown) => /secret|codename_xyz|Nightingale/i.test(JSON.stringify(body));
+const mentionsSecret = (body: unknown) =>
+  /secret|codename_xyz|Nightingale/i.test(JSON.stringify(body));
 
 describe("plugin root", () => {
   test("lists only the types whose objects the caller may view", async () => {
@@ -55,9 +71,14 @@ describe("custom object type records", () => {
     const types = await t.json("GET", `${CO}/custom-object-types/`, { token: seer });
     expect(types.status).toBe(200);
     expect(types.body.results.map((r: any) => r.slug)).toEqual(["open"]);
-    expect(JSON.stringify(types.body.results[0].fields.map((f: any) => f.name))).not.toContain("codename_xyz");
-    const secretId = (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].id;
-    expect((await t.json("GET", `${CO}/custom-object-types/${secretId}/`, { token: seer })).status).toBe(404);
+    expect(JSON.stringify(types.body.results[0].fields.map((f: any) => f.name))).not.toContain(
+      "codename_xyz",
+    );
+    const secretId = (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0]
+      .id;
+    expect(
+      (await t.json("GET", `${CO}/custom-object-types/${secretId}/`, { token: seer })).status,
+    ).toBe(404);
   });
 });
 
@@ -65,7 +86,11 @@ describe("schema preview and export", () => {
   const doc = {
     schema_version: "1",
     types: [
-      { name: "open", slug: "open", fields: [{ id: 1, name: "title", type: "text", primary: true }] },
+      {
+        name: "open",
+        slug: "open",
+        fields: [{ id: 1, name: "title", type: "text", primary: true }],
+      },
       { name: "secret", slug: "secret", fields: [] },
     ],
   };
@@ -80,7 +105,9 @@ describe("schema preview and export", () => {
       expect(JSON.stringify(r.body)).not.toContain("codename_xyz");
     }
     // the type the caller may view is previewed in full
-    const open = (await t.json("POST", `${CO}/schema/preview/`, { token: seer, body: doc })).body.diffs.find((d: any) => d.slug === "open");
+    const open = (
+      await t.json("POST", `${CO}/schema/preview/`, { token: seer, body: doc })
+    ).body.diffs.find((d: any) => d.slug === "open");
     expect(open.hidden).toBeUndefined();
     // a superuser sees the field the document leaves out
     const admin = await t.json("POST", `${CO}/schema/preview/`, { body: doc });
@@ -105,21 +132,35 @@ describe("schema preview and export", () => {
     ]);
     const r = await t.json("POST", `${CO}/schema/apply/`, {
       token: editor,
-      body: { schema: { schema_version: "1", types: [{ name: "secret", slug: "secret", description: "renamed", fields: [] }] } },
+      body: {
+        schema: {
+          schema_version: "1",
+          types: [{ name: "secret", slug: "secret", description: "renamed", fields: [] }],
+        },
+      },
     });
     expect(r.status).toBe(403);
-    expect((await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].description).toBe("");
+    expect(
+      (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].description,
+    ).toBe("");
     // nor create a type its add constraint does not cover
     const made = await t.json("POST", `${CO}/schema/apply/`, {
       token: editor,
-      body: { schema: { schema_version: "1", types: [{ name: "other", slug: "other", fields: [] }] } },
+      body: {
+        schema: { schema_version: "1", types: [{ name: "other", slug: "other", fields: [] }] },
+      },
     });
     expect(made.status).toBe(403);
     expect((await t.json("GET", `${CO}/custom-object-types/?slug=other`)).body.count).toBe(0);
     // its own type is fine
     const ok = await t.json("POST", `${CO}/schema/apply/`, {
       token: editor,
-      body: { schema: { schema_version: "1", types: [{ name: "open", slug: "open", description: "now described", fields: [] }] } },
+      body: {
+        schema: {
+          schema_version: "1",
+          types: [{ name: "open", slug: "open", description: "now described", fields: [] }],
+        },
+      },
     });
     expect(ok.status).toBe(200);
   });
@@ -136,8 +177,16 @@ describe("nested related objects and linked-objects", () => {
 
   test("linked-objects does not reveal whether an invisible object exists", async () => {
     const secretObj = (await t.json("GET", `${CO}/secret/`)).body.results[0].id;
-    const exists = await t.json("GET", `${CO}/linked-objects/?object_type=custom_objects.secret&object_id=${secretObj}`, { token: seer });
-    const absent = await t.json("GET", `${CO}/linked-objects/?object_type=custom_objects.secret&object_id=424242`, { token: seer });
+    const exists = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=custom_objects.secret&object_id=${secretObj}`,
+      { token: seer },
+    );
+    const absent = await t.json(
+      "GET",
+      `${CO}/linked-objects/?object_type=custom_objects.secret&object_id=424242`,
+      { token: seer },
+    );
     expect(exists.status).toBe(404);
     expect(absent.status).toBe(404);
     expect(mentionsSecret(exists.body.detail.replace(/custom_objects\.secret/, ""))).toBe(false);
@@ -162,15 +211,34 @@ describe("change log", () => {
 
 describe("schema trash (issue 16)", () => {
   test("entries of a type the caller may not view are not listed, and cannot be restored or purged by them", async () => {
-    const secretId = (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0].id;
+    const secretId = (await t.json("GET", `${CO}/custom-object-types/?slug=secret`)).body.results[0]
+      .id;
     await addField(t, secretId, { name: "hush", type: "text" });
     const [obj] = (await t.json("GET", `${CO}/secret/`)).body.results;
-    expect((await t.json("PATCH", `${CO}/secret/${obj.id}/`, { body: { hush: "Nightingale's nest" } })).status).toBe(200);
+    expect(
+      (await t.json("PATCH", `${CO}/secret/${obj.id}/`, { body: { hush: "Nightingale's nest" } }))
+        .status,
+    ).toBe(200);
     const doc = (await t.json("GET", `${CO}/schema/export/?slug=secret`)).body;
     const type = doc.types[0];
     const hush = type.fields.find((f: any) => f.name === "hush");
-    const removing = { ...doc, types: [{ ...type, fields: type.fields.filter((f: any) => f.name !== "hush"), removed_fields: [hush] }] };
-    expect((await t.json("POST", `${CO}/schema/apply/`, { body: { schema: removing, allow_destructive: true } })).status).toBe(200);
+    const removing = {
+      ...doc,
+      types: [
+        {
+          ...type,
+          fields: type.fields.filter((f: any) => f.name !== "hush"),
+          removed_fields: [hush],
+        },
+      ],
+    };
+    expect(
+      (
+        await t.json("POST", `${CO}/schema/apply/`, {
+          body: { schema: removing, allow_destructive: true },
+        })
+      ).status,
+    ).toBe(200);
     const admin = await t.json("GET", `${CO}/schema/trash/`);
     const entry = admin.body.results.find((r: any) => r.name === "hush");
     expect(entry).toMatchObject({ custom_object_type: { slug: "secret" }, rows: 1 });
@@ -181,7 +249,10 @@ describe("schema trash (issue 16)", () => {
     const changer = await userWith("trash-changer", [
       [["view", "add", "change", "delete"], "custom_objects.customobjecttype", { slug: "open" }],
     ]);
-    for (const [method, path] of [["POST", `${CO}/schema/trash/${entry.id}/restore/`], ["DELETE", `${CO}/schema/trash/${entry.id}/`]] as const) {
+    for (const [method, path] of [
+      ["POST", `${CO}/schema/trash/${entry.id}/restore/`],
+      ["DELETE", `${CO}/schema/trash/${entry.id}/`],
+    ] as const) {
       const r = await t.json(method, path, { token: changer });
       expect(r.status).toBe(404);
       expect(mentionsSecret(r.body)).toBe(false);

@@ -16,7 +16,8 @@ const apps: TestApp[] = [];
 async function appWith(env: Record<string, string> = {}) {
   const t = await makeTestApp(env);
   apps.push(t);
-  for (const username of ["alice", "bob", "carol"]) await createUser(t.deps.db.orm, { username, password: PASSWORD });
+  for (const username of ["alice", "bob", "carol"])
+    await createUser(t.deps.db.orm, { username, password: PASSWORD });
   return t;
 }
 afterAll(async () => {
@@ -24,7 +25,11 @@ afterAll(async () => {
 });
 
 const login = (t: TestApp, username: string, password: string, from?: string) =>
-  t.json("POST", PROVISION, { token: null, body: { username, password }, headers: from ? { "x-forwarded-for": from } : {} });
+  t.json("POST", PROVISION, {
+    token: null,
+    body: { username, password },
+    headers: from ? { "x-forwarded-for": from } : {},
+  });
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -39,8 +44,15 @@ describe("the same work for unknown users and wrong passwords", () => {
 
   test("both answer the same 403; an inactive user and a user without a password too", async () => {
     await createUser(t.deps.db.orm, { username: "nopass" });
-    await t.deps.db.orm.run((await import("drizzle-orm")).sql`UPDATE users SET is_active = 0 WHERE username = 'carol'`);
-    const answers = [await login(t, "nobody", "x"), await login(t, "alice", "wrong"), await login(t, "carol", PASSWORD), await login(t, "nopass", "")];
+    await t.deps.db.orm.run(
+      (await import("drizzle-orm")).sql`UPDATE users SET is_active = 0 WHERE username = 'carol'`,
+    );
+    const answers = [
+      await login(t, "nobody", "x"),
+      await login(t, "alice", "wrong"),
+      await login(t, "carol", PASSWORD),
+      await login(t, "nopass", ""),
+    ];
     for (const r of answers) {
       expect(r.status).toBe(403);
       expect(r.body).toEqual({ detail: "Invalid username/password", error: "invalid_credentials" });
@@ -63,7 +75,9 @@ describe("the same work for unknown users and wrong passwords", () => {
       wrong.push(await timed("alice"));
     }
     const ratio = median(unknown) / median(wrong);
-    console.log(`login timing: unknown user median ${median(unknown).toFixed(2)} ms, wrong password median ${median(wrong).toFixed(2)} ms, ratio ${ratio.toFixed(2)}`);
+    console.log(
+      `login timing: unknown user median ${median(unknown).toFixed(2)} ms, wrong password median ${median(wrong).toFixed(2)} ms, ratio ${ratio.toFixed(2)}`,
+    );
     expect(ratio).toBeGreaterThan(0.5);
     expect(ratio).toBeLessThan(2);
   });
@@ -75,7 +89,10 @@ describe("failure limits (defaults: 10 per username, 30 per address, 15 minutes)
     for (let i = 0; i < 10; i++) expect((await login(t, "alice", `guess-${i}`)).status).toBe(403);
     const r = await login(t, "alice", PASSWORD);
     expect(r.status).toBe(429);
-    expect(r.body).toEqual({ detail: expect.stringContaining("Too many failed login attempts"), error: "rate_limited" });
+    expect(r.body).toEqual({
+      detail: expect.stringContaining("Too many failed login attempts"),
+      error: "rate_limited",
+    });
     const retryAfter = Number(r.res.headers.get("retry-after"));
     expect(retryAfter).toBeGreaterThan(890);
     expect(retryAfter).toBeLessThanOrEqual(900);
@@ -101,7 +118,8 @@ describe("failure limits (defaults: 10 per username, 30 per address, 15 minutes)
 
   test("per address: many usernames from one client are cut off at the address limit; other clients are not", async () => {
     const t = await appWith({ TRUSTED_PROXY_HOPS: "1", LOGIN_FAILURES_PER_ADDRESS: "5" });
-    for (let i = 0; i < 5; i++) expect((await login(t, `spray${i}`, "nope", "203.0.113.7")).status).toBe(403);
+    for (let i = 0; i < 5; i++)
+      expect((await login(t, `spray${i}`, "nope", "203.0.113.7")).status).toBe(403);
     const blocked = await login(t, "bob", PASSWORD, "203.0.113.7");
     expect(blocked.status).toBe(429);
     expect(blocked.body.error).toBe("rate_limited");
@@ -113,26 +131,34 @@ describe("failure limits (defaults: 10 per username, 30 per address, 15 minutes)
 
   test("successful logins do not use up the address limit", async () => {
     const t = await appWith({ TRUSTED_PROXY_HOPS: "1", LOGIN_FAILURES_PER_ADDRESS: "3" });
-    for (let i = 0; i < 6; i++) expect((await login(t, "bob", PASSWORD, "192.0.2.1")).status).toBe(201);
-    for (let i = 0; i < 3; i++) expect((await login(t, "alice", "nope", "192.0.2.1")).status).toBe(403);
+    for (let i = 0; i < 6; i++)
+      expect((await login(t, "bob", PASSWORD, "192.0.2.1")).status).toBe(201);
+    for (let i = 0; i < 3; i++)
+      expect((await login(t, "alice", "nope", "192.0.2.1")).status).toBe(403);
     expect((await login(t, "bob", PASSWORD, "192.0.2.1")).status).toBe(429);
   });
 
   test("X-Forwarded-For is ignored unless TRUSTED_PROXY_HOPS says to trust it", async () => {
     const t = await appWith({ LOGIN_FAILURES_PER_ADDRESS: "3" });
-    for (let i = 0; i < 3; i++) expect((await login(t, `spray${i}`, "nope", `192.0.2.${i}`)).status).toBe(403);
+    for (let i = 0; i < 3; i++)
+      expect((await login(t, `spray${i}`, "nope", `192.0.2.${i}`)).status).toBe(403);
     expect((await login(t, "bob", PASSWORD, "192.0.2.200")).status).toBe(429);
   });
 
   test("parallel guesses cannot slip past the limit", async () => {
     const t = await appWith({ LOGIN_FAILURES_PER_USERNAME: "5" });
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => login(t, "alice", `parallel-${i}`)));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => login(t, "alice", `parallel-${i}`)),
+    );
     expect(answers.filter((r) => r.status === 403).length).toBe(5);
     expect(answers.filter((r) => r.status === 429).length).toBe(35);
   });
 
   test("the window ends: after LOGIN_FAILURE_WINDOW_SECONDS the user may try again", async () => {
-    const t = await appWith({ LOGIN_FAILURES_PER_USERNAME: "2", LOGIN_FAILURE_WINDOW_SECONDS: "1" });
+    const t = await appWith({
+      LOGIN_FAILURES_PER_USERNAME: "2",
+      LOGIN_FAILURE_WINDOW_SECONDS: "1",
+    });
     for (let i = 0; i < 2; i++) expect((await login(t, "alice", "nope")).status).toBe(403);
     const r = await login(t, "alice", PASSWORD);
     expect(r.status).toBe(429);
@@ -146,7 +172,11 @@ describe("failure limits (defaults: 10 per username, 30 per address, 15 minutes)
     const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: t.app.fetch });
     try {
       const post = (username: string, password: string) =>
-        fetch(`http://127.0.0.1:${server.port}${PROVISION}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username, password }) });
+        fetch(`http://127.0.0.1:${server.port}${PROVISION}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ username, password }),
+        });
       expect((await post("x1", "nope")).status).toBe(403);
       expect((await post("x2", "nope")).status).toBe(403);
       expect((await post("bob", PASSWORD)).status).toBe(429);
@@ -163,7 +193,11 @@ describe("the limit lives on the cache", () => {
     const a = await appWith({ CACHE_BACKEND: "database", LOGIN_FAILURES_PER_USERNAME: "4" });
     const b = await createApp({ ...a.deps, cache: createCache("database", { db: a.deps.db }) });
     const viaB = (username: string, password: string) =>
-      b.request("http://host.test" + PROVISION, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username, password }) });
+      b.request("http://host.test" + PROVISION, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ username, password }),
+      });
     for (let i = 0; i < 2; i++) expect((await login(a, "alice", "nope")).status).toBe(403);
     for (let i = 0; i < 2; i++) expect((await viaB("alice", "nope")).status).toBe(403);
     expect((await login(a, "alice", PASSWORD)).status).toBe(429);

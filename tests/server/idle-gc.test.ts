@@ -34,7 +34,8 @@ test("one collection after a burst, once the server has been idle; none before a
 test("never while a request is in flight, however long it takes", async () => {
   let runs = 0;
   let finish!: () => void;
-  const slow = () => new Promise<Response>((resolve) => (finish = () => resolve(new Response("late"))));
+  const slow = () =>
+    new Promise<Response>((resolve) => (finish = () => resolve(new Response("late"))));
   const c = idleCollector(slow, { idleMs: 30, collect: () => runs++ });
   try {
     const answer = c.fetch(new Request("http://x/"), null);
@@ -67,7 +68,11 @@ test("a handler that throws is counted out too", async () => {
 });
 
 test("the default collection is a real full one: garbage left by a burst is gone after it", async () => {
-  const c = idleCollector(() => new Response(JSON.stringify(Array.from({ length: 20_000 }, (_, i) => ({ i, s: `v${i}` })))), { idleMs: 30 });
+  const c = idleCollector(
+    () =>
+      new Response(JSON.stringify(Array.from({ length: 20_000 }, (_, i) => ({ i, s: `v${i}` })))),
+    { idleMs: 30 },
+  );
   try {
     for (let i = 0; i < 20; i++) await (await c.fetch(new Request("http://x/"), null)).text();
     const before = heapStats().heapSize;
@@ -82,7 +87,12 @@ test("the default collection is a real full one: garbage left by a burst is gone
 test("a short pause is enough once the heap has grown by half since the last collection", async () => {
   let runs = 0;
   let heap = 100;
-  const c = idleCollector(ok, { idleMs: 1000, quickMs: 30, collect: () => ((runs += 1), (heap = 100)), heapBytes: () => heap });
+  const c = idleCollector(ok, {
+    idleMs: 1000,
+    quickMs: 30,
+    collect: () => ((runs += 1), (heap = 100)),
+    heapBytes: () => heap,
+  });
   try {
     await c.fetch(new Request("http://x/"), null);
     heap = 140; // grown, but not by half

@@ -28,7 +28,9 @@ let db: Database;
 let stack: RedisStack;
 let redis: RedisClient;
 let mf: Miniflare;
-let kv: KVNamespaceLike & { list(opts?: { prefix?: string }): Promise<{ keys: Array<{ name: string; expiration?: number }> }> };
+let kv: KVNamespaceLike & {
+  list(opts?: { prefix?: string }): Promise<{ keys: Array<{ name: string; expiration?: number }> }>;
+};
 
 beforeAll(async () => {
   db = await openDatabase(":memory:");
@@ -79,7 +81,7 @@ for (const [name, make] of backends) {
       const values: unknown[] = [
         { a: 1, nested: { list: [1, "two", { three: true }], nil: null } },
         [1, 2, 3],
-        "héllo ☃ 😀 \"quoted\" \n newline",
+        'héllo ☃ 😀 "quoted" \n newline',
         "",
         42,
         -0.5,
@@ -201,13 +203,18 @@ describe("database backend", () => {
     expect(row!.expiresAt).toBeLessThan(before + 1_200);
     await Bun.sleep(300);
     expect(await cache.get("db:row")).toBeNull();
-    expect(await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, "db:row"))).toEqual([]);
+    expect(await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, "db:row"))).toEqual(
+      [],
+    );
   });
 
   test("a row without expiry has expires_at null", async () => {
     const cache = createDatabaseCache(db);
     await cache.set("db:forever", "v");
-    const [row] = await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, "db:forever"));
+    const [row] = await db.orm
+      .select()
+      .from(cacheEntries)
+      .where(eq(cacheEntries.key, "db:forever"));
     expect(row!.expiresAt).toBeNull();
   });
 });
@@ -239,7 +246,9 @@ describe("kv backend", () => {
     await cache.set("long", "l", 3600);
     const { keys } = await kv.list({ prefix: "kvtest:" });
     const byName = Object.fromEntries(keys.map((k) => [k.name, k.expiration]));
-    expect(byName["kvtest:short"]).toBeGreaterThanOrEqual(Math.floor(before + KV_MIN_TTL_SECONDS) - 1);
+    expect(byName["kvtest:short"]).toBeGreaterThanOrEqual(
+      Math.floor(before + KV_MIN_TTL_SECONDS) - 1,
+    );
     expect(byName["kvtest:short"]).toBeLessThan(before + KV_MIN_TTL_SECONDS + 5);
     expect(byName["kvtest:long"]).toBeGreaterThanOrEqual(Math.floor(before + 3600) - 1);
     expect(await cache.get("short")).toBe("s");

@@ -13,7 +13,13 @@ beforeAll(async () => {
   stack = await startRedisStack();
   // @upstash/redis auto-pipelines by default (every call becomes POST /pipeline); these two
   // clients turn it off so single commands go through POST / as well.
-  redis = new Redis({ url: stack.bridge.url, token: stack.bridge.token, retry: false, enableTelemetry: false, enableAutoPipelining: false });
+  redis = new Redis({
+    url: stack.bridge.url,
+    token: stack.bridge.token,
+    retry: false,
+    enableTelemetry: false,
+    enableAutoPipelining: false,
+  });
   raw = new Redis({
     url: stack.bridge.url,
     token: stack.bridge.token,
@@ -31,10 +37,18 @@ afterAll(async () => {
 let n = 0;
 const key = (name: string) => `bridge:${++n}:${name}`;
 
-async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+async function post(
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   return fetch(stack.bridge.url + path, {
     method: "POST",
-    headers: { authorization: `Bearer ${stack.bridge.token}`, "content-type": "application/json", ...headers },
+    headers: {
+      authorization: `Bearer ${stack.bridge.token}`,
+      "content-type": "application/json",
+      ...headers,
+    },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
 }
@@ -122,11 +136,27 @@ describe("lists, sorted sets, hashes", () => {
 
   test("sorted sets", async () => {
     const z = key("z");
-    expect(await redis.zadd(z, { score: 1.5, member: "a" }, { score: 2, member: "b" }, { score: 3, member: "c" })).toBe(3);
+    expect(
+      await redis.zadd(
+        z,
+        { score: 1.5, member: "a" },
+        { score: 2, member: "b" },
+        { score: 3, member: "c" },
+      ),
+    ).toBe(3);
     expect(await redis.zrange(z, 0, -1)).toEqual(["a", "b", "c"]);
     expect(await redis.zrange(z, 2, "+inf", { byScore: true })).toEqual(["b", "c"]);
-    expect(await redis.zrange(z, "-inf", "+inf", { byScore: true, offset: 1, count: 1 })).toEqual(["b"]);
-    expect(await raw.zrange(z, 0, -1, { withScores: true })).toEqual(["a", "1.5", "b", "2", "c", "3"]);
+    expect(await redis.zrange(z, "-inf", "+inf", { byScore: true, offset: 1, count: 1 })).toEqual([
+      "b",
+    ]);
+    expect(await raw.zrange(z, 0, -1, { withScores: true })).toEqual([
+      "a",
+      "1.5",
+      "b",
+      "2",
+      "c",
+      "3",
+    ]);
     expect(await redis.zscore(z, "a")).toBe(1.5);
     expect(await redis.zrem(z, "a", "zz")).toBe(1);
     expect(await raw.exec(["ZRANGEBYSCORE", z, "(2", "+inf"])).toEqual(["c"]);
@@ -151,7 +181,11 @@ describe("pipeline, multi-exec, auto-pipelining", () => {
   test("a failing command in a pipeline fails only its slot", async () => {
     const k = key("pf");
     await redis.set(k, "text");
-    const res = await redis.pipeline().incr(k).set(k + ":b", "x").exec({ keepErrors: true });
+    const res = await redis
+      .pipeline()
+      .incr(k)
+      .set(k + ":b", "x")
+      .exec({ keepErrors: true });
     expect(res[0]!.error).toContain("not an integer");
     expect(res[1]!.result).toBe("OK");
     await expect(redis.pipeline().incr(k).exec()).rejects.toThrow(/not an integer/);
@@ -172,7 +206,12 @@ describe("pipeline, multi-exec, auto-pipelining", () => {
   test("multi-exec: a run-time error fails its command only", async () => {
     const k = key("mr");
     await redis.set(k, "text");
-    const res = await redis.multi().set(k + ":a", "1").incr(k).get(k + ":a").exec({ keepErrors: true });
+    const res = await redis
+      .multi()
+      .set(k + ":a", "1")
+      .incr(k)
+      .get(k + ":a")
+      .exec({ keepErrors: true });
     expect(res.map((r) => r.result ?? null)).toEqual(["OK", null, 1]);
     expect(res[1]!.error).toContain("not an integer");
   });
@@ -206,7 +245,9 @@ describe("pipeline, multi-exec, auto-pipelining", () => {
     const requests = (auto as unknown as { pipelineCounter: number }).pipelineCounter;
     expect(requests).toBeGreaterThanOrEqual(1);
     expect(requests).toBeLessThanOrEqual(4);
-    await expect(Promise.all([auto.incr(keys[0]!), auto.get(keys[1]!)])).rejects.toThrow(/not an integer/);
+    await expect(Promise.all([auto.incr(keys[0]!), auto.get(keys[1]!)])).rejects.toThrow(
+      /not an integer/,
+    );
   });
 });
 
@@ -219,7 +260,12 @@ describe("protocol details", () => {
     expect(wrong.status).toBe(401);
 
     const badToken = `bad-${crypto.randomUUID()}`;
-    const bad = new Redis({ url: stack.bridge.url, token: badToken, retry: false, enableTelemetry: false });
+    const bad = new Redis({
+      url: stack.bridge.url,
+      token: badToken,
+      retry: false,
+      enableTelemetry: false,
+    });
     const err = await bad.get("x").then(
       () => null,
       (e: Error) => e,
@@ -252,21 +298,33 @@ describe("protocol details", () => {
     const k = key("b64");
     const headers = { "upstash-encoding": "base64" };
     expect(await (await post("/", ["SET", k, "héllo"], headers)).json()).toEqual({ result: "OK" });
-    expect(await (await post("/", ["GET", k], headers)).json()).toEqual({ result: Buffer.from("héllo").toString("base64") });
+    expect(await (await post("/", ["GET", k], headers)).json()).toEqual({
+      result: Buffer.from("héllo").toString("base64"),
+    });
     expect(await (await post("/", ["INCR", k + ":n"], headers)).json()).toEqual({ result: 1 });
     await post("/", ["RPUSH", k + ":l", "OK", "x"]);
-    expect(await (await post("/", ["LRANGE", k + ":l", "0", "-1"], headers)).json()).toEqual({ result: ["T0s=", "eA=="] });
+    expect(await (await post("/", ["LRANGE", k + ":l", "0", "-1"], headers)).json()).toEqual({
+      result: ["T0s=", "eA=="],
+    });
     expect(await (await post("/", ["GET", k])).json()).toEqual({ result: "héllo" });
   });
 
   test("path form: GET /set/k/v, POST body as last argument, query options, _token", async () => {
     const k = key("path/with slash");
     const auth = { authorization: `Bearer ${stack.bridge.token}` };
-    const set = await fetch(`${stack.bridge.url}/set/${encodeURIComponent(k)}/v1`, { headers: auth });
+    const set = await fetch(`${stack.bridge.url}/set/${encodeURIComponent(k)}/v1`, {
+      headers: auth,
+    });
     expect(await set.json()).toEqual({ result: "OK" });
-    const get = await fetch(`${stack.bridge.url}/get/${encodeURIComponent(k)}?_token=${stack.bridge.token}`);
+    const get = await fetch(
+      `${stack.bridge.url}/get/${encodeURIComponent(k)}?_token=${stack.bridge.token}`,
+    );
     expect(await get.json()).toEqual({ result: "v1" });
-    const post2 = await fetch(`${stack.bridge.url}/set/${encodeURIComponent(k)}?EX=100`, { method: "POST", headers: auth, body: '{"a": 1}' });
+    const post2 = await fetch(`${stack.bridge.url}/set/${encodeURIComponent(k)}?EX=100`, {
+      method: "POST",
+      headers: auth,
+      body: '{"a": 1}',
+    });
     expect(post2.status).toBe(200);
     expect(await redis.get(k)).toEqual({ a: 1 });
     expect(await redis.ttl(k)).toBeGreaterThan(90);
@@ -275,7 +333,9 @@ describe("protocol details", () => {
   test("a malformed path answers 400, an unsupported method 405", async () => {
     const auth = { authorization: `Bearer ${stack.bridge.token}` };
     expect((await fetch(`${stack.bridge.url}/get/%E0%A4%A`, { headers: auth })).status).toBe(400);
-    expect((await fetch(`${stack.bridge.url}/get/k`, { method: "DELETE", headers: auth })).status).toBe(405);
+    expect(
+      (await fetch(`${stack.bridge.url}/get/k`, { method: "DELETE", headers: auth })).status,
+    ).toBe(405);
   });
 
   test("pipeline body must be an array of commands", async () => {
@@ -311,7 +371,8 @@ describe("pub/sub over SSE", () => {
       expect(await psubscribed).toBe(1);
       expect(await raw.publish(channel, "hi there")).toBe(2);
       const deadline = Date.now() + 3000;
-      while ((messages.length < 1 || pmessages.length < 1) && Date.now() < deadline) await Bun.sleep(20);
+      while ((messages.length < 1 || pmessages.length < 1) && Date.now() < deadline)
+        await Bun.sleep(20);
       expect(messages).toEqual([{ channel, message: "hi there" }]);
       expect(pmessages).toEqual([{ pattern: `${channel}*`, channel, message: "hi there" }]);
     } finally {
@@ -335,8 +396,17 @@ describe("a password-protected redis-server behind the bridge", () => {
     const password = `pw-${crypto.randomUUID()}`;
     const server = await startRedisServer({ extraArgs: ["--requirepass", password] });
     const token = `tok-${crypto.randomUUID()}`;
-    const bridge = await startRedisBridge({ redisUrl: `redis://:${password}@127.0.0.1:${server.port}`, token });
-    const client = new Redis({ url: bridge.url, token, retry: false, enableTelemetry: false, automaticDeserialization: false });
+    const bridge = await startRedisBridge({
+      redisUrl: `redis://:${password}@127.0.0.1:${server.port}`,
+      token,
+    });
+    const client = new Redis({
+      url: bridge.url,
+      token,
+      retry: false,
+      enableTelemetry: false,
+      automaticDeserialization: false,
+    });
     const sub = client.subscribe(["secure"]);
     const subscribed = new Promise((resolve) => sub.on("subscribe", resolve));
     const got = new Promise((resolve) => sub.on("message", resolve));
@@ -359,9 +429,15 @@ describe("a password-protected redis-server behind the bridge", () => {
     const bridge = await startRedisBridge({ redisUrl: server.url, token });
     try {
       await server.stop();
-      const res = await fetch(bridge.url, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: '["PING"]' });
+      const res = await fetch(bridge.url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}` },
+        body: '["PING"]',
+      });
       expect(res.status).toBe(503);
-      expect(((await res.json()) as { error: string }).error).toStartWith("bridge: redis unavailable");
+      expect(((await res.json()) as { error: string }).error).toStartWith(
+        "bridge: redis unavailable",
+      );
     } finally {
       await bridge.stop();
       await server.stop();

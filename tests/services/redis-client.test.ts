@@ -20,7 +20,11 @@ afterAll(async () => {
 });
 
 const implementations: Array<[string, () => RedisClient]> = [
-  ["upstash", () => createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token }, { timeoutMs: 2000 })],
+  [
+    "upstash",
+    () =>
+      createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token }, { timeoutMs: 2000 }),
+  ],
   ["bun", () => createBunRedis({ url: stack.redis.url }, { timeoutMs: 2000 })],
 ];
 
@@ -175,7 +179,10 @@ describe("failures are bounded and hold no secrets", () => {
   test("bun: password from the URL never shows in describe or errors", async () => {
     const password = `pw-${crypto.randomUUID()}`;
     // redis-server has no password set: AUTH fails with an error that must not echo the password.
-    const redis = createBunRedis({ url: `redis://user:${password}@127.0.0.1:${stack.redis.port}` }, { timeoutMs: 1500 });
+    const redis = createBunRedis(
+      { url: `redis://user:${password}@127.0.0.1:${stack.redis.port}` },
+      { timeoutMs: 1500 },
+    );
     expect(redis.describe).not.toContain(password);
     const err = await rejection(redis.ping());
     expect(err.message).not.toContain(password);
@@ -186,8 +193,14 @@ describe("failures are bounded and hold no secrets", () => {
     const password = `pw-${crypto.randomUUID()}`;
     const server = await startRedisServer({ extraArgs: ["--requirepass", password] });
     const good = createBunRedis({ url: server.url, token: password }, { timeoutMs: 1500 });
-    const inUrl = createBunRedis({ url: `redis://:${password}@127.0.0.1:${server.port}` }, { timeoutMs: 1500 });
-    const wrong = createBunRedis({ url: server.url, token: `${password}-wrong` }, { timeoutMs: 1500 });
+    const inUrl = createBunRedis(
+      { url: `redis://:${password}@127.0.0.1:${server.port}` },
+      { timeoutMs: 1500 },
+    );
+    const wrong = createBunRedis(
+      { url: server.url, token: `${password}-wrong` },
+      { timeoutMs: 1500 },
+    );
     try {
       expect(await good.ping()).toBe("PONG");
       expect(await inUrl.ping()).toBe("PONG");
@@ -257,7 +270,9 @@ describe("failures are bounded and hold no secrets", () => {
 });
 
 // A bridge (only) in front of an already running server.
-async function startRedisStackOn(redisUrl: string): Promise<{ url: string; token: string; stop(): Promise<void> }> {
+async function startRedisStackOn(
+  redisUrl: string,
+): Promise<{ url: string; token: string; stop(): Promise<void> }> {
   const { startRedisBridge } = await import("../../tools/redis-bridge");
   const token = `tok-${crypto.randomUUID()}`;
   const bridge = await startRedisBridge({ redisUrl, token });

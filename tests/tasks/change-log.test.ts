@@ -17,34 +17,70 @@ const withRequestId = (id: string) => ({ headers: { "x-request-id": id } });
 
 describe("change records for host models", () => {
   test("create, update and delete of a site: one record each with the §7 shape", async () => {
-    const created = await t.json("POST", "/api/dcim/sites/", { body: { name: "Log Site", slug: "log-site" }, ...withRequestId("req-site-create") });
+    const created = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Log Site", slug: "log-site" },
+      ...withRequestId("req-site-create"),
+    });
     expect(created.status).toBe(201);
     expect(created.res.headers.get("x-request-id")).toBe("req-site-create");
     const id = created.body.id;
-    await t.json("PATCH", `/api/dcim/sites/${id}/`, { body: { description: "after" }, ...withRequestId("req-site-update") });
-    expect((await t.req("DELETE", `/api/dcim/sites/${id}/`, withRequestId("req-site-delete"))).status).toBe(204);
+    await t.json("PATCH", `/api/dcim/sites/${id}/`, {
+      body: { description: "after" },
+      ...withRequestId("req-site-update"),
+    });
+    expect(
+      (await t.req("DELETE", `/api/dcim/sites/${id}/`, withRequestId("req-site-delete"))).status,
+    ).toBe(204);
 
-    const records = await changes(`changed_object_type=dcim.site&changed_object_id=${id}&ordering=id`);
+    const records = await changes(
+      `changed_object_type=dcim.site&changed_object_id=${id}&ordering=id`,
+    );
     expect(records.map((r) => r.action)).toEqual([
       { value: "create", label: "Created" },
       { value: "update", label: "Updated" },
       { value: "delete", label: "Deleted" },
     ]);
     const [c, u, d] = records;
-    for (const key of ["id", "url", "display", "time", "user", "user_name", "request_id", "action", "changed_object_type", "changed_object_id", "object_repr", "prechange_data", "postchange_data"]) {
+    for (const key of [
+      "id",
+      "url",
+      "display",
+      "time",
+      "user",
+      "user_name",
+      "request_id",
+      "action",
+      "changed_object_type",
+      "changed_object_id",
+      "object_repr",
+      "prechange_data",
+      "postchange_data",
+    ]) {
       expect(c).toHaveProperty(key);
     }
     expect(c.url).toBe(`${BASE}/api/core/object-changes/${c.id}/`);
     expect(c.changed_object_type).toBe("dcim.site");
     expect(c.changed_object_id).toBe(id);
     expect(c.object_repr).toBe("Log Site");
-    expect(c.user).toMatchObject({ username: "admin", url: expect.stringContaining("/api/users/users/") });
+    expect(c.user).toMatchObject({
+      username: "admin",
+      url: expect.stringContaining("/api/users/users/"),
+    });
     expect(c.user_name).toBe("admin");
-    expect([c.request_id, u.request_id, d.request_id]).toEqual(["req-site-create", "req-site-update", "req-site-delete"]);
+    expect([c.request_id, u.request_id, d.request_id]).toEqual([
+      "req-site-create",
+      "req-site-update",
+      "req-site-delete",
+    ]);
     expect(Date.parse(c.time)).toBeGreaterThan(Date.now() - 60_000);
 
     expect(c.prechange_data).toBeNull();
-    expect(c.postchange_data).toMatchObject({ id, name: "Log Site", slug: "log-site", description: "" });
+    expect(c.postchange_data).toMatchObject({
+      id,
+      name: "Log Site",
+      slug: "log-site",
+      description: "",
+    });
     expect(u.prechange_data.description).toBe("");
     expect(u.postchange_data.description).toBe("after");
     expect(d.prechange_data).toMatchObject({ id, description: "after" });
@@ -64,21 +100,31 @@ describe("change records for host models", () => {
   test("an update that changes nothing writes no record", async () => {
     const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Same", slug: "same" } });
     await t.json("PATCH", `/api/dcim/sites/${site.body.id}/`, { body: { name: "Same" } });
-    const records = await changes(`changed_object_type=dcim.site&changed_object_id=${site.body.id}`);
+    const records = await changes(
+      `changed_object_type=dcim.site&changed_object_id=${site.body.id}`,
+    );
     expect(records.map((r) => r.action.value)).toEqual(["create"]);
   });
 
   test("users, tags and tokens are logged; secrets never appear in the snapshots", async () => {
-    const user = await t.json("POST", "/api/users/users/", { body: { username: "logged", password: "s3cret-pass" } });
-    const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "Logged", slug: "logged" } });
+    const user = await t.json("POST", "/api/users/users/", {
+      body: { username: "logged", password: "s3cret-pass" },
+    });
+    const tag = await t.json("POST", "/api/extras/tags/", {
+      body: { name: "Logged", slug: "logged" },
+    });
     const token = await t.json("POST", "/api/users/tokens/", { body: { user: user.body.id } });
     expect(token.status).toBe(201);
     const [u] = await changes(`changed_object_type=users.user&changed_object_id=${user.body.id}`);
     expect(u.postchange_data.username).toBe("logged");
     expect(JSON.stringify(u)).not.toContain("s3cret-pass");
     expect(JSON.stringify(u)).not.toContain("pbkdf2");
-    expect((await changes(`changed_object_type=extras.tag&changed_object_id=${tag.body.id}`)).length).toBe(1);
-    const [tk] = await changes(`changed_object_type=users.token&changed_object_id=${token.body.id}`);
+    expect(
+      (await changes(`changed_object_type=extras.tag&changed_object_id=${tag.body.id}`)).length,
+    ).toBe(1);
+    const [tk] = await changes(
+      `changed_object_type=users.token&changed_object_id=${token.body.id}`,
+    );
     expect(tk.action.value).toBe("create");
     expect(JSON.stringify(tk)).not.toContain(token.body.key);
   });
@@ -96,16 +142,28 @@ describe("change records for host models", () => {
     expect((await changes("changed_object_type=dcim.site")).length).toBe(before);
     expect(await changes("request_id=req-bulk-fail")).toEqual([]);
 
-    const ok = await t.json("POST", "/api/dcim/sites/", { body: [{ name: "Bulk C", slug: "bulk-c" }, { name: "Bulk D", slug: "bulk-d" }], ...withRequestId("req-bulk-ok") });
+    const ok = await t.json("POST", "/api/dcim/sites/", {
+      body: [
+        { name: "Bulk C", slug: "bulk-c" },
+        { name: "Bulk D", slug: "bulk-d" },
+      ],
+      ...withRequestId("req-bulk-ok"),
+    });
     expect(ok.status).toBe(201);
     const logged = await changes("request_id=req-bulk-ok&ordering=id");
     expect(logged.map((r) => r.object_repr)).toEqual(["Bulk C", "Bulk D"]);
   });
 
   test("a refused delete (409) writes nothing", async () => {
-    const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Has devices", slug: "has-devices" } });
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Has devices", slug: "has-devices" },
+    });
     await t.json("POST", "/api/dcim/devices/", { body: { name: "dev1", site: site.body.id } });
-    const del = await t.req("DELETE", `/api/dcim/sites/${site.body.id}/`, withRequestId("req-refused"));
+    const del = await t.req(
+      "DELETE",
+      `/api/dcim/sites/${site.body.id}/`,
+      withRequestId("req-refused"),
+    );
     expect(del.status).toBe(409);
     expect(await changes("request_id=req-refused")).toEqual([]);
   });
@@ -122,11 +180,19 @@ describe("change records for custom objects", () => {
     const obj = await create(t, "circuit", { cid: "C-1" });
     await t.json("PATCH", `${CO}/circuit/${obj.id}/`, { body: { cid: "C-2" } });
 
-    const [cotChange] = await changes(`changed_object_type=custom_objects.customobjecttype&changed_object_id=${cot.id}`);
+    const [cotChange] = await changes(
+      `changed_object_type=custom_objects.customobjecttype&changed_object_id=${cot.id}`,
+    );
     expect(cotChange.action.value).toBe("create");
     expect(cotChange.postchange_data.slug).toBe("circuit");
-    const [fieldChange] = await changes(`changed_object_type=custom-objects.customobjecttypefield&changed_object_id=${field.id}`);
-    expect(fieldChange.postchange_data).toMatchObject({ name: "cid", type: "text", custom_object_type: cot.id });
+    const [fieldChange] = await changes(
+      `changed_object_type=custom-objects.customobjecttypefield&changed_object_id=${field.id}`,
+    );
+    expect(fieldChange.postchange_data).toMatchObject({
+      name: "cid",
+      type: "text",
+      custom_object_type: cot.id,
+    });
 
     const objChanges = await changes(`changed_object_type_id=${objectTypeId}&ordering=id`);
     expect(objChanges.map((r) => [r.action.value, r.object_repr])).toEqual([
@@ -140,16 +206,29 @@ describe("change records for custom objects", () => {
   });
 
   test("cascade deletes through on_delete_behavior are logged too", async () => {
-    const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "Cascade", slug: "cascade" } });
-    await addField(t, cotId, { name: "site", type: "object", related_object_type: "dcim.site", on_delete_behavior: "cascade" });
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Cascade", slug: "cascade" },
+    });
+    await addField(t, cotId, {
+      name: "site",
+      type: "object",
+      related_object_type: "dcim.site",
+      on_delete_behavior: "cascade",
+    });
     const obj = await create(t, "circuit", { cid: "C-cascade", site: site.body.id });
-    const del = await t.req("DELETE", `/api/dcim/sites/${site.body.id}/`, withRequestId("req-cascade"));
+    const del = await t.req(
+      "DELETE",
+      `/api/dcim/sites/${site.body.id}/`,
+      withRequestId("req-cascade"),
+    );
     expect(del.status).toBe(204);
     const logged = await changes("request_id=req-cascade&ordering=id");
-    expect(logged.map((r) => [r.changed_object_type, r.changed_object_id, r.action.value])).toEqual([
-      ["custom_objects.circuit", obj.id, "delete"],
-      ["dcim.site", site.body.id, "delete"],
-    ]);
+    expect(logged.map((r) => [r.changed_object_type, r.changed_object_id, r.action.value])).toEqual(
+      [
+        ["custom_objects.circuit", obj.id, "delete"],
+        ["dcim.site", site.body.id, "delete"],
+      ],
+    );
     expect(logged[0].prechange_data.cid).toBe("C-cascade");
   });
 
@@ -165,10 +244,25 @@ describe("change records for schema apply", () => {
   const SCHEMA = "/api/plugins/custom-objects/schema";
   const docOf = (fields: unknown[], removed: unknown[] = []) => ({
     schema_version: "1",
-    types: [{ name: "rack_unit", slug: "rack_unit", fields, ...(removed.length ? { removed_fields: removed } : {}) }],
+    types: [
+      {
+        name: "rack_unit",
+        slug: "rack_unit",
+        fields,
+        ...(removed.length ? { removed_fields: removed } : {}),
+      },
+    ],
   });
   test("apply logs the COT and field creates, changes and removals; a no-op apply logs nothing", async () => {
-    const first = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: docOf([{ id: 1, name: "code", type: "text" }, { id: 2, name: "size", type: "integer" }]) }, ...withRequestId("req-apply-1") });
+    const first = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: {
+        schema: docOf([
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "size", type: "integer" },
+        ]),
+      },
+      ...withRequestId("req-apply-1"),
+    });
     expect(first.status).toBe(200);
     const created = await changes("request_id=req-apply-1&ordering=id");
     expect(created.map((r) => [r.changed_object_type, r.action.value, r.object_repr])).toEqual([
@@ -177,12 +271,26 @@ describe("change records for schema apply", () => {
       ["custom_objects.customobjecttypefield", "create", "size"],
     ]);
 
-    const again = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: docOf([{ id: 1, name: "code", type: "text" }, { id: 2, name: "size", type: "integer" }]) }, ...withRequestId("req-apply-2") });
+    const again = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: {
+        schema: docOf([
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "size", type: "integer" },
+        ]),
+      },
+      ...withRequestId("req-apply-2"),
+    });
     expect(again.status).toBe(200);
     expect(await changes("request_id=req-apply-2")).toEqual([]);
 
     const third = await t.json("POST", `${SCHEMA}/apply/`, {
-      body: { schema: docOf([{ id: 1, name: "code", type: "text", label: "Code" }], [{ id: 2, name: "size", type: "integer" }]), allow_destructive: true },
+      body: {
+        schema: docOf(
+          [{ id: 1, name: "code", type: "text", label: "Code" }],
+          [{ id: 2, name: "size", type: "integer" }],
+        ),
+        allow_destructive: true,
+      },
       ...withRequestId("req-apply-3"),
     });
     expect(third.status).toBe(200);
@@ -198,8 +306,14 @@ describe("change records for schema apply", () => {
 
   test("a refused apply logs nothing", async () => {
     // a removal is gated only over values (issue 16): the type gets a row first
-    expect((await t.json("POST", "/api/plugins/custom-objects/rack_unit/", { body: { code: "U1" } })).status).toBe(201);
-    const r = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: docOf([], [{ id: 1, name: "code", type: "text" }]) }, ...withRequestId("req-apply-refused") });
+    expect(
+      (await t.json("POST", "/api/plugins/custom-objects/rack_unit/", { body: { code: "U1" } }))
+        .status,
+    ).toBe(201);
+    const r = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: { schema: docOf([], [{ id: 1, name: "code", type: "text" }]) },
+      ...withRequestId("req-apply-refused"),
+    });
     expect(r.status).toBe(409);
     expect(await changes("request_id=req-apply-refused")).toEqual([]);
   });
@@ -220,21 +334,42 @@ describe("/api/core/object-changes/", () => {
   });
 
   test("filters: action, user, request id, object, time; newest first by default", async () => {
-    const key = await t.user("auditor", [[["add", "change"], "tenancy.tenant"], [["view"], "core.objectchange"]]);
-    const tenant = await t.json("POST", "/api/tenancy/tenants/", { token: key, body: { name: "T1", slug: "t1" }, ...withRequestId("req-auditor") });
+    const key = await t.user("auditor", [
+      [["add", "change"], "tenancy.tenant"],
+      [["view"], "core.objectchange"],
+    ]);
+    const tenant = await t.json("POST", "/api/tenancy/tenants/", {
+      token: key,
+      body: { name: "T1", slug: "t1" },
+      ...withRequestId("req-auditor"),
+    });
     expect(tenant.status).toBe(201);
-    await t.json("PATCH", `/api/tenancy/tenants/${tenant.body.id}/`, { token: key, body: { name: "T1b" } });
+    await t.json("PATCH", `/api/tenancy/tenants/${tenant.body.id}/`, {
+      token: key,
+      body: { name: "T1b" },
+    });
 
     const byUser = await changes("user_name=auditor");
     expect(byUser.map((r) => r.action.value)).toEqual(["update", "create"]);
     const userId = byUser[0].user.id;
     expect((await changes(`user_id=${userId}`)).length).toBe(2);
-    expect((await changes(`user_id=${userId}&action=create`)).map((r) => r.object_repr)).toEqual(["T1"]);
-    expect((await changes("action=delete&changed_object_type=dcim.site")).every((r) => r.action.value === "delete")).toBe(true);
+    expect((await changes(`user_id=${userId}&action=create`)).map((r) => r.object_repr)).toEqual([
+      "T1",
+    ]);
+    expect(
+      (await changes("action=delete&changed_object_type=dcim.site")).every(
+        (r) => r.action.value === "delete",
+      ),
+    ).toBe(true);
     expect((await changes("request_id=req-auditor")).length).toBe(1);
     expect((await changes("changed_object_type__n=dcim.site&user_name=auditor")).length).toBe(2);
-    const tenantType = (await t.json("GET", "/api/core/object-types/?app_label=tenancy&model=tenant")).body.results[0].id;
-    expect((await changes(`changed_object_type_id=${tenantType}&changed_object_id=${tenant.body.id}`)).length).toBe(2);
+    const tenantType = (
+      await t.json("GET", "/api/core/object-types/?app_label=tenancy&model=tenant")
+    ).body.results[0].id;
+    expect(
+      (await changes(`changed_object_type_id=${tenantType}&changed_object_id=${tenant.body.id}`))
+        .length,
+    ).toBe(2);
 
     const future = new Date(Date.now() + 3_600_000).toISOString();
     expect(await changes(`time__gte=${encodeURIComponent(future)}`)).toEqual([]);
@@ -243,10 +378,18 @@ describe("/api/core/object-changes/", () => {
     const times = all.map((r) => r.time);
     expect([...times].sort().reverse()).toEqual(times);
 
-    expect((await t.json("GET", "/api/core/object-changes/?changed_object_type=nonsense")).status).toBe(400);
+    expect(
+      (await t.json("GET", "/api/core/object-changes/?changed_object_type=nonsense")).status,
+    ).toBe(400);
     expect((await t.json("GET", "/api/core/object-changes/?time__gte=yesterday")).status).toBe(400);
     const page = await t.json("GET", "/api/core/object-changes/?limit=2&brief=1");
-    expect(page.body.results[0]).toEqual({ id: expect.any(Number), url: expect.any(String), display: expect.any(String), time: expect.any(String), action: expect.any(Object) });
+    expect(page.body.results[0]).toEqual({
+      id: expect.any(Number),
+      url: expect.any(String),
+      display: expect.any(String),
+      time: expect.any(String),
+      action: expect.any(Object),
+    });
   });
 
   test("needs core.view_objectchange", async () => {

@@ -55,15 +55,28 @@ export interface FaultRunResult {
 }
 
 /** Queue and worker timings short enough for a test run. */
-const FAST_TASKS = { visibilityTimeoutMs: 1_000, backoffBaseMs: 50, backoffMaxMs: 400, maxAttempts: 8, webhookTimeoutMs: 2_000, relayMinAgeMs: 100, sweepGraceMs: 500 };
+const FAST_TASKS = {
+  visibilityTimeoutMs: 1_000,
+  backoffBaseMs: 50,
+  backoffMaxMs: 400,
+  maxAttempts: 8,
+  webhookTimeoutMs: 2_000,
+  relayMinAgeMs: 100,
+  sweepGraceMs: 500,
+};
 
 export function percentile(values: number[], p: number): number {
   if (!values.length) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+  return sorted[
+    Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
+  ]!;
 }
 
-export async function runFault(fault: Fault, options: FaultRunOptions = {}): Promise<FaultRunResult> {
+export async function runFault(
+  fault: Fault,
+  options: FaultRunOptions = {},
+): Promise<FaultRunResult> {
   const writes = options.writes ?? 150;
   const lanes = options.lanes ?? 2;
   const paceMs = options.paceMs ?? 20;
@@ -77,7 +90,13 @@ export async function runFault(fault: Fault, options: FaultRunOptions = {}): Pro
   const client = createUpstashRedis({ url: bridge.url, token }, { timeoutMs: 1_000 });
   const t = await makeTestApp({}, { redis: { tasks: client }, tasks: FAST_TASKS });
   const queue = servicesOf(t.app).tasks!;
-  const worker = startWorker(queue, { idleMs: 20, maintainEveryMs: 100, relayEveryMs: 50, sweepEveryMs: 250, concurrency: 4 });
+  const worker = startWorker(queue, {
+    idleMs: 20,
+    maintainEveryMs: 100,
+    relayEveryMs: 50,
+    sweepEveryMs: 250,
+    concurrency: 4,
+  });
   const receiverDelayMs = options.receiverDelayMs ?? 0;
   const receiver = startReceiver(async () => {
     if (receiverDelayMs) await Bun.sleep(receiverDelayMs);
@@ -97,7 +116,8 @@ export async function runFault(fault: Fault, options: FaultRunOptions = {}): Pro
 
     let queuedAtFault = 0;
     const inject = async () => {
-      queuedAtFault = (await client.llen(queue.keys.ready)) + (await client.llen(queue.keys.processing));
+      queuedAtFault =
+        (await client.llen(queue.keys.ready)) + (await client.llen(queue.keys.processing));
       faultState = "during";
       if (fault === "freeze") {
         redis.freeze();
@@ -125,7 +145,9 @@ export async function runFault(fault: Fault, options: FaultRunOptions = {}): Pro
         if (n === faultAfter + 1 && faultState === "before") faultDone = inject();
         const during = faultState === "during";
         const t0 = performance.now();
-        const r = await t.req("POST", "/api/dcim/sites/", { body: { name: `Fault ${n}`, slug: `fault-${n}` } });
+        const r = await t.req("POST", "/api/dcim/sites/", {
+          body: { name: `Fault ${n}`, slug: `fault-${n}` },
+        });
         const ms = performance.now() - t0;
         if (r.status === 201) sites.add(((await r.json()) as { id: number }).id);
         else refused++;
@@ -162,7 +184,9 @@ export async function runFault(fault: Fault, options: FaultRunOptions = {}): Pro
       keyToSite.set(key, (keyToSite.get(key) ?? new Set()).add(id));
       siteToKey.set(id, (siteToKey.get(id) ?? new Set()).add(key));
     }
-    const keyMismatches = [...keyToSite.values()].filter((s) => s.size > 1).length + [...siteToKey.values()].filter((k) => k.size > 1).length;
+    const keyMismatches =
+      [...keyToSite.values()].filter((s) => s.size > 1).length +
+      [...siteToKey.values()].filter((k) => k.size > 1).length;
     const delivered = [...sites].filter((id) => firstDelivery.has(id)).length;
     const lastFirst = Math.max(0, ...[...firstDelivery.values()]);
     return {

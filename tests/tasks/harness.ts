@@ -11,7 +11,13 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 
 /** Short enough for tests, long enough that a live worker's heartbeat never misses. */
-export const TEST_TASKS = { visibilityTimeoutMs: 1_000, backoffBaseMs: 50, backoffMaxMs: 400, maxAttempts: 4, webhookTimeoutMs: 2_000 };
+export const TEST_TASKS = {
+  visibilityTimeoutMs: 1_000,
+  backoffBaseMs: 50,
+  backoffMaxMs: 400,
+  maxAttempts: 4,
+  webhookTimeoutMs: 2_000,
+};
 
 export interface TasksEnv {
   t: TestApp;
@@ -55,7 +61,10 @@ export interface Delivery {
 }
 
 /** A webhook receiver on 127.0.0.1; `respond` decides each answer (default 200). */
-export function startReceiver(respond: (delivery: Delivery, n: number) => Response | Promise<Response> = () => new Response("ok")) {
+export function startReceiver(
+  respond: (delivery: Delivery, n: number) => Response | Promise<Response> = () =>
+    new Response("ok"),
+) {
   const received: Delivery[] = [];
   let answer = respond;
   const server = Bun.serve({
@@ -63,7 +72,12 @@ export function startReceiver(respond: (delivery: Delivery, n: number) => Respon
     port: 0,
     async fetch(req) {
       const url = new URL(req.url);
-      const delivery: Delivery = { method: req.method, path: url.pathname + url.search, headers: Object.fromEntries(req.headers), body: await req.text() };
+      const delivery: Delivery = {
+        method: req.method,
+        path: url.pathname + url.search,
+        headers: Object.fromEntries(req.headers),
+        body: await req.text(),
+      };
       received.push(delivery);
       return answer(delivery, received.length);
     },
@@ -79,12 +93,18 @@ export function startReceiver(respond: (delivery: Delivery, n: number) => Respon
 }
 
 /** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T> | T, timeoutMs = 8_000, intervalMs = 20): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T> | T,
+  timeoutMs = 8_000,
+  intervalMs = 20,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await Bun.sleep(intervalMs);
   }
 }
@@ -96,9 +116,22 @@ export async function hmacSha512(secret: string, body: string): Promise<string> 
 }
 
 /** A webhook and an event rule calling it, through the API. */
-export async function hookAndRule(t: TestApp, opts: { url: string; name?: string; secret?: string; objectTypes?: string[]; eventTypes?: string[]; conditions?: unknown; webhook?: Record<string, unknown> }) {
+export async function hookAndRule(
+  t: TestApp,
+  opts: {
+    url: string;
+    name?: string;
+    secret?: string;
+    objectTypes?: string[];
+    eventTypes?: string[];
+    conditions?: unknown;
+    webhook?: Record<string, unknown>;
+  },
+) {
   const name = opts.name ?? `hook-${crypto.randomUUID().slice(0, 8)}`;
-  const hook = await t.json("POST", "/api/extras/webhooks/", { body: { name, payload_url: opts.url, secret: opts.secret ?? "", ...(opts.webhook ?? {}) } });
+  const hook = await t.json("POST", "/api/extras/webhooks/", {
+    body: { name, payload_url: opts.url, secret: opts.secret ?? "", ...(opts.webhook ?? {}) },
+  });
   if (hook.status !== 201) throw new Error(`webhook: ${hook.status} ${JSON.stringify(hook.body)}`);
   const rule = await t.json("POST", "/api/extras/event-rules/", {
     body: {
@@ -111,13 +144,17 @@ export async function hookAndRule(t: TestApp, opts: { url: string; name?: string
       action_object_id: hook.body.id,
     },
   });
-  if (rule.status !== 201) throw new Error(`event rule: ${rule.status} ${JSON.stringify(rule.body)}`);
+  if (rule.status !== 201)
+    throw new Error(`event rule: ${rule.status} ${JSON.stringify(rule.body)}`);
   return { hook: hook.body, rule: rule.body };
 }
 
 /** Jobs of a name, through the API. */
 export async function jobsNamed(t: TestApp, name: string): Promise<any[]> {
-  const r = await t.json("GET", `/api/core/jobs/?name=${encodeURIComponent(name)}&limit=1000&ordering=id`);
+  const r = await t.json(
+    "GET",
+    `/api/core/jobs/?name=${encodeURIComponent(name)}&limit=1000&ordering=id`,
+  );
   if (r.status !== 200) throw new Error(`jobs: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body.results;
 }

@@ -9,7 +9,15 @@ import { expect, test } from "bun:test";
 import { percentile, runFault, type FaultRunResult } from "./fault-run";
 
 // A receiver slower than the writers, so a backlog sits in Redis when the fault hits.
-const LOAD = { writes: 200, lanes: 2, paceMs: 20, faultAfter: 60, faultMs: 1_500, settleMs: 40_000, receiverDelayMs: 60 };
+const LOAD = {
+  writes: 200,
+  lanes: 2,
+  paceMs: 20,
+  faultAfter: 60,
+  faultMs: 1_500,
+  settleMs: 40_000,
+  receiverDelayMs: 60,
+};
 
 function expectAllDelivered(r: FaultRunResult) {
   expect(r.refused).toBe(0);

@@ -27,11 +27,15 @@ afterAll(async () => {
 });
 
 const clients: Array<[string, () => RedisClient]> = [
-  ["Upstash REST via the bridge", () => createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token })],
+  [
+    "Upstash REST via the bridge",
+    () => createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token }),
+  ],
   ["Bun redis://", () => createBunRedis({ url: stack.redis.url })],
 ];
 
-const jobRow = async (id: number) => (await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, id)))[0]!;
+const jobRow = async (id: number) =>
+  (await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, id)))[0]!;
 
 for (const [label, client] of clients) {
   describe(`queue over ${label}`, () => {
@@ -39,7 +43,13 @@ for (const [label, client] of clients) {
     let queue: TaskQueue;
     let n = 0;
     const fresh = (options: ConstructorParameters<typeof TaskQueue>[3] = {}) =>
-      new TaskQueue(t.deps.db, redis, createLogger("silent"), { prefix: `q${++n}:${label.length}`, visibilityTimeoutMs: 500, backoffBaseMs: 20, backoffMaxMs: 100, ...options });
+      new TaskQueue(t.deps.db, redis, createLogger("silent"), {
+        prefix: `q${++n}:${label.length}`,
+        visibilityTimeoutMs: 500,
+        backoffBaseMs: 20,
+        backoffMaxMs: 100,
+        ...options,
+      });
     beforeAll(() => {
       redis = client();
     });
@@ -59,7 +69,13 @@ for (const [label, client] of clients) {
       expect(await queue.runOne()).toBe("ran");
       expect(seen).toEqual({ payload: { value: 7 }, attempt: 1 });
       const row = await jobRow(id);
-      expect(row).toMatchObject({ status: "completed", attempts: 1, data: { echoed: 7 }, error: "", userId: 1 });
+      expect(row).toMatchObject({
+        status: "completed",
+        attempts: 1,
+        data: { echoed: 7 },
+        error: "",
+        userId: 1,
+      });
       expect(row.started).not.toBeNull();
       expect(row.completed).not.toBeNull();
       expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
@@ -118,7 +134,15 @@ for (const [label, client] of clients) {
       });
       expect(await jobRow(id)).toMatchObject({ status: "failed", attempts: 2, error: "always" });
       const dead = await queue.deadLetters();
-      expect(dead).toEqual([expect.objectContaining({ id, name: "doomed", attempt: 2, payload: { x: 1 }, error: "always" })]);
+      expect(dead).toEqual([
+        expect.objectContaining({
+          id,
+          name: "doomed",
+          attempt: 2,
+          payload: { x: 1 },
+          error: "always",
+        }),
+      ]);
       expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 1, delayed: 0 });
     });
 
@@ -143,7 +167,12 @@ for (const [label, client] of clients) {
       });
       const { id } = await queue.enqueue("refused", {});
       await queue.runOne();
-      expect(await jobRow(id)).toMatchObject({ status: "errored", attempts: 1, data: { status_code: 400 }, error: "bad input" });
+      expect(await jobRow(id)).toMatchObject({
+        status: "errored",
+        attempts: 1,
+        data: { status_code: 400 },
+        error: "bad input",
+      });
       expect(await queue.depth()).toEqual({ ready: 0, processing: 0, dead: 0, delayed: 0 });
     });
 
@@ -168,7 +197,10 @@ for (const [label, client] of clients) {
       // A worker takes the job, claims it, then dies before running it.
       const raw = await redis.lmove(queue.keys.ready, queue.keys.processing, "right", "left");
       await redis.zadd(queue.keys.inflight, Date.now() + 500, raw!);
-      await t.deps.db.orm.update(jobs).set({ status: "running", attempts: 1 }).where(eq(jobs.id, id));
+      await t.deps.db.orm
+        .update(jobs)
+        .set({ status: "running", attempts: 1 })
+        .where(eq(jobs.id, id));
 
       expect(await queue.maintain()).toEqual({ promoted: 0, reclaimed: 0 }); // lease still valid
       expect(await queue.runOne()).toBe("idle");
@@ -211,7 +243,11 @@ for (const [label, client] of clients) {
       }
       release();
       await running;
-      expect(await jobRow(id)).toMatchObject({ status: "completed", attempts: 1, data: "slow done" });
+      expect(await jobRow(id)).toMatchObject({
+        status: "completed",
+        attempts: 1,
+        data: "slow done",
+      });
     });
 
     test("drainQueue works until the queue is empty", async () => {

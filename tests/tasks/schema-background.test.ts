@@ -15,13 +15,23 @@ beforeAll(async () => {
 afterAll(() => env.close());
 
 const widget = (fields: unknown[], removed: unknown[] = []) =>
-  doc([{ name: "bg_widget", slug: "bg_widget", fields, ...(removed.length ? { removed_fields: removed } : {}) }]);
+  doc([
+    {
+      name: "bg_widget",
+      slug: "bg_widget",
+      fields,
+      ...(removed.length ? { removed_fields: removed } : {}),
+    },
+  ]);
 const CODE = { id: 1, name: "code", type: "text", primary: true };
 
 async function applyInBackground(body: unknown, query = "") {
   const r = await env.t.json("POST", `${SCHEMA}/apply/?background=true${query}`, { body });
   expect(r.status).toBe(202);
-  expect(r.body.job).toEqual({ id: expect.any(Number), url: `${BASE}/api/core/jobs/${r.body.job.id}/` });
+  expect(r.body.job).toEqual({
+    id: expect.any(Number),
+    url: `${BASE}/api/core/jobs/${r.body.job.id}/`,
+  });
   return waitFor("the apply job to finish", async () => {
     const job = await env.t.json("GET", `/api/core/jobs/${r.body.job.id}/`);
     return ["completed", "errored", "failed"].includes(job.body.status.value) ? job.body : null;
@@ -30,14 +40,32 @@ async function applyInBackground(body: unknown, query = "") {
 
 describe("background schema apply", () => {
   test("applies like the synchronous call; data holds {status_code: 200, applied, diffs}", async () => {
-    const preview = await env.t.json("POST", `${SCHEMA}/preview/`, { body: { schema: widget([CODE]) } });
+    const preview = await env.t.json("POST", `${SCHEMA}/preview/`, {
+      body: { schema: widget([CODE]) },
+    });
     expect(preview.status).toBe(200);
     const job = await applyInBackground({ schema: widget([CODE]) });
-    expect(job).toMatchObject({ name: "schema.apply", status: { value: "completed" }, attempts: 1, object_type: "custom_objects.customobjecttype", user: { username: "admin" } });
-    expect(job.data).toEqual({ status_code: 200, applied: true, diffs: preview.body.diffs, trash: [] });
-    expect((await env.t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=bg_widget")).body.count).toBe(1);
+    expect(job).toMatchObject({
+      name: "schema.apply",
+      status: { value: "completed" },
+      attempts: 1,
+      object_type: "custom_objects.customobjecttype",
+      user: { username: "admin" },
+    });
+    expect(job.data).toEqual({
+      status_code: 200,
+      applied: true,
+      diffs: preview.body.diffs,
+      trash: [],
+    });
+    expect(
+      (await env.t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=bg_widget"))
+        .body.count,
+    ).toBe(1);
     // The synchronous call now finds nothing to change.
-    const again = await env.t.json("POST", `${SCHEMA}/apply/`, { body: { schema: widget([CODE]) } });
+    const again = await env.t.json("POST", `${SCHEMA}/apply/`, {
+      body: { schema: widget([CODE]) },
+    });
     expect(again.status).toBe(200);
     expect(again.body.diffs.every((d: any) => !d.has_changes)).toBe(true);
   });
@@ -70,7 +98,10 @@ describe("background schema apply", () => {
   test("permissions are checked before anything is queued", async () => {
     const before = (await env.t.json("GET", "/api/core/jobs/?name=schema.apply")).body.count;
     const viewer = await env.t.user("bg-viewer", [[["view"], "custom_objects.customobjecttype"]]);
-    const r = await env.t.json("POST", `${SCHEMA}/apply/?background=true`, { token: viewer, body: { schema: widget([CODE]) } });
+    const r = await env.t.json("POST", `${SCHEMA}/apply/?background=true`, {
+      token: viewer,
+      body: { schema: widget([CODE]) },
+    });
     expect(r.status).toBe(403);
     expect((await env.t.json("GET", "/api/core/jobs/?name=schema.apply")).body.count).toBe(before);
   });
@@ -78,10 +109,14 @@ describe("background schema apply", () => {
   test("without a tasks Redis: 503, and the synchronous path still works", async () => {
     const plain = await makeTestApp();
     try {
-      const r = await plain.json("POST", `${SCHEMA}/apply/?background=true`, { body: { schema: widget([CODE]) } });
+      const r = await plain.json("POST", `${SCHEMA}/apply/?background=true`, {
+        body: { schema: widget([CODE]) },
+      });
       expect(r.status).toBe(503);
       expect(r.body.error).toBe("tasks_unavailable");
-      expect((await plain.json("POST", `${SCHEMA}/apply/`, { body: { schema: widget([CODE]) } })).status).toBe(200);
+      expect(
+        (await plain.json("POST", `${SCHEMA}/apply/`, { body: { schema: widget([CODE]) } })).status,
+      ).toBe(200);
     } finally {
       await plain.close();
     }

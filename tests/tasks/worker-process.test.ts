@@ -5,7 +5,14 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
-import { hookAndRule, jobsNamed, makeTasksEnv, startReceiver, waitFor, type TasksEnv } from "./harness";
+import {
+  hookAndRule,
+  jobsNamed,
+  makeTasksEnv,
+  startReceiver,
+  waitFor,
+  type TasksEnv,
+} from "./harness";
 
 const ROOT = join(import.meta.dir, "..", "..");
 let env: TasksEnv;
@@ -53,12 +60,20 @@ test("a worker killed mid-delivery: the job is delivered again after the visibil
   });
   const child = spawnWorker();
   try {
-    const { hook } = await hookAndRule(env.t, { url: receiver.url, eventTypes: ["object_created"], secret: "kill" });
-    const site = await env.t.json("POST", "/api/dcim/sites/", { body: { name: "Killed", slug: "killed" } });
+    const { hook } = await hookAndRule(env.t, {
+      url: receiver.url,
+      eventTypes: ["object_created"],
+      secret: "kill",
+    });
+    const site = await env.t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Killed", slug: "killed" },
+    });
     expect(site.status).toBe(201);
 
     await waitFor("the child worker's delivery", () => receiver.received.length >= 1, 15_000);
-    const [running] = (await jobsNamed(env.t, "webhook.deliver")).filter((j) => j.object_id === hook.id);
+    const [running] = (await jobsNamed(env.t, "webhook.deliver")).filter(
+      (j) => j.object_id === hook.id,
+    );
     expect(running).toMatchObject({ status: { value: "running" }, attempts: 1 });
 
     child.kill("SIGKILL");
@@ -69,13 +84,19 @@ test("a worker killed mid-delivery: the job is delivered again after the visibil
 
     await waitFor("the redelivery", () => receiver.received.length >= 2, 10_000);
     const redeliveredAfter = Date.now() - killedAt;
-    const job = await waitFor("the job to complete", async () => (await jobsNamed(env.t, "webhook.deliver")).find((j) => j.object_id === hook.id && j.status.value === "completed"));
+    const job = await waitFor("the job to complete", async () =>
+      (await jobsNamed(env.t, "webhook.deliver")).find(
+        (j) => j.object_id === hook.id && j.status.value === "completed",
+      ),
+    );
     expect(job).toMatchObject({ attempts: 2, data: { status_code: 200 } });
     // Not before the lease the dead worker held could expire (heartbeats every ~333 ms, lease 1 s).
     expect(redeliveredAfter).toBeGreaterThanOrEqual(300);
     // The same delivery both times: same body, same signature.
     expect(receiver.received[1]!.body).toBe(receiver.received[0]!.body);
-    expect(receiver.received[1]!.headers["x-hook-signature"]).toBe(receiver.received[0]!.headers["x-hook-signature"]!);
+    expect(receiver.received[1]!.headers["x-hook-signature"]).toBe(
+      receiver.received[0]!.headers["x-hook-signature"]!,
+    );
     await Bun.sleep(1_300);
     expect(receiver.received.length).toBe(2);
   } finally {
@@ -92,10 +113,20 @@ test("npm run worker: delivers, and stops cleanly on SIGTERM", async () => {
   const output = collect(child.stdout);
   try {
     await waitFor("the worker to start", () => output.text.includes("task worker started"), 15_000);
-    const { hook } = await hookAndRule(env.t, { url: receiver.url, objectTypes: ["tenancy.tenant"], eventTypes: ["object_created"] });
-    await env.t.json("POST", "/api/tenancy/tenants/", { body: { name: "Worker tenant", slug: "worker-tenant" } });
+    const { hook } = await hookAndRule(env.t, {
+      url: receiver.url,
+      objectTypes: ["tenancy.tenant"],
+      eventTypes: ["object_created"],
+    });
+    await env.t.json("POST", "/api/tenancy/tenants/", {
+      body: { name: "Worker tenant", slug: "worker-tenant" },
+    });
     await waitFor("the delivery", () => receiver.received.length >= 1, 15_000);
-    await waitFor("the job to complete", async () => (await jobsNamed(env.t, "webhook.deliver")).some((j) => j.object_id === hook.id && j.status.value === "completed"));
+    await waitFor("the job to complete", async () =>
+      (await jobsNamed(env.t, "webhook.deliver")).some(
+        (j) => j.object_id === hook.id && j.status.value === "completed",
+      ),
+    );
     child.kill("SIGTERM");
     const code = await Promise.race([child.exited, Bun.sleep(10_000).then(() => "hung")]);
     expect(code).toBe(0);
@@ -111,5 +142,7 @@ test("npm run worker: delivers, and stops cleanly on SIGTERM", async () => {
 test("npm run worker without REDIS_TASKS_URL stops with one clear line", async () => {
   const child = spawnWorker({ REDIS_TASKS_URL: "" });
   expect(await child.exited).toBe(1);
-  expect((await new Response(child.stderr).text()).trim()).toBe("invalid setting REDIS_TASKS_URL: is required by the task worker");
+  expect((await new Response(child.stderr).text()).trim()).toBe(
+    "invalid setting REDIS_TASKS_URL: is required by the task worker",
+  );
 });

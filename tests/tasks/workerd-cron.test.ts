@@ -7,7 +7,12 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { jobs, objectChanges, outbox } from "../../src/db/schema";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
-import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 import { hmacSha512, startReceiver, waitFor } from "./harness";
 
 setDefaultTimeout(60_000);
@@ -20,7 +25,12 @@ beforeAll(async () => {
   db = await startRemoteDatabase();
   stack = await startRedisStack();
   worker = await startWorker({
-    bindings: { DATABASE_URL: db.url, CACHE_BACKEND: "kv", REDIS_TASKS_URL: stack.bridge.url, REDIS_TASKS_TOKEN: stack.bridge.token },
+    bindings: {
+      DATABASE_URL: db.url,
+      CACHE_BACKEND: "kv",
+      REDIS_TASKS_URL: stack.bridge.url,
+      REDIS_TASKS_TOKEN: stack.bridge.token,
+    },
   });
   token = await db.superuserToken();
 });
@@ -31,14 +41,22 @@ afterAll(async () => {
 });
 
 const call = async (method: string, path: string, body?: unknown) => {
-  const res = await worker.fetch(path, { method, headers: { authorization: `Token ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await worker.fetch(path, {
+    method,
+    headers: { authorization: `Token ${token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, body: res.status === 204 ? null : await res.json() };
 };
 
 test("a change made through the Worker is delivered by the next cron run", async () => {
   const receiver = startReceiver();
   try {
-    const hook = await call("POST", "/api/extras/webhooks/", { name: "edge-hook", payload_url: receiver.url, secret: "edge-secret" });
+    const hook = await call("POST", "/api/extras/webhooks/", {
+      name: "edge-hook",
+      payload_url: receiver.url,
+      secret: "edge-secret",
+    });
     expect(hook.status).toBe(201);
     const rule = await call("POST", "/api/extras/event-rules/", {
       name: "edge-rule",
@@ -55,25 +73,54 @@ test("a change made through the Worker is delivered by the next cron run", async
     expect(queued).toMatchObject({ status: "pending" });
     expect(receiver.received).toEqual([]);
     // Written with the change (outbox), handed to the tasks Redis by the request's waitUntil.
-    await waitFor("the waitUntil relay", async () => (await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]?.relayed, 10_000);
+    await waitFor(
+      "the waitUntil relay",
+      async () =>
+        (await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]?.relayed,
+      10_000,
+    );
 
     // Retention runs in the cron too: a change record past CHANGELOG_RETENTION_DAYS (90) goes.
-    await db.db.orm.insert(objectChanges).values({ time: new Date(Date.now() - 91 * 86_400_000).toISOString(), action: "create", changedObjectTypeId: 1, changedObjectId: 1, objectRepr: "ancient" });
+    await db.db.orm
+      .insert(objectChanges)
+      .values({
+        time: new Date(Date.now() - 91 * 86_400_000).toISOString(),
+        action: "create",
+        changedObjectTypeId: 1,
+        changedObjectId: 1,
+        objectRepr: "ancient",
+      });
     const host = await worker.mf.getWorker("host");
     const result = await host.scheduled({ cron: "* * * * *" });
     expect(result.outcome).toBe("ok");
 
     expect(receiver.received.length).toBe(1);
     const [d] = receiver.received;
-    expect(JSON.parse(d!.body)).toMatchObject({ event: "created", model: "site", username: "admin", data: { id: site.body.id, name: "Edge" } });
+    expect(JSON.parse(d!.body)).toMatchObject({
+      event: "created",
+      model: "site",
+      username: "admin",
+      data: { id: site.body.id, name: "Edge" },
+    });
     expect(d!.headers["x-hook-signature"]).toBe(await hmacSha512("edge-secret", d!.body));
-    expect(d!.headers["idempotency-key"]).toBe((await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]!.key);
+    expect(d!.headers["idempotency-key"]).toBe(
+      (await db.db.orm.select().from(outbox).where(eq(outbox.jobId, queued!.id)))[0]!.key,
+    );
     const [done] = await db.db.orm.select().from(jobs).where(eq(jobs.id, queued!.id));
     expect(done).toMatchObject({ status: "completed", attempts: 1, data: { status_code: 200 } });
 
     const changes = await call("GET", "/api/core/object-changes/?changed_object_type=dcim.site");
     expect(changes.body.results.map((r: any) => r.action.value)).toEqual(["create"]);
-    await waitFor("the cron's prune", async () => (await db.db.orm.select().from(objectChanges).where(eq(objectChanges.objectRepr, "ancient"))).length === 0);
+    await waitFor(
+      "the cron's prune",
+      async () =>
+        (
+          await db.db.orm
+            .select()
+            .from(objectChanges)
+            .where(eq(objectChanges.objectRepr, "ancient"))
+        ).length === 0,
+    );
   } finally {
     receiver.stop();
   }

@@ -27,7 +27,11 @@ function redisServers(): number[] {
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readlinkSync(`/proc/${entry}/cwd`) === redisDir && readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("redis-server")) pids.push(Number(entry));
+      if (
+        readlinkSync(`/proc/${entry}/cwd`) === redisDir &&
+        readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("redis-server")
+      )
+        pids.push(Number(entry));
     } catch {
       // gone, or not ours to read
     }
@@ -38,7 +42,14 @@ function redisServers(): number[] {
 async function startServer(port: number) {
   const child = Bun.spawn([process.execPath, "run", "src/server.ts"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATABASE_URL: `file:${join(data, "host.db")}`, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn" },
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      DATABASE_URL: `file:${join(data, "host.db")}`,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+    },
     stdout: "ignore",
     stderr: "ignore",
   });
@@ -46,7 +57,10 @@ async function startServer(port: number) {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/livez`).then((r) => r.status === 200, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}/livez`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
     if (ok) return child;
     await Bun.sleep(100);
   }

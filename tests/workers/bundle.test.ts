@@ -17,20 +17,29 @@ beforeAll(async () => {
   code = readFileSync((await buildWorkerBundle()).scriptPath, "utf8");
 });
 
-const toml = () => Bun.TOML.parse(readFileSync(join(ROOT, "wrangler.toml"), "utf8")) as Record<string, any>;
+const toml = () =>
+  Bun.TOML.parse(readFileSync(join(ROOT, "wrangler.toml"), "utf8")) as Record<string, any>;
 
 describe("worker bundle", () => {
   test("imports no node:* or Bun module, statically or dynamically", () => {
     // Import specifiers only: hono/jsx probes `process?.getBuiltinModule?.("node:async_hooks")` at
     // run time, which is guarded and simply finds nothing in workerd without nodejs_compat.
-    expect(code.match(/(?:\bfrom|\bimport\(?|\brequire\()\s*["'`]node:[\w/]+["'`]/g) ?? []).toEqual([]);
+    expect(code.match(/(?:\bfrom|\bimport\(?|\brequire\()\s*["'`]node:[\w/]+["'`]/g) ?? []).toEqual(
+      [],
+    );
     expect(code.match(/(?:from|import\(|require\()\s*["'`]bun(?::[\w]+)?["'`]/g) ?? []).toEqual([]);
     // Bare Node builtins that esbuild would leave external.
-    expect(code.match(/(?:from|import\(|require\()\s*["'`](?:fs|path|os|crypto|net|tls|http|https|url|util|stream|child_process|worker_threads)["'`]/g) ?? []).toEqual([]);
+    expect(
+      code.match(
+        /(?:from|import\(|require\()\s*["'`](?:fs|path|os|crypto|net|tls|http|https|url|util|stream|child_process|worker_threads)["'`]/g,
+      ) ?? [],
+    ).toEqual([]);
   });
 
   test("touches the Bun global only behind a typeof guard, and never process.*", () => {
-    const unguarded = [...code.matchAll(/\bBun\.\w+/g)].filter((m) => !code.slice(Math.max(0, m.index! - 40), m.index!).includes("typeof Bun"));
+    const unguarded = [...code.matchAll(/\bBun\.\w+/g)].filter(
+      (m) => !code.slice(Math.max(0, m.index! - 40), m.index!).includes("typeof Bun"),
+    );
     expect(unguarded.map((m) => code.slice(Math.max(0, m.index! - 40), m.index! + 20))).toEqual([]);
     expect(code.match(/\bprocess\.(?:env|exit|on|argv|cwd)\b/g) ?? []).toEqual([]);
   });
@@ -56,7 +65,9 @@ describe("wrangler.toml", () => {
   test("no nodejs_compat, and a compatibility date the pinned workerd supports", () => {
     const t = toml();
     expect(t.compatibility_flags ?? []).not.toContain("nodejs_compat");
-    const workerd = JSON.parse(readFileSync(join(ROOT, "node_modules", "workerd", "package.json"), "utf8")).version as string;
+    const workerd = JSON.parse(
+      readFileSync(join(ROOT, "node_modules", "workerd", "package.json"), "utf8"),
+    ).version as string;
     const supported = workerd.split(".")[1]!.replace(/^(\d{4})(\d{2})(\d{2})$/, "$1-$2-$3");
     expect(t.compatibility_date <= supported).toBe(true);
     expect(t.compatibility_date >= "2025-01-01").toBe(true);

@@ -5,7 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
-import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 
 // Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
 // (this bun does not apply bunfig's [test] timeout).
@@ -26,7 +31,13 @@ beforeAll(async () => {
   redis = await startRedisStack();
   const { url, token: redisToken } = redis.bridge;
   worker = await startWorker({
-    bindings: { DATABASE_URL: db.url, REDIS_CACHING_URL: url, REDIS_CACHING_TOKEN: redisToken, REDIS_TASKS_URL: url, REDIS_TASKS_TOKEN: redisToken },
+    bindings: {
+      DATABASE_URL: db.url,
+      REDIS_CACHING_URL: url,
+      REDIS_CACHING_TOKEN: redisToken,
+      REDIS_TASKS_URL: url,
+      REDIS_TASKS_TOKEN: redisToken,
+    },
   });
 });
 afterAll(async () => {
@@ -36,7 +47,10 @@ afterAll(async () => {
 });
 
 /** Fires `BURST` requests at once, `ROUNDS` times; returns how often each status (or error) came back. */
-async function bursts(path: string, headers: Record<string, string>): Promise<Record<string, number>> {
+async function bursts(
+  path: string,
+  headers: Record<string, string>,
+): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (let round = 0; round < ROUNDS; round++) {
     const statuses = await Promise.all(
@@ -63,10 +77,14 @@ describe(`bursts of ${BURST} concurrent requests on one isolate`, () => {
       body: JSON.stringify({ name: "Burst", slug: "burst" }),
     });
     const site = (await res.json()) as { id: number };
-    expect(await bursts(`/api/dcim/sites/${site.id}/`, { authorization: `Token ${token}` })).toEqual({ "200": BURST * ROUNDS });
+    expect(
+      await bursts(`/api/dcim/sites/${site.id}/`, { authorization: `Token ${token}` }),
+    ).toEqual({ "200": BURST * ROUNDS });
   });
 
   test("the health endpoint (checks shared by concurrent callers): every request answers 200", async () => {
-    expect(await bursts("/plugins/host_healthcheck_plugin/healthcheck/?format=json", {})).toEqual({ "200": BURST * ROUNDS });
+    expect(await bursts("/plugins/host_healthcheck_plugin/healthcheck/?format=json", {})).toEqual({
+      "200": BURST * ROUNDS,
+    });
   });
 });

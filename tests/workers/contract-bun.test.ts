@@ -23,7 +23,14 @@ contractSuite("bun (in process)", async () => {
     const caching = createUpstashRedis({ url, token }, { timeoutMs: 2_000 });
     const tasks = createUpstashRedis({ url, token }, { timeoutMs: 2_000 });
     const t = await makeTestApp(
-      { MAX_BODY_BYTES: String(MAX_BODY_BYTES), REDIS_CACHING_URL: url, REDIS_CACHING_TOKEN: token, REDIS_TASKS_URL: url, REDIS_TASKS_TOKEN: token, PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: CONTRACT_HEALTH_SETTINGS }) },
+      {
+        MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+        REDIS_CACHING_URL: url,
+        REDIS_CACHING_TOKEN: token,
+        REDIS_TASKS_URL: url,
+        REDIS_TASKS_TOKEN: token,
+        PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: CONTRACT_HEALTH_SETTINGS }),
+      },
       { redis: { caching, tasks }, cache: createCache("redis", { redis: caching }) },
     );
     return {

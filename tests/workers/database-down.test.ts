@@ -3,7 +3,13 @@
  * other route a 503 naming the cause in one line, and the log says the same without SQL or secrets.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { freePort, startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  freePort,
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 
 setDefaultTimeout(30_000);
 const SECRET = "db-secret-41c2e0aa";
@@ -15,7 +21,10 @@ afterEach(async () => {
 
 async function worker(bindings: Record<string, string>) {
   const output: string[] = [];
-  const w = await startWorker({ bindings: { LOG_LEVEL: "info", ...bindings }, onOutput: (l) => output.push(l) });
+  const w = await startWorker({
+    bindings: { LOG_LEVEL: "info", ...bindings },
+    onOutput: (l) => output.push(l),
+  });
   running.push(w);
   return { w, output };
 }
@@ -46,7 +55,10 @@ async function expectDown(w: RunningWorker, output: string[], cause: RegExp, kin
 describe("Workers start-up with the database down", () => {
   test("refused (nothing listens): /livez 200, other routes 503 'connection refused'", async () => {
     const port = await freePort();
-    const { w, output } = await worker({ DATABASE_URL: `http://127.0.0.1:${port}`, DATABASE_AUTH_TOKEN: SECRET });
+    const { w, output } = await worker({
+      DATABASE_URL: `http://127.0.0.1:${port}`,
+      DATABASE_AUTH_TOKEN: SECRET,
+    });
     await expectDown(w, output, /^The database is unavailable: connection refused/, "refused");
   });
 
@@ -54,13 +66,25 @@ describe("Workers start-up with the database down", () => {
     const db = await startRemoteDatabase({ authToken: "the-right-token-9e" });
     running.push(db);
     const { w, output } = await worker({ DATABASE_URL: db.url, DATABASE_AUTH_TOKEN: SECRET });
-    await expectDown(w, output, /^The database is unavailable: unauthorized: the server refused DATABASE_AUTH_TOKEN \(HTTP 401\)/, "unauthorized");
+    await expectDown(
+      w,
+      output,
+      /^The database is unavailable: unauthorized: the server refused DATABASE_AUTH_TOKEN \(HTTP 401\)/,
+      "unauthorized",
+    );
   });
 
   test("not found (a server that is not the database): 503 'not found'", async () => {
-    const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("no such thing", { status: 404 }) });
+    const server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () => new Response("no such thing", { status: 404 }),
+    });
     running.push({ stop: () => server.stop(true) });
-    const { w, output } = await worker({ DATABASE_URL: `http://127.0.0.1:${server.port}`, DATABASE_AUTH_TOKEN: SECRET });
+    const { w, output } = await worker({
+      DATABASE_URL: `http://127.0.0.1:${server.port}`,
+      DATABASE_AUTH_TOKEN: SECRET,
+    });
     await expectDown(w, output, /^The database is unavailable: not found/, "not_found");
   });
 
@@ -71,6 +95,8 @@ describe("Workers start-up with the database down", () => {
     const db = await startRemoteDatabase({ port });
     running.push(db);
     const token = await db.superuserToken();
-    expect((await w.fetch("/api/status/", { headers: { authorization: `Token ${token}` } })).status).toBe(200);
+    expect(
+      (await w.fetch("/api/status/", { headers: { authorization: `Token ${token}` } })).status,
+    ).toBe(200);
   });
 });

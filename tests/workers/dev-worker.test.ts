@@ -24,7 +24,10 @@ let output = "";
 const exited = (p: ChildProcess, timeoutMs: number): Promise<boolean> =>
   p.exitCode !== null || p.signalCode !== null
     ? Promise.resolve(true)
-    : Promise.race([new Promise<boolean>((r) => p.once("exit", () => r(true))), Bun.sleep(timeoutMs).then(() => false)]);
+    : Promise.race([
+        new Promise<boolean>((r) => p.once("exit", () => r(true))),
+        Bun.sleep(timeoutMs).then(() => false),
+      ]);
 
 /** Ctrl-C: SIGINT to the whole process group (npm, sh, bun), like a terminal does. */
 const ctrlC = (p: ChildProcess, signal: NodeJS.Signals = "SIGINT") => {
@@ -69,25 +72,51 @@ describe("npm run dev:worker", () => {
     "serves the app from workerd over the local stack; Ctrl-C stops wrangler, workerd, Redis and Hrana",
     async () => {
       const [port, inspector] = [await freePort(), await freePort()];
-      proc = spawn("npm", ["run", "--silent", "dev:worker", "--", "--port", String(port), "--inspector-port", String(inspector), "--db", join(dir, "dev.db"), "--cron-interval", "1"], {
-        cwd: ROOT,
-        detached: true, // its own process group, standing in for the terminal's foreground group
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      proc = spawn(
+        "npm",
+        [
+          "run",
+          "--silent",
+          "dev:worker",
+          "--",
+          "--port",
+          String(port),
+          "--inspector-port",
+          String(inspector),
+          "--db",
+          join(dir, "dev.db"),
+          "--cron-interval",
+          "1",
+        ],
+        {
+          cwd: ROOT,
+          detached: true, // its own process group, standing in for the terminal's foreground group
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
       // Keep draining both pipes so no child ever blocks on a full pipe.
       proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
       proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
 
-      const [, base, token] = await waitForOutput(/ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token ([0-9a-f]+)\)/, READY_TIMEOUT_MS);
+      const [, base, token] = await waitForOutput(
+        /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token ([0-9a-f]+)\)/,
+        READY_TIMEOUT_MS,
+      );
       expect(base).toBe(`http://127.0.0.1:${port}`);
       const hranaPort = Number(output.match(/served at http:\/\/127\.0\.0\.1:(\d+)/)![1]);
-      const bridgePort = Number(output.match(/Upstash bridge at http:\/\/127\.0\.0\.1:(\d+)/)?.[1] ?? 0);
+      const bridgePort = Number(
+        output.match(/Upstash bridge at http:\/\/127\.0\.0\.1:(\d+)/)?.[1] ?? 0,
+      );
 
-      const status = await fetch(`${base}/api/status/`, { headers: { authorization: `Token ${token}` } });
+      const status = await fetch(`${base}/api/status/`, {
+        headers: { authorization: `Token ${token}` },
+      });
       expect(status.status).toBe(200);
       expect(((await status.json()) as { runtime: string }).runtime).toBe("workerd");
       expect((await fetch(`${base}/api/status/`)).status).toBe(403);
-      const health = await fetch(`${base}/plugins/host_healthcheck_plugin/healthcheck/?format=json`);
+      const health = await fetch(
+        `${base}/plugins/host_healthcheck_plugin/healthcheck/?format=json`,
+      );
       const checks = ((await health.json()) as { checks: Record<string, string> }).checks;
       expect(checks.Database).toBe("working");
       expect(checks.CacheBackend).toBe("working");
@@ -99,17 +128,30 @@ describe("npm run dev:worker", () => {
       if (Bun.which("redis-server")) {
         // A background job completes by itself: dev:worker runs the cron trigger (every second here).
         expect(output).toContain("cron trigger every 1 s");
-        const type = { name: "dev_widget", slug: "dev_widget", fields: [{ id: 1, name: "code", type: "text", primary: true }] };
-        const queued = await fetch(`${base}/api/plugins/custom-objects/schema/apply/?background=true`, {
-          method: "POST",
-          headers: { authorization: `Token ${token}`, "content-type": "application/json" },
-          body: JSON.stringify({ schema: { schema_version: "1", types: [type] } }),
-        });
+        const type = {
+          name: "dev_widget",
+          slug: "dev_widget",
+          fields: [{ id: 1, name: "code", type: "text", primary: true }],
+        };
+        const queued = await fetch(
+          `${base}/api/plugins/custom-objects/schema/apply/?background=true`,
+          {
+            method: "POST",
+            headers: { authorization: `Token ${token}`, "content-type": "application/json" },
+            body: JSON.stringify({ schema: { schema_version: "1", types: [type] } }),
+          },
+        );
         expect(queued.status).toBe(202);
         const jobUrl = `${base}/api/core/jobs/${((await queued.json()) as { job: { id: number } }).job.id}/`;
         let job = { status: { value: "pending" } } as { status: { value: string } };
-        for (const deadline = Date.now() + 20_000; Date.now() < deadline && ["pending", "running"].includes(job.status.value); await Bun.sleep(250)) {
-          job = (await (await fetch(jobUrl, { headers: { authorization: `Token ${token}` } })).json()) as typeof job;
+        for (
+          const deadline = Date.now() + 20_000;
+          Date.now() < deadline && ["pending", "running"].includes(job.status.value);
+          await Bun.sleep(250)
+        ) {
+          job = (await (
+            await fetch(jobUrl, { headers: { authorization: `Token ${token}` } })
+          ).json()) as typeof job;
         }
         expect(job).toMatchObject({ status: { value: "completed" } });
       }
@@ -118,7 +160,8 @@ describe("npm run dev:worker", () => {
 
       ctrlC(proc);
       expect(await exited(proc, STOP_TIMEOUT_MS)).toBe(true);
-      for (const p of [port, hranaPort, ...(bridgePort ? [bridgePort] : [])]) expect(await listening(p)).toBe(false);
+      for (const p of [port, hranaPort, ...(bridgePort ? [bridgePort] : [])])
+        expect(await listening(p)).toBe(false);
     },
     READY_TIMEOUT_MS + STOP_TIMEOUT_MS + 10_000,
   );

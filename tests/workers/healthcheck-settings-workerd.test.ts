@@ -5,7 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { requestInit } from "../helpers/contract";
-import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 
 setDefaultTimeout(30_000);
 
@@ -21,7 +26,14 @@ beforeAll(async () => {
     bindings: {
       DATABASE_URL: db.url,
       CACHE_BACKEND: "kv",
-      PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: { checks: ["health_check.Database", "health_check.cache.backends.CacheBackend"], details: "authenticated", cache_seconds: 30, groups: { core: ["Database"] } } }),
+      PLUGINS_CONFIG: JSON.stringify({
+        host_healthcheck_plugin: {
+          checks: ["health_check.Database", "health_check.cache.backends.CacheBackend"],
+          details: "authenticated",
+          cache_seconds: 30,
+          groups: { core: ["Database"] },
+        },
+      }),
     },
   });
 });
@@ -31,9 +43,20 @@ afterAll(async () => {
 });
 
 const get = async (path: string, opts: { token?: string; accept?: string } = {}) => {
-  const res = await worker.fetch(path, requestInit("GET", { token: opts.token, headers: { accept: opts.accept ?? "application/json" } }));
+  const res = await worker.fetch(
+    path,
+    requestInit("GET", {
+      token: opts.token,
+      headers: { accept: opts.accept ?? "application/json" },
+    }),
+  );
   const text = await res.text();
-  return { status: res.status, headers: res.headers, text, body: text.startsWith("{") ? JSON.parse(text) : text };
+  return {
+    status: res.status,
+    headers: res.headers,
+    text,
+    body: text.startsWith("{") ? JSON.parse(text) : text,
+  };
 };
 
 describe("health check settings on Workers", () => {

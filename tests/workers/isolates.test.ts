@@ -6,7 +6,12 @@
 import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { requestInit, type ContractRequestOptions } from "../helpers/contract";
-import { startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 
 // Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
 // (this bun does not apply bunfig's [test] timeout).
@@ -19,7 +24,11 @@ let worker: RunningWorker;
 let bun: TestApp;
 let token: string;
 
-type Via = (method: string, path: string, opts?: ContractRequestOptions) => Promise<{ status: number; body: any }>;
+type Via = (
+  method: string,
+  path: string,
+  opts?: ContractRequestOptions,
+) => Promise<{ status: number; body: any }>;
 const decode = async (res: Response) => {
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null };
@@ -28,7 +37,8 @@ const isolate =
   (name: string): Via =>
   async (method, path, opts = {}) =>
     decode(await worker.fetchVia(name, path, requestInit(method, { token, ...opts })));
-const viaBun: Via = async (method, path, opts = {}) => decode(await bun.app.request(BASE + path, requestInit(method, { token, ...opts })));
+const viaBun: Via = async (method, path, opts = {}) =>
+  decode(await bun.app.request(BASE + path, requestInit(method, { token, ...opts })));
 const a = isolate("host");
 const b = isolate("second");
 
@@ -56,18 +66,32 @@ describe("isolates on one database", () => {
   });
 
   test("custom object schema changes through one isolate are seen by the next request in the others", async () => {
-    const cot = await a("POST", `${CO}/custom-object-types/`, { body: { name: "widget", slug: "widget" } });
+    const cot = await a("POST", `${CO}/custom-object-types/`, {
+      body: { name: "widget", slug: "widget" },
+    });
     expect(cot.status).toBe(201);
-    expect((await a("POST", `${CO}/custom-object-type-fields/`, { body: { custom_object_type: cot.body.id, name: "name", type: "text", primary: true } })).status).toBe(201);
+    expect(
+      (
+        await a("POST", `${CO}/custom-object-type-fields/`, {
+          body: { custom_object_type: cot.body.id, name: "name", type: "text", primary: true },
+        })
+      ).status,
+    ).toBe(201);
     const first = await a("POST", `${CO}/widget/`, { body: { name: "w1" } });
     expect(first.status).toBe(201);
 
     // Warm every other instance's model registry with the one-field shape.
-    expect(Object.keys((await b("GET", `${CO}/widget/${first.body.id}/`)).body)).not.toContain("size");
-    expect(Object.keys((await viaBun("GET", `${CO}/widget/${first.body.id}/`)).body)).not.toContain("size");
+    expect(Object.keys((await b("GET", `${CO}/widget/${first.body.id}/`)).body)).not.toContain(
+      "size",
+    );
+    expect(Object.keys((await viaBun("GET", `${CO}/widget/${first.body.id}/`)).body)).not.toContain(
+      "size",
+    );
 
     // Add a field through isolate A: B and Bun must write and read it on their next request.
-    const size = await a("POST", `${CO}/custom-object-type-fields/`, { body: { custom_object_type: cot.body.id, name: "size", type: "integer" } });
+    const size = await a("POST", `${CO}/custom-object-type-fields/`, {
+      body: { custom_object_type: cot.body.id, name: "size", type: "integer" },
+    });
     expect(size.status).toBe(201);
     const viaB = await b("POST", `${CO}/widget/`, { body: { name: "w2", size: 5 } });
     expect(viaB.status).toBe(201);
@@ -75,10 +99,16 @@ describe("isolates on one database", () => {
     expect((await viaBun("GET", `${CO}/widget/${viaB.body.id}/`)).body.size).toBe(5);
 
     // Remove it through Bun: both isolates stop accepting it at once.
-    expect((await viaBun("DELETE", `${CO}/custom-object-type-fields/${size.body.id}/`)).status).toBe(204);
+    expect(
+      (await viaBun("DELETE", `${CO}/custom-object-type-fields/${size.body.id}/`)).status,
+    ).toBe(204);
     for (const via of [a, b]) {
-      expect(Object.keys((await via("GET", `${CO}/widget/${viaB.body.id}/`)).body)).not.toContain("size");
-      const refused = await via("POST", `${CO}/widget/`, { body: { name: `w-${Math.random()}`, size: 1 } });
+      expect(Object.keys((await via("GET", `${CO}/widget/${viaB.body.id}/`)).body)).not.toContain(
+        "size",
+      );
+      const refused = await via("POST", `${CO}/widget/`, {
+        body: { name: `w-${Math.random()}`, size: 1 },
+      });
       expect(refused.status).toBe(400);
       expect(refused.body.size).toBeDefined();
     }
@@ -93,7 +123,13 @@ describe("isolates on one database", () => {
     const site = await a("POST", "/api/dcim/sites/", { body: { name: "Shared", slug: "shared" } });
     expect(site.status).toBe(201);
     expect((await b("GET", `/api/dcim/sites/${site.body.id}/`)).body.name).toBe("Shared");
-    expect((await viaBun("PATCH", `/api/dcim/sites/${site.body.id}/`, { body: { description: "from bun" } })).status).toBe(200);
+    expect(
+      (
+        await viaBun("PATCH", `/api/dcim/sites/${site.body.id}/`, {
+          body: { description: "from bun" },
+        })
+      ).status,
+    ).toBe(200);
     expect((await a("GET", `/api/dcim/sites/${site.body.id}/`)).body.description).toBe("from bun");
     expect((await b("DELETE", `/api/dcim/sites/${site.body.id}/`)).status).toBe(204);
     expect((await a("GET", `/api/dcim/sites/${site.body.id}/`)).status).toBe(404);

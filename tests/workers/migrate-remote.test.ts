@@ -44,13 +44,23 @@ async function migrate(env: Record<string, string>): Promise<{ code: number; out
     stderr: "pipe",
   });
   const timer = setTimeout(() => proc.kill("SIGKILL"), MIGRATE_TIMEOUT_MS);
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   clearTimeout(timer);
   return { code, out: stdout + stderr };
 }
 
-const journalEntries = () => (JSON.parse(readFileSync(join(ROOT, "migrations", "meta", "_journal.json"), "utf8")) as { entries: unknown[] }).entries.length;
-const applied = async () => Number((await client.execute("SELECT count(*) AS n FROM __drizzle_migrations")).rows[0]!.n);
+const journalEntries = () =>
+  (
+    JSON.parse(readFileSync(join(ROOT, "migrations", "meta", "_journal.json"), "utf8")) as {
+      entries: unknown[];
+    }
+  ).entries.length;
+const applied = async () =>
+  Number((await client.execute("SELECT count(*) AS n FROM __drizzle_migrations")).rows[0]!.n);
 
 describe("npm run db:migrate on a remote libSQL URL", () => {
   test("a wrong auth token fails with exit 1 and does not print the token", async () => {
@@ -58,7 +68,9 @@ describe("npm run db:migrate on a remote libSQL URL", () => {
     expect(r.code).toBe(1);
     expect(r.out).toContain("migration failed");
     expect(r.out).not.toContain("wrong-token-8e2a4b");
-    const tables = await client.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'users'");
+    const tables = await client.execute(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'users'",
+    );
     expect(tables.rows.length).toBe(0);
   });
 
@@ -68,12 +80,18 @@ describe("npm run db:migrate on a remote libSQL URL", () => {
     expect(r.code).toBe(0);
     expect(r.out).not.toContain(TOKEN);
     expect(await applied()).toBe(journalEntries());
-    const tables = (await client.execute("SELECT name FROM sqlite_master WHERE type = 'table'")).rows.map((row) => row.name);
-    for (const t of ["users", "tokens", "sites", "custom_object_types"]) expect(tables).toContain(t);
+    const tables = (
+      await client.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    ).rows.map((row) => row.name);
+    for (const t of ["users", "tokens", "sites", "custom_object_types"])
+      expect(tables).toContain(t);
   });
 
   test("libsql://…?tls=0 (the Turso URL form) works too, and a second run changes nothing", async () => {
-    const r = await migrate({ DATABASE_URL: `libsql://127.0.0.1:${hrana.port}?tls=0`, DATABASE_AUTH_TOKEN: TOKEN });
+    const r = await migrate({
+      DATABASE_URL: `libsql://127.0.0.1:${hrana.port}?tls=0`,
+      DATABASE_AUTH_TOKEN: TOKEN,
+    });
     expect(r.code).toBe(0);
     expect(await applied()).toBe(journalEntries());
   });
@@ -83,9 +101,16 @@ describe("npm run db:migrate on a remote libSQL URL", () => {
     await createUser(db.orm, { username: "deployer", isSuperuser: true });
     const key = (await issueToken(db.orm, { username: "deployer" })).key;
     await db.close();
-    const worker = await startWorker({ bindings: { DATABASE_URL: `libsql://127.0.0.1:${hrana.port}?tls=0`, DATABASE_AUTH_TOKEN: TOKEN } });
+    const worker = await startWorker({
+      bindings: {
+        DATABASE_URL: `libsql://127.0.0.1:${hrana.port}?tls=0`,
+        DATABASE_AUTH_TOKEN: TOKEN,
+      },
+    });
     try {
-      const res = await worker.fetch("/api/status/", { headers: { authorization: `Bearer ${key}` } });
+      const res = await worker.fetch("/api/status/", {
+        headers: { authorization: `Bearer ${key}` },
+      });
       expect(res.status).toBe(200);
       expect(((await res.json()) as { "database-kind": string })["database-kind"]).toBe("remote");
     } finally {

@@ -4,7 +4,13 @@
  * next request, and bad settings name the setting.
  */
 import { afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
-import { freePort, startRemoteDatabase, startWorker, type RemoteDatabase, type RunningWorker } from "../helpers/worker";
+import {
+  freePort,
+  startRemoteDatabase,
+  startWorker,
+  type RemoteDatabase,
+  type RunningWorker,
+} from "../helpers/worker";
 
 // Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
 // (this bun does not apply bunfig's [test] timeout).
@@ -24,7 +30,10 @@ async function worker(bindings: Record<string, string>): Promise<RunningWorker> 
   return w;
 }
 
-async function failure(w: RunningWorker, path = "/api/status/"): Promise<{ status: number; text: string; body: any }> {
+async function failure(
+  w: RunningWorker,
+  path = "/api/status/",
+): Promise<{ status: number; text: string; body: any }> {
   const res = await w.fetch(path);
   const text = await res.text();
   return { status: res.status, text, body: JSON.parse(text) };
@@ -33,11 +42,18 @@ async function failure(w: RunningWorker, path = "/api/status/"): Promise<{ statu
 describe("worker start-up", () => {
   test("database unreachable → 503 database_unavailable without secrets; the next request retries and succeeds", async () => {
     const port = await freePort();
-    const w = await worker({ DATABASE_URL: `http://127.0.0.1:${port}`, DATABASE_AUTH_TOKEN: DB_SECRET });
+    const w = await worker({
+      DATABASE_URL: `http://127.0.0.1:${port}`,
+      DATABASE_AUTH_TOKEN: DB_SECRET,
+    });
     for (let i = 0; i < 2; i++) {
       const r = await failure(w);
       expect(r.status).toBe(503);
-      expect(r.body).toEqual({ detail: "The database is unavailable: connection refused or dropped: nothing answered at that address.", error: "database_unavailable" });
+      expect(r.body).toEqual({
+        detail:
+          "The database is unavailable: connection refused or dropped: nothing answered at that address.",
+        error: "database_unavailable",
+      });
       expect(r.text).not.toContain(DB_SECRET);
     }
     const db = await startRemoteDatabase({ port, authToken: DB_SECRET });
@@ -60,7 +76,9 @@ describe("worker start-up", () => {
         return ((await res.json()) as { "started-at": string })["started-at"];
       }),
     );
-    const later = (await (await w.fetch("/api/status/", { headers: { authorization: `Token ${token}` } })).json()) as { "started-at": string };
+    const later = (await (
+      await w.fetch("/api/status/", { headers: { authorization: `Token ${token}` } })
+    ).json()) as { "started-at": string };
     expect(new Set([...answers, later["started-at"]]).size).toBe(1);
   });
 
@@ -76,15 +94,32 @@ describe("worker start-up", () => {
   });
 
   const badSettings: Array<[string, Record<string, string>, string]> = [
-    ["LOGIN_REQUIRED", { LOGIN_REQUIRED: "maybe" }, "invalid setting LOGIN_REQUIRED: must be true or false"],
-    ["DATABASE_URL (a local file)", { DATABASE_URL: "file:data/host.db" }, "invalid setting DATABASE_URL"],
-    ["REDIS_CACHING_URL (redis://)", { REDIS_CACHING_URL: `redis://:${REDIS_SECRET}@127.0.0.1:6379` }, "invalid setting REDIS_CACHING_URL"],
+    [
+      "LOGIN_REQUIRED",
+      { LOGIN_REQUIRED: "maybe" },
+      "invalid setting LOGIN_REQUIRED: must be true or false",
+    ],
+    [
+      "DATABASE_URL (a local file)",
+      { DATABASE_URL: "file:data/host.db" },
+      "invalid setting DATABASE_URL",
+    ],
+    [
+      "REDIS_CACHING_URL (redis://)",
+      { REDIS_CACHING_URL: `redis://:${REDIS_SECRET}@127.0.0.1:6379` },
+      "invalid setting REDIS_CACHING_URL",
+    ],
     ["CACHE_BACKEND", { CACHE_BACKEND: "disk" }, "invalid setting CACHE_BACKEND"],
     ["PLUGINS", { PLUGINS: "custom_objects,nope" }, "invalid setting PLUGINS"],
   ];
   for (const [name, bindings, detail] of badSettings) {
     test(`bad ${name} → 500 naming the setting, no value echoed`, async () => {
-      const w = await worker({ DATABASE_URL: "http://127.0.0.1:9", DATABASE_AUTH_TOKEN: DB_SECRET, REDIS_CACHING_TOKEN: REDIS_SECRET, ...bindings });
+      const w = await worker({
+        DATABASE_URL: "http://127.0.0.1:9",
+        DATABASE_AUTH_TOKEN: DB_SECRET,
+        REDIS_CACHING_TOKEN: REDIS_SECRET,
+        ...bindings,
+      });
       const r = await failure(w, "/api/dcim/sites/");
       expect(r.status).toBe(500);
       expect(r.body.error).toBe("startup_failed");

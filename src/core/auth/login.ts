@@ -26,13 +26,18 @@ interface ThrottleState {
 
 /** The app's throttle state, in `Services.state`. */
 const THROTTLE_STATE = slotKey<ThrottleState>("auth.login-throttle");
-const stateOf = (services: Services): ThrottleState => services.state.ensure(THROTTLE_STATE, () => ({ dummy: null, locks: new Map() }));
+const stateOf = (services: Services): ThrottleState =>
+  services.state.ensure(THROTTLE_STATE, () => ({ dummy: null, locks: new Map() }));
 
 /**
  * Verifies `password` against `storedHash`, or, when there is no user or no usable password,
  * against a dummy hash of the same cost, so both answers take the same time.
  */
-export async function verifyLogin(services: Services, password: string, storedHash: string | null | undefined): Promise<boolean> {
+export async function verifyLogin(
+  services: Services,
+  password: string,
+  storedHash: string | null | undefined,
+): Promise<boolean> {
   const state = stateOf(services);
   const dummy = await (state.dummy ??= hashPassword(crypto.randomUUID()));
   const ok = await verifyPassword(password, storedHash || dummy);
@@ -45,9 +50,15 @@ export async function verifyLogin(services: Services, password: string, storedHa
  * left are whatever the client wrote). Otherwise the connection's address (Bun), Cloudflare's
  * `CF-Connecting-IP` (Workers), or "unknown" when neither exists (in-process requests).
  */
-export function clientAddress(c: Context, config: Pick<Config, "trustedProxyHops" | "runtime">): string {
+export function clientAddress(
+  c: Context,
+  config: Pick<Config, "trustedProxyHops" | "runtime">,
+): string {
   if (config.trustedProxyHops > 0) {
-    const hops = (c.req.header("x-forwarded-for") ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+    const hops = (c.req.header("x-forwarded-for") ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
     const address = hops[hops.length - config.trustedProxyHops];
     if (address) return address.slice(0, 100);
   }
@@ -56,8 +67,11 @@ export function clientAddress(c: Context, config: Pick<Config, "trustedProxyHops
     if (cf) return cf.slice(0, 100);
   }
   try {
-    const server = c.env as { requestIP?: (req: Request) => { address?: string } | null } | undefined;
-    const address = typeof server?.requestIP === "function" ? server.requestIP(c.req.raw)?.address : undefined;
+    const server = c.env as
+      | { requestIP?: (req: Request) => { address?: string } | null }
+      | undefined;
+    const address =
+      typeof server?.requestIP === "function" ? server.requestIP(c.req.raw)?.address : undefined;
     if (address) return address;
   } catch {
     // not served by Bun.serve (app.request, tests): no connection to ask
@@ -85,11 +99,23 @@ export class LoginThrottle {
     private readonly now: () => number,
   ) {}
 
-  static async for(services: Services, username: string, address: string, now: () => number = Date.now): Promise<LoginThrottle> {
+  static async for(
+    services: Services,
+    username: string,
+    address: string,
+    now: () => number = Date.now,
+  ): Promise<LoginThrottle> {
     // Hashed: usernames are bounded in length (and not spelled out) in cache keys.
     const userKey = `login-failures:user:${await sha256(username)}`;
     const addressKey = `login-failures:address:${await sha256(address)}`;
-    return new LoginThrottle(services.cache, stateOf(services), services.config.login, userKey, addressKey, now);
+    return new LoginThrottle(
+      services.cache,
+      stateOf(services),
+      services.config.login,
+      userKey,
+      addressKey,
+      now,
+    );
   }
 
   /** Runs `fn` after every earlier update of `key` in this process (the cache has no atomic increment). */
@@ -107,7 +133,9 @@ export class LoginThrottle {
 
   private async read(key: string): Promise<Counter | null> {
     const c = await this.cache.get<Counter>(key);
-    return c && typeof c.n === "number" && typeof c.until === "number" && c.until > this.now() ? c : null;
+    return c && typeof c.n === "number" && typeof c.until === "number" && c.until > this.now()
+      ? c
+      : null;
   }
 
   private async write(key: string, counter: Counter): Promise<void> {
@@ -120,13 +148,25 @@ export class LoginThrottle {
     const { failuresPerUsername, failuresPerAddress, windowSeconds } = this.limits;
     await this.serial(this.addressKey, () =>
       this.serial(this.userKey, async () => {
-        const [user, address] = await Promise.all([this.read(this.userKey), this.read(this.addressKey)]);
-        const blocked = [user && user.n >= failuresPerUsername ? user : null, address && address.n >= failuresPerAddress ? address : null].filter((x): x is Counter => !!x);
+        const [user, address] = await Promise.all([
+          this.read(this.userKey),
+          this.read(this.addressKey),
+        ]);
+        const blocked = [
+          user && user.n >= failuresPerUsername ? user : null,
+          address && address.n >= failuresPerAddress ? address : null,
+        ].filter((x): x is Counter => !!x);
         if (blocked.length) {
-          const retryAfter = Math.max(1, Math.ceil((Math.max(...blocked.map((b) => b.until)) - this.now()) / 1000));
+          const retryAfter = Math.max(
+            1,
+            Math.ceil((Math.max(...blocked.map((b) => b.until)) - this.now()) / 1000),
+          );
           throw new ApiError(
             429,
-            { detail: `Too many failed login attempts; try again in ${retryAfter} seconds.`, error: "rate_limited" },
+            {
+              detail: `Too many failed login attempts; try again in ${retryAfter} seconds.`,
+              error: "rate_limited",
+            },
             { "Retry-After": String(retryAfter) },
           );
         }

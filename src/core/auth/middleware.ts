@@ -24,11 +24,18 @@ async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: n
   const now = Date.now();
   if (now - (written.get(tokenId) ?? 0) < LAST_USED_EVERY_MS) return;
   written.set(tokenId, now);
-  if (written.size > 10_000) for (const [id, at] of written) if (now - at >= LAST_USED_EVERY_MS) written.delete(id);
+  if (written.size > 10_000)
+    for (const [id, at] of written) if (now - at >= LAST_USED_EVERY_MS) written.delete(id);
   // Plain SQL: the update builder would also move `last_updated`, which is about edits.
   await services.db.orm
-    .run(sql`UPDATE ${tokens} SET ${sql.identifier("last_used")} = ${new Date(now).toISOString()} WHERE ${tokens.id} = ${tokenId}`)
-    .catch((e) => services.logger.warn("could not record token use", { error: String((e as Error)?.message ?? e) }));
+    .run(
+      sql`UPDATE ${tokens} SET ${sql.identifier("last_used")} = ${new Date(now).toISOString()} WHERE ${tokens.id} = ${tokenId}`,
+    )
+    .catch((e) =>
+      services.logger.warn("could not record token use", {
+        error: String((e as Error)?.message ?? e),
+      }),
+    );
 }
 
 interface CachedToken {
@@ -44,14 +51,17 @@ interface CachedToken {
 const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token");
 const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 
-export function authenticate(options: { exempt?: (path: string, method: string) => boolean } = {}): MiddlewareHandler<HonoEnv> {
+export function authenticate(
+  options: { exempt?: (path: string, method: string) => boolean } = {},
+): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const { config, db, cache } = c.var.services;
     const key = tokenFromHeader(c.req.header("authorization"));
     if (key === null) {
       c.set("auth", ANONYMOUS);
       const exempt = options.exempt?.(c.req.path, c.req.method) ?? false;
-      const readOnly = c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS";
+      const readOnly =
+        c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS";
       if (!exempt && (config.loginRequired || !readOnly)) throw notAuthenticated();
       return next();
     }
@@ -77,12 +87,21 @@ export function authenticate(options: { exempt?: (path: string, method: string) 
       found = row;
       await cache.set(tokenCacheKey(keyHash), row, TOKEN_CACHE_TTL_SECONDS).catch(() => undefined);
     }
-    if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now())) throw invalidToken();
+    if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
+      throw invalidToken();
     // Not awaited: a write that waits for a long write's lock must not hold the request.
     void touchToken(c.var.services, found.tokenId);
-    const { permissions, constraints } = found.isSuperuser ? { permissions: new Set<string>(), constraints: new Map() } : await loadGrants(db.orm, found.userId);
+    const { permissions, constraints } = found.isSuperuser
+      ? { permissions: new Set<string>(), constraints: new Map() }
+      : await loadGrants(db.orm, found.userId);
     c.set("auth", {
-      user: { id: found.userId, username: found.username, isSuperuser: found.isSuperuser, permissions, constraints },
+      user: {
+        id: found.userId,
+        username: found.username,
+        isSuperuser: found.isSuperuser,
+        permissions,
+        constraints,
+      },
       tokenId: found.tokenId,
       writeEnabled: found.writeEnabled,
     });

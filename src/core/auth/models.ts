@@ -1,6 +1,15 @@
 /** `/api/users/`: users, groups, object permissions and tokens, as declarative models. */
 import { eq, inArray } from "drizzle-orm";
-import { groups, objectPermissions, permissionGroups, permissionObjectTypes, permissionUsers, tokens, userGroups, users } from "../../db/schema";
+import {
+  groups,
+  objectPermissions,
+  permissionGroups,
+  permissionObjectTypes,
+  permissionUsers,
+  tokens,
+  userGroups,
+  users,
+} from "../../db/schema";
 import { defineModel } from "../models/define";
 import type { Resource, WriteContext } from "../rest/resource";
 import { forbidden } from "../errors";
@@ -18,7 +27,10 @@ export const ISSUED_KEY = slotKey<string>("auth.issued-key");
  */
 function forgetAfterCommit(ctx: WriteContext, keyHashes: string[]) {
   if (!keyHashes.length) return;
-  const forget = () => Promise.all(keyHashes.map((h) => ctx.services.cache.delete(tokenCacheKey(h)))).then(() => undefined);
+  const forget = () =>
+    Promise.all(keyHashes.map((h) => ctx.services.cache.delete(tokenCacheKey(h)))).then(
+      () => undefined,
+    );
   if (ctx.onCommit) ctx.onCommit(forget);
   else throw new Error("token cache invalidation needs a transaction with onCommit");
 }
@@ -26,14 +38,23 @@ function forgetAfterCommit(ctx: WriteContext, keyHashes: string[]) {
 /** Forgets cached token lookups of these users (after a user or token change). */
 export async function forgetTokensOf(ctx: WriteContext, userIds: number[]) {
   if (!userIds.length) return;
-  const rows = await ctx.db.select({ keyHash: tokens.keyHash }).from(tokens).where(inArray(tokens.userId, userIds));
-  forgetAfterCommit(ctx, rows.map((r) => r.keyHash));
+  const rows = await ctx.db
+    .select({ keyHash: tokens.keyHash })
+    .from(tokens)
+    .where(inArray(tokens.userId, userIds));
+  forgetAfterCommit(
+    ctx,
+    rows.map((r) => r.keyHash),
+  );
 }
 
 export const tokenCacheKey = (keyHash: string) => `auth:token:${keyHash}`;
 
 /** Wraps update/delete so cached token lookups never outlive the change. */
-function invalidating(resource: Resource, userIdsOf: (ctx: WriteContext, id: number) => Promise<number[]>): Resource {
+function invalidating(
+  resource: Resource,
+  userIdsOf: (ctx: WriteContext, id: number) => Promise<number[]>,
+): Resource {
   return {
     ...resource,
     async update(ctx, id, input, partial) {
@@ -61,24 +82,60 @@ const userModelBase = defineModel({
   defaultOrdering: ["username"],
   display: (r) => r.username,
   async validate(ctx, values, existing) {
-    if (values.isSuperuser === true && !existing?.isSuperuser) requireSuperuserFor(ctx, "grant superuser status");
+    if (values.isSuperuser === true && !existing?.isSuperuser)
+      requireSuperuserFor(ctx, "grant superuser status");
     if (existing?.isSuperuser) requireSuperuserFor(ctx, "change a superuser account");
   },
   fields: [
-    { name: "username", type: "string", column: users.username, required: true, maxLength: 150, search: true, brief: true, check: (v) => (/^[\w.@+-]+$/.test(String(v)) ? null : "Enter a valid username: letters, digits and @/./+/-/_ only.") },
-    { name: "password", type: "password", column: users.passwordHash, writeOnly: true, maxLength: 128, nullable: true },
+    {
+      name: "username",
+      type: "string",
+      column: users.username,
+      required: true,
+      maxLength: 150,
+      search: true,
+      brief: true,
+      check: (v) =>
+        /^[\w.@+-]+$/.test(String(v))
+          ? null
+          : "Enter a valid username: letters, digits and @/./+/-/_ only.",
+    },
+    {
+      name: "password",
+      type: "password",
+      column: users.passwordHash,
+      writeOnly: true,
+      maxLength: 128,
+      nullable: true,
+    },
     { name: "first_name", type: "string", column: users.firstName, maxLength: 150, search: true },
     { name: "last_name", type: "string", column: users.lastName, maxLength: 150, search: true },
-    { name: "email", type: "string", column: users.email, maxLength: 254, search: true, check: (v) => (v === "" || /^[^@\s]+@[^@\s]+$/.test(String(v)) ? null : "Enter a valid email address.") },
+    {
+      name: "email",
+      type: "string",
+      column: users.email,
+      maxLength: 254,
+      search: true,
+      check: (v) =>
+        v === "" || /^[^@\s]+@[^@\s]+$/.test(String(v)) ? null : "Enter a valid email address.",
+    },
     { name: "is_superuser", type: "boolean", column: users.isSuperuser },
     { name: "is_active", type: "boolean", column: users.isActive },
-    { name: "groups", type: "m2m", related: "users.group", link: { table: userGroups, own: userGroups.userId, other: userGroups.groupId } },
+    {
+      name: "groups",
+      type: "m2m",
+      related: "users.group",
+      link: { table: userGroups, own: userGroups.userId, other: userGroups.groupId },
+    },
   ],
 });
 const userResource = invalidating(userModelBase.resource, async (_ctx, id) => [id]);
 const deleteUser = userResource.delete;
 userResource.delete = async (ctx, id) => {
-  const [row] = await ctx.db.select({ isSuperuser: users.isSuperuser }).from(users).where(eq(users.id, id));
+  const [row] = await ctx.db
+    .select({ isSuperuser: users.isSuperuser })
+    .from(users)
+    .where(eq(users.id, id));
   if (row?.isSuperuser) requireSuperuserFor(ctx, "delete a superuser account");
   await deleteUser(ctx, id);
 };
@@ -94,8 +151,23 @@ export const groupModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: groups.name, required: true, maxLength: 150, search: true, brief: true },
-    { name: "description", type: "string", column: groups.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: groups.name,
+      required: true,
+      maxLength: 150,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: groups.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
   ],
 });
 
@@ -108,10 +180,33 @@ export const permissionModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: objectPermissions.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "description", type: "string", column: objectPermissions.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: objectPermissions.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: objectPermissions.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "enabled", type: "boolean", column: objectPermissions.enabled },
-    { name: "object_types", type: "object_types", link: { table: permissionObjectTypes, own: permissionObjectTypes.permissionId, other: permissionObjectTypes.objectTypeId } },
+    {
+      name: "object_types",
+      type: "object_types",
+      link: {
+        table: permissionObjectTypes,
+        own: permissionObjectTypes.permissionId,
+        other: permissionObjectTypes.objectTypeId,
+      },
+    },
     {
       name: "actions",
       type: "json",
@@ -123,8 +218,26 @@ export const permissionModel = defineModel({
           : `Provide a non-empty list of actions (${ACTIONS.join(", ")} or custom action names).`,
     },
     { name: "constraints", type: "json", column: objectPermissions.constraints, nullable: true },
-    { name: "groups", type: "m2m", related: "users.group", link: { table: permissionGroups, own: permissionGroups.permissionId, other: permissionGroups.groupId } },
-    { name: "users", type: "m2m", related: "users.user", link: { table: permissionUsers, own: permissionUsers.permissionId, other: permissionUsers.userId } },
+    {
+      name: "groups",
+      type: "m2m",
+      related: "users.group",
+      link: {
+        table: permissionGroups,
+        own: permissionGroups.permissionId,
+        other: permissionGroups.groupId,
+      },
+    },
+    {
+      name: "users",
+      type: "m2m",
+      related: "users.user",
+      link: {
+        table: permissionUsers,
+        own: permissionUsers.permissionId,
+        other: permissionUsers.userId,
+      },
+    },
   ],
 });
 
@@ -151,7 +264,14 @@ const tokenModelBase = defineModel({
   },
   fields: [
     { name: "user", type: "fk", column: tokens.userId, related: "users.user", required: true },
-    { name: "description", type: "string", column: tokens.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "description",
+      type: "string",
+      column: tokens.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "write_enabled", type: "boolean", column: tokens.writeEnabled, brief: true },
     { name: "expires", type: "datetime", column: tokens.expires, nullable: true },
     { name: "last_used", type: "datetime", column: tokens.lastUsed, readOnly: true },
@@ -159,10 +279,16 @@ const tokenModelBase = defineModel({
 });
 export const tokenModel = {
   ...tokenModelBase,
-  resource: invalidating({ ...tokenModelBase.resource, ownerColumn: tokens.userId }, async (ctx, id) => {
-    const [row] = await ctx.db.select({ keyHash: tokens.keyHash }).from(tokens).where(eq(tokens.id, id));
-    if (row) forgetAfterCommit(ctx, [row.keyHash]);
-    return [];
-  }),
+  resource: invalidating(
+    { ...tokenModelBase.resource, ownerColumn: tokens.userId },
+    async (ctx, id) => {
+      const [row] = await ctx.db
+        .select({ keyHash: tokens.keyHash })
+        .from(tokens)
+        .where(eq(tokens.id, id));
+      if (row) forgetAfterCommit(ctx, [row.keyHash]);
+      return [];
+    },
+  ),
 };
 tokenModel.info = { ...tokenModelBase.info, resource: tokenModel.resource };

@@ -19,8 +19,23 @@ export const ownerGroupModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: ownerGroups.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "description", type: "string", column: ownerGroups.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: ownerGroups.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: ownerGroups.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
   ],
   // NetBox's `member_count`: how many owners the group holds.
   async decorate(ctx, rows, records) {
@@ -33,7 +48,15 @@ export const ownerGroupModel = defineModel({
     const byGroup = new Map(counts.map((c) => [c.groupId, c.n]));
     for (const rec of records) rec.member_count = byGroup.get(rec.id as number) ?? 0;
   },
-  openapi: { record: { member_count: { type: "integer", minimum: 0, description: "How many owners the group holds." } } },
+  openapi: {
+    record: {
+      member_count: {
+        type: "integer",
+        minimum: 0,
+        description: "How many owners the group holds.",
+      },
+    },
+  },
 });
 
 export const ownerModel = defineModel({
@@ -45,21 +68,59 @@ export const ownerModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: owners.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "group", type: "fk", column: owners.groupId, related: "users.ownergroup", nullable: true },
-    { name: "description", type: "string", column: owners.description, maxLength: 200, search: true, brief: true },
-    { name: "user_groups", type: "m2m", related: "users.group", link: { table: ownerUserGroups, own: ownerUserGroups.ownerId, other: ownerUserGroups.groupId } },
-    { name: "users", type: "m2m", related: "users.user", link: { table: ownerUsers, own: ownerUsers.ownerId, other: ownerUsers.userId } },
+    {
+      name: "name",
+      type: "string",
+      column: owners.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "group",
+      type: "fk",
+      column: owners.groupId,
+      related: "users.ownergroup",
+      nullable: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: owners.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "user_groups",
+      type: "m2m",
+      related: "users.group",
+      link: {
+        table: ownerUserGroups,
+        own: ownerUserGroups.ownerId,
+        other: ownerUserGroups.groupId,
+      },
+    },
+    {
+      name: "users",
+      type: "m2m",
+      related: "users.user",
+      link: { table: ownerUsers, own: ownerUsers.ownerId, other: ownerUsers.userId },
+    },
   ],
 });
 
 /** Integer filter values, else 400 keyed by the parameter. */
 function ids(param: string, values: string[]): number[] {
-  return values.flatMap((raw) => raw.split(",")).map((raw) => {
-    const n = parseFilterNumber(raw);
-    if (n === null || !Number.isInteger(n)) throw new ValidationError({ [param]: ["Enter a whole number."] });
-    return n;
-  });
+  return values
+    .flatMap((raw) => raw.split(","))
+    .map((raw) => {
+      const n = parseFilterNumber(raw);
+      if (n === null || !Number.isInteger(n))
+        throw new ValidationError({ [param]: ["Enter a whole number."] });
+      return n;
+    });
 }
 
 /** `expr IN (...)` for `exact`, its negation (NULLs kept, as every `__n` does) for `n`. */
@@ -69,7 +130,11 @@ function membership(expr: SQLWrapper, lookup: Lookup, subquery: SQL): SQL | unde
   return undefined;
 }
 
-const list = (values: (string | number)[]) => sql.join(values.map((v) => sql`${v}`), sql`, `);
+const list = (values: (string | number)[]) =>
+  sql.join(
+    values.map((v) => sql`${v}`),
+    sql`, `,
+  );
 
 /**
  * The owner filters of a model whose `owner_id` column is `expr` (NetBox's OwnerFilterMixin):
@@ -82,19 +147,30 @@ export function ownerFilters(expr: SQLWrapper): Record<string, FilterSpec> {
       kind: "string",
       expr,
       lookups: ["exact", "n"],
-      build: (lookup, values) => membership(expr, lookup, sql`SELECT id FROM owners WHERE name IN (${list(values)})`),
+      build: (lookup, values) =>
+        membership(expr, lookup, sql`SELECT id FROM owners WHERE name IN (${list(values)})`),
     },
     owner_group_id: {
       kind: "number",
       expr,
       lookups: ["exact", "n"],
-      build: (lookup, values) => membership(expr, lookup, sql`SELECT id FROM owners WHERE group_id IN (${list(ids(lookup === "n" ? "owner_group_id__n" : "owner_group_id", values))})`),
+      build: (lookup, values) =>
+        membership(
+          expr,
+          lookup,
+          sql`SELECT id FROM owners WHERE group_id IN (${list(ids(lookup === "n" ? "owner_group_id__n" : "owner_group_id", values))})`,
+        ),
     },
     owner_group: {
       kind: "string",
       expr,
       lookups: ["exact", "n"],
-      build: (lookup, values) => membership(expr, lookup, sql`SELECT o.id FROM owners o JOIN owner_groups g ON g.id = o.group_id WHERE g.name IN (${list(values)})`),
+      build: (lookup, values) =>
+        membership(
+          expr,
+          lookup,
+          sql`SELECT o.id FROM owners o JOIN owner_groups g ON g.id = o.group_id WHERE g.name IN (${list(values)})`,
+        ),
     },
   };
 }

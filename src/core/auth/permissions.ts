@@ -4,14 +4,22 @@
  */
 import { and, eq, inArray, or, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client";
-import { objectPermissions, objectTypes, permissionGroups, permissionObjectTypes, permissionUsers, userGroups } from "../../db/schema";
+import {
+  objectPermissions,
+  objectTypes,
+  permissionGroups,
+  permissionObjectTypes,
+  permissionUsers,
+  userGroups,
+} from "../../db/schema";
 import type { Ctx } from "../context";
 import { forbidden, notAuthenticated } from "../errors";
 
 export type Action = "view" | "add" | "change" | "delete";
 export const ACTIONS: Action[] = ["view", "add", "change", "delete"];
 
-export const codename = (appLabel: string, action: string, model: string) => `${appLabel}.${action}_${model}`;
+export const codename = (appLabel: string, action: string, model: string) =>
+  `${appLabel}.${action}_${model}`;
 
 /** One constraint object: `{"<field>[__<lookup>]": value, …}`, all of which must hold. */
 export type ConstraintSet = Record<string, unknown>;
@@ -42,9 +50,17 @@ export interface Grants {
 
 /** Codenames and their constraints (NetBox: an unconstrained grant lifts every constraint). */
 export async function loadGrants(db: Executor, userId: number): Promise<Grants> {
-  const groupIds = db.select({ id: userGroups.groupId }).from(userGroups).where(eq(userGroups.userId, userId));
+  const groupIds = db
+    .select({ id: userGroups.groupId })
+    .from(userGroups)
+    .where(eq(userGroups.userId, userId));
   const rows = await db
-    .select({ actions: objectPermissions.actions, constraints: objectPermissions.constraints, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .select({
+      actions: objectPermissions.actions,
+      constraints: objectPermissions.constraints,
+      appLabel: objectTypes.appLabel,
+      model: objectTypes.model,
+    })
     .from(objectPermissions)
     .innerJoin(permissionObjectTypes, eq(permissionObjectTypes.permissionId, objectPermissions.id))
     .innerJoin(objectTypes, eq(objectTypes.id, permissionObjectTypes.objectTypeId))
@@ -52,8 +68,20 @@ export async function loadGrants(db: Executor, userId: number): Promise<Grants> 
       and(
         eq(objectPermissions.enabled, true),
         or(
-          inArray(objectPermissions.id, db.select({ id: permissionUsers.permissionId }).from(permissionUsers).where(eq(permissionUsers.userId, userId))),
-          inArray(objectPermissions.id, db.select({ id: permissionGroups.permissionId }).from(permissionGroups).where(inArray(permissionGroups.groupId, groupIds))),
+          inArray(
+            objectPermissions.id,
+            db
+              .select({ id: permissionUsers.permissionId })
+              .from(permissionUsers)
+              .where(eq(permissionUsers.userId, userId)),
+          ),
+          inArray(
+            objectPermissions.id,
+            db
+              .select({ id: permissionGroups.permissionId })
+              .from(permissionGroups)
+              .where(inArray(permissionGroups.groupId, groupIds)),
+          ),
         ),
       ),
     );
@@ -77,14 +105,19 @@ export async function loadGrants(db: Executor, userId: number): Promise<Grants> 
  * Throws 403 unless the caller may do `action` on the object type. Reads need a user unless
  * LOGIN_REQUIRED is false; writes always need a user and a write-enabled token.
  */
-export async function requirePermission(c: Ctx, action: Action, target: { appLabel: string; model: string }) {
+export async function requirePermission(
+  c: Ctx,
+  action: Action,
+  target: { appLabel: string; model: string },
+) {
   const auth = c.var.auth;
   const user = auth.user;
   if (!user) {
     if (action === "view" && !c.var.services.config.loginRequired) return;
     throw notAuthenticated();
   }
-  if (action !== "view" && !auth.writeEnabled) throw forbidden("This token does not permit write operations.");
+  if (action !== "view" && !auth.writeEnabled)
+    throw forbidden("This token does not permit write operations.");
   if (user.isSuperuser) return;
   if (!user.permissions.has(codename(target.appLabel, action, target.model))) throw forbidden();
 }

@@ -9,8 +9,12 @@ export async function createUser(
   db: Executor,
   opts: { username: string; password?: string; isSuperuser?: boolean; email?: string },
 ): Promise<{ id: number; username: string }> {
-  if (!/^[\w.@+-]{1,150}$/.test(opts.username)) throw new Error(`invalid username "${opts.username}"`);
-  const [existing] = await db.select({ id: users.id }).from(users).where(eq(users.username, opts.username));
+  if (!/^[\w.@+-]{1,150}$/.test(opts.username))
+    throw new Error(`invalid username "${opts.username}"`);
+  const [existing] = await db
+    .select({ id: users.id })
+    .from(users)
+    .where(eq(users.username, opts.username));
   if (existing) throw new Error(`user "${opts.username}" already exists`);
   const [row] = await db
     .insert(users)
@@ -29,7 +33,10 @@ export async function issueToken(
   db: Executor,
   opts: { username: string; writeEnabled?: boolean; expires?: string | null; description?: string },
 ): Promise<{ id: number; key: string }> {
-  const [user] = await db.select({ id: users.id }).from(users).where(eq(users.username, opts.username));
+  const [user] = await db
+    .select({ id: users.id })
+    .from(users)
+    .where(eq(users.username, opts.username));
   if (!user) throw new Error(`no user "${opts.username}"`);
   const key = generateToken();
   const [row] = await db

@@ -11,7 +11,6 @@ import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../r
 import type { ReadContext, Resource } from "../rest/resource";
 import { codename, type Action, type ConstraintSet } from "./permissions";
 
-
 /** Django lookup names (as NetBox constraints are written) mapped to our filter lookups. */
 const DJANGO_LOOKUPS: Record<string, Lookup | "in" | "isnull"> = {
   exact: "exact",
@@ -50,12 +49,21 @@ function substitute(value: unknown, user: AuthUser | null): unknown {
 }
 
 /** What the caller may do with a model: everything, nothing, or the rows the sets match. */
-export type Restriction = { kind: "all" } | { kind: "none" } | { kind: "some"; sets: ConstraintSet[] };
+export type Restriction =
+  | { kind: "all" }
+  | { kind: "none" }
+  | { kind: "some"; sets: ConstraintSet[] };
 
 const ALL: Restriction = { kind: "all" };
 const NONE: Restriction = { kind: "none" };
 
-export function restrictionFor(auth: AuthState, loginRequired: boolean, action: Action, appLabel: string, model: string): Restriction {
+export function restrictionFor(
+  auth: AuthState,
+  loginRequired: boolean,
+  action: Action,
+  appLabel: string,
+  model: string,
+): Restriction {
   const user = auth.user;
   if (!user) return action === "view" && !loginRequired ? ALL : NONE;
   if (user.isSuperuser) return ALL;
@@ -79,10 +87,18 @@ const scalarText = (v: unknown): string | null => {
  * follow the model's relations into the target model's filters. Anything that cannot be
  * applied matches nothing: a constraint never widens what a user may see.
  */
-async function lookupSql(ctx: ReadContext, resource: Resource, key: string, value: unknown, user: AuthUser | null, depth: number): Promise<SQL> {
+async function lookupSql(
+  ctx: ReadContext,
+  resource: Resource,
+  key: string,
+  value: unknown,
+  user: AuthUser | null,
+  depth: number,
+): Promise<SQL> {
   const parts = key.split("__");
   let lookupName = "exact";
-  if (parts.length > 1 && Object.hasOwn(DJANGO_LOOKUPS, parts[parts.length - 1]!)) lookupName = parts.pop()!;
+  if (parts.length > 1 && Object.hasOwn(DJANGO_LOOKUPS, parts[parts.length - 1]!))
+    lookupName = parts.pop()!;
   const mapped = DJANGO_LOOKUPS[lookupName]!;
   const filters = resource.list.filters;
   const v = substitute(value, user);
@@ -93,13 +109,17 @@ async function lookupSql(ctx: ReadContext, resource: Resource, key: string, valu
 
   // A relation: `site__name`, `site__tenant__slug`, or `site__id`.
   if (depth < 3 && parts.length > 1) {
-    const rel = resource.relations?.find((r) => r.name === parts[0] && r.expr && (r.target || r.targetTypeId != null));
+    const rel = resource.relations?.find(
+      (r) => r.name === parts[0] && r.expr && (r.target || r.targetTypeId != null),
+    );
     const label = rel?.target ?? (rel ? await labelOfType(ctx, rel.targetTypeId!) : null);
     if (rel && label) {
       const [app, model] = label.split(".") as [string, string];
       const target = (await ctx.services.models.get(app, model, ctx))?.resource;
       if (target) {
-        const rest = [...parts.slice(1), ...(lookupName === "exact" ? [] : [lookupName])].join("__");
+        const rest = [...parts.slice(1), ...(lookupName === "exact" ? [] : [lookupName])].join(
+          "__",
+        );
         const inner = await lookupSql(ctx, target, rest, value, user, depth + 1);
         return sql`${rel.expr} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${inner})`;
       }
@@ -113,27 +133,42 @@ async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | n
   return ot ? `${ot.appLabel}.${ot.model}` : null;
 }
 
-function ownFilter(filters: Record<string, FilterSpec>, name: string, resource: Resource): { name: string; spec: FilterSpec } | null {
+function ownFilter(
+  filters: Record<string, FilterSpec>,
+  name: string,
+  resource: Resource,
+): { name: string; spec: FilterSpec } | null {
   // A relation's own name compares its id, as a Django lookup does (`owner: 3`), even where a
   // list filter of that name matches something else (`?owner=<name>`).
   const isRelation = resource.relations?.some((r) => r.name === name && r.expr);
-  if (isRelation && Object.hasOwn(filters, `${name}_id`)) return { name: `${name}_id`, spec: filters[`${name}_id`]! };
+  if (isRelation && Object.hasOwn(filters, `${name}_id`))
+    return { name: `${name}_id`, spec: filters[`${name}_id`]! };
   if (Object.hasOwn(filters, name)) return { name, spec: filters[name]! };
-  if (Object.hasOwn(filters, `${name}_id`)) return { name: `${name}_id`, spec: filters[`${name}_id`]! };
+  if (Object.hasOwn(filters, `${name}_id`))
+    return { name: `${name}_id`, spec: filters[`${name}_id`]! };
   return null;
 }
 
-function filterSql(name: string, spec: FilterSpec, lookup: Lookup | "in" | "isnull", value: unknown): SQL {
+function filterSql(
+  name: string,
+  spec: FilterSpec,
+  lookup: Lookup | "in" | "isnull",
+  value: unknown,
+): SQL {
   try {
     if (lookup === "isnull") {
       if (typeof value !== "boolean") return NOTHING;
-      return (buildFilter(name, spec, "empty", [value ? "true" : "false"]) as SQL | undefined) ?? NOTHING;
+      return (
+        (buildFilter(name, spec, "empty", [value ? "true" : "false"]) as SQL | undefined) ?? NOTHING
+      );
     }
     if (lookup === "in") {
       if (!Array.isArray(value) || !value.length) return NOTHING;
       const texts = value.map(scalarText);
       if (texts.some((t) => t === null)) return NOTHING;
-      return guard(spec, "exact") ? ((buildFilter(name, spec, "exact", texts as string[]) as SQL | undefined) ?? NOTHING) : NOTHING;
+      return guard(spec, "exact")
+        ? ((buildFilter(name, spec, "exact", texts as string[]) as SQL | undefined) ?? NOTHING)
+        : NOTHING;
     }
     if (value === null) {
       if (lookup !== "exact" && lookup !== "n") return NOTHING;
@@ -148,17 +183,24 @@ function filterSql(name: string, spec: FilterSpec, lookup: Lookup | "in" | "isnu
   }
 }
 
-const guard = (spec: FilterSpec, lookup: Lookup) => (spec.lookups ?? DEFAULT_LOOKUPS[spec.kind]).includes(lookup);
+const guard = (spec: FilterSpec, lookup: Lookup) =>
+  (spec.lookups ?? DEFAULT_LOOKUPS[spec.kind]).includes(lookup);
 
 /**
  * SQL for constraint sets: OR of sets, each the AND of its lookups. `user` is substituted for
  * `$user`; pass null for lookups that are not permission constraints (GraphQL filters).
  */
-export async function constraintSql(ctx: ReadContext, resource: Resource, sets: ConstraintSet[], user: AuthUser | null): Promise<SQL> {
+export async function constraintSql(
+  ctx: ReadContext,
+  resource: Resource,
+  sets: ConstraintSet[],
+  user: AuthUser | null,
+): Promise<SQL> {
   const alternatives: SQL[] = [];
   for (const set of sets) {
     const terms: SQL[] = [];
-    for (const [key, value] of Object.entries(set)) terms.push(await lookupSql(ctx, resource, key, value, user, 0));
+    for (const [key, value] of Object.entries(set))
+      terms.push(await lookupSql(ctx, resource, key, value, user, 0));
     alternatives.push(terms.length ? (and(...terms) as SQL) : sql`1`);
   }
   return alternatives.length ? (or(...alternatives) as SQL) : NOTHING;
@@ -169,11 +211,28 @@ export async function constraintSql(ctx: ReadContext, resource: Resource, sets: 
  * `undefined` when nothing limits it, `0` when nothing is allowed. Models owned by users
  * (tokens) add their owner scope for everyone but superusers.
  */
-export async function restrictWhere(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource): Promise<SQL | undefined> {
-  const r = restrictionFor(auth, ctx.services.config.loginRequired, action, resource.appLabel, resource.model);
+export async function restrictWhere(
+  ctx: ReadContext,
+  auth: AuthState,
+  action: Action,
+  resource: Resource,
+): Promise<SQL | undefined> {
+  const r = restrictionFor(
+    auth,
+    ctx.services.config.loginRequired,
+    action,
+    resource.appLabel,
+    resource.model,
+  );
   if (r.kind === "none") return NOTHING;
   const user = auth.user;
-  const limits = user && !user.isSuperuser ? [resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined, resource.scope?.(user)].filter((x): x is SQL => !!x) : [];
+  const limits =
+    user && !user.isSuperuser
+      ? [
+          resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined,
+          resource.scope?.(user),
+        ].filter((x): x is SQL => !!x)
+      : [];
   const scope = limits.length ? and(...limits) : undefined;
   if (r.kind === "all") return scope;
   const where = await constraintSql(ctx, resource, r.sets, user!);
@@ -181,18 +240,37 @@ export async function restrictWhere(ctx: ReadContext, auth: AuthState, action: A
 }
 
 /** The ids among `ids` that `where` admits (all of them when nothing restricts). */
-export async function admitted(ctx: ReadContext, resource: Resource, ids: number[], where: SQL | undefined): Promise<Set<number>> {
+export async function admitted(
+  ctx: ReadContext,
+  resource: Resource,
+  ids: number[],
+  where: SQL | undefined,
+): Promise<Set<number>> {
   if (!ids.length) return new Set();
   if (!where) return new Set(ids);
   const rows = (await ctx.db
     .select({ id: sql<number>`${resource.list.idExpr}` })
     .from(resource.table)
-    .where(and(sql`${resource.list.idExpr} IN (${sql.join(ids.map((i) => sql`${i}`), sql`, `)})`, where))) as { id: number }[];
+    .where(
+      and(
+        sql`${resource.list.idExpr} IN (${sql.join(
+          ids.map((i) => sql`${i}`),
+          sql`, `,
+        )})`,
+        where,
+      ),
+    )) as { id: number }[];
   return new Set(rows.map((r) => Number(r.id)));
 }
 
 /** True when the caller may `action` the object `id`. */
-export async function mayAct(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number): Promise<boolean> {
+export async function mayAct(
+  ctx: ReadContext,
+  auth: AuthState,
+  action: Action,
+  resource: Resource,
+  id: number,
+): Promise<boolean> {
   const where = await restrictWhere(ctx, auth, action, resource);
   if (!where) return true;
   return (await admitted(ctx, resource, [id], where)).has(id);
@@ -202,19 +280,35 @@ export async function mayAct(ctx: ReadContext, auth: AuthState, action: Action, 
  * Refuses an action on an existing object the caller may not act on (as NetBox, the action's
  * own constraints decide): 403 when they may view it, else 404 (nothing is named).
  */
-export async function requireObject(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number, what?: string): Promise<void> {
+export async function requireObject(
+  ctx: ReadContext,
+  auth: AuthState,
+  action: Action,
+  resource: Resource,
+  id: number,
+  what?: string,
+): Promise<void> {
   if (await mayAct(ctx, auth, action, resource, id)) return;
   if (action !== "view" && (await mayAct(ctx, auth, "view", resource, id))) throw forbidden();
   throw notFound(what);
 }
 
 /** After a write: the object must still (or now) match the action's constraints. */
-export async function requireAfterWrite(ctx: ReadContext, auth: AuthState, action: Action, resource: Resource, id: number): Promise<void> {
+export async function requireAfterWrite(
+  ctx: ReadContext,
+  auth: AuthState,
+  action: Action,
+  resource: Resource,
+  id: number,
+): Promise<void> {
   if (!(await mayAct(ctx, auth, action, resource, id))) {
-    throw ApiError.detail(403, `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`, "permission_denied");
+    throw ApiError.detail(
+      403,
+      `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`,
+      "permission_denied",
+    );
   }
 }
-
 
 /**
  * Hides related objects the caller may not view: a nested object outside their view
@@ -222,22 +316,39 @@ export async function requireAfterWrite(ctx: ReadContext, auth: AuthState, actio
  * polymorphic field, its type when the caller may view objects of that type) and loses
  * `url`, `display` and every other field.
  */
-export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource: Resource, input: Record<string, unknown>[]): Promise<Record<string, unknown>[]> {
+export async function hideUnviewable(
+  ctx: ReadContext,
+  auth: AuthState,
+  resource: Resource,
+  input: Record<string, unknown>[],
+): Promise<Record<string, unknown>[]> {
   const relations = resource.relations;
   const user = auth.user;
-  const records = resource.hideNested && !user?.isSuperuser ? await resource.hideNested(ctx, auth, input) : input;
+  const records =
+    resource.hideNested && !user?.isSuperuser ? await resource.hideNested(ctx, auth, input) : input;
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 
   // Labels of targets known by object type id only.
-  const typeIds = [...new Set(relations.filter((r) => !r.target && r.targetTypeId != null).map((r) => r.targetTypeId!))];
+  const typeIds = [
+    ...new Set(
+      relations.filter((r) => !r.target && r.targetTypeId != null).map((r) => r.targetTypeId!),
+    ),
+  ];
   const labels = new Map<number, string>();
-  if (typeIds.length) for (const [id, ot] of await ctx.services.objectTypes.byIds(typeIds, ctx.db)) labels.set(id, `${ot.appLabel}.${ot.model}`);
+  if (typeIds.length)
+    for (const [id, ot] of await ctx.services.objectTypes.byIds(typeIds, ctx.db))
+      labels.set(id, `${ot.appLabel}.${ot.model}`);
 
   type Nested = Record<string, unknown> & { id: number };
-  const isNested = (v: unknown): v is Nested => !!v && typeof v === "object" && !Array.isArray(v) && typeof (v as Nested).id === "number";
+  const isNested = (v: unknown): v is Nested =>
+    !!v && typeof v === "object" && !Array.isArray(v) && typeof (v as Nested).id === "number";
   const labelOf = (rel: NonNullable<Resource["relations"]>[number], v: Nested): string | null =>
-    rel.polymorphic ? (typeof v.object_type === "string" ? v.object_type : null) : (rel.target ?? (rel.targetTypeId != null ? (labels.get(rel.targetTypeId) ?? null) : null));
+    rel.polymorphic
+      ? typeof v.object_type === "string"
+        ? v.object_type
+        : null
+      : (rel.target ?? (rel.targetTypeId != null ? (labels.get(rel.targetTypeId) ?? null) : null));
 
   // Which ids of each target model are asked about; models the caller may view whole need no query.
   const wanted = new Map<string, Set<number>>();
@@ -248,12 +359,14 @@ export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource
       const [app, model] = key.split(".") as [string, string];
       restriction.set(key, label ? restrictionFor(auth, loginRequired, "view", app, model) : NONE);
     }
-    if (restriction.get(key)!.kind === "some") (wanted.get(key) ?? wanted.set(key, new Set()).get(key)!).add(id);
+    if (restriction.get(key)!.kind === "some")
+      (wanted.get(key) ?? wanted.set(key, new Set()).get(key)!).add(id);
   };
   for (const rec of records) {
     for (const rel of relations) {
       const value = rec[rel.name];
-      for (const v of rel.many && Array.isArray(value) ? value : [value]) if (isNested(v)) note(labelOf(rel, v), v.id);
+      for (const v of rel.many && Array.isArray(value) ? value : [value])
+        if (isNested(v)) note(labelOf(rel, v), v.id);
     }
   }
   if ([...restriction.values()].every((r) => r.kind === "all")) return records;
@@ -263,7 +376,12 @@ export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource
     const [app, model] = label.split(".") as [string, string];
     const target = (await ctx.services.models.get(app, model, ctx))?.resource;
     const r = restriction.get(label)!;
-    visible.set(label, target && r.kind === "some" ? await admitted(ctx, target, [...ids], await constraintSql(ctx, target, r.sets, user!)) : new Set());
+    visible.set(
+      label,
+      target && r.kind === "some"
+        ? await admitted(ctx, target, [...ids], await constraintSql(ctx, target, r.sets, user!))
+        : new Set(),
+    );
   }
   const hide = (rel: NonNullable<Resource["relations"]>[number], v: unknown): unknown => {
     if (!isNested(v)) return v;
@@ -282,8 +400,12 @@ export async function hideUnviewable(ctx: ReadContext, auth: AuthState, resource
     for (const rel of relations) {
       if (!(rel.name in rec)) continue;
       const value = rec[rel.name];
-      const next = rel.many && Array.isArray(value) ? value.map((v) => hide(rel, v)) : hide(rel, value);
-      if (next !== value || (Array.isArray(next) && (next as unknown[]).some((v, i) => v !== (value as unknown[])[i]))) {
+      const next =
+        rel.many && Array.isArray(value) ? value.map((v) => hide(rel, v)) : hide(rel, value);
+      if (
+        next !== value ||
+        (Array.isArray(next) && (next as unknown[]).some((v, i) => v !== (value as unknown[])[i]))
+      ) {
         if (out === rec) out = { ...rec };
         out[rel.name] = next;
       }

@@ -18,23 +18,70 @@ export const objectChangeModel = defineModel({
   path: "core/object-changes",
   table: objectChanges,
   defaultOrdering: ["-time", "-id"],
-  display: (r) => `${r.objectRepr} ${PAST[r.action] ?? r.action}${r.userName ? ` by ${r.userName}` : ""}`,
+  display: (r) =>
+    `${r.objectRepr} ${PAST[r.action] ?? r.action}${r.userName ? ` by ${r.userName}` : ""}`,
   fields: [
     { name: "time", type: "datetime", column: objectChanges.time, readOnly: true, brief: true },
-    { name: "user", type: "fk", column: objectChanges.userId, related: "users.user", readOnly: true },
-    { name: "user_name", type: "string", column: objectChanges.userName, readOnly: true, search: true },
+    {
+      name: "user",
+      type: "fk",
+      column: objectChanges.userId,
+      related: "users.user",
+      readOnly: true,
+    },
+    {
+      name: "user_name",
+      type: "string",
+      column: objectChanges.userName,
+      readOnly: true,
+      search: true,
+    },
     { name: "request_id", type: "string", column: objectChanges.requestId, readOnly: true },
-    { name: "action", type: "choice", column: objectChanges.action, choices: CHANGE_ACTIONS, readOnly: true, brief: true },
-    { name: "changed_object_type", type: "object_type_ref", column: objectChanges.changedObjectTypeId, readOnly: true },
-    { name: "changed_object_id", type: "integer", column: objectChanges.changedObjectId, readOnly: true },
-    { name: "object_repr", type: "string", column: objectChanges.objectRepr, readOnly: true, search: true },
+    {
+      name: "action",
+      type: "choice",
+      column: objectChanges.action,
+      choices: CHANGE_ACTIONS,
+      readOnly: true,
+      brief: true,
+    },
+    {
+      name: "changed_object_type",
+      type: "object_type_ref",
+      column: objectChanges.changedObjectTypeId,
+      readOnly: true,
+    },
+    {
+      name: "changed_object_id",
+      type: "integer",
+      column: objectChanges.changedObjectId,
+      readOnly: true,
+    },
+    {
+      name: "object_repr",
+      type: "string",
+      column: objectChanges.objectRepr,
+      readOnly: true,
+      search: true,
+    },
     { name: "prechange_data", type: "json", column: objectChanges.prechangeData, readOnly: true },
     { name: "postchange_data", type: "json", column: objectChanges.postchangeData, readOnly: true },
   ],
-  openapi: { record: { changed_object_type: orNull(ref("ObjectTypeLabel")), changed_object: orNull(ref("NestedObject")) } },
+  openapi: {
+    record: {
+      changed_object_type: orNull(ref("ObjectTypeLabel")),
+      changed_object: orNull(ref("NestedObject")),
+    },
+  },
   async decorate(ctx, rows, records) {
-    const types = await ctx.services.objectTypes.byIds(rows.map((r) => r.changedObjectTypeId as number), ctx.db);
-    const nested = await nestedObjects(ctx, rows.map((r) => [r.changedObjectTypeId as number, r.changedObjectId as number]));
+    const types = await ctx.services.objectTypes.byIds(
+      rows.map((r) => r.changedObjectTypeId as number),
+      ctx.db,
+    );
+    const nested = await nestedObjects(
+      ctx,
+      rows.map((r) => [r.changedObjectTypeId as number, r.changedObjectId as number]),
+    );
     rows.forEach((row, i) => {
       const rec = records[i]!;
       const ot = types.get(row.changedObjectTypeId);
@@ -53,9 +100,15 @@ objectChangeModel.resource.scope = (user) => {
     return dot > 0 && rest.startsWith("view_") ? [`${name.slice(0, dot)}.${rest.slice(5)}`] : [];
   });
   if (!labels.length) return sql`0`;
-  return sql`${objectChanges.changedObjectTypeId} IN (SELECT ot.id FROM object_types ot WHERE ot.app_label || '.' || ot.model IN (${sql.join(labels.map((l) => sql`${l}`), sql`, `)}))`;
+  return sql`${objectChanges.changedObjectTypeId} IN (SELECT ot.id FROM object_types ot WHERE ot.app_label || '.' || ot.model IN (${sql.join(
+    labels.map((l) => sql`${l}`),
+    sql`, `,
+  )}))`;
 };
-Object.assign(objectChangeModel.resource.list.filters, objectTypeFilters("changed_object_type", objectChanges.changedObjectTypeId));
+Object.assign(
+  objectChangeModel.resource.list.filters,
+  objectTypeFilters("changed_object_type", objectChanges.changedObjectTypeId),
+);
 
 // Snapshots are records of their object's model: related objects the caller may not view are
 // hidden in them exactly as in that model's own answers.
@@ -69,17 +122,28 @@ objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
       out.push(rec);
       continue;
     }
-    const snap = async (data: unknown) => (data && typeof data === "object" && !Array.isArray(data) ? (await hideUnviewable(ctx, auth, target, [data as ApiRecord]))[0] : data);
-    out.push({ ...rec, prechange_data: await snap(rec.prechange_data), postchange_data: await snap(rec.postchange_data) });
+    const snap = async (data: unknown) =>
+      data && typeof data === "object" && !Array.isArray(data)
+        ? (await hideUnviewable(ctx, auth, target, [data as ApiRecord]))[0]
+        : data;
+    out.push({
+      ...rec,
+      prechange_data: await snap(rec.prechange_data),
+      postchange_data: await snap(rec.postchange_data),
+    });
   }
   return out;
 };
 
 /** The nested forms `{id, url, display, …}` of generic references that still exist. */
-export async function nestedObjects(ctx: ReadContext, refs: Array<[number, number]>): Promise<Map<string, ApiRecord>> {
+export async function nestedObjects(
+  ctx: ReadContext,
+  refs: Array<[number, number]>,
+): Promise<Map<string, ApiRecord>> {
   const out = new Map<string, ApiRecord>();
   const byType = new Map<number, Set<number>>();
-  for (const [typeId, id] of refs) (byType.get(typeId) ?? byType.set(typeId, new Set()).get(typeId)!).add(id);
+  for (const [typeId, id] of refs)
+    (byType.get(typeId) ?? byType.set(typeId, new Set()).get(typeId)!).add(id);
   const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db);
   for (const [typeId, ids] of byType) {
     const ot = types.get(typeId);
@@ -103,7 +167,10 @@ export function readOnlyWithoutTimestamps(model: DefinedModel, keep: string[] = 
       return rec;
     });
   model.info.resource = model.resource;
-  model.spec.openapi = { ...model.spec.openapi, omit: [...(model.spec.openapi?.omit ?? []), ...drop] };
+  model.spec.openapi = {
+    ...model.spec.openapi,
+    omit: [...(model.spec.openapi?.omit ?? []), ...drop],
+  };
   for (const k of drop) {
     delete model.resource.list.filters[k];
     delete model.resource.list.orderings[k];

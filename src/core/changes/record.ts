@@ -23,7 +23,8 @@ export const CHANGE_ACTIONS: ReadonlyArray<readonly [ChangeAction, string]> = [
 const VOLATILE = new Set(["last_updated"]);
 
 function sameData(a: ApiRecord, b: ApiRecord): boolean {
-  const strip = (r: ApiRecord) => JSON.stringify(Object.entries(r).filter(([k]) => !VOLATILE.has(k)));
+  const strip = (r: ApiRecord) =>
+    JSON.stringify(Object.entries(r).filter(([k]) => !VOLATILE.has(k)));
   return strip(a) === strip(b);
 }
 
@@ -63,9 +64,17 @@ export async function logChange(
   prechange: ApiRecord | null,
   loaded?: ApiRecord | null,
 ): Promise<ApiRecord | null> {
-  const postchange = action === "delete" ? null : loaded !== undefined ? loaded : ((await resource.load(ctx, [id]))[0] ?? null);
-  if (action === "update" && prechange && postchange && sameData(prechange, postchange)) return postchange;
-  const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
+  const postchange =
+    action === "delete"
+      ? null
+      : loaded !== undefined
+        ? loaded
+        : ((await resource.load(ctx, [id]))[0] ?? null);
+  if (action === "update" && prechange && postchange && sameData(prechange, postchange))
+    return postchange;
+  const objectType = resource.objectTypeId
+    ? { id: resource.objectTypeId }
+    : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
   const repr = objectRepr(resource, id, prechange, postchange);
@@ -100,8 +109,12 @@ export async function logChange(
 }
 
 /** A change record's `object_repr`: the object's display, else its kind and id. */
-const objectRepr = (resource: Resource, id: number, prechange: ApiRecord | null, postchange: ApiRecord | null) =>
-  String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
+const objectRepr = (
+  resource: Resource,
+  id: number,
+  prechange: ApiRecord | null,
+  postchange: ApiRecord | null,
+) => String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
 
 /** One change of a batch for `logChanges`: the records are already loaded. */
 export interface ChangeEntry {
@@ -130,12 +143,26 @@ function insertChangesSql(n: number): string {
  * same rows and event deliveries, but one multi-row INSERT per `CHANGE_BATCH` records instead of
  * a statement each. Every postchange record must be loaded.
  */
-export async function logChanges(ctx: WriteContext, resource: Resource, entries: ChangeEntry[]): Promise<Map<ChangeEntry, string>> {
+export async function logChanges(
+  ctx: WriteContext,
+  resource: Resource,
+  entries: ChangeEntry[],
+): Promise<Map<ChangeEntry, string>> {
   /** Each written postchange record's JSON text, for a caller that answers with the same records. */
   const texts = new Map<ChangeEntry, string>();
-  const kept = entries.filter((e) => !(e.action === "update" && e.prechange && e.postchange && sameData(e.prechange, e.postchange)));
+  const kept = entries.filter(
+    (e) =>
+      !(
+        e.action === "update" &&
+        e.prechange &&
+        e.postchange &&
+        sameData(e.prechange, e.postchange)
+      ),
+  );
   if (!kept.length) return texts;
-  const objectType = resource.objectTypeId ? { id: resource.objectTypeId } : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
+  const objectType = resource.objectTypeId
+    ? { id: resource.objectTypeId }
+    : await ctx.services.objectTypes.ensure(resource.appLabel, resource.model, ctx.db);
   const user = ctx.auth.user;
   const time = nowIso();
   for (let i = 0; i < kept.length; i += CHANGE_BATCH) {
@@ -148,12 +175,24 @@ export async function logChanges(ctx: WriteContext, resource: Resource, entries:
       const p = e.postchange === null ? null : JSON.stringify(e.postchange);
       if (p !== null) texts.set(e, p);
       const repr = objectRepr(resource, e.id, e.prechange, e.postchange);
-      args.push(time, user?.id ?? null, user?.username ?? "", ctx.requestId, e.action, objectType.id, e.id, repr, e.prechange === null ? null : JSON.stringify(e.prechange), p);
+      args.push(
+        time,
+        user?.id ?? null,
+        user?.username ?? "",
+        ctx.requestId,
+        e.action,
+        objectType.id,
+        e.id,
+        repr,
+        e.prechange === null ? null : JSON.stringify(e.prechange),
+        p,
+      );
     }
     const written = await executePositional(ctx.db, insertChangesSql(chunk.length), args);
     // One statement's AUTOINCREMENT ids follow its VALUES order (each row takes the largest id so
     // far plus one, under the write lock); the last is the statement's last insert rowid.
-    if (written.rowsAffected !== chunk.length || written.lastInsertRowid === undefined) throw new Error(`change records: ${written.rowsAffected} of ${chunk.length} written`);
+    if (written.rowsAffected !== chunk.length || written.lastInsertRowid === undefined)
+      throw new Error(`change records: ${written.rowsAffected} of ${chunk.length} written`);
     const first = Number(written.lastInsertRowid) - chunk.length + 1;
     for (const [k, e] of chunk.entries()) {
       await recordEventDeliveries(ctx, {

@@ -29,7 +29,8 @@ const LEAF_KEYS = new Set(["attr", "value", "op", "negate", "snapshot"]);
 const MAX_DEPTH = 8;
 const MAX_NODES = 100;
 
-const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  !!v && typeof v === "object" && !Array.isArray(v);
 
 /** Checks a condition document; returns the first problem (with its path), or null. */
 export function conditionError(raw: unknown): string | null {
@@ -43,7 +44,8 @@ export function conditionError(raw: unknown): string | null {
       if (keys.length !== 1) return `${path}: a group has exactly one key, "and" or "or"`;
       const op = keys[0]!;
       const items = node[op];
-      if (!Array.isArray(items) || !items.length) return `${path}.${op}: expected a non-empty list of conditions`;
+      if (!Array.isArray(items) || !items.length)
+        return `${path}.${op}: expected a non-empty list of conditions`;
       for (const [i, item] of items.entries()) {
         const e = check(item, `${path}.${op}[${i}]`, depth + 1);
         if (e) return e;
@@ -51,14 +53,26 @@ export function conditionError(raw: unknown): string | null {
       return null;
     }
     for (const k of keys) if (!LEAF_KEYS.has(k)) return `${path}: unknown key "${k}"`;
-    if (typeof node.attr !== "string" || !node.attr.trim() || node.attr.length > 200) return `${path}.attr: expected a dotted path`;
+    if (typeof node.attr !== "string" || !node.attr.trim() || node.attr.length > 200)
+      return `${path}.attr: expected a dotted path`;
     if (!("value" in node)) return `${path}.value: required`;
     const op = node.op ?? "eq";
-    if (typeof op !== "string" || !(CONDITION_OPS as readonly string[]).includes(op)) return `${path}.op: expected one of ${CONDITION_OPS.join(", ")}`;
-    if (node.negate !== undefined && typeof node.negate !== "boolean") return `${path}.negate: expected true or false`;
-    if (node.snapshot !== undefined && node.snapshot !== "prechange" && node.snapshot !== "postchange") return `${path}.snapshot: expected "prechange" or "postchange"`;
+    if (typeof op !== "string" || !(CONDITION_OPS as readonly string[]).includes(op))
+      return `${path}.op: expected one of ${CONDITION_OPS.join(", ")}`;
+    if (node.negate !== undefined && typeof node.negate !== "boolean")
+      return `${path}.negate: expected true or false`;
+    if (
+      node.snapshot !== undefined &&
+      node.snapshot !== "prechange" &&
+      node.snapshot !== "postchange"
+    )
+      return `${path}.snapshot: expected "prechange" or "postchange"`;
     if (op === "in" && !Array.isArray(node.value)) return `${path}.value: "in" needs a list`;
-    if (["gt", "gte", "lt", "lte"].includes(op) && typeof node.value !== "number" && typeof node.value !== "string") {
+    if (
+      ["gt", "gte", "lt", "lte"].includes(op) &&
+      typeof node.value !== "number" &&
+      typeof node.value !== "string"
+    ) {
       return `${path}.value: "${op}" needs a number or a string`;
     }
     return null;
@@ -76,9 +90,14 @@ export function resolvePath(root: unknown, path: string): unknown {
     if (current === null || current === undefined) return undefined;
     if (Array.isArray(current)) {
       if (/^\d+$/.test(segment)) current = current[Number(segment)];
-      else current = current.flatMap((item) => (isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : []));
+      else
+        current = current.flatMap((item) =>
+          isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : [],
+        );
     } else if (isObject(current)) {
-      current = Object.prototype.hasOwnProperty.call(current, segment) ? current[segment] : undefined;
+      current = Object.prototype.hasOwnProperty.call(current, segment)
+        ? current[segment]
+        : undefined;
     } else {
       return undefined;
     }
@@ -109,7 +128,8 @@ function applyOp(op: ConditionOp, actual: unknown, expected: unknown): boolean {
     case "in":
       return Array.isArray(expected) && expected.some((x) => equal(actual, x));
     case "contains":
-      if (typeof actual === "string" && typeof expected === "string") return actual.includes(expected);
+      if (typeof actual === "string" && typeof expected === "string")
+        return actual.includes(expected);
       return Array.isArray(actual) && actual.some((x) => equal(x, expected));
     case "gt":
     case "gte":
@@ -123,7 +143,10 @@ function applyOp(op: ConditionOp, actual: unknown, expected: unknown): boolean {
 }
 
 /** True when the (already validated) condition holds; an empty condition (null) always holds. */
-export function evaluateCondition(condition: Condition | null | undefined, input: ConditionInput): boolean {
+export function evaluateCondition(
+  condition: Condition | null | undefined,
+  input: ConditionInput,
+): boolean {
   if (condition === null || condition === undefined) return true;
   if ("and" in condition) return condition.and.every((c) => evaluateCondition(c, input));
   if ("or" in condition) return condition.or.some((c) => evaluateCondition(c, input));

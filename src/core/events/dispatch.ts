@@ -44,7 +44,11 @@ export interface WebhookTaskPayload {
   model: string;
 }
 
-const EVENT_TYPE = { create: "object_created", update: "object_updated", delete: "object_deleted" } as const;
+const EVENT_TYPE = {
+  create: "object_created",
+  update: "object_updated",
+  delete: "object_deleted",
+} as const;
 
 interface ActiveRule {
   id: number;
@@ -82,16 +86,31 @@ async function readRules(db: Executor): Promise<ActiveRule[]> {
   const links = await db
     .select()
     .from(eventRuleObjectTypes)
-    .where(inArray(eventRuleObjectTypes.eventRuleId, rules.map((r) => r.id)));
-  return rules.map((r) => ({ ...r, objectTypeIds: new Set(links.filter((l) => l.eventRuleId === r.id).map((l) => l.objectTypeId)) }));
+    .where(
+      inArray(
+        eventRuleObjectTypes.eventRuleId,
+        rules.map((r) => r.id),
+      ),
+    );
+  return rules.map((r) => ({
+    ...r,
+    objectTypeIds: new Set(links.filter((l) => l.eventRuleId === r.id).map((l) => l.objectTypeId)),
+  }));
 }
 
 /** True when `rule` wants this change: its object type, its event type, its conditions. */
-export function ruleMatches(rule: Pick<ActiveRule, "eventTypes" | "conditions" | "objectTypeIds">, event: ChangeEvent): boolean {
+export function ruleMatches(
+  rule: Pick<ActiveRule, "eventTypes" | "conditions" | "objectTypeIds">,
+  event: ChangeEvent,
+): boolean {
   if (!rule.objectTypeIds.has(event.objectTypeId)) return false;
   if (!rule.eventTypes.includes(EVENT_TYPE[event.action])) return false;
   const data = event.postchange ?? event.prechange;
-  return evaluateCondition(rule.conditions as Condition | null, { data, prechange: event.prechange, postchange: event.postchange });
+  return evaluateCondition(rule.conditions as Condition | null, {
+    data,
+    prechange: event.prechange,
+    postchange: event.postchange,
+  });
 }
 
 /** What one write transaction has put in the outbox so far. */
@@ -105,7 +124,8 @@ interface TransactionEvents {
 /** Kept in the write context's scratch for the rest of its transaction. */
 const TRANSACTION_EVENTS = slotKey<TransactionEvents>("events.transaction");
 
-const changesRules = (event: ChangeEvent) => event.appLabel === "extras" && (event.model === "eventrule" || event.model === "webhook");
+const changesRules = (event: ChangeEvent) =>
+  event.appLabel === "extras" && (event.model === "eventrule" || event.model === "webhook");
 
 /**
  * Matches a change against the enabled event rules inside the write's transaction and writes
@@ -132,15 +152,28 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
   if (!rules.length) return;
   const webhookType = await services.objectTypes.ensure("extras", "webhook", ctx.db);
   for (const rule of rules) {
-    if (rule.actionType !== "webhook" || rule.actionObjectTypeId !== webhookType.id || !ruleMatches(rule, event)) continue;
+    if (
+      rule.actionType !== "webhook" ||
+      rule.actionObjectTypeId !== webhookType.id ||
+      !ruleMatches(rule, event)
+    )
+      continue;
     const pair = `${event.changeId}:${rule.actionObjectId}`;
     if (state.queued.has(pair)) continue;
     state.queued.add(pair);
     if (!services.tasks) {
-      services.logger.warn("an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered", { eventRule: rule.id, requestId: event.requestId });
+      services.logger.warn(
+        "an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered",
+        { eventRule: rule.id, requestId: event.requestId },
+      );
       return;
     }
-    const payload: WebhookTaskPayload = { webhook: rule.actionObjectId, change: event.changeId, event_rule: rule.id, model: event.model };
+    const payload: WebhookTaskPayload = {
+      webhook: rule.actionObjectId,
+      change: event.changeId,
+      event_rule: rule.id,
+      model: event.model,
+    };
     state.rows.push(
       await services.tasks.outbox.record(ctx.db, {
         name: WEBHOOK_TASK,

@@ -15,7 +15,9 @@ const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 function checkUrl(value: unknown): string | null {
   try {
     const u = new URL(String(value));
-    return u.protocol === "http:" || u.protocol === "https:" ? null : "Enter an http:// or https:// URL.";
+    return u.protocol === "http:" || u.protocol === "https:"
+      ? null
+      : "Enter an http:// or https:// URL.";
   } catch {
     return "Enter a valid URL.";
   }
@@ -28,7 +30,8 @@ export function parseHeaderLines(text: string): Array<[string, string]> | { erro
     if (!line.trim()) continue;
     const colon = line.indexOf(":");
     const name = colon > 0 ? line.slice(0, colon).trim() : "";
-    if (!name || !HEADER_NAME_RE.test(name)) return { error: `Line ${i + 1}: expected "Name: value".` };
+    if (!name || !HEADER_NAME_RE.test(name))
+      return { error: `Line ${i + 1}: expected "Name: value".` };
     out.push([name, line.slice(colon + 1).trim()]);
   }
   return out;
@@ -44,16 +47,48 @@ export const webhookModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: webhooks.name, required: true, maxLength: 150, search: true, brief: true },
-    { name: "description", type: "string", column: webhooks.description, maxLength: 200, search: true, brief: true },
-    { name: "payload_url", type: "string", column: webhooks.payloadUrl, required: true, maxLength: 500, search: true, check: checkUrl },
+    {
+      name: "name",
+      type: "string",
+      column: webhooks.name,
+      required: true,
+      maxLength: 150,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: webhooks.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "payload_url",
+      type: "string",
+      column: webhooks.payloadUrl,
+      required: true,
+      maxLength: 500,
+      search: true,
+      check: checkUrl,
+    },
     {
       name: "http_method",
       type: "string",
       column: webhooks.httpMethod,
-      check: (v) => ((HTTP_METHODS as readonly string[]).includes(String(v)) ? null : `Choose one of ${HTTP_METHODS.join(", ")}.`),
+      check: (v) =>
+        (HTTP_METHODS as readonly string[]).includes(String(v))
+          ? null
+          : `Choose one of ${HTTP_METHODS.join(", ")}.`,
     },
-    { name: "http_content_type", type: "string", column: webhooks.httpContentType, maxLength: 100, check: (v) => (v ? null : "This field may not be blank.") },
+    {
+      name: "http_content_type",
+      type: "string",
+      column: webhooks.httpContentType,
+      maxLength: 100,
+      check: (v) => (v ? null : "This field may not be blank."),
+    },
     {
       name: "additional_headers",
       type: "text",
@@ -80,14 +115,33 @@ export const eventRuleModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: eventRules.name, required: true, maxLength: 150, search: true, brief: true },
-    { name: "description", type: "string", column: eventRules.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: eventRules.name,
+      required: true,
+      maxLength: 150,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: eventRules.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "enabled", type: "boolean", column: eventRules.enabled, brief: true },
     {
       name: "object_types",
       type: "object_types",
       required: true,
-      link: { table: eventRuleObjectTypes, own: eventRuleObjectTypes.eventRuleId, other: eventRuleObjectTypes.objectTypeId },
+      link: {
+        table: eventRuleObjectTypes,
+        own: eventRuleObjectTypes.eventRuleId,
+        other: eventRuleObjectTypes.objectTypeId,
+      },
     },
     {
       name: "event_types",
@@ -95,47 +149,104 @@ export const eventRuleModel = defineModel({
       column: eventRules.eventTypes,
       required: true,
       check: (v) =>
-        Array.isArray(v) && v.length && v.every((e) => (EVENT_TYPES as readonly unknown[]).includes(e)) && new Set(v).size === v.length
+        Array.isArray(v) &&
+        v.length &&
+        v.every((e) => (EVENT_TYPES as readonly unknown[]).includes(e)) &&
+        new Set(v).size === v.length
           ? null
           : `Provide a non-empty list of distinct event types (${EVENT_TYPES.join(", ")}).`,
     },
-    { name: "conditions", type: "json", column: eventRules.conditions, nullable: true, check: conditionError },
-    { name: "action_type", type: "choice", column: eventRules.actionType, choices: [["webhook", "Webhook"]] },
-    { name: "action_object_type", type: "object_type_ref", column: eventRules.actionObjectTypeId, required: true },
-    { name: "action_object_id", type: "integer", column: eventRules.actionObjectId, required: true },
+    {
+      name: "conditions",
+      type: "json",
+      column: eventRules.conditions,
+      nullable: true,
+      check: conditionError,
+    },
+    {
+      name: "action_type",
+      type: "choice",
+      column: eventRules.actionType,
+      choices: [["webhook", "Webhook"]],
+    },
+    {
+      name: "action_object_type",
+      type: "object_type_ref",
+      column: eventRules.actionObjectTypeId,
+      required: true,
+    },
+    {
+      name: "action_object_id",
+      type: "integer",
+      column: eventRules.actionObjectId,
+      required: true,
+    },
   ],
   async validate(ctx, values, existing, errors) {
-    const typeId = (values.actionObjectTypeId ?? existing?.actionObjectTypeId) as number | undefined;
+    const typeId = (values.actionObjectTypeId ?? existing?.actionObjectTypeId) as
+      | number
+      | undefined;
     const objectId = (values.actionObjectId ?? existing?.actionObjectId) as number | undefined;
     const webhookType = await ctx.services.objectTypes.ensure("extras", "webhook", ctx.db);
     if (typeId !== webhookType.id) {
-      errors.add("action_object_type", 'The action object type of a "webhook" action must be extras.webhook.');
+      errors.add(
+        "action_object_type",
+        'The action object type of a "webhook" action must be extras.webhook.',
+      );
       return;
     }
-    const [hook] = await ctx.db.select({ id: webhooks.id }).from(webhooks).where(eq(webhooks.id, objectId ?? -1));
+    const [hook] = await ctx.db
+      .select({ id: webhooks.id })
+      .from(webhooks)
+      .where(eq(webhooks.id, objectId ?? -1));
     if (!hook) errors.add("action_object_id", `No webhook with id ${objectId}.`);
   },
   async afterWrite(ctx, id) {
-    const [{ n }] = (await ctx.db.select({ n: count() }).from(eventRuleObjectTypes).where(eq(eventRuleObjectTypes.eventRuleId, id))) as [{ n: number }];
+    const [{ n }] = (await ctx.db
+      .select({ n: count() })
+      .from(eventRuleObjectTypes)
+      .where(eq(eventRuleObjectTypes.eventRuleId, id))) as [{ n: number }];
     if (!n) throw new ValidationError({ object_types: ["Select at least one object type."] });
   },
   openapi: {
     record: {
       action_object_type: orNull(ref("ObjectTypeLabel")),
-      action_object: orNull(closedObject({ id: { type: "integer" }, url: { type: "string", format: "uri" }, display: { type: "string" }, name: { type: "string" } })),
+      action_object: orNull(
+        closedObject({
+          id: { type: "integer" },
+          url: { type: "string", format: "uri" },
+          display: { type: "string" },
+          name: { type: "string" },
+        }),
+      ),
     },
   },
   async decorate(ctx, rows, records) {
     const hookIds = [...new Set(rows.map((r) => r.actionObjectId as number))];
-    const hooks = hookIds.length ? await ctx.db.select({ id: webhooks.id, name: webhooks.name }).from(webhooks).where(inArray(webhooks.id, hookIds)) : [];
+    const hooks = hookIds.length
+      ? await ctx.db
+          .select({ id: webhooks.id, name: webhooks.name })
+          .from(webhooks)
+          .where(inArray(webhooks.id, hookIds))
+      : [];
     const byId = new Map(hooks.map((h) => [h.id, h]));
-    const types = await ctx.services.objectTypes.byIds(rows.map((r) => r.actionObjectTypeId as number), ctx.db);
+    const types = await ctx.services.objectTypes.byIds(
+      rows.map((r) => r.actionObjectTypeId as number),
+      ctx.db,
+    );
     rows.forEach((row, i) => {
       const rec = records[i]!;
       const ot = types.get(row.actionObjectTypeId);
       rec.action_object_type = ot ? otLabel(ot) : null;
       const hook = byId.get(row.actionObjectId);
-      rec.action_object = hook ? { id: hook.id, url: recordUrl(ctx.baseUrl, "extras/webhooks", hook.id), display: hook.name, name: hook.name } : null;
+      rec.action_object = hook
+        ? {
+            id: hook.id,
+            url: recordUrl(ctx.baseUrl, "extras/webhooks", hook.id),
+            display: hook.name,
+            name: hook.name,
+          }
+        : null;
     });
   },
 });
@@ -147,10 +258,20 @@ export const protectRuleActions: DeleteHook = async (ctx, target) => {
   const users = await ctx.db
     .select({ id: eventRules.id, name: eventRules.name })
     .from(eventRules)
-    .where(and(eq(eventRules.actionObjectTypeId, webhookType.id), eq(eventRules.actionObjectId, target.id)));
+    .where(
+      and(
+        eq(eventRules.actionObjectTypeId, webhookType.id),
+        eq(eventRules.actionObjectId, target.id),
+      ),
+    );
   if (users.length) {
-    throw ApiError.detail(409, `Cannot delete webhook ${target.id}: event rule "${users[0]!.name}" calls it. Delete or change the event rule first.`, "protected", {
-      protected_objects: users.map((u) => ({ object_type: "extras.eventrule", id: u.id })),
-    });
+    throw ApiError.detail(
+      409,
+      `Cannot delete webhook ${target.id}: event rule "${users[0]!.name}" calls it. Delete or change the event rule first.`,
+      "protected",
+      {
+        protected_objects: users.map((u) => ({ object_type: "extras.eventrule", id: u.id })),
+      },
+    );
   }
 };

@@ -21,7 +21,13 @@ const enc = new TextEncoder();
 
 /** `X-Hook-Signature`: hex HMAC-SHA512 of `body` keyed with `secret`. */
 export async function signBody(secret: string, body: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", enc.encode(secret), { name: "HMAC", hash: "SHA-512" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey(
+    "raw",
+    enc.encode(secret),
+    { name: "HMAC", hash: "SHA-512" },
+    false,
+    ["sign"],
+  );
   const mac = await crypto.subtle.sign("HMAC", key, enc.encode(body));
   return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
@@ -51,7 +57,10 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
     const db = services.db.orm;
     const [hook] = await db.select().from(webhooks).where(eq(webhooks.id, payload.webhook));
     if (!hook) throw new PermanentJobError(`webhook ${payload.webhook} no longer exists`);
-    const [change] = await db.select().from(objectChanges).where(eq(objectChanges.id, payload.change));
+    const [change] = await db
+      .select()
+      .from(objectChanges)
+      .where(eq(objectChanges.id, payload.change));
     if (!change) throw new PermanentJobError(`change record ${payload.change} no longer exists`);
 
     const prechange = change.prechangeData ?? null;
@@ -65,10 +74,13 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
       data: postchange ?? prechange,
       snapshots: { prechange, postchange },
     };
-    const body = hook.bodyTemplate ? renderTemplate(hook.bodyTemplate, event) : JSON.stringify(event);
+    const body = hook.bodyTemplate
+      ? renderTemplate(hook.bodyTemplate, event)
+      : JSON.stringify(event);
     const headers = new Headers({ "Content-Type": hook.httpContentType || "application/json" });
     const extra = parseHeaderLines(renderTemplate(hook.additionalHeaders, event));
-    if (!("error" in extra)) for (const [name, value] of extra) headers.set(name, value.replace(/[\r\n]+/g, " "));
+    if (!("error" in extra))
+      for (const [name, value] of extra) headers.set(name, value.replace(/[\r\n]+/g, " "));
     if (hook.secret) headers.set("X-Hook-Signature", await signBody(hook.secret, body));
     // Delivery is at-least-once: receivers drop a repeat by this key (set last: not overridable).
     headers.set(IDEMPOTENCY_HEADER, job.idempotencyKey);
@@ -80,16 +92,22 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
       signal: AbortSignal.timeout(timeoutMs),
     };
     // Bun's fetch can skip certificate checks; Workers always verify.
-    if (!hook.sslVerification && typeof Bun !== "undefined") init.tls = { rejectUnauthorized: false };
+    if (!hook.sslVerification && typeof Bun !== "undefined")
+      init.tls = { rejectUnauthorized: false };
     let res: Response;
     try {
       res = await fetch(hook.payloadUrl, init);
     } catch (e) {
       const name = (e as Error)?.name;
-      throw new Error(name === "TimeoutError" || name === "AbortError" ? `no answer within ${timeoutMs} ms` : `request failed: ${String((e as Error)?.message ?? e)}`);
+      throw new Error(
+        name === "TimeoutError" || name === "AbortError"
+          ? `no answer within ${timeoutMs} ms`
+          : `request failed: ${String((e as Error)?.message ?? e)}`,
+      );
     }
     await res.body?.cancel().catch(() => undefined);
-    if (res.status < 200 || res.status > 299) throw new Error(`the receiver answered HTTP ${res.status}`);
+    if (res.status < 200 || res.status > 299)
+      throw new Error(`the receiver answered HTTP ${res.status}`);
     return { status_code: res.status };
   };
 }

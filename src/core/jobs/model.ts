@@ -19,7 +19,14 @@ export const jobModel = defineModel({
     { name: "name", type: "string", column: jobs.name, readOnly: true, search: true, brief: true },
     { name: "object_type", type: "object_type_ref", column: jobs.objectTypeId, readOnly: true },
     { name: "object_id", type: "integer", column: jobs.objectId, readOnly: true },
-    { name: "status", type: "choice", column: jobs.status, choices: JOB_STATUSES, readOnly: true, brief: true },
+    {
+      name: "status",
+      type: "choice",
+      column: jobs.status,
+      choices: JOB_STATUSES,
+      readOnly: true,
+      brief: true,
+    },
     { name: "started", type: "datetime", column: jobs.started, readOnly: true },
     { name: "completed", type: "datetime", column: jobs.completed, readOnly: true },
     { name: "user", type: "fk", column: jobs.userId, related: "users.user", readOnly: true },
@@ -27,16 +34,27 @@ export const jobModel = defineModel({
     { name: "data", type: "json", column: jobs.data, readOnly: true },
     { name: "error", type: "text", column: jobs.error, readOnly: true },
   ],
-  openapi: { record: { object_type: orNull(ref("ObjectTypeLabel")), object: orNull(ref("NestedObject")) } },
+  openapi: {
+    record: { object_type: orNull(ref("ObjectTypeLabel")), object: orNull(ref("NestedObject")) },
+  },
   async decorate(ctx, rows, records) {
-    const types = await ctx.services.objectTypes.byIds(rows.filter((r) => r.objectTypeId != null).map((r) => r.objectTypeId as number), ctx.db);
+    const types = await ctx.services.objectTypes.byIds(
+      rows.filter((r) => r.objectTypeId != null).map((r) => r.objectTypeId as number),
+      ctx.db,
+    );
     const refs = rows.filter((r) => r.objectTypeId != null && r.objectId != null);
-    const nested = await nestedObjects(ctx, refs.map((r) => [r.objectTypeId as number, r.objectId as number]));
+    const nested = await nestedObjects(
+      ctx,
+      refs.map((r) => [r.objectTypeId as number, r.objectId as number]),
+    );
     rows.forEach((row, i) => {
       const rec = records[i]!;
       const ot = row.objectTypeId != null ? types.get(row.objectTypeId) : undefined;
       rec.object_type = ot ? otLabel(ot) : null;
-      rec.object = row.objectTypeId != null ? (nested.get(`${row.objectTypeId}:${row.objectId}`) ?? null) : null;
+      rec.object =
+        row.objectTypeId != null
+          ? (nested.get(`${row.objectTypeId}:${row.objectId}`) ?? null)
+          : null;
     });
   },
 });

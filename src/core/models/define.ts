@@ -7,7 +7,13 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../errors";
 import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
-import type { ApiRecord, FieldDescription, ReadContext, Resource, WriteContext } from "../rest/resource";
+import type {
+  ApiRecord,
+  FieldDescription,
+  ReadContext,
+  Resource,
+  WriteContext,
+} from "../rest/resource";
 import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
@@ -65,7 +71,12 @@ export interface ModelSpec {
   tags?: boolean;
   defaultOrdering?: string[];
   /** Cross-field validation after per-field conversion; `existing` on updates. */
-  validate?: (ctx: WriteContext, values: Record<string, unknown>, existing: Record<string, any> | null, errors: ErrorCollector) => Promise<void>;
+  validate?: (
+    ctx: WriteContext,
+    values: Record<string, unknown>,
+    existing: Record<string, any> | null,
+    errors: ErrorCollector,
+  ) => Promise<void>;
   /** Runs after insert/update with the final row id. */
   afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
   /** Adds or rewrites keys of serialised records. */
@@ -77,7 +88,14 @@ export interface ModelSpec {
 }
 
 /** Fields every record carries and writes may echo back; they are ignored on input. */
-export const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
+export const READ_ONLY_KEYS = new Set([
+  "id",
+  "url",
+  "display",
+  "display_url",
+  "created",
+  "last_updated",
+]);
 
 const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
 const COLOR_RE = /^[0-9a-f]{6}$/;
@@ -97,7 +115,10 @@ export function recordUrl(baseUrl: string, path: string, id: number) {
  * `?tag=<slug>` (any of the tags) and `tag__n` (none of them) over objects of one type, given
  * by object type id when the model knows it (custom objects) or by app label and model.
  */
-export function tagFilter(id: SQLWrapper, type: { objectTypeId: number | null } | { appLabel: string; model: string }): FilterSpec {
+export function tagFilter(
+  id: SQLWrapper,
+  type: { objectTypeId: number | null } | { appLabel: string; model: string },
+): FilterSpec {
   const ofType =
     "objectTypeId" in type
       ? sql`FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${type.objectTypeId}`
@@ -119,17 +140,29 @@ export function tagFilter(id: SQLWrapper, type: { objectTypeId: number | null } 
 export function defineModel(spec: ModelSpec): DefinedModel {
   const table = spec.table;
   const columnKeys = new Map<SQLiteColumn, string>();
-  for (const [key, col] of Object.entries(getTableColumns(table))) columnKeys.set(col as SQLiteColumn, key);
+  for (const [key, col] of Object.entries(getTableColumns(table)))
+    columnKeys.set(col as SQLiteColumn, key);
   const keyOf = (col: SQLiteColumn) => columnKeys.get(col)!;
   const fieldsByName = new Map(spec.fields.map((f) => [f.name, f]));
   const scalar = spec.fields.filter((f) => f.column);
 
   const filters: Record<string, FilterSpec> = { id: { kind: "number", expr: table.id } };
-  const orderings: Record<string, SQLWrapper> = { id: table.id, created: (table as any).created, last_updated: (table as any).lastUpdated };
+  const orderings: Record<string, SQLWrapper> = {
+    id: table.id,
+    created: (table as any).created,
+    last_updated: (table as any).lastUpdated,
+  };
   for (const f of scalar) {
     if (f.writeOnly) continue;
     const col = f.column!;
-    const kind = f.type === "integer" || f.type === "fk" ? "number" : f.type === "boolean" ? "boolean" : f.type === "datetime" ? "datetime" : "string";
+    const kind =
+      f.type === "integer" || f.type === "fk"
+        ? "number"
+        : f.type === "boolean"
+          ? "boolean"
+          : f.type === "datetime"
+            ? "datetime"
+            : "string";
     if (f.type !== "json") {
       filters[f.type === "fk" ? `${f.name}_id` : f.name] = { kind, expr: col };
       orderings[f.name] = col;
@@ -161,7 +194,9 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       if (f.type === "fk") {
         const [app, model] = f.related!.split(".") as [string, string];
         const info = await ctx.services.models.get(app, model, ctx);
-        const fkIds = [...new Set(rows.map((r) => r[keyOf(f.column!)]).filter((v) => v != null))] as number[];
+        const fkIds = [
+          ...new Set(rows.map((r) => r[keyOf(f.column!)]).filter((v) => v != null)),
+        ] as number[];
         related.set(f.name, info && fkIds.length ? await info.nested(ctx, fkIds) : new Map());
       }
     }
@@ -175,7 +210,10 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         .where(inArray(own, ids))) as { own: number; other: number }[];
       const byOwn = new Map<number, unknown[]>();
       if (f.type === "object_types") {
-        const ots = await ctx.services.objectTypes.byIds(pairs.map((p) => p.other), ctx.db);
+        const ots = await ctx.services.objectTypes.byIds(
+          pairs.map((p) => p.other),
+          ctx.db,
+        );
         for (const p of pairs) {
           const ot = ots.get(p.other);
           if (ot) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(otLabel(ot));
@@ -184,7 +222,9 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       } else {
         const [app, model] = f.related!.split(".") as [string, string];
         const info = await ctx.services.models.get(app, model, ctx);
-        const nested = info ? await info.nested(ctx, [...new Set(pairs.map((p) => p.other))]) : new Map();
+        const nested = info
+          ? await info.nested(ctx, [...new Set(pairs.map((p) => p.other))])
+          : new Map();
         for (const p of pairs.sort((a, b) => a.other - b.other)) {
           const n = nested.get(p.other);
           if (n) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(n);
@@ -193,8 +233,12 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       m2m.set(f.name, byOwn);
     }
     const tagsByObject = spec.tags ? await loadTags(ctx, await objectTypeId(ctx), ids) : null;
-    const refFields = spec.fields.filter((f) => f.type === "object_type_ref" || f.type === "object_type_refs");
-    const refIds = refFields.flatMap((f) => rows.flatMap((r) => [r[keyOf(f.column!)]].flat().filter((x) => typeof x === "number")));
+    const refFields = spec.fields.filter(
+      (f) => f.type === "object_type_ref" || f.type === "object_type_refs",
+    );
+    const refIds = refFields.flatMap((f) =>
+      rows.flatMap((r) => [r[keyOf(f.column!)]].flat().filter((x) => typeof x === "number")),
+    );
     const refs = refIds.length ? await ctx.services.objectTypes.byIds(refIds, ctx.db) : new Map();
     const refOf = (id: number) => {
       const ot = refs.get(id);
@@ -202,7 +246,11 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     };
 
     const records = rows.map((row) => {
-      const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
+      const rec: ApiRecord = {
+        id: row.id,
+        url: recordUrl(ctx.baseUrl, spec.path, row.id),
+        display: spec.display(row),
+      };
       for (const f of spec.fields) {
         if (f.writeOnly) continue;
         if (f.type === "m2m" || f.type === "object_types") {
@@ -211,9 +259,15 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         }
         const value = row[keyOf(f.column!)];
         if (f.type === "object_type_ref") rec[f.name] = value == null ? null : refOf(value);
-        else if (f.type === "object_type_refs") rec[f.name] = ((value as number[] | null) ?? []).map(refOf);
-        else if (f.type === "fk") rec[f.name] = value == null ? null : (related.get(f.name)!.get(value) ?? { id: value });
-        else if (f.type === "choice") rec[f.name] = value == null ? null : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
+        else if (f.type === "object_type_refs")
+          rec[f.name] = ((value as number[] | null) ?? []).map(refOf);
+        else if (f.type === "fk")
+          rec[f.name] = value == null ? null : (related.get(f.name)!.get(value) ?? { id: value });
+        else if (f.type === "choice")
+          rec[f.name] =
+            value == null
+              ? null
+              : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
         else rec[f.name] = value ?? null;
       }
       if (tagsByObject) rec.tags = tagsByObject.get(row.id) ?? [];
@@ -227,24 +281,38 @@ export function defineModel(spec: ModelSpec): DefinedModel {
 
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
-    const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+    const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<
+      string,
+      any
+    >[];
     const byId = new Map(rows.map((r) => [r.id as number, r]));
     return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
   }
 
-  async function convertInput(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean) {
+  async function convertInput(
+    ctx: WriteContext,
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+    partial: boolean,
+  ) {
     const errors = new ErrorCollector();
     const values: Record<string, unknown> = {};
     const links = new Map<FieldSpec, number[]>();
     let tagIds: number[] | null = null;
     for (const key of Object.keys(input)) {
-      if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags)) errors.add(key, "Unknown field.");
+      if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+        errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {
       if (f.readOnly) continue;
       const present = Object.prototype.hasOwnProperty.call(input, f.name);
       if (!present) {
-        if (f.required && (!existing || !partial) && (existing == null || existing[keyOf(f.column!)] == null)) errors.add(f.name, "This field is required.");
+        if (
+          f.required &&
+          (!existing || !partial) &&
+          (existing == null || existing[keyOf(f.column!)] == null)
+        )
+          errors.add(f.name, "This field is required.");
         continue;
       }
       const raw = input[f.name];
@@ -265,16 +333,29 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     errors.throwIfAny();
     if (spec.naturalOrdering) {
       const source = fieldsByName.get(spec.naturalOrdering.field)?.column;
-      if (source && Object.hasOwn(values, keyOf(source))) values[keyOf(spec.naturalOrdering.column)] = naturalize(values[keyOf(source)] as string | null);
+      if (source && Object.hasOwn(values, keyOf(source)))
+        values[keyOf(spec.naturalOrdering.column)] = naturalize(
+          values[keyOf(source)] as string | null,
+        );
     }
     return { values, links, tagIds };
   }
 
-  async function writeLinks(ctx: WriteContext, id: number, links: Map<FieldSpec, number[]>, tagIds: number[] | null) {
+  async function writeLinks(
+    ctx: WriteContext,
+    id: number,
+    links: Map<FieldSpec, number[]>,
+    tagIds: number[] | null,
+  ) {
     for (const [f, targets] of links) {
       const { table: link, own, other } = f.link!;
       await ctx.db.delete(link).where(eq(own, id));
-      if (targets.length) await ctx.db.insert(link).values(targets.map((t) => ({ [keyOf2(link, own)]: id, [keyOf2(link, other)]: t })) as any);
+      if (targets.length)
+        await ctx.db
+          .insert(link)
+          .values(
+            targets.map((t) => ({ [keyOf2(link, own)]: id, [keyOf2(link, other)]: t })) as any,
+          );
     }
     if (tagIds) await setTags(ctx, await objectTypeId(ctx), id, tagIds);
   }
@@ -289,13 +370,19 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     load,
     async create(ctx, input) {
       const { values, links, tagIds } = await convertInput(ctx, input, null, false);
-      const [row] = (await ctx.db.insert(table).values(values as any).returning({ id: table.id })) as { id: number }[];
+      const [row] = (await ctx.db
+        .insert(table)
+        .values(values as any)
+        .returning({ id: table.id })) as { id: number }[];
       await writeLinks(ctx, row!.id, links, tagIds);
       await spec.afterWrite?.(ctx, row!.id, input, true);
       return row!.id;
     },
     async update(ctx, id, input, partial) {
-      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
+      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<
+        string,
+        any
+      >[];
       const { values, links, tagIds } = await convertInput(ctx, input, existing!, partial);
       await ctx.db
         .update(table)
@@ -315,15 +402,27 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     tagged: !!spec.tags,
     relations: spec.fields
       .filter((f) => (f.type === "fk" || f.type === "m2m") && f.related && !f.writeOnly)
-      .map((f) => ({ name: f.name, target: f.related!, many: f.type === "m2m", expr: f.type === "fk" ? f.column : undefined })),
+      .map((f) => ({
+        name: f.name,
+        target: f.related!,
+        many: f.type === "m2m",
+        expr: f.type === "fk" ? f.column : undefined,
+      })),
   };
 
   const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
   const nestedRecord = (ctx: ReadContext, row: Record<string, any>): ApiRecord => {
-    const rec: ApiRecord = { id: row.id, url: recordUrl(ctx.baseUrl, spec.path, row.id), display: spec.display(row) };
+    const rec: ApiRecord = {
+      id: row.id,
+      url: recordUrl(ctx.baseUrl, spec.path, row.id),
+      display: spec.display(row),
+    };
     for (const f of briefCols) {
       const v = row[keyOf(f.column!)];
-      rec[f.name] = f.type === "choice" && v != null ? { value: v, label: f.choices!.find(([x]) => x === v)?.[1] ?? v } : (v ?? null);
+      rec[f.name] =
+        f.type === "choice" && v != null
+          ? { value: v, label: f.choices!.find(([x]) => x === v)?.[1] ?? v }
+          : (v ?? null);
     }
     return rec;
   };
@@ -331,7 +430,10 @@ export function defineModel(spec: ModelSpec): DefinedModel {
   const nestedColumns = sql.join(
     Object.entries(getTableColumns(table))
       .filter(([, col]) => (col as SQLiteColumn).dataType !== "json")
-      .map(([key, col]) => sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`),
+      .map(
+        ([key, col]) =>
+          sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`,
+      ),
     sql`, `,
   );
   // json_object() gives booleans as 0/1; the nested form wants true/false.
@@ -346,18 +448,24 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     async nested(ctx, ids) {
       const out = new Map<number, ApiRecord>();
       if (!ids.length) return out;
-      const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<string, any>[];
+      const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<
+        string,
+        any
+      >[];
       for (const row of rows) out.set(row.id, nestedRecord(ctx, row));
       return out;
     },
     nestedSql: {
       // The ids as one JSON array: one parameter however many (a bulk names ~100 sites), so the
       // statement's text is the same for every call and cheap to build.
-      select: (ids) => sql`SELECT ${table.id} AS id, json_object(${nestedColumns}) AS j FROM ${table} WHERE ${table.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`,
+      select: (ids) =>
+        sql`SELECT ${table.id} AS id, json_object(${nestedColumns}) AS j FROM ${table} WHERE ${table.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`,
       // Qualified by hand: inside another query's select list Drizzle renders columns bare.
-      selectOne: (idExpr) => sql`(SELECT json_object(${nestedColumns}) FROM ${table} WHERE ${sql.raw(`"${getTableName(table)}"."id"`)} = ${idExpr})`,
+      selectOne: (idExpr) =>
+        sql`(SELECT json_object(${nestedColumns}) FROM ${table} WHERE ${sql.raw(`"${getTableName(table)}"."id"`)} = ${idExpr})`,
       build: (ctx, _id, columns) => {
-        for (const key of booleanKeys) if (columns[key] != null) columns[key] = columns[key] === 1 || columns[key] === true;
+        for (const key of booleanKeys)
+          if (columns[key] != null) columns[key] = columns[key] === 1 || columns[key] === true;
         return nestedRecord(ctx, columns);
       },
     },
@@ -415,45 +523,58 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       if (typeof raw !== "string") return { error: "Not a valid string." };
       const s = f.type === "text" ? raw : raw.trim();
       if (f.required && !s) return { error: "This field may not be blank." };
-      if (f.maxLength && s.length > f.maxLength) return { error: `Ensure this field has no more than ${f.maxLength} characters.` };
-      if (f.type === "slug" && !SLUG_RE.test(s)) return { error: 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.' };
-      if (f.type === "color" && !COLOR_RE.test(s)) return { error: "Enter a valid hexadecimal RGB color code (six lowercase hex digits)." };
+      if (f.maxLength && s.length > f.maxLength)
+        return { error: `Ensure this field has no more than ${f.maxLength} characters.` };
+      if (f.type === "slug" && !SLUG_RE.test(s))
+        return {
+          error: 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.',
+        };
+      if (f.type === "color" && !COLOR_RE.test(s))
+        return { error: "Enter a valid hexadecimal RGB color code (six lowercase hex digits)." };
       // Stored as the instant in one form (toInstant), so filters compare instants.
-      if (f.type === "datetime" && s && !toInstant(s)) return { error: "Datetime has wrong format. Use ISO 8601." };
-      if (f.type === "password") return { value: await (await import("../auth/passwords")).hashPassword(s) };
+      if (f.type === "datetime" && s && !toInstant(s))
+        return { error: "Datetime has wrong format. Use ISO 8601." };
+      if (f.type === "password")
+        return { value: await (await import("../auth/passwords")).hashPassword(s) };
       return checked(f.type === "datetime" && s ? toInstant(s) : s === "" && f.nullable ? null : s);
     }
     case "integer":
-      if (typeof raw !== "number" || !Number.isInteger(raw)) return { error: "A valid integer is required." };
+      if (typeof raw !== "number" || !Number.isInteger(raw))
+        return { error: "A valid integer is required." };
       return checked(raw);
     case "boolean":
       if (typeof raw !== "boolean") return { error: "Must be a valid boolean." };
       return { value: raw };
     case "choice": {
       const value = typeof raw === "object" && raw && "value" in raw ? (raw as any).value : raw;
-      if (typeof value !== "string" || !f.choices!.some(([v]) => v === value)) return { error: `"${String(value)}" is not a valid choice.` };
+      if (typeof value !== "string" || !f.choices!.some(([v]) => v === value))
+        return { error: `"${String(value)}" is not a valid choice.` };
       return { value };
     }
     case "json":
       return checked(raw);
     case "fk": {
       const id = typeof raw === "object" && raw && !Array.isArray(raw) ? (raw as any).id : raw;
-      if (typeof id !== "number" || !Number.isInteger(id)) return { error: "Incorrect type. Expected pk value." };
+      if (typeof id !== "number" || !Number.isInteger(id))
+        return { error: "Incorrect type. Expected pk value." };
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       const found = info ? await info.nested(ctx, [id]) : new Map();
-      if (!found.has(id)) return { error: `Related object not found using the provided numeric ID: ${id}` };
+      if (!found.has(id))
+        return { error: `Related object not found using the provided numeric ID: ${id}` };
       return { value: id };
     }
     case "m2m": {
       if (!Array.isArray(raw)) return { error: "Expected a list of items." };
       const ids = raw.map((x) => (typeof x === "object" && x ? (x as any).id : x));
-      if (!ids.every((x) => typeof x === "number" && Number.isInteger(x))) return { error: "Incorrect type. Expected pk value." };
+      if (!ids.every((x) => typeof x === "number" && Number.isInteger(x)))
+        return { error: "Incorrect type. Expected pk value." };
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       const found = info ? await info.nested(ctx, ids) : new Map();
       const missing = ids.filter((id) => !found.has(id));
-      if (missing.length) return { error: `Related object not found using the provided numeric ID: ${missing[0]}` };
+      if (missing.length)
+        return { error: `Related object not found using the provided numeric ID: ${missing[0]}` };
       return { value: [...new Set(ids as number[])] };
     }
     case "object_type_ref": {
@@ -476,34 +597,65 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
 
 // ---- tags: generic (object_type, object_id) assignments -------------------------------------
 
-export function nestedTag(baseUrl: string, t: { id: number; name: string; slug: string; color: string }): ApiRecord {
-  return { id: t.id, url: recordUrl(baseUrl, "extras/tags", t.id), display: t.name, name: t.name, slug: t.slug, color: t.color };
+export function nestedTag(
+  baseUrl: string,
+  t: { id: number; name: string; slug: string; color: string },
+): ApiRecord {
+  return {
+    id: t.id,
+    url: recordUrl(baseUrl, "extras/tags", t.id),
+    display: t.name,
+    name: t.name,
+    slug: t.slug,
+    color: t.color,
+  };
 }
 
-export async function loadTags(ctx: ReadContext, objectTypeId: number, ids: number[]): Promise<Map<number, ApiRecord[]>> {
+export async function loadTags(
+  ctx: ReadContext,
+  objectTypeId: number,
+  ids: number[],
+): Promise<Map<number, ApiRecord[]>> {
   const out = new Map<number, ApiRecord[]>();
   if (!ids.length) return out;
   const rows = await ctx.db
-    .select({ objectId: taggedItems.objectId, id: tagsTable.id, name: tagsTable.name, slug: tagsTable.slug, color: tagsTable.color })
+    .select({
+      objectId: taggedItems.objectId,
+      id: tagsTable.id,
+      name: tagsTable.name,
+      slug: tagsTable.slug,
+      color: tagsTable.color,
+    })
     .from(taggedItems)
     .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
     .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
     .orderBy(tagsTable.name);
-  for (const r of rows) (out.get(r.objectId) ?? out.set(r.objectId, []).get(r.objectId)!).push(nestedTag(ctx.baseUrl, r));
+  for (const r of rows)
+    (out.get(r.objectId) ?? out.set(r.objectId, []).get(r.objectId)!).push(
+      nestedTag(ctx.baseUrl, r),
+    );
   return out;
 }
 
 /** Resolves tag references (ids, `{id}`, `{name}`, `{slug}`) and checks each tag's scope. */
-export async function resolveTags(ctx: WriteContext, raw: unknown, appLabel: string, model: string): Promise<{ ids: number[] } | { error: string }> {
+export async function resolveTags(
+  ctx: WriteContext,
+  raw: unknown,
+  appLabel: string,
+  model: string,
+): Promise<{ ids: number[] } | { error: string }> {
   if (raw === null) return { ids: [] };
   if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
   const ids: number[] = [];
   for (const item of raw) {
     let where;
     if (typeof item === "number" && Number.isInteger(item)) where = eq(tagsTable.id, item);
-    else if (item && typeof item === "object" && typeof (item as any).id === "number") where = eq(tagsTable.id, (item as any).id);
-    else if (item && typeof item === "object" && typeof (item as any).slug === "string") where = eq(tagsTable.slug, (item as any).slug);
-    else if (item && typeof item === "object" && typeof (item as any).name === "string") where = eq(tagsTable.name, (item as any).name);
+    else if (item && typeof item === "object" && typeof (item as any).id === "number")
+      where = eq(tagsTable.id, (item as any).id);
+    else if (item && typeof item === "object" && typeof (item as any).slug === "string")
+      where = eq(tagsTable.slug, (item as any).slug);
+    else if (item && typeof item === "object" && typeof (item as any).name === "string")
+      where = eq(tagsTable.name, (item as any).name);
     else if (typeof item === "string") where = eq(tagsTable.slug, item);
     else return { error: `Invalid tag reference: ${JSON.stringify(item)}` };
     const [tag] = await ctx.db.select().from(tagsTable).where(where).limit(1);
@@ -514,14 +666,25 @@ export async function resolveTags(ctx: WriteContext, raw: unknown, appLabel: str
       .where(eq(tagObjectTypes.tagId, tag.id));
     if (scope.length) {
       const ot = await ctx.services.objectTypes.byLabel(appLabel, model, ctx.db);
-      if (!ot || !scope.some((s) => s.id === ot.id)) return { error: `Tag "${tag.name}" cannot be applied to ${appLabel}.${model} objects.` };
+      if (!ot || !scope.some((s) => s.id === ot.id))
+        return { error: `Tag "${tag.name}" cannot be applied to ${appLabel}.${model} objects.` };
     }
     ids.push(tag.id);
   }
   return { ids: [...new Set(ids)] };
 }
 
-export async function setTags(ctx: WriteContext, objectTypeId: number, objectId: number, tagIds: number[]) {
-  await ctx.db.delete(taggedItems).where(and(eq(taggedItems.objectTypeId, objectTypeId), eq(taggedItems.objectId, objectId)));
-  if (tagIds.length) await ctx.db.insert(taggedItems).values(tagIds.map((tagId) => ({ tagId, objectTypeId, objectId })));
+export async function setTags(
+  ctx: WriteContext,
+  objectTypeId: number,
+  objectId: number,
+  tagIds: number[],
+) {
+  await ctx.db
+    .delete(taggedItems)
+    .where(and(eq(taggedItems.objectTypeId, objectTypeId), eq(taggedItems.objectId, objectId)));
+  if (tagIds.length)
+    await ctx.db
+      .insert(taggedItems)
+      .values(tagIds.map((tagId) => ({ tagId, objectTypeId, objectId })));
 }

@@ -11,19 +11,57 @@ export const tagModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: tags.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "slug", type: "slug", column: tags.slug, required: true, maxLength: 100, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: tags.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "slug",
+      type: "slug",
+      column: tags.slug,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
     { name: "color", type: "color", column: tags.color, maxLength: 6, brief: true },
-    { name: "description", type: "string", column: tags.description, maxLength: 200, search: true, brief: true },
-    { name: "object_types", type: "object_types", link: { table: tagObjectTypes, own: tagObjectTypes.tagId, other: tagObjectTypes.objectTypeId } },
+    {
+      name: "description",
+      type: "string",
+      column: tags.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "object_types",
+      type: "object_types",
+      link: {
+        table: tagObjectTypes,
+        own: tagObjectTypes.tagId,
+        other: tagObjectTypes.objectTypeId,
+      },
+    },
   ],
 });
 
 function checkChoices(value: unknown): string | null {
-  if (!Array.isArray(value) || !value.length) return "Provide a non-empty list of [value, label] pairs.";
+  if (!Array.isArray(value) || !value.length)
+    return "Provide a non-empty list of [value, label] pairs.";
   const seen = new Set<string>();
   for (const pair of value) {
-    if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== "string" || typeof pair[1] !== "string" || !pair[0]) {
+    if (
+      !Array.isArray(pair) ||
+      pair.length !== 2 ||
+      typeof pair[0] !== "string" ||
+      typeof pair[1] !== "string" ||
+      !pair[0]
+    ) {
       return "Each choice must be a [value, label] pair of strings.";
     }
     if (seen.has(pair[0])) return `Duplicate choice value: ${pair[0]}`;
@@ -41,9 +79,30 @@ export const choiceSetModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: choiceSets.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "description", type: "string", column: choiceSets.description, maxLength: 200, search: true, brief: true },
-    { name: "extra_choices", type: "json", column: choiceSets.extraChoices, required: true, check: checkChoices },
+    {
+      name: "name",
+      type: "string",
+      column: choiceSets.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: choiceSets.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "extra_choices",
+      type: "json",
+      column: choiceSets.extraChoices,
+      required: true,
+      check: checkChoices,
+    },
     { name: "order_alphabetically", type: "boolean", column: choiceSets.orderAlphabetically },
   ],
   openapi: { record: { choices_count: { type: "integer", minimum: 0 } } },

@@ -18,7 +18,10 @@ const STATUS = [
 const pick = (...values: string[]) => STATUS.filter(([v]) => values.includes(v));
 
 const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
-const checkPrefix = (v: unknown) => (typeof v === "string" && PREFIX_RE.test(v) ? null : "Enter a valid IPv4 or IPv6 prefix in CIDR notation.");
+const checkPrefix = (v: unknown) =>
+  typeof v === "string" && PREFIX_RE.test(v)
+    ? null
+    : "Enter a valid IPv4 or IPv6 prefix in CIDR notation.";
 
 export const tenantModel = defineModel({
   appLabel: "tenancy",
@@ -30,9 +33,32 @@ export const tenantModel = defineModel({
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: tenants.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "slug", type: "slug", column: tenants.slug, required: true, maxLength: 100, search: true, brief: true },
-    { name: "description", type: "string", column: tenants.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: tenants.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "slug",
+      type: "slug",
+      column: tenants.slug,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: tenants.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "owner", type: "fk", column: tenants.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: tenants.comments },
   ],
@@ -49,15 +75,49 @@ export const siteModel = defineModel({
   naturalOrdering: { field: "name", column: sites.naturalName },
   display: (r) => r.name,
   fields: [
-    { name: "name", type: "string", column: sites.name, required: true, maxLength: 100, search: true, brief: true },
-    { name: "slug", type: "slug", column: sites.slug, required: true, maxLength: 100, search: true, brief: true },
-    { name: "status", type: "choice", column: sites.status, choices: pick("planned", "staged", "active", "decommissioning", "retired") },
-    { name: "tenant", type: "fk", column: sites.tenantId, related: "tenancy.tenant", nullable: true },
+    {
+      name: "name",
+      type: "string",
+      column: sites.name,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "slug",
+      type: "slug",
+      column: sites.slug,
+      required: true,
+      maxLength: 100,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "status",
+      type: "choice",
+      column: sites.status,
+      choices: pick("planned", "staged", "active", "decommissioning", "retired"),
+    },
+    {
+      name: "tenant",
+      type: "fk",
+      column: sites.tenantId,
+      related: "tenancy.tenant",
+      nullable: true,
+    },
     { name: "facility", type: "string", column: sites.facility, maxLength: 50, search: true },
     { name: "time_zone", type: "string", column: sites.timeZone, maxLength: 63, nullable: true },
     { name: "latitude", type: "string", column: sites.latitude, nullable: true, maxLength: 12 },
     { name: "longitude", type: "string", column: sites.longitude, nullable: true, maxLength: 12 },
-    { name: "description", type: "string", column: sites.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "description",
+      type: "string",
+      column: sites.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "owner", type: "fk", column: sites.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: sites.comments },
   ],
@@ -74,13 +134,46 @@ export const deviceModel = defineModel({
   naturalOrdering: { field: "name", column: devices.naturalName },
   display: (r) => r.name ?? `Device ${r.id}`,
   fields: [
-    { name: "name", type: "string", column: devices.name, maxLength: 64, nullable: true, search: true, brief: true },
+    {
+      name: "name",
+      type: "string",
+      column: devices.name,
+      maxLength: 64,
+      nullable: true,
+      search: true,
+      brief: true,
+    },
     { name: "site", type: "fk", column: devices.siteId, related: "dcim.site", required: true },
-    { name: "tenant", type: "fk", column: devices.tenantId, related: "tenancy.tenant", nullable: true },
-    { name: "status", type: "choice", column: devices.status, choices: pick("offline", "active", "planned", "staged", "decommissioning") },
+    {
+      name: "tenant",
+      type: "fk",
+      column: devices.tenantId,
+      related: "tenancy.tenant",
+      nullable: true,
+    },
+    {
+      name: "status",
+      type: "choice",
+      column: devices.status,
+      choices: pick("offline", "active", "planned", "staged", "decommissioning"),
+    },
     { name: "serial", type: "string", column: devices.serial, maxLength: 50, search: true },
-    { name: "asset_tag", type: "string", column: devices.assetTag, maxLength: 50, nullable: true, search: true },
-    { name: "description", type: "string", column: devices.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "asset_tag",
+      type: "string",
+      column: devices.assetTag,
+      maxLength: 50,
+      nullable: true,
+      search: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: devices.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "owner", type: "fk", column: devices.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: devices.comments },
   ],
@@ -96,12 +189,39 @@ export const prefixModel = defineModel({
   defaultOrdering: ["prefix", "id"],
   display: (r) => r.prefix,
   fields: [
-    { name: "prefix", type: "string", column: prefixes.prefix, required: true, maxLength: 49, search: true, brief: true, check: checkPrefix },
+    {
+      name: "prefix",
+      type: "string",
+      column: prefixes.prefix,
+      required: true,
+      maxLength: 49,
+      search: true,
+      brief: true,
+      check: checkPrefix,
+    },
     { name: "site", type: "fk", column: prefixes.siteId, related: "dcim.site", nullable: true },
-    { name: "tenant", type: "fk", column: prefixes.tenantId, related: "tenancy.tenant", nullable: true },
-    { name: "status", type: "choice", column: prefixes.status, choices: pick("container", "active", "reserved", "deprecated") },
+    {
+      name: "tenant",
+      type: "fk",
+      column: prefixes.tenantId,
+      related: "tenancy.tenant",
+      nullable: true,
+    },
+    {
+      name: "status",
+      type: "choice",
+      column: prefixes.status,
+      choices: pick("container", "active", "reserved", "deprecated"),
+    },
     { name: "is_pool", type: "boolean", column: prefixes.isPool },
-    { name: "description", type: "string", column: prefixes.description, maxLength: 200, search: true, brief: true },
+    {
+      name: "description",
+      type: "string",
+      column: prefixes.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
     { name: "owner", type: "fk", column: prefixes.ownerId, related: "users.owner", nullable: true },
     { name: "comments", type: "text", column: prefixes.comments },
   ],
@@ -126,18 +246,51 @@ export const ipAddressModel = defineModel({
       maxLength: 49,
       search: true,
       brief: true,
-      check: (v) => (typeof v === "string" && ADDRESS_RE.test(v) ? null : "Enter a valid IPv4 or IPv6 address with a mask."),
+      check: (v) =>
+        typeof v === "string" && ADDRESS_RE.test(v)
+          ? null
+          : "Enter a valid IPv4 or IPv6 address with a mask.",
     },
-    { name: "tenant", type: "fk", column: ipAddresses.tenantId, related: "tenancy.tenant", nullable: true },
-    { name: "status", type: "choice", column: ipAddresses.status, choices: pick("active", "reserved", "deprecated", "dhcp") },
+    {
+      name: "tenant",
+      type: "fk",
+      column: ipAddresses.tenantId,
+      related: "tenancy.tenant",
+      nullable: true,
+    },
+    {
+      name: "status",
+      type: "choice",
+      column: ipAddresses.status,
+      choices: pick("active", "reserved", "deprecated", "dhcp"),
+    },
     { name: "dns_name", type: "string", column: ipAddresses.dnsName, maxLength: 255, search: true },
-    { name: "description", type: "string", column: ipAddresses.description, maxLength: 200, search: true, brief: true },
-    { name: "owner", type: "fk", column: ipAddresses.ownerId, related: "users.owner", nullable: true },
+    {
+      name: "description",
+      type: "string",
+      column: ipAddresses.description,
+      maxLength: 200,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "owner",
+      type: "fk",
+      column: ipAddresses.ownerId,
+      related: "users.owner",
+      nullable: true,
+    },
     { name: "comments", type: "text", column: ipAddresses.comments },
   ],
 });
 
 /** NetBox 4.5's owner filters beside `owner_id` (the foreign key's own filter). */
-for (const m of [tenantModel, siteModel, deviceModel, prefixModel, ipAddressModel] as DefinedModel[]) {
+for (const m of [
+  tenantModel,
+  siteModel,
+  deviceModel,
+  prefixModel,
+  ipAddressModel,
+] as DefinedModel[]) {
   Object.assign(m.resource.list.filters, ownerFilters((m.spec.table as any).ownerId));
 }

@@ -15,5 +15,8 @@ const MAX_LENGTH = 100;
  */
 export function naturalize(value: string | null | undefined): string | null {
   if (value === null || value === undefined) return null;
-  return value.toLowerCase().replace(/\d+/g, (digits) => digits.padStart(INTEGER_PLACES, "0")).slice(0, MAX_LENGTH);
+  return value
+    .toLowerCase()
+    .replace(/\d+/g, (digits) => digits.padStart(INTEGER_PLACES, "0"))
+    .slice(0, MAX_LENGTH);
 }

@@ -4,7 +4,14 @@
  * The types (`ModelInfo`, `Catalog`, the `ModelRegistry` interface) are in `core/context.ts`.
  */
 import { sql } from "drizzle-orm";
-import type { ApiRecord, Catalog, ModelInfo, ModelRegistry as ModelRegistryApi, ReadContext, Resolver } from "../context";
+import type {
+  ApiRecord,
+  Catalog,
+  ModelInfo,
+  ModelRegistry as ModelRegistryApi,
+  ReadContext,
+  Resolver,
+} from "../context";
 
 export type { Catalog, ModelInfo } from "../context";
 
@@ -47,7 +54,10 @@ export class ModelRegistry implements ModelRegistryApi {
    * Nested records for several models at once: every model with a SQL form is fetched in one
    * UNION ALL statement, the rest one lookup each.
    */
-  async nestedMany(ctx: ReadContext, groups: Array<[ModelInfo, number[]]>): Promise<Map<ModelInfo, Map<number, ApiRecord>>> {
+  async nestedMany(
+    ctx: ReadContext,
+    groups: Array<[ModelInfo, number[]]>,
+  ): Promise<Map<ModelInfo, Map<number, ApiRecord>>> {
     const out = new Map<ModelInfo, Map<number, ApiRecord>>();
     const batched = groups.filter(([info, ids]) => info.nestedSql && ids.length);
     for (const [info, ids] of groups) {
@@ -56,12 +66,16 @@ export class ModelRegistry implements ModelRegistryApi {
     }
     if (batched.length) {
       const union = sql.join(
-        batched.map(([info, ids], k) => sql`SELECT ${k} AS k, id, j FROM (${info.nestedSql!.select(ids)})`),
+        batched.map(
+          ([info, ids], k) => sql`SELECT ${k} AS k, id, j FROM (${info.nestedSql!.select(ids)})`,
+        ),
         sql` UNION ALL `,
       );
       for (const row of (await ctx.db.all(union)) as { k: number; id: number; j: string }[]) {
         const info = batched[Number(row.k)]![0];
-        out.get(info)!.set(Number(row.id), info.nestedSql!.build(ctx, Number(row.id), JSON.parse(row.j)));
+        out
+          .get(info)!
+          .set(Number(row.id), info.nestedSql!.build(ctx, Number(row.id), JSON.parse(row.j)));
       }
     }
     return out;

@@ -15,25 +15,43 @@ export function defaultFieldForColumn(column: string): string {
   return column.endsWith("_id") ? column.slice(0, -3) : column;
 }
 
-export function mapConstraintError(e: unknown, resource: { fieldForColumn?(c: string): string; verboseName: string } | null): ApiError | null {
+export function mapConstraintError(
+  e: unknown,
+  resource: { fieldForColumn?(c: string): string; verboseName: string } | null,
+): ApiError | null {
   if (e instanceof ApiError) return null;
   const message = messageOf(e);
   if (!message) return null;
   const unique = /UNIQUE constraint failed: (.+)$/i.exec(message);
   if (unique) {
     const toField = resource?.fieldForColumn ?? defaultFieldForColumn;
-    const fields = unique[1]!.split(",").map((s) => toField(s.trim().split(".").pop()!.replace(/"/g, "")));
+    const fields = unique[1]!
+      .split(",")
+      .map((s) => toField(s.trim().split(".").pop()!.replace(/"/g, "")));
     const what = resource?.verboseName ?? "object";
-    if (fields.length === 1) return new ValidationError({ [fields[0]!]: [`${what} with this ${fields[0]} already exists.`] });
-    return new ValidationError({ non_field_errors: [`The fields ${fields.join(", ")} must make a unique set.`] });
+    if (fields.length === 1)
+      return new ValidationError({
+        [fields[0]!]: [`${what} with this ${fields[0]} already exists.`],
+      });
+    return new ValidationError({
+      non_field_errors: [`The fields ${fields.join(", ")} must make a unique set.`],
+    });
   }
   if (/FOREIGN KEY constraint failed/i.test(message)) {
-    return ApiError.detail(409, "Unable to complete the request: other objects depend on this one or a referenced object does not exist.", "dependency_conflict");
+    return ApiError.detail(
+      409,
+      "Unable to complete the request: other objects depend on this one or a referenced object does not exist.",
+      "dependency_conflict",
+    );
   }
   if (/NOT NULL constraint failed: (.+)$/i.test(message)) {
     const col = /NOT NULL constraint failed: (.+)$/i.exec(message)![1]!.split(".").pop()!;
     const field = (resource?.fieldForColumn ?? defaultFieldForColumn)(col);
     return new ValidationError({ [field]: ["This field is required."] });
   }
-  return ApiError.detail(400, "The request conflicts with a database constraint.", "constraint_violation");
+  return ApiError.detail(
+    400,
+    "The request conflicts with a database constraint.",
+    "constraint_violation",
+  );
 }

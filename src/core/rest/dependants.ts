@@ -56,23 +56,40 @@ export function protectHostDependants(models: DefinedModel[]): DeleteHook {
     const found: Array<{ dep: Dependency; total: number; ids: number[] }> = [];
     for (const dep of deps) {
       const idColumn = (dep.table as unknown as { id: SQLiteColumn }).id;
-      const [{ n }] = (await ctx.db.select({ n: count() }).from(dep.table).where(eq(dep.column, target.id))) as [{ n: number }];
+      const [{ n }] = (await ctx.db
+        .select({ n: count() })
+        .from(dep.table)
+        .where(eq(dep.column, target.id))) as [{ n: number }];
       if (!n) continue;
-      const rows = (await ctx.db.select({ id: idColumn }).from(dep.table).where(eq(dep.column, target.id)).orderBy(idColumn).limit(LISTED)) as Array<{ id: number }>;
+      const rows = (await ctx.db
+        .select({ id: idColumn })
+        .from(dep.table)
+        .where(eq(dep.column, target.id))
+        .orderBy(idColumn)
+        .limit(LISTED)) as Array<{ id: number }>;
       found.push({ dep, total: n, ids: rows.map((r) => r.id) });
     }
     if (!found.length) return;
     // Dependants of a model the caller may not view are counted, never named (§4).
     const user = ctx.auth.user;
-    const viewable = (label: string) => !!user && (user.isSuperuser || user.permissions.has(label.replace(".", ".view_")));
+    const viewable = (label: string) =>
+      !!user && (user.isSuperuser || user.permissions.has(label.replace(".", ".view_")));
     const parts = found.map(({ dep, total, ids }) =>
-      viewable(dep.label) ? `${total} ${dep.label} (field "${dep.field}": ${ids.join(", ")}${total > ids.length ? ", …" : ""})` : `${total} other object${total === 1 ? "" : "s"}`,
+      viewable(dep.label)
+        ? `${total} ${dep.label} (field "${dep.field}": ${ids.join(", ")}${total > ids.length ? ", …" : ""})`
+        : `${total} other object${total === 1 ? "" : "s"}`,
     );
     throw ApiError.detail(
       409,
       `Cannot delete ${target.appLabel}.${target.model} ${target.id}: ${parts.join("; ")} still ${found.reduce((a, f) => a + f.total, 0) === 1 ? "links" : "link"} to it. Delete or change them first.`,
       "protected",
-      { protected_objects: found.filter(({ dep }) => viewable(dep.label)).flatMap(({ dep, ids }) => ids.map((id) => ({ object_type: dep.label, field_name: dep.field, object_id: id }))) },
+      {
+        protected_objects: found
+          .filter(({ dep }) => viewable(dep.label))
+          .flatMap(({ dep, ids }) =>
+            ids.map((id) => ({ object_type: dep.label, field_name: dep.field, object_id: id })),
+          ),
+      },
     );
   };
 }

@@ -5,7 +5,13 @@
 import { and, inArray, sql } from "drizzle-orm";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
-import { admitted, hideUnviewable, requireAfterWrite, requireObject, restrictWhere } from "../auth/restrict";
+import {
+  admitted,
+  hideUnviewable,
+  requireAfterWrite,
+  requireObject,
+  restrictWhere,
+} from "../auth/restrict";
 import type { Ctx, HonoEnv, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -33,11 +39,23 @@ export type WriteMeta = Pick<WriteContext, "auth" | "requestId" | "baseUrl" | "p
  * Runs `fn` in one write transaction and maps constraint failures to 400/409. Tasks passed
  * to `ctx.onCommit` (event rules) run once it has committed, never after a rollback.
  */
-export async function writeTransaction<T>(services: Services, meta: WriteMeta, resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+export async function writeTransaction<T>(
+  services: Services,
+  meta: WriteMeta,
+  resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null,
+  fn: (ctx: WriteContext) => Promise<T>,
+): Promise<T> {
   const afterCommit: Array<() => Promise<void>> = [];
   let result: T;
   try {
-    const work = (tx: WriteContext["db"]) => fn({ db: tx, services, ...meta, onCommit: (task) => afterCommit.push(task), scratch: new Slots() });
+    const work = (tx: WriteContext["db"]) =>
+      fn({
+        db: tx,
+        services,
+        ...meta,
+        onCommit: (task) => afterCommit.push(task),
+        scratch: new Slots(),
+      });
     // Local files: concurrent writes share one transaction, a savepoint each (decision 0053).
     if (services.db.groupCommit) result = await services.db.groupCommit(work);
     else {
@@ -49,13 +67,27 @@ export async function writeTransaction<T>(services: Services, meta: WriteMeta, r
   }
   for (const task of afterCommit) {
     // The change is committed; a failing follow-up is logged, never turned into an error answer.
-    await task().catch((e) => services.logger.error("after-commit task failed", { requestId: meta.requestId, error: String((e as Error)?.message ?? e) }));
+    await task().catch((e) =>
+      services.logger.error("after-commit task failed", {
+        requestId: meta.requestId,
+        error: String((e as Error)?.message ?? e),
+      }),
+    );
   }
   return result;
 }
 
-export function inTransaction<T>(c: Ctx, resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
-  const meta = { baseUrl: baseUrlOf(c), auth: c.var.auth, requestId: c.var.requestId, params: new URL(c.req.url).searchParams };
+export function inTransaction<T>(
+  c: Ctx,
+  resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null,
+  fn: (ctx: WriteContext) => Promise<T>,
+): Promise<T> {
+  const meta = {
+    baseUrl: baseUrlOf(c),
+    auth: c.var.auth,
+    requestId: c.var.requestId,
+    params: new URL(c.req.url).searchParams,
+  };
   return writeTransaction(c.var.services, meta, resource, fn);
 }
 
@@ -68,7 +100,11 @@ export interface Written {
 }
 
 /** Creates through the resource and writes the change record (same transaction). */
-export async function createRecord(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<Written> {
+export async function createRecord(
+  ctx: WriteContext,
+  resource: Resource,
+  input: ApiRecord,
+): Promise<Written> {
   if (resource.createLoaded) {
     const { id, record } = await resource.createLoaded(ctx, input);
     return { id, record: await logChange(ctx, resource, "create", id, null, record) };
@@ -78,14 +114,24 @@ export async function createRecord(ctx: WriteContext, resource: Resource, input:
 }
 
 /** Updates through the resource and writes the change record with both snapshots. */
-export async function updateRecord(ctx: WriteContext, resource: Resource, id: number, input: ApiRecord, partial: boolean): Promise<Written> {
+export async function updateRecord(
+  ctx: WriteContext,
+  resource: Resource,
+  id: number,
+  input: ApiRecord,
+  partial: boolean,
+): Promise<Written> {
   const [before] = await resource.load(ctx, [id]);
   await resource.update(ctx, id, input, partial);
   return { id, record: await logChange(ctx, resource, "update", id, before ?? null) };
 }
 
 /** `createRecord` for a caller: the new object must match their `add` constraints. */
-export async function createChecked(ctx: WriteContext, resource: Resource, input: ApiRecord): Promise<Written> {
+export async function createChecked(
+  ctx: WriteContext,
+  resource: Resource,
+  input: ApiRecord,
+): Promise<Written> {
   const written = await createRecord(ctx, resource, input);
   await requireAfterWrite(ctx, ctx.auth, "add", resource, written.id);
   return written;
@@ -96,8 +142,13 @@ export async function createChecked(ctx: WriteContext, resource: Resource, input
  * `eachItem` (field errors per item, all or nothing, the caller's add constraints), with the
  * objects written in chunks and their change records in a few statements.
  */
-async function createManyChecked(ctx: WriteContext, resource: Resource, items: unknown[]): Promise<Written[]> {
-  if (!items.length) throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+async function createManyChecked(
+  ctx: WriteContext,
+  resource: Resource,
+  items: unknown[],
+): Promise<Written[]> {
+  if (!items.length)
+    throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
   const errors: FieldErrors[] = items.map(() => ({}));
   let failed = false;
   const objects: ApiRecord[] = [];
@@ -123,28 +174,52 @@ async function createManyChecked(ctx: WriteContext, resource: Resource, items: u
   const where = await restrictWhere(ctx, ctx.auth, "add", resource);
   if (where) {
     const ok = new Set<number>();
-    for (let i = 0; i < written.length; i += 500) for (const id of await admitted(ctx, resource, written.slice(i, i + 500).map((w) => w.id), where)) ok.add(id);
+    for (let i = 0; i < written.length; i += 500)
+      for (const id of await admitted(
+        ctx,
+        resource,
+        written.slice(i, i + 500).map((w) => w.id),
+        where,
+      ))
+        ok.add(id);
     const refused = written.find((w) => !ok.has(w.id));
     if (refused) await requireAfterWrite(ctx, ctx.auth, "add", resource, refused.id);
   }
   if (failed) throw new ValidationError(errors);
-  const entries = written.map((w) => ({ action: "create" as const, id: w.id, prechange: null, postchange: w.record }));
+  const entries = written.map((w) => ({
+    action: "create" as const,
+    id: w.id,
+    prechange: null,
+    postchange: w.record,
+  }));
   const texts = await logChanges(ctx, resource, entries);
   entries.forEach((e, i) => (written[i]!.json = texts.get(e)));
   return written;
 }
 
 /** `updateRecord` for a caller: the changed object must still match their `change` constraints. */
-async function updateChecked(ctx: WriteContext, resource: Resource, id: number, input: ApiRecord, partial: boolean): Promise<Written> {
+async function updateChecked(
+  ctx: WriteContext,
+  resource: Resource,
+  id: number,
+  input: ApiRecord,
+  partial: boolean,
+): Promise<Written> {
   const written = await updateRecord(ctx, resource, id, input, partial);
   await requireAfterWrite(ctx, ctx.auth, "change", resource, id);
   return written;
 }
 
 /** The records written, loading any the change log did not already hold. */
-async function writtenRecords(c: Ctx, resource: Resource, written: Written[]): Promise<ApiRecord[]> {
+async function writtenRecords(
+  c: Ctx,
+  resource: Resource,
+  written: Written[],
+): Promise<ApiRecord[]> {
   const missing = written.filter((w) => !w.record).map((w) => w.id);
-  const loaded = missing.length ? new Map((await resource.load(readContext(c), missing)).map((r) => [r.id as number, r])) : new Map();
+  const loaded = missing.length
+    ? new Map((await resource.load(readContext(c), missing)).map((r) => [r.id as number, r]))
+    : new Map();
   return written.map((w) => w.record ?? loaded.get(w.id)).filter((r): r is ApiRecord => !!r);
 }
 
@@ -153,13 +228,22 @@ export async function listRecords(c: Ctx, resource: Resource) {
   const url = new URL(c.req.url);
   const parsed = parseListQuery(url, resource.list);
   const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
-  const q = restricted ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted } : parsed;
+  const q = restricted
+    ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
+    : parsed;
   const db = ctx.db;
   const n = await countRows(ctx.services, db, resource.table, q.where);
   let results: ApiRecord[] = [];
   if (n > q.offset) {
     const anchored = q.idOrder
-      ? await anchoredPageIds(ctx.services, db, { table: resource.table, idExpr: resource.list.idExpr, where: q.where, direction: q.idOrder, limit: q.limit, offset: q.offset })
+      ? await anchoredPageIds(ctx.services, db, {
+          table: resource.table,
+          idExpr: resource.list.idExpr,
+          where: q.where,
+          direction: q.idOrder,
+          limit: q.limit,
+          offset: q.offset,
+        })
       : null;
     const ids =
       anchored ??
@@ -174,7 +258,11 @@ export async function listRecords(c: Ctx, resource: Resource) {
       ).map((r) => Number(r.id));
     results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
   }
-  return c.json({ count: n, ...pageLinks(url, n, q.limit, q.offset), results: project(results, q.projection, resource.briefFields) });
+  return c.json({
+    count: n,
+    ...pageLinks(url, n, q.limit, q.offset),
+    results: project(results, q.projection, resource.briefFields),
+  });
 }
 
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
@@ -200,7 +288,8 @@ const asObject = (value: unknown, where: string): ApiRecord => {
 
 /** Runs `step` for each bulk item, collecting validation errors per item (DRF list shape). */
 async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<T>): Promise<T[]> {
-  if (!items.length) throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+  if (!items.length)
+    throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
   const out: T[] = [];
   const errors: FieldErrors[] = [];
   let failed = false;
@@ -220,11 +309,17 @@ async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<
 
 function bulkId(item: ApiRecord): number {
   const id = item.id;
-  if (typeof id !== "number" || !Number.isInteger(id) || id < 1) throw new ValidationError({ id: ["A valid object id is required."] });
+  if (typeof id !== "number" || !Number.isInteger(id) || id < 1)
+    throw new ValidationError({ id: ["A valid object id is required."] });
   return id;
 }
 
-async function ensureExists(ctx: WriteContext, resource: Resource, id: number, action?: "change" | "delete") {
+async function ensureExists(
+  ctx: WriteContext,
+  resource: Resource,
+  id: number,
+  action?: "change" | "delete",
+) {
   const [row] = await ctx.db
     .select({ id: sql<number>`${resource.list.idExpr}` })
     .from(resource.table)
@@ -242,10 +337,16 @@ async function ensureExists(ctx: WriteContext, resource: Resource, id: number, a
  * `checkAs: "delete"` (the routes) also holds the caller to their delete constraints; cascades
  * pass nothing, as NetBox's do.
  */
-export async function deleteWithHooks(ctx: WriteContext, resource: Resource, id: number, checkAs?: "delete") {
+export async function deleteWithHooks(
+  ctx: WriteContext,
+  resource: Resource,
+  id: number,
+  checkAs?: "delete",
+) {
   await ensureExists(ctx, resource, id, checkAs);
   const [before] = await resource.load(ctx, [id]);
-  for (const hook of ctx.services.deleteHooks) await hook(ctx, { appLabel: resource.appLabel, model: resource.model, id });
+  for (const hook of ctx.services.deleteHooks)
+    await hook(ctx, { appLabel: resource.appLabel, model: resource.model, id });
   await resource.delete(ctx, id);
   await logChange(ctx, resource, "delete", id, before ?? null);
 }
@@ -265,7 +366,11 @@ export function mountResource(
   const detail = `${base}/:id{[^/]+}`;
   const methodNotAllowed = (allowed: string) => async (c: Ctx) => {
     await resolve(c); // an unknown custom object slug is a 404 before it is a 405
-    throw new ApiError(405, { detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" }, { Allow: allowed });
+    throw new ApiError(
+      405,
+      { detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" },
+      { Allow: allowed },
+    );
   };
 
   app.get(list, async (c) => {
@@ -291,17 +396,29 @@ export function mountResource(
     await requirePermission(c, "add", r);
     const body = await readJson(c);
     if (Array.isArray(body)) {
-      const written = await inTransaction(c, r, (ctx) => (r.createMany ? createManyChecked(ctx, r, body) : eachItem(body, (item) => createChecked(ctx, r, item))));
+      const written = await inTransaction(c, r, (ctx) =>
+        r.createMany
+          ? createManyChecked(ctx, r, body)
+          : eachItem(body, (item) => createChecked(ctx, r, item)),
+      );
       const records = await writtenRecords(c, r, written);
       const answer = await projected(c, r, records);
       // The answer is the records the change log just wrote as JSON (nothing hidden, no
       // projection): their texts are joined rather than a 1,000-object list encoded again.
-      if (answer === records && written.length === records.length && written.every((w, i) => w.json !== undefined && w.record === records[i])) {
-        return c.body(`[${written.map((w) => w.json).join(",")}]`, 201, { "Content-Type": "application/json" });
+      if (
+        answer === records &&
+        written.length === records.length &&
+        written.every((w, i) => w.json !== undefined && w.record === records[i])
+      ) {
+        return c.body(`[${written.map((w) => w.json).join(",")}]`, 201, {
+          "Content-Type": "application/json",
+        });
       }
       return c.json(answer, 201);
     }
-    const written = await inTransaction(c, r, (ctx) => createChecked(ctx, r, asObject(body, "body")));
+    const written = await inTransaction(c, r, (ctx) =>
+      createChecked(ctx, r, asObject(body, "body")),
+    );
     return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0], 201);
   });
 
@@ -311,7 +428,10 @@ export function mountResource(
       const r = await resolve(c);
       await requirePermission(c, "change", r);
       const body = await readJson(c);
-      if (!Array.isArray(body)) throw new ValidationError({ non_field_errors: ["Bulk update expects a list of objects with an id."] });
+      if (!Array.isArray(body))
+        throw new ValidationError({
+          non_field_errors: ["Bulk update expects a list of objects with an id."],
+        });
       const written = await inTransaction(c, r, (ctx) =>
         eachItem(body, async (item) => {
           const id = bulkId(item);
@@ -339,7 +459,10 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "delete", r);
     const body = await readJson(c);
-    if (!Array.isArray(body)) throw new ValidationError({ non_field_errors: ["Bulk delete expects a list of objects with an id."] });
+    if (!Array.isArray(body))
+      throw new ValidationError({
+        non_field_errors: ["Bulk delete expects a list of objects with an id."],
+      });
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);

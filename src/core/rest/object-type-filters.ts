@@ -17,7 +17,12 @@ export function objectTypeFilters(name: string, column: SQLWrapper): Record<stri
       build: (lookup, values) => {
         const labels = values.map((v) => {
           const parts = parseLabel(v.trim());
-          if (!parts) throw new ValidationError({ [lookup === "n" ? `${name}__n` : name]: [`Expected "<app_label>.<model>", got "${v}".`] });
+          if (!parts)
+            throw new ValidationError({
+              [lookup === "n" ? `${name}__n` : name]: [
+                `Expected "<app_label>.<model>", got "${v}".`,
+              ],
+            });
           return sql`(app_label = ${parts.appLabel} AND model = ${parts.model})`;
         });
         const match: SQL = sql`${column} IN (SELECT id FROM object_types WHERE ${or(...labels)})`;

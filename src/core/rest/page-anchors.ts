@@ -63,7 +63,11 @@ export interface PageRequest {
  * used (a shallow page, no change stamp, or the database changed while they were built) and the
  * caller should run its plain LIMIT/OFFSET query.
  */
-export async function anchoredPageIds(services: Services, db: Executor, page: PageRequest): Promise<number[] | null> {
+export async function anchoredPageIds(
+  services: Services,
+  db: Executor,
+  page: PageRequest,
+): Promise<number[] | null> {
   if (page.offset < STEP) return null;
   const stamp = databaseStamp(services);
   if (!stamp) return null;
@@ -98,7 +102,13 @@ export async function anchoredPageIds(services: Services, db: Executor, page: Pa
 }
 
 /** Adds anchors to `entry` up to `slot` (at most MAX_NEW_ANCHORS at once); marks it stale if the database moved meanwhile. */
-async function extend(services: Services, db: Executor, page: PageRequest, entry: Entry, slot: number): Promise<void> {
+async function extend(
+  services: Services,
+  db: Executor,
+  page: PageRequest,
+  entry: Entry,
+  slot: number,
+): Promise<void> {
   const want = Math.min(slot + 1 - entry.ids.length, MAX_NEW_ANCHORS);
   const more = await hop(db, page, entry.ids.at(-1) ?? null, want);
   if (databaseStamp(services) !== entry.stamp) {
@@ -115,8 +125,20 @@ async function extend(services: Services, db: Executor, page: PageRequest, entry
  * anchors: a client paging through a filtered list (or `?q=`) pays for the count once, not once
  * per page, until anything commits.
  */
-export async function countRows(services: Services, db: Executor, table: SQLiteTable, where: SQL | undefined): Promise<number> {
-  const run = async () => Number(((await db.all(sql`SELECT count(*) AS n FROM ${table} WHERE ${where ?? sql`1`}`)) as { n: number }[])[0]!.n);
+export async function countRows(
+  services: Services,
+  db: Executor,
+  table: SQLiteTable,
+  where: SQL | undefined,
+): Promise<number> {
+  const run = async () =>
+    Number(
+      (
+        (await db.all(sql`SELECT count(*) AS n FROM ${table} WHERE ${where ?? sql`1`}`)) as {
+          n: number;
+        }[]
+      )[0]!.n,
+    );
   const stamp = databaseStamp(services);
   if (!stamp) return run();
   const state = stateOf(services);
@@ -135,7 +157,8 @@ export async function countRows(services: Services, db: Executor, table: SQLiteT
   return n;
 }
 
-const stateOf = (services: Services) => services.state.ensure(ANCHORS, () => ({ entries: new Map(), counts: new Map() }));
+const stateOf = (services: Services) =>
+  services.state.ensure(ANCHORS, () => ({ entries: new Map(), counts: new Map() }));
 
 /** Drops the least recently used entries beyond the bound (a Map iterates in insertion order). */
 function bound(map: Map<string, unknown>) {
@@ -148,7 +171,12 @@ const dir = (page: PageRequest) => (page.direction === "asc" ? sql`ASC` : sql`DE
  * Up to `count` anchors after `from` (or from the first row when null), in one statement: each
  * step of the recursion takes the id STEP rows past the previous one.
  */
-async function hop(db: Executor, page: PageRequest, from: number | null, count: number): Promise<number[]> {
+async function hop(
+  db: Executor,
+  page: PageRequest,
+  from: number | null,
+  count: number,
+): Promise<number[]> {
   const id = sql`${page.idExpr}`;
   const where = page.where ? sql`(${page.where})` : sql`1`; // parenthesised: more conditions follow
   const past = page.direction === "asc" ? sql`>` : sql`<`;
@@ -168,7 +196,11 @@ async function hop(db: Executor, page: PageRequest, from: number | null, count: 
 /** A list query's identity: its table, and its WHERE's SQL text and parameters (rendered only if there is one). */
 function keyOf(services: Services, table: SQLiteTable, where: SQL | undefined): string {
   if (!where) return getTableName(table);
-  const dialect = (services.db.orm as unknown as { dialect: { sqlToQuery(s: SQL): { sql: string; params: unknown[] } } }).dialect;
+  const dialect = (
+    services.db.orm as unknown as {
+      dialect: { sqlToQuery(s: SQL): { sql: string; params: unknown[] } };
+    }
+  ).dialect;
   const q = dialect.sqlToQuery(sql`${table} ${where}`);
   return `${q.sql}\u0000${JSON.stringify(q.params, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))}`;
 }

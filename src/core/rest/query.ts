@@ -4,7 +4,13 @@
  */
 import { and, asc, desc, not, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { ValidationError } from "../errors";
-import { MAX_FILTER_PARAMS, MAX_FILTER_VALUES, MAX_NUMBER_LENGTH, MAX_ORDERING_TERMS, MAX_PAGING_VALUE } from "../limits";
+import {
+  MAX_FILTER_PARAMS,
+  MAX_FILTER_VALUES,
+  MAX_NUMBER_LENGTH,
+  MAX_ORDERING_TERMS,
+  MAX_PAGING_VALUE,
+} from "../limits";
 
 export type FilterKind = "string" | "number" | "boolean" | "datetime" | "date";
 
@@ -24,7 +30,19 @@ export interface FilterSpec {
   targetTypeId?: number;
 }
 
-export const STRING_LOOKUPS = ["exact", "n", "ic", "nic", "isw", "nisw", "iew", "niew", "ie", "nie", "empty"] as const;
+export const STRING_LOOKUPS = [
+  "exact",
+  "n",
+  "ic",
+  "nic",
+  "isw",
+  "nisw",
+  "iew",
+  "niew",
+  "ie",
+  "nie",
+  "empty",
+] as const;
 export const NUMBER_LOOKUPS = ["exact", "n", "gt", "gte", "lt", "lte", "empty"] as const;
 export const BOOLEAN_LOOKUPS = ["exact", "n", "empty"] as const;
 /** JSON values: a bare `name=` matches part of the JSON text (upstream's `icontains`). */
@@ -41,14 +59,30 @@ export const DEFAULT_LOOKUPS: Record<FilterKind, readonly Lookup[]> = {
 };
 
 /** Parameters that are never filters. */
-const RESERVED = new Set(["limit", "offset", "ordering", "q", "brief", "fields", "omit", "format", "exclude"]);
+const RESERVED = new Set([
+  "limit",
+  "offset",
+  "ordering",
+  "q",
+  "brief",
+  "fields",
+  "omit",
+  "format",
+  "exclude",
+]);
 
 export const DEFAULT_LIMIT = 50;
 
 /** A JSON field's filter: `name=` and `name__ic=` match part of its JSON text, `__nic`, `__empty`. */
-export const jsonFilter = (expr: SQLWrapper): FilterSpec => ({ kind: "string", expr, bareLookup: "ic", lookups: JSON_LOOKUPS });
+export const jsonFilter = (expr: SQLWrapper): FilterSpec => ({
+  kind: "string",
+  expr,
+  bareLookup: "ic",
+  lookups: JSON_LOOKUPS,
+});
 
-const DATETIME_RE = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+const DATETIME_RE =
+  /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 /**
  * An ISO 8601 date/time as the instant it names, in the one form every stored datetime has
@@ -59,7 +93,12 @@ export function toInstant(raw: string): string | null {
   const m = DATETIME_RE.exec(raw.trim());
   if (!m) return null;
   const [, day, time = "00:00", zone = "Z"] = m;
-  const offset = zone.toUpperCase() === "Z" ? "Z" : zone.length === 3 ? `${zone}:00` : `${zone.slice(0, 3)}:${zone.slice(-2)}`;
+  const offset =
+    zone.toUpperCase() === "Z"
+      ? "Z"
+      : zone.length === 3
+        ? `${zone}:00`
+        : `${zone.slice(0, 3)}:${zone.slice(-2)}`;
   // JavaScript parses at most milliseconds: drop further digits rather than refuse them.
   const t = Date.parse(`${day}T${time.replace(/(\.\d{3})\d+$/, "$1")}${offset}`);
   return Number.isNaN(t) ? null : new Date(t).toISOString();
@@ -97,7 +136,8 @@ export interface Projection {
 const likeEscape = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
 
 /** `expr` contains `text` (LIKE: case-insensitive for ASCII, wildcards escaped). */
-export const likeContains = (expr: SQLWrapper, text: string): SQL => sql`${expr} LIKE ${"%" + likeEscape(text) + "%"} ESCAPE '\\'`;
+export const likeContains = (expr: SQLWrapper, text: string): SQL =>
+  sql`${expr} LIKE ${"%" + likeEscape(text) + "%"} ESCAPE '\\'`;
 
 export function parseBool(raw: string): boolean | null {
   const s = raw.trim().toLowerCase();
@@ -177,7 +217,13 @@ function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQ
   }
 }
 
-const NEGATED: Partial<Record<Lookup, Lookup>> = { n: "exact", nic: "ic", nisw: "isw", niew: "iew", nie: "ie" };
+const NEGATED: Partial<Record<Lookup, Lookup>> = {
+  n: "exact",
+  nic: "ic",
+  nisw: "isw",
+  niew: "iew",
+  nie: "ie",
+};
 
 /** A `__empty` filter's value, or 400 keyed by the parameter. */
 export function parseEmpty(param: string, raw: string | undefined): boolean {
@@ -186,13 +232,21 @@ export function parseEmpty(param: string, raw: string | undefined): boolean {
   return b;
 }
 
-export function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawValues: string[]): SQL | undefined {
+export function buildFilter(
+  name: string,
+  spec: FilterSpec,
+  lookup: Lookup,
+  rawValues: string[],
+): SQL | undefined {
   const param = lookup === "exact" ? name : `${name}__${lookup}`;
   if (spec.build) return spec.build(lookup, rawValues);
   if (lookup === "empty") {
     const b = parseBool(rawValues[0] ?? "");
     if (b === null) throw new ValidationError({ [param]: ["Enter true or false."] });
-    const isEmpty = spec.kind === "string" ? sql`(${spec.expr} IS NULL OR ${spec.expr} = '')` : sql`${spec.expr} IS NULL`;
+    const isEmpty =
+      spec.kind === "string"
+        ? sql`(${spec.expr} IS NULL OR ${spec.expr} = '')`
+        : sql`${spec.expr} IS NULL`;
     return b ? isEmpty : not(isEmpty);
   }
   // Datetimes compare as instants: both sides in one form (see toInstant, instantSql).
@@ -205,13 +259,18 @@ export function buildFilter(name: string, spec: FilterSpec, lookup: Lookup, rawV
   const positive = NEGATED[lookup];
   if (positive) {
     // `x__n=a&x__n=b` excludes both; NULLs are never equal to a value, so they stay.
-    return and(...values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`));
+    return and(
+      ...values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`),
+    );
   }
   return or(...values.map((v) => condition(spec, lookup, v)));
 }
 
 function splitList(values: string[]): string[] {
-  return values.flatMap((v) => v.split(",")).map((s) => s.trim()).filter(Boolean);
+  return values
+    .flatMap((v) => v.split(","))
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export interface ListSpec {
@@ -246,15 +305,20 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     const filter = own(spec.filters, name);
     if (!filter) continue; // unknown parameters are ignored, as django-filter does
     if (++filterParams > MAX_FILTER_PARAMS) {
-      throw new ValidationError({ non_field_errors: [`A list request takes at most ${MAX_FILTER_PARAMS} filter parameters.`] });
+      throw new ValidationError({
+        non_field_errors: [`A list request takes at most ${MAX_FILTER_PARAMS} filter parameters.`],
+      });
     }
     const allowed = filter.lookups ?? DEFAULT_LOOKUPS[filter.kind];
     if (lookup === "exact" && filter.bareLookup && sep < 0) lookup = filter.bareLookup;
-    if (!allowed.includes(lookup)) throw new ValidationError({ [key]: [`Lookup "${lookup}" is not supported for ${name}.`] });
+    if (!allowed.includes(lookup))
+      throw new ValidationError({ [key]: [`Lookup "${lookup}" is not supported for ${name}.`] });
     const values = params.getAll(key).filter((v) => v !== "");
     if (!values.length) continue;
     if (values.length > MAX_FILTER_VALUES) {
-      throw new ValidationError({ [key]: [`A filter takes at most ${MAX_FILTER_VALUES} values (got ${values.length}).`] });
+      throw new ValidationError({
+        [key]: [`A filter takes at most ${MAX_FILTER_VALUES} values (got ${values.length}).`],
+      });
     }
     const cond = buildFilter(name, filter, lookup, values);
     if (cond) conditions.push(cond);
@@ -262,15 +326,20 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const q = params.get("q")?.trim();
   if (q) {
     const pattern = "%" + likeEscape(q) + "%";
-    const terms = spec.search.map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`)).filter((c): c is SQL => !!c);
+    const terms = spec.search
+      .map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`))
+      .filter((c): c is SQL => !!c);
     conditions.push(terms.length ? or(...terms)! : sql`0`);
   }
 
   const narrowed = q ? spec.searchIndex?.(q) : undefined;
   if (narrowed) conditions.push(narrowed);
 
-  const ordering = params.has("ordering") ? splitList(params.getAll("ordering")) : spec.defaultOrdering;
-  if (ordering.length > MAX_ORDERING_TERMS) throw new ValidationError({ ordering: [`Order by at most ${MAX_ORDERING_TERMS} fields.`] });
+  const ordering = params.has("ordering")
+    ? splitList(params.getAll("ordering"))
+    : spec.defaultOrdering;
+  if (ordering.length > MAX_ORDERING_TERMS)
+    throw new ValidationError({ ordering: [`Order by at most ${MAX_ORDERING_TERMS} fields.`] });
   const orderBy: SQL[] = [];
   let hasId = false;
   for (const term of ordering) {
@@ -281,10 +350,20 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     orderBy.push(term.startsWith("-") ? desc(expr as any) : asc(expr as any));
   }
   if (!hasId) orderBy.push(asc(spec.idExpr as any)); // stable pages
-  const only = ordering.length === 1 && own(spec.orderings, ordering[0]!.replace(/^-/, "")) === spec.idExpr ? ordering[0]! : null;
-  const idOrder = only === null ? undefined : only.startsWith("-") ? ("desc" as const) : ("asc" as const);
+  const only =
+    ordering.length === 1 && own(spec.orderings, ordering[0]!.replace(/^-/, "")) === spec.idExpr
+      ? ordering[0]!
+      : null;
+  const idOrder =
+    only === null ? undefined : only.startsWith("-") ? ("desc" as const) : ("asc" as const);
 
-  return { where: conditions.length ? and(...conditions) : undefined, orderBy, idOrder, ...parsePaging(params), projection: parseProjection(params) };
+  return {
+    where: conditions.length ? and(...conditions) : undefined,
+    orderBy,
+    idOrder,
+    ...parsePaging(params),
+    projection: parseProjection(params),
+  };
 }
 
 export function parsePaging(params: URLSearchParams): { limit: number; offset: number } {
@@ -292,11 +371,14 @@ export function parsePaging(params: URLSearchParams): { limit: number; offset: n
     const raw = params.get(name);
     if (raw === null || raw.trim() === "") return fallback;
     const s = raw.trim();
-    if (!/^\d+$/.test(s)) throw new ValidationError({ [name]: ["A valid non-negative integer is required."] });
+    if (!/^\d+$/.test(s))
+      throw new ValidationError({ [name]: ["A valid non-negative integer is required."] });
     // Checked on the digits: a number this long would already have lost precision.
     const value = s.replace(/^0+(?=\d)/, "");
     if (value.length > String(MAX_PAGING_VALUE).length || Number(value) > MAX_PAGING_VALUE) {
-      throw new ValidationError({ [name]: [`Ensure this value is less than or equal to ${MAX_PAGING_VALUE}.`] });
+      throw new ValidationError({
+        [name]: [`Ensure this value is less than or equal to ${MAX_PAGING_VALUE}.`],
+      });
     }
     return Number(value);
   };
@@ -308,22 +390,36 @@ export function parsePaging(params: URLSearchParams): { limit: number; offset: n
 export function parseProjection(params: URLSearchParams): Projection {
   const brief = params.has("brief") && parseBool(params.get("brief") || "true") !== false;
   const fields = params.has("fields") ? splitList(params.getAll("fields")) : null;
-  return { brief, fields: fields && fields.length ? fields : null, omit: splitList(params.getAll("omit")) };
+  return {
+    brief,
+    fields: fields && fields.length ? fields : null,
+    omit: splitList(params.getAll("omit")),
+  };
 }
 
 /** Applies `brief`, `fields` and `omit` to serialised records. */
-export function project(records: Record<string, unknown>[], projection: Projection, briefFields: string[]): Record<string, unknown>[] {
+export function project(
+  records: Record<string, unknown>[],
+  projection: Projection,
+  briefFields: string[],
+): Record<string, unknown>[] {
   let keys: string[] | null = projection.fields ?? (projection.brief ? briefFields : null);
   if (!keys && !projection.omit.length) return records;
   return records.map((r) => {
     const out: Record<string, unknown> = {};
-    for (const k of keys ?? Object.keys(r)) if (Object.hasOwn(r, k) && !projection.omit.includes(k)) out[k] = r[k];
+    for (const k of keys ?? Object.keys(r))
+      if (Object.hasOwn(r, k) && !projection.omit.includes(k)) out[k] = r[k];
     return out;
   });
 }
 
 /** The absolute next/previous page URLs, keeping every other parameter. */
-export function pageLinks(url: URL, count: number, limit: number, offset: number): { next: string | null; previous: string | null } {
+export function pageLinks(
+  url: URL,
+  count: number,
+  limit: number,
+  offset: number,
+): { next: string | null; previous: string | null } {
   const at = (o: number) => {
     const u = new URL(url);
     u.searchParams.set("limit", String(limit));

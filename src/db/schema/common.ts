@@ -11,4 +11,5 @@ export const timestamps = {
 export const pk = () => integer("id").primaryKey({ autoIncrement: true });
 
 /** A narrow index on `id` so `count(*)` and deep OFFSET pages read the index, not the wide rows. */
-export const idIndex = (table: string, t: { id: SQLiteColumnBuilderBase | any }) => index(`${table}_id_idx`).on(t.id);
+export const idIndex = (table: string, t: { id: SQLiteColumnBuilderBase | any }) =>
+  index(`${table}_id_idx`).on(t.id);

@@ -1,5 +1,12 @@
 /** Object types (content types), tags and custom-field choice sets. */
-import { integer, primaryKey, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import {
+  integer,
+  primaryKey,
+  sqliteTable,
+  text,
+  uniqueIndex,
+  index,
+} from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 
 export const objectTypes = sqliteTable(
@@ -18,15 +25,23 @@ export const tags = sqliteTable(
     description: text("description").notNull().default(""),
     ...timestamps,
   },
-  (t) => [uniqueIndex("tags_name_uq").on(t.name), uniqueIndex("tags_slug_uq").on(t.slug), idIndex("tags", t)],
+  (t) => [
+    uniqueIndex("tags_name_uq").on(t.name),
+    uniqueIndex("tags_slug_uq").on(t.slug),
+    idIndex("tags", t),
+  ],
 );
 
 /** Which object types a tag may be applied to (none = any). */
 export const tagObjectTypes = sqliteTable(
   "tag_object_types",
   {
-    tagId: integer("tag_id").notNull().references(() => tags.id, { onDelete: "cascade" }),
-    objectTypeId: integer("object_type_id").notNull().references(() => objectTypes.id, { onDelete: "cascade" }),
+    tagId: integer("tag_id")
+      .notNull()
+      .references(() => tags.id, { onDelete: "cascade" }),
+    objectTypeId: integer("object_type_id")
+      .notNull()
+      .references(() => objectTypes.id, { onDelete: "cascade" }),
   },
   (t) => [primaryKey({ columns: [t.tagId, t.objectTypeId] })],
 );
@@ -35,11 +50,18 @@ export const tagObjectTypes = sqliteTable(
 export const taggedItems = sqliteTable(
   "tagged_items",
   {
-    tagId: integer("tag_id").notNull().references(() => tags.id, { onDelete: "cascade" }),
-    objectTypeId: integer("object_type_id").notNull().references(() => objectTypes.id, { onDelete: "cascade" }),
+    tagId: integer("tag_id")
+      .notNull()
+      .references(() => tags.id, { onDelete: "cascade" }),
+    objectTypeId: integer("object_type_id")
+      .notNull()
+      .references(() => objectTypes.id, { onDelete: "cascade" }),
     objectId: integer("object_id").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.objectTypeId, t.objectId, t.tagId] }), index("tagged_items_tag_idx").on(t.tagId)],
+  (t) => [
+    primaryKey({ columns: [t.objectTypeId, t.objectId, t.tagId] }),
+    index("tagged_items_tag_idx").on(t.tagId),
+  ],
 );
 
 export const choiceSets = sqliteTable(
@@ -50,7 +72,9 @@ export const choiceSets = sqliteTable(
     description: text("description").notNull().default(""),
     /** [[value, label], …] */
     extraChoices: text("extra_choices", { mode: "json" }).$type<[string, string][]>().notNull(),
-    orderAlphabetically: integer("order_alphabetically", { mode: "boolean" }).notNull().default(false),
+    orderAlphabetically: integer("order_alphabetically", { mode: "boolean" })
+      .notNull()
+      .default(false),
     ...timestamps,
   },
   (t) => [uniqueIndex("choice_sets_name_uq").on(t.name), idIndex("custom_field_choice_sets", t)],

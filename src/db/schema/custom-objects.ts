@@ -15,22 +15,36 @@ export const customObjectTypes = sqliteTable(
     version: text("version").notNull().default(""),
     groupName: text("group_name").notNull().default(""),
     description: text("description").notNull().default(""),
-    schemaDocument: text("schema_document", { mode: "json" }).$type<Record<string, unknown> | null>(),
+    schemaDocument: text("schema_document", { mode: "json" }).$type<Record<
+      string,
+      unknown
+    > | null>(),
     /** The object type row of `custom_objects.<slug>`; its `model` follows the slug. */
-    objectTypeId: integer("object_type_id").references(() => objectTypes.id, { onDelete: "set null" }),
+    objectTypeId: integer("object_type_id").references(() => objectTypes.id, {
+      onDelete: "set null",
+    }),
     /** Next `schema_id` to hand out to a field: monotonic, never reused. */
     nextSchemaId: integer("next_schema_id").notNull().default(1),
     /** Bumped on every change to the type or its fields; the model registry keys on it. */
     shapeVersion: integer("shape_version").notNull().default(1),
     /** Compound uniqueness: lists of field names, each enforced by a unique index `co_<id>_ut<n>`. */
-    uniqueTogether: text("unique_together", { mode: "json" }).$type<string[][]>().notNull().default(sql`'[]'`),
+    uniqueTogether: text("unique_together", { mode: "json" })
+      .$type<string[][]>()
+      .notNull()
+      .default(sql`'[]'`),
     /** How objects show (`display`): `{{ field }}` placeholders; empty = primary field or name. */
     displayExpression: text("display_expression").notNull().default(""),
     /** Objects carry `local_context_data` (a column of `co_<id>`); set only at creation. */
-    configContextEnabled: integer("config_context_enabled", { mode: "boolean" }).notNull().default(false),
+    configContextEnabled: integer("config_context_enabled", { mode: "boolean" })
+      .notNull()
+      .default(false),
     ...timestamps,
   },
-  (t) => [uniqueIndex("cot_slug_uq").on(t.slug), uniqueIndex("cot_name_uq").on(t.name), idIndex("custom_object_types", t)],
+  (t) => [
+    uniqueIndex("cot_slug_uq").on(t.slug),
+    uniqueIndex("cot_name_uq").on(t.name),
+    idIndex("custom_object_types", t),
+  ],
 );
 
 export const customObjectTypeFields = sqliteTable(
@@ -53,10 +67,18 @@ export const customObjectTypeFields = sqliteTable(
     validationMinimum: real("validation_minimum"),
     validationMaximum: real("validation_maximum"),
     isPolymorphic: integer("is_polymorphic", { mode: "boolean" }).notNull().default(false),
-    relatedObjectTypeId: integer("related_object_type_id").references(() => objectTypes.id, { onDelete: "restrict" }),
+    relatedObjectTypeId: integer("related_object_type_id").references(() => objectTypes.id, {
+      onDelete: "restrict",
+    }),
     /** For polymorphic fields: the allowed object type ids. */
-    relatedObjectTypeIds: text("related_object_type_ids", { mode: "json" }).$type<number[]>().notNull().$defaultFn(() => []),
-    relatedObjectFilter: text("related_object_filter", { mode: "json" }).$type<Record<string, unknown> | null>(),
+    relatedObjectTypeIds: text("related_object_type_ids", { mode: "json" })
+      .$type<number[]>()
+      .notNull()
+      .$defaultFn(() => []),
+    relatedObjectFilter: text("related_object_filter", { mode: "json" }).$type<Record<
+      string,
+      unknown
+    > | null>(),
     onDeleteBehavior: text("on_delete_behavior").notNull().default("set_null"),
     groupName: text("group_name").notNull().default(""),
     searchWeight: integer("search_weight").notNull().default(1000),
@@ -100,7 +122,9 @@ export const customObjectTrash = sqliteTable(
     /** The removed records: `{field}` or `{cot, fields, objectType, tags}`. */
     record: text("record", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
     /** Renames done: `[[original, trash name], …]` for columns (`columns`) and tables (`tables`). */
-    storage: text("storage", { mode: "json" }).$type<{ columns: [string, string][]; tables: [string, string][] }>().notNull(),
+    storage: text("storage", { mode: "json" })
+      .$type<{ columns: [string, string][]; tables: [string, string][] }>()
+      .notNull(),
     rows: integer("rows").notNull().default(0),
     removed: text("removed").notNull(),
     expires: text("expires").notNull(),

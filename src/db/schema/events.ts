@@ -1,5 +1,12 @@
 /** Webhooks and event rules (§7): what to call, and which changes call it. */
-import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import {
+  index,
+  integer,
+  primaryKey,
+  sqliteTable,
+  text,
+  uniqueIndex,
+} from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 import { objectTypes } from "./core";
 
@@ -41,7 +48,11 @@ export const eventRules = sqliteTable(
     actionObjectId: integer("action_object_id").notNull(),
     ...timestamps,
   },
-  (t) => [uniqueIndex("event_rules_name_uq").on(t.name), index("event_rules_action_idx").on(t.actionObjectTypeId, t.actionObjectId), idIndex("event_rules", t)],
+  (t) => [
+    uniqueIndex("event_rules_name_uq").on(t.name),
+    index("event_rules_action_idx").on(t.actionObjectTypeId, t.actionObjectId),
+    idIndex("event_rules", t),
+  ],
 );
 
 /** The object types an event rule watches. */
@@ -55,5 +66,8 @@ export const eventRuleObjectTypes = sqliteTable(
       .notNull()
       .references(() => objectTypes.id, { onDelete: "cascade" }),
   },
-  (t) => [primaryKey({ columns: [t.eventRuleId, t.objectTypeId] }), index("event_rule_object_types_ot_idx").on(t.objectTypeId)],
+  (t) => [
+    primaryKey({ columns: [t.eventRuleId, t.objectTypeId] }),
+    index("event_rule_object_types_ot_idx").on(t.objectTypeId),
+  ],
 );

@@ -17,7 +17,12 @@ export const tenants = sqliteTable(
     ownerId: ownerId(),
     ...timestamps,
   },
-  (t) => [uniqueIndex("tenants_name_uq").on(t.name), uniqueIndex("tenants_slug_uq").on(t.slug), index("tenants_owner_idx").on(t.ownerId), idIndex("tenants", t)],
+  (t) => [
+    uniqueIndex("tenants_name_uq").on(t.name),
+    uniqueIndex("tenants_slug_uq").on(t.slug),
+    index("tenants_owner_idx").on(t.ownerId),
+    idIndex("tenants", t),
+  ],
 );
 
 export const sites = sqliteTable(
@@ -94,7 +99,13 @@ export const prefixes = sqliteTable(
     ownerId: ownerId(),
     ...timestamps,
   },
-  (t) => [index("prefixes_prefix_idx").on(t.prefix), index("prefixes_site_idx").on(t.siteId), index("prefixes_tenant_idx").on(t.tenantId), index("prefixes_owner_idx").on(t.ownerId), idIndex("prefixes", t)],
+  (t) => [
+    index("prefixes_prefix_idx").on(t.prefix),
+    index("prefixes_site_idx").on(t.siteId),
+    index("prefixes_tenant_idx").on(t.tenantId),
+    index("prefixes_owner_idx").on(t.ownerId),
+    idIndex("prefixes", t),
+  ],
 );
 
 export const ipAddresses = sqliteTable(
@@ -110,5 +121,10 @@ export const ipAddresses = sqliteTable(
     ownerId: ownerId(),
     ...timestamps,
   },
-  (t) => [index("ip_addresses_address_idx").on(t.address), index("ip_addresses_tenant_idx").on(t.tenantId), index("ip_addresses_owner_idx").on(t.ownerId), idIndex("ip_addresses", t)],
+  (t) => [
+    index("ip_addresses_address_idx").on(t.address),
+    index("ip_addresses_tenant_idx").on(t.tenantId),
+    index("ip_addresses_owner_idx").on(t.ownerId),
+    idIndex("ip_addresses", t),
+  ],
 );

@@ -42,5 +42,9 @@ export const jobs = sqliteTable(
     error: text("error").notNull().default(""),
     attempts: integer("attempts").notNull().default(0),
   },
-  (t) => [index("jobs_status_idx").on(t.status), index("jobs_completed_idx").on(t.completed), idIndex("jobs", t)],
+  (t) => [
+    index("jobs_status_idx").on(t.status),
+    index("jobs_completed_idx").on(t.completed),
+    idIndex("jobs", t),
+  ],
 );

@@ -1,5 +1,12 @@
 /** Users, groups, object permissions and API tokens (§4). */
-import { integer, primaryKey, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import {
+  integer,
+  primaryKey,
+  sqliteTable,
+  text,
+  uniqueIndex,
+  index,
+} from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 import { objectTypes } from "./core";
 
@@ -21,14 +28,24 @@ export const users = sqliteTable(
 
 export const groups = sqliteTable(
   "groups",
-  { id: pk(), name: text("name").notNull(), description: text("description").notNull().default(""), ...timestamps },
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    ...timestamps,
+  },
   (t) => [uniqueIndex("groups_name_uq").on(t.name), idIndex("groups", t)],
 );
 
 /** Owner groups (NetBox 4.5): a named set of owners. */
 export const ownerGroups = sqliteTable(
   "owner_groups",
-  { id: pk(), name: text("name").notNull(), description: text("description").notNull().default(""), ...timestamps },
+  {
+    id: pk(),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    ...timestamps,
+  },
   (t) => [uniqueIndex("owner_groups_name_uq").on(t.name), idIndex("owner_groups", t)],
 );
 
@@ -45,34 +62,59 @@ export const owners = sqliteTable(
     description: text("description").notNull().default(""),
     ...timestamps,
   },
-  (t) => [uniqueIndex("owners_name_uq").on(t.name), index("owners_group_idx").on(t.groupId), idIndex("owners", t)],
+  (t) => [
+    uniqueIndex("owners_name_uq").on(t.name),
+    index("owners_group_idx").on(t.groupId),
+    idIndex("owners", t),
+  ],
 );
 
 export const ownerUsers = sqliteTable(
   "owner_users",
   {
-    ownerId: integer("owner_id").notNull().references(() => owners.id, { onDelete: "cascade" }),
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    ownerId: integer("owner_id")
+      .notNull()
+      .references(() => owners.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
   },
-  (t) => [primaryKey({ columns: [t.ownerId, t.userId] }), index("owner_users_user_idx").on(t.userId)],
+  (t) => [
+    primaryKey({ columns: [t.ownerId, t.userId] }),
+    index("owner_users_user_idx").on(t.userId),
+  ],
 );
 
 export const ownerUserGroups = sqliteTable(
   "owner_user_groups",
   {
-    ownerId: integer("owner_id").notNull().references(() => owners.id, { onDelete: "cascade" }),
-    groupId: integer("group_id").notNull().references(() => groups.id, { onDelete: "cascade" }),
+    ownerId: integer("owner_id")
+      .notNull()
+      .references(() => owners.id, { onDelete: "cascade" }),
+    groupId: integer("group_id")
+      .notNull()
+      .references(() => groups.id, { onDelete: "cascade" }),
   },
-  (t) => [primaryKey({ columns: [t.ownerId, t.groupId] }), index("owner_user_groups_group_idx").on(t.groupId)],
+  (t) => [
+    primaryKey({ columns: [t.ownerId, t.groupId] }),
+    index("owner_user_groups_group_idx").on(t.groupId),
+  ],
 );
 
 export const userGroups = sqliteTable(
   "user_groups",
   {
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
-    groupId: integer("group_id").notNull().references(() => groups.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    groupId: integer("group_id")
+      .notNull()
+      .references(() => groups.id, { onDelete: "cascade" }),
   },
-  (t) => [primaryKey({ columns: [t.userId, t.groupId] }), index("user_groups_group_idx").on(t.groupId)],
+  (t) => [
+    primaryKey({ columns: [t.userId, t.groupId] }),
+    index("user_groups_group_idx").on(t.groupId),
+  ],
 );
 
 export const objectPermissions = sqliteTable(
@@ -92,17 +134,28 @@ export const objectPermissions = sqliteTable(
 export const permissionObjectTypes = sqliteTable(
   "object_permission_object_types",
   {
-    permissionId: integer("permission_id").notNull().references(() => objectPermissions.id, { onDelete: "cascade" }),
-    objectTypeId: integer("object_type_id").notNull().references(() => objectTypes.id, { onDelete: "cascade" }),
+    permissionId: integer("permission_id")
+      .notNull()
+      .references(() => objectPermissions.id, { onDelete: "cascade" }),
+    objectTypeId: integer("object_type_id")
+      .notNull()
+      .references(() => objectTypes.id, { onDelete: "cascade" }),
   },
-  (t) => [primaryKey({ columns: [t.permissionId, t.objectTypeId] }), index("opot_ot_idx").on(t.objectTypeId)],
+  (t) => [
+    primaryKey({ columns: [t.permissionId, t.objectTypeId] }),
+    index("opot_ot_idx").on(t.objectTypeId),
+  ],
 );
 
 export const permissionUsers = sqliteTable(
   "object_permission_users",
   {
-    permissionId: integer("permission_id").notNull().references(() => objectPermissions.id, { onDelete: "cascade" }),
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    permissionId: integer("permission_id")
+      .notNull()
+      .references(() => objectPermissions.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
   },
   (t) => [primaryKey({ columns: [t.permissionId, t.userId] }), index("opu_user_idx").on(t.userId)],
 );
@@ -110,17 +163,26 @@ export const permissionUsers = sqliteTable(
 export const permissionGroups = sqliteTable(
   "object_permission_groups",
   {
-    permissionId: integer("permission_id").notNull().references(() => objectPermissions.id, { onDelete: "cascade" }),
-    groupId: integer("group_id").notNull().references(() => groups.id, { onDelete: "cascade" }),
+    permissionId: integer("permission_id")
+      .notNull()
+      .references(() => objectPermissions.id, { onDelete: "cascade" }),
+    groupId: integer("group_id")
+      .notNull()
+      .references(() => groups.id, { onDelete: "cascade" }),
   },
-  (t) => [primaryKey({ columns: [t.permissionId, t.groupId] }), index("opg_group_idx").on(t.groupId)],
+  (t) => [
+    primaryKey({ columns: [t.permissionId, t.groupId] }),
+    index("opg_group_idx").on(t.groupId),
+  ],
 );
 
 export const tokens = sqliteTable(
   "tokens",
   {
     id: pk(),
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
     /** SHA-256 of the token, hex. The token itself is never stored. */
     keyHash: text("key_hash").notNull(),
     /** Last four characters, so a user can tell tokens apart. */
@@ -131,5 +193,9 @@ export const tokens = sqliteTable(
     lastUsed: text("last_used"),
     ...timestamps,
   },
-  (t) => [uniqueIndex("tokens_key_hash_uq").on(t.keyHash), index("tokens_user_idx").on(t.userId), idIndex("tokens", t)],
+  (t) => [
+    uniqueIndex("tokens_key_hash_uq").on(t.keyHash),
+    index("tokens_user_idx").on(t.userId),
+    idIndex("tokens", t),
+  ],
 );

@@ -8,7 +8,14 @@ export const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
 export const tableName = (cotId: number) => `co_${Math.trunc(cotId)}`;
 
 /** Fixed route names under the plugin base; a COT cannot take one as its slug. */
-export const RESERVED_SLUGS = new Set(["custom-object-types", "custom-object-type-fields", "linked-objects", "schema", "api", "docs"]);
+export const RESERVED_SLUGS = new Set([
+  "custom-object-types",
+  "custom-object-type-fields",
+  "linked-objects",
+  "schema",
+  "api",
+  "docs",
+]);
 
 /**
  * Keys an instance record always has, and JavaScript prototype names (`constructor`, …);
@@ -51,7 +58,8 @@ export const LINKABLE_APPS: readonly string[] = ["dcim", "ipam", "tenancy", "ext
 
 export const APP_LABEL = "custom_objects";
 /** Upstream's app label for custom objects, as its clients send it. */
-export const upstreamAppLabel = (appLabel: unknown) => (appLabel === "netbox_custom_objects" ? APP_LABEL : appLabel);
+export const upstreamAppLabel = (appLabel: unknown) =>
+  appLabel === "netbox_custom_objects" ? APP_LABEL : appLabel;
 export const COT_MODEL = "customobjecttype";
 export const FIELD_MODEL = "customobjecttypefield";
 export const API_BASE = "plugins/custom-objects";

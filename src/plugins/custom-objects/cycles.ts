@@ -32,11 +32,27 @@ export function cycleThrough(graph: Map<string, Set<string>>, start: string): st
 }
 
 /** Refuses a new field of `cot` whose targets lead back to `cot` through other types. */
-export async function refuseCycle(ctx: WriteContext, cot: CotRow, draft: FieldDraft): Promise<void> {
+export async function refuseCycle(
+  ctx: WriteContext,
+  cot: CotRow,
+  draft: FieldDraft,
+): Promise<void> {
   if (!fieldType(draft.type).takes.related) return;
-  const targets = draft.isPolymorphic ? draft.relatedObjectTypeIds : draft.relatedObjectTypeId != null ? [draft.relatedObjectTypeId] : [];
-  const cots = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug, objectTypeId: customObjectTypes.objectTypeId }).from(customObjectTypes);
-  const slugOfType = new Map(cots.filter((c) => c.objectTypeId != null).map((c) => [c.objectTypeId!, c.slug]));
+  const targets = draft.isPolymorphic
+    ? draft.relatedObjectTypeIds
+    : draft.relatedObjectTypeId != null
+      ? [draft.relatedObjectTypeId]
+      : [];
+  const cots = await ctx.db
+    .select({
+      id: customObjectTypes.id,
+      slug: customObjectTypes.slug,
+      objectTypeId: customObjectTypes.objectTypeId,
+    })
+    .from(customObjectTypes);
+  const slugOfType = new Map(
+    cots.filter((c) => c.objectTypeId != null).map((c) => [c.objectTypeId!, c.slug]),
+  );
   if (!targets.some((id) => slugOfType.has(id) && slugOfType.get(id) !== cot.slug)) return;
   const slugOfCot = new Map(cots.map((c) => [c.id, c.slug]));
   const graph = new Map<string, Set<string>>();
@@ -45,7 +61,12 @@ export async function refuseCycle(ctx: WriteContext, cot: CotRow, draft: FieldDr
     if (from && to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
   };
   const fields = await ctx.db
-    .select({ cotId: customObjectTypeFields.customObjectTypeId, type: customObjectTypeFields.type, one: customObjectTypeFields.relatedObjectTypeId, many: customObjectTypeFields.relatedObjectTypeIds })
+    .select({
+      cotId: customObjectTypeFields.customObjectTypeId,
+      type: customObjectTypeFields.type,
+      one: customObjectTypeFields.relatedObjectTypeId,
+      many: customObjectTypeFields.relatedObjectTypeIds,
+    })
     .from(customObjectTypeFields);
   for (const f of fields) {
     const from = slugOfCot.get(f.cotId);
@@ -54,5 +75,11 @@ export async function refuseCycle(ctx: WriteContext, cot: CotRow, draft: FieldDr
   }
   for (const id of targets) add(cot.slug, id);
   const cycle = cycleThrough(graph, cot.slug);
-  if (cycle) throw ApiError.detail(400, `Circular dependency between custom object types: ${cycle.join(" → ")}.`, "circular_dependency", { cycle });
+  if (cycle)
+    throw ApiError.detail(
+      400,
+      `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
+      "circular_dependency",
+      { cycle },
+    );
 }

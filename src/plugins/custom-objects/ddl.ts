@@ -14,13 +14,16 @@ const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 
 /** Quotes an identifier after checking it; throws on anything unexpected. */
 export function ident(name: string): SQL {
-  if (!IDENT_RE.test(name)) throw new Error(`refusing unsafe SQL identifier ${JSON.stringify(name)}`);
+  if (!IDENT_RE.test(name))
+    throw new Error(`refusing unsafe SQL identifier ${JSON.stringify(name)}`);
   return sql.raw(`"${name}"`);
 }
 
 export { tableName } from "./constants";
-export const linkTableName = (cotId: number, fieldId: number) => `co_${Math.trunc(cotId)}_f${Math.trunc(fieldId)}_links`;
-const indexName = (cotId: number, fieldId: number, suffix: string) => `co_${Math.trunc(cotId)}_f${Math.trunc(fieldId)}_${suffix}`;
+export const linkTableName = (cotId: number, fieldId: number) =>
+  `co_${Math.trunc(cotId)}_f${Math.trunc(fieldId)}_links`;
+const indexName = (cotId: number, fieldId: number, suffix: string) =>
+  `co_${Math.trunc(cotId)}_f${Math.trunc(fieldId)}_${suffix}`;
 
 export interface ColumnField {
   id: number;
@@ -31,24 +34,34 @@ export interface ColumnField {
 }
 
 /** The columns a field owns in its COT table, with their SQL types (none for a link table). */
-export function fieldColumnTypes(f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): Array<[string, SqlType]> {
+export function fieldColumnTypes(
+  f: Pick<ColumnField, "name" | "type" | "isPolymorphic">,
+): Array<[string, SqlType]> {
   if (!NAME_RE.test(f.name)) throw new Error(`invalid field name ${JSON.stringify(f.name)}`);
   const m = fieldType(f.type);
   switch (m.storage) {
     case "links":
       return [];
     case "reference":
-      return f.isPolymorphic ? [[`${f.name}_id`, "INTEGER"], [`${f.name}_type`, "INTEGER"]] : [[`${f.name}_id`, "INTEGER"]];
+      return f.isPolymorphic
+        ? [
+            [`${f.name}_id`, "INTEGER"],
+            [`${f.name}_type`, "INTEGER"],
+          ]
+        : [[`${f.name}_id`, "INTEGER"]];
     case "column":
       return [[f.name, m.sqlType]];
   }
 }
 
 /** The columns a field owns in its COT table (none for multiobject). */
-export const fieldColumns = (f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string[] => fieldColumnTypes(f).map(([name]) => name);
+export const fieldColumns = (f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string[] =>
+  fieldColumnTypes(f).map(([name]) => name);
 
 /** The column that holds a field's value (its id for references), or null for a link table. */
-export function valueColumn(f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string | null {
+export function valueColumn(
+  f: Pick<ColumnField, "name" | "type" | "isPolymorphic">,
+): string | null {
   return fieldColumns(f)[0] ?? null;
 }
 
@@ -60,7 +73,15 @@ export const hasLinkTable = (f: Pick<ColumnField, "type">) => fieldType(f.type).
  * polymorphic object field; a multiobject field counts one for its link table.
  */
 export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean }>): number {
-  return fields.reduce((n, f) => n + Math.max(1, fieldColumnTypes({ name: "x", type: f.type, isPolymorphic: f.isPolymorphic }).length), 0);
+  return fields.reduce(
+    (n, f) =>
+      n +
+      Math.max(
+        1,
+        fieldColumnTypes({ name: "x", type: f.type, isPolymorphic: f.isPolymorphic }).length,
+      ),
+    0,
+  );
 }
 
 export const tooManyColumns = (count: number) =>
@@ -71,7 +92,10 @@ const run = (db: Executor, q: SQL) => db.run(q);
 /** The column of a type with config context support (upstream's `local_context_data`). */
 export const LOCAL_CONTEXT_COLUMN = "local_context_data";
 export async function addLocalContextColumn(db: Executor, cotId: number) {
-  await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} ADD COLUMN ${ident(LOCAL_CONTEXT_COLUMN)} TEXT`);
+  await run(
+    db,
+    sql`ALTER TABLE ${ident(tableName(cotId))} ADD COLUMN ${ident(LOCAL_CONTEXT_COLUMN)} TEXT`,
+  );
 }
 
 /**
@@ -80,7 +104,8 @@ export async function addLocalContextColumn(db: Executor, cotId: number) {
  * field named `owner` shadows the owner in records, filters and constraints, as upstream's does.
  */
 export const OWNER_COLUMN = "owner__id";
-export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) => !fields.some((f) => f.name === "owner");
+export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) =>
+  !fields.some((f) => f.name === "owner");
 
 /**
  * Creates a COT's table with the columns of `fields` inline: one CREATE TABLE instead of an
@@ -89,12 +114,19 @@ export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) => !fields.s
  */
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
   const t = tableName(cotId);
-  const columns = fields.flatMap((f) => fieldColumnTypes(f).map(([col, type]) => sql`, ${ident(col)} ${sql.raw(type)}`));
+  const columns = fields.flatMap((f) =>
+    fieldColumnTypes(f).map(([col, type]) => sql`, ${ident(col)} ${sql.raw(type)}`),
+  );
   const owner = sql`, ${ident(OWNER_COLUMN)} INTEGER REFERENCES "owners"(id)`;
-  const statements: SQL[] = [sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${owner}${sql.join(columns, sql``)})`];
+  const statements: SQL[] = [
+    sql`CREATE TABLE ${ident(t)} (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL${owner}${sql.join(columns, sql``)})`,
+  ];
   // The narrow index of §2: count(*) and deep OFFSET pages read it instead of the wide rows.
   statements.push(sql`CREATE INDEX ${ident(`${t}_id_idx`)} ON ${ident(t)} (id)`);
-  for (const f of fields) statements.push(...(hasLinkTable(f) ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)));
+  for (const f of fields)
+    statements.push(
+      ...(hasLinkTable(f) ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)),
+    );
   await runAll(db, statements);
   if (fields.length) await syncSearchIndex(db, cotId);
 }
@@ -105,14 +137,26 @@ export async function createCotTable(db: Executor, cotId: number, fields: Column
  * and Drizzle's dialect; without them it runs the statements one by one.
  */
 async function runAll(db: Executor, statements: SQL[]) {
-  const internals = db as unknown as { session?: { tx?: { executeMultiple?: (sql: string) => Promise<unknown> } }; dialect?: { sqlToQuery?: (q: SQL) => { sql: string; params: unknown[] } } };
+  const internals = db as unknown as {
+    session?: { tx?: { executeMultiple?: (sql: string) => Promise<unknown> } };
+    dialect?: { sqlToQuery?: (q: SQL) => { sql: string; params: unknown[] } };
+  };
   const tx = internals.session?.tx;
   const dialect = internals.dialect;
-  const queries = tx?.executeMultiple && dialect?.sqlToQuery ? statements.map((q) => dialect.sqlToQuery!(q)) : null;
+  const queries =
+    tx?.executeMultiple && dialect?.sqlToQuery
+      ? statements.map((q) => dialect.sqlToQuery!(q))
+      : null;
   // Statements without bound values go through SQLite's own multi-statement runner: the same
   // statements, without a prepare-and-map round through the client for each.
   if (queries && queries.every((q) => q.params.length === 0 && !q.sql.includes(";"))) {
-    for (let i = 0; i < queries.length; i += 16) await tx!.executeMultiple!(queries.slice(i, i + 16).map((q) => q.sql).join(";\n"));
+    for (let i = 0; i < queries.length; i += 16)
+      await tx!.executeMultiple!(
+        queries
+          .slice(i, i + 16)
+          .map((q) => q.sql)
+          .join(";\n"),
+      );
     return;
   }
   for (const q of statements) await run(db, q);
@@ -133,7 +177,9 @@ async function createLinkTable(db: Executor, cotId: number, f: ColumnField) {
 
 export async function dropCotTable(db: Executor, cotId: number, fields: ColumnField[]) {
   await dropSearchIndex(db, cotId);
-  for (const f of fields) if (hasLinkTable(f)) await run(db, sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`);
+  for (const f of fields)
+    if (hasLinkTable(f))
+      await run(db, sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`);
   await run(db, sql`DROP TABLE IF EXISTS ${ident(tableName(cotId))}`);
 }
 
@@ -144,8 +190,17 @@ function fieldIndexStatements(cotId: number, f: ColumnField): SQL[] {
   if (m.storage === "links") return out;
   // A polymorphic reference is looked up by (type, id): its columns go in that order.
   const cols = fieldColumns(f).reverse();
-  if (m.indexed) out.push(sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${sql.join(cols.map((c) => ident(c)), sql`, `)})`);
-  if (f.unique) out.push(sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, f.id, "uq"))} ON ${t} (${ident(valueColumn(f)!)})`);
+  if (m.indexed)
+    out.push(
+      sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${sql.join(
+        cols.map((c) => ident(c)),
+        sql`, `,
+      )})`,
+    );
+  if (f.unique)
+    out.push(
+      sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, f.id, "uq"))} ON ${t} (${ident(valueColumn(f)!)})`,
+    );
   return out;
 }
 
@@ -164,8 +219,12 @@ async function dropFieldIndexes(db: Executor, cotId: number, fieldId: number) {
  * start; afterwards it finds nothing to drop. Indexes only change speed, never answers.
  */
 export async function dropUnwantedFieldIndexes(db: Executor): Promise<number> {
-  const rows = (await db.all(sql`SELECT m.name, f.type FROM sqlite_master m JOIN custom_object_type_fields f
-    ON m.name = 'co_' || f.custom_object_type_id || '_f' || f.id || '_idx' WHERE m.type = 'index' AND m.name GLOB 'co_[0-9]*_f[0-9]*_idx'`)) as { name: string; type: string }[];
+  const rows =
+    (await db.all(sql`SELECT m.name, f.type FROM sqlite_master m JOIN custom_object_type_fields f
+    ON m.name = 'co_' || f.custom_object_type_id || '_f' || f.id || '_idx' WHERE m.type = 'index' AND m.name GLOB 'co_[0-9]*_f[0-9]*_idx'`)) as {
+      name: string;
+      type: string;
+    }[];
   let dropped = 0;
   for (const { name, type } of rows) {
     let indexed = true;
@@ -188,7 +247,8 @@ export async function addFieldStorage(db: Executor, cotId: number, f: ColumnFiel
     await createLinkTable(db, cotId, f);
     return;
   }
-  for (const [col, type] of fieldColumnTypes(f)) await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
+  for (const [col, type] of fieldColumnTypes(f))
+    await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
   if (fill !== undefined && fill !== null) {
     await run(db, sql`UPDATE ${t} SET ${ident(f.name)} = ${fill}`);
   }
@@ -202,10 +262,16 @@ export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnFie
   }
   await dropFieldIndexes(db, cotId, f.id);
   await dropSearchIndex(db, cotId); // its triggers name the column; syncSearchIndex rebuilds it
-  for (const col of fieldColumns(f)) await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} DROP COLUMN ${ident(col)}`);
+  for (const col of fieldColumns(f))
+    await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} DROP COLUMN ${ident(col)}`);
 }
 
-export async function renameFieldStorage(db: Executor, cotId: number, f: ColumnField, newName: string) {
+export async function renameFieldStorage(
+  db: Executor,
+  cotId: number,
+  f: ColumnField,
+  newName: string,
+) {
   const t = ident(tableName(cotId));
   const before = fieldColumns(f);
   const after = fieldColumns({ ...f, name: newName });
@@ -239,7 +305,9 @@ export async function retypeFieldStorage(
   await dropSearchIndex(db, cotId);
   const [[, type]] = fieldColumnTypes({ ...f, type: newType }) as [[string, SqlType]];
   await run(db, sql`ALTER TABLE ${t} ADD COLUMN ${ident(tmp)} ${sql.raw(type)}`);
-  const rows = (await db.all(sql`SELECT id, ${ident(f.name)} AS v FROM ${t} WHERE ${ident(f.name)} IS NOT NULL`)) as { id: number; v: unknown }[];
+  const rows = (await db.all(
+    sql`SELECT id, ${ident(f.name)} AS v FROM ${t} WHERE ${ident(f.name)} IS NOT NULL`,
+  )) as { id: number; v: unknown }[];
   let lost = 0;
   for (const row of rows) {
     const value = convert(row.v);
@@ -256,8 +324,15 @@ export async function retypeFieldStorage(
 }
 
 /** Counts non-null values of a scalar column that `convert` cannot carry to a new type. */
-export async function countUnconvertible(db: Executor, cotId: number, f: ColumnField, convert: (value: unknown) => unknown): Promise<number> {
-  const rows = (await db.all(sql`SELECT ${ident(f.name)} AS v FROM ${ident(tableName(cotId))} WHERE ${ident(f.name)} IS NOT NULL`)) as { v: unknown }[];
+export async function countUnconvertible(
+  db: Executor,
+  cotId: number,
+  f: ColumnField,
+  convert: (value: unknown) => unknown,
+): Promise<number> {
+  const rows = (await db.all(
+    sql`SELECT ${ident(f.name)} AS v FROM ${ident(tableName(cotId))} WHERE ${ident(f.name)} IS NOT NULL`,
+  )) as { v: unknown }[];
   return rows.filter((r) => {
     const v = convert(r.v);
     return v === undefined || v === null;

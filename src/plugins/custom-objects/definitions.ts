@@ -9,7 +9,20 @@ import type { WriteContext } from "../../core/rest/resource";
 import * as v from "valibot";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "./constants";
 import { fieldType } from "./field-types";
-import { isPep440, COT_NAME_MESSAGE, COT_SLUG_MESSAGE, FIELD_DEFAULTS, FIELD_NAME_MAX, ONE_PRIMARY, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "./field-definition";
+import {
+  isPep440,
+  COT_NAME_MESSAGE,
+  COT_SLUG_MESSAGE,
+  FIELD_DEFAULTS,
+  FIELD_NAME_MAX,
+  ONE_PRIMARY,
+  duplicateFieldName,
+  fieldAttrEntries,
+  fieldIssueMessage,
+  fieldName,
+  fieldRuleIssues,
+  fieldTypeName,
+} from "./field-definition";
 import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { encodeScalar, type FieldRow } from "./values";
@@ -17,8 +30,21 @@ import type { CotRow } from "./models";
 
 export { FIELD_NAME_MAX };
 
-export type FieldDraft = Omit<FieldRow, "id" | "customObjectTypeId" | "schemaId" | "created" | "lastUpdated">;
-export type CotDraft = Pick<CotRow, "name" | "slug" | "verboseName" | "verboseNamePlural" | "version" | "groupName" | "description" | "schemaDocument"> &
+export type FieldDraft = Omit<
+  FieldRow,
+  "id" | "customObjectTypeId" | "schemaId" | "created" | "lastUpdated"
+>;
+export type CotDraft = Pick<
+  CotRow,
+  | "name"
+  | "slug"
+  | "verboseName"
+  | "verboseNamePlural"
+  | "version"
+  | "groupName"
+  | "description"
+  | "schemaDocument"
+> &
   Partial<Pick<CotRow, "displayExpression" | "configContextEnabled">>;
 
 const has = (o: Record<string, unknown>, k: string) => Object.prototype.hasOwnProperty.call(o, k);
@@ -53,7 +79,11 @@ const SIMPLE: Record<string, keyof FieldDraft> = {
   related_name: "relatedName",
 };
 /** References, by row property: REST takes ids, names or `app_label.model`. */
-const REFERENCES = { choice_set: "choiceSetId", related_object_type: "relatedObjectTypeId", related_object_types: "relatedObjectTypeIds" } as const;
+const REFERENCES = {
+  choice_set: "choiceSetId",
+  related_object_type: "relatedObjectTypeId",
+  related_object_types: "relatedObjectTypeIds",
+} as const;
 
 /** A field in API names (references as stored ids), for merging a partial update over it. */
 function apiOf(f: FieldDraft): Record<string, unknown> {
@@ -65,8 +95,15 @@ function apiOf(f: FieldDraft): Record<string, unknown> {
 
 /** The row a field with every attribute omitted is (FIELD_DEFAULTS in row names). */
 export const FIELD_ROW_DEFAULTS: FieldDraft = (() => {
-  const out: Record<string, unknown> = { name: "", type: "text", choiceSetId: null, relatedObjectTypeId: null, relatedObjectTypeIds: [] };
-  for (const [api, prop] of Object.entries(SIMPLE)) if (has(FIELD_DEFAULTS, api)) out[prop] = FIELD_DEFAULTS[api as keyof typeof FIELD_DEFAULTS];
+  const out: Record<string, unknown> = {
+    name: "",
+    type: "text",
+    choiceSetId: null,
+    relatedObjectTypeId: null,
+    relatedObjectTypeIds: [],
+  };
+  for (const [api, prop] of Object.entries(SIMPLE))
+    if (has(FIELD_DEFAULTS, api)) out[prop] = FIELD_DEFAULTS[api as keyof typeof FIELD_DEFAULTS];
   return out as FieldDraft;
 })();
 
@@ -76,7 +113,11 @@ const IGNORED = ["id", "url", "display", "display_url", "created", "last_updated
 const RestFieldSchema = v.strictObject({
   name: fieldName,
   type: fieldTypeName,
-  ...fieldAttrEntries({ choiceSet: v.unknown(), relatedType: v.unknown(), relatedTypes: v.unknown() }),
+  ...fieldAttrEntries({
+    choiceSet: v.unknown(),
+    relatedType: v.unknown(),
+    relatedTypes: v.unknown(),
+  }),
   ...Object.fromEntries(IGNORED.map((k) => [k, v.optional(v.unknown())])),
 });
 
@@ -94,47 +135,83 @@ export async function validateField(
   input = upstreamSpellings(input);
   // A new field has no name until the request gives one; `type` defaults to text.
   const { name: _unnamed, ...defaults } = apiOf(FIELD_ROW_DEFAULTS);
-  const merged: Record<string, unknown> = { ...(existing ? apiOf(stripIds(existing)) : defaults), ...input };
+  const merged: Record<string, unknown> = {
+    ...(existing ? apiOf(stripIds(existing)) : defaults),
+    ...input,
+  };
   const shape = v.safeParse(RestFieldSchema, merged, { abortEarly: false, abortPipeEarly: true });
   if (!shape.success) {
-    for (const issue of shape.issues) errors.add(String((issue.path?.[0] as { key?: unknown } | undefined)?.key ?? "non_field_errors"), fieldIssueMessage(issue));
+    for (const issue of shape.issues)
+      errors.add(
+        String((issue.path?.[0] as { key?: unknown } | undefined)?.key ?? "non_field_errors"),
+        fieldIssueMessage(issue),
+      );
     errors.throwIfAny();
   }
   const draft: FieldDraft = { ...FIELD_ROW_DEFAULTS, ...(existing ? stripIds(existing) : {}) };
-  for (const [api, prop] of Object.entries(SIMPLE)) if (has(merged, api)) (draft as any)[prop] = merged[api] ?? (prop === "default" ? null : merged[api]);
+  for (const [api, prop] of Object.entries(SIMPLE))
+    if (has(merged, api))
+      (draft as any)[prop] = merged[api] ?? (prop === "default" ? null : merged[api]);
   const type = draft.type;
   const kind = fieldType(type);
 
   // the type-specific rules every field definition shares (field-definition.ts)
-  for (const issue of fieldRuleIssues(merged, (k) => has(input, k))) errors.add(issue.key, issue.message);
+  for (const issue of fieldRuleIssues(merged, (k) => has(input, k)))
+    errors.add(issue.key, issue.message);
   const fine = (key: string) => !errors.errors[key];
 
   // references, resolved only where the rules allow them
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
       const raw = input.choice_set;
-      const id = typeof raw === "number" ? raw : raw && typeof raw === "object" ? (raw as any).id : undefined;
-      const where = typeof raw === "string" ? eq(choiceSets.name, raw) : typeof id === "number" ? eq(choiceSets.id, id) : null;
-      const [cs] = where ? await ctx.db.select({ id: choiceSets.id }).from(choiceSets).where(where).limit(1) : [];
+      const id =
+        typeof raw === "number"
+          ? raw
+          : raw && typeof raw === "object"
+            ? (raw as any).id
+            : undefined;
+      const where =
+        typeof raw === "string"
+          ? eq(choiceSets.name, raw)
+          : typeof id === "number"
+            ? eq(choiceSets.id, id)
+            : null;
+      const [cs] = where
+        ? await ctx.db.select({ id: choiceSets.id }).from(choiceSets).where(where).limit(1)
+        : [];
       if (!cs) errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
       else draft.choiceSetId = cs.id;
     }
   } else draft.choiceSetId = null;
   if (kind.takes.related) {
-    if (existing && existing.isPolymorphic !== draft.isPolymorphic) errors.add("is_polymorphic", "Cannot be changed after the field is created.");
+    if (existing && existing.isPolymorphic !== draft.isPolymorphic)
+      errors.add("is_polymorphic", "Cannot be changed after the field is created.");
     if (draft.isPolymorphic) {
       if (has(input, "related_object_types") && fine("related_object_types")) {
         const raw = input.related_object_types;
-        if (!Array.isArray(raw) || raw.length === 0) errors.add("related_object_types", "Polymorphic fields need a non-empty list of object types.");
+        if (!Array.isArray(raw) || raw.length === 0)
+          errors.add(
+            "related_object_types",
+            "Polymorphic fields need a non-empty list of object types.",
+          );
         else {
           const ids: number[] = [];
           for (const item of raw) {
             const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
-            if (!ot) errors.add("related_object_types", `Unknown object type: ${JSON.stringify(item)}`);
-            else if (!(await isLinkable(ctx, ot))) errors.add("related_object_types", `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`);
+            if (!ot)
+              errors.add("related_object_types", `Unknown object type: ${JSON.stringify(item)}`);
+            else if (!(await isLinkable(ctx, ot)))
+              errors.add(
+                "related_object_types",
+                `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`,
+              );
             else if (!ids.includes(ot.id)) ids.push(ot.id);
           }
-          if (existing && JSON.stringify([...ids].sort()) !== JSON.stringify([...existing.relatedObjectTypeIds].sort())) {
+          if (
+            existing &&
+            JSON.stringify([...ids].sort()) !==
+              JSON.stringify([...existing.relatedObjectTypeIds].sort())
+          ) {
             errors.add("related_object_types", "Cannot be changed after the field is created.");
           }
           draft.relatedObjectTypeIds = ids;
@@ -142,11 +219,24 @@ export async function validateField(
       }
       draft.relatedObjectTypeId = null;
     } else {
-      if (has(input, "related_object_type") && input.related_object_type !== null && fine("related_object_type")) {
+      if (
+        has(input, "related_object_type") &&
+        input.related_object_type !== null &&
+        fine("related_object_type")
+      ) {
         const ot = await ctx.services.objectTypes.resolve(input.related_object_type, ctx.db);
-        if (!ot) errors.add("related_object_type", `Unknown object type: ${JSON.stringify(input.related_object_type)}`);
-        else if (!(await isLinkable(ctx, ot))) errors.add("related_object_type", `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`);
-        else if (existing && existing.relatedObjectTypeId !== ot.id) errors.add("related_object_type", "Cannot be changed after the field is created.");
+        if (!ot)
+          errors.add(
+            "related_object_type",
+            `Unknown object type: ${JSON.stringify(input.related_object_type)}`,
+          );
+        else if (!(await isLinkable(ctx, ot)))
+          errors.add(
+            "related_object_type",
+            `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`,
+          );
+        else if (existing && existing.relatedObjectTypeId !== ot.id)
+          errors.add("related_object_type", "Cannot be changed after the field is created.");
         else draft.relatedObjectTypeId = ot.id;
       }
       draft.relatedObjectTypeIds = [];
@@ -161,7 +251,14 @@ export async function validateField(
   if (!kind.takes.regex) draft.validationRegex = "";
 
   // Only plain columns change type: a reference never becomes another kind of storage.
-  if (existing && existing.type !== type && (fieldType(existing.type).storage !== "column" || kind.storage !== "column" || fieldType(existing.type).fixedType || kind.fixedType)) {
+  if (
+    existing &&
+    existing.type !== type &&
+    (fieldType(existing.type).storage !== "column" ||
+      kind.storage !== "column" ||
+      fieldType(existing.type).fixedType ||
+      kind.fixedType)
+  ) {
     errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
   }
 
@@ -170,8 +267,11 @@ export async function validateField(
   if (others.some((s) => s.name === draft.name)) errors.add("name", duplicateFieldName(draft.name));
   const mine = fieldColumns({ ...draft, type });
   const taken = new Set(others.flatMap((s) => [s.name, ...fieldColumns(s)]));
-  const clash = mine.find((c) => taken.has(c)) ?? (others.some((s) => mine.includes(s.name)) ? draft.name : undefined);
-  if (clash && !errors.errors.name) errors.add("name", `"${draft.name}" collides with the column "${clash}" of another field.`);
+  const clash =
+    mine.find((c) => taken.has(c)) ??
+    (others.some((s) => mine.includes(s.name)) ? draft.name : undefined);
+  if (clash && !errors.errors.name)
+    errors.add("name", `"${draft.name}" collides with the column "${clash}" of another field.`);
   if (draft.primary && others.some((s) => s.primary)) errors.add("primary", ONE_PRIMARY);
   // Only a new field adds columns: polymorphism and object-ness cannot change afterwards.
   if (!existing) {
@@ -182,20 +282,45 @@ export async function validateField(
   // a reverse relation name is unique per related object type (upstream)
   if (draft.relatedName && draft.relatedObjectTypeId != null && fine("related_name")) {
     const [taken] = await ctx.db
-      .select({ id: customObjectTypeFields.id, name: customObjectTypeFields.name, cot: customObjectTypes.name })
+      .select({
+        id: customObjectTypeFields.id,
+        name: customObjectTypeFields.name,
+        cot: customObjectTypes.name,
+      })
       .from(customObjectTypeFields)
-      .innerJoin(customObjectTypes, eq(customObjectTypes.id, customObjectTypeFields.customObjectTypeId))
-      .where(and(eq(customObjectTypeFields.relatedObjectTypeId, draft.relatedObjectTypeId), eq(customObjectTypeFields.relatedName, draft.relatedName)))
+      .innerJoin(
+        customObjectTypes,
+        eq(customObjectTypes.id, customObjectTypeFields.customObjectTypeId),
+      )
+      .where(
+        and(
+          eq(customObjectTypeFields.relatedObjectTypeId, draft.relatedObjectTypeId),
+          eq(customObjectTypeFields.relatedName, draft.relatedName),
+        ),
+      )
       .limit(1);
-    if (taken && taken.id !== existing?.id) errors.add("related_name", `Reverse relation name "${draft.relatedName}" is already used by field "${taken.name}" on "${taken.cot}".`);
+    if (taken && taken.id !== existing?.id)
+      errors.add(
+        "related_name",
+        `Reverse relation name "${draft.relatedName}" is already used by field "${taken.name}" on "${taken.cot}".`,
+      );
   }
   if (!kind.takes.related) draft.relatedName = "";
 
   // default, checked against the type
-  if (draft.default !== null && draft.default !== undefined && kind.takesDefault && fine("default") && fine("choice_set")) {
+  if (
+    draft.default !== null &&
+    draft.default !== undefined &&
+    kind.takesDefault &&
+    fine("default") &&
+    fine("choice_set")
+  ) {
     let choices: Set<string> | null = null;
     if (kind.takes.choices && draft.choiceSetId) {
-      const [cs] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.id, draft.choiceSetId));
+      const [cs] = await ctx.db
+        .select()
+        .from(choiceSets)
+        .where(eq(choiceSets.id, draft.choiceSetId));
       choices = new Set(cs?.extraChoices.map(([v]) => v) ?? []);
     }
     const checked = encodeScalar({ ...(draft as FieldRow), type }, draft.default, choices);
@@ -211,24 +336,53 @@ export async function validateField(
  * Ours wins where both are given.
  */
 function upstreamSpellings(input: Record<string, unknown>): Record<string, unknown> {
-  if (!has(input, "app_label") && !has(input, "model") && !has(input, "related_object_types_input")) return input;
+  if (!has(input, "app_label") && !has(input, "model") && !has(input, "related_object_types_input"))
+    return input;
   const { app_label, model, related_object_types_input, ...rest } = input;
-  if ((app_label !== undefined || model !== undefined) && !has(rest, "related_object_type") && (app_label || model)) rest.related_object_type = { app_label: upstreamAppLabel(app_label), model };
-  if (related_object_types_input !== undefined && related_object_types_input !== null && !has(rest, "related_object_types")) rest.related_object_types = Array.isArray(related_object_types_input)
-      ? related_object_types_input.map((t) => (t && typeof t === "object" ? { ...t, app_label: upstreamAppLabel((t as Record<string, unknown>).app_label) } : t))
+  if (
+    (app_label !== undefined || model !== undefined) &&
+    !has(rest, "related_object_type") &&
+    (app_label || model)
+  )
+    rest.related_object_type = { app_label: upstreamAppLabel(app_label), model };
+  if (
+    related_object_types_input !== undefined &&
+    related_object_types_input !== null &&
+    !has(rest, "related_object_types")
+  )
+    rest.related_object_types = Array.isArray(related_object_types_input)
+      ? related_object_types_input.map((t) =>
+          t && typeof t === "object"
+            ? { ...t, app_label: upstreamAppLabel((t as Record<string, unknown>).app_label) }
+            : t,
+        )
       : related_object_types_input;
   return rest;
 }
 
 function stripIds(f: FieldRow): FieldDraft {
-  const { id: _i, customObjectTypeId: _c, schemaId: _s, created: _cr, lastUpdated: _l, ...rest } = f;
+  const {
+    id: _i,
+    customObjectTypeId: _c,
+    schemaId: _s,
+    created: _cr,
+    lastUpdated: _l,
+    ...rest
+  } = f;
   return rest;
 }
 
 /** Host models and COTs can be link targets; users, tokens and the like cannot. */
-async function isLinkable(ctx: WriteContext, ot: { appLabel: string; model: string }): Promise<boolean> {
-  if (ot.appLabel === "custom_objects") return ot.model !== "customobjecttype" && ot.model !== "customobjecttypefield";
-  return LINKABLE_APPS.includes(ot.appLabel) && !!(await ctx.services.models.get(ot.appLabel, ot.model, ctx));
+async function isLinkable(
+  ctx: WriteContext,
+  ot: { appLabel: string; model: string },
+): Promise<boolean> {
+  if (ot.appLabel === "custom_objects")
+    return ot.model !== "customobjecttype" && ot.model !== "customobjecttypefield";
+  return (
+    LINKABLE_APPS.includes(ot.appLabel) &&
+    !!(await ctx.services.models.get(ot.appLabel, ot.model, ctx))
+  );
 }
 
 const COT_SIMPLE: Record<string, keyof CotDraft> = {
@@ -246,22 +400,59 @@ const COT_SIMPLE: Record<string, keyof CotDraft> = {
 export const COT_INPUT_KEYS = new Set([...Object.keys(COT_SIMPLE), "tags"]);
 
 /** Validates a COT definition; `existing` on updates. */
-export async function validateCot(ctx: WriteContext, input: Record<string, unknown>, existing: CotRow | null, partial: boolean): Promise<CotDraft> {
+export async function validateCot(
+  ctx: WriteContext,
+  input: Record<string, unknown>,
+  existing: CotRow | null,
+  partial: boolean,
+): Promise<CotDraft> {
   const errors = new ErrorCollector();
-  for (const key of Object.keys(input)) if (!COT_INPUT_KEYS.has(key) && !IGNORED.includes(key) && key !== "fields" && key !== "object_type") errors.add(key, "Unknown field.");
+  for (const key of Object.keys(input))
+    if (
+      !COT_INPUT_KEYS.has(key) &&
+      !IGNORED.includes(key) &&
+      key !== "fields" &&
+      key !== "object_type"
+    )
+      errors.add(key, "Unknown field.");
   const draft: CotDraft = existing
-    ? { name: existing.name, slug: existing.slug, verboseName: existing.verboseName, verboseNamePlural: existing.verboseNamePlural, version: existing.version, groupName: existing.groupName, description: existing.description, schemaDocument: existing.schemaDocument, displayExpression: existing.displayExpression, configContextEnabled: existing.configContextEnabled }
-    : { name: "", slug: "", verboseName: "", verboseNamePlural: "", version: "", groupName: "", description: "", schemaDocument: null, displayExpression: "", configContextEnabled: false };
-  for (const [api, prop] of Object.entries(COT_SIMPLE)) if (has(input, api)) (draft as any)[prop] = input[api];
+    ? {
+        name: existing.name,
+        slug: existing.slug,
+        verboseName: existing.verboseName,
+        verboseNamePlural: existing.verboseNamePlural,
+        version: existing.version,
+        groupName: existing.groupName,
+        description: existing.description,
+        schemaDocument: existing.schemaDocument,
+        displayExpression: existing.displayExpression,
+        configContextEnabled: existing.configContextEnabled,
+      }
+    : {
+        name: "",
+        slug: "",
+        verboseName: "",
+        verboseNamePlural: "",
+        version: "",
+        groupName: "",
+        description: "",
+        schemaDocument: null,
+        displayExpression: "",
+        configContextEnabled: false,
+      };
+  for (const [api, prop] of Object.entries(COT_SIMPLE))
+    if (has(input, api)) (draft as any)[prop] = input[api];
   if (!existing || !partial) {
-    for (const req of ["name", "slug"]) if (!has(input, req) && !existing) errors.add(req, "This field is required.");
+    for (const req of ["name", "slug"])
+      if (!has(input, req) && !existing) errors.add(req, "This field is required.");
   }
   if (typeof draft.name !== "string" || !NAME_RE.test(draft.name) || draft.name.length > 100) {
     errors.add("name", COT_NAME_MESSAGE);
   }
   if (typeof draft.slug !== "string" || !SLUG_RE.test(draft.slug) || draft.slug.length > 100) {
     errors.add("slug", COT_SLUG_MESSAGE);
-  } else if (RESERVED_SLUGS.has(draft.slug.toLowerCase())) errors.add("slug", `"${draft.slug}" is reserved for a fixed route.`);
+  } else if (RESERVED_SLUGS.has(draft.slug.toLowerCase()))
+    errors.add("slug", `"${draft.slug}" is reserved for a fixed route.`);
   for (const [api, prop, max] of [
     ["verbose_name", "verboseName", 100],
     ["verbose_name_plural", "verboseNamePlural", 100],
@@ -272,12 +463,25 @@ export async function validateCot(ctx: WriteContext, input: Record<string, unkno
   ] as const) {
     const v = draft[prop];
     if (typeof v !== "string") errors.add(api, "Not a valid string.");
-    else if (v.length > max) errors.add(api, `Ensure this field has no more than ${max} characters.`);
+    else if (v.length > max)
+      errors.add(api, `Ensure this field has no more than ${max} characters.`);
   }
-  if (typeof draft.version === "string" && draft.version && !isPep440(draft.version)) errors.add("version", `'${draft.version}' is not a valid version string (expected e.g. '1.0.0').`);
-  if (typeof draft.configContextEnabled !== "boolean") errors.add("config_context_enabled", "Must be a valid boolean.");
-  else if (existing && draft.configContextEnabled !== existing.configContextEnabled) errors.add("config_context_enabled", "Config context support cannot be changed after creation.");
-  if (draft.schemaDocument !== null && (typeof draft.schemaDocument !== "object" || Array.isArray(draft.schemaDocument))) {
+  if (typeof draft.version === "string" && draft.version && !isPep440(draft.version))
+    errors.add(
+      "version",
+      `'${draft.version}' is not a valid version string (expected e.g. '1.0.0').`,
+    );
+  if (typeof draft.configContextEnabled !== "boolean")
+    errors.add("config_context_enabled", "Must be a valid boolean.");
+  else if (existing && draft.configContextEnabled !== existing.configContextEnabled)
+    errors.add(
+      "config_context_enabled",
+      "Config context support cannot be changed after creation.",
+    );
+  if (
+    draft.schemaDocument !== null &&
+    (typeof draft.schemaDocument !== "object" || Array.isArray(draft.schemaDocument))
+  ) {
     errors.add("schema_document", "Must be a JSON object or null.");
   }
   if (errors.empty) {
@@ -285,8 +489,13 @@ export async function validateCot(ctx: WriteContext, input: Record<string, unkno
       ["slug", "slug"],
       ["name", "name"],
     ] as const) {
-      const [clash] = await ctx.db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(eq(customObjectTypes[prop], draft[prop] as string)).limit(1);
-      if (clash && clash.id !== existing?.id) errors.add(api, `custom object type with this ${api} already exists.`);
+      const [clash] = await ctx.db
+        .select({ id: customObjectTypes.id })
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes[prop], draft[prop] as string))
+        .limit(1);
+      if (clash && clash.id !== existing?.id)
+        errors.add(api, `custom object type with this ${api} already exists.`);
     }
   }
   errors.throwIfAny();

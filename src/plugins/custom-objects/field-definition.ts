@@ -6,7 +6,14 @@
  * documents take `app/model` and choice-set names), so the caller passes their schemas.
  */
 import * as v from "valibot";
-import { FILTER_LOGIC, NAME_RE, ON_DELETE, UI_EDITABLE, UI_VISIBLE, isReservedFieldName } from "./constants";
+import {
+  FILTER_LOGIC,
+  NAME_RE,
+  ON_DELETE,
+  UI_EDITABLE,
+  UI_VISIBLE,
+  isReservedFieldName,
+} from "./constants";
 import { FIELD_TYPES, fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
 import { compileRegex } from "./field-types/base";
 
@@ -50,12 +57,14 @@ const NOT_BOOLEAN = "Must be a valid boolean.";
 const SMALL_INT = "A valid integer between 0 and 32767 is required.";
 const NOT_NUMBER = "A valid number is required.";
 const tooLong = (max: number) => `Ensure this field has no more than ${max} characters.`;
-const notChoice = (issue: v.BaseIssue<unknown>) => `"${String(issue.input)}" is not a valid choice.`;
+const notChoice = (issue: v.BaseIssue<unknown>) =>
+  `"${String(issue.input)}" is not a valid choice.`;
 const cap = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
 /** The message of a structural issue (missing or unknown key); other issues carry their own. */
 export function fieldIssueMessage(issue: v.BaseIssue<unknown>): string {
-  if (issue.kind === "schema" && issue.type === "strict_object" && issue.expected === "never") return "Unknown field.";
+  if (issue.kind === "schema" && issue.type === "strict_object" && issue.expected === "never")
+    return "Unknown field.";
   if (issue.kind === "schema" && issue.received === "undefined") return "This field is required.";
   return issue.message;
 }
@@ -63,14 +72,25 @@ export function fieldIssueMessage(issue: v.BaseIssue<unknown>): string {
 // ---- shape ----------------------------------------------------------------------------------
 const text = (max: number) => v.pipe(v.string(NOT_STRING), v.maxLength(max, tooLong(max)));
 const bool = v.boolean(NOT_BOOLEAN);
-const smallInt = v.pipe(v.number(SMALL_INT), v.integer(SMALL_INT), v.minValue(0, SMALL_INT), v.maxValue(32767, SMALL_INT));
+const smallInt = v.pipe(
+  v.number(SMALL_INT),
+  v.integer(SMALL_INT),
+  v.minValue(0, SMALL_INT),
+  v.maxValue(32767, SMALL_INT),
+);
 const bound = v.nullable(v.pipe(v.number(NOT_NUMBER), v.finite(NOT_NUMBER)));
 const choice = <T extends readonly string[]>(options: T) => v.picklist(options, notChoice);
 
 export const fieldName = v.pipe(
   v.string(NOT_STRING),
-  v.check((s) => !isReservedFieldName(s), (issue) => `"${String(issue.input)}" is a reserved name.`),
-  v.check((s) => NAME_RE.test(s) && s.length <= FIELD_NAME_MAX, `Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most ${FIELD_NAME_MAX} characters.`),
+  v.check(
+    (s) => !isReservedFieldName(s),
+    (issue) => `"${String(issue.input)}" is a reserved name.`,
+  ),
+  v.check(
+    (s) => NAME_RE.test(s) && s.length <= FIELD_NAME_MAX,
+    `Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most ${FIELD_NAME_MAX} characters.`,
+  ),
 );
 /**
  * PEP 440 versions, as upstream checks `version`, `deprecated_since` and `scheduled_removal`
@@ -80,26 +100,43 @@ const PEP440_RE =
   /^\s*v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?[0-9]*)?(?:-[0-9]+|[-_.]?(?:post|rev|r)[-_.]?[0-9]*)?(?:[-_.]?dev[-_.]?[0-9]*)?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?\s*$/i;
 export const isPep440 = (s: string) => PEP440_RE.test(s);
 export const versionString = (max: number) =>
-  v.pipe(text(max), v.check((s) => s === "" || isPep440(s), (issue) => `'${String(issue.input)}' is not a valid version string (expected e.g. '1.0.0').`));
+  v.pipe(
+    text(max),
+    v.check(
+      (s) => s === "" || isPep440(s),
+      (issue) => `'${String(issue.input)}' is not a valid version string (expected e.g. '1.0.0').`,
+    ),
+  );
 
 /** Upstream's reverse relation name: lowercase letters, digits and single underscores. */
 const relatedName = v.pipe(
   text(100),
   v.regex(/^[a-z0-9_]*$/, "Only lowercase alphanumeric characters and underscores are allowed."),
-  v.check((s) => !s.includes("__"), "Double underscores are not permitted in the reverse relation name."),
+  v.check(
+    (s) => !s.includes("__"),
+    "Double underscores are not permitted in the reverse relation name.",
+  ),
 );
 
 export const fieldTypeName = v.picklist(FIELD_TYPES, notChoice);
 
 /** How a writer names a choice set and related object types. */
-export interface Vocabulary<C extends v.GenericSchema = v.GenericSchema, R extends v.GenericSchema = v.GenericSchema, L extends v.GenericSchema = v.GenericSchema> {
+export interface Vocabulary<
+  C extends v.GenericSchema = v.GenericSchema,
+  R extends v.GenericSchema = v.GenericSchema,
+  L extends v.GenericSchema = v.GenericSchema,
+> {
   choiceSet: C;
   relatedType: R;
   relatedTypes: L;
 }
 
 /** The attribute entries of a field definition (all optional: omitted means FIELD_DEFAULTS). */
-export function fieldAttrEntries<C extends v.GenericSchema, R extends v.GenericSchema, L extends v.GenericSchema>(vocab: Vocabulary<C, R, L>) {
+export function fieldAttrEntries<
+  C extends v.GenericSchema,
+  R extends v.GenericSchema,
+  L extends v.GenericSchema,
+>(vocab: Vocabulary<C, R, L>) {
   return {
     label: v.optional(text(50)),
     description: v.optional(text(200)),
@@ -115,7 +152,10 @@ export function fieldAttrEntries<C extends v.GenericSchema, R extends v.GenericS
     related_object_type: v.optional(vocab.relatedType),
     related_object_types: v.optional(vocab.relatedTypes),
     related_object_filter: v.optional(
-      v.custom<Record<string, unknown> | null>((x) => x === null || (typeof x === "object" && !Array.isArray(x)), "Must be a JSON object or null."),
+      v.custom<Record<string, unknown> | null>(
+        (x) => x === null || (typeof x === "object" && !Array.isArray(x)),
+        "Must be a JSON object or null.",
+      ),
     ),
     on_delete_behavior: v.optional(choice(ON_DELETE)),
     group_name: v.optional(text(50)),
@@ -130,7 +170,10 @@ export function fieldAttrEntries<C extends v.GenericSchema, R extends v.GenericS
     scheduled_removal: v.optional(versionString(50)),
     context: v.optional(bool),
     related_name: v.optional(relatedName),
-  } satisfies Record<keyof FieldAttrs, v.GenericSchema | v.OptionalSchema<v.GenericSchema, undefined>>;
+  } satisfies Record<
+    keyof FieldAttrs,
+    v.GenericSchema | v.OptionalSchema<v.GenericSchema, undefined>
+  >;
 }
 
 // ---- type-specific rules ----------------------------------------------------------------------
@@ -139,52 +182,117 @@ export interface RuleIssue {
   message: string;
 }
 
-const nonEmpty = (x: unknown) => x !== undefined && x !== null && x !== "" && !(Array.isArray(x) && x.length === 0);
+const nonEmpty = (x: unknown) =>
+  x !== undefined && x !== null && x !== "" && !(Array.isArray(x) && x.length === 0);
 
 /**
  * The rules a shape cannot express, over a field in API names. `present(k)`: the field has a
  * value for k (merged over the stored field on REST updates); `stated(k)`: the writer set k
  * (REST: in the request; documents: everything present is stated). Returns issues by key.
  */
-export function fieldRuleIssues(f: Record<string, unknown>, stated: (key: string) => boolean = (k) => nonEmpty(f[k])): RuleIssue[] {
+export function fieldRuleIssues(
+  f: Record<string, unknown>,
+  stated: (key: string) => boolean = (k) => nonEmpty(f[k]),
+): RuleIssue[] {
   const out: RuleIssue[] = [];
   if (!isFieldType(f.type)) return out;
   const kind = fieldType(f.type as string);
   const present = (k: string) => nonEmpty(f[k]);
   const said = (k: string) => stated(k) && present(k);
   if (!kind.takes.range) {
-    if (said("validation_minimum")) out.push({ key: "validation_minimum", message: `Only ${typesTaking("range")} fields take a minimum.` });
-    if (said("validation_maximum")) out.push({ key: "validation_maximum", message: `Only ${typesTaking("range")} fields take a maximum.` });
-  } else if (typeof f.validation_minimum === "number" && typeof f.validation_maximum === "number" && f.validation_minimum > f.validation_maximum) {
+    if (said("validation_minimum"))
+      out.push({
+        key: "validation_minimum",
+        message: `Only ${typesTaking("range")} fields take a minimum.`,
+      });
+    if (said("validation_maximum"))
+      out.push({
+        key: "validation_maximum",
+        message: `Only ${typesTaking("range")} fields take a maximum.`,
+      });
+  } else if (
+    typeof f.validation_minimum === "number" &&
+    typeof f.validation_maximum === "number" &&
+    f.validation_minimum > f.validation_maximum
+  ) {
     out.push({ key: "validation_maximum", message: "The maximum must not be below the minimum." });
   }
   if (present("validation_regex")) {
     if (!kind.takes.regex) {
-      if (said("validation_regex")) out.push({ key: "validation_regex", message: `Only ${typesTaking("regex")} fields take a regex.` });
-    } else if (!validRegex(f.validation_regex as string)) out.push({ key: "validation_regex", message: "Not a valid regular expression." });
+      if (said("validation_regex"))
+        out.push({
+          key: "validation_regex",
+          message: `Only ${typesTaking("regex")} fields take a regex.`,
+        });
+    } else if (!validRegex(f.validation_regex as string))
+      out.push({ key: "validation_regex", message: "Not a valid regular expression." });
   }
   if (kind.takes.choices) {
-    if (!present("choice_set")) out.push({ key: "choice_set", message: `${cap(typesTaking("choices"))} fields need a choice set.` });
-  } else if (said("choice_set")) out.push({ key: "choice_set", message: `Only ${typesTaking("choices")} fields take a choice set.` });
+    if (!present("choice_set"))
+      out.push({
+        key: "choice_set",
+        message: `${cap(typesTaking("choices"))} fields need a choice set.`,
+      });
+  } else if (said("choice_set"))
+    out.push({
+      key: "choice_set",
+      message: `Only ${typesTaking("choices")} fields take a choice set.`,
+    });
   const related = typesTaking("related");
   if (kind.takes.related) {
     if (f.is_polymorphic === true) {
-      if (!present("related_object_types")) out.push({ key: "related_object_types", message: "Polymorphic fields need a non-empty list of object types." });
-      if (said("related_object_type")) out.push({ key: "related_object_type", message: "Polymorphic fields use related_object_types." });
+      if (!present("related_object_types"))
+        out.push({
+          key: "related_object_types",
+          message: "Polymorphic fields need a non-empty list of object types.",
+        });
+      if (said("related_object_type"))
+        out.push({
+          key: "related_object_type",
+          message: "Polymorphic fields use related_object_types.",
+        });
     } else {
-      if (!present("related_object_type")) out.push({ key: "related_object_type", message: `${cap(related)} fields need a related object type.` });
-      if (said("related_object_types")) out.push({ key: "related_object_types", message: "Only polymorphic fields take a list of object types." });
+      if (!present("related_object_type"))
+        out.push({
+          key: "related_object_type",
+          message: `${cap(related)} fields need a related object type.`,
+        });
+      if (said("related_object_types"))
+        out.push({
+          key: "related_object_types",
+          message: "Only polymorphic fields take a list of object types.",
+        });
     }
   } else {
-    if (said("related_object_type")) out.push({ key: "related_object_type", message: `Only ${related} fields take a related object type.` });
-    if (said("related_object_types")) out.push({ key: "related_object_types", message: `Only ${related} fields take related object types.` });
-    if (stated("is_polymorphic") && f.is_polymorphic === true) out.push({ key: "is_polymorphic", message: `Only ${related} fields can be polymorphic.` });
+    if (said("related_object_type"))
+      out.push({
+        key: "related_object_type",
+        message: `Only ${related} fields take a related object type.`,
+      });
+    if (said("related_object_types"))
+      out.push({
+        key: "related_object_types",
+        message: `Only ${related} fields take related object types.`,
+      });
+    if (stated("is_polymorphic") && f.is_polymorphic === true)
+      out.push({ key: "is_polymorphic", message: `Only ${related} fields can be polymorphic.` });
   }
-  if (f.primary === true && f.context === true) out.push({ key: "context", message: "A field cannot be both primary and context." });
-  if (said("related_name") && !kind.takes.related) out.push({ key: "related_name", message: `A reverse relation name can only be set for ${related} fields.` });
-  if (!kind.takesDefault && present("default")) out.push({ key: "default", message: `${cap(typesWhere((m) => !m.takesDefault))} fields take no default.` });
-  if (!kind.canBePrimary && f.primary === true) out.push({ key: "primary", message: `A ${f.type} field cannot be primary.` });
-  if (!kind.canBeUnique && f.unique === true) out.push({ key: "unique", message: `A ${f.type} field cannot be unique.` });
+  if (f.primary === true && f.context === true)
+    out.push({ key: "context", message: "A field cannot be both primary and context." });
+  if (said("related_name") && !kind.takes.related)
+    out.push({
+      key: "related_name",
+      message: `A reverse relation name can only be set for ${related} fields.`,
+    });
+  if (!kind.takesDefault && present("default"))
+    out.push({
+      key: "default",
+      message: `${cap(typesWhere((m) => !m.takesDefault))} fields take no default.`,
+    });
+  if (!kind.canBePrimary && f.primary === true)
+    out.push({ key: "primary", message: `A ${f.type} field cannot be primary.` });
+  if (!kind.canBeUnique && f.unique === true)
+    out.push({ key: "unique", message: `A ${f.type} field cannot be unique.` });
   return out;
 }
 
@@ -192,8 +300,11 @@ const validRegex = (source: string) => compileRegex(source) !== null;
 
 /** Messages about the fields of one type taken together. */
 export const ONE_PRIMARY = "Only one field of a type can be primary.";
-export const duplicateFieldName = (name: string) => `A field named "${name}" already exists on this type.`;
+export const duplicateFieldName = (name: string) =>
+  `A field named "${name}" already exists on this type.`;
 
 /** Custom object type names and slugs (REST and documents). */
-export const COT_NAME_MESSAGE = "Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most 100 characters.";
-export const COT_SLUG_MESSAGE = 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens (at most 100).';
+export const COT_NAME_MESSAGE =
+  "Use lowercase letters, digits and single underscores (^[a-z0-9]+(_[a-z0-9]+)*$), at most 100 characters.";
+export const COT_SLUG_MESSAGE =
+  'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens (at most 100).';

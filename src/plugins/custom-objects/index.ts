@@ -23,7 +23,12 @@ import { onDeleteHook } from "./on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
 import { customObjectsOpenApi } from "./openapi";
-import { enqueueSchemaApply, schemaApplyHandler, SCHEMA_APPLY_TASK, wantsBackground } from "./schema-jobs";
+import {
+  enqueueSchemaApply,
+  schemaApplyHandler,
+  SCHEMA_APPLY_TASK,
+  wantsBackground,
+} from "./schema-jobs";
 import { applySchemaLogged, asLongWrite } from "./schema-change-log";
 import { cotsAllowed, hideDiffs } from "./schema/access";
 import { mountTrashRoutes } from "./schema/trash-routes";
@@ -34,22 +39,36 @@ import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./s
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {
-  return new CotRegistry(services.db.orm, async (ids, db) => {
-    const out = new Map<number, ModelInfo>();
-    for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
-      if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
-      const info = await services.models.get(ot.appLabel, ot.model, { db, services, baseUrl: "" });
-      if (info) out.set(id, info);
-    }
-    return out;
-  }, () => databaseStamp(services));
+  return new CotRegistry(
+    services.db.orm,
+    async (ids, db) => {
+      const out = new Map<number, ModelInfo>();
+      for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
+        if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
+        const info = await services.models.get(ot.appLabel, ot.model, {
+          db,
+          services,
+          baseUrl: "",
+        });
+        if (info) out.set(id, info);
+      }
+      return out;
+    },
+    () => databaseStamp(services),
+  );
 }
 
 /**
  * Writes re-read the COT's shape inside their own transaction: a schema change that committed
  * after the request resolved its slug is honoured instead of writing against the old shape.
  */
-function liveResource(registry: CotRegistry, cotId: number, slug: string, resolved: Resource, checked: boolean): Resource {
+function liveResource(
+  registry: CotRegistry,
+  cotId: number,
+  slug: string,
+  resolved: Resource,
+  checked: boolean,
+): Resource {
   // One check per transaction (or read context): a write's create and its answer share it.
   const seen = new WeakMap<object, Resource>();
   const current = async (ctx: { db: Parameters<CotRegistry["byId"]>[0] }) => {
@@ -66,7 +85,10 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
    * A create starts from the cached model: its first statement re-checks that model's shape (see
    * `StaleModel`), so the COT need not be read separately unless the model is stale.
    */
-  const cachedFirst = async <T>(ctx: Parameters<typeof current>[0], op: (r: Resource) => Promise<T>): Promise<T> => {
+  const cachedFirst = async <T>(
+    ctx: Parameters<typeof current>[0],
+    op: (r: Resource) => Promise<T>,
+  ): Promise<T> => {
     if (!seen.has(ctx)) {
       try {
         const out = await op(resolved);
@@ -91,15 +113,31 @@ function liveResource(registry: CotRegistry, cotId: number, slug: string, resolv
 }
 
 /** Slugs among `slugs` of existing types the caller may not view. */
-async function hiddenSlugs(ctx: ReturnType<typeof readContext>, auth: HonoEnv["Variables"]["auth"], slugs: string[]): Promise<Set<string>> {
+async function hiddenSlugs(
+  ctx: ReturnType<typeof readContext>,
+  auth: HonoEnv["Variables"]["auth"],
+  slugs: string[],
+): Promise<Set<string>> {
   if (!slugs.length || auth.user?.isSuperuser) return new Set();
-  const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs));
-  const allowed = await cotsAllowed(ctx, auth, "view", rows.map((r) => r.id));
+  const rows = await ctx.db
+    .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
+    .from(customObjectTypes)
+    .where(inArray(customObjectTypes.slug, slugs));
+  const allowed = await cotsAllowed(
+    ctx,
+    auth,
+    "view",
+    rows.map((r) => r.id),
+  );
   return new Set(rows.filter((r) => !allowed.has(r.id)).map((r) => r.slug));
 }
 
 const methodNotAllowed = (allow: string) => () => {
-  throw new ApiError(405, { detail: "Method not allowed.", error: "method_not_allowed" }, { Allow: allow });
+  throw new ApiError(
+    405,
+    { detail: "Method not allowed.", error: "method_not_allowed" },
+    { Allow: allow },
+  );
 };
 
 export const customObjectsPlugin: HostPlugin = {
@@ -114,7 +152,10 @@ export const customObjectsPlugin: HostPlugin = {
     const registry = cotRegistry(services);
     services.models.register(cotModel.info);
     services.models.register(fieldModel.info);
-    services.models.addResolver(APP_LABEL, async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null);
+    services.models.addResolver(
+      APP_LABEL,
+      async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null,
+    );
     services.models.addCatalog(APP_LABEL, async (ctx) => {
       const { signature, models } = await registry.all(ctx.db);
       return { signature, models: models.map((m) => ({ ...m.info, catalogId: m.cot.id })) };
@@ -126,9 +167,17 @@ export const customObjectsPlugin: HostPlugin = {
         beforeDelete: [onDeleteHook(registry)],
         tasks: { [SCHEMA_APPLY_TASK]: schemaApplyHandler(services) },
         periodic: [
-          { name: "schema-trash", everyMs: RETENTION_EVERY_MS, run: () => purgeExpiredTrash(services.db) },
+          {
+            name: "schema-trash",
+            everyMs: RETENTION_EVERY_MS,
+            run: () => purgeExpiredTrash(services.db),
+          },
           // rows other processes or plain SQL marked pending in the full-text index (decision 0056)
-          { name: "search-index", everyMs: SEARCH_SWEEP_EVERY_MS, run: () => flushSearchIndexesNow(services) },
+          {
+            name: "search-index",
+            everyMs: SEARCH_SWEEP_EVERY_MS,
+            run: () => flushSearchIndexesNow(services),
+          },
         ],
         // Start-up: rows left pending by an earlier run are indexed shortly (not on Workers: the cron does).
         ready: () => {
@@ -140,18 +189,37 @@ export const customObjectsPlugin: HostPlugin = {
 };
 
 /** `linked-objects/?object_type=<app_label>.<model>&object_id=<id>` (the page parameters are the §4 list ones). */
-const REQUIRED = { object_type: "This parameter is required (<app_label>.<model>).", object_id: "This parameter is required." };
+const REQUIRED = {
+  object_type: "This parameter is required (<app_label>.<model>).",
+  object_id: "This parameter is required.",
+};
 const LinkedObjectsQuery = v.looseObject(
   {
-    object_type: v.pipe(v.string(REQUIRED.object_type), v.trim(), v.nonEmpty(REQUIRED.object_type), v.description("`<app_label>.<model>` of the target.")),
-    object_id: v.pipe(v.string(REQUIRED.object_id), v.trim(), v.nonEmpty(REQUIRED.object_id), v.regex(/^\d{1,15}$/, "A valid integer is required."), v.description("The target's id.")),
+    object_type: v.pipe(
+      v.string(REQUIRED.object_type),
+      v.trim(),
+      v.nonEmpty(REQUIRED.object_type),
+      v.description("`<app_label>.<model>` of the target."),
+    ),
+    object_id: v.pipe(
+      v.string(REQUIRED.object_id),
+      v.trim(),
+      v.nonEmpty(REQUIRED.object_id),
+      v.regex(/^\d{1,15}$/, "A valid integer is required."),
+      v.description("The target's id."),
+    ),
   },
   missingKeyMessages(REQUIRED),
 );
 
 /** `schema/export/?slug=a&slug=b` or `?slug=a,b`; none exports every type the caller may view. */
 const ExportQuery = v.looseObject({
-  slug: v.optional(v.pipe(repeated(v.string()), v.description("Types to export (repeat or comma-separate; none = all)."))),
+  slug: v.optional(
+    v.pipe(
+      repeated(v.string()),
+      v.description("Types to export (repeat or comma-separate; none = all)."),
+    ),
+  ),
 });
 
 function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
@@ -161,7 +229,10 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
 
   app.get("/", async (c) => {
     const base = `${baseUrlOf(c)}/api/${API_BASE}`;
-    const rows = await c.var.services.db.orm.select({ slug: customObjectTypes.slug }).from(customObjectTypes).orderBy(asc(customObjectTypes.slug));
+    const rows = await c.var.services.db.orm
+      .select({ slug: customObjectTypes.slug })
+      .from(customObjectTypes)
+      .orderBy(asc(customObjectTypes.slug));
     // Only the types whose objects the caller may view are named.
     const visible = rows.filter((r) => hasPermission(c, "view", APP_LABEL, r.slug));
     return c.json(Object.fromEntries(visible.map((r) => [r.slug, `${base}/${r.slug}/`])));
@@ -173,34 +244,69 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
 
   const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
   app.post("/schema/preview", async (c) => {
-    if (!c.var.auth.user) throw ApiError.detail(403, "Authentication credentials were not provided.", "not_authenticated");
+    if (!c.var.auth.user)
+      throw ApiError.detail(
+        403,
+        "Authentication credentials were not provided.",
+        "not_authenticated",
+      );
     const ctx = readContext(c);
     const preview = await previewSchema(ctx, await readJson(c));
-    const hidden = await hiddenSlugs(ctx, c.var.auth, preview.diffs.map((d) => d.slug));
-    return c.json({ ...preview, diffs: hideDiffs(preview.diffs, hidden), destructive_changes: preview.destructive_changes.filter((g) => !hidden.has(g.slug)) });
+    const hidden = await hiddenSlugs(
+      ctx,
+      c.var.auth,
+      preview.diffs.map((d) => d.slug),
+    );
+    return c.json({
+      ...preview,
+      diffs: hideDiffs(preview.diffs, hidden),
+      destructive_changes: preview.destructive_changes.filter((g) => !hidden.has(g.slug)),
+    });
   });
   app.post("/schema/apply", async (c) => {
     await requirePermission(c, "add", cotTarget);
     await requirePermission(c, "change", cotTarget);
     if (wantsBackground(c)) return enqueueSchemaApply(c);
     const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
-    return c.json(await asLongWrite(c.var.services, () => inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request))));
+    return c.json(
+      await asLongWrite(c.var.services, () =>
+        inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)),
+      ),
+    );
   });
   app.get("/schema/export", query(ExportQuery), async (c) => {
     await requirePermission(c, "view", cotTarget);
-    const slugs = c.req.valid("query").slug?.flatMap((s) => s.split(",")).filter(Boolean) ?? [];
+    const slugs =
+      c.req
+        .valid("query")
+        .slug?.flatMap((s) => s.split(","))
+        .filter(Boolean) ?? [];
     const ctx = readContext(c);
     // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
-    const rows = await ctx.db.select({ id: customObjectTypes.id, slug: customObjectTypes.slug }).from(customObjectTypes);
-    const allowed = await cotsAllowed(ctx, c.var.auth, "view", rows.map((r) => r.id));
+    const rows = await ctx.db
+      .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
+      .from(customObjectTypes);
+    const allowed = await cotsAllowed(
+      ctx,
+      c.var.auth,
+      "view",
+      rows.map((r) => r.id),
+    );
     const visible = rows.filter((r) => allowed.has(r.id)).map((r) => r.slug);
     if (slugs.length) {
       const unseen = slugs.filter((s) => !visible.includes(s));
-      if (unseen.length) throw ApiError.detail(404, `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`, "not_found");
+      if (unseen.length)
+        throw ApiError.detail(
+          404,
+          `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`,
+          "not_found",
+        );
       return c.json(await exportSchema(ctx, slugs));
     }
     if (visible.length === rows.length) return c.json(await exportSchema(ctx, null));
-    return c.json(visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] });
+    return c.json(
+      visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] },
+    );
   });
   mountTrashRoutes(app);
   app.all("/schema/preview", methodNotAllowed("POST"));

@@ -27,9 +27,12 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   else if (!/^\d{1,15}$/.test(rawId)) errors.object_id = ["A valid integer is required."];
   if (Object.keys(errors).length) throw new ValidationError(errors);
   const parts = parseLabel(rawType!);
-  const ot = parts ? await ctx.services.objectTypes.byLabel(parts.appLabel, parts.model, ctx.db) : null;
+  const ot = parts
+    ? await ctx.services.objectTypes.byLabel(parts.appLabel, parts.model, ctx.db)
+    : null;
   const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
-  if (!ot || !info) throw new ValidationError({ object_type: [`Unknown object type "${rawType}".`] });
+  if (!ot || !info)
+    throw new ValidationError({ object_type: [`Unknown object type "${rawType}".`] });
   const objectId = Number(rawId);
   const missing = `No ${ot.appLabel}.${ot.model} with id ${objectId}.`;
   // An object the caller may not view answers exactly like one that does not exist.
@@ -42,18 +45,23 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   // every field's count in one statement (each count is still its own indexed lookup).
   const linking = await registry.fieldsPointingAt(ctx.db, ot.id);
   const models = new Map(linking.map(({ model }) => [model.cot.id, model]));
-  const visible = linking.filter(({ model }) => hasPermission(c, "view", "custom_objects", model.cot.slug)).map(({ field }) => field);
+  const visible = linking
+    .filter(({ model }) => hasPermission(c, "view", "custom_objects", model.cot.slug))
+    .map(({ field }) => field);
   // Linking objects outside the caller's view constraints are neither counted nor listed.
   const restricted = new Map<number, SQL | undefined>();
   for (const [cotId, model] of models) {
-    if (visible.some((f) => f.customObjectTypeId === cotId)) restricted.set(cotId, await restrictWhere(ctx, c.var.auth, "view", model.resource));
+    if (visible.some((f) => f.customObjectTypeId === cotId))
+      restricted.set(cotId, await restrictWhere(ctx, c.var.auth, "view", model.resource));
   }
   const linkWhere = (field: (typeof visible)[number]) => {
     const where = linkCondition(field, ot.id, objectId);
     const limit = restricted.get(field.customObjectTypeId);
     if (!limit) return where;
     const table = models.get(field.customObjectTypeId)!.table;
-    return hasLinkTable(field) ? sql`${where} AND source_id IN (SELECT ${table.id} FROM ${table} WHERE ${limit})` : sql`${where} AND ${limit}`;
+    return hasLinkTable(field)
+      ? sql`${where} AND source_id IN (SELECT ${table.id} FROM ${table} WHERE ${limit})`
+      : sql`${where} AND ${limit}`;
   };
   const countOf = (field: (typeof visible)[number]) => {
     const where = linkWhere(field);
@@ -64,8 +72,12 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   const counts: { k: number; n: number }[] = [];
   // SQLite allows 500 terms in a compound SELECT; chunk well below that.
   for (let start = 0; start < visible.length; start += 250) {
-    const chunk = visible.slice(start, start + 250).map((f, i) => sql`SELECT ${start + i} AS k, ${countOf(f)} AS n`);
-    counts.push(...((await ctx.db.all(sql.join(chunk, sql` UNION ALL `))) as { k: number; n: number }[]));
+    const chunk = visible
+      .slice(start, start + 250)
+      .map((f, i) => sql`SELECT ${start + i} AS k, ${countOf(f)} AS n`);
+    counts.push(
+      ...((await ctx.db.all(sql.join(chunk, sql` UNION ALL `))) as { k: number; n: number }[]),
+    );
   }
   const sources = counts
     .sort((a, b) => Number(a.k) - Number(b.k))
@@ -83,16 +95,21 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
       continue;
     }
     const where = linkWhere(field);
-    const idSql =
-      hasLinkTable(field)
-        ? sql`SELECT DISTINCT source_id AS id FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where} ORDER BY source_id LIMIT ${want} OFFSET ${skip}`
-        : sql`SELECT id FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where} ORDER BY id LIMIT ${want} OFFSET ${skip}`;
+    const idSql = hasLinkTable(field)
+      ? sql`SELECT DISTINCT source_id AS id FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where} ORDER BY source_id LIMIT ${want} OFFSET ${skip}`
+      : sql`SELECT id FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where} ORDER BY id LIMIT ${want} OFFSET ${skip}`;
     const ids = ((await ctx.db.all(idSql)) as { id: number }[]).map((r) => Number(r.id));
     skip = 0;
     const model = models.get(field.customObjectTypeId)!;
-    const records = await hideUnviewable(ctx, c.var.auth, model.resource, await model.resource.load(ctx, ids));
+    const records = await hideUnviewable(
+      ctx,
+      c.var.auth,
+      model.resource,
+      await model.resource.load(ctx, ids),
+    );
     const cot = nestedCot(ctx.baseUrl, model.cot);
-    for (const object of records) results.push({ custom_object_type: cot, field_name: field.name, object });
+    for (const object of records)
+      results.push({ custom_object_type: cot, field_name: field.name, object });
     want -= records.length;
   }
   return c.json({ count: total, ...pageLinks(url, total, limit, offset), results });

@@ -21,7 +21,15 @@ import { writer } from "./model/write";
 import { readIndexSchema, withSearchIndex } from "./search-index";
 
 export { StaleModel } from "./model/write";
-export { cotUrl, instanceUrl, nestedCot, sortFields, verboseName, type CotRow, type CotTable } from "./model/shape";
+export {
+  cotUrl,
+  instanceUrl,
+  nestedCot,
+  sortFields,
+  verboseName,
+  type CotRow,
+  type CotTable,
+} from "./model/shape";
 
 export interface CotModel {
   cot: CotRow;
@@ -37,7 +45,12 @@ export interface CotModel {
  * list spec, the reader, the writer and the nested forms.
  * @param embedded object type id → host model whose nested form can ride on the row query.
  */
-export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<number, ModelInfo> = new Map(), typeKeys: ReadonlyMap<number, string> = new Map()): CotModel {
+export function buildModel(
+  cot: CotRow,
+  rawFields: FieldRow[],
+  embedded: Map<number, ModelInfo> = new Map(),
+  typeKeys: ReadonlyMap<number, string> = new Map(),
+): CotModel {
   const shape = shapeOf(cot, rawFields, embedded);
   const { fields, table, column, slug, moduleOf, storage } = shape;
   const read = reader(shape);
@@ -51,10 +64,16 @@ export function buildModel(cot: CotRow, rawFields: FieldRow[], embedded: Map<num
     table,
     list,
     // Upstream's brief form carries `_context` when the type has context fields.
-    briefFields: shape.contextFields.length ? ["id", "url", "display", "_context"] : ["id", "url", "display"],
+    briefFields: shape.contextFields.length
+      ? ["id", "url", "display", "_context"]
+      : ["id", "url", "display"],
     load,
     ...writer(shape, read),
-    describe: fields.map((f) => ({ name: f.name, kind: moduleOf.get(f)!.describeKind, choiceSetId: f.choiceSetId ?? null })),
+    describe: fields.map((f) => ({
+      name: f.name,
+      kind: moduleOf.get(f)!.describeKind,
+      choiceSetId: f.choiceSetId ?? null,
+    })),
     tagged: true,
     relations: fields
       .filter((f) => storage(f) !== "column")
@@ -86,7 +105,10 @@ export class CotRegistry {
      * Host models (static shapes) by object type id, for nested forms embedded in row queries.
      * Runs on `db`: inside a write that is the open transaction, which holds the connection.
      */
-    private readonly hostModels?: (objectTypeIds: number[], db: Executor) => Promise<Map<number, ModelInfo>>,
+    private readonly hostModels?: (
+      objectTypeIds: number[],
+      db: Executor,
+    ) => Promise<Map<number, ModelInfo>>,
     /**
      * The database's change stamp (`core/database-stamp.ts`), or null where there is none. While
      * it is the one a slug's version was read under, nothing has committed since, so the cached
@@ -100,27 +122,75 @@ export class CotRegistry {
 
   /** Version lookups, prepared once (Drizzle's query building is a hot spot). */
   static #version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
-  #versionBySlug = new Reusable((db) => db.select(CotRegistry.#version).from(customObjectTypes).where(eq(customObjectTypes.slug, sql.placeholder("slug"))).limit(1).prepare());
-  #versionById = new Reusable((db) => db.select(CotRegistry.#version).from(customObjectTypes).where(eq(customObjectTypes.id, sql.placeholder("id"))).limit(1).prepare());
+  #versionBySlug = new Reusable((db) =>
+    db
+      .select(CotRegistry.#version)
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.slug, sql.placeholder("slug")))
+      .limit(1)
+      .prepare(),
+  );
+  #versionById = new Reusable((db) =>
+    db
+      .select(CotRegistry.#version)
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.id, sql.placeholder("id")))
+      .limit(1)
+      .prepare(),
+  );
 
-  async #fresh(db: Executor, row: Pick<CotRow, "id" | "shapeVersion"> | undefined): Promise<CotModel | null> {
+  async #fresh(
+    db: Executor,
+    row: Pick<CotRow, "id" | "shapeVersion"> | undefined,
+  ): Promise<CotModel | null> {
     if (!row) return null;
     const cached = this.#models.get(row.id);
     if (cached && cached.cot.shapeVersion === row.shapeVersion) return cached;
     const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.id));
     if (!cot) return null;
-    const fields = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)).orderBy(asc(customObjectTypeFields.id));
-    const targets = fields.filter((f) => fieldType(f.type).storage === "reference" && !f.isPolymorphic && f.relatedObjectTypeId != null).map((f) => f.relatedObjectTypeId!);
+    const fields = await db
+      .select()
+      .from(customObjectTypeFields)
+      .where(eq(customObjectTypeFields.customObjectTypeId, cot.id))
+      .orderBy(asc(customObjectTypeFields.id));
+    const targets = fields
+      .filter(
+        (f) =>
+          fieldType(f.type).storage === "reference" &&
+          !f.isPolymorphic &&
+          f.relatedObjectTypeId != null,
+      )
+      .map((f) => f.relatedObjectTypeId!);
     // Polymorphic fields' per-type filters are named after their types: `<app_label>_<model>` for
     // host models; custom object types by object type id, as their slugs are hidden from callers
     // who may not view them and filter names are the same for every caller (decision 0046).
-    const polyTypes = [...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds))];
+    const polyTypes = [
+      ...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds)),
+    ];
     const typeKeys = new Map(
-      polyTypes.length ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map((ot) => [ot.id, ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`] as const) : [],
+      polyTypes.length
+        ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map(
+            (ot) =>
+              [
+                ot.id,
+                ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
+              ] as const,
+          )
+        : [],
     );
-    const model = buildModel(cot, fields, targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(), typeKeys);
+    const model = buildModel(
+      cot,
+      fields,
+      targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(),
+      typeKeys,
+    );
     // `q` and text lookups narrowed through the type's full-text index, when it is current (decision 0050).
-    model.resource.list = withSearchIndex(model.resource.list, cot.id, fields, await readIndexSchema(db, cot.id));
+    model.resource.list = withSearchIndex(
+      model.resource.list,
+      cot.id,
+      fields,
+      await readIndexSchema(db, cot.id),
+    );
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;
@@ -161,7 +231,13 @@ export class CotRegistry {
     return { signature: rows.map((r) => `${r.id}:${r.shapeVersion}`).join(","), models };
   }
 
-  #versions = new Reusable((db) => db.select(CotRegistry.#version).from(customObjectTypes).orderBy(asc(customObjectTypes.id)).prepare());
+  #versions = new Reusable((db) =>
+    db
+      .select(CotRegistry.#version)
+      .from(customObjectTypes)
+      .orderBy(asc(customObjectTypes.id))
+      .prepare(),
+  );
 
   /** A model this registry already holds for `slug`, without asking the database. */
   cachedBySlug(slug: string): CotModel | null {
@@ -174,7 +250,10 @@ export class CotRegistry {
    * its model. One prepared statement reads the fields' ids together with their COTs' shape
    * versions; the field definitions come from the models those versions validate.
    */
-  async fieldsPointingAt(db: Executor, objectTypeId: number): Promise<{ field: FieldRow; model: CotModel }[]> {
+  async fieldsPointingAt(
+    db: Executor,
+    objectTypeId: number,
+  ): Promise<{ field: FieldRow; model: CotModel }[]> {
     const rows = await this.#linking.on(db, this.orm).all({ ot: objectTypeId });
     const out: { field: FieldRow; model: CotModel }[] = [];
     for (const row of rows) {
@@ -194,7 +273,10 @@ export class CotRegistry {
       .from(f)
       .innerJoin(t, eq(t.id, f.customObjectTypeId))
       .where(
-        sql`${f.type} IN (${sql.join(REFERENCE_TYPES.map((t) => sql`${t}`), sql`, `)}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
+        sql`${f.type} IN (${sql.join(
+          REFERENCE_TYPES.map((t) => sql`${t}`),
+          sql`, `,
+        )}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
       )
       .orderBy(f.customObjectTypeId, f.id)
       .prepare();

@@ -15,10 +15,14 @@ import type { FieldRow } from "./values";
 /** Where-clause matching rows of the field's storage that point at (typeId, id). */
 export function linkCondition(f: FieldRow, typeId: number, id: number) {
   if (hasLinkTable(f)) {
-    return f.isPolymorphic ? sql`target_id = ${id} AND target_type = ${typeId}` : sql`target_id = ${id}`;
+    return f.isPolymorphic
+      ? sql`target_id = ${id} AND target_type = ${typeId}`
+      : sql`target_id = ${id}`;
   }
   const idCol = ident(`${f.name}_id`);
-  return f.isPolymorphic ? sql`${idCol} = ${id} AND ${ident(`${f.name}_type`)} = ${typeId}` : sql`${idCol} = ${id}`;
+  return f.isPolymorphic
+    ? sql`${idCol} = ${id} AND ${ident(`${f.name}_type`)} = ${typeId}`
+    : sql`${idCol} = ${id}`;
 }
 
 /** `<object type id>:<id>` of the deletes under way in this transaction (its scratch). */
@@ -35,7 +39,9 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
       const where = linkCondition(f, ot.id, target.id);
       if (hasLinkTable(f)) {
         const lt = ident(linkTableName(cotId, f.id));
-        const [hit] = (await ctx.db.all(sql`SELECT source_id FROM ${lt} WHERE ${where} LIMIT 1`)) as { source_id: number }[];
+        const [hit] = (await ctx.db.all(
+          sql`SELECT source_id FROM ${lt} WHERE ${where} LIMIT 1`,
+        )) as { source_id: number }[];
         if (!hit) continue;
         if (f.onDeleteBehavior === "protect") throw protectedError(target, f, hit.source_id);
         // multiobject links simply go away (cascade would delete whole objects for one link)
@@ -53,18 +59,28 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
           await deleteWithHooks(ctx, model.resource, r.id);
         }
       } else {
-        const nulls = f.isPolymorphic ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL` : sql`${ident(`${f.name}_id`)} = NULL`;
+        const nulls = f.isPolymorphic
+          ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
+          : sql`${ident(`${f.name}_id`)} = NULL`;
         await ctx.db.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`);
       }
     }
   };
 }
 
-function protectedError(target: { appLabel: string; model: string; id: number }, f: FieldRow, byId: number) {
+function protectedError(
+  target: { appLabel: string; model: string; id: number },
+  f: FieldRow,
+  byId: number,
+) {
   return ApiError.detail(
     409,
     `Cannot delete ${target.appLabel}.${target.model} ${target.id}: field "${f.name}" (on_delete_behavior "protect") of custom object type ${f.customObjectTypeId} still links to it from object ${byId}.`,
     "protected",
-    { protected_objects: [{ custom_object_type: f.customObjectTypeId, field_name: f.name, object_id: byId }] },
+    {
+      protected_objects: [
+        { custom_object_type: f.customObjectTypeId, field_name: f.name, object_id: byId },
+      ],
+    },
   );
 }

@@ -6,12 +6,30 @@
 import type { InValue } from "@libsql/client";
 import { and, eq, getTableColumns, or, sql } from "drizzle-orm";
 import { executePositional } from "../../db/client";
-import { customObjectTypeFields, customObjectTypes, objectTypes, taggedItems } from "../../db/schema";
+import {
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes,
+  taggedItems,
+} from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { ApiError, ValidationError } from "../../core/errors";
 import type { WriteContext } from "../../core/rest/resource";
 import { APP_LABEL } from "./constants";
-import { addFieldStorage, countUnconvertible, hasLinkTable, valueColumn, createCotTable, dropCotTable, dropFieldStorage, refreshFieldIndexes, renameFieldStorage, retypeFieldStorage, tableName, ident } from "./ddl";
+import {
+  addFieldStorage,
+  countUnconvertible,
+  hasLinkTable,
+  valueColumn,
+  createCotTable,
+  dropCotTable,
+  dropFieldStorage,
+  refreshFieldIndexes,
+  renameFieldStorage,
+  retypeFieldStorage,
+  tableName,
+  ident,
+} from "./ddl";
 import type { CotDraft, FieldDraft } from "./definitions";
 import type { CotRow } from "./models";
 import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "./values";
@@ -27,7 +45,8 @@ export const newShapeVersion = () => 1 + Math.floor(Math.random() * 2 ** 52);
 
 async function bump(ctx: WriteContext, cotId: number) {
   // The full-text index follows the fields (decisions 0050, 0056); a rebuilt one is indexed after the commit.
-  if (await syncSearchIndex(ctx.db, cotId)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+  if (await syncSearchIndex(ctx.db, cotId))
+    ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
   await ctx.db
     .update(customObjectTypes)
     .set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
@@ -35,13 +54,23 @@ async function bump(ctx: WriteContext, cotId: number) {
 }
 
 /** Creates a COT; with `table: false` the caller creates the table later (`createCotTable`). */
-export async function createCot(ctx: WriteContext, draft: CotDraft, options: { table?: boolean } = {}): Promise<CotRow> {
+export async function createCot(
+  ctx: WriteContext,
+  draft: CotDraft,
+  options: { table?: boolean } = {},
+): Promise<CotRow> {
   const [existingOt] = await ctx.db
     .select()
     .from(objectTypes)
     .where(and(eq(objectTypes.appLabel, APP_LABEL), eq(objectTypes.model, draft.slug)));
-  if (existingOt) throw new ValidationError({ slug: [`The object type ${APP_LABEL}.${draft.slug} is already taken.`] });
-  const [ot] = await ctx.db.insert(objectTypes).values({ appLabel: APP_LABEL, model: draft.slug }).returning();
+  if (existingOt)
+    throw new ValidationError({
+      slug: [`The object type ${APP_LABEL}.${draft.slug} is already taken.`],
+    });
+  const [ot] = await ctx.db
+    .insert(objectTypes)
+    .values({ appLabel: APP_LABEL, model: draft.slug })
+    .returning();
   const [cot] = await ctx.db
     .insert(customObjectTypes)
     .values({ ...draft, objectTypeId: ot!.id })
@@ -57,8 +86,14 @@ export async function updateCot(ctx: WriteContext, cot: CotRow, draft: CotDraft)
       .select()
       .from(objectTypes)
       .where(and(eq(objectTypes.appLabel, APP_LABEL), eq(objectTypes.model, draft.slug)));
-    if (taken) throw new ValidationError({ slug: [`The object type ${APP_LABEL}.${draft.slug} is already taken.`] });
-    await ctx.db.update(objectTypes).set({ model: draft.slug }).where(eq(objectTypes.id, cot.objectTypeId));
+    if (taken)
+      throw new ValidationError({
+        slug: [`The object type ${APP_LABEL}.${draft.slug} is already taken.`],
+      });
+    await ctx.db
+      .update(objectTypes)
+      .set({ model: draft.slug })
+      .where(eq(objectTypes.id, cot.objectTypeId));
   }
   await ctx.db
     .update(customObjectTypes)
@@ -92,9 +127,14 @@ export async function deleteCot(ctx: WriteContext, cot: CotRow): Promise<void> {
       "protected",
     );
   }
-  const fields = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
+  const fields = await ctx.db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
   await dropCotTable(ctx.db, cot.id, fields);
-  await ctx.db.delete(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
+  await ctx.db
+    .delete(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
   await ctx.db.delete(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
   if (cot.objectTypeId) {
     await ctx.db.delete(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId));
@@ -104,14 +144,24 @@ export async function deleteCot(ctx: WriteContext, cot: CotRow): Promise<void> {
 
 /** Encodes a field default for filling existing rows (scalars only). */
 function encodedDefault(f: FieldDraft): unknown {
-  if (f.default === null || f.default === undefined || !fieldType(f.type).takesDefault) return undefined;
+  if (f.default === null || f.default === undefined || !fieldType(f.type).takesDefault)
+    return undefined;
   const r = encodeScalar(f as FieldRow, f.default, null);
   return "error" in r ? undefined : r.value;
 }
 
 /** Adds a field record and its storage (`storage: false` when the table is created afterwards). */
-export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft, schemaId?: number, options: { storage?: boolean } = {}): Promise<FieldRow> {
-  const [fresh] = await ctx.db.select({ next: customObjectTypes.nextSchemaId }).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+export async function addField(
+  ctx: WriteContext,
+  cot: CotRow,
+  draft: FieldDraft,
+  schemaId?: number,
+  options: { storage?: boolean } = {},
+): Promise<FieldRow> {
+  const [fresh] = await ctx.db
+    .select({ next: customObjectTypes.nextSchemaId })
+    .from(customObjectTypes)
+    .where(eq(customObjectTypes.id, cot.id));
   const next = fresh!.next;
   const assigned = schemaId ?? next;
   const [field] = await ctx.db
@@ -124,7 +174,12 @@ export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft
     .where(eq(customObjectTypes.id, cot.id));
   if (options.storage !== false) {
     try {
-      await addFieldStorage(ctx.db, cot.id, { ...field!, type: field!.type }, encodedDefault(draft));
+      await addFieldStorage(
+        ctx.db,
+        cot.id,
+        { ...field!, type: field!.type },
+        encodedDefault(draft),
+      );
     } catch (e) {
       throw uniqueIndexError(e, draft.name) ?? e;
     }
@@ -139,17 +194,28 @@ export async function addField(ctx: WriteContext, cot: CotRow, draft: FieldDraft
  * count: the statement text never changes, so the driver keeps it prepared, and Drizzle's
  * multi-row insert builder cost about 60 µs a row.
  */
-let bulkInsert: { valuesSql: (rows: number) => string; list: (row: FieldRow) => InValue[] } | null = null;
+let bulkInsert: { valuesSql: (rows: number) => string; list: (row: FieldRow) => InValue[] } | null =
+  null;
 function bulkFieldInsert() {
   if (bulkInsert) return bulkInsert;
-  const columns = Object.entries(getTableColumns(customObjectTypeFields)).filter(([key]) => key !== "id");
-  for (const [, c] of columns) if (!/^[a-z_]+$/.test(c.name)) throw new Error(`unexpected column name ${c.name}`);
+  const columns = Object.entries(getTableColumns(customObjectTypeFields)).filter(
+    ([key]) => key !== "id",
+  );
+  for (const [, c] of columns)
+    if (!/^[a-z_]+$/.test(c.name)) throw new Error(`unexpected column name ${c.name}`);
   const names = columns.map(([, c]) => `"${c.name}"`).join(", ");
   const byCount = new Map<number, string>();
   const one = `(${columns.map(() => "?").join(", ")})`;
   return (bulkInsert = {
     // Bound values, one row each: about 2.5× faster than json_each, which parses each row once a column.
-    valuesSql: (n) => byCount.get(n) ?? byCount.set(n, `INSERT INTO "custom_object_type_fields" (${names}) VALUES ${Array.from({ length: n }, () => one).join(", ")} RETURNING "id", "schema_id"`).get(n)!,
+    valuesSql: (n) =>
+      byCount.get(n) ??
+      byCount
+        .set(
+          n,
+          `INSERT INTO "custom_object_type_fields" (${names}) VALUES ${Array.from({ length: n }, () => one).join(", ")} RETURNING "id", "schema_id"`,
+        )
+        .get(n)!,
     list: (row) =>
       columns.map(([key, c]) => {
         const v = (row as unknown as Record<string, unknown>)[key];
@@ -168,20 +234,37 @@ export async function addFields(
   ctx: WriteContext,
   cot: CotRow,
   drafts: Array<{ draft: FieldDraft; schemaId: number }>,
-  options: { storage?: boolean; atField?: <T>(index: number, fn: () => Promise<T>) => Promise<T> } = {},
+  options: {
+    storage?: boolean;
+    atField?: <T>(index: number, fn: () => Promise<T>) => Promise<T>;
+  } = {},
 ): Promise<FieldRow[]> {
   if (!drafts.length) return [];
-  const [fresh] = await ctx.db.select({ next: customObjectTypes.nextSchemaId }).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+  const [fresh] = await ctx.db
+    .select({ next: customObjectTypes.nextSchemaId })
+    .from(customObjectTypes)
+    .where(eq(customObjectTypes.id, cot.id));
   const next = fresh!.next;
   const now = nowIso();
-  const rows: FieldRow[] = drafts.map(({ draft, schemaId }) => ({ ...draft, id: 0, customObjectTypeId: cot.id, schemaId, created: now, lastUpdated: now }));
+  const rows: FieldRow[] = drafts.map(({ draft, schemaId }) => ({
+    ...draft,
+    id: 0,
+    customObjectTypeId: cot.id,
+    schemaId,
+    created: now,
+    lastUpdated: now,
+  }));
   const ids = new Map<number, number>();
   // Bound values, 200 rows a statement (`executePositional`); only the ids come back.
   const bulk = bulkFieldInsert();
   const inserted: Array<{ id: number; schema_id: number }> = [];
   for (let i = 0; i < rows.length; i += 200) {
     const chunk = rows.slice(i, i + 200);
-    const res = await executePositional(ctx.db, bulk.valuesSql(chunk.length), chunk.flatMap(bulk.list));
+    const res = await executePositional(
+      ctx.db,
+      bulk.valuesSql(chunk.length),
+      chunk.flatMap(bulk.list),
+    );
     inserted.push(...(res.rows as unknown as Array<{ id: number; schema_id: number }>));
   }
   for (const r of inserted) ids.set(Number(r.schema_id), Number(r.id));
@@ -190,7 +273,11 @@ export async function addFields(
   const highest = Math.max(...drafts.map((d) => d.schemaId));
   await ctx.db
     .update(customObjectTypes)
-    .set({ nextSchemaId: Math.max(next, highest + 1), shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
+    .set({
+      nextSchemaId: Math.max(next, highest + 1),
+      shapeVersion: newShapeVersion(),
+      lastUpdated: nowIso(),
+    })
     .where(eq(customObjectTypes.id, cot.id));
   if (options.storage !== false) {
     const at = options.atField ?? (<T>(_: number, fn: () => Promise<T>) => fn());
@@ -199,20 +286,27 @@ export async function addFields(
       const draft = drafts[i]!.draft;
       await at(i, async () => {
         try {
-          await addFieldStorage(ctx.db, cot.id, { ...field, type: field.type }, encodedDefault(draft));
+          await addFieldStorage(
+            ctx.db,
+            cot.id,
+            { ...field, type: field.type },
+            encodedDefault(draft),
+          );
         } catch (e) {
           throw uniqueIndexError(e, draft.name) ?? e;
         }
       });
     }
-    if (await syncSearchIndex(ctx.db, cot.id)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
+    if (await syncSearchIndex(ctx.db, cot.id))
+      ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
   }
   return fields;
 }
 
 function uniqueIndexError(e: unknown, name: string): ApiError | null {
   const text = String((e as Error)?.message ?? "") + String((e as any)?.cause?.message ?? "");
-  if (/UNIQUE constraint failed/i.test(text)) return new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
+  if (/UNIQUE constraint failed/i.test(text))
+    return new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
   return null;
 }
 
@@ -225,7 +319,13 @@ export interface AlterResult {
  * Applies a new definition to a field: rename, type change with conversion, unique/index
  * changes and record attributes. With `allowDataLoss` false a lossy type change answers 409.
  */
-export async function alterField(ctx: WriteContext, cot: CotRow, field: FieldRow, draft: FieldDraft, allowDataLoss: boolean): Promise<AlterResult> {
+export async function alterField(
+  ctx: WriteContext,
+  cot: CotRow,
+  field: FieldRow,
+  draft: FieldDraft,
+  allowDataLoss: boolean,
+): Promise<AlterResult> {
   let current = field;
   let lostValues = 0;
   if (draft.name !== field.name) {
@@ -234,7 +334,9 @@ export async function alterField(ctx: WriteContext, cot: CotRow, field: FieldRow
   }
   if (draft.type !== field.type) {
     const convert = retypeConverter(field.type, draft.type);
-    const lost = isLossless(field.type, draft.type) ? 0 : await countUnconvertible(ctx.db, cot.id, current, convert);
+    const lost = isLossless(field.type, draft.type)
+      ? 0
+      : await countUnconvertible(ctx.db, cot.id, current, convert);
     if (lost && !allowDataLoss) {
       throw ApiError.detail(
         409,
@@ -268,12 +370,20 @@ export async function removeField(ctx: WriteContext, cot: CotRow, field: FieldRo
 }
 
 /** Rows holding a value for the field (used to tell whether a removal loses data). */
-export async function countValues(ctx: WriteContext, cotId: number, field: FieldRow): Promise<number> {
+export async function countValues(
+  ctx: WriteContext,
+  cotId: number,
+  field: FieldRow,
+): Promise<number> {
   if (hasLinkTable(field)) {
-    const [r] = (await ctx.db.all(sql`SELECT count(*) AS n FROM ${ident(`co_${cotId}_f${field.id}_links`)}`)) as { n: number }[];
+    const [r] = (await ctx.db.all(
+      sql`SELECT count(*) AS n FROM ${ident(`co_${cotId}_f${field.id}_links`)}`,
+    )) as { n: number }[];
     return Number(r?.n ?? 0);
   }
   const col = valueColumn(field)!;
-  const [r] = (await ctx.db.all(sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(col)} IS NOT NULL`)) as { n: number }[];
+  const [r] = (await ctx.db.all(
+    sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(col)} IS NOT NULL`,
+  )) as { n: number }[];
   return Number(r?.n ?? 0);
 }

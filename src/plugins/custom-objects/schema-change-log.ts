@@ -13,9 +13,19 @@ import { requireCots } from "./schema/access";
 import { cotModel, fieldModel, PRELOADED_FIELDS } from "./types-api";
 
 async function snapshot(ctx: WriteContext, slugs: string[]) {
-  const cotIds = (await ctx.db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))).map((r) => r.id);
+  const cotIds = (
+    await ctx.db
+      .select({ id: customObjectTypes.id })
+      .from(customObjectTypes)
+      .where(inArray(customObjectTypes.slug, slugs))
+  ).map((r) => r.id);
   const fieldIds = cotIds.length
-    ? (await ctx.db.select({ id: customObjectTypeFields.id }).from(customObjectTypeFields).where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))).map((r) => r.id)
+    ? (
+        await ctx.db
+          .select({ id: customObjectTypeFields.id })
+          .from(customObjectTypeFields)
+          .where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))
+      ).map((r) => r.id)
     : [];
   // a type's record holds all its fields' records: the fields are loaded first and reused
   const fields = await loadPaced(ctx, fieldModel.resource, fieldIds, 100);
@@ -28,7 +38,12 @@ async function snapshot(ctx: WriteContext, slugs: string[]) {
 }
 
 /** Records by id, `per` at a time: a long write gives the event loop turns in between. */
-async function loadPaced(ctx: WriteContext, resource: Resource, ids: number[], per: number): Promise<Map<number, ApiRecord>> {
+async function loadPaced(
+  ctx: WriteContext,
+  resource: Resource,
+  ids: number[],
+  per: number,
+): Promise<Map<number, ApiRecord>> {
   const out = new Map<number, ApiRecord>();
   for (let i = 0; i < ids.length; i += per) {
     await ctx.services.db.pace?.();
@@ -37,11 +52,23 @@ async function loadPaced(ctx: WriteContext, resource: Resource, ids: number[], p
   return out;
 }
 
-async function logDifferences(ctx: WriteContext, resource: Resource, before: Map<number, ApiRecord>, after: Map<number, ApiRecord>) {
+async function logDifferences(
+  ctx: WriteContext,
+  resource: Resource,
+  before: Map<number, ApiRecord>,
+  after: Map<number, ApiRecord>,
+) {
   // the postchange records are the snapshot just loaded: no load per change, one insert per batch
   const entries: ChangeEntry[] = [];
-  for (const [id, record] of after) entries.push({ action: before.has(id) ? "update" : "create", id, prechange: before.get(id) ?? null, postchange: record });
-  for (const [id, record] of before) if (!after.has(id)) entries.push({ action: "delete", id, prechange: record, postchange: null });
+  for (const [id, record] of after)
+    entries.push({
+      action: before.has(id) ? "update" : "create",
+      id,
+      prechange: before.get(id) ?? null,
+      postchange: record,
+    });
+  for (const [id, record] of before)
+    if (!after.has(id)) entries.push({ action: "delete", id, prechange: record, postchange: null });
   await logChanges(ctx, resource, entries);
 }
 
@@ -50,8 +77,16 @@ export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest
   const slugs = documentSlugs(request.document);
   const before = await snapshot(ctx, slugs);
   const removing = new Set((request.document.removed_types ?? []).map((r) => r.slug));
-  await requireCots(ctx, "change", new Map([...before.cots].filter(([, r]) => !removing.has(String(r.slug)))));
-  await requireCots(ctx, "delete", new Map([...before.cots].filter(([, r]) => removing.has(String(r.slug)))));
+  await requireCots(
+    ctx,
+    "change",
+    new Map([...before.cots].filter(([, r]) => !removing.has(String(r.slug)))),
+  );
+  await requireCots(
+    ctx,
+    "delete",
+    new Map([...before.cots].filter(([, r]) => removing.has(String(r.slug)))),
+  );
   const result = await applySchema(ctx, request);
   const after = await snapshot(ctx, slugs);
   // Permission constraints hold after the change too (the transaction rolls back otherwise).

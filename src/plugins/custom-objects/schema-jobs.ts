@@ -33,25 +33,68 @@ export const wantsBackground = (c: Ctx) => parseBool(c.req.query("background") ?
 /** Queues the apply (after the caller's permission checks) and answers 202 with the job. */
 export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
   const { tasks, objectTypes } = c.var.services;
-  if (!tasks) throw ApiError.detail(503, "Background applies need the tasks Redis (REDIS_TASKS_URL); apply without background=true.", "tasks_unavailable");
+  if (!tasks)
+    throw ApiError.detail(
+      503,
+      "Background applies need the tasks Redis (REDIS_TASKS_URL); apply without background=true.",
+      "tasks_unavailable",
+    );
   const body = await readJson(c);
   const query = new URL(c.req.url).searchParams;
   query.delete("background");
   const baseUrl = baseUrlOf(c);
-  const payload: SchemaApplyPayload = { body, query: query.toString(), base_url: baseUrl, request_id: c.var.requestId };
+  const payload: SchemaApplyPayload = {
+    body,
+    query: query.toString(),
+    base_url: baseUrl,
+    request_id: c.var.requestId,
+  };
   const cotType = await objectTypes.ensure(APP_LABEL, COT_MODEL);
-  const { id } = await tasks.enqueue(SCHEMA_APPLY_TASK, payload, { userId: c.var.auth.user?.id ?? null, objectTypeId: cotType.id });
-  return c.json({ job: { id, url: recordUrl(baseUrl, "core/jobs", id) }, status: "pending", detail: "The schema apply runs in the background; its job holds the outcome." }, 202);
+  const { id } = await tasks.enqueue(SCHEMA_APPLY_TASK, payload, {
+    userId: c.var.auth.user?.id ?? null,
+    objectTypeId: cotType.id,
+  });
+  return c.json(
+    {
+      job: { id, url: recordUrl(baseUrl, "core/jobs", id) },
+      status: "pending",
+      detail: "The schema apply runs in the background; its job holds the outcome.",
+    },
+    202,
+  );
 }
 
 /** The caller again, as of now: a user who lost the permissions meanwhile gets the 403. */
 async function authOf(services: Services, userId: number | null): Promise<AuthState> {
-  const [user] = userId === null ? [] : await services.db.orm.select().from(users).where(eq(users.id, userId));
-  if (!user || !user.isActive) throw ApiError.detail(403, "The user who queued this apply no longer exists or is inactive.", "permission_denied");
-  const { permissions, constraints } = user.isSuperuser ? { permissions: new Set<string>(), constraints: new Map() } : await loadGrants(services.db.orm, user.id);
+  const [user] =
+    userId === null ? [] : await services.db.orm.select().from(users).where(eq(users.id, userId));
+  if (!user || !user.isActive)
+    throw ApiError.detail(
+      403,
+      "The user who queued this apply no longer exists or is inactive.",
+      "permission_denied",
+    );
+  const { permissions, constraints } = user.isSuperuser
+    ? { permissions: new Set<string>(), constraints: new Map() }
+    : await loadGrants(services.db.orm, user.id);
   const needed = ["add", "change"].map((a) => codename(APP_LABEL, a, COT_MODEL));
-  if (!user.isSuperuser && !needed.every((p) => permissions.has(p))) throw ApiError.detail(403, "You do not have permission to perform this action.", "permission_denied");
-  return { user: { id: user.id, username: user.username, isSuperuser: user.isSuperuser, permissions, constraints }, tokenId: null, writeEnabled: true };
+  if (!user.isSuperuser && !needed.every((p) => permissions.has(p)))
+    throw ApiError.detail(
+      403,
+      "You do not have permission to perform this action.",
+      "permission_denied",
+    );
+  return {
+    user: {
+      id: user.id,
+      username: user.username,
+      isSuperuser: user.isSuperuser,
+      permissions,
+      constraints,
+    },
+    tokenId: null,
+    writeEnabled: true,
+  };
 }
 
 /**
@@ -60,7 +103,11 @@ async function authOf(services: Services, userId: number | null): Promise<AuthSt
  * (SQLite has one writer: nothing else can commit while the apply holds it); the outcome
  * replaces it when the job ends.
  */
-async function recordProgress(services: Services, jobId: number, request: ReturnType<typeof readApplyRequest>) {
+async function recordProgress(
+  services: Services,
+  jobId: number,
+  request: ReturnType<typeof readApplyRequest>,
+) {
   const doc = request.document;
   const progress = {
     phase: "applying",
@@ -69,7 +116,10 @@ async function recordProgress(services: Services, jobId: number, request: Return
     fields: doc.types.reduce((n, t) => n + t.fields.length, 0),
     started: new Date().toISOString(),
   };
-  await services.db.orm.update(jobs).set({ data: { progress } }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
+  await services.db.orm
+    .update(jobs)
+    .set({ data: { progress } })
+    .where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
 }
 
 /** The `schema.apply` handler: refusals end the job `errored` with the refusal as its data. */
@@ -81,7 +131,9 @@ export function schemaApplyHandler(services: Services): JobHandler {
       const request = readApplyRequest(payload.body, params);
       await recordProgress(services, job.id, request);
       const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
-      const result = await asLongWrite(services, () => writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request)));
+      const result = await asLongWrite(services, () =>
+        writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request)),
+      );
       return { status_code: 200, ...result };
     } catch (e) {
       // unexpected, or the database busy with another long write: retried (an apply is idempotent)

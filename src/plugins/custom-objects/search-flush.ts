@@ -124,13 +124,18 @@ export function searchFlusher(services: Pick<Services, "db" | "logger" | "state"
  * After a commit that marked rows of `cotId` pending: index them shortly. Not on Workers, where a
  * timer may outlive its request (the cron's periodic run flushes there).
  */
-export function scheduleSearchFlush(services: Pick<Services, "db" | "logger" | "state" | "config">, cotId: number): void {
+export function scheduleSearchFlush(
+  services: Pick<Services, "db" | "logger" | "state" | "config">,
+  cotId: number,
+): void {
   if (services.config.runtime === "workerd") return;
   searchFlusher(services).schedule(cotId);
 }
 
 /** Flushes every type's pending rows now (benches, tests, the Workers cron). */
-export async function flushSearchIndexesNow(services: Pick<Services, "db" | "logger" | "state">): Promise<void> {
+export async function flushSearchIndexesNow(
+  services: Pick<Services, "db" | "logger" | "state">,
+): Promise<void> {
   const flusher = searchFlusher(services);
   flusher.schedule();
   await flusher.flushNow();

@@ -25,7 +25,8 @@ import { tableName } from "./constants";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 const q = (name: string) => {
-  if (!IDENT_RE.test(name)) throw new Error(`refusing unsafe SQL identifier ${JSON.stringify(name)}`);
+  if (!IDENT_RE.test(name))
+    throw new Error(`refusing unsafe SQL identifier ${JSON.stringify(name)}`);
   return `"${name}"`;
 };
 
@@ -34,7 +35,11 @@ export const pendingTableName = (cotId: number) => `${tableName(cotId)}_fts_pend
 /** The names of the index's schema objects (tables and triggers), for reading and dropping. */
 const partNames = (cotId: number) => {
   const fts = ftsTableName(cotId);
-  return { fts, pending: pendingTableName(cotId), triggers: [`${fts}_ai`, `${fts}_ad`, `${fts}_au`] };
+  return {
+    fts,
+    pending: pendingTableName(cotId),
+    triggers: [`${fts}_ai`, `${fts}_ad`, `${fts}_au`],
+  };
 };
 
 /**
@@ -70,7 +75,9 @@ type IndexField = Pick<FieldRow, "name" | "type">;
 
 /** The columns the index holds: every column-stored field of a covered type, in field order. */
 export function indexedColumns(fields: IndexField[]): string[] {
-  return fields.filter((f) => Object.hasOwn(INDEXED, f.type) && fieldType(f.type).storage === "column").map((f) => f.name);
+  return fields
+    .filter((f) => Object.hasOwn(INDEXED, f.type) && fieldType(f.type).storage === "column")
+    .map((f) => f.name);
 }
 
 /** The index's schema statements for these columns (compared verbatim with `sqlite_master`). */
@@ -79,14 +86,21 @@ export function indexStatements(cotId: number, columns: string[]): { name: strin
   const { fts, pending, triggers } = partNames(cotId);
   const [ai, ad, au] = triggers as [string, string, string];
   const list = columns.map(q).join(", ");
-  const mark = (row: "new" | "old") => `INSERT OR IGNORE INTO ${q(pending)}(id) VALUES (${row}.id);`;
+  const mark = (row: "new" | "old") =>
+    `INSERT OR IGNORE INTO ${q(pending)}(id) VALUES (${row}.id);`;
   return [
-    { name: fts, sql: `CREATE VIRTUAL TABLE ${q(fts)} USING fts5(${list}, content='', contentless_delete=1, tokenize='trigram')` },
+    {
+      name: fts,
+      sql: `CREATE VIRTUAL TABLE ${q(fts)} USING fts5(${list}, content='', contentless_delete=1, tokenize='trigram')`,
+    },
     { name: pending, sql: `CREATE TABLE ${q(pending)} (id INTEGER PRIMARY KEY)` },
     { name: ai, sql: `CREATE TRIGGER ${q(ai)} AFTER INSERT ON ${t} BEGIN ${mark("new")} END` },
     { name: ad, sql: `CREATE TRIGGER ${q(ad)} AFTER DELETE ON ${t} BEGIN ${mark("old")} END` },
     // `id` too: a row whose id plain SQL changes leaves the old id's entry behind and needs a new one.
-    { name: au, sql: `CREATE TRIGGER ${q(au)} AFTER UPDATE OF "id", ${list} ON ${t} BEGIN ${mark("old")} ${mark("new")} END` },
+    {
+      name: au,
+      sql: `CREATE TRIGGER ${q(au)} AFTER UPDATE OF "id", ${list} ON ${t} BEGIN ${mark("old")} ${mark("new")} END`,
+    },
   ];
 }
 
@@ -94,13 +108,24 @@ export function indexStatements(cotId: number, columns: string[]): { name: strin
 export async function readIndexSchema(db: Executor, cotId: number): Promise<Map<string, string>> {
   const { fts, pending, triggers } = partNames(cotId);
   const names = [fts, pending, ...triggers];
-  const rows = (await db.all(sql`SELECT name, sql FROM sqlite_master WHERE name IN (${sql.join(names.map((n) => sql`${n}`), sql`, `)})`)) as { name: string; sql: string }[];
+  const rows = (await db.all(
+    sql`SELECT name, sql FROM sqlite_master WHERE name IN (${sql.join(
+      names.map((n) => sql`${n}`),
+      sql`, `,
+    )})`,
+  )) as { name: string; sql: string }[];
   return new Map(rows.map((r) => [r.name, r.sql]));
 }
 
 /** Whether the stored index is exactly the one `columns` give (its pending table and triggers included). */
-export function indexMatches(stored: Map<string, string>, cotId: number, columns: string[]): boolean {
-  return columns.length > 0 && indexStatements(cotId, columns).every((s) => stored.get(s.name) === s.sql);
+export function indexMatches(
+  stored: Map<string, string>,
+  cotId: number,
+  columns: string[],
+): boolean {
+  return (
+    columns.length > 0 && indexStatements(cotId, columns).every((s) => stored.get(s.name) === s.sql)
+  );
 }
 
 /** Drops the index, its pending table and its triggers (before column DDL: a renamed or dropped column invalidates it). */
@@ -119,9 +144,15 @@ export async function dropSearchIndex(db: Executor, cotId: number): Promise<void
  */
 export async function syncSearchIndex(db: Executor, cotId: number): Promise<boolean> {
   const t = tableName(cotId);
-  const present = new Set(((await db.all(sql`SELECT name FROM pragma_table_info(${t})`)) as { name: string }[]).map((r) => r.name));
+  const present = new Set(
+    ((await db.all(sql`SELECT name FROM pragma_table_info(${t})`)) as { name: string }[]).map(
+      (r) => r.name,
+    ),
+  );
   if (!present.size) return false;
-  const fields = (await db.all(sql`SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} ORDER BY id`)) as IndexField[];
+  const fields = (await db.all(
+    sql`SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} ORDER BY id`,
+  )) as IndexField[];
   const columns = indexedColumns(fields).filter((c) => present.has(c));
   const stored = await readIndexSchema(db, cotId);
   if (indexMatches(stored, cotId, columns)) return false;
@@ -140,22 +171,33 @@ export const FLUSH_BATCH = 250;
  * transaction is its own): their old entries leave the index, their current text goes in, and
  * they leave pending. Returns how many ids it took (0: nothing pending, or no current index).
  */
-export async function flushSearchIndex(db: Orm, cotId: number, batch = FLUSH_BATCH): Promise<number> {
+export async function flushSearchIndex(
+  db: Orm,
+  cotId: number,
+  batch = FLUSH_BATCH,
+): Promise<number> {
   const { fts, pending } = partNames(cotId);
   const columns = await indexColumnsOf(db, cotId);
   if (!columns) return 0;
   return db.transaction(async (tx) => {
     // `_docsize` (FTS5's row table) tells which ids have an entry: new rows (most) have none.
     const rows = (await tx.all(
-      sql.raw(`SELECT p.id AS id, d.id IS NOT NULL AS indexed FROM ${q(pending)} p LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`),
+      sql.raw(
+        `SELECT p.id AS id, d.id IS NOT NULL AS indexed FROM ${q(pending)} p LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`,
+      ),
     )) as { id: number; indexed: number }[];
     if (!rows.length) return 0;
     // One statement per id: FTS5 answers `rowid IN (…)` by scanning the whole index.
-    for (const r of rows) if (r.indexed) await tx.run(sql`DELETE FROM ${sql.raw(q(fts))} WHERE rowid = ${r.id}`);
+    for (const r of rows)
+      if (r.indexed) await tx.run(sql`DELETE FROM ${sql.raw(q(fts))} WHERE rowid = ${r.id}`);
     const ids = JSON.stringify(rows.map((r) => r.id));
     const list = columns.map(q).join(", ");
-    await tx.run(sql`INSERT INTO ${sql.raw(q(fts))}(rowid, ${sql.raw(list)}) SELECT id, ${sql.raw(list)} FROM ${sql.raw(q(tableName(cotId)))} WHERE id IN (SELECT value FROM json_each(${ids}))`);
-    await tx.run(sql`DELETE FROM ${sql.raw(q(pending))} WHERE id IN (SELECT value FROM json_each(${ids}))`);
+    await tx.run(
+      sql`INSERT INTO ${sql.raw(q(fts))}(rowid, ${sql.raw(list)}) SELECT id, ${sql.raw(list)} FROM ${sql.raw(q(tableName(cotId)))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
+    );
+    await tx.run(
+      sql`DELETE FROM ${sql.raw(q(pending))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
+    );
     return rows.length;
   });
 }
@@ -163,23 +205,36 @@ export async function flushSearchIndex(db: Orm, cotId: number, batch = FLUSH_BAT
 /** The columns of a type's index when it has one with a pending table; else null. */
 async function indexColumnsOf(db: Executor, cotId: number): Promise<string[] | null> {
   const { fts, pending } = partNames(cotId);
-  const rows = (await db.all(sql`SELECT name FROM sqlite_master WHERE name IN (${fts}, ${pending})`)) as { name: string }[];
+  const rows = (await db.all(
+    sql`SELECT name FROM sqlite_master WHERE name IN (${fts}, ${pending})`,
+  )) as { name: string }[];
   if (rows.length < 2) return null;
-  const columns = ((await db.all(sql`SELECT name FROM pragma_table_info(${fts})`)) as { name: string }[]).map((r) => r.name);
+  const columns = (
+    (await db.all(sql`SELECT name FROM pragma_table_info(${fts})`)) as { name: string }[]
+  ).map((r) => r.name);
   return columns.length && columns.every((c) => IDENT_RE.test(c)) ? columns : null;
 }
 
 /** Types that have a pending table (for sweeps: at start-up, periodically, after a migration). */
 export async function typesWithPending(db: Executor): Promise<number[]> {
-  const rows = (await db.all(sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts_pending'`)) as { name: string }[];
-  return rows.map((r) => /^co_(\d+)_fts_pending$/.exec(r.name)).filter((m) => m !== null).map((m) => Number(m[1]));
+  const rows = (await db.all(
+    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts_pending'`,
+  )) as { name: string }[];
+  return rows
+    .map((r) => /^co_(\d+)_fts_pending$/.exec(r.name))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1]));
 }
 
 /**
  * Indexes every pending row of every type (or of `cotIds`), batch after batch, giving the event
  * loop a turn between batches. For sweeps, migrations, benches and tests; returns the ids indexed.
  */
-export async function flushAllSearchIndexes(db: Orm, cotIds?: Iterable<number>, batch = FLUSH_BATCH): Promise<number> {
+export async function flushAllSearchIndexes(
+  db: Orm,
+  cotIds?: Iterable<number>,
+  batch = FLUSH_BATCH,
+): Promise<number> {
   let total = 0;
   for (const cotId of cotIds ?? (await typesWithPending(db))) {
     for (;;) {
@@ -196,7 +251,12 @@ const phrase = (needle: string) => `"${needle.replace(/"/g, '""')}"`;
 /** A trigram phrase needs three characters; shorter needles are not narrowed. */
 const longEnough = (needle: string) => [...needle].length >= 3;
 
-function candidates(cotId: number, idExpr: ListSpec["idExpr"], columns: string[], needles: string[]): SQL {
+function candidates(
+  cotId: number,
+  idExpr: ListSpec["idExpr"],
+  columns: string[],
+  needles: string[],
+): SQL {
   const set = `{${columns.map(q).join(" ")}}`;
   const match = needles.map((n) => `${set} : ${phrase(n)}`).join(" OR ");
   const fts = sql.raw(q(ftsTableName(cotId)));
@@ -208,36 +268,51 @@ function candidates(cotId: number, idExpr: ListSpec["idExpr"], columns: string[]
  * A list spec that narrows `q` and the text lookups through the index, when the stored index
  * (`stored`, from `readIndexSchema`) is the one these fields give; else `spec` as it is.
  */
-export function withSearchIndex(spec: ListSpec, cotId: number, fields: Array<FieldRow>, stored: Map<string, string>): ListSpec {
+export function withSearchIndex(
+  spec: ListSpec,
+  cotId: number,
+  fields: Array<FieldRow>,
+  stored: Map<string, string>,
+): ListSpec {
   const columns = indexedColumns(fields);
   if (!indexMatches(stored, cotId, columns)) return spec;
   const indexed = new Set(columns);
-  const searched = fields.filter((f) => f.filterLogic !== "disabled" && f.searchWeight > 0 && fieldType(f.type).searchable);
+  const searched = fields.filter(
+    (f) => f.filterLogic !== "disabled" && f.searchWeight > 0 && fieldType(f.type).searchable,
+  );
   const searchIndex = (needle: string): SQL | undefined => {
     if (!searched.length || !longEnough(needle)) return undefined;
     const through: string[] = [];
     for (const f of searched) {
       if (indexed.has(f.name) && INDEXED[f.type]!(needle)) through.push(f.name);
-      else if (!(Object.hasOwn(NEVER_MATCHES, f.type) && NEVER_MATCHES[f.type]!.test(needle))) return undefined;
+      else if (!(Object.hasOwn(NEVER_MATCHES, f.type) && NEVER_MATCHES[f.type]!.test(needle)))
+        return undefined;
     }
     return through.length ? candidates(cotId, spec.idExpr, through, [needle]) : sql`0`;
   };
   const filters: Record<string, FilterSpec> = { ...spec.filters };
   for (const f of fields) {
     const filter = Object.hasOwn(filters, f.name) ? filters[f.name] : undefined;
-    if (!filter || filter.build || filter.kind !== "string" || !LOOKUP_TYPES.has(f.type) || !indexed.has(f.name)) continue;
+    if (
+      !filter ||
+      filter.build ||
+      filter.kind !== "string" ||
+      !LOOKUP_TYPES.has(f.type) ||
+      !indexed.has(f.name)
+    )
+      continue;
     filters[f.name] = {
       ...filter,
       build: (lookup, values) => {
         const exact = buildFilter(f.name, { ...filter, build: undefined }, lookup, values);
-        if (!NARROWED.has(lookup) || !exact || !values.length || !values.every(longEnough)) return exact;
+        if (!NARROWED.has(lookup) || !exact || !values.length || !values.every(longEnough))
+          return exact;
         return and(candidates(cotId, spec.idExpr, [f.name], values), exact);
       },
     };
   }
   return { ...spec, filters, searchIndex };
 }
-
 
 /**
  * Migration (decision 0056): indexes of the older external-content form (decision 0050) are
@@ -248,7 +323,10 @@ export async function upgradeSearchIndexes(db: Orm): Promise<number[]> {
   const rows = (await db.all(
     sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts' AND sql NOT LIKE '%contentless_delete=1%'`,
   )) as { name: string }[];
-  const ids = rows.map((r) => /^co_(\d+)_fts$/.exec(r.name)).filter((m) => m !== null).map((m) => Number(m[1]));
+  const ids = rows
+    .map((r) => /^co_(\d+)_fts$/.exec(r.name))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1]));
   for (const cotId of ids) {
     await db.transaction(async (tx) => {
       await dropSearchIndex(tx, cotId);

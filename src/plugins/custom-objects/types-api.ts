@@ -17,7 +17,13 @@ import { validateCot, validateField } from "./definitions";
 import type { CotRegistry, CotRow } from "./models";
 import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
 import type { FieldRow } from "./values";
-import { checkUniqueTogether, dropUniqueTogether, followFieldChange, normalizeTogether, setUniqueTogether } from "./schema/unique-together";
+import {
+  checkUniqueTogether,
+  dropUniqueTogether,
+  followFieldChange,
+  normalizeTogether,
+  setUniqueTogether,
+} from "./schema/unique-together";
 
 /**
  * Field records already loaded in a transaction (by id, in its scratch): a type's record embeds
@@ -34,23 +40,63 @@ export const fieldModel = defineModel({
   defaultOrdering: ["custom_object_type", "group_name", "weight", "name"],
   display: (r) => r.label || r.name,
   fields: [
-    { name: "custom_object_type", type: "integer", column: customObjectTypeFields.customObjectTypeId, brief: true },
-    { name: "name", type: "string", column: customObjectTypeFields.name, search: true, brief: true },
-    { name: "label", type: "string", column: customObjectTypeFields.label, search: true, brief: true },
-    { name: "description", type: "string", column: customObjectTypeFields.description, search: true, brief: true },
+    {
+      name: "custom_object_type",
+      type: "integer",
+      column: customObjectTypeFields.customObjectTypeId,
+      brief: true,
+    },
+    {
+      name: "name",
+      type: "string",
+      column: customObjectTypeFields.name,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "label",
+      type: "string",
+      column: customObjectTypeFields.label,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "description",
+      type: "string",
+      column: customObjectTypeFields.description,
+      search: true,
+      brief: true,
+    },
     { name: "type", type: "string", column: customObjectTypeFields.type, brief: true },
     { name: "primary", type: "boolean", column: customObjectTypeFields.primary },
     { name: "required", type: "boolean", column: customObjectTypeFields.required },
     { name: "unique", type: "boolean", column: customObjectTypeFields.unique },
     { name: "default", type: "json", column: customObjectTypeFields.default },
-    { name: "choice_set", type: "fk", column: customObjectTypeFields.choiceSetId, related: "extras.customfieldchoiceset" },
+    {
+      name: "choice_set",
+      type: "fk",
+      column: customObjectTypeFields.choiceSetId,
+      related: "extras.customfieldchoiceset",
+    },
     { name: "validation_regex", type: "string", column: customObjectTypeFields.validationRegex },
     { name: "validation_minimum", type: "json", column: customObjectTypeFields.validationMinimum },
     { name: "validation_maximum", type: "json", column: customObjectTypeFields.validationMaximum },
     { name: "is_polymorphic", type: "boolean", column: customObjectTypeFields.isPolymorphic },
-    { name: "related_object_type", type: "object_type_ref", column: customObjectTypeFields.relatedObjectTypeId },
-    { name: "related_object_types", type: "object_type_refs", column: customObjectTypeFields.relatedObjectTypeIds },
-    { name: "related_object_filter", type: "json", column: customObjectTypeFields.relatedObjectFilter },
+    {
+      name: "related_object_type",
+      type: "object_type_ref",
+      column: customObjectTypeFields.relatedObjectTypeId,
+    },
+    {
+      name: "related_object_types",
+      type: "object_type_refs",
+      column: customObjectTypeFields.relatedObjectTypeIds,
+    },
+    {
+      name: "related_object_filter",
+      type: "json",
+      column: customObjectTypeFields.relatedObjectFilter,
+    },
     { name: "on_delete_behavior", type: "string", column: customObjectTypeFields.onDeleteBehavior },
     { name: "group_name", type: "string", column: customObjectTypeFields.groupName },
     { name: "search_weight", type: "integer", column: customObjectTypeFields.searchWeight },
@@ -84,10 +130,25 @@ export const cotModel = defineModel({
     { name: "verbose_name_plural", type: "string", column: customObjectTypes.verboseNamePlural },
     { name: "version", type: "string", column: customObjectTypes.version },
     { name: "group_name", type: "string", column: customObjectTypes.groupName },
-    { name: "description", type: "string", column: customObjectTypes.description, search: true, brief: true },
-    { name: "schema_document", type: "json", column: customObjectTypes.schemaDocument, nullable: true },
+    {
+      name: "description",
+      type: "string",
+      column: customObjectTypes.description,
+      search: true,
+      brief: true,
+    },
+    {
+      name: "schema_document",
+      type: "json",
+      column: customObjectTypes.schemaDocument,
+      nullable: true,
+    },
     { name: "display_expression", type: "string", column: customObjectTypes.displayExpression },
-    { name: "config_context_enabled", type: "boolean", column: customObjectTypes.configContextEnabled },
+    {
+      name: "config_context_enabled",
+      type: "boolean",
+      column: customObjectTypes.configContextEnabled,
+    },
     /** Compound uniqueness: lists of field names, each a unique index (decision 0051). */
     { name: "unique_together", type: "json", column: customObjectTypes.uniqueTogether },
   ],
@@ -98,14 +159,28 @@ export const cotModel = defineModel({
           .select({ id: customObjectTypeFields.id, cot: customObjectTypeFields.customObjectTypeId })
           .from(customObjectTypeFields)
           .where(inArray(customObjectTypeFields.customObjectTypeId, ids))
-          .orderBy(asc(customObjectTypeFields.groupName), asc(customObjectTypeFields.weight), asc(customObjectTypeFields.name))
+          .orderBy(
+            asc(customObjectTypeFields.groupName),
+            asc(customObjectTypeFields.weight),
+            asc(customObjectTypeFields.name),
+          )
       : [];
     // Field records the caller already loaded in this context (the schema change log) are reused.
     const known = ctx.scratch?.get(PRELOADED_FIELDS);
     const missing = fieldRows.map((f) => f.id).filter((id) => !known?.has(id));
-    const loaded = new Map((missing.length ? await fieldModel.resource.load(ctx, missing) : []).map((r) => [r.id as number, r]));
-    const fieldRecords = fieldRows.map((f) => known?.get(f.id) ?? loaded.get(f.id)).filter((r): r is ApiRecord => !!r);
-    const ots = await ctx.services.objectTypes.byIds(rows.map((r) => r.objectTypeId).filter((x) => x != null), ctx.db);
+    const loaded = new Map(
+      (missing.length ? await fieldModel.resource.load(ctx, missing) : []).map((r) => [
+        r.id as number,
+        r,
+      ]),
+    );
+    const fieldRecords = fieldRows
+      .map((f) => known?.get(f.id) ?? loaded.get(f.id))
+      .filter((r): r is ApiRecord => !!r);
+    const ots = await ctx.services.objectTypes.byIds(
+      rows.map((r) => r.objectTypeId).filter((x) => x != null),
+      ctx.db,
+    );
     rows.forEach((row, i) => {
       const rec = records[i]!;
       rec.fields = fieldRecords.filter((f) => f.custom_object_type === row.id);
@@ -115,16 +190,21 @@ export const cotModel = defineModel({
   },
 });
 
-const allowDestructive = (ctx: WriteContext) => parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
+const allowDestructive = (ctx: WriteContext) =>
+  parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
 
 async function loadCot(ctx: WriteContext, id: number): Promise<CotRow> {
   const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
-  if (!cot) throw new ValidationError({ custom_object_type: [`Custom object type ${id} does not exist.`] });
+  if (!cot)
+    throw new ValidationError({ custom_object_type: [`Custom object type ${id} does not exist.`] });
   return cot;
 }
 
 const siblingsOf = (ctx: WriteContext, cotId: number) =>
-  ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId));
+  ctx.db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cotId));
 
 export function cotResource(registry: CotRegistry): Resource {
   const base = cotModel.resource;
@@ -136,30 +216,51 @@ export function cotResource(registry: CotRegistry): Resource {
       if (together !== undefined) checkUniqueTogether(together, []);
       input = rest;
       const draft = await validateCot(ctx, input, null, false);
-      const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
+      const tags =
+        input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
       if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
       const cot = await createCot(ctx, draft);
       if (draft.configContextEnabled) await addLocalContextColumn(ctx.db, cot.id);
-      if (tags) await setTags(ctx, (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id, cot.id, tags.ids);
+      if (tags)
+        await setTags(
+          ctx,
+          (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id,
+          cot.id,
+          tags.ids,
+        );
       return cot.id;
     },
     async update(ctx, id, input, partial) {
-      const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+      const [cot] = await ctx.db
+        .select()
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes.id, id));
       const { unique_together: together, ...rest } = input;
       input = rest;
       const draft = await validateCot(ctx, input, cot!, partial);
       if (together !== undefined) {
         const sets = checkUniqueTogether(together, (await siblingsOf(ctx, id)) as FieldRow[]);
-        if (JSON.stringify(sets) !== JSON.stringify(normalizeTogether(cot!.uniqueTogether))) await setUniqueTogether(ctx.db, id, sets);
+        if (JSON.stringify(sets) !== JSON.stringify(normalizeTogether(cot!.uniqueTogether)))
+          await setUniqueTogether(ctx.db, id, sets);
       }
-      const tags = input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
+      const tags =
+        input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
       if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
       await updateCot(ctx, cot!, draft);
-      if (tags) await setTags(ctx, (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id, id, tags.ids);
+      if (tags)
+        await setTags(
+          ctx,
+          (await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db)).id,
+          id,
+          tags.ids,
+        );
       registry.forget(id);
     },
     async delete(ctx, id) {
-      const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+      const [cot] = await ctx.db
+        .select()
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes.id, id));
       await deleteCot(ctx, cot!);
       registry.forget(id);
     },
@@ -168,7 +269,10 @@ export function cotResource(registry: CotRegistry): Resource {
 
 function cotIdOf(input: Record<string, unknown>): number | null {
   const raw = input.custom_object_type;
-  const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+  const id =
+    raw && typeof raw === "object" && !Array.isArray(raw)
+      ? (raw as Record<string, unknown>).id
+      : raw;
   return typeof id === "number" && Number.isInteger(id) ? id : null;
 }
 
@@ -178,7 +282,10 @@ export function fieldResource(registry: CotRegistry): Resource {
     ...base,
     async create(ctx, input) {
       const cotId = cotIdOf(input);
-      if (cotId === null) throw new ValidationError({ custom_object_type: ["This field is required (a custom object type id)."] });
+      if (cotId === null)
+        throw new ValidationError({
+          custom_object_type: ["This field is required (a custom object type id)."],
+        });
       const cot = await loadCot(ctx, cotId);
       const { custom_object_type: _c, ...rest } = input;
       const draft = await validateField(ctx, rest, null, await siblingsOf(ctx, cot.id));
@@ -187,22 +294,43 @@ export function fieldResource(registry: CotRegistry): Resource {
       return field.id;
     },
     async update(ctx, id, input, _partial) {
-      const [field] = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.id, id));
+      const [field] = await ctx.db
+        .select()
+        .from(customObjectTypeFields)
+        .where(eq(customObjectTypeFields.id, id));
       const { custom_object_type: moved, ...rest } = input;
       if (moved !== undefined && cotIdOf(input) !== field!.customObjectTypeId) {
-        throw new ValidationError({ custom_object_type: ["A field cannot move to another custom object type."] });
+        throw new ValidationError({
+          custom_object_type: ["A field cannot move to another custom object type."],
+        });
       }
       const cot = await loadCot(ctx, field!.customObjectTypeId);
-      const draft = await validateField(ctx, rest, field as FieldRow, await siblingsOf(ctx, cot.id));
+      const draft = await validateField(
+        ctx,
+        rest,
+        field as FieldRow,
+        await siblingsOf(ctx, cot.id),
+      );
       // a retyped column of a compound key: the key's index goes first (SQLite will not drop an indexed column)
-      const inKey = draft.type !== field!.type && (cot.uniqueTogether ?? []).some((set) => set.includes(field!.name));
+      const inKey =
+        draft.type !== field!.type &&
+        (cot.uniqueTogether ?? []).some((set) => set.includes(field!.name));
       if (inKey) await dropUniqueTogether(ctx.db, cot.id);
       await alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx));
-      if (draft.name !== field!.name) await followFieldChange(ctx.db, cot.id, field!.name, draft.name);
-      if (inKey) await setUniqueTogether(ctx.db, cot.id, normalizeTogether((await loadCot(ctx, cot.id)).uniqueTogether));
+      if (draft.name !== field!.name)
+        await followFieldChange(ctx.db, cot.id, field!.name, draft.name);
+      if (inKey)
+        await setUniqueTogether(
+          ctx.db,
+          cot.id,
+          normalizeTogether((await loadCot(ctx, cot.id)).uniqueTogether),
+        );
     },
     async delete(ctx, id) {
-      const [field] = await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.id, id));
+      const [field] = await ctx.db
+        .select()
+        .from(customObjectTypeFields)
+        .where(eq(customObjectTypeFields.id, id));
       const cot = await loadCot(ctx, field!.customObjectTypeId);
       await followFieldChange(ctx.db, cot.id, field!.name, null);
       await removeField(ctx, cot, field as FieldRow);

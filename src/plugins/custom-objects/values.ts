@@ -12,7 +12,11 @@ export { compileRegex } from "./field-types/base";
  * Checks and encodes a scalar value (not object/multiobject) for its column.
  * `choices` are the allowed values of the field's choice set.
  */
-export function encodeScalar(f: FieldLike, raw: unknown, choices: ReadonlySet<string> | null): Checked {
+export function encodeScalar(
+  f: FieldLike,
+  raw: unknown,
+  choices: ReadonlySet<string> | null,
+): Checked {
   if (raw === null || raw === undefined) return { value: null };
   return fieldType(f.type).encode(f, raw, choices);
 }
@@ -35,7 +39,14 @@ export function retypeConverter(from: string, to: string): (v: unknown) => unkno
   return (v) => {
     const api = source.decode(v);
     if (api === null || api === undefined) return undefined;
-    const text = typeof api === "string" ? api : Array.isArray(api) ? api.join(",") : typeof api === "object" ? JSON.stringify(api) : String(api);
+    const text =
+      typeof api === "string"
+        ? api
+        : Array.isArray(api)
+          ? api.join(",")
+          : typeof api === "object"
+            ? JSON.stringify(api)
+            : String(api);
     return target.fromOther ? target.fromOther(api, text, source) : undefined;
   };
 }

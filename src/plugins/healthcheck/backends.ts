@@ -5,7 +5,11 @@
 import type { Services } from "../../core/context";
 
 /** What kind of failure a check reported; the status string reads `"<kind>: <message>"`. */
-export type HealthCheckErrorKind = "unavailable" | "unexpected result" | "warning" | "unknown error";
+export type HealthCheckErrorKind =
+  | "unavailable"
+  | "unexpected result"
+  | "warning"
+  | "unknown error";
 
 /** A failure of a check. Thrown or passed to `addError`; any other error reads as `unknown error`. */
 export class HealthCheckException extends Error {
@@ -94,7 +98,11 @@ export abstract class BaseHealthCheckBackend {
     let failure: HealthCheckException;
     if (error instanceof HealthCheckException) failure = error;
     else if (typeof error === "string") failure = new HealthCheckException(error);
-    else failure = new HealthCheckException(error instanceof Error ? error.message || error.name : String(error), { cause: error });
+    else
+      failure = new HealthCheckException(
+        error instanceof Error ? error.message || error.name : String(error),
+        { cause: error },
+      );
     this.errors.push(failure);
     if (cause !== undefined) this.causes.push(cause);
   }
@@ -104,7 +112,10 @@ export abstract class BaseHealthCheckBackend {
    * @example this.observe("queue_depth", 12, "jobs");
    */
   observe(name: string, value: number | string | null, unit?: string): void {
-    if (!OBSERVATION_NAME.test(name) || name === "info") throw new Error(`observation names are [a-z][a-z0-9_]* (not "info"), not ${JSON.stringify(name)}`);
+    if (!OBSERVATION_NAME.test(name) || name === "info")
+      throw new Error(
+        `observation names are [a-z][a-z0-9_]* (not "info"), not ${JSON.stringify(name)}`,
+      );
     this.observations.push(unit === undefined ? { name, value } : { name, value, unit });
   }
 

@@ -56,7 +56,10 @@ function formatFor(range: MediaRange): HealthFormat | null {
  * wins, ties going to the one listed first.
  * @example negotiateFormat("application/json, text/html;q=0.9", undefined) === "json"
  */
-export function negotiateFormat(accept: string | undefined, format: string | undefined): HealthFormat | null {
+export function negotiateFormat(
+  accept: string | undefined,
+  format: string | undefined,
+): HealthFormat | null {
   if (format !== undefined) {
     const f = format.trim().toLowerCase();
     if (f === "json" || f === "html" || f === "health+json" || f === "openmetrics") return f;

@@ -12,7 +12,10 @@ export function overallStatus(report: HealthReport): "working" | "degraded" | "f
 
 /** `{"status", "checks": {identifier: status}}`. */
 export function toJson(report: HealthReport): { status: string; checks: Record<string, string> } {
-  return { status: overallStatus(report), checks: Object.fromEntries(report.results.map((r) => [r.identifier, r.status])) };
+  return {
+    status: overallStatus(report),
+    checks: Object.fromEntries(report.results.map((r) => [r.identifier, r.status])),
+  };
 }
 
 type HealthStatus = "pass" | "warn" | "fail";
@@ -29,7 +32,12 @@ const roundMs = (ms: number) => Math.round(ms * 100) / 100;
  * per check, keyed by its identifier, with the check's time taken as `observedValue` in ms.
  * Without details: the overall status only.
  */
-export function toHealthJson(report: HealthReport, version: string, showDetails = true, cached = false) {
+export function toHealthJson(
+  report: HealthReport,
+  version: string,
+  showDetails = true,
+  cached = false,
+) {
   const status: HealthStatus = report.criticalFailure ? "fail" : report.allPassed ? "pass" : "warn";
   // With a result cache, how old the oldest result is (seconds).
   const age = cached ? { ageSeconds: Math.round(report.ageMs) / 1000 } : {};
@@ -97,31 +105,40 @@ export function HealthPage(props: { report: HealthReport; showDetails: boolean }
       </head>
       <body>
         <h1>
-          System status: <span class={overall === "working" ? "ok" : overall === "degraded" ? "warn" : "bad"}>{overall}</span>
+          System status:{" "}
+          <span class={overall === "working" ? "ok" : overall === "degraded" ? "warn" : "bad"}>
+            {overall}
+          </span>
         </h1>
         {showDetails ? null : <p>Check details are not shown to this caller.</p>}
-        {showDetails ? <table>
-          <thead>
-            <tr>
-              <th>Service</th>
-              <th>Status</th>
-              <th>Critical</th>
-              <th>Time taken</th>
-              <th>Observed</th>
-            </tr>
-          </thead>
-          <tbody>
-            {report.results.map((r) => (
+        {showDetails ? (
+          <table>
+            <thead>
               <tr>
-                <td>{r.identifier}</td>
-                <td class={statusClass(r)}>{r.status}</td>
-                <td>{r.critical ? "yes" : "no"}</td>
-                <td class="num">{roundMs(r.durationMs).toFixed(2)} ms</td>
-                <td>{r.observations.map((o) => `${o.name}: ${o.value ?? "none"}${o.unit ? ` ${o.unit}` : ""}`).join(", ")}</td>
+                <th>Service</th>
+                <th>Status</th>
+                <th>Critical</th>
+                <th>Time taken</th>
+                <th>Observed</th>
               </tr>
-            ))}
-          </tbody>
-        </table> : null}
+            </thead>
+            <tbody>
+              {report.results.map((r) => (
+                <tr>
+                  <td>{r.identifier}</td>
+                  <td class={statusClass(r)}>{r.status}</td>
+                  <td>{r.critical ? "yes" : "no"}</td>
+                  <td class="num">{roundMs(r.durationMs).toFixed(2)} ms</td>
+                  <td>
+                    {r.observations
+                      .map((o) => `${o.name}: ${o.value ?? "none"}${o.unit ? ` ${o.unit}` : ""}`)
+                      .join(", ")}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ) : null}
       </body>
     </html>
   );
@@ -129,5 +146,7 @@ export function HealthPage(props: { report: HealthReport; showDetails: boolean }
 
 /** The whole HTML document as a string. */
 export async function renderHealthPage(report: HealthReport, showDetails = true): Promise<string> {
-  return "<!doctype html>" + String(await (<HealthPage report={report} showDetails={showDetails} />));
+  return (
+    "<!doctype html>" + String(await (<HealthPage report={report} showDetails={showDetails} />))
+  );
 }

@@ -31,10 +31,20 @@ export interface HealthRunner {
  * The runner of one app, made once its plugins are all set up (the settings may name checks any
  * of them offers); an invalid setting throws `ConfigError` and stops start-up.
  */
-export function createRunner(services: Services, builtins: string[], version: string, plugins: readonly InstalledPlugin[]): HealthRunner {
+export function createRunner(
+  services: Services,
+  builtins: string[],
+  version: string,
+  plugins: readonly InstalledPlugin[],
+): HealthRunner {
   const settings = resolveSettings(services, builtins, plugins);
   const redact = createRedactor(secretsOf(services.config));
-  const checks = new CheckRunner(services, { timeoutMs: settings.timeoutMs, warningsAsErrors: settings.warningsAsErrors, redact, cacheMs: settings.cacheSeconds * 1000 });
+  const checks = new CheckRunner(services, {
+    timeoutMs: settings.timeoutMs,
+    warningsAsErrors: settings.warningsAsErrors,
+    redact,
+    cacheMs: settings.cacheSeconds * 1000,
+  });
   const runner: HealthRunner = {
     settings,
     version,
@@ -57,12 +67,16 @@ function refuse(c: Context<HonoEnv>, detail: string): Response {
  * Who is calling: `anonymous` (no token), `authenticated` (a valid API token), or the 401 a
  * present but bad token answers.
  */
-async function callerOf(c: Context<HonoEnv>, check: MiddlewareHandler<HonoEnv>): Promise<"anonymous" | "authenticated" | Response> {
+async function callerOf(
+  c: Context<HonoEnv>,
+  check: MiddlewareHandler<HonoEnv>,
+): Promise<"anonymous" | "authenticated" | Response> {
   if (tokenFromHeader(c.req.header("authorization")) === null) return "anonymous";
   try {
     await check(c, async () => {});
   } catch (e) {
-    if (e instanceof ApiError && (e.statusCode === 403 || e.statusCode === 401)) return refuse(c, String((e.body as { detail?: unknown }).detail ?? "Invalid token"));
+    if (e instanceof ApiError && (e.statusCode === 403 || e.statusCode === 401))
+      return refuse(c, String((e.body as { detail?: unknown }).detail ?? "Invalid token"));
     throw e;
   }
   return c.var.auth?.user ? "authenticated" : refuse(c, "Invalid token");
@@ -78,10 +92,20 @@ function gate(settingsOf: () => HealthcheckSettings): MiddlewareHandler<HealthEn
   return async (c, next) => {
     const settings = settingsOf();
     const needsCaller = settings.loginRequired || settings.details === "authenticated";
-    const caller = needsCaller ? await callerOf(c as unknown as Context<HonoEnv>, check) : "anonymous";
+    const caller = needsCaller
+      ? await callerOf(c as unknown as Context<HonoEnv>, check)
+      : "anonymous";
     if (caller instanceof Response) return caller;
-    if (settings.loginRequired && caller !== "authenticated") return refuse(c as unknown as Context<HonoEnv>, "Authentication credentials were not provided.");
-    c.set("showDetails", settings.details === "always" || (settings.details === "authenticated" && caller === "authenticated"));
+    if (settings.loginRequired && caller !== "authenticated")
+      return refuse(
+        c as unknown as Context<HonoEnv>,
+        "Authentication credentials were not provided.",
+      );
+    c.set(
+      "showDetails",
+      settings.details === "always" ||
+        (settings.details === "authenticated" && caller === "authenticated"),
+    );
     await next();
   };
 }
@@ -92,7 +116,12 @@ type HealthEnv = { Variables: HonoEnv["Variables"] & { showDetails: boolean } };
  * The checks a request asks for: a group's (or all), less every `?exclude=<identifier>`.
  * An unknown group is 404, an unknown identifier 400 `{"exclude": […]}`.
  */
-function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string | undefined, showDetails: boolean): SelectedCheck[] | Response {
+function selectionFor(
+  c: Context<HonoEnv>,
+  runner: HealthRunner,
+  group: string | undefined,
+  showDetails: boolean,
+): SelectedCheck[] | Response {
   let checks = runner.settings.checks;
   if (group !== undefined) {
     const members = runner.settings.groups.get(group);
@@ -114,22 +143,41 @@ function selectionFor(c: Context<HonoEnv>, runner: HealthRunner, group: string |
 /** The query string of the health page and `/readyz` (unknown `exclude` identifiers are refused by `selectionFor`). */
 const HealthQuery = v.looseObject({
   // Any other value is a 406 (negotiate.ts), so the enum is documentation only.
-  format: v.optional(v.pipe(v.string(), v.metadata({ enum: ["json", "html", "health+json", "openmetrics"] }), v.description("Wins over the Accept header."))),
-  exclude: v.optional(v.pipe(repeated(v.string()), v.description("Check identifiers to skip (repeatable)."))),
+  format: v.optional(
+    v.pipe(
+      v.string(),
+      v.metadata({ enum: ["json", "html", "health+json", "openmetrics"] }),
+      v.description("Wins over the Accept header."),
+    ),
+  ),
+  exclude: v.optional(
+    v.pipe(repeated(v.string()), v.description("Check identifiers to skip (repeatable).")),
+  ),
 });
 type HealthQuery = v.InferOutput<typeof HealthQuery>;
 
 /** `/healthcheck` and `/healthcheck/<group>` (the trailing slash is stripped by the app's routing). */
 export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
   const router = new Hono<HealthEnv>();
-  router.use("/healthcheck/*", gate(() => runnerOf().settings));
+  router.use(
+    "/healthcheck/*",
+    gate(() => runnerOf().settings),
+  );
   const page = async (c: Context<HealthEnv>, group: string | undefined) => {
     const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
     c.header("Vary", "Accept");
-    const format = negotiateFormat(c.req.header("accept"), (c.req.valid as (t: "query") => HealthQuery)("query").format);
+    const format = negotiateFormat(
+      c.req.header("accept"),
+      (c.req.valid as (t: "query") => HealthQuery)("query").format,
+    );
     if (!format) {
-      return c.json({ detail: `Could not satisfy the request Accept header. Supported content types: ${SUPPORTED_MEDIA_TYPES.join(", ")}.` }, 406);
+      return c.json(
+        {
+          detail: `Could not satisfy the request Accept header. Supported content types: ${SUPPORTED_MEDIA_TYPES.join(", ")}.`,
+        },
+        406,
+      );
     }
     const showDetails = c.var.showDetails;
     const checks = selectionFor(c as unknown as Context<HonoEnv>, runner, group, showDetails);
@@ -142,13 +190,23 @@ export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
       case "json":
         return c.json(showDetails ? toJson(report) : { status: overallStatus(report) }, status);
       case "health+json":
-        return c.body(JSON.stringify(toHealthJson(report, runner.version, showDetails, runner.settings.cacheSeconds > 0)), status, { "Content-Type": "application/health+json" });
+        return c.body(
+          JSON.stringify(
+            toHealthJson(report, runner.version, showDetails, runner.settings.cacheSeconds > 0),
+          ),
+          status,
+          { "Content-Type": "application/health+json" },
+        );
       case "html":
         c.header("X-Content-Type-Options", "nosniff");
         return c.html(await renderHealthPage(report, showDetails), status);
       case "openmetrics":
         // Always 200: a scrape that fails loses every figure; `host_health_up` carries the verdict.
-        return c.body(toOpenMetrics(report, { showDetails, cached: runner.settings.cacheSeconds > 0 }), 200, { "Content-Type": OPENMETRICS_CONTENT_TYPE });
+        return c.body(
+          toOpenMetrics(report, { showDetails, cached: runner.settings.cacheSeconds > 0 }),
+          200,
+          { "Content-Type": OPENMETRICS_CONTENT_TYPE },
+        );
     }
   };
   router.get("/healthcheck", query(HealthQuery), (c) => page(c, undefined));

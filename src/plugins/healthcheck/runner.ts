@@ -5,7 +5,13 @@
  */
 import type { Services } from "../../core/context";
 import type { Redactor } from "../../services/redact";
-import { BaseHealthCheckBackend, HealthCheckException, ServiceUnavailable, ThresholdWarning, type Observation } from "./backends";
+import {
+  BaseHealthCheckBackend,
+  HealthCheckException,
+  ServiceUnavailable,
+  ThresholdWarning,
+  type Observation,
+} from "./backends";
 import type { SelectedCheck } from "./settings";
 
 /** The outcome of one check. */
@@ -46,7 +52,11 @@ export interface RunOptions {
 
 const TIMED_OUT = Symbol("timed out");
 
-async function runOne(selected: SelectedCheck, services: Services, options: RunOptions): Promise<CheckResult> {
+async function runOne(
+  selected: SelectedCheck,
+  services: Services,
+  options: RunOptions,
+): Promise<CheckResult> {
   const time = new Date().toISOString();
   const started = performance.now();
   let check: BaseHealthCheckBackend | null = null;
@@ -70,9 +80,17 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
     const outcome = await Promise.race([running, timeout]);
     clearTimeout(timer);
     // A timed-out check may still finish later; its instance is dropped with whatever it reports.
-    errors = outcome === TIMED_OUT ? [new ServiceUnavailable(`timeout after ${options.timeoutMs} ms`)] : [...instance.errors];
+    errors =
+      outcome === TIMED_OUT
+        ? [new ServiceUnavailable(`timeout after ${options.timeoutMs} ms`)]
+        : [...instance.errors];
     causes = outcome === TIMED_OUT ? [] : [...instance.causes];
-    observations = outcome === TIMED_OUT ? [] : instance.observations.map((o) => (typeof o.value === "string" ? { ...o, value: options.redact(o.value) } : o));
+    observations =
+      outcome === TIMED_OUT
+        ? []
+        : instance.observations.map((o) =>
+            typeof o.value === "string" ? { ...o, value: options.redact(o.value) } : o,
+          );
   } catch (e) {
     // The constructor itself failed.
     const failure = new HealthCheckException(e instanceof Error ? e.message || e.name : String(e));
@@ -81,7 +99,9 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
   const durationMs = performance.now() - started;
   // Slow but within the timeout: a warning that never fails the endpoint.
   if (errors.length === 0 && selected.warnMs !== undefined && durationMs > selected.warnMs) {
-    errors = [new ThresholdWarning(`took ${Math.round(durationMs)} ms (warn_ms ${selected.warnMs})`)];
+    errors = [
+      new ThresholdWarning(`took ${Math.round(durationMs)} ms (warn_ms ${selected.warnMs})`),
+    ];
   }
   let identifier = selected.path;
   let critical = true;
@@ -93,20 +113,39 @@ async function runOne(selected: SelectedCheck, services: Services, options: RunO
       // keep the dotted path
     }
   }
-  const status = errors.length === 0 ? "working" : options.redact(errors.map((e) => e.toString()).join("; "));
+  const status =
+    errors.length === 0 ? "working" : options.redact(errors.map((e) => e.toString()).join("; "));
   const warningOnly = errors.length > 0 && errors.every((e) => e.kind === "warning");
   // Threshold warnings (slow, backlog) never fail the endpoint; other warnings per the setting.
   const advisoryOnly = errors.every((e) => e instanceof ThresholdWarning);
-  const passed = errors.length === 0 || (warningOnly && (advisoryOnly || !options.warningsAsErrors));
+  const passed =
+    errors.length === 0 || (warningOnly && (advisoryOnly || !options.warningsAsErrors));
   if (errors.length > 0) {
     services.logger.warn("health check failed", {
       check: identifier,
       critical,
       status,
-      ...(causes.length ? { cause: options.redact(causes.map((c) => (c instanceof Error ? c.message : String(c))).join("; ")) } : {}),
+      ...(causes.length
+        ? {
+            cause: options.redact(
+              causes.map((c) => (c instanceof Error ? c.message : String(c))).join("; "),
+            ),
+          }
+        : {}),
     });
   }
-  return { path: selected.path, identifier, critical, status, passed, warningOnly, durationMs, time, finishedAt: Date.now(), observations };
+  return {
+    path: selected.path,
+    identifier,
+    critical,
+    status,
+    passed,
+    warningOnly,
+    durationMs,
+    time,
+    finishedAt: Date.now(),
+    observations,
+  };
 }
 
 /** Turns results into a report. */
@@ -123,7 +162,11 @@ export function reportOf(results: CheckResult[], now = Date.now()): HealthReport
  * Runs every check at once; the run takes at most about `timeoutMs`, whatever the checks do.
  * @example const report = await runChecks(settings.checks, services, { timeoutMs: 3000, warningsAsErrors: true, redact });
  */
-export async function runChecks(checks: SelectedCheck[], services: Services, options: RunOptions): Promise<HealthReport> {
+export async function runChecks(
+  checks: SelectedCheck[],
+  services: Services,
+  options: RunOptions,
+): Promise<HealthReport> {
   return reportOf(await Promise.all(checks.map((c) => runOne(c, services, options))));
 }
 
@@ -155,13 +198,15 @@ export class CheckRunner {
 
   #result(selected: SelectedCheck): Promise<CheckResult> {
     const slot = this.#slots.get(selected.path);
-    if (slot && (slot.finishedAt === null || Date.now() - slot.finishedAt < this.options.cacheMs)) return slot.result;
+    if (slot && (slot.finishedAt === null || Date.now() - slot.finishedAt < this.options.cacheMs))
+      return slot.result;
     this.runs.set(selected.path, (this.runs.get(selected.path) ?? 0) + 1);
     const fresh: Slot = { result: runOne(selected, this.services, this.options), finishedAt: null };
     void fresh.result.then((r) => {
       fresh.finishedAt = r.finishedAt;
       // Nothing to keep without a cache: the next caller runs the check again.
-      if (this.options.cacheMs <= 0 && this.#slots.get(selected.path) === fresh) this.#slots.delete(selected.path);
+      if (this.options.cacheMs <= 0 && this.#slots.get(selected.path) === fresh)
+        this.#slots.delete(selected.path);
     });
     this.#slots.set(selected.path, fresh);
     return fresh.result;

@@ -14,19 +14,26 @@ export function createDatabaseCache(db: Database, options: { now?: () => number 
   return {
     backend: "database",
     async get<T>(key: string): Promise<T | null> {
-      const [row] = await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, key)).limit(1);
+      const [row] = await db.orm
+        .select()
+        .from(cacheEntries)
+        .where(eq(cacheEntries.key, key))
+        .limit(1);
       if (!row) return null;
       const t = now();
       if (row.expiresAt !== null && row.expiresAt <= t) {
         // Only if still expired: a concurrent set may have just refreshed the row.
-        await db.orm.delete(cacheEntries).where(and(eq(cacheEntries.key, key), lte(cacheEntries.expiresAt, t)));
+        await db.orm
+          .delete(cacheEntries)
+          .where(and(eq(cacheEntries.key, key), lte(cacheEntries.expiresAt, t)));
         return null;
       }
       return JSON.parse(row.value) as T;
     },
     async set(key, value, ttlSeconds) {
       const json = JSON.stringify(value);
-      if (json === undefined) throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
+      if (json === undefined)
+        throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
       if (ttlSeconds !== undefined && ttlSeconds <= 0) {
         await db.orm.delete(cacheEntries).where(eq(cacheEntries.key, key));
         return;

@@ -33,10 +33,14 @@ export function createCache(backend: Cache["backend"], deps: CacheDeps = {}): Ca
       if (!deps.db) throw new Error("cache backend 'database' needs a database (deps.db)");
       return createDatabaseCache(deps.db);
     case "redis":
-      if (!deps.redis) throw new Error("cache backend 'redis' needs a Redis client (deps.redis; set REDIS_CACHING_URL)");
+      if (!deps.redis)
+        throw new Error(
+          "cache backend 'redis' needs a Redis client (deps.redis; set REDIS_CACHING_URL)",
+        );
       return createRedisCache(deps.redis);
     case "kv":
-      if (!deps.kv) throw new Error("cache backend 'kv' needs a Workers KV namespace binding (deps.kv)");
+      if (!deps.kv)
+        throw new Error("cache backend 'kv' needs a Workers KV namespace binding (deps.kv)");
       return createKvCache(deps.kv);
     default:
       throw new Error(`unknown cache backend ${JSON.stringify(backend satisfies never)}`);

@@ -25,7 +25,10 @@ interface Envelope {
  * A cache in Workers KV (eventually consistent across locations; fine for a cache).
  * @example const cache = createKvCache(env.CACHE); await cache.set("k", { a: 1 }, 10);
  */
-export function createKvCache(kv: KVNamespaceLike, options: { prefix?: string; now?: () => number } = {}): Cache {
+export function createKvCache(
+  kv: KVNamespaceLike,
+  options: { prefix?: string; now?: () => number } = {},
+): Cache {
   const prefix = options.prefix ?? "";
   const now = options.now ?? Date.now;
   return {
@@ -47,15 +50,22 @@ export function createKvCache(kv: KVNamespaceLike, options: { prefix?: string; n
       return envelope.v as T;
     },
     async set(key, value, ttlSeconds) {
-      if (JSON.stringify(value) === undefined) throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
+      if (JSON.stringify(value) === undefined)
+        throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
       if (ttlSeconds !== undefined && ttlSeconds <= 0) {
         await kv.delete(prefix + key);
         return;
       }
-      const envelope: Envelope = { v: value, e: ttlSeconds === undefined ? null : Math.round(now() + ttlSeconds * 1000) };
+      const envelope: Envelope = {
+        v: value,
+        e: ttlSeconds === undefined ? null : Math.round(now() + ttlSeconds * 1000),
+      };
       const json = JSON.stringify(envelope);
       if (ttlSeconds === undefined) await kv.put(prefix + key, json);
-      else await kv.put(prefix + key, json, { expirationTtl: Math.max(KV_MIN_TTL_SECONDS, Math.ceil(ttlSeconds)) });
+      else
+        await kv.put(prefix + key, json, {
+          expirationTtl: Math.max(KV_MIN_TTL_SECONDS, Math.ceil(ttlSeconds)),
+        });
     },
     async delete(key) {
       await kv.delete(prefix + key);

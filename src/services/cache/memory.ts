@@ -36,13 +36,18 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): Cache {
     },
     async set(key, value, ttlSeconds) {
       const json = JSON.stringify(value);
-      if (json === undefined) throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
+      if (json === undefined)
+        throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
       entries.delete(key);
       if (ttlSeconds !== undefined && ttlSeconds <= 0) return;
-      entries.set(key, { json, expiresAt: ttlSeconds === undefined ? null : now() + ttlSeconds * 1000 });
+      entries.set(key, {
+        json,
+        expiresAt: ttlSeconds === undefined ? null : now() + ttlSeconds * 1000,
+      });
       if (entries.size > maxEntries) {
         const t = now();
-        for (const [k, e] of entries) if (e.expiresAt !== null && e.expiresAt <= t) entries.delete(k);
+        for (const [k, e] of entries)
+          if (e.expiresAt !== null && e.expiresAt <= t) entries.delete(k);
         for (const k of entries.keys()) {
           if (entries.size <= maxEntries) break;
           entries.delete(k);

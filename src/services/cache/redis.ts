@@ -22,12 +22,17 @@ export function createRedisCache(redis: RedisClient, options: RedisCacheOptions 
     },
     async set(key, value, ttlSeconds) {
       const json = JSON.stringify(value);
-      if (json === undefined) throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
+      if (json === undefined)
+        throw new TypeError(`cache value for ${JSON.stringify(key)} is not JSON-serialisable`);
       if (ttlSeconds !== undefined && ttlSeconds <= 0) {
         await redis.del(prefix + key);
         return;
       }
-      await redis.set(prefix + key, json, ttlSeconds === undefined ? undefined : { px: Math.max(1, Math.round(ttlSeconds * 1000)) });
+      await redis.set(
+        prefix + key,
+        json,
+        ttlSeconds === undefined ? undefined : { px: Math.max(1, Math.round(ttlSeconds * 1000)) },
+      );
     },
     async delete(key) {
       await redis.del(prefix + key);

@@ -66,7 +66,8 @@ export function createResilientCache(inner: Cache, options: ResilientCacheOption
   const cache: ResilientCache = {
     backend: inner.backend,
     get: <T>(key: string) => guarded<T | null>("get", null, () => inner.get<T>(key)),
-    set: (key, value, ttlSeconds) => guarded("set", undefined, () => inner.set(key, value, ttlSeconds)),
+    set: (key, value, ttlSeconds) =>
+      guarded("set", undefined, () => inner.set(key, value, ttlSeconds)),
     delete: (key) => guarded("delete", undefined, () => inner.delete(key)),
     [INNER]: inner,
   };

@@ -27,15 +27,25 @@ export function heartbeatKey(queue: TaskQueue): string {
  * is what the check should see.
  * @example void beat(queue, "bun");
  */
-export async function beat(queue: TaskQueue, runtime: "bun" | "workerd", now = Date.now()): Promise<void> {
+export async function beat(
+  queue: TaskQueue,
+  runtime: "bun" | "workerd",
+  now = Date.now(),
+): Promise<void> {
   const previous = queue.lastBeatAt;
   if (previous !== undefined && now - previous < HEARTBEAT_EVERY_MS) return;
   queue.lastBeatAt = now;
   try {
-    await queue.redis.set(heartbeatKey(queue), JSON.stringify({ at: now, runtime } satisfies Heartbeat), { ex: HEARTBEAT_TTL_SECONDS });
+    await queue.redis.set(
+      heartbeatKey(queue),
+      JSON.stringify({ at: now, runtime } satisfies Heartbeat),
+      { ex: HEARTBEAT_TTL_SECONDS },
+    );
   } catch (e) {
     queue.lastBeatAt = undefined;
-    queue.logger.debug("task worker: heartbeat not recorded", { error: String((e as Error)?.message ?? e) });
+    queue.logger.debug("task worker: heartbeat not recorded", {
+      error: String((e as Error)?.message ?? e),
+    });
   }
 }
 

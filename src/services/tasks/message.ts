@@ -25,7 +25,13 @@ export const nonce = () => crypto.randomUUID().slice(0, 8);
 export function parseMessage(raw: string): Message | null {
   try {
     const m = JSON.parse(raw) as Message;
-    if (typeof m?.id === "number" && typeof m.name === "string" && typeof m.attempt === "number" && typeof m.max === "number") return m;
+    if (
+      typeof m?.id === "number" &&
+      typeof m.name === "string" &&
+      typeof m.attempt === "number" &&
+      typeof m.max === "number"
+    )
+      return m;
   } catch {
     // fall through
   }

@@ -19,7 +19,12 @@ export interface RelayQueue {
   readonly db: Database;
   readonly redis: RedisClient;
   readonly logger: Logger;
-  readonly keys: { readonly ready: string; readonly processing: string; readonly inflight: string; readonly delayed: string };
+  readonly keys: {
+    readonly ready: string;
+    readonly processing: string;
+    readonly inflight: string;
+    readonly delayed: string;
+  };
   readonly visibilityTimeoutMs: number;
 }
 
@@ -112,7 +117,12 @@ const markRelayed = new Reusable((db) =>
   db
     .update(outbox)
     .set({ relayed: sql`${sql.placeholder("at")}` })
-    .where(and(sql`${outbox.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`, isNull(outbox.relayed)))
+    .where(
+      and(
+        sql`${outbox.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`,
+        isNull(outbox.relayed),
+      ),
+    )
     .prepare(),
 );
 
@@ -130,7 +140,10 @@ export class OutboxRelay {
     private readonly queue: RelayQueue,
     options: OutboxOptions = {},
   ) {
-    this.relayTimeoutMs = Math.min(RELAY_TIMEOUT_MS, Math.max(1, options.relayTimeoutMs ?? RELAY_TIMEOUT_MS));
+    this.relayTimeoutMs = Math.min(
+      RELAY_TIMEOUT_MS,
+      Math.max(1, options.relayTimeoutMs ?? RELAY_TIMEOUT_MS),
+    );
     this.#afterCommit = options.afterCommit ?? "now";
     this.#minAgeMs = options.relayMinAgeMs ?? 1_000;
     this.#graceMs = options.sweepGraceMs ?? 10_000;
@@ -143,10 +156,27 @@ export class OutboxRelay {
   async record(db: Executor, job: OutboxJob): Promise<OutboxRow> {
     const orm = this.queue.db.orm;
     const created = nowIso();
-    const [jobRow] = await insertJob.on(db, orm).all({ name: job.name, created, objectTypeId: job.objectTypeId ?? null, objectId: job.objectId ?? null, userId: job.userId });
+    const [jobRow] = await insertJob
+      .on(db, orm)
+      .all({
+        name: job.name,
+        created,
+        objectTypeId: job.objectTypeId ?? null,
+        objectId: job.objectId ?? null,
+        userId: job.userId,
+      });
     const key = crypto.randomUUID();
-    const row = { jobId: jobRow!.id, name: job.name, payload: job.payload ?? null, maxAttempts: job.maxAttempts, userId: job.userId, key };
-    const [out] = await insertOutbox.on(db, orm).all({ ...row, created, payload: JSON.stringify(row.payload) });
+    const row = {
+      jobId: jobRow!.id,
+      name: job.name,
+      payload: job.payload ?? null,
+      maxAttempts: job.maxAttempts,
+      userId: job.userId,
+      key,
+    };
+    const [out] = await insertOutbox
+      .on(db, orm)
+      .all({ ...row, created, payload: JSON.stringify(row.payload) });
     return { id: out!.id, ...row };
   }
 
@@ -214,7 +244,15 @@ export class OutboxRelay {
     let relayed = 0;
     for (;;) {
       const rows = await db
-        .select({ id: outbox.id, jobId: outbox.jobId, name: outbox.name, payload: outbox.payload, maxAttempts: outbox.maxAttempts, userId: outbox.userId, key: outbox.key })
+        .select({
+          id: outbox.id,
+          jobId: outbox.jobId,
+          name: outbox.name,
+          payload: outbox.payload,
+          maxAttempts: outbox.maxAttempts,
+          userId: outbox.userId,
+          key: outbox.key,
+        })
         .from(outbox)
         .where(and(isNull(outbox.relayed), lt(outbox.created, bornBefore)))
         .orderBy(asc(outbox.id))
@@ -227,7 +265,12 @@ export class OutboxRelay {
         await db
           .update(outbox)
           .set({ tries: sql`${outbox.tries} + 1`, error: errorText(e) })
-          .where(inArray(outbox.id, rows.map((r) => r.id)));
+          .where(
+            inArray(
+              outbox.id,
+              rows.map((r) => r.id),
+            ),
+          );
         throw e;
       }
       await this.#markRelayed(rows);
@@ -261,14 +304,24 @@ export class OutboxRelay {
       })
       .from(jobs)
       .innerJoin(outbox, eq(outbox.jobId, jobs.id))
-      .where(and(inArray(jobs.status, ["pending", "running"]), isNotNull(outbox.relayed), lt(outbox.relayed, relayedBefore)))
+      .where(
+        and(
+          inArray(jobs.status, ["pending", "running"]),
+          isNotNull(outbox.relayed),
+          lt(outbox.relayed, relayedBefore),
+        ),
+      )
       .orderBy(asc(jobs.id))
       .limit(500);
     if (!candidates.length) return { requeued: 0, failed: 0 };
 
     const { redis, keys } = this.queue;
-    const [readyLength, processingLength] = await Promise.all([redis.llen(keys.ready), redis.llen(keys.processing)]);
-    if (readyLength > SWEEP_LIST_LIMIT || processingLength > SWEEP_LIST_LIMIT) return { requeued: 0, failed: 0 };
+    const [readyLength, processingLength] = await Promise.all([
+      redis.llen(keys.ready),
+      redis.llen(keys.processing),
+    ]);
+    if (readyLength > SWEEP_LIST_LIMIT || processingLength > SWEEP_LIST_LIMIT)
+      return { requeued: 0, failed: 0 };
     // Processing before inflight and delayed: a message moves processing → delayed (ZADD, then
     // LREM), so reading in this order sees it at least once.
     const processing = await redis.lrange(keys.processing, 0, -1);
@@ -293,36 +346,72 @@ export class OutboxRelay {
         const back = await db
           .update(jobs)
           .set({ status: "pending", error: "the tasks Redis lost this job while it ran; retrying" })
-          .where(and(eq(jobs.id, job.id), eq(jobs.status, "running"), eq(jobs.attempts, job.attempts)))
+          .where(
+            and(eq(jobs.id, job.id), eq(jobs.status, "running"), eq(jobs.attempts, job.attempts)),
+          )
           .returning({ id: jobs.id });
         if (!back.length) continue;
       }
       if (job.attempts >= job.maxAttempts) {
         const gone = await db
           .update(jobs)
-          .set({ status: "failed", error: "the tasks Redis lost this job and no attempts are left", completed: nowIso() })
-          .where(and(eq(jobs.id, job.id), eq(jobs.status, "pending"), eq(jobs.attempts, job.attempts)))
+          .set({
+            status: "failed",
+            error: "the tasks Redis lost this job and no attempts are left",
+            completed: nowIso(),
+          })
+          .where(
+            and(eq(jobs.id, job.id), eq(jobs.status, "pending"), eq(jobs.attempts, job.attempts)),
+          )
           .returning({ id: jobs.id });
         failed += gone.length;
         continue;
       }
-      messages.push(messageText({ id: job.id, name: job.name, attempt: job.attempts + 1, max: job.maxAttempts, payload: job.payload, user: job.userId, key: job.key }));
+      messages.push(
+        messageText({
+          id: job.id,
+          name: job.name,
+          attempt: job.attempts + 1,
+          max: job.maxAttempts,
+          payload: job.payload,
+          user: job.userId,
+          key: job.key,
+        }),
+      );
     }
     if (messages.length) {
       await redis.lpush(keys.ready, ...messages);
-      this.queue.logger.warn("task queue: re-queued jobs the tasks Redis had lost", { jobs: messages.length });
+      this.queue.logger.warn("task queue: re-queued jobs the tasks Redis had lost", {
+        jobs: messages.length,
+      });
     }
     return { requeued: messages.length, failed };
   }
 
   /** One LPUSH of the rows' first messages, bounded by `relayTimeoutMs`. */
   async #push(rows: OutboxRow[]): Promise<void> {
-    const messages = rows.map((r) => messageText({ id: r.jobId, name: r.name, attempt: 1, max: r.maxAttempts, payload: r.payload, user: r.userId, key: r.key }));
+    const messages = rows.map((r) =>
+      messageText({
+        id: r.jobId,
+        name: r.name,
+        attempt: 1,
+        max: r.maxAttempts,
+        payload: r.payload,
+        user: r.userId,
+        key: r.key,
+      }),
+    );
     const push = this.queue.redis.lpush(this.queue.keys.ready, ...messages);
     push.catch(() => undefined); // may settle after the bound; a late success only duplicates (the claim drops it)
     let timer: ReturnType<typeof setTimeout> | undefined;
     const bound = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the tasks Redis did not take the message within ${this.relayTimeoutMs} ms`)), this.relayTimeoutMs);
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(`the tasks Redis did not take the message within ${this.relayTimeoutMs} ms`),
+          ),
+        this.relayTimeoutMs,
+      );
     });
     try {
       await Promise.race([push, bound]);
@@ -334,11 +423,17 @@ export class OutboxRelay {
   }
 
   #failed(e: unknown) {
-    if (!this.#failedAt) this.queue.logger.warn("outbox: the tasks Redis did not take messages; they stay in the outbox and are retried", { error: errorText(e) });
+    if (!this.#failedAt)
+      this.queue.logger.warn(
+        "outbox: the tasks Redis did not take messages; they stay in the outbox and are retried",
+        { error: errorText(e) },
+      );
     this.#failedAt = Date.now();
   }
 
   async #markRelayed(rows: OutboxRow[]) {
-    await markRelayed.on(this.queue.db.orm, this.queue.db.orm).run({ at: nowIso(), ids: JSON.stringify(rows.map((r) => r.id)) });
+    await markRelayed
+      .on(this.queue.db.orm, this.queue.db.orm)
+      .run({ at: nowIso(), ids: JSON.stringify(rows.map((r) => r.id)) });
   }
 }

@@ -89,7 +89,13 @@ const errorText = (e: unknown) => String((e as Error)?.message ?? e).slice(0, 20
 const LIVE: JobStatus[] = ["running", "pending"];
 
 export class TaskQueue {
-  readonly keys: { ready: string; processing: string; inflight: string; delayed: string; dead: string };
+  readonly keys: {
+    ready: string;
+    processing: string;
+    inflight: string;
+    delayed: string;
+    dead: string;
+  };
   readonly visibilityTimeoutMs: number;
   readonly maxAttempts: number;
   readonly #backoffBaseMs: number;
@@ -143,9 +149,20 @@ export class TaskQueue {
    * (`options.db`) nothing touches Redis before the commit; on its own it waits for Redis at most
    * the relay bound (`relayTimeoutMs`), and a job Redis did not take is relayed later.
    */
-  async enqueue(name: string, payload: unknown, options: EnqueueOptions = {}): Promise<{ id: number }> {
+  async enqueue(
+    name: string,
+    payload: unknown,
+    options: EnqueueOptions = {},
+  ): Promise<{ id: number }> {
     if (!this.#handlers.has(name)) throw new Error(`no task handler is registered as "${name}"`);
-    const job = { name, payload, maxAttempts: options.maxAttempts ?? this.maxAttempts, userId: options.userId ?? null, objectTypeId: options.objectTypeId, objectId: options.objectId };
+    const job = {
+      name,
+      payload,
+      maxAttempts: options.maxAttempts ?? this.maxAttempts,
+      userId: options.userId ?? null,
+      objectTypeId: options.objectTypeId,
+      objectId: options.objectId,
+    };
     if (options.db) {
       const row = await this.outbox.record(options.db, job);
       options.onCommit?.(() => this.outbox.relayCommitted([row]));
@@ -177,7 +194,13 @@ export class TaskQueue {
       this.db.orm
         .update(jobs)
         .set({ status: "running", started: nowIso(), attempts: message.attempt })
-        .where(and(eq(jobs.id, message.id), eq(jobs.status, "pending"), eq(jobs.attempts, message.attempt - 1)))
+        .where(
+          and(
+            eq(jobs.id, message.id),
+            eq(jobs.status, "pending"),
+            eq(jobs.attempts, message.attempt - 1),
+          ),
+        )
         .returning({ id: jobs.id }),
     ]);
     if (!claimed.length) {
@@ -191,17 +214,39 @@ export class TaskQueue {
 
   async #run(raw: string, message: Message): Promise<void> {
     const handler = this.#handlers.get(message.name);
-    const heartbeat = setInterval(() => {
-      this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw).catch((e) => this.logger.warn("task queue: heartbeat failed", { job: message.id, error: errorText(e) }));
-    }, Math.max(50, Math.floor(this.visibilityTimeoutMs / 3)));
-    const job: RunningJob = { id: message.id, name: message.name, attempt: message.attempt, maxAttempts: message.max, userId: message.user, idempotencyKey: message.key ?? `host-job-${message.id}` };
+    const heartbeat = setInterval(
+      () => {
+        this.redis
+          .zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw)
+          .catch((e) =>
+            this.logger.warn("task queue: heartbeat failed", {
+              job: message.id,
+              error: errorText(e),
+            }),
+          );
+      },
+      Math.max(50, Math.floor(this.visibilityTimeoutMs / 3)),
+    );
+    const job: RunningJob = {
+      id: message.id,
+      name: message.name,
+      attempt: message.attempt,
+      maxAttempts: message.max,
+      userId: message.user,
+      idempotencyKey: message.key ?? `host-job-${message.id}`,
+    };
     try {
-      if (!handler) throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
+      if (!handler)
+        throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
       const data = await handler(message.payload, job);
       await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
     } catch (e) {
       if (e instanceof PermanentJobError) {
-        await this.#finish(message, { status: "errored", data: e.data ?? null, error: errorText(e) });
+        await this.#finish(message, {
+          status: "errored",
+          data: e.data ?? null,
+          error: errorText(e),
+        });
       } else if (message.attempt >= message.max) {
         await this.#giveUp(message, errorText(e));
       } else {
@@ -218,25 +263,47 @@ export class TaskQueue {
     await this.db.orm
       .update(jobs)
       .set({ ...values, completed: nowIso() })
-      .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)));
+      .where(
+        and(
+          eq(jobs.id, message.id),
+          eq(jobs.attempts, message.attempt),
+          inArray(jobs.status, LIVE),
+        ),
+      );
   }
 
   async #retryLater(message: Message, error: string) {
     const moved = await this.db.orm
       .update(jobs)
       .set({ status: "pending", error })
-      .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
+      .where(
+        and(
+          eq(jobs.id, message.id),
+          eq(jobs.attempts, message.attempt),
+          inArray(jobs.status, LIVE),
+        ),
+      )
       .returning({ id: jobs.id });
     if (!moved.length) return;
     const next: Message = { ...message, attempt: message.attempt + 1, n: nonce() };
-    await this.redis.zadd(this.keys.delayed, Date.now() + this.backoffMs(message.attempt), JSON.stringify(next));
+    await this.redis.zadd(
+      this.keys.delayed,
+      Date.now() + this.backoffMs(message.attempt),
+      JSON.stringify(next),
+    );
   }
 
   async #giveUp(message: Message, error: string) {
     const moved = await this.db.orm
       .update(jobs)
       .set({ status: "failed", error, completed: nowIso() })
-      .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
+      .where(
+        and(
+          eq(jobs.id, message.id),
+          eq(jobs.attempts, message.attempt),
+          inArray(jobs.status, LIVE),
+        ),
+      )
       .returning({ id: jobs.id });
     if (moved.length) await this.#deadLetter({ ...message, error, failed_at: nowIso() });
   }
@@ -249,7 +316,10 @@ export class TaskQueue {
 
   /** Removes a finished message (one pipelined round trip on Upstash). */
   async #ack(raw: string) {
-    await Promise.all([this.redis.lrem(this.keys.processing, 1, raw), this.redis.zrem(this.keys.inflight, raw)]);
+    await Promise.all([
+      this.redis.lrem(this.keys.processing, 1, raw),
+      this.redis.zrem(this.keys.inflight, raw),
+    ]);
   }
 
   /**
@@ -259,39 +329,68 @@ export class TaskQueue {
    */
   async maintain(now = Date.now()): Promise<{ promoted: number; reclaimed: number }> {
     let promoted = 0;
-    for (const raw of await this.redis.zrangebyscore(this.keys.delayed, "-inf", now, { offset: 0, count: 100 })) {
+    for (const raw of await this.redis.zrangebyscore(this.keys.delayed, "-inf", now, {
+      offset: 0,
+      count: 100,
+    })) {
       const message = parseMessage(raw);
       // Push first (a fresh nonce), then remove: a crash in between duplicates, never loses;
       // the database claim drops the duplicate.
-      if (message) await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
+      if (message)
+        await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
       await this.redis.zrem(this.keys.delayed, raw);
       promoted++;
     }
 
     const leased = new Set(await this.redis.zrangebyscore(this.keys.inflight, "-inf", "+inf"));
     for (const raw of await this.redis.lrange(this.keys.processing, 0, 999)) {
-      if (!leased.has(raw)) await this.redis.zadd(this.keys.inflight, now + this.visibilityTimeoutMs, raw);
+      if (!leased.has(raw))
+        await this.redis.zadd(this.keys.inflight, now + this.visibilityTimeoutMs, raw);
     }
 
     let reclaimed = 0;
-    for (const raw of await this.redis.zrangebyscore(this.keys.inflight, "-inf", now, { offset: 0, count: 100 })) {
+    for (const raw of await this.redis.zrangebyscore(this.keys.inflight, "-inf", now, {
+      offset: 0,
+      count: 100,
+    })) {
       const message = parseMessage(raw);
       if (message) {
         const lost = await this.db.orm
           .update(jobs)
-          .set({ status: "pending", error: "the worker running it stopped (visibility timeout); retrying" })
-          .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt), inArray(jobs.status, LIVE)))
+          .set({
+            status: "pending",
+            error: "the worker running it stopped (visibility timeout); retrying",
+          })
+          .where(
+            and(
+              eq(jobs.id, message.id),
+              eq(jobs.attempts, message.attempt),
+              inArray(jobs.status, LIVE),
+            ),
+          )
           .returning({ id: jobs.id });
         if (lost.length) {
           reclaimed++;
           if (message.attempt >= message.max) {
             await this.db.orm
               .update(jobs)
-              .set({ status: "failed", error: "the worker running it stopped (visibility timeout) and no attempts are left", completed: nowIso() })
+              .set({
+                status: "failed",
+                error:
+                  "the worker running it stopped (visibility timeout) and no attempts are left",
+                completed: nowIso(),
+              })
               .where(and(eq(jobs.id, message.id), eq(jobs.attempts, message.attempt)));
-            await this.#deadLetter({ ...message, error: "visibility timeout", failed_at: nowIso() });
+            await this.#deadLetter({
+              ...message,
+              error: "visibility timeout",
+              failed_at: nowIso(),
+            });
           } else {
-            await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, attempt: message.attempt + 1, n: nonce() }));
+            await this.redis.lpush(
+              this.keys.ready,
+              JSON.stringify({ ...message, attempt: message.attempt + 1, n: nonce() }),
+            );
           }
         } else {
           // Taken but never claimed (the worker died before its first database write): the
@@ -299,7 +398,13 @@ export class TaskQueue {
           const [unclaimed] = await this.db.orm
             .select({ id: jobs.id })
             .from(jobs)
-            .where(and(eq(jobs.id, message.id), eq(jobs.status, "pending"), eq(jobs.attempts, message.attempt - 1)));
+            .where(
+              and(
+                eq(jobs.id, message.id),
+                eq(jobs.status, "pending"),
+                eq(jobs.attempts, message.attempt - 1),
+              ),
+            );
           if (unclaimed) {
             reclaimed++;
             await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
@@ -326,14 +431,26 @@ export class TaskQueue {
    * Figures for the health check: messages waiting (`ready`) and taken (`processing`) on Redis,
    * and the pending jobs of record with the creation time of the oldest (ISO 8601, or null).
    */
-  async stats(): Promise<{ ready: number; processing: number; pending: number; oldestPendingCreated: string | null }> {
+  async stats(): Promise<{
+    ready: number;
+    processing: number;
+    pending: number;
+    oldestPendingCreated: string | null;
+  }> {
     const [ready, processing, rows] = await Promise.all([
       this.redis.llen(this.keys.ready),
       this.redis.llen(this.keys.processing),
-      this.db.client.execute("SELECT count(*) AS pending, min(created) AS oldest FROM jobs WHERE status = 'pending'"),
+      this.db.client.execute(
+        "SELECT count(*) AS pending, min(created) AS oldest FROM jobs WHERE status = 'pending'",
+      ),
     ]);
     const row = rows.rows[0];
-    return { ready, processing, pending: Number(row?.pending ?? 0), oldestPendingCreated: row?.oldest == null ? null : String(row.oldest) };
+    return {
+      ready,
+      processing,
+      pending: Number(row?.pending ?? 0),
+      oldestPendingCreated: row?.oldest == null ? null : String(row.oldest),
+    };
   }
 
   /** Dead-lettered messages, newest first. */
@@ -341,4 +458,3 @@ export class TaskQueue {
     return (await this.redis.lrange(this.keys.dead, 0, count - 1)).map((raw) => JSON.parse(raw));
   }
 }
-

@@ -23,7 +23,11 @@ export interface PruneResult {
  * Deletes what is past retention, batch by batch, for at most `budgetMs` (the rest goes next
  * time). `now` is for tests.
  */
-export async function pruneExpired(db: Database, retention: Config["retention"], options: { now?: number; budgetMs?: number } = {}): Promise<PruneResult> {
+export async function pruneExpired(
+  db: Database,
+  retention: Config["retention"],
+  options: { now?: number; budgetMs?: number } = {},
+): Promise<PruneResult> {
   const now = options.now ?? Date.now();
   const deadline = Date.now() + (options.budgetMs ?? 30_000);
   const drain = async (statement: () => ReturnType<Database["client"]["execute"]>) => {
@@ -40,7 +44,10 @@ export async function pruneExpired(db: Database, retention: Config["retention"],
   if (retention.changelogDays > 0) {
     const before = cutoff(retention.changelogDays);
     result.changes = await drain(() =>
-      db.client.execute({ sql: "DELETE FROM object_changes WHERE id IN (SELECT id FROM object_changes WHERE time < ? LIMIT ?)", args: [before, BATCH] }),
+      db.client.execute({
+        sql: "DELETE FROM object_changes WHERE id IN (SELECT id FROM object_changes WHERE time < ? LIMIT ?)",
+        args: [before, BATCH],
+      }),
     );
   }
   if (retention.jobDays > 0) {
@@ -65,6 +72,10 @@ export async function pruneExpired(db: Database, retention: Config["retention"],
 }
 
 /** The task worker's hourly prune. */
-export function retentionTask(db: Database, retention: Config["retention"], everyMs = RETENTION_EVERY_MS): PeriodicTask {
+export function retentionTask(
+  db: Database,
+  retention: Config["retention"],
+  everyMs = RETENTION_EVERY_MS,
+): PeriodicTask {
   return { name: "retention", everyMs, run: () => pruneExpired(db, retention) };
 }

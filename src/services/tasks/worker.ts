@@ -58,7 +58,8 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
   const pause = (ms: number) => delay(ms, stopped);
   let failures = 0;
   const failed = (what: string, e: unknown) => {
-    if (failures++ === 0) logger.warn(`task worker: ${what} failed; retrying with backoff`, { error: errorText(e) });
+    if (failures++ === 0)
+      logger.warn(`task worker: ${what} failed; retrying with backoff`, { error: errorText(e) });
     return Math.min(MAX_ERROR_PAUSE_MS, ERROR_PAUSE_MS * 2 ** Math.min(failures - 1, 10));
   };
   const succeeded = () => {
@@ -112,7 +113,12 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
   };
   const periodic = startPeriodic(options.periodic ?? [], logger);
 
-  const loops = [housekeeping(), relay(), periodic.done, ...Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot)];
+  const loops = [
+    housekeeping(),
+    relay(),
+    periodic.done,
+    ...Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot),
+  ];
   const done = Promise.all(loops).then(() => undefined);
   return {
     done,
@@ -138,7 +144,9 @@ export function startPeriodic(tasks: PeriodicTask[], logger: Logger): TaskWorker
       try {
         await task.run();
       } catch (e) {
-        logger.warn(`task worker: ${task.name} failed; retrying on the next run`, { error: errorText(e) });
+        logger.warn(`task worker: ${task.name} failed; retrying on the next run`, {
+          error: errorText(e),
+        });
       }
       await delay(task.everyMs, stopped);
     }
@@ -160,7 +168,10 @@ export function startPeriodic(tasks: PeriodicTask[], logger: Logger): TaskWorker
  * retries that fell due and jobs Redis lost are picked up; the outbox is relayed again when the
  * queue runs dry (jobs may write changes that call webhooks).
  */
-export async function drainQueue(queue: TaskQueue, options: { budgetMs?: number; concurrency?: number } = {}): Promise<number> {
+export async function drainQueue(
+  queue: TaskQueue,
+  options: { budgetMs?: number; concurrency?: number } = {},
+): Promise<number> {
   const deadline = Date.now() + (options.budgetMs ?? 25_000);
   await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: options.budgetMs });
   await queue.maintain();
@@ -175,7 +186,10 @@ export async function drainQueue(queue: TaskQueue, options: { budgetMs?: number;
   };
   do {
     await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot));
-  } while (Date.now() < deadline && (await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: deadline - Date.now() })) > 0);
+  } while (
+    Date.now() < deadline &&
+    (await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: deadline - Date.now() })) > 0
+  );
   return ran;
 }
 

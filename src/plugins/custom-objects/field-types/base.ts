@@ -4,7 +4,12 @@ import { sql, type SQL } from "drizzle-orm";
 import * as v from "valibot";
 import { ValidationError } from "../../../core/errors";
 import { orNull, type JsonSchema } from "../../../openapi/json-schema";
-import { parseEmpty, parseFilterNumber, type FilterSpec, type Lookup } from "../../../core/rest/query";
+import {
+  parseEmpty,
+  parseFilterNumber,
+  type FilterSpec,
+  type Lookup,
+} from "../../../core/rest/query";
 import type { Checked, FieldLike, FieldRow, FilterContext } from "./types";
 
 type Schema = v.GenericSchema<unknown, unknown>;
@@ -26,7 +31,10 @@ export function parseWith(schema: Schema, raw: unknown): Checked {
 
 /** The JSON Schema of a value schema (checks JSON Schema cannot express are left out). */
 export function jsonOf(schema: Schema): JsonSchema {
-  const { $schema: _s, ...rest } = toJsonSchema(schema, { target: "draft-2020-12", errorMode: "ignore" }) as JsonSchema;
+  const { $schema: _s, ...rest } = toJsonSchema(schema, {
+    target: "draft-2020-12",
+    errorMode: "ignore",
+  }) as JsonSchema;
   return rest;
 }
 
@@ -47,8 +55,20 @@ export function compileRegex(pattern: string): RegExp | null {
 /** validation_minimum / validation_maximum as valibot actions. */
 export function rangeActions(f: FieldLike) {
   const out: v.PipeItem<number, number, v.BaseIssue<unknown>>[] = [];
-  if (f.validationMinimum != null) out.push(v.minValue(f.validationMinimum, `Ensure this value is greater than or equal to ${f.validationMinimum}.`));
-  if (f.validationMaximum != null) out.push(v.maxValue(f.validationMaximum, `Ensure this value is less than or equal to ${f.validationMaximum}.`));
+  if (f.validationMinimum != null)
+    out.push(
+      v.minValue(
+        f.validationMinimum,
+        `Ensure this value is greater than or equal to ${f.validationMinimum}.`,
+      ),
+    );
+  if (f.validationMaximum != null)
+    out.push(
+      v.maxValue(
+        f.validationMaximum,
+        `Ensure this value is less than or equal to ${f.validationMaximum}.`,
+      ),
+    );
   return out;
 }
 
@@ -66,12 +86,15 @@ export function requestValue(f: FieldRow, schema: JsonSchema): JsonSchema {
   return { ...(f.required ? schema : orNull(schema)), ...base };
 }
 
-export const describe = (f: FieldRow): JsonSchema => (f.description ? { description: f.description } : {});
+export const describe = (f: FieldRow): JsonSchema =>
+  f.description ? { description: f.description } : {};
 
 /** `name` filtered as one plain column. */
 export const columnFilter =
   (kind: FilterSpec["kind"]) =>
-  (f: FieldLike, ctx: FilterContext): Record<string, FilterSpec> => ({ [f.name]: { kind, expr: ctx.column } });
+  (f: FieldLike, ctx: FilterContext): Record<string, FilterSpec> => ({
+    [f.name]: { kind, expr: ctx.column },
+  });
 
 /** Filter values that must be object ids, as SQL, or 400 keyed by `param`. */
 export function idList(param: string, values: string[]): SQL {
@@ -86,7 +109,8 @@ export function idList(param: string, values: string[]): SQL {
   );
 }
 
-const paramOf = (name: string, lookup: Lookup) => (lookup === "exact" ? name : `${name}__${lookup}`);
+const paramOf = (name: string, lookup: Lookup) =>
+  lookup === "exact" ? name : `${name}__${lookup}`;
 
 /**
  * A polymorphic reference's filters (decision 0046): one per allowed type, named
@@ -94,7 +118,12 @@ const paramOf = (name: string, lookup: Lookup) => (lookup === "exact" ? name : `
  * `<field>` and `<field>_id` keep `__empty` and refuse ids with a 400 naming those filters:
  * an id alone names no object when the field can point at several types.
  */
-export function polymorphicFilters(f: FieldLike, ctx: FilterContext, matching: (typeId: number, ids: SQL) => SQL, isEmpty: SQL): Record<string, FilterSpec> {
+export function polymorphicFilters(
+  f: FieldLike,
+  ctx: FilterContext,
+  matching: (typeId: number, ids: SQL) => SQL,
+  isEmpty: SQL,
+): Record<string, FilterSpec> {
   const out: Record<string, FilterSpec> = {};
   const names: string[] = [];
   for (const typeId of f.relatedObjectTypeIds ?? []) {
@@ -122,7 +151,11 @@ export function polymorphicFilters(f: FieldLike, ctx: FilterContext, matching: (
         const param = paramOf(name, lookup);
         if (lookup === "empty") return parseEmpty(param, values[0]) ? isEmpty : sql`NOT ${isEmpty}`;
         // The message names no type: the caller may not be allowed to view some of them.
-        throw new ValidationError({ [param]: [`${f.name} can point at several object types: filter with ${f.name}_<app_label>_<model>=<id>.`] });
+        throw new ValidationError({
+          [param]: [
+            `${f.name} can point at several object types: filter with ${f.name}_<app_label>_<model>=<id>.`,
+          ],
+        });
       },
     };
   }
@@ -133,14 +166,21 @@ export function polymorphicFilters(f: FieldLike, ctx: FilterContext, matching: (
 export function linkFilters(f: FieldLike, ctx: FilterContext): Record<string, FilterSpec> {
   const linked = sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable})`;
   if (f.isPolymorphic) {
-    return polymorphicFilters(f, ctx, (typeId, ids) => sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable} WHERE target_type = ${typeId} AND target_id IN (${ids}))`, sql`NOT ${linked}`);
+    return polymorphicFilters(
+      f,
+      ctx,
+      (typeId, ids) =>
+        sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable} WHERE target_type = ${typeId} AND target_id IN (${ids}))`,
+      sql`NOT ${linked}`,
+    );
   }
   const spec = (name: string): FilterSpec => ({
     kind: "number",
     expr: ctx.id,
     lookups: ["exact", "n", "empty"],
     build: (lookup, values) => {
-      if (lookup === "empty") return parseEmpty(paramOf(name, lookup), values[0]) ? sql`NOT ${linked}` : linked;
+      if (lookup === "empty")
+        return parseEmpty(paramOf(name, lookup), values[0]) ? sql`NOT ${linked}` : linked;
       const has = sql`${ctx.id} IN (SELECT source_id FROM ${ctx.linkTable} WHERE target_id IN (${idList(paramOf(name, lookup), values)}))`;
       return lookup === "n" ? sql`NOT ${has}` : has;
     },

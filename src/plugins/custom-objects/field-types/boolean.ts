@@ -24,7 +24,10 @@ export const boolean: FieldTypeModule = {
   lossless: ["text", "longtext"],
   schema: () => schema,
   encode: (_f, raw) => parseWith(schema, lenient(raw)),
-  decode: (stored) => (stored === null || stored === undefined ? null : stored === 1 || stored === 1n || stored === true),
+  decode: (stored) =>
+    stored === null || stored === undefined
+      ? null
+      : stored === 1 || stored === 1n || stored === true,
   fromOther: (_api, text) => {
     const t = text.trim().toLowerCase();
     if (["true", "1", "yes"].includes(t)) return 1;

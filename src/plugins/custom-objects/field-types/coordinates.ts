@@ -17,16 +17,25 @@ const NUMERAL_RE = /^-?(\d+(\.\d*)?|\.\d+)$/;
 /** One half of the pair: a number (or numeral), within ±limit, at most 6 decimal places. */
 const degrees = (name: string, limit: number) =>
   v.pipe(
-    v.union([v.number(), v.pipe(v.string(), v.trim(), v.regex(NUMERAL_RE), v.transform(Number))], `${name}: A valid number is required.`),
+    v.union(
+      [v.number(), v.pipe(v.string(), v.trim(), v.regex(NUMERAL_RE), v.transform(Number))],
+      `${name}: A valid number is required.`,
+    ),
     v.finite(`${name}: A valid number is required.`),
     v.minValue(-limit, `${name}: Ensure this value is greater than or equal to -${limit}.`),
     v.maxValue(limit, `${name}: Ensure this value is less than or equal to ${limit}.`),
-    v.check((n) => Number(n.toFixed(6)) === n, `${name}: Ensure that there are no more than 6 decimal places.`),
+    v.check(
+      (n) => Number(n.toFixed(6)) === n,
+      `${name}: Ensure that there are no more than 6 decimal places.`,
+    ),
   );
 
 const pair = v.pipe(
   v.strictObject(
-    { latitude: v.optional(v.nullable(degrees("latitude", 90))), longitude: v.optional(v.nullable(degrees("longitude", 180))) },
+    {
+      latitude: v.optional(v.nullable(degrees("latitude", 90))),
+      longitude: v.optional(v.nullable(degrees("longitude", 180))),
+    },
     'Expected an object {"latitude": <number>, "longitude": <number>}.',
   ),
   v.check((p) => (p.latitude == null) === (p.longitude == null), PAIR_MESSAGE),
@@ -34,7 +43,10 @@ const pair = v.pipe(
 
 const valueSchema: JsonSchema = {
   type: "object",
-  properties: { latitude: { type: "number", minimum: -90, maximum: 90 }, longitude: { type: "number", minimum: -180, maximum: 180 } },
+  properties: {
+    latitude: { type: "number", minimum: -90, maximum: 90 },
+    longitude: { type: "number", minimum: -180, maximum: 180 },
+  },
   required: ["latitude", "longitude"],
   additionalProperties: false,
 };
@@ -59,7 +71,12 @@ export const coordinates: FieldTypeModule = {
     const r = parseWith(pair as v.GenericSchema<unknown, unknown>, raw);
     if ("error" in r) return r;
     const p = r.value as { latitude?: number | null; longitude?: number | null };
-    return { value: p.latitude == null ? null : JSON.stringify({ latitude: p.latitude, longitude: p.longitude }) };
+    return {
+      value:
+        p.latitude == null
+          ? null
+          : JSON.stringify({ latitude: p.latitude, longitude: p.longitude }),
+    };
   },
   decode: (stored) => {
     if (stored === null || stored === undefined) return null;
@@ -71,9 +88,23 @@ export const coordinates: FieldTypeModule = {
     }
   },
   filters: (f, ctx) => ({
-    [`${f.name}_latitude`]: { kind: "number", expr: sql`json_extract(${ctx.column}, '$.latitude')` },
-    [`${f.name}_longitude`]: { kind: "number", expr: sql`json_extract(${ctx.column}, '$.longitude')` },
+    [`${f.name}_latitude`]: {
+      kind: "number",
+      expr: sql`json_extract(${ctx.column}, '$.latitude')`,
+    },
+    [`${f.name}_longitude`]: {
+      kind: "number",
+      expr: sql`json_extract(${ctx.column}, '$.longitude')`,
+    },
   }),
-  readSchema: (f) => ({ ...valueSchema, type: ["object", "null"], ...(f.description ? { description: f.description } : {}) }),
-  writeSchema: (f) => ({ ...valueSchema, type: f.required ? "object" : ["object", "null"], ...(f.description ? { description: f.description } : {}) }),
+  readSchema: (f) => ({
+    ...valueSchema,
+    type: ["object", "null"],
+    ...(f.description ? { description: f.description } : {}),
+  }),
+  writeSchema: (f) => ({
+    ...valueSchema,
+    type: f.required ? "object" : ["object", "null"],
+    ...(f.description ? { description: f.description } : {}),
+  }),
 };

@@ -6,7 +6,8 @@ import { columnFilter, describe, jsonOf, parseWith, requestValue } from "./base"
 import type { FieldTypeModule } from "./types";
 
 const DATETIME_RE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$/i;
-const MESSAGE = "Datetime has wrong format. Use ISO 8601 (YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z]).";
+const MESSAGE =
+  "Datetime has wrong format. Use ISO 8601 (YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z]).";
 
 function normalize(s: string): string | null {
   if (!DATETIME_RE.test(s.trim())) return null;

@@ -1,14 +1,38 @@
 /** `decimal`: a finite number in a REAL column; numerals in strings are accepted. */
 import * as v from "valibot";
-import { cached, columnFilter, describe, jsonOf, parseWith, rangeActions, requestValue } from "./base";
+import {
+  cached,
+  columnFilter,
+  describe,
+  jsonOf,
+  parseWith,
+  rangeActions,
+  requestValue,
+} from "./base";
 import type { FieldLike, FieldTypeModule } from "./types";
 
 const DECIMAL_RE = /^-?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$/;
 const MESSAGE = "A valid number is required.";
 
-const schema = (f: FieldLike) => cached(f, () => v.pipe(v.number(MESSAGE), v.finite(MESSAGE), ...rangeActions(f)) as v.GenericSchema<unknown, unknown>);
-const lenient = (raw: unknown) => (typeof raw === "string" && DECIMAL_RE.test(raw.trim()) ? Number(raw.trim()) : raw);
-const plain = { name: "", type: "decimal", isPolymorphic: false, validationRegex: "", validationMinimum: null, validationMaximum: null };
+const schema = (f: FieldLike) =>
+  cached(
+    f,
+    () =>
+      v.pipe(v.number(MESSAGE), v.finite(MESSAGE), ...rangeActions(f)) as v.GenericSchema<
+        unknown,
+        unknown
+      >,
+  );
+const lenient = (raw: unknown) =>
+  typeof raw === "string" && DECIMAL_RE.test(raw.trim()) ? Number(raw.trim()) : raw;
+const plain = {
+  name: "",
+  type: "decimal",
+  isPolymorphic: false,
+  validationRegex: "",
+  validationMinimum: null,
+  validationMaximum: null,
+};
 
 export const decimal: FieldTypeModule = {
   name: "decimal",

@@ -18,7 +18,22 @@ import { text } from "./text";
 import { url } from "./url";
 import type { FieldTypeModule, Takes } from "./types";
 
-export const FIELD_TYPE_MODULES = [text, longtext, integer, decimal, boolean, date, datetime, url, json, select, multiselect, object, multiobject, coordinates] as const satisfies readonly FieldTypeModule[];
+export const FIELD_TYPE_MODULES = [
+  text,
+  longtext,
+  integer,
+  decimal,
+  boolean,
+  date,
+  datetime,
+  url,
+  json,
+  select,
+  multiselect,
+  object,
+  multiobject,
+  coordinates,
+] as const satisfies readonly FieldTypeModule[];
 
 export type FieldType = (typeof FIELD_TYPE_MODULES)[number]["name"];
 export const FIELD_TYPES = FIELD_TYPE_MODULES.map((m) => m.name) as [string, ...string[]];
@@ -34,12 +49,22 @@ export function fieldType(name: string): FieldTypeModule {
   return m;
 }
 
-export type { Checked, FieldLike, FieldRow, FieldTypeModule, SchemaEnv, SqlType, Storage } from "./types";
+export type {
+  Checked,
+  FieldLike,
+  FieldRow,
+  FieldTypeModule,
+  SchemaEnv,
+  SqlType,
+  Storage,
+} from "./types";
 
 /** "object and multiobject": the types a predicate holds for, for messages. */
 export function typesWhere(test: (m: FieldTypeModule) => boolean): string {
   const names = FIELD_TYPE_MODULES.filter(test).map((m) => m.name);
-  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names.at(-1)}` : (names[0] ?? "no");
+  return names.length > 1
+    ? `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`
+    : (names[0] ?? "no");
 }
 
 /** "integer and decimal": the types that take an attribute. */

@@ -1,14 +1,32 @@
 /** `integer`: a safe integer in an INTEGER column; numerals in strings are accepted. */
 import * as v from "valibot";
-import { cached, columnFilter, describe, jsonOf, parseWith, rangeActions, requestValue } from "./base";
+import {
+  cached,
+  columnFilter,
+  describe,
+  jsonOf,
+  parseWith,
+  rangeActions,
+  requestValue,
+} from "./base";
 import type { FieldLike, FieldTypeModule } from "./types";
 
 const INT_RE = /^-?\d+$/;
 const MESSAGE = "A valid integer is required.";
 
 const schema = (f: FieldLike) =>
-  cached(f, () => v.pipe(v.number(MESSAGE), v.integer(MESSAGE), v.check((n: number) => Number.isSafeInteger(n), MESSAGE), ...rangeActions(f)) as v.GenericSchema<unknown, unknown>);
-const lenient = (raw: unknown) => (typeof raw === "string" && INT_RE.test(raw.trim()) ? Number(raw.trim()) : raw);
+  cached(
+    f,
+    () =>
+      v.pipe(
+        v.number(MESSAGE),
+        v.integer(MESSAGE),
+        v.check((n: number) => Number.isSafeInteger(n), MESSAGE),
+        ...rangeActions(f),
+      ) as v.GenericSchema<unknown, unknown>,
+  );
+const lenient = (raw: unknown) =>
+  typeof raw === "string" && INT_RE.test(raw.trim()) ? Number(raw.trim()) : raw;
 
 export const integer: FieldTypeModule = {
   name: "integer",
@@ -27,7 +45,17 @@ export const integer: FieldTypeModule = {
   encode: (f, raw) => parseWith(schema(f), lenient(raw)),
   decode: (stored) => (typeof stored === "bigint" ? Number(stored) : (stored ?? null)),
   fromOther: (_api, text) => {
-    const r = parseWith(schema({ name: "", type: "integer", isPolymorphic: false, validationRegex: "", validationMinimum: null, validationMaximum: null }), lenient(text.trim()));
+    const r = parseWith(
+      schema({
+        name: "",
+        type: "integer",
+        isPolymorphic: false,
+        validationRegex: "",
+        validationMinimum: null,
+        validationMaximum: null,
+      }),
+      lenient(text.trim()),
+    );
     return "error" in r ? undefined : r.value;
   },
   filters: columnFilter("number"),

@@ -34,5 +34,8 @@ export const json: FieldTypeModule = {
   filters: (f, ctx) => ({ [f.name]: jsonFilter(ctx.column) }),
   readSchema: (f) => (f.description ? { description: f.description } : {}),
   // Any value, null included: only what the field row says about it.
-  writeSchema: (f) => ({ ...(f.description ? { description: f.description } : {}), ...(f.default !== null && f.default !== undefined ? { default: f.default } : {}) }),
+  writeSchema: (f) => ({
+    ...(f.description ? { description: f.description } : {}),
+    ...(f.default !== null && f.default !== undefined ? { default: f.default } : {}),
+  }),
 };

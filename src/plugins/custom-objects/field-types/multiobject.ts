@@ -20,5 +20,10 @@ export const multiobject: FieldTypeModule = {
   decode: (stored) => stored ?? null,
   filters: linkFilters,
   readSchema: (f, env) => ({ type: "array", items: refReadSchema(f, env), ...describe(f) }),
-  writeSchema: (f, env) => requestValue(f, { type: "array", items: refWriteSchema(f, env), ...(f.required ? { minItems: 1 } : {}) }),
+  writeSchema: (f, env) =>
+    requestValue(f, {
+      type: "array",
+      items: refWriteSchema(f, env),
+      ...(f.required ? { minItems: 1 } : {}),
+    }),
 };

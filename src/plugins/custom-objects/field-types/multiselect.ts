@@ -28,7 +28,9 @@ export const multiselect: FieldTypeModule = {
   encode: (_f, raw, choices) => {
     const r = parseWith(schema, raw);
     // The first item that is not a choice (or not a string) names the error.
-    if (Array.isArray(raw)) for (const value of raw) if (typeof value !== "string" || !choices?.has(value)) return { error: notAChoice(value) };
+    if (Array.isArray(raw))
+      for (const value of raw)
+        if (typeof value !== "string" || !choices?.has(value)) return { error: notAChoice(value) };
     if ("error" in r) return r;
     const values = r.value as string[];
     return { value: values.length ? JSON.stringify([...new Set(values)]) : null };
@@ -43,14 +45,24 @@ export const multiselect: FieldTypeModule = {
   },
   // A single choice becomes a list of one; other text splits at commas.
   fromOther: (api, text, from) =>
-    JSON.stringify(from.takes.choices && !Array.isArray(api) ? [text] : text.split(",").map((s) => s.trim()).filter(Boolean)),
+    JSON.stringify(
+      from.takes.choices && !Array.isArray(api)
+        ? [text]
+        : text
+            .split(",")
+            .map((s) => s.trim())
+            .filter(Boolean),
+    ),
   filters: (f, ctx) => ({
     [f.name]: {
       kind: "string",
       expr: ctx.column,
       lookups: ["exact", "n", "empty"],
       build: (lookup, values) => {
-        if (lookup === "empty") return parseEmpty(`${f.name}__empty`, values[0]) ? sql`${ctx.column} IS NULL` : sql`${ctx.column} IS NOT NULL`;
+        if (lookup === "empty")
+          return parseEmpty(`${f.name}__empty`, values[0])
+            ? sql`${ctx.column} IS NULL`
+            : sql`${ctx.column} IS NOT NULL`;
         const has = sql`EXISTS (SELECT 1 FROM json_each(${ctx.column}) je WHERE je.value IN (${sql.join(
           values.map((value) => sql`${value}`),
           sql`, `,
@@ -60,7 +72,15 @@ export const multiselect: FieldTypeModule = {
     },
   }),
   // `q` matches part of one of the values (upstream: one of the values).
-  search: (column) => ({ match: (q) => sql`EXISTS (SELECT 1 FROM json_each(${column}) je WHERE ${likeContains(sql`je.value`, q)})` }),
+  search: (column) => ({
+    match: (q) =>
+      sql`EXISTS (SELECT 1 FROM json_each(${column}) je WHERE ${likeContains(sql`je.value`, q)})`,
+  }),
   readSchema: (f, env) => ({ type: "array", items: { type: "string" }, ...choiceNote(f, env) }),
-  writeSchema: (f, env) => requestValue(f, { ...jsonOf(schema), items: { type: "string", enum: env.choices(f.choiceSetId) }, ...(f.required ? { minItems: 1 } : {}) }),
+  writeSchema: (f, env) =>
+    requestValue(f, {
+      ...jsonOf(schema),
+      items: { type: "string", enum: env.choices(f.choiceSetId) },
+      ...(f.required ? { minItems: 1 } : {}),
+    }),
 };

@@ -24,9 +24,18 @@ export const object: FieldTypeModule = {
   encode: () => ({ error: "References are resolved by the model." }),
   decode: (stored) => stored ?? null,
   filters: (f, ctx) => {
-    if (!f.isPolymorphic) return { [`${f.name}_id`]: { kind: "number", expr: ctx.column }, [f.name]: { kind: "number", expr: ctx.column } };
+    if (!f.isPolymorphic)
+      return {
+        [`${f.name}_id`]: { kind: "number", expr: ctx.column },
+        [f.name]: { kind: "number", expr: ctx.column },
+      };
     const type = ctx.columnNamed(`${f.name}_type`);
-    return polymorphicFilters(f, ctx, (typeId, ids) => sql`(${type} = ${typeId} AND ${ctx.column} IN (${ids}))`, sql`${ctx.column} IS NULL`);
+    return polymorphicFilters(
+      f,
+      ctx,
+      (typeId, ids) => sql`(${type} = ${typeId} AND ${ctx.column} IN (${ids}))`,
+      sql`${ctx.column} IS NULL`,
+    );
   },
   readSchema: (f, env) => ({ ...orNull(refReadSchema(f, env)), ...describe(f) }),
   writeSchema: (f, env) => requestValue(f, refWriteSchema(f, env)),

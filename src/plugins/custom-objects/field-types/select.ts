@@ -3,9 +3,11 @@ import * as v from "valibot";
 import { jsonOf, parseWith, requestValue } from "./base";
 import type { FieldTypeModule, SchemaEnv, FieldRow } from "./types";
 
-export const notAChoice = (value: unknown) => `"${typeof value === "string" ? value : JSON.stringify(value)}" is not a valid choice.`;
+export const notAChoice = (value: unknown) =>
+  `"${typeof value === "string" ? value : JSON.stringify(value)}" is not a valid choice.`;
 /** The read schema's note naming the choices. */
-export const choiceNote = (f: FieldRow, env: SchemaEnv) => (f.choiceSetId ? { description: `One of: ${env.choices(f.choiceSetId).join(", ")}.` } : {});
+export const choiceNote = (f: FieldRow, env: SchemaEnv) =>
+  f.choiceSetId ? { description: `One of: ${env.choices(f.choiceSetId).join(", ")}.` } : {};
 
 const schema = v.string((issue) => notAChoice(issue.input));
 
@@ -30,7 +32,8 @@ export const select: FieldTypeModule = {
   },
   decode: (stored) => stored ?? null,
   // From a list of choices, its first one.
-  fromOther: (api, text, from) => (Array.isArray(api) && from.takes.choices ? (api[0] ?? undefined) : text),
+  fromOther: (api, text, from) =>
+    Array.isArray(api) && from.takes.choices ? (api[0] ?? undefined) : text,
   filters: (f, ctx) => ({ [f.name]: { kind: "string", expr: ctx.column } }),
   readSchema: (f, env) => ({ type: ["string", "null"], ...choiceNote(f, env) }),
   writeSchema: (f, env) => requestValue(f, { ...jsonOf(schema), enum: env.choices(f.choiceSetId) }),

@@ -6,10 +6,33 @@ import type { FieldLike, FieldRow, FieldTypeModule } from "./types";
 
 type Actions = (f: FieldLike) => v.PipeItem<string, string, v.BaseIssue<unknown>>[];
 
-export function textLike(options: { name: string; indexed: boolean; canBeUnique: boolean; lossless: string[]; format?: string; actions?: Actions; checkOther?: boolean }): FieldTypeModule {
+export function textLike(options: {
+  name: string;
+  indexed: boolean;
+  canBeUnique: boolean;
+  lossless: string[];
+  format?: string;
+  actions?: Actions;
+  checkOther?: boolean;
+}): FieldTypeModule {
   const schema = (f: FieldLike) =>
-    cached(f, () => v.pipe(v.string("Not a valid string."), ...(options.actions?.(f) ?? []), ...regexActions(f)) as v.GenericSchema<unknown, unknown>);
-  const plain: FieldLike = { name: "", type: options.name, isPolymorphic: false, validationRegex: "", validationMinimum: null, validationMaximum: null };
+    cached(
+      f,
+      () =>
+        v.pipe(
+          v.string("Not a valid string."),
+          ...(options.actions?.(f) ?? []),
+          ...regexActions(f),
+        ) as v.GenericSchema<unknown, unknown>,
+    );
+  const plain: FieldLike = {
+    name: "",
+    type: options.name,
+    isPolymorphic: false,
+    validationRegex: "",
+    validationMinimum: null,
+    validationMaximum: null,
+  };
   const format = options.format ? { format: options.format } : {};
   return {
     name: options.name,
@@ -33,14 +56,29 @@ export function textLike(options: { name: string; indexed: boolean; canBeUnique:
       const r = text === "" ? { value: null } : parseWith(schema(plain), text);
       return "error" in r ? undefined : r.value;
     },
-    filters: (f, ctx) => ({ [f.name]: { kind: "string", expr: ctx.column, bareLookup: f.filterLogic === "loose" ? "ic" : "exact" } }),
+    filters: (f, ctx) => ({
+      [f.name]: {
+        kind: "string",
+        expr: ctx.column,
+        bareLookup: f.filterLogic === "loose" ? "ic" : "exact",
+      },
+    }),
     readSchema: (f: FieldRow) => ({ type: ["string", "null"], ...format, ...describe(f) }),
     writeSchema: (f: FieldRow) => {
-      const s: JsonSchema = { ...jsonOf(schema(f)), ...format, ...(f.required ? { minLength: 1 } : {}) };
+      const s: JsonSchema = {
+        ...jsonOf(schema(f)),
+        ...format,
+        ...(f.required ? { minLength: 1 } : {}),
+      };
       if (f.validationRegex) s.pattern = f.validationRegex;
       return requestValue(f, s);
     },
   };
 }
 
-export const text = textLike({ name: "text", indexed: false, canBeUnique: true, lossless: ["longtext"] });
+export const text = textLike({
+  name: "text",
+  indexed: false,
+  canBeUnique: true,
+  lossless: ["longtext"],
+});

@@ -16,7 +16,11 @@ export type Checked = { value: unknown } | { error: string };
 export type SqlType = "TEXT" | "INTEGER" | "REAL";
 
 /** The field attributes a module reads (a stored row or a draft). */
-export type FieldLike = Pick<FieldRow, "name" | "type" | "isPolymorphic" | "validationRegex" | "validationMinimum" | "validationMaximum"> & Partial<FieldRow>;
+export type FieldLike = Pick<
+  FieldRow,
+  "name" | "type" | "isPolymorphic" | "validationRegex" | "validationMinimum" | "validationMaximum"
+> &
+  Partial<FieldRow>;
 
 /**
  * Where a field's values live: `column` — one column of the type's SQL type named like the

@@ -20,5 +20,8 @@ export const url = textLike({
   lossless: ["text", "longtext"],
   format: "uri",
   checkOther: true,
-  actions: () => [v.check(isUrl, "Enter a valid URL."), v.maxLength(2000, "Ensure this field has no more than 2000 characters.")],
+  actions: () => [
+    v.check(isUrl, "Enter a valid URL."),
+    v.maxLength(2000, "Ensure this field has no more than 2000 characters."),
+  ],
 });

@@ -4,7 +4,8 @@
  * with each field's display value, an unknown or empty field being "". Anything else is kept
  * as written. An expression that renders to nothing falls back to the primary field or name.
  */
-const TOKEN_RE = /\{\{\s*([a-z0-9_]+)\s*\}\}|\{%-?\s*(if\s+(not\s+)?([a-z0-9_]+)|else|endif)\s*-?%\}/g;
+const TOKEN_RE =
+  /\{\{\s*([a-z0-9_]+)\s*\}\}|\{%-?\s*(if\s+(not\s+)?([a-z0-9_]+)|else|endif)\s*-?%\}/g;
 
 /** Field names an expression reads (their columns must be in every query `display` runs on). */
 export function expressionNames(expression: string): string[] {

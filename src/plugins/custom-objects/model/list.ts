@@ -7,7 +7,10 @@ import type { Shape } from "./shape";
 import { ownerListFilters } from "./owner";
 
 /** @param typeKeys `<app_label>_<model>` by object type id, for polymorphic per-type filters. */
-export function listSpec(shape: Shape, typeKeys: ReadonlyMap<number, string> = new Map()): ListSpec {
+export function listSpec(
+  shape: Shape,
+  typeKeys: ReadonlyMap<number, string> = new Map(),
+): ListSpec {
   const { cot, fields, table, column, moduleOf } = shape;
   const filters: Record<string, FilterSpec> = {
     id: { kind: "number", expr: table.id },
@@ -15,18 +18,30 @@ export function listSpec(shape: Shape, typeKeys: ReadonlyMap<number, string> = n
     last_updated: { kind: "datetime", expr: table.lastUpdated },
     tag: tagFilter(table.id, { objectTypeId: cot.objectTypeId }),
   };
-  const orderings: Record<string, SQLWrapper> = { id: table.id, created: table.created, last_updated: table.lastUpdated };
+  const orderings: Record<string, SQLWrapper> = {
+    id: table.id,
+    created: table.created,
+    last_updated: table.lastUpdated,
+  };
   const search: SearchTerm[] = [];
   for (const f of fields) {
     if (f.filterLogic === "disabled") continue;
     const m = moduleOf.get(f)!;
     const own = valueColumn(f);
     const col = own ? column(own) : table.id;
-    Object.assign(filters, m.filters(f, { column: col, columnNamed: column, id: table.id, linkTable: ident(linkTableName(cot.id, f.id)), typeKey: (id) => typeKeys.get(id) }));
+    Object.assign(
+      filters,
+      m.filters(f, {
+        column: col,
+        columnNamed: column,
+        id: table.id,
+        linkTable: ident(linkTableName(cot.id, f.id)),
+        typeKey: (id) => typeKeys.get(id),
+      }),
+    );
     if (m.orderable) orderings[f.name] = col;
     if (f.searchWeight > 0 && m.searchable) search.push(m.search ? m.search(col) : col);
   }
   Object.assign(filters, ownerListFilters(shape));
   return { filters, orderings, defaultOrdering: ["id"], search, idExpr: table.id };
-
 }

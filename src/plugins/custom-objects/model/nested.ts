@@ -23,8 +23,16 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
     async nested(ctx, ids) {
       const out = new Map<number, ApiRecord>();
       if (!ids.length) return out;
-      const rows = (await ctx.db.select(nestedCols).from(table).where(inArray(table.id, ids))) as Record<string, any>[];
-      for (const row of rows) out.set(row.id, { id: row.id, url: instanceUrl(ctx.baseUrl, slug, row.id), display: display(row) });
+      const rows = (await ctx.db
+        .select(nestedCols)
+        .from(table)
+        .where(inArray(table.id, ids))) as Record<string, any>[];
+      for (const row of rows)
+        out.set(row.id, {
+          id: row.id,
+          url: instanceUrl(ctx.baseUrl, slug, row.id),
+          display: display(row),
+        });
       return out;
     },
     nestedSql: {
@@ -33,7 +41,11 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
           Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
           sql`, `,
         )}) AS j FROM ${table} WHERE ${table.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`,
-      build: (ctx, id, row) => ({ id, url: instanceUrl(ctx.baseUrl, slug, id), display: display(row) }),
+      build: (ctx, id, row) => ({
+        id,
+        url: instanceUrl(ctx.baseUrl, slug, id),
+        display: display(row),
+      }),
     },
   };
 }

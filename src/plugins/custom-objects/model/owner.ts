@@ -26,7 +26,10 @@ export function ownerListFilters(shape: Shape): Record<string, FilterSpec> {
 /** Declares the owner on a type's resource: a relation (constraints, GraphQL) and its description. */
 export function declareOwner(shape: Shape, resource: Resource) {
   if (!hasOwner(shape)) return;
-  resource.relations = [...(resource.relations ?? []), { name: "owner", target: "users.owner", expr: shape.column(OWNER_COLUMN) }];
+  resource.relations = [
+    ...(resource.relations ?? []),
+    { name: "owner", target: "users.owner", expr: shape.column(OWNER_COLUMN) },
+  ];
   resource.describe = [...(resource.describe ?? []), { name: "owner", kind: "relation" }];
 }
 
@@ -34,9 +37,15 @@ export function declareOwner(shape: Shape, resource: Resource) {
  * The owners of these rows in nested form, fetched once: a function giving each row's
  * `{owner}` to spread into its record (an empty object when the type has no owner).
  */
-export async function ownerReader(ctx: ReadContext, shape: Shape, rows: Record<string, any>[]): Promise<(row: Record<string, any>) => ApiRecord> {
+export async function ownerReader(
+  ctx: ReadContext,
+  shape: Shape,
+  rows: Record<string, any>[],
+): Promise<(row: Record<string, any>) => ApiRecord> {
   if (!hasOwner(shape)) return () => ({});
-  const ids = [...new Set(rows.map((r) => r[OWNER_COLUMN]).filter((v): v is number => typeof v === "number"))];
+  const ids = [
+    ...new Set(rows.map((r) => r[OWNER_COLUMN]).filter((v): v is number => typeof v === "number")),
+  ];
   const info = ids.length ? await ctx.services.models.get("users", "owner", ctx) : null;
   const nested = info ? await info.nested(ctx, ids) : new Map<number, ApiRecord>();
   return (row) => {
@@ -46,7 +55,13 @@ export async function ownerReader(ctx: ReadContext, shape: Shape, rows: Record<s
 }
 
 /** Converts a written `owner` (id, `{id}` or null) into `values`; errors are keyed `owner`. */
-export async function writeOwner(ctx: WriteContext, shape: Shape, input: ApiRecord, values: Record<string, unknown>, errors: ErrorCollector) {
+export async function writeOwner(
+  ctx: WriteContext,
+  shape: Shape,
+  input: ApiRecord,
+  values: Record<string, unknown>,
+  errors: ErrorCollector,
+) {
   if (!hasOwner(shape)) return;
   if (!Object.hasOwn(input, "owner")) return;
   const raw = input.owner;
@@ -54,12 +69,19 @@ export async function writeOwner(ctx: WriteContext, shape: Shape, input: ApiReco
     values[OWNER_COLUMN] = null;
     return;
   }
-  const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+  const id =
+    raw && typeof raw === "object" && !Array.isArray(raw)
+      ? (raw as Record<string, unknown>).id
+      : raw;
   if (typeof id !== "number" || !Number.isInteger(id)) {
     errors.add("owner", "Incorrect type. Expected pk value.");
     return;
   }
-  const [found] = await ctx.db.select({ id: owners.id }).from(owners).where(eq(owners.id, id)).limit(1);
+  const [found] = await ctx.db
+    .select({ id: owners.id })
+    .from(owners)
+    .where(eq(owners.id, id))
+    .limit(1);
   if (!found) errors.add("owner", `Related object not found using the provided numeric ID: ${id}`);
   else values[OWNER_COLUMN] = id;
 }

@@ -26,26 +26,51 @@ export interface Reader {
    * `known`: nested forms of related objects already read, by type id and id (not read again);
    * `learned`: receives the forms this call had to read.
    */
-  serialize: (ctx: ReadContext, rows: Record<string, any>[], known?: Nested, learned?: Nested) => Promise<ApiRecord[]>;
+  serialize: (
+    ctx: ReadContext,
+    rows: Record<string, any>[],
+    known?: Nested,
+    learned?: Nested,
+  ) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
   /** The row query's select list (a create's RETURNING clause uses it too). */
   rowColumns: Record<string, SQLiteColumn | SQL>;
 }
 
 export function reader(shape: Shape): Reader {
-  const { cot, fields, table, slug, moduleOf, storage, primary, primaryLabel, expression, byName, contextFields, embedded, embeddedFields } = shape;
+  const {
+    cot,
+    fields,
+    table,
+    slug,
+    moduleOf,
+    storage,
+    primary,
+    primaryLabel,
+    expression,
+    byName,
+    contextFields,
+    embedded,
+    embeddedFields,
+  } = shape;
   const display = (row: Record<string, any>) => {
     if (expression) {
       const rendered = renderExpression(expression, (name) => {
         const f = byName.get(name);
-        return f && storage(f) === "column" && name in row ? displayText(moduleOf.get(f)!.decode(row[name])) : "";
+        return f && storage(f) === "column" && name in row
+          ? displayText(moduleOf.get(f)!.decode(row[name]))
+          : "";
       });
       if (rendered) return rendered;
     }
     if (primaryLabel && typeof row.__label === "string" && row.__label) return row.__label;
     if (primary) {
-      const v = storage(primary) === "reference" ? row[valueColumn(primary)!] : moduleOf.get(primary)!.decode(row[primary.name]);
-      if (v !== null && v !== undefined && v !== "") return typeof v === "object" ? JSON.stringify(v) : String(v);
+      const v =
+        storage(primary) === "reference"
+          ? row[valueColumn(primary)!]
+          : moduleOf.get(primary)!.decode(row[primary.name]);
+      if (v !== null && v !== undefined && v !== "")
+        return typeof v === "object" ? JSON.stringify(v) : String(v);
     }
     return `${verboseName(cot)} ${row.id}`;
   };
@@ -53,10 +78,22 @@ export function reader(shape: Shape): Reader {
   // Per field, what serialising a row needs, worked out once per shape.
   const plan = fields.map((f) => {
     const m = moduleOf.get(f)!;
-    return { f, kind: m.storage, m, idKey: `${f.name}_id`, typeKey: `${f.name}_type`, parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const) };
+    return {
+      f,
+      kind: m.storage,
+      m,
+      idKey: `${f.name}_id`,
+      typeKey: `${f.name}_type`,
+      parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const),
+    };
   });
 
-  async function serialize(ctx: ReadContext, rows: Record<string, any>[], known?: Nested, learned?: Nested): Promise<ApiRecord[]> {
+  async function serialize(
+    ctx: ReadContext,
+    rows: Record<string, any>[],
+    known?: Nested,
+    learned?: Nested,
+  ): Promise<ApiRecord[]> {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     // Gather every reference, then fetch nested forms once per target type.
@@ -74,33 +111,47 @@ export function reader(shape: Shape): Reader {
         for (const r of rows) {
           const id = r[`${f.name}_id`];
           const json = r[`__n_${f.name}`];
-          if (id != null && json && !byId.has(id)) byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+          if (id != null && json && !byId.has(id))
+            byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
         }
         inline.set(f.name, byId);
       } else if (storage(f) === "reference") {
-        for (const r of rows) want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
+        for (const r of rows)
+          want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
       } else if (storage(f) === "links") {
         const lt = ident(linkTableName(cot.id, f.id));
         const linkRows = (await ctx.db.all(
-          sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(ids.map((i) => sql`${i}`), sql`, `)}) ORDER BY source_id, position, target_id`,
+          sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
+            ids.map((i) => sql`${i}`),
+            sql`, `,
+          )}) ORDER BY source_id, position, target_id`,
         )) as { source_id: number; target_type: number | null; target_id: number }[];
         const bySource = new Map<number, { typeId: number; id: number }[]>();
         for (const l of linkRows) {
           const typeId = l.target_type ?? f.relatedObjectTypeId!;
           want(typeId, l.target_id);
-          (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({ typeId, id: l.target_id });
+          (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({
+            typeId,
+            id: l.target_id,
+          });
         }
         links.set(f.id, bySource);
       }
     }
     const infos = await relatedInfos(ctx, [...wanted.keys()]);
     // Every related type's nested forms in one statement where the models allow it.
-    const groups = [...wanted].filter(([typeId]) => infos.has(typeId)).map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
+    const groups = [...wanted]
+      .filter(([typeId]) => infos.has(typeId))
+      .map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
     const byInfo = await ctx.services.models.nestedMany(ctx, groups);
     const nested: Nested = new Map();
-    for (const typeId of wanted.keys()) nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
+    for (const typeId of wanted.keys())
+      nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
     if (learned) for (const [typeId, forms] of nested) learned.set(typeId, forms);
-    const ots = await ctx.services.objectTypes.byIds([...new Set([...wanted.keys(), ...(known?.keys() ?? [])])], ctx.db);
+    const ots = await ctx.services.objectTypes.byIds(
+      [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])],
+      ctx.db,
+    );
     const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
       const n = nested.get(typeId)?.get(id) ?? known?.get(typeId)?.get(id) ?? { id };
       if (!f.isPolymorphic) return n;
@@ -110,7 +161,9 @@ export function reader(shape: Shape): Reader {
       return { object_type: label, _content_type: label, ...n };
     };
     // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
-    const tags = rows.every((r) => "__tags" in r) ? tagsFromRows(ctx, rows) : await loadTags(ctx, cot.objectTypeId!, ids);
+    const tags = rows.every((r) => "__tags" in r)
+      ? tagsFromRows(ctx, rows)
+      : await loadTags(ctx, cot.objectTypeId!, ids);
     const cotRef = nestedCot(ctx.baseUrl, cot);
     const ownerOf = await ownerReader(ctx, shape, rows);
     return rows.map((row) => {
@@ -130,13 +183,22 @@ export function reader(shape: Shape): Reader {
           const id = row[idKey];
           const typeId = f.isPolymorphic ? row[typeKey] : f.relatedObjectTypeId;
           const known = inline.get(f.name);
-          rec[f.name] = id == null || typeId == null ? null : known ? (known.get(id) ?? { id }) : ref(f, typeId, id);
+          rec[f.name] =
+            id == null || typeId == null
+              ? null
+              : known
+                ? (known.get(id) ?? { id })
+                : ref(f, typeId, id);
         } else if (kind === "links") {
           rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
         } else {
           const value = m.decode(row[f.name]);
           rec[f.name] = value;
-          for (const [part, key] of parts) rec[key] = value && typeof value === "object" ? ((value as Record<string, unknown>)[part] ?? null) : null;
+          for (const [part, key] of parts)
+            rec[key] =
+              value && typeof value === "object"
+                ? ((value as Record<string, unknown>)[part] ?? null)
+                : null;
         }
       }
       if (contextFields.length) {
@@ -152,18 +214,39 @@ export function reader(shape: Shape): Reader {
   // (The outer id is spelled out: Drizzle renders a column unqualified in a select list.)
   const tagsColumn = sql<string>`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND ti.object_id = ${ident(tableName(cot.id))}.id ORDER BY t.name) x)`;
   const tagsFromRows = (ctx: ReadContext, rows: Record<string, any>[]) =>
-    new Map(rows.map((r) => [r.id as number, r.__tags == null || r.__tags === "[]" ? [] : (JSON.parse(r.__tags) as Parameters<typeof nestedTag>[1][]).map((t) => nestedTag(ctx.baseUrl, t))]));
+    new Map(
+      rows.map((r) => [
+        r.id as number,
+        r.__tags == null || r.__tags === "[]"
+          ? []
+          : (JSON.parse(r.__tags) as Parameters<typeof nestedTag>[1][]).map((t) =>
+              nestedTag(ctx.baseUrl, t),
+            ),
+      ]),
+    );
 
-  const rowColumns: Record<string, SQLiteColumn | SQL> = { ...getTableColumns(table), __tags: tagsColumn };
+  const rowColumns: Record<string, SQLiteColumn | SQL> = {
+    ...getTableColumns(table),
+    __tags: tagsColumn,
+  };
   if (primaryLabel) rowColumns.__label = primaryLabel;
   for (const f of embeddedFields) {
     const info = embedded.get(f.relatedObjectTypeId!)!;
-    rowColumns[`__n_${f.name}`] = sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
+    rowColumns[`__n_${f.name}`] =
+      sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
   }
   // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
   // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
-  const oneRow = (db: Executor) => db.select(rowColumns).from(table).where(eq(table.id, sql.placeholder("id")));
-  const pageOf = (columns: typeof rowColumns) => (db: Executor) => db.select(columns).from(table).where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+  const oneRow = (db: Executor) =>
+    db
+      .select(rowColumns)
+      .from(table)
+      .where(eq(table.id, sql.placeholder("id")));
+  const pageOf = (columns: typeof rowColumns) => (db: Executor) =>
+    db
+      .select(columns)
+      .from(table)
+      .where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
   const manyRows = pageOf(rowColumns);
   const loadOne = new Reusable((db) => oneRow(db).prepare());
   const loadMany = new Reusable((db) => manyRows(db).prepare());
@@ -172,17 +255,21 @@ export function reader(shape: Shape): Reader {
   // row is read by position: Drizzle's own mapping copies each row twice more (a list page is
   // 50 rows of ~27 values), and these columns need none of its conversions (plain integer, real
   // and text columns, and SQL expressions without a decoder).
-  const byPosition = (keys: string[]) => (values: ArrayLike<unknown>): Record<string, any> => {
-    const row: Record<string, any> = {};
-    for (let i = 0; i < keys.length; i++) row[keys[i]!] = values[i];
-    return row;
-  };
+  const byPosition =
+    (keys: string[]) =>
+    (values: ArrayLike<unknown>): Record<string, any> => {
+      const row: Record<string, any> = {};
+      for (let i = 0; i < keys.length; i++) row[keys[i]!] = values[i];
+      return row;
+    };
   const fullRow = byPosition(Object.keys(rowColumns));
 
   // A page read from the pool leaves the related objects' nested forms out of its rows: they come
   // from `formsCache`, read once while the database is unchanged (a page of 50 names the same
   // sites again and again; parsing their JSON text per row cost more than the rest of a value).
-  const leanColumns = Object.fromEntries(Object.entries(rowColumns).filter(([key]) => !key.startsWith("__n_")));
+  const leanColumns = Object.fromEntries(
+    Object.entries(rowColumns).filter(([key]) => !key.startsWith("__n_")),
+  );
   const leanRow = byPosition(Object.keys(leanColumns));
   const leanRows = pageOf(leanColumns);
 
@@ -196,7 +283,13 @@ export function reader(shape: Shape): Reader {
   let formsCache: { stamp: string; baseUrl: string; forms: Nested; size: number } | null = null;
   const FORMS_CACHED = 5000;
   const formsFor = (stamp: string, baseUrl: string) => {
-    if (!formsCache || formsCache.stamp !== stamp || formsCache.baseUrl !== baseUrl || formsCache.size > FORMS_CACHED) formsCache = { stamp, baseUrl, forms: new Map(), size: 0 };
+    if (
+      !formsCache ||
+      formsCache.stamp !== stamp ||
+      formsCache.baseUrl !== baseUrl ||
+      formsCache.size > FORMS_CACHED
+    )
+      formsCache = { stamp, baseUrl, forms: new Map(), size: 0 };
     return formsCache;
   };
 
@@ -209,15 +302,26 @@ export function reader(shape: Shape): Reader {
     let stale = false;
     if (readRows && ctx.db === orm) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
-      compiled ??= { one: compile(oneRow(orm)), many: compile(manyRows(orm)), lean: compile(leanRows(orm)) };
+      compiled ??= {
+        one: compile(oneRow(orm)),
+        many: compile(manyRows(orm)),
+        lean: compile(leanRows(orm)),
+      };
       const stamp = ids.length > 1 && embeddedFields.length ? databaseStamp(ctx.services) : null;
       if (stamp !== null) cache = formsFor(stamp, ctx.baseUrl);
-      const [q, bind] = ids.length === 1 ? [compiled.one, { id: ids[0]! }] : [cache ? compiled.lean : compiled.many, { ids: JSON.stringify(ids) }];
+      const [q, bind] =
+        ids.length === 1
+          ? [compiled.one, { id: ids[0]! }]
+          : [cache ? compiled.lean : compiled.many, { ids: JSON.stringify(ids) }];
       values = (await readRows(q.sql, fill(q.params, bind))).rows;
       // a commit in between: the rows are newer than the cached forms, which are not used then
       if (cache && databaseStamp(ctx.services) !== cache.stamp) stale = true;
     } else {
-      values = (ids.length === 1 ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! }) : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })) as ArrayLike<unknown>[];
+      values = (
+        ids.length === 1
+          ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! })
+          : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })
+      ) as ArrayLike<unknown>[];
     }
     const rows = values.map(cache ? leanRow : fullRow);
     const byId = new Map(rows.map((r) => [r.id as number, r]));
@@ -253,7 +357,8 @@ function deepFreeze<T>(value: T): T {
 type Compiled = { sql: string; params: unknown[] };
 const compile = (query: { toSQL(): Compiled }): Compiled => query.toSQL();
 /** A compiled query's parameters with its placeholders filled from `values`. */
-const fill = (params: unknown[], values: Record<string, unknown>): InValue[] => params.map((p) => (p instanceof Placeholder ? values[p.name] : p) as InValue);
+const fill = (params: unknown[], values: Record<string, unknown>): InValue[] =>
+  params.map((p) => (p instanceof Placeholder ? values[p.name] : p) as InValue);
 
 function parseJson(text: unknown): unknown {
   if (text === null || text === undefined) return null;

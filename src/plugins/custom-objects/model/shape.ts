@@ -5,7 +5,14 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { choiceSets, customObjectTypes } from "../../../db/schema";
-import { integer, real, sqliteTable, text, type SQLiteColumn, type SQLiteTable } from "drizzle-orm/sqlite-core";
+import {
+  integer,
+  real,
+  sqliteTable,
+  text,
+  type SQLiteColumn,
+  type SQLiteTable,
+} from "drizzle-orm/sqlite-core";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
 import { API_BASE } from "../constants";
@@ -16,25 +23,48 @@ import { fieldType, type FieldRow, type FieldTypeModule, type Storage } from "..
 
 export type CotRow = typeof customObjectTypes.$inferSelect;
 
-export type CotTable = SQLiteTable & { id: SQLiteColumn; created: SQLiteColumn; lastUpdated: SQLiteColumn };
+export type CotTable = SQLiteTable & {
+  id: SQLiteColumn;
+  created: SQLiteColumn;
+  lastUpdated: SQLiteColumn;
+};
 
-export const instanceUrl = (baseUrl: string, slug: string, id: number) => `${baseUrl}/api/${API_BASE}/${slug}/${id}/`;
-export const cotUrl = (baseUrl: string, id: number) => `${baseUrl}/api/${API_BASE}/custom-object-types/${id}/`;
+export const instanceUrl = (baseUrl: string, slug: string, id: number) =>
+  `${baseUrl}/api/${API_BASE}/${slug}/${id}/`;
+export const cotUrl = (baseUrl: string, id: number) =>
+  `${baseUrl}/api/${API_BASE}/custom-object-types/${id}/`;
 /** Each word's first letter upper-cased, the rest kept (NetBox's `title`). */
-export const titleCase = (s: string) => s.split(/\s+/).filter(Boolean).map((w) => w[0]!.toUpperCase() + w.slice(1)).join(" ");
+export const titleCase = (s: string) =>
+  s
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((w) => w[0]!.toUpperCase() + w.slice(1))
+    .join(" ");
 /** The verbose name, or the name title-cased as upstream shows it ("ctxapi" → "Ctxapi"). */
 export const verboseName = (cot: CotRow) => cot.verboseName || titleCase(cot.name);
 
 export function nestedCot(baseUrl: string, cot: CotRow): ApiRecord {
-  return { id: cot.id, url: cotUrl(baseUrl, cot.id), display: verboseName(cot), name: cot.name, slug: cot.slug };
+  return {
+    id: cot.id,
+    url: cotUrl(baseUrl, cot.id),
+    display: verboseName(cot),
+    name: cot.name,
+    slug: cot.slug,
+  };
 }
 
 export function sortFields(fields: FieldRow[]): FieldRow[] {
-  return [...fields].sort((a, b) => a.groupName.localeCompare(b.groupName) || a.weight - b.weight || a.name.localeCompare(b.name));
+  return [...fields].sort(
+    (a, b) =>
+      a.groupName.localeCompare(b.groupName) || a.weight - b.weight || a.name.localeCompare(b.name),
+  );
 }
 
 /** Keys objects that an object/multiobject field may point at, by object type id. */
-export async function relatedInfos(ctx: ReadContext, typeIds: number[]): Promise<Map<number, ModelInfo>> {
+export async function relatedInfos(
+  ctx: ReadContext,
+  typeIds: number[],
+): Promise<Map<number, ModelInfo>> {
   const out = new Map<number, ModelInfo>();
   const ots = await ctx.services.objectTypes.byIds(typeIds, ctx.db);
   for (const [id, ot] of ots) {
@@ -51,7 +81,8 @@ export function buildTable(cot: CotRow, fields: FieldRow[]) {
     lastUpdated: text("last_updated").notNull(),
   };
   for (const f of fields) {
-    for (const [col, type] of fieldColumnTypes(f)) cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
+    for (const [col, type] of fieldColumnTypes(f))
+      cols[col] = type === "INTEGER" ? integer(col) : type === "REAL" ? real(col) : text(col);
   }
   if (cot.configContextEnabled) cols[LOCAL_CONTEXT_COLUMN] = text(LOCAL_CONTEXT_COLUMN);
   cols[OWNER_COLUMN] = integer(OWNER_COLUMN);
@@ -87,7 +118,11 @@ export interface Shape {
  * @param embedded object type id → host model whose nested form can ride on the row query
  *   (host models never change shape, so the SQL can be built once with the model).
  */
-export function shapeOf(cot: CotRow, rawFields: FieldRow[], embedded: Map<number, ModelInfo> = new Map()): Shape {
+export function shapeOf(
+  cot: CotRow,
+  rawFields: FieldRow[],
+  embedded: Map<number, ModelInfo> = new Map(),
+): Shape {
   const fields = sortFields(rawFields);
   const table = buildTable(cot, fields);
   const column = (name: string): SQLiteColumn => {
@@ -107,11 +142,32 @@ export function shapeOf(cot: CotRow, rawFields: FieldRow[], embedded: Map<number
       : undefined;
 
   // Object fields pointing at host models carry their nested form in the row too.
-  const embeddedFields = fields.filter((f) => storage(f) === "reference" && !f.isPolymorphic && embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne);
+  const embeddedFields = fields.filter(
+    (f) =>
+      storage(f) === "reference" &&
+      !f.isPolymorphic &&
+      embedded.get(f.relatedObjectTypeId!)?.nestedSql?.selectOne,
+  );
   const expression = cot.displayExpression ?? "";
   const expressionFields = expressionNames(expression)
     .map((name) => byName.get(name))
     .filter((f): f is FieldRow => !!f && storage(f) === "column");
   const contextFields = fields.filter((f) => f.context);
-  return { cot, slug, fields, byName, moduleOf, storage, primary, primaryLabel, expression, expressionFields, contextFields, table, column, embedded, embeddedFields };
+  return {
+    cot,
+    slug,
+    fields,
+    byName,
+    moduleOf,
+    storage,
+    primary,
+    primaryLabel,
+    expression,
+    expressionFields,
+    contextFields,
+    table,
+    column,
+    embedded,
+    embeddedFields,
+  };
 }

@@ -4,7 +4,17 @@
  * INSERT … RETURNING, updates, link-table writes and deletes.
  */
 import type { InValue } from "@libsql/client";
-import { and, eq, getTableColumns, getTableName, Param, Placeholder, sql, type DriverValueEncoder, type SQL } from "drizzle-orm";
+import {
+  and,
+  eq,
+  getTableColumns,
+  getTableName,
+  Param,
+  Placeholder,
+  sql,
+  type DriverValueEncoder,
+  type SQL,
+} from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { executePositional, Reusable, type Orm } from "../../../db/client";
 import { choiceSets, customObjectTypes } from "../../../db/schema";
@@ -15,7 +25,14 @@ import { resolveTags, setTags } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { LOCAL_CONTEXT_COLUMN, fieldColumns, ident, linkTableName, tableName, valueColumn } from "../ddl";
+import {
+  LOCAL_CONTEXT_COLUMN,
+  fieldColumns,
+  ident,
+  linkTableName,
+  tableName,
+  valueColumn,
+} from "../ddl";
 import type { FieldRow } from "../field-types";
 import { plainRef, resolveRef } from "../field-types/reference";
 import { encodeScalar } from "../values";
@@ -31,11 +48,16 @@ import { relatedInfos, verboseName, type Shape } from "./shape";
  */
 export class StaleModel extends ApiError {
   constructor() {
-    super(409, { detail: "The object type changed while this request ran; retry it.", error: "schema_changed" });
+    super(409, {
+      detail: "The object type changed while this request ran; retry it.",
+      error: "schema_changed",
+    });
   }
 }
 
-export type Writer = Required<Pick<Resource, "createLoaded" | "createMany" | "create" | "update" | "delete" | "fieldForColumn">>;
+export type Writer = Required<
+  Pick<Resource, "createLoaded" | "createMany" | "create" | "update" | "delete" | "fieldForColumn">
+>;
 
 type Ref = { typeId: number; id: number };
 type Pending = { field: FieldRow; ref: Ref };
@@ -44,14 +66,19 @@ type Preflight = { choices: Map<number, Set<string>>; found: (field: string) => 
 type Batch = { pre: Preflight; pending: Pending[] };
 /** The related objects a bulk create has found so far (`typeId:id`), with their nested forms. */
 type Seen = { found: Set<string>; nested: Nested };
-type Converted = { values: Record<string, unknown>; multi: Map<FieldRow, Ref[]>; tagIds: number[] | null };
+type Converted = {
+  values: Record<string, unknown>;
+  multi: Map<FieldRow, Ref[]>;
+  tagIds: number[] | null;
+};
 
 /** Most rows one multi-row INSERT carries (SQLite binds at most 32,766 values per statement). */
 const INSERT_ROWS = 100;
 const MAX_BOUND = 16_000;
 
 export function writer(shape: Shape, read: Reader): Writer {
-  const { cot, fields, table, column, slug, byName, storage, moduleOf, embedded, embeddedFields } = shape;
+  const { cot, fields, table, column, slug, byName, storage, moduleOf, embedded, embeddedFields } =
+    shape;
   const { serialize, rowColumns } = read;
   /**
    * One prepared statement starts every write: the COT's shape version and slug (a write that
@@ -60,8 +87,13 @@ export function writer(shape: Shape, read: Reader): Writer {
    * object fields exist. Other references (polymorphic, multiobject, custom objects) are
    * checked by `existingRefs`.
    */
-  const choiceSetIds = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
-  const preflightColumns: Record<string, SQLiteColumn | SQL> = { v: customObjectTypes.shapeVersion, slug: customObjectTypes.slug };
+  const choiceSetIds = [
+    ...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null)),
+  ];
+  const preflightColumns: Record<string, SQLiteColumn | SQL> = {
+    v: customObjectTypes.shapeVersion,
+    slug: customObjectTypes.slug,
+  };
   if (choiceSetIds.length) {
     preflightColumns.choices = sql<string>`(SELECT json_group_object(cs.id, json(cs.extra_choices)) FROM ${ident(getTableName(choiceSets))} cs WHERE cs.id IN (${sql.join(
       choiceSetIds.map((id) => sql`${id}`),
@@ -69,21 +101,37 @@ export function writer(shape: Shape, read: Reader): Writer {
     )}))`;
   }
   for (const f of embeddedFields) {
-    preflightColumns[`ref_${f.name}`] = sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
+    preflightColumns[`ref_${f.name}`] =
+      sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
   }
-  const preflightQuery = new Reusable((db) => db.select(preflightColumns).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id)).prepare());
+  const preflightQuery = new Reusable((db) =>
+    db
+      .select(preflightColumns)
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.id, cot.id))
+      .prepare(),
+  );
 
-  async function preflight(ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight> {
-    const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<string, any>[];
+  async function preflight(
+    ctx: WriteContext,
+    refIds: Record<string, number | null>,
+  ): Promise<Preflight> {
+    const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<
+      string,
+      any
+    >[];
     if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel();
     const choices = new Map<number, Set<string>>();
-    for (const [id, pairs] of Object.entries(JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>)) {
+    for (const [id, pairs] of Object.entries(
+      JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>,
+    )) {
       choices.set(Number(id), new Set(pairs.map(([v]) => v)));
     }
     return { choices, found: (field: string) => row[`ref_${field}`] === 1 };
   }
   const preflighted = new Set(embeddedFields);
-  const notFoundMessage = (id: number) => `Related object not found using the provided numeric ID: ${id}`;
+  const notFoundMessage = (id: number) =>
+    `Related object not found using the provided numeric ID: ${id}`;
 
   /**
    * Which of the pending references exist (`typeId:id`), and the nested forms of those found by
@@ -93,8 +141,12 @@ export function writer(shape: Shape, read: Reader): Writer {
     const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
     // each object once (a bulk of 1,000 names its 100 sites 10 times each)
     const byType = new Map<number, Set<number>>();
-    for (const { ref } of pending) if (infos.has(ref.typeId)) (byType.get(ref.typeId) ?? byType.set(ref.typeId, new Set()).get(ref.typeId)!).add(ref.id);
-    const groups = [...byType].map(([typeId, ids]) => [infos.get(typeId)!, [...ids]] as [ModelInfo, number[]]);
+    for (const { ref } of pending)
+      if (infos.has(ref.typeId))
+        (byType.get(ref.typeId) ?? byType.set(ref.typeId, new Set()).get(ref.typeId)!).add(ref.id);
+    const groups = [...byType].map(
+      ([typeId, ids]) => [infos.get(typeId)!, [...ids]] as [ModelInfo, number[]],
+    );
     const byInfo = await ctx.services.models.nestedMany(ctx, groups);
     const found = new Set<string>();
     const nested: Nested = new Map();
@@ -112,7 +164,16 @@ export function writer(shape: Shape, read: Reader): Writer {
   });
   /** Names a write may give besides the fields (`tags` aside); the owner and local context data where the type has them. */
   const owned = hasOwner(shape);
-  const reserved = new Set(["id", "url", "display", "display_url", "created", "last_updated", "custom_object_type", "_context"]);
+  const reserved = new Set([
+    "id",
+    "url",
+    "display",
+    "display_url",
+    "created",
+    "last_updated",
+    "custom_object_type",
+    "_context",
+  ]);
   if (owned) reserved.add("owner");
   if (cot.configContextEnabled) reserved.add(LOCAL_CONTEXT_COLUMN);
 
@@ -127,7 +188,11 @@ export function writer(shape: Shape, read: Reader): Writer {
       const value: Record<string, unknown> = {};
       for (const p of parts) {
         const key = `${f.name}_${p}`;
-        value[p] = Object.hasOwn(input, key) ? input[key] : given && typeof given === "object" ? ((given as Record<string, unknown>)[p] ?? null) : null;
+        value[p] = Object.hasOwn(input, key)
+          ? input[key]
+          : given && typeof given === "object"
+            ? ((given as Record<string, unknown>)[p] ?? null)
+            : null;
         delete out[key];
       }
       out[f.name] = parts.every((p) => value[p] === null || value[p] === undefined) ? null : value;
@@ -141,9 +206,26 @@ export function writer(shape: Shape, read: Reader): Writer {
    * input answers null at once: its chunk is then redone item by item through the single path,
    * which names every problem (uniqueness clashes with earlier items included).
    */
-  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean): Promise<Converted>;
-  async function convert(ctx: WriteContext, input: ApiRecord, existing: null, partial: false, batch: Batch): Promise<Converted | null>;
-  async function convert(ctx: WriteContext, input: ApiRecord, existing: Record<string, any> | null, partial: boolean, batch?: Batch): Promise<Converted | null> {
+  async function convert(
+    ctx: WriteContext,
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+    partial: boolean,
+  ): Promise<Converted>;
+  async function convert(
+    ctx: WriteContext,
+    input: ApiRecord,
+    existing: null,
+    partial: false,
+    batch: Batch,
+  ): Promise<Converted | null>;
+  async function convert(
+    ctx: WriteContext,
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+    partial: boolean,
+    batch?: Batch,
+  ): Promise<Converted | null> {
     const errors = new ErrorCollector();
     // Keyed by column names only, and without a prototype, so a missing key is never inherited.
     const values: Record<string, unknown> = Object.create(null);
@@ -154,17 +236,27 @@ export function writer(shape: Shape, read: Reader): Writer {
     // Config context data (upstream): a JSON object or null, on types that opted in.
     if (cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
       const data = input[LOCAL_CONTEXT_COLUMN];
-      if (data !== null && (typeof data !== "object" || Array.isArray(data))) errors.add(LOCAL_CONTEXT_COLUMN, "Must be a JSON object or null.");
+      if (data !== null && (typeof data !== "object" || Array.isArray(data)))
+        errors.add(LOCAL_CONTEXT_COLUMN, "Must be a JSON object or null.");
       else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
     }
-    for (const key of Object.keys(input)) if (!byName.has(key) && !reserved.has(key) && key !== "tags") errors.add(key, "Unknown field.");
+    for (const key of Object.keys(input))
+      if (!byName.has(key) && !reserved.has(key) && key !== "tags")
+        errors.add(key, "Unknown field.");
     if (batch && !errors.empty) return null;
     // The ids the request names in host-model object fields, for the preflight statement.
     const refIds: Record<string, number | null> = Object.create(null);
     if (!batch) {
       for (const f of embeddedFields) {
-        const raw = Object.prototype.hasOwnProperty.call(input, f.name) ? input[f.name] : existing ? undefined : f.default;
-        const id = raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
+        const raw = Object.prototype.hasOwnProperty.call(input, f.name)
+          ? input[f.name]
+          : existing
+            ? undefined
+            : f.default;
+        const id =
+          raw && typeof raw === "object" && !Array.isArray(raw)
+            ? (raw as Record<string, unknown>).id
+            : raw;
         refIds[f.name] = typeof id === "number" && Number.isInteger(id) ? id : null;
       }
     }
@@ -181,7 +273,8 @@ export function writer(shape: Shape, read: Reader): Writer {
           // PUT: keep stored values of omitted fields, but a required field must hold one.
           const own = valueColumn(f);
           const stored = own ? existing[own] : true;
-          if (f.required && (stored === null || stored === undefined)) errors.add(f.name, "This field is required.");
+          if (f.required && (stored === null || stored === undefined))
+            errors.add(f.name, "This field is required.");
           continue;
         }
         if (f.default !== null && f.default !== undefined) raw = f.default;
@@ -192,7 +285,10 @@ export function writer(shape: Shape, read: Reader): Writer {
       }
       const isEmpty = raw === null || raw === "" || (Array.isArray(raw) && raw.length === 0);
       if (isEmpty && f.required) {
-        errors.add(f.name, raw === null ? "This field may not be null." : "This field may not be blank.");
+        errors.add(
+          f.name,
+          raw === null ? "This field may not be null." : "This field may not be blank.",
+        );
         continue;
       }
       const kind = storage(f);
@@ -205,7 +301,8 @@ export function writer(shape: Shape, read: Reader): Writer {
         const r = f.isPolymorphic ? await resolveRef(ctx, f, raw) : plainRef(f, raw);
         if ("error" in r) errors.add(f.name, r.error);
         else {
-          if (batch || !preflighted.has(f) || refIds[f.name] !== r.id) pending.push({ field: f, ref: r });
+          if (batch || !preflighted.has(f) || refIds[f.name] !== r.id)
+            pending.push({ field: f, ref: r });
           else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
           values[`${f.name}_id`] = r.id;
           if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
@@ -233,7 +330,11 @@ export function writer(shape: Shape, read: Reader): Writer {
         multi.set(f, refs);
         continue;
       }
-      const checked = encodeScalar(f, raw, f.choiceSetId ? (choices.get(f.choiceSetId) ?? new Set()) : null);
+      const checked = encodeScalar(
+        f,
+        raw,
+        f.choiceSetId ? (choices.get(f.choiceSetId) ?? new Set()) : null,
+      );
       if ("error" in checked) errors.add(f.name, checked.error);
       else values[f.name] = checked.value;
     }
@@ -261,21 +362,32 @@ export function writer(shape: Shape, read: Reader): Writer {
         const clash = await ctx.db
           .select({ id: table.id })
           .from(table)
-          .where(existing ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`) : eq(column(col), v))
+          .where(
+            existing
+              ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`)
+              : eq(column(col), v),
+          )
           .limit(1);
-        if (clash.length) errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
+        if (clash.length)
+          errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
       }
     }
     errors.throwIfAny();
     return { values, multi, tagIds };
   }
 
-  async function writeLinks(ctx: WriteContext, id: number, multi: Map<FieldRow, { typeId: number; id: number }[]>) {
+  async function writeLinks(
+    ctx: WriteContext,
+    id: number,
+    multi: Map<FieldRow, { typeId: number; id: number }[]>,
+  ) {
     for (const [f, refs] of multi) {
       const lt = ident(linkTableName(cot.id, f.id));
       await ctx.db.run(sql`DELETE FROM ${lt} WHERE source_id = ${id}`);
       for (const [position, r] of refs.entries()) {
-        await ctx.db.run(sql`INSERT INTO ${lt} (source_id, target_type, target_id, position) VALUES (${id}, ${f.isPolymorphic ? r.typeId : null}, ${r.id}, ${position})`);
+        await ctx.db.run(
+          sql`INSERT INTO ${lt} (source_id, target_type, target_id, position) VALUES (${id}, ${f.isPolymorphic ? r.typeId : null}, ${r.id}, ${position})`,
+        );
       }
     }
   }
@@ -289,10 +401,18 @@ export function writer(shape: Shape, read: Reader): Writer {
     try {
       return await write();
     } catch (e) {
-      const mapped = mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => fields.find((x) => fieldColumns(x).includes(c))?.name ?? c });
+      const mapped = mapConstraintError(e, {
+        verboseName: verboseName(cot),
+        fieldForColumn: (c) => fields.find((x) => fieldColumns(x).includes(c))?.name ?? c,
+      });
       // A compound key (unique_together) answers under each of its fields, not non_field_errors.
-      const compound = mapped instanceof ValidationError && !Array.isArray(mapped.fields) ? (mapped.fields as Record<string, string[]>).non_field_errors : undefined;
-      const names = compound ? /^The fields (.+) must make a unique set\.$/.exec(compound[0] ?? "")?.[1]?.split(", ") : undefined;
+      const compound =
+        mapped instanceof ValidationError && !Array.isArray(mapped.fields)
+          ? (mapped.fields as Record<string, string[]>).non_field_errors
+          : undefined;
+      const names = compound
+        ? /^The fields (.+) must make a unique set\.$/.exec(compound[0] ?? "")?.[1]?.split(", ")
+        : undefined;
       if (names) throw new ValidationError(Object.fromEntries(names.map((n) => [n, compound!])));
       throw mapped instanceof ValidationError ? mapped : e;
     }
@@ -312,7 +432,8 @@ export function writer(shape: Shape, read: Reader): Writer {
   /** The insert's bound values for one converted input. */
   function insertParams(values: Record<string, unknown>, now: string): Record<string, unknown> {
     const into: Record<string, unknown> = Object.create(null);
-    for (const key of insertColumns) into[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
+    for (const key of insertColumns)
+      into[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
     into.created = into.lastUpdated = now;
     return into;
   }
@@ -325,14 +446,31 @@ export function writer(shape: Shape, read: Reader): Writer {
    * values just bound, which the column types keep as they are (each field's column has its
    * type's SQL type, and every encoder yields that type).
    */
-  const insertMany = new Map<number, { sql: string; slots: Int32Array; constants: unknown[]; encoders: Array<DriverValueEncoder<unknown, unknown> | undefined> }>();
+  const insertMany = new Map<
+    number,
+    {
+      sql: string;
+      slots: Int32Array;
+      constants: unknown[];
+      encoders: Array<DriverValueEncoder<unknown, unknown> | undefined>;
+    }
+  >();
   // read by position: Drizzle names no SQL expression in the RETURNING list
-  const bulkReturning: Record<string, SQLiteColumn | SQL> = { id: table.id, ...(rowColumns.__label ? { __label: rowColumns.__label } : {}) };
+  const bulkReturning: Record<string, SQLiteColumn | SQL> = {
+    id: table.id,
+    ...(rowColumns.__label ? { __label: rowColumns.__label } : {}),
+  };
   function insertManyStatement(orm: Orm, n: number) {
     let q = insertMany.get(n);
     if (!q) {
-      const rows = Array.from({ length: n }, (_, i) => Object.fromEntries(insertColumns.map((key, j) => [key, sql.placeholder(`${i}:${j}`)])));
-      const compiled = orm.insert(table).values(rows as any).returning(bulkReturning as any).toSQL();
+      const rows = Array.from({ length: n }, (_, i) =>
+        Object.fromEntries(insertColumns.map((key, j) => [key, sql.placeholder(`${i}:${j}`)])),
+      );
+      const compiled = orm
+        .insert(table)
+        .values(rows as any)
+        .returning(bulkReturning as any)
+        .toSQL();
       // each bound position: a row's column (row * width + column), or -1 for a constant of the SQL
       const slots = new Int32Array(compiled.params.length);
       const encoders: Array<DriverValueEncoder<unknown, unknown> | undefined> = [];
@@ -347,10 +485,18 @@ export function writer(shape: Shape, read: Reader): Writer {
     }
     return q;
   }
-  const chunkRows = Math.max(1, Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))));
+  const chunkRows = Math.max(
+    1,
+    Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))),
+  );
 
   /** After a row is in: its multiobject links and tags. */
-  async function afterInsert(ctx: WriteContext, row: Record<string, any>, multi: Map<FieldRow, Ref[]>, tagIds: number[] | null) {
+  async function afterInsert(
+    ctx: WriteContext,
+    row: Record<string, any>,
+    multi: Map<FieldRow, Ref[]>,
+    tagIds: number[] | null,
+  ) {
     const id = row.id as number;
     if (multi.size) await writeLinks(ctx, id, multi);
     if (tagIds) {
@@ -363,7 +509,12 @@ export function writer(shape: Shape, read: Reader): Writer {
    * One chunk of a bulk create in one multi-row INSERT, or null when any of its items is invalid,
    * names a missing object or trips a unique index (nothing of the chunk is written then).
    */
-  async function fastChunk(ctx: WriteContext, inputs: ApiRecord[], pre: Preflight, seen: Seen): Promise<Array<{ id: number; record: ApiRecord }> | null> {
+  async function fastChunk(
+    ctx: WriteContext,
+    inputs: ApiRecord[],
+    pre: Preflight,
+    seen: Seen,
+  ): Promise<Array<{ id: number; record: ApiRecord }> | null> {
     const batch: Batch = { pre, pending: [] };
     const converted: Converted[] = [];
     for (const input of inputs) {
@@ -387,34 +538,55 @@ export function writer(shape: Shape, read: Reader): Writer {
     const rowsIn = converted.map((c) => insertParams(c.values, now));
     const flat = rowsIn.flatMap((r) => insertColumns.map((key) => r[key]));
     const q = insertManyStatement(ctx.services.db.orm, converted.length);
-    const args = Array.from(q.slots, (slot, k) => (slot < 0 ? q.constants[k] : q.encoders[k] ? q.encoders[k]!.mapToDriverValue(flat[slot]) : flat[slot]) as InValue);
+    const args = Array.from(
+      q.slots,
+      (slot, k) =>
+        (slot < 0
+          ? q.constants[k]
+          : q.encoders[k]
+            ? q.encoders[k]!.mapToDriverValue(flat[slot])
+            : flat[slot]) as InValue,
+    );
     let returned: Array<Record<string, unknown>>;
     try {
-      returned = (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({ id: Number(r[0]), ...(rowColumns.__label ? { __label: r[1] } : {}) }));
+      returned = (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({
+        id: Number(r[0]),
+        ...(rowColumns.__label ? { __label: r[1] } : {}),
+      }));
     } catch (e) {
       // SQLite undid the whole statement: the chunk goes item by item to say which one clashed.
-      if (mapConstraintError(e, { verboseName: verboseName(cot), fieldForColumn: (c) => c }) instanceof ValidationError) return null;
+      if (
+        mapConstraintError(e, {
+          verboseName: verboseName(cot),
+          fieldForColumn: (c) => c,
+        }) instanceof ValidationError
+      )
+        return null;
       throw e;
     }
     // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
     returned.sort((a, b) => (a.id as number) - (b.id as number));
     const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
     for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
-    for (const [i, row] of rows.entries()) await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
+    for (const [i, row] of rows.entries())
+      await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
     // the related objects were just read to check them: their nested forms are not read again
     const records = await serialize(ctx, rows, seen.nested);
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
   /** The rows written are pending in the full-text index: indexed shortly after the commit (decision 0056). */
-  const indexLater = (ctx: WriteContext) => ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
+  const indexLater = (ctx: WriteContext) =>
+    ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
 
   const writes: Writer = {
     async createLoaded(ctx, input) {
       indexLater(ctx);
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const params = insertParams(values, nowIso());
-      const [row] = (await uniqueChecked(() => insertQuery.on(ctx.db, ctx.services.db.orm).all(params))) as Record<string, any>[];
+      const [row] = (await uniqueChecked(() =>
+        insertQuery.on(ctx.db, ctx.services.db.orm).all(params),
+      )) as Record<string, any>[];
       await afterInsert(ctx, row!, multi, tagIds);
       const [record] = await serialize(ctx, [row!]);
       return { id: row!.id as number, record: record! };
@@ -425,7 +597,10 @@ export function writer(shape: Shape, read: Reader): Writer {
      * through `createLoaded`, so the per-item answers are exactly those of single creates.
      */
     async createMany(ctx, inputs) {
-      const pre = await preflight(ctx, Object.fromEntries(embeddedFields.map((f) => [f.name, null])));
+      const pre = await preflight(
+        ctx,
+        Object.fromEntries(embeddedFields.map((f) => [f.name, null])),
+      );
       const seen: Seen = { found: new Set(), nested: new Map() };
       indexLater(ctx);
       const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
@@ -453,20 +628,31 @@ export function writer(shape: Shape, read: Reader): Writer {
     },
     async update(ctx, id, input, partial) {
       indexLater(ctx);
-      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<string, any>[];
+      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<
+        string,
+        any
+      >[];
       const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
       // Written by hand: Drizzle's update looks every column up in the set object, so a column
       // named like a prototype key (`constructor`, stored before such names were reserved)
       // would be "set" to the inherited function.
       const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
       assignments.push(sql`"last_updated" = ${nowIso()}`);
-      await uniqueChecked(() => ctx.db.run(sql`UPDATE ${ident(tableName(cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`));
+      await uniqueChecked(() =>
+        ctx.db.run(
+          sql`UPDATE ${ident(tableName(cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`,
+        ),
+      );
       await writeLinks(ctx, id, multi);
       if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
     },
     async delete(ctx, id) {
       indexLater(ctx);
-      for (const f of fields) if (storage(f) === "links") await ctx.db.run(sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`);
+      for (const f of fields)
+        if (storage(f) === "links")
+          await ctx.db.run(
+            sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`,
+          );
       await ctx.db.delete(table).where(eq(table.id, id));
     },
     fieldForColumn(column) {

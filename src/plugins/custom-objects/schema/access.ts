@@ -12,17 +12,36 @@ import { cotModel } from "../types-api";
 import type { TypeDiff } from "./diff";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
-export async function cotsAllowed(ctx: ReadContext, auth: AuthState, action: Action, ids: number[]): Promise<Set<number>> {
-  return admitted(ctx, cotModel.resource, ids, await restrictWhere(ctx, auth, action, cotModel.resource));
+export async function cotsAllowed(
+  ctx: ReadContext,
+  auth: AuthState,
+  action: Action,
+  ids: number[],
+): Promise<Set<number>> {
+  return admitted(
+    ctx,
+    cotModel.resource,
+    ids,
+    await restrictWhere(ctx, auth, action, cotModel.resource),
+  );
 }
 
 /** 403 unless the caller may `action` every one of the types (by id); names only their slugs. */
-export async function requireCots(ctx: WriteContext, action: Action, cots: Map<number, { slug?: unknown }>) {
+export async function requireCots(
+  ctx: WriteContext,
+  action: Action,
+  cots: Map<number, { slug?: unknown }>,
+) {
   const ids = [...cots.keys()];
   if (!ids.length) return;
   const allowed = await cotsAllowed(ctx, ctx.auth, action, ids);
-  const refused = ids.filter((id) => !allowed.has(id)).map((id) => String(cots.get(id)?.slug ?? id));
-  if (refused.length) throw forbidden(`You do not have permission to ${action} the custom object type(s) ${refused.join(", ")} as submitted.`);
+  const refused = ids
+    .filter((id) => !allowed.has(id))
+    .map((id) => String(cots.get(id)?.slug ?? id));
+  if (refused.length)
+    throw forbidden(
+      `You do not have permission to ${action} the custom object type(s) ${refused.join(", ")} as submitted.`,
+    );
 }
 
 /**
@@ -41,7 +60,9 @@ export function hideDiffs(diffs: TypeDiff[], hidden: Set<string>): TypeDiff[] {
           cot_changes: {},
           field_changes: [],
           destructive_changes: [],
-          warnings: ["A custom object type with this slug exists and you may not view it; its changes are not shown."],
+          warnings: [
+            "A custom object type with this slug exists and you may not view it; its changes are not shown.",
+          ],
           hidden: true,
         }
       : d,

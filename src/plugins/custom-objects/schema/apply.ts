@@ -22,7 +22,16 @@ import { clearLinksOutside } from "./impact";
 import { buildUniqueTogether, dropUniqueTogether, normalizeTogether } from "./unique-together";
 import { listTrash, removeType, trashField } from "./trash";
 import { sameValue } from "./state";
-import { canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, stableJson, COT_ATTR_DEFAULTS, type DbType, type Tombstone } from "./state";
+import {
+  canonicalFromEntry,
+  cotAttrsFromEntry,
+  entryFromCanonical,
+  loadDbTypes,
+  stableJson,
+  COT_ATTR_DEFAULTS,
+  type DbType,
+  type Tombstone,
+} from "./state";
 
 export interface ApplyRequest {
   document: SchemaDocument;
@@ -42,7 +51,10 @@ const invalid = (detail: string, errors: SchemaError[]) =>
  * come from the query string). Throws 400 invalid_schema for anything else.
  */
 export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyRequest {
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw invalid("The body must be a schema document or {\"schema\": <document>}.", [{ path: "$", message: "expected an object" }]);
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw invalid('The body must be a schema document or {"schema": <document>}.', [
+      { path: "$", message: "expected an object" },
+    ]);
   const b = body as Record<string, unknown>;
   let docInput: unknown = b;
   let allow: unknown = undefined;
@@ -50,30 +62,56 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
   let plan: unknown = undefined;
   let purge: unknown = undefined;
   if ("schema" in b) {
-    const extra = Object.keys(b).filter((k) => !["schema", "allow_destructive", "expected_state_hash", "plan_id", "purge"].includes(k));
-    if (extra.length) throw invalid("Unknown keys in the request body.", extra.map((k) => ({ path: `$.${k}`, message: "unknown key" })));
+    const extra = Object.keys(b).filter(
+      (k) =>
+        !["schema", "allow_destructive", "expected_state_hash", "plan_id", "purge"].includes(k),
+    );
+    if (extra.length)
+      throw invalid(
+        "Unknown keys in the request body.",
+        extra.map((k) => ({ path: `$.${k}`, message: "unknown key" })),
+      );
     docInput = b.schema;
     allow = b.allow_destructive;
     hash = b.expected_state_hash;
     plan = b.plan_id;
     purge = b.purge;
   }
-  if (purge !== undefined && typeof purge !== "boolean") throw invalid("purge must be a JSON boolean.", [{ path: "$.purge", message: "expected a boolean" }]);
+  if (purge !== undefined && typeof purge !== "boolean")
+    throw invalid("purge must be a JSON boolean.", [
+      { path: "$.purge", message: "expected a boolean" },
+    ]);
   const queryPurge = params.get("purge");
-  if (plan !== undefined && plan !== null && (typeof plan !== "string" || !PLAN_ID_RE.test(plan))) throw invalid("plan_id must be the plan_id a preview returned.", [{ path: "$.plan_id", message: "expected a plan_id from schema/preview" }]);
+  if (plan !== undefined && plan !== null && (typeof plan !== "string" || !PLAN_ID_RE.test(plan)))
+    throw invalid("plan_id must be the plan_id a preview returned.", [
+      { path: "$.plan_id", message: "expected a plan_id from schema/preview" },
+    ]);
   const queryPlan = params.get("plan_id");
-  if (queryPlan !== null && !PLAN_ID_RE.test(queryPlan)) throw invalid("plan_id must be the plan_id a preview returned.", [{ path: "plan_id", message: "expected a plan_id from schema/preview" }]);
-  if (allow !== undefined && typeof allow !== "boolean") throw invalid("allow_destructive must be a JSON boolean.", [{ path: "$.allow_destructive", message: "expected a boolean" }]);
-  if (hash !== undefined && hash !== null && typeof hash !== "string") throw invalid("expected_state_hash must be a string.", [{ path: "$.expected_state_hash", message: "expected a string" }]);
+  if (queryPlan !== null && !PLAN_ID_RE.test(queryPlan))
+    throw invalid("plan_id must be the plan_id a preview returned.", [
+      { path: "plan_id", message: "expected a plan_id from schema/preview" },
+    ]);
+  if (allow !== undefined && typeof allow !== "boolean")
+    throw invalid("allow_destructive must be a JSON boolean.", [
+      { path: "$.allow_destructive", message: "expected a boolean" },
+    ]);
+  if (hash !== undefined && hash !== null && typeof hash !== "string")
+    throw invalid("expected_state_hash must be a string.", [
+      { path: "$.expected_state_hash", message: "expected a string" },
+    ]);
   const queryAllow = params.get("allow_destructive");
   const parsed = parseDocument(docInput);
   if (!parsed.ok) throw invalid("The schema document is not valid.", parsed.errors);
   return {
     document: parsed.document,
-    allowDestructive: allow === true || (allow === undefined && queryAllow !== null && parseBool(queryAllow) === true),
+    allowDestructive:
+      allow === true ||
+      (allow === undefined && queryAllow !== null && parseBool(queryAllow) === true),
     expectedStateHash: (hash as string | undefined) ?? params.get("expected_state_hash"),
     planId: (plan as string | undefined) ?? queryPlan,
-    purge: purge === true || (purge === undefined && queryPurge !== null && parseBool(queryPurge) === true),
+    purge:
+      purge === true ||
+      (purge === undefined && queryPurge !== null && parseBool(queryPurge) === true),
   };
 }
 
@@ -82,18 +120,32 @@ const sha256 = async (text: string) => {
   return [...new Uint8Array(digest)].map((x) => x.toString(16).padStart(2, "0")).join("");
 };
 
-type StateSnapshot = Array<{ slug: string; attrs: unknown; next: number; fields: unknown[]; tombstones: unknown[] } | { slug: string; absent: true }>;
+type StateSnapshot = Array<
+  | { slug: string; attrs: unknown; next: number; fields: unknown[]; tombstones: unknown[] }
+  | { slug: string; absent: true }
+>;
 const hashSnapshot = (snapshot: StateSnapshot) => sha256(stableJson(snapshot));
 
 function snapshotOf(state: Map<string, DbType>, slugs: string[]): StateSnapshot {
   return [...new Set(slugs)].sort().map((slug) => {
     const s = state.get(slug);
-    return s ? { slug, attrs: { ...s.attrs, unique_together: normalizeTogether(s.cot.uniqueTogether) }, next: s.cot.nextSchemaId, fields: [...s.canonical.values()], tombstones: s.tombstones } : { slug, absent: true as const };
+    return s
+      ? {
+          slug,
+          attrs: { ...s.attrs, unique_together: normalizeTogether(s.cot.uniqueTogether) },
+          next: s.cot.nextSchemaId,
+          fields: [...s.canonical.values()],
+          tombstones: s.tombstones,
+        }
+      : { slug, absent: true as const };
   });
 }
 
 /** The slugs a document touches: its types and its removed types. */
-export const documentSlugs = (doc: SchemaDocument) => [...doc.types.map((t) => t.slug), ...(doc.removed_types ?? []).map((r) => r.slug)];
+export const documentSlugs = (doc: SchemaDocument) => [
+  ...doc.types.map((t) => t.slug),
+  ...(doc.removed_types ?? []).map((r) => r.slug),
+];
 
 /** A hash of the database state of the types a document names (missing types included). */
 export async function stateHash(db: Executor, ctx: ReadContext, slugs: string[]): Promise<string> {
@@ -109,16 +161,30 @@ function projectedHash(document: SchemaDocument, state: Map<string, DbType>): Pr
   const projected = new Map<string, unknown>();
   for (const t of document.types) {
     const existing = state.get(t.slug);
-    const listed = new Set([...t.fields.map((f) => f.id), ...(t.removed_fields ?? []).map((r) => r.id)]);
+    const listed = new Set([
+      ...t.fields.map((f) => f.id),
+      ...(t.removed_fields ?? []).map((r) => r.id),
+    ]);
     const kept = existing ? [...existing.canonical.values()].filter((c) => !listed.has(c.id)) : [];
     const fields = [...t.fields.map(canonicalFromEntry), ...kept].sort((a, b) => a.id - b.id);
     const removed = new Map<number, Tombstone>();
-    for (const r of [...(existing?.tombstones ?? []), ...(t.removed_fields ?? [])]) removed.set(r.id, { ...removed.get(r.id), ...r });
-    const highest = t.fields.filter((f) => !existing?.canonical.has(f.id)).reduce((m, f) => Math.max(m, f.id + 1), 0);
+    for (const r of [...(existing?.tombstones ?? []), ...(t.removed_fields ?? [])])
+      removed.set(r.id, { ...removed.get(r.id), ...r });
+    const highest = t.fields
+      .filter((f) => !existing?.canonical.has(f.id))
+      .reduce((m, f) => Math.max(m, f.id + 1), 0);
     const next = Math.max(existing?.cot.nextSchemaId ?? 1, highest);
-    projected.set(t.slug, { slug: t.slug, attrs: { ...cotAttrsFromEntry(t), unique_together: normalizeTogether(t.unique_together) }, next, fields, tombstones: [...removed.values()].sort((a, b) => a.id - b.id) });
+    projected.set(t.slug, {
+      slug: t.slug,
+      attrs: { ...cotAttrsFromEntry(t), unique_together: normalizeTogether(t.unique_together) },
+      next,
+      fields,
+      tombstones: [...removed.values()].sort((a, b) => a.id - b.id),
+    });
   }
-  const snapshot = [...new Set(slugs)].sort().map((slug) => projected.get(slug) ?? { slug, absent: true as const }) as StateSnapshot;
+  const snapshot = [...new Set(slugs)]
+    .sort()
+    .map((slug) => projected.get(slug) ?? { slug, absent: true as const }) as StateSnapshot;
   return hashSnapshot(snapshot);
 }
 
@@ -139,32 +205,58 @@ export interface SchemaPlan {
   to_state_hash: string;
 }
 
-async function planOf(db: Executor, ctx: ReadContext, document: SchemaDocument): Promise<SchemaPlan> {
+async function planOf(
+  db: Executor,
+  ctx: ReadContext,
+  document: SchemaDocument,
+): Promise<SchemaPlan> {
   const slugs = documentSlugs(document);
   const state = await loadDbTypes(db, ctx.services.objectTypes, slugs);
   const from = await hashSnapshot(snapshotOf(state, slugs));
-  return { plan_id: await planIdOf(document, from), from_state_hash: from, to_state_hash: await projectedHash(document, state) };
+  return {
+    plan_id: await planIdOf(document, from),
+    from_state_hash: from,
+    to_state_hash: await projectedHash(document, state),
+  };
 }
 
 async function diffOrThrow(db: Executor, ctx: ReadContext, document: SchemaDocument) {
   const result = await diffDocument(db, ctx.services.objectTypes, document);
-  if (result.errors.length) throw invalid("The schema document conflicts with the database.", result.errors);
+  if (result.errors.length)
+    throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
 }
 
-export async function previewSchema(ctx: ReadContext, body: unknown): Promise<SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }> {
+export async function previewSchema(
+  ctx: ReadContext,
+  body: unknown,
+): Promise<
+  SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
+> {
   const { document } = readApplyRequest(body, new URLSearchParams());
   const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
   const plan = await planOf(ctx.db, ctx, document);
-  return { ...plan, diffs, destructive_changes: [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes], state_hash: plan.from_state_hash };
+  return {
+    ...plan,
+    diffs,
+    destructive_changes: [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes],
+    state_hash: plan.from_state_hash,
+  };
 }
 
 // ---- references between types -----------------------------------------------------------
 
-const refsOf = (fields: { type: string; related_object_type: string | null; related_object_types: string[] }[]) =>
-  fields.filter((f) => fieldType(f.type).takes.related).flatMap((f) => [f.related_object_type, ...f.related_object_types].filter((x): x is string => !!x));
+const refsOf = (
+  fields: { type: string; related_object_type: string | null; related_object_types: string[] }[],
+) =>
+  fields
+    .filter((f) => fieldType(f.type).takes.related)
+    .flatMap((f) =>
+      [f.related_object_type, ...f.related_object_types].filter((x): x is string => !!x),
+    );
 
-const cotSlugOf = (ref: string) => (ref.startsWith("custom-objects/") ? ref.slice("custom-objects/".length) : null);
+const cotSlugOf = (ref: string) =>
+  ref.startsWith("custom-objects/") ? ref.slice("custom-objects/".length) : null;
 
 /** Edges slug → referenced slug for the document's types and every other COT in the database. */
 function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<string, Set<string>> {
@@ -181,7 +273,10 @@ function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<stri
     // fields the document leaves alone stay in the database and still point somewhere
     const db = all.get(t.slug);
     if (db) {
-      const listed = new Set([...t.fields.map((f) => f.id), ...(t.removed_fields ?? []).map((r) => r.id)]);
+      const listed = new Set([
+        ...t.fields.map((f) => f.id),
+        ...(t.removed_fields ?? []).map((r) => r.id),
+      ]);
       for (const ref of refsOf([...db.canonical.values()].filter((c) => !listed.has(c.id)))) {
         const target = cotSlugOf(ref);
         if (target) add(t.slug, target);
@@ -239,7 +334,11 @@ function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<string>>): 
   return out;
 }
 
-async function unresolvable(ctx: WriteContext, doc: SchemaDocument, all: Map<string, DbType>): Promise<string[]> {
+async function unresolvable(
+  ctx: WriteContext,
+  doc: SchemaDocument,
+  all: Map<string, DbType>,
+): Promise<string[]> {
   const problems: string[] = [];
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   const names = new Set<string>();
@@ -249,21 +348,37 @@ async function unresolvable(ctx: WriteContext, doc: SchemaDocument, all: Map<str
       for (const ref of refsOf([c])) {
         const slug = cotSlugOf(ref);
         if (slug !== null) {
-          if (!docSlugs.has(slug) && !all.has(slug)) problems.push(`${t.slug}.${f.name}: related type "${ref}" is neither in the database nor in the document`);
+          if (!docSlugs.has(slug) && !all.has(slug))
+            problems.push(
+              `${t.slug}.${f.name}: related type "${ref}" is neither in the database nor in the document`,
+            );
           continue;
         }
         const [app, model] = ref.split("/") as [string, string];
         const ot = await ctx.services.objectTypes.byLabel(app, model, ctx.db);
         const info = ot ? await ctx.services.models.get(app, model, ctx) : null;
-        if (!ot || !info || !LINKABLE_APPS.includes(app)) problems.push(`${t.slug}.${f.name}: related type "${ref}" does not exist or cannot be linked`);
+        if (!ot || !info || !LINKABLE_APPS.includes(app))
+          problems.push(
+            `${t.slug}.${f.name}: related type "${ref}" does not exist or cannot be linked`,
+          );
       }
       if (c.choice_set) names.add(c.choice_set);
     }
   }
   if (names.size) {
-    const found = new Set((await ctx.db.select({ name: choiceSets.name }).from(choiceSets).where(inArray(choiceSets.name, [...names]))).map((r) => r.name));
+    const found = new Set(
+      (
+        await ctx.db
+          .select({ name: choiceSets.name })
+          .from(choiceSets)
+          .where(inArray(choiceSets.name, [...names]))
+      ).map((r) => r.name),
+    );
     for (const c of doc.choice_sets ?? []) found.add(c.name);
-    for (const t of doc.types) for (const f of t.fields) if (f.choice_set && !found.has(f.choice_set)) problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
+    for (const t of doc.types)
+      for (const f of t.fields)
+        if (f.choice_set && !found.has(f.choice_set))
+          problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
   }
   return problems;
 }
@@ -274,14 +389,20 @@ async function unresolvable(ctx: WriteContext, doc: SchemaDocument, all: Map<str
 function fieldInput(entry: TypeEntry["fields"][number]): Record<string, unknown> {
   const { id: _id, ...c } = canonicalFromEntry(entry);
   const dotted = (ref: string) => ref.replace("/", ".");
-  return { ...c, related_object_type: c.related_object_type ? dotted(c.related_object_type) : null, related_object_types: c.related_object_types.map(dotted) };
+  return {
+    ...c,
+    related_object_type: c.related_object_type ? dotted(c.related_object_type) : null,
+    related_object_types: c.related_object_types.map(dotted),
+  };
 }
 
 function cotDraft(t: TypeEntry, tombstones: Tombstone[]): CotDraft {
   const removed = new Map<number, Tombstone>();
-  for (const r of [...tombstones, ...(t.removed_fields ?? [])]) removed.set(r.id, { ...removed.get(r.id), ...r });
+  for (const r of [...tombstones, ...(t.removed_fields ?? [])])
+    removed.set(r.id, { ...removed.get(r.id), ...r });
   const schemaDocument: Record<string, unknown> = { ...t };
-  if (removed.size) schemaDocument.removed_fields = [...removed.values()].sort((a, b) => a.id - b.id);
+  if (removed.size)
+    schemaDocument.removed_fields = [...removed.values()].sort((a, b) => a.id - b.id);
   const attrs = cotAttrsFromEntry(t);
   return {
     name: attrs.name,
@@ -301,20 +422,38 @@ async function atPath<T>(path: string, fn: () => Promise<T>): Promise<T> {
     return await fn();
   } catch (e) {
     if (e instanceof ValidationError && !Array.isArray(e.fields)) {
-      throw invalid("The schema document conflicts with the database.", Object.entries(e.fields).map(([k, msgs]) => ({ path: `${path}.${k}`, message: Array.isArray(msgs) ? msgs.join(" ") : String(msgs) })));
+      throw invalid(
+        "The schema document conflicts with the database.",
+        Object.entries(e.fields).map(([k, msgs]) => ({
+          path: `${path}.${k}`,
+          message: Array.isArray(msgs) ? msgs.join(" ") : String(msgs),
+        })),
+      );
     }
     throw e;
   }
 }
 
-const fieldsOf = (db: Executor, cotId: number) => db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId)) as Promise<FieldRow[]>;
+const fieldsOf = (db: Executor, cotId: number) =>
+  db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cotId)) as Promise<FieldRow[]>;
 
 /**
  * Applies one type's changes. New types' tables are not created here but pushed to `tables`,
  * which the caller creates after every type's records: DDL drops the connection's prepared
  * statements, so interleaving it with the records re-prepared every statement for each type.
  */
-async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: TypeDiff, existing: DbType | undefined, request: ApplyRequest, tables: Array<() => Promise<void>>) {
+async function applyType(
+  ctx: WriteContext,
+  t: TypeEntry,
+  ti: number,
+  diff: TypeDiff,
+  existing: DbType | undefined,
+  request: ApplyRequest,
+  tables: Array<() => Promise<void>>,
+) {
   const allowDestructive = request.allowDestructive;
   const at = `$.types[${ti}]`;
   let cot = existing?.cot;
@@ -322,8 +461,12 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   const isNew = !cot;
   if (!cot) cot = await atPath(at, () => createCot(ctx, draft, { table: false }));
   else {
-    if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument)) await atPath(at, () => updateCot(ctx, cot!, draft));
-    const [fresh] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
+    if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument))
+      await atPath(at, () => updateCot(ctx, cot!, draft));
+    const [fresh] = await ctx.db
+      .select()
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.id, cot.id));
     cot = fresh!;
   }
   const indexOf = (schemaId: number) => t.fields.findIndex((f) => f.id === schemaId);
@@ -333,8 +476,15 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   // Compound keys are dropped before any of their columns moves (SQLite refuses to drop an
   // indexed column) and rebuilt at the end: when they change, or a column of one is retyped.
   const haveTogether = normalizeTogether(existing?.cot.uniqueTogether);
-  const retyped = new Set(diff.field_changes.filter((c) => c.op === "alter" && c.changed_attrs?.type).map((c) => c.db_name));
-  const rebuildTogether = !isNew && (!sameValue(normalizeTogether(t.unique_together), haveTogether) || haveTogether.some((set) => set.some((n) => retyped.has(n))));
+  const retyped = new Set(
+    diff.field_changes
+      .filter((c) => c.op === "alter" && c.changed_attrs?.type)
+      .map((c) => c.db_name),
+  );
+  const rebuildTogether =
+    !isNew &&
+    (!sameValue(normalizeTogether(t.unique_together), haveTogether) ||
+      haveTogether.some((set) => set.some((n) => retyped.has(n))));
   if (rebuildTogether) await dropUniqueTogether(ctx.db, cot.id);
   const removes = diff.field_changes.filter((c) => c.op === "remove");
   for (const change of removes) {
@@ -348,7 +498,11 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   // When a rename lands on a name another field still holds (a swap), every renamed field
   // first moves to a free name, so the final names can be taken in any order.
   const renames = alters.filter((c) => c.changed_attrs?.name);
-  if (renames.some((c) => rows.some((r) => r.name === String(c.schema_def.name) && r.schemaId !== c.schema_id))) {
+  if (
+    renames.some((c) =>
+      rows.some((r) => r.name === String(c.schema_def.name) && r.schemaId !== c.schema_id),
+    )
+  ) {
     for (const change of renames) {
       const current = await fieldsOf(ctx.db, cot.id);
       const row = current.find((f) => f.schemaId === change.schema_id)!;
@@ -360,16 +514,32 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   // A related type changed (REST refuses that; a document may): links to the old type are
   // cleared when there were some (gated, so allowed), then the field points at the new type.
   for (const change of alters) {
-    if (!change.changed_attrs?.related_object_type && !change.changed_attrs?.related_object_types) continue;
+    if (!change.changed_attrs?.related_object_type && !change.changed_attrs?.related_object_types)
+      continue;
     const row = rows.find((f) => f.schemaId === change.schema_id)!;
     const want = canonicalFromEntry(t.fields[indexOf(change.schema_id)]!);
     if (want.is_polymorphic !== row.isPolymorphic) continue; // refused by the field's validation
     const idOf = async (ref: string) => {
       const [app, model] = ref.split("/") as [string, string];
-      return (await ctx.services.objectTypes.byLabel(app === "custom-objects" ? "custom_objects" : app, model, ctx.db))?.id ?? null;
+      return (
+        (
+          await ctx.services.objectTypes.byLabel(
+            app === "custom-objects" ? "custom_objects" : app,
+            model,
+            ctx.db,
+          )
+        )?.id ?? null
+      );
     };
-    const keep = (await Promise.all(want.related_object_types.map(idOf))).filter((x): x is number => x !== null);
-    if (diff.destructive_changes.some((g) => g.reason === "link_target_changed" && g.field === change.db_name)) await clearLinksOutside(ctx.db, cot.id, row, want.is_polymorphic ? keep : null);
+    const keep = (await Promise.all(want.related_object_types.map(idOf))).filter(
+      (x): x is number => x !== null,
+    );
+    if (
+      diff.destructive_changes.some(
+        (g) => g.reason === "link_target_changed" && g.field === change.db_name,
+      )
+    )
+      await clearLinksOutside(ctx.db, cot.id, row, want.is_polymorphic ? keep : null);
     const target = want.related_object_type ? await idOf(want.related_object_type) : null;
     await ctx.db
       .update(customObjectTypeFields)
@@ -377,7 +547,11 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
       .where(eq(customObjectTypeFields.id, row.id));
   }
   // Primary flags are switched off before another field takes one.
-  alters.sort((a, b) => Number(a.changed_attrs?.primary?.[1] === true) - Number(b.changed_attrs?.primary?.[1] === true));
+  alters.sort(
+    (a, b) =>
+      Number(a.changed_attrs?.primary?.[1] === true) -
+      Number(b.changed_attrs?.primary?.[1] === true),
+  );
   for (const change of alters) {
     const fi = indexOf(change.schema_id);
     const current = await fieldsOf(ctx.db, cot.id);
@@ -396,10 +570,19 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   for (const change of adds) {
     await ctx.services.db.pace?.();
     const fi = indexOf(change.schema_id);
-    const fieldDraft = await atPath(`${at}.fields[${fi}]`, () => validateField(ctx, fieldInput(t.fields[fi]!), null, siblings));
+    const fieldDraft = await atPath(`${at}.fields[${fi}]`, () =>
+      validateField(ctx, fieldInput(t.fields[fi]!), null, siblings),
+    );
     drafts.push({ draft: fieldDraft, schemaId: change.schema_id });
     // stands in for the row until it is inserted (only names, columns and flags are compared)
-    siblings.push({ ...fieldDraft, id: -drafts.length, customObjectTypeId: cot.id, schemaId: change.schema_id, created: "", lastUpdated: "" } as FieldRow);
+    siblings.push({
+      ...fieldDraft,
+      id: -drafts.length,
+      customObjectTypeId: cot.id,
+      schemaId: change.schema_id,
+      created: "",
+      lastUpdated: "",
+    } as FieldRow);
   }
   const added = await addFields(ctx, cot, drafts, {
     storage: !isNew,
@@ -412,8 +595,17 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
   if (rebuildTogether || (isNew && want.length)) {
     const build = async () => {
       const fields = await fieldsOf(ctx.db, cot!.id);
-      await ctx.db.update(customObjectTypes).set({ uniqueTogether: want }).where(eq(customObjectTypes.id, cot!.id));
-      await atPath(at, () => buildUniqueTogether(ctx.db, cot!.id, want.map((set) => set.map((n) => fields.find((f) => f.name === n)!))));
+      await ctx.db
+        .update(customObjectTypes)
+        .set({ uniqueTogether: want })
+        .where(eq(customObjectTypes.id, cot!.id));
+      await atPath(at, () =>
+        buildUniqueTogether(
+          ctx.db,
+          cot!.id,
+          want.map((set) => set.map((n) => fields.find((f) => f.name === n)!)),
+        ),
+      );
     };
     if (isNew) tables.push(build);
     else await build();
@@ -423,35 +615,70 @@ async function applyType(ctx: WriteContext, t: TypeEntry, ti: number, diff: Type
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
 
 /** Runs inside the caller's write transaction; throws ApiError for every refusal. */
-export async function applySchema(ctx: WriteContext, request: ApplyRequest): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
+export async function applySchema(
+  ctx: WriteContext,
+  request: ApplyRequest,
+): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   // The plan is worked out only when the request binds to one (hashing a large document costs).
   const plan = planId || expectedStateHash ? await planOf(ctx.db, ctx, document) : null;
   if (plan && planId) {
     if (planId.slice(0, 32) !== plan.plan_id.slice(0, 32)) {
-      throw ApiError.detail(409, "This document is not the one the plan was previewed for; preview it and apply its plan_id.", "plan_mismatch", { plan_id: planId });
+      throw ApiError.detail(
+        409,
+        "This document is not the one the plan was previewed for; preview it and apply its plan_id.",
+        "plan_mismatch",
+        { plan_id: planId },
+      );
     }
     if (planId !== plan.plan_id) {
-      throw ApiError.detail(409, "The database changed since this plan was previewed; nothing was changed. Preview again and re-apply.", "stale_plan", { plan_id: planId, state_hash: plan.from_state_hash });
+      throw ApiError.detail(
+        409,
+        "The database changed since this plan was previewed; nothing was changed. Preview again and re-apply.",
+        "stale_plan",
+        { plan_id: planId, state_hash: plan.from_state_hash },
+      );
     }
   }
   if (plan && expectedStateHash && plan.from_state_hash !== expectedStateHash) {
-    throw ApiError.detail(409, "The database changed since this plan was previewed; preview again and re-apply.", "stale_plan", { state_hash: plan.from_state_hash });
+    throw ApiError.detail(
+      409,
+      "The database changed since this plan was previewed; preview again and re-apply.",
+      "stale_plan",
+      { state_hash: plan.from_state_hash },
+    );
   }
   const { diffs, db, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
-    throw ApiError.detail(409, `The document contains changes that lose or reject data (${gated.map((g) => `${g.slug}.${g.field ?? "*"}: ${g.reason}, ${g.rows} row(s)`).join("; ")}); repeat with allow_destructive=true to apply them.`, "destructive_changes", {
-      destructive_slugs: [...new Set(gated.map((g) => g.slug))],
-      destructive_changes: gated,
-    });
+    throw ApiError.detail(
+      409,
+      `The document contains changes that lose or reject data (${gated.map((g) => `${g.slug}.${g.field ?? "*"}: ${g.reason}, ${g.rows} row(s)`).join("; ")}); repeat with allow_destructive=true to apply them.`,
+      "destructive_changes",
+      {
+        destructive_slugs: [...new Set(gated.map((g) => g.slug))],
+        destructive_changes: gated,
+      },
+    );
   }
   const all = await loadDbTypes(ctx.db, ctx.services.objectTypes, null);
   const graph = referenceGraph(document, all);
   const cycle = findCycle(graph);
-  if (cycle) throw ApiError.detail(400, `Circular dependency between custom object types: ${cycle.join(" → ")}.`, "circular_dependency", { cycle });
+  if (cycle)
+    throw ApiError.detail(
+      400,
+      `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
+      "circular_dependency",
+      { cycle },
+    );
   const problems = await unresolvable(ctx, document, all);
-  if (problems.length) throw ApiError.detail(400, `Unresolvable references: ${problems.join("; ")}.`, "unresolvable_reference", { references: problems });
+  if (problems.length)
+    throw ApiError.detail(
+      400,
+      `Unresolvable references: ${problems.join("; ")}.`,
+      "unresolvable_reference",
+      { references: problems },
+    );
 
   await upsertChoiceSets(ctx, document);
   const tables: Array<() => Promise<void>> = [];
@@ -461,45 +688,78 @@ export async function applySchema(ctx: WriteContext, request: ApplyRequest): Pro
   }
   for (const create of tables) await create();
   // Whole types last: the document's own types may have dropped the fields pointing at them.
-  const going = (document.removed_types ?? []).map((r) => db.get(r.slug)).filter((x): x is DbType => !!x);
+  const going = (document.removed_types ?? [])
+    .map((r) => db.get(r.slug))
+    .filter((x): x is DbType => !!x);
   const alsoGoing = new Set(going.map((g) => g.cot.id));
   const trash: number[] = [];
   for (const g of going) {
-    const entry = await removeType(ctx, g.cot, { days: ctx.services.config.schemaTrashDays, purge: request.purge, alsoGoing });
+    const entry = await removeType(ctx, g.cot, {
+      days: ctx.services.config.schemaTrashDays,
+      purge: request.purge,
+      alsoGoing,
+    });
     if (entry !== null) trash.push(entry);
   }
   return { applied: true, diffs, ...(plan ?? {}), trash };
 }
 
 /** The database as schema documents; re-applying them changes nothing. */
-export async function exportSchema(ctx: ReadContext, slugs: string[] | null): Promise<SchemaDocument> {
+export async function exportSchema(
+  ctx: ReadContext,
+  slugs: string[] | null,
+): Promise<SchemaDocument> {
   const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs);
   if (slugs) {
     const missing = slugs.filter((s) => !state.has(s));
-    if (missing.length) throw ApiError.detail(404, `No custom object type with slug ${missing.map((s) => JSON.stringify(s)).join(", ")}.`, "not_found");
+    if (missing.length)
+      throw ApiError.detail(
+        404,
+        `No custom object type with slug ${missing.map((s) => JSON.stringify(s)).join(", ")}.`,
+        "not_found",
+      );
   }
   const types = [...state.values()]
     .sort((a, b) => a.cot.id - b.cot.id)
     .map((s) => {
       const entry: Record<string, unknown> = { name: s.attrs.name, slug: s.cot.slug };
-      for (const key of Object.keys(COT_ATTR_DEFAULTS) as (keyof typeof COT_ATTR_DEFAULTS)[]) if (s.attrs[key]) entry[key] = s.attrs[key];
+      for (const key of Object.keys(COT_ATTR_DEFAULTS) as (keyof typeof COT_ATTR_DEFAULTS)[])
+        if (s.attrs[key]) entry[key] = s.attrs[key];
       entry.fields = [...s.canonical.values()].sort((a, b) => a.id - b.id).map(entryFromCanonical);
       if (s.tombstones.length) entry.removed_fields = s.tombstones;
-      if (s.cot.uniqueTogether?.length) entry.unique_together = normalizeTogether(s.cot.uniqueTogether);
+      if (s.cot.uniqueTogether?.length)
+        entry.unique_together = normalizeTogether(s.cot.uniqueTogether);
       return entry;
     });
   const out: Record<string, unknown> = { schema_version: "1", types };
   // The choice sets the exported fields use, so the document stands alone.
-  const setNames = [...new Set([...state.values()].flatMap((s) => [...s.canonical.values()].map((c) => c.choice_set).filter((x): x is string => !!x)))].sort();
+  const setNames = [
+    ...new Set(
+      [...state.values()].flatMap((s) =>
+        [...s.canonical.values()].map((c) => c.choice_set).filter((x): x is string => !!x),
+      ),
+    ),
+  ].sort();
   if (setNames.length) {
     const rows = await ctx.db.select().from(choiceSets).where(inArray(choiceSets.name, setNames));
     out.choice_sets = rows
       .sort((a, b) => a.name.localeCompare(b.name))
-      .map((r) => ({ name: r.name, ...(r.description ? { description: r.description } : {}), extra_choices: r.extraChoices, ...(r.orderAlphabetically ? { order_alphabetically: true } : {}) }));
+      .map((r) => ({
+        name: r.name,
+        ...(r.description ? { description: r.description } : {}),
+        extra_choices: r.extraChoices,
+        ...(r.orderAlphabetically ? { order_alphabetically: true } : {}),
+      }));
   }
   // Types in the trash stay removed when the export is applied elsewhere.
   if (!slugs) {
-    const gone = [...new Set((await listTrash(ctx.db)).filter((r) => r.kind === "type" && !state.has(r.slug)).map((r) => r.slug))].sort();
+    const gone = [
+      ...new Set(
+        (await listTrash(ctx.db))
+          .filter((r) => r.kind === "type" && !state.has(r.slug))
+          .map((r) => r.slug),
+      ),
+    ].sort();
     if (gone.length) out.removed_types = gone.map((slug) => ({ slug }));
   }
   return out as unknown as SchemaDocument;
@@ -513,13 +773,31 @@ async function upsertChoiceSets(ctx: WriteContext, document: SchemaDocument) {
   for (const set of sets) {
     const [current] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.name, set.name));
     const action = current ? "change" : "add";
-    if (!user?.isSuperuser && !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))) {
-      throw forbidden(`You do not have permission to ${action} the choice set "${set.name}" the document carries.`);
+    if (
+      !user?.isSuperuser &&
+      !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
+    ) {
+      throw forbidden(
+        `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
+      );
     }
-    const values = { name: set.name, description: set.description ?? "", extraChoices: set.extra_choices as [string, string][], orderAlphabetically: set.order_alphabetically ?? false };
+    const values = {
+      name: set.name,
+      description: set.description ?? "",
+      extraChoices: set.extra_choices as [string, string][],
+      orderAlphabetically: set.order_alphabetically ?? false,
+    };
     if (!current) await ctx.db.insert(choiceSets).values(values);
-    else if (!sameValue({ d: current.description, c: current.extraChoices, o: current.orderAlphabetically }, { d: values.description, c: values.extraChoices, o: values.orderAlphabetically })) {
-      await ctx.db.update(choiceSets).set({ ...values, lastUpdated: new Date().toISOString() }).where(eq(choiceSets.id, current.id));
+    else if (
+      !sameValue(
+        { d: current.description, c: current.extraChoices, o: current.orderAlphabetically },
+        { d: values.description, c: values.extraChoices, o: values.orderAlphabetically },
+      )
+    ) {
+      await ctx.db
+        .update(choiceSets)
+        .set({ ...values, lastUpdated: new Date().toISOString() })
+        .where(eq(choiceSets.id, current.id));
     }
   }
 }

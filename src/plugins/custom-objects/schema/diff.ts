@@ -12,9 +12,27 @@ import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
 import { fieldType } from "../field-types";
 import { normalizeTogether } from "./unique-together";
-import { countDuplicates, countEmpty, countLinksOutside, countLossy, countOutsideChoices, countRows, countValues, type DestructiveChange } from "./impact";
+import {
+  countDuplicates,
+  countEmpty,
+  countLinksOutside,
+  countLossy,
+  countOutsideChoices,
+  countRows,
+  countValues,
+  type DestructiveChange,
+} from "./impact";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
-import { COT_ATTR_DEFAULTS, canonicalFromEntry, cotAttrsFromEntry, entryFromCanonical, loadDbTypes, sameValue, type CanonicalField, type DbType } from "./state";
+import {
+  COT_ATTR_DEFAULTS,
+  canonicalFromEntry,
+  cotAttrsFromEntry,
+  entryFromCanonical,
+  loadDbTypes,
+  sameValue,
+  type CanonicalField,
+  type DbType,
+} from "./state";
 
 export interface FieldChange {
   op: "add" | "alter" | "remove";
@@ -58,27 +76,64 @@ export interface DiffLookups {
   objectTypeId(ref: string): Promise<number | null>;
 }
 
-function changedAttrs(before: Record<string, unknown>, after: Record<string, unknown>): Record<string, [unknown, unknown]> {
+function changedAttrs(
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+): Record<string, [unknown, unknown]> {
   const out: Record<string, [unknown, unknown]> = {};
-  for (const key of Object.keys(after)) if (!sameValue(before[key], after[key])) out[key] = [before[key] ?? null, after[key] ?? null];
+  for (const key of Object.keys(after))
+    if (!sameValue(before[key], after[key])) out[key] = [before[key] ?? null, after[key] ?? null];
   return out;
 }
 
-async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType | undefined, errors: SchemaError[], lookups: DiffLookups): Promise<TypeDiff> {
+async function diffType(
+  db: Executor,
+  t: TypeEntry,
+  ti: number,
+  existing: DbType | undefined,
+  errors: SchemaError[],
+  lookups: DiffLookups,
+): Promise<TypeDiff> {
   const attrs = cotAttrsFromEntry(t);
-  const diff: TypeDiff = { slug: t.slug, name: t.name, is_new: !existing, has_changes: false, has_destructive_changes: false, cot_changes: {}, field_changes: [], destructive_changes: [], warnings: [] };
-  const gate = (field: string | null, reason: DestructiveChange["reason"], rows: number, detail: string) => {
+  const diff: TypeDiff = {
+    slug: t.slug,
+    name: t.name,
+    is_new: !existing,
+    has_changes: false,
+    has_destructive_changes: false,
+    cot_changes: {},
+    field_changes: [],
+    destructive_changes: [],
+    warnings: [],
+  };
+  const gate = (
+    field: string | null,
+    reason: DestructiveChange["reason"],
+    rows: number,
+    detail: string,
+  ) => {
     diff.destructive_changes.push({ slug: t.slug, field, reason, rows, detail });
   };
   const at = `$.types[${ti}]`;
 
   if (!existing) {
-    diff.cot_changes = changedAttrs({ name: null, ...Object.fromEntries(Object.keys(COT_ATTR_DEFAULTS).map((k) => [k, null])) }, attrs);
-    for (const key of Object.keys(diff.cot_changes)) if (key !== "name" && sameValue(diff.cot_changes[key]![1], "")) delete diff.cot_changes[key];
+    diff.cot_changes = changedAttrs(
+      { name: null, ...Object.fromEntries(Object.keys(COT_ATTR_DEFAULTS).map((k) => [k, null])) },
+      attrs,
+    );
+    for (const key of Object.keys(diff.cot_changes))
+      if (key !== "name" && sameValue(diff.cot_changes[key]![1], "")) delete diff.cot_changes[key];
     for (const f of t.fields) {
-      diff.field_changes.push({ op: "add", schema_id: f.id, db_name: f.name, schema_def: f as Record<string, unknown>, destructive: false });
+      diff.field_changes.push({
+        op: "add",
+        schema_id: f.id,
+        db_name: f.name,
+        schema_def: f as Record<string, unknown>,
+        destructive: false,
+      });
     }
-    if (t.unique_together?.length) diff.cot_changes.unique_together = [[], normalizeTogether(t.unique_together)];
+    if (t.unique_together?.length)
+      diff.cot_changes.unique_together = [[], normalizeTogether(t.unique_together)];
     diff.has_changes = true;
     return diff;
   }
@@ -92,16 +147,32 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
     const haveKeys = new Set(haveTogether.map((set) => set.join(",")));
     for (const set of wantTogether) {
       if (haveKeys.has(set.join(","))) continue;
-      const rows = set.map((n) => existing.fields.find((f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n)));
+      const rows = set.map((n) =>
+        existing.fields.find(
+          (f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n),
+        ),
+      );
       if (rows.some((r) => !r)) continue; // a new or renamed field: no shared values yet
-      const dup = await countDuplicates(db, existing.cot.id, rows.map((r) => fieldColumns(r!)[0]!));
-      if (dup) gate(set.join(","), "unique_over_duplicates", dup, `unique_together [${set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`);
+      const dup = await countDuplicates(
+        db,
+        existing.cot.id,
+        rows.map((r) => fieldColumns(r!)[0]!),
+      );
+      if (dup)
+        gate(
+          set.join(","),
+          "unique_over_duplicates",
+          dup,
+          `unique_together [${set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`,
+        );
     }
   }
   const removedIds = new Set((t.removed_fields ?? []).map((r) => r.id));
   const known = new Set([...existing.tombstones.map((r) => r.id)]);
   const keptNames = new Map<string, number>();
-  for (const [schemaId, c] of existing.canonical) if (!removedIds.has(schemaId) && !t.fields.some((f) => f.id === schemaId)) keptNames.set(c.name, schemaId);
+  for (const [schemaId, c] of existing.canonical)
+    if (!removedIds.has(schemaId) && !t.fields.some((f) => f.id === schemaId))
+      keptNames.set(c.name, schemaId);
 
   const alters: FieldChange[] = [];
   const adds: FieldChange[] = [];
@@ -109,13 +180,25 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
     const want = canonicalFromEntry(f);
     const have = existing.canonical.get(f.id);
     if (keptNames.has(f.name)) {
-      errors.push({ path: `${at}.fields[${fi}].name`, message: `"${f.name}" is taken by field id ${keptNames.get(f.name)} in the database; list that id under removed_fields or rename it` });
+      errors.push({
+        path: `${at}.fields[${fi}].name`,
+        message: `"${f.name}" is taken by field id ${keptNames.get(f.name)} in the database; list that id under removed_fields or rename it`,
+      });
     }
     if (!have) {
       if (known.has(f.id) || f.id < existing.cot.nextSchemaId) {
-        errors.push({ path: `${at}.fields[${fi}].id`, message: `field id ${f.id} was used before on "${t.slug}" and cannot be reused; use ${Math.max(existing.cot.nextSchemaId, ...[...known].map((k) => k + 1))} or above` });
+        errors.push({
+          path: `${at}.fields[${fi}].id`,
+          message: `field id ${f.id} was used before on "${t.slug}" and cannot be reused; use ${Math.max(existing.cot.nextSchemaId, ...[...known].map((k) => k + 1))} or above`,
+        });
       }
-      adds.push({ op: "add", schema_id: f.id, db_name: f.name, schema_def: f as Record<string, unknown>, destructive: false });
+      adds.push({
+        op: "add",
+        schema_id: f.id,
+        db_name: f.name,
+        schema_def: f as Record<string, unknown>,
+        destructive: false,
+      });
       continue;
     }
     const { id: _a, ...haveAttrs } = have;
@@ -127,32 +210,87 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
     if (changed.type) {
       const lost = await countLossy(db, existing.cot.id, row, want.type);
       if (lost) {
-        gate(have.name, "lossy_type_change", lost, `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`);
-        diff.warnings.push(`changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`);
+        gate(
+          have.name,
+          "lossy_type_change",
+          lost,
+          `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
+        );
+        diff.warnings.push(
+          `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
+        );
       }
     }
     // What stays in storage under the new definition (a retype keeps the column, with new values).
     const sameStorage = !changed.type;
-    if (sameStorage && want.required && !have.required && (want.default === null || want.default === undefined)) {
+    if (
+      sameStorage &&
+      want.required &&
+      !have.required &&
+      (want.default === null || want.default === undefined)
+    ) {
       const empty = await countEmpty(db, existing.cot.id, row);
-      if (empty) gate(have.name, "required_over_empty_rows", empty, `"${have.name}" becomes required with no default while ${empty} row(s) have no value; they cannot be saved until filled`);
+      if (empty)
+        gate(
+          have.name,
+          "required_over_empty_rows",
+          empty,
+          `"${have.name}" becomes required with no default while ${empty} row(s) have no value; they cannot be saved until filled`,
+        );
     }
     if (want.unique && (!have.unique || changed.type) && fieldType(want.type).storage !== "links") {
-      const dup = sameStorage ? await countDuplicates(db, existing.cot.id, fieldColumns(row).slice(0, 1)) : 0;
-      if (dup) gate(have.name, "unique_over_duplicates", dup, `"${have.name}" becomes unique while ${dup} row(s) share a value with another row; the unique index cannot be built until they differ`);
+      const dup = sameStorage
+        ? await countDuplicates(db, existing.cot.id, fieldColumns(row).slice(0, 1))
+        : 0;
+      if (dup)
+        gate(
+          have.name,
+          "unique_over_duplicates",
+          dup,
+          `"${have.name}" becomes unique while ${dup} row(s) share a value with another row; the unique index cannot be built until they differ`,
+        );
     }
     if (sameStorage && changed.choice_set && want.choice_set) {
       const allowed = await lookups.choices(want.choice_set);
       const used = allowed ? await countOutsideChoices(db, existing.cot.id, row, allowed) : 0;
-      if (used) gate(have.name, "choices_in_use", used, `${used} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`);
+      if (used)
+        gate(
+          have.name,
+          "choices_in_use",
+          used,
+          `${used} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`,
+        );
     }
-    if (sameStorage && fieldType(want.type).takes.related && !changed.is_polymorphic && (changed.related_object_type || changed.related_object_types)) {
-      const keep = want.is_polymorphic && have.is_polymorphic ? (await Promise.all(want.related_object_types.map((r) => lookups.objectTypeId(r)))).filter((x): x is number => x !== null) : null;
+    if (
+      sameStorage &&
+      fieldType(want.type).takes.related &&
+      !changed.is_polymorphic &&
+      (changed.related_object_type || changed.related_object_types)
+    ) {
+      const keep =
+        want.is_polymorphic && have.is_polymorphic
+          ? (
+              await Promise.all(want.related_object_types.map((r) => lookups.objectTypeId(r)))
+            ).filter((x): x is number => x !== null)
+          : null;
       const linked = await countLinksOutside(db, existing.cot.id, row, keep);
-      if (linked) gate(have.name, "link_target_changed", linked, `the related type of "${have.name}" changes while ${linked} row(s) link to objects of the old one; those links are cleared`);
+      if (linked)
+        gate(
+          have.name,
+          "link_target_changed",
+          linked,
+          `the related type of "${have.name}" changes while ${linked} row(s) link to objects of the old one; those links are cleared`,
+        );
     }
     const destructive = diff.destructive_changes.length > gated;
-    alters.push({ op: "alter", schema_id: f.id, db_name: have.name, schema_def: f as Record<string, unknown>, changed_attrs: changed, destructive });
+    alters.push({
+      op: "alter",
+      schema_id: f.id,
+      db_name: have.name,
+      schema_def: f as Record<string, unknown>,
+      changed_attrs: changed,
+      destructive,
+    });
   }
 
   const removes: FieldChange[] = [];
@@ -162,16 +300,33 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
       // A removal from an empty column loses nothing and is not gated.
       const row = existing.fields.find((x) => x.schemaId === schemaId)!;
       const values = await countValues(db, existing.cot.id, row);
-      if (values) gate(c.name, "field_removed", values, `removing "${c.name}" takes the values of ${values} row(s)`);
-      removes.push({ op: "remove", schema_id: schemaId, db_name: c.name, schema_def: entryFromCanonical(c), destructive: values > 0 });
+      if (values)
+        gate(
+          c.name,
+          "field_removed",
+          values,
+          `removing "${c.name}" takes the values of ${values} row(s)`,
+        );
+      removes.push({
+        op: "remove",
+        schema_id: schemaId,
+        db_name: c.name,
+        schema_def: entryFromCanonical(c),
+        destructive: values > 0,
+      });
     } else {
-      diff.warnings.push(`field "${c.name}" (id ${schemaId}) is in the database but not in the document; it is kept (list it under removed_fields to remove it)`);
+      diff.warnings.push(
+        `field "${c.name}" (id ${schemaId}) is in the database but not in the document; it is kept (list it under removed_fields to remove it)`,
+      );
     }
   }
   // The type after the change: the document's fields plus those the database keeps.
   const kept = [...existing.canonical.values()].filter((c) => keptNames.has(c.name));
-  const columns = columnCount([...t.fields, ...kept].map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })));
-  if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
+  const columns = columnCount(
+    [...t.fields, ...kept].map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
+  );
+  if (columns > MAX_COLUMNS_PER_TYPE)
+    errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
   diff.field_changes = [...removes, ...alters, ...adds];
   diff.has_changes = Object.keys(diff.cot_changes).length > 0 || diff.field_changes.length > 0;
   diff.has_destructive_changes = diff.destructive_changes.length > 0;
@@ -179,13 +334,27 @@ async function diffType(db: Executor, t: TypeEntry, ti: number, existing: DbType
 }
 
 /** Computes per-type diffs of a validated document against the database. */
-export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry, doc: SchemaDocument, lookups: DiffLookups = defaultLookups(db, objectTypes, doc)): Promise<DiffResult> {
-  const state = await loadDbTypes(db, objectTypes, doc.types.map((t) => t.slug));
+export async function diffDocument(
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+  doc: SchemaDocument,
+  lookups: DiffLookups = defaultLookups(db, objectTypes, doc),
+): Promise<DiffResult> {
+  const state = await loadDbTypes(
+    db,
+    objectTypes,
+    doc.types.map((t) => t.slug),
+  );
   const errors: SchemaError[] = [];
   const diffs: TypeDiff[] = [];
-  for (const [ti, t] of doc.types.entries()) diffs.push(await diffType(db, t, ti, state.get(t.slug), errors, lookups));
+  for (const [ti, t] of doc.types.entries())
+    diffs.push(await diffType(db, t, ti, state.get(t.slug), errors, lookups));
   // Types the document removes come after its own types (diffs[i] stays doc.types[i]).
-  const removed = await loadDbTypes(db, objectTypes, (doc.removed_types ?? []).map((r) => r.slug));
+  const removed = await loadDbTypes(
+    db,
+    objectTypes,
+    (doc.removed_types ?? []).map((r) => r.slug),
+  );
   for (const r of doc.removed_types ?? []) {
     const existing = removed.get(r.slug);
     if (!existing) continue; // already gone: nothing to do
@@ -198,8 +367,24 @@ export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry
       has_changes: true,
       has_destructive_changes: rows > 0,
       cot_changes: {},
-      field_changes: [...existing.canonical.values()].map((c) => ({ op: "remove" as const, schema_id: c.id, db_name: c.name, schema_def: entryFromCanonical(c), destructive: rows > 0 })),
-      destructive_changes: rows ? [{ slug: r.slug, field: null, reason: "type_removed" as const, rows, detail: `removing type "${r.slug}" takes its ${rows} row(s)` }] : [],
+      field_changes: [...existing.canonical.values()].map((c) => ({
+        op: "remove" as const,
+        schema_id: c.id,
+        db_name: c.name,
+        schema_def: entryFromCanonical(c),
+        destructive: rows > 0,
+      })),
+      destructive_changes: rows
+        ? [
+            {
+              slug: r.slug,
+              field: null,
+              reason: "type_removed" as const,
+              rows,
+              detail: `removing type "${r.slug}" takes its ${rows} row(s)`,
+            },
+          ]
+        : [],
       warnings: [],
     });
     state.set(r.slug, existing);
@@ -210,28 +395,52 @@ export async function diffDocument(db: Executor, objectTypes: ObjectTypeRegistry
     if (!current) continue;
     const keep = set.extra_choices.map(([value]) => value);
     if (current.extraChoices.every(([value]) => keep.includes(value))) continue;
-    const users = await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.choiceSetId, current.id));
+    const users = await db
+      .select()
+      .from(customObjectTypeFields)
+      .where(eq(customObjectTypeFields.choiceSetId, current.id));
     for (const f of users) {
-      const [cot] = await db.select({ slug: customObjectTypes.slug }).from(customObjectTypes).where(eq(customObjectTypes.id, f.customObjectTypeId));
+      const [cot] = await db
+        .select({ slug: customObjectTypes.slug })
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes.id, f.customObjectTypeId));
       const n = await countOutsideChoices(db, f.customObjectTypeId, f as FieldRow, keep);
-      if (n) choice_set_changes.push({ slug: cot?.slug ?? String(f.customObjectTypeId), field: f.name, reason: "choices_in_use", rows: n, detail: `choice set "${set.name}" drops values ${n} row(s) of "${f.name}" hold` });
+      if (n)
+        choice_set_changes.push({
+          slug: cot?.slug ?? String(f.customObjectTypeId),
+          field: f.name,
+          reason: "choices_in_use",
+          rows: n,
+          detail: `choice set "${set.name}" drops values ${n} row(s) of "${f.name}" hold`,
+        });
     }
   }
   return { diffs, errors: errors.slice(0, 20), db: state, choice_set_changes };
 }
 
 /** Choice sets and object types as the database has them. */
-export function defaultLookups(db: Executor, objectTypes: ObjectTypeRegistry, doc?: SchemaDocument): DiffLookups {
+export function defaultLookups(
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+  doc?: SchemaDocument,
+): DiffLookups {
   return {
     choices: async (name) => {
       const own = doc?.choice_sets?.find((c) => c.name === name);
       if (own) return own.extra_choices.map(([value]) => value);
-      const [row] = await db.select({ choices: choiceSets.extraChoices }).from(choiceSets).where(eq(choiceSets.name, name));
+      const [row] = await db
+        .select({ choices: choiceSets.extraChoices })
+        .from(choiceSets)
+        .where(eq(choiceSets.name, name));
       return row ? row.choices.map(([value]) => value) : null;
     },
     objectTypeId: async (ref) => {
       const [app, model] = ref.split("/") as [string, string];
-      const ot = await objectTypes.byLabel(app === "custom-objects" ? "custom_objects" : app, model, db);
+      const ot = await objectTypes.byLabel(
+        app === "custom-objects" ? "custom_objects" : app,
+        model,
+        db,
+      );
       return ot?.id ?? null;
     },
   };

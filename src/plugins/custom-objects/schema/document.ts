@@ -5,7 +5,18 @@
 import * as v from "valibot";
 import { fieldType as fieldTypeModule } from "../field-types";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE } from "../constants";
-import { COT_NAME_MESSAGE, COT_SLUG_MESSAGE, ONE_PRIMARY, versionString, duplicateFieldName, fieldAttrEntries, fieldIssueMessage, fieldName, fieldRuleIssues, fieldTypeName } from "../field-definition";
+import {
+  COT_NAME_MESSAGE,
+  COT_SLUG_MESSAGE,
+  ONE_PRIMARY,
+  versionString,
+  duplicateFieldName,
+  fieldAttrEntries,
+  fieldIssueMessage,
+  fieldName,
+  fieldRuleIssues,
+  fieldTypeName,
+} from "../field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
@@ -13,16 +24,29 @@ import { columnCount, tooManyColumns } from "../ddl";
 const MAX_ERRORS = 20;
 const RELATED_RE = /^[a-z][a-z0-9_-]*\/[-a-zA-Z0-9_]+$/;
 
-const text = (max: number) => v.pipe(v.string("Not a valid string."), v.maxLength(max, `Ensure this field has no more than ${max} characters.`));
-const related = v.pipe(v.string("Not a valid string."), v.regex(RELATED_RE, 'Use "<app_label>/<model>" (e.g. "dcim/site" or "custom-objects/<slug>").'));
+const text = (max: number) =>
+  v.pipe(
+    v.string("Not a valid string."),
+    v.maxLength(max, `Ensure this field has no more than ${max} characters.`),
+  );
+const related = v.pipe(
+  v.string("Not a valid string."),
+  v.regex(RELATED_RE, 'Use "<app_label>/<model>" (e.g. "dcim/site" or "custom-objects/<slug>").'),
+);
 
 /** The document spelling of the one field-definition schema (field-definition.ts), plus the id. */
 export const FieldEntrySchema = v.strictObject({
-  id: v.pipe(v.number("A valid positive integer is required."), v.integer("A valid positive integer is required."), v.minValue(1, "A valid positive integer is required.")),
+  id: v.pipe(
+    v.number("A valid positive integer is required."),
+    v.integer("A valid positive integer is required."),
+    v.minValue(1, "A valid positive integer is required."),
+  ),
   name: fieldName,
   type: fieldTypeName,
   ...fieldAttrEntries({
-    choiceSet: v.nullable(v.pipe(v.string("Not a valid string."), v.minLength(1, "Name a choice set or use null."))),
+    choiceSet: v.nullable(
+      v.pipe(v.string("Not a valid string."), v.minLength(1, "Name a choice set or use null.")),
+    ),
     relatedType: v.nullable(related),
     relatedTypes: v.array(related, "Expected a list of object types."),
   }),
@@ -36,11 +60,17 @@ export const RemovedFieldSchema = v.looseObject({
 });
 
 export const TypeEntrySchema = v.strictObject({
-  name: v.pipe(v.string("Not a valid string."), v.check((s) => NAME_RE.test(s) && s.length <= 100, COT_NAME_MESSAGE)),
+  name: v.pipe(
+    v.string("Not a valid string."),
+    v.check((s) => NAME_RE.test(s) && s.length <= 100, COT_NAME_MESSAGE),
+  ),
   slug: v.pipe(
     v.string("Not a valid string."),
     v.check((s) => SLUG_RE.test(s) && s.length <= 100, COT_SLUG_MESSAGE),
-    v.check((s) => !RESERVED_SLUGS.has(s.toLowerCase()), (issue) => `"${String(issue.input)}" is reserved for a fixed route.`),
+    v.check(
+      (s) => !RESERVED_SLUGS.has(s.toLowerCase()),
+      (issue) => `"${String(issue.input)}" is reserved for a fixed route.`,
+    ),
   ),
   verbose_name: v.optional(text(100)),
   verbose_name_plural: v.optional(text(100)),
@@ -50,7 +80,15 @@ export const TypeEntrySchema = v.strictObject({
   fields: v.optional(v.array(FieldEntrySchema, "Expected a list of fields."), () => []),
   removed_fields: v.optional(v.array(RemovedFieldSchema)),
   /** Compound uniqueness (issue 16): each list of field names is one unique index. */
-  unique_together: v.optional(v.array(v.pipe(v.array(v.pipe(v.string(), v.regex(NAME_RE, "must be a field name"))), v.minLength(2, "must name at least two fields"), v.maxLength(16)))),
+  unique_together: v.optional(
+    v.array(
+      v.pipe(
+        v.array(v.pipe(v.string(), v.regex(NAME_RE, "must be a field name"))),
+        v.minLength(2, "must name at least two fields"),
+        v.maxLength(16),
+      ),
+    ),
+  ),
 });
 
 /** A whole type removed by the document (issue 16): gated over rows, then moved to the trash. */
@@ -63,7 +101,16 @@ export const RemovedTypeSchema = v.looseObject({
 export const ChoiceSetEntrySchema = v.strictObject({
   name: v.pipe(v.string(), v.minLength(1), v.maxLength(100)),
   description: v.optional(v.pipe(v.string(), v.maxLength(200))),
-  extra_choices: v.pipe(v.array(v.tuple([v.pipe(v.string(), v.minLength(1), v.maxLength(100)), v.pipe(v.string(), v.maxLength(100))])), v.minLength(1, "must offer at least one choice"), v.maxLength(1000)),
+  extra_choices: v.pipe(
+    v.array(
+      v.tuple([
+        v.pipe(v.string(), v.minLength(1), v.maxLength(100)),
+        v.pipe(v.string(), v.maxLength(100)),
+      ]),
+    ),
+    v.minLength(1, "must offer at least one choice"),
+    v.maxLength(1000),
+  ),
   order_alphabetically: v.optional(v.boolean()),
 });
 
@@ -86,7 +133,12 @@ function jsonPath(path: v.IssuePathItem[] | undefined): string {
   let out = "$";
   for (const item of path ?? []) {
     const key = (item as { key: unknown }).key;
-    out += typeof key === "number" ? `[${key}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(String(key)) ? `.${String(key)}` : `[${JSON.stringify(key)}]`;
+    out +=
+      typeof key === "number"
+        ? `[${key}]`
+        : /^[A-Za-z_][A-Za-z0-9_]*$/.test(String(key))
+          ? `.${String(key)}`
+          : `[${JSON.stringify(key)}]`;
   }
   return out;
 }
@@ -98,9 +150,14 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
   const names = new Map<string, number>();
   doc.types.forEach((t, ti) => {
     const at = `$.types[${ti}]`;
-    if (slugs.has(t.slug)) errors.push({ path: `${at}.slug`, message: `duplicate slug "${t.slug}" (also at $.types[${slugs.get(t.slug)}])` });
+    if (slugs.has(t.slug))
+      errors.push({
+        path: `${at}.slug`,
+        message: `duplicate slug "${t.slug}" (also at $.types[${slugs.get(t.slug)}])`,
+      });
     slugs.set(t.slug, ti);
-    if (names.has(t.name)) errors.push({ path: `${at}.name`, message: `duplicate name "${t.name}"` });
+    if (names.has(t.name))
+      errors.push({ path: `${at}.name`, message: `duplicate name "${t.name}"` });
     names.set(t.name, ti);
     const ids = new Map<number, number>();
     const fieldNames = new Map<string, number>();
@@ -109,49 +166,83 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
       const fp = `${at}.fields[${fi}]`;
       if (ids.has(f.id)) errors.push({ path: `${fp}.id`, message: `duplicate field id ${f.id}` });
       ids.set(f.id, fi);
-      if (fieldNames.has(f.name)) errors.push({ path: `${fp}.name`, message: duplicateFieldName(f.name) });
+      if (fieldNames.has(f.name))
+        errors.push({ path: `${fp}.name`, message: duplicateFieldName(f.name) });
       fieldNames.set(f.name, fi);
       if (f.primary) primaries++;
-      for (const issue of fieldRuleIssues(f)) errors.push({ path: `${fp}.${issue.key}`, message: issue.message });
+      for (const issue of fieldRuleIssues(f))
+        errors.push({ path: `${fp}.${issue.key}`, message: issue.message });
     });
     if (primaries > 1) errors.push({ path: `${at}.fields`, message: ONE_PRIMARY });
-    const columns = columnCount(t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })));
-    if (columns > MAX_COLUMNS_PER_TYPE) errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
+    const columns = columnCount(
+      t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
+    );
+    if (columns > MAX_COLUMNS_PER_TYPE)
+      errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
     (t.removed_fields ?? []).forEach((r, ri) => {
-      if (ids.has(r.id)) errors.push({ path: `${at}.removed_fields[${ri}].id`, message: `field id ${r.id} is both listed and removed` });
+      if (ids.has(r.id))
+        errors.push({
+          path: `${at}.removed_fields[${ri}].id`,
+          message: `field id ${r.id} is both listed and removed`,
+        });
     });
     (t.unique_together ?? []).forEach((set, ui) => {
-      if (new Set(set).size !== set.length) errors.push({ path: `${at}.unique_together[${ui}]`, message: "names a field twice" });
+      if (new Set(set).size !== set.length)
+        errors.push({ path: `${at}.unique_together[${ui}]`, message: "names a field twice" });
       set.forEach((n, ni) => {
         const fi = fieldNames.get(n);
-        if (fi === undefined) errors.push({ path: `${at}.unique_together[${ui}][${ni}]`, message: `"${n}" is not a field of this type` });
-        else if (fieldTypeModule(t.fields[fi]!.type).storage === "links") errors.push({ path: `${at}.unique_together[${ui}][${ni}]`, message: `a ${t.fields[fi]!.type} field cannot be part of unique_together` });
+        if (fi === undefined)
+          errors.push({
+            path: `${at}.unique_together[${ui}][${ni}]`,
+            message: `"${n}" is not a field of this type`,
+          });
+        else if (fieldTypeModule(t.fields[fi]!.type).storage === "links")
+          errors.push({
+            path: `${at}.unique_together[${ui}][${ni}]`,
+            message: `a ${t.fields[fi]!.type} field cannot be part of unique_together`,
+          });
       });
     });
   });
   (doc.removed_types ?? []).forEach((r, ri) => {
-    if (slugs.has(r.slug)) errors.push({ path: `$.removed_types[${ri}].slug`, message: `"${r.slug}" is both listed and removed` });
+    if (slugs.has(r.slug))
+      errors.push({
+        path: `$.removed_types[${ri}].slug`,
+        message: `"${r.slug}" is both listed and removed`,
+      });
   });
   const sets = new Map<string, number>();
   (doc.choice_sets ?? []).forEach((c, ci) => {
-    if (sets.has(c.name)) errors.push({ path: `$.choice_sets[${ci}].name`, message: `duplicate choice set "${c.name}"` });
+    if (sets.has(c.name))
+      errors.push({
+        path: `$.choice_sets[${ci}].name`,
+        message: `duplicate choice set "${c.name}"`,
+      });
     sets.set(c.name, ci);
     const values = new Set<string>();
     c.extra_choices.forEach(([value], vi) => {
-      if (values.has(value)) errors.push({ path: `$.choice_sets[${ci}].extra_choices[${vi}][0]`, message: `duplicate value "${value}"` });
+      if (values.has(value))
+        errors.push({
+          path: `$.choice_sets[${ci}].extra_choices[${vi}][0]`,
+          message: `duplicate value "${value}"`,
+        });
       values.add(value);
     });
   });
   return errors;
 }
 
-export type ParseResult = { ok: true; document: SchemaDocument } | { ok: false; errors: SchemaError[] };
+export type ParseResult =
+  | { ok: true; document: SchemaDocument }
+  | { ok: false; errors: SchemaError[] };
 
 /** Validates a document; errors carry JSON paths (`$.types[0].fields[1].type`). */
 export function parseDocument(input: unknown): ParseResult {
   const result = v.safeParse(DocumentSchema, input, { abortEarly: false });
   if (!result.success) {
-    const errors = result.issues.slice(0, MAX_ERRORS).map((issue) => ({ path: jsonPath(issue.path), message: fieldIssueMessage(issue) }));
+    const errors = result.issues
+      .slice(0, MAX_ERRORS)
+      .map((issue) => ({ path: jsonPath(issue.path), message: fieldIssueMessage(issue) }));
     return { ok: false, errors };
   }
   const semantic = semanticErrors(result.output);

@@ -5,7 +5,15 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
-import { countUnconvertible, fieldColumns, hasLinkTable, ident, linkTableName, tableName, valueColumn } from "../ddl";
+import {
+  countUnconvertible,
+  fieldColumns,
+  hasLinkTable,
+  ident,
+  linkTableName,
+  tableName,
+  valueColumn,
+} from "../ddl";
 import { fieldType } from "../field-types";
 import { isLossless, retypeConverter, type FieldRow } from "../values";
 
@@ -33,75 +41,162 @@ const count = async (db: Executor, q: SQL): Promise<number> => {
 };
 
 /** Rows of the type's table. */
-export const countRows = (db: Executor, cotId: number) => count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))}`);
+export const countRows = (db: Executor, cotId: number) =>
+  count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))}`);
 
 /** Rows holding a value for the field (link rows for a multiobject field). */
 export async function countValues(db: Executor, cotId: number, f: FieldRow): Promise<number> {
-  if (hasLinkTable(f)) return count(db, sql`SELECT count(DISTINCT source_id) AS n FROM ${ident(linkTableName(cotId, f.id))}`);
-  return count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(valueColumn(f)!)} IS NOT NULL`);
+  if (hasLinkTable(f))
+    return count(
+      db,
+      sql`SELECT count(DISTINCT source_id) AS n FROM ${ident(linkTableName(cotId, f.id))}`,
+    );
+  return count(
+    db,
+    sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(valueColumn(f)!)} IS NOT NULL`,
+  );
 }
 
 /** Rows where the field is empty (null, or no links). */
 export async function countEmpty(db: Executor, cotId: number, f: FieldRow): Promise<number> {
   const t = ident(tableName(cotId));
-  if (hasLinkTable(f)) return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE id NOT IN (SELECT source_id FROM ${ident(linkTableName(cotId, f.id))})`);
+  if (hasLinkTable(f))
+    return count(
+      db,
+      sql`SELECT count(*) AS n FROM ${t} WHERE id NOT IN (SELECT source_id FROM ${ident(linkTableName(cotId, f.id))})`,
+    );
   return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(valueColumn(f)!)} IS NULL`);
 }
 
 /** Rows whose (non-null) value some other row shares: what a unique index would refuse. */
-export async function countDuplicates(db: Executor, cotId: number, columns: string[]): Promise<number> {
+export async function countDuplicates(
+  db: Executor,
+  cotId: number,
+  columns: string[],
+): Promise<number> {
   if (!columns.length) return 0;
   const t = ident(tableName(cotId));
-  const cols = sql.join(columns.map((c) => ident(c)), sql`, `);
-  const notNull = sql.join(columns.map((c) => sql`${ident(c)} IS NOT NULL`), sql` AND `);
-  return count(db, sql`SELECT coalesce(sum(n), 0) AS n FROM (SELECT count(*) AS n FROM ${t} WHERE ${notNull} GROUP BY ${cols} HAVING count(*) > 1)`);
+  const cols = sql.join(
+    columns.map((c) => ident(c)),
+    sql`, `,
+  );
+  const notNull = sql.join(
+    columns.map((c) => sql`${ident(c)} IS NOT NULL`),
+    sql` AND `,
+  );
+  return count(
+    db,
+    sql`SELECT coalesce(sum(n), 0) AS n FROM (SELECT count(*) AS n FROM ${t} WHERE ${notNull} GROUP BY ${cols} HAVING count(*) > 1)`,
+  );
 }
 
 /** Rows of a choice field holding a value outside `allowed`. */
-export async function countOutsideChoices(db: Executor, cotId: number, f: FieldRow, allowed: string[]): Promise<number> {
+export async function countOutsideChoices(
+  db: Executor,
+  cotId: number,
+  f: FieldRow,
+  allowed: string[],
+): Promise<number> {
   const t = ident(tableName(cotId));
   const col = ident(valueColumn(f)!);
-  const list = allowed.length ? sql.join(allowed.map((a) => sql`${a}`), sql`, `) : sql`NULL`;
+  const list = allowed.length
+    ? sql.join(
+        allowed.map((a) => sql`${a}`),
+        sql`, `,
+      )
+    : sql`NULL`;
   if (f.type === "multiselect") {
-    return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${col} IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(${col}) je WHERE je.value NOT IN (${list}))`);
+    return count(
+      db,
+      sql`SELECT count(*) AS n FROM ${t} WHERE ${col} IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(${col}) je WHERE je.value NOT IN (${list}))`,
+    );
   }
-  return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${col} IS NOT NULL AND ${col} NOT IN (${list})`);
+  return count(
+    db,
+    sql`SELECT count(*) AS n FROM ${t} WHERE ${col} IS NOT NULL AND ${col} NOT IN (${list})`,
+  );
 }
 
 /**
  * Rows linking to an object type outside `keep` (object type ids): every linked row for a
  * plain reference whose target changed, those of dropped types for a polymorphic one.
  */
-export async function countLinksOutside(db: Executor, cotId: number, f: FieldRow, keep: number[] | null): Promise<number> {
-  const keepList = keep && keep.length ? sql.join(keep.map((k) => sql`${k}`), sql`, `) : null;
+export async function countLinksOutside(
+  db: Executor,
+  cotId: number,
+  f: FieldRow,
+  keep: number[] | null,
+): Promise<number> {
+  const keepList =
+    keep && keep.length
+      ? sql.join(
+          keep.map((k) => sql`${k}`),
+          sql`, `,
+        )
+      : null;
   if (hasLinkTable(f)) {
     const lt = ident(linkTableName(cotId, f.id));
-    if (!f.isPolymorphic || !keepList) return count(db, sql`SELECT count(DISTINCT source_id) AS n FROM ${lt}`);
-    return count(db, sql`SELECT count(DISTINCT source_id) AS n FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`);
+    if (!f.isPolymorphic || !keepList)
+      return count(db, sql`SELECT count(DISTINCT source_id) AS n FROM ${lt}`);
+    return count(
+      db,
+      sql`SELECT count(DISTINCT source_id) AS n FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`,
+    );
   }
   const [idCol, typeCol] = fieldColumns(f);
   const t = ident(tableName(cotId));
-  if (!f.isPolymorphic || !keepList || !typeCol) return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL`);
-  return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL AND (${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList}))`);
+  if (!f.isPolymorphic || !keepList || !typeCol)
+    return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL`);
+  return count(
+    db,
+    sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL AND (${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList}))`,
+  );
 }
 
 /** Values a type change cannot convert (0 for a lossless change). */
-export async function countLossy(db: Executor, cotId: number, f: FieldRow, to: string): Promise<number> {
+export async function countLossy(
+  db: Executor,
+  cotId: number,
+  f: FieldRow,
+  to: string,
+): Promise<number> {
   if (isLossless(f.type, to)) return 0;
-  if (fieldType(f.type).storage !== "column" || fieldType(to).storage !== "column") return countValues(db, cotId, f);
+  if (fieldType(f.type).storage !== "column" || fieldType(to).storage !== "column")
+    return countValues(db, cotId, f);
   return countUnconvertible(db, cotId, f, retypeConverter(f.type, to));
 }
 
 /** Clears what `countLinksOutside` counts (a link target change applied with allow_destructive). */
-export async function clearLinksOutside(db: Executor, cotId: number, f: FieldRow, keep: number[] | null): Promise<void> {
-  const keepList = keep && keep.length && f.isPolymorphic ? sql.join(keep.map((k) => sql`${k}`), sql`, `) : null;
+export async function clearLinksOutside(
+  db: Executor,
+  cotId: number,
+  f: FieldRow,
+  keep: number[] | null,
+): Promise<void> {
+  const keepList =
+    keep && keep.length && f.isPolymorphic
+      ? sql.join(
+          keep.map((k) => sql`${k}`),
+          sql`, `,
+        )
+      : null;
   if (hasLinkTable(f)) {
     const lt = ident(linkTableName(cotId, f.id));
-    await db.run(keepList ? sql`DELETE FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})` : sql`DELETE FROM ${lt}`);
+    await db.run(
+      keepList
+        ? sql`DELETE FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`
+        : sql`DELETE FROM ${lt}`,
+    );
     return;
   }
   const [idCol, typeCol] = fieldColumns(f);
   const t = ident(tableName(cotId));
-  const set = typeCol ? sql`${ident(idCol!)} = NULL, ${ident(typeCol)} = NULL` : sql`${ident(idCol!)} = NULL`;
-  await db.run(keepList && typeCol ? sql`UPDATE ${t} SET ${set} WHERE ${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList})` : sql`UPDATE ${t} SET ${set}`);
+  const set = typeCol
+    ? sql`${ident(idCol!)} = NULL, ${ident(typeCol)} = NULL`
+    : sql`${ident(idCol!)} = NULL`;
+  await db.run(
+    keepList && typeCol
+      ? sql`UPDATE ${t} SET ${set} WHERE ${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList})`
+      : sql`UPDATE ${t} SET ${set}`,
+  );
 }

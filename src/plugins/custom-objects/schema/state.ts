@@ -13,9 +13,19 @@ import { FIELD_DEFAULTS } from "../field-definition";
 
 /** Field attributes a document may state, with the value an omitted key means (defined once). */
 export const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;
-export type CanonicalField = { id: number; name: string; type: string } & typeof FIELD_ATTR_DEFAULTS;
+export type CanonicalField = {
+  id: number;
+  name: string;
+  type: string;
+} & typeof FIELD_ATTR_DEFAULTS;
 
-export const COT_ATTR_DEFAULTS = { verbose_name: "", verbose_name_plural: "", description: "", version: "", group_name: "" };
+export const COT_ATTR_DEFAULTS = {
+  verbose_name: "",
+  verbose_name_plural: "",
+  description: "",
+  version: "",
+  group_name: "",
+};
 export type CotAttrs = { name: string } & typeof COT_ATTR_DEFAULTS;
 
 /** `custom_objects`/`custom-objects` → `custom-objects` (the document spelling). */
@@ -66,22 +76,53 @@ export interface DbType {
 
 export function tombstonesOf(cot: CotRow): Tombstone[] {
   const removed = (cot.schemaDocument as { removed_fields?: unknown } | null)?.removed_fields;
-  return Array.isArray(removed) ? removed.filter((r): r is Tombstone => !!r && typeof r === "object" && typeof (r as Tombstone).id === "number") : [];
+  return Array.isArray(removed)
+    ? removed.filter(
+        (r): r is Tombstone =>
+          !!r && typeof r === "object" && typeof (r as Tombstone).id === "number",
+      )
+    : [];
 }
 
 /** Loads the COTs with these slugs (all when `slugs` is null). */
-export async function loadDbTypes(db: Executor, objectTypes: ObjectTypeRegistry, slugs: string[] | null): Promise<Map<string, DbType>> {
-  const cots = slugs === null ? await db.select().from(customObjectTypes) : slugs.length ? await db.select().from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs)) : [];
+export async function loadDbTypes(
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+  slugs: string[] | null,
+): Promise<Map<string, DbType>> {
+  const cots =
+    slugs === null
+      ? await db.select().from(customObjectTypes)
+      : slugs.length
+        ? await db.select().from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))
+        : [];
   const out = new Map<string, DbType>();
   if (!cots.length) return out;
   const fields = await db
     .select()
     .from(customObjectTypeFields)
-    .where(inArray(customObjectTypeFields.customObjectTypeId, cots.map((c) => c.id)))
+    .where(
+      inArray(
+        customObjectTypeFields.customObjectTypeId,
+        cots.map((c) => c.id),
+      ),
+    )
     .orderBy(sql`${customObjectTypeFields.schemaId}`);
-  const csIds = [...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null))];
-  const csNames = new Map((csIds.length ? await db.select({ id: choiceSets.id, name: choiceSets.name }).from(choiceSets).where(inArray(choiceSets.id, csIds)) : []).map((c) => [c.id, c.name]));
-  const otIds = fields.flatMap((f) => [f.relatedObjectTypeId, ...f.relatedObjectTypeIds]).filter((x): x is number => x != null);
+  const csIds = [
+    ...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null)),
+  ];
+  const csNames = new Map(
+    (csIds.length
+      ? await db
+          .select({ id: choiceSets.id, name: choiceSets.name })
+          .from(choiceSets)
+          .where(inArray(choiceSets.id, csIds))
+      : []
+    ).map((c) => [c.id, c.name]),
+  );
+  const otIds = fields
+    .flatMap((f) => [f.relatedObjectTypeId, ...f.relatedObjectTypeIds])
+    .filter((x): x is number => x != null);
   const ots = await objectTypes.byIds(otIds, db);
   const ref = (id: number | null) => {
     if (id == null) return null;
@@ -127,7 +168,14 @@ export async function loadDbTypes(db: Executor, objectTypes: ObjectTypeRegistry,
     }
     out.set(cot.slug, {
       cot,
-      attrs: { name: cot.name, verbose_name: cot.verboseName, verbose_name_plural: cot.verboseNamePlural, description: cot.description, version: cot.version, group_name: cot.groupName },
+      attrs: {
+        name: cot.name,
+        verbose_name: cot.verboseName,
+        verbose_name_plural: cot.verboseNamePlural,
+        description: cot.description,
+        version: cot.version,
+        group_name: cot.groupName,
+      },
       fields: own,
       canonical,
       tombstones: tombstonesOf(cot),

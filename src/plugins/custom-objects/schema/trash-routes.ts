@@ -22,16 +22,25 @@ import { listTrash, purgeEntry, restoreEntry, trashView, type TrashRow } from ".
 const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
 
 const entryId = (raw: string | undefined) => {
-  if (!raw || !/^\d{1,15}$/.test(raw)) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+  if (!raw || !/^\d{1,15}$/.test(raw))
+    throw ApiError.detail(404, "No trash entry with this id.", "not_found");
   return Number(raw);
 };
 
 /** The entries the caller may see (see the module comment). */
-async function visible(ctx: ReturnType<typeof readContext>, auth: HonoEnv["Variables"]["auth"], rows: TrashRow[]): Promise<TrashRow[]> {
+async function visible(
+  ctx: ReturnType<typeof readContext>,
+  auth: HonoEnv["Variables"]["auth"],
+  rows: TrashRow[],
+): Promise<TrashRow[]> {
   if (auth.user?.isSuperuser) return rows;
   const unconstrained = (await restrictWhere(ctx, auth, "view", cotModel.resource)) === undefined;
-  const allowed = await cotsAllowed(ctx, auth, "view", [...new Set(rows.filter((r) => r.kind === "field").map((r) => r.customObjectTypeId))]);
-  return rows.filter((r) => (r.kind === "type" ? unconstrained : allowed.has(r.customObjectTypeId)));
+  const allowed = await cotsAllowed(ctx, auth, "view", [
+    ...new Set(rows.filter((r) => r.kind === "field").map((r) => r.customObjectTypeId)),
+  ]);
+  return rows.filter((r) =>
+    r.kind === "type" ? unconstrained : allowed.has(r.customObjectTypeId),
+  );
 }
 
 export function mountTrashRoutes(app: Hono<HonoEnv>) {
@@ -47,20 +56,52 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     await requirePermission(c, "change", cotTarget);
     const id = entryId(c.req.param("id"));
     const ctx = readContext(c);
-    if (!(await visible(ctx, c.var.auth, (await listTrash(ctx.db)).filter((r) => r.id === id))).length) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+    if (
+      !(
+        await visible(
+          ctx,
+          c.var.auth,
+          (await listTrash(ctx.db)).filter((r) => r.id === id),
+        )
+      ).length
+    )
+      throw ApiError.detail(404, "No trash entry with this id.", "not_found");
     const restored = await asLongWrite(c.var.services, () =>
       inTransaction(c, null, async (tx) => {
         const entry = (await listTrash(tx.db)).find((r) => r.id === id);
-        const cotBefore = entry?.kind === "field" ? ((await cotModel.resource.load(tx, [entry.customObjectTypeId]))[0] ?? null) : null;
+        const cotBefore =
+          entry?.kind === "field"
+            ? ((await cotModel.resource.load(tx, [entry.customObjectTypeId]))[0] ?? null)
+            : null;
         const row = await restoreEntry(tx, id);
         // the restored type must be one the caller may change (constraints hold after too)
         await requireCots(tx, "change", new Map([[row.customObjectTypeId, { slug: row.slug }]]));
         // change records, as for the apply that removed them: the records come back as creates
-        const fieldIds = row.kind === "field" ? [(row.record.field as FieldRow).id] : ((row.record.fields as FieldRow[]) ?? []).map((f) => f.id);
+        const fieldIds =
+          row.kind === "field"
+            ? [(row.record.field as FieldRow).id]
+            : ((row.record.fields as FieldRow[]) ?? []).map((f) => f.id);
         const [cotAfter] = await cotModel.resource.load(tx, [row.customObjectTypeId]);
-        if (cotAfter) await logChanges(tx, cotModel.resource, [{ action: row.kind === "field" ? "update" : "create", id: row.customObjectTypeId, prechange: cotBefore, postchange: cotAfter }]);
+        if (cotAfter)
+          await logChanges(tx, cotModel.resource, [
+            {
+              action: row.kind === "field" ? "update" : "create",
+              id: row.customObjectTypeId,
+              prechange: cotBefore,
+              postchange: cotAfter,
+            },
+          ]);
         const fields = fieldIds.length ? await fieldModel.resource.load(tx, fieldIds) : [];
-        await logChanges(tx, fieldModel.resource, fields.map((f) => ({ action: "create" as const, id: f.id as number, prechange: null, postchange: f })));
+        await logChanges(
+          tx,
+          fieldModel.resource,
+          fields.map((f) => ({
+            action: "create" as const,
+            id: f.id as number,
+            prechange: null,
+            postchange: f,
+          })),
+        );
         return row;
       }),
     );
@@ -70,7 +111,11 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     await requirePermission(c, "delete", cotTarget);
     const id = entryId(c.req.param("id"));
     const ctx = readContext(c);
-    const [row] = await visible(ctx, c.var.auth, (await listTrash(ctx.db)).filter((r) => r.id === id));
+    const [row] = await visible(
+      ctx,
+      c.var.auth,
+      (await listTrash(ctx.db)).filter((r) => r.id === id),
+    );
     if (!row) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
     await asLongWrite(c.var.services, () => inTransaction(c, null, (tx) => purgeEntry(tx.db, row)));
     return c.body(null, 204);

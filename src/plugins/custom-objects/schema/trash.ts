@@ -7,7 +7,13 @@
  */
 import { and, asc, eq, inArray, lte, sql } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client";
-import { customObjectTrash, customObjectTypeFields, customObjectTypes, objectTypes, taggedItems } from "../../../db/schema";
+import {
+  customObjectTrash,
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes,
+  taggedItems,
+} from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError } from "../../../core/errors";
 import type { WriteContext } from "../../../core/rest/resource";
@@ -24,32 +30,64 @@ const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;
 
 const trashName = (entry: number, part: string) => `trash__${Math.trunc(entry)}_${part}`;
-const rename = (db: Executor, from: string, to: string) => db.run(sql`ALTER TABLE ${ident(from)} RENAME TO ${ident(to)}`);
+const rename = (db: Executor, from: string, to: string) =>
+  db.run(sql`ALTER TABLE ${ident(from)} RENAME TO ${ident(to)}`);
 
 async function tableExists(db: Executor, name: string): Promise<boolean> {
-  const rows = (await db.all(sql`SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ${name}`)) as unknown[];
+  const rows = (await db.all(
+    sql`SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ${name}`,
+  )) as unknown[];
   return rows.length > 0;
 }
 
-async function newEntry(ctx: WriteContext, values: Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "storage">, days: number): Promise<number> {
+async function newEntry(
+  ctx: WriteContext,
+  values: Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "storage">,
+  days: number,
+): Promise<number> {
   const now = Date.now();
   const [row] = await ctx.db
     .insert(customObjectTrash)
-    .values({ ...values, storage: { columns: [], tables: [] }, removed: new Date(now).toISOString(), expires: new Date(now + days * DAY_MS).toISOString() })
+    .values({
+      ...values,
+      storage: { columns: [], tables: [] },
+      removed: new Date(now).toISOString(),
+      expires: new Date(now + days * DAY_MS).toISOString(),
+    })
     .returning({ id: customObjectTrash.id });
   return row!.id;
 }
 
 async function bump(ctx: WriteContext, cotId: number) {
-  await ctx.db.update(customObjectTypes).set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() }).where(eq(customObjectTypes.id, cotId));
+  await ctx.db
+    .update(customObjectTypes)
+    .set({ shapeVersion: newShapeVersion(), lastUpdated: nowIso() })
+    .where(eq(customObjectTypes.id, cotId));
   // the full-text index follows the fields (decisions 0050, 0056); a rebuilt one is indexed after the commit
-  if (await syncSearchIndex(ctx.db, cotId)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+  if (await syncSearchIndex(ctx.db, cotId))
+    ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
 }
 
 /** Moves a field to the trash: its record into the entry, its columns (or link table) renamed. */
-export async function trashField(ctx: WriteContext, cot: CotRow, field: FieldRow, days: number): Promise<number> {
+export async function trashField(
+  ctx: WriteContext,
+  cot: CotRow,
+  field: FieldRow,
+  days: number,
+): Promise<number> {
   const rows = await countValues(ctx.db, cot.id, field);
-  const entry = await newEntry(ctx, { kind: "field", customObjectTypeId: cot.id, slug: cot.slug, name: field.name, record: { field }, rows }, days);
+  const entry = await newEntry(
+    ctx,
+    {
+      kind: "field",
+      customObjectTypeId: cot.id,
+      slug: cot.slug,
+      name: field.name,
+      record: { field },
+      rows,
+    },
+    days,
+  );
   const storage: TrashRow["storage"] = { columns: [], tables: [] };
   // the full-text index's triggers name the columns: it goes first and is rebuilt by `bump`
   await dropSearchIndex(ctx.db, cot.id);
@@ -60,7 +98,9 @@ export async function trashField(ctx: WriteContext, cot: CotRow, field: FieldRow
   } else {
     for (const [i, col] of fieldColumns(field).entries()) {
       const to = trashName(entry, String(i));
-      await ctx.db.run(sql`ALTER TABLE ${ident(tableName(cot.id))} RENAME COLUMN ${ident(col)} TO ${ident(to)}`);
+      await ctx.db.run(
+        sql`ALTER TABLE ${ident(tableName(cot.id))} RENAME COLUMN ${ident(col)} TO ${ident(to)}`,
+      );
       storage.columns.push([col, to]);
     }
   }
@@ -71,7 +111,11 @@ export async function trashField(ctx: WriteContext, cot: CotRow, field: FieldRow
 }
 
 /** Fields of other types that point at this one (a type they point at cannot go). */
-async function inbound(ctx: WriteContext, cot: CotRow, alsoGoing: Set<number>): Promise<FieldRow[]> {
+async function inbound(
+  ctx: WriteContext,
+  cot: CotRow,
+  alsoGoing: Set<number>,
+): Promise<FieldRow[]> {
   if (!cot.objectTypeId) return [];
   const rows = (await ctx.db
     .select()
@@ -79,7 +123,9 @@ async function inbound(ctx: WriteContext, cot: CotRow, alsoGoing: Set<number>): 
     .where(
       sql`(${customObjectTypeFields.relatedObjectTypeId} = ${cot.objectTypeId} OR EXISTS (SELECT 1 FROM json_each(${customObjectTypeFields.relatedObjectTypeIds}) je WHERE je.value = ${cot.objectTypeId}))`,
     )) as FieldRow[];
-  return rows.filter((f) => f.customObjectTypeId !== cot.id && !alsoGoing.has(f.customObjectTypeId));
+  return rows.filter(
+    (f) => f.customObjectTypeId !== cot.id && !alsoGoing.has(f.customObjectTypeId),
+  );
 }
 
 /**
@@ -87,23 +133,51 @@ async function inbound(ctx: WriteContext, cot: CotRow, alsoGoing: Set<number>): 
  * objects into the entry; its table and link tables renamed (their indexes go with them).
  * `purge` drops them at once instead. 409 `protected` while other types point at it.
  */
-export async function removeType(ctx: WriteContext, cot: CotRow, options: { days: number; purge: boolean; alsoGoing: Set<number> }): Promise<number | null> {
+export async function removeType(
+  ctx: WriteContext,
+  cot: CotRow,
+  options: { days: number; purge: boolean; alsoGoing: Set<number> },
+): Promise<number | null> {
   const refs = await inbound(ctx, cot, options.alsoGoing);
   if (refs.length) {
-    throw ApiError.detail(409, `Cannot remove custom object type "${cot.slug}": ${refs.length} field(s) of other types point at it (e.g. "${refs[0]!.name}"). Remove those fields first.`, "protected");
+    throw ApiError.detail(
+      409,
+      `Cannot remove custom object type "${cot.slug}": ${refs.length} field(s) of other types point at it (e.g. "${refs[0]!.name}"). Remove those fields first.`,
+      "protected",
+    );
   }
-  const fields = (await ctx.db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id))) as FieldRow[];
-  const [objectType] = cot.objectTypeId ? await ctx.db.select().from(objectTypes).where(eq(objectTypes.id, cot.objectTypeId)) : [];
-  const tags = cot.objectTypeId ? await ctx.db.select().from(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId)) : [];
+  const fields = (await ctx.db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cot.id))) as FieldRow[];
+  const [objectType] = cot.objectTypeId
+    ? await ctx.db.select().from(objectTypes).where(eq(objectTypes.id, cot.objectTypeId))
+    : [];
+  const tags = cot.objectTypeId
+    ? await ctx.db.select().from(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId))
+    : [];
   let entry: number | null = null;
   if (options.purge) {
     await dropSearchIndex(ctx.db, cot.id);
-    for (const f of fields) if (hasLinkTable(f)) await ctx.db.run(sql`DROP TABLE IF EXISTS ${ident(linkTableName(cot.id, f.id))}`);
+    for (const f of fields)
+      if (hasLinkTable(f))
+        await ctx.db.run(sql`DROP TABLE IF EXISTS ${ident(linkTableName(cot.id, f.id))}`);
     await ctx.db.run(sql`DROP TABLE IF EXISTS ${ident(tableName(cot.id))}`);
   } else {
     const rows = await countRows(ctx.db, cot.id);
     await dropSearchIndex(ctx.db, cot.id); // rebuilt from the rows on restore
-    entry = await newEntry(ctx, { kind: "type", customObjectTypeId: cot.id, slug: cot.slug, name: cot.name, record: { cot, fields, objectType: objectType ?? null, tags }, rows }, options.days);
+    entry = await newEntry(
+      ctx,
+      {
+        kind: "type",
+        customObjectTypeId: cot.id,
+        slug: cot.slug,
+        name: cot.name,
+        record: { cot, fields, objectType: objectType ?? null, tags },
+        rows,
+      },
+      options.days,
+    );
     const storage: TrashRow["storage"] = { columns: [], tables: [] };
     for (const f of fields) {
       if (!hasLinkTable(f)) continue;
@@ -116,7 +190,9 @@ export async function removeType(ctx: WriteContext, cot: CotRow, options: { days
     storage.tables.push([tableName(cot.id), to]);
     await ctx.db.update(customObjectTrash).set({ storage }).where(eq(customObjectTrash.id, entry));
   }
-  await ctx.db.delete(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
+  await ctx.db
+    .delete(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cot.id));
   await ctx.db.delete(customObjectTypes).where(eq(customObjectTypes.id, cot.id));
   if (cot.objectTypeId) {
     await ctx.db.delete(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId));
@@ -139,7 +215,9 @@ export function trashView(row: TrashRow) {
     kind: row.kind,
     custom_object_type: { id: row.customObjectTypeId, slug: row.slug },
     name: row.name,
-    ...(field ? { field: { id: field.id, schema_id: field.schemaId, name: field.name, type: field.type } } : { fields: ((row.record.fields as FieldRow[]) ?? []).map((f) => f.name) }),
+    ...(field
+      ? { field: { id: field.id, schema_id: field.schemaId, name: field.name, type: field.type } }
+      : { fields: ((row.record.fields as FieldRow[]) ?? []).map((f) => f.name) }),
     rows: row.rows,
     removed: row.removed,
     expires: row.expires,
@@ -154,15 +232,29 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
   if (!row) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
   if (row.kind === "field") {
     const field = row.record.field as FieldRow;
-    const [cot] = await ctx.db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.customObjectTypeId));
+    const [cot] = await ctx.db
+      .select()
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.id, row.customObjectTypeId));
     if (!cot) throw conflict(`The type of field "${field.name}" is gone; restore the type first.`);
     const [taken] = await ctx.db
       .select({ id: customObjectTypeFields.id })
       .from(customObjectTypeFields)
-      .where(and(eq(customObjectTypeFields.customObjectTypeId, cot.id), sql`(${customObjectTypeFields.name} = ${field.name} OR ${customObjectTypeFields.schemaId} = ${field.schemaId})`));
-    if (taken) throw conflict(`"${cot.slug}" has a field named "${field.name}" (or with its schema id) again; rename or remove it first.`);
+      .where(
+        and(
+          eq(customObjectTypeFields.customObjectTypeId, cot.id),
+          sql`(${customObjectTypeFields.name} = ${field.name} OR ${customObjectTypeFields.schemaId} = ${field.schemaId})`,
+        ),
+      );
+    if (taken)
+      throw conflict(
+        `"${cot.slug}" has a field named "${field.name}" (or with its schema id) again; rename or remove it first.`,
+      );
     await dropSearchIndex(ctx.db, cot.id);
-    for (const [orig, trash] of row.storage.columns) await ctx.db.run(sql`ALTER TABLE ${ident(tableName(cot.id))} RENAME COLUMN ${ident(trash)} TO ${ident(orig)}`);
+    for (const [orig, trash] of row.storage.columns)
+      await ctx.db.run(
+        sql`ALTER TABLE ${ident(tableName(cot.id))} RENAME COLUMN ${ident(trash)} TO ${ident(orig)}`,
+      );
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
     await ctx.db.insert(customObjectTypeFields).values({ ...field, lastUpdated: nowIso() });
     // the field's schema id is live again: it leaves the type's tombstones
@@ -171,20 +263,42 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
       const removed = doc.removed_fields.filter((r) => r.id !== field.schemaId);
       const next: Record<string, unknown> = { ...doc, removed_fields: removed };
       if (!removed.length) delete next.removed_fields;
-      await ctx.db.update(customObjectTypes).set({ schemaDocument: next }).where(eq(customObjectTypes.id, cot.id));
+      await ctx.db
+        .update(customObjectTypes)
+        .set({ schemaDocument: next })
+        .where(eq(customObjectTypes.id, cot.id));
     }
     await bump(ctx, cot.id);
   } else {
-    const { cot, fields, objectType, tags } = row.record as { cot: CotRow; fields: FieldRow[]; objectType: typeof objectTypes.$inferSelect | null; tags: Array<typeof taggedItems.$inferSelect> };
-    const [slugTaken] = await ctx.db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(sql`${customObjectTypes.slug} = ${cot.slug} OR ${customObjectTypes.name} = ${cot.name}`);
-    const [modelTaken] = await ctx.db.select({ id: objectTypes.id }).from(objectTypes).where(and(eq(objectTypes.appLabel, APP_LABEL), eq(objectTypes.model, cot.slug)));
-    if (slugTaken || modelTaken) throw conflict(`A custom object type with slug "${cot.slug}" or name "${cot.name}" exists again; remove or rename it first.`);
+    const { cot, fields, objectType, tags } = row.record as {
+      cot: CotRow;
+      fields: FieldRow[];
+      objectType: typeof objectTypes.$inferSelect | null;
+      tags: Array<typeof taggedItems.$inferSelect>;
+    };
+    const [slugTaken] = await ctx.db
+      .select({ id: customObjectTypes.id })
+      .from(customObjectTypes)
+      .where(
+        sql`${customObjectTypes.slug} = ${cot.slug} OR ${customObjectTypes.name} = ${cot.name}`,
+      );
+    const [modelTaken] = await ctx.db
+      .select({ id: objectTypes.id })
+      .from(objectTypes)
+      .where(and(eq(objectTypes.appLabel, APP_LABEL), eq(objectTypes.model, cot.slug)));
+    if (slugTaken || modelTaken)
+      throw conflict(
+        `A custom object type with slug "${cot.slug}" or name "${cot.name}" exists again; remove or rename it first.`,
+      );
     if (objectType) await ctx.db.insert(objectTypes).values(objectType);
-    await ctx.db.insert(customObjectTypes).values({ ...cot, shapeVersion: newShapeVersion(), lastUpdated: nowIso() });
+    await ctx.db
+      .insert(customObjectTypes)
+      .values({ ...cot, shapeVersion: newShapeVersion(), lastUpdated: nowIso() });
     if (fields.length) await ctx.db.insert(customObjectTypeFields).values(fields);
     if (tags.length) await ctx.db.insert(taggedItems).values(tags);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
-    if (await syncSearchIndex(ctx.db, cot.id)) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
+    if (await syncSearchIndex(ctx.db, cot.id))
+      ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
   }
   await ctx.db.delete(customObjectTrash).where(eq(customObjectTrash.id, row.id));
   return row;
@@ -192,11 +306,17 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
 
 /** Drops an entry's storage and the entry. */
 export async function purgeEntry(db: Executor, row: TrashRow): Promise<void> {
-  for (const [, trash] of row.storage.tables) await db.run(sql`DROP TABLE IF EXISTS ${ident(trash)}`);
+  for (const [, trash] of row.storage.tables)
+    await db.run(sql`DROP TABLE IF EXISTS ${ident(trash)}`);
   if (row.storage.columns.length && (await tableExists(db, tableName(row.customObjectTypeId)))) {
     for (const [, trash] of row.storage.columns) {
-      const cols = (await db.all(sql`SELECT name FROM pragma_table_info(${tableName(row.customObjectTypeId)}) WHERE name = ${trash}`)) as unknown[];
-      if (cols.length) await db.run(sql`ALTER TABLE ${ident(tableName(row.customObjectTypeId))} DROP COLUMN ${ident(trash)}`);
+      const cols = (await db.all(
+        sql`SELECT name FROM pragma_table_info(${tableName(row.customObjectTypeId)}) WHERE name = ${trash}`,
+      )) as unknown[];
+      if (cols.length)
+        await db.run(
+          sql`ALTER TABLE ${ident(tableName(row.customObjectTypeId))} DROP COLUMN ${ident(trash)}`,
+        );
     }
   }
   await db.delete(customObjectTrash).where(eq(customObjectTrash.id, row.id));
@@ -207,10 +327,18 @@ export async function purgeEntry(db: Executor, row: TrashRow): Promise<void> {
  * most `budgetMs`; the rest goes next time. The task worker runs it hourly, the Workers cron on
  * every run (decision 0038's schedule).
  */
-export async function purgeExpiredTrash(db: Database, options: { now?: number; budgetMs?: number } = {}): Promise<number> {
+export async function purgeExpiredTrash(
+  db: Database,
+  options: { now?: number; budgetMs?: number } = {},
+): Promise<number> {
   const deadline = Date.now() + (options.budgetMs ?? 30_000);
   const cutoff = new Date(options.now ?? Date.now()).toISOString();
-  const due = await db.orm.select().from(customObjectTrash).where(lte(customObjectTrash.expires, cutoff)).orderBy(asc(customObjectTrash.id)).limit(100);
+  const due = await db.orm
+    .select()
+    .from(customObjectTrash)
+    .where(lte(customObjectTrash.expires, cutoff))
+    .orderBy(asc(customObjectTrash.id))
+    .limit(100);
   let purged = 0;
   for (const row of due) {
     if (Date.now() > deadline) break;
@@ -221,5 +349,7 @@ export async function purgeExpiredTrash(db: Database, options: { now?: number; b
 }
 
 export async function trashByIds(db: Executor, ids: number[]): Promise<TrashRow[]> {
-  return ids.length ? db.select().from(customObjectTrash).where(inArray(customObjectTrash.id, ids)) : [];
+  return ids.length
+    ? db.select().from(customObjectTrash).where(inArray(customObjectTrash.id, ids))
+    : [];
 }

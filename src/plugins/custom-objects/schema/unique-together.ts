@@ -17,13 +17,16 @@ const NAME = /^[a-z0-9]+(_[a-z0-9]+)*$/;
 
 /** unique_together in one spelling: each set sorted, the sets sorted (order carries no meaning). */
 export function normalizeTogether(sets: string[][] | null | undefined): string[][] {
-  return (sets ?? []).map((set) => [...set].sort()).sort((a, b) => a.join(",").localeCompare(b.join(",")));
+  return (sets ?? [])
+    .map((set) => [...set].sort())
+    .sort((a, b) => a.join(",").localeCompare(b.join(",")));
 }
 
 const indexName = (cotId: number, i: number) => `${tableName(cotId)}_ut${i}`;
 
 export async function dropUniqueTogether(db: Executor, cotId: number) {
-  for (let i = 0; i < MAX_UNIQUE_TOGETHER; i++) await db.run(sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, i))}`);
+  for (let i = 0; i < MAX_UNIQUE_TOGETHER; i++)
+    await db.run(sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, i))}`);
 }
 
 /**
@@ -35,10 +38,22 @@ export async function buildUniqueTogether(db: Executor, cotId: number, sets: Fie
   for (const [i, set] of sets.entries()) {
     const cols = set.map((f) => ident(fieldColumns(f)[0]!));
     try {
-      await db.run(sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, i))} ON ${ident(tableName(cotId))} (${sql.join(cols, sql`, `)})`);
+      await db.run(
+        sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, i))} ON ${ident(tableName(cotId))} (${sql.join(cols, sql`, `)})`,
+      );
     } catch (e) {
-      if (!/UNIQUE constraint failed/i.test(String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? ""))) throw e;
-      throw new ValidationError({ unique_together: [`Existing rows share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`] });
+      if (
+        !/UNIQUE constraint failed/i.test(
+          String((e as Error)?.message ?? "") +
+            String((e as { cause?: Error })?.cause?.message ?? ""),
+        )
+      )
+        throw e;
+      throw new ValidationError({
+        unique_together: [
+          `Existing rows share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`,
+        ],
+      });
     }
   }
 }
@@ -52,7 +67,13 @@ export function checkUniqueTogether(raw: unknown, fields: FieldRow[]): string[][
   if (!Array.isArray(raw)) throw bad("Expected a list of lists of field names.");
   if (raw.length > MAX_UNIQUE_TOGETHER) throw bad(`At most ${MAX_UNIQUE_TOGETHER} sets.`);
   for (const set of raw) {
-    if (!Array.isArray(set) || set.length < 2 || set.length > 16 || !set.every((n) => typeof n === "string" && NAME.test(n))) throw bad("Each set is a list of 2 to 16 field names.");
+    if (
+      !Array.isArray(set) ||
+      set.length < 2 ||
+      set.length > 16 ||
+      !set.every((n) => typeof n === "string" && NAME.test(n))
+    )
+      throw bad("Each set is a list of 2 to 16 field names.");
     if (new Set(set).size !== set.length) throw bad(`[${set.join(", ")}] names a field twice.`);
     for (const n of set as string[]) {
       const f = fields.find((x) => x.name === n);
@@ -65,27 +86,64 @@ export function checkUniqueTogether(raw: unknown, fields: FieldRow[]): string[][
 
 /** Stores and enforces `sets` on a type (REST): counts clashes first, so the 400 names them. */
 export async function setUniqueTogether(db: Executor, cotId: number, sets: string[][]) {
-  const fields = (await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
+  const fields = (await db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
   const rows = sets.map((set) => set.map((n) => fields.find((f) => f.name === n)!));
   for (const set of rows) {
-    const dup = await countDuplicates(db, cotId, set.map((f) => fieldColumns(f)[0]!));
-    if (dup) throw new ValidationError({ unique_together: [`${dup} existing row(s) share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`] });
+    const dup = await countDuplicates(
+      db,
+      cotId,
+      set.map((f) => fieldColumns(f)[0]!),
+    );
+    if (dup)
+      throw new ValidationError({
+        unique_together: [
+          `${dup} existing row(s) share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`,
+        ],
+      });
   }
-  await db.update(customObjectTypes).set({ uniqueTogether: sets }).where(eq(customObjectTypes.id, cotId));
+  await db
+    .update(customObjectTypes)
+    .set({ uniqueTogether: sets })
+    .where(eq(customObjectTypes.id, cotId));
   await buildUniqueTogether(db, cotId, rows);
 }
 
 /** After a field rename or removal (REST): the stored sets follow, and the indexes are rebuilt. */
-export async function followFieldChange(db: Executor, cotId: number, from: string, to: string | null) {
-  const [cot] = await db.select({ sets: customObjectTypes.uniqueTogether }).from(customObjectTypes).where(eq(customObjectTypes.id, cotId));
+export async function followFieldChange(
+  db: Executor,
+  cotId: number,
+  from: string,
+  to: string | null,
+) {
+  const [cot] = await db
+    .select({ sets: customObjectTypes.uniqueTogether })
+    .from(customObjectTypes)
+    .where(eq(customObjectTypes.id, cotId));
   const sets = cot?.sets ?? [];
   if (!sets.some((s) => s.includes(from))) return;
-  const next = normalizeTogether(to === null ? sets.filter((s) => !s.includes(from)) : sets.map((s) => s.map((n) => (n === from ? to : n))));
-  await db.update(customObjectTypes).set({ uniqueTogether: next }).where(eq(customObjectTypes.id, cotId));
+  const next = normalizeTogether(
+    to === null
+      ? sets.filter((s) => !s.includes(from))
+      : sets.map((s) => s.map((n) => (n === from ? to : n))),
+  );
+  await db
+    .update(customObjectTypes)
+    .set({ uniqueTogether: next })
+    .where(eq(customObjectTypes.id, cotId));
   if (to === null) {
     // the removed field's column goes next: its compound keys go first
     await dropUniqueTogether(db, cotId);
-    const fields = (await db.select().from(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
-    await buildUniqueTogether(db, cotId, next.map((set) => set.map((n) => fields.find((f) => f.name === n)!)));
+    const fields = (await db
+      .select()
+      .from(customObjectTypeFields)
+      .where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
+    await buildUniqueTogether(
+      db,
+      cotId,
+      next.map((set) => set.map((n) => fields.find((f) => f.name === n)!)),
+    );
   }
 }

@@ -1,6 +1,11 @@
 /** `health_check.cache.backends.CacheBackend`: the configured cache takes a write and a read. */
 import { unwrapCache } from "../../../services/cache/resilient";
-import { BaseHealthCheckBackend, messageOf, ServiceReturnedUnexpectedResult, ServiceUnavailable } from "../backends";
+import {
+  BaseHealthCheckBackend,
+  messageOf,
+  ServiceReturnedUnexpectedResult,
+  ServiceUnavailable,
+} from "../backends";
 
 /** Long enough to read the value back, short enough that a crash mid-check leaves little behind. */
 const PROBE_TTL_SECONDS = 10;
@@ -19,7 +24,11 @@ export class CacheBackendHealthCheck extends BaseHealthCheckBackend {
       await cache.set(key, value, PROBE_TTL_SECONDS);
       const read = await cache.get<string>(key);
       if (read !== value) {
-        this.addError(new ServiceReturnedUnexpectedResult(`cache backend "${cache.backend}" did not return the value just written`));
+        this.addError(
+          new ServiceReturnedUnexpectedResult(
+            `cache backend "${cache.backend}" did not return the value just written`,
+          ),
+        );
       }
     } catch (e) {
       this.addError(new ServiceUnavailable(`cache backend "${cache.backend}": ${messageOf(e)}`), e);

@@ -3,7 +3,12 @@
  * working). It observes the driver (`file`: a local file through the native libSQL library;
  * `libsql`: a libSQL server over HTTP) and the `SELECT 1` round trip as `latency`.
  */
-import { BaseHealthCheckBackend, messageOf, ServiceReturnedUnexpectedResult, ServiceUnavailable } from "../backends";
+import {
+  BaseHealthCheckBackend,
+  messageOf,
+  ServiceReturnedUnexpectedResult,
+  ServiceUnavailable,
+} from "../backends";
 
 export class DatabaseHealthCheck extends BaseHealthCheckBackend {
   override identifier(): string {
@@ -23,6 +28,7 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
       this.addError(new ServiceUnavailable(`SELECT 1 failed: ${messageOf(e)}`), e);
       return;
     }
-    if (Number(value) !== 1) this.addError(new ServiceReturnedUnexpectedResult(`SELECT 1 returned ${String(value)}`));
+    if (Number(value) !== 1)
+      this.addError(new ServiceReturnedUnexpectedResult(`SELECT 1 returned ${String(value)}`));
   }
 }

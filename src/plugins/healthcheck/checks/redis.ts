@@ -4,7 +4,13 @@
  * last worker heartbeat) and flags them against the `queue` thresholds.
  */
 import { lastHeartbeat } from "../../../services/tasks/heartbeat";
-import { BaseHealthCheckBackend, messageOf, ServiceReturnedUnexpectedResult, ServiceUnavailable, ThresholdWarning } from "../backends";
+import {
+  BaseHealthCheckBackend,
+  messageOf,
+  ServiceReturnedUnexpectedResult,
+  ServiceUnavailable,
+  ThresholdWarning,
+} from "../backends";
 import { queueThresholdsOf } from "../settings";
 
 abstract class HostRedisHealthCheck extends BaseHealthCheckBackend {
@@ -28,11 +34,18 @@ abstract class HostRedisHealthCheck extends BaseHealthCheckBackend {
     try {
       reply = await redis.ping();
     } catch (e) {
-      this.addError(new ServiceUnavailable(`REDIS['${this.role}'] did not answer PING (${messageOf(e)})`), e);
+      this.addError(
+        new ServiceUnavailable(`REDIS['${this.role}'] did not answer PING (${messageOf(e)})`),
+        e,
+      );
       return false;
     }
     if (String(reply).toUpperCase() !== "PONG") {
-      this.addError(new ServiceReturnedUnexpectedResult(`REDIS['${this.role}'] answered PING with ${JSON.stringify(reply)}`));
+      this.addError(
+        new ServiceReturnedUnexpectedResult(
+          `REDIS['${this.role}'] answered PING with ${JSON.stringify(reply)}`,
+        ),
+      );
       return false;
     }
     return true;
@@ -65,12 +78,18 @@ export class HostRedisTasksHealthCheck extends HostRedisHealthCheck {
     try {
       [stats, heartbeat] = await Promise.all([queue.stats(), lastHeartbeat(queue)]);
     } catch (e) {
-      this.addError(new ServiceUnavailable(`the job queue's figures could not be read (${messageOf(e)})`), e);
+      this.addError(
+        new ServiceUnavailable(`the job queue's figures could not be read (${messageOf(e)})`),
+        e,
+      );
       return;
     }
     const now = Date.now();
     const seconds = (ms: number) => Math.max(0, Math.round(ms) / 1000);
-    const oldestAge = stats.oldestPendingCreated === null ? null : seconds(now - Date.parse(stats.oldestPendingCreated));
+    const oldestAge =
+      stats.oldestPendingCreated === null
+        ? null
+        : seconds(now - Date.parse(stats.oldestPendingCreated));
     const heartbeatAge = heartbeat ? seconds(now - heartbeat.at) : null;
     this.observe("queue_depth", stats.ready, "jobs");
     this.observe("running_jobs", stats.processing, "jobs");
@@ -80,16 +99,28 @@ export class HostRedisTasksHealthCheck extends HostRedisHealthCheck {
     if (heartbeat) this.observe("worker_runtime", heartbeat.runtime);
 
     const fail = limits.onProblem === "fail";
-    const backlog = (message: string) => this.addError(fail ? new ServiceReturnedUnexpectedResult(message) : new ThresholdWarning(message));
-    const noWorker = (message: string) => this.addError(fail ? new ServiceUnavailable(message) : new ThresholdWarning(message));
-    if (stats.ready > limits.maxDepth) backlog(`${stats.ready} jobs waiting (max_depth ${limits.maxDepth})`);
+    const backlog = (message: string) =>
+      this.addError(
+        fail ? new ServiceReturnedUnexpectedResult(message) : new ThresholdWarning(message),
+      );
+    const noWorker = (message: string) =>
+      this.addError(fail ? new ServiceUnavailable(message) : new ThresholdWarning(message));
+    if (stats.ready > limits.maxDepth)
+      backlog(`${stats.ready} jobs waiting (max_depth ${limits.maxDepth})`);
     if (oldestAge !== null && oldestAge > limits.maxPendingAgeSeconds) {
-      backlog(`the oldest pending job has waited ${Math.round(oldestAge)} s (max_pending_age_seconds ${limits.maxPendingAgeSeconds})`);
+      backlog(
+        `the oldest pending job has waited ${Math.round(oldestAge)} s (max_pending_age_seconds ${limits.maxPendingAgeSeconds})`,
+      );
     }
     if (heartbeatAge === null) {
-      if (stats.pending > 0 || stats.ready > 0) noWorker(`no task worker has been seen and ${Math.max(stats.pending, stats.ready)} jobs wait`);
+      if (stats.pending > 0 || stats.ready > 0)
+        noWorker(
+          `no task worker has been seen and ${Math.max(stats.pending, stats.ready)} jobs wait`,
+        );
     } else if (heartbeatAge > limits.workerStaleSeconds) {
-      noWorker(`no task worker seen for ${Math.round(heartbeatAge)} s (worker_stale_seconds ${limits.workerStaleSeconds})`);
+      noWorker(
+        `no task worker seen for ${Math.round(heartbeatAge)} s (worker_stale_seconds ${limits.workerStaleSeconds})`,
+      );
     }
   }
 }
