@@ -96,7 +96,7 @@ const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0));
 const log = (...a: unknown[]) => console.error(...a);
-const secs = (t0: number) => ((performance.now() - t0) / 1000).toFixed(1) + " s";
+const secs = (t0: number) => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
 
 type Handler = (req: Request) => Response | Promise<Response>;
 interface Stats {

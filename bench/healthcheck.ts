@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { createApp, servicesOf, type App } from "../src/app";
+import { createApp, type App } from "../src/app";
 import { healthRunnerOf } from "../src/plugins/healthcheck";
 import { loadConfig } from "../src/config";
 import { openDatabase } from "../src/db/local";

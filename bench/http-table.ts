@@ -32,7 +32,7 @@
  * request; peak = the highest sample while it served. Every child is stopped at the end.
  */
 import { createClient } from "@libsql/client";
-import { count, eq, sql } from "drizzle-orm";
+import { count, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/libsql";
 import { Hono } from "hono";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

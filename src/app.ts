@@ -39,7 +39,7 @@ import { graphqlRoutes } from "./graphql/routes";
 import { describeRoute } from "./core/validate";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
-export const NETBOX_API_VERSION = "4.5";
+const NETBOX_API_VERSION = "4.5";
 
 export interface AppDeps {
   config: Config;
@@ -71,7 +71,7 @@ const REQUEST_ID = /^[\w.-]{1,64}$/;
  * Routes are declared without a trailing slash and requests route with it stripped, so
  * `/api/dcim/sites/` and `/api/dcim/sites` reach the same handler (§4).
  */
-export function routingPath(req: Request): string {
+function routingPath(req: Request): string {
   const path = getPath(req);
   return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
 }

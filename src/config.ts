@@ -49,7 +49,7 @@ const url = (schemes: string[]) =>
         const scheme = s.split(":", 1)[0]?.toLowerCase() ?? "";
         return s.includes(":") && schemes.includes(scheme);
       },
-      `must be a URL starting with ${schemes.map((s) => s + ":").join(", ")}`,
+      `must be a URL starting with ${schemes.map((s) => `${s}:`).join(", ")}`,
     ),
   );
 

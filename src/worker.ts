@@ -199,13 +199,11 @@ export function createWorker(): {
         // Plugins' periodic work (the schema trash purge) runs on every cron run too.
         for (const task of services.periodic)
           ctx.waitUntil(
-            task
-              .run()
-              .catch((e) =>
-                logger.error(`cron ${task.name} failed`, {
-                  error: String((e as Error)?.message ?? e),
-                }),
-              ),
+            task.run().catch((e) =>
+              logger.error(`cron ${task.name} failed`, {
+                error: String((e as Error)?.message ?? e),
+              }),
+            ),
           );
       } catch {
         logger.error("isolate start-up failed; the cron run did no jobs");

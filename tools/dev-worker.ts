@@ -187,9 +187,9 @@ async function main(): Promise<void> {
   const envFile = join(secretsDir, "secrets.env");
   writeFileSync(
     envFile,
-    Object.entries(secrets)
+    `${Object.entries(secrets)
       .map(([k, v]) => `${k}=${v}`)
-      .join("\n") + "\n",
+      .join("\n")}\n`,
     { mode: 0o600 },
   );
   chmodSync(envFile, 0o600);

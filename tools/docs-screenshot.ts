@@ -78,7 +78,7 @@ export async function renderDocs(
     page.on("pageerror", (e) => pageErrors.push(String(e)));
     await page.route("**/*", (route) => {
       const url = route.request().url();
-      if (url.startsWith(origin + "/") || url.startsWith("data:")) return route.continue();
+      if (url.startsWith(`${origin}/`) || url.startsWith("data:")) return route.continue();
       foreignRequests.push(url);
       return route.abort();
     });

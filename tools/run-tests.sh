@@ -14,6 +14,18 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
+# The gate (formatting, lint, the type check, unused code): tools/gate.sh names each failing
+# step; the tests run either way, and a failing step fails the command.
+gate_failed=()
+if [ "${HOST_SKIP_GATE:-}" != "1" ]; then
+  gate_out=$(bash tools/gate.sh 2>&1); gate_rc=$?
+  echo "$gate_out"
+  if [ "$gate_rc" -ne 0 ]; then
+    read -r -a gate_failed <<< "$(echo "$gate_out" | sed -n 's/^gate: \([a-z]*\) FAILED.*/\1/p' | tr '\n' ' ')"
+    [ ${#gate_failed[@]} -gt 0 ] || gate_failed=(gate)
+  fi
+fi
+
 log=$(mktemp /tmp/host-tests.XXXXXX.log)
 BUN="./node_modules/.bin/bun"
 [ -x "$BUN" ] || BUN="bun"
@@ -28,6 +40,10 @@ pass=${pass:-0}; fail=${fail:-0}; skip=${skip:-0}
 errors=$(grep -cE '^error: .*(Cannot find|SyntaxError|failed to load)' "$log" || true)
 if [ "$rc" -ne 0 ] && [ "$fail" = "0" ]; then fail=1; fi
 echo
+if [ ${#gate_failed[@]} -gt 0 ]; then
+  echo "gate failed: ${gate_failed[*]} (run npm run fix, then read the messages above)"
+  fail=$((fail + ${#gate_failed[@]}))
+fi
 echo "${pass} passed, ${fail} failed, ${skip} skipped"
 rm -f "$log"
 if [ "$rc" -ne 0 ] || [ "$fail" != "0" ] || [ "$pass" = "0" ]; then exit 1; fi

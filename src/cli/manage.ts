@@ -39,8 +39,8 @@ Every command works on DATABASE_URL (default file:data/host.db) and migrates it 
 
 class UsageError extends Error {}
 
-const out = (text: string) => process.stdout.write(text.endsWith("\n") ? text : text + "\n");
-const err = (text: string) => process.stderr.write(text.endsWith("\n") ? text : text + "\n");
+const out = (text: string) => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+const err = (text: string) => process.stderr.write(text.endsWith("\n") ? text : `${text}\n`);
 
 const COMMON = { help: { type: "boolean", short: "h", default: false } } as const;
 const OPTIONS = {

@@ -37,7 +37,7 @@ options:
 FILE may be - for standard input. Exit codes: 0 applied or no changes, 2 destructive changes refused, 1 error.`;
 
 /** The internal user the local CLI acts as; its tokens live only while a command runs. */
-export const CLI_USERNAME = "schema-cli";
+const CLI_USERNAME = "schema-cli";
 const API = "/api/plugins/custom-objects/schema";
 
 export interface CliIo {
@@ -51,7 +51,7 @@ export interface CliIo {
   stdin(): Promise<string>;
 }
 
-export const processIo = (): CliIo => ({
+const processIo = (): CliIo => ({
   out: async (text) => void (await Bun.write(Bun.stdout, text)),
   err: async (text) => void (await Bun.write(Bun.stderr, text)),
   env: process.env,
@@ -127,7 +127,7 @@ async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
   });
   try {
     await runMigrations(db);
-    const logger = createLogger(config.logLevel, (line) => void io.err(line + "\n"));
+    const logger = createLogger(config.logLevel, (line) => void io.err(`${line}\n`));
     const app = await createApp({ config, db, cache: createCache("memory", {}), logger });
     const [existing] = await db.orm
       .select({ id: users.id })
@@ -170,7 +170,7 @@ async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
 // ---- rendering -----------------------------------------------------------------------------
 
 /** Colours only on a terminal, or when FORCE_COLOR asks for them (NO_COLOR turns them off). */
-export function colorsWanted(io: Pick<CliIo, "env" | "isTTY">): boolean {
+function colorsWanted(io: Pick<CliIo, "env" | "isTTY">): boolean {
   const force = io.env.FORCE_COLOR;
   if (force !== undefined) return !["0", "false", "no"].includes(force.trim().toLowerCase());
   if (io.env.NO_COLOR) return false;
@@ -208,7 +208,7 @@ function fieldSummary(def: Record<string, unknown>): string {
 }
 
 /** The diffs as a readable, optionally coloured text: one block per type, one line per change. */
-export function renderDiffs(diffs: TypeDiff[], color: boolean): string {
+function renderDiffs(diffs: TypeDiff[], color: boolean): string {
   const p = painter(color);
   const lines: string[] = [];
   const width = Math.max(
@@ -257,7 +257,7 @@ export function renderDiffs(diffs: TypeDiff[], color: boolean): string {
   lines.push(
     `${counts.join(", ")}${destructive.length ? `; ${p(BOLD_RED, `destructive: ${destructive.map((d) => d.slug).join(", ")}`)}` : ""}`,
   );
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 function describeError(answer: Answer): string {
@@ -268,7 +268,7 @@ function describeError(answer: Answer): string {
   for (const e of Array.isArray(b.schema_errors) ? b.schema_errors : [])
     lines.push(`  ${e.path}: ${e.message}`);
   if (!b.detail && typeof b === "object") lines.push(`  ${JSON.stringify(b)}`);
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 // ---- commands ------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
   const { values, positionals } = parsed;
   const [sub, file, ...extra] = positionals;
   if (values.help) {
-    await io.out(SCHEMA_USAGE + "\n");
+    await io.out(`${SCHEMA_USAGE}\n`);
     return 0;
   }
   if (sub && !["export", "preview", "apply", "trash", "restore"].includes(sub)) {
@@ -326,7 +326,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     ((sub === "export" || sub === "trash") && file) ||
     (sub === "restore" && !/^\d+$/.test(file ?? ""))
   ) {
-    await io.err(SCHEMA_USAGE + "\n");
+    await io.err(`${SCHEMA_USAGE}\n`);
     return 1;
   }
   const color = colorsWanted(io);
@@ -345,7 +345,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       for (const s of values.slug ?? []) query.append("slug", s);
       const answer = await client.call("GET", `${API}/export/${query.size ? `?${query}` : ""}`);
       if (answer.status !== 200) return fail(io, answer);
-      await io.out(JSON.stringify(answer.body, null, 2) + "\n");
+      await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
       return 0;
     }
 
@@ -353,8 +353,8 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       const query = values.slug?.length ? `?slug=${encodeURIComponent(values.slug[0]!)}` : "";
       const answer = await client.call("GET", `${API}/trash/${query}`);
       if (answer.status !== 200) return fail(io, answer);
-      if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
-      else await io.out(renderTrash(answer.body.results) + "\n");
+      if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
+      else await io.out(`${renderTrash(answer.body.results)}\n`);
       return 0;
     }
 
@@ -364,7 +364,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       const r = answer.body.restored;
       await io.out(
         values.json
-          ? JSON.stringify(answer.body, null, 2) + "\n"
+          ? `${JSON.stringify(answer.body, null, 2)}\n`
           : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`,
       );
       return 0;
@@ -375,7 +375,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
       if (answer.status !== 200) return fail(io, answer);
       await io.out(
         values.json
-          ? JSON.stringify(answer.body, null, 2) + "\n"
+          ? `${JSON.stringify(answer.body, null, 2)}\n`
           : renderDiffs(answer.body.diffs, color),
       );
       return 0;
@@ -393,7 +393,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     if (answer.status === 200) {
       const diffs = answer.body.diffs as TypeDiff[];
       const changed = diffs.some((d) => d.has_changes);
-      if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
+      if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
       else
         await io.out(
           renderDiffs(diffs, color) +
@@ -405,7 +405,7 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     if (answer.status === 409 && answer.body?.error === "destructive_changes") {
       // Show what would have happened, then refuse.
       const preview = await client.call("POST", `${API}/preview/`, { schema: document });
-      if (values.json) await io.out(JSON.stringify(answer.body, null, 2) + "\n");
+      if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
       else if (preview.status === 200) await io.out(renderDiffs(preview.body.diffs, color));
       const slugs = (answer.body.destructive_slugs as string[] | undefined)?.join(", ") ?? "";
       const entries = (answer.body.destructive_changes ?? []) as Array<{

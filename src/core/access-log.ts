@@ -12,7 +12,7 @@ const SECRET_PARAM =
   /key|token|secret|pass(word)?|auth|sig(nature)?|credential|session|cookie|code/i;
 
 /** The query string with secret-looking values replaced by `***`; null when there is none. */
-export function redactQuery(url: string): string | null {
+function redactQuery(url: string): string | null {
   const q = url.indexOf("?");
   if (q < 0 || q === url.length - 1) return null;
   const params = new URLSearchParams(url.slice(q + 1));

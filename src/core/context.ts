@@ -42,7 +42,7 @@ export interface AuthState {
 }
 
 /** An enabled plugin as the host sees it: no routes or state, just who it is. */
-export interface PluginInfo {
+interface PluginInfo {
   name: string;
   version: string;
   apiBase?: string;
@@ -192,7 +192,7 @@ export type DeleteHook = (
   ctx: WriteContext,
   target: { appLabel: string; model: string; id: number },
 ) => Promise<void>;
-export type DeleteHooks = DeleteHook[];
+type DeleteHooks = DeleteHook[];
 
 /* The model registry: every model the API can point at, keyed by `app_label.model`. */
 

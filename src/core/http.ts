@@ -5,7 +5,7 @@ import { ApiError } from "./errors";
 import type { Ctx } from "./context";
 import { MAX_JSON_DEPTH } from "./limits";
 
-export const tooLarge = (limit: number) =>
+const tooLarge = (limit: number) =>
   ApiError.detail(
     413,
     `Request body is larger than the limit of ${limit} bytes.`,
@@ -55,7 +55,7 @@ export async function readBody(c: Ctx): Promise<ArrayBuffer> {
  * `JSON.parse` behind the depth limit: the nesting is measured on the text first, in one loop
  * without recursion, so neither the parser nor any code walking the value can overflow the stack.
  */
-export function parseJsonText(text: string): unknown {
+function parseJsonText(text: string): unknown {
   const depth = jsonDepthExceeds(text, MAX_JSON_DEPTH);
   if (depth) {
     throw ApiError.detail(
@@ -73,7 +73,7 @@ export function parseJsonText(text: string): unknown {
 }
 
 /** Whether brackets outside strings nest deeper than `limit` (malformed text is left to the parser). */
-export function jsonDepthExceeds(text: string, limit: number): boolean {
+function jsonDepthExceeds(text: string, limit: number): boolean {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
@@ -93,6 +93,6 @@ export function jsonDepthExceeds(text: string, limit: number): boolean {
 export function baseUrlOf(c: Context): string {
   const url = new URL(c.req.url);
   const proto = c.req.header("x-forwarded-proto")?.split(",")[0]?.trim();
-  if (proto === "http" || proto === "https") url.protocol = proto + ":";
+  if (proto === "http" || proto === "https") url.protocol = `${proto}:`;
   return url.origin;
 }

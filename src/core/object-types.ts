@@ -15,7 +15,7 @@ export interface ObjectTypeRow {
 export const label = (ot: { appLabel: string; model: string }) => `${ot.appLabel}.${ot.model}`;
 
 /** Normalises `app_label` aliases: `custom-objects` is `custom_objects`. */
-export const normalizeAppLabel = (appLabel: string) =>
+const normalizeAppLabel = (appLabel: string) =>
   appLabel === "custom-objects" ? "custom_objects" : appLabel;
 
 /** Parses `"app.model"` / `"app/model"` (schema documents) into parts, or null. */

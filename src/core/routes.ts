@@ -31,7 +31,7 @@ import { objectChangeModel } from "./changes/model";
 import { eventRuleModel, webhookModel } from "./events/models";
 import { jobModel } from "./jobs/model";
 
-export const objectTypeModel = defineModel({
+const objectTypeModel = defineModel({
   appLabel: "core",
   model: "objecttype",
   verboseName: "object type",
@@ -297,7 +297,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
         .where(eq(users.username, username))
         .limit(1);
       const valid = await verifyLogin(services, password, user?.passwordHash);
-      if (!user || !user.isActive || !valid) {
+      if (!user?.isActive || !valid) {
         throw ApiError.detail(403, "Invalid username/password", "invalid_credentials");
       }
       await throttle.succeeded();
@@ -318,5 +318,3 @@ export function coreApiRoutes(): Hono<HonoEnv> {
   }
   return api;
 }
-
-export { ApiError };

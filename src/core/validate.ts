@@ -31,7 +31,7 @@ export interface RouteDoc {
 type Issue = v.BaseIssue<unknown>;
 
 /** Valibot issues → DRF field errors: keyed by the top-level key, `non_field_errors` for the value itself. */
-export function fieldErrors(issues: readonly Issue[]): FieldErrors {
+function fieldErrors(issues: readonly Issue[]): FieldErrors {
   const out: Record<string, string[]> = Object.create(null);
   for (const issue of issues) {
     const key = issue.path?.[0]?.key;
@@ -43,7 +43,7 @@ export function fieldErrors(issues: readonly Issue[]): FieldErrors {
 }
 
 /** The one hook: a failed parse is a §4 400. */
-export function validationHook(result: { success: boolean; issues?: readonly Issue[] }): void {
+function validationHook(result: { success: boolean; issues?: readonly Issue[] }): void {
   if (!result.success) throw new ValidationError(fieldErrors(result.issues ?? []));
 }
 

@@ -21,7 +21,7 @@ import { invalidateStatementCaches } from "./statement-cache";
 import { BACKSTOP_PAGES } from "./checkpointer";
 
 /** Longest stretch a long write holds the event loop between two turns it gives back. */
-export const SLICE_MS = 8;
+const SLICE_MS = 8;
 
 /**
  * Turns of the event loop (each one poll for I/O, due timers) before the write goes on: a

@@ -54,7 +54,7 @@ export function walChangeStamp(url: string): ((() => string | null) & { close():
   const index = walIndexReader(path, HEADER * 2);
   const read = () => {
     const buf = index();
-    if (!buf || !buf.subarray(0, HEADER).equals(buf.subarray(HEADER))) return null;
+    if (!buf?.subarray(0, HEADER).equals(buf.subarray(HEADER))) return null;
     return buf.toString("base64", 0, HEADER);
   };
   /** Lets go of the file (with the database). */

@@ -5,7 +5,7 @@
  */
 import { redactUrl } from "../config";
 
-export type DatabaseFailureKind =
+type DatabaseFailureKind =
   | "unauthorized"
   | "refused"
   | "not_found"

@@ -11,7 +11,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { Database, Executor } from "./client";
 
 /** At most this many callers share one transaction (bounds the work a COMMIT waits on). */
-export const MAX_GROUP = 64;
+const MAX_GROUP = 64;
 
 type Work<T> = (tx: Executor) => Promise<T>;
 interface Member {

@@ -12,7 +12,7 @@ import { walChangeStamp } from "./change-stamp";
 import { installStatementCache } from "./statement-cache";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
-export const BUSY_TIMEOUT_MS = 5000;
+const BUSY_TIMEOUT_MS = 5000;
 
 export interface LocalOptions {
   /** Overrides `BUSY_TIMEOUT_MS` (tests use a short one). */

@@ -113,7 +113,7 @@ const SQLITE_CODES: Array<string | undefined> = [
 /** The client's mapping of a driver error (`mapSqliteError`): base code from the raw code. */
 function toLibsqlError(e: unknown): unknown {
   const err = e as { name?: string; message: string; code?: string; rawCode?: number } | null;
-  if (!err || err.name !== "SqliteError") return e;
+  if (err?.name !== "SqliteError") return e;
   const base =
     err.rawCode === undefined
       ? "SQLITE_UNKNOWN"
@@ -184,7 +184,7 @@ function fromSql(values: unknown[], intMode: IntMode): unknown[] {
             "Received integer which cannot be safely represented as a JavaScript number",
           );
         values[i] = Number(v);
-      } else if (intMode === "string") values[i] = "" + v;
+      } else if (intMode === "string") values[i] = `${v}`;
     } else if (v instanceof Buffer) values[i] = v.buffer;
   }
   return values;
@@ -212,7 +212,7 @@ async function materialized(db: NativeDatabase, sql: string): Promise<NativeStat
 }
 
 const toJsonValue = (v: unknown) =>
-  typeof v === "bigint" ? "" + v : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v;
+  typeof v === "bigint" ? `${v}` : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v;
 
 /** `ResultSet` with the same fields and `toJSON` as the client's own. */
 class PooledResultSet implements ResultSet {
@@ -229,7 +229,7 @@ class PooledResultSet implements ResultSet {
       columnTypes: this.columnTypes,
       rows: this.rows.map((row) => Array.prototype.map.call(row, toJsonValue)),
       rowsAffected: this.rowsAffected,
-      lastInsertRowid: this.lastInsertRowid !== undefined ? "" + this.lastInsertRowid : null,
+      lastInsertRowid: this.lastInsertRowid !== undefined ? `${this.lastInsertRowid}` : null,
     };
   }
 }

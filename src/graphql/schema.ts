@@ -24,8 +24,7 @@ import {
   type GraphQLInputType,
   type GraphQLOutputType,
 } from "graphql";
-import type { ModelInfo } from "../core/models/registry";
-import type { ApiRecord, FieldDescription, Relation, Resource } from "../core/rest/resource";
+import type { ApiRecord, FieldDescription, Relation } from "../core/rest/resource";
 import type { FilterKind } from "../core/rest/query";
 import { LABEL, type GraphQLContext } from "./loaders";
 import { listRecords } from "./resolve";
@@ -71,7 +70,7 @@ export function customObjectNames(cots: Array<{ id: number; slug: string }>): Ma
 }
 
 /** A record key as a GraphQL name (`[_A-Za-z][_0-9A-Za-z]*`, never `__…`), or null. */
-export function graphqlName(name: string): string | null {
+function graphqlName(name: string): string | null {
   let out = name.replace(/[^0-9A-Za-z_]/g, "_");
   if (/^[0-9]/.test(out)) out = `_${out}`;
   if (out.startsWith("__")) out = `f${out}`;
@@ -393,5 +392,3 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
   }
   return new GraphQLSchema({ query: new GraphQLObjectType({ name: "Query", fields: query }) });
 }
-
-export type { ModelInfo };

@@ -58,7 +58,7 @@ interface Registered {
 }
 
 /** `/api/dcim/sites` → `dcim_sites`: operation ids start with the path below `/api/`. */
-export const operationPrefix = (path: string) =>
+const operationPrefix = (path: string) =>
   path
     .replace(/^\/api\//, "")
     .replace(/[^A-Za-z0-9]+/g, "_")
@@ -607,7 +607,7 @@ function valueSchema(kind: FilterSpec["kind"]): JsonSchema {
 }
 
 /** One query parameter per filter and lookup (`name`, `name__ic`, …); values repeat as OR. */
-export function filterParameters(list: ListSpec): Parameter[] {
+function filterParameters(list: ListSpec): Parameter[] {
   const out: Parameter[] = [];
   const reserved = new Set([
     "limit",

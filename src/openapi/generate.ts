@@ -17,7 +17,7 @@ import { typeSlugsOf, withoutTypes } from "./visibility";
 import { toYaml } from "./yaml";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
-export type RouteTable = () => ReadonlyArray<RouteEntry>;
+type RouteTable = () => ReadonlyArray<RouteEntry>;
 
 export type { OpenApiDocument };
 
@@ -123,7 +123,7 @@ export class OpenApiDocuments {
 }
 
 /** Builds the document from scratch (no cache). */
-export async function buildDocument({
+async function buildDocument({
   services,
   parts,
   routes,

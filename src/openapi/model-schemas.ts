@@ -105,7 +105,7 @@ function choiceValue(f: FieldSpec): JsonSchema {
 }
 
 /** A field as records show it. */
-export function readSchema(f: FieldSpec, brief: BriefRef): JsonSchema {
+function readSchema(f: FieldSpec, brief: BriefRef): JsonSchema {
   const nullable = columnNullable(f);
   const maybe = (s: JsonSchema) => (nullable ? orNull(s) : s);
   switch (f.type) {
@@ -133,14 +133,13 @@ export function readSchema(f: FieldSpec, brief: BriefRef): JsonSchema {
       return maybe(ref("ObjectTypeRef"));
     case "object_type_refs":
       return { type: "array", items: ref("ObjectTypeRef") };
-    case "json":
     default:
       return {};
   }
 }
 
 /** A field as POST/PUT/PATCH accept it. */
-export function writeSchema(f: FieldSpec): JsonSchema {
+function writeSchema(f: FieldSpec): JsonSchema {
   const maybe = (s: JsonSchema) => (f.nullable ? orNull(s) : s);
   const text = (extra: JsonSchema = {}) =>
     maybe({ type: "string", ...(f.maxLength ? { maxLength: f.maxLength } : {}), ...extra });
@@ -175,7 +174,6 @@ export function writeSchema(f: FieldSpec): JsonSchema {
       return { type: "array", items: ref("ObjectTypeInput") };
     case "object_type_ref":
       return maybe(ref("ObjectTypeInput"));
-    case "json":
     default:
       return {};
   }

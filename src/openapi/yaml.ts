@@ -49,7 +49,7 @@ function emit(value: unknown, indent: string, out: string[]): void {
     out.push("\n");
     for (const item of value) {
       out.push(indent, "-");
-      emitItem(item, indent + "  ", out);
+      emitItem(item, `${indent}  `, out);
     }
     return;
   }
@@ -60,7 +60,7 @@ function emit(value: unknown, indent: string, out: string[]): void {
   out.push("\n");
   for (const [k, v] of entries) {
     out.push(indent, key(k), ":");
-    emit(v, indent + "  ", out);
+    emit(v, `${indent}  `, out);
   }
 }
 
@@ -73,7 +73,7 @@ function emitItem(item: unknown, indent: string, out: string[]): void {
     if (entries.length) {
       entries.forEach(([k, v], i) => {
         out.push(i === 0 ? " " : indent, key(k), ":");
-        emit(v, indent + "  ", out);
+        emit(v, `${indent}  `, out);
       });
       return;
     }

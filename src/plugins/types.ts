@@ -15,10 +15,10 @@ import type { PluginOpenApi } from "../openapi/builder";
  * plugin (`src/plugins/healthcheck/backends.ts`) gives the base class to extend and runs them;
  * the contract names no plugin's type, so the host depends on none.
  */
-export type HealthCheckClass = new (services: Services) => object;
+type HealthCheckClass = new (services: Services) => object;
 
 /** What `setup` hands back: everything the host mounts or calls for this plugin. */
-export interface PluginParts {
+interface PluginParts {
   /** Mounted at `/api/plugins/<apiBase>/` behind authentication. */
   apiRoutes?: Hono<HonoEnv>;
   /** Mounted at `/plugins/<name>/` (pages and endpoints outside `/api/`). */

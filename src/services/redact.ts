@@ -17,7 +17,7 @@ function stripUrl(raw: string): string {
   const body = trail ? raw.slice(0, -trail.length) : raw;
   try {
     const u = new URL(body);
-    if (!u.host) return `${u.protocol}//` + trail;
+    if (!u.host) return `${u.protocol}//${trail}`;
     return `${u.protocol}//${u.host}${u.pathname === "/" ? "/" : u.pathname}${trail}`;
   } catch {
     // Not parseable: drop everything that could be credentials or parameters.
@@ -34,7 +34,7 @@ function passwordOf(url: string | undefined): string[] {
   if (!url) return [];
   try {
     const u = new URL(url);
-    return [u.password, u.username && u.password ? u.username + ":" + u.password : ""].flatMap(
+    return [u.password, u.username && u.password ? `${u.username}:${u.password}` : ""].flatMap(
       (s) => (s ? [s, decodeURIComponent(s)] : []),
     );
   } catch {

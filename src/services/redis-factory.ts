@@ -6,9 +6,9 @@ import type { Config, RedisSettings } from "../config";
 import type { RedisClient } from "./redis-types";
 import { createUpstashRedis } from "./redis";
 
-export const REDIS_TIMEOUT_MS = 2000;
+const REDIS_TIMEOUT_MS = 2000;
 
-export async function createRedisClient(
+async function createRedisClient(
   settings: RedisSettings,
   runtime: Config["runtime"],
 ): Promise<RedisClient> {

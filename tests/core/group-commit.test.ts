@@ -48,7 +48,7 @@ describe("group commit", () => {
     // Four bodies ask for "clash": exactly one wins.
     expect(statuses.filter((s, i) => i < 40 && i % 10 === 3 && s === 201)).toHaveLength(1);
     expect(statuses.filter((s, i) => i < 40 && i % 10 === 3 && s === 400)).toHaveLength(3);
-    expect(statuses.filter((s, i) => i < 40 && i % 10 !== 3).every((s) => s === 201)).toBe(true);
+    expect(statuses.filter((_s, i) => i < 40 && i % 10 !== 3).every((s) => s === 201)).toBe(true);
     expect(statuses[40]).toBe(400);
     const list = (await t.json("GET", `${CO}/grouped/?limit=1000`)).body as {
       count: number;

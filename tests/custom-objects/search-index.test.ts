@@ -63,7 +63,7 @@ async function scan(where: string, args: unknown[]): Promise<number[]> {
   });
   return rs.rows.map((r) => Number(r.id));
 }
-const esc = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
+const esc = (s: string) => s.replace(/[\\%_]/g, (m) => `\\${m}`);
 const like = (col: string) => `${col} LIKE ? ESCAPE '\\'`;
 
 const NEEDLES = [

@@ -359,7 +359,7 @@ describe("answers keep the local client's shapes", () => {
   });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.close()));
-    clients.forEach((c) => c.close());
+    for (const c of clients) c.close();
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -217,7 +217,7 @@ describe("Redis refusing our credentials", () => {
     );
     expect(r.body.checks.HostRedisTasksHealthCheck).toMatch(/^unavailable: .*Unauthorized/);
     expect(r.body.checks.CacheBackend).toMatch(/^unavailable: /);
-    const everything = (await everyRepresentation(t)) + "\n" + t.logs.join("\n");
+    const everything = `${await everyRepresentation(t)}\n${t.logs.join("\n")}`;
     expect(everything).not.toContain(bad);
     expect(everything).not.toContain(stack.bridge.token);
     expect(t.logs.some((l) => l.includes("health check failed"))).toBe(true);
@@ -231,7 +231,7 @@ describe("Redis refusing our credentials", () => {
     const r = await healthJson(t);
     expect(r.status).toBe(500);
     expect(r.body.checks.HostRedisCacheHealthCheck).toMatch(/^unavailable: /);
-    const everything = (await everyRepresentation(t)) + "\n" + t.logs.join("\n");
+    const everything = `${await everyRepresentation(t)}\n${t.logs.join("\n")}`;
     expect(everything).not.toContain(password);
   });
 });

@@ -15,13 +15,13 @@ import { healthConfig } from "./helpers";
 export const runs = new Map<string, number>();
 const counted = (name: string) => runs.set(name, (runs.get(name) ?? 0) + 1);
 
-export class Healthy extends BaseHealthCheckBackend {
+class Healthy extends BaseHealthCheckBackend {
   async checkStatus() {
     counted("Healthy");
   }
 }
 
-export class Broken extends BaseHealthCheckBackend {
+class Broken extends BaseHealthCheckBackend {
   async checkStatus() {
     counted("Broken");
     this.addError(
@@ -32,7 +32,7 @@ export class Broken extends BaseHealthCheckBackend {
   }
 }
 
-export class Soft extends BaseHealthCheckBackend {
+class Soft extends BaseHealthCheckBackend {
   override criticalService = false;
   async checkStatus() {
     counted("Soft");
@@ -42,7 +42,7 @@ export class Soft extends BaseHealthCheckBackend {
 
 /** Sleeps `SLOW_MS` (settable by tests). */
 export const slow = { ms: 150 };
-export class Sleepy extends BaseHealthCheckBackend {
+class Sleepy extends BaseHealthCheckBackend {
   async checkStatus() {
     counted("Sleepy");
     await Bun.sleep(slow.ms);
@@ -50,7 +50,7 @@ export class Sleepy extends BaseHealthCheckBackend {
 }
 
 /** Observes a figure of each kind (count, ms, s, text with characters to escape, unknown). */
-export class Observing extends BaseHealthCheckBackend {
+class Observing extends BaseHealthCheckBackend {
   override identifier() {
     return 'Observing "quoted"';
   }
@@ -64,7 +64,7 @@ export class Observing extends BaseHealthCheckBackend {
   }
 }
 
-export const fixturePlugin: HostPlugin = {
+const fixturePlugin: HostPlugin = {
   name: "fixtures",
   version: "1.0.0",
   setup: () => ({

@@ -168,12 +168,12 @@ describe("bun src/server.ts", () => {
         HostRedisTasksHealthCheck: "working",
       },
     });
-    const live = await fetch(s.url + "/livez", { signal: AbortSignal.timeout(5_000) });
+    const live = await fetch(`${s.url}/livez`, { signal: AbortSignal.timeout(5_000) });
     expect(live.status).toBe(200);
-    const ready = await fetch(s.url + "/readyz", { signal: AbortSignal.timeout(5_000) });
+    const ready = await fetch(`${s.url}/readyz`, { signal: AbortSignal.timeout(5_000) });
     expect(ready.status).toBe(200);
     // The bridge wants the random token: nothing in the logs gives it away.
-    expect((await fetch(bridgeUrl + "/ping", { signal: AbortSignal.timeout(5_000) })).status).toBe(
+    expect((await fetch(`${bridgeUrl}/ping`, { signal: AbortSignal.timeout(5_000) })).status).toBe(
       401,
     );
 

@@ -25,7 +25,7 @@ export interface WorkerBundle {
 }
 
 /** `compatibility_date` and `compatibility_flags` of wrangler.toml (so tests run what deploys). */
-export function wranglerSettings(): { compatibilityDate: string; compatibilityFlags: string[] } {
+function wranglerSettings(): { compatibilityDate: string; compatibilityFlags: string[] } {
   const toml = Bun.TOML.parse(readFileSync(join(ROOT, "wrangler.toml"), "utf8")) as {
     compatibility_date?: string;
     compatibility_flags?: string[];
@@ -38,7 +38,7 @@ export function wranglerSettings(): { compatibilityDate: string; compatibilityFl
 }
 
 /** Runs a command with a deadline; throws with its output when it fails. */
-export async function run(
+async function run(
   cmd: string[],
   opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
 ): Promise<{ stdout: string; stderr: string }> {
@@ -61,7 +61,7 @@ export async function run(
 }
 
 /** Environment for wrangler: no telemetry, no network lookups. */
-export const WRANGLER_ENV = {
+const WRANGLER_ENV = {
   CLOUDFLARE_CF_FETCH_ENABLED: "false",
   WRANGLER_SEND_METRICS: "false",
   WRANGLER_HIDE_BANNER: "true",

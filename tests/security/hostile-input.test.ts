@@ -159,7 +159,7 @@ describe("prototype names as JSON keys, on every create and update", () => {
     for (const { list, detail, make } of endpoints) {
       for (const key of PROTOTYPE_KEYS) {
         // alone, next to a valid body (so validation gets past required fields), nested, in a list
-        const valid = make ? JSON.stringify(make()).slice(1, -1) + "," : "";
+        const valid = make ? `${JSON.stringify(make()).slice(1, -1)},` : "";
         for (const raw of [
           `{"${key}": 1}`,
           `{${valid} "${key}": 1}`,
@@ -412,7 +412,7 @@ describe("JSON depth", () => {
   const nested = (n: number, open = "[", close = "]") => open.repeat(n) + close.repeat(n);
 
   test(`bodies nested 40,000 deep answer 400 naming the limit of ${MAX_JSON_DEPTH}, on every JSON route`, async () => {
-    const deepObject = '{"a":'.repeat(40_000) + "1" + "}".repeat(40_000);
+    const deepObject = `${'{"a":'.repeat(40_000)}1${"}".repeat(40_000)}`;
     const routes: [string, string][] = [
       ...endpoints.filter((e) => e.detail).map(({ list }) => ["POST", list] as [string, string]),
       ...endpoints

@@ -193,7 +193,7 @@ describe("the limit lives on the cache", () => {
     const a = await appWith({ CACHE_BACKEND: "database", LOGIN_FAILURES_PER_USERNAME: "4" });
     const b = await createApp({ ...a.deps, cache: createCache("database", { db: a.deps.db }) });
     const viaB = (username: string, password: string) =>
-      b.request("http://host.test" + PROVISION, {
+      b.request(`http://host.test${PROVISION}`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ username, password }),

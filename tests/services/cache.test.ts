@@ -124,7 +124,7 @@ for (const [name, make] of backends) {
 
     test("keys with unusual characters are distinct", async () => {
       const a = key("ключ / with spaces?&#%");
-      const b = key("ключ / with spaces?&#%") + "2";
+      const b = `${key("ключ / with spaces?&#%")}2`;
       await cache.set(a, "A");
       await cache.set(b, "B");
       expect(await cache.get(a)).toBe("A");

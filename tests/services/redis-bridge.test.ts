@@ -105,8 +105,8 @@ describe("strings and keys", () => {
         const k = key("u");
         expect(await client.set(k, value)).toBe("OK");
         expect(await client.get<string>(k)).toBe(value);
-        await client.rpush(k + ":list", value);
-        expect(await client.lrange(k + ":list", -1, -1)).toEqual([value]);
+        await client.rpush(`${k}:list`, value);
+        expect(await client.lrange(`${k}:list`, -1, -1)).toEqual([value]);
       }
     }
   });
@@ -181,11 +181,7 @@ describe("pipeline, multi-exec, auto-pipelining", () => {
   test("a failing command in a pipeline fails only its slot", async () => {
     const k = key("pf");
     await redis.set(k, "text");
-    const res = await redis
-      .pipeline()
-      .incr(k)
-      .set(k + ":b", "x")
-      .exec({ keepErrors: true });
+    const res = await redis.pipeline().incr(k).set(`${k}:b`, "x").exec({ keepErrors: true });
     expect(res[0]!.error).toContain("not an integer");
     expect(res[1]!.result).toBe("OK");
     await expect(redis.pipeline().incr(k).exec()).rejects.toThrow(/not an integer/);
@@ -208,9 +204,9 @@ describe("pipeline, multi-exec, auto-pipelining", () => {
     await redis.set(k, "text");
     const res = await redis
       .multi()
-      .set(k + ":a", "1")
+      .set(`${k}:a`, "1")
       .incr(k)
-      .get(k + ":a")
+      .get(`${k}:a`)
       .exec({ keepErrors: true });
     expect(res.map((r) => r.result ?? null)).toEqual(["OK", null, 1]);
     expect(res[1]!.error).toContain("not an integer");
@@ -301,9 +297,9 @@ describe("protocol details", () => {
     expect(await (await post("/", ["GET", k], headers)).json()).toEqual({
       result: Buffer.from("héllo").toString("base64"),
     });
-    expect(await (await post("/", ["INCR", k + ":n"], headers)).json()).toEqual({ result: 1 });
-    await post("/", ["RPUSH", k + ":l", "OK", "x"]);
-    expect(await (await post("/", ["LRANGE", k + ":l", "0", "-1"], headers)).json()).toEqual({
+    expect(await (await post("/", ["INCR", `${k}:n`], headers)).json()).toEqual({ result: 1 });
+    await post("/", ["RPUSH", `${k}:l`, "OK", "x"]);
+    expect(await (await post("/", ["LRANGE", `${k}:l`, "0", "-1"], headers)).json()).toEqual({
       result: ["T0s=", "eA=="],
     });
     expect(await (await post("/", ["GET", k])).json()).toEqual({ result: "héllo" });

@@ -11,7 +11,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 
 /** Short enough for tests, long enough that a live worker's heartbeat never misses. */
-export const TEST_TASKS = {
+const TEST_TASKS = {
   visibilityTimeoutMs: 1_000,
   backoffBaseMs: 50,
   backoffMaxMs: 400,

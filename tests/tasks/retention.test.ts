@@ -59,16 +59,14 @@ async function job(
     })
     .returning({ id: jobs.id });
   if (withOutbox) {
-    await t.deps.db.orm
-      .insert(outbox)
-      .values({
-        jobId: row!.id,
-        name: `old.${status}`,
-        payload: {},
-        maxAttempts: 5,
-        key: crypto.randomUUID(),
-        relayed: withOutbox === "relayed" ? ago(daysAgo) : null,
-      });
+    await t.deps.db.orm.insert(outbox).values({
+      jobId: row!.id,
+      name: `old.${status}`,
+      payload: {},
+      maxAttempts: 5,
+      key: crypto.randomUUID(),
+      relayed: withOutbox === "relayed" ? ago(daysAgo) : null,
+    });
   }
   return row!.id;
 }
@@ -145,16 +143,14 @@ describe("pruneExpired", () => {
     const live = await job("pending", 1, "relayed");
     const waiting = await job("pending", 0, "waiting");
     const running = await job("running", 0, "relayed");
-    await t.deps.db.orm
-      .insert(outbox)
-      .values({
-        jobId: 999_999,
-        name: "orphan",
-        payload: {},
-        maxAttempts: 5,
-        key: "k",
-        relayed: ago(1),
-      });
+    await t.deps.db.orm.insert(outbox).values({
+      jobId: 999_999,
+      name: "orphan",
+      payload: {},
+      maxAttempts: 5,
+      key: "k",
+      relayed: ago(1),
+    });
     const pruned = await pruneExpired(t.deps.db, { changelogDays: 0, jobDays: 0 });
     expect(pruned.outbox).toBe(2);
     const left = (await t.deps.db.orm.select({ jobId: outbox.jobId }).from(outbox))

@@ -81,15 +81,13 @@ test("a change made through the Worker is delivered by the next cron run", async
     );
 
     // Retention runs in the cron too: a change record past CHANGELOG_RETENTION_DAYS (90) goes.
-    await db.db.orm
-      .insert(objectChanges)
-      .values({
-        time: new Date(Date.now() - 91 * 86_400_000).toISOString(),
-        action: "create",
-        changedObjectTypeId: 1,
-        changedObjectId: 1,
-        objectRepr: "ancient",
-      });
+    await db.db.orm.insert(objectChanges).values({
+      time: new Date(Date.now() - 91 * 86_400_000).toISOString(),
+      action: "create",
+      changedObjectTypeId: 1,
+      changedObjectId: 1,
+      objectRepr: "ancient",
+    });
     const host = await worker.mf.getWorker("host");
     const result = await host.scheduled({ cron: "* * * * *" });
     expect(result.outcome).toBe("ok");

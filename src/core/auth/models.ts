@@ -36,7 +36,7 @@ function forgetAfterCommit(ctx: WriteContext, keyHashes: string[]) {
 }
 
 /** Forgets cached token lookups of these users (after a user or token change). */
-export async function forgetTokensOf(ctx: WriteContext, userIds: number[]) {
+async function forgetTokensOf(ctx: WriteContext, userIds: number[]) {
   if (!userIds.length) return;
   const rows = await ctx.db
     .select({ keyHash: tokens.keyHash })

@@ -2,7 +2,7 @@
  * NetBox object permissions: an action on an object type, granted to users or groups.
  * `requirePermission` is the one check every route uses.
  */
-import { and, eq, inArray, or, sql } from "drizzle-orm";
+import { and, eq, inArray, or } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import {
   objectPermissions,
@@ -28,7 +28,7 @@ export type ConstraintSet = Record<string, unknown>;
  * Flattens a permission's stored constraints into constraint sets. `null` means the grant is
  * unrestricted; a value that is neither an object nor a list of objects grants nothing.
  */
-export function constraintSets(raw: unknown): ConstraintSet[] | null {
+function constraintSets(raw: unknown): ConstraintSet[] | null {
   if (raw === null || raw === undefined) return null;
   const list = Array.isArray(raw) ? raw : [raw];
   if (!list.length) return null;
@@ -128,5 +128,3 @@ export function hasPermission(c: Ctx, action: Action, appLabel: string, model: s
   if (!user) return action === "view" && !c.var.services.config.loginRequired;
   return user.isSuperuser || user.permissions.has(codename(appLabel, action, model));
 }
-
-export { sql };

@@ -49,15 +49,12 @@ function substitute(value: unknown, user: AuthUser | null): unknown {
 }
 
 /** What the caller may do with a model: everything, nothing, or the rows the sets match. */
-export type Restriction =
-  | { kind: "all" }
-  | { kind: "none" }
-  | { kind: "some"; sets: ConstraintSet[] };
+type Restriction = { kind: "all" } | { kind: "none" } | { kind: "some"; sets: ConstraintSet[] };
 
 const ALL: Restriction = { kind: "all" };
 const NONE: Restriction = { kind: "none" };
 
-export function restrictionFor(
+function restrictionFor(
   auth: AuthState,
   loginRequired: boolean,
   action: Action,
@@ -264,7 +261,7 @@ export async function admitted(
 }
 
 /** True when the caller may `action` the object `id`. */
-export async function mayAct(
+async function mayAct(
   ctx: ReadContext,
   auth: AuthState,
   action: Action,

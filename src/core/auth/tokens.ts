@@ -21,7 +21,7 @@ export async function hashToken(token: string): Promise<string> {
 
 /** Parses `Authorization: Token <key>` or `Bearer <key>`; null when absent, "" when malformed. */
 export function tokenFromHeader(header: string | undefined): string | null {
-  if (!header || !header.trim()) return null;
+  if (!header?.trim()) return null;
   const m = /^\s*(Token|Bearer)\s+(\S+)\s*$/i.exec(header);
   return m ? m[2]! : "";
 }

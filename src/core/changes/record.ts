@@ -8,10 +8,10 @@ import type { InValue } from "@libsql/client";
 import { executePositional, Reusable } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
-import { recordEventDeliveries, type ChangeAction, type ChangeEvent } from "../events/dispatch";
+import { recordEventDeliveries, type ChangeAction } from "../events/dispatch";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
-export type { ChangeAction, ChangeEvent };
+export type { ChangeAction };
 
 export const CHANGE_ACTIONS: ReadonlyArray<readonly [ChangeAction, string]> = [
   ["create", "Created"],

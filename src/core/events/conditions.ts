@@ -4,10 +4,10 @@
  * evaluated against the changed object's serialised record.
  */
 
-export const CONDITION_OPS = ["eq", "neq", "in", "contains", "gt", "gte", "lt", "lte"] as const;
-export type ConditionOp = (typeof CONDITION_OPS)[number];
+const CONDITION_OPS = ["eq", "neq", "in", "contains", "gt", "gte", "lt", "lte"] as const;
+type ConditionOp = (typeof CONDITION_OPS)[number];
 
-export interface LeafCondition {
+interface LeafCondition {
   /** Dotted path into the record: `status.value`, `tags.slug` (lists map), `ports.0`. */
   attr: string;
   value: unknown;
@@ -95,9 +95,7 @@ export function resolvePath(root: unknown, path: string): unknown {
           isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : [],
         );
     } else if (isObject(current)) {
-      current = Object.prototype.hasOwnProperty.call(current, segment)
-        ? current[segment]
-        : undefined;
+      current = Object.hasOwn(current, segment) ? current[segment] : undefined;
     } else {
       return undefined;
     }

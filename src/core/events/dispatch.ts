@@ -67,7 +67,7 @@ interface ActiveRule {
  * isolates pick the change up within the TTL. Only read rules are shared, never a pending read
  * (on Workers a promise must not cross requests).
  */
-export const RULES_TTL_MS = 2000;
+const RULES_TTL_MS = 2000;
 /** The app's copy of the enabled rules, in `Services.state`. */
 const RULE_CACHE = slotKey<{ at: number; rules: ActiveRule[] }>("events.rules");
 
@@ -99,7 +99,7 @@ async function readRules(db: Executor): Promise<ActiveRule[]> {
 }
 
 /** True when `rule` wants this change: its object type, its event type, its conditions. */
-export function ruleMatches(
+function ruleMatches(
   rule: Pick<ActiveRule, "eventTypes" | "conditions" | "objectTypeIds">,
   event: ChangeEvent,
 ): boolean {

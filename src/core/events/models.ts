@@ -8,8 +8,8 @@ import { label as otLabel } from "../object-types";
 import type { DeleteHook } from "../rest/resource";
 import { conditionError } from "./conditions";
 
-export const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
-export const EVENT_TYPES = ["object_created", "object_updated", "object_deleted"] as const;
+const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
+const EVENT_TYPES = ["object_created", "object_updated", "object_deleted"] as const;
 const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function checkUrl(value: unknown): string | null {

@@ -14,13 +14,13 @@ import type { WebhookTaskPayload } from "./dispatch";
 import { parseHeaderLines } from "./models";
 
 /** Sent with every delivery; stable per delivery (its outbox row), whatever the attempt. */
-export const IDEMPOTENCY_HEADER = "Idempotency-Key";
+const IDEMPOTENCY_HEADER = "Idempotency-Key";
 
 const EVENT = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
 const enc = new TextEncoder();
 
 /** `X-Hook-Signature`: hex HMAC-SHA512 of `body` keyed with `secret`. */
-export async function signBody(secret: string, body: string): Promise<string> {
+async function signBody(secret: string, body: string): Promise<string> {
   const key = await crypto.subtle.importKey(
     "raw",
     enc.encode(secret),
@@ -37,7 +37,7 @@ export async function signBody(secret: string, body: string): Promise<string> {
  * anything else as JSON, missing values as empty. Deliberately tiny (no logic): see
  * docs/decisions/0019-tasks-webhook-delivery.md.
  */
-export function renderTemplate(template: string, context: Record<string, unknown>): string {
+function renderTemplate(template: string, context: Record<string, unknown>): string {
   return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (_, path: string) => {
     const value = resolvePath(context, path);
     if (value === undefined || value === null) return "";

@@ -20,7 +20,7 @@ import { nowIso } from "../../db/schema/common";
 import { naturalize } from "./natural";
 import type { ModelOpenApi } from "../../openapi/json-schema";
 
-export type FieldType =
+type FieldType =
   | "string"
   | "text"
   | "slug"
@@ -88,14 +88,7 @@ export interface ModelSpec {
 }
 
 /** Fields every record carries and writes may echo back; they are ignored on input. */
-export const READ_ONLY_KEYS = new Set([
-  "id",
-  "url",
-  "display",
-  "display_url",
-  "created",
-  "last_updated",
-]);
+const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
 
 const SLUG_RE = /^[-a-zA-Z0-9_]+$/;
 const COLOR_RE = /^[0-9a-f]{6}$/;
@@ -305,7 +298,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     }
     for (const f of spec.fields) {
       if (f.readOnly) continue;
-      const present = Object.prototype.hasOwnProperty.call(input, f.name);
+      const present = Object.hasOwn(input, f.name);
       if (!present) {
         if (
           f.required &&
@@ -324,7 +317,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       if (f.type === "m2m" || f.type === "object_types") links.set(f, result.value as number[]);
       else values[keyOf(f.column!)] = result.value;
     }
-    if (spec.tags && Object.prototype.hasOwnProperty.call(input, "tags")) {
+    if (spec.tags && Object.hasOwn(input, "tags")) {
       const res = await resolveTags(ctx, input.tags, spec.appLabel, spec.model);
       if ("error" in res) errors.add("tags", res.error);
       else tagIds = res.ids;

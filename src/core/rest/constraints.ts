@@ -11,7 +11,7 @@ const messageOf = (e: unknown): string => {
   return "";
 };
 
-export function defaultFieldForColumn(column: string): string {
+function defaultFieldForColumn(column: string): string {
   return column.endsWith("_id") ? column.slice(0, -3) : column;
 }
 

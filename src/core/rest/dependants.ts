@@ -22,7 +22,7 @@ interface Dependency {
 }
 
 /** For each model label, the restricting references to it from the given models. */
-export function dependencyMap(models: DefinedModel[]): Map<string, Dependency[]> {
+function dependencyMap(models: DefinedModel[]): Map<string, Dependency[]> {
   const byTable = new Map(models.map((m) => [getTableName(m.resource.table), m]));
   const map = new Map<string, Dependency[]>();
   for (const m of models) {

@@ -2,7 +2,7 @@
  * The §4 REST verbs written once: list/retrieve, single and bulk create/update/delete
  * (all-or-nothing), with permission checks, for any `Resource`.
  */
-import { and, inArray, sql } from "drizzle-orm";
+import { and, sql } from "drizzle-orm";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
 import {
@@ -27,7 +27,7 @@ export function readContext(c: Ctx): ReadContext {
   return { db: services.db.orm, services, baseUrl: baseUrlOf(c) };
 }
 
-export function parseId(raw: string | undefined): number {
+function parseId(raw: string | undefined): number {
   if (!raw || !/^\d{1,15}$/.test(raw)) throw notFound();
   return Number(raw);
 }
@@ -114,7 +114,7 @@ export async function createRecord(
 }
 
 /** Updates through the resource and writes the change record with both snapshots. */
-export async function updateRecord(
+async function updateRecord(
   ctx: WriteContext,
   resource: Resource,
   id: number,
@@ -193,7 +193,9 @@ async function createManyChecked(
     postchange: w.record,
   }));
   const texts = await logChanges(ctx, resource, entries);
-  entries.forEach((e, i) => (written[i]!.json = texts.get(e)));
+  entries.forEach((e, i) => {
+    written[i]!.json = texts.get(e);
+  });
   return written;
 }
 
@@ -223,7 +225,7 @@ async function writtenRecords(
   return written.map((w) => w.record ?? loaded.get(w.id)).filter((r): r is ApiRecord => !!r);
 }
 
-export async function listRecords(c: Ctx, resource: Resource) {
+async function listRecords(c: Ctx, resource: Resource) {
   const ctx = readContext(c);
   const url = new URL(c.req.url);
   const parsed = parseListQuery(url, resource.list);
@@ -483,5 +485,3 @@ export function mountResource(
   app.all(list, methodNotAllowed("GET, POST, PUT, PATCH, DELETE, HEAD"));
   app.all(detail, methodNotAllowed("GET, PUT, PATCH, DELETE, HEAD"));
 }
-
-export { ApiError };

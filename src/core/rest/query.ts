@@ -30,7 +30,7 @@ export interface FilterSpec {
   targetTypeId?: number;
 }
 
-export const STRING_LOOKUPS = [
+const STRING_LOOKUPS = [
   "exact",
   "n",
   "ic",
@@ -43,10 +43,10 @@ export const STRING_LOOKUPS = [
   "nie",
   "empty",
 ] as const;
-export const NUMBER_LOOKUPS = ["exact", "n", "gt", "gte", "lt", "lte", "empty"] as const;
-export const BOOLEAN_LOOKUPS = ["exact", "n", "empty"] as const;
+const NUMBER_LOOKUPS = ["exact", "n", "gt", "gte", "lt", "lte", "empty"] as const;
+const BOOLEAN_LOOKUPS = ["exact", "n", "empty"] as const;
 /** JSON values: a bare `name=` matches part of the JSON text (upstream's `icontains`). */
-export const JSON_LOOKUPS = ["ic", "nic", "empty"] as const;
+const JSON_LOOKUPS = ["ic", "nic", "empty"] as const;
 export type Lookup = (typeof STRING_LOOKUPS)[number] | (typeof NUMBER_LOOKUPS)[number];
 const ALL_LOOKUPS = new Set<string>([...STRING_LOOKUPS, ...NUMBER_LOOKUPS]);
 
@@ -71,7 +71,7 @@ const RESERVED = new Set([
   "exclude",
 ]);
 
-export const DEFAULT_LIMIT = 50;
+const DEFAULT_LIMIT = 50;
 
 /** A JSON field's filter: `name=` and `name__ic=` match part of its JSON text, `__nic`, `__empty`. */
 export const jsonFilter = (expr: SQLWrapper): FilterSpec => ({
@@ -133,11 +133,11 @@ export interface Projection {
   omit: string[];
 }
 
-const likeEscape = (s: string) => s.replace(/[\\%_]/g, (m) => "\\" + m);
+const likeEscape = (s: string) => s.replace(/[\\%_]/g, (m) => `\\${m}`);
 
 /** `expr` contains `text` (LIKE: case-insensitive for ASCII, wildcards escaped). */
 export const likeContains = (expr: SQLWrapper, text: string): SQL =>
-  sql`${expr} LIKE ${"%" + likeEscape(text) + "%"} ESCAPE '\\'`;
+  sql`${expr} LIKE ${`%${likeEscape(text)}%`} ESCAPE '\\'`;
 
 export function parseBool(raw: string): boolean | null {
   const s = raw.trim().toLowerCase();
@@ -150,7 +150,7 @@ export function parseBool(raw: string): boolean | null {
  * `obj[key]` only when `key` is the object's own property: query keys such as `constructor`
  * or `__proto__` must never reach `Object.prototype`.
  */
-export function own<T>(obj: Record<string, T>, key: string): T | undefined {
+function own<T>(obj: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
@@ -205,11 +205,11 @@ function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQ
     case "lte":
       return sql`${e} <= ${value}`;
     case "ic":
-      return sql`${e} LIKE ${"%" + likeEscape(text) + "%"} ESCAPE '\\'`;
+      return sql`${e} LIKE ${`%${likeEscape(text)}%`} ESCAPE '\\'`;
     case "isw":
-      return sql`${e} LIKE ${likeEscape(text) + "%"} ESCAPE '\\'`;
+      return sql`${e} LIKE ${`${likeEscape(text)}%`} ESCAPE '\\'`;
     case "iew":
-      return sql`${e} LIKE ${"%" + likeEscape(text)} ESCAPE '\\'`;
+      return sql`${e} LIKE ${`%${likeEscape(text)}`} ESCAPE '\\'`;
     case "ie":
       return sql`lower(${e}) = lower(${text})`;
     default:
@@ -325,7 +325,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   }
   const q = params.get("q")?.trim();
   if (q) {
-    const pattern = "%" + likeEscape(q) + "%";
+    const pattern = `%${likeEscape(q)}%`;
     const terms = spec.search
       .map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`))
       .filter((c): c is SQL => !!c);
@@ -392,7 +392,7 @@ export function parseProjection(params: URLSearchParams): Projection {
   const fields = params.has("fields") ? splitList(params.getAll("fields")) : null;
   return {
     brief,
-    fields: fields && fields.length ? fields : null,
+    fields: fields?.length ? fields : null,
     omit: splitList(params.getAll("omit")),
   };
 }
@@ -403,7 +403,7 @@ export function project(
   projection: Projection,
   briefFields: string[],
 ): Record<string, unknown>[] {
-  let keys: string[] | null = projection.fields ?? (projection.brief ? briefFields : null);
+  const keys: string[] | null = projection.fields ?? (projection.brief ? briefFields : null);
   if (!keys && !projection.omit.length) return records;
   return records.map((r) => {
     const out: Record<string, unknown> = {};

@@ -5,7 +5,6 @@
 export type {
   ApiRecord,
   DeleteHook,
-  DeleteHooks,
   FieldDescription,
   ReadContext,
   Relation,

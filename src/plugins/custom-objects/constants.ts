@@ -21,7 +21,7 @@ export const RESERVED_SLUGS = new Set([
  * Keys an instance record always has, and JavaScript prototype names (`constructor`, …);
  * a field cannot be called like one. Compare with `isReservedFieldName`.
  */
-export const RESERVED_FIELD_NAMES = new Set([
+const RESERVED_FIELD_NAMES = new Set([
   ...PROTOTYPE_NAMES,
   "id",
   "pk",

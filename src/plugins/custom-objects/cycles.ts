@@ -11,7 +11,7 @@ import type { FieldDraft } from "./definitions";
 import type { CotRow } from "./models";
 
 /** A cycle through `start` in `graph` (slug → referenced slugs), as a path, or null. */
-export function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {
+function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {
   const path: string[] = [];
   const seen = new Set<string>();
   const visit = (node: string): string[] | null => {

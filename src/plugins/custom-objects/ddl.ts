@@ -149,7 +149,7 @@ async function runAll(db: Executor, statements: SQL[]) {
       : null;
   // Statements without bound values go through SQLite's own multi-statement runner: the same
   // statements, without a prepare-and-map round through the client for each.
-  if (queries && queries.every((q) => q.params.length === 0 && !q.sql.includes(";"))) {
+  if (queries?.every((q) => q.params.length === 0 && !q.sql.includes(";"))) {
     for (let i = 0; i < queries.length; i += 16)
       await tx!.executeMultiple!(
         queries

@@ -14,7 +14,6 @@ import {
   COT_NAME_MESSAGE,
   COT_SLUG_MESSAGE,
   FIELD_DEFAULTS,
-  FIELD_NAME_MAX,
   ONE_PRIMARY,
   duplicateFieldName,
   fieldAttrEntries,
@@ -27,8 +26,6 @@ import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { encodeScalar, type FieldRow } from "./values";
 import type { CotRow } from "./models";
-
-export { FIELD_NAME_MAX };
 
 export type FieldDraft = Omit<
   FieldRow,
@@ -47,7 +44,7 @@ export type CotDraft = Pick<
 > &
   Partial<Pick<CotRow, "displayExpression" | "configContextEnabled">>;
 
-const has = (o: Record<string, unknown>, k: string) => Object.prototype.hasOwnProperty.call(o, k);
+const has = (o: Record<string, unknown>, k: string) => Object.hasOwn(o, k);
 
 /** API name → row property, for the plain attributes. */
 const SIMPLE: Record<string, keyof FieldDraft> = {
@@ -94,7 +91,7 @@ function apiOf(f: FieldDraft): Record<string, unknown> {
 }
 
 /** The row a field with every attribute omitted is (FIELD_DEFAULTS in row names). */
-export const FIELD_ROW_DEFAULTS: FieldDraft = (() => {
+const FIELD_ROW_DEFAULTS: FieldDraft = (() => {
   const out: Record<string, unknown> = {
     name: "",
     type: "text",
@@ -397,7 +394,7 @@ const COT_SIMPLE: Record<string, keyof CotDraft> = {
   display_expression: "displayExpression",
   config_context_enabled: "configContextEnabled",
 };
-export const COT_INPUT_KEYS = new Set([...Object.keys(COT_SIMPLE), "tags"]);
+const COT_INPUT_KEYS = new Set([...Object.keys(COT_SIMPLE), "tags"]);
 
 /** Validates a COT definition; `existing` on updates. */
 export async function validateCot(

@@ -17,7 +17,7 @@ import {
 import { FIELD_TYPES, fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
 import { compileRegex } from "./field-types/base";
 
-export const FIELD_NAME_MAX = 50;
+const FIELD_NAME_MAX = 50;
 
 /** Field attributes a definition may state, with the value an omitted key means. */
 export const FIELD_DEFAULTS = {
@@ -49,7 +49,7 @@ export const FIELD_DEFAULTS = {
   context: false,
   related_name: "",
 };
-export type FieldAttrs = typeof FIELD_DEFAULTS;
+type FieldAttrs = typeof FIELD_DEFAULTS;
 
 // ---- messages (one set, DRF-style sentences; REST shows them per key, documents per path) ----
 const NOT_STRING = "Not a valid string.";

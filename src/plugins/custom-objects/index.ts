@@ -225,7 +225,7 @@ const ExportQuery = v.looseObject({
 function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
   const app = new Hono<HonoEnv>();
   const cots = cotResource(registry);
-  const fields = fieldResource(registry);
+  const fields = fieldResource();
 
   app.get("/", async (c) => {
     const base = `${baseUrlOf(c)}/api/${API_BASE}`;

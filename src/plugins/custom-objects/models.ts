@@ -22,13 +22,8 @@ import { readIndexSchema, withSearchIndex } from "./search-index";
 
 export { StaleModel } from "./model/write";
 export {
-  cotUrl,
-  instanceUrl,
   nestedCot,
-  sortFields,
-  verboseName,
   type CotRow,
-  type CotTable,
 } from "./model/shape";
 
 export interface CotModel {
@@ -45,7 +40,7 @@ export interface CotModel {
  * list spec, the reader, the writer and the nested forms.
  * @param embedded object type id → host model whose nested form can ride on the row query.
  */
-export function buildModel(
+function buildModel(
   cot: CotRow,
   rawFields: FieldRow[],
   embedded: Map<number, ModelInfo> = new Map(),

@@ -38,7 +38,6 @@ import {
   TypeEntrySchema,
 } from "./schema/document";
 import { cotModel, fieldModel } from "./types-api";
-import type { FieldRow } from "./values";
 
 const BASE = `/api/${API_BASE}`;
 const TAG = "custom-objects";
@@ -53,7 +52,7 @@ const errors = (...codes: Array<[string, string]>) =>
  * Component names of a custom object type: `CustomObject.<slug>`, `CustomObject.<slug>.Brief`, …
  * A slug never holds a dot, so no two types (and no host model) can share a name.
  */
-export const cotNames = (slug: string): ModelNames => ({
+const cotNames = (slug: string): ModelNames => ({
   record: `CustomObject.${slug}`,
   brief: `CustomObject.${slug}.Brief`,
   request: `CustomObject.${slug}.Request`,

@@ -19,16 +19,12 @@ import { APP_LABEL } from "./constants";
 import {
   addFieldStorage,
   countUnconvertible,
-  hasLinkTable,
-  valueColumn,
   createCotTable,
   dropCotTable,
   dropFieldStorage,
   refreshFieldIndexes,
   renameFieldStorage,
   retypeFieldStorage,
-  tableName,
-  ident,
 } from "./ddl";
 import type { CotDraft, FieldDraft } from "./definitions";
 import type { CotRow } from "./models";
@@ -367,23 +363,4 @@ export async function removeField(ctx: WriteContext, cot: CotRow, field: FieldRo
   await dropFieldStorage(ctx.db, cot.id, field);
   await ctx.db.delete(customObjectTypeFields).where(eq(customObjectTypeFields.id, field.id));
   await bump(ctx, cot.id);
-}
-
-/** Rows holding a value for the field (used to tell whether a removal loses data). */
-export async function countValues(
-  ctx: WriteContext,
-  cotId: number,
-  field: FieldRow,
-): Promise<number> {
-  if (hasLinkTable(field)) {
-    const [r] = (await ctx.db.all(
-      sql`SELECT count(*) AS n FROM ${ident(`co_${cotId}_f${field.id}_links`)}`,
-    )) as { n: number }[];
-    return Number(r?.n ?? 0);
-  }
-  const col = valueColumn(field)!;
-  const [r] = (await ctx.db.all(
-    sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(col)} IS NOT NULL`,
-  )) as { n: number }[];
-  return Number(r?.n ?? 0);
 }

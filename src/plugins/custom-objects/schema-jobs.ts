@@ -68,7 +68,7 @@ export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
 async function authOf(services: Services, userId: number | null): Promise<AuthState> {
   const [user] =
     userId === null ? [] : await services.db.orm.select().from(users).where(eq(users.id, userId));
-  if (!user || !user.isActive)
+  if (!user?.isActive)
     throw ApiError.detail(
       403,
       "The user who queued this apply no longer exists or is inactive.",

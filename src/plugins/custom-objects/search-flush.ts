@@ -15,11 +15,11 @@ import { FLUSH_BATCH, flushSearchIndex, typesWithPending } from "./search-index"
  * wait again, so a burst of writes (a bulk load in batches) is indexed once, after it, instead of
  * between its requests...
  */
-export const FLUSH_DELAY_MS = 150;
+const FLUSH_DELAY_MS = 150;
 /** ...but never later than this after the first write waiting (steady writes are indexed too). */
-export const FLUSH_MAX_WAIT_MS = 1000;
+const FLUSH_MAX_WAIT_MS = 1000;
 /** How often every type is swept (rows written by other processes or plain SQL, failed flushes). */
-export const SWEEP_EVERY_MS = 60_000;
+const SWEEP_EVERY_MS = 60_000;
 
 const turn = () => new Promise<void>((r) => setTimeout(r, 0));
 

@@ -30,8 +30,8 @@ const q = (name: string) => {
   return `"${name}"`;
 };
 
-export const ftsTableName = (cotId: number) => `${tableName(cotId)}_fts`;
-export const pendingTableName = (cotId: number) => `${tableName(cotId)}_fts_pending`;
+const ftsTableName = (cotId: number) => `${tableName(cotId)}_fts`;
+const pendingTableName = (cotId: number) => `${tableName(cotId)}_fts_pending`;
 /** The names of the index's schema objects (tables and triggers), for reading and dropping. */
 const partNames = (cotId: number) => {
   const fts = ftsTableName(cotId);
@@ -54,6 +54,7 @@ const INDEXED: Record<string, (needle: string) => boolean> = {
   json: () => true,
   // Items are matched one by one; the index holds the list's JSON text, where only quotes,
   // backslashes and control characters are written differently from the item.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
   multiselect: (needle) => !/["\\\u0000-\u001f]/.test(needle),
 };
 /**
@@ -74,7 +75,7 @@ const NARROWED: ReadonlySet<Lookup> = new Set<Lookup>(["ic", "isw", "iew"]);
 type IndexField = Pick<FieldRow, "name" | "type">;
 
 /** The columns the index holds: every column-stored field of a covered type, in field order. */
-export function indexedColumns(fields: IndexField[]): string[] {
+function indexedColumns(fields: IndexField[]): string[] {
   return fields
     .filter((f) => Object.hasOwn(INDEXED, f.type) && fieldType(f.type).storage === "column")
     .map((f) => f.name);
@@ -230,7 +231,7 @@ export async function typesWithPending(db: Executor): Promise<number[]> {
  * Indexes every pending row of every type (or of `cotIds`), batch after batch, giving the event
  * loop a turn between batches. For sweeps, migrations, benches and tests; returns the ids indexed.
  */
-export async function flushAllSearchIndexes(
+async function flushAllSearchIndexes(
   db: Orm,
   cotIds?: Iterable<number>,
   batch = FLUSH_BATCH,

@@ -276,7 +276,7 @@ function cotIdOf(input: Record<string, unknown>): number | null {
   return typeof id === "number" && Number.isInteger(id) ? id : null;
 }
 
-export function fieldResource(registry: CotRegistry): Resource {
+export function fieldResource(): Resource {
   const base = fieldModel.resource;
   return {
     ...base,

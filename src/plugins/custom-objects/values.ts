@@ -6,7 +6,6 @@
 import { fieldType, type Checked, type FieldLike, type FieldRow } from "./field-types";
 
 export type { Checked, FieldRow };
-export { compileRegex } from "./field-types/base";
 
 /**
  * Checks and encodes a scalar value (not object/multiobject) for its column.
@@ -19,11 +18,6 @@ export function encodeScalar(
 ): Checked {
   if (raw === null || raw === undefined) return { value: null };
   return fieldType(f.type).encode(f, raw, choices);
-}
-
-/** Turns a stored scalar back into its API value. */
-export function decodeScalar(type: string, value: unknown): unknown {
-  return fieldType(type).decode(value);
 }
 
 /** A change whose stored values always carry over (nothing needs counting). */

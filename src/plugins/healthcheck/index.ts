@@ -12,20 +12,15 @@ import { PLUGIN_NAME, type HealthCheckClass } from "./settings";
 
 export {
   BaseHealthCheckBackend,
-  HealthCheckException,
   ServiceReturnedUnexpectedResult,
   ServiceUnavailable,
   ServiceWarning,
-  ThresholdWarning,
-  messageOf,
-  type HealthCheckErrorKind,
-  type Observation,
 } from "./backends";
 
 const VERSION = "0.1.0";
 
 /** The built-in checks by dotted path; with no `checks` setting, these run in this order. */
-export const BUILTIN_HEALTH_CHECKS: Record<string, HealthCheckClass> = {
+const BUILTIN_HEALTH_CHECKS: Record<string, HealthCheckClass> = {
   "health_check.Database": DatabaseHealthCheck,
   "health_check.cache.backends.CacheBackend": CacheBackendHealthCheck,
   "host_healthcheck_plugin.backends.redis.HostRedisCacheHealthCheck": HostRedisCacheHealthCheck,

@@ -129,5 +129,5 @@ export function toOpenMetrics(
     families.push(checkUp, warning, duration, ...observed.values());
     if (info.lines.length > 2) families.push(info);
   }
-  return families.flatMap((f) => f.lines).join("\n") + "\n# EOF\n";
+  return `${families.flatMap((f) => f.lines).join("\n")}\n# EOF\n`;
 }

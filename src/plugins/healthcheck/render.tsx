@@ -146,7 +146,5 @@ export function HealthPage(props: { report: HealthReport; showDetails: boolean }
 
 /** The whole HTML document as a string. */
 export async function renderHealthPage(report: HealthReport, showDetails = true): Promise<string> {
-  return (
-    "<!doctype html>" + String(await (<HealthPage report={report} showDetails={showDetails} />))
-  );
+  return `<!doctype html>${String(await (<HealthPage report={report} showDetails={showDetails} />))}`;
 }

@@ -6,7 +6,7 @@
 import type { Services } from "../../core/context";
 import type { Redactor } from "../../services/redact";
 import {
-  BaseHealthCheckBackend,
+  type BaseHealthCheckBackend,
   HealthCheckException,
   ServiceUnavailable,
   ThresholdWarning,
@@ -149,25 +149,13 @@ async function runOne(
 }
 
 /** Turns results into a report. */
-export function reportOf(results: CheckResult[], now = Date.now()): HealthReport {
+function reportOf(results: CheckResult[], now = Date.now()): HealthReport {
   return {
     ageMs: results.length ? Math.max(0, now - Math.min(...results.map((r) => r.finishedAt))) : 0,
     results,
     allPassed: results.every((r) => r.status === "working"),
     criticalFailure: results.some((r) => !r.passed && r.critical),
   };
-}
-
-/**
- * Runs every check at once; the run takes at most about `timeoutMs`, whatever the checks do.
- * @example const report = await runChecks(settings.checks, services, { timeoutMs: 3000, warningsAsErrors: true, redact });
- */
-export async function runChecks(
-  checks: SelectedCheck[],
-  services: Services,
-  options: RunOptions,
-): Promise<HealthReport> {
-  return reportOf(await Promise.all(checks.map((c) => runOne(c, services, options))));
 }
 
 interface Slot {

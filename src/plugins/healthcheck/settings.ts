@@ -49,7 +49,7 @@ export interface HealthcheckSettings {
   groups: Map<string, SelectedCheck[]>;
 }
 
-export const DEFAULT_TIMEOUT_MS = 3_000;
+const DEFAULT_TIMEOUT_MS = 3_000;
 const MAX_TIMEOUT_MS = 60_000;
 const MAX_CACHE_SECONDS = 3_600;
 const GROUP_NAME = /^[a-z0-9]+([_-][a-z0-9]+)*$/;
@@ -201,9 +201,7 @@ const SettingsSchema = v.strictObject({
 });
 
 /** Every check the enabled plugins offer, by dotted path; a path offered twice is an error. */
-export function availableChecks(
-  plugins: readonly InstalledPlugin[],
-): Map<string, HealthCheckClass> {
+function availableChecks(plugins: readonly InstalledPlugin[]): Map<string, HealthCheckClass> {
   const out = new Map<string, HealthCheckClass>();
   for (const { parts } of plugins) {
     for (const [path, offered] of Object.entries(parts.healthChecks ?? {})) {

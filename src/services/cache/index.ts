@@ -11,8 +11,8 @@ export type { Cache } from "./types";
 export type { KVNamespaceLike } from "./kv";
 export { createDatabaseCache } from "./database";
 export { createKvCache, KV_MIN_TTL_SECONDS } from "./kv";
-export { createMemoryCache, type MemoryCacheOptions } from "./memory";
-export { createRedisCache, type RedisCacheOptions } from "./redis";
+export { createMemoryCache } from "./memory";
+export { createRedisCache } from "./redis";
 
 /** What the backends may need; only the chosen backend's dependency is required. */
 export interface CacheDeps {

@@ -12,13 +12,13 @@ export interface Heartbeat {
 }
 
 /** A loop beats at most this often (one SET per queue and process). */
-export const HEARTBEAT_EVERY_MS = 5_000;
+const HEARTBEAT_EVERY_MS = 5_000;
 /** A beat outlives any sensible staleness threshold, then goes (no worker for a week reads "never"). */
 const HEARTBEAT_TTL_SECONDS = 7 * 24 * 3600;
 
 /** `<prefix>:heartbeat`, next to the queue's other keys. */
 export function heartbeatKey(queue: TaskQueue): string {
-  return queue.keys.ready.replace(/:ready$/, "") + ":heartbeat";
+  return `${queue.keys.ready.replace(/:ready$/, "")}:heartbeat`;
 }
 
 /**

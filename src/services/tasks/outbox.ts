@@ -156,15 +156,13 @@ export class OutboxRelay {
   async record(db: Executor, job: OutboxJob): Promise<OutboxRow> {
     const orm = this.queue.db.orm;
     const created = nowIso();
-    const [jobRow] = await insertJob
-      .on(db, orm)
-      .all({
-        name: job.name,
-        created,
-        objectTypeId: job.objectTypeId ?? null,
-        objectId: job.objectId ?? null,
-        userId: job.userId,
-      });
+    const [jobRow] = await insertJob.on(db, orm).all({
+      name: job.name,
+      created,
+      objectTypeId: job.objectTypeId ?? null,
+      objectId: job.objectId ?? null,
+      userId: job.userId,
+    });
     const key = crypto.randomUUID();
     const row = {
       jobId: jobRow!.id,

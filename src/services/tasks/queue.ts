@@ -40,7 +40,7 @@ export const JOB_STATUSES: ReadonlyArray<readonly [JobStatus, string]> = [
 ];
 
 /** What a handler learns about the job it runs. */
-export interface RunningJob {
+interface RunningJob {
   id: number;
   name: string;
   /** 1 on the first run. */
@@ -216,14 +216,12 @@ export class TaskQueue {
     const handler = this.#handlers.get(message.name);
     const heartbeat = setInterval(
       () => {
-        this.redis
-          .zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw)
-          .catch((e) =>
-            this.logger.warn("task queue: heartbeat failed", {
-              job: message.id,
-              error: errorText(e),
-            }),
-          );
+        this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw).catch((e) =>
+          this.logger.warn("task queue: heartbeat failed", {
+            job: message.id,
+            error: errorText(e),
+          }),
+        );
       },
       Math.max(50, Math.floor(this.visibilityTimeoutMs / 3)),
     );

@@ -97,7 +97,7 @@ export const columnFilter =
   });
 
 /** Filter values that must be object ids, as SQL, or 400 keyed by `param`. */
-export function idList(param: string, values: string[]): SQL {
+function idList(param: string, values: string[]): SQL {
   const nums = values.map((value) => {
     const n = /^\d+$/.test(value.trim()) ? parseFilterNumber(value) : null;
     if (n === null) throw new ValidationError({ [param]: ["Enter a number."] });

@@ -11,7 +11,7 @@ import type { JsonSchema } from "../../../openapi/json-schema";
 import { parseWith } from "./base";
 import type { FieldTypeModule } from "./types";
 
-export const PAIR_MESSAGE = "Latitude and longitude must both be set or both be empty.";
+const PAIR_MESSAGE = "Latitude and longitude must both be set or both be empty.";
 const NUMERAL_RE = /^-?(\d+(\.\d*)?|\.\d+)$/;
 
 /** One half of the pair: a number (or numeral), within ±limit, at most 6 decimal places. */

@@ -35,7 +35,6 @@ export const FIELD_TYPE_MODULES = [
   coordinates,
 ] as const satisfies readonly FieldTypeModule[];
 
-export type FieldType = (typeof FIELD_TYPE_MODULES)[number]["name"];
 export const FIELD_TYPES = FIELD_TYPE_MODULES.map((m) => m.name) as [string, ...string[]];
 
 const byName = new Map<string, FieldTypeModule>(FIELD_TYPE_MODULES.map((m) => [m.name, m]));

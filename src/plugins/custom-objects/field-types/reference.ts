@@ -58,7 +58,7 @@ const POLY_MESSAGE =
   'Expected {"object_type": "<app_label>.<model>", "id": <id>} (or {"content_type_id": <id>, "object_id": <id>}).';
 
 /** The id a request names for a one-target reference (plain or `{id}`), unchecked. */
-export const refId = (raw: unknown): unknown =>
+const refId = (raw: unknown): unknown =>
   raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
 
 /** One reference in a request body. */

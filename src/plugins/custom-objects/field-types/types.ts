@@ -3,7 +3,7 @@
  * written value, encode/decode, filter lookups, JSON schemas, lossless type changes and search.
  * The engine (ddl, models, definitions, openapi) asks the module and never names a type itself.
  */
-import type { SQL, SQLWrapper } from "drizzle-orm";
+import type { SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type * as v from "valibot";
 import type { customObjectTypeFields } from "../../../db/schema";
@@ -114,5 +114,3 @@ export interface FieldTypeModule {
   /** JSON Schema of the value in requests (before null/required handling). */
   writeSchema(f: FieldRow, env: SchemaEnv): JsonSchema;
 }
-
-export type SortExpr = SQLWrapper;

@@ -17,8 +17,8 @@ export function expressionNames(expression: string): string[] {
   return [...out];
 }
 
-/** Renders an expression; `valueOf` gives a field's display value ("" when it has none). */
-export function renderExpression(expression: string, valueOf: (name: string) => string): string {
+/** Renders an expression; `displayOf` gives a field's display value ("" when it has none). */
+export function renderExpression(expression: string, displayOf: (name: string) => string): string {
   let out = "";
   let last = 0;
   // Each open `if`: whether its current branch shows.
@@ -28,9 +28,9 @@ export function renderExpression(expression: string, valueOf: (name: string) => 
     if (showing()) out += expression.slice(last, m.index);
     last = m.index! + m[0].length;
     if (m[1]) {
-      if (showing()) out += valueOf(m[1]);
+      if (showing()) out += displayOf(m[1]);
     } else if (m[4]) {
-      const truthy = valueOf(m[4]) !== "";
+      const truthy = displayOf(m[4]) !== "";
       stack.push({ shown: m[3] ? !truthy : truthy });
     } else if (m[2] === "else") {
       const top = stack.at(-1);

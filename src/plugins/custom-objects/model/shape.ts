@@ -4,7 +4,7 @@
  * The other parts (list, read, write, nested) are built from it.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { choiceSets, customObjectTypes } from "../../../db/schema";
+import { choiceSets, type customObjectTypes } from "../../../db/schema";
 import {
   integer,
   real,
@@ -31,7 +31,7 @@ export type CotTable = SQLiteTable & {
 
 export const instanceUrl = (baseUrl: string, slug: string, id: number) =>
   `${baseUrl}/api/${API_BASE}/${slug}/${id}/`;
-export const cotUrl = (baseUrl: string, id: number) =>
+const cotUrl = (baseUrl: string, id: number) =>
   `${baseUrl}/api/${API_BASE}/custom-object-types/${id}/`;
 /** Each word's first letter upper-cased, the rest kept (NetBox's `title`). */
 export const titleCase = (s: string) =>
@@ -53,7 +53,7 @@ export function nestedCot(baseUrl: string, cot: CotRow): ApiRecord {
   };
 }
 
-export function sortFields(fields: FieldRow[]): FieldRow[] {
+function sortFields(fields: FieldRow[]): FieldRow[] {
   return [...fields].sort(
     (a, b) =>
       a.groupName.localeCompare(b.groupName) || a.weight - b.weight || a.name.localeCompare(b.name),
@@ -74,7 +74,7 @@ export async function relatedInfos(
   return out;
 }
 
-export function buildTable(cot: CotRow, fields: FieldRow[]) {
+function buildTable(cot: CotRow, fields: FieldRow[]) {
   const cols: Record<string, any> = {
     id: integer("id").primaryKey({ autoIncrement: true }),
     created: text("created").notNull(),

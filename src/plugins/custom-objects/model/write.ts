@@ -248,11 +248,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     const refIds: Record<string, number | null> = Object.create(null);
     if (!batch) {
       for (const f of embeddedFields) {
-        const raw = Object.prototype.hasOwnProperty.call(input, f.name)
-          ? input[f.name]
-          : existing
-            ? undefined
-            : f.default;
+        const raw = Object.hasOwn(input, f.name) ? input[f.name] : existing ? undefined : f.default;
         const id =
           raw && typeof raw === "object" && !Array.isArray(raw)
             ? (raw as Record<string, unknown>).id
@@ -345,7 +341,7 @@ export function writer(shape: Shape, read: Reader): Writer {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
     }
-    if (Object.prototype.hasOwnProperty.call(input, "tags")) {
+    if (Object.hasOwn(input, "tags")) {
       const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
       if ("error" in r) errors.add("tags", r.error);
       else tagIds = r.ids;

@@ -57,10 +57,10 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
     ]);
   const b = body as Record<string, unknown>;
   let docInput: unknown = b;
-  let allow: unknown = undefined;
-  let hash: unknown = undefined;
-  let plan: unknown = undefined;
-  let purge: unknown = undefined;
+  let allow: unknown;
+  let hash: unknown;
+  let plan: unknown;
+  let purge: unknown;
   if ("schema" in b) {
     const extra = Object.keys(b).filter(
       (k) =>
@@ -146,11 +146,6 @@ export const documentSlugs = (doc: SchemaDocument) => [
   ...doc.types.map((t) => t.slug),
   ...(doc.removed_types ?? []).map((r) => r.slug),
 ];
-
-/** A hash of the database state of the types a document names (missing types included). */
-export async function stateHash(db: Executor, ctx: ReadContext, slugs: string[]): Promise<string> {
-  return hashSnapshot(snapshotOf(await loadDbTypes(db, ctx.services.objectTypes, slugs), slugs));
-}
 
 /**
  * The state hash the database will have once the document is applied, computed from the

@@ -30,11 +30,10 @@ import {
   entryFromCanonical,
   loadDbTypes,
   sameValue,
-  type CanonicalField,
   type DbType,
 } from "./state";
 
-export interface FieldChange {
+interface FieldChange {
   op: "add" | "alter" | "remove";
   schema_id: number;
   db_name: string;
@@ -419,7 +418,7 @@ export async function diffDocument(
 }
 
 /** Choice sets and object types as the database has them. */
-export function defaultLookups(
+function defaultLookups(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   doc?: SchemaDocument,
@@ -445,6 +444,4 @@ export function defaultLookups(
     },
   };
 }
-
-export { countRows, normalizeTogether };
-export type { CanonicalField, DestructiveChange };
+export type { DestructiveChange };

@@ -92,13 +92,13 @@ export const TypeEntrySchema = v.strictObject({
 });
 
 /** A whole type removed by the document (issue 16): gated over rows, then moved to the trash. */
-export const RemovedTypeSchema = v.looseObject({
+const RemovedTypeSchema = v.looseObject({
   slug: v.pipe(v.string(), v.maxLength(100), v.regex(SLUG_RE, "must match ^[-a-zA-Z0-9_]+$")),
   name: v.optional(v.string()),
 });
 
 /** A choice set the document's fields use, created or updated with the document (issue 16). */
-export const ChoiceSetEntrySchema = v.strictObject({
+const ChoiceSetEntrySchema = v.strictObject({
   name: v.pipe(v.string(), v.minLength(1), v.maxLength(100)),
   description: v.optional(v.pipe(v.string(), v.maxLength(200))),
   extra_choices: v.pipe(

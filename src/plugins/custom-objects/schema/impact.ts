@@ -17,7 +17,7 @@ import {
 import { fieldType } from "../field-types";
 import { isLossless, retypeConverter, type FieldRow } from "../values";
 
-export type ImpactReason =
+type ImpactReason =
   | "field_removed"
   | "type_removed"
   | "lossy_type_change"
@@ -127,13 +127,12 @@ export async function countLinksOutside(
   f: FieldRow,
   keep: number[] | null,
 ): Promise<number> {
-  const keepList =
-    keep && keep.length
-      ? sql.join(
-          keep.map((k) => sql`${k}`),
-          sql`, `,
-        )
-      : null;
+  const keepList = keep?.length
+    ? sql.join(
+        keep.map((k) => sql`${k}`),
+        sql`, `,
+      )
+    : null;
   if (hasLinkTable(f)) {
     const lt = ident(linkTableName(cotId, f.id));
     if (!f.isPolymorphic || !keepList)
@@ -174,7 +173,7 @@ export async function clearLinksOutside(
   keep: number[] | null,
 ): Promise<void> {
   const keepList =
-    keep && keep.length && f.isPolymorphic
+    keep?.length && f.isPolymorphic
       ? sql.join(
           keep.map((k) => sql`${k}`),
           sql`, `,

@@ -12,7 +12,7 @@ import type { FieldEntry, TypeEntry } from "./document";
 import { FIELD_DEFAULTS } from "../field-definition";
 
 /** Field attributes a document may state, with the value an omitted key means (defined once). */
-export const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;
+const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;
 export type CanonicalField = {
   id: number;
   name: string;
@@ -29,10 +29,10 @@ export const COT_ATTR_DEFAULTS = {
 export type CotAttrs = { name: string } & typeof COT_ATTR_DEFAULTS;
 
 /** `custom_objects`/`custom-objects` → `custom-objects` (the document spelling). */
-export function relatedRef(appLabel: string, model: string): string {
+function relatedRef(appLabel: string, model: string): string {
   return `${appLabel === "custom_objects" ? "custom-objects" : appLabel}/${model}`;
 }
-export function normalizeRef(ref: string): string {
+function normalizeRef(ref: string): string {
   const [app, model] = ref.split("/") as [string, string];
   return relatedRef(app === "custom_objects" ? "custom_objects" : app, model);
 }
@@ -74,7 +74,7 @@ export interface DbType {
   tombstones: Tombstone[];
 }
 
-export function tombstonesOf(cot: CotRow): Tombstone[] {
+function tombstonesOf(cot: CotRow): Tombstone[] {
   const removed = (cot.schemaDocument as { removed_fields?: unknown } | null)?.removed_fields;
   return Array.isArray(removed)
     ? removed.filter(

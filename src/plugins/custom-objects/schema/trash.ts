@@ -5,7 +5,7 @@
  * `trash__<entry>_…`), so a restore renames it back and re-inserts the records with their ids
  * (ids are AUTOINCREMENT, never handed out again). Purging drops the renamed storage.
  */
-import { and, asc, eq, inArray, lte, sql } from "drizzle-orm";
+import { and, asc, eq, lte, sql } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client";
 import {
   customObjectTrash,
@@ -346,10 +346,4 @@ export async function purgeExpiredTrash(
     purged++;
   }
   return purged;
-}
-
-export async function trashByIds(db: Executor, ids: number[]): Promise<TrashRow[]> {
-  return ids.length
-    ? db.select().from(customObjectTrash).where(inArray(customObjectTrash.id, ids))
-    : [];
 }

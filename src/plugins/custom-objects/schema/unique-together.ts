@@ -12,7 +12,7 @@ import type { FieldRow } from "../values";
 import { countDuplicates } from "./impact";
 
 /** At most this many compound keys per type (index names `_ut0` … `_ut15`). */
-export const MAX_UNIQUE_TOGETHER = 16;
+const MAX_UNIQUE_TOGETHER = 16;
 const NAME = /^[a-z0-9]+(_[a-z0-9]+)*$/;
 
 /** unique_together in one spelling: each set sorted, the sets sorted (order carries no meaning). */
