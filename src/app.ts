@@ -36,6 +36,7 @@ import { optionsMetadata } from "./openapi/metadata";
 import { answerMethodNotAllowed } from "./core/method-not-allowed";
 import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
+import { homeRoutes } from "./core/home";
 import { describeRoute } from "./core/validate";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
@@ -275,6 +276,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   }
   app.route("/api", api);
   app.route("/graphql", graphqlRoutes(services));
+  app.route("/", homeRoutes(installed.map(({ plugin }) => plugin.name)));
   for (const { plugin, parts } of installed) {
     if (parts.routes) app.route(`/plugins/${plugin.name}`, parts.routes);
     if (parts.rootRoutes) app.route("/", parts.rootRoutes);

@@ -283,3 +283,47 @@ export function redactUrl(raw: string): string {
     return "<unparseable url>";
   }
 }
+
+/** Prefixes of our settings: an unknown name with one of them is most likely a typo. */
+const OUR_PREFIXES = ["HOST_", "DATABASE_", "REDIS_", "CACHE_", "LOG_", "LOGIN_", "PLUGINS"];
+/** Settings read outside `loadConfig`: by `npm start`, the CLI and the tools. */
+const READ_ELSEWHERE = new Set([
+  "HOST_LOCAL_REDIS",
+  "HOST_SUPERUSER_PASSWORD",
+  "HOST_TOKEN",
+  "HOST_SKIP_GATE",
+  "REDIS_BRIDGE_PORT",
+  "REDIS_BRIDGE_REDIS_URL",
+  "REDIS_BRIDGE_TOKEN",
+]);
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(
+        prev[j]! + 1,
+        row[j - 1]! + 1,
+        prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * Names in `env` that look like ours but that nothing reads (`LOGIN_REQUIRD`), each with the
+ * known setting it most likely meant, for one warning line at start.
+ * @example unknownSettings({ LOGIN_REQUIRD: "false" }) // ["LOGIN_REQUIRD (did you mean LOGIN_REQUIRED?)"]
+ */
+export function unknownSettings(env: Record<string, unknown>): string[] {
+  const known = [...Object.keys(EnvSchema.entries), ...READ_ELSEWHERE];
+  const out: string[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!OUR_PREFIXES.some((p) => name.startsWith(p)) || known.includes(name)) continue;
+    const best = known.map((k) => ({ k, d: editDistance(name, k) })).sort((x, y) => x.d - y.d)[0];
+    out.push(best && best.d <= 3 ? `${name} (did you mean ${best.k}?)` : name);
+  }
+  return out;
+}

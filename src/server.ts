@@ -5,7 +5,7 @@
  */
 import { dirname } from "node:path";
 import { createApp, servicesOf } from "./app";
-import { ConfigError, loadConfig, redactUrl, type Config } from "./config";
+import { ConfigError, loadConfig, redactUrl, unknownSettings, type Config } from "./config";
 import { openDatabase } from "./db/local";
 import { runMigrations } from "./db/migrate";
 import { describeDatabaseError } from "./db/connection-errors";
@@ -130,6 +130,8 @@ async function main() {
   try {
     let config = loadConfig(process.env, "bun");
     const logger = createLogger(config.logLevel);
+    const unknown = unknownSettings(process.env);
+    if (unknown.length) logger.warn(`unknown settings ignored: ${unknown.join(", ")}`);
     // Before anything starts: a busy port or an unreachable database is one line, nothing else.
     await assertPortFree(config.host, config.port);
     const db = await openMigrated(config);

@@ -11,6 +11,7 @@ import { runMigrations } from "../db/migrate";
 import { describeDatabaseError } from "../db/connection-errors";
 import { createUser, issueToken } from "../core/auth/provisioning";
 import { SCHEMA_USAGE, schemaCommand } from "./schema";
+import { BACKUP_USAGE, backupCommand } from "./backup";
 
 const CREATESUPERUSER_USAGE = `usage: npm run manage -- createsuperuser --username NAME [--email E] [--password-stdin | --no-input]
 Creates a superuser on DATABASE_URL. On a terminal it asks for the password twice (hidden).
@@ -35,6 +36,7 @@ commands:
   createsuperuser   create a superuser (password prompt on a terminal, or --password-stdin)
   create-token      issue an API token and print it
   schema            export, preview or apply schema documents (schema --help)
+  backup FILE       a consistent copy of the live local database (backup --help)
 Every command works on DATABASE_URL (default file:data/host.db) and migrates it first.`;
 
 class UsageError extends Error {}
@@ -157,11 +159,13 @@ async function main(argv: string[]): Promise<number> {
   if (command === "--help" || command === "-h" || command === "help") {
     const topic = rest[0];
     if (topic === "schema") out(SCHEMA_USAGE);
+    else if (topic === "backup") out(BACKUP_USAGE);
     else if (topic && topic in HELP) out(HELP[topic as keyof typeof HELP]);
     else out(USAGE);
     return 0;
   }
   if (command === "schema") return schemaCommand(rest);
+  if (command === "backup") return backupCommand(rest, { out, err });
   if (!(command in OPTIONS)) {
     err(`Unknown command: ${command}\n${USAGE}`);
     return 1;
