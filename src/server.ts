@@ -123,6 +123,7 @@ async function openMigrated(config: Config) {
 
 async function main() {
   let stack: LocalRedisStack | null = null;
+  let started: { url: string; authToken?: string; close(): Promise<void> } | null = null;
   const exit = async (code: number): Promise<never> => {
     await stack?.stop();
     process.exit(code);
@@ -135,6 +136,7 @@ async function main() {
     // Before anything starts: a busy port or an unreachable database is one line, nothing else.
     await assertPortFree(config.host, config.port);
     const db = await openMigrated(config);
+    started = { ...config.database, close: () => db.close() };
     ({ config, stack } = await withLocalRedis(config, logger));
     const redact = createRedactor(secretsOf(config));
 
@@ -196,6 +198,14 @@ async function main() {
   } catch (e) {
     if (e instanceof ConfigError || e instanceof StartupError) {
       console.error(e.message);
+      await exit(1);
+    }
+    // A database failure after the database opened (read-only, damaged, full): one line, and
+    // nothing this process started is left running.
+    const cause = started && describeDatabaseError(e, started.url, started.authToken);
+    if (cause) {
+      console.error(`cannot start: ${cause}`);
+      await started?.close().catch(() => undefined);
       await exit(1);
     }
     await stack?.stop();

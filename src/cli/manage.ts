@@ -218,9 +218,24 @@ async function main(argv: string[]): Promise<number> {
   });
 }
 
+/** One line for any failure: a database failure names its cause and file; no SQL, no values. */
+function failureLine(e: unknown): string {
+  if (e instanceof ConfigError) return e.message;
+  const env = process.env;
+  const cause = describeDatabaseError(
+    e,
+    env.DATABASE_URL ?? "file:data/host.db",
+    env.DATABASE_AUTH_TOKEN,
+  );
+  if (cause) return `error: ${cause}`;
+  // Drizzle's "Failed query: <SQL> params: <values>" would print what was bound (a token hash).
+  const message = String((e as Error)?.message ?? e);
+  return `error: ${message.startsWith("Failed query:") ? "a database statement failed" : message.split("\n")[0]}`;
+}
+
 try {
   process.exit(await main(process.argv.slice(2)));
 } catch (e) {
-  err(e instanceof ConfigError ? e.message : `error: ${(e as Error).message}`);
+  err(failureLine(e));
   process.exit(1);
 }

@@ -72,6 +72,8 @@ export function classifyDatabaseError(error: unknown, authTokenSet = true): Data
   if (status) return { kind: "server_error", reason: `the server answered HTTP ${status}` };
   if (has(/ECONNRESET|socket|network|fetch failed|Network connection lost/i))
     return { kind: "unreachable", reason: `unreachable: ${oneLine(chain.at(-1)!.message)}` };
+  const fileProblem = FILE_PROBLEMS.find(([re]) => has(re));
+  if (fileProblem) return { kind: "local_file", reason: fileProblem[1] };
   if (
     has(
       /ENOENT|EACCES|EPERM|EROFS|Unable to open connection to local database|SQLITE_CANTOPEN|unable to open database file/i,
@@ -84,6 +86,15 @@ export function classifyDatabaseError(error: unknown, authTokenSet = true): Data
   }
   return null;
 }
+
+/** What SQLite says about the file itself, in words an operator can act on. */
+const FILE_PROBLEMS: Array<[RegExp, string]> = [
+  [/SQLITE_READONLY|readonly database/i, "the database file (or its folder) is read-only"],
+  [/SQLITE_CORRUPT|malformed/i, "the database file is damaged (SQLITE_CORRUPT); restore a backup"],
+  [/SQLITE_NOTADB|not a database/i, "the file is not a SQLite database"],
+  [/SQLITE_FULL|database or disk is full/i, "the disk is full"],
+  [/SQLITE_IOERR|disk I\/O error/i, "the disk failed to read or write the file (SQLITE_IOERR)"],
+];
 
 function oneLine(s: string): string {
   return s.replace(/\s+/g, " ").trim().replace(/\.+$/, "").slice(0, 200);
