@@ -8,7 +8,7 @@ import type { Services } from "../core/context";
 import type { DefinedModel } from "../core/models/define";
 import { DEFAULT_LOOKUPS, type FilterSpec, type ListSpec } from "../core/rest/query";
 import { ROUTE_DOC, type RouteDoc } from "../core/validate";
-import { closedObject, ref, type JsonSchema, type ModelOpenApi } from "./json-schema";
+import { closedObject, ref, type JsonSchema, type ModelOpenApi } from "../core/json-schema";
 import {
   hostModelName,
   modelNames,

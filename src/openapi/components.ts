@@ -3,7 +3,7 @@
  * error?}`), their responses, and the token security schemes.
  */
 import { ERROR_RESPONSES } from "./builder";
-import type { JsonSchema } from "./json-schema";
+import type { JsonSchema } from "../core/json-schema";
 
 export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
   Error: {

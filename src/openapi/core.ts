@@ -2,7 +2,7 @@
 import type { Services } from "../core/context";
 import { CORE_MODELS } from "../core/routes";
 import type { OpenApiBuilder } from "./builder";
-import { closedObject, type JsonSchema } from "./json-schema";
+import { closedObject, type JsonSchema } from "../core/json-schema";
 
 const SECTION_TEXT: Record<string, string> = {
   core: "Object types, the change log and background jobs.",

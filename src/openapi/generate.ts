@@ -11,7 +11,7 @@ import { HOST_VERSION } from "../core/routes";
 import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi, type RouteEntry } from "./builder";
 import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
 import { describeCore, describeGraphql } from "./core";
-import type { OpenApiDocument } from "./json-schema";
+import type { OpenApiDocument } from "../core/json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
 import { toYaml } from "./yaml";

@@ -4,7 +4,7 @@
  * static models are all described through here; nothing per model is written by hand.
  */
 import type { DefinedModel, FieldSpec } from "../core/models/define";
-import { closedObject, orNull, pascal, ref, type JsonSchema } from "./json-schema";
+import { closedObject, orNull, pascal, ref, type JsonSchema } from "../core/json-schema";
 
 /** Component names of one model. */
 export interface ModelNames {

@@ -4,7 +4,7 @@
  */
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { GenericSchema } from "valibot";
-import { COMPONENTS, type JsonSchema } from "./json-schema";
+import { COMPONENTS, type JsonSchema } from "../core/json-schema";
 
 /** Rewrites `#/$defs/X` to component references, recursively. */
 function relink(value: unknown): unknown {

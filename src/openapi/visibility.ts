@@ -4,7 +4,7 @@
  * title or description naming it (§4: nothing a user may not view is named). The full document
  * is built once per schema version; this filter runs once per set of hidden types.
  */
-import type { OpenApiDocument } from "./json-schema";
+import type { OpenApiDocument } from "../core/json-schema";
 
 const COT_PATH = /^\/api\/plugins\/custom-objects\/([^/{}]+)(?:\/\{id\})?\/?$/;
 const COT_SCHEMA = /^CustomObject\.([^.]+)(?:\..+)?$/;

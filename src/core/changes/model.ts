@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { objectChanges } from "../../db/schema";
 import { hideUnviewable } from "../auth/restrict";
 import { defineModel, type DefinedModel } from "../models/define";
-import { orNull, ref } from "../../openapi/json-schema";
+import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";

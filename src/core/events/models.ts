@@ -3,7 +3,7 @@ import { and, count, eq, inArray } from "drizzle-orm";
 import { eventRuleObjectTypes, eventRules, webhooks } from "../../db/schema";
 import { ApiError, ValidationError } from "../errors";
 import { defineModel, recordUrl } from "../models/define";
-import { closedObject, orNull, ref } from "../../openapi/json-schema";
+import { closedObject, orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import type { DeleteHook } from "../rest/resource";
 import { conditionError } from "./conditions";

@@ -3,7 +3,7 @@ import { jobs } from "../../db/schema";
 import { JOB_STATUSES } from "../../services/tasks/queue";
 import { nestedObjects, readOnlyWithoutTimestamps } from "../changes/model";
 import { defineModel } from "../models/define";
-import { orNull, ref } from "../../openapi/json-schema";
+import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 

@@ -18,7 +18,7 @@ import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
 import { naturalize } from "./natural";
-import type { ModelOpenApi } from "../../openapi/json-schema";
+import type { ModelOpenApi } from "../json-schema";
 
 type FieldType =
   | "string"

@@ -16,7 +16,7 @@ import {
   ref,
   type JsonSchema,
   type ModelOpenApi,
-} from "../../openapi/json-schema";
+} from "../../core/json-schema";
 import { paginated, type ModelNames } from "../../openapi/model-schemas";
 import { valibotComponents } from "../../openapi/valibot";
 import { FIELD_TYPES, fieldType, type SchemaEnv } from "./field-types";

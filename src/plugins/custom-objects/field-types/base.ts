@@ -3,7 +3,7 @@ import { toJsonSchema } from "@valibot/to-json-schema";
 import { sql, type SQL } from "drizzle-orm";
 import * as v from "valibot";
 import { ValidationError } from "../../../core/errors";
-import { orNull, type JsonSchema } from "../../../openapi/json-schema";
+import { orNull, type JsonSchema } from "../../../core/json-schema";
 import {
   parseEmpty,
   parseFilterNumber,

@@ -7,7 +7,7 @@
  */
 import { sql } from "drizzle-orm";
 import * as v from "valibot";
-import type { JsonSchema } from "../../../openapi/json-schema";
+import type { JsonSchema } from "../../../core/json-schema";
 import { parseWith } from "./base";
 import type { FieldTypeModule } from "./types";
 

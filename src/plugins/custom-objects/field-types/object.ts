@@ -2,7 +2,7 @@
  * `object`: a reference to one object of a host model or custom object type, stored as
  * `<name>_id` (and `<name>_type` when polymorphic). Filters and sorts by the id.
  */
-import { orNull } from "../../../openapi/json-schema";
+import { orNull } from "../../../core/json-schema";
 import { sql } from "drizzle-orm";
 import { describe, polymorphicFilters, requestValue } from "./base";
 import { refReadSchema, refWriteSchema } from "./reference";

@@ -1,6 +1,6 @@
 /** What `object` and `multiobject` share: reading a reference from a request, and its schemas. */
 import * as v from "valibot";
-import { closedObject, type JsonSchema } from "../../../openapi/json-schema";
+import { closedObject, type JsonSchema } from "../../../core/json-schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import type { FieldRow, SchemaEnv } from "./types";
 import { upstreamAppLabel } from "../constants";

@@ -1,7 +1,7 @@
 /** `text`: a string in a TEXT column; `""` is stored as null. `textLike` also makes longtext and url. */
 import * as v from "valibot";
 import { cached, describe, jsonOf, parseWith, regexActions, requestValue } from "./base";
-import type { JsonSchema } from "../../../openapi/json-schema";
+import type { JsonSchema } from "../../../core/json-schema";
 import type { FieldLike, FieldRow, FieldTypeModule } from "./types";
 
 type Actions = (f: FieldLike) => v.PipeItem<string, string, v.BaseIssue<unknown>>[];

@@ -7,7 +7,7 @@ import type { SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type * as v from "valibot";
 import type { customObjectTypeFields } from "../../../db/schema";
-import type { JsonSchema } from "../../../openapi/json-schema";
+import type { JsonSchema } from "../../../core/json-schema";
 import type { FilterSpec, SearchTerm } from "../../../core/rest/query";
 import type { FieldDescription } from "../../../core/rest/resource";
 
