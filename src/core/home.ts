@@ -5,6 +5,7 @@
 import { Hono } from "hono";
 import type { HonoEnv } from "./context";
 import { baseUrlOf } from "./http";
+import { describeRoute } from "./validate";
 
 interface Link {
   rel: string;
@@ -50,7 +51,37 @@ function page(links: Link[]): string {
 export function homeRoutes(pluginNames: string[]): Hono<HonoEnv> {
   const links = linksOf(pluginNames);
   const html = page(links);
-  return new Hono<HonoEnv>().get("/", (c) => {
+  const doc = describeRoute(
+    {
+      tags: ["api"],
+      operationId: "home",
+      summary: "Where to go from here: the docs, the API, GraphQL and health",
+      security: [],
+      responses: {
+        "200": {
+          description: "A page for a browser (`Accept: text/html`), else the same links as JSON.",
+          content: {
+            "application/json": {
+              schema: {
+                type: "object",
+                properties: {
+                  name: { type: "string" },
+                  links: {
+                    type: "object",
+                    additionalProperties: { type: "string", format: "uri" },
+                  },
+                },
+                required: ["name", "links"],
+              },
+            },
+            "text/html": { schema: { type: "string" } },
+          },
+        },
+      },
+    },
+    { slash: false },
+  );
+  return new Hono<HonoEnv>().get("/", doc, (c) => {
     if ((c.req.header("accept") ?? "").includes("text/html")) return c.html(html);
     const base = baseUrlOf(c);
     return c.json({
