@@ -38,6 +38,7 @@ import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 import { homeRoutes } from "./core/home";
 import { describeRoute } from "./core/validate";
+import { baseUrlOf } from "./core/http";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
 const NETBOX_API_VERSION = "4.5";
@@ -262,7 +263,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     },
   });
   api.get("/plugins", pluginsRoot, (c) => {
-    const origin = new URL(c.req.url).origin;
+    const origin = baseUrlOf(c);
     return c.json(
       Object.fromEntries(
         plugins

@@ -89,10 +89,41 @@ function jsonDepthExceeds(text: string, limit: number): boolean {
   return false;
 }
 
-/** `scheme://host` of the request, honouring X-Forwarded-Proto behind a proxy. */
-export function baseUrlOf(c: Context): string {
+/** A host name, IPv4 or bracketed IPv6 address, with an optional port. */
+const FORWARDED_HOST = /^(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\])(?::\d{1,5})?$/i;
+
+/**
+ * The entry of a proxy header that the outermost trusted proxy wrote: with `TRUSTED_PROXY_HOPS`
+ * = n, the n-th from the right (a proxy that overwrites the header leaves one entry: that one).
+ * Null when no proxy is trusted (n = 0): then a client could write it (decision 0069).
+ */
+function trustedForwarded(c: Context, header: string): string | null {
+  const hops = (c.var as { services?: { config?: { trustedProxyHops?: number } } }).services
+    ?.config?.trustedProxyHops;
+  if (!hops) return null;
+  const entries = (c.req.header(header) ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (!entries.length) return null;
+  return entries[Math.max(0, entries.length - hops)]!;
+}
+
+/**
+ * The request's URL as the client addressed it: behind trusted proxies (`TRUSTED_PROXY_HOPS` >
+ * 0) with the scheme of X-Forwarded-Proto and the host of X-Forwarded-Host; otherwise as
+ * received, whatever those headers say. Absolute URLs (`url`, `next`, API roots) come from it.
+ */
+export function publicUrlOf(c: Context): URL {
   const url = new URL(c.req.url);
-  const proto = c.req.header("x-forwarded-proto")?.split(",")[0]?.trim();
+  const proto = trustedForwarded(c, "x-forwarded-proto")?.toLowerCase();
   if (proto === "http" || proto === "https") url.protocol = `${proto}:`;
-  return url.origin;
+  const host = trustedForwarded(c, "x-forwarded-host");
+  if (host && FORWARDED_HOST.test(host)) url.host = host;
+  return url;
+}
+
+/** `scheme://host` of the request as the client addressed it (see `publicUrlOf`). */
+export function baseUrlOf(c: Context): string {
+  return publicUrlOf(c).origin;
 }

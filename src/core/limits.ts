@@ -34,6 +34,25 @@ export const MAX_JSON_DEPTH = 64;
 export const MAX_COLUMNS_PER_TYPE = 500;
 
 /**
+ * Characters of one short text value: custom object `text` and `url` fields (decision 0068).
+ * Far above a name or a note; a page of 1,000 such rows stays within the response budget's reach.
+ */
+export const MAX_TEXT_CHARS = 65_536;
+
+/** Characters of one long text value: custom object `longtext`, host models' `comments`. */
+export const MAX_LONGTEXT_CHARS = 1_048_576;
+
+/** Characters of one JSON value, measured on its JSON text as stored. */
+export const MAX_JSON_CHARS = 1_048_576;
+
+/**
+ * Bytes of JSON one REST or GraphQL answer may carry, measured on the stored values before any
+ * row is read (decision 0068): a list whose page would pass it answers 400 `response_too_large`
+ * and the client asks for a smaller page. Setting `MAX_RESPONSE_BYTES`.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1_048_576;
+
+/**
  * Names a custom object field may not take: the keys of `Object.prototype` and `Function`
  * that match the field name pattern, and the rest of the JavaScript prototype names so the
  * list reads as a whole (compared in lower case).
@@ -53,3 +72,20 @@ export const PROTOTYPE_NAMES: readonly string[] = [
   "__lookupgetter__",
   "__lookupsetter__",
 ];
+
+/**
+ * True when `s` holds a C0 control character (NUL, tab, newline, …) or DEL. Filter and search
+ * values carrying one answer 400 (decision 0068): SQLite's full-text syntax ends a phrase at NUL,
+ * and no name, slug or search term holds such characters.
+ */
+export function hasControlCharacter(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const ch = s.charCodeAt(i);
+    if (ch < 0x20 || ch === 0x7f) return true;
+  }
+  return false;
+}
+
+/** The message filters and searches answer for a value with a control character. */
+export const CONTROL_CHARACTER_MESSAGE =
+  "Control characters (such as NUL or newline) are not allowed in filters and searches.";

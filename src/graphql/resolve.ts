@@ -6,7 +6,7 @@
 import { and, asc, desc, not, or, sql, type SQL } from "drizzle-orm";
 import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
-import { MAX_FILTER_VALUES } from "../core/limits";
+import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } from "../core/limits";
 import { MAX_LIMIT } from "../core/rest/query";
 
 /** AND / OR / NOT and related filters nest at most this deep. */
@@ -126,6 +126,8 @@ async function filterWhere(
     for (const [lookup, v] of Object.entries(value as Record<string, unknown>)) {
       if (v === undefined || !Object.hasOwn(LOOKUPS, lookup)) continue;
       if (v === null && lookup !== "exact") continue;
+      if ((Array.isArray(v) ? v : [v]).some((x) => typeof x === "string" && hasControlCharacter(x)))
+        throw badArgument(CONTROL_CHARACTER_MESSAGE);
       count(Array.isArray(v) ? Math.max(1, v.length) : 1);
       terms.push(
         await constraintSql(

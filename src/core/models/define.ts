@@ -6,6 +6,7 @@ import { and, eq, getTableColumns, getTableName, inArray, sql, type SQLWrapper }
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
 import { ErrorCollector } from "../errors";
+import { MAX_JSON_CHARS, MAX_LONGTEXT_CHARS } from "../limits";
 import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
 import type {
   ApiRecord,
@@ -516,8 +517,10 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       if (typeof raw !== "string") return { error: "Not a valid string." };
       const s = f.type === "text" ? raw : raw.trim();
       if (f.required && !s) return { error: "This field may not be blank." };
-      if (f.maxLength && s.length > f.maxLength)
-        return { error: `Ensure this field has no more than ${f.maxLength} characters.` };
+      // Long text without a length of its own has the documented cap (decision 0068).
+      const max = f.maxLength ?? (f.type === "text" ? MAX_LONGTEXT_CHARS : undefined);
+      if (max && s.length > max)
+        return { error: `Ensure this field has no more than ${max} characters.` };
       if (f.type === "slug" && !SLUG_RE.test(s))
         return {
           error: 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.',
@@ -545,6 +548,8 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       return { value };
     }
     case "json":
+      if (JSON.stringify(raw).length > MAX_JSON_CHARS)
+        return { error: `Ensure this JSON value has no more than ${MAX_JSON_CHARS} characters.` };
       return checked(raw);
     case "fk": {
       const id = typeof raw === "object" && raw && !Array.isArray(raw) ? (raw as any).id : raw;

@@ -15,7 +15,7 @@ import {
 import type { Ctx, HonoEnv, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
-import { readJson, baseUrlOf } from "../http";
+import { readJson, baseUrlOf, publicUrlOf } from "../http";
 import { pageLinks, parseListQuery, parseProjection, project } from "./query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
@@ -227,7 +227,7 @@ async function writtenRecords(
 
 async function listRecords(c: Ctx, resource: Resource) {
   const ctx = readContext(c);
-  const url = new URL(c.req.url);
+  const url = publicUrlOf(c);
   const parsed = parseListQuery(url, resource.list);
   const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
   const q = restricted

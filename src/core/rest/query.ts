@@ -5,6 +5,8 @@
 import { and, asc, desc, not, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { ValidationError } from "../errors";
 import {
+  CONTROL_CHARACTER_MESSAGE,
+  hasControlCharacter,
   MAX_FILTER_PARAMS,
   MAX_FILTER_VALUES,
   MAX_NUMBER_LENGTH,
@@ -289,6 +291,7 @@ export interface ListSpec {
 /** Parses a list request's query string; invalid values answer 400 keyed by parameter. */
 export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const params = url.searchParams;
+  refuseControlCharacters(params);
   const conditions: SQL[] = [];
   const seen = new Set<string>();
   let filterParams = 0;
@@ -364,6 +367,18 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     ...parsePaging(params),
     projection: parseProjection(params),
   };
+}
+
+/** 400 when any query parameter (name or value) holds a control character (decision 0068). */
+export function refuseControlCharacters(params: URLSearchParams): void {
+  for (const [key, value] of params) {
+    if (hasControlCharacter(value))
+      throw new ValidationError({
+        [hasControlCharacter(key) ? "non_field_errors" : key]: [CONTROL_CHARACTER_MESSAGE],
+      });
+    if (hasControlCharacter(key))
+      throw new ValidationError({ non_field_errors: [CONTROL_CHARACTER_MESSAGE] });
+  }
 }
 
 export function parsePaging(params: URLSearchParams): { limit: number; offset: number } {

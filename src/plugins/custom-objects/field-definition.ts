@@ -15,7 +15,7 @@ import {
   isReservedFieldName,
 } from "./constants";
 import { FIELD_TYPES, fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
-import { compileRegex } from "./field-types/base";
+import { patternProblem } from "./field-types/pattern";
 
 const FIELD_NAME_MAX = 50;
 
@@ -224,8 +224,10 @@ export function fieldRuleIssues(
           key: "validation_regex",
           message: `Only ${typesTaking("regex")} fields take a regex.`,
         });
-    } else if (!validRegex(f.validation_regex as string))
-      out.push({ key: "validation_regex", message: "Not a valid regular expression." });
+    } else {
+      const problem = patternProblem(f.validation_regex as string);
+      if (problem) out.push({ key: "validation_regex", message: problem });
+    }
   }
   if (kind.takes.choices) {
     if (!present("choice_set"))
@@ -296,7 +298,6 @@ export function fieldRuleIssues(
   return out;
 }
 
-const validRegex = (source: string) => compileRegex(source) !== null;
 
 /** Messages about the fields of one type taken together. */
 export const ONE_PRIMARY = "Only one field of a type can be primary.";

@@ -8,6 +8,7 @@ import { hasPermission } from "../../core/auth/permissions";
 import { hideUnviewable, requireObject, restrictWhere } from "../../core/auth/restrict";
 import type { Ctx } from "../../core/context";
 import { notFound, ValidationError } from "../../core/errors";
+import { publicUrlOf } from "../../core/http";
 import { parseLabel } from "../../core/object-types";
 import { readContext } from "../../core/rest/handlers";
 import { pageLinks, parsePaging } from "../../core/rest/query";
@@ -17,7 +18,7 @@ import { linkCondition } from "./on-delete";
 
 export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   const ctx = readContext(c);
-  const url = new URL(c.req.url);
+  const url = publicUrlOf(c);
   const params = url.searchParams;
   const rawType = params.get("object_type")?.trim();
   const rawId = params.get("object_id")?.trim();

@@ -11,6 +11,7 @@ import {
   type Lookup,
 } from "../../../core/rest/query";
 import type { Checked, FieldLike, FieldRow, FilterContext } from "./types";
+import { compilePattern } from "./pattern";
 
 type Schema = v.GenericSchema<unknown, unknown>;
 
@@ -38,20 +39,6 @@ export function jsonOf(schema: Schema): JsonSchema {
   return rest;
 }
 
-/** Regexes come from users: compile once per pattern and keep them. */
-// Module-level on purpose: a pure memo of immutable inputs (a pattern → its flagless RegExp), no app state (docs/architecture.md).
-const regexCache = new Map<string, RegExp | null>();
-export function compileRegex(pattern: string): RegExp | null {
-  if (!regexCache.has(pattern)) {
-    try {
-      regexCache.set(pattern, new RegExp(pattern));
-    } catch {
-      regexCache.set(pattern, null);
-    }
-  }
-  return regexCache.get(pattern)!;
-}
-
 /** validation_minimum / validation_maximum as valibot actions. */
 export function rangeActions(f: FieldLike) {
   const out: v.PipeItem<number, number, v.BaseIssue<unknown>>[] = [];
@@ -72,10 +59,22 @@ export function rangeActions(f: FieldLike) {
   return out;
 }
 
-/** validation_regex as a valibot action (an invalid stored pattern checks nothing). */
-export function regexActions(f: FieldLike) {
-  const re = f.validationRegex ? compileRegex(f.validationRegex) : null;
-  return re ? [v.regex(re, `Values must match this regex: ${f.validationRegex}`)] : [];
+/**
+ * validation_regex as a valibot action, matched by RE2 in linear time (decision 0068). A pattern
+ * stored before RE2 (a lookaround, a backreference) that RE2 refuses cannot be checked safely:
+ * writes that set the field answer 400 saying so; reads never run it.
+ */
+export function regexActions(f: FieldLike): v.PipeItem<string, string, v.BaseIssue<unknown>>[] {
+  if (!f.validationRegex) return [];
+  const pattern = compilePattern(f.validationRegex);
+  if ("refused" in pattern)
+    return [
+      v.check(
+        () => false,
+        `This field's validation regex uses syntax the server no longer runs (${pattern.refused}); change the field's validation_regex.`,
+      ),
+    ];
+  return [v.check(pattern.test, `Values must match this regex: ${f.validationRegex}`)];
 }
 
 /** A request value: nullable unless required; description and default added. */

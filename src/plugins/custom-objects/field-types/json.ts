@@ -1,6 +1,7 @@
 /** `json`: any JSON value, stored as its text. Not indexed, unique, sortable or searched. */
 import * as v from "valibot";
 import { jsonFilter } from "../../../core/rest/query";
+import { MAX_JSON_CHARS } from "../../../core/limits";
 import type { FieldTypeModule } from "./types";
 
 const schema = v.unknown();
@@ -27,7 +28,12 @@ export const json: FieldTypeModule = {
   describeKind: "json",
   lossless: [],
   schema: () => schema,
-  encode: (_f, raw) => ({ value: JSON.stringify(raw) }),
+  encode: (_f, raw) => {
+    const text = JSON.stringify(raw);
+    return text.length > MAX_JSON_CHARS
+      ? { error: `Ensure this JSON value has no more than ${MAX_JSON_CHARS} characters.` }
+      : { value: text };
+  },
   decode: (stored) => (stored === null || stored === undefined ? null : parse(stored)),
   fromOther: (api) => JSON.stringify(api),
   // Part of the JSON text, as upstream's `icontains` (decision 0046).

@@ -1,4 +1,5 @@
 /** `longtext`: text that is neither indexed nor unique. */
+import { MAX_LONGTEXT_CHARS } from "../../../core/limits";
 import { textLike } from "./text";
 
 export const longtext = textLike({
@@ -6,4 +7,5 @@ export const longtext = textLike({
   indexed: false,
   canBeUnique: false,
   lossless: ["text"],
+  maxChars: MAX_LONGTEXT_CHARS,
 });

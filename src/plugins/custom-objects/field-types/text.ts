@@ -2,6 +2,7 @@
 import * as v from "valibot";
 import { cached, describe, jsonOf, parseWith, regexActions, requestValue } from "./base";
 import type { JsonSchema } from "../../../core/json-schema";
+import { MAX_TEXT_CHARS } from "../../../core/limits";
 import type { FieldLike, FieldRow, FieldTypeModule } from "./types";
 
 type Actions = (f: FieldLike) => v.PipeItem<string, string, v.BaseIssue<unknown>>[];
@@ -14,13 +15,20 @@ export function textLike(options: {
   format?: string;
   actions?: Actions;
   checkOther?: boolean;
+  /** Characters one value may have (decision 0068); checked before any pattern runs. */
+  maxChars: number;
 }): FieldTypeModule {
+  const cap = v.maxLength<string, number, string>(
+    options.maxChars,
+    `Ensure this field has no more than ${options.maxChars} characters.`,
+  );
   const schema = (f: FieldLike) =>
     cached(
       f,
       () =>
         v.pipe(
           v.string("Not a valid string."),
+          cap,
           ...(options.actions?.(f) ?? []),
           ...regexActions(f),
         ) as v.GenericSchema<unknown, unknown>,
@@ -81,4 +89,5 @@ export const text = textLike({
   indexed: false,
   canBeUnique: true,
   lossless: ["longtext"],
+  maxChars: MAX_TEXT_CHARS,
 });
