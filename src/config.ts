@@ -84,6 +84,7 @@ const EnvSchema = v.object({
   PORT: v.optional(intString(0, 65535), "8000"),
   LOGIN_REQUIRED: v.optional(boolString, "true"),
   MAX_BODY_BYTES: v.optional(intString(1, 1024 * 1024 * 1024), "1048576"),
+  MAX_RESPONSE_BYTES: v.optional(intString(65536, 1024 * 1024 * 1024), String(16 * 1048576)),
   TASK_WORKER: v.optional(v.picklist(["inline", "off"], "must be inline or off"), "inline"),
   TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
@@ -122,6 +123,8 @@ export interface Config {
   port: number;
   loginRequired: boolean;
   maxBodyBytes: number;
+  /** Bytes of stored values one REST or GraphQL answer may carry (decision 0068). */
+  maxResponseBytes: number;
   taskWorker: "inline" | "off";
   /** Job queue tuning: lease length, attempts before giving up, first retry delay (doubling). */
   tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
@@ -214,6 +217,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
     port: e.PORT,
     loginRequired: e.LOGIN_REQUIRED,
     maxBodyBytes: e.MAX_BODY_BYTES,
+    maxResponseBytes: e.MAX_RESPONSE_BYTES,
     taskWorker: e.TASK_WORKER,
     tasks: {
       visibilityTimeoutMs: e.TASK_VISIBILITY_TIMEOUT_MS,

@@ -1,11 +1,13 @@
 /**
  * One structured access-log line per request: request id, method, route pattern, path, query
  * (secret-looking values redacted), status, duration and user id. Slow requests are logged at
- * `warn`, server errors at `error`, the rest at `info`, so `LOG_LEVEL` decides what is kept.
+ * `warn`, server errors at `error`, the rest at `info` (a client that closed its request too:
+ * status 499), so `LOG_LEVEL` decides what is kept.
  */
 import type { MiddlewareHandler } from "hono";
 import { routePath } from "hono/route";
 import type { HonoEnv } from "./context";
+import { CLIENT_CLOSED_REQUEST } from "./http";
 
 /** Query parameters whose values are never logged (tokens, keys, passwords, signatures…). */
 const SECRET_PARAM =
@@ -65,7 +67,9 @@ export function accessLog(options: AccessLogOptions): MiddlewareHandler<HonoEnv>
       ...(slow ? { slow: true } : {}),
     };
     const { logger } = c.var.services;
-    if (status >= 500) logger.error("request", line);
+    // A client that went away mid-request is its event, not the server's error (decision 0068).
+    if (status === CLIENT_CLOSED_REQUEST) logger.info("client closed the request", line);
+    else if (status >= 500) logger.error("request", line);
     else if (slow) logger.warn("request", line);
     else logger.info("request", line);
   };

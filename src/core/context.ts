@@ -81,6 +81,8 @@ export interface ReadContext {
   baseUrl: string;
   /** Per-transaction state (`core/slots.ts`); every write context has one. */
   scratch?: Slots;
+  /** The request's response byte budget (`core/rest/budget.ts`); none outside requests. */
+  budget?: { used: number; readonly limit: number };
 }
 
 export interface WriteContext extends ReadContext {

@@ -4,6 +4,10 @@ import { bodyLimit } from "hono/body-limit";
 import { ApiError } from "./errors";
 import type { Ctx } from "./context";
 import { MAX_JSON_DEPTH } from "./limits";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+/** The status a request gets when its client went away first (nobody reads the answer). */
+export const CLIENT_CLOSED_REQUEST = 499;
 
 const tooLarge = (limit: number) =>
   ApiError.detail(
@@ -48,7 +52,29 @@ export async function readBody(c: Ctx): Promise<ArrayBuffer> {
       throw tooLarge(limit);
     },
   })(c, async () => {});
-  return c.req.arrayBuffer();
+  try {
+    return await c.req.arrayBuffer();
+  } catch (e) {
+    throw bodyReadFailure(c, e);
+  }
+}
+
+/**
+ * A request body that could not be read is the client's doing, never a 500: a client that
+ * closed the connection mid-upload gets 499 (nginx's "client closed request", logged as a client
+ * event by the access log), a body the runtime could not decode 400 (decision 0068).
+ */
+function bodyReadFailure(c: Ctx, e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  const message = String((e as Error)?.message ?? e);
+  if (c.req.raw.signal?.aborted || /clos|abort|reset|EPIPE|ECONN/i.test(message)) {
+    return ApiError.detail(
+      CLIENT_CLOSED_REQUEST as ContentfulStatusCode,
+      "The client closed the connection before its request body arrived.",
+      "client_closed_request",
+    );
+  }
+  return ApiError.detail(400, "The request body could not be read.", "body_unreadable");
 }
 
 /**

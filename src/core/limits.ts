@@ -45,12 +45,6 @@ export const MAX_LONGTEXT_CHARS = 1_048_576;
 /** Characters of one JSON value, measured on its JSON text as stored. */
 export const MAX_JSON_CHARS = 1_048_576;
 
-/**
- * Bytes of JSON one REST or GraphQL answer may carry, measured on the stored values before any
- * row is read (decision 0068): a list whose page would pass it answers 400 `response_too_large`
- * and the client asks for a smaller page. Setting `MAX_RESPONSE_BYTES`.
- */
-export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1_048_576;
 
 /**
  * Names a custom object field may not take: the keys of `Object.prototype` and `Function`

@@ -8,6 +8,7 @@ import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
 import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } from "../core/limits";
 import { MAX_LIMIT } from "../core/rest/query";
+import { chargeRows } from "../core/rest/budget";
 
 /** AND / OR / NOT and related filters nest at most this deep. */
 export const MAX_FILTER_NESTING = 8;
@@ -50,10 +51,9 @@ export async function listRecords(
     .orderBy(...orderBy)
     .limit(limit)
     .offset(offset)) as { id: number }[];
-  const records = await r.load(
-    g.ctx,
-    rows.map((x) => Number(x.id)),
-  );
+  const ids = rows.map((x) => Number(x.id));
+  await chargeRows(g.ctx, r, ids);
+  const records = await r.load(g.ctx, ids);
   const loader = g.loaders.of(entry);
   for (const rec of records) loader.prime(rec.id as number, labelled(rec, entry.label));
   return records;

@@ -3,7 +3,8 @@
  * permissions as `/api/`, served by graphql-yoga on Bun and Workers. The schema is built per
  * caller from what they may view and cached by the models' shape signature, so a custom object
  * type changed anywhere shows in the next request. Depth, cost, aliases and tokens are limited
- * (graphql-armor); a request over a limit gets a GraphQL error, never a 500 or a hang.
+ * (graphql-armor), rows by page size and bytes by the response budget (decision 0068); a request
+ * over a limit gets a GraphQL error, never a 500 or a hang.
  */
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
@@ -18,6 +19,8 @@ import type { Ctx, HonoEnv, Services } from "../core/context";
 import { ApiError } from "../core/errors";
 import { readBody } from "../core/http";
 import { readContext } from "../core/rest/handlers";
+import { responseTooLarge } from "../core/rest/budget";
+import { pageCostPlugin } from "./page-cost";
 import { Loaders, type GraphQLContext } from "./loaders";
 import { GRAPHQL_PAGE, GRAPHQL_PAGE_CSP } from "./page";
 import { buildSchema, customObjectNames, HOST_NAMES } from "./schema";
@@ -29,6 +32,8 @@ export const GRAPHQL_LIMITS = {
   maxCost: 2000,
   maxAliases: 30,
   maxTokens: 5000,
+  /** Rows one query's lists may return, each weighted by its page size (decision 0068). */
+  maxRows: 5000,
 } as const;
 
 const SCHEMA_CACHE_SIZE = 64;
@@ -131,6 +136,7 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
         ignoreIntrospection: true,
         flattenFragments: true,
       }),
+      pageCostPlugin(GRAPHQL_LIMITS.maxRows),
     ],
   });
 
@@ -159,7 +165,27 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
       auth: c.var.auth,
       loaders: new Loaders(ctx, c.var.auth),
     };
-    return yoga.fetch(request, { schema: await schemaFor(c), graphql });
+    const answer = await yoga.fetch(request, { schema: await schemaFor(c), graphql });
+    // Lists that would pass the response budget stopped before reading their rows: the whole
+    // answer is the §4 error (with a GraphQL `errors` entry), not a partial result.
+    const budget = ctx.budget;
+    if (budget && budget.used > budget.limit) {
+      await answer.body?.cancel();
+      const error = responseTooLarge(budget.limit).body as { detail: string };
+      return c.json(
+        {
+          ...error,
+          errors: [
+            {
+              message: error.detail,
+              extensions: { code: "RESPONSE_TOO_LARGE", limit: budget.limit },
+            },
+          ],
+        },
+        400,
+      );
+    }
+    return answer;
   });
   app.all("/", () => {
     throw new ApiError(

@@ -21,10 +21,16 @@ import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource"
 import { mapConstraintError } from "./constraints";
 import { anchoredPageIds, countRows } from "./page-anchors";
 import { Slots } from "../slots";
+import { budgetOf, chargeRows } from "./budget";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
-  return { db: services.db.orm, services, baseUrl: baseUrlOf(c) };
+  return {
+    db: services.db.orm,
+    services,
+    baseUrl: baseUrlOf(c),
+    budget: budgetOf(c, services.config.maxResponseBytes),
+  };
 }
 
 function parseId(raw: string | undefined): number {
@@ -258,6 +264,7 @@ async function listRecords(c: Ctx, resource: Resource) {
           .limit(q.limit)
           .offset(q.offset)
       ).map((r) => Number(r.id));
+    await chargeRows(ctx, resource, ids);
     results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
   }
   return c.json({

@@ -11,6 +11,7 @@ import { notFound, ValidationError } from "../../core/errors";
 import { publicUrlOf } from "../../core/http";
 import { parseLabel } from "../../core/object-types";
 import { readContext } from "../../core/rest/handlers";
+import { chargeRows } from "../../core/rest/budget";
 import { pageLinks, parsePaging } from "../../core/rest/query";
 import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
 import { nestedCot, type CotRegistry } from "./models";
@@ -102,6 +103,7 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
     const ids = ((await ctx.db.all(idSql)) as { id: number }[]).map((r) => Number(r.id));
     skip = 0;
     const model = models.get(field.customObjectTypeId)!;
+    await chargeRows(ctx, model.resource, ids);
     const records = await hideUnviewable(
       ctx,
       c.var.auth,

@@ -1,0 +1,80 @@
+/**
+ * The response byte budget (decision 0068): before a page of rows is read, the bytes its stored
+ * text and JSON values take are summed in SQL (`octet_length` reads no value), and a request
+ * whose pages would pass `MAX_RESPONSE_BYTES` answers 400 `response_too_large` instead of
+ * building the answer. One budget per request: GraphQL aliases share it.
+ */
+import { getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
+import type { Context } from "hono";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { ApiError } from "../errors";
+import type { ReadContext, Resource } from "./resource";
+
+/** What a record costs beyond its text and JSON values (url, display, dates, nested forms). */
+export const ROW_OVERHEAD_BYTES = 512;
+
+/** Bytes charged so far by one request, against its limit. */
+export class ResponseBudget {
+  used = 0;
+  constructor(readonly limit: number) {}
+}
+
+// One budget per request object; it goes with the request.
+const budgets = new WeakMap<Request, ResponseBudget>();
+
+/** The request's budget, made on first use. */
+export function budgetOf(c: Context, limit: number): ResponseBudget {
+  let budget = budgets.get(c.req.raw);
+  if (!budget) budgets.set(c.req.raw, (budget = new ResponseBudget(limit)));
+  return budget;
+}
+
+/** The error a request over its budget answers: it names the limit and how to stay within it. */
+export function responseTooLarge(limit: number): ApiError {
+  return ApiError.detail(
+    400,
+    `The answer would be larger than the limit of ${limit} bytes: ask for a smaller page (?limit=, GraphQL pagination.limit) or fewer fields (?fields=, ?brief=1).`,
+    "response_too_large",
+    { limit },
+  );
+}
+
+/** The columns whose values can be large: text, JSON and blobs. */
+function wideColumns(resource: Resource): SQLiteColumn[] {
+  return Object.values(getTableColumns(resource.table)).filter((col) =>
+    ["string", "json", "buffer", "custom"].includes((col as SQLiteColumn).dataType),
+  ) as SQLiteColumn[];
+}
+
+/** Bytes the wide values of rows `ids` take, read from the row headers only. */
+async function storedBytes(ctx: ReadContext, resource: Resource, ids: number[]): Promise<number> {
+  const columns = wideColumns(resource);
+  if (!columns.length || !ids.length) return 0;
+  const sum = sql.join(
+    columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
+    sql` + `,
+  );
+  const idColumn = resource.list.idExpr as SQLiteColumn | SQL;
+  const [row] = (await ctx.db
+    .select({ bytes: sql<number>`coalesce(sum(${sum}), 0)` })
+    .from(resource.table)
+    .where(inArray(idColumn as SQLiteColumn, ids))) as { bytes: number }[];
+  return Number(row?.bytes ?? 0);
+}
+
+/**
+ * Charges the rows `ids` of `resource` to the request's budget before they are read; throws
+ * `response_too_large` when the request would pass it. A context without a budget (a background
+ * job, a write's own read-back) is not limited.
+ */
+export async function chargeRows(
+  ctx: ReadContext,
+  resource: Resource,
+  ids: number[],
+): Promise<void> {
+  const budget = ctx.budget;
+  if (!budget || !ids.length) return;
+  const bytes = ids.length * ROW_OVERHEAD_BYTES + (await storedBytes(ctx, resource, ids));
+  budget.used += bytes;
+  if (budget.used > budget.limit) throw responseTooLarge(budget.limit);
+}
