@@ -38,6 +38,8 @@ import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 import { homeRoutes } from "./core/home";
 import { describeRoute } from "./core/validate";
+import { databaseIdentity } from "./db/identity";
+import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
@@ -91,10 +93,12 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const { config, db } = deps;
   const logger = deps.logger ?? createLogger(config.logLevel);
   const plugins = resolvePlugins(config.plugins, deps.availablePlugins ?? BUILTIN_PLUGINS);
+  // State outside the database (cache keys, the task queue) belongs to this database (0069).
+  const identity = await databaseIdentity(db.orm);
   const services: Services = {
     config,
     db,
-    cache: deps.cache,
+    cache: namespacedCache(deps.cache, `${identity}:`),
     redis: deps.redis ?? {},
     logger,
     plugins: plugins.map(({ name, version, apiBase }) => ({
@@ -108,6 +112,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     tasks: deps.redis?.tasks
       ? new TaskQueue(db, deps.redis.tasks, logger, {
           afterCommit: config.runtime === "workerd" ? "deferred" : "now",
+          prefix: `host:tasks:${identity}`,
           ...config.tasks,
           ...deps.tasks,
         })

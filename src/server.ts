@@ -3,7 +3,7 @@
  * libSQL file (migrated, WAL), Redis and cache, then `createApp` behind `Bun.serve`.
  * SIGINT/SIGTERM let in-flight requests finish, then stop everything this process started.
  */
-import { dirname } from "node:path";
+import { basename, dirname } from "node:path";
 import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, unknownSettings, type Config } from "./config";
 import { openDatabase } from "./db/local";
@@ -37,6 +37,22 @@ function localDataDir(databaseUrl: string): string {
 }
 
 /**
+ * The database's name for its local Redis folder (`file:data/host.db` → `host`; a remote database
+ * → `remote-<host>`), so two databases in one data folder never share a redis-server (0069).
+ */
+function localDatabaseName(databaseUrl: string): string {
+  if (/^file:/i.test(databaseUrl)) {
+    const path = databaseUrl.slice(5).split("?")[0]!;
+    return path === ":memory:" ? "memory" : basename(path).replace(/\.db$/i, "") || "host";
+  }
+  try {
+    return `remote-${new URL(databaseUrl).host}`;
+  } catch {
+    return "remote";
+  }
+}
+
+/**
  * With neither Redis role configured, starts redis-server plus the Upstash bridge: the caching
  * role goes to redis-server directly (Bun's client), the tasks role to the bridge.
  * Returns the stack (or null) and the settings to run with.
@@ -53,7 +69,10 @@ async function withLocalRedis(
     return { config, stack: null };
   let stack: LocalRedisStack | null;
   try {
-    stack = await startLocalRedisStack({ dataDir: localDataDir(config.database.url) });
+    stack = await startLocalRedisStack({
+      dataDir: localDataDir(config.database.url),
+      database: localDatabaseName(config.database.url),
+    });
   } catch (e) {
     logger.error(
       "local redis-server did not start; the Redis health checks will report unavailable",

@@ -3,6 +3,7 @@ import { migrate } from "drizzle-orm/libsql/migrator";
 import { fileURLToPath } from "node:url";
 import { and, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Database } from "./client";
+import { ensureDatabaseIdentity } from "./identity";
 import { devices, sites } from "./schema";
 import { naturalize } from "../core/models/natural";
 import { dropUnwantedFieldIndexes } from "../plugins/custom-objects/ddl";
@@ -18,6 +19,8 @@ export async function runMigrations(db: Database): Promise<void> {
   await dropUnwantedFieldIndexes(db.orm);
   // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
   await upgradeSearchIndexes(db.orm);
+  // The random id that namespaces this database's state outside it (decision 0069).
+  await ensureDatabaseIdentity(db.orm);
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The local Redis of `npm start`: a redis-server on a loopback port behind the in-process
  * Upstash REST bridge, so the app's Upstash client path runs. With a data folder it keeps its
- * data there (append-only file) and a pidfile, so a server killed with SIGKILL leaves nothing a
+ * data there, one server per database (`<data>/redis/<database>/`, decision 0069; the last
+ * process using it stops it), with an append-only file and a pidfile, so a server killed with SIGKILL leaves nothing a
  * second start trips over: a live one that answers is reused, a hung one replaced
  * (docs/decisions/0036-tasks-local-redis.md). Without one: a throwaway server in a temp dir.
  */
@@ -9,6 +10,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   rmSync,
@@ -45,6 +47,11 @@ export interface LocalRedisStackOptions {
    * `redis.pid` and `redis.port` there. Default: none (a temp dir, no persistence).
    */
   dataDir?: string;
+  /**
+   * With `dataDir`: the database this Redis belongs to (`host` for `data/host.db`). Each
+   * database gets its own redis-server in `<dataDir>/redis/<database>/` (decision 0069).
+   */
+  database?: string;
 }
 
 const DEFAULT_START_TIMEOUT_MS = 10_000;
@@ -133,7 +140,11 @@ export async function startLocalRedisStack(
   if (!bin) return null;
   const startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   if (options.dataDir)
-    return startPersistent(bin, resolve(options.dataDir, "redis"), startTimeoutMs);
+    return startPersistent(
+      bin,
+      resolve(options.dataDir, "redis", safeName(options.database ?? "default")),
+      startTimeoutMs,
+    );
   let lastError: unknown;
   // The free port may be taken between asking and binding: try again on a fresh one.
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -227,6 +238,51 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
 /** The files of a persistent local Redis, in its directory. */
 const PID_FILE = "redis.pid";
 const PORT_FILE = "redis.port";
+/** One empty file per process using the server, named by its pid: the last one out stops it. */
+const USERS_DIR = "users";
+
+/** A database name as a folder name: letters, digits, dots, dashes and underscores. */
+function safeName(name: string): string {
+  const cleaned = name.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^\.+/, "_");
+  return cleaned.slice(0, 100) || "default";
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Records this process as a user of the server in `dir`. */
+function addUser(dir: string): void {
+  mkdirSync(join(dir, USERS_DIR), { recursive: true });
+  writeFileSync(join(dir, USERS_DIR, String(process.pid)), "");
+}
+
+/**
+ * Removes this process from the users of the server in `dir`; true when another live process
+ * still uses it (a second server on the same database), which must keep its Redis.
+ */
+function removeUserAndCheckOthers(dir: string): boolean {
+  const users = join(dir, USERS_DIR);
+  rmSync(join(users, String(process.pid)), { force: true });
+  let others = false;
+  let names: string[] = [];
+  try {
+    names = readdirSync(users);
+  } catch {
+    return false;
+  }
+  for (const name of names) {
+    const pid = Number(name);
+    if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) others = true;
+    else rmSync(join(users, name), { force: true });
+  }
+  return others;
+}
 
 /** True when `pid` is a live redis-server working in `dir` (Linux: its cwd; elsewhere: alive). */
 function isOurRedis(pid: number, dir: string): boolean {
@@ -325,8 +381,12 @@ async function startPersistent(
       // already gone
     }
   };
-  // A clean exit of this process takes redis-server with it (SIGKILL cannot: the next start adopts it).
-  const killOnExit = () => signal("SIGTERM");
+  addUser(dir);
+  // A clean exit of this process takes redis-server with it (SIGKILL cannot: the next start adopts
+  // it), unless another server on the same database still uses it.
+  const killOnExit = () => {
+    if (!removeUserAndCheckOthers(dir)) signal("SIGTERM");
+  };
   process.on("exit", killOnExit);
 
   let bridge: RedisBridge | null = null;
@@ -338,12 +398,14 @@ async function startPersistent(
       } catch {
         // the server goes anyway
       }
+      process.off("exit", killOnExit);
+      // Another live server on this database keeps using it: it is theirs to stop (0069).
+      if (removeUserAndCheckOthers(dir)) return;
       signal("SIGCONT");
       signal("SIGTERM"); // redis-server flushes the append-only file on SIGTERM
       const deadline = Date.now() + STOP_TIMEOUT_MS;
       while (!exited() && Date.now() < deadline) await Bun.sleep(20);
       if (!exited()) signal("SIGKILL");
-      process.off("exit", killOnExit);
     })();
     return stopped;
   };

@@ -358,9 +358,19 @@ describe("freshness", () => {
     }
   });
 
-  test("servers follows the request's origin", async () => {
+  test("servers follows the request's origin; X-Forwarded-Proto only behind a trusted proxy", async () => {
+    // TRUSTED_PROXY_HOPS=0 (the default): a client's header changes nothing (decision 0069).
     const r = await t.json("GET", "/api/schema/", { headers: { "x-forwarded-proto": "https" } });
-    expect(r.body.servers[0].url).toBe("https://host.test");
+    expect(r.body.servers[0].url).toBe("http://host.test");
+    const proxied = await makeTestApp({ TRUSTED_PROXY_HOPS: "1" });
+    try {
+      const p = await proxied.json("GET", "/api/schema/", {
+        headers: { "x-forwarded-proto": "https" },
+      });
+      expect(p.body.servers[0].url).toBe("https://host.test");
+    } finally {
+      await proxied.close();
+    }
   });
 });
 
