@@ -33,7 +33,7 @@ export function budgetOf(c: Context, limit: number): ResponseBudget {
 export function responseTooLarge(limit: number): ApiError {
   return ApiError.detail(
     400,
-    `The answer would be larger than the limit of ${limit} bytes: ask for a smaller page (?limit=, GraphQL pagination.limit) or fewer fields (?fields=, ?brief=1).`,
+    `The answer would be larger than the limit of ${limit} bytes: ask for a smaller page (?limit=, GraphQL pagination.limit).`,
     "response_too_large",
     { limit },
   );
