@@ -116,7 +116,8 @@ function jsonDepthExceeds(text: string, limit: number): boolean {
 }
 
 /** A host name, IPv4 or bracketed IPv6 address, with an optional port. */
-const FORWARDED_HOST = /^(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\])(?::\d{1,5})?$/i;
+const FORWARDED_HOST =
+  /^(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\])(?::\d{1,5})?$/i;
 
 /**
  * The entry of a proxy header that the outermost trusted proxy wrote: with `TRUSTED_PROXY_HOPS`
@@ -124,8 +125,8 @@ const FORWARDED_HOST = /^(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{
  * Null when no proxy is trusted (n = 0): then a client could write it (decision 0069).
  */
 function trustedForwarded(c: Context, header: string): string | null {
-  const hops = (c.var as { services?: { config?: { trustedProxyHops?: number } } }).services
-    ?.config?.trustedProxyHops;
+  const hops = (c.var as { services?: { config?: { trustedProxyHops?: number } } }).services?.config
+    ?.trustedProxyHops;
   if (!hops) return null;
   const entries = (c.req.header(header) ?? "")
     .split(",")

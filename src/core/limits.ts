@@ -45,7 +45,6 @@ export const MAX_LONGTEXT_CHARS = 1_048_576;
 /** Characters of one JSON value, measured on its JSON text as stored. */
 export const MAX_JSON_CHARS = 1_048_576;
 
-
 /**
  * Names a custom object field may not take: the keys of `Object.prototype` and `Function`
  * that match the field name pattern, and the rest of the JavaScript prototype names so the

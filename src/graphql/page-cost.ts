@@ -85,7 +85,8 @@ export function operationRows(
   for (const d of document.definitions)
     if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const op = document.definitions.find(
-    (d) => d.kind === Kind.OPERATION_DEFINITION && (!operationName || d.name?.value === operationName),
+    (d) =>
+      d.kind === Kind.OPERATION_DEFINITION && (!operationName || d.name?.value === operationName),
   );
   if (!op || op.kind !== Kind.OPERATION_DEFINITION) return 0;
   return rowsOf(op.selectionSet, 1, fragments, variables, new Set());

@@ -238,7 +238,7 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
 /** The files of a persistent local Redis, in its directory. */
 const PID_FILE = "redis.pid";
 const PORT_FILE = "redis.port";
-/** One empty file per process using the server, named by its pid: the last one out stops it. */
+/** One empty file per user of the server, named by its pid: the last one out stops it. */
 const USERS_DIR = "users";
 
 /** A database name as a folder name: letters, digits, dots, dashes and underscores. */
@@ -256,28 +256,30 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** Records this process as a user of the server in `dir`. */
-function addUser(dir: string): void {
+/** Records a user of the server in `dir` (`<pid>-<random>`: one process may start two stacks). */
+function addUser(dir: string): string {
+  const id = `${process.pid}-${crypto.randomUUID().slice(0, 8)}`;
   mkdirSync(join(dir, USERS_DIR), { recursive: true });
-  writeFileSync(join(dir, USERS_DIR, String(process.pid)), "");
+  writeFileSync(join(dir, USERS_DIR, id), "");
+  return id;
 }
 
 /**
- * Removes this process from the users of the server in `dir`; true when another live process
- * still uses it (a second server on the same database), which must keep its Redis.
+ * Removes user `id` of the server in `dir`; true when another live user is left (a second
+ * server on the same database), which keeps its Redis.
  */
-function removeUserAndCheckOthers(dir: string): boolean {
+function removeUserAndCheckOthers(dir: string, id: string): boolean {
   const users = join(dir, USERS_DIR);
-  rmSync(join(users, String(process.pid)), { force: true });
-  let others = false;
+  rmSync(join(users, id), { force: true });
   let names: string[] = [];
   try {
     names = readdirSync(users);
   } catch {
     return false;
   }
+  let others = false;
   for (const name of names) {
-    const pid = Number(name);
+    const pid = Number(name.split("-")[0]);
     if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) others = true;
     else rmSync(join(users, name), { force: true });
   }
@@ -381,11 +383,11 @@ async function startPersistent(
       // already gone
     }
   };
-  addUser(dir);
+  const user = addUser(dir);
   // A clean exit of this process takes redis-server with it (SIGKILL cannot: the next start adopts
   // it), unless another server on the same database still uses it.
   const killOnExit = () => {
-    if (!removeUserAndCheckOthers(dir)) signal("SIGTERM");
+    if (!removeUserAndCheckOthers(dir, user)) signal("SIGTERM");
   };
   process.on("exit", killOnExit);
 
@@ -400,7 +402,7 @@ async function startPersistent(
       }
       process.off("exit", killOnExit);
       // Another live server on this database keeps using it: it is theirs to stop (0069).
-      if (removeUserAndCheckOthers(dir)) return;
+      if (removeUserAndCheckOthers(dir, user)) return;
       signal("SIGCONT");
       signal("SIGTERM"); // redis-server flushes the append-only file on SIGTERM
       const deadline = Date.now() + STOP_TIMEOUT_MS;

@@ -51,7 +51,10 @@ describe("TRUSTED_PROXY_HOPS=0 (the default)", () => {
 
 describe("TRUSTED_PROXY_HOPS=1", () => {
   test("the proxy's scheme and host make the URLs", async () => {
-    const all = await urls(proxied, { "x-forwarded-proto": "https", "x-forwarded-host": "inv.example:8443" });
+    const all = await urls(proxied, {
+      "x-forwarded-proto": "https",
+      "x-forwarded-host": "inv.example:8443",
+    });
     for (const u of all) expect(u.startsWith("https://inv.example:8443/")).toBe(true);
   });
 

@@ -16,7 +16,10 @@ let t: TestApp;
 
 beforeAll(async () => {
   // Bodies up to 4 MiB, so the value caps (not the body limit) answer; a 1 MiB answer budget.
-  t = await makeTestApp({ MAX_BODY_BYTES: String(4 * 1_048_576), MAX_RESPONSE_BYTES: String(BUDGET) });
+  t = await makeTestApp({
+    MAX_BODY_BYTES: String(4 * 1_048_576),
+    MAX_RESPONSE_BYTES: String(BUDGET),
+  });
   const cot = await makeCot(t, "blob");
   await addField(t, cot.id, { name: "title", type: "text", primary: true });
   await addField(t, cot.id, { name: "body", type: "longtext" });
@@ -39,7 +42,12 @@ describe("values have maximum sizes", () => {
   test("text, longtext, JSON and host comments past their caps answer 400 naming the cap", async () => {
     const cases: Array<[string, Record<string, unknown>, string, number]> = [
       [`${CO}/blob/`, { title: "a".repeat(MAX_TEXT_CHARS + 1) }, "title", MAX_TEXT_CHARS],
-      [`${CO}/blob/`, { title: "t", body: "b".repeat(MAX_LONGTEXT_CHARS + 1) }, "body", MAX_LONGTEXT_CHARS],
+      [
+        `${CO}/blob/`,
+        { title: "t", body: "b".repeat(MAX_LONGTEXT_CHARS + 1) },
+        "body",
+        MAX_LONGTEXT_CHARS,
+      ],
       [`${CO}/blob/`, { title: "t", data: ["d".repeat(MAX_JSON_CHARS)] }, "data", MAX_JSON_CHARS],
       [
         "/api/dcim/sites/",

@@ -298,7 +298,6 @@ export function fieldRuleIssues(
   return out;
 }
 
-
 /** Messages about the fields of one type taken together. */
 export const ONE_PRIMARY = "Only one field of a type can be primary.";
 export const duplicateFieldName = (name: string) =>
