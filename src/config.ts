@@ -84,7 +84,7 @@ const EnvSchema = v.object({
   PORT: v.optional(intString(0, 65535), "8000"),
   LOGIN_REQUIRED: v.optional(boolString, "true"),
   MAX_BODY_BYTES: v.optional(intString(1, 1024 * 1024 * 1024), "1048576"),
-  MAX_RESPONSE_BYTES: v.optional(intString(65536, 1024 * 1024 * 1024), String(16 * 1048576)),
+  MAX_RESPONSE_BYTES: v.optional(intString(65536, 1024 * 1024 * 1024), String(4 * 1048576)),
   TASK_WORKER: v.optional(v.picklist(["inline", "off"], "must be inline or off"), "inline"),
   TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
