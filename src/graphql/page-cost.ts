@@ -76,7 +76,7 @@ function rowsOf(
 }
 
 /** Rows the executed operation of `document` may return. */
-export function operationRows(
+function operationRows(
   document: DocumentNode,
   operationName: string | null | undefined,
   variables: Variables,

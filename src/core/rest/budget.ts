@@ -11,7 +11,7 @@ import { ApiError } from "../errors";
 import type { ReadContext, Resource } from "./resource";
 
 /** What a record costs beyond its text and JSON values (url, display, dates, nested forms). */
-export const ROW_OVERHEAD_BYTES = 512;
+const ROW_OVERHEAD_BYTES = 512;
 
 /** Bytes charged so far by one request, against its limit. */
 export class ResponseBudget {

@@ -370,7 +370,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
 }
 
 /** 400 when any query parameter (name or value) holds a control character (decision 0068). */
-export function refuseControlCharacters(params: URLSearchParams): void {
+function refuseControlCharacters(params: URLSearchParams): void {
   for (const [key, value] of params) {
     if (hasControlCharacter(value))
       throw new ValidationError({
