@@ -56,12 +56,7 @@ export async function writeTransaction<T>(
         onCommit: (task) => afterCommit.push(task),
         scratch: new Slots(),
       });
-    // Local files: concurrent writes share one transaction, a savepoint each (decision 0053).
-    if (services.db.groupCommit) result = await services.db.groupCommit(work);
-    else {
-      const scope = services.db.transactionScope ?? (<R>(run: () => Promise<R>) => run());
-      result = await services.db.orm.transaction((tx) => scope(() => work(tx)));
-    }
+    result = await services.db.transaction(work);
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }
