@@ -26,6 +26,7 @@
  */
 import type { InValue } from "@libsql/client";
 import type { BatchItem, BatchResponse } from "drizzle-orm/batch";
+import { sql } from "drizzle-orm";
 import type { LibSQLDatabase } from "drizzle-orm/libsql";
 import { ApiError } from "../core/errors";
 import type * as schema from "./schema";
@@ -123,6 +124,41 @@ export function isBusyError(e: unknown): boolean {
     )
       return true;
     if (typeof err.rawCode === "number" && (err.rawCode & 0xff) === 5) return true;
+  }
+  return false;
+}
+
+/** The message the write guard raises (`migrations/0007_write_guard.sql`, decision 0071). */
+const WRITE_CONFLICT = "host_write_conflict";
+
+/**
+ * A statement for a `write` batch that fails it — the whole batch rolls back — unless the
+ * statement before it changed at least one row: after `UPDATE … WHERE id = ? AND last_updated = ?`
+ * it turns a lost race into a `WriteConflictError` inside the one atomic round trip.
+ */
+export function guardChanged(orm: Orm) {
+  return orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`);
+}
+
+/** A write batch's guard failed: the row changed (or vanished) since it was read. 409. */
+export class WriteConflictError extends ApiError {
+  constructor() {
+    super(409, {
+      detail: "The object was changed by another request since it was read; read it and retry.",
+      error: "write_conflict",
+    });
+  }
+}
+
+/** Whether `e` (possibly wrapped by Drizzle or the driver) is the write guard's failure. */
+export function isWriteConflict(e: unknown): boolean {
+  for (
+    let err = e as { message?: unknown; cause?: unknown } | undefined, depth = 0;
+    err && depth < 4;
+    err = err.cause as typeof err, depth++
+  ) {
+    if (err instanceof WriteConflictError) return true;
+    if (typeof err.message === "string" && err.message.includes(WRITE_CONFLICT)) return true;
   }
   return false;
 }

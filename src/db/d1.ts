@@ -11,6 +11,7 @@ import {
   type Queries,
   type Results,
 } from "./client";
+import { batchOnD1 } from "./driver-internals";
 import * as schema from "./schema";
 
 /** The parts of a D1 binding used here (the full type lives in @cloudflare/workers-types). */
@@ -21,6 +22,7 @@ export interface D1Binding {
       raw(options: { columnNames: true }): Promise<unknown[][]>;
     };
   };
+  batch(statements: unknown[]): Promise<unknown[]>;
 }
 
 export function d1Database(binding: D1Binding): Database {
@@ -28,7 +30,7 @@ export function d1Database(binding: D1Binding): Database {
   // which domain code does not read (it counts with RETURNING or `execute`).
   const orm = drizzle(binding as never, { schema }) as unknown as Orm;
   const batch = <T extends Queries>(queries: T): Promise<Results<T>> =>
-    orm.batch(queries as never) as Promise<Results<T>>;
+    batchOnD1(binding, queries) as Promise<Results<T>>;
   return {
     kind: "d1",
     orm,

@@ -69,3 +69,31 @@ export async function executePositional(
     sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args),
   )) as unknown as ResultSet;
 }
+
+/** What a Drizzle batch item gives its own batch code (`_prepare`, `getQuery`, `mapResult`). */
+interface PreparedItem {
+  getQuery(): { sql: string; params: unknown[] };
+  mapResult(result: unknown, isFromBatch: boolean): unknown;
+}
+
+/**
+ * Drizzle's D1 `batch()` as Drizzle 0.45 writes it, less its bug: a raw query (`db.all(sql…)`)
+ * with parameters has no prepared `stmt` there and the batch throws. Every item is prepared from
+ * its SQL text here instead. Relies on the items' `_prepare()` and `mapResult` (Drizzle's own
+ * batch code calls them); pinned by `tests/db/database-interface.test.ts` on miniflare's D1.
+ */
+export async function batchOnD1(
+  binding: {
+    prepare(sql: string): { bind(...args: unknown[]): unknown };
+    batch(statements: unknown[]): Promise<unknown[]>;
+  },
+  queries: readonly unknown[],
+): Promise<unknown[]> {
+  const prepared = queries.map((q) => (q as { _prepare(): PreparedItem })._prepare());
+  const statements = prepared.map((p) => {
+    const { sql: text, params } = p.getQuery();
+    return binding.prepare(text).bind(...params);
+  });
+  const results = await binding.batch(statements);
+  return results.map((r, i) => prepared[i]!.mapResult(r, true));
+}
