@@ -40,13 +40,13 @@ export type Queries = readonly [BatchItem<"sqlite">, ...BatchItem<"sqlite">[]];
 export type Results<T extends Queries> = BatchResponse<T>;
 
 /** One SQL statement with positional (`?`) arguments; its identifiers validated and quoted. */
-export interface Statement {
+interface Statement {
   sql: string;
   args: InValue[];
 }
 
 /** A statement's answer, the same on every implementation. */
-export interface StatementResult {
+interface StatementResult {
   /** Rows as objects keyed by column name (the first of duplicate names wins). */
   rows: Array<Record<string, unknown>>;
   /** Rows a write statement changed. */
