@@ -129,9 +129,10 @@ const floorPost = () =>
     }),
   );
 
-const group = db.groupCommit;
+const group = db.transaction;
 const withGroup = (on: boolean) => {
-  db.groupCommit = on ? group : undefined;
+  // without group commit: each write transaction of its own on the serialised connection
+  db.transaction = on ? group : (work) => db.orm.transaction(work);
 };
 const ftsStatements = (
   await db.client.execute({

@@ -6,7 +6,7 @@ import { createClient } from "@libsql/client/web";
 import type { ExecutionContext } from "hono";
 import { createApp, servicesOf, type App } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config, type RedisSettings } from "./config";
-import { wrapClient } from "./db/client";
+import { libsqlDatabase } from "./db/libsql";
 import { classifyDatabaseError } from "./db/connection-errors";
 import { createCache, type KVNamespaceLike } from "./services/cache";
 import { createLogger, type Logger } from "./services/logger";
@@ -59,7 +59,7 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
       "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])",
     );
   }
-  const db = wrapClient(
+  const db = libsqlDatabase(
     createClient({
       url: config.database.url,
       authToken: config.database.authToken,

@@ -12,7 +12,8 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import { startHranaServer, type HranaServer } from "./hrana-server";
-import { wrapClient, type Database } from "../src/db/client";
+import type { Database } from "../src/db/client";
+import { libsqlDatabase } from "../src/db/libsql";
 import { runMigrations } from "../src/db/migrate";
 import { users } from "../src/db/schema";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
@@ -162,7 +163,7 @@ async function main(): Promise<void> {
   const dbToken = `dev-${crypto.randomUUID()}`;
   const hrana: HranaServer = await startHranaServer({ path: dbFile, port: 0, authToken: dbToken });
   cleanups.push(() => hrana.stop());
-  const db = wrapClient(createClient({ url: hrana.url, authToken: dbToken }), "remote");
+  const db = libsqlDatabase(createClient({ url: hrana.url, authToken: dbToken }), "remote");
   cleanups.push(() => db.close());
   await runMigrations(db);
   const apiToken = await devToken(db);

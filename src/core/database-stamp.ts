@@ -7,5 +7,5 @@
 import type { Services } from "./context";
 
 export function databaseStamp(services: Pick<Services, "db">): string | null {
-  return services.db.changeStamp?.() ?? null;
+  return services.db.changeStamp();
 }

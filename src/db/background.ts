@@ -16,7 +16,8 @@ import {
   type Transaction,
   type TransactionMode,
 } from "@libsql/client";
-import { DatabaseBusyError, serializeClient } from "./client";
+import { DatabaseBusyError } from "./client";
+import { serializeClient } from "./serialize";
 import { invalidateStatementCaches } from "./statement-cache";
 import { BACKSTOP_PAGES } from "./checkpointer";
 

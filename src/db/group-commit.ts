@@ -8,7 +8,16 @@
  * Bun only (opened by `local.ts`).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { Database, Executor } from "./client";
+import type { Executor, Orm } from "./client";
+
+/** What group commit needs of the local database (`local.ts`). */
+interface GroupCommitHost {
+  orm: Orm;
+  /** Runs the work of an open write transaction (queries around it then fail at once). */
+  scope<T>(fn: () => Promise<T>): Promise<T>;
+  /** Whether the caller runs inside a long write (its transactions go to the second connection). */
+  inLongWrite(): boolean;
+}
 
 /** At most this many callers share one transaction (bounds the work a COMMIT waits on). */
 const MAX_GROUP = 64;
@@ -30,12 +39,12 @@ export class GroupCommit {
   /** Groups run and callers served, for benches and tests. */
   readonly stats = { groups: 0, members: 0, largest: 0 };
 
-  constructor(private readonly db: Database) {}
+  constructor(private readonly db: GroupCommitHost) {}
 
   /** Runs `work` in a write transaction, joined with others that are waiting. */
   run<T>(work: Work<T>): Promise<T> {
     // Inside a group or a long write (its own connection), queueing would wait on ourselves.
-    if (inGroup.getStore() || this.db.inLongWrite?.()) return this.#alone(work);
+    if (inGroup.getStore() || this.db.inLongWrite()) return this.#alone(work);
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({
         work: work as Work<unknown>,
@@ -47,8 +56,7 @@ export class GroupCommit {
   }
 
   #alone<T>(work: Work<T>): Promise<T> {
-    const scope = this.db.transactionScope ?? (<R>(fn: () => Promise<R>) => fn());
-    return this.db.orm.transaction((tx) => scope(() => work(tx)));
+    return this.db.orm.transaction((tx) => this.db.scope(() => work(tx)));
   }
 
   async #drain() {
@@ -72,7 +80,7 @@ export class GroupCommit {
   }
 
   async #group(batch: Member[]) {
-    const scope = this.db.transactionScope ?? (<R>(fn: () => Promise<R>) => fn());
+    const scope = <R>(fn: () => Promise<R>) => this.db.scope(fn);
     const outcomes: Outcome[] = [];
     try {
       await this.db.orm.transaction((tx) =>

@@ -1,15 +1,23 @@
-/** Opens a local libSQL database on Bun: file (WAL, synchronous=NORMAL, busy timeout) or :memory:. */
+/**
+ * The `Database` over a local libSQL file (WAL, synchronous=NORMAL, busy timeout) or :memory:,
+ * on Bun; a remote URL opens `libsql.ts`'s remote implementation. What makes the file fast —
+ * one serialised main connection (`serialize.ts`), group commit (`group-commit.ts`), the read
+ * pool (`read-pool.ts`), the background connection for long writes (`background.ts`), the
+ * checkpointer (`checkpointer.ts`) — lives here, behind the interface (decision 0070).
+ */
 import { createClient } from "@libsql/client";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { BackgroundConnection } from "./background";
-import { INSIDE_TRANSACTION, serializeClient, wrapClient, type Database } from "./client";
 import { GroupCommit } from "./group-commit";
+import { libsqlDatabase, type LibsqlDatabase } from "./libsql";
 import { ReadPool } from "./read-pool";
 import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
+import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
 import { installStatementCache } from "./statement-cache";
+import type { Queries, Results } from "./client";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -29,10 +37,9 @@ export async function openDatabase(
   url: string,
   authToken?: string,
   options: LocalOptions = {},
-): Promise<Database> {
+): Promise<LibsqlDatabase> {
   if (!url.startsWith("file:") && url !== ":memory:") {
-    const client = createClient({ url, authToken });
-    return wrapClient(client, "remote");
+    return libsqlDatabase(createClient({ url, authToken }), "remote");
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
@@ -84,28 +91,31 @@ export async function openDatabase(
     read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,
     committed,
   });
-  const db = wrapClient(client, "local");
-  if (pool) {
-    db.readRows = (sql, args) => {
-      // as the client does: inside a write transaction a read must go through it
-      if (scope.getStore() === true) return Promise.reject(new Error(INSIDE_TRANSACTION));
-      return pool.executeRaw(sql, args);
-    };
-  }
+  const db = libsqlDatabase(client, "local");
+  const remoteReadRows = db.readRows;
+  db.readRows = (sql, args) => {
+    // as the client does: inside a write transaction a read must go through it
+    if (scope.getStore() === true) return Promise.reject(new Error(INSIDE_TRANSACTION));
+    return pool ? pool.executeRaw(sql, args) : remoteReadRows(sql, args);
+  };
+  // Reads cost no round trip here: each runs as it is (on the pool, side by side).
+  db.read = <T extends Queries>(queries: T) => Promise.all(queries) as Promise<Results<T>>;
   const stamp = walChangeStamp(url);
-  if (stamp) db.changeStamp = stamp;
-  db.transactionScope = (fn) => scope.run(true, fn);
-  const group = new GroupCommit(db);
-  db.groupCommit = (work) => group.run(work);
+  db.changeStamp = () => stamp?.() ?? null;
+  const group = new GroupCommit({
+    orm: db.orm,
+    scope: (fn) => scope.run(true, fn),
+    inLongWrite: () => long.getStore() === true,
+  });
+  db.transaction = (work) => group.run(work);
   if (background) {
     db.longWrite = (fn) => long.run(true, fn);
-    db.inLongWrite = () => long.getStore() === true;
     db.pace = () => background.pace();
-    db.close = async () => {
-      stamp?.close();
-      await Promise.all([background.close(), pool?.close(), checkpointer?.close()]);
-      client.close();
-    };
   }
+  db.close = async () => {
+    stamp?.close();
+    await Promise.all([background?.close(), pool?.close(), checkpointer?.close()]);
+    client.close();
+  };
   return db;
 }

@@ -24,6 +24,7 @@ import {
   type Row,
 } from "@libsql/client";
 import AsyncDatabase from "libsql/promise";
+import type { RawRows } from "./client";
 import { rowMaker } from "./rows";
 import { statementCacheGeneration } from "./statement-cache";
 
@@ -34,12 +35,6 @@ export interface ReadPoolOptions {
   intMode?: IntMode;
   /** How long a pooled read waits inside SQLite for a lock (on a native thread: no event loop waits). */
   busyTimeoutMs: number;
-}
-
-/** A read's answer as plain arrays (`ReadPool.executeRaw`): values as the client gives them. */
-export interface RawRows {
-  columns: string[];
-  rows: unknown[][];
 }
 
 /** The parts of `libsql/promise` used here (its typings say `any`). */

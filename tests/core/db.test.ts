@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
-import type { Database } from "../../src/db/client";
+import type { LibsqlDatabase as Database } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/db/migrate";
 
@@ -54,14 +54,12 @@ describe("local libSQL database", () => {
 
   test("a query that bypasses the open write transaction fails at once instead of waiting forever", async () => {
     const outcome = await Promise.race([
-      db.orm
-        .transaction((tx) =>
-          db.transactionScope!(async () => {
-            await tx.run(sql`SELECT 1`); // the transaction itself is fine
-            await db.orm.run(sql`SELECT 1`); // the client is held by the transaction
-            return "ran";
-          }),
-        )
+      db
+        .transaction(async (tx) => {
+          await tx.run(sql`SELECT 1`); // the transaction itself is fine
+          await db.orm.run(sql`SELECT 1`); // the client is held by the transaction
+          return "ran";
+        })
         .catch((e: Error) => `${e.message} ${(e.cause as Error | undefined)?.message}`),
       new Promise<string>((done) => setTimeout(() => done("hung"), 3000)),
     ]);

@@ -16,7 +16,7 @@ import {
   THRESHOLD_PAGES,
   TRAILING_MS,
 } from "../../src/db/checkpointer";
-import type { Database } from "../../src/db/client";
+import type { LibsqlDatabase as Database } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
 
 let dir: string;

@@ -17,7 +17,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { isBusyError, isPoolableRead } from "../../src/db/client";
+import { isBusyError } from "../../src/db/client";
+import { isPoolableRead } from "../../src/db/serialize";
 import { openDatabase } from "../../src/db/local";
 import { ReadPool } from "../../src/db/read-pool";
 import { sites } from "../../src/db/schema";
@@ -120,14 +121,12 @@ describe("head-of-line: with the pool (DATABASE_READ_POOL=2, the default)", () =
 
   test("a query that bypasses an open write transaction still fails at once (it would read around it)", async () => {
     const db = t.deps.db;
-    const outcome = await db.orm
-      .transaction((tx) =>
-        db.transactionScope!(async () => {
-          await tx.run(sql`SELECT 1`);
-          await db.orm.all(sql`SELECT 1`);
-          return "ran";
-        }),
-      )
+    const outcome = await db
+      .transaction(async (tx) => {
+        await tx.run(sql`SELECT 1`);
+        await db.orm.all(sql`SELECT 1`);
+        return "ran";
+      })
       .catch((e: Error) => `${e.message} ${(e.cause as Error | undefined)?.message}`);
     expect(outcome).toContain("from inside an open write transaction");
   });
@@ -432,14 +431,12 @@ describe("answers keep the local client's shapes", () => {
       expect(
         await db.readRows!("SELECT big FROM t WHERE id = 1", []).catch((e) => e),
       ).toBeInstanceOf(RangeError);
-      await db.orm.transaction((tx) =>
-        db.transactionScope!(async () => {
-          await tx.run(sql`SELECT 1`);
-          expect(await db.readRows!("SELECT 1", []).catch((e) => String(e))).toContain(
-            "open write transaction",
-          );
-        }),
-      );
+      await db.transaction(async (tx) => {
+        await tx.run(sql`SELECT 1`);
+        expect(await db.readRows!("SELECT 1", []).catch((e) => String(e))).toContain(
+          "open write transaction",
+        );
+      });
     } finally {
       await db.close();
     }

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp, type AppDeps } from "../../src/app";
 import { loadConfig } from "../../src/config";
+import type { LibsqlDatabase } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/db/migrate";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
@@ -16,7 +17,8 @@ export const BASE = "http://host.test";
 
 export interface TestApp {
   app: Awaited<ReturnType<typeof createApp>>;
-  deps: AppDeps;
+  /** The app's dependencies; the database is the libSQL one `openDatabase` gives (its client visible to tests). */
+  deps: AppDeps & { db: LibsqlDatabase };
   dir: string;
   dbUrl: string;
   /** A superuser's token. */
@@ -61,7 +63,7 @@ export async function makeTestApp(
     (config.cacheBackend === "database"
       ? createCache("database", { db })
       : createCache("memory", {}));
-  const deps: AppDeps = { config, db, cache, ...extra };
+  const deps = { config, db, cache, ...extra } as AppDeps & { db: LibsqlDatabase };
   const app = await createApp(deps);
   await createUser(db.orm, { username: "admin", isSuperuser: true });
   const admin = (await issueToken(db.orm, { username: "admin" })).key;

@@ -11,7 +11,7 @@ export async function countStatements(
   options: { transactions?: boolean } = {},
 ): Promise<number> {
   let n = 0;
-  const c = db.client as any;
+  const c = (db as unknown as { client: unknown }).client as any;
   const orig = { execute: c.execute, batch: c.batch, transaction: c.transaction };
   const counted = <T extends { execute: any; batch: any }>(target: T): T => {
     const execute = target.execute;

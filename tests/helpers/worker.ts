@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { wrapClient, type Database } from "../../src/db/client";
+import type { Database } from "../../src/db/client";
+import { libsqlDatabase } from "../../src/db/libsql";
 import { runMigrations } from "../../src/db/migrate";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 
@@ -124,7 +125,10 @@ export async function startRemoteDatabase(
     port: options.port ?? 0,
     authToken: options.authToken,
   });
-  const db = wrapClient(createClient({ url: hrana.url, authToken: options.authToken }), "remote");
+  const db = libsqlDatabase(
+    createClient({ url: hrana.url, authToken: options.authToken }),
+    "remote",
+  );
   try {
     await runMigrations(db);
   } catch (e) {

@@ -14,7 +14,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { wrapClient } from "../../src/db/client";
+import { libsqlDatabase } from "../../src/db/libsql";
 import { MIGRATIONS_FOLDER, runMigrations } from "../../src/db/migrate";
 import { tags } from "../../src/db/schema";
 
@@ -388,10 +388,10 @@ describe("Drizzle", () => {
     expect(messages).toContain("UNIQUE constraint failed: drizzle_notes.title");
   });
 
-  test("runMigrations via wrapClient(client, 'remote') creates the schema and is idempotent", async () => {
+  test("runMigrations via libsqlDatabase(client, 'remote') creates the schema and is idempotent", async () => {
     const migrated = await startHranaServer({ path: join(dir, "migrated.db"), authToken: TOKEN });
     try {
-      const db = wrapClient(connect(createWebClient, {}, migrated.url), "remote");
+      const db = libsqlDatabase(connect(createWebClient, {}, migrated.url), "remote");
       await runMigrations(db);
       const expected = [
         ...readFileSync(join(MIGRATIONS_FOLDER, "0000_init.sql"), "utf8").matchAll(

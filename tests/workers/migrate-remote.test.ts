@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { wrapClient } from "../../src/db/client";
+import { libsqlDatabase } from "../../src/db/libsql";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { ROOT, startWorker } from "../helpers/worker";
 
@@ -97,7 +97,7 @@ describe("npm run db:migrate on a remote libSQL URL", () => {
   });
 
   test("a Worker serves the migrated database (libsql: URL, auth token as a secret)", async () => {
-    const db = wrapClient(createClient({ url: hrana.url, authToken: TOKEN }), "remote");
+    const db = libsqlDatabase(createClient({ url: hrana.url, authToken: TOKEN }), "remote");
     await createUser(db.orm, { username: "deployer", isSuperuser: true });
     const key = (await issueToken(db.orm, { username: "deployer" })).key;
     await db.close();

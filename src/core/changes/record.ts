@@ -5,7 +5,7 @@
  */
 import { sql } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
-import { executePositional, Reusable } from "../../db/client";
+import { executePositional, Reusable } from "../../db/driver-internals";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import { recordEventDeliveries, type ChangeAction } from "../events/dispatch";
@@ -166,7 +166,7 @@ export async function logChanges(
   const user = ctx.auth.user;
   const time = nowIso();
   for (let i = 0; i < kept.length; i += CHANGE_BATCH) {
-    await ctx.services.db.pace?.();
+    await ctx.services.db.pace();
     const chunk = kept.slice(i, i + CHANGE_BATCH);
     // positional arguments, ten per record: no JSON text holding the records' JSON texts, and no
     // Drizzle template of 2,500 values (`executePositional`)

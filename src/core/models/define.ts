@@ -180,7 +180,12 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     return (await ctx.services.objectTypes.ensure(spec.appLabel, spec.model, ctx.db)).id;
   }
 
-  async function serialize(ctx: ReadContext, rows: Record<string, any>[]): Promise<ApiRecord[]> {
+  async function serialize(
+    ctx: ReadContext,
+    rows: Record<string, any>[],
+    /** The objects' tags when `load` read them with the rows. */
+    tags?: Map<number, ApiRecord[]>,
+  ): Promise<ApiRecord[]> {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     const related = new Map<string, Map<number, ApiRecord>>();
@@ -226,7 +231,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       }
       m2m.set(f.name, byOwn);
     }
-    const tagsByObject = spec.tags ? await loadTags(ctx, await objectTypeId(ctx), ids) : null;
+    const tagsOf = spec.tags ? (tags ?? (await loadTags(ctx, await objectTypeId(ctx), ids))) : null;
     const refFields = spec.fields.filter(
       (f) => f.type === "object_type_ref" || f.type === "object_type_refs",
     );
@@ -264,7 +269,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
               : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
         else rec[f.name] = value ?? null;
       }
-      if (tagsByObject) rec.tags = tagsByObject.get(row.id) ?? [];
+      if (tagsOf) rec.tags = tagsOf.get(row.id) ?? [];
       rec.created = row.created;
       rec.last_updated = row.lastUpdated;
       return rec;
@@ -275,12 +280,24 @@ export function defineModel(spec: ModelSpec): DefinedModel {
 
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
-    const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<
-      string,
-      any
-    >[];
+    const rowsQuery = ctx.db.select().from(table).where(inArray(table.id, ids));
+    let rows: Record<string, any>[];
+    let tags: Map<number, ApiRecord[]> | undefined;
+    if (spec.tags && ctx.db === ctx.services.db.orm) {
+      // outside a transaction: the rows and their tags in one read (one round trip remote)
+      const [found, tagRows] = await ctx.services.db.read([
+        rowsQuery,
+        tagsQuery(ctx.db, await objectTypeId(ctx), ids),
+      ]);
+      rows = found;
+      tags = tagsByObject(ctx.baseUrl, tagRows);
+    } else rows = await rowsQuery;
     const byId = new Map(rows.map((r) => [r.id as number, r]));
-    return serialize(ctx, ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[]);
+    return serialize(
+      ctx,
+      ids.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[],
+      tags,
+    );
   }
 
   async function convertInput(
@@ -609,14 +626,9 @@ export function nestedTag(
   };
 }
 
-export async function loadTags(
-  ctx: ReadContext,
-  objectTypeId: number,
-  ids: number[],
-): Promise<Map<number, ApiRecord[]>> {
-  const out = new Map<number, ApiRecord[]>();
-  if (!ids.length) return out;
-  const rows = await ctx.db
+/** The tags of objects of one type, as a query (`loadTags` runs it; `load` batches it). */
+function tagsQuery(db: ReadContext["db"], objectTypeId: number, ids: number[]) {
+  return db
     .select({
       objectId: taggedItems.objectId,
       id: tagsTable.id,
@@ -628,11 +640,26 @@ export async function loadTags(
     .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
     .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
     .orderBy(tagsTable.name);
+}
+
+/** `tagsQuery`'s rows by object id, as nested tags. */
+function tagsByObject(
+  baseUrl: string,
+  rows: Awaited<ReturnType<typeof tagsQuery>>,
+): Map<number, ApiRecord[]> {
+  const out = new Map<number, ApiRecord[]>();
   for (const r of rows)
-    (out.get(r.objectId) ?? out.set(r.objectId, []).get(r.objectId)!).push(
-      nestedTag(ctx.baseUrl, r),
-    );
+    (out.get(r.objectId) ?? out.set(r.objectId, []).get(r.objectId)!).push(nestedTag(baseUrl, r));
   return out;
+}
+
+export async function loadTags(
+  ctx: ReadContext,
+  objectTypeId: number,
+  ids: number[],
+): Promise<Map<number, ApiRecord[]>> {
+  if (!ids.length) return new Map();
+  return tagsByObject(ctx.baseUrl, await tagsQuery(ctx.db, objectTypeId, ids));
 }
 
 /** Resolves tag references (ids, `{id}`, `{name}`, `{slug}`) and checks each tag's scope. */

@@ -1,4 +1,5 @@
 /** Turns SQLite constraint failures that slip past validation into 400/409 answers, never 500s. */
+import { isWriteConflict, WriteConflictError } from "../../db/client";
 import { ApiError, ValidationError } from "../errors";
 
 const messageOf = (e: unknown): string => {
@@ -20,6 +21,8 @@ export function mapConstraintError(
   resource: { fieldForColumn?(c: string): string; verboseName: string } | null,
 ): ApiError | null {
   if (e instanceof ApiError) return null;
+  // a write batch's guard: the row changed since the read phase (decision 0071)
+  if (isWriteConflict(e)) return new WriteConflictError();
   const message = messageOf(e);
   if (!message) return null;
   const unique = /UNIQUE constraint failed: (.+)$/i.exec(message);

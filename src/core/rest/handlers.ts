@@ -22,6 +22,7 @@ import { mapConstraintError } from "./constraints";
 import { anchoredPageIds, countRows } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetOf, chargeRows } from "./budget";
+import { databaseStamp } from "../database-stamp";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
@@ -62,12 +63,7 @@ export async function writeTransaction<T>(
         onCommit: (task) => afterCommit.push(task),
         scratch: new Slots(),
       });
-    // Local files: concurrent writes share one transaction, a savepoint each (decision 0053).
-    if (services.db.groupCommit) result = await services.db.groupCommit(work);
-    else {
-      const scope = services.db.transactionScope ?? (<R>(run: () => Promise<R>) => run());
-      result = await services.db.orm.transaction((tx) => scope(() => work(tx)));
-    }
+    result = await services.db.transaction(work);
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }
@@ -240,30 +236,42 @@ async function listRecords(c: Ctx, resource: Resource) {
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
     : parsed;
   const db = ctx.db;
-  const n = await countRows(ctx.services, db, resource.table, q.where);
+  const idsQuery = () =>
+    db
+      .select({ id: sql<number>`${resource.list.idExpr}` })
+      .from(resource.table)
+      .where(q.where)
+      .orderBy(...q.orderBy)
+      .limit(q.limit)
+      .offset(q.offset);
+  let n: number;
+  let ids: number[] | null = null;
+  if (databaseStamp(ctx.services) === null) {
+    // No stamp to keep counts and anchors by (a remote database): the count and the page's ids
+    // in one read, one round trip.
+    const [counted, page] = await ctx.services.db.read([
+      db.all<{ n: number }>(
+        sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`,
+      ),
+      idsQuery(),
+    ]);
+    n = Number(counted[0]?.n ?? 0);
+    ids = page.map((r) => Number(r.id));
+  } else n = await countRows(ctx.services, db, resource.table, q.where);
   let results: ApiRecord[] = [];
   if (n > q.offset) {
-    const anchored = q.idOrder
-      ? await anchoredPageIds(ctx.services, db, {
-          table: resource.table,
-          idExpr: resource.list.idExpr,
-          where: q.where,
-          direction: q.idOrder,
-          limit: q.limit,
-          offset: q.offset,
-        })
-      : null;
-    const ids =
-      anchored ??
-      (
-        await db
-          .select({ id: sql<number>`${resource.list.idExpr}` })
-          .from(resource.table)
-          .where(q.where)
-          .orderBy(...q.orderBy)
-          .limit(q.limit)
-          .offset(q.offset)
-      ).map((r) => Number(r.id));
+    const anchored =
+      !ids && q.idOrder
+        ? await anchoredPageIds(ctx.services, db, {
+            table: resource.table,
+            idExpr: resource.list.idExpr,
+            where: q.where,
+            direction: q.idOrder,
+            limit: q.limit,
+            offset: q.offset,
+          })
+        : null;
+    ids ??= anchored ?? (await idsQuery()).map((r) => Number(r.id));
     await chargeRows(ctx, resource, ids);
     results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
   }

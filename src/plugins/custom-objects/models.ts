@@ -5,7 +5,8 @@
  * sharing a database never serve a stale shape.
  */
 import { asc, eq, inArray, sql } from "drizzle-orm";
-import { Reusable, type Executor, type Orm } from "../../db/client";
+import type { Executor, Orm } from "../../db/client";
+import { Reusable } from "../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../db/schema";
 import type { ModelInfo } from "../../core/models/registry";
 import type { Resource } from "../../core/rest/resource";

@@ -5,7 +5,7 @@
  */
 import type { InValue } from "@libsql/client";
 import { and, eq, getTableColumns, or, sql } from "drizzle-orm";
-import { executePositional } from "../../db/client";
+import { executePositional } from "../../db/driver-internals";
 import {
   customObjectTypeFields,
   customObjectTypes,

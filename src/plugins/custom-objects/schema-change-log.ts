@@ -46,7 +46,7 @@ async function loadPaced(
 ): Promise<Map<number, ApiRecord>> {
   const out = new Map<number, ApiRecord>();
   for (let i = 0; i < ids.length; i += per) {
-    await ctx.services.db.pace?.();
+    await ctx.services.db.pace();
     for (const r of await resource.load(ctx, ids.slice(i, i + per))) out.set(r.id as number, r);
   }
   return out;
@@ -102,5 +102,5 @@ export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest
  * one: off the event loop, so other requests keep being answered meanwhile (decision 0039).
  */
 export function asLongWrite<T>(services: Services, fn: () => Promise<T>): Promise<T> {
-  return services.db.longWrite ? services.db.longWrite(fn) : fn();
+  return services.db.longWrite(fn);
 }

@@ -6,7 +6,8 @@
  * the sweep.
  */
 import { and, asc, eq, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
-import { Reusable, type Executor } from "../../db/client";
+import type { Executor } from "../../db/client";
+import { Reusable } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import type { Database } from "../../db/client";

@@ -168,7 +168,7 @@ export class TaskQueue {
       options.onCommit?.(() => this.outbox.relayCommitted([row]));
       return { id: row.jobId };
     }
-    const row = await this.db.orm.transaction((tx) => this.outbox.record(tx, job));
+    const row = await this.db.transaction((tx) => this.outbox.record(tx, job));
     await this.outbox.relayRows([row]);
     return { id: row.jobId };
   }
@@ -438,9 +438,10 @@ export class TaskQueue {
     const [ready, processing, rows] = await Promise.all([
       this.redis.llen(this.keys.ready),
       this.redis.llen(this.keys.processing),
-      this.db.client.execute(
-        "SELECT count(*) AS pending, min(created) AS oldest FROM jobs WHERE status = 'pending'",
-      ),
+      this.db.execute({
+        sql: "SELECT count(*) AS pending, min(created) AS oldest FROM jobs WHERE status = 'pending'",
+        args: [],
+      }),
     ]);
     const row = rows.rows[0];
     return {

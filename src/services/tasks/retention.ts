@@ -30,7 +30,7 @@ export async function pruneExpired(
 ): Promise<PruneResult> {
   const now = options.now ?? Date.now();
   const deadline = Date.now() + (options.budgetMs ?? 30_000);
-  const drain = async (statement: () => ReturnType<Database["client"]["execute"]>) => {
+  const drain = async (statement: () => ReturnType<Database["execute"]>) => {
     let total = 0;
     for (;;) {
       const { rowsAffected } = await statement();
@@ -44,7 +44,7 @@ export async function pruneExpired(
   if (retention.changelogDays > 0) {
     const before = cutoff(retention.changelogDays);
     result.changes = await drain(() =>
-      db.client.execute({
+      db.execute({
         sql: "DELETE FROM object_changes WHERE id IN (SELECT id FROM object_changes WHERE time < ? LIMIT ?)",
         args: [before, BATCH],
       }),
@@ -54,7 +54,7 @@ export async function pruneExpired(
     // Only finished jobs: a pending or running job is never pruned, however old.
     const before = cutoff(retention.jobDays);
     result.jobs = await drain(() =>
-      db.client.execute({
+      db.execute({
         sql: "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE completed < ? AND status IN ('completed', 'errored', 'failed') LIMIT ?)",
         args: [before, BATCH],
       }),
@@ -62,7 +62,7 @@ export async function pruneExpired(
   }
   // An outbox row matters while its job may still need (re-)queueing; the job row keeps the outcome.
   result.outbox = await drain(() =>
-    db.client.execute({
+    db.execute({
       sql: `DELETE FROM outbox WHERE id IN (SELECT o.id FROM outbox o WHERE NOT EXISTS
               (SELECT 1 FROM jobs j WHERE j.id = o.job_id AND j.status IN ('pending', 'running')) LIMIT ?)`,
       args: [BATCH],

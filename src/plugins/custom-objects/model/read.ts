@@ -5,7 +5,8 @@
 import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { Reusable, type Executor } from "../../../db/client";
+import type { Executor } from "../../../db/client";
+import { Reusable } from "../../../db/driver-internals";
 import { databaseStamp } from "../../../core/database-stamp";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -296,11 +297,11 @@ export function reader(shape: Shape): Reader {
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const orm = ctx.services.db.orm;
-    const readRows = ctx.services.db.readRows;
+    const db = ctx.services.db;
     let values: ArrayLike<unknown>[];
     let cache: ReturnType<typeof formsFor> | null = null;
     let stale = false;
-    if (readRows && ctx.db === orm) {
+    if (ctx.db === orm) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
       compiled ??= {
         one: compile(oneRow(orm)),
@@ -313,7 +314,7 @@ export function reader(shape: Shape): Reader {
         ids.length === 1
           ? [compiled.one, { id: ids[0]! }]
           : [cache ? compiled.lean : compiled.many, { ids: JSON.stringify(ids) }];
-      values = (await readRows(q.sql, fill(q.params, bind))).rows;
+      values = (await db.readRows(q.sql, fill(q.params, bind))).rows;
       // a commit in between: the rows are newer than the cached forms, which are not used then
       if (cache && databaseStamp(ctx.services) !== cache.stamp) stale = true;
     } else {

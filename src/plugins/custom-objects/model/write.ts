@@ -16,7 +16,8 @@ import {
   type SQL,
 } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { executePositional, Reusable, type Orm } from "../../../db/client";
+import type { Orm } from "../../../db/client";
+import { executePositional, Reusable } from "../../../db/driver-internals";
 import { choiceSets, customObjectTypes } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
@@ -601,7 +602,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       indexLater(ctx);
       const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
       for (let s = 0; s < inputs.length; s += chunkRows) {
-        await ctx.services.db.pace?.();
+        await ctx.services.db.pace();
         const chunk = inputs.slice(s, s + chunkRows);
         const fast = await fastChunk(ctx, chunk, pre, seen);
         if (fast) {

@@ -563,7 +563,7 @@ async function applyType(
   const siblings = [...rows];
   const drafts: Array<{ draft: FieldDraft; schemaId: number }> = [];
   for (const change of adds) {
-    await ctx.services.db.pace?.();
+    await ctx.services.db.pace();
     const fi = indexOf(change.schema_id);
     const fieldDraft = await atPath(`${at}.fields[${fi}]`, () =>
       validateField(ctx, fieldInput(t.fields[fi]!), null, siblings),

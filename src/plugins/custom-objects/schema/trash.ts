@@ -342,7 +342,7 @@ export async function purgeExpiredTrash(
   let purged = 0;
   for (const row of due) {
     if (Date.now() > deadline) break;
-    await db.orm.transaction(async (tx) => purgeEntry(tx as unknown as Executor, row));
+    await db.transaction((tx) => purgeEntry(tx, row));
     purged++;
   }
   return purged;

@@ -17,13 +17,13 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
 
   async checkStatus(): Promise<void> {
     const db = this.services.db;
-    this.observe("driver", db.kind === "local" ? "file" : "libsql");
+    this.observe("driver", db.kind === "local" ? "file" : db.kind === "d1" ? "d1" : "libsql");
     let value: unknown;
     try {
       const started = performance.now();
-      const result = await db.client.execute("SELECT 1 AS ok");
+      const result = await db.execute({ sql: "SELECT 1 AS ok", args: [] });
       this.observe("latency", Math.round((performance.now() - started) * 1000) / 1000, "ms");
-      value = result.rows[0]?.[0];
+      value = result.rows[0]?.ok;
     } catch (e) {
       this.addError(new ServiceUnavailable(`SELECT 1 failed: ${messageOf(e)}`), e);
       return;

@@ -1,0 +1,99 @@
+/**
+ * Driver internals in one place (issue 28 item 6): the few spots where Host reads a field of
+ * Drizzle's libSQL session that Drizzle does not document (`session.client`, `session.tx`). Each
+ * has a documented fallback that works without the field, the driver versions are pinned exactly
+ * in package.json, and `tests/db/driver-internals.test.ts` fails when the fields change shape.
+ */
+import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
+import { sql } from "drizzle-orm";
+import type { Executor, Orm } from "./client";
+
+/**
+ * A query prepared once on the ORM, ready to run on `db` — the ORM itself or an open Drizzle
+ * transaction. Drizzle binds a prepared query to the session it was prepared on, and building
+ * the SQL again for every call inside a transaction was about a quarter of a create's CPU time.
+ * The copy differs only in the libSQL transaction it runs on. Returns null when `db` is another
+ * database or the driver's shape is not the one this was written against (callers then build
+ * the query as usual); `tests/core/prepared-in.test.ts` pins the behaviour.
+ */
+export function preparedIn<P extends object>(prepared: P, db: Executor): P | null {
+  const session = (db as unknown as { session?: { client?: unknown; tx?: unknown } }).session;
+  const own = prepared as unknown as { client?: unknown; tx?: unknown };
+  if (!session || !("tx" in own) || session.client !== own.client) return null;
+  if (!session.tx) return own.tx ? null : prepared;
+  const copy = Object.assign(Object.create(Object.getPrototypeOf(prepared)) as P, prepared);
+  (copy as unknown as { tx: unknown }).tx = session.tx;
+  return copy;
+}
+
+/** A query prepared once per ORM and run on that ORM or inside any of its transactions. */
+export class Reusable<P extends object> {
+  readonly #byOrm = new WeakMap<object, P>();
+  constructor(private readonly build: (db: Executor) => P) {}
+
+  /** The prepared query for `db`; built afresh on `db` only when it cannot be reused there. */
+  on(db: Executor, orm: Orm): P {
+    let q = this.#byOrm.get(orm);
+    if (!q) this.#byOrm.set(orm, (q = this.build(orm)));
+    return preparedIn(q, db) ?? this.build(db);
+  }
+}
+
+/**
+ * Runs one statement with positional (`?`) arguments on `db` — the ORM or an open Drizzle
+ * transaction — through the libSQL client or transaction under it, with no Drizzle SQL object in
+ * between. For statements that bind thousands of values (bulk inserts, change records), where
+ * building a `sql` template or filling named placeholders cost more than SQLite's own work. The
+ * text is the caller's: its identifiers must already be validated and quoted, and `?` may appear
+ * only as a placeholder. Relies on the driver field `preparedIn` relies on (`session.tx`, else
+ * `session.client`); without it the statement goes through Drizzle as a template.
+ */
+export async function executePositional(
+  db: Executor,
+  text: string,
+  args: InValue[],
+): Promise<ResultSet> {
+  const session = (
+    db as unknown as {
+      session?: { tx?: Pick<Transaction, "execute"> | null; client?: Pick<Client, "execute"> };
+    }
+  ).session;
+  const target = session?.tx ?? session?.client;
+  if (target && typeof target.execute === "function") return target.execute({ sql: text, args });
+  const parts = text.split("?");
+  if (parts.length !== args.length + 1)
+    throw new Error(
+      `executePositional: ${parts.length - 1} placeholders for ${args.length} arguments`,
+    );
+  return (await db.run(
+    sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args),
+  )) as unknown as ResultSet;
+}
+
+/** What a Drizzle batch item gives its own batch code (`_prepare`, `getQuery`, `mapResult`). */
+interface PreparedItem {
+  getQuery(): { sql: string; params: unknown[] };
+  mapResult(result: unknown, isFromBatch: boolean): unknown;
+}
+
+/**
+ * Drizzle's D1 `batch()` as Drizzle 0.45 writes it, less its bug: a raw query (`db.all(sql…)`)
+ * with parameters has no prepared `stmt` there and the batch throws. Every item is prepared from
+ * its SQL text here instead. Relies on the items' `_prepare()` and `mapResult` (Drizzle's own
+ * batch code calls them); pinned by `tests/db/database-interface.test.ts` on miniflare's D1.
+ */
+export async function batchOnD1(
+  binding: {
+    prepare(sql: string): { bind(...args: unknown[]): unknown };
+    batch(statements: unknown[]): Promise<unknown[]>;
+  },
+  queries: readonly unknown[],
+): Promise<unknown[]> {
+  const prepared = queries.map((q) => (q as { _prepare(): PreparedItem })._prepare());
+  const statements = prepared.map((p) => {
+    const { sql: text, params } = p.getQuery();
+    return binding.prepare(text).bind(...params);
+  });
+  const results = await binding.batch(statements);
+  return results.map((r, i) => prepared[i]!.mapResult(r, true));
+}

@@ -1,0 +1,46 @@
+/**
+ * The `Database` over a libSQL client: remote (Turso, sqld, the Hrana tool) as it is, and the base
+ * the local file's implementation (`local.ts`) fills in. On a remote database `read` and `write`
+ * are one `batch()` each: one HTTP request, one transaction on the server.
+ */
+import type { Client } from "@libsql/client";
+import { drizzle } from "drizzle-orm/libsql";
+import type { Database, Orm, Queries, Results } from "./client";
+import * as schema from "./schema";
+
+/** A `Database` whose members a local implementation may replace (the interface's are readonly). */
+export type LibsqlDatabase = { -readonly [K in keyof Database]: Database[K] } & {
+  /** The client under it: tests count its calls; domain code goes through the interface. */
+  readonly client: Client;
+};
+
+export function libsqlDatabase(client: Client, kind: "local" | "remote"): LibsqlDatabase {
+  const orm: Orm = drizzle(client, { schema });
+  const batch = <T extends Queries>(queries: T): Promise<Results<T>> =>
+    // one query needs no transaction around it: sent alone, it is one round trip all the same
+    queries.length === 1
+      ? (Promise.all([queries[0]]) as Promise<Results<T>>)
+      : (orm.batch(queries as never) as Promise<Results<T>>);
+  return {
+    client,
+    orm,
+    kind,
+    read: batch,
+    write: (queries) => orm.batch(queries as never) as never,
+    async execute(statement) {
+      const r = await client.execute(statement);
+      return { rows: r.rows as never, rowsAffected: r.rowsAffected };
+    },
+    async readRows(sql, args) {
+      const r = await client.execute({ sql, args });
+      return { columns: r.columns, rows: r.rows.map((row) => Array.from(row)) };
+    },
+    transaction: (work) => orm.transaction(work),
+    longWrite: (work) => work(),
+    pace: async () => {},
+    changeStamp: () => null,
+    async close() {
+      client.close();
+    },
+  };
+}

@@ -1,0 +1,240 @@
+/**
+ * The local file's single serialised connection (Bun): every call queues behind the one before,
+ * write transactions hold the queue until they settle, SQLITE_BUSY from another connection is
+ * retried asynchronously within a bound, and reads outside transactions may go to the read pool.
+ * Only `local.ts` and `background.ts` use it: it is not part of the `Database` interface.
+ */
+import type {
+  Client,
+  InStatement,
+  InArgs,
+  ResultSet,
+  Transaction,
+  TransactionMode,
+} from "@libsql/client";
+import { DatabaseBusyError, isBusyError } from "./client";
+
+/** A FIFO async lock. */
+class Lock {
+  #tail: Promise<void> = Promise.resolve();
+  acquire(): Promise<() => void> {
+    let release!: () => void;
+    const next = new Promise<void>((r) => (release = r));
+    const ready = this.#tail.then(() => release);
+    this.#tail = this.#tail.then(() => next);
+    return ready;
+  }
+}
+
+export interface SerializeOptions {
+  insideTransaction?: () => boolean;
+  /** A transaction to open instead of one on this connection (the background connection), or null. */
+  elsewhere?: (mode?: TransactionMode) => Promise<Transaction> | null;
+  /**
+   * With the connection's own busy timeout at 0, how long a call retries SQLITE_BUSY (another
+   * connection holds the write lock) before `DatabaseBusyError`. It waits between attempts
+   * without holding the event loop or this client's lock. Unset: no retries.
+   */
+  busyTimeoutMs?: number;
+  /** When another connection of this process holds the write lock: a promise of its release. */
+  lockReleased?: () => Promise<void> | null;
+  /**
+   * Runs a read outside a transaction elsewhere (the read pool, decision 0057) instead of on
+   * this connection: it neither waits for this client's lock nor holds the event loop.
+   */
+  read?: (stmt: InStatement | string, args?: InArgs) => Promise<ResultSet>;
+  /** Called after each commit of this connection (the background checkpoints, `checkpointer.ts`). */
+  committed?: () => void;
+}
+
+/** The `committed` hook, which must never turn a commit that happened into an error. */
+function afterCommit(options: SerializeOptions) {
+  try {
+    options.committed?.();
+  } catch {
+    // a follow-up's failure is not the commit's
+  }
+}
+
+/** Why a query sent around an open write transaction fails (it would wait for that transaction's connection). */
+export const INSIDE_TRANSACTION =
+  "a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)";
+
+/** Statements that may take the write lock; reads, PRAGMAs and transaction control run as they are. */
+const mayWrite = (sql: string) =>
+  !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(
+    sql,
+  );
+
+/**
+ * A statement another connection can answer: a SELECT (or a WITH that writes nothing) that asks
+ * nothing of this connection's own state (last_insert_rowid(), changes()). Anything else, and a
+ * read the pool refuses as a write (its connections are query_only), runs here.
+ */
+export const isPoolableRead = (sql: string) => {
+  const head = /^\s*(select|with)\b/i.exec(sql);
+  if (!head || /\b(last_insert_rowid|changes|total_changes)\s*\(/i.test(sql)) return false;
+  return head[1]!.toLowerCase() === "select" || !/\b(insert|update|delete|replace)\b/i.test(sql);
+};
+
+/** SQLITE_READONLY: the pool's query_only connection met a write. */
+const isReadOnlyError = (e: unknown) =>
+  (e as { rawCode?: unknown })?.rawCode !== undefined
+    ? (Number((e as { rawCode: number }).rawCode) & 0xff) === 8
+    : false;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * Serialises every call on a single-connection local client. `@libsql/client` refuses calls
+ * (TRANSACTION_ACTIVE) while its only connection is held by a transaction, and opening more
+ * connections would lose the per-connection PRAGMAs; SQLite runs one writer at a time anyway,
+ * so callers queue here instead. A transaction holds the lock until it settles.
+ */
+export function serializeClient(inner: Client, options: SerializeOptions = {}): Client {
+  const lock = new Lock();
+  const refuseInsideTransaction = () => {
+    if (options.insideTransaction?.()) {
+      throw new Error(INSIDE_TRANSACTION);
+    }
+  };
+  /** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */
+  const retryBusy = async <R>(attempt: () => Promise<R>): Promise<R> => {
+    const bound = options.busyTimeoutMs;
+    if (bound === undefined) return attempt();
+    const deadline = performance.now() + bound;
+    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+      try {
+        return await attempt();
+      } catch (e) {
+        if (!isBusyError(e) || e instanceof DatabaseBusyError) throw e;
+        const left = deadline - performance.now();
+        if (left <= 0) throw new DatabaseBusyError();
+        const released = options.lockReleased?.();
+        await (released ? Promise.race([released, sleep(left)]) : sleep(Math.min(delay, left)));
+      }
+    }
+  };
+  const guarded =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      refuseInsideTransaction();
+      return retryBusy(async () => {
+        const release = await lock.acquire();
+        try {
+          return await fn(...args);
+        } finally {
+          release();
+        }
+      });
+    };
+  const run = (stmt: InStatement | string, args?: InArgs) =>
+    (args === undefined
+      ? inner.execute(stmt as InStatement)
+      : inner.execute(stmt as string, args)) as Promise<ResultSet>;
+  const execute = guarded(async (stmt: InStatement | string, args?: InArgs) => {
+    if (
+      options.busyTimeoutMs === undefined ||
+      !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)
+    )
+      return run(stmt, args);
+    // A write on its own runs in a transaction of its own: if another connection holds the
+    // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
+    const tx = await inner.transaction("write");
+    try {
+      const result = await (args === undefined
+        ? tx.execute(stmt as InStatement)
+        : tx.execute({ sql: stmt as string, args }));
+      await tx.commit();
+      afterCommit(options);
+      return result;
+    } finally {
+      tx.close();
+    }
+  }) as Client["execute"];
+  const read = options.read;
+  const wrapper: Client = {
+    execute: (read
+      ? async (stmt: InStatement | string, args?: InArgs) => {
+          if (!isPoolableRead(typeof stmt === "string" ? stmt : stmt.sql))
+            return execute(stmt as string, args);
+          refuseInsideTransaction();
+          try {
+            return await read(stmt, args);
+          } catch (e) {
+            if (isReadOnlyError(e)) return execute(stmt as string, args);
+            throw e;
+          }
+        }
+      : execute) as Client["execute"],
+    // A batch is one write transaction (`Database.write`): BEGIN IMMEDIATE, so a lock held by
+    // another connection is met before any statement runs and the retry starts clean.
+    batch: guarded(
+      async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
+        const results = await inner.batch(stmts, mode ?? "write");
+        afterCommit(options);
+        return results;
+      },
+    ) as Client["batch"],
+    migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
+    executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
+    sync: guarded(() => inner.sync()),
+    async transaction(mode?: TransactionMode): Promise<Transaction> {
+      refuseInsideTransaction();
+      const other = options.elsewhere?.(mode);
+      if (other) return other;
+      const { tx, release } = await retryBusy(async () => {
+        const release = await lock.acquire();
+        try {
+          return { tx: await inner.transaction(mode), release };
+        } catch (e) {
+          release();
+          throw e;
+        }
+      });
+      let settled = false;
+      const settle = () => {
+        if (!settled) {
+          settled = true;
+          release();
+        }
+      };
+      return {
+        execute: ((stmt: InStatement) => tx.execute(stmt)) as Transaction["execute"],
+        batch: (stmts: InStatement[]) => tx.batch(stmts),
+        executeMultiple: (sql: string) => tx.executeMultiple(sql),
+        async commit() {
+          try {
+            await tx.commit();
+          } finally {
+            settle();
+          }
+          afterCommit(options);
+        },
+        async rollback() {
+          try {
+            await tx.rollback();
+          } finally {
+            settle();
+          }
+        },
+        close() {
+          tx.close();
+          settle();
+        },
+        get closed() {
+          return tx.closed;
+        },
+      };
+    },
+    close: () => inner.close(),
+    reconnect: () => inner.reconnect(),
+    get closed() {
+      return inner.closed;
+    },
+    get protocol() {
+      return inner.protocol;
+    },
+  };
+  return wrapper;
+}

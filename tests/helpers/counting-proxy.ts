@@ -1,0 +1,70 @@
+/**
+ * A counting HTTP proxy on 127.0.0.1 in front of the Hrana server: every request the libSQL
+ * client sends is one database round trip. Tests read `count` around an operation (a count, not a
+ * time) and may look at what each request carried (`log`).
+ */
+export interface CountingProxy {
+  url: string;
+  /** Requests forwarded so far (Hrana pipelines and cursors; the version probe is not counted). */
+  count: number;
+  /** The SQL of each counted request, for a failing assertion's message. */
+  log: string[][];
+  reset(): void;
+  stop(): void;
+}
+
+/** The SQL texts of one Hrana pipeline body (JSON), as far as they can be read. */
+function sqlOf(body: string): string[] {
+  try {
+    const out: string[] = [];
+    const walk = (v: unknown) => {
+      if (!v || typeof v !== "object") return;
+      if (Array.isArray(v)) return v.forEach(walk);
+      for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+        if (k === "sql" && typeof x === "string") out.push(x.slice(0, 160));
+        else walk(x);
+      }
+    };
+    walk(JSON.parse(body));
+    return out;
+  } catch {
+    return [];
+  }
+}
+
+export function startCountingProxy(target: string): CountingProxy {
+  const proxy: CountingProxy = {
+    url: "",
+    count: 0,
+    log: [],
+    reset() {
+      proxy.count = 0;
+      proxy.log = [];
+    },
+    stop() {
+      server.stop(true);
+    },
+  };
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      const url = new URL(req.url);
+      const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.text();
+      if (req.method === "POST") {
+        proxy.count++;
+        proxy.log.push(sqlOf(body ?? ""));
+      }
+      const headers = new Headers(req.headers);
+      headers.delete("host");
+      const res = await fetch(target + url.pathname + url.search, {
+        method: req.method,
+        headers,
+        body,
+      });
+      return new Response(await res.arrayBuffer(), { status: res.status, headers: res.headers });
+    },
+  });
+  proxy.url = `http://127.0.0.1:${server.port}`;
+  return proxy;
+}
