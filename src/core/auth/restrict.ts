@@ -227,7 +227,7 @@ export async function restrictWhere(
     user && !user.isSuperuser
       ? [
           resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined,
-          resource.scope?.(user),
+          await resource.scope?.(user, ctx, auth),
         ].filter((x): x is SQL => !!x)
       : [];
   const scope = limits.length ? and(...limits) : undefined;
