@@ -12,7 +12,7 @@ import { doc, SCHEMA } from "../schema/helpers";
 
 let t: TestApp;
 let hiddenDoc: unknown;
-const ROWS = 1_234;
+const ROWS = 2_345;
 
 beforeAll(async () => {
   t = await makeTestApp();

@@ -10,7 +10,7 @@ import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 import { SCHEMA } from "../schema/helpers";
 
 let t: TestApp;
-const entry: Record<string, number> = {};
+const entry = { inv: 0, other: 0, gone: 0 };
 
 /** Removes field `note` of `slug` (or the type itself) through a schema apply; returns its entry. */
 async function trash(slug: string, whole = false): Promise<number> {
