@@ -19,6 +19,7 @@ import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
 import { naturalize } from "./natural";
+import { viewableRefs } from "../auth/restrict";
 import type { ModelOpenApi } from "../json-schema";
 
 type FieldType =
@@ -575,7 +576,8 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       const found = info ? await info.nested(ctx, [id]) : new Map();
-      if (!found.has(id))
+      // an object the writer may not view answers as one that does not exist (decision 0064)
+      if (!found.has(id) || !(await viewableRefs(ctx, ctx.auth, app, model, [id])).has(id))
         return { error: `Related object not found using the provided numeric ID: ${id}` };
       return { value: id };
     }
@@ -587,7 +589,8 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       const found = info ? await info.nested(ctx, ids) : new Map();
-      const missing = ids.filter((id) => !found.has(id));
+      const viewable = await viewableRefs(ctx, ctx.auth, app, model, ids as number[]);
+      const missing = ids.filter((id) => !found.has(id) || !viewable.has(id));
       if (missing.length)
         return { error: `Related object not found using the provided numeric ID: ${missing[0]}` };
       return { value: [...new Set(ids as number[])] };

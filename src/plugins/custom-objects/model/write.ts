@@ -22,6 +22,7 @@ import { choiceSets, customObjectTypes } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
+import { viewableRefs } from "../../../core/auth/restrict";
 import { resolveTags, setTags } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
@@ -260,6 +261,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     const pre = batch ? batch.pre : await preflight(ctx, refIds);
     const choices = pre.choices;
     const pending: Pending[] = batch ? batch.pending : [];
+    const named: Pending[] = []; // every reference this input names, for the visibility check
 
     for (const f of fields) {
       const present = Object.hasOwn(input, f.name);
@@ -301,6 +303,7 @@ export function writer(shape: Shape, read: Reader): Writer {
           if (batch || !preflighted.has(f) || refIds[f.name] !== r.id)
             pending.push({ field: f, ref: r });
           else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
+          named.push({ field: f, ref: r });
           values[`${f.name}_id`] = r.id;
           if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
         }
@@ -321,6 +324,7 @@ export function writer(shape: Shape, read: Reader): Writer {
           if ("error" in r) errors.add(f.name, r.error);
           else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
             pending.push({ field: f, ref: r });
+            named.push({ field: f, ref: r });
             refs.push(r);
           }
         }
@@ -342,6 +346,12 @@ export function writer(shape: Shape, read: Reader): Writer {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
     }
+    // An object the writer may not view answers as one that does not exist (decision 0064); a
+    // field already refused for a missing object is not named twice.
+    if (!batch)
+      for (const { field, ref } of await unviewable(ctx, named))
+        if (!Object.hasOwn(errors.errors, field.name))
+          errors.add(field.name, notFoundMessage(ref.id));
     if (Object.hasOwn(input, "tags")) {
       const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
       if ("error" in r) errors.add("tags", r.error);
@@ -525,6 +535,8 @@ export function writer(shape: Shape, read: Reader): Writer {
     if (unseen.length) {
       const { found, nested } = await existingRefs(ctx, unseen);
       if (unseen.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
+      // a hidden object: the chunk goes item by item, which names it as a missing one
+      if ((await unviewable(ctx, unseen)).length) return null;
       for (const key of found) seen.found.add(key);
       for (const [typeId, forms] of nested) {
         const into = seen.nested.get(typeId) ?? seen.nested.set(typeId, new Map()).get(typeId)!;
@@ -658,4 +670,23 @@ export function writer(shape: Shape, read: Reader): Writer {
     },
   };
   return writes;
+}
+
+/** The references among `refs` to objects the writer may not view (decision 0064). */
+async function unviewable(ctx: WriteContext, refs: Pending[]): Promise<Pending[]> {
+  const user = ctx.auth.user;
+  if (!refs.length || !user || user.isSuperuser) return [];
+  const byType = new Map<number, number[]>();
+  for (const { ref } of refs)
+    (byType.get(ref.typeId) ?? byType.set(ref.typeId, []).get(ref.typeId)!).push(ref.id);
+  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db);
+  const seen = new Map<number, Set<number>>();
+  for (const [typeId, ids] of byType) {
+    const ot = types.get(typeId);
+    seen.set(
+      typeId,
+      ot ? await viewableRefs(ctx, ctx.auth, ot.appLabel, ot.model, ids) : new Set<number>(),
+    );
+  }
+  return refs.filter(({ ref }) => !seen.get(ref.typeId)!.has(ref.id));
 }
