@@ -11,7 +11,13 @@ export async function userWith(
   const u = await createUser(app.deps.db.orm, { username });
   for (const [i, [actions, label, constraints]] of grants.entries()) {
     const r = await app.json("POST", "/api/users/permissions/", {
-      body: { name: `${username}-${i}`, actions, object_types: [label], users: [u.id], constraints },
+      body: {
+        name: `${username}-${i}`,
+        actions,
+        object_types: [label],
+        users: [u.id],
+        constraints,
+      },
     });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   }

@@ -105,9 +105,13 @@ describe("row 1: the change log follows view constraints", () => {
         [["view"], "core.objectchange", null],
       ])
     ).token;
-    const seen = await t.json("GET", `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${site.d}`, {
-      token: viewer,
-    });
+    const seen = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${site.d}`,
+      {
+        token: viewer,
+      },
+    );
     expect(seen.body.count).toBe(2);
     expect(secrets(seen.body)).toContain("SECRET-d");
   });

@@ -31,7 +31,8 @@ beforeAll(async () => {
 });
 afterAll(() => env.close());
 
-const leaks = (body: unknown) => /HIDDEN-DESC|salary_hidden_field|payroll/.test(JSON.stringify(body));
+const leaks = (body: unknown) =>
+  /HIDDEN-DESC|salary_hidden_field|payroll/.test(JSON.stringify(body));
 
 describe("row 9: jobs are visible to their owner only", () => {
   test("another user with view on jobs cannot read the admin's schema apply result", async () => {

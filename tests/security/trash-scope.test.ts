@@ -33,7 +33,8 @@ async function trash(slug: string, whole = false): Promise<number> {
   if (r.status !== 200) throw new Error(JSON.stringify(r.body));
   const list = await t.json("GET", `${SCHEMA}/trash/`);
   return list.body.results.find(
-    (e: any) => e.custom_object_type.slug === slug && (whole ? e.kind === "type" : e.name === "note"),
+    (e: any) =>
+      e.custom_object_type.slug === slug && (whole ? e.kind === "type" : e.name === "note"),
   ).id;
 }
 

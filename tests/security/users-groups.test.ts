@@ -81,10 +81,15 @@ describe("row 8: group membership", () => {
       expect(r.status).toBe(403);
     }
     // a group that grants only what they hold is theirs to fill
-    const readers = (await t.json("POST", "/api/users/groups/", { body: { name: "readers" } }))
-      .body.id;
+    const readers = (await t.json("POST", "/api/users/groups/", { body: { name: "readers" } })).body
+      .id;
     await t.json("POST", "/api/users/permissions/", {
-      body: { name: "read users", actions: ["view"], object_types: ["users.user"], groups: [readers] },
+      body: {
+        name: "read users",
+        actions: ["view"],
+        object_types: ["users.user"],
+        groups: [readers],
+      },
     });
     const ok = await t.json("PATCH", `/api/users/users/${other.id}/`, {
       token: me.token,
@@ -158,7 +163,9 @@ describe("row 8: permission assignment", () => {
 describe("row 8: passwords", () => {
   test("plain change_user cannot reset another user's password", async () => {
     const victim = await userWith(t, "victim", []);
-    await t.json("PATCH", `/api/users/users/${victim.id}/`, { body: { password: "victim-pass-1" } });
+    await t.json("PATCH", `/api/users/users/${victim.id}/`, {
+      body: { password: "victim-pass-1" },
+    });
     const me = await userWith(t, "resetter", [[["view", "change"], "users.user", null]]);
     const r = await t.json("PATCH", `/api/users/users/${victim.id}/`, {
       token: me.token,
