@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, create, makeCot } from "../custom-objects/fixtures";
 
 let t: TestApp;
 const site: Record<string, number> = {};

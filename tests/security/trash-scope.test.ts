@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, create, makeCot } from "../custom-objects/fixtures";
 import { SCHEMA } from "../schema/helpers";
 
 let t: TestApp;

@@ -2,7 +2,7 @@
  * The custom objects plugin (§5): user-defined object types with a REST endpoint each, their
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
-import { asc, inArray } from "drizzle-orm";
+import { asc } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
