@@ -42,7 +42,7 @@ beforeAll(async () => {
   bob = (
     await userWith(t, "bob", [
       [["view"], "dcim.site", { slug: "a" }],
-      [["view", "add"], "dcim.device", null],
+      [["view", "add", "change"], "dcim.device", null],
       [["view", "add", "change"], "custom_objects.rack", null],
       [["view"], "custom_objects.target", { name: "open" }],
     ])
@@ -109,6 +109,31 @@ describe("row 14: references to objects the caller may not view", () => {
     });
     expect(h.status).toBe(400);
     expect(sameAs(h.body, hiddenRow)).toBe(sameAs(u.body, UNKNOWN));
+  });
+
+  test("a reference the object already holds may be sent back unchanged (PUT echoes it)", async () => {
+    const device = await t.json("POST", "/api/dcim/devices/", {
+      body: { name: "vault-sw", site: hidden },
+    });
+    const seen = await t.json("GET", `/api/dcim/devices/${device.body.id}/`, { token: bob });
+    expect(seen.body.site).toEqual({ id: hidden });
+    const echo = await t.json("PATCH", `/api/dcim/devices/${device.body.id}/`, {
+      token: bob,
+      body: { name: "vault-sw2", site: seen.body.site },
+    });
+    expect(echo.status).toBe(200);
+    const [rack] = (await t.json("GET", `${CO}/rack/?name=admin's`, { token: bob })).body.results;
+    const put = await t.json("PUT", `${CO}/rack/${rack.id}/`, {
+      token: bob,
+      body: { name: "admin's", site: rack.site, sites: rack.sites, peer: null },
+    });
+    expect(put.status).toBe(200);
+    const after = await t.json("GET", `${CO}/rack/${rack.id}/`);
+    expect(after.body.site.id).toBe(hidden);
+    expect(after.body.sites.map((x: any) => x.id).sort()).toEqual([visible, hidden].sort());
+    // but a row that does not hold it yet cannot be given it
+    const other = await t.json("POST", `${CO}/rack/`, { token: bob, body: { name: "plain" } });
+    await probe("PATCH", `${CO}/rack/${other.body.id}/`, (id) => ({ sites: [visible, id] }));
   });
 
   test("nested forms: a visible object's link to a hidden site shows its id alone", async () => {

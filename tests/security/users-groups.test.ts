@@ -54,6 +54,25 @@ describe("row 8: group membership", () => {
     expect(mine.body.groups).toEqual([]);
   });
 
+  test("a membership the user already has may be sent back unchanged", async () => {
+    const me = await userWith(t, "member", [[["view", "change"], "users.user", { id: "$user" }]]);
+    const vault = (await t.json("POST", "/api/users/groups/", { body: { name: "vault" } })).body.id;
+    await t.json("PATCH", `/api/users/users/${me.id}/`, { body: { groups: [vault] } });
+    const mine = await t.json("GET", `/api/users/users/${me.id}/`, { token: me.token });
+    expect(mine.body.groups).toEqual([{ id: vault }]);
+    const echo = await t.json("PATCH", `/api/users/users/${me.id}/`, {
+      token: me.token,
+      body: { first_name: "M", groups: mine.body.groups },
+    });
+    expect(echo.status).toBe(200);
+    // leaving a group they may not change is a change of its membership too
+    const leave = await t.json("PATCH", `/api/users/users/${me.id}/`, {
+      token: me.token,
+      body: { groups: [] },
+    });
+    expect(leave.status).toBe(403);
+  });
+
   test("viewing a group is not enough: joining it needs change on it", async () => {
     const me = await userWith(t, "viewer", [
       [["view", "change"], "users.user", { id: "$user" }],

@@ -160,6 +160,32 @@ export function writer(shape: Shape, read: Reader): Writer {
     return { found, nested };
   }
 
+  /**
+   * The references among `refs` that the row `existing` already holds: they may stay though the
+   * writer cannot view their targets (a PUT echoes them back); new ones may not (decision 0064).
+   */
+  async function heldRefs(
+    ctx: WriteContext,
+    existing: Record<string, any>,
+    refs: Pending[],
+  ): Promise<Set<Pending>> {
+    const out = new Set<Pending>();
+    for (const p of refs) {
+      const f = p.field;
+      if (storage(f) === "reference") {
+        const [idCol, typeCol] = fieldColumns(f);
+        if (existing[idCol!] === p.ref.id && (!typeCol || existing[typeCol] === p.ref.typeId))
+          out.add(p);
+        continue;
+      }
+      const rows = (await ctx.db.all(
+        sql`SELECT 1 AS x FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${existing.id} AND target_id = ${p.ref.id} AND (target_type IS NULL OR target_type = ${p.ref.typeId}) LIMIT 1`,
+      )) as unknown[];
+      if (rows.length) out.add(p);
+    }
+    return out;
+  }
+
   const partFields = fields.flatMap((f) => {
     const parts = moduleOf.get(f)!.parts;
     return parts ? [{ f, parts }] : [];
@@ -346,12 +372,15 @@ export function writer(shape: Shape, read: Reader): Writer {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
     }
-    // An object the writer may not view answers as one that does not exist (decision 0064); a
-    // field already refused for a missing object is not named twice.
-    if (!batch)
-      for (const { field, ref } of await unviewable(ctx, named))
-        if (!Object.hasOwn(errors.errors, field.name))
-          errors.add(field.name, notFoundMessage(ref.id));
+    // An object the writer may not view answers as one that does not exist (decision 0064),
+    // unless the row already references it; a field already refused is not named twice.
+    if (!batch) {
+      const hidden = await unviewable(ctx, named);
+      const kept = existing && hidden.length ? await heldRefs(ctx, existing, hidden) : null;
+      for (const p of hidden)
+        if (!kept?.has(p) && !Object.hasOwn(errors.errors, p.field.name))
+          errors.add(p.field.name, notFoundMessage(p.ref.id));
+    }
     if (Object.hasOwn(input, "tags")) {
       const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
       if ("error" in r) errors.add("tags", r.error);
