@@ -135,9 +135,9 @@ export interface Resource {
   ownerColumn?: SQLWrapper;
   /**
    * A further limit on what a non-superuser may see or touch, whatever their permissions
-   * (the change log shows only changes to types the caller may view).
+   * (the change log shows only changes to objects the caller may view).
    */
-  scope?(user: AuthUser): SQL | undefined;
+  scope?(user: AuthUser, ctx: ReadContext, auth: AuthState): Promise<SQL | undefined>;
   /** The record's own fields beyond id/url/display/created/last_updated/tags, in record order. */
   describe?: FieldDescription[];
   /** True when records carry `tags`. */

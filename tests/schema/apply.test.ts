@@ -30,9 +30,11 @@ describe("order of checks", () => {
     expect(r.body.schema_errors.map((e: any) => e.path)).toEqual(
       expect.arrayContaining(["$.schema_version", "$.types", "$.nonsense"]),
     );
-    // preview needs only an authenticated user
+    // preview needs view on custom object types (issue 27)
     expect((await preview(exampleDoc(), null)).status).toBe(403);
-    expect((await preview(exampleDoc(), await t.user("anyone"))).status).toBe(200);
+    expect((await preview(exampleDoc(), await t.user("anyone"))).status).toBe(403);
+    const viewer = await t.user("viewer", [[["view"], "custom_objects.customobjecttype"]]);
+    expect((await preview(exampleDoc(), viewer)).status).toBe(200);
   });
 
   test("allow_destructive must be a JSON boolean", async () => {

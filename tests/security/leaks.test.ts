@@ -96,19 +96,19 @@ describe("schema preview and export", () => {
   };
 
   test("preview shows nothing of an existing type the caller may not view", async () => {
-    for (const token of [seer, seerNoTypes]) {
-      const r = await t.json("POST", `${CO}/schema/preview/`, { token, body: doc });
-      expect(r.status).toBe(200);
-      const secret = r.body.diffs.find((d: any) => d.slug === "secret");
-      expect(secret.hidden).toBe(true);
-      expect(secret.field_changes).toEqual([]);
-      expect(JSON.stringify(r.body)).not.toContain("codename_xyz");
-    }
+    // a type the caller may not view is previewed as a new one (issue 27, decision 0064)
+    const r = await t.json("POST", `${CO}/schema/preview/`, { token: seer, body: doc });
+    expect(r.status).toBe(200);
+    const secret = r.body.diffs.find((d: any) => d.slug === "secret");
+    expect(secret.is_new).toBe(true);
+    expect(secret.field_changes).toEqual([]);
+    expect(JSON.stringify(r.body)).not.toContain("codename_xyz");
+    // without view on custom object types there is no preview at all
+    const none = await t.json("POST", `${CO}/schema/preview/`, { token: seerNoTypes, body: doc });
+    expect(none.status).toBe(403);
     // the type the caller may view is previewed in full
-    const open = (
-      await t.json("POST", `${CO}/schema/preview/`, { token: seer, body: doc })
-    ).body.diffs.find((d: any) => d.slug === "open");
-    expect(open.hidden).toBeUndefined();
+    const open = r.body.diffs.find((d: any) => d.slug === "open");
+    expect(open.is_new).toBe(false);
     // a superuser sees the field the document leaves out
     const admin = await t.json("POST", `${CO}/schema/preview/`, { body: doc });
     expect(JSON.stringify(admin.body)).toContain("codename_xyz");

@@ -14,6 +14,7 @@ import { defineModel } from "../models/define";
 import type { Resource, WriteContext } from "../rest/resource";
 import { forbidden } from "../errors";
 import { ACTIONS } from "./permissions";
+import { guardPermissionWrites, guardUserWrites } from "./delegation";
 import { generateToken, hashToken } from "./tokens";
 import { slotKey } from "../slots";
 
@@ -129,7 +130,9 @@ const userModelBase = defineModel({
     },
   ],
 });
-const userResource = invalidating(userModelBase.resource, async (_ctx, id) => [id]);
+const userResource = guardUserWrites(
+  invalidating(userModelBase.resource, async (_ctx, id) => [id]),
+);
 const deleteUser = userResource.delete;
 userResource.delete = async (ctx, id) => {
   const [row] = await ctx.db
@@ -171,7 +174,7 @@ export const groupModel = defineModel({
   ],
 });
 
-export const permissionModel = defineModel({
+const permissionModelBase = defineModel({
   appLabel: "users",
   model: "objectpermission",
   verboseName: "permission",
@@ -240,6 +243,13 @@ export const permissionModel = defineModel({
     },
   ],
 });
+
+// Assigning a permission hands out what it grants: decision 0065 says who may.
+export const permissionModel = {
+  ...permissionModelBase,
+  resource: guardPermissionWrites(permissionModelBase.resource),
+};
+permissionModel.info = { ...permissionModelBase.info, resource: permissionModel.resource };
 
 const tokenModelBase = defineModel({
   appLabel: "users",

@@ -28,7 +28,7 @@ export type ConstraintSet = Record<string, unknown>;
  * Flattens a permission's stored constraints into constraint sets. `null` means the grant is
  * unrestricted; a value that is neither an object nor a list of objects grants nothing.
  */
-function constraintSets(raw: unknown): ConstraintSet[] | null {
+export function constraintSets(raw: unknown): ConstraintSet[] | null {
   if (raw === null || raw === undefined) return null;
   const list = Array.isArray(raw) ? raw : [raw];
   if (!list.length) return null;

@@ -227,7 +227,7 @@ export async function restrictWhere(
     user && !user.isSuperuser
       ? [
           resource.ownerColumn ? eq(resource.ownerColumn as any, user.id) : undefined,
-          resource.scope?.(user),
+          await resource.scope?.(user, ctx, auth),
         ].filter((x): x is SQL => !!x)
       : [];
   const scope = limits.length ? and(...limits) : undefined;
@@ -409,4 +409,30 @@ export async function hideUnviewable(
     }
     return out;
   });
+}
+
+/**
+ * The ids among `ids` of `appLabel.model` objects a writer may name in a reference: those they
+ * may view, so that a hidden object answers exactly as an unknown id (decision 0064). A write
+ * no user makes (a background job's own, token provisioning) names anything, and a user may
+ * always name themselves.
+ */
+export async function viewableRefs(
+  ctx: ReadContext,
+  auth: AuthState,
+  appLabel: string,
+  model: string,
+  ids: number[],
+): Promise<Set<number>> {
+  const user = auth.user;
+  if (!user || user.isSuperuser || !ids.length) return new Set(ids);
+  const target = (await ctx.services.models.get(appLabel, model, ctx))?.resource;
+  const where = target
+    ? await restrictWhere(ctx, auth, "view", target)
+    : user.permissions.has(codename(appLabel, "view", model))
+      ? undefined
+      : NOTHING;
+  const out = target ? await admitted(ctx, target, ids, where) : new Set(where ? [] : ids);
+  if (appLabel === "users" && model === "user" && ids.includes(user.id)) out.add(user.id);
+  return out;
 }

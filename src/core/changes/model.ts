@@ -1,7 +1,9 @@
 /** `/api/core/object-changes/`: the change log, read-only (§7). */
-import { sql } from "drizzle-orm";
-import { objectChanges } from "../../db/schema";
-import { hideUnviewable } from "../auth/restrict";
+import { inArray, or, sql, type SQL } from "drizzle-orm";
+import { objectChanges, objectTypes } from "../../db/schema";
+import { hideUnviewable, restrictWhere } from "../auth/restrict";
+import { codename } from "../auth/permissions";
+import type { AuthState, AuthUser } from "../context";
 import { defineModel, type DefinedModel } from "../models/define";
 import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
@@ -91,20 +93,9 @@ export const objectChangeModel = defineModel({
   },
 });
 readOnlyWithoutTimestamps(objectChangeModel);
-// A change record holds snapshots of its object: non-superusers see only changes to the types
-// whose objects they may view.
-objectChangeModel.resource.scope = (user) => {
-  const labels = [...user.permissions].flatMap((name) => {
-    const dot = name.indexOf(".");
-    const rest = name.slice(dot + 1);
-    return dot > 0 && rest.startsWith("view_") ? [`${name.slice(0, dot)}.${rest.slice(5)}`] : [];
-  });
-  if (!labels.length) return sql`0`;
-  return sql`${objectChanges.changedObjectTypeId} IN (SELECT ot.id FROM object_types ot WHERE ot.app_label || '.' || ot.model IN (${sql.join(
-    labels.map((l) => sql`${l}`),
-    sql`, `,
-  )}))`;
-};
+// A change record holds snapshots of its object: a non-superuser sees it only while they may view
+// that object under their view constraints (decision 0064).
+objectChangeModel.resource.scope = (user, ctx, auth) => changeScope(ctx, auth, user);
 Object.assign(
   objectChangeModel.resource.list.filters,
   objectTypeFilters("changed_object_type", objectChanges.changedObjectTypeId),
@@ -175,4 +166,50 @@ export function readOnlyWithoutTimestamps(model: DefinedModel, keep: string[] = 
     delete model.resource.list.filters[k];
     delete model.resource.list.orderings[k];
   }
+}
+
+/** `app_label.model` of every type the user holds a view permission on. */
+function viewedLabels(user: AuthUser): string[] {
+  return [...user.permissions].flatMap((name) => {
+    const dot = name.indexOf(".");
+    const rest = name.slice(dot + 1);
+    return dot > 0 && rest.startsWith("view_") ? [`${name.slice(0, dot)}.${rest.slice(5)}`] : [];
+  });
+}
+
+/**
+ * The change records a non-superuser may read: those about objects of a type they may view
+ * whole, and those about an existing object their view constraints (and the model's own scope,
+ * such as a token's owner) admit. An object that no longer exists is judged by no snapshot: its
+ * records show only where the view of its type is unconstrained (decision 0064).
+ */
+async function changeScope(ctx: ReadContext, auth: AuthState, user: AuthUser): Promise<SQL> {
+  const labels = viewedLabels(user);
+  if (!labels.length) return sql`0`;
+  const types = await ctx.db
+    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .from(objectTypes)
+    .where(inArray(sql`${objectTypes.appLabel} || '.' || ${objectTypes.model}`, labels));
+  const whole: number[] = [];
+  const some: SQL[] = [];
+  for (const ot of types) {
+    const target = (await ctx.services.models.get(ot.appLabel, ot.model, ctx))?.resource;
+    if (target?.scope === objectChangeModel.resource.scope) continue; // the log records no changes to itself
+    if (!target) {
+      // a model that is gone (a removed custom object type): only an unconstrained view reads it
+      if (!user.constraints?.has(codename(ot.appLabel, "view", ot.model))) whole.push(ot.id);
+      continue;
+    }
+    const where = await restrictWhere(ctx, auth, "view", target);
+    if (!where) whole.push(ot.id);
+    else
+      some.push(
+        sql`(${objectChanges.changedObjectTypeId} = ${ot.id} AND ${objectChanges.changedObjectId} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${where}))`,
+      );
+  }
+  const terms = [
+    whole.length ? inArray(objectChanges.changedObjectTypeId, whole) : undefined,
+    ...some,
+  ].filter((x): x is SQL => !!x);
+  return terms.length ? (or(...terms) as SQL) : sql`0`;
 }

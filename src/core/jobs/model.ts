@@ -60,3 +60,6 @@ export const jobModel = defineModel({
 });
 readOnlyWithoutTimestamps(jobModel, ["created"]);
 Object.assign(jobModel.resource.list.filters, objectTypeFilters("object_type", jobs.objectTypeId));
+// A job's data is what its owner's request answered (a schema apply's diffs name types and
+// fields): non-superusers see only their own jobs, whatever their view permission (decision 0064).
+jobModel.resource.ownerColumn = jobs.userId;

@@ -19,6 +19,7 @@ import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
 import { naturalize } from "./natural";
+import { viewableRefs } from "../auth/restrict";
 import type { ModelOpenApi } from "../json-schema";
 
 type FieldType =
@@ -327,7 +328,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         continue;
       }
       const raw = input[f.name];
-      const result = await convertValue(ctx, f, raw);
+      const result = await convertValue(ctx, f, raw, heldBy(ctx, f, existing));
       if (typeof result === "object" && result && "error" in result) {
         errors.add(f.name, result.error);
         continue;
@@ -350,6 +351,25 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         );
     }
     return { values, links, tagIds };
+  }
+
+  /**
+   * Whether `existing` already references an object through `f`: such a reference may stay
+   * though the writer cannot view its target (a PUT echoes it back), a new one may not.
+   */
+  function heldBy(ctx: WriteContext, f: FieldSpec, existing: Record<string, any> | null) {
+    if (!existing) return async () => false;
+    if (f.type === "fk") return async (id: number) => existing[keyOf(f.column!)] === id;
+    let current: Promise<number[]> | null = null;
+    return async (id: number) => {
+      const { table: link, own, other } = f.link!;
+      current ??= ctx.db
+        .select({ id: other })
+        .from(link)
+        .where(eq(own, existing.id))
+        .then((rows) => rows.map((r) => Number(r.id)));
+      return (await current).includes(id);
+    };
   }
 
   async function writeLinks(
@@ -515,7 +535,12 @@ function keyOf2(table: SQLiteTable, col: SQLiteColumn): string {
 
 type Converted = { value: unknown } | { error: string };
 
-async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Promise<Converted> {
+async function convertValue(
+  ctx: WriteContext,
+  f: FieldSpec,
+  raw: unknown,
+  held: (id: number) => Promise<boolean>,
+): Promise<Converted> {
   if (raw === null) {
     if (f.type === "m2m" || f.type === "object_types") return { value: [] };
     return f.nullable ? { value: null } : { error: "This field may not be null." };
@@ -575,7 +600,9 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       const found = info ? await info.nested(ctx, [id]) : new Map();
-      if (!found.has(id))
+      // an object the writer may not view answers as one that does not exist (decision 0064)
+      const hidden = !(await viewableRefs(ctx, ctx.auth, app, model, [id])).has(id);
+      if (!found.has(id) || (hidden && !(await held(id))))
         return { error: `Related object not found using the provided numeric ID: ${id}` };
       return { value: id };
     }
@@ -587,7 +614,10 @@ async function convertValue(ctx: WriteContext, f: FieldSpec, raw: unknown): Prom
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       const found = info ? await info.nested(ctx, ids) : new Map();
-      const missing = ids.filter((id) => !found.has(id));
+      const viewable = await viewableRefs(ctx, ctx.auth, app, model, ids as number[]);
+      const missing: number[] = [];
+      for (const id of ids as number[])
+        if (!found.has(id) || (!viewable.has(id) && !(await held(id)))) missing.push(id);
       if (missing.length)
         return { error: `Related object not found using the provided numeric ID: ${missing[0]}` };
       return { value: [...new Set(ids as number[])] };

@@ -324,17 +324,26 @@ export async function retypeFieldStorage(
 }
 
 /** Counts non-null values of a scalar column that `convert` cannot carry to a new type. */
+/** Rows `countUnconvertible` holds at once: one page of values, never the whole column. */
+const CONVERT_PAGE = 2_000;
+
 export async function countUnconvertible(
   db: Executor,
   cotId: number,
   f: ColumnField,
   convert: (value: unknown) => unknown,
 ): Promise<number> {
-  const rows = (await db.all(
-    sql`SELECT ${ident(f.name)} AS v FROM ${ident(tableName(cotId))} WHERE ${ident(f.name)} IS NOT NULL`,
-  )) as { v: unknown }[];
-  return rows.filter((r) => {
-    const v = convert(r.v);
-    return v === undefined || v === null;
-  }).length;
+  let lost = 0;
+  // Pages in id order: memory stays one page whatever the table's size (issue 27).
+  for (let after = 0; ; ) {
+    const rows = (await db.all(
+      sql`SELECT id, ${ident(f.name)} AS v FROM ${ident(tableName(cotId))} WHERE id > ${after} AND ${ident(f.name)} IS NOT NULL ORDER BY id LIMIT ${CONVERT_PAGE}`,
+    )) as { id: number; v: unknown }[];
+    for (const r of rows) {
+      const v = convert(r.v);
+      if (v === undefined || v === null) lost++;
+    }
+    if (rows.length < CONVERT_PAGE) return lost;
+    after = Number(rows[rows.length - 1]!.id);
+  }
 }

@@ -2,7 +2,7 @@
  * The custom objects plugin (§5): user-defined object types with a REST endpoint each, their
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
-import { asc, inArray } from "drizzle-orm";
+import { asc } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
@@ -30,7 +30,7 @@ import {
   wantsBackground,
 } from "./schema-jobs";
 import { applySchemaLogged, asLongWrite } from "./schema-change-log";
-import { cotsAllowed, hideDiffs } from "./schema/access";
+import { cotsAllowed } from "./schema/access";
 import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
@@ -112,17 +112,15 @@ function liveResource(
   };
 }
 
-/** Slugs among `slugs` of existing types the caller may not view. */
+/** Slugs of the existing types the caller may not view. */
 async function hiddenSlugs(
   ctx: ReturnType<typeof readContext>,
   auth: HonoEnv["Variables"]["auth"],
-  slugs: string[],
 ): Promise<Set<string>> {
-  if (!slugs.length || auth.user?.isSuperuser) return new Set();
+  if (auth.user?.isSuperuser) return new Set();
   const rows = await ctx.db
     .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
-    .from(customObjectTypes)
-    .where(inArray(customObjectTypes.slug, slugs));
+    .from(customObjectTypes);
   const allowed = await cotsAllowed(
     ctx,
     auth,
@@ -243,25 +241,13 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
   app.all("/linked-objects", methodNotAllowed("GET, HEAD"));
 
   const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
+  // A preview reads types and counts their rows: it needs view on custom object types, and a
+  // type the caller may not view is previewed as if it did not exist (decision 0064).
   app.post("/schema/preview", async (c) => {
-    if (!c.var.auth.user)
-      throw ApiError.detail(
-        403,
-        "Authentication credentials were not provided.",
-        "not_authenticated",
-      );
+    await requirePermission(c, "view", cotTarget);
     const ctx = readContext(c);
-    const preview = await previewSchema(ctx, await readJson(c));
-    const hidden = await hiddenSlugs(
-      ctx,
-      c.var.auth,
-      preview.diffs.map((d) => d.slug),
-    );
-    return c.json({
-      ...preview,
-      diffs: hideDiffs(preview.diffs, hidden),
-      destructive_changes: preview.destructive_changes.filter((g) => !hidden.has(g.slug)),
-    });
+    const body = await readJson(c);
+    return c.json(await previewSchema(ctx, body, await hiddenSlugs(ctx, c.var.auth)));
   });
   app.post("/schema/apply", async (c) => {
     await requirePermission(c, "add", cotTarget);

@@ -5,6 +5,7 @@
  * relation, so permission constraints (`owner__name`) and GraphQL follow it. A type with a field
  * of its own named `owner` keeps that field instead (upstream does the same).
  */
+import { viewableRefs } from "../../../core/auth/restrict";
 import { eq } from "drizzle-orm";
 import { owners } from "../../../db/schema";
 import { ownerFilters } from "../../../core/auth/owners";
@@ -82,6 +83,8 @@ export async function writeOwner(
     .from(owners)
     .where(eq(owners.id, id))
     .limit(1);
-  if (!found) errors.add("owner", `Related object not found using the provided numeric ID: ${id}`);
+  // an owner the writer may not view answers as one that does not exist (decision 0064)
+  if (!found || !(await viewableRefs(ctx, ctx.auth, "users", "owner", [id])).has(id))
+    errors.add("owner", `Related object not found using the provided numeric ID: ${id}`);
   else values[OWNER_COLUMN] = id;
 }

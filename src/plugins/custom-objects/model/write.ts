@@ -22,6 +22,7 @@ import { choiceSets, customObjectTypes } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
+import { viewableRefs } from "../../../core/auth/restrict";
 import { resolveTags, setTags } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
@@ -159,6 +160,32 @@ export function writer(shape: Shape, read: Reader): Writer {
     return { found, nested };
   }
 
+  /**
+   * The references among `refs` that the row `existing` already holds: they may stay though the
+   * writer cannot view their targets (a PUT echoes them back); new ones may not (decision 0064).
+   */
+  async function heldRefs(
+    ctx: WriteContext,
+    existing: Record<string, any>,
+    refs: Pending[],
+  ): Promise<Set<Pending>> {
+    const out = new Set<Pending>();
+    for (const p of refs) {
+      const f = p.field;
+      if (storage(f) === "reference") {
+        const [idCol, typeCol] = fieldColumns(f);
+        if (existing[idCol!] === p.ref.id && (!typeCol || existing[typeCol] === p.ref.typeId))
+          out.add(p);
+        continue;
+      }
+      const rows = (await ctx.db.all(
+        sql`SELECT 1 AS x FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${existing.id} AND target_id = ${p.ref.id} AND (target_type IS NULL OR target_type = ${p.ref.typeId}) LIMIT 1`,
+      )) as unknown[];
+      if (rows.length) out.add(p);
+    }
+    return out;
+  }
+
   const partFields = fields.flatMap((f) => {
     const parts = moduleOf.get(f)!.parts;
     return parts ? [{ f, parts }] : [];
@@ -260,6 +287,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     const pre = batch ? batch.pre : await preflight(ctx, refIds);
     const choices = pre.choices;
     const pending: Pending[] = batch ? batch.pending : [];
+    const named: Pending[] = []; // every reference this input names, for the visibility check
 
     for (const f of fields) {
       const present = Object.hasOwn(input, f.name);
@@ -301,6 +329,7 @@ export function writer(shape: Shape, read: Reader): Writer {
           if (batch || !preflighted.has(f) || refIds[f.name] !== r.id)
             pending.push({ field: f, ref: r });
           else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
+          named.push({ field: f, ref: r });
           values[`${f.name}_id`] = r.id;
           if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
         }
@@ -321,6 +350,7 @@ export function writer(shape: Shape, read: Reader): Writer {
           if ("error" in r) errors.add(f.name, r.error);
           else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
             pending.push({ field: f, ref: r });
+            named.push({ field: f, ref: r });
             refs.push(r);
           }
         }
@@ -341,6 +371,15 @@ export function writer(shape: Shape, read: Reader): Writer {
       for (const { field, ref } of pending) {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
+    }
+    // An object the writer may not view answers as one that does not exist (decision 0064),
+    // unless the row already references it; a field already refused is not named twice.
+    if (!batch) {
+      const hidden = await unviewable(ctx, named);
+      const kept = existing && hidden.length ? await heldRefs(ctx, existing, hidden) : null;
+      for (const p of hidden)
+        if (!kept?.has(p) && !Object.hasOwn(errors.errors, p.field.name))
+          errors.add(p.field.name, notFoundMessage(p.ref.id));
     }
     if (Object.hasOwn(input, "tags")) {
       const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
@@ -525,6 +564,8 @@ export function writer(shape: Shape, read: Reader): Writer {
     if (unseen.length) {
       const { found, nested } = await existingRefs(ctx, unseen);
       if (unseen.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
+      // a hidden object: the chunk goes item by item, which names it as a missing one
+      if ((await unviewable(ctx, unseen)).length) return null;
       for (const key of found) seen.found.add(key);
       for (const [typeId, forms] of nested) {
         const into = seen.nested.get(typeId) ?? seen.nested.set(typeId, new Map()).get(typeId)!;
@@ -658,4 +699,23 @@ export function writer(shape: Shape, read: Reader): Writer {
     },
   };
   return writes;
+}
+
+/** The references among `refs` to objects the writer may not view (decision 0064). */
+async function unviewable(ctx: WriteContext, refs: Pending[]): Promise<Pending[]> {
+  const user = ctx.auth.user;
+  if (!refs.length || !user || user.isSuperuser) return [];
+  const byType = new Map<number, number[]>();
+  for (const { ref } of refs)
+    (byType.get(ref.typeId) ?? byType.set(ref.typeId, []).get(ref.typeId)!).push(ref.id);
+  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db);
+  const seen = new Map<number, Set<number>>();
+  for (const [typeId, ids] of byType) {
+    const ot = types.get(typeId);
+    seen.set(
+      typeId,
+      ot ? await viewableRefs(ctx, ctx.auth, ot.appLabel, ot.model, ids) : new Set<number>(),
+    );
+  }
+  return refs.filter(({ ref }) => !seen.get(ref.typeId)!.has(ref.id));
 }

@@ -1,7 +1,7 @@
 /**
  * Permission constraints on custom object types, for the schema routes: which types a caller
- * may see in previews and exports, and whether an apply stays inside what they may add and
- * change (checked before and after, in the apply's transaction).
+ * may see in previews, exports and the trash, and whether an apply stays inside what they may
+ * add and change (checked before and after, in the apply's transaction).
  */
 import { forbidden } from "../../../core/errors";
 import { admitted, restrictWhere } from "../../../core/auth/restrict";
@@ -9,7 +9,6 @@ import type { Action } from "../../../core/auth/permissions";
 import type { AuthState } from "../../../core/context";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { cotModel } from "../types-api";
-import type { TypeDiff } from "./diff";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
 export async function cotsAllowed(
@@ -42,29 +41,4 @@ export async function requireCots(
     throw forbidden(
       `You do not have permission to ${action} the custom object type(s) ${refused.join(", ")} as submitted.`,
     );
-}
-
-/**
- * A preview never shows what the caller may not view: the diff of an existing type outside
- * their view permission keeps only the slug and name they sent, and says why.
- */
-export function hideDiffs(diffs: TypeDiff[], hidden: Set<string>): TypeDiff[] {
-  return diffs.map((d) =>
-    hidden.has(d.slug)
-      ? {
-          slug: d.slug,
-          name: d.name,
-          is_new: false,
-          has_changes: false,
-          has_destructive_changes: false,
-          cot_changes: {},
-          field_changes: [],
-          destructive_changes: [],
-          warnings: [
-            "A custom object type with this slug exists and you may not view it; its changes are not shown.",
-          ],
-          hidden: true,
-        }
-      : d,
-  ) as TypeDiff[];
 }

@@ -204,9 +204,10 @@ async function planOf(
   db: Executor,
   ctx: ReadContext,
   document: SchemaDocument,
+  hidden?: ReadonlySet<string>,
 ): Promise<SchemaPlan> {
   const slugs = documentSlugs(document);
-  const state = await loadDbTypes(db, ctx.services.objectTypes, slugs);
+  const state = await loadDbTypes(db, ctx.services.objectTypes, slugs, hidden);
   const from = await hashSnapshot(snapshotOf(state, slugs));
   return {
     plan_id: await planIdOf(document, from),
@@ -215,22 +216,33 @@ async function planOf(
   };
 }
 
-async function diffOrThrow(db: Executor, ctx: ReadContext, document: SchemaDocument) {
-  const result = await diffDocument(db, ctx.services.objectTypes, document);
+async function diffOrThrow(
+  db: Executor,
+  ctx: ReadContext,
+  document: SchemaDocument,
+  hidden?: ReadonlySet<string>,
+) {
+  const result = await diffDocument(db, ctx.services.objectTypes, document, hidden);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
 }
 
+/**
+ * The plan and diffs of a document. Types in `hidden` (those the caller may not view) are
+ * previewed as if they did not exist: their rows are not counted and the state hashes say
+ * nothing of them, so a preview cannot confirm guesses about a hidden type (decision 0064).
+ */
 export async function previewSchema(
   ctx: ReadContext,
   body: unknown,
+  hidden: ReadonlySet<string>,
 ): Promise<
   SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
 > {
   const { document } = readApplyRequest(body, new URLSearchParams());
-  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
-  const plan = await planOf(ctx.db, ctx, document);
+  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document, hidden);
+  const plan = await planOf(ctx.db, ctx, document, hidden);
   return {
     ...plan,
     diffs,

@@ -332,17 +332,22 @@ async function diffType(
   return diff;
 }
 
-/** Computes per-type diffs of a validated document against the database. */
+/**
+ * Computes per-type diffs of a validated document against the database. Types named in
+ * `hidden` are diffed as if they did not exist: nothing of them is read or counted.
+ */
 export async function diffDocument(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   doc: SchemaDocument,
+  hidden?: ReadonlySet<string>,
   lookups: DiffLookups = defaultLookups(db, objectTypes, doc),
 ): Promise<DiffResult> {
   const state = await loadDbTypes(
     db,
     objectTypes,
     doc.types.map((t) => t.slug),
+    hidden,
   );
   const errors: SchemaError[] = [];
   const diffs: TypeDiff[] = [];
@@ -353,6 +358,7 @@ export async function diffDocument(
     db,
     objectTypes,
     (doc.removed_types ?? []).map((r) => r.slug),
+    hidden,
   );
   for (const r of doc.removed_types ?? []) {
     const existing = removed.get(r.slug);
@@ -403,6 +409,7 @@ export async function diffDocument(
         .select({ slug: customObjectTypes.slug })
         .from(customObjectTypes)
         .where(eq(customObjectTypes.id, f.customObjectTypeId));
+      if (cot && hidden?.has(cot.slug)) continue;
       const n = await countOutsideChoices(db, f.customObjectTypeId, f as FieldRow, keep);
       if (n)
         choice_set_changes.push({

@@ -84,18 +84,23 @@ function tombstonesOf(cot: CotRow): Tombstone[] {
     : [];
 }
 
-/** Loads the COTs with these slugs (all when `slugs` is null). */
+/**
+ * Loads the COTs with these slugs (all when `slugs` is null). Types named in `hidden` (those a
+ * previewing caller may not view) are left out, as if they did not exist.
+ */
 export async function loadDbTypes(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   slugs: string[] | null,
+  hidden?: ReadonlySet<string>,
 ): Promise<Map<string, DbType>> {
-  const cots =
+  const all =
     slugs === null
       ? await db.select().from(customObjectTypes)
       : slugs.length
         ? await db.select().from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))
         : [];
+  const cots = hidden?.size ? all.filter((c) => !hidden.has(c.slug)) : all;
   const out = new Map<string, DbType>();
   if (!cots.length) return out;
   const fields = await db

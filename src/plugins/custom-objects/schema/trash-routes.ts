@@ -2,12 +2,13 @@
  * `schema/trash/`: removed fields and types kept with their data (decision 0051). GET lists
  * them (view permission on custom object types; an entry shows only to callers who may view
  * its type, and a removed type's entry only to callers whose view is unconstrained);
- * `POST schema/trash/<id>/restore/` puts one back (add and change permission); `DELETE
- * schema/trash/<id>/` purges it at once (delete permission).
+ * `POST schema/trash/<id>/restore/` puts one back (add and change permission, the change
+ * constraints holding for its type); `DELETE schema/trash/<id>/` purges it at once (delete
+ * permission under its constraints for the entry's type, unconstrained for a removed type).
  */
 import type { Hono } from "hono";
 import type { HonoEnv } from "../../../core/context";
-import { ApiError } from "../../../core/errors";
+import { ApiError, forbidden } from "../../../core/errors";
 import { requirePermission } from "../../../core/auth/permissions";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { inTransaction, readContext } from "../../../core/rest/handlers";
@@ -27,20 +28,37 @@ const entryId = (raw: string | undefined) => {
   return Number(raw);
 };
 
-/** The entries the caller may see (see the module comment). */
-async function visible(
+/**
+ * The entries the caller may `action` (see the module comment): a field's entry under that
+ * action's constraints for its type, a removed type's entry only where the action is
+ * unconstrained (its type is gone, so no constraint can be judged; decision 0064).
+ */
+async function allowed(
   ctx: ReturnType<typeof readContext>,
   auth: HonoEnv["Variables"]["auth"],
+  action: "view" | "change" | "delete",
   rows: TrashRow[],
 ): Promise<TrashRow[]> {
   if (auth.user?.isSuperuser) return rows;
-  const unconstrained = (await restrictWhere(ctx, auth, "view", cotModel.resource)) === undefined;
-  const allowed = await cotsAllowed(ctx, auth, "view", [
+  const unconstrained = (await restrictWhere(ctx, auth, action, cotModel.resource)) === undefined;
+  const types = await cotsAllowed(ctx, auth, action, [
     ...new Set(rows.filter((r) => r.kind === "field").map((r) => r.customObjectTypeId)),
   ]);
-  return rows.filter((r) =>
-    r.kind === "type" ? unconstrained : allowed.has(r.customObjectTypeId),
-  );
+  return rows.filter((r) => (r.kind === "type" ? unconstrained : types.has(r.customObjectTypeId)));
+}
+
+/** The entry `id` for an `action`: 404 when the caller may not view it, 403 when they may view but not act. */
+async function entryFor(
+  c: Parameters<typeof readContext>[0],
+  id: number,
+  action: "change" | "delete" | null,
+): Promise<TrashRow> {
+  const ctx = readContext(c);
+  const rows = (await listTrash(ctx.db)).filter((r) => r.id === id);
+  const [row] = await allowed(ctx, c.var.auth, "view", rows);
+  if (!row) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+  if (action && !(await allowed(ctx, c.var.auth, action, [row])).length) throw forbidden();
+  return row;
 }
 
 export function mountTrashRoutes(app: Hono<HonoEnv>) {
@@ -48,24 +66,15 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     await requirePermission(c, "view", cotTarget);
     const ctx = readContext(c);
     const slug = c.req.query("slug");
-    const rows = await visible(ctx, c.var.auth, await listTrash(ctx.db, slug || undefined));
+    const rows = await allowed(ctx, c.var.auth, "view", await listTrash(ctx.db, slug || undefined));
     return c.json({ count: rows.length, results: rows.map(trashView) });
   });
   app.post("/schema/trash/:id/restore", async (c) => {
     await requirePermission(c, "add", cotTarget);
     await requirePermission(c, "change", cotTarget);
     const id = entryId(c.req.param("id"));
-    const ctx = readContext(c);
-    if (
-      !(
-        await visible(
-          ctx,
-          c.var.auth,
-          (await listTrash(ctx.db)).filter((r) => r.id === id),
-        )
-      ).length
-    )
-      throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+    // a field's type must be one the caller may change; a restored type is checked once it is back
+    if ((await entryFor(c, id, null)).kind === "field") await entryFor(c, id, "change");
     const restored = await asLongWrite(c.var.services, () =>
       inTransaction(c, null, async (tx) => {
         const entry = (await listTrash(tx.db)).find((r) => r.id === id);
@@ -109,14 +118,7 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
   });
   app.delete("/schema/trash/:id", async (c) => {
     await requirePermission(c, "delete", cotTarget);
-    const id = entryId(c.req.param("id"));
-    const ctx = readContext(c);
-    const [row] = await visible(
-      ctx,
-      c.var.auth,
-      (await listTrash(ctx.db)).filter((r) => r.id === id),
-    );
-    if (!row) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
+    const row = await entryFor(c, entryId(c.req.param("id")), "delete");
     await asLongWrite(c.var.services, () => inTransaction(c, null, (tx) => purgeEntry(tx.db, row)));
     return c.body(null, 204);
   });
