@@ -3,6 +3,7 @@
  * environment values; everything else receives a validated `Config`.
  */
 import * as v from "valibot";
+import { type Network, parseNetworks } from "./core/events/targets";
 
 export type Runtime = "bun" | "workerd";
 
@@ -89,6 +90,22 @@ const EnvSchema = v.object({
   TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
   TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
+  WEBHOOK_ALLOWED_NETWORKS: v.optional(
+    v.pipe(
+      v.string(),
+      v.rawTransform(({ dataset, addIssue, NEVER }) => {
+        try {
+          return parseNetworks(dataset.value);
+        } catch (e) {
+          addIssue({
+            message: `${(e as Error).message}; use comma-separated addresses or CIDR ranges such as 127.0.0.0/8,::1/128`,
+          });
+          return NEVER;
+        }
+      }),
+    ),
+    "",
+  ),
   CHANGELOG_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
   JOB_RETENTION_DAYS: v.optional(intString(0, 36500), "90"),
   SCHEMA_TRASH_DAYS: v.optional(intString(0, 36500), "7"),
@@ -128,6 +145,8 @@ export interface Config {
   taskWorker: "inline" | "off";
   /** Job queue tuning: lease length, attempts before giving up, first retry delay (doubling). */
   tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
+  /** Networks webhooks may reach although they are not public (decision 0067); default none. */
+  webhookAllowedNetworks: Network[];
   /** Days change records and finished jobs are kept; 0 keeps them for good. */
   retention: { changelogDays: number; jobDays: number };
   /** Days removed custom object fields and types stay in the trash (0: purged at the next run). */
@@ -224,6 +243,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
       maxAttempts: e.TASK_MAX_ATTEMPTS,
       backoffBaseMs: e.TASK_RETRY_BACKOFF_MS,
     },
+    webhookAllowedNetworks: e.WEBHOOK_ALLOWED_NETWORKS,
     retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
     schemaTrashDays: e.SCHEMA_TRASH_DAYS,
     logLevel: e.LOG_LEVEL,

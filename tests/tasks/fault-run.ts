@@ -10,7 +10,7 @@ import { startWorker } from "../../src/services/tasks/worker";
 import { startRedisBridge } from "../../tools/redis-bridge";
 import { makeTestApp } from "../helpers/app";
 import { startRedisProcess } from "../helpers/redis-process";
-import { hookAndRule, startReceiver } from "./harness";
+import { hookAndRule, LOOPBACK_ALLOWED, startReceiver } from "./harness";
 
 export type Fault = "none" | "freeze" | "stop" | "restart-empty";
 
@@ -88,7 +88,7 @@ export async function runFault(
   const token = `fault-${crypto.randomUUID()}`;
   const bridge = await startRedisBridge({ redisUrl: redis.url, token });
   const client = createUpstashRedis({ url: bridge.url, token }, { timeoutMs: 1_000 });
-  const t = await makeTestApp({}, { redis: { tasks: client }, tasks: FAST_TASKS });
+  const t = await makeTestApp(LOOPBACK_ALLOWED, { redis: { tasks: client }, tasks: FAST_TASKS });
   const queue = servicesOf(t.app).tasks!;
   const worker = startWorker(queue, {
     idleMs: 20,

@@ -29,10 +29,16 @@ export interface TasksEnv {
   close(): Promise<void>;
 }
 
+/** Receivers run on loopback: deliveries there are refused unless allowed (decision 0067). */
+export const LOOPBACK_ALLOWED = { WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8" };
+
 export async function makeTasksEnv(env: Record<string, string> = {}): Promise<TasksEnv> {
   const stack = await startRedisStack();
   const redis = createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token });
-  const t = await makeTestApp(env, { redis: { tasks: redis }, tasks: TEST_TASKS });
+  const t = await makeTestApp(
+    { ...LOOPBACK_ALLOWED, ...env },
+    { redis: { tasks: redis }, tasks: TEST_TASKS },
+  );
   const queue = servicesOf(t.app).tasks!;
   const workers: TaskWorker[] = [];
   return {

@@ -17,7 +17,7 @@ import { startWorker, type TaskWorker } from "../../src/services/tasks/worker";
 import { startRedisBridge, type RedisBridge } from "../../tools/redis-bridge";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisProcess, type RedisProcess } from "../helpers/redis-process";
-import { hookAndRule, jobsNamed, startReceiver, waitFor } from "./harness";
+import { hookAndRule, jobsNamed, LOOPBACK_ALLOWED, startReceiver, waitFor } from "./harness";
 
 let redis: RedisProcess;
 let bridge: RedisBridge;
@@ -33,7 +33,7 @@ beforeAll(async () => {
   bridge = await startRedisBridge({ redisUrl: redis.url, token });
   client = createUpstashRedis({ url: bridge.url, token }, { timeoutMs: 1_000 });
   t = await makeTestApp(
-    { LOG_LEVEL: process.env.DEBUG_OUTBOX ? "debug" : "silent" },
+    { LOG_LEVEL: process.env.DEBUG_OUTBOX ? "debug" : "silent", ...LOOPBACK_ALLOWED },
     {
       redis: { tasks: client },
       tasks: {

@@ -367,10 +367,10 @@ describe("retries", () => {
     const [job] = (await jobsNamed(env.t, "webhook.deliver")).filter(
       (j) => j.object_id === hook.id,
     );
-    expect(job).toMatchObject({ attempts: 4, error: "the receiver answered HTTP 500" });
+    expect(job).toMatchObject({ attempts: 4, error: "delivery failed: HTTP 500" });
     expect(job.completed).not.toBeNull();
     const dead = await env.queue.deadLetters();
-    expect(dead.some((m) => m.id === job.id && m.error === "the receiver answered HTTP 500")).toBe(
+    expect(dead.some((m) => m.id === job.id && m.error === "delivery failed: HTTP 500")).toBe(
       true,
     );
   });
@@ -391,7 +391,7 @@ describe("retries", () => {
       ),
     );
     expect(job.attempts).toBe(4);
-    expect(job.error).toMatch(/^request failed: /);
+    expect(job.error).toBe("delivery failed: connection error");
   });
 });
 

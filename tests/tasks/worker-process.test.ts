@@ -8,6 +8,7 @@ import { join } from "node:path";
 import {
   hookAndRule,
   jobsNamed,
+  LOOPBACK_ALLOWED,
   makeTasksEnv,
   startReceiver,
   waitFor,
@@ -44,6 +45,7 @@ function spawnWorker(extraEnv: Record<string, string> = {}) {
       TASK_VISIBILITY_TIMEOUT_MS: "1000",
       TASK_RETRY_BACKOFF_MS: "50",
       LOG_LEVEL: "info",
+      ...LOOPBACK_ALLOWED,
       ...extraEnv,
     },
     stdout: "pipe",

@@ -13,7 +13,7 @@ import {
   type RemoteDatabase,
   type RunningWorker,
 } from "../helpers/worker";
-import { hmacSha512, startReceiver, waitFor } from "./harness";
+import { hmacSha512, LOOPBACK_ALLOWED, startReceiver, waitFor } from "./harness";
 
 setDefaultTimeout(60_000);
 
@@ -30,6 +30,7 @@ beforeAll(async () => {
       CACHE_BACKEND: "kv",
       REDIS_TASKS_URL: stack.bridge.url,
       REDIS_TASKS_TOKEN: stack.bridge.token,
+      ...LOOPBACK_ALLOWED,
     },
   });
   token = await db.superuserToken();

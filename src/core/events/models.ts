@@ -5,12 +5,14 @@ import { ApiError, ValidationError } from "../errors";
 import { defineModel, recordUrl } from "../models/define";
 import { closedObject, orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
-import type { DeleteHook } from "../rest/resource";
+import type { DeleteHook, WriteContext } from "../rest/resource";
 import { conditionError } from "./conditions";
+import { mayWatch } from "./scope";
+import { headerTemplates } from "./render";
+import { refusedTarget } from "./targets";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 const EVENT_TYPES = ["object_created", "object_updated", "object_deleted"] as const;
-const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function checkUrl(value: unknown): string | null {
   try {
@@ -21,20 +23,6 @@ function checkUrl(value: unknown): string | null {
   } catch {
     return "Enter a valid URL.";
   }
-}
-
-/** `Name: value` per line (NetBox's format); blank lines are ignored. */
-export function parseHeaderLines(text: string): Array<[string, string]> | { error: string } {
-  const out: Array<[string, string]> = [];
-  for (const [i, line] of text.split(/\r?\n/).entries()) {
-    if (!line.trim()) continue;
-    const colon = line.indexOf(":");
-    const name = colon > 0 ? line.slice(0, colon).trim() : "";
-    if (!name || !HEADER_NAME_RE.test(name))
-      return { error: `Line ${i + 1}: expected "Name: value".` };
-    out.push([name, line.slice(colon + 1).trim()]);
-  }
-  return out;
 }
 
 export const webhookModel = defineModel({
@@ -95,14 +83,29 @@ export const webhookModel = defineModel({
       column: webhooks.additionalHeaders,
       maxLength: 4000,
       check: (v) => {
-        const parsed = parseHeaderLines(String(v));
+        const parsed = headerTemplates(String(v));
         return "error" in parsed ? parsed.error : null;
       },
     },
     { name: "body_template", type: "text", column: webhooks.bodyTemplate, maxLength: 65536 },
     { name: "secret", type: "string", column: webhooks.secret, writeOnly: true, maxLength: 255 },
     { name: "ssl_verification", type: "boolean", column: webhooks.sslVerification },
+    {
+      name: "user",
+      type: "fk",
+      related: "users.user",
+      column: webhooks.userId,
+      nullable: true,
+      readOnly: true,
+    },
   ],
+  async validate(ctx, values, _existing, errors) {
+    values.userId = ctx.auth.user?.id ?? null;
+    if (typeof values.payloadUrl === "string") {
+      const refused = refusedTarget(values.payloadUrl, ctx.services.config.webhookAllowedNetworks);
+      if (refused) errors.add("payload_url", refused);
+    }
+  },
 });
 
 export const eventRuleModel = defineModel({
@@ -181,8 +184,18 @@ export const eventRuleModel = defineModel({
       column: eventRules.actionObjectId,
       required: true,
     },
+    {
+      name: "user",
+      type: "fk",
+      related: "users.user",
+      column: eventRules.userId,
+      nullable: true,
+      readOnly: true,
+    },
   ],
   async validate(ctx, values, existing, errors) {
+    // Whoever writes a rule answers for it: it delivers only what they may view (decision 0066).
+    values.userId = ctx.auth.user?.id ?? null;
     const typeId = (values.actionObjectTypeId ?? existing?.actionObjectTypeId) as
       | number
       | undefined;
@@ -207,6 +220,7 @@ export const eventRuleModel = defineModel({
       .from(eventRuleObjectTypes)
       .where(eq(eventRuleObjectTypes.eventRuleId, id))) as [{ n: number }];
     if (!n) throw new ValidationError({ object_types: ["Select at least one object type."] });
+    await requireWatchable(ctx, id);
   },
   openapi: {
     record: {
@@ -250,6 +264,30 @@ export const eventRuleModel = defineModel({
     });
   },
 });
+
+/**
+ * Refuses a rule watching a type its owner (the writer) may not view, naming the first such
+ * type: checked over every type of the rule, so a new owner must be able to view them all.
+ */
+async function requireWatchable(ctx: WriteContext, ruleId: number): Promise<void> {
+  const user = ctx.auth.user;
+  const links = await ctx.db
+    .select({ id: eventRuleObjectTypes.objectTypeId })
+    .from(eventRuleObjectTypes)
+    .where(eq(eventRuleObjectTypes.eventRuleId, ruleId));
+  const types = await ctx.services.objectTypes.byIds(
+    links.map((l) => l.id),
+    ctx.db,
+  );
+  for (const ot of types.values()) {
+    if (user && mayWatch(user, ot.appLabel, ot.model)) continue;
+    throw new ValidationError({
+      object_types: [
+        `You may not watch objects of type ${otLabel(ot)}: an event rule delivers only what its owner may view.`,
+      ],
+    });
+  }
+}
 
 /** A webhook that event rules still call cannot be deleted (409), like NetBox's protected objects. */
 export const protectRuleActions: DeleteHook = async (ctx, target) => {

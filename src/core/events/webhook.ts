@@ -5,13 +5,14 @@
  * non-2xx answer or a network error throws, and the queue retries.
  */
 import { eq } from "drizzle-orm";
-import { objectChanges, webhooks } from "../../db/schema";
+import { eventRules, objectChanges, webhooks } from "../../db/schema";
 import type { JobHandler } from "../../services/tasks/queue";
 import { PermanentJobError } from "../../services/tasks/queue";
-import type { Services } from "../context";
-import { resolvePath } from "./conditions";
+import type { ApiRecord, Services } from "../context";
 import type { WebhookTaskPayload } from "./dispatch";
-import { parseHeaderLines } from "./models";
+import { headerTemplates, renderBody, renderHeaderValue } from "./render";
+import { hideFromOwner, mayViewChanged, ownerAuth } from "./scope";
+import { refusedAtDelivery } from "./targets";
 
 /** Sent with every delivery; stable per delivery (its outbox row), whatever the attempt. */
 const IDEMPOTENCY_HEADER = "Idempotency-Key";
@@ -32,22 +33,43 @@ async function signBody(secret: string, body: string): Promise<string> {
   return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/**
- * Renders `{{ dotted.path }}` placeholders against the event body: strings as they are,
- * anything else as JSON, missing values as empty. Deliberately tiny (no logic): see
- * docs/decisions/0019-tasks-webhook-delivery.md.
- */
-function renderTemplate(template: string, context: Record<string, unknown>): string {
-  return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (_, path: string) => {
-    const value = resolvePath(context, path);
-    if (value === undefined || value === null) return "";
-    return typeof value === "string" ? value : JSON.stringify(value);
-  });
-}
-
 export interface WebhookOptions {
   /** Per-delivery deadline; default 10 s (keep it below the queue's visibility timeout). */
   timeoutMs?: number;
+}
+
+/** What a delivery the owners may not see records instead of sending (no data of the object). */
+const SKIPPED = { skipped: "the event rule's or webhook's owner may not view this object" };
+/** The one error of a delivery that got no answer: it must not tell a port scanner anything. */
+const CONNECTION_FAILED = "delivery failed: connection error";
+
+/**
+ * The snapshots as the rule's and the webhook's owners may see them now, or null when either
+ * may not view the object (decision 0066).
+ */
+async function visibleSnapshots(
+  services: Services,
+  ruleOwner: number | null,
+  hookOwner: number | null,
+  change: typeof objectChanges.$inferSelect,
+): Promise<Array<ApiRecord | null> | null> {
+  const db = services.db.orm;
+  const ctx = { db, services, baseUrl: "" };
+  const [type] = (await services.objectTypes.byIds([change.changedObjectTypeId], db)).values();
+  const resource = type && (await services.models.get(type.appLabel, type.model, ctx))?.resource;
+  if (!resource) return null;
+  let snapshots: Array<ApiRecord | null> = [
+    (change.prechangeData as ApiRecord | null) ?? null,
+    (change.postchangeData as ApiRecord | null) ?? null,
+  ];
+  const deleted = change.action === "delete";
+  for (const userId of new Set([ruleOwner, hookOwner])) {
+    const auth = await ownerAuth(db, userId);
+    if (!auth || !(await mayViewChanged(ctx, auth, resource, change.changedObjectId, deleted)))
+      return null;
+    snapshots = await hideFromOwner(ctx, auth, resource, snapshots);
+  }
+  return snapshots;
 }
 
 /** The `webhook.deliver` handler. Its `data` is `{status_code}` of the receiver's answer. */
@@ -62,9 +84,13 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
       .from(objectChanges)
       .where(eq(objectChanges.id, payload.change));
     if (!change) throw new PermanentJobError(`change record ${payload.change} no longer exists`);
-
-    const prechange = change.prechangeData ?? null;
-    const postchange = change.postchangeData ?? null;
+    const [rule] = await db
+      .select({ userId: eventRules.userId })
+      .from(eventRules)
+      .where(eq(eventRules.id, payload.event_rule));
+    const visible = rule && (await visibleSnapshots(services, rule.userId, hook.userId, change));
+    if (!visible) return SKIPPED;
+    const [prechange, postchange] = visible;
     const event = {
       event: EVENT[change.action] ?? change.action,
       timestamp: change.time,
@@ -74,40 +100,55 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
       data: postchange ?? prechange,
       snapshots: { prechange, postchange },
     };
-    const body = hook.bodyTemplate
-      ? renderTemplate(hook.bodyTemplate, event)
-      : JSON.stringify(event);
-    const headers = new Headers({ "Content-Type": hook.httpContentType || "application/json" });
-    const extra = parseHeaderLines(renderTemplate(hook.additionalHeaders, event));
-    if (!("error" in extra))
-      for (const [name, value] of extra) headers.set(name, value.replace(/[\r\n]+/g, " "));
-    if (hook.secret) headers.set("X-Hook-Signature", await signBody(hook.secret, body));
-    // Delivery is at-least-once: receivers drop a repeat by this key (set last: not overridable).
-    headers.set(IDEMPOTENCY_HEADER, job.idempotencyKey);
-
-    const init: RequestInit & { tls?: { rejectUnauthorized: boolean } } = {
-      method: hook.httpMethod,
-      headers,
-      body: hook.httpMethod === "GET" ? undefined : body,
-      signal: AbortSignal.timeout(timeoutMs),
-    };
-    // Bun's fetch can skip certificate checks; Workers always verify.
-    if (!hook.sslVerification && typeof Bun !== "undefined")
-      init.tls = { rejectUnauthorized: false };
-    let res: Response;
-    try {
-      res = await fetch(hook.payloadUrl, init);
-    } catch (e) {
-      const name = (e as Error)?.name;
-      throw new Error(
-        name === "TimeoutError" || name === "AbortError"
-          ? `no answer within ${timeoutMs} ms`
-          : `request failed: ${String((e as Error)?.message ?? e)}`,
-      );
-    }
-    await res.body?.cancel().catch(() => undefined);
-    if (res.status < 200 || res.status > 299)
-      throw new Error(`the receiver answered HTTP ${res.status}`);
-    return { status_code: res.status };
+    return send(services, hook, event, job.idempotencyKey, timeoutMs);
   };
+}
+
+/** Renders, signs and sends one delivery; throws (to retry) unless the receiver answers 2xx. */
+async function send(
+  services: Services,
+  hook: typeof webhooks.$inferSelect,
+  event: Record<string, unknown>,
+  idempotencyKey: string,
+  timeoutMs: number,
+): Promise<{ status_code: number }> {
+  const contentType = hook.httpContentType || "application/json";
+  const body = hook.bodyTemplate
+    ? renderBody(hook.bodyTemplate, contentType, event)
+    : JSON.stringify(event);
+  const headers = new Headers({ "Content-Type": contentType });
+  const lines = headerTemplates(hook.additionalHeaders);
+  if (!("error" in lines))
+    for (const [name, value] of lines) headers.set(name, renderHeaderValue(value, event));
+  if (hook.secret) headers.set("X-Hook-Signature", await signBody(hook.secret, body));
+  // Delivery is at-least-once: receivers drop a repeat by this key (set last: not overridable).
+  headers.set(IDEMPOTENCY_HEADER, idempotencyKey);
+
+  const refused = await refusedAtDelivery(
+    hook.payloadUrl,
+    services.config.webhookAllowedNetworks,
+  ).catch(() => CONNECTION_FAILED); // a name that does not resolve: retried like a refused connection
+  if (refused === CONNECTION_FAILED) throw new Error(CONNECTION_FAILED);
+  if (refused) throw new PermanentJobError("delivery refused: the target address is not allowed");
+
+  const init: RequestInit & { tls?: { rejectUnauthorized: boolean } } = {
+    method: hook.httpMethod,
+    headers,
+    body: hook.httpMethod === "GET" ? undefined : body,
+    signal: AbortSignal.timeout(timeoutMs),
+    // A redirect could lead anywhere (another host, a private address): never followed.
+    redirect: "manual",
+  };
+  // Bun's fetch can skip certificate checks; Workers always verify.
+  if (!hook.sslVerification && typeof Bun !== "undefined")
+    init.tls = { rejectUnauthorized: false };
+  let res: Response;
+  try {
+    res = await fetch(hook.payloadUrl, init);
+  } catch {
+    throw new Error(CONNECTION_FAILED);
+  }
+  await res.body?.cancel().catch(() => undefined);
+  if (res.status < 200 || res.status > 299) throw new Error(`delivery failed: HTTP ${res.status}`);
+  return { status_code: res.status };
 }

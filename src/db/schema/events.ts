@@ -9,6 +9,14 @@ import {
 } from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 import { objectTypes } from "./core";
+import { users } from "./users";
+
+/**
+ * The user a webhook or event rule acts for: whoever last created or changed it. Deliveries
+ * carry only what this user may view (docs/decisions/0066-event-rule-scope.md); null (rows
+ * made before owners, or a deleted user): nothing is delivered.
+ */
+const ownerUser = () => integer("user_id").references(() => users.id, { onDelete: "set null" });
 
 export const webhooks = sqliteTable(
   "webhooks",
@@ -26,6 +34,7 @@ export const webhooks = sqliteTable(
     /** HMAC-SHA512 key for `X-Hook-Signature`; empty: no signature. Never read back by the API. */
     secret: text("secret").notNull().default(""),
     sslVerification: integer("ssl_verification", { mode: "boolean" }).notNull().default(true),
+    userId: ownerUser(),
     ...timestamps,
   },
   (t) => [uniqueIndex("webhooks_name_uq").on(t.name), idIndex("webhooks", t)],
@@ -46,6 +55,7 @@ export const eventRules = sqliteTable(
       .notNull()
       .references(() => objectTypes.id),
     actionObjectId: integer("action_object_id").notNull(),
+    userId: ownerUser(),
     ...timestamps,
   },
   (t) => [
