@@ -137,8 +137,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
     installed.push({ plugin, parts: (await plugin.setup?.(services)) ?? {} });
   for (const { parts } of installed) {
     services.deleteHooks.push(...(parts.hooks?.beforeDelete ?? []));
+    // Plugin tasks (schema applies) are the app's own work: their lane never waits behind webhooks.
     for (const [name, handler] of Object.entries(parts.hooks?.tasks ?? {}))
-      services.tasks?.register(name, handler);
+      services.tasks?.register(name, handler, "internal");
     services.periodic.push(...(parts.hooks?.periodic ?? []));
   }
   for (const { parts } of installed) await parts.hooks?.ready?.(installed);

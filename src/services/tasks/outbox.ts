@@ -22,11 +22,14 @@ export interface RelayQueue {
   readonly logger: Logger;
   readonly keys: {
     readonly ready: string;
+    readonly readyInternal: string;
     readonly processing: string;
     readonly inflight: string;
     readonly delayed: string;
   };
   readonly visibilityTimeoutMs: number;
+  /** The ready list (lane) jobs of this name wait on. */
+  readyKey(name: string): string;
 }
 
 /**
@@ -126,6 +129,19 @@ const markRelayed = new Reusable((db) =>
     )
     .prepare(),
 );
+
+/** Messages grouped by the ready list of their job's lane (one LPUSH per lane). */
+function byLane(
+  queue: RelayQueue,
+  messages: Array<{ name: string; text: string }>,
+): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const m of messages) {
+    const key = queue.readyKey(m.name);
+    out.set(key, [...(out.get(key) ?? []), m.text]);
+  }
+  return out;
+}
 
 /** The outbox side of a {@link TaskQueue}: recording, relaying and the lost-job sweep. */
 export class OutboxRelay {
@@ -315,27 +331,29 @@ export class OutboxRelay {
     if (!candidates.length) return { requeued: 0, failed: 0 };
 
     const { redis, keys } = this.queue;
-    const [readyLength, processingLength] = await Promise.all([
+    const [readyLength, internalLength, processingLength] = await Promise.all([
       redis.llen(keys.ready),
+      redis.llen(keys.readyInternal),
       redis.llen(keys.processing),
     ]);
-    if (readyLength > SWEEP_LIST_LIMIT || processingLength > SWEEP_LIST_LIMIT)
+    if (readyLength + internalLength > SWEEP_LIST_LIMIT || processingLength > SWEEP_LIST_LIMIT)
       return { requeued: 0, failed: 0 };
     // Processing before inflight and delayed: a message moves processing → delayed (ZADD, then
     // LREM), so reading in this order sees it at least once.
     const processing = await redis.lrange(keys.processing, 0, -1);
-    const [inflight, delayed, ready] = await Promise.all([
+    const [inflight, delayed, ready, readyInternal] = await Promise.all([
       redis.zrangebyscore(keys.inflight, "-inf", "+inf"),
       redis.zrangebyscore(keys.delayed, "-inf", "+inf"),
       redis.lrange(keys.ready, 0, -1),
+      redis.lrange(keys.readyInternal, 0, -1),
     ]);
     const present = new Set<number>();
-    for (const raw of [...processing, ...inflight, ...delayed, ...ready]) {
+    for (const raw of [...processing, ...inflight, ...delayed, ...ready, ...readyInternal]) {
       const m = parseMessage(raw);
       if (m) present.add(m.id);
     }
 
-    const messages: string[] = [];
+    const messages: Array<{ name: string; text: string }> = [];
     let failed = 0;
     const staleStart = new Date(now - this.queue.visibilityTimeoutMs).toISOString();
     for (const job of candidates) {
@@ -366,8 +384,9 @@ export class OutboxRelay {
         failed += gone.length;
         continue;
       }
-      messages.push(
-        messageText({
+      messages.push({
+        name: job.name,
+        text: messageText({
           id: job.id,
           name: job.name,
           attempt: job.attempts + 1,
@@ -376,10 +395,12 @@ export class OutboxRelay {
           user: job.userId,
           key: job.key,
         }),
-      );
+      });
     }
     if (messages.length) {
-      await redis.lpush(keys.ready, ...messages);
+      await Promise.all(
+        [...byLane(this.queue, messages)].map(([key, texts]) => redis.lpush(key, ...texts)),
+      );
       this.queue.logger.warn("task queue: re-queued jobs the tasks Redis had lost", {
         jobs: messages.length,
       });
@@ -389,8 +410,9 @@ export class OutboxRelay {
 
   /** One LPUSH of the rows' first messages, bounded by `relayTimeoutMs`. */
   async #push(rows: OutboxRow[]): Promise<void> {
-    const messages = rows.map((r) =>
-      messageText({
+    const messages = rows.map((r) => ({
+      name: r.name,
+      text: messageText({
         id: r.jobId,
         name: r.name,
         attempt: 1,
@@ -399,8 +421,12 @@ export class OutboxRelay {
         user: r.userId,
         key: r.key,
       }),
+    }));
+    const push = Promise.all(
+      [...byLane(this.queue, messages)].map(([key, texts]) =>
+        this.queue.redis.lpush(key, ...texts),
+      ),
     );
-    const push = this.queue.redis.lpush(this.queue.keys.ready, ...messages);
     push.catch(() => undefined); // may settle after the bound; a late success only duplicates (the claim drops it)
     let timer: ReturnType<typeof setTimeout> | undefined;
     const bound = new Promise<never>((_, reject) => {

@@ -82,6 +82,13 @@ export interface EnqueueOptions {
   onCommit?(task: () => Promise<void>): void;
 }
 
+/**
+ * Which ready list a job waits on, each worked by its own slots: `internal` is the app's own
+ * work (schema applies), which must never wait behind deliveries to slow receivers in
+ * `default` (decision 0067).
+ */
+export type Lane = "default" | "internal";
+
 /** Outcome of {@link TaskQueue.runOne}: nothing ready, a job ran, or a stale duplicate was dropped. */
 export type RunOutcome = "idle" | "ran" | "skipped";
 
@@ -91,6 +98,8 @@ const LIVE: JobStatus[] = ["running", "pending"];
 export class TaskQueue {
   readonly keys: {
     ready: string;
+    /** The `internal` lane's ready list. */
+    readyInternal: string;
     processing: string;
     inflight: string;
     delayed: string;
@@ -102,6 +111,7 @@ export class TaskQueue {
   readonly #backoffMaxMs: number;
   readonly #deadLetterLimit: number;
   readonly #handlers = new Map<string, JobHandler>();
+  readonly #lanes = new Map<string, Lane>();
   /** The transactional outbox: jobs reach Redis through it (docs/decisions/0037-tasks-outbox.md). */
   readonly outbox: OutboxRelay;
   /** When (epoch ms) this process last recorded a worker heartbeat for this queue (`heartbeat.ts`). */
@@ -116,6 +126,7 @@ export class TaskQueue {
     const prefix = options.prefix ?? "host:tasks";
     this.keys = {
       ready: `${prefix}:ready`,
+      readyInternal: `${prefix}:ready:internal`,
       processing: `${prefix}:processing`,
       inflight: `${prefix}:inflight`,
       delayed: `${prefix}:delayed`,
@@ -129,9 +140,20 @@ export class TaskQueue {
     this.outbox = new OutboxRelay(this, options);
   }
 
-  /** Registers the handler of a job name (e.g. `webhook.deliver`). */
-  register(name: string, handler: JobHandler): void {
+  /** Registers the handler of a job name (e.g. `webhook.deliver`) and the lane its jobs take. */
+  register(name: string, handler: JobHandler, lane: Lane = "default"): void {
     this.#handlers.set(name, handler);
+    this.#lanes.set(name, lane);
+  }
+
+  /** The ready list of a lane. */
+  laneKey(lane: Lane): string {
+    return lane === "internal" ? this.keys.readyInternal : this.keys.ready;
+  }
+
+  /** The ready list jobs of this name wait on (unregistered names: the default lane). */
+  readyKey(name: string): string {
+    return this.laneKey(this.#lanes.get(name) ?? "default");
   }
 
   handles(name: string): boolean {
@@ -177,8 +199,8 @@ export class TaskQueue {
    * Takes one message (LMOVE ready → processing), claims its row in the database and runs it.
    * The claim (`attempts` = attempt − 1 and pending) makes a duplicated message a no-op.
    */
-  async runOne(): Promise<RunOutcome> {
-    const raw = await this.redis.lmove(this.keys.ready, this.keys.processing, "right", "left");
+  async runOne(lane: Lane = "default"): Promise<RunOutcome> {
+    const raw = await this.redis.lmove(this.laneKey(lane), this.keys.processing, "right", "left");
     if (raw === null) return "idle";
     const lease = this.redis.zadd(this.keys.inflight, Date.now() + this.visibilityTimeoutMs, raw);
     const message = parseMessage(raw);
@@ -335,7 +357,10 @@ export class TaskQueue {
       // Push first (a fresh nonce), then remove: a crash in between duplicates, never loses;
       // the database claim drops the duplicate.
       if (message)
-        await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
+        await this.redis.lpush(
+          this.readyKey(message.name),
+          JSON.stringify({ ...message, n: nonce() }),
+        );
       await this.redis.zrem(this.keys.delayed, raw);
       promoted++;
     }
@@ -386,7 +411,7 @@ export class TaskQueue {
             });
           } else {
             await this.redis.lpush(
-              this.keys.ready,
+              this.readyKey(message.name),
               JSON.stringify({ ...message, attempt: message.attempt + 1, n: nonce() }),
             );
           }
@@ -405,7 +430,10 @@ export class TaskQueue {
             );
           if (unclaimed) {
             reclaimed++;
-            await this.redis.lpush(this.keys.ready, JSON.stringify({ ...message, n: nonce() }));
+            await this.redis.lpush(
+              this.readyKey(message.name),
+              JSON.stringify({ ...message, n: nonce() }),
+            );
           }
         }
       }
@@ -414,10 +442,19 @@ export class TaskQueue {
     return { promoted, reclaimed };
   }
 
+  /** Messages waiting in every lane. */
+  async #readyLength(): Promise<number> {
+    const [main, internal] = await Promise.all([
+      this.redis.llen(this.keys.ready),
+      this.redis.llen(this.keys.readyInternal),
+    ]);
+    return main + internal;
+  }
+
   /** List lengths, for tests, benchmarks and operators. */
   async depth(): Promise<{ ready: number; processing: number; dead: number; delayed: number }> {
     const [ready, processing, dead, delayed] = await Promise.all([
-      this.redis.llen(this.keys.ready),
+      this.#readyLength(),
       this.redis.llen(this.keys.processing),
       this.redis.llen(this.keys.dead),
       this.redis.zrangebyscore(this.keys.delayed, "-inf", "+inf").then((m) => m.length),
@@ -436,7 +473,7 @@ export class TaskQueue {
     oldestPendingCreated: string | null;
   }> {
     const [ready, processing, rows] = await Promise.all([
-      this.redis.llen(this.keys.ready),
+      this.#readyLength(),
       this.redis.llen(this.keys.processing),
       this.db.execute({
         sql: "SELECT count(*) AS pending, min(created) AS oldest FROM jobs WHERE status = 'pending'",

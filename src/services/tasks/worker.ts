@@ -3,12 +3,17 @@
  * or inline in `npm start`); `drainQueue` works for a bounded time (the Workers cron trigger).
  */
 import type { Logger } from "../logger";
-import type { TaskQueue } from "./queue";
+import type { Lane, TaskQueue } from "./queue";
 import { beat } from "./heartbeat";
 
 export interface WorkerOptions {
-  /** Jobs run at the same time; default 4 (webhooks wait on the network, not the CPU). */
+  /** Jobs of the default lane run at the same time; default 4 (webhooks wait on the network, not the CPU). */
   concurrency?: number;
+  /**
+   * Slots of the `internal` lane (schema applies), on top of `concurrency`; default 1. They
+   * take only internal jobs, so a slow webhook receiver never delays them (decision 0067).
+   */
+  internalConcurrency?: number;
   /** Pause after finding the queue empty; default 250 ms. */
   idleMs?: number;
   /** How often expired leases and due retries are looked at; default 1 s. */
@@ -67,10 +72,10 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
     failures = 0;
   };
 
-  const slot = async () => {
+  const slot = async (lane: Lane) => {
     while (!stopping) {
       try {
-        const outcome = await queue.runOne();
+        const outcome = await queue.runOne(lane);
         succeeded();
         if (outcome === "idle") await pause(idleMs);
       } catch (e) {
@@ -117,7 +122,8 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
     housekeeping(),
     relay(),
     periodic.done,
-    ...Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot),
+    ...slots(options.concurrency ?? 4, "default", slot),
+    ...slots(options.internalConcurrency ?? 1, "internal", slot),
   ];
   const done = Promise.all(loops).then(() => undefined);
   return {
@@ -177,20 +183,28 @@ export async function drainQueue(
   await queue.maintain();
   await queue.outbox.sweepLost();
   let ran = 0;
-  const slot = async () => {
+  const slot = async (lane: Lane) => {
     while (Date.now() < deadline) {
-      const outcome = await queue.runOne();
+      const outcome = await queue.runOne(lane);
       if (outcome === "idle") return;
       if (outcome === "ran") ran++;
     }
   };
   do {
-    await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, slot));
+    await Promise.all([
+      ...slots(options.concurrency ?? 4, "default", slot),
+      ...slots(1, "internal", slot),
+    ]);
   } while (
     Date.now() < deadline &&
     (await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: deadline - Date.now() })) > 0
   );
   return ran;
+}
+
+/** `count` (at least 1) loops of `run` on `lane`. */
+function slots(count: number, lane: Lane, run: (lane: Lane) => Promise<void>): Promise<void>[] {
+  return Array.from({ length: Math.max(1, count) }, () => run(lane));
 }
 
 /** Waits `ms`, or less when `until` settles first (setTimeout: this also runs on Workers). */
