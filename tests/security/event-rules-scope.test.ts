@@ -14,7 +14,7 @@ import { jobsNamed, makeTasksEnv, startReceiver, waitFor, type TasksEnv } from "
 
 let env: TasksEnv;
 let hooker: { token: string; id: number };
-let permissionIds: number[] = [];
+const permissionIds: number[] = [];
 const receivers: Array<ReturnType<typeof startReceiver>> = [];
 
 beforeAll(async () => {

@@ -88,7 +88,11 @@ describe("header values", () => {
   test("a webhook may not set Host, Content-Length or the signature itself", async () => {
     for (const line of ["Host: evil.example", "Content-Length: 1", "X-Hook-Signature: 00"]) {
       const r = await env.t.json("POST", "/api/extras/webhooks/", {
-        body: { name: `h-${line.length}`, payload_url: "http://127.0.0.1:1/", additional_headers: line },
+        body: {
+          name: `h-${line.length}`,
+          payload_url: "http://127.0.0.1:1/",
+          additional_headers: line,
+        },
       });
       expect(r.status).toBe(400);
       expect(r.body).toHaveProperty("additional_headers");
@@ -111,7 +115,10 @@ describe("JSON bodies", () => {
 
   test("an unquoted placeholder is written as a JSON value", async () => {
     const evil = '1, "approved": true';
-    const d = await deliveryOf({ body_template: '{"id": {{ data.id }}, "c": {{ data.comments }}}' }, evil);
+    const d = await deliveryOf(
+      { body_template: '{"id": {{ data.id }}, "c": {{ data.comments }}}' },
+      evil,
+    );
     expect(JSON.parse(d.body)).toEqual({ id: siteId, c: evil });
   });
 

@@ -370,9 +370,7 @@ describe("retries", () => {
     expect(job).toMatchObject({ attempts: 4, error: "delivery failed: HTTP 500" });
     expect(job.completed).not.toBeNull();
     const dead = await env.queue.deadLetters();
-    expect(dead.some((m) => m.id === job.id && m.error === "delivery failed: HTTP 500")).toBe(
-      true,
-    );
+    expect(dead.some((m) => m.id === job.id && m.error === "delivery failed: HTTP 500")).toBe(true);
   });
 
   test("an unreachable receiver (connection refused) is retried like an error answer", async () => {

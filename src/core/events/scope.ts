@@ -14,7 +14,12 @@ import type { ApiRecord, AuthState, AuthUser, ReadContext, Resource } from "../c
  * tokens and grants. Only a superuser may watch them (NetBox lets anyone with the view
  * permission; we are stricter).
  */
-const SUPERUSER_ONLY = new Set(["users.user", "users.group", "users.token", "users.objectpermission"]);
+const SUPERUSER_ONLY = new Set([
+  "users.user",
+  "users.group",
+  "users.token",
+  "users.objectpermission",
+]);
 
 /** True when `user` may have an event rule watch objects of this type (constraints apply later). */
 export function mayWatch(user: AuthUser, appLabel: string, model: string): boolean {

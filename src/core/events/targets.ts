@@ -131,7 +131,8 @@ export function addressAllowed(bytes: Uint8Array, allowed: readonly Network[]): 
   return !BLOCKED.some((n) => contains(n, plain));
 }
 
-const REFUSED = "This address is not allowed: webhooks may not reach loopback, private, link-local or metadata addresses (see WEBHOOK_ALLOWED_NETWORKS).";
+const REFUSED =
+  "This address is not allowed: webhooks may not reach loopback, private, link-local or metadata addresses (see WEBHOOK_ALLOWED_NETWORKS).";
 
 /** A name that is loopback by definition (RFC 6761). */
 const isLocalName = (host: string) => host === "localhost" || host.endsWith(".localhost");

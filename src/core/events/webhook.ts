@@ -140,8 +140,7 @@ async function send(
     redirect: "manual",
   };
   // Bun's fetch can skip certificate checks; Workers always verify.
-  if (!hook.sslVerification && typeof Bun !== "undefined")
-    init.tls = { rejectUnauthorized: false };
+  if (!hook.sslVerification && typeof Bun !== "undefined") init.tls = { rejectUnauthorized: false };
   let res: Response;
   try {
     res = await fetch(hook.payloadUrl, init);
