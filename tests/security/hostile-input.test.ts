@@ -52,7 +52,7 @@ async function fixtures(): Promise<Record<string, unknown>> {
     body: { name: "Fixture site", slug: "fixture-site" },
   });
   const hook = await t.json("POST", "/api/extras/webhooks/", {
-    body: { name: "fixture-hook", payload_url: "http://127.0.0.1:9/" },
+    body: { name: "fixture-hook", payload_url: "https://hooks.example.invalid/" },
   });
   const me = await t.json("GET", "/api/users/users/?username=admin");
   const cot = await makeCot(t, "widget");
@@ -74,7 +74,7 @@ async function fixtures(): Promise<Record<string, unknown>> {
     "users/tokens": () => ({ user: me.body.results[0].id }),
     "users/owners": () => ({ name: unique() }),
     "users/owner-groups": () => ({ name: unique() }),
-    "extras/webhooks": () => ({ name: unique(), payload_url: "http://127.0.0.1:9/" }),
+    "extras/webhooks": () => ({ name: unique(), payload_url: "https://hooks.example.invalid/" }),
     "extras/event-rules": () => ({
       name: unique(),
       object_types: ["dcim.site"],
