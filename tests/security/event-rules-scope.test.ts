@@ -79,7 +79,7 @@ const settledJobs = (hookId: number, count: number) =>
     const mine = (await jobsNamed(env.t, "webhook.deliver")).filter((j) => j.object_id === hookId);
     const done = mine.filter((j) => ["completed", "errored", "failed"].includes(j.status.value));
     return mine.length >= count && done.length === mine.length ? mine : null;
-  });
+  }) as Promise<any[]>;
 
 let n = 0;
 async function site(slug: string, extra: Record<string, unknown> = {}) {

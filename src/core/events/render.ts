@@ -68,13 +68,13 @@ export function renderBody(
 ): string {
   const type = contentType.toLowerCase();
   if (/json/.test(type)) return renderJson(template, context);
-  const escape = type.includes("x-www-form-urlencoded")
+  const escapeValue = type.includes("x-www-form-urlencoded")
     ? encodeURIComponent
     : /xml|html/.test(type)
       ? (s: string) => s.replace(/[&<>"']/g, (c) => XML_ESCAPES[c]!)
       : (s: string) => s;
   return template.replace(PLACEHOLDER_RE, (_, path: string) =>
-    escape(plain(resolvePath(context, path))),
+    escapeValue(plain(resolvePath(context, path))),
   );
 }
 

@@ -44,7 +44,7 @@ function parseIpv6(text: string): Uint8Array | null {
  * The bytes of an IP address in any spelling the URL parser accepts (decimal, hex, octal,
  * short IPv4; IPv6 with or without brackets); null for a name.
  */
-export function parseAddress(text: string): Uint8Array | null {
+function parseAddress(text: string): Uint8Array | null {
   const bare = text.replace(/^\[(.*)\]$/, "$1");
   let host: string;
   try {
@@ -56,7 +56,7 @@ export function parseAddress(text: string): Uint8Array | null {
 }
 
 /** `addr` or `addr/prefix`; throws with a message naming the entry. */
-export function parseNetwork(entry: string): Network {
+function parseNetwork(entry: string): Network {
   const [addr, prefixText, extra] = entry.trim().split("/");
   const bytes = parseAddress(addr ?? "");
   const max = bytes ? bytes.length * 8 : 0;
@@ -125,7 +125,7 @@ function unwrap(bytes: Uint8Array): Uint8Array {
 }
 
 /** True when the address may be delivered to. */
-export function addressAllowed(bytes: Uint8Array, allowed: readonly Network[]): boolean {
+function addressAllowed(bytes: Uint8Array, allowed: readonly Network[]): boolean {
   const plain = unwrap(bytes);
   if (allowed.some((n) => contains(n, plain) || contains(n, bytes))) return true;
   return !BLOCKED.some((n) => contains(n, plain));
