@@ -1,8 +1,10 @@
 /**
  * Webhook delivery (`webhook.deliver` jobs): the §7 event body built from the change record,
+ * only when the rule's and the webhook's owners may view the object now (decision 0066),
  * `X-Hook-Signature` (hex HMAC-SHA512 of the exact body, WebCrypto, so Workers too), the
- * webhook's headers, `Idempotency-Key` (the same on every attempt and copy of a delivery); a
- * non-2xx answer or a network error throws, and the queue retries.
+ * webhook's headers, `Idempotency-Key` (the same on every attempt and copy of a delivery); only
+ * to allowed addresses, never following redirects (decision 0067). A non-2xx answer or a
+ * network error throws one uniform message, and the queue retries.
  */
 import { eq } from "drizzle-orm";
 import { eventRules, objectChanges, webhooks } from "../../db/schema";
