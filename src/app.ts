@@ -53,8 +53,11 @@ export interface AppDeps {
   logger?: Logger;
   /** Plugins that exist (enabled ones are picked by `config.plugins`); default: the built-ins. */
   availablePlugins?: HostPlugin[];
-  /** Task queue tuning over `config.tasks` (tests use short timeouts); `webhookTimeoutMs` bounds each delivery. */
-  tasks?: TaskQueueOptions & { webhookTimeoutMs?: number };
+  /**
+   * Task queue tuning over `config.tasks` (tests use short timeouts); `webhookTimeoutMs` bounds
+   * each delivery, `webhookPerTarget` the deliveries to one receiver at once (default 3).
+   */
+  tasks?: TaskQueueOptions & { webhookTimeoutMs?: number; webhookPerTarget?: number };
 }
 
 /** The Hono app, with the services and plugins it was built with. */
@@ -123,7 +126,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
   };
   services.tasks?.register(
     WEBHOOK_TASK,
-    webhookHandler(services, { timeoutMs: deps.tasks?.webhookTimeoutMs }),
+    webhookHandler(services, {
+      timeoutMs: deps.tasks?.webhookTimeoutMs,
+      perTarget: deps.tasks?.webhookPerTarget,
+    }),
   );
   for (const m of CORE_MODELS) services.models.register(m.info);
   // One statement for every static object type: a cold isolate on Turso pays one round trip, not dozens.

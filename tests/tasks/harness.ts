@@ -32,12 +32,15 @@ export interface TasksEnv {
 /** Receivers run on loopback: deliveries there are refused unless allowed (decision 0067). */
 export const LOOPBACK_ALLOWED = { WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8" };
 
-export async function makeTasksEnv(env: Record<string, string> = {}): Promise<TasksEnv> {
+export async function makeTasksEnv(
+  env: Record<string, string> = {},
+  tasks: Partial<typeof TEST_TASKS> & { webhookPerTarget?: number } = {},
+): Promise<TasksEnv> {
   const stack = await startRedisStack();
   const redis = createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token });
   const t = await makeTestApp(
     { ...LOOPBACK_ALLOWED, ...env },
-    { redis: { tasks: redis }, tasks: TEST_TASKS },
+    { redis: { tasks: redis }, tasks: { ...TEST_TASKS, ...tasks } },
   );
   const queue = servicesOf(t.app).tasks!;
   const workers: TaskWorker[] = [];

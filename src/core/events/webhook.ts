@@ -9,7 +9,7 @@
 import { eq } from "drizzle-orm";
 import { eventRules, objectChanges, webhooks } from "../../db/schema";
 import type { JobHandler } from "../../services/tasks/queue";
-import { PermanentJobError } from "../../services/tasks/queue";
+import { DeferJob, PermanentJobError } from "../../services/tasks/queue";
 import type { ApiRecord, Services } from "../context";
 import type { WebhookTaskPayload } from "./dispatch";
 import { headerTemplates, renderBody, renderHeaderValue } from "./render";
@@ -38,7 +38,18 @@ async function signBody(secret: string, body: string): Promise<string> {
 export interface WebhookOptions {
   /** Per-delivery deadline; default 10 s (keep it below the queue's visibility timeout). */
   timeoutMs?: number;
+  /**
+   * Deliveries one process runs at once to one receiver (its origin); one more waits up to a
+   * second for a turn, then goes back to the queue (no attempt used), so a slow receiver
+   * cannot take every worker slot. Default 3 (the worker's 4 default slots, less one).
+   */
+  perTarget?: number;
 }
+
+/** How long a delivery waits for its receiver's turn before it is deferred. */
+const TURN_WAIT_MS = 1_000;
+/** How long a deferred delivery stays back (plus up to 50 % jitter). */
+const DEFER_MS = 500;
 
 /** What a delivery the owners may not see records instead of sending (no data of the object). */
 const SKIPPED = { skipped: "the event rule's or webhook's owner may not view this object" };
@@ -77,33 +88,105 @@ async function visibleSnapshots(
 /** The `webhook.deliver` handler. Its `data` is `{status_code}` of the receiver's answer. */
 export function webhookHandler(services: Services, options: WebhookOptions = {}): JobHandler {
   const timeoutMs = options.timeoutMs ?? 10_000;
+  const turns = new TargetTurns(Math.max(1, options.perTarget ?? 3));
   return async (payload: WebhookTaskPayload, job) => {
     const db = services.db.orm;
     const [hook] = await db.select().from(webhooks).where(eq(webhooks.id, payload.webhook));
     if (!hook) throw new PermanentJobError(`webhook ${payload.webhook} no longer exists`);
-    const [change] = await db
-      .select()
-      .from(objectChanges)
-      .where(eq(objectChanges.id, payload.change));
-    if (!change) throw new PermanentJobError(`change record ${payload.change} no longer exists`);
-    const [rule] = await db
-      .select({ userId: eventRules.userId })
-      .from(eventRules)
-      .where(eq(eventRules.id, payload.event_rule));
-    const visible = rule && (await visibleSnapshots(services, rule.userId, hook.userId, change));
-    if (!visible) return SKIPPED;
-    const [prechange, postchange] = visible;
-    const event = {
-      event: EVENT[change.action] ?? change.action,
-      timestamp: change.time,
-      model: payload.model,
-      username: change.userName,
-      request_id: change.requestId,
-      data: postchange ?? prechange,
-      snapshots: { prechange, postchange },
-    };
-    return send(services, hook, event, job.idempotencyKey, timeoutMs);
+    const target = targetOf(hook.payloadUrl);
+    if (!(await turns.take(target, TURN_WAIT_MS)))
+      throw new DeferJob(Math.round(DEFER_MS * (1 + Math.random() / 2)));
+    try {
+      return await deliver(services, hook, payload, job.idempotencyKey, timeoutMs);
+    } finally {
+      turns.give(target);
+    }
   };
+}
+
+/** The delivery of one job once its receiver's turn has come. */
+async function deliver(
+  services: Services,
+  hook: typeof webhooks.$inferSelect,
+  payload: WebhookTaskPayload,
+  idempotencyKey: string,
+  timeoutMs: number,
+): Promise<unknown> {
+  const db = services.db.orm;
+  const [change] = await db
+    .select()
+    .from(objectChanges)
+    .where(eq(objectChanges.id, payload.change));
+  if (!change) throw new PermanentJobError(`change record ${payload.change} no longer exists`);
+  const [rule] = await db
+    .select({ userId: eventRules.userId })
+    .from(eventRules)
+    .where(eq(eventRules.id, payload.event_rule));
+  const visible = rule && (await visibleSnapshots(services, rule.userId, hook.userId, change));
+  if (!visible) return SKIPPED;
+  const [prechange, postchange] = visible;
+  const event = {
+    event: EVENT[change.action] ?? change.action,
+    timestamp: change.time,
+    model: payload.model,
+    username: change.userName,
+    request_id: change.requestId,
+    data: postchange ?? prechange,
+    snapshots: { prechange, postchange },
+  };
+  return send(services, hook, event, idempotencyKey, timeoutMs);
+}
+
+/** At most `limit` deliveries per receiver at once in this process; others wait their turn. */
+class TargetTurns {
+  readonly #running = new Map<string, number>();
+  readonly #waiting = new Map<string, Array<() => void>>();
+  constructor(readonly limit: number) {}
+
+  /** True once the receiver has a free turn (taken); false after `waitMs` without one. */
+  async take(target: string, waitMs: number): Promise<boolean> {
+    if ((this.#running.get(target) ?? 0) < this.limit) {
+      this.#running.set(target, (this.#running.get(target) ?? 0) + 1);
+      return true;
+    }
+    return new Promise<boolean>((resolve) => {
+      const queue = this.#waiting.get(target) ?? [];
+      this.#waiting.set(target, queue);
+      // `give` hands its turn straight to a waiter, so the count stays as it is.
+      const wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        queue.splice(queue.indexOf(wake), 1);
+        if (!queue.length) this.#waiting.delete(target);
+        resolve(false);
+      }, waitMs);
+      queue.push(wake);
+    });
+  }
+
+  give(target: string): void {
+    const queue = this.#waiting.get(target);
+    const next = queue?.shift();
+    if (queue && !queue.length) this.#waiting.delete(target);
+    if (next) {
+      next();
+      return;
+    }
+    const left = (this.#running.get(target) ?? 1) - 1;
+    if (left > 0) this.#running.set(target, left);
+    else this.#running.delete(target);
+  }
+}
+
+/** A receiver's identity for the per-target limit: its origin (the URL itself if unparseable). */
+function targetOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
 }
 
 /** Renders, signs and sends one delivery; throws (to retry) unless the receiver answers 2xx. */

@@ -68,6 +68,17 @@ export class PermanentJobError extends Error {
   }
 }
 
+/**
+ * Not now, and not a failure: the job goes back (the same attempt, no attempt used) and is
+ * offered again after `delayMs` (a webhook whose receiver already has its share of slots).
+ */
+export class DeferJob extends Error {
+  constructor(readonly delayMs: number) {
+    super(`deferred for ${delayMs} ms`);
+    this.name = "DeferJob";
+  }
+}
+
 export interface EnqueueOptions {
   /** The object the job is about (`jobs.object_type_id`, `object_id`). */
   objectTypeId?: number | null;
@@ -261,7 +272,9 @@ export class TaskQueue {
       const data = await handler(message.payload, job);
       await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
     } catch (e) {
-      if (e instanceof PermanentJobError) {
+      if (e instanceof DeferJob) {
+        await this.#defer(message, e.delayMs);
+      } else if (e instanceof PermanentJobError) {
         await this.#finish(message, {
           status: "errored",
           data: e.data ?? null,
@@ -310,6 +323,27 @@ export class TaskQueue {
       this.keys.delayed,
       Date.now() + this.backoffMs(message.attempt),
       JSON.stringify(next),
+    );
+  }
+
+  /** Back to pending at the attempt before this one, so the same attempt claims it again later. */
+  async #defer(message: Message, delayMs: number) {
+    const moved = await this.db.orm
+      .update(jobs)
+      .set({ status: "pending", attempts: message.attempt - 1 })
+      .where(
+        and(
+          eq(jobs.id, message.id),
+          eq(jobs.attempts, message.attempt),
+          inArray(jobs.status, LIVE),
+        ),
+      )
+      .returning({ id: jobs.id });
+    if (!moved.length) return;
+    await this.redis.zadd(
+      this.keys.delayed,
+      Date.now() + delayMs,
+      JSON.stringify({ ...message, n: nonce() }),
     );
   }
 
