@@ -8,7 +8,7 @@ import { jobs } from "../../src/db/schema";
 import { createBunRedis } from "../../src/services/redis-bun";
 import { createUpstashRedis } from "../../src/services/redis";
 import type { RedisClient } from "../../src/services/redis-types";
-import { PermanentJobError, TaskQueue } from "../../src/services/tasks/queue";
+import { DeferJob, PermanentJobError, TaskQueue } from "../../src/services/tasks/queue";
 import { drainQueue, startWorker } from "../../src/services/tasks/worker";
 import { createLogger } from "../../src/services/logger";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -119,6 +119,33 @@ for (const [label, client] of clients) {
       // Exponential backoff: the second gap is at least twice the base delay, and bigger than the first base.
       expect(attempts[1]![1] - attempts[0]![1]).toBeGreaterThanOrEqual(20);
       expect(attempts[2]![1] - attempts[1]![1]).toBeGreaterThanOrEqual(40);
+    });
+
+    test("a deferred job comes back later at the same attempt, using none of its attempts", async () => {
+      queue = fresh({ maxAttempts: 1 });
+      let deferrals = 0;
+      queue.register("shy", async (_p, job) => {
+        if (deferrals++ < 3) throw new DeferJob(10);
+        return { attempt: job.attempt };
+      });
+      const { id } = await queue.enqueue("shy", {});
+      expect(await queue.runOne()).toBe("ran");
+      expect(await jobRow(id)).toMatchObject({ status: "pending", attempts: 0, error: "" });
+      await waitFor("the job to complete", async () => {
+        await queue.maintain();
+        await queue.runOne();
+        return (await jobRow(id)).status === "completed";
+      });
+      expect(await jobRow(id)).toMatchObject({ attempts: 1, data: { attempt: 1 } });
+    });
+
+    test("jobs of the internal lane wait on their own list, taken only by its slots", async () => {
+      queue = fresh();
+      queue.register("own", async () => "done", "internal");
+      const { id } = await queue.enqueue("own", {});
+      expect(await queue.runOne()).toBe("idle");
+      expect(await queue.runOne("internal")).toBe("ran");
+      expect(await jobRow(id)).toMatchObject({ status: "completed", data: "done" });
     });
 
     test("after max attempts the job fails and its message is dead-lettered", async () => {
