@@ -78,7 +78,7 @@ test("one slow receiver takes at most its share of slots: another receiver still
   for (let i = 0; i < 4; i++)
     hooks.push((await hookAndRule(e.t, { url: slow.url, eventTypes: ["object_created"] })).hook.id);
   const fast = startReceiver();
-  const other = await hookAndRule(e.t, { url: fast.url, eventTypes: ["object_created"] });
+  await hookAndRule(e.t, { url: fast.url, eventTypes: ["object_created"] });
   try {
     const site = await e.t.json("POST", "/api/dcim/sites/", { body: { name: "F", slug: "f" } });
     expect(site.status).toBe(201);
