@@ -144,6 +144,21 @@ describe("what a rule delivers", () => {
     for (const d of rx.received) expect(d.body).not.toContain("VPN-PSK-123");
   });
 
+  test("nested objects the owner may not view arrive as ids only", async () => {
+    const rx = receiver();
+    const hook = await webhook(rx.url, hooker.token);
+    expect((await rule(hook.id, ["dcim.site"], hooker.token)).status).toBe(201);
+    const tenant = await env.t.json("POST", "/api/tenancy/tenants/", {
+      body: { name: "Secret tenant", slug: "secret-tenant" },
+    });
+    expect(tenant.status).toBe(201);
+    await site("mine", { description: "mine", tenant: tenant.body.id });
+    await settledJobs(hook.id, 1);
+    expect(rx.received.length).toBe(1);
+    expect(JSON.parse(rx.received[0]!.body).data.tenant).toEqual({ id: tenant.body.id });
+    expect(rx.received[0]!.body).not.toContain("Secret tenant");
+  });
+
   test("an owner who lost the permission gets nothing at delivery time", async () => {
     const rx = receiver();
     const hook = await webhook(rx.url, hooker.token);
@@ -197,6 +212,27 @@ describe("what a rule delivers", () => {
     expect(rx.received.length).toBe(0);
   });
 
+  test("a deleted object reaches an owner with a constrained view not at all", async () => {
+    const rx = receiver();
+    const hook = await webhook(rx.url, hooker.token);
+    const made = await env.t.json("POST", "/api/extras/event-rules/", {
+      body: {
+        name: `rule-${crypto.randomUUID().slice(0, 8)}`,
+        object_types: ["dcim.site"],
+        event_types: ["object_deleted"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook.id,
+      },
+      token: hooker.token,
+    });
+    expect(made.status).toBe(201);
+    const s = await site("mine", { description: "mine", comments: "VPN-PSK-123" });
+    expect((await env.t.req("DELETE", `/api/dcim/sites/${s.id}/`)).status).toBe(204);
+    const [job] = await settledJobs(hook.id, 1);
+    expect(job.data).toEqual({ skipped: expect.any(String) });
+    expect(rx.received.length).toBe(0);
+  });
+
   test("custom objects: a superuser-owned rule still delivers", async () => {
     const rx = receiver();
     const hook = await webhook(rx.url);
@@ -205,5 +241,23 @@ describe("what a rule delivers", () => {
     await settledJobs(hook.id, 1);
     expect(rx.received.length).toBe(1);
     expect(JSON.parse(rx.received[0]!.body).data.name).toBe("wifi");
+  });
+});
+
+describe("migration 0007", () => {
+  test("rules and webhooks without owner get the user who last changed them, from the change log", async () => {
+    const hook = await webhook(receiver().url, hooker.token);
+    const made = await rule(hook.id, ["dcim.site"], hooker.token);
+    const db = env.t.deps.db.client;
+    await db.execute("UPDATE event_rules SET user_id = NULL");
+    await db.execute("UPDATE webhooks SET user_id = NULL");
+    const sql = await Bun.file("migrations/0007_event_owners.sql").text();
+    for (const statement of sql.split("--> statement-breakpoint").slice(2))
+      await db.execute(statement);
+    const owner = async (table: string, id: number) =>
+      (await db.execute({ sql: `SELECT user_id FROM ${table} WHERE id = ?`, args: [id] })).rows[0]!
+        .user_id;
+    expect(await owner("event_rules", made.body.id)).toBe(hooker.id);
+    expect(await owner("webhooks", hook.id)).toBe(hooker.id);
   });
 });

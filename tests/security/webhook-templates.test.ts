@@ -85,6 +85,11 @@ describe("header values", () => {
     );
   });
 
+  test("characters a header cannot carry are percent-encoded, not a failed delivery", async () => {
+    const d = await deliveryOf({ additional_headers: "X-Comment: {{ data.comments }}" }, "Café ☕");
+    expect(d.headers["x-comment"]).toBe("Caf%C3%A9 %E2%98%95");
+  });
+
   test("a webhook may not set Host, Content-Length or the signature itself", async () => {
     for (const line of ["Host: evil.example", "Content-Length: 1", "X-Hook-Signature: 00"]) {
       const r = await env.t.json("POST", "/api/extras/webhooks/", {

@@ -40,11 +40,24 @@ export function headerTemplates(text: string): Array<[string, string]> | { error
   return out;
 }
 
-/** One header value: control characters (CR, LF, NUL, …) of a value become a space. */
+/** A character a header value cannot carry, as UTF-8 percent escapes (`?` for a lone surrogate). */
+function percentEncoded(ch: string): string {
+  try {
+    return encodeURIComponent(ch);
+  } catch {
+    return "?";
+  }
+}
+
+/**
+ * One header value: control characters (CR, LF, NUL, …) of a value become a space, and
+ * characters beyond ASCII are percent-encoded (a header carries bytes, not text).
+ */
 export function renderHeaderValue(template: string, context: Record<string, unknown>): string {
   return template
     .replace(PLACEHOLDER_RE, (_, path: string) => plain(resolvePath(context, path)))
     .replace(CONTROL_RE, " ")
+    .replace(/[^\x20-\x7e]/gu, percentEncoded)
     .trim();
 }
 
