@@ -244,14 +244,14 @@ describe("what a rule delivers", () => {
   });
 });
 
-describe("migration 0007", () => {
+describe("migration 0008", () => {
   test("rules and webhooks without owner get the user who last changed them, from the change log", async () => {
     const hook = await webhook(receiver().url, hooker.token);
     const made = await rule(hook.id, ["dcim.site"], hooker.token);
     const db = env.t.deps.db.client;
     await db.execute("UPDATE event_rules SET user_id = NULL");
     await db.execute("UPDATE webhooks SET user_id = NULL");
-    const sql = await Bun.file("migrations/0007_event_owners.sql").text();
+    const sql = await Bun.file("migrations/0008_event_owners.sql").text();
     for (const statement of sql.split("--> statement-breakpoint").slice(2))
       await db.execute(statement);
     const owner = async (table: string, id: number) =>
