@@ -105,6 +105,17 @@ describe("object types a rule may watch", () => {
     expect(r.body.object_types[0]).toContain(type);
   });
 
+  test("a hidden custom object type answers exactly as one that does not exist", async () => {
+    const hook = await webhook(receiver().url, hooker.token);
+    const hidden = await rule(hook.id, ["custom_objects.vault"], hooker.token);
+    const missing = await rule(hook.id, ["custom_objects.vault_nope"], hooker.token);
+    expect(hidden.status).toBe(400);
+    expect(missing.status).toBe(400);
+    expect(hidden.body.object_types[0].replace("vault", "vault_nope")).toBe(
+      missing.body.object_types[0],
+    );
+  });
+
   test("changing an existing rule to such a type is refused too", async () => {
     const hook = await webhook(receiver().url, hooker.token);
     const made = await rule(hook.id, ["dcim.site"], hooker.token);

@@ -267,7 +267,8 @@ export const eventRuleModel = defineModel({
 
 /**
  * Refuses a rule watching a type its owner (the writer) may not view, naming the first such
- * type: checked over every type of the rule, so a new owner must be able to view them all.
+ * type: checked over every type of the rule, so a new owner must be able to view them all. A
+ * hidden run-time type (a custom object type) answers as an unknown one: its existence is not told.
  */
 async function requireWatchable(ctx: WriteContext, ruleId: number): Promise<void> {
   const user = ctx.auth.user;
@@ -279,11 +280,15 @@ async function requireWatchable(ctx: WriteContext, ruleId: number): Promise<void
     links.map((l) => l.id),
     ctx.db,
   );
+  const host = new Set(ctx.services.models.staticModels().map((m) => otLabel(m)));
   for (const ot of types.values()) {
     if (user && mayWatch(user, ot.appLabel, ot.model)) continue;
+    const label = otLabel(ot);
     throw new ValidationError({
       object_types: [
-        `You may not watch objects of type ${otLabel(ot)}: an event rule delivers only what its owner may view.`,
+        host.has(label)
+          ? `You may not watch objects of type ${label}: an event rule delivers only what its owner may view.`
+          : `Unknown object type: ${JSON.stringify(label)}`,
       ],
     });
   }
