@@ -8,7 +8,7 @@
  */
 import type { Services } from "../../core/context";
 import { slotKey } from "../../core/slots";
-import { FLUSH_BATCH, flushSearchIndex, typesWithPending } from "./search-index";
+import { flushSearchIndex, typesWithPending } from "./search-index";
 
 /**
  * How long the writes must pause before pending rows are indexed: each write within it starts the
@@ -86,7 +86,7 @@ export class SearchFlusher {
       }
       for (const [i, cotId] of ids.entries()) {
         try {
-          while ((await flushSearchIndex(orm, cotId)) === FLUSH_BATCH) {
+          while ((await flushSearchIndex(orm, cotId)) > 0) {
             await turn();
             // Writes of this type that came meanwhile are in this loop's batches already.
             this.#dirty.delete(cotId);

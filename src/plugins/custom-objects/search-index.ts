@@ -165,12 +165,24 @@ export async function syncSearchIndex(db: Executor, cotId: number): Promise<bool
 }
 
 /** Ids moved from pending into the index per transaction (a few milliseconds of tokenising each). */
-export const FLUSH_BATCH = 250;
+const FLUSH_BATCH = 250;
+/**
+ * Text one flush transaction tokenises at most (the first row always goes in): the trigram
+ * tokenizer costs about 0.1 ms per KiB on the event loop, so a batch stays near 25 ms.
+ */
+export const FLUSH_BYTES = 256 * 1024;
+/**
+ * A row with more indexed text than this stays pending for good: tokenising one 1 MiB value
+ * holds the event loop ~120 ms. Searches stay exact (pending rows are matched by LIKE, off the
+ * event loop on the read pool); only those rows miss the index's speed-up.
+ */
+export const INDEXED_ROW_MAX_BYTES = 64 * 1024;
 
 /**
- * Indexes up to `batch` pending rows of one type in one transaction on `db` (the ORM: the
- * transaction is its own): their old entries leave the index, their current text goes in, and
- * they leave pending. Returns how many ids it took (0: nothing pending, or no current index).
+ * Indexes pending rows of one type in one transaction on `db` (the ORM: the transaction is its
+ * own), at most `batch` rows and about `FLUSH_BYTES` of text: their old entries leave the index,
+ * their current text goes in, and they leave pending. Rows over `INDEXED_ROW_MAX_BYTES` are left
+ * pending. Returns how many ids it took (0: nothing it can index, or no current index).
  */
 export async function flushSearchIndex(
   db: Orm,
@@ -180,13 +192,16 @@ export async function flushSearchIndex(
   const { fts, pending } = partNames(cotId);
   const columns = await indexColumnsOf(db, cotId);
   if (!columns) return 0;
+  const size = columns.map((c) => `coalesce(length(CAST(t.${q(c)} AS BLOB)), 0)`).join(" + ");
   return db.transaction(async (tx) => {
     // `_docsize` (FTS5's row table) tells which ids have an entry: new rows (most) have none.
-    const rows = (await tx.all(
+    // A deleted row (no `t`) has size 0: its old entry still has to leave the index.
+    const candidates = (await tx.all(
       sql.raw(
-        `SELECT p.id AS id, d.id IS NOT NULL AS indexed FROM ${q(pending)} p LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`,
+        `SELECT p.id AS id, d.id IS NOT NULL AS indexed, ${size} AS bytes FROM ${q(pending)} p LEFT JOIN ${q(tableName(cotId))} t ON t.id = p.id LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id WHERE ${size} <= ${INDEXED_ROW_MAX_BYTES} ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`,
       ),
-    )) as { id: number; indexed: number }[];
+    )) as { id: number; indexed: number; bytes: number }[];
+    const rows = withinBytes(candidates, FLUSH_BYTES);
     if (!rows.length) return 0;
     // One statement per id: FTS5 answers `rowid IN (…)` by scanning the whole index.
     for (const r of rows)
@@ -201,6 +216,18 @@ export async function flushSearchIndex(
     );
     return rows.length;
   });
+}
+
+/** The leading rows whose text adds up to at most `budget` bytes (always the first one). */
+function withinBytes<T extends { bytes: number }>(rows: T[], budget: number): T[] {
+  let total = 0;
+  let n = 0;
+  for (const r of rows) {
+    total += Number(r.bytes);
+    if (n > 0 && total > budget) break;
+    n++;
+  }
+  return rows.slice(0, n);
 }
 
 /** The columns of a type's index when it has one with a pending table; else null. */
@@ -241,7 +268,7 @@ async function flushAllSearchIndexes(
     for (;;) {
       const n = await flushSearchIndex(db, cotId, batch);
       total += n;
-      if (n < batch) break;
+      if (n === 0) break;
       await new Promise((r) => setTimeout(r, 0));
     }
   }
