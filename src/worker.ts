@@ -6,6 +6,8 @@ import { createClient } from "@libsql/client/web";
 import type { ExecutionContext } from "hono";
 import { createApp, servicesOf, type App } from "./app";
 import { ConfigError, loadConfig, redactUrl, type Config, type RedisSettings } from "./config";
+import type { Database } from "./db/client";
+import { d1Database, type D1Binding } from "./db/d1";
 import { libsqlDatabase } from "./db/libsql";
 import { classifyDatabaseError } from "./db/connection-errors";
 import { createCache, type KVNamespaceLike } from "./services/cache";
@@ -17,9 +19,14 @@ import { pruneExpired } from "./services/tasks/retention";
 import { drainQueue } from "./services/tasks/worker";
 import { beat } from "./services/tasks/heartbeat";
 
-/** The bindings this Worker reads: the KV namespace `CACHE` plus the §3 settings as strings. */
+/**
+ * The bindings this Worker reads: the KV namespace `CACHE`, the D1 database `DB` (wrangler.toml's
+ * `d1` environment; when bound it is the database and `DATABASE_URL` is unused), plus the §3
+ * settings as strings.
+ */
 export interface WorkerEnv {
   CACHE?: KVNamespaceLike;
+  DB?: D1Binding;
   [setting: string]: unknown;
 }
 
@@ -45,21 +52,16 @@ function redisClient(settings: RedisSettings | undefined, role: string): RedisCl
 // outbound connections per request, so the client's own cap is switched off.
 const UNLIMITED = Number.MAX_SAFE_INTEGER;
 
-async function build(env: WorkerEnv, logger: Logger): Promise<App> {
-  const config: Config = loadConfig(env, "workerd");
+/** D1 when the `DB` binding is present, else libSQL over HTTP at `DATABASE_URL`. */
+function openDatabase(env: WorkerEnv, config: Config): Database {
+  if (env.DB) return d1Database(env.DB);
   if (config.database.url.startsWith("file:")) {
     throw new ConfigError(
       "DATABASE_URL",
-      "must be a remote libSQL URL (libsql:, https:) on Workers",
+      "must be a remote libSQL URL (libsql:, https:) on Workers, or bind a D1 database as DB",
     );
   }
-  if (config.cacheBackend === "kv" && !env.CACHE) {
-    throw new ConfigError(
-      "CACHE_BACKEND",
-      "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])",
-    );
-  }
-  const db = libsqlDatabase(
+  return libsqlDatabase(
     createClient({
       url: config.database.url,
       authToken: config.database.authToken,
@@ -67,6 +69,17 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
     }),
     "remote",
   );
+}
+
+async function build(env: WorkerEnv, logger: Logger): Promise<App> {
+  const config: Config = loadConfig(env, "workerd");
+  if (config.cacheBackend === "kv" && !env.CACHE) {
+    throw new ConfigError(
+      "CACHE_BACKEND",
+      "is kv but the KV namespace binding CACHE is missing (wrangler.toml [[kv_namespaces]])",
+    );
+  }
+  const db = openDatabase(env, config);
   const redis = {
     caching: redisClient(config.redis.caching, "CACHING"),
     tasks: redisClient(config.redis.tasks, "TASKS"),
@@ -74,7 +87,7 @@ async function build(env: WorkerEnv, logger: Logger): Promise<App> {
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching, kv: env.CACHE });
   const app = await createApp({ config, db, cache, redis, logger: createLogger(config.logLevel) });
   logger.info("isolate ready", {
-    database: redactUrl(config.database.url),
+    database: env.DB ? "d1" : redactUrl(config.database.url),
     cache: config.cacheBackend,
     plugins: config.plugins,
   });

@@ -3,6 +3,8 @@
  * local file (migrated) as its libSQL database and, when redis-server is on PATH, a Redis behind
  * the Upstash bridge. Everything listens on 127.0.0.1 only; Ctrl-C stops all of it. The cron
  * trigger runs every `--cron-interval` seconds (default 10), as production runs it every minute.
+ * `--d1`: the Worker on miniflare's D1 instead (wrangler.toml's `d1` environment), kept under
+ * `--d1-dir` (default data/worker-dev-d1) and migrated with `wrangler d1 migrations apply --local`.
  */
 import { createClient } from "@libsql/client/web";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -18,6 +20,7 @@ import { runMigrations } from "../src/db/migrate";
 import { users } from "../src/db/schema";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
 import { startRedisStack, type RedisStack } from "../tests/helpers/redis-bridge";
+import { d1SuperuserToken, migrateLocalD1, withLocalD1 } from "./d1-local";
 
 const ROOT = resolve(import.meta.dir, "..");
 const READY_TIMEOUT_MS = 60_000;
@@ -31,6 +34,8 @@ const { values: args } = parseArgs({
     db: { type: "string", default: "data/worker-dev.db" },
     "no-redis": { type: "boolean", default: false },
     "cron-interval": { type: "string", default: "10" },
+    d1: { type: "boolean", default: false },
+    "d1-dir": { type: "string", default: "data/worker-dev-d1" },
   },
 });
 const cronIntervalSeconds = Number(args["cron-interval"]);
@@ -158,7 +163,8 @@ async function runCronLoop(url: string, everyMs: number): Promise<void> {
   }
 }
 
-async function main(): Promise<void> {
+/** The libSQL database: a Hrana server on `--db`, migrated. */
+async function hranaDatabase(vars: Record<string, string>, secrets: Record<string, string>) {
   const dbFile = resolve(ROOT, args.db!);
   const dbToken = `dev-${crypto.randomUUID()}`;
   const hrana: HranaServer = await startHranaServer({ path: dbFile, port: 0, authToken: dbToken });
@@ -168,10 +174,26 @@ async function main(): Promise<void> {
   await runMigrations(db);
   const apiToken = await devToken(db);
   log(`database ${dbFile} served at ${hrana.url} (migrated)`);
+  vars.DATABASE_URL = hrana.url;
+  secrets.DATABASE_AUTH_TOKEN = dbToken;
+  return { apiToken, wranglerArgs: [] as string[] };
+}
 
-  const vars: Record<string, string> = { DATABASE_URL: hrana.url, CACHE_BACKEND: "kv" };
+/** miniflare's D1 under `--d1-dir`, migrated as a deploy migrates D1; wrangler's `d1` environment. */
+async function d1Database() {
+  const persistTo = resolve(ROOT, args["d1-dir"]!);
+  await migrateLocalD1(persistTo);
+  const apiToken = await withLocalD1(persistTo, (binding) => d1SuperuserToken(binding, "admin"));
+  log(`D1 database under ${persistTo} (migrated)`);
+  return { apiToken, wranglerArgs: ["--env", "d1", "--persist-to", persistTo] };
+}
+
+async function main(): Promise<void> {
+  const vars: Record<string, string> = { CACHE_BACKEND: "kv" };
   // Secrets go through an env file (shown as hidden by wrangler), never on the command line.
-  const secrets: Record<string, string> = { DATABASE_AUTH_TOKEN: dbToken };
+  const secrets: Record<string, string> = {};
+  const database = args.d1 ? await d1Database() : await hranaDatabase(vars, secrets);
+  const { apiToken } = database;
   let redis: RedisStack | null = null;
   if (!args["no-redis"] && onPath("redis-server")) {
     redis = await startRedisStack();
@@ -205,6 +227,7 @@ async function main(): Promise<void> {
     "127.0.0.1",
     ...(args["inspector-port"] ? ["--inspector-port", args["inspector-port"]] : []),
     "--show-interactive-dev-session=false",
+    ...database.wranglerArgs,
     "--env-file",
     envFile,
     ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),

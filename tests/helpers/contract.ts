@@ -19,6 +19,8 @@ export interface ContractRequestOptions {
 /** One way of reaching the app over HTTP, plus what the suite needs to seed it. */
 export interface ContractTarget {
   runtime: "bun" | "workerd";
+  /** The database behind it: a local file, libSQL over HTTP, or Cloudflare D1 (default by runtime). */
+  database?: "local" | "remote" | "d1";
   /** Origin that absolute URLs in responses start with. */
   base: string;
   /** `MAX_BODY_BYTES` the target was started with. */
@@ -57,6 +59,9 @@ interface JsonResponse {
   body: any;
   res: Response;
 }
+
+const databaseOf = (t: ContractTarget) =>
+  t.database ?? (t.runtime === "workerd" ? "remote" : "local");
 
 /** Shared prefix of everything a suite creates, so two suites on one database never collide. */
 const uniq = () => Math.random().toString(36).slice(2, 8);
@@ -355,7 +360,7 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
         const r = await json("GET", "/api/status/");
         expect(r.status).toBe(200);
         expect(r.body.runtime).toStartWith(t.runtime);
-        expect(r.body["database-kind"]).toBe(t.runtime === "workerd" ? "remote" : "local");
+        expect(r.body["database-kind"]).toBe(databaseOf(t));
         if (t.runtime === "workerd") expect(r.body["cache-backend"]).toBe("kv");
         expect(r.body.plugins).toEqual({
           custom_objects: "0.1.0",
@@ -763,7 +768,7 @@ export function contractSuite(label: string, setup: () => Promise<ContractTarget
               .map((e) => [e.measurementName, e.observedValue]),
           );
         const db = values("Database");
-        expect(db.driver).toBe(t.runtime === "workerd" ? "libsql" : "file");
+        expect(db.driver).toBe({ local: "file", remote: "libsql", d1: "d1" }[databaseOf(t)]);
         expect(db.latency as number).toBeGreaterThanOrEqual(0);
         const queue = values("HostRedisTasksHealthCheck");
         expect(queue).toMatchObject({

@@ -13,6 +13,7 @@ import type { Database } from "../../src/db/client";
 import { libsqlDatabase } from "../../src/db/libsql";
 import { runMigrations } from "../../src/db/migrate";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { d1PersistDir, d1Settings } from "../../tools/d1-local";
 
 export const ROOT = join(import.meta.dir, "..", "..");
 const BUILD_TIMEOUT_MS = 120_000;
@@ -180,6 +181,11 @@ export interface StartWorkerOptions {
   extraWorkers?: string[];
   /** Bind the `CACHE` KV namespace; default true. */
   kv?: boolean;
+  /**
+   * Bind the local D1 database kept under this `--persist-to` directory (tools/d1-local.ts) as
+   * wrangler.toml's `d1` environment binds it; the Worker then uses D1, not `DATABASE_URL`.
+   */
+  d1PersistTo?: string;
   /** Receives every line workerd prints (the Worker's console output, e.g. its JSON log lines). */
   onOutput?: (line: string) => void;
 }
@@ -190,6 +196,7 @@ export interface StartWorkerOptions {
  */
 export async function startWorker(options: StartWorkerOptions): Promise<RunningWorker> {
   const b = await buildWorkerBundle();
+  const d1 = d1Settings();
   const worker = (name: string) => ({
     name,
     modules: true,
@@ -199,9 +206,11 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     compatibilityFlags: b.compatibilityFlags,
     // One namespace id: every isolate sees the same KV, as in production.
     kvNamespaces: options.kv === false ? {} : { CACHE: "host-cache" },
+    ...(options.d1PersistTo ? { d1Databases: { [d1.binding]: d1.databaseId } } : {}),
     bindings: { LOG_LEVEL: "silent", ...options.bindings },
   });
   const opts: MiniflareOptions = {
+    ...(options.d1PersistTo ? { d1Persist: d1PersistDir(options.d1PersistTo) } : {}),
     host: "127.0.0.1",
     port: 0,
     workers: [worker("host"), ...(options.extraWorkers ?? []).map(worker)],

@@ -165,4 +165,46 @@ describe("npm run dev:worker", () => {
     },
     READY_TIMEOUT_MS + STOP_TIMEOUT_MS + 10_000,
   );
+
+  test(
+    "--d1: the Worker on miniflare's D1, migrated by wrangler, answers reads; Ctrl-C stops it",
+    async () => {
+      const [port, inspector] = [await freePort(), await freePort()];
+      output = "";
+      const d1Dir = join(dir, "d1");
+      proc = spawn(
+        "npm",
+        [
+          ...["run", "--silent", "dev:worker", "--"],
+          ...["--d1", "--d1-dir", d1Dir, "--no-redis", "--cron-interval", "0"],
+          ...["--port", String(port), "--inspector-port", String(inspector)],
+        ],
+        { cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+      proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+      const [, base, token] = await waitForOutput(
+        /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token ([0-9a-f]+)\)/,
+        READY_TIMEOUT_MS,
+      );
+      expect(output).toContain(`D1 database under ${d1Dir} (migrated)`);
+      const auth = { authorization: `Token ${token}` };
+      const status = await fetch(`${base}/api/status/`, { headers: auth });
+      expect(status.status).toBe(200);
+      expect(await status.json()).toMatchObject({ runtime: "workerd", "database-kind": "d1" });
+      // the migrated schema answers (an empty list, not a missing table)
+      const sites = await fetch(`${base}/api/dcim/sites/`, { headers: auth });
+      expect(sites.status).toBe(200);
+      expect(await sites.json()).toMatchObject({ count: 0, results: [] });
+      const health = await fetch(
+        `${base}/plugins/host_healthcheck_plugin/healthcheck/?format=json`,
+      );
+      const checks = ((await health.json()) as { checks: Record<string, string> }).checks;
+      expect(checks.Database).toBe("working");
+      ctrlC(proc);
+      expect(await exited(proc, STOP_TIMEOUT_MS)).toBe(true);
+      expect(await listening(port)).toBe(false);
+    },
+    READY_TIMEOUT_MS + STOP_TIMEOUT_MS + 30_000,
+  );
 });
