@@ -7,7 +7,7 @@
  *
  * Options: --rows (BENCH_ROWS, 100000), --duration seconds per wrk cell (BENCH_DURATION, 5),
  * --connections (32), --threads (2), --batches bulk POSTs of 1,000 per side (3), --only cells to run,
- * comma-separated among get, list, post, list950, load (all by default; e.g. `--only post,load`),
+ * comma-separated among get, list, post, list950, q, load (all by default; e.g. `--only post,load`),
  * --keep leaves the two database files in place (the path is printed) to serve them again by hand
  * (`npx bun bench/http-table.ts --serve host --db file:<dir>/host.db`).
  * `DATABASE_READ_POOL=0` in the environment runs the Host server without its read pool (decision 0057);
@@ -25,21 +25,24 @@
  * and the same rows. Then two child processes of this script:
  * `--serve host` (createApp over the Host file, memory cache, Bun.serve) and `--serve floor` (Hono +
  * Drizzle over the floor file: get = one select; list = count + ORDER BY id LIMIT/OFFSET; create =
- * INSERT … RETURNING; bulk = one transaction of 100-row inserts). Each cell runs wrk against one
+ * INSERT … RETURNING; bulk = one transaction of 100-row inserts; `?q=` = count + first page of a
+ * LIKE over its text columns). Each cell runs wrk against one
  * server then the other (the order alternates by cell); a Lua script in a temp dir draws random ids,
  * offsets and unique POST bodies. Load = POSTs of 1,000 rows, one at a time, timed per server.
+ * The q cells report wrk's median latency: `?q=` of a site code that 10% of the rows name in their
+ * description (`SITE_CODE`), and of one serial (a rare term).
  * RSS of each server: /proc/<pid>/status VmRSS sampled every 100 ms; idle = after start, before any
  * request; peak = the highest sample while it served. Every child is stopped at the end.
  */
 import { createClient } from "@libsql/client";
-import { count, eq } from "drizzle-orm";
+import { count, eq, like, or } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/libsql";
 import { Hono } from "hono";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { apiRow, benchTable, columnsOf, FIELDS, SPEEDS, TIERS } from "./twenty-fields";
+import { apiRow, benchTable, columnsOf, FIELDS, SITE_CODE, SPEEDS, TIERS } from "./twenty-fields";
 import { HOST_ENGINE_ENV, num, serverScript, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
@@ -62,6 +65,18 @@ const FLOOR_DDL = `CREATE TABLE IF NOT EXISTS bench_item (id INTEGER PRIMARY KEY
   last_updated TEXT NOT NULL, name TEXT, serial TEXT, code TEXT, description TEXT, quantity INTEGER, ports INTEGER,
   weight REAL, price REAL, enabled INTEGER, monitored INTEGER, installed TEXT, expires TEXT, last_seen TEXT,
   homepage TEXT, speed TEXT, tier TEXT, flavours TEXT, attrs TEXT, site_id INTEGER, tenant_id INTEGER)`;
+
+const FLOOR_SEARCHED = [
+  "name",
+  "serial",
+  "code",
+  "description",
+  "homepage",
+  "speed",
+  "tier",
+  "flavours",
+  "attrs",
+] as const;
 
 /** Tells the parent the port, then serves until SIGTERM. */
 function announce(server: { port: number | undefined; stop(close?: boolean): unknown }) {
@@ -129,8 +144,19 @@ if (opt.serve === "floor") {
   app.get("/co", async (c) => {
     const limit = Math.min(1000, Number(c.req.query("limit") ?? 50) || 50);
     const offset = Number(c.req.query("offset") ?? 0) || 0;
-    const [{ n }] = (await orm.select({ n: count() }).from(T)) as [{ n: number }];
-    const results = await orm.select().from(T).orderBy(T.id).limit(limit).offset(offset);
+    const q = c.req.query("q");
+    // what a bare app does for a search: LIKE over the text columns
+    const where = q
+      ? or(...FLOOR_SEARCHED.map((col) => like(T[col], `%${q.replace(/[\\%_]/g, "")}%`)))
+      : undefined;
+    const [{ n }] = (await orm.select({ n: count() }).from(T).where(where)) as [{ n: number }];
+    const results = await orm
+      .select()
+      .from(T)
+      .where(where)
+      .orderBy(T.id)
+      .limit(limit)
+      .offset(offset);
     return c.json({ count: n, results });
   });
   app.post("/co", async (c) => {
@@ -165,7 +191,7 @@ const CONNECTIONS = num(opt.connections, "--connections", 32, 512);
 const THREADS = num(opt.threads, "--threads", 2, 16);
 const BATCHES = num(opt.batches, "--batches", 3, 100);
 const BULK = 1000;
-const CELLS = ["get", "list", "post", "list950", "load"];
+const CELLS = ["get", "list", "post", "list950", "q", "load"];
 const ONLY = new Set(
   (opt.only ?? CELLS.join(","))
     .split(",")
@@ -223,7 +249,7 @@ async function sampled<T>(s: Server, fn: () => Promise<T>): Promise<[T, number]>
 async function wrk(
   origin: string,
   lua: string,
-): Promise<{ rps: number; p99: string; errors: string }> {
+): Promise<{ rps: number; p50: string; p99: string; errors: string }> {
   const luaPath = join(work, `s${Math.random().toString(36).slice(2)}.lua`);
   writeFileSync(luaPath, lua);
   const proc = Bun.spawn(
@@ -253,11 +279,20 @@ async function wrk(
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
   const sockErr = /Socket errors: (.*)/.exec(out);
   const p99 = /\s99%\s+(\S+)/.exec(out);
+  const p50 = /\s50%\s+(\S+)/.exec(out);
   return {
     rps: Number(rps[1]),
+    p50: p50?.[1] ?? "?",
     p99: p99?.[1] ?? "?",
     errors: [non2xx ? `${non2xx[1]} non-2xx` : "", sockErr?.[1] ?? ""].filter(Boolean).join(", "),
   };
+}
+
+/** wrk's latency figure ("812.00us", "25.30ms", "1.20s") in milliseconds. */
+function msOf(figure: string): number {
+  const m = /^([\d.]+)(us|ms|s)$/.exec(figure);
+  if (!m) return Number.NaN;
+  return Number(m[1]) * (m[2] === "us" ? 0.001 : m[2] === "s" ? 1000 : 1);
 }
 
 /** A wrk Lua script: `path(n)` builds a GET path; with `post`, a POST of `body` with __U__ made unique. */
@@ -417,7 +452,7 @@ try {
   const scenarios: Array<{
     id: string;
     label: string;
-    kind: "get" | "list" | "post";
+    kind: "get" | "list" | "post" | "q";
     expr: string;
   }> = [
     { id: "get", label: "GET by id, req/s", kind: "get", expr: `math.random(1, ${ROWS})` },
@@ -434,10 +469,18 @@ try {
       kind: "list",
       expr: `math.random(0, 950)`,
     },
+    {
+      id: "q",
+      label: `?q= of a term in 10% of the rows (${SITE_CODE}), median ms`,
+      kind: "q",
+      expr: SITE_CODE,
+    },
+    { id: "q", label: "?q= of a rare term (one serial), median ms", kind: "q", expr: "SN-54321" },
   ];
   for (const [i, s] of scenarios.entries()) {
     if (!ONLY.has(s.id)) continue;
-    const cell: Cell = { label: s.label, unit: "req/s", host: 0, floor: 0, notes: [] };
+    const unit = s.kind === "q" ? "ms" : "req/s";
+    const cell: Cell = { label: s.label, unit, host: 0, floor: 0, notes: [] };
     for (const server of i % 2 === 0 ? [host, floor] : [floor, host]) {
       const k = server.kind as "host" | "floor";
       const lua =
@@ -446,16 +489,24 @@ try {
               path: k === "host" ? paths.host.item : "/co",
               body: template,
             })
-          : luaScript(
-              k === "host" ? auth : {},
-              (k === "host" ? hostPath : floorPath)(s.kind, s.expr),
-            );
+          : s.kind === "q"
+            ? luaScript(
+                k === "host" ? auth : {},
+                JSON.stringify(
+                  `${k === "host" ? paths.host.item : "/co"}?q=${encodeURIComponent(s.expr)}`,
+                ),
+              )
+            : luaScript(
+                k === "host" ? auth : {},
+                (k === "host" ? hostPath : floorPath)(s.kind, s.expr),
+              );
       const [r, pk] = await sampled(server, () => wrk(server.origin, lua));
       peak[k] = Math.max(peak[k], pk);
-      cell[k] = r.rps;
+      cell[k] = s.kind === "q" ? msOf(r.p50) : r.rps;
+      if (s.kind === "q") cell.notes.push(`${k} ${r.rps.toFixed(0)} req/s`);
       if (r.errors) cell.notes.push(`${k}: ${r.errors}`);
       log(
-        `  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99}, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`,
+        `  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50}, p99 ${r.p99}, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`,
       );
     }
     cells.push(cell);
@@ -515,9 +566,10 @@ try {
   );
   console.log("| operation | Host | floor | Host / floor |");
   console.log("|---|---|---|---|");
+  const fmt = (c: Cell, n: number) => (c.unit === "ms" ? n.toFixed(1) : fmtInt(n));
   for (const c of cells)
     console.log(
-      `| ${c.label} | ${fmtInt(c.host)} | ${fmtInt(c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} |`,
+      `| ${c.label} | ${fmt(c, c.host)} | ${fmt(c, c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} |`,
     );
   console.log(
     `| RSS idle / peak, MB | ${idle.host.toFixed(0)} / ${peak.host.toFixed(0)} | ${idle.floor.toFixed(0)} / ${peak.floor.toFixed(0)} | |`,

@@ -45,6 +45,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const QUERIES: Array<[string, string]> = [
   ["q, selective (SN-12345…)", "q=SN-12345"],
   ["q, a word (~1 in 2,000 rows)", `q=${word(777)}`],
+  ["q, a site code in 10% of rows", "q=DC-AMS7"],
   ["description__ic, a word", `description__ic=${word(1234)}`],
   ["name__isw", "name__isw=item-99999"],
   ["serial__iew", "serial__iew=4321"],
@@ -80,7 +81,7 @@ for (const rows of SIZES) {
           now,
           `item-${i}`,
           `SN-${i}`,
-          `Bench item ${i}: ${word(i % 2003)} and ${word((i * 7) % 1999)} in a longer text.`,
+          `Bench item ${i}: ${word(i % 2003)} and ${word((i * 7) % 1999)} in a longer text.${i % 10 === 0 ? " Site DC-AMS7." : ""}`,
           i % 1000,
           (i % 977) / 7,
           i % 2,

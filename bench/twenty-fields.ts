@@ -7,6 +7,8 @@
 import { integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 export const SPEEDS = ["slow", "fast", "ludicrous"];
+/** A site code in the description of every 10th row (`apiRow`). */
+export const SITE_CODE = "DC-AMS7";
 export const TIERS = ["bronze", "silver", "gold", "platinum"];
 export const FIELDS: Record<string, unknown>[] = [
   { name: "name", type: "text", primary: true, required: true },
@@ -49,7 +51,8 @@ export function apiRow(i: number, tag: string, siteIds: number[], tenantIds: num
     name: `item-${tag}${i}`,
     serial: `SN-${tag}${i}`,
     code: `AB-${i}`,
-    description: `Bench item ${i}: a longer text field with a few words in it.`,
+    // every 10th row names a site code: the common term `?q=` benches search for (issue 28)
+    description: `Bench item ${i}: a longer text field with a few words in it.${i % 10 === 0 ? ` Site ${SITE_CODE}.` : ""}`,
     quantity: i % 1000,
     ports: i % 49,
     weight: (i % 977) / 7,

@@ -12,7 +12,7 @@ import {
   SearchFlusher,
 } from "../../src/plugins/custom-objects/search-flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
-import { addField, CO, create, makeCot } from "./fixtures";
+import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;
 let cot: { id: number; slug: string };
@@ -101,14 +101,31 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
+/** One page of a list: its count and ids in the order answered. */
+async function page(query: string): Promise<{ count: number; ids: number[] }> {
+  const r = await t.json("GET", `${CO}/${cot.slug}/?${query}`);
+  expect(r.status).toBe(200);
+  return { count: r.body.count, ids: (r.body.results as Array<{ id: number }>).map((x) => x.id) };
+}
+
 /** Every needle, through q and each narrowed lookup (and negations), against a scan of the table. */
 async function expectScanAnswers() {
   for (const needle of NEEDLES) {
     const p = `%${esc(needle.trim())}%`; // the list trims q
+    const matched = await scan(`${like("title")} OR ${like("notes")} OR ${like("n")}`, [p, p, p]);
     expect({ needle, ids: await ids(`q=${encodeURIComponent(needle)}`) }).toEqual({
       needle,
-      ids: await scan(`${like("title")} OR ${like("notes")} OR ${like("n")}`, [p, p, p]),
+      ids: matched,
     });
+    // Count and pages (decision 0081: from the index), both id orders, against the scan.
+    const qs = `q=${encodeURIComponent(needle)}&limit=4`;
+    const desc = [...matched].reverse();
+    for (const [query, want] of [
+      [qs, { count: matched.length, ids: matched.slice(0, 4) }],
+      [`${qs}&offset=3`, { count: matched.length, ids: matched.slice(3, 7) }],
+      [`${qs}&ordering=-id&offset=2`, { count: matched.length, ids: desc.slice(2, 6) }],
+    ] as const)
+      expect({ needle, query, ...(await page(query)) }).toEqual({ needle, query, ...want });
   }
   for (const needle of NEEDLES) {
     const e = esc(needle);
@@ -228,6 +245,38 @@ describe("full-text index", () => {
     expect(await ids("q=alpha")).toEqual(before);
   });
 
+  test("a q alone in id order is counted and paged from the index, not from the rows it matches", async () => {
+    // A row changed behind the index's back (its trigger dropped for the update, then restored
+    // verbatim): the index still holds its old text. Counted from the index, the row still
+    // counts by that text; a scan of the matches (the path before decision 0081) would not.
+    const obj = await create(t, cot.slug, { title: "wombatish", notes: null, n: 2 });
+    await flush();
+    const au = `${fts()}_au`;
+    const db = t.deps.db.client;
+    const trigger = (
+      await db.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [au] })
+    ).rows[0]!.sql as string;
+    await db.execute(`DROP TRIGGER "${au}"`);
+    try {
+      await db.execute({
+        sql: `UPDATE "co_${cot.id}" SET title = 'changed' WHERE id = ?`,
+        args: [obj.id],
+      });
+    } finally {
+      await db.execute(trigger);
+    }
+    try {
+      const answered = await page("q=wombat");
+      expect(answered.count).toBe(1);
+      expect(answered.ids).toEqual([obj.id]);
+      // With another filter the rows are read: the changed row no longer matches.
+      expect((await page("q=wombat&n=2")).count).toBe(0);
+    } finally {
+      await db.execute({ sql: `DELETE FROM "co_${cot.id}" WHERE id = ?`, args: [obj.id] });
+      await flush();
+    }
+  });
+
   test("kept in the row's transaction: updates and deletes are seen at once", async () => {
     const obj = await create(t, cot.slug, { title: "quokkaish", notes: null, n: 1 });
     expect(await ids("q=quokka")).toEqual([obj.id]);
@@ -334,5 +383,60 @@ describe("full-text index", () => {
     }
     expect(flushedAt).toBeGreaterThan(0);
     expect(flushedAt).toBeLessThan(900);
+  });
+});
+
+describe("full-text index over multiselect items", () => {
+  // A multiselect is matched item by item: the index holds the items apart (not the list's JSON
+  // text, where a newline is written `\n` and a needle starting at its `n` would match).
+  const ITEMS = ["line\nbreak", 'say "hi"', "back\\slash", "Fast", "tab\there"];
+  let m: { id: number; slug: string };
+  beforeAll(async () => {
+    await choiceSet(t, "search-items", ITEMS);
+    m = await makeCot(t, "itemized", "itemized");
+    await addField(t, m.id, { name: "title", type: "text" });
+    await addField(t, m.id, { name: "labels", type: "multiselect", choice_set: "search-items" });
+    for (let i = 0; i < 12; i++)
+      await create(t, m.slug, {
+        title: `row ${i}`,
+        labels: ITEMS.filter((_, k) => (i >> k) & 1 || k === i % ITEMS.length),
+      });
+  });
+
+  test("q answers exactly the rows a scan returns, pending and indexed", async () => {
+    const expectExact = async () => {
+      for (const needle of [
+        "nbr",
+        "nbreak",
+        "ast",
+        "FAST",
+        "say",
+        'hi"',
+        "slash",
+        "there",
+        "ttab",
+        "row",
+      ]) {
+        const p = `%${esc(needle)}%`;
+        const rs = await t.deps.db.client.execute({
+          sql: `SELECT id FROM co_${m.id} WHERE ${like("title")} OR EXISTS (SELECT 1 FROM json_each(labels) je WHERE ${like("je.value")}) ORDER BY id`,
+          args: [p, p],
+        });
+        const want = rs.rows.map((r) => Number(r.id));
+        const r = await t.json("GET", `${CO}/${m.slug}/?q=${encodeURIComponent(needle)}&limit=3`);
+        expect({
+          needle,
+          count: r.body.count,
+          ids: r.body.results.map((x: { id: number }) => x.id),
+        }).toEqual({
+          needle,
+          count: want.length,
+          ids: want.slice(0, 3),
+        });
+      }
+    };
+    await expectExact();
+    await flush();
+    await expectExact();
   });
 });

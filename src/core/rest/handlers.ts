@@ -236,32 +236,36 @@ async function listRecords(c: Ctx, resource: Resource) {
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
     : parsed;
   const db = ctx.db;
+  // A permission constraint is a condition the index does not know: then the rows are read.
+  const indexed = restricted ? undefined : parsed.fromIndex;
+  const countQuery =
+    indexed?.count ?? sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`;
   const idsQuery = () =>
-    db
-      .select({ id: sql<number>`${resource.list.idExpr}` })
-      .from(resource.table)
-      .where(q.where)
-      .orderBy(...q.orderBy)
-      .limit(q.limit)
-      .offset(q.offset);
+    indexed && q.idOrder
+      ? db.all<{ id: number }>(indexed.pageIds(q.idOrder, q.limit, q.offset))
+      : db
+          .select({ id: sql<number>`${resource.list.idExpr}` })
+          .from(resource.table)
+          .where(q.where)
+          .orderBy(...q.orderBy)
+          .limit(q.limit)
+          .offset(q.offset);
   let n: number;
   let ids: number[] | null = null;
   if (databaseStamp(ctx.services) === null) {
     // No stamp to keep counts and anchors by (a remote database): the count and the page's ids
     // in one read, one round trip.
     const [counted, page] = await ctx.services.db.read([
-      db.all<{ n: number }>(
-        sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`,
-      ),
+      db.all<{ n: number }>(countQuery),
       idsQuery(),
     ]);
     n = Number(counted[0]?.n ?? 0);
     ids = page.map((r) => Number(r.id));
-  } else n = await countRows(ctx.services, db, resource.table, q.where);
+  } else n = await countRows(ctx.services, db, resource.table, q.where, indexed?.count);
   let results: ApiRecord[] = [];
   if (n > q.offset) {
     const anchored =
-      !ids && q.idOrder
+      !ids && !indexed && q.idOrder
         ? await anchoredPageIds(ctx.services, db, {
             table: resource.table,
             idExpr: resource.list.idExpr,

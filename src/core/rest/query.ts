@@ -127,6 +127,19 @@ export interface ListQuery {
   limit: number;
   offset: number;
   projection: Projection;
+  /**
+   * Set when a `q` alone, in id order, can be answered by a full-text index: its count and page
+   * then come from the index, not from the rows it matches (decision 0081).
+   */
+  fromIndex?: IndexedSearch;
+}
+
+/** A `q` answered from an index: statements for its exact count and for one page of ids. */
+export interface IndexedSearch {
+  /** One row, one column `n`: how many rows match. */
+  count: SQL;
+  /** One column `id`: the ids of rows `offset`… in id order, at most `limit`. */
+  pageIds(direction: "asc" | "desc", limit: number, offset: number): SQL;
 }
 
 export interface Projection {
@@ -286,6 +299,11 @@ export interface ListSpec {
    * undefined. ANDed with the search terms, so it must hold for every row they match.
    */
   searchIndex?: (q: string) => SQL | undefined;
+  /**
+   * Optional: for a `q` that is the list's only condition, its count and pages from an index
+   * (`term` is the `q` condition, for rows the index does not hold yet), or undefined.
+   */
+  searchFirstPage?: (q: string, term: SQL) => IndexedSearch | undefined;
 }
 
 /** Parses a list request's query string; invalid values answer 400 keyed by parameter. */
@@ -327,12 +345,15 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     if (cond) conditions.push(cond);
   }
   const q = params.get("q")?.trim();
+  let qAlone: SQL | undefined;
   if (q) {
     const pattern = `%${likeEscape(q)}%`;
     const terms = spec.search
       .map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`))
       .filter((c): c is SQL => !!c);
-    conditions.push(terms.length ? or(...terms)! : sql`0`);
+    const term = terms.length ? or(...terms)! : sql`0`;
+    if (!conditions.length && terms.length) qAlone = term;
+    conditions.push(term);
   }
 
   const narrowed = q ? spec.searchIndex?.(q) : undefined;
@@ -360,10 +381,12 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const idOrder =
     only === null ? undefined : only.startsWith("-") ? ("desc" as const) : ("asc" as const);
 
+  const fromIndex = q && qAlone && idOrder ? spec.searchFirstPage?.(q, qAlone) : undefined;
   return {
     where: conditions.length ? and(...conditions) : undefined,
     orderBy,
     idOrder,
+    ...(fromIndex ? { fromIndex } : {}),
     ...parsePaging(params),
     projection: parseProjection(params),
   };

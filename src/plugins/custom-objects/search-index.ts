@@ -10,16 +10,25 @@
  *   the id), whatever writes the row (API, bulk, SQL), so a write pays one B-tree insert instead
  *   of tokenising its text (~35 % of a POST).
  *
- * Invariant: every row is either pending or indexed with its current text. So a search narrows
- * to `id IN (fts MATCH …) OR id IN (pending)` and keeps its own LIKE conditions: the answer is
- * exactly the rows a scan returns, whatever is pending (a trigram phrase matches a superset of
- * ASCII-case-insensitive LIKE). The index is used only when its definition in `sqlite_master` is
- * exactly the one these columns give (a renamed column rewrites the triggers, and an index of the
- * older external-content form differs), and only for needles it covers.
+ * Invariant: every row is either pending or indexed with its current text. The index holds the
+ * text as LIKE sees it (ASCII letters lowered, case-sensitive trigrams: `indexedText`), so for a
+ * row it holds, a phrase matches exactly when `LIKE '%needle%'` does. A search with other
+ * conditions narrows to `id IN (fts MATCH …) OR id IN (pending)` and keeps its LIKE conditions; a
+ * `q` alone in id order is counted and paged from the index (`indexedSearch`, decision 0081).
+ * Either way the answer is exactly the rows a scan returns, whatever is pending. The index is used
+ * only when its definition in `sqlite_master` is exactly the one these columns give (a renamed
+ * column rewrites the triggers, and an index of an older form differs), and only for needles it
+ * covers.
  */
 import { and, sql, type SQL } from "drizzle-orm";
 import type { Executor, Orm } from "../../db/client";
-import { buildFilter, type FilterSpec, type ListSpec, type Lookup } from "../../core/rest/query";
+import {
+  buildFilter,
+  type FilterSpec,
+  type IndexedSearch,
+  type ListSpec,
+  type Lookup,
+} from "../../core/rest/query";
 import { fieldType, type FieldRow } from "./field-types";
 import { tableName } from "./constants";
 
@@ -52,8 +61,9 @@ const INDEXED: Record<string, (needle: string) => boolean> = {
   url: () => true,
   select: () => true,
   json: () => true,
-  // Items are matched one by one; the index holds the list's JSON text, where only quotes,
-  // backslashes and control characters are written differently from the item.
+  // Items are matched one by one; the index holds them apart, each after a control character
+  // (`indexedText`), which a needle must not contain (nor quotes or backslashes, which JSON writes
+  // differently: kept from when the index held the JSON text).
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
   multiselect: (needle) => !/["\\\u0000-\u001f]/.test(needle),
 };
@@ -92,7 +102,7 @@ export function indexStatements(cotId: number, columns: string[]): { name: strin
   return [
     {
       name: fts,
-      sql: `CREATE VIRTUAL TABLE ${q(fts)} USING fts5(${list}, content='', contentless_delete=1, tokenize='trigram')`,
+      sql: `CREATE VIRTUAL TABLE ${q(fts)} USING fts5(${list}, content='', contentless_delete=1, tokenize='trigram case_sensitive 1')`,
     },
     { name: pending, sql: `CREATE TABLE ${q(pending)} (id INTEGER PRIMARY KEY)` },
     { name: ai, sql: `CREATE TRIGGER ${q(ai)} AFTER INSERT ON ${t} BEGIN ${mark("new")} END` },
@@ -193,6 +203,7 @@ export async function flushSearchIndex(
   const columns = await indexColumnsOf(db, cotId);
   if (!columns) return 0;
   const size = columns.map((c) => `coalesce(length(CAST(t.${q(c)} AS BLOB)), 0)`).join(" + ");
+  const lists = await multiselectColumns(db, cotId);
   return db.transaction(async (tx) => {
     // `_docsize` (FTS5's row table) tells which ids have an entry: new rows (most) have none.
     // A deleted row (no `t`) has size 0: its old entry still has to leave the index.
@@ -208,8 +219,9 @@ export async function flushSearchIndex(
       if (r.indexed) await tx.run(sql`DELETE FROM ${sql.raw(q(fts))} WHERE rowid = ${r.id}`);
     const ids = JSON.stringify(rows.map((r) => r.id));
     const list = columns.map(q).join(", ");
+    const texts = columns.map((c) => indexedText(c, lists.has(c))).join(", ");
     await tx.run(
-      sql`INSERT INTO ${sql.raw(q(fts))}(rowid, ${sql.raw(list)}) SELECT id, ${sql.raw(list)} FROM ${sql.raw(q(tableName(cotId)))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
+      sql`INSERT INTO ${sql.raw(q(fts))}(rowid, ${sql.raw(list)}) SELECT id, ${sql.raw(texts)} FROM ${sql.raw(q(tableName(cotId)))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
     );
     await tx.run(
       sql`DELETE FROM ${sql.raw(q(pending))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
@@ -228,6 +240,27 @@ function withinBytes<T extends { bytes: number }>(rows: T[], budget: number): T[
     n++;
   }
   return rows.slice(0, n);
+}
+
+/**
+ * What the index holds for a column: its text with ASCII letters in lower case (SQLite's
+ * `lower()`, which folds exactly what LIKE folds), so the case-sensitive trigram index matches
+ * exactly what `LIKE '%needle%'` matches. A multiselect holds its items, not its JSON text, each
+ * after a unit separator (char 31) that no needle it is searched with contains (`INDEXED`): a
+ * needle then matches inside one item, as `q` matches items one by one.
+ */
+function indexedText(column: string, isList: boolean): string {
+  const c = q(column);
+  if (!isList) return `lower(${c})`;
+  return `lower(CASE WHEN json_valid(${c}) AND json_type(${c}) = 'array' THEN (SELECT group_concat(char(31) || je.value, '') FROM json_each(${c}) je) ELSE ${c} END)`;
+}
+
+/** The type's multiselect fields (their index text is their items, `indexedText`). */
+async function multiselectColumns(db: Executor, cotId: number): Promise<Set<string>> {
+  const rows = (await db.all(
+    sql`SELECT name FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect'`,
+  )) as { name: string }[];
+  return new Set(rows.map((r) => r.name));
 }
 
 /** The columns of a type's index when it has one with a pending table; else null. */
@@ -275,9 +308,41 @@ async function flushAllSearchIndexes(
   return total;
 }
 
-const phrase = (needle: string) => `"${needle.replace(/"/g, '""')}"`;
+/** ASCII letters in lower case and nothing else: what SQLite's `lower()` and LIKE fold. */
+const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+const phrase = (needle: string) => `"${asciiLower(needle).replace(/"/g, '""')}"`;
 /** A trigram phrase needs three characters; shorter needles are not narrowed. */
 const longEnough = (needle: string) => [...needle].length >= 3;
+
+/** An FTS5 query: any of `needles` as a phrase in any of `columns`. */
+function matchExpression(columns: string[], needles: string[]): string {
+  const set = `{${columns.map(q).join(" ")}}`;
+  return needles.map((n) => `${set} : ${phrase(n)}`).join(" OR ");
+}
+
+/**
+ * A `q` answered from the index (decision 0081). The index matches exactly what the `q` term
+ * matches for every row it holds that is not pending (`indexedText`; the invariant of 0056), so:
+ * count = the index's matches outside pending ids + pending rows matching by their own text;
+ * a page = the first ids the index gives in id order, pending ids left out, merged with the
+ * pending rows that match. Neither reads a row the index answers for; pending rows are few (a
+ * flush follows every write within 150 ms) and are read as before.
+ */
+function indexedSearch(cotId: number, columns: string[], needle: string, term: SQL): IndexedSearch {
+  const fts = sql.raw(q(ftsTableName(cotId)));
+  const pending = sql.raw(q(pendingTableName(cotId)));
+  const table = sql.raw(q(tableName(cotId)));
+  const match = matchExpression(columns, [needle]);
+  const pendingMatches = sql`SELECT id FROM ${table} WHERE id IN (SELECT id FROM ${pending}) AND ${term}`;
+  return {
+    count: sql`SELECT (SELECT count(*) FROM ${fts} WHERE ${fts} MATCH ${match} AND rowid NOT IN (SELECT id FROM ${pending})) + CASE WHEN EXISTS (SELECT 1 FROM ${pending}) THEN (SELECT count(*) FROM (${pendingMatches})) ELSE 0 END AS n`,
+    pageIds(direction, limit, offset) {
+      const dir = sql.raw(direction === "asc" ? "ASC" : "DESC");
+      const first = sql`SELECT rowid AS id FROM ${fts} WHERE ${fts} MATCH ${match} AND rowid NOT IN (SELECT id FROM ${pending}) ORDER BY rowid ${dir} LIMIT ${offset + limit}`;
+      return sql`SELECT id FROM (SELECT id FROM (${first}) UNION ALL ${pendingMatches}) ORDER BY id ${dir} LIMIT ${limit} OFFSET ${offset}`;
+    },
+  };
+}
 
 function candidates(
   cotId: number,
@@ -285,8 +350,7 @@ function candidates(
   columns: string[],
   needles: string[],
 ): SQL {
-  const set = `{${columns.map(q).join(" ")}}`;
-  const match = needles.map((n) => `${set} : ${phrase(n)}`).join(" OR ");
+  const match = matchExpression(columns, needles);
   const fts = sql.raw(q(ftsTableName(cotId)));
   // Pending rows are not (or not correctly) in the index yet: they are candidates too.
   return sql`(${idExpr} IN (SELECT rowid FROM ${fts} WHERE ${fts} MATCH ${match}) OR ${idExpr} IN (SELECT id FROM ${sql.raw(q(pendingTableName(cotId)))}))`;
@@ -308,15 +372,25 @@ export function withSearchIndex(
   const searched = fields.filter(
     (f) => f.filterLogic !== "disabled" && f.searchWeight > 0 && fieldType(f.type).searchable,
   );
-  const searchIndex = (needle: string): SQL | undefined => {
-    if (!searched.length || !longEnough(needle)) return undefined;
+  // The indexed fields `q` can match for this needle; null when one it can match is not indexed.
+  const coverage = (needle: string): string[] | null => {
+    if (!searched.length || !longEnough(needle)) return null;
     const through: string[] = [];
     for (const f of searched) {
       if (indexed.has(f.name) && INDEXED[f.type]!(needle)) through.push(f.name);
       else if (!(Object.hasOwn(NEVER_MATCHES, f.type) && NEVER_MATCHES[f.type]!.test(needle)))
-        return undefined;
+        return null;
     }
+    return through;
+  };
+  const searchIndex = (needle: string): SQL | undefined => {
+    const through = coverage(needle);
+    if (!through) return undefined;
     return through.length ? candidates(cotId, spec.idExpr, through, [needle]) : sql`0`;
+  };
+  const searchFirstPage = (needle: string, term: SQL): IndexedSearch | undefined => {
+    const through = coverage(needle);
+    return through?.length ? indexedSearch(cotId, through, needle, term) : undefined;
   };
   const filters: Record<string, FilterSpec> = { ...spec.filters };
   for (const f of fields) {
@@ -339,7 +413,7 @@ export function withSearchIndex(
       },
     };
   }
-  return { ...spec, filters, searchIndex };
+  return { ...spec, filters, searchIndex, searchFirstPage };
 }
 
 /**
@@ -349,7 +423,7 @@ export function withSearchIndex(
  */
 export async function upgradeSearchIndexes(db: Orm): Promise<number[]> {
   const rows = (await db.all(
-    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts' AND sql NOT LIKE '%contentless_delete=1%'`,
+    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts' AND (sql NOT LIKE '%contentless_delete=1%' OR sql NOT LIKE '%case_sensitive 1%')`,
   )) as { name: string }[];
   const ids = rows
     .map((r) => /^co_(\d+)_fts$/.exec(r.name))
