@@ -13,8 +13,9 @@ import { CONTRACT_HEALTH_SETTINGS, contractSuite, requestInit } from "../helpers
 import { startRedisStack } from "../helpers/redis-bridge";
 import { startWorker } from "../helpers/worker";
 
-// Real workerd, wrangler and redis-server processes: more room than bun's 5 s default.
-setDefaultTimeout(30_000);
+// Real workerd, wrangler (its D1 migration run takes 10–30 s on a busy machine) and redis-server
+// processes: more room than bun's 5 s default.
+setDefaultTimeout(90_000);
 
 const MAX_BODY_BYTES = 4096;
 
