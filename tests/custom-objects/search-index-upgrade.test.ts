@@ -115,3 +115,43 @@ test("an index of the older form is not trusted, and the migrations upgrade it",
   await runMigrations(t.deps.db);
   expect(await ids("q=alpha")).toEqual([]);
 });
+
+test("an index of decision 0056's form (case-folding trigrams over the raw text) is rebuilt with LIKE's folding (0081)", async () => {
+  const c = t.deps.db.client;
+  const current = indexStatements(cot.id, ["title", "notes"]);
+  const f = `"co_${cot.id}_fts"`;
+  await c.execute(`DROP TABLE ${f}`);
+  // 0056's definition: the same but for the tokenizer, filled with the text as it is
+  await c.execute(
+    current[0]!.sql.replace("tokenize='trigram case_sensitive 1'", "tokenize='trigram'"),
+  );
+  await c.execute(
+    `INSERT INTO ${f}(rowid, "title", "notes") SELECT id, "title", "notes" FROM "co_${cot.id}"`,
+  );
+  await bumpShape();
+  const expected = await scan("ALPHA");
+  expect(expected.length).toBeGreaterThan(10);
+  // not trusted: an emptied old index changes nothing (the list scans)
+  await c.execute(`INSERT INTO ${f}(${f}) VALUES ('delete-all')`);
+  const r = await t.json("GET", `${CO}/${cot.slug}/?q=ALPHA&limit=5`);
+  expect({ count: r.body.count, first: r.body.results[0].id }).toEqual({
+    count: expected.length,
+    first: expected[0],
+  });
+
+  await runMigrations(t.deps.db);
+  await bumpShape();
+  const def = await c.execute({
+    sql: "SELECT sql FROM sqlite_master WHERE name = ?",
+    args: [`co_${cot.id}_fts`],
+  });
+  expect(String(def.rows[0]!.sql)).toBe(current[0]!.sql);
+  const after = await t.json("GET", `${CO}/${cot.slug}/?q=ALPHA&limit=5`);
+  expect({ count: after.body.count, first: after.body.results[0].id }).toEqual({
+    count: expected.length,
+    first: expected[0],
+  });
+  // through the rebuilt index: emptied, it finds nothing
+  await c.execute(`INSERT INTO ${f}(${f}) VALUES ('delete-all')`);
+  expect((await t.json("GET", `${CO}/${cot.slug}/?q=ALPHA`)).body.count).toBe(0);
+});
