@@ -33,45 +33,50 @@ export function idleCollector(
     quickMs?: number;
     collect?: () => void;
     heapBytes?: () => number;
+    /** The clock idle time is measured on (tests pass one they move by hand). */
+    now?: () => number;
+    /** Runs `tick` every `ms`; returns how to stop it (tests keep the tick and call it). */
+    every?: (tick: () => void, ms: number) => () => void;
   } = {},
 ): IdleCollector {
   const idleMs = options.idleMs ?? 1000;
   const quickMs = Math.min(idleMs, options.quickMs ?? 100);
   const collect = options.collect ?? (() => Bun.gc(true));
   const heapBytes = options.heapBytes ?? heapSize;
+  const now = options.now ?? (() => performance.now());
+  const every = options.every ?? unrefInterval;
   let inFlight = 0;
   let served = false;
   let lastActive = 0;
   let collections = 0;
   let afterLast = heapBytes();
   let lastCollection = -Infinity;
-  const timer = setInterval(
+  const stop = every(
     () => {
       if (!served || inFlight > 0) return;
-      const idle = performance.now() - lastActive;
+      const idle = now() - lastActive;
       if (idle < quickMs) return;
       if (
         idle < idleMs &&
-        (performance.now() - lastCollection < QUICK_SPACING_MS || heapBytes() < afterLast * GROWN)
+        (now() - lastCollection < QUICK_SPACING_MS || heapBytes() < afterLast * GROWN)
       )
         return;
       served = false;
       collections++;
       collect();
       afterLast = heapBytes();
-      lastCollection = performance.now();
+      lastCollection = now();
     },
     Math.max(10, quickMs / 2),
   );
-  timer.unref?.();
   const settle = () => {
     inFlight--;
-    lastActive = performance.now();
+    lastActive = now();
   };
   const counted = (request: Request, server?: unknown) => {
     inFlight++;
     served = true;
-    lastActive = performance.now();
+    lastActive = now();
     let answer: Response | Promise<Response>;
     try {
       answer = fetch(request, server);
@@ -88,6 +93,12 @@ export function idleCollector(
     get collections() {
       return collections;
     },
-    stop: () => clearInterval(timer),
+    stop,
   };
+}
+
+function unrefInterval(tick: () => void, ms: number): () => void {
+  const timer = setInterval(tick, ms);
+  timer.unref?.();
+  return () => clearInterval(timer);
 }
