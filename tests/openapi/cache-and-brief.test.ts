@@ -1,18 +1,32 @@
 /**
- * The OpenAPI document with 100 custom object types: built well under a second (JSON and YAML),
- * served from the cache while the schema version holds, rebuilt at once when it changes. And the
- * `?brief` answers match the schemas the document declares for them.
+ * The OpenAPI document with 100 custom object types: served from the cache while the schema
+ * version holds (no rebuild, however many requests), rebuilt on the very next request when it
+ * changes. How fast a build is lives in `bench/openapi.ts`. And the `?brief` answers match the
+ * schemas the document declares for them.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { parse } from "yaml";
+import { BUILTIN_PLUGINS } from "../../src/plugins/registry";
+import type { HostPlugin } from "../../src/plugins/types";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { contractOf } from "./helpers";
 
 const TYPES = 100;
 let t: TestApp;
 
+/** Every build of the document asks each plugin to describe its part: this one counts them. */
+let builds = 0;
+const buildCounter: HostPlugin = {
+  name: "build_counter",
+  version: "1.0.0",
+  setup: () => ({ openapi: { describe: () => void builds++ } }),
+};
+
 beforeAll(async () => {
-  t = await makeTestApp();
+  t = await makeTestApp(
+    { PLUGINS: "custom_objects,host_healthcheck_plugin,build_counter" },
+    { availablePlugins: [...BUILTIN_PLUGINS, buildCounter] },
+  );
   const kinds = ["text", "integer", "decimal", "boolean", "date", "url", "json", "longtext"];
   const types = Array.from({ length: TYPES }, (_, i) => ({
     name: `kind_${i}`,
@@ -35,31 +49,27 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => t.close());
 
-async function timed(path: string): Promise<{ ms: number; text: string }> {
-  const start = performance.now();
+async function fetched(path: string): Promise<{ text: string }> {
   const res = await t.req("GET", path);
   const text = await res.text();
   expect(res.status).toBe(200);
-  return { ms: performance.now() - start, text };
+  return { text };
 }
 
 describe("OpenAPI document with 100 types", () => {
-  test("first build, YAML, cache and rebuild after a change are all well under a second", async () => {
-    const json = await timed("/api/schema/");
-    const yaml = await timed("/api/schema/?format=yaml");
-    const again = await timed("/api/schema/");
-    const yamlAgain = await timed("/api/schema/?format=yaml");
-    console.log(
-      `openapi ${TYPES} types: build ${json.ms.toFixed(0)} ms, yaml ${yaml.ms.toFixed(0)} ms, cached ${again.ms.toFixed(1)} / ${yamlAgain.ms.toFixed(1)} ms`,
-    );
+  test("built once, then served from the cache (JSON and YAML) until a change rebuilds it", async () => {
+    builds = 0;
+    const json = await fetched("/api/schema/");
+    expect(builds).toBe(1);
+    const yaml = await fetched("/api/schema/?format=yaml");
+    const again = await fetched("/api/schema/");
+    const yamlAgain = await fetched("/api/schema/?format=yaml");
+    expect(builds).toBe(1); // YAML and repeated requests reuse the one build
     expect(
       Object.keys(JSON.parse(json.text).paths).filter((p) => p.includes("/kind_")).length,
     ).toBe(2 * TYPES);
-    expect(json.ms).toBeLessThan(1000);
-    expect(yaml.ms).toBeLessThan(1000);
     expect(again.text).toBe(json.text);
-    expect(again.ms).toBeLessThan(100);
-    expect(yamlAgain.ms).toBeLessThan(100);
+    expect(yamlAgain.text).toBe(yaml.text);
     expect(yaml.text.startsWith("openapi: 3.1.0\n")).toBe(true);
 
     // A change to one type is in the very next answer.
@@ -73,21 +83,23 @@ describe("OpenAPI document with 100 types", () => {
         })
       ).status,
     ).toBe(200);
-    const rebuilt = await timed("/api/schema/?format=yaml");
-    expect(rebuilt.ms).toBeLessThan(1000);
+    const rebuilt = await fetched("/api/schema/?format=yaml");
+    expect(builds).toBe(2);
     expect(rebuilt.text).toContain("Changed just now");
+    expect((await fetched("/api/schema/")).text).toContain("Changed just now");
+    expect(builds).toBe(2);
   }, 60_000);
 
   test("the YAML is the same document as the JSON", async () => {
-    const json = JSON.parse((await timed("/api/schema/")).text);
-    const yaml = parse((await timed("/api/schema/?format=yaml")).text);
+    const json = JSON.parse((await fetched("/api/schema/")).text);
+    const yaml = parse((await fetched("/api/schema/?format=yaml")).text);
     expect(yaml).toEqual(json);
   }, 60_000);
 });
 
 describe("brief forms are described", () => {
   test("?brief lists and details of host models and custom objects match the declared responses", async () => {
-    const c = contractOf(JSON.parse((await timed("/api/schema/")).text));
+    const c = contractOf(JSON.parse((await fetched("/api/schema/")).text));
     const site = await t.json("POST", "/api/dcim/sites/", {
       body: { name: "Brief site", slug: "brief-site" },
     });
