@@ -110,4 +110,24 @@ console.log(line("graphql"));
 console.log(
   `graphql / rest: median ${(pct(samples.graphql, 0.5) / pct(samples.rest, 0.5)).toFixed(2)}×, throughput ${(samples.graphql.length / wall.graphql / (samples.rest.length / wall.rest)).toFixed(2)}×`,
 );
+
+// Hostile documents (tests/graphql/robustness.test.ts) are refused before they are parsed to the
+// end: the median refusal against the median 50-row GraphQL page of this same run.
+const hostile = {
+  "20,000 fields (token limit)": `{ ${Array.from({ length: 20_000 }, () => "site_list { id }").join(" ")} }`,
+  "40,000 nested braces": "{".repeat(40_000) + "}".repeat(40_000),
+};
+for (const [label, query] of Object.entries(hostile)) {
+  const times: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const s = performance.now();
+    const res = await t.req("POST", "/graphql/", { body: { query } });
+    await res.arrayBuffer();
+    if (res.status >= 500) throw new Error(`${label}: ${res.status}`);
+    times.push(performance.now() - s);
+  }
+  console.log(
+    `refusing ${label}: median ${pct(times, 0.5).toFixed(2)} ms (${(pct(times, 0.5) / pct(samples.graphql, 0.5)).toFixed(2)}× a 50-row page)`,
+  );
+}
 await t.close();

@@ -26,7 +26,6 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 async function post(query: string, variables?: unknown) {
-  const started = performance.now();
   const res = await t.req("POST", "/graphql/", {
     body: { query, variables },
     headers: { accept: "application/json" },
@@ -36,7 +35,6 @@ async function post(query: string, variables?: unknown) {
     status: res.status,
     body: text ? JSON.parse(text) : null,
     text,
-    ms: performance.now() - started,
   };
 }
 
@@ -74,14 +72,16 @@ describe("document limits", () => {
     refused(await post(`{ ${wide} }`), /cost|complexity/i);
   });
 
-  test("a huge document and 40,000 nested braces are refused quickly", async () => {
+  // Quickly, by construction: the parser gives up at the token limit or at the first bad token,
+  // long before the end of either document (how long a refusal takes is bench/graphql.ts's job).
+  test("a huge document is refused at the token limit, 40,000 nested braces at the second", async () => {
     const many = `{ ${Array.from({ length: 20_000 }, () => "site_list { id }").join(" ")} }`;
     const r1 = await post(many);
     refused(r1, /token/i);
+    expect(r1.text).toContain(String(GRAPHQL_LIMITS.maxTokens));
     const nested = await post("{".repeat(40_000) + "}".repeat(40_000));
-    expect(nested.status).toBeLessThan(500);
-    expect(nested.body.errors?.length).toBeGreaterThan(0);
-    expect(r1.ms + nested.ms).toBeLessThan(5_000);
+    refused(nested, /Syntax Error/);
+    expect(nested.body.errors[0].locations).toEqual([{ line: 1, column: 2 }]);
   });
 
   test("syntax errors, unknown fields and prototype names are GraphQL errors", async () => {
