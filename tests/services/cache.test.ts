@@ -23,6 +23,7 @@ import {
 import { createUpstashRedis } from "../../src/services/redis";
 import type { RedisClient } from "../../src/services/redis-types";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
+import { manualClock, waitFor, type ManualClock } from "../helpers/wait";
 
 let db: Database;
 let stack: RedisStack;
@@ -52,21 +53,33 @@ afterAll(async () => {
   await db?.close();
 });
 
-const backends: Array<[Cache["backend"], () => Cache]> = [
-  ["memory", () => createMemoryCache()],
-  ["database", () => createDatabaseCache(db)],
-  ["redis", () => createRedisCache(redis)],
-  ["kv", () => createKvCache(kv)],
+/** Each backend on a clock the test moves (`true`), but Redis: it expires keys on its own clock. */
+const backends: Array<[Cache["backend"], (clock: ManualClock) => Cache, boolean]> = [
+  ["memory", (clock) => createMemoryCache({ now: clock.now }), true],
+  ["database", (clock) => createDatabaseCache(db, { now: clock.now }), true],
+  ["redis", () => createRedisCache(redis), false],
+  ["kv", (clock) => createKvCache(kv, { now: clock.now }), true],
 ];
 
-for (const [name, make] of backends) {
+/** The remaining time to live of a cache key in Redis, in ms (-1: none). */
+async function redisPttl(cacheKey: string): Promise<number> {
+  const direct = new BunRedisClient(stack.redis.url);
+  try {
+    return Number(await direct.send("PTTL", [`host:cache:${cacheKey}`]));
+  } finally {
+    direct.close();
+  }
+}
+
+for (const [name, make, clocked] of backends) {
   describe(`cache contract: ${name}`, () => {
     let cache: Cache;
+    const clock = manualClock();
     let n = 0;
     const key = (k: string) => `contract:${++n}:${k}`;
 
     beforeAll(() => {
-      cache = make();
+      cache = make(clock);
     });
 
     test("reports its backend", () => {
@@ -137,7 +150,15 @@ for (const [name, make] of backends) {
       await cache.set(k, { short: true }, 0.4);
       await cache.set(forever, { short: false });
       expect(await cache.get(k)).toEqual({ short: true });
-      await Bun.sleep(700);
+      if (clocked) {
+        clock.advance(399);
+        expect(await cache.get(k)).toEqual({ short: true });
+        clock.advance(1);
+      } else {
+        expect(await redisPttl(k)).toBeGreaterThan(0);
+        expect(await redisPttl(k)).toBeLessThanOrEqual(400); // ms: not rounded up to a second
+        await waitFor(async () => (await cache.get(k)) === null, { message: "Redis expired it" });
+      }
       expect(await cache.get(k)).toBeNull();
       expect(await cache.get(forever)).toEqual({ short: false });
     });
@@ -146,7 +167,8 @@ for (const [name, make] of backends) {
       const k = key("ttl-cleared");
       await cache.set(k, 1, 0.3);
       await cache.set(k, 2);
-      await Bun.sleep(500);
+      if (clocked) clock.advance(60_000);
+      else expect(await redisPttl(k)).toBe(-1);
       expect(await cache.get(k)).toBe(2);
     });
 
@@ -194,14 +216,18 @@ describe("memory backend", () => {
 
 describe("database backend", () => {
   test("stores rows in cache_entries with expires_at in epoch ms, and deletes expired rows on read", async () => {
-    const cache = createDatabaseCache(db);
-    const before = Date.now();
+    const clock = manualClock();
+    const cache = createDatabaseCache(db, { now: clock.now });
     await cache.set("db:row", { x: 1 }, 0.2);
     const [row] = await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, "db:row"));
     expect(JSON.parse(row!.value)).toEqual({ x: 1 });
-    expect(row!.expiresAt).toBeGreaterThanOrEqual(before + 200);
-    expect(row!.expiresAt).toBeLessThan(before + 1_200);
-    await Bun.sleep(300);
+    expect(row!.expiresAt).toBe(clock.now() + 200);
+    clock.advance(199);
+    expect(await cache.get("db:row")).toEqual({ x: 1 });
+    expect(
+      await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, "db:row")),
+    ).toHaveLength(1);
+    clock.advance(1);
     expect(await cache.get("db:row")).toBeNull();
     expect(await db.orm.select().from(cacheEntries).where(eq(cacheEntries.key, "db:row"))).toEqual(
       [],
