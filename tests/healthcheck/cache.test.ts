@@ -1,10 +1,13 @@
 /**
  * `cache_seconds`: within the window every caller gets the last result, marked with its age, so
- * a storm of probes runs each check at most once per window.
+ * a storm of probes runs each check at most once per window. The window passes on the fixture
+ * apps' clock.
  */
 import { describe, expect, test } from "bun:test";
+import { healthRunnerOf } from "../../src/plugins/healthcheck";
+import { waitFor } from "../helpers/wait";
 import { HEALTH, healthJson } from "./helpers";
-import { fixtureApp, runs, slow, startupError } from "./fixtures";
+import { clock, fixtureApp, runs, slow, startupError } from "./fixtures";
 
 const CHECKS = ["fixtures.Healthy", "fixtures.Sleepy"];
 
@@ -22,18 +25,20 @@ describe("cache_seconds", () => {
     expect(runs.get("Sleepy")).toBe(1);
     expect(runs.get("Healthy")).toBe(1);
 
-    await Bun.sleep(1100);
+    clock.advance(1000); // the results finished 1,000 ms ago
     const later = await healthJson(t);
-    expect(later.ms).toBeLessThan(80); // no 100 ms check ran
     expect(later.res.headers.get("age")).toBe("1");
     const grouped = await healthJson(t, { path: `${HEALTH}sleepy/` });
     expect(grouped.body.checks).toEqual({ Sleepy: "working" });
     const hj = await (await t.req("GET", `${HEALTH}?format=health%2Bjson`, { token: null })).json();
-    expect(hj.ageSeconds).toBeGreaterThanOrEqual(1);
-    expect(hj.ageSeconds).toBeLessThan(1.5);
+    expect(hj.ageSeconds).toBe(1);
     expect(runs.get("Sleepy")).toBe(1);
+    expect(runs.get("Healthy")).toBe(1);
 
-    await Bun.sleep(500);
+    clock.advance(499);
+    expect((await healthJson(t)).res.headers.get("age")).toBe("1"); // 1,499 ms: still cached
+    expect(runs.get("Sleepy")).toBe(1);
+    clock.advance(1);
     const fresh = await healthJson(t);
     expect(fresh.res.headers.get("age")).toBe("0");
     expect(runs.get("Sleepy")).toBe(2);
@@ -43,8 +48,16 @@ describe("cache_seconds", () => {
   test("default 0: no result is reused once its run finished, and no Age header", async () => {
     const t = await fixtureApp({ checks: CHECKS });
     runs.clear();
-    slow.ms = 50;
-    await Promise.all(Array.from({ length: 20 }, () => healthJson(t)));
+    // Sleepy holds its run open until all 20 probes have asked for its result.
+    let release!: () => void;
+    slow.until = new Promise<void>((done) => (release = done));
+    const asked = healthRunnerOf(t.app).asked;
+    asked.clear();
+    const probes = Promise.all(Array.from({ length: 20 }, () => healthJson(t)));
+    await waitFor(() => asked.get("fixtures.Sleepy") === 20, { message: "20 probes asked" });
+    release();
+    await probes;
+    slow.until = null;
     expect(runs.get("Sleepy")).toBe(1); // the run in flight is still shared
     const r = await healthJson(t);
     expect(runs.get("Sleepy")).toBe(2);

@@ -1,14 +1,21 @@
 /**
  * A third-party plugin with small custom checks for the health suites that need no Redis, and
- * an app factory over it (fresh libSQL file per app, closed after each test).
+ * an app factory over it (fresh libSQL file per app, closed after each test). The health plugin
+ * of these apps times and caches checks on `clock`, which only the tests move.
  */
 import { afterEach } from "bun:test";
 import { Hono } from "hono";
 import type { HonoEnv } from "../../src/core/context";
-import { BaseHealthCheckBackend, ServiceUnavailable } from "../../src/plugins/healthcheck";
+import {
+  BaseHealthCheckBackend,
+  createHealthcheckPlugin,
+  healthcheckPlugin,
+  ServiceUnavailable,
+} from "../../src/plugins/healthcheck";
 import { BUILTIN_PLUGINS } from "../../src/plugins/registry";
 import type { HostPlugin } from "../../src/plugins/types";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { manualClock } from "../helpers/wait";
 import { healthConfig } from "./helpers";
 
 /** Runs of each fixture check (constructor calls), by class name. */
@@ -40,12 +47,25 @@ class Soft extends BaseHealthCheckBackend {
   }
 }
 
-/** Sleeps `SLOW_MS` (settable by tests). */
-export const slow = { ms: 150 };
+/** The clock the health plugin of every fixture app runs on. */
+export const clock = manualClock();
+
+/**
+ * How Sleepy behaves (tests set it; reset after each test): it waits for `until` when set, then
+ * takes `ms` on {@link clock} (no real waiting); with `hang` it never finishes, so the runner's
+ * real timeout fires.
+ */
+export const slow: { ms: number; until: Promise<unknown> | null; hang: boolean } = {
+  ms: 150,
+  until: null,
+  hang: false,
+};
 class Sleepy extends BaseHealthCheckBackend {
   async checkStatus() {
     counted("Sleepy");
-    await Bun.sleep(slow.ms);
+    if (slow.hang) await new Promise(() => {});
+    if (slow.until) await slow.until;
+    clock.advance(slow.ms);
   }
 }
 
@@ -82,6 +102,7 @@ const fixturePlugin: HostPlugin = {
 const open: TestApp[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((t) => t.close()));
+  Object.assign(slow, { ms: 150, until: null, hang: false });
 });
 
 /** The app with the fixture plugin enabled and these health settings (null: none). */
@@ -94,7 +115,10 @@ export async function fixtureApp(
     ...env,
   };
   if (settings) all.PLUGINS_CONFIG = healthConfig(settings);
-  const t = await makeTestApp(all, { availablePlugins: [...BUILTIN_PLUGINS, fixturePlugin] });
+  const plugins = BUILTIN_PLUGINS.map((p) =>
+    p === healthcheckPlugin ? createHealthcheckPlugin({ now: clock.now }) : p,
+  );
+  const t = await makeTestApp(all, { availablePlugins: [...plugins, fixturePlugin] });
   open.push(t);
   return t;
 }

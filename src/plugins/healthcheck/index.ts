@@ -2,6 +2,7 @@
  * The health check plugin (§6): `/plugins/host_healthcheck_plugin/healthcheck/`, the probes
  * `/livez` and `/readyz`, the four built-in checks and the custom-check contract.
  */
+import type { Services } from "../../core/context";
 import type { HostPlugin, InstalledPlugin } from "../types";
 import { CacheBackendHealthCheck } from "./checks/cache";
 import { DatabaseHealthCheck } from "./checks/database";
@@ -29,35 +30,48 @@ const BUILTIN_HEALTH_CHECKS: Record<string, HealthCheckClass> = {
 
 const BUILTIN_PATHS = Object.keys(BUILTIN_HEALTH_CHECKS);
 
-export const healthcheckPlugin: HostPlugin = {
-  name: PLUGIN_NAME,
-  version: VERSION,
-  setup(services) {
-    // Made once every plugin is set up: the settings may name the checks any of them offers.
-    let runner: HealthRunner | null = null;
-    const runnerOf = () => {
-      if (!runner) throw new Error(`${PLUGIN_NAME} used before the app finished starting`);
-      return runner;
-    };
-    return {
-      healthChecks: BUILTIN_HEALTH_CHECKS,
-      exposes: { runner: runnerOf },
-      routes: healthcheckRoutes(runnerOf),
-      rootRoutes: probeRoutes(runnerOf),
-      openapi: { describe: (b) => describeHealthcheck(b, runnerOf().settings) },
-      hooks: {
-        // Validates the settings and every dotted path before the app serves anything.
-        ready: (plugins) => {
-          runner = createRunner(services, BUILTIN_PATHS, VERSION, plugins);
-        },
+/** Epoch ms that never steps back with the wall clock, with sub-ms precision for durations. */
+const epochNow = () => performance.timeOrigin + performance.now();
+
+type Parts = Awaited<ReturnType<NonNullable<HostPlugin["setup"]>>>;
+
+/** The plugin; `now` is the clock its checks are timed and cached on (tests move their own). */
+export function createHealthcheckPlugin(options: { now?: () => number } = {}): HostPlugin {
+  return {
+    name: PLUGIN_NAME,
+    version: VERSION,
+    setup: (services) => setupHealthcheck(services, options.now ?? epochNow),
+  };
+}
+
+export const healthcheckPlugin: HostPlugin = createHealthcheckPlugin();
+
+/** What the plugin mounts for one app; its runner is made once every plugin is set up. */
+function setupHealthcheck(services: Services, now: () => number): Parts {
+  // Made once every plugin is set up: the settings may name the checks any of them offers.
+  let runner: HealthRunner | null = null;
+  const runnerOf = () => {
+    if (!runner) throw new Error(`${PLUGIN_NAME} used before the app finished starting`);
+    return runner;
+  };
+  return {
+    healthChecks: BUILTIN_HEALTH_CHECKS,
+    exposes: { runner: runnerOf },
+    routes: healthcheckRoutes(runnerOf),
+    rootRoutes: probeRoutes(runnerOf),
+    openapi: { describe: (b) => describeHealthcheck(b, runnerOf().settings) },
+    hooks: {
+      // Validates the settings and every dotted path before the app serves anything.
+      ready: (plugins) => {
+        runner = createRunner(services, BUILTIN_PATHS, VERSION, plugins, now);
       },
-    };
-  },
-};
+    },
+  };
+}
 
 /** The health runner of an app (its settings, and check runs counted per dotted path), for benches. */
 export function healthRunnerOf(app: { plugins: readonly InstalledPlugin[] }): HealthRunner {
-  const mine = app.plugins.find((p) => p.plugin === healthcheckPlugin);
+  const mine = app.plugins.find((p) => p.plugin.name === PLUGIN_NAME);
   if (!mine) throw new Error(`${PLUGIN_NAME} is not enabled`);
   return (mine.parts.exposes as { runner: () => HealthRunner }).runner();
 }

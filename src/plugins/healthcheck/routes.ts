@@ -25,6 +25,8 @@ export interface HealthRunner {
   run(checks?: SelectedCheck[]): Promise<HealthReport>;
   /** Check runs started, by dotted path. */
   runs: Map<string, number>;
+  /** Results asked for (started, joined or cached), by dotted path. */
+  asked: Map<string, number>;
 }
 
 /**
@@ -36,6 +38,7 @@ export function createRunner(
   builtins: string[],
   version: string,
   plugins: readonly InstalledPlugin[],
+  now: () => number,
 ): HealthRunner {
   const settings = resolveSettings(services, builtins, plugins);
   const redact = createRedactor(secretsOf(services.config));
@@ -44,11 +47,13 @@ export function createRunner(
     warningsAsErrors: settings.warningsAsErrors,
     redact,
     cacheMs: settings.cacheSeconds * 1000,
+    now,
   });
   const runner: HealthRunner = {
     settings,
     version,
     runs: checks.runs,
+    asked: checks.asked,
     run: (selected = settings.checks) => checks.run(selected),
   };
   return runner;

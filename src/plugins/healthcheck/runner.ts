@@ -48,6 +48,8 @@ export interface RunOptions {
   timeoutMs: number;
   warningsAsErrors: boolean;
   redact: Redactor;
+  /** Clock in epoch ms for durations, ages and the cache (tests pass one they move by hand). */
+  now: () => number;
 }
 
 const TIMED_OUT = Symbol("timed out");
@@ -57,8 +59,8 @@ async function runOne(
   services: Services,
   options: RunOptions,
 ): Promise<CheckResult> {
-  const time = new Date().toISOString();
-  const started = performance.now();
+  const started = options.now();
+  const time = new Date(started).toISOString();
   let check: BaseHealthCheckBackend | null = null;
   let errors: HealthCheckException[];
   let causes: unknown[] = [];
@@ -96,7 +98,7 @@ async function runOne(
     const failure = new HealthCheckException(e instanceof Error ? e.message || e.name : String(e));
     errors = [failure];
   }
-  const durationMs = performance.now() - started;
+  const durationMs = options.now() - started;
   // Slow but within the timeout: a warning that never fails the endpoint.
   if (errors.length === 0 && selected.warnMs !== undefined && durationMs > selected.warnMs) {
     errors = [
@@ -143,13 +145,13 @@ async function runOne(
     warningOnly,
     durationMs,
     time,
-    finishedAt: Date.now(),
+    finishedAt: options.now(),
     observations,
   };
 }
 
 /** Turns results into a report. */
-function reportOf(results: CheckResult[], now = Date.now()): HealthReport {
+function reportOf(results: CheckResult[], now: number): HealthReport {
   return {
     ageMs: results.length ? Math.max(0, now - Math.min(...results.map((r) => r.finishedAt))) : 0,
     results,
@@ -173,6 +175,8 @@ export class CheckRunner {
   readonly #slots = new Map<string, Slot>();
   /** Check runs started, by dotted path (for tests and the benchmark). */
   readonly runs = new Map<string, number>();
+  /** Results asked for, by dotted path: runs started, runs joined and cached results (for tests). */
+  readonly asked = new Map<string, number>();
 
   constructor(
     private readonly services: Services,
@@ -181,12 +185,15 @@ export class CheckRunner {
 
   /** The report over `checks`; its results may come from a run in flight or the cache. */
   async run(checks: SelectedCheck[]): Promise<HealthReport> {
-    return reportOf(await Promise.all(checks.map((c) => this.#result(c))));
+    const results = await Promise.all(checks.map((c) => this.#result(c)));
+    return reportOf(results, this.options.now());
   }
 
   #result(selected: SelectedCheck): Promise<CheckResult> {
+    this.asked.set(selected.path, (this.asked.get(selected.path) ?? 0) + 1);
     const slot = this.#slots.get(selected.path);
-    if (slot && (slot.finishedAt === null || Date.now() - slot.finishedAt < this.options.cacheMs))
+    const now = this.options.now();
+    if (slot && (slot.finishedAt === null || now - slot.finishedAt < this.options.cacheMs))
       return slot.result;
     this.runs.set(selected.path, (this.runs.get(selected.path) ?? 0) + 1);
     const fresh: Slot = { result: runOne(selected, this.services, this.options), finishedAt: null };
