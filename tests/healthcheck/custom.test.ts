@@ -7,6 +7,7 @@ import { Hono } from "hono";
 import type { HonoEnv } from "../../src/core/context";
 import {
   BaseHealthCheckBackend,
+  healthRunnerOf,
   ServiceReturnedUnexpectedResult,
   ServiceUnavailable,
   ServiceWarning,
@@ -14,6 +15,7 @@ import {
 import { BUILTIN_PLUGINS } from "../../src/plugins/registry";
 import type { HostPlugin } from "../../src/plugins/types";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { waitFor } from "../helpers/wait";
 import { HEALTH, healthConfig, healthJson } from "./helpers";
 
 class QueueDepth extends BaseHealthCheckBackend {
@@ -71,6 +73,8 @@ class Healthy extends BaseHealthCheckBackend {
   async checkStatus() {}
 }
 
+/** What Slow (and Slow2) wait for before they finish; set by the tests below. */
+let slowGate: () => Promise<void> = async () => {};
 let slowRuns = 0;
 class Slow extends BaseHealthCheckBackend {
   constructor(services: ConstructorParameters<typeof BaseHealthCheckBackend>[0]) {
@@ -78,11 +82,22 @@ class Slow extends BaseHealthCheckBackend {
     slowRuns++;
   }
   async checkStatus() {
-    await Bun.sleep(250);
+    await slowGate();
   }
 }
 
 class Slow2 extends Slow {}
+
+/** A gate that opens once `n` callers wait at it. */
+function barrier(n: number): () => Promise<void> {
+  let arrived = 0;
+  let open!: () => void;
+  const opened = new Promise<void>((done) => (open = done));
+  return () => {
+    if (++arrived === n) open();
+    return opened;
+  };
+}
 
 class Hung extends BaseHealthCheckBackend {
   async checkStatus() {
@@ -113,6 +128,7 @@ const acme: HostPlugin = {
 
 const open: TestApp[] = [];
 afterEach(async () => {
+  slowGate = async () => {};
   await Promise.all(open.splice(0).map((t) => t.close()));
 });
 
@@ -249,21 +265,31 @@ describe("timeouts and concurrency", () => {
       Hung: "unavailable: timeout after 200 ms",
       Healthy: "working",
     });
-    expect(r.ms).toBeGreaterThanOrEqual(190);
-    expect(r.ms).toBeLessThan(1000);
   });
 
   test("checks run concurrently", async () => {
-    const t = await appWith({ checks: ["acme.checks.Slow", "acme.checks.Slow2"] });
+    // Each check finishes only once both have started: in sequence, the first would time out.
+    const t = await appWith({
+      checks: ["acme.checks.Slow", "acme.checks.Slow2"],
+      timeout_ms: 5_000,
+    });
+    slowGate = barrier(2);
     const r = await healthJson(t);
     expect(r.body.checks).toEqual({ Slow: "working", Slow2: "working" });
-    expect(r.ms).toBeLessThan(490); // two 250 ms checks in sequence would take 500
   });
 
   test("concurrent requests share the run in flight", async () => {
     const t = await appWith({ checks: ["acme.checks.Slow"] });
     slowRuns = 0;
-    const answers = await Promise.all(Array.from({ length: 8 }, () => healthJson(t)));
+    // Slow's run stays open until all eight requests have asked for its result.
+    let release!: () => void;
+    const held = new Promise<void>((done) => (release = done));
+    slowGate = () => held;
+    const asked = healthRunnerOf(t.app).asked;
+    const pending = Promise.all(Array.from({ length: 8 }, () => healthJson(t)));
+    await waitFor(() => asked.get("acme.checks.Slow") === 8, { message: "eight requests asked" });
+    release();
+    const answers = await pending;
     expect(answers.every((a) => a.status === 200)).toBe(true);
     expect(slowRuns).toBe(1);
     await healthJson(t);
