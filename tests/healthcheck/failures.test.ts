@@ -16,6 +16,7 @@ import { createUpstashRedis } from "../../src/services/redis";
 import { startHranaServer } from "../../tools/hrana-server";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { BASE } from "../helpers/app";
+import { waitFor } from "../helpers/wait";
 import {
   bridgeEnv,
   HEALTH,
@@ -67,8 +68,7 @@ describe("Redis stopped", () => {
 
     await stack.redis.stop(); // the bridge stays up and answers 503
     const r = await healthJson(t);
-    expect(r.status).toBe(500);
-    expect(r.ms).toBeLessThan(2000);
+    expect(r.status).toBe(500); // answered by the failures, not by the 1,500 ms timeout (below)
     expect(r.body.status).toBe("failing");
     expect(r.body.checks.Database).toBe("working");
     for (const id of ["CacheBackend", "HostRedisCacheHealthCheck", "HostRedisTasksHealthCheck"]) {
@@ -93,7 +93,7 @@ describe("Redis stopped", () => {
     const gone = await healthJson(t);
     expect(gone.status).toBe(500);
     expect(gone.body.checks.HostRedisCacheHealthCheck).toMatch(/^unavailable: /);
-    expect(gone.ms).toBeLessThan(2000);
+    expect(gone.text).not.toContain("timeout");
     expect(await everyRepresentation(t)).not.toContain(stack.bridge.token);
   });
 
@@ -141,7 +141,7 @@ describe("Redis stopped", () => {
 });
 
 describe("Redis frozen (SIGSTOP)", () => {
-  test("the check's timeout fires first: unavailable: timeout after 300 ms, in bounded time", async () => {
+  test("the check's timeout fires first: unavailable: timeout after 300 ms", async () => {
     const stack = await stackForTest();
     cleanups.push(() => stack.redis.thaw());
     const t = await appForTest({
@@ -154,25 +154,22 @@ describe("Redis frozen (SIGSTOP)", () => {
     stack.redis.freeze(); // the Redis client's own timeout (2000 ms) is longer than the check's
     const r = await healthJson(t);
     expect(r.status).toBe(500);
-    expect(r.ms).toBeGreaterThanOrEqual(290);
-    expect(r.ms).toBeLessThan(1500);
     expect(r.body.checks).toEqual({
       Database: "working",
       CacheBackend: "unavailable: timeout after 300 ms",
       HostRedisCacheHealthCheck: "unavailable: timeout after 300 ms",
       HostRedisTasksHealthCheck: "unavailable: timeout after 300 ms",
     });
-    const head = performance.now();
     expect((await t.req("HEAD", HEALTH, { token: null })).status).toBe(500);
-    expect(performance.now() - head).toBeLessThan(1500);
 
     stack.redis.thaw();
-    const deadline = Date.now() + 10_000;
-    let last = await healthJson(t);
-    while (last.status !== 200 && Date.now() < deadline) {
-      await Bun.sleep(100);
-      last = await healthJson(t);
-    }
+    const last = await waitFor(
+      async () => {
+        const answer = await healthJson(t);
+        return answer.status === 200 && answer;
+      },
+      { message: "the health check recovers once Redis thaws" },
+    );
     expect(last.body.status).toBe("working");
   });
 
@@ -190,8 +187,7 @@ describe("Redis frozen (SIGSTOP)", () => {
     );
     stack.redis.freeze();
     const r = await healthJson(t);
-    expect(r.status).toBe(500);
-    expect(r.ms).toBeLessThan(1000);
+    expect(r.status).toBe(500); // by the client's 150 ms timeout, not the check's 2,000 ms one
     expect(r.body.checks.HostRedisCacheHealthCheck).toMatch(
       /^unavailable: REDIS\['caching'\] did not answer PING \(redis http:\/\/127\.0\.0\.1:\d+\/: timeout after 150 ms\)$/,
     );
