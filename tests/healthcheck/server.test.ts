@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { TIMED_OUT, within } from "../helpers/wait";
 import { HEALTH, healthConfig } from "./helpers";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -97,13 +98,14 @@ async function startServer(env: Record<string, string>): Promise<RunningServer> 
     stdout,
     stderr: () => stderrText,
     async exited(timeoutMs = EXIT_TIMEOUT_MS) {
-      const code = await Promise.race([proc.exited, Bun.sleep(timeoutMs).then(() => null)]);
-      if (code !== null) await Promise.race([stderrDone, Bun.sleep(2_000)]);
+      const code = await within(proc.exited, timeoutMs);
+      if (code === TIMED_OUT) return null;
+      await within(stderrDone, 2_000);
       return code;
     },
   };
   running.push(server);
-  await Promise.race([listening, proc.exited, Bun.sleep(START_TIMEOUT_MS)]);
+  await within(Promise.race([listening, proc.exited]), START_TIMEOUT_MS);
   return server;
 }
 
