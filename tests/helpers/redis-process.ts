@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../../tools/dev-stack";
 import { ping } from "./redis-server";
+import { TIMED_OUT, waitFor, within } from "./wait";
 
 const REDIS_BIN = process.env.REDIS_SERVER_BIN ?? "redis-server";
 const START_TIMEOUT_MS = 10_000;
@@ -78,16 +79,13 @@ export async function startRedisProcess(): Promise<RedisProcess> {
     );
     proc = p;
     alive.add(p);
-    const deadline = Date.now() + START_TIMEOUT_MS;
-    while (Date.now() < deadline) {
-      if (p.exitCode !== null || p.signalCode !== null)
-        throw new Error(`redis-server exited early on port ${port}`);
-      if (await ping(port, 500)) return;
-      await Bun.sleep(25);
-    }
-    throw new Error(
-      `redis-server did not answer PING within ${START_TIMEOUT_MS} ms on port ${port}`,
-    );
+    const exitedEarly = () => p.exitCode !== null || p.signalCode !== null;
+    await waitFor(async () => exitedEarly() || (await ping(port, 500)), {
+      timeoutMs: START_TIMEOUT_MS,
+      intervalMs: 25,
+      message: `redis-server answering PING on port ${port}`,
+    });
+    if (exitedEarly()) throw new Error(`redis-server exited early on port ${port}`);
   };
   const newDir = () => {
     dir = mkdtempSync(join(tmpdir(), "host-redis-fault-"));
@@ -103,11 +101,7 @@ export async function startRedisProcess(): Promise<RedisProcess> {
     } catch {
       // already gone
     }
-    const exited = await Promise.race([
-      p.exited.then(() => true),
-      Bun.sleep(STOP_TIMEOUT_MS).then(() => false),
-    ]);
-    if (!exited) {
+    if ((await within(p.exited, STOP_TIMEOUT_MS)) === TIMED_OUT) {
       p.kill("SIGKILL");
       await p.exited;
     }

@@ -7,6 +7,7 @@ import { connect } from "node:net";
 import { freePort } from "../../tools/dev-stack";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { TIMED_OUT, waitFor, within } from "./wait";
 
 /** A running redis-server started by {@link startRedisServer}. */
 export interface RedisServerHandle {
@@ -117,13 +118,9 @@ async function startOnce(options: RedisServerOptions): Promise<RedisServerHandle
       } catch {
         // already gone
       }
-      const exited = await Promise.race([
-        proc.exited.then(() => true),
-        Bun.sleep(STOP_TIMEOUT_MS).then(() => false),
-      ]);
-      if (!exited) {
+      if ((await within(proc.exited, STOP_TIMEOUT_MS)) === TIMED_OUT) {
         proc.kill("SIGKILL");
-        await Promise.race([proc.exited, Bun.sleep(STOP_TIMEOUT_MS)]);
+        await within(proc.exited, STOP_TIMEOUT_MS);
       }
       rmSync(dir, { recursive: true, force: true });
       live.delete(entry);
@@ -131,30 +128,31 @@ async function startOnce(options: RedisServerOptions): Promise<RedisServerHandle
     return stopped;
   };
 
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (proc.exitCode !== null || proc.signalCode !== null) {
-      const log = readLog(logFile);
-      await stop();
-      throw new Error(`redis-server exited early (port ${port}):\n${log}`);
-    }
-    if (await ping(port, 500)) {
-      return {
-        url: `redis://127.0.0.1:${port}`,
-        port,
-        pid: proc.pid,
-        stop,
-        freeze: () => proc.kill("SIGSTOP"),
-        thaw: () => proc.kill("SIGCONT"),
-      };
-    }
-    await Bun.sleep(25);
+  const exitedEarly = () => proc.exitCode !== null || proc.signalCode !== null;
+  try {
+    await waitFor(async () => exitedEarly() || (await ping(port, 500)), {
+      timeoutMs: START_TIMEOUT_MS,
+      intervalMs: 25,
+      message: `redis-server answering PING (port ${port})`,
+    });
+  } catch (e) {
+    const log = readLog(logFile);
+    await stop();
+    throw new Error(`${(e as Error).message}:\n${log}`);
   }
-  const log = readLog(logFile);
-  await stop();
-  throw new Error(
-    `redis-server did not answer PING within ${START_TIMEOUT_MS} ms (port ${port}):\n${log}`,
-  );
+  if (exitedEarly()) {
+    const log = readLog(logFile);
+    await stop();
+    throw new Error(`redis-server exited early (port ${port}):\n${log}`);
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    pid: proc.pid,
+    stop,
+    freeze: () => proc.kill("SIGSTOP"),
+    thaw: () => proc.kill("SIGCONT"),
+  };
 }
 
 /**
