@@ -11,6 +11,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { exampleChoiceSets, exampleDoc } from "../schema/helpers";
 import { freePort } from "../helpers/worker";
 import { withProgress } from "../../src/cli/schema";
+import { waitFor } from "../helpers/wait";
 
 setDefaultTimeout(60_000);
 
@@ -262,13 +263,11 @@ describe("against a server (--url, --token)", () => {
       stdout: "ignore",
       stderr: "inherit",
     });
-    for (let i = 0; ; i++) {
-      try {
-        if ((await fetch(`${url}/livez`)).ok) break;
-      } catch {}
-      if (i > 150) throw new Error("server did not start");
-      await Bun.sleep(100);
-    }
+    await waitFor(() => fetch(`${url}/livez`).then((r) => r.ok), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+      message: "the server answering /livez",
+    });
   });
   afterAll(async () => {
     server?.kill("SIGTERM");
@@ -359,17 +358,20 @@ describe("progress on a terminal", () => {
   };
   test("a call over the threshold shows elapsed time on stderr and ends the line; a quick one or a pipe shows nothing", async () => {
     const slow = io(true);
-    expect(await withProgress(slow.io, "applying", () => Bun.sleep(450).then(() => 42), 100)).toBe(
-      42,
-    );
-    expect(slow.err[0]).toMatch(/^\rapplying… 0\.\d s$/);
-    expect(slow.err.length).toBeGreaterThan(2);
-    expect(slow.err.at(-1)).toMatch(/^\rapplying: done in 0\.\d s\n$/);
-    const quick = io(true);
-    await withProgress(quick.io, "applying", () => Bun.sleep(10), 100);
-    expect(quick.err).toEqual([]);
     const piped = io(false);
-    await withProgress(piped.io, "applying", () => Bun.sleep(300), 100);
+    // Both calls last until the terminal one has shown its progress twice.
+    const shownTwice = () => waitFor(() => slow.err.length >= 2, { message: "progress shown" });
+    const [answer] = await Promise.all([
+      withProgress(slow.io, "applying", () => shownTwice().then(() => 42), 100),
+      withProgress(piped.io, "applying", shownTwice, 100),
+    ]);
+    expect(answer).toBe(42);
+    expect(slow.err[0]).toMatch(/^\rapplying… \d+\.\d s$/);
+    expect(slow.err.length).toBeGreaterThan(2);
+    expect(slow.err.at(-1)).toMatch(/^\rapplying: done in \d+\.\d s\n$/);
     expect(piped.err).toEqual([]);
+    const quick = io(true);
+    await withProgress(quick.io, "applying", async () => {}, 100);
+    expect(quick.err).toEqual([]);
   });
 });
