@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../../tools/dev-stack";
+import { waitFor, within } from "../helpers/wait";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const data = mkdtempSync(join(tmpdir(), "host-dev-stack-"));
@@ -54,17 +55,14 @@ async function startServer(port: number) {
     stderr: "ignore",
   });
   children.push(child);
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/livez`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ok) return child;
-    await Bun.sleep(100);
-  }
-  throw new Error("the server did not answer /livez within 20 s");
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
+      return (await fetch(`http://127.0.0.1:${port}/livez`)).status === 200;
+    },
+    { timeoutMs: 20_000, intervalMs: 100, message: "the server answering /livez" },
+  );
+  return child;
 }
 
 /** The server answers and its tasks Redis works: the health check reports the Redis checks up. */
@@ -105,8 +103,9 @@ test("SIGKILLed server: the next start reuses its redis-server (one left), a hun
   expect(existsSync(join(redisDir, "appendonlydir"))).toBe(true);
 
   third.kill("SIGTERM");
-  expect(await Promise.race([third.exited, Bun.sleep(15_000).then(() => "hung")])).toBe(0);
-  const deadline = Date.now() + 5_000;
-  while (redisServers().length && Date.now() < deadline) await Bun.sleep(50);
-  expect(redisServers()).toEqual([]);
+  expect(await within(third.exited, 15_000)).toBe(0);
+  await waitFor(() => redisServers().length === 0, {
+    timeoutMs: 5_000,
+    message: () => `the local redis-server gone (left: ${redisServers().join(", ")})`,
+  });
 }, 90_000);
