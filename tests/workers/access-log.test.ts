@@ -6,6 +6,7 @@ import {
   type RemoteDatabase,
   type RunningWorker,
 } from "../helpers/worker";
+import { waitFor } from "../helpers/wait";
 
 setDefaultTimeout(30_000);
 const SECRET = "tok-9d1e0b77aa";
@@ -36,14 +37,11 @@ afterAll(async () => {
   await db?.stop();
 });
 
-async function until<T>(probe: () => T | undefined, ms = 5_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`not logged within ${ms} ms:\n${output.join("\n")}`);
-    await Bun.sleep(50);
-  }
+/** The first value `probe` finds in the output (its timeout is a failure bound only). */
+function until<T>(probe: () => T | undefined): Promise<T> {
+  return waitFor(probe, {
+    message: () => `a line logged; output:\n${output.join("\n")}`,
+  }) as Promise<T>;
 }
 
 describe("access log on Workers", () => {

@@ -9,6 +9,7 @@ import { startRedisStack } from "../helpers/redis-bridge";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { createCache } from "../../src/services/cache";
 import { createUpstashRedis } from "../../src/services/redis";
+import { waitFor } from "../helpers/wait";
 
 // Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
 // (this bun does not apply bunfig's [test] timeout).
@@ -47,8 +48,7 @@ contractSuite("bun (in process)", async () => {
         const queue = servicesOf(t.app).tasks!;
         const worker = startWorker(queue, { idleMs: 20, maintainEveryMs: 50 });
         try {
-          const deadline = Date.now() + 5_000;
-          while (!(await lastHeartbeat(queue)) && Date.now() < deadline) await Bun.sleep(25);
+          await waitFor(() => lastHeartbeat(queue), { message: "the worker's first heartbeat" });
         } finally {
           await worker.stop(2_000);
         }

@@ -10,6 +10,7 @@ import {
   type RemoteDatabase,
   type RunningWorker,
 } from "../helpers/worker";
+import { waitFor } from "../helpers/wait";
 
 setDefaultTimeout(30_000);
 const SECRET = "db-secret-41c2e0aa";
@@ -42,9 +43,13 @@ async function expectDown(w: RunningWorker, output: string[], cause: RegExp, kin
     expect(body.detail).toMatch(cause);
     expect(text).not.toContain(SECRET);
   }
-  await Bun.sleep(200);
-  const logged = output.filter((l) => l.includes("isolate start-up failed"));
-  expect(logged.length).toBeGreaterThan(0);
+  const logged = await waitFor(
+    () => {
+      const lines = output.filter((l) => l.includes("isolate start-up failed"));
+      return lines.length > 0 && lines;
+    },
+    { message: "the start-up failure logged" },
+  );
   for (const line of logged) {
     expect(line).toContain(`"cause":"${kind}"`);
     expect(line).not.toContain("Failed query");

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, ROOT } from "../helpers/worker";
+import { waitFor, within } from "../helpers/wait";
 
 // Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
 // (this bun does not apply bunfig's [test] timeout).
@@ -21,13 +22,10 @@ const dir = mkdtempSync(join(tmpdir(), "host-dev-worker-test-"));
 let proc: ChildProcess | null = null;
 let output = "";
 
-const exited = (p: ChildProcess, timeoutMs: number): Promise<boolean> =>
-  p.exitCode !== null || p.signalCode !== null
-    ? Promise.resolve(true)
-    : Promise.race([
-        new Promise<boolean>((r) => p.once("exit", () => r(true))),
-        Bun.sleep(timeoutMs).then(() => false),
-      ]);
+const exited = async (p: ChildProcess, timeoutMs: number): Promise<boolean> =>
+  p.exitCode !== null ||
+  p.signalCode !== null ||
+  (await within(new Promise<boolean>((r) => p.once("exit", () => r(true))), timeoutMs)) === true;
 
 /** Ctrl-C: SIGINT to the whole process group (npm, sh, bun), like a terminal does. */
 const ctrlC = (p: ChildProcess, signal: NodeJS.Signals = "SIGINT") => {
@@ -47,14 +45,15 @@ afterAll(async () => {
 });
 
 async function waitForOutput(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const m = output.match(pattern);
-    if (m) return m;
-    if (proc && (proc.exitCode !== null || proc.signalCode !== null)) break;
-    await Bun.sleep(100);
-  }
-  throw new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${output}`);
+  const gone = () => proc !== null && (proc.exitCode !== null || proc.signalCode !== null);
+  await waitFor(() => pattern.test(output) || gone(), {
+    timeoutMs,
+    intervalMs: 100,
+    message: () => `${pattern} in the output:\n${output}`,
+  });
+  const m = output.match(pattern);
+  if (!m) throw new Error(`the process ended without ${pattern}; output:\n${output}`);
+  return m;
 }
 
 async function listening(port: number): Promise<boolean> {
@@ -143,16 +142,15 @@ describe("npm run dev:worker", () => {
         );
         expect(queued.status).toBe(202);
         const jobUrl = `${base}/api/core/jobs/${((await queued.json()) as { job: { id: number } }).job.id}/`;
-        let job = { status: { value: "pending" } } as { status: { value: string } };
-        for (
-          const deadline = Date.now() + 20_000;
-          Date.now() < deadline && ["pending", "running"].includes(job.status.value);
-          await Bun.sleep(250)
-        ) {
-          job = (await (
-            await fetch(jobUrl, { headers: { authorization: `Token ${token}` } })
-          ).json()) as typeof job;
-        }
+        const job = await waitFor(
+          async () => {
+            const seen = (await (
+              await fetch(jobUrl, { headers: { authorization: `Token ${token}` } })
+            ).json()) as { status: { value: string } };
+            return !["pending", "running"].includes(seen.status.value) && seen;
+          },
+          { timeoutMs: 20_000, intervalMs: 250, message: "the background job finished" },
+        );
         expect(job).toMatchObject({ status: { value: "completed" } });
       }
       // Secrets reach wrangler through a private file and are shown as hidden.

@@ -72,11 +72,11 @@ describe("health check settings on Workers", () => {
   });
 
   test("cache_seconds: a second probe within the window gets the same result, marked with its age", async () => {
+    // How the age grows with time is tests/healthcheck/cache.test.ts's (on a clock it moves).
     const first = await get(HEALTH, { token, accept: "application/health+json" });
-    await Bun.sleep(1100);
     const second = await get(HEALTH, { token, accept: "application/health+json" });
     expect(second.status).toBe(200);
-    expect(Number(second.headers.get("age"))).toBeGreaterThanOrEqual(1);
+    expect(second.headers.get("age")).toMatch(/^\d+$/);
     const time = (b: any) => b.checks.Database?.[0]?.time;
     expect(time(second.body)).toBe(time(first.body));
   });
