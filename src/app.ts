@@ -58,6 +58,8 @@ export interface AppDeps {
    * each delivery, `webhookPerTarget` the deliveries to one receiver at once (default 3).
    */
   tasks?: TaskQueueOptions & { webhookTimeoutMs?: number; webhookPerTarget?: number };
+  /** The clock request durations are measured on (ms); default `performance.now`. */
+  now?: () => number;
 }
 
 /** The Hono app, with the services and plugins it was built with. */
@@ -179,7 +181,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
       }
     }
   });
-  app.use("*", accessLog({ slowMs: config.slowRequestMs }));
+  app.use("*", accessLog({ slowMs: config.slowRequestMs, now: deps.now }));
   // The NetBox REST API version these answers follow; pynetbox reads it (`nb.version`), errors included.
   app.use("*", async (c, next) => {
     await next();

@@ -35,6 +35,8 @@ function pathOf(url: string): string {
 export interface AccessLogOptions {
   /** Requests slower than this are logged at `warn` with `slow: true`. */
   slowMs: number;
+  /** Clock in ms (tests pass one they move); default `performance.now`. */
+  now?: () => number;
 }
 
 /** The route pattern that answered (`/api/dcim/sites/:id`), or null when none did (404). */
@@ -49,10 +51,11 @@ function routeOf(c: Parameters<MiddlewareHandler<HonoEnv>>[0]): string | null {
 }
 
 export function accessLog(options: AccessLogOptions): MiddlewareHandler<HonoEnv> {
+  const now = options.now ?? (() => performance.now());
   return async (c, next) => {
-    const started = performance.now();
+    const started = now();
     await next();
-    const durationMs = Math.round((performance.now() - started) * 10) / 10;
+    const durationMs = Math.round((now() - started) * 10) / 10;
     const status = c.res.status;
     const slow = durationMs >= options.slowMs;
     const line = {

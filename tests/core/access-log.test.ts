@@ -9,18 +9,19 @@ import { createLogger, type LogLevel } from "../../src/services/logger";
 import { BUILTIN_PLUGINS } from "../../src/plugins/registry";
 import type { HostPlugin } from "../../src/plugins/types";
 import type { HonoEnv } from "../../src/core/context";
+import { manualClock } from "../helpers/wait";
 
 const SECRET = "tok-3f9a2c71e5";
 
-/** A plugin with one slow route, so the slow threshold is met for sure. */
+/** The clock the apps below measure request durations on: only the slow route moves it. */
+const clock = manualClock(0);
+
+/** A plugin with one slow route: it takes 60 ms on `clock`, over the 40 ms threshold. */
 const slowPlugin: HostPlugin = {
   name: "slowpoke",
   version: "1.0.0",
   setup: () => ({
-    routes: new Hono<HonoEnv>().get(
-      "/nap",
-      async (c) => (await Bun.sleep(60), c.json({ ok: true })),
-    ),
+    routes: new Hono<HonoEnv>().get("/nap", (c) => (clock.advance(60), c.json({ ok: true }))),
   }),
 };
 
@@ -39,6 +40,7 @@ async function appLogging(level: LogLevel, env: Record<string, string> = {}) {
     },
     {
       availablePlugins: [...BUILTIN_PLUGINS, slowPlugin],
+      now: clock.now,
       logger: createLogger(level, (l) => lines.push(l)),
     },
   );
@@ -124,7 +126,7 @@ describe("access log", () => {
       slow: true,
       status: 200,
     });
-    expect(logged[0].duration_ms).toBeGreaterThanOrEqual(40);
+    expect(logged[0].duration_ms).toBe(60);
   });
 
   test("LOG_LEVEL=error keeps no line for successful requests; silent keeps none", async () => {
