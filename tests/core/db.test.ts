@@ -6,6 +6,7 @@ import { sql } from "drizzle-orm";
 import type { LibsqlDatabase as Database } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/db/migrate";
+import { waitFor, within } from "../helpers/wait";
 
 let dir: string;
 let db: Database;
@@ -35,25 +36,28 @@ describe("local libSQL database", () => {
 
   test("calls overlapping an open transaction wait instead of failing", async () => {
     let inside = false;
+    let release!: () => void;
+    const held = new Promise<void>((done) => (release = done));
+    // The transaction stays open (its row written, not committed) until the readers are queued.
     const tx = db.orm.transaction(async (t) => {
-      inside = true;
       await t.run(
         "INSERT INTO groups (name, description, created, last_updated) VALUES ('g-tx', '', 'x', 'x')" as any,
       );
-      await new Promise((r) => setTimeout(r, 30));
+      inside = true;
+      await held;
     });
-    await Bun.sleep(1);
+    await waitFor(() => inside, { message: "the transaction wrote its row" });
     const readers = Array.from({ length: 5 }, () =>
       db.client.execute("SELECT count(*) AS n FROM groups WHERE name = 'g-tx'"),
     );
+    release();
     await tx;
-    expect(inside).toBe(true);
     // readers queued behind the transaction and see its committed row
     expect((await Promise.all(readers)).map((r) => Number(r.rows[0]!.n))).toEqual([1, 1, 1, 1, 1]);
   });
 
   test("a query that bypasses the open write transaction fails at once instead of waiting forever", async () => {
-    const outcome = await Promise.race([
+    const outcome = await within(
       db
         .transaction(async (tx) => {
           await tx.run(sql`SELECT 1`); // the transaction itself is fine
@@ -61,8 +65,8 @@ describe("local libSQL database", () => {
           return "ran";
         })
         .catch((e: Error) => `${e.message} ${(e.cause as Error | undefined)?.message}`),
-      new Promise<string>((done) => setTimeout(() => done("hung"), 3000)),
-    ]);
+      3000,
+    );
     expect(outcome).toContain("inside an open write transaction");
     // other callers (outside the scope) queue behind a transaction as before, and then run
     const tx = await db.client.transaction("write");
