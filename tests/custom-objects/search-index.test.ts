@@ -12,6 +12,7 @@ import {
   SearchFlusher,
 } from "../../src/plugins/custom-objects/search-flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { manualTimers, waitFor } from "../helpers/wait";
 import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;
@@ -161,11 +162,9 @@ async function expectScanAnswers() {
   );
 }
 
-/** Waits (up to `ms`) for the flusher the writes scheduled to leave nothing pending. */
-async function drained(ms = 3000): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await Bun.sleep(25))
-    if ((await pendingCount()) === 0) return true;
-  return false;
+/** Waits for the flusher the writes scheduled to leave nothing pending. */
+async function drained(): Promise<boolean> {
+  return waitFor(async () => (await pendingCount()) === 0, { message: "nothing pending" });
 }
 
 describe("full-text index", () => {
@@ -359,30 +358,33 @@ describe("full-text index", () => {
       t.deps.db.client.execute(
         `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT min(id) FROM "co_${cot.id}"`,
       );
-    // delay 80 ms, longest wait 400 ms
-    const flusher = new SearchFlusher(services, 80, 400);
+    // delay 80 ms, longest wait 400 ms, on a clock this test moves
+    const clock = manualTimers();
+    const flusher = new SearchFlusher(services, 80, 400, clock);
     await flush();
     await markPending();
-    const start = performance.now();
     // writes every 30 ms for 240 ms: each pushes the flush back, so nothing is indexed meanwhile
     for (let i = 0; i < 8; i++) {
       flusher.schedule(cot.id);
-      await Bun.sleep(30);
-      expect(await pendingCount()).toBe(1);
+      clock.advance(30);
+      expect(clock.fired).toBe(0);
     }
-    expect(await drained(1000)).toBe(true);
-    expect(performance.now() - start).toBeGreaterThan(240);
+    expect(await pendingCount()).toBe(1);
+    clock.advance(49);
+    expect(clock.fired).toBe(0);
+    clock.advance(1); // 80 ms after the last write
+    expect(clock.fired).toBe(1);
+    expect(await drained()).toBe(true);
+    await flusher.flushNow(); // settles: the run that drained it has ended
     // steady writes that never pause still get indexed by the longest wait
     await markPending();
-    const steady = performance.now();
-    let flushedAt = 0;
-    for (let i = 0; i < 40 && !flushedAt; i++) {
+    for (let elapsed = 0; elapsed < 400; elapsed += 25) {
+      expect(clock.fired).toBe(1);
       flusher.schedule(cot.id);
-      await Bun.sleep(25);
-      if ((await pendingCount()) === 0) flushedAt = performance.now() - steady;
+      clock.advance(25);
     }
-    expect(flushedAt).toBeGreaterThan(0);
-    expect(flushedAt).toBeLessThan(900);
+    expect(clock.fired).toBe(2); // at 400 ms, though the writes never paused for 80
+    expect(await drained()).toBe(true);
   });
 });
 

@@ -81,3 +81,41 @@ export function manualClock(start = Date.now()): ManualClock {
     },
   };
 }
+
+/** A {@link ManualClock} that also keeps timers, run when {@link ManualTimers.advance} passes them. */
+export interface ManualTimers extends ManualClock {
+  /** Calls `fn` once the clock has moved `ms` on; returns how to cancel it. */
+  setTimer(fn: () => void, ms: number): () => void;
+  /** Timers that have run so far. */
+  readonly fired: number;
+}
+
+/** Timers on a clock the test moves: `advance(ms)` runs every timer due by then, in order. */
+export function manualTimers(start = 0): ManualTimers {
+  let t = start;
+  let fired = 0;
+  const due = new Set<{ at: number; fn: () => void }>();
+  return {
+    now: () => t,
+    setTimer(fn, ms) {
+      const timer = { at: t + ms, fn };
+      due.add(timer);
+      return () => due.delete(timer);
+    },
+    advance(ms) {
+      const until = t + ms;
+      for (;;) {
+        const next = [...due].filter((d) => d.at <= until).sort((a, b) => a.at - b.at)[0];
+        if (!next) break;
+        due.delete(next);
+        t = next.at;
+        fired++;
+        next.fn();
+      }
+      t = until;
+    },
+    get fired() {
+      return fired;
+    },
+  };
+}

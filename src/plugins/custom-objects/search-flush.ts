@@ -23,17 +23,36 @@ const SWEEP_EVERY_MS = 60_000;
 
 const turn = () => new Promise<void>((r) => setTimeout(r, 0));
 
+/** Where the flusher reads the time and sets its timer (tests pass a clock they move by hand). */
+export interface FlushClock {
+  now(): number;
+  /** Calls `fn` after `ms`; returns how to cancel it. */
+  setTimer(fn: () => void, ms: number): () => void;
+}
+
+const REAL_CLOCK: FlushClock = {
+  now: () => performance.now(),
+  setTimer(fn, ms) {
+    const timer = setTimeout(fn, ms);
+    // A pending flush does not keep a process (a CLI, a test run) alive; a sweep catches it later.
+    (timer as { unref?: () => void }).unref?.();
+    return () => clearTimeout(timer);
+  },
+};
+
 export class SearchFlusher {
   /** Types written since their last flush; `null` in the set's place: sweep every type. */
   #dirty = new Set<number>();
   #sweep = false;
-  #timer: ReturnType<typeof setTimeout> | null = null;
+  /** Cancels the armed timer. */
+  #timer: (() => void) | null = null;
   #running: Promise<void> | null = null;
 
   constructor(
     private readonly services: Pick<Services, "db" | "logger">,
     private readonly delayMs = FLUSH_DELAY_MS,
     private readonly maxWaitMs = FLUSH_MAX_WAIT_MS,
+    private readonly clock: FlushClock = REAL_CLOCK,
   ) {}
 
   /** Indexes `cotId`'s pending rows soon (every type's without one). Cheap; never throws. */
@@ -48,26 +67,24 @@ export class SearchFlusher {
 
   #arm() {
     if (this.#running) return;
-    const now = performance.now();
+    const now = this.clock.now();
     if (this.#timer) {
-      clearTimeout(this.#timer);
+      this.#timer();
     } else this.#waitingSince = now;
     const wait = Math.max(0, Math.min(this.delayMs, this.#waitingSince + this.maxWaitMs - now));
-    this.#timer = setTimeout(() => {
+    this.#timer = this.clock.setTimer(() => {
       this.#timer = null;
       this.#running = this.#run().finally(() => {
         this.#running = null;
         if (this.#dirty.size || this.#sweep) this.#arm();
       });
     }, wait);
-    // A pending flush does not keep a process (a CLI, a test run) alive; a sweep catches it later.
-    (this.#timer as { unref?: () => void }).unref?.();
   }
 
   /** Flushes what is due now, until nothing is left (also for tests and benches). */
   async flushNow(): Promise<void> {
     if (this.#timer) {
-      clearTimeout(this.#timer);
+      this.#timer();
       this.#timer = null;
     }
     while (this.#running) await this.#running;
