@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { waitFor } from "./helpers/wait";
 import { freePort } from "./helpers/worker";
 import { HOST_ENGINE_ENV } from "../bench/child-server";
 import { bundle } from "../tools/bundle";
@@ -62,13 +63,11 @@ beforeAll(async () => {
   });
   void new Response(server.stderr as ReadableStream).text().then((t) => (serverLog += t));
   void new Response(server.stdout as ReadableStream).text().then((t) => (serverLog += t));
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/livez`)).ok) break;
-    } catch {}
-    if (i > 300) throw new Error(`the server did not start:\n${serverLog}`);
-    await Bun.sleep(100);
-  }
+  await waitFor(() => fetch(`http://127.0.0.1:${port}/livez`).then((r) => r.ok), {
+    timeoutMs: 30_000,
+    intervalMs: 100,
+    message: () => `the server answering /livez:\n${serverLog}`,
+  });
 });
 
 afterAll(async () => {
