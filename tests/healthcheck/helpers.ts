@@ -1,6 +1,6 @@
 /**
  * Builds the real app with real Redis clients (from the same settings the server would read) and a
- * log sink, for the health check suites; plus small timing and HTTP helpers.
+ * log sink, for the health check suites; plus small HTTP helpers.
  */
 import type { AppDeps } from "../../src/app";
 import { loadConfig } from "../../src/config";
@@ -77,18 +77,15 @@ export async function makeHealthApp(
 
 /** GETs the health endpoint as JSON (anonymous unless a token is given). */
 export async function healthJson(t: TestApp, opts: { token?: string | null; path?: string } = {}) {
-  const started = performance.now();
   const res = await t.req("GET", opts.path ?? HEALTH, {
     token: opts.token ?? null,
     headers: { accept: "application/json" },
   });
   const text = await res.text();
-  const ms = performance.now() - started;
   return {
     status: res.status,
     text,
     body: JSON.parse(text) as { status: string; checks: Record<string, string> },
     res,
-    ms,
   };
 }
