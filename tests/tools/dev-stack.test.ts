@@ -14,7 +14,8 @@ import { waitFor, within } from "../helpers/wait";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const data = mkdtempSync(join(tmpdir(), "host-dev-stack-"));
-const redisDir = join(data, "redis");
+// One local Redis per database: `host.db` → `redis/host/` (decision 0069).
+const redisDir = join(data, "redis", "host");
 const children: Array<ReturnType<typeof Bun.spawn>> = [];
 afterAll(() => {
   for (const c of children) c.kill("SIGKILL");

@@ -18,8 +18,11 @@ export interface ResilientCacheOptions {
 }
 
 const DEFAULT_RETRY_AFTER_MS = 5_000;
-/** The property of a resilient cache that holds its backend (see {@link unwrapCache}). */
-const INNER = Symbol("resilient-cache.inner");
+/**
+ * The property of a wrapping cache that holds what it wraps without the failure guard (see
+ * {@link unwrapCache}); a wrapper that changes keys (`namespaced.ts`) gives its own unguarded form.
+ */
+export const INNER = Symbol("resilient-cache.inner");
 
 /** A cache made by {@link createResilientCache}: it carries its backend. */
 type ResilientCache = Cache & { readonly [INNER]: Cache };
