@@ -1,8 +1,10 @@
 /**
  * README.md's "Guided tour" works as written: its ```sh blocks run, in order, in one bash shell
  * (`set -euo pipefail`) against a server started the way the tour says (`npm start`, i.e.
- * `src/server.ts` bundled by `tools/bundle.ts` and run from that one file, with its local Redis). Only two things are rewritten: the server's
- * address `127.0.0.1:8000` (a free port here) and the database `file:data/tour.db` (a temp file).
+ * `src/server.ts` bundled by `tools/bundle.ts` and run from that one file, with its local Redis).
+ * Only two things are rewritten: the tour server's address `127.0.0.1:8001` (a free port here) and
+ * the database `file:data/tour.db` (a temp file). The tour must work beside the quick-start
+ * server: it never names port 8000 and leaves nothing exported in the reader's shell.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -28,7 +30,8 @@ function section(title: string): string {
 
 const tour = section("Guided tour");
 const blocks = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
-const serverCommand = /`(DATABASE_URL=(\S+) npm start)`/.exec(tour);
+const serverCommand = /`(DATABASE_URL=(\S+) PORT=(\d+) npm start)`/.exec(tour);
+const TOUR_ADDRESS = "127.0.0.1:8001";
 
 /** `npm start`: the bundle (decision 0062), then the engine settings it sets (decision 0060) and the server from it. */
 const startScript: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts
@@ -45,7 +48,7 @@ let serverLog = "";
 
 beforeAll(async () => {
   port = await freePort();
-  // What `DATABASE_URL=file:data/tour.db npm start` runs, on the temp database and a free port
+  // What `DATABASE_URL=file:data/tour.db PORT=8001 npm start` runs, on the temp database and a free port
   // (bundled into a folder of its own, so a developer's `npm start` meanwhile is not disturbed).
   const script = await bundle("src/server.ts", "tour-server");
   server = Bun.spawn([process.execPath, script], {
@@ -78,7 +81,7 @@ afterAll(async () => {
 
 describe("README guided tour", () => {
   test("starts the server with npm start on the tour database", () => {
-    expect(serverCommand?.[1]).toBe("DATABASE_URL=file:data/tour.db npm start");
+    expect(serverCommand?.[1]).toBe("DATABASE_URL=file:data/tour.db PORT=8001 npm start");
     expect(startScript).toBe(
       "bun tools/bundle.ts && BUN_JSC_heapGrowthMaxIncrease=1 exec bun .build/server/server.js",
     );
@@ -87,14 +90,23 @@ describe("README guided tour", () => {
     expect(blocks.length).toBeGreaterThanOrEqual(5);
   });
 
+  test("the tour works beside the quick-start server: its own port, nothing exported", () => {
+    expect(tour).not.toContain("127.0.0.1:8000");
+    expect(blocks.join("\n")).toContain(TOUR_ADDRESS);
+    expect(blocks.join("\n")).not.toMatch(/^\s*(export|declare -x|set -a)\b/m);
+  });
+
   test("every command of the tour runs, and does what the tour says", async () => {
-    const script = ["set -euo pipefail", ...blocks]
+    // After the tour, the shell's environment must not hold the tour's database.
+    const leftBehind = 'if env | grep -q "^DATABASE_URL="; then echo "tour exported DATABASE_URL"; exit 3; fi';
+    const script = ["set -euo pipefail", ...blocks, leftBehind]
       .join("\n")
-      .replaceAll("127.0.0.1:8000", `127.0.0.1:${port}`)
+      .replaceAll(TOUR_ADDRESS, `127.0.0.1:${port}`)
       .replaceAll("file:data/tour.db", dbUrl);
+    const { DATABASE_URL: _unset, ...env } = process.env;
     const proc = Bun.spawn(["bash", "-c", script], {
       cwd: ROOT,
-      env: { ...process.env, FORCE_COLOR: "0" },
+      env: { ...env, FORCE_COLOR: "0" },
       stdin: "ignore",
       stdout: "pipe",
       stderr: "pipe",
