@@ -98,7 +98,8 @@ describe("README guided tour", () => {
 
   test("every command of the tour runs, and does what the tour says", async () => {
     // After the tour, the shell's environment must not hold the tour's database.
-    const leftBehind = 'if env | grep -q "^DATABASE_URL="; then echo "tour exported DATABASE_URL"; exit 3; fi';
+    const leftBehind =
+      'if env | grep -q "^DATABASE_URL="; then echo "tour exported DATABASE_URL"; exit 3; fi';
     const script = ["set -euo pipefail", ...blocks, leftBehind]
       .join("\n")
       .replaceAll(TOUR_ADDRESS, `127.0.0.1:${port}`)
