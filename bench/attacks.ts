@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDatabase } from "../src/db/local";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
 import { freePort } from "../src/services/local-redis";
 import { num } from "./child-server";

@@ -19,7 +19,7 @@ import { createApp, type App } from "../src/app";
 import { healthRunnerOf } from "../src/plugins/healthcheck";
 import { loadConfig } from "../src/config";
 import { openDatabase } from "../src/db/local";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { createCache } from "../src/services/cache";
 import { createResilientCache } from "../src/services/cache/resilient";
 import { createLogger } from "../src/services/logger";

@@ -92,7 +92,7 @@ if (opt.serve === "host") {
   const { createApp } = await import("../src/app");
   const { loadConfig } = await import("../src/config");
   const { openDatabase } = await import("../src/db/local");
-  const { runMigrations } = await import("../src/db/migrate");
+  const { runMigrations } = await import("../src/migrations");
   const { createCache } = await import("../src/services/cache");
   // DATABASE_READ_POOL from the environment, to compare the read pool on and off (decision 0057)
   const pool = process.env.DATABASE_READ_POOL

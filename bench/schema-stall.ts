@@ -145,7 +145,7 @@ async function main() {
   const { createApp, servicesOf } = await import("../src/app");
   const { loadConfig } = await import("../src/config");
   const { openDatabase } = await import("../src/db/local");
-  const { runMigrations } = await import("../src/db/migrate");
+  const { runMigrations } = await import("../src/migrations");
   const { createUser, issueToken } = await import("../src/core/auth/provisioning");
   const { createCache } = await import("../src/services/cache");
   const { createRedisClients } = await import("../src/services/redis-factory");

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
 import { openDatabase } from "../src/db/local";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
 import { createCache } from "../src/services/cache";
 

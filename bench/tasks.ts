@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { and, eq } from "drizzle-orm";
 import { openDatabase } from "../src/db/local";
 import { jobs } from "../src/db/schema";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { createLogger } from "../src/services/logger";
 import { createBunRedis } from "../src/services/redis-bun";
 import { createUpstashRedis } from "../src/services/redis";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { openDatabase } from "../src/db/local";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
 import {
   buildWorkerBundle,

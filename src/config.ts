@@ -3,7 +3,7 @@
  * environment values; everything else receives a validated `Config`.
  */
 import * as v from "valibot";
-import { type Network, parseNetworks } from "./core/events/targets";
+import { type Network, parseNetworks } from "./networks";
 
 export type Runtime = "bun" | "workerd";
 

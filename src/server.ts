@@ -7,7 +7,7 @@ import { basename, dirname } from "node:path";
 import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, unknownSettings, type Config } from "./config";
 import { openDatabase } from "./db/local";
-import { runMigrations } from "./db/migrate";
+import { runMigrations } from "./migrations";
 import { describeDatabaseError } from "./db/connection-errors";
 import { createCache } from "./services/cache";
 import { createResilientCache } from "./services/cache/resilient";

@@ -7,7 +7,7 @@
 import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl } from "./config";
 import { openDatabase } from "./db/local";
-import { runMigrations } from "./db/migrate";
+import { runMigrations } from "./migrations";
 import { createCache } from "./services/cache";
 import { createLogger } from "./services/logger";
 import { createRedisClients } from "./services/redis-factory";

@@ -16,7 +16,7 @@ import { eq } from "drizzle-orm";
 import { startHranaServer, type HranaServer } from "./hrana-server";
 import type { Database } from "../src/db/client";
 import { libsqlDatabase } from "../src/db/libsql";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { users } from "../src/db/schema";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
 import { startRedisStack, type RedisStack } from "../tests/helpers/redis-bridge";

@@ -7,7 +7,7 @@
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config";
 import { openDatabase } from "../db/local";
-import { runMigrations } from "../db/migrate";
+import { runMigrations } from "../migrations";
 import { describeDatabaseError } from "../db/connection-errors";
 import { createUser, issueToken } from "../core/auth/provisioning";
 import { SCHEMA_USAGE, schemaCommand } from "./schema";

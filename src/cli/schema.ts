@@ -14,7 +14,7 @@ import { createApp } from "../app";
 import { loadConfig } from "../config";
 import { createUser, issueToken } from "../core/auth/provisioning";
 import { openDatabase } from "../db/local";
-import { runMigrations } from "../db/migrate";
+import { runMigrations } from "../migrations";
 import { describeDatabaseError } from "../db/connection-errors";
 import { tokens, users } from "../db/schema";
 import { createCache } from "../services/cache";

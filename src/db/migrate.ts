@@ -1,24 +1,27 @@
-/** Applies the drizzle-kit migrations in `migrations/` (Bun: read from disk). */
+/**
+ * Applies the drizzle-kit migrations in `migrations/` (Bun: read from disk), then the host's own
+ * data steps and the steps plugins register through their contract (`HostPlugin.migrations`,
+ * gathered by `src/migrations.ts`): the database layer names no plugin.
+ */
 import { migrate } from "drizzle-orm/libsql/migrator";
 import { fileURLToPath } from "node:url";
 import { and, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Database } from "./client";
 import { ensureDatabaseIdentity } from "./identity";
 import { devices, sites } from "./schema";
-import { naturalize } from "../core/models/natural";
-import { dropUnwantedFieldIndexes } from "../plugins/custom-objects/ddl";
-import { upgradeSearchIndexes } from "../plugins/custom-objects/search-index";
+import { naturalize } from "./natural";
+
+/** A step run after the SQL migrations on every start; it must be idempotent. */
+export type MigrationStep = (db: Database) => Promise<void>;
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
-export async function runMigrations(db: Database): Promise<void> {
+/** The SQL migrations, the host's data steps, then `steps` (the plugins'), in order. */
+export async function migrateDatabase(db: Database, steps: MigrationStep[]): Promise<void> {
   await migrate(db.orm, { migrationsFolder: MIGRATIONS_FOLDER });
   await backfillNaturalNames(db);
   await addOwnerColumns(db);
-  // Custom object tables are made at run time: their index policy (decision 0055) is applied here.
-  await dropUnwantedFieldIndexes(db.orm);
-  // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
-  await upgradeSearchIndexes(db.orm);
+  for (const step of steps) await step(db);
   // The random id that namespaces this database's state outside it (decision 0069).
   await ensureDatabaseIdentity(db.orm);
 }

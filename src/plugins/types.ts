@@ -9,6 +9,7 @@ import type { DeleteHook } from "../core/rest/resource";
 import type { JobHandler } from "../services/tasks/queue";
 import type { PeriodicTask } from "../services/tasks/worker";
 import type { PluginOpenApi } from "../openapi/builder";
+import type { MigrationStep } from "../db/migrate";
 
 /**
  * A health check class, constructed once per run with the app's services. The health check
@@ -50,6 +51,12 @@ export interface HostPlugin {
   apiBase?: string;
   /** Static object types the plugin owns (`app_label.model`). */
   objectTypes?: Array<{ appLabel: string; model: string }>;
+  /**
+   * Data steps run after the SQL migrations on every start (idempotent), for what SQL migrations
+   * cannot know, such as tables the plugin makes at run time. Run for every built-in plugin,
+   * enabled or not, so a database stays upgradable whatever `PLUGINS` says today.
+   */
+  migrations?: MigrationStep[];
   /** Called once per app, after the host's models and object types exist. */
   setup?: (services: Services) => PluginParts | Promise<PluginParts>;
 }

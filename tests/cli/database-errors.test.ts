@@ -63,7 +63,7 @@ async function run(
 }
 
 const COMMANDS: Array<[string, string[], string]> = [
-  ["db:migrate", [process.execPath, "run", "src/db/migrate-cli.ts"], "migration failed: "],
+  ["db:migrate", [process.execPath, "run", "src/cli/migrate.ts"], "migration failed: "],
   [
     "manage create-token",
     [process.execPath, "run", "src/cli/manage.ts", "create-token", "--username", "admin"],

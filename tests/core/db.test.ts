@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import type { LibsqlDatabase as Database } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { waitFor, within } from "../helpers/wait";
 
 let dir: string;

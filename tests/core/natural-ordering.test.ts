@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { naturalize } from "../../src/core/models/natural";
-import { runMigrations } from "../../src/db/migrate";
+import { naturalize } from "../../src/db/natural";
+import { runMigrations } from "../../src/migrations";
 import { makeTestApp, type TestApp } from "../helpers/app";
 
 let t: TestApp;

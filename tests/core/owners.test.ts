@@ -342,7 +342,7 @@ describe("owner on custom objects", () => {
 
 describe("custom object tables made before owners", () => {
   test("start-up migrations add owner__id to existing object tables (and the trash's), not to link tables", async () => {
-    const { runMigrations } = await import("../../src/db/migrate");
+    const { runMigrations } = await import("../../src/migrations");
     const { sql } = await import("drizzle-orm");
     const db = t.deps.db;
     await db.orm.run(

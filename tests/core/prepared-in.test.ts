@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Database } from "../../src/db/client";
 import { preparedIn, Reusable } from "../../src/db/driver-internals";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { tags } from "../../src/db/schema";
 
 let dir: string;

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { countStatements } from "../helpers/statements";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;

@@ -5,7 +5,7 @@
  * filled at once: afterwards searches go through the index and answer what a scan does.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import {
   indexMatches,
   indexStatements,

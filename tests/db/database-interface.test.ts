@@ -20,7 +20,7 @@ import {
 } from "../../src/db/client";
 import { d1Database, type D1Binding } from "../../src/db/d1";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { createMemoryCache } from "../../src/services/cache";
 import { createLogger } from "../../src/services/logger";
 import { createUpstashRedis } from "../../src/services/redis";

@@ -9,7 +9,7 @@ import { createApp, type AppDeps } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import type { LibsqlDatabase } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { createCache } from "../../src/services/cache";
 

@@ -11,7 +11,7 @@ import type { Readable } from "node:stream";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import type { Database } from "../../src/db/client";
 import { libsqlDatabase } from "../../src/db/libsql";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1PersistDir, d1Settings } from "../../tools/d1-local";
 

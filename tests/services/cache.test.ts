@@ -8,7 +8,7 @@ import { Miniflare } from "miniflare";
 import { eq } from "drizzle-orm";
 import type { Database } from "../../src/db/client";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { cacheEntries } from "../../src/db/schema/core";
 import {
   createCache,

@@ -15,7 +15,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { libsqlDatabase } from "../../src/db/libsql";
-import { MIGRATIONS_FOLDER, runMigrations } from "../../src/db/migrate";
+import { MIGRATIONS_FOLDER } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { tags } from "../../src/db/schema";
 
 const TOKEN = "test-token-5f1c";

@@ -18,7 +18,7 @@ import type {
 import type { ModelInfo } from "./registry";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
-import { naturalize } from "./natural";
+import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
 import type { ModelOpenApi } from "../json-schema";
 

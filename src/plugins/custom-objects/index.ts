@@ -36,6 +36,8 @@ import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
 import { databaseStamp } from "../../core/database-stamp";
 import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./search-flush";
+import { dropUnwantedFieldIndexes } from "./ddl";
+import { upgradeSearchIndexes } from "./search-index";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {
@@ -145,6 +147,16 @@ export const customObjectsPlugin: HostPlugin = {
   objectTypes: [
     { appLabel: APP_LABEL, model: COT_MODEL },
     { appLabel: APP_LABEL, model: FIELD_MODEL },
+  ],
+  migrations: [
+    // Custom object tables are made at run time: their index policy (decision 0055).
+    async (db) => {
+      await dropUnwantedFieldIndexes(db.orm);
+    },
+    // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
+    async (db) => {
+      await upgradeSearchIndexes(db.orm);
+    },
   ],
   setup(services) {
     const registry = cotRegistry(services);

@@ -1,8 +1,8 @@
 /** `npm run db:migrate`: applies migrations to DATABASE_URL (a local file or a remote libSQL URL). */
 import { ConfigError, loadConfig, redactUrl, type Config } from "../config";
-import { describeDatabaseError } from "./connection-errors";
-import { openDatabase } from "./local";
-import { runMigrations } from "./migrate";
+import { describeDatabaseError } from "../db/connection-errors";
+import { openDatabase } from "../db/local";
+import { runMigrations } from "../migrations";
 
 let config: Config | null = null;
 try {
