@@ -245,6 +245,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
   api.use(
     "*",
     authenticate({
+      // GET and HEAD only: a stale cached token found after the answer was built answers again
+      again: async (c) => app.fetch(c.req.raw, c.env),
       exempt: (path, method) =>
         (method === "POST" && /\/api\/users\/tokens\/provision\/?$/.test(path)) ||
         (method === "GET" && isPublicDocsPath(path)),

@@ -12,7 +12,7 @@ import type { Context } from "hono";
 import type { SQL, SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Config } from "../config";
-import type { Database, Executor } from "../db/client";
+import type { Database, Executor, Queries } from "../db/client";
 import type { Cache } from "../services/cache/types";
 import type { RedisClient } from "../services/redis-types";
 import type { Logger } from "../services/logger";
@@ -33,6 +33,12 @@ export interface AuthUser {
    * constrained (an unconstrained grant lifts the restriction). See `auth/restrict.ts`.
    */
   constraints?: Map<string, Record<string, unknown>[]>;
+}
+
+/** A load as statements for someone else's read (`Resource.loadPlan`). */
+export interface LoadPlan {
+  statements: Queries[number][];
+  finish(answers: unknown[], ids: number[]): Promise<ApiRecord[]>;
 }
 
 export interface AuthState {
@@ -107,6 +113,12 @@ export interface Resource {
   briefFields: string[];
   /** Serialised records for `ids`, in that order; unknown ids are skipped. */
   load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]>;
+  /**
+   * `load` as statements for a caller's one read (decision 0085): `ids` is SQL naming the ids
+   * (a list or a subquery) for `WHERE id IN (…)`; `finish` takes the statements' answers and the
+   * ids in answer order. Outside transactions only.
+   */
+  loadPlan?(ctx: ReadContext, ids: SQL): LoadPlan;
   /** Validates and inserts; throws ValidationError with field errors. Returns the new id. */
   create(ctx: WriteContext, input: ApiRecord): Promise<number>;
   /** `create` that also answers with the new object's record (saves reading it back). */

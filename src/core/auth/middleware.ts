@@ -1,18 +1,18 @@
 /**
- * Authenticates `/api/` requests from `Authorization: Token|Bearer <key>`. Token lookups are
- * cached (short TTL, invalidated on token and user changes); permissions load per request.
+ * Authenticates `/api/` requests from `Authorization: Token|Bearer <key>`. A token's row and its
+ * user's grants are one read, cached per app only while provably current (decision 0085).
  */
 import { eq, sql } from "drizzle-orm";
 import type { MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
-import type { AuthState, HonoEnv } from "../context";
+import type { AuthState, Ctx, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
-import { tokenCacheKey } from "./models";
-import { loadGrants } from "./permissions";
+import { addGuard, hasGuards, settleGuards } from "../fresh-read";
+import type { Orm } from "../../db/client";
+import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
 import { hashToken, tokenFromHeader } from "./tokens";
 import { slotKey } from "../slots";
 
-const TOKEN_CACHE_TTL_SECONDS = 30;
 /** A token's `last_used` is written at most this often per process (as NetBox: once a minute). */
 const LAST_USED_EVERY_MS = 60_000;
 /** When each token's `last_used` was last written, per app (in `Services.state`). */
@@ -38,7 +38,7 @@ async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: n
     );
 }
 
-interface CachedToken {
+interface TokenRow {
   tokenId: number;
   userId: number;
   username: string;
@@ -48,14 +48,99 @@ interface CachedToken {
   expires: string | null;
 }
 
+/** A token's row and its user's grants as read, with the proof (their answers as text). */
+interface CachedAuth {
+  token: TokenRow | null;
+  grants: Grants;
+  proof: string;
+  /** The change stamp it was read under (a local file), or null. */
+  stamp: string | null;
+}
+
+/** Token look-ups kept per app, by key hash (bounded: cleared when full). */
+const AUTH_CACHE = slotKey<Map<string, CachedAuth>>("auth.cache");
+const AUTH_CACHE_MAX = 10_000;
+/** Requests answered again after a stale cached token was found too late to fold (at most once). */
+const answeredAgain = new WeakSet<Request>();
+
 const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token");
 const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 
+/** The statements that read a token and its user's grants, by the key's hash: one read. */
+function authStatements(orm: Orm, keyHash: string) {
+  return [
+    orm
+      .select({
+        tokenId: tokens.id,
+        userId: users.id,
+        username: users.username,
+        isSuperuser: users.isSuperuser,
+        isActive: users.isActive,
+        writeEnabled: tokens.writeEnabled,
+        expires: tokens.expires,
+      })
+      .from(tokens)
+      .innerJoin(users, eq(users.id, tokens.userId))
+      .where(eq(tokens.keyHash, keyHash))
+      .limit(1),
+    grantRowsQuery(
+      orm,
+      sql`(SELECT ${tokens.userId} FROM ${tokens} WHERE ${tokens.keyHash} = ${keyHash})`,
+    ),
+  ] as const;
+}
+
+function cachedFrom(answers: unknown[], stamp: string | null): CachedAuth {
+  const [tokenRows, grantRows] = answers as [TokenRow[], GrantRow[]];
+  return {
+    token: tokenRows[0] ?? null,
+    grants: foldGrants(grantRows),
+    proof: JSON.stringify(answers),
+    stamp,
+  };
+}
+
+function remember(entries: Map<string, CachedAuth>, keyHash: string, entry: CachedAuth) {
+  if (entries.size >= AUTH_CACHE_MAX) entries.clear();
+  entries.set(keyHash, entry);
+}
+
+/** The request's caller from a cached or fresh look-up; an unknown, inactive or expired token is a 403. */
+function authStateOf(entry: CachedAuth): AuthState {
+  const found = entry.token;
+  if (!found || !found.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
+    throw invalidToken();
+  const { permissions, constraints } = found.isSuperuser
+    ? { permissions: new Set<string>(), constraints: new Map() }
+    : entry.grants;
+  return {
+    user: {
+      id: found.userId,
+      username: found.username,
+      isSuperuser: found.isSuperuser,
+      permissions,
+      constraints,
+    },
+    tokenId: found.tokenId,
+    writeEnabled: found.writeEnabled,
+  };
+}
+
+/**
+ * Authenticates from the app's token cache where it is provably current: on a local file when
+ * the change stamp is the one it was read under; remotely, for reads, by a guard whose statements
+ * ride in the request's one read (`core/fresh-read.ts`). Otherwise the token and its grants are
+ * one read now.
+ */
 export function authenticate(
-  options: { exempt?: (path: string, method: string) => boolean } = {},
+  options: {
+    exempt?: (path: string, method: string) => boolean;
+    /** Answers a request again (the app's `fetch`), for a stale cache found after the answer was built. */
+    again?: (c: Ctx) => Promise<Response>;
+  } = {},
 ): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
-    const { config, db, cache } = c.var.services;
+    const { config, db } = c.var.services;
     const key = tokenFromHeader(c.req.header("authorization"));
     if (key === null) {
       c.set("auth", ANONYMOUS);
@@ -67,44 +152,50 @@ export function authenticate(
     }
     if (!key || key.length > 256) throw invalidToken();
     const keyHash = await hashToken(key);
-    let found = await cache.get<CachedToken>(tokenCacheKey(keyHash)).catch(() => null);
-    if (!found) {
-      const [row] = await db.orm
-        .select({
-          tokenId: tokens.id,
-          userId: users.id,
-          username: users.username,
-          isSuperuser: users.isSuperuser,
-          isActive: users.isActive,
-          writeEnabled: tokens.writeEnabled,
-          expires: tokens.expires,
-        })
-        .from(tokens)
-        .innerJoin(users, eq(users.id, tokens.userId))
-        .where(eq(tokens.keyHash, keyHash))
-        .limit(1);
-      if (!row) throw invalidToken();
-      found = row;
-      await cache.set(tokenCacheKey(keyHash), row, TOKEN_CACHE_TTL_SECONDS).catch(() => undefined);
+    const entries = c.var.services.state.ensure(AUTH_CACHE, () => new Map());
+    const stamp = db.changeStamp();
+    let entry = entries.get(keyHash);
+    const read = c.req.method === "GET" || c.req.method === "HEAD";
+    const deferred =
+      !!entry && stamp === null && read && !!options.again && !answeredAgain.has(c.req.raw);
+    if (!entry || (!deferred && (stamp === null || entry.stamp !== stamp))) {
+      entry = cachedFrom((await db.read([...authStatements(db.orm, keyHash)])) as unknown[], stamp);
+      remember(entries, keyHash, entry);
     }
-    if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
-      throw invalidToken();
+    c.set("auth", authStateOf(entry));
     // Not awaited: a write that waits for a long write's lock must not hold the request.
-    void touchToken(c.var.services, found.tokenId);
-    const { permissions, constraints } = found.isSuperuser
-      ? { permissions: new Set<string>(), constraints: new Map() }
-      : await loadGrants(db.orm, found.userId);
-    c.set("auth", {
-      user: {
-        id: found.userId,
-        username: found.username,
-        isSuperuser: found.isSuperuser,
-        permissions,
-        constraints,
+    void touchToken(c.var.services, entry.token!.tokenId);
+    if (!deferred) return next();
+    const cached = entry;
+    addGuard(c, {
+      name: "token",
+      statements: [...authStatements(db.orm, keyHash)],
+      async settle(answers) {
+        if (JSON.stringify(answers) === cached.proof) return true;
+        const fresh = cachedFrom(answers, null);
+        remember(entries, keyHash, fresh);
+        c.set("auth", authStateOf(fresh));
+        return false;
       },
-      tokenId: found.tokenId,
-      writeEnabled: found.writeEnabled,
     });
-    return next();
+    await next();
+    // No read of the handler took the guard along: settle it before the answer leaves, and
+    // answer again (once) if what the handler saw was stale.
+    if (!hasGuards(c)) return;
+    let current: boolean;
+    try {
+      current = await settleGuards(c);
+    } catch (e) {
+      if (e instanceof ApiError) {
+        c.res = undefined;
+        c.res = c.json(e.body as object, e.statusCode);
+        return;
+      }
+      throw e;
+    }
+    if (current) return;
+    answeredAgain.add(c.req.raw);
+    c.res = undefined;
+    c.res = await options.again!(c);
   };
 }

@@ -2,7 +2,7 @@
  * NetBox object permissions: an action on an object type, granted to users or groups.
  * `requirePermission` is the one check every route uses.
  */
-import { and, eq, inArray, or } from "drizzle-orm";
+import { and, eq, inArray, or, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import {
   objectPermissions,
@@ -48,13 +48,17 @@ export interface Grants {
   constraints: Map<string, Record<string, unknown>[]>;
 }
 
-/** Codenames and their constraints (NetBox: an unconstrained grant lifts every constraint). */
-export async function loadGrants(db: Executor, userId: number): Promise<Grants> {
+/**
+ * The enabled grants of the user `userId` names (an id, or a subquery for one), as rows in a
+ * fixed order: `foldGrants` turns them into `Grants`, and equal rows mean equal grants (the auth
+ * cache compares them to prove itself current, decision 0085).
+ */
+export function grantRowsQuery(db: Executor, userId: number | SQL) {
   const groupIds = db
     .select({ id: userGroups.groupId })
     .from(userGroups)
-    .where(eq(userGroups.userId, userId));
-  const rows = await db
+    .where(eq(userGroups.userId, userId as number));
+  return db
     .select({
       actions: objectPermissions.actions,
       constraints: objectPermissions.constraints,
@@ -73,7 +77,7 @@ export async function loadGrants(db: Executor, userId: number): Promise<Grants> 
             db
               .select({ id: permissionUsers.permissionId })
               .from(permissionUsers)
-              .where(eq(permissionUsers.userId, userId)),
+              .where(eq(permissionUsers.userId, userId as number)),
           ),
           inArray(
             objectPermissions.id,
@@ -84,7 +88,14 @@ export async function loadGrants(db: Executor, userId: number): Promise<Grants> 
           ),
         ),
       ),
-    );
+    )
+    .orderBy(objectPermissions.id, objectTypes.id);
+}
+
+export type GrantRow = Awaited<ReturnType<typeof grantRowsQuery>>[number];
+
+/** Codenames and their constraints (NetBox: an unconstrained grant lifts every constraint). */
+export function foldGrants(rows: GrantRow[]): Grants {
   const permissions = new Set<string>();
   const constrained = new Map<string, Record<string, unknown>[]>();
   const unconstrained = new Set<string>();
@@ -99,6 +110,11 @@ export async function loadGrants(db: Executor, userId: number): Promise<Grants> 
   }
   for (const name of unconstrained) constrained.delete(name);
   return { permissions, constraints: constrained };
+}
+
+/** A user's grants, read now. */
+export async function loadGrants(db: Executor, userId: number): Promise<Grants> {
+  return foldGrants(await grantRowsQuery(db, userId));
 }
 
 /**

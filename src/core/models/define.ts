@@ -2,14 +2,29 @@
  * Declarative host models: a table plus field specs become a `Resource` (validation,
  * serialisation with nested relations and tags, filters, ordering, search) and a `ModelInfo`.
  */
-import { and, eq, getTableColumns, getTableName, inArray, sql, type SQLWrapper } from "drizzle-orm";
+import {
+  and,
+  eq,
+  getTableColumns,
+  getTableName,
+  inArray,
+  sql,
+  type SQL,
+  type SQLWrapper,
+} from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { taggedItems, tags as tagsTable, tagObjectTypes } from "../../db/schema";
+import {
+  objectTypes as objectTypesTable,
+  taggedItems,
+  tags as tagsTable,
+  tagObjectTypes,
+} from "../../db/schema";
 import { ErrorCollector } from "../errors";
 import { MAX_JSON_CHARS, MAX_LONGTEXT_CHARS } from "../limits";
 import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
 import type {
   ApiRecord,
+  LoadPlan,
   FieldDescription,
   ReadContext,
   Resource,
@@ -301,6 +316,33 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     );
   }
 
+  /** `load` as statements for one read: the rows and their tags, the ids as SQL (decision 0085). */
+  function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
+    const statements: LoadPlan["statements"] = [
+      ctx.db.select().from(table).where(sql`${table.id} IN (${ids})`),
+    ];
+    // the object type's id as a subquery (its unique index): no look-up before the read
+    const typeId = spec.tags
+      ? sql`(SELECT ${objectTypesTable.id} FROM ${objectTypesTable} WHERE ${objectTypesTable.appLabel} = ${spec.appLabel} AND ${objectTypesTable.model} = ${spec.model})`
+      : null;
+    if (typeId) statements.push(tagsQueryFor(ctx.db, typeId, ids));
+    return {
+      statements,
+      async finish(answers, order) {
+        const rows = answers[0] as Record<string, any>[];
+        const byId = new Map(rows.map((r) => [r.id as number, r]));
+        const tags = typeId
+          ? tagsByObject(ctx.baseUrl, answers[1] as Awaited<ReturnType<typeof tagsQuery>>)
+          : undefined;
+        return serialize(
+          ctx,
+          order.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[],
+          tags,
+        );
+      },
+    };
+  }
+
   async function convertInput(
     ctx: WriteContext,
     input: ApiRecord,
@@ -399,6 +441,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     list,
     briefFields: ["id", "url", "display", ...spec.fields.filter((f) => f.brief).map((f) => f.name)],
     load,
+    loadPlan,
     async create(ctx, input) {
       const { values, links, tagIds } = await convertInput(ctx, input, null, false);
       const [row] = (await ctx.db
@@ -669,6 +712,24 @@ function tagsQuery(db: ReadContext["db"], objectTypeId: number, ids: number[]) {
     .from(taggedItems)
     .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
     .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
+    .orderBy(tagsTable.name);
+}
+
+/** `tagsQuery` with the object ids as SQL (a list or a subquery). */
+function tagsQueryFor(db: ReadContext["db"], objectTypeId: SQL, ids: SQL) {
+  return db
+    .select({
+      objectId: taggedItems.objectId,
+      id: tagsTable.id,
+      name: tagsTable.name,
+      slug: tagsTable.slug,
+      color: tagsTable.color,
+    })
+    .from(taggedItems)
+    .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
+    .where(
+      sql`${taggedItems.objectTypeId} = ${objectTypeId} AND ${taggedItems.objectId} IN (${ids})`,
+    )
     .orderBy(tagsTable.name);
 }
 

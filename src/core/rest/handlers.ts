@@ -17,11 +17,13 @@ import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, baseUrlOf, publicUrlOf } from "../http";
 import { pageLinks, parseListQuery, parseProjection, project } from "./query";
-import type { ApiRecord, ReadContext, Resource, WriteContext } from "./resource";
+import type { ApiRecord, LoadPlan, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
 import { anchoredPageIds, countRows } from "./page-anchors";
 import { Slots } from "../slots";
-import { budgetOf, chargeRows } from "./budget";
+import { budgetInRead, budgetOf, chargeRows } from "./budget";
+import { freshRead } from "../fresh-read";
+import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
 
 export function readContext(c: Ctx): ReadContext {
@@ -286,6 +288,90 @@ async function listRecords(c: Ctx, resource: Resource) {
   });
 }
 
+/** A resource as a route resolves it (custom objects by slug, per request). */
+type Resolve = (c: Ctx) => Promise<Resource> | Resource;
+
+/**
+ * Whether a GET is one read: where there is no change stamp (a remote database, D1, memory),
+ * every round trip counts, and the resource can state its load as statements.
+ */
+async function inOneRead(c: Ctx, resolve: Resolve): Promise<boolean> {
+  if (databaseStamp(c.var.services) !== null) return false;
+  return !!(await resolve(c)).loadPlan;
+}
+
+/**
+ * A list in one read (decision 0085): the request's guards (token, type shape), the count, the
+ * page's ids, their size against the response budget, and the rows with what rides on them.
+ */
+async function listInOneRead(c: Ctx, resolve: Resolve) {
+  const ctx = readContext(c);
+  const url = publicUrlOf(c);
+  let step!: {
+    resource: Resource;
+    q: ReturnType<typeof parseListQuery>;
+    plan: LoadPlan;
+    charge: ((answer: unknown) => void) | null;
+  };
+  const answers = await freshRead(c, async () => {
+    const resource = await resolve(c);
+    await requirePermission(c, "view", resource);
+    const parsed = parseListQuery(url, resource.list);
+    const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
+    const q = restricted
+      ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
+      : parsed;
+    const page = ctx.db
+      .select({ id: sql<number>`${resource.list.idExpr}` })
+      .from(resource.table)
+      .where(q.where)
+      .orderBy(...q.orderBy)
+      .limit(q.limit)
+      .offset(q.offset);
+    const budget = budgetInRead(ctx, resource, page.getSQL());
+    const ids = budget
+      ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}`
+      : page.getSQL();
+    const plan = resource.loadPlan!(ctx, ids);
+    step = { resource, q, plan, charge: budget?.charge ?? null };
+    const count = ctx.db.all<{ n: number }>(
+      sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`,
+    );
+    return [count, page, ...(budget ? [budget.statement] : []), ...plan.statements] as const;
+  });
+  const { resource, q, plan, charge } = step;
+  const n = Number((answers[0] as { n: number }[])[0]?.n ?? 0);
+  const ids = (answers[1] as { id: number }[]).map((r) => Number(r.id));
+  charge?.(answers[2]);
+  const loaded = await plan.finish(answers.slice(charge ? 3 : 2) as unknown[], ids);
+  const results = await hideUnviewable(ctx, c.var.auth, resource, loaded);
+  return c.json({
+    count: n,
+    ...pageLinks(url, n, q.limit, q.offset),
+    results: project(results, q.projection, resource.briefFields),
+  });
+}
+
+/** One object in one read (decision 0085): the guards, and the row (if the caller may view it). */
+async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
+  const ctx = readContext(c);
+  let step!: { resource: Resource; plan: LoadPlan };
+  const answers = await freshRead(c, async () => {
+    const resource = await resolve(c);
+    await requirePermission(c, "view", resource);
+    const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
+    // an object outside the caller's view constraints is not found, as `requireObject` says
+    const ids = restricted
+      ? sql`SELECT ${resource.list.idExpr} FROM ${resource.table} WHERE ${resource.list.idExpr} = ${id} AND (${restricted})`
+      : sql`${id}`;
+    step = { resource, plan: resource.loadPlan!(ctx, ids) };
+    return step.plan.statements as unknown as Queries;
+  });
+  const [record] = await step.plan.finish([...answers], [id]);
+  if (!record) throw notFound();
+  return c.json((await projected(c, step.resource, [record]))[0]);
+}
+
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
   const ctx = readContext(c);
   await requireObject(ctx, c.var.auth, "view", resource, id);
@@ -395,14 +481,16 @@ export function mountResource(
   };
 
   app.get(list, async (c) => {
+    if (await inOneRead(c, resolve)) return listInOneRead(c, resolve);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     return listRecords(c, r);
   });
   app.get(detail, async (c) => {
+    const id = parseId(c.req.param("id"));
+    if (await inOneRead(c, resolve)) return getInOneRead(c, resolve, id);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
-    const id = parseId(c.req.param("id"));
     return c.json((await projected(c, r, [await loadOne(c, r, id)]))[0]);
   });
 

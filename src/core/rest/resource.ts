@@ -6,6 +6,7 @@ export type {
   ApiRecord,
   DeleteHook,
   FieldDescription,
+  LoadPlan,
   ReadContext,
   Relation,
   Resource,

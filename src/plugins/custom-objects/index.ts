@@ -2,11 +2,12 @@
  * The custom objects plugin (§5): user-defined object types with a REST endpoint each, their
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
-import { asc } from "drizzle-orm";
+import { asc, eq } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
-import type { HonoEnv, Services } from "../../core/context";
+import type { Ctx, HonoEnv, Services } from "../../core/context";
+import { addGuard } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
 import { hasPermission, requirePermission } from "../../core/auth/permissions";
@@ -112,6 +113,45 @@ function liveResource(
     update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
     delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),
   };
+}
+
+/** Resources a read resolved from the registry's cache under a guard, per request. */
+const resolvedUnderGuard = new WeakMap<Request, Resource>();
+
+/**
+ * A read where no change stamp proves the cached model current (remote, D1): the cached model,
+ * with a guard that reads the type's id and shape version in the request's one read
+ * (`core/fresh-read.ts`, decision 0085). A stale model is dropped and read again, and the
+ * request's statements are built again on it. Null where the model must be read first.
+ */
+function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | null {
+  const services = c.var.services;
+  if (c.req.method !== "GET" && c.req.method !== "HEAD") return null;
+  if (services.db.changeStamp() !== null) return null;
+  const known = resolvedUnderGuard.get(c.req.raw);
+  if (known) return known;
+  const cached = registry.cachedBySlug(slug);
+  if (!cached) return null;
+  const resource = liveResource(registry, cached.cot.id, slug, cached.resource, true);
+  resolvedUnderGuard.set(c.req.raw, resource);
+  addGuard(c, {
+    name: `shape of ${slug}`,
+    statements: [
+      services.db.orm
+        .select({ id: customObjectTypes.id, v: customObjectTypes.shapeVersion })
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes.slug, slug))
+        .limit(1),
+    ],
+    async settle([rows]) {
+      const [row] = rows as { id: number; v: number }[];
+      if (row && row.id === cached.cot.id && row.v === cached.cot.shapeVersion) return true;
+      registry.forget(cached.cot.id);
+      resolvedUnderGuard.delete(c.req.raw);
+      return false;
+    },
+  });
+  return resource;
 }
 
 /** Slugs of the existing types the caller may not view. */
@@ -313,6 +353,8 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
 
   mountResource(app, "/:slug", async (c) => {
     const slug = c.req.param("slug") ?? "";
+    const guarded = guardedRead(c, registry, slug);
+    if (guarded) return guarded;
     // Reads check the shape version now; writes may start from the cached model because
     // they check id, version and slug again inside their own transaction.
     const write = c.req.method !== "GET" && c.req.method !== "HEAD";

@@ -64,6 +64,7 @@ function buildModel(
       ? ["id", "url", "display", "_context"]
       : ["id", "url", "display"],
     load,
+    loadPlan: read.loadPlan,
     ...writer(shape, read),
     describe: fields.map((f) => ({
       name: f.name,

@@ -11,7 +11,7 @@ import { databaseStamp } from "../../../core/database-stamp";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
-import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
+import type { ApiRecord, LoadPlan, ReadContext } from "../../../core/rest/resource";
 import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { displayText, renderExpression } from "./display";
 import type { FieldRow } from "../field-types";
@@ -34,6 +34,7 @@ export interface Reader {
     learned?: Nested,
   ) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
+  loadPlan: (ctx: ReadContext, ids: SQL) => LoadPlan;
   /** The row query's select list (a create's RETURNING clause uses it too). */
   rowColumns: Record<string, SQLiteColumn | SQL>;
 }
@@ -343,7 +344,19 @@ export function reader(shape: Shape): Reader {
     return records;
   }
 
-  return { display, serialize, load, rowColumns };
+  /** `load` as one statement for a caller's read (decision 0085): tags and embedded forms ride on the rows. */
+  function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
+    return {
+      statements: [ctx.db.select(rowColumns).from(table).where(sql`${table.id} IN (${ids})`)],
+      finish(answers, order) {
+        const rows = answers[0] as Record<string, any>[];
+        const byId = new Map(rows.map((r) => [r.id as number, r]));
+        return serialize(ctx, order.map((id) => byId.get(id)).filter(Boolean) as typeof rows);
+      },
+    };
+  }
+
+  return { display, serialize, load, loadPlan, rowColumns };
 }
 
 /** Freezes a nested form and every object and array in it. */

@@ -1,0 +1,136 @@
+/**
+ * Reads stay exact across app instances (issue 28 item 2, decision 0085): two apps on one remote
+ * database (the project's Hrana server), each with its own caches, warmed first. A change made
+ * through instance A is seen by the very next read through instance B — a token revoked, a
+ * permission removed, a field added to a custom object type, a row changed — while B's reads
+ * still cost one round trip when nothing changed.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { openDatabase } from "../../src/db/local";
+import { createCache } from "../../src/services/cache";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+
+let hrana: HranaServer;
+let proxy: CountingProxy;
+let dir: string;
+let a: TestApp;
+let b: { app: Awaited<ReturnType<typeof createApp>>; close(): Promise<void> };
+let cotId: number;
+let objectId: number;
+
+/** A request through instance B with `token`. */
+async function viaB(method: string, path: string, token: string) {
+  const res = await b.app.request(BASE + path, {
+    method,
+    headers: { authorization: `Token ${token}` },
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/** Deletes every token of `username` through instance A. */
+async function revokeTokensOf(username: string) {
+  const tokens = await a.json("GET", "/api/users/tokens/?limit=1000");
+  const theirs = tokens.body.results.filter(
+    (t: { user: { username: string } }) => t.user.username === username,
+  );
+  expect(theirs.length).toBeGreaterThan(0);
+  for (const t of theirs)
+    expect((await a.req("DELETE", `/api/users/tokens/${t.id}/`)).status).toBe(204);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-freshness-"));
+  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  proxy = startCountingProxy(hrana.url);
+  a = await makeTestApp({ DATABASE_URL: proxy.url });
+  // Instance B: another app with caches of its own on the same database (another process or
+  // isolate, as far as the caches can tell).
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: proxy.url }, "bun");
+  const db = await openDatabase(config.database.url);
+  b = {
+    app: await createApp({ config, db, cache: createCache("memory", {}) }),
+    close: () => db.close(),
+  };
+  const cot = await makeCot(a, "gadget");
+  cotId = cot.id;
+  await addField(a, cotId, { name: "title", type: "text", primary: true });
+  objectId = (await create(a, "gadget", { title: "first" })).id;
+});
+afterAll(async () => {
+  await b.close();
+  await a.close();
+  proxy.stop();
+  await hrana.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("a change through instance A is seen by the next read through instance B", () => {
+  test("a token revoked", async () => {
+    const token = await a.user("revoked-user", [[["view"], "dcim.site"]]);
+    expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(200);
+    expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(200); // warm
+    await revokeTokensOf("revoked-user");
+    const after = await viaB("GET", "/api/dcim/sites/", token);
+    expect(after.status).toBe(403);
+    expect(after.body.error).toBe("invalid_token");
+  });
+
+  test("a token revoked, on a route that does not fold the check into its read", async () => {
+    const token = await a.user("revoked-status", [[["view"], "dcim.site"]]);
+    expect((await viaB("GET", "/api/status/", token)).status).toBe(200);
+    expect((await viaB("GET", "/api/status/", token)).status).toBe(200); // warm
+    await revokeTokensOf("revoked-status");
+    expect((await viaB("GET", "/api/status/", token)).status).toBe(403);
+  });
+
+  test("a permission removed", async () => {
+    const token = await a.user("unpermitted", [[["view"], "dcim.site"]]);
+    expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(200);
+    expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(200); // warm
+    const perms = await a.json("GET", "/api/users/permissions/?name=unpermitted-dcim.site-view");
+    expect(perms.body.count).toBe(1);
+    const id = perms.body.results[0].id;
+    expect((await a.req("DELETE", `/api/users/permissions/${id}/`)).status).toBe(204);
+    expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(403);
+  });
+
+  test("a field added to a custom object type", async () => {
+    const path = `${CO}/gadget/${objectId}/`;
+    expect((await viaB("GET", path, a.admin)).body).not.toHaveProperty("colour");
+    await addField(a, cotId, { name: "colour", type: "text" });
+    const after = await viaB("GET", path, a.admin);
+    expect(after.status).toBe(200);
+    expect(after.body).toHaveProperty("colour", null);
+    const list = await viaB("GET", `${CO}/gadget/`, a.admin);
+    expect(list.body.results[0]).toHaveProperty("colour", null);
+  });
+
+  test("a row changed", async () => {
+    const path = `${CO}/gadget/${objectId}/`;
+    const before = await viaB("GET", path, a.admin);
+    const title = `${before.body.title}-changed`;
+    expect((await a.json("PATCH", path, { body: { title } })).status).toBe(200);
+    expect((await viaB("GET", path, a.admin)).body.title).toBe(title);
+    const site = await a.json("POST", "/api/dcim/sites/", { body: { name: "n1", slug: "n1" } });
+    expect((await viaB("GET", `/api/dcim/sites/${site.body.id}/`, a.admin)).body.name).toBe("n1");
+    await a.json("PATCH", `/api/dcim/sites/${site.body.id}/`, { body: { name: "n2" } });
+    expect((await viaB("GET", `/api/dcim/sites/${site.body.id}/`, a.admin)).body.name).toBe("n2");
+  });
+
+  test("and while nothing changes, B's reads stay one round trip", async () => {
+    const path = `${CO}/gadget/${objectId}/`;
+    await viaB("GET", path, a.admin);
+    proxy.reset();
+    expect((await viaB("GET", path, a.admin)).status).toBe(200);
+    expect(proxy.count).toBe(1);
+  });
+});
