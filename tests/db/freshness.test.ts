@@ -126,6 +126,33 @@ describe("a change through instance A is seen by the next read through instance 
     expect((await viaB("GET", `/api/dcim/sites/${site.body.id}/`, a.admin)).body.name).toBe("n2");
   });
 
+  test("the response budget holds in the one read: an over-budget page carries no rows", async () => {
+    const config = loadConfig(
+      { LOG_LEVEL: "silent", DATABASE_URL: proxy.url, MAX_RESPONSE_BYTES: "65536" },
+      "bun",
+    );
+    const db = await openDatabase(config.database.url);
+    try {
+      const small = await createApp({ config, db, cache: createCache("memory", {}) });
+      const big = "x".repeat(60_000);
+      for (const i of [1, 2]) await create(a, "gadget", { title: `big ${i} ${big}` });
+      proxy.reset();
+      const res = await small.request(`${BASE}${CO}/gadget/?limit=10`, {
+        headers: { authorization: `Token ${a.admin}` },
+      });
+      expect(res.status).toBe(400);
+      expect((await res.json()).error).toBe("response_too_large");
+      // the rows' statement answered nothing: no 120 kB of values crossed the link
+      expect(proxy.bytesIn).toBeLessThan(60_000);
+      const one = await small.request(`${BASE}${CO}/gadget/?limit=1`, {
+        headers: { authorization: `Token ${a.admin}` },
+      });
+      expect(one.status).toBe(200);
+    } finally {
+      await db.close();
+    }
+  });
+
   test("and while nothing changes, B's reads stay one round trip", async () => {
     const path = `${CO}/gadget/${objectId}/`;
     await viaB("GET", path, a.admin);

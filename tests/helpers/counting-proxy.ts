@@ -7,6 +7,8 @@ export interface CountingProxy {
   url: string;
   /** Requests forwarded so far (Hrana pipelines and cursors; the version probe is not counted). */
   count: number;
+  /** Bytes of the answers to counted requests (what crossed the link back). */
+  bytesIn: number;
   /** The SQL of each counted request, for a failing assertion's message. */
   log: string[][];
   reset(): void;
@@ -36,9 +38,11 @@ export function startCountingProxy(target: string): CountingProxy {
   const proxy: CountingProxy = {
     url: "",
     count: 0,
+    bytesIn: 0,
     log: [],
     reset() {
       proxy.count = 0;
+      proxy.bytesIn = 0;
       proxy.log = [];
     },
     stop() {
@@ -62,7 +66,9 @@ export function startCountingProxy(target: string): CountingProxy {
         headers,
         body,
       });
-      return new Response(await res.arrayBuffer(), { status: res.status, headers: res.headers });
+      const answer = await res.arrayBuffer();
+      if (req.method === "POST") proxy.bytesIn += answer.byteLength;
+      return new Response(answer, { status: res.status, headers: res.headers });
     },
   });
   proxy.url = `http://127.0.0.1:${server.port}`;
