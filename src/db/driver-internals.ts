@@ -1,11 +1,11 @@
 /**
  * Driver internals in one place (issue 28 item 6): the few spots where Host reads a field of
- * Drizzle's libSQL session that Drizzle does not document (`session.client`, `session.tx`). Each
- * has a documented fallback that works without the field, the driver versions are pinned exactly
- * in package.json, and `tests/db/driver-internals.test.ts` fails when the fields change shape.
+ * Drizzle that Drizzle does not document (its libSQL session's `client` and `tx`, a database's
+ * `dialect`). Each has a fallback that works without the field, the driver versions are pinned
+ * exactly in package.json, and `tests/db/driver-internals.test.ts` fails when the fields change.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Executor, Orm } from "./client";
 
 /**
@@ -96,4 +96,36 @@ export async function batchOnD1(
   });
   const results = await binding.batch(statements);
   return results.map((r, i) => prepared[i]!.mapResult(r, true));
+}
+
+/** The SQL text and parameters Drizzle renders for `query` on `orm` (its dialect), or null. */
+export function renderSql(orm: Executor, query: SQL): { sql: string; params: unknown[] } | null {
+  const dialect = (
+    orm as unknown as { dialect?: { sqlToQuery?(q: SQL): { sql: string; params: unknown[] } } }
+  ).dialect;
+  return dialect?.sqlToQuery ? dialect.sqlToQuery(query) : null;
+}
+
+/**
+ * Inside an open libSQL transaction on `db`, runs `statements` (DDL without bound values) through
+ * SQLite's own multi-statement runner in groups of 16: the same statements, without a
+ * prepare-and-map round through the client for each (a group on a large schema takes a few
+ * milliseconds). False, with nothing run, where that does not apply (no open transaction, a
+ * bound value, or the driver's shape is not the one this was written against).
+ */
+export async function runDdlInGroups(db: Executor, statements: SQL[]): Promise<boolean> {
+  const tx = (
+    db as unknown as { session?: { tx?: { executeMultiple?: (sql: string) => Promise<unknown> } } }
+  ).session?.tx;
+  if (!tx?.executeMultiple) return false;
+  const queries = statements.map((q) => renderSql(db, q));
+  if (!queries.every((q) => q && q.params.length === 0 && !q.sql.includes(";"))) return false;
+  for (let i = 0; i < queries.length; i += 16)
+    await tx.executeMultiple(
+      queries
+        .slice(i, i + 16)
+        .map((q) => q!.sql)
+        .join(";\n"),
+    );
+  return true;
 }

@@ -80,6 +80,40 @@ test("reads: GET by id, lists, ?q=, the health check's database check", async ()
   ).toBe(1);
 });
 
+test("linked objects, GraphQL with one relation, a schema apply adding one field", async () => {
+  const linked = await roundTrips(
+    "GET",
+    () => `${CO}/linked-objects/?object_type=dcim.site&object_id=${siteId}`,
+  );
+  const graphql = await roundTrips(
+    "POST",
+    () => "/graphql/",
+    () => ({ query: "{ custom_objects_thing_list { title site { name } } }" }),
+    200,
+  );
+  const exported = await t.json("GET", `${CO}/schema/export?slug=thing`);
+  expect(exported.status).toBe(200);
+  // each apply adds one field to the document (which keeps the ones added before)
+  const current = exported.body;
+  const applied = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => {
+      const fields = current.types[0].fields as Array<{ id: number }>;
+      const id = Math.max(...fields.map((f) => f.id)) + 1;
+      fields.push({ id, name: `extra_${next()}`, type: "text" } as never);
+      return { schema: current };
+    },
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ linked, graphql, applied });
+  // TARGET: linked objects 1, GraphQL ≤ 2, schema apply ≤ 4; NOW (2026-11-27, pinned): 7, 6, 43
+  // (GraphQL is a POST: the token and its grants are read before it, not folded into its read).
+  expect(linked).toBeLessThanOrEqual(7);
+  expect(graphql).toBeLessThanOrEqual(6);
+  expect(applied).toBeLessThanOrEqual(43);
+});
+
 // Writes read the token and its grants first (one read: a cached token is proven current only in a
 // read's batch, decision 0085); a write path that folds `freshRead` into its read batch saves it.
 test("writes: create, update, delete, bulk of 100 (TARGET ≤ 2; NOW as pinned)", async () => {

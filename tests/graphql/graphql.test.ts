@@ -357,7 +357,9 @@ describe("batch loading: no N+1", () => {
     expect(r.custom_objects_batched_list[49].devices.length).toBe(2);
     // no more for 50 than for 5 (fewer when the first read's related objects are still cached)
     expect(fifty).toBeLessThanOrEqual(five);
-    // 13: one of them sums the page's stored bytes for the response budget (decision 0068).
-    expect(five).toBeLessThanOrEqual(13);
+    // 13: one of them sums the page's stored bytes for the response budget (decision 0068); 2
+    // more when something committed since the warm-up (the deferred search flush): the token and
+    // its grants are read again, as the change stamp no longer proves them current (decision 0085).
+    expect(five).toBeLessThanOrEqual(15);
   });
 });

@@ -18,6 +18,7 @@
 import { getTableName, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Executor } from "../../db/client";
+import { renderSql } from "../../db/driver-internals";
 import type { Services } from "../context";
 import { databaseStamp } from "../database-stamp";
 import { slotKey } from "../slots";
@@ -200,11 +201,7 @@ async function hop(
 /** A list query's identity: its table, and its WHERE's SQL text and parameters (rendered only if there is one). */
 function keyOf(services: Services, table: SQLiteTable, where: SQL | undefined): string {
   if (!where) return getTableName(table);
-  const dialect = (
-    services.db.orm as unknown as {
-      dialect: { sqlToQuery(s: SQL): { sql: string; params: unknown[] } };
-    }
-  ).dialect;
-  const q = dialect.sqlToQuery(sql`${table} ${where}`);
+  const q = renderSql(services.db.orm, sql`${table} ${where}`);
+  if (!q) return `${getTableName(table)}\u0000${Math.random()}`; // unknown: never shared
   return `${q.sql}\u0000${JSON.stringify(q.params, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))}`;
 }

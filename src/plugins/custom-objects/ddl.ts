@@ -5,6 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
+import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { fieldType, type SqlType } from "./field-types";
@@ -132,33 +133,11 @@ export async function createCotTable(db: Executor, cotId: number, fields: Column
 }
 
 /**
- * Runs statements in order; inside an open libSQL transaction, DDL without bound values goes
- * to SQLite in groups of 16 (a group on a large schema takes a few milliseconds). Relies on the driver field `preparedIn` relies on (`session.tx`)
- * and Drizzle's dialect; without them it runs the statements one by one.
+ * Runs statements in order: inside an open libSQL transaction, DDL without bound values goes to
+ * SQLite in groups (`runDdlInGroups`, the one driver internal it needs); else one by one.
  */
 async function runAll(db: Executor, statements: SQL[]) {
-  const internals = db as unknown as {
-    session?: { tx?: { executeMultiple?: (sql: string) => Promise<unknown> } };
-    dialect?: { sqlToQuery?: (q: SQL) => { sql: string; params: unknown[] } };
-  };
-  const tx = internals.session?.tx;
-  const dialect = internals.dialect;
-  const queries =
-    tx?.executeMultiple && dialect?.sqlToQuery
-      ? statements.map((q) => dialect.sqlToQuery!(q))
-      : null;
-  // Statements without bound values go through SQLite's own multi-statement runner: the same
-  // statements, without a prepare-and-map round through the client for each.
-  if (queries?.every((q) => q.params.length === 0 && !q.sql.includes(";"))) {
-    for (let i = 0; i < queries.length; i += 16)
-      await tx!.executeMultiple!(
-        queries
-          .slice(i, i + 16)
-          .map((q) => q.sql)
-          .join(";\n"),
-      );
-    return;
-  }
+  if (await runDdlInGroups(db, statements)) return;
   for (const q of statements) await run(db, q);
 }
 
