@@ -4,6 +4,10 @@
  * - `orm` builds queries (Drizzle). Awaiting a query built on it runs it on its own, outside any
  *   transaction: one round trip on a remote database. Reads that belong together go through
  *   `read([...])` instead: one round trip, one consistent snapshot.
+ * - `reader` builds queries the same way, stating that they are reads: the caller's intent, not
+ *   the SQL text, decides where they run (a local file answers them from its read pool; a write
+ *   sent through it still runs, on the main connection). Elsewhere it is `orm`. Reads for
+ *   `read([...])` are built on it.
  * - `write([...])` is one atomic write of many statements: one round trip and one transaction on
  *   the server (`batch()` on libSQL/Turso and D1). A failing statement rolls back all of them;
  *   races are caught inside the batch (a guard statement that fails when a condition on a row's
@@ -64,6 +68,8 @@ export interface Database {
   readonly kind: "local" | "remote" | "d1";
   /** Builds queries; awaiting one runs it alone, outside any transaction. */
   readonly orm: Orm;
+  /** Builds reads (see above): where the implementation has read connections, they answer them. */
+  readonly reader: Orm;
   /** Runs reads in one round trip, one snapshot. Results in order, mapped as Drizzle maps them. */
   read<T extends Queries>(queries: T): Promise<Results<T>>;
   /** Runs statements as one atomic write in one round trip; any failure rolls back all. */
@@ -81,6 +87,11 @@ export interface Database {
   /** A stamp that changes with every commit by anyone, or null where none is known for free. */
   changeStamp(): string | null;
   close(): Promise<void>;
+}
+
+/** Whether `ex` runs outside any transaction: the database's `orm` or `reader`, not an open transaction. */
+export function outsideTransaction(db: Pick<Database, "orm" | "reader">, ex: Executor): boolean {
+  return ex === db.orm || ex === db.reader;
 }
 
 /** D1 (and any backend without interactive transactions) refuses `Database.transaction`. */

@@ -34,6 +34,7 @@ export function d1Database(binding: D1Binding): Database {
   return {
     kind: "d1",
     orm,
+    reader: orm,
     read: batch,
     write: batch,
     async execute({ sql, args }) {

@@ -6,6 +6,7 @@
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
 import { sql, type SQL } from "drizzle-orm";
+import { SQLiteTransaction } from "drizzle-orm/sqlite-core";
 import type { Executor, Orm } from "./client";
 
 /**
@@ -31,10 +32,14 @@ export class Reusable<P extends object> {
   readonly #byOrm = new WeakMap<object, P>();
   constructor(private readonly build: (db: Executor) => P) {}
 
-  /** The prepared query for `db`; built afresh on `db` only when it cannot be reused there. */
+  /**
+   * The prepared query for `db`; built afresh on `db` only when it cannot be reused there. `orm`
+   * is the ORM whose transactions `db` may be; a database's `reader` is an ORM of its own.
+   */
   on(db: Executor, orm: Orm): P {
-    let q = this.#byOrm.get(orm);
-    if (!q) this.#byOrm.set(orm, (q = this.build(orm)));
+    const owner = db instanceof SQLiteTransaction ? orm : (db as Orm);
+    let q = this.#byOrm.get(owner);
+    if (!q) this.#byOrm.set(owner, (q = this.build(owner)));
     return preparedIn(q, db) ?? this.build(db);
   }
 }

@@ -24,6 +24,7 @@ export function libsqlDatabase(client: Client, kind: "local" | "remote"): Libsql
   return {
     client,
     orm,
+    reader: orm,
     kind,
     read: batch,
     write: (queries) => orm.batch(queries as never) as never,

@@ -18,6 +18,9 @@ import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
 import { installStatementCache } from "./statement-cache";
 import type { Queries, Results } from "./client";
+import type { Client, InArgs, InStatement } from "@libsql/client";
+import { drizzle } from "drizzle-orm/libsql";
+import * as schema from "./schema";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -88,17 +91,22 @@ export async function openDatabase(
       : undefined,
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
-    read: pool ? (stmt, args) => pool.execute(stmt, args) : undefined,
     committed,
   });
   const db = libsqlDatabase(client, "local");
+  if (pool)
+    db.reader = drizzle(
+      readerClient(client, pool, () => scope.getStore() === true),
+      { schema },
+    );
   const remoteReadRows = db.readRows;
   db.readRows = (sql, args) => {
     // as the client does: inside a write transaction a read must go through it
     if (scope.getStore() === true) return Promise.reject(new Error(INSIDE_TRANSACTION));
     return pool ? pool.executeRaw(sql, args) : remoteReadRows(sql, args);
   };
-  // Reads cost no round trip here: each runs as it is (on the pool, side by side).
+  // Reads cost no round trip here: each runs as it is (those built on `reader` on the pool, side
+  // by side).
   db.read = <T extends Queries>(queries: T) => Promise.all(queries) as Promise<Results<T>>;
   const stamp = walChangeStamp(url);
   db.changeStamp = () => stamp?.() ?? null;
@@ -118,4 +126,33 @@ export async function openDatabase(
     client.close();
   };
   return db;
+}
+
+/** SQLITE_READONLY: a read connection (query_only) met a write. */
+const isReadOnlyError = (e: unknown) =>
+  (e as { rawCode?: unknown })?.rawCode !== undefined
+    ? (Number((e as { rawCode: number }).rawCode) & 0xff) === 8
+    : false;
+
+/**
+ * The client under `Database.reader` on a local file: what is sent through it was stated as a
+ * read, so it runs on the read pool (decision 0057), off the main connection's queue and the
+ * event loop. A write sent this way (the pool's connections are query_only) runs on the main
+ * connection instead; batches and transactions are the main connection's. Inside a write
+ * transaction's work a read must go through the transaction (it would not see its rows).
+ */
+function readerClient(main: Client, pool: ReadPool, insideTransaction: () => boolean): Client {
+  const execute = async (stmt: InStatement | string, args?: InArgs) => {
+    if (insideTransaction()) throw new Error(INSIDE_TRANSACTION);
+    try {
+      return await pool.execute(stmt, args);
+    } catch (e) {
+      if (!isReadOnlyError(e)) throw e;
+      return typeof stmt === "string" ? main.execute(stmt, args) : main.execute(stmt);
+    }
+  };
+  return new Proxy(main, {
+    get: (target, key, receiver) =>
+      key === "execute" ? execute : Reflect.get(target, key, receiver),
+  });
 }

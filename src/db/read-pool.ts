@@ -264,6 +264,9 @@ class Slot {
   execute(sql: string, args: InArgs | undefined): Promise<ResultSet>;
   execute(sql: string, args: InArgs | undefined, raw: true): Promise<RawRows>;
   execute(sql: string, args: InArgs | undefined, raw = false): Promise<ResultSet | RawRows> {
+    // an idle connection's read starts now, as far as choosing a connection goes (its statement
+    // begins a microtask later: until then an earlier statement's start would say "long running")
+    if (this.pending === 0) this.#startedAt = performance.now();
     this.pending++;
     const run = this.#tail.then(() => this.#run(sql, args, raw));
     this.#tail = run.catch(() => undefined);

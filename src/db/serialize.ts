@@ -1,7 +1,8 @@
 /**
  * The local file's single serialised connection (Bun): every call queues behind the one before,
- * write transactions hold the queue until they settle, SQLITE_BUSY from another connection is
- * retried asynchronously within a bound, and reads outside transactions may go to the read pool.
+ * write transactions hold the queue until they settle, and SQLITE_BUSY from another connection is
+ * retried asynchronously within a bound. Reads go to the read pool only as their callers say
+ * (`Database.reader`, `readRows`; `local.ts`), never by their SQL text.
  * Only `local.ts` and `background.ts` use it: it is not part of the `Database` interface.
  */
 import type {
@@ -38,11 +39,6 @@ export interface SerializeOptions {
   busyTimeoutMs?: number;
   /** When another connection of this process holds the write lock: a promise of its release. */
   lockReleased?: () => Promise<void> | null;
-  /**
-   * Runs a read outside a transaction elsewhere (the read pool, decision 0057) instead of on
-   * this connection: it neither waits for this client's lock nor holds the event loop.
-   */
-  read?: (stmt: InStatement | string, args?: InArgs) => Promise<ResultSet>;
   /** Called after each commit of this connection (the background checkpoints, `checkpointer.ts`). */
   committed?: () => void;
 }
@@ -65,23 +61,6 @@ const mayWrite = (sql: string) =>
   !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(
     sql,
   );
-
-/**
- * A statement another connection can answer: a SELECT (or a WITH that writes nothing) that asks
- * nothing of this connection's own state (last_insert_rowid(), changes()). Anything else, and a
- * read the pool refuses as a write (its connections are query_only), runs here.
- */
-export const isPoolableRead = (sql: string) => {
-  const head = /^\s*(select|with)\b/i.exec(sql);
-  if (!head || /\b(last_insert_rowid|changes|total_changes)\s*\(/i.test(sql)) return false;
-  return head[1]!.toLowerCase() === "select" || !/\b(insert|update|delete|replace)\b/i.test(sql);
-};
-
-/** SQLITE_READONLY: the pool's query_only connection met a write. */
-const isReadOnlyError = (e: unknown) =>
-  (e as { rawCode?: unknown })?.rawCode !== undefined
-    ? (Number((e as { rawCode: number }).rawCode) & 0xff) === 8
-    : false;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -152,21 +131,8 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
       tx.close();
     }
   }) as Client["execute"];
-  const read = options.read;
   const wrapper: Client = {
-    execute: (read
-      ? async (stmt: InStatement | string, args?: InArgs) => {
-          if (!isPoolableRead(typeof stmt === "string" ? stmt : stmt.sql))
-            return execute(stmt as string, args);
-          refuseInsideTransaction();
-          try {
-            return await read(stmt, args);
-          } catch (e) {
-            if (isReadOnlyError(e)) return execute(stmt as string, args);
-            throw e;
-          }
-        }
-      : execute) as Client["execute"],
+    execute,
     // A batch is one write transaction (`Database.write`): BEGIN IMMEDIATE, so a lock held by
     // another connection is met before any statement runs and the retry starts clean.
     batch: guarded(

@@ -159,7 +159,10 @@ export function authenticate(
     const deferred =
       !!entry && stamp === null && read && !!options.again && !answeredAgain.has(c.req.raw);
     if (!entry || (!deferred && (stamp === null || entry.stamp !== stamp))) {
-      entry = cachedFrom((await db.read([...authStatements(db.orm, keyHash)])) as unknown[], stamp);
+      entry = cachedFrom(
+        (await db.read([...authStatements(db.reader, keyHash)])) as unknown[],
+        stamp,
+      );
       remember(entries, keyHash, entry);
     }
     c.set("auth", authStateOf(entry));
@@ -169,7 +172,7 @@ export function authenticate(
     const cached = entry;
     addGuard(c, {
       name: "token",
-      statements: [...authStatements(db.orm, keyHash)],
+      statements: [...authStatements(db.reader, keyHash)],
       async settle(answers) {
         if (JSON.stringify(answers) === cached.proof) return true;
         const fresh = cachedFrom(answers, null);

@@ -31,6 +31,7 @@ import type {
   WriteContext,
 } from "../rest/resource";
 import type { ModelInfo } from "./registry";
+import { outsideTransaction } from "../../db/client";
 import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
@@ -299,7 +300,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     const rowsQuery = ctx.db.select().from(table).where(inArray(table.id, ids));
     let rows: Record<string, any>[];
     let tags: Map<number, ApiRecord[]> | undefined;
-    if (spec.tags && ctx.db === ctx.services.db.orm) {
+    if (spec.tags && outsideTransaction(ctx.services.db, ctx.db)) {
       // outside a transaction: the rows and their tags in one read (one round trip remote)
       const [found, tagRows] = await ctx.services.db.read([
         rowsQuery,

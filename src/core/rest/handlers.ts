@@ -29,7 +29,7 @@ import { databaseStamp } from "../database-stamp";
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
   return {
-    db: services.db.orm,
+    db: services.db.reader,
     services,
     baseUrl: baseUrlOf(c),
     budget: budgetOf(c, services.config.maxResponseBytes),

@@ -44,6 +44,7 @@ import { upgradeSearchIndexes } from "./search-index";
 function cotRegistry(services: Services): CotRegistry {
   return new CotRegistry(
     services.db.orm,
+    services.db.reader,
     async (ids, db) => {
       const out = new Map<number, ModelInfo>();
       for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
@@ -137,7 +138,7 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   addGuard(c, {
     name: `shape of ${slug}`,
     statements: [
-      services.db.orm
+      services.db.reader
         .select({ id: customObjectTypes.id, v: customObjectTypes.shapeVersion })
         .from(customObjectTypes)
         .where(eq(customObjectTypes.slug, slug))
@@ -359,7 +360,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     // they check id, version and slug again inside their own transaction.
     const write = c.req.method !== "GET" && c.req.method !== "HEAD";
     const cached = write ? registry.cachedBySlug(slug) : null;
-    const model = cached ?? (await registry.bySlug(c.var.services.db.orm, slug));
+    const model = cached ?? (await registry.bySlug(c.var.services.db.reader, slug));
     if (!model) throw notFound();
     return liveResource(registry, model.cot.id, slug, model.resource, !cached);
   });

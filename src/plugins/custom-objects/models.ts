@@ -98,6 +98,8 @@ export class CotRegistry {
 
   constructor(
     private readonly orm: Orm,
+    /** The database's `reader` (reads outside transactions may come through it too). */
+    private readonly reader: Orm,
     /**
      * Host models (static shapes) by object type id, for nested forms embedded in row queries.
      * Runs on `db`: inside a write that is the open transaction, which holds the connection.
@@ -194,7 +196,7 @@ export class CotRegistry {
   }
 
   async bySlug(db: Executor, slug: string): Promise<CotModel | null> {
-    const stamp = db === this.orm ? this.stamp() : null;
+    const stamp = db === this.orm || db === this.reader ? this.stamp() : null;
     if (stamp) {
       const seen = this.#checked.get(slug);
       if (seen?.stamp === stamp) return seen.model;

@@ -5,7 +5,7 @@
 import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import type { Executor } from "../../../db/client";
+import { outsideTransaction, type Executor } from "../../../db/client";
 import { Reusable } from "../../../db/driver-internals";
 import { databaseStamp } from "../../../core/database-stamp";
 import { loadTags, nestedTag } from "../../../core/models/define";
@@ -302,7 +302,7 @@ export function reader(shape: Shape): Reader {
     let values: ArrayLike<unknown>[];
     let cache: ReturnType<typeof formsFor> | null = null;
     let stale = false;
-    if (ctx.db === orm) {
+    if (outsideTransaction(db, ctx.db)) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
       compiled ??= {
         one: compile(oneRow(orm)),
