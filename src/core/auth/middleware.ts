@@ -108,7 +108,7 @@ function remember(entries: Map<string, CachedAuth>, keyHash: string, entry: Cach
 /** The request's caller from a cached or fresh look-up; an unknown, inactive or expired token is a 403. */
 function authStateOf(entry: CachedAuth): AuthState {
   const found = entry.token;
-  if (!found || !found.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
+  if (!found?.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
     throw invalidToken();
   const { permissions, constraints } = found.isSuperuser
     ? { permissions: new Set<string>(), constraints: new Map() }

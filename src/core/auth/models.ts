@@ -1,5 +1,5 @@
 /** `/api/users/`: users, groups, object permissions and tokens, as declarative models. */
-import { eq, inArray } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import {
   groups,
   objectPermissions,
@@ -20,54 +20,6 @@ import { slotKey } from "../slots";
 
 /** The plain token key issued inside a write, readable once by the route that answers. */
 export const ISSUED_KEY = slotKey<string>("auth.issued-key");
-
-/**
- * Forgets cached token lookups once the change has committed: a lookup made before the commit
- * could otherwise put the old row back, and the `database` cache backend needs the connection
- * that the transaction holds until then.
- */
-function forgetAfterCommit(ctx: WriteContext, keyHashes: string[]) {
-  if (!keyHashes.length) return;
-  const forget = () =>
-    Promise.all(keyHashes.map((h) => ctx.services.cache.delete(tokenCacheKey(h)))).then(
-      () => undefined,
-    );
-  if (ctx.onCommit) ctx.onCommit(forget);
-  else throw new Error("token cache invalidation needs a transaction with onCommit");
-}
-
-/** Forgets cached token lookups of these users (after a user or token change). */
-async function forgetTokensOf(ctx: WriteContext, userIds: number[]) {
-  if (!userIds.length) return;
-  const rows = await ctx.db
-    .select({ keyHash: tokens.keyHash })
-    .from(tokens)
-    .where(inArray(tokens.userId, userIds));
-  forgetAfterCommit(
-    ctx,
-    rows.map((r) => r.keyHash),
-  );
-}
-
-export const tokenCacheKey = (keyHash: string) => `auth:token:${keyHash}`;
-
-/** Wraps update/delete so cached token lookups never outlive the change. */
-function invalidating(
-  resource: Resource,
-  userIdsOf: (ctx: WriteContext, id: number) => Promise<number[]>,
-): Resource {
-  return {
-    ...resource,
-    async update(ctx, id, input, partial) {
-      await forgetTokensOf(ctx, await userIdsOf(ctx, id));
-      await resource.update(ctx, id, input, partial);
-    },
-    async delete(ctx, id) {
-      await forgetTokensOf(ctx, await userIdsOf(ctx, id));
-      await resource.delete(ctx, id);
-    },
-  };
-}
 
 /** Superuser accounts are a superuser's business: nobody else creates, edits or deletes one. */
 function requireSuperuserFor(ctx: WriteContext, what: string) {
@@ -130,9 +82,9 @@ const userModelBase = defineModel({
     },
   ],
 });
-const userResource = guardUserWrites(
-  invalidating(userModelBase.resource, async (_ctx, id) => [id]),
-);
+// Token look-ups are cached per app only while a guard proves them current (decision 0085):
+// nothing to forget when a user or token changes.
+const userResource = guardUserWrites(userModelBase.resource);
 const deleteUser = userResource.delete;
 userResource.delete = async (ctx, id) => {
   const [row] = await ctx.db
@@ -289,16 +241,6 @@ const tokenModelBase = defineModel({
 });
 export const tokenModel = {
   ...tokenModelBase,
-  resource: invalidating(
-    { ...tokenModelBase.resource, ownerColumn: tokens.userId },
-    async (ctx, id) => {
-      const [row] = await ctx.db
-        .select({ keyHash: tokens.keyHash })
-        .from(tokens)
-        .where(eq(tokens.id, id));
-      if (row) forgetAfterCommit(ctx, [row.keyHash]);
-      return [];
-    },
-  ),
+  resource: { ...tokenModelBase.resource, ownerColumn: tokens.userId },
 };
 tokenModel.info = { ...tokenModelBase.info, resource: tokenModel.resource };
