@@ -11,7 +11,7 @@ import {
   users,
 } from "../../db/schema";
 import { defineModel } from "../models/define";
-import type { Resource, WriteContext } from "../rest/resource";
+import type { WriteContext } from "../rest/resource";
 import { forbidden } from "../errors";
 import { ACTIONS } from "./permissions";
 import { guardPermissionWrites, guardUserWrites } from "./delegation";

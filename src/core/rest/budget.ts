@@ -81,26 +81,30 @@ export async function chargeRows(
 
 /**
  * The budget check as part of a caller's one read (decision 0085): `statement` sums what the
- * rows `ids` (SQL: a list or a subquery) would cost, and `holds` is a condition that is true only
- * while that fits what is left, so the rows' statements in the same read return nothing for an
- * over-budget page instead of carrying it. `charge` takes the statement's answer. Null when the
- * context has no budget.
+ * rows `ids` (SQL: a list or a subquery) of each part would cost, and `holds` is a condition that
+ * is true only while that fits what is left, so the rows' statements in the same read return
+ * nothing for an over-budget page instead of carrying it. `charge` takes the statement's answer.
+ * Null when the context has no budget.
  */
-export function budgetInRead(ctx: ReadContext, resource: Resource, ids: SQL) {
+export function budgetInRead(ctx: ReadContext, parts: Array<{ resource: Resource; ids: SQL }>) {
   const budget = ctx.budget;
-  if (!budget) return null;
-  const columns = wideColumns(resource);
-  const wide = columns.length
-    ? sql`coalesce(sum(${sql.join(
-        columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
-        sql` + `,
-      )}), 0)`
-    : sql`0`;
-  const total = sql<number>`(${wide} + count(*) * ${ROW_OVERHEAD_BYTES})`;
-  const within = sql`${resource.list.idExpr} IN (${ids})`;
+  if (!budget || !parts.length) return null;
+  const total = sql.join(
+    parts.map(({ resource, ids }) => {
+      const columns = wideColumns(resource);
+      const wide = columns.length
+        ? sql`coalesce(sum(${sql.join(
+            columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
+            sql` + `,
+          )}), 0)`
+        : sql`0`;
+      return sql`(SELECT ${wide} + count(*) * ${ROW_OVERHEAD_BYTES} FROM ${resource.table} WHERE ${resource.list.idExpr} IN (${ids}))`;
+    }),
+    sql` + `,
+  );
   return {
-    statement: ctx.db.select({ bytes: total }).from(resource.table).where(within),
-    holds: sql`(SELECT ${total} FROM ${resource.table} WHERE ${within}) <= ${budget.limit - budget.used}`,
+    statement: ctx.db.all<{ bytes: number }>(sql`SELECT ${total} AS bytes`),
+    holds: sql`(${total}) <= ${budget.limit - budget.used}`,
     charge(answer: unknown) {
       budget.used += Number((answer as { bytes: number }[])[0]?.bytes ?? 0);
       if (budget.used > budget.limit) throw responseTooLarge(budget.limit);

@@ -328,7 +328,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
       .orderBy(...q.orderBy)
       .limit(q.limit)
       .offset(q.offset);
-    const budget = budgetInRead(ctx, resource, page.getSQL());
+    const budget = budgetInRead(ctx, [{ resource, ids: page.getSQL() }]);
     const ids = budget
       ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}`
       : page.getSQL();

@@ -89,6 +89,9 @@ function buildModel(
   return { cot, fields, table, resource, info };
 }
 
+/** A row of the linking statement: a field pointing at an object type, with its type's version. */
+type LinkingRow = { fieldId: number; cotId: number; shapeVersion: number };
+
 /** Types whose fields point at objects. */
 const REFERENCE_TYPES = FIELD_TYPE_MODULES.filter((m) => m.storage !== "column").map((m) => m.name);
 
@@ -253,7 +256,46 @@ export class CotRegistry {
     db: Executor,
     objectTypeId: number,
   ): Promise<{ field: FieldRow; model: CotModel }[]> {
-    const rows = await this.#linking.on(db, this.orm).all({ ot: objectTypeId });
+    return this.#linkingFrom(db, await this.#linking.on(db, this.orm).all({ ot: objectTypeId }));
+  }
+
+  /**
+   * `fieldsPointingAt` kept per object type with its proof — the linking statement's rows (field
+   * ids with their types' shape versions) — for a caller's one read: `statement` reads them again
+   * beside the caller's own (a guard, `core/fresh-read.ts`), `settle` compares, and on a change
+   * brings the entry up to date and answers false (decision 0085). Null until first read.
+   */
+  linkingGuarded(objectTypeId: number) {
+    const cached = this.#linkingCache.get(objectTypeId);
+    if (!cached) return null;
+    return {
+      fields: cached.fields,
+      statement: this.#linkingQuery(this.reader).where(this.#linkingWhere(objectTypeId)),
+      settle: async (rows: unknown): Promise<boolean> => {
+        const proof = JSON.stringify(rows);
+        if (proof === cached.proof) return true;
+        const fields = await this.#linkingFrom(this.reader, rows as LinkingRow[]);
+        this.#linkingCache.set(objectTypeId, { proof, fields });
+        return false;
+      },
+    };
+  }
+
+  /** Reads `fieldsPointingAt` for `linkingGuarded` to keep (outside transactions). */
+  async loadLinking(objectTypeId: number) {
+    const rows = await this.#linking.on(this.reader, this.orm).all({ ot: objectTypeId });
+    const fields = await this.#linkingFrom(this.reader, rows);
+    if (this.#linkingCache.size >= 1000) this.#linkingCache.clear();
+    this.#linkingCache.set(objectTypeId, { proof: JSON.stringify(rows), fields });
+    return fields;
+  }
+
+  #linkingCache = new Map<
+    number,
+    { proof: string; fields: { field: FieldRow; model: CotModel }[] }
+  >();
+
+  async #linkingFrom(db: Executor, rows: LinkingRow[]) {
     const out: { field: FieldRow; model: CotModel }[] = [];
     for (const row of rows) {
       const model = await this.#fresh(db, { id: row.cotId, shapeVersion: row.shapeVersion });
@@ -263,23 +305,30 @@ export class CotRegistry {
     return out;
   }
 
-  #linking = new Reusable((db) => {
+  #linkingQuery(db: Executor) {
     const f = customObjectTypeFields;
     const t = customObjectTypes;
-    const ot = sql.placeholder("ot");
     return db
       .select({ fieldId: f.id, cotId: f.customObjectTypeId, shapeVersion: t.shapeVersion })
       .from(f)
       .innerJoin(t, eq(t.id, f.customObjectTypeId))
-      .where(
-        sql`${f.type} IN (${sql.join(
-          REFERENCE_TYPES.map((t) => sql`${t}`),
-          sql`, `,
-        )}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
-      )
       .orderBy(f.customObjectTypeId, f.id)
-      .prepare();
-  });
+      .$dynamic();
+  }
+
+  #linkingWhere(ot: unknown) {
+    const f = customObjectTypeFields;
+    return sql`${f.type} IN (${sql.join(
+      REFERENCE_TYPES.map((t) => sql`${t}`),
+      sql`, `,
+    )}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`;
+  }
+
+  #linking = new Reusable((db) =>
+    this.#linkingQuery(db)
+      .where(this.#linkingWhere(sql.placeholder("ot")))
+      .prepare(),
+  );
 
   forget(id: number) {
     this.#models.delete(id);
