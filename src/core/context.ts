@@ -35,6 +35,17 @@ export interface AuthUser {
   constraints?: Map<string, Record<string, unknown>[]>;
 }
 
+/**
+ * A proof that a cached copy is current, read beside a request's own statements
+ * (`core/fresh-read.ts`, decision 0085): `settle` takes the statements' answers, answers true
+ * when the copy was current, else brings it up to date and answers false.
+ */
+export interface Guard {
+  name: string;
+  statements: Queries[number][];
+  settle(answers: unknown[]): Promise<boolean>;
+}
+
 /** A load as statements for someone else's read (`Resource.loadPlan`). */
 export interface LoadPlan {
   statements: Queries[number][];
@@ -234,7 +245,10 @@ export interface ModelInfo {
 export type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | null>;
 
 /** Every model of an app label known only at run time, with a signature that moves when any changes. */
-export type Catalog = (ctx: ReadContext) => Promise<{ signature: string; models: ModelInfo[] }>;
+export type Catalog = (
+  ctx: ReadContext,
+  guard?: (g: Guard) => void,
+) => Promise<{ signature: string; models: ModelInfo[] }>;
 
 /** `Services.models`: every model the API can point at (`ModelRegistry` in `models/registry.ts`). */
 export interface ModelRegistry {
@@ -243,7 +257,11 @@ export interface ModelRegistry {
   /** Lets readers list a run-time app label's models (GraphQL builds a type per model). */
   addCatalog(appLabel: string, catalog: Catalog): void;
   /** Every run-time model, and one signature over all of them. */
-  dynamicModels(ctx: ReadContext): Promise<{ signature: string; models: ModelInfo[] }>;
+  /** With `guard`, a catalog may answer from its cache and register the guard that proves it. */
+  dynamicModels(
+    ctx: ReadContext,
+    guard?: (g: Guard) => void,
+  ): Promise<{ signature: string; models: ModelInfo[] }>;
   staticModels(): ModelInfo[];
   /** Nested records for several models at once (one UNION ALL for every model with a SQL form). */
   nestedMany(

@@ -8,53 +8,71 @@
  * trips). A guard nothing folded in is settled on its own (`settleGuards`) before the answer
  * leaves.
  */
-import type { Ctx } from "./context";
+import type { Ctx, Guard } from "./context";
 import type { Queries, Results } from "../db/client";
 
-type Statement = Queries[number];
+export type { Guard };
 
-export interface Guard {
-  /** What it proves, for messages. */
-  name: string;
-  /** Statements whose answers show whether the cached copy is current. */
-  statements: Statement[];
-  /**
-   * Takes their answers (in order): true when the cached copy was current; otherwise brings the
-   * cache up to date (from these answers, or by reading again) and answers false.
-   */
-  settle(answers: unknown[]): Promise<boolean>;
+// Keyed by the request's context: a body limit may put another Request in `c.req.raw` meanwhile.
+const pending = new WeakMap<Ctx, Guard[]>();
+const staleHooks = new WeakMap<Ctx, () => void>();
+
+/**
+ * Calls `hook` when a guard of this request finds its cache stale: for a request that built more
+ * than the read on the cached state (GraphQL builds its schema from it) and must run again.
+ */
+export function onStale(c: Ctx, hook: () => void) {
+  staleHooks.set(c, hook);
 }
-
-const pending = new WeakMap<Request, Guard[]>();
 
 /** Registers `guard` on the request: its statements go with the request's next read. */
 export function addGuard(c: Ctx, guard: Guard) {
-  const list = pending.get(c.req.raw);
+  const list = pending.get(c);
   if (list) list.push(guard);
-  else pending.set(c.req.raw, [guard]);
+  else pending.set(c, [guard]);
 }
 
 /** Whether guards wait to be settled on this request. */
 export function hasGuards(c: Ctx): boolean {
-  return (pending.get(c.req.raw)?.length ?? 0) > 0;
+  return (pending.get(c)?.length ?? 0) > 0;
 }
 
 function takeGuards(c: Ctx): Guard[] {
-  const list = pending.get(c.req.raw) ?? [];
-  pending.delete(c.req.raw);
+  const list = pending.get(c) ?? [];
+  pending.delete(c);
   return list;
 }
 
 /** Settles `guards` with the answers that lead `answers`; true when every cached copy was current. */
-async function settleAll(guards: Guard[], answers: readonly unknown[]): Promise<boolean> {
+async function settleAll(c: Ctx, guards: Guard[], answers: readonly unknown[]): Promise<boolean> {
   let at = 0;
   let current = true;
+  let failure: unknown = null;
   for (const g of guards) {
     const mine = answers.slice(at, at + g.statements.length);
     at += g.statements.length;
-    if (!(await g.settle(mine))) current = false;
+    try {
+      if (!(await g.settle(mine))) current = false;
+    } catch (e) {
+      // what the refreshed cache says of the request (a token now unknown: 403)
+      current = false;
+      failure ??= e;
+    }
   }
+  if (failure !== null) failures.set(c, failure);
+  if (!current) staleHooks.get(c)?.();
+  if (failure !== null) throw failure;
   return current;
+}
+
+const failures = new WeakMap<Ctx, unknown>();
+
+/**
+ * What a guard of this request threw while settling (a token now unknown), for a route whose
+ * reads ran inside something that turns errors into answers of its own (GraphQL's resolvers).
+ */
+export function guardFailure(c: Ctx): unknown {
+  return failures.get(c) ?? null;
 }
 
 /** Settles the request's pending guards in one read of their own; true when all were current. */
@@ -63,7 +81,7 @@ export async function settleGuards(c: Ctx): Promise<boolean> {
   const statements = guards.flatMap((g) => g.statements);
   if (!statements.length) return true;
   const answers = await c.var.services.db.read(statements as unknown as Queries);
-  return settleAll(guards, answers as readonly unknown[]);
+  return settleAll(c, guards, answers as readonly unknown[]);
 }
 
 /**
@@ -90,11 +108,11 @@ export async function freshRead<T extends Queries>(
   } catch (e) {
     // A statement built on a stale shape can fail outright (a column gone): settle the guards
     // alone; if one was stale, build again on the refreshed caches.
-    pending.set(c.req.raw, guards);
+    pending.set(c, guards);
     if (await settleGuards(c)) throw e;
     return rebuilt(c, build);
   }
-  if (await settleAll(guards, answers)) return answers.slice(statements.length) as Results<T>;
+  if (await settleAll(c, guards, answers)) return answers.slice(statements.length) as Results<T>;
   return rebuilt(c, build);
 }
 

@@ -6,7 +6,7 @@
 import DataLoader from "dataloader";
 import { inArray } from "drizzle-orm";
 import { admitted, restrictWhere } from "../core/auth/restrict";
-import type { AuthState } from "../core/context";
+import type { AuthState, Ctx } from "../core/context";
 import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { choiceSets } from "../db/schema";
 import type { Entry } from "./shared";
@@ -18,6 +18,8 @@ export interface GraphQLContext {
   ctx: ReadContext;
   auth: AuthState;
   loaders: Loaders;
+  /** The HTTP request it answers (its guards ride in the first list's read, decision 0085). */
+  http: Ctx;
 }
 
 export class Loaders {

@@ -19,6 +19,8 @@ import type { Ctx, HonoEnv, Services } from "../core/context";
 import { ApiError } from "../core/errors";
 import { readBody } from "../core/http";
 import { readContext } from "../core/rest/handlers";
+import { databaseStamp } from "../core/database-stamp";
+import { addGuard, guardFailure, hasGuards, onStale, settleGuards } from "../core/fresh-read";
 import { responseTooLarge } from "../core/rest/budget";
 import { pageCostPlugin } from "./page-cost";
 import { Loaders, type GraphQLContext } from "./loaders";
@@ -38,6 +40,15 @@ export const GRAPHQL_LIMITS = {
 
 const SCHEMA_CACHE_SIZE = 64;
 
+/** Runs `work`, then settles the guards no read took along (before the answer leaves). */
+async function settledAfter(c: Ctx, work: () => Promise<Response>): Promise<Response> {
+  try {
+    return await work();
+  } finally {
+    if (hasGuards(c)) await settleGuards(c);
+  }
+}
+
 interface ServerContext {
   schema: GraphQLSchema;
   graphql: GraphQLContext;
@@ -56,10 +67,18 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
       hostEntries.push({ label, resource: info.resource, field: names.field, type: names.type });
   }
 
-  /** The caller's schema: their visible models, cached by shape signature and visible set. */
+  /**
+   * The caller's schema: their visible models, cached by shape signature and visible set. Where
+   * there is no change stamp, the signature comes from the registry's cache under a guard that
+   * the first list's read carries (decision 0085).
+   */
   async function schemaFor(c: Ctx): Promise<GraphQLSchema> {
     const ctx = readContext(c);
-    const dynamic = await services.models.dynamicModels(ctx);
+    const guarded = databaseStamp(services) === null;
+    const dynamic = await services.models.dynamicModels(
+      ctx,
+      guarded ? (g) => addGuard(c, g) : undefined,
+    );
     const cotNames = customObjectNames(
       dynamic.models.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })),
     );
@@ -149,8 +168,9 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
     }
     await next();
   });
-  // GraphQL reads with POST too: when login is optional an anonymous POST may read.
-  app.use("*", authenticate({ exempt: () => !services.config.loginRequired }));
+  // GraphQL reads with POST too: when login is optional an anonymous POST may read. Every query
+  // is a read: the token's guard rides in the first list's read, and the route settles it.
+  app.use("*", authenticate({ exempt: () => !services.config.loginRequired, readsSettled: true }));
   app.on(["GET", "POST"], "/", async (c) => {
     const url = new URL(c.req.url);
     url.pathname = "/graphql/";
@@ -158,14 +178,31 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
     if (c.req.method === "POST") {
       body = await readBody(c);
     }
-    const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
     const ctx = readContext(c);
-    const graphql: GraphQLContext = {
-      ctx,
-      auth: c.var.auth,
-      loaders: new Loaders(ctx, c.var.auth),
+    const run = async () => {
+      const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
+      const graphql: GraphQLContext = {
+        ctx,
+        auth: c.var.auth,
+        loaders: new Loaders(ctx, c.var.auth),
+        http: c,
+      };
+      return yoga.fetch(request, { schema: await schemaFor(c), graphql });
     };
-    const answer = await yoga.fetch(request, { schema: await schemaFor(c), graphql });
+    // A guard found its cache stale (the caller's grants, a type's shape): the schema and the
+    // resolvers were built on it, so the query runs again on the refreshed caches (once).
+    let stale = false;
+    onStale(c, () => {
+      stale = true;
+    });
+    let answer = await settledAfter(c, run);
+    if (stale) {
+      await answer.body?.cancel();
+      const failure = guardFailure(c);
+      if (failure) throw failure;
+      if (ctx.budget) ctx.budget.used = 0;
+      answer = await settledAfter(c, run);
+    }
     // Lists that would pass the response budget stopped before reading their rows: the whole
     // answer is the §4 error (with a GraphQL `errors` entry), not a partial result.
     const budget = ctx.budget;

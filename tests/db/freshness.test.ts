@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../../src/app";
+import { createApp, servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
 import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";
@@ -146,6 +147,7 @@ describe("a change through instance A is seen by the next read through instance 
     for (const page of ["", "&limit=2", "&limit=2&offset=1", "&limit=3&offset=2", "&offset=50"]) {
       const path = `${CO}/linked-objects/?object_type=dcim.site&object_id=${site}${page}`;
       const stepwise = await viaB("GET", path, a.admin); // the first asks keeps the fields
+      await flushSearchIndexesNow(servicesOf(a.app)); // A's deferred flush, not in B's count
       proxy.reset();
       const oneRead = await viaB("GET", path, a.admin);
       // one read, and one more for the multiobject field's links and their nested forms (as any
@@ -171,6 +173,25 @@ describe("a change through instance A is seen by the next read through instance 
       (await viaB("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=999999`, a.admin))
         .status,
     ).toBe(404);
+  });
+
+  test("GraphQL: a field added and a token revoked through A are seen by B's next query", async () => {
+    const token = await a.user("graphql-user", [[["view"], "custom_objects.gadget"]]);
+    const query = (q: string, as = token) =>
+      b.app.request(`${BASE}/graphql/`, {
+        method: "POST",
+        headers: { authorization: `Token ${as}`, "content-type": "application/json" },
+        body: JSON.stringify({ query: q }),
+      });
+    const first = await (await query("{ custom_objects_gadget_list { title } }")).json();
+    expect(first.errors).toBeUndefined();
+    await addField(a, cotId, { name: "weight", type: "integer" });
+    const after = await query("{ custom_objects_gadget_list { title weight } }");
+    const body = await after.json();
+    expect(body.errors).toBeUndefined();
+    expect(body.data.custom_objects_gadget_list[0]).toHaveProperty("weight", null);
+    await revokeTokensOf("graphql-user");
+    expect((await query("{ custom_objects_gadget_list { title } }")).status).toBe(403);
   });
 
   test("the response budget holds in the one read: an over-budget page carries no rows", async () => {

@@ -107,15 +107,17 @@ test("linked objects, GraphQL with one relation, a schema apply adding one field
     200,
   );
   if (process.env.ROUND_TRIPS_LOG) console.log({ linked, graphql, applied });
-  // TARGET: linked objects 1, GraphQL ≤ 2, schema apply ≤ 4; NOW (2026-11-27, pinned): 7, 6, 43
-  // (GraphQL is a POST: the token and its grants are read before it, not folded into its read).
+  // linked objects 1 and GraphQL ≤ 2 (decision 0085: the token's and the types' guards ride in
+  // the first read; the relation is the second). Schema apply: TARGET ≤ 4, NOW 43 (pinned, + 1
+  // for a background statement of the app's own — a deferred index flush — that may land in it).
   expect(linked).toBe(1);
-  expect(graphql).toBeLessThanOrEqual(6);
-  expect(applied).toBeLessThanOrEqual(43);
+  expect(graphql).toBeLessThanOrEqual(2);
+  expect(applied).toBeLessThanOrEqual(44);
 });
 
 // Writes read the token and its grants first (one read: a cached token is proven current only in a
 // read's batch, decision 0085); a write path that folds `freshRead` into its read batch saves it.
+// NOW pins allow 1 for a background statement of the app's own (a deferred index flush).
 test("writes: create, update, delete, bulk of 100 (TARGET ≤ 2; NOW as pinned)", async () => {
   expect(
     await roundTrips(
@@ -140,11 +142,11 @@ test("writes: create, update, delete, bulk of 100 (TARGET ≤ 2; NOW as pinned)"
       () => `${CO}/thing/${objectId}/`,
       () => ({ title: `p${next()}` }),
     ),
-  ).toBeLessThanOrEqual(10);
+  ).toBeLessThanOrEqual(11);
   const victims: number[] = [];
   for (let i = 0; i < 2; i++) victims.push((await create(t, "thing", { title: `v${next()}` })).id);
   expect(await roundTrips("DELETE", () => `${CO}/thing/${victims.shift()}/`)).toBeLessThanOrEqual(
-    11,
+    12,
   );
   expect(
     await roundTrips(

@@ -137,6 +137,11 @@ export function authenticate(
     exempt?: (path: string, method: string) => boolean;
     /** Answers a request again (the app's `fetch`), for a stale cache found after the answer was built. */
     again?: (c: Ctx) => Promise<Response>;
+    /**
+     * Every request is a read whatever its method, and its route settles the guards itself,
+     * answering again if one was stale (GraphQL).
+     */
+    readsSettled?: boolean;
   } = {},
 ): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
@@ -157,7 +162,10 @@ export function authenticate(
     let entry = entries.get(keyHash);
     const read = c.req.method === "GET" || c.req.method === "HEAD";
     const deferred =
-      !!entry && stamp === null && read && !!options.again && !answeredAgain.has(c.req.raw);
+      !!entry &&
+      stamp === null &&
+      !answeredAgain.has(c.req.raw) &&
+      ((read && !!options.again) || !!options.readsSettled);
     if (!entry || (!deferred && (stamp === null || entry.stamp !== stamp))) {
       entry = cachedFrom(
         (await db.read([...authStatements(db.reader, keyHash)])) as unknown[],
@@ -197,8 +205,17 @@ export function authenticate(
       throw e;
     }
     if (current) return;
-    answeredAgain.add(c.req.raw);
     c.res = undefined;
-    c.res = await options.again!(c);
+    if (!options.again) {
+      // a route that settles its own guards failed before it could: ask for the request again
+      c.res = c.json(
+        { detail: "Credentials changed while this request ran; retry it.", error: "retry" },
+        503,
+        { "Retry-After": "0" },
+      );
+      return;
+    }
+    answeredAgain.add(c.req.raw);
+    c.res = await options.again(c);
   };
 }

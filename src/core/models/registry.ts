@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import type {
   ApiRecord,
   Catalog,
+  Guard,
   ModelInfo,
   ModelRegistry as ModelRegistryApi,
   ReadContext,
@@ -35,11 +36,14 @@ export class ModelRegistry implements ModelRegistryApi {
   }
 
   /** Every run-time model, and one signature over all of them. */
-  async dynamicModels(ctx: ReadContext): Promise<{ signature: string; models: ModelInfo[] }> {
+  async dynamicModels(
+    ctx: ReadContext,
+    guard?: (g: Guard) => void,
+  ): Promise<{ signature: string; models: ModelInfo[] }> {
     const signatures: string[] = [];
     const models: ModelInfo[] = [];
     for (const [label, catalog] of this.#catalogs) {
-      const found = await catalog(ctx);
+      const found = await catalog(ctx, guard);
       signatures.push(`${label}=${found.signature}`);
       models.push(...found.models);
     }

@@ -207,8 +207,10 @@ export const customObjectsPlugin: HostPlugin = {
       APP_LABEL,
       async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null,
     );
-    services.models.addCatalog(APP_LABEL, async (ctx) => {
-      const { signature, models } = await registry.all(ctx.db);
+    services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
+      const cached = guard ? registry.allGuarded() : null;
+      if (cached) guard!(cached.guard);
+      const { signature, models } = cached?.all ?? (await registry.all(ctx.db));
       return { signature, models: models.map((m) => ({ ...m.info, catalogId: m.cot.id })) };
     });
     return {

@@ -230,7 +230,40 @@ export class CotRegistry {
       const model = await this.#fresh(db, row);
       if (model) models.push(model);
     }
-    return { signature: rows.map((r) => `${r.id}:${r.shapeVersion}`).join(","), models };
+    const all = { signature: rows.map((r) => `${r.id}:${r.shapeVersion}`).join(","), models };
+    if (db === this.orm || db === this.reader) this.#all = all;
+    return all;
+  }
+
+  /** What `all` last read outside a transaction. */
+  #all: { signature: string; models: CotModel[] } | null = null;
+
+  /**
+   * `all` from what it last read, with the guard that proves it current in the caller's one read
+   * (every type's id and shape version; decision 0085); null until `all` has read once.
+   */
+  allGuarded() {
+    const cached = this.#all;
+    if (!cached) return null;
+    return {
+      all: cached,
+      guard: {
+        name: "custom object types",
+        statements: [
+          this.reader
+            .select(CotRegistry.#version)
+            .from(customObjectTypes)
+            .orderBy(asc(customObjectTypes.id)),
+        ],
+        settle: async ([rows]: unknown[]): Promise<boolean> => {
+          const versions = rows as Array<{ id: number; shapeVersion: number }>;
+          if (versions.map((r) => `${r.id}:${r.shapeVersion}`).join(",") === cached.signature)
+            return true;
+          await this.all(this.reader);
+          return false;
+        },
+      },
+    };
   }
 
   #versions = new Reusable((db) =>
