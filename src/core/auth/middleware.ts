@@ -70,9 +70,10 @@ const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 function authStatements(orm: Orm, keyHash: string) {
   return [
     orm
+      // every column named once: D1's batch answers rows as objects keyed by column name
       .select({
         tokenId: tokens.id,
-        userId: users.id,
+        userId: tokens.userId,
         username: users.username,
         isSuperuser: users.isSuperuser,
         isActive: users.isActive,
