@@ -117,7 +117,7 @@ function liveResource(
 }
 
 /** Resources a read resolved from the registry's cache under a guard, per request. */
-const resolvedUnderGuard = new WeakMap<Request, Resource>();
+const resolvedUnderGuard = new WeakMap<Ctx, Resource>();
 
 /**
  * A read where no change stamp proves the cached model current (remote, D1): the cached model,
@@ -129,12 +129,12 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   const services = c.var.services;
   if (c.req.method !== "GET" && c.req.method !== "HEAD") return null;
   if (services.db.changeStamp() !== null) return null;
-  const known = resolvedUnderGuard.get(c.req.raw);
+  const known = resolvedUnderGuard.get(c);
   if (known) return known;
   const cached = registry.cachedBySlug(slug);
   if (!cached) return null;
   const resource = liveResource(registry, cached.cot.id, slug, cached.resource, true);
-  resolvedUnderGuard.set(c.req.raw, resource);
+  resolvedUnderGuard.set(c, resource);
   addGuard(c, {
     name: `shape of ${slug}`,
     statements: [
@@ -148,7 +148,7 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
       const [row] = rows as { id: number; v: number }[];
       if (row && row.id === cached.cot.id && row.v === cached.cot.shapeVersion) return true;
       registry.forget(cached.cot.id);
-      resolvedUnderGuard.delete(c.req.raw);
+      resolvedUnderGuard.delete(c);
       return false;
     },
   });
