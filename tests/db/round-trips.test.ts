@@ -14,7 +14,7 @@ import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-f
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -113,6 +113,38 @@ test("linked objects, GraphQL with one relation, a schema apply adding one field
   expect(linked).toBe(1);
   expect(graphql).toBeLessThanOrEqual(2);
   expect(applied).toBeLessThanOrEqual(44);
+});
+
+test("a type of many field kinds: GET by id and list in 1 each", async () => {
+  const cot = await makeCot(t, "gear");
+  const speeds = await choiceSet(t, "gear-speeds", ["1g", "10g"]);
+  for (const field of [
+    { name: "name", type: "text", primary: true },
+    { name: "count", type: "integer" },
+    { name: "price", type: "decimal" },
+    { name: "on", type: "boolean" },
+    { name: "day", type: "date" },
+    { name: "speed", type: "select", choice_set: speeds },
+    { name: "speeds", type: "multiselect", choice_set: speeds },
+    { name: "attrs", type: "json" },
+    { name: "site", type: "object", related_object_type: "dcim.site" },
+  ])
+    await addField(t, cot.id, field);
+  const id = (
+    await create(t, "gear", {
+      name: "g1",
+      count: 2,
+      price: "1.5",
+      on: true,
+      day: "2026-01-02",
+      speed: "1g",
+      speeds: ["1g", "10g"],
+      attrs: { a: 1 },
+      site: siteId,
+    })
+  ).id;
+  expect(await roundTrips("GET", () => `${CO}/gear/${id}/`)).toBe(1);
+  expect(await roundTrips("GET", () => `${CO}/gear/`)).toBe(1);
 });
 
 // Writes read the token and its grants first (one read: a cached token is proven current only in a
