@@ -115,7 +115,7 @@ test("linked objects, GraphQL with one relation, a schema apply adding one field
   expect(applied).toBeLessThanOrEqual(44);
 });
 
-test("a type of many field kinds: GET by id and list in 1 each", async () => {
+test("a type of many field kinds (multiobject too): GET by id and list in 1 each", async () => {
   const cot = await makeCot(t, "gear");
   const speeds = await choiceSet(t, "gear-speeds", ["1g", "10g"]);
   for (const field of [
@@ -128,6 +128,7 @@ test("a type of many field kinds: GET by id and list in 1 each", async () => {
     { name: "speeds", type: "multiselect", choice_set: speeds },
     { name: "attrs", type: "json" },
     { name: "site", type: "object", related_object_type: "dcim.site" },
+    { name: "sites", type: "multiobject", related_object_type: "dcim.site" },
   ])
     await addField(t, cot.id, field);
   const id = (
@@ -141,6 +142,7 @@ test("a type of many field kinds: GET by id and list in 1 each", async () => {
       speeds: ["1g", "10g"],
       attrs: { a: 1 },
       site: siteId,
+      sites: [siteId],
     })
   ).id;
   expect(await roundTrips("GET", () => `${CO}/gear/${id}/`)).toBe(1);

@@ -158,7 +158,7 @@ export class CotRegistry {
     const targets = fields
       .filter(
         (f) =>
-          fieldType(f.type).storage === "reference" &&
+          fieldType(f.type).storage !== "column" &&
           !f.isPolymorphic &&
           f.relatedObjectTypeId != null,
       )

@@ -122,12 +122,22 @@ export function reader(shape: Shape): Reader {
           want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
       } else if (storage(f) === "links") {
         const lt = ident(linkTableName(cot.id, f.id));
-        const linkRows = (await ctx.db.all(
-          sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
-            ids.map((i) => sql`${i}`),
-            sql`, `,
-          )}) ORDER BY source_id, position, target_id`,
-        )) as { source_id: number; target_type: number | null; target_id: number }[];
+        const key = `__l_${f.name}`;
+        // the links came with the rows (`loadPlan`), or are read now
+        const linkRows = rows.every((r) => key in r)
+          ? rows.flatMap((r) =>
+              (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
+                source_id: r.id as number,
+                target_type: type,
+                target_id: id,
+              })),
+            )
+          : ((await ctx.db.all(
+              sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
+                ids.map((i) => sql`${i}`),
+                sql`, `,
+              )}) ORDER BY source_id, position, target_id`,
+            )) as { source_id: number; target_type: number | null; target_id: number }[]);
         const bySource = new Map<number, { typeId: number; id: number }[]>();
         for (const l of linkRows) {
           const typeId = l.target_type ?? f.relatedObjectTypeId!;
@@ -344,14 +354,50 @@ export function reader(shape: Shape): Reader {
     return records;
   }
 
-  /** `load` as one statement for a caller's read (decision 0085): tags and embedded forms ride on the rows. */
+  // For `loadPlan`: each multiobject field's links ride on the row as a JSON list of
+  // [target type, target id, nested form] (the form where its host model has a SQL form).
+  const linkFields = fields.filter((f) => storage(f) === "links");
+  const planColumns: Record<string, SQLiteColumn | SQL> = { ...rowColumns };
+  for (const f of linkFields) {
+    const info = f.isPolymorphic ? undefined : embedded.get(f.relatedObjectTypeId!);
+    const form = info?.nestedSql?.selectOne
+      ? sql`, json(${info.nestedSql.selectOne(sql`l.target_id`)})`
+      : sql``;
+    planColumns[`__l_${f.name}`] =
+      sql`(SELECT json_group_array(json_array(l.target_type, l.target_id${form})) FROM (SELECT target_type, target_id FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${ident(tableName(cot.id))}.id ORDER BY position, target_id) l)`;
+  }
+
+  /** The nested forms that rode on the rows' links, by object type and id. */
+  function linkedForms(ctx: ReadContext, rows: Record<string, any>[]): Nested {
+    const known: Nested = new Map();
+    for (const f of linkFields) {
+      const info = f.isPolymorphic ? undefined : embedded.get(f.relatedObjectTypeId!);
+      if (!info?.nestedSql) continue;
+      const forms = known.get(f.relatedObjectTypeId!) ?? new Map<number, ApiRecord>();
+      known.set(f.relatedObjectTypeId!, forms);
+      for (const r of rows)
+        for (const [, id, columns] of JSON.parse(r[`__l_${f.name}`] ?? "[]") as [
+          unknown,
+          number,
+          Record<string, unknown> | null,
+        ][])
+          if (columns && !forms.has(id)) forms.set(id, info.nestedSql.build(ctx, id, columns));
+    }
+    return known;
+  }
+
+  /**
+   * `load` as one statement for a caller's read (decision 0085): tags, embedded forms and
+   * multiobject links (with their forms) ride on the rows.
+   */
   function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
     return {
-      statements: [ctx.db.select(rowColumns).from(table).where(sql`${table.id} IN (${ids})`)],
+      statements: [ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`)],
       finish(answers, order) {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));
-        return serialize(ctx, order.map((id) => byId.get(id)).filter(Boolean) as typeof rows);
+        const ordered = order.map((id) => byId.get(id)).filter(Boolean) as typeof rows;
+        return serialize(ctx, ordered, linkFields.length ? linkedForms(ctx, ordered) : undefined);
       },
     };
   }
