@@ -98,6 +98,40 @@ export interface WriteContext extends ReadContext {
 
 export type ApiRecord = Record<string, unknown>;
 
+/** An object a staged write wrote: its id, its record, and that record's JSON text when known. */
+export interface StagedWritten {
+  id: number;
+  record: ApiRecord;
+  json?: string;
+}
+
+/** One item of a staged update. */
+export interface StagedUpdate {
+  id: number;
+  input: ApiRecord;
+}
+
+export interface StagedOptions {
+  /** A list request: field errors are answered per item. */
+  bulk: boolean;
+  /** Checks the stamp (`last_updated`) read for an object (`If-Match`: 412 when it differs). */
+  precondition?: (stamp: string | null) => void;
+}
+
+/**
+ * A resource's writes as one read phase and one atomic write batch (decision 0071): two round
+ * trips on a remote database, none of them inside an interactive transaction.
+ */
+export interface StagedWrites {
+  create(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
+  update(
+    ctx: WriteContext,
+    items: StagedUpdate[],
+    partial: boolean,
+    options: StagedOptions,
+  ): Promise<StagedWritten[]>;
+}
+
 export interface Resource {
   appLabel: string;
   model: string;
@@ -122,6 +156,8 @@ export interface Resource {
   update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
   /** Deletes one row that is known to exist (delete hooks have already run). */
   delete(ctx: WriteContext, id: number): Promise<void>;
+  /** Writes as one read and one atomic batch, where the resource can state them so. */
+  staged?: StagedWrites;
   /** The object type id, when the resource knows it (saves a lookup per logged change). */
   objectTypeId?: number;
   /** Maps a constraint column (`site_id`) to its API field (`site`). */

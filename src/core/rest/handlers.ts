@@ -67,16 +67,46 @@ export async function writeTransaction<T>(
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }
-  for (const task of afterCommit) {
+  await runAfterCommit(services, meta.requestId, afterCommit);
+  return result;
+}
+
+/**
+ * Runs a staged write (decision 0071): `fn` reads in one round trip and writes in one atomic
+ * batch itself, with no transaction held open around it. Tasks passed to `ctx.onCommit` run once
+ * the batch has committed.
+ */
+async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+  const services = c.var.services;
+  const afterCommit: Array<() => Promise<void>> = [];
+  const result = await fn({
+    db: services.db.orm,
+    services,
+    baseUrl: baseUrlOf(c),
+    auth: c.var.auth,
+    requestId: c.var.requestId,
+    params: new URL(c.req.url).searchParams,
+    onCommit: (task) => afterCommit.push(task),
+    scratch: new Slots(),
+  });
+  await runAfterCommit(services, c.var.requestId, afterCommit);
+  return result;
+}
+
+async function runAfterCommit(
+  services: Services,
+  requestId: string,
+  tasks: Array<() => Promise<void>>,
+) {
+  for (const task of tasks) {
     // The change is committed; a failing follow-up is logged, never turned into an error answer.
     await task().catch((e) =>
       services.logger.error("after-commit task failed", {
-        requestId: meta.requestId,
+        requestId,
         error: String((e as Error)?.message ?? e),
       }),
     );
   }
-  return result;
 }
 
 export function inTransaction<T>(
@@ -328,6 +358,42 @@ async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<
   return out;
 }
 
+/** A bulk create's items, each a JSON object (else the list's errors per item). */
+function bulkObjects(body: unknown[]): ApiRecord[] {
+  const errors: FieldErrors[] = body.map(() => ({}));
+  const objects = body.flatMap((raw, i) => {
+    try {
+      return [asObject(raw, `item ${i}`)];
+    } catch (e) {
+      errors[i] = (e as ValidationError).fields as FieldErrors;
+      return [];
+    }
+  });
+  if (objects.length < body.length) throw new ValidationError(errors);
+  return objects;
+}
+
+/**
+ * A bulk update's items: each a JSON object with an id (the list's field errors per item, as
+ * `eachItem` gives them); the id is not an input field.
+ */
+function bulkItems(body: unknown[]): Array<{ id: number; input: ApiRecord }> {
+  const errors: FieldErrors[] = [];
+  const items: Array<{ id: number; input: ApiRecord }> = [];
+  for (const [i, raw] of body.entries()) {
+    try {
+      const item = asObject(raw, `item ${i}`);
+      const { id: _drop, ...input } = item;
+      items.push({ id: bulkId(item), input });
+      errors.push({});
+    } catch (e) {
+      errors.push((e as ValidationError).fields as FieldErrors);
+    }
+  }
+  if (items.length < body.length) throw new ValidationError(errors);
+  return items;
+}
+
 function bulkId(item: ApiRecord): number {
   const id = item.id;
   if (typeof id !== "number" || !Number.isInteger(id) || id < 1)
@@ -416,12 +482,17 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "add", r);
     const body = await readJson(c);
+    const staged = r.staged;
     if (Array.isArray(body)) {
-      const written = await inTransaction(c, r, (ctx) =>
-        r.createMany
-          ? createManyChecked(ctx, r, body)
-          : eachItem(body, (item) => createChecked(ctx, r, item)),
-      );
+      if (!body.length)
+        throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+      const written: Written[] = staged
+        ? await inStagedWrite(c, (ctx) => staged.create(ctx, bulkObjects(body), { bulk: true }))
+        : await inTransaction(c, r, (ctx) =>
+            r.createMany
+              ? createManyChecked(ctx, r, body)
+              : eachItem(body, (item) => createChecked(ctx, r, item)),
+          );
       const records = await writtenRecords(c, r, written);
       const answer = await projected(c, r, records);
       // The answer is the records the change log just wrote as JSON (nothing hidden, no
@@ -437,9 +508,10 @@ export function mountResource(
       }
       return c.json(answer, 201);
     }
-    const written = await inTransaction(c, r, (ctx) =>
-      createChecked(ctx, r, asObject(body, "body")),
-    );
+    const input = asObject(body, "body");
+    const written: Written = staged
+      ? (await inStagedWrite(c, (ctx) => staged.create(ctx, [input], { bulk: false })))[0]!
+      : await inTransaction(c, r, (ctx) => createChecked(ctx, r, input));
     return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0], 201);
   });
 
@@ -453,6 +525,18 @@ export function mountResource(
         throw new ValidationError({
           non_field_errors: ["Bulk update expects a list of objects with an id."],
         });
+      const staged = r.staged;
+      if (staged) {
+        if (!body.length)
+          throw new ValidationError({
+            non_field_errors: ["Expected a non-empty list of objects."],
+          });
+        const items = bulkItems(body);
+        const written = await inStagedWrite(c, (ctx) =>
+          staged.update(ctx, items, partial, { bulk: true }),
+        );
+        return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+      }
       const written = await inTransaction(c, r, (ctx) =>
         eachItem(body, async (item) => {
           const id = bulkId(item);
@@ -468,6 +552,13 @@ export function mountResource(
       await requirePermission(c, "change", r);
       const id = parseId(c.req.param("id"));
       const body = asObject(await readJson(c), "body");
+      const staged = r.staged;
+      if (staged) {
+        const [written] = await inStagedWrite(c, (ctx) =>
+          staged.update(ctx, [{ id, input: body }], partial, { bulk: false }),
+        );
+        return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
+      }
       const written = await inTransaction(c, r, async (ctx) => {
         await ensureExists(ctx, r, id, "change");
         return updateChecked(ctx, r, id, body, partial);
