@@ -23,6 +23,8 @@ import { anchoredPageIds, countRows } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetOf, chargeRows } from "./budget";
 import { databaseStamp } from "../database-stamp";
+import type { StagedOptions } from "../context";
+import { requireMatch, stampsFromIfMatch } from "./etag";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
@@ -358,6 +360,16 @@ async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<
   return out;
 }
 
+/**
+ * `If-Match` (NetBox 4.6) as a staged write's precondition on the stamp it reads: 412 when the
+ * object's ETag differs; a write that loses a race after the check answers 412 as well.
+ */
+function ifMatch(c: Ctx): StagedOptions["precondition"] {
+  const expected = stampsFromIfMatch(c.req.header("if-match"));
+  if (expected === null) return undefined;
+  return (stamp) => requireMatch(expected, { last_updated: stamp });
+}
+
 /** A bulk create's items, each a JSON object (else the list's errors per item). */
 function bulkObjects(body: unknown[]): ApiRecord[] {
   const errors: FieldErrors[] = body.map(() => ({}));
@@ -554,8 +566,9 @@ export function mountResource(
       const body = asObject(await readJson(c), "body");
       const staged = r.staged;
       if (staged) {
+        const precondition = ifMatch(c);
         const [written] = await inStagedWrite(c, (ctx) =>
-          staged.update(ctx, [{ id, input: body }], partial, { bulk: false }),
+          staged.update(ctx, [{ id, input: body }], partial, { bulk: false, precondition }),
         );
         return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
       }
