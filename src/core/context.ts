@@ -21,6 +21,7 @@ import type { TaskQueue } from "../services/tasks/queue";
 import type { ListSpec } from "./rest/query";
 import type { Slots } from "./slots";
 import type { FieldErrors } from "./errors";
+import type { ReadPhase, WriteBatch } from "./rest/write-batch";
 
 export interface AuthUser {
   id: number;
@@ -124,6 +125,12 @@ export interface StagedOptions {
  */
 export interface StagedWrites {
   create(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
+  /** Deletes `ids` (in order; hooks included), or answers "transaction" when it cannot be staged. */
+  delete(
+    ctx: WriteContext,
+    ids: number[],
+    options: StagedOptions,
+  ): Promise<"transaction" | undefined>;
   update(
     ctx: WriteContext,
     items: StagedUpdate[],
@@ -226,10 +233,26 @@ export interface Relation {
  * Runs before any object is deleted, inside the delete's transaction: generic references
  * (tags, custom object fields pointing at it) are cleaned up or the delete is refused.
  */
-export type DeleteHook = (
-  ctx: WriteContext,
-  target: { appLabel: string; model: string; id: number },
-) => Promise<void>;
+export type DeleteHook = ((ctx: WriteContext, target: DeleteTarget) => Promise<void>) & {
+  /**
+   * The hook in a staged delete (decision 0071): it adds its reads to `phase`; the answer, called
+   * once the phase has run, refuses (throws) or says what to add to the write batch. A hook
+   * without it keeps deletes in a transaction.
+   */
+  stage?: (ctx: WriteContext, phase: ReadPhase, target: DeleteTarget) => () => Promise<StagedHook>;
+};
+type DeleteTarget = { appLabel: string; model: string; id: number };
+
+/** A delete hook's part of a staged delete. */
+export interface StagedHook {
+  /** Adds the hook's statements (clean-ups, guards against what changed since the read). */
+  write(batch: WriteBatch): void;
+  /**
+   * After the batch failed a guard: throws the hook's own answer when one of its guards failed,
+   * or answers "transaction" when the delete must run in a transaction after all (a cascade).
+   */
+  explain?(): Promise<"transaction" | undefined>;
+}
 type DeleteHooks = DeleteHook[];
 
 /* The model registry: every model the API can point at, keyed by `app_label.model`. */

@@ -24,6 +24,7 @@ import type {
   ModelInfo,
   ReadContext,
   Resource,
+  StagedHook,
   StagedOptions,
   StagedUpdate,
   StagedWrites,
@@ -459,21 +460,26 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
 
   /**
    * Runs the batch; constraint failures map to 400/409 as in a transaction. A failed guard is a
-   * lost race (409, or 412 when the caller sent `If-Match`) where a row's stamp moved since the
-   * read phase, else the permission guard (403): one more read tells them apart, on failure only.
+   * delete hook's (its own answer, or "transaction" to redo the delete in one), a lost race (409,
+   * or 412 when the caller sent `If-Match`) where a row's stamp moved since the read phase, else
+   * the permission guard (403). The reads that tell them apart run on failure only.
    */
   async function runBatch(
     ctx: WriteContext,
     batch: WriteBatch,
-    action: "add" | "change",
+    action: "add" | "change" | "delete",
     read: Map<number, string | null>,
     preconditioned: boolean,
-  ) {
+    hooks: StagedHook[] = [],
+  ): Promise<"transaction" | undefined> {
     try {
       await batch.run(ctx.services.db);
+      return undefined;
     } catch (e) {
       if (!isWriteConflict(e)) throw mapConstraintError(e, resource) ?? e;
-      if (action === "change") {
+      for (const hook of hooks)
+        if ((await hook.explain?.()) === "transaction") return "transaction";
+      if (action !== "add") {
         const now = await orm(ctx)
           .select({ id: table.id, stamp: (table as any).lastUpdated })
           .from(table)
@@ -483,7 +489,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
           now.some((r) => read.get(Number(r.id)) !== (r.stamp as string | null));
         if (moved) throw preconditioned ? preconditionFailed() : new WriteConflictError();
       }
-      throw outsideConstraints(action);
+      throw action === "delete" ? new WriteConflictError() : outsideConstraints(action);
     }
   }
 
@@ -524,14 +530,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     const read = new Map<number, string | null>();
     for (const row of existingRows()) {
       // the stored related objects' nested forms join those the inputs name
-      for (const f of fkFields) {
-        const j = row[`__fk_${f.name}`];
-        delete row[`__fk_${f.name}`];
-        const id = row[keyOf(f.column!)];
-        const build = infos.get(f.name)?.nestedSql?.build;
-        if (typeof j === "string" && id != null && build)
-          related.get(f.name)!.set(id, build(ctx, id, JSON.parse(j)));
-      }
+      takeNested(ctx, row, related, infos);
       byId.set(row.id, row);
       read.set(row.id, row.lastUpdated ?? null);
     }
@@ -589,7 +588,102 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       json,
     }));
   }
-  return { create, update };
+  async function remove(
+    ctx: WriteContext,
+    ids: number[],
+    options: StagedOptions,
+  ): Promise<"transaction" | undefined> {
+    const hooks = ctx.services.deleteHooks;
+    if (hooks.some((h) => !h.stage)) return "transaction";
+    const objectTypeId = await parts.objectTypeId(ctx);
+    const unique = [...new Set(ids)];
+    const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
+    const viewWhere = deleteWhere
+      ? await restrictWhere(ctx, ctx.auth, "view", resource)
+      : undefined;
+    const phase = new ReadPhase();
+    const rules = stageRules(ctx, phase);
+    const infos = new Map<string, ModelInfo | null>();
+    for (const f of fkFields) {
+      const [app, model] = f.related!.split(".") as [string, string];
+      infos.set(f.name, await ctx.services.models.get(app, model, ctx));
+    }
+    const existingRows = readExisting(ctx, phase, unique, infos);
+    const existingTags = spec.tags
+      ? phase.add(storedTagsQuery(ctx, objectTypeId, unique))
+      : () => [] as Array<TagRow & { objectId: number }>;
+    const mayDelete = deleteWhere ? phase.add(admittedQuery(ctx, unique, deleteWhere)) : null;
+    const mayView = viewWhere ? phase.add(admittedQuery(ctx, unique, viewWhere)) : null;
+    const target = (id: number) => ({ appLabel: spec.appLabel, model: spec.model, id });
+    const hookParts = new Map(
+      unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
+    );
+    await phase.run(ctx.services.db);
+    const staged = await rules();
+    const related = new Map(fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
+    const byId = new Map<number, Row>();
+    const read = new Map<number, string | null>();
+    for (const row of existingRows()) {
+      takeNested(ctx, row, related, infos);
+      byId.set(row.id, row);
+      read.set(row.id, row.lastUpdated ?? null);
+    }
+    const storedTags = new Map<number, TagRow[]>();
+    for (const t of existingTags() as Array<TagRow & { objectId: number }>)
+      (storedTags.get(t.objectId) ?? storedTags.set(t.objectId, []).get(t.objectId)!).push(t);
+    const deleteOk = mayDelete ? new Set(mayDelete().map((r) => Number(r.id))) : null;
+    const viewOk = mayView ? new Set(mayView().map((r) => Number(r.id))) : null;
+    const batch = new WriteBatch();
+    const changes: StagedChange[] = [];
+    const explain: StagedHook[] = [];
+    for (const id of ids) {
+      const existing = byId.get(id);
+      if (!existing || (deleteOk && !deleteOk.has(id) && !viewOk?.has(id)))
+        throw notFound(`No ${resource.verboseName} with id ${id}.`);
+      if (deleteOk && !deleteOk.has(id)) throw forbidden();
+      options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
+      byId.delete(id); // named twice: the second is not found, as it would be one by one
+      for (const answer of hookParts.get(id)!) {
+        const part = await answer();
+        part.write(batch);
+        explain.push(part);
+      }
+      const [before] = await parts.serialize(
+        ctx,
+        [existing],
+        new Map([[id, nestedTags(ctx, storedTags.get(id) ?? [])]]),
+        related,
+      );
+      batch.add(
+        orm(ctx)
+          .delete(table)
+          .where(and(eq(table.id, id), eq((table as any).lastUpdated, existing.lastUpdated))),
+      );
+      batch.add(guardChanged(orm(ctx)));
+      changes.push({ action: "delete", id, prechange: before!, postchange: null });
+    }
+    stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
+    return runBatch(ctx, batch, "delete", read, !!options.precondition, explain);
+  }
+
+  return { create, update, delete: remove };
+}
+
+/** Moves the related objects' nested forms a row was read with (`__fk_<field>`) into `related`. */
+function takeNested(
+  ctx: ReadContext,
+  row: Row,
+  related: Map<string, Map<number, ApiRecord>>,
+  infos: Map<string, ModelInfo | null>,
+) {
+  for (const [name, info] of infos) {
+    const j = row[`__fk_${name}`];
+    delete row[`__fk_${name}`];
+    const build = info?.nestedSql?.build;
+    const id = j == null ? null : (JSON.parse(j as string) as Record<string, unknown>).id;
+    if (typeof j === "string" && typeof id === "number" && build)
+      related.get(name)!.set(id, build(ctx, id, JSON.parse(j)));
+  }
 }
 
 /** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */

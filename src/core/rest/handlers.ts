@@ -588,6 +588,14 @@ export function mountResource(
       throw new ValidationError({
         non_field_errors: ["Bulk delete expects a list of objects with an id."],
       });
+    const staged = r.staged;
+    if (staged) {
+      if (!body.length)
+        throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+      const ids = bulkItems(body).map((i) => i.id);
+      const outcome = await inStagedWrite(c, (ctx) => staged.delete(ctx, ids, { bulk: true }));
+      if (outcome === undefined) return c.body(null, 204);
+    }
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
@@ -600,6 +608,15 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "delete", r);
     const id = parseId(c.req.param("id"));
+    const staged = r.staged;
+    if (staged) {
+      const precondition = ifMatch(c);
+      const outcome = await inStagedWrite(c, (ctx) =>
+        staged.delete(ctx, [id], { bulk: false, precondition }),
+      );
+      // a cascade deletes other objects (each with its hooks): that runs in a transaction
+      if (outcome === undefined) return c.body(null, 204);
+    }
     await inTransaction(c, r, async (ctx) => {
       await deleteWithHooks(ctx, r, id, "delete");
     });

@@ -4,7 +4,7 @@
  * reads that version from the database (one indexed row), so two app instances or isolates
  * sharing a database never serve a stale shape.
  */
-import { asc, eq, inArray, sql } from "drizzle-orm";
+import { asc, eq, inArray, sql, type SQLWrapper } from "drizzle-orm";
 import type { Executor, Orm } from "../../db/client";
 import { Reusable } from "../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../db/schema";
@@ -250,7 +250,18 @@ export class CotRegistry {
     db: Executor,
     objectTypeId: number,
   ): Promise<{ field: FieldRow; model: CotModel }[]> {
-    const rows = await this.#linking.on(db, this.orm).all({ ot: objectTypeId });
+    return this.pointingFields(db, await this.#linking.on(db, this.orm).all({ ot: objectTypeId }));
+  }
+
+  /** `fieldsPointingAt`'s read as a query (for a read phase); `pointingFields` resolves its rows. */
+  pointingQuery(db: Executor, objectTypeId: number) {
+    return linkingQuery(db, sql`${objectTypeId}`);
+  }
+
+  async pointingFields(
+    db: Executor,
+    rows: Array<{ fieldId: number; cotId: number; shapeVersion: number }>,
+  ): Promise<{ field: FieldRow; model: CotModel }[]> {
     const out: { field: FieldRow; model: CotModel }[] = [];
     for (const row of rows) {
       const model = await this.#fresh(db, { id: row.cotId, shapeVersion: row.shapeVersion });
@@ -260,25 +271,26 @@ export class CotRegistry {
     return out;
   }
 
-  #linking = new Reusable((db) => {
-    const f = customObjectTypeFields;
-    const t = customObjectTypes;
-    const ot = sql.placeholder("ot");
-    return db
-      .select({ fieldId: f.id, cotId: f.customObjectTypeId, shapeVersion: t.shapeVersion })
-      .from(f)
-      .innerJoin(t, eq(t.id, f.customObjectTypeId))
-      .where(
-        sql`${f.type} IN (${sql.join(
-          REFERENCE_TYPES.map((t) => sql`${t}`),
-          sql`, `,
-        )}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
-      )
-      .orderBy(f.customObjectTypeId, f.id)
-      .prepare();
-  });
+  #linking = new Reusable((db) => linkingQuery(db, sql.placeholder("ot")).prepare());
 
   forget(id: number) {
     this.#models.delete(id);
   }
+}
+
+/** The reference fields (and their types' shape versions) that can point at object type `ot`. */
+function linkingQuery(db: Executor, ot: SQLWrapper) {
+  const f = customObjectTypeFields;
+  const t = customObjectTypes;
+  return db
+    .select({ fieldId: f.id, cotId: f.customObjectTypeId, shapeVersion: t.shapeVersion })
+    .from(f)
+    .innerJoin(t, eq(t.id, f.customObjectTypeId))
+    .where(
+      sql`${f.type} IN (${sql.join(
+        REFERENCE_TYPES.map((t) => sql`${t}`),
+        sql`, `,
+      )}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`,
+    )
+    .orderBy(f.customObjectTypeId, f.id);
 }
