@@ -14,7 +14,7 @@ import {
   type ChangeAction,
   type StagedRules,
 } from "../events/dispatch";
-import { NEW_ID, newRowId, withNewId, type WriteBatch } from "../rest/write-batch";
+import { newIdMarker, newRowId, withNewId, type WriteBatch } from "../rest/write-batch";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
 export type { ChangeAction };
@@ -222,7 +222,7 @@ export async function logChanges(
 
 /**
  * One change of a write batch (decision 0071). `id` is SQL where SQLite allocates the object's id
- * in the same batch; the records then carry `NEW_ID` where the id goes (`write-batch.ts`).
+ * in the same batch; the records then carry `newIdMarker()` where the id goes (`write-batch.ts`).
  */
 export interface StagedChange {
   action: ChangeAction;
@@ -274,7 +274,7 @@ export function stageChanges(
             : withNewId(value, e.id);
       const repr = objectRepr(
         resource,
-        typeof e.id === "number" ? e.id : NEW_ID,
+        typeof e.id === "number" ? e.id : newIdMarker(),
         e.prechange,
         e.postchange,
       );

@@ -211,9 +211,16 @@ function rulesQuery(db: Executor) {
  * write's read phase (`phase`; no read inside the write). Call the answer after the phase ran;
  * once the write commits, its outbox rows are handed on (`ctx.onCommit`).
  */
-export function stageRules(ctx: WriteContext, phase: ReadPhase): () => Promise<StagedRules> {
+export function stageRules(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  writes: { appLabel: string; model: string },
+): () => Promise<StagedRules> {
   const services = ctx.services;
-  const hit = services.state.get(RULE_CACHE);
+  // a write of a rule or webhook reads them afresh and drops the copy once it commits
+  const own = changesRules(writes as ChangeEvent);
+  if (own) ctx.onCommit?.(async () => services.state.delete(RULE_CACHE));
+  const hit = own ? undefined : services.state.get(RULE_CACHE);
   const at = Date.now();
   const read = hit && at - hit.at < RULES_TTL_MS ? null : phase.add(rulesQuery(services.db.orm));
   return async () => {
@@ -223,7 +230,7 @@ export function stageRules(ctx: WriteContext, phase: ReadPhase): () => Promise<S
         ...rule,
         objectTypeIds: new Set(JSON.parse(objectTypes ?? "[]") as number[]),
       }));
-      services.state.set(RULE_CACHE, { at, rules });
+      if (!own) services.state.set(RULE_CACHE, { at, rules });
     }
     const staged: StagedRules = { rules, webhookTypeId: null, rows: [] };
     if (rules.some((r) => r.actionType === "webhook"))

@@ -31,7 +31,7 @@ import type {
   StagedWritten,
   WriteContext,
 } from "../context";
-import { NEW_ID, newRowId, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
+import { newIdMarker, newRowId, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "./natural";
 
 /** What the staged writer needs of `defineModel`'s internals. */
@@ -173,7 +173,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
           ),
         )
       : () => [] as TagRow[];
-    const rules = stageRules(ctx, phase);
+    const rules = stageRules(ctx, phase, spec);
     return {
       /** Nested forms of the related objects read, by field name. */
       related(): Map<string, Map<number, ApiRecord>> {
@@ -360,14 +360,14 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       rows.push(row);
       tags.push(c.tags);
     });
-    // the records as `load` will read them, the id still SQLite's to give (`NEW_ID`)
+    // the records as `load` will read them, the id still SQLite's to give (`newIdMarker()`)
     const records: ApiRecord[] = [];
     for (const [i, row] of rows.entries())
       records.push(
         ...(await parts.serialize(
           ctx,
-          [{ ...row, id: NEW_ID }],
-          new Map([[NEW_ID, tags[i] ? nestedTags(ctx, tags[i]) : []]]),
+          [{ ...row, id: newIdMarker() }],
+          new Map([[newIdMarker(), tags[i] ? nestedTags(ctx, tags[i]) : []]]),
           related,
         )),
       );
@@ -602,7 +602,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       ? await restrictWhere(ctx, ctx.auth, "view", resource)
       : undefined;
     const phase = new ReadPhase();
-    const rules = stageRules(ctx, phase);
+    const rules = stageRules(ctx, phase, spec);
     const infos = new Map<string, ModelInfo | null>();
     for (const f of fkFields) {
       const [app, model] = f.related!.split(".") as [string, string];

@@ -59,17 +59,23 @@ export function newRowId(table: string, k: number, n: number): SQL {
 }
 
 /**
- * A record written before its id is known carries this marker where the id goes (`id`, `url`,
+ * A record written before its id is known carries this marker (made once per process) where the id goes (`id`, `url`,
  * `display`); `withNewId` turns its JSON text into SQL that puts the id in. The marker has a
  * random part: no user's value can hold it by chance, so nothing else is replaced.
  */
-export const NEW_ID = `@new-id-${crypto.randomUUID()}@`;
+export function newIdMarker(): string {
+  // made on first use: Workers refuse random values in the global scope
+  marker ??= `@new-id-${crypto.randomUUID()}@`;
+  return marker;
+}
+let marker: string | undefined;
 
 /** `text` (JSON or plain) with the marker replaced by `id`, as an SQL expression. */
 export function withNewId(text: string, id: SQL): SQL {
   const asText = sql`CAST(${id} AS TEXT)`;
   // the quoted marker first: `"id":"<marker>"` becomes the number `"id":42`
-  return sql`replace(replace(${text}, ${JSON.stringify(NEW_ID)}, ${asText}), ${NEW_ID}, ${asText})`;
+  const mark = newIdMarker();
+  return sql`replace(replace(${text}, ${JSON.stringify(mark)}, ${asText}), ${mark}, ${asText})`;
 }
 
 /**
