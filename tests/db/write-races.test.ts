@@ -38,6 +38,8 @@ async function newSite(): Promise<{ id: number; last_updated: string }> {
     body: { name: `race ${n}`, slug: `race-${n}` },
   });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
+  // the answer, built before SQLite gave the id, is the object as a GET reads it
+  expect(r.body).toEqual((await t.json("GET", `/api/dcim/sites/${r.body.id}/`)).body);
   return r.body;
 }
 

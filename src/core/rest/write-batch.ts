@@ -55,7 +55,10 @@ export class WriteBatch {
  * batch's rows are the table's last `n` ids, in order.
  */
 export function newRowId(table: string, k: number, n: number): SQL {
-  return sql`((SELECT max("id") FROM ${sql.raw(`"${table}"`)}) - ${n - 1 - k})`;
+  const back = n - 1 - k;
+  if (!Number.isSafeInteger(back) || back < 0) throw new Error(`newRowId: ${k} of ${n}`);
+  // the offset is written out: D1 binds numbers as REAL, and the id would become "7.0" as text
+  return sql`((SELECT max("id") FROM ${sql.raw(`"${table}"`)}) - ${sql.raw(String(back))})`;
 }
 
 /**
