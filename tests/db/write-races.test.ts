@@ -131,3 +131,39 @@ test("a DELETE racing a PATCH: one wins, the other answers 409; no update of a d
   if (deleted!.status === 204) expect(after.status).toBe(404);
   else expect(after.body.description).toBe("kept?");
 });
+
+test("answers of staged writes are the objects as GET reads them (relations, tags, bulk)", async () => {
+  const tenant = (
+    await t.json("POST", "/api/tenancy/tenants/", { body: { name: "acme", slug: "acme" } })
+  ).body;
+  const tag = (await t.json("POST", "/api/extras/tags/", { body: { name: "blue", slug: "blue" } }))
+    .body;
+  const site = await newSite();
+  const get = async (id: number) => (await t.json("GET", `/api/dcim/sites/${id}/`)).body;
+  const patched = await t.json("PATCH", `/api/dcim/sites/${site.id}/`, {
+    body: { tenant: tenant.id, tags: [{ slug: "blue" }], status: "planned" },
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+  expect(patched.body.tenant.id).toBe(tenant.id);
+  expect(patched.body.tags.map((x: { id: number }) => x.id)).toEqual([tag.id]);
+  expect(patched.body).toEqual(await get(site.id));
+  const created = await t.json("POST", "/api/dcim/sites/", {
+    body: [
+      { name: "with tags", slug: "with-tags", tenant: tenant.id, tags: [tag.id] },
+      { name: "plain", slug: "plain" },
+    ],
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  for (const c of created.body) expect(c).toEqual(await get(c.id));
+  const put = await t.json("PUT", "/api/dcim/sites/", {
+    body: created.body.map((c: { id: number; slug: string }) => ({
+      id: c.id,
+      name: `${c.slug} again`,
+      slug: c.slug,
+    })),
+  });
+  expect(put.status, JSON.stringify(put.body)).toBe(200);
+  for (const c of put.body) expect(c).toEqual(await get(c.id));
+  // a PUT keeps what it does not name (tags, as NetBox does), drops no relation silently
+  expect(put.body[0].tags.map((x: { id: number }) => x.id)).toEqual([tag.id]);
+});
