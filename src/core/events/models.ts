@@ -331,7 +331,10 @@ protectRuleActions.stage = (ctx, phase, target) => {
   const read = known ? phase.add(callersQuery(ctx.services.db.orm, known.id, target.id)) : null;
   return async () => {
     const type = known ?? (await ctx.services.objectTypes.ensure("extras", "webhook"));
-    refuseCalled(target, read ? read() : await callersQuery(ctx.services.db.orm, type.id, target.id));
+    refuseCalled(
+      target,
+      read ? read() : await callersQuery(ctx.services.db.orm, type.id, target.id),
+    );
     return { write() {} };
   };
 };

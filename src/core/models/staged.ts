@@ -147,6 +147,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
   /** The read phase's lookups: related objects named by the inputs (or stored), tags, rules. */
   async function lookups(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]) {
     const related = new Map<string, () => Array<{ id: number; j: string }>>();
+    const viewable = new Map<string, () => Set<number>>();
     const infos = new Map<
       string,
       NonNullable<Awaited<ReturnType<typeof ctx.services.models.get>>>
@@ -159,8 +160,39 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       const ids = inputs
         .map((i) => (Object.hasOwn(i, f.name) ? fkId(i[f.name]) : null))
         .filter((id): id is number => typeof id === "number" && Number.isInteger(id));
-      if (ids.length)
-        related.set(f.name, phase.add(orm(ctx).all(info.nestedSql.select([...new Set(ids)]))));
+      if (!ids.length) continue;
+      const unique = [...new Set(ids)];
+      related.set(f.name, phase.add(orm(ctx).all(info.nestedSql.select(unique))));
+      // an object the writer may not view answers as an unknown id (decision 0064; `viewableRefs`)
+      const user = ctx.auth.user;
+      if (user && !user.isSuperuser) {
+        const target = info.resource;
+        const self = app === "users" && model === "user" ? [user.id] : [];
+        const where = target
+          ? await restrictWhere(ctx, ctx.auth, "view", target)
+          : user.permissions.has(`${app}.view_${model}`)
+            ? undefined
+            : sql`0`;
+        if (where) {
+          const rows = target
+            ? phase.add(
+                orm(ctx)
+                  .select({ id: sql<number>`${target.list.idExpr}` })
+                  .from(target.table)
+                  .where(
+                    and(
+                      sql`${target.list.idExpr} IN (${sql.join(
+                        unique.map((i) => sql`${i}`),
+                        sql`, `,
+                      )})`,
+                      where,
+                    ),
+                  ),
+              )
+            : () => [] as Array<{ id: number }>;
+          viewable.set(f.name, () => new Set([...rows().map((r) => Number(r.id)), ...self]));
+        }
+      }
     }
     const refs = spec.tags
       ? inputs.flatMap((i) => (Array.isArray(i.tags) ? i.tags.map(tagRef) : []))
@@ -188,6 +220,8 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
         return out;
       },
       tags: () => tagRows(),
+      /** Per fk field, the named ids the writer may view (absent: all of them). */
+      viewable: () => new Map([...viewable].map(([name, ids]) => [name, ids()])),
       rules,
     };
   }
@@ -225,6 +259,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     related: Map<string, Map<number, ApiRecord>>,
     found: TagRow[],
     objectTypeId: number,
+    viewable: Map<string, Set<number>>,
   ) {
     const errors = new ErrorCollector();
     const values: Record<string, unknown> = {};
@@ -245,7 +280,11 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
         const id = fkId(raw);
         if (typeof id !== "number" || !Number.isInteger(id))
           errors.add(f.name, "Incorrect type. Expected pk value.");
-        else if (!related.get(f.name)?.has(id))
+        else if (
+          !related.get(f.name)?.has(id) ||
+          // hidden from the writer: unknown, unless the object holds it already (a PUT echoes it)
+          (viewable.get(f.name)?.has(id) === false && existing?.[keyOf(f.column!)] !== id)
+        )
           errors.add(f.name, `Related object not found using the provided numeric ID: ${id}`);
         else values[keyOf(f.column!)] = id;
         continue;
@@ -347,12 +386,13 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     await phase.run(ctx.services.db);
     const related = found.related();
     const tagRows = found.tags();
+    const viewable = found.viewable();
     const rules = await found.rules();
     const now = nextStamp(null);
     const rows: Row[] = [];
     const tags: Array<TagRow[] | null> = [];
     await eachInput(inputs, options.bulk, async (input) => {
-      const c = await convert(ctx, input, null, false, related, tagRows, objectTypeId);
+      const c = await convert(ctx, input, null, false, related, tagRows, objectTypeId, viewable);
       const row: Row = {};
       for (const [key, col] of columns)
         row[key] = Object.hasOwn(c.values, key) ? c.values[key] : defaultOf(col);
@@ -525,6 +565,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     await phase.run(ctx.services.db);
     const related = found.related();
     const tagRows = found.tags();
+    const viewable = found.viewable();
     const rules = await found.rules();
     const byId = new Map<number, Row>();
     const read = new Map<number, string | null>();
@@ -548,7 +589,16 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
         throw notFound(`No ${resource.verboseName} with id ${id}.`);
       if (changeOk && !changeOk.has(id)) throw forbidden();
       options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
-      const c = await convert(ctx, input, existing, partial, related, tagRows, objectTypeId);
+      const c = await convert(
+        ctx,
+        input,
+        existing,
+        partial,
+        related,
+        tagRows,
+        objectTypeId,
+        viewable,
+      );
       const stamp = nextStamp(existing.lastUpdated);
       const after: Row = { ...existing, ...c.values, lastUpdated: stamp };
       const beforeTags = storedTags.get(id) ?? [];
