@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { waitFor } from "../helpers/wait";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -45,7 +46,9 @@ async function newSite(): Promise<{ id: number; last_updated: string }> {
 
 /** Waits (bounded) until `n` write batches wait in the proxy. */
 async function untilHeld(n: number) {
-  for (let i = 0; i < 2000 && proxy.held < n; i++) await Bun.sleep(5);
+  await waitFor(() => proxy.held >= n, {
+    message: () => `${proxy.held} of ${n} write batches held`,
+  });
   expect(proxy.held).toBe(n);
 }
 
@@ -105,6 +108,9 @@ test("with If-Match of the same ETag: one 200, the other 412", async () => {
     ),
   );
   expect([a!.status, b!.status].sort()).toEqual([200, 412]);
+  // the winner's answer carries its new ETag, which a next If-Match names
+  const won = a!.status === 200 ? a! : b!;
+  expect(won.res.headers.get("ETag")).toBe(`W/"${won.body.last_updated}"`);
   // a stale ETag is refused before anything is written
   const stale = await t.json("PATCH", `/api/dcim/sites/${site.id}/`, {
     body: { description: "late" },

@@ -294,7 +294,7 @@ export function stageChanges(
       },
     );
   }
-  kept.forEach((e, k) =>
+  for (const [k, e] of kept.entries())
     stageEventDeliveries(ctx, batch, rules, {
       changeId: newRowId("object_changes", k, kept.length),
       action: e.action,
@@ -305,7 +305,6 @@ export function stageChanges(
       postchange: e.postchange,
       userId: user?.id ?? null,
       requestId: ctx.requestId,
-    }),
-  );
+    });
   return () => changes.map((e) => texts.get(e));
 }

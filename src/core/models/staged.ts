@@ -3,7 +3,7 @@
  * (decision 0071): everything the write looks up is read first in one `db.read`; the rows, tags,
  * change records and outbox rows then go in one `db.write`, races caught inside it.
  */
-import { and, eq, getTableColumns, getTableName, gt, inArray, sql, type SQL } from "drizzle-orm";
+import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged, isWriteConflict, WriteConflictError } from "../../db/client";
 import { taggedItems, tags as tagsTable } from "../../db/schema";

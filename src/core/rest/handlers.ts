@@ -24,7 +24,7 @@ import { Slots } from "../slots";
 import { budgetOf, chargeRows } from "./budget";
 import { databaseStamp } from "../database-stamp";
 import type { StagedOptions } from "../context";
-import { requireMatch, stampsFromIfMatch } from "./etag";
+import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
@@ -570,6 +570,9 @@ export function mountResource(
         const [written] = await inStagedWrite(c, (ctx) =>
           staged.update(ctx, [{ id, input: body }], partial, { bulk: false, precondition }),
         );
+        // the new ETag (NetBox 4.6): the next If-Match of this client names this version
+        const tag = etagOf(written!.record);
+        if (tag) c.header("ETag", tag);
         return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
       }
       const written = await inTransaction(c, r, async (ctx) => {
