@@ -58,6 +58,8 @@ function invalidating(
 ): Resource {
   return {
     ...resource,
+    // staged writes would go around the wrapped update and delete (and the invalidation)
+    staged: undefined,
     async update(ctx, id, input, partial) {
       await forgetTokensOf(ctx, await userIdsOf(ctx, id));
       await resource.update(ctx, id, input, partial);
