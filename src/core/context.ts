@@ -113,6 +113,11 @@ export interface StagedUpdate {
 }
 
 export interface StagedOptions {
+  /**
+   * The resource as routed: its permission limits (an owner column, a scope a wrapper added) are
+   * the ones checked, whatever resource the staged writer was built from.
+   */
+  resource: Resource;
   /** A list request: field errors are answered per item. */
   bulk: boolean;
   /** Checks the stamp (`last_updated`) read for an object (`If-Match`: 412 when it differs). */
@@ -124,14 +129,15 @@ export interface StagedOptions {
  * trips on a remote database, none of them inside an interactive transaction.
  */
 export interface StagedWrites {
-  create(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
+  /** Absent where the model's creates and updates need its hooks (they run in a transaction). */
+  create?(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
   /** Deletes `ids` (in order; hooks included), or answers "transaction" when it cannot be staged. */
   delete(
     ctx: WriteContext,
     ids: number[],
     options: StagedOptions,
   ): Promise<"transaction" | undefined>;
-  update(
+  update?(
     ctx: WriteContext,
     items: StagedUpdate[],
     partial: boolean,

@@ -58,8 +58,13 @@ function invalidating(
 ): Resource {
   return {
     ...resource,
-    // staged writes would go around the wrapped update and delete (and the invalidation)
-    staged: undefined,
+    // a staged delete forgets the same lookups; other staged writes would go around the wrapper
+    staged: resource.staged && {
+      async delete(ctx, ids, options) {
+        for (const id of new Set(ids)) await forgetTokensOf(ctx, await userIdsOf(ctx, id));
+        return resource.staged!.delete(ctx, ids, options);
+      },
+    },
     async update(ctx, id, input, partial) {
       await forgetTokensOf(ctx, await userIdsOf(ctx, id));
       await resource.update(ctx, id, input, partial);

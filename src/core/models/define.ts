@@ -446,18 +446,19 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       })),
   };
 
-  if (stageable(spec))
-    resource.staged = stagedWrites({
-      spec,
-      table,
-      resource,
-      keyOf,
-      // the staged writer checks foreign keys itself; other types read nothing
-      convertValue: (ctx, f, raw) => convertValue(ctx, f as FieldSpec, raw, async () => false),
-      serialize,
-      objectTypeId,
-      nestedTag,
-    });
+  // deletes need no conversion: every model stages them; creates and updates where no hook runs
+  const staged = stagedWrites({
+    spec,
+    table,
+    resource,
+    keyOf,
+    // the staged writer checks foreign keys itself; other types read nothing
+    convertValue: (ctx, f, raw) => convertValue(ctx, f as FieldSpec, raw, async () => false),
+    serialize,
+    objectTypeId,
+    nestedTag,
+  });
+  resource.staged = stageable(spec) ? staged : { delete: staged.delete };
 
   const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
   const nestedRecord = (ctx: ReadContext, row: Record<string, any>): ApiRecord => {

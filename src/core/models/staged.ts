@@ -379,6 +379,8 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     inputs: ApiRecord[],
     options: StagedOptions,
   ): Promise<StagedWritten[]> {
+    // the routed resource's limits (a wrapper's owner column or scope) are the ones that hold
+    const resource = options.resource;
     const objectTypeId = await parts.objectTypeId(ctx);
     const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
     const phase = new ReadPhase();
@@ -539,6 +541,8 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     partial: boolean,
     options: StagedOptions,
   ): Promise<StagedWritten[]> {
+    // the routed resource's limits (a wrapper's owner column or scope) are the ones that hold
+    const resource = options.resource;
     const objectTypeId = await parts.objectTypeId(ctx);
     const ids = [...new Set(items.map((i) => i.id))];
     const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
@@ -643,6 +647,8 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     ids: number[],
     options: StagedOptions,
   ): Promise<"transaction" | undefined> {
+    // the routed resource's limits (a wrapper's owner column or scope) are the ones that hold
+    const resource = options.resource;
     const hooks = ctx.services.deleteHooks;
     if (hooks.some((h) => !h.stage)) return "transaction";
     const objectTypeId = await parts.objectTypeId(ctx);

@@ -494,12 +494,14 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "add", r);
     const body = await readJson(c);
-    const staged = r.staged;
+    const staged = r.staged?.create ? r.staged : undefined;
     if (Array.isArray(body)) {
       if (!body.length)
         throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
       const written: Written[] = staged
-        ? await inStagedWrite(c, (ctx) => staged.create(ctx, bulkObjects(body), { bulk: true }))
+        ? await inStagedWrite(c, (ctx) =>
+            staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
+          )
         : await inTransaction(c, r, (ctx) =>
             r.createMany
               ? createManyChecked(ctx, r, body)
@@ -522,7 +524,11 @@ export function mountResource(
     }
     const input = asObject(body, "body");
     const written: Written = staged
-      ? (await inStagedWrite(c, (ctx) => staged.create(ctx, [input], { bulk: false })))[0]!
+      ? (
+          await inStagedWrite(c, (ctx) =>
+            staged.create!(ctx, [input], { resource: r, bulk: false }),
+          )
+        )[0]!
       : await inTransaction(c, r, (ctx) => createChecked(ctx, r, input));
     return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0], 201);
   });
@@ -537,7 +543,7 @@ export function mountResource(
         throw new ValidationError({
           non_field_errors: ["Bulk update expects a list of objects with an id."],
         });
-      const staged = r.staged;
+      const staged = r.staged?.update ? r.staged : undefined;
       if (staged) {
         if (!body.length)
           throw new ValidationError({
@@ -545,7 +551,7 @@ export function mountResource(
           });
         const items = bulkItems(body);
         const written = await inStagedWrite(c, (ctx) =>
-          staged.update(ctx, items, partial, { bulk: true }),
+          staged.update!(ctx, items, partial, { resource: r, bulk: true }),
         );
         return c.json(await projected(c, r, await writtenRecords(c, r, written)));
       }
@@ -564,11 +570,15 @@ export function mountResource(
       await requirePermission(c, "change", r);
       const id = parseId(c.req.param("id"));
       const body = asObject(await readJson(c), "body");
-      const staged = r.staged;
+      const staged = r.staged?.update ? r.staged : undefined;
       if (staged) {
         const precondition = ifMatch(c);
         const [written] = await inStagedWrite(c, (ctx) =>
-          staged.update(ctx, [{ id, input: body }], partial, { bulk: false, precondition }),
+          staged.update!(ctx, [{ id, input: body }], partial, {
+            resource: r,
+            bulk: false,
+            precondition,
+          }),
         );
         // the new ETag (NetBox 4.6): the next If-Match of this client names this version
         const tag = etagOf(written!.record);
@@ -596,7 +606,9 @@ export function mountResource(
       if (!body.length)
         throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
       const ids = bulkItems(body).map((i) => i.id);
-      const outcome = await inStagedWrite(c, (ctx) => staged.delete(ctx, ids, { bulk: true }));
+      const outcome = await inStagedWrite(c, (ctx) =>
+        staged.delete(ctx, ids, { resource: r, bulk: true }),
+      );
       if (outcome === undefined) return c.body(null, 204);
     }
     await inTransaction(c, r, (ctx) =>
@@ -615,7 +627,7 @@ export function mountResource(
     if (staged) {
       const precondition = ifMatch(c);
       const outcome = await inStagedWrite(c, (ctx) =>
-        staged.delete(ctx, [id], { bulk: false, precondition }),
+        staged.delete(ctx, [id], { resource: r, bulk: false, precondition }),
       );
       // a cascade deletes other objects (each with its hooks): that runs in a transaction
       if (outcome === undefined) return c.body(null, 204);
