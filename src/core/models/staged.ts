@@ -32,7 +32,7 @@ import type {
   WriteContext,
 } from "../context";
 import { newIdMarker, newRowId, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
-import { naturalize } from "./natural";
+import { naturalize } from "../../db/natural";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
