@@ -93,6 +93,20 @@ const dropTags: DeleteHook = async (ctx, target) => {
       .delete(taggedItems)
       .where(and(eq(taggedItems.objectTypeId, ot.id), eq(taggedItems.objectId, target.id)));
 };
+// staged (decision 0071): the object's tags go in the delete's batch
+dropTags.stage = (ctx, _phase, target) => async () => {
+  const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model);
+  return {
+    write(batch) {
+      if (ot)
+        batch.add(
+          ctx.services.db.orm
+            .delete(taggedItems)
+            .where(and(eq(taggedItems.objectTypeId, ot.id), eq(taggedItems.objectId, target.id))),
+        );
+    },
+  };
+};
 
 export async function createApp(deps: AppDeps): Promise<App> {
   const { config, db } = deps;

@@ -21,6 +21,7 @@ import type { TaskQueue } from "../services/tasks/queue";
 import type { ListSpec } from "./rest/query";
 import type { Slots } from "./slots";
 import type { FieldErrors } from "./errors";
+import type { ReadPhase, WriteBatch } from "./rest/write-batch";
 
 export interface AuthUser {
   id: number;
@@ -115,6 +116,52 @@ export interface WriteContext extends ReadContext {
 
 export type ApiRecord = Record<string, unknown>;
 
+/** An object a staged write wrote: its id, its record, and that record's JSON text when known. */
+export interface StagedWritten {
+  id: number;
+  record: ApiRecord;
+  json?: string;
+}
+
+/** One item of a staged update. */
+export interface StagedUpdate {
+  id: number;
+  input: ApiRecord;
+}
+
+export interface StagedOptions {
+  /**
+   * The resource as routed: its permission limits (an owner column, a scope a wrapper added) are
+   * the ones checked, whatever resource the staged writer was built from.
+   */
+  resource: Resource;
+  /** A list request: field errors are answered per item. */
+  bulk: boolean;
+  /** Checks the stamp (`last_updated`) read for an object (`If-Match`: 412 when it differs). */
+  precondition?: (stamp: string | null) => void;
+}
+
+/**
+ * A resource's writes as one read phase and one atomic write batch (decision 0071): two round
+ * trips on a remote database, none of them inside an interactive transaction.
+ */
+export interface StagedWrites {
+  /** Absent where the model's creates and updates need its hooks (they run in a transaction). */
+  create?(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
+  /** Deletes `ids` (in order; hooks included), or answers "transaction" when it cannot be staged. */
+  delete(
+    ctx: WriteContext,
+    ids: number[],
+    options: StagedOptions,
+  ): Promise<"transaction" | undefined>;
+  update?(
+    ctx: WriteContext,
+    items: StagedUpdate[],
+    partial: boolean,
+    options: StagedOptions,
+  ): Promise<StagedWritten[]>;
+}
+
 export interface Resource {
   appLabel: string;
   model: string;
@@ -145,6 +192,8 @@ export interface Resource {
   update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean): Promise<void>;
   /** Deletes one row that is known to exist (delete hooks have already run). */
   delete(ctx: WriteContext, id: number): Promise<void>;
+  /** Writes as one read and one atomic batch, where the resource can state them so. */
+  staged?: StagedWrites;
   /** The object type id, when the resource knows it (saves a lookup per logged change). */
   objectTypeId?: number;
   /** Maps a constraint column (`site_id`) to its API field (`site`). */
@@ -213,10 +262,26 @@ export interface Relation {
  * Runs before any object is deleted, inside the delete's transaction: generic references
  * (tags, custom object fields pointing at it) are cleaned up or the delete is refused.
  */
-export type DeleteHook = (
-  ctx: WriteContext,
-  target: { appLabel: string; model: string; id: number },
-) => Promise<void>;
+export type DeleteHook = ((ctx: WriteContext, target: DeleteTarget) => Promise<void>) & {
+  /**
+   * The hook in a staged delete (decision 0071): it adds its reads to `phase`; the answer, called
+   * once the phase has run, refuses (throws) or says what to add to the write batch. A hook
+   * without it keeps deletes in a transaction.
+   */
+  stage?: (ctx: WriteContext, phase: ReadPhase, target: DeleteTarget) => () => Promise<StagedHook>;
+};
+type DeleteTarget = { appLabel: string; model: string; id: number };
+
+/** A delete hook's part of a staged delete. */
+export interface StagedHook {
+  /** Adds the hook's statements (clean-ups, guards against what changed since the read). */
+  write(batch: WriteBatch): void;
+  /**
+   * After the batch failed a guard: throws the hook's own answer when one of its guards failed,
+   * or answers "transaction" when the delete must run in a transaction after all (a cascade).
+   */
+  explain?(): Promise<"transaction" | undefined>;
+}
 type DeleteHooks = DeleteHook[];
 
 /* The model registry: every model the API can point at, keyed by `app_label.model`. */

@@ -87,6 +87,11 @@ export class ObjectTypeRegistry {
     }
   }
 
+  /** The object type when this process knows it already, without a read. */
+  cached(appLabel: string, model: string): ObjectTypeRow | null {
+    return this.#byLabel.get(`${normalizeAppLabel(appLabel)}.${model}`) ?? null;
+  }
+
   async byLabel(
     appLabel: string,
     model: string,

@@ -94,10 +94,16 @@ export function outsideTransaction(db: Pick<Database, "orm" | "reader">, ex: Exe
   return ex === db.orm || ex === db.reader;
 }
 
-/** D1 (and any backend without interactive transactions) refuses `Database.transaction`. */
-export class InteractiveTransactionUnsupported extends Error {
+/**
+ * D1 (and any backend without interactive transactions) refuses `Database.transaction`. A
+ * request whose write still needs one (decision 0071 lists them) answers 501 saying so, not 500.
+ */
+export class InteractiveTransactionUnsupported extends ApiError {
   constructor(kind: string) {
-    super(`${kind}: interactive transactions are not available; state the write as Database.write`);
+    super(501, {
+      detail: `This write needs an interactive transaction, which ${kind} does not have; it is not available on this database yet.`,
+      error: "not_available_on_this_database",
+    });
   }
 }
 

@@ -8,7 +8,7 @@
  * Bun only (opened by `local.ts`).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { Executor, Orm } from "./client";
+import { isBusyError, type Executor, type Orm } from "./client";
 
 /** What group commit needs of the local database (`local.ts`). */
 interface GroupCommitHost {
@@ -110,5 +110,85 @@ export class GroupCommit {
       if (own.ok) m.resolve(own.value);
       else m.reject(own.error);
     });
+  }
+}
+
+/**
+ * Group commit for `write` batches (decision 0071 on a local file, 0053's idea): batches that
+ * arrive while one is being written wait, and the next write carries all of them as one batch —
+ * one BEGIN … COMMIT. Each batch's statements still run in order, so what one batch names by
+ * `max(id)` or `last_insert_rowid()` is its own. Should the joint batch fail, each batch is
+ * written again alone: a guard or a unique index that fails one caller fails only that caller.
+ */
+interface Waiting<Q> {
+  queries: Q[];
+  resolve(value: unknown[]): void;
+  reject(error: unknown): void;
+}
+
+export class BatchGroup<Q> {
+  #queue: Array<Waiting<Q>> = [];
+  #running = false;
+  /** Joint writes and callers served, for benches and tests. */
+  readonly stats = { groups: 0, members: 0, largest: 0 };
+
+  constructor(private readonly send: (queries: Q[]) => Promise<unknown[]>) {}
+
+  run(queries: Q[]): Promise<unknown[]> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ queries, resolve, reject });
+      if (!this.#running) void this.#drain();
+    });
+  }
+
+  /**
+   * Writes `group` as one batch; when that fails, each half again, down to single batches, whose
+   * outcome is their caller's: one failing batch among n costs about 2·log2(n) writes, not n.
+   */
+  async #write(group: Array<Waiting<Q>>): Promise<void> {
+    if (group.length === 1) {
+      const m = group[0]!;
+      await this.send(m.queries).then(m.resolve, m.reject);
+      return;
+    }
+    let failure: unknown = null;
+    const joint = await this.send(group.flatMap((m) => m.queries)).then(
+      (r) => r,
+      (e) => {
+        failure = e;
+        return null;
+      },
+    );
+    // a busy database (a long write holds the lock) fails every member alike: no halving
+    if (!joint && isBusyError(failure)) {
+      for (const m of group) m.reject(failure);
+      return;
+    }
+    if (!joint) {
+      const half = Math.ceil(group.length / 2);
+      await this.#write(group.slice(0, half));
+      await this.#write(group.slice(half));
+      return;
+    }
+    let at = 0;
+    for (const m of group) {
+      m.resolve(joint.slice(at, at + m.queries.length));
+      at += m.queries.length;
+    }
+  }
+
+  async #drain() {
+    this.#running = true;
+    try {
+      while (this.#queue.length) {
+        const group = this.#queue.splice(0, MAX_GROUP);
+        this.stats.groups++;
+        this.stats.members += group.length;
+        this.stats.largest = Math.max(this.stats.largest, group.length);
+        await this.#write(group);
+      }
+    } finally {
+      this.#running = false;
+    }
   }
 }

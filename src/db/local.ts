@@ -10,7 +10,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { BackgroundConnection } from "./background";
-import { GroupCommit } from "./group-commit";
+import { BatchGroup, GroupCommit } from "./group-commit";
 import { libsqlDatabase, type LibsqlDatabase } from "./libsql";
 import { ReadPool } from "./read-pool";
 import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
@@ -116,6 +116,10 @@ export async function openDatabase(
     inLongWrite: () => long.getStore() === true,
   });
   db.transaction = (work) => group.run(work);
+  // concurrent write batches share one BEGIN … COMMIT, as concurrent transactions do
+  const batches = new BatchGroup((queries) => db.orm.batch(queries as never) as Promise<unknown[]>);
+  db.write = <T extends Queries>(queries: T) =>
+    batches.run([...queries]) as unknown as Promise<Results<T>>;
   if (background) {
     db.longWrite = (fn) => long.run(true, fn);
     db.pace = () => background.pace();

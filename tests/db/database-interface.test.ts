@@ -19,6 +19,7 @@ import {
   type Database,
 } from "../../src/db/client";
 import { d1Database, type D1Binding } from "../../src/db/d1";
+import { newRowId } from "../../src/core/rest/write-batch";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
@@ -136,6 +137,24 @@ for (const kind of ["local", "remote", "d1"]) {
       expect(await names(db)).toEqual(["first", "b-1", "log-first"]);
     });
 
+    test("a new row's id named in a later statement of the batch is an integer, as text too", async () => {
+      const db = dbs[kind]!;
+      const [, , [named]] = await db.write([
+        db.orm.run(sql`INSERT INTO probe (name, last_updated) VALUES (${`new-${kind}`}, 'v1')`),
+        db.orm.run(sql`INSERT INTO probe (name, last_updated) VALUES (${`new2-${kind}`}, 'v1')`),
+        db.orm.all<{ first: string; second: string }>(
+          sql`SELECT CAST(${newRowId("probe", 0, 2)} AS TEXT) AS first, CAST(${newRowId("probe", 1, 2)} AS TEXT) AS second`,
+        ),
+      ]);
+      const ids = (
+        await db.execute({
+          sql: "SELECT id FROM probe WHERE name LIKE 'new%' ORDER BY id",
+          args: [],
+        })
+      ).rows.map((r) => String(r.id));
+      expect([named!.first, named!.second]).toEqual(ids);
+    });
+
     test("transaction: interactive where the backend has it, refused on D1", async () => {
       const db = dbs[kind]!;
       const outcome = await db
@@ -144,8 +163,12 @@ for (const kind of ["local", "remote", "d1"]) {
           return "committed";
         })
         .catch((e) => e);
-      if (kind === "d1") expect(outcome).toBeInstanceOf(InteractiveTransactionUnsupported);
-      else expect(outcome).toBe("committed");
+      if (kind === "d1") {
+        expect(outcome).toBeInstanceOf(InteractiveTransactionUnsupported);
+        // a request that still needs one answers 501 with a reason, not a bare 500
+        expect(outcome.statusCode).toBe(501);
+        expect(outcome.body.error).toBe("not_available_on_this_database");
+      } else expect(outcome).toBe("committed");
     });
   });
 }

@@ -12,6 +12,13 @@ export interface CountingProxy {
   /** The SQL of each counted request, for a failing assertion's message. */
   log: string[][];
   reset(): void;
+  /**
+   * Holds every request whose SQL `match` accepts until `release()` (a race staged on purpose:
+   * both writers' read phases done before either write arrives). `held` counts those waiting.
+   */
+  hold(match: (sql: string[]) => boolean): void;
+  held: number;
+  release(): void;
   stop(): void;
 }
 
@@ -45,10 +52,21 @@ export function startCountingProxy(target: string): CountingProxy {
       proxy.bytesIn = 0;
       proxy.log = [];
     },
+    held: 0,
+    hold(match) {
+      holding = match;
+    },
+    release() {
+      holding = null;
+      proxy.held = 0;
+      for (const go of waiting.splice(0)) go();
+    },
     stop() {
       server.stop(true);
     },
   };
+  let holding: ((sql: string[]) => boolean) | null = null;
+  const waiting: Array<() => void> = [];
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
@@ -57,7 +75,12 @@ export function startCountingProxy(target: string): CountingProxy {
       const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.text();
       if (req.method === "POST") {
         proxy.count++;
-        proxy.log.push(sqlOf(body ?? ""));
+        const statements = sqlOf(body ?? "");
+        proxy.log.push(statements);
+        if (holding?.(statements)) {
+          proxy.held++;
+          await new Promise<void>((go) => waiting.push(go));
+        }
       }
       const headers = new Headers(req.headers);
       headers.delete("host");

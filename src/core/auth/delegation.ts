@@ -123,6 +123,8 @@ async function checkMembership(ctx: WriteContext, userId: number, before: number
 export function guardUserWrites(resource: Resource): Resource {
   return {
     ...resource,
+    // writes go through the wrapped create/update: none staged around them (decision 0083)
+    staged: undefined,
     async create(ctx, input) {
       const id = await resource.create(ctx, input);
       if (Object.hasOwn(input, "groups")) await checkMembership(ctx, id, []);
@@ -172,6 +174,8 @@ async function checkPermission(
 export function guardPermissionWrites(resource: Resource): Resource {
   return {
     ...resource,
+    // writes go through the wrapped create/update: none staged around them (decision 0083)
+    staged: undefined,
     async create(ctx, input) {
       const id = await resource.create(ctx, input);
       await checkPermission(ctx, id, input, null);

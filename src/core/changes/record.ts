@@ -3,12 +3,18 @@
  * generic REST machinery, in the write's own transaction, where the event rules' deliveries
  * are written to the outbox beside it. See docs/decisions/0016-tasks-change-log.md, 0037-tasks-outbox.md.
  */
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
 import { executePositional, Reusable } from "../../db/driver-internals";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
-import { recordEventDeliveries, type ChangeAction } from "../events/dispatch";
+import {
+  recordEventDeliveries,
+  stageEventDeliveries,
+  type ChangeAction,
+  type StagedRules,
+} from "../events/dispatch";
+import { newIdMarker, newRowId, withNewId, type WriteBatch } from "../rest/write-batch";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
 export type { ChangeAction };
@@ -111,7 +117,7 @@ export async function logChange(
 /** A change record's `object_repr`: the object's display, else its kind and id. */
 const objectRepr = (
   resource: Resource,
-  id: number,
+  id: number | string,
   prechange: ApiRecord | null,
   postchange: ApiRecord | null,
 ) => String((postchange ?? prechange)?.display ?? `${resource.verboseName} ${id}`).slice(0, 200);
@@ -212,4 +218,93 @@ export async function logChanges(
     }
   }
   return texts;
+}
+
+/**
+ * One change of a write batch (decision 0071). `id` is SQL where SQLite allocates the object's id
+ * in the same batch; the records then carry `newIdMarker()` where the id goes (`write-batch.ts`).
+ */
+export interface StagedChange {
+  action: ChangeAction;
+  id: number | SQL;
+  prechange: ApiRecord | null;
+  postchange: ApiRecord | null;
+}
+
+/** Rows per multi-row INSERT of staged change records (a dozen bound values each). */
+const STAGED_CHANGES = 100;
+
+/**
+ * The change records of `changes` as statements of `batch`, with their event deliveries; an update
+ * that changed nothing writes nothing (as `logChange`). The answer, read once the batch has run:
+ * each written change's postchange JSON text (undefined where none was written), in order.
+ */
+export function stageChanges(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  resource: Resource,
+  objectTypeId: number,
+  rules: StagedRules,
+  changes: StagedChange[],
+): () => Array<string | undefined> {
+  const kept = changes.filter(
+    (e) =>
+      !(
+        e.action === "update" &&
+        e.prechange &&
+        e.postchange &&
+        sameData(e.prechange, e.postchange)
+      ),
+  );
+  const texts = new Map<StagedChange, string>();
+  const user = ctx.auth.user;
+  const time = nowIso();
+  const columns = sql.raw(
+    `"time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data"`,
+  );
+  for (let i = 0; i < kept.length; i += STAGED_CHANGES) {
+    const chunk = kept.slice(i, i + STAGED_CHANGES);
+    const rows = chunk.map((e) => {
+      const json = (r: ApiRecord | null) => (r === null ? null : JSON.stringify(r));
+      const text = (value: string | null) =>
+        value === null
+          ? sql`NULL`
+          : typeof e.id === "number"
+            ? sql`${value}`
+            : withNewId(value, e.id);
+      const repr = objectRepr(
+        resource,
+        typeof e.id === "number" ? e.id : newIdMarker(),
+        e.prechange,
+        e.postchange,
+      );
+      return sql`(${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, ${e.action}, ${objectTypeId}, ${e.id}, ${text(repr)}, ${text(json(e.prechange))}, ${text(json(e.postchange))})`;
+    });
+    batch.add(
+      ctx.services.db.orm.all<{ id: number; p: string | null }>(
+        sql`INSERT INTO "object_changes" (${columns}) VALUES ${sql.join(rows, sql`, `)} RETURNING "id" AS id, "postchange_data" AS p`,
+      ),
+      (written) => {
+        // RETURNING's order is not defined; one statement's ids follow its VALUES order
+        const sorted = [...written].sort((a, b) => a.id - b.id);
+        chunk.forEach((e, k) => {
+          const p = sorted[k]?.p;
+          if (typeof p === "string") texts.set(e, p);
+        });
+      },
+    );
+  }
+  for (const [k, e] of kept.entries())
+    stageEventDeliveries(ctx, batch, rules, {
+      changeId: newRowId("object_changes", k, kept.length),
+      action: e.action,
+      objectTypeId,
+      appLabel: resource.appLabel,
+      model: resource.model,
+      prechange: e.prechange,
+      postchange: e.postchange,
+      userId: user?.id ?? null,
+      requestId: ctx.requestId,
+    });
+  return () => changes.map((e) => texts.get(e));
 }

@@ -3,13 +3,14 @@
  * webhook gets one delivery job per change (one per (change, webhook), however many rules
  * match), written to the transactional outbox beside the change record.
  */
-import { eq, inArray } from "drizzle-orm";
+import { eq, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
 import type { OutboxRow } from "../../services/tasks/outbox";
 import type { Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
 import { slotKey } from "../slots";
+import type { ReadPhase, WriteBatch } from "../rest/write-batch";
 import { evaluateCondition, type Condition } from "./conditions";
 
 export type ChangeAction = "create" | "update" | "delete";
@@ -183,6 +184,114 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
         objectTypeId: webhookType.id,
         objectId: rule.actionObjectId,
       }),
+    );
+  }
+}
+
+/** The enabled rules a staged write matches its changes against, and the outbox rows it wrote. */
+export interface StagedRules {
+  rules: ActiveRule[];
+  webhookTypeId: number | null;
+  rows: OutboxRow[];
+}
+
+/** The enabled rules with their object types, in one statement (for a read phase). */
+function rulesQuery(db: Executor) {
+  return db
+    .select({
+      rule: eventRules,
+      objectTypes: sql<string>`(SELECT json_group_array("object_type_id") FROM "event_rule_object_types" WHERE "event_rule_id" = "event_rules"."id")`,
+    })
+    .from(eventRules)
+    .where(eq(eventRules.enabled, true));
+}
+
+/**
+ * The rules for a staged write (decision 0071): the process's copy when fresh, else read in the
+ * write's read phase (`phase`; no read inside the write). Call the answer after the phase ran;
+ * once the write commits, its outbox rows are handed on (`ctx.onCommit`).
+ */
+export function stageRules(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  writes: { appLabel: string; model: string },
+): () => Promise<StagedRules> {
+  const services = ctx.services;
+  // a write of a rule or webhook reads them afresh and drops the copy once it commits
+  const own = changesRules(writes as ChangeEvent);
+  if (own) ctx.onCommit?.(async () => services.state.delete(RULE_CACHE));
+  const hit = own ? undefined : services.state.get(RULE_CACHE);
+  const at = Date.now();
+  const read = hit && at - hit.at < RULES_TTL_MS ? null : phase.add(rulesQuery(services.db.orm));
+  return async () => {
+    let rules = hit?.rules ?? [];
+    if (read) {
+      rules = read().map(({ rule, objectTypes }) => ({
+        ...rule,
+        objectTypeIds: new Set(JSON.parse(objectTypes ?? "[]") as number[]),
+      }));
+      if (!own) services.state.set(RULE_CACHE, { at, rules });
+    }
+    const staged: StagedRules = { rules, webhookTypeId: null, rows: [] };
+    if (rules.some((r) => r.actionType === "webhook"))
+      staged.webhookTypeId = (await services.objectTypes.ensure("extras", "webhook")).id;
+    ctx.onCommit?.(async () => services.tasks?.outbox.afterCommit(ctx.requestId, staged.rows));
+    return staged;
+  };
+}
+
+/** A change of a staged write as the rules see it: its change record's id is SQL of the batch. */
+export interface StagedEvent
+  extends Omit<ChangeEvent, "changeId" | "time" | "objectId" | "userName"> {
+  changeId: SQL;
+}
+
+/**
+ * `recordEventDeliveries` for a staged write: each matching webhook's delivery job as statements
+ * of `batch` (one per webhook, however many rules match), beside the change record.
+ */
+export function stageEventDeliveries(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  staged: StagedRules,
+  event: StagedEvent,
+): void {
+  const services = ctx.services;
+  const queued = new Set<number>();
+  for (const rule of staged.rules) {
+    if (
+      rule.actionType !== "webhook" ||
+      rule.actionObjectTypeId !== staged.webhookTypeId ||
+      !ruleMatches(rule, event as unknown as ChangeEvent) ||
+      queued.has(rule.actionObjectId)
+    )
+      continue;
+    queued.add(rule.actionObjectId);
+    if (!services.tasks) {
+      services.logger.warn(
+        "an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered",
+        { eventRule: rule.id, requestId: event.requestId },
+      );
+      return;
+    }
+    const payload: Omit<WebhookTaskPayload, "change"> = {
+      webhook: rule.actionObjectId,
+      event_rule: rule.id,
+      model: event.model,
+    };
+    services.tasks.outbox.stage(
+      batch,
+      {
+        name: WEBHOOK_TASK,
+        payload: null,
+        maxAttempts: services.tasks.maxAttempts,
+        userId: event.userId,
+        objectTypeId: staged.webhookTypeId,
+        objectId: rule.actionObjectId,
+      },
+      // the change's id is SQLite's, known inside the batch only; the keys in their usual order
+      sql`json_object('webhook', ${payload.webhook}, 'change', ${event.changeId}, 'event_rule', ${payload.event_rule}, 'model', ${payload.model})`,
+      (row) => staged.rows.push(row),
     );
   }
 }

@@ -5,6 +5,7 @@ import { ApiError, ValidationError } from "../errors";
 import { defineModel, recordUrl } from "../models/define";
 import { closedObject, orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
+import type { Executor } from "../../db/client";
 import type { DeleteHook, WriteContext } from "../rest/resource";
 import { conditionError } from "./conditions";
 import { mayWatch } from "./scope";
@@ -294,27 +295,46 @@ async function requireWatchable(ctx: WriteContext, ruleId: number): Promise<void
   }
 }
 
-/** A webhook that event rules still call cannot be deleted (409), like NetBox's protected objects. */
-export const protectRuleActions: DeleteHook = async (ctx, target) => {
-  if (target.appLabel !== "extras" || target.model !== "webhook") return;
-  const webhookType = await ctx.services.objectTypes.ensure("extras", "webhook", ctx.db);
-  const users = await ctx.db
+/** The event rules calling webhook `id` (of object type `webhookType`). */
+const callersQuery = (db: Executor, webhookType: number, id: number) =>
+  db
     .select({ id: eventRules.id, name: eventRules.name })
     .from(eventRules)
-    .where(
-      and(
-        eq(eventRules.actionObjectTypeId, webhookType.id),
-        eq(eventRules.actionObjectId, target.id),
-      ),
+    .where(and(eq(eventRules.actionObjectTypeId, webhookType), eq(eventRules.actionObjectId, id)));
+
+function refuseCalled(target: { id: number }, users: Array<{ id: number; name: string }>) {
+  if (!users.length) return;
+  throw ApiError.detail(
+    409,
+    `Cannot delete webhook ${target.id}: event rule "${users[0]!.name}" calls it. Delete or change the event rule first.`,
+    "protected",
+    {
+      protected_objects: users.map((u) => ({ object_type: "extras.eventrule", id: u.id })),
+    },
+  );
+}
+
+const isWebhook = (target: { appLabel: string; model: string }) =>
+  target.appLabel === "extras" && target.model === "webhook";
+
+/** A webhook that event rules still call cannot be deleted (409), like NetBox's protected objects. */
+export const protectRuleActions: DeleteHook = async (ctx, target) => {
+  if (!isWebhook(target)) return;
+  const webhookType = await ctx.services.objectTypes.ensure("extras", "webhook", ctx.db);
+  refuseCalled(target, await callersQuery(ctx.db, webhookType.id, target.id));
+};
+// Staged (decisions 0071, 0084): the callers are read in the read phase (the webhook type is
+// known to the process after its first use; else read on its own); other deletes add nothing.
+protectRuleActions.stage = (ctx, phase, target) => {
+  if (!isWebhook(target)) return async () => ({ write() {} });
+  const known = ctx.services.objectTypes.cached("extras", "webhook");
+  const read = known ? phase.add(callersQuery(ctx.services.db.orm, known.id, target.id)) : null;
+  return async () => {
+    const type = known ?? (await ctx.services.objectTypes.ensure("extras", "webhook"));
+    refuseCalled(
+      target,
+      read ? read() : await callersQuery(ctx.services.db.orm, type.id, target.id),
     );
-  if (users.length) {
-    throw ApiError.detail(
-      409,
-      `Cannot delete webhook ${target.id}: event rule "${users[0]!.name}" calls it. Delete or change the event rule first.`,
-      "protected",
-      {
-        protected_objects: users.map((u) => ({ object_type: "extras.eventrule", id: u.id })),
-      },
-    );
-  }
+    return { write() {} };
+  };
 };

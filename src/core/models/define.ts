@@ -36,6 +36,7 @@ import { label as otLabel } from "../object-types";
 import { nowIso } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
+import { stageable, stagedWrites } from "./staged";
 import type { ModelOpenApi } from "../json-schema";
 
 type FieldType =
@@ -201,13 +202,15 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     ctx: ReadContext,
     rows: Record<string, any>[],
     /** The objects' tags when `load` read them with the rows. */
-    tags?: Map<number, ApiRecord[]>,
+    tags?: Map<unknown, ApiRecord[]>,
+    /** The related objects' nested forms by field, when a staged write read them already. */
+    known?: Map<string, Map<number, ApiRecord>>,
   ): Promise<ApiRecord[]> {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
-    const related = new Map<string, Map<number, ApiRecord>>();
+    const related = new Map<string, Map<number, ApiRecord>>(known);
     for (const f of spec.fields) {
-      if (f.type === "fk") {
+      if (f.type === "fk" && !known) {
         const [app, model] = f.related!.split(".") as [string, string];
         const info = await ctx.services.models.get(app, model, ctx);
         const fkIds = [
@@ -248,7 +251,9 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       }
       m2m.set(f.name, byOwn);
     }
-    const tagsOf = spec.tags ? (tags ?? (await loadTags(ctx, await objectTypeId(ctx), ids))) : null;
+    const tagsOf: Map<unknown, ApiRecord[]> | null = spec.tags
+      ? (tags ?? (await loadTags(ctx, await objectTypeId(ctx), ids)))
+      : null;
     const refFields = spec.fields.filter(
       (f) => f.type === "object_type_ref" || f.type === "object_type_refs",
     );
@@ -278,7 +283,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         else if (f.type === "object_type_refs")
           rec[f.name] = ((value as number[] | null) ?? []).map(refOf);
         else if (f.type === "fk")
-          rec[f.name] = value == null ? null : (related.get(f.name)!.get(value) ?? { id: value });
+          rec[f.name] = value == null ? null : (related.get(f.name)?.get(value) ?? { id: value });
         else if (f.type === "choice")
           rec[f.name] =
             value == null
@@ -484,6 +489,20 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         expr: f.type === "fk" ? f.column : undefined,
       })),
   };
+
+  // deletes need no conversion: every model stages them; creates and updates where no hook runs
+  const staged = stagedWrites({
+    spec,
+    table,
+    resource,
+    keyOf,
+    // the staged writer checks foreign keys itself; other types read nothing
+    convertValue: (ctx, f, raw) => convertValue(ctx, f as FieldSpec, raw, async () => false),
+    serialize,
+    objectTypeId,
+    nestedTag,
+  });
+  resource.staged = stageable(spec) ? staged : { delete: staged.delete };
 
   const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
   const nestedRecord = (ctx: ReadContext, row: Record<string, any>): ApiRecord => {

@@ -23,7 +23,8 @@ export function mapConstraintError(
   if (e instanceof ApiError) return null;
   // a write batch's guard: the row changed since the read phase (decision 0071)
   if (isWriteConflict(e)) return new WriteConflictError();
-  const message = messageOf(e);
+  // D1 appends the result code (`…: sites.name: SQLITE_CONSTRAINT (extended: …)`); it is no column
+  const message = messageOf(e).replace(/:\s*SQLITE_[A-Z_]+(?: \(extended: [A-Z_]+\))?\s*$/, "");
   if (!message) return null;
   const unique = /UNIQUE constraint failed: (.+)$/i.exec(message);
   if (unique) {

@@ -25,6 +25,8 @@ import { budgetInRead, budgetOf, chargeRows } from "./budget";
 import { freshRead } from "../fresh-read";
 import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
+import type { StagedOptions } from "../context";
+import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
@@ -69,16 +71,46 @@ export async function writeTransaction<T>(
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
   }
-  for (const task of afterCommit) {
+  await runAfterCommit(services, meta.requestId, afterCommit);
+  return result;
+}
+
+/**
+ * Runs a staged write (decision 0071): `fn` reads in one round trip and writes in one atomic
+ * batch itself, with no transaction held open around it. Tasks passed to `ctx.onCommit` run once
+ * the batch has committed.
+ */
+async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+  const services = c.var.services;
+  const afterCommit: Array<() => Promise<void>> = [];
+  const result = await fn({
+    db: services.db.orm,
+    services,
+    baseUrl: baseUrlOf(c),
+    auth: c.var.auth,
+    requestId: c.var.requestId,
+    params: new URL(c.req.url).searchParams,
+    onCommit: (task) => afterCommit.push(task),
+    scratch: new Slots(),
+  });
+  await runAfterCommit(services, c.var.requestId, afterCommit);
+  return result;
+}
+
+async function runAfterCommit(
+  services: Services,
+  requestId: string,
+  tasks: Array<() => Promise<void>>,
+) {
+  for (const task of tasks) {
     // The change is committed; a failing follow-up is logged, never turned into an error answer.
     await task().catch((e) =>
       services.logger.error("after-commit task failed", {
-        requestId: meta.requestId,
+        requestId,
         error: String((e as Error)?.message ?? e),
       }),
     );
   }
-  return result;
 }
 
 export function inTransaction<T>(
@@ -414,6 +446,52 @@ async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<
   return out;
 }
 
+/**
+ * `If-Match` (NetBox 4.6) as a staged write's precondition on the stamp it reads: 412 when the
+ * object's ETag differs; a write that loses a race after the check answers 412 as well.
+ */
+function ifMatch(c: Ctx): StagedOptions["precondition"] {
+  const expected = stampsFromIfMatch(c.req.header("if-match"));
+  if (expected === null) return undefined;
+  return (stamp) => requireMatch(expected, { last_updated: stamp });
+}
+
+/** A bulk create's items, each a JSON object (else the list's errors per item). */
+function bulkObjects(body: unknown[]): ApiRecord[] {
+  const errors: FieldErrors[] = body.map(() => ({}));
+  const objects = body.flatMap((raw, i) => {
+    try {
+      return [asObject(raw, `item ${i}`)];
+    } catch (e) {
+      errors[i] = (e as ValidationError).fields as FieldErrors;
+      return [];
+    }
+  });
+  if (objects.length < body.length) throw new ValidationError(errors);
+  return objects;
+}
+
+/**
+ * A bulk update's items: each a JSON object with an id (the list's field errors per item, as
+ * `eachItem` gives them); the id is not an input field.
+ */
+function bulkItems(body: unknown[]): Array<{ id: number; input: ApiRecord }> {
+  const errors: FieldErrors[] = [];
+  const items: Array<{ id: number; input: ApiRecord }> = [];
+  for (const [i, raw] of body.entries()) {
+    try {
+      const item = asObject(raw, `item ${i}`);
+      const { id: _drop, ...input } = item;
+      items.push({ id: bulkId(item), input });
+      errors.push({});
+    } catch (e) {
+      errors.push((e as ValidationError).fields as FieldErrors);
+    }
+  }
+  if (items.length < body.length) throw new ValidationError(errors);
+  return items;
+}
+
 function bulkId(item: ApiRecord): number {
   const id = item.id;
   if (typeof id !== "number" || !Number.isInteger(id) || id < 1)
@@ -504,12 +582,19 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "add", r);
     const body = await readJson(c);
+    const staged = r.staged?.create ? r.staged : undefined;
     if (Array.isArray(body)) {
-      const written = await inTransaction(c, r, (ctx) =>
-        r.createMany
-          ? createManyChecked(ctx, r, body)
-          : eachItem(body, (item) => createChecked(ctx, r, item)),
-      );
+      if (!body.length)
+        throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+      const written: Written[] = staged
+        ? await inStagedWrite(c, (ctx) =>
+            staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
+          )
+        : await inTransaction(c, r, (ctx) =>
+            r.createMany
+              ? createManyChecked(ctx, r, body)
+              : eachItem(body, (item) => createChecked(ctx, r, item)),
+          );
       const records = await writtenRecords(c, r, written);
       const answer = await projected(c, r, records);
       // The answer is the records the change log just wrote as JSON (nothing hidden, no
@@ -525,9 +610,14 @@ export function mountResource(
       }
       return c.json(answer, 201);
     }
-    const written = await inTransaction(c, r, (ctx) =>
-      createChecked(ctx, r, asObject(body, "body")),
-    );
+    const input = asObject(body, "body");
+    const written: Written = staged
+      ? (
+          await inStagedWrite(c, (ctx) =>
+            staged.create!(ctx, [input], { resource: r, bulk: false }),
+          )
+        )[0]!
+      : await inTransaction(c, r, (ctx) => createChecked(ctx, r, input));
     return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0], 201);
   });
 
@@ -541,6 +631,18 @@ export function mountResource(
         throw new ValidationError({
           non_field_errors: ["Bulk update expects a list of objects with an id."],
         });
+      const staged = r.staged?.update ? r.staged : undefined;
+      if (staged) {
+        if (!body.length)
+          throw new ValidationError({
+            non_field_errors: ["Expected a non-empty list of objects."],
+          });
+        const items = bulkItems(body);
+        const written = await inStagedWrite(c, (ctx) =>
+          staged.update!(ctx, items, partial, { resource: r, bulk: true }),
+        );
+        return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+      }
       const written = await inTransaction(c, r, (ctx) =>
         eachItem(body, async (item) => {
           const id = bulkId(item);
@@ -556,6 +658,21 @@ export function mountResource(
       await requirePermission(c, "change", r);
       const id = parseId(c.req.param("id"));
       const body = asObject(await readJson(c), "body");
+      const staged = r.staged?.update ? r.staged : undefined;
+      if (staged) {
+        const precondition = ifMatch(c);
+        const [written] = await inStagedWrite(c, (ctx) =>
+          staged.update!(ctx, [{ id, input: body }], partial, {
+            resource: r,
+            bulk: false,
+            precondition,
+          }),
+        );
+        // the new ETag (NetBox 4.6): the next If-Match of this client names this version
+        const tag = etagOf(written!.record);
+        if (tag) c.header("ETag", tag);
+        return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
+      }
       const written = await inTransaction(c, r, async (ctx) => {
         await ensureExists(ctx, r, id, "change");
         return updateChecked(ctx, r, id, body, partial);
@@ -572,6 +689,16 @@ export function mountResource(
       throw new ValidationError({
         non_field_errors: ["Bulk delete expects a list of objects with an id."],
       });
+    const staged = r.staged;
+    if (staged) {
+      if (!body.length)
+        throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+      const ids = bulkItems(body).map((i) => i.id);
+      const outcome = await inStagedWrite(c, (ctx) =>
+        staged.delete(ctx, ids, { resource: r, bulk: true }),
+      );
+      if (outcome === undefined) return c.body(null, 204);
+    }
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
@@ -584,6 +711,15 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "delete", r);
     const id = parseId(c.req.param("id"));
+    const staged = r.staged;
+    if (staged) {
+      const precondition = ifMatch(c);
+      const outcome = await inStagedWrite(c, (ctx) =>
+        staged.delete(ctx, [id], { resource: r, bulk: false, precondition }),
+      );
+      // a cascade deletes other objects (each with its hooks): that runs in a transaction
+      if (outcome === undefined) return c.body(null, 204);
+    }
     await inTransaction(c, r, async (ctx) => {
       await deleteWithHooks(ctx, r, id, "delete");
     });

@@ -328,6 +328,16 @@ export class CotRegistry {
     { proof: string; fields: { field: FieldRow; model: CotModel }[] }
   >();
 
+  /** `fieldsPointingAt`'s read as a query (for a read phase); `pointingFields` resolves its rows. */
+  pointingQuery(db: Executor, objectTypeId: number) {
+    return this.#linkingQuery(db).where(this.#linkingWhere(sql`${objectTypeId}`));
+  }
+
+  /** The fields and models of `pointingQuery`'s rows. */
+  pointingFields(db: Executor, rows: LinkingRow[]) {
+    return this.#linkingFrom(db, rows);
+  }
+
   async #linkingFrom(db: Executor, rows: LinkingRow[]) {
     const out: { field: FieldRow; model: CotModel }[] = [];
     for (const row of rows) {

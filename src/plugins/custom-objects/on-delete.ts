@@ -6,7 +6,8 @@
 import { sql } from "drizzle-orm";
 import { ApiError } from "../../core/errors";
 import { deleteWithHooks } from "../../core/rest/handlers";
-import type { DeleteHook } from "../../core/rest/resource";
+import type { DeleteHook, StagedHook, WriteContext } from "../../core/context";
+import type { ReadPhase, WriteBatch } from "../../core/rest/write-batch";
 import { slotKey } from "../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
 import type { CotRegistry } from "./models";
@@ -29,7 +30,7 @@ export function linkCondition(f: FieldRow, typeId: number, id: number) {
 const DELETING = slotKey<Set<string>>("custom-objects.deleting");
 
 export function onDeleteHook(registry: CotRegistry): DeleteHook {
-  return async (ctx, target) => {
+  const hook: DeleteHook = async (ctx, target) => {
     const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model, ctx.db);
     if (!ot) return;
     const busy = ctx.scratch.ensure(DELETING, () => new Set());
@@ -65,6 +66,99 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
         await ctx.db.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`);
       }
     }
+  };
+  hook.stage = (ctx, phase, target) => stageOnDelete(registry, ctx, phase, target);
+  return hook;
+}
+
+/**
+ * The hook in a staged delete of a host object (decision 0071): the fields pointing at its type
+ * are read in the read phase; links are dropped and set to null by statements of the batch, and
+ * `protect` and `cascade` fields become guards that no object links to it. When a guard fails,
+ * `explain` reads what links: a protected link is the usual 409, a cascade sends the delete to a
+ * transaction (it deletes other objects, each with its own hooks and change record).
+ */
+/** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
+const holdsOn = (f: FieldRow) =>
+  f.onDeleteBehavior === "protect" || f.onDeleteBehavior === "cascade";
+
+function stageOnDelete(
+  registry: CotRegistry,
+  ctx: WriteContext,
+  phase: ReadPhase,
+  target: { appLabel: string; model: string; id: number },
+): () => Promise<StagedHook> {
+  const known = ctx.services.objectTypes.byLabel(target.appLabel, target.model);
+  const rows = known.then((ot) => (ot ? ot : null));
+  let pointing: (() => Array<{ fieldId: number; cotId: number; shapeVersion: number }>) | null =
+    null;
+  // the object type is cached after its first use: its fields are then read with the phase
+  const sync = ctx.services.objectTypes.cached(target.appLabel, target.model);
+  if (sync) pointing = phase.add(registry.pointingQuery(ctx.services.db.orm, sync.id));
+  return async () => {
+    const ot = sync ?? (await rows);
+    if (!ot) return { write() {} };
+    const orm = ctx.services.db.orm;
+    const fields = await registry.pointingFields(
+      orm,
+      pointing ? pointing() : await registry.pointingQuery(orm, ot.id),
+    );
+    const watched = fields.filter(({ field: f }) => !hasLinkTable(f) && holdsOn(f));
+    const explainOne = async (f: FieldRow) => {
+      const where = linkCondition(f, ot.id, target.id);
+      const t = ident(tableName(f.customObjectTypeId));
+      const [hit] = (await orm.all(sql`SELECT id FROM ${t} WHERE ${where} LIMIT 1`)) as {
+        id: number;
+      }[];
+      if (!hit) return undefined;
+      if (f.onDeleteBehavior === "protect") throw protectedError(target, f, hit.id);
+      return "transaction" as const;
+    };
+    return {
+      write(batch: WriteBatch) {
+        for (const { field: f } of fields) {
+          const where = linkCondition(f, ot.id, target.id);
+          if (hasLinkTable(f)) {
+            const lt = ident(linkTableName(f.customObjectTypeId, f.id));
+            if (f.onDeleteBehavior === "protect")
+              batch.add(
+                orm.run(
+                  sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${lt} WHERE ${where})`,
+                ),
+              );
+            else batch.add(orm.run(sql`DELETE FROM ${lt} WHERE ${where}`));
+            continue;
+          }
+          const t = ident(tableName(f.customObjectTypeId));
+          if (!holdsOn(f)) {
+            const nulls = f.isPolymorphic
+              ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
+              : sql`${ident(`${f.name}_id`)} = NULL`;
+            batch.add(orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`));
+          } else
+            batch.add(
+              orm.run(
+                sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
+              ),
+            );
+        }
+      },
+      async explain() {
+        for (const { field: f } of fields) {
+          if (hasLinkTable(f) && f.onDeleteBehavior === "protect") {
+            const lt = ident(linkTableName(f.customObjectTypeId, f.id));
+            const where = linkCondition(f, ot.id, target.id);
+            const [hit] = (await orm.all(
+              sql`SELECT source_id FROM ${lt} WHERE ${where} LIMIT 1`,
+            )) as { source_id: number }[];
+            if (hit) throw protectedError(target, f, hit.source_id);
+          }
+        }
+        for (const { field: f } of watched)
+          if ((await explainOne(f)) === "transaction") return "transaction";
+        return undefined;
+      },
+    };
   };
 }
 

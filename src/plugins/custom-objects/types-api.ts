@@ -210,6 +210,8 @@ export function cotResource(registry: CotRegistry): Resource {
   const base = cotModel.resource;
   return {
     ...base,
+    // writes go through the wrapped create/update: none staged around them (decision 0083)
+    staged: undefined,
     async create(ctx, input) {
       const { unique_together: together, ...rest } = input;
       // a new type has no fields yet: only an empty list is possible
@@ -280,6 +282,8 @@ export function fieldResource(): Resource {
   const base = fieldModel.resource;
   return {
     ...base,
+    // writes go through the wrapped create/update: none staged around them (decision 0083)
+    staged: undefined,
     async create(ctx, input) {
       const cotId = cotIdOf(input);
       if (cotId === null)

@@ -5,7 +5,8 @@
  * Redis did not take wait for the next relay pass; jobs Redis lost later are queued again by
  * the sweep.
  */
-import { and, asc, eq, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, isNotNull, isNull, lt, sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import type { Executor } from "../../db/client";
 import { Reusable } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
@@ -60,6 +61,11 @@ export interface OutboxOptions {
   relayMinAgeMs?: number;
   /** A live job missing from every queue list this long after its relay is queued again; default 10 s. */
   sweepGraceMs?: number;
+}
+
+/** What `stage` needs of a write batch (`core/rest/write-batch.ts`). */
+interface StagedBatch {
+  add(item: BatchItem<"sqlite">, then?: (result: unknown) => void): void;
 }
 
 /** What to run, for {@link OutboxRelay.record}. */
@@ -193,6 +199,53 @@ export class OutboxRelay {
       .on(db, orm)
       .all({ ...row, created, payload: JSON.stringify(row.payload) });
     return { id: out!.id, ...row };
+  }
+
+  /**
+   * `record` as two statements of an atomic write batch (decision 0071): the job, then its outbox
+   * row, whose payload is SQL (it may name a change record the same batch writes). `done`
+   * receives the row once the batch has committed.
+   */
+  stage(batch: StagedBatch, job: OutboxJob, payload: SQL, done: (row: OutboxRow) => void): void {
+    const orm = this.queue.db.orm;
+    const created = nowIso();
+    const key = crypto.randomUUID();
+    batch.add(
+      orm.insert(jobs).values({
+        name: job.name,
+        status: "pending",
+        created,
+        objectTypeId: job.objectTypeId ?? null,
+        objectId: job.objectId ?? null,
+        userId: job.userId,
+      }),
+    );
+    batch.add(
+      orm
+        .insert(outbox)
+        .values({
+          created,
+          jobId: sql`last_insert_rowid()`,
+          name: job.name,
+          payload: sql`${payload}`,
+          maxAttempts: job.maxAttempts,
+          userId: job.userId,
+          key,
+        })
+        .returning({ id: outbox.id, jobId: outbox.jobId, payload: outbox.payload }),
+      (rows) => {
+        const [r] = rows as Array<{ id: number; jobId: number; payload: unknown }>;
+        done({
+          id: r!.id,
+          jobId: r!.jobId,
+          name: job.name,
+          payload: r!.payload,
+          maxAttempts: job.maxAttempts,
+          userId: job.userId,
+          key,
+        });
+      },
+    );
   }
 
   /**

@@ -1,0 +1,94 @@
+/**
+ * A write as one read and one atomic batch (decision 0071): what the read phase asks for, the
+ * statements of the write phase with what to do with their results, and how an id SQLite has not
+ * allocated yet is named in the statements and records that follow its INSERT.
+ */
+import { sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { Database, Queries } from "../../db/client";
+
+/** The reads of a read phase: one `db.read` (one round trip) whatever their number. */
+export class ReadPhase {
+  readonly #queries: BatchItem<"sqlite">[] = [];
+  readonly #results: unknown[] = [];
+
+  /** Adds a query; the returned getter answers its rows once `run` has resolved. */
+  add<T>(query: BatchItem<"sqlite"> & PromiseLike<T>): () => T {
+    const at = this.#queries.push(query) - 1;
+    return () => this.#results[at] as T;
+  }
+
+  async run(db: Database): Promise<void> {
+    if (!this.#queries.length) return;
+    const results = (await db.read(this.#queries as unknown as Queries)) as unknown as unknown[];
+    this.#results.push(...results);
+  }
+}
+
+/** The statements of one atomic write, and what reads their results after the commit. */
+export class WriteBatch {
+  readonly #items: BatchItem<"sqlite">[] = [];
+  readonly #after: Array<(results: unknown[]) => void> = [];
+
+  get size(): number {
+    return this.#items.length;
+  }
+
+  /** Adds a statement; `then` receives its result (RETURNING rows) after the commit. */
+  add<T>(item: BatchItem<"sqlite"> & PromiseLike<T>, then?: (result: T) => void): void {
+    const at = this.#items.push(item) - 1;
+    if (then) this.#after.push((results) => then(results[at] as T));
+  }
+
+  /** One `db.write`: one round trip, all or nothing. */
+  async run(db: Database): Promise<void> {
+    if (!this.#items.length) return;
+    const results = (await db.write(this.#items as unknown as Queries)) as unknown as unknown[];
+    for (const after of this.#after) after(results);
+  }
+}
+
+/**
+ * The id of the `k`-th of `n` rows a batch inserts into `table` (in VALUES order, over all its
+ * INSERTs into that table), as SQL valid in any later statement of the same batch: the batch holds
+ * the write lock, and AUTOINCREMENT gives each new row the largest id so far plus one, so the
+ * batch's rows are the table's last `n` ids, in order.
+ */
+export function newRowId(table: string, k: number, n: number): SQL {
+  const back = n - 1 - k;
+  if (!Number.isSafeInteger(back) || back < 0) throw new Error(`newRowId: ${k} of ${n}`);
+  // the offset is written out: D1 binds numbers as REAL, and the id would become "7.0" as text
+  return sql`((SELECT max("id") FROM ${sql.raw(`"${table}"`)}) - ${sql.raw(String(back))})`;
+}
+
+/**
+ * A record written before its id is known carries this marker (made once per process) where the id goes (`id`, `url`,
+ * `display`); `withNewId` turns its JSON text into SQL that puts the id in. The marker has a
+ * random part: no user's value can hold it by chance, so nothing else is replaced.
+ */
+export function newIdMarker(): string {
+  // made on first use: Workers refuse random values in the global scope
+  marker ??= `@new-id-${crypto.randomUUID()}@`;
+  return marker;
+}
+let marker: string | undefined;
+
+/** `text` (JSON or plain) with the marker replaced by `id`, as an SQL expression. */
+export function withNewId(text: string, id: SQL): SQL {
+  const asText = sql`CAST(${id} AS TEXT)`;
+  // the quoted marker first: `"id":"<marker>"` becomes the number `"id":42`
+  const mark = newIdMarker();
+  return sql`replace(replace(${text}, ${JSON.stringify(mark)}, ${asText}), ${mark}, ${asText})`;
+}
+
+/**
+ * A write's new `last_updated`: now, but always after the stamp it replaces (two writes in one
+ * millisecond would otherwise leave the same stamp, and a condition on it could not tell them
+ * apart).
+ */
+export function nextStamp(previous: string | null | undefined): string {
+  const now = new Date();
+  const before = previous ? Date.parse(previous) : Number.NaN;
+  if (!Number.isNaN(before) && now.getTime() <= before) return new Date(before + 1).toISOString();
+  return now.toISOString();
+}

@@ -1,0 +1,175 @@
+/**
+ * Races between writes on a remote database (issue 28 item 2, decision 0071), over HTTP: the app
+ * on the project's Hrana server through a proxy that holds the write batches until both writers
+ * have read, so both base their write on the same read. One wins; the other answers 409
+ * (`write_conflict`), or 412 when it sent `If-Match`; nothing is overwritten silently.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { waitFor } from "../helpers/wait";
+
+let hrana: HranaServer;
+let proxy: CountingProxy;
+let dir: string;
+let t: TestApp;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-write-races-"));
+  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  proxy = startCountingProxy(hrana.url);
+  t = await makeTestApp({ DATABASE_URL: proxy.url });
+});
+afterAll(async () => {
+  proxy.release();
+  await t.close();
+  proxy.stop();
+  await hrana.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+let serial = 0;
+async function newSite(): Promise<{ id: number; last_updated: string }> {
+  const n = ++serial;
+  const r = await t.json("POST", "/api/dcim/sites/", {
+    body: { name: `race ${n}`, slug: `race-${n}` },
+  });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  // the answer, built before SQLite gave the id, is the object as a GET reads it
+  expect(r.body).toEqual((await t.json("GET", `/api/dcim/sites/${r.body.id}/`)).body);
+  return r.body;
+}
+
+/** Waits (bounded) until `n` write batches wait in the proxy. */
+async function untilHeld(n: number) {
+  await waitFor(() => proxy.held >= n, {
+    message: () => `${proxy.held} of ${n} write batches held`,
+  });
+  expect(proxy.held).toBe(n);
+}
+
+/** Runs `writes` with their write batches held until all of them have read, then lets them go. */
+async function race<T>(writes: Array<() => Promise<T>>): Promise<T[]> {
+  proxy.hold((statements) => statements.some((s) => /^(update|delete from) "sites"/i.test(s)));
+  try {
+    const running = writes.map((w) => w());
+    await untilHeld(writes.length);
+    proxy.release();
+    return await Promise.all(running);
+  } finally {
+    proxy.release();
+  }
+}
+
+const changesOf = async (id: number) =>
+  (
+    await t.json("GET", `/api/core/object-changes/?changed_object_id=${id}&limit=50`)
+  ).body.results.filter(
+    (c: { changed_object_type: string }) => c.changed_object_type === "dcim.site",
+  );
+
+test("two PATCHes of one site from the same read: one 200, the other 409, nothing lost", async () => {
+  const site = await newSite();
+  const [a, b] = await race(
+    ["first", "second"].map(
+      (d) => () => t.json("PATCH", `/api/dcim/sites/${site.id}/`, { body: { description: d } }),
+    ),
+  );
+  const statuses = [a!.status, b!.status].sort();
+  expect(statuses).toEqual([200, 409]);
+  const loser = a!.status === 409 ? a! : b!;
+  const winner = a!.status === 200 ? a! : b!;
+  expect(loser.body.error).toBe("write_conflict");
+  const now = (await t.json("GET", `/api/dcim/sites/${site.id}/`)).body;
+  expect(now.description).toBe(winner.body.description);
+  expect(now.last_updated).toBe(winner.body.last_updated);
+  // one change record for the winner, none for the loser
+  const updates = (await changesOf(site.id)).filter(
+    (c: { action: { value: string } }) => c.action.value === "update",
+  );
+  expect(updates.length).toBe(1);
+  expect(updates[0].postchange_data.description).toBe(winner.body.description);
+});
+
+test("with If-Match of the same ETag: one 200, the other 412", async () => {
+  const site = await newSite();
+  const etag = `W/"${site.last_updated}"`;
+  const [a, b] = await race(
+    ["one", "two"].map(
+      (d) => () =>
+        t.json("PATCH", `/api/dcim/sites/${site.id}/`, {
+          body: { description: d },
+          headers: { "If-Match": etag },
+        }),
+    ),
+  );
+  expect([a!.status, b!.status].sort()).toEqual([200, 412]);
+  // the winner's answer carries its new ETag, which a next If-Match names
+  const won = a!.status === 200 ? a! : b!;
+  expect(won.res.headers.get("ETag")).toBe(`W/"${won.body.last_updated}"`);
+  // a stale ETag is refused before anything is written
+  const stale = await t.json("PATCH", `/api/dcim/sites/${site.id}/`, {
+    body: { description: "late" },
+    headers: { "If-Match": etag },
+  });
+  expect(stale.status).toBe(412);
+  const now = (await t.json("GET", `/api/dcim/sites/${site.id}/`)).body;
+  expect(now.description).toBe((a!.status === 200 ? a! : b!).body.description);
+});
+
+test("a DELETE racing a PATCH: one wins, the other answers 409; no update of a deleted row", async () => {
+  const site = await newSite();
+  const [patched, deleted] = await race([
+    () => t.json("PATCH", `/api/dcim/sites/${site.id}/`, { body: { description: "kept?" } }),
+    () => t.json("DELETE", `/api/dcim/sites/${site.id}/`),
+  ]);
+  const outcome = [patched!.status, deleted!.status];
+  // whichever batch the server ran first wins; the other's condition on last_updated fails
+  expect([
+    [200, 409],
+    [409, 204],
+  ]).toContainEqual(outcome);
+  const after = await t.json("GET", `/api/dcim/sites/${site.id}/`);
+  if (deleted!.status === 204) expect(after.status).toBe(404);
+  else expect(after.body.description).toBe("kept?");
+});
+
+test("answers of staged writes are the objects as GET reads them (relations, tags, bulk)", async () => {
+  const tenant = (
+    await t.json("POST", "/api/tenancy/tenants/", { body: { name: "acme", slug: "acme" } })
+  ).body;
+  const tag = (await t.json("POST", "/api/extras/tags/", { body: { name: "blue", slug: "blue" } }))
+    .body;
+  const site = await newSite();
+  const get = async (id: number) => (await t.json("GET", `/api/dcim/sites/${id}/`)).body;
+  const patched = await t.json("PATCH", `/api/dcim/sites/${site.id}/`, {
+    body: { tenant: tenant.id, tags: [{ slug: "blue" }], status: "planned" },
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+  expect(patched.body.tenant.id).toBe(tenant.id);
+  expect(patched.body.tags.map((x: { id: number }) => x.id)).toEqual([tag.id]);
+  expect(patched.body).toEqual(await get(site.id));
+  const created = await t.json("POST", "/api/dcim/sites/", {
+    body: [
+      { name: "with tags", slug: "with-tags", tenant: tenant.id, tags: [tag.id] },
+      { name: "plain", slug: "plain" },
+    ],
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  for (const c of created.body) expect(c).toEqual(await get(c.id));
+  const put = await t.json("PUT", "/api/dcim/sites/", {
+    body: created.body.map((c: { id: number; slug: string }) => ({
+      id: c.id,
+      name: `${c.slug} again`,
+      slug: c.slug,
+    })),
+  });
+  expect(put.status, JSON.stringify(put.body)).toBe(200);
+  for (const c of put.body) expect(c).toEqual(await get(c.id));
+  // a PUT keeps what it does not name (tags, as NetBox does), drops no relation silently
+  expect(put.body[0].tags.map((x: { id: number }) => x.id)).toEqual([tag.id]);
+});
