@@ -81,3 +81,8 @@ export function createResilientCache(inner: Cache, options: ResilientCacheOption
 export function unwrapCache(cache: Cache): Cache {
   return (cache as Partial<ResilientCache>)[INNER] ?? cache;
 }
+
+/** True when `cache` degrades to misses on failure (requests then never depend on its backend). */
+export function isResilient(cache: Cache): boolean {
+  return unwrapCache(cache) !== cache;
+}

@@ -1,5 +1,5 @@
 /** `health_check.cache.backends.CacheBackend`: the configured cache takes a write and a read. */
-import { unwrapCache } from "../../../services/cache/resilient";
+import { isResilient, unwrapCache } from "../../../services/cache/resilient";
 import {
   BaseHealthCheckBackend,
   messageOf,
@@ -11,6 +11,12 @@ import {
 const PROBE_TTL_SECONDS = 10;
 
 export class CacheBackendHealthCheck extends BaseHealthCheckBackend {
+  /**
+   * A cache behind the resilient wrapper is optional: while it fails, requests are served from
+   * the database, so its failure is reported but does not fail `/readyz` (issue 30, decision 0080).
+   */
+  override criticalService = !isResilient(this.services.cache);
+
   override identifier(): string {
     return "CacheBackend";
   }

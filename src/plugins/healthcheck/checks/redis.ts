@@ -3,6 +3,7 @@
  * answer PING; the tasks check also reads the job queue's figures (depth, oldest pending job,
  * last worker heartbeat) and flags them against the `queue` thresholds.
  */
+import { isResilient } from "../../../services/cache/resilient";
 import { lastHeartbeat } from "../../../services/tasks/heartbeat";
 import {
   BaseHealthCheckBackend,
@@ -54,6 +55,8 @@ abstract class HostRedisHealthCheck extends BaseHealthCheckBackend {
 
 export class HostRedisCacheHealthCheck extends HostRedisHealthCheck {
   protected readonly role = "caching";
+  /** Only the cache uses this Redis; behind the resilient wrapper it is optional (see CacheBackend). */
+  override criticalService = !isResilient(this.services.cache);
   override identifier(): string {
     return "HostRedisCacheHealthCheck";
   }
