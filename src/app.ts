@@ -50,6 +50,8 @@ export interface AppDeps {
   db: Database;
   cache: Cache;
   redis?: { caching?: RedisClient; tasks?: RedisClient };
+  /** Why a Redis role meant to exist is missing (`Services.redisDown`). */
+  redisDown?: { caching?: string; tasks?: string };
   logger?: Logger;
   /** Plugins that exist (enabled ones are picked by `config.plugins`); default: the built-ins. */
   availablePlugins?: HostPlugin[];
@@ -119,6 +121,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     db,
     cache: namespacedCache(deps.cache, `${identity}:`),
     redis: deps.redis ?? {},
+    ...(deps.redisDown ? { redisDown: deps.redisDown } : {}),
     logger,
     plugins: plugins.map(({ name, version, apiBase }) => ({
       name,

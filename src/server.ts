@@ -60,7 +60,7 @@ function localDatabaseName(databaseUrl: string): string {
 async function withLocalRedis(
   config: Config,
   logger: Logger,
-): Promise<{ config: Config; stack: LocalRedisStack | null }> {
+): Promise<{ config: Config; stack: LocalRedisStack | null; down?: string }> {
   if (
     !localRedisEnabled(process.env.HOST_LOCAL_REDIS) ||
     config.redis.caching ||
@@ -74,18 +74,20 @@ async function withLocalRedis(
       database: localDatabaseName(config.database.url),
     });
   } catch (e) {
+    const error = String((e as Error)?.message ?? e).slice(0, 300);
+    // Events are still written to the outbox; they are delivered once a tasks Redis is there.
     logger.error(
-      "local redis-server did not start; the Redis health checks will report unavailable",
-      { error: String((e as Error)?.message ?? e) },
+      "local redis-server did not start; the Redis health checks fail and event deliveries wait in the outbox",
+      { error },
     );
-    return { config, stack: null };
+    return { config, stack: null, down: `the local redis-server did not start (${error})` };
   }
   if (!stack) {
     logger.warn(
       "redis-server is not on PATH, so there is no local Redis: the Redis health checks will report unavailable " +
         "(install redis-server, or set REDIS_CACHING_URL and REDIS_TASKS_URL; HOST_LOCAL_REDIS=off silences this)",
     );
-    return { config, stack: null };
+    return { config, stack: null, down: "redis-server is not on PATH" };
   }
   // The caching role (token and cache look-ups on every request) talks RESP to redis-server through
   // Bun's native client: no loopback HTTP round trip through the bridge per look-up (decision 0043).
@@ -156,14 +158,16 @@ async function main() {
     await assertPortFree(config.host, config.port);
     const db = await openMigrated(config);
     started = { ...config.database, close: () => db.close() };
-    ({ config, stack } = await withLocalRedis(config, logger));
+    let down: string | undefined;
+    ({ config, stack, down } = await withLocalRedis(config, logger));
     const redact = createRedactor(secretsOf(config));
 
     const redis = await createRedisClients(config);
     let cache = createCache(config.cacheBackend, { db, redis: redis.caching });
     // A Redis outage must cost the cache, not the requests.
     if (cache.backend === "redis") cache = createResilientCache(cache, { logger, redact });
-    const app = await createApp({ config, db, cache, redis, logger });
+    const redisDown = down ? { caching: down, tasks: down } : undefined;
+    const app = await createApp({ config, db, cache, redis, logger, redisDown });
     // a full collection when requests pause, so a burst's heap is not the next one's floor (0060)
     const idle = idleCollector(app.fetch);
     let server: ReturnType<typeof Bun.serve>;

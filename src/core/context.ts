@@ -71,6 +71,8 @@ export interface Services {
   db: Database;
   cache: Cache;
   redis: { caching?: RedisClient; tasks?: RedisClient };
+  /** Why a Redis role meant to exist is missing (the local redis-server did not start), for the checks. */
+  redisDown?: { caching?: string; tasks?: string };
   logger: Logger;
   /** The enabled plugins, in `PLUGINS` order (what they mount is wired by `createApp`). */
   plugins: PluginInfo[];

@@ -197,8 +197,9 @@ describe("bun src/server.ts", () => {
     expect(r.body.checks).toEqual({
       Database: "working",
       CacheBackend: "working",
-      HostRedisCacheHealthCheck: "unavailable: REDIS['caching'] is not configured",
-      HostRedisTasksHealthCheck: "unavailable: REDIS['tasks'] is not configured",
+      HostRedisCacheHealthCheck:
+        "unavailable: REDIS['caching'] is not running: redis-server is not on PATH",
+      HostRedisTasksHealthCheck: "unavailable: REDIS['tasks'] is not running: redis-server is not on PATH",
     });
     s.proc.kill("SIGINT");
     expect(await s.exited()).toBe(0);

@@ -61,7 +61,6 @@ const FAST_TASKS = {
   backoffMaxMs: 400,
   maxAttempts: 8,
   webhookTimeoutMs: 2_000,
-  relayMinAgeMs: 100,
   sweepGraceMs: 500,
 };
 

@@ -6,7 +6,7 @@
 import { eq, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
-import type { OutboxRow } from "../../services/tasks/outbox";
+import { recordOutbox, stageOutbox, type OutboxRow } from "../../services/tasks/outbox";
 import type { Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
 import { slotKey } from "../slots";
@@ -125,6 +125,18 @@ interface TransactionEvents {
 /** Kept in the write context's scratch for the rest of its transaction. */
 const TRANSACTION_EVENTS = slotKey<TransactionEvents>("events.transaction");
 
+/** Set once the "no queue" warning was logged: one line per process, not one per event. */
+const NO_QUEUE_WARNED = slotKey<true>("events.no-queue-warned");
+
+function warnNoQueue(services: Services) {
+  if (services.state.get(NO_QUEUE_WARNED)) return;
+  services.state.set(NO_QUEUE_WARNED, true);
+  services.logger.warn(
+    "event rules matched but there is no tasks Redis: the deliveries wait in the outbox and are sent once one is there",
+    { cause: services.redisDown?.tasks ?? "REDIS_TASKS_URL is not set" },
+  );
+}
+
 const changesRules = (event: ChangeEvent) =>
   event.appLabel === "extras" && (event.model === "eventrule" || event.model === "webhook");
 
@@ -142,7 +154,8 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
     ctx.scratch.set(TRANSACTION_EVENTS, (state = fresh));
     ctx.onCommit?.(async () => {
       if (fresh.rulesChanged) services.state.delete(RULE_CACHE);
-      services.tasks?.outbox.afterCommit(ctx.requestId, fresh.rows);
+      if (services.tasks) services.tasks.outbox.afterCommit(ctx.requestId, fresh.rows);
+      else if (fresh.rows.length) warnNoQueue(services);
     });
   }
   if (changesRules(event)) {
@@ -162,24 +175,18 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
     const pair = `${event.changeId}:${rule.actionObjectId}`;
     if (state.queued.has(pair)) continue;
     state.queued.add(pair);
-    if (!services.tasks) {
-      services.logger.warn(
-        "an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered",
-        { eventRule: rule.id, requestId: event.requestId },
-      );
-      return;
-    }
     const payload: WebhookTaskPayload = {
       webhook: rule.actionObjectId,
       change: event.changeId,
       event_rule: rule.id,
       model: event.model,
     };
+    // Written whether or not a queue exists now: the relay hands it over once one is there.
     state.rows.push(
-      await services.tasks.outbox.record(ctx.db, {
+      await recordOutbox(ctx.db, services.db.orm, {
         name: WEBHOOK_TASK,
         payload,
-        maxAttempts: services.tasks.maxAttempts,
+        maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
         userId: event.userId,
         objectTypeId: webhookType.id,
         objectId: rule.actionObjectId,
@@ -235,7 +242,10 @@ export function stageRules(
     const staged: StagedRules = { rules, webhookTypeId: null, rows: [] };
     if (rules.some((r) => r.actionType === "webhook"))
       staged.webhookTypeId = (await services.objectTypes.ensure("extras", "webhook")).id;
-    ctx.onCommit?.(async () => services.tasks?.outbox.afterCommit(ctx.requestId, staged.rows));
+    ctx.onCommit?.(async () => {
+      if (services.tasks) services.tasks.outbox.afterCommit(ctx.requestId, staged.rows);
+      else if (staged.rows.length) warnNoQueue(services);
+    });
     return staged;
   };
 }
@@ -267,24 +277,19 @@ export function stageEventDeliveries(
     )
       continue;
     queued.add(rule.actionObjectId);
-    if (!services.tasks) {
-      services.logger.warn(
-        "an event rule matched but no tasks Redis is configured (REDIS_TASKS_URL); nothing is delivered",
-        { eventRule: rule.id, requestId: event.requestId },
-      );
-      return;
-    }
     const payload: Omit<WebhookTaskPayload, "change"> = {
       webhook: rule.actionObjectId,
       event_rule: rule.id,
       model: event.model,
     };
-    services.tasks.outbox.stage(
+    // Staged whether or not a queue exists now: the relay hands it over once one is there.
+    stageOutbox(
       batch,
+      services.db.orm,
       {
         name: WEBHOOK_TASK,
         payload: null,
-        maxAttempts: services.tasks.maxAttempts,
+        maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
         userId: event.userId,
         objectTypeId: staged.webhookTypeId,
         objectId: rule.actionObjectId,

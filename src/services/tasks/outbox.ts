@@ -5,9 +5,22 @@
  * Redis did not take wait for the next relay pass; jobs Redis lost later are queued again by
  * the sweep.
  */
-import { and, asc, eq, inArray, isNotNull, isNull, lt, sql, type SQL } from "drizzle-orm";
+import {
+  and,
+  asc,
+  eq,
+  gt,
+  inArray,
+  isNotNull,
+  isNull,
+  lt,
+  lte,
+  or,
+  sql,
+  type SQL,
+} from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import type { Executor } from "../../db/client";
+import type { Executor, Orm } from "../../db/client";
 import { Reusable } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
@@ -57,8 +70,6 @@ export interface OutboxOptions {
    * request's `waitUntil` (Workers: work started outside a request's context is cancelled).
    */
   afterCommit?: "now" | "deferred";
-  /** The relay loop leaves rows younger than this to the relay right after commit; default 1 s. */
-  relayMinAgeMs?: number;
   /** A live job missing from every queue list this long after its relay is queued again; default 10 s. */
   sweepGraceMs?: number;
 }
@@ -149,14 +160,96 @@ function byLane(
   return out;
 }
 
+/**
+ * Writes a job (`pending`) and its outbox row on `db` (the caller's transaction; `orm` is the
+ * database's ORM, for the prepared statements). Needs no queue: rows written while no tasks
+ * Redis exists wait in the outbox and are relayed by sequence once one is there (issue 30).
+ */
+export async function recordOutbox(db: Executor, orm: Orm, job: OutboxJob): Promise<OutboxRow> {
+  const created = nowIso();
+  const [jobRow] = await insertJob.on(db, orm).all({
+    name: job.name,
+    created,
+    objectTypeId: job.objectTypeId ?? null,
+    objectId: job.objectId ?? null,
+    userId: job.userId,
+  });
+  const key = crypto.randomUUID();
+  const row = {
+    jobId: jobRow!.id,
+    name: job.name,
+    payload: job.payload ?? null,
+    maxAttempts: job.maxAttempts,
+    userId: job.userId,
+    key,
+  };
+  const [out] = await insertOutbox
+    .on(db, orm)
+    .all({ ...row, created, payload: JSON.stringify(row.payload) });
+  return { id: out!.id, ...row };
+}
+
+/**
+ * `recordOutbox` as two statements of an atomic write batch (decision 0071): the job, then its
+ * outbox row, whose payload is SQL (it may name a change record the same batch writes). Needs no
+ * queue, like `recordOutbox`. `done` receives the row once the batch has committed.
+ */
+export function stageOutbox(
+  batch: StagedBatch,
+  orm: Orm,
+  job: OutboxJob,
+  payload: SQL,
+  done: (row: OutboxRow) => void,
+): void {
+  const created = nowIso();
+  const key = crypto.randomUUID();
+  batch.add(
+    orm.insert(jobs).values({
+      name: job.name,
+      status: "pending",
+      created,
+      objectTypeId: job.objectTypeId ?? null,
+      objectId: job.objectId ?? null,
+      userId: job.userId,
+    }),
+  );
+  batch.add(
+    orm
+      .insert(outbox)
+      .values({
+        created,
+        jobId: sql`last_insert_rowid()`,
+        name: job.name,
+        payload: sql`${payload}`,
+        maxAttempts: job.maxAttempts,
+        userId: job.userId,
+        key,
+      })
+      .returning({ id: outbox.id, jobId: outbox.jobId, payload: outbox.payload }),
+    (rows) => {
+      const [r] = rows as Array<{ id: number; jobId: number; payload: unknown }>;
+      done({
+        id: r!.id,
+        jobId: r!.jobId,
+        name: job.name,
+        payload: r!.payload,
+        maxAttempts: job.maxAttempts,
+        userId: job.userId,
+        key,
+      });
+    },
+  );
+}
+
 /** The outbox side of a {@link TaskQueue}: recording, relaying and the lost-job sweep. */
 export class OutboxRelay {
   readonly relayTimeoutMs: number;
   readonly #afterCommit: "now" | "deferred";
-  readonly #minAgeMs: number;
   readonly #graceMs: number;
-  /** When the last hand-over failed; 0 while Redis takes messages. */
+  /** When the last hand-over failed (monotonic ms); 0 while Redis takes messages. */
   #failedAt = 0;
+  /** The highest outbox id the previous relay pass saw; the first pass takes every row. */
+  #seenUpTo = Number.MAX_SAFE_INTEGER;
   readonly #deferred = new Map<string, OutboxRow[]>();
 
   constructor(
@@ -168,7 +261,6 @@ export class OutboxRelay {
       Math.max(1, options.relayTimeoutMs ?? RELAY_TIMEOUT_MS),
     );
     this.#afterCommit = options.afterCommit ?? "now";
-    this.#minAgeMs = options.relayMinAgeMs ?? 1_000;
     this.#graceMs = options.sweepGraceMs ?? 10_000;
   }
 
@@ -176,76 +268,8 @@ export class OutboxRelay {
    * Writes the job (`pending`) and its outbox row on `db` — the caller's transaction, so they
    * commit or roll back with the change that caused them. Nothing touches Redis here.
    */
-  async record(db: Executor, job: OutboxJob): Promise<OutboxRow> {
-    const orm = this.queue.db.orm;
-    const created = nowIso();
-    const [jobRow] = await insertJob.on(db, orm).all({
-      name: job.name,
-      created,
-      objectTypeId: job.objectTypeId ?? null,
-      objectId: job.objectId ?? null,
-      userId: job.userId,
-    });
-    const key = crypto.randomUUID();
-    const row = {
-      jobId: jobRow!.id,
-      name: job.name,
-      payload: job.payload ?? null,
-      maxAttempts: job.maxAttempts,
-      userId: job.userId,
-      key,
-    };
-    const [out] = await insertOutbox
-      .on(db, orm)
-      .all({ ...row, created, payload: JSON.stringify(row.payload) });
-    return { id: out!.id, ...row };
-  }
-
-  /**
-   * `record` as two statements of an atomic write batch (decision 0071): the job, then its outbox
-   * row, whose payload is SQL (it may name a change record the same batch writes). `done`
-   * receives the row once the batch has committed.
-   */
-  stage(batch: StagedBatch, job: OutboxJob, payload: SQL, done: (row: OutboxRow) => void): void {
-    const orm = this.queue.db.orm;
-    const created = nowIso();
-    const key = crypto.randomUUID();
-    batch.add(
-      orm.insert(jobs).values({
-        name: job.name,
-        status: "pending",
-        created,
-        objectTypeId: job.objectTypeId ?? null,
-        objectId: job.objectId ?? null,
-        userId: job.userId,
-      }),
-    );
-    batch.add(
-      orm
-        .insert(outbox)
-        .values({
-          created,
-          jobId: sql`last_insert_rowid()`,
-          name: job.name,
-          payload: sql`${payload}`,
-          maxAttempts: job.maxAttempts,
-          userId: job.userId,
-          key,
-        })
-        .returning({ id: outbox.id, jobId: outbox.jobId, payload: outbox.payload }),
-      (rows) => {
-        const [r] = rows as Array<{ id: number; jobId: number; payload: unknown }>;
-        done({
-          id: r!.id,
-          jobId: r!.jobId,
-          name: job.name,
-          payload: r!.payload,
-          maxAttempts: job.maxAttempts,
-          userId: job.userId,
-          key,
-        });
-      },
-    );
+  record(db: Executor, job: OutboxJob): Promise<OutboxRow> {
+    return recordOutbox(db, this.queue.db.orm, job);
   }
 
   /**
@@ -285,7 +309,8 @@ export class OutboxRelay {
    * not pile up one pending Redis call per write.
    */
   async relayRows(rows: OutboxRow[]): Promise<void> {
-    if (!rows.length || (this.#failedAt && Date.now() - this.#failedAt < COOLDOWN_MS)) return;
+    if (!rows.length || (this.#failedAt && performance.now() - this.#failedAt < COOLDOWN_MS))
+      return;
     try {
       await this.#push(rows);
     } catch (e) {
@@ -301,15 +326,24 @@ export class OutboxRelay {
   }
 
   /**
-   * The relay loop's pass (task worker, Workers cron): rows still waiting, oldest first, in
-   * batches, for at most `budgetMs`. Throws when Redis does not take a batch (the caller backs
-   * off); the rows stay for the next pass. Returns how many rows were relayed.
+   * The relay loop's pass (task worker, Workers cron): rows still waiting, in sequence (id)
+   * order, in batches, for at most `budgetMs`. By default a pass takes the rows that were
+   * already in the outbox at the previous pass (the first pass of a process: all of them), so a
+   * row just committed is left to the relay right after its commit; `all` takes every row. No
+   * stored time is compared: a clock step delays nothing (issue 30, decision 0078). Throws when
+   * Redis does not take a batch (the caller backs off); the rows stay for the next pass.
+   * Returns how many rows were relayed.
    */
-  async relayPending(options: { minAgeMs?: number; budgetMs?: number } = {}): Promise<number> {
-    const deadline = Date.now() + (options.budgetMs ?? 2_000);
-    const bornBefore = new Date(Date.now() - (options.minAgeMs ?? this.#minAgeMs)).toISOString();
+  async relayPending(options: { all?: boolean; budgetMs?: number } = {}): Promise<number> {
+    const started = performance.now();
+    const budgetMs = options.budgetMs ?? 2_000;
     const db = this.queue.db.orm;
+    const upTo = options.all ? Number.MAX_SAFE_INTEGER : this.#seenUpTo;
+    // What this pass sees now is what the next pass may take.
+    const [top] = await db.select({ id: sql<number | null>`max(${outbox.id})` }).from(outbox);
+    this.#seenUpTo = Number(top?.id ?? 0);
     let relayed = 0;
+    let after = 0;
     for (;;) {
       const rows = await db
         .select({
@@ -322,7 +356,7 @@ export class OutboxRelay {
           key: outbox.key,
         })
         .from(outbox)
-        .where(and(isNull(outbox.relayed), lt(outbox.created, bornBefore)))
+        .where(and(isNull(outbox.relayed), gt(outbox.id, after), lte(outbox.id, upTo)))
         .orderBy(asc(outbox.id))
         .limit(RELAY_BATCH);
       if (!rows.length) break;
@@ -343,7 +377,8 @@ export class OutboxRelay {
       }
       await this.#markRelayed(rows);
       relayed += rows.length;
-      if (rows.length < RELAY_BATCH || Date.now() > deadline) break;
+      after = rows.at(-1)!.id;
+      if (rows.length < RELAY_BATCH || performance.now() - started > budgetMs) break;
     }
     return relayed;
   }
@@ -358,6 +393,7 @@ export class OutboxRelay {
   async sweepLost(now = Date.now()): Promise<{ requeued: number; failed: number }> {
     const db = this.queue.db.orm;
     const relayedBefore = new Date(now - this.#graceMs).toISOString();
+    const relayedAfter = new Date(now + this.#graceMs).toISOString();
     const candidates = await db
       .select({
         id: jobs.id,
@@ -376,7 +412,8 @@ export class OutboxRelay {
         and(
           inArray(jobs.status, ["pending", "running"]),
           isNotNull(outbox.relayed),
-          lt(outbox.relayed, relayedBefore),
+          // relayed "in the future" means the clock stepped back since: old enough, not young
+          or(lt(outbox.relayed, relayedBefore), gt(outbox.relayed, relayedAfter)),
         ),
       )
       .orderBy(asc(jobs.id))
@@ -506,7 +543,7 @@ export class OutboxRelay {
         "outbox: the tasks Redis did not take messages; they stay in the outbox and are retried",
         { error: errorText(e) },
       );
-    this.#failedAt = Date.now();
+    this.#failedAt = performance.now();
   }
 
   async #markRelayed(rows: OutboxRow[]) {

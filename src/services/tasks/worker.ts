@@ -84,15 +84,16 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
     }
   };
   const sweepEveryMs = options.sweepEveryMs ?? 10_000;
-  let sweptAt = 0;
+  let sweptAt = Number.NEGATIVE_INFINITY;
   const housekeeping = async () => {
     while (!stopping) {
       try {
         await queue.maintain();
         void beat(queue, "bun");
-        if (Date.now() - sweptAt >= sweepEveryMs) {
+        // monotonic: a clock step must not stop (or hurry) the sweep
+        if (performance.now() - sweptAt >= sweepEveryMs) {
           await queue.outbox.sweepLost();
-          sweptAt = Date.now();
+          sweptAt = performance.now();
         }
         succeeded();
         await pause(maintainEveryMs);
@@ -179,7 +180,7 @@ export async function drainQueue(
   options: { budgetMs?: number; concurrency?: number } = {},
 ): Promise<number> {
   const deadline = Date.now() + (options.budgetMs ?? 25_000);
-  await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: options.budgetMs });
+  await queue.outbox.relayPending({ all: true, budgetMs: options.budgetMs });
   await queue.maintain();
   await queue.outbox.sweepLost();
   let ran = 0;
@@ -197,7 +198,7 @@ export async function drainQueue(
     ]);
   } while (
     Date.now() < deadline &&
-    (await queue.outbox.relayPending({ minAgeMs: 0, budgetMs: deadline - Date.now() })) > 0
+    (await queue.outbox.relayPending({ all: true, budgetMs: deadline - Date.now() })) > 0
   );
   return ran;
 }

@@ -28,7 +28,12 @@ abstract class HostRedisHealthCheck extends BaseHealthCheckBackend {
   protected async ping(): Promise<boolean> {
     const redis = this.services.redis[this.role];
     if (!redis) {
-      this.addError(new ServiceUnavailable(`REDIS['${this.role}'] is not configured`));
+      const down = this.services.redisDown?.[this.role];
+      this.addError(
+        new ServiceUnavailable(
+          down ? `REDIS['${this.role}'] is not running: ${down}` : `REDIS['${this.role}'] is not configured`,
+        ),
+      );
       return false;
     }
     let reply: unknown;

@@ -1,0 +1,113 @@
+/**
+ * The real `bun src/server.ts` process for the fault tests (issue 30): a data folder of its own,
+ * an admin token provisioned in its database before it starts, its JSON log lines, and an API
+ * client over real HTTP.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { openDatabase } from "../../src/db/local";
+import { runMigrations } from "../../src/db/migrate";
+import type { TestApp } from "../helpers/app";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const START_TIMEOUT_MS = 20_000;
+
+/** A data folder (`<dir>/data/host.db`) with a migrated database and an admin token. */
+export async function dataFolder(): Promise<{ dir: string; dbUrl: string; token: string; remove(): void }> {
+  const dir = mkdtempSync(join(tmpdir(), "host-faults-"));
+  mkdirSync(join(dir, "data"));
+  const dbUrl = `file:${join(dir, "data", "host.db")}`;
+  const db = await openDatabase(dbUrl);
+  await runMigrations(db);
+  await createUser(db.orm, { username: "admin", isSuperuser: true });
+  const token = (await issueToken(db.orm, { username: "admin" })).key;
+  await db.close();
+  return { dir, dbUrl, token, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export interface ServerProcess {
+  proc: ReturnType<typeof Bun.spawn>;
+  url: string;
+  /** Parsed JSON log lines so far. */
+  logs: Array<Record<string, unknown>>;
+  /** Waits (bounded) for the exit code; null when it did not exit in time. */
+  exited(timeoutMs?: number): Promise<number | null>;
+  /** SIGKILL when still running (cleanup). */
+  kill(): Promise<void>;
+}
+
+/** Starts the server on a free port and waits (bounded) for its `listening` line. */
+export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+  const proc = Bun.spawn([process.execPath, "src/server.ts"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  let url = "";
+  let listening!: () => void;
+  const ready = new Promise<void>((r) => (listening = r));
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      for (let nl = buffer.indexOf("\n"); nl >= 0; nl = buffer.indexOf("\n")) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        try {
+          const parsed = JSON.parse(line) as Record<string, unknown>;
+          logs.push(parsed);
+          if (parsed.msg === "listening") {
+            url = String(parsed.url).replace(/\/$/, "");
+            listening();
+          }
+        } catch {
+          // not a log line
+        }
+      }
+    }
+    listening();
+  })();
+  await Promise.race([ready, proc.exited, Bun.sleep(START_TIMEOUT_MS)]);
+  if (!url) {
+    proc.kill("SIGKILL");
+    throw new Error(`the server did not start: ${JSON.stringify(logs.slice(-5))}`);
+  }
+  const exited = async (timeoutMs = 15_000) =>
+    Promise.race([proc.exited, Bun.sleep(timeoutMs).then(() => null)]);
+  return {
+    proc,
+    url,
+    logs,
+    exited,
+    async kill() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
+      await exited(5_000);
+    },
+  };
+}
+
+/** The `json` half of a TestApp over real HTTP (for the task harness helpers). */
+export function httpClient(url: string, token: string): Pick<TestApp, "json"> {
+  return {
+    async json(method, path, opts = {}) {
+      const res = await fetch(url + path, {
+        method,
+        headers: {
+          authorization: `Token ${opts.token ?? token}`,
+          "content-type": "application/json",
+          ...(opts.headers ?? {}),
+        },
+        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        signal: AbortSignal.timeout(15_000),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : null, res };
+    },
+  };
+}
