@@ -136,3 +136,15 @@ test("retention deletes in bounded batches and the event loop turns between them
   expect(n).toBe(0);
 });
 
+
+test("the sweep finds a job Redis lost even when the clock stepped back two hours", async () => {
+  const queue = servicesOf(t.app).tasks!;
+  await delivery(1);
+  expect(await queue.outbox.relayPending({ all: true })).toBe(1);
+  await client.del(queue.keys.ready); // Redis lost it
+  // Relayed two hours "in the future": the clock stepped back since.
+  await db().orm.update(outbox).set({ relayed: at(Date.now() + 2 * 3_600_000) });
+  expect(await queue.outbox.sweepLost()).toEqual({ requeued: 1, failed: 0 });
+  expect(await client.llen(queue.keys.ready)).toBe(1);
+  await client.del(queue.keys.ready);
+});
