@@ -1,7 +1,8 @@
 /**
  * Bun entry: settings from the environment, a local Redis stack when none is configured, the
  * libSQL file (migrated, WAL), Redis and cache, then `createApp` behind `Bun.serve`.
- * SIGINT/SIGTERM let in-flight requests finish, then stop everything this process started.
+ * SIGINT/SIGTERM drain (`drain.ts`): /readyz fails at once, every request already received is
+ * answered, then everything this process started stops.
  */
 import { basename, dirname } from "node:path";
 import { createApp, servicesOf } from "./app";
@@ -18,9 +19,12 @@ import { retentionTask } from "./services/tasks/retention";
 import { startPeriodic, startWorker } from "./services/tasks/worker";
 import { startLocalRedisStack, type LocalRedisStack } from "./services/local-redis";
 import { idleCollector } from "./idle-gc";
+import { DRAIN_TIMEOUT_MS, drainer } from "./drain";
+import { markDraining } from "./core/lifecycle";
 
-/** In-flight requests get this long to finish on shutdown before connections are cut. */
-const DRAIN_TIMEOUT_MS = 10_000;
+/** After the drain's bound: closing Redis clients and the database, before the backstop exits. */
+const EXIT_GRACE_MS = 5_000;
+
 
 /** `HOST_LOCAL_REDIS`: on (default) or off. Read here because only `npm start` has a local stack. */
 function localRedisEnabled(raw: string | undefined): boolean {
@@ -170,6 +174,7 @@ async function main() {
     const app = await createApp({ config, db, cache, redis, logger, redisDown });
     // a full collection when requests pause, so a burst's heap is not the next one's floor (0060)
     const idle = idleCollector(app.fetch);
+    const drain = drainer(idle.fetch);
     let server: ReturnType<typeof Bun.serve>;
     try {
       server = Bun.serve({
@@ -177,7 +182,7 @@ async function main() {
         port: config.port,
         // Let the app answer oversized bodies itself (413 JSON); Bun's own cap is a backstop.
         maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 8 * 1024 * 1024),
-        fetch: idle.fetch,
+        fetch: drain.fetch,
       });
     } catch (e) {
       if ((e as { code?: string })?.code === "EADDRINUSE")
@@ -203,15 +208,18 @@ async function main() {
     const shutdown = async (signal: string) => {
       if (stopping) return;
       stopping = true;
-      logger.info("shutting down", { signal });
-      // Stop accepting; in-flight requests finish, within a bound (idle keep-alive sockets would hold it).
-      const drained = await Promise.race([
-        server.stop(false).then(() => true),
-        Bun.sleep(DRAIN_TIMEOUT_MS).then(() => false),
+      // From here /readyz answers 503; requests already received are all answered (0080).
+      markDraining(servicesOf(app));
+      logger.info("shutting down", { signal, drainTimeoutMs: DRAIN_TIMEOUT_MS });
+      // A backstop: whatever hangs, the process is gone shortly after the drain's bound.
+      setTimeout(() => process.exit(1), DRAIN_TIMEOUT_MS + EXIT_GRACE_MS).unref();
+      const [drained] = await Promise.all([
+        drain.drain(server),
+        worker?.stop(DRAIN_TIMEOUT_MS),
+        pruner?.stop(DRAIN_TIMEOUT_MS),
       ]);
-      if (!drained) await server.stop(true);
+      if (!drained) logger.warn("drain timed out; open connections were closed");
       idle.stop();
-      await Promise.all([worker?.stop(DRAIN_TIMEOUT_MS), pruner?.stop(DRAIN_TIMEOUT_MS)]);
       await Promise.allSettled([redis.caching?.close(), redis.tasks?.close()]);
       await db.close();
       await exit(0);

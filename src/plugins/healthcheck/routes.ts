@@ -5,6 +5,7 @@
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { HonoEnv, Services } from "../../core/context";
 import { authenticate } from "../../core/auth/middleware";
+import { isDraining } from "../../core/lifecycle";
 import { tokenFromHeader } from "../../core/auth/tokens";
 import * as v from "valibot";
 import { ApiError } from "../../core/errors";
@@ -233,6 +234,8 @@ export function probeRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
   router.get("/readyz", query(HealthQuery), async (c) => {
     const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
+    // Shutting down: no new work, whatever the checks say (decision 0080).
+    if (isDraining(c.var.services)) return c.json({ status: "not ready", draining: true }, 503);
     // Probes carry no token: they name failing checks only when the health page is public.
     const public_ = runner.settings.details === "always" && !runner.settings.loginRequired;
     const checks = selectionFor(c, runner, undefined, public_);
