@@ -14,7 +14,7 @@ import type { HonoEnv, Services } from "./core/context";
 import { authenticate } from "./core/auth/middleware";
 import { ApiError } from "./core/errors";
 import { ModelRegistry } from "./core/models/registry";
-import { Slots } from "./core/slots";
+import { Slots, slotKey } from "./core/slots";
 import { ObjectTypeRegistry } from "./core/object-types";
 import { mapConstraintError } from "./core/rest/constraints";
 import { CORE_MODELS, coreApiRoutes } from "./core/routes";
@@ -41,6 +41,7 @@ import { describeRoute } from "./core/validate";
 import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
+import { storageFaultError, storageFaultOf, type StorageFault } from "./db/storage-faults";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
 const NETBOX_API_VERSION = "4.5";
@@ -109,6 +110,20 @@ dropTags.stage = (ctx, _phase, target) => async () => {
     },
   };
 };
+
+/** When each storage fault was last logged (monotonic ms): one line a minute, not one per request. */
+const FAULT_LOGGED = slotKey<Map<StorageFault, number>>("app.storage-fault-logged");
+
+function noteStorageFault(services: Services, fault: StorageFault, err: unknown) {
+  const logged = services.state.ensure(FAULT_LOGGED, () => new Map());
+  const last = logged.get(fault);
+  if (last !== undefined && performance.now() - last < 60_000) return;
+  logged.set(fault, performance.now());
+  const chain: string[] = [];
+  for (let e = err as { message?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++)
+    if (typeof e.message === "string") chain.push(e.message.split("\n")[0]!.slice(0, 200));
+  services.logger.error("database storage fault", { fault, cause: chain.at(-1) ?? String(err) });
+}
 
 export async function createApp(deps: AppDeps): Promise<App> {
   const { config, db } = deps;
@@ -233,6 +248,15 @@ export async function createApp(deps: AppDeps): Promise<App> {
         },
         409,
       );
+    }
+    // Disk full, I/O error, read-only or damaged file: the operator's to fix; 507/503 with
+    // Retry-After, logged at most once a minute per fault (decision 0079).
+    const fault = storageFaultOf(err);
+    if (fault) {
+      noteStorageFault(services, fault, err);
+      const answer = storageFaultError(fault);
+      for (const [k, v] of Object.entries(answer.headers)) c.header(k, v);
+      return c.json(answer.body as object, answer.statusCode);
     }
     const mapped = mapConstraintError(err, null);
     if (mapped) return c.json(mapped.body as object, mapped.statusCode);
