@@ -18,6 +18,7 @@ interface GroupCommitHost {
   /** Whether the caller runs inside a long write (its transactions go to the second connection). */
   inLongWrite(): boolean;
 }
+import { storageFaultOf } from "./storage-faults";
 
 /** At most this many callers share one transaction (bounds the work a COMMIT waits on). */
 const MAX_GROUP = 64;
@@ -82,23 +83,41 @@ export class GroupCommit {
   async #group(batch: Member[]) {
     const scope = <R>(fn: () => Promise<R>) => this.db.scope(fn);
     const outcomes: Outcome[] = [];
+    // SQLite rolls the whole transaction back on some errors (a full disk or an I/O error while
+    // a member's pages spill to the WAL): the members after it must not run in a transaction that
+    // is gone (they answered TRANSACTION_CLOSED 500s), and those before it lost their work.
+    let lost: { error: unknown } | null = null;
     try {
       await this.db.orm.transaction((tx) =>
         scope(() =>
           inGroup.run(true, async () => {
             for (const m of batch) {
+              if (lost) break;
+              let own: { error: unknown } | null = null;
               try {
                 // A savepoint per caller: its failure rolls back its own work only.
-                outcomes.push({ ok: true, value: await tx.transaction((sp) => m.work(sp)) });
+                const value = await tx.transaction((sp) =>
+                  m.work(sp).catch((error: unknown) => {
+                    own = { error }; // the work's own error, not the savepoint's rollback failing after it
+                    throw error;
+                  }),
+                );
+                outcomes.push({ ok: true, value });
               } catch (error) {
-                outcomes.push({ ok: false, error });
+                const cause = (own as { error: unknown } | null)?.error ?? error;
+                outcomes.push({ ok: false, error: cause });
+                if (transactionGone(tx)) lost = { error: cause };
               }
             }
+            if (lost) throw lost.error;
           }),
         ),
       );
     } catch (e) {
-      // BEGIN or COMMIT failed: nothing of the group was written; every caller hears so.
+      // Nothing of the group was written. After a storage fault each other caller gets a
+      // transaction of its own (and its own true answer); otherwise every caller hears why.
+      const fault = lost ? lost.error : e;
+      if (storageFaultOf(fault)) return this.#retryAlone(batch, outcomes, lost ? fault : null);
       batch.forEach((m, i) => {
         const own = outcomes[i];
         m.reject(own && !own.ok ? own.error : e);
@@ -111,6 +130,28 @@ export class GroupCommit {
       else m.reject(own.error);
     });
   }
+
+  /**
+   * After a storage fault cost the group its transaction: the member whose work raised it hears
+   * its error; every other member runs again, alone (its work is idempotent per attempt: nothing
+   * of the first attempt was written).
+   */
+  async #retryAlone(batch: Member[], outcomes: Outcome[], cause: unknown) {
+    for (const [i, m] of batch.entries()) {
+      const own = outcomes[i];
+      if (own && !own.ok && (own.error === cause || !storageFaultOf(own.error))) {
+        m.reject(own.error);
+        continue;
+      }
+      await inGroup.run(true, () => this.#alone(m.work)).then(m.resolve, m.reject);
+    }
+  }
+}
+
+/** The libSQL transaction under a Drizzle one is no longer open (SQLite rolled it back). */
+function transactionGone(tx: Executor): boolean {
+  const session = (tx as unknown as { session?: { tx?: { closed?: boolean } } }).session;
+  return session?.tx?.closed === true;
 }
 
 /**

@@ -14,28 +14,76 @@ import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/db/migrate";
 import { waitFor } from "../tasks/harness";
+import { makeTestApp } from "../helpers/app";
 import { httpClient, startServerProcess, type ServerProcess } from "./server-process";
 
 const root = mkdtempSync(join(tmpdir(), "host-disk-full-"));
-const mnt = join(root, "mnt");
-mkdirSync(mnt);
-const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=12m", "tmpfs", mnt]).status === 0;
 const cleanups: Array<() => unknown> = [];
 afterAll(async () => {
   for (const fn of cleanups.reverse()) await fn();
-  if (mounted) spawnSync("umount", ["-l", mnt]);
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Fills the disk to `leaveBytes` free with a filler file. */
-function fill(path: string, leaveBytes: number) {
-  const out = spawnSync("df", ["-B1", "--output=avail", mnt]).stdout.toString().trim().split("\n");
-  const avail = Number(out.at(-1));
-  writeFileSync(path, Buffer.alloc(Math.max(0, avail - leaveBytes)));
+/** A tmpfs of `mb` MB, unmounted after the suite; null where mounting is not allowed. */
+function tmpfs(name: string, mb: number): string | null {
+  const dir = join(root, name);
+  mkdirSync(dir);
+  if (spawnSync("mount", ["-t", "tmpfs", "-o", `size=${mb}m`, "tmpfs", dir]).status !== 0)
+    return null;
+  cleanups.unshift(() => spawnSync("umount", ["-l", dir]));
+  return dir;
+}
+const mnt = tmpfs("server", 12);
+const groupMnt = tmpfs("group", 16);
+const mounted = mnt !== null && groupMnt !== null;
+
+/** Fills the disk under `dir` to `leaveBytes` free with a filler file; returns its path. */
+function fill(dir: string, leaveBytes: number): string {
+  const out = spawnSync("df", ["-B1", "--output=avail", dir]).stdout.toString().trim().split("\n");
+  const path = join(dir, "filler");
+  writeFileSync(path, Buffer.alloc(Math.max(0, Number(out.at(-1)) - leaveBytes)));
+  return path;
 }
 
+test.skipIf(!mounted)(
+  "a bulk that meets the full disk inside a group commit: 507 for it, the others answered truly",
+  async () => {
+    const t = await makeTestApp({ DATABASE_URL: `file:${join(groupMnt!, "host.db")}` });
+    cleanups.push(() => t.close());
+    const filler = fill(groupMnt!, 1_500_000);
+    let n = 0;
+    const site = () => {
+      const i = ++n;
+      return { name: `G ${i}`, slug: `g-${i}`, description: "d".repeat(190) };
+    };
+    const singles = Array.from({ length: 12 }, site);
+    const big = Array.from({ length: 3000 }, site);
+    // The bulk's pages spill to the WAL mid-transaction and meet the full disk; SQLite then
+    // rolls back the whole shared transaction.
+    const answers = await Promise.all([
+      ...singles.slice(0, 6).map((body) => t.json("POST", "/api/dcim/sites/", { body })),
+      t.json("POST", "/api/dcim/sites/", { body: big }),
+      ...singles.slice(6).map((body) => t.json("POST", "/api/dcim/sites/", { body })),
+    ]);
+    const bulk = answers.splice(6, 1)[0]!;
+    expect(bulk.status).toBe(507);
+    expect(bulk.body.error).toBe("database_full");
+    expect(Number(bulk.res.headers.get("retry-after"))).toBeGreaterThan(0);
+    for (const [i, r] of answers.entries()) {
+      expect([201, 507]).toContain(r.status);
+      const found = await t.json("GET", `/api/dcim/sites/?slug=${singles[i]!.slug}`);
+      expect(found.body.count).toBe(r.status === 201 ? 1 : 0);
+    }
+    expect(answers.filter((r) => r.status === 201).length).toBeGreaterThan(0);
+    expect((await t.json("GET", `/api/dcim/sites/?slug=${big[0]!.slug}`)).body.count).toBe(0);
+    rmSync(filler);
+    expect((await t.json("POST", "/api/dcim/sites/", { body: site() })).status).toBe(201);
+  },
+  60_000,
+);
+
 test.skipIf(!mounted)("a full disk answers 507, never 500, and writes come back when space returns", async () => {
-  const dbUrl = `file:${join(mnt, "data", "host.db")}`;
+  const dbUrl = `file:${join(mnt!, "data", "host.db")}`;
   const db = await openDatabase(dbUrl);
   await runMigrations(db);
   await createUser(db.orm, { username: "admin", isSuperuser: true });
@@ -45,8 +93,7 @@ test.skipIf(!mounted)("a full disk answers 507, never 500, and writes come back 
   let server: ServerProcess = await startServerProcess(env);
   cleanups.push(() => server.kill());
   const api = httpClient(server.url, token);
-  const filler = join(mnt, "filler");
-  fill(filler, 600_000);
+  const filler = fill(mnt!, 600_000);
 
   const statuses = new Map<number, number>();
   const errors = new Set<string>();

@@ -59,14 +59,18 @@ export async function writeTransaction<T>(
   const afterCommit: Array<() => Promise<void>> = [];
   let result: T;
   try {
-    const work = (tx: WriteContext["db"]) =>
-      fn({
+    const work = (tx: WriteContext["db"]) => {
+      // A group commit may run the work again after a storage fault: one attempt's follow-ups only.
+      afterCommit.length = 0;
+      return fn({
         db: tx,
         services,
         ...meta,
         onCommit: (task) => afterCommit.push(task),
         scratch: new Slots(),
       });
+    };
+    // Local files: concurrent writes share one transaction, a savepoint each (decision 0053).
     result = await services.db.transaction(work);
   } catch (e) {
     throw mapConstraintError(e, resource) ?? e;
