@@ -42,6 +42,7 @@ import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
 import { storageFaultError, storageFaultOf, type StorageFault } from "./db/storage-faults";
+import { fileHealthOf } from "./db/health";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
 const NETBOX_API_VERSION = "4.5";
@@ -115,6 +116,8 @@ dropTags.stage = (ctx, _phase, target) => async () => {
 const FAULT_LOGGED = slotKey<Map<StorageFault, number>>("app.storage-fault-logged");
 
 function noteStorageFault(services: Services, fault: StorageFault, err: unknown) {
+  // The health check fails at once, until an integrity check passes again.
+  if (fault === "damaged") fileHealthOf(services.db)?.noteDamaged(err);
   const logged = services.state.ensure(FAULT_LOGGED, () => new Map());
   const last = logged.get(fault);
   if (last !== undefined && performance.now() - last < 60_000) return;

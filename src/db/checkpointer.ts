@@ -48,7 +48,11 @@ export class Checkpointer {
   runs = 0;
   lastError: unknown = null;
 
-  constructor(path: string) {
+  /** `onResult` hears each checkpoint's outcome (null: it succeeded), for the health check. */
+  constructor(
+    path: string,
+    private readonly onResult?: (error: unknown) => void,
+  ) {
     this.#path = path;
     this.#index = walIndexReader(path, N_BACKFILL + 4);
   }
@@ -106,8 +110,10 @@ export class Checkpointer {
       await db.exec("PRAGMA wal_checkpoint(PASSIVE)");
       this.runs++;
       this.lastError = null;
+      this.onResult?.(null);
     } catch (e) {
       this.lastError = e;
+      this.onResult?.(e);
     }
   }
 

@@ -21,6 +21,7 @@ import type { Queries, Results } from "./client";
 import type { Client, InArgs, InStatement } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import * as schema from "./schema";
+import { FileHealth, trackFile } from "./health";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -69,7 +70,8 @@ export async function openDatabase(
   const scope = new AsyncLocalStorage<boolean>();
   // Marks long writes, whose transactions go to the background connection (decision 0039).
   const long = new AsyncLocalStorage<boolean>();
-  const checkpointer = inMemory ? null : new Checkpointer(path);
+  const health = inMemory ? null : new FileHealth(path);
+  const checkpointer = inMemory ? null : new Checkpointer(path, (e) => health?.noteCheckpoint(e));
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
   const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs, committed);
   // An in-memory database exists on its own connection only: it cannot be shared with threads.
@@ -108,6 +110,7 @@ export async function openDatabase(
   // Reads cost no round trip here: each runs as it is (those built on `reader` on the pool, side
   // by side).
   db.read = <T extends Queries>(queries: T) => Promise.all(queries) as Promise<Results<T>>;
+  if (health) trackFile(db, health);
   const stamp = walChangeStamp(url);
   db.changeStamp = () => stamp?.() ?? null;
   const group = new GroupCommit({
@@ -126,6 +129,7 @@ export async function openDatabase(
   }
   db.close = async () => {
     stamp?.close();
+    health?.close();
     await Promise.all([background?.close(), pool?.close(), checkpointer?.close()]);
     client.close();
   };

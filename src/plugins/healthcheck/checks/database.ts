@@ -1,14 +1,27 @@
 /**
- * `health_check.Database`: the libSQL database answers `SELECT 1` (reachable, authenticated,
- * working). It observes the driver (`file`: a local file through the native libSQL library;
- * `libsql`: a libSQL server over HTTP) and the `SELECT 1` round trip as `latency`.
+ * `health_check.Database`: the libSQL database reads (`SELECT 1`) and commits a write (the one
+ * row of `host_health`), so `/readyz` fails when writes cannot succeed. For a local file it also
+ * says when the file was deleted or replaced under the server, when checkpoints fail and when
+ * the integrity check (`PRAGMA quick_check`, at start and daily) found damage (decision 0079).
+ * It observes the driver (`file` or `libsql`) and the read-and-write round trip as `latency`.
  */
+import { isBusyError } from "../../../db/client";
+import { fileHealthOf, probeWrite } from "../../../db/health";
+import { storageFaultOf } from "../../../db/storage-faults";
 import {
   BaseHealthCheckBackend,
   messageOf,
   ServiceReturnedUnexpectedResult,
   ServiceUnavailable,
 } from "../backends";
+
+/** What a failed write means, in the operator's words. */
+const WRITE_FAULTS = {
+  full: "the disk is full",
+  io: "the disk failed to write (I/O error)",
+  read_only: "the database file (or its folder, or its WAL) is read-only",
+  damaged: "the database file is damaged",
+} as const;
 
 export class DatabaseHealthCheck extends BaseHealthCheckBackend {
   override identifier(): string {
@@ -18,17 +31,49 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
   async checkStatus(): Promise<void> {
     const db = this.services.db;
     this.observe("driver", db.kind === "local" ? "file" : db.kind === "d1" ? "d1" : "libsql");
+    this.checkFile();
     let value: unknown;
+    const started = performance.now();
     try {
-      const started = performance.now();
       const result = await db.execute({ sql: "SELECT 1 AS ok", args: [] });
-      this.observe("latency", Math.round((performance.now() - started) * 1000) / 1000, "ms");
       value = result.rows[0]?.ok;
     } catch (e) {
       this.addError(new ServiceUnavailable(`SELECT 1 failed: ${messageOf(e)}`), e);
       return;
     }
-    if (Number(value) !== 1)
+    if (Number(value) !== 1) {
       this.addError(new ServiceReturnedUnexpectedResult(`SELECT 1 returned ${String(value)}`));
+      return;
+    }
+    try {
+      await probeWrite(db);
+    } catch (e) {
+      // Another connection's long write (a schema apply) holds the lock: busy, not broken.
+      if (isBusyError(e)) this.observe("write", "busy");
+      else {
+        const fault = storageFaultOf(e);
+        if (fault === "damaged") fileHealthOf(db)?.noteDamaged(e);
+        const why = fault ? WRITE_FAULTS[fault] : messageOf(e);
+        this.addError(new ServiceUnavailable(`a write failed: ${why}`), e);
+        return;
+      }
+    }
+    this.observe("latency", Math.round((performance.now() - started) * 1000) / 1000, "ms");
+  }
+
+  /** The local file's own faults, noticed off the request path. */
+  private checkFile() {
+    const file = fileHealthOf(this.services.db);
+    if (!file) return;
+    const gone = file.fileProblem();
+    if (gone) this.addError(new ServiceUnavailable(gone));
+    if (file.checkpointError)
+      this.addError(new ServiceUnavailable(`checkpoints fail: ${file.checkpointError}`));
+    const integrity = file.integrity;
+    this.observe("integrity", integrity ? (integrity.ok ? "ok" : "failed") : "pending");
+    if (integrity && !integrity.ok)
+      this.addError(
+        new ServiceUnavailable(`the integrity check found damage: ${integrity.detail}`),
+      );
   }
 }
