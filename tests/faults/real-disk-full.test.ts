@@ -15,6 +15,9 @@ import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/db/migrate";
 import { waitFor } from "../tasks/harness";
 import { makeTestApp } from "../helpers/app";
+import { createClient } from "@libsql/client";
+import { fileHealthOf } from "../../src/db/health";
+import { HEALTH, healthJson, makeHealthApp } from "../healthcheck/helpers";
 import { httpClient, startServerProcess, type ServerProcess } from "./server-process";
 
 const root = mkdtempSync(join(tmpdir(), "host-disk-full-"));
@@ -35,7 +38,8 @@ function tmpfs(name: string, mb: number): string | null {
 }
 const mnt = tmpfs("server", 12);
 const groupMnt = tmpfs("group", 16);
-const mounted = mnt !== null && groupMnt !== null;
+const checkpointMnt = tmpfs("checkpoint", 24);
+const mounted = mnt !== null && groupMnt !== null && checkpointMnt !== null;
 
 /** Fills the disk under `dir` to `leaveBytes` free with a filler file; returns its path. */
 function fill(dir: string, leaveBytes: number): string {
@@ -78,6 +82,53 @@ test.skipIf(!mounted)(
     expect((await t.json("GET", `/api/dcim/sites/?slug=${big[0]!.slug}`)).body.count).toBe(0);
     rmSync(filler);
     expect((await t.json("POST", "/api/dcim/sites/", { body: site() })).status).toBe(201);
+  },
+  60_000,
+);
+
+test.skipIf(!mounted)(
+  "checkpoints that fail on a full disk fail the Database check, logged once; space back, all is well",
+  async () => {
+    const dbUrl = `file:${join(checkpointMnt!, "host.db")}`;
+    const t = await makeHealthApp({
+      DATABASE_URL: dbUrl,
+      PLUGINS_CONFIG: JSON.stringify({
+        host_healthcheck_plugin: { checks: ["health_check.Database"], details: "always" },
+      }),
+    });
+    cleanups.push(() => t.close());
+    const file = fileHealthOf(t.deps.db)!;
+    let n = 0;
+    const sites = (count: number) =>
+      Array.from({ length: count }, () => {
+        const i = ++n;
+        return { name: `C ${i}`, slug: `c-${i}`, description: "c".repeat(190) };
+      });
+    // A reader keeps its snapshot while a burst is written: the burst stays in the WAL.
+    const reader = createClient({ url: dbUrl });
+    cleanups.push(() => reader.close());
+    const snapshot = await reader.transaction("read");
+    await snapshot.execute("SELECT count(*) FROM sites");
+    for (let i = 0; i < 2; i++)
+      expect((await t.json("POST", "/api/dcim/sites/", { body: sites(1000) })).status).toBe(201);
+    const filler = fill(checkpointMnt!, 200_000);
+    snapshot.close();
+    // Each small write nudges a checkpoint, which must grow the database file: the disk is full.
+    await waitFor("a failing checkpoint", async () => {
+      await t.json("POST", "/api/dcim/sites/", { body: sites(1)[0] });
+      return file.checkpointError !== null;
+    });
+    for (let i = 0; i < 5; i++) await t.json("POST", "/api/dcim/sites/", { body: sites(1)[0] });
+    const page = await healthJson(t, { path: HEALTH });
+    expect(page.body.checks.Database).toContain("checkpoints fail");
+    expect(t.logs.filter((l) => l.includes("database checkpoints fail")).length).toBe(1);
+    rmSync(filler);
+    await waitFor("checkpoints to succeed", async () => {
+      await t.json("POST", "/api/dcim/sites/", { body: sites(1)[0] });
+      return file.checkpointError === null;
+    });
+    expect((await healthJson(t, { path: HEALTH })).body.checks.Database).toBe("working");
+    expect(t.logs.filter((l) => l.includes("database checkpoints succeed again")).length).toBe(1);
   },
   60_000,
 );

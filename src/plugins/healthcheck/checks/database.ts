@@ -70,7 +70,6 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
     if (file.checkpointError)
       this.addError(new ServiceUnavailable(`checkpoints fail: ${file.checkpointError}`));
     const integrity = file.integrity;
-    this.observe("integrity", integrity ? (integrity.ok ? "ok" : "failed") : "pending");
     if (integrity && !integrity.ok)
       this.addError(
         new ServiceUnavailable(`the integrity check found damage: ${integrity.detail}`),
