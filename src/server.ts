@@ -9,6 +9,8 @@ import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, unknownSettings, type Config } from "./config";
 import { openDatabase } from "./db/local";
 import { runMigrations } from "./migrations";
+import { databaseIdentity } from "./db/identity";
+import { checkMarker, vanishedDatabase } from "./db/marker";
 import { describeDatabaseError } from "./db/connection-errors";
 import { createCache } from "./services/cache";
 import { createResilientCache } from "./services/cache/resilient";
@@ -129,14 +131,29 @@ async function assertPortFree(host: string, port: number): Promise<void> {
   }
 }
 
-/** Opens and migrates the database; a connection failure is one line naming its cause. */
+/** The path of a local database file (`file:data/host.db` → `data/host.db`), else null. */
+function localFile(url: string): string | null {
+  if (!/^file:/i.test(url)) return null;
+  const path = url.replace(/^file:(\/\/)?/i, "").split("?")[0]!;
+  return path && path !== ":memory:" ? path : null;
+}
+
+/**
+ * Opens and migrates the database; a connection failure is one line naming its cause. A local
+ * file that vanished, or another database in its place, stops start-up (`db/marker.ts`).
+ */
 async function openMigrated(config: Config) {
   let db: Awaited<ReturnType<typeof openDatabase>> | undefined;
+  const file = localFile(config.database.url);
+  const gone = file && vanishedDatabase(file);
+  if (gone) throw new StartupError(`cannot start: ${gone}`);
   try {
     db = await openDatabase(config.database.url, config.database.authToken, {
       readPool: config.database.readPool,
     });
     await runMigrations(db);
+    const other = file && checkMarker(file, await databaseIdentity(db.orm));
+    if (other) throw new StartupError(`cannot start: ${other}`);
     return db;
   } catch (e) {
     await db?.close().catch(() => undefined);
@@ -198,11 +215,6 @@ async function main() {
       config.taskWorker === "inline" && queue ? startWorker(queue, { logger, periodic }) : null;
     const pruner =
       config.taskWorker === "inline" && !queue ? startPeriodic(periodic, logger) : null;
-    logger.info("listening", {
-      url: `http://${server.hostname}:${server.port}/`,
-      database: redactUrl(config.database.url),
-      plugins: config.plugins,
-    });
 
     let stopping = false;
     const shutdown = async (signal: string) => {
@@ -226,6 +238,12 @@ async function main() {
     };
     process.on("SIGINT", () => void shutdown("SIGINT"));
     process.on("SIGTERM", () => void shutdown("SIGTERM"));
+    // Logged once the handlers are in: a signal sent on seeing this line finds them.
+    logger.info("listening", {
+      url: `http://${server.hostname}:${server.port}/`,
+      database: redactUrl(config.database.url),
+      plugins: config.plugins,
+    });
   } catch (e) {
     if (e instanceof ConfigError || e instanceof StartupError) {
       console.error(e.message);
