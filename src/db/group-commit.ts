@@ -86,14 +86,14 @@ export class GroupCommit {
     // SQLite rolls the whole transaction back on some errors (a full disk or an I/O error while
     // a member's pages spill to the WAL): the members after it must not run in a transaction that
     // is gone (they answered TRANSACTION_CLOSED 500s), and those before it lost their work.
-    let lost: { error: unknown } | null = null;
+    let lost = null as { error: unknown } | null;
     try {
       await this.db.orm.transaction((tx) =>
         scope(() =>
           inGroup.run(true, async () => {
             for (const m of batch) {
               if (lost) break;
-              let own: { error: unknown } | null = null;
+              let own = null as { error: unknown } | null;
               try {
                 // A savepoint per caller: its failure rolls back its own work only.
                 const value = await tx.transaction((sp) =>
@@ -104,7 +104,7 @@ export class GroupCommit {
                 );
                 outcomes.push({ ok: true, value });
               } catch (error) {
-                const cause = (own as { error: unknown } | null)?.error ?? error;
+                const cause = own ? own.error : error;
                 outcomes.push({ ok: false, error: cause });
                 if (transactionGone(tx)) lost = { error: cause };
               }

@@ -83,11 +83,12 @@ export class FileHealth {
 
   /** Runs `PRAGMA quick_check` on a connection of its own; never throws. */
   async checkIntegrity(): Promise<{ ok: boolean; detail: string }> {
-    let db: { prepare(sql: string): Promise<any>; close(): void } | null = null;
+    let db = null as { prepare(sql: string): Promise<any>; close(): void } | null;
     let verdict: { ok: boolean; detail: string };
     try {
-      db = new AsyncDatabase(this.path, {}) as unknown as typeof db;
-      const stmt = await db!.prepare(`PRAGMA quick_check(${INTEGRITY_LINES})`);
+      const conn = new AsyncDatabase(this.path, {}) as unknown as NonNullable<typeof db>;
+      db = conn;
+      const stmt = await conn.prepare(`PRAGMA quick_check(${INTEGRITY_LINES})`);
       const lines: string[] = [];
       for await (const row of await stmt.raw(true).iterate()) lines.push(String(row[0]));
       const ok = lines.length === 1 && lines[0] === "ok";

@@ -130,10 +130,10 @@ test("retention deletes in bounded batches and the event loop turns between them
   const batches = Math.ceil(total / RETENTION_BATCH);
   expect(statements).toBe(batches + 1); // one DELETE per batch of changes, one for the outbox
   expect(turns).toBeGreaterThanOrEqual(batches - 1);
-  const [{ n }] = (await db().orm.all(sql`SELECT count(*) AS n FROM object_changes`)) as {
+  const rows = (await db().orm.all(sql`SELECT count(*) AS n FROM object_changes`)) as {
     n: number;
   }[];
-  expect(n).toBe(0);
+  expect(rows[0]!.n).toBe(0);
 });
 
 

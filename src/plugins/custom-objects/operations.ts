@@ -18,6 +18,7 @@ import type { WriteContext } from "../../core/rest/resource";
 import { APP_LABEL } from "./constants";
 import {
   addFieldStorage,
+  addFieldsStorage,
   countUnconvertible,
   createCotTable,
   dropCotTable,
@@ -277,22 +278,23 @@ export async function addFields(
     .where(eq(customObjectTypes.id, cot.id));
   if (options.storage !== false) {
     const at = options.atField ?? (<T>(_: number, fn: () => Promise<T>) => fn());
-    for (let i = 0; i < fields.length; i++) {
-      const field = fields[i]!;
-      const draft = drafts[i]!.draft;
-      await at(i, async () => {
-        try {
-          await addFieldStorage(
-            ctx.db,
-            cot.id,
-            { ...field, type: field.type },
-            encodedDefault(draft),
-          );
-        } catch (e) {
-          throw uniqueIndexError(e, draft.name) ?? e;
-        }
-      });
-    }
+    // Every new column in one schema edit, then each field's fill and indexes (issue 30).
+    await addFieldsStorage(
+      ctx.db,
+      cot.id,
+      fields.map((field, i) => ({
+        field: { ...field, type: field.type },
+        fill: encodedDefault(drafts[i]!.draft),
+      })),
+      (i, fn) =>
+        at(i, async () => {
+          try {
+            return await fn();
+          } catch (e) {
+            throw uniqueIndexError(e, drafts[i]!.draft.name) ?? e;
+          }
+        }),
+    );
     if (await syncSearchIndex(ctx.db, cot.id))
       ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
   }
