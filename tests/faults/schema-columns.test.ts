@@ -43,7 +43,7 @@ async function applyCounting(fields: number): Promise<number> {
   return (await schemaVersion()) - before;
 }
 
-test("adding 50 columns per type changes the schema as often as adding 10: once per table", async () => {
+test("adding 50 columns per type changes the schema as often as adding 10: one edit for the columns", async () => {
   await applyCounting(1);
   const made = await t.json("POST", "/api/plugins/custom-objects/wide_0/", {
     body: { name: "before" },

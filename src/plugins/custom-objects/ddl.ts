@@ -224,56 +224,73 @@ export async function addFieldStorage(db: Executor, cotId: number, f: ColumnFiel
   await addFieldsStorage(db, cotId, [{ field: f, fill }]);
 }
 
-/**
- * Adds many fields' storage to one COT: every new column in one schema edit (`addColumns`),
- * then each field's fill, indexes or link table, inside `at(index, …)` (the caller names the
- * field a failure belongs to).
- */
+/** New fields of one COT waiting for their storage: their columns, then fills and indexes. */
+export interface PendingStorage {
+  cotId: number;
+  items: Array<{ field: ColumnField; fill?: unknown }>;
+  /** Runs one field's part (the caller names the field a failure belongs to). */
+  at?: <T>(index: number, fn: () => Promise<T>) => Promise<T>;
+}
+
+/** Adds many fields' storage to one COT (see `addPendingStorage`). */
 export async function addFieldsStorage(
   db: Executor,
   cotId: number,
-  items: Array<{ field: ColumnField; fill?: unknown }>,
-  at: <T>(index: number, fn: () => Promise<T>) => Promise<T> = (_, fn) => fn(),
+  items: PendingStorage["items"],
+  at?: PendingStorage["at"],
 ) {
-  const t = ident(tableName(cotId));
-  await addColumns(
-    db,
-    cotId,
-    items.flatMap(({ field }) => fieldColumnTypes(field)),
-  );
-  for (const [i, { field, fill }] of items.entries())
-    await at(i, async () => {
-      if (hasLinkTable(field)) return createLinkTable(db, cotId, field);
-      if (fill !== undefined && fill !== null)
-        await run(db, sql`UPDATE ${t} SET ${ident(field.name)} = ${fill}`);
-      await createFieldIndexes(db, cotId, field);
-    });
+  await addPendingStorage(db, [{ cotId, items, at }]);
 }
 
 /**
- * Adds plain columns (TEXT, INTEGER or REAL; NULL in every existing row) to a COT's table. Each
+ * Adds the storage of new fields of one or more COTs: every new column of every table in one
+ * schema edit (`addColumns`), then each field's fill, indexes or link table.
+ */
+export async function addPendingStorage(db: Executor, pending: PendingStorage[]) {
+  await addColumns(
+    db,
+    pending.map((p) => ({
+      table: tableName(p.cotId),
+      columns: p.items.flatMap(({ field }) => fieldColumnTypes(field)),
+    })),
+  );
+  const now = <T>(_: number, fn: () => Promise<T>) => fn();
+  for (const { cotId, items, at = now } of pending) {
+    const t = ident(tableName(cotId));
+    for (const [i, { field, fill }] of items.entries())
+      await at(i, async () => {
+        if (hasLinkTable(field)) return createLinkTable(db, cotId, field);
+        if (fill !== undefined && fill !== null)
+          await run(db, sql`UPDATE ${t} SET ${ident(field.name)} = ${fill}`);
+        await createFieldIndexes(db, cotId, field);
+      });
+  }
+}
+
+type ColumnEdit = { table: string; columns: Array<[string, SqlType]> };
+
+/**
+ * Adds plain columns (TEXT, INTEGER or REAL; NULL in every existing row) to COT tables. Each
  * `ALTER TABLE ADD COLUMN` makes SQLite parse its whole schema again, so adding hundreds of
  * columns cost time in proportion to the number of other types (188 s for +500 columns beside
- * 817 types; issue 30). Several columns are added the way ADD COLUMN adds one — their
- * definitions appended to the table's CREATE TABLE text in `sqlite_schema`, the schema version
- * bumped — in one edit, so the schema is parsed once. Where schema edits are refused (a remote
- * server), one ALTER per column.
+ * 817 types; issue 30). Columns are added the way ADD COLUMN adds one — their definitions
+ * appended to the table's CREATE TABLE text in `sqlite_schema`, the schema version bumped — but
+ * for every table at once, so the schema is parsed once. Where schema edits are refused (a
+ * remote server), one ALTER per column.
  */
-export async function addColumns(db: Executor, cotId: number, columns: Array<[string, SqlType]>) {
-  const t = tableName(cotId);
-  if (columns.length > 1 && (await appendColumns(db, t, columns))) return;
-  for (const [col, type] of columns)
-    await run(db, sql`ALTER TABLE ${ident(t)} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
+export async function addColumns(db: Executor, edits: ColumnEdit[]) {
+  const wanted = edits.filter((e) => e.columns.length);
+  const count = wanted.reduce((n, e) => n + e.columns.length, 0);
+  if (count > 1 && (await appendColumns(db, wanted))) return;
+  for (const { table, columns } of wanted)
+    for (const [col, type] of columns)
+      await run(db, sql`ALTER TABLE ${ident(table)} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
 }
 
 const COLUMN_TYPES = new Set<string>(["TEXT", "INTEGER", "REAL"]);
 
-/** The one-edit path of `addColumns`; false (nothing changed) where the database refuses it. */
-async function appendColumns(
-  db: Executor,
-  table: string,
-  columns: Array<[string, SqlType]>,
-): Promise<boolean> {
+/** The edited CREATE TABLE text of `table`, or null when it is not the one this module writes. */
+async function withColumns(db: Executor, { table, columns }: ColumnEdit): Promise<string | null> {
   for (const [col, type] of columns)
     if (!/^[a-z0-9]+(_[a-z0-9]+)*$/.test(col) || !COLUMN_TYPES.has(type))
       throw new Error(`unexpected column ${JSON.stringify(col)} ${type}`);
@@ -281,31 +298,54 @@ async function appendColumns(
     sql`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ${table}`,
   )) as Array<{ sql: string }>;
   const text = row?.sql ?? "";
-  if (!text.endsWith(")")) return false; // not the CREATE TABLE this module writes
-  const definitions = columns.map(([col, type]) => `, "${col}" ${type}`).join("");
-  const edited = text.slice(0, -1) + definitions + ")";
+  if (!text.endsWith(")")) return null;
+  return `${text.slice(0, -1)}${columns.map(([col, type]) => `, "${col}" ${type}`).join("")})`;
+}
+
+/** The one-edit path of `addColumns`; false (nothing changed) where the database refuses it. */
+async function appendColumns(db: Executor, edits: ColumnEdit[]): Promise<boolean> {
+  const texts: string[] = [];
+  for (const edit of edits) {
+    const text = await withColumns(db, edit);
+    if (text === null) return false;
+    texts.push(text);
+  }
   try {
     await run(db, sql`PRAGMA writable_schema = ON`);
-    await run(db, sql`UPDATE sqlite_schema SET sql = ${edited} WHERE type = 'table' AND name = ${table}`);
+    await run(
+      db,
+      sql`UPDATE sqlite_schema SET sql = ${texts[0]!} WHERE type = 'table' AND name = ${edits[0]!.table}`,
+    );
   } catch {
     await run(db, sql`PRAGMA writable_schema = OFF`).catch(() => undefined);
     return false; // refused: nothing was changed
   }
   try {
-    const [version] = (await db.all(sql`PRAGMA schema_version`)) as Array<{ schema_version: number }>;
+    for (let i = 1; i < edits.length; i++)
+      await run(
+        db,
+        sql`UPDATE sqlite_schema SET sql = ${texts[i]!} WHERE type = 'table' AND name = ${edits[i]!.table}`,
+      );
+    const [version] = (await db.all(sql`PRAGMA schema_version`)) as Array<{
+      schema_version: number;
+    }>;
     // A new schema version makes every connection, this one first, parse the edited schema.
-    await run(db, sql.raw(`PRAGMA schema_version = ${Math.trunc(Number(version!.schema_version)) + 1}`));
+    await run(
+      db,
+      sql.raw(`PRAGMA schema_version = ${Math.trunc(Number(version!.schema_version)) + 1}`),
+    );
   } finally {
     await run(db, sql`PRAGMA writable_schema = OFF`);
   }
-  const names = new Set(
-    ((await db.all(sql`SELECT name FROM pragma_table_info(${table})`)) as Array<{ name: string }>).map(
-      (r) => r.name,
-    ),
-  );
-  // Anything else rolls the caller's transaction (and the edit) back.
-  if (!columns.every(([col]) => names.has(col)))
-    throw new Error(`the columns of ${table} were not added`);
+  // A column missing afterwards throws: the caller's transaction, and the edit, roll back.
+  for (const { table, columns } of edits) {
+    const info = (await db.all(sql`SELECT name FROM pragma_table_info(${table})`)) as Array<{
+      name: string;
+    }>;
+    const names = new Set(info.map((r) => r.name));
+    if (!columns.every(([col]) => names.has(col)))
+      throw new Error(`the columns of ${table} were not added`);
+  }
   return true;
 }
 

@@ -18,7 +18,8 @@ import type { WriteContext } from "../../core/rest/resource";
 import { APP_LABEL } from "./constants";
 import {
   addFieldStorage,
-  addFieldsStorage,
+  addPendingStorage,
+  type PendingStorage,
   countUnconvertible,
   createCotTable,
   dropCotTable,
@@ -222,6 +223,18 @@ function bulkFieldInsert() {
 }
 
 /**
+ * Adds the storage of new fields of one or more COTs (`addFields`' deferred work): every new
+ * column in one schema edit, then fills and indexes, then each COT's full-text index.
+ */
+export async function completeStorage(ctx: WriteContext, pending: PendingStorage[]) {
+  if (!pending.length) return;
+  await addPendingStorage(ctx.db, pending);
+  for (const { cotId } of pending)
+    if (await syncSearchIndex(ctx.db, cotId))
+      ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+}
+
+/**
  * Adds many fields to one COT at once (schema apply): one multi-row insert per few hundred
  * fields, one update of `next_schema_id` and `shape_version`, then each field's storage
  * (`storage: false` when the table is created afterwards). `onStorageError` lets the caller
@@ -234,6 +247,8 @@ export async function addFields(
   options: {
     storage?: boolean;
     atField?: <T>(index: number, fn: () => Promise<T>) => Promise<T>;
+    /** Takes the storage work instead of doing it now (`completeStorage` does it later). */
+    defer?: (pending: PendingStorage) => void;
   } = {},
 ): Promise<FieldRow[]> {
   if (!drafts.length) return [];
@@ -278,15 +293,13 @@ export async function addFields(
     .where(eq(customObjectTypes.id, cot.id));
   if (options.storage !== false) {
     const at = options.atField ?? (<T>(_: number, fn: () => Promise<T>) => fn());
-    // Every new column in one schema edit, then each field's fill and indexes (issue 30).
-    await addFieldsStorage(
-      ctx.db,
-      cot.id,
-      fields.map((field, i) => ({
+    const pending: PendingStorage = {
+      cotId: cot.id,
+      items: fields.map((field, i) => ({
         field: { ...field, type: field.type },
         fill: encodedDefault(drafts[i]!.draft),
       })),
-      (i, fn) =>
+      at: (i, fn) =>
         at(i, async () => {
           try {
             return await fn();
@@ -294,9 +307,10 @@ export async function addFields(
             throw uniqueIndexError(e, drafts[i]!.draft.name) ?? e;
           }
         }),
-    );
-    if (await syncSearchIndex(ctx.db, cot.id))
-      ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
+    };
+    // A schema apply collects every type's new columns into one schema edit (issue 30).
+    if (options.defer) options.defer(pending);
+    else await completeStorage(ctx, [pending]);
   }
   return fields;
 }

@@ -11,7 +11,15 @@ import { codename } from "../../../core/auth/permissions";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
 import { validateField, type CotDraft, type FieldDraft } from "../definitions";
-import { addFields, alterField, createCot, removeField, updateCot } from "../operations";
+import {
+  addFields,
+  alterField,
+  completeStorage,
+  createCot,
+  removeField,
+  updateCot,
+} from "../operations";
+import type { PendingStorage } from "../ddl";
 import { createCotTable } from "../ddl";
 import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
@@ -448,9 +456,10 @@ const fieldsOf = (db: Executor, cotId: number) =>
     .where(eq(customObjectTypeFields.customObjectTypeId, cotId)) as Promise<FieldRow[]>;
 
 /**
- * Applies one type's changes. New types' tables are not created here but pushed to `tables`,
- * which the caller creates after every type's records: DDL drops the connection's prepared
- * statements, so interleaving it with the records re-prepared every statement for each type.
+ * Applies one type's changes. New types' tables and existing types' new columns are not created
+ * here but pushed to `deferred`, which the caller creates after every type's records: DDL drops
+ * the connection's prepared statements, so interleaving it with the records re-prepared every
+ * statement for each type, and every type's new columns then take one schema edit (issue 30).
  */
 async function applyType(
   ctx: WriteContext,
@@ -459,7 +468,7 @@ async function applyType(
   diff: TypeDiff,
   existing: DbType | undefined,
   request: ApplyRequest,
-  tables: Array<() => Promise<void>>,
+  deferred: Deferred,
 ) {
   const allowDestructive = request.allowDestructive;
   const at = `$.types[${ti}]`;
@@ -594,9 +603,11 @@ async function applyType(
   const added = await addFields(ctx, cot, drafts, {
     storage: !isNew,
     atField: (i, fn) => atPath(`${at}.fields[${indexOf(drafts[i]!.schemaId)}]`, fn),
+    // Every type's new columns go in one schema edit after the loop (issue 30).
+    defer: (pending) => deferred.storage.push(pending),
   });
   // A new type's table is created once, with every column inline.
-  if (isNew) tables.push(() => createCotTable(ctx.db, cot!.id, added));
+  if (isNew) deferred.tables.push(() => createCotTable(ctx.db, cot!.id, added));
   // Compound keys are (re)built once the type's columns exist.
   const want = normalizeTogether(t.unique_together);
   if (rebuildTogether || (isNew && want.length)) {
@@ -614,9 +625,16 @@ async function applyType(
         ),
       );
     };
-    if (isNew) tables.push(build);
+    // After the columns it may name exist (a new table, or the deferred new columns).
+    if (isNew || drafts.length) deferred.tables.push(build);
     else await build();
   }
+}
+
+/** DDL an apply runs after every type's records: new columns first, then tables and keys. */
+interface Deferred {
+  storage: PendingStorage[];
+  tables: Array<() => Promise<void>>;
 }
 
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
@@ -688,12 +706,13 @@ export async function applySchema(
     );
 
   await upsertChoiceSets(ctx, document);
-  const tables: Array<() => Promise<void>> = [];
+  const deferred: Deferred = { storage: [], tables: [] };
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
-    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), request, tables);
+    await applyType(ctx, t, ti, diffs[ti]!, db.get(t.slug), request, deferred);
   }
-  for (const create of tables) await create();
+  await completeStorage(ctx, deferred.storage);
+  for (const create of deferred.tables) await create();
   // Whole types last: the document's own types may have dropped the fields pointing at them.
   const going = (document.removed_types ?? [])
     .map((r) => db.get(r.slug))

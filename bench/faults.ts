@@ -1,0 +1,141 @@
+/**
+ * Issue 30 benches (items 3 and 4), each on a fresh libSQL file with the app served in-process:
+ *   columns — +`ADD` columns spread over 5 existing types, with `OTHERS` other types present and
+ *     with none: the apply's time, and site creates sent every 20 ms during it (how many answer
+ *     503, and their slowest answer).
+ *   prune   — `PRUNE` change records past retention deleted by the retention prune while `/livez`
+ *     is asked every 10 ms: the prune's time and the probe's slowest answer.
+ *   npx bun bench/faults.ts columns|prune     (OTHERS=800 ADD=500 PRUNE=700000)
+ * Every loop is bounded; nothing listens on the network.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp } from "../src/app";
+import { loadConfig } from "../src/config";
+import { createUser, issueToken } from "../src/core/auth/provisioning";
+import { openDatabase } from "../src/db/local";
+import { runMigrations } from "../src/db/migrate";
+import { createCache } from "../src/services/cache";
+import { pruneExpired } from "../src/services/tasks/retention";
+
+const OTHERS = Number(process.env.OTHERS ?? 800);
+const ADD = Number(process.env.ADD ?? 500);
+const PRUNE = Number(process.env.PRUNE ?? 700_000);
+const KINDS = ["text", "integer", "decimal", "boolean", "date", "json", "longtext", "url"];
+
+async function setup() {
+  const dir = mkdtempSync(join(tmpdir(), "host-bench-faults-"));
+  const config = loadConfig({ DATABASE_URL: `file:${join(dir, "bench.db")}`, LOG_LEVEL: "silent" });
+  const db = await openDatabase(config.database.url);
+  await runMigrations(db);
+  const app = await createApp({ config, db, cache: createCache("memory") });
+  await createUser(db.orm, { username: "bench", isSuperuser: true });
+  const { key } = await issueToken(db.orm, { username: "bench" });
+  const call = (method: string, path: string, body?: unknown) =>
+    app.request(`http://bench${path}`, {
+      method,
+      headers: { authorization: `Token ${key}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  const close = async () => {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { db, call, close };
+}
+
+const types = (prefix: string, count: number, fields: number) =>
+  Array.from({ length: count }, (_, t) => ({
+    name: `${prefix}_${t}`,
+    slug: `${prefix}_${t}`,
+    fields: Array.from({ length: fields }, (_, f) => ({
+      id: f + 1,
+      name: f === 0 ? "name" : `field_${f}`,
+      type: f === 0 ? "text" : KINDS[f % KINDS.length]!,
+      primary: f === 0,
+    })),
+  }));
+
+async function columns(others: number) {
+  const { call, close } = await setup();
+  const apply = async (list: unknown[]) => {
+    const res = await call("POST", "/api/plugins/custom-objects/schema/apply/", {
+      schema: { schema_version: "1", types: list },
+      allow_destructive: false,
+    });
+    if (res.status !== 200) throw new Error(`apply ${res.status}: ${(await res.text()).slice(0, 300)}`);
+  };
+  const other = types("other", others, 3);
+  // A document names the types it changes; the others stay as they are.
+  for (let i = 0; i < other.length; i += 100) await apply(other.slice(i, i + 100));
+  await apply(types("wide", 5, 1));
+  // Writers during the apply: one create every 20 ms, each timed.
+  let writing = true;
+  const answers: Array<{ status: number; ms: number }> = [];
+  const writer = (async () => {
+    for (let i = 0; writing && i < 10_000; i++) {
+      const t0 = performance.now();
+      const res = await call("POST", "/api/dcim/sites/", { name: `w${i}`, slug: `w-${i}` });
+      await res.arrayBuffer();
+      answers.push({ status: res.status, ms: performance.now() - t0 });
+      await Bun.sleep(20);
+    }
+  })();
+  await Bun.sleep(100);
+  const t0 = performance.now();
+  await apply(types("wide", 5, 1 + Math.ceil(ADD / 5)));
+  const applyMs = performance.now() - t0;
+  writing = false;
+  await writer;
+  const refused = answers.filter((a) => a.status === 503).length;
+  const slowest = Math.max(...answers.map((a) => a.ms));
+  console.log(
+    `others=${others} +${ADD} columns on 5 types: apply ${applyMs.toFixed(0)} ms; ` +
+      `${answers.length} creates meanwhile, ${refused} answered 503, slowest ${slowest.toFixed(0)} ms`,
+  );
+  await close();
+  return applyMs;
+}
+
+async function prune() {
+  const { db, call, close } = await setup();
+  const old = new Date(Date.now() - 400 * 86_400_000).toISOString();
+  for (let done = 0; done < PRUNE; done += 50_000)
+    await db.client.execute({
+      sql: `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+            INSERT INTO object_changes (time, action, changed_object_type_id, changed_object_id, object_repr, postchange_data)
+            SELECT ?, 'update', 1, i, 'site ' || i, json_object('name', 'site ' || i, 'description', hex(randomblob(40))) FROM n`,
+      args: [Math.min(50_000, PRUNE - done), old],
+    });
+  let probing = true;
+  const probes: number[] = [];
+  const prober = (async () => {
+    for (let i = 0; probing && i < 100_000; i++) {
+      const t0 = performance.now();
+      await (await call("GET", "/livez")).arrayBuffer();
+      probes.push(performance.now() - t0);
+      await Bun.sleep(10);
+    }
+  })();
+  const t0 = performance.now();
+  const result = await pruneExpired(db, { changelogDays: 90, jobDays: 90 }, { budgetMs: 600_000 });
+  const pruneMs = performance.now() - t0;
+  probing = false;
+  await prober;
+  probes.sort((a, b) => a - b);
+  const p = (q: number) => probes[Math.min(probes.length - 1, Math.floor(q * probes.length))]!;
+  console.log(
+    `pruned ${result.changes} change records in ${pruneMs.toFixed(0)} ms; /livez every 10 ms: ` +
+      `${probes.length} probes, p50 ${p(0.5).toFixed(1)} ms, p99 ${p(0.99).toFixed(1)} ms, max ${p(1).toFixed(1)} ms`,
+  );
+  await close();
+}
+
+const which = process.argv[2];
+if (which === "columns") {
+  const none = await columns(0);
+  const many = await columns(OTHERS);
+  console.log(`ratio ${OTHERS} others / none: ${(many / none).toFixed(2)}×`);
+} else if (which === "prune") await prune();
+else console.log("usage: bun bench/faults.ts columns|prune");
