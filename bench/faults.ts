@@ -64,7 +64,8 @@ async function columns(others: number) {
       schema: { schema_version: "1", types: list },
       allow_destructive: false,
     });
-    if (res.status !== 200) throw new Error(`apply ${res.status}: ${(await res.text()).slice(0, 300)}`);
+    if (res.status !== 200)
+      throw new Error(`apply ${res.status}: ${(await res.text()).slice(0, 300)}`);
   };
   const other = types("other", others, 3);
   // A document names the types it changes; the others stay as they are.

@@ -123,7 +123,11 @@ function noteStorageFault(services: Services, fault: StorageFault, err: unknown)
   if (last !== undefined && performance.now() - last < 60_000) return;
   logged.set(fault, performance.now());
   const chain: string[] = [];
-  for (let e = err as { message?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++)
+  for (
+    let e = err as { message?: unknown; cause?: unknown } | undefined, i = 0;
+    e && i < 4;
+    e = e.cause as typeof e, i++
+  )
     if (typeof e.message === "string") chain.push(e.message.split("\n")[0]!.slice(0, 200));
   services.logger.error("database storage fault", { fault, cause: chain.at(-1) ?? String(err) });
 }

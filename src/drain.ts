@@ -11,7 +11,7 @@ type Fetch = (request: Request, server?: any) => Response | Promise<Response>;
 /** The longest a drain waits for requests; the process exits shortly after (documented in the README). */
 export const DRAIN_TIMEOUT_MS = 10_000;
 /** No request in flight for this long: whatever the kernel had queued before the signal is answered. */
-export const QUIET_MS = 250;
+const QUIET_MS = 250;
 
 export interface Drainer {
   /** `fetch`, counting requests in flight. */
@@ -20,7 +20,10 @@ export interface Drainer {
   drain(server: { stop(closeActive?: boolean): Promise<void> | void }): Promise<boolean>;
 }
 
-export function drainer(fetch: Fetch, options: { timeoutMs?: number; quietMs?: number } = {}): Drainer {
+export function drainer(
+  fetch: Fetch,
+  options: { timeoutMs?: number; quietMs?: number } = {},
+): Drainer {
   const timeoutMs = options.timeoutMs ?? DRAIN_TIMEOUT_MS;
   const quietMs = options.quietMs ?? QUIET_MS;
   let inFlight = 0;
@@ -58,7 +61,10 @@ export function drainer(fetch: Fetch, options: { timeoutMs?: number; quietMs?: n
       while (left() > 0 && (inFlight > 0 || performance.now() - lastActive < quietMs))
         await Bun.sleep(Math.min(10, Math.max(1, left())));
       const stopped = Promise.resolve(server.stop(false)).then(() => true);
-      const finished = await Promise.race([stopped, Bun.sleep(Math.max(0, left())).then(() => false)]);
+      const finished = await Promise.race([
+        stopped,
+        Bun.sleep(Math.max(0, left())).then(() => false),
+      ]);
       if (!finished) await server.stop(true);
       return finished;
     },

@@ -27,7 +27,6 @@ import { markDraining } from "./core/lifecycle";
 /** After the drain's bound: closing Redis clients and the database, before the backstop exits. */
 const EXIT_GRACE_MS = 5_000;
 
-
 /** `HOST_LOCAL_REDIS`: on (default) or off. Read here because only `npm start` has a local stack. */
 function localRedisEnabled(raw: string | undefined): boolean {
   const value = (raw ?? "").trim().toLowerCase();

@@ -10,7 +10,7 @@ import AsyncDatabase from "libsql/promise";
 import type { Database } from "./client";
 
 /** After the check at start, the integrity check runs daily: it reads every page of the file. */
-export const INTEGRITY_EVERY_MS = 24 * 3_600_000;
+const INTEGRITY_EVERY_MS = 24 * 3_600_000;
 /** Problems `quick_check` lists at most (the first few say enough). */
 const INTEGRITY_LINES = 5;
 

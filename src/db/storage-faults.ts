@@ -41,7 +41,8 @@ interface DriverError {
 export function storageFaultOf(error: unknown): StorageFault | null {
   let e = error as DriverError | undefined;
   for (let depth = 0; e && typeof e === "object" && depth < 8; depth++) {
-    if (typeof e.rawCode === "number" && BY_CODE[e.rawCode & 0xff]) return BY_CODE[e.rawCode & 0xff]!;
+    if (typeof e.rawCode === "number" && BY_CODE[e.rawCode & 0xff])
+      return BY_CODE[e.rawCode & 0xff]!;
     for (const code of [e.extendedCode, e.code])
       if (typeof code === "string") {
         const hit = BY_NAME.find(([re]) => re.test(code));
@@ -55,17 +56,22 @@ export function storageFaultOf(error: unknown): StorageFault | null {
   return null;
 }
 
-const ANSWERS: Record<StorageFault, { status: 503 | 507; error: string; detail: string; retry: number }> = {
+const ANSWERS: Record<
+  StorageFault,
+  { status: 503 | 507; error: string; detail: string; retry: number }
+> = {
   full: {
     status: 507,
     error: "database_full",
-    detail: "The database's disk is full; nothing of this request was written. Retry once space is freed.",
+    detail:
+      "The database's disk is full; nothing of this request was written. Retry once space is freed.",
     retry: 30,
   },
   io: {
     status: 503,
     error: "database_io_error",
-    detail: "The disk failed to read or write the database; nothing of this request was written. Retry shortly.",
+    detail:
+      "The disk failed to read or write the database; nothing of this request was written. Retry shortly.",
     retry: 5,
   },
   read_only: {
@@ -85,5 +91,9 @@ const ANSWERS: Record<StorageFault, { status: 503 | 507; error: string; detail: 
 /** The answer to a request that met `fault`. */
 export function storageFaultError(fault: StorageFault): ApiError {
   const a = ANSWERS[fault];
-  return new ApiError(a.status, { detail: a.detail, error: a.error }, { "Retry-After": String(a.retry) });
+  return new ApiError(
+    a.status,
+    { detail: a.detail, error: a.error },
+    { "Retry-After": String(a.retry) },
+  );
 }

@@ -5,7 +5,7 @@
  * the event loop between them. Real libSQL file, real redis-server behind the Upstash bridge.
  */
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
-import { eq, isNull, sql } from "drizzle-orm";
+import { isNull, sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { WEBHOOK_TASK } from "../../src/core/events/dispatch";
 import { jobs, objectChanges, outbox } from "../../src/db/schema";
@@ -63,7 +63,9 @@ const delivery = (change: number) =>
 test("rows written while the clock ran two hours ahead are relayed at the first pass", async () => {
   for (let i = 0; i < 30; i++) await delivery(i + 1);
   // The clock stepped back two hours since they were written.
-  await db().orm.update(outbox).set({ created: at(Date.now() + 2 * 3_600_000) });
+  await db()
+    .orm.update(outbox)
+    .set({ created: at(Date.now() + 2 * 3_600_000) });
   const queue = servicesOf(t.app).tasks!;
   // A process's first relay pass (as the worker runs it after a restart): every waiting row.
   expect(await queue.outbox.relayPending()).toBe(30);
@@ -99,7 +101,9 @@ test("a prune 100 days ahead keeps every change record a pending delivery needs"
   expect(left.map((r) => r.id).sort((a, b) => a - b)).toEqual(needed);
   expect(left.some((r) => r.id === unneeded)).toBe(false);
   // Once the deliveries finish, their records age out as usual.
-  await db().orm.update(jobs).set({ status: "completed", completed: at(Date.now()) });
+  await db()
+    .orm.update(jobs)
+    .set({ status: "completed", completed: at(Date.now()) });
   await pruneExpired(db(), { changelogDays: 90, jobDays: 0 }, { now: Date.now() + 100 * DAY });
   expect(await db().orm.select().from(objectChanges)).toEqual([]);
 });
@@ -136,14 +140,15 @@ test("retention deletes in bounded batches and the event loop turns between them
   expect(rows[0]!.n).toBe(0);
 });
 
-
 test("the sweep finds a job Redis lost even when the clock stepped back two hours", async () => {
   const queue = servicesOf(t.app).tasks!;
   await delivery(1);
   expect(await queue.outbox.relayPending({ all: true })).toBe(1);
   await client.del(queue.keys.ready); // Redis lost it
   // Relayed two hours "in the future": the clock stepped back since.
-  await db().orm.update(outbox).set({ relayed: at(Date.now() + 2 * 3_600_000) });
+  await db()
+    .orm.update(outbox)
+    .set({ relayed: at(Date.now() + 2 * 3_600_000) });
   expect(await queue.outbox.sweepLost()).toEqual({ requeued: 1, failed: 0 });
   expect(await client.llen(queue.keys.ready)).toBe(1);
   await client.del(queue.keys.ready);

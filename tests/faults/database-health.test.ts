@@ -46,7 +46,9 @@ test("a database that cannot be written fails the check and /readyz; it recovers
   // SQLite's own read-only mode on the writing connection: every write meets SQLITE_READONLY,
   // as it does on a read-only file or WAL.
   await t.deps.db.client.execute("PRAGMA query_only = ON");
-  expect(await database(t)).toContain("a write failed: the database file (or its folder, or its WAL) is read-only");
+  expect(await database(t)).toContain(
+    "a write failed: the database file (or its folder, or its WAL) is read-only",
+  );
   expect(await ready(t)).toBe(503);
   const write = await t.json("POST", "/api/dcim/sites/", { body: { name: "Ro", slug: "ro" } });
   expect(write.status).toBe(503);

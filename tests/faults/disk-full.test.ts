@@ -13,8 +13,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const pages = async () =>
-  Number((await t.deps.db.client.execute("PRAGMA page_count")).rows[0]![0]);
+const pages = async () => Number((await t.deps.db.client.execute("PRAGMA page_count")).rows[0]![0]);
 const limitPages = (n: number) => t.deps.db.client.execute(`PRAGMA max_page_count = ${n}`);
 
 let n = 0;

@@ -15,7 +15,12 @@ afterAll(async () => {
 type Outcome = { status: number } | { error: string };
 
 /** A request on a connection of its own, so a reset of one is not hidden by a retry. */
-function send(server: ServerProcess, token: string, path: string, body?: unknown): Promise<Outcome> {
+function send(
+  server: ServerProcess,
+  token: string,
+  path: string,
+  body?: unknown,
+): Promise<Outcome> {
   return fetch(server.url + path, {
     method: body === undefined ? "GET" : "POST",
     headers: { authorization: `Token ${token}`, "content-type": "application/json" },

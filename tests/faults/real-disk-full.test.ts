@@ -133,62 +133,68 @@ test.skipIf(!mounted)(
   60_000,
 );
 
-test.skipIf(!mounted)("a full disk answers 507, never 500, and writes come back when space returns", async () => {
-  const dbUrl = `file:${join(mnt!, "data", "host.db")}`;
-  const db = await openDatabase(dbUrl);
-  await runMigrations(db);
-  await createUser(db.orm, { username: "admin", isSuperuser: true });
-  const token = (await issueToken(db.orm, { username: "admin" })).key;
-  await db.close();
-  const env = { DATABASE_URL: dbUrl, HOST_LOCAL_REDIS: "off", LOG_LEVEL: "info" };
-  let server: ServerProcess = await startServerProcess(env);
-  cleanups.push(() => server.kill());
-  const api = httpClient(server.url, token);
-  const filler = fill(mnt!, 600_000);
+test.skipIf(!mounted)(
+  "a full disk answers 507, never 500, and writes come back when space returns",
+  async () => {
+    const dbUrl = `file:${join(mnt!, "data", "host.db")}`;
+    const db = await openDatabase(dbUrl);
+    await runMigrations(db);
+    await createUser(db.orm, { username: "admin", isSuperuser: true });
+    const token = (await issueToken(db.orm, { username: "admin" })).key;
+    await db.close();
+    const env = { DATABASE_URL: dbUrl, HOST_LOCAL_REDIS: "off", LOG_LEVEL: "info" };
+    let server: ServerProcess = await startServerProcess(env);
+    cleanups.push(() => server.kill());
+    const api = httpClient(server.url, token);
+    const filler = fill(mnt!, 600_000);
 
-  const statuses = new Map<number, number>();
-  const errors = new Set<string>();
-  let acknowledged = 0;
-  let n = 0;
-  // 8 writers, bulk and single creates, until the disk is full for a while (bounded).
-  const writer = async () => {
-    for (let round = 0; round < 400 && (statuses.get(507) ?? 0) < 40; round++) {
-      const size = round % 3 === 0 ? 40 : 1;
-      const body = Array.from({ length: size }, () => {
-        const i = ++n;
-        return { name: `Disk ${i}`, slug: `disk-${i}`, description: "d".repeat(180) };
-      });
-      const r = await api.json("POST", "/api/dcim/sites/", { body: size === 1 ? body[0] : body });
-      statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
-      if (r.status === 201) acknowledged += size;
-      else {
-        errors.add(`${r.status} ${r.body?.error}`);
-        if (r.status === 507) expect(Number(r.res.headers.get("retry-after"))).toBeGreaterThan(0);
+    const statuses = new Map<number, number>();
+    const errors = new Set<string>();
+    let acknowledged = 0;
+    let n = 0;
+    // 8 writers, bulk and single creates, until the disk is full for a while (bounded).
+    const writer = async () => {
+      for (let round = 0; round < 400 && (statuses.get(507) ?? 0) < 40; round++) {
+        const size = round % 3 === 0 ? 40 : 1;
+        const body = Array.from({ length: size }, () => {
+          const i = ++n;
+          return { name: `Disk ${i}`, slug: `disk-${i}`, description: "d".repeat(180) };
+        });
+        const r = await api.json("POST", "/api/dcim/sites/", { body: size === 1 ? body[0] : body });
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        if (r.status === 201) acknowledged += size;
+        else {
+          errors.add(`${r.status} ${r.body?.error}`);
+          if (r.status === 507) expect(Number(r.res.headers.get("retry-after"))).toBeGreaterThan(0);
+        }
       }
-    }
-  };
-  await Promise.all(Array.from({ length: 8 }, writer));
-  expect([...errors]).toEqual(["507 database_full"]);
-  expect(statuses.get(507)).toBeGreaterThan(0);
+    };
+    await Promise.all(Array.from({ length: 8 }, writer));
+    expect([...errors]).toEqual(["507 database_full"]);
+    expect(statuses.get(507)).toBeGreaterThan(0);
 
-  rmSync(filler); // space returns
-  const back = await waitFor(
-    "writes to come back",
-    async () => {
-      const i = ++n;
-      const r = await api.json("POST", "/api/dcim/sites/", { body: { name: `Back ${i}`, slug: `back-${i}` } });
-      if (r.status === 201) acknowledged++;
-      return r.status === 201;
-    },
-    15_000,
-    100,
-  );
-  expect(back).toBe(true);
+    rmSync(filler); // space returns
+    const back = await waitFor(
+      "writes to come back",
+      async () => {
+        const i = ++n;
+        const r = await api.json("POST", "/api/dcim/sites/", {
+          body: { name: `Back ${i}`, slug: `back-${i}` },
+        });
+        if (r.status === 201) acknowledged++;
+        return r.status === 201;
+      },
+      15_000,
+      100,
+    );
+    expect(back).toBe(true);
 
-  server.proc.kill("SIGTERM");
-  expect(await server.exited()).toBe(0);
-  server = await startServerProcess(env);
-  cleanups.push(() => server.kill());
-  const count = await httpClient(server.url, token).json("GET", "/api/dcim/sites/?limit=1");
-  expect(count.body.count).toBe(acknowledged);
-}, 120_000);
+    server.proc.kill("SIGTERM");
+    expect(await server.exited()).toBe(0);
+    server = await startServerProcess(env);
+    cleanups.push(() => server.kill());
+    const count = await httpClient(server.url, token).json("GET", "/api/dcim/sites/?limit=1");
+    expect(count.body.count).toBe(acknowledged);
+  },
+  120_000,
+);

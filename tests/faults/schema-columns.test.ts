@@ -54,7 +54,9 @@ test("adding 50 columns per type changes the schema as often as adding 10: one e
   expect(fifty).toBe(ten);
 
   for (let i = 0; i < TYPES; i++) {
-    const info = await t.deps.db.client.execute(`SELECT name FROM pragma_table_info('co_${i + 1}')`);
+    const info = await t.deps.db.client.execute(
+      `SELECT name FROM pragma_table_info('co_${i + 1}')`,
+    );
     const names = info.rows.map((r) => String(r[0]));
     for (let f = 1; f < FIELDS; f++) expect(names).toContain(`field_${f}`);
   }

@@ -15,7 +15,12 @@ const ROOT = resolve(import.meta.dir, "../..");
 const START_TIMEOUT_MS = 20_000;
 
 /** A data folder (`<dir>/data/host.db`) with a migrated database and an admin token. */
-export async function dataFolder(): Promise<{ dir: string; dbUrl: string; token: string; remove(): void }> {
+export async function dataFolder(): Promise<{
+  dir: string;
+  dbUrl: string;
+  token: string;
+  remove(): void;
+}> {
   const dir = mkdtempSync(join(tmpdir(), "host-faults-"));
   mkdirSync(join(dir, "data"));
   const dbUrl = `file:${join(dir, "data", "host.db")}`;

@@ -199,7 +199,8 @@ describe("bun src/server.ts", () => {
       CacheBackend: "working",
       HostRedisCacheHealthCheck:
         "unavailable: REDIS['caching'] is not running: redis-server is not on PATH",
-      HostRedisTasksHealthCheck: "unavailable: REDIS['tasks'] is not running: redis-server is not on PATH",
+      HostRedisTasksHealthCheck:
+        "unavailable: REDIS['tasks'] is not running: redis-server is not on PATH",
     });
     s.proc.kill("SIGINT");
     expect(await s.exited()).toBe(0);

@@ -233,7 +233,7 @@ export interface PendingStorage {
 }
 
 /** Adds many fields' storage to one COT (see `addPendingStorage`). */
-export async function addFieldsStorage(
+async function addFieldsStorage(
   db: Executor,
   cotId: number,
   items: PendingStorage["items"],
@@ -278,7 +278,7 @@ type ColumnEdit = { table: string; columns: Array<[string, SqlType]> };
  * for every table at once, so the schema is parsed once. Where schema edits are refused (a
  * remote server), one ALTER per column.
  */
-export async function addColumns(db: Executor, edits: ColumnEdit[]) {
+async function addColumns(db: Executor, edits: ColumnEdit[]) {
   const wanted = edits.filter((e) => e.columns.length);
   const count = wanted.reduce((n, e) => n + e.columns.length, 0);
   if (count > 1 && (await appendColumns(db, wanted))) return;

@@ -31,7 +31,9 @@ abstract class HostRedisHealthCheck extends BaseHealthCheckBackend {
       const down = this.services.redisDown?.[this.role];
       this.addError(
         new ServiceUnavailable(
-          down ? `REDIS['${this.role}'] is not running: ${down}` : `REDIS['${this.role}'] is not configured`,
+          down
+            ? `REDIS['${this.role}'] is not running: ${down}`
+            : `REDIS['${this.role}'] is not configured`,
         ),
       );
       return false;
