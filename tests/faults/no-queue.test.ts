@@ -9,7 +9,7 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { HEALTH } from "../healthcheck/helpers";
-import { hookAndRule, startReceiver, waitFor } from "../tasks/harness";
+import { hookAndRule, LOOPBACK_ALLOWED, startReceiver, waitFor } from "../tasks/harness";
 import type { TestApp } from "../helpers/app";
 import { dataFolder, httpClient, startServerProcess, type ServerProcess } from "./server-process";
 
@@ -21,12 +21,13 @@ afterAll(async () => {
 test("events wait in the outbox while the tasks Redis is down, and are delivered once it is there", async () => {
   const folder = await dataFolder();
   cleanups.push(folder.remove);
-  const redisDir = join(folder.dir, "data", "redis", "appendonlydir");
+  // Each database has its own local Redis: `data/redis/<database>/` (decision 0069).
+  const redisDir = join(folder.dir, "data", "redis", "host", "appendonlydir");
   mkdirSync(redisDir, { recursive: true });
   writeFileSync(join(redisDir, "appendonly.aof.manifest"), "this is not a manifest\n");
   const receiver = startReceiver();
   cleanups.push(() => receiver.stop());
-  const env = { DATABASE_URL: folder.dbUrl, LOG_LEVEL: "info" };
+  const env = { DATABASE_URL: folder.dbUrl, LOG_LEVEL: "info", ...LOOPBACK_ALLOWED };
 
   let server: ServerProcess = await startServerProcess(env);
   cleanups.push(() => server.kill());
