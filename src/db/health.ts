@@ -7,6 +7,7 @@
  */
 import { statSync } from "node:fs";
 import AsyncDatabase from "libsql/promise";
+import { sql } from "drizzle-orm";
 import type { Database } from "./client";
 
 /** After the check at start, the integrity check runs daily: it reads every page of the file. */
@@ -141,17 +142,22 @@ export function fileHealthOf(db: Database): FileHealth | undefined {
   return files.get(db);
 }
 
-const HEALTH_TABLE = `CREATE TABLE IF NOT EXISTS "host_health" ("id" INTEGER PRIMARY KEY CHECK ("id" = 1), "checked" TEXT NOT NULL)`;
-const withTable = new WeakSet<Database>();
+const HEALTH_TABLE = sql.raw(
+  `CREATE TABLE IF NOT EXISTS "host_health" ("id" INTEGER PRIMARY KEY CHECK ("id" = 1), "checked" TEXT NOT NULL)`,
+);
 
-/** A write that must commit: the one row of `host_health` (made on first use) gets the time. */
-export async function probeWrite(db: Database): Promise<void> {
-  if (!withTable.has(db)) {
-    await db.execute({ sql: HEALTH_TABLE, args: [] });
-    withTable.add(db);
-  }
-  await db.execute({
-    sql: `INSERT INTO "host_health" ("id", "checked") VALUES (1, ?) ON CONFLICT ("id") DO UPDATE SET "checked" = excluded."checked"`,
-    args: [new Date().toISOString()],
-  });
+/**
+ * One atomic write in one round trip: the row of `host_health` (the table made if missing) gets
+ * the time, and `SELECT 1` reads back. Resolves to the value read (1), or throws the failure.
+ */
+export async function probeWrite(db: Database): Promise<unknown> {
+  const checked = new Date().toISOString();
+  const [, , read] = await db.write([
+    db.orm.run(HEALTH_TABLE),
+    db.orm.run(
+      sql`INSERT INTO "host_health" ("id", "checked") VALUES (1, ${checked}) ON CONFLICT ("id") DO UPDATE SET "checked" = excluded."checked"`,
+    ),
+    db.orm.all(sql`SELECT 1 AS ok`),
+  ]);
+  return (read as Array<{ ok: unknown }>)[0]?.ok;
 }

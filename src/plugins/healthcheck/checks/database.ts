@@ -1,9 +1,9 @@
 /**
- * `health_check.Database`: the libSQL database reads (`SELECT 1`) and commits a write (the one
- * row of `host_health`), so `/readyz` fails when writes cannot succeed. For a local file it also
+ * `health_check.Database`: the database commits a write (the one row of `host_health`) and reads
+ * `SELECT 1`, in one round trip, so `/readyz` fails when writes cannot succeed. For a local file it also
  * says when the file was deleted or replaced under the server, when checkpoints fail and when
  * the integrity check (`PRAGMA quick_check`, at start and daily) found damage (decision 0079).
- * It observes the driver (`file` or `libsql`) and the read-and-write round trip as `latency`.
+ * It observes the driver (`file`, `libsql` or `d1`) and the round trip as `latency`.
  */
 import { isBusyError } from "../../../db/client";
 import { fileHealthOf, probeWrite } from "../../../db/health";
@@ -35,30 +35,25 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
     let value: unknown;
     const started = performance.now();
     try {
-      const result = await db.execute({ sql: "SELECT 1 AS ok", args: [] });
-      value = result.rows[0]?.ok;
-    } catch (e) {
-      this.addError(new ServiceUnavailable(`SELECT 1 failed: ${messageOf(e)}`), e);
-      return;
-    }
-    if (Number(value) !== 1) {
-      this.addError(new ServiceReturnedUnexpectedResult(`SELECT 1 returned ${String(value)}`));
-      return;
-    }
-    try {
-      await probeWrite(db);
+      // One round trip: a write that must commit, and SELECT 1 read back.
+      value = await probeWrite(db);
     } catch (e) {
       // Another connection's long write (a schema apply) holds the lock: busy, not broken.
-      if (isBusyError(e)) this.observe("write", "busy");
-      else {
-        const fault = storageFaultOf(e);
-        if (fault === "damaged") fileHealthOf(db)?.noteDamaged(e);
-        const why = fault ? WRITE_FAULTS[fault] : messageOf(e);
-        this.addError(new ServiceUnavailable(`a write failed: ${why}`), e);
+      if (isBusyError(e)) {
+        this.observe("write", "busy");
         return;
       }
+      const fault = storageFaultOf(e);
+      if (fault === "damaged") fileHealthOf(db)?.noteDamaged(e);
+      const why = fault
+        ? `a write failed: ${WRITE_FAULTS[fault]}`
+        : `SELECT 1 failed: ${messageOf(e)}`;
+      this.addError(new ServiceUnavailable(why), e);
+      return;
     }
     this.observe("latency", Math.round((performance.now() - started) * 1000) / 1000, "ms");
+    if (Number(value) !== 1)
+      this.addError(new ServiceReturnedUnexpectedResult(`SELECT 1 returned ${String(value)}`));
   }
 
   /** The local file's own faults, noticed off the request path. */
