@@ -42,7 +42,7 @@ import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
 import { storageFaultError, storageFaultOf, type StorageFault } from "./db/storage-faults";
-import { fileHealthOf } from "./db/health";
+import { databaseFileGone, fileHealthOf } from "./db/health";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
 const NETBOX_API_VERSION = "4.5";
@@ -111,6 +111,8 @@ dropTags.stage = (ctx, _phase, target) => async () => {
     },
   };
 };
+
+const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /** When each storage fault was last logged (monotonic ms): one line a minute, not one per request. */
 const FAULT_LOGGED = slotKey<Map<StorageFault, number>>("app.storage-fault-logged");
@@ -196,6 +198,14 @@ export async function createApp(deps: AppDeps): Promise<App> {
     c.set("services", services);
     await next();
   });
+  // A local file deleted or replaced under the server: writes would land in the old, unlinked
+  // file and be lost at restart, so they are refused; reads go on (decision 0079).
+  const file = fileHealthOf(db);
+  if (file)
+    app.use("*", async (c, next) => {
+      if (!READ_METHODS.has(c.req.method) && file.fileProblem()) throw databaseFileGone();
+      await next();
+    });
   // The header is read by the generator (not by the middleware's own, looser, check) and echoed below.
   app.use(
     "*",

@@ -8,6 +8,7 @@
 import { statSync } from "node:fs";
 import AsyncDatabase from "libsql/promise";
 import { sql } from "drizzle-orm";
+import { ApiError } from "../core/errors";
 import type { Database } from "./client";
 
 /** After the check at start, the integrity check runs daily: it reads every page of the file. */
@@ -128,6 +129,19 @@ export class FileHealth {
     else if (verdict.ok && was && !was.ok)
       this.#log("info", "the database integrity check passes again", { path: this.path });
   }
+}
+
+/** 503 for a write while the file is deleted or replaced under the server (see `fileProblem`). */
+export function databaseFileGone(): ApiError {
+  return new ApiError(
+    503,
+    {
+      detail:
+        "The database file was deleted or replaced under the server; writes are refused so that none is lost. Restart the server.",
+      error: "database_file_gone",
+    },
+    { "Retry-After": "60" },
+  );
 }
 
 const files = new WeakMap<Database, FileHealth>();

@@ -59,13 +59,18 @@ test("a database that cannot be written fails the check and /readyz; it recovers
   expect(await ready(t)).toBe(200);
 });
 
-test("the database file deleted under the server fails the check", async () => {
+test("the database file deleted under the server fails the check and refuses writes", async () => {
   const t = await app();
   expect(await database(t)).toBe("working");
   const path = t.dbUrl.slice("file:".length);
   rmSync(path);
   expect(await database(t)).toContain("the database file was deleted since the server started");
   expect(await ready(t)).toBe(503);
+  // Writes would land in the unlinked file and be lost: refused. Reads go on.
+  const write = await t.json("POST", "/api/dcim/sites/", { body: { name: "Lost", slug: "lost" } });
+  expect(write.status).toBe(503);
+  expect(write.body.error).toBe("database_file_gone");
+  expect((await t.json("GET", "/api/dcim/sites/")).status).toBe(200);
 });
 
 test("the database file replaced under the server fails the check", async () => {
