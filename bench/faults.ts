@@ -15,7 +15,7 @@ import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
 import { openDatabase } from "../src/db/local";
-import { runMigrations } from "../src/db/migrate";
+import { runMigrations } from "../src/migrations";
 import { createCache } from "../src/services/cache";
 import { pruneExpired } from "../src/services/tasks/retention";
 

@@ -17,7 +17,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { fileHealthOf } from "../../src/db/health";
 import { HEALTH, healthJson } from "../healthcheck/helpers";
 import { makeTestApp, type TestApp } from "../helpers/app";

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import { waitFor } from "../tasks/harness";
 import { makeTestApp } from "../helpers/app";
 import { createClient } from "@libsql/client";

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { openDatabase } from "../../src/db/local";
-import { runMigrations } from "../../src/db/migrate";
+import { runMigrations } from "../../src/migrations";
 import type { TestApp } from "../helpers/app";
 
 const ROOT = resolve(import.meta.dir, "../..");
