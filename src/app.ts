@@ -271,7 +271,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
     const fault = storageFaultOf(err);
     if (fault) {
       noteStorageFault(services, fault, err);
-      const answer = storageFaultError(fault);
+      // A fault of a file deleted or replaced under the server says so (restart, not retry).
+      const answer = fileHealthOf(db)?.fileProblem()
+        ? databaseFileGone()
+        : storageFaultError(fault);
       for (const [k, v] of Object.entries(answer.headers)) c.header(k, v);
       return c.json(answer.body as object, answer.statusCode);
     }
