@@ -30,14 +30,14 @@ import {
   UI_EDITABLE,
   UI_VISIBLE,
 } from "./constants";
-import type { CotModel, CotRegistry } from "./models";
+import type { CotModel, CotRegistry } from "./objects/models";
 import {
   DocumentSchema,
   FieldEntrySchema,
   RemovedFieldSchema,
   TypeEntrySchema,
 } from "./schema/document";
-import { cotModel, fieldModel } from "./types-api";
+import { cotModel, fieldModel } from "./types/api";
 
 const BASE = `/api/${API_BASE}`;
 const TAG = "custom-objects";

@@ -16,7 +16,7 @@ import {
   fieldName,
   fieldRuleIssues,
   fieldTypeName,
-} from "../field-definition";
+} from "../types/field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
