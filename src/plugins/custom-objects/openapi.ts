@@ -414,7 +414,7 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
     };
   }
   input.tags = { type: "array", items: ref("TagInput") };
-  // Every object's owner, unless a field of the type is named `owner` (model/owner.ts).
+  // Every object's owner, unless a field of the type is named `owner` (objects/owner.ts).
   if (!model.fields.some((f) => f.name === "owner")) {
     record.owner = orNull(ref("BriefOwner"));
     input.owner = { type: ["integer", "null"], minimum: 1, description: "id of a users.owner" };
