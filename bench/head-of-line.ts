@@ -124,7 +124,7 @@ async function setup(): Promise<{ token: string; path: string }> {
     }
     // The rows went in by SQL, pending in the full-text index (decision 0056): indexed here, or
     // the server would spend the phases indexing a million rows in the background.
-    const { flushSearchIndexesNow } = await import("../src/plugins/custom-objects/search-flush");
+    const { flushSearchIndexesNow } = await import("../src/plugins/custom-objects/search/flush");
     await flushSearchIndexesNow(t.app.services);
     await t.deps.db.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
     return { token: t.admin, path: `${CO}/bench_item/` };

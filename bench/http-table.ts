@@ -374,7 +374,7 @@ try {
     }
     // The rows went in by SQL, pending in the full-text index (decision 0056): indexed here, so the
     // server does not start with a backlog to work through during the first cells.
-    const { flushSearchIndexesNow } = await import("../src/plugins/custom-objects/search-flush");
+    const { flushSearchIndexesNow } = await import("../src/plugins/custom-objects/search/flush");
     await flushSearchIndexesNow(t.app.services);
     await t.deps.db.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
   } finally {

@@ -11,7 +11,7 @@
  * runs REQUESTS times in-process (app.fetch, superuser token); medians in ms.
  */
 import { servicesOf } from "../src/app";
-import { flushSearchIndexesNow } from "../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow } from "../src/plugins/custom-objects/search/flush";
 import { makeTestApp } from "../tests/helpers/app";
 import { addField, CO, makeCot } from "../tests/custom-objects/fixtures";
 

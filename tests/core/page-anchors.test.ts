@@ -8,7 +8,7 @@ import { createClient, type Client } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { STEP } from "../../src/core/rest/page-anchors";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { walChangeStamp } from "../../src/db/change-stamp";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";

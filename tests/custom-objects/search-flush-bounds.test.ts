@@ -8,8 +8,8 @@ import {
   FLUSH_BYTES,
   flushSearchIndex,
   INDEXED_ROW_MAX_BYTES,
-} from "../../src/plugins/custom-objects/search-index";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+} from "../../src/plugins/custom-objects/search/search-index";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 
 const CO = "/api/plugins/custom-objects";

@@ -10,7 +10,7 @@ import {
   indexMatches,
   indexStatements,
   readIndexSchema,
-} from "../../src/plugins/custom-objects/search-index";
+} from "../../src/plugins/custom-objects/search/search-index";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "./fixtures";
 

@@ -10,7 +10,7 @@ import { servicesOf } from "../../src/app";
 import {
   flushSearchIndexesNow,
   SearchFlusher,
-} from "../../src/plugins/custom-objects/search-flush";
+} from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { manualTimers, waitFor } from "../helpers/wait";
 import { addField, choiceSet, CO, create, makeCot } from "./fixtures";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "./fixtures";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp, servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ClientError, GraphQLClient, gql } from "graphql-request";
 import { createApp, servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";

@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search-flush";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import type { TestApp } from "../helpers/app";
 
 export const SCHEMA = "/api/plugins/custom-objects/schema";

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { SCHEMA, doc } from "./helpers";
 import { purgeExpiredTrash } from "../../src/plugins/custom-objects/schema/trash";
-import { schemaApplyHandler } from "../../src/plugins/custom-objects/schema-jobs";
+import { schemaApplyHandler } from "../../src/plugins/custom-objects/schema/jobs";
 import { servicesOf } from "../../src/app";
 import { jobs, users } from "../../src/db/schema";
 import { eq } from "drizzle-orm";

@@ -9,7 +9,7 @@ import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { fieldType, type SqlType } from "./field-types";
-import { dropSearchIndex, syncSearchIndex } from "./search-index";
+import { dropSearchIndex, syncSearchIndex } from "./search/search-index";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 

@@ -18,10 +18,10 @@ import { customObjectTypes } from "../../db/schema";
 import type { HostPlugin } from "../types";
 import type { ModelInfo } from "../../core/models/registry";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
-import { linkedObjects } from "./linked";
-import { CotRegistry, StaleModel } from "./models";
-import { onDeleteHook } from "./on-delete";
-import { cotModel, cotResource, fieldModel, fieldResource } from "./types-api";
+import { linkedObjects } from "./objects/linked";
+import { CotRegistry, StaleModel } from "./objects/models";
+import { onDeleteHook } from "./objects/on-delete";
+import { cotModel, cotResource, fieldModel, fieldResource } from "./types/api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
 import { customObjectsOpenApi } from "./openapi";
 import {
@@ -29,16 +29,16 @@ import {
   schemaApplyHandler,
   SCHEMA_APPLY_TASK,
   wantsBackground,
-} from "./schema-jobs";
-import { applySchemaLogged, asLongWrite } from "./schema-change-log";
+} from "./schema/jobs";
+import { applySchemaLogged, asLongWrite } from "./schema/change-log";
 import { cotsAllowed } from "./schema/access";
 import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
 import { databaseStamp } from "../../core/database-stamp";
-import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./search-flush";
+import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./search/flush";
 import { dropUnwantedFieldIndexes } from "./ddl";
-import { upgradeSearchIndexes } from "./search-index";
+import { upgradeSearchIndexes } from "./search/search-index";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {

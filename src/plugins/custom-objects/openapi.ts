@@ -30,14 +30,14 @@ import {
   UI_EDITABLE,
   UI_VISIBLE,
 } from "./constants";
-import type { CotModel, CotRegistry } from "./models";
+import type { CotModel, CotRegistry } from "./objects/models";
 import {
   DocumentSchema,
   FieldEntrySchema,
   RemovedFieldSchema,
   TypeEntrySchema,
 } from "./schema/document";
-import { cotModel, fieldModel } from "./types-api";
+import { cotModel, fieldModel } from "./types/api";
 
 const BASE = `/api/${API_BASE}`;
 const TAG = "custom-objects";
@@ -414,7 +414,7 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
     };
   }
   input.tags = { type: "array", items: ref("TagInput") };
-  // Every object's owner, unless a field of the type is named `owner` (model/owner.ts).
+  // Every object's owner, unless a field of the type is named `owner` (objects/owner.ts).
   if (!model.fields.some((f) => f.name === "owner")) {
     record.owner = orNull(ref("BriefOwner"));
     input.owner = { type: ["integer", "null"], minimum: 1, description: "id of a users.owner" };

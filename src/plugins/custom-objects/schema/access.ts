@@ -8,7 +8,7 @@ import { admitted, restrictWhere } from "../../../core/auth/restrict";
 import type { Action } from "../../../core/auth/permissions";
 import type { AuthState } from "../../../core/context";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
-import { cotModel } from "../types-api";
+import { cotModel } from "../types/api";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
 export async function cotsAllowed(

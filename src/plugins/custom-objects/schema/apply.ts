@@ -10,7 +10,7 @@ import { ApiError, ValidationError, forbidden } from "../../../core/errors";
 import { codename } from "../../../core/auth/permissions";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
-import { validateField, type CotDraft, type FieldDraft } from "../definitions";
+import { validateField, type CotDraft, type FieldDraft } from "../types/definitions";
 import {
   addFields,
   alterField,
@@ -18,12 +18,12 @@ import {
   createCot,
   removeField,
   updateCot,
-} from "../operations";
+} from "./operations";
 import type { PendingStorage } from "../ddl";
 import { createCotTable } from "../ddl";
 import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
-import type { FieldRow } from "../values";
+import type { FieldRow } from "../objects/values";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
 import { clearLinksOutside } from "./impact";

@@ -6,7 +6,7 @@
 import { eq } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
-import type { FieldRow } from "../values";
+import type { FieldRow } from "../objects/values";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";

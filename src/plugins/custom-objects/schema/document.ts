@@ -16,7 +16,7 @@ import {
   fieldName,
   fieldRuleIssues,
   fieldTypeName,
-} from "../field-definition";
+} from "../types/field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
@@ -34,7 +34,7 @@ const related = v.pipe(
   v.regex(RELATED_RE, 'Use "<app_label>/<model>" (e.g. "dcim/site" or "custom-objects/<slug>").'),
 );
 
-/** The document spelling of the one field-definition schema (field-definition.ts), plus the id. */
+/** The document spelling of the one field-definition schema (types/field-definition.ts), plus the id. */
 export const FieldEntrySchema = v.strictObject({
   id: v.pipe(
     v.number("A valid positive integer is required."),

@@ -15,7 +15,7 @@ import {
   valueColumn,
 } from "../ddl";
 import { fieldType } from "../field-types";
-import { isLossless, retypeConverter, type FieldRow } from "../values";
+import { isLossless, retypeConverter, type FieldRow } from "../objects/values";
 
 type ImpactReason =
   | "field_removed"

@@ -6,10 +6,10 @@ import { inArray, sql } from "drizzle-orm";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { Executor } from "../../../db/client";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
-import type { CotRow } from "../models";
-import type { FieldRow } from "../values";
+import type { CotRow } from "../objects/models";
+import type { FieldRow } from "../objects/values";
 import type { FieldEntry, TypeEntry } from "./document";
-import { FIELD_DEFAULTS } from "../field-definition";
+import { FIELD_DEFAULTS } from "../types/field-definition";
 
 /** Field attributes a document may state, with the value an omitted key means (defined once). */
 const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;

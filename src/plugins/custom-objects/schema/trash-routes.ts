@@ -13,10 +13,10 @@ import { requirePermission } from "../../../core/auth/permissions";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { inTransaction, readContext } from "../../../core/rest/handlers";
 import { APP_LABEL, COT_MODEL } from "../constants";
-import { cotModel, fieldModel } from "../types-api";
+import { cotModel, fieldModel } from "../types/api";
 import { logChanges } from "../../../core/changes/record";
-import type { FieldRow } from "../values";
-import { asLongWrite } from "../schema-change-log";
+import type { FieldRow } from "../objects/values";
+import { asLongWrite } from "./change-log";
 import { cotsAllowed, requireCots } from "./access";
 import { listTrash, purgeEntry, restoreEntry, trashView, type TrashRow } from "./trash";
 

@@ -20,12 +20,12 @@ import { ApiError } from "../../../core/errors";
 import type { WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
 import { fieldColumns, hasLinkTable, ident, linkTableName, tableName } from "../ddl";
-import type { CotRow } from "../models";
-import { newShapeVersion } from "../operations";
-import type { FieldRow } from "../values";
+import type { CotRow } from "../objects/models";
+import { newShapeVersion } from "./operations";
+import type { FieldRow } from "../objects/values";
 import { countRows, countValues } from "./impact";
-import { dropSearchIndex, syncSearchIndex } from "../search-index";
-import { scheduleSearchFlush } from "../search-flush";
+import { dropSearchIndex, syncSearchIndex } from "../search/search-index";
+import { scheduleSearchFlush } from "../search/flush";
 
 const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;

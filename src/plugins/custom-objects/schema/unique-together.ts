@@ -8,7 +8,7 @@ import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ValidationError } from "../../../core/errors";
 import { fieldColumns, hasLinkTable, ident, tableName } from "../ddl";
-import type { FieldRow } from "../values";
+import type { FieldRow } from "../objects/values";
 import { countDuplicates } from "./impact";
 
 /** At most this many compound keys per type (index names `_ut0` … `_ut15`). */

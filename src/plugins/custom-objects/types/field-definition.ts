@@ -13,9 +13,9 @@ import {
   UI_EDITABLE,
   UI_VISIBLE,
   isReservedFieldName,
-} from "./constants";
-import { FIELD_TYPES, fieldType, isFieldType, typesTaking, typesWhere } from "./field-types";
-import { patternProblem } from "./field-types/pattern";
+} from "../constants";
+import { FIELD_TYPES, fieldType, isFieldType, typesTaking, typesWhere } from "../field-types";
+import { patternProblem } from "../field-types/pattern";
 
 const FIELD_NAME_MAX = 50;
 

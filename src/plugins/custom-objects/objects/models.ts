@@ -5,27 +5,27 @@
  * sharing a database never serve a stale shape.
  */
 import { asc, eq, inArray, sql } from "drizzle-orm";
-import type { Executor, Orm } from "../../db/client";
-import { Reusable } from "../../db/driver-internals";
-import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../db/schema";
-import type { ModelInfo } from "../../core/models/registry";
-import type { Resource } from "../../core/rest/resource";
-import { APP_LABEL } from "./constants";
-import { valueColumn } from "./ddl";
-import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "./field-types";
-import { listSpec } from "./model/list";
-import { modelInfo } from "./model/nested";
-import { declareOwner } from "./model/owner";
-import { reader } from "./model/read";
-import { shapeOf, verboseName, type CotRow, type CotTable } from "./model/shape";
-import { writer } from "./model/write";
-import { readIndexSchema, withSearchIndex } from "./search-index";
+import type { Executor, Orm } from "../../../db/client";
+import { Reusable } from "../../../db/driver-internals";
+import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
+import type { ModelInfo } from "../../../core/models/registry";
+import type { Resource } from "../../../core/rest/resource";
+import { APP_LABEL } from "../constants";
+import { valueColumn } from "../ddl";
+import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
+import { listSpec } from "./list";
+import { modelInfo } from "./nested";
+import { declareOwner } from "./owner";
+import { reader } from "./read";
+import { shapeOf, verboseName, type CotRow, type CotTable } from "./shape";
+import { writer } from "./write";
+import { readIndexSchema, withSearchIndex } from "../search/search-index";
 
-export { StaleModel } from "./model/write";
+export { StaleModel } from "./write";
 export {
   nestedCot,
   type CotRow,
-} from "./model/shape";
+} from "./shape";
 
 export interface CotModel {
   cot: CotRow;

@@ -3,7 +3,7 @@
  * encoding it for the column, decoding it for the record, and converting stored values on a
  * type change. Each type's rules live in its module under `field-types/`.
  */
-import { fieldType, type Checked, type FieldLike, type FieldRow } from "./field-types";
+import { fieldType, type Checked, type FieldLike, type FieldRow } from "../field-types";
 
 export type { Checked, FieldRow };
 

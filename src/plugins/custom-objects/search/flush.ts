@@ -6,8 +6,8 @@
  * event loop a turn between batches, so requests interleave with it (see the decision for why not
  * the long-write connection). Searches are exact whatever is pending: this only keeps them fast.
  */
-import type { Services } from "../../core/context";
-import { slotKey } from "../../core/slots";
+import type { Services } from "../../../core/context";
+import { slotKey } from "../../../core/slots";
 import { flushSearchIndex, typesWithPending } from "./search-index";
 
 /**

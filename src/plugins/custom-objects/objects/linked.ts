@@ -4,21 +4,21 @@
  * per linking field; never a table scan.
  */
 import { sql, type SQL } from "drizzle-orm";
-import type { Queries } from "../../db/client";
-import { databaseStamp } from "../../core/database-stamp";
-import { addGuard, freshRead } from "../../core/fresh-read";
-import type { ReadContext, Resource } from "../../core/rest/resource";
-import type { FieldRow } from "./field-types";
-import { hasPermission } from "../../core/auth/permissions";
-import { hideUnviewable, requireObject, restrictWhere } from "../../core/auth/restrict";
-import type { Ctx } from "../../core/context";
-import { notFound, ValidationError } from "../../core/errors";
-import { publicUrlOf } from "../../core/http";
-import { parseLabel } from "../../core/object-types";
-import { readContext } from "../../core/rest/handlers";
-import { budgetInRead, chargeRows } from "../../core/rest/budget";
-import { pageLinks, parsePaging } from "../../core/rest/query";
-import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
+import type { Queries } from "../../../db/client";
+import { databaseStamp } from "../../../core/database-stamp";
+import { addGuard, freshRead } from "../../../core/fresh-read";
+import type { ReadContext, Resource } from "../../../core/rest/resource";
+import type { FieldRow } from "../field-types";
+import { hasPermission } from "../../../core/auth/permissions";
+import { hideUnviewable, requireObject, restrictWhere } from "../../../core/auth/restrict";
+import type { Ctx } from "../../../core/context";
+import { notFound, ValidationError } from "../../../core/errors";
+import { publicUrlOf } from "../../../core/http";
+import { parseLabel } from "../../../core/object-types";
+import { readContext } from "../../../core/rest/handlers";
+import { budgetInRead, chargeRows } from "../../../core/rest/budget";
+import { pageLinks, parsePaging } from "../../../core/rest/query";
+import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
 import { nestedCot, type CotModel, type CotRegistry } from "./models";
 import { linkCondition } from "./on-delete";
 

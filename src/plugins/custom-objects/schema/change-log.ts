@@ -4,13 +4,13 @@
  * and after the apply (same transaction) and every difference is logged like a REST write.
  */
 import { inArray } from "drizzle-orm";
-import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
-import { logChanges, type ChangeEntry } from "../../core/changes/record";
-import type { Services } from "../../core/context";
-import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
-import { applySchema, documentSlugs, type ApplyRequest } from "./schema/apply";
-import { requireCots } from "./schema/access";
-import { cotModel, fieldModel, PRELOADED_FIELDS } from "./types-api";
+import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import { logChanges, type ChangeEntry } from "../../../core/changes/record";
+import type { Services } from "../../../core/context";
+import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
+import { applySchema, documentSlugs, type ApplyRequest } from "./apply";
+import { requireCots } from "./access";
+import { cotModel, fieldModel, PRELOADED_FIELDS } from "../types/api";
 
 async function snapshot(ctx: WriteContext, slugs: string[]) {
   const cotIds = (

@@ -3,12 +3,12 @@
  * fine), for the REST field API: a new object/multiobject field must not close a cycle that
  * schema apply would refuse. Answers as apply does: 400 `circular_dependency` with the cycle.
  */
-import { ApiError } from "../../core/errors";
-import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
-import type { WriteContext } from "../../core/rest/resource";
-import { fieldType } from "./field-types";
+import { ApiError } from "../../../core/errors";
+import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import type { WriteContext } from "../../../core/rest/resource";
+import { fieldType } from "../field-types";
 import type { FieldDraft } from "./definitions";
-import type { CotRow } from "./models";
+import type { CotRow } from "../objects/models";
 
 /** A cycle through `start` in `graph` (slug → referenced slugs), as a path, or null. */
 function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {

@@ -4,19 +4,19 @@
  * `{status_code, …body}` (`{status_code: 200, applied, diffs}`, or the error body and code).
  */
 import { and, eq } from "drizzle-orm";
-import { DatabaseBusyError } from "../../db/client";
-import { jobs, users } from "../../db/schema";
-import { codename, loadGrants } from "../../core/auth/permissions";
-import type { AuthState, Ctx, Services } from "../../core/context";
-import { ApiError } from "../../core/errors";
-import { baseUrlOf, readJson } from "../../core/http";
-import { recordUrl } from "../../core/models/define";
-import { writeTransaction } from "../../core/rest/handlers";
-import { parseBool } from "../../core/rest/query";
-import { PermanentJobError, type JobHandler } from "../../services/tasks/queue";
-import { APP_LABEL, COT_MODEL } from "./constants";
-import { readApplyRequest } from "./schema/apply";
-import { applySchemaLogged, asLongWrite } from "./schema-change-log";
+import { DatabaseBusyError } from "../../../db/client";
+import { jobs, users } from "../../../db/schema";
+import { codename, loadGrants } from "../../../core/auth/permissions";
+import type { AuthState, Ctx, Services } from "../../../core/context";
+import { ApiError } from "../../../core/errors";
+import { baseUrlOf, readJson } from "../../../core/http";
+import { recordUrl } from "../../../core/models/define";
+import { writeTransaction } from "../../../core/rest/handlers";
+import { parseBool } from "../../../core/rest/query";
+import { PermanentJobError, type JobHandler } from "../../../services/tasks/queue";
+import { APP_LABEL, COT_MODEL } from "../constants";
+import { readApplyRequest } from "./apply";
+import { applySchemaLogged, asLongWrite } from "./change-log";
 
 export const SCHEMA_APPLY_TASK = "schema.apply";
 

@@ -37,8 +37,8 @@ import {
 } from "../ddl";
 import type { FieldRow } from "../field-types";
 import { plainRef, resolveRef } from "../field-types/reference";
-import { encodeScalar } from "../values";
-import { scheduleSearchFlush } from "../search-flush";
+import { encodeScalar } from "./values";
+import { scheduleSearchFlush } from "../search/flush";
 import type { Nested, Reader } from "./read";
 import { hasOwner, writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";

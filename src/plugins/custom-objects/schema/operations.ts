@@ -5,17 +5,17 @@
  */
 import type { InValue } from "@libsql/client";
 import { and, eq, getTableColumns, or, sql } from "drizzle-orm";
-import { executePositional } from "../../db/driver-internals";
+import { executePositional } from "../../../db/driver-internals";
 import {
   customObjectTypeFields,
   customObjectTypes,
   objectTypes,
   taggedItems,
-} from "../../db/schema";
-import { nowIso } from "../../db/schema/common";
-import { ApiError, ValidationError } from "../../core/errors";
-import type { WriteContext } from "../../core/rest/resource";
-import { APP_LABEL } from "./constants";
+} from "../../../db/schema";
+import { nowIso } from "../../../db/schema/common";
+import { ApiError, ValidationError } from "../../../core/errors";
+import type { WriteContext } from "../../../core/rest/resource";
+import { APP_LABEL } from "../constants";
 import {
   addFieldStorage,
   addPendingStorage,
@@ -27,13 +27,13 @@ import {
   refreshFieldIndexes,
   renameFieldStorage,
   retypeFieldStorage,
-} from "./ddl";
-import type { CotDraft, FieldDraft } from "./definitions";
-import type { CotRow } from "./models";
-import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "./values";
-import { fieldType } from "./field-types";
-import { syncSearchIndex } from "./search-index";
-import { scheduleSearchFlush } from "./search-flush";
+} from "../ddl";
+import type { CotDraft, FieldDraft } from "../types/definitions";
+import type { CotRow } from "../objects/models";
+import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "../objects/values";
+import { fieldType } from "../field-types";
+import { syncSearchIndex } from "../search/search-index";
+import { scheduleSearchFlush } from "../search/flush";
 
 /**
  * A fresh random version token: a counter could repeat after a rolled-back change (5→6 rolled

@@ -21,16 +21,16 @@
  * covers.
  */
 import { and, sql, type SQL } from "drizzle-orm";
-import type { Executor, Orm } from "../../db/client";
+import type { Executor, Orm } from "../../../db/client";
 import {
   buildFilter,
   type FilterSpec,
   type IndexedSearch,
   type ListSpec,
   type Lookup,
-} from "../../core/rest/query";
-import { fieldType, type FieldRow } from "./field-types";
-import { tableName } from "./constants";
+} from "../../../core/rest/query";
+import { fieldType, type FieldRow } from "../field-types";
+import { tableName } from "../constants";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 const q = (name: string) => {

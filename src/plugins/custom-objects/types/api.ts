@@ -3,27 +3,34 @@
  * declarative models; writes validate definitions and run the schema operations.
  */
 import { asc, eq, inArray } from "drizzle-orm";
-import { customObjectTypeFields, customObjectTypes } from "../../db/schema";
-import { ValidationError } from "../../core/errors";
-import { defineModel, resolveTags, setTags } from "../../core/models/define";
-import { parseBool } from "../../core/rest/query";
-import type { ApiRecord, Resource, WriteContext } from "../../core/rest/resource";
-import { slotKey } from "../../core/slots";
-import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
+import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import { ValidationError } from "../../../core/errors";
+import { defineModel, resolveTags, setTags } from "../../../core/models/define";
+import { parseBool } from "../../../core/rest/query";
+import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
+import { slotKey } from "../../../core/slots";
+import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import { refuseCycle } from "./cycles";
-import { addLocalContextColumn } from "./ddl";
-import { titleCase } from "./model/shape";
+import { addLocalContextColumn } from "../ddl";
+import { titleCase } from "../objects/shape";
 import { validateCot, validateField } from "./definitions";
-import type { CotRegistry, CotRow } from "./models";
-import { addField, alterField, createCot, deleteCot, removeField, updateCot } from "./operations";
-import type { FieldRow } from "./values";
+import type { CotRegistry, CotRow } from "../objects/models";
+import {
+  addField,
+  alterField,
+  createCot,
+  deleteCot,
+  removeField,
+  updateCot,
+} from "../schema/operations";
+import type { FieldRow } from "../objects/values";
 import {
   checkUniqueTogether,
   dropUniqueTogether,
   followFieldChange,
   normalizeTogether,
   setUniqueTogether,
-} from "./schema/unique-together";
+} from "../schema/unique-together";
 
 /**
  * Field records already loaded in a transaction (by id, in its scratch): a type's record embeds

@@ -4,12 +4,12 @@
  * (cascade), or the delete is refused with 409 (protect).
  */
 import { sql } from "drizzle-orm";
-import { ApiError } from "../../core/errors";
-import { deleteWithHooks } from "../../core/rest/handlers";
-import type { DeleteHook, StagedHook, WriteContext } from "../../core/context";
-import type { ReadPhase, WriteBatch } from "../../core/rest/write-batch";
-import { slotKey } from "../../core/slots";
-import { hasLinkTable, ident, linkTableName, tableName } from "./ddl";
+import { ApiError } from "../../../core/errors";
+import { deleteWithHooks } from "../../../core/rest/handlers";
+import type { DeleteHook, StagedHook, WriteContext } from "../../../core/context";
+import type { ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
+import { slotKey } from "../../../core/slots";
+import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
 import type { CotRegistry } from "./models";
 import type { FieldRow } from "./values";
 

@@ -3,12 +3,12 @@
  * schema apply. Input uses API names; output uses the schema row's property names.
  */
 import { and, eq } from "drizzle-orm";
-import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../db/schema";
-import { ErrorCollector } from "../../core/errors";
-import type { WriteContext } from "../../core/rest/resource";
+import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import { ErrorCollector } from "../../../core/errors";
+import type { WriteContext } from "../../../core/rest/resource";
 import * as v from "valibot";
-import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "./constants";
-import { fieldType } from "./field-types";
+import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "../constants";
+import { fieldType } from "../field-types";
 import {
   isPep440,
   COT_NAME_MESSAGE,
@@ -22,10 +22,10 @@ import {
   fieldRuleIssues,
   fieldTypeName,
 } from "./field-definition";
-import { columnCount, fieldColumns, tooManyColumns } from "./ddl";
-import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
-import { encodeScalar, type FieldRow } from "./values";
-import type { CotRow } from "./models";
+import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
+import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
+import { encodeScalar, type FieldRow } from "../objects/values";
+import type { CotRow } from "../objects/models";
 
 export type FieldDraft = Omit<
   FieldRow,
