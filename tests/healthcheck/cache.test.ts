@@ -3,11 +3,13 @@
  * a storm of probes runs each check at most once per window. The window passes on the fixture
  * apps' clock.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test, afterEach } from "bun:test";
 import { healthRunnerOf } from "../../src/plugins/healthcheck";
 import { waitFor } from "../helpers/wait";
 import { HEALTH, healthJson } from "./helpers";
-import { clock, fixtureApp, runs, slow, startupError } from "./fixtures";
+import { clock, fixtureApp, runs, slow, startupError, resetFixtures } from "./fixtures";
+
+afterEach(resetFixtures);
 
 const CHECKS = ["fixtures.Healthy", "fixtures.Sleepy"];
 

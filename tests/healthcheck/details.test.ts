@@ -2,10 +2,12 @@
  * `details`: always (everyone sees every check), authenticated (anonymous callers get the overall
  * status and HTTP code only; a valid token sees the checks), never. No secret in any mode.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test, afterEach } from "bun:test";
 import type { TestApp } from "../helpers/app";
 import { HEALTH } from "./helpers";
-import { fixtureApp, startupError } from "./fixtures";
+import { fixtureApp, startupError, resetFixtures } from "./fixtures";
+
+afterEach(resetFixtures);
 
 const CHECKS = ["health_check.Database", "fixtures.Healthy", "fixtures.Broken"];
 

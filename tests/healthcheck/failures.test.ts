@@ -121,8 +121,15 @@ describe("Redis stopped", () => {
       "still here",
     );
     expect((await t.req("DELETE", `/api/dcim/sites/${before.body.id}/`)).status).toBe(204);
-    // Authentication (which reads the token cache) still refuses a bad token.
+    // Authentication still refuses a bad token.
     expect((await t.json("GET", "/api/dcim/sites/", { token: "0".repeat(40) })).status).toBe(403);
+    // The login throttle counts on the cache: a failed login during the outage is still refused
+    // as a bad login (not a 500), and the resilient cache says once that it serves without Redis.
+    const login = await t.json("POST", "/api/users/tokens/provision/", {
+      token: null,
+      body: { username: "nobody", password: "wrong" },
+    });
+    expect([400, 403]).toContain(login.status);
 
     const warnings = t.logs
       .map((l) => JSON.parse(l))

@@ -3,7 +3,6 @@
  * an app factory over it (fresh libSQL file per app, closed after each test). The health plugin
  * of these apps times and caches checks on `clock`, which only the tests move.
  */
-import { afterEach } from "bun:test";
 import { Hono } from "hono";
 import type { HonoEnv } from "../../src/core/context";
 import {
@@ -100,10 +99,15 @@ const fixturePlugin: HostPlugin = {
 };
 
 const open: TestApp[] = [];
-afterEach(async () => {
+/**
+ * Closes the apps a test made and resets {@link slow}. Each test file registers it with its own
+ * `afterEach(resetFixtures)`: a hook registered here would bind to whichever file imported this
+ * module first, and the others would inherit one test's `slow.hang`.
+ */
+export async function resetFixtures() {
   await Promise.all(open.splice(0).map((t) => t.close()));
   Object.assign(slow, { ms: 150, until: null, hang: false });
-});
+}
 
 /** The app with the fixture plugin enabled and these health settings (null: none). */
 export async function fixtureApp(

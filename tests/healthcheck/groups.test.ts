@@ -2,9 +2,11 @@
  * Groups (`/healthcheck/<group>/`) and `?exclude=<identifier>` on every health path; the seed
  * path keeps its shape.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test, afterEach } from "bun:test";
 import { HEALTH, healthJson } from "./helpers";
-import { fixtureApp, runs, startupError } from "./fixtures";
+import { fixtureApp, runs, startupError, resetFixtures } from "./fixtures";
+
+afterEach(resetFixtures);
 
 const CHECKS = ["health_check.Database", "fixtures.Healthy", "fixtures.Broken", "fixtures.Soft"];
 const GROUPS = {

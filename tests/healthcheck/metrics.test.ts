@@ -2,11 +2,13 @@
  * OpenMetrics (`?format=openmetrics`, `Accept: application/openmetrics-text`): overall status, per
  * check up and duration, observed figures; parsed with a real Prometheus text-format parser.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test, afterEach } from "bun:test";
 import parsePrometheusTextFormat, { type ParsedFamily } from "parse-prometheus-text-format";
 import type { TestApp } from "../helpers/app";
 import { HEALTH } from "./helpers";
-import { fixtureApp } from "./fixtures";
+import { fixtureApp, resetFixtures } from "./fixtures";
+
+afterEach(resetFixtures);
 
 const CHECKS = [
   "health_check.Database",

@@ -4,7 +4,7 @@
  * seen) it warns (HTTP 200), or fails with `on_problem: fail`. Real redis-server behind the
  * Upstash bridge, the real queue and the real worker loop.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test, afterEach } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { createUpstashRedis } from "../../src/services/redis";
 import type { RedisClient } from "../../src/services/redis-types";
@@ -15,7 +15,9 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { waitFor } from "../helpers/wait";
 import { HEALTH, healthConfig, healthJson } from "./helpers";
-import { startupError } from "./fixtures";
+import { startupError, resetFixtures } from "./fixtures";
+
+afterEach(resetFixtures);
 
 let stack: RedisStack;
 let redis: RedisClient;

@@ -2,9 +2,11 @@
  * `warn_ms`: a check slower than it answers `warning` (HTTP 200) before it would time out. The
  * slow check takes its time on the fixture apps' clock; a hung one meets the real timeout.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test, afterEach } from "bun:test";
 import { HEALTH, healthJson } from "./helpers";
-import { fixtureApp, slow, startupError } from "./fixtures";
+import { fixtureApp, slow, startupError, resetFixtures } from "./fixtures";
+
+afterEach(resetFixtures);
 
 describe("warn_ms", () => {
   test("slower than warn_ms: warning, HTTP 200, degraded; still a timeout past timeout_ms", async () => {
