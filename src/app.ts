@@ -4,19 +4,16 @@
  */
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
-import { HTTPException } from "hono/http-exception";
 import { getPath } from "hono/utils/url";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "./config";
-import { DatabaseBusyError, isBusyError, type Database } from "./db/client";
+import type { Database } from "./db/client";
 import { taggedItems } from "./db/schema";
 import type { HonoEnv, Services } from "./core/context";
 import { authenticate } from "./core/auth/middleware";
-import { ApiError } from "./core/errors";
 import { ModelRegistry } from "./core/models/registry";
-import { Slots, slotKey } from "./core/slots";
+import { Slots, } from "./core/slots";
 import { ObjectTypeRegistry } from "./core/object-types";
-import { mapConstraintError } from "./core/rest/constraints";
 import { CORE_MODELS, coreApiRoutes } from "./core/routes";
 import { OpenApiDocuments } from "./openapi/generate";
 import { isPublicDocsPath, openApiRoutes } from "./openapi/routes";
@@ -37,11 +34,11 @@ import { answerMethodNotAllowed } from "./core/method-not-allowed";
 import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 import { homeRoutes } from "./core/home";
+import { errorHandler } from "./core/error-handler";
 import { describeRoute } from "./core/validate";
 import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
-import { storageFaultError, storageFaultOf, type StorageFault } from "./db/storage-faults";
 import { databaseFileGone, fileHealthOf } from "./db/health";
 
 /** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
@@ -113,26 +110,6 @@ dropTags.stage = (ctx, _phase, target) => async () => {
 };
 
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-
-/** When each storage fault was last logged (monotonic ms): one line a minute, not one per request. */
-const FAULT_LOGGED = slotKey<Map<StorageFault, number>>("app.storage-fault-logged");
-
-function noteStorageFault(services: Services, fault: StorageFault, err: unknown) {
-  // The health check fails at once, until an integrity check passes again.
-  if (fault === "damaged") fileHealthOf(services.db)?.noteDamaged(err);
-  const logged = services.state.ensure(FAULT_LOGGED, () => new Map());
-  const last = logged.get(fault);
-  if (last !== undefined && performance.now() - last < 60_000) return;
-  logged.set(fault, performance.now());
-  const chain: string[] = [];
-  for (
-    let e = err as { message?: unknown; cause?: unknown } | undefined, i = 0;
-    e && i < 4;
-    e = e.cause as typeof e, i++
-  )
-    if (typeof e.message === "string") chain.push(e.message.split("\n")[0]!.slice(0, 200));
-  services.logger.error("database storage fault", { fault, cause: chain.at(-1) ?? String(err) });
-}
 
 export async function createApp(deps: AppDeps): Promise<App> {
   const { config, db } = deps;
@@ -241,65 +218,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
   app.use("*", answerMethodNotAllowed(app));
 
-  app.onError((err, c) => {
-    if (err instanceof ApiError) {
-      for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
-      return c.json(err.body as object, err.statusCode);
-    }
-    // A write that met a long write's lock, wrapped by Drizzle on the way: the same 503.
-    if (isBusyError(err)) {
-      const busy = new DatabaseBusyError();
-      for (const [k, v] of Object.entries(busy.headers)) c.header(k, v);
-      return c.json(busy.body as object, busy.statusCode);
-    }
-    // A read that raced a schema change (a column renamed under it): retryable, not a 500.
-    if (
-      /no such (column|table)/i.test(
-        String((err as Error)?.message ?? "") + String((err as any)?.cause?.message ?? ""),
-      )
-    ) {
-      return c.json(
-        {
-          detail: "The object type changed while this request ran; retry it.",
-          error: "schema_changed",
-        },
-        409,
-      );
-    }
-    // Disk full, I/O error, read-only or damaged file: the operator's to fix; 507/503 with
-    // Retry-After, logged at most once a minute per fault (decision 0079).
-    const fault = storageFaultOf(err);
-    if (fault) {
-      noteStorageFault(services, fault, err);
-      // A fault of a file deleted or replaced under the server says so (restart, not retry).
-      const answer = fileHealthOf(db)?.fileProblem()
-        ? databaseFileGone()
-        : storageFaultError(fault);
-      for (const [k, v] of Object.entries(answer.headers)) c.header(k, v);
-      return c.json(answer.body as object, answer.statusCode);
-    }
-    const mapped = mapConstraintError(err, null);
-    if (mapped) return c.json(mapped.body as object, mapped.statusCode);
-    if (err instanceof HTTPException) {
-      return c.json({ detail: err.message || "Request failed." }, err.status);
-    }
-    // Drizzle's "Failed query" messages list the bound values, which may hold secrets.
-    const message = String((err as Error)?.message ?? err).replace(
-      /\nparams: [\s\S]*$/,
-      "\nparams: (not logged)",
-    );
-    const cause = (err as { cause?: { message?: unknown } })?.cause?.message;
-    logger.error("unhandled error", {
-      requestId: c.var.requestId,
-      path: c.req.path,
-      error: message,
-      ...(cause ? { cause: String(cause) } : {}),
-    });
-    return c.json(
-      { detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId },
-      500,
-    );
-  });
+  app.onError(errorHandler(services));
   app.notFound((c) => c.json({ detail: "Not found.", error: "not_found" }, 404));
 
   const api = new Hono<HonoEnv>();

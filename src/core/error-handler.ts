@@ -1,0 +1,100 @@
+/**
+ * How any error becomes an answer in the §4 shape (decision 0002): `ApiError`s as they are, the
+ * database's busy, storage and constraint failures as their 4xx/5xx, anything else a logged 500
+ * that names no value. The app's `onError`.
+ */
+import type { ErrorHandler } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { DatabaseBusyError, isBusyError } from "../db/client";
+import { databaseFileGone, fileHealthOf } from "../db/health";
+import { storageFaultError, storageFaultOf, type StorageFault } from "../db/storage-faults";
+import type { HonoEnv, Services } from "./context";
+import { ApiError } from "./errors";
+import { mapConstraintError } from "./rest/constraints";
+import { slotKey } from "./slots";
+
+/** When each storage fault was last logged (monotonic ms): one line a minute, not one per request. */
+const FAULT_LOGGED = slotKey<Map<StorageFault, number>>("app.storage-fault-logged");
+
+function noteStorageFault(services: Services, fault: StorageFault, err: unknown) {
+  // The health check fails at once, until an integrity check passes again.
+  if (fault === "damaged") fileHealthOf(services.db)?.noteDamaged(err);
+  const logged = services.state.ensure(FAULT_LOGGED, () => new Map());
+  const last = logged.get(fault);
+  if (last !== undefined && performance.now() - last < 60_000) return;
+  logged.set(fault, performance.now());
+  const chain: string[] = [];
+  for (
+    let e = err as { message?: unknown; cause?: unknown } | undefined, i = 0;
+    e && i < 4;
+    e = e.cause as typeof e, i++
+  )
+    if (typeof e.message === "string") chain.push(e.message.split("\n")[0]!.slice(0, 200));
+  services.logger.error("database storage fault", { fault, cause: chain.at(-1) ?? String(err) });
+}
+
+/**
+ * A read that raced a schema change (a column renamed or a table dropped under it). SQLite
+ * reports it only in the message (SQLITE_ERROR is shared with every other statement error).
+ */
+function schemaChangedUnder(err: unknown): boolean {
+  const e = err as { message?: unknown; cause?: { message?: unknown } } | null;
+  return /no such (column|table)/i.test(String(e?.message ?? "") + String(e?.cause?.message ?? ""));
+}
+
+function answer(c: Parameters<ErrorHandler<HonoEnv>>[1], err: ApiError) {
+  for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
+  return c.json(err.body as object, err.statusCode);
+}
+
+/** The app's error handler, for `app.onError`. */
+export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
+  const { db, logger } = services;
+  return (err, c) => {
+    if (err instanceof ApiError) return answer(c, err);
+    // A write that met a long write's lock, wrapped by Drizzle on the way: the same 503.
+    if (isBusyError(err)) return answer(c, new DatabaseBusyError());
+    // A read that raced a schema change (a column renamed under it): retryable, not a 500.
+    if (schemaChangedUnder(err)) {
+      return c.json(
+        {
+          detail: "The object type changed while this request ran; retry it.",
+          error: "schema_changed",
+        },
+        409,
+      );
+    }
+    // Disk full, I/O error, read-only or damaged file: the operator's to fix; 507/503 with
+    // Retry-After, logged at most once a minute per fault (decision 0079).
+    const fault = storageFaultOf(err);
+    if (fault) {
+      noteStorageFault(services, fault, err);
+      // A fault of a file deleted or replaced under the server says so (restart, not retry).
+      return answer(
+        c,
+        fileHealthOf(db)?.fileProblem() ? databaseFileGone() : storageFaultError(fault),
+      );
+    }
+    const mapped = mapConstraintError(err, null);
+    if (mapped) return c.json(mapped.body as object, mapped.statusCode);
+    if (err instanceof HTTPException) {
+      return c.json({ detail: err.message || "Request failed." }, err.status);
+    }
+    // Drizzle's "Failed query" messages list the bound values, which may hold secrets.
+    const message = String((err as Error)?.message ?? err).replace(
+      /\nparams: [\s\S]*$/,
+      "\nparams: (not logged)",
+    );
+    const cause = (err as { cause?: { message?: unknown } })?.cause?.message;
+    logger.error("unhandled error", {
+      requestId: c.var.requestId,
+      path: c.req.path,
+      error: message,
+      ...(cause ? { cause: String(cause) } : {}),
+    });
+    return c.json(
+      { detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId },
+      500,
+    );
+  };
+}
