@@ -240,7 +240,7 @@ async function createManyChecked(
 }
 
 /** `updateRecord` for a caller: the changed object must still match their `change` constraints. */
-async function updateChecked(
+export async function updateChecked(
   ctx: WriteContext,
   resource: Resource,
   id: number,
@@ -503,7 +503,7 @@ function bulkId(item: ApiRecord): number {
   return id;
 }
 
-async function ensureExists(
+export async function ensureExists(
   ctx: WriteContext,
   resource: Resource,
   id: number,

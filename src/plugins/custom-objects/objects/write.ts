@@ -24,6 +24,7 @@ import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { viewableRefs } from "../../../core/auth/restrict";
 import { resolveTags, setTags } from "../../../core/models/define";
+import { takeRestoreId } from "../../../core/changes/restore-id";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
@@ -622,8 +623,15 @@ export function writer(shape: Shape, read: Reader): Writer {
       indexLater(ctx);
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const params = insertParams(values, nowIso());
-      const [row] = (await uniqueChecked(() =>
-        insertQuery.on(ctx.db, ctx.services.db.orm).all(params),
+      // a reverted delete puts the object back under its old id (decision 0088)
+      const restoreId = takeRestoreId(ctx);
+      const [row] = (await uniqueChecked(async () =>
+        restoreId === undefined
+          ? insertQuery.on(ctx.db, ctx.services.db.orm).all(params)
+          : await ctx.db
+              .insert(table)
+              .values({ ...params, id: restoreId } as any)
+              .returning(rowColumns as any),
       )) as Record<string, any>[];
       await afterInsert(ctx, row!, multi, tagIds);
       const [record] = await serialize(ctx, [row!]);
