@@ -189,6 +189,40 @@ describe("schema documents", () => {
     expect(JSON.stringify(refused.body)).toContain("checks");
   });
 
+  test("a document that renames a field a check reads, and loosens the check, applies", async () => {
+    const exported = (await t.json("GET", `${SCHEMA}/export?slug=vlan`)).body;
+    const next = structuredClone(exported);
+    const type = next.types[0];
+    type.fields.find((f: { name: string }) => f.name === "vlan_id").name = "tag";
+    type.unique_together = [{ fields: ["tag"], condition: { status__n: "retired" } }];
+    type.checks = [{ name: "tag_range", condition: { tag__gte: 1, tag__lte: 100 } }];
+    const applied = await t.json("POST", `${SCHEMA}/apply`, { body: next });
+    expect(applied.status).toBe(200);
+    const out = await t.json("POST", `${CO}/vlan/`, { body: { name: "r", tag: 101 } });
+    expect(out.status).toBe(400);
+    expect(out.body.tag[0]).toContain("tag_range");
+    expect((await t.json("POST", `${CO}/vlan/`, { body: { name: "r", tag: 99 } })).status).toBe(
+      201,
+    );
+    const again = (await t.json("GET", `${SCHEMA}/export?slug=vlan`)).body;
+    expect(again.types[0].checks).toEqual(type.checks);
+    expect(again.types[0].unique_together).toEqual(type.unique_together);
+  });
+
+  test("a check over a field the document adds counts every row as empty", async () => {
+    const exported = (await t.json("GET", `${SCHEMA}/export?slug=vlan`)).body;
+    const rows = (await t.json("GET", `${CO}/vlan/?limit=1`)).body.count;
+    const next = structuredClone(exported);
+    const type = next.types[0];
+    type.fields.push({ id: 99, name: "level", type: "integer" });
+    type.checks.push({ name: "leveled", condition: { level__gte: 1 } });
+    const preview = await t.json("POST", `${SCHEMA}/preview`, { body: next });
+    expect(preview.status).toBe(200);
+    expect(preview.body.diffs[0].destructive_changes).toEqual([
+      expect.objectContaining({ reason: "check_over_violations", field: "leveled", rows }),
+    ]);
+  });
+
   test("a new type with a partial key and a check from a document is enforced", async () => {
     const body = doc([
       {
@@ -216,9 +250,10 @@ describe("schema documents", () => {
         .status,
     ).toBe(400);
     const graphql = await t.json("POST", "/graphql/", {
-      body: { query: "{ port_list { name number } }" },
+      body: { query: "{ custom_objects_port_list { name number } }" },
     });
     expect(graphql.status).toBe(200);
     expect(graphql.body.errors).toBeUndefined();
+    expect(graphql.body.data.custom_objects_port_list).toHaveLength(2);
   });
 });

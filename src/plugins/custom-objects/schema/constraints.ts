@@ -30,9 +30,12 @@ export interface Conditional {
   unique: PartialKey[];
   checks: Check[];
 }
-/** A field as a condition reads it. */
+/**
+ * A field as a condition reads it. `sqlColumn` (preview of a document) names the column that
+ * holds its values now when that is not its own name (a rename), or null when it has none yet.
+ */
 export type ConditionField = Pick<FieldLike, "name" | "type" | "isPolymorphic"> &
-  Partial<FieldLike>;
+  Partial<FieldLike> & { sqlColumn?: string | null };
 
 const MAX_KEYS = 16;
 const MAX_CHECKS = 16;
@@ -54,7 +57,7 @@ function columnFilters(fields: ConditionField[], row: "" | "NEW"): Record<string
   for (const f of fields) {
     const own = hasLinkTable(f) ? null : valueColumn(f);
     if (!own || f.isPolymorphic) continue;
-    const expr = column(own);
+    const expr = f.sqlColumn === null ? sql`NULL` : column(f.sqlColumn ?? own);
     const filters = fieldType(f.type).filters(f as FieldLike, {
       column: expr as never,
       columnNamed: (n) => column(n) as never,
@@ -320,7 +323,10 @@ export function countPartialDuplicates(
   fields: ConditionField[],
   key: PartialKey,
 ): Promise<number> {
-  const columns = key.fields.map((n) => fieldColumns(fields.find((f) => f.name === n)!)[0]!);
+  const keyFields = key.fields.map((n) => fields.find((f) => f.name === n)!);
+  // a field with no column yet holds no values, and empty values never clash
+  if (keyFields.some((f) => f.sqlColumn === null)) return Promise.resolve(0);
+  const columns = keyFields.map((f) => f.sqlColumn ?? fieldColumns(f)[0]!);
   return countDuplicates(db, cotId, columns, sql.raw(conditionText(key.condition, fields, "")));
 }
 
@@ -412,4 +418,20 @@ export async function rebuildConditional(
       non_field_errors: [`A conditional constraint of this type: ${e.message}`],
     });
   }
+}
+
+/** The list keys of a document's `unique_together` (its partial keys left out). */
+export const plainTogether = (raw: unknown[] | undefined): string[][] =>
+  (raw ?? []).filter((e): e is string[] => Array.isArray(e));
+
+/** The conditional constraints a document's type entry asks for, in the stored spelling. */
+export function wantedConditional(t: {
+  unique_together?: unknown[];
+  checks?: Check[];
+}): Conditional {
+  const partial = splitTogether(t.unique_together ?? []).partial as PartialKey[];
+  return {
+    unique: partial.map((k) => ({ fields: [...k.fields].sort(), condition: k.condition })),
+    checks: (t.checks ?? []).map((c) => ({ name: c.name, condition: c.condition })),
+  };
 }
