@@ -52,7 +52,7 @@ type Reason =
   | "object_exists";
 
 /** What stands in the way of reverting a field (or the whole object, `field: null`). */
-export interface Conflict {
+interface Conflict {
   reason: Reason;
   field: string | null;
   detail: string;

@@ -17,7 +17,7 @@ import { fieldType } from "../field-types";
 import type { FieldLike } from "../field-types/types";
 import { countDuplicates } from "./impact";
 
-export type Condition = Record<string, unknown> | Array<Record<string, unknown>>;
+type Condition = Record<string, unknown> | Array<Record<string, unknown>>;
 export interface PartialKey {
   fields: string[];
   condition: Condition;
@@ -47,7 +47,7 @@ const CHECK_NAME = /^[a-z][a-z0-9_]{0,49}$/;
 const FIELD_NAME = /^[a-z0-9]+(_[a-z0-9]+)*$/;
 
 /** A condition, key or check that cannot be: the message says what and where. */
-export class ConstraintIssue extends Error {}
+class ConstraintIssue extends Error {}
 const issue = (message: string) => new ConstraintIssue(message);
 
 /** The filters a condition may use: plain filters on a field's own column, by filter name. */
@@ -116,7 +116,7 @@ function lookupTerm(filters: Record<string, FilterSpec>, key: string, value: unk
 }
 
 /** A condition as SQL over the type's columns (`NEW.<column>` in a trigger). Throws ConstraintIssue. */
-export function conditionSql(condition: unknown, fields: ConditionField[], row: "" | "NEW"): SQL {
+function conditionSql(condition: unknown, fields: ConditionField[], row: "" | "NEW"): SQL {
   const sets = Array.isArray(condition) ? condition : [condition];
   if (!sets.length || sets.length > MAX_ALTERNATIVES)
     throw issue(
@@ -146,7 +146,7 @@ function literal(value: unknown): string {
 }
 
 /** `q` as one SQL text with every bound value written in as a literal (for DDL). */
-export function renderDdl(q: SQL): string {
+function renderDdl(q: SQL): string {
   const { sql: text, params } = dialect.sqlToQuery(q);
   let out = "";
   let k = 0;
@@ -166,7 +166,7 @@ export function renderDdl(q: SQL): string {
 }
 
 /** `conditionSql` rendered, for DDL and the counts of preview. */
-export const conditionText = (condition: unknown, fields: ConditionField[], row: "" | "NEW") =>
+const conditionText = (condition: unknown, fields: ConditionField[], row: "" | "NEW") =>
   renderDdl(conditionSql(condition, fields, row));
 
 /** The list and object forms of `unique_together` apart: plain keys, partial keys. */
@@ -267,7 +267,7 @@ function oneCheck(raw: unknown, fields: ConditionField[]): Check {
 }
 
 /** Field names a constraint reads (its key's fields and its condition's lookups). */
-export function namesRead(c: PartialKey | Check): string[] {
+function namesRead(c: PartialKey | Check): string[] {
   const sets = Array.isArray(c.condition) ? c.condition : [c.condition];
   const keys = sets.flatMap((s) => Object.keys(s ?? {}).map((k) => parseLookupKey(k).parts[0]!));
   return [...new Set([...("fields" in c ? c.fields : []), ...keys])];
@@ -351,7 +351,7 @@ const raised = (check: Check) => `host_check:${check.name}:${namesRead(check).jo
  * Replaces the type's conditional constraints in the database. Existing rows that would break
  * one answer 400 on `unique_together` or `checks`, naming it and counting them.
  */
-export async function buildConditional(
+async function buildConditional(
   db: Executor,
   cotId: number,
   fields: ConditionField[],

@@ -25,7 +25,6 @@ import {
 } from "../schema/operations";
 import type { FieldRow } from "../objects/values";
 import {
-  checkUniqueTogether,
   dropUniqueTogether,
   followFieldChange,
   normalizeTogether,
