@@ -214,6 +214,31 @@ describe("permissions", () => {
   });
 });
 
+describe("what the answer shows", () => {
+  test("related objects the caller may not view are hidden in it", async () => {
+    const tenant = await t.json("POST", "/api/tenancy/tenants/", {
+      body: { name: "SECRET tenant", slug: "secret-tenant" },
+    });
+    expect(tenant.status).toBe(201);
+    const s = await site();
+    await t.json("PATCH", `/api/dcim/sites/${s.id}/`, { body: { tenant: tenant.body.id } });
+    const change = await lastChange("dcim.site", s.id);
+    const editor = (
+      await userWith(t, "rv-editor", [
+        [["view", "change"], "dcim.site", null],
+        [["view"], "core.objectchange", null],
+      ])
+    ).token;
+    for (const query of ["?dry_run=true", ""]) {
+      const r = await revert(change.id, query, editor);
+      expect(r.status).toBe(200);
+      expect(JSON.stringify(r.body)).not.toContain("SECRET");
+      expect(r.body.changes.tenant).toEqual({ from: { id: tenant.body.id }, to: null });
+    }
+    expect((await t.json("GET", `/api/dcim/sites/${s.id}/`)).body.tenant).toBeNull();
+  });
+});
+
 describe("custom objects", () => {
   let rack: { id: number };
   beforeAll(async () => {

@@ -7,7 +7,7 @@ import { and, asc, desc, eq, gt } from "drizzle-orm";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
-import { requireObject } from "../auth/restrict";
+import { hideUnviewable, requireObject } from "../auth/restrict";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
@@ -372,7 +372,7 @@ async function revertOnce(
       setRestoreId(ctx, id);
       record = (await createChecked(ctx, resource, plan.input)).record;
     } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
-    const outcome = await answerOf(ctx, row, plan, record, conflicts);
+    const outcome = await answerOf(ctx, resource, row, plan, record, conflicts);
     if (opts.dryRun) throw new DryRun(outcome);
     return outcome;
   });
@@ -380,6 +380,7 @@ async function revertOnce(
 
 async function answerOf(
   ctx: WriteContext,
+  resource: Resource,
   row: ChangeRow,
   plan: Plan,
   record: ApiRecord | null,
@@ -398,9 +399,16 @@ async function answerOf(
     )
     .orderBy(desc(objectChanges.id))
     .limit(1);
+  // Related objects the caller may not view are hidden in every record shown, as in the
+  // model's own answers and the change log's snapshots (0064).
+  const [from, to, object] = await hideUnviewable(ctx, ctx.auth, resource, [
+    Object.fromEntries(Object.keys(plan.input).map((f) => [f, plan.current?.[f] ?? null])),
+    plan.input,
+    record ?? {},
+  ]);
   const changes: Record<string, { from: unknown; to: unknown }> = {};
-  for (const [field, to] of Object.entries(plan.input))
-    changes[field] = { from: plan.current?.[field] ?? null, to };
+  for (const field of Object.keys(plan.input))
+    changes[field] = { from: from![field] ?? null, to: to![field] ?? null };
   return {
     reverted_change: row.id,
     action: plan.action,
@@ -408,7 +416,7 @@ async function answerOf(
     changes,
     skipped,
     change: written?.id ?? null,
-    object: record,
+    object: record ? object : null,
   };
 }
 
