@@ -145,6 +145,24 @@ describe("host models", () => {
     expect((await t.json("GET", `/api/dcim/sites/${b.id}/`)).status).toBe(404);
   });
 
+  test("an update whose earlier target is gone: 409 target_gone; a bad flag is a 400", async () => {
+    const tenant = await t.json("POST", "/api/tenancy/tenants/", {
+      body: { name: "Gone tenant", slug: "gone-tenant" },
+    });
+    const s = await site({ tenant: tenant.body.id });
+    await t.json("PATCH", `/api/dcim/sites/${s.id}/`, { body: { tenant: null } });
+    const change = await lastChange("dcim.site", s.id);
+    await t.req("DELETE", `/api/tenancy/tenants/${tenant.body.id}/`);
+    const refused = await revert(change.id);
+    expect(refused.status).toBe(409);
+    expect(refused.body.conflicts).toEqual([
+      expect.objectContaining({ reason: "target_gone", field: "tenant" }),
+    ]);
+    const bad = await revert(change.id, "?dry_run=maybe");
+    expect(bad.status).toBe(400);
+    expect(bad.body.dry_run).toBeDefined();
+  });
+
   test("an object gone since an update: 409, even forced", async () => {
     const s = await site({ description: "x" });
     await t.json("PATCH", `/api/dcim/sites/${s.id}/`, { body: { description: "y" } });
@@ -278,6 +296,28 @@ describe("custom objects", () => {
     expect(back.status).toBe(200);
     expect(back.body.name).toBe("r1");
     expect(back.body.sites.map((x: any) => x.id)).toEqual([s1.id]);
+  });
+
+  test("a check the earlier value breaks is a 409 naming the check; nothing written", async () => {
+    const cab = await makeCot(t, "cab");
+    await addField(t, cab.id, { name: "name", type: "text", primary: true });
+    await addField(t, cab.id, { name: "size", type: "integer" });
+    const r = await create(t, "cab", { name: "c1", size: 500 });
+    await t.json("PATCH", `${CO}/cab/${r.id}/`, { body: { size: 5 } });
+    const change = await lastChange("custom_objects.cab", r.id);
+    const set = await t.json("PATCH", `${CO}/custom-object-types/${cab.id}/`, {
+      body: { checks: [{ name: "small", condition: { size__lte: 100 } }] },
+    });
+    expect(set.status).toBe(200);
+    const before = await changeCount();
+    const refused = await revert(change.id);
+    expect(refused.status).toBe(409);
+    expect(refused.body.conflicts).toEqual([
+      expect.objectContaining({ reason: "invalid", field: "size" }),
+    ]);
+    expect(refused.body.conflicts[0].detail).toContain('check "small"');
+    expect(await changeCount()).toBe(before);
+    expect((await t.json("GET", `${CO}/cab/${r.id}/`)).body.size).toBe(5);
   });
 
   test("a field removed since: 409 naming it", async () => {

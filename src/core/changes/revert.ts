@@ -191,7 +191,9 @@ async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow):
       });
       continue;
     }
-    input[field] = pre[field];
+    const kept = await existingTargets(ctx, resource, field, pre[field]);
+    if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
+    input[field] = kept.value;
   }
   return { action: "update", input, current, conflicts };
 }
@@ -240,16 +242,17 @@ async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow)
       continue;
     }
     const kept = await existingTargets(ctx, resource, field, value);
-    if (kept.missing.length)
-      conflicts.push({
-        reason: "target_gone",
-        field,
-        detail: `"${field}" pointed at ${kept.missing.join(", ")}, which no longer exist${kept.missing.length > 1 ? "" : "s"}.`,
-      });
+    if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
   return { action: "create", input, current: null, conflicts };
 }
+
+const targetGone = (field: string, missing: string[]): Conflict => ({
+  reason: "target_gone",
+  field,
+  detail: `"${field}" pointed at ${missing.join(", ")}, which no longer exist${missing.length > 1 ? "" : "s"}.`,
+});
 
 type Nested = { id: number; object_type?: unknown };
 const isNested = (v: unknown): v is Nested =>
@@ -488,7 +491,11 @@ export function mountRevertRoute(api: Hono<HonoEnv>) {
     const action =
       row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
     await requirePermission(c, WRITE_PERMISSION[action], resource);
-    const flag = (name: string) => parseBool(c.req.query(name) ?? "false") === true;
+    const flag = (name: string) => {
+      const value = parseBool(c.req.query(name) ?? "false");
+      if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
+      return value;
+    };
     const dryRun = flag("dry_run");
     const outcome = await revert(c, row, resource, flag("force"), dryRun);
     return c.json({ dry_run: dryRun, ...outcome });

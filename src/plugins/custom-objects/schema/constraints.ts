@@ -96,6 +96,7 @@ function checkValue(key: string, value: unknown): void {
 }
 
 function lookupTerm(filters: Record<string, FilterSpec>, key: string, value: unknown): SQL {
+  if (key.length > 100) throw issue("A lookup is at most 100 characters.");
   const { parts, lookupName, mapped } = parseLookupKey(key);
   if (parts.length !== 1)
     throw issue(`"${key}": a condition reads the type's own fields only (no related lookups).`);
