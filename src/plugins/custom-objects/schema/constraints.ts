@@ -436,3 +436,26 @@ export function wantedConditional(t: {
     checks: (t.checks ?? []).map((c) => ({ name: c.name, condition: c.condition })),
   };
 }
+
+/**
+ * A unique clash on fields `names` answered as the partial key it is (its condition named), when
+ * a partial key has exactly those fields and no plain key does; else null.
+ */
+export function partialClash(
+  cot: {
+    conditionalConstraints?: Conditional | null;
+    uniqueTogether?: string[][] | null;
+  },
+  fields: Array<{ name: string; unique?: boolean | null }>,
+  names: string[],
+  what: string,
+): ValidationError | null {
+  const set = [...names].sort().join(",");
+  const plain =
+    (names.length === 1 && fields.some((f) => f.name === names[0] && f.unique)) ||
+    (cot.uniqueTogether ?? []).some((s) => [...s].sort().join(",") === set);
+  const key = conditionalOf(cot).unique.find((k) => k.fields.join(",") === set);
+  if (plain || !key) return null;
+  const message = `Another ${what} matching ${JSON.stringify(key.condition)} has the same ${names.join(", ")} (a partial unique key).`;
+  return new ValidationError(Object.fromEntries(names.map((n) => [n, [message]])));
+}
