@@ -320,6 +320,15 @@ describe("custom objects", () => {
     expect((await t.json("GET", `${CO}/cab/${r.id}/`)).body.size).toBe(5);
   });
 
+  test("schema changes are not reverted here: 400 not_revertable", async () => {
+    const type = await makeCot(t, "shelf");
+    const created = await lastChange("custom_objects.customobjecttype", type.id);
+    const r = await revert(created.id);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe("not_revertable");
+    expect((await t.json("GET", `${CO}/custom-object-types/${type.id}/`)).status).toBe(200);
+  });
+
   test("a field removed since: 409 naming it", async () => {
     const extra = await addField(t, rack.id, { name: "note", type: "text" });
     const r = await create(t, "rack", { name: "r2", note: "n1" });
