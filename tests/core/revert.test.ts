@@ -49,6 +49,8 @@ describe("host models", () => {
     expect(dry.status).toBe(200);
     expect(dry.body.dry_run).toBe(true);
     expect(dry.body.changes).toEqual({ description: { from: "after", to: "before" } });
+    expect(dry.body.change).toBeNull();
+    expect(dry.body.object.description).toBe("before");
     expect(await changeCount()).toBe(before);
     expect((await t.json("GET", `/api/dcim/sites/${s.id}/`)).body.description).toBe("after");
 

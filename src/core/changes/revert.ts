@@ -384,7 +384,8 @@ async function revertOnce(
       record = (await createChecked(ctx, resource, plan.input)).record;
     } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
     const outcome = await answerOf(ctx, resource, row, plan, record, conflicts);
-    if (opts.dryRun) throw new DryRun(outcome);
+    // the change record it wrote is undone with it: a dry run names none
+    if (opts.dryRun) throw new DryRun({ ...outcome, change: null });
     return outcome;
   });
 }
