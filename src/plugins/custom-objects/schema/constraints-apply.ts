@@ -98,8 +98,8 @@ export async function diffConditional(
 
 /**
  * Apply, before any field moves: drops the type's conditional constraints when they change or
- * any field is altered or removed (SQLite will not move a column an index or trigger reads).
- * Returns whether they must be built again.
+ * any field changes (SQLite will not move a column an index or trigger reads, and a table
+ * rebuild that adds columns would leave them behind). Returns whether they must be built again.
  */
 export async function dropConditionalFirst(
   db: Executor,
@@ -108,7 +108,7 @@ export async function dropConditionalFirst(
   fieldChanges: Array<{ op: string }>,
 ): Promise<boolean> {
   const changed = !sameConditional(conditionalOf(cot), wantedConditional(t));
-  const moves = fieldChanges.some((c) => c.op !== "add");
+  const moves = fieldChanges.length > 0;
   const had = conditionalOf(cot);
   if (!changed && !(moves && (had.unique.length || had.checks.length))) return false;
   await dropConditional(db, cot.id);
