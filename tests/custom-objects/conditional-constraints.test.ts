@@ -209,12 +209,22 @@ describe("schema documents", () => {
     expect(again.types[0].unique_together).toEqual(type.unique_together);
   });
 
+  test("a document that adds a field keeps the constraints in force", async () => {
+    const next = (await t.json("GET", `${SCHEMA}/export?slug=vlan`)).body;
+    next.types[0].fields.push({ id: 98, name: "note", type: "text" });
+    expect((await t.json("POST", `${SCHEMA}/apply`, { body: next })).status).toBe(200);
+    const out = await t.json("POST", `${CO}/vlan/`, { body: { name: "n", tag: 101, note: "x" } });
+    expect(out.status).toBe(400);
+    expect(out.body.tag[0]).toContain("tag_range");
+  });
+
   test("a check over a field the document adds counts every row as empty", async () => {
     const exported = (await t.json("GET", `${SCHEMA}/export?slug=vlan`)).body;
     const rows = (await t.json("GET", `${CO}/vlan/?limit=1`)).body.count;
     const next = structuredClone(exported);
     const type = next.types[0];
     type.fields.push({ id: 99, name: "level", type: "integer" });
+    expect(exported.types[0].fields.some((f: { name: string }) => f.name === "note")).toBe(true);
     type.checks.push({ name: "leveled", condition: { level__gte: 1 } });
     const preview = await t.json("POST", `${SCHEMA}/preview`, { body: next });
     expect(preview.status).toBe(200);
