@@ -380,7 +380,7 @@ async function revertOnce(
       await ensureExists(ctx, resource, id, "change");
       record = (await updateChecked(ctx, resource, id, plan.input, true)).record;
     } else if (plan.action === "create") {
-      setRestoreId(ctx, id);
+      setRestoreId(ctx, resource, id);
       record = (await createChecked(ctx, resource, plan.input)).record;
     } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
     const outcome = await answerOf(ctx, resource, row, plan, record, conflicts);

@@ -452,7 +452,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     async create(ctx, input) {
       const { values, links, tagIds } = await convertInput(ctx, input, null, false);
       // a reverted delete puts the object back under its old id (decision 0088)
-      const restoreId = takeRestoreId(ctx);
+      const restoreId = takeRestoreId(ctx, spec.appLabel, spec.model);
       const [row] = (await ctx.db
         .insert(table)
         .values((restoreId === undefined ? values : { ...values, id: restoreId }) as any)

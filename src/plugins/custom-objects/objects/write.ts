@@ -635,7 +635,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const params = insertParams(values, nowIso());
       // a reverted delete puts the object back under its old id (decision 0088)
-      const restoreId = takeRestoreId(ctx);
+      const restoreId = takeRestoreId(ctx, APP_LABEL, slug);
       const [row] = (await uniqueChecked(async () =>
         restoreId === undefined
           ? insertQuery.on(ctx.db, ctx.services.db.orm).all(params)
