@@ -654,7 +654,7 @@ async function applyType(
     (isNew && (wantConditional.unique.length || wantConditional.checks.length))
   ) {
     const build = () => atPath(at, () => applyConditional(ctx, cot!.id, t));
-    if (isNew) tables.push(build);
+    if (isNew || drafts.length) deferred.tables.push(build);
     else await build();
   }
 }

@@ -6,8 +6,8 @@ import { eq } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ValidationError } from "../../../core/errors";
-import type { CotRow } from "../models";
-import type { FieldRow } from "../values";
+import type { CotRow } from "../objects/models";
+import type { FieldRow } from "../objects/values";
 import { stableJson } from "./state";
 import {
   checkConditional,

@@ -8,7 +8,7 @@ import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import { valueColumn } from "../ddl";
-import type { FieldRow } from "../values";
+import type { FieldRow } from "../objects/values";
 import {
   conditionalOf,
   countCheckViolations,
