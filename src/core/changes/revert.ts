@@ -16,6 +16,7 @@ import {
   createChecked,
   deleteWithHooks,
   ensureExists,
+  inStagedWrite,
   inTransaction,
   readContext,
   updateChecked,
@@ -349,32 +350,49 @@ class DryRun extends Error {
   }
 }
 
+type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
+
+/**
+ * The plan for what the caller may do now: 403/404 on an object they may not change (or
+ * delete), 409 on what stands in the way (unless forced), the fields a write refused left out.
+ */
+async function checkedPlan(
+  ctx: ReadContext,
+  auth: WriteContext["auth"],
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+): Promise<{ plan: Plan; conflicts: Conflict[] }> {
+  const plan = await planOf(ctx, resource, row);
+  // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
+  if (plan.current && plan.action !== "create")
+    await requireObject(
+      ctx,
+      auth,
+      plan.action === "update" ? "change" : "delete",
+      resource,
+      row.changedObjectId,
+    );
+  for (const d of opts.dropped) if (d.field) delete plan.input[d.field];
+  const conflicts = [...plan.conflicts, ...opts.dropped];
+  if (conflicts.some((x) => HARD.has(x.reason)) || (conflicts.length && !opts.force))
+    throw conflictError(conflicts);
+  return { plan, conflicts };
+}
+
 /**
  * The revert's write in one transaction: the plan made again on what the transaction sees,
- * then the same write a PATCH, POST or DELETE by the caller makes.
+ * then the same write a PATCH, POST or DELETE by the caller makes there.
  */
-async function revertOnce(
+function revertInTransaction(
   c: Ctx,
   resource: Resource,
   row: ChangeRow,
-  opts: { force: boolean; dryRun: boolean; dropped: Conflict[] },
+  opts: RevertOptions,
 ): Promise<ApiRecord> {
   return inTransaction(c, resource, async (ctx) => {
-    const plan = await planOf(ctx, resource, row);
+    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts);
     const id = row.changedObjectId;
-    // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
-    if (plan.current && plan.action !== "create")
-      await requireObject(
-        ctx,
-        ctx.auth,
-        plan.action === "update" ? "change" : "delete",
-        resource,
-        id,
-      );
-    for (const d of opts.dropped) if (d.field) delete plan.input[d.field];
-    const conflicts = [...plan.conflicts, ...opts.dropped];
-    if (conflicts.some((x) => HARD.has(x.reason)) || (conflicts.length && !opts.force))
-      throw conflictError(conflicts);
     let record: ApiRecord | null = null;
     if (plan.action === "update" && Object.keys(plan.input).length) {
       await ensureExists(ctx, resource, id, "change");
@@ -383,15 +401,64 @@ async function revertOnce(
       setRestoreId(ctx, resource, id);
       record = (await createChecked(ctx, resource, plan.input)).record;
     } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
-    const outcome = await answerOf(ctx, resource, row, plan, record, conflicts);
+    const outcome = await answerOf(
+      ctx,
+      ctx.auth,
+      ctx.requestId,
+      resource,
+      row,
+      plan,
+      record,
+      conflicts,
+    );
     // the change record it wrote is undone with it: a dry run names none
     if (opts.dryRun) throw new DryRun({ ...outcome, change: null });
     return outcome;
   });
 }
 
+/**
+ * Where the model's PATCH or DELETE is a staged write (decision 0083), the revert's is too: the
+ * plan read first, then the staged write with the object's stamp as its precondition (a change
+ * in between is a 409). Null when the write cannot be staged (it then runs in a transaction).
+ */
+async function revertStaged(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+): Promise<ApiRecord | null> {
+  const staged = resource.staged;
+  if (opts.dryRun || !staged || row.action === "delete") return null;
+  if (row.action === "update" && !staged.update) return null;
+  const ctx = readContext(c);
+  const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
+  const id = row.changedObjectId;
+  const stamp = plan.current?.last_updated ?? null;
+  const precondition = (now: string | null) => {
+    if (now !== stamp)
+      throw conflictError([
+        { reason: "later_change", field: null, detail: "The object changed during the revert." },
+      ]);
+  };
+  const options = { resource, bulk: false, precondition };
+  let record: ApiRecord | null = null;
+  if (plan.action === "update" && Object.keys(plan.input).length) {
+    const [written] = await inStagedWrite(c, (w) =>
+      staged.update!(w, [{ id, input: plan.input }], true, options),
+    );
+    record = written?.record ?? null;
+  } else if (plan.action === "delete") {
+    const outcome = await inStagedWrite(c, (w) => staged.delete(w, [id], options));
+    if (outcome === "transaction") return null;
+  }
+  return answerOf(ctx, c.var.auth, c.var.requestId, resource, row, plan, record, conflicts);
+}
+
 async function answerOf(
-  ctx: WriteContext,
+  ctx: ReadContext,
+  auth: WriteContext["auth"],
+  requestId: string,
   resource: Resource,
   row: ChangeRow,
   plan: Plan,
@@ -406,14 +473,14 @@ async function answerOf(
         eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
         eq(objectChanges.changedObjectId, row.changedObjectId),
         gt(objectChanges.id, row.id),
-        eq(objectChanges.requestId, ctx.requestId),
+        eq(objectChanges.requestId, requestId),
       ),
     )
     .orderBy(desc(objectChanges.id))
     .limit(1);
   // Related objects the caller may not view are hidden in every record shown, as in the
   // model's own answers and the change log's snapshots (0064).
-  const [from, to, object] = await hideUnviewable(ctx, ctx.auth, resource, [
+  const [from, to, object] = await hideUnviewable(ctx, auth, resource, [
     Object.fromEntries(Object.keys(plan.input).map((f) => [f, plan.current?.[f] ?? null])),
     plan.input,
     record ?? {},
@@ -449,7 +516,11 @@ async function revert(c: Ctx, row: ChangeRow, resource: Resource, force: boolean
   const dropped: Conflict[] = [];
   for (let round = 0; ; round++) {
     try {
-      return await revertOnce(c, resource, row, { force, dryRun, dropped });
+      const opts = { force, dryRun, dropped };
+      return (
+        (await revertStaged(c, resource, row, opts)) ??
+        (await revertInTransaction(c, resource, row, opts))
+      );
     } catch (e) {
       if (e instanceof DryRun) return e.outcome;
       if (!(e instanceof ValidationError)) throw e;

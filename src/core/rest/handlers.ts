@@ -84,7 +84,7 @@ export async function writeTransaction<T>(
  * batch itself, with no transaction held open around it. Tasks passed to `ctx.onCommit` run once
  * the batch has committed.
  */
-async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
   const services = c.var.services;
   const afterCommit: Array<() => Promise<void>> = [];
   const result = await fn({
