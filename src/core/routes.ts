@@ -28,6 +28,7 @@ import {
   readContext,
 } from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
+import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
 import { jobModel } from "./jobs/model";
 
@@ -313,6 +314,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     },
   );
 
+  mountRevertRoute(api);
   for (const m of CORE_MODELS) {
     mountResource(api, `/${m.spec.path}`, () => m.resource, { readOnly: READ_ONLY_MODELS.has(m) });
   }

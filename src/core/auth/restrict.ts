@@ -40,6 +40,19 @@ const DJANGO_LOOKUPS: Record<string, Lookup | "in" | "isnull"> = {
   empty: "empty",
 };
 
+/** A constraint key's parts: `site__slug__ic` → the path `[site, slug]` and the lookup `ic`. */
+export function parseLookupKey(key: string): {
+  parts: string[];
+  lookupName: string;
+  mapped: Lookup | "in" | "isnull";
+} {
+  const parts = key.split("__");
+  let lookupName = "exact";
+  if (parts.length > 1 && Object.hasOwn(DJANGO_LOOKUPS, parts[parts.length - 1]!))
+    lookupName = parts.pop()!;
+  return { parts, lookupName, mapped: DJANGO_LOOKUPS[lookupName]! };
+}
+
 /** Replaces the `$user` token with the caller's id, as NetBox does. */
 function substitute(value: unknown, user: AuthUser | null): unknown {
   if (!user) return value;
@@ -92,11 +105,7 @@ async function lookupSql(
   user: AuthUser | null,
   depth: number,
 ): Promise<SQL> {
-  const parts = key.split("__");
-  let lookupName = "exact";
-  if (parts.length > 1 && Object.hasOwn(DJANGO_LOOKUPS, parts[parts.length - 1]!))
-    lookupName = parts.pop()!;
-  const mapped = DJANGO_LOOKUPS[lookupName]!;
+  const { parts, lookupName, mapped } = parseLookupKey(key);
   const filters = resource.list.filters;
   const v = substitute(value, user);
 
@@ -153,31 +162,46 @@ function filterSql(
   value: unknown,
 ): SQL {
   try {
-    if (lookup === "isnull") {
-      if (typeof value !== "boolean") return NOTHING;
-      return (
-        (buildFilter(name, spec, "empty", [value ? "true" : "false"]) as SQL | undefined) ?? NOTHING
-      );
-    }
-    if (lookup === "in") {
-      if (!Array.isArray(value) || !value.length) return NOTHING;
-      const texts = value.map(scalarText);
-      if (texts.some((t) => t === null)) return NOTHING;
-      return guard(spec, "exact")
-        ? ((buildFilter(name, spec, "exact", texts as string[]) as SQL | undefined) ?? NOTHING)
-        : NOTHING;
-    }
-    if (value === null) {
-      if (lookup !== "exact" && lookup !== "n") return NOTHING;
-      const isNull = sql`${spec.expr} IS NULL`;
-      return lookup === "exact" ? isNull : sql`NOT (${isNull})`;
-    }
-    const text = scalarText(value);
-    if (text === null || !guard(spec, lookup)) return NOTHING;
-    return (buildFilter(name, spec, lookup, [text]) as SQL | undefined) ?? NOTHING;
+    return filterTerm(name, spec, lookup, value) ?? NOTHING;
   } catch {
     return NOTHING; // a value the filter refuses (a word for a number, say) matches nothing
   }
+}
+
+/**
+ * One lookup on one filter as SQL, or null when the lookup does not apply to the filter or the
+ * value's shape (a list for `in`, a boolean for `isnull`). A value the filter cannot convert
+ * throws its ValidationError. Permission constraints read null as "matches nothing"; table
+ * constraints (custom object checks, decision 0087) refuse it.
+ */
+export function filterTerm(
+  name: string,
+  spec: FilterSpec,
+  lookup: Lookup | "in" | "isnull",
+  value: unknown,
+): SQL | null {
+  if (lookup === "isnull") {
+    if (typeof value !== "boolean") return null;
+    return (
+      (buildFilter(name, spec, "empty", [value ? "true" : "false"]) as SQL | undefined) ?? null
+    );
+  }
+  if (lookup === "in") {
+    if (!Array.isArray(value) || !value.length) return null;
+    const texts = value.map(scalarText);
+    if (texts.some((t) => t === null)) return null;
+    return guard(spec, "exact")
+      ? ((buildFilter(name, spec, "exact", texts as string[]) as SQL | undefined) ?? null)
+      : null;
+  }
+  if (value === null) {
+    if (lookup !== "exact" && lookup !== "n") return null;
+    const isNull = sql`${spec.expr} IS NULL`;
+    return lookup === "exact" ? isNull : sql`NOT (${isNull})`;
+  }
+  const text = scalarText(value);
+  if (text === null || !guard(spec, lookup)) return null;
+  return (buildFilter(name, spec, lookup, [text]) as SQL | undefined) ?? null;
 }
 
 const guard = (spec: FilterSpec, lookup: Lookup) =>

@@ -13,6 +13,7 @@ import {
   type SQLWrapper,
 } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import { takeRestoreId } from "../changes/restore-id";
 import {
   objectTypes as objectTypesTable,
   taggedItems,
@@ -450,9 +451,11 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     loadPlan,
     async create(ctx, input) {
       const { values, links, tagIds } = await convertInput(ctx, input, null, false);
+      // a reverted delete puts the object back under its old id (decision 0088)
+      const restoreId = takeRestoreId(ctx, spec.appLabel, spec.model);
       const [row] = (await ctx.db
         .insert(table)
-        .values(values as any)
+        .values((restoreId === undefined ? values : { ...values, id: restoreId }) as any)
         .returning({ id: table.id })) as { id: number }[];
       await writeLinks(ctx, row!.id, links, tagIds);
       await spec.afterWrite?.(ctx, row!.id, input, true);

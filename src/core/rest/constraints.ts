@@ -6,7 +6,7 @@ const messageOf = (e: unknown): string => {
   let cur: unknown = e;
   for (let depth = 0; cur && depth < 4; depth++) {
     const m = (cur as { message?: unknown }).message;
-    if (typeof m === "string" && /constraint failed/i.test(m)) return m;
+    if (typeof m === "string" && /constraint failed|host_check:/i.test(m)) return m;
     cur = (cur as { cause?: unknown }).cause;
   }
   return "";
@@ -26,6 +26,17 @@ export function mapConstraintError(
   // D1 appends the result code (`…: sites.name: SQLITE_CONSTRAINT (extended: …)`); it is no column
   const message = messageOf(e).replace(/:\s*SQLITE_[A-Z_]+(?: \(extended: [A-Z_]+\))?\s*$/, "");
   if (!message) return null;
+  // a custom object type's check (decision 0087): its trigger raises `host_check:<name>:<fields>`
+  const check = /host_check:([a-z][a-z0-9_]*):([a-z0-9_,]*)/.exec(message);
+  if (check) {
+    const fields = check[2]!.split(",").filter(Boolean);
+    const text = `This object does not satisfy the check "${check[1]}" (on ${fields.join(", ")}).`;
+    return new ValidationError(
+      fields.length
+        ? Object.fromEntries(fields.map((f) => [f, [text]]))
+        : { non_field_errors: [text] },
+    );
+  }
   const unique = /UNIQUE constraint failed: (.+)$/i.exec(message);
   if (unique) {
     const toField = resource?.fieldForColumn ?? defaultFieldForColumn;

@@ -84,7 +84,7 @@ export async function writeTransaction<T>(
  * batch itself, with no transaction held open around it. Tasks passed to `ctx.onCommit` run once
  * the batch has committed.
  */
-async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
   const services = c.var.services;
   const afterCommit: Array<() => Promise<void>> = [];
   const result = await fn({
@@ -240,7 +240,7 @@ async function createManyChecked(
 }
 
 /** `updateRecord` for a caller: the changed object must still match their `change` constraints. */
-async function updateChecked(
+export async function updateChecked(
   ctx: WriteContext,
   resource: Resource,
   id: number,
@@ -503,7 +503,7 @@ function bulkId(item: ApiRecord): number {
   return id;
 }
 
-async function ensureExists(
+export async function ensureExists(
   ctx: WriteContext,
   resource: Resource,
   id: number,

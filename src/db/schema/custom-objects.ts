@@ -4,6 +4,9 @@ import { integer, sqliteTable, text, uniqueIndex, index, real } from "drizzle-or
 import { idIndex, pk, timestamps } from "./common";
 import { choiceSets, objectTypes } from "./core";
 
+/** A NetBox permission-constraint object (AND of lookups), or a list of them (OR). */
+export type ConstraintCondition = Record<string, unknown> | Array<Record<string, unknown>>;
+
 export const customObjectTypes = sqliteTable(
   "custom_object_types",
   {
@@ -32,6 +35,17 @@ export const customObjectTypes = sqliteTable(
       .$type<string[][]>()
       .notNull()
       .default(sql`'[]'`),
+    /**
+     * Conditional constraints (decision 0087): partial unique keys, each an index `co_<id>_uc<n>`
+     * with a WHERE clause, and checks, each a pair of triggers `co_<id>_ck<n>_i`/`_u`.
+     */
+    conditionalConstraints: text("conditional_constraints", { mode: "json" })
+      .$type<{
+        unique: Array<{ fields: string[]; condition: ConstraintCondition }>;
+        checks: Array<{ name: string; condition: ConstraintCondition }>;
+      }>()
+      .notNull()
+      .default(sql`'{"unique":[],"checks":[]}'`),
     /** How objects show (`display`): `{{ field }}` placeholders; empty = primary field or name. */
     displayExpression: text("display_expression").notNull().default(""),
     /** Objects carry `local_context_data` (a column of `co_<id>`); set only at creation. */

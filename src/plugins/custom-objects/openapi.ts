@@ -189,6 +189,7 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
         "lossy_type_change",
         "required_over_empty_rows",
         "unique_over_duplicates",
+        "check_over_violations",
         "choices_in_use",
         "link_target_changed",
       ],

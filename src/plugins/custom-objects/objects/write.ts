@@ -24,6 +24,8 @@ import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { viewableRefs } from "../../../core/auth/restrict";
 import { resolveTags, setTags } from "../../../core/models/define";
+import { takeRestoreId } from "../../../core/changes/restore-id";
+import { partialClash } from "../schema/constraints";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
@@ -449,6 +451,16 @@ export function writer(shape: Shape, read: Reader): Writer {
       const names = compound
         ? /^The fields (.+) must make a unique set\.$/.exec(compound[0] ?? "")?.[1]?.split(", ")
         : undefined;
+      // a partial key (decision 0087) names its condition
+      const single =
+        mapped instanceof ValidationError && !Array.isArray(mapped.fields)
+          ? Object.entries(mapped.fields as Record<string, string[]>).find(([, m]) =>
+              /already exists\.$/.test(m[0] ?? ""),
+            )?.[0]
+          : undefined;
+      const clashed = names ?? (single ? [single] : []);
+      const partial = clashed.length ? partialClash(cot, fields, clashed, verboseName(cot)) : null;
+      if (partial) throw partial;
       if (names) throw new ValidationError(Object.fromEntries(names.map((n) => [n, compound!])));
       throw mapped instanceof ValidationError ? mapped : e;
     }
@@ -622,8 +634,15 @@ export function writer(shape: Shape, read: Reader): Writer {
       indexLater(ctx);
       const { values, multi, tagIds } = await convert(ctx, input, null, false);
       const params = insertParams(values, nowIso());
-      const [row] = (await uniqueChecked(() =>
-        insertQuery.on(ctx.db, ctx.services.db.orm).all(params),
+      // a reverted delete puts the object back under its old id (decision 0088)
+      const restoreId = takeRestoreId(ctx, APP_LABEL, slug);
+      const [row] = (await uniqueChecked(async () =>
+        restoreId === undefined
+          ? insertQuery.on(ctx.db, ctx.services.db.orm).all(params)
+          : await ctx.db
+              .insert(table)
+              .values({ ...params, id: restoreId } as any)
+              .returning(rowColumns as any),
       )) as Record<string, any>[];
       await afterInsert(ctx, row!, multi, tagIds);
       const [record] = await serialize(ctx, [row!]);

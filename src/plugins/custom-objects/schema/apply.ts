@@ -28,6 +28,8 @@ import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } 
 import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
 import { clearLinksOutside } from "./impact";
 import { buildUniqueTogether, dropUniqueTogether, normalizeTogether } from "./unique-together";
+import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
+import { applyConditional, dropConditionalFirst } from "./constraints-apply";
 import { listTrash, removeType, trashField } from "./trash";
 import { sameValue } from "./state";
 import {
@@ -140,7 +142,14 @@ function snapshotOf(state: Map<string, DbType>, slugs: string[]): StateSnapshot 
     return s
       ? {
           slug,
-          attrs: { ...s.attrs, unique_together: normalizeTogether(s.cot.uniqueTogether) },
+          attrs: {
+            ...s.attrs,
+            unique_together: mergedTogether(
+              normalizeTogether(s.cot.uniqueTogether),
+              conditionalOf(s.cot),
+            ),
+            checks: conditionalOf(s.cot).checks,
+          },
           next: s.cot.nextSchemaId,
           fields: [...s.canonical.values()],
           tombstones: s.tombstones,
@@ -179,7 +188,14 @@ function projectedHash(document: SchemaDocument, state: Map<string, DbType>): Pr
     const next = Math.max(existing?.cot.nextSchemaId ?? 1, highest);
     projected.set(t.slug, {
       slug: t.slug,
-      attrs: { ...cotAttrsFromEntry(t), unique_together: normalizeTogether(t.unique_together) },
+      attrs: {
+        ...cotAttrsFromEntry(t),
+        unique_together: mergedTogether(
+          normalizeTogether(plainTogether(t.unique_together)),
+          wantedConditional(t),
+        ),
+        checks: wantedConditional(t).checks,
+      },
       next,
       fields,
       tombstones: [...removed.values()].sort((a, b) => a.id - b.id),
@@ -499,9 +515,11 @@ async function applyType(
   );
   const rebuildTogether =
     !isNew &&
-    (!sameValue(normalizeTogether(t.unique_together), haveTogether) ||
+    (!sameValue(normalizeTogether(plainTogether(t.unique_together)), haveTogether) ||
       haveTogether.some((set) => set.some((n) => retyped.has(n))));
   if (rebuildTogether) await dropUniqueTogether(ctx.db, cot.id);
+  const rebuildConditional =
+    !isNew && (await dropConditionalFirst(ctx.db, cot, t, diff.field_changes));
   const removes = diff.field_changes.filter((c) => c.op === "remove");
   for (const change of removes) {
     const row = rows.find((f) => f.schemaId === change.schema_id);
@@ -609,7 +627,7 @@ async function applyType(
   // A new type's table is created once, with every column inline.
   if (isNew) deferred.tables.push(() => createCotTable(ctx.db, cot!.id, added));
   // Compound keys are (re)built once the type's columns exist.
-  const want = normalizeTogether(t.unique_together);
+  const want = normalizeTogether(plainTogether(t.unique_together));
   if (rebuildTogether || (isNew && want.length)) {
     const build = async () => {
       const fields = await fieldsOf(ctx.db, cot!.id);
@@ -626,6 +644,16 @@ async function applyType(
       );
     };
     // After the columns it may name exist (a new table, or the deferred new columns).
+    if (isNew || drafts.length) deferred.tables.push(build);
+    else await build();
+  }
+  // Partial keys and checks (decision 0087), once the columns they read exist.
+  const wantConditional = wantedConditional(t);
+  if (
+    rebuildConditional ||
+    (isNew && (wantConditional.unique.length || wantConditional.checks.length))
+  ) {
+    const build = () => atPath(at, () => applyConditional(ctx, cot!.id, t));
     if (isNew || drafts.length) deferred.tables.push(build);
     else await build();
   }
@@ -753,8 +781,12 @@ export async function exportSchema(
         if (s.attrs[key]) entry[key] = s.attrs[key];
       entry.fields = [...s.canonical.values()].sort((a, b) => a.id - b.id).map(entryFromCanonical);
       if (s.tombstones.length) entry.removed_fields = s.tombstones;
-      if (s.cot.uniqueTogether?.length)
-        entry.unique_together = normalizeTogether(s.cot.uniqueTogether);
+      const together = mergedTogether(
+        normalizeTogether(s.cot.uniqueTogether),
+        conditionalOf(s.cot),
+      );
+      if (together.length) entry.unique_together = together;
+      if (conditionalOf(s.cot).checks.length) entry.checks = conditionalOf(s.cot).checks;
       return entry;
     });
   const out: Record<string, unknown> = { schema_version: "1", types };

@@ -12,6 +12,8 @@ import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
 import { fieldType } from "../field-types";
 import { normalizeTogether } from "./unique-together";
+import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
+import { diffConditional } from "./constraints-apply";
 import {
   countDuplicates,
   countEmpty,
@@ -132,16 +134,23 @@ async function diffType(
       });
     }
     if (t.unique_together?.length)
-      diff.cot_changes.unique_together = [[], normalizeTogether(t.unique_together)];
+      diff.cot_changes.unique_together = [
+        [],
+        mergedTogether(normalizeTogether(plainTogether(t.unique_together)), wantedConditional(t)),
+      ];
+    if (t.checks?.length) diff.cot_changes.checks = [[], wantedConditional(t).checks];
     diff.has_changes = true;
     return diff;
   }
 
   diff.cot_changes = changedAttrs(existing.attrs, attrs);
-  const wantTogether = normalizeTogether(t.unique_together);
+  const wantTogether = normalizeTogether(plainTogether(t.unique_together));
   const haveTogether = normalizeTogether(existing.cot.uniqueTogether);
   if (!sameValue(wantTogether, haveTogether)) {
-    diff.cot_changes.unique_together = [haveTogether, wantTogether];
+    diff.cot_changes.unique_together = [
+      mergedTogether(haveTogether, conditionalOf(existing.cot)),
+      mergedTogether(wantTogether, wantedConditional(t)),
+    ];
     // a new compound key over rows that share its values cannot be built
     const haveKeys = new Set(haveTogether.map((set) => set.join(",")));
     for (const set of wantTogether) {
@@ -166,6 +175,7 @@ async function diffType(
         );
     }
   }
+  await diffConditional(db, t, existing, diff.cot_changes, gate);
   const removedIds = new Set((t.removed_fields ?? []).map((r) => r.id));
   const known = new Set([...existing.tombstones.map((r) => r.id)]);
   const keptNames = new Map<string, number>();

@@ -20,6 +20,7 @@ import {
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, tooManyColumns } from "../ddl";
+import { checkConditional, splitTogether } from "./constraints";
 
 const MAX_ERRORS = 20;
 const RELATED_RE = /^[a-z][a-z0-9_-]*\/[-a-zA-Z0-9_]+$/;
@@ -52,6 +53,12 @@ export const FieldEntrySchema = v.strictObject({
   }),
 });
 
+/** A condition: an object of lookups, or a list of them (checked against the fields later). */
+const ConditionSchema = v.union(
+  [v.record(v.string(), v.unknown()), v.array(v.record(v.string(), v.unknown()))],
+  "must be an object of lookups or a list of them",
+);
+
 /** A tombstone: a removed field keeps its id so it is never reused. */
 export const RemovedFieldSchema = v.looseObject({
   id: v.pipe(v.number(), v.integer(), v.minValue(1)),
@@ -79,15 +86,28 @@ export const TypeEntrySchema = v.strictObject({
   group_name: v.optional(text(50)),
   fields: v.optional(v.array(FieldEntrySchema, "Expected a list of fields."), () => []),
   removed_fields: v.optional(v.array(RemovedFieldSchema)),
-  /** Compound uniqueness (issue 16): each list of field names is one unique index. */
+  /**
+   * Compound uniqueness (issue 16): each list of field names is one unique index; an entry
+   * `{fields, condition}` is a partial key (issue 32, decision 0087).
+   */
   unique_together: v.optional(
     v.array(
-      v.pipe(
-        v.array(v.pipe(v.string(), v.regex(NAME_RE, "must be a field name"))),
-        v.minLength(2, "must name at least two fields"),
-        v.maxLength(16),
+      v.union(
+        [
+          v.pipe(
+            v.array(v.pipe(v.string(), v.regex(NAME_RE, "must be a field name"))),
+            v.minLength(2, "must name at least two fields"),
+            v.maxLength(16),
+          ),
+          v.strictObject({ fields: v.array(v.string()), condition: ConditionSchema }),
+        ],
+        "must be a list of field names or {fields, condition}",
       ),
     ),
+  ),
+  /** Checks every row must match (issue 32, decision 0087). */
+  checks: v.optional(
+    v.array(v.strictObject({ name: v.string(), condition: ConditionSchema }), "Expected a list."),
   ),
 });
 
@@ -186,7 +206,9 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
           message: `field id ${r.id} is both listed and removed`,
         });
     });
+    conditionalIssues(t, at, errors);
     (t.unique_together ?? []).forEach((set, ui) => {
+      if (!Array.isArray(set)) return; // a partial key: `conditionalIssues`
       if (new Set(set).size !== set.length)
         errors.push({ path: `${at}.unique_together[${ui}]`, message: "names a field twice" });
       set.forEach((n, ni) => {
@@ -230,6 +252,20 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
     });
   });
   return errors;
+}
+
+/** A type's partial keys and checks, against its fields in the document. */
+function conditionalIssues(t: TypeEntry, at: string, errors: SchemaError[]) {
+  const { partial } = splitTogether(t.unique_together ?? []);
+  if (!partial.length && !t.checks?.length) return;
+  const fields = t.fields.map((f) => ({
+    name: f.name,
+    type: f.type,
+    isPolymorphic: f.is_polymorphic === true,
+  }));
+  const found = checkConditional(partial, t.checks ?? [], fields).errors;
+  for (const [key, messages] of Object.entries(found))
+    for (const message of messages) errors.push({ path: `${at}.${key}`, message });
 }
 
 export type ParseResult =

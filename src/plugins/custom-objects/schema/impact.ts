@@ -23,6 +23,7 @@ type ImpactReason =
   | "lossy_type_change"
   | "required_over_empty_rows"
   | "unique_over_duplicates"
+  | "check_over_violations"
   | "choices_in_use"
   | "link_target_changed";
 
@@ -73,6 +74,8 @@ export async function countDuplicates(
   db: Executor,
   cotId: number,
   columns: string[],
+  /** A partial key's condition (decision 0087): only the rows it admits count. */
+  where?: SQL,
 ): Promise<number> {
   if (!columns.length) return 0;
   const t = ident(tableName(cotId));
@@ -81,7 +84,7 @@ export async function countDuplicates(
     sql`, `,
   );
   const notNull = sql.join(
-    columns.map((c) => sql`${ident(c)} IS NOT NULL`),
+    [...columns.map((c) => sql`${ident(c)} IS NOT NULL`), ...(where ? [sql`(${where})`] : [])],
     sql` AND `,
   );
   return count(

@@ -25,12 +25,17 @@ import {
 } from "../schema/operations";
 import type { FieldRow } from "../objects/values";
 import {
-  checkUniqueTogether,
   dropUniqueTogether,
   followFieldChange,
   normalizeTogether,
   setUniqueTogether,
 } from "../schema/unique-together";
+import { conditionalOf, mergedTogether } from "../schema/constraints";
+import {
+  aroundFieldChange,
+  refuseRemovingRead,
+  setTypeConstraints,
+} from "../schema/constraints-api";
 
 /**
  * Field records already loaded in a transaction (by id, in its scratch): a type's record embeds
@@ -156,8 +161,13 @@ export const cotModel = defineModel({
       type: "boolean",
       column: customObjectTypes.configContextEnabled,
     },
-    /** Compound uniqueness: lists of field names, each a unique index (decision 0051). */
+    /**
+     * Compound uniqueness: lists of field names, each a unique index (decision 0051), and
+     * partial keys `{fields, condition}` (decision 0087).
+     */
     { name: "unique_together", type: "json", column: customObjectTypes.uniqueTogether },
+    /** Checks `{name, condition}` every row must match (decision 0087). */
+    { name: "checks", type: "json", column: customObjectTypes.conditionalConstraints },
   ],
   async decorate(ctx, rows, records) {
     const ids = rows.map((r) => r.id as number);
@@ -191,6 +201,9 @@ export const cotModel = defineModel({
     rows.forEach((row, i) => {
       const rec = records[i]!;
       rec.fields = fieldRecords.filter((f) => f.custom_object_type === row.id);
+      const conditional = conditionalOf(row);
+      rec.unique_together = mergedTogether(normalizeTogether(row.uniqueTogether), conditional);
+      rec.checks = conditional.checks;
       const ot = ots.get(row.objectTypeId);
       rec.object_type = ot ? { id: ot.id, app_label: ot.appLabel, model: ot.model } : null;
     });
@@ -220,9 +233,10 @@ export function cotResource(registry: CotRegistry): Resource {
     // writes go through the wrapped create/update: none staged around them (decision 0083)
     staged: undefined,
     async create(ctx, input) {
-      const { unique_together: together, ...rest } = input;
-      // a new type has no fields yet: only an empty list is possible
-      if (together !== undefined) checkUniqueTogether(together, []);
+      const { unique_together: together, checks, ...rest } = input;
+      // a new type has no fields yet: only empty lists are possible
+      if (together !== undefined || checks !== undefined)
+        await setTypeConstraints(ctx.db, null, 0, together, checks);
       input = rest;
       const draft = await validateCot(ctx, input, null, false);
       const tags =
@@ -244,14 +258,11 @@ export function cotResource(registry: CotRegistry): Resource {
         .select()
         .from(customObjectTypes)
         .where(eq(customObjectTypes.id, id));
-      const { unique_together: together, ...rest } = input;
+      const { unique_together: together, checks, ...rest } = input;
       input = rest;
       const draft = await validateCot(ctx, input, cot!, partial);
-      if (together !== undefined) {
-        const sets = checkUniqueTogether(together, (await siblingsOf(ctx, id)) as FieldRow[]);
-        if (JSON.stringify(sets) !== JSON.stringify(normalizeTogether(cot!.uniqueTogether)))
-          await setUniqueTogether(ctx.db, id, sets);
-      }
+      if (together !== undefined || checks !== undefined)
+        await setTypeConstraints(ctx.db, cot!, id, together, checks);
       const tags =
         input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
       if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
@@ -327,7 +338,9 @@ export function fieldResource(): Resource {
         draft.type !== field!.type &&
         (cot.uniqueTogether ?? []).some((set) => set.includes(field!.name));
       if (inKey) await dropUniqueTogether(ctx.db, cot.id);
-      await alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx));
+      await aroundFieldChange(ctx.db, cot, field as FieldRow, draft, () =>
+        alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx)),
+      );
       if (draft.name !== field!.name)
         await followFieldChange(ctx.db, cot.id, field!.name, draft.name);
       if (inKey)
@@ -343,6 +356,7 @@ export function fieldResource(): Resource {
         .from(customObjectTypeFields)
         .where(eq(customObjectTypeFields.id, id));
       const cot = await loadCot(ctx, field!.customObjectTypeId);
+      refuseRemovingRead(cot, field as FieldRow);
       await followFieldChange(ctx.db, cot.id, field!.name, null);
       await removeField(ctx, cot, field as FieldRow);
     },

@@ -1,0 +1,583 @@
+/**
+ * `POST /api/core/object-changes/<id>/revert/` (decision 0088): puts an object back as it was
+ * before one change, as a new write by the caller through the same REST write paths (and so the
+ * same permissions, constraints, validation and change record) as their PATCH, POST or DELETE.
+ */
+import { and, asc, desc, eq, gt } from "drizzle-orm";
+import type { Hono } from "hono";
+import { objectChanges, tags as tagsTable } from "../../db/schema";
+import { requirePermission } from "../auth/permissions";
+import { hideUnviewable, requireObject } from "../auth/restrict";
+import type { Ctx, HonoEnv } from "../context";
+import { ApiError, notFound, ValidationError } from "../errors";
+import { parseBool } from "../rest/query";
+import { describeRoute } from "../validate";
+import {
+  createChecked,
+  deleteWithHooks,
+  ensureExists,
+  inStagedWrite,
+  inTransaction,
+  readContext,
+  updateChecked,
+} from "../rest/handlers";
+import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
+import { objectChangeModel } from "./model";
+import { setRestoreId } from "./restore-id";
+
+/** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
+const META = new Set([
+  "id",
+  "url",
+  "display",
+  "display_url",
+  "created",
+  "last_updated",
+  "custom_object_type",
+  "_context",
+]);
+/** Keys a write takes beyond the described fields (where the model has them). */
+const UNDESCRIBED = ["tags", "owner", "local_context_data"];
+/**
+ * Models whose snapshots cannot rebuild them: a token's key is never in its record, and a custom
+ * object type's or field's record is not its table (schema changes go back by applying an
+ * earlier schema document).
+ */
+const NOT_REVERTABLE = new Set([
+  "users.token",
+  "custom_objects.customobjecttype",
+  "custom_objects.customobjecttypefield",
+]);
+/** Rounds of a forced revert that drop the fields a write refused and try the rest again. */
+const FORCE_ROUNDS = 4;
+
+type Reason =
+  | "later_change"
+  | "unique"
+  | "invalid"
+  | "target_gone"
+  | "fields_changed"
+  | "object_gone"
+  | "object_exists";
+
+/** What stands in the way of reverting a field (or the whole object, `field: null`). */
+interface Conflict {
+  reason: Reason;
+  field: string | null;
+  detail: string;
+  /** Later change records that touched the field. */
+  changes?: number[];
+}
+/** Conflicts no `force` can step over: there is nothing to write the fields to. */
+const HARD: ReadonlySet<Reason> = new Set(["object_gone", "object_exists"]);
+
+type ChangeRow = typeof objectChanges.$inferSelect;
+
+interface Plan {
+  /** `update`: the fields put back; `create`: the whole record put back; `delete`: nothing. */
+  action: "update" | "create" | "delete";
+  input: ApiRecord;
+  current: ApiRecord | null;
+  conflicts: Conflict[];
+}
+
+/** A value as compared: nested objects by type and id, choices by value, objects key-sorted. */
+function comparable(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(comparable);
+  if (v && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    if (typeof o.id === "number") return `${String(o.object_type ?? "")}#${o.id}`;
+    if ("value" in o && "label" in o) return comparable(o.value);
+    return Object.fromEntries(
+      Object.keys(o)
+        .sort()
+        .map((k) => [k, comparable(o[k])]),
+    );
+  }
+  return v;
+}
+const same = (a: unknown, b: unknown) =>
+  JSON.stringify(comparable(a ?? null)) === JSON.stringify(comparable(b ?? null));
+
+const snapshot = (raw: unknown): ApiRecord | null =>
+  raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as ApiRecord) : null;
+
+/** The fields an update record changed (its own keys, not the volatile ones). */
+function changedFields(row: ChangeRow): string[] {
+  const pre = snapshot(row.prechangeData) ?? {};
+  const post = snapshot(row.postchangeData) ?? {};
+  const keys = new Set([...Object.keys(pre), ...Object.keys(post)]);
+  return [...keys].filter((k) => !META.has(k) && !same(pre[k], post[k]));
+}
+
+/** The change record `id` if the caller may view it (decision 0064), else 404. */
+async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
+  await requirePermission(c, "view", objectChangeModel.resource);
+  const ctx = readContext(c);
+  const missing = "No object change with this id.";
+  await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
+  const [row] = await ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
+  if (!row) throw notFound(missing);
+  return row;
+}
+
+/** The model the record is about, or 409 when it is gone (a removed custom object type). */
+async function targetOf(ctx: ReadContext, row: ChangeRow): Promise<Resource> {
+  const ot = (await ctx.services.objectTypes.byIds([row.changedObjectTypeId], ctx.db)).get(
+    row.changedObjectTypeId,
+  );
+  const label = ot ? `${ot.appLabel}.${ot.model}` : null;
+  const resource = ot
+    ? (await ctx.services.models.get(ot.appLabel, ot.model, ctx))?.resource
+    : null;
+  if (!resource)
+    throw conflictError([
+      { reason: "fields_changed", field: null, detail: "The object's type no longer exists." },
+    ]);
+  if (NOT_REVERTABLE.has(label!))
+    throw ApiError.detail(
+      400,
+      `Changes to ${resource.verboseName} objects cannot be reverted.`,
+      "not_revertable",
+    );
+  return resource;
+}
+
+function conflictError(conflicts: Conflict[]): ApiError {
+  return ApiError.detail(
+    409,
+    `This change cannot be reverted: ${conflicts.map((x) => x.detail).join(" ")}`,
+    "revert_conflict",
+    { conflicts },
+  );
+}
+
+/** Later change records of the same object, with the fields each touched. */
+async function laterChanges(ctx: ReadContext, row: ChangeRow) {
+  const rows = await ctx.db
+    .select()
+    .from(objectChanges)
+    .where(
+      and(
+        eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
+        eq(objectChanges.changedObjectId, row.changedObjectId),
+        gt(objectChanges.id, row.id),
+      ),
+    )
+    .orderBy(asc(objectChanges.id));
+  return rows.map((r) => ({ id: r.id, action: r.action, fields: changedFields(r) }));
+}
+
+/** The own fields of the model's records now, when the model describes them. */
+const ownFields = (resource: Resource): Set<string> | null =>
+  resource.describe ? new Set([...resource.describe.map((d) => d.name), ...UNDESCRIBED]) : null;
+
+/** An update put back: each changed field to its value before, unless changed again since. */
+async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+  const pre = snapshot(row.prechangeData) ?? {};
+  const post = snapshot(row.postchangeData) ?? {};
+  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  if (!current) return gone(row);
+  const later = await laterChanges(ctx, row);
+  const conflicts: Conflict[] = [];
+  const input: ApiRecord = {};
+  for (const field of changedFields(row)) {
+    if (!(field in current) || !(field in pre)) {
+      conflicts.push({
+        reason: "fields_changed",
+        field,
+        detail: `The field "${field}" is no longer a field of this type.`,
+      });
+      continue;
+    }
+    if (!same(current[field], post[field])) {
+      const changes = later.filter((l) => l.fields.includes(field)).map((l) => l.id);
+      conflicts.push({
+        reason: "later_change",
+        field,
+        detail: `"${field}" was changed again since${changes.length ? ` (change ${changes.join(", ")})` : ""}.`,
+        changes,
+      });
+      continue;
+    }
+    const kept = await existingTargets(ctx, resource, field, pre[field]);
+    if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
+    input[field] = kept.value;
+  }
+  return { action: "update", input, current, conflicts };
+}
+
+const gone = (row: ChangeRow): Plan => ({
+  action: "update",
+  input: {},
+  current: null,
+  conflicts: [
+    {
+      reason: "object_gone",
+      field: null,
+      detail: `The object (id ${row.changedObjectId}) no longer exists.`,
+    },
+  ],
+});
+
+/** A delete put back: the object with its id, tags and the links whose targets still exist. */
+async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+  const pre = snapshot(row.prechangeData) ?? {};
+  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  if (current)
+    return {
+      action: "create",
+      input: {},
+      current,
+      conflicts: [
+        {
+          reason: "object_exists",
+          field: null,
+          detail: `An object with id ${row.changedObjectId} exists again.`,
+        },
+      ],
+    };
+  const own = ownFields(resource);
+  const conflicts: Conflict[] = [];
+  const input: ApiRecord = {};
+  for (const [field, value] of Object.entries(pre)) {
+    if (META.has(field)) continue;
+    if (own && !own.has(field)) {
+      conflicts.push({
+        reason: "fields_changed",
+        field,
+        detail: `The field "${field}" is no longer a field of this type.`,
+      });
+      continue;
+    }
+    const kept = await existingTargets(ctx, resource, field, value);
+    if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
+    input[field] = kept.value;
+  }
+  return { action: "create", input, current: null, conflicts };
+}
+
+const targetGone = (field: string, missing: string[]): Conflict => ({
+  reason: "target_gone",
+  field,
+  detail: `"${field}" pointed at ${missing.join(", ")}, which no longer exist${missing.length > 1 ? "" : "s"}.`,
+});
+
+type Nested = { id: number; object_type?: unknown };
+const isNested = (v: unknown): v is Nested =>
+  !!v && typeof v === "object" && !Array.isArray(v) && typeof (v as Nested).id === "number";
+
+/**
+ * A relation's value with the targets that no longer exist left out (a single one becomes
+ * null), and those missing named. Values of other fields come back as they are.
+ */
+async function existingTargets(
+  ctx: ReadContext,
+  resource: Resource,
+  field: string,
+  value: unknown,
+): Promise<{ value: unknown; missing: string[] }> {
+  const rel = resource.relations?.find((r) => r.name === field);
+  const isTags = field === "tags" && resource.tagged;
+  if ((!rel && !isTags) || value === null || value === undefined) return { value, missing: [] };
+  const items = Array.isArray(value) ? value : [value];
+  const missing: string[] = [];
+  const kept: unknown[] = [];
+  for (const item of items) {
+    if (!isNested(item)) {
+      kept.push(item);
+      continue;
+    }
+    const label = isTags
+      ? "extras.tag"
+      : rel!.polymorphic
+        ? String(item.object_type ?? "")
+        : (rel!.target ?? (await labelOfType(ctx, rel!.targetTypeId)));
+    if (label && (await exists(ctx, label, item.id))) kept.push(item);
+    else missing.push(`${label ?? "an object"} ${item.id}`);
+  }
+  return { value: Array.isArray(value) ? kept : (kept[0] ?? null), missing };
+}
+
+async function labelOfType(ctx: ReadContext, typeId: number | undefined): Promise<string | null> {
+  if (typeId === undefined) return null;
+  const ot = (await ctx.services.objectTypes.byIds([typeId], ctx.db)).get(typeId);
+  return ot ? `${ot.appLabel}.${ot.model}` : null;
+}
+
+async function exists(ctx: ReadContext, label: string, id: number): Promise<boolean> {
+  if (label === "extras.tag")
+    return (
+      (await ctx.db.select({ id: tagsTable.id }).from(tagsTable).where(eq(tagsTable.id, id)))
+        .length > 0
+    );
+  const [app, model] = label.split(".") as [string, string];
+  const info = await ctx.services.models.get(app, model, ctx);
+  return !!info && (await info.nested(ctx, [id])).has(id);
+}
+
+/** A create taken back: the object deleted, unless it changed since. */
+async function planRemove(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  if (!current) return { ...gone(row), action: "delete" };
+  const later = (await laterChanges(ctx, row)).filter((l) => l.action === "update");
+  const conflicts: Conflict[] = later.length
+    ? [
+        {
+          reason: "later_change",
+          field: null,
+          detail: `The object was changed since it was created (change ${later.map((l) => l.id).join(", ")}).`,
+          changes: later.map((l) => l.id),
+        },
+      ]
+    : [];
+  return { action: "delete", input: {}, current, conflicts };
+}
+
+function planOf(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+  if (row.action === "update") return planUpdate(ctx, resource, row);
+  if (row.action === "delete") return planRestore(ctx, resource, row);
+  return planRemove(ctx, resource, row);
+}
+
+/** The caller must hold the permission of the write the revert makes (403 before anything). */
+const WRITE_PERMISSION = { update: "change", create: "add", delete: "delete" } as const;
+
+/** Thrown inside the transaction to undo a dry run's write once its outcome is known. */
+class DryRun extends Error {
+  constructor(readonly outcome: ApiRecord) {
+    super("dry run");
+  }
+}
+
+type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
+
+/**
+ * The plan for what the caller may do now: 403/404 on an object they may not change (or
+ * delete), 409 on what stands in the way (unless forced), the fields a write refused left out.
+ */
+async function checkedPlan(
+  ctx: ReadContext,
+  auth: WriteContext["auth"],
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+): Promise<{ plan: Plan; conflicts: Conflict[] }> {
+  const plan = await planOf(ctx, resource, row);
+  // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
+  if (plan.current && plan.action !== "create")
+    await requireObject(
+      ctx,
+      auth,
+      plan.action === "update" ? "change" : "delete",
+      resource,
+      row.changedObjectId,
+    );
+  for (const d of opts.dropped) if (d.field) delete plan.input[d.field];
+  const conflicts = [...plan.conflicts, ...opts.dropped];
+  if (conflicts.some((x) => HARD.has(x.reason)) || (conflicts.length && !opts.force))
+    throw conflictError(conflicts);
+  return { plan, conflicts };
+}
+
+/**
+ * The revert's write in one transaction: the plan made again on what the transaction sees,
+ * then the same write a PATCH, POST or DELETE by the caller makes there.
+ */
+function revertInTransaction(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+): Promise<ApiRecord> {
+  return inTransaction(c, resource, async (ctx) => {
+    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts);
+    const id = row.changedObjectId;
+    let record: ApiRecord | null = null;
+    if (plan.action === "update" && Object.keys(plan.input).length) {
+      await ensureExists(ctx, resource, id, "change");
+      record = (await updateChecked(ctx, resource, id, plan.input, true)).record;
+    } else if (plan.action === "create") {
+      setRestoreId(ctx, resource, id);
+      record = (await createChecked(ctx, resource, plan.input)).record;
+    } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
+    const outcome = await answerOf(
+      ctx,
+      ctx.auth,
+      ctx.requestId,
+      resource,
+      row,
+      plan,
+      record,
+      conflicts,
+    );
+    // the change record it wrote is undone with it: a dry run names none
+    if (opts.dryRun) throw new DryRun({ ...outcome, change: null });
+    return outcome;
+  });
+}
+
+/**
+ * Where the model's PATCH or DELETE is a staged write (decision 0083), the revert's is too: the
+ * plan read first, then the staged write with the object's stamp as its precondition (a change
+ * in between is a 409). Null when the write cannot be staged (it then runs in a transaction).
+ */
+async function revertStaged(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+): Promise<ApiRecord | null> {
+  const staged = resource.staged;
+  if (opts.dryRun || !staged || row.action === "delete") return null;
+  if (row.action === "update" && !staged.update) return null;
+  const ctx = readContext(c);
+  const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
+  const id = row.changedObjectId;
+  const stamp = plan.current?.last_updated ?? null;
+  const precondition = (now: string | null) => {
+    if (now !== stamp)
+      throw conflictError([
+        { reason: "later_change", field: null, detail: "The object changed during the revert." },
+      ]);
+  };
+  const options = { resource, bulk: false, precondition };
+  let record: ApiRecord | null = null;
+  if (plan.action === "update" && Object.keys(plan.input).length) {
+    const [written] = await inStagedWrite(c, (w) =>
+      staged.update!(w, [{ id, input: plan.input }], true, options),
+    );
+    record = written?.record ?? null;
+  } else if (plan.action === "delete") {
+    const outcome = await inStagedWrite(c, (w) => staged.delete(w, [id], options));
+    if (outcome === "transaction") return null;
+  }
+  return answerOf(ctx, c.var.auth, c.var.requestId, resource, row, plan, record, conflicts);
+}
+
+async function answerOf(
+  ctx: ReadContext,
+  auth: WriteContext["auth"],
+  requestId: string,
+  resource: Resource,
+  row: ChangeRow,
+  plan: Plan,
+  record: ApiRecord | null,
+  skipped: Conflict[],
+): Promise<ApiRecord> {
+  const [written] = await ctx.db
+    .select({ id: objectChanges.id })
+    .from(objectChanges)
+    .where(
+      and(
+        eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
+        eq(objectChanges.changedObjectId, row.changedObjectId),
+        gt(objectChanges.id, row.id),
+        eq(objectChanges.requestId, requestId),
+      ),
+    )
+    .orderBy(desc(objectChanges.id))
+    .limit(1);
+  // Related objects the caller may not view are hidden in every record shown, as in the
+  // model's own answers and the change log's snapshots (0064).
+  const [from, to, object] = await hideUnviewable(ctx, auth, resource, [
+    Object.fromEntries(Object.keys(plan.input).map((f) => [f, plan.current?.[f] ?? null])),
+    plan.input,
+    record ?? {},
+  ]);
+  const changes: Record<string, { from: unknown; to: unknown }> = {};
+  for (const field of Object.keys(plan.input))
+    changes[field] = { from: from![field] ?? null, to: to![field] ?? null };
+  return {
+    reverted_change: row.id,
+    action: plan.action,
+    object_id: row.changedObjectId,
+    changes,
+    skipped,
+    change: written?.id ?? null,
+    object: record ? object : null,
+  };
+}
+
+/** A write's field errors as conflicts on those fields (a forced revert leaves them out). */
+function refusedFields(e: ValidationError): Conflict[] {
+  if (Array.isArray(e.fields)) return [];
+  return Object.entries(e.fields).map(([field, messages]) => {
+    const text = (messages as string[]).join(" ");
+    return {
+      reason: /already exists|unique set/i.test(text) ? "unique" : "invalid",
+      field: field === "non_field_errors" ? null : field,
+      detail: `${field === "non_field_errors" ? "" : `"${field}": `}${text}`,
+    } satisfies Conflict;
+  });
+}
+
+async function revert(c: Ctx, row: ChangeRow, resource: Resource, force: boolean, dryRun: boolean) {
+  const dropped: Conflict[] = [];
+  for (let round = 0; ; round++) {
+    try {
+      const opts = { force, dryRun, dropped };
+      return (
+        (await revertStaged(c, resource, row, opts)) ??
+        (await revertInTransaction(c, resource, row, opts))
+      );
+    } catch (e) {
+      if (e instanceof DryRun) return e.outcome;
+      if (!(e instanceof ValidationError)) throw e;
+      const refused = refusedFields(e);
+      // Nothing was written: the write's refusal is what stands in the way. Forced, the fields
+      // it names are left out and the rest tried again; a refusal of the whole object is final.
+      if (!force || round >= FORCE_ROUNDS || !refused.length || refused.some((r) => !r.field))
+        throw conflictError([...dropped, ...(refused.length ? refused : [])]);
+      dropped.push(...refused);
+    }
+  }
+}
+
+const flagParam = (name: string, description: string) => ({
+  name,
+  in: "query",
+  required: false,
+  description,
+  schema: { type: "boolean", default: false },
+});
+
+const revertDoc = describeRoute({
+  tags: ["core"],
+  operationId: "core_object_changes_revert",
+  summary: "Put the object back as it was before this change (a new write with its own record)",
+  parameters: [
+    flagParam("dry_run", "Answer what would change; write nothing."),
+    flagParam("force", "Revert the fields that can be; the answer's `skipped` names the rest."),
+  ],
+  responses: {
+    "200": {
+      description: "What was (or, with dry_run, would be) written.",
+      content: { "application/json": { schema: { type: "object" } } },
+    },
+    "400": { $ref: "#/components/responses/BadRequest" },
+    "403": { $ref: "#/components/responses/Forbidden" },
+    "404": { $ref: "#/components/responses/NotFound" },
+    "409": { $ref: "#/components/responses/Conflict" },
+  },
+});
+
+export function mountRevertRoute(api: Hono<HonoEnv>) {
+  api.post("/core/object-changes/:id/revert", revertDoc, async (c) => {
+    const raw = c.req.param("id");
+    if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
+    const row = await visibleChange(c, Number(raw));
+    const resource = await targetOf(readContext(c), row);
+    const action =
+      row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
+    await requirePermission(c, WRITE_PERMISSION[action], resource);
+    const flag = (name: string) => {
+      const value = parseBool(c.req.query(name) ?? "false");
+      if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
+      return value;
+    };
+    const dryRun = flag("dry_run");
+    const outcome = await revert(c, row, resource, flag("force"), dryRun);
+    return c.json({ dry_run: dryRun, ...outcome });
+  });
+}

@@ -1,0 +1,100 @@
+/**
+ * The REST type API's side of conditional constraints (decision 0087): `unique_together` with
+ * partial keys among its lists, `checks`, and the fields they read following renames.
+ */
+import { eq } from "drizzle-orm";
+import type { Executor } from "../../../db/client";
+import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import { ValidationError } from "../../../core/errors";
+import type { CotRow } from "../objects/models";
+import type { FieldRow } from "../objects/values";
+import { stableJson } from "./state";
+import {
+  checkConditional,
+  conditionalOf,
+  dropConditional,
+  readsField,
+  rebuildConditional,
+  renameInConditional,
+  splitTogether,
+  type Conditional,
+} from "./constraints";
+import { checkUniqueTogether, normalizeTogether, setUniqueTogether } from "./unique-together";
+
+const fieldsOf = (db: Executor, cotId: number) =>
+  db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cotId)) as Promise<FieldRow[]>;
+
+async function store(db: Executor, cotId: number, c: Conditional) {
+  await db
+    .update(customObjectTypes)
+    .set({ conditionalConstraints: c })
+    .where(eq(customObjectTypes.id, cotId));
+}
+
+/**
+ * A type write's `unique_together` and `checks` (either may be absent): plain keys as before,
+ * partial keys and checks checked against the fields, stored and built when they change.
+ */
+export async function setTypeConstraints(
+  db: Executor,
+  cot: CotRow | null,
+  cotId: number,
+  together: unknown,
+  checks: unknown,
+): Promise<void> {
+  const fields = cot ? await fieldsOf(db, cotId) : [];
+  const split = together === undefined ? null : splitTogether(together);
+  if (split) {
+    const sets = checkUniqueTogether(split.plain, fields);
+    if (stableJson(sets) !== stableJson(normalizeTogether(cot?.uniqueTogether)))
+      await setUniqueTogether(db, cotId, sets);
+  }
+  const have = cot ? conditionalOf(cot) : { unique: [], checks: [] };
+  const { conditional, errors } = checkConditional(
+    split ? split.partial : have.unique,
+    checks === undefined ? have.checks : checks,
+    fields,
+  );
+  if (Object.keys(errors).length) throw new ValidationError(errors);
+  if (stableJson(conditional) === stableJson(have)) return;
+  await store(db, cotId, conditional);
+  await rebuildConditional(db, cotId, fields, conditional);
+}
+
+/**
+ * Around a field's rename or retype: the constraints reading it are dropped first (SQLite will
+ * not move a column an index or trigger reads) and rebuilt after, following a new name.
+ */
+export async function aroundFieldChange(
+  db: Executor,
+  cot: CotRow,
+  field: FieldRow,
+  next: { name: string; type: string },
+  change: () => Promise<unknown>,
+): Promise<void> {
+  const have = conditionalOf(cot);
+  const moves =
+    readsField(have, field.name) && (next.name !== field.name || next.type !== field.type);
+  if (!moves) {
+    await change();
+    return;
+  }
+  await dropConditional(db, cot.id);
+  await change();
+  const want = next.name === field.name ? have : renameInConditional(have, field.name, next.name);
+  await store(db, cot.id, want);
+  await rebuildConditional(db, cot.id, await fieldsOf(db, cot.id), want);
+}
+
+/** A field a conditional constraint reads cannot be removed until the constraint is changed. */
+export function refuseRemovingRead(cot: CotRow, field: FieldRow): void {
+  if (readsField(conditionalOf(cot), field.name))
+    throw new ValidationError({
+      name: [
+        `"${field.name}" is read by a conditional unique key or check of this type; change those first.`,
+      ],
+    });
+}
