@@ -12,7 +12,7 @@ import { taggedItems } from "./db/schema";
 import type { HonoEnv, Services } from "./core/context";
 import { authenticate } from "./core/auth/middleware";
 import { ModelRegistry } from "./core/models/registry";
-import { Slots, } from "./core/slots";
+import { Slots } from "./core/slots";
 import { ObjectTypeRegistry } from "./core/object-types";
 import { CORE_MODELS, coreApiRoutes } from "./core/routes";
 import { OpenApiDocuments } from "./openapi/generate";
