@@ -37,10 +37,26 @@ export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
     examples: [{ name: ["This field is required."] }],
   },
   BulkValidationError: {
-    type: "array",
+    type: "object",
     description:
-      "A bulk request's validation 400: one entry per item, `{}` for items that were valid.",
-    items: { $ref: "#/components/schemas/ValidationError" },
+      "A bulk request's validation 400 (NetBox 4.7): each failing item by its index in the list, with its field errors; nothing was written.",
+    required: ["detail", "errors"],
+    additionalProperties: false,
+    properties: {
+      detail: { type: "string", examples: ["1 of 3 objects failed validation."] },
+      errors: {
+        type: "array",
+        items: {
+          type: "object",
+          required: ["index", "errors"],
+          additionalProperties: false,
+          properties: {
+            index: { type: "integer", minimum: 0 },
+            errors: { $ref: "#/components/schemas/ValidationError" },
+          },
+        },
+      },
+    },
   },
 };
 
@@ -49,7 +65,7 @@ const errorRef = { $ref: "#/components/schemas/Error" };
 
 const RESPONSE_TEXT: Record<string, string> = {
   BadRequest:
-    "The request is invalid: a validation map keyed by field, a list of them for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
+    "The request is invalid: a validation map keyed by field, `{detail, errors: [{index, errors}]}` for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
   Unauthorized: "Authentication is required (`WWW-Authenticate` says how).",
   Forbidden: "Missing or invalid token, or no permission for this action.",
   NotFound: "No such object or path.",

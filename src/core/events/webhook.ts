@@ -97,7 +97,9 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
     if (!(await turns.take(target, TURN_WAIT_MS)))
       throw new DeferJob(Math.round(DEFER_MS * (1 + Math.random() / 2)));
     try {
-      return await deliver(services, hook, payload, job.idempotencyKey, timeoutMs);
+      // The webhook's own `timeout` (seconds, NetBox 4.7), else the queue's default.
+      const bound = hook.timeout ? hook.timeout * 1000 : timeoutMs;
+      return await deliver(services, hook, payload, job.idempotencyKey, bound);
     } finally {
       turns.give(target);
     }
