@@ -73,5 +73,7 @@ function prefersYaml(accept: string | undefined): boolean {
 /** Answers `body` as YAML when the caller's `Accept` prefers it, else as JSON. */
 export function schemaAnswer(c: Context, body: object, status: 200 | 202 = 200) {
   if (!prefersYaml(c.req.header("accept"))) return c.json(body, status);
-  return c.body(toYaml(body as Record<string, unknown>), status, { "Content-Type": "application/yaml; charset=utf-8" });
+  return c.body(toYaml(body as Record<string, unknown>), status, {
+    "Content-Type": "application/yaml; charset=utf-8",
+  });
 }
