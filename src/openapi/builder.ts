@@ -528,6 +528,13 @@ export const LIST_PARAMETERS: Record<string, Parameter> = {
     description: "Index of the first result.",
     schema: { type: "integer", minimum: 0 },
   },
+  start: {
+    name: "start",
+    in: "query",
+    description:
+      "Cursor pagination (NetBox 4.6): the first id to return; results in id order, `count` null, `next` continues. Not with `offset` or `ordering`.",
+    schema: { type: "integer", minimum: 0 },
+  },
   ordering: {
     name: "ordering",
     in: "query",
@@ -566,9 +573,16 @@ export const LIST_PARAMETERS: Record<string, Parameter> = {
     schema: { type: "integer", minimum: 1 },
   },
 };
-const LIST_PARAMETER_REFS = ["limit", "offset", "ordering", "q", "brief", "fields", "omit"].map(
-  (p) => ({ $ref: `#/components/parameters/${p}` }),
-);
+const LIST_PARAMETER_REFS = [
+  "limit",
+  "offset",
+  "start",
+  "ordering",
+  "q",
+  "brief",
+  "fields",
+  "omit",
+].map((p) => ({ $ref: `#/components/parameters/${p}` }));
 const PROJECTION_PARAMETER_REFS = ["brief", "fields", "omit"].map((p) => ({
   $ref: `#/components/parameters/${p}`,
 }));
@@ -612,6 +626,8 @@ function filterParameters(list: ListSpec): Parameter[] {
   const reserved = new Set([
     "limit",
     "offset",
+    "start",
+    "background",
     "ordering",
     "q",
     "brief",
