@@ -231,7 +231,11 @@ async function send(
   let res: Response;
   try {
     res = await fetch(hook.payloadUrl, init);
-  } catch {
+  } catch (e) {
+    // A timeout names the bound that applied (the webhook's `timeout` or the default).
+    const name = (e as Error)?.name;
+    if (name === "TimeoutError" || name === "AbortError")
+      throw new Error(`delivery failed: no answer within ${timeoutMs} ms`);
     throw new Error(CONNECTION_FAILED);
   }
   await res.body?.cancel().catch(() => undefined);
