@@ -36,6 +36,24 @@ export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
     },
     examples: [{ name: ["This field is required."] }],
   },
+  QueuedJob: {
+    type: "object",
+    description: "A background write's job (NetBox 4.7); poll its `url` for the outcome.",
+    required: ["job"],
+    additionalProperties: false,
+    properties: {
+      job: {
+        type: "object",
+        required: ["id", "url", "status"],
+        additionalProperties: false,
+        properties: {
+          id: { type: "integer" },
+          url: { type: "string", format: "uri" },
+          status: { type: "string", enum: ["pending"] },
+        },
+      },
+    },
+  },
   BulkValidationError: {
     type: "object",
     description:
@@ -72,8 +90,12 @@ const RESPONSE_TEXT: Record<string, string> = {
   MethodNotAllowed: "The path does not take this method (`Allow` lists those it does).",
   Conflict:
     "The change conflicts with the current state (a protected reference, a destructive schema change, a unique value).",
+  PreconditionFailed:
+    "`If-Match` names no current `ETag` of the object (its `ETag` header is the current one).",
   PayloadTooLarge: "The body is larger than `MAX_BODY_BYTES`.",
   UnsupportedMediaType: "The body is not JSON.",
+  ServiceUnavailable:
+    "Not now: the database is busy (retry after `Retry-After`), or a background write has no tasks Redis (`tasks_unavailable`).",
 };
 
 export const ERROR_RESPONSE_COMPONENTS: Record<string, unknown> = Object.fromEntries(
