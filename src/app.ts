@@ -40,9 +40,8 @@ import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
 import { databaseFileGone, fileHealthOf } from "./db/health";
-
-/** The NetBox REST API version Host answers as (`API-Version` header): NetBox 4.5, as upstream uses. */
-const NETBOX_API_VERSION = "4.5";
+import { NETBOX_API_VERSION } from "./core/api-version";
+import { BULK_WRITE_TASK, bulkWriteHandler } from "./core/rest/background";
 
 export interface AppDeps {
   config: Config;
@@ -278,5 +277,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
     if (parts.routes) app.route(`/plugins/${plugin.name}`, parts.routes);
     if (parts.rootRoutes) app.route("/", parts.rootRoutes);
   }
+  // `?background=true` bulk writes: the job replays the request through this very app.
+  services.tasks?.register(
+    BULK_WRITE_TASK,
+    bulkWriteHandler(async (request, env) => app.fetch(request, env)),
+  );
   return Object.assign(app, { services, plugins: installed });
 }

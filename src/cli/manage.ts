@@ -24,7 +24,8 @@ options:
 HOST_SUPERUSER_PASSWORD in the environment also sets the password.`;
 
 const CREATE_TOKEN_USAGE = `usage: npm run manage -- create-token --username NAME [--read-only] [--expires ISO] [--description TEXT]
-Issues an API token for NAME and prints it (only the token, once; it is stored hashed).
+Issues a v2 API token for NAME and prints it (only the token, once; it is stored hashed):
+nbt_<key>.<secret>, sent as "Authorization: Bearer nbt_<key>.<secret>".
 options:
   --username NAME       the user (required)
   --read-only           a token that cannot write
@@ -212,7 +213,8 @@ async function main(argv: string[]): Promise<number> {
       expires: expires ? new Date(expires).toISOString() : null,
       description: values.description as string | undefined,
     });
-    // The key is shown this once; only its hash is stored. Nothing else goes to stdout.
+    // A v2 token (`nbt_<key>.<secret>`, sent as `Authorization: Bearer …`), shown this once;
+    // only its hash is stored. Nothing else goes to stdout.
     out(token.key);
     return 0;
   });

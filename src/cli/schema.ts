@@ -8,6 +8,7 @@
  * changes refused (409), 1 any other error.
  */
 import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import { createApp } from "../app";
@@ -86,7 +87,8 @@ function remoteClient(baseUrl: string, token: string | undefined): ApiClient {
   return {
     async call(method, path, body) {
       const headers: Record<string, string> = { accept: "application/json" };
-      if (token) headers.authorization = `Token ${token}`;
+      if (token)
+        headers.authorization = `${token.startsWith("nbt_") ? "Bearer" : "Token"} ${token}`;
       if (body !== undefined) headers["content-type"] = "application/json";
       let res: Response;
       try {
@@ -280,6 +282,14 @@ async function readDocument(file: string | undefined, io: CliIo): Promise<unknow
     text = file === "-" ? await io.stdin() : readFileSync(file, "utf8");
   } catch (e) {
     throw new CliError(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  // `.yaml` / `.yml` files are YAML (custom objects 0.7); anything else, stdin included, JSON.
+  if (/\.ya?ml$/i.test(file)) {
+    try {
+      return parseYaml(text, { maxAliasCount: 50, schema: "core", uniqueKeys: true });
+    } catch (e) {
+      throw new CliError(`${file} is not YAML: ${(e as Error).message.split("\n")[0]}`);
+    }
   }
   try {
     return JSON.parse(text);

@@ -31,13 +31,27 @@ export class ApiError extends HTTPException {
 }
 
 /** A 400 keyed by field name; `non_field_errors` for the rest. */
+/**
+ * A 400 keyed by field; for a bulk write (one entry per item) NetBox 4.7's shape naming each
+ * failing item: `{detail: "1 of 3 objects failed validation.", errors: [{index, errors}]}`.
+ */
 export class ValidationError extends ApiError {
   constructor(readonly fields: FieldErrors | FieldErrors[]) {
-    super(400, fields as Record<string, unknown>);
+    super(400, Array.isArray(fields) ? bulkErrorBody(fields) : (fields as Record<string, unknown>));
   }
   static field(name: string, message: string) {
     return new ValidationError({ [name]: [message] });
   }
+}
+
+function bulkErrorBody(items: FieldErrors[]): Record<string, unknown> {
+  const errors = items
+    .map((e, index) => ({ index, errors: e }))
+    .filter((e) => Object.keys(e.errors).length > 0);
+  return {
+    detail: `${errors.length} of ${items.length} objects failed validation.`,
+    errors,
+  };
 }
 
 export const notFound = (detail = "Not found.") => ApiError.detail(404, detail, "not_found");

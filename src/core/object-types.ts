@@ -38,8 +38,21 @@ export function parseLabel(
 export class ObjectTypeRegistry {
   #byLabel = new Map<string, ObjectTypeRow>();
   #byId = new Map<number, ObjectTypeRow>();
+  /** Per app label, another spelling of its model names (a plugin's internal model names). */
+  #aliases = new Map<string, (model: string, db: Executor) => Promise<number | null>>();
 
   constructor(private readonly db: Database) {}
+
+  /**
+   * Lets `app_label` name its object types another way too: `resolve(model)` answers the object
+   * type id a model name stands for (or null). Asked only when no row has the name itself.
+   */
+  addModelAlias(
+    appLabel: string,
+    resolve: (model: string, db: Executor) => Promise<number | null>,
+  ): void {
+    this.#aliases.set(appLabel, resolve);
+  }
 
   #remember(row: ObjectTypeRow) {
     if (row.appLabel === "custom_objects" && !row.model.startsWith("customobjecttype")) return;
@@ -106,7 +119,10 @@ export class ObjectTypeRegistry {
       .where(and(eq(objectTypes.appLabel, appLabel), eq(objectTypes.model, model)))
       .limit(1);
     if (row) this.#remember(row);
-    return row ?? null;
+    if (row) return row;
+    const alias = this.#aliases.get(appLabel);
+    const id = alias ? await alias(model, db) : null;
+    return id === null ? null : this.byId(id, db);
   }
 
   async byId(id: number, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {

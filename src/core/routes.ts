@@ -8,9 +8,10 @@ import { ownerGroupModel, ownerModel } from "./auth/owners";
 import { requirePermission } from "./auth/permissions";
 import type { HonoEnv } from "./context";
 import * as v from "valibot";
-import { ApiError } from "./errors";
+import { ApiError, notAuthenticated } from "./errors";
 import { baseUrlOf } from "./http";
 import { describeRoute, jsonBody, jsonObject } from "./validate";
+import { NETBOX_VERSION } from "./api-version";
 import { defineModel, type DefinedModel } from "./models/define";
 import { choiceSetModel, tagModel } from "./models/extras";
 import {
@@ -108,6 +109,10 @@ const endpointMap = v.pipe(
 
 /** `GET /api/status/`: what it answers. */
 const StatusSchema = v.object({
+  "netbox-version": v.pipe(
+    v.string(),
+    v.description("The NetBox release whose REST API Host follows (as `API-Version`)."),
+  ),
   "host-version": v.string(),
   "hono-version": v.optional(v.string()),
   runtime: v.string(),
@@ -180,6 +185,7 @@ export function coreApiRoutes(): Hono<HonoEnv> {
     (c) => {
       const { plugins, config, startedAt } = c.var.services;
       return c.json({
+        "netbox-version": NETBOX_VERSION,
         "host-version": HOST_VERSION,
         "hono-version": "4",
         runtime:
@@ -191,6 +197,26 @@ export function coreApiRoutes(): Hono<HonoEnv> {
         plugins: Object.fromEntries(plugins.map((p) => [p.name, p.version])),
         "started-at": startedAt.toISOString(),
       });
+    },
+  );
+
+  // NetBox 4.7: who the credentials belong to (403 without them, even when LOGIN_REQUIRED is off).
+  api.get(
+    "/authentication-check",
+    describeRoute({
+      tags: ["api"],
+      operationId: "authentication_check",
+      summary: "The user the request's token authenticates",
+      responses: {
+        "200": { description: "The user.", content: json({ $ref: "#/components/schemas/User" }) },
+        "403": FORBIDDEN,
+      },
+    }),
+    async (c) => {
+      const user = c.var.auth.user;
+      if (!user) throw notAuthenticated();
+      const [record] = await userModel.resource.load(readContext(c), [user.id]);
+      return c.json(record);
     },
   );
 
@@ -238,14 +264,14 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       // scope of tokens refuses any other user for everyone else.
       const input = { ...c.req.valid("json") } as Record<string, unknown>;
       if (!Object.hasOwn(input, "user") && c.var.auth.user) input.user = c.var.auth.user.id;
-      let key = "";
+      let token = "";
       const id = await inTransaction(c, r, async (ctx) => {
         const created = (await createChecked(ctx, r, input)).id;
-        key = ctx.scratch.get(ISSUED_KEY) ?? "";
+        token = ctx.scratch.get(ISSUED_KEY) ?? "";
         return created;
       });
       const [record] = await r.load(readContext(c), [id]);
-      return c.json({ ...record, key }, 201);
+      return c.json({ ...record, token }, 201);
     },
   );
 
@@ -303,14 +329,14 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       }
       await throttle.succeeded();
       const r = tokenModel.resource;
-      let key = "";
+      let token = "";
       const id = await inTransaction(c, r, async (ctx) => {
         const created = (await createRecord(ctx, r, { ...rest, user: user.id })).id;
-        key = ctx.scratch.get(ISSUED_KEY) ?? "";
+        token = ctx.scratch.get(ISSUED_KEY) ?? "";
         return created;
       });
       const [record] = await r.load(readContext(c), [id]);
-      return c.json({ ...record, key }, 201);
+      return c.json({ ...record, token }, 201);
     },
   );
 

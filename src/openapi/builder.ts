@@ -376,8 +376,10 @@ export const ERROR_RESPONSES: Record<string, string> = {
   "404": "NotFound",
   "405": "MethodNotAllowed",
   "409": "Conflict",
+  "412": "PreconditionFailed",
   "413": "PayloadTooLarge",
   "415": "UnsupportedMediaType",
+  "503": "ServiceUnavailable",
 };
 
 /** The operation for one method on a resource's list or detail route, or null if not a §4 verb. */
@@ -394,6 +396,13 @@ function resourceOperation(
     ...(b.security("token", method) ? { security: b.security("token", method) } : {}),
   };
   const bulkItems = (name: string) => ({ type: "array", minItems: 1, items: ref(name) });
+  // NetBox 4.7: a bulk write with `?background=true` is queued (202) rather than run.
+  const queued = {
+    "202": ok("Queued (`?background=true`): the job that runs the write.", ref("QueuedJob")),
+    ...errors("503"),
+  };
+  const background = { $ref: "#/components/parameters/background" };
+  const ifMatch = { $ref: "#/components/parameters/ifMatch" };
   const id = (verb: string) => `${d.operationPrefix}${d.operationSeparator ?? "_"}${verb}`;
   if (!detail) {
     switch (method) {
@@ -418,12 +427,13 @@ function resourceOperation(
           ...common,
           operationId: id("create"),
           summary: `Create one ${d.verbose} (an object) or several (a list, all or nothing)`,
-          parameters: PROJECTION_PARAMETER_REFS,
+          parameters: [...PROJECTION_PARAMETER_REFS, background],
           requestBody: body({ oneOf: [ref(n.request), bulkItems(n.request)] }),
           responses: {
             "201": ok("The created object (or list of objects).", {
               oneOf: [ref(n.record), { type: "array", items: ref(n.record) }],
             }),
+            ...queued,
             ...errors("400", "403", "413", "415"),
           },
         };
@@ -433,10 +443,11 @@ function resourceOperation(
           ...common,
           operationId: id(`bulk_${method === "put" ? "update" : "partial_update"}`),
           summary: `${method === "put" ? "Replace" : "Update"} several ${d.verbose} objects (a list of objects with an id, all or nothing)`,
-          parameters: PROJECTION_PARAMETER_REFS,
+          parameters: [...PROJECTION_PARAMETER_REFS, background],
           requestBody: body(bulkItems(`${method === "put" ? n.request : n.patched}Bulk`)),
           responses: {
             "200": ok("The updated objects.", { type: "array", items: ref(n.record) }),
+            ...queued,
             ...errors("400", "403", "404", "413", "415"),
           },
         };
@@ -445,12 +456,17 @@ function resourceOperation(
           ...common,
           operationId: id("bulk_destroy"),
           summary: `Delete several ${d.verbose} objects (a list of {id}, all or nothing)`,
+          parameters: [background],
           requestBody: body({
             type: "array",
             minItems: 1,
             items: closedObject({ id: { type: "integer", minimum: 1 } }),
           }),
-          responses: { "204": { description: "Deleted." }, ...errors("400", "403", "404", "409") },
+          responses: {
+            "204": { description: "Deleted." },
+            ...queued,
+            ...errors("400", "403", "404", "409"),
+          },
         };
     }
   }
@@ -474,11 +490,11 @@ function resourceOperation(
         ...common,
         operationId: id(method === "put" ? "update" : "partial_update"),
         summary: `${method === "put" ? "Replace" : "Update"} a ${d.verbose}`,
-        parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
+        parameters: [idParam, ifMatch, ...PROJECTION_PARAMETER_REFS],
         requestBody: body(ref(method === "put" ? n.request : n.patched)),
         responses: {
           "200": ok(`The ${d.verbose}.`, ref(n.record)),
-          ...errors("400", "403", "404", "409", "413", "415"),
+          ...errors("400", "403", "404", "409", "412", "413", "415"),
         },
       };
     case "delete":
@@ -486,8 +502,8 @@ function resourceOperation(
         ...common,
         operationId: id("destroy"),
         summary: `Delete a ${d.verbose}`,
-        parameters: [idParam],
-        responses: { "204": { description: "Deleted." }, ...errors("403", "404", "409") },
+        parameters: [idParam, ifMatch],
+        responses: { "204": { description: "Deleted." }, ...errors("403", "404", "409", "412") },
       };
     default:
       return null;
@@ -528,6 +544,13 @@ export const LIST_PARAMETERS: Record<string, Parameter> = {
     description: "Index of the first result.",
     schema: { type: "integer", minimum: 0 },
   },
+  start: {
+    name: "start",
+    in: "query",
+    description:
+      "Cursor pagination (NetBox 4.6): the first id to return; results in id order, `count` null, `next` continues. Not with `offset` or `ordering`.",
+    schema: { type: "integer", minimum: 0 },
+  },
   ordering: {
     name: "ordering",
     in: "query",
@@ -558,6 +581,20 @@ export const LIST_PARAMETERS: Record<string, Parameter> = {
     description: "Comma-separated keys to leave out.",
     schema: { type: "string" },
   },
+  background: {
+    name: "background",
+    in: "query",
+    description:
+      "NetBox 4.7: with a list body, queue the bulk write as a job and answer 202 (not with `If-Match`).",
+    schema: { type: "boolean" },
+  },
+  ifMatch: {
+    name: "If-Match",
+    in: "header",
+    description:
+      "NetBox 4.6: write only if the object's current `ETag` is one of these (`*`: it exists); else 412.",
+    schema: { type: "string" },
+  },
   id: {
     name: "id",
     in: "path",
@@ -566,9 +603,16 @@ export const LIST_PARAMETERS: Record<string, Parameter> = {
     schema: { type: "integer", minimum: 1 },
   },
 };
-const LIST_PARAMETER_REFS = ["limit", "offset", "ordering", "q", "brief", "fields", "omit"].map(
-  (p) => ({ $ref: `#/components/parameters/${p}` }),
-);
+const LIST_PARAMETER_REFS = [
+  "limit",
+  "offset",
+  "start",
+  "ordering",
+  "q",
+  "brief",
+  "fields",
+  "omit",
+].map((p) => ({ $ref: `#/components/parameters/${p}` }));
 const PROJECTION_PARAMETER_REFS = ["brief", "fields", "omit"].map((p) => ({
   $ref: `#/components/parameters/${p}`,
 }));
@@ -612,6 +656,8 @@ function filterParameters(list: ListSpec): Parameter[] {
   const reserved = new Set([
     "limit",
     "offset",
+    "start",
+    "background",
     "ordering",
     "q",
     "brief",

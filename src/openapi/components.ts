@@ -36,11 +36,45 @@ export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
     },
     examples: [{ name: ["This field is required."] }],
   },
+  QueuedJob: {
+    type: "object",
+    description: "A background write's job (NetBox 4.7); poll its `url` for the outcome.",
+    required: ["job"],
+    additionalProperties: false,
+    properties: {
+      job: {
+        type: "object",
+        required: ["id", "url", "status"],
+        additionalProperties: false,
+        properties: {
+          id: { type: "integer" },
+          url: { type: "string", format: "uri" },
+          status: { type: "string", enum: ["pending"] },
+        },
+      },
+    },
+  },
   BulkValidationError: {
-    type: "array",
+    type: "object",
     description:
-      "A bulk request's validation 400: one entry per item, `{}` for items that were valid.",
-    items: { $ref: "#/components/schemas/ValidationError" },
+      "A bulk request's validation 400 (NetBox 4.7): each failing item by its index in the list, with its field errors; nothing was written.",
+    required: ["detail", "errors"],
+    additionalProperties: false,
+    properties: {
+      detail: { type: "string", examples: ["1 of 3 objects failed validation."] },
+      errors: {
+        type: "array",
+        items: {
+          type: "object",
+          required: ["index", "errors"],
+          additionalProperties: false,
+          properties: {
+            index: { type: "integer", minimum: 0 },
+            errors: { $ref: "#/components/schemas/ValidationError" },
+          },
+        },
+      },
+    },
   },
 };
 
@@ -49,15 +83,19 @@ const errorRef = { $ref: "#/components/schemas/Error" };
 
 const RESPONSE_TEXT: Record<string, string> = {
   BadRequest:
-    "The request is invalid: a validation map keyed by field, a list of them for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
+    "The request is invalid: a validation map keyed by field, `{detail, errors: [{index, errors}]}` for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
   Unauthorized: "Authentication is required (`WWW-Authenticate` says how).",
   Forbidden: "Missing or invalid token, or no permission for this action.",
   NotFound: "No such object or path.",
   MethodNotAllowed: "The path does not take this method (`Allow` lists those it does).",
   Conflict:
     "The change conflicts with the current state (a protected reference, a destructive schema change, a unique value).",
+  PreconditionFailed:
+    "`If-Match` names no current `ETag` of the object (its `ETag` header is the current one).",
   PayloadTooLarge: "The body is larger than `MAX_BODY_BYTES`.",
   UnsupportedMediaType: "The body is not JSON.",
+  ServiceUnavailable:
+    "Not now: the database is busy (retry after `Retry-After`), or a background write has no tasks Redis (`tasks_unavailable`).",
 };
 
 export const ERROR_RESPONSE_COMPONENTS: Record<string, unknown> = Object.fromEntries(

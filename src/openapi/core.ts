@@ -28,15 +28,19 @@ export function describeCore(b: OpenApiBuilder, _services: Services) {
     b.tag(section, SECTION_TEXT[section] ?? `The ${section} section.`);
   }
 
-  // Tokens are shown once: creating one answers with its key.
+  // Tokens are shown once: creating one answers with its secret (`token`).
   b.afterModels(() => {
     const token = b.schemas.Token as { properties: Record<string, JsonSchema>; required: string[] };
     const props = {
       ...token.properties,
-      key: { type: "string", description: "The token key; shown only in this response." },
+      token: {
+        type: "string",
+        description:
+          "The secret; shown only in this response. v2: send `Bearer nbt_<key>.<token>`; v1: `Token <token>`.",
+      },
     };
     b.addSchemas({
-      TokenCreated: closedObject(props, [...token.required, "key"]),
+      TokenCreated: closedObject(props, [...token.required, "token"]),
       TokenProvisionRequest: closedObject(
         {
           username: { type: "string" },

@@ -260,7 +260,11 @@ export function modelSchemas(
 /** The §4 list envelope around a record schema. */
 export function paginated(recordName: string): JsonSchema {
   return closedObject({
-    count: { type: "integer", minimum: 0 },
+    count: {
+      type: ["integer", "null"],
+      minimum: 0,
+      description: "Matching objects; null with cursor pagination (`start`).",
+    },
     next: { type: ["string", "null"], format: "uri" },
     previous: { type: ["string", "null"], format: "uri" },
     results: { type: "array", items: ref(recordName) },

@@ -197,7 +197,7 @@ describe("the README's token capture", () => {
       proc.exited,
     ]);
     expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
-    expect(stdout).toMatch(/^[0-9a-f]{40}$/);
+    expect(stdout).toMatch(/^nbt_[A-Za-z0-9]{12}\.[A-Za-z0-9]{40}$/);
   });
 
   test("every npm run manage command in the README whose output is captured runs with --silent", () => {

@@ -138,6 +138,19 @@ describe("against the local database (DATABASE_URL)", () => {
     expect(missing.stderr).toContain("nope");
   });
 
+  test("a .yaml document is read as YAML (custom objects 0.7)", async () => {
+    const { stringify } = await import("yaml");
+    const doc = exampleDoc();
+    doc.types[0].fields.push({ id: 6, name: "yaml_note", type: "text" });
+    const path = file("changed.yaml", stringify(doc));
+    const preview = await cli(["preview", path], env);
+    expect(preview.code).toBe(0);
+    expect(preview.stdout).toMatch(/\+ yaml_note\s+text/);
+    const broken = await cli(["preview", file("broken.yml", "types: [unclosed")], env);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toContain("is not YAML");
+  });
+
   test("a change: preview marks it, apply applies it; stdin works", async () => {
     const doc = exampleDoc();
     doc.types[1].fields.find(
@@ -157,7 +170,7 @@ describe("against the local database (DATABASE_URL)", () => {
   });
 
   test("destructive changes: refused with exit 2 and nothing changed; --allow-destructive applies them", async () => {
-    // a removal is gated only when the column holds values (issue 16)
+    // every removal is gated (decision 0075); the row gives the counted impact a row to count
     expect(
       (
         await t.json("POST", `${CO}/circuit_provider/`, {

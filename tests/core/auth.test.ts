@@ -72,8 +72,8 @@ describe("authentication", () => {
       body: { user: 1, description: "short-lived" },
     });
     expect(created.status).toBe(201);
-    const key = created.body.key as string;
-    expect(key).toMatch(/^[0-9a-f]{40}$/);
+    const key = `nbt_${created.body.key}.${created.body.token}`;
+    expect(created.body.token).toMatch(/^[A-Za-z0-9]{40}$/);
     expect((await t.req("GET", "/api/status/", { token: key })).status).toBe(200);
     expect((await t.req("DELETE", `/api/users/tokens/${created.body.id}/`)).status).toBe(204);
     expect((await t.req("GET", "/api/status/", { token: key })).status).toBe(403);
@@ -93,13 +93,13 @@ describe("authentication", () => {
     expect((await t.req("GET", "/api/dcim/sites/", { token: key })).status).toBe(403);
   });
 
-  test("the token is shown once: reads never carry the key, and only its hash is stored", async () => {
+  test("the token is shown once: reads never carry the secret, and only its hash is stored", async () => {
     const created = await t.json("POST", "/api/users/tokens/", { body: { user: 1 } });
     const read = await t.json("GET", `/api/users/tokens/${created.body.id}/`);
-    expect(read.body.key).toBeUndefined();
-    expect(read.body.display).toBe(`**********${(created.body.key as string).slice(-4)}`);
+    expect(read.body.token).toBeUndefined();
+    expect(read.body.display).toBe(created.body.key);
     const rows = await t.deps.db.client.execute("SELECT key_hash FROM tokens");
-    expect(rows.rows.some((r) => r.key_hash === created.body.key)).toBe(false);
+    expect(rows.rows.some((r) => r.key_hash === created.body.token)).toBe(false);
   });
 
   test("a token's last_used is recorded when it is used, at most once a minute", async () => {
@@ -111,7 +111,8 @@ describe("authentication", () => {
     expect(await lastUsed()).toBeNull();
     const before = (await t.json("GET", `/api/users/tokens/${created.body.id}/`)).body.last_updated;
     const start = Date.now();
-    expect((await t.req("GET", "/api/dcim/sites/", { token: created.body.key })).status).toBe(200);
+    const credential = `nbt_${created.body.key}.${created.body.token}`;
+    expect((await t.req("GET", "/api/dcim/sites/", { token: credential })).status).toBe(200);
     const first = await lastUsed();
     expect(Date.parse(first)).toBeGreaterThanOrEqual(start - 1000);
     // an edit timestamp, not a use timestamp: it stays
@@ -124,7 +125,7 @@ describe("authentication", () => {
       sql: "UPDATE tokens SET last_used = ? WHERE id = ?",
       args: [marker, created.body.id],
     });
-    expect((await t.req("GET", "/api/dcim/sites/", { token: created.body.key })).status).toBe(200);
+    expect((await t.req("GET", "/api/dcim/sites/", { token: credential })).status).toBe(200);
     expect(await lastUsed()).toBe(marker); // within the minute: no second write
   });
 
@@ -175,7 +176,9 @@ describe("authentication", () => {
       body: { username: "pw-user", password: "s3cret-pass" },
     });
     expect(ok.status).toBe(201);
-    expect((await t.req("GET", "/api/status/", { token: ok.body.key })).status).toBe(200);
+    expect(
+      (await t.req("GET", "/api/status/", { token: `nbt_${ok.body.key}.${ok.body.token}` })).status,
+    ).toBe(200);
     const bad = await t.json("POST", "/api/users/tokens/provision/", {
       token: null,
       body: { username: "pw-user", password: "nope" },

@@ -8,6 +8,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { CO, addField, choiceSet, create, makeCot } from "../custom-objects/fixtures";
 
+/** The NetBox API release Host answers as after issue 29 (ETag, cursors, tokens v2, background bulk). */
+const NETBOX_API = "4.7";
+
 let t: TestApp;
 beforeAll(async () => {
   t = await makeTestApp();
@@ -40,7 +43,7 @@ describe("nb.version (Request.get_version)", () => {
   test("GET /api/ with Content-Type and the token answers the API-Version header", async () => {
     const r = await t.req("GET", "/api/", { headers: { "content-type": "application/json" } });
     expect(r.status).toBe(200);
-    expect(r.headers.get("API-Version")).toBe("4.5");
+    expect(r.headers.get("API-Version")).toBe(NETBOX_API);
   });
 
   test("pynetbox also reads it from a 403 (no token), and every /api/ answer carries it", async () => {
@@ -49,17 +52,31 @@ describe("nb.version (Request.get_version)", () => {
       headers: { "content-type": "application/json" },
     });
     expect(r.status).toBe(403);
-    expect(r.headers.get("API-Version")).toBe("4.5");
-    expect((await t.req("GET", "/api/dcim/sites/")).headers.get("API-Version")).toBe("4.5");
-    expect((await t.req("GET", "/api/nope/")).headers.get("API-Version")).toBe("4.5");
+    expect(r.headers.get("API-Version")).toBe(NETBOX_API);
+    expect((await t.req("GET", "/api/dcim/sites/")).headers.get("API-Version")).toBe(NETBOX_API);
+    expect((await t.req("GET", "/api/nope/")).headers.get("API-Version")).toBe(NETBOX_API);
     expect((await t.req("GET", "/livez")).headers.get("API-Version")).toBeNull();
+  });
+});
+
+describe("nb.status() (Request.get_status) and Terraform's start-up probe", () => {
+  test("GET /api/status/ carries netbox-version (the NetBox release the API follows) beside Host's own keys", async () => {
+    const r = await t.req("GET", "/api/status/", {
+      headers: { "content-type": "application/json" },
+    });
+    expect(r.status).toBe(200);
+    const body = (await r.json()) as Record<string, unknown>;
+    expect(body["netbox-version"]).toBe(`${NETBOX_API}.0`);
+    expect(String(body["netbox-version"]).startsWith(r.headers.get("API-Version")!)).toBe(true);
+    expect(body["host-version"]).toEqual(expect.any(String));
+    expect(body.plugins).toMatchObject({ custom_objects: expect.any(String) });
   });
 });
 
 describe("nb.openapi() (Request.get_openapi)", () => {
   const openapiHeaders = { accept: "application/json", "content-type": "application/json" };
 
-  test("API-Version 4.5 ≥ 3.5: GET /api/schema/ with Accept JSON answers the document", async () => {
+  test("API-Version 4.7 ≥ 3.5: GET /api/schema/ with Accept JSON answers the document", async () => {
     // get_openapi sends no token; with LOGIN_REQUIRED (the default) the README's way is a
     // session header: nb.http_session.headers["Authorization"] = "Token …"
     const anon = await t.req("GET", "/api/schema/", { token: null, headers: openapiHeaders });
@@ -90,7 +107,7 @@ describe("nb.openapi() (Request.get_openapi)", () => {
         token: null,
         headers: { "content-type": "application/json" },
       });
-      expect(v.headers.get("API-Version")).toBe("4.5");
+      expect(v.headers.get("API-Version")).toBe(NETBOX_API);
       const r = await open.req("GET", "/api/schema/", { token: null, headers: openapiHeaders });
       expect(r.status).toBe(200);
       expect(((await r.json()) as any).paths).toBeDefined();
@@ -132,7 +149,7 @@ describe("Endpoint.choices() (OPTIONS with DRF metadata)", () => {
     });
     expect(body.actions.POST.id).toMatchObject({ type: "integer", read_only: true });
     expect(r.headers.get("allow")).toContain("POST");
-    expect(r.headers.get("API-Version")).toBe("4.5");
+    expect(r.headers.get("API-Version")).toBe(NETBOX_API);
   });
 
   test("detail endpoint: actions.PUT", async () => {
@@ -225,5 +242,63 @@ describe("nb.plugins.custom_objects.<name> (PluginsApp / App / Endpoint)", () =>
     await create(t, "wan-link", { name: "w1" });
     const dashed = await t.json("GET", `${CO}/wan-link/`);
     expect(dashed.body.count).toBe(1);
+  });
+});
+
+describe("pynetbox 7.8 CustomObjectsExtension (extensions/custom_objects.py)", () => {
+  /** `_plugin_request(api, path).post(data)`: JSON body, accept JSON, `Bearer nbt_…` (a v2 token). */
+  const post = (path: string, body: unknown) =>
+    t.req("POST", `${CO}/${path}`, {
+      token: null,
+      body,
+      headers: {
+        accept: "application/json",
+        "content-type": "application/json",
+        authorization: `Bearer ${t.admin}`,
+      },
+    });
+  const doc = (fields: unknown[], removed?: unknown[]) => ({
+    schema_version: "1",
+    types: [
+      {
+        name: "ext_provider",
+        slug: "ext_provider",
+        fields,
+        ...(removed ? { removed_fields: removed } : {}),
+      },
+    ],
+  });
+  const name = { id: 1, name: "name", type: "text", primary: true };
+  const note = { id: 2, name: "note", type: "text" };
+
+  test("schema_preview(nb, doc) posts the bare document and reads diffs", async () => {
+    expect(t.admin).toStartWith("nbt_");
+    const r = await post("schema/preview/", doc([name, note]));
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as any).diffs[0]).toMatchObject({
+      slug: "ext_provider",
+      is_new: true,
+    });
+  });
+
+  test("schema_apply(nb, doc, allow_destructive=False) posts {schema, allow_destructive}; a removal raises (409) until allowed", async () => {
+    expect(
+      (await post("schema/apply/", { schema: doc([name, note]), allow_destructive: false })).status,
+    ).toBe(200);
+    const removal = doc([name], [note]);
+    const refused = await post("schema/apply/", { schema: removal, allow_destructive: false });
+    expect(refused.status).toBe(409);
+    expect(((await refused.json()) as any).destructive_slugs).toEqual(["ext_provider"]);
+    const allowed = await post("schema/apply/", { schema: removal, allow_destructive: true });
+    expect(allowed.status).toBe(200);
+    expect(((await allowed.json()) as any).applied).toBe(true);
+  });
+
+  test("linked_objects.filter(object_type=, object_id=) is GET linked-objects/ with those params", async () => {
+    const r = await t.json("GET", `${CO}/linked-objects/?object_type=dcim.site&object_id=1`, {
+      headers: { accept: "application/json" },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ count: expect.any(Number), results: expect.any(Array) });
   });
 });

@@ -132,10 +132,15 @@ describe("bulk create", () => {
     body[250] = item(5250, { name: null });
     const r = await t.json("POST", `${CO}/gadget/`, { body });
     expect(r.status).toBe(400);
-    const errors = r.body as Array<Record<string, string[]>>;
-    expect(errors.length).toBe(260);
+    expect(r.body.detail).toBe("6 of 260 objects failed validation.");
+    const errors: Record<number, Record<string, string[]>> = Object.fromEntries(
+      (r.body.errors as Array<{ index: number; errors: Record<string, string[]> }>).map((e) => [
+        e.index,
+        e.errors,
+      ]),
+    );
     const bad = new Map(
-      errors.flatMap((e, i) => (Object.keys(e).length ? [[i, Object.keys(e)]] : [])),
+      Object.entries(errors).map(([i, e]) => [Number(i), Object.keys(e)] as const),
     );
     expect([...bad]).toEqual([
       [3, ["n"]],
@@ -160,7 +165,10 @@ describe("bulk create", () => {
     });
     expect(alone.status).toBe(400);
     expect(bulk.status).toBe(400);
-    expect(bulk.body).toEqual([{}, alone.body]);
+    expect(bulk.body).toEqual({
+      detail: "1 of 2 objects failed validation.",
+      errors: [{ index: 1, errors: alone.body }],
+    });
   });
 });
 

@@ -136,7 +136,8 @@ describe("host models", () => {
       description: "ci",
       write_enabled: false,
     });
-    expect(created.key).toMatch(/^[0-9a-f]{40}$/);
+    expect(created.key).toMatch(/^[A-Za-z0-9]{12}$/);
+    expect(created.token).toMatch(/^[A-Za-z0-9]{40}$/);
     await call("GET", `/api/users/tokens/${created.id}/`, "/api/users/tokens/{id}/", 200);
   });
 
@@ -318,7 +319,7 @@ describe("errors", () => {
       { name: "X", slug: "x" },
       {},
     ]);
-    expect(Array.isArray(bulk)).toBe(true);
+    expect(bulk.errors).toEqual([{ index: 1, errors: expect.any(Object) }]);
     const value = await call("POST", `${CO}/gadget/`, `${CO}/gadget/`, 400, {
       title: "ok",
       count: 1000,

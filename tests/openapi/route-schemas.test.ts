@@ -87,7 +87,7 @@ describe("operations generated from the same schemas", () => {
   test("response schemas written in valibot are converted; a validated route documents its 400", () => {
     const status =
       doc.paths["/api/status/"].get.responses["200"].content["application/json"].schema;
-    expect(status.required).toEqual(["host-version", "runtime", "plugins"]);
+    expect(status.required).toEqual(["netbox-version", "host-version", "runtime", "plugins"]);
     expect(status.properties["started-at"]).toEqual({ type: "string", format: "date-time" });
     expect(doc.paths["/api/schema/"].get.responses["400"]).toEqual({
       $ref: "#/components/responses/BadRequest",

@@ -27,6 +27,25 @@ afterAll(async () => {
   await db?.stop();
 });
 
+describe("schema documents in YAML on Workers (the yaml package in the Worker bundle)", () => {
+  test("schema/preview/ reads application/yaml and answers YAML for Accept: application/yaml", async () => {
+    const r = await w.fetch("/api/plugins/custom-objects/schema/preview/", {
+      method: "POST",
+      headers: {
+        authorization: `Token ${token}`,
+        "content-type": "application/yaml",
+        accept: "application/yaml",
+      },
+      body: 'schema_version: "1"\ntypes:\n  - name: edge_yaml\n    slug: edge_yaml\n',
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get("content-type")).toContain("application/yaml");
+    const text = await r.text();
+    expect(text).toContain("slug: edge_yaml");
+    expect(text).toContain("is_new: true");
+  });
+});
+
 describe("OpenAPI on Workers", () => {
   test("the document is served and valid, with a type's paths after it is created", async () => {
     const auth = { authorization: `Token ${token}` };

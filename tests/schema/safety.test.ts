@@ -147,20 +147,37 @@ describe("impact counted against live rows", () => {
     expect(r.body.schema_errors[0].path).toBe("$.types[0].fields[0].unique");
   });
 
-  test("changes that lose nothing are not gated: rename, widening, removal of an empty column, required with a default", async () => {
-    const lossless = entries(
-      base
-        .filter((f) => f.id !== 7)
-        .map((f) =>
-          f.id === 2
-            ? { ...f, name: "remark" }
-            : f.id === 3
-              ? { ...f, type: "longtext" }
-              : f.id === 4
-                ? { ...f, required: true, default: "nobody" }
-                : f,
-        ),
+  test("a removal of an empty column is still a 409 destructive_changes with rows 0 (seed rule, decision 0075); nothing changed", async () => {
+    const removal = entries(
+      base.filter((f) => f.id !== 7),
       [{ id: 7 }],
+    );
+    const p = await preview(removal);
+    const entry = { slug: "gear", field: "spare", reason: "field_removed", rows: 0 };
+    expect(p.body.destructive_changes).toEqual([expect.objectContaining(entry)]);
+    expect(p.body.diffs[0].has_destructive_changes).toBe(true);
+    const before = await dump(t);
+    const r = await apply(removal);
+    expect(r.status).toBe(409);
+    expect(r.body).toMatchObject({
+      error: "destructive_changes",
+      destructive_slugs: ["gear"],
+      destructive_changes: [expect.objectContaining(entry)],
+    });
+    expect(await dump(t)).toBe(before);
+  });
+
+  test("changes that lose nothing are not gated: rename, widening, required with a default", async () => {
+    const lossless = entries(
+      base.map((f) =>
+        f.id === 2
+          ? { ...f, name: "remark" }
+          : f.id === 3
+            ? { ...f, type: "longtext" }
+            : f.id === 4
+              ? { ...f, required: true, default: "nobody" }
+              : f,
+      ),
     );
     const p = await preview(lossless);
     expect(p.body.destructive_changes).toEqual([]);

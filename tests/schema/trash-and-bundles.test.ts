@@ -184,14 +184,19 @@ describe("trash", () => {
       ["C1", 1],
       ["C2", 2],
     ]);
-    // an empty type goes without the gate
+    // an empty type is gated too (seed rule, decision 0075): 409 with rows 0, then allowed
     expect(
       (await apply({ schema: doc([{ name: "empty_one", slug: "empty_one", fields: [] }]) })).status,
     ).toBe(200);
-    expect(
-      (await apply({ schema_version: "1", types: [], removed_types: [{ slug: "empty_one" }] }))
-        .status,
-    ).toBe(200);
+    const emptyRemoval = { schema_version: "1", types: [], removed_types: [{ slug: "empty_one" }] };
+    const gated = await apply(emptyRemoval);
+    expect(gated.status).toBe(409);
+    expect(gated.body.destructive_slugs).toEqual(["empty_one"]);
+    expect(gated.body.destructive_changes).toEqual([
+      expect.objectContaining({ slug: "empty_one", reason: "type_removed", rows: 0 }),
+    ]);
+    expect((await t.json("GET", `${CO}/custom-object-types/?slug=empty_one`)).body.count).toBe(1);
+    expect((await apply({ schema: emptyRemoval, allow_destructive: true })).status).toBe(200);
   });
 
   test("a restore that would clash answers 409; unknown ids 404; listing needs permission", async () => {

@@ -42,7 +42,7 @@ describe("tokens: a non-superuser manages only their own", () => {
     });
     expect(r.status).toBe(201);
     expect(r.body.user.id).toBe(malloryId);
-    expect(typeof r.body.key).toBe("string");
+    expect(typeof r.body.token).toBe("string");
   });
 
   test("moving one's own token to another user is 403 and the token stays", async () => {

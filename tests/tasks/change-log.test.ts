@@ -126,7 +126,7 @@ describe("change records for host models", () => {
       `changed_object_type=users.token&changed_object_id=${token.body.id}`,
     );
     expect(tk.action.value).toBe("create");
-    expect(JSON.stringify(tk)).not.toContain(token.body.key);
+    expect(JSON.stringify(tk)).not.toContain(token.body.token);
   });
 
   test("a failing bulk request writes no change records (same transaction)", async () => {

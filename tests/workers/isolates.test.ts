@@ -139,10 +139,11 @@ describe("isolates on one database", () => {
     const me = await a("GET", "/api/users/users/?username=edge-admin");
     const made = await a("POST", "/api/users/tokens/", { body: { user: me.body.results[0].id } });
     expect(made.status).toBe(201);
+    const credential = `nbt_${made.body.key}.${made.body.token}`;
     // Both isolates cache the lookup in KV.
-    expect((await a("GET", "/api/status/", { token: made.body.key })).status).toBe(200);
-    expect((await b("GET", "/api/status/", { token: made.body.key })).status).toBe(200);
+    expect((await a("GET", "/api/status/", { token: credential })).status).toBe(200);
+    expect((await b("GET", "/api/status/", { token: credential })).status).toBe(200);
     expect((await b("DELETE", `/api/users/tokens/${made.body.id}/`)).status).toBe(204);
-    expect((await a("GET", "/api/status/", { token: made.body.key })).status).toBe(403);
+    expect((await a("GET", "/api/status/", { token: credential })).status).toBe(403);
   });
 });

@@ -1,16 +1,21 @@
 /**
- * Authenticates `/api/` requests from `Authorization: Token|Bearer <key>`. A token's row and its
- * user's grants are one read, cached per app only while provably current (decision 0085).
+ * Authenticates `/api/` requests from `Authorization: Token <v1 secret>` or `Bearer
+ * nbt_<key>.<secret>` (either keyword with either version, as NetBox 4.7; decision 0076). A
+ * token's row and its user's grants are one read, cached per app only while provably current
+ * (decision 0085).
  */
 import { eq, sql } from "drizzle-orm";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
 import type { AuthState, Ctx, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { addGuard, hasGuards, settleGuards } from "../fresh-read";
 import type { Orm } from "../../db/client";
 import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
-import { hashToken, tokenFromHeader } from "./tokens";
+import { credentialFromHeader, hashToken, type Credential } from "./tokens";
+import { clientAddress } from "./login";
+import { networkContains, parseAddress, parseNetwork } from "./networks";
+import { callerAuth, JOB_CALLER } from "../rest/background";
 import { slotKey } from "../slots";
 
 /** A token's `last_used` is written at most this often per process (as NetBox: once a minute). */
@@ -44,7 +49,11 @@ interface TokenRow {
   username: string;
   isSuperuser: boolean;
   isActive: boolean;
+  version: number;
+  key: string | null;
+  enabled: boolean;
   writeEnabled: boolean;
+  allowedIps: string[] | null;
   expires: string | null;
 }
 
@@ -77,7 +86,11 @@ function authStatements(orm: Orm, keyHash: string) {
         username: users.username,
         isSuperuser: users.isSuperuser,
         isActive: users.isActive,
+        version: tokens.version,
+        key: tokens.key,
+        enabled: tokens.enabled,
         writeEnabled: tokens.writeEnabled,
+        allowedIps: tokens.allowedIps,
         expires: tokens.expires,
       })
       .from(tokens)
@@ -106,10 +119,38 @@ function remember(entries: Map<string, CachedAuth>, keyHash: string, entry: Cach
   entries.set(keyHash, entry);
 }
 
-/** The request's caller from a cached or fresh look-up; an unknown, inactive or expired token is a 403. */
-function authStateOf(entry: CachedAuth): AuthState {
+/** NetBox 4.7's checks of a found token: its source address and `enabled`. */
+function refuseUnusable(c: Context<HonoEnv>, found: TokenRow): void {
+  if (found.allowedIps?.length) {
+    const client = clientAddress(c, c.var.services.config);
+    const address = parseAddress(client);
+    if (!address)
+      throw ApiError.detail(
+        403,
+        "Client IP address could not be determined for validation.",
+        "invalid_token",
+      );
+    const networks = found.allowedIps.map(parseNetwork);
+    if (!networks.some((n) => n && networkContains(n, address)))
+      throw ApiError.detail(
+        403,
+        `Source IP ${client} is not permitted to authenticate using this token.`,
+        "invalid_token",
+      );
+  }
+  if (!found.enabled) throw ApiError.detail(403, "Token disabled", "invalid_token");
+}
+
+/**
+ * The request's caller from a cached or fresh look-up; an unknown, inactive or expired token is a
+ * 403, as is a secret presented under another version or (v2) another token's key.
+ */
+function authStateOf(c: Context<HonoEnv>, entry: CachedAuth, credential: Credential): AuthState {
   const found = entry.token;
-  if (!found?.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
+  if (!found || found.version !== credential.version) throw invalidToken();
+  if (credential.version === 2 && found.key !== credential.key) throw invalidToken();
+  refuseUnusable(c, found);
+  if (!found.isActive || (found.expires && Date.parse(found.expires) <= Date.now()))
     throw invalidToken();
   const { permissions, constraints } = found.isSuperuser
     ? { permissions: new Set<string>(), constraints: new Map() }
@@ -147,8 +188,16 @@ export function authenticate(
 ): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const { config, db } = c.var.services;
-    const key = tokenFromHeader(c.req.header("authorization"));
-    if (key === null) {
+    // A bulk write replayed by its background job acts as the user who queued it.
+    const jobCaller = (c.env as Record<PropertyKey, unknown> | undefined)?.[JOB_CALLER];
+    if (typeof jobCaller === "number") {
+      const auth = await callerAuth(c.var.services, jobCaller);
+      if (!auth) throw invalidToken();
+      c.set("auth", auth);
+      return next();
+    }
+    const credential = credentialFromHeader(c.req.header("authorization"));
+    if (credential === null) {
       c.set("auth", ANONYMOUS);
       const exempt = options.exempt?.(c.req.path, c.req.method) ?? false;
       const readOnly =
@@ -156,8 +205,8 @@ export function authenticate(
       if (!exempt && (config.loginRequired || !readOnly)) throw notAuthenticated();
       return next();
     }
-    if (!key || key.length > 256) throw invalidToken();
-    const keyHash = await hashToken(key);
+    if (credential === "malformed") throw invalidToken();
+    const keyHash = await hashToken(credential.secret);
     const entries = c.var.services.state.ensure(AUTH_CACHE, () => new Map());
     const stamp = db.changeStamp();
     let entry = entries.get(keyHash);
@@ -174,7 +223,7 @@ export function authenticate(
       );
       remember(entries, keyHash, entry);
     }
-    c.set("auth", authStateOf(entry));
+    c.set("auth", authStateOf(c, entry, credential));
     // Not awaited: a write that waits for a long write's lock must not hold the request.
     void touchToken(c.var.services, entry.token!.tokenId);
     if (!deferred) return next();
@@ -186,7 +235,7 @@ export function authenticate(
         if (JSON.stringify(answers) === cached.proof) return true;
         const fresh = cachedFrom(answers, null);
         remember(entries, keyHash, fresh);
-        c.set("auth", authStateOf(fresh));
+        c.set("auth", authStateOf(c, fresh, credential));
         return false;
       },
     });

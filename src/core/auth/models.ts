@@ -15,10 +15,11 @@ import type { WriteContext } from "../rest/resource";
 import { forbidden } from "../errors";
 import { ACTIONS } from "./permissions";
 import { guardPermissionWrites, guardUserWrites } from "./delegation";
-import { generateToken, hashToken } from "./tokens";
+import { generateToken, generateV2Token, hashToken } from "./tokens";
+import { parseNetwork } from "./networks";
 import { slotKey } from "../slots";
 
-/** The plain token key issued inside a write, readable once by the route that answers. */
+/** The secret of a token issued inside a write, readable once by the route that answers (`token`). */
 export const ISSUED_KEY = slotKey<string>("auth.issued-key");
 
 /** Superuser accounts are a superuser's business: nobody else creates, edits or deletes one. */
@@ -202,6 +203,27 @@ export const permissionModel = {
   resource: guardPermissionWrites(permissionModelBase.resource),
 };
 permissionModel.info = { ...permissionModelBase.info, resource: permissionModel.resource };
+/** `allowed_ips`: a list of IPv4/IPv6 networks (CIDR); each must parse. */
+function checkAllowedIps(value: unknown): string | null {
+  if (!Array.isArray(value) || value.length > 100)
+    return "Expected a list of at most 100 networks.";
+  const bad = value.find((n) => typeof n !== "string" || !parseNetwork(n));
+  return bad === undefined ? null : `Enter a valid IPv4 or IPv6 network: ${JSON.stringify(bad)}.`;
+}
+
+/** Gives a new token its secret (v2 by default, as NetBox 4.5+), stashed for the one answer that shows it. */
+async function issueSecret(ctx: WriteContext, values: Record<string, unknown>) {
+  values.version ??= 2;
+  if (values.version === 2) {
+    const { key, secret } = generateV2Token();
+    Object.assign(values, { key, keyHash: await hashToken(secret), keyHint: secret.slice(-4) });
+    ctx.scratch.set(ISSUED_KEY, secret);
+    return;
+  }
+  const secret = generateToken();
+  Object.assign(values, { key: null, keyHash: await hashToken(secret), keyHint: secret.slice(-4) });
+  ctx.scratch.set(ISSUED_KEY, secret);
+}
 
 const tokenModelBase = defineModel({
   appLabel: "users",
@@ -210,21 +232,37 @@ const tokenModelBase = defineModel({
   path: "users/tokens",
   table: tokens,
   defaultOrdering: ["id"],
-  display: (r) => `**********${r.keyHint}`,
-  async validate(ctx, values, existing) {
+  display: (r) => (r.version === 2 && r.key ? r.key : `**********${r.keyHint}`),
+  async validate(ctx, values, existing, errors) {
     // NetBox 4: only a superuser issues tokens for, or moves tokens to, another user. (An
     // anonymous writer here is the password provisioning route, which names its own user.)
     const actor = ctx.auth.user;
     if (actor && !actor.isSuperuser && values.userId !== undefined && values.userId !== actor.id) {
       throw forbidden("Only a superuser may create or assign a token for another user.");
     }
-    if (existing) return;
-    const key = generateToken();
-    values.keyHash = await hashToken(key);
-    values.keyHint = key.slice(-4);
-    ctx.scratch.set(ISSUED_KEY, key);
+    if (existing) {
+      if (values.version !== undefined && values.version !== existing.version)
+        errors.add("version", "The version of an existing token cannot be changed.");
+      return;
+    }
+    await issueSecret(ctx, values);
   },
   fields: [
+    {
+      name: "version",
+      type: "integer",
+      column: tokens.version,
+      brief: true,
+      check: (v) => (v === 1 || v === 2 ? null : '"version" must be 1 or 2.'),
+    },
+    {
+      name: "key",
+      type: "string",
+      column: tokens.key,
+      readOnly: true,
+      nullable: true,
+      brief: true,
+    },
     { name: "user", type: "fk", column: tokens.userId, related: "users.user", required: true },
     {
       name: "description",
@@ -234,9 +272,17 @@ const tokenModelBase = defineModel({
       search: true,
       brief: true,
     },
-    { name: "write_enabled", type: "boolean", column: tokens.writeEnabled, brief: true },
     { name: "expires", type: "datetime", column: tokens.expires, nullable: true },
     { name: "last_used", type: "datetime", column: tokens.lastUsed, readOnly: true },
+    { name: "enabled", type: "boolean", column: tokens.enabled, brief: true },
+    { name: "write_enabled", type: "boolean", column: tokens.writeEnabled, brief: true },
+    {
+      name: "allowed_ips",
+      type: "json",
+      column: tokens.allowedIps,
+      nullable: true,
+      check: checkAllowedIps,
+    },
   ],
 });
 export const tokenModel = {

@@ -404,15 +404,22 @@ export async function hideUnviewable(
         : new Set(),
     );
   }
+  // Models every installation has (host models, plugin meta models): naming one leaks nothing.
+  const staticLabels = new Set(
+    ctx.services.models.staticModels().map((m) => `${m.appLabel}.${m.model}`),
+  );
+  const isStatic = (label: string) => staticLabels.has(label);
   const hide = (rel: NonNullable<Resource["relations"]>[number], v: unknown): unknown => {
     if (!isNested(v)) return v;
     const label = labelOf(rel, v) ?? "?";
     const r = restriction.get(label)!;
     if (r.kind === "all" || (r.kind === "some" && visible.get(label)?.has(v.id))) return v;
-    // Only the id the record itself stores: a URL would name the type (a custom object's
-    // slug), and a polymorphic value names its type only to callers who may view that type.
+    // Only what the record itself stores: the id and, for a polymorphic value, its type (as
+    // upstream keeps it). A URL would name a custom object's slug, so it goes; so does the type
+    // of a run-time model (a custom object type) the caller may view nothing of (decision 0077).
     const out: Record<string, unknown> = {};
-    if (rel.polymorphic && "object_type" in v && r.kind === "some") out.object_type = v.object_type;
+    if (rel.polymorphic && "object_type" in v && (r.kind === "some" || isStatic(label)))
+      out.object_type = v.object_type;
     out.id = v.id;
     return out;
   };

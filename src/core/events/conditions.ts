@@ -1,16 +1,33 @@
 /**
  * The condition language of event rules (NetBox-style, see docs/decisions/0017-tasks-event-conditions.md):
  * a leaf `{attr, value, op?, negate?, snapshot?}` or a group `{and: […]}` / `{or: […]}`,
- * evaluated against the changed object's serialised record.
+ * evaluated against the changed object's serialised record. NetBox 4.7's snapshot conditions:
+ * `changed` / `unchanged` (no `value`) compare `attr` across the prechange and postchange
+ * records, and `snapshots.prechange.<attr>` / `snapshots.postchange.<attr>` read one of them.
  */
 
-const CONDITION_OPS = ["eq", "neq", "in", "contains", "gt", "gte", "lt", "lte"] as const;
+const CONDITION_OPS = [
+  "eq",
+  "neq",
+  "in",
+  "contains",
+  "gt",
+  "gte",
+  "lt",
+  "lte",
+  "changed",
+  "unchanged",
+] as const;
+type SnapshotOp = "changed" | "unchanged";
+const SNAPSHOT_OPS: readonly string[] = ["changed", "unchanged"];
+const SNAPSHOT_PREFIX = "snapshots.";
 type ConditionOp = (typeof CONDITION_OPS)[number];
 
 interface LeafCondition {
   /** Dotted path into the record: `status.value`, `tags.slug` (lists map), `ports.0`. */
   attr: string;
-  value: unknown;
+  /** Not given for `changed` / `unchanged`. */
+  value?: unknown;
   op?: ConditionOp;
   negate?: boolean;
   /** Which record: default `data` (postchange; prechange for deletes). */
@@ -55,10 +72,15 @@ export function conditionError(raw: unknown): string | null {
     for (const k of keys) if (!LEAF_KEYS.has(k)) return `${path}: unknown key "${k}"`;
     if (typeof node.attr !== "string" || !node.attr.trim() || node.attr.length > 200)
       return `${path}.attr: expected a dotted path`;
-    if (!("value" in node)) return `${path}.value: required`;
     const op = node.op ?? "eq";
     if (typeof op !== "string" || !(CONDITION_OPS as readonly string[]).includes(op))
       return `${path}.op: expected one of ${CONDITION_OPS.join(", ")}`;
+    if (SNAPSHOT_OPS.includes(op)) {
+      if ("value" in node)
+        return `${path}.value: the '${op}' operator compares snapshots and does not accept a value`;
+      if (node.attr.startsWith(SNAPSHOT_PREFIX) || node.snapshot !== undefined)
+        return `${path}.attr: '${op}' takes the bare attribute name (e.g. "status"), not a snapshot path`;
+    } else if (!("value" in node)) return `${path}.value: required`;
     if (node.negate !== undefined && typeof node.negate !== "boolean")
       return `${path}.negate: expected true or false`;
     if (
@@ -137,7 +159,34 @@ function applyOp(op: ConditionOp, actual: unknown, expected: unknown): boolean {
       if (c === null) return false;
       return op === "gt" ? c > 0 : op === "gte" ? c >= 0 : op === "lt" ? c < 0 : c <= 0;
     }
+    default:
+      return false; // the snapshot operators are evaluated by `snapshotOp`
   }
+}
+
+/**
+ * `changed` / `unchanged` as NetBox 4.7 documents them: an attribute found in neither snapshot
+ * fails closed (null, whatever `negate` says); a missing snapshot (create, delete) counts as a
+ * change for an attribute the other one has.
+ */
+function snapshotOp(op: SnapshotOp, attr: string, input: ConditionInput): boolean | null {
+  const side = (snapshot: unknown) =>
+    snapshot === null || snapshot === undefined ? undefined : resolvePath(snapshot, attr);
+  const before = side(input.prechange);
+  const after = side(input.postchange);
+  if (before === undefined && after === undefined) return null;
+  const same = before !== undefined && after !== undefined && equal(before, after);
+  return op === "changed" ? !same : same;
+}
+
+/** What `attr` reads: `snapshots.<which>.…` one snapshot (null when absent), else the data. */
+function leafValue(condition: LeafCondition, input: ConditionInput): unknown {
+  if (condition.attr.startsWith(SNAPSHOT_PREFIX)) {
+    const snapshots = { prechange: input.prechange ?? null, postchange: input.postchange ?? null };
+    return resolvePath({ snapshots }, condition.attr) ?? null;
+  }
+  const root = condition.snapshot ? input[condition.snapshot] : input.data;
+  return resolvePath(root, condition.attr);
 }
 
 /** True when the (already validated) condition holds; an empty condition (null) always holds. */
@@ -148,7 +197,12 @@ export function evaluateCondition(
   if (condition === null || condition === undefined) return true;
   if ("and" in condition) return condition.and.every((c) => evaluateCondition(c, input));
   if ("or" in condition) return condition.or.some((c) => evaluateCondition(c, input));
-  const root = condition.snapshot ? input[condition.snapshot] : input.data;
-  const result = applyOp(condition.op ?? "eq", resolvePath(root, condition.attr), condition.value);
+  const op = condition.op ?? "eq";
+  if (op === "changed" || op === "unchanged") {
+    const result = snapshotOp(op, condition.attr, input);
+    if (result === null) return false;
+    return condition.negate ? !result : result;
+  }
+  const result = applyOp(op, leafValue(condition, input), condition.value);
   return condition.negate ? !result : result;
 }

@@ -99,6 +99,17 @@ export const webhookModel = defineModel({
       nullable: true,
       readOnly: true,
     },
+    {
+      name: "timeout",
+      type: "integer",
+      column: webhooks.timeout,
+      nullable: true,
+      // NetBox 4.7: seconds to wait for the receiver; null is the task queue's default
+      check: (v) =>
+        typeof v === "number" && v >= 1 && v <= 3600
+          ? null
+          : "Ensure this value is between 1 and 3600 (seconds).",
+    },
   ],
   async validate(ctx, values, _existing, errors) {
     values.userId = ctx.auth.user?.id ?? null;

@@ -97,7 +97,9 @@ export function webhookHandler(services: Services, options: WebhookOptions = {})
     if (!(await turns.take(target, TURN_WAIT_MS)))
       throw new DeferJob(Math.round(DEFER_MS * (1 + Math.random() / 2)));
     try {
-      return await deliver(services, hook, payload, job.idempotencyKey, timeoutMs);
+      // The webhook's own `timeout` (seconds, NetBox 4.7), else the queue's default.
+      const bound = hook.timeout ? hook.timeout * 1000 : timeoutMs;
+      return await deliver(services, hook, payload, job.idempotencyKey, bound);
     } finally {
       turns.give(target);
     }
@@ -229,7 +231,11 @@ async function send(
   let res: Response;
   try {
     res = await fetch(hook.payloadUrl, init);
-  } catch {
+  } catch (e) {
+    // A timeout names the bound that applied (the webhook's `timeout` or the default).
+    const name = (e as Error)?.name;
+    if (name === "TimeoutError" || name === "AbortError")
+      throw new Error(`delivery failed: no answer within ${timeoutMs} ms`);
     throw new Error(CONNECTION_FAILED);
   }
   await res.body?.cancel().catch(() => undefined);

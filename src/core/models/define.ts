@@ -34,7 +34,7 @@ import type {
 import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { label as otLabel } from "../object-types";
-import { nowIso } from "../../db/schema/common";
+import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
 import { stageable, stagedWrites } from "./staged";
@@ -469,7 +469,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       const { values, links, tagIds } = await convertInput(ctx, input, existing!, partial);
       await ctx.db
         .update(table)
-        .set({ ...values, lastUpdated: nowIso() } as any)
+        .set({ ...values, lastUpdated: editStamp() } as any)
         .where(eq(table.id, id));
       await writeLinks(ctx, id, links, tagIds);
       await spec.afterWrite?.(ctx, id, input, false);

@@ -2,7 +2,8 @@
  * The §4 REST verbs written once: list/retrieve, single and bulk create/update/delete
  * (all-or-nothing), with permission checks, for any `Resource`.
  */
-import { and, sql } from "drizzle-orm";
+import { and, asc, sql } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
 import {
@@ -16,7 +17,10 @@ import type { Ctx, HonoEnv, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, baseUrlOf, publicUrlOf } from "../http";
-import { pageLinks, parseListQuery, parseProjection, project } from "./query";
+import { pageLinks, parseListQuery, parseProjection, project, type ListQuery } from "./query";
+import { enqueueBulkWrite, wantsBackgroundBulk } from "./background";
+import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
+import { foldTagEdits } from "./tag-edits";
 import type { ApiRecord, LoadPlan, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
 import { anchoredPageIds, countRows } from "./page-anchors";
@@ -26,7 +30,6 @@ import { freshRead } from "../fresh-read";
 import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
 import type { StagedOptions } from "../context";
-import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 
 export function readContext(c: Ctx): ReadContext {
   const services = c.var.services;
@@ -274,6 +277,7 @@ async function listRecords(c: Ctx, resource: Resource) {
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
     : parsed;
   const db = ctx.db;
+  if (q.start !== undefined) return cursorPage(c, resource, q, url);
   // A permission constraint is a condition the index does not know: then the rows are read.
   const indexed = restricted ? undefined : parsed.fromIndex;
   const countQuery =
@@ -388,6 +392,39 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
   });
 }
 
+/**
+ * NetBox 4.6's cursor pagination (`?start=<id>`): ids ≥ start in id order, `count` null, `next`
+ * starting after the page's last id, no `previous`. One indexed range read, no count.
+ */
+async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
+  const ctx = readContext(c);
+  const idExpr = resource.list.idExpr;
+  const from = sql`${idExpr} >= ${q.start}`;
+  const ids = (
+    await ctx.db
+      .select({ id: sql<number>`${idExpr}` })
+      .from(resource.table)
+      .where(q.where ? and(q.where, from) : from)
+      .orderBy(asc(idExpr as SQLiteColumn))
+      .limit(q.limit)
+  ).map((r) => Number(r.id));
+  await chargeRows(ctx, resource, ids);
+  const results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
+  let next: string | null = null;
+  if (ids.length === q.limit) {
+    const u = new URL(url);
+    u.searchParams.set("start", String(ids[ids.length - 1]! + 1));
+    u.searchParams.set("limit", String(q.limit));
+    next = u.toString();
+  }
+  return c.json({
+    count: null,
+    next,
+    previous: null,
+    results: project(results, q.projection, resource.briefFields),
+  });
+}
+
 /** One object in one read (decision 0085): the guards, and the row (if the caller may view it). */
 async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
   const ctx = readContext(c);
@@ -405,7 +442,7 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
   });
   const [record] = await step.plan.finish([...answers], [id]);
   if (!record) throw notFound();
-  return c.json((await projected(c, step.resource, [record]))[0]);
+  return withEtag(c, record, (await projected(c, step.resource, [record]))[0]);
 }
 
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
@@ -420,6 +457,19 @@ async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecor
 async function projected(c: Ctx, resource: Resource, records: ApiRecord[]) {
   const visible = await hideUnviewable(readContext(c), c.var.auth, resource, records);
   return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
+}
+
+/** `add_tags` or `remove_tags` in a write (NetBox 4.6): folded into `tags` by `foldTagEdits`. */
+const hasTagEdits = (item: unknown) =>
+  !!item &&
+  typeof item === "object" &&
+  (Object.hasOwn(item, "add_tags") || Object.hasOwn(item, "remove_tags"));
+
+/** Answers `body` with the ETag of `record` (the stored object, before any projection). */
+function withEtag(c: Ctx, record: ApiRecord | undefined, body: unknown, status: 200 | 201 = 200) {
+  const tag = record ? etagOf(record) : null;
+  if (tag) c.header("ETag", tag);
+  return c.json(body as object, status);
 }
 
 const asObject = (value: unknown, where: string): ApiRecord => {
@@ -563,7 +613,9 @@ export function mountResource(
   };
 
   app.get(list, async (c) => {
-    if (await inOneRead(c, resolve)) return listInOneRead(c, resolve);
+    // cursor pages (`?start=`) are one range read of their own
+    if (c.req.query("start") === undefined && (await inOneRead(c, resolve)))
+      return listInOneRead(c, resolve);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     return listRecords(c, r);
@@ -573,7 +625,8 @@ export function mountResource(
     if (await inOneRead(c, resolve)) return getInOneRead(c, resolve, id);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
-    return c.json((await projected(c, r, [await loadOne(c, r, id)]))[0]);
+    const record = await loadOne(c, r, id);
+    return withEtag(c, record, (await projected(c, r, [record]))[0]);
   });
 
   if (options.readOnly) {
@@ -586,7 +639,10 @@ export function mountResource(
     const r = await resolve(c);
     await requirePermission(c, "add", r);
     const body = await readJson(c);
-    const staged = r.staged?.create ? r.staged : undefined;
+    if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    // add_tags / remove_tags fold into tags inside a transaction (tag-edits.ts)
+    const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
+    const staged = r.staged?.create && !tagEdits ? r.staged : undefined;
     if (Array.isArray(body)) {
       if (!body.length)
         throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
@@ -594,10 +650,12 @@ export function mountResource(
         ? await inStagedWrite(c, (ctx) =>
             staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
           )
-        : await inTransaction(c, r, (ctx) =>
-            r.createMany
+        : await inTransaction(c, r, async (ctx) =>
+            r.createMany && !tagEdits
               ? createManyChecked(ctx, r, body)
-              : eachItem(body, (item) => createChecked(ctx, r, item)),
+              : eachItem(body, async (item) =>
+                  createChecked(ctx, r, await foldTagEdits(ctx, r, item, null)),
+                ),
           );
       const records = await writtenRecords(c, r, written);
       const answer = await projected(c, r, records);
@@ -621,8 +679,11 @@ export function mountResource(
             staged.create!(ctx, [input], { resource: r, bulk: false }),
           )
         )[0]!
-      : await inTransaction(c, r, (ctx) => createChecked(ctx, r, input));
-    return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0], 201);
+      : await inTransaction(c, r, async (ctx) =>
+          createChecked(ctx, r, await foldTagEdits(ctx, r, input, null)),
+        );
+    const [record] = await writtenRecords(c, r, [written]);
+    return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0], 201);
   });
 
   for (const method of ["put", "patch"] as const) {
@@ -635,7 +696,8 @@ export function mountResource(
         throw new ValidationError({
           non_field_errors: ["Bulk update expects a list of objects with an id."],
         });
-      const staged = r.staged?.update ? r.staged : undefined;
+      if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+      const staged = r.staged?.update && !body.some(hasTagEdits) ? r.staged : undefined;
       if (staged) {
         if (!body.length)
           throw new ValidationError({
@@ -652,7 +714,10 @@ export function mountResource(
           const id = bulkId(item);
           await ensureExists(ctx, r, id, "change");
           const { id: _drop, ...rest } = item;
-          return updateChecked(ctx, r, id, rest, partial);
+          const input = hasTagEdits(rest)
+            ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
+            : rest;
+          return updateChecked(ctx, r, id, input, partial);
         }),
       );
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
@@ -662,7 +727,7 @@ export function mountResource(
       await requirePermission(c, "change", r);
       const id = parseId(c.req.param("id"));
       const body = asObject(await readJson(c), "body");
-      const staged = r.staged?.update ? r.staged : undefined;
+      const staged = r.staged?.update && !hasTagEdits(body) ? r.staged : undefined;
       if (staged) {
         const precondition = ifMatch(c);
         const [written] = await inStagedWrite(c, (ctx) =>
@@ -677,11 +742,17 @@ export function mountResource(
         if (tag) c.header("ETag", tag);
         return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
       }
+      const expected = stampsFromIfMatch(c.req.header("if-match"));
       const written = await inTransaction(c, r, async (ctx) => {
         await ensureExists(ctx, r, id, "change");
-        return updateChecked(ctx, r, id, body, partial);
+        // The ETag is compared with the row as this transaction reads it, before the write.
+        const current = expected !== null || hasTagEdits(body) ? await r.load(ctx, [id]) : [];
+        if (expected !== null) requireMatch(expected, current[0] ?? {});
+        const input = await foldTagEdits(ctx, r, body, current[0] ?? null);
+        return updateChecked(ctx, r, id, input, partial);
       });
-      return c.json((await projected(c, r, await writtenRecords(c, r, [written])))[0]);
+      const [record] = await writtenRecords(c, r, [written]);
+      return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0]);
     });
   }
 
@@ -693,6 +764,7 @@ export function mountResource(
       throw new ValidationError({
         non_field_errors: ["Bulk delete expects a list of objects with an id."],
       });
+    if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
     const staged = r.staged;
     if (staged) {
       if (!body.length)
@@ -724,7 +796,12 @@ export function mountResource(
       // a cascade deletes other objects (each with its hooks): that runs in a transaction
       if (outcome === undefined) return c.body(null, 204);
     }
+    const expected = stampsFromIfMatch(c.req.header("if-match"));
     await inTransaction(c, r, async (ctx) => {
+      if (expected !== null) {
+        await ensureExists(ctx, r, id, "delete");
+        requireMatch(expected, (await r.load(ctx, [id]))[0] ?? {});
+      }
       await deleteWithHooks(ctx, r, id, "delete");
     });
     return c.body(null, 204);

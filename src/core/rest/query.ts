@@ -64,6 +64,8 @@ export const DEFAULT_LOOKUPS: Record<FilterKind, readonly Lookup[]> = {
 const RESERVED = new Set([
   "limit",
   "offset",
+  "start",
+  "background",
   "ordering",
   "q",
   "brief",
@@ -126,6 +128,8 @@ export interface ListQuery {
   idOrder?: "asc" | "desc";
   limit: number;
   offset: number;
+  /** Cursor pagination (NetBox 4.6): the first id of the page; `offset` and `ordering` are refused with it. */
+  start?: number;
   projection: Projection;
   /**
    * Set when a `q` alone, in id order, can be answered by a full-text index: its count and page
@@ -388,6 +392,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     idOrder,
     ...(fromIndex ? { fromIndex } : {}),
     ...parsePaging(params),
+    ...parseStart(params),
     projection: parseProjection(params),
   };
 }
@@ -402,6 +407,23 @@ function refuseControlCharacters(params: URLSearchParams): void {
     if (hasControlCharacter(key))
       throw new ValidationError({ non_field_errors: [CONTROL_CHARACTER_MESSAGE] });
   }
+}
+
+/** `?start=<id>`: cursor pagination, exclusive with `offset` and `ordering` (as NetBox 4.6). */
+function parseStart(params: URLSearchParams): { start?: number } {
+  const raw = params.get("start");
+  if (raw === null) return {};
+  if (!/^\d{1,15}$/.test(raw.trim()))
+    throw new ValidationError({
+      start: ["Invalid 'start' parameter: must be a non-negative integer."],
+    });
+  if (params.has("offset"))
+    throw new ValidationError({ start: ["'start' and 'offset' are mutually exclusive."] });
+  if (params.has("ordering"))
+    throw new ValidationError({
+      ordering: ["Ordering cannot be specified in conjunction with cursor-based pagination."],
+    });
+  return { start: Number(raw.trim()) };
 }
 
 export function parsePaging(params: URLSearchParams): { limit: number; offset: number } {

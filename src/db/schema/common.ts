@@ -3,6 +3,16 @@ import { index, integer, text, type SQLiteColumnBuilderBase } from "drizzle-orm/
 
 export const nowIso = () => new Date().toISOString();
 
+// Module-level on purpose: a process-wide clock for edit stamps that never repeats a millisecond,
+// so two edits of one row in the same millisecond still get different `last_updated` (ETags).
+let lastEdit = 0;
+
+/** `last_updated` for an edit: now as ISO 8601, strictly later than the previous edit stamp. */
+export const editStamp = () => {
+  lastEdit = Math.max(Date.now(), lastEdit + 1);
+  return new Date(lastEdit).toISOString();
+};
+
 export const timestamps = {
   created: text("created").notNull().$defaultFn(nowIso),
   lastUpdated: text("last_updated").notNull().$defaultFn(nowIso).$onUpdateFn(nowIso),

@@ -35,6 +35,8 @@ export const webhooks = sqliteTable(
     secret: text("secret").notNull().default(""),
     sslVerification: integer("ssl_verification", { mode: "boolean" }).notNull().default(true),
     userId: ownerUser(),
+    /** Seconds to wait for the receiver (1-3600, NetBox 4.7); null: the task queue's default. */
+    timeout: integer("timeout"),
     ...timestamps,
   },
   (t) => [uniqueIndex("webhooks_name_uq").on(t.name), idIndex("webhooks", t)],

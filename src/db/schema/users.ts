@@ -183,18 +183,26 @@ export const tokens = sqliteTable(
     userId: integer("user_id")
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),
-    /** SHA-256 of the token, hex. The token itself is never stored. */
+    /** 1: a 40-character secret (`Token <secret>`); 2: `nbt_<key>.<secret>` (NetBox 4.5+). */
+    version: integer("version").notNull().default(1),
+    /** v2 only: the 12-character public key that names the token (null for v1). */
+    key: text("key"),
+    /** SHA-256 of the token's secret, hex. The secret itself is never stored. */
     keyHash: text("key_hash").notNull(),
     /** Last four characters, so a user can tell tokens apart. */
     keyHint: text("key_hint").notNull(),
     description: text("description").notNull().default(""),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
     writeEnabled: integer("write_enabled", { mode: "boolean" }).notNull().default(true),
+    /** Networks (CIDR) the token may be used from; null or empty: anywhere. */
+    allowedIps: text("allowed_ips", { mode: "json" }).$type<string[]>(),
     expires: text("expires"),
     lastUsed: text("last_used"),
     ...timestamps,
   },
   (t) => [
     uniqueIndex("tokens_key_hash_uq").on(t.keyHash),
+    uniqueIndex("tokens_key_uq").on(t.key),
     index("tokens_user_idx").on(t.userId),
     idIndex("tokens", t),
   ],

@@ -11,7 +11,7 @@ import { addGuard } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
 import { hasPermission, requirePermission } from "../../core/auth/permissions";
-import { readJson } from "../../core/http";
+
 import { inTransaction, mountResource, readContext } from "../../core/rest/handlers";
 import type { Resource } from "../../core/rest/resource";
 import { customObjectTypes } from "../../db/schema";
@@ -32,6 +32,7 @@ import {
 } from "./schema/jobs";
 import { applySchemaLogged, asLongWrite } from "./schema/change-log";
 import { cotsAllowed } from "./schema/access";
+import { readSchemaBody, schemaAnswer } from "./schema/yaml-io";
 import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
@@ -207,6 +208,16 @@ export const customObjectsPlugin: HostPlugin = {
       APP_LABEL,
       async (model, ctx) => (await registry.bySlug(ctx.db, model))?.info ?? null,
     );
+    // Upstream's internal model name of a type (`table<id>model`) names its object type too.
+    services.objectTypes.addModelAlias(APP_LABEL, async (model, db) => {
+      const id = /^table(\d{1,15})model$/.exec(model)?.[1];
+      if (!id) return null;
+      const [row] = await db
+        .select({ objectTypeId: customObjectTypes.objectTypeId })
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes.id, Number(id)));
+      return row?.objectTypeId ?? null;
+    });
     services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
       const cached = guard ? registry.allGuarded() : null;
       if (cached) guard!(cached.guard);
@@ -301,15 +312,16 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
   app.post("/schema/preview", async (c) => {
     await requirePermission(c, "view", cotTarget);
     const ctx = readContext(c);
-    const body = await readJson(c);
-    return c.json(await previewSchema(ctx, body, await hiddenSlugs(ctx, c.var.auth)));
+    const body = await readSchemaBody(c);
+    return schemaAnswer(c, await previewSchema(ctx, body, await hiddenSlugs(ctx, c.var.auth)));
   });
   app.post("/schema/apply", async (c) => {
     await requirePermission(c, "add", cotTarget);
     await requirePermission(c, "change", cotTarget);
     if (wantsBackground(c)) return enqueueSchemaApply(c);
-    const request = readApplyRequest(await readJson(c), new URL(c.req.url).searchParams);
-    return c.json(
+    const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
+    return schemaAnswer(
+      c,
       await asLongWrite(c.var.services, () =>
         inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)),
       ),
@@ -342,10 +354,11 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
           `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`,
           "not_found",
         );
-      return c.json(await exportSchema(ctx, slugs));
+      return schemaAnswer(c, await exportSchema(ctx, slugs));
     }
-    if (visible.length === rows.length) return c.json(await exportSchema(ctx, null));
-    return c.json(
+    if (visible.length === rows.length) return schemaAnswer(c, await exportSchema(ctx, null));
+    return schemaAnswer(
+      c,
       visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] },
     );
   });

@@ -384,7 +384,8 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
   const types = schemaEnv(env);
   for (const f of model.fields) {
     const kind = fieldType(f.type);
-    record[f.name] = kind.readSchema(f, types);
+    // A flat field (coordinates) reads only as its parts; a write may still give the pair.
+    if (!kind.flat) record[f.name] = kind.readSchema(f, types);
     input[f.name] = kind.writeSchema(f, types);
     for (const part of kind.parts ?? []) {
       record[`${f.name}_${part}`] = {
@@ -393,7 +394,7 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
       };
       input[`${f.name}_${part}`] = {
         type: ["number", "string", "null"],
-        description: `Sets the ${part} of ${f.name} (instead of ${f.name}).`,
+        description: `Sets the ${part} of ${f.name} (the other half keeps its value).`,
       };
     }
     if (f.required && (f.default === null || f.default === undefined)) required.push(f.name);

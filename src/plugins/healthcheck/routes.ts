@@ -6,7 +6,7 @@ import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { HonoEnv, Services } from "../../core/context";
 import { authenticate } from "../../core/auth/middleware";
 import { isDraining } from "../../core/lifecycle";
-import { tokenFromHeader } from "../../core/auth/tokens";
+import { credentialFromHeader } from "../../core/auth/tokens";
 import * as v from "valibot";
 import { ApiError } from "../../core/errors";
 import { query, repeated } from "../../core/validate";
@@ -77,7 +77,7 @@ async function callerOf(
   c: Context<HonoEnv>,
   check: MiddlewareHandler<HonoEnv>,
 ): Promise<"anonymous" | "authenticated" | Response> {
-  if (tokenFromHeader(c.req.header("authorization")) === null) return "anonymous";
+  if (credentialFromHeader(c.req.header("authorization")) === null) return "anonymous";
   try {
     await check(c, async () => {});
   } catch (e) {

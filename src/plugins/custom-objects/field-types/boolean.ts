@@ -1,4 +1,8 @@
-/** `boolean`: stored as 0/1; `"true"`/`"false"` are accepted. Never unique. */
+/**
+ * `boolean`: stored as 0/1. Writes take what Django REST framework's BooleanField takes (as
+ * upstream): `true`/`false`, `1`/`0`, and the strings `"true"`, `"1"`, `"yes"`, `"on"`, `"t"`,
+ * `"y"` (and their false twins, in the case forms DRF lists). Never unique.
+ */
 import * as v from "valibot";
 import { columnFilter, describe, jsonOf, parseWith, requestValue } from "./base";
 import type { FieldTypeModule } from "./types";
@@ -7,7 +11,17 @@ const schema = v.pipe(
   v.boolean("Must be a valid boolean."),
   v.transform((b) => (b ? 1 : 0)),
 );
-const lenient = (raw: unknown) => (raw === "true" ? true : raw === "false" ? false : raw);
+// DRF's TRUE_VALUES / FALSE_VALUES.
+const spelled = (words: string[]) =>
+  new Set(words.flatMap((w) => [w, w.toUpperCase(), w[0]!.toUpperCase() + w.slice(1)]));
+const TRUE_WORDS = spelled(["t", "y", "yes", "true", "on", "1"]);
+const FALSE_WORDS = spelled(["f", "n", "no", "false", "off", "0"]);
+const lenient = (raw: unknown) =>
+  raw === 1 || (typeof raw === "string" && TRUE_WORDS.has(raw))
+    ? true
+    : raw === 0 || (typeof raw === "string" && FALSE_WORDS.has(raw))
+      ? false
+      : raw;
 
 export const boolean: FieldTypeModule = {
   name: "boolean",
@@ -36,5 +50,12 @@ export const boolean: FieldTypeModule = {
   },
   filters: columnFilter("boolean"),
   readSchema: (f) => ({ type: ["boolean", "null"], ...describe(f) }),
-  writeSchema: (f) => requestValue(f, jsonOf(schema)),
+  writeSchema: (f) =>
+    requestValue(f, {
+      anyOf: [
+        jsonOf(schema),
+        { type: "integer", enum: [0, 1] },
+        { type: "string", enum: [...TRUE_WORDS, ...FALSE_WORDS] },
+      ],
+    }),
 };

@@ -1,9 +1,10 @@
 /**
  * `coordinates`: a latitude/longitude pair (decimal degrees, at most 6 decimal places), as
- * NetBox keeps a site's position. The value is `{latitude, longitude}` (both set, or the field
- * is null); it is stored as that JSON object in one TEXT column. Filters: `<name>_latitude` and
- * `<name>_longitude` (numeric lookups), as upstream names them. Not unique, primary, defaulted,
- * sorted or searched (decision 0052).
+ * NetBox keeps a site's position. Read and written flat as upstream 0.7 does: `<name>_latitude`
+ * and `<name>_longitude` (both set, or both null), errors keyed by the half that is wrong
+ * (decision 0077); a write may still give the pair as `<name>: {latitude, longitude}`. Stored as
+ * that JSON object in one TEXT column. Filters: `<name>_latitude` and `<name>_longitude`
+ * (numeric lookups). Not unique, primary, defaulted, sorted or searched (decision 0052).
  */
 import { sql } from "drizzle-orm";
 import * as v from "valibot";
@@ -41,6 +42,24 @@ const pair = v.pipe(
   v.check((p) => (p.latitude == null) === (p.longitude == null), PAIR_MESSAGE),
 );
 
+const HALF_LIMITS: Record<string, number> = { latitude: 90, longitude: 180 };
+
+/** Each half checked on its own, then the pair: the missing half carries the pair message. */
+function partErrors(value: Record<string, unknown>): Record<string, string> | null {
+  const errors: Record<string, string> = {};
+  for (const [part, limit] of Object.entries(HALF_LIMITS)) {
+    const raw = value[part];
+    if (raw === null || raw === undefined) continue;
+    const r = v.safeParse(degrees(part, limit), raw);
+    if (!r.success) errors[part] = r.issues[0]!.message.replace(`${part}: `, "");
+  }
+  if (Object.keys(errors).length) return errors;
+  const [lat, lon] = [value.latitude ?? null, value.longitude ?? null];
+  if ((lat === null) !== (lon === null))
+    return { [lat === null ? "latitude" : "longitude"]: PAIR_MESSAGE };
+  return null;
+}
+
 const valueSchema: JsonSchema = {
   type: "object",
   properties: {
@@ -64,6 +83,8 @@ export const coordinates: FieldTypeModule = {
   takes: {},
   describeKind: "json",
   parts: ["latitude", "longitude"],
+  flat: true,
+  partErrors,
   fixedType: true,
   lossless: [],
   schema: () => pair as v.GenericSchema<unknown, unknown>,

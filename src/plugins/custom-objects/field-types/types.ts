@@ -90,6 +90,13 @@ export interface FieldTypeModule {
    * (a part left out keeps its stored value), as upstream spells them.
    */
   readonly parts?: readonly string[];
+  /**
+   * Read only as the parts (`<name>_<part>`), never as `<name>` (upstream's coordinates); a
+   * write's problems are keyed by the part that is wrong (`partErrors`).
+   */
+  readonly flat?: boolean;
+  /** Problems of a part-valued write, keyed by part (null when it is fine). */
+  readonly partErrors?: (value: Record<string, unknown>) => Record<string, string> | null;
   /** A field of this type never changes to another type, nor another field to it. */
   readonly fixedType?: boolean;
   /** Types a stored value always carries over to without loss (no count needed). */

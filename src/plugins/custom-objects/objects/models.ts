@@ -9,7 +9,7 @@ import type { Executor, Orm } from "../../../db/client";
 import { Reusable } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
-import type { Resource } from "../../../core/rest/resource";
+import type { FieldDescription, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
 import { valueColumn } from "../ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
@@ -66,11 +66,12 @@ function buildModel(
     load,
     loadPlan: read.loadPlan,
     ...writer(shape, read),
-    describe: fields.map((f) => ({
-      name: f.name,
-      kind: moduleOf.get(f)!.describeKind,
-      choiceSetId: f.choiceSetId ?? null,
-    })),
+    // A flat field (coordinates) is described by its parts, as it reads.
+    describe: fields.flatMap((f): FieldDescription[] => {
+      const m = moduleOf.get(f)!;
+      if (m.flat) return (m.parts ?? []).map((p) => ({ name: `${f.name}_${p}`, kind: "decimal" }));
+      return [{ name: f.name, kind: m.describeKind, choiceSetId: f.choiceSetId ?? null }];
+    }),
     tagged: true,
     relations: fields
       .filter((f) => storage(f) !== "column")

@@ -190,6 +190,7 @@ export function reader(shape: Shape): Reader {
         tags: tags.get(row.id) ?? [],
         ...ownerOf(row),
       };
+      const flatValues = new Map<string, unknown>();
       for (const { f, kind, m, idKey, typeKey, parts } of plan) {
         if (kind === "reference") {
           const id = row[idKey];
@@ -205,7 +206,9 @@ export function reader(shape: Shape): Reader {
           rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
         } else {
           const value = m.decode(row[f.name]);
-          rec[f.name] = value;
+          // A flat field (coordinates) reads only as its parts, as upstream's does.
+          if (m.flat) flatValues.set(f.name, value);
+          else rec[f.name] = value;
           for (const [part, key] of parts)
             rec[key] =
               value && typeof value === "object"
@@ -214,7 +217,9 @@ export function reader(shape: Shape): Reader {
         }
       }
       if (contextFields.length) {
-        const parts = contextFields.map((f) => displayText(rec[f.name])).filter(Boolean);
+        const parts = contextFields
+          .map((f) => displayText(flatValues.has(f.name) ? flatValues.get(f.name) : rec[f.name]))
+          .filter(Boolean);
         rec._context = parts.length ? { display: parts.join(", ") } : null;
       }
       if (cot.configContextEnabled) rec.local_context_data = parseJson(row[LOCAL_CONTEXT_COLUMN]);

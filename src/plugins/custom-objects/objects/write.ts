@@ -19,7 +19,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Orm } from "../../../db/client";
 import { executePositional, Reusable } from "../../../db/driver-internals";
 import { choiceSets, customObjectTypes } from "../../../db/schema";
-import { nowIso } from "../../../db/schema/common";
+import { editStamp, nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { viewableRefs } from "../../../core/auth/restrict";
@@ -188,6 +188,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     return out;
   }
 
+  const isObjectValue = (x: unknown) => !!x && typeof x === "object" && !Array.isArray(x);
   const partFields = fields.flatMap((f) => {
     const parts = moduleOf.get(f)!.parts;
     return parts ? [{ f, parts }] : [];
@@ -207,14 +208,23 @@ export function writer(shape: Shape, read: Reader): Writer {
   if (owned) reserved.add("owner");
   if (cot.configContextEnabled) reserved.add(LOCAL_CONTEXT_COLUMN);
 
-  /** `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`. */
-  function foldParts(input: ApiRecord, existing: Record<string, any> | null): ApiRecord {
+  /**
+   * `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`; a module with
+   * `partErrors` has its problems keyed by part (`<name>_latitude`), and the field then left out.
+   */
+  function foldParts(
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+    errors: ErrorCollector,
+  ): ApiRecord {
     let out = input;
     for (const { f, parts } of partFields) {
-      if (!parts.some((p) => Object.hasOwn(input, `${f.name}_${p}`))) continue;
+      const m = moduleOf.get(f)!;
+      const direct = Object.hasOwn(input, f.name);
+      if (!direct && !parts.some((p) => Object.hasOwn(input, `${f.name}_${p}`))) continue;
       if (out === input) out = { ...input };
-      const stored = existing ? moduleOf.get(f)!.decode(existing[f.name]) : null;
-      const given = Object.hasOwn(input, f.name) ? input[f.name] : stored;
+      const stored = existing ? m.decode(existing[f.name]) : null;
+      const given = direct ? input[f.name] : stored;
       const value: Record<string, unknown> = {};
       for (const p of parts) {
         const key = `${f.name}_${p}`;
@@ -224,6 +234,13 @@ export function writer(shape: Shape, read: Reader): Writer {
             ? ((given as Record<string, unknown>)[p] ?? null)
             : null;
         delete out[key];
+      }
+      const problems =
+        m.partErrors && (!direct || isObjectValue(given)) ? m.partErrors(value) : null;
+      if (problems) {
+        for (const [p, message] of Object.entries(problems)) errors.add(`${f.name}_${p}`, message);
+        delete out[f.name];
+        continue;
       }
       out[f.name] = parts.every((p) => value[p] === null || value[p] === undefined) ? null : value;
     }
@@ -261,7 +278,7 @@ export function writer(shape: Shape, read: Reader): Writer {
     const values: Record<string, unknown> = Object.create(null);
     const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
     let tagIds: number[] | null = null;
-    input = foldParts(input, existing);
+    input = foldParts(input, existing, errors);
     if (owned) await writeOwner(ctx, shape, input, values, errors);
     // Config context data (upstream): a JSON object or null, on types that opted in.
     if (cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
@@ -694,7 +711,7 @@ export function writer(shape: Shape, read: Reader): Writer {
       // named like a prototype key (`constructor`, stored before such names were reserved)
       // would be "set" to the inherited function.
       const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
-      assignments.push(sql`"last_updated" = ${nowIso()}`);
+      assignments.push(sql`"last_updated" = ${editStamp()}`);
       await uniqueChecked(() =>
         ctx.db.run(
           sql`UPDATE ${ident(tableName(cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`,

@@ -41,7 +41,7 @@ interface FieldChange {
   db_name: string;
   schema_def: Record<string, unknown>;
   changed_attrs?: Record<string, [unknown, unknown]>;
-  /** True when applying this change loses or rejects data on live rows (see `destructive_changes`). */
+  /** True when the change is gated: a removal, or one that loses or rejects data on live rows. */
   destructive: boolean;
 }
 
@@ -306,22 +306,22 @@ async function diffType(
   for (const [schemaId, c] of existing.canonical) {
     if (t.fields.some((f) => f.id === schemaId)) continue;
     if (removedIds.has(schemaId)) {
-      // A removal from an empty column loses nothing and is not gated.
+      // Every removal is gated, empty or not (the seed's rule, decision 0075); the count says
+      // what it would take.
       const row = existing.fields.find((x) => x.schemaId === schemaId)!;
       const values = await countValues(db, existing.cot.id, row);
-      if (values)
-        gate(
-          c.name,
-          "field_removed",
-          values,
-          `removing "${c.name}" takes the values of ${values} row(s)`,
-        );
+      gate(
+        c.name,
+        "field_removed",
+        values,
+        `removing "${c.name}" takes the values of ${values} row(s)`,
+      );
       removes.push({
         op: "remove",
         schema_id: schemaId,
         db_name: c.name,
         schema_def: entryFromCanonical(c),
-        destructive: values > 0,
+        destructive: true,
       });
     } else {
       diff.warnings.push(
@@ -380,26 +380,25 @@ export async function diffDocument(
       is_new: false,
       removed: true,
       has_changes: true,
-      has_destructive_changes: rows > 0,
+      // A type removal is always gated, empty or not (decision 0075).
+      has_destructive_changes: true,
       cot_changes: {},
       field_changes: [...existing.canonical.values()].map((c) => ({
         op: "remove" as const,
         schema_id: c.id,
         db_name: c.name,
         schema_def: entryFromCanonical(c),
-        destructive: rows > 0,
+        destructive: true,
       })),
-      destructive_changes: rows
-        ? [
-            {
-              slug: r.slug,
-              field: null,
-              reason: "type_removed" as const,
-              rows,
-              detail: `removing type "${r.slug}" takes its ${rows} row(s)`,
-            },
-          ]
-        : [],
+      destructive_changes: [
+        {
+          slug: r.slug,
+          field: null,
+          reason: "type_removed" as const,
+          rows,
+          detail: `removing type "${r.slug}" takes its ${rows} row(s)`,
+        },
+      ],
       warnings: [],
     });
     state.set(r.slug, existing);

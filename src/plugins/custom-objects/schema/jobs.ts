@@ -9,7 +9,8 @@ import { jobs, users } from "../../../db/schema";
 import { codename, loadGrants } from "../../../core/auth/permissions";
 import type { AuthState, Ctx, Services } from "../../../core/context";
 import { ApiError } from "../../../core/errors";
-import { baseUrlOf, readJson } from "../../../core/http";
+import { baseUrlOf } from "../../../core/http";
+import { readSchemaBody } from "./yaml-io";
 import { recordUrl } from "../../../core/models/define";
 import { writeTransaction } from "../../../core/rest/handlers";
 import { parseBool } from "../../../core/rest/query";
@@ -39,7 +40,7 @@ export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
       "Background applies need the tasks Redis (REDIS_TASKS_URL); apply without background=true.",
       "tasks_unavailable",
     );
-  const body = await readJson(c);
+  const body = await readSchemaBody(c);
   const query = new URL(c.req.url).searchParams;
   query.delete("background");
   const baseUrl = baseUrlOf(c);
