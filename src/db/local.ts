@@ -21,7 +21,8 @@ import type { Queries, Results } from "./client";
 import type { Client, InArgs, InStatement } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import * as schema from "./schema";
-import { FileHealth, trackFile } from "./health";
+import { FileHealth } from "./file-health";
+import { trackFile } from "./health";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
