@@ -53,26 +53,34 @@ async function traced(
   fn: () => Promise<unknown>,
 ): Promise<Array<{ sql: string; args: unknown[] }>> {
   const c = t.deps.db.client as any;
-  const orig = c.execute;
+  const orig = { execute: c.execute, batch: c.batch };
   const seen: Array<{ sql: string; args: unknown[] }> = [];
-  c.execute = (stmt: any, args?: any) => {
+  const note = (stmt: any, args?: any) =>
     seen.push(
       typeof stmt === "string"
         ? { sql: stmt, args: args ?? [] }
         : { sql: stmt.sql, args: stmt.args ?? [] },
     );
-    return orig.call(c, stmt, args);
+  c.execute = (stmt: any, args?: any) => {
+    note(stmt, args);
+    return orig.execute.call(c, stmt, args);
+  };
+  // A request's reads travel as one batch (decision 0085).
+  c.batch = (stmts: any[], mode?: any) => {
+    for (const s of stmts) note(s);
+    return orig.batch.call(c, stmts, mode);
   };
   try {
     await fn();
   } finally {
-    c.execute = orig;
+    Object.assign(c, orig);
   }
   return seen;
 }
 
 beforeAll(async () => {
-  t = await makeTestApp();
+  // No read pool: every statement goes through the one client the tracer watches.
+  t = await makeTestApp({ DATABASE_READ_POOL: "0" });
   const cot = await makeCot(t, "anchored");
   await addField(t, cot.id, { name: "name", type: "text", primary: true });
   await addField(t, cot.id, { name: "n", type: "integer" });
