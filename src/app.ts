@@ -2,6 +2,7 @@
  * `createApp(deps)`: the one factory. Bun (`server.ts`), Workers (`worker.ts`) and the tests
  * build their dependencies and call it; it mounts the core API and the enabled plugins.
  */
+import { errorBody } from "./api-error";
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
 import { getPath } from "hono/utils/url";
@@ -218,7 +219,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.use("*", answerMethodNotAllowed(app));
 
   app.onError(errorHandler(services));
-  app.notFound((c) => c.json({ detail: "Not found.", error: "not_found" }, 404));
+  app.notFound((c) => c.json(errorBody("not_found", "Not found."), 404));
 
   const api = new Hono<HonoEnv>();
   api.use(

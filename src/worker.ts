@@ -2,6 +2,7 @@
  * Cloudflare Workers entry: settings from the env bindings (`[vars]` and secrets), libSQL over
  * HTTP (`@libsql/client/web`), Upstash Redis over fetch and Workers KV, then the same `createApp`.
  */
+import { errorBody } from "./api-error";
 import { createClient } from "@libsql/client/web";
 import type { ExecutionContext } from "hono";
 import { createApp, servicesOf, type App } from "./app";
@@ -117,14 +118,14 @@ function startupFailure(
   }
   if (database) {
     const detail = redact(`The database is unavailable: ${database.reason}.`);
-    return Response.json(
-      { detail, error: "database_unavailable" },
-      { status: 503, headers: { ...headers, "retry-after": "5" } },
-    );
+    return Response.json(errorBody("database_unavailable", detail), {
+      status: 503,
+      headers: { ...headers, "retry-after": "5" },
+    });
   }
   const detail =
     error instanceof ConfigError ? redact(error.message) : "The service could not start.";
-  return Response.json({ detail, error: "startup_failed" }, { status: 500, headers });
+  return Response.json(errorBody("startup_failed", detail), { status: 500, headers });
 }
 
 function databaseFailure(env: WorkerEnv, error: unknown) {

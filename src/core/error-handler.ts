@@ -3,6 +3,7 @@
  * database's busy, storage and constraint failures as their 4xx/5xx, anything else a logged 500
  * that names no value. The app's `onError`.
  */
+import { errorBody } from "../api-error";
 import type { ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { DatabaseBusyError, isBusyError } from "../db/client";
@@ -57,10 +58,7 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
     // A read that raced a schema change (a column renamed under it): retryable, not a 500.
     if (schemaChangedUnder(err)) {
       return c.json(
-        {
-          detail: "The object type changed while this request ran; retry it.",
-          error: "schema_changed",
-        },
+        errorBody("schema_changed", "The object type changed while this request ran; retry it."),
         409,
       );
     }
@@ -93,7 +91,7 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
       ...(cause ? { cause: String(cause) } : {}),
     });
     return c.json(
-      { detail: "Internal server error.", error: "internal_error", request_id: c.var.requestId },
+      errorBody("internal_error", "Internal server error.", { request_id: c.var.requestId }),
       500,
     );
   };

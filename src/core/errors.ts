@@ -2,32 +2,12 @@
  * The one error type of the API and the §4 shapes: validation 400s are DRF-shaped
  * `{field: [messages]}`, everything else `{detail}` plus an optional machine `error` code.
  */
-import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { ApiError } from "../api-error";
+
+export { ApiError } from "../api-error";
 
 export interface FieldErrors {
   [field: string]: string[] | FieldErrors | FieldErrors[];
-}
-
-export class ApiError extends HTTPException {
-  constructor(
-    readonly statusCode: ContentfulStatusCode,
-    readonly body: Record<string, unknown> | unknown[],
-    readonly headers: Record<string, string> = {},
-  ) {
-    const detail =
-      !Array.isArray(body) && typeof body.detail === "string" ? body.detail : "request failed";
-    super(statusCode, { message: detail });
-  }
-  /** @example throw ApiError.detail(409, "Unable to delete", "protected") */
-  static detail(
-    status: ContentfulStatusCode,
-    detail: string,
-    error?: string,
-    extra: Record<string, unknown> = {},
-  ) {
-    return new ApiError(status, { detail, ...(error ? { error } : {}), ...extra });
-  }
 }
 
 /** A 400 keyed by field name; `non_field_errors` for the rest. */

@@ -4,6 +4,7 @@
  * 404 (no route for the method); a handler's 404 (an unknown id or slug) stays a 404, and so does
  * everything auth refused before routing.
  */
+import { errorBody } from "../api-error";
 import type { Hono, MiddlewareHandler } from "hono";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import type { HonoEnv } from "./context";
@@ -12,10 +13,8 @@ export function answerMethodNotAllowed(app: Hono<HonoEnv>): MiddlewareHandler<Ho
   return methodNotAllowed({
     app,
     onMethodNotAllowed: (c, methods) =>
-      c.json(
-        { detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" },
-        405,
-        { Allow: methods.join(", ") },
-      ),
+      c.json(errorBody("method_not_allowed", `Method "${c.req.method}" not allowed.`), 405, {
+        Allow: methods.join(", "),
+      }),
   }) as MiddlewareHandler<HonoEnv>;
 }

@@ -32,7 +32,7 @@ import type { InValue } from "@libsql/client";
 import type { BatchItem, BatchResponse } from "drizzle-orm/batch";
 import { sql } from "drizzle-orm";
 import type { LibSQLDatabase } from "drizzle-orm/libsql";
-import { ApiError } from "../core/errors";
+import { ApiError } from "../api-error";
 import type * as schema from "./schema";
 
 export type Orm = LibSQLDatabase<typeof schema>;

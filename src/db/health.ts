@@ -6,7 +6,7 @@
  * they end. `probeWrite` is the write the check makes on any database.
  */
 import { sql } from "drizzle-orm";
-import { ApiError } from "../core/errors";
+import { ApiError } from "../api-error";
 import type { Database } from "./client";
 import type { FileHealth } from "./file-health";
 

@@ -4,7 +4,7 @@
  * or 503 with a code naming the fault and `Retry-After`, never 500, and writes come back by
  * themselves once the fault is gone.
  */
-import { ApiError } from "../core/errors";
+import { ApiError, type ErrorCode } from "../api-error";
 
 export type StorageFault = "full" | "io" | "read_only" | "damaged";
 
@@ -58,7 +58,7 @@ export function storageFaultOf(error: unknown): StorageFault | null {
 
 const ANSWERS: Record<
   StorageFault,
-  { status: 503 | 507; error: string; detail: string; retry: number }
+  { status: 503 | 507; error: ErrorCode; detail: string; retry: number }
 > = {
   full: {
     status: 507,

@@ -6,6 +6,7 @@
  * (graphql-armor), rows by page size and bytes by the response budget (decision 0068); a request
  * over a limit gets a GraphQL error, never a 500 or a hang.
  */
+import { errorBody } from "../api-error";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
@@ -225,11 +226,9 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
     return answer;
   });
   app.all("/", () => {
-    throw new ApiError(
-      405,
-      { detail: "Method not allowed.", error: "method_not_allowed" },
-      { Allow: "GET, POST, HEAD" },
-    );
+    throw new ApiError(405, errorBody("method_not_allowed", "Method not allowed."), {
+      Allow: "GET, POST, HEAD",
+    });
   });
   return app;
 }

@@ -4,6 +4,7 @@
  * token's row and its user's grants are one read, cached per app only while provably current
  * (decision 0085).
  */
+import { errorBody } from "../../api-error";
 import { eq, sql } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
@@ -259,7 +260,7 @@ export function authenticate(
     if (!options.again) {
       // a route that settles its own guards failed before it could: ask for the request again
       c.res = c.json(
-        { detail: "Credentials changed while this request ran; retry it.", error: "retry" },
+        errorBody("retry", "Credentials changed while this request ran; retry it."),
         503,
         { "Retry-After": "0" },
       );

@@ -2,6 +2,7 @@
  * The §4 REST verbs written once: list/retrieve, single and bulk create/update/delete
  * (all-or-nothing), with permission checks, for any `Resource`.
  */
+import { errorBody } from "../../api-error";
 import { and, asc, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Hono } from "hono";
@@ -607,7 +608,7 @@ export function mountResource(
     await resolve(c); // an unknown custom object slug is a 404 before it is a 405
     throw new ApiError(
       405,
-      { detail: `Method "${c.req.method}" not allowed.`, error: "method_not_allowed" },
+      errorBody("method_not_allowed", `Method "${c.req.method}" not allowed.`),
       { Allow: allowed },
     );
   };

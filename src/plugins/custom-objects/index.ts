@@ -2,6 +2,7 @@
  * The custom objects plugin (§5): user-defined object types with a REST endpoint each, their
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
+import { errorBody } from "../../api-error";
 import { asc, eq } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
@@ -175,11 +176,7 @@ async function hiddenSlugs(
 }
 
 const methodNotAllowed = (allow: string) => () => {
-  throw new ApiError(
-    405,
-    { detail: "Method not allowed.", error: "method_not_allowed" },
-    { Allow: allow },
-  );
+  throw new ApiError(405, errorBody("method_not_allowed", "Method not allowed."), { Allow: allow });
 };
 
 export const customObjectsPlugin: HostPlugin = {

@@ -2,6 +2,7 @@
  * HTTP side of the plugin: `/plugins/host_healthcheck_plugin/healthcheck/` (HTML, JSON, health+json)
  * and the probes `/livez` and `/readyz` at the app root.
  */
+import { errorBody } from "../../api-error";
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { HonoEnv, Services } from "../../core/context";
 import { authenticate } from "../../core/auth/middleware";
@@ -131,7 +132,7 @@ function selectionFor(
   let checks = runner.settings.checks;
   if (group !== undefined) {
     const members = runner.settings.groups.get(group);
-    if (!members) return c.json({ detail: "Not found.", error: "not_found" }, 404);
+    if (!members) return c.json(errorBody("not_found", "Not found."), 404);
     checks = members;
   }
   const excluded = (c.req.valid as (t: "query") => HealthQuery)("query").exclude ?? [];
