@@ -470,6 +470,15 @@ export async function validateCot(
       key !== "object_type"
     )
       errors.add(key, "Unknown field.");
+  const draft = cotDraft(input, existing);
+  checkCotAttributes(draft, input, existing, partial, errors);
+  if (errors.empty) await checkCotUnique(ctx, draft, existing, errors);
+  errors.throwIfAny();
+  return draft;
+}
+
+/** The stored type (or the empty one) with the request's attributes over it. */
+function cotDraft(input: Record<string, unknown>, existing: CotRow | null): CotDraft {
   const draft: CotDraft = existing
     ? {
         name: existing.name,
@@ -497,6 +506,17 @@ export async function validateCot(
       };
   for (const [api, prop] of Object.entries(COT_SIMPLE))
     if (has(input, api)) (draft as any)[prop] = input[api];
+  return draft;
+}
+
+/** The attributes' own rules: required, names and slugs, lengths, version, config context. */
+function checkCotAttributes(
+  draft: CotDraft,
+  input: Record<string, unknown>,
+  existing: CotRow | null,
+  partial: boolean,
+  errors: ErrorCollector,
+): void {
   if (!existing || !partial) {
     for (const req of ["name", "slug"])
       if (!has(input, req) && !existing) errors.add(req, "This field is required.");
@@ -539,20 +559,25 @@ export async function validateCot(
   ) {
     errors.add("schema_document", "Must be a JSON object or null.");
   }
-  if (errors.empty) {
-    for (const [prop, api] of [
-      ["slug", "slug"],
-      ["name", "name"],
-    ] as const) {
-      const [clash] = await ctx.db
-        .select({ id: customObjectTypes.id })
-        .from(customObjectTypes)
-        .where(eq(customObjectTypes[prop], draft[prop] as string))
-        .limit(1);
-      if (clash && clash.id !== existing?.id)
-        errors.add(api, `custom object type with this ${api} already exists.`);
-    }
+}
+
+/** The slug and the name are each unique among the custom object types. */
+async function checkCotUnique(
+  ctx: WriteContext,
+  draft: CotDraft,
+  existing: CotRow | null,
+  errors: ErrorCollector,
+): Promise<void> {
+  for (const [prop, api] of [
+    ["slug", "slug"],
+    ["name", "name"],
+  ] as const) {
+    const [clash] = await ctx.db
+      .select({ id: customObjectTypes.id })
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes[prop], draft[prop] as string))
+      .limit(1);
+    if (clash && clash.id !== existing?.id)
+      errors.add(api, `custom object type with this ${api} already exists.`);
   }
-  errors.throwIfAny();
-  return draft;
 }
