@@ -298,24 +298,32 @@ async function readDocument(file: string | undefined, io: CliIo): Promise<unknow
   }
 }
 
+const SCHEMA_OPTIONS = {
+  slug: { type: "string", multiple: true },
+  "allow-destructive": { type: "boolean", default: false },
+  purge: { type: "boolean", default: false },
+  plan: { type: "string" },
+  url: { type: "string" },
+  token: { type: "string" },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+type SchemaValues = ReturnType<typeof parseArgs<{ options: typeof SCHEMA_OPTIONS }>>["values"];
+
+/** What a subcommand runs with: its options, the API client, the output and the colours. */
+interface SchemaRun {
+  values: SchemaValues;
+  client: ApiClient;
+  io: CliIo;
+  color: boolean;
+}
+
 /** Runs `schema <subcommand> …`; returns the exit code. */
 export async function schemaCommand(argv: string[], io: CliIo = processIo()): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        slug: { type: "string", multiple: true },
-        "allow-destructive": { type: "boolean", default: false },
-        purge: { type: "boolean", default: false },
-        plan: { type: "string" },
-        url: { type: "string" },
-        token: { type: "string" },
-        json: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-      },
-      allowPositionals: true,
-    });
+    parsed = parseArgs({ args: argv, options: SCHEMA_OPTIONS, allowPositionals: true });
   } catch (e) {
     await io.err(`${(e as Error).message}\n${SCHEMA_USAGE}\n`);
     return 1;
@@ -349,91 +357,12 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
     client = values.url
       ? remoteClient(values.url, values.token ?? io.env.HOST_TOKEN)
       : await localClient(io.env, io);
-
-    if (sub === "export") {
-      const query = new URLSearchParams();
-      for (const s of values.slug ?? []) query.append("slug", s);
-      const answer = await client.call("GET", `${API}/export/${query.size ? `?${query}` : ""}`);
-      if (answer.status !== 200) return fail(io, answer);
-      await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
-      return 0;
-    }
-
-    if (sub === "trash") {
-      const query = values.slug?.length ? `?slug=${encodeURIComponent(values.slug[0]!)}` : "";
-      const answer = await client.call("GET", `${API}/trash/${query}`);
-      if (answer.status !== 200) return fail(io, answer);
-      if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
-      else await io.out(`${renderTrash(answer.body.results)}\n`);
-      return 0;
-    }
-
-    if (sub === "restore") {
-      const answer = await client.call("POST", `${API}/trash/${file}/restore/`);
-      if (answer.status !== 200) return fail(io, answer);
-      const r = answer.body.restored;
-      await io.out(
-        values.json
-          ? `${JSON.stringify(answer.body, null, 2)}\n`
-          : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`,
-      );
-      return 0;
-    }
-
-    if (sub === "preview") {
-      const answer = await client.call("POST", `${API}/preview/`, { schema: document });
-      if (answer.status !== 200) return fail(io, answer);
-      await io.out(
-        values.json
-          ? `${JSON.stringify(answer.body, null, 2)}\n`
-          : renderDiffs(answer.body.diffs, color),
-      );
-      return 0;
-    }
-
-    const request: Record<string, unknown> = {
-      schema: document,
-      allow_destructive: values["allow-destructive"],
-    };
-    if (values.purge) request.purge = true;
-    if (values.plan) request.plan_id = values.plan;
-    const answer = await withProgress(io, "applying", () =>
-      client!.call("POST", `${API}/apply/`, request),
-    );
-    if (answer.status === 200) {
-      const diffs = answer.body.diffs as TypeDiff[];
-      const changed = diffs.some((d) => d.has_changes);
-      if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
-      else
-        await io.out(
-          renderDiffs(diffs, color) +
-            (changed ? painter(color)(GREEN, "Applied.") : "No changes.") +
-            "\n",
-        );
-      return 0;
-    }
-    if (answer.status === 409 && answer.body?.error === "destructive_changes") {
-      // Show what would have happened, then refuse.
-      const preview = await client.call("POST", `${API}/preview/`, { schema: document });
-      if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
-      else if (preview.status === 200) await io.out(renderDiffs(preview.body.diffs, color));
-      const slugs = (answer.body.destructive_slugs as string[] | undefined)?.join(", ") ?? "";
-      const entries = (answer.body.destructive_changes ?? []) as Array<{
-        slug: string;
-        field: string | null;
-        reason: string;
-        rows: number;
-      }>;
-      for (const g of entries)
-        await io.err(
-          `  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows} row${g.rows === 1 ? "" : "s"})\n`,
-        );
-      await io.err(
-        `refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them (removed data goes to the trash unless --purge).\n`,
-      );
-      return 2;
-    }
-    return fail(io, answer);
+    const run: SchemaRun = { values, client, io, color };
+    if (sub === "export") return await exportSchema(run);
+    if (sub === "trash") return await listTrash(run);
+    if (sub === "restore") return await restoreFromTrash(run, file!);
+    if (sub === "preview") return await previewSchema(run, document);
+    return await applySchema(run, document);
   } catch (e) {
     if (e instanceof CliError) {
       await io.err(`error: ${e.message}\n`);
@@ -443,6 +372,110 @@ export async function schemaCommand(argv: string[], io: CliIo = processIo()): Pr
   } finally {
     await client?.close();
   }
+}
+
+/** `schema export`: the schema document of every (or the named) custom object type. */
+async function exportSchema({ values, client, io }: SchemaRun): Promise<number> {
+  const query = new URLSearchParams();
+  for (const s of values.slug ?? []) query.append("slug", s);
+  const answer = await client.call("GET", `${API}/export/${query.size ? `?${query}` : ""}`);
+  if (answer.status !== 200) return fail(io, answer);
+  await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
+  return 0;
+}
+
+/** `schema trash`: what the trash holds, as a table or JSON. */
+async function listTrash({ values, client, io }: SchemaRun): Promise<number> {
+  const query = values.slug?.length ? `?slug=${encodeURIComponent(values.slug[0]!)}` : "";
+  const answer = await client.call("GET", `${API}/trash/${query}`);
+  if (answer.status !== 200) return fail(io, answer);
+  if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
+  else await io.out(`${renderTrash(answer.body.results)}\n`);
+  return 0;
+}
+
+/** `schema restore <id>`: a trashed type or field back with its rows. */
+async function restoreFromTrash({ values, client, io }: SchemaRun, file: string): Promise<number> {
+  const answer = await client.call("POST", `${API}/trash/${file}/restore/`);
+  if (answer.status !== 200) return fail(io, answer);
+  const r = answer.body.restored;
+  await io.out(
+    values.json
+      ? `${JSON.stringify(answer.body, null, 2)}\n`
+      : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`,
+  );
+  return 0;
+}
+
+/** `schema preview <file>`: the changes applying the document would make. */
+async function previewSchema(
+  { values, client, io, color }: SchemaRun,
+  document: unknown,
+): Promise<number> {
+  const answer = await client.call("POST", `${API}/preview/`, { schema: document });
+  if (answer.status !== 200) return fail(io, answer);
+  await io.out(
+    values.json
+      ? `${JSON.stringify(answer.body, null, 2)}\n`
+      : renderDiffs(answer.body.diffs, color),
+  );
+  return 0;
+}
+
+/** `schema apply <file>`: applies the document; destructive changes need --allow-destructive. */
+async function applySchema(run: SchemaRun, document: unknown): Promise<number> {
+  const { values, client, io, color } = run;
+  const request: Record<string, unknown> = {
+    schema: document,
+    allow_destructive: values["allow-destructive"],
+  };
+  if (values.purge) request.purge = true;
+  if (values.plan) request.plan_id = values.plan;
+  const answer = await withProgress(io, "applying", () =>
+    client.call("POST", `${API}/apply/`, request),
+  );
+  if (answer.status === 200) {
+    const diffs = answer.body.diffs as TypeDiff[];
+    const changed = diffs.some((d) => d.has_changes);
+    if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
+    else
+      await io.out(
+        renderDiffs(diffs, color) +
+          (changed ? painter(color)(GREEN, "Applied.") : "No changes.") +
+          "\n",
+      );
+    return 0;
+  }
+  if (answer.status === 409 && answer.body?.error === "destructive_changes")
+    return refuseDestructive(run, document, answer);
+  return fail(io, answer);
+}
+
+/** Shows what a refused apply would have done and what it would destroy; exit code 2. */
+async function refuseDestructive(
+  { values, client, io, color }: SchemaRun,
+  document: unknown,
+  answer: Awaited<ReturnType<ApiClient["call"]>>,
+): Promise<number> {
+  // Show what would have happened, then refuse.
+  const preview = await client.call("POST", `${API}/preview/`, { schema: document });
+  if (values.json) await io.out(`${JSON.stringify(answer.body, null, 2)}\n`);
+  else if (preview.status === 200) await io.out(renderDiffs(preview.body.diffs, color));
+  const slugs = (answer.body.destructive_slugs as string[] | undefined)?.join(", ") ?? "";
+  const entries = (answer.body.destructive_changes ?? []) as Array<{
+    slug: string;
+    field: string | null;
+    reason: string;
+    rows: number;
+  }>;
+  for (const g of entries)
+    await io.err(
+      `  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows} row${g.rows === 1 ? "" : "s"})\n`,
+    );
+  await io.err(
+    `refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them (removed data goes to the trash unless --purge).\n`,
+  );
+  return 2;
 }
 
 /** The trash as a table: id, what, rows, until when. */

@@ -64,6 +64,92 @@ const mayWrite = (sql: string) =>
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */
+async function retryBusy<R>(options: SerializeOptions, attempt: () => Promise<R>): Promise<R> {
+  const bound = options.busyTimeoutMs;
+  if (bound === undefined) return attempt();
+  const deadline = performance.now() + bound;
+  for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (!isBusyError(e) || e instanceof DatabaseBusyError) throw e;
+      const left = deadline - performance.now();
+      if (left <= 0) throw new DatabaseBusyError();
+      const released = options.lockReleased?.();
+      await (released ? Promise.race([released, sleep(left)]) : sleep(Math.min(delay, left)));
+    }
+  }
+}
+
+/** One statement (the caller holds the lock); a write runs in a transaction of its own. */
+async function executeOne(
+  inner: Client,
+  options: SerializeOptions,
+  stmt: InStatement | string,
+  args?: InArgs,
+): Promise<ResultSet> {
+  if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql))
+    return (
+      args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)
+    ) as Promise<ResultSet>;
+  // If another connection holds the lock, SQLite refuses the BEGIN IMMEDIATE, which leaves
+  // nothing behind (see statement-cache.ts).
+  const tx = await inner.transaction("write");
+  try {
+    const result = await (args === undefined
+      ? tx.execute(stmt as InStatement)
+      : tx.execute({ sql: stmt as string, args }));
+    await tx.commit();
+    afterCommit(options);
+    return result;
+  } finally {
+    tx.close();
+  }
+}
+
+/** A transaction that gives the client's lock back (once) when it commits, rolls back or closes. */
+function lockHeldTransaction(
+  tx: Transaction,
+  release: () => void,
+  options: SerializeOptions,
+): Transaction {
+  let settled = false;
+  const settle = () => {
+    if (!settled) {
+      settled = true;
+      release();
+    }
+  };
+  return {
+    execute: ((stmt: InStatement) => tx.execute(stmt)) as Transaction["execute"],
+    batch: (stmts: InStatement[]) => tx.batch(stmts),
+    executeMultiple: (sql: string) => tx.executeMultiple(sql),
+    async commit() {
+      try {
+        await tx.commit();
+      } finally {
+        settle();
+      }
+      afterCommit(options);
+    },
+    async rollback() {
+      try {
+        await tx.rollback();
+      } finally {
+        settle();
+      }
+    },
+    close() {
+      tx.close();
+      settle();
+    },
+    get closed() {
+      return tx.closed;
+    },
+  };
+}
+
 /**
  * Serialises every call on a single-connection local client. `@libsql/client` refuses calls
  * (TRANSACTION_ACTIVE) while its only connection is held by a transaction, and opening more
@@ -77,28 +163,11 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
       throw new Error(INSIDE_TRANSACTION);
     }
   };
-  /** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */
-  const retryBusy = async <R>(attempt: () => Promise<R>): Promise<R> => {
-    const bound = options.busyTimeoutMs;
-    if (bound === undefined) return attempt();
-    const deadline = performance.now() + bound;
-    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
-      try {
-        return await attempt();
-      } catch (e) {
-        if (!isBusyError(e) || e instanceof DatabaseBusyError) throw e;
-        const left = deadline - performance.now();
-        if (left <= 0) throw new DatabaseBusyError();
-        const released = options.lockReleased?.();
-        await (released ? Promise.race([released, sleep(left)]) : sleep(Math.min(delay, left)));
-      }
-    }
-  };
   const guarded =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
       refuseInsideTransaction();
-      return retryBusy(async () => {
+      return retryBusy(options, async () => {
         const release = await lock.acquire();
         try {
           return await fn(...args);
@@ -107,30 +176,9 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
         }
       });
     };
-  const run = (stmt: InStatement | string, args?: InArgs) =>
-    (args === undefined
-      ? inner.execute(stmt as InStatement)
-      : inner.execute(stmt as string, args)) as Promise<ResultSet>;
-  const execute = guarded(async (stmt: InStatement | string, args?: InArgs) => {
-    if (
-      options.busyTimeoutMs === undefined ||
-      !mayWrite(typeof stmt === "string" ? stmt : stmt.sql)
-    )
-      return run(stmt, args);
-    // A write on its own runs in a transaction of its own: if another connection holds the
-    // lock, SQLite refuses the BEGIN IMMEDIATE, which leaves nothing behind (see statement-cache.ts).
-    const tx = await inner.transaction("write");
-    try {
-      const result = await (args === undefined
-        ? tx.execute(stmt as InStatement)
-        : tx.execute({ sql: stmt as string, args }));
-      await tx.commit();
-      afterCommit(options);
-      return result;
-    } finally {
-      tx.close();
-    }
-  }) as Client["execute"];
+  const execute = guarded((stmt: InStatement | string, args?: InArgs) =>
+    executeOne(inner, options, stmt, args),
+  ) as Client["execute"];
   const wrapper: Client = {
     execute,
     // A batch is one write transaction (`Database.write`): BEGIN IMMEDIATE, so a lock held by
@@ -149,7 +197,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
       refuseInsideTransaction();
       const other = options.elsewhere?.(mode);
       if (other) return other;
-      const { tx, release } = await retryBusy(async () => {
+      const { tx, release } = await retryBusy(options, async () => {
         const release = await lock.acquire();
         try {
           return { tx: await inner.transaction(mode), release };
@@ -158,40 +206,7 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
           throw e;
         }
       });
-      let settled = false;
-      const settle = () => {
-        if (!settled) {
-          settled = true;
-          release();
-        }
-      };
-      return {
-        execute: ((stmt: InStatement) => tx.execute(stmt)) as Transaction["execute"],
-        batch: (stmts: InStatement[]) => tx.batch(stmts),
-        executeMultiple: (sql: string) => tx.executeMultiple(sql),
-        async commit() {
-          try {
-            await tx.commit();
-          } finally {
-            settle();
-          }
-          afterCommit(options);
-        },
-        async rollback() {
-          try {
-            await tx.rollback();
-          } finally {
-            settle();
-          }
-        },
-        close() {
-          tx.close();
-          settle();
-        },
-        get closed() {
-          return tx.closed;
-        },
-      };
+      return lockHeldTransaction(tx, release, options);
     },
     close: () => inner.close(),
     reconnect: () => inner.reconnect(),

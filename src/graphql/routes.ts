@@ -55,67 +55,89 @@ interface ServerContext {
   graphql: GraphQLContext;
 }
 
-export function graphqlRoutes(services: Services): Hono<HonoEnv> {
-  const cache = new Map<string, GraphQLSchema>();
+/** The host models GraphQL serves (those registered statically; a disabled plugin's are absent). */
+function hostEntriesOf(services: Services): Entry[] {
   const hostEntries: Entry[] = [];
   for (const [label, names] of Object.entries(HOST_NAMES)) {
     const [app, model] = label.split(".") as [string, string];
-    // host models are registered statically; a disabled plugin's would simply be absent
     const info = services.models
       .staticModels()
       .find((m) => m.appLabel === app && m.model === model);
     if (info?.resource)
       hostEntries.push({ label, resource: info.resource, field: names.field, type: names.type });
   }
+  return hostEntries;
+}
 
-  /**
-   * The caller's schema: their visible models, cached by shape signature and visible set. Where
-   * there is no change stamp, the signature comes from the registry's cache under a guard that
-   * the first list's read carries (decision 0085).
-   */
-  async function schemaFor(c: Ctx): Promise<GraphQLSchema> {
+/**
+ * The caller's schema: their visible models, cached by shape signature and visible set. Where
+ * there is no change stamp, the signature comes from the registry's cache under a guard that
+ * the first list's read carries (decision 0085).
+ */
+function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
+  const cache = new Map<string, GraphQLSchema>();
+  const hostEntries = hostEntriesOf(services);
+  return async (c) => {
     const ctx = readContext(c);
     const guarded = databaseStamp(services) === null;
     const dynamic = await services.models.dynamicModels(
       ctx,
       guarded ? (g) => addGuard(c, g) : undefined,
     );
-    const cotNames = customObjectNames(
-      dynamic.models.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })),
-    );
-    const entries = hostEntries.filter((e) => {
-      const [app, model] = e.label.split(".") as [string, string];
-      return hasPermission(c, "view", app, model);
-    });
-    for (const m of dynamic.models) {
-      if (!m.resource || !hasPermission(c, "view", m.appLabel, m.model)) continue;
-      const field = cotNames.get(m.catalogId ?? 0)!;
-      entries.push({
-        label: `${m.appLabel}.${m.model}`,
-        resource: m.resource,
-        field,
-        type: `CustomObject_${field.slice("custom_objects_".length)}`,
-      });
-    }
+    const entries = visibleEntries(c, hostEntries, dynamic.models);
     const key = `${dynamic.signature}|${entries.map((e) => e.label).join(",")}`;
     let schema = cache.get(key);
     if (!schema) {
-      const typeIds = new Set<number>();
-      for (const e of entries)
-        for (const r of e.resource.relations ?? [])
-          for (const id of [r.targetTypeId, ...(r.targetTypeIds ?? [])])
-            if (id != null) typeIds.add(id);
-      const labelsById = new Map<number, string>();
-      for (const [id, ot] of await services.objectTypes.byIds([...typeIds], ctx.db))
-        labelsById.set(id, `${ot.appLabel}.${ot.model}`);
-      schema = buildSchema(entries, labelsById);
+      schema = buildSchema(entries, await relationTargetLabels(services, ctx, entries));
       if (cache.size >= SCHEMA_CACHE_SIZE) cache.delete(cache.keys().next().value!);
       cache.set(key, schema);
     }
     return schema;
-  }
+  };
+}
 
-  const yoga = createYoga<ServerContext>({
+type DynamicModel = Awaited<ReturnType<Services["models"]["dynamicModels"]>>["models"][number];
+
+/** The host and custom object entries the caller may view, in schema order. */
+function visibleEntries(c: Ctx, hostEntries: Entry[], dynamic: DynamicModel[]): Entry[] {
+  const cotNames = customObjectNames(dynamic.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })));
+  const entries = hostEntries.filter((e) => {
+    const [app, model] = e.label.split(".") as [string, string];
+    return hasPermission(c, "view", app, model);
+  });
+  for (const m of dynamic) {
+    if (!m.resource || !hasPermission(c, "view", m.appLabel, m.model)) continue;
+    const field = cotNames.get(m.catalogId ?? 0)!;
+    entries.push({
+      label: `${m.appLabel}.${m.model}`,
+      resource: m.resource,
+      field,
+      type: `CustomObject_${field.slice("custom_objects_".length)}`,
+    });
+  }
+  return entries;
+}
+
+/** "app.model" of every object type the entries' relations point at, by type id. */
+async function relationTargetLabels(
+  services: Services,
+  ctx: ReturnType<typeof readContext>,
+  entries: Entry[],
+): Promise<Map<number, string>> {
+  const typeIds = new Set<number>();
+  for (const e of entries)
+    for (const r of e.resource.relations ?? [])
+      for (const id of [r.targetTypeId, ...(r.targetTypeIds ?? [])])
+        if (id != null) typeIds.add(id);
+  const labelsById = new Map<number, string>();
+  for (const [id, ot] of await services.objectTypes.byIds([...typeIds], ctx.db))
+    labelsById.set(id, `${ot.appLabel}.${ot.model}`);
+  return labelsById;
+}
+
+/** graphql-yoga with the limits and the error masking (ApiError as BAD_REQUEST, the rest hidden). */
+function createServer(services: Services) {
+  return createYoga<ServerContext>({
     schema: (sc) => sc.schema,
     context: (sc) => sc.graphql,
     graphqlEndpoint: "/graphql/",
@@ -159,7 +181,72 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
       pageCostPlugin(GRAPHQL_LIMITS.maxRows),
     ],
   });
+}
 
+type Server = ReturnType<typeof createServer>;
+
+/** Runs one GET or POST query, again once if a guard found a cache stale, within the budget. */
+async function answerQuery(
+  c: Ctx,
+  yoga: Server,
+  schemaFor: (c: Ctx) => Promise<GraphQLSchema>,
+): Promise<Response> {
+  const url = new URL(c.req.url);
+  url.pathname = "/graphql/";
+  let body: ArrayBuffer | undefined;
+  if (c.req.method === "POST") {
+    body = await readBody(c);
+  }
+  const ctx = readContext(c);
+  const run = async () => {
+    const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
+    const graphql: GraphQLContext = {
+      ctx,
+      auth: c.var.auth,
+      loaders: new Loaders(ctx, c.var.auth),
+      http: c,
+    };
+    return yoga.fetch(request, { schema: await schemaFor(c), graphql });
+  };
+  // A guard found its cache stale (the caller's grants, a type's shape): the schema and the
+  // resolvers were built on it, so the query runs again on the refreshed caches (once).
+  let stale = false;
+  onStale(c, () => {
+    stale = true;
+  });
+  let answer = await settledAfter(c, run);
+  if (stale) {
+    await answer.body?.cancel();
+    const failure = guardFailure(c);
+    if (failure) throw failure;
+    if (ctx.budget) ctx.budget.used = 0;
+    answer = await settledAfter(c, run);
+  }
+  // Lists that would pass the response budget stopped before reading their rows: the whole
+  // answer is the §4 error (with a GraphQL `errors` entry), not a partial result.
+  const budget = ctx.budget;
+  if (budget && budget.used > budget.limit) {
+    await answer.body?.cancel();
+    const error = responseTooLarge(budget.limit).body as { detail: string };
+    return c.json(
+      {
+        ...error,
+        errors: [
+          {
+            message: error.detail,
+            extensions: { code: "RESPONSE_TOO_LARGE", limit: budget.limit },
+          },
+        ],
+      },
+      400,
+    );
+  }
+  return answer;
+}
+
+export function graphqlRoutes(services: Services): Hono<HonoEnv> {
+  const schemaFor = schemaSource(services);
+  const yoga = createServer(services);
   const app = new Hono<HonoEnv>();
   // A browser asking for the page gets it without a token; queries need one like /api/.
   app.get("/", async (c, next) => {
@@ -172,59 +259,7 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
   // GraphQL reads with POST too: when login is optional an anonymous POST may read. Every query
   // is a read: the token's guard rides in the first list's read, and the route settles it.
   app.use("*", authenticate({ exempt: () => !services.config.loginRequired, readsSettled: true }));
-  app.on(["GET", "POST"], "/", async (c) => {
-    const url = new URL(c.req.url);
-    url.pathname = "/graphql/";
-    let body: ArrayBuffer | undefined;
-    if (c.req.method === "POST") {
-      body = await readBody(c);
-    }
-    const ctx = readContext(c);
-    const run = async () => {
-      const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
-      const graphql: GraphQLContext = {
-        ctx,
-        auth: c.var.auth,
-        loaders: new Loaders(ctx, c.var.auth),
-        http: c,
-      };
-      return yoga.fetch(request, { schema: await schemaFor(c), graphql });
-    };
-    // A guard found its cache stale (the caller's grants, a type's shape): the schema and the
-    // resolvers were built on it, so the query runs again on the refreshed caches (once).
-    let stale = false;
-    onStale(c, () => {
-      stale = true;
-    });
-    let answer = await settledAfter(c, run);
-    if (stale) {
-      await answer.body?.cancel();
-      const failure = guardFailure(c);
-      if (failure) throw failure;
-      if (ctx.budget) ctx.budget.used = 0;
-      answer = await settledAfter(c, run);
-    }
-    // Lists that would pass the response budget stopped before reading their rows: the whole
-    // answer is the §4 error (with a GraphQL `errors` entry), not a partial result.
-    const budget = ctx.budget;
-    if (budget && budget.used > budget.limit) {
-      await answer.body?.cancel();
-      const error = responseTooLarge(budget.limit).body as { detail: string };
-      return c.json(
-        {
-          ...error,
-          errors: [
-            {
-              message: error.detail,
-              extensions: { code: "RESPONSE_TOO_LARGE", limit: budget.limit },
-            },
-          ],
-        },
-        400,
-      );
-    }
-    return answer;
-  });
+  app.on(["GET", "POST"], "/", (c) => answerQuery(c, yoga, schemaFor));
   app.all("/", () => {
     throw new ApiError(405, errorBody("method_not_allowed", "Method not allowed."), {
       Allow: "GET, POST, HEAD",

@@ -156,38 +156,45 @@ const LOOKUP_INPUTS = {
 
 // ---- schema ---------------------------------------------------------------------------------
 
-/**
- * Builds the schema for `entries` (the models the caller may view). `labelsById` names the
- * object types that custom object relations point at.
- */
-export function buildSchema(entries: Entry[], labelsById: Map<number, string>): GraphQLSchema {
-  const byLabel = new Map(entries.map((e) => [e.label, e]));
-  const objectTypes = new Map<string, GraphQLObjectType>();
-  const filterTypes = new Map<string, GraphQLInputObjectType>();
-  const unions = new Map<string, GraphQLUnionType>();
+/** The types built for one schema, each once, from the entries the caller may view. */
+class SchemaBuilder {
+  readonly byLabel: Map<string, Entry>;
+  readonly objectTypes = new Map<string, GraphQLObjectType>();
+  readonly filterTypes = new Map<string, GraphQLInputObjectType>();
+  readonly unions = new Map<string, GraphQLUnionType>();
 
-  const targetsOf = (rel: Relation): string[] => {
+  constructor(
+    entries: Entry[],
+    readonly labelsById: Map<number, string>,
+  ) {
+    this.byLabel = new Map(entries.map((e) => [e.label, e]));
+  }
+
+  /** The labels a relation points at (its one target, or a polymorphic field's types). */
+  targetsOf(rel: Relation): string[] {
     if (rel.polymorphic)
       return (rel.targetTypeIds ?? [])
-        .map((id) => labelsById.get(id))
+        .map((id) => this.labelsById.get(id))
         .filter((l): l is string => !!l);
     const label =
-      rel.target ?? (rel.targetTypeId != null ? labelsById.get(rel.targetTypeId) : undefined);
+      rel.target ?? (rel.targetTypeId != null ? this.labelsById.get(rel.targetTypeId) : undefined);
     return label ? [label] : [];
-  };
+  }
 
-  function objectType(entry: Entry): GraphQLObjectType {
-    const known = objectTypes.get(entry.label);
+  /** The entry's object type, made once (its fields are built lazily, so types may cycle). */
+  objectType(entry: Entry): GraphQLObjectType {
+    const known = this.objectTypes.get(entry.label);
     if (known) return known;
     const type = new GraphQLObjectType<ApiRecord, GraphQLContext>({
       name: entry.type,
-      fields: () => fieldsOf(entry),
+      fields: () => this.fieldsOf(entry),
     });
-    objectTypes.set(entry.label, type);
+    this.objectTypes.set(entry.label, type);
     return type;
   }
 
-  function fieldsOf(entry: Entry): GraphQLFieldConfigMap<ApiRecord, GraphQLContext> {
+  /** id, display, url, the described fields, created/last_updated and tags when tagged. */
+  fieldsOf(entry: Entry): GraphQLFieldConfigMap<ApiRecord, GraphQLContext> {
     const r = entry.resource;
     const out: GraphQLFieldConfigMap<ApiRecord, GraphQLContext> = {
       id: { type: new GraphQLNonNull(GraphQLID) },
@@ -200,15 +207,15 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
       if (!name || Object.hasOwn(out, name) || ["created", "last_updated", "tags"].includes(name))
         continue;
       const config =
-        f.kind === "relation" ? relationField(entry, relations.get(f.name)) : scalarField(f);
+        f.kind === "relation" ? this.relationField(entry, relations.get(f.name)) : scalarField(f);
       if (config) out[name] = config;
     }
     out.created = { type: GraphQLString };
     out.last_updated = { type: GraphQLString };
-    const tags = byLabel.get("extras.tag");
+    const tags = this.byLabel.get("extras.tag");
     if (r.tagged && tags) {
       out.tags = {
-        type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(objectType(tags)))),
+        type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(this.objectType(tags)))),
         resolve: async (rec, _args, g) => {
           const ids = ((rec.tags as { id: number }[] | undefined) ?? []).map((t) => t.id);
           return (await g.loaders.of(tags).loadMany(ids)).filter((x) => x && !(x instanceof Error));
@@ -218,73 +225,29 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
     return out;
   }
 
-  function scalarField(f: FieldDescription): GraphQLFieldConfig<ApiRecord, GraphQLContext> {
-    const key = f.name;
-    const plain = (type: GraphQLOutputType): GraphQLFieldConfig<ApiRecord, GraphQLContext> => ({
-      type,
-      resolve: (rec) => rec[key] ?? null,
-    });
-    switch (f.kind) {
-      case "integer":
-        return plain(BigIntScalar);
-      case "decimal":
-        return plain(DecimalScalar);
-      case "boolean":
-        return plain(GraphQLBoolean);
-      case "json":
-        return plain(JSONScalar);
-      case "choice":
-        return {
-          type: GraphQLString,
-          resolve: (rec) => {
-            const v = rec[key] as { value?: unknown } | string | null | undefined;
-            return v && typeof v === "object" ? (v.value ?? null) : (v ?? null);
-          },
-        };
-      case "select":
-        return {
-          type: ChoiceValue,
-          resolve: async (rec, _a, g) =>
-            rec[key] == null ? null : g.loaders.choice(f.choiceSetId ?? null, String(rec[key])),
-        };
-      case "multiselect":
-        return {
-          type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(ChoiceValue))),
-          resolve: async (rec, _a, g) =>
-            Promise.all(
-              ((rec[key] as unknown[] | null) ?? []).map((v) =>
-                g.loaders.choice(f.choiceSetId ?? null, String(v)),
-              ),
-            ),
-        };
-      default:
-        return plain(GraphQLString);
-    }
-  }
-
   /** A relation resolves to its targets' own types; targets the caller may not view are not named. */
-  function relationField(
+  relationField(
     entry: Entry,
     rel: Relation | undefined,
   ): GraphQLFieldConfig<ApiRecord, GraphQLContext> | null {
     if (!rel) return null;
-    const targets = targetsOf(rel)
-      .map((label) => byLabel.get(label))
+    const targets = this.targetsOf(rel)
+      .map((label) => this.byLabel.get(label))
       .filter((e): e is Entry => !!e);
     if (!targets.length) return null;
     let type: GraphQLOutputType;
-    if (targets.length === 1) type = objectType(targets[0]!);
+    if (targets.length === 1) type = this.objectType(targets[0]!);
     else {
       const unionName = `${entry.type}_${graphqlName(rel.name)}_Related`;
-      let union = unions.get(unionName);
+      let union = this.unions.get(unionName);
       if (!union) {
         union = new GraphQLUnionType({
           name: unionName,
-          types: () => targets.map(objectType),
+          types: () => targets.map((t) => this.objectType(t)),
           resolveType: (value: ApiRecord) =>
-            byLabel.get((value as Record<symbol, unknown>)[LABEL] as string)?.type,
+            this.byLabel.get((value as Record<symbol, unknown>)[LABEL] as string)?.type,
         });
-        unions.set(unionName, union);
+        this.unions.set(unionName, union);
       }
       type = union;
     }
@@ -295,7 +258,7 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
       const ref = v as { id?: unknown; object_type?: unknown };
       const label = fixed ?? (typeof ref.object_type === "string" ? ref.object_type : null);
       if (!label || !allowed.has(label) || typeof ref.id !== "number") return null;
-      return g.loaders.of(byLabel.get(label)!).load(ref.id);
+      return g.loaders.of(this.byLabel.get(label)!).load(ref.id);
     };
     if (rel.many) {
       return {
@@ -309,86 +272,151 @@ export function buildSchema(entries: Entry[], labelsById: Map<number, string>): 
     return { type, resolve: (rec, _a, g) => load(rec[rel.name], g) };
   }
 
-  function filterType(entry: Entry): GraphQLInputObjectType {
-    const known = filterTypes.get(entry.label);
+  /** The entry's `<Type>Filter` input, made once. */
+  filterType(entry: Entry): GraphQLInputObjectType {
+    const known = this.filterTypes.get(entry.label);
     if (known) return known;
     const shape: FilterShape = { keys: new Map(), related: new Set() };
     const type: GraphQLInputObjectType = new GraphQLInputObjectType({
       name: `${entry.type}Filter`,
       extensions: filterShapeExtensions(shape),
-      fields: () => {
-        const fields: GraphQLInputFieldConfigMap = {};
-        // A single relation filters on its target's fields (`site: {slug: {exact: "hq"}}`), as
-        // NetBox's do; an id filter of the same name moves to `<name>_id`.
-        for (const rel of entry.resource.relations ?? []) {
-          const target =
-            !rel.polymorphic && !rel.many && rel.expr
-              ? byLabel.get(targetsOf(rel)[0] ?? "")
-              : undefined;
-          const name = graphqlName(rel.name);
-          if (!target || !name || Object.hasOwn(fields, name)) continue;
-          fields[name] = { type: filterType(target) };
-          shape.keys.set(name, rel.name);
-          shape.related.add(name);
-        }
-        for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
-          // a per-type filter of a polymorphic field names its type: only visible types
-          if (
-            spec.targetTypeId !== undefined &&
-            !byLabel.has(labelsById.get(spec.targetTypeId) ?? "")
-          )
-            continue;
-          let name = graphqlName(key);
-          if (name && Object.hasOwn(fields, name) && spec.kind === "number") name = `${name}_id`;
-          if (!name || Object.hasOwn(fields, name)) continue;
-          const kind =
-            key === "id" || (key.endsWith("_id") && spec.kind === "number") || name.endsWith("_id")
-              ? "id"
-              : spec.kind;
-          fields[name] = { type: LOOKUP_INPUTS[kind] };
-          shape.keys.set(name, key);
-        }
-        fields.AND = { type: new GraphQLList(new GraphQLNonNull(type)) };
-        fields.OR = { type: new GraphQLList(new GraphQLNonNull(type)) };
-        fields.NOT = { type };
-        return fields;
-      },
+      fields: () => this.filterFields(entry, shape, type),
     });
-    filterTypes.set(entry.label, type);
+    this.filterTypes.set(entry.label, type);
     return type;
   }
 
-  const query: GraphQLFieldConfigMap<unknown, GraphQLContext> = {};
-  for (const entry of entries) {
-    const type = objectType(entry);
-    const filters = filterType(entry);
-    query[entry.field] = {
-      type,
-      args: { id: { type: new GraphQLNonNull(GraphQLID) } },
-      resolve: (_root, args: { id: string }, g) => {
-        if (!/^\d{1,15}$/.test(String(args.id))) return null;
-        return g.loaders.of(entry).load(Number(args.id));
-      },
-    };
-    query[`${entry.field}_list`] = {
-      type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
-      args: { filters: { type: filters }, pagination: { type: OffsetPaginationInput } },
-      resolve: (
-        _root,
-        args: {
-          filters?: Record<string, unknown> | null;
-          pagination?: { offset?: number | null; limit?: number | null } | null;
+  /** The filter input's fields; `shape` records which GraphQL name stands for which list filter. */
+  filterFields(
+    entry: Entry,
+    shape: FilterShape,
+    type: GraphQLInputObjectType,
+  ): GraphQLInputFieldConfigMap {
+    const fields: GraphQLInputFieldConfigMap = {};
+    // A single relation filters on its target's fields (`site: {slug: {exact: "hq"}}`), as
+    // NetBox's do; an id filter of the same name moves to `<name>_id`.
+    for (const rel of entry.resource.relations ?? []) {
+      const target =
+        !rel.polymorphic && !rel.many && rel.expr
+          ? this.byLabel.get(this.targetsOf(rel)[0] ?? "")
+          : undefined;
+      const name = graphqlName(rel.name);
+      if (!target || !name || Object.hasOwn(fields, name)) continue;
+      fields[name] = { type: this.filterType(target) };
+      shape.keys.set(name, rel.name);
+      shape.related.add(name);
+    }
+    for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
+      // a per-type filter of a polymorphic field names its type: only visible types
+      if (
+        spec.targetTypeId !== undefined &&
+        !this.byLabel.has(this.labelsById.get(spec.targetTypeId) ?? "")
+      )
+        continue;
+      let name = graphqlName(key);
+      if (name && Object.hasOwn(fields, name) && spec.kind === "number") name = `${name}_id`;
+      if (!name || Object.hasOwn(fields, name)) continue;
+      const kind =
+        key === "id" || (key.endsWith("_id") && spec.kind === "number") || name.endsWith("_id")
+          ? "id"
+          : spec.kind;
+      fields[name] = { type: LOOKUP_INPUTS[kind] };
+      shape.keys.set(name, key);
+    }
+    fields.AND = { type: new GraphQLList(new GraphQLNonNull(type)) };
+    fields.OR = { type: new GraphQLList(new GraphQLNonNull(type)) };
+    fields.NOT = { type };
+    return fields;
+  }
+
+  /** The root fields: `<field>(id:)` and `<field>_list(filters:, pagination:)` per entry. */
+  queryFields(entries: Entry[]): GraphQLFieldConfigMap<unknown, GraphQLContext> {
+    const query: GraphQLFieldConfigMap<unknown, GraphQLContext> = {};
+    for (const entry of entries) {
+      const type = this.objectType(entry);
+      const filters = this.filterType(entry);
+      query[entry.field] = {
+        type,
+        args: { id: { type: new GraphQLNonNull(GraphQLID) } },
+        resolve: (_root, args: { id: string }, g) => {
+          if (!/^\d{1,15}$/.test(String(args.id))) return null;
+          return g.loaders.of(entry).load(Number(args.id));
         },
-        g,
-      ) => listRecords(g, entry, filters, args.filters ?? null, args.pagination ?? null),
-    };
+      };
+      query[`${entry.field}_list`] = {
+        type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
+        args: { filters: { type: filters }, pagination: { type: OffsetPaginationInput } },
+        resolve: (
+          _root,
+          args: {
+            filters?: Record<string, unknown> | null;
+            pagination?: { offset?: number | null; limit?: number | null } | null;
+          },
+          g,
+        ) => listRecords(g, entry, filters, args.filters ?? null, args.pagination ?? null),
+      };
+    }
+    if (!Object.keys(query).length) {
+      query.host_version = {
+        type: GraphQLString,
+        description: "Nothing here is visible to this caller.",
+        resolve: () => null,
+      };
+    }
+    return query;
   }
-  if (!Object.keys(query).length) {
-    query.host_version = {
-      type: GraphQLString,
-      description: "Nothing here is visible to this caller.",
-      resolve: () => null,
-    };
+}
+
+/** A non-relation field: its GraphQL scalar, choices as their value, selects with labels. */
+function scalarField(f: FieldDescription): GraphQLFieldConfig<ApiRecord, GraphQLContext> {
+  const key = f.name;
+  const plain = (type: GraphQLOutputType): GraphQLFieldConfig<ApiRecord, GraphQLContext> => ({
+    type,
+    resolve: (rec) => rec[key] ?? null,
+  });
+  switch (f.kind) {
+    case "integer":
+      return plain(BigIntScalar);
+    case "decimal":
+      return plain(DecimalScalar);
+    case "boolean":
+      return plain(GraphQLBoolean);
+    case "json":
+      return plain(JSONScalar);
+    case "choice":
+      return {
+        type: GraphQLString,
+        resolve: (rec) => {
+          const v = rec[key] as { value?: unknown } | string | null | undefined;
+          return v && typeof v === "object" ? (v.value ?? null) : (v ?? null);
+        },
+      };
+    case "select":
+      return {
+        type: ChoiceValue,
+        resolve: async (rec, _a, g) =>
+          rec[key] == null ? null : g.loaders.choice(f.choiceSetId ?? null, String(rec[key])),
+      };
+    case "multiselect":
+      return {
+        type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(ChoiceValue))),
+        resolve: async (rec, _a, g) =>
+          Promise.all(
+            ((rec[key] as unknown[] | null) ?? []).map((v) =>
+              g.loaders.choice(f.choiceSetId ?? null, String(v)),
+            ),
+          ),
+      };
+    default:
+      return plain(GraphQLString);
   }
+}
+
+/**
+ * Builds the schema for `entries` (the models the caller may view). `labelsById` names the
+ * object types that custom object relations point at.
+ */
+export function buildSchema(entries: Entry[], labelsById: Map<number, string>): GraphQLSchema {
+  const query = new SchemaBuilder(entries, labelsById).queryFields(entries);
   return new GraphQLSchema({ query: new GraphQLObjectType({ name: "Query", fields: query }) });
 }

@@ -460,6 +460,151 @@ async function readJson(req: Request): Promise<unknown> {
   }
 }
 
+/** Whether the request carries the token (a Bearer header, or `_token` in the query). */
+function authorized(req: Request, url: URL, expected: Buffer): boolean {
+  const header = req.headers.get("authorization") ?? "";
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  const given = match?.[1] ?? url.searchParams.get("_token");
+  return given !== null && given !== undefined && timingSafeEqual(digest(given), expected);
+}
+
+/** What a request handler needs: the redis address and the shared connections. */
+interface BridgeState {
+  redisUrl: string;
+  conns: Connections;
+}
+
+/** `/subscribe/<channel>` and `/psubscribe/<pattern>`: the messages as a server-sent stream. */
+async function subscribe(
+  state: BridgeState,
+  server: Server<undefined>,
+  req: Request,
+  kind: "subscribe" | "psubscribe",
+  names: string[],
+): Promise<Response> {
+  if (names.length === 0)
+    return json({ error: `ERR wrong number of arguments for '${kind}' command` }, 400);
+  server.timeout(req, 0);
+  const encoder = new TextEncoder();
+  let close: (() => void) | null = null;
+  let untrack = () => {};
+  let open = true;
+  const stream = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      const finish = () => {
+        untrack();
+        if (open) {
+          open = false;
+          try {
+            controller.close();
+          } catch {
+            // already closed by the reader
+          }
+        }
+      };
+      try {
+        close = await openSubscriber(
+          state.redisUrl,
+          kind,
+          names,
+          (line) => {
+            if (open)
+              controller.enqueue(encoder.encode(`data: ${line.replace(/\r?\n/g, " ")}\n\n`));
+          },
+          finish,
+        );
+        untrack = state.conns.track(() => close?.());
+        if (!open || req.signal.aborted) close(); // the caller left while we were connecting
+      } catch (e) {
+        controller.enqueue(encoder.encode(`data: error,${errorMessage(e)}\n\n`));
+        finish();
+      }
+    },
+    cancel() {
+      open = false;
+      untrack();
+      close?.();
+    },
+  });
+  req.signal.addEventListener("abort", () => close?.());
+  return new Response(stream, {
+    headers: {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    },
+  });
+}
+
+/** `POST /pipeline` and `POST /multi-exec`: a JSON array of commands, one reply each. */
+async function runBatch(
+  state: BridgeState,
+  req: Request,
+  head: "pipeline" | "multi-exec",
+  base64: boolean,
+): Promise<Response> {
+  if (req.method !== "POST" && req.method !== "PUT")
+    return json({ error: "Method Not Allowed" }, 405);
+  const body = await readJson(req);
+  if (!Array.isArray(body) || body.length === 0)
+    throw new CommandError("ERR the body must be a non-empty JSON array of commands");
+  const commands = body.map(parseCommand);
+  const replies =
+    head === "pipeline"
+      ? await runPipeline(state.conns, commands)
+      : await runTransaction(state.conns, commands);
+  return json(replies.map((r) => encodeReply(r, base64)));
+}
+
+/** One command's arguments: a JSON body on `/`, else the path, a POST body and query pairs. */
+async function commandArgs(req: Request, url: URL, segments: string[]): Promise<string[]> {
+  if (segments.length === 0) {
+    if (req.method === "GET" || req.method === "HEAD")
+      throw new CommandError("ERR no command given");
+    return parseCommand(await readJson(req));
+  }
+  const args = [...segments];
+  if (req.method === "POST" || req.method === "PUT") {
+    const body = await req.text();
+    if (body.length > 0) args.push(body);
+  }
+  for (const [key, value] of url.searchParams) {
+    if (key === "_token") continue;
+    args.push(key);
+    if (value !== "") args.push(value);
+  }
+  return args;
+}
+
+/** One HTTP request: checks the method and token, then routes it to its command form. */
+async function handle(
+  state: BridgeState,
+  expected: Buffer,
+  req: Request,
+  server: Server<undefined>,
+): Promise<Response> {
+  const url = new URL(req.url);
+  if (!["GET", "POST", "PUT", "HEAD"].includes(req.method))
+    return json({ error: "Method Not Allowed" }, 405);
+  if (!authorized(req, url, expected)) return json({ error: "Unauthorized" }, 401);
+  const base64 = (req.headers.get("upstash-encoding") ?? "").toLowerCase() === "base64";
+  try {
+    const segments = url.pathname.split("/").filter(Boolean).map(decodeSegment);
+    const head = segments[0]?.toLowerCase();
+    if (head === "pipeline" || head === "multi-exec")
+      return await runBatch(state, req, head, base64);
+    if (head === "subscribe" || head === "psubscribe")
+      return await subscribe(state, server, req, head, segments.slice(1));
+    const args = await commandArgs(req, url, segments);
+    if (isBlocking(args)) server.timeout(req, 0);
+    const reply = await runSingle(state.conns, args);
+    return json(encodeReply(reply, base64), "error" in reply ? 400 : 200);
+  } catch (e) {
+    if (isReplyError(e)) return json({ error: errorMessage(e) }, 400);
+    return json({ error: `bridge: redis unavailable: ${errorMessage(e)}` }, 503);
+  }
+}
+
 /**
  * Starts the bridge. It answers what `@upstash/redis` sends: `POST /` with a JSON command,
  * the path form (`GET|POST /set/k/v`), `POST /pipeline`, `POST /multi-exec`, and the SSE
@@ -469,129 +614,15 @@ async function readJson(req: Request): Promise<unknown> {
  */
 export async function startRedisBridge(options: RedisBridgeOptions): Promise<RedisBridge> {
   if (!options.token) throw new Error("redis bridge: a token is required");
-  const conns = new Connections(options.redisUrl);
+  const state: BridgeState = {
+    redisUrl: options.redisUrl,
+    conns: new Connections(options.redisUrl),
+  };
   const expected = digest(options.token);
-  const authorized = (req: Request, url: URL): boolean => {
-    const header = req.headers.get("authorization") ?? "";
-    const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-    const given = match?.[1] ?? url.searchParams.get("_token");
-    return given !== null && given !== undefined && timingSafeEqual(digest(given), expected);
-  };
-
-  const subscribe = async (
-    server: Server<undefined>,
-    req: Request,
-    kind: "subscribe" | "psubscribe",
-    names: string[],
-  ): Promise<Response> => {
-    if (names.length === 0)
-      return json({ error: `ERR wrong number of arguments for '${kind}' command` }, 400);
-    server.timeout(req, 0);
-    const encoder = new TextEncoder();
-    let close: (() => void) | null = null;
-    let untrack = () => {};
-    let open = true;
-    const stream = new ReadableStream<Uint8Array>({
-      async start(controller) {
-        const finish = () => {
-          untrack();
-          if (open) {
-            open = false;
-            try {
-              controller.close();
-            } catch {
-              // already closed by the reader
-            }
-          }
-        };
-        try {
-          close = await openSubscriber(
-            options.redisUrl,
-            kind,
-            names,
-            (line) => {
-              if (open)
-                controller.enqueue(encoder.encode(`data: ${line.replace(/\r?\n/g, " ")}\n\n`));
-            },
-            finish,
-          );
-          untrack = conns.track(() => close?.());
-          if (!open || req.signal.aborted) close(); // the caller left while we were connecting
-        } catch (e) {
-          controller.enqueue(encoder.encode(`data: error,${errorMessage(e)}\n\n`));
-          finish();
-        }
-      },
-      cancel() {
-        open = false;
-        untrack();
-        close?.();
-      },
-    });
-    req.signal.addEventListener("abort", () => close?.());
-    return new Response(stream, {
-      headers: {
-        "content-type": "text/event-stream",
-        "cache-control": "no-cache",
-        connection: "keep-alive",
-      },
-    });
-  };
-
-  const handle = async (req: Request, server: Server<undefined>): Promise<Response> => {
-    const url = new URL(req.url);
-    if (!["GET", "POST", "PUT", "HEAD"].includes(req.method))
-      return json({ error: "Method Not Allowed" }, 405);
-    if (!authorized(req, url)) return json({ error: "Unauthorized" }, 401);
-    const base64 = (req.headers.get("upstash-encoding") ?? "").toLowerCase() === "base64";
-    try {
-      const segments = url.pathname.split("/").filter(Boolean).map(decodeSegment);
-      const head = segments[0]?.toLowerCase();
-      if (head === "pipeline" || head === "multi-exec") {
-        if (req.method !== "POST" && req.method !== "PUT")
-          return json({ error: "Method Not Allowed" }, 405);
-        const body = await readJson(req);
-        if (!Array.isArray(body) || body.length === 0)
-          throw new CommandError("ERR the body must be a non-empty JSON array of commands");
-        const commands = body.map(parseCommand);
-        const replies =
-          head === "pipeline"
-            ? await runPipeline(conns, commands)
-            : await runTransaction(conns, commands);
-        return json(replies.map((r) => encodeReply(r, base64)));
-      }
-      if (head === "subscribe" || head === "psubscribe")
-        return await subscribe(server, req, head, segments.slice(1));
-      let args: string[];
-      if (segments.length === 0) {
-        if (req.method === "GET" || req.method === "HEAD")
-          throw new CommandError("ERR no command given");
-        args = parseCommand(await readJson(req));
-      } else {
-        args = [...segments];
-        if (req.method === "POST" || req.method === "PUT") {
-          const body = await req.text();
-          if (body.length > 0) args.push(body);
-        }
-        for (const [key, value] of url.searchParams) {
-          if (key === "_token") continue;
-          args.push(key);
-          if (value !== "") args.push(value);
-        }
-      }
-      if (isBlocking(args)) server.timeout(req, 0);
-      const reply = await runSingle(conns, args);
-      return json(encodeReply(reply, base64), "error" in reply ? 400 : 200);
-    } catch (e) {
-      if (isReplyError(e)) return json({ error: errorMessage(e) }, 400);
-      return json({ error: `bridge: redis unavailable: ${errorMessage(e)}` }, 503);
-    }
-  };
-
   const server = Bun.serve({
     port: options.port ?? 0,
     hostname: options.hostname ?? "127.0.0.1",
-    fetch: (req, srv) => handle(req, srv),
+    fetch: (req, srv) => handle(state, expected, req, srv),
   });
   const port = server.port ?? 0;
   const host = (options.hostname ?? "127.0.0.1").includes(":")
@@ -601,7 +632,7 @@ export async function startRedisBridge(options: RedisBridgeOptions): Promise<Red
     url: `http://${host}:${port}`,
     port,
     async stop() {
-      conns.close();
+      state.conns.close();
       await server.stop(true);
     },
   };

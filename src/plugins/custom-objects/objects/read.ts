@@ -40,22 +40,18 @@ export interface Reader {
 }
 
 export function reader(shape: Shape): Reader {
-  const {
-    cot,
-    fields,
-    table,
-    slug,
-    moduleOf,
-    storage,
-    primary,
-    primaryLabel,
-    expression,
-    byName,
-    contextFields,
-    embedded,
-    embeddedFields,
-  } = shape;
-  const display = (row: Record<string, any>) => {
+  const display = displayOf(shape);
+  const serialize = serializer(shape, display);
+  const queries = rowQueries(shape);
+  const load = loader(shape, queries, serialize);
+  const loadPlan = planLoader(shape, queries.rowColumns, serialize);
+  return { display, serialize, load, loadPlan, rowColumns: queries.rowColumns };
+}
+
+/** An object's `display`: the display expression, else the primary field, else "<Type> <id>". */
+function displayOf(shape: Shape): Reader["display"] {
+  const { cot, moduleOf, storage, primary, primaryLabel, expression, byName } = shape;
+  return (row: Record<string, any>) => {
     if (expression) {
       const rendered = renderExpression(expression, (name) => {
         const f = byName.get(name);
@@ -76,10 +72,12 @@ export function reader(shape: Shape): Reader {
     }
     return `${verboseName(cot)} ${row.id}`;
   };
+}
 
-  // Per field, what serialising a row needs, worked out once per shape.
-  const plan = fields.map((f) => {
-    const m = moduleOf.get(f)!;
+/** Per field, what serialising a row needs, worked out once per shape. */
+function fieldPlan(shape: Shape) {
+  return shape.fields.map((f) => {
+    const m = shape.moduleOf.get(f)!;
     return {
       f,
       kind: m.storage,
@@ -89,89 +87,160 @@ export function reader(shape: Shape): Reader {
       parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const),
     };
   });
+}
 
-  async function serialize(
-    ctx: ReadContext,
-    rows: Record<string, any>[],
-    known?: Nested,
-    learned?: Nested,
-  ): Promise<ApiRecord[]> {
+type FieldPlan = ReturnType<typeof fieldPlan>;
+type LinksByField = Map<number, Map<number, { typeId: number; id: number }[]>>;
+type RefOf = (f: FieldRow, typeId: number, id: number) => ApiRecord;
+
+/**
+ * Every reference the rows make: the ids to fetch nested forms for (`wanted`, by type), each
+ * multiobject field's links by source, and the forms that rode inline on the rows.
+ */
+async function gatherReferences(
+  shape: Shape,
+  ctx: ReadContext,
+  rows: Record<string, any>[],
+  known: Nested | undefined,
+) {
+  const { cot, fields, storage, embedded } = shape;
+  const ids = rows.map((r) => r.id as number);
+  const wanted = new Map<number, Set<number>>();
+  const want = (typeId: number | null | undefined, id: number | null | undefined) => {
+    if (typeId == null || id == null || known?.get(typeId)?.has(id)) return;
+    (wanted.get(typeId) ?? wanted.set(typeId, new Set()).get(typeId)!).add(id);
+  };
+  const links: LinksByField = new Map();
+  const inline = new Map<string, Map<number, ApiRecord>>();
+  for (const f of fields) {
+    if (storage(f) === "reference" && rows.every((r) => `__n_${f.name}` in r)) {
+      const info = embedded.get(f.relatedObjectTypeId!)!;
+      const byId = new Map<number, ApiRecord>();
+      for (const r of rows) {
+        const id = r[`${f.name}_id`];
+        const json = r[`__n_${f.name}`];
+        if (id != null && json && !byId.has(id))
+          byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+      }
+      inline.set(f.name, byId);
+    } else if (storage(f) === "reference") {
+      for (const r of rows)
+        want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
+    } else if (storage(f) === "links") {
+      const lt = ident(linkTableName(cot.id, f.id));
+      const key = `__l_${f.name}`;
+      // the links came with the rows (`loadPlan`), or are read now
+      const linkRows = rows.every((r) => key in r)
+        ? rows.flatMap((r) =>
+            (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
+              source_id: r.id as number,
+              target_type: type,
+              target_id: id,
+            })),
+          )
+        : ((await ctx.db.all(
+            sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
+              ids.map((i) => sql`${i}`),
+              sql`, `,
+            )}) ORDER BY source_id, position, target_id`,
+          )) as { source_id: number; target_type: number | null; target_id: number }[]);
+      const bySource = new Map<number, { typeId: number; id: number }[]>();
+      for (const l of linkRows) {
+        const typeId = l.target_type ?? f.relatedObjectTypeId!;
+        want(typeId, l.target_id);
+        (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({
+          typeId,
+          id: l.target_id,
+        });
+      }
+      links.set(f.id, bySource);
+    }
+  }
+  return { wanted, links, inline };
+}
+
+/** Fetches the wanted nested forms (once per target type); gives how to nest one reference. */
+async function nestedReferences(
+  ctx: ReadContext,
+  wanted: Map<number, Set<number>>,
+  known: Nested | undefined,
+  learned: Nested | undefined,
+): Promise<RefOf> {
+  const infos = await relatedInfos(ctx, [...wanted.keys()]);
+  // Every related type's nested forms in one statement where the models allow it.
+  const groups = [...wanted]
+    .filter(([typeId]) => infos.has(typeId))
+    .map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
+  const byInfo = await ctx.services.models.nestedMany(ctx, groups);
+  const nested: Nested = new Map();
+  for (const typeId of wanted.keys())
+    nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
+  if (learned) for (const [typeId, forms] of nested) learned.set(typeId, forms);
+  const ots = await ctx.services.objectTypes.byIds(
+    [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])],
+    ctx.db,
+  );
+  return (f: FieldRow, typeId: number, id: number): ApiRecord => {
+    const n = nested.get(typeId)?.get(id) ?? known?.get(typeId)?.get(id) ?? { id };
+    if (!f.isPolymorphic) return n;
+    const ot = ots.get(typeId);
+    // `_content_type` is upstream's spelling of the same label (client scripts read it).
+    const label = ot ? otLabel(ot) : typeId;
+    return { object_type: label, _content_type: label, ...n };
+  };
+}
+
+/**
+ * Sets each field's value on `rec` (references nested, value parts spread as `<name>_<part>`);
+ * gives the values of flat fields, which the record shows only as their parts.
+ */
+function setFieldValues(
+  rec: ApiRecord,
+  row: Record<string, any>,
+  plan: FieldPlan,
+  refs: { links: LinksByField; inline: Map<string, Map<number, ApiRecord>> },
+  ref: RefOf,
+): Map<string, unknown> {
+  const { links, inline } = refs;
+  const flatValues = new Map<string, unknown>();
+  for (const { f, kind, m, idKey, typeKey, parts } of plan) {
+    if (kind === "reference") {
+      const id = row[idKey];
+      const typeId = f.isPolymorphic ? row[typeKey] : f.relatedObjectTypeId;
+      const known = inline.get(f.name);
+      rec[f.name] =
+        id == null || typeId == null
+          ? null
+          : known
+            ? (known.get(id) ?? { id })
+            : ref(f, typeId, id);
+    } else if (kind === "links") {
+      rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
+    } else {
+      const value = m.decode(row[f.name]);
+      // A flat field (coordinates) reads only as its parts, as upstream's does.
+      if (m.flat) flatValues.set(f.name, value);
+      else rec[f.name] = value;
+      for (const [part, key] of parts)
+        rec[key] =
+          value && typeof value === "object"
+            ? ((value as Record<string, unknown>)[part] ?? null)
+            : null;
+    }
+  }
+  return flatValues;
+}
+
+/** Serialises rows into API records, reading the nested forms the `known` ones lack. */
+function serializer(shape: Shape, display: Reader["display"]): Reader["serialize"] {
+  const { cot, slug, contextFields } = shape;
+  const plan = fieldPlan(shape);
+  return async (ctx, rows, known, learned) => {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     // Gather every reference, then fetch nested forms once per target type.
-    const wanted = new Map<number, Set<number>>();
-    const want = (typeId: number | null | undefined, id: number | null | undefined) => {
-      if (typeId == null || id == null || known?.get(typeId)?.has(id)) return;
-      (wanted.get(typeId) ?? wanted.set(typeId, new Set()).get(typeId)!).add(id);
-    };
-    const links = new Map<number, Map<number, { typeId: number; id: number }[]>>();
-    const inline = new Map<string, Map<number, ApiRecord>>();
-    for (const f of fields) {
-      if (storage(f) === "reference" && rows.every((r) => `__n_${f.name}` in r)) {
-        const info = embedded.get(f.relatedObjectTypeId!)!;
-        const byId = new Map<number, ApiRecord>();
-        for (const r of rows) {
-          const id = r[`${f.name}_id`];
-          const json = r[`__n_${f.name}`];
-          if (id != null && json && !byId.has(id))
-            byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
-        }
-        inline.set(f.name, byId);
-      } else if (storage(f) === "reference") {
-        for (const r of rows)
-          want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
-      } else if (storage(f) === "links") {
-        const lt = ident(linkTableName(cot.id, f.id));
-        const key = `__l_${f.name}`;
-        // the links came with the rows (`loadPlan`), or are read now
-        const linkRows = rows.every((r) => key in r)
-          ? rows.flatMap((r) =>
-              (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
-                source_id: r.id as number,
-                target_type: type,
-                target_id: id,
-              })),
-            )
-          : ((await ctx.db.all(
-              sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
-                ids.map((i) => sql`${i}`),
-                sql`, `,
-              )}) ORDER BY source_id, position, target_id`,
-            )) as { source_id: number; target_type: number | null; target_id: number }[]);
-        const bySource = new Map<number, { typeId: number; id: number }[]>();
-        for (const l of linkRows) {
-          const typeId = l.target_type ?? f.relatedObjectTypeId!;
-          want(typeId, l.target_id);
-          (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({
-            typeId,
-            id: l.target_id,
-          });
-        }
-        links.set(f.id, bySource);
-      }
-    }
-    const infos = await relatedInfos(ctx, [...wanted.keys()]);
-    // Every related type's nested forms in one statement where the models allow it.
-    const groups = [...wanted]
-      .filter(([typeId]) => infos.has(typeId))
-      .map(([typeId, idSet]) => [infos.get(typeId)!, [...idSet]] as [ModelInfo, number[]]);
-    const byInfo = await ctx.services.models.nestedMany(ctx, groups);
-    const nested: Nested = new Map();
-    for (const typeId of wanted.keys())
-      nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
-    if (learned) for (const [typeId, forms] of nested) learned.set(typeId, forms);
-    const ots = await ctx.services.objectTypes.byIds(
-      [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])],
-      ctx.db,
-    );
-    const ref = (f: FieldRow, typeId: number, id: number): ApiRecord => {
-      const n = nested.get(typeId)?.get(id) ?? known?.get(typeId)?.get(id) ?? { id };
-      if (!f.isPolymorphic) return n;
-      const ot = ots.get(typeId);
-      // `_content_type` is upstream's spelling of the same label (client scripts read it).
-      const label = ot ? otLabel(ot) : typeId;
-      return { object_type: label, _content_type: label, ...n };
-    };
+    const refs = await gatherReferences(shape, ctx, rows, known);
+    const ref = await nestedReferences(ctx, refs.wanted, known, learned);
     // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
     const tags = rows.every((r) => "__tags" in r)
       ? tagsFromRows(ctx, rows)
@@ -190,32 +259,7 @@ export function reader(shape: Shape): Reader {
         tags: tags.get(row.id) ?? [],
         ...ownerOf(row),
       };
-      const flatValues = new Map<string, unknown>();
-      for (const { f, kind, m, idKey, typeKey, parts } of plan) {
-        if (kind === "reference") {
-          const id = row[idKey];
-          const typeId = f.isPolymorphic ? row[typeKey] : f.relatedObjectTypeId;
-          const known = inline.get(f.name);
-          rec[f.name] =
-            id == null || typeId == null
-              ? null
-              : known
-                ? (known.get(id) ?? { id })
-                : ref(f, typeId, id);
-        } else if (kind === "links") {
-          rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
-        } else {
-          const value = m.decode(row[f.name]);
-          // A flat field (coordinates) reads only as its parts, as upstream's does.
-          if (m.flat) flatValues.set(f.name, value);
-          else rec[f.name] = value;
-          for (const [part, key] of parts)
-            rec[key] =
-              value && typeof value === "object"
-                ? ((value as Record<string, unknown>)[part] ?? null)
-                : null;
-        }
-      }
+      const flatValues = setFieldValues(rec, row, plan, refs, ref);
       if (contextFields.length) {
         const parts = contextFields
           .map((f) => displayText(flatValues.has(f.name) ? flatValues.get(f.name) : rec[f.name]))
@@ -225,23 +269,29 @@ export function reader(shape: Shape): Reader {
       if (cot.configContextEnabled) rec.local_context_data = parseJson(row[LOCAL_CONTEXT_COLUMN]);
       return rec;
     });
-  }
+  };
+}
 
+/** The tags that rode on the rows as JSON (`__tags`), by object id. */
+function tagsFromRows(ctx: ReadContext, rows: Record<string, any>[]) {
+  return new Map(
+    rows.map((r) => [
+      r.id as number,
+      r.__tags == null || r.__tags === "[]"
+        ? []
+        : (JSON.parse(r.__tags) as Parameters<typeof nestedTag>[1][]).map((t) =>
+            nestedTag(ctx.baseUrl, t),
+          ),
+    ]),
+  );
+}
+
+/** The row query's columns and its prepared and positional forms (one row, a page, a lean page). */
+function rowQueries(shape: Shape) {
+  const { cot, table, primaryLabel, embedded, embeddedFields } = shape;
   // The row query carries each object's tags as a JSON list, saving a statement per read.
   // (The outer id is spelled out: Drizzle renders a column unqualified in a select list.)
   const tagsColumn = sql<string>`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND ti.object_id = ${ident(tableName(cot.id))}.id ORDER BY t.name) x)`;
-  const tagsFromRows = (ctx: ReadContext, rows: Record<string, any>[]) =>
-    new Map(
-      rows.map((r) => [
-        r.id as number,
-        r.__tags == null || r.__tags === "[]"
-          ? []
-          : (JSON.parse(r.__tags) as Parameters<typeof nestedTag>[1][]).map((t) =>
-              nestedTag(ctx.baseUrl, t),
-            ),
-      ]),
-    );
-
   const rowColumns: Record<string, SQLiteColumn | SQL> = {
     ...getTableColumns(table),
     __tags: tagsColumn,
@@ -290,6 +340,15 @@ export function reader(shape: Shape): Reader {
   const leanRow = byPosition(Object.keys(leanColumns));
   const leanRows = pageOf(leanColumns);
 
+  return { rowColumns, oneRow, manyRows, leanRows, loadOne, loadMany, fullRow, leanRow };
+}
+
+type RowQueries = ReturnType<typeof rowQueries>;
+
+/** `load`: objects by id, with the related objects' nested forms cached per database stamp. */
+function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"]): Reader["load"] {
+  const { embeddedFields } = shape;
+  const { oneRow, manyRows, leanRows, loadOne, loadMany, fullRow, leanRow } = queries;
   // The queries as text, for the read pool's plain rows (`Database.readRows`).
   let compiled: { one: Compiled; many: Compiled; lean: Compiled } | null = null;
 
@@ -310,7 +369,7 @@ export function reader(shape: Shape): Reader {
     return formsCache;
   };
 
-  async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
+  return async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const orm = ctx.services.db.orm;
     const db = ctx.services.db;
@@ -357,8 +416,16 @@ export function reader(shape: Shape): Reader {
       }
     }
     return records;
-  }
+  };
+}
 
+/** `loadPlan`, with each multiobject field's links (and their forms) riding on the rows. */
+function planLoader(
+  shape: Shape,
+  rowColumns: RowQueries["rowColumns"],
+  serialize: Reader["serialize"],
+): Reader["loadPlan"] {
+  const { cot, fields, table, storage, embedded } = shape;
   // For `loadPlan`: each multiobject field's links ride on the row as a JSON list of
   // [target type, target id, nested form] (the form where its host model has a SQL form).
   const linkFields = fields.filter((f) => storage(f) === "links");
@@ -395,7 +462,7 @@ export function reader(shape: Shape): Reader {
    * `load` as one statement for a caller's read (decision 0085): tags, embedded forms and
    * multiobject links (with their forms) ride on the rows.
    */
-  function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
+  return function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
     return {
       statements: [ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`)],
       finish(answers, order) {
@@ -405,9 +472,7 @@ export function reader(shape: Shape): Reader {
         return serialize(ctx, ordered, linkFields.length ? linkedForms(ctx, ordered) : undefined);
       },
     };
-  }
-
-  return { display, serialize, load, loadPlan, rowColumns };
+  };
 }
 
 /** Freezes a nested form and every object and array in it. */

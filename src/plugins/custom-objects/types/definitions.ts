@@ -118,6 +118,18 @@ const RestFieldSchema = v.strictObject({
   ...Object.fromEntries(IGNORED.map((k) => [k, v.optional(v.unknown())])),
 });
 
+/** One field definition under validation: the request, the stored field and the draft so far. */
+interface FieldCheck {
+  ctx: WriteContext;
+  input: Record<string, unknown>;
+  existing: FieldRow | null;
+  draft: FieldDraft;
+  kind: ReturnType<typeof fieldType>;
+  errors: ErrorCollector;
+  /** Whether no error is recorded for the key yet. */
+  fine: (key: string) => boolean;
+}
+
 /**
  * Validates a field definition against its siblings. `existing` is the stored field on updates
  * (partial input is merged over it). Throws ValidationError keyed by API attribute name.
@@ -130,6 +142,35 @@ export async function validateField(
 ): Promise<FieldDraft> {
   const errors = new ErrorCollector();
   input = upstreamSpellings(input);
+  const { merged, draft } = mergedDraft(input, existing, errors);
+  const kind = fieldType(draft.type);
+
+  // the type-specific rules every field definition shares (field-definition.ts)
+  for (const issue of fieldRuleIssues(merged, (k) => has(input, k)))
+    errors.add(issue.key, issue.message);
+  const fine = (key: string) => !errors.errors[key];
+  const check: FieldCheck = { ctx, input, existing, draft, kind, errors, fine };
+
+  // references, resolved only where the rules allow them
+  await resolveChoiceSet(check);
+  await resolveRelatedTypes(check);
+  // attributes the type does not take and the request did not state are dropped
+  if (!kind.takes.range) draft.validationMinimum = draft.validationMaximum = null;
+  if (!kind.takes.regex) draft.validationRegex = "";
+  checkTypeAndNames(check, siblings);
+  await checkRelatedName(check);
+  if (!kind.takes.related) draft.relatedName = "";
+  await checkDefault(check);
+  errors.throwIfAny();
+  return draft;
+}
+
+/** The request merged over the stored field (or the defaults), shape-checked, and its draft. */
+function mergedDraft(
+  input: Record<string, unknown>,
+  existing: FieldRow | null,
+  errors: ErrorCollector,
+): { merged: Record<string, unknown>; draft: FieldDraft } {
   // A new field has no name until the request gives one; `type` defaults to text.
   const { name: _unnamed, ...defaults } = apiOf(FIELD_ROW_DEFAULTS);
   const merged: Record<string, unknown> = {
@@ -149,15 +190,11 @@ export async function validateField(
   for (const [api, prop] of Object.entries(SIMPLE))
     if (has(merged, api))
       (draft as any)[prop] = merged[api] ?? (prop === "default" ? null : merged[api]);
-  const type = draft.type;
-  const kind = fieldType(type);
+  return { merged, draft };
+}
 
-  // the type-specific rules every field definition shares (field-definition.ts)
-  for (const issue of fieldRuleIssues(merged, (k) => has(input, k)))
-    errors.add(issue.key, issue.message);
-  const fine = (key: string) => !errors.errors[key];
-
-  // references, resolved only where the rules allow them
+/** `choice_set` (an id, a name or a nested form) resolved to its id, for types with choices. */
+async function resolveChoiceSet({ ctx, input, draft, kind, errors, fine }: FieldCheck) {
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
       const raw = input.choice_set;
@@ -180,62 +217,19 @@ export async function validateField(
       else draft.choiceSetId = cs.id;
     }
   } else draft.choiceSetId = null;
+}
+
+/** The related object type(s) resolved, for object fields; unchangeable after creation. */
+async function resolveRelatedTypes(check: FieldCheck) {
+  const { existing, draft, kind, errors } = check;
   if (kind.takes.related) {
     if (existing && existing.isPolymorphic !== draft.isPolymorphic)
       errors.add("is_polymorphic", "Cannot be changed after the field is created.");
     if (draft.isPolymorphic) {
-      if (has(input, "related_object_types") && fine("related_object_types")) {
-        const raw = input.related_object_types;
-        if (!Array.isArray(raw) || raw.length === 0)
-          errors.add(
-            "related_object_types",
-            "Polymorphic fields need a non-empty list of object types.",
-          );
-        else {
-          const ids: number[] = [];
-          for (const item of raw) {
-            const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
-            if (!ot)
-              errors.add("related_object_types", `Unknown object type: ${JSON.stringify(item)}`);
-            else if (!(await isLinkable(ctx, ot)))
-              errors.add(
-                "related_object_types",
-                `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`,
-              );
-            else if (!ids.includes(ot.id)) ids.push(ot.id);
-          }
-          if (
-            existing &&
-            JSON.stringify([...ids].sort()) !==
-              JSON.stringify([...existing.relatedObjectTypeIds].sort())
-          ) {
-            errors.add("related_object_types", "Cannot be changed after the field is created.");
-          }
-          draft.relatedObjectTypeIds = ids;
-        }
-      }
+      await resolvePolymorphicTargets(check);
       draft.relatedObjectTypeId = null;
     } else {
-      if (
-        has(input, "related_object_type") &&
-        input.related_object_type !== null &&
-        fine("related_object_type")
-      ) {
-        const ot = await ctx.services.objectTypes.resolve(input.related_object_type, ctx.db);
-        if (!ot)
-          errors.add(
-            "related_object_type",
-            `Unknown object type: ${JSON.stringify(input.related_object_type)}`,
-          );
-        else if (!(await isLinkable(ctx, ot)))
-          errors.add(
-            "related_object_type",
-            `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`,
-          );
-        else if (existing && existing.relatedObjectTypeId !== ot.id)
-          errors.add("related_object_type", "Cannot be changed after the field is created.");
-        else draft.relatedObjectTypeId = ot.id;
-      }
+      await resolveSingleTarget(check);
       draft.relatedObjectTypeIds = [];
     }
   } else {
@@ -243,10 +237,72 @@ export async function validateField(
     draft.relatedObjectTypeIds = [];
     draft.isPolymorphic = false;
   }
-  // attributes the type does not take and the request did not state are dropped
-  if (!kind.takes.range) draft.validationMinimum = draft.validationMaximum = null;
-  if (!kind.takes.regex) draft.validationRegex = "";
+}
 
+/** `related_object_types` of a polymorphic field: a non-empty list of linkable types. */
+async function resolvePolymorphicTargets({
+  ctx,
+  input,
+  existing,
+  draft,
+  errors,
+  fine,
+}: FieldCheck) {
+  if (has(input, "related_object_types") && fine("related_object_types")) {
+    const raw = input.related_object_types;
+    if (!Array.isArray(raw) || raw.length === 0)
+      errors.add(
+        "related_object_types",
+        "Polymorphic fields need a non-empty list of object types.",
+      );
+    else {
+      const ids: number[] = [];
+      for (const item of raw) {
+        const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
+        if (!ot) errors.add("related_object_types", `Unknown object type: ${JSON.stringify(item)}`);
+        else if (!(await isLinkable(ctx, ot)))
+          errors.add(
+            "related_object_types",
+            `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`,
+          );
+        else if (!ids.includes(ot.id)) ids.push(ot.id);
+      }
+      if (
+        existing &&
+        JSON.stringify([...ids].sort()) !==
+          JSON.stringify([...existing.relatedObjectTypeIds].sort())
+      ) {
+        errors.add("related_object_types", "Cannot be changed after the field is created.");
+      }
+      draft.relatedObjectTypeIds = ids;
+    }
+  }
+}
+
+/** `related_object_type` of a single-type object field: a linkable type. */
+async function resolveSingleTarget({ ctx, input, existing, draft, errors, fine }: FieldCheck) {
+  if (
+    has(input, "related_object_type") &&
+    input.related_object_type !== null &&
+    fine("related_object_type")
+  ) {
+    const ot = await ctx.services.objectTypes.resolve(input.related_object_type, ctx.db);
+    if (!ot)
+      errors.add(
+        "related_object_type",
+        `Unknown object type: ${JSON.stringify(input.related_object_type)}`,
+      );
+    else if (!(await isLinkable(ctx, ot)))
+      errors.add("related_object_type", `Objects of ${ot.appLabel}.${ot.model} cannot be linked.`);
+    else if (existing && existing.relatedObjectTypeId !== ot.id)
+      errors.add("related_object_type", "Cannot be changed after the field is created.");
+    else draft.relatedObjectTypeId = ot.id;
+  }
+}
+
+/** The type change allowed, the name and columns free among the siblings, one primary field. */
+function checkTypeAndNames({ existing, draft, kind, errors }: FieldCheck, siblings: FieldRow[]) {
+  const type = draft.type;
   // Only plain columns change type: a reference never becomes another kind of storage.
   if (
     existing &&
@@ -275,8 +331,10 @@ export async function validateField(
     const columns = columnCount([...others, { type, isPolymorphic: draft.isPolymorphic }]);
     if (columns > MAX_COLUMNS_PER_TYPE) errors.add("non_field_errors", tooManyColumns(columns));
   }
+}
 
-  // a reverse relation name is unique per related object type (upstream)
+/** A reverse relation name is unique per related object type (upstream). */
+async function checkRelatedName({ ctx, existing, draft, errors, fine }: FieldCheck) {
   if (draft.relatedName && draft.relatedObjectTypeId != null && fine("related_name")) {
     const [taken] = await ctx.db
       .select({
@@ -302,9 +360,11 @@ export async function validateField(
         `Reverse relation name "${draft.relatedName}" is already used by field "${taken.name}" on "${taken.cot}".`,
       );
   }
-  if (!kind.takes.related) draft.relatedName = "";
+}
 
-  // default, checked against the type
+/** The default, checked against the type (and its choice set). */
+async function checkDefault({ ctx, draft, kind, errors, fine }: FieldCheck) {
+  const type = draft.type;
   if (
     draft.default !== null &&
     draft.default !== undefined &&
@@ -323,8 +383,6 @@ export async function validateField(
     const checked = encodeScalar({ ...(draft as FieldRow), type }, draft.default, choices);
     if ("error" in checked) errors.add("default", `Invalid default: ${checked.error}`);
   }
-  errors.throwIfAny();
-  return draft;
 }
 
 /**
@@ -412,6 +470,15 @@ export async function validateCot(
       key !== "object_type"
     )
       errors.add(key, "Unknown field.");
+  const draft = cotDraft(input, existing);
+  checkCotAttributes(draft, input, existing, partial, errors);
+  if (errors.empty) await checkCotUnique(ctx, draft, existing, errors);
+  errors.throwIfAny();
+  return draft;
+}
+
+/** The stored type (or the empty one) with the request's attributes over it. */
+function cotDraft(input: Record<string, unknown>, existing: CotRow | null): CotDraft {
   const draft: CotDraft = existing
     ? {
         name: existing.name,
@@ -439,6 +506,17 @@ export async function validateCot(
       };
   for (const [api, prop] of Object.entries(COT_SIMPLE))
     if (has(input, api)) (draft as any)[prop] = input[api];
+  return draft;
+}
+
+/** The attributes' own rules: required, names and slugs, lengths, version, config context. */
+function checkCotAttributes(
+  draft: CotDraft,
+  input: Record<string, unknown>,
+  existing: CotRow | null,
+  partial: boolean,
+  errors: ErrorCollector,
+): void {
   if (!existing || !partial) {
     for (const req of ["name", "slug"])
       if (!has(input, req) && !existing) errors.add(req, "This field is required.");
@@ -481,20 +559,25 @@ export async function validateCot(
   ) {
     errors.add("schema_document", "Must be a JSON object or null.");
   }
-  if (errors.empty) {
-    for (const [prop, api] of [
-      ["slug", "slug"],
-      ["name", "name"],
-    ] as const) {
-      const [clash] = await ctx.db
-        .select({ id: customObjectTypes.id })
-        .from(customObjectTypes)
-        .where(eq(customObjectTypes[prop], draft[prop] as string))
-        .limit(1);
-      if (clash && clash.id !== existing?.id)
-        errors.add(api, `custom object type with this ${api} already exists.`);
-    }
+}
+
+/** The slug and the name are each unique among the custom object types. */
+async function checkCotUnique(
+  ctx: WriteContext,
+  draft: CotDraft,
+  existing: CotRow | null,
+  errors: ErrorCollector,
+): Promise<void> {
+  for (const [prop, api] of [
+    ["slug", "slug"],
+    ["name", "name"],
+  ] as const) {
+    const [clash] = await ctx.db
+      .select({ id: customObjectTypes.id })
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes[prop], draft[prop] as string))
+      .limit(1);
+    if (clash && clash.id !== existing?.id)
+      errors.add(api, `custom object type with this ${api} already exists.`);
   }
-  errors.throwIfAny();
-  return draft;
 }
