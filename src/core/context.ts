@@ -114,6 +114,11 @@ export interface WriteContext extends ReadContext {
   onCommit?(task: () => Promise<void>): void;
   /** This transaction's own state, created by `writeTransaction` (`core/slots.ts`). */
   scratch: Slots;
+  /**
+   * Reads a staged write's read phase in one round trip with the request's guards (the caller's
+   * token, decision 0089); absent outside a request: a plain `db.read`.
+   */
+  readPhase?(queries: readonly unknown[]): Promise<unknown[]>;
 }
 
 export type ApiRecord = Record<string, unknown>;

@@ -10,6 +10,7 @@
  */
 import type { Ctx, Guard } from "./context";
 import type { Queries, Results } from "../db/client";
+import { ApiError } from "./errors";
 
 export type { Guard };
 
@@ -120,4 +121,82 @@ async function rebuilt<T extends Queries>(c: Ctx, build: () => T | Promise<T>) {
   const queries = await build();
   takeGuards(c); // registered by `build` on caches the refresh just read: current
   return c.var.services.db.read(queries);
+}
+
+/**
+ * A guard folded into a write's read phase found its cache stale (the caller's grants changed):
+ * the refreshed copy is in place and nothing was written. A route made by `foldsCredentials` runs
+ * again on it, its checks seeing the fresh grants; anywhere else the caller hears a clean
+ * retryable answer.
+ */
+export class StaleCredentials extends ApiError {
+  constructor() {
+    super(
+      503,
+      { detail: "Credentials changed while this request ran; retry it.", error: "retry" },
+      { "Retry-After": "0" },
+    );
+  }
+}
+
+/**
+ * A write's read phase (`core/rest/write-batch.ts`) in one `db.read` together with the request's
+ * guards. Throws what a guard threw (a token now unknown: 403) or `StaleCredentials` when one was
+ * stale: before anything is written, either way.
+ */
+export async function readFolded(c: Ctx, queries: BatchItems): Promise<unknown[]> {
+  const db = c.var.services.db;
+  const guards = takeGuards(c);
+  if (!guards.length)
+    return queries.length ? [...((await db.read(queries as Queries)) as readonly unknown[])] : [];
+  const statements = guards.flatMap((g) => g.statements);
+  let answers: readonly unknown[];
+  try {
+    answers = (await db.read([
+      ...statements,
+      ...queries,
+    ] as unknown as Queries)) as readonly unknown[];
+  } catch (e) {
+    pending.set(c, guards);
+    if (await settleGuards(c)) throw e;
+    throw new StaleCredentials();
+  }
+  if (!(await settleAll(c, guards, answers))) throw new StaleCredentials();
+  return answers.slice(statements.length);
+}
+
+type BatchItems = readonly Queries[number][];
+
+/** Write routes that fold the caller's token guard into their read phase (`foldsCredentials`). */
+const folding = new WeakSet<object>();
+
+/** Whether `handler` folds the caller's token guard into its write's read phase. */
+export function foldsGuards(handler: unknown): boolean {
+  return typeof handler === "function" && folding.has(handler);
+}
+
+/**
+ * A write route that takes the caller's cached credentials on trust until its read phase, whose
+ * one read carries their guard (decision 0089). Every write of `handler` must read through
+ * `readFolded` or settle the guards first (`settleBeforeWrite`). When the guard shows the grants
+ * changed, `handler` runs again on the fresh ones (its permission checks with them); an answer
+ * refused on the cached grants (403, 404) is checked the same way before it leaves.
+ */
+export function foldsCredentials<H extends (c: Ctx) => Promise<Response>>(handler: H): H {
+  const wrapped = (async (c: Ctx) => {
+    try {
+      return await handler(c);
+    } catch (e) {
+      if (e instanceof StaleCredentials) return handler(c);
+      if (e instanceof ApiError && hasGuards(c) && !(await settleGuards(c))) return handler(c);
+      throw e;
+    }
+  }) as H;
+  folding.add(wrapped);
+  return wrapped;
+}
+
+/** Settles the request's pending guards before a write that does not fold them (a transaction). */
+export async function settleBeforeWrite(c: Ctx): Promise<void> {
+  if (hasGuards(c) && !(await settleGuards(c))) throw new StaleCredentials();
 }

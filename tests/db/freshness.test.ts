@@ -37,6 +37,30 @@ async function viaB(method: string, path: string, token: string) {
   return { status: res.status, body: text ? JSON.parse(text) : null };
 }
 
+/** A write through instance B with `token` and a JSON body. */
+async function writeViaB(method: string, path: string, token: string, body: unknown) {
+  const res = await b.app.request(BASE + path, {
+    method,
+    headers: { authorization: `Token ${token}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/** How many sites named `name` the database holds (read through A). */
+async function sitesNamed(name: string) {
+  return (await a.json("GET", `/api/dcim/sites/?name=${encodeURIComponent(name)}`)).body.count;
+}
+
+/** Removes the permission named `name` through instance A. */
+async function removePermission(name: string) {
+  const perms = await a.json("GET", `/api/users/permissions/?name=${name}`);
+  expect(perms.body.count).toBe(1);
+  const id = perms.body.results[0].id;
+  expect((await a.req("DELETE", `/api/users/permissions/${id}/`)).status).toBe(204);
+}
+
 /** Deletes every token of `username` through instance A. */
 async function revokeTokensOf(username: string) {
   const tokens = await a.json("GET", "/api/users/tokens/?limit=1000");
@@ -226,5 +250,78 @@ describe("a change through instance A is seen by the next read through instance 
     proxy.reset();
     expect((await viaB("GET", path, a.admin)).status).toBe(200);
     expect(proxy.count).toBe(1);
+  });
+});
+
+describe("a change through instance A holds for the next write through instance B (decision 0089)", () => {
+  test("a token revoked: B's next write is refused and writes nothing (decision 0089)", async () => {
+    const token = await a.user("revoked-writer", [[["view", "add", "change"], "dcim.site"]]);
+    const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "w0", slug: "w0" });
+    expect(site.status).toBe(201); // warm: B holds the token and its grants
+    await revokeTokensOf("revoked-writer");
+    proxy.reset();
+    const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "w1", slug: "w1" });
+    expect(after.status).toBe(403);
+    expect(after.body.error).toBe("invalid_token");
+    expect(proxy.count).toBeLessThanOrEqual(2);
+    expect(await sitesNamed("w1")).toBe(0);
+    const patch = await writeViaB("PATCH", `/api/dcim/sites/${site.body.id}/`, token, {
+      name: "w0-changed",
+    });
+    expect(patch.status).toBe(403);
+    expect(await sitesNamed("w0-changed")).toBe(0);
+  });
+
+  test("a permission removed: B's next write is checked on the fresh grants, nothing written", async () => {
+    const token = await a.user("unpermitted-writer", [
+      [["view"], "dcim.site"],
+      [["add", "delete"], "dcim.site"],
+    ]);
+    const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "p0", slug: "p0" });
+    expect(site.status).toBe(201); // warm
+    await removePermission("unpermitted-writer-dcim.site-add-delete");
+    const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "p1", slug: "p1" });
+    expect(after.status).toBe(403);
+    expect(after.body.error).not.toBe("invalid_token");
+    expect(await sitesNamed("p1")).toBe(0);
+    const gone = await a.user("unpermitted-deleter", [[["view", "add", "delete"], "dcim.site"]]);
+    const victim = await writeViaB("POST", "/api/dcim/sites/", gone, { name: "p2", slug: "p2" });
+    expect(victim.status).toBe(201); // warm
+    await removePermission("unpermitted-deleter-dcim.site-view-add-delete");
+    expect((await writeViaB("DELETE", `/api/dcim/sites/${victim.body.id}/`, gone, {})).status).toBe(
+      403,
+    );
+    expect(await sitesNamed("p2")).toBe(1);
+  });
+
+  test("a permission added: B's next write is let through on the fresh grants", async () => {
+    const token = await a.user("late-writer", [[["view"], "dcim.site"]]);
+    const refused = await writeViaB("POST", "/api/dcim/sites/", token, { name: "q0", slug: "q0" });
+    expect(refused.status).toBe(403); // warm: B holds grants without "add"
+    const u = (await a.json("GET", "/api/users/users/?username=late-writer")).body.results[0].id;
+    const grant = await a.json("POST", "/api/users/permissions/", {
+      body: { name: "late-writer-add", actions: ["add"], object_types: ["dcim.site"], users: [u] },
+    });
+    expect(grant.status).toBe(201);
+    const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "q1", slug: "q1" });
+    expect(after.status).toBe(201);
+    expect(await sitesNamed("q1")).toBe(1);
+  });
+
+  test("and while nothing changes, B's writes are one read and one write", async () => {
+    const token = await a.user("steady-writer", [[["view", "add", "change"], "dcim.site"]]);
+    expect(
+      (await writeViaB("POST", "/api/dcim/sites/", token, { name: "s0", slug: "s0" })).status,
+    ).toBe(201);
+    proxy.reset();
+    const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "s1", slug: "s1" });
+    expect(site.status).toBe(201);
+    expect(proxy.count).toBe(2);
+    proxy.reset();
+    const patch = await writeViaB("PATCH", `/api/dcim/sites/${site.body.id}/`, token, {
+      description: "steady",
+    });
+    expect(patch.status).toBe(200);
+    expect(proxy.count).toBe(2);
   });
 });

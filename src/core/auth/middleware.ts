@@ -10,7 +10,8 @@ import type { Context, MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
 import type { AuthState, Ctx, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
-import { addGuard, hasGuards, settleGuards } from "../fresh-read";
+import { matchedRoutes } from "hono/route";
+import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
 import type { Orm } from "../../db/client";
 import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
 import { credentialFromHeader, hashToken, type Credential } from "./tokens";
@@ -169,6 +170,35 @@ function authStateOf(c: Context<HonoEnv>, entry: CachedAuth, credential: Credent
   };
 }
 
+/** Look-ups under way, by key hash: concurrent requests with one token share one read. */
+const IN_FLIGHT = slotKey<Map<string, Promise<CachedAuth>>>("auth.in-flight");
+
+/** The token and its grants read now (one read), shared with requests asking the same meanwhile. */
+function lookUp(c: Ctx, keyHash: string, stamp: string | null): Promise<CachedAuth> {
+  const { db, state } = c.var.services;
+  const read = () =>
+    db
+      .read([...authStatements(db.reader, keyHash)])
+      .then((answers) => cachedFrom(answers as unknown[], stamp));
+  // only under one change stamp: nothing committed between the shared read and this request
+  if (stamp === null) return read();
+  const flying = state.ensure(IN_FLIGHT, () => new Map());
+  const key = `${stamp}\u0000${keyHash}`;
+  const shared = flying.get(key);
+  if (shared) return shared;
+  const reading = read().finally(() => flying.delete(key));
+  flying.set(key, reading);
+  return reading;
+}
+
+/** Whether the route that answers `c` folds the token guard into its write (`foldsCredentials`). */
+function foldingRoute(c: Ctx): boolean {
+  const route = matchedRoutes(c).find((r) => r.method === c.req.method);
+  if (!route) return false;
+  const handler = route.handler as { __COMPOSED_HANDLER?: unknown };
+  return foldsGuards(handler) || foldsGuards(handler.__COMPOSED_HANDLER);
+}
+
 /**
  * Authenticates from the app's token cache where it is provably current: on a local file when
  * the change stamp is the one it was read under; remotely, for reads, by a guard whose statements
@@ -212,16 +242,16 @@ export function authenticate(
     const stamp = db.changeStamp();
     let entry = entries.get(keyHash);
     const read = c.req.method === "GET" || c.req.method === "HEAD";
+    const proven = !!entry && stamp !== null && entry.stamp === stamp;
+    // a write route that folds the guard into its read phase (decision 0089), on any database
+    const folded = !read && foldingRoute(c);
     const deferred =
       !!entry &&
-      stamp === null &&
+      !proven &&
       !answeredAgain.has(c.req.raw) &&
-      ((read && !!options.again) || !!options.readsSettled);
-    if (!entry || (!deferred && (stamp === null || entry.stamp !== stamp))) {
-      entry = cachedFrom(
-        (await db.read([...authStatements(db.reader, keyHash)])) as unknown[],
-        stamp,
-      );
+      (folded || (stamp === null && ((read && !!options.again) || !!options.readsSettled)));
+    if (!entry || (!proven && !deferred)) {
+      entry = await lookUp(c, keyHash, stamp);
       remember(entries, keyHash, entry);
     }
     c.set("auth", authStateOf(c, entry, credential));
@@ -233,8 +263,12 @@ export function authenticate(
       name: "token",
       statements: [...authStatements(db.reader, keyHash)],
       async settle(answers) {
-        if (JSON.stringify(answers) === cached.proof) return true;
-        const fresh = cachedFrom(answers, null);
+        // read after `stamp` was taken: the answers are current for it (or newer)
+        if (JSON.stringify(answers) === cached.proof) {
+          if (stamp !== null) remember(entries, keyHash, { ...cached, stamp });
+          return true;
+        }
+        const fresh = cachedFrom(answers, stamp);
         remember(entries, keyHash, fresh);
         c.set("auth", authStateOf(c, fresh, credential));
         return false;
@@ -257,7 +291,7 @@ export function authenticate(
     }
     if (current) return;
     c.res = undefined;
-    if (!options.again) {
+    if (!options.again || !read) {
       // a route that settles its own guards failed before it could: ask for the request again
       c.res = c.json(
         errorBody("retry", "Credentials changed while this request ran; retry it."),

@@ -385,7 +385,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
     const phase = new ReadPhase();
     const found = await lookups(ctx, phase, inputs);
-    await phase.run(ctx.services.db);
+    await phase.run(ctx);
     const related = found.related();
     const tagRows = found.tags();
     const viewable = found.viewable();
@@ -566,7 +566,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       : () => [] as Array<TagRow & { objectId: number }>;
     const mayChange = changeWhere ? phase.add(admittedQuery(ctx, ids, changeWhere)) : null;
     const mayView = viewWhere ? phase.add(admittedQuery(ctx, ids, viewWhere)) : null;
-    await phase.run(ctx.services.db);
+    await phase.run(ctx);
     const related = found.related();
     const tagRows = found.tags();
     const viewable = found.viewable();
@@ -674,7 +674,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     const hookParts = new Map(
       unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
     );
-    await phase.run(ctx.services.db);
+    await phase.run(ctx);
     const staged = await rules();
     const related = new Map(fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
     const byId = new Map<number, Row>();

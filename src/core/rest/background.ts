@@ -11,6 +11,7 @@ import { loadGrants } from "../auth/permissions";
 import type { AuthState, Ctx, Services } from "../context";
 import { ApiError } from "../errors";
 import { baseUrlOf } from "../http";
+import { settleBeforeWrite } from "../fresh-read";
 import { recordUrl } from "../models/define";
 import { PermanentJobError, type JobHandler } from "../../services/tasks/queue";
 import { parseBool } from "./query";
@@ -41,6 +42,8 @@ export function wantsBackgroundBulk(c: Ctx): boolean {
 /** Queues the bulk write after the caller's checks; answers 202 with the job. */
 export async function enqueueBulkWrite(c: Ctx, body: unknown[]): Promise<Response> {
   const { tasks } = c.var.services;
+  // the caller's cached token is proven before the job is queued in their name (decision 0089)
+  await settleBeforeWrite(c);
   if (c.req.header("if-match") !== undefined)
     throw ApiError.detail(
       400,

@@ -27,7 +27,7 @@ import { mapConstraintError } from "./constraints";
 import { anchoredPageIds, countRows } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargeRows } from "./budget";
-import { freshRead } from "../fresh-read";
+import { foldsCredentials, freshRead, readFolded, settleBeforeWrite } from "../fresh-read";
 import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
 import type { StagedOptions } from "../context";
@@ -100,6 +100,7 @@ export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promis
     params: new URL(c.req.url).searchParams,
     onCommit: (task) => afterCommit.push(task),
     scratch: new Slots(),
+    readPhase: (queries) => readFolded(c, queries as Parameters<typeof readFolded>[1]),
   });
   await runAfterCommit(services, c.var.requestId, afterCommit);
   return result;
@@ -121,11 +122,12 @@ async function runAfterCommit(
   }
 }
 
-export function inTransaction<T>(
+export async function inTransaction<T>(
   c: Ctx,
   resource: Pick<Resource, "fieldForColumn" | "verboseName"> | null,
   fn: (ctx: WriteContext) => Promise<T>,
 ): Promise<T> {
+  await settleBeforeWrite(c);
   const meta = {
     baseUrl: baseUrlOf(c),
     auth: c.var.auth,
@@ -257,6 +259,32 @@ export async function updateChecked(
 }
 
 /** The records written, loading any the change log did not already hold. */
+/**
+ * Creates one object of `resource` and answers its record: a staged write where the resource
+ * stages creates (one read, one atomic batch: no interactive transaction, so D1 takes it), else
+ * in a transaction. `after` reads what the write left in its scratch (a token's issued key).
+ */
+export async function createOne(
+  c: Ctx,
+  r: Resource,
+  input: ApiRecord,
+  after: (ctx: WriteContext) => void = () => {},
+): Promise<ApiRecord | undefined> {
+  const staged = r.staged?.create ? r.staged : undefined;
+  const written: Written = staged
+    ? await inStagedWrite(c, async (ctx) => {
+        const [w] = await staged.create!(ctx, [input], { resource: r, bulk: false });
+        after(ctx);
+        return w!;
+      })
+    : await inTransaction(c, r, async (ctx) => {
+        const w = await createChecked(ctx, r, input);
+        after(ctx);
+        return w;
+      });
+  return (await writtenRecords(c, r, [written]))[0];
+}
+
 async function writtenRecords(
   c: Ctx,
   resource: Resource,
@@ -636,177 +664,196 @@ export function mountResource(
     return;
   }
 
-  app.post(list, async (c) => {
-    const r = await resolve(c);
-    await requirePermission(c, "add", r);
-    const body = await readJson(c);
-    if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-    // add_tags / remove_tags fold into tags inside a transaction (tag-edits.ts)
-    const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
-    const staged = r.staged?.create && !tagEdits ? r.staged : undefined;
-    if (Array.isArray(body)) {
-      if (!body.length)
-        throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
-      const written: Written[] = staged
-        ? await inStagedWrite(c, (ctx) =>
-            staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
-          )
-        : await inTransaction(c, r, async (ctx) =>
-            r.createMany && !tagEdits
-              ? createManyChecked(ctx, r, body)
-              : eachItem(body, async (item) =>
-                  createChecked(ctx, r, await foldTagEdits(ctx, r, item, null)),
-                ),
-          );
-      const records = await writtenRecords(c, r, written);
-      const answer = await projected(c, r, records);
-      // The answer is the records the change log just wrote as JSON (nothing hidden, no
-      // projection): their texts are joined rather than a 1,000-object list encoded again.
-      if (
-        answer === records &&
-        written.length === records.length &&
-        written.every((w, i) => w.json !== undefined && w.record === records[i])
-      ) {
-        return c.body(`[${written.map((w) => w.json).join(",")}]`, 201, {
-          "Content-Type": "application/json",
-        });
+  app.post(
+    list,
+    foldsCredentials(async (c) => {
+      const r = await resolve(c);
+      await requirePermission(c, "add", r);
+      const body = await readJson(c);
+      if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+      // add_tags / remove_tags fold into tags inside a transaction (tag-edits.ts)
+      const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
+      const staged = r.staged?.create && !tagEdits ? r.staged : undefined;
+      if (Array.isArray(body)) {
+        if (!body.length)
+          throw new ValidationError({
+            non_field_errors: ["Expected a non-empty list of objects."],
+          });
+        const written: Written[] = staged
+          ? await inStagedWrite(c, (ctx) =>
+              staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
+            )
+          : await inTransaction(c, r, async (ctx) =>
+              r.createMany && !tagEdits
+                ? createManyChecked(ctx, r, body)
+                : eachItem(body, async (item) =>
+                    createChecked(ctx, r, await foldTagEdits(ctx, r, item, null)),
+                  ),
+            );
+        const records = await writtenRecords(c, r, written);
+        const answer = await projected(c, r, records);
+        // The answer is the records the change log just wrote as JSON (nothing hidden, no
+        // projection): their texts are joined rather than a 1,000-object list encoded again.
+        if (
+          answer === records &&
+          written.length === records.length &&
+          written.every((w, i) => w.json !== undefined && w.record === records[i])
+        ) {
+          return c.body(`[${written.map((w) => w.json).join(",")}]`, 201, {
+            "Content-Type": "application/json",
+          });
+        }
+        return c.json(answer, 201);
       }
-      return c.json(answer, 201);
-    }
-    const input = asObject(body, "body");
-    const written: Written = staged
-      ? (
-          await inStagedWrite(c, (ctx) =>
-            staged.create!(ctx, [input], { resource: r, bulk: false }),
-          )
-        )[0]!
-      : await inTransaction(c, r, async (ctx) =>
-          createChecked(ctx, r, await foldTagEdits(ctx, r, input, null)),
-        );
-    const [record] = await writtenRecords(c, r, [written]);
-    return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0], 201);
-  });
+      const input = asObject(body, "body");
+      const written: Written = staged
+        ? (
+            await inStagedWrite(c, (ctx) =>
+              staged.create!(ctx, [input], { resource: r, bulk: false }),
+            )
+          )[0]!
+        : await inTransaction(c, r, async (ctx) =>
+            createChecked(ctx, r, await foldTagEdits(ctx, r, input, null)),
+          );
+      const [record] = await writtenRecords(c, r, [written]);
+      return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0], 201);
+    }),
+  );
 
   for (const method of ["put", "patch"] as const) {
     const partial = method === "patch";
-    app[method](list, async (c) => {
+    app[method](
+      list,
+      foldsCredentials(async (c) => {
+        const r = await resolve(c);
+        await requirePermission(c, "change", r);
+        const body = await readJson(c);
+        if (!Array.isArray(body))
+          throw new ValidationError({
+            non_field_errors: ["Bulk update expects a list of objects with an id."],
+          });
+        if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+        const staged = r.staged?.update && !body.some(hasTagEdits) ? r.staged : undefined;
+        if (staged) {
+          if (!body.length)
+            throw new ValidationError({
+              non_field_errors: ["Expected a non-empty list of objects."],
+            });
+          const items = bulkItems(body);
+          const written = await inStagedWrite(c, (ctx) =>
+            staged.update!(ctx, items, partial, { resource: r, bulk: true }),
+          );
+          return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+        }
+        const written = await inTransaction(c, r, (ctx) =>
+          eachItem(body, async (item) => {
+            const id = bulkId(item);
+            await ensureExists(ctx, r, id, "change");
+            const { id: _drop, ...rest } = item;
+            const input = hasTagEdits(rest)
+              ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
+              : rest;
+            return updateChecked(ctx, r, id, input, partial);
+          }),
+        );
+        return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+      }),
+    );
+    app[method](
+      detail,
+      foldsCredentials(async (c) => {
+        const r = await resolve(c);
+        await requirePermission(c, "change", r);
+        const id = parseId(c.req.param("id"));
+        const body = asObject(await readJson(c), "body");
+        const staged = r.staged?.update && !hasTagEdits(body) ? r.staged : undefined;
+        if (staged) {
+          const precondition = ifMatch(c);
+          const [written] = await inStagedWrite(c, (ctx) =>
+            staged.update!(ctx, [{ id, input: body }], partial, {
+              resource: r,
+              bulk: false,
+              precondition,
+            }),
+          );
+          // the new ETag (NetBox 4.6): the next If-Match of this client names this version
+          const tag = etagOf(written!.record);
+          if (tag) c.header("ETag", tag);
+          return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
+        }
+        const expected = stampsFromIfMatch(c.req.header("if-match"));
+        const written = await inTransaction(c, r, async (ctx) => {
+          await ensureExists(ctx, r, id, "change");
+          // The ETag is compared with the row as this transaction reads it, before the write.
+          const current = expected !== null || hasTagEdits(body) ? await r.load(ctx, [id]) : [];
+          if (expected !== null) requireMatch(expected, current[0] ?? {});
+          const input = await foldTagEdits(ctx, r, body, current[0] ?? null);
+          return updateChecked(ctx, r, id, input, partial);
+        });
+        const [record] = await writtenRecords(c, r, [written]);
+        return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0]);
+      }),
+    );
+  }
+
+  app.delete(
+    list,
+    foldsCredentials(async (c) => {
       const r = await resolve(c);
-      await requirePermission(c, "change", r);
+      await requirePermission(c, "delete", r);
       const body = await readJson(c);
       if (!Array.isArray(body))
         throw new ValidationError({
-          non_field_errors: ["Bulk update expects a list of objects with an id."],
+          non_field_errors: ["Bulk delete expects a list of objects with an id."],
         });
       if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-      const staged = r.staged?.update && !body.some(hasTagEdits) ? r.staged : undefined;
+      const staged = r.staged;
       if (staged) {
         if (!body.length)
           throw new ValidationError({
             non_field_errors: ["Expected a non-empty list of objects."],
           });
-        const items = bulkItems(body);
-        const written = await inStagedWrite(c, (ctx) =>
-          staged.update!(ctx, items, partial, { resource: r, bulk: true }),
+        const ids = bulkItems(body).map((i) => i.id);
+        const outcome = await inStagedWrite(c, (ctx) =>
+          staged.delete(ctx, ids, { resource: r, bulk: true }),
         );
-        return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+        if (outcome === undefined) return c.body(null, 204);
       }
-      const written = await inTransaction(c, r, (ctx) =>
+      await inTransaction(c, r, (ctx) =>
         eachItem(body, async (item) => {
           const id = bulkId(item);
-          await ensureExists(ctx, r, id, "change");
-          const { id: _drop, ...rest } = item;
-          const input = hasTagEdits(rest)
-            ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
-            : rest;
-          return updateChecked(ctx, r, id, input, partial);
+          await deleteWithHooks(ctx, r, id, "delete");
         }),
       );
-      return c.json(await projected(c, r, await writtenRecords(c, r, written)));
-    });
-    app[method](detail, async (c) => {
+      return c.body(null, 204);
+    }),
+  );
+  app.delete(
+    detail,
+    foldsCredentials(async (c) => {
       const r = await resolve(c);
-      await requirePermission(c, "change", r);
+      await requirePermission(c, "delete", r);
       const id = parseId(c.req.param("id"));
-      const body = asObject(await readJson(c), "body");
-      const staged = r.staged?.update && !hasTagEdits(body) ? r.staged : undefined;
+      const staged = r.staged;
       if (staged) {
         const precondition = ifMatch(c);
-        const [written] = await inStagedWrite(c, (ctx) =>
-          staged.update!(ctx, [{ id, input: body }], partial, {
-            resource: r,
-            bulk: false,
-            precondition,
-          }),
+        const outcome = await inStagedWrite(c, (ctx) =>
+          staged.delete(ctx, [id], { resource: r, bulk: false, precondition }),
         );
-        // the new ETag (NetBox 4.6): the next If-Match of this client names this version
-        const tag = etagOf(written!.record);
-        if (tag) c.header("ETag", tag);
-        return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
+        // a cascade deletes other objects (each with its hooks): that runs in a transaction
+        if (outcome === undefined) return c.body(null, 204);
       }
       const expected = stampsFromIfMatch(c.req.header("if-match"));
-      const written = await inTransaction(c, r, async (ctx) => {
-        await ensureExists(ctx, r, id, "change");
-        // The ETag is compared with the row as this transaction reads it, before the write.
-        const current = expected !== null || hasTagEdits(body) ? await r.load(ctx, [id]) : [];
-        if (expected !== null) requireMatch(expected, current[0] ?? {});
-        const input = await foldTagEdits(ctx, r, body, current[0] ?? null);
-        return updateChecked(ctx, r, id, input, partial);
-      });
-      const [record] = await writtenRecords(c, r, [written]);
-      return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0]);
-    });
-  }
-
-  app.delete(list, async (c) => {
-    const r = await resolve(c);
-    await requirePermission(c, "delete", r);
-    const body = await readJson(c);
-    if (!Array.isArray(body))
-      throw new ValidationError({
-        non_field_errors: ["Bulk delete expects a list of objects with an id."],
-      });
-    if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-    const staged = r.staged;
-    if (staged) {
-      if (!body.length)
-        throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
-      const ids = bulkItems(body).map((i) => i.id);
-      const outcome = await inStagedWrite(c, (ctx) =>
-        staged.delete(ctx, ids, { resource: r, bulk: true }),
-      );
-      if (outcome === undefined) return c.body(null, 204);
-    }
-    await inTransaction(c, r, (ctx) =>
-      eachItem(body, async (item) => {
-        const id = bulkId(item);
+      await inTransaction(c, r, async (ctx) => {
+        if (expected !== null) {
+          await ensureExists(ctx, r, id, "delete");
+          requireMatch(expected, (await r.load(ctx, [id]))[0] ?? {});
+        }
         await deleteWithHooks(ctx, r, id, "delete");
-      }),
-    );
-    return c.body(null, 204);
-  });
-  app.delete(detail, async (c) => {
-    const r = await resolve(c);
-    await requirePermission(c, "delete", r);
-    const id = parseId(c.req.param("id"));
-    const staged = r.staged;
-    if (staged) {
-      const precondition = ifMatch(c);
-      const outcome = await inStagedWrite(c, (ctx) =>
-        staged.delete(ctx, [id], { resource: r, bulk: false, precondition }),
-      );
-      // a cascade deletes other objects (each with its hooks): that runs in a transaction
-      if (outcome === undefined) return c.body(null, 204);
-    }
-    const expected = stampsFromIfMatch(c.req.header("if-match"));
-    await inTransaction(c, r, async (ctx) => {
-      if (expected !== null) {
-        await ensureExists(ctx, r, id, "delete");
-        requireMatch(expected, (await r.load(ctx, [id]))[0] ?? {});
-      }
-      await deleteWithHooks(ctx, r, id, "delete");
-    });
-    return c.body(null, 204);
-  });
+      });
+      return c.body(null, 204);
+    }),
+  );
   app.all(list, methodNotAllowed("GET, POST, PUT, PATCH, DELETE, HEAD"));
   app.all(detail, methodNotAllowed("GET, PUT, PATCH, DELETE, HEAD"));
 }

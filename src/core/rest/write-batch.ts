@@ -6,6 +6,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { Database, Queries } from "../../db/client";
+import type { WriteContext } from "../context";
 
 /** The reads of a read phase: one `db.read` (one round trip) whatever their number. */
 export class ReadPhase {
@@ -18,8 +19,14 @@ export class ReadPhase {
     return () => this.#results[at] as T;
   }
 
-  async run(db: Database): Promise<void> {
+  /** One read; with the request's guards when `ctx` folds them (`WriteContext.readPhase`). */
+  async run(ctx: Pick<WriteContext, "services" | "readPhase">): Promise<void> {
+    if (ctx.readPhase) {
+      this.#results.push(...(await ctx.readPhase(this.#queries)));
+      return;
+    }
     if (!this.#queries.length) return;
+    const db = ctx.services.db;
     const results = (await db.read(this.#queries as unknown as Queries)) as unknown as unknown[];
     this.#results.push(...results);
   }
