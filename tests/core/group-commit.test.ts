@@ -87,7 +87,6 @@ describe("group commit of write batches (staged host-model writes, decision 0083
     batches = 0;
     const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => site(`own-${i}`)));
     expect(answers.every((a) => a.status === 201)).toBe(true);
-    if (process.env.GROUP_LOG) console.log("batches40", batches);
     expect(batches).toBeLessThan(10);
   });
 
