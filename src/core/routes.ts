@@ -22,7 +22,7 @@ import {
   tenantModel,
 } from "./models/inventory";
 import {
-  createChecked,
+  createOne,
   createRecord,
   inTransaction,
   mountResource,
@@ -265,12 +265,9 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       const input = { ...c.req.valid("json") } as Record<string, unknown>;
       if (!Object.hasOwn(input, "user") && c.var.auth.user) input.user = c.var.auth.user.id;
       let token = "";
-      const id = await inTransaction(c, r, async (ctx) => {
-        const created = (await createChecked(ctx, r, input)).id;
+      const record = await createOne(c, r, input, (ctx) => {
         token = ctx.scratch.get(ISSUED_KEY) ?? "";
-        return created;
       });
-      const [record] = await r.load(readContext(c), [id]);
       return c.json({ ...record, token }, 201);
     },
   );

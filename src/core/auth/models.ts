@@ -247,6 +247,8 @@ const tokenModelBase = defineModel({
     }
     await issueSecret(ctx, values);
   },
+  // the key is made here, nothing is read: token writes are staged (one read, one batch)
+  validateReadsNothing: true,
   fields: [
     {
       name: "version",

@@ -97,6 +97,11 @@ export interface ModelSpec {
     existing: Record<string, any> | null,
     errors: ErrorCollector,
   ) => Promise<void>;
+  /**
+   * `validate` neither reads nor writes the database (it checks and fills `values` only): staged
+   * writes run it too, and the model's writes stay one read and one atomic batch.
+   */
+  validateReadsNothing?: boolean;
   /** Runs after insert/update with the final row id. */
   afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
   /** Adds or rewrites keys of serialised records. */

@@ -42,6 +42,13 @@ export interface HostModelParts {
     tags?: boolean;
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
+    /** A check that reads nothing (`validateReadsNothing`): it may fill `values`. */
+    validate?: (
+      ctx: WriteContext,
+      values: Record<string, unknown>,
+      existing: Record<string, any> | null,
+      errors: ErrorCollector,
+    ) => Promise<void>;
   };
   table: SQLiteTable & { id: SQLiteColumn };
   resource: Resource;
@@ -92,11 +99,12 @@ const STAGED_TYPES = new Set([
 export function stageable(spec: {
   fields: Array<{ type: string }>;
   validate?: unknown;
+  validateReadsNothing?: boolean;
   afterWrite?: unknown;
   decorate?: unknown;
 }): boolean {
   return (
-    !spec.validate &&
+    (!spec.validate || !!spec.validateReadsNothing) &&
     !spec.afterWrite &&
     !spec.decorate &&
     spec.fields.every((f) => STAGED_TYPES.has(f.type))
@@ -298,6 +306,8 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       if ("error" in res) errors.add("tags", res.error);
       else tags = res.tags.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }
+    // a check that reads nothing (`validateReadsNothing`; `stageable` admits no other)
+    if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
     if (spec.naturalOrdering) {
       const source = fieldsByName.get(spec.naturalOrdering.field)?.column;
