@@ -44,6 +44,8 @@ export interface AuthUser {
 export interface Guard {
   name: string;
   statements: Queries[number][];
+  /** The same statements for a read of their own, where that differs (a local file's readers). */
+  alone?: Queries[number][];
   settle(answers: unknown[]): Promise<boolean>;
 }
 

@@ -79,7 +79,7 @@ export function guardFailure(c: Ctx): unknown {
 /** Settles the request's pending guards in one read of their own; true when all were current. */
 export async function settleGuards(c: Ctx): Promise<boolean> {
   const guards = takeGuards(c);
-  const statements = guards.flatMap((g) => g.statements);
+  const statements = guards.flatMap((g) => g.alone ?? g.statements);
   if (!statements.length) return true;
   const answers = await c.var.services.db.read(statements as unknown as Queries);
   return settleAll(c, guards, answers as readonly unknown[]);

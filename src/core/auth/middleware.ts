@@ -264,6 +264,8 @@ export function authenticate(
       // a write's guard reads where its read phase reads (a local file's main connection, whose
       // reads answer in turn: the writes they lead meet in one batch); a read's on the readers
       statements: [...authStatements(folded ? db.orm : db.reader, keyHash)],
+      // settled alone (before a transaction, or after the answer): on the readers
+      alone: [...authStatements(db.reader, keyHash)],
       async settle(answers) {
         // read after `stamp` was taken: the answers are current for it (or newer)
         if (JSON.stringify(answers) === cached.proof) {
