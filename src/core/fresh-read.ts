@@ -129,7 +129,7 @@ async function rebuilt<T extends Queries>(c: Ctx, build: () => T | Promise<T>) {
  * again on it, its checks seeing the fresh grants; anywhere else the caller hears a clean
  * retryable answer.
  */
-export class StaleCredentials extends ApiError {
+class StaleCredentials extends ApiError {
   constructor() {
     super(
       503,

@@ -181,8 +181,8 @@ export class BatchGroup<Q> {
       if (this.#running) return;
       this.#running = true;
       // The write starts after the event loop's current turn: batches whose read phases answered
-      // in the same turn (the read pool's answers arrive together) meet in one write. The
-      // driver's write holds the thread, so nothing could join one that started at once.
+      // in the same turn meet in one write. The driver's write holds the thread, so nothing
+      // could join one that started at once.
       setImmediate(() => void this.#drain());
     });
   }
