@@ -201,6 +201,21 @@ test("host-model writes: create, update, delete, bulk of 100 — ≤ 2 each (one
   ).toBeLessThanOrEqual(2);
 });
 
+test("token create: one read and one atomic write after the caller's token, no transaction (decision 0089)", async () => {
+  expect(
+    await roundTrips(
+      "POST",
+      () => "/api/users/tokens/",
+      () => ({ description: `k${next()}` }),
+    ),
+  ).toBeLessThanOrEqual(3);
+  // the user's nested form came from the read phase: nothing of the user's secrets in the answer
+  const made = await t.json("POST", "/api/users/tokens/", { body: { description: "answer" } });
+  expect(made.status).toBe(201);
+  expect(typeof made.body.token).toBe("string");
+  expect(JSON.stringify(made.body)).not.toMatch(/password/i);
+});
+
 test("custom-object writes (NOW as pinned; TARGET ≤ 2)", async () => {
   expect(
     await roundTrips(
