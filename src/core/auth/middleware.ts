@@ -8,7 +8,7 @@ import { errorBody } from "../../api-error";
 import { eq, sql } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
-import type { AuthState, Ctx, HonoEnv } from "../context";
+import type { AuthState, Ctx, Guard, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
@@ -200,6 +200,39 @@ function foldingRoute(c: Ctx): boolean {
 }
 
 /**
+ * The guard proving a cached token and its grants current (decision 0085): their two statements,
+ * compared as answered. A stale copy is replaced and the request's caller set from the fresh one.
+ */
+function tokenGuard(
+  c: Ctx,
+  at: { keyHash: string; cached: CachedAuth; stamp: string | null; folded: boolean },
+  credential: Credential,
+): Guard {
+  const { db, state } = c.var.services;
+  const { keyHash, cached, stamp } = at;
+  const entries = state.ensure(AUTH_CACHE, () => new Map());
+  return {
+    name: "token",
+    // a write's guard reads where its read phase reads (a local file's main connection, whose
+    // reads answer in turn: the writes they lead meet in one batch); a read's on the readers
+    statements: [...authStatements(at.folded ? db.orm : db.reader, keyHash)],
+    // settled alone (before a transaction, or after the answer): on the readers
+    alone: [...authStatements(db.reader, keyHash)],
+    async settle(answers) {
+      // read after `stamp` was taken: the answers are current for it (or newer)
+      if (JSON.stringify(answers) === cached.proof) {
+        if (stamp !== null) remember(entries, keyHash, { ...cached, stamp });
+        return true;
+      }
+      const fresh = cachedFrom(answers, stamp);
+      remember(entries, keyHash, fresh);
+      c.set("auth", authStateOf(c, fresh, credential));
+      return false;
+    },
+  };
+}
+
+/**
  * Authenticates from the app's token cache where it is provably current: on a local file when
  * the change stamp is the one it was read under; remotely, for reads, by a guard whose statements
  * ride in the request's one read (`core/fresh-read.ts`). Otherwise the token and its grants are
@@ -258,26 +291,7 @@ export function authenticate(
     // Not awaited: a write that waits for a long write's lock must not hold the request.
     void touchToken(c.var.services, entry.token!.tokenId);
     if (!deferred) return next();
-    const cached = entry;
-    addGuard(c, {
-      name: "token",
-      // a write's guard reads where its read phase reads (a local file's main connection, whose
-      // reads answer in turn: the writes they lead meet in one batch); a read's on the readers
-      statements: [...authStatements(folded ? db.orm : db.reader, keyHash)],
-      // settled alone (before a transaction, or after the answer): on the readers
-      alone: [...authStatements(db.reader, keyHash)],
-      async settle(answers) {
-        // read after `stamp` was taken: the answers are current for it (or newer)
-        if (JSON.stringify(answers) === cached.proof) {
-          if (stamp !== null) remember(entries, keyHash, { ...cached, stamp });
-          return true;
-        }
-        const fresh = cachedFrom(answers, stamp);
-        remember(entries, keyHash, fresh);
-        c.set("auth", authStateOf(c, fresh, credential));
-        return false;
-      },
-    });
+    addGuard(c, tokenGuard(c, { keyHash, cached: entry, stamp, folded }, credential));
     await next();
     // No read of the handler took the guard along: settle it before the answer leaves, and
     // answer again (once) if what the handler saw was stale.
