@@ -19,50 +19,54 @@ setDefaultTimeout(90_000);
 
 const MAX_BODY_BYTES = 4096;
 
-contractSuite("workerd (Miniflare) + D1", async () => {
-  const persistTo = mkdtempSync(join(tmpdir(), "host-d1-"));
-  const removeDir = () => rmSync(persistTo, { recursive: true, force: true });
-  await migrateLocalD1(persistTo);
-  const stack = await startRedisStack().catch((e) => {
-    removeDir();
-    throw e;
-  });
-  const { url, token } = stack.bridge;
-  try {
-    const worker = await startWorker({
-      d1PersistTo: persistTo,
-      bindings: {
-        CACHE_BACKEND: "kv",
-        MAX_BODY_BYTES: String(MAX_BODY_BYTES),
-        REDIS_CACHING_URL: url,
-        REDIS_CACHING_TOKEN: token,
-        REDIS_TASKS_URL: url,
-        REDIS_TASKS_TOKEN: token,
-        PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: CONTRACT_HEALTH_SETTINGS }),
-      },
+contractSuite(
+  "workerd (Miniflare) + D1",
+  async () => {
+    const persistTo = mkdtempSync(join(tmpdir(), "host-d1-"));
+    const removeDir = () => rmSync(persistTo, { recursive: true, force: true });
+    await migrateLocalD1(persistTo);
+    const stack = await startRedisStack().catch((e) => {
+      removeDir();
+      throw e;
     });
-    const d1 = await worker.mf.getD1Database("DB");
-    return {
-      runtime: "workerd",
-      database: "d1",
-      base: worker.url.origin,
-      maxBodyBytes: MAX_BODY_BYTES,
-      request: (method, path, opts) => worker.fetch(path, requestInit(method, opts)),
-      superuserToken: (username) => d1SuperuserToken(d1, username),
-      async workerTick() {
-        const result = await (await worker.mf.getWorker("host")).scheduled({ cron: "* * * * *" });
-        if (result.outcome !== "ok") throw new Error(`cron run: ${result.outcome}`);
-      },
-      redis: { token, stop: () => stack.stop() },
-      async close() {
-        await worker.stop();
-        await stack.stop();
-        removeDir();
-      },
-    };
-  } catch (e) {
-    await stack.stop();
-    removeDir();
-    throw e;
-  }
-});
+    const { url, token } = stack.bridge;
+    try {
+      const worker = await startWorker({
+        d1PersistTo: persistTo,
+        bindings: {
+          CACHE_BACKEND: "kv",
+          MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+          REDIS_CACHING_URL: url,
+          REDIS_CACHING_TOKEN: token,
+          REDIS_TASKS_URL: url,
+          REDIS_TASKS_TOKEN: token,
+          PLUGINS_CONFIG: JSON.stringify({ host_healthcheck_plugin: CONTRACT_HEALTH_SETTINGS }),
+        },
+      });
+      const d1 = await worker.mf.getD1Database("DB");
+      return {
+        runtime: "workerd",
+        database: "d1",
+        base: worker.url.origin,
+        maxBodyBytes: MAX_BODY_BYTES,
+        request: (method, path, opts) => worker.fetch(path, requestInit(method, opts)),
+        superuserToken: (username) => d1SuperuserToken(d1, username),
+        async workerTick() {
+          const result = await (await worker.mf.getWorker("host")).scheduled({ cron: "* * * * *" });
+          if (result.outcome !== "ok") throw new Error(`cron run: ${result.outcome}`);
+        },
+        redis: { token, stop: () => stack.stop() },
+        async close() {
+          await worker.stop();
+          await stack.stop();
+          removeDir();
+        },
+      };
+    } catch (e) {
+      await stack.stop();
+      removeDir();
+      throw e;
+    }
+  },
+  { customObjectWrites: false },
+);
