@@ -128,7 +128,6 @@ export function recordUrl(baseUrl: string, path: string, id: number) {
   return `${baseUrl}/api/${path}/${id}/`;
 }
 
-/** Builds resource + model info from a spec. */
 /**
  * `?tag=<slug>` (any of the tags) and `tag__n` (none of them) over objects of one type, given
  * by object type id when the model knows it (custom objects) or by app label and model.
@@ -155,6 +154,7 @@ export function tagFilter(
   };
 }
 
+/** Builds resource + model info from a spec. */
 export function defineModel(spec: ModelSpec): DefinedModel {
   const m = modelParts(spec);
   const serialize = serializer(m);
