@@ -112,9 +112,45 @@ dropTags.stage = (ctx, _phase, target) => async () => {
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 export async function createApp(deps: AppDeps): Promise<App> {
-  const { config, db } = deps;
+  const { config } = deps;
   const logger = deps.logger ?? createLogger(config.logLevel);
   const plugins = resolvePlugins(config.plugins, deps.availablePlugins ?? BUILTIN_PLUGINS);
+  const services = await buildServices(deps, logger, plugins);
+  for (const m of CORE_MODELS) services.models.register(m.info);
+  // One statement for every static object type: a cold isolate on Turso pays one round trip, not dozens.
+  await services.objectTypes.ensureMany([
+    ...CORE_MODELS.map((m) => ({ appLabel: m.spec.appLabel, model: m.spec.model })),
+    ...plugins.flatMap((p) => p.objectTypes ?? []),
+  ]);
+  const installed = await installPlugins(plugins, services);
+
+  const app = new Hono<HonoEnv>({ getPath: routingPath });
+  useRequestMiddleware(app, services, deps);
+  app.onError(errorHandler(services));
+  app.notFound((c) => c.json(errorBody("not_found", "Not found."), 404));
+
+  app.route("/api", apiRoutes(app, services, installed));
+  app.route("/graphql", graphqlRoutes(services));
+  app.route("/", homeRoutes(installed.map(({ plugin }) => plugin.name)));
+  for (const { plugin, parts } of installed) {
+    if (parts.routes) app.route(`/plugins/${plugin.name}`, parts.routes);
+    if (parts.rootRoutes) app.route("/", parts.rootRoutes);
+  }
+  // `?background=true` bulk writes: the job replays the request through this very app.
+  services.tasks?.register(
+    BULK_WRITE_TASK,
+    bulkWriteHandler(async (request, env) => app.fetch(request, env)),
+  );
+  return Object.assign(app, { services, plugins: installed });
+}
+
+/** The services every request and task sees, with the webhook task registered on the queue. */
+async function buildServices(
+  deps: AppDeps,
+  logger: Logger,
+  plugins: readonly HostPlugin[],
+): Promise<Services> {
+  const { config, db } = deps;
   // State outside the database (cache keys, the task queue) belongs to this database (0069).
   const identity = await databaseIdentity(db.orm);
   const services: Services = {
@@ -151,13 +187,14 @@ export async function createApp(deps: AppDeps): Promise<App> {
       perTarget: deps.tasks?.webhookPerTarget,
     }),
   );
-  for (const m of CORE_MODELS) services.models.register(m.info);
-  // One statement for every static object type: a cold isolate on Turso pays one round trip, not dozens.
-  await services.objectTypes.ensureMany([
-    ...CORE_MODELS.map((m) => ({ appLabel: m.spec.appLabel, model: m.spec.model })),
-    ...plugins.flatMap((p) => p.objectTypes ?? []),
-  ]);
-  // Each plugin is set up once for this app; what it returns is all the host wires in.
+  return services;
+}
+
+/** Each plugin is set up once for this app; what it returns is all the host wires in. */
+async function installPlugins(
+  plugins: readonly HostPlugin[],
+  services: Services,
+): Promise<InstalledPlugin[]> {
   const installed: InstalledPlugin[] = [];
   for (const plugin of plugins)
     installed.push({ plugin, parts: (await plugin.setup?.(services)) ?? {} });
@@ -169,8 +206,12 @@ export async function createApp(deps: AppDeps): Promise<App> {
     services.periodic.push(...(parts.hooks?.periodic ?? []));
   }
   for (const { parts } of installed) await parts.hooks?.ready?.(installed);
+  return installed;
+}
 
-  const app = new Hono<HonoEnv>({ getPath: routingPath });
+/** Middleware every request passes, in order: services, file health, request id, logs, headers, CORS. */
+function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppDeps): void {
+  const { config, db } = deps;
   app.use("*", async (c, next) => {
     c.set("services", services);
     await next();
@@ -217,10 +258,14 @@ export async function createApp(deps: AppDeps): Promise<App> {
   // Before authentication, so a browser's preflight is answered without a token.
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
   app.use("*", answerMethodNotAllowed(app));
+}
 
-  app.onError(errorHandler(services));
-  app.notFound((c) => c.json(errorBody("not_found", "Not found."), 404));
-
+/** `/api`: authentication, then the core API, the OpenAPI documents and the plugins' APIs. */
+function apiRoutes(
+  app: Hono<HonoEnv>,
+  services: Services,
+  installed: readonly InstalledPlugin[],
+): Hono<HonoEnv> {
   const api = new Hono<HonoEnv>();
   api.use(
     "*",
@@ -262,7 +307,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
     const origin = baseUrlOf(c);
     return c.json(
       Object.fromEntries(
-        plugins
+        installed
+          .map(({ plugin }) => plugin)
           .filter((p) => p.apiBase)
           .map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`]),
       ),
@@ -271,17 +317,5 @@ export async function createApp(deps: AppDeps): Promise<App> {
   for (const { plugin, parts } of installed) {
     if (plugin.apiBase && parts.apiRoutes) api.route(`/plugins/${plugin.apiBase}`, parts.apiRoutes);
   }
-  app.route("/api", api);
-  app.route("/graphql", graphqlRoutes(services));
-  app.route("/", homeRoutes(installed.map(({ plugin }) => plugin.name)));
-  for (const { plugin, parts } of installed) {
-    if (parts.routes) app.route(`/plugins/${plugin.name}`, parts.routes);
-    if (parts.rootRoutes) app.route("/", parts.rootRoutes);
-  }
-  // `?background=true` bulk writes: the job replays the request through this very app.
-  services.tasks?.register(
-    BULK_WRITE_TASK,
-    bulkWriteHandler(async (request, env) => app.fetch(request, env)),
-  );
-  return Object.assign(app, { services, plugins: installed });
+  return api;
 }

@@ -144,7 +144,19 @@ const tokenCreated = {
 
 export function coreApiRoutes(): Hono<HonoEnv> {
   const api = new Hono<HonoEnv>();
+  mountInfoRoutes(api);
+  mountSectionIndexes(api);
+  mountTokenCreate(api);
+  mountTokenProvision(api);
+  mountRevertRoute(api);
+  for (const m of CORE_MODELS) {
+    mountResource(api, `/${m.spec.path}`, () => m.resource, { readOnly: READ_ONLY_MODELS.has(m) });
+  }
+  return api;
+}
 
+/** `/api/`, `/api/status/` and `/api/authentication-check/`. */
+function mountInfoRoutes(api: Hono<HonoEnv>): void {
   api.get(
     "/",
     describeRoute({
@@ -219,8 +231,10 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       return c.json(record);
     },
   );
+}
 
-  // App indexes: `/api/dcim/` lists its endpoints, like NetBox.
+/** App indexes: `/api/dcim/` lists its endpoints, like NetBox. */
+function mountSectionIndexes(api: Hono<HonoEnv>): void {
   const sections = new Map<string, string[]>();
   for (const m of CORE_MODELS) {
     const [section, endpoint] = m.spec.path.split("/") as [string, string];
@@ -240,14 +254,18 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       c.json(Object.fromEntries(endpoints.map((e) => [e, `${baseUrlOf(c)}/api/${section}/${e}/`]))),
     );
   }
+}
 
-  const tokenTag = tokenModel.spec.path.split("/")[0]!;
+const tokenTag = () => tokenModel.spec.path.split("/")[0]!;
+
+/** `POST /api/users/tokens/`: one token per request, answered with its key. */
+function mountTokenCreate(api: Hono<HonoEnv>): void {
   // Tokens are shown once, so creating one answers with its key (and bulk creation is refused).
   // The permission is checked before the body is read (403 before 415/413/400).
   api.post(
     "/users/tokens",
     describeRoute({
-      tags: [tokenTag],
+      tags: [tokenTag()],
       operationId: "users_tokens_create",
       summary: "Create a token (one per request); the answer holds its key, shown this once",
       requestBody: { required: true, content: json({ $ref: "#/components/schemas/TokenRequest" }) },
@@ -271,12 +289,15 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       return c.json({ ...record, token }, 201);
     },
   );
+}
 
+/** `POST /api/users/tokens/provision/`: a username and password for a new token, throttled. */
+function mountTokenProvision(api: Hono<HonoEnv>): void {
   // NetBox's provisioning endpoint: exchange a username and password for a new token.
   api.post(
     "/users/tokens/provision",
     describeRoute({
-      tags: [tokenTag],
+      tags: [tokenTag()],
       operationId: "users_tokens_provision",
       summary: "Exchange a username and password for a new token",
       security: [],
@@ -336,10 +357,4 @@ export function coreApiRoutes(): Hono<HonoEnv> {
       return c.json({ ...record, token }, 201);
     },
   );
-
-  mountRevertRoute(api);
-  for (const m of CORE_MODELS) {
-    mountResource(api, `/${m.spec.path}`, () => m.resource, { readOnly: READ_ONLY_MODELS.has(m) });
-  }
-  return api;
 }

@@ -128,7 +128,6 @@ export function recordUrl(baseUrl: string, path: string, id: number) {
   return `${baseUrl}/api/${path}/${id}/`;
 }
 
-/** Builds resource + model info from a spec. */
 /**
  * `?tag=<slug>` (any of the tags) and `tag__n` (none of them) over objects of one type, given
  * by object type id when the model knows it (custom objects) or by app label and model.
@@ -155,15 +154,110 @@ export function tagFilter(
   };
 }
 
+/** Builds resource + model info from a spec. */
 export function defineModel(spec: ModelSpec): DefinedModel {
+  const m = modelParts(spec);
+  const serialize = serializer(m);
+  const { convertInput, writeLinks } = inputConverter(m);
+  const { table } = m;
+  const resource: Resource = {
+    appLabel: spec.appLabel,
+    model: spec.model,
+    verboseName: spec.verboseName,
+    table,
+    list: listSpec(spec, m.scalar),
+    briefFields: ["id", "url", "display", ...spec.fields.filter((f) => f.brief).map((f) => f.name)],
+    ...loaders(m, serialize),
+    async create(ctx, input) {
+      const { values, links, tagIds } = await convertInput(ctx, input, null, false);
+      // a reverted delete puts the object back under its old id (decision 0088)
+      const restoreId = takeRestoreId(ctx, spec.appLabel, spec.model);
+      const [row] = (await ctx.db
+        .insert(table)
+        .values((restoreId === undefined ? values : { ...values, id: restoreId }) as any)
+        .returning({ id: table.id })) as { id: number }[];
+      await writeLinks(ctx, row!.id, links, tagIds);
+      await spec.afterWrite?.(ctx, row!.id, input, true);
+      return row!.id;
+    },
+    async update(ctx, id, input, partial) {
+      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<
+        string,
+        any
+      >[];
+      const { values, links, tagIds } = await convertInput(ctx, input, existing!, partial);
+      await ctx.db
+        .update(table)
+        .set({ ...values, lastUpdated: editStamp() } as any)
+        .where(eq(table.id, id));
+      await writeLinks(ctx, id, links, tagIds);
+      await spec.afterWrite?.(ctx, id, input, false);
+    },
+    async delete(ctx, id) {
+      await ctx.db.delete(table).where(eq(table.id, id));
+    },
+    fieldForColumn(column) {
+      const f = m.scalar.find((x) => x.column!.name === column);
+      return f ? f.name : column;
+    },
+    describe: spec.fields.filter((f) => !f.writeOnly).map(describeField),
+    tagged: !!spec.tags,
+    relations: spec.fields
+      .filter((f) => (f.type === "fk" || f.type === "m2m") && f.related && !f.writeOnly)
+      .map((f) => ({
+        name: f.name,
+        target: f.related!,
+        many: f.type === "m2m",
+        expr: f.type === "fk" ? f.column : undefined,
+      })),
+  };
+
+  // deletes need no conversion: every model stages them; creates and updates where no hook runs
+  const staged = stagedWrites({
+    spec,
+    table,
+    resource,
+    keyOf: m.keyOf,
+    // the staged writer checks foreign keys itself; other types read nothing
+    convertValue: (ctx, f, raw) => convertValue(ctx, f as FieldSpec, raw, async () => false),
+    serialize,
+    objectTypeId: m.objectTypeId,
+    nestedTag,
+  });
+  resource.staged = stageable(spec) ? staged : { delete: staged.delete };
+  return { spec, resource, info: modelInfo(m, resource) };
+}
+
+/** What the parts of one model share: its spec, its table and the column → property key map. */
+interface ModelParts {
+  spec: ModelSpec;
+  table: ModelSpec["table"];
+  keyOf: (col: SQLiteColumn) => string;
+  fieldsByName: Map<string, FieldSpec>;
+  /** The fields stored in a column of the table (not link tables). */
+  scalar: FieldSpec[];
+  objectTypeId: (ctx: ReadContext) => Promise<number>;
+}
+
+function modelParts(spec: ModelSpec): ModelParts {
   const table = spec.table;
   const columnKeys = new Map<SQLiteColumn, string>();
   for (const [key, col] of Object.entries(getTableColumns(table)))
     columnKeys.set(col as SQLiteColumn, key);
-  const keyOf = (col: SQLiteColumn) => columnKeys.get(col)!;
-  const fieldsByName = new Map(spec.fields.map((f) => [f.name, f]));
-  const scalar = spec.fields.filter((f) => f.column);
+  return {
+    spec,
+    table,
+    keyOf: (col: SQLiteColumn) => columnKeys.get(col)!,
+    fieldsByName: new Map(spec.fields.map((f) => [f.name, f])),
+    scalar: spec.fields.filter((f) => f.column),
+    objectTypeId: async (ctx: ReadContext) =>
+      (await ctx.services.objectTypes.ensure(spec.appLabel, spec.model, ctx.db)).id,
+  };
+}
 
+/** The list endpoint's filters, orderings and search columns, read from the field specs. */
+function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
+  const table = spec.table;
   const filters: Record<string, FilterSpec> = { id: { kind: "number", expr: table.id } };
   const orderings: Record<string, SQLWrapper> = {
     id: table.id,
@@ -192,111 +286,40 @@ export function defineModel(spec: ModelSpec): DefinedModel {
   if (spec.tags) {
     filters.tag = tagFilter(table.id, { appLabel: spec.appLabel, model: spec.model });
   }
-  const list: ListSpec = {
+  return {
     filters,
     orderings,
     defaultOrdering: spec.defaultOrdering ?? ["id"],
     search: scalar.filter((f) => f.search).map((f) => f.column!),
     idExpr: table.id,
   };
+}
 
-  async function objectTypeId(ctx: ReadContext) {
-    return (await ctx.services.objectTypes.ensure(spec.appLabel, spec.model, ctx.db)).id;
-  }
+type Serialize = (
+  ctx: ReadContext,
+  rows: Record<string, any>[],
+  /** The objects' tags when `load` read them with the rows. */
+  tags?: Map<unknown, ApiRecord[]>,
+  /** The related objects' nested forms by field, when a staged write read them already. */
+  known?: Map<string, Map<number, ApiRecord>>,
+) => Promise<ApiRecord[]>;
 
-  async function serialize(
-    ctx: ReadContext,
-    rows: Record<string, any>[],
-    /** The objects' tags when `load` read them with the rows. */
-    tags?: Map<unknown, ApiRecord[]>,
-    /** The related objects' nested forms by field, when a staged write read them already. */
-    known?: Map<string, Map<number, ApiRecord>>,
-  ): Promise<ApiRecord[]> {
+/** Rows to API records: relations nested, links listed, tags and object type refs resolved. */
+function serializer(m: ModelParts): Serialize {
+  const { spec } = m;
+  return async (ctx, rows, tags, known) => {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
-    const related = new Map<string, Map<number, ApiRecord>>(known);
-    for (const f of spec.fields) {
-      if (f.type === "fk" && !known) {
-        const [app, model] = f.related!.split(".") as [string, string];
-        const info = await ctx.services.models.get(app, model, ctx);
-        const fkIds = [
-          ...new Set(rows.map((r) => r[keyOf(f.column!)]).filter((v) => v != null)),
-        ] as number[];
-        related.set(f.name, info && fkIds.length ? await info.nested(ctx, fkIds) : new Map());
-      }
-    }
-    const m2m = new Map<string, Map<number, unknown[]>>();
-    for (const f of spec.fields) {
-      if (f.type !== "m2m" && f.type !== "object_types") continue;
-      const { table: link, own, other } = f.link!;
-      const pairs = (await ctx.db
-        .select({ own: own, other: other })
-        .from(link)
-        .where(inArray(own, ids))) as { own: number; other: number }[];
-      const byOwn = new Map<number, unknown[]>();
-      if (f.type === "object_types") {
-        const ots = await ctx.services.objectTypes.byIds(
-          pairs.map((p) => p.other),
-          ctx.db,
-        );
-        for (const p of pairs) {
-          const ot = ots.get(p.other);
-          if (ot) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(otLabel(ot));
-        }
-        for (const v of byOwn.values()) (v as string[]).sort();
-      } else {
-        const [app, model] = f.related!.split(".") as [string, string];
-        const info = await ctx.services.models.get(app, model, ctx);
-        const nested = info
-          ? await info.nested(ctx, [...new Set(pairs.map((p) => p.other))])
-          : new Map();
-        for (const p of pairs.sort((a, b) => a.other - b.other)) {
-          const n = nested.get(p.other);
-          if (n) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(n);
-        }
-      }
-      m2m.set(f.name, byOwn);
-    }
+    const related = known
+      ? new Map<string, Map<number, ApiRecord>>(known)
+      : await foreignRecords(m, ctx, rows);
+    const links = await linkedRecords(m, ctx, ids);
     const tagsOf: Map<unknown, ApiRecord[]> | null = spec.tags
-      ? (tags ?? (await loadTags(ctx, await objectTypeId(ctx), ids)))
+      ? (tags ?? (await loadTags(ctx, await m.objectTypeId(ctx), ids)))
       : null;
-    const refFields = spec.fields.filter(
-      (f) => f.type === "object_type_ref" || f.type === "object_type_refs",
-    );
-    const refIds = refFields.flatMap((f) =>
-      rows.flatMap((r) => [r[keyOf(f.column!)]].flat().filter((x) => typeof x === "number")),
-    );
-    const refs = refIds.length ? await ctx.services.objectTypes.byIds(refIds, ctx.db) : new Map();
-    const refOf = (id: number) => {
-      const ot = refs.get(id);
-      return ot ? { id, app_label: ot.appLabel, model: ot.model } : { id };
-    };
-
+    const refOf = await objectTypeRefs(m, ctx, rows);
     const records = rows.map((row) => {
-      const rec: ApiRecord = {
-        id: row.id,
-        url: recordUrl(ctx.baseUrl, spec.path, row.id),
-        display: spec.display(row),
-      };
-      for (const f of spec.fields) {
-        if (f.writeOnly) continue;
-        if (f.type === "m2m" || f.type === "object_types") {
-          rec[f.name] = m2m.get(f.name)!.get(row.id) ?? [];
-          continue;
-        }
-        const value = row[keyOf(f.column!)];
-        if (f.type === "object_type_ref") rec[f.name] = value == null ? null : refOf(value);
-        else if (f.type === "object_type_refs")
-          rec[f.name] = ((value as number[] | null) ?? []).map(refOf);
-        else if (f.type === "fk")
-          rec[f.name] = value == null ? null : (related.get(f.name)?.get(value) ?? { id: value });
-        else if (f.type === "choice")
-          rec[f.name] =
-            value == null
-              ? null
-              : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
-        else rec[f.name] = value ?? null;
-      }
+      const rec = recordOf(m, ctx, row, { related, links, refOf });
       if (tagsOf) rec.tags = tagsOf.get(row.id) ?? [];
       rec.created = row.created;
       rec.last_updated = row.lastUpdated;
@@ -304,8 +327,124 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     });
     await spec.decorate?.(ctx, rows, records);
     return records;
-  }
+  };
+}
 
+/** The nested forms of the objects the rows' foreign keys point at, by field name. */
+async function foreignRecords(m: ModelParts, ctx: ReadContext, rows: Record<string, any>[]) {
+  const related = new Map<string, Map<number, ApiRecord>>();
+  for (const f of m.spec.fields) {
+    if (f.type !== "fk") continue;
+    const [app, model] = f.related!.split(".") as [string, string];
+    const info = await ctx.services.models.get(app, model, ctx);
+    const fkIds = [
+      ...new Set(rows.map((r) => r[m.keyOf(f.column!)]).filter((v) => v != null)),
+    ] as number[];
+    related.set(f.name, info && fkIds.length ? await info.nested(ctx, fkIds) : new Map());
+  }
+  return related;
+}
+
+/** Many-to-many and object-type links: by field name, each object's nested targets or labels. */
+async function linkedRecords(m: ModelParts, ctx: ReadContext, ids: number[]) {
+  const links = new Map<string, Map<number, unknown[]>>();
+  for (const f of m.spec.fields) {
+    if (f.type !== "m2m" && f.type !== "object_types") continue;
+    const { table: link, own, other } = f.link!;
+    const pairs = (await ctx.db
+      .select({ own: own, other: other })
+      .from(link)
+      .where(inArray(own, ids))) as { own: number; other: number }[];
+    const byOwn = new Map<number, unknown[]>();
+    if (f.type === "object_types") {
+      const ots = await ctx.services.objectTypes.byIds(
+        pairs.map((p) => p.other),
+        ctx.db,
+      );
+      for (const p of pairs) {
+        const ot = ots.get(p.other);
+        if (ot) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(otLabel(ot));
+      }
+      for (const v of byOwn.values()) (v as string[]).sort();
+    } else {
+      const [app, model] = f.related!.split(".") as [string, string];
+      const info = await ctx.services.models.get(app, model, ctx);
+      const nested = info
+        ? await info.nested(ctx, [...new Set(pairs.map((p) => p.other))])
+        : new Map();
+      for (const p of pairs.sort((a, b) => a.other - b.other)) {
+        const n = nested.get(p.other);
+        if (n) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(n);
+      }
+    }
+    links.set(f.name, byOwn);
+  }
+  return links;
+}
+
+type ObjectTypeRef = { id: number; app_label?: string; model?: string };
+
+/** Reads the object types the rows' `object_type_ref(s)` columns name, once for all rows. */
+async function objectTypeRefs(
+  m: ModelParts,
+  ctx: ReadContext,
+  rows: Record<string, any>[],
+): Promise<(id: number) => ObjectTypeRef> {
+  const refFields = m.spec.fields.filter(
+    (f) => f.type === "object_type_ref" || f.type === "object_type_refs",
+  );
+  const refIds = refFields.flatMap((f) =>
+    rows.flatMap((r) => [r[m.keyOf(f.column!)]].flat().filter((x) => typeof x === "number")),
+  );
+  const refs = refIds.length ? await ctx.services.objectTypes.byIds(refIds, ctx.db) : new Map();
+  return (id: number) => {
+    const ot = refs.get(id);
+    return ot ? { id, app_label: ot.appLabel, model: ot.model } : { id };
+  };
+}
+
+/** One row's record (without tags and timestamps) from what `serializer` read for all rows. */
+function recordOf(
+  m: ModelParts,
+  ctx: ReadContext,
+  row: Record<string, any>,
+  read: {
+    related: Map<string, Map<number, ApiRecord>>;
+    links: Map<string, Map<number, unknown[]>>;
+    refOf: (id: number) => ObjectTypeRef;
+  },
+): ApiRecord {
+  const { spec } = m;
+  const rec: ApiRecord = {
+    id: row.id,
+    url: recordUrl(ctx.baseUrl, spec.path, row.id),
+    display: spec.display(row),
+  };
+  for (const f of spec.fields) {
+    if (f.writeOnly) continue;
+    if (f.type === "m2m" || f.type === "object_types") {
+      rec[f.name] = read.links.get(f.name)!.get(row.id) ?? [];
+      continue;
+    }
+    const value = row[m.keyOf(f.column!)];
+    if (f.type === "object_type_ref") rec[f.name] = value == null ? null : read.refOf(value);
+    else if (f.type === "object_type_refs")
+      rec[f.name] = ((value as number[] | null) ?? []).map(read.refOf);
+    else if (f.type === "fk")
+      rec[f.name] = value == null ? null : (read.related.get(f.name)?.get(value) ?? { id: value });
+    else if (f.type === "choice")
+      rec[f.name] =
+        value == null
+          ? null
+          : { value, label: f.choices!.find(([v]) => v === value)?.[1] ?? value };
+    else rec[f.name] = value ?? null;
+  }
+  return rec;
+}
+
+/** `load` and `loadPlan`: objects by id, with their tags in the same read where it can. */
+function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "loadPlan"> {
+  const { spec, table } = m;
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const rowsQuery = ctx.db.select().from(table).where(inArray(table.id, ids));
@@ -315,7 +454,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       // outside a transaction: the rows and their tags in one read (one round trip remote)
       const [found, tagRows] = await ctx.services.db.read([
         rowsQuery,
-        tagsQuery(ctx.db, await objectTypeId(ctx), ids),
+        tagsQuery(ctx.db, await m.objectTypeId(ctx), ids),
       ]);
       rows = found;
       tags = tagsByObject(ctx.baseUrl, tagRows);
@@ -354,7 +493,12 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       },
     };
   }
+  return { load, loadPlan };
+}
 
+/** Input to column values, link targets and tag ids (validated), and writing the links. */
+function inputConverter(m: ModelParts) {
+  const { spec, keyOf, fieldsByName } = m;
   async function convertInput(
     ctx: WriteContext,
     input: ApiRecord,
@@ -382,7 +526,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         continue;
       }
       const raw = input[f.name];
-      const result = await convertValue(ctx, f, raw, heldBy(ctx, f, existing));
+      const result = await convertValue(ctx, f, raw, heldBy(m, ctx, f, existing));
       if (typeof result === "object" && result && "error" in result) {
         errors.add(f.name, result.error);
         continue;
@@ -407,25 +551,6 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     return { values, links, tagIds };
   }
 
-  /**
-   * Whether `existing` already references an object through `f`: such a reference may stay
-   * though the writer cannot view its target (a PUT echoes it back), a new one may not.
-   */
-  function heldBy(ctx: WriteContext, f: FieldSpec, existing: Record<string, any> | null) {
-    if (!existing) return async () => false;
-    if (f.type === "fk") return async (id: number) => existing[keyOf(f.column!)] === id;
-    let current: Promise<number[]> | null = null;
-    return async (id: number) => {
-      const { table: link, own, other } = f.link!;
-      current ??= ctx.db
-        .select({ id: other })
-        .from(link)
-        .where(eq(own, existing.id))
-        .then((rows) => rows.map((r) => Number(r.id)));
-      return (await current).includes(id);
-    };
-  }
-
   async function writeLinks(
     ctx: WriteContext,
     id: number,
@@ -442,76 +567,38 @@ export function defineModel(spec: ModelSpec): DefinedModel {
             targets.map((t) => ({ [keyOf2(link, own)]: id, [keyOf2(link, other)]: t })) as any,
           );
     }
-    if (tagIds) await setTags(ctx, await objectTypeId(ctx), id, tagIds);
+    if (tagIds) await setTags(ctx, await m.objectTypeId(ctx), id, tagIds);
   }
+  return { convertInput, writeLinks };
+}
 
-  const resource: Resource = {
-    appLabel: spec.appLabel,
-    model: spec.model,
-    verboseName: spec.verboseName,
-    table,
-    list,
-    briefFields: ["id", "url", "display", ...spec.fields.filter((f) => f.brief).map((f) => f.name)],
-    load,
-    loadPlan,
-    async create(ctx, input) {
-      const { values, links, tagIds } = await convertInput(ctx, input, null, false);
-      // a reverted delete puts the object back under its old id (decision 0088)
-      const restoreId = takeRestoreId(ctx, spec.appLabel, spec.model);
-      const [row] = (await ctx.db
-        .insert(table)
-        .values((restoreId === undefined ? values : { ...values, id: restoreId }) as any)
-        .returning({ id: table.id })) as { id: number }[];
-      await writeLinks(ctx, row!.id, links, tagIds);
-      await spec.afterWrite?.(ctx, row!.id, input, true);
-      return row!.id;
-    },
-    async update(ctx, id, input, partial) {
-      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<
-        string,
-        any
-      >[];
-      const { values, links, tagIds } = await convertInput(ctx, input, existing!, partial);
-      await ctx.db
-        .update(table)
-        .set({ ...values, lastUpdated: editStamp() } as any)
-        .where(eq(table.id, id));
-      await writeLinks(ctx, id, links, tagIds);
-      await spec.afterWrite?.(ctx, id, input, false);
-    },
-    async delete(ctx, id) {
-      await ctx.db.delete(table).where(eq(table.id, id));
-    },
-    fieldForColumn(column) {
-      const f = scalar.find((x) => x.column!.name === column);
-      return f ? f.name : column;
-    },
-    describe: spec.fields.filter((f) => !f.writeOnly).map(describeField),
-    tagged: !!spec.tags,
-    relations: spec.fields
-      .filter((f) => (f.type === "fk" || f.type === "m2m") && f.related && !f.writeOnly)
-      .map((f) => ({
-        name: f.name,
-        target: f.related!,
-        many: f.type === "m2m",
-        expr: f.type === "fk" ? f.column : undefined,
-      })),
+/**
+ * Whether `existing` already references an object through `f`: such a reference may stay
+ * though the writer cannot view its target (a PUT echoes it back), a new one may not.
+ */
+function heldBy(
+  m: ModelParts,
+  ctx: WriteContext,
+  f: FieldSpec,
+  existing: Record<string, any> | null,
+) {
+  if (!existing) return async () => false;
+  if (f.type === "fk") return async (id: number) => existing[m.keyOf(f.column!)] === id;
+  let current: Promise<number[]> | null = null;
+  return async (id: number) => {
+    const { table: link, own, other } = f.link!;
+    current ??= ctx.db
+      .select({ id: other })
+      .from(link)
+      .where(eq(own, existing.id))
+      .then((rows) => rows.map((r) => Number(r.id)));
+    return (await current).includes(id);
   };
+}
 
-  // deletes need no conversion: every model stages them; creates and updates where no hook runs
-  const staged = stagedWrites({
-    spec,
-    table,
-    resource,
-    keyOf,
-    // the staged writer checks foreign keys itself; other types read nothing
-    convertValue: (ctx, f, raw) => convertValue(ctx, f as FieldSpec, raw, async () => false),
-    serialize,
-    objectTypeId,
-    nestedTag,
-  });
-  resource.staged = stageable(spec) ? staged : { delete: staged.delete };
-
+/** The registry's view of the model: its nested (brief) form, read by id or inside other SQL. */
+function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
+  const { spec, table, keyOf } = m;
   const briefCols = spec.fields.filter((f) => f.brief && f.column && f.type !== "fk");
   const nestedRecord = (ctx: ReadContext, row: Record<string, any>): ApiRecord => {
     const rec: ApiRecord = {
@@ -572,7 +659,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       },
     },
   };
-  return { spec, resource, info };
+  return info;
 }
 
 /** A field's kind as readers other than REST see it (relations are described in `relations`). */

@@ -458,14 +458,29 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
     ...DIFF_SCHEMAS,
   });
 
-  // The types as they are now (models come from the registry, cached by shape version).
+  const models = await currentModels(db, registry);
+  describeTypes(b, await typesEnv(b, services, models), models);
+  describeReadRoutes(b);
+  describeSchemaWrites(b);
+  describeExportAndTrash(b);
+}
+
+type Db = Services["db"]["orm"];
+
+/** The types as they are now, ordered by slug (models come from the registry, cached by shape version). */
+async function currentModels(db: Db, registry: CotRegistry): Promise<CotModel[]> {
   const rows = await db
     .select({ id: customObjectTypes.id })
     .from(customObjectTypes)
     .orderBy(asc(customObjectTypes.slug));
-  const models = (await Promise.all(rows.map((r) => registry.byId(db, r.id)))).filter(
+  return (await Promise.all(rows.map((r) => registry.byId(db, r.id)))).filter(
     (m): m is CotModel => !!m,
   );
+}
+
+/** What the per-type schemas read: each choice set's values and the related types' labels. */
+async function typesEnv(b: OpenApiBuilder, services: Services, models: CotModel[]): Promise<Env> {
+  const db = services.db.orm;
   const choices = new Map(
     (await db.select({ id: choiceSets.id, extra: choiceSets.extraChoices }).from(choiceSets)).map(
       (c) => [c.id, c.extra.map(([v]) => v)],
@@ -479,13 +494,17 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
   const labels = new Map(
     [...(await services.objectTypes.byIds([...typeIds], db))].map(([id, ot]) => [id, otLabel(ot)]),
   );
+  return { b, choices, labels };
+}
+
+/** Each type's schemas and its paths, with the methods the `/{slug}` routes have. */
+function describeTypes(b: OpenApiBuilder, env: Env, models: CotModel[]): void {
   const bySlug = new Map(models.map((m) => [m.cot.slug, m]));
   b.briefResolver((label) =>
     label.startsWith(`${APP_LABEL}.`) && bySlug.has(label.slice(APP_LABEL.length + 1))
       ? ref(cotNames(label.slice(APP_LABEL.length + 1)).brief)
       : null,
   );
-  const env: Env = { b, choices, labels };
   // After the host models, so polymorphic branches can copy their nested forms.
   b.afterModels(() => {
     for (const m of models) b.addSchemas(cotSchemas(env, m));
@@ -523,7 +542,10 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
   };
   b.expand(`${BASE}/{slug}`, perType(false));
   b.expand(`${BASE}/{slug}/{id}`, perType(true));
+}
 
+/** The plugin root and linked objects. */
+function describeReadRoutes(b: OpenApiBuilder): void {
   b.operation("get", BASE, {
     tags: [TAG],
     operationId: "plugins_custom_objects_root",
@@ -557,6 +579,10 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
       ...errors(["400", "BadRequest"], ["403", "Forbidden"], ["404", "NotFound"]),
     },
   });
+}
+
+/** Schema preview and apply. */
+function describeSchemaWrites(b: OpenApiBuilder): void {
   const schemaErrors = {
     "400": {
       description:
@@ -628,6 +654,10 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
       },
     },
   });
+}
+
+/** The schema export and the schema trash (list, restore, purge). */
+function describeExportAndTrash(b: OpenApiBuilder): void {
   b.operation("get", `${BASE}/schema/export`, {
     tags: [TAG],
     operationId: "plugins_custom_objects_schema_export",

@@ -24,6 +24,7 @@ import { createCotTable } from "../ddl";
 import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../objects/values";
+import type { CotRow } from "../objects/models";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
 import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
 import { clearLinksOutside } from "./impact";
@@ -486,38 +487,19 @@ async function applyType(
   request: ApplyRequest,
   deferred: Deferred,
 ) {
-  const allowDestructive = request.allowDestructive;
   const at = `$.types[${ti}]`;
-  let cot = existing?.cot;
-  const draft = cotDraft(t, existing?.tombstones ?? []);
-  const isNew = !cot;
-  if (!cot) cot = await atPath(at, () => createCot(ctx, draft, { table: false }));
-  else {
-    if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument))
-      await atPath(at, () => updateCot(ctx, cot!, draft));
-    const [fresh] = await ctx.db
-      .select()
-      .from(customObjectTypes)
-      .where(eq(customObjectTypes.id, cot.id));
-    cot = fresh!;
-  }
-  const indexOf = (schemaId: number) => t.fields.findIndex((f) => f.id === schemaId);
+  const { cot, isNew } = await upsertCot(ctx, t, at, diff, existing);
+  const step: TypeStep = {
+    ctx,
+    t,
+    at,
+    cot,
+    indexOf: (schemaId) => t.fields.findIndex((f) => f.id === schemaId),
+  };
   // The type's field rows, read once and kept current below (a new type has none yet).
   let rows: FieldRow[] = isNew ? [] : await fieldsOf(ctx.db, cot.id);
 
-  // Compound keys are dropped before any of their columns moves (SQLite refuses to drop an
-  // indexed column) and rebuilt at the end: when they change, or a column of one is retyped.
-  const haveTogether = normalizeTogether(existing?.cot.uniqueTogether);
-  const retyped = new Set(
-    diff.field_changes
-      .filter((c) => c.op === "alter" && c.changed_attrs?.type)
-      .map((c) => c.db_name),
-  );
-  const rebuildTogether =
-    !isNew &&
-    (!sameValue(normalizeTogether(plainTogether(t.unique_together)), haveTogether) ||
-      haveTogether.some((set) => set.some((n) => retyped.has(n))));
-  if (rebuildTogether) await dropUniqueTogether(ctx.db, cot.id);
+  const rebuildTogether = !isNew && (await dropTogetherFirst(step, existing, diff));
   const rebuildConditional =
     !isNew && (await dropConditionalFirst(ctx.db, cot, t, diff.field_changes));
   const removes = diff.field_changes.filter((c) => c.op === "remove");
@@ -529,42 +511,131 @@ async function applyType(
   }
   const alters = diff.field_changes.filter((c) => c.op === "alter");
   if (removes.length) rows = await fieldsOf(ctx.db, cot.id);
-  // When a rename lands on a name another field still holds (a swap), every renamed field
-  // first moves to a free name, so the final names can be taken in any order.
+  await freeRenamedNames(step, rows, alters);
+  await retargetRelations(step, rows, alters, diff);
+  await alterFields(step, alters, request.allowDestructive);
+  if (alters.length) rows = await fieldsOf(ctx.db, cot.id);
+
+  const drafts = await draftAddedFields(step, diff, rows);
+  const added = await addFields(ctx, cot, drafts, {
+    storage: !isNew,
+    atField: (i, fn) => atPath(`${at}.fields[${step.indexOf(drafts[i]!.schemaId)}]`, fn),
+    // Every type's new columns go in one schema edit after the loop (issue 30).
+    defer: (pending) => deferred.storage.push(pending),
+  });
+  // A new type's table is created once, with every column inline.
+  if (isNew) deferred.tables.push(() => createCotTable(ctx.db, cot.id, added));
+  // Keys read columns: after a new table or the deferred new columns, or now when neither.
+  const later = isNew || drafts.length > 0;
+  await rebuildKeys(step, { isNew, later, rebuildTogether, rebuildConditional }, deferred);
+}
+
+/** What the steps of one type's apply share. */
+interface TypeStep {
+  ctx: WriteContext;
+  t: TypeEntry;
+  /** The type's path in the document, for errors. */
+  at: string;
+  cot: CotRow;
+  /** A field's index in the document by its schema id. */
+  indexOf: (schemaId: number) => number;
+}
+
+type FieldChanges = TypeDiff["field_changes"];
+
+/** Creates the type (without its table) or updates its record, and answers its current row. */
+async function upsertCot(
+  ctx: WriteContext,
+  t: TypeEntry,
+  at: string,
+  diff: TypeDiff,
+  existing: DbType | undefined,
+): Promise<{ cot: CotRow; isNew: boolean }> {
+  const cot = existing?.cot;
+  const draft = cotDraft(t, existing?.tombstones ?? []);
+  if (!cot)
+    return { cot: await atPath(at, () => createCot(ctx, draft, { table: false })), isNew: true };
+  if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument))
+    await atPath(at, () => updateCot(ctx, cot, draft));
+  const [fresh] = await ctx.db
+    .select()
+    .from(customObjectTypes)
+    .where(eq(customObjectTypes.id, cot.id));
+  return { cot: fresh!, isNew: false };
+}
+
+/**
+ * Compound keys are dropped before any of their columns moves (SQLite refuses to drop an
+ * indexed column) and rebuilt at the end: when they change, or a column of one is retyped.
+ * Answers whether they were dropped.
+ */
+async function dropTogetherFirst(
+  { ctx, t, cot }: TypeStep,
+  existing: DbType | undefined,
+  diff: TypeDiff,
+): Promise<boolean> {
+  const haveTogether = normalizeTogether(existing?.cot.uniqueTogether);
+  const retyped = new Set(
+    diff.field_changes
+      .filter((c) => c.op === "alter" && c.changed_attrs?.type)
+      .map((c) => c.db_name),
+  );
+  const rebuild =
+    !sameValue(normalizeTogether(plainTogether(t.unique_together)), haveTogether) ||
+    haveTogether.some((set) => set.some((n) => retyped.has(n)));
+  if (rebuild) await dropUniqueTogether(ctx.db, cot.id);
+  return rebuild;
+}
+
+/**
+ * When a rename lands on a name another field still holds (a swap), every renamed field
+ * first moves to a free name, so the final names can be taken in any order.
+ */
+async function freeRenamedNames({ ctx, cot }: TypeStep, rows: FieldRow[], alters: FieldChanges) {
   const renames = alters.filter((c) => c.changed_attrs?.name);
   if (
-    renames.some((c) =>
+    !renames.some((c) =>
       rows.some((r) => r.name === String(c.schema_def.name) && r.schemaId !== c.schema_id),
     )
-  ) {
-    for (const change of renames) {
-      const current = await fieldsOf(ctx.db, cot.id);
-      const row = current.find((f) => f.schemaId === change.schema_id)!;
-      let temp = `tmp${row.schemaId}`;
-      for (let i = 0; current.some((r) => r.name === temp); i++) temp = `tmp${row.schemaId}x${i}`;
-      await alterField(ctx, cot, row, { ...row, name: temp }, false);
-    }
+  )
+    return;
+  for (const change of renames) {
+    const current = await fieldsOf(ctx.db, cot.id);
+    const row = current.find((f) => f.schemaId === change.schema_id)!;
+    let temp = `tmp${row.schemaId}`;
+    for (let i = 0; current.some((r) => r.name === temp); i++) temp = `tmp${row.schemaId}x${i}`;
+    await alterField(ctx, cot, row, { ...row, name: temp }, false);
   }
-  // A related type changed (REST refuses that; a document may): links to the old type are
-  // cleared when there were some (gated, so allowed), then the field points at the new type.
+}
+
+/**
+ * A related type changed (REST refuses that; a document may): links to the old type are
+ * cleared when there were some (gated, so allowed), then the field points at the new type.
+ */
+async function retargetRelations(
+  { ctx, t, cot, indexOf }: TypeStep,
+  rows: FieldRow[],
+  alters: FieldChanges,
+  diff: TypeDiff,
+) {
+  const idOf = async (ref: string) => {
+    const [app, model] = ref.split("/") as [string, string];
+    return (
+      (
+        await ctx.services.objectTypes.byLabel(
+          app === "custom-objects" ? "custom_objects" : app,
+          model,
+          ctx.db,
+        )
+      )?.id ?? null
+    );
+  };
   for (const change of alters) {
     if (!change.changed_attrs?.related_object_type && !change.changed_attrs?.related_object_types)
       continue;
     const row = rows.find((f) => f.schemaId === change.schema_id)!;
     const want = canonicalFromEntry(t.fields[indexOf(change.schema_id)]!);
     if (want.is_polymorphic !== row.isPolymorphic) continue; // refused by the field's validation
-    const idOf = async (ref: string) => {
-      const [app, model] = ref.split("/") as [string, string];
-      return (
-        (
-          await ctx.services.objectTypes.byLabel(
-            app === "custom-objects" ? "custom_objects" : app,
-            model,
-            ctx.db,
-          )
-        )?.id ?? null
-      );
-    };
     const keep = (await Promise.all(want.related_object_types.map(idOf))).filter(
       (x): x is number => x !== null,
     );
@@ -580,6 +651,11 @@ async function applyType(
       .set(want.is_polymorphic ? { relatedObjectTypeIds: keep } : { relatedObjectTypeId: target })
       .where(eq(customObjectTypeFields.id, row.id));
   }
+}
+
+/** Alters each changed field, validated against the type's current fields. */
+async function alterFields(step: TypeStep, alters: FieldChanges, allowDestructive: boolean) {
+  const { ctx, t, at, cot, indexOf } = step;
   // Primary flags are switched off before another field takes one.
   alters.sort(
     (a, b) =>
@@ -592,12 +668,17 @@ async function applyType(
     const row = current.find((f) => f.schemaId === change.schema_id)!;
     await atPath(`${at}.fields[${fi}]`, async () => {
       const fieldDraft = await validateField(ctx, fieldInput(t.fields[fi]!), row, current);
-      await alterField(ctx, cot!, row, fieldDraft, allowDestructive);
+      await alterField(ctx, cot, row, fieldDraft, allowDestructive);
     });
   }
-  if (alters.length) rows = await fieldsOf(ctx.db, cot.id);
+}
 
-  // Added fields: each validated against the fields before it, then all inserted at once.
+/** Added fields: each validated against the fields before it, to be inserted all at once. */
+async function draftAddedFields(
+  { ctx, t, at, cot, indexOf }: TypeStep,
+  diff: TypeDiff,
+  rows: FieldRow[],
+) {
   const adds = diff.field_changes.filter((c) => c.op === "add");
   const siblings = [...rows];
   const drafts: Array<{ draft: FieldDraft; schemaId: number }> = [];
@@ -618,43 +699,42 @@ async function applyType(
       lastUpdated: "",
     } as FieldRow);
   }
-  const added = await addFields(ctx, cot, drafts, {
-    storage: !isNew,
-    atField: (i, fn) => atPath(`${at}.fields[${indexOf(drafts[i]!.schemaId)}]`, fn),
-    // Every type's new columns go in one schema edit after the loop (issue 30).
-    defer: (pending) => deferred.storage.push(pending),
-  });
-  // A new type's table is created once, with every column inline.
-  if (isNew) deferred.tables.push(() => createCotTable(ctx.db, cot!.id, added));
-  // Compound keys are (re)built once the type's columns exist.
+  return drafts;
+}
+
+/** (Re)builds compound keys, partial keys and checks, now or (`later`) once the columns exist. */
+async function rebuildKeys(
+  { ctx, t, at, cot }: TypeStep,
+  when: { isNew: boolean; later: boolean; rebuildTogether: boolean; rebuildConditional: boolean },
+  deferred: Deferred,
+) {
   const want = normalizeTogether(plainTogether(t.unique_together));
-  if (rebuildTogether || (isNew && want.length)) {
+  if (when.rebuildTogether || (when.isNew && want.length)) {
     const build = async () => {
-      const fields = await fieldsOf(ctx.db, cot!.id);
+      const fields = await fieldsOf(ctx.db, cot.id);
       await ctx.db
         .update(customObjectTypes)
         .set({ uniqueTogether: want })
-        .where(eq(customObjectTypes.id, cot!.id));
+        .where(eq(customObjectTypes.id, cot.id));
       await atPath(at, () =>
         buildUniqueTogether(
           ctx.db,
-          cot!.id,
+          cot.id,
           want.map((set) => set.map((n) => fields.find((f) => f.name === n)!)),
         ),
       );
     };
-    // After the columns it may name exist (a new table, or the deferred new columns).
-    if (isNew || drafts.length) deferred.tables.push(build);
+    if (when.later) deferred.tables.push(build);
     else await build();
   }
   // Partial keys and checks (decision 0087), once the columns they read exist.
   const wantConditional = wantedConditional(t);
   if (
-    rebuildConditional ||
-    (isNew && (wantConditional.unique.length || wantConditional.checks.length))
+    when.rebuildConditional ||
+    (when.isNew && (wantConditional.unique.length || wantConditional.checks.length))
   ) {
-    const build = () => atPath(at, () => applyConditional(ctx, cot!.id, t));
-    if (isNew || drafts.length) deferred.tables.push(build);
+    const build = () => atPath(at, () => applyConditional(ctx, cot.id, t));
+    if (when.later) deferred.tables.push(build);
     else await build();
   }
 }

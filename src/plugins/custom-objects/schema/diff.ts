@@ -32,6 +32,7 @@ import {
   entryFromCanonical,
   loadDbTypes,
   sameValue,
+  type CanonicalField,
   type DbType,
 } from "./state";
 
@@ -87,6 +88,14 @@ function changedAttrs(
   return out;
 }
 
+/** Records a change that loses or rejects data on live rows (gated in apply). */
+type Gate = (
+  field: string | null,
+  reason: DestructiveChange["reason"],
+  rows: number,
+  detail: string,
+) => void;
+
 async function diffType(
   db: Executor,
   t: TypeEntry,
@@ -107,82 +116,119 @@ async function diffType(
     destructive_changes: [],
     warnings: [],
   };
-  const gate = (
-    field: string | null,
-    reason: DestructiveChange["reason"],
-    rows: number,
-    detail: string,
-  ) => {
+  const gate: Gate = (field, reason, rows, detail) => {
     diff.destructive_changes.push({ slug: t.slug, field, reason, rows, detail });
   };
   const at = `$.types[${ti}]`;
-
-  if (!existing) {
-    diff.cot_changes = changedAttrs(
-      { name: null, ...Object.fromEntries(Object.keys(COT_ATTR_DEFAULTS).map((k) => [k, null])) },
-      attrs,
-    );
-    for (const key of Object.keys(diff.cot_changes))
-      if (key !== "name" && sameValue(diff.cot_changes[key]![1], "")) delete diff.cot_changes[key];
-    for (const f of t.fields) {
-      diff.field_changes.push({
-        op: "add",
-        schema_id: f.id,
-        db_name: f.name,
-        schema_def: f as Record<string, unknown>,
-        destructive: false,
-      });
-    }
-    if (t.unique_together?.length)
-      diff.cot_changes.unique_together = [
-        [],
-        mergedTogether(normalizeTogether(plainTogether(t.unique_together)), wantedConditional(t)),
-      ];
-    if (t.checks?.length) diff.cot_changes.checks = [[], wantedConditional(t).checks];
-    diff.has_changes = true;
-    return diff;
-  }
+  if (!existing) return newTypeDiff(diff, t, attrs);
 
   diff.cot_changes = changedAttrs(existing.attrs, attrs);
-  const wantTogether = normalizeTogether(plainTogether(t.unique_together));
-  const haveTogether = normalizeTogether(existing.cot.uniqueTogether);
-  if (!sameValue(wantTogether, haveTogether)) {
-    diff.cot_changes.unique_together = [
-      mergedTogether(haveTogether, conditionalOf(existing.cot)),
-      mergedTogether(wantTogether, wantedConditional(t)),
-    ];
-    // a new compound key over rows that share its values cannot be built
-    const haveKeys = new Set(haveTogether.map((set) => set.join(",")));
-    for (const set of wantTogether) {
-      if (haveKeys.has(set.join(","))) continue;
-      const rows = set.map((n) =>
-        existing.fields.find(
-          (f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n),
-        ),
-      );
-      if (rows.some((r) => !r)) continue; // a new or renamed field: no shared values yet
-      const dup = await countDuplicates(
-        db,
-        existing.cot.id,
-        rows.map((r) => fieldColumns(r!)[0]!),
-      );
-      if (dup)
-        gate(
-          set.join(","),
-          "unique_over_duplicates",
-          dup,
-          `unique_together [${set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`,
-        );
-    }
-  }
+  await diffTogether(db, t, existing, diff, gate);
   await diffConditional(db, t, existing, diff.cot_changes, gate);
   const removedIds = new Set((t.removed_fields ?? []).map((r) => r.id));
-  const known = new Set([...existing.tombstones.map((r) => r.id)]);
   const keptNames = new Map<string, number>();
   for (const [schemaId, c] of existing.canonical)
     if (!removedIds.has(schemaId) && !t.fields.some((f) => f.id === schemaId))
       keptNames.set(c.name, schemaId);
 
+  const { alters, adds } = await diffFields(db, t, at, existing, keptNames, {
+    diff,
+    gate,
+    errors,
+    lookups,
+  });
+  const removes = await diffRemovals(db, t, existing, removedIds, diff, gate);
+  // The type after the change: the document's fields plus those the database keeps.
+  const kept = [...existing.canonical.values()].filter((c) => keptNames.has(c.name));
+  const columns = columnCount(
+    [...t.fields, ...kept].map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
+  );
+  if (columns > MAX_COLUMNS_PER_TYPE)
+    errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
+  diff.field_changes = [...removes, ...alters, ...adds];
+  diff.has_changes = Object.keys(diff.cot_changes).length > 0 || diff.field_changes.length > 0;
+  diff.has_destructive_changes = diff.destructive_changes.length > 0;
+  return diff;
+}
+
+/** A type the database does not have yet: every attribute, field and key is an addition. */
+function newTypeDiff(diff: TypeDiff, t: TypeEntry, attrs: Record<string, unknown>): TypeDiff {
+  diff.cot_changes = changedAttrs(
+    { name: null, ...Object.fromEntries(Object.keys(COT_ATTR_DEFAULTS).map((k) => [k, null])) },
+    attrs,
+  );
+  for (const key of Object.keys(diff.cot_changes))
+    if (key !== "name" && sameValue(diff.cot_changes[key]![1], "")) delete diff.cot_changes[key];
+  for (const f of t.fields) diff.field_changes.push(addition(f));
+  if (t.unique_together?.length)
+    diff.cot_changes.unique_together = [
+      [],
+      mergedTogether(normalizeTogether(plainTogether(t.unique_together)), wantedConditional(t)),
+    ];
+  if (t.checks?.length) diff.cot_changes.checks = [[], wantedConditional(t).checks];
+  diff.has_changes = true;
+  return diff;
+}
+
+const addition = (f: TypeEntry["fields"][number]): FieldChange => ({
+  op: "add",
+  schema_id: f.id,
+  db_name: f.name,
+  schema_def: f as Record<string, unknown>,
+  destructive: false,
+});
+
+/** Changed compound keys; a new one over rows that share its values is gated. */
+async function diffTogether(
+  db: Executor,
+  t: TypeEntry,
+  existing: DbType,
+  diff: TypeDiff,
+  gate: Gate,
+) {
+  const wantTogether = normalizeTogether(plainTogether(t.unique_together));
+  const haveTogether = normalizeTogether(existing.cot.uniqueTogether);
+  if (sameValue(wantTogether, haveTogether)) return;
+  diff.cot_changes.unique_together = [
+    mergedTogether(haveTogether, conditionalOf(existing.cot)),
+    mergedTogether(wantTogether, wantedConditional(t)),
+  ];
+  // a new compound key over rows that share its values cannot be built
+  const haveKeys = new Set(haveTogether.map((set) => set.join(",")));
+  for (const set of wantTogether) {
+    if (haveKeys.has(set.join(","))) continue;
+    const rows = set.map((n) =>
+      existing.fields.find(
+        (f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n),
+      ),
+    );
+    if (rows.some((r) => !r)) continue; // a new or renamed field: no shared values yet
+    const dup = await countDuplicates(
+      db,
+      existing.cot.id,
+      rows.map((r) => fieldColumns(r!)[0]!),
+    );
+    if (dup)
+      gate(
+        set.join(","),
+        "unique_over_duplicates",
+        dup,
+        `unique_together [${set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`,
+      );
+  }
+}
+
+/** The document's fields against the database's: additions, and alterations with their gates. */
+async function diffFields(
+  db: Executor,
+  t: TypeEntry,
+  at: string,
+  existing: DbType,
+  keptNames: Map<string, number>,
+  out: { diff: TypeDiff; gate: Gate; errors: SchemaError[]; lookups: DiffLookups },
+): Promise<{ alters: FieldChange[]; adds: FieldChange[] }> {
+  const { diff, errors } = out;
+  const known = new Set([...existing.tombstones.map((r) => r.id)]);
   const alters: FieldChange[] = [];
   const adds: FieldChange[] = [];
   for (const [fi, f] of t.fields.entries()) {
@@ -201,13 +247,7 @@ async function diffType(
           message: `field id ${f.id} was used before on "${t.slug}" and cannot be reused; use ${Math.max(existing.cot.nextSchemaId, ...[...known].map((k) => k + 1))} or above`,
         });
       }
-      adds.push({
-        op: "add",
-        schema_id: f.id,
-        db_name: f.name,
-        schema_def: f as Record<string, unknown>,
-        destructive: false,
-      });
+      adds.push(addition(f));
       continue;
     }
     const { id: _a, ...haveAttrs } = have;
@@ -216,81 +256,7 @@ async function diffType(
     if (!Object.keys(changed).length) continue;
     const row = existing.fields.find((x) => x.schemaId === f.id)!;
     const gated = diff.destructive_changes.length;
-    if (changed.type) {
-      const lost = await countLossy(db, existing.cot.id, row, want.type);
-      if (lost) {
-        gate(
-          have.name,
-          "lossy_type_change",
-          lost,
-          `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
-        );
-        diff.warnings.push(
-          `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
-        );
-      }
-    }
-    // What stays in storage under the new definition (a retype keeps the column, with new values).
-    const sameStorage = !changed.type;
-    if (
-      sameStorage &&
-      want.required &&
-      !have.required &&
-      (want.default === null || want.default === undefined)
-    ) {
-      const empty = await countEmpty(db, existing.cot.id, row);
-      if (empty)
-        gate(
-          have.name,
-          "required_over_empty_rows",
-          empty,
-          `"${have.name}" becomes required with no default while ${empty} row(s) have no value; they cannot be saved until filled`,
-        );
-    }
-    if (want.unique && (!have.unique || changed.type) && fieldType(want.type).storage !== "links") {
-      const dup = sameStorage
-        ? await countDuplicates(db, existing.cot.id, fieldColumns(row).slice(0, 1))
-        : 0;
-      if (dup)
-        gate(
-          have.name,
-          "unique_over_duplicates",
-          dup,
-          `"${have.name}" becomes unique while ${dup} row(s) share a value with another row; the unique index cannot be built until they differ`,
-        );
-    }
-    if (sameStorage && changed.choice_set && want.choice_set) {
-      const allowed = await lookups.choices(want.choice_set);
-      const used = allowed ? await countOutsideChoices(db, existing.cot.id, row, allowed) : 0;
-      if (used)
-        gate(
-          have.name,
-          "choices_in_use",
-          used,
-          `${used} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`,
-        );
-    }
-    if (
-      sameStorage &&
-      fieldType(want.type).takes.related &&
-      !changed.is_polymorphic &&
-      (changed.related_object_type || changed.related_object_types)
-    ) {
-      const keep =
-        want.is_polymorphic && have.is_polymorphic
-          ? (
-              await Promise.all(want.related_object_types.map((r) => lookups.objectTypeId(r)))
-            ).filter((x): x is number => x !== null)
-          : null;
-      const linked = await countLinksOutside(db, existing.cot.id, row, keep);
-      if (linked)
-        gate(
-          have.name,
-          "link_target_changed",
-          linked,
-          `the related type of "${have.name}" changes while ${linked} row(s) link to objects of the old one; those links are cleared`,
-        );
-    }
+    await gateAlteration({ db, cotId: existing.cot.id, row, have, want, changed, ...out });
     const destructive = diff.destructive_changes.length > gated;
     alters.push({
       op: "alter",
@@ -301,7 +267,113 @@ async function diffType(
       destructive,
     });
   }
+  return { alters, adds };
+}
 
+/** One field's alteration, with what the gates count it against. */
+interface Alteration {
+  db: Executor;
+  cotId: number;
+  row: FieldRow;
+  have: CanonicalField;
+  want: CanonicalField;
+  changed: Record<string, [unknown, unknown]>;
+  diff: TypeDiff;
+  gate: Gate;
+  lookups: DiffLookups;
+}
+
+/** Gates what an alteration loses or rejects on live rows: values, empties, duplicates, links. */
+async function gateAlteration(a: Alteration) {
+  const { db, cotId, row, have, want, changed, gate } = a;
+  if (changed.type) {
+    const lost = await countLossy(db, cotId, row, want.type);
+    if (lost) {
+      gate(
+        have.name,
+        "lossy_type_change",
+        lost,
+        `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
+      );
+      a.diff.warnings.push(
+        `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
+      );
+    }
+  }
+  // What stays in storage under the new definition (a retype keeps the column, with new values).
+  const sameStorage = !changed.type;
+  if (
+    sameStorage &&
+    want.required &&
+    !have.required &&
+    (want.default === null || want.default === undefined)
+  ) {
+    const empty = await countEmpty(db, cotId, row);
+    if (empty)
+      gate(
+        have.name,
+        "required_over_empty_rows",
+        empty,
+        `"${have.name}" becomes required with no default while ${empty} row(s) have no value; they cannot be saved until filled`,
+      );
+  }
+  if (want.unique && (!have.unique || changed.type) && fieldType(want.type).storage !== "links") {
+    const dup = sameStorage ? await countDuplicates(db, cotId, fieldColumns(row).slice(0, 1)) : 0;
+    if (dup)
+      gate(
+        have.name,
+        "unique_over_duplicates",
+        dup,
+        `"${have.name}" becomes unique while ${dup} row(s) share a value with another row; the unique index cannot be built until they differ`,
+      );
+  }
+  if (sameStorage) await gateSameStorage(a);
+}
+
+/** Gates for a field that keeps its storage: values outside new choices, links to an old type. */
+async function gateSameStorage({ db, cotId, row, have, want, changed, gate, lookups }: Alteration) {
+  if (changed.choice_set && want.choice_set) {
+    const allowed = await lookups.choices(want.choice_set);
+    const used = allowed ? await countOutsideChoices(db, cotId, row, allowed) : 0;
+    if (used)
+      gate(
+        have.name,
+        "choices_in_use",
+        used,
+        `${used} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`,
+      );
+  }
+  if (
+    fieldType(want.type).takes.related &&
+    !changed.is_polymorphic &&
+    (changed.related_object_type || changed.related_object_types)
+  ) {
+    const keep =
+      want.is_polymorphic && have.is_polymorphic
+        ? (await Promise.all(want.related_object_types.map((r) => lookups.objectTypeId(r)))).filter(
+            (x): x is number => x !== null,
+          )
+        : null;
+    const linked = await countLinksOutside(db, cotId, row, keep);
+    if (linked)
+      gate(
+        have.name,
+        "link_target_changed",
+        linked,
+        `the related type of "${have.name}" changes while ${linked} row(s) link to objects of the old one; those links are cleared`,
+      );
+  }
+}
+
+/** Fields listed under `removed_fields` (each gated); others missing from the document are kept. */
+async function diffRemovals(
+  db: Executor,
+  t: TypeEntry,
+  existing: DbType,
+  removedIds: Set<number>,
+  diff: TypeDiff,
+  gate: Gate,
+): Promise<FieldChange[]> {
   const removes: FieldChange[] = [];
   for (const [schemaId, c] of existing.canonical) {
     if (t.fields.some((f) => f.id === schemaId)) continue;
@@ -329,17 +401,7 @@ async function diffType(
       );
     }
   }
-  // The type after the change: the document's fields plus those the database keeps.
-  const kept = [...existing.canonical.values()].filter((c) => keptNames.has(c.name));
-  const columns = columnCount(
-    [...t.fields, ...kept].map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
-  );
-  if (columns > MAX_COLUMNS_PER_TYPE)
-    errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
-  diff.field_changes = [...removes, ...alters, ...adds];
-  diff.has_changes = Object.keys(diff.cot_changes).length > 0 || diff.field_changes.length > 0;
-  diff.has_destructive_changes = diff.destructive_changes.length > 0;
-  return diff;
+  return removes;
 }
 
 /**
