@@ -136,31 +136,114 @@ function tagRef(item: unknown): ["id" | "slug" | "name", unknown] | null {
   return null;
 }
 
-export function stagedWrites(parts: HostModelParts): StagedWrites {
-  const { spec, table, resource, keyOf } = parts;
-  const tableName = getTableName(table);
-  const columns = Object.entries(getTableColumns(table)) as Array<[string, SQLiteColumn]>;
-  const fkFields = spec.fields.filter((f) => f.type === "fk");
-  const fieldsByName = new Map(spec.fields.map((f) => [f.name, f]));
-  const orm = (ctx: ReadContext) => ctx.services.db.orm;
+/** The stored side of an update or delete, as the read phase found it. */
+interface Stored {
+  byId: Map<number, Row>;
+  /** Each row's `lastUpdated` as read: the batch's guards compare against it. */
+  read: Map<number, string | null>;
+  tags: Map<number, TagRow[]>;
+  /** The ids the caller may change (or delete); null when no constraint limits them. */
+  actOk: Set<number> | null;
+  viewOk: Set<number> | null;
+}
 
-  /** A column's value when an insert does not give it (the column's default, else null). */
-  function defaultOf(col: SQLiteColumn): unknown {
-    const c = col as SQLiteColumn & { defaultFn?: () => unknown; default?: unknown };
-    if (c.defaultFn) return c.defaultFn();
-    if (c.hasDefault && c.default !== undefined && typeof c.default !== "object") return c.default;
-    return null;
+/** What the read phase found for the inputs: related objects, tags, viewable ids, rules. */
+interface Found {
+  related: Map<string, Map<number, ApiRecord>>;
+  tagRows: TagRow[];
+  viewable: Map<string, Set<number>>;
+  rules: Awaited<ReturnType<ReturnType<typeof stageRules>>>;
+}
+
+/** A column's value when an insert does not give it (the column's default, else null). */
+function defaultOf(col: SQLiteColumn): unknown {
+  const c = col as SQLiteColumn & { defaultFn?: () => unknown; default?: unknown };
+  if (c.defaultFn) return c.defaultFn();
+  if (c.hasDefault && c.default !== undefined && typeof c.default !== "object") return c.default;
+  return null;
+}
+
+/** Runs `step` per item; field errors are collected per item (a bulk's list) or thrown. */
+async function eachInput<T>(
+  items: readonly T[],
+  bulk: boolean,
+  step: (item: T, index: number) => Promise<void>,
+) {
+  const errors: FieldErrors[] = [];
+  let failed = false;
+  for (const [i, item] of items.entries()) {
+    try {
+      await step(item, i);
+      errors.push({});
+    } catch (e) {
+      if (!bulk || !(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
+      failed = true;
+      errors.push(e.fields);
+    }
+  }
+  if (failed) throw new ValidationError(errors);
+}
+
+/** The stored row `id` if the caller may act on it: 404 when unseen, 403 when only viewable. */
+function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
+  const existing = stored.byId.get(id);
+  if (!existing || (stored.actOk && !stored.actOk.has(id) && !stored.viewOk?.has(id)))
+    throw notFound(`No ${resource.verboseName} with id ${id}.`);
+  if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
+  options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
+  return existing;
+}
+
+/** Groups tag rows read with their object's id by that id (order kept). */
+function tagsByObject(rows: Array<TagRow & { objectId: number }>): Map<number, TagRow[]> {
+  const out = new Map<number, TagRow[]>();
+  for (const t of rows) (out.get(t.objectId) ?? out.set(t.objectId, []).get(t.objectId)!).push(t);
+  return out;
+}
+
+/** The ids a read-phase query returned, as a set (null when there was no query). */
+const idSet = (rows: (() => Array<{ id: unknown }>) | null) =>
+  rows ? new Set(rows().map((r) => Number(r.id))) : null;
+
+export function stagedWrites(parts: HostModelParts): StagedWrites {
+  const writer = new StagedWriter(parts);
+  return {
+    create: (ctx, inputs, options) => writer.create(ctx, inputs, options),
+    update: (ctx, items, partial, options) => writer.update(ctx, items, partial, options),
+    delete: (ctx, ids, options) => writer.remove(ctx, ids, options),
+  };
+}
+
+/** One host model's staged writes; its fields are what every write of the model shares. */
+class StagedWriter {
+  readonly spec: HostModelParts["spec"];
+  readonly table: HostModelParts["table"];
+  readonly keyOf: HostModelParts["keyOf"];
+  readonly tableName: string;
+  readonly columns: Array<[string, SQLiteColumn]>;
+  readonly fkFields: StagedField[];
+  readonly fieldsByName: Map<string, StagedField>;
+
+  constructor(readonly parts: HostModelParts) {
+    this.spec = parts.spec;
+    this.table = parts.table;
+    this.keyOf = parts.keyOf;
+    this.tableName = getTableName(parts.table);
+    this.columns = Object.entries(getTableColumns(parts.table)) as Array<[string, SQLiteColumn]>;
+    this.fkFields = parts.spec.fields.filter((f) => f.type === "fk");
+    this.fieldsByName = new Map(parts.spec.fields.map((f) => [f.name, f]));
+  }
+
+  orm(ctx: ReadContext) {
+    return ctx.services.db.orm;
   }
 
   /** The read phase's lookups: related objects named by the inputs (or stored), tags, rules. */
-  async function lookups(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]) {
+  async lookups(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]) {
     const related = new Map<string, () => Array<{ id: number; j: string }>>();
     const viewable = new Map<string, () => Set<number>>();
-    const infos = new Map<
-      string,
-      NonNullable<Awaited<ReturnType<typeof ctx.services.models.get>>>
-    >();
-    for (const f of fkFields) {
+    const infos = new Map<string, ModelInfo>();
+    for (const f of this.fkFields) {
       const [app, model] = f.related!.split(".") as [string, string];
       const info = await ctx.services.models.get(app, model, ctx);
       if (!info?.nestedSql) continue;
@@ -170,72 +253,90 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
         .filter((id): id is number => typeof id === "number" && Number.isInteger(id));
       if (!ids.length) continue;
       const unique = [...new Set(ids)];
-      related.set(f.name, phase.add(orm(ctx).all(info.nestedSql.select(unique))));
-      // an object the writer may not view answers as an unknown id (decision 0064; `viewableRefs`)
-      const user = ctx.auth.user;
-      if (user && !user.isSuperuser) {
-        const target = info.resource;
-        const self = app === "users" && model === "user" ? [user.id] : [];
-        const where = target
-          ? await restrictWhere(ctx, ctx.auth, "view", target)
-          : user.permissions.has(`${app}.view_${model}`)
-            ? undefined
-            : sql`0`;
-        if (where) {
-          const rows = target
-            ? phase.add(
-                orm(ctx)
-                  .select({ id: sql<number>`${target.list.idExpr}` })
-                  .from(target.table)
-                  .where(
-                    and(
-                      sql`${target.list.idExpr} IN (${sql.join(
-                        unique.map((i) => sql`${i}`),
-                        sql`, `,
-                      )})`,
-                      where,
-                    ),
-                  ),
-              )
-            : () => [] as Array<{ id: number }>;
-          viewable.set(f.name, () => new Set([...rows().map((r) => Number(r.id)), ...self]));
-        }
-      }
+      related.set(f.name, phase.add(this.orm(ctx).all(info.nestedSql.select(unique))));
+      const ok = await this.viewableRelated(ctx, phase, app, model, info, unique);
+      if (ok) viewable.set(f.name, ok);
     }
-    const refs = spec.tags
-      ? inputs.flatMap((i) => (Array.isArray(i.tags) ? i.tags.map(tagRef) : []))
-      : [];
-    const valid = refs.filter((r) => r !== null);
-    const tagRows = valid.length
-      ? phase.add(
-          orm(ctx).all<TagRow>(
-            sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE t.id IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "id").map((r) => r[1]))})) OR t.slug IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "slug").map((r) => r[1]))})) OR t.name IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "name").map((r) => r[1]))}))`,
-          ),
-        )
-      : () => [] as TagRow[];
-    const rules = stageRules(ctx, phase, spec);
-    return {
-      /** Nested forms of the related objects read, by field name. */
-      related(): Map<string, Map<number, ApiRecord>> {
-        const out = new Map<string, Map<number, ApiRecord>>();
-        for (const f of fkFields) {
-          const forms = new Map<number, ApiRecord>();
-          const info = infos.get(f.name);
-          for (const r of related.get(f.name)?.() ?? [])
-            forms.set(Number(r.id), info!.nestedSql!.build(ctx, Number(r.id), JSON.parse(r.j)));
-          out.set(f.name, forms);
-        }
-        return out;
-      },
-      tags: () => tagRows(),
-      /** Per fk field, the named ids the writer may view (absent: all of them). */
-      viewable: () => new Map([...viewable].map(([name, ids]) => [name, ids()])),
-      rules,
+    const tagRows = this.tagLookup(ctx, phase, inputs);
+    const rules = stageRules(ctx, phase, this.spec);
+    return async (): Promise<Found> => {
+      // nested forms of the related objects read, by field name
+      const out = new Map<string, Map<number, ApiRecord>>();
+      for (const f of this.fkFields) {
+        const forms = new Map<number, ApiRecord>();
+        const info = infos.get(f.name);
+        for (const r of related.get(f.name)?.() ?? [])
+          forms.set(Number(r.id), info!.nestedSql!.build(ctx, Number(r.id), JSON.parse(r.j)));
+        out.set(f.name, forms);
+      }
+      return {
+        related: out,
+        tagRows: tagRows(),
+        // per fk field, the named ids the writer may view (absent: all of them)
+        viewable: new Map([...viewable].map(([name, ids]) => [name, ids()])),
+        rules: await rules(),
+      };
     };
   }
 
+  /**
+   * Of the related ids `unique`, those the writer may view, as a read of the phase; undefined when
+   * it may view them all. An object the writer may not view answers as an unknown id (decision
+   * 0064; `viewableRefs`).
+   */
+  async viewableRelated(
+    ctx: WriteContext,
+    phase: ReadPhase,
+    app: string,
+    model: string,
+    info: ModelInfo,
+    unique: number[],
+  ): Promise<(() => Set<number>) | undefined> {
+    const user = ctx.auth.user;
+    if (!user || user.isSuperuser) return undefined;
+    const target = info.resource;
+    const self = app === "users" && model === "user" ? [user.id] : [];
+    const where = target
+      ? await restrictWhere(ctx, ctx.auth, "view", target)
+      : user.permissions.has(`${app}.view_${model}`)
+        ? undefined
+        : sql`0`;
+    if (!where) return undefined;
+    const rows = target
+      ? phase.add(
+          this.orm(ctx)
+            .select({ id: sql<number>`${target.list.idExpr}` })
+            .from(target.table)
+            .where(
+              and(
+                sql`${target.list.idExpr} IN (${sql.join(
+                  unique.map((i) => sql`${i}`),
+                  sql`, `,
+                )})`,
+                where,
+              ),
+            ),
+        )
+      : () => [] as Array<{ id: number }>;
+    return () => new Set([...rows().map((r) => Number(r.id)), ...self]);
+  }
+
+  /** The tags the inputs name (by id, slug or name) with their scopes, as a read of the phase. */
+  tagLookup(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]): () => TagRow[] {
+    const refs = this.spec.tags
+      ? inputs.flatMap((i) => (Array.isArray(i.tags) ? i.tags.map(tagRef) : []))
+      : [];
+    const valid = refs.filter((r) => r !== null);
+    if (!valid.length) return () => [];
+    return phase.add(
+      this.orm(ctx).all<TagRow>(
+        sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE t.id IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "id").map((r) => r[1]))})) OR t.slug IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "slug").map((r) => r[1]))})) OR t.name IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "name").map((r) => r[1]))}))`,
+      ),
+    );
+  }
+
   /** `resolveTags` of `define.ts` over the tags the read phase found. */
-  function resolveTags(
+  resolveTags(
     raw: unknown,
     found: TagRow[],
     objectTypeId: number,
@@ -251,7 +352,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       const scope = JSON.parse(tag.scope ?? "[]") as number[];
       if (scope.length && !scope.includes(objectTypeId))
         return {
-          error: `Tag "${tag.name}" cannot be applied to ${spec.appLabel}.${spec.model} objects.`,
+          error: `Tag "${tag.name}" cannot be applied to ${this.spec.appLabel}.${this.spec.model} objects.`,
         };
       out.set(tag.id, tag);
     }
@@ -259,21 +360,20 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
   }
 
   /** `convertInput` of `define.ts`, with related objects and tags from the read phase. */
-  async function convert(
+  async convert(
     ctx: WriteContext,
     input: ApiRecord,
     existing: Row | null,
     partial: boolean,
-    related: Map<string, Map<number, ApiRecord>>,
-    found: TagRow[],
+    found: Found,
     objectTypeId: number,
-    viewable: Map<string, Set<number>>,
   ) {
+    const { spec, keyOf } = this;
     const errors = new ErrorCollector();
     const values: Record<string, unknown> = {};
     let tags: TagRow[] | null = null;
     for (const key of Object.keys(input)) {
-      if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+      if (!this.fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
         errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {
@@ -289,63 +389,46 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
         if (typeof id !== "number" || !Number.isInteger(id))
           errors.add(f.name, "Incorrect type. Expected pk value.");
         else if (
-          !related.get(f.name)?.has(id) ||
+          !found.related.get(f.name)?.has(id) ||
           // hidden from the writer: unknown, unless the object holds it already (a PUT echoes it)
-          (viewable.get(f.name)?.has(id) === false && existing?.[keyOf(f.column!)] !== id)
+          (found.viewable.get(f.name)?.has(id) === false && existing?.[keyOf(f.column!)] !== id)
         )
           errors.add(f.name, `Related object not found using the provided numeric ID: ${id}`);
         else values[keyOf(f.column!)] = id;
         continue;
       }
-      const result = await parts.convertValue(ctx, f, raw);
+      const result = await this.parts.convertValue(ctx, f, raw);
       if ("error" in result) errors.add(f.name, result.error);
       else values[keyOf(f.column!)] = result.value;
     }
     if (spec.tags && Object.hasOwn(input, "tags")) {
-      const res = resolveTags(input.tags, found, objectTypeId);
+      const res = this.resolveTags(input.tags, found.tagRows, objectTypeId);
       if ("error" in res) errors.add("tags", res.error);
       else tags = res.tags.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }
     // a check that reads nothing (`validateReadsNothing`; `stageable` admits no other)
     if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
-    if (spec.naturalOrdering) {
-      const source = fieldsByName.get(spec.naturalOrdering.field)?.column;
-      if (source && Object.hasOwn(values, keyOf(source)))
-        values[keyOf(spec.naturalOrdering.column)] = naturalize(
-          values[keyOf(source)] as string | null,
-        );
-    }
+    this.naturalize(values);
     return { values, tags };
   }
 
-  /** Runs `step` per item; field errors are collected per item (a bulk's list) or thrown. */
-  async function eachInput<T>(
-    items: readonly T[],
-    bulk: boolean,
-    step: (item: T, index: number) => Promise<void>,
-  ) {
-    const errors: FieldErrors[] = [];
-    let failed = false;
-    for (const [i, item] of items.entries()) {
-      try {
-        await step(item, i);
-        errors.push({});
-      } catch (e) {
-        if (!bulk || !(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
-        failed = true;
-        errors.push(e.fields);
-      }
-    }
-    if (failed) throw new ValidationError(errors);
+  /** Fills the natural-ordering column from its source field when the write sets that field. */
+  naturalize(values: Record<string, unknown>) {
+    const ordering = this.spec.naturalOrdering;
+    if (!ordering) return;
+    const source = this.fieldsByName.get(ordering.field)?.column;
+    if (source && Object.hasOwn(values, this.keyOf(source)))
+      values[this.keyOf(ordering.column)] = naturalize(values[this.keyOf(source)] as string | null);
   }
 
   /** The nested tags of a record from tag rows (sorted by name, as `load` reads them). */
-  const nestedTags = (ctx: ReadContext, rows: TagRow[]) =>
-    rows.map((t) => parts.nestedTag(ctx.baseUrl, t));
+  nestedTags(ctx: ReadContext, rows: TagRow[]) {
+    return rows.map((t) => this.parts.nestedTag(ctx.baseUrl, t));
+  }
 
   /** Statements that set an object's tags (replacing what it had when `replace`). */
-  function stageTags(
+  stageTags(
     ctx: WriteContext,
     batch: WriteBatch,
     objectTypeId: number,
@@ -355,7 +438,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
   ) {
     if (replace)
       batch.add(
-        orm(ctx)
+        this.orm(ctx)
           .delete(taggedItems)
           .where(
             and(
@@ -366,7 +449,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       );
     if (tags.length)
       batch.add(
-        orm(ctx).run(
+        this.orm(ctx).run(
           sql`INSERT INTO "tagged_items" ("tag_id", "object_type_id", "object_id") VALUES ${sql.join(
             tags.map((t) => sql`(${t.id}, ${objectTypeId}, ${objectId})`),
             sql`, `,
@@ -376,127 +459,148 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
   }
 
   /** A guard that fails the batch unless `where` admits all `n` rows `ids` selects (403 after). */
-  function stagePermission(ctx: WriteContext, batch: WriteBatch, ids: SQL, n: number, where: SQL) {
-    const admitted = orm(ctx)
+  stagePermission(ctx: WriteContext, batch: WriteBatch, ids: SQL, n: number, where: SQL) {
+    const admitted = this.orm(ctx)
       .select({ n: sql<number>`count(*)` })
-      .from(table)
+      .from(this.table)
       .where(and(ids, where));
-    batch.add(orm(ctx).run(sql`INSERT INTO write_guard (ok) SELECT (${admitted}) = ${n}`));
+    batch.add(this.orm(ctx).run(sql`INSERT INTO write_guard (ok) SELECT (${admitted}) = ${n}`));
   }
 
-  async function create(
+  async create(
     ctx: WriteContext,
     inputs: ApiRecord[],
     options: StagedOptions,
   ): Promise<StagedWritten[]> {
     // the routed resource's limits (a wrapper's owner column or scope) are the ones that hold
     const resource = options.resource;
-    const objectTypeId = await parts.objectTypeId(ctx);
+    const objectTypeId = await this.parts.objectTypeId(ctx);
     const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
     const phase = new ReadPhase();
-    const found = await lookups(ctx, phase, inputs);
+    const lookedUp = await this.lookups(ctx, phase, inputs);
     await phase.run(ctx);
-    const related = found.related();
-    const tagRows = found.tags();
-    const viewable = found.viewable();
-    const rules = await found.rules();
+    const found = await lookedUp();
     const now = nextStamp(null);
     const rows: Row[] = [];
     const tags: Array<TagRow[] | null> = [];
     await eachInput(inputs, options.bulk, async (input) => {
-      const c = await convert(ctx, input, null, false, related, tagRows, objectTypeId, viewable);
+      const c = await this.convert(ctx, input, null, false, found, objectTypeId);
       const row: Row = {};
-      for (const [key, col] of columns)
+      for (const [key, col] of this.columns)
         row[key] = Object.hasOwn(c.values, key) ? c.values[key] : defaultOf(col);
       row.created = row.lastUpdated = now;
       rows.push(row);
       tags.push(c.tags);
     });
-    // the records as `load` will read them, the id still SQLite's to give (`newIdMarker()`)
-    const records: ApiRecord[] = [];
-    for (const [i, row] of rows.entries())
-      records.push(
-        ...(await parts.serialize(
-          ctx,
-          [{ ...row, id: newIdMarker() }],
-          new Map([[newIdMarker(), tags[i] ? nestedTags(ctx, tags[i]) : []]]),
-          related,
-        )),
-      );
+    const records = await this.newRecords(ctx, rows, tags, found.related);
     const batch = new WriteBatch();
-    const ids: number[] = [];
-    for (let s = 0; s < rows.length; s += INSERT_ROWS)
-      batch.add(
-        orm(ctx)
-          .insert(table)
-          .values(rows.slice(s, s + INSERT_ROWS).map(({ id: _id, ...r }) => r) as never)
-          .returning({ id: table.id }),
-        (out) => ids.push(...(out as Array<{ id: number }>).map((r) => r.id)),
-      );
+    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags);
     const n = rows.length;
-    tags.forEach((t, k) => {
-      if (t) stageTags(ctx, batch, objectTypeId, newRowId(tableName, k, n), t, false);
-    });
     const texts = stageChanges(
       ctx,
       batch,
       resource,
       objectTypeId,
-      rules,
+      found.rules,
       records.map((r, k) => ({
         action: "create",
-        id: newRowId(tableName, k, n),
+        id: newRowId(this.tableName, k, n),
         prechange: null,
         postchange: r,
       })),
     );
     if (addWhere)
-      stagePermission(
+      this.stagePermission(
         ctx,
         batch,
-        sql`${table.id} > (SELECT max("id") FROM ${table}) - ${n}`,
+        sql`${this.table.id} > (SELECT max("id") FROM ${this.table}) - ${n}`,
         n,
         addWhere,
       );
-    await runBatch(ctx, batch, "add", new Map(), false);
+    await this.runBatch(ctx, batch, "add", new Map(), false);
     ids.sort((a, b) => a - b);
     return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
   }
 
+  /** The records as `load` will read them, the id still SQLite's to give (`newIdMarker()`). */
+  async newRecords(
+    ctx: WriteContext,
+    rows: Row[],
+    tags: Array<TagRow[] | null>,
+    related: Map<string, Map<number, ApiRecord>>,
+  ): Promise<ApiRecord[]> {
+    const records: ApiRecord[] = [];
+    for (const [i, row] of rows.entries())
+      records.push(
+        ...(await this.parts.serialize(
+          ctx,
+          [{ ...row, id: newIdMarker() }],
+          new Map([[newIdMarker(), tags[i] ? this.nestedTags(ctx, tags[i]) : []]]),
+          related,
+        )),
+      );
+    return records;
+  }
+
+  /** Multi-row INSERTs of `rows` and their tags; the returned list fills with the new ids. */
+  stageInserts(
+    ctx: WriteContext,
+    batch: WriteBatch,
+    objectTypeId: number,
+    rows: Row[],
+    tags: Array<TagRow[] | null>,
+  ): number[] {
+    const ids: number[] = [];
+    for (let s = 0; s < rows.length; s += INSERT_ROWS)
+      batch.add(
+        this.orm(ctx)
+          .insert(this.table)
+          .values(rows.slice(s, s + INSERT_ROWS).map(({ id: _id, ...r }) => r) as never)
+          .returning({ id: this.table.id }),
+        (out) => ids.push(...(out as Array<{ id: number }>).map((r) => r.id)),
+      );
+    const n = rows.length;
+    tags.forEach((t, k) => {
+      if (t) this.stageTags(ctx, batch, objectTypeId, newRowId(this.tableName, k, n), t, false);
+    });
+    return ids;
+  }
+
   /** The stored rows of `ids`, each with its related objects' nested forms (`__fk_<field>`). */
-  function readExisting(
+  readExisting(
     ctx: WriteContext,
     phase: ReadPhase,
     ids: number[],
     infos: Map<string, ModelInfo | null>,
   ) {
     const nestedColumns: Record<string, SQL> = {};
-    for (const f of fkFields) {
+    for (const f of this.fkFields) {
       const info = infos.get(f.name);
       if (info?.nestedSql?.selectOne)
         nestedColumns[`__fk_${f.name}`] = info.nestedSql.selectOne(
-          sql.raw(`"${tableName}"."${f.column!.name}"`),
+          sql.raw(`"${this.tableName}"."${f.column!.name}"`),
         );
     }
     const rows = phase.add(
-      orm(ctx)
-        .select({ ...getTableColumns(table), ...nestedColumns })
-        .from(table)
-        .where(inArray(table.id, ids)),
+      this.orm(ctx)
+        .select({ ...getTableColumns(this.table), ...nestedColumns })
+        .from(this.table)
+        .where(inArray(this.table.id, ids)),
     );
     return rows as () => Row[];
   }
 
   /** The ids among `ids` that `where` admits, as a query of the read phase. */
-  const admittedQuery = (ctx: WriteContext, ids: number[], where: SQL) =>
-    orm(ctx)
-      .select({ id: table.id })
-      .from(table)
-      .where(and(inArray(table.id, ids), where));
+  admittedQuery(ctx: WriteContext, ids: number[], where: SQL) {
+    return this.orm(ctx)
+      .select({ id: this.table.id })
+      .from(this.table)
+      .where(and(inArray(this.table.id, ids), where));
+  }
 
   /** The stored tags of `ids`, as a query of the read phase (ordered by name, as `load`). */
-  const storedTagsQuery = (ctx: WriteContext, objectTypeId: number, ids: number[]) =>
-    orm(ctx)
+  storedTagsQuery(ctx: WriteContext, objectTypeId: number, ids: number[]) {
+    return this.orm(ctx)
       .select({
         objectId: taggedItems.objectId,
         id: tagsTable.id,
@@ -509,6 +613,51 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
       .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
       .orderBy(tagsTable.name);
+  }
+
+  /** The model info of each fk field's target (null when it is not registered). */
+  async relatedInfos(ctx: WriteContext): Promise<Map<string, ModelInfo | null>> {
+    const infos = new Map<string, ModelInfo | null>();
+    for (const f of this.fkFields) {
+      const [app, model] = f.related!.split(".") as [string, string];
+      infos.set(f.name, await ctx.services.models.get(app, model, ctx));
+    }
+    return infos;
+  }
+
+  /**
+   * Adds the reads of an update's or delete's stored side to the phase: the rows of `ids`, their
+   * tags, and which of them `actWhere` / `viewWhere` admit. The answer, called after the phase
+   * ran, moves the rows' related nested forms into `related` and tells the stored side.
+   */
+  async readStored(
+    ctx: WriteContext,
+    phase: ReadPhase,
+    objectTypeId: number,
+    ids: number[],
+    actWhere: SQL | undefined,
+    viewWhere: SQL | undefined,
+  ) {
+    const infos = await this.relatedInfos(ctx);
+    const existingRows = this.readExisting(ctx, phase, ids, infos);
+    const existingTags = this.spec.tags
+      ? phase.add(this.storedTagsQuery(ctx, objectTypeId, ids))
+      : () => [] as Array<TagRow & { objectId: number }>;
+    const mayAct = actWhere ? phase.add(this.admittedQuery(ctx, ids, actWhere)) : null;
+    const mayView = viewWhere ? phase.add(this.admittedQuery(ctx, ids, viewWhere)) : null;
+    return (related: Map<string, Map<number, ApiRecord>>): Stored => {
+      const byId = new Map<number, Row>();
+      const read = new Map<number, string | null>();
+      for (const row of existingRows()) {
+        // the stored related objects' nested forms join those the inputs name
+        takeNested(ctx, row, related, infos);
+        byId.set(row.id, row);
+        read.set(row.id, row.lastUpdated ?? null);
+      }
+      const tags = tagsByObject(existingTags() as Array<TagRow & { objectId: number }>);
+      return { byId, read, tags, actOk: idSet(mayAct), viewOk: idSet(mayView) };
+    };
+  }
 
   /**
    * Runs the batch; constraint failures map to 400/409 as in a transaction. A failed guard is a
@@ -516,7 +665,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
    * or 412 when the caller sent `If-Match`) where a row's stamp moved since the read phase, else
    * the permission guard (403). The reads that tell them apart run on failure only.
    */
-  async function runBatch(
+  async runBatch(
     ctx: WriteContext,
     batch: WriteBatch,
     action: "add" | "change" | "delete",
@@ -528,14 +677,14 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
       await batch.run(ctx.services.db);
       return undefined;
     } catch (e) {
-      if (!isWriteConflict(e)) throw mapConstraintError(e, resource) ?? e;
+      if (!isWriteConflict(e)) throw mapConstraintError(e, this.parts.resource) ?? e;
       for (const hook of hooks)
         if ((await hook.explain?.()) === "transaction") return "transaction";
       if (action !== "add") {
-        const now = await orm(ctx)
-          .select({ id: table.id, stamp: (table as any).lastUpdated })
-          .from(table)
-          .where(inArray(table.id, [...read.keys()]));
+        const now = await this.orm(ctx)
+          .select({ id: this.table.id, stamp: (this.table as any).lastUpdated })
+          .from(this.table)
+          .where(inArray(this.table.id, [...read.keys()]));
         const moved =
           now.length < read.size ||
           now.some((r) => read.get(Number(r.id)) !== (r.stamp as string | null));
@@ -545,7 +694,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     }
   }
 
-  async function update(
+  async update(
     ctx: WriteContext,
     items: StagedUpdate[],
     partial: boolean,
@@ -553,106 +702,91 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
   ): Promise<StagedWritten[]> {
     // the routed resource's limits (a wrapper's owner column or scope) are the ones that hold
     const resource = options.resource;
-    const objectTypeId = await parts.objectTypeId(ctx);
+    const objectTypeId = await this.parts.objectTypeId(ctx);
     const ids = [...new Set(items.map((i) => i.id))];
     const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
     const viewWhere = changeWhere
       ? await restrictWhere(ctx, ctx.auth, "view", resource)
       : undefined;
     const phase = new ReadPhase();
-    const found = await lookups(
+    const lookedUp = await this.lookups(
       ctx,
       phase,
       items.map((i) => i.input),
     );
-    const infos = new Map<string, ModelInfo | null>();
-    for (const f of fkFields) {
-      const [app, model] = f.related!.split(".") as [string, string];
-      infos.set(f.name, await ctx.services.models.get(app, model, ctx));
-    }
-    const existingRows = readExisting(ctx, phase, ids, infos);
-    const existingTags = spec.tags
-      ? phase.add(storedTagsQuery(ctx, objectTypeId, ids))
-      : () => [] as Array<TagRow & { objectId: number }>;
-    const mayChange = changeWhere ? phase.add(admittedQuery(ctx, ids, changeWhere)) : null;
-    const mayView = viewWhere ? phase.add(admittedQuery(ctx, ids, viewWhere)) : null;
+    const storedRead = await this.readStored(ctx, phase, objectTypeId, ids, changeWhere, viewWhere);
     await phase.run(ctx);
-    const related = found.related();
-    const tagRows = found.tags();
-    const viewable = found.viewable();
-    const rules = await found.rules();
-    const byId = new Map<number, Row>();
-    const read = new Map<number, string | null>();
-    for (const row of existingRows()) {
-      // the stored related objects' nested forms join those the inputs name
-      takeNested(ctx, row, related, infos);
-      byId.set(row.id, row);
-      read.set(row.id, row.lastUpdated ?? null);
-    }
-    const storedTags = new Map<number, TagRow[]>();
-    for (const t of existingTags() as Array<TagRow & { objectId: number }>)
-      (storedTags.get(t.objectId) ?? storedTags.set(t.objectId, []).get(t.objectId)!).push(t);
-    const changeOk = mayChange ? new Set(mayChange().map((r) => Number(r.id))) : null;
-    const viewOk = mayView ? new Set(mayView().map((r) => Number(r.id))) : null;
+    const found = await lookedUp();
+    const stored = storedRead(found.related);
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     await eachInput(items, options.bulk, async ({ id, input }) => {
-      // the row as the read phase saw it, or as an earlier item of this request left it
-      const existing = byId.get(id);
-      if (!existing || (changeOk && !changeOk.has(id) && !viewOk?.has(id)))
-        throw notFound(`No ${resource.verboseName} with id ${id}.`);
-      if (changeOk && !changeOk.has(id)) throw forbidden();
-      options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
-      const c = await convert(
-        ctx,
-        input,
-        existing,
-        partial,
-        related,
-        tagRows,
-        objectTypeId,
-        viewable,
+      const existing = admitStored(stored, id, resource, options);
+      const c = await this.convert(ctx, input, existing, partial, found, objectTypeId);
+      changes.push(
+        await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c.values, c.tags),
       );
-      const stamp = nextStamp(existing.lastUpdated);
-      const after: Row = { ...existing, ...c.values, lastUpdated: stamp };
-      const beforeTags = storedTags.get(id) ?? [];
-      const [before] = await parts.serialize(
-        ctx,
-        [existing],
-        new Map([[id, nestedTags(ctx, beforeTags)]]),
-        related,
-      );
-      const [post] = await parts.serialize(
-        ctx,
-        [after],
-        new Map([[id, nestedTags(ctx, c.tags ?? beforeTags)]]),
-        related,
-      );
-      // conditioned on the stamp read: a write that came between fails the guard after it
-      batch.add(
-        orm(ctx)
-          .update(table)
-          .set({ ...c.values, lastUpdated: stamp } as never)
-          .where(and(eq(table.id, id), eq((table as any).lastUpdated, existing.lastUpdated))),
-      );
-      batch.add(guardChanged(orm(ctx)));
-      byId.set(id, after);
-      if (c.tags) {
-        stageTags(ctx, batch, objectTypeId, id, c.tags, true);
-        storedTags.set(id, c.tags);
-      }
-      changes.push({ action: "update", id, prechange: before!, postchange: post! });
     });
-    const texts = stageChanges(ctx, batch, resource, objectTypeId, rules, changes);
-    if (changeWhere) stagePermission(ctx, batch, inArray(table.id, ids), ids.length, changeWhere);
-    await runBatch(ctx, batch, "change", read, !!options.precondition);
+    const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
+    if (changeWhere)
+      this.stagePermission(ctx, batch, inArray(this.table.id, ids), ids.length, changeWhere);
+    await this.runBatch(ctx, batch, "change", stored.read, !!options.precondition);
     return texts().map((json, k) => ({
       id: changes[k]!.id as number,
       record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),
       json,
     }));
   }
-  async function remove(
+
+  /**
+   * Stages one row's guarded UPDATE and its tags, and records the row as written in `stored` (an
+   * item later in the request sees it so); answers the change to log.
+   */
+  async stageUpdate(
+    ctx: WriteContext,
+    batch: WriteBatch,
+    stored: Stored,
+    found: Found,
+    objectTypeId: number,
+    id: number,
+    values: Record<string, unknown>,
+    tags: TagRow[] | null,
+  ): Promise<StagedChange> {
+    const existing = stored.byId.get(id)!; // as `admitStored` answered it
+    const stamp = nextStamp(existing.lastUpdated);
+    const after: Row = { ...existing, ...values, lastUpdated: stamp };
+    const beforeTags = stored.tags.get(id) ?? [];
+    const [before] = await this.parts.serialize(
+      ctx,
+      [existing],
+      new Map([[id, this.nestedTags(ctx, beforeTags)]]),
+      found.related,
+    );
+    const [post] = await this.parts.serialize(
+      ctx,
+      [after],
+      new Map([[id, this.nestedTags(ctx, tags ?? beforeTags)]]),
+      found.related,
+    );
+    // conditioned on the stamp read: a write that came between fails the guard after it
+    batch.add(
+      this.orm(ctx)
+        .update(this.table)
+        .set({ ...values, lastUpdated: stamp } as never)
+        .where(
+          and(eq(this.table.id, id), eq((this.table as any).lastUpdated, existing.lastUpdated)),
+        ),
+    );
+    batch.add(guardChanged(this.orm(ctx)));
+    stored.byId.set(id, after);
+    if (tags) {
+      this.stageTags(ctx, batch, objectTypeId, id, tags, true);
+      stored.tags.set(id, tags);
+    }
+    return { action: "update", id, prechange: before!, postchange: post! };
+  }
+
+  async remove(
     ctx: WriteContext,
     ids: number[],
     options: StagedOptions,
@@ -661,78 +795,72 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     const resource = options.resource;
     const hooks = ctx.services.deleteHooks;
     if (hooks.some((h) => !h.stage)) return "transaction";
-    const objectTypeId = await parts.objectTypeId(ctx);
+    const objectTypeId = await this.parts.objectTypeId(ctx);
     const unique = [...new Set(ids)];
     const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
     const viewWhere = deleteWhere
       ? await restrictWhere(ctx, ctx.auth, "view", resource)
       : undefined;
     const phase = new ReadPhase();
-    const rules = stageRules(ctx, phase, spec);
-    const infos = new Map<string, ModelInfo | null>();
-    for (const f of fkFields) {
-      const [app, model] = f.related!.split(".") as [string, string];
-      infos.set(f.name, await ctx.services.models.get(app, model, ctx));
-    }
-    const existingRows = readExisting(ctx, phase, unique, infos);
-    const existingTags = spec.tags
-      ? phase.add(storedTagsQuery(ctx, objectTypeId, unique))
-      : () => [] as Array<TagRow & { objectId: number }>;
-    const mayDelete = deleteWhere ? phase.add(admittedQuery(ctx, unique, deleteWhere)) : null;
-    const mayView = viewWhere ? phase.add(admittedQuery(ctx, unique, viewWhere)) : null;
-    const target = (id: number) => ({ appLabel: spec.appLabel, model: spec.model, id });
+    const rules = stageRules(ctx, phase, this.spec);
+    const storedRead = await this.readStored(
+      ctx,
+      phase,
+      objectTypeId,
+      unique,
+      deleteWhere,
+      viewWhere,
+    );
+    const target = (id: number) => ({ appLabel: this.spec.appLabel, model: this.spec.model, id });
     const hookParts = new Map(
       unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
     );
     await phase.run(ctx);
     const staged = await rules();
-    const related = new Map(fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
-    const byId = new Map<number, Row>();
-    const read = new Map<number, string | null>();
-    for (const row of existingRows()) {
-      takeNested(ctx, row, related, infos);
-      byId.set(row.id, row);
-      read.set(row.id, row.lastUpdated ?? null);
-    }
-    const storedTags = new Map<number, TagRow[]>();
-    for (const t of existingTags() as Array<TagRow & { objectId: number }>)
-      (storedTags.get(t.objectId) ?? storedTags.set(t.objectId, []).get(t.objectId)!).push(t);
-    const deleteOk = mayDelete ? new Set(mayDelete().map((r) => Number(r.id))) : null;
-    const viewOk = mayView ? new Set(mayView().map((r) => Number(r.id))) : null;
+    const related = new Map(this.fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
+    const stored = storedRead(related);
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     const explain: StagedHook[] = [];
     for (const id of ids) {
-      const existing = byId.get(id);
-      if (!existing || (deleteOk && !deleteOk.has(id) && !viewOk?.has(id)))
-        throw notFound(`No ${resource.verboseName} with id ${id}.`);
-      if (deleteOk && !deleteOk.has(id)) throw forbidden();
-      options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
-      byId.delete(id); // named twice: the second is not found, as it would be one by one
+      const existing = admitStored(stored, id, resource, options);
+      stored.byId.delete(id); // named twice: the second is not found, as it would be one by one
       for (const answer of hookParts.get(id)!) {
         const part = await answer();
         part.write(batch);
         explain.push(part);
       }
-      const [before] = await parts.serialize(
-        ctx,
-        [existing],
-        new Map([[id, nestedTags(ctx, storedTags.get(id) ?? [])]]),
-        related,
-      );
-      batch.add(
-        orm(ctx)
-          .delete(table)
-          .where(and(eq(table.id, id), eq((table as any).lastUpdated, existing.lastUpdated))),
-      );
-      batch.add(guardChanged(orm(ctx)));
-      changes.push({ action: "delete", id, prechange: before!, postchange: null });
+      changes.push(await this.stageDelete(ctx, batch, stored, related, id, existing));
     }
     stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
-    return runBatch(ctx, batch, "delete", read, !!options.precondition, explain);
+    return this.runBatch(ctx, batch, "delete", stored.read, !!options.precondition, explain);
   }
 
-  return { create, update, delete: remove };
+  /** Stages one row's guarded DELETE; answers the change to log. */
+  async stageDelete(
+    ctx: WriteContext,
+    batch: WriteBatch,
+    stored: Stored,
+    related: Map<string, Map<number, ApiRecord>>,
+    id: number,
+    existing: Row,
+  ): Promise<StagedChange> {
+    const [before] = await this.parts.serialize(
+      ctx,
+      [existing],
+      new Map([[id, this.nestedTags(ctx, stored.tags.get(id) ?? [])]]),
+      related,
+    );
+    batch.add(
+      this.orm(ctx)
+        .delete(this.table)
+        .where(
+          and(eq(this.table.id, id), eq((this.table as any).lastUpdated, existing.lastUpdated)),
+        ),
+    );
+    batch.add(guardChanged(this.orm(ctx)));
+    return { action: "delete", id, prechange: before!, postchange: null };
+  }
 }
 
 /** Moves the related objects' nested forms a row was read with (`__fk_<field>`) into `related`. */
