@@ -626,13 +626,34 @@ export async function deleteWithHooks(
 export function mountResource(
   app: Hono<HonoEnv>,
   path: string,
-  resolve: (c: Ctx) => Promise<Resource> | Resource,
+  resolve: Resolve,
   options: { readOnly?: boolean } = {},
 ) {
   const base = path.replace(/\/$/, "");
   const list = base;
   const detail = `${base}/:id{[^/]+}`;
-  const methodNotAllowed = (allowed: string) => async (c: Ctx) => {
+  app.get(list, listRoute(resolve));
+  app.get(detail, detailRoute(resolve));
+  if (options.readOnly) {
+    app.all(list, methodNotAllowed(resolve, "GET, HEAD"));
+    app.all(detail, methodNotAllowed(resolve, "GET, HEAD"));
+    return;
+  }
+  app.post(list, foldsCredentials(createRoute(resolve)));
+  for (const method of ["put", "patch"] as const) {
+    const partial = method === "patch";
+    app[method](list, foldsCredentials(bulkUpdateRoute(resolve, partial)));
+    app[method](detail, foldsCredentials(updateRoute(resolve, partial)));
+  }
+  app.delete(list, foldsCredentials(bulkDeleteRoute(resolve)));
+  app.delete(detail, foldsCredentials(deleteRoute(resolve)));
+  app.all(list, methodNotAllowed(resolve, "GET, POST, PUT, PATCH, DELETE, HEAD"));
+  app.all(detail, methodNotAllowed(resolve, "GET, PUT, PATCH, DELETE, HEAD"));
+}
+
+/** A 405 naming the `allowed` methods, once the resource is known. */
+function methodNotAllowed(resolve: Resolve, allowed: string) {
+  return async (c: Ctx) => {
     await resolve(c); // an unknown custom object slug is a 404 before it is a 405
     throw new ApiError(
       405,
@@ -640,220 +661,226 @@ export function mountResource(
       { Allow: allowed },
     );
   };
+}
 
-  app.get(list, async (c) => {
+/** A bulk write's list must name at least one object. */
+function requireNonEmpty(body: unknown[]) {
+  if (!body.length)
+    throw new ValidationError({
+      non_field_errors: ["Expected a non-empty list of objects."],
+    });
+}
+
+/** GET of the list. */
+function listRoute(resolve: Resolve) {
+  return async (c: Ctx) => {
     // cursor pages (`?start=`) are one range read of their own
     if (c.req.query("start") === undefined && (await inOneRead(c, resolve)))
       return listInOneRead(c, resolve);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     return listRecords(c, r);
-  });
-  app.get(detail, async (c) => {
+  };
+}
+
+/** GET of one object. */
+function detailRoute(resolve: Resolve) {
+  return async (c: Ctx) => {
     const id = parseId(c.req.param("id"));
     if (await inOneRead(c, resolve)) return getInOneRead(c, resolve, id);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     const record = await loadOne(c, r, id);
     return withEtag(c, record, (await projected(c, r, [record]))[0]);
-  });
+  };
+}
 
-  if (options.readOnly) {
-    app.all(list, methodNotAllowed("GET, HEAD"));
-    app.all(detail, methodNotAllowed("GET, HEAD"));
-    return;
-  }
-
-  app.post(
-    list,
-    foldsCredentials(async (c) => {
-      const r = await resolve(c);
-      await requirePermission(c, "add", r);
-      const body = await readJson(c);
-      if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-      // add_tags / remove_tags fold into tags inside a transaction (tag-edits.ts)
-      const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
-      const staged = r.staged?.create && !tagEdits ? r.staged : undefined;
-      if (Array.isArray(body)) {
-        if (!body.length)
-          throw new ValidationError({
-            non_field_errors: ["Expected a non-empty list of objects."],
-          });
-        const written: Written[] = staged
-          ? await inStagedWrite(c, (ctx) =>
-              staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
-            )
-          : await inTransaction(c, r, async (ctx) =>
-              r.createMany && !tagEdits
-                ? createManyChecked(ctx, r, body)
-                : eachItem(body, async (item) =>
-                    createChecked(ctx, r, await foldTagEdits(ctx, r, item, null)),
-                  ),
-            );
-        const records = await writtenRecords(c, r, written);
-        const answer = await projected(c, r, records);
-        // The answer is the records the change log just wrote as JSON (nothing hidden, no
-        // projection): their texts are joined rather than a 1,000-object list encoded again.
-        if (
-          answer === records &&
-          written.length === records.length &&
-          written.every((w, i) => w.json !== undefined && w.record === records[i])
-        ) {
-          return c.body(`[${written.map((w) => w.json).join(",")}]`, 201, {
-            "Content-Type": "application/json",
-          });
-        }
-        return c.json(answer, 201);
-      }
-      const input = asObject(body, "body");
-      const written: Written = staged
-        ? (
-            await inStagedWrite(c, (ctx) =>
-              staged.create!(ctx, [input], { resource: r, bulk: false }),
-            )
-          )[0]!
-        : await inTransaction(c, r, async (ctx) =>
-            createChecked(ctx, r, await foldTagEdits(ctx, r, input, null)),
-          );
-      const [record] = await writtenRecords(c, r, [written]);
-      return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0], 201);
-    }),
-  );
-
-  for (const method of ["put", "patch"] as const) {
-    const partial = method === "patch";
-    app[method](
-      list,
-      foldsCredentials(async (c) => {
-        const r = await resolve(c);
-        await requirePermission(c, "change", r);
-        const body = await readJson(c);
-        if (!Array.isArray(body))
-          throw new ValidationError({
-            non_field_errors: ["Bulk update expects a list of objects with an id."],
-          });
-        if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-        const staged = r.staged?.update && !body.some(hasTagEdits) ? r.staged : undefined;
-        if (staged) {
-          if (!body.length)
-            throw new ValidationError({
-              non_field_errors: ["Expected a non-empty list of objects."],
-            });
-          const items = bulkItems(body);
-          const written = await inStagedWrite(c, (ctx) =>
-            staged.update!(ctx, items, partial, { resource: r, bulk: true }),
-          );
-          return c.json(await projected(c, r, await writtenRecords(c, r, written)));
-        }
-        const written = await inTransaction(c, r, (ctx) =>
-          eachItem(body, async (item) => {
-            const id = bulkId(item);
-            await ensureExists(ctx, r, id, "change");
-            const { id: _drop, ...rest } = item;
-            const input = hasTagEdits(rest)
-              ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
-              : rest;
-            return updateChecked(ctx, r, id, input, partial);
-          }),
+/** POST of one object or a list of them. */
+function createRoute(resolve: Resolve) {
+  return async (c: Ctx) => {
+    const r = await resolve(c);
+    await requirePermission(c, "add", r);
+    const body = await readJson(c);
+    if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    // add_tags / remove_tags fold into tags inside a transaction (tag-edits.ts)
+    const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
+    const staged = r.staged?.create && !tagEdits ? r.staged : undefined;
+    if (Array.isArray(body)) return createList(c, r, body, staged, tagEdits);
+    const input = asObject(body, "body");
+    const written: Written = staged
+      ? (
+          await inStagedWrite(c, (ctx) =>
+            staged.create!(ctx, [input], { resource: r, bulk: false }),
+          )
+        )[0]!
+      : await inTransaction(c, r, async (ctx) =>
+          createChecked(ctx, r, await foldTagEdits(ctx, r, input, null)),
         );
-        return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+    const [record] = await writtenRecords(c, r, [written]);
+    return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0], 201);
+  };
+}
+
+/** A bulk POST: staged when the resource can, else in one transaction. */
+async function createList(
+  c: Ctx,
+  r: Resource,
+  body: unknown[],
+  staged: Resource["staged"],
+  tagEdits: boolean,
+) {
+  requireNonEmpty(body);
+  const written: Written[] = staged
+    ? await inStagedWrite(c, (ctx) =>
+        staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
+      )
+    : await inTransaction(c, r, async (ctx) =>
+        r.createMany && !tagEdits
+          ? createManyChecked(ctx, r, body)
+          : eachItem(body, async (item) =>
+              createChecked(ctx, r, await foldTagEdits(ctx, r, item, null)),
+            ),
+      );
+  const records = await writtenRecords(c, r, written);
+  const answer = await projected(c, r, records);
+  // The answer is the records the change log just wrote as JSON (nothing hidden, no
+  // projection): their texts are joined rather than a 1,000-object list encoded again.
+  if (
+    answer === records &&
+    written.length === records.length &&
+    written.every((w, i) => w.json !== undefined && w.record === records[i])
+  ) {
+    return c.body(`[${written.map((w) => w.json).join(",")}]`, 201, {
+      "Content-Type": "application/json",
+    });
+  }
+  return c.json(answer, 201);
+}
+
+/** PUT / PATCH of a list of objects with their ids. */
+function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
+  return async (c: Ctx) => {
+    const r = await resolve(c);
+    await requirePermission(c, "change", r);
+    const body = await readJson(c);
+    if (!Array.isArray(body))
+      throw new ValidationError({
+        non_field_errors: ["Bulk update expects a list of objects with an id."],
+      });
+    if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    const staged = r.staged?.update && !body.some(hasTagEdits) ? r.staged : undefined;
+    if (staged) {
+      requireNonEmpty(body);
+      const items = bulkItems(body);
+      const written = await inStagedWrite(c, (ctx) =>
+        staged.update!(ctx, items, partial, { resource: r, bulk: true }),
+      );
+      return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+    }
+    const written = await inTransaction(c, r, (ctx) =>
+      eachItem(body, async (item) => {
+        const id = bulkId(item);
+        await ensureExists(ctx, r, id, "change");
+        const { id: _drop, ...rest } = item;
+        const input = hasTagEdits(rest)
+          ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
+          : rest;
+        return updateChecked(ctx, r, id, input, partial);
       }),
     );
-    app[method](
-      detail,
-      foldsCredentials(async (c) => {
-        const r = await resolve(c);
-        await requirePermission(c, "change", r);
-        const id = parseId(c.req.param("id"));
-        const body = asObject(await readJson(c), "body");
-        const staged = r.staged?.update && !hasTagEdits(body) ? r.staged : undefined;
-        if (staged) {
-          const precondition = ifMatch(c);
-          const [written] = await inStagedWrite(c, (ctx) =>
-            staged.update!(ctx, [{ id, input: body }], partial, {
-              resource: r,
-              bulk: false,
-              precondition,
-            }),
-          );
-          // the new ETag (NetBox 4.6): the next If-Match of this client names this version
-          const tag = etagOf(written!.record);
-          if (tag) c.header("ETag", tag);
-          return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
-        }
-        const expected = stampsFromIfMatch(c.req.header("if-match"));
-        const written = await inTransaction(c, r, async (ctx) => {
-          await ensureExists(ctx, r, id, "change");
-          // The ETag is compared with the row as this transaction reads it, before the write.
-          const current = expected !== null || hasTagEdits(body) ? await r.load(ctx, [id]) : [];
-          if (expected !== null) requireMatch(expected, current[0] ?? {});
-          const input = await foldTagEdits(ctx, r, body, current[0] ?? null);
-          return updateChecked(ctx, r, id, input, partial);
-        });
-        const [record] = await writtenRecords(c, r, [written]);
-        return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0]);
-      }),
-    );
-  }
+    return c.json(await projected(c, r, await writtenRecords(c, r, written)));
+  };
+}
 
-  app.delete(
-    list,
-    foldsCredentials(async (c) => {
-      const r = await resolve(c);
-      await requirePermission(c, "delete", r);
-      const body = await readJson(c);
-      if (!Array.isArray(body))
-        throw new ValidationError({
-          non_field_errors: ["Bulk delete expects a list of objects with an id."],
-        });
-      if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-      const staged = r.staged;
-      if (staged) {
-        if (!body.length)
-          throw new ValidationError({
-            non_field_errors: ["Expected a non-empty list of objects."],
-          });
-        const ids = bulkItems(body).map((i) => i.id);
-        const outcome = await inStagedWrite(c, (ctx) =>
-          staged.delete(ctx, ids, { resource: r, bulk: true }),
-        );
-        if (outcome === undefined) return c.body(null, 204);
-      }
-      await inTransaction(c, r, (ctx) =>
-        eachItem(body, async (item) => {
-          const id = bulkId(item);
-          await deleteWithHooks(ctx, r, id, "delete");
+/** PUT / PATCH of one object (`If-Match` honoured). */
+function updateRoute(resolve: Resolve, partial: boolean) {
+  return async (c: Ctx) => {
+    const r = await resolve(c);
+    await requirePermission(c, "change", r);
+    const id = parseId(c.req.param("id"));
+    const body = asObject(await readJson(c), "body");
+    const staged = r.staged?.update && !hasTagEdits(body) ? r.staged : undefined;
+    if (staged) {
+      const precondition = ifMatch(c);
+      const [written] = await inStagedWrite(c, (ctx) =>
+        staged.update!(ctx, [{ id, input: body }], partial, {
+          resource: r,
+          bulk: false,
+          precondition,
         }),
       );
-      return c.body(null, 204);
-    }),
-  );
-  app.delete(
-    detail,
-    foldsCredentials(async (c) => {
-      const r = await resolve(c);
-      await requirePermission(c, "delete", r);
-      const id = parseId(c.req.param("id"));
-      const staged = r.staged;
-      if (staged) {
-        const precondition = ifMatch(c);
-        const outcome = await inStagedWrite(c, (ctx) =>
-          staged.delete(ctx, [id], { resource: r, bulk: false, precondition }),
-        );
-        // a cascade deletes other objects (each with its hooks): that runs in a transaction
-        if (outcome === undefined) return c.body(null, 204);
-      }
-      const expected = stampsFromIfMatch(c.req.header("if-match"));
-      await inTransaction(c, r, async (ctx) => {
-        if (expected !== null) {
-          await ensureExists(ctx, r, id, "delete");
-          requireMatch(expected, (await r.load(ctx, [id]))[0] ?? {});
-        }
-        await deleteWithHooks(ctx, r, id, "delete");
+      // the new ETag (NetBox 4.6): the next If-Match of this client names this version
+      const tag = etagOf(written!.record);
+      if (tag) c.header("ETag", tag);
+      return c.json((await projected(c, r, await writtenRecords(c, r, [written!])))[0]);
+    }
+    const expected = stampsFromIfMatch(c.req.header("if-match"));
+    const written = await inTransaction(c, r, async (ctx) => {
+      await ensureExists(ctx, r, id, "change");
+      // The ETag is compared with the row as this transaction reads it, before the write.
+      const current = expected !== null || hasTagEdits(body) ? await r.load(ctx, [id]) : [];
+      if (expected !== null) requireMatch(expected, current[0] ?? {});
+      const input = await foldTagEdits(ctx, r, body, current[0] ?? null);
+      return updateChecked(ctx, r, id, input, partial);
+    });
+    const [record] = await writtenRecords(c, r, [written]);
+    return withEtag(c, record, (await projected(c, r, record ? [record] : []))[0]);
+  };
+}
+
+/** DELETE of a list of objects with their ids. */
+function bulkDeleteRoute(resolve: Resolve) {
+  return async (c: Ctx) => {
+    const r = await resolve(c);
+    await requirePermission(c, "delete", r);
+    const body = await readJson(c);
+    if (!Array.isArray(body))
+      throw new ValidationError({
+        non_field_errors: ["Bulk delete expects a list of objects with an id."],
       });
-      return c.body(null, 204);
-    }),
-  );
-  app.all(list, methodNotAllowed("GET, POST, PUT, PATCH, DELETE, HEAD"));
-  app.all(detail, methodNotAllowed("GET, PUT, PATCH, DELETE, HEAD"));
+    if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    const staged = r.staged;
+    if (staged) {
+      requireNonEmpty(body);
+      const ids = bulkItems(body).map((i) => i.id);
+      const outcome = await inStagedWrite(c, (ctx) =>
+        staged.delete(ctx, ids, { resource: r, bulk: true }),
+      );
+      if (outcome === undefined) return c.body(null, 204);
+    }
+    await inTransaction(c, r, (ctx) =>
+      eachItem(body, async (item) => {
+        const id = bulkId(item);
+        await deleteWithHooks(ctx, r, id, "delete");
+      }),
+    );
+    return c.body(null, 204);
+  };
+}
+
+/** DELETE of one object (`If-Match` honoured). */
+function deleteRoute(resolve: Resolve) {
+  return async (c: Ctx) => {
+    const r = await resolve(c);
+    await requirePermission(c, "delete", r);
+    const id = parseId(c.req.param("id"));
+    const staged = r.staged;
+    if (staged) {
+      const precondition = ifMatch(c);
+      const outcome = await inStagedWrite(c, (ctx) =>
+        staged.delete(ctx, [id], { resource: r, bulk: false, precondition }),
+      );
+      // a cascade deletes other objects (each with its hooks): that runs in a transaction
+      if (outcome === undefined) return c.body(null, 204);
+    }
+    const expected = stampsFromIfMatch(c.req.header("if-match"));
+    await inTransaction(c, r, async (ctx) => {
+      if (expected !== null) {
+        await ensureExists(ctx, r, id, "delete");
+        requireMatch(expected, (await r.load(ctx, [id]))[0] ?? {});
+      }
+      await deleteWithHooks(ctx, r, id, "delete");
+    });
+    return c.body(null, 204);
+  };
 }
