@@ -80,17 +80,44 @@ type Converted = {
 const INSERT_ROWS = 100;
 const MAX_BOUND = 16_000;
 
-export function writer(shape: Shape, read: Reader): Writer {
-  const { cot, fields, table, column, slug, byName, storage, moduleOf, embedded, embeddedFields } =
-    shape;
-  const { serialize, rowColumns } = read;
-  /**
-   * One prepared statement starts every write: the COT's shape version and slug (a write that
-   * began from a cached model that has gone stale stops here, before writing anything), the
-   * allowed values of its choice sets, and whether the host objects named by the request's
-   * object fields exist. Other references (polymorphic, multiobject, custom objects) are
-   * checked by `existingRefs`.
-   */
+/** One input's conversion under way: what it has produced and found wrong so far. */
+type Conversion = {
+  errors: ErrorCollector;
+  values: Record<string, unknown>;
+  multi: Map<FieldRow, Ref[]>;
+  pre: Preflight;
+  /** The ids the request names in host-model object fields (the preflight checked them). */
+  refIds: Record<string, number | null>;
+  /** References still to check for existence (a bulk's are shared by its chunk). */
+  pending: Pending[];
+  /** Every reference this input names, for the visibility check. */
+  named: Pending[];
+  /** Part of a bulk create's chunk (`convert`'s `batch`). */
+  batched: boolean;
+};
+
+/** A multi-row INSERT of a given size, compiled once (see `ObjectWriter.insertManyStatement`). */
+type InsertMany = {
+  sql: string;
+  slots: Int32Array;
+  constants: unknown[];
+  encoders: Array<DriverValueEncoder<unknown, unknown> | undefined>;
+};
+
+const notFoundMessage = (id: number) =>
+  `Related object not found using the provided numeric ID: ${id}`;
+
+const isObjectValue = (x: unknown) => !!x && typeof x === "object" && !Array.isArray(x);
+
+/**
+ * One prepared statement starts every write: the COT's shape version and slug (a write that
+ * began from a cached model that has gone stale stops here, before writing anything), the
+ * allowed values of its choice sets, and whether the host objects named by the request's
+ * object fields exist. Other references (polymorphic, multiobject, custom objects) are
+ * checked by `existingRefs`.
+ */
+function preflightStatement(shape: Shape) {
+  const { cot, fields, embedded, embeddedFields } = shape;
   const choiceSetIds = [
     ...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null)),
   ];
@@ -108,23 +135,120 @@ export function writer(shape: Shape, read: Reader): Writer {
     preflightColumns[`ref_${f.name}`] =
       sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
   }
-  const preflightQuery = new Reusable((db) =>
+  return new Reusable((db) =>
     db
       .select(preflightColumns)
       .from(customObjectTypes)
       .where(eq(customObjectTypes.id, cot.id))
       .prepare(),
   );
+}
 
-  async function preflight(
-    ctx: WriteContext,
-    refIds: Record<string, number | null>,
-  ): Promise<Preflight> {
-    const [row] = (await preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<
+/** Names a write may give besides the fields (`tags` aside); the owner and local context data where the type has them. */
+function reservedNames(shape: Shape, owned: boolean): Set<string> {
+  const reserved = new Set([
+    "id",
+    "url",
+    "display",
+    "display_url",
+    "created",
+    "last_updated",
+    "custom_object_type",
+    "_context",
+  ]);
+  if (owned) reserved.add("owner");
+  if (shape.cot.configContextEnabled) reserved.add(LOCAL_CONTEXT_COLUMN);
+  return reserved;
+}
+
+/** The id an object-field value names (`{id}` or the id itself), or null when it names none. */
+function embeddedId(raw: unknown): number | null {
+  const id =
+    raw && typeof raw === "object" && !Array.isArray(raw)
+      ? (raw as Record<string, unknown>).id
+      : raw;
+  return typeof id === "number" && Number.isInteger(id) ? id : null;
+}
+
+export function writer(shape: Shape, read: Reader): Writer {
+  const w = new ObjectWriter(shape, read);
+  return {
+    createLoaded: (ctx, input) => w.createLoaded(ctx, input),
+    createMany: (ctx, inputs) => w.createMany(ctx, inputs),
+    create: (ctx, input) => w.create(ctx, input),
+    update: (ctx, id, input, partial) => w.update(ctx, id, input, partial),
+    delete: (ctx, id) => w.delete(ctx, id),
+    fieldForColumn: (column) => w.fieldForColumn(column),
+  };
+}
+
+/** The writes of one custom object type; its fields are what every write of the type shares. */
+class ObjectWriter {
+  readonly cot: Shape["cot"];
+  readonly fields: FieldRow[];
+  readonly table: Shape["table"];
+  readonly slug: string;
+  readonly embeddedFields: FieldRow[];
+  readonly preflightQuery: ReturnType<typeof preflightStatement>;
+  readonly preflighted: Set<FieldRow>;
+  /** Fields whose values come in parts (coordinates), with their parts. */
+  readonly partFields: Array<{ f: FieldRow; parts: readonly string[] }>;
+  readonly owned: boolean;
+  readonly reserved: Set<string>;
+  readonly insertColumns: string[];
+  readonly insertQuery: Reusable<any>;
+  readonly insertMany = new Map<number, InsertMany>();
+  readonly bulkReturning: Record<string, SQLiteColumn | SQL>;
+  /** Inputs per chunk of a bulk create: one multi-row INSERT stays under `MAX_BOUND` values. */
+  readonly chunkRows: number;
+
+  constructor(
+    readonly shape: Shape,
+    readonly read: Reader,
+  ) {
+    const { cot, fields, table, slug, moduleOf, embeddedFields } = shape;
+    const { rowColumns } = read;
+    this.cot = cot;
+    this.fields = fields;
+    this.table = table;
+    this.slug = slug;
+    this.embeddedFields = embeddedFields;
+    this.preflightQuery = preflightStatement(shape);
+    this.preflighted = new Set(embeddedFields);
+    this.partFields = fields.flatMap((f) => {
+      const parts = moduleOf.get(f)!.parts;
+      return parts ? [{ f, parts }] : [];
+    });
+    this.owned = hasOwner(shape);
+    this.reserved = reservedNames(shape, this.owned);
+    // A create writes every column through one prepared statement whose RETURNING clause is the
+    // row query's select list, so the new record needs no second read.
+    const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
+    this.insertColumns = insertColumns;
+    this.insertQuery = new Reusable((db) =>
+      db
+        .insert(table)
+        .values(Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(key)])) as any)
+        .returning(rowColumns as any)
+        .prepare(),
+    );
+    // read by position: Drizzle names no SQL expression in the RETURNING list
+    this.bulkReturning = {
+      id: table.id,
+      ...(rowColumns.__label ? { __label: rowColumns.__label } : {}),
+    };
+    this.chunkRows = Math.max(
+      1,
+      Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))),
+    );
+  }
+
+  async preflight(ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight> {
+    const [row] = (await this.preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<
       string,
       any
     >[];
-    if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel();
+    if (!row || row.v !== this.cot.shapeVersion || row.slug !== this.slug) throw new StaleModel();
     const choices = new Map<number, Set<string>>();
     for (const [id, pairs] of Object.entries(
       JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>,
@@ -133,15 +257,12 @@ export function writer(shape: Shape, read: Reader): Writer {
     }
     return { choices, found: (field: string) => row[`ref_${field}`] === 1 };
   }
-  const preflighted = new Set(embeddedFields);
-  const notFoundMessage = (id: number) =>
-    `Related object not found using the provided numeric ID: ${id}`;
 
   /**
    * Which of the pending references exist (`typeId:id`), and the nested forms of those found by
    * type id (what serialising the new rows needs): one statement for every target type.
    */
-  async function existingRefs(ctx: WriteContext, pending: Pending[]) {
+  async existingRefs(ctx: WriteContext, pending: Pending[]) {
     const infos = await relatedInfos(ctx, [...new Set(pending.map((p) => p.ref.typeId))]);
     // each object once (a bulk of 1,000 names its 100 sites 10 times each)
     const byType = new Map<number, Set<number>>();
@@ -166,7 +287,7 @@ export function writer(shape: Shape, read: Reader): Writer {
    * The references among `refs` that the row `existing` already holds: they may stay though the
    * writer cannot view their targets (a PUT echoes them back); new ones may not (decision 0064).
    */
-  async function heldRefs(
+  async heldRefs(
     ctx: WriteContext,
     existing: Record<string, any>,
     refs: Pending[],
@@ -174,52 +295,32 @@ export function writer(shape: Shape, read: Reader): Writer {
     const out = new Set<Pending>();
     for (const p of refs) {
       const f = p.field;
-      if (storage(f) === "reference") {
+      if (this.shape.storage(f) === "reference") {
         const [idCol, typeCol] = fieldColumns(f);
         if (existing[idCol!] === p.ref.id && (!typeCol || existing[typeCol] === p.ref.typeId))
           out.add(p);
         continue;
       }
       const rows = (await ctx.db.all(
-        sql`SELECT 1 AS x FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${existing.id} AND target_id = ${p.ref.id} AND (target_type IS NULL OR target_type = ${p.ref.typeId}) LIMIT 1`,
+        sql`SELECT 1 AS x FROM ${ident(linkTableName(this.cot.id, f.id))} WHERE source_id = ${existing.id} AND target_id = ${p.ref.id} AND (target_type IS NULL OR target_type = ${p.ref.typeId}) LIMIT 1`,
       )) as unknown[];
       if (rows.length) out.add(p);
     }
     return out;
   }
 
-  const isObjectValue = (x: unknown) => !!x && typeof x === "object" && !Array.isArray(x);
-  const partFields = fields.flatMap((f) => {
-    const parts = moduleOf.get(f)!.parts;
-    return parts ? [{ f, parts }] : [];
-  });
-  /** Names a write may give besides the fields (`tags` aside); the owner and local context data where the type has them. */
-  const owned = hasOwner(shape);
-  const reserved = new Set([
-    "id",
-    "url",
-    "display",
-    "display_url",
-    "created",
-    "last_updated",
-    "custom_object_type",
-    "_context",
-  ]);
-  if (owned) reserved.add("owner");
-  if (cot.configContextEnabled) reserved.add(LOCAL_CONTEXT_COLUMN);
-
   /**
    * `<name>_<part>` keys of part-valued fields (coordinates) folded into `<name>`; a module with
    * `partErrors` has its problems keyed by part (`<name>_latitude`), and the field then left out.
    */
-  function foldParts(
+  foldParts(
     input: ApiRecord,
     existing: Record<string, any> | null,
     errors: ErrorCollector,
   ): ApiRecord {
     let out = input;
-    for (const { f, parts } of partFields) {
-      const m = moduleOf.get(f)!;
+    for (const { f, parts } of this.partFields) {
+      const m = this.shape.moduleOf.get(f)!;
       const direct = Object.hasOwn(input, f.name);
       if (!direct && !parts.some((p) => Object.hasOwn(input, `${f.name}_${p}`))) continue;
       if (out === input) out = { ...input };
@@ -253,20 +354,20 @@ export function writer(shape: Shape, read: Reader): Writer {
    * input answers null at once: its chunk is then redone item by item through the single path,
    * which names every problem (uniqueness clashes with earlier items included).
    */
-  async function convert(
+  async convert(
     ctx: WriteContext,
     input: ApiRecord,
     existing: Record<string, any> | null,
     partial: boolean,
   ): Promise<Converted>;
-  async function convert(
+  async convert(
     ctx: WriteContext,
     input: ApiRecord,
     existing: null,
     partial: false,
     batch: Batch,
   ): Promise<Converted | null>;
-  async function convert(
+  async convert(
     ctx: WriteContext,
     input: ApiRecord,
     existing: Record<string, any> | null,
@@ -276,168 +377,219 @@ export function writer(shape: Shape, read: Reader): Writer {
     const errors = new ErrorCollector();
     // Keyed by column names only, and without a prototype, so a missing key is never inherited.
     const values: Record<string, unknown> = Object.create(null);
-    const multi = new Map<FieldRow, { typeId: number; id: number }[]>();
+    input = await this.convertReserved(ctx, input, existing, values, errors);
+    if (batch && !errors.empty) return null;
+    const refIds: Record<string, number | null> = batch
+      ? Object.create(null)
+      : this.embeddedRefIds(input, existing);
+    const st: Conversion = {
+      errors,
+      values,
+      multi: new Map(),
+      pre: batch ? batch.pre : await this.preflight(ctx, refIds),
+      refIds,
+      pending: batch ? batch.pending : [],
+      named: [],
+      batched: !!batch,
+    };
+    for (const f of this.fields) await this.convertField(ctx, st, f, input, existing, partial);
+    if (batch && !errors.empty) return null;
+    if (!batch) await this.checkRefs(ctx, st, existing);
     let tagIds: number[] | null = null;
-    input = foldParts(input, existing, errors);
-    if (owned) await writeOwner(ctx, shape, input, values, errors);
-    // Config context data (upstream): a JSON object or null, on types that opted in.
-    if (cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
-      const data = input[LOCAL_CONTEXT_COLUMN];
-      if (data !== null && (typeof data !== "object" || Array.isArray(data)))
-        errors.add(LOCAL_CONTEXT_COLUMN, "Must be a JSON object or null.");
-      else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
-    }
-    for (const key of Object.keys(input))
-      if (!byName.has(key) && !reserved.has(key) && key !== "tags")
-        errors.add(key, "Unknown field.");
-    if (batch && !errors.empty) return null;
-    // The ids the request names in host-model object fields, for the preflight statement.
-    const refIds: Record<string, number | null> = Object.create(null);
-    if (!batch) {
-      for (const f of embeddedFields) {
-        const raw = Object.hasOwn(input, f.name) ? input[f.name] : existing ? undefined : f.default;
-        const id =
-          raw && typeof raw === "object" && !Array.isArray(raw)
-            ? (raw as Record<string, unknown>).id
-            : raw;
-        refIds[f.name] = typeof id === "number" && Number.isInteger(id) ? id : null;
-      }
-    }
-    const pre = batch ? batch.pre : await preflight(ctx, refIds);
-    const choices = pre.choices;
-    const pending: Pending[] = batch ? batch.pending : [];
-    const named: Pending[] = []; // every reference this input names, for the visibility check
-
-    for (const f of fields) {
-      const present = Object.hasOwn(input, f.name);
-      let raw = present ? input[f.name] : undefined;
-      if (!present) {
-        if (existing && partial) continue;
-        if (existing) {
-          // PUT: keep stored values of omitted fields, but a required field must hold one.
-          const own = valueColumn(f);
-          const stored = own ? existing[own] : true;
-          if (f.required && (stored === null || stored === undefined))
-            errors.add(f.name, "This field is required.");
-          continue;
-        }
-        if (f.default !== null && f.default !== undefined) raw = f.default;
-        else {
-          if (f.required) errors.add(f.name, "This field is required.");
-          continue;
-        }
-      }
-      const isEmpty = raw === null || raw === "" || (Array.isArray(raw) && raw.length === 0);
-      if (isEmpty && f.required) {
-        errors.add(
-          f.name,
-          raw === null ? "This field may not be null." : "This field may not be blank.",
-        );
-        continue;
-      }
-      const kind = storage(f);
-      if (kind === "reference") {
-        if (raw === null) {
-          values[`${f.name}_id`] = null;
-          if (f.isPolymorphic) values[`${f.name}_type`] = null;
-          continue;
-        }
-        const r = f.isPolymorphic ? await resolveRef(ctx, f, raw) : plainRef(f, raw);
-        if ("error" in r) errors.add(f.name, r.error);
-        else {
-          if (batch || !preflighted.has(f) || refIds[f.name] !== r.id)
-            pending.push({ field: f, ref: r });
-          else if (!pre.found(f.name)) errors.add(f.name, notFoundMessage(r.id));
-          named.push({ field: f, ref: r });
-          values[`${f.name}_id`] = r.id;
-          if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
-        }
-        continue;
-      }
-      if (kind === "links") {
-        if (raw === null) {
-          multi.set(f, []);
-          continue;
-        }
-        if (!Array.isArray(raw)) {
-          errors.add(f.name, "Expected a list of items.");
-          continue;
-        }
-        const refs: { typeId: number; id: number }[] = [];
-        for (const item of raw) {
-          const r = await resolveRef(ctx, f, item);
-          if ("error" in r) errors.add(f.name, r.error);
-          else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
-            pending.push({ field: f, ref: r });
-            named.push({ field: f, ref: r });
-            refs.push(r);
-          }
-        }
-        multi.set(f, refs);
-        continue;
-      }
-      const checked = encodeScalar(
-        f,
-        raw,
-        f.choiceSetId ? (choices.get(f.choiceSetId) ?? new Set()) : null,
-      );
-      if ("error" in checked) errors.add(f.name, checked.error);
-      else values[f.name] = checked.value;
-    }
-    if (batch && !errors.empty) return null;
-    if (pending.length && !batch) {
-      const { found } = await existingRefs(ctx, pending);
-      for (const { field, ref } of pending) {
-        if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
-      }
-    }
-    // An object the writer may not view answers as one that does not exist (decision 0064),
-    // unless the row already references it; a field already refused is not named twice.
-    if (!batch) {
-      const hidden = await unviewable(ctx, named);
-      const kept = existing && hidden.length ? await heldRefs(ctx, existing, hidden) : null;
-      for (const p of hidden)
-        if (!kept?.has(p) && !Object.hasOwn(errors.errors, p.field.name))
-          errors.add(p.field.name, notFoundMessage(p.ref.id));
-    }
     if (Object.hasOwn(input, "tags")) {
-      const r = await resolveTags(ctx, input.tags, APP_LABEL, slug);
+      const r = await resolveTags(ctx, input.tags, APP_LABEL, this.slug);
       if ("error" in r) errors.add("tags", r.error);
       else tagIds = r.ids;
     }
     if (batch && !errors.empty) return null;
     // A valid write leaves unique values to the UNIQUE indexes (see `uniqueChecked`); a write
     // that fails anyway looks them up so its 400 names every problem at once.
-    if (!errors.empty) {
-      for (const f of fields) {
-        const col = valueColumn(f);
-        if (!f.unique || !col) continue;
-        const v = values[col];
-        if (v === undefined || v === null || errors.errors[f.name]) continue;
-        const clash = await ctx.db
-          .select({ id: table.id })
-          .from(table)
-          .where(
-            existing
-              ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`)
-              : eq(column(col), v),
-          )
-          .limit(1);
-        if (clash.length)
-          errors.add(f.name, `${verboseName(cot)} with this ${f.name} already exists.`);
-      }
-    }
+    if (!errors.empty) await this.addUniqueClashes(ctx, existing, values, errors);
     errors.throwIfAny();
-    return { values, multi, tagIds };
+    return { values, multi: st.multi, tagIds };
   }
 
-  async function writeLinks(
+  /**
+   * The names besides the fields: parts folded, the owner and local context data converted,
+   * unknown names refused. Answers the input with its parts folded.
+   */
+  async convertReserved(
     ctx: WriteContext,
-    id: number,
-    multi: Map<FieldRow, { typeId: number; id: number }[]>,
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+    values: Record<string, unknown>,
+    errors: ErrorCollector,
+  ): Promise<ApiRecord> {
+    input = this.foldParts(input, existing, errors);
+    if (this.owned) await writeOwner(ctx, this.shape, input, values, errors);
+    // Config context data (upstream): a JSON object or null, on types that opted in.
+    if (this.cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
+      const data = input[LOCAL_CONTEXT_COLUMN];
+      if (data !== null && (typeof data !== "object" || Array.isArray(data)))
+        errors.add(LOCAL_CONTEXT_COLUMN, "Must be a JSON object or null.");
+      else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
+    }
+    for (const key of Object.keys(input))
+      if (!this.shape.byName.has(key) && !this.reserved.has(key) && key !== "tags")
+        errors.add(key, "Unknown field.");
+    return input;
+  }
+
+  /** The ids the request names in host-model object fields, for the preflight statement. */
+  embeddedRefIds(
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+  ): Record<string, number | null> {
+    const refIds: Record<string, number | null> = Object.create(null);
+    for (const f of this.embeddedFields) {
+      const raw = Object.hasOwn(input, f.name) ? input[f.name] : existing ? undefined : f.default;
+      refIds[f.name] = embeddedId(raw);
+    }
+    return refIds;
+  }
+
+  /** Converts one field's value (given, or its default on a create) into `st`. */
+  async convertField(
+    ctx: WriteContext,
+    st: Conversion,
+    f: FieldRow,
+    input: ApiRecord,
+    existing: Record<string, any> | null,
+    partial: boolean,
   ) {
+    const { errors, values } = st;
+    const present = Object.hasOwn(input, f.name);
+    let raw = present ? input[f.name] : undefined;
+    if (!present) {
+      if (existing && partial) return;
+      if (existing) {
+        // PUT: keep stored values of omitted fields, but a required field must hold one.
+        const own = valueColumn(f);
+        const stored = own ? existing[own] : true;
+        if (f.required && (stored === null || stored === undefined))
+          errors.add(f.name, "This field is required.");
+        return;
+      }
+      if (f.default !== null && f.default !== undefined) raw = f.default;
+      else {
+        if (f.required) errors.add(f.name, "This field is required.");
+        return;
+      }
+    }
+    const isEmpty = raw === null || raw === "" || (Array.isArray(raw) && raw.length === 0);
+    if (isEmpty && f.required) {
+      errors.add(
+        f.name,
+        raw === null ? "This field may not be null." : "This field may not be blank.",
+      );
+      return;
+    }
+    const kind = this.shape.storage(f);
+    if (kind === "reference") return this.convertReference(ctx, st, f, raw);
+    if (kind === "links") return this.convertLinks(ctx, st, f, raw);
+    const checked = encodeScalar(
+      f,
+      raw,
+      f.choiceSetId ? (st.pre.choices.get(f.choiceSetId) ?? new Set()) : null,
+    );
+    if ("error" in checked) errors.add(f.name, checked.error);
+    else values[f.name] = checked.value;
+  }
+
+  /** An object field's value: its id (and type) columns; the reference checked or made pending. */
+  async convertReference(ctx: WriteContext, st: Conversion, f: FieldRow, raw: unknown) {
+    const { values } = st;
+    if (raw === null) {
+      values[`${f.name}_id`] = null;
+      if (f.isPolymorphic) values[`${f.name}_type`] = null;
+      return;
+    }
+    const r = f.isPolymorphic ? await resolveRef(ctx, f, raw) : plainRef(f, raw);
+    if ("error" in r) {
+      st.errors.add(f.name, r.error);
+      return;
+    }
+    if (st.batched || !this.preflighted.has(f) || st.refIds[f.name] !== r.id)
+      st.pending.push({ field: f, ref: r });
+    else if (!st.pre.found(f.name)) st.errors.add(f.name, notFoundMessage(r.id));
+    st.named.push({ field: f, ref: r });
+    values[`${f.name}_id`] = r.id;
+    if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
+  }
+
+  /** A multiobject field's value: its references (each once), all made pending. */
+  async convertLinks(ctx: WriteContext, st: Conversion, f: FieldRow, raw: unknown) {
+    if (raw === null) {
+      st.multi.set(f, []);
+      return;
+    }
+    if (!Array.isArray(raw)) {
+      st.errors.add(f.name, "Expected a list of items.");
+      return;
+    }
+    const refs: { typeId: number; id: number }[] = [];
+    for (const item of raw) {
+      const r = await resolveRef(ctx, f, item);
+      if ("error" in r) st.errors.add(f.name, r.error);
+      else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
+        st.pending.push({ field: f, ref: r });
+        st.named.push({ field: f, ref: r });
+        refs.push(r);
+      }
+    }
+    st.multi.set(f, refs);
+  }
+
+  /**
+   * A single write's references: the pending ones must exist, and an object the writer may not
+   * view answers as one that does not exist (decision 0064), unless the row already references
+   * it; a field already refused is not named twice.
+   */
+  async checkRefs(ctx: WriteContext, st: Conversion, existing: Record<string, any> | null) {
+    const { errors, pending } = st;
+    if (pending.length) {
+      const { found } = await this.existingRefs(ctx, pending);
+      for (const { field, ref } of pending) {
+        if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
+      }
+    }
+    const hidden = await unviewable(ctx, st.named);
+    const kept = existing && hidden.length ? await this.heldRefs(ctx, existing, hidden) : null;
+    for (const p of hidden)
+      if (!kept?.has(p) && !Object.hasOwn(errors.errors, p.field.name))
+        errors.add(p.field.name, notFoundMessage(p.ref.id));
+  }
+
+  /** Adds an error per unique field whose value another row already holds. */
+  async addUniqueClashes(
+    ctx: WriteContext,
+    existing: Record<string, any> | null,
+    values: Record<string, unknown>,
+    errors: ErrorCollector,
+  ) {
+    const { table, column } = this.shape;
+    for (const f of this.fields) {
+      const col = valueColumn(f);
+      if (!f.unique || !col) continue;
+      const v = values[col];
+      if (v === undefined || v === null || errors.errors[f.name]) continue;
+      const clash = await ctx.db
+        .select({ id: table.id })
+        .from(table)
+        .where(
+          existing
+            ? and(eq(column(col), v), sql`${table.id} <> ${existing.id}`)
+            : eq(column(col), v),
+        )
+        .limit(1);
+      if (clash.length)
+        errors.add(f.name, `${verboseName(this.cot)} with this ${f.name} already exists.`);
+    }
+  }
+
+  async writeLinks(ctx: WriteContext, id: number, multi: Map<FieldRow, Ref[]>) {
     for (const [f, refs] of multi) {
-      const lt = ident(linkTableName(cot.id, f.id));
+      const lt = ident(linkTableName(this.cot.id, f.id));
       await ctx.db.run(sql`DELETE FROM ${lt} WHERE source_id = ${id}`);
       for (const [position, r] of refs.entries()) {
         await ctx.db.run(
@@ -452,7 +604,8 @@ export function writer(shape: Shape, read: Reader): Writer {
    * resource so bulk requests report it per item. SQLite only undoes the failed statement,
    * so the transaction goes on and the other items are still checked.
    */
-  async function uniqueChecked<T>(write: () => Promise<T>): Promise<T> {
+  async uniqueChecked<T>(write: () => Promise<T>): Promise<T> {
+    const { cot, fields } = this;
     try {
       return await write();
     } catch (e) {
@@ -483,21 +636,10 @@ export function writer(shape: Shape, read: Reader): Writer {
     }
   }
 
-  // A create writes every column through one prepared statement whose RETURNING clause is the
-  // row query's select list, so the new record needs no second read.
-  const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
-  const insertQuery = new Reusable((db) =>
-    db
-      .insert(table)
-      .values(Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(key)])) as any)
-      .returning(rowColumns as any)
-      .prepare(),
-  );
-
   /** The insert's bound values for one converted input. */
-  function insertParams(values: Record<string, unknown>, now: string): Record<string, unknown> {
+  insertParams(values: Record<string, unknown>, now: string): Record<string, unknown> {
     const into: Record<string, unknown> = Object.create(null);
-    for (const key of insertColumns)
+    for (const key of this.insertColumns)
       into[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
     into.created = into.lastUpdated = now;
     return into;
@@ -511,30 +653,17 @@ export function writer(shape: Shape, read: Reader): Writer {
    * values just bound, which the column types keep as they are (each field's column has its
    * type's SQL type, and every encoder yields that type).
    */
-  const insertMany = new Map<
-    number,
-    {
-      sql: string;
-      slots: Int32Array;
-      constants: unknown[];
-      encoders: Array<DriverValueEncoder<unknown, unknown> | undefined>;
-    }
-  >();
-  // read by position: Drizzle names no SQL expression in the RETURNING list
-  const bulkReturning: Record<string, SQLiteColumn | SQL> = {
-    id: table.id,
-    ...(rowColumns.__label ? { __label: rowColumns.__label } : {}),
-  };
-  function insertManyStatement(orm: Orm, n: number) {
-    let q = insertMany.get(n);
+  insertManyStatement(orm: Orm, n: number): InsertMany {
+    const { insertColumns } = this;
+    let q = this.insertMany.get(n);
     if (!q) {
       const rows = Array.from({ length: n }, (_, i) =>
         Object.fromEntries(insertColumns.map((key, j) => [key, sql.placeholder(`${i}:${j}`)])),
       );
       const compiled = orm
-        .insert(table)
+        .insert(this.table)
         .values(rows as any)
-        .returning(bulkReturning as any)
+        .returning(this.bulkReturning as any)
         .toSQL();
       // each bound position: a row's column (row * width + column), or -1 for a constant of the SQL
       const slots = new Int32Array(compiled.params.length);
@@ -546,26 +675,22 @@ export function writer(shape: Shape, read: Reader): Writer {
         encoders[k] = at && p instanceof Param ? p.encoder : undefined;
         return at ? undefined : p;
       });
-      insertMany.set(n, (q = { sql: compiled.sql, slots, constants, encoders }));
+      this.insertMany.set(n, (q = { sql: compiled.sql, slots, constants, encoders }));
     }
     return q;
   }
-  const chunkRows = Math.max(
-    1,
-    Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))),
-  );
 
   /** After a row is in: its multiobject links and tags. */
-  async function afterInsert(
+  async afterInsert(
     ctx: WriteContext,
     row: Record<string, any>,
     multi: Map<FieldRow, Ref[]>,
     tagIds: number[] | null,
   ) {
     const id = row.id as number;
-    if (multi.size) await writeLinks(ctx, id, multi);
+    if (multi.size) await this.writeLinks(ctx, id, multi);
     if (tagIds) {
-      await setTags(ctx, cot.objectTypeId!, id, tagIds);
+      await setTags(ctx, this.cot.objectTypeId!, id, tagIds);
       delete row.__tags; // read after they were set
     }
   }
@@ -574,7 +699,7 @@ export function writer(shape: Shape, read: Reader): Writer {
    * One chunk of a bulk create in one multi-row INSERT, or null when any of its items is invalid,
    * names a missing object or trips a unique index (nothing of the chunk is written then).
    */
-  async function fastChunk(
+  async fastChunk(
     ctx: WriteContext,
     inputs: ApiRecord[],
     pre: Preflight,
@@ -583,28 +708,54 @@ export function writer(shape: Shape, read: Reader): Writer {
     const batch: Batch = { pre, pending: [] };
     const converted: Converted[] = [];
     for (const input of inputs) {
-      const c = await convert(ctx, input, null, false, batch);
+      const c = await this.convert(ctx, input, null, false, batch);
       if (!c) return null;
       converted.push(c);
     }
-    // Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
-    // its 100 sites in every chunk); the transaction that saw them is still open.
-    const unseen = batch.pending.filter(({ ref }) => !seen.found.has(`${ref.typeId}:${ref.id}`));
-    if (unseen.length) {
-      const { found, nested } = await existingRefs(ctx, unseen);
-      if (unseen.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return null;
-      // a hidden object: the chunk goes item by item, which names it as a missing one
-      if ((await unviewable(ctx, unseen)).length) return null;
-      for (const key of found) seen.found.add(key);
-      for (const [typeId, forms] of nested) {
-        const into = seen.nested.get(typeId) ?? seen.nested.set(typeId, new Map()).get(typeId)!;
-        for (const [id, form] of forms) into.set(id, form);
-      }
-    }
+    if (!(await this.seeChunkRefs(ctx, batch.pending, seen))) return null;
     const now = nowIso();
-    const rowsIn = converted.map((c) => insertParams(c.values, now));
-    const flat = rowsIn.flatMap((r) => insertColumns.map((key) => r[key]));
-    const q = insertManyStatement(ctx.services.db.orm, converted.length);
+    const rowsIn = converted.map((c) => this.insertParams(c.values, now));
+    const returned = await this.insertChunk(ctx, rowsIn);
+    if (!returned) return null;
+    // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
+    returned.sort((a, b) => (a.id as number) - (b.id as number));
+    const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
+    for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
+    for (const [i, row] of rows.entries())
+      await this.afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
+    // the related objects were just read to check them: their nested forms are not read again
+    const records = await this.read.serialize(ctx, rows, seen.nested);
+    return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
+  }
+
+  /**
+   * Checks a chunk's references and adds them to `seen`; false when one is missing or hidden.
+   * Objects an earlier chunk of this bulk found are not looked up again (a bulk of 1,000 names
+   * its 100 sites in every chunk); the transaction that saw them is still open.
+   */
+  async seeChunkRefs(ctx: WriteContext, pending: Pending[], seen: Seen): Promise<boolean> {
+    const unseen = pending.filter(({ ref }) => !seen.found.has(`${ref.typeId}:${ref.id}`));
+    if (!unseen.length) return true;
+    const { found, nested } = await this.existingRefs(ctx, unseen);
+    if (unseen.some(({ ref }) => !found.has(`${ref.typeId}:${ref.id}`))) return false;
+    // a hidden object: the chunk goes item by item, which names it as a missing one
+    if ((await unviewable(ctx, unseen)).length) return false;
+    for (const key of found) seen.found.add(key);
+    for (const [typeId, forms] of nested) {
+      const into = seen.nested.get(typeId) ?? seen.nested.set(typeId, new Map()).get(typeId)!;
+      for (const [id, form] of forms) into.set(id, form);
+    }
+    return true;
+  }
+
+  /** Inserts a chunk's rows in one statement: their ids (and labels), or null on a clash. */
+  async insertChunk(
+    ctx: WriteContext,
+    rowsIn: Array<Record<string, unknown>>,
+  ): Promise<Array<Record<string, unknown>> | null> {
+    const { rowColumns } = this.read;
+    const flat = rowsIn.flatMap((r) => this.insertColumns.map((key) => r[key]));
+    const q = this.insertManyStatement(ctx.services.db.orm, rowsIn.length);
     const args = Array.from(
       q.slots,
       (slot, k) =>
@@ -614,9 +765,8 @@ export function writer(shape: Shape, read: Reader): Writer {
             ? q.encoders[k]!.mapToDriverValue(flat[slot])
             : flat[slot]) as InValue,
     );
-    let returned: Array<Record<string, unknown>>;
     try {
-      returned = (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({
+      return (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({
         id: Number(r[0]),
         ...(rowColumns.__label ? { __label: r[1] } : {}),
       }));
@@ -624,117 +774,111 @@ export function writer(shape: Shape, read: Reader): Writer {
       // SQLite undid the whole statement: the chunk goes item by item to say which one clashed.
       if (
         mapConstraintError(e, {
-          verboseName: verboseName(cot),
+          verboseName: verboseName(this.cot),
           fieldForColumn: (c) => c,
         }) instanceof ValidationError
       )
         return null;
       throw e;
     }
-    // One statement's AUTOINCREMENT ids follow its VALUES order; RETURNING's order is not defined.
-    returned.sort((a, b) => (a.id as number) - (b.id as number));
-    const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
-    for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
-    for (const [i, row] of rows.entries())
-      await afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
-    // the related objects were just read to check them: their nested forms are not read again
-    const records = await serialize(ctx, rows, seen.nested);
-    return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
   }
 
   /** The rows written are pending in the full-text index: indexed shortly after the commit (decision 0056). */
-  const indexLater = (ctx: WriteContext) =>
-    ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
+  indexLater(ctx: WriteContext) {
+    ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, this.cot.id));
+  }
 
-  const writes: Writer = {
-    async createLoaded(ctx, input) {
-      indexLater(ctx);
-      const { values, multi, tagIds } = await convert(ctx, input, null, false);
-      const params = insertParams(values, nowIso());
-      // a reverted delete puts the object back under its old id (decision 0088)
-      const restoreId = takeRestoreId(ctx, APP_LABEL, slug);
-      const [row] = (await uniqueChecked(async () =>
-        restoreId === undefined
-          ? insertQuery.on(ctx.db, ctx.services.db.orm).all(params)
-          : await ctx.db
-              .insert(table)
-              .values({ ...params, id: restoreId } as any)
-              .returning(rowColumns as any),
-      )) as Record<string, any>[];
-      await afterInsert(ctx, row!, multi, tagIds);
-      const [record] = await serialize(ctx, [row!]);
-      return { id: row!.id as number, record: record! };
-    },
-    /**
-     * Many creates in one transaction: one preflight, then chunks of `chunkRows` inputs checked
-     * together and written by one INSERT each. A chunk with any problem is redone item by item
-     * through `createLoaded`, so the per-item answers are exactly those of single creates.
-     */
-    async createMany(ctx, inputs) {
-      const pre = await preflight(
-        ctx,
-        Object.fromEntries(embeddedFields.map((f) => [f.name, null])),
-      );
-      const seen: Seen = { found: new Set(), nested: new Map() };
-      indexLater(ctx);
-      const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
-      for (let s = 0; s < inputs.length; s += chunkRows) {
-        await ctx.services.db.pace();
-        const chunk = inputs.slice(s, s + chunkRows);
-        const fast = await fastChunk(ctx, chunk, pre, seen);
-        if (fast) {
-          out.push(...fast);
-          continue;
-        }
-        for (const input of chunk) {
-          try {
-            out.push(await writes.createLoaded(ctx, input));
-          } catch (e) {
-            if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
-            out.push({ errors: e.fields });
-          }
+  async createLoaded(ctx: WriteContext, input: ApiRecord) {
+    this.indexLater(ctx);
+    const { values, multi, tagIds } = await this.convert(ctx, input, null, false);
+    const params = this.insertParams(values, nowIso());
+    // a reverted delete puts the object back under its old id (decision 0088)
+    const restoreId = takeRestoreId(ctx, APP_LABEL, this.slug);
+    const [row] = (await this.uniqueChecked(async () =>
+      restoreId === undefined
+        ? this.insertQuery.on(ctx.db, ctx.services.db.orm).all(params)
+        : await ctx.db
+            .insert(this.table)
+            .values({ ...params, id: restoreId } as any)
+            .returning(this.read.rowColumns as any),
+    )) as Record<string, any>[];
+    await this.afterInsert(ctx, row!, multi, tagIds);
+    const [record] = await this.read.serialize(ctx, [row!]);
+    return { id: row!.id as number, record: record! };
+  }
+
+  /**
+   * Many creates in one transaction: one preflight, then chunks of `chunkRows` inputs checked
+   * together and written by one INSERT each. A chunk with any problem is redone item by item
+   * through `createLoaded`, so the per-item answers are exactly those of single creates.
+   */
+  async createMany(ctx: WriteContext, inputs: ApiRecord[]) {
+    const pre = await this.preflight(
+      ctx,
+      Object.fromEntries(this.embeddedFields.map((f) => [f.name, null])),
+    );
+    const seen: Seen = { found: new Set(), nested: new Map() };
+    this.indexLater(ctx);
+    const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
+    for (let s = 0; s < inputs.length; s += this.chunkRows) {
+      await ctx.services.db.pace();
+      const chunk = inputs.slice(s, s + this.chunkRows);
+      const fast = await this.fastChunk(ctx, chunk, pre, seen);
+      if (fast) {
+        out.push(...fast);
+        continue;
+      }
+      for (const input of chunk) {
+        try {
+          out.push(await this.createLoaded(ctx, input));
+        } catch (e) {
+          if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
+          out.push({ errors: e.fields });
         }
       }
-      return out;
-    },
-    async create(ctx, input) {
-      return (await writes.createLoaded(ctx, input)).id;
-    },
-    async update(ctx, id, input, partial) {
-      indexLater(ctx);
-      const [existing] = (await ctx.db.select().from(table).where(eq(table.id, id))) as Record<
-        string,
-        any
-      >[];
-      const { values, multi, tagIds } = await convert(ctx, input, existing!, partial);
-      // Written by hand: Drizzle's update looks every column up in the set object, so a column
-      // named like a prototype key (`constructor`, stored before such names were reserved)
-      // would be "set" to the inherited function.
-      const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
-      assignments.push(sql`"last_updated" = ${editStamp()}`);
-      await uniqueChecked(() =>
-        ctx.db.run(
-          sql`UPDATE ${ident(tableName(cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`,
-        ),
-      );
-      await writeLinks(ctx, id, multi);
-      if (tagIds) await setTags(ctx, cot.objectTypeId!, id, tagIds);
-    },
-    async delete(ctx, id) {
-      indexLater(ctx);
-      for (const f of fields)
-        if (storage(f) === "links")
-          await ctx.db.run(
-            sql`DELETE FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${id}`,
-          );
-      await ctx.db.delete(table).where(eq(table.id, id));
-    },
-    fieldForColumn(column) {
-      const f = fields.find((x) => fieldColumns(x).includes(column));
-      return f ? f.name : column;
-    },
-  };
-  return writes;
+    }
+    return out;
+  }
+
+  async create(ctx: WriteContext, input: ApiRecord) {
+    return (await this.createLoaded(ctx, input)).id;
+  }
+
+  async update(ctx: WriteContext, id: number, input: ApiRecord, partial: boolean) {
+    this.indexLater(ctx);
+    const [existing] = (await ctx.db
+      .select()
+      .from(this.table)
+      .where(eq(this.table.id, id))) as Record<string, any>[];
+    const { values, multi, tagIds } = await this.convert(ctx, input, existing!, partial);
+    // Written by hand: Drizzle's update looks every column up in the set object, so a column
+    // named like a prototype key (`constructor`, stored before such names were reserved)
+    // would be "set" to the inherited function.
+    const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
+    assignments.push(sql`"last_updated" = ${editStamp()}`);
+    await this.uniqueChecked(() =>
+      ctx.db.run(
+        sql`UPDATE ${ident(tableName(this.cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`,
+      ),
+    );
+    await this.writeLinks(ctx, id, multi);
+    if (tagIds) await setTags(ctx, this.cot.objectTypeId!, id, tagIds);
+  }
+
+  async delete(ctx: WriteContext, id: number) {
+    this.indexLater(ctx);
+    for (const f of this.fields)
+      if (this.shape.storage(f) === "links")
+        await ctx.db.run(
+          sql`DELETE FROM ${ident(linkTableName(this.cot.id, f.id))} WHERE source_id = ${id}`,
+        );
+    await ctx.db.delete(this.table).where(eq(this.table.id, id));
+  }
+
+  fieldForColumn(column: string) {
+    const f = this.fields.find((x) => fieldColumns(x).includes(column));
+    return f ? f.name : column;
+  }
 }
 
 /** The references among `refs` to objects the writer may not view (decision 0064). */
