@@ -1,6 +1,6 @@
 /**
  * The gate that `npm test` runs first (tools/gate.sh): a copy of the checkout with one fault of
- * each kind fails it, and every failing step is named.
+ * each kind fails it, and every failing step is named; over-long functions fail only in `src/`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -60,5 +60,27 @@ describe("the gate", () => {
     // Neither file is imported from an entry: knip reports them as unused files.
     expect(out).toContain("gate: unused FAILED");
     expect(out).toContain("gate-probe");
+  }, 120_000);
+
+  test("a function over 100 lines fails lint in src/, not in tests/", () => {
+    const body = Array.from({ length: 101 }, (_, i) => `  total += ${i};\n`).join("");
+    const long = `/** A probe. */\nexport function long(): number {\n  let total = 0;\n${body}  return total;\n}\n`;
+    writeFileSync(join(copy, "src", "gate-probe-long.ts"), long);
+    writeFileSync(join(copy, "tests", "gate-probe-long.ts"), long);
+    const r = Bun.spawnSync(
+      [
+        join(ROOT, "node_modules", ".bin", "biome"),
+        "lint",
+        "--colors=off",
+        "src/gate-probe-long.ts",
+        "tests/gate-probe-long.ts",
+      ],
+      { cwd: copy, stdout: "pipe", stderr: "pipe" },
+    );
+    const out = r.stdout.toString() + r.stderr.toString();
+    expect(out).toContain("src/gate-probe-long.ts:2:8 lint/complexity/noExcessiveLinesPerFunction");
+    expect(out).not.toContain("tests/gate-probe-long.ts:");
+    expect(out).toContain("Found 1 error.");
+    expect(r.exitCode).not.toBe(0);
   }, 120_000);
 });
