@@ -10,11 +10,7 @@ import { sql } from "drizzle-orm";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  BACKSTOP_PAGES,
-  Checkpointer,
-  THRESHOLD_PAGES,
-} from "../../src/db/checkpointer";
+import { BACKSTOP_PAGES, Checkpointer, THRESHOLD_PAGES } from "../../src/db/checkpointer";
 import type { LibsqlDatabase as Database } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
 import { waitFor } from "../helpers/wait";
