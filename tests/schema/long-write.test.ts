@@ -120,7 +120,7 @@ describe("a large schema apply", () => {
       const apply = http.call("POST", `${SCHEMA}/apply/`, { schema: bigDoc("during", 30, 100) });
       let applied: Awaited<typeof apply> | null = null;
       void apply.then((r) => (applied = r));
-      const gets: Array<{ status: number; ms: number; at: number }> = [];
+      const gets: Array<{ status: number; seq: number }> = [];
       // bounded: at most 2000 GETs or 60 s
       for (let i = 0; !applied && i < 2000 && performance.now() - started < 60_000; i++) {
         const path = [
