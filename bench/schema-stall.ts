@@ -10,7 +10,11 @@
  *   3. the same size with `?background=true` (202, then the job runs in this process);
  *   4. the apply time of `--ratio-types` × `--ratio-fields` (100 × 20) against the equivalent raw
  *      CREATE TABLE / CREATE INDEX statements in one transaction, each on a fresh migrated
- *      database (`--ratio-runs` times; medians).
+ *      database (`--ratio-runs` times; medians);
+ *   5. another connection holding the write lock: how long a write takes to be refused (503
+ *      `database_busy`) against its busy bound (`--busy-ms`), the main thread's timer lateness
+ *      meanwhile, and a GET's time under the lock (tests/schema/long-write.test.ts asserts only
+ *      the order of these events; the times are here).
  * Every load is bounded by `--rate` × time and by `--max-ms` per phase.
  *
  * Usage: npx bun bench/schema-stall.ts [--types 15] [--fields 100] [--rate 200] [--idle-ms 3000]
@@ -134,6 +138,7 @@ async function main() {
       "ratio-fields": { type: "string", default: "20" },
       "ratio-runs": { type: "string", default: "3" },
       "skip-stall": { type: "boolean", default: false },
+      "busy-ms": { type: "string", default: "300" },
     },
   });
   const TYPES = Number(values.types);
@@ -402,6 +407,72 @@ async function main() {
     `\napply ${RT} types × ${RF} fields to a fresh database: ${applyTimes.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(applyTimes).toFixed(0)}); ` +
       `raw DDL: ${rawTimes.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(rawTimes).toFixed(0)}); ratio ${(median(applyTimes) / median(rawTimes)).toFixed(2)}×`,
   );
+  // ---- a write meeting another connection's write lock ------------------------------------------
+  {
+    const { db, dir } = await freshApp();
+    const busyMs = Number(values["busy-ms"]);
+    const config = loadConfig(
+      { DATABASE_URL: `file:${join(dir, "bench.db")}`, LOG_LEVEL: "silent" },
+      "bun",
+    );
+    const held = await openDatabase(config.database.url, undefined, { busyTimeoutMs: busyMs });
+    const app = await createApp({ config, db: held, cache: createCache("memory") });
+    const { key } = await issueToken(held.orm, { username: "bench" });
+    console.log(await lockHeld(app, key, join(dir, "bench.db"), busyMs));
+    await held.close();
+    await db.close();
+  }
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   process.exit(0);
+}
+
+/**
+ * Another connection holds the write lock (BEGIN IMMEDIATE) while this app takes five writes and
+ * five GETs: the writes' time to their 503 against the bound, the timer lateness meanwhile.
+ */
+async function lockHeld(
+  app: { fetch: (r: Request) => Response | Promise<Response> },
+  key: string,
+  file: string,
+  busyMs: number,
+): Promise<string> {
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
+  const base = `http://127.0.0.1:${server.port}`;
+  const headers = { authorization: `Token ${key}`, "content-type": "application/json" };
+  const timed = async (init: RequestInit & { path: string }) => {
+    const t0 = performance.now();
+    const res = await fetch(base + init.path, { ...init, headers });
+    await res.arrayBuffer();
+    return { status: res.status, ms: performance.now() - t0 };
+  };
+  const other = new Database(file);
+  other.exec("BEGIN IMMEDIATE");
+  let worst = 0;
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last - 5);
+    last = now;
+  }, 5);
+  const writes: number[] = [];
+  const reads: number[] = [];
+  try {
+    for (let i = 0; i < 5; i++) {
+      const body = JSON.stringify({ name: `Held ${i}`, slug: `held-${i}`, status: "active" });
+      const w = await timed({ path: "/api/dcim/sites/", method: "POST", body });
+      if (w.status !== 503) throw new Error(`a write under the lock answered ${w.status}`);
+      writes.push(w.ms);
+      reads.push((await timed({ path: "/api/status/", method: "GET" })).ms);
+    }
+  } finally {
+    clearInterval(timer);
+    other.exec("ROLLBACK");
+    other.close();
+    server.stop(true);
+  }
+  return (
+    `\nwrite lock held by another connection (busy bound ${busyMs} ms): write refused (503) after ` +
+    `p50 ${pct(writes, 50).toFixed(0)} / max ${Math.max(...writes).toFixed(0)} ms; ` +
+    `timer lateness max ${worst.toFixed(1)} ms; GET meanwhile p50 ${pct(reads, 50).toFixed(1)} ms`
+  );
 }

@@ -19,7 +19,7 @@ export const THRESHOLD_PAGES = 1000;
  * they are copied back this long after the last commit or checkpoint. SQLite starts the WAL over
  * only once every frame is copied back, so without this the WAL would grow to the backstop.
  */
-export const TRAILING_MS = 200;
+const TRAILING_MS = 200;
 /** The writing connections' `wal_autocheckpoint`: in case this connection cannot keep up or fails. */
 export const BACKSTOP_PAGES = 8 * THRESHOLD_PAGES;
 

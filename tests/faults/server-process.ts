@@ -10,6 +10,7 @@ import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
 import type { TestApp } from "../helpers/app";
+import { TIMED_OUT, within } from "../helpers/wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const START_TIMEOUT_MS = 20_000;
@@ -78,13 +79,15 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
     }
     listening();
   })();
-  await Promise.race([ready, proc.exited, Bun.sleep(START_TIMEOUT_MS)]);
+  await within(Promise.race([ready, proc.exited]), START_TIMEOUT_MS); // a bound on a hang
   if (!url) {
     proc.kill("SIGKILL");
     throw new Error(`the server did not start: ${JSON.stringify(logs.slice(-5))}`);
   }
-  const exited = async (timeoutMs = 15_000) =>
-    Promise.race([proc.exited, Bun.sleep(timeoutMs).then(() => null)]);
+  const exited = async (timeoutMs = 15_000) => {
+    const code = await within(proc.exited, timeoutMs);
+    return code === TIMED_OUT ? null : code;
+  };
   return {
     proc,
     url,

@@ -7,6 +7,7 @@ import { afterAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { dataFolder, startServerProcess } from "./server-process";
+import { TIMED_OUT, within } from "../helpers/wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const cleanups: Array<() => unknown> = [];
@@ -22,7 +23,8 @@ async function refused(env: Record<string, string>) {
     stdout: "pipe",
     stderr: "pipe",
   });
-  const code = await Promise.race([proc.exited, Bun.sleep(20_000).then(() => null)]);
+  const exited = await within(proc.exited, 20_000); // a bound on a hang, not a speed check
+  const code = exited === TIMED_OUT ? null : exited;
   if (code === null) proc.kill("SIGKILL");
   return { code, stderr: await new Response(proc.stderr as ReadableStream).text() };
 }

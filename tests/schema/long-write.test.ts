@@ -51,8 +51,9 @@ async function serve(t: TestApp, busyTimeoutMs?: number) {
       : await createApp({ config: t.deps.config, db, cache: createCache("memory", {}) });
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
   const base = `http://127.0.0.1:${server.port}`;
+  // answers are numbered in the order they arrive: event order, not time, says what overlapped
+  let answered = 0;
   const call = async (method: string, path: string, body?: unknown) => {
-    const t0 = performance.now();
     const res = await fetch(base + path, {
       method,
       headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
@@ -63,8 +64,7 @@ async function serve(t: TestApp, busyTimeoutMs?: number) {
       status: res.status,
       body: text ? JSON.parse(text) : null,
       headers: res.headers,
-      ms: performance.now() - t0,
-      at: performance.now(),
+      seq: ++answered,
     };
   };
   return {
@@ -74,22 +74,6 @@ async function serve(t: TestApp, busyTimeoutMs?: number) {
       if (db !== t.deps.db) await db.close();
     },
   };
-}
-
-/** The largest lateness of a 5 ms timer while `fn` runs: how long the event loop was held. */
-async function loopHeld<T>(fn: () => Promise<T>): Promise<{ value: T; heldMs: number }> {
-  let worst = 0;
-  let last = performance.now();
-  const timer = setInterval(() => {
-    const now = performance.now();
-    worst = Math.max(worst, now - last - 5);
-    last = now;
-  }, 5);
-  try {
-    return { value: await fn(), heldMs: worst };
-  } finally {
-    clearInterval(timer);
-  }
 }
 
 let t: TestApp;
@@ -136,7 +120,7 @@ describe("a large schema apply", () => {
       const apply = http.call("POST", `${SCHEMA}/apply/`, { schema: bigDoc("during", 30, 100) });
       let applied: Awaited<typeof apply> | null = null;
       void apply.then((r) => (applied = r));
-      const gets: Array<{ status: number; ms: number; at: number }> = [];
+      const gets: Array<{ status: number; seq: number }> = [];
       // bounded: at most 2000 GETs or 60 s
       for (let i = 0; !applied && i < 2000 && performance.now() - started < 60_000; i++) {
         const path = [
@@ -149,11 +133,12 @@ describe("a large schema apply", () => {
       const done = await apply;
       expect(done.status).toBe(200);
       expect(done.body.diffs.filter((d: any) => d.is_new)).toHaveLength(30);
-      const during = gets.filter((g) => g.at < done.at);
-      // the server kept answering while the apply ran: many GETs, each quick, all 200
+      const during = gets.filter((g) => g.seq < done.seq);
+      // the server kept answering while the apply ran: many GETs answered, one after another,
+      // before the apply's own answer, all 200 (how quick each was is measured in
+      // bench/schema-stall.ts, not asserted here)
       expect(during.length).toBeGreaterThanOrEqual(10);
       expect(during.every((g) => g.status === 200)).toBe(true);
-      expect(Math.max(...during.map((g) => g.ms))).toBeLessThan(Math.max(250, done.ms / 2));
       // and the apply's commit is visible to the main connection right after
       const types = await http.call(
         "GET",
@@ -195,9 +180,11 @@ describe("a large schema apply", () => {
         error: "database_busy",
       });
       expect(refused!.headers.get("retry-after")).toBe("1");
-      expect(refused!.ms).toBeLessThan(1000);
       expect(writes.every((w) => w.status === 201 || w.status === 503)).toBe(true);
-      expect((await apply).status).toBe(200);
+      const done = await apply;
+      expect(done.status).toBe(200);
+      // bounded, not queued behind the transaction: the refusal came before the apply's answer
+      expect(refused!.seq).toBeLessThan(done.seq);
       // retried after the apply: it goes through
       expect(
         (
@@ -215,7 +202,7 @@ describe("a large schema apply", () => {
 });
 
 describe("another connection holding the write lock (a long write of another process)", () => {
-  test("writes answer 503 database_busy after the bound without holding the event loop; reads go on; then writes pass", async () => {
+  test("writes answer 503 database_busy after the bound while the lock is held; reads go on; then writes pass", async () => {
     const http = await serve(t, 300);
     const other = new Database(t.dbUrl.replace(/^file:/, ""));
     try {
@@ -223,20 +210,15 @@ describe("another connection holding the write lock (a long write of another pro
       other.exec(
         "INSERT INTO tags (name, slug, color, description, created, last_updated) VALUES ('held', 'held', 'ffffff', '', 'x', 'x')",
       );
-      const { value: refused, heldMs } = await loopHeld(() =>
-        http.call("POST", "/api/dcim/sites/", {
-          name: "Blocked",
-          slug: "blocked",
-          status: "active",
-        }),
-      );
+      // the lock is held until the ROLLBACK below, so an answer now is the bound giving up
+      const refused = await http.call("POST", "/api/dcim/sites/", {
+        name: "Blocked",
+        slug: "blocked",
+        status: "active",
+      });
       expect(refused.status).toBe(503);
       expect(refused.body.error).toBe("database_busy");
       expect(refused.headers.get("retry-after")).toBe("1");
-      expect(refused.ms).toBeGreaterThanOrEqual(250);
-      expect(refused.ms).toBeLessThan(3000);
-      // the wait was asynchronous: timers kept running
-      expect(heldMs).toBeLessThan(150);
       // an apply waits the same bound for the lock, and says so the same way
       const apply = await http.call("POST", `${SCHEMA}/apply/`, { schema: bigDoc("held", 1, 2) });
       expect(apply.status).toBe(503);
@@ -244,7 +226,6 @@ describe("another connection holding the write lock (a long write of another pro
       // reads are not refused
       const read = await http.call("GET", `/api/dcim/sites/${siteId}/`);
       expect(read.status).toBe(200);
-      expect(read.ms).toBeLessThan(250);
       other.exec("ROLLBACK");
       expect(
         (
@@ -258,6 +239,38 @@ describe("another connection holding the write lock (a long write of another pro
       expect(
         (await http.call("POST", `${SCHEMA}/apply/`, { schema: bigDoc("held", 1, 2) })).status,
       ).toBe(200);
+    } finally {
+      if (other.inTransaction) other.exec("ROLLBACK");
+      other.close();
+      await http.close();
+    }
+  });
+
+  test("a write waiting for the lock waits without holding the event loop, and passes once it is released", async () => {
+    // a bound far beyond the test: the write can only end by the lock's release
+    const http = await serve(t, 60_000);
+    const other = new Database(t.dbUrl.replace(/^file:/, ""));
+    try {
+      other.exec("BEGIN IMMEDIATE");
+      other.exec(
+        "INSERT INTO tags (name, slug, color, description, created, last_updated) VALUES ('held2', 'held2', 'ffffff', '', 'x', 'x')",
+      );
+      const waiting = http.call("POST", "/api/dcim/sites/", {
+        name: "Waited",
+        slug: "waited",
+        status: "active",
+      });
+      let settled = false;
+      void waiting.finally(() => (settled = true));
+      // while the write retries, the same server answers reads: a wait that held the event loop
+      // (SQLite's own busy handler) would answer none of them before the write
+      for (let i = 0; i < 5; i++) {
+        expect((await http.call("GET", `/api/dcim/sites/${siteId}/`)).status).toBe(200);
+      }
+      expect(settled).toBe(false);
+      other.exec("ROLLBACK");
+      const passed = await waiting;
+      expect(passed.status).toBe(201);
     } finally {
       if (other.inTransaction) other.exec("ROLLBACK");
       other.close();

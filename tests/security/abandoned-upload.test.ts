@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "node:net";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import type { Logger } from "../../src/services/logger";
+import { waitFor } from "../helpers/wait";
 
 const lines: Array<Record<string, unknown>> = [];
 const logger = {} as Record<string, unknown>;
@@ -46,17 +47,19 @@ async function abandon(path: string, token: string): Promise<void> {
   );
   // Hang up once the server has the request (headers in, body still coming).
   const before = arrived;
-  while (arrived === before) await new Promise((r) => setTimeout(r, 5));
+  await waitFor(() => arrived !== before, {
+    intervalMs: 5,
+    message: "the server to take the request",
+  });
   socket.destroy();
 }
 
 test("abandoned uploads are client events (499, info), never error 500s", async () => {
   for (const path of ["/api/dcim/sites/", "/graphql/"]) await abandon(path, t.admin);
   // Wait for both requests' access-log lines (the server notices the close on its own).
-  for (let i = 0; i < 500; i++) {
-    if (lines.filter((l) => l.request_id && l.status !== undefined).length >= 2) break;
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await waitFor(() => lines.filter((l) => l.request_id && l.status !== undefined).length >= 2, {
+    message: "two access-log lines",
+  });
   const access = lines.filter((l) => l.request_id && l.status !== undefined);
   expect(access).toHaveLength(2);
   for (const line of access)

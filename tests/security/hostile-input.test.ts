@@ -479,7 +479,6 @@ describe(`columns per type (limit ${MAX_COLUMNS_PER_TYPE})`, () => {
       fields(2100),
     ]) {
       for (const route of ["preview", "apply"]) {
-        const started = performance.now();
         const r = await t.json("POST", `${CO}/schema/${route}/`, { body: doc(fs) });
         expect(r.status).toBe(400);
         expect(r.body.error).toBe("invalid_schema");
@@ -487,7 +486,6 @@ describe(`columns per type (limit ${MAX_COLUMNS_PER_TYPE})`, () => {
         expect(r.body.schema_errors[0].message).toContain(
           `at most ${MAX_COLUMNS_PER_TYPE} columns`,
         );
-        expect(performance.now() - started).toBeLessThan(2000);
       }
     }
     expect((await t.json("GET", `${CO}/wide/`)).status).toBe(404);

@@ -16,6 +16,7 @@ import { servicesOf } from "../../src/app";
 import { databaseIdentity } from "../../src/db/identity";
 import { startLocalRedisStack } from "../../src/services/local-redis";
 import type { RedisClient } from "../../src/services/redis-types";
+import { waitFor } from "../helpers/wait";
 
 let redis: RedisServerHandle;
 let client: RedisClient;
@@ -63,8 +64,7 @@ describe("two databases sharing one Redis", () => {
     hostTasks.register("probe.noop", async () => undefined);
     tourTasks.register("probe.noop", async () => undefined);
     await hostTasks.enqueue("probe.noop", {});
-    for (let i = 0; i < 400 && (await hostTasks.depth()).ready === 0; i++)
-      await new Promise((r) => setTimeout(r, 5));
+    await waitFor(async () => (await hostTasks.depth()).ready > 0, { message: "the job queued" });
     expect((await hostTasks.depth()).ready).toBe(1);
     expect((await tourTasks.depth()).ready).toBe(0);
     await tourTasks.runOne(); // tour's worker finds nothing of host's to take
@@ -101,12 +101,9 @@ describe("the local redis-server of npm start", () => {
       await second.stop();
       expect(await ping(port, 2000)).toBe(true);
       await first.stop();
-      let down = false;
-      for (let i = 0; i < 200 && !down; i++) {
-        down = !(await ping(port, 200));
-        if (!down) await new Promise((r) => setTimeout(r, 10));
-      }
-      expect(down).toBe(true);
+      await waitFor(async () => !(await ping(port, 200)), {
+        message: "the shared redis-server to stop",
+      });
     } finally {
       await second.stop();
       await first.stop();

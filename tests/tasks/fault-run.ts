@@ -10,6 +10,7 @@ import { startWorker } from "../../src/services/tasks/worker";
 import { startRedisBridge } from "../../tools/redis-bridge";
 import { makeTestApp } from "../helpers/app";
 import { startRedisProcess } from "../helpers/redis-process";
+import { waitFor } from "../helpers/wait";
 import { hookAndRule, LOOPBACK_ALLOWED, startReceiver } from "./harness";
 
 export type Fault = "none" | "freeze" | "stop" | "restart-empty";
@@ -20,9 +21,11 @@ export interface FaultRunOptions {
   /** Parallel writers; each waits `paceMs` between its writes. */
   lanes?: number;
   paceMs?: number;
-  /** The fault starts after this many writes and lasts `faultMs`. */
+  /** The fault starts after this many writes and lasts `faultMs`… */
   faultAfter?: number;
   faultMs?: number;
+  /** …or, when set, until this many creates were answered during it (no clock: the tests). */
+  faultWrites?: number;
   /** How long to wait for the deliveries after the load. */
   settleMs?: number;
   /** The receiver answers after this long (a slow receiver builds a backlog in Redis). */
@@ -113,26 +116,27 @@ export async function runFault(
     let faultDone: Promise<void> = Promise.resolve();
     let faultEndedAt = 0;
 
+    // how long the fault lasts: a count of creates answered during it, or (the bench) a time
+    const faultWrites = options.faultWrites;
+    const lasts = () =>
+      faultWrites === undefined
+        ? Bun.sleep(faultMs)
+        : waitFor(() => faultLatencies.length >= faultWrites || started >= writes, {
+            timeoutMs: 60_000,
+            message: `${faultWrites} creates during the fault`,
+          });
     let queuedAtFault = 0;
     const inject = async () => {
       queuedAtFault =
         (await client.llen(queue.keys.ready)) + (await client.llen(queue.keys.processing));
       faultState = "during";
-      if (fault === "freeze") {
-        redis.freeze();
-        await Bun.sleep(faultMs);
-        redis.thaw();
-      } else if (fault === "stop") {
-        await redis.stop();
-        await Bun.sleep(faultMs);
-        await redis.start();
-      } else if (fault === "restart-empty") {
-        await redis.kill();
-        await Bun.sleep(faultMs);
-        await redis.start({ empty: true });
-      } else {
-        await Bun.sleep(faultMs);
-      }
+      if (fault === "freeze") redis.freeze();
+      else if (fault === "stop") await redis.stop();
+      else if (fault === "restart-empty") await redis.kill();
+      await lasts();
+      if (fault === "freeze") redis.thaw();
+      else if (fault === "stop") await redis.start();
+      else if (fault === "restart-empty") await redis.start({ empty: true });
       faultEndedAt = Date.now();
       faultState = "after";
     };
@@ -165,9 +169,17 @@ export async function runFault(
       }
       return [...sites].every((id) => firstDelivery.has(id));
     };
-    const settleBy = Date.now() + settleMs;
-    while (!deliveredSites() && Date.now() < settleBy) await Bun.sleep(50);
-    await Bun.sleep(1_500); // late repeats (expired leases) still count as duplicates
+    // what is not delivered within `settleMs` counts as lost (reported, not thrown)
+    await waitFor(deliveredSites, { timeoutMs: settleMs, intervalMs: 50 }).catch(() => false);
+    // late repeats (expired leases) still count as duplicates: wait until the queue holds
+    // nothing that could be delivered again
+    await waitFor(
+      async () => {
+        const d = await queue.depth();
+        return d.ready + d.processing + d.delayed === 0;
+      },
+      { timeoutMs: settleMs, message: "the tasks queue to empty" },
+    ).catch(() => false);
     deliveredSites();
 
     const keyToSite = new Map<string, Set<number>>();

@@ -9,6 +9,7 @@ import type { TaskQueue } from "../../src/services/tasks/queue";
 import { startWorker, type TaskWorker } from "../../src/services/tasks/worker";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
+import { waitFor as waitUntil } from "../helpers/wait";
 
 /** Short enough for tests, long enough that a live worker's heartbeat never misses. */
 const TEST_TASKS = {
@@ -101,21 +102,14 @@ export function startReceiver(
   };
 }
 
-/** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
+/** Polls `check` until it returns a truthy value; fails after `timeoutMs` (a hang bound). */
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T> | T,
   timeoutMs = 8_000,
   intervalMs = 20,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await Bun.sleep(intervalMs);
-  }
+  return (await waitUntil(check, { timeoutMs, intervalMs, message: what })) as T;
 }
 
 /** Hex HMAC-SHA512, computed independently of the app (node:crypto). */

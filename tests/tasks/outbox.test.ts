@@ -11,12 +11,12 @@ import { servicesOf } from "../../src/app";
 import { jobs, outbox } from "../../src/db/schema";
 import { createUpstashRedis } from "../../src/services/redis";
 import type { RedisClient } from "../../src/services/redis-types";
-import { RELAY_TIMEOUT_MS } from "../../src/services/tasks/outbox";
 import type { TaskQueue } from "../../src/services/tasks/queue";
 import { startWorker, type TaskWorker } from "../../src/services/tasks/worker";
 import { startRedisBridge, type RedisBridge } from "../../tools/redis-bridge";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisProcess, type RedisProcess } from "../helpers/redis-process";
+import { TIMED_OUT, within } from "../helpers/wait";
 import { hookAndRule, jobsNamed, LOOPBACK_ALLOWED, startReceiver, waitFor } from "./harness";
 
 let redis: RedisProcess;
@@ -88,12 +88,11 @@ async function subscribe(respond?: Parameters<typeof startReceiver>[0]) {
 let n = 0;
 async function createSite() {
   const i = ++n;
-  const started = performance.now();
   const r = await t.json("POST", "/api/dcim/sites/", {
     body: { name: `Outbox ${i}`, slug: `outbox-${i}` },
   });
   expect(r.status).toBe(201);
-  return { site: r.body, ms: performance.now() - started };
+  return { site: r.body };
 }
 
 const jobOf = async (hookId: number) =>
@@ -148,18 +147,21 @@ test("tasks Redis frozen at commit: the create does not wait, the job stays pend
   await client.del(queue.keys.ready);
 
   redis.freeze();
-  const frozen: number[] = [];
-  for (let i = 0; i < 5; i++) frozen.push((await createSite()).ms);
-  // No request waits on Redis: every create is well below the relay bound, let alone the client's 1 s timeout.
-  expect(Math.max(...frozen)).toBeLessThan(RELAY_TIMEOUT_MS);
-  await Bun.sleep(300); // the relays after commit gave up (bound), nothing was marked relayed
+  // No request waits on Redis: all five creates are answered while it is still frozen (their
+  // latency against the normal case is measured in bench/outbox-faults.ts).
+  for (let i = 0; i < 5; i++) await createSite();
+  // Redis cannot take a message while frozen, so nothing can have been marked relayed.
   const pending = (await jobOf(hook.id)).slice(-5);
   expect(pending.map((j) => j.status.value)).toEqual(Array(5).fill("pending"));
   for (const j of pending) expect((await outboxOf(j.id))!.relayed).toBeNull();
 
-  work(); // its relay loop retries while Redis is frozen…
-  await Bun.sleep(500);
+  work(); // its relay loop tries while Redis is frozen, and counts the failed try on the rows…
+  await waitFor("a failed relay try on every pending row", async () => {
+    for (const j of pending) if ((await outboxOf(j.id))!.tries < 1) return false;
+    return true;
+  });
   expect(receiver.received.length).toBe(0);
+  for (const j of pending) expect((await outboxOf(j.id))!.relayed).toBeNull();
   redis.thaw(); // …and hands the rows over once it answers
   await waitFor("five deliveries", () => receiver.received.length >= 5, 20_000);
   await waitFor(
@@ -241,12 +243,14 @@ test("a retried delivery repeats its Idempotency-Key", async () => {
   expect(second!.body).toBe(first!.body);
 });
 
-test("enqueue outside a transaction waits for a frozen Redis at most the relay bound; the job is relayed later", async () => {
+test("enqueue outside a transaction answers while Redis is frozen; the job is relayed later", async () => {
   queue.register("outbox.echo", async (payload) => payload);
   redis.freeze();
-  const started = performance.now();
-  const { id } = await queue.enqueue("outbox.echo", { hello: "world" });
-  expect(performance.now() - started).toBeLessThan(RELAY_TIMEOUT_MS + 150);
+  // Answered while Redis is still frozen: the relay gave up at its bound (how long that takes
+  // is measured in bench/outbox-faults.ts); `within` only bounds a hang.
+  const enqueued = await within(queue.enqueue("outbox.echo", { hello: "world" }), 10_000);
+  if (enqueued === TIMED_OUT) throw new Error("enqueue waited for the frozen Redis");
+  const { id } = enqueued;
   expect((await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, id)))[0]).toMatchObject({
     status: "pending",
   });

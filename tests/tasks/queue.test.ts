@@ -231,8 +231,8 @@ for (const [label, client] of clients) {
 
       expect(await queue.maintain()).toEqual({ promoted: 0, reclaimed: 0 }); // lease still valid
       expect(await queue.runOne()).toBe("idle");
-      await Bun.sleep(550);
-      expect(await queue.maintain()).toEqual({ promoted: 0, reclaimed: 1 });
+      // the lease's time passes on the clock `maintain` is given, not by waiting
+      expect(await queue.maintain(Date.now() + 550)).toEqual({ promoted: 0, reclaimed: 1 });
       expect(await jobRow(id)).toMatchObject({ status: "pending", attempts: 1 });
       expect(await queue.runOne()).toBe("ran");
       expect(attempts).toEqual([2]);
@@ -247,8 +247,7 @@ for (const [label, client] of clients) {
       await redis.lmove(queue.keys.ready, queue.keys.processing, "right", "left");
       await queue.maintain();
       expect((await redis.zrangebyscore(queue.keys.inflight, "-inf", "+inf")).length).toBe(1);
-      await Bun.sleep(550);
-      expect((await queue.maintain()).reclaimed).toBe(1);
+      expect((await queue.maintain(Date.now() + 550)).reclaimed).toBe(1);
       await queue.runOne();
       expect(await jobRow(id)).toMatchObject({ status: "completed", attempts: 1 });
     });
@@ -264,9 +263,19 @@ for (const [label, client] of clients) {
       const { id } = await queue.enqueue("slow", {});
       const running = queue.runOne();
       await waitFor("the job to start", async () => (await jobRow(id)).status === "running");
-      for (let i = 0; i < 4; i++) {
-        await Bun.sleep(200);
-        expect((await queue.maintain()).reclaimed).toBe(0);
+      // the first lease ends at most `visibilityTimeoutMs` after now
+      let deadline = Date.now() + 300;
+      // the heartbeat (a real timer, every third of the visibility timeout) renews the lease
+      // beyond that deadline, twice; past each deadline (the clock given to `maintain`) the job
+      // is not taken back
+      for (let i = 0; i < 2; i++) {
+        const after = deadline;
+        await waitFor(
+          "the lease renewed",
+          async () => (await redis.zrangebyscore(queue.keys.inflight, `(${after}`, "+inf")).length,
+        );
+        expect((await queue.maintain(after + 1)).reclaimed).toBe(0);
+        deadline = Date.now() + 300;
       }
       release();
       await running;
@@ -292,11 +301,23 @@ for (const [label, client] of clients) {
 test("a worker facing an unreachable Redis logs the outage once and backs off", async () => {
   const lines: string[] = [];
   const logger = createLogger("info", (line) => lines.push(line));
-  const dead = createUpstashRedis({ url: "http://127.0.0.1:1", token: "x" }, { timeoutMs: 200 });
+  // a port that takes each connection and drops it at once, counting the tries
+  let tries = 0;
+  const refuser = Bun.listen({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: { open: (s) => void (tries++, s.end()), data() {} },
+  });
+  const dead = createUpstashRedis(
+    { url: `http://127.0.0.1:${refuser.port}`, token: "x" },
+    { timeoutMs: 200 },
+  );
   const queue = new TaskQueue(t.deps.db, dead, logger, { prefix: "unreachable" });
   const worker = startWorker(queue, { idleMs: 10, maintainEveryMs: 10, concurrency: 4 });
-  await Bun.sleep(1_500);
+  // every loop (4 + 1 slots, housekeeping) failed, and some of them again after their pause
+  await waitFor("repeated failures", () => tries >= 10);
   await worker.stop(2_000);
+  refuser.stop(true);
   const warnings = lines.filter((l) => l.includes("task worker:"));
   expect(warnings.length).toBe(1);
   expect(warnings[0]).toContain("retrying with backoff");

@@ -51,7 +51,7 @@ export interface RelayQueue {
  * stay in the outbox for the next pass. Requests never wait for it at all on Bun (the relay
  * after commit is fire-and-forget); `enqueue` outside a transaction waits at most this long.
  */
-export const RELAY_TIMEOUT_MS = 100;
+const RELAY_TIMEOUT_MS = 100;
 /** After a relay failure, relays right after commit are skipped this long (the loop retries). */
 const COOLDOWN_MS = 1_000;
 /** Rows per LPUSH and per relay statement. */
