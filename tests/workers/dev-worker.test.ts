@@ -98,7 +98,7 @@ describe("npm run dev:worker", () => {
       proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
 
       const [, base, token] = await waitForOutput(
-        /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token ([0-9a-f]+)\)/,
+        /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token (\S+)\)/,
         READY_TIMEOUT_MS,
       );
       expect(base).toBe(`http://127.0.0.1:${port}`);
@@ -182,7 +182,7 @@ describe("npm run dev:worker", () => {
       proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
       proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
       const [, base, token] = await waitForOutput(
-        /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token ([0-9a-f]+)\)/,
+        /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token (\S+)\)/,
         READY_TIMEOUT_MS,
       );
       expect(output).toContain(`D1 database under ${d1Dir} (migrated)`);
