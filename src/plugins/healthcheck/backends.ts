@@ -85,6 +85,15 @@ export abstract class BaseHealthCheckBackend {
   /** Runs the check; report problems with `addError` or by throwing. */
   abstract checkStatus(): Promise<void>;
 
+  /**
+   * Whether the operator set up what this check watches. `/readyz` counts only configured checks
+   * (a Redis the operator runs without on purpose does not keep it failing); the health page
+   * runs every check it lists, configured or not.
+   */
+  configured(): boolean {
+    return true;
+  }
+
   /** The key of this check in the `checks` output; the class name unless overridden. */
   identifier(): string {
     return this.constructor.name;

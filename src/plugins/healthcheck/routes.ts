@@ -17,6 +17,7 @@ import { negotiateFormat, SUPPORTED_MEDIA_TYPES } from "./negotiate";
 import { overallStatus, renderHealthPage, toHealthJson, toJson } from "./render";
 import { CheckRunner, type HealthReport } from "./runner";
 import type { InstalledPlugin } from "../types";
+import type { BaseHealthCheckBackend } from "./backends";
 import { resolveSettings, type HealthcheckSettings, type SelectedCheck } from "./settings";
 
 /** The checks of one app, ready to run; concurrent callers share each check's run in flight. */
@@ -226,6 +227,12 @@ export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
  * (critical ones; 503 otherwise). Both stay anonymous for orchestrators; readyz names failing
  * checks only while the health page itself is public.
  */
+/** Whether a check's dependency is set up (custom checks that are not backends count as set up). */
+function isConfigured(selected: SelectedCheck, services: Services): boolean {
+  const check = new selected.check(services) as Partial<BaseHealthCheckBackend>;
+  return typeof check.configured === "function" ? check.configured() : true;
+}
+
 export function probeRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
   const router = new Hono<HonoEnv>();
   router.get("/livez", (c) => {
@@ -239,8 +246,9 @@ export function probeRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
     if (isDraining(c.var.services)) return c.json({ status: "not ready", draining: true }, 503);
     // Probes carry no token: they name failing checks only when the health page is public.
     const public_ = runner.settings.details === "always" && !runner.settings.loginRequired;
-    const checks = selectionFor(c, runner, undefined, public_);
-    if (checks instanceof Response) return checks;
+    const selected = selectionFor(c, runner, undefined, public_);
+    if (selected instanceof Response) return selected;
+    const checks = selected.filter((s) => isConfigured(s, c.var.services));
     const report = await runner.run(checks);
     if (!report.criticalFailure) return c.json({ status: "ready" });
     const failing = report.results.filter((r) => !r.passed && r.critical).map((r) => r.identifier);

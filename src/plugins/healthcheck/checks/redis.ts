@@ -21,6 +21,11 @@ abstract class HostRedisHealthCheck extends BaseHealthCheckBackend {
     if (await this.ping()) await this.afterPing();
   }
 
+  /** Configured, or meant to be: a Redis that failed to start still counts (it names why). */
+  override configured(): boolean {
+    return !!this.services.redis[this.role] || !!this.services.redisDown?.[this.role];
+  }
+
   /** More to check once Redis answered. */
   protected async afterPing(): Promise<void> {}
 
