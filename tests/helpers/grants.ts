@@ -6,7 +6,7 @@ export async function userWith(
   app: TestApp,
   username: string,
   grants: Array<[string[], string, unknown]>,
-  opts: { writeEnabled?: boolean } = {},
+  opts: { writeEnabled?: boolean; expires?: string } = {},
 ): Promise<{ token: string; id: number }> {
   const u = await createUser(app.deps.db.orm, { username });
   for (const [i, [actions, label, constraints]] of grants.entries()) {
@@ -21,6 +21,6 @@ export async function userWith(
     });
     if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   }
-  const token = await issueToken(app.deps.db.orm, { username, writeEnabled: opts.writeEnabled });
+  const token = await issueToken(app.deps.db.orm, { username, ...opts });
   return { token: token.key, id: u.id };
 }

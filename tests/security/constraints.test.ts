@@ -4,6 +4,7 @@
  * objects. An object = AND of lookups, a list = OR, `$user` is the caller's id; a write must
  * match before and after the change.
  */
+import { userWith } from "../helpers/grants";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -13,25 +14,8 @@ let t: TestApp;
 const ids: Record<string, number> = {};
 
 /** A user with the given permissions; `[actions, label, constraints]`. */
-async function constrainedUser(
-  username: string,
-  grants: Array<[string[], string, unknown]>,
-): Promise<{ token: string; id: number }> {
-  const u = await createUser(t.deps.db.orm, { username });
-  for (const [i, [actions, label, constraints]] of grants.entries()) {
-    const r = await t.json("POST", "/api/users/permissions/", {
-      body: {
-        name: `${username}-${i}`,
-        actions,
-        object_types: [label],
-        users: [u.id],
-        constraints,
-      },
-    });
-    if (r.status !== 201) throw new Error(JSON.stringify(r.body));
-  }
-  return { token: (await issueToken(t.deps.db.orm, { username })).key, id: u.id };
-}
+const constrainedUser = (username: string, grants: Array<[string[], string, unknown]>) =>
+  userWith(t, username, grants);
 
 beforeAll(async () => {
   t = await makeTestApp();

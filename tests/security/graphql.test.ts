@@ -2,6 +2,7 @@
  * Security: GraphQL holds permissions and constraints exactly as REST does — nothing the
  * caller may not view is returned or named, introspection included — with the same tokens.
  */
+import { userWith as grantedUser } from "../helpers/grants";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -15,20 +16,7 @@ async function userWith(
   grants: Array<[string[], string, unknown]>,
   opts: { writeEnabled?: boolean; expires?: string } = {},
 ): Promise<string> {
-  const u = await createUser(t.deps.db.orm, { username });
-  for (const [i, [actions, label, constraints]] of grants.entries()) {
-    const r = await t.json("POST", "/api/users/permissions/", {
-      body: {
-        name: `${username}-${i}`,
-        actions,
-        object_types: [label],
-        users: [u.id],
-        constraints,
-      },
-    });
-    if (r.status !== 201) throw new Error(JSON.stringify(r.body));
-  }
-  return (await issueToken(t.deps.db.orm, { username, ...opts })).key;
+  return (await grantedUser(t, username, grants, opts)).token;
 }
 
 async function gql(token: string | null, query: string) {

@@ -3,8 +3,8 @@
  * preview and export, custom object type records, nested related objects and linked-objects.
  * (The OpenAPI document has its own file, leaks-openapi.test.ts.)
  */
+import { userWith as grantedUser } from "../helpers/grants";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 
@@ -12,24 +12,8 @@ let t: TestApp;
 let seer: string; // may view the `open` type (definition and objects), nothing about `secret`
 let seerNoTypes: string; // may view objects of `open` only
 
-async function userWith(
-  username: string,
-  grants: Array<[string[], string, unknown]>,
-): Promise<string> {
-  const u = await createUser(t.deps.db.orm, { username });
-  for (const [i, [actions, label, constraints]] of grants.entries()) {
-    const r = await t.json("POST", "/api/users/permissions/", {
-      body: {
-        name: `${username}-${i}`,
-        actions,
-        object_types: [label],
-        users: [u.id],
-        constraints,
-      },
-    });
-    if (r.status !== 201) throw new Error(JSON.stringify(r.body));
-  }
-  return (await issueToken(t.deps.db.orm, { username })).key;
+async function userWith(username: string, grants: Array<[string[], string, unknown]>) {
+  return (await grantedUser(t, username, grants)).token;
 }
 
 beforeAll(async () => {
