@@ -293,25 +293,66 @@ describe("schema documents", () => {
     ]);
   });
 
-  test("a document with a field named after a URL field's title is refused with 400, not a 500", async () => {
-    const r = await apply({
-      schema: {
-        schema_version: "1",
-        types: [
-          {
-            name: "clash",
-            slug: "clash",
-            fields: [
-              { id: 1, name: "site", type: "url" },
-              { id: 2, name: "site_title", type: "text" },
-            ],
-          },
-        ],
-      },
+  test("a document with a field named after a URL field's title is refused by preview and apply (400)", async () => {
+    const clash = (fields: unknown[]) => ({
+      schema_version: "1",
+      types: [{ name: "clash", slug: "clash", fields }],
     });
-    expect(r.status).toBe(400);
-    expect(JSON.stringify(r.body)).toContain("site_title");
+    const site = { id: 1, name: "site", type: "url" };
+    const title = { id: 2, name: "site_title", type: "text" };
+    for (const fields of [
+      [site, title],
+      [title, site],
+    ]) {
+      for (const step of ["preview", "apply"]) {
+        const r = await t.json("POST", `${SCHEMA}/${step}/`, { body: { schema: clash(fields) } });
+        expect(r.status).toBe(400);
+        expect(r.body.schema_errors).toEqual([
+          {
+            path: "$.types[0].fields[1].name",
+            message: `"${(fields[1] as any).name}" collides with the column "site_title" of another field.`,
+          },
+        ]);
+      }
+    }
     expect((await t.json("GET", `${CO}/custom-object-types/?slug=clash`)).body.count).toBe(0);
+  });
+});
+
+describe("a removed type", () => {
+  test("a type with a URL field comes back from the trash with its titles, even one trashed before titles", async () => {
+    const crate = {
+      name: "crate",
+      slug: "crate",
+      fields: [
+        { id: 1, name: "code", type: "text" },
+        { id: 2, name: "spec", type: "url" },
+      ],
+    };
+    expect((await apply({ schema: { schema_version: "1", types: [crate] } })).status).toBe(200);
+    const made = await create(t, "crate", {
+      code: "C1",
+      spec: "https://spec.example/",
+      spec_title: "Spec",
+    });
+    const removal = { schema_version: "1", types: [], removed_types: [{ slug: "crate" }] };
+    const removed = await apply({ schema: removal, allow_destructive: true });
+    expect(removed.status).toBe(200);
+    const restore = (entry: number) => t.json("POST", `${SCHEMA}/trash/${entry}/restore/`);
+    expect((await restore(removed.body.trash[0])).status).toBe(200);
+    expect((await t.json("GET", `${CO}/crate/${made.id}/`)).body).toMatchObject({
+      spec: "https://spec.example/",
+      spec_title: "Spec",
+    });
+    // trashed again, its table then made as an earlier release left it (no title column)
+    const again = await apply({ schema: removal, allow_destructive: true });
+    const trashed = `trash__${again.body.trash[0]}_co`;
+    await t.deps.db.client.execute(`ALTER TABLE "${trashed}" DROP COLUMN "spec_title"`);
+    expect((await restore(again.body.trash[0])).status).toBe(200);
+    expect((await t.json("GET", `${CO}/crate/${made.id}/`)).body).toMatchObject({
+      spec: "https://spec.example/",
+      spec_title: "",
+    });
   });
 });
 
