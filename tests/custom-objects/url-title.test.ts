@@ -197,6 +197,19 @@ describe("the title column follows its field", () => {
       expect(r.status).toBe(400);
       expect(Object.keys(r.body)).toEqual(["type"]);
     }
+    // a schema document may not either: preview and apply answer 400 at the field's type
+    const doc = (type: string) => ({
+      schema_version: "1",
+      types: [{ name: "retype_doc", slug: "retype_doc", fields: [{ id: 1, name: "site", type }] }],
+    });
+    expect((await apply({ schema: doc("url") })).status).toBe(200);
+    for (const step of ["preview", "apply"]) {
+      const r = await t.json("POST", `${SCHEMA}/${step}/`, { body: { schema: doc("text") } });
+      expect(r.status).toBe(400);
+      expect(r.body.schema_errors).toEqual([
+        { path: "$.types[0].fields[0].type", message: "Cannot change a url field into a text field." },
+      ]);
+    }
   });
 
   test("renaming a URL field (REST) renames its title column with the titles", async () => {
