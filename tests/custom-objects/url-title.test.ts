@@ -24,8 +24,8 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const columns = async (table: string) =>
-  (await t.deps.db.client.execute(`SELECT name FROM pragma_table_info('${table}')`)).rows.map(
-    (r) => String(r.name),
+  (await t.deps.db.client.execute(`SELECT name FROM pragma_table_info('${table}')`)).rows.map((r) =>
+    String(r.name),
   );
 const apply = (body: Record<string, unknown>) => t.json("POST", `${SCHEMA}/apply/`, { body });
 
@@ -107,9 +107,7 @@ describe("REST: the link title beside the URL", () => {
     });
     expect(both.status).toBe(400);
     expect(both.body.website).toEqual(["Enter a valid URL."]);
-    expect(both.body.website_title).toEqual([
-      "Ensure this field has no more than 200 characters.",
-    ]);
+    expect(both.body.website_title).toEqual(["Ensure this field has no more than 200 characters."]);
     const titleOnly = await t.json("POST", `${CO}/link_box/`, {
       body: { name: "Bad", website: "https://ok.example/", website_title: 42 },
     });
@@ -207,7 +205,10 @@ describe("the title column follows its field", () => {
       const r = await t.json("POST", `${SCHEMA}/${step}/`, { body: { schema: doc("text") } });
       expect(r.status).toBe(400);
       expect(r.body.schema_errors).toEqual([
-        { path: "$.types[0].fields[0].type", message: "Cannot change a url field into a text field." },
+        {
+          path: "$.types[0].fields[0].type",
+          message: "Cannot change a url field into a text field.",
+        },
       ]);
     }
   });
@@ -258,7 +259,9 @@ describe("schema documents", () => {
     expect(field.type).toBe("url");
     expect(JSON.stringify(exported)).not.toContain("_title");
     const yaml = await (
-      await t.req("GET", `${SCHEMA}/export/?slug=shelf`, { headers: { accept: "application/yaml" } })
+      await t.req("GET", `${SCHEMA}/export/?slug=shelf`, {
+        headers: { accept: "application/yaml" },
+      })
     ).text();
     expect(parse(yaml).types[0].fields[1]).toMatchObject({ name: "manual", type: "url" });
     const again = await t.req("POST", `${SCHEMA}/apply/`, {
@@ -277,7 +280,10 @@ describe("schema documents", () => {
     const renamed = await apply({ schema: shelf([link("handbook")]) });
     expect(renamed.status).toBe(200);
     const got = (await t.json("GET", `${CO}/shelf/${made.id}/`)).body;
-    expect(got).toMatchObject({ handbook: "https://manual.example/", handbook_title: "The manual" });
+    expect(got).toMatchObject({
+      handbook: "https://manual.example/",
+      handbook_title: "The manual",
+    });
     expect(got).not.toHaveProperty("manual_title");
   });
 
@@ -382,7 +388,10 @@ describe("OpenAPI and GraphQL", () => {
 
   test("GraphQL reads the title", async () => {
     const r = await t.json("POST", "/graphql/", {
-      body: { query: '{ custom_objects_link_box_list(filters: {name: {exact: "Box"}}) { website website_title } }' },
+      body: {
+        query:
+          '{ custom_objects_link_box_list(filters: {name: {exact: "Box"}}) { website website_title } }',
+      },
     });
     expect(r.body.errors).toBeUndefined();
     expect(r.body.data.custom_objects_link_box_list[0]).toEqual({
