@@ -8,7 +8,7 @@ import type { Executor } from "../../db/client";
 import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
-import { fieldType, type SqlType } from "./field-types";
+import { FIELD_TYPE_MODULES, fieldType, type SqlType } from "./field-types";
 import { dropSearchIndex, syncSearchIndex } from "./search/search-index";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
@@ -51,7 +51,11 @@ export function fieldColumnTypes(
           ]
         : [[`${f.name}_id`, "INTEGER"]];
     case "column":
-      return [[f.name, m.sqlType]];
+      // companions (url's link title) follow the value column: `<name>_<suffix>`
+      return [
+        [f.name, m.sqlType],
+        ...(m.companions ?? []).map((c): [string, SqlType] => [`${f.name}_${c.suffix}`, c.sqlType]),
+      ];
   }
 }
 
@@ -71,7 +75,8 @@ export const hasLinkTable = (f: Pick<ColumnField, "type">) => fieldType(f.type).
 
 /**
  * Columns a type's fields take against `MAX_COLUMNS_PER_TYPE`: one per field, two for a
- * polymorphic object field; a multiobject field counts one for its link table.
+ * polymorphic object field or a url field (its link title); a multiobject field counts one for
+ * its link table.
  */
 export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean }>): number {
   return fields.reduce(
@@ -86,7 +91,7 @@ export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean
 }
 
 export const tooManyColumns = (count: number) =>
-  `A custom object type holds at most ${MAX_COLUMNS_PER_TYPE} columns (this would make ${count}; a polymorphic object field takes two).`;
+  `A custom object type holds at most ${MAX_COLUMNS_PER_TYPE} columns (this would make ${count}; a polymorphic object field or a url field takes two).`;
 
 const run = (db: Executor, q: SQL) => db.run(q);
 
@@ -167,8 +172,9 @@ function fieldIndexStatements(cotId: number, f: ColumnField): SQL[] {
   const out: SQL[] = [];
   const m = fieldType(f.type);
   if (m.storage === "links") return out;
-  // A polymorphic reference is looked up by (type, id): its columns go in that order.
-  const cols = fieldColumns(f).reverse();
+  // A polymorphic reference is looked up by (type, id): its columns go in that order; a
+  // column-stored field's index is on its value (not on its companions).
+  const cols = m.storage === "column" ? [valueColumn(f)!] : fieldColumns(f).reverse();
   if (m.indexed)
     out.push(
       sql`CREATE INDEX ${ident(indexName(cotId, f.id, "idx"))} ON ${t} (${sql.join(
@@ -217,6 +223,51 @@ export async function dropUnwantedFieldIndexes(db: Executor): Promise<number> {
     dropped++;
   }
   return dropped;
+}
+
+/**
+ * Adds the columns of `fields` that the table of `cotId` lacks (NULL in every row): a table made
+ * before a type gained a companion (url's link title, decision 0100), or a field trashed then.
+ * Answers how many it added.
+ */
+export async function addMissingColumns(
+  db: Executor,
+  cotId: number,
+  fields: Array<Pick<ColumnField, "name" | "type" | "isPolymorphic">>,
+): Promise<number> {
+  const table = tableName(cotId);
+  const present = new Set(
+    ((await db.all(sql`SELECT name FROM pragma_table_info(${table})`)) as { name: string }[]).map(
+      (r) => r.name,
+    ),
+  );
+  if (!present.size) return 0; // no such table
+  const missing = fields.flatMap((f) => fieldColumnTypes(f).filter(([c]) => !present.has(c)));
+  for (const [col, type] of missing)
+    await run(db, sql`ALTER TABLE ${ident(table)} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
+  return missing.length;
+}
+
+/**
+ * Brings tables made before a field type gained a companion column to the current layout: run
+ * with the migrations on every start; afterwards it only reads. Types this build does not know
+ * are left alone.
+ */
+export async function addMissingCompanionColumns(db: Executor): Promise<number> {
+  const types = FIELD_TYPE_MODULES.filter((m) => m.storage === "column" && m.companions?.length);
+  if (!types.length) return 0;
+  const rows = (await db.all(
+    sql`SELECT custom_object_type_id AS cot, name, type FROM custom_object_type_fields WHERE type IN (${sql.join(
+      types.map((m) => sql`${m.name}`),
+      sql`, `,
+    )}) ORDER BY custom_object_type_id`,
+  )) as Array<{ cot: number; name: string; type: string }>;
+  const byCot = new Map<number, Array<{ name: string; type: string; isPolymorphic: boolean }>>();
+  for (const r of rows)
+    (byCot.get(r.cot) ?? byCot.set(r.cot, []).get(r.cot)!).push({ ...r, isPolymorphic: false });
+  let added = 0;
+  for (const [cotId, fields] of byCot) added += await addMissingColumns(db, cotId, fields);
+  return added;
 }
 
 /** Adds a field's storage; `fill` sets every existing row to that (already encoded) value. */

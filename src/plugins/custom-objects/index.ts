@@ -39,7 +39,7 @@ import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
 import { databaseStamp } from "../../core/database-stamp";
 import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./search/flush";
-import { dropUnwantedFieldIndexes } from "./ddl";
+import { addMissingCompanionColumns, dropUnwantedFieldIndexes } from "./ddl";
 import { upgradeSearchIndexes } from "./search/search-index";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
@@ -195,6 +195,10 @@ export const customObjectsPlugin: HostPlugin = {
     // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
     async (db) => {
       await upgradeSearchIndexes(db.orm);
+    },
+    // url fields made before link titles get their `<name>_title` column (decision 0100).
+    async (db) => {
+      await addMissingCompanionColumns(db.orm);
     },
   ],
   setup(services) {

@@ -397,6 +397,10 @@ function cotSchemas(env: Env, model: CotModel): Record<string, JsonSchema> {
         description: `Sets the ${part} of ${f.name} (the other half keeps its value).`,
       };
     }
+    for (const c of kind.storage === "column" ? (kind.companions ?? []) : []) {
+      record[`${f.name}_${c.suffix}`] = c.readSchema;
+      input[`${f.name}_${c.suffix}`] = c.writeSchema;
+    }
     if (f.required && (f.default === null || f.default === undefined)) required.push(f.name);
   }
   if (model.fields.some((f) => f.context))

@@ -58,7 +58,7 @@ export function textLike(options: {
     schema,
     encode: (f, raw) => (raw === "" ? { value: null } : parseWith(schema(f), raw)),
     decode: (stored) => stored ?? null,
-    // Text carries over as it is; types with their own checks (url) keep only what passes them.
+    // Text carries over as it is; types with their own checks (`checkOther`) keep only what passes them.
     fromOther: (_api, text) => {
       if (!options.checkOther) return text;
       const r = text === "" ? { value: null } : parseWith(schema(plain), text);

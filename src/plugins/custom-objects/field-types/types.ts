@@ -63,6 +63,24 @@ export interface SchemaEnv {
   reference: (objectTypeId: number, polymorphic: boolean) => JsonSchema;
 }
 
+/**
+ * A value a field keeps beside its own (url's link title, as upstream 0.7 keeps it): its own
+ * column `<name>_<suffix>`, read and written as that key of the record, independent of the
+ * field's value; its problems are keyed by that name.
+ */
+export interface Companion {
+  readonly suffix: string;
+  readonly sqlType: SqlType;
+  /** Checks and encodes a written value; null (and what the module takes as empty) clears it. */
+  encode(raw: unknown): Checked;
+  /** The record value of a stored one. */
+  decode(stored: unknown): unknown;
+  readonly describeKind: FieldDescription["kind"];
+  /** JSON Schemas in records and in requests. */
+  readonly readSchema: JsonSchema;
+  readonly writeSchema: JsonSchema;
+}
+
 export interface FieldTypeModule {
   readonly name: string;
   readonly storage: Storage;
@@ -97,6 +115,11 @@ export interface FieldTypeModule {
   readonly flat?: boolean;
   /** Problems of a part-valued write, keyed by part (null when it is fine). */
   readonly partErrors?: (value: Record<string, unknown>) => Record<string, string> | null;
+  /**
+   * Values kept beside the field's own, each in its column `<name>_<suffix>` (column storage
+   * only): DDL adds, renames, trashes and drops them with the field's column.
+   */
+  readonly companions?: readonly Companion[];
   /** A field of this type never changes to another type, nor another field to it. */
   readonly fixedType?: boolean;
   /** Types a stored value always carries over to without loss (no count needed). */

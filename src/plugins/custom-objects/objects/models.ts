@@ -66,11 +66,16 @@ function buildModel(
     load,
     loadPlan: read.loadPlan,
     ...writer(shape, read),
-    // A flat field (coordinates) is described by its parts, as it reads.
+    // A flat field (coordinates) is described by its parts, as it reads; companions follow.
     describe: fields.flatMap((f): FieldDescription[] => {
       const m = moduleOf.get(f)!;
       if (m.flat) return (m.parts ?? []).map((p) => ({ name: `${f.name}_${p}`, kind: "decimal" }));
-      return [{ name: f.name, kind: m.describeKind, choiceSetId: f.choiceSetId ?? null }];
+      return [
+        { name: f.name, kind: m.describeKind, choiceSetId: f.choiceSetId ?? null },
+        ...shape.companions
+          .filter((x) => x.f === f)
+          .map((x) => ({ name: x.key, kind: x.c.describeKind })),
+      ];
     }),
     tagged: true,
     relations: fields

@@ -85,6 +85,8 @@ function fieldPlan(shape: Shape) {
       idKey: `${f.name}_id`,
       typeKey: `${f.name}_type`,
       parts: (m.parts ?? []).map((part) => [part, `${f.name}_${part}`] as const),
+      // a companion's key is its column's name (url's `<name>_title`)
+      companions: (m.companions ?? []).map((c) => [c, `${f.name}_${c.suffix}`] as const),
     };
   });
 }
@@ -191,7 +193,8 @@ async function nestedReferences(
 }
 
 /**
- * Sets each field's value on `rec` (references nested, value parts spread as `<name>_<part>`);
+ * Sets each field's value on `rec` (references nested, value parts spread as `<name>_<part>`,
+ * companions as `<name>_<suffix>`);
  * gives the values of flat fields, which the record shows only as their parts.
  */
 function setFieldValues(
@@ -203,7 +206,7 @@ function setFieldValues(
 ): Map<string, unknown> {
   const { links, inline } = refs;
   const flatValues = new Map<string, unknown>();
-  for (const { f, kind, m, idKey, typeKey, parts } of plan) {
+  for (const { f, kind, m, idKey, typeKey, parts, companions } of plan) {
     if (kind === "reference") {
       const id = row[idKey];
       const typeId = f.isPolymorphic ? row[typeKey] : f.relatedObjectTypeId;
@@ -226,6 +229,7 @@ function setFieldValues(
           value && typeof value === "object"
             ? ((value as Record<string, unknown>)[part] ?? null)
             : null;
+      for (const [c, key] of companions) rec[key] = c.decode(row[key]);
     }
   }
   return flatValues;

@@ -19,7 +19,13 @@ import { API_BASE } from "../constants";
 import { OWNER_COLUMN } from "../ddl";
 import { LOCAL_CONTEXT_COLUMN, fieldColumnTypes, tableName } from "../ddl";
 import { expressionNames } from "./display";
-import { fieldType, type FieldRow, type FieldTypeModule, type Storage } from "../field-types";
+import {
+  fieldType,
+  type Companion,
+  type FieldRow,
+  type FieldTypeModule,
+  type Storage,
+} from "../field-types";
 
 export type CotRow = typeof customObjectTypes.$inferSelect;
 
@@ -106,6 +112,8 @@ export interface Shape {
   expressionFields: FieldRow[];
   /** Fields shown as `_context` (upstream's context fields). */
   contextFields: FieldRow[];
+  /** The fields' companions (url's link title), each with its record key and column name. */
+  companions: Array<{ f: FieldRow; c: Companion; key: string }>;
   /** A select primary field's choice label, as a column of the row and nested queries. */
   primaryLabel: SQL | undefined;
   /** Host models by object type id whose nested form can ride on the row query. */
@@ -153,7 +161,13 @@ export function shapeOf(
     .map((name) => byName.get(name))
     .filter((f): f is FieldRow => !!f && storage(f) === "column");
   const contextFields = fields.filter((f) => f.context);
+  const companions = fields.flatMap((f) =>
+    storage(f) === "column"
+      ? (moduleOf.get(f)!.companions ?? []).map((c) => ({ f, c, key: `${f.name}_${c.suffix}` }))
+      : [],
+  );
   return {
+    companions,
     cot,
     slug,
     fields,

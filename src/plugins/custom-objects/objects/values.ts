@@ -3,7 +3,10 @@
  * encoding it for the column, decoding it for the record, and converting stored values on a
  * type change. Each type's rules live in its module under `field-types/`.
  */
+import type { ErrorCollector } from "../../../core/errors";
+import type { ApiRecord } from "../../../core/rest/resource";
 import { fieldType, type Checked, type FieldLike, type FieldRow } from "../field-types";
+import type { Shape } from "./shape";
 
 export type { Checked, FieldRow };
 
@@ -43,4 +46,27 @@ export function retypeConverter(from: string, to: string): (v: unknown) => unkno
             : String(api);
     return target.fromOther ? target.fromOther(api, text, source) : undefined;
   };
+}
+
+/**
+ * Takes the companions a write gives (url's `<name>_title`) out of `input`: each is checked on
+ * its own, its value put in `values` under its column, its problem keyed by its name. A
+ * companion left out keeps its stored value (empty on a create). Answers the rest of the input.
+ */
+export function takeCompanions(
+  companions: Shape["companions"],
+  input: ApiRecord,
+  values: Record<string, unknown>,
+  errors: ErrorCollector,
+): ApiRecord {
+  let out = input;
+  for (const { c, key } of companions) {
+    if (!Object.hasOwn(input, key)) continue;
+    if (out === input) out = { ...input };
+    const checked = c.encode(input[key]);
+    if ("error" in checked) errors.add(key, checked.error);
+    else values[key] = checked.value;
+    delete out[key];
+  }
+  return out;
 }

@@ -39,7 +39,7 @@ import {
 } from "../ddl";
 import type { FieldRow } from "../field-types";
 import { plainRef, resolveRef } from "../field-types/reference";
-import { encodeScalar } from "./values";
+import { encodeScalar, takeCompanions } from "./values";
 import { scheduleSearchFlush } from "../search/flush";
 import type { Nested, Reader } from "./read";
 import { hasOwner, writeOwner } from "./owner";
@@ -410,8 +410,8 @@ class ObjectWriter {
   }
 
   /**
-   * The names besides the fields: parts folded, the owner and local context data converted,
-   * unknown names refused. Answers the input with its parts folded.
+   * The names besides the fields: parts folded, companions taken, the owner and local context
+   * data converted, unknown names refused. Answers the input with its parts folded.
    */
   async convertReserved(
     ctx: WriteContext,
@@ -421,6 +421,7 @@ class ObjectWriter {
     errors: ErrorCollector,
   ): Promise<ApiRecord> {
     input = this.foldParts(input, existing, errors);
+    input = takeCompanions(this.shape.companions, input, values, errors);
     if (this.owned) await writeOwner(ctx, this.shape, input, values, errors);
     // Config context data (upstream): a JSON object or null, on types that opted in.
     if (this.cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {

@@ -25,6 +25,7 @@ import {
   type DestructiveChange,
 } from "./impact";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
+import { typeChangeRefused } from "../types/field-definition";
 import {
   COT_ATTR_DEFAULTS,
   canonicalFromEntry,
@@ -254,6 +255,12 @@ async function diffFields(
     const { id: _b, ...wantAttrs } = want;
     const changed = changedAttrs(haveAttrs, wantAttrs);
     if (!Object.keys(changed).length) continue;
+    // preview refuses what apply would (a url or coordinates field keeps its type)
+    const refused = typeChangeRefused(have.type, want.type);
+    if (refused) {
+      errors.push({ path: `${at}.fields[${fi}].type`, message: refused });
+      continue;
+    }
     const row = existing.fields.find((x) => x.schemaId === f.id)!;
     const gated = diff.destructive_changes.length;
     await gateAlteration({ db, cotId: existing.cot.id, row, have, want, changed, ...out });

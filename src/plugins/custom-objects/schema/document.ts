@@ -3,7 +3,7 @@
  * checks a plain shape cannot express. Errors come back as JSON paths, at most 20.
  */
 import * as v from "valibot";
-import { fieldType as fieldTypeModule } from "../field-types";
+import { isFieldType, fieldType as fieldTypeModule } from "../field-types";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE } from "../constants";
 import {
   COT_NAME_MESSAGE,
@@ -19,7 +19,7 @@ import {
 } from "../types/field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
-import { columnCount, tooManyColumns } from "../ddl";
+import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
 import { checkConditional, splitTogether } from "./constraints";
 
 const MAX_ERRORS = 20;
@@ -163,6 +163,28 @@ function jsonPath(path: v.IssuePathItem[] | undefined): string {
   return out;
 }
 
+/**
+ * Fields of one type whose name or columns take another's column (`site_title` beside a url
+ * field `site`, `site_id` beside an object field `site`): refused as the field API refuses them.
+ */
+function columnClashes(t: SchemaDocument["types"][number], at: string): SchemaError[] {
+  const taken = new Map<string, string>(); // a name or column → the field holding it
+  const out: SchemaError[] = [];
+  t.fields.forEach((f, fi) => {
+    if (!NAME_RE.test(f.name) || !isFieldType(f.type)) return;
+    const mine = [f.name, ...fieldColumns({ ...f, isPolymorphic: f.is_polymorphic === true })];
+    // the same name twice is `duplicateFieldName`'s to report
+    const clash = mine.find((c) => taken.has(c) && taken.get(c) !== f.name);
+    if (clash)
+      out.push({
+        path: `${at}.fields[${fi}].name`,
+        message: `"${f.name}" collides with the column "${clash}" of another field.`,
+      });
+    for (const c of mine) if (!taken.has(c)) taken.set(c, f.name);
+  });
+  return out;
+}
+
 /** Type-specific attribute rules a shape cannot express. */
 function semanticErrors(doc: SchemaDocument): SchemaError[] {
   const errors: SchemaError[] = [];
@@ -194,6 +216,7 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
         errors.push({ path: `${fp}.${issue.key}`, message: issue.message });
     });
     if (primaries > 1) errors.push({ path: `${at}.fields`, message: ONE_PRIMARY });
+    errors.push(...columnClashes(t, at));
     const columns = columnCount(
       t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
     );

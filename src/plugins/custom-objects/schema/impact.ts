@@ -45,17 +45,24 @@ const count = async (db: Executor, q: SQL): Promise<number> => {
 export const countRows = (db: Executor, cotId: number) =>
   count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))}`);
 
-/** Rows holding a value for the field (link rows for a multiobject field). */
+/**
+ * Rows holding a value for the field (link rows for a multiobject field); a row with only a
+ * companion set (a url's title without the URL) holds one too.
+ */
 export async function countValues(db: Executor, cotId: number, f: FieldRow): Promise<number> {
   if (hasLinkTable(f))
     return count(
       db,
       sql`SELECT count(DISTINCT source_id) AS n FROM ${ident(linkTableName(cotId, f.id))}`,
     );
-  return count(
-    db,
-    sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${ident(valueColumn(f)!)} IS NOT NULL`,
-  );
+  const held =
+    fieldType(f.type).storage === "column"
+      ? sql.join(
+          fieldColumns(f).map((c) => sql`${ident(c)} IS NOT NULL`),
+          sql` OR `,
+        )
+      : sql`${ident(valueColumn(f)!)} IS NOT NULL`;
+  return count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${held}`);
 }
 
 /** Rows where the field is empty (null, or no links). */

@@ -19,7 +19,14 @@ import { nowIso } from "../../../db/schema/common";
 import { ApiError } from "../../../core/errors";
 import type { WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { fieldColumns, hasLinkTable, ident, linkTableName, tableName } from "../ddl";
+import {
+  addMissingColumns,
+  fieldColumns,
+  hasLinkTable,
+  ident,
+  linkTableName,
+  tableName,
+} from "../ddl";
 import type { CotRow } from "../objects/models";
 import { newShapeVersion } from "./operations";
 import type { FieldRow } from "../objects/values";
@@ -257,6 +264,8 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
         sql`ALTER TABLE ${ident(tableName(cot.id))} RENAME COLUMN ${ident(trash)} TO ${ident(orig)}`,
       );
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
+    // an entry trashed before its type gained a companion column (url's title) gets it empty
+    await addMissingColumns(ctx.db, cot.id, [field]);
     await ctx.db.insert(customObjectTypeFields).values({ ...field, lastUpdated: nowIso() });
     // the field's schema id is live again: it leaves the type's tombstones
     const doc = (cot.schemaDocument ?? null) as { removed_fields?: Array<{ id: number }> } | null;
@@ -298,6 +307,7 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
     if (fields.length) await ctx.db.insert(customObjectTypeFields).values(fields);
     if (tags.length) await ctx.db.insert(taggedItems).values(tags);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
+    await addMissingColumns(ctx.db, cot.id, fields);
     if (await syncSearchIndex(ctx.db, cot.id))
       ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cot.id));
   }

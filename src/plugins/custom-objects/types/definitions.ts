@@ -21,6 +21,7 @@ import {
   fieldName,
   fieldRuleIssues,
   fieldTypeName,
+  typeChangeRefused,
 } from "./field-definition";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
@@ -301,19 +302,11 @@ async function resolveSingleTarget({ ctx, input, existing, draft, errors, fine }
 }
 
 /** The type change allowed, the name and columns free among the siblings, one primary field. */
-function checkTypeAndNames({ existing, draft, kind, errors }: FieldCheck, siblings: FieldRow[]) {
+function checkTypeAndNames({ existing, draft, errors }: FieldCheck, siblings: FieldRow[]) {
   const type = draft.type;
   // Only plain columns change type: a reference never becomes another kind of storage.
-  if (
-    existing &&
-    existing.type !== type &&
-    (fieldType(existing.type).storage !== "column" ||
-      kind.storage !== "column" ||
-      fieldType(existing.type).fixedType ||
-      kind.fixedType)
-  ) {
-    errors.add("type", `Cannot change a ${existing.type} field into a ${type} field.`);
-  }
+  const refused = existing ? typeChangeRefused(existing.type, type) : null;
+  if (refused) errors.add("type", refused);
 
   // names must not collide with siblings' names or columns
   const others = siblings.filter((s) => !existing || s.id !== existing.id);

@@ -299,6 +299,18 @@ export function fieldRuleIssues(
 }
 
 /** Messages about the fields of one type taken together. */
+/**
+ * Why a field of type `from` cannot become `to`, or null when it can: only plain columns change
+ * type, and never to or from a fixed type (coordinates, url: their columns would not match).
+ */
+export function typeChangeRefused(from: string, to: string): string | null {
+  if (from === to || !isFieldType(from) || !isFieldType(to)) return null;
+  const [a, b] = [fieldType(from), fieldType(to)];
+  return a.storage !== "column" || b.storage !== "column" || a.fixedType || b.fixedType
+    ? `Cannot change a ${from} field into a ${to} field.`
+    : null;
+}
+
 export const ONE_PRIMARY = "Only one field of a type can be primary.";
 export const duplicateFieldName = (name: string) =>
   `A field named "${name}" already exists on this type.`;
