@@ -193,6 +193,34 @@ describe("coordinates (test_field_types.py CoordinatesFieldTypeTestCase, test_ap
     const made = await create(t, "geo-doc", { spot_latitude: 1, spot_longitude: 2 });
     expect([made.spot_latitude, made.spot_longitude]).toEqual([1, 2]);
   });
+
+  test("a field named like a coordinates half is refused, in either order, by the field API and documents", async () => {
+    // `spot_latitude` as a text field would answer under the same key as the coordinates' half
+    const cot = await makeCot(t, "geo_clash");
+    await addField(t, cot.id, { name: "spot", type: "coordinates" });
+    const half = await field({ custom_object_type: cot.id, name: "spot_latitude", type: "text" });
+    expect(half.status).toBe(400);
+    expect(half.body.name[0]).toContain('"spot_latitude"');
+    const other = await makeCot(t, "geo_clash_rev");
+    await addField(t, other.id, { name: "pin_longitude", type: "text" });
+    const pair = await field({ custom_object_type: other.id, name: "pin", type: "coordinates" });
+    expect(pair.status).toBe(400);
+    expect(Object.keys(pair.body)).toEqual(["name"]);
+    const doc = (fields: unknown[]) => ({
+      schema_version: "1",
+      types: [{ name: "geo_clash_doc", slug: "geo-clash-doc", fields }],
+    });
+    const spot = { id: 1, name: "spot", type: "coordinates" };
+    const text = { id: 2, name: "spot_latitude", type: "text" };
+    for (const fields of [
+      [spot, text],
+      [text, spot],
+    ]) {
+      const r = await t.json("POST", `${CO}/schema/preview/`, { body: { schema: doc(fields) } });
+      expect(r.status).toBe(400);
+      expect(r.body.schema_errors[0].path).toBe("$.types[0].fields[1].name");
+    }
+  });
 });
 
 describe("display (test_api.py ContextFieldApiTestCase, select primary)", () => {

@@ -63,6 +63,17 @@ export function fieldColumnTypes(
 export const fieldColumns = (f: Pick<ColumnField, "name" | "type" | "isPolymorphic">): string[] =>
   fieldColumnTypes(f).map(([name]) => name);
 
+/**
+ * The names a field takes among its siblings: its columns, and the record keys of a value read
+ * as parts (coordinates' `<name>_latitude`), which are no columns but would collide on the API.
+ */
+export const fieldTakenNames = (
+  f: Pick<ColumnField, "name" | "type" | "isPolymorphic">,
+): string[] => [
+  ...fieldColumns(f),
+  ...(fieldType(f.type).parts ?? []).map((part) => `${f.name}_${part}`),
+];
+
 /** The column that holds a field's value (its id for references), or null for a link table. */
 export function valueColumn(
   f: Pick<ColumnField, "name" | "type" | "isPolymorphic">,

@@ -19,7 +19,7 @@ import {
 } from "../types/field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
-import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
+import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
 import { checkConditional, splitTogether } from "./constraints";
 
 const MAX_ERRORS = 20;
@@ -172,7 +172,7 @@ function columnClashes(t: SchemaDocument["types"][number], at: string): SchemaEr
   const out: SchemaError[] = [];
   t.fields.forEach((f, fi) => {
     if (!NAME_RE.test(f.name) || !isFieldType(f.type)) return;
-    const mine = [f.name, ...fieldColumns({ ...f, isPolymorphic: f.is_polymorphic === true })];
+    const mine = [f.name, ...fieldTakenNames({ ...f, isPolymorphic: f.is_polymorphic === true })];
     // the same name twice is `duplicateFieldName`'s to report
     const clash = mine.find((c) => taken.has(c) && taken.get(c) !== f.name);
     if (clash)

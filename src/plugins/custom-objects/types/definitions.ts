@@ -23,7 +23,7 @@ import {
   fieldTypeName,
   typeChangeRefused,
 } from "./field-definition";
-import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
+import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
@@ -311,8 +311,8 @@ function checkTypeAndNames({ existing, draft, errors }: FieldCheck, siblings: Fi
   // names must not collide with siblings' names or columns
   const others = siblings.filter((s) => !existing || s.id !== existing.id);
   if (others.some((s) => s.name === draft.name)) errors.add("name", duplicateFieldName(draft.name));
-  const mine = fieldColumns({ ...draft, type });
-  const taken = new Set(others.flatMap((s) => [s.name, ...fieldColumns(s)]));
+  const mine = fieldTakenNames({ ...draft, type });
+  const taken = new Set(others.flatMap((s) => [s.name, ...fieldTakenNames(s)]));
   const clash =
     mine.find((c) => taken.has(c)) ??
     (others.some((s) => mine.includes(s.name)) ? draft.name : undefined);
