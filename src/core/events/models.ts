@@ -111,6 +111,10 @@ export const webhookModel = defineModel({
           : "Ensure this value is between 1 and 3600 (seconds).",
     },
   ],
+  // the owner is the writer and the target is checked as written (DNS at delivery): nothing is
+  // read, so webhook writes are staged (one read, one batch; decision 0092)
+  validateReadsNothing: true,
+  writerFields: ["user"],
   async validate(ctx, values, _existing, errors) {
     values.userId = ctx.auth.user?.id ?? null;
     if (typeof values.payloadUrl === "string") {

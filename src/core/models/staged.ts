@@ -24,6 +24,7 @@ import type {
   ModelInfo,
   ReadContext,
   Resource,
+  StagedCheckItem,
   StagedHook,
   StagedOptions,
   StagedUpdate,
@@ -33,6 +34,7 @@ import type {
 } from "../context";
 import { newIdMarker, newRowId, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "../../db/natural";
+import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -42,6 +44,7 @@ export interface HostModelParts {
     tags?: boolean;
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
+    writerFields?: string[];
     /** A check that reads nothing (`validateReadsNothing`): it may fill `values`. */
     validate?: (
       ctx: WriteContext,
@@ -64,6 +67,7 @@ export interface HostModelParts {
     rows: Record<string, any>[],
     tags: Map<unknown, ApiRecord[]>,
     related: Map<string, Map<number, ApiRecord>>,
+    links?: Map<string, Map<unknown, unknown[]>>,
   ): Promise<ApiRecord[]>;
   objectTypeId(ctx: ReadContext): Promise<number>;
   nestedTag(
@@ -79,6 +83,7 @@ interface StagedField {
   required?: boolean;
   readOnly?: boolean;
   related?: string;
+  link?: LinkField["link"];
 }
 
 /** Field types a staged write converts without reading (fk targets come from the read phase). */
@@ -93,6 +98,14 @@ const STAGED_TYPES = new Set([
   "datetime",
   "json",
   "color",
+  // hashed in the process
+  "password",
+  // the process's object types (`ObjectTypes` keeps every row it read: no round trip warm)
+  "object_type_ref",
+  "object_type_refs",
+  "object_types",
+  // targets and held links come from the read phase (`staged-links.ts`)
+  "m2m",
 ]);
 
 /** Whether a model's writes can be staged: no hooks that read or write on their own. */
@@ -102,11 +115,12 @@ export function stageable(spec: {
   validateReadsNothing?: boolean;
   afterWrite?: unknown;
   decorate?: unknown;
+  decorateReadsNothing?: boolean;
 }): boolean {
   return (
     (!spec.validate || !!spec.validateReadsNothing) &&
     !spec.afterWrite &&
-    !spec.decorate &&
+    (!spec.decorate || !!spec.decorateReadsNothing) &&
     spec.fields.every((f) => STAGED_TYPES.has(f.type))
   );
 }
@@ -142,6 +156,8 @@ interface Stored {
   /** Each row's `lastUpdated` as read: the batch's guards compare against it. */
   read: Map<number, string | null>;
   tags: Map<number, TagRow[]>;
+  /** Link fields' values and the targets' nested forms as read (and as this write leaves them). */
+  links: LinksFound;
   /** The ids the caller may change (or delete); null when no constraint limits them. */
   actOk: Set<number> | null;
   viewOk: Set<number> | null;
@@ -152,6 +168,8 @@ interface Found {
   related: Map<string, Map<number, ApiRecord>>;
   tagRows: TagRow[];
   viewable: Map<string, Set<number>>;
+  /** Link fields: targets named, and (after `readStored`) the links stored rows hold. */
+  links: LinksFound;
   rules: Awaited<ReturnType<ReturnType<typeof stageRules>>>;
 }
 
@@ -190,6 +208,7 @@ function admitStored(stored: Stored, id: number, resource: Resource, options: St
   if (!existing || (stored.actOk && !stored.actOk.has(id) && !stored.viewOk?.has(id)))
     throw notFound(`No ${resource.verboseName} with id ${id}.`);
   if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
+  options.admit?.(existing);
   options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
   return existing;
 }
@@ -223,6 +242,7 @@ class StagedWriter {
   readonly columns: Array<[string, SQLiteColumn]>;
   readonly fkFields: StagedField[];
   readonly fieldsByName: Map<string, StagedField>;
+  readonly links: StagedLinks;
 
   constructor(readonly parts: HostModelParts) {
     this.spec = parts.spec;
@@ -232,6 +252,7 @@ class StagedWriter {
     this.columns = Object.entries(getTableColumns(parts.table)) as Array<[string, SQLiteColumn]>;
     this.fkFields = parts.spec.fields.filter((f) => f.type === "fk");
     this.fieldsByName = new Map(parts.spec.fields.map((f) => [f.name, f]));
+    this.links = new StagedLinks(parts.spec.fields);
   }
 
   orm(ctx: ReadContext) {
@@ -251,6 +272,8 @@ class StagedWriter {
       const ids = inputs
         .map((i) => (Object.hasOwn(i, f.name) ? fkId(i[f.name]) : null))
         .filter((id): id is number => typeof id === "number" && Number.isInteger(id));
+      // a field `validate` fills with the writer: its nested form for the records
+      if (this.spec.writerFields?.includes(f.name) && ctx.auth.user) ids.push(ctx.auth.user.id);
       if (!ids.length) continue;
       const unique = [...new Set(ids)];
       related.set(f.name, phase.add(this.orm(ctx).all(info.nestedSql.select(unique))));
@@ -259,6 +282,9 @@ class StagedWriter {
     }
     const tagRows = this.tagLookup(ctx, phase, inputs);
     const rules = stageRules(ctx, phase, this.spec);
+    const links = await this.links.read(ctx, phase, inputs, [], (app, model, info, ids) =>
+      this.viewableRelated(ctx, phase, app, model, info, ids),
+    );
     return async (): Promise<Found> => {
       // nested forms of the related objects read, by field name
       const out = new Map<string, Map<number, ApiRecord>>();
@@ -269,8 +295,11 @@ class StagedWriter {
           forms.set(Number(r.id), info!.nestedSql!.build(ctx, Number(r.id), JSON.parse(r.j)));
         out.set(f.name, forms);
       }
+      const linksFound = noLinks();
+      links(linksFound);
       return {
         related: out,
+        links: linksFound,
         tagRows: tagRows(),
         // per fk field, the named ids the writer may view (absent: all of them)
         viewable: new Map([...viewable].map(([name, ids]) => [name, ids()])),
@@ -372,6 +401,7 @@ class StagedWriter {
     const errors = new ErrorCollector();
     const values: Record<string, unknown> = {};
     let tags: TagRow[] | null = null;
+    const links: Links = new Map();
     for (const key of Object.keys(input)) {
       if (!this.fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
         errors.add(key, "Unknown field.");
@@ -397,6 +427,12 @@ class StagedWriter {
         else values[keyOf(f.column!)] = id;
         continue;
       }
+      if (f.type === "m2m" || f.type === "object_types") {
+        const result = await this.links.convert(ctx, f, raw, found.links, existing?.id ?? null);
+        if ("error" in result) errors.add(f.name, result.error);
+        else links.set(f.name, result.value);
+        continue;
+      }
       const result = await this.parts.convertValue(ctx, f, raw);
       if ("error" in result) errors.add(f.name, result.error);
       else values[keyOf(f.column!)] = result.value;
@@ -410,7 +446,7 @@ class StagedWriter {
     if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
     this.naturalize(values);
-    return { values, tags };
+    return { values, tags, links };
   }
 
   /** Fills the natural-ordering column from its source field when the write sets that field. */
@@ -478,11 +514,17 @@ class StagedWriter {
     const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
     const phase = new ReadPhase();
     const lookedUp = await this.lookups(ctx, phase, inputs);
+    const checked = await options.check?.(
+      ctx,
+      phase,
+      inputs.map((input) => ({ id: null, input })),
+    );
     await phase.run(ctx);
     const found = await lookedUp();
     const now = nextStamp(null);
     const rows: Row[] = [];
     const tags: Array<TagRow[] | null> = [];
+    const links: Links[] = [];
     await eachInput(inputs, options.bulk, async (input) => {
       const c = await this.convert(ctx, input, null, false, found, objectTypeId);
       const row: Row = {};
@@ -491,10 +533,22 @@ class StagedWriter {
       row.created = row.lastUpdated = now;
       rows.push(row);
       tags.push(c.tags);
+      links.push(c.links);
     });
-    const records = await this.newRecords(ctx, rows, tags, found.related);
+    const verdict = await checked?.(
+      rows.map((row, k) => ({
+        id: null,
+        input: inputs[k]!,
+        row,
+        existing: null,
+        links: links[k]!,
+        storedLinks: new Map(),
+      })),
+    );
+    const records = await this.newRecords(ctx, rows, tags, links, found);
     const batch = new WriteBatch();
-    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags);
+    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links);
+    verdict?.write(batch);
     const n = rows.length;
     const texts = stageChanges(
       ctx,
@@ -517,7 +571,7 @@ class StagedWriter {
         n,
         addWhere,
       );
-    await this.runBatch(ctx, batch, "add", new Map(), false);
+    await this.runBatch(ctx, batch, "add", new Map(), false, verdict ? [verdict] : []);
     ids.sort((a, b) => a - b);
     return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
   }
@@ -527,7 +581,8 @@ class StagedWriter {
     ctx: WriteContext,
     rows: Row[],
     tags: Array<TagRow[] | null>,
-    related: Map<string, Map<number, ApiRecord>>,
+    links: Links[],
+    found: Found,
   ): Promise<ApiRecord[]> {
     const records: ApiRecord[] = [];
     for (const [i, row] of rows.entries())
@@ -536,7 +591,8 @@ class StagedWriter {
           ctx,
           [{ ...row, id: newIdMarker() }],
           new Map([[newIdMarker(), tags[i] ? this.nestedTags(ctx, tags[i]) : []]]),
-          related,
+          found.related,
+          await this.links.recordLinks(ctx, found.links, [[newIdMarker(), links[i]!]]),
         )),
       );
     return records;
@@ -549,6 +605,7 @@ class StagedWriter {
     objectTypeId: number,
     rows: Row[],
     tags: Array<TagRow[] | null>,
+    links: Links[],
   ): number[] {
     const ids: number[] = [];
     for (let s = 0; s < rows.length; s += INSERT_ROWS)
@@ -562,6 +619,9 @@ class StagedWriter {
     const n = rows.length;
     tags.forEach((t, k) => {
       if (t) this.stageTags(ctx, batch, objectTypeId, newRowId(this.tableName, k, n), t, false);
+    });
+    links.forEach((l, k) => {
+      this.links.stage(ctx, batch, newRowId(this.tableName, k, n), l, false);
     });
     return ids;
   }
@@ -645,7 +705,9 @@ class StagedWriter {
       : () => [] as Array<TagRow & { objectId: number }>;
     const mayAct = actWhere ? phase.add(this.admittedQuery(ctx, ids, actWhere)) : null;
     const mayView = viewWhere ? phase.add(this.admittedQuery(ctx, ids, viewWhere)) : null;
-    return (related: Map<string, Map<number, ApiRecord>>): Stored => {
+    const storedLinks = await this.links.read(ctx, phase, [], ids, async () => undefined);
+    return (related: Map<string, Map<number, ApiRecord>>, links: LinksFound): Stored => {
+      storedLinks(links);
       const byId = new Map<number, Row>();
       const read = new Map<number, string | null>();
       for (const row of existingRows()) {
@@ -655,7 +717,7 @@ class StagedWriter {
         read.set(row.id, row.lastUpdated ?? null);
       }
       const tags = tagsByObject(existingTags() as Array<TagRow & { objectId: number }>);
-      return { byId, read, tags, actOk: idSet(mayAct), viewOk: idSet(mayView) };
+      return { byId, read, tags, links, actOk: idSet(mayAct), viewOk: idSet(mayView) };
     };
   }
 
@@ -715,22 +777,39 @@ class StagedWriter {
       items.map((i) => i.input),
     );
     const storedRead = await this.readStored(ctx, phase, objectTypeId, ids, changeWhere, viewWhere);
+    const checked = await options.check?.(ctx, phase, items);
     await phase.run(ctx);
     const found = await lookedUp();
-    const stored = storedRead(found.related);
+    const stored = storedRead(found.related, found.links);
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
+    const seen: StagedCheckItem[] = [];
     await eachInput(items, options.bulk, async ({ id, input }) => {
       const existing = admitStored(stored, id, resource, options);
       const c = await this.convert(ctx, input, existing, partial, found, objectTypeId);
-      changes.push(
-        await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c.values, c.tags),
-      );
+      seen.push({
+        id,
+        input,
+        row: { ...existing, ...c.values },
+        existing,
+        links: c.links,
+        storedLinks: this.storedLinksOf(stored, id),
+      });
+      changes.push(await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c));
     });
+    const verdict = await checked?.(seen);
+    verdict?.write(batch);
     const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
     if (changeWhere)
       this.stagePermission(ctx, batch, inArray(this.table.id, ids), ids.length, changeWhere);
-    await this.runBatch(ctx, batch, "change", stored.read, !!options.precondition);
+    await this.runBatch(
+      ctx,
+      batch,
+      "change",
+      stored.read,
+      !!options.precondition,
+      verdict ? [verdict] : [],
+    );
     return texts().map((json, k) => ({
       id: changes[k]!.id as number,
       record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),
@@ -749,24 +828,31 @@ class StagedWriter {
     found: Found,
     objectTypeId: number,
     id: number,
-    values: Record<string, unknown>,
-    tags: TagRow[] | null,
+    {
+      values,
+      tags,
+      links,
+    }: { values: Record<string, unknown>; tags: TagRow[] | null; links: Links },
   ): Promise<StagedChange> {
     const existing = stored.byId.get(id)!; // as `admitStored` answered it
     const stamp = nextStamp(existing.lastUpdated);
     const after: Row = { ...existing, ...values, lastUpdated: stamp };
     const beforeTags = stored.tags.get(id) ?? [];
+    const beforeLinks = this.storedLinksOf(stored, id);
+    const afterLinks = new Map([...beforeLinks, ...links]);
     const [before] = await this.parts.serialize(
       ctx,
       [existing],
       new Map([[id, this.nestedTags(ctx, beforeTags)]]),
       found.related,
+      await this.links.recordLinks(ctx, stored.links, [[id, beforeLinks]]),
     );
     const [post] = await this.parts.serialize(
       ctx,
       [after],
       new Map([[id, this.nestedTags(ctx, tags ?? beforeTags)]]),
       found.related,
+      await this.links.recordLinks(ctx, stored.links, [[id, afterLinks]]),
     );
     // conditioned on the stamp read: a write that came between fails the guard after it
     batch.add(
@@ -783,7 +869,19 @@ class StagedWriter {
       this.stageTags(ctx, batch, objectTypeId, id, tags, true);
       stored.tags.set(id, tags);
     }
+    this.links.stage(ctx, batch, id, links, true);
+    for (const [name, targets] of links) {
+      const byOwn = stored.links.stored.get(name) ?? new Map<number, number[]>();
+      stored.links.stored.set(name, byOwn.set(id, targets));
+    }
     return { action: "update", id, prechange: before!, postchange: post! };
+  }
+
+  /** The links stored row `id` holds (as read, or as this write leaves them), by field. */
+  storedLinksOf(stored: Stored, id: number): Links {
+    return new Map(
+      this.links.fields.map((f) => [f.name, stored.links.stored.get(f.name)?.get(id) ?? []]),
+    );
   }
 
   async remove(
@@ -818,7 +916,7 @@ class StagedWriter {
     await phase.run(ctx);
     const staged = await rules();
     const related = new Map(this.fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
-    const stored = storedRead(related);
+    const stored = storedRead(related, noLinks());
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     const explain: StagedHook[] = [];
@@ -850,6 +948,7 @@ class StagedWriter {
       [existing],
       new Map([[id, this.nestedTags(ctx, stored.tags.get(id) ?? [])]]),
       related,
+      await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored, id)]]),
     );
     batch.add(
       this.orm(ctx)
