@@ -39,6 +39,7 @@ import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
 import { stageable, stagedWrites } from "./staged";
 import type { ModelOpenApi } from "../json-schema";
+import type { StagedModelHook } from "./staged";
 
 type FieldType =
   | "string"
@@ -109,6 +110,12 @@ export interface ModelSpec {
    * write reads that user's nested form in its read phase.
    */
   writerFields?: string[];
+  /**
+   * What `validate`, `afterWrite` and `decorate` read, staged (decision 0092): the model's reads
+   * join a staged write's read phase, and the answer checks, decorates and guards from them.
+   * A model with it stages its creates and updates though it has those hooks.
+   */
+  stage?: StagedModelHook;
   /** Runs after insert/update with the final row id. */
   afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
   /** Adds or rewrites keys of serialised records. */
@@ -311,12 +318,14 @@ type Serialize = (
   known?: Map<string, Map<number, ApiRecord>>,
   /** Link fields' values by field then row id, when a staged write read them already. */
   knownLinks?: Map<string, Map<unknown, unknown[]>>,
+  /** `decorate` from what a staged write read (`ModelSpec.stage`). */
+  decorated?: (rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>,
 ) => Promise<ApiRecord[]>;
 
 /** Rows to API records: relations nested, links listed, tags and object type refs resolved. */
 function serializer(m: ModelParts): Serialize {
   const { spec } = m;
-  return async (ctx, rows, tags, known, knownLinks) => {
+  return async (ctx, rows, tags, known, knownLinks, decorated) => {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     const related = known
@@ -334,7 +343,8 @@ function serializer(m: ModelParts): Serialize {
       rec.last_updated = row.lastUpdated;
       return rec;
     });
-    await spec.decorate?.(ctx, rows, records);
+    if (decorated) await decorated(rows, records);
+    else await spec.decorate?.(ctx, rows, records);
     return records;
   };
 }

@@ -45,6 +45,7 @@ export interface HostModelParts {
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
     writerFields?: string[];
+    stage?: StagedModelHook;
     /** A check that reads nothing (`validateReadsNothing`): it may fill `values`. */
     validate?: (
       ctx: WriteContext,
@@ -68,6 +69,7 @@ export interface HostModelParts {
     tags: Map<unknown, ApiRecord[]>,
     related: Map<string, Map<number, ApiRecord>>,
     links?: Map<string, Map<unknown, unknown[]>>,
+    decorated?: (rows: Row[], records: ApiRecord[]) => Promise<void>,
   ): Promise<ApiRecord[]>;
   objectTypeId(ctx: ReadContext): Promise<number>;
   nestedTag(
@@ -84,6 +86,33 @@ interface StagedField {
   readOnly?: boolean;
   related?: string;
   link?: LinkField["link"];
+}
+
+/**
+ * A model's part in its staged writes (`ModelSpec.stage`): reads added to the phase for the
+ * inputs and the stored rows; the answer, called after the phase ran, stands for the model's
+ * `validate`, `afterWrite` and `decorate`, and may add guards to the batch.
+ */
+export type StagedModelHook = (
+  ctx: WriteContext,
+  phase: ReadPhase,
+  inputs: ApiRecord[],
+  storedIds: number[],
+) => Promise<() => StagedModelPart>;
+
+export interface StagedModelPart {
+  /** `validate` and `afterWrite`'s checks on one converted input (links: as the write leaves them). */
+  validate?(
+    values: Record<string, unknown>,
+    existing: Row | null,
+    links: Links,
+    errors: ErrorCollector,
+  ): Promise<void>;
+  /** `decorate` from what was read. */
+  decorate?(rows: Row[], records: ApiRecord[]): Promise<void>;
+  /** Guards that what the checks read still holds, with how to explain a failed one. */
+  write?(batch: WriteBatch): void;
+  explain?(): Promise<undefined>;
 }
 
 /** Field types a staged write converts without reading (fk targets come from the read phase). */
@@ -116,7 +145,9 @@ export function stageable(spec: {
   afterWrite?: unknown;
   decorate?: unknown;
   decorateReadsNothing?: boolean;
+  stage?: unknown;
 }): boolean {
+  if (spec.stage) return spec.fields.every((f) => STAGED_TYPES.has(f.type));
   return (
     (!spec.validate || !!spec.validateReadsNothing) &&
     !spec.afterWrite &&
@@ -170,6 +201,8 @@ interface Found {
   viewable: Map<string, Set<number>>;
   /** Link fields: targets named, and (after `readStored`) the links stored rows hold. */
   links: LinksFound;
+  /** The model's own staged part (`ModelSpec.stage`), when it has one. */
+  model: StagedModelPart | null;
   rules: Awaited<ReturnType<ReturnType<typeof stageRules>>>;
 }
 
@@ -260,7 +293,12 @@ class StagedWriter {
   }
 
   /** The read phase's lookups: related objects named by the inputs (or stored), tags, rules. */
-  async lookups(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]) {
+  async lookups(
+    ctx: WriteContext,
+    phase: ReadPhase,
+    inputs: ApiRecord[],
+    storedIds: number[] = [],
+  ) {
     const related = new Map<string, () => Array<{ id: number; j: string }>>();
     const viewable = new Map<string, () => Set<number>>();
     const infos = new Map<string, ModelInfo>();
@@ -285,6 +323,7 @@ class StagedWriter {
     const links = await this.links.read(ctx, phase, inputs, [], (app, model, info, ids) =>
       this.viewableRelated(ctx, phase, app, model, info, ids),
     );
+    const model = await this.spec.stage?.(ctx, phase, inputs, storedIds);
     return async (): Promise<Found> => {
       // nested forms of the related objects read, by field name
       const out = new Map<string, Map<number, ApiRecord>>();
@@ -300,6 +339,7 @@ class StagedWriter {
       return {
         related: out,
         links: linksFound,
+        model: model?.() ?? null,
         tagRows: tagRows(),
         // per fk field, the named ids the writer may view (absent: all of them)
         viewable: new Map([...viewable].map(([name, ids]) => [name, ids()])),
@@ -443,7 +483,13 @@ class StagedWriter {
       else tags = res.tags.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }
     // a check that reads nothing (`validateReadsNothing`; `stageable` admits no other)
-    if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
+    if (errors.empty && found.model?.validate) {
+      // the links as the write leaves them: the input's, else those the row holds
+      const held = existing
+        ? this.storedLinksOf({ links: found.links } as Stored, existing.id)
+        : null;
+      await found.model.validate(values, existing, new Map([...(held ?? []), ...links]), errors);
+    } else if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
     this.naturalize(values);
     return { values, tags, links };
@@ -549,6 +595,7 @@ class StagedWriter {
     const batch = new WriteBatch();
     const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links);
     verdict?.write(batch);
+    found.model?.write?.(batch);
     const n = rows.length;
     const texts = stageChanges(
       ctx,
@@ -571,7 +618,7 @@ class StagedWriter {
         n,
         addWhere,
       );
-    await this.runBatch(ctx, batch, "add", new Map(), false, verdict ? [verdict] : []);
+    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
     ids.sort((a, b) => a - b);
     return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
   }
@@ -593,6 +640,7 @@ class StagedWriter {
           new Map([[newIdMarker(), tags[i] ? this.nestedTags(ctx, tags[i]) : []]]),
           found.related,
           await this.links.recordLinks(ctx, found.links, [[newIdMarker(), links[i]!]]),
+          decorator(found.model),
         )),
       );
     return records;
@@ -775,6 +823,7 @@ class StagedWriter {
       ctx,
       phase,
       items.map((i) => i.input),
+      ids,
     );
     const storedRead = await this.readStored(ctx, phase, objectTypeId, ids, changeWhere, viewWhere);
     const checked = await options.check?.(ctx, phase, items);
@@ -799,6 +848,7 @@ class StagedWriter {
     });
     const verdict = await checked?.(seen);
     verdict?.write(batch);
+    found.model?.write?.(batch);
     const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
     if (changeWhere)
       this.stagePermission(ctx, batch, inArray(this.table.id, ids), ids.length, changeWhere);
@@ -808,7 +858,7 @@ class StagedWriter {
       "change",
       stored.read,
       !!options.precondition,
-      verdict ? [verdict] : [],
+      explainers(verdict, found.model),
     );
     return texts().map((json, k) => ({
       id: changes[k]!.id as number,
@@ -846,6 +896,7 @@ class StagedWriter {
       new Map([[id, this.nestedTags(ctx, beforeTags)]]),
       found.related,
       await this.links.recordLinks(ctx, stored.links, [[id, beforeLinks]]),
+      decorator(found.model),
     );
     const [post] = await this.parts.serialize(
       ctx,
@@ -853,6 +904,7 @@ class StagedWriter {
       new Map([[id, this.nestedTags(ctx, tags ?? beforeTags)]]),
       found.related,
       await this.links.recordLinks(ctx, stored.links, [[id, afterLinks]]),
+      decorator(found.model),
     );
     // conditioned on the stamp read: a write that came between fails the guard after it
     batch.add(
@@ -909,6 +961,7 @@ class StagedWriter {
       deleteWhere,
       viewWhere,
     );
+    const model = await this.spec.stage?.(ctx, phase, [], unique);
     const target = (id: number) => ({ appLabel: this.spec.appLabel, model: this.spec.model, id });
     const hookParts = new Map(
       unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
@@ -917,6 +970,7 @@ class StagedWriter {
     const staged = await rules();
     const related = new Map(this.fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
     const stored = storedRead(related, noLinks());
+    const decorate = decorator(model?.() ?? null);
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     const explain: StagedHook[] = [];
@@ -928,7 +982,7 @@ class StagedWriter {
         part.write(batch);
         explain.push(part);
       }
-      changes.push(await this.stageDelete(ctx, batch, stored, related, id, existing));
+      changes.push(await this.stageDelete(ctx, batch, stored, { related, decorate }, id, existing));
     }
     stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
     return this.runBatch(ctx, batch, "delete", stored.read, !!options.precondition, explain);
@@ -939,7 +993,7 @@ class StagedWriter {
     ctx: WriteContext,
     batch: WriteBatch,
     stored: Stored,
-    related: Map<string, Map<number, ApiRecord>>,
+    read: { related: Map<string, Map<number, ApiRecord>>; decorate: Decorate | undefined },
     id: number,
     existing: Row,
   ): Promise<StagedChange> {
@@ -947,8 +1001,9 @@ class StagedWriter {
       ctx,
       [existing],
       new Map([[id, this.nestedTags(ctx, stored.tags.get(id) ?? [])]]),
-      related,
+      read.related,
       await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored, id)]]),
+      read.decorate,
     );
     batch.add(
       this.orm(ctx)
@@ -960,6 +1015,18 @@ class StagedWriter {
     batch.add(guardChanged(this.orm(ctx)));
     return { action: "delete", id, prechange: before!, postchange: null };
   }
+}
+
+/** The parts whose guards may explain a failed batch. */
+const explainers = (...parts: Array<StagedHook | StagedModelPart | null | undefined>) =>
+  parts.flatMap((p) => (p?.explain ? [{ write() {}, explain: p.explain }] : []));
+
+type Decorate = (rows: Row[], records: ApiRecord[]) => Promise<void>;
+
+/** A model part's `decorate` as the serializer takes it. */
+function decorator(part: StagedModelPart | null): Decorate | undefined {
+  const decorate = part?.decorate;
+  return decorate ? async (rows, records) => decorate(rows, records) : undefined;
 }
 
 /** Moves the related objects' nested forms a row was read with (`__fk_<field>`) into `related`. */
