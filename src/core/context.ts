@@ -148,6 +148,8 @@ export interface StagedOptions {
   bulk: boolean;
   /** Checks the stamp (`last_updated`) read for an object (`If-Match`: 412 when it differs). */
   precondition?: (stamp: string | null) => void;
+  /** The route authorised the write itself (a login issuing a token): no `add` limits apply. */
+  authorised?: boolean;
   /** Refuses (throws) to act on a stored row: a wrapper's rule on the row as read. */
   admit?: (existing: Record<string, any>) => void;
   /** A wrapper's checks of a create or update, staged with it (decision 0092). */
