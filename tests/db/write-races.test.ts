@@ -300,3 +300,33 @@ test("an event rule naming a webhook deleted while it was written: 400, no rule 
   const rules = (await t.json("GET", "/api/extras/event-rules/?name=race-rule")).body;
   expect(rules.count).toBe(0);
 });
+
+test("a webhook deleted while a rule comes to call it: the delete answers 409, the rule keeps its webhook", async () => {
+  const hook = (
+    await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "race-hook-2", payload_url: "https://example.com/race2" },
+    })
+  ).body.id;
+  proxy.hold((statements) => statements.some((s) => /^delete from "webhooks"/i.test(s)));
+  try {
+    const deleted = t.json("DELETE", `/api/extras/webhooks/${hook}/`);
+    await untilHeld(1);
+    const rule = await t.json("POST", "/api/extras/event-rules/", {
+      body: {
+        name: "race-rule-2",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook,
+      },
+    });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    proxy.release();
+    const answer = await deleted;
+    expect(answer.status, JSON.stringify(answer.body)).toBe(409);
+    expect(answer.body.error).toBe("protected");
+  } finally {
+    proxy.release();
+  }
+  expect((await t.json("GET", `/api/extras/webhooks/${hook}/`)).status).toBe(200);
+});

@@ -445,10 +445,21 @@ protectRuleActions.stage = (ctx, phase, target) => {
   const read = known ? phase.add(callersQuery(ctx.services.db.orm, known.id, target.id)) : null;
   return async () => {
     const type = known ?? (await ctx.services.objectTypes.ensure("extras", "webhook"));
-    refuseCalled(
-      target,
-      read ? read() : await callersQuery(ctx.services.db.orm, type.id, target.id),
-    );
-    return { write() {} };
+    const callers = () => callersQuery(ctx.services.db.orm, type.id, target.id);
+    refuseCalled(target, read ? read() : await callers());
+    return {
+      // a rule made to call it since the read fails the batch, and is named as above (409)
+      write(batch) {
+        batch.add(
+          ctx.services.db.orm.run(
+            sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS ${callers().limit(1)}`,
+          ),
+        );
+      },
+      async explain() {
+        refuseCalled(target, await callers());
+        return undefined;
+      },
+    };
   };
 };
