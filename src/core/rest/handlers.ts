@@ -146,7 +146,7 @@ export interface Written {
 }
 
 /** Creates through the resource and writes the change record (same transaction). */
-export async function createRecord(
+async function createRecord(
   ctx: WriteContext,
   resource: Resource,
   input: ApiRecord,
