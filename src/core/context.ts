@@ -186,6 +186,8 @@ export type StagedCheck = (
  * trips on a remote database, none of them inside an interactive transaction.
  */
 export interface StagedWrites {
+  /** Creates and updates fold NetBox 4.6's `add_tags` / `remove_tags` themselves. */
+  tagEdits?: boolean;
   /** Absent where the model's creates and updates need its hooks (they run in a transaction). */
   create?(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
   /** Deletes `ids` (in order; hooks included), or answers "transaction" when it cannot be staged. */

@@ -345,6 +345,18 @@ export function contractSuite(
           { object_types: ["dcim.site", "dcim.device"] },
         );
         expect(tag.patched.object_types).toEqual(["dcim.device", "dcim.site"]);
+        // NetBox 4.6's add_tags / remove_tags ride in the same read and batch
+        const site = await created("/api/dcim/sites/", {
+          name: `${run} tagged`,
+          slug: `${run}-tagged`,
+          add_tags: [{ slug: `${run}-tag` }],
+        });
+        expect(site.tags.map((x: { id: number }) => x.id)).toEqual([tag.made.id]);
+        const untagged = await json("PATCH", `/api/dcim/sites/${site.id}/`, {
+          body: { remove_tags: [tag.made.id] },
+        });
+        expect(untagged.body.tags).toEqual([]);
+        expect((await req("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(204);
         const group = await created("/api/users/groups/", { name: `${run} group` });
         const user = await roundTrip(
           "/api/users/users/",

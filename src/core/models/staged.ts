@@ -156,6 +156,9 @@ export function stageable(spec: {
   );
 }
 
+/** The tag keys of a tagged model's input. */
+const TAG_KEYS = new Set(["tags", "add_tags", "remove_tags"]);
+
 /** Keys every record carries and writes may echo back; ignored on input. */
 const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
 
@@ -201,6 +204,8 @@ interface Found {
   viewable: Map<string, Set<number>>;
   /** Link fields: targets named, and (after `readStored`) the links stored rows hold. */
   links: LinksFound;
+  /** The stored rows' tags (an update's `readStored` fills it): `remove_tags` works on them. */
+  storedTags?: Map<number, TagRow[]>;
   /** The model's own staged part (`ModelSpec.stage`), when it has one. */
   model: StagedModelPart | null;
   rules: Awaited<ReturnType<ReturnType<typeof stageRules>>>;
@@ -260,6 +265,7 @@ const idSet = (rows: (() => Array<{ id: unknown }>) | null) =>
 export function stagedWrites(parts: HostModelParts): StagedWrites {
   const writer = new StagedWriter(parts);
   return {
+    tagEdits: true,
     create: (ctx, inputs, options) => writer.create(ctx, inputs, options),
     update: (ctx, items, partial, options) => writer.update(ctx, items, partial, options),
     delete: (ctx, ids, options) => writer.remove(ctx, ids, options),
@@ -392,8 +398,10 @@ class StagedWriter {
 
   /** The tags the inputs name (by id, slug or name) with their scopes, as a read of the phase. */
   tagLookup(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]): () => TagRow[] {
+    const listed = (raw: unknown) => (Array.isArray(raw) ? raw.map(tagRef) : []);
+    // `tags`, and NetBox 4.6's `add_tags` / `remove_tags`
     const refs = this.spec.tags
-      ? inputs.flatMap((i) => (Array.isArray(i.tags) ? i.tags.map(tagRef) : []))
+      ? inputs.flatMap((i) => [...listed(i.tags), ...listed(i.add_tags), ...listed(i.remove_tags)])
       : [];
     const valid = refs.filter((r) => r !== null);
     if (!valid.length) return () => [];
@@ -442,8 +450,14 @@ class StagedWriter {
     const values: Record<string, unknown> = {};
     let tags: TagRow[] | null = null;
     const links: Links = new Map();
+    const edited = this.foldTagEdits(input, existing, found, objectTypeId);
+    if (edited) tags = edited;
     for (const key of Object.keys(input)) {
-      if (!this.fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+      if (
+        !this.fieldsByName.has(key) &&
+        !READ_ONLY_KEYS.has(key) &&
+        !(spec.tags && TAG_KEYS.has(key))
+      )
         errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {
@@ -493,6 +507,49 @@ class StagedWriter {
     errors.throwIfAny();
     this.naturalize(values);
     return { values, tags, links };
+  }
+
+  /**
+   * `add_tags` / `remove_tags` (`core/rest/tag-edits.ts`) over the tags the read phase found: the
+   * object's tags with those added and removed, sorted; null when the input has neither.
+   */
+  foldTagEdits(
+    input: ApiRecord,
+    existing: Row | null,
+    found: Found,
+    objectTypeId: number,
+  ): TagRow[] | null {
+    const adding = Object.hasOwn(input, "add_tags");
+    const removing = Object.hasOwn(input, "remove_tags");
+    if (!this.spec.tags || (!adding && !removing)) return null;
+    if (Object.hasOwn(input, "tags"))
+      throw ValidationError.field(
+        "tags",
+        "tags may not be combined with add_tags or remove_tags in the same request.",
+      );
+    if (removing && !existing)
+      throw ValidationError.field(
+        "remove_tags",
+        "remove_tags is only valid when updating an object.",
+      );
+    const resolve = (field: string, raw: unknown) => {
+      const r = this.resolveTags(raw, found.tagRows, objectTypeId);
+      if ("error" in r) throw ValidationError.field(field, r.error);
+      return r.tags;
+    };
+    const added = adding ? resolve("add_tags", input.add_tags) : [];
+    const removed = new Set(
+      (removing ? resolve("remove_tags", input.remove_tags) : []).map((t) => t.id),
+    );
+    if (added.some((t) => removed.has(t.id)))
+      throw ValidationError.field(
+        "add_tags",
+        "The same tag may not appear in both add_tags and remove_tags.",
+      );
+    const held = existing ? (found.storedTags?.get(existing.id) ?? []) : [];
+    const out = new Map<number, TagRow>();
+    for (const t of [...held.filter((t) => !removed.has(t.id)), ...added]) out.set(t.id, t);
+    return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Fills the natural-ordering column from its source field when the write sets that field. */
@@ -832,6 +889,7 @@ class StagedWriter {
     await phase.run(ctx);
     const found = await lookedUp();
     const stored = storedRead(found.related, found.links);
+    found.storedTags = stored.tags;
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     const seen: StagedCheckItem[] = [];
