@@ -496,12 +496,10 @@ class StagedWriter {
       if ("error" in res) errors.add("tags", res.error);
       else tags = res.tags.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }
-    // a check that reads nothing (`validateReadsNothing`; `stageable` admits no other)
+    // the model's staged checks (`ModelSpec.stage`, over what the phase read: the links as the
+    // write leaves them), else a check that reads nothing (`stageable` admits no other)
     if (errors.empty && found.model?.validate) {
-      // the links as the write leaves them: the input's, else those the row holds
-      const held = existing
-        ? this.storedLinksOf({ links: found.links } as Stored, existing.id)
-        : null;
+      const held = existing ? this.storedLinksOf(found.links, existing.id) : null;
       await found.model.validate(values, existing, new Map([...(held ?? []), ...links]), errors);
     } else if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
@@ -902,7 +900,7 @@ class StagedWriter {
         row: { ...existing, ...c.values },
         existing,
         links: c.links,
-        storedLinks: this.storedLinksOf(stored, id),
+        storedLinks: this.storedLinksOf(stored.links, id),
       });
       changes.push(await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c));
     });
@@ -948,7 +946,7 @@ class StagedWriter {
     const stamp = nextStamp(existing.lastUpdated);
     const after: Row = { ...existing, ...values, lastUpdated: stamp };
     const beforeTags = stored.tags.get(id) ?? [];
-    const beforeLinks = this.storedLinksOf(stored, id);
+    const beforeLinks = this.storedLinksOf(stored.links, id);
     const afterLinks = new Map([...beforeLinks, ...links]);
     const [before] = await this.parts.serialize(
       ctx,
@@ -990,10 +988,8 @@ class StagedWriter {
   }
 
   /** The links stored row `id` holds (as read, or as this write leaves them), by field. */
-  storedLinksOf(stored: Stored, id: number): Links {
-    return new Map(
-      this.links.fields.map((f) => [f.name, stored.links.stored.get(f.name)?.get(id) ?? []]),
-    );
+  storedLinksOf(found: LinksFound, id: number): Links {
+    return new Map(this.links.fields.map((f) => [f.name, found.stored.get(f.name)?.get(id) ?? []]));
   }
 
   async remove(
@@ -1062,7 +1058,7 @@ class StagedWriter {
       [existing],
       new Map([[id, this.nestedTags(ctx, stored.tags.get(id) ?? [])]]),
       read.related,
-      await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored, id)]]),
+      await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored.links, id)]]),
       read.decorate,
     );
     batch.add(
