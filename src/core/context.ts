@@ -148,13 +148,46 @@ export interface StagedOptions {
   bulk: boolean;
   /** Checks the stamp (`last_updated`) read for an object (`If-Match`: 412 when it differs). */
   precondition?: (stamp: string | null) => void;
+  /** The route authorised the write itself (a login issuing a token): no `add` limits apply. */
+  authorised?: boolean;
+  /** Refuses (throws) to act on a stored row: a wrapper's rule on the row as read. */
+  admit?: (existing: Record<string, any>) => void;
+  /** A wrapper's checks of a create or update, staged with it (decision 0092). */
+  check?: StagedCheck;
 }
+
+/** One object of a staged create or update as a wrapper's check sees it, once converted. */
+export interface StagedCheckItem {
+  /** null for a create. */
+  id: number | null;
+  input: ApiRecord;
+  /** The row as the write leaves it (an update: the stored row with the new values). */
+  row: Record<string, any>;
+  existing: Record<string, any> | null;
+  /** The link fields the input sets (target ids by field name). */
+  links: Map<string, number[]>;
+  /** The links the stored row holds, by field name (empty for a create). */
+  storedLinks: Map<string, number[]>;
+}
+
+/**
+ * A wrapper's checks in a staged create or update (decision 0092): it adds its reads to the
+ * write's read phase; the answer, called with the converted items, refuses (throws) or adds its
+ * guards to the batch, and explains them when one fails.
+ */
+export type StagedCheck = (
+  ctx: WriteContext,
+  phase: ReadPhase,
+  items: Array<{ id: number | null; input: ApiRecord }>,
+) => Promise<(items: StagedCheckItem[]) => Promise<StagedHook | undefined>>;
 
 /**
  * A resource's writes as one read phase and one atomic write batch (decision 0071): two round
  * trips on a remote database, none of them inside an interactive transaction.
  */
 export interface StagedWrites {
+  /** Creates and updates fold NetBox 4.6's `add_tags` / `remove_tags` themselves. */
+  tagEdits?: boolean;
   /** Absent where the model's creates and updates need its hooks (they run in a transaction). */
   create?(ctx: WriteContext, inputs: ApiRecord[], options: StagedOptions): Promise<StagedWritten[]>;
   /** Deletes `ids` (in order; hooks included), or answers "transaction" when it cannot be staged. */

@@ -45,6 +45,16 @@ export async function readJson(c: Ctx): Promise<unknown> {
  * permission checks, so a caller who may not write still gets 403 (not 413) whatever they send.
  */
 export async function readBody(c: Ctx): Promise<ArrayBuffer> {
+  // a write route that runs again on fresh credentials (decision 0089) reads the body it read
+  const read = bodies.get(c.req.raw);
+  if (read) return read;
+  const body = await readBodyOnce(c);
+  bodies.set(c.req.raw, body);
+  return body;
+}
+const bodies = new WeakMap<Request, ArrayBuffer>();
+
+async function readBodyOnce(c: Ctx): Promise<ArrayBuffer> {
   const limit = c.var.services.config.maxBodyBytes;
   await bodyLimit({
     maxSize: limit,

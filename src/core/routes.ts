@@ -21,13 +21,7 @@ import {
   siteModel,
   tenantModel,
 } from "./models/inventory";
-import {
-  createOne,
-  createRecord,
-  inTransaction,
-  mountResource,
-  readContext,
-} from "./rest/handlers";
+import { createOne, inStagedWrite, mountResource, readContext } from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
@@ -348,13 +342,17 @@ function mountTokenProvision(api: Hono<HonoEnv>): void {
       await throttle.succeeded();
       const r = tokenModel.resource;
       let token = "";
-      const id = await inTransaction(c, r, async (ctx) => {
-        const created = (await createRecord(ctx, r, { ...rest, user: user.id })).id;
+      // one read and one atomic write (decision 0092); the login above is what authorises it
+      const [written] = await inStagedWrite(c, async (ctx) => {
+        const made = await r.staged!.create!(ctx, [{ ...rest, user: user.id }], {
+          resource: r,
+          bulk: false,
+          authorised: true,
+        });
         token = ctx.scratch.get(ISSUED_KEY) ?? "";
-        return created;
+        return made;
       });
-      const [record] = await r.load(readContext(c), [id]);
-      return c.json({ ...record, token }, 201);
+      return c.json({ ...written!.record, token }, 201);
     },
   );
 }

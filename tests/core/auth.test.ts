@@ -279,6 +279,21 @@ describe("permissions", () => {
   });
 });
 
+describe("a write run again on fresh grants (decision 0089)", () => {
+  test("reads the body it read: the caller's grants changed by their previous write, the next write still answers", async () => {
+    const me = (await t.json("GET", "/api/users/users/?username=admin")).body.results[0].id;
+    for (let i = 0; i < 3; i++) {
+      // each permission assigned to the caller changes their grants: the next write finds its
+      // cached copy stale and runs again on the fresh one, body and all
+      const r = await t.json("POST", "/api/users/permissions/", {
+        body: { name: `self-${i}`, actions: ["view"], object_types: ["dcim.site"], users: [me] },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      expect(r.body.name).toBe(`self-${i}`);
+    }
+  });
+});
+
 describe("LOGIN_REQUIRED=false", () => {
   test("anonymous callers may read but not write", async () => {
     const open = await makeTestApp({ LOGIN_REQUIRED: "false" });

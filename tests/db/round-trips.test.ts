@@ -237,3 +237,166 @@ test("custom-object writes (NOW as pinned; TARGET ≤ 2)", async () => {
     12,
   );
 });
+
+/** Round trips of a create, then a PATCH and a DELETE of what it made (each ≤ 2). */
+async function crud(path: string, body: () => Record<string, unknown>, patch: () => unknown) {
+  const created = await roundTrips("POST", () => path, body);
+  const id = (await t.json("POST", path, { body: body() })).body.id;
+  const patched = await roundTrips("PATCH", () => `${path}${id}/`, patch);
+  const victims = [
+    (await t.json("POST", path, { body: body() })).body.id,
+    (await t.json("POST", path, { body: body() })).body.id,
+  ];
+  const deleted = await roundTrips("DELETE", () => `${path}${victims.shift()}/`);
+  return { created, patched, deleted };
+}
+
+test("host models with write hooks: tags, owners, users, groups, permissions, webhooks, event rules, tokens — ≤ 2 each (decision 0092)", async () => {
+  const group = (await t.json("POST", "/api/users/groups/", { body: { name: "g-rt" } })).body.id;
+  const me = (await t.json("GET", "/api/users/users/?limit=1")).body.results[0].id;
+  // a permission of the caller's would change their grants: the next write runs again (0089)
+  const other = (await t.json("POST", "/api/users/users/", { body: { username: "rt-other" } })).body
+    .id;
+  const ownerGroup = (await t.json("POST", "/api/users/owner-groups/", { body: { name: "og" } }))
+    .body.id;
+  const hook = (
+    await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "rt-hook", payload_url: "https://example.com/in" },
+    })
+  ).body.id;
+  const counts: Record<string, Record<string, number>> = {
+    tags: await crud(
+      "/api/extras/tags/",
+      () => {
+        const n = next();
+        return { name: `tag ${n}`, slug: `tag-${n}`, object_types: ["dcim.site"] };
+      },
+      () => ({ description: `d${next()}`, object_types: ["dcim.site", "dcim.device"] }),
+    ),
+    owners: await crud(
+      "/api/users/owners/",
+      () => ({ name: `owner ${next()}`, users: [me], user_groups: [group] }),
+      () => ({ description: `d${next()}`, users: [], user_groups: [group] }),
+    ),
+    ownerGroups: await crud(
+      "/api/users/owner-groups/",
+      () => ({ name: `og ${next()}` }),
+      () => ({ description: `d${next()}` }),
+    ),
+    users: await crud(
+      "/api/users/users/",
+      () => ({ username: `u${next()}`, password: "a-long-password-1", groups: [group] }),
+      () => ({ first_name: `f${next()}`, groups: [] }),
+    ),
+    permissions: await crud(
+      "/api/users/permissions/",
+      () => ({
+        name: `p${next()}`,
+        actions: ["view"],
+        object_types: ["dcim.site"],
+        groups: [group],
+        users: [other],
+      }),
+      () => ({ actions: ["view", "change"], object_types: ["dcim.site", "dcim.device"] }),
+    ),
+    webhooks: await crud(
+      "/api/extras/webhooks/",
+      () => ({ name: `hook ${next()}`, payload_url: "https://example.com/x" }),
+      () => ({ description: `d${next()}` }),
+    ),
+    eventRules: await crud(
+      "/api/extras/event-rules/",
+      () => ({
+        name: `rule ${next()}`,
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook,
+      }),
+      () => ({ description: `d${next()}`, object_types: ["dcim.site", "dcim.device"] }),
+    ),
+    choiceSets: await crud(
+      "/api/extras/custom-field-choice-sets/",
+      () => ({ name: `cs ${next()}`, extra_choices: [["a", "A"]] }),
+      () => ({ description: `d${next()}` }),
+    ),
+  };
+  counts.tokens = await crud(
+    "/api/users/tokens/",
+    () => ({ description: `t${next()}` }),
+    () => ({ description: `d${next()}` }),
+  );
+  // token create is its own route (it answers the key): 3, the caller's token read first (0089)
+  delete counts.tokens!.created;
+  const bulkVictims: number[] = (
+    await t.json("POST", "/api/extras/tags/", {
+      body: [1, 2, 3, 4].map((i) => ({ name: `victim tag ${i}`, slug: `victim-tag-${i}` })),
+    })
+  ).body.map((x: { id: number }) => x.id);
+  counts.bulk = {
+    tagsCreated100: await roundTrips(
+      "POST",
+      () => "/api/extras/tags/",
+      () =>
+        Array.from({ length: 100 }, () => {
+          const n = next();
+          return { name: `bulk tag ${n}`, slug: `bulk-tag-${n}`, object_types: ["dcim.site"] };
+        }),
+    ),
+    usersPatched: await roundTrips(
+      "PATCH",
+      () => "/api/users/users/",
+      () => [{ id: me, first_name: `b${next()}` }],
+    ),
+    tagsDeleted: await roundTrips(
+      "DELETE",
+      () => "/api/extras/tags/",
+      () => [{ id: bulkVictims.shift() }, { id: bulkVictims.shift() }],
+      204,
+    ),
+  };
+  // NetBox 4.6's add_tags / remove_tags fold into the same read and batch
+  const tagged = (
+    await t.json("POST", "/api/dcim/sites/", { body: { name: "edits", slug: "edits" } })
+  ).body.id;
+  await t.json("POST", "/api/extras/tags/", { body: { name: "green", slug: "green" } });
+  counts.tagEdits = {
+    created: await roundTrips(
+      "POST",
+      () => "/api/dcim/sites/",
+      () => {
+        const n = next();
+        return { name: `edit ${n}`, slug: `edit-${n}`, add_tags: [{ slug: "green" }] };
+      },
+    ),
+    patched: await roundTrips(
+      "PATCH",
+      () => `/api/dcim/sites/${tagged}/`,
+      () => (next() % 2 ? { add_tags: ["green"] } : { remove_tags: ["green"] }),
+    ),
+    bulkPatched: await roundTrips(
+      "PATCH",
+      () => "/api/dcim/sites/",
+      () => [{ id: tagged, add_tags: ["green"], remove_tags: [] }],
+    ),
+  };
+  // a login issuing a token (no caller token): the user read for the password, then the token
+  // as one read phase and one atomic write — 3, no transaction
+  await t.json("POST", "/api/users/users/", {
+    body: { username: "rt-login", password: "a-long-password-1" },
+  });
+  const login = () =>
+    t.json("POST", "/api/users/tokens/provision/", {
+      token: null,
+      body: { username: "rt-login", password: "a-long-password-1" },
+    });
+  expect((await login()).status).toBe(201);
+  proxy.reset();
+  expect((await login()).status).toBe(201);
+  const provision = proxy.count;
+  expect(ownerGroup).toBeGreaterThan(0);
+  if (process.env.ROUND_TRIPS_LOG) console.log(counts);
+  const over = Object.entries(counts).filter(([, c]) => Object.values(c).some((n) => n > 2));
+  expect(Object.fromEntries(over)).toEqual({});
+  expect(provision).toBeLessThanOrEqual(3);
+});

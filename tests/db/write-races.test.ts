@@ -12,6 +12,7 @@ import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { waitFor } from "../helpers/wait";
+import { userWith } from "../helpers/grants";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -172,4 +173,160 @@ test("answers of staged writes are the objects as GET reads them (relations, tag
   for (const c of put.body) expect(c).toEqual(await get(c.id));
   // a PUT keeps what it does not name (tags, as NetBox does), drops no relation silently
   expect(put.body[0].tags.map((x: { id: number }) => x.id)).toEqual([tag.id]);
+});
+
+/** `race` with the write batches `match` names held until all of them have read. */
+async function raceOn<T>(match: RegExp, writes: Array<() => Promise<T>>): Promise<T[]> {
+  proxy.hold((statements) => statements.some((s) => match.test(s)));
+  try {
+    const running = writes.map((w) => w());
+    await untilHeld(writes.length);
+    proxy.release();
+    return await Promise.all(running);
+  } finally {
+    proxy.release();
+  }
+}
+
+test("host models with hooks (decision 0092): two PATCHes of a user's groups, one 409; a tag's types likewise", async () => {
+  const g1 = (await t.json("POST", "/api/users/groups/", { body: { name: "race-g1" } })).body.id;
+  const g2 = (await t.json("POST", "/api/users/groups/", { body: { name: "race-g2" } })).body.id;
+  const user = (await t.json("POST", "/api/users/users/", { body: { username: "racer" } })).body;
+  const [a, b] = await raceOn(/^update "users"/i, [
+    () => t.json("PATCH", `/api/users/users/${user.id}/`, { body: { groups: [g1] } }),
+    () => t.json("PATCH", `/api/users/users/${user.id}/`, { body: { groups: [g2] } }),
+  ]);
+  expect([a!.status, b!.status].sort()).toEqual([200, 409]);
+  const winner = a!.status === 200 ? a! : b!;
+  const now = (await t.json("GET", `/api/users/users/${user.id}/`)).body;
+  // the winner's groups alone: the loser's link statements rolled back with its UPDATE
+  expect(now).toEqual(winner.body);
+  expect(now.groups.map((g: { id: number }) => g.id)).toEqual([winner === a ? g1 : g2]);
+
+  const tag = (
+    await t.json("POST", "/api/extras/tags/", {
+      body: { name: "race-tag", slug: "race-tag", object_types: ["dcim.site"] },
+    })
+  ).body;
+  const etag = `W/"${tag.last_updated}"`;
+  const [c, d] = await raceOn(/^update "tags"/i, [
+    () =>
+      t.json("PATCH", `/api/extras/tags/${tag.id}/`, {
+        body: { object_types: ["dcim.device"] },
+        headers: { "If-Match": etag },
+      }),
+    () =>
+      t.json("PATCH", `/api/extras/tags/${tag.id}/`, {
+        body: { object_types: ["ipam.prefix"] },
+        headers: { "If-Match": etag },
+      }),
+  ]);
+  expect([c!.status, d!.status].sort()).toEqual([200, 412]);
+  const won = c!.status === 200 ? c! : d!;
+  expect((await t.json("GET", `/api/extras/tags/${tag.id}/`)).body).toEqual(won.body);
+});
+
+test("a group's grants changed while a user joins it: the join answers 409, no grant handed out (decision 0065)", async () => {
+  const group = (await t.json("POST", "/api/users/groups/", { body: { name: "race-vault" } })).body
+    .id;
+  // the group grants what the joiner holds: viewing sites
+  await t.json("POST", "/api/users/permissions/", {
+    body: { name: "vault-view", actions: ["view"], object_types: ["dcim.site"], groups: [group] },
+  });
+  const joiner = await userWith(t, "joiner", [
+    [["view", "change"], "users.user", { id: "$user" }],
+    [["view", "change"], "users.group", null],
+    [["view"], "dcim.site", null],
+  ]);
+  const wider = (
+    await t.json("POST", "/api/users/permissions/", {
+      body: { name: "vault-delete", actions: ["delete"], object_types: ["dcim.site"] },
+    })
+  ).body.id;
+  proxy.hold((statements) => statements.some((s) => /^update "users"/i.test(s)));
+  try {
+    const join = t.json("PATCH", `/api/users/users/${joiner.id}/`, {
+      token: joiner.token,
+      body: { groups: [group] },
+    });
+    await untilHeld(1);
+    // meanwhile the group comes to grant deleting sites, which the joiner does not hold
+    const attached = await t.json("PATCH", `/api/users/permissions/${wider}/`, {
+      body: { groups: [group] },
+    });
+    expect(attached.status).toBe(200);
+    proxy.release();
+    const answer = await join;
+    expect(answer.status, JSON.stringify(answer.body)).toBe(409);
+  } finally {
+    proxy.release();
+  }
+  const me = (await t.json("GET", `/api/users/users/${joiner.id}/`)).body;
+  expect(me.groups).toEqual([]);
+  // asked again, the join is refused: the group now grants more than the joiner holds
+  const again = await t.json("PATCH", `/api/users/users/${joiner.id}/`, {
+    token: joiner.token,
+    body: { groups: [group] },
+  });
+  expect(again.status).toBe(403);
+});
+
+test("an event rule naming a webhook deleted while it was written: 400, no rule pointing nowhere", async () => {
+  const hook = (
+    await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "race-hook", payload_url: "https://example.com/race" },
+    })
+  ).body.id;
+  proxy.hold((statements) => statements.some((s) => /^insert into "event_rules"/i.test(s)));
+  try {
+    const made = t.json("POST", "/api/extras/event-rules/", {
+      body: {
+        name: "race-rule",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook,
+      },
+    });
+    await untilHeld(1);
+    expect((await t.json("DELETE", `/api/extras/webhooks/${hook}/`)).status).toBe(204);
+    proxy.release();
+    const answer = await made;
+    expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+    expect(Object.keys(answer.body)).toEqual(["action_object_id"]);
+  } finally {
+    proxy.release();
+  }
+  const rules = (await t.json("GET", "/api/extras/event-rules/?name=race-rule")).body;
+  expect(rules.count).toBe(0);
+});
+
+test("a webhook deleted while a rule comes to call it: the delete answers 409, the rule keeps its webhook", async () => {
+  const hook = (
+    await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "race-hook-2", payload_url: "https://example.com/race2" },
+    })
+  ).body.id;
+  proxy.hold((statements) => statements.some((s) => /^delete from "webhooks"/i.test(s)));
+  try {
+    const deleted = t.json("DELETE", `/api/extras/webhooks/${hook}/`);
+    await untilHeld(1);
+    const rule = await t.json("POST", "/api/extras/event-rules/", {
+      body: {
+        name: "race-rule-2",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook,
+      },
+    });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    proxy.release();
+    const answer = await deleted;
+    expect(answer.status, JSON.stringify(answer.body)).toBe(409);
+    expect(answer.body.error).toBe("protected");
+  } finally {
+    proxy.release();
+  }
+  expect((await t.json("GET", `/api/extras/webhooks/${hook}/`)).status).toBe(200);
 });

@@ -202,3 +202,66 @@ describe("row 8: passwords", () => {
     expect((await provision("resetter", "my-new-pass")).status).toBe(201);
   });
 });
+
+describe("row 8 in bulk and on delete (staged writes, decision 0092)", () => {
+  test("a bulk PATCH cannot join a group, reset another's password or hand out grants; nothing of it is written", async () => {
+    const vault = (await t.json("POST", "/api/users/groups/", { body: { name: "bulk-vault" } }))
+      .body.id;
+    const victim = await userWith(t, "bulk-victim", []);
+    await t.json("PATCH", `/api/users/users/${victim.id}/`, {
+      body: { password: "victim-pass-2" },
+    });
+    const me = await userWith(t, "bulk-me", [
+      [["view", "change"], "users.user", null],
+      [["view"], "users.group", null],
+      [["add", "change", "view"], "users.objectpermission", null],
+    ]);
+    const joins = await t.json("PATCH", "/api/users/users/", {
+      token: me.token,
+      body: [
+        { id: me.id, first_name: "fine" },
+        { id: victim.id, groups: [vault] },
+      ],
+    });
+    expect(joins.status).toBe(403);
+    const resets = await t.json("PATCH", "/api/users/users/", {
+      token: me.token,
+      body: [
+        { id: me.id, first_name: "fine" },
+        { id: victim.id, password: "attacker-pass-2" },
+      ],
+    });
+    expect(resets.status).toBe(403);
+    expect((await provision("bulk-victim", "attacker-pass-2")).status).toBe(403);
+    const mine = (await t.json("GET", `/api/users/users/${me.id}/`)).body;
+    expect(mine.first_name).toBe("");
+    expect((await t.json("GET", `/api/users/users/${victim.id}/`)).body.groups).toEqual([]);
+    // a permission granting what the writer lacks, made in bulk for themselves: refused whole
+    const grants = await t.json("POST", "/api/users/permissions/", {
+      token: me.token,
+      body: [
+        { name: "bulk-ok", actions: ["view"], object_types: ["users.user"], users: [me.id] },
+        { name: "bulk-wide", actions: ["delete"], object_types: ["dcim.site"], users: [me.id] },
+      ],
+    });
+    expect(grants.status).toBe(403);
+    const made = await t.json("GET", "/api/users/permissions/?name=bulk-ok");
+    expect(made.body.count).toBe(0);
+  });
+
+  test("a superuser account is deleted by a superuser only", async () => {
+    const root = await t.json("POST", "/api/users/users/", {
+      body: { username: "bulk-root", is_superuser: true },
+    });
+    const me = await userWith(t, "deleter", [[["view", "delete"], "users.user", null]]);
+    const r = await t.json("DELETE", `/api/users/users/${root.body.id}/`, { token: me.token });
+    expect(r.status).toBe(403);
+    const bulk = await t.json("DELETE", "/api/users/users/", {
+      token: me.token,
+      body: [{ id: root.body.id }],
+    });
+    expect(bulk.status).toBe(403);
+    expect((await t.json("GET", `/api/users/users/${root.body.id}/`)).status).toBe(200);
+    expect((await t.json("DELETE", `/api/users/users/${root.body.id}/`)).status).toBe(204);
+  });
+});

@@ -19,7 +19,7 @@ import { codename, constraintSets, type ConstraintSet } from "./permissions";
 import { admitted, restrictWhere } from "./restrict";
 
 /** A write a superuser or no user (provisioning, a job) makes is not limited here. */
-const limited = (ctx: WriteContext): AuthUser | null => {
+export const limited = (ctx: WriteContext): AuthUser | null => {
   const user = ctx.auth.user;
   return user && !user.isSuperuser ? user : null;
 };
@@ -69,7 +69,7 @@ async function requireGroupRights(ctx: WriteContext, ids: number[]) {
 }
 
 /** True when `user` holds `name` with constraints at least as wide as `sets` (null: none). */
-function holds(user: AuthUser, name: string, sets: ConstraintSet[] | null): boolean {
+export function holds(user: AuthUser, name: string, sets: ConstraintSet[] | null): boolean {
   if (!user.permissions.has(name)) return false;
   const own = user.constraints?.get(name);
   if (!own) return true; // held unconstrained
@@ -123,7 +123,7 @@ async function checkMembership(ctx: WriteContext, userId: number, before: number
 export function guardUserWrites(resource: Resource): Resource {
   return {
     ...resource,
-    // writes go through the wrapped create/update: none staged around them (decision 0083)
+    // the staged writes carry the same rules (`delegation-staged.ts`; models.ts wires them)
     staged: undefined,
     async create(ctx, input) {
       const id = await resource.create(ctx, input);
@@ -174,7 +174,7 @@ async function checkPermission(
 export function guardPermissionWrites(resource: Resource): Resource {
   return {
     ...resource,
-    // writes go through the wrapped create/update: none staged around them (decision 0083)
+    // the staged writes carry the same rules (`delegation-staged.ts`; models.ts wires them)
     staged: undefined,
     async create(ctx, input) {
       const id = await resource.create(ctx, input);

@@ -15,6 +15,7 @@ import type { WriteContext } from "../rest/resource";
 import { forbidden } from "../errors";
 import { ACTIONS } from "./permissions";
 import { guardPermissionWrites, guardUserWrites } from "./delegation";
+import { stagedPermissionWrites, stagedUserWrites } from "./delegation-staged";
 import { generateToken, generateV2Token, hashToken } from "./tokens";
 import { parseNetwork } from "./networks";
 import { slotKey } from "../slots";
@@ -35,6 +36,8 @@ const userModelBase = defineModel({
   table: users,
   defaultOrdering: ["username"],
   display: (r) => r.username,
+  // throws or passes on what it is given: user writes are staged (decision 0092)
+  validateReadsNothing: true,
   async validate(ctx, values, existing) {
     if (values.isSuperuser === true && !existing?.isSuperuser)
       requireSuperuserFor(ctx, "grant superuser status");
@@ -95,6 +98,8 @@ userResource.delete = async (ctx, id) => {
   if (row?.isSuperuser) requireSuperuserFor(ctx, "delete a superuser account");
   await deleteUser(ctx, id);
 };
+// one read and one batch, the rules of decision 0065 inside them (decision 0092)
+userResource.staged = stagedUserWrites(userModelBase.resource.staged!);
 export const userModel = { ...userModelBase, resource: userResource };
 userModel.info = { ...userModelBase.info, resource: userModel.resource };
 
@@ -200,7 +205,10 @@ const permissionModelBase = defineModel({
 // Assigning a permission hands out what it grants: decision 0065 says who may.
 export const permissionModel = {
   ...permissionModelBase,
-  resource: guardPermissionWrites(permissionModelBase.resource),
+  resource: {
+    ...guardPermissionWrites(permissionModelBase.resource),
+    staged: stagedPermissionWrites(permissionModelBase.resource.staged!),
+  },
 };
 permissionModel.info = { ...permissionModelBase.info, resource: permissionModel.resource };
 /** `allowed_ips`: a list of IPv4/IPv6 networks (CIDR); each must parse. */

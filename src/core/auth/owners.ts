@@ -9,6 +9,8 @@ import { ownerGroups, ownerUserGroups, ownerUsers, owners } from "../../db/schem
 import { ValidationError } from "../errors";
 import { defineModel } from "../models/define";
 import { parseFilterNumber, type FilterSpec, type Lookup } from "../rest/query";
+import type { Executor } from "../../db/client";
+import type { ApiRecord } from "../context";
 
 export const ownerGroupModel = defineModel({
   appLabel: "users",
@@ -39,14 +41,18 @@ export const ownerGroupModel = defineModel({
   ],
   // NetBox's `member_count`: how many owners the group holds.
   async decorate(ctx, rows, records) {
-    const ids = rows.map((r) => r.id as number);
-    const counts = (await ctx.db
-      .select({ groupId: owners.groupId, n: count() })
-      .from(owners)
-      .where(inArray(owners.groupId, ids))
-      .groupBy(owners.groupId)) as { groupId: number; n: number }[];
-    const byGroup = new Map(counts.map((c) => [c.groupId, c.n]));
-    for (const rec of records) rec.member_count = byGroup.get(rec.id as number) ?? 0;
+    memberCounts(
+      records,
+      await memberCountsQuery(
+        ctx.db,
+        rows.map((r) => r.id as number),
+      ),
+    );
+  },
+  // staged writes read the counts in their read phase (decision 0092; a new group has none)
+  async stage(ctx, phase, _inputs, storedIds) {
+    const read = phase.add(memberCountsQuery(ctx.services.db.orm, storedIds));
+    return () => ({ decorate: async (_rows, records) => memberCounts(records, read()) });
   },
   openapi: {
     record: {
@@ -110,6 +116,18 @@ export const ownerModel = defineModel({
     },
   ],
 });
+
+const memberCountsQuery = (db: Executor, ids: number[]) =>
+  db
+    .select({ groupId: owners.groupId, n: count() })
+    .from(owners)
+    .where(inArray(owners.groupId, ids))
+    .groupBy(owners.groupId);
+
+function memberCounts(records: ApiRecord[], counts: Array<{ groupId: number | null; n: number }>) {
+  const byGroup = new Map(counts.map((c) => [c.groupId, c.n]));
+  for (const rec of records) rec.member_count = byGroup.get(rec.id as number) ?? 0;
+}
 
 /** Integer filter values, else 400 keyed by the parameter. */
 function ids(param: string, values: string[]): number[] {

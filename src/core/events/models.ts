@@ -1,12 +1,14 @@
 /** `/api/extras/webhooks/` and `/api/extras/event-rules/` as declarative host models (§7). */
-import { and, count, eq, inArray } from "drizzle-orm";
+import { and, count, eq, inArray, or, sql } from "drizzle-orm";
 import { eventRuleObjectTypes, eventRules, webhooks } from "../../db/schema";
 import { ApiError, ValidationError } from "../errors";
 import { defineModel, recordUrl } from "../models/define";
 import { closedObject, orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import type { Executor } from "../../db/client";
-import type { DeleteHook, WriteContext } from "../rest/resource";
+import type { ApiRecord, DeleteHook, ReadContext, WriteContext } from "../rest/resource";
+import type { StagedModelPart } from "../models/staged";
+import type { ReadPhase } from "../rest/write-batch";
 import { conditionError } from "./conditions";
 import { mayWatch } from "./scope";
 import { headerTemplates } from "./render";
@@ -111,6 +113,10 @@ export const webhookModel = defineModel({
           : "Ensure this value is between 1 and 3600 (seconds).",
     },
   ],
+  // the owner is the writer and the target is checked as written (DNS at delivery): nothing is
+  // read, so webhook writes are staged (one read, one batch; decision 0092)
+  validateReadsNothing: true,
+  writerFields: ["user"],
   async validate(ctx, values, _existing, errors) {
     values.userId = ctx.auth.user?.id ?? null;
     if (typeof values.payloadUrl === "string") {
@@ -234,6 +240,9 @@ export const eventRuleModel = defineModel({
     if (!n) throw new ValidationError({ object_types: ["Select at least one object type."] });
     await requireWatchable(ctx, id);
   },
+  // validate, afterWrite and decorate from one read phase: rule writes are staged (0092)
+  stage: stageEventRule,
+  writerFields: ["user"],
   openapi: {
     record: {
       action_object_type: orNull(ref("ObjectTypeLabel")),
@@ -255,27 +264,116 @@ export const eventRuleModel = defineModel({
           .from(webhooks)
           .where(inArray(webhooks.id, hookIds))
       : [];
-    const byId = new Map(hooks.map((h) => [h.id, h]));
-    const types = await ctx.services.objectTypes.byIds(
-      rows.map((r) => r.actionObjectTypeId as number),
-      ctx.db,
-    );
-    rows.forEach((row, i) => {
-      const rec = records[i]!;
-      const ot = types.get(row.actionObjectTypeId);
-      rec.action_object_type = ot ? otLabel(ot) : null;
-      const hook = byId.get(row.actionObjectId);
-      rec.action_object = hook
-        ? {
-            id: hook.id,
-            url: recordUrl(ctx.baseUrl, "extras/webhooks", hook.id),
-            display: hook.name,
-            name: hook.name,
-          }
-        : null;
-    });
+    await decorateRules(ctx, rows, records, new Map(hooks.map((h) => [h.id, h])));
   },
 });
+
+type Row = Record<string, any>;
+
+/** A rule's `action_object_type` and `action_object` from the webhooks read for it. */
+async function decorateRules(
+  ctx: ReadContext,
+  rows: Row[],
+  records: ApiRecord[],
+  byId: Map<number, { id: number; name: string }>,
+) {
+  const types = await ctx.services.objectTypes.byIds(
+    rows.map((r) => r.actionObjectTypeId as number),
+  );
+  rows.forEach((row, i) => {
+    const rec = records[i]!;
+    const ot = types.get(row.actionObjectTypeId);
+    rec.action_object_type = ot ? otLabel(ot) : null;
+    const hook = byId.get(row.actionObjectId);
+    rec.action_object = hook
+      ? {
+          id: hook.id,
+          url: recordUrl(ctx.baseUrl, "extras/webhooks", hook.id),
+          display: hook.name,
+          name: hook.name,
+        }
+      : null;
+  });
+}
+
+/**
+ * An event rule's staged part (decision 0092): the webhooks its inputs and stored rows name are
+ * read in the write's read phase; `validate` and `afterWrite`'s checks run on the rule as the
+ * write leaves it, and the batch is guarded against its webhook having gone since.
+ */
+async function stageEventRule(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  inputs: ApiRecord[],
+  storedIds: number[],
+) {
+  const named = inputs
+    .map((i) => i.action_object_id)
+    .filter((id): id is number => typeof id === "number" && Number.isInteger(id));
+  const read = phase.add(
+    ctx.services.db.orm
+      .select({ id: webhooks.id, name: webhooks.name })
+      .from(webhooks)
+      .where(
+        or(
+          inArray(webhooks.id, named),
+          inArray(
+            webhooks.id,
+            ctx.services.db.orm
+              .select({ id: eventRules.actionObjectId })
+              .from(eventRules)
+              .where(inArray(eventRules.id, storedIds)),
+          ),
+        ),
+      ),
+  );
+  const webhookType = await ctx.services.objectTypes.ensure("extras", "webhook");
+  return (): StagedModelPart => {
+    const byId = new Map(read().map((h) => [h.id, h]));
+    const used = new Set<number>();
+    const present = () =>
+      ctx.services.db.orm
+        .select({ n: count() })
+        .from(webhooks)
+        .where(inArray(webhooks.id, [...used]));
+    return {
+      async validate(values, existing, links, errors) {
+        values.userId = ctx.auth.user?.id ?? null;
+        const typeId = values.actionObjectTypeId ?? existing?.actionObjectTypeId;
+        const objectId = (values.actionObjectId ?? existing?.actionObjectId) as number;
+        if (typeId !== webhookType.id)
+          return errors.add(
+            "action_object_type",
+            'The action object type of a "webhook" action must be extras.webhook.',
+          );
+        if (!byId.has(objectId))
+          return errors.add("action_object_id", `No webhook with id ${objectId}.`);
+        used.add(objectId);
+        const types = links.get("object_types") ?? [];
+        if (!types.length)
+          throw new ValidationError({ object_types: ["Select at least one object type."] });
+        await requireWatchableTypes(ctx, types);
+      },
+      decorate: (rows, records) => decorateRules(ctx, rows, records, byId),
+      write(batch) {
+        if (used.size)
+          batch.add(
+            ctx.services.db.orm.run(
+              sql`INSERT INTO write_guard (ok) SELECT (${present()}) = ${used.size}`,
+            ),
+          );
+      },
+      async explain() {
+        const [now] = await present();
+        if (used.size && now!.n < used.size)
+          throw new ValidationError({
+            action_object_id: ["The webhook was deleted while this request ran."],
+          });
+        return undefined;
+      },
+    };
+  };
+}
 
 /**
  * Refuses a rule watching a type its owner (the writer) may not view, naming the first such
@@ -283,15 +381,20 @@ export const eventRuleModel = defineModel({
  * hidden run-time type (a custom object type) answers as an unknown one: its existence is not told.
  */
 async function requireWatchable(ctx: WriteContext, ruleId: number): Promise<void> {
-  const user = ctx.auth.user;
   const links = await ctx.db
     .select({ id: eventRuleObjectTypes.objectTypeId })
     .from(eventRuleObjectTypes)
     .where(eq(eventRuleObjectTypes.eventRuleId, ruleId));
-  const types = await ctx.services.objectTypes.byIds(
+  await requireWatchableTypes(
+    ctx,
     links.map((l) => l.id),
-    ctx.db,
   );
+}
+
+/** `requireWatchable` over object type ids (the process's object types: no read warm). */
+async function requireWatchableTypes(ctx: WriteContext, typeIds: number[]): Promise<void> {
+  const user = ctx.auth.user;
+  const types = await ctx.services.objectTypes.byIds(typeIds);
   const host = new Set(ctx.services.models.staticModels().map((m) => otLabel(m)));
   for (const ot of types.values()) {
     if (user && mayWatch(user, ot.appLabel, ot.model)) continue;
@@ -342,10 +445,21 @@ protectRuleActions.stage = (ctx, phase, target) => {
   const read = known ? phase.add(callersQuery(ctx.services.db.orm, known.id, target.id)) : null;
   return async () => {
     const type = known ?? (await ctx.services.objectTypes.ensure("extras", "webhook"));
-    refuseCalled(
-      target,
-      read ? read() : await callersQuery(ctx.services.db.orm, type.id, target.id),
-    );
-    return { write() {} };
+    const callers = () => callersQuery(ctx.services.db.orm, type.id, target.id);
+    refuseCalled(target, read ? read() : await callers());
+    return {
+      // a rule made to call it since the read fails the batch, and is named as above (409)
+      write(batch) {
+        batch.add(
+          ctx.services.db.orm.run(
+            sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS ${callers().limit(1)}`,
+          ),
+        );
+      },
+      async explain() {
+        refuseCalled(target, await callers());
+        return undefined;
+      },
+    };
   };
 };

@@ -39,6 +39,7 @@ import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
 import { stageable, stagedWrites } from "./staged";
 import type { ModelOpenApi } from "../json-schema";
+import type { StagedModelHook } from "./staged";
 
 type FieldType =
   | "string"
@@ -102,6 +103,19 @@ export interface ModelSpec {
    * writes run it too, and the model's writes stay one read and one atomic batch.
    */
   validateReadsNothing?: boolean;
+  /** `decorate` reads nothing (it derives keys from the rows): staged writes run it too. */
+  decorateReadsNothing?: boolean;
+  /**
+   * Fk fields `validate` fills with the acting user (a webhook's or event rule's owner): a staged
+   * write reads that user's nested form in its read phase.
+   */
+  writerFields?: string[];
+  /**
+   * What `validate`, `afterWrite` and `decorate` read, staged (decision 0092): the model's reads
+   * join a staged write's read phase, and the answer checks, decorates and guards from them.
+   * A model with it stages its creates and updates though it has those hooks.
+   */
+  stage?: StagedModelHook;
   /** Runs after insert/update with the final row id. */
   afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
   /** Adds or rewrites keys of serialised records. */
@@ -302,18 +316,22 @@ type Serialize = (
   tags?: Map<unknown, ApiRecord[]>,
   /** The related objects' nested forms by field, when a staged write read them already. */
   known?: Map<string, Map<number, ApiRecord>>,
+  /** Link fields' values by field then row id, when a staged write read them already. */
+  knownLinks?: Map<string, Map<unknown, unknown[]>>,
+  /** `decorate` from what a staged write read (`ModelSpec.stage`). */
+  decorated?: (rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>,
 ) => Promise<ApiRecord[]>;
 
 /** Rows to API records: relations nested, links listed, tags and object type refs resolved. */
 function serializer(m: ModelParts): Serialize {
   const { spec } = m;
-  return async (ctx, rows, tags, known) => {
+  return async (ctx, rows, tags, known, knownLinks, decorated) => {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     const related = known
       ? new Map<string, Map<number, ApiRecord>>(known)
       : await foreignRecords(m, ctx, rows);
-    const links = await linkedRecords(m, ctx, ids);
+    const links = knownLinks ?? (await linkedRecords(m, ctx, ids));
     const tagsOf: Map<unknown, ApiRecord[]> | null = spec.tags
       ? (tags ?? (await loadTags(ctx, await m.objectTypeId(ctx), ids)))
       : null;
@@ -325,7 +343,8 @@ function serializer(m: ModelParts): Serialize {
       rec.last_updated = row.lastUpdated;
       return rec;
     });
-    await spec.decorate?.(ctx, rows, records);
+    if (decorated) await decorated(rows, records);
+    else await spec.decorate?.(ctx, rows, records);
     return records;
   };
 }
@@ -347,7 +366,7 @@ async function foreignRecords(m: ModelParts, ctx: ReadContext, rows: Record<stri
 
 /** Many-to-many and object-type links: by field name, each object's nested targets or labels. */
 async function linkedRecords(m: ModelParts, ctx: ReadContext, ids: number[]) {
-  const links = new Map<string, Map<number, unknown[]>>();
+  const links = new Map<string, Map<unknown, unknown[]>>();
   for (const f of m.spec.fields) {
     if (f.type !== "m2m" && f.type !== "object_types") continue;
     const { table: link, own, other } = f.link!;
@@ -410,7 +429,7 @@ function recordOf(
   row: Record<string, any>,
   read: {
     related: Map<string, Map<number, ApiRecord>>;
-    links: Map<string, Map<number, unknown[]>>;
+    links: Map<string, Map<unknown, unknown[]>>;
     refOf: (id: number) => ObjectTypeRef;
   },
 ): ApiRecord {

@@ -106,6 +106,8 @@ export const choiceSetModel = defineModel({
     { name: "order_alphabetically", type: "boolean", column: choiceSets.orderAlphabetically },
   ],
   openapi: { record: { choices_count: { type: "integer", minimum: 0 } } },
+  // counted from the row: choice set writes are staged (one read, one batch; decision 0092)
+  decorateReadsNothing: true,
   async decorate(_ctx, rows, records) {
     rows.forEach((row, i) => {
       const choices = [...(row.extraChoices as [string, string][])];

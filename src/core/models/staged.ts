@@ -24,6 +24,7 @@ import type {
   ModelInfo,
   ReadContext,
   Resource,
+  StagedCheckItem,
   StagedHook,
   StagedOptions,
   StagedUpdate,
@@ -33,6 +34,7 @@ import type {
 } from "../context";
 import { newIdMarker, newRowId, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "../../db/natural";
+import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -42,6 +44,8 @@ export interface HostModelParts {
     tags?: boolean;
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
+    writerFields?: string[];
+    stage?: StagedModelHook;
     /** A check that reads nothing (`validateReadsNothing`): it may fill `values`. */
     validate?: (
       ctx: WriteContext,
@@ -64,6 +68,8 @@ export interface HostModelParts {
     rows: Record<string, any>[],
     tags: Map<unknown, ApiRecord[]>,
     related: Map<string, Map<number, ApiRecord>>,
+    links?: Map<string, Map<unknown, unknown[]>>,
+    decorated?: (rows: Row[], records: ApiRecord[]) => Promise<void>,
   ): Promise<ApiRecord[]>;
   objectTypeId(ctx: ReadContext): Promise<number>;
   nestedTag(
@@ -79,6 +85,34 @@ interface StagedField {
   required?: boolean;
   readOnly?: boolean;
   related?: string;
+  link?: LinkField["link"];
+}
+
+/**
+ * A model's part in its staged writes (`ModelSpec.stage`): reads added to the phase for the
+ * inputs and the stored rows; the answer, called after the phase ran, stands for the model's
+ * `validate`, `afterWrite` and `decorate`, and may add guards to the batch.
+ */
+export type StagedModelHook = (
+  ctx: WriteContext,
+  phase: ReadPhase,
+  inputs: ApiRecord[],
+  storedIds: number[],
+) => Promise<() => StagedModelPart>;
+
+export interface StagedModelPart {
+  /** `validate` and `afterWrite`'s checks on one converted input (links: as the write leaves them). */
+  validate?(
+    values: Record<string, unknown>,
+    existing: Row | null,
+    links: Links,
+    errors: ErrorCollector,
+  ): Promise<void>;
+  /** `decorate` from what was read. */
+  decorate?(rows: Row[], records: ApiRecord[]): Promise<void>;
+  /** Guards that what the checks read still holds, with how to explain a failed one. */
+  write?(batch: WriteBatch): void;
+  explain?(): Promise<undefined>;
 }
 
 /** Field types a staged write converts without reading (fk targets come from the read phase). */
@@ -93,6 +127,14 @@ const STAGED_TYPES = new Set([
   "datetime",
   "json",
   "color",
+  // hashed in the process
+  "password",
+  // the process's object types (`ObjectTypes` keeps every row it read: no round trip warm)
+  "object_type_ref",
+  "object_type_refs",
+  "object_types",
+  // targets and held links come from the read phase (`staged-links.ts`)
+  "m2m",
 ]);
 
 /** Whether a model's writes can be staged: no hooks that read or write on their own. */
@@ -102,14 +144,20 @@ export function stageable(spec: {
   validateReadsNothing?: boolean;
   afterWrite?: unknown;
   decorate?: unknown;
+  decorateReadsNothing?: boolean;
+  stage?: unknown;
 }): boolean {
+  if (spec.stage) return spec.fields.every((f) => STAGED_TYPES.has(f.type));
   return (
     (!spec.validate || !!spec.validateReadsNothing) &&
     !spec.afterWrite &&
-    !spec.decorate &&
+    (!spec.decorate || !!spec.decorateReadsNothing) &&
     spec.fields.every((f) => STAGED_TYPES.has(f.type))
   );
 }
+
+/** The tag keys of a tagged model's input. */
+const TAG_KEYS = new Set(["tags", "add_tags", "remove_tags"]);
 
 /** Keys every record carries and writes may echo back; ignored on input. */
 const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
@@ -142,6 +190,8 @@ interface Stored {
   /** Each row's `lastUpdated` as read: the batch's guards compare against it. */
   read: Map<number, string | null>;
   tags: Map<number, TagRow[]>;
+  /** Link fields' values and the targets' nested forms as read (and as this write leaves them). */
+  links: LinksFound;
   /** The ids the caller may change (or delete); null when no constraint limits them. */
   actOk: Set<number> | null;
   viewOk: Set<number> | null;
@@ -152,6 +202,12 @@ interface Found {
   related: Map<string, Map<number, ApiRecord>>;
   tagRows: TagRow[];
   viewable: Map<string, Set<number>>;
+  /** Link fields: targets named, and (after `readStored`) the links stored rows hold. */
+  links: LinksFound;
+  /** The stored rows' tags (an update's `readStored` fills it): `remove_tags` works on them. */
+  storedTags?: Map<number, TagRow[]>;
+  /** The model's own staged part (`ModelSpec.stage`), when it has one. */
+  model: StagedModelPart | null;
   rules: Awaited<ReturnType<ReturnType<typeof stageRules>>>;
 }
 
@@ -190,6 +246,7 @@ function admitStored(stored: Stored, id: number, resource: Resource, options: St
   if (!existing || (stored.actOk && !stored.actOk.has(id) && !stored.viewOk?.has(id)))
     throw notFound(`No ${resource.verboseName} with id ${id}.`);
   if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
+  options.admit?.(existing);
   options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
   return existing;
 }
@@ -208,6 +265,7 @@ const idSet = (rows: (() => Array<{ id: unknown }>) | null) =>
 export function stagedWrites(parts: HostModelParts): StagedWrites {
   const writer = new StagedWriter(parts);
   return {
+    tagEdits: true,
     create: (ctx, inputs, options) => writer.create(ctx, inputs, options),
     update: (ctx, items, partial, options) => writer.update(ctx, items, partial, options),
     delete: (ctx, ids, options) => writer.remove(ctx, ids, options),
@@ -223,6 +281,7 @@ class StagedWriter {
   readonly columns: Array<[string, SQLiteColumn]>;
   readonly fkFields: StagedField[];
   readonly fieldsByName: Map<string, StagedField>;
+  readonly links: StagedLinks;
 
   constructor(readonly parts: HostModelParts) {
     this.spec = parts.spec;
@@ -232,6 +291,7 @@ class StagedWriter {
     this.columns = Object.entries(getTableColumns(parts.table)) as Array<[string, SQLiteColumn]>;
     this.fkFields = parts.spec.fields.filter((f) => f.type === "fk");
     this.fieldsByName = new Map(parts.spec.fields.map((f) => [f.name, f]));
+    this.links = new StagedLinks(parts.spec.fields);
   }
 
   orm(ctx: ReadContext) {
@@ -239,7 +299,12 @@ class StagedWriter {
   }
 
   /** The read phase's lookups: related objects named by the inputs (or stored), tags, rules. */
-  async lookups(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]) {
+  async lookups(
+    ctx: WriteContext,
+    phase: ReadPhase,
+    inputs: ApiRecord[],
+    storedIds: number[] = [],
+  ) {
     const related = new Map<string, () => Array<{ id: number; j: string }>>();
     const viewable = new Map<string, () => Set<number>>();
     const infos = new Map<string, ModelInfo>();
@@ -251,6 +316,8 @@ class StagedWriter {
       const ids = inputs
         .map((i) => (Object.hasOwn(i, f.name) ? fkId(i[f.name]) : null))
         .filter((id): id is number => typeof id === "number" && Number.isInteger(id));
+      // a field `validate` fills with the writer: its nested form for the records
+      if (this.spec.writerFields?.includes(f.name) && ctx.auth.user) ids.push(ctx.auth.user.id);
       if (!ids.length) continue;
       const unique = [...new Set(ids)];
       related.set(f.name, phase.add(this.orm(ctx).all(info.nestedSql.select(unique))));
@@ -259,6 +326,10 @@ class StagedWriter {
     }
     const tagRows = this.tagLookup(ctx, phase, inputs);
     const rules = stageRules(ctx, phase, this.spec);
+    const links = await this.links.read(ctx, phase, inputs, [], (app, model, info, ids) =>
+      this.viewableRelated(ctx, phase, app, model, info, ids),
+    );
+    const model = await this.spec.stage?.(ctx, phase, inputs, storedIds);
     return async (): Promise<Found> => {
       // nested forms of the related objects read, by field name
       const out = new Map<string, Map<number, ApiRecord>>();
@@ -269,8 +340,12 @@ class StagedWriter {
           forms.set(Number(r.id), info!.nestedSql!.build(ctx, Number(r.id), JSON.parse(r.j)));
         out.set(f.name, forms);
       }
+      const linksFound = noLinks();
+      links(linksFound);
       return {
         related: out,
+        links: linksFound,
+        model: model?.() ?? null,
         tagRows: tagRows(),
         // per fk field, the named ids the writer may view (absent: all of them)
         viewable: new Map([...viewable].map(([name, ids]) => [name, ids()])),
@@ -323,8 +398,10 @@ class StagedWriter {
 
   /** The tags the inputs name (by id, slug or name) with their scopes, as a read of the phase. */
   tagLookup(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]): () => TagRow[] {
+    const listed = (raw: unknown) => (Array.isArray(raw) ? raw.map(tagRef) : []);
+    // `tags`, and NetBox 4.6's `add_tags` / `remove_tags`
     const refs = this.spec.tags
-      ? inputs.flatMap((i) => (Array.isArray(i.tags) ? i.tags.map(tagRef) : []))
+      ? inputs.flatMap((i) => [...listed(i.tags), ...listed(i.add_tags), ...listed(i.remove_tags)])
       : [];
     const valid = refs.filter((r) => r !== null);
     if (!valid.length) return () => [];
@@ -372,8 +449,15 @@ class StagedWriter {
     const errors = new ErrorCollector();
     const values: Record<string, unknown> = {};
     let tags: TagRow[] | null = null;
+    const links: Links = new Map();
+    const edited = this.foldTagEdits(input, existing, found, objectTypeId);
+    if (edited) tags = edited;
     for (const key of Object.keys(input)) {
-      if (!this.fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+      if (
+        !this.fieldsByName.has(key) &&
+        !READ_ONLY_KEYS.has(key) &&
+        !(spec.tags && TAG_KEYS.has(key))
+      )
         errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {
@@ -397,6 +481,12 @@ class StagedWriter {
         else values[keyOf(f.column!)] = id;
         continue;
       }
+      if (f.type === "m2m" || f.type === "object_types") {
+        const result = await this.links.convert(ctx, f, raw, found.links, existing?.id ?? null);
+        if ("error" in result) errors.add(f.name, result.error);
+        else links.set(f.name, result.value);
+        continue;
+      }
       const result = await this.parts.convertValue(ctx, f, raw);
       if ("error" in result) errors.add(f.name, result.error);
       else values[keyOf(f.column!)] = result.value;
@@ -406,11 +496,58 @@ class StagedWriter {
       if ("error" in res) errors.add("tags", res.error);
       else tags = res.tags.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }
-    // a check that reads nothing (`validateReadsNothing`; `stageable` admits no other)
-    if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
+    // the model's staged checks (`ModelSpec.stage`, over what the phase read: the links as the
+    // write leaves them), else a check that reads nothing (`stageable` admits no other)
+    if (errors.empty && found.model?.validate) {
+      const held = existing ? this.storedLinksOf(found.links, existing.id) : null;
+      await found.model.validate(values, existing, new Map([...(held ?? []), ...links]), errors);
+    } else if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
     this.naturalize(values);
-    return { values, tags };
+    return { values, tags, links };
+  }
+
+  /**
+   * `add_tags` / `remove_tags` (`core/rest/tag-edits.ts`) over the tags the read phase found: the
+   * object's tags with those added and removed, sorted; null when the input has neither.
+   */
+  foldTagEdits(
+    input: ApiRecord,
+    existing: Row | null,
+    found: Found,
+    objectTypeId: number,
+  ): TagRow[] | null {
+    const adding = Object.hasOwn(input, "add_tags");
+    const removing = Object.hasOwn(input, "remove_tags");
+    if (!this.spec.tags || (!adding && !removing)) return null;
+    if (Object.hasOwn(input, "tags"))
+      throw ValidationError.field(
+        "tags",
+        "tags may not be combined with add_tags or remove_tags in the same request.",
+      );
+    if (removing && !existing)
+      throw ValidationError.field(
+        "remove_tags",
+        "remove_tags is only valid when updating an object.",
+      );
+    const resolve = (field: string, raw: unknown) => {
+      const r = this.resolveTags(raw, found.tagRows, objectTypeId);
+      if ("error" in r) throw ValidationError.field(field, r.error);
+      return r.tags;
+    };
+    const added = adding ? resolve("add_tags", input.add_tags) : [];
+    const removed = new Set(
+      (removing ? resolve("remove_tags", input.remove_tags) : []).map((t) => t.id),
+    );
+    if (added.some((t) => removed.has(t.id)))
+      throw ValidationError.field(
+        "add_tags",
+        "The same tag may not appear in both add_tags and remove_tags.",
+      );
+    const held = existing ? (found.storedTags?.get(existing.id) ?? []) : [];
+    const out = new Map<number, TagRow>();
+    for (const t of [...held.filter((t) => !removed.has(t.id)), ...added]) out.set(t.id, t);
+    return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Fills the natural-ordering column from its source field when the write sets that field. */
@@ -475,14 +612,22 @@ class StagedWriter {
     // the routed resource's limits (a wrapper's owner column or scope) are the ones that hold
     const resource = options.resource;
     const objectTypeId = await this.parts.objectTypeId(ctx);
-    const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
+    const addWhere = options.authorised
+      ? undefined
+      : await restrictWhere(ctx, ctx.auth, "add", resource);
     const phase = new ReadPhase();
     const lookedUp = await this.lookups(ctx, phase, inputs);
+    const checked = await options.check?.(
+      ctx,
+      phase,
+      inputs.map((input) => ({ id: null, input })),
+    );
     await phase.run(ctx);
     const found = await lookedUp();
     const now = nextStamp(null);
     const rows: Row[] = [];
     const tags: Array<TagRow[] | null> = [];
+    const links: Links[] = [];
     await eachInput(inputs, options.bulk, async (input) => {
       const c = await this.convert(ctx, input, null, false, found, objectTypeId);
       const row: Row = {};
@@ -491,10 +636,23 @@ class StagedWriter {
       row.created = row.lastUpdated = now;
       rows.push(row);
       tags.push(c.tags);
+      links.push(c.links);
     });
-    const records = await this.newRecords(ctx, rows, tags, found.related);
+    const verdict = await checked?.(
+      rows.map((row, k) => ({
+        id: null,
+        input: inputs[k]!,
+        row,
+        existing: null,
+        links: links[k]!,
+        storedLinks: new Map(),
+      })),
+    );
+    const records = await this.newRecords(ctx, rows, tags, links, found);
     const batch = new WriteBatch();
-    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags);
+    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links);
+    verdict?.write(batch);
+    found.model?.write?.(batch);
     const n = rows.length;
     const texts = stageChanges(
       ctx,
@@ -517,7 +675,7 @@ class StagedWriter {
         n,
         addWhere,
       );
-    await this.runBatch(ctx, batch, "add", new Map(), false);
+    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
     ids.sort((a, b) => a - b);
     return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
   }
@@ -527,7 +685,8 @@ class StagedWriter {
     ctx: WriteContext,
     rows: Row[],
     tags: Array<TagRow[] | null>,
-    related: Map<string, Map<number, ApiRecord>>,
+    links: Links[],
+    found: Found,
   ): Promise<ApiRecord[]> {
     const records: ApiRecord[] = [];
     for (const [i, row] of rows.entries())
@@ -536,7 +695,9 @@ class StagedWriter {
           ctx,
           [{ ...row, id: newIdMarker() }],
           new Map([[newIdMarker(), tags[i] ? this.nestedTags(ctx, tags[i]) : []]]),
-          related,
+          found.related,
+          await this.links.recordLinks(ctx, found.links, [[newIdMarker(), links[i]!]]),
+          decorator(found.model),
         )),
       );
     return records;
@@ -549,6 +710,7 @@ class StagedWriter {
     objectTypeId: number,
     rows: Row[],
     tags: Array<TagRow[] | null>,
+    links: Links[],
   ): number[] {
     const ids: number[] = [];
     for (let s = 0; s < rows.length; s += INSERT_ROWS)
@@ -562,6 +724,9 @@ class StagedWriter {
     const n = rows.length;
     tags.forEach((t, k) => {
       if (t) this.stageTags(ctx, batch, objectTypeId, newRowId(this.tableName, k, n), t, false);
+    });
+    links.forEach((l, k) => {
+      this.links.stage(ctx, batch, newRowId(this.tableName, k, n), l, false);
     });
     return ids;
   }
@@ -645,7 +810,9 @@ class StagedWriter {
       : () => [] as Array<TagRow & { objectId: number }>;
     const mayAct = actWhere ? phase.add(this.admittedQuery(ctx, ids, actWhere)) : null;
     const mayView = viewWhere ? phase.add(this.admittedQuery(ctx, ids, viewWhere)) : null;
-    return (related: Map<string, Map<number, ApiRecord>>): Stored => {
+    const storedLinks = await this.links.read(ctx, phase, [], ids, async () => undefined);
+    return (related: Map<string, Map<number, ApiRecord>>, links: LinksFound): Stored => {
+      storedLinks(links);
       const byId = new Map<number, Row>();
       const read = new Map<number, string | null>();
       for (const row of existingRows()) {
@@ -655,7 +822,7 @@ class StagedWriter {
         read.set(row.id, row.lastUpdated ?? null);
       }
       const tags = tagsByObject(existingTags() as Array<TagRow & { objectId: number }>);
-      return { byId, read, tags, actOk: idSet(mayAct), viewOk: idSet(mayView) };
+      return { byId, read, tags, links, actOk: idSet(mayAct), viewOk: idSet(mayView) };
     };
   }
 
@@ -713,24 +880,44 @@ class StagedWriter {
       ctx,
       phase,
       items.map((i) => i.input),
+      ids,
     );
     const storedRead = await this.readStored(ctx, phase, objectTypeId, ids, changeWhere, viewWhere);
+    const checked = await options.check?.(ctx, phase, items);
     await phase.run(ctx);
     const found = await lookedUp();
-    const stored = storedRead(found.related);
+    const stored = storedRead(found.related, found.links);
+    found.storedTags = stored.tags;
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
+    const seen: StagedCheckItem[] = [];
     await eachInput(items, options.bulk, async ({ id, input }) => {
       const existing = admitStored(stored, id, resource, options);
       const c = await this.convert(ctx, input, existing, partial, found, objectTypeId);
-      changes.push(
-        await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c.values, c.tags),
-      );
+      seen.push({
+        id,
+        input,
+        row: { ...existing, ...c.values },
+        existing,
+        links: c.links,
+        storedLinks: this.storedLinksOf(stored.links, id),
+      });
+      changes.push(await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c));
     });
+    const verdict = await checked?.(seen);
+    verdict?.write(batch);
+    found.model?.write?.(batch);
     const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
     if (changeWhere)
       this.stagePermission(ctx, batch, inArray(this.table.id, ids), ids.length, changeWhere);
-    await this.runBatch(ctx, batch, "change", stored.read, !!options.precondition);
+    await this.runBatch(
+      ctx,
+      batch,
+      "change",
+      stored.read,
+      !!options.precondition,
+      explainers(verdict, found.model),
+    );
     return texts().map((json, k) => ({
       id: changes[k]!.id as number,
       record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),
@@ -749,24 +936,33 @@ class StagedWriter {
     found: Found,
     objectTypeId: number,
     id: number,
-    values: Record<string, unknown>,
-    tags: TagRow[] | null,
+    {
+      values,
+      tags,
+      links,
+    }: { values: Record<string, unknown>; tags: TagRow[] | null; links: Links },
   ): Promise<StagedChange> {
     const existing = stored.byId.get(id)!; // as `admitStored` answered it
     const stamp = nextStamp(existing.lastUpdated);
     const after: Row = { ...existing, ...values, lastUpdated: stamp };
     const beforeTags = stored.tags.get(id) ?? [];
+    const beforeLinks = this.storedLinksOf(stored.links, id);
+    const afterLinks = new Map([...beforeLinks, ...links]);
     const [before] = await this.parts.serialize(
       ctx,
       [existing],
       new Map([[id, this.nestedTags(ctx, beforeTags)]]),
       found.related,
+      await this.links.recordLinks(ctx, stored.links, [[id, beforeLinks]]),
+      decorator(found.model),
     );
     const [post] = await this.parts.serialize(
       ctx,
       [after],
       new Map([[id, this.nestedTags(ctx, tags ?? beforeTags)]]),
       found.related,
+      await this.links.recordLinks(ctx, stored.links, [[id, afterLinks]]),
+      decorator(found.model),
     );
     // conditioned on the stamp read: a write that came between fails the guard after it
     batch.add(
@@ -783,7 +979,17 @@ class StagedWriter {
       this.stageTags(ctx, batch, objectTypeId, id, tags, true);
       stored.tags.set(id, tags);
     }
+    this.links.stage(ctx, batch, id, links, true);
+    for (const [name, targets] of links) {
+      const byOwn = stored.links.stored.get(name) ?? new Map<number, number[]>();
+      stored.links.stored.set(name, byOwn.set(id, targets));
+    }
     return { action: "update", id, prechange: before!, postchange: post! };
+  }
+
+  /** The links stored row `id` holds (as read, or as this write leaves them), by field. */
+  storedLinksOf(found: LinksFound, id: number): Links {
+    return new Map(this.links.fields.map((f) => [f.name, found.stored.get(f.name)?.get(id) ?? []]));
   }
 
   async remove(
@@ -811,6 +1017,7 @@ class StagedWriter {
       deleteWhere,
       viewWhere,
     );
+    const model = await this.spec.stage?.(ctx, phase, [], unique);
     const target = (id: number) => ({ appLabel: this.spec.appLabel, model: this.spec.model, id });
     const hookParts = new Map(
       unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
@@ -818,7 +1025,8 @@ class StagedWriter {
     await phase.run(ctx);
     const staged = await rules();
     const related = new Map(this.fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
-    const stored = storedRead(related);
+    const stored = storedRead(related, noLinks());
+    const decorate = decorator(model?.() ?? null);
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     const explain: StagedHook[] = [];
@@ -830,7 +1038,7 @@ class StagedWriter {
         part.write(batch);
         explain.push(part);
       }
-      changes.push(await this.stageDelete(ctx, batch, stored, related, id, existing));
+      changes.push(await this.stageDelete(ctx, batch, stored, { related, decorate }, id, existing));
     }
     stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
     return this.runBatch(ctx, batch, "delete", stored.read, !!options.precondition, explain);
@@ -841,7 +1049,7 @@ class StagedWriter {
     ctx: WriteContext,
     batch: WriteBatch,
     stored: Stored,
-    related: Map<string, Map<number, ApiRecord>>,
+    read: { related: Map<string, Map<number, ApiRecord>>; decorate: Decorate | undefined },
     id: number,
     existing: Row,
   ): Promise<StagedChange> {
@@ -849,7 +1057,9 @@ class StagedWriter {
       ctx,
       [existing],
       new Map([[id, this.nestedTags(ctx, stored.tags.get(id) ?? [])]]),
-      related,
+      read.related,
+      await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored.links, id)]]),
+      read.decorate,
     );
     batch.add(
       this.orm(ctx)
@@ -861,6 +1071,18 @@ class StagedWriter {
     batch.add(guardChanged(this.orm(ctx)));
     return { action: "delete", id, prechange: before!, postchange: null };
   }
+}
+
+/** The parts whose guards may explain a failed batch. */
+const explainers = (...parts: Array<StagedHook | StagedModelPart | null | undefined>) =>
+  parts.flatMap((p) => (p?.explain ? [{ write() {}, explain: p.explain }] : []));
+
+type Decorate = (rows: Row[], records: ApiRecord[]) => Promise<void>;
+
+/** A model part's `decorate` as the serializer takes it. */
+function decorator(part: StagedModelPart | null): Decorate | undefined {
+  const decorate = part?.decorate;
+  return decorate ? async (rows, records) => decorate(rows, records) : undefined;
 }
 
 /** Moves the related objects' nested forms a row was read with (`__fk_<field>`) into `related`. */

@@ -146,7 +146,7 @@ export interface Written {
 }
 
 /** Creates through the resource and writes the change record (same transaction). */
-export async function createRecord(
+async function createRecord(
   ctx: WriteContext,
   resource: Resource,
   input: ApiRecord,
@@ -702,9 +702,9 @@ function createRoute(resolve: Resolve) {
     await requirePermission(c, "add", r);
     const body = await readJson(c);
     if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-    // add_tags / remove_tags fold into tags inside a transaction (tag-edits.ts)
+    // add_tags / remove_tags: a staged writer folds them itself, else a transaction (tag-edits.ts)
     const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
-    const staged = r.staged?.create && !tagEdits ? r.staged : undefined;
+    const staged = r.staged?.create && (!tagEdits || r.staged.tagEdits) ? r.staged : undefined;
     if (Array.isArray(body)) return createList(c, r, body, staged, tagEdits);
     const input = asObject(body, "body");
     const written: Written = staged
@@ -768,7 +768,8 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
         non_field_errors: ["Bulk update expects a list of objects with an id."],
       });
     if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
-    const staged = r.staged?.update && !body.some(hasTagEdits) ? r.staged : undefined;
+    const staged =
+      r.staged?.update && (r.staged.tagEdits || !body.some(hasTagEdits)) ? r.staged : undefined;
     if (staged) {
       requireNonEmpty(body);
       const items = bulkItems(body);
@@ -799,7 +800,8 @@ function updateRoute(resolve: Resolve, partial: boolean) {
     await requirePermission(c, "change", r);
     const id = parseId(c.req.param("id"));
     const body = asObject(await readJson(c), "body");
-    const staged = r.staged?.update && !hasTagEdits(body) ? r.staged : undefined;
+    const staged =
+      r.staged?.update && (r.staged.tagEdits || !hasTagEdits(body)) ? r.staged : undefined;
     if (staged) {
       const precondition = ifMatch(c);
       const [written] = await inStagedWrite(c, (ctx) =>

@@ -4,14 +4,20 @@
  * set, heartbeats while running, a reaper for expired leases), retries with exponential
  * backoff (a delayed sorted set) and a dead-letter list. See docs/decisions/0018-tasks-queue.md.
  */
-import { and, eq, inArray } from "drizzle-orm";
-import type { Database, Executor } from "../../db/client";
+import { and, eq, inArray, sql } from "drizzle-orm";
+import type { Database, Executor, Queries } from "../../db/client";
 import { jobs } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import type { Logger } from "../logger";
 import type { RedisClient } from "../redis-types";
 import { nonce, parseMessage, type Message } from "./message";
-import { OutboxRelay, type OutboxOptions } from "./outbox";
+import {
+  OutboxRelay,
+  stageOutbox,
+  type OutboxJob,
+  type OutboxOptions,
+  type OutboxRow,
+} from "./outbox";
 
 /** Tuning of a {@link TaskQueue}; every value has a production default. */
 export interface TaskQueueOptions extends OutboxOptions {
@@ -201,9 +207,33 @@ export class TaskQueue {
       options.onCommit?.(() => this.outbox.relayCommitted([row]));
       return { id: row.jobId };
     }
-    const row = await this.db.transaction((tx) => this.outbox.record(tx, job));
+    const row = await this.#recordAlone(job);
     await this.outbox.relayRows([row]);
     return { id: row.jobId };
+  }
+
+  /** The job and its outbox row as one atomic write (one round trip; D1 too: decision 0092). */
+  async #recordAlone(job: OutboxJob): Promise<OutboxRow> {
+    const items: Queries[number][] = [];
+    const after: Array<(results: readonly unknown[]) => void> = [];
+    let row: OutboxRow | undefined;
+    const batch = {
+      add(item: Queries[number], then?: (result: unknown) => void) {
+        const at = items.push(item) - 1;
+        if (then) after.push((results) => then(results[at]));
+      },
+    };
+    const payload = sql`${JSON.stringify(job.payload ?? null)}`;
+    stageOutbox(
+      batch,
+      this.db.orm,
+      job,
+      payload,
+      (r) => (row = { ...r, payload: job.payload ?? null }),
+    );
+    const results = (await this.db.write(items as unknown as Queries)) as unknown as unknown[];
+    for (const then of after) then(results);
+    return row!;
   }
 
   /**
