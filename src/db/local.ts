@@ -16,13 +16,12 @@ import { ReadPool } from "./read-pool";
 import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
-import { installStatementCache } from "./statement-cache";
+import { LocalClient } from "./local-client";
 import type { Queries, Results } from "./client";
 import type { Client, InArgs, InStatement } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import * as schema from "./schema";
 import { FileHealth } from "./file-health";
-import { trackFile } from "./health";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -50,13 +49,8 @@ export async function openDatabase(
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
   const inMemory = url === ":memory:" || path === ":memory:";
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
-  installStatementCache();
-  // One connection, so the PRAGMAs below hold for every statement (see serializeClient).
-  const raw = createClient({
-    url: inMemory ? ":memory:" : url,
-    concurrency: 1,
-    timeout: busyTimeoutMs,
-  });
+  // One connection of our own (decision 0102), so the PRAGMAs below hold for every statement.
+  const raw = new LocalClient(inMemory ? ":memory:" : path);
   if (!inMemory) {
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
@@ -111,7 +105,7 @@ export async function openDatabase(
   // Reads cost no round trip here: each runs as it is (those built on `reader` on the pool, side
   // by side).
   db.read = <T extends Queries>(queries: T) => Promise.all(queries) as Promise<Results<T>>;
-  if (health) trackFile(db, health);
+  if (health) db.fileHealth = health;
   const stamp = walChangeStamp(url);
   db.changeStamp = () => stamp?.() ?? null;
   const group = new GroupCommit({
