@@ -68,10 +68,7 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
     if (fault) {
       noteStorageFault(services, fault, err);
       // A fault of a file deleted or replaced under the server says so (restart, not retry).
-      return answer(
-        c,
-        db.fileHealth.fileProblem() ? databaseFileGone() : storageFaultError(fault),
-      );
+      return answer(c, db.fileHealth.fileProblem() ? databaseFileGone() : storageFaultError(fault));
     }
     const mapped = mapConstraintError(err, null);
     if (mapped) return c.json(mapped.body as object, mapped.statusCode);

@@ -8,13 +8,7 @@
  * last committed state meanwhile. One long write at a time per process; see
  * docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
-import type {
-  Client,
-  InArgs,
-  InStatement,
-  Transaction,
-  TransactionMode,
-} from "@libsql/client";
+import type { Client, InArgs, InStatement, Transaction, TransactionMode } from "@libsql/client";
 import { DatabaseBusyError } from "./client";
 import { LocalClient } from "./local-client";
 import { serializeClient } from "./serialize";

@@ -243,11 +243,12 @@ class LocalTransaction implements Transaction {
   }
 
   async commit(): Promise<void> {
-    const conn = this.#live();
+    const conn = this.#conn;
     try {
-      conn.exec("COMMIT");
+      this.#live().exec("COMMIT");
     } finally {
-      this.#settle(conn);
+      // settled whatever happened (a statement's failure may have rolled it back already)
+      if (conn) this.#settle(conn);
     }
   }
 
@@ -278,8 +279,14 @@ export class LocalClient implements Client {
   #transactionOpen = false;
 
   constructor(path: string) {
-    const db = new Database(path) as unknown as NativeDatabase;
+    let db: NativeDatabase;
     try {
+      db = new Database(path) as unknown as NativeDatabase;
+    } catch (e) {
+      throw toLibsqlError(e);
+    }
+    try {
+      // reads the schema version: a file that is no database fails here, at once
       this.#conn = new Connection(db);
     } catch (e) {
       db.close();
@@ -288,8 +295,7 @@ export class LocalClient implements Client {
   }
 
   #ready(): Connection {
-    if (this.closed || !this.#conn)
-      throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
+    if (this.closed || !this.#conn) throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
     if (this.#transactionOpen)
       throw new LibsqlError(
         "This client's single connection is held by an open transaction.",

@@ -1,7 +1,8 @@
 /**
  * The `Database` over a local libSQL file (WAL, synchronous=NORMAL, busy timeout) or :memory:,
  * on Bun; a remote URL opens `libsql.ts`'s remote implementation. What makes the file fast —
- * one serialised main connection (`serialize.ts`), group commit (`group-commit.ts`), the read
+ * our own client over the connections we open (`local-client.ts`, decision 0102), one
+ * serialised main connection (`serialize.ts`), group commit (`group-commit.ts`), the read
  * pool (`read-pool.ts`), the background connection for long writes (`background.ts`), the
  * checkpointer (`checkpointer.ts`) — lives here, behind the interface (decision 0070).
  */

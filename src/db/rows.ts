@@ -203,4 +203,3 @@ export class SqlResultSet implements ResultSet {
     };
   }
 }
-

@@ -80,7 +80,8 @@ function busyPair(name: string) {
   return { holder, b, stmt };
 }
 
-const countOn = (b: Database) => (b.prepare("SELECT count(*) FROM t").raw(true).all() as number[][])[0]![0];
+const countOn = (b: Database) =>
+  (b.prepare("SELECT count(*) FROM t").raw(true).all() as number[][])[0]![0];
 
 const commitOn = (b: Database) => {
   try {

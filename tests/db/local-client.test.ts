@@ -165,7 +165,10 @@ test("a write refused as busy is halted: the connection's next transaction commi
     await tx.execute({ sql: "INSERT INTO t VALUES (?)", args: [2] });
     await tx.commit();
     // the refused write ran again from the cache, once
-    await client.execute({ sql: "WITH v(x) AS (SELECT ?) INSERT INTO t SELECT x FROM v", args: [3] });
+    await client.execute({
+      sql: "WITH v(x) AS (SELECT ?) INSERT INTO t SELECT x FROM v",
+      args: [3],
+    });
     const rows = await client.execute("SELECT x FROM t ORDER BY x");
     expect(rows.rows.map((r) => r.x)).toEqual([2, 3]);
   } finally {
