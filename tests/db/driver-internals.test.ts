@@ -15,7 +15,7 @@ import {
   renderSql,
   runDdlInGroups,
 } from "../../src/db/driver-internals";
-import Database from "libsql";
+import NativeDatabase from "libsql";
 import { readFileSync } from "node:fs";
 import { openDatabase } from "../../src/db/local";
 
@@ -68,10 +68,10 @@ test("the drivers are pinned exactly (an upgrade is a decision, made with these 
 /** Two connections to one WAL file: `holder` takes the write lock, `b` (busy_timeout 0) meets it. */
 function busyPair(name: string) {
   const path = join(dir, name);
-  const holder = new Database(path);
+  const holder = new NativeDatabase(path);
   holder.exec("PRAGMA journal_mode=WAL");
   holder.exec("CREATE TABLE t (x INTEGER)");
-  const b = new Database(path);
+  const b = new NativeDatabase(path);
   b.exec("PRAGMA busy_timeout=0");
   holder.exec("BEGIN IMMEDIATE");
   const stmt = b.prepare("INSERT INTO t VALUES (?)") as unknown as NativeStatement;
@@ -80,10 +80,10 @@ function busyPair(name: string) {
   return { holder, b, stmt };
 }
 
-const countOn = (b: Database) =>
+const countOn = (b: InstanceType<typeof NativeDatabase>) =>
   (b.prepare("SELECT count(*) FROM t").raw(true).all() as number[][])[0]![0];
 
-const commitOn = (b: Database) => {
+const commitOn = (b: InstanceType<typeof NativeDatabase>) => {
   try {
     b.exec("BEGIN IMMEDIATE");
     b.exec("COMMIT");
