@@ -10,7 +10,7 @@
  */
 import type { Client, InArgs, InStatement, Transaction, TransactionMode } from "@libsql/client";
 import { DatabaseBusyError } from "./client";
-import { LocalClient } from "./local-client";
+import { LocalClient, type SchemaGeneration } from "./local-client";
 import { serializeClient } from "./serialize";
 import { BACKSTOP_PAGES } from "./checkpointer";
 
@@ -66,6 +66,8 @@ export class BackgroundConnection {
   constructor(
     private readonly url: string,
     private readonly busyTimeoutMs: number,
+    /** The database's schema generation, shared with its other connections. */
+    private readonly schema: SchemaGeneration,
     /** After each commit of this connection (`SerializeOptions.committed`). */
     private readonly committed?: () => void,
   ) {}
@@ -77,7 +79,8 @@ export class BackgroundConnection {
 
   #open(): Promise<Client> {
     this.#opening ??= (async () => {
-      const raw = new LocalClient(this.url.replace(/^file:(\/\/)?/, "").split("?")[0]!);
+      const path = this.url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
+      const raw = new LocalClient(path, this.schema);
       try {
         await raw.execute("PRAGMA journal_mode=WAL");
         await raw.execute("PRAGMA synchronous=NORMAL");

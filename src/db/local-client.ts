@@ -42,15 +42,15 @@ interface Cached {
 const MAX_STATEMENTS = 1000;
 
 /**
- * The schema generation of this process: moves whenever one of our connections sees SQLite's
- * `schema_version` change (after a transaction ends, a statement outside one that returns no
- * rows, or a multi-statement script), and again when a transaction that changed it ends. Cached
- * column lists, here and in the read pool (`read-pool.ts`), are read again after their next run
- * once it moved. SQLite itself prepares a statement again when it meets a new schema.
+ * The schema generation of one database's connections in this process (the main and background
+ * connections, the read pool): moves whenever one of them sees SQLite's `schema_version` change
+ * (after a transaction ends, a statement outside one that returns no rows, or a multi-statement
+ * script), and again when a transaction that changed it ends. Cached column lists, here and in
+ * the read pool (`read-pool.ts`), are read again after their next run once it moved. SQLite
+ * itself prepares a statement again when it meets a new schema.
  */
-let generation = 0;
-export function schemaGeneration(): number {
-  return generation;
+export class SchemaGeneration {
+  value = 0;
 }
 
 const BEGIN: Record<TransactionMode, string> = {
@@ -66,7 +66,10 @@ class Connection {
   #schema: unknown;
   #changedInTransaction = false;
 
-  constructor(readonly db: NativeDatabase) {
+  constructor(
+    readonly db: NativeDatabase,
+    private readonly generation: SchemaGeneration,
+  ) {
     this.#schemaVersion = db.prepare("PRAGMA schema_version").raw(true);
     this.#schema = this.#readSchema();
   }
@@ -80,7 +83,7 @@ class Connection {
     const now = this.#readSchema();
     if (now === this.#schema) return;
     this.#schema = now;
-    generation++;
+    this.generation.value++;
     if (this.db.inTransaction) this.#changedInTransaction = true;
   }
 
@@ -89,7 +92,7 @@ class Connection {
     this.noteSchema();
     if (this.#changedInTransaction) {
       this.#changedInTransaction = false;
-      generation++;
+      this.generation.value++;
     }
   }
 
@@ -119,7 +122,7 @@ class Connection {
   run(sql: string, args: InArgs | undefined): ResultSet {
     const entry = this.#prepared(sql);
     const bound = argsToSql(args, "number");
-    const gen = generation;
+    const gen = this.generation.value;
     try {
       if (!entry.reader) {
         const info = entry.stmt.run(bound);
@@ -278,7 +281,8 @@ export class LocalClient implements Client {
   #conn: Connection | null;
   #transactionOpen = false;
 
-  constructor(path: string) {
+  /** `generation` is shared by the connections of one database (`local.ts`). */
+  constructor(path: string, generation = new SchemaGeneration()) {
     let db: NativeDatabase;
     try {
       db = new Database(path) as unknown as NativeDatabase;
@@ -287,7 +291,7 @@ export class LocalClient implements Client {
     }
     try {
       // reads the schema version: a file that is no database fails here, at once
-      this.#conn = new Connection(db);
+      this.#conn = new Connection(db, generation);
     } catch (e) {
       db.close();
       throw toLibsqlError(e);

@@ -17,7 +17,7 @@ import { ReadPool } from "./read-pool";
 import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
-import { LocalClient } from "./local-client";
+import { LocalClient, SchemaGeneration } from "./local-client";
 import type { Queries, Results } from "./client";
 import type { Client, InArgs, InStatement } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
@@ -51,7 +51,9 @@ export async function openDatabase(
   const inMemory = url === ":memory:" || path === ":memory:";
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
   // One connection of our own (decision 0102), so the PRAGMAs below hold for every statement.
-  const raw = new LocalClient(inMemory ? ":memory:" : path);
+  // Cached column lists of all this database's connections follow one schema generation.
+  const generation = new SchemaGeneration();
+  const raw = new LocalClient(inMemory ? ":memory:" : path, generation);
   if (!inMemory) {
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
@@ -69,11 +71,13 @@ export async function openDatabase(
   const health = inMemory ? null : new FileHealth(path);
   const checkpointer = inMemory ? null : new Checkpointer(path, (e) => health?.noteCheckpoint(e));
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
-  const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs, committed);
+  const background = inMemory
+    ? null
+    : new BackgroundConnection(url, busyTimeoutMs, generation, committed);
   // An in-memory database exists on its own connection only: it cannot be shared with threads.
   const pool =
     !inMemory && (options.readPool ?? 0) > 0
-      ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs })
+      ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs, schema: generation })
       : null;
   try {
     await pool?.ready();

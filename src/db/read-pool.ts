@@ -26,7 +26,7 @@ import {
 import AsyncDatabase from "libsql/promise";
 import type { RawRows } from "./client";
 import { argsToSql, fromSql, rowMaker, SqlResultSet, toLibsqlError } from "./rows";
-import { schemaGeneration } from "./local-client";
+import type { SchemaGeneration } from "./local-client";
 
 export interface ReadPoolOptions {
   /** The database's `file:` URL, as the main connection opened it. */
@@ -35,6 +35,8 @@ export interface ReadPoolOptions {
   intMode?: IntMode;
   /** How long a pooled read waits inside SQLite for a lock (on a native thread: no event loop waits). */
   busyTimeoutMs: number;
+  /** The database's schema generation, moved by its writing connections (`local-client.ts`). */
+  schema?: SchemaGeneration;
 }
 
 /** The parts of `libsql/promise` used here (its typings say `any`). */
@@ -193,7 +195,7 @@ class Slot {
     const intMode = this.options.intMode ?? "number";
     const bound = argsToSql(args, intMode);
     const p = await this.#prepared(db, sql);
-    const generation = schemaGeneration();
+    const generation = this.options.schema?.value ?? 0;
     try {
       if (!p.reader) {
         const info = p.stmt.run(bound);

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
-import { LocalClient } from "../../src/db/local-client";
+import { LocalClient, SchemaGeneration } from "../../src/db/local-client";
 import { openDatabase } from "../../src/db/local";
 import { isBusyError } from "../../src/db/client";
 
@@ -59,8 +59,10 @@ test("opening a local database patches no driver: libsql's Database.prototype st
 
 describe("one connection of our own", () => {
   let client: LocalClient;
+  // the generation one database's connections share (`local.ts` makes one per database)
+  const generation = new SchemaGeneration();
   beforeAll(() => {
-    client = new LocalClient(join(dir, "own.db"));
+    client = new LocalClient(join(dir, "own.db"), generation);
   });
   afterAll(() => client.close());
 
@@ -93,7 +95,7 @@ describe("one connection of our own", () => {
   });
 
   test("another of our connections' schema change reaches this one's cached column lists", async () => {
-    const other = new LocalClient(join(dir, "own.db"));
+    const other = new LocalClient(join(dir, "own.db"), generation);
     try {
       await client.execute("CREATE TABLE u (a TEXT)");
       await client.execute("INSERT INTO u VALUES ('x')");
