@@ -40,7 +40,7 @@ import { describeRoute } from "./core/validate";
 import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { baseUrlOf } from "./core/http";
-import { databaseFileGone, fileHealthOf } from "./db/health";
+import { databaseFileGone } from "./db/health";
 import { NETBOX_API_VERSION } from "./core/api-version";
 import { BULK_WRITE_TASK, bulkWriteHandler } from "./core/rest/background";
 
@@ -218,12 +218,10 @@ function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppD
   });
   // A local file deleted or replaced under the server: writes would land in the old, unlinked
   // file and be lost at restart, so they are refused; reads go on (decision 0079).
-  const file = fileHealthOf(db);
-  if (file)
-    app.use("*", async (c, next) => {
-      if (!READ_METHODS.has(c.req.method) && file.fileProblem()) throw databaseFileGone();
-      await next();
-    });
+  app.use("*", async (c, next) => {
+    if (!READ_METHODS.has(c.req.method) && db.fileHealth.fileProblem()) throw databaseFileGone();
+    await next();
+  });
   // The header is read by the generator (not by the middleware's own, looser, check) and echoed below.
   app.use(
     "*",

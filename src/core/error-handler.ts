@@ -7,7 +7,7 @@ import { errorBody } from "../api-error";
 import type { ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { DatabaseBusyError, isBusyError } from "../db/client";
-import { databaseFileGone, fileHealthOf } from "../db/health";
+import { databaseFileGone } from "../db/health";
 import { storageFaultError, storageFaultOf, type StorageFault } from "../db/storage-faults";
 import type { HonoEnv, Services } from "./context";
 import { ApiError } from "./errors";
@@ -19,7 +19,7 @@ const FAULT_LOGGED = slotKey<Map<StorageFault, number>>("app.storage-fault-logge
 
 function noteStorageFault(services: Services, fault: StorageFault, err: unknown) {
   // The health check fails at once, until an integrity check passes again.
-  if (fault === "damaged") fileHealthOf(services.db)?.noteDamaged(err);
+  if (fault === "damaged") services.db.fileHealth.noteDamaged(err);
   const logged = services.state.ensure(FAULT_LOGGED, () => new Map());
   const last = logged.get(fault);
   if (last !== undefined && performance.now() - last < 60_000) return;
@@ -68,10 +68,7 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
     if (fault) {
       noteStorageFault(services, fault, err);
       // A fault of a file deleted or replaced under the server says so (restart, not retry).
-      return answer(
-        c,
-        fileHealthOf(db)?.fileProblem() ? databaseFileGone() : storageFaultError(fault),
-      );
+      return answer(c, db.fileHealth.fileProblem() ? databaseFileGone() : storageFaultError(fault));
     }
     const mapped = mapConstraintError(err, null);
     if (mapped) return c.json(mapped.body as object, mapped.statusCode);

@@ -8,17 +8,10 @@
  * last committed state meanwhile. One long write at a time per process; see
  * docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
-import {
-  createClient,
-  type Client,
-  type InArgs,
-  type InStatement,
-  type Transaction,
-  type TransactionMode,
-} from "@libsql/client";
+import type { Client, InArgs, InStatement, Transaction, TransactionMode } from "@libsql/client";
 import { DatabaseBusyError } from "./client";
+import { LocalClient, type SchemaGeneration } from "./local-client";
 import { serializeClient } from "./serialize";
-import { invalidateStatementCaches } from "./statement-cache";
 import { BACKSTOP_PAGES } from "./checkpointer";
 
 /** Longest stretch a long write holds the event loop between two turns it gives back. */
@@ -73,6 +66,8 @@ export class BackgroundConnection {
   constructor(
     private readonly url: string,
     private readonly busyTimeoutMs: number,
+    /** The database's schema generation, shared with its other connections. */
+    private readonly schema: SchemaGeneration,
     /** After each commit of this connection (`SerializeOptions.committed`). */
     private readonly committed?: () => void,
   ) {}
@@ -84,7 +79,8 @@ export class BackgroundConnection {
 
   #open(): Promise<Client> {
     this.#opening ??= (async () => {
-      const raw = createClient({ url: this.url, concurrency: 1, timeout: this.busyTimeoutMs });
+      const path = this.url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
+      const raw = new LocalClient(path, this.schema);
       try {
         await raw.execute("PRAGMA journal_mode=WAL");
         await raw.execute("PRAGMA synchronous=NORMAL");
@@ -141,8 +137,8 @@ export class BackgroundConnection {
       try {
         await (op === "commit" ? tx.commit() : tx.rollback());
       } finally {
-        // The main connection's cached statements may describe tables this write changed.
-        if (op === "commit") invalidateStatementCaches();
+        // Other connections' cached column lists follow by themselves: our client moves the
+        // schema generation when this transaction changed the schema (`local-client.ts`).
         settle();
       }
     };

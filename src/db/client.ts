@@ -21,6 +21,8 @@
  * - `changeStamp()` changes whenever anything commits, from any connection or process, where the
  *   implementation can tell that without a round trip (a local file); null elsewhere, and caches
  *   must then validate themselves another way.
+ * - `fileHealth` is what the implementation knows about the file under it (decision 0079): a
+ *   local file's watcher; elsewhere `NO_FILE_HEALTH`, which knows of no problem.
  *
  * No member is optional and none is probed: an implementation without the need has a no-op.
  * Implementations: `local.ts` (a file or memory, Bun: group commit, read pool, background
@@ -63,6 +65,34 @@ export interface RawRows {
   rows: unknown[][];
 }
 
+type HealthLog = (level: "error" | "info", msg: string, fields: Record<string, unknown>) => void;
+
+/** The faults of the storage under a database that it notices off the request path (0079). */
+export interface FileHealthReport {
+  /** Null while the file opened is still the one at its path; else what happened to it. */
+  fileProblem(): string | null;
+  /** Why the last checkpoint failed; null while they succeed (or there are none). */
+  readonly checkpointError: string | null;
+  /** The last integrity check's verdict; null before the first one (or where none runs). */
+  readonly integrity: { ok: boolean; detail: string } | null;
+  /** A request met a damaged file: failing until an integrity check passes. */
+  noteDamaged(cause: unknown): void;
+  /** Where fault lines go (the app's logger). */
+  attach(log: HealthLog): void;
+  /** The integrity check now, in the background, and daily after. */
+  scheduleIntegrity(): void;
+}
+
+/** The `fileHealth` of a database with no file of its own to watch (remote, D1, memory). */
+export const NO_FILE_HEALTH: FileHealthReport = Object.freeze({
+  fileProblem: () => null,
+  checkpointError: null,
+  integrity: null,
+  noteDamaged: () => {},
+  attach: () => {},
+  scheduleIntegrity: () => {},
+});
+
 export interface Database {
   /** `local`: a file or :memory: (Bun); `remote`: libSQL/Turso over HTTP; `d1`: Cloudflare D1. */
   readonly kind: "local" | "remote" | "d1";
@@ -86,6 +116,8 @@ export interface Database {
   pace(): Promise<void>;
   /** A stamp that changes with every commit by anyone, or null where none is known for free. */
   changeStamp(): string | null;
+  /** The storage's own faults (a local file's watcher; `NO_FILE_HEALTH` elsewhere). */
+  readonly fileHealth: FileHealthReport;
   close(): Promise<void>;
 }
 

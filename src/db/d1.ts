@@ -6,6 +6,7 @@
 import { drizzle } from "drizzle-orm/d1";
 import {
   InteractiveTransactionUnsupported,
+  NO_FILE_HEALTH,
   type Database,
   type Orm,
   type Queries,
@@ -55,6 +56,7 @@ export function d1Database(binding: D1Binding): Database {
     longWrite: (work) => work(),
     pace: async () => {},
     changeStamp: () => null,
+    fileHealth: NO_FILE_HEALTH,
     async close() {},
   };
 }

@@ -1,8 +1,10 @@
 /**
  * Driver internals in one place (issue 28 item 6): the few spots where Host reads a field of
  * Drizzle that Drizzle does not document (its libSQL session's `client` and `tx`, a database's
- * `dialect`). Each has a fallback that works without the field, the driver versions are pinned
- * exactly in package.json, and `tests/db/driver-internals.test.ts` fails when the fields change.
+ * `dialect`), and the one behaviour of `libsql` our local client leans on beyond its documented
+ * API (a statement is reset when it runs again: `haltBusyStatement`). Each Drizzle field has a
+ * fallback that works without it, the driver versions are pinned exactly in package.json, and
+ * `tests/db/driver-internals.test.ts` fails when any of them changes.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
 import { sql, type SQL } from "drizzle-orm";
@@ -133,4 +135,41 @@ export async function runDdlInGroups(db: Executor, statements: SQL[]): Promise<b
         .join(";\n"),
     );
   return true;
+}
+
+/** The parts of a `libsql` statement that our local client uses (`local-client.ts`). */
+export interface NativeStatement {
+  raw(on?: boolean): NativeStatement;
+  safeIntegers(on?: boolean): NativeStatement;
+  columns(): Array<{ name: string; type: string | null }>;
+  all(args?: unknown): unknown[];
+  run(args?: unknown): { changes: number; lastInsertRowid: number | bigint };
+}
+
+/**
+ * A statement SQLite refused with SQLITE_BUSY is not halted: SQLite keeps it "in progress" so it
+ * can be retried, and `libsql` offers no `reset()`. While it is, the connection's next COMMIT
+ * fails ("SQL statements in progress"). `libsql` resets a statement when it runs it again, so it
+ * is run once more under `PRAGMA query_only`, where SQLite refuses any write before it takes a
+ * lock (SQLITE_READONLY halts the statement) and a read runs to its end. Relies on that reset;
+ * `tests/db/driver-internals.test.ts` fails when it changes.
+ */
+export function haltBusyStatement(
+  db: { exec(sql: string): void; readonly open: boolean },
+  stmt: NativeStatement,
+  bound: unknown,
+): void {
+  if (!db.open) return;
+  try {
+    db.exec("PRAGMA query_only=1");
+    try {
+      stmt.run(bound);
+    } catch {
+      // SQLITE_READONLY (a write, now halted) or the read's own error
+    } finally {
+      db.exec("PRAGMA query_only=0");
+    }
+  } catch {
+    // a connection that cannot run a PRAGMA reports that on its next statement
+  }
 }

@@ -6,6 +6,7 @@
  */
 import { statSync } from "node:fs";
 import AsyncDatabase from "libsql/promise";
+import type { FileHealthReport } from "./client";
 
 /** After the check at start, the integrity check runs daily: it reads every page of the file. */
 const INTEGRITY_EVERY_MS = 24 * 3_600_000;
@@ -27,7 +28,7 @@ const messageOf = (e: unknown) =>
     .split("\n")[0]!
     .slice(0, 300);
 
-export class FileHealth {
+export class FileHealth implements FileHealthReport {
   readonly #opened: { dev: number; ino: number } | null;
   /** Why the last checkpoint failed; null while they succeed. */
   checkpointError: string | null = null;

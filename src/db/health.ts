@@ -3,12 +3,12 @@
  * 0079): the file is still the one opened (not deleted or replaced), checkpoints succeed, the
  * last integrity check (`PRAGMA quick_check`, on a connection of its own, off the event loop)
  * passed. Faults noticed off the request path are logged once when they start and once when
- * they end. `probeWrite` is the write the check makes on any database.
+ * they end (the watcher is `Database.fileHealth`, `file-health.ts`). `probeWrite` is the write the
+ * check makes on any database.
  */
 import { sql } from "drizzle-orm";
 import { ApiError } from "../api-error";
 import type { Database } from "./client";
-import type { FileHealth } from "./file-health";
 
 /** 503 for a write while the file is deleted or replaced under the server (see `fileProblem`). */
 export function databaseFileGone(): ApiError {
@@ -21,18 +21,6 @@ export function databaseFileGone(): ApiError {
     },
     { "Retry-After": "60" },
   );
-}
-
-const files = new WeakMap<Database, FileHealth>();
-
-/** Registers the file health of a local database (`local.ts`). */
-export function trackFile(db: Database, health: FileHealth): void {
-  files.set(db, health);
-}
-
-/** The file health of a local file database; undefined elsewhere (remote, in memory). */
-export function fileHealthOf(db: Database): FileHealth | undefined {
-  return files.get(db);
 }
 
 const HEALTH_TABLE = sql.raw(

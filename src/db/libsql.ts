@@ -5,7 +5,7 @@
  */
 import type { Client } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
-import type { Database, Orm, Queries, Results } from "./client";
+import { NO_FILE_HEALTH, type Database, type Orm, type Queries, type Results } from "./client";
 import * as schema from "./schema";
 
 /** A `Database` whose members a local implementation may replace (the interface's are readonly). */
@@ -40,6 +40,7 @@ export function libsqlDatabase(client: Client, kind: "local" | "remote"): Libsql
     longWrite: (work) => work(),
     pace: async () => {},
     changeStamp: () => null,
+    fileHealth: NO_FILE_HEALTH,
     async close() {
       client.close();
     },

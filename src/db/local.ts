@@ -1,7 +1,8 @@
 /**
  * The `Database` over a local libSQL file (WAL, synchronous=NORMAL, busy timeout) or :memory:,
  * on Bun; a remote URL opens `libsql.ts`'s remote implementation. What makes the file fast —
- * one serialised main connection (`serialize.ts`), group commit (`group-commit.ts`), the read
+ * our own client over the connections we open (`local-client.ts`, decision 0102), one
+ * serialised main connection (`serialize.ts`), group commit (`group-commit.ts`), the read
  * pool (`read-pool.ts`), the background connection for long writes (`background.ts`), the
  * checkpointer (`checkpointer.ts`) — lives here, behind the interface (decision 0070).
  */
@@ -16,13 +17,12 @@ import { ReadPool } from "./read-pool";
 import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
-import { installStatementCache } from "./statement-cache";
+import { LocalClient, SchemaGeneration } from "./local-client";
 import type { Queries, Results } from "./client";
 import type { Client, InArgs, InStatement } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import * as schema from "./schema";
 import { FileHealth } from "./file-health";
-import { trackFile } from "./health";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -50,13 +50,10 @@ export async function openDatabase(
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
   const inMemory = url === ":memory:" || path === ":memory:";
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
-  installStatementCache();
-  // One connection, so the PRAGMAs below hold for every statement (see serializeClient).
-  const raw = createClient({
-    url: inMemory ? ":memory:" : url,
-    concurrency: 1,
-    timeout: busyTimeoutMs,
-  });
+  // One connection of our own (decision 0102), so the PRAGMAs below hold for every statement.
+  // Cached column lists of all this database's connections follow one schema generation.
+  const generation = new SchemaGeneration();
+  const raw = new LocalClient(inMemory ? ":memory:" : path, generation);
   if (!inMemory) {
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
@@ -74,11 +71,13 @@ export async function openDatabase(
   const health = inMemory ? null : new FileHealth(path);
   const checkpointer = inMemory ? null : new Checkpointer(path, (e) => health?.noteCheckpoint(e));
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
-  const background = inMemory ? null : new BackgroundConnection(url, busyTimeoutMs, committed);
+  const background = inMemory
+    ? null
+    : new BackgroundConnection(url, busyTimeoutMs, generation, committed);
   // An in-memory database exists on its own connection only: it cannot be shared with threads.
   const pool =
     !inMemory && (options.readPool ?? 0) > 0
-      ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs })
+      ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs, schema: generation })
       : null;
   try {
     await pool?.ready();
@@ -111,7 +110,7 @@ export async function openDatabase(
   // Reads cost no round trip here: each runs as it is (those built on `reader` on the pool, side
   // by side).
   db.read = <T extends Queries>(queries: T) => Promise.all(queries) as Promise<Results<T>>;
-  if (health) trackFile(db, health);
+  if (health) db.fileHealth = health;
   const stamp = walChangeStamp(url);
   db.changeStamp = () => stamp?.() ?? null;
   const group = new GroupCommit({

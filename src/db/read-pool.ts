@@ -25,8 +25,8 @@ import {
 } from "@libsql/client";
 import AsyncDatabase from "libsql/promise";
 import type { RawRows } from "./client";
-import { rowMaker } from "./rows";
-import { statementCacheGeneration } from "./statement-cache";
+import { argsToSql, fromSql, rowMaker, SqlResultSet, toLibsqlError } from "./rows";
+import type { SchemaGeneration } from "./local-client";
 
 export interface ReadPoolOptions {
   /** The database's `file:` URL, as the main connection opened it. */
@@ -35,6 +35,8 @@ export interface ReadPoolOptions {
   intMode?: IntMode;
   /** How long a pooled read waits inside SQLite for a lock (on a native thread: no event loop waits). */
   busyTimeoutMs: number;
+  /** The database's schema generation, moved by its writing connections (`local-client.ts`). */
+  schema?: SchemaGeneration;
 }
 
 /** The parts of `libsql/promise` used here (its typings say `any`). */
@@ -67,98 +69,6 @@ interface Prepared {
 const MAX_STATEMENTS = 500;
 /** The longest an answer is held back for the ones behind it (see `Slot.#hold`). */
 const HOLD_MS = 1;
-const MIN_SAFE = -9007199254740991n;
-const MAX_SAFE = 9007199254740991n;
-const MIN_INTEGER = -9223372036854775808n;
-const MAX_INTEGER = 9223372036854775807n;
-
-/** SQLite's primary result codes by number, as the client names them (0, "OK", is never an error). */
-const SQLITE_CODES: Array<string | undefined> = [
-  undefined,
-  "SQLITE_ERROR",
-  "SQLITE_INTERNAL",
-  "SQLITE_PERM",
-  "SQLITE_ABORT",
-  "SQLITE_BUSY",
-  "SQLITE_LOCKED",
-  "SQLITE_NOMEM",
-  "SQLITE_READONLY",
-  "SQLITE_INTERRUPT",
-  "SQLITE_IOERR",
-  "SQLITE_CORRUPT",
-  "SQLITE_NOTFOUND",
-  "SQLITE_FULL",
-  "SQLITE_CANTOPEN",
-  "SQLITE_PROTOCOL",
-  "SQLITE_EMPTY",
-  "SQLITE_SCHEMA",
-  "SQLITE_TOOBIG",
-  "SQLITE_CONSTRAINT",
-  "SQLITE_MISMATCH",
-  "SQLITE_MISUSE",
-  "SQLITE_NOLFS",
-  "SQLITE_AUTH",
-  "SQLITE_FORMAT",
-  "SQLITE_RANGE",
-  "SQLITE_NOTADB",
-  "SQLITE_NOTICE",
-  "SQLITE_WARNING",
-];
-
-/** The client's mapping of a driver error (`mapSqliteError`): base code from the raw code. */
-function toLibsqlError(e: unknown): unknown {
-  const err = e as { name?: string; message: string; code?: string; rawCode?: number } | null;
-  if (err?.name !== "SqliteError") return e;
-  const base =
-    err.rawCode === undefined
-      ? "SQLITE_UNKNOWN"
-      : (SQLITE_CODES[err.rawCode & 0xff] ?? `SQLITE_UNKNOWN_${err.rawCode & 0xff}`);
-  return new LibsqlError(err.message, base, err.code, err.rawCode, e as Error);
-}
-
-/** An argument as the client passes it to the driver (`valueToSql`), with the same refusals. */
-function toSql(value: unknown, intMode: IntMode): unknown {
-  if (typeof value === "number") {
-    if (!Number.isFinite(value))
-      throw new RangeError("Only finite numbers (not Infinity or NaN) can be passed as arguments");
-    return value;
-  }
-  if (typeof value === "bigint") {
-    if (value < MIN_INTEGER || value > MAX_INTEGER)
-      throw new RangeError(
-        "bigint is too large to be represented as a 64-bit integer and passed as argument",
-      );
-    return value;
-  }
-  if (typeof value === "boolean")
-    return intMode === "bigint"
-      ? value
-        ? 1n
-        : 0n
-      : intMode === "string"
-        ? value
-          ? "1"
-          : "0"
-        : value
-          ? 1
-          : 0;
-  if (value instanceof ArrayBuffer) return Buffer.from(value);
-  if (value instanceof Date) return value.valueOf();
-  if (value === undefined)
-    throw new TypeError("undefined cannot be passed as argument to the database");
-  return value;
-}
-
-function argsToSql(args: InArgs | undefined, intMode: IntMode): unknown {
-  if (args === undefined) return [];
-  if (Array.isArray(args)) return args.map((v) => toSql(v, intMode));
-  const named: Record<string, unknown> = {};
-  for (const name in args) {
-    const key = name[0] === "@" || name[0] === "$" || name[0] === ":" ? name.substring(1) : name;
-    named[key] = toSql((args as Record<string, unknown>)[name], intMode);
-  }
-  return named;
-}
 
 /** Whether a row holds a number beyond 2^53 with no fraction: an integer the driver may have rounded. */
 function mayBeRounded(rows: unknown[][]): boolean {
@@ -166,23 +76,6 @@ function mayBeRounded(rows: unknown[][]): boolean {
     for (const v of values)
       if (typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v)) return true;
   return false;
-}
-
-/** Converts one row's values in place as the client does (`valueFromSql`): integers per intMode, blobs as ArrayBuffer. */
-function fromSql(values: unknown[], intMode: IntMode): unknown[] {
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (typeof v === "bigint") {
-      if (intMode === "number") {
-        if (v < MIN_SAFE || v > MAX_SAFE)
-          throw new RangeError(
-            "Received integer which cannot be safely represented as a JavaScript number",
-          );
-        values[i] = Number(v);
-      } else if (intMode === "string") values[i] = `${v}`;
-    } else if (v instanceof Buffer) values[i] = v.buffer;
-  }
-  return values;
 }
 
 /**
@@ -203,29 +96,6 @@ async function materialized(db: NativeDatabase, sql: string): Promise<NativeStat
     return stmt.raw(true);
   } catch {
     return null;
-  }
-}
-
-const toJsonValue = (v: unknown) =>
-  typeof v === "bigint" ? `${v}` : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v;
-
-/** `ResultSet` with the same fields and `toJSON` as the client's own. */
-class PooledResultSet implements ResultSet {
-  constructor(
-    readonly columns: string[],
-    readonly columnTypes: string[],
-    readonly rows: Row[],
-    readonly rowsAffected: number,
-    readonly lastInsertRowid: bigint | undefined,
-  ) {}
-  toJSON() {
-    return {
-      columns: this.columns,
-      columnTypes: this.columnTypes,
-      rows: this.rows.map((row) => Array.prototype.map.call(row, toJsonValue)),
-      rowsAffected: this.rowsAffected,
-      lastInsertRowid: this.lastInsertRowid !== undefined ? `${this.lastInsertRowid}` : null,
-    };
   }
 }
 
@@ -325,11 +195,11 @@ class Slot {
     const intMode = this.options.intMode ?? "number";
     const bound = argsToSql(args, intMode);
     const p = await this.#prepared(db, sql);
-    const generation = statementCacheGeneration();
+    const generation = this.options.schema?.value ?? 0;
     try {
       if (!p.reader) {
         const info = p.stmt.run(bound);
-        return new PooledResultSet([], [], [], info.changes, BigInt(info.lastInsertRowid));
+        return new SqlResultSet([], [], [], info.changes, BigInt(info.lastInsertRowid));
       }
       let raw = await p.stmt.all(bound);
       // In the number mode integers come as numbers straight from the driver (a BigInt each,
@@ -359,7 +229,7 @@ class Slot {
       const make = rowMaker(p.columns);
       const rows = new Array<Row>(raw.length);
       for (let i = 0; i < raw.length; i++) rows[i] = make(fromSql(raw[i]!, intMode));
-      return new PooledResultSet(p.columns, p.columnTypes, rows, 0, undefined);
+      return new SqlResultSet(p.columns, p.columnTypes, rows, 0, undefined);
     } catch (e) {
       throw toLibsqlError(e);
     }

@@ -2,7 +2,9 @@
  * The local file's single serialised connection (Bun): every call queues behind the one before,
  * write transactions hold the queue until they settle, and SQLITE_BUSY from another connection is
  * retried asynchronously within a bound. Reads go to the read pool only as their callers say
- * (`Database.reader`, `readRows`; `local.ts`), never by their SQL text.
+ * (`Database.reader`, `readRows`; `local.ts`); locking is decided by what the caller called
+ * (`batch` and `transaction` take the write lock at BEGIN IMMEDIATE; `execute` runs in
+ * autocommit), never by SQL text.
  * Only `local.ts` and `background.ts` use it: it is not part of the `Database` interface.
  */
 import type {
@@ -56,12 +58,6 @@ function afterCommit(options: SerializeOptions) {
 export const INSIDE_TRANSACTION =
   "a query went to the database client from inside an open write transaction, which holds the only connection; run it on the transaction (ctx.db)";
 
-/** Statements that may take the write lock; reads, PRAGMAs and transaction control run as they are. */
-const mayWrite = (sql: string) =>
-  !/^\s*(select|with|pragma|explain|values|begin|commit|end|rollback|savepoint|release|vacuum|attach|detach)\b/i.test(
-    sql,
-  );
-
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */
@@ -82,30 +78,23 @@ async function retryBusy<R>(options: SerializeOptions, attempt: () => Promise<R>
   }
 }
 
-/** One statement (the caller holds the lock); a write runs in a transaction of its own. */
+/**
+ * One statement outside any transaction (the caller holds the lock), run as it is: SQLite's
+ * autocommit makes a write its own transaction. Nothing reads its SQL text: a write refused as
+ * busy comes back as SQLITE_BUSY, the local client has halted it (`local-client.ts`), and
+ * `retryBusy` runs it again. A statement that changed rows has committed them.
+ */
 async function executeOne(
   inner: Client,
   options: SerializeOptions,
   stmt: InStatement | string,
   args?: InArgs,
 ): Promise<ResultSet> {
-  if (options.busyTimeoutMs === undefined || !mayWrite(typeof stmt === "string" ? stmt : stmt.sql))
-    return (
-      args === undefined ? inner.execute(stmt as InStatement) : inner.execute(stmt as string, args)
-    ) as Promise<ResultSet>;
-  // If another connection holds the lock, SQLite refuses the BEGIN IMMEDIATE, which leaves
-  // nothing behind (see statement-cache.ts).
-  const tx = await inner.transaction("write");
-  try {
-    const result = await (args === undefined
-      ? tx.execute(stmt as InStatement)
-      : tx.execute({ sql: stmt as string, args }));
-    await tx.commit();
-    afterCommit(options);
-    return result;
-  } finally {
-    tx.close();
-  }
+  const result = await (args === undefined
+    ? inner.execute(stmt as InStatement)
+    : inner.execute(stmt as string, args));
+  if (result.rowsAffected > 0) afterCommit(options);
+  return result;
 }
 
 /** A transaction that gives the client's lock back (once) when it commits, rolls back or closes. */

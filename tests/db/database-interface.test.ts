@@ -81,6 +81,15 @@ const names = async (db: Database) =>
 
 for (const kind of ["local", "remote", "d1"]) {
   describe(kind, () => {
+    test("fileHealth is a member, never probed: a file's watcher, a neutral one elsewhere", () => {
+      const health = dbs[kind]!.fileHealth;
+      expect(health.fileProblem()).toBeNull();
+      expect(health.checkpointError).toBeNull();
+      health.noteDamaged(new Error("SQLITE_CORRUPT: a test's damage"));
+      // only a local file records damage (until an integrity check passes again)
+      expect(health.integrity?.ok ?? null).toBe(kind === "local" ? false : null);
+    });
+
     test("write: many statements, one round trip, all or nothing", async () => {
       const db = dbs[kind]!;
       const [, trips] = await counted(kind, () =>

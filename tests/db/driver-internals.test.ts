@@ -9,7 +9,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "../../src/db/client";
-import { renderSql, runDdlInGroups } from "../../src/db/driver-internals";
+import {
+  haltBusyStatement,
+  type NativeStatement,
+  renderSql,
+  runDdlInGroups,
+} from "../../src/db/driver-internals";
+import NativeDatabase from "libsql";
+import { readFileSync } from "node:fs";
 import { openDatabase } from "../../src/db/local";
 
 let dir: string;
@@ -50,4 +57,65 @@ test("runDdlInGroups: outside a transaction or with bound values, nothing runs",
     args: [],
   });
   expect(Number(rows[0]!.n)).toBe(0);
+});
+
+test("the drivers are pinned exactly (an upgrade is a decision, made with these tests)", () => {
+  const pkg = JSON.parse(readFileSync(join(import.meta.dir, "../../package.json"), "utf8"));
+  for (const name of ["libsql", "@libsql/client", "drizzle-orm"])
+    expect(pkg.dependencies[name]).toMatch(/^\d+\.\d+\.\d+$/);
+});
+
+/** Two connections to one WAL file: `holder` takes the write lock, `b` (busy_timeout 0) meets it. */
+function busyPair(name: string) {
+  const path = join(dir, name);
+  const holder = new NativeDatabase(path);
+  holder.exec("PRAGMA journal_mode=WAL");
+  holder.exec("CREATE TABLE t (x INTEGER)");
+  const b = new NativeDatabase(path);
+  b.exec("PRAGMA busy_timeout=0");
+  holder.exec("BEGIN IMMEDIATE");
+  const stmt = b.prepare("INSERT INTO t VALUES (?)") as unknown as NativeStatement;
+  expect(() => stmt.run([1])).toThrow(/locked|busy/i);
+  holder.exec("COMMIT");
+  return { holder, b, stmt };
+}
+
+const countOn = (b: InstanceType<typeof NativeDatabase>) =>
+  (b.prepare("SELECT count(*) FROM t").raw(true).all() as number[][])[0]![0];
+
+const commitOn = (b: InstanceType<typeof NativeDatabase>) => {
+  try {
+    b.exec("BEGIN IMMEDIATE");
+    b.exec("COMMIT");
+    return "committed";
+  } catch (e) {
+    b.exec("ROLLBACK");
+    return (e as Error).message;
+  }
+};
+
+test("haltBusyStatement: libsql leaves a statement refused as busy in progress (COMMIT fails) and resets it when it runs again", () => {
+  const { holder, b } = busyPair("busy-left.db");
+  try {
+    // When this passes no more, the driver resets on error itself and the halt is not needed.
+    expect(commitOn(b)).toMatch(/statements in progress/);
+  } finally {
+    holder.close();
+    b.close();
+  }
+});
+
+test("haltBusyStatement: halts it without writing, and the connection's next transaction commits", () => {
+  const { holder, b, stmt } = busyPair("busy-halted.db");
+  try {
+    haltBusyStatement(b, stmt, [1]);
+    expect(commitOn(b)).toBe("committed");
+    expect(countOn(b)).toBe(0);
+    // query_only is off again: writes go on
+    stmt.run([2]);
+    expect(countOn(b)).toBe(1);
+  } finally {
+    holder.close();
+    b.close();
+  }
 });

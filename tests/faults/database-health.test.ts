@@ -18,7 +18,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
-import { fileHealthOf } from "../../src/db/health";
 import { HEALTH, healthJson } from "../healthcheck/helpers";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { waitFor } from "../tasks/harness";
@@ -104,7 +103,7 @@ test("a damaged page is found by the integrity check at start and fails the chec
   closeSync(fd);
 
   const t = await app({ DATABASE_URL: `file:${copy}` });
-  const file = fileHealthOf(t.deps.db)!;
+  const file = t.deps.db.fileHealth;
   await waitFor("the integrity check at start", () => file.integrity !== null, 10_000);
   expect(file.integrity!.ok).toBe(false);
   expect(await database(t)).toContain("the integrity check found damage");

@@ -16,7 +16,6 @@ import { runMigrations } from "../../src/migrations";
 import { waitFor } from "../tasks/harness";
 import { makeTestApp } from "../helpers/app";
 import { createClient } from "@libsql/client";
-import { fileHealthOf } from "../../src/db/health";
 import { HEALTH, healthJson, makeHealthApp } from "../healthcheck/helpers";
 import { httpClient, startServerProcess, type ServerProcess } from "./server-process";
 
@@ -97,7 +96,7 @@ test.skipIf(!mounted)(
       }),
     });
     cleanups.push(() => t.close());
-    const file = fileHealthOf(t.deps.db)!;
+    const file = t.deps.db.fileHealth;
     let n = 0;
     const sites = (count: number) =>
       Array.from({ length: count }, () => {

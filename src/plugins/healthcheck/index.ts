@@ -3,7 +3,6 @@
  * `/livez` and `/readyz`, the four built-in checks and the custom-check contract.
  */
 import type { Services } from "../../core/context";
-import { fileHealthOf } from "../../db/health";
 import type { HostPlugin, InstalledPlugin } from "../types";
 import { CacheBackendHealthCheck } from "./checks/cache";
 import { DatabaseHealthCheck } from "./checks/database";
@@ -50,11 +49,9 @@ export const healthcheckPlugin: HostPlugin = createHealthcheckPlugin();
 /** What the plugin mounts for one app; its runner is made once every plugin is set up. */
 function setupHealthcheck(services: Services, now: () => number): Parts {
   // A local file's integrity check: now (in the background) and daily (decision 0079).
-  const file = fileHealthOf(services.db);
-  if (file) {
-    file.attach((level, msg, fields) => services.logger[level](msg, fields));
-    file.scheduleIntegrity();
-  }
+  const file = services.db.fileHealth;
+  file.attach((level, msg, fields) => services.logger[level](msg, fields));
+  file.scheduleIntegrity();
   // Made once every plugin is set up: the settings may name the checks any of them offers.
   let runner: HealthRunner | null = null;
   const runnerOf = () => {

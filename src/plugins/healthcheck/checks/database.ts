@@ -6,7 +6,7 @@
  * It observes the driver (`file`, `libsql` or `d1`) and the round trip as `latency`.
  */
 import { isBusyError } from "../../../db/client";
-import { fileHealthOf, probeWrite } from "../../../db/health";
+import { probeWrite } from "../../../db/health";
 import { storageFaultOf } from "../../../db/storage-faults";
 import {
   BaseHealthCheckBackend,
@@ -44,7 +44,7 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
         return;
       }
       const fault = storageFaultOf(e);
-      if (fault === "damaged") fileHealthOf(db)?.noteDamaged(e);
+      if (fault === "damaged") db.fileHealth.noteDamaged(e);
       const why = fault
         ? `a write failed: ${WRITE_FAULTS[fault]}`
         : `SELECT 1 failed: ${messageOf(e)}`;
@@ -58,8 +58,7 @@ export class DatabaseHealthCheck extends BaseHealthCheckBackend {
 
   /** The local file's own faults, noticed off the request path. */
   private checkFile() {
-    const file = fileHealthOf(this.services.db);
-    if (!file) return;
+    const file = this.services.db.fileHealth;
     const gone = file.fileProblem();
     if (gone) this.addError(new ServiceUnavailable(gone));
     if (file.checkpointError)
