@@ -16,6 +16,7 @@ import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { waitFor } from "../helpers/wait";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 
@@ -46,6 +47,15 @@ async function writeViaB(method: string, path: string, token: string, body: unkn
   });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/**
+ * Runs both instances' deferred search-index flushes now: an earlier test's custom-object writes
+ * leave one armed, and its statements would land in the next count.
+ */
+async function settleBackground() {
+  await flushSearchIndexesNow(servicesOf(a.app));
+  await flushSearchIndexesNow(servicesOf(b.app));
 }
 
 /** How many sites named `name` the database holds (read through A). */
@@ -227,6 +237,7 @@ describe("a change through instance A is seen by the next read through instance 
       const small = await createApp({ config, db, cache: createCache("memory", {}) });
       const big = "x".repeat(60_000);
       for (const i of [1, 2]) await create(a, "gadget", { title: `big ${i} ${big}` });
+      await settleBackground();
       proxy.reset();
       const res = await small.request(`${BASE}${CO}/gadget/?limit=10`, {
         headers: { authorization: `Token ${a.admin}` },
@@ -247,6 +258,7 @@ describe("a change through instance A is seen by the next read through instance 
   test("and while nothing changes, B's reads stay one round trip", async () => {
     const path = `${CO}/gadget/${objectId}/`;
     await viaB("GET", path, a.admin);
+    await settleBackground();
     proxy.reset();
     expect((await viaB("GET", path, a.admin)).status).toBe(200);
     expect(proxy.count).toBe(1);
@@ -259,6 +271,7 @@ describe("a change through instance A holds for the next write through instance 
     const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "w0", slug: "w0" });
     expect(site.status).toBe(201); // warm: B holds the token and its grants
     await revokeTokensOf("revoked-writer");
+    await settleBackground();
     proxy.reset();
     const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "w1", slug: "w1" });
     expect(after.status).toBe(403);
@@ -313,10 +326,20 @@ describe("a change through instance A holds for the next write through instance 
     expect(
       (await writeViaB("POST", "/api/dcim/sites/", token, { name: "s0", slug: "s0" })).status,
     ).toBe(201);
+    // The first use records the token's `last_used` without holding the answer: let it land
+    // before counting, or it may be counted as one of the next write's round trips.
+    await waitFor(async () => {
+      const mine = (await a.json("GET", "/api/users/tokens/?limit=1000")).body.results.filter(
+        (t: { user: { username: string } }) => t.user.username === "steady-writer",
+      );
+      return mine.length > 0 && mine.every((t: { last_used: string | null }) => t.last_used);
+    });
+    await settleBackground();
     proxy.reset();
     const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "s1", slug: "s1" });
     expect(site.status).toBe(201);
     expect(proxy.count).toBe(2);
+    await settleBackground();
     proxy.reset();
     const patch = await writeViaB("PATCH", `/api/dcim/sites/${site.body.id}/`, token, {
       description: "steady",
