@@ -20,7 +20,12 @@ import {
   stageTagLookup,
   type TagRow,
 } from "../../../core/models/staged";
-import { createManyChecked, writeTransaction } from "../../../core/rest/handlers";
+import {
+  createManyChecked,
+  ensureExists,
+  updateChecked,
+  writeTransaction,
+} from "../../../core/rest/handlers";
 import {
   newIdMarker,
   newRowId,
@@ -805,6 +810,18 @@ async function stagedDelete(
   return runBatch(w, ctx, batch, "delete", stored.read, !!options.precondition, explain);
 }
 
+/** Who writes and why, for the transaction that explains a failed bulk write. */
+const metaOf = ({ auth, requestId, baseUrl, params }: WriteContext) => ({
+  auth,
+  requestId,
+  baseUrl,
+  params,
+});
+
+/** Whether a failed staged bulk write is answered again through a transaction (see below). */
+const explains = (ctx: WriteContext, options: StagedOptions, e: unknown) =>
+  options.bulk && e instanceof ValidationError && ctx.services.db.kind !== "d1";
+
 /**
  * A bulk create that failed (an item invalid, or a key clash inside the batch) is answered as the
  * transaction path answers it where the database has transactions: every item's problems at its
@@ -819,14 +836,37 @@ async function createOrExplain(
   try {
     return await stagedCreate(w, ctx, inputs, options);
   } catch (e) {
-    if (!options.bulk || !(e instanceof ValidationError) || ctx.services.db.kind === "d1") throw e;
+    if (!explains(ctx, options, e)) throw e;
     const resource = options.resource;
-    const { auth, requestId, baseUrl, params } = ctx;
-    const meta = { auth, requestId, baseUrl, params };
-    const written = await writeTransaction(ctx.services, meta, resource, (tx) =>
+    const written = await writeTransaction(ctx.services, metaOf(ctx), resource, (tx) =>
       createManyChecked(tx, resource, inputs),
     );
     return written.map((x) => ({ ...x, record: x.record! }));
+  }
+}
+
+/** `createOrExplain` for a bulk update: each item's problems at its index, as item by item. */
+async function updateOrExplain(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  items: StagedUpdate[],
+  partial: boolean,
+  options: StagedOptions,
+): Promise<StagedWritten[]> {
+  try {
+    return await stagedUpdate(w, ctx, items, partial, options);
+  } catch (e) {
+    if (!explains(ctx, options, e)) throw e;
+    const resource = options.resource;
+    return writeTransaction(ctx.services, metaOf(ctx), resource, async (tx) => {
+      const out: StagedWritten[] = [];
+      await eachInput(items, true, async ({ id, input }) => {
+        await ensureExists(tx, resource, id, "change");
+        const written = await updateChecked(tx, resource, id, input, partial);
+        out.push({ ...written, record: written.record! });
+      });
+      return out;
+    });
   }
 }
 
@@ -834,7 +874,7 @@ async function createOrExplain(
 export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
   return {
     create: (ctx, inputs, options) => createOrExplain(w, ctx, inputs, options),
-    update: (ctx, items, partial, options) => stagedUpdate(w, ctx, items, partial, options),
+    update: (ctx, items, partial, options) => updateOrExplain(w, ctx, items, partial, options),
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
   };
 }
