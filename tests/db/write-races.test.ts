@@ -55,11 +55,8 @@ async function untilHeld(n: number) {
 }
 
 /** Runs `writes` with their write batches held until all of them have read, then lets them go. */
-async function race<T>(
-  writes: Array<() => Promise<T>>,
-  held: RegExp = /^(update|delete from) "sites"/i,
-): Promise<T[]> {
-  proxy.hold((statements) => statements.some((s) => held.test(s)));
+async function race<T>(writes: Array<() => Promise<T>>): Promise<T[]> {
+  proxy.hold((statements) => statements.some((s) => /^(update|delete from) "sites"/i.test(s)));
   try {
     const running = writes.map((w) => w());
     await untilHeld(writes.length);
@@ -333,6 +330,7 @@ test("a webhook deleted while a rule comes to call it: the delete answers 409, t
     proxy.release();
   }
   expect((await t.json("GET", `/api/extras/webhooks/${hook}/`)).status).toBe(200);
+});
 
 describe("custom objects (decision 0090)", () => {
   const heldWrites = /^(update|delete from|insert into) "co_\d+"/i;
@@ -358,11 +356,11 @@ describe("custom objects (decision 0090)", () => {
 
   test("two PATCHes of one object from the same read: one 200, the other 409, nothing lost", async () => {
     const thing = await newThing();
-    const [a, b] = await race(
+    const [a, b] = await raceOn(
+      heldWrites,
       ["first", "second"].map(
         (note) => () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note } }),
       ),
-      heldWrites,
     );
     expect([a!.status, b!.status].sort()).toEqual([200, 409]);
     const loser = a!.status === 409 ? a! : b!;
@@ -379,7 +377,8 @@ describe("custom objects (decision 0090)", () => {
   test("with If-Match of the same ETag: one 200, the other 412", async () => {
     const thing = await newThing();
     const etag = `W/"${thing.last_updated}"`;
-    const [a, b] = await race(
+    const [a, b] = await raceOn(
+      heldWrites,
       ["one", "two"].map(
         (note) => () =>
           t.json("PATCH", `${CO}/racer/${thing.id}/`, {
@@ -387,7 +386,6 @@ describe("custom objects (decision 0090)", () => {
             headers: { "If-Match": etag },
           }),
       ),
-      heldWrites,
     );
     expect([a!.status, b!.status].sort()).toEqual([200, 412]);
     const stale = await t.json("PATCH", `${CO}/racer/${thing.id}/`, {
@@ -401,13 +399,10 @@ describe("custom objects (decision 0090)", () => {
 
   test("a DELETE racing a PATCH: one wins, the other answers 409", async () => {
     const thing = await newThing();
-    const [patched, deleted] = await race(
-      [
-        () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note: "kept?" } }),
-        () => t.json("DELETE", `${CO}/racer/${thing.id}/`),
-      ],
-      heldWrites,
-    );
+    const [patched, deleted] = await raceOn(heldWrites, [
+      () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note: "kept?" } }),
+      () => t.json("DELETE", `${CO}/racer/${thing.id}/`),
+    ]);
     expect([
       [200, 409],
       [409, 204],
@@ -420,9 +415,9 @@ describe("custom objects (decision 0090)", () => {
   test("two creates of one unique title: the unique index refuses the second inside its batch (400)", async () => {
     await newThing();
     const title = `twice ${++serial}`;
-    const [a, b] = await race(
-      [1, 2].map(() => () => t.json("POST", `${CO}/racer/`, { body: { title } })),
+    const [a, b] = await raceOn(
       heldWrites,
+      [1, 2].map(() => () => t.json("POST", `${CO}/racer/`, { body: { title } })),
     );
     expect([a!.status, b!.status].sort()).toEqual([201, 400]);
     const refused = a!.status === 400 ? a! : b!;

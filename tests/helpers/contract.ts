@@ -512,8 +512,9 @@ export function contractSuite(
     });
 
     if (options.customObjectWrites === false)
-      // Objects are written without a transaction (decision 0090); defining their types (choice
-      // sets, types, fields, schema apply) still needs one, so the block below cannot set up.
+      // Objects are written without a transaction (decision 0090); defining their types (types,
+      // fields, schema apply) still needs one, so the block below cannot set up.
+
       describe("custom objects plugin without an interactive transaction", () => {
         test("custom object types answer 501 not_available_on_this_database, reads answer", async () => {
           // choice sets are host models staged as one read and one batch (decision 0092)
