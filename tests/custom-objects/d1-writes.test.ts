@@ -146,6 +146,13 @@ test("create, bulk create, update, bulk update and delete of custom objects on D
   expect(put.status, JSON.stringify(put.body)).toBe(200);
   expect(put.body[0]).toMatchObject({ title: "Beta 2", site: null });
 
+  // NetBox 4.6's add_tags / remove_tags
+  const untagged = await json("PATCH", `${CO}/kit/${one.body.id}/`, { remove_tags: ["green"] });
+  expect(untagged.status, JSON.stringify(untagged.body)).toBe(200);
+  expect(untagged.body.tags).toEqual([]);
+  const retagged = await json("PATCH", `${CO}/kit/${one.body.id}/`, { add_tags: ["green"] });
+  expect(retagged.body.tags.map((t: { slug: string }) => t.slug)).toEqual(["green"]);
+
   // a unique clash and a bad value: 400s from the batch and from validation, nothing written
   const clash = await json("POST", `${CO}/kit/`, { title: "Alpha" });
   expect(clash.status).toBe(400);
@@ -163,7 +170,7 @@ test("create, bulk create, update, bulk update and delete of custom objects on D
   );
   expect(
     changes.body.results.map((c: { action: { value: string } }) => c.action.value).sort(),
-  ).toEqual(["create", "delete", "update"]);
+  ).toEqual(["create", "delete", "update", "update", "update"]);
   expect((await json("GET", `${CO}/kit/`)).body.count).toBe(2);
   expect(transactions).toBe(0);
 });

@@ -261,6 +261,21 @@ test("custom-object writes: POST, bulk of 100, PATCH, PUT, DELETE — ≤ 2 each
       () => [{ id: one, title: `q${next()}`, site: null }],
     ),
   ).toBeLessThanOrEqual(2);
+  // NetBox 4.6's add_tags / remove_tags fold into the same read and batch
+  expect(
+    await roundTrips(
+      "PATCH",
+      () => `${CO}/rack/${one}/`,
+      () => (next() % 2 ? { add_tags: ["blue"] } : { remove_tags: ["blue"] }),
+    ),
+  ).toBeLessThanOrEqual(2);
+  expect(
+    await roundTrips(
+      "POST",
+      () => `${CO}/rack/`,
+      () => ({ title: `e${next()}`, add_tags: [{ slug: "blue" }] }),
+    ),
+  ).toBeLessThanOrEqual(2);
   const victims: number[] = [];
   for (let i = 0; i < 2; i++) {
     const v = (await create(t, "rack", rack())).id;

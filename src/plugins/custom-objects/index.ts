@@ -123,6 +123,7 @@ function liveResource(
         stagedFirst(ctx, options, (raw, o) => raw.staged!.update!(ctx, items, partial, o)),
       delete: (ctx, ids, options) =>
         stagedFirst(ctx, options, (raw, o) => raw.staged!.delete(ctx, ids, o)),
+      tagEdits: true,
     },
   };
 

@@ -12,6 +12,7 @@ import { restrictWhere } from "../../../core/auth/restrict";
 import { codename } from "../../../core/auth/permissions";
 import { stageChanges, type StagedChange } from "../../../core/changes/record";
 import { stageRules } from "../../../core/events/dispatch";
+import { foldTagEdits as foldTagEditsLive } from "../../../core/rest/tag-edits";
 import {
   eachInput,
   outsideConstraints,
@@ -159,6 +160,12 @@ class PhaseLookups implements Lookups {
     readonly owners: TargetFound | null,
     readonly tagRows: TagRow[],
   ) {}
+
+  /** Adds tags an object holds already (its stored tags) to those the conversion may name. */
+  learnTags(held: TagRow[]) {
+    for (const t of held)
+      if (!this.tagRows.some((x) => x.id === t.id)) this.tagRows.push({ ...t, scope: null });
+  }
 
   /** Each choice set's value → label, as the preflight read them. */
   readonly choicePairs = new Map<number, Map<string, string>>();
@@ -549,6 +556,49 @@ async function runBatch(
   }
 }
 
+/**
+ * NetBox 4.6's `add_tags` / `remove_tags` (`core/rest/tag-edits.ts`) folded into `tags` over the
+ * read phase: the stored tags (riding on the row) with those added and removed.
+ */
+function foldTagEdits(
+  w: ObjectWriter,
+  look: PhaseLookups,
+  input: ApiRecord,
+  existing: Row | null,
+): ApiRecord {
+  const adding = Object.hasOwn(input, "add_tags");
+  const removing = Object.hasOwn(input, "remove_tags");
+  if (!adding && !removing) return input;
+  const { add_tags, remove_tags, ...rest } = input;
+  if (Object.hasOwn(input, "tags"))
+    throw ValidationError.field(
+      "tags",
+      "tags may not be combined with add_tags or remove_tags in the same request.",
+    );
+  if (removing && !existing)
+    throw ValidationError.field(
+      "remove_tags",
+      "remove_tags is only valid when updating an object.",
+    );
+  const label = `${APP_LABEL}.${w.slug}`;
+  const resolve = (field: string, raw: unknown) => {
+    const r = resolveTagRows(raw, look.tagRows, w.cot.objectTypeId!, label);
+    if ("error" in r) throw ValidationError.field(field, r.error);
+    return r.tags.map((t) => t.id);
+  };
+  const added = adding ? resolve("add_tags", add_tags) : [];
+  const removed = removing ? resolve("remove_tags", remove_tags) : [];
+  if (added.some((id) => removed.includes(id)))
+    throw ValidationError.field(
+      "add_tags",
+      "The same tag may not appear in both add_tags and remove_tags.",
+    );
+  const held = existing ? (JSON.parse(existing.__tags ?? "[]") as TagRow[]) : [];
+  look.learnTags(held);
+  const kept = held.map((t) => t.id).filter((id) => !removed.includes(id));
+  return { ...rest, tags: [...new Set([...kept, ...added])] };
+}
+
 async function stagedCreate(
   w: ObjectWriter,
   ctx: WriteContext,
@@ -566,7 +616,14 @@ async function stagedCreate(
   const converted: Converted[] = [];
   const rows: Row[] = [];
   await eachInput(inputs, options.bulk, async (input) => {
-    const c = await w.convert(ctx, input, null, false, undefined, look);
+    const c = await w.convert(
+      ctx,
+      foldTagEdits(w, look, input, null),
+      null,
+      false,
+      undefined,
+      look,
+    );
     converted.push(c);
     rows.push(rowAfter(w, look, { ...w.insertParams(c.values, now), __tags: "[]" }, c));
   });
@@ -688,7 +745,8 @@ async function stagedUpdate(
   const changes: StagedChange[] = [];
   await eachInput(items, options.bulk, async ({ id, input }) => {
     const existing = admitStored(stored, id, resource, options);
-    const c = await w.convert(ctx, input, existing, partial, undefined, look);
+    const folded = foldTagEdits(w, look, input, existing);
+    const c = await w.convert(ctx, folded, existing, partial, undefined, look);
     changes.push(await stageUpdate(w, ctx, batch, stored, look, id, c));
   });
   const texts = stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
@@ -822,6 +880,9 @@ const metaOf = ({ auth, requestId, baseUrl, params }: WriteContext) => ({
 const explains = (ctx: WriteContext, options: StagedOptions, e: unknown) =>
   options.bulk && e instanceof ValidationError && ctx.services.db.kind !== "d1";
 
+const hasTagEdits = (input: ApiRecord) =>
+  Object.hasOwn(input, "add_tags") || Object.hasOwn(input, "remove_tags");
+
 /**
  * A bulk create that failed (an item invalid, or a key clash inside the batch) is answered as the
  * transaction path answers it where the database has transactions: every item's problems at its
@@ -836,7 +897,7 @@ async function createOrExplain(
   try {
     return await stagedCreate(w, ctx, inputs, options);
   } catch (e) {
-    if (!explains(ctx, options, e)) throw e;
+    if (!explains(ctx, options, e) || inputs.some(hasTagEdits)) throw e;
     const resource = options.resource;
     const written = await writeTransaction(ctx.services, metaOf(ctx), resource, (tx) =>
       createManyChecked(tx, resource, inputs),
@@ -862,7 +923,9 @@ async function updateOrExplain(
       const out: StagedWritten[] = [];
       await eachInput(items, true, async ({ id, input }) => {
         await ensureExists(tx, resource, id, "change");
-        const written = await updateChecked(tx, resource, id, input, partial);
+        const current = hasTagEdits(input) ? ((await resource.load(tx, [id]))[0] ?? null) : null;
+        const folded = await foldTagEditsLive(tx, resource, input, current);
+        const written = await updateChecked(tx, resource, id, folded, partial);
         out.push({ ...written, record: written.record! });
       });
       return out;
@@ -876,5 +939,6 @@ export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
     create: (ctx, inputs, options) => createOrExplain(w, ctx, inputs, options),
     update: (ctx, items, partial, options) => updateOrExplain(w, ctx, items, partial, options),
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
+    tagEdits: true,
   };
 }
