@@ -96,7 +96,10 @@ const dropTags: DeleteHook = async (ctx, target) => {
 };
 // staged (decision 0071): the object's tags go in the delete's batch
 dropTags.stage = (ctx, _phase, target) => async () => {
-  const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model);
+  const ot =
+    target.objectTypeId !== undefined
+      ? { id: target.objectTypeId }
+      : await ctx.services.objectTypes.byLabel(target.appLabel, target.model);
   return {
     write(batch) {
       if (ot)

@@ -312,7 +312,13 @@ export type DeleteHook = ((ctx: WriteContext, target: DeleteTarget) => Promise<v
    */
   stage?: (ctx: WriteContext, phase: ReadPhase, target: DeleteTarget) => () => Promise<StagedHook>;
 };
-type DeleteTarget = { appLabel: string; model: string; id: number };
+type DeleteTarget = {
+  appLabel: string;
+  model: string;
+  id: number;
+  /** The target's object type id when the deleting write knows it (a custom object's type). */
+  objectTypeId?: number;
+};
 
 /** A delete hook's part of a staged delete. */
 export interface StagedHook {

@@ -67,10 +67,12 @@ describe("group commit", () => {
     expect(await changesFor("bulk-a")).toBe(0);
   });
 
-  test("a lone write still runs on its own (one transaction)", async () => {
+  test("a lone write still runs on its own (one write batch; no transaction since decision 0090)", async () => {
     transactions = 0;
+    batches = 0;
     expect((await post({ title: "alone" })).status).toBe(201);
-    expect(transactions).toBe(1);
+    expect(transactions).toBe(0);
+    expect(batches).toBe(1);
   });
 });
 

@@ -73,9 +73,12 @@ describe("bulk create", () => {
       { transactions: true },
     );
     expect(r!.status).toBe(201);
-    expect(single).toBeLessThanOrEqual(4);
-    // one preflight, one reference check and one INSERT per 100 rows, the change records in one
-    expect(bulk).toBeLessThanOrEqual(10);
+    // one read (the type's shape and choices, the site's nested form, the caller's token) and one
+    // write batch (the type's shape guard, the INSERT, the change record): decision 0090
+    expect(single).toBeLessThanOrEqual(6);
+    // one read (preflight, the sites' nested forms, the token), then one batch: the shape guard,
+    // one INSERT per 100 rows and the change records per 100
+    expect(bulk).toBeLessThanOrEqual(12);
   });
 
   test("answers every record in order and logs one change per object with its record", async () => {

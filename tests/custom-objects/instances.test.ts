@@ -255,6 +255,23 @@ describe("instances: all 13 field types", () => {
     expect((await t.json("GET", `${CO}/all_types/`)).body.count).toBe(before);
   });
 
+  test("a bulk update whose item takes another's unique value answers at that item's index", async () => {
+    const [a, b] = (
+      await t.json("POST", `${CO}/all_types/`, { body: [{ title: "Uq a" }, { title: "Uq b" }] })
+    ).body;
+    const r = await t.json("PATCH", `${CO}/all_types/`, {
+      body: [
+        { id: a.id, count: 2 },
+        { id: b.id, title: "Uq a" },
+      ],
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([
+      { index: 1, errors: { title: [expect.stringContaining("already exists")] } },
+    ]);
+    expect((await t.json("GET", `${CO}/all_types/${a.id}/`)).body.count).toBeNull();
+  });
+
   test("tags on instances", async () => {
     const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "Blue", slug: "blue" } });
     const o = await create(t, "all_types", { title: "Tagged", tags: [{ slug: "blue" }] });

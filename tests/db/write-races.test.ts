@@ -4,7 +4,7 @@
  * have read, so both base their write on the same read. One wins; the other answers 409
  * (`write_conflict`), or 412 when it sent `If-Match`; nothing is overwritten silently.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +13,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { waitFor } from "../helpers/wait";
 import { userWith } from "../helpers/grants";
+import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -329,4 +330,99 @@ test("a webhook deleted while a rule comes to call it: the delete answers 409, t
     proxy.release();
   }
   expect((await t.json("GET", `/api/extras/webhooks/${hook}/`)).status).toBe(200);
+});
+
+describe("custom objects (decision 0090)", () => {
+  const heldWrites = /^(update|delete from|insert into) "co_\d+"/i;
+  let made = false;
+  async function newThing(): Promise<Record<string, any> & { id: number }> {
+    if (!made) {
+      const cot = await makeCot(t, "racer");
+      await addField(t, cot.id, { name: "title", type: "text", primary: true, unique: true });
+      await addField(t, cot.id, { name: "note", type: "text" });
+      made = true;
+    }
+    const thing = await create(t, "racer", { title: `thing ${++serial}` });
+    expect(thing.id).toBeGreaterThan(0);
+    return thing;
+  }
+  const thingChanges = async (id: number) =>
+    (
+      await t.json("GET", `/api/core/object-changes/?changed_object_id=${id}&limit=50`)
+    ).body.results.filter(
+      (c: { changed_object_type: string; action: { value: string } }) =>
+        c.changed_object_type === "custom_objects.racer" && c.action.value === "update",
+    );
+
+  test("two PATCHes of one object from the same read: one 200, the other 409, nothing lost", async () => {
+    const thing = await newThing();
+    const [a, b] = await raceOn(
+      heldWrites,
+      ["first", "second"].map(
+        (note) => () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note } }),
+      ),
+    );
+    expect([a!.status, b!.status].sort()).toEqual([200, 409]);
+    const loser = a!.status === 409 ? a! : b!;
+    const winner = a!.status === 200 ? a! : b!;
+    expect(loser.body.error).toBe("write_conflict");
+    const now = (await t.json("GET", `${CO}/racer/${thing.id}/`)).body;
+    expect(now.note).toBe(winner.body.note);
+    expect(now.last_updated).toBe(winner.body.last_updated);
+    const updates = await thingChanges(thing.id);
+    expect(updates.length).toBe(1);
+    expect(updates[0].postchange_data.note).toBe(winner.body.note);
+  });
+
+  test("with If-Match of the same ETag: one 200, the other 412", async () => {
+    const thing = await newThing();
+    const etag = `W/"${thing.last_updated}"`;
+    const [a, b] = await raceOn(
+      heldWrites,
+      ["one", "two"].map(
+        (note) => () =>
+          t.json("PATCH", `${CO}/racer/${thing.id}/`, {
+            body: { note },
+            headers: { "If-Match": etag },
+          }),
+      ),
+    );
+    expect([a!.status, b!.status].sort()).toEqual([200, 412]);
+    const stale = await t.json("PATCH", `${CO}/racer/${thing.id}/`, {
+      body: { note: "late" },
+      headers: { "If-Match": etag },
+    });
+    expect(stale.status).toBe(412);
+    const won = a!.status === 200 ? a! : b!;
+    expect((await t.json("GET", `${CO}/racer/${thing.id}/`)).body.note).toBe(won.body.note);
+  });
+
+  test("a DELETE racing a PATCH: one wins, the other answers 409", async () => {
+    const thing = await newThing();
+    const [patched, deleted] = await raceOn(heldWrites, [
+      () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note: "kept?" } }),
+      () => t.json("DELETE", `${CO}/racer/${thing.id}/`),
+    ]);
+    expect([
+      [200, 409],
+      [409, 204],
+    ]).toContainEqual([patched!.status, deleted!.status]);
+    const after = await t.json("GET", `${CO}/racer/${thing.id}/`);
+    if (deleted!.status === 204) expect(after.status).toBe(404);
+    else expect(after.body.note).toBe("kept?");
+  });
+
+  test("two creates of one unique title: the unique index refuses the second inside its batch (400)", async () => {
+    await newThing();
+    const title = `twice ${++serial}`;
+    const [a, b] = await raceOn(
+      heldWrites,
+      [1, 2].map(() => () => t.json("POST", `${CO}/racer/`, { body: { title } })),
+    );
+    expect([a!.status, b!.status].sort()).toEqual([201, 400]);
+    const refused = a!.status === 400 ? a! : b!;
+    expect(refused.body.title[0]).toContain("already exists");
+    const list = (await t.json("GET", `${CO}/racer/?title=${encodeURIComponent(title)}`)).body;
+    expect(list.count).toBe(1);
+  });
 });

@@ -166,7 +166,13 @@ const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created"
 const INSERT_ROWS = 100;
 
 type Row = Record<string, any>;
-type TagRow = { id: number; name: string; slug: string; color: string; scope: string | null };
+export type TagRow = {
+  id: number;
+  name: string;
+  slug: string;
+  color: string;
+  scope: string | null;
+};
 
 const fkId = (raw: unknown) =>
   typeof raw === "object" && raw && !Array.isArray(raw) ? (raw as Record<string, unknown>).id : raw;
@@ -182,6 +188,53 @@ function tagRef(item: unknown): ["id" | "slug" | "name", unknown] | null {
   }
   if (typeof item === "string") return ["slug", item];
   return null;
+}
+
+/** The tags the inputs name (by id, slug or name) with their scopes, as a read of `phase`. */
+export function stageTagLookup(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  inputs: ApiRecord[],
+): () => TagRow[] {
+  const listed = (raw: unknown) => (Array.isArray(raw) ? raw.map(tagRef) : []);
+  // `tags`, and NetBox 4.6's `add_tags` / `remove_tags`
+  const refs = inputs.flatMap((i) => [
+    ...listed(i.tags),
+    ...listed(i.add_tags),
+    ...listed(i.remove_tags),
+  ]);
+  const valid = refs.filter((r) => r !== null);
+  if (!valid.length) return () => [];
+  const named = (key: "id" | "slug" | "name") =>
+    JSON.stringify(valid.filter((r) => r[0] === key).map((r) => r[1]));
+  return phase.add(
+    ctx.services.db.orm.all<TagRow>(
+      sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE t.id IN (SELECT value FROM json_each(${named("id")})) OR t.slug IN (SELECT value FROM json_each(${named("slug")})) OR t.name IN (SELECT value FROM json_each(${named("name")}))`,
+    ),
+  );
+}
+
+/** `resolveTags` of `define.ts` over the tags a read phase found; `label` is `app_label.model`. */
+export function resolveTagRows(
+  raw: unknown,
+  found: TagRow[],
+  objectTypeId: number,
+  label: string,
+): { tags: TagRow[] } | { error: string } {
+  if (raw === null) return { tags: [] };
+  if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
+  const out = new Map<number, TagRow>();
+  for (const item of raw) {
+    const ref = tagRef(item);
+    if (!ref) return { error: `Invalid tag reference: ${JSON.stringify(item)}` };
+    const tag = found.find((t) => t[ref[0]] === ref[1]);
+    if (!tag) return { error: `Tag not found: ${JSON.stringify(item)}` };
+    const scope = JSON.parse(tag.scope ?? "[]") as number[];
+    if (scope.length && !scope.includes(objectTypeId))
+      return { error: `Tag "${tag.name}" cannot be applied to ${label} objects.` };
+    out.set(tag.id, tag);
+  }
+  return { tags: [...out.values()] };
 }
 
 /** The stored side of an update or delete, as the read phase found it. */
@@ -220,7 +273,7 @@ function defaultOf(col: SQLiteColumn): unknown {
 }
 
 /** Runs `step` per item; field errors are collected per item (a bulk's list) or thrown. */
-async function eachInput<T>(
+export async function eachInput<T>(
   items: readonly T[],
   bulk: boolean,
   step: (item: T, index: number) => Promise<void>,
@@ -398,18 +451,7 @@ class StagedWriter {
 
   /** The tags the inputs name (by id, slug or name) with their scopes, as a read of the phase. */
   tagLookup(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]): () => TagRow[] {
-    const listed = (raw: unknown) => (Array.isArray(raw) ? raw.map(tagRef) : []);
-    // `tags`, and NetBox 4.6's `add_tags` / `remove_tags`
-    const refs = this.spec.tags
-      ? inputs.flatMap((i) => [...listed(i.tags), ...listed(i.add_tags), ...listed(i.remove_tags)])
-      : [];
-    const valid = refs.filter((r) => r !== null);
-    if (!valid.length) return () => [];
-    return phase.add(
-      this.orm(ctx).all<TagRow>(
-        sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE t.id IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "id").map((r) => r[1]))})) OR t.slug IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "slug").map((r) => r[1]))})) OR t.name IN (SELECT value FROM json_each(${JSON.stringify(valid.filter((r) => r[0] === "name").map((r) => r[1]))}))`,
-      ),
-    );
+    return this.spec.tags ? stageTagLookup(ctx, phase, inputs) : () => [];
   }
 
   /** `resolveTags` of `define.ts` over the tags the read phase found. */
@@ -418,22 +460,7 @@ class StagedWriter {
     found: TagRow[],
     objectTypeId: number,
   ): { tags: TagRow[] } | { error: string } {
-    if (raw === null) return { tags: [] };
-    if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
-    const out = new Map<number, TagRow>();
-    for (const item of raw) {
-      const ref = tagRef(item);
-      if (!ref) return { error: `Invalid tag reference: ${JSON.stringify(item)}` };
-      const tag = found.find((t) => t[ref[0]] === ref[1]);
-      if (!tag) return { error: `Tag not found: ${JSON.stringify(item)}` };
-      const scope = JSON.parse(tag.scope ?? "[]") as number[];
-      if (scope.length && !scope.includes(objectTypeId))
-        return {
-          error: `Tag "${tag.name}" cannot be applied to ${this.spec.appLabel}.${this.spec.model} objects.`,
-        };
-      out.set(tag.id, tag);
-    }
-    return { tags: [...out.values()] };
+    return resolveTagRows(raw, found, objectTypeId, `${this.spec.appLabel}.${this.spec.model}`);
   }
 
   /** `convertInput` of `define.ts`, with related objects and tags from the read phase. */
@@ -1103,14 +1130,14 @@ function takeNested(
 }
 
 /** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */
-const preconditionFailed = () =>
+export const preconditionFailed = () =>
   new ApiError(412, {
     detail: "Precondition failed: the object has changed since the ETag in If-Match was issued.",
     error: "precondition_failed",
   });
 
 /** `requireAfterWrite`'s answer: the object as written would fall outside the caller's constraints. */
-const outsideConstraints = (action: "add" | "change") =>
+export const outsideConstraints = (action: "add" | "change") =>
   ApiError.detail(
     403,
     `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`,

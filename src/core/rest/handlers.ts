@@ -188,7 +188,7 @@ export async function createChecked(
  * `eachItem` (field errors per item, all or nothing, the caller's add constraints), with the
  * objects written in chunks and their change records in a few statements.
  */
-async function createManyChecked(
+export async function createManyChecked(
   ctx: WriteContext,
   resource: Resource,
   items: unknown[],
@@ -501,8 +501,11 @@ function withEtag(c: Ctx, record: ApiRecord | undefined, body: unknown, status: 
   return c.json(body as object, status);
 }
 
+const isObject = (value: unknown): value is ApiRecord =>
+  !!value && typeof value === "object" && !Array.isArray(value);
+
 const asObject = (value: unknown, where: string): ApiRecord => {
-  if (!value || typeof value !== "object" || Array.isArray(value)) {
+  if (!isObject(value)) {
     throw new ValidationError({ non_field_errors: [`${where}: expected a JSON object.`] });
   }
   return value as ApiRecord;
@@ -730,6 +733,10 @@ async function createList(
   tagEdits: boolean,
 ) {
   requireNonEmpty(body);
+  // A list with items that are not objects answers every item's problems where a transaction
+  // can check the others (a resource with `createMany`); a staged create checks none past them.
+  if (staged && r.createMany && c.var.services.db.kind !== "d1" && !body.every(isObject))
+    staged = undefined;
   const written: Written[] = staged
     ? await inStagedWrite(c, (ctx) =>
         staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),

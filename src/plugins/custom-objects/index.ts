@@ -15,6 +15,7 @@ import { hasPermission, requirePermission } from "../../core/auth/permissions";
 
 import { inTransaction, mountResource, readContext } from "../../core/rest/handlers";
 import type { Resource } from "../../core/rest/resource";
+import type { StagedOptions } from "../../core/context";
 import { customObjectTypes } from "../../db/schema";
 import type { HostPlugin } from "../types";
 import type { ModelInfo } from "../../core/models/registry";
@@ -115,7 +116,36 @@ function liveResource(
     create: async (ctx, input) => (await current(ctx)).create(ctx, input),
     update: async (ctx, id, input, partial) => (await current(ctx)).update(ctx, id, input, partial),
     delete: async (ctx, id) => (await current(ctx)).delete(ctx, id),
+    staged: {
+      create: (ctx, inputs, options) =>
+        stagedFirst(ctx, options, (raw, o) => raw.staged!.create!(ctx, inputs, o)),
+      update: (ctx, items, partial, options) =>
+        stagedFirst(ctx, options, (raw, o) => raw.staged!.update!(ctx, items, partial, o)),
+      delete: (ctx, ids, options) =>
+        stagedFirst(ctx, options, (raw, o) => raw.staged!.delete(ctx, ids, o)),
+      tagEdits: true,
+    },
   };
+
+  /**
+   * A staged write starts from the resolved model; its read phase and its batch check the type's
+   * shape (`StaleModel`), and it starts again once on the type as it now is, held to the limits of
+   * the type as it now is.
+   */
+  async function stagedFirst<T>(
+    ctx: Parameters<typeof current>[0],
+    options: StagedOptions,
+    op: (raw: Resource, options: StagedOptions) => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await op(resolved, options);
+    } catch (e) {
+      if (!(e instanceof StaleModel)) throw e;
+    }
+    const fresh = await current(ctx);
+    const routed = liveResource(registry, cotId, slug, fresh, true);
+    return op(fresh, { ...options, resource: routed });
+  }
 }
 
 /** Resources a read resolved from the registry's cache under a guard, per request. */

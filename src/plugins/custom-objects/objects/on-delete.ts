@@ -86,14 +86,17 @@ function stageOnDelete(
   registry: CotRegistry,
   ctx: WriteContext,
   phase: ReadPhase,
-  target: { appLabel: string; model: string; id: number },
+  target: { appLabel: string; model: string; id: number; objectTypeId?: number },
 ): () => Promise<StagedHook> {
-  const known = ctx.services.objectTypes.byLabel(target.appLabel, target.model);
-  const rows = known.then((ot) => (ot ? ot : null));
+  // a custom object's type is named by its writer (such types are not cached by label)
+  const given = target.objectTypeId !== undefined ? { id: target.objectTypeId } : null;
+  const rows = given
+    ? Promise.resolve(given)
+    : ctx.services.objectTypes.byLabel(target.appLabel, target.model);
   let pointing: (() => Array<{ fieldId: number; cotId: number; shapeVersion: number }>) | null =
     null;
   // the object type is cached after its first use: its fields are then read with the phase
-  const sync = ctx.services.objectTypes.cached(target.appLabel, target.model);
+  const sync = given ?? ctx.services.objectTypes.cached(target.appLabel, target.model);
   if (sync) pointing = phase.add(registry.pointingQuery(ctx.services.db.orm, sync.id));
   return async () => {
     const ot = sync ?? (await rows);

@@ -5,13 +5,10 @@
  * relation, so permission constraints (`owner__name`) and GraphQL follow it. A type with a field
  * of its own named `owner` keeps that field instead (upstream does the same).
  */
-import { viewableRefs } from "../../../core/auth/restrict";
-import { eq } from "drizzle-orm";
-import { owners } from "../../../db/schema";
 import { ownerFilters } from "../../../core/auth/owners";
 import type { ErrorCollector } from "../../../core/errors";
 import type { FilterSpec } from "../../../core/rest/query";
-import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../../core/rest/resource";
+import type { ApiRecord, ReadContext, Resource } from "../../../core/rest/resource";
 import { OWNER_COLUMN, ownerAvailable } from "../ddl";
 import type { Shape } from "./shape";
 
@@ -57,11 +54,12 @@ export async function ownerReader(
 
 /** Converts a written `owner` (id, `{id}` or null) into `values`; errors are keyed `owner`. */
 export async function writeOwner(
-  ctx: WriteContext,
   shape: Shape,
   input: ApiRecord,
   values: Record<string, unknown>,
   errors: ErrorCollector,
+  /** Whether the owner exists and the writer may view it (decision 0064: else "not found"). */
+  viewable: (id: number) => Promise<boolean>,
 ) {
   if (!hasOwner(shape)) return;
   if (!Object.hasOwn(input, "owner")) return;
@@ -78,13 +76,7 @@ export async function writeOwner(
     errors.add("owner", "Incorrect type. Expected pk value.");
     return;
   }
-  const [found] = await ctx.db
-    .select({ id: owners.id })
-    .from(owners)
-    .where(eq(owners.id, id))
-    .limit(1);
-  // an owner the writer may not view answers as one that does not exist (decision 0064)
-  if (!found || !(await viewableRefs(ctx, ctx.auth, "users", "owner", [id])).has(id))
+  if (!(await viewable(id)))
     errors.add("owner", `Related object not found using the provided numeric ID: ${id}`);
   else values[OWNER_COLUMN] = id;
 }

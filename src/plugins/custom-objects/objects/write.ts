@@ -18,7 +18,7 @@ import {
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Orm } from "../../../db/client";
 import { executePositional, Reusable } from "../../../db/driver-internals";
-import { choiceSets, customObjectTypes } from "../../../db/schema";
+import { choiceSets, customObjectTypes, owners } from "../../../db/schema";
 import { editStamp, nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
@@ -44,6 +44,7 @@ import { scheduleSearchFlush } from "../search/flush";
 import type { Nested, Reader } from "./read";
 import { hasOwner, writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";
+import { stagedObjectWrites } from "./staged";
 
 /**
  * A write started from a cached model whose COT has changed (or gone) since: nothing has been
@@ -60,21 +61,42 @@ export class StaleModel extends ApiError {
 }
 
 export type Writer = Required<
-  Pick<Resource, "createLoaded" | "createMany" | "create" | "update" | "delete" | "fieldForColumn">
+  Pick<
+    Resource,
+    "createLoaded" | "createMany" | "create" | "update" | "delete" | "fieldForColumn" | "staged"
+  >
 >;
 
-type Ref = { typeId: number; id: number };
-type Pending = { field: FieldRow; ref: Ref };
-type Preflight = { choices: Map<number, Set<string>>; found: (field: string) => boolean };
+export type Ref = { typeId: number; id: number };
+export type Pending = { field: FieldRow; ref: Ref };
+export type Preflight = { choices: Map<number, Set<string>>; found: (field: string) => boolean };
 /** A bulk create's shared state: one preflight, and the references its chunk names. */
 type Batch = { pre: Preflight; pending: Pending[] };
 /** The related objects a bulk create has found so far (`typeId:id`), with their nested forms. */
-type Seen = { found: Set<string>; nested: Nested };
-type Converted = {
+export type Seen = { found: Set<string>; nested: Nested };
+export type Converted = {
   values: Record<string, unknown>;
   multi: Map<FieldRow, Ref[]>;
   tagIds: number[] | null;
 };
+
+/**
+ * Where a conversion's look-ups come from: the database as it goes (`ObjectWriter.live`, inside a
+ * transaction), or what a staged write's read phase already read (`objects/staged.ts`).
+ */
+export interface Lookups {
+  preflight(ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight>;
+  existingRefs(ctx: WriteContext, pending: Pending[]): Promise<Seen>;
+  unviewable(ctx: WriteContext, refs: Pending[]): Promise<Pending[]>;
+  heldRefs(
+    ctx: WriteContext,
+    existing: Record<string, any>,
+    refs: Pending[],
+  ): Promise<Set<Pending>>;
+  tags(ctx: WriteContext, raw: unknown): Promise<{ ids: number[] } | { error: string }>;
+  /** Whether the owner `id` exists and the writer may view it. */
+  owner(ctx: WriteContext, id: number): Promise<boolean>;
+}
 
 /** Most rows one multi-row INSERT carries (SQLite binds at most 32,766 values per statement). */
 const INSERT_ROWS = 100;
@@ -94,6 +116,7 @@ type Conversion = {
   named: Pending[];
   /** Part of a bulk create's chunk (`convert`'s `batch`). */
   batched: boolean;
+  look: Lookups;
 };
 
 /** A multi-row INSERT of a given size, compiled once (see `ObjectWriter.insertManyStatement`). */
@@ -117,7 +140,24 @@ const isObjectValue = (x: unknown) => !!x && typeof x === "object" && !Array.isA
  * checked by `existingRefs`.
  */
 function preflightStatement(shape: Shape) {
-  const { cot, fields, embedded, embeddedFields } = shape;
+  const { cot, embedded, embeddedFields } = shape;
+  const preflightColumns = preflightColumnsOf(shape);
+  for (const f of embeddedFields) {
+    preflightColumns[`ref_${f.name}`] =
+      sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
+  }
+  return new Reusable((db) =>
+    db
+      .select(preflightColumns)
+      .from(customObjectTypes)
+      .where(eq(customObjectTypes.id, cot.id))
+      .prepare(),
+  );
+}
+
+/** The preflight's columns but the references: the type's shape version and slug, its choices. */
+function preflightColumnsOf(shape: Shape): Record<string, SQLiteColumn | SQL> {
+  const { fields } = shape;
   const choiceSetIds = [
     ...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null)),
   ];
@@ -131,17 +171,7 @@ function preflightStatement(shape: Shape) {
       sql`, `,
     )}))`;
   }
-  for (const f of embeddedFields) {
-    preflightColumns[`ref_${f.name}`] =
-      sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
-  }
-  return new Reusable((db) =>
-    db
-      .select(preflightColumns)
-      .from(customObjectTypes)
-      .where(eq(customObjectTypes.id, cot.id))
-      .prepare(),
-  );
+  return preflightColumns;
 }
 
 /** Names a write may give besides the fields (`tags` aside); the owner and local context data where the type has them. */
@@ -179,17 +209,20 @@ export function writer(shape: Shape, read: Reader): Writer {
     update: (ctx, id, input, partial) => w.update(ctx, id, input, partial),
     delete: (ctx, id) => w.delete(ctx, id),
     fieldForColumn: (column) => w.fieldForColumn(column),
+    staged: stagedObjectWrites(w),
   };
 }
 
 /** The writes of one custom object type; its fields are what every write of the type shares. */
-class ObjectWriter {
+export class ObjectWriter {
   readonly cot: Shape["cot"];
   readonly fields: FieldRow[];
   readonly table: Shape["table"];
   readonly slug: string;
   readonly embeddedFields: FieldRow[];
   readonly preflightQuery: ReturnType<typeof preflightStatement>;
+  /** The preflight's columns without references, for a staged write's read phase. */
+  readonly preflightColumns: Record<string, SQLiteColumn | SQL>;
   readonly preflighted: Set<FieldRow>;
   /** Fields whose values come in parts (coordinates), with their parts. */
   readonly partFields: Array<{ f: FieldRow; parts: readonly string[] }>;
@@ -214,6 +247,7 @@ class ObjectWriter {
     this.slug = slug;
     this.embeddedFields = embeddedFields;
     this.preflightQuery = preflightStatement(shape);
+    this.preflightColumns = preflightColumnsOf(shape);
     this.preflighted = new Set(embeddedFields);
     this.partFields = fields.flatMap((f) => {
       const parts = moduleOf.get(f)!.parts;
@@ -242,6 +276,23 @@ class ObjectWriter {
       Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))),
     );
   }
+
+  /** Look-ups that read the database as the conversion goes (inside a transaction). */
+  readonly live: Lookups = {
+    preflight: (ctx, refIds) => this.preflight(ctx, refIds),
+    existingRefs: (ctx, pending) => this.existingRefs(ctx, pending),
+    unviewable: (ctx, refs) => unviewable(ctx, refs),
+    heldRefs: (ctx, existing, refs) => this.heldRefs(ctx, existing, refs),
+    tags: (ctx, raw) => resolveTags(ctx, raw, APP_LABEL, this.slug),
+    owner: async (ctx, id) => {
+      const [found] = await ctx.db
+        .select({ id: owners.id })
+        .from(owners)
+        .where(eq(owners.id, id))
+        .limit(1);
+      return !!found && (await viewableRefs(ctx, ctx.auth, "users", "owner", [id])).has(id);
+    },
+  };
 
   async preflight(ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight> {
     const [row] = (await this.preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<
@@ -359,6 +410,8 @@ class ObjectWriter {
     input: ApiRecord,
     existing: Record<string, any> | null,
     partial: boolean,
+    batch?: undefined,
+    look?: Lookups,
   ): Promise<Converted>;
   async convert(
     ctx: WriteContext,
@@ -373,11 +426,12 @@ class ObjectWriter {
     existing: Record<string, any> | null,
     partial: boolean,
     batch?: Batch,
+    look: Lookups = this.live,
   ): Promise<Converted | null> {
     const errors = new ErrorCollector();
     // Keyed by column names only, and without a prototype, so a missing key is never inherited.
     const values: Record<string, unknown> = Object.create(null);
-    input = await this.convertReserved(ctx, input, existing, values, errors);
+    input = await this.convertReserved(ctx, input, existing, values, errors, look);
     if (batch && !errors.empty) return null;
     const refIds: Record<string, number | null> = batch
       ? Object.create(null)
@@ -386,18 +440,19 @@ class ObjectWriter {
       errors,
       values,
       multi: new Map(),
-      pre: batch ? batch.pre : await this.preflight(ctx, refIds),
+      pre: batch ? batch.pre : await look.preflight(ctx, refIds),
       refIds,
       pending: batch ? batch.pending : [],
       named: [],
       batched: !!batch,
+      look,
     };
     for (const f of this.fields) await this.convertField(ctx, st, f, input, existing, partial);
     if (batch && !errors.empty) return null;
     if (!batch) await this.checkRefs(ctx, st, existing);
     let tagIds: number[] | null = null;
     if (Object.hasOwn(input, "tags")) {
-      const r = await resolveTags(ctx, input.tags, APP_LABEL, this.slug);
+      const r = await look.tags(ctx, input.tags);
       if ("error" in r) errors.add("tags", r.error);
       else tagIds = r.ids;
     }
@@ -419,10 +474,12 @@ class ObjectWriter {
     existing: Record<string, any> | null,
     values: Record<string, unknown>,
     errors: ErrorCollector,
+    look: Lookups,
   ): Promise<ApiRecord> {
     input = this.foldParts(input, existing, errors);
     input = takeCompanions(this.shape.companions, input, values, errors);
-    if (this.owned) await writeOwner(ctx, this.shape, input, values, errors);
+    if (this.owned)
+      await writeOwner(this.shape, input, values, errors, (id) => look.owner(ctx, id));
     // Config context data (upstream): a JSON object or null, on types that opted in.
     if (this.cot.configContextEnabled && Object.hasOwn(input, LOCAL_CONTEXT_COLUMN)) {
       const data = input[LOCAL_CONTEXT_COLUMN];
@@ -549,13 +606,13 @@ class ObjectWriter {
   async checkRefs(ctx: WriteContext, st: Conversion, existing: Record<string, any> | null) {
     const { errors, pending } = st;
     if (pending.length) {
-      const { found } = await this.existingRefs(ctx, pending);
+      const { found } = await st.look.existingRefs(ctx, pending);
       for (const { field, ref } of pending) {
         if (!found.has(`${ref.typeId}:${ref.id}`)) errors.add(field.name, notFoundMessage(ref.id));
       }
     }
-    const hidden = await unviewable(ctx, st.named);
-    const kept = existing && hidden.length ? await this.heldRefs(ctx, existing, hidden) : null;
+    const hidden = await st.look.unviewable(ctx, st.named);
+    const kept = existing && hidden.length ? await st.look.heldRefs(ctx, existing, hidden) : null;
     for (const p of hidden)
       if (!kept?.has(p) && !Object.hasOwn(errors.errors, p.field.name))
         errors.add(p.field.name, notFoundMessage(p.ref.id));

@@ -1,0 +1,944 @@
+/**
+ * A custom object type's writes as one read phase and one atomic write batch (decisions 0071,
+ * 0090): the type's shape and choices, the objects the inputs name (existence, nested form,
+ * whether the writer may view them), tags, owners, the stored rows and the event rules are read in
+ * one `db.read`; rows, links, tags, change records, outbox rows and guards go in one `db.write`.
+ */
+import { and, sql, type SQL } from "drizzle-orm";
+import { isWriteConflict, WriteConflictError } from "../../../db/client";
+import { forbidden, notFound, ValidationError } from "../../../core/errors";
+import { mapConstraintError } from "../../../core/rest/constraints";
+import { restrictWhere } from "../../../core/auth/restrict";
+import { codename } from "../../../core/auth/permissions";
+import { stageChanges, type StagedChange } from "../../../core/changes/record";
+import { stageRules } from "../../../core/events/dispatch";
+import { foldTagEdits as foldTagEditsLive } from "../../../core/rest/tag-edits";
+import {
+  eachInput,
+  outsideConstraints,
+  preconditionFailed,
+  resolveTagRows,
+  stageTagLookup,
+  type TagRow,
+} from "../../../core/models/staged";
+import {
+  createManyChecked,
+  ensureExists,
+  updateChecked,
+  writeTransaction,
+} from "../../../core/rest/handlers";
+import {
+  newIdMarker,
+  newRowId,
+  nextStamp,
+  ReadPhase,
+  WriteBatch,
+} from "../../../core/rest/write-batch";
+import type {
+  ApiRecord,
+  ModelInfo,
+  Resource,
+  StagedHook,
+  StagedOptions,
+  StagedUpdate,
+  StagedWrites,
+  StagedWritten,
+  WriteContext,
+} from "../../../core/context";
+import { customObjectTypes } from "../../../db/schema";
+import { APP_LABEL } from "../constants";
+import { fieldColumns, ident, linkTableName, tableName } from "../ddl";
+import type { FieldRow } from "../field-types";
+import { resolveRef, type Ref } from "../field-types/reference";
+import type { Nested } from "./read";
+import { instanceUrl, relatedInfos, verboseName } from "./shape";
+import {
+  StaleModel,
+  type Converted,
+  type Lookups,
+  type ObjectWriter,
+  type Pending,
+  type Preflight,
+  type Seen,
+} from "./write";
+
+type Row = Record<string, any>;
+const refKey = (typeId: number, id: number) => `${typeId}:${id}`;
+/** Links a statement inserts at most (4 values each). */
+const LINK_ROWS = 500;
+
+/** What the read phase found about one related type's named objects. */
+interface TargetFound {
+  forms: Map<number, ApiRecord>;
+  /** The named ids the writer may view; null when it may view them all. */
+  visible: Set<number> | null;
+}
+
+/** Adds the reads of one related type's named objects: their nested forms, what the writer may view. */
+async function stageTarget(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  info: ModelInfo,
+  ids: number[],
+): Promise<(() => TargetFound) | null> {
+  const nestedSql = info.nestedSql;
+  if (!nestedSql) return null;
+  const orm = ctx.services.db.orm;
+  const rows = phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
+  const user = ctx.auth.user;
+  let visible: (() => Set<number>) | null = null;
+  if (user && !user.isSuperuser) {
+    const target = info.resource;
+    const where = target
+      ? await restrictWhere(ctx, ctx.auth, "view", target)
+      : user.permissions.has(codename(info.appLabel, "view", info.model))
+        ? undefined
+        : sql`0`;
+    const self = info.appLabel === "users" && info.model === "user" ? [user.id] : [];
+    if (where && target) {
+      const idExpr = sql`${target.list.idExpr}`;
+      const admitted = phase.add(
+        orm
+          .select({ id: sql<number>`${idExpr}` })
+          .from(target.table)
+          .where(
+            and(
+              sql`${idExpr} IN (${sql.join(
+                ids.map((i) => sql`${i}`),
+                sql`, `,
+              )})`,
+              where,
+            ),
+          ),
+      );
+      visible = () => new Set([...admitted().map((r) => Number(r.id)), ...self]);
+    } else if (where) visible = () => new Set(self);
+  }
+  return () => {
+    const forms = new Map<number, ApiRecord>();
+    for (const r of rows())
+      forms.set(Number(r.id), nestedSql.build(ctx, Number(r.id), JSON.parse(r.j)));
+    return { forms, visible: visible ? visible() : null };
+  };
+}
+
+/** The objects (by type) and owners the inputs name; stored references are the rows' own. */
+async function namedRefs(w: ObjectWriter, ctx: WriteContext, inputs: ApiRecord[], create: boolean) {
+  const byType = new Map<number, Set<number>>();
+  const owners = new Set<number>();
+  const add = (r: Ref) =>
+    (byType.get(r.typeId) ?? byType.set(r.typeId, new Set()).get(r.typeId)!).add(r.id);
+  for (const input of inputs) {
+    for (const f of w.fields) {
+      if (w.shape.storage(f) === "column") continue;
+      const raw = Object.hasOwn(input, f.name) ? input[f.name] : create ? f.default : undefined;
+      if (raw === null || raw === undefined) continue;
+      const items = w.shape.storage(f) === "links" ? (Array.isArray(raw) ? raw : []) : [raw];
+      for (const item of items) {
+        const r = await resolveRef(ctx, f, item);
+        if (!("error" in r)) add(r);
+      }
+    }
+    if (w.owned && Object.hasOwn(input, "owner")) {
+      const raw = input.owner;
+      const id = raw && typeof raw === "object" ? (raw as Row).id : raw;
+      if (typeof id === "number" && Number.isInteger(id)) owners.add(id);
+    }
+  }
+  return { byType, owners };
+}
+
+/**
+ * A conversion's look-ups answered from the read phase. Types without a SQL nested form (none
+ * today) fall back to reading as the conversion goes.
+ */
+class PhaseLookups implements Lookups {
+  constructor(
+    readonly w: ObjectWriter,
+    readonly preflightRow: Row | undefined,
+    readonly targets: Map<number, TargetFound>,
+    readonly owners: TargetFound | null,
+    readonly tagRows: TagRow[],
+  ) {}
+
+  /** Adds tags an object holds already (its stored tags) to those the conversion may name. */
+  learnTags(held: TagRow[]) {
+    for (const t of held)
+      if (!this.tagRows.some((x) => x.id === t.id)) this.tagRows.push({ ...t, scope: null });
+  }
+
+  /** Each choice set's value → label, as the preflight read them. */
+  readonly choicePairs = new Map<number, Map<string, string>>();
+
+  async preflight(_ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight> {
+    const row = this.preflightRow;
+    const { cot, slug } = this.w;
+    if (!row || row.v !== cot.shapeVersion || row.slug !== slug) throw new StaleModel();
+    const choices = new Map<number, Set<string>>();
+    for (const [id, pairs] of Object.entries(
+      JSON.parse(row.choices ?? "{}") as Record<string, [string, string][]>,
+    )) {
+      choices.set(Number(id), new Set(pairs.map(([v]) => v)));
+      this.choicePairs.set(Number(id), new Map(pairs.map(([v, label]) => [v, label])));
+    }
+    const typeOf = new Map(this.w.embeddedFields.map((f) => [f.name, f.relatedObjectTypeId!]));
+    return {
+      choices,
+      found: (name) => {
+        const id = refIds[name];
+        return id != null && !!this.targets.get(typeOf.get(name)!)?.forms.has(id);
+      },
+    };
+  }
+
+  async existingRefs(ctx: WriteContext, pending: Pending[]): Promise<Seen> {
+    const found = new Set<string>();
+    const nested: Nested = new Map();
+    const rest = pending.filter((p) => !this.targets.has(p.ref.typeId));
+    for (const { ref } of pending) {
+      const t = this.targets.get(ref.typeId);
+      const form = t?.forms.get(ref.id);
+      if (!form) continue;
+      found.add(refKey(ref.typeId, ref.id));
+      (nested.get(ref.typeId) ?? nested.set(ref.typeId, new Map()).get(ref.typeId)!).set(
+        ref.id,
+        form,
+      );
+    }
+    if (rest.length) {
+      const more = await this.w.live.existingRefs(ctx, rest);
+      for (const k of more.found) found.add(k);
+      for (const [typeId, forms] of more.nested) nested.set(typeId, forms);
+    }
+    return { found, nested };
+  }
+
+  async unviewable(ctx: WriteContext, refs: Pending[]): Promise<Pending[]> {
+    const rest = refs.filter((p) => !this.targets.has(p.ref.typeId));
+    const hidden = refs.filter((p) => {
+      const visible = this.targets.get(p.ref.typeId)?.visible;
+      return !!visible && !visible.has(p.ref.id);
+    });
+    return rest.length ? [...hidden, ...(await this.w.live.unviewable(ctx, rest))] : hidden;
+  }
+
+  async heldRefs(_ctx: WriteContext, existing: Row, refs: Pending[]): Promise<Set<Pending>> {
+    const out = new Set<Pending>();
+    for (const p of refs) {
+      const f = p.field;
+      if (this.w.shape.storage(f) === "reference") {
+        const [idCol, typeCol] = fieldColumns(f);
+        if (existing[idCol!] === p.ref.id && (!typeCol || existing[typeCol] === p.ref.typeId))
+          out.add(p);
+        continue;
+      }
+      const links = JSON.parse(existing[`__l_${f.name}`] ?? "[]") as [number | null, number][];
+      if (links.some(([t, id]) => id === p.ref.id && (t === null || t === p.ref.typeId)))
+        out.add(p);
+    }
+    return out;
+  }
+
+  async tags(_ctx: WriteContext, raw: unknown) {
+    const r = resolveTagRows(
+      raw,
+      this.tagRows,
+      this.w.cot.objectTypeId!,
+      `${APP_LABEL}.${this.w.slug}`,
+    );
+    return "error" in r ? r : { ids: r.tags.map((t) => t.id) };
+  }
+
+  async owner(_ctx: WriteContext, id: number) {
+    const o = this.owners;
+    return !!o && o.forms.has(id) && (!o.visible || o.visible.has(id));
+  }
+
+  /** The nested forms of every named object the phase found, by type. */
+  nested(): Nested {
+    const out: Nested = new Map();
+    for (const [typeId, t] of this.targets) out.set(typeId, new Map(t.forms));
+    return out;
+  }
+
+  /** The tag rows of `ids` as a row's `__tags` (sorted by name, as reads give them). */
+  tagsJson(ids: number[]): string {
+    const rows = ids
+      .map((id) => this.tagRows.find((t) => t.id === id)!)
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return JSON.stringify(rows.map(({ id, name, slug, color }) => ({ id, name, slug, color })));
+  }
+}
+
+/** Adds the look-ups of `inputs` to the phase; the answer, once it ran, is their `Lookups`. */
+async function stageLookups(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  phase: ReadPhase,
+  inputs: ApiRecord[],
+  create: boolean,
+): Promise<() => PhaseLookups> {
+  const orm = ctx.services.db.orm;
+  const pre = phase.add(
+    orm
+      .select(w.preflightColumns)
+      .from(customObjectTypes)
+      .where(sql`${customObjectTypes.id} = ${w.cot.id}`),
+  );
+  const { byType, owners } = await namedRefs(w, ctx, inputs, create);
+  const infos = await relatedInfos(ctx, [...byType.keys()]);
+  const targets = new Map<number, () => TargetFound>();
+  for (const [typeId, ids] of byType) {
+    const info = infos.get(typeId);
+    const staged = info ? await stageTarget(ctx, phase, info, [...ids]) : null;
+    if (staged) targets.set(typeId, staged);
+    // an unknown type: nothing of it exists
+    else if (!info) targets.set(typeId, () => ({ forms: new Map(), visible: null }));
+  }
+  const ownerInfo = owners.size ? await ctx.services.models.get("users", "owner", ctx) : null;
+  const ownerFound = ownerInfo ? await stageTarget(ctx, phase, ownerInfo, [...owners]) : null;
+  const tagRows = stageTagLookup(ctx, phase, inputs);
+  return () =>
+    new PhaseLookups(
+      w,
+      (pre() as Row[])[0],
+      new Map([...targets].map(([typeId, found]) => [typeId, found()])),
+      ownerFound ? ownerFound() : null,
+      tagRows(),
+    );
+}
+
+/** The stored side of an update or delete, as the read phase found it. */
+interface Stored {
+  byId: Map<number, Row>;
+  records: Map<number, ApiRecord>;
+  /** Each row's `last_updated` as read: the batch's conditions compare against it. */
+  read: Map<number, string | null>;
+  actOk: Set<number> | null;
+  viewOk: Set<number> | null;
+}
+
+/** Adds the reads of the stored rows `ids` (as `loadPlan` reads them) and which the caller may act on. */
+function stageStored(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  phase: ReadPhase,
+  ids: number[],
+  actWhere: SQL | undefined,
+  viewWhere: SQL | undefined,
+): () => Promise<Stored> {
+  const list = sql.join(
+    ids.map((i) => sql`${i}`),
+    sql`, `,
+  );
+  const plan = w.read.loadPlan(ctx, list);
+  const rows = phase.add(plan.statements[0]! as never) as () => Row[];
+  const admitted = (where: SQL | undefined) =>
+    where
+      ? phase.add(
+          ctx.services.db.orm
+            .select({ id: w.table.id })
+            .from(w.table)
+            .where(and(sql`${w.table.id} IN (${list})`, where)),
+        )
+      : null;
+  const mayAct = admitted(actWhere);
+  const mayView = admitted(viewWhere);
+  return async () => {
+    const found = rows();
+    const records = await plan.finish(
+      [found],
+      found.map((r) => r.id as number),
+    );
+    const idSet = (q: typeof mayAct) => (q ? new Set(q().map((r) => Number(r.id))) : null);
+    return {
+      byId: new Map(found.map((r) => [r.id as number, r])),
+      records: new Map(records.map((r) => [r.id as number, r])),
+      read: new Map(found.map((r) => [r.id as number, (r.lastUpdated as string) ?? null])),
+      actOk: idSet(mayAct),
+      viewOk: idSet(mayView),
+    };
+  };
+}
+
+/** The stored row `id` if the caller may act on it: 404 when unseen, 403 when only viewable. */
+function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
+  const existing = stored.byId.get(id);
+  if (!existing || (stored.actOk && !stored.actOk.has(id) && !stored.viewOk?.has(id)))
+    throw notFound(`No ${resource.verboseName} with id ${id}.`);
+  if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
+  options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
+  return existing;
+}
+
+/** Nested forms of the objects a stored record names, by type (saves reading them again). */
+function formsOf(w: ObjectWriter, row: Row, record: ApiRecord | undefined): Nested {
+  const out: Nested = new Map();
+  if (!record) return out;
+  const put = (typeId: number | null | undefined, id: number | null | undefined, form: unknown) => {
+    if (typeId == null || id == null || !form || typeof form !== "object") return;
+    const { object_type: _t, _content_type: _c, ...rest } = form as ApiRecord;
+    (out.get(typeId) ?? out.set(typeId, new Map()).get(typeId)!).set(id, rest);
+  };
+  for (const f of w.fields) {
+    const kind = w.shape.storage(f);
+    if (kind === "reference")
+      put(
+        f.isPolymorphic ? row[`${f.name}_type`] : f.relatedObjectTypeId,
+        row[`${f.name}_id`],
+        record[f.name],
+      );
+    else if (kind === "links") {
+      const forms = (record[f.name] as unknown[] | undefined) ?? [];
+      const links = JSON.parse(row[`__l_${f.name}`] ?? "[]") as [number | null, number][];
+      for (const [i, [t, id]] of links.entries()) put(t ?? f.relatedObjectTypeId, id, forms[i]);
+    }
+  }
+  return out;
+}
+
+/** Merges nested-form maps (later ones win). */
+function mergeNested(...maps: Nested[]): Nested {
+  const out: Nested = new Map();
+  for (const m of maps)
+    for (const [typeId, forms] of m)
+      for (const [id, form] of forms)
+        (out.get(typeId) ?? out.set(typeId, new Map()).get(typeId)!).set(id, form);
+  return out;
+}
+
+/**
+ * The row as reads give it after a write of `c`: links, tags and a select primary's label from the
+ * conversion; references it changed lose the nested form that rode on the stored row.
+ */
+function rowAfter(w: ObjectWriter, look: PhaseLookups, base: Row, c: Converted): Row {
+  const row: Row = { ...base, ...c.values };
+  for (const f of w.fields) {
+    if (w.shape.storage(f) === "reference" && Object.hasOwn(c.values, `${f.name}_id`))
+      delete row[`__n_${f.name}`];
+  }
+  for (const [f, refs] of c.multi)
+    row[`__l_${f.name}`] = JSON.stringify(
+      refs.map((r) => [f.isPolymorphic ? r.typeId : null, r.id]),
+    );
+  if (c.tagIds) row.__tags = look.tagsJson(c.tagIds);
+  const primary = w.shape.primary;
+  if (w.shape.primaryLabel && primary?.choiceSetId != null && Object.hasOwn(c.values, primary.name))
+    row.__label = look.choicePairs.get(primary.choiceSetId)?.get(row[primary.name]) ?? null;
+  return row;
+}
+
+/** Statements that replace (or, for a new row, set) a row's links of the fields in `multi`. */
+function stageLinks(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  rows: Array<{ id: number | SQL; multi: Map<FieldRow, Ref[]>; replace: boolean }>,
+) {
+  const orm = ctx.services.db.orm;
+  for (const f of w.fields) {
+    if (w.shape.storage(f) !== "links") continue;
+    const lt = ident(linkTableName(w.cot.id, f.id));
+    const tuples: SQL[] = [];
+    for (const { id, multi, replace } of rows) {
+      const refs = multi.get(f);
+      if (!refs) continue;
+      if (replace) batch.add(orm.run(sql`DELETE FROM ${lt} WHERE source_id = ${id}`));
+      for (const [position, r] of refs.entries())
+        tuples.push(sql`(${id}, ${f.isPolymorphic ? r.typeId : null}, ${r.id}, ${position})`);
+    }
+    for (let s = 0; s < tuples.length; s += LINK_ROWS)
+      batch.add(
+        orm.run(
+          sql`INSERT INTO ${lt} (source_id, target_type, target_id, position) VALUES ${sql.join(tuples.slice(s, s + LINK_ROWS), sql`, `)}`,
+        ),
+      );
+  }
+}
+
+/** Statements that set objects' tags (replacing what they had when `replace`). */
+function stageTags(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  rows: Array<{ id: number | SQL; tagIds: number[] | null; replace: boolean }>,
+) {
+  const orm = ctx.services.db.orm;
+  const ot = w.cot.objectTypeId!;
+  const tuples: SQL[] = [];
+  for (const { id, tagIds, replace } of rows) {
+    if (!tagIds) continue;
+    if (replace)
+      batch.add(
+        orm.run(
+          sql`DELETE FROM "tagged_items" WHERE "object_type_id" = ${ot} AND "object_id" = ${id}`,
+        ),
+      );
+    for (const tag of tagIds) tuples.push(sql`(${tag}, ${ot}, ${id})`);
+  }
+  for (let s = 0; s < tuples.length; s += LINK_ROWS)
+    batch.add(
+      orm.run(
+        sql`INSERT INTO "tagged_items" ("tag_id", "object_type_id", "object_id") VALUES ${sql.join(tuples.slice(s, s + LINK_ROWS), sql`, `)}`,
+      ),
+    );
+}
+
+/** A guard that the type still has the shape this write was converted under (else `StaleModel`). */
+function stageShapeGuard(w: ObjectWriter, ctx: WriteContext, batch: WriteBatch) {
+  const t = customObjectTypes;
+  batch.add(
+    ctx.services.db.orm.run(
+      sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM ${t} WHERE ${t.id} = ${w.cot.id} AND ${t.shapeVersion} = ${w.cot.shapeVersion} AND ${t.slug} = ${w.slug})`,
+    ),
+  );
+}
+
+/** A guard that fails the batch unless `where` admits all `n` rows `ids` selects (403 after). */
+function stagePermission(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  ids: SQL,
+  n: number,
+  where: SQL,
+) {
+  const orm = ctx.services.db.orm;
+  const admitted = orm.select({ n: sql<number>`count(*)` }).from(w.table).where(and(ids, where));
+  batch.add(orm.run(sql`INSERT INTO write_guard (ok) SELECT (${admitted}) = ${n}`));
+}
+
+/**
+ * Runs the batch; constraint failures answer as a transaction's did (400 naming the field or
+ * constraint). A failed guard is the type's shape (`StaleModel`: the write starts again on the
+ * new shape), a delete hook's, a lost race (409, or 412 with `If-Match`) where a row's stamp moved
+ * since the read phase, else the permission guard (403). Those reads run on failure only.
+ */
+async function runBatch(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  action: "add" | "change" | "delete",
+  read: Map<number, string | null>,
+  preconditioned: boolean,
+  hooks: StagedHook[] = [],
+): Promise<"transaction" | undefined> {
+  try {
+    await w.uniqueChecked(() => batch.run(ctx.services.db));
+    return undefined;
+  } catch (e) {
+    if (!isWriteConflict(e))
+      throw (
+        mapConstraintError(e, {
+          verboseName: verboseName(w.cot),
+          fieldForColumn: (c) => w.fieldForColumn(c),
+        }) ?? e
+      );
+    const orm = ctx.services.db.orm;
+    const t = customObjectTypes;
+    const [shape] = await orm
+      .select({ v: t.shapeVersion, slug: t.slug })
+      .from(t)
+      .where(sql`${t.id} = ${w.cot.id}`);
+    if (shape?.v !== w.cot.shapeVersion || shape.slug !== w.slug) throw new StaleModel();
+    for (const hook of hooks) if ((await hook.explain?.()) === "transaction") return "transaction";
+    if (action !== "add" && read.size) {
+      const now = (await orm.all(
+        sql`SELECT id, last_updated AS stamp FROM ${ident(tableName(w.cot.id))} WHERE id IN (${sql.join(
+          [...read.keys()].map((i) => sql`${i}`),
+          sql`, `,
+        )})`,
+      )) as Array<{ id: number; stamp: string | null }>;
+      const moved = now.length < read.size || now.some((r) => read.get(Number(r.id)) !== r.stamp);
+      if (moved) throw preconditioned ? preconditionFailed() : new WriteConflictError();
+    }
+    throw action === "delete" ? new WriteConflictError() : outsideConstraints(action);
+  }
+}
+
+/**
+ * NetBox 4.6's `add_tags` / `remove_tags` (`core/rest/tag-edits.ts`) folded into `tags` over the
+ * read phase: the stored tags (riding on the row) with those added and removed.
+ */
+function foldTagEdits(
+  w: ObjectWriter,
+  look: PhaseLookups,
+  input: ApiRecord,
+  existing: Row | null,
+): ApiRecord {
+  const adding = Object.hasOwn(input, "add_tags");
+  const removing = Object.hasOwn(input, "remove_tags");
+  if (!adding && !removing) return input;
+  const { add_tags, remove_tags, ...rest } = input;
+  if (Object.hasOwn(input, "tags"))
+    throw ValidationError.field(
+      "tags",
+      "tags may not be combined with add_tags or remove_tags in the same request.",
+    );
+  if (removing && !existing)
+    throw ValidationError.field(
+      "remove_tags",
+      "remove_tags is only valid when updating an object.",
+    );
+  const label = `${APP_LABEL}.${w.slug}`;
+  const resolve = (field: string, raw: unknown) => {
+    const r = resolveTagRows(raw, look.tagRows, w.cot.objectTypeId!, label);
+    if ("error" in r) throw ValidationError.field(field, r.error);
+    return r.tags.map((t) => t.id);
+  };
+  const added = adding ? resolve("add_tags", add_tags) : [];
+  const removed = removing ? resolve("remove_tags", remove_tags) : [];
+  if (added.some((id) => removed.includes(id)))
+    throw ValidationError.field(
+      "add_tags",
+      "The same tag may not appear in both add_tags and remove_tags.",
+    );
+  const held = existing ? (JSON.parse(existing.__tags ?? "[]") as TagRow[]) : [];
+  look.learnTags(held);
+  const kept = held.map((t) => t.id).filter((id) => !removed.includes(id));
+  return { ...rest, tags: [...new Set([...kept, ...added])] };
+}
+
+async function stagedCreate(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  inputs: ApiRecord[],
+  options: StagedOptions,
+): Promise<StagedWritten[]> {
+  const resource = options.resource;
+  const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
+  const phase = new ReadPhase();
+  const lookups = await stageLookups(w, ctx, phase, inputs, true);
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  await phase.run(ctx);
+  const look = lookups();
+  const now = nextStamp(null);
+  const converted: Converted[] = [];
+  const rows: Row[] = [];
+  await eachInput(inputs, options.bulk, async (input) => {
+    const c = await w.convert(
+      ctx,
+      foldTagEdits(w, look, input, null),
+      null,
+      false,
+      undefined,
+      look,
+    );
+    converted.push(c);
+    rows.push(rowAfter(w, look, { ...w.insertParams(c.values, now), __tags: "[]" }, c));
+  });
+  for (const [i, row] of rows.entries())
+    for (const f of w.fields)
+      if (w.shape.storage(f) === "links" && !converted[i]!.multi.has(f))
+        row[`__l_${f.name}`] = "[]";
+  const records = await newRecords(w, ctx, rows, look);
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const ids = stageInserts(w, ctx, batch, rows);
+  const n = rows.length;
+  const table = tableName(w.cot.id);
+  const newId = (k: number) => newRowId(table, k, n);
+  stageLinks(
+    w,
+    ctx,
+    batch,
+    converted.map((c, k) => ({ id: newId(k), multi: c.multi, replace: false })),
+  );
+  stageTags(
+    w,
+    ctx,
+    batch,
+    converted.map((c, k) => ({ id: newId(k), tagIds: c.tagIds, replace: false })),
+  );
+  const texts = stageChanges(
+    ctx,
+    batch,
+    resource,
+    w.cot.objectTypeId!,
+    await rules(),
+    records.map((r, k) => ({ action: "create", id: newId(k), prechange: null, postchange: r })),
+  );
+  if (addWhere)
+    stagePermission(
+      w,
+      ctx,
+      batch,
+      sql`${w.table.id} > (SELECT max("id") FROM ${w.table}) - ${n}`,
+      n,
+      addWhere,
+    );
+  w.indexLater(ctx);
+  await runBatch(w, ctx, batch, "add", new Map(), false);
+  ids.sort((a, b) => a - b);
+  return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+}
+
+/**
+ * The records of new rows as reads will give them, SQLite's ids still to come: serialised under
+ * stand-in ids (each row its own, so links and tags stay apart), then named by the marker that
+ * the change record's statement replaces with the id (`withNewId`).
+ */
+async function newRecords(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  rows: Row[],
+  look: PhaseLookups,
+): Promise<ApiRecord[]> {
+  const standIn = rows.map((r, k) => ({ ...r, id: -1 - k }));
+  const records = await w.read.serialize(ctx, standIn, look.nested());
+  const marker = newIdMarker();
+  return records.map((rec, k) => ({
+    ...rec,
+    id: marker,
+    url: instanceUrl(ctx.baseUrl, w.slug, marker as never),
+    display: w.read.display({ ...rows[k], id: marker }),
+  }));
+}
+
+/** Multi-row INSERTs of `rows`; the returned list fills with the new ids once the batch ran. */
+function stageInserts(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  rows: Row[],
+): number[] {
+  const ids: number[] = [];
+  const orm = ctx.services.db.orm;
+  for (let s = 0; s < rows.length; s += w.chunkRows) {
+    const chunk = rows.slice(s, s + w.chunkRows).map((r) => {
+      const into: Row = {};
+      for (const key of [...w.insertColumns, "created", "lastUpdated"]) into[key] = r[key] ?? null;
+      return into;
+    });
+    batch.add(
+      orm
+        .insert(w.table)
+        .values(chunk as never)
+        .returning({ id: w.table.id }),
+      (out) => ids.push(...(out as Array<{ id: number }>).map((r) => Number(r.id))),
+    );
+  }
+  return ids;
+}
+
+async function stagedUpdate(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  items: StagedUpdate[],
+  partial: boolean,
+  options: StagedOptions,
+): Promise<StagedWritten[]> {
+  const resource = options.resource;
+  const ids = [...new Set(items.map((i) => i.id))];
+  const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
+  const viewWhere = changeWhere ? await restrictWhere(ctx, ctx.auth, "view", resource) : undefined;
+  const phase = new ReadPhase();
+  const inputs = items.map((i) => i.input);
+  const lookups = await stageLookups(w, ctx, phase, inputs, false);
+  const storedRead = stageStored(w, ctx, phase, ids, changeWhere, viewWhere);
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  await phase.run(ctx);
+  const look = lookups();
+  const stored = await storedRead();
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const changes: StagedChange[] = [];
+  await eachInput(items, options.bulk, async ({ id, input }) => {
+    const existing = admitStored(stored, id, resource, options);
+    const folded = foldTagEdits(w, look, input, existing);
+    const c = await w.convert(ctx, folded, existing, partial, undefined, look);
+    changes.push(await stageUpdate(w, ctx, batch, stored, look, id, c));
+  });
+  const texts = stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
+  if (changeWhere)
+    stagePermission(
+      w,
+      ctx,
+      batch,
+      sql`${w.table.id} IN (${sql.join(
+        ids.map((i) => sql`${i}`),
+        sql`, `,
+      )})`,
+      ids.length,
+      changeWhere,
+    );
+  w.indexLater(ctx);
+  await runBatch(w, ctx, batch, "change", stored.read, !!options.precondition);
+  return texts().map((json, k) => ({
+    id: changes[k]!.id as number,
+    record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),
+    json,
+  }));
+}
+
+/**
+ * Stages one row's UPDATE conditioned on the stamp read (a write that came between fails the guard
+ * after it), its links and tags; records the row as written in `stored` (an item later in the
+ * request sees it so). Answers the change to log.
+ */
+async function stageUpdate(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  stored: Stored,
+  look: PhaseLookups,
+  id: number,
+  c: Converted,
+): Promise<StagedChange> {
+  const orm = ctx.services.db.orm;
+  const existing = stored.byId.get(id)!;
+  const before = stored.records.get(id)!;
+  const stamp = nextStamp(existing.lastUpdated);
+  const after = rowAfter(w, look, { ...existing, lastUpdated: stamp }, c);
+  const [post] = await w.read.serialize(
+    ctx,
+    [after],
+    mergeNested(formsOf(w, existing, before), look.nested()),
+  );
+  // Written by hand: a column named like a prototype key (`constructor`) stays a column.
+  const assignments = Object.keys(c.values).map((col) => sql`${ident(col)} = ${c.values[col]}`);
+  assignments.push(sql`"last_updated" = ${stamp}`);
+  batch.add(
+    orm.run(
+      sql`UPDATE ${ident(tableName(w.cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id} AND last_updated = ${existing.lastUpdated}`,
+    ),
+  );
+  batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+  stageLinks(w, ctx, batch, [{ id, multi: c.multi, replace: true }]);
+  stageTags(w, ctx, batch, [{ id, tagIds: c.tagIds, replace: true }]);
+  stored.byId.set(id, after);
+  stored.records.set(id, post!);
+  return { action: "update", id, prechange: before, postchange: post! };
+}
+
+async function stagedDelete(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  ids: number[],
+  options: StagedOptions,
+): Promise<"transaction" | undefined> {
+  const resource = options.resource;
+  const hooks = ctx.services.deleteHooks;
+  if (hooks.some((h) => !h.stage)) return "transaction";
+  const unique = [...new Set(ids)];
+  const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
+  const viewWhere = deleteWhere ? await restrictWhere(ctx, ctx.auth, "view", resource) : undefined;
+  const phase = new ReadPhase();
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  const storedRead = stageStored(w, ctx, phase, unique, deleteWhere, viewWhere);
+  const target = (id: number) => ({
+    appLabel: APP_LABEL,
+    model: w.slug,
+    id,
+    objectTypeId: w.cot.objectTypeId ?? undefined,
+  });
+  const hookParts = new Map(
+    unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
+  );
+  await phase.run(ctx);
+  const stored = await storedRead();
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const changes: StagedChange[] = [];
+  const explain: StagedHook[] = [];
+  const orm = ctx.services.db.orm;
+  for (const id of ids) {
+    const existing = admitStored(stored, id, resource, options);
+    stored.byId.delete(id); // named twice: the second is not found, as it would be one by one
+    for (const answer of hookParts.get(id)!) {
+      const part = await answer();
+      part.write(batch);
+      explain.push(part);
+    }
+    for (const f of w.fields)
+      if (w.shape.storage(f) === "links")
+        batch.add(
+          orm.run(sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${id}`),
+        );
+    batch.add(
+      orm.run(
+        sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${id} AND last_updated = ${existing.lastUpdated}`,
+      ),
+    );
+    batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+    changes.push({ action: "delete", id, prechange: stored.records.get(id)!, postchange: null });
+  }
+  stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
+  w.indexLater(ctx);
+  return runBatch(w, ctx, batch, "delete", stored.read, !!options.precondition, explain);
+}
+
+/** Who writes and why, for the transaction that explains a failed bulk write. */
+const metaOf = ({ auth, requestId, baseUrl, params }: WriteContext) => ({
+  auth,
+  requestId,
+  baseUrl,
+  params,
+});
+
+/** Whether a failed staged bulk write is answered again through a transaction (see below). */
+const explains = (ctx: WriteContext, options: StagedOptions, e: unknown) =>
+  options.bulk && e instanceof ValidationError && ctx.services.db.kind !== "d1";
+
+const hasTagEdits = (input: ApiRecord) =>
+  Object.hasOwn(input, "add_tags") || Object.hasOwn(input, "remove_tags");
+
+/**
+ * A bulk create that failed (an item invalid, or a key clash inside the batch) is answered as the
+ * transaction path answers it where the database has transactions: every item's problems at its
+ * index, clashes with earlier items of the same list included. D1 answers the staged errors.
+ */
+async function createOrExplain(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  inputs: ApiRecord[],
+  options: StagedOptions,
+) {
+  try {
+    return await stagedCreate(w, ctx, inputs, options);
+  } catch (e) {
+    if (!explains(ctx, options, e) || inputs.some(hasTagEdits)) throw e;
+    const resource = options.resource;
+    const written = await writeTransaction(ctx.services, metaOf(ctx), resource, (tx) =>
+      createManyChecked(tx, resource, inputs),
+    );
+    return written.map((x) => ({ ...x, record: x.record! }));
+  }
+}
+
+/** `createOrExplain` for a bulk update: each item's problems at its index, as item by item. */
+async function updateOrExplain(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  items: StagedUpdate[],
+  partial: boolean,
+  options: StagedOptions,
+): Promise<StagedWritten[]> {
+  try {
+    return await stagedUpdate(w, ctx, items, partial, options);
+  } catch (e) {
+    if (!explains(ctx, options, e)) throw e;
+    const resource = options.resource;
+    return writeTransaction(ctx.services, metaOf(ctx), resource, async (tx) => {
+      const out: StagedWritten[] = [];
+      await eachInput(items, true, async ({ id, input }) => {
+        await ensureExists(tx, resource, id, "change");
+        const current = hasTagEdits(input) ? ((await resource.load(tx, [id]))[0] ?? null) : null;
+        const folded = await foldTagEditsLive(tx, resource, input, current);
+        const written = await updateChecked(tx, resource, id, folded, partial);
+        out.push({ ...written, record: written.record! });
+      });
+      return out;
+    });
+  }
+}
+
+/** The staged writes of one custom object type (`Resource.staged`). */
+export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
+  return {
+    create: (ctx, inputs, options) => createOrExplain(w, ctx, inputs, options),
+    update: (ctx, items, partial, options) => updateOrExplain(w, ctx, items, partial, options),
+    delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
+    tagEdits: true,
+  };
+}
