@@ -32,7 +32,10 @@
  * The q cells report wrk's median latency: `?q=` of a site code that 10% of the rows name in their
  * description (`SITE_CODE`), and of one serial (a rare term).
  * RSS of each server: /proc/<pid>/status VmRSS sampled every 100 ms; idle = after start, before any
- * request; peak = the highest sample while it served. Every child is stopped at the end.
+ * request; peak = the highest sample while it served. CPU per request: each server's user + system
+ * time (/proc/<pid>/stat, all its threads) over a cell, divided by the requests wrk counted; on a
+ * shared machine it moves far less with other processes' load than throughput does, so the table
+ * gives both. Every child is stopped at the end.
  */
 import { createClient } from "@libsql/client";
 import { count, eq, like, or } from "drizzle-orm";
@@ -235,12 +238,33 @@ async function startServer(kind: "host" | "floor", url: string) {
 }
 type Server = Awaited<ReturnType<typeof startServer>>;
 
-/** Samples a server's RSS every 100 ms while `fn` runs; returns fn's result and the highest sample. */
-async function sampled<T>(s: Server, fn: () => Promise<T>): Promise<[T, number]> {
+/**
+ * CPU time a process has used (user + system, all its threads), in ms: on a machine other
+ * processes share, CPU per request is the figure their load disturbs least (throughput falls
+ * with the share of the cores a server gets; the work each request takes barely moves).
+ */
+function cpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    // utime and stime are fields 14 and 15 of the line (12 and 13 after the command), in ticks
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/**
+ * Samples a server's RSS every 100 ms while `fn` runs; returns fn's result, the highest sample
+ * and the CPU time (ms) the server used meanwhile.
+ */
+async function sampled<T>(s: Server, fn: () => Promise<T>): Promise<[T, number, number]> {
   let peak = rssMb(s.pid);
+  const cpu0 = cpuMs(s.pid);
   const timer = setInterval(() => (peak = Math.max(peak, rssMb(s.pid))), 100);
   try {
-    return [await fn(), Math.max(peak, rssMb(s.pid))];
+    const result = await fn();
+    return [result, Math.max(peak, rssMb(s.pid)), cpuMs(s.pid) - cpu0];
   } finally {
     clearInterval(timer);
   }
@@ -249,7 +273,7 @@ async function sampled<T>(s: Server, fn: () => Promise<T>): Promise<[T, number]>
 async function wrk(
   origin: string,
   lua: string,
-): Promise<{ rps: number; p50: string; p99: string; errors: string }> {
+): Promise<{ rps: number; requests: number; p50: string; p99: string; errors: string }> {
   const luaPath = join(work, `s${Math.random().toString(36).slice(2)}.lua`);
   writeFileSync(luaPath, lua);
   const proc = Bun.spawn(
@@ -276,12 +300,14 @@ async function wrk(
   clearTimeout(kill);
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
   if (!rps) throw new Error(`wrk failed: ${out}${await new Response(proc.stderr).text()}`);
+  const requests = /(\d+) requests in/.exec(out);
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
   const sockErr = /Socket errors: (.*)/.exec(out);
   const p99 = /\s99%\s+(\S+)/.exec(out);
   const p50 = /\s50%\s+(\S+)/.exec(out);
   return {
     rps: Number(rps[1]),
+    requests: Number(requests?.[1] ?? 0),
     p50: p50?.[1] ?? "?",
     p99: p99?.[1] ?? "?",
     errors: [non2xx ? `${non2xx[1]} non-2xx` : "", sockErr?.[1] ?? ""].filter(Boolean).join(", "),
@@ -441,7 +467,15 @@ try {
     name: "item-__U__",
     serial: "SN-__U__",
   });
-  type Cell = { label: string; unit: string; host: number; floor: number; notes: string[] };
+  /** `cpu`: each server's CPU time per request (per 1,000 rows for the load), ms. */
+  type Cell = {
+    label: string;
+    unit: string;
+    host: number;
+    floor: number;
+    cpu: { host: number; floor: number };
+    notes: string[];
+  };
   const cells: Cell[] = [];
   const floorPath = (kind: "get" | "list", expr: string) =>
     kind === "get" ? `"/co/" .. ${expr}` : `"/co?limit=50&offset=" .. ${expr}`;
@@ -480,7 +514,14 @@ try {
   for (const [i, s] of scenarios.entries()) {
     if (!ONLY.has(s.id)) continue;
     const unit = s.kind === "q" ? "ms" : "req/s";
-    const cell: Cell = { label: s.label, unit, host: 0, floor: 0, notes: [] };
+    const cell: Cell = {
+      label: s.label,
+      unit,
+      host: 0,
+      floor: 0,
+      cpu: { host: 0, floor: 0 },
+      notes: [],
+    };
     for (const server of i % 2 === 0 ? [host, floor] : [floor, host]) {
       const k = server.kind as "host" | "floor";
       const lua =
@@ -500,7 +541,7 @@ try {
                 k === "host" ? auth : {},
                 (k === "host" ? hostPath : floorPath)(s.kind, s.expr),
               );
-      const [r, pk] = await sampled(server, async () => {
+      const [r, pk, used] = await sampled(server, async () => {
         const result = await wrk(server.origin, lua);
         // wrk stops sending, not the server working: a slow cell (the floor's ?q= scans) leaves
         // requests in flight that would run into the next cell. One request more queues behind them.
@@ -512,10 +553,11 @@ try {
       });
       peak[k] = Math.max(peak[k], pk);
       cell[k] = s.kind === "q" ? msOf(r.p50) : r.rps;
+      cell.cpu[k] = used / Math.max(1, r.requests + 1);
       if (s.kind === "q") cell.notes.push(`${k} ${r.rps.toFixed(0)} req/s`);
       if (r.errors) cell.notes.push(`${k}: ${r.errors}`);
       log(
-        `  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50}, p99 ${r.p99}, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`,
+        `  ${s.label} — ${k}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50}, p99 ${r.p99}, CPU ${cell.cpu[k].toFixed(2)} ms/request, RSS peak ${pk.toFixed(0)} MB${r.errors ? ` (${r.errors})` : ""}`,
       );
     }
     cells.push(cell);
@@ -527,12 +569,13 @@ try {
     unit: "rows/s",
     host: 0,
     floor: 0,
+    cpu: { host: 0, floor: 0 },
     notes: [],
   };
   for (const server of ONLY.has("load") ? [floor, host] : []) {
     const k = server.kind as "host" | "floor";
     const url = k === "host" ? `${host.origin}${CO}/bench_item/` : `${floor.origin}/co`;
-    const [ms, pk] = await sampled(server, async () => {
+    const [ms, pk, used] = await sampled(server, async () => {
       let total = 0;
       for (let b = 0; b < BATCHES; b++) {
         const body = JSON.stringify(
@@ -556,7 +599,10 @@ try {
     });
     peak[k] = Math.max(peak[k], pk);
     load[k] = (BATCHES * BULK) / (ms / 1000);
-    log(`  load — ${k}: ${load[k].toFixed(0)} rows/s, RSS peak ${pk.toFixed(0)} MB`);
+    load.cpu[k] = used / BATCHES;
+    log(
+      `  load — ${k}: ${load[k].toFixed(0)} rows/s, CPU ${load.cpu[k].toFixed(0)} ms per 1,000 rows, RSS peak ${pk.toFixed(0)} MB`,
+    );
   }
   // after the POST cell, where the full table has it
   if (ONLY.has("load")) {
@@ -573,15 +619,20 @@ try {
   console.log(
     `bun ${Bun.version}, ${cpu.length} × ${cpu[0]?.model ?? "?"}; wrk -t${THREADS} -c${CONNECTIONS} -d${DURATION}s per cell, Host and floor alternating; load average ${load0[0]!.toFixed(2)} before, ${load1[0]!.toFixed(2)} after; ${((performance.now() - tStart) / 1000).toFixed(0)} s in all\n`,
   );
-  console.log("| operation | Host | floor | Host / floor |");
-  console.log("|---|---|---|---|");
+  // CPU per request: floor ÷ Host, so that above 1 reads as "Host does the work in less", as the
+  // throughput ratio does
+  console.log(
+    "| operation | Host | floor | Host / floor | CPU ms per request (load: per 1,000 rows), Host / floor | floor ÷ Host CPU |",
+  );
+  console.log("|---|---|---|---|---|---|");
   const fmt = (c: Cell, n: number) => (c.unit === "ms" ? n.toFixed(1) : fmtInt(n));
+  const cpuFmt = (n: number) => (n >= 100 ? n.toFixed(0) : n.toFixed(2));
   for (const c of cells)
     console.log(
-      `| ${c.label} | ${fmt(c, c.host)} | ${fmt(c, c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} |`,
+      `| ${c.label} | ${fmt(c, c.host)} | ${fmt(c, c.floor)} | ${(c.host / c.floor).toFixed(2)}${c.notes.length ? ` (${c.notes.join("; ")})` : ""} | ${cpuFmt(c.cpu.host)} / ${cpuFmt(c.cpu.floor)} | ${(c.cpu.floor / c.cpu.host).toFixed(2)} |`,
     );
   console.log(
-    `| RSS idle / peak, MB | ${idle.host.toFixed(0)} / ${peak.host.toFixed(0)} | ${idle.floor.toFixed(0)} / ${peak.floor.toFixed(0)} | |`,
+    `| RSS idle / peak, MB | ${idle.host.toFixed(0)} / ${peak.host.toFixed(0)} | ${idle.floor.toFixed(0)} / ${peak.floor.toFixed(0)} | | | |`,
   );
 } finally {
   for (const c of children) {

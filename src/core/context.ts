@@ -47,6 +47,11 @@ export interface Guard {
   /** The same statements for a read of their own, where that differs (a local file's readers). */
   alone?: Queries[number][];
   settle(answers: unknown[]): Promise<boolean>;
+  /**
+   * Settles the guard by a read of its own that concurrent requests may share (a local file,
+   * where the change stamp proves a shared read current); undefined to read `alone` instead.
+   */
+  settleAlone?(): Promise<boolean>;
 }
 
 /** A load as statements for someone else's read (`Resource.loadPlan`). */

@@ -78,11 +78,29 @@ export function guardFailure(c: Ctx): unknown {
 
 /** Settles the request's pending guards in one read of their own; true when all were current. */
 export async function settleGuards(c: Ctx): Promise<boolean> {
-  const guards = takeGuards(c);
+  const all = takeGuards(c);
+  // a guard with a read of its own (shared by concurrent requests) settles apart from the rest
+  const own = all.filter((g) => g.settleAlone);
+  const guards = all.filter((g) => !g.settleAlone);
   const statements = guards.flatMap((g) => g.alone ?? g.statements);
-  if (!statements.length) return true;
-  const answers = await c.var.services.db.read(statements as unknown as Queries);
-  return settleAll(c, guards, answers as readonly unknown[]);
+  const [rest, ...owned] = await Promise.allSettled([
+    statements.length
+      ? c.var.services.db
+          .read(statements as unknown as Queries)
+          .then((answers) => settleAll(c, guards, answers as readonly unknown[]))
+      : Promise.resolve(true),
+    ...own.map((g) => g.settleAlone!()),
+  ]);
+  // settleAll has called the stale hook and kept its failure; the own guards' are told here
+  const ownStale = owned.some((r) => r.status === "rejected" || !r.value);
+  if (ownStale && rest!.status === "fulfilled" && rest!.value) staleHooks.get(c)?.();
+  for (const r of [rest!, ...owned]) {
+    if (r.status === "rejected") {
+      if (!failures.has(c)) failures.set(c, r.reason);
+      throw r.reason;
+    }
+  }
+  return rest!.status === "fulfilled" && rest!.value === true && !ownStale;
 }
 
 /**

@@ -85,6 +85,46 @@ describe("REST answers have a byte budget", () => {
   });
 });
 
+describe("every way a list picks its page is weighed", () => {
+  // The page's ids come with what their rows take (one statement): a deep page found from an
+  // anchor and a `?q=` page from the search index are charged like a shallow one.
+  beforeAll(async () => {
+    const cot = await makeCot(t, "deep");
+    await addField(t, cot.id, { name: "title", type: "text", primary: true });
+    await addField(t, cot.id, { name: "body", type: "longtext" });
+    const small = Array.from({ length: 1024 }, (_, i) => ({ title: `small ${i}` }));
+    expect((await t.json("POST", `${CO}/deep/`, { body: small })).status).toBe(201);
+    for (let i = 0; i < 4; i++) {
+      const r = await t.json("POST", `${CO}/deep/`, {
+        body: { title: `heavy ${i}`, body: "z".repeat(300_000) },
+      });
+      expect(r.status).toBe(201);
+    }
+  });
+
+  test("a deep page (offset past the first anchor) of heavy rows answers 400", async () => {
+    const big = await t.json("GET", `${CO}/deep/?limit=4&offset=1024`);
+    expect(big.status).toBe(400);
+    expect(big.body).toMatchObject({ error: "response_too_large", limit: BUDGET });
+    const small = await t.json("GET", `${CO}/deep/?limit=2&offset=1024`);
+    expect(small.status).toBe(200);
+    expect(small.body.results.map((r: { title: string }) => r.title)).toEqual([
+      "heavy 0",
+      "heavy 1",
+    ]);
+  });
+
+  test("a ?q= page of heavy rows answers 400", async () => {
+    const big = await t.json("GET", `${CO}/deep/?q=heavy&limit=4`);
+    expect(big.status).toBe(400);
+    expect(big.body).toMatchObject({ error: "response_too_large", limit: BUDGET });
+    const small = await t.json("GET", `${CO}/deep/?q=heavy&limit=2`);
+    expect(small.status).toBe(200);
+    expect(small.body.count).toBe(4);
+    expect(small.body.results).toHaveLength(2);
+  });
+});
+
 describe("GraphQL", () => {
   test("aliases of full pages are weighed by page size and refused before running", async () => {
     const aliases = Array.from({ length: 30 }, (_, i) => `a${i}: site_list { id }`).join(" ");

@@ -211,13 +211,30 @@ function tokenGuard(
   const { db, state } = c.var.services;
   const { keyHash, cached, stamp } = at;
   const entries = state.ensure(AUTH_CACHE, () => new Map());
+  let statements: Guard["statements"] | undefined;
   return {
     name: "token",
-    // a write's guard reads where its read phase reads (a local file's main connection, whose
-    // reads answer in turn: the writes they lead meet in one batch); a read's on the readers
-    statements: [...authStatements(at.folded ? db.orm : db.reader, keyHash)],
-    // settled alone (before a transaction, or after the answer): on the readers
-    alone: [...authStatements(db.reader, keyHash)],
+    // A write's guard reads where its read phase reads (a local file's main connection, whose
+    // reads answer in turn: the writes they lead meet in one batch); a read's on the readers.
+    // Built when a read takes them along: a write in a transaction settles alone instead.
+    get statements() {
+      statements ??= [...authStatements(at.folded ? db.orm : db.reader, keyHash)];
+      return statements;
+    },
+    // Settled alone (before a transaction, or after the answer) on a file: the look-up that
+    // concurrent requests share while the change stamp holds (one read per commit, not one per
+    // request); elsewhere a read of its own on the readers.
+    ...(stamp !== null
+      ? {
+          async settleAlone() {
+            const fresh = await lookUp(c, keyHash, db.changeStamp());
+            remember(entries, keyHash, fresh);
+            if (fresh.proof === cached.proof) return true;
+            c.set("auth", authStateOf(c, fresh, credential));
+            return false;
+          },
+        }
+      : { alone: [...authStatements(db.reader, keyHash)] }),
     async settle(answers) {
       // read after `stamp` was taken: the answers are current for it (or newer)
       if (JSON.stringify(answers) === cached.proof) {

@@ -46,14 +46,52 @@ function wideColumns(resource: Resource): SQLiteColumn[] {
   ) as SQLiteColumn[];
 }
 
+// by table: the same columns for every page of a resource
+const rowBytesByTable = new WeakMap<object, SQL | null>();
+
+/** What one row's wide values take (SQL over the resource's table), or null when it has none. */
+function rowBytes(resource: Resource): SQL | null {
+  let sum = rowBytesByTable.get(resource.table);
+  if (sum === undefined) {
+    const columns = wideColumns(resource);
+    sum = columns.length
+      ? sql.join(
+          columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
+          sql` + `,
+        )
+      : null;
+    rowBytesByTable.set(resource.table, sum);
+  }
+  return sum;
+}
+
+/**
+ * A column for the statement that picks a page's ids, `AS bytes`: what each row's wide values
+ * take, so the page is charged (`chargePage`) without a read of its own. Null when the context
+ * has no budget.
+ */
+export function pageBytesColumn(ctx: ReadContext, resource: Resource): SQL | null {
+  if (!ctx.budget) return null;
+  return rowBytes(resource) ?? sql`0`;
+}
+
+/**
+ * Charges a page whose ids came with their rows' bytes (`pageBytesColumn`), before the rows are
+ * read; throws `response_too_large` as `chargeRows` does.
+ */
+export function chargePage(ctx: ReadContext, rows: ReadonlyArray<{ bytes?: unknown }>): void {
+  const budget = ctx.budget;
+  if (!budget || !rows.length) return;
+  let bytes = rows.length * ROW_OVERHEAD_BYTES;
+  for (const r of rows) bytes += Number(r.bytes ?? 0);
+  budget.used += bytes;
+  if (budget.used > budget.limit) throw responseTooLarge(budget.limit);
+}
+
 /** Bytes the wide values of rows `ids` take, read from the row headers only. */
 async function storedBytes(ctx: ReadContext, resource: Resource, ids: number[]): Promise<number> {
-  const columns = wideColumns(resource);
-  if (!columns.length || !ids.length) return 0;
-  const sum = sql.join(
-    columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
-    sql` + `,
-  );
+  const sum = rowBytes(resource);
+  if (!sum || !ids.length) return 0;
   const idColumn = resource.list.idExpr as SQLiteColumn | SQL;
   const [row] = (await ctx.db
     .select({ bytes: sql<number>`coalesce(sum(${sum}), 0)` })

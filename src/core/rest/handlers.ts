@@ -3,7 +3,7 @@
  * (all-or-nothing), with permission checks, for any `Resource`.
  */
 import { errorBody } from "../../api-error";
-import { and, asc, sql } from "drizzle-orm";
+import { and, asc, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Hono } from "hono";
 import { requirePermission } from "../auth/permissions";
@@ -24,9 +24,9 @@ import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 import { foldTagEdits } from "./tag-edits";
 import type { ApiRecord, LoadPlan, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
-import { anchoredPageIds, countRows } from "./page-anchors";
+import { anchoredPageIds, countRows, type PageRow } from "./page-anchors";
 import { Slots } from "../slots";
-import { budgetInRead, budgetOf, chargeRows } from "./budget";
+import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
 import { foldsCredentials, freshRead, readFolded, settleBeforeWrite } from "../fresh-read";
 import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
@@ -305,49 +305,44 @@ async function listRecords(c: Ctx, resource: Resource) {
   const q = restricted
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
     : parsed;
-  const db = ctx.db;
   if (q.start !== undefined) return cursorPage(c, resource, q, url);
   // A permission constraint is a condition the index does not know: then the rows are read.
   const indexed = restricted ? undefined : parsed.fromIndex;
   const countQuery =
     indexed?.count ?? sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`;
-  const idsQuery = () =>
-    indexed && q.idOrder
-      ? db.all<{ id: number }>(indexed.pageIds(q.idOrder, q.limit, q.offset))
-      : db
-          .select({ id: sql<number>`${resource.list.idExpr}` })
-          .from(resource.table)
-          .where(q.where)
-          .orderBy(...q.orderBy)
-          .limit(q.limit)
-          .offset(q.offset);
+  // the response budget's figure for each row rides with its id: no read of its own
+  const bytes = pageBytesColumn(ctx, resource);
+  const idsQuery = () => pageIdsQuery(ctx, resource, q, indexed, bytes);
   let n: number;
-  let ids: number[] | null = null;
+  let page: PageRow[] | null = null;
   if (databaseStamp(ctx.services) === null) {
     // No stamp to keep counts and anchors by (a remote database): the count and the page's ids
     // in one read, one round trip.
-    const [counted, page] = await ctx.services.db.read([
-      db.all<{ n: number }>(countQuery),
+    const [counted, rows] = await ctx.services.db.read([
+      ctx.db.all<{ n: number }>(countQuery),
       idsQuery(),
     ]);
     n = Number(counted[0]?.n ?? 0);
-    ids = page.map((r) => Number(r.id));
-  } else n = await countRows(ctx.services, db, resource.table, q.where, indexed?.count);
+    page = rows;
+  } else n = await countRows(ctx.services, ctx.db, resource.table, q.where, indexed?.count);
   let results: ApiRecord[] = [];
   if (n > q.offset) {
     const anchored =
-      !ids && !indexed && q.idOrder
-        ? await anchoredPageIds(ctx.services, db, {
+      !page && !indexed && q.idOrder
+        ? await anchoredPageIds(ctx.services, ctx.db, {
             table: resource.table,
             idExpr: resource.list.idExpr,
             where: q.where,
             direction: q.idOrder,
             limit: q.limit,
             offset: q.offset,
+            bytes,
           })
         : null;
-    ids ??= anchored ?? (await idsQuery()).map((r) => Number(r.id));
-    await chargeRows(ctx, resource, ids);
+    page ??= anchored ?? (await idsQuery());
+    const ids = page.map((r) => Number(r.id));
+    if (bytes) chargePage(ctx, page);
+    else await chargeRows(ctx, resource, ids);
     results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
   }
   return c.json({
@@ -355,6 +350,35 @@ async function listRecords(c: Ctx, resource: Resource) {
     ...pageLinks(url, n, q.limit, q.offset),
     results: project(results, q.projection, resource.briefFields),
   });
+}
+
+/**
+ * The statement picking a list page's ids (from the search index when the query has one), with
+ * each row's `bytes` for the response budget when `bytes` is given.
+ */
+function pageIdsQuery(
+  ctx: ReadContext,
+  resource: Resource,
+  q: ListQuery,
+  indexed: ListQuery["fromIndex"],
+  bytes: SQL | null,
+) {
+  const idExpr = resource.list.idExpr;
+  if (indexed && q.idOrder) {
+    const ids = indexed.pageIds(q.idOrder, q.limit, q.offset);
+    if (!bytes) return ctx.db.all<PageRow>(ids);
+    // the index's ids in their order, each with what its row's values take
+    return ctx.db.all<PageRow>(
+      sql`SELECT p.id AS id, (SELECT ${bytes} FROM ${resource.table} WHERE ${idExpr} = p.id) AS bytes FROM (${ids}) p ORDER BY p.id ${sql.raw(q.idOrder)}`,
+    );
+  }
+  return ctx.db
+    .select({ id: sql<number>`${idExpr}`, ...(bytes ? { bytes: sql<number>`${bytes}` } : {}) })
+    .from(resource.table)
+    .where(q.where)
+    .orderBy(...q.orderBy)
+    .limit(q.limit)
+    .offset(q.offset);
 }
 
 /** A resource as a route resolves it (custom objects by slug, per request). */

@@ -57,6 +57,14 @@ export interface PageRequest {
   direction: "asc" | "desc";
   limit: number;
   offset: number;
+  /** A column to answer with each id, `AS bytes` (the response budget's `pageBytesColumn`). */
+  bytes?: SQL | null;
+}
+
+/** A page's id, with its `bytes` when the request asked for them. */
+export interface PageRow {
+  id: number;
+  bytes?: number;
 }
 
 /**
@@ -68,7 +76,7 @@ export async function anchoredPageIds(
   services: Services,
   db: Executor,
   page: PageRequest,
-): Promise<number[] | null> {
+): Promise<PageRow[] | null> {
   if (page.offset < STEP) return null;
   const stamp = databaseStamp(services);
   if (!stamp) return null;
@@ -95,11 +103,11 @@ export async function anchoredPageIds(
   const anchor = entry.ids[slot]!;
   const skip = page.offset - slot * STEP;
   const id = sql`${page.idExpr}`;
-  const rows = (await db.all(
-    sql`SELECT ${id} AS id FROM ${page.table} WHERE ${page.where ? sql`(${page.where})` : sql`1`} AND ${id} ${page.direction === "asc" ? sql`>=` : sql`<=`} ${anchor}
+  const bytes = page.bytes ? sql`, ${page.bytes} AS bytes` : sql``;
+  return (await db.all(
+    sql`SELECT ${id} AS id${bytes} FROM ${page.table} WHERE ${page.where ? sql`(${page.where})` : sql`1`} AND ${id} ${page.direction === "asc" ? sql`>=` : sql`<=`} ${anchor}
         ORDER BY ${id} ${dir(page)} LIMIT ${page.limit} OFFSET ${skip}`,
-  )) as { id: number }[];
-  return rows.map((r) => Number(r.id));
+  )) as PageRow[];
 }
 
 /** Adds anchors to `entry` up to `slot` (at most MAX_NEW_ANCHORS at once); marks it stale if the database moved meanwhile. */
