@@ -3,12 +3,13 @@
  * loopback answer like production, the cron trigger runs by itself so background jobs complete,
  * and Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) takes every part down.
  */
-import { afterAll, describe, expect, test, setDefaultTimeout } from "bun:test";
+import { afterAll, afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, ROOT } from "../helpers/worker";
+import { processTree, type ProcessTree } from "../helpers/process-tree";
 import { waitFor, within } from "../helpers/wait";
 
 // Real workerd, wrangler and redis-server processes: more room than bun's 5 s default
@@ -19,8 +20,14 @@ const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 20_000;
 
 const dir = mkdtempSync(join(tmpdir(), "host-dev-worker-test-"));
-let proc: ChildProcess | null = null;
-let output = "";
+
+/** One `npm run dev:worker` and everything under it (wrangler makes a process group of its own). */
+interface DevWorker {
+  proc: ChildProcess;
+  tree: ProcessTree;
+  output: () => string;
+}
+const started: DevWorker[] = [];
 
 const exited = async (p: ChildProcess, timeoutMs: number): Promise<boolean> =>
   p.exitCode !== null ||
@@ -36,34 +43,62 @@ const ctrlC = (p: ChildProcess, signal: NodeJS.Signals = "SIGINT") => {
   }
 };
 
-afterAll(async () => {
-  if (proc && !(await exited(proc, 0))) {
-    ctrlC(proc);
-    if (!(await exited(proc, STOP_TIMEOUT_MS))) ctrlC(proc, "SIGKILL");
+/** Starts `npm run dev:worker -- ...args` in its own process group, standing in for a terminal. */
+function startDevWorker(args: string[]): DevWorker {
+  const proc = spawn("npm", ["run", "--silent", "dev:worker", "--", ...args], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  // Keep draining both pipes so no child ever blocks on a full pipe.
+  proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+  proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  const worker = { proc, tree: processTree(proc.pid!), output: () => output };
+  started.push(worker);
+  return worker;
+}
+
+/**
+ * The failure path (a timed-out or failed test) stops whatever the test started: Ctrl-C first,
+ * then SIGKILL to every process of the tree still running, wrangler's own group and workerd
+ * included, so nothing is left spinning.
+ */
+async function stopEverything(): Promise<void> {
+  for (const { proc, tree } of started.splice(0)) {
+    tree.snapshot();
+    if (!(await exited(proc, 0))) {
+      ctrlC(proc);
+      if (!(await exited(proc, STOP_TIMEOUT_MS))) ctrlC(proc, "SIGKILL");
+    }
+    tree.killAll();
   }
+}
+
+afterEach(stopEverything);
+afterAll(async () => {
+  await stopEverything();
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function waitForOutput(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
-  const gone = () => proc !== null && (proc.exitCode !== null || proc.signalCode !== null);
-  await waitFor(() => pattern.test(output) || gone(), {
-    timeoutMs,
-    intervalMs: 100,
-    message: () => `${pattern} in the output:\n${output}`,
-  });
-  const m = output.match(pattern);
-  if (!m) throw new Error(`the process ended without ${pattern}; output:\n${output}`);
+async function waitForOutput(
+  worker: DevWorker,
+  pattern: RegExp,
+  timeoutMs: number,
+): Promise<RegExpMatchArray> {
+  const { proc, tree, output } = worker;
+  const gone = () => proc.exitCode !== null || proc.signalCode !== null;
+  await waitFor(
+    () => {
+      tree.snapshot(); // while it starts, so a cleanup after a timeout still knows every process
+      return pattern.test(output()) || gone();
+    },
+    { timeoutMs, intervalMs: 100, message: () => `${pattern} in the output:\n${output()}` },
+  );
+  tree.snapshot();
+  const m = output().match(pattern);
+  if (!m) throw new Error(`the process ended without ${pattern}; output:\n${output()}`);
   return m;
-}
-
-async function listening(port: number): Promise<boolean> {
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1_000) });
-    await res.body?.cancel();
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe("npm run dev:worker", () => {
@@ -71,40 +106,21 @@ describe("npm run dev:worker", () => {
     "serves the app from workerd over the local stack; Ctrl-C stops wrangler, workerd, Redis and Hrana",
     async () => {
       const [port, inspector] = [await freePort(), await freePort()];
-      proc = spawn(
-        "npm",
-        [
-          "run",
-          "--silent",
-          "dev:worker",
-          "--",
-          "--port",
-          String(port),
-          "--inspector-port",
-          String(inspector),
-          "--db",
-          join(dir, "dev.db"),
-          "--cron-interval",
-          "1",
-        ],
-        {
-          cwd: ROOT,
-          detached: true, // its own process group, standing in for the terminal's foreground group
-          stdio: ["ignore", "pipe", "pipe"],
-        },
-      );
-      // Keep draining both pipes so no child ever blocks on a full pipe.
-      proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-      proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
-
+      const worker = startDevWorker([
+        ...["--port", String(port), "--inspector-port", String(inspector)],
+        ...["--db", join(dir, "dev.db"), "--cron-interval", "1"],
+      ]);
+      const { proc } = worker;
       const [, base, token] = await waitForOutput(
+        worker,
         /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token (\S+)\)/,
         READY_TIMEOUT_MS,
       );
       expect(base).toBe(`http://127.0.0.1:${port}`);
-      const hranaPort = Number(output.match(/served at http:\/\/127\.0\.0\.1:(\d+)/)![1]);
+      const output = worker.output;
+      const hranaPort = Number(output().match(/served at http:\/\/127\.0\.0\.1:(\d+)/)![1]);
       const bridgePort = Number(
-        output.match(/Upstash bridge at http:\/\/127\.0\.0\.1:(\d+)/)?.[1] ?? 0,
+        output().match(/Upstash bridge at http:\/\/127\.0\.0\.1:(\d+)/)?.[1] ?? 0,
       );
 
       const status = await fetch(`${base}/api/status/`, {
@@ -126,7 +142,7 @@ describe("npm run dev:worker", () => {
       }
       if (Bun.which("redis-server")) {
         // A background job completes by itself: dev:worker runs the cron trigger (every second here).
-        expect(output).toContain("cron trigger every 1 s");
+        expect(output()).toContain("cron trigger every 1 s");
         const type = {
           name: "dev_widget",
           slug: "dev_widget",
@@ -154,7 +170,7 @@ describe("npm run dev:worker", () => {
         expect(job).toMatchObject({ status: { value: "completed" } });
       }
       // Secrets reach wrangler through a private file and are shown as hidden.
-      expect(output).not.toMatch(/dev-[0-9a-f]{8}-[0-9a-f]{4}-/);
+      expect(output()).not.toMatch(/dev-[0-9a-f]{8}-[0-9a-f]{4}-/);
 
       ctrlC(proc);
       expect(await exited(proc, STOP_TIMEOUT_MS)).toBe(true);
@@ -168,24 +184,18 @@ describe("npm run dev:worker", () => {
     "--d1: the Worker on miniflare's D1, migrated by wrangler, answers reads; Ctrl-C stops it",
     async () => {
       const [port, inspector] = [await freePort(), await freePort()];
-      output = "";
       const d1Dir = join(dir, "d1");
-      proc = spawn(
-        "npm",
-        [
-          ...["run", "--silent", "dev:worker", "--"],
-          ...["--d1", "--d1-dir", d1Dir, "--no-redis", "--cron-interval", "0"],
-          ...["--port", String(port), "--inspector-port", String(inspector)],
-        ],
-        { cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] },
-      );
-      proc.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-      proc.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+      const worker = startDevWorker([
+        ...["--d1", "--d1-dir", d1Dir, "--no-redis", "--cron-interval", "0"],
+        ...["--port", String(port), "--inspector-port", String(inspector)],
+      ]);
+      const { proc, output } = worker;
       const [, base, token] = await waitForOutput(
+        worker,
         /ready: (http:\/\/127\.0\.0\.1:\d+)\/api\/ +\(Authorization: Token (\S+)\)/,
         READY_TIMEOUT_MS,
       );
-      expect(output).toContain(`D1 database under ${d1Dir} (migrated)`);
+      expect(output()).toContain(`D1 database under ${d1Dir} (migrated)`);
       const auth = { authorization: `Token ${token}` };
       const status = await fetch(`${base}/api/status/`, { headers: auth });
       expect(status.status).toBe(200);
