@@ -101,6 +101,24 @@ async function waitForOutput(
   return m;
 }
 
+/** Ctrl-C took every process down: wrangler, workerd, redis-server, not only npm's group. */
+async function nothingLeft({ tree }: DevWorker): Promise<void> {
+  await waitFor(() => tree.running() === 0, {
+    timeoutMs: STOP_TIMEOUT_MS,
+    message: () => `${tree.running()} processes of dev:worker still running after Ctrl-C`,
+  });
+}
+
+async function listening(port: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1_000) });
+    await res.body?.cancel();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 describe("npm run dev:worker", () => {
   test(
     "serves the app from workerd over the local stack; Ctrl-C stops wrangler, workerd, Redis and Hrana",
@@ -174,6 +192,7 @@ describe("npm run dev:worker", () => {
 
       ctrlC(proc);
       expect(await exited(proc, STOP_TIMEOUT_MS)).toBe(true);
+      await nothingLeft(worker);
       for (const p of [port, hranaPort, ...(bridgePort ? [bridgePort] : [])])
         expect(await listening(p)).toBe(false);
     },
@@ -211,6 +230,7 @@ describe("npm run dev:worker", () => {
       expect(checks.Database).toBe("working");
       ctrlC(proc);
       expect(await exited(proc, STOP_TIMEOUT_MS)).toBe(true);
+      await nothingLeft(worker);
       expect(await listening(port)).toBe(false);
     },
     READY_TIMEOUT_MS + STOP_TIMEOUT_MS + 30_000,
