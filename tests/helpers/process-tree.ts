@@ -28,7 +28,9 @@ function statOf(pid: number): [number, string] | null {
 function descendantsOf(roots: number[]): Seen[] {
   let pids: number[];
   try {
-    pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number);
+    pids = readdirSync("/proc")
+      .filter((d) => /^\d+$/.test(d))
+      .map(Number);
   } catch {
     return [];
   }
