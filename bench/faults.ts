@@ -104,7 +104,7 @@ async function columns(others: number) {
  * was due (a stall counts in full): "N probes, p50, p99, max".
  */
 async function probeWhile(
-  call: (method: string, path: string) => Promise<Response>,
+  call: (method: string, path: string) => Promise<Response> | Response,
   work: Promise<unknown>,
 ): Promise<string> {
   let probing = true;
