@@ -57,7 +57,7 @@ interface PruneOptions {
  * The next batch size: smaller when the last batch held the lock longer than the target,
  * larger again when it took under half of it.
  */
-export function nextBatchSize(size: number, tookMs: number): number {
+function nextBatchSize(size: number, tookMs: number): number {
   if (tookMs > BATCH_TARGET_MS) return Math.max(MIN_BATCH, Math.floor(size / 2));
   if (tookMs < BATCH_TARGET_MS / 2) return Math.min(RETENTION_BATCH, size * 2);
   return size;
