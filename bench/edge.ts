@@ -393,7 +393,7 @@ async function creatorsTable(ctx: Ctx, bare: Client) {
 // ---- main -----------------------------------------------------------------------------------
 
 const remote = await startRemoteDatabase();
-const proxy = await startCountingProxy({ target: remote.url, latencyMs: LATENCY_MS });
+const proxy = startCountingProxy({ target: remote.url, latencyMs: LATENCY_MS });
 let host: Awaited<ReturnType<typeof startHost>> | undefined;
 const bare = createClient({ url: proxy.url });
 try {

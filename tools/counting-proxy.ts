@@ -4,7 +4,8 @@
  * count database round trips (issue 28).
  *
  * API:
- *   const proxy = await startCountingProxy({ target: hrana.url, latencyMs: 10 });
+ *   const proxy = startCountingProxy({ target: hrana.url, latencyMs: 10 });
+ *   // or startCountingProxy(hrana.url): no latency, for tests that count
  *   // give the app DATABASE_URL=proxy.url
  *   const { value, trips } = await proxy.measure(() => fetch(...));  // round trips during fn
  *   proxy.trips            // Hrana round trips (POST …/pipeline or …/cursor) since start/reset
@@ -13,6 +14,10 @@
  *                          // the client's BEGIN/COMMIT of a batch included)
  *   proxy.log              // the last 1,000 round trips: { path, statements, sql[] } (first 200
  *                          // characters of each statement), to see what a handler sent
+ *   proxy.count            // the same as trips (the name the round-trip tests use)
+ *   proxy.bytesIn          // bytes of the answers to those round trips (what came back)
+ *   proxy.hold(sql => …)   // holds every round trip whose statements match until release(): a
+ *   proxy.held; proxy.release()  // race staged on purpose (both writers' reads done first)
  *   proxy.reset(); proxy.latencyMs = 0; await proxy.stop();
  *
  *   bun tools/counting-proxy.ts --target http://127.0.0.1:8080 --port 8081 --latency 10
@@ -49,6 +54,10 @@ export interface CountingProxy {
   latencyMs: number;
   /** Hrana round trips (POST to a pipeline or cursor endpoint) since start or the last reset. */
   readonly trips: number;
+  /** The same as {@link trips}. */
+  readonly count: number;
+  /** Bytes of the answers to those round trips. */
+  readonly bytesIn: number;
   /** Every request forwarded (version probes and other GETs included). */
   readonly requests: number;
   /** Statements carried by the round trips (a batch counts its steps). */
@@ -59,6 +68,15 @@ export interface CountingProxy {
   reset(): void;
   /** Runs `fn` and returns its value with the round trips and statements seen meanwhile. */
   measure<T>(fn: () => Promise<T>): Promise<{ value: T; trips: number; statements: number }>;
+  /**
+   * Holds every round trip whose statements `match` accepts until {@link release} (a race staged
+   * on purpose: both writers' read phases done before either write arrives).
+   */
+  hold(match: (sql: string[]) => boolean): void;
+  /** Round trips held now. */
+  readonly held: number;
+  /** Lets every held round trip through and stops holding. */
+  release(): void;
   stop(): Promise<void>;
 }
 
@@ -109,25 +127,34 @@ function copyHeaders(from: Headers): Headers {
   return headers;
 }
 
-/** Starts the proxy; see the module header for its use. */
-export async function startCountingProxy(options: CountingProxyOptions): Promise<CountingProxy> {
-  const target = options.target.replace(/\/+$/, "");
+/**
+ * Starts the proxy (listening when it returns); see the module header for its use. A bare URL is
+ * `{ target, latencyMs: 0 }`.
+ */
+export function startCountingProxy(options: CountingProxyOptions | string): CountingProxy {
+  const opts = typeof options === "string" ? { target: options, latencyMs: 0 } : options;
+  const target = opts.target.replace(/\/+$/, "");
   let trips = 0;
   let requests = 0;
   let statements = 0;
+  let bytesIn = 0;
   let log: RoundTrip[] = [];
   const stored = new Map<number, string>();
+  let holding: ((sql: string[]) => boolean) | null = null;
+  const waiting: Array<() => void> = [];
 
   async function forward(req: Request): Promise<Response> {
     const url = new URL(req.url);
     const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.text();
     requests++;
-    if (req.method === "POST" && /\/(pipeline|cursor)$/.test(url.pathname)) {
+    const counted = req.method === "POST" && /\/(pipeline|cursor)$/.test(url.pathname);
+    if (counted) {
       const sql = statementsOf(body ?? "", stored);
       trips++;
       statements += sql.length;
       log.push({ path: url.pathname, statements: sql.length, sql });
       if (log.length > LOG_LIMIT) log = log.slice(-LOG_LIMIT);
+      if (holding?.(sql)) await new Promise<void>((go) => waiting.push(go));
     }
     await sleep(proxy.latencyMs);
     const answer = await fetch(target + url.pathname + url.search, {
@@ -136,12 +163,13 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
       body,
     });
     const payload = await answer.arrayBuffer();
+    if (counted) bytesIn += payload.byteLength;
     await sleep(proxy.latencyMs);
     return new Response(payload, { status: answer.status, headers: copyHeaders(answer.headers) });
   }
 
   const server = Bun.serve({
-    port: options.port ?? 0,
+    port: opts.port ?? 0,
     hostname: "127.0.0.1",
     idleTimeout: 120,
     fetch: forward,
@@ -150,9 +178,18 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
   const proxy: CountingProxy = {
     url: `http://127.0.0.1:${port}`,
     port,
-    latencyMs: options.latencyMs ?? 10,
+    latencyMs: opts.latencyMs ?? 10,
     get trips() {
       return trips;
+    },
+    get count() {
+      return trips;
+    },
+    get bytesIn() {
+      return bytesIn;
+    },
+    get held() {
+      return waiting.length;
     },
     get requests() {
       return requests;
@@ -167,7 +204,15 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
       trips = 0;
       requests = 0;
       statements = 0;
+      bytesIn = 0;
       log = [];
+    },
+    hold(match) {
+      holding = match;
+    },
+    release() {
+      holding = null;
+      for (const go of waiting.splice(0)) go();
     },
     async measure(fn) {
       const t0 = trips;
@@ -195,7 +240,7 @@ if (import.meta.main) {
     console.error("counting-proxy: --target http://127.0.0.1:PORT is required");
     process.exit(2);
   }
-  const proxy = await startCountingProxy({
+  const proxy = startCountingProxy({
     target: values.target,
     port: Number(values.port ?? 0),
     latencyMs: Number(values.latency ?? 10),

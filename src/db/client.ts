@@ -18,6 +18,9 @@
  *   yet uses it; D1 has none and refuses it (`InteractiveTransactionUnsupported`).
  * - `longWrite(work)` marks a long write (a schema apply): on a local file its transactions run on
  *   a second connection that gives the event loop turns (`pace()`); elsewhere it just runs `work`.
+ * - `maintain(statement)` runs one write of long maintenance (a retention batch): on a local file
+ *   on a connection of its own whose statements step SQLite off the event loop; elsewhere it is
+ *   `execute` (a remote statement holds no event loop).
  * - `changeStamp()` changes whenever anything commits, from any connection or process, where the
  *   implementation can tell that without a round trip (a local file); null elsewhere, and caches
  *   must then validate themselves another way.
@@ -114,6 +117,8 @@ export interface Database {
   longWrite<T>(work: () => Promise<T>): Promise<T>;
   /** Inside a long write on a local file: gives the event loop a turn when due. Else a no-op. */
   pace(): Promise<void>;
+  /** One maintenance write (see above), outside any transaction; resolves with the rows changed. */
+  maintain(statement: Statement): Promise<number>;
   /** A stamp that changes with every commit by anyone, or null where none is known for free. */
   changeStamp(): string | null;
   /** The storage's own faults (a local file's watcher; `NO_FILE_HEALTH` elsewhere). */

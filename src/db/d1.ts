@@ -55,6 +55,13 @@ export function d1Database(binding: D1Binding): Database {
     transaction: () => Promise.reject(new InteractiveTransactionUnsupported("D1")),
     longWrite: (work) => work(),
     pace: async () => {},
+    async maintain({ sql, args }) {
+      const r = await binding
+        .prepare(sql)
+        .bind(...args)
+        .all();
+      return r.meta.changes ?? 0;
+    },
     changeStamp: () => null,
     fileHealth: NO_FILE_HEALTH,
     async close() {},

@@ -39,6 +39,9 @@ export function libsqlDatabase(client: Client, kind: "local" | "remote"): Libsql
     transaction: (work) => orm.transaction(work),
     longWrite: (work) => work(),
     pace: async () => {},
+    async maintain(statement) {
+      return (await client.execute(statement)).rowsAffected;
+    },
     changeStamp: () => null,
     fileHealth: NO_FILE_HEALTH,
     async close() {

@@ -11,6 +11,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { BackgroundConnection } from "./background";
+import { MaintenanceConnection } from "./maintenance";
 import { BatchGroup, GroupCommit } from "./group-commit";
 import { libsqlDatabase, type LibsqlDatabase } from "./libsql";
 import { ReadPool } from "./read-pool";
@@ -127,10 +128,17 @@ export async function openDatabase(
     db.longWrite = (fn) => long.run(true, fn);
     db.pace = () => background.pace();
   }
+  const maintenance = inMemory ? null : new MaintenanceConnection(path, busyTimeoutMs, committed);
+  if (maintenance) db.maintain = ({ sql, args }) => maintenance.run(sql, args);
   db.close = async () => {
     stamp?.close();
     health?.close();
-    await Promise.all([background?.close(), pool?.close(), checkpointer?.close()]);
+    await Promise.all([
+      background?.close(),
+      maintenance?.close(),
+      pool?.close(),
+      checkpointer?.close(),
+    ]);
     client.close();
   };
   return db;

@@ -92,10 +92,11 @@ const CAUSES: Array<[string, () => Record<string, string>, RegExp]> = [
   ["TLS", () => ({ DATABASE_URL: `https://127.0.0.1:${plain.port}` }), /TLS failed/],
 ];
 
+// Each case is a process of its own that fails before it writes anything: they run side by side.
 describe("database connection failures name their cause in one line", () => {
   for (const [name, cmd, prefix] of COMMANDS) {
     for (const [cause, env, pattern] of CAUSES) {
-      test(`${name}: ${cause}`, async () => {
+      test.concurrent(`${name}: ${cause}`, async () => {
         const port = String(await freePort());
         const r = await run(cmd, { ...env(), PORT: port });
         expect(r.code).toBe(1);

@@ -64,8 +64,9 @@ describe("manage --help", () => {
     [["schema", "--help"], "schema apply FILE"],
     [["schema", "apply", "--help"], "schema apply FILE"],
   ];
+  // each a process of its own that only prints: side by side
   for (const [args, marker] of cases) {
-    test(`manage ${args.join(" ")} → usage on stdout, exit 0`, async () => {
+    test.concurrent(`manage ${args.join(" ")} → usage on stdout, exit 0`, async () => {
       const r = await manage(args);
       expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
       expect(r.stdout).toContain("usage:");

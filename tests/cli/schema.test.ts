@@ -89,17 +89,14 @@ describe("against the local database (DATABASE_URL)", () => {
   });
 
   test("FORCE_COLOR turns colours on; NO_COLOR does not override it", async () => {
-    const r = await cli(["preview", file("example.json", exampleDoc())], {
-      ...env,
-      FORCE_COLOR: "1",
-      NO_COLOR: "1",
-    });
+    // independent runs (previews write nothing): side by side
+    const path = file("example.json", exampleDoc());
+    const [r, off] = await Promise.all([
+      cli(["preview", path], { ...env, FORCE_COLOR: "1", NO_COLOR: "1" }),
+      cli(["preview", path], { ...env, FORCE_COLOR: "0" }),
+    ]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`${ESC}32m+`);
-    const off = await cli(["preview", file("example.json", exampleDoc())], {
-      ...env,
-      FORCE_COLOR: "0",
-    });
     expect(off.stdout).not.toContain(ESC);
   });
 
@@ -213,27 +210,26 @@ describe("against the local database (DATABASE_URL)", () => {
   });
 
   test("errors exit 1: invalid document (with paths), bad JSON, missing file, bad usage", async () => {
-    const invalid = await cli(
-      [
-        "apply",
-        file("invalid.json", {
-          schema_version: "1",
-          types: [{ name: "x", slug: "x", fields: [{ id: 1, name: "a", type: "colour" }] }],
-        }),
-      ],
-      env,
-    );
+    const invalidDoc = file("invalid.json", {
+      schema_version: "1",
+      types: [{ name: "x", slug: "x", fields: [{ id: 1, name: "a", type: "colour" }] }],
+    });
+    // each run is refused before it writes anything: side by side
+    const [invalid, broken, missing, usage, help] = await Promise.all([
+      cli(["apply", invalidDoc], env),
+      cli(["preview", file("broken.json", "{nope")], env),
+      cli(["apply", join(dir, "missing.json")], env),
+      cli(["frobnicate"], env),
+      cli(["--help"], env),
+    ]);
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toContain("invalid_schema");
     expect(invalid.stderr).toContain("$.types[0].fields[0].type");
-    expect((await cli(["preview", file("broken.json", "{nope")], env)).stderr).toContain(
-      "is not JSON",
-    );
-    expect((await cli(["apply", join(dir, "missing.json")], env)).code).toBe(1);
-    const usage = await cli(["frobnicate"], env);
+    expect(broken.stderr).toContain("is not JSON");
+    expect(missing.code).toBe(1);
     expect(usage.code).toBe(1);
     expect(usage.stderr).toContain("usage:");
-    expect((await cli(["--help"], env)).code).toBe(0);
+    expect(help.code).toBe(0);
   });
 
   test("local runs leave no token behind", async () => {
@@ -333,22 +329,19 @@ describe("against a server (--url, --token)", () => {
 
   test("refusals exit 1: no token, a bad token, no permission, nothing listening", async () => {
     const path = file("remote.json", exampleDoc());
-    const anonymous = await cli(["apply", path, "--url", url]);
+    const unused = `http://127.0.0.1:${await freePort()}`;
+    // each is refused before anything is written: side by side
+    const [anonymous, invalid, denied, nowhere] = await Promise.all([
+      cli(["apply", path, "--url", url]),
+      cli(["apply", path, "--url", url, "--token", "0".repeat(40)]),
+      cli(["apply", path, "--url", url, "--token", readOnly]),
+      cli(["export", "--url", unused, "--token", token]),
+    ]);
     expect(anonymous.code).toBe(1);
     expect(anonymous.stderr).toContain("Authentication credentials were not provided.");
-    expect((await cli(["apply", path, "--url", url, "--token", "0".repeat(40)])).stderr).toContain(
-      "Invalid token",
-    );
-    const denied = await cli(["apply", path, "--url", url, "--token", readOnly]);
+    expect(invalid.stderr).toContain("Invalid token");
     expect(denied.code).toBe(1);
     expect(denied.stderr).toContain("permission");
-    const nowhere = await cli([
-      "export",
-      "--url",
-      `http://127.0.0.1:${await freePort()}`,
-      "--token",
-      token,
-    ]);
     expect(nowhere.code).toBe(1);
     expect(nowhere.stderr).toContain("could not reach");
   });

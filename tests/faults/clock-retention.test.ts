@@ -2,7 +2,7 @@
  * Issue 30 items 2 and 3: the outbox relays by sequence and retention keeps what a live job
  * needs, whatever the clock says (an injected clock: stored times two hours ahead of it, a prune
  * that believes it is 100 days later); and retention deletes in bounded batches with a turn of
- * the event loop between them. Real libSQL file, real redis-server behind the Upstash bridge.
+ * the event loop between them, off the event loop: `/livez` answers while a batch runs. Real libSQL file, real redis-server behind the Upstash bridge.
  */
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
 import { isNull, sql } from "drizzle-orm";
@@ -13,8 +13,10 @@ import { createUpstashRedis } from "../../src/services/redis";
 import { recordOutbox } from "../../src/services/tasks/outbox";
 import { pruneExpired, RETENTION_BATCH } from "../../src/services/tasks/retention";
 import { startRedisBridge, type RedisBridge } from "../../tools/redis-bridge";
+import type { Database } from "../../src/db/client";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startRedisProcess, type RedisProcess } from "../helpers/redis-process";
+import { waitFor } from "../helpers/wait";
 
 const DAY = 86_400_000;
 let redis: RedisProcess;
@@ -107,39 +109,41 @@ test("a prune 100 days ahead keeps every change record a pending delivery needs"
   expect(await db().orm.select().from(objectChanges)).toEqual([]);
 });
 
-/** How many DELETE statements the database client is sent while `fn` runs. */
-async function deletesDuring(fn: () => Promise<void>): Promise<number> {
-  const c = (db() as unknown as { client: Record<string, (...a: any[]) => any> }).client;
-  const orig = { execute: c.execute!, batch: c.batch! };
-  let n = 0;
-  const count = (stmt: unknown) => {
-    const text = typeof stmt === "string" ? stmt : String((stmt as { sql?: unknown })?.sql ?? "");
-    if (/^\s*DELETE\b/i.test(text)) n++;
-  };
-  c.execute = (stmt: unknown, ...rest: unknown[]) => {
-    count(stmt);
-    return orig.execute.call(c, stmt, ...rest);
-  };
-  c.batch = (stmts: unknown[], ...rest: unknown[]) => {
-    for (const s of stmts) count(s);
-    return orig.batch.call(c, stmts, ...rest);
+/** The maintenance statements (`Database.maintain`) the prune sends while `fn` runs, with their LIMITs. */
+async function batchesDuring(
+  fn: () => Promise<void>,
+  around: (run: () => Promise<number>) => Promise<number> = (run) => run(),
+): Promise<Array<{ sql: string; limit: unknown }>> {
+  const d = db() as { maintain: Database["maintain"] };
+  const orig = d.maintain;
+  const seen: Array<{ sql: string; limit: unknown }> = [];
+  d.maintain = (statement) => {
+    seen.push({ sql: statement.sql, limit: statement.args.at(-1) });
+    return around(() => orig.call(d, statement));
   };
   try {
     await fn();
   } finally {
-    Object.assign(c, orig);
+    d.maintain = orig;
   }
-  return n;
+  return seen;
 }
 
-test("retention deletes in bounded batches and the event loop turns between them", async () => {
-  const total = RETENTION_BATCH * 6 + 7;
+async function oldChangeRecords(total: number): Promise<void> {
   await db().client.execute({
     sql: `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
           INSERT INTO object_changes (time, action, changed_object_type_id, changed_object_id, object_repr)
           SELECT ?, 'create', 1, i, 'old' FROM n`,
     args: [total, at(Date.now() - 400 * DAY)],
   });
+}
+
+const remaining = async () =>
+  ((await db().orm.all(sql`SELECT count(*) AS n FROM object_changes`)) as { n: number }[])[0]!.n;
+
+test("retention deletes in bounded batches and the event loop turns between them", async () => {
+  const total = RETENTION_BATCH * 6 + 7;
+  await oldChangeRecords(total);
   // Counts turns of the event loop (what a waiting request needs) while the prune runs.
   let turns = 0;
   let pruning = true;
@@ -150,21 +154,110 @@ test("retention deletes in bounded batches and the event loop turns between them
   };
   setImmediate(spin);
   let result!: Awaited<ReturnType<typeof pruneExpired>>;
-  // Only the prune's DELETEs: the app's own background work (an index sweep, a health probe)
-  // may send a statement of its own meanwhile.
-  const deletes = await deletesDuring(async () => {
-    result = await pruneExpired(db(), { changelogDays: 90, jobDays: 0 });
+  // A clock that never moves: every batch is quick, so every batch is a full one.
+  const batches = await batchesDuring(async () => {
+    result = await pruneExpired(db(), { changelogDays: 90, jobDays: 0 }, { clock: () => 0 });
   });
   pruning = false;
   expect(result.changes).toBe(total);
-  const batches = Math.ceil(total / RETENTION_BATCH);
-  expect(deletes).toBe(batches + 1); // one DELETE per batch of changes, one for the outbox
-  expect(turns).toBeGreaterThanOrEqual(batches - 1);
-  const rows = (await db().orm.all(sql`SELECT count(*) AS n FROM object_changes`)) as {
-    n: number;
-  }[];
-  expect(rows[0]!.n).toBe(0);
+  const full = Math.ceil(total / RETENTION_BATCH);
+  expect(batches.length).toBe(full + 1); // one DELETE per batch of changes, one for the outbox
+  expect(batches.every((b) => /^\s*DELETE\b/i.test(b.sql) && b.limit === RETENTION_BATCH)).toBe(
+    true,
+  );
+  expect(turns).toBeGreaterThanOrEqual(full - 1);
+  expect(await remaining()).toBe(0);
 });
+
+test("a batch that held the lock too long makes the next one smaller, down to a floor", async () => {
+  await oldChangeRecords(1_200);
+  // An injected clock on which every batch takes 30 ms: over the 20 ms a batch may hold the lock.
+  let now = 0;
+  const batches = await batchesDuring(
+    async () => {
+      await pruneExpired(db(), { changelogDays: 90, jobDays: 0 }, { clock: () => now });
+    },
+    async (run) => {
+      const deleted = await run();
+      now += 30;
+      return deleted;
+    },
+  );
+  const limits = batches.filter((b) => b.sql.includes("object_changes")).map((b) => b.limit);
+  expect(limits.slice(0, 7)).toEqual([500, 250, 125, 62, 31, 25, 25]);
+  expect(await remaining()).toBe(0);
+});
+
+/**
+ * A trigger that makes the first batch's DELETE compute inside SQLite for `steps` steps of a
+ * counted recursion (no clock): time for a request to go out and come back meanwhile.
+ */
+async function slowFirstDelete(firstId: number, steps: number): Promise<() => Promise<void>> {
+  await db().client.execute(`CREATE TABLE IF NOT EXISTS prune_probe (n INTEGER)`);
+  await db().client.execute(`CREATE TRIGGER prune_probe_slow AFTER DELETE ON object_changes
+    WHEN OLD.id = ${firstId} BEGIN
+      INSERT INTO prune_probe SELECT count(*) FROM (WITH RECURSIVE c(i) AS
+        (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${steps}) SELECT i FROM c);
+    END`);
+  return async () => {
+    await db().client.execute("DROP TRIGGER IF EXISTS prune_probe_slow");
+    await db().client.execute("DROP TABLE IF EXISTS prune_probe");
+  };
+}
+
+/**
+ * Prunes two batches, the first made slow by `steps`, and sends `/livez` over real HTTP once the
+ * first batch runs (the answer needs the event loop to poll the socket, which a statement run on
+ * the JavaScript thread holds until it ends). Whether the answer came while that batch still ran.
+ */
+async function livezDuringFirstBatch(steps: number): Promise<boolean> {
+  await oldChangeRecords(RETENTION_BATCH * 2);
+  const rows = (await db().orm.all(sql`SELECT min(id) AS first FROM object_changes`)) as {
+    first: number;
+  }[];
+  const cleanup = await slowFirstDelete(rows[0]!.first, steps);
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => t.app.fetch(req) });
+  let running = 0;
+  let finished = 0;
+  let during = false;
+  try {
+    await batchesDuring(
+      async () => {
+        const prune = pruneExpired(db(), { changelogDays: 90, jobDays: 0 });
+        await waitFor(() => running === 1, { message: "the first batch to start" });
+        const livez = await fetch(`http://127.0.0.1:${server.port}/livez`);
+        expect(livez.status).toBe(200);
+        during = running === 1 && finished === 0;
+        await prune;
+      },
+      async (run) => {
+        running++;
+        try {
+          return await run();
+        } finally {
+          running--;
+          finished++;
+        }
+      },
+    );
+    expect(await remaining()).toBe(0);
+    return during;
+  } finally {
+    await server.stop(true);
+    await cleanup();
+  }
+}
+
+test("a /livez sent while a prune batch runs is answered before that batch ends", async () => {
+  // A longer batch on a second or third try, should the machine have paused this process for
+  // longer than the first one ran; a batch on the JavaScript thread fails every try.
+  let answeredDuring = false;
+  for (const steps of [1_500_000, 6_000_000, 24_000_000]) {
+    answeredDuring = await livezDuringFirstBatch(steps);
+    if (answeredDuring) break;
+  }
+  expect(answeredDuring).toBe(true);
+}, 120_000);
 
 test("the sweep finds a job Redis lost even when the clock stepped back two hours", async () => {
   const queue = servicesOf(t.app).tasks!;

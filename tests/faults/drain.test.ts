@@ -5,7 +5,7 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { waitFor } from "../tasks/harness";
-import { dataFolder, startServerProcess, type ServerProcess } from "./server-process";
+import { dataFolder, startServerProcess, type ServerProcess } from "../helpers/server-process";
 
 const cleanups: Array<() => unknown> = [];
 afterAll(async () => {

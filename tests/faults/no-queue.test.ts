@@ -11,7 +11,12 @@ import { createClient } from "@libsql/client";
 import { HEALTH } from "../healthcheck/helpers";
 import { hookAndRule, LOOPBACK_ALLOWED, startReceiver, waitFor } from "../tasks/harness";
 import type { TestApp } from "../helpers/app";
-import { dataFolder, httpClient, startServerProcess, type ServerProcess } from "./server-process";
+import {
+  dataFolder,
+  httpClient,
+  startServerProcess,
+  type ServerProcess,
+} from "../helpers/server-process";
 
 const cleanups: Array<() => unknown> = [];
 afterAll(async () => {

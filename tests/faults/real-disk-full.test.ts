@@ -17,7 +17,7 @@ import { waitFor } from "../tasks/harness";
 import { makeTestApp } from "../helpers/app";
 import { createClient } from "@libsql/client";
 import { HEALTH, healthJson, makeHealthApp } from "../healthcheck/helpers";
-import { httpClient, startServerProcess, type ServerProcess } from "./server-process";
+import { httpClient, startServerProcess, type ServerProcess } from "../helpers/server-process";
 
 const root = mkdtempSync(join(tmpdir(), "host-disk-full-"));
 const cleanups: Array<() => unknown> = [];

@@ -6,7 +6,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
-import { dataFolder, startServerProcess } from "./server-process";
+import { dataFolder, startServerProcess } from "../helpers/server-process";
 import { TIMED_OUT, within } from "../helpers/wait";
 
 const ROOT = resolve(import.meta.dir, "../..");

@@ -14,6 +14,7 @@ const ROOT = resolve(import.meta.dir, "../..");
 const dir = mkdtempSync(join(tmpdir(), "host-newcomer-"));
 let server: ServerProcess;
 let token = "";
+const serverEnv = { DATABASE_URL: `file:${join(dir, "host.db")}`, HOST_LOCAL_REDIS: "off" };
 
 function manage(args: string[], env: Record<string, string> = {}) {
   const r = Bun.spawnSync([process.execPath, "src/cli/manage.ts", ...args], {
@@ -37,7 +38,7 @@ const api = (path: string, init: RequestInit = {}) =>
   });
 
 beforeAll(async () => {
-  server = await startServerProcess(dir, { LOGIN_REQUIRD: "false", HOST_PORTT: "1" });
+  server = await startServerProcess({ ...serverEnv, LOGIN_REQUIRD: "false", HOST_PORTT: "1" });
   expect(manage(["createsuperuser", "--username", "admin", "--no-input"]).code).toBe(0);
   token = manage(["create-token", "--username", "admin"]).out.trim();
 });
@@ -68,7 +69,7 @@ describe("GET /", () => {
 
 describe("settings that look like ours", () => {
   test("a misspelled setting is named once at start, with the setting it likely meant", () => {
-    const warnings = server.lines.filter((l) => String(l.msg ?? "").startsWith("unknown settings"));
+    const warnings = server.logs.filter((l) => String(l.msg ?? "").startsWith("unknown settings"));
     expect(warnings).toHaveLength(1);
     expect(String(warnings[0]!.msg)).toContain("LOGIN_REQUIRD (did you mean LOGIN_REQUIRED?)");
     expect(String(warnings[0]!.msg)).toContain("HOST_PORTT");
@@ -120,10 +121,10 @@ describe("manage backup", () => {
       method: "POST",
       body: JSON.stringify({ name: "after", slug: "after" }),
     });
-    await server.stop();
+    expect(await server.stop()).toBe(0); // drained and closed: the file is whole to restore over
     copyFileSync(backup, join(dir, "host.db"));
     for (const suffix of ["-wal", "-shm"]) rmSync(join(dir, `host.db${suffix}`), { force: true });
-    server = await startServerProcess(dir);
+    server = await startServerProcess(serverEnv);
     const list = (await (await api("/api/dcim/sites/?limit=100")).json()) as {
       results: Array<{ slug: string }>;
     };

@@ -7,12 +7,13 @@ import { createClient } from "@libsql/client";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { startCountingProxy, type CountingProxy } from "../../tools/counting-proxy";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { waitFor } from "../helpers/wait";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
 beforeAll(async () => {
   hrana = await startHranaServer({ path: ":memory:" });
-  proxy = await startCountingProxy({ target: hrana.url, latencyMs: 0 });
+  proxy = startCountingProxy({ target: hrana.url, latencyMs: 0 });
 });
 afterAll(async () => {
   await proxy.stop();
@@ -53,5 +54,25 @@ test("an interactive transaction costs a round trip per statement", async () => 
     await tx.commit();
   });
   expect(trips).toBeGreaterThanOrEqual(3);
+  client.close();
+});
+
+test("hold keeps matching round trips until release, and lets the others through", async () => {
+  const client = createClient({ url: proxy.url });
+  proxy.reset();
+  proxy.hold((sql) => sql.some((s) => s.startsWith("INSERT")));
+  let landed = false;
+  const insert = client
+    .execute({ sql: "INSERT INTO t (v) VALUES (?)", args: ["held"] })
+    .then(() => (landed = true));
+  await waitFor(() => proxy.held === 1, { message: "the insert held" });
+  const read = await client.execute("SELECT count(*) AS n FROM t WHERE v = 'held'");
+  expect(read.rows[0]?.n).toBe(0); // the other round trip went through; the insert waits
+  expect(landed).toBe(false);
+  proxy.release();
+  await insert;
+  expect(proxy.held).toBe(0);
+  expect((await client.execute("SELECT count(*) AS n FROM t WHERE v = 'held'")).rows[0]?.n).toBe(1);
+  expect(proxy.bytesIn).toBeGreaterThan(0);
   client.close();
 });
