@@ -6,17 +6,25 @@
  *
  *   bun bench/edge.ts                                  # 10 ms each way, 16 clients for 10 s
  *   bun bench/edge.ts --latency 25 --seconds 5 --clients 16 --reps 5 --only ops,load
+ *   bun bench/edge.ts --seconds 5 --only sites,reads --profile /tmp/edge-prof
  *
  * (a) `ops`: each operation once to warm the caches, then `--reps` times on its own: database
  *     round trips (min–max) and milliseconds (min–median–max).
- * (b) `load`: `--clients` concurrent creators of one custom object each for `--seconds`:
- *     creates/s, p50, p99, 5xx, round trips per create (the proxy's count over the run ÷ creates,
- *     and the p99 of a sequential sample). Then a bare `@libsql/client` doing the same row and
- *     change record as one `batch()` through the same proxy. Then readers (GET by id) against the
- *     bare client's one `SELECT` by id. Ratios Host / bare at the end.
+ * (b) `load` (or some of `sites`, `objects`, `reads`): `--clients` concurrent clients for
+ *     `--seconds` per row: creators of one site each, creators of one custom object each, a bare
+ *     `@libsql/client` doing a row and its change record as one `batch()` through the same proxy
+ *     (the floor, measured in the same run); readers of a custom object / a site by id against the
+ *     bare client's one `SELECT` by id. Per row: ops/s, p50, p99 (also in round trips of
+ *     2 × latency), 5xx, round trips per op (the proxy's count over the row ÷ requests, the app's
+ *     background statements included), CPU ms per op of the Host process and of this one (which
+ *     runs the clients, the proxy and the Hrana server). Before each Host row, 20 requests one
+ *     at a time give the distribution of round trips per request. Ratios Host / bare at the end.
+ * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
  */
 import { createClient, type Client } from "@libsql/client";
+import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { startCountingProxy, type CountingProxy } from "../tools/counting-proxy";
 import { freePort, ROOT, startRemoteDatabase } from "../tests/helpers/worker";
@@ -29,6 +37,7 @@ const { values: opt } = parseArgs({
     clients: { type: "string" },
     reps: { type: "string" },
     only: { type: "string" },
+    profile: { type: "string" },
   },
 });
 const LATENCY_MS = opt.latency === "0" ? 0 : num(opt.latency, "--latency", 10, 1_000);
@@ -36,6 +45,8 @@ const SECONDS = num(opt.seconds, "--seconds", 10, 120);
 const CLIENTS = num(opt.clients, "--clients", 16, 256);
 const REPS = num(opt.reps, "--reps", 5, 100);
 const ONLY = new Set((opt.only ?? "ops,load").split(","));
+/** A directory for the Host server's CPU profile (Bun's `--cpu-prof-md`), written when it stops. */
+const PROFILE_DIR = opt.profile;
 const MAX_REQUESTS = 200_000;
 const CO = "/api/plugins/custom-objects";
 const SLUG = "edge_kit";
@@ -43,6 +54,8 @@ const log = (...a: unknown[]) => console.error(...a);
 
 interface Ctx {
   origin: string;
+  /** The Host server's process, whose CPU time the load table reports. */
+  hostPid: number;
   token: string;
   proxy: CountingProxy;
   siteIds: number[];
@@ -72,7 +85,8 @@ async function ok(ctx: Ctx, method: string, path: string, body?: unknown) {
 
 async function startHost(databaseUrl: string) {
   const port = await freePort();
-  const child = Bun.spawn([process.execPath, "src/server.ts"], {
+  const profile = PROFILE_DIR ? ["--cpu-prof-md", `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+  const child = Bun.spawn([process.execPath, ...profile, "src/server.ts"], {
     cwd: ROOT,
     stdout: "ignore",
     stderr: "inherit",
@@ -276,15 +290,38 @@ interface LoadResult {
   fiveXX: number;
   otherErrors: number;
   tripsPerOp: number;
+  /** CPU milliseconds per completed op: the Host process, and this one (bench, proxy, Hrana). */
+  hostCpuMs: number;
+  benchCpuMs: number;
 }
 
+/** CPU seconds (user + system) a process has used so far: Linux's /proc, NaN elsewhere. */
+function cpuSecondsOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks
+  } catch {
+    return NaN;
+  }
+}
+const benchCpuSeconds = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
 /** `CLIENTS` loops calling `once` for `SECONDS`; `once` answers the HTTP status (200/201 = done). */
-async function drive(label: string, proxy: CountingProxy, once: () => Promise<number>) {
+async function drive(
+  label: string,
+  ctx: Ctx,
+  once: () => Promise<number>,
+): Promise<LoadResult> {
   const latencies: number[] = [];
   let fiveXX = 0;
   let otherErrors = 0;
   let sent = 0;
-  const trips0 = proxy.trips;
+  const trips0 = ctx.proxy.trips;
+  const cpu0 = { host: cpuSecondsOf(ctx.hostPid), bench: benchCpuSeconds() };
   const started = performance.now();
   const until = started + SECONDS * 1000;
   await Promise.all(
@@ -301,6 +338,7 @@ async function drive(label: string, proxy: CountingProxy, once: () => Promise<nu
   );
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
+  const done = Math.max(1, latencies.length);
   const result: LoadResult = {
     label,
     done: latencies.length,
@@ -309,7 +347,9 @@ async function drive(label: string, proxy: CountingProxy, once: () => Promise<nu
     p99: percentile(latencies, 99),
     fiveXX,
     otherErrors,
-    tripsPerOp: (proxy.trips - trips0) / Math.max(1, latencies.length + fiveXX + otherErrors),
+    tripsPerOp: (ctx.proxy.trips - trips0) / Math.max(1, latencies.length + fiveXX + otherErrors),
+    hostCpuMs: ((cpuSecondsOf(ctx.hostPid) - cpu0.host) * 1000) / done,
+    benchCpuMs: ((benchCpuSeconds() - cpu0.bench) * 1000) / done,
   };
   log(`  ${label}: ${result.done} in ${elapsed.toFixed(1)} s`);
   return result;
@@ -346,47 +386,83 @@ async function bareCreate(ctx: Ctx, bare: Client, typeId: number) {
   return 201;
 }
 
-async function creatorsTable(ctx: Ctx, bare: Client) {
-  const typeId = await bareTable(bare);
-  // Sequential sample first: round trips of single creates (their p99).
-  const sample: number[] = [];
-  for (let i = 0; i < 20; i++) {
-    const m = await ctx.proxy.measure(() =>
-      call(ctx, "POST", `${CO}/${SLUG}/`, objectBody(ctx, uniqueTitle("sample"))),
-    );
-    sample.push(m.trips);
-  }
-  sample.sort((a, b) => a - b);
-  log(`(b) ${CLIENTS} creators for ${SECONDS} s, then the bare client, then readers`);
-  const host = await drive("Host creates", ctx.proxy, async () => {
+/** The two kinds of Host create under load: a site (a host model) and a custom object. */
+const creates = {
+  sites: (ctx: Ctx) => async () => {
+    const name = uniqueTitle("load site");
+    const r = await call(ctx, "POST", "/api/dcim/sites/", {
+      name,
+      slug: name.replace(/\W+/g, "-"),
+    });
+    return r.status;
+  },
+  objects: (ctx: Ctx) => async () => {
     const r = await call(ctx, "POST", `${CO}/${SLUG}/`, objectBody(ctx, uniqueTitle("load")));
     return r.status;
-  });
-  const floor = await drive("bare creates", ctx.proxy, () => bareCreate(ctx, bare, typeId));
-  const hostRead = await drive("Host GET by id", ctx.proxy, async () => {
-    const r = await call(ctx, "GET", `${CO}/${SLUG}/${ctx.objectIds[serial++ % 60]}/`);
-    return r.status;
-  });
-  const bareRead = await drive("bare SELECT by id", ctx.proxy, async () => {
-    await bare.execute({
-      sql: "SELECT * FROM bare_item WHERE id = ?",
-      args: [1 + (serial++ % 100)],
-    });
-    return 200;
-  });
-  console.log(
-    `\n(b) ${CLIENTS} concurrent clients for ${SECONDS} s, ${LATENCY_MS} ms each way\n` +
-      "| | per s | p50 ms | p99 ms | 5xx | other errors | round trips per op (mean) |\n|---|---|---|---|---|---|---|",
-  );
-  for (const r of [host, floor, hostRead, bareRead])
-    console.log(
-      `| ${r.label} | ${r.perSecond.toFixed(1)} | ${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | ${r.fiveXX} | ${r.otherErrors} | ${r.tripsPerOp.toFixed(1)} |`,
+  },
+};
+
+/** Round trips of single requests, one at a time (the proxy's count is then the request's own). */
+async function tripsSample(ctx: Ctx, once: () => Promise<number>, n = 20) {
+  const sample: number[] = [];
+  for (let i = 0; i < n; i++) sample.push((await ctx.proxy.measure(once)).trips);
+  sample.sort((a, b) => a - b);
+  return `p50 ${percentile(sample, 50)}, p99 ${percentile(sample, 99)}, max ${sample.at(-1)}`;
+}
+
+async function loadTable(ctx: Ctx, bare: Client) {
+  const typeId = await bareTable(bare);
+  const rtt = 2 * LATENCY_MS;
+  const rows: LoadResult[] = [];
+  const samples: string[] = [];
+  log(`(b) ${CLIENTS} clients for ${SECONDS} s per row (${[...ONLY].join(", ")})`);
+  for (const kind of ["sites", "objects"] as const) {
+    if (!ONLY.has(kind) && !ONLY.has("load")) continue;
+    samples.push(`${kind}: ${await tripsSample(ctx, creates[kind](ctx))}`);
+    rows.push(await drive(`Host ${kind} creates`, ctx, creates[kind](ctx)));
+  }
+  if (rows.length)
+    rows.push(await drive("bare creates (one batch)", ctx, () => bareCreate(ctx, bare, typeId)));
+  if (ONLY.has("reads") || ONLY.has("load")) {
+    const object = () => `${CO}/${SLUG}/${ctx.objectIds[serial++ % ctx.objectIds.length]}/`;
+    const site = () => `/api/dcim/sites/${ctx.siteIds[serial++ % ctx.siteIds.length]}/`;
+    for (const [label, path] of [
+      ["Host GET custom object by id", object],
+      ["Host GET site by id", site],
+    ] as const) {
+      const once = async () => (await call(ctx, "GET", path())).status;
+      samples.push(`${label}: ${await tripsSample(ctx, once)}`);
+      rows.push(await drive(label, ctx, once));
+    }
+    rows.push(
+      await drive("bare SELECT by id", ctx, async () => {
+        await bare.execute({
+          sql: "SELECT * FROM bare_item WHERE id = ?",
+          args: [1 + (serial++ % 100)],
+        });
+        return 200;
+      }),
     );
+  }
+  const [load1, , load15] = loadavg().map((x) => x.toFixed(2));
   console.log(
-    `\nround trips of one create, sequential (20): p50 ${percentile(sample, 50)}, p99 ${percentile(sample, 99)}, max ${sample.at(-1)}`,
+    `\n(b) ${CLIENTS} concurrent clients for ${SECONDS} s, ${LATENCY_MS} ms each way ` +
+      `(one round trip ${rtt} ms); load average ${load1} (1 min) ${load15} (15 min) at the end\n` +
+      "| | per s | p50 ms | p99 ms | p99 in round trips | 5xx | other errors | round trips per op (mean) | CPU ms per op: Host / bench |\n" +
+      "|---|---|---|---|---|---|---|---|---|",
   );
+  const f = (x: number, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "–");
+  for (const r of rows)
+    console.log(
+      `| ${r.label} | ${f(r.perSecond, 1)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.p99 / rtt, 1)} | ${r.fiveXX} | ${r.otherErrors} | ${f(r.tripsPerOp, 1)} | ${f(r.hostCpuMs, 2)} / ${f(r.benchCpuMs, 2)} |`,
+    );
+  console.log(`\nround trips per request, one at a time (20 each): ${samples.join("; ")}`);
+  const rate = (label: string) => rows.find((r) => r.label.startsWith(label))?.perSecond ?? NaN;
   console.log(
-    `ratios Host / bare: creates/s ${(host.perSecond / floor.perSecond).toFixed(2)}×, reads/s ${(hostRead.perSecond / bareRead.perSecond).toFixed(2)}×`,
+    `ratios Host / bare: site creates ${f(rate("Host sites") / rate("bare creates"), 2)}×, ` +
+      `custom-object creates ${f(rate("Host objects") / rate("bare creates"), 2)}×, ` +
+      `reads ${f(rate("Host GET custom") / rate("bare SELECT"), 2)}× (objects), ` +
+      `${f(rate("Host GET site") / rate("bare SELECT"), 2)}× (sites)`,
   );
 }
 
@@ -399,13 +475,20 @@ const bare = createClient({ url: proxy.url });
 try {
   const token = await remote.superuserToken("edge-bench");
   host = await startHost(proxy.url);
-  const ctx: Ctx = { origin: host.origin, token, proxy, siteIds: [], objectIds: [] };
+  const ctx: Ctx = {
+    origin: host.origin,
+    hostPid: host.child.pid,
+    token,
+    proxy,
+    siteIds: [],
+    objectIds: [],
+  };
   log(
     `Host on ${host.origin}, database ${remote.url} behind ${proxy.url} (+${LATENCY_MS} ms each way)`,
   );
   await seed(ctx);
   if (ONLY.has("ops")) await opsTable(ctx);
-  if (ONLY.has("load")) await creatorsTable(ctx, bare);
+  if ([...ONLY].some((o) => o !== "ops")) await loadTable(ctx, bare);
 } finally {
   bare.close();
   host?.child.kill("SIGTERM");
