@@ -19,6 +19,7 @@
  *     background statements included), CPU ms per op of the Host process and of this one (which
  *     runs the clients, the proxy and the Hrana server). Before each Host row, 20 requests one
  *     at a time give the distribution of round trips per request. Ratios Host / bare at the end.
+ * `--shapes` prints, per load row, the statements its round trips carried (grouped, counted).
  * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
  */
@@ -38,6 +39,7 @@ const { values: opt } = parseArgs({
     reps: { type: "string" },
     only: { type: "string" },
     profile: { type: "string" },
+    shapes: { type: "boolean" },
   },
 });
 const LATENCY_MS = opt.latency === "0" ? 0 : num(opt.latency, "--latency", 10, 1_000);
@@ -47,6 +49,8 @@ const REPS = num(opt.reps, "--reps", 5, 100);
 const ONLY = new Set((opt.only ?? "ops,load").split(","));
 /** A directory for the Host server's CPU profile (Bun's `--cpu-prof-md`), written when it stops. */
 const PROFILE_DIR = opt.profile;
+/** Print, per load row, what the round trips carried (their statements' openings, counted). */
+const SHAPES = opt.shapes ?? false;
 const MAX_REQUESTS = 200_000;
 const CO = "/api/plugins/custom-objects";
 const SLUG = "edge_kit";
@@ -352,7 +356,20 @@ async function drive(
     benchCpuMs: ((benchCpuSeconds() - cpu0.bench) * 1000) / done,
   };
   log(`  ${label}: ${result.done} in ${elapsed.toFixed(1)} s`);
+  if (SHAPES) logShapes(ctx.proxy, ctx.proxy.trips - trips0);
   return result;
+}
+
+/** The last `n` round trips (at most the proxy's log) grouped by their statements' openings. */
+function logShapes(proxy: CountingProxy, n: number) {
+  const seen = new Map<string, number>();
+  const recent = proxy.log.slice(-Math.min(n, proxy.log.length));
+  for (const trip of recent) {
+    const shape = trip.sql.map((q) => q.slice(0, 48).replace(/\s+/g, " ")).join(" ; ");
+    seen.set(shape, (seen.get(shape) ?? 0) + 1);
+  }
+  for (const [shape, count] of [...seen].sort((a, b) => b[1] - a[1]).slice(0, 12))
+    log(`    ${((100 * count) / recent.length).toFixed(1)}% ${shape}`);
 }
 
 async function bareTable(bare: Client) {
