@@ -19,6 +19,7 @@
  *     background statements included), CPU ms per op of the Host process and of this one (which
  *     runs the clients, the proxy and the Hrana server). Before each Host row, 20 requests one
  *     at a time give the distribution of round trips per request. Ratios Host / bare at the end.
+ *     `livez` adds a row of `/livez` (no database): the Host server's HTTP floor.
  * `--shapes` prints, per load row, the statements its round trips carried (grouped, counted).
  * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
@@ -461,6 +462,12 @@ async function loadTable(ctx: Ctx, bare: Client) {
       }),
     );
   }
+  if (ONLY.has("livez"))
+    rows.push(await drive("Host /livez (no database)", ctx, async () => {
+      const r = await fetch(`${ctx.origin}/livez`);
+      await r.arrayBuffer();
+      return r.status;
+    }));
   const [load1, , load15] = loadavg().map((x) => x.toFixed(2));
   console.log(
     `\n(b) ${CLIENTS} concurrent clients for ${SECONDS} s, ${LATENCY_MS} ms each way ` +
