@@ -2,7 +2,8 @@
  * Issue 28's two edge tables: the Host server with its database one network hop away. A Hrana
  * server (tools/hrana-server.ts, the stand-in for sqld/Turso) sits behind a proxy that adds
  * latency each way and counts round trips (tools/counting-proxy.ts); the Host server runs as
- * `bun src/server.ts` with `DATABASE_URL` on the proxy, as the Worker reaches Turso. All loopback.
+ * `npm start` runs it (bundled, `HOST_ENGINE_ENV`) with `DATABASE_URL` on the proxy, as the
+ * Worker reaches Turso. All loopback.
  *
  *   bun bench/edge.ts                                  # 10 ms each way, 16 clients for 10 s
  *   bun bench/edge.ts --latency 25 --seconds 5 --clients 16 --reps 5 --only ops,load
@@ -30,7 +31,8 @@ import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { startCountingProxy, type CountingProxy } from "../tools/counting-proxy";
 import { freePort, ROOT, startRemoteDatabase } from "../tests/helpers/worker";
-import { num } from "./child-server";
+import { bundle } from "../tools/bundle";
+import { HOST_ENGINE_ENV, num } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -91,12 +93,19 @@ async function ok(ctx: Ctx, method: string, path: string, body?: unknown) {
 async function startHost(databaseUrl: string) {
   const port = await freePort();
   const profile = PROFILE_DIR ? ["--cpu-prof-md", `--cpu-prof-dir=${PROFILE_DIR}`] : [];
-  const child = Bun.spawn([process.execPath, ...profile, "src/server.ts"], {
+  // As `npm start` runs it (one bundled file, its engine settings); from the sources when
+  // profiling (readable locations) or with BENCH_FROM_SOURCES=1.
+  const script =
+    PROFILE_DIR || process.env.BENCH_FROM_SOURCES
+      ? "src/server.ts"
+      : await bundle("src/server.ts", "bench-edge-server");
+  const child = Bun.spawn([process.execPath, ...profile, script], {
     cwd: ROOT,
     stdout: "ignore",
     stderr: "inherit",
     env: {
       ...process.env,
+      ...HOST_ENGINE_ENV,
       DATABASE_URL: databaseUrl,
       HOST: "127.0.0.1",
       PORT: String(port),
@@ -421,9 +430,32 @@ const creates = {
 };
 
 /** Round trips of single requests, one at a time (the proxy's count is then the request's own). */
+/**
+ * Waits (at most 15 s) until the proxy has seen no round trip for `quietMs`: the app's background
+ * work (the deferred search-index flush after the seed) would otherwise land in a sample's count.
+ */
+async function quiet(proxy: CountingProxy, quietMs = 500) {
+  const deadline = performance.now() + 15_000;
+  let seen = proxy.trips;
+  let since = performance.now();
+  while (performance.now() < deadline && performance.now() - since < quietMs) {
+    await Bun.sleep(50);
+    if (proxy.trips !== seen) [seen, since] = [proxy.trips, performance.now()];
+  }
+}
+
 async function tripsSample(ctx: Ctx, once: () => Promise<number>, n = 20) {
+  await once(); // warms what the first request of its kind loads (e.g. after the seed's schema)
+  await quiet(ctx.proxy);
   const sample: number[] = [];
-  for (let i = 0; i < n; i++) sample.push((await ctx.proxy.measure(once)).trips);
+  for (let i = 0; i < n; i++) {
+    const { trips } = await ctx.proxy.measure(once);
+    if (SHAPES && sample.length && trips > Math.min(...sample)) {
+      log(`    request ${i + 1} of the sample: ${trips} round trips`);
+      logShapes(ctx.proxy, trips);
+    }
+    sample.push(trips);
+  }
   sample.sort((a, b) => a - b);
   return `p50 ${percentile(sample, 50)}, p99 ${percentile(sample, 99)}, max ${sample.at(-1)}`;
 }
