@@ -16,7 +16,19 @@ export type LibsqlDatabase = { -readonly [K in keyof Database]: Database[K] } & 
   readonly client: Client;
 };
 
-export function libsqlDatabase(client: Client, kind: "local" | "remote"): LibsqlDatabase {
+export interface LibsqlOptions {
+  /**
+   * Remote reads of the same turn share one request (`read-group.ts`); default on. Off on
+   * workerd, where I/O started by one request may not answer another (it cancels the promise).
+   */
+  groupReads?: boolean;
+}
+
+export function libsqlDatabase(
+  client: Client,
+  kind: "local" | "remote",
+  options: LibsqlOptions = {},
+): LibsqlDatabase {
   const orm: Orm = drizzle(client, { schema });
   const batch = <T extends Queries>(queries: T): Promise<Results<T>> =>
     // one query needs no transaction around it: sent alone, it is one round trip all the same
@@ -25,7 +37,7 @@ export function libsqlDatabase(client: Client, kind: "local" | "remote"): Libsql
       : (orm.batch(queries as never) as Promise<Results<T>>);
   // Remote: reads of the same turn share one request (read-group.ts); a local file has no request.
   const read =
-    kind === "remote"
+    kind === "remote" && options.groupReads !== false
       ? (groupedReads(batch, (queries) => orm.batch(queries as never)) as LibsqlDatabase["read"])
       : batch;
   return {
