@@ -5,23 +5,25 @@
  * `npm start` runs it (bundled, `HOST_ENGINE_ENV`) with `DATABASE_URL` on the proxy, as the
  * Worker reaches Turso. All loopback.
  *
- *   bun bench/edge.ts                                  # 10 ms each way, 16 clients for 10 s
+ *   bun bench/edge.ts                                  # 10 ms each way, 16 clients, 10 s a row
  *   bun bench/edge.ts --latency 25 --seconds 5 --clients 16 --reps 5 --only ops,load
  *   bun bench/edge.ts --seconds 5 --only sites,reads --profile /tmp/edge-prof
  *
  * (a) `ops`: each operation once to warm the caches, then `--reps` times on its own: database
  *     round trips (min–max) and milliseconds (min–median–max).
  * (b) `load` (or some of `sites`, `objects`, `reads`): `--clients` concurrent clients for
- *     `--seconds` per row: creators of one site each, creators of one custom object each, a bare
- *     `@libsql/client` doing a row and its change record as one `batch()` through the same proxy
- *     (the floor, measured in the same run); readers of a custom object / a site by id against the
- *     bare client's one `SELECT` by id, and against the bare client sending a GET site's own four
- *     statements as one batch. Per row: ops/s, p50, p99 (also in round trips of
- *     2 × latency), 5xx, round trips per op (the proxy's count over the row ÷ requests, the app's
- *     background statements included), CPU ms per op of the Host process and of this one (which
- *     runs the clients, the proxy and the Hrana server). Before each Host row, 20 requests one
- *     at a time give the distribution of round trips per request. Ratios Host / bare at the end.
- *     `livez` adds a row of `/livez` (no database): the Host server's HTTP floor.
+ *     `--seconds` per row, in `--slices` slices (default 5) interleaved with the rows it is
+ *     compared with, so that a row and its floor see the same load on a shared machine. Rows:
+ *     creators of one site each, creators of one custom object each, a bare `@libsql/client`
+ *     doing a row and its change record as one `batch()` through the same proxy (the floor);
+ *     readers of a custom object / a site by id against the bare client's one `SELECT` by id,
+ *     and against the bare client sending a GET site's own four statements as one batch.
+ *     Per row: ops/s, p50, p99 (also in round trips of 2 × latency), 5xx, round trips per op
+ *     (the proxy's count over the row ÷ requests, the app's background statements included),
+ *     CPU ms per op of the Host process and of this one (which runs the clients, the proxy and
+ *     the Hrana server). Before each Host row, 20 requests one at a time give the distribution
+ *     of round trips per request. Ratios Host / bare at the end. `livez` adds a row of `/livez`
+ *     (no database): the Host server's HTTP floor.
  * `--shapes` prints, per load row, the statements its round trips carried (grouped, counted).
  * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
@@ -44,6 +46,7 @@ const { values: opt } = parseArgs({
     only: { type: "string" },
     profile: { type: "string" },
     shapes: { type: "boolean" },
+    slices: { type: "string" },
   },
 });
 const LATENCY_MS = opt.latency === "0" ? 0 : num(opt.latency, "--latency", 10, 1_000);
@@ -55,6 +58,8 @@ const ONLY = new Set((opt.only ?? "ops,load").split(","));
 const PROFILE_DIR = opt.profile;
 /** Print, per load row, what the round trips carried (their statements' openings, counted). */
 const SHAPES = opt.shapes ?? false;
+/** Each load row runs in this many slices, interleaved with the rows it is compared with. */
+const SLICES = num(opt.slices, "--slices", 5, 100);
 const MAX_REQUESTS = 200_000;
 const CO = "/api/plugins/custom-objects";
 const SLUG = "edge_kit";
@@ -326,46 +331,81 @@ const benchCpuSeconds = () => {
   return (u.user + u.system) / 1e6;
 };
 
-/** `CLIENTS` loops calling `once` for `SECONDS`; `once` answers the HTTP status (200/201 = done). */
-async function drive(label: string, ctx: Ctx, once: () => Promise<number>): Promise<LoadResult> {
-  const latencies: number[] = [];
-  let fiveXX = 0;
-  let otherErrors = 0;
+/** One row of the load table: its requests, and what its slices measured so far. */
+interface Row {
+  label: string;
+  /** One request; answers the HTTP status (200/201 = done). */
+  once: () => Promise<number>;
+  latencies: number[];
+  fiveXX: number;
+  otherErrors: number;
+  trips: number;
+  seconds: number;
+  hostCpu: number;
+  benchCpu: number;
+}
+
+const row = (label: string, once: () => Promise<number>): Row => ({
+  label,
+  once,
+  latencies: [],
+  fiveXX: 0,
+  otherErrors: 0,
+  trips: 0,
+  seconds: 0,
+  hostCpu: 0,
+  benchCpu: 0,
+});
+
+/** `CLIENTS` loops calling `r.once` for `seconds`; adds what they measured to `r`. */
+async function slice(ctx: Ctx, r: Row, seconds: number) {
   let sent = 0;
   const trips0 = ctx.proxy.trips;
   const cpu0 = { host: cpuSecondsOf(ctx.hostPid), bench: benchCpuSeconds() };
   const started = performance.now();
-  const until = started + SECONDS * 1000;
+  const until = started + seconds * 1000;
   await Promise.all(
     Array.from({ length: CLIENTS }, async () => {
       while (performance.now() < until && sent < MAX_REQUESTS) {
         sent++;
         const t0 = performance.now();
-        const status = await once().catch(() => 599);
-        if (status < 300) latencies.push(performance.now() - t0);
-        else if (status >= 500) fiveXX++;
-        else otherErrors++;
+        const status = await r.once().catch(() => 599);
+        if (status < 300) r.latencies.push(performance.now() - t0);
+        else if (status >= 500) r.fiveXX++;
+        else r.otherErrors++;
       }
     }),
   );
-  const elapsed = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const done = Math.max(1, latencies.length);
-  const result: LoadResult = {
-    label,
-    done: latencies.length,
-    perSecond: latencies.length / elapsed,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    fiveXX,
-    otherErrors,
-    tripsPerOp: (ctx.proxy.trips - trips0) / Math.max(1, latencies.length + fiveXX + otherErrors),
-    hostCpuMs: ((cpuSecondsOf(ctx.hostPid) - cpu0.host) * 1000) / done,
-    benchCpuMs: ((benchCpuSeconds() - cpu0.bench) * 1000) / done,
-  };
-  log(`  ${label}: ${result.done} in ${elapsed.toFixed(1)} s`);
+  r.seconds += (performance.now() - started) / 1000;
+  r.trips += ctx.proxy.trips - trips0;
+  r.hostCpu += cpuSecondsOf(ctx.hostPid) - cpu0.host;
+  r.benchCpu += benchCpuSeconds() - cpu0.bench;
   if (SHAPES) logShapes(ctx.proxy, ctx.proxy.trips - trips0);
-  return result;
+}
+
+/**
+ * Runs `rows` for `SECONDS` each, interleaved in `SLICES` slices (A B C A B C …): on a shared
+ * machine whose load swings, each row and its same-run floor see the same swings.
+ */
+async function interleaved(ctx: Ctx, rows: Row[]): Promise<LoadResult[]> {
+  for (let i = 0; i < SLICES; i++) for (const r of rows) await slice(ctx, r, SECONDS / SLICES);
+  return rows.map((r) => {
+    const latencies = [...r.latencies].sort((a, b) => a - b);
+    const done = Math.max(1, latencies.length);
+    log(`  ${r.label}: ${latencies.length} in ${r.seconds.toFixed(1)} s`);
+    return {
+      label: r.label,
+      done: latencies.length,
+      perSecond: latencies.length / r.seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      fiveXX: r.fiveXX,
+      otherErrors: r.otherErrors,
+      tripsPerOp: r.trips / Math.max(1, latencies.length + r.fiveXX + r.otherErrors),
+      hostCpuMs: (r.hostCpu * 1000) / done,
+      benchCpuMs: (r.benchCpu * 1000) / done,
+    };
+  });
 }
 
 /** The last `n` round trips (at most the proxy's log) grouped by their statements' openings. */
@@ -496,51 +536,53 @@ async function loadTable(ctx: Ctx, bare: Client) {
   const rtt = 2 * LATENCY_MS;
   const rows: LoadResult[] = [];
   const samples: string[] = [];
-  log(`(b) ${CLIENTS} clients for ${SECONDS} s per row (${[...ONLY].join(", ")})`);
+  const wanted = (what: string) => ONLY.has(what) || ONLY.has("load");
+  log(`(b) ${CLIENTS} clients, ${SECONDS} s per row in ${SLICES} slices (${[...ONLY].join(", ")})`);
+  const writers: Row[] = [];
   for (const kind of ["sites", "objects"] as const) {
-    if (!ONLY.has(kind) && !ONLY.has("load")) continue;
+    if (!wanted(kind)) continue;
     samples.push(`${kind}: ${await tripsSample(ctx, creates[kind](ctx))}`);
-    rows.push(await drive(`Host ${kind} creates`, ctx, creates[kind](ctx)));
+    writers.push(row(`Host ${kind} creates`, creates[kind](ctx)));
   }
-  if (rows.length)
-    rows.push(await drive("bare creates (one batch)", ctx, () => bareCreate(ctx, bare, typeId)));
-  if (ONLY.has("reads") || ONLY.has("load")) {
+  if (writers.length) {
+    writers.push(row("bare creates (one batch)", () => bareCreate(ctx, bare, typeId)));
+    rows.push(...(await interleaved(ctx, writers)));
+  }
+  if (wanted("reads")) {
     const object = () => `${CO}/${SLUG}/${ctx.objectIds[serial++ % ctx.objectIds.length]}/`;
     const site = () => `/api/dcim/sites/${ctx.siteIds[serial++ % ctx.siteIds.length]}/`;
+    const readers: Row[] = [];
     for (const [label, path] of [
       ["Host GET custom object by id", object],
       ["Host GET site by id", site],
     ] as const) {
       const once = async () => (await call(ctx, "GET", path())).status;
       samples.push(`${label}: ${await tripsSample(ctx, once)}`);
-      rows.push(await drive(label, ctx, once));
+      readers.push(row(label, once));
     }
-    rows.push(
-      await drive("bare SELECT by id", ctx, async () => {
+    const keyHash = (await bare.execute("SELECT key_hash FROM tokens LIMIT 1")).rows[0]?.key_hash;
+    readers.push(
+      row("bare SELECT by id", async () => {
         await bare.execute({
           sql: "SELECT * FROM bare_item WHERE id = ?",
           args: [1 + (serial++ % 100)],
         });
         return 200;
       }),
-    );
-  }
-  if (ONLY.has("livez"))
-    rows.push(
-      await drive("Host /livez (no database)", ctx, async () => {
-        const r = await fetch(`${ctx.origin}/livez`);
-        await r.arrayBuffer();
-        return r.status;
-      }),
-    );
-  if (ONLY.has("reads") || ONLY.has("load")) {
-    const keyHash = (await bare.execute("SELECT key_hash FROM tokens LIMIT 1")).rows[0]?.key_hash;
-    rows.push(
-      await drive("bare batch of a Host GET site's 4 reads", ctx, async () => {
+      row("bare batch of a Host GET site's 4 reads", async () => {
         await bare.batch(siteReadLikeHost(String(keyHash), ctx.siteIds[serial++ % 60]!), "read");
         return 200;
       }),
     );
+    rows.push(...(await interleaved(ctx, readers)));
+  }
+  if (ONLY.has("livez")) {
+    const livez = row("Host /livez (no database)", async () => {
+      const r = await fetch(`${ctx.origin}/livez`);
+      await r.arrayBuffer();
+      return r.status;
+    });
+    rows.push(...(await interleaved(ctx, [livez])));
   }
   const [load1, , load15] = loadavg().map((x) => x.toFixed(2));
   console.log(
