@@ -2,25 +2,40 @@
  * Issue 28's two edge tables: the Host server with its database one network hop away. A Hrana
  * server (tools/hrana-server.ts, the stand-in for sqld/Turso) sits behind a proxy that adds
  * latency each way and counts round trips (tools/counting-proxy.ts); the Host server runs as
- * `bun src/server.ts` with `DATABASE_URL` on the proxy, as the Worker reaches Turso. All loopback.
+ * `npm start` runs it (bundled, `HOST_ENGINE_ENV`) with `DATABASE_URL` on the proxy, as the
+ * Worker reaches Turso. All loopback.
  *
- *   bun bench/edge.ts                                  # 10 ms each way, 16 clients for 10 s
+ *   bun bench/edge.ts                                  # 10 ms each way, 16 clients, 10 s a row
  *   bun bench/edge.ts --latency 25 --seconds 5 --clients 16 --reps 5 --only ops,load
+ *   bun bench/edge.ts --seconds 5 --only sites,reads --profile /tmp/edge-prof
  *
  * (a) `ops`: each operation once to warm the caches, then `--reps` times on its own: database
  *     round trips (min–max) and milliseconds (min–median–max).
- * (b) `load`: `--clients` concurrent creators of one custom object each for `--seconds`:
- *     creates/s, p50, p99, 5xx, round trips per create (the proxy's count over the run ÷ creates,
- *     and the p99 of a sequential sample). Then a bare `@libsql/client` doing the same row and
- *     change record as one `batch()` through the same proxy. Then readers (GET by id) against the
- *     bare client's one `SELECT` by id. Ratios Host / bare at the end.
+ * (b) `load` (or some of `sites`, `objects`, `reads`): `--clients` concurrent clients for
+ *     `--seconds` per row, in `--slices` slices (default 5) interleaved with the rows it is
+ *     compared with, so that a row and its floor see the same load on a shared machine. Rows:
+ *     creators of one site each, creators of one custom object each, a bare `@libsql/client`
+ *     doing a row and its change record as one `batch()` through the same proxy (the floor);
+ *     readers of a custom object / a site by id against the bare client's one `SELECT` by id,
+ *     and against the bare client sending a GET site's own four statements as one batch.
+ *     Per row: ops/s, p50, p99 (also in round trips of 2 × latency), 5xx, round trips per op
+ *     (the proxy's count over the row ÷ requests, the app's background statements included),
+ *     CPU ms per op of the Host process and of this one (which runs the clients, the proxy and
+ *     the Hrana server). Before each Host row, 20 requests one at a time give the distribution
+ *     of round trips per request. Ratios Host / bare at the end. `livez` adds a row of `/livez`
+ *     (no database): the Host server's HTTP floor.
+ * `--shapes` prints, per load row, the statements its round trips carried (grouped, counted).
+ * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
  */
 import { createClient, type Client } from "@libsql/client";
+import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { startCountingProxy, type CountingProxy } from "../tools/counting-proxy";
 import { freePort, ROOT, startRemoteDatabase } from "../tests/helpers/worker";
-import { num } from "./child-server";
+import { bundle } from "../tools/bundle";
+import { HOST_ENGINE_ENV, num } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -29,6 +44,9 @@ const { values: opt } = parseArgs({
     clients: { type: "string" },
     reps: { type: "string" },
     only: { type: "string" },
+    profile: { type: "string" },
+    shapes: { type: "boolean" },
+    slices: { type: "string" },
   },
 });
 const LATENCY_MS = opt.latency === "0" ? 0 : num(opt.latency, "--latency", 10, 1_000);
@@ -36,6 +54,12 @@ const SECONDS = num(opt.seconds, "--seconds", 10, 120);
 const CLIENTS = num(opt.clients, "--clients", 16, 256);
 const REPS = num(opt.reps, "--reps", 5, 100);
 const ONLY = new Set((opt.only ?? "ops,load").split(","));
+/** A directory for the Host server's CPU profile (Bun's `--cpu-prof-md`), written when it stops. */
+const PROFILE_DIR = opt.profile;
+/** Print, per load row, what the round trips carried (their statements' openings, counted). */
+const SHAPES = opt.shapes ?? false;
+/** Each load row runs in this many slices, interleaved with the rows it is compared with. */
+const SLICES = num(opt.slices, "--slices", 5, 100);
 const MAX_REQUESTS = 200_000;
 const CO = "/api/plugins/custom-objects";
 const SLUG = "edge_kit";
@@ -43,6 +67,8 @@ const log = (...a: unknown[]) => console.error(...a);
 
 interface Ctx {
   origin: string;
+  /** The Host server's process, whose CPU time the load table reports. */
+  hostPid: number;
   token: string;
   proxy: CountingProxy;
   siteIds: number[];
@@ -72,12 +98,20 @@ async function ok(ctx: Ctx, method: string, path: string, body?: unknown) {
 
 async function startHost(databaseUrl: string) {
   const port = await freePort();
-  const child = Bun.spawn([process.execPath, "src/server.ts"], {
+  const profile = PROFILE_DIR ? ["--cpu-prof-md", `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+  // As `npm start` runs it (one bundled file, its engine settings); from the sources when
+  // profiling (readable locations) or with BENCH_FROM_SOURCES=1.
+  const script =
+    PROFILE_DIR || process.env.BENCH_FROM_SOURCES
+      ? "src/server.ts"
+      : await bundle("src/server.ts", "bench-edge-server");
+  const child = Bun.spawn([process.execPath, ...profile, script], {
     cwd: ROOT,
     stdout: "ignore",
     stderr: "inherit",
     env: {
       ...process.env,
+      ...HOST_ENGINE_ENV,
       DATABASE_URL: databaseUrl,
       HOST: "127.0.0.1",
       PORT: String(port),
@@ -252,6 +286,7 @@ async function opsTable(ctx: Ctx) {
     const ms: number[] = [];
     for (let i = 0; i < REPS; i++) {
       const prepared = await op.prepare?.();
+      await quiet(ctx.proxy, 200); // the app's deferred background work stays out of the count
       const t0 = performance.now();
       const m = await ctx.proxy.measure(() => op.run(prepared));
       ms.push(performance.now() - t0);
@@ -276,43 +311,113 @@ interface LoadResult {
   fiveXX: number;
   otherErrors: number;
   tripsPerOp: number;
+  /** CPU milliseconds per completed op: the Host process, and this one (bench, proxy, Hrana). */
+  hostCpuMs: number;
+  benchCpuMs: number;
 }
 
-/** `CLIENTS` loops calling `once` for `SECONDS`; `once` answers the HTTP status (200/201 = done). */
-async function drive(label: string, proxy: CountingProxy, once: () => Promise<number>) {
-  const latencies: number[] = [];
-  let fiveXX = 0;
-  let otherErrors = 0;
+/** CPU seconds (user + system) a process has used so far: Linux's /proc, NaN elsewhere. */
+function cpuSecondsOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks
+  } catch {
+    return NaN;
+  }
+}
+const benchCpuSeconds = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+/** One row of the load table: its requests, and what its slices measured so far. */
+interface Row {
+  label: string;
+  /** One request; answers the HTTP status (200/201 = done). */
+  once: () => Promise<number>;
+  latencies: number[];
+  fiveXX: number;
+  otherErrors: number;
+  trips: number;
+  seconds: number;
+  hostCpu: number;
+  benchCpu: number;
+}
+
+const row = (label: string, once: () => Promise<number>): Row => ({
+  label,
+  once,
+  latencies: [],
+  fiveXX: 0,
+  otherErrors: 0,
+  trips: 0,
+  seconds: 0,
+  hostCpu: 0,
+  benchCpu: 0,
+});
+
+/** `CLIENTS` loops calling `r.once` for `seconds`; adds what they measured to `r`. */
+async function slice(ctx: Ctx, r: Row, seconds: number) {
   let sent = 0;
-  const trips0 = proxy.trips;
+  const trips0 = ctx.proxy.trips;
+  const cpu0 = { host: cpuSecondsOf(ctx.hostPid), bench: benchCpuSeconds() };
   const started = performance.now();
-  const until = started + SECONDS * 1000;
+  const until = started + seconds * 1000;
   await Promise.all(
     Array.from({ length: CLIENTS }, async () => {
       while (performance.now() < until && sent < MAX_REQUESTS) {
         sent++;
         const t0 = performance.now();
-        const status = await once().catch(() => 599);
-        if (status < 300) latencies.push(performance.now() - t0);
-        else if (status >= 500) fiveXX++;
-        else otherErrors++;
+        const status = await r.once().catch(() => 599);
+        if (status < 300) r.latencies.push(performance.now() - t0);
+        else if (status >= 500) r.fiveXX++;
+        else r.otherErrors++;
       }
     }),
   );
-  const elapsed = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const result: LoadResult = {
-    label,
-    done: latencies.length,
-    perSecond: latencies.length / elapsed,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    fiveXX,
-    otherErrors,
-    tripsPerOp: (proxy.trips - trips0) / Math.max(1, latencies.length + fiveXX + otherErrors),
-  };
-  log(`  ${label}: ${result.done} in ${elapsed.toFixed(1)} s`);
-  return result;
+  r.seconds += (performance.now() - started) / 1000;
+  r.trips += ctx.proxy.trips - trips0;
+  r.hostCpu += cpuSecondsOf(ctx.hostPid) - cpu0.host;
+  r.benchCpu += benchCpuSeconds() - cpu0.bench;
+  if (SHAPES) logShapes(ctx.proxy, ctx.proxy.trips - trips0);
+}
+
+/**
+ * Runs `rows` for `SECONDS` each, interleaved in `SLICES` slices (A B C A B C …): on a shared
+ * machine whose load swings, each row and its same-run floor see the same swings.
+ */
+async function interleaved(ctx: Ctx, rows: Row[]): Promise<LoadResult[]> {
+  for (let i = 0; i < SLICES; i++) for (const r of rows) await slice(ctx, r, SECONDS / SLICES);
+  return rows.map((r) => {
+    const latencies = [...r.latencies].sort((a, b) => a - b);
+    const done = Math.max(1, latencies.length);
+    log(`  ${r.label}: ${latencies.length} in ${r.seconds.toFixed(1)} s`);
+    return {
+      label: r.label,
+      done: latencies.length,
+      perSecond: latencies.length / r.seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      fiveXX: r.fiveXX,
+      otherErrors: r.otherErrors,
+      tripsPerOp: r.trips / Math.max(1, latencies.length + r.fiveXX + r.otherErrors),
+      hostCpuMs: (r.hostCpu * 1000) / done,
+      benchCpuMs: (r.benchCpu * 1000) / done,
+    };
+  });
+}
+
+/** The last `n` round trips (at most the proxy's log) grouped by their statements' openings. */
+function logShapes(proxy: CountingProxy, n: number) {
+  const seen = new Map<string, number>();
+  const recent = proxy.log.slice(-Math.min(n, proxy.log.length));
+  for (const trip of recent) {
+    const shape = trip.sql.map((q) => q.slice(0, 48).replace(/\s+/g, " ")).join(" ; ");
+    seen.set(shape, (seen.get(shape) ?? 0) + 1);
+  }
+  for (const [shape, count] of [...seen].sort((a, b) => b[1] - a[1]).slice(0, 12))
+    log(`    ${((100 * count) / recent.length).toFixed(1)}% ${shape}`);
 }
 
 async function bareTable(bare: Client) {
@@ -346,47 +451,161 @@ async function bareCreate(ctx: Ctx, bare: Client, typeId: number) {
   return 201;
 }
 
-async function creatorsTable(ctx: Ctx, bare: Client) {
-  const typeId = await bareTable(bare);
-  // Sequential sample first: round trips of single creates (their p99).
-  const sample: number[] = [];
-  for (let i = 0; i < 20; i++) {
-    const m = await ctx.proxy.measure(() =>
-      call(ctx, "POST", `${CO}/${SLUG}/`, objectBody(ctx, uniqueTitle("sample"))),
-    );
-    sample.push(m.trips);
-  }
-  sample.sort((a, b) => a - b);
-  log(`(b) ${CLIENTS} creators for ${SECONDS} s, then the bare client, then readers`);
-  const host = await drive("Host creates", ctx.proxy, async () => {
+/**
+ * What one Host GET of a site sends (seen through the proxy), as the bare client's one batch: the
+ * token and the grants that prove the auth cache fresh, the row, its tags. Against Host's own
+ * row, it separates the cost of the statements from the Host server's.
+ */
+function siteReadLikeHost(keyHash: string, siteId: number) {
+  const grants = `SELECT p.actions, p.constraints, ot.app_label, ot.model FROM object_permissions p
+    JOIN object_permission_object_types pot ON pot.permission_id = p.id
+    JOIN object_types ot ON ot.id = pot.object_type_id
+    WHERE p.enabled = 1 AND (p.id IN (SELECT permission_id FROM object_permission_users
+      WHERE user_id = (SELECT user_id FROM tokens WHERE key_hash = ?))
+    OR p.id IN (SELECT permission_id FROM object_permission_groups WHERE group_id IN
+      (SELECT group_id FROM user_groups WHERE user_id = (SELECT user_id FROM tokens WHERE key_hash = ?))))
+    ORDER BY p.id, ot.id`;
+  return [
+    {
+      sql: `SELECT t.id, t.user_id, u.username, u.is_superuser, u.is_active, t.version, t.key, t.enabled,
+        t.write_enabled, t.allowed_ips, t.expires FROM tokens t JOIN users u ON u.id = t.user_id
+        WHERE t.key_hash = ? LIMIT 1`,
+      args: [keyHash],
+    },
+    { sql: grants, args: [keyHash, keyHash] },
+    { sql: "SELECT * FROM sites WHERE id IN (?)", args: [siteId] },
+    {
+      sql: `SELECT ti.object_id, t.id, t.name, t.slug, t.color FROM tagged_items ti
+        JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id =
+        (SELECT id FROM object_types WHERE app_label = 'dcim' AND model = 'site')
+        AND ti.object_id IN (?) ORDER BY t.name`,
+      args: [siteId],
+    },
+  ];
+}
+
+/** The two kinds of Host create under load: a site (a host model) and a custom object. */
+const creates = {
+  sites: (ctx: Ctx) => async () => {
+    const name = uniqueTitle("load site");
+    const r = await call(ctx, "POST", "/api/dcim/sites/", {
+      name,
+      slug: name.replace(/\W+/g, "-"),
+    });
+    return r.status;
+  },
+  objects: (ctx: Ctx) => async () => {
     const r = await call(ctx, "POST", `${CO}/${SLUG}/`, objectBody(ctx, uniqueTitle("load")));
     return r.status;
-  });
-  const floor = await drive("bare creates", ctx.proxy, () => bareCreate(ctx, bare, typeId));
-  const hostRead = await drive("Host GET by id", ctx.proxy, async () => {
-    const r = await call(ctx, "GET", `${CO}/${SLUG}/${ctx.objectIds[serial++ % 60]}/`);
-    return r.status;
-  });
-  const bareRead = await drive("bare SELECT by id", ctx.proxy, async () => {
-    await bare.execute({
-      sql: "SELECT * FROM bare_item WHERE id = ?",
-      args: [1 + (serial++ % 100)],
-    });
-    return 200;
-  });
-  console.log(
-    `\n(b) ${CLIENTS} concurrent clients for ${SECONDS} s, ${LATENCY_MS} ms each way\n` +
-      "| | per s | p50 ms | p99 ms | 5xx | other errors | round trips per op (mean) |\n|---|---|---|---|---|---|---|",
-  );
-  for (const r of [host, floor, hostRead, bareRead])
-    console.log(
-      `| ${r.label} | ${r.perSecond.toFixed(1)} | ${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | ${r.fiveXX} | ${r.otherErrors} | ${r.tripsPerOp.toFixed(1)} |`,
+  },
+};
+
+/** Round trips of single requests, one at a time (the proxy's count is then the request's own). */
+/**
+ * Waits (at most 15 s) until the proxy has seen no round trip for `quietMs`: the app's background
+ * work (the deferred search-index flush after the seed) would otherwise land in a sample's count.
+ */
+async function quiet(proxy: CountingProxy, quietMs = 500) {
+  const deadline = performance.now() + 15_000;
+  let seen = proxy.trips;
+  let since = performance.now();
+  while (performance.now() < deadline && performance.now() - since < quietMs) {
+    await Bun.sleep(50);
+    if (proxy.trips !== seen) [seen, since] = [proxy.trips, performance.now()];
+  }
+}
+
+async function tripsSample(ctx: Ctx, once: () => Promise<number>, n = 20) {
+  await once(); // warms what the first request of its kind loads (e.g. after the seed's schema)
+  await quiet(ctx.proxy);
+  const sample: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const { trips } = await ctx.proxy.measure(once);
+    if (SHAPES && sample.length && trips > Math.min(...sample)) {
+      log(`    request ${i + 1} of the sample: ${trips} round trips`);
+      logShapes(ctx.proxy, trips);
+    }
+    sample.push(trips);
+  }
+  sample.sort((a, b) => a - b);
+  return `p50 ${percentile(sample, 50)}, p99 ${percentile(sample, 99)}, max ${sample.at(-1)}`;
+}
+
+async function loadTable(ctx: Ctx, bare: Client) {
+  const typeId = await bareTable(bare);
+  const rtt = 2 * LATENCY_MS;
+  const rows: LoadResult[] = [];
+  const samples: string[] = [];
+  const wanted = (what: string) => ONLY.has(what) || ONLY.has("load");
+  log(`(b) ${CLIENTS} clients, ${SECONDS} s per row in ${SLICES} slices (${[...ONLY].join(", ")})`);
+  // each kind of create beside a floor of its own: a custom object's create leaves background
+  // work (its search index) that would otherwise weigh on the site creates' slices
+  for (const kind of ["sites", "objects"] as const) {
+    if (!wanted(kind)) continue;
+    samples.push(`${kind}: ${await tripsSample(ctx, creates[kind](ctx))}`);
+    const host = row(`Host ${kind} creates`, creates[kind](ctx));
+    const floor = row(`bare creates (one batch), beside ${kind}`, () =>
+      bareCreate(ctx, bare, typeId),
     );
+    rows.push(...(await interleaved(ctx, [host, floor])));
+    await quiet(ctx.proxy);
+  }
+  if (wanted("reads")) {
+    const object = () => `${CO}/${SLUG}/${ctx.objectIds[serial++ % ctx.objectIds.length]}/`;
+    const site = () => `/api/dcim/sites/${ctx.siteIds[serial++ % ctx.siteIds.length]}/`;
+    const readers: Row[] = [];
+    for (const [label, path] of [
+      ["Host GET custom object by id", object],
+      ["Host GET site by id", site],
+    ] as const) {
+      const once = async () => (await call(ctx, "GET", path())).status;
+      samples.push(`${label}: ${await tripsSample(ctx, once)}`);
+      readers.push(row(label, once));
+    }
+    const keyHash = (await bare.execute("SELECT key_hash FROM tokens LIMIT 1")).rows[0]?.key_hash;
+    readers.push(
+      row("bare SELECT by id", async () => {
+        await bare.execute({
+          sql: "SELECT * FROM bare_item WHERE id = ?",
+          args: [1 + (serial++ % 100)],
+        });
+        return 200;
+      }),
+      row("bare batch of a Host GET site's 4 reads", async () => {
+        await bare.batch(siteReadLikeHost(String(keyHash), ctx.siteIds[serial++ % 60]!), "read");
+        return 200;
+      }),
+    );
+    rows.push(...(await interleaved(ctx, readers)));
+  }
+  if (ONLY.has("livez")) {
+    const livez = row("Host /livez (no database)", async () => {
+      const r = await fetch(`${ctx.origin}/livez`);
+      await r.arrayBuffer();
+      return r.status;
+    });
+    rows.push(...(await interleaved(ctx, [livez])));
+  }
+  const [load1, , load15] = loadavg().map((x) => x.toFixed(2));
   console.log(
-    `\nround trips of one create, sequential (20): p50 ${percentile(sample, 50)}, p99 ${percentile(sample, 99)}, max ${sample.at(-1)}`,
+    `\n(b) ${CLIENTS} concurrent clients for ${SECONDS} s, ${LATENCY_MS} ms each way ` +
+      `(one round trip ${rtt} ms); load average ${load1} (1 min) ${load15} (15 min) at the end\n` +
+      "| | per s | p50 ms | p99 ms | p99 in round trips | 5xx | other errors | round trips per op (mean) | CPU ms per op: Host / bench |\n" +
+      "|---|---|---|---|---|---|---|---|---|",
   );
+  const f = (x: number, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "–");
+  for (const r of rows)
+    console.log(
+      `| ${r.label} | ${f(r.perSecond, 1)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.p99 / rtt, 1)} | ${r.fiveXX} | ${r.otherErrors} | ${f(r.tripsPerOp, 1)} | ${f(r.hostCpuMs, 2)} / ${f(r.benchCpuMs, 2)} |`,
+    );
+  console.log(`\nround trips per request, one at a time (20 each): ${samples.join("; ")}`);
+  const rate = (label: string) => rows.find((r) => r.label.startsWith(label))?.perSecond ?? NaN;
   console.log(
-    `ratios Host / bare: creates/s ${(host.perSecond / floor.perSecond).toFixed(2)}×, reads/s ${(hostRead.perSecond / bareRead.perSecond).toFixed(2)}×`,
+    `ratios Host / bare: site creates ${f(rate("Host sites") / rate("bare creates (one batch), beside sites"), 2)}×, ` +
+      `custom-object creates ${f(rate("Host objects") / rate("bare creates (one batch), beside objects"), 2)}×, ` +
+      `reads ${f(rate("Host GET custom") / rate("bare SELECT"), 2)}× (objects), ` +
+      `${f(rate("Host GET site") / rate("bare SELECT"), 2)}× (sites), ` +
+      `${f(rate("Host GET site") / rate("bare batch of a Host GET"), 2)}× (sites against the bare batch of their reads)`,
   );
 }
 
@@ -399,13 +618,20 @@ const bare = createClient({ url: proxy.url });
 try {
   const token = await remote.superuserToken("edge-bench");
   host = await startHost(proxy.url);
-  const ctx: Ctx = { origin: host.origin, token, proxy, siteIds: [], objectIds: [] };
+  const ctx: Ctx = {
+    origin: host.origin,
+    hostPid: host.child.pid,
+    token,
+    proxy,
+    siteIds: [],
+    objectIds: [],
+  };
   log(
     `Host on ${host.origin}, database ${remote.url} behind ${proxy.url} (+${LATENCY_MS} ms each way)`,
   );
   await seed(ctx);
   if (ONLY.has("ops")) await opsTable(ctx);
-  if (ONLY.has("load")) await creatorsTable(ctx, bare);
+  if ([...ONLY].some((o) => o !== "ops")) await loadTable(ctx, bare);
 } finally {
   bare.close();
   host?.child.kill("SIGTERM");

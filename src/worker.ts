@@ -69,6 +69,8 @@ function openDatabase(env: WorkerEnv, config: Config): Database {
       concurrency: UNLIMITED,
     }),
     "remote",
+    // For the same reason, reads of concurrent requests cannot share one request (decision 0098).
+    { groupReads: false },
   );
 }
 

@@ -209,6 +209,22 @@ interface SqlStatement {
   tokens: Token[];
 }
 
+// SQL texts already split, with their tokens: clients send the same few statements again and
+// again, and lexing each one every time was a tenth of the server's CPU under load. Bounded; the
+// entries are never mutated.
+const SPLIT_CACHE_LIMIT = 512;
+const splitCache = new Map<string, SqlStatement[]>();
+
+function splitStatementsCached(sql: string): SqlStatement[] {
+  let statements = splitCache.get(sql);
+  if (statements === undefined) {
+    statements = splitStatements(sql);
+    if (splitCache.size >= SPLIT_CACHE_LIMIT) splitCache.clear();
+    splitCache.set(sql, statements);
+  }
+  return statements;
+}
+
 // Splits on top-level semicolons (a CREATE TRIGGER body ends at `END;`), dropping empty statements.
 function splitStatements(sql: string): SqlStatement[] {
   const stmts: SqlStatement[] = [];
@@ -413,10 +429,17 @@ function decodeValue(raw: unknown): BindValue {
 // ---------------------------------------------------------------------------------------------
 // Connections
 
+// Prepared statements a connection keeps, by SQL text (least recently used dropped first).
+const STATEMENT_CACHE_LIMIT = 128;
+
 // One bun:sqlite connection. SQLite's own busy timeout stays 0: waiting happens asynchronously.
 class Conn {
   readonly db: Database;
   readonly #stats: Statement;
+  // Preparing every statement anew was the server's largest cost (sqld keeps them too). SQLite
+  // re-prepares a kept statement itself after a schema change, and bun:sqlite refreshes its
+  // column names; each statement runs to completion synchronously, so one is never shared.
+  readonly #statements = new Map<string, Statement>();
   // Inside `BEGIN READONLY` (emulated with PRAGMA query_only until the transaction ends).
   readonlyTx = false;
   // Ran something (PRAGMA, ATTACH, TEMP objects) that makes it unfit for reuse by another stream.
@@ -435,6 +458,23 @@ class Conn {
 
   get inTransaction(): boolean {
     return this.db.inTransaction;
+  }
+
+  // The prepared statement for `sql`, kept for the next use.
+  statement(sql: string): Statement {
+    let stmt = this.#statements.get(sql);
+    if (stmt) {
+      this.#statements.delete(sql); // re-inserted below: the Map's order is the LRU order
+    } else {
+      stmt = this.db.prepare(sql);
+      if (this.#statements.size >= STATEMENT_CACHE_LIMIT) {
+        const [oldest, evicted] = this.#statements.entries().next().value!;
+        this.#statements.delete(oldest);
+        evicted.finalize();
+      }
+    }
+    this.#statements.set(sql, stmt);
+    return stmt;
   }
 
   stats(): { changes: bigint; lastRowid: bigint } {
@@ -470,6 +510,8 @@ class Conn {
       // closing rolls back anyway
     }
     this.#stats.finalize();
+    for (const stmt of this.#statements.values()) stmt.finalize();
+    this.#statements.clear();
     this.db.close();
   }
 }
@@ -578,7 +620,7 @@ class Backend {
   #acquireStream(baton: string | undefined): HranaStream {
     if (baton === undefined) {
       const stream: HranaStream = {
-        id: randomBytes(18).toString("base64url"),
+        id: crypto.randomUUID(),
         seq: 0,
         conn: undefined,
         sqls: new Map(),
@@ -799,7 +841,7 @@ class Backend {
   // Validates a statement before anything runs (as sqld does for a whole batch).
   #prepare(stream: HranaStream, stmt: Record<string, unknown>): PreparedStmt {
     const sql = this.#sqlText(stream, stmt.sql, stmt.sql_id);
-    const statements = splitStatements(sql);
+    const statements = splitStatementsCached(sql);
     if (statements.length === 0)
       throw new StmtError("SQL string does not contain any statement", "SQL_NO_STATEMENT");
     if (statements.length > 1)
@@ -839,7 +881,7 @@ class Backend {
       conn.readonlyTx = true;
       return { cols: [], rows: [], affected_row_count: 0, last_insert_rowid: null };
     }
-    const stmt = conn.db.prepare(p.sql);
+    const stmt = conn.statement(p.sql);
     try {
       let rows: unknown[][];
       if (p.named.length > 0) {
@@ -870,7 +912,6 @@ class Backend {
         last_insert_rowid: p.analysis.isInsert ? lastRowid.toString() : null,
       };
     } finally {
-      stmt.finalize();
       conn.settle();
     }
   }

@@ -220,10 +220,11 @@ export interface Resource {
   load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]>;
   /**
    * `load` as statements for a caller's one read (decision 0085): `ids` is SQL naming the ids
-   * (a list or a subquery) for `WHERE id IN (…)`; `finish` takes the statements' answers and the
-   * ids in answer order. Outside transactions only.
+   * (a list or a subquery) for `WHERE id IN (…)`, or one id (statements whose SQL text is
+   * rendered once, 0098); `finish` takes the statements' answers and the ids in answer order.
+   * Outside transactions only.
    */
-  loadPlan?(ctx: ReadContext, ids: SQL): LoadPlan;
+  loadPlan?(ctx: ReadContext, ids: SQL | number): LoadPlan;
   /** Validates and inserts; throws ValidationError with field errors. Returns the new id. */
   create(ctx: WriteContext, input: ApiRecord): Promise<number>;
   /** `create` that also answers with the new object's record (saves reading it back). */

@@ -7,7 +7,7 @@
  * `tests/db/driver-internals.test.ts` fails when any of them changes.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
-import { sql, type SQL } from "drizzle-orm";
+import { fillPlaceholders, sql, type SQL } from "drizzle-orm";
 import { SQLiteTransaction } from "drizzle-orm/sqlite-core";
 import type { Executor, Orm } from "./client";
 
@@ -81,6 +81,37 @@ export async function executePositional(
 interface PreparedItem {
   getQuery(): { sql: string; params: unknown[] };
   mapResult(result: unknown, isFromBatch: boolean): unknown;
+}
+
+/** A select prepared with `.prepare()` (its SQL text rendered once, with `sql.placeholder`s). */
+interface PreparedSelect<T> extends PreparedItem {
+  all(values: Record<string, unknown>): Promise<T>;
+}
+
+/**
+ * `prepared` bound to `values`, as an item of `db.read` (decision 0098): Drizzle renders a
+ * query's SQL text again for every run in a batch, about 0.1 ms a statement; a request's token
+ * guard is two statements on every request, rendered once per ORM this way. In a batch Drizzle
+ * calls the item's `_prepare()`, then the public `getQuery()` and `mapResult()` of what it
+ * returns (here the prepared query's, its placeholders filled); awaited alone (a local file's
+ * read, a lone query) the item runs the prepared query's `all`. The answer is the one the query
+ * builder gives. Pinned by `tests/db/driver-internals.test.ts` on libSQL.
+ */
+export function boundForRead<T>(
+  prepared: PreparedSelect<T>,
+  values: Record<string, unknown>,
+): PromiseLike<T> {
+  return {
+    _prepare: () => ({
+      getQuery() {
+        const query = prepared.getQuery();
+        return { sql: query.sql, params: fillPlaceholders(query.params, values) };
+      },
+      mapResult: (result: unknown, isFromBatch: boolean) => prepared.mapResult(result, isFromBatch),
+    }),
+    // biome-ignore lint/suspicious/noThenProperty: awaited alone, the item runs like a query
+    then: (resolve, reject) => prepared.all(values).then(resolve, reject),
+  } as PromiseLike<T> & { _prepare(): PreparedItem };
 }
 
 /**

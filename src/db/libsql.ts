@@ -1,11 +1,13 @@
 /**
  * The `Database` over a libSQL client: remote (Turso, sqld, the Hrana tool) as it is, and the base
  * the local file's implementation (`local.ts`) fills in. On a remote database `read` and `write`
- * are one `batch()` each: one HTTP request, one transaction on the server.
+ * are one `batch()` each: one HTTP request, one transaction on the server; reads issued in the
+ * same turn of the event loop share theirs (`read-group.ts`).
  */
 import type { Client } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import { NO_FILE_HEALTH, type Database, type Orm, type Queries, type Results } from "./client";
+import { groupedReads } from "./read-group";
 import * as schema from "./schema";
 
 /** A `Database` whose members a local implementation may replace (the interface's are readonly). */
@@ -14,19 +16,36 @@ export type LibsqlDatabase = { -readonly [K in keyof Database]: Database[K] } & 
   readonly client: Client;
 };
 
-export function libsqlDatabase(client: Client, kind: "local" | "remote"): LibsqlDatabase {
+export interface LibsqlOptions {
+  /**
+   * Remote reads of the same turn share one request (`read-group.ts`); default on. Off on
+   * workerd, where I/O started by one request may not answer another (it cancels the promise).
+   */
+  groupReads?: boolean;
+}
+
+export function libsqlDatabase(
+  client: Client,
+  kind: "local" | "remote",
+  options: LibsqlOptions = {},
+): LibsqlDatabase {
   const orm: Orm = drizzle(client, { schema });
   const batch = <T extends Queries>(queries: T): Promise<Results<T>> =>
     // one query needs no transaction around it: sent alone, it is one round trip all the same
     queries.length === 1
       ? (Promise.all([queries[0]]) as Promise<Results<T>>)
       : (orm.batch(queries as never) as Promise<Results<T>>);
+  // Remote: reads of the same turn share one request (read-group.ts); a local file has no request.
+  const read =
+    kind === "remote" && options.groupReads !== false
+      ? (groupedReads(batch, (queries) => orm.batch(queries as never)) as LibsqlDatabase["read"])
+      : batch;
   return {
     client,
     orm,
     reader: orm,
     kind,
-    read: batch,
+    read,
     write: (queries) => orm.batch(queries as never) as never,
     async execute(statement) {
       const r = await client.execute(statement);

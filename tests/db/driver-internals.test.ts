@@ -4,12 +4,14 @@
  * slow path. These fail instead: the fields are where the helpers expect them.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { sql } from "drizzle-orm";
+import { createClient } from "@libsql/client";
+import { eq, sql } from "drizzle-orm";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "../../src/db/client";
 import {
+  boundForRead,
   haltBusyStatement,
   type NativeStatement,
   renderSql,
@@ -17,7 +19,12 @@ import {
 } from "../../src/db/driver-internals";
 import NativeDatabase from "libsql";
 import { readFileSync } from "node:fs";
+import { createUser } from "../../src/core/auth/provisioning";
+import { libsqlDatabase } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
+import { runMigrations } from "../../src/migrations";
+import { users } from "../../src/db/schema";
+import { startHranaServer } from "../../tools/hrana-server";
 
 let dir: string;
 let db: Database;
@@ -117,5 +124,38 @@ test("haltBusyStatement: halts it without writing, and the connection's next tra
   } finally {
     holder.close();
     b.close();
+  }
+});
+
+test("boundForRead: a prepared select in a remote batch, alone, and on a file answers as its builder does", async () => {
+  const hranaDir = mkdtempSync(join(tmpdir(), "host-bound-for-read-"));
+  const hrana = await startHranaServer({ path: join(hranaDir, "r.db"), port: 0 });
+  const remote = libsqlDatabase(createClient({ url: hrana.url }), "remote");
+  try {
+    for (const on of [remote, db]) {
+      await runMigrations(on);
+      await createUser(on.orm, { username: `probe${on.kind}`, isSuperuser: true });
+      const prepared = on.orm
+        .select({ username: users.username, isSuperuser: users.isSuperuser })
+        .from(users)
+        .where(eq(users.username, sql.placeholder("name")))
+        .prepare();
+      const builder = on.orm
+        .select({ username: users.username, isSuperuser: users.isSuperuser })
+        .from(users)
+        .where(eq(users.username, `probe${on.kind}`));
+      const expected = [{ username: `probe${on.kind}`, isSuperuser: true }];
+      const item = boundForRead(prepared, { name: `probe${on.kind}` });
+      const other = boundForRead(prepared, { name: "nobody" });
+      // in a batch of several (Drizzle's batch code calls the item's `_prepare`), then alone
+      const batched: unknown = await on.read([item, other, builder] as never);
+      expect(batched).toEqual([expected, [], expected]);
+      expect((await on.read([item] as never)) as unknown).toEqual([expected]);
+      expect(await item).toEqual(expected);
+    }
+  } finally {
+    await remote.close();
+    await hrana.stop();
+    rmSync(hranaDir, { recursive: true, force: true });
   }
 });

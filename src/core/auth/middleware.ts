@@ -13,6 +13,8 @@ import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
 import type { Orm } from "../../db/client";
+import { boundForRead, Reusable } from "../../db/driver-internals";
+import type { BatchItem } from "drizzle-orm/batch";
 import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
 import { credentialFromHeader, hashToken, type Credential } from "./tokens";
 import { clientAddress } from "./login";
@@ -77,33 +79,47 @@ const answeredAgain = new WeakSet<Request>();
 const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token");
 const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 
-/** The statements that read a token and its user's grants, by the key's hash: one read. */
+/** A token with its user, by the key's hash (a placeholder): prepared once per ORM. */
+const tokenByHash = new Reusable((orm) =>
+  orm
+    // every column named once: D1's batch answers rows as objects keyed by column name
+    .select({
+      tokenId: tokens.id,
+      userId: tokens.userId,
+      username: users.username,
+      isSuperuser: users.isSuperuser,
+      isActive: users.isActive,
+      version: tokens.version,
+      key: tokens.key,
+      enabled: tokens.enabled,
+      writeEnabled: tokens.writeEnabled,
+      allowedIps: tokens.allowedIps,
+      expires: tokens.expires,
+    })
+    .from(tokens)
+    .innerJoin(users, eq(users.id, tokens.userId))
+    .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
+    .limit(1)
+    .prepare(),
+);
+
+/** The grants of a token's user, by the key's hash (a placeholder): prepared once per ORM. */
+const grantsByHash = new Reusable((orm) =>
+  grantRowsQuery(
+    orm,
+    sql`(SELECT ${tokens.userId} FROM ${tokens} WHERE ${tokens.keyHash} = ${sql.placeholder("keyHash")})`,
+  ).prepare(),
+);
+
+/**
+ * The statements that read a token and its user's grants, by the key's hash: one read. Sent with
+ * every request (the guard of 0085), so their SQL text is rendered once, not per request (0098).
+ */
 function authStatements(orm: Orm, keyHash: string) {
   return [
-    orm
-      // every column named once: D1's batch answers rows as objects keyed by column name
-      .select({
-        tokenId: tokens.id,
-        userId: tokens.userId,
-        username: users.username,
-        isSuperuser: users.isSuperuser,
-        isActive: users.isActive,
-        version: tokens.version,
-        key: tokens.key,
-        enabled: tokens.enabled,
-        writeEnabled: tokens.writeEnabled,
-        allowedIps: tokens.allowedIps,
-        expires: tokens.expires,
-      })
-      .from(tokens)
-      .innerJoin(users, eq(users.id, tokens.userId))
-      .where(eq(tokens.keyHash, keyHash))
-      .limit(1),
-    grantRowsQuery(
-      orm,
-      sql`(SELECT ${tokens.userId} FROM ${tokens} WHERE ${tokens.keyHash} = ${keyHash})`,
-    ),
-  ] as const;
+    boundForRead(tokenByHash.on(orm, orm), { keyHash }),
+    boundForRead(grantsByHash.on(orm, orm), { keyHash }),
+  ] as unknown as readonly [BatchItem<"sqlite">, BatchItem<"sqlite">];
 }
 
 function cachedFrom(answers: unknown[], stamp: string | null): CachedAuth {

@@ -33,6 +33,8 @@ import type {
 } from "../rest/resource";
 import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
+import { boundForRead, Reusable } from "../../db/driver-internals";
+import type { BatchItem } from "drizzle-orm/batch";
 import { label as otLabel } from "../object-types";
 import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
@@ -486,16 +488,31 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
     );
   }
 
+  // the object type's id as a subquery (its unique index): no look-up before the read
+  const typeId = spec.tags
+    ? sql`(SELECT ${objectTypesTable.id} FROM ${objectTypesTable} WHERE ${objectTypesTable.appLabel} = ${spec.appLabel} AND ${objectTypesTable.model} = ${spec.model})`
+    : null;
+  // One id (a GET): the same statements every time, their SQL text rendered once per ORM (0098).
+  const one = sql`${sql.placeholder("id")}`;
+  const rowById = new Reusable((db) =>
+    db.select().from(table).where(sql`${table.id} IN (${one})`).prepare(),
+  );
+  const tagsById = typeId ? new Reusable((db) => tagsQueryFor(db, typeId, one).prepare()) : null;
+
   /** `load` as statements for one read: the rows and their tags, the ids as SQL (decision 0085). */
-  function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
-    const statements: LoadPlan["statements"] = [
-      ctx.db.select().from(table).where(sql`${table.id} IN (${ids})`),
-    ];
-    // the object type's id as a subquery (its unique index): no look-up before the read
-    const typeId = spec.tags
-      ? sql`(SELECT ${objectTypesTable.id} FROM ${objectTypesTable} WHERE ${objectTypesTable.appLabel} = ${spec.appLabel} AND ${objectTypesTable.model} = ${spec.model})`
-      : null;
-    if (typeId) statements.push(tagsQueryFor(ctx.db, typeId, ids));
+  function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
+    const statements: LoadPlan["statements"] = [];
+    if (typeof ids === "number") {
+      const bound = (q: Reusable<Parameters<typeof boundForRead>[0]>) =>
+        boundForRead(q.on(ctx.db, ctx.services.db.orm), {
+          id: ids,
+        }) as unknown as BatchItem<"sqlite">;
+      statements.push(bound(rowById));
+      if (tagsById) statements.push(bound(tagsById));
+    } else {
+      statements.push(ctx.db.select().from(table).where(sql`${table.id} IN (${ids})`));
+      if (typeId) statements.push(tagsQueryFor(ctx.db, typeId, ids));
+    }
     return {
       statements,
       async finish(answers, order) {

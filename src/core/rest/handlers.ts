@@ -489,7 +489,7 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
     // an object outside the caller's view constraints is not found, as `requireObject` says
     const ids = restricted
       ? sql`SELECT ${resource.list.idExpr} FROM ${resource.table} WHERE ${resource.list.idExpr} = ${id} AND (${restricted})`
-      : sql`${id}`;
+      : id;
     step = { resource, plan: resource.loadPlan!(ctx, ids) };
     return step.plan.statements as unknown as Queries;
   });

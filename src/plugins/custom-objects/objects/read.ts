@@ -6,7 +6,8 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
-import { Reusable } from "../../../db/driver-internals";
+import { boundForRead, Reusable } from "../../../db/driver-internals";
+import type { BatchItem } from "drizzle-orm/batch";
 import { databaseStamp } from "../../../core/database-stamp";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -34,7 +35,7 @@ export interface Reader {
     learned?: Nested,
   ) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
-  loadPlan: (ctx: ReadContext, ids: SQL) => LoadPlan;
+  loadPlan: (ctx: ReadContext, ids: SQL | number) => LoadPlan;
   /** The row query's select list (a create's RETURNING clause uses it too). */
   rowColumns: Record<string, SQLiteColumn | SQL>;
 }
@@ -466,9 +467,24 @@ function planLoader(
    * `load` as one statement for a caller's read (decision 0085): tags, embedded forms and
    * multiobject links (with their forms) ride on the rows.
    */
-  return function loadPlan(ctx: ReadContext, ids: SQL): LoadPlan {
+  // One id (a GET): the same statement every time, its SQL text rendered once per ORM (0098).
+  const byId = new Reusable((db) =>
+    db
+      .select(planColumns)
+      .from(table)
+      .where(sql`${table.id} IN (${sql.placeholder("id")})`)
+      .prepare(),
+  );
+
+  return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     return {
-      statements: [ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`)],
+      statements: [
+        typeof ids === "number"
+          ? (boundForRead(byId.on(ctx.db, ctx.services.db.orm), {
+              id: ids,
+            }) as unknown as BatchItem<"sqlite">)
+          : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`),
+      ],
       finish(answers, order) {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));

@@ -1,0 +1,127 @@
+/**
+ * Reads on a remote database that start in the same turn share one round trip (decision 0098):
+ * concurrent GETs each answer their own object in fewer requests than there are GETs; a write
+ * committed before they began is seen by all of them; a read whose statement fails fails alone.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createClient } from "@libsql/client";
+import { sql } from "drizzle-orm";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { libsqlDatabase } from "../../src/db/libsql";
+import { openDatabase } from "../../src/db/local";
+import { sites } from "../../src/db/schema";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { createCache } from "../../src/services/cache";
+import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+
+let hrana: HranaServer;
+let proxy: CountingProxy;
+let dir: string;
+let a: TestApp;
+/** Another app on the same database, with caches of its own (another process or isolate). */
+let b: { app: TestApp["app"]; close: () => Promise<void> };
+const siteIds: number[] = [];
+const READERS = 12;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-read-group-"));
+  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  proxy = startCountingProxy(hrana.url);
+  a = await makeTestApp({ DATABASE_URL: proxy.url });
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: proxy.url }, "bun");
+  const db = await openDatabase(config.database.url);
+  b = {
+    app: await createApp({ config, db, cache: createCache("memory", {}) }),
+    close: () => db.close(),
+  };
+  for (let i = 0; i < READERS; i++) {
+    const made = await a.json("POST", "/api/dcim/sites/", {
+      body: { name: `site ${i}`, slug: `site-${i}` },
+    });
+    expect(made.status).toBe(201);
+    siteIds.push(made.body.id);
+  }
+});
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+  proxy.stop();
+  await hrana.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const getAll = (t: TestApp) =>
+  Promise.all(siteIds.map((id) => t.json("GET", `/api/dcim/sites/${id}/`)));
+
+const getAllThroughB = () =>
+  Promise.all(
+    siteIds.map(async (id) => {
+      const res = await b.app.request(`${BASE}/api/dcim/sites/${id}/`, {
+        headers: { authorization: `Token ${a.admin}` },
+      });
+      return { status: res.status, body: await res.json() };
+    }),
+  );
+
+test("concurrent GETs each answer their own object, in fewer round trips than GETs", async () => {
+  await getAll(a); // warm the caches
+  proxy.reset();
+  const answers = await getAll(a);
+  answers.forEach((r, i) => {
+    expect(r.status).toBe(200);
+    expect(r.body.id).toBe(siteIds[i]);
+    expect(r.body.name).toBe(`site ${i}`);
+  });
+  expect(proxy.count).toBeLessThan(READERS);
+});
+
+test("a write committed through another instance before the GETs began is seen by each", async () => {
+  await getAllThroughB(); // B's caches hold the old names
+  for (const [i, id] of siteIds.entries()) {
+    const r = await a.json("PATCH", `/api/dcim/sites/${id}/`, { body: { name: `renamed ${i}` } });
+    expect(r.status).toBe(200);
+  }
+  proxy.reset();
+  const answers = await getAllThroughB();
+  answers.forEach((r, i) => {
+    expect(r.status).toBe(200);
+    expect(r.body.name).toBe(`renamed ${i}`);
+  });
+  expect(proxy.count).toBeLessThan(READERS);
+});
+
+test("a read whose statement fails fails alone; the reads grouped with it answer", async () => {
+  const db = libsqlDatabase(createClient({ url: proxy.url }), "remote");
+  try {
+    proxy.reset();
+    const reads = [
+      db.read([
+        db.orm.select({ id: sites.id }).from(sites).where(sql`${sites.id} = ${siteIds[0]}`),
+      ]),
+      db.read([db.orm.all(sql`SELECT * FROM no_such_table`)]),
+      db.read([
+        db.orm.select({ id: sites.id }).from(sites).where(sql`${sites.id} = ${siteIds[1]}`),
+        db.orm.all(sql`SELECT count(*) AS n FROM sites`),
+      ]),
+    ];
+    const [first, broken, third] = await Promise.allSettled(reads);
+    expect(first).toEqual({ status: "fulfilled", value: [[{ id: siteIds[0] }]] });
+    expect(broken?.status).toBe("rejected");
+    expect(third?.status).toBe("fulfilled");
+    const [rows, count] = (third as PromiseFulfilledResult<unknown[]>).value as [
+      Array<{ id: number }>,
+      Array<{ n: number }>,
+    ];
+    expect(rows).toEqual([{ id: siteIds[1]! }]);
+    expect(Number(count[0]!.n)).toBe(READERS);
+    // one request for the group, then one for each read on its own
+    expect(proxy.count).toBe(1 + reads.length);
+  } finally {
+    await db.close();
+  }
+});
