@@ -38,6 +38,7 @@ import {
   cotAttrsFromEntry,
   entryFromCanonical,
   loadDbTypes,
+  loadReferences,
   stableJson,
   COT_ATTR_DEFAULTS,
   type DbType,
@@ -290,8 +291,15 @@ const refsOf = (
 const cotSlugOf = (ref: string) =>
   ref.startsWith("custom-objects/") ? ref.slice("custom-objects/".length) : null;
 
-/** Edges slug → referenced slug for the document's types and every other COT in the database. */
-function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<string, Set<string>> {
+/**
+ * Edges slug → referenced slug for the document's types (`named`: their database state) and
+ * every other COT in the database (`others`: each COT's references, `loadReferences`).
+ */
+function referenceGraph(
+  doc: SchemaDocument,
+  named: Map<string, DbType>,
+  others: Map<string, string[]>,
+): Map<string, Set<string>> {
   const graph = new Map<string, Set<string>>();
   const add = (from: string, to: string) => {
     if (from !== to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
@@ -303,7 +311,7 @@ function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<stri
       if (target) add(t.slug, target);
     }
     // fields the document leaves alone stay in the database and still point somewhere
-    const db = all.get(t.slug);
+    const db = named.get(t.slug);
     if (db) {
       const listed = new Set([
         ...t.fields.map((f) => f.id),
@@ -315,9 +323,9 @@ function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<stri
       }
     }
   }
-  for (const [slug, db] of all) {
+  for (const [slug, refs] of others) {
     if (docSlugs.has(slug)) continue;
-    for (const ref of refsOf([...db.canonical.values()])) {
+    for (const ref of refs) {
       const target = cotSlugOf(ref);
       if (target) add(slug, target);
     }
@@ -369,7 +377,7 @@ function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<string>>): 
 async function unresolvable(
   ctx: WriteContext,
   doc: SchemaDocument,
-  all: Map<string, DbType>,
+  all: ReadonlyMap<string, unknown>,
 ): Promise<string[]> {
   const problems: string[] = [];
   const docSlugs = new Set(doc.types.map((t) => t.slug));
@@ -794,8 +802,8 @@ export async function applySchema(
       },
     );
   }
-  const all = await loadDbTypes(ctx.db, ctx.services.objectTypes, null);
-  const graph = referenceGraph(document, all);
+  const all = await loadReferences(ctx.db, ctx.services.objectTypes);
+  const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle)
     throw ApiError.detail(

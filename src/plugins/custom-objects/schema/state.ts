@@ -10,6 +10,7 @@ import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
 import type { FieldEntry, TypeEntry } from "./document";
 import { FIELD_DEFAULTS } from "../types/field-definition";
+import { FIELD_TYPE_MODULES } from "../field-types";
 
 /** Field attributes a document may state, with the value an omitted key means (defined once). */
 const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;
@@ -185,6 +186,43 @@ export async function loadDbTypes(
       canonical,
       tombstones: tombstonesOf(cot),
     });
+  }
+  return out;
+}
+
+/**
+ * Every COT's slug with the types its relation fields point at (document spelling): what an
+ * apply's reference graph needs of the types a document does not name. Relation fields only, not
+ * every field of every type: with hundreds of types this read is what grew with their number.
+ */
+export async function loadReferences(
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+): Promise<Map<string, string[]>> {
+  const relationTypes = FIELD_TYPE_MODULES.filter((m) => m.takes.related).map((m) => m.name);
+  const cots = await db
+    .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
+    .from(customObjectTypes);
+  const fields = await db
+    .select({
+      cotId: customObjectTypeFields.customObjectTypeId,
+      one: customObjectTypeFields.relatedObjectTypeId,
+      many: customObjectTypeFields.relatedObjectTypeIds,
+    })
+    .from(customObjectTypeFields)
+    .where(inArray(customObjectTypeFields.type, relationTypes));
+  const ots = await objectTypes.byIds(
+    fields.flatMap((f) => [f.one, ...f.many]).filter((x): x is number => x != null),
+    db,
+  );
+  const slugOf = new Map(cots.map((c) => [c.id, c.slug]));
+  const out = new Map<string, string[]>(cots.map((c) => [c.slug, []]));
+  for (const f of fields) {
+    const refs = out.get(slugOf.get(f.cotId) ?? "");
+    for (const id of [f.one, ...f.many]) {
+      const ot = id == null ? undefined : ots.get(id);
+      if (refs && ot) refs.push(relatedRef(ot.appLabel, ot.model));
+    }
   }
   return out;
 }
