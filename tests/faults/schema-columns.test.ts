@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { appendedColumns } from "../../src/plugins/custom-objects/ddl";
 import { doc, SCHEMA } from "../schema/helpers";
 
 // Types whose fields get no index, so only column additions change the schema.
@@ -190,4 +191,27 @@ test("the one-edit column addition: table_info equals the records, data and link
   });
   expect(patched.status, JSON.stringify(patched.body)).toBe(200);
   expect(patched.body.col_3).toBe(7);
+});
+
+test("the text edit touches only the shape createCotTable writes; anything else takes ALTER TABLE", () => {
+  const ours =
+    'CREATE TABLE "co_7" (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL, "owner__id" INTEGER REFERENCES "owners"(id), "name" TEXT, "local_context_data" TEXT)';
+  expect(
+    appendedColumns(ours, "co_7", [
+      ["a_b", "TEXT"],
+      ["n", "REAL"],
+    ]),
+  ).toBe(`${ours.slice(0, -1)}, "a_b" TEXT, "n" REAL)`);
+  const refused = [
+    `${ours.slice(0, -1)}, UNIQUE ("name"))`, // a table constraint: a column after it is invalid
+    `${ours.slice(0, -1)}, CONSTRAINT c CHECK (1))`,
+    `${ours} STRICT`,
+    `${ours} WITHOUT ROWID`,
+    ours.replace('"name" TEXT', "\"name\" TEXT DEFAULT ')'"),
+    ours.replace('"co_7"', "co_7"), // written by something else
+  ];
+  for (const text of refused) expect(appendedColumns(text, "co_7", [["x", "TEXT"]])).toBeNull();
+  expect(appendedColumns(ours, "other", [["x", "TEXT"]])).toBeNull();
+  expect(() => appendedColumns(ours, "co_7", [['x" TEXT, "y', "TEXT"]])).toThrow();
+  expect(() => appendedColumns(ours, "co_7", [["x", "BLOB" as "TEXT"]])).toThrow();
 });
