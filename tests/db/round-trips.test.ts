@@ -106,13 +106,22 @@ test("linked objects, GraphQL with one relation, a schema apply adding one field
     },
     200,
   );
-  if (process.env.ROUND_TRIPS_LOG) console.log({ linked, graphql, applied });
+  const previewed = await roundTrips(
+    "POST",
+    () => `${CO}/schema/preview/`,
+    () => ({ schema: current }),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ linked, graphql, applied, previewed });
   // linked objects 1 and GraphQL ≤ 2 (decision 0085: the token's and the types' guards ride in
   // the first read; the relation is the second). Schema apply: TARGET ≤ 4, NOW 43 (pinned, + 1
   // for a background statement of the app's own — a deferred index flush — that may land in it).
   expect(linked).toBe(1);
   expect(graphql).toBeLessThanOrEqual(2);
   expect(applied).toBeLessThanOrEqual(44);
+  // Preview: the caller's token and one read of the state, for both the diff and the plan (5
+  // before); a destructive change's counts add reads, one per change.
+  expect(previewed).toBeLessThanOrEqual(2);
 });
 
 test("a type of many field kinds (multiobject too): GET by id and list in 1 each", async () => {

@@ -231,9 +231,10 @@ async function planOf(
   ctx: ReadContext,
   document: SchemaDocument,
   hidden?: ReadonlySet<string>,
+  loaded?: Map<string, DbType>,
 ): Promise<SchemaPlan> {
   const slugs = documentSlugs(document);
-  const state = await loadDbTypes(db, ctx.services.objectTypes, slugs, hidden);
+  const state = loaded ?? (await loadDbTypes(db, ctx.services.objectTypes, slugs, hidden));
   const from = await hashSnapshot(snapshotOf(state, slugs));
   return {
     plan_id: await planIdOf(document, from),
@@ -247,8 +248,10 @@ async function diffOrThrow(
   ctx: ReadContext,
   document: SchemaDocument,
   hidden?: ReadonlySet<string>,
+  loaded?: Map<string, DbType>,
 ) {
-  const result = await diffDocument(db, ctx.services.objectTypes, document, hidden);
+  const objectTypes = ctx.services.objectTypes;
+  const result = await diffDocument(db, objectTypes, document, hidden, undefined, loaded);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
@@ -267,8 +270,11 @@ export async function previewSchema(
   SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
 > {
   const { document } = readApplyRequest(body, new URLSearchParams());
-  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document, hidden);
-  const plan = await planOf(ctx.db, ctx, document, hidden);
+  // The state is read once, in one round trip, for both the diff and the plan.
+  const slugs = documentSlugs(document);
+  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs, hidden, ctx.services.db);
+  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document, hidden, state);
+  const plan = await planOf(ctx.db, ctx, document, hidden, state);
   return {
     ...plan,
     diffs,

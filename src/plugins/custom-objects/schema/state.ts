@@ -4,7 +4,7 @@
  */
 import { inArray, sql } from "drizzle-orm";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
-import type { Executor } from "../../../db/client";
+import { outsideTransaction, type Database, type Executor } from "../../../db/client";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
@@ -86,46 +86,62 @@ function tombstonesOf(cot: CotRow): Tombstone[] {
 }
 
 /**
+ * The COT rows with these slugs (all when null), their fields and the names of the choice sets
+ * those use. Outside a transaction and given `database`, one `read` (one round trip): fields and
+ * choice sets are selected through the slugs, not through ids read first. In a transaction (an
+ * apply, which must see its own writes), one query after another on `db`.
+ */
+async function readTypeRows(db: Executor, slugs: string[] | null, database?: Database) {
+  const bySlug = slugs === null ? undefined : inArray(customObjectTypes.slug, slugs);
+  const cotIds = db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(bySlug);
+  const cotsQ = db.select().from(customObjectTypes).where(bySlug);
+  const fieldsQ = db
+    .select()
+    .from(customObjectTypeFields)
+    .where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))
+    .orderBy(sql`${customObjectTypeFields.schemaId}`);
+  const setsQ = db
+    .select({ id: choiceSets.id, name: choiceSets.name })
+    .from(choiceSets)
+    .where(
+      inArray(
+        choiceSets.id,
+        db
+          .select({ id: customObjectTypeFields.choiceSetId })
+          .from(customObjectTypeFields)
+          .where(inArray(customObjectTypeFields.customObjectTypeId, cotIds)),
+      ),
+    );
+  if (database && outsideTransaction(database, db)) {
+    const [cots, fields, sets] = await database.read([cotsQ, fieldsQ, setsQ]);
+    return { cots, fields, sets };
+  }
+  const cots = await cotsQ;
+  if (!cots.length) return { cots, fields: [], sets: [] };
+  const fields = await fieldsQ;
+  return { cots, fields, sets: fields.some((f) => f.choiceSetId != null) ? await setsQ : [] };
+}
+
+/**
  * Loads the COTs with these slugs (all when `slugs` is null). Types named in `hidden` (those a
- * previewing caller may not view) are left out, as if they did not exist.
+ * previewing caller may not view) are left out, as if they did not exist. With `database`, a
+ * caller outside a transaction reads them in one round trip (`readTypeRows`).
  */
 export async function loadDbTypes(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   slugs: string[] | null,
   hidden?: ReadonlySet<string>,
+  database?: Database,
 ): Promise<Map<string, DbType>> {
-  const all =
-    slugs === null
-      ? await db.select().from(customObjectTypes)
-      : slugs.length
-        ? await db.select().from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))
-        : [];
-  const cots = hidden?.size ? all.filter((c) => !hidden.has(c.slug)) : all;
   const out = new Map<string, DbType>();
+  if (slugs !== null && !slugs.length) return out;
+  const rows = await readTypeRows(db, slugs, database);
+  const cots = hidden?.size ? rows.cots.filter((c) => !hidden.has(c.slug)) : rows.cots;
   if (!cots.length) return out;
-  const fields = await db
-    .select()
-    .from(customObjectTypeFields)
-    .where(
-      inArray(
-        customObjectTypeFields.customObjectTypeId,
-        cots.map((c) => c.id),
-      ),
-    )
-    .orderBy(sql`${customObjectTypeFields.schemaId}`);
-  const csIds = [
-    ...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null)),
-  ];
-  const csNames = new Map(
-    (csIds.length
-      ? await db
-          .select({ id: choiceSets.id, name: choiceSets.name })
-          .from(choiceSets)
-          .where(inArray(choiceSets.id, csIds))
-      : []
-    ).map((c) => [c.id, c.name]),
-  );
+  const kept = new Set(cots.map((c) => c.id));
+  const fields = rows.fields.filter((f) => kept.has(f.customObjectTypeId));
+  const csNames = new Map(rows.sets.map((c) => [c.id, c.name]));
   const otIds = fields
     .flatMap((f) => [f.relatedObjectTypeId, ...f.relatedObjectTypeIds])
     .filter((x): x is number => x != null);
