@@ -768,7 +768,10 @@ export async function applySchema(
 ): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   // The plan is worked out only when the request binds to one (hashing a large document costs).
-  const plan = planId || expectedStateHash ? await planOf(ctx.db, ctx, document) : null;
+  // The types' state, read once for the plan (when the request binds to one) and the diff.
+  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, documentSlugs(document));
+  const plan =
+    planId || expectedStateHash ? await planOf(ctx.db, ctx, document, undefined, state) : null;
   if (plan && planId) {
     if (planId.slice(0, 32) !== plan.plan_id.slice(0, 32)) {
       throw ApiError.detail(
@@ -795,7 +798,13 @@ export async function applySchema(
       { state_hash: plan.from_state_hash },
     );
   }
-  const { diffs, db, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
+  const { diffs, db, choice_set_changes } = await diffOrThrow(
+    ctx.db,
+    ctx,
+    document,
+    undefined,
+    state,
+  );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
     throw ApiError.detail(
