@@ -5,7 +5,9 @@
  *     503, and their slowest answer).
  *   prune   — `PRUNE` change records past retention deleted by the retention prune while `/livez`
  *     is due every 10 ms: the prune's time and each probe's answer timed from when it was due.
- *   npx bun bench/faults.ts columns|prune     (OTHERS=800 ADD=500 PRUNE=700000)
+ *   ddl     — the techniques for adding columns compared on plain files (`ddl-techniques.ts`);
+ *     `ddl edit rebuild` runs only those (the `alter` row takes minutes beside 800 types).
+ *   npx bun bench/faults.ts columns|prune|ddl     (OTHERS=800 ADD=500 PRUNE=700000)
  * Every loop is bounded; nothing listens on the network.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -18,6 +20,7 @@ import { openDatabase } from "../src/db/local";
 import { runMigrations } from "../src/migrations";
 import { createCache } from "../src/services/cache";
 import { pruneExpired } from "../src/services/tasks/retention";
+import { ddlTechniques } from "./ddl-techniques";
 
 const OTHERS = Number(process.env.OTHERS ?? 800);
 const ADD = Number(process.env.ADD ?? 500);
@@ -154,4 +157,5 @@ if (which === "columns") {
   const many = await columns(OTHERS);
   console.log(`ratio ${OTHERS} others / none: ${(many / none).toFixed(2)}×`);
 } else if (which === "prune") await prune();
-else console.log("usage: bun bench/faults.ts columns|prune");
+else if (which === "ddl") ddlTechniques(OTHERS, process.argv.slice(3));
+else console.log("usage: bun bench/faults.ts columns|prune|ddl [technique…]");

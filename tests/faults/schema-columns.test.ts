@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { appendedColumns } from "../../src/plugins/custom-objects/ddl";
 import { doc, SCHEMA } from "../schema/helpers";
 
 // Types whose fields get no index, so only column additions change the schema.
@@ -39,7 +40,7 @@ const schemaVersion = async () =>
 async function applyCounting(fields: number): Promise<number> {
   const before = await schemaVersion();
   const applied = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: schemaDoc(fields) } });
-  expect(applied.status).toBe(200);
+  expect(applied.status, JSON.stringify(applied.body)).toBe(200);
   return (await schemaVersion()) - before;
 }
 
@@ -71,4 +72,146 @@ test("adding 50 columns per type changes the schema as often as adding 10: one e
   expect(read.body.field_3).toBe(42);
   expect(read.body.field_1).toBe("long");
   expect((await t.deps.db.client.execute("PRAGMA quick_check")).rows[0]![0]).toBe("ok");
+});
+
+/** The columns of `table` as SQLite reads them: name and declared type, in order. */
+async function tableInfo(table: string): Promise<string[]> {
+  const info = await t.deps.db.client.execute(
+    `SELECT name, type FROM pragma_table_info('${table}')`,
+  );
+  return info.rows.map((r) => `${r[0]} ${r[1]}`);
+}
+
+/** The columns the field records of type `cotId` say its table has, in the order they were added. */
+async function recordedColumns(cotId: number): Promise<string[]> {
+  const fields = (
+    await t.deps.db.client.execute({
+      sql: "SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ? ORDER BY id",
+      args: [cotId],
+    })
+  ).rows.map((r) => ({ name: String(r[0]), type: String(r[1]) }));
+  const sqlType: Record<string, string> = {
+    text: "TEXT",
+    longtext: "TEXT",
+    json: "TEXT",
+    boolean: "INTEGER",
+    integer: "INTEGER",
+    decimal: "REAL",
+    date: "TEXT",
+    datetime: "TEXT",
+  };
+  return fields
+    .filter((f) => f.type !== "multiobject")
+    .map((f) => `${f.name} ${sqlType[f.type] ?? "?"}`);
+}
+
+// The schema edit (decision 0095): the records equal what SQLite reads, other connections and a
+// restart read the edited schema, every row and link survives, and a failed apply leaves it as it was.
+test("the one-edit column addition: table_info equals the records, data and links survive, a failure rolls it back", async () => {
+  const fieldsOf = (n: number) =>
+    Array.from({ length: n }, (_, f) => ({
+      id: f + 101,
+      name: `col_${f}`,
+      type: KINDS[f % KINDS.length]!,
+    }));
+  const typeDoc = (extra: unknown[]) =>
+    doc([
+      {
+        name: "kept",
+        slug: "kept",
+        fields: [
+          { id: 1, name: "name", type: "text", primary: true },
+          { id: 100, name: "peers", type: "multiobject", related_object_type: "dcim/site" },
+          ...(extra as object[]),
+        ],
+      },
+    ]);
+  const created = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: typeDoc([]) } });
+  expect(created.status, JSON.stringify(created.body)).toBe(200);
+  const cot = (await t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=kept"))
+    .body.results[0];
+  const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "k1", slug: "k1" } });
+  const rows: number[] = [];
+  for (const name of ["a", "b", "c"]) {
+    const made = await t.json("POST", "/api/plugins/custom-objects/kept/", {
+      body: { name, peers: [site.body.id] },
+    });
+    expect(made.status).toBe(201);
+    rows.push(made.body.id);
+  }
+  const table = `co_${cot.id}`;
+  const before = await tableInfo(table);
+
+  // A failing apply: the unique field's fill gives every row the same value; nothing changes.
+  const failing = await t.json("POST", `${SCHEMA}/apply/`, {
+    body: {
+      schema: typeDoc([
+        ...fieldsOf(20),
+        { id: 300, name: "code", type: "text", unique: true, default: "same" },
+      ]),
+    },
+  });
+  expect(failing.status, JSON.stringify(failing.body)).toBe(400);
+  expect(await tableInfo(table)).toEqual(before);
+
+  // The real one: 40 columns in one edit.
+  const applied = await t.json("POST", `${SCHEMA}/apply/`, {
+    body: { schema: typeDoc(fieldsOf(40)) },
+  });
+  expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+  const info = await tableInfo(table);
+  const system = ["id INTEGER", "created TEXT", "last_updated TEXT", "owner__id INTEGER"];
+  expect(info).toEqual([...system, ...(await recordedColumns(cot.id))]);
+  expect(info.length).toBe(before.length + 40);
+
+  // Another connection (as another process would) reads the edited schema, and so does a restart.
+  const { default: Sqlite } = await import("libsql");
+  const other = new Sqlite(t.dbUrl.slice("file:".length));
+  try {
+    const columns = other.prepare(`SELECT name FROM pragma_table_info('${table}')`).all() as Array<{
+      name: string;
+    }>;
+    expect(columns.map((c) => c.name)).toEqual(info.map((c) => c.split(" ")[0]!));
+    expect(
+      (other.prepare("PRAGMA integrity_check").all() as Array<{ integrity_check: string }>)[0]!
+        .integrity_check,
+    ).toBe("ok");
+  } finally {
+    other.close();
+  }
+  // Every row and every link survived, and the new columns take values.
+  for (const [i, id] of rows.entries()) {
+    const read = await t.json("GET", `/api/plugins/custom-objects/kept/${id}/`);
+    expect(read.body.name).toBe(["a", "b", "c"][i]);
+    expect(read.body.peers.map((p: { id: number }) => p.id)).toEqual([site.body.id]);
+    expect(read.body.col_0).toBeNull();
+  }
+  const patched = await t.json("PATCH", `/api/plugins/custom-objects/kept/${rows[0]}/`, {
+    body: { col_1: { x: 1 }, col_3: 7 },
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+  expect(patched.body.col_3).toBe(7);
+});
+
+test("the text edit touches only the shape createCotTable writes; anything else takes ALTER TABLE", () => {
+  const ours =
+    'CREATE TABLE "co_7" (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, last_updated TEXT NOT NULL, "owner__id" INTEGER REFERENCES "owners"(id), "name" TEXT, "local_context_data" TEXT)';
+  expect(
+    appendedColumns(ours, "co_7", [
+      ["a_b", "TEXT"],
+      ["n", "REAL"],
+    ]),
+  ).toBe(`${ours.slice(0, -1)}, "a_b" TEXT, "n" REAL)`);
+  const refused = [
+    `${ours.slice(0, -1)}, UNIQUE ("name"))`, // a table constraint: a column after it is invalid
+    `${ours.slice(0, -1)}, CONSTRAINT c CHECK (1))`,
+    `${ours} STRICT`,
+    `${ours} WITHOUT ROWID`,
+    ours.replace('"name" TEXT', "\"name\" TEXT DEFAULT ')'"),
+    ours.replace('"co_7"', "co_7"), // written by something else
+  ];
+  for (const text of refused) expect(appendedColumns(text, "co_7", [["x", "TEXT"]])).toBeNull();
+  expect(appendedColumns(ours, "other", [["x", "TEXT"]])).toBeNull();
+  expect(() => appendedColumns(ours, "co_7", [['x" TEXT, "y', "TEXT"]])).toThrow();
+  expect(() => appendedColumns(ours, "co_7", [["x", "BLOB" as "TEXT"]])).toThrow();
 });

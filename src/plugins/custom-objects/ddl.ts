@@ -337,8 +337,12 @@ type ColumnEdit = { table: string; columns: Array<[string, SqlType]> };
  * columns cost time in proportion to the number of other types (188 s for +500 columns beside
  * 817 types; issue 30). Columns are added the way ADD COLUMN adds one — their definitions
  * appended to the table's CREATE TABLE text in `sqlite_schema`, the schema version bumped — but
- * for every table at once, so the schema is parsed once. Where schema edits are refused (a
- * remote server), one ALTER per column.
+ * for every table at once, so the schema is parsed once. This is the procedure SQLite's ALTER
+ * TABLE documentation gives for changes that leave the stored rows as they are (a nullable column
+ * without a default is one: rows shorter than the table read NULL). Decision 0095 measures the
+ * alternatives (one ALTER per column, the 12-step rebuild) and says why this one. Where schema
+ * edits are refused (D1, a defensive server) or the text is not the shape `createCotTable`
+ * writes, one ALTER per column.
  */
 async function addColumns(db: Executor, edits: ColumnEdit[]) {
   const wanted = edits.filter((e) => e.columns.length);
@@ -351,17 +355,36 @@ async function addColumns(db: Executor, edits: ColumnEdit[]) {
 
 const COLUMN_TYPES = new Set<string>(["TEXT", "INTEGER", "REAL"]);
 
-/** The edited CREATE TABLE text of `table`, or null when it is not the one this module writes. */
-async function withColumns(db: Executor, { table, columns }: ColumnEdit): Promise<string | null> {
+/**
+ * `text` (a COT table's CREATE TABLE) with `columns` appended, or null when it is not the shape
+ * this module writes: `CREATE TABLE "co_<id>" (id INTEGER PRIMARY KEY AUTOINCREMENT, …)` with
+ * column definitions only. A table constraint, a quoted ")" or a table option (`STRICT`,
+ * `WITHOUT ROWID`) would make the appended text wrong, so such a table takes the ALTER path.
+ */
+export function appendedColumns(
+  text: string,
+  table: string,
+  columns: Array<[string, SqlType]>,
+): string | null {
   for (const [col, type] of columns)
     if (!/^[a-z0-9]+(_[a-z0-9]+)*$/.test(col) || !COLUMN_TYPES.has(type))
       throw new Error(`unexpected column ${JSON.stringify(col)} ${type}`);
+  const head = `CREATE TABLE "${table}" (id INTEGER PRIMARY KEY AUTOINCREMENT, `;
+  if (!/^co_\d+$/.test(table) || !text.startsWith(head) || !text.endsWith(")")) return null;
+  const body = text.slice(head.length, -1);
+  // Only column definitions: no nested list closes early, no table constraint, no string.
+  if (/[()]/.test(body.replace(/REFERENCES "owners"\(id\)/g, "")) || /['`[]/.test(body))
+    return null;
+  if (/(^|,)\s*(CONSTRAINT|PRIMARY|UNIQUE|CHECK|FOREIGN)\b/i.test(body)) return null;
+  return `${text.slice(0, -1)}${columns.map(([col, type]) => `, "${col}" ${type}`).join("")})`;
+}
+
+/** The edited CREATE TABLE text of `table`, or null when it is not the one this module writes. */
+async function withColumns(db: Executor, { table, columns }: ColumnEdit): Promise<string | null> {
   const [row] = (await db.all(
     sql`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ${table}`,
   )) as Array<{ sql: string }>;
-  const text = row?.sql ?? "";
-  if (!text.endsWith(")")) return null;
-  return `${text.slice(0, -1)}${columns.map(([col, type]) => `, "${col}" ${type}`).join("")})`;
+  return appendedColumns(row?.sql ?? "", table, columns);
 }
 
 /** The one-edit path of `addColumns`; false (nothing changed) where the database refuses it. */

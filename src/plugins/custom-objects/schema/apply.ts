@@ -38,6 +38,7 @@ import {
   cotAttrsFromEntry,
   entryFromCanonical,
   loadDbTypes,
+  loadReferences,
   stableJson,
   COT_ATTR_DEFAULTS,
   type DbType,
@@ -230,9 +231,10 @@ async function planOf(
   ctx: ReadContext,
   document: SchemaDocument,
   hidden?: ReadonlySet<string>,
+  loaded?: Map<string, DbType>,
 ): Promise<SchemaPlan> {
   const slugs = documentSlugs(document);
-  const state = await loadDbTypes(db, ctx.services.objectTypes, slugs, hidden);
+  const state = loaded ?? (await loadDbTypes(db, ctx.services.objectTypes, slugs, hidden));
   const from = await hashSnapshot(snapshotOf(state, slugs));
   return {
     plan_id: await planIdOf(document, from),
@@ -246,8 +248,10 @@ async function diffOrThrow(
   ctx: ReadContext,
   document: SchemaDocument,
   hidden?: ReadonlySet<string>,
+  loaded?: Map<string, DbType>,
 ) {
-  const result = await diffDocument(db, ctx.services.objectTypes, document, hidden);
+  const objectTypes = ctx.services.objectTypes;
+  const result = await diffDocument(db, objectTypes, document, hidden, undefined, loaded);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
@@ -266,8 +270,11 @@ export async function previewSchema(
   SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
 > {
   const { document } = readApplyRequest(body, new URLSearchParams());
-  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document, hidden);
-  const plan = await planOf(ctx.db, ctx, document, hidden);
+  // The state is read once, in one round trip, for both the diff and the plan.
+  const slugs = documentSlugs(document);
+  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs, hidden, ctx.services.db);
+  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document, hidden, state);
+  const plan = await planOf(ctx.db, ctx, document, hidden, state);
   return {
     ...plan,
     diffs,
@@ -290,8 +297,15 @@ const refsOf = (
 const cotSlugOf = (ref: string) =>
   ref.startsWith("custom-objects/") ? ref.slice("custom-objects/".length) : null;
 
-/** Edges slug → referenced slug for the document's types and every other COT in the database. */
-function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<string, Set<string>> {
+/**
+ * Edges slug → referenced slug for the document's types (`named`: their database state) and
+ * every other COT in the database (`others`: each COT's references, `loadReferences`).
+ */
+function referenceGraph(
+  doc: SchemaDocument,
+  named: Map<string, DbType>,
+  others: Map<string, string[]>,
+): Map<string, Set<string>> {
   const graph = new Map<string, Set<string>>();
   const add = (from: string, to: string) => {
     if (from !== to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
@@ -303,7 +317,7 @@ function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<stri
       if (target) add(t.slug, target);
     }
     // fields the document leaves alone stay in the database and still point somewhere
-    const db = all.get(t.slug);
+    const db = named.get(t.slug);
     if (db) {
       const listed = new Set([
         ...t.fields.map((f) => f.id),
@@ -315,9 +329,9 @@ function referenceGraph(doc: SchemaDocument, all: Map<string, DbType>): Map<stri
       }
     }
   }
-  for (const [slug, db] of all) {
+  for (const [slug, refs] of others) {
     if (docSlugs.has(slug)) continue;
-    for (const ref of refsOf([...db.canonical.values()])) {
+    for (const ref of refs) {
       const target = cotSlugOf(ref);
       if (target) add(slug, target);
     }
@@ -369,7 +383,7 @@ function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<string>>): 
 async function unresolvable(
   ctx: WriteContext,
   doc: SchemaDocument,
-  all: Map<string, DbType>,
+  all: ReadonlyMap<string, unknown>,
 ): Promise<string[]> {
   const problems: string[] = [];
   const docSlugs = new Set(doc.types.map((t) => t.slug));
@@ -754,7 +768,10 @@ export async function applySchema(
 ): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   // The plan is worked out only when the request binds to one (hashing a large document costs).
-  const plan = planId || expectedStateHash ? await planOf(ctx.db, ctx, document) : null;
+  // The types' state, read once for the plan (when the request binds to one) and the diff.
+  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, documentSlugs(document));
+  const plan =
+    planId || expectedStateHash ? await planOf(ctx.db, ctx, document, undefined, state) : null;
   if (plan && planId) {
     if (planId.slice(0, 32) !== plan.plan_id.slice(0, 32)) {
       throw ApiError.detail(
@@ -781,7 +798,13 @@ export async function applySchema(
       { state_hash: plan.from_state_hash },
     );
   }
-  const { diffs, db, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document);
+  const { diffs, db, choice_set_changes } = await diffOrThrow(
+    ctx.db,
+    ctx,
+    document,
+    undefined,
+    state,
+  );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
     throw ApiError.detail(
@@ -794,8 +817,8 @@ export async function applySchema(
       },
     );
   }
-  const all = await loadDbTypes(ctx.db, ctx.services.objectTypes, null);
-  const graph = referenceGraph(document, all);
+  const all = await loadReferences(ctx.db, ctx.services.objectTypes);
+  const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle)
     throw ApiError.detail(

@@ -413,7 +413,9 @@ async function diffRemovals(
 
 /**
  * Computes per-type diffs of a validated document against the database. Types named in
- * `hidden` are diffed as if they did not exist: nothing of them is read or counted.
+ * `hidden` are diffed as if they did not exist: nothing of them is read or counted. `loaded` is
+ * the state of the document's types and removed types when the caller has read it already
+ * (`loadDbTypes` with the same `hidden`).
  */
 export async function diffDocument(
   db: Executor,
@@ -421,26 +423,27 @@ export async function diffDocument(
   doc: SchemaDocument,
   hidden?: ReadonlySet<string>,
   lookups: DiffLookups = defaultLookups(db, objectTypes, doc),
+  loaded?: Map<string, DbType>,
 ): Promise<DiffResult> {
-  const state = await loadDbTypes(
-    db,
-    objectTypes,
-    doc.types.map((t) => t.slug),
-    hidden,
-  );
+  const removedSlugs = (doc.removed_types ?? []).map((r) => r.slug);
+  const all =
+    loaded ??
+    (await loadDbTypes(
+      db,
+      objectTypes,
+      [...doc.types.map((t) => t.slug), ...removedSlugs],
+      hidden,
+    ));
+  const removedOnly = new Set(removedSlugs.filter((s) => !doc.types.some((t) => t.slug === s)));
+  // the document's own types; removed ones join below, after their diffs
+  const state = new Map([...all].filter(([slug]) => !removedOnly.has(slug)));
   const errors: SchemaError[] = [];
   const diffs: TypeDiff[] = [];
   for (const [ti, t] of doc.types.entries())
     diffs.push(await diffType(db, t, ti, state.get(t.slug), errors, lookups));
   // Types the document removes come after its own types (diffs[i] stays doc.types[i]).
-  const removed = await loadDbTypes(
-    db,
-    objectTypes,
-    (doc.removed_types ?? []).map((r) => r.slug),
-    hidden,
-  );
   for (const r of doc.removed_types ?? []) {
-    const existing = removed.get(r.slug);
+    const existing = all.get(r.slug);
     if (!existing) continue; // already gone: nothing to do
     const rows = await countRows(db, existing.cot.id);
     diffs.push({

@@ -4,12 +4,13 @@
  */
 import { inArray, sql } from "drizzle-orm";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
-import type { Executor } from "../../../db/client";
+import { outsideTransaction, type Database, type Executor } from "../../../db/client";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
 import type { FieldEntry, TypeEntry } from "./document";
 import { FIELD_DEFAULTS } from "../types/field-definition";
+import { FIELD_TYPE_MODULES } from "../field-types";
 
 /** Field attributes a document may state, with the value an omitted key means (defined once). */
 const FIELD_ATTR_DEFAULTS = FIELD_DEFAULTS;
@@ -85,46 +86,62 @@ function tombstonesOf(cot: CotRow): Tombstone[] {
 }
 
 /**
+ * The COT rows with these slugs (all when null), their fields and the names of the choice sets
+ * those use. Outside a transaction and given `database`, one `read` (one round trip): fields and
+ * choice sets are selected through the slugs, not through ids read first. In a transaction (an
+ * apply, which must see its own writes), one query after another on `db`.
+ */
+async function readTypeRows(db: Executor, slugs: string[] | null, database?: Database) {
+  const bySlug = slugs === null ? undefined : inArray(customObjectTypes.slug, slugs);
+  const cotIds = db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(bySlug);
+  const cotsQ = db.select().from(customObjectTypes).where(bySlug);
+  const fieldsQ = db
+    .select()
+    .from(customObjectTypeFields)
+    .where(inArray(customObjectTypeFields.customObjectTypeId, cotIds))
+    .orderBy(sql`${customObjectTypeFields.schemaId}`);
+  const setsQ = db
+    .select({ id: choiceSets.id, name: choiceSets.name })
+    .from(choiceSets)
+    .where(
+      inArray(
+        choiceSets.id,
+        db
+          .select({ id: customObjectTypeFields.choiceSetId })
+          .from(customObjectTypeFields)
+          .where(inArray(customObjectTypeFields.customObjectTypeId, cotIds)),
+      ),
+    );
+  if (database && outsideTransaction(database, db)) {
+    const [cots, fields, sets] = await database.read([cotsQ, fieldsQ, setsQ]);
+    return { cots, fields, sets };
+  }
+  const cots = await cotsQ;
+  if (!cots.length) return { cots, fields: [], sets: [] };
+  const fields = await fieldsQ;
+  return { cots, fields, sets: fields.some((f) => f.choiceSetId != null) ? await setsQ : [] };
+}
+
+/**
  * Loads the COTs with these slugs (all when `slugs` is null). Types named in `hidden` (those a
- * previewing caller may not view) are left out, as if they did not exist.
+ * previewing caller may not view) are left out, as if they did not exist. With `database`, a
+ * caller outside a transaction reads them in one round trip (`readTypeRows`).
  */
 export async function loadDbTypes(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   slugs: string[] | null,
   hidden?: ReadonlySet<string>,
+  database?: Database,
 ): Promise<Map<string, DbType>> {
-  const all =
-    slugs === null
-      ? await db.select().from(customObjectTypes)
-      : slugs.length
-        ? await db.select().from(customObjectTypes).where(inArray(customObjectTypes.slug, slugs))
-        : [];
-  const cots = hidden?.size ? all.filter((c) => !hidden.has(c.slug)) : all;
   const out = new Map<string, DbType>();
+  if (slugs !== null && !slugs.length) return out;
+  const rows = await readTypeRows(db, slugs, database);
+  const cots = hidden?.size ? rows.cots.filter((c) => !hidden.has(c.slug)) : rows.cots;
   if (!cots.length) return out;
-  const fields = await db
-    .select()
-    .from(customObjectTypeFields)
-    .where(
-      inArray(
-        customObjectTypeFields.customObjectTypeId,
-        cots.map((c) => c.id),
-      ),
-    )
-    .orderBy(sql`${customObjectTypeFields.schemaId}`);
-  const csIds = [
-    ...new Set(fields.map((f) => f.choiceSetId).filter((x): x is number => x != null)),
-  ];
-  const csNames = new Map(
-    (csIds.length
-      ? await db
-          .select({ id: choiceSets.id, name: choiceSets.name })
-          .from(choiceSets)
-          .where(inArray(choiceSets.id, csIds))
-      : []
-    ).map((c) => [c.id, c.name]),
-  );
+  const kept = new Set(cots.map((c) => c.id));
+  const fields = rows.fields.filter((f) => kept.has(f.customObjectTypeId));
+  const csNames = new Map(rows.sets.map((c) => [c.id, c.name]));
   const otIds = fields
     .flatMap((f) => [f.relatedObjectTypeId, ...f.relatedObjectTypeIds])
     .filter((x): x is number => x != null);
@@ -185,6 +202,43 @@ export async function loadDbTypes(
       canonical,
       tombstones: tombstonesOf(cot),
     });
+  }
+  return out;
+}
+
+/**
+ * Every COT's slug with the types its relation fields point at (document spelling): what an
+ * apply's reference graph needs of the types a document does not name. Relation fields only, not
+ * every field of every type: with hundreds of types this read is what grew with their number.
+ */
+export async function loadReferences(
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+): Promise<Map<string, string[]>> {
+  const relationTypes = FIELD_TYPE_MODULES.filter((m) => m.takes.related).map((m) => m.name);
+  const cots = await db
+    .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
+    .from(customObjectTypes);
+  const fields = await db
+    .select({
+      cotId: customObjectTypeFields.customObjectTypeId,
+      one: customObjectTypeFields.relatedObjectTypeId,
+      many: customObjectTypeFields.relatedObjectTypeIds,
+    })
+    .from(customObjectTypeFields)
+    .where(inArray(customObjectTypeFields.type, relationTypes));
+  const ots = await objectTypes.byIds(
+    fields.flatMap((f) => [f.one, ...f.many]).filter((x): x is number => x != null),
+    db,
+  );
+  const slugOf = new Map(cots.map((c) => [c.id, c.slug]));
+  const out = new Map<string, string[]>(cots.map((c) => [c.slug, []]));
+  for (const f of fields) {
+    const refs = out.get(slugOf.get(f.cotId) ?? "");
+    for (const id of [f.one, ...f.many]) {
+      const ot = id == null ? undefined : ots.get(id);
+      if (refs && ot) refs.push(relatedRef(ot.appLabel, ot.model));
+    }
   }
   return out;
 }
