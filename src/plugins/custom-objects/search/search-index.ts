@@ -283,7 +283,12 @@ async function readChunk(
   const names = columns.map((c) => c.name);
   if (!ftsSql || !pendingSql || !names.length || !names.every((c) => IDENT_RE.test(c)))
     return { shape: null, candidates: null };
-  const shape = { fts: ftsSql, pending: pendingSql, columns: names, lists: lists.map((l) => l.name) };
+  const shape = {
+    fts: ftsSql,
+    pending: pendingSql,
+    columns: names,
+    lists: lists.map((l) => l.name),
+  };
   return { shape, candidates: known && sameShape(known, shape) ? (candidates ?? []) : null };
 }
 
@@ -322,7 +327,9 @@ function chunkWrites(orm: Orm, cotId: number, shape: IndexShape, rows: Candidate
   // ...and the chunk's rows that are neither pending nor in the index are exactly those: their
   // text as it is now goes in. (Every row is pending or has an entry: the index's invariant.)
   const list = sql.raw(shape.columns.map(q).join(", "));
-  const texts = sql.raw(shape.columns.map((c) => indexedText(c, shape.lists.includes(c))).join(", "));
+  const texts = sql.raw(
+    shape.columns.map((c) => indexedText(c, shape.lists.includes(c))).join(", "),
+  );
   const index = orm.run(
     sql`INSERT INTO ${F}(rowid, ${list}) SELECT id, ${texts} FROM ${T} WHERE id IN (${chunk}) AND id NOT IN (SELECT id FROM ${P}) AND id NOT IN (SELECT id FROM ${D})`,
   );
