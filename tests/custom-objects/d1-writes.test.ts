@@ -11,10 +11,11 @@ import { Miniflare } from "miniflare";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../../src/app";
+import { createApp, servicesOf } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import type { Database } from "../../src/db/client";
 import { d1Database, type D1Binding } from "../../src/db/d1";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { createCache } from "../../src/services/cache";
 import { d1PersistDir, d1Settings, d1SuperuserToken, migrateLocalD1 } from "../../tools/d1-local";
 import { BASE } from "../helpers/app";
@@ -49,6 +50,8 @@ async function made(path: string, body: unknown) {
 
 let siteId: number;
 let deviceIds: number[];
+let binding: D1Binding;
+let kitId: number;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "host-d1-writes-"));
@@ -60,7 +63,7 @@ beforeAll(async () => {
     d1Databases: { [d1.binding]: d1.databaseId },
     d1Persist: d1PersistDir(dir),
   });
-  const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
+  binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
   const base = d1Database(binding);
   const db: Database = {
     ...base,
@@ -83,6 +86,7 @@ beforeAll(async () => {
     ])
   ).map((d: { id: number }) => d.id);
   const kit = await made(`${CO}/custom-object-types/`, { name: "kit", slug: "kit" });
+  kitId = kit.id;
   for (const f of [
     { name: "title", type: "text", primary: true, unique: true },
     { name: "count", type: "integer", validation_maximum: 100 },
@@ -173,4 +177,29 @@ test("create, bulk create, update, bulk update and delete of custom objects on D
   ).toEqual(["create", "delete", "update", "update", "update"]);
   expect((await json("GET", `${CO}/kit/`)).body.count).toBe(2);
   expect(transactions).toBe(0);
+});
+
+test("the search index's deferred flush on D1 (the Worker's cron runs it): read + write batches, no transaction, q= exact", async () => {
+  const count = async (sql: string) =>
+    Number((await binding.prepare(sql).bind().all<{ n: number }>()).results[0]!.n);
+  const made = await json("POST", `${CO}/kit/`, [
+    { title: "Falcon one" },
+    { title: "falcon two" },
+    { title: "Osprey" },
+  ]);
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  expect(await count(`SELECT count(*) AS n FROM "co_${kitId}_fts_pending"`)).toBeGreaterThan(0);
+  await flushSearchIndexesNow(servicesOf(app));
+  expect(transactions).toBe(0);
+  expect(await count(`SELECT count(*) AS n FROM "co_${kitId}_fts_pending"`)).toBe(0);
+  const live = await count(`SELECT count(*) AS n FROM "co_${kitId}"`);
+  expect(await count(`SELECT count(*) AS n FROM "co_${kitId}_fts_docsize"`)).toBe(live);
+  // answered from the index now, exactly as a scan would
+  const titles = async (q: string) =>
+    ((await json("GET", `${CO}/kit/?q=${q}`)).body.results as Array<{ title: string }>)
+      .map((r) => r.title)
+      .sort();
+  expect(await titles("falcon")).toEqual(["Falcon one", "falcon two"]);
+  expect(await titles("con%20tw")).toEqual(["falcon two"]);
+  expect(await titles("spre")).toEqual(["Osprey"]);
 });

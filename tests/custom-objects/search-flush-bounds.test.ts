@@ -55,11 +55,11 @@ describe("bounded flushes", () => {
       expect(r.status).toBe(201);
     }
     // Rows of 40 KiB: the first flush stops at the byte budget, far below its row limit.
-    const first = await flushSearchIndex(t.deps.db.orm, cotId);
+    const first = await flushSearchIndex(t.deps.db, cotId);
     expect(first).toBeGreaterThan(0);
     expect(first).toBeLessThanOrEqual(Math.ceil(FLUSH_BYTES / size));
     let total = first;
-    for (let n = first; n > 0; total += n) n = await flushSearchIndex(t.deps.db.orm, cotId);
+    for (let n = first; n > 0; total += n) n = await flushSearchIndex(t.deps.db, cotId);
     expect(total).toBe(10);
     expect(await pendingCount()).toBe(0);
   });
@@ -71,7 +71,7 @@ describe("bounded flushes", () => {
     });
     expect(r.status).toBe(201);
     await flushSearchIndexesNow(t.app.services);
-    expect(await flushSearchIndex(t.deps.db.orm, cotId)).toBe(0);
+    expect(await flushSearchIndex(t.deps.db, cotId)).toBe(0);
     expect(await pendingCount()).toBe(1);
     const found = await t.json("GET", `${CO}/note/?q=deep-needle-42`);
     expect(found.status).toBe(200);

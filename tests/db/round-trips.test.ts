@@ -10,7 +10,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { sql } from "drizzle-orm";
+import {
+  flushSearchIndexesNow,
+  searchFlusher,
+} from "../../src/plugins/custom-objects/search/flush";
+import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search-index";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
@@ -477,4 +482,45 @@ test("custom object types and fields through REST (NOW as pinned; TARGET ≤ 4)"
   // still interactive transactions (decision 0071 lists them), so not available on D1 either.
   expect(typeTrips).toBeLessThanOrEqual(14);
   expect(fieldTrips).toBeLessThanOrEqual(26);
+});
+
+test("the deferred search-index flush: one read and one atomic write per chunk, no transaction (decision 0105)", async () => {
+  const cot = await makeCot(t, "indexed");
+  await addField(t, cot.id, { name: "title", type: "text", primary: true });
+  await addField(t, cot.id, { name: "notes", type: "longtext" });
+  const services = servicesOf(t.app);
+  const rows = (n: number) =>
+    Array.from({ length: n }, () => ({ title: `row ${next()}`, notes: `note ${next()}` }));
+  const pending = async () =>
+    Number(
+      (
+        (await t.deps.db.orm.all(
+          sql.raw(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`),
+        )) as Array<{ n: number }>
+      )[0]!.n,
+    );
+  // warm: a first flush of this type has read its index's shape
+  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(2) })).status).toBe(201);
+  await flushSearchIndexesNow(services);
+  // the app's flusher, as after a write: one chunk (30 rows), then the read that finds none left
+  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(30) })).status).toBe(201);
+  proxy.reset();
+  await searchFlusher(services).flushNow();
+  const flushed = proxy.count;
+  const log = JSON.stringify(proxy.log).slice(0, 2000);
+  expect(await pending()).toBe(0);
+  expect(flushed, log).toBeLessThanOrEqual(3);
+  // chunks of 10: two round trips each, and one read that finds nothing left
+  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(20) })).status).toBe(201);
+  proxy.reset();
+  const taken: number[] = [];
+  for (let n = -1; n !== 0; taken.push(n)) n = await flushSearchIndex(t.deps.db, cot.id, 10);
+  const chunked = proxy.count;
+  expect(taken).toEqual([10, 10, 0]);
+  expect(await pending()).toBe(0);
+  if (process.env.ROUND_TRIPS_LOG) console.log({ flushed, chunked, log });
+  expect(chunked).toBe(2 * 2 + 1);
+  // and the index answers: the first page of a `q` from it, exact
+  const found = await t.json("GET", `${CO}/indexed/?q=row`);
+  expect(found.body.count).toBe(52);
 });

@@ -224,7 +224,7 @@ export const customObjectsPlugin: HostPlugin = {
     },
     // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
     async (db) => {
-      await upgradeSearchIndexes(db.orm);
+      await upgradeSearchIndexes(db);
     },
     // url fields made before link titles get their `<name>_title` column (decision 0100).
     async (db) => {

@@ -2,9 +2,9 @@
  * When the full-text index's pending rows get indexed (decision 0056): shortly after a write to a
  * custom object type commits (`scheduleSearchFlush`, debounced), at start-up and periodically (a
  * sweep of every type), and on Workers by the cron's periodic run. One flusher per app, kept in
- * `services.state`; it works one batch transaction at a time on the main connection, giving the
- * event loop a turn between batches, so requests interleave with it (see the decision for why not
- * the long-write connection). Searches are exact whatever is pending: this only keeps them fast.
+ * `services.state`; it works one chunk at a time — one read, then one atomic write batch, as
+ * requests write (decision 0105) — giving the event loop a turn between chunks, so requests
+ * interleave with it. Searches are exact whatever is pending: this only keeps them fast.
  */
 import type { Services } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
@@ -93,17 +93,17 @@ export class SearchFlusher {
   }
 
   async #run(): Promise<void> {
-    const orm = this.services.db.orm;
+    const db = this.services.db;
     let ids: number[] = [...this.#dirty];
     this.#dirty.clear();
     try {
       if (this.#sweep) {
         this.#sweep = false;
-        ids = [...new Set([...ids, ...(await typesWithPending(orm))])];
+        ids = [...new Set([...ids, ...(await typesWithPending(db.reader))])];
       }
       for (const [i, cotId] of ids.entries()) {
         try {
-          while ((await flushSearchIndex(orm, cotId)) > 0) {
+          while ((await flushSearchIndex(db, cotId)) > 0) {
             await turn();
             // Writes of this type that came meanwhile are in this loop's batches already.
             this.#dirty.delete(cotId);

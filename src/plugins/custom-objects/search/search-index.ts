@@ -21,7 +21,13 @@
  * covers.
  */
 import { and, sql, type SQL } from "drizzle-orm";
-import type { Executor, Orm } from "../../../db/client";
+import {
+  isWriteConflict,
+  type Database,
+  type Executor,
+  type Orm,
+  type Queries,
+} from "../../../db/client";
 import {
   buildFilter,
   type FilterSpec,
@@ -189,45 +195,188 @@ export const FLUSH_BYTES = 256 * 1024;
 export const INDEXED_ROW_MAX_BYTES = 64 * 1024;
 
 /**
- * Indexes pending rows of one type in one transaction on `db` (the ORM: the transaction is its
- * own), at most `batch` rows and about `FLUSH_BYTES` of text: their old entries leave the index,
- * their current text goes in, and they leave pending. Rows over `INDEXED_ROW_MAX_BYTES` are left
- * pending. Returns how many ids it took (0: nothing it can index, or no current index).
+ * What a flush needs of a type's index, read with each of its chunks: the definitions of the FTS5
+ * table and of the pending table as `sqlite_master` holds them, the index's columns, and which of
+ * them are multiselects (their index text is their items). A chunk's write is guarded on it.
+ */
+interface IndexShape {
+  fts: string;
+  pending: string;
+  columns: string[];
+  /** The multiselect fields' names, sorted. */
+  lists: string[];
+}
+
+/**
+ * The shape each database's flushes last read, per type: the next chunk's read needs the columns
+ * to weigh its rows' text, and checks the shape it reads alongside (a stale one costs a re-read).
+ */
+const SHAPES = new WeakMap<Database, Map<number, IndexShape>>();
+
+const shapesOf = (db: Database) => {
+  let shapes = SHAPES.get(db);
+  if (!shapes) SHAPES.set(db, (shapes = new Map()));
+  return shapes;
+};
+
+const sameShape = (a: IndexShape, b: IndexShape) =>
+  a.fts === b.fts &&
+  a.pending === b.pending &&
+  a.columns.join("\n") === b.columns.join("\n") &&
+  a.lists.join("\n") === b.lists.join("\n");
+
+/** A pending row as a chunk's read finds it: whether it has an entry, and its indexed text's size. */
+interface Candidate {
+  id: number;
+  indexed: number;
+  bytes: number;
+}
+
+/** The summed byte length of `columns` of the row aliased `alias`. */
+const textBytes = (columns: string[], alias: string) =>
+  columns.map((c) => `coalesce(length(CAST(${alias}.${q(c)} AS BLOB)), 0)`).join(" + ");
+
+/**
+ * One chunk's read, in one round trip: the index's shape and — when `known` gives the columns —
+ * the first pending rows with their text's size. `candidates` is null when the shape read is not
+ * `known` (the first chunk of a type, or its index changed): read again with the new one.
+ */
+async function readChunk(
+  db: Database,
+  cotId: number,
+  known: IndexShape | undefined,
+  batch: number,
+): Promise<{ shape: IndexShape | null; candidates: Candidate[] | null }> {
+  const { fts, pending } = partNames(cotId);
+  const r = db.reader;
+  const reads = [
+    r.all(sql`SELECT name, sql FROM sqlite_master WHERE name IN (${fts}, ${pending})`),
+    r.all(sql`SELECT name FROM pragma_table_info(${fts})`),
+    r.all(
+      sql`SELECT name FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect' ORDER BY name`,
+    ),
+  ] as const;
+  const size = known && textBytes(known.columns, "t");
+  // `_docsize` (FTS5's row table) tells which ids have an entry: new rows (most) have none.
+  // A deleted row (no `t`) has size 0: its old entry still has to leave the index.
+  const answers = (await db.read(
+    size
+      ? [
+          ...reads,
+          r.all(
+            sql.raw(
+              `SELECT p.id AS id, d.id IS NOT NULL AS indexed, ${size} AS bytes FROM ${q(pending)} p LEFT JOIN ${q(tableName(cotId))} t ON t.id = p.id LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id WHERE ${size} <= ${INDEXED_ROW_MAX_BYTES} ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`,
+            ),
+          ),
+        ]
+      : reads,
+  )) as unknown as [
+    { name: string; sql: string }[],
+    { name: string }[],
+    { name: string }[],
+    Candidate[]?,
+  ];
+  const [defs, columns, lists, candidates] = answers;
+  const def = (name: string) => defs.find((d) => d.name === name)?.sql;
+  const ftsSql = def(fts);
+  const pendingSql = def(pending);
+  const names = columns.map((c) => c.name);
+  if (!ftsSql || !pendingSql || !names.length || !names.every((c) => IDENT_RE.test(c)))
+    return { shape: null, candidates: null };
+  const shape = {
+    fts: ftsSql,
+    pending: pendingSql,
+    columns: names,
+    lists: lists.map((l) => l.name),
+  };
+  return { shape, candidates: known && sameShape(known, shape) ? (candidates ?? []) : null };
+}
+
+/**
+ * A chunk's atomic write. It does not trust the read for what others may have changed since:
+ * every statement is conditioned on the state it finds, so a row written meanwhile is indexed with
+ * the text it has inside this write (or stays pending, if it grew past the limit), and a row
+ * another flush indexed meanwhile is left as that flush left it. First a guard: the index and the
+ * multiselect fields are still the ones read (else the batch rolls back: `WriteConflictError`).
+ */
+function chunkWrites(orm: Orm, cotId: number, shape: IndexShape, rows: Candidate[]): Queries {
+  const { fts, pending } = partNames(cotId);
+  const [F, P, D, T] = [fts, pending, `${fts}_docsize`, tableName(cotId)].map((n) => sql.raw(q(n)));
+  const ids = JSON.stringify(rows.map((r) => r.id));
+  const chunk = sql`SELECT value FROM json_each(${ids})`;
+  const lists = JSON.stringify(shape.lists);
+  const multiselects = sql`FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect'`;
+  const guard = orm.run(
+    sql`INSERT INTO write_guard (ok) SELECT (SELECT count(*) FROM sqlite_master WHERE (name = ${fts} AND sql = ${shape.fts}) OR (name = ${pending} AND sql = ${shape.pending})) = 2 AND (SELECT count(*) ${multiselects}) = ${shape.lists.length} AND (SELECT count(*) ${multiselects} AND name IN (SELECT value FROM json_each(${lists}))) = ${shape.lists.length}`,
+  );
+  // One statement per id: FTS5 answers `rowid IN (…)` by scanning the whole index. Only a row
+  // still pending loses its entry (one another flush indexed meanwhile keeps it).
+  const unindex = rows
+    .filter((r) => r.indexed)
+    .map((r) =>
+      orm.run(
+        sql`DELETE FROM ${F} WHERE rowid = ${r.id} AND EXISTS (SELECT 1 FROM ${P} WHERE id = ${r.id})`,
+      ),
+    );
+  // Pending rows of the chunk without an entry (now) leave pending, unless they outgrew the limit;
+  // a row gone from the table leaves too (its entry, if any, went above)...
+  const size = sql.raw(textBytes(shape.columns, "t"));
+  const settle = orm.run(
+    sql`DELETE FROM ${P} WHERE id IN (${chunk}) AND id NOT IN (SELECT id FROM ${D}) AND coalesce((SELECT ${size} FROM ${T} t WHERE t.id = ${P}.id), 0) <= ${INDEXED_ROW_MAX_BYTES}`,
+  );
+  // ...and the chunk's rows that are neither pending nor in the index are exactly those: their
+  // text as it is now goes in. (Every row is pending or has an entry: the index's invariant.)
+  const list = sql.raw(shape.columns.map(q).join(", "));
+  const texts = sql.raw(
+    shape.columns.map((c) => indexedText(c, shape.lists.includes(c))).join(", "),
+  );
+  const index = orm.run(
+    sql`INSERT INTO ${F}(rowid, ${list}) SELECT id, ${texts} FROM ${T} WHERE id IN (${chunk}) AND id NOT IN (SELECT id FROM ${P}) AND id NOT IN (SELECT id FROM ${D})`,
+  );
+  return [guard, ...unindex, settle, index];
+}
+
+/** A chunk's read finds the index changed this many times in a row: the flush gives up for now. */
+const SHAPE_ATTEMPTS = 4;
+
+/**
+ * Indexes pending rows of one type: one read (`readChunk`), then one atomic write batch
+ * (`chunkWrites`) — two round trips on a remote database, no lock held between them, and no
+ * interactive transaction (D1 has none). At most `batch` rows and about `FLUSH_BYTES` of text:
+ * their old entries leave the index, their current text goes in, and they leave pending. Rows
+ * over `INDEXED_ROW_MAX_BYTES` are left pending. Returns how many ids it took (0: nothing it can
+ * index, or no current index).
  */
 export async function flushSearchIndex(
-  db: Orm,
+  db: Database,
   cotId: number,
   batch = FLUSH_BATCH,
 ): Promise<number> {
-  const { fts, pending } = partNames(cotId);
-  const columns = await indexColumnsOf(db, cotId);
-  if (!columns) return 0;
-  const size = columns.map((c) => `coalesce(length(CAST(t.${q(c)} AS BLOB)), 0)`).join(" + ");
-  const lists = await multiselectColumns(db, cotId);
-  return db.transaction(async (tx) => {
-    // `_docsize` (FTS5's row table) tells which ids have an entry: new rows (most) have none.
-    // A deleted row (no `t`) has size 0: its old entry still has to leave the index.
-    const candidates = (await tx.all(
-      sql.raw(
-        `SELECT p.id AS id, d.id IS NOT NULL AS indexed, ${size} AS bytes FROM ${q(pending)} p LEFT JOIN ${q(tableName(cotId))} t ON t.id = p.id LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id WHERE ${size} <= ${INDEXED_ROW_MAX_BYTES} ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`,
-      ),
-    )) as { id: number; indexed: number; bytes: number }[];
+  const shapes = shapesOf(db);
+  for (let attempt = 0; attempt < SHAPE_ATTEMPTS; attempt++) {
+    const known = shapes.get(cotId);
+    shapes.delete(cotId);
+    const read = await readChunk(db, cotId, known, batch).catch((e) => {
+      if (!known) throw e;
+      return null; // a column the remembered shape weighs is gone (renamed, removed): afresh
+    });
+    if (!read) continue;
+    const { shape, candidates } = read;
+    if (!shape) return 0;
+    shapes.set(cotId, shape);
+    // the first chunk of this index (or it changed): read again, weighing rows by its columns
+    if (!candidates) continue;
     const rows = withinBytes(candidates, FLUSH_BYTES);
     if (!rows.length) return 0;
-    // One statement per id: FTS5 answers `rowid IN (…)` by scanning the whole index.
-    for (const r of rows)
-      if (r.indexed) await tx.run(sql`DELETE FROM ${sql.raw(q(fts))} WHERE rowid = ${r.id}`);
-    const ids = JSON.stringify(rows.map((r) => r.id));
-    const list = columns.map(q).join(", ");
-    const texts = columns.map((c) => indexedText(c, lists.has(c))).join(", ");
-    await tx.run(
-      sql`INSERT INTO ${sql.raw(q(fts))}(rowid, ${sql.raw(list)}) SELECT id, ${sql.raw(texts)} FROM ${sql.raw(q(tableName(cotId)))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
-    );
-    await tx.run(
-      sql`DELETE FROM ${sql.raw(q(pending))} WHERE id IN (SELECT value FROM json_each(${ids}))`,
-    );
-    return rows.length;
-  });
+    try {
+      await db.write(chunkWrites(db.orm, cotId, shape, rows));
+      return rows.length;
+    } catch (e) {
+      // the index (or a field's type) changed between the read and the write: read again
+      if (!isWriteConflict(e)) throw e;
+    }
+  }
+  throw new Error(`the search index of type ${cotId} kept changing under its flush`);
 }
 
 /** The leading rows whose text adds up to at most `budget` bytes (always the first one). */
@@ -255,27 +404,6 @@ function indexedText(column: string, isList: boolean): string {
   return `lower(CASE WHEN json_valid(${c}) AND json_type(${c}) = 'array' THEN (SELECT group_concat(char(31) || je.value, '') FROM json_each(${c}) je) ELSE ${c} END)`;
 }
 
-/** The type's multiselect fields (their index text is their items, `indexedText`). */
-async function multiselectColumns(db: Executor, cotId: number): Promise<Set<string>> {
-  const rows = (await db.all(
-    sql`SELECT name FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect'`,
-  )) as { name: string }[];
-  return new Set(rows.map((r) => r.name));
-}
-
-/** The columns of a type's index when it has one with a pending table; else null. */
-async function indexColumnsOf(db: Executor, cotId: number): Promise<string[] | null> {
-  const { fts, pending } = partNames(cotId);
-  const rows = (await db.all(
-    sql`SELECT name FROM sqlite_master WHERE name IN (${fts}, ${pending})`,
-  )) as { name: string }[];
-  if (rows.length < 2) return null;
-  const columns = (
-    (await db.all(sql`SELECT name FROM pragma_table_info(${fts})`)) as { name: string }[]
-  ).map((r) => r.name);
-  return columns.length && columns.every((c) => IDENT_RE.test(c)) ? columns : null;
-}
-
 /** Types that have a pending table (for sweeps: at start-up, periodically, after a migration). */
 export async function typesWithPending(db: Executor): Promise<number[]> {
   const rows = (await db.all(
@@ -292,12 +420,12 @@ export async function typesWithPending(db: Executor): Promise<number[]> {
  * loop a turn between batches. For sweeps, migrations, benches and tests; returns the ids indexed.
  */
 async function flushAllSearchIndexes(
-  db: Orm,
+  db: Database,
   cotIds?: Iterable<number>,
   batch = FLUSH_BATCH,
 ): Promise<number> {
   let total = 0;
-  for (const cotId of cotIds ?? (await typesWithPending(db))) {
+  for (const cotId of cotIds ?? (await typesWithPending(db.reader))) {
     for (;;) {
       const n = await flushSearchIndex(db, cotId, batch);
       total += n;
@@ -421,8 +549,8 @@ export function withSearchIndex(
  * replaced by the current one and filled at once, so an upgraded database searches through its
  * index from the start. Once done, finds nothing (one statement).
  */
-export async function upgradeSearchIndexes(db: Orm): Promise<number[]> {
-  const rows = (await db.all(
+export async function upgradeSearchIndexes(db: Database): Promise<number[]> {
+  const rows = (await db.orm.all(
     sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts' AND (sql NOT LIKE '%contentless_delete=1%' OR sql NOT LIKE '%case_sensitive 1%')`,
   )) as { name: string }[];
   const ids = rows
