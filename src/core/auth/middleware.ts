@@ -5,17 +5,23 @@
  * (decision 0085).
  */
 import { errorBody } from "../../api-error";
-import { eq, sql } from "drizzle-orm";
+import { eq, sql, type SQL } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
 import type { AuthState, Ctx, Guard, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
-import type { Orm } from "../../db/client";
+import type { Executor, Orm } from "../../db/client";
 import { boundForRead, Reusable } from "../../db/driver-internals";
 import type { BatchItem } from "drizzle-orm/batch";
-import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
+import {
+  foldGrants,
+  grantRowsQuery,
+  grantsPrintSql,
+  type GrantRow,
+  type Grants,
+} from "./permissions";
 import { credentialFromHeader, hashToken, type Credential } from "./tokens";
 import { clientAddress } from "./login";
 import { networkContains, parseAddress, parseNetwork } from "./networks";
@@ -59,6 +65,8 @@ interface TokenRow {
   writeEnabled: boolean;
   allowedIps: string[] | null;
   expires: string | null;
+  /** The row, its user and grants as SQL prints them (`authPrint`). */
+  print: string;
 }
 
 /** A token's row and its user's grants as read, with the proof (their answers as text). */
@@ -79,6 +87,41 @@ const answeredAgain = new WeakSet<Request>();
 const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token");
 const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 
+/**
+ * A token's row, its user and the user's grants as one text value computed by SQL: the token
+ * look-up reads it, and a write batch that took them from the cache compares it (decision 0107).
+ */
+function authPrint(orm: Executor): SQL<string> {
+  const columns = [
+    tokens.id,
+    tokens.userId,
+    users.username,
+    users.isSuperuser,
+    users.isActive,
+    tokens.version,
+    tokens.key,
+    tokens.enabled,
+    tokens.writeEnabled,
+    tokens.allowedIps,
+    tokens.expires,
+  ].map((column) => sql`quote(${column})`);
+  return sql<string>`${sql.join(columns, sql` || ',' || `)} || '#' || ${grantsPrintSql(orm, sql`${tokens.userId}`)}`;
+}
+
+/**
+ * A statement for a write batch that fails it (`write_guard`) unless the token, its user and
+ * the user's grants are still as `print` was read: the batch itself proves the cache current.
+ */
+function printGuard(orm: Orm, keyHash: string, print: string) {
+  const now = orm
+    .select({ print: authPrint(orm).as("print") })
+    .from(tokens)
+    .innerJoin(users, eq(users.id, tokens.userId))
+    .where(eq(tokens.keyHash, keyHash))
+    .limit(1);
+  return orm.run(sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${print}`);
+}
+
 /** A token with its user, by the key's hash (a placeholder): prepared once per ORM. */
 const tokenByHash = new Reusable((orm) =>
   orm
@@ -95,6 +138,7 @@ const tokenByHash = new Reusable((orm) =>
       writeEnabled: tokens.writeEnabled,
       allowedIps: tokens.allowedIps,
       expires: tokens.expires,
+      print: authPrint(orm).as("print"),
     })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
@@ -251,6 +295,10 @@ function tokenGuard(
           },
         }
       : { alone: [...authStatements(db.reader, keyHash)] }),
+    // the batch of a write with nothing else to read proves the cache there (decision 0107)
+    get batch() {
+      return [printGuard(db.orm, keyHash, cached.token!.print)];
+    },
     async settle(answers) {
       // read after `stamp` was taken: the answers are current for it (or newer)
       if (JSON.stringify(answers) === cached.proof) {

@@ -279,12 +279,16 @@ async function stageLookups(
   create: boolean,
 ): Promise<() => PhaseLookups> {
   const orm = ctx.services.db.orm;
-  const pre = phase.add(
-    orm
-      .select(w.preflightColumns)
-      .from(customObjectTypes)
-      .where(sql`${customObjectTypes.id} = ${w.cot.id}`),
-  );
+  // Without choice sets the preflight holds only the shape, which the batch guards already
+  // (`stageShapeGuard`): nothing to read (decision 0107).
+  const pre = Object.hasOwn(w.preflightColumns, "choices")
+    ? phase.add(
+        orm
+          .select(w.preflightColumns)
+          .from(customObjectTypes)
+          .where(sql`${customObjectTypes.id} = ${w.cot.id}`),
+      )
+    : () => [{ v: w.cot.shapeVersion, slug: w.slug }];
   const { byType, owners } = await namedRefs(w, ctx, inputs, create);
   const infos = await relatedInfos(ctx, [...byType.keys()]);
   const targets = new Map<number, () => TargetFound>();
@@ -524,7 +528,7 @@ async function runBatch(
   hooks: StagedHook[] = [],
 ): Promise<"transaction" | undefined> {
   try {
-    await w.uniqueChecked(() => batch.run(ctx.services.db));
+    await w.uniqueChecked(() => batch.run(ctx));
     return undefined;
   } catch (e) {
     if (!isWriteConflict(e))
