@@ -6,7 +6,7 @@
  */
 import { and, sql, type SQL } from "drizzle-orm";
 import { isWriteConflict, WriteConflictError } from "../../../db/client";
-import { forbidden, notFound, ValidationError } from "../../../core/errors";
+import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { codename } from "../../../core/auth/permissions";
@@ -937,11 +937,34 @@ async function updateOrExplain(
   }
 }
 
+/**
+ * A write on a type without choice sets reads nothing of its shape before the batch, which
+ * guards it (`stageLookups`). A refusal before the batch (a field unknown to a stale shape) is
+ * checked before it leaves: a shape changed meanwhile starts the write again (`StaleModel`).
+ */
+async function shapeChecked<T>(w: ObjectWriter, ctx: WriteContext, write: () => Promise<T>) {
+  try {
+    return await write();
+  } catch (e) {
+    if (!(e instanceof ApiError) || e instanceof StaleModel) throw e;
+    if (Object.hasOwn(w.preflightColumns, "choices")) throw e;
+    const t = customObjectTypes;
+    const [now] = await ctx.services.db.orm
+      .select({ v: t.shapeVersion, slug: t.slug })
+      .from(t)
+      .where(sql`${t.id} = ${w.cot.id}`);
+    if (now?.v !== w.cot.shapeVersion || now.slug !== w.slug) throw new StaleModel();
+    throw e;
+  }
+}
+
 /** The staged writes of one custom object type (`Resource.staged`). */
 export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
   return {
-    create: (ctx, inputs, options) => createOrExplain(w, ctx, inputs, options),
-    update: (ctx, items, partial, options) => updateOrExplain(w, ctx, items, partial, options),
+    create: (ctx, inputs, options) =>
+      shapeChecked(w, ctx, () => createOrExplain(w, ctx, inputs, options)),
+    update: (ctx, items, partial, options) =>
+      shapeChecked(w, ctx, () => updateOrExplain(w, ctx, items, partial, options)),
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
     tagEdits: true,
   };
