@@ -136,6 +136,11 @@ export interface WriteContext extends ReadContext {
    * them to it (decision 0107); absent outside a request: a plain `db.write`.
    */
   writeBatch?(items: readonly unknown[]): Promise<unknown[]>;
+  /**
+   * Registers a guard of a cache the write took on trust: it rides in the read phase, or in the
+   * batch when there is nothing else to read (decision 0107); absent outside a request.
+   */
+  guard?(g: Guard): void;
 }
 
 export type ApiRecord = Record<string, unknown>;

@@ -366,6 +366,39 @@ describe("a change through instance A holds for the next write through instance 
     expect((await a.json("GET", `${path}?title=m2`)).body.count).toBe(0);
   });
 
+  test("a referenced site renamed or deleted through A: B's next one-trip create sees it (decision 0107)", async () => {
+    const ref = (await a.json("POST", "/api/dcim/sites/", { body: { name: "r0", slug: "r0" } }))
+      .body.id;
+    await addField(a, cotId, { name: "place", type: "object", related_object_type: "dcim.site" });
+    const path = `${CO}/gadget/`;
+    const first = await writeViaB("POST", path, a.admin, { title: "ref0", place: ref });
+    expect(first.status).toBe(201); // warm: B holds the site's nested form
+    await settleBackground();
+    proxy.reset();
+    const steady = await writeViaB("POST", path, a.admin, { title: "ref1", place: ref });
+    expect(steady.status).toBe(201);
+    expect(proxy.count).toBe(1);
+    expect(steady.body.place.name).toBe("r0");
+    expect((await a.json("PATCH", `/api/dcim/sites/${ref}/`, { body: { name: "r0b" } })).status).toBe(
+      200,
+    );
+    const renamed = await writeViaB("POST", path, a.admin, { title: "ref2", place: ref });
+    expect(renamed.status).toBe(201);
+    expect(renamed.body.place.name).toBe("r0b");
+    const changes = await a.json(
+      "GET",
+      "/api/core/object-changes/?changed_object_type=custom_objects.gadget&limit=1000",
+    );
+    const recorded = changes.body.results.find(
+      (r: { changed_object_id: number }) => r.changed_object_id === renamed.body.id,
+    );
+    expect(recorded.postchange_data.place.name).toBe("r0b"); // the change record holds it too
+    expect((await a.req("DELETE", `/api/dcim/sites/${ref}/`)).status).toBe(204);
+    const gone = await writeViaB("POST", path, a.admin, { title: "ref3", place: ref });
+    expect(gone.status).toBe(400);
+    expect((await a.json("GET", `${path}?title=ref3`)).body.count).toBe(0);
+  });
+
   test("and while nothing changes, B's writes are one read and one write", async () => {
     const token = await a.user("steady-writer", [[["view", "add", "change"], "dcim.site"]]);
     expect(

@@ -173,6 +173,9 @@ test("creates that read nothing the caches do not hold: 1 round trip, the batch 
   expect(await roundTrips("POST", () => `${CO}/thing/`, () => ({ title: `one ${next()}` }))).toBe(
     1,
   );
+  // a reference: the site's nested form from the cache, proven in the batch too
+  const referring = () => ({ title: `ref ${next()}`, site: siteId });
+  expect(await roundTrips("POST", () => `${CO}/thing/`, referring)).toBe(1);
 });
 
 test("host-model writes: create, update, delete, bulk of 100 — ≤ 2 each (one read, one write)", async () => {

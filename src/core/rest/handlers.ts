@@ -28,6 +28,7 @@ import { anchoredPageIds, countRows, type PageRow } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
 import {
+  addGuard,
   foldsCredentials,
   freshRead,
   readFolded,
@@ -108,6 +109,7 @@ export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promis
     scratch: new Slots(),
     readPhase: (queries) => readFolded(c, queries as Parameters<typeof readFolded>[1]),
     writeBatch: (items) => writeFolded(c, items as Parameters<typeof writeFolded>[1]),
+    guard: (g) => addGuard(c, g),
   });
   await runAfterCommit(services, c.var.requestId, afterCommit);
   return result;

@@ -52,6 +52,7 @@ import type { FieldRow } from "../field-types";
 import { resolveRef, type Ref } from "../field-types/reference";
 import type { Nested } from "./read";
 import { instanceUrl, relatedInfos, verboseName } from "./shape";
+import { cachedForms, rememberForms } from "./target-forms";
 import {
   StaleModel,
   type Converted,
@@ -84,7 +85,6 @@ async function stageTarget(
   const nestedSql = info.nestedSql;
   if (!nestedSql) return null;
   const orm = ctx.services.db.orm;
-  const rows = phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
   const user = ctx.auth.user;
   let visible: (() => Set<number>) | null = null;
   if (user && !user.isSuperuser) {
@@ -114,9 +114,16 @@ async function stageTarget(
       visible = () => new Set([...admitted().map((r) => Number(r.id)), ...self]);
     } else if (where) visible = () => new Set(self);
   }
+  // forms visible to the writer whatever they are may come from the cache (decision 0107)
+  const cached = visible ? null : cachedForms(ctx, info, ids);
+  const rows = cached
+    ? () => cached
+    : phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
   return () => {
     const forms = new Map<number, ApiRecord>();
-    for (const r of rows())
+    const found = rows();
+    if (!cached) rememberForms(ctx, info, found);
+    for (const r of found)
       forms.set(Number(r.id), nestedSql.build(ctx, Number(r.id), JSON.parse(r.j)));
     return { forms, visible: visible ? visible() : null };
   };
