@@ -12,7 +12,7 @@ import type { AuthState, Ctx, Guard, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
-import type { Executor, Orm } from "../../db/client";
+import type { Database, Executor, Orm } from "../../db/client";
 import { boundForRead, Reusable } from "../../db/driver-internals";
 import type { BatchItem } from "drizzle-orm/batch";
 import {
@@ -65,8 +65,8 @@ interface TokenRow {
   writeEnabled: boolean;
   allowedIps: string[] | null;
   expires: string | null;
-  /** The row, its user and grants as SQL prints them (`authPrint`). */
-  print: string;
+  /** The row, its user and grants as SQL prints them (`authPrint`); null on a local file. */
+  print: string | null;
 }
 
 /** A token's row and its user's grants as read, with the proof (their answers as text). */
@@ -122,8 +122,11 @@ function printGuard(orm: Orm, keyHash: string, print: string) {
   return orm.run(sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${print}`);
 }
 
-/** A token with its user, by the key's hash (a placeholder): prepared once per ORM. */
-const tokenByHash = new Reusable((orm) =>
+/**
+ * A token with its user, by the key's hash (a placeholder): prepared once per ORM. With its print
+ * where a write batch may compare it (not on a local file, whose reads cost no round trip).
+ */
+const tokenQuery = (orm: Executor, printed: boolean) =>
   orm
     // every column named once: D1's batch answers rows as objects keyed by column name
     .select({
@@ -138,14 +141,15 @@ const tokenByHash = new Reusable((orm) =>
       writeEnabled: tokens.writeEnabled,
       allowedIps: tokens.allowedIps,
       expires: tokens.expires,
-      print: authPrint(orm).as("print"),
+      print: (printed ? authPrint(orm) : sql<string | null>`NULL`).as("print"),
     })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
     .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
     .limit(1)
-    .prepare(),
-);
+    .prepare();
+const tokenByHash = new Reusable((orm) => tokenQuery(orm, false));
+const tokenByHashPrinted = new Reusable((orm) => tokenQuery(orm, true));
 
 /** The grants of a token's user, by the key's hash (a placeholder): prepared once per ORM. */
 const grantsByHash = new Reusable((orm) =>
@@ -159,9 +163,10 @@ const grantsByHash = new Reusable((orm) =>
  * The statements that read a token and its user's grants, by the key's hash: one read. Sent with
  * every request (the guard of 0085), so their SQL text is rendered once, not per request (0098).
  */
-function authStatements(orm: Orm, keyHash: string) {
+function authStatements(db: Database, orm: Orm, keyHash: string) {
+  const token = db.kind === "local" ? tokenByHash : tokenByHashPrinted;
   return [
-    boundForRead(tokenByHash.on(orm, orm), { keyHash }),
+    boundForRead(token.on(orm, orm), { keyHash }),
     boundForRead(grantsByHash.on(orm, orm), { keyHash }),
   ] as unknown as readonly [BatchItem<"sqlite">, BatchItem<"sqlite">];
 }
@@ -238,7 +243,7 @@ function lookUp(c: Ctx, keyHash: string, stamp: string | null): Promise<CachedAu
   const { db, state } = c.var.services;
   const read = () =>
     db
-      .read([...authStatements(db.reader, keyHash)])
+      .read([...authStatements(db, db.reader, keyHash)])
       .then((answers) => cachedFrom(answers as unknown[], stamp));
   // only under one change stamp: nothing committed between the shared read and this request
   if (stamp === null) return read();
@@ -278,7 +283,7 @@ function tokenGuard(
     // reads answer in turn: the writes they lead meet in one batch); a read's on the readers.
     // Built when a read takes them along: a write in a transaction settles alone instead.
     get statements() {
-      statements ??= [...authStatements(at.folded ? db.orm : db.reader, keyHash)];
+      statements ??= [...authStatements(db, at.folded ? db.orm : db.reader, keyHash)];
       return statements;
     },
     // Settled alone (before a transaction, or after the answer) on a file: the look-up that
@@ -294,10 +299,11 @@ function tokenGuard(
             return false;
           },
         }
-      : { alone: [...authStatements(db.reader, keyHash)] }),
+      : { alone: [...authStatements(db, db.reader, keyHash)] }),
     // the batch of a write with nothing else to read proves the cache there (decision 0107)
     get batch() {
-      return [printGuard(db.orm, keyHash, cached.token!.print)];
+      const print = cached.token?.print;
+      return print == null ? [] : [printGuard(db.orm, keyHash, print)];
     },
     async settle(answers) {
       // read after `stamp` was taken: the answers are current for it (or newer)
