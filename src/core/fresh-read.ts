@@ -188,6 +188,8 @@ type BatchItems = readonly Queries[number][];
 
 /** Requests whose guards ride in their write batch instead of a read (decision 0107). */
 const inBatch = new WeakSet<Ctx>();
+/** Requests running again after such a batch failed: their guards are read, never batched. */
+const ordinary = new WeakSet<Ctx>();
 
 /**
  * A read phase with nothing to read: where every pending guard has batch statements, they stay
@@ -196,7 +198,7 @@ const inBatch = new WeakSet<Ctx>();
  */
 function leaveToBatch(c: Ctx): boolean {
   const guards = pending.get(c);
-  if (!guards?.length || c.var.services.db.kind === "local") return false;
+  if (!guards?.length || ordinary.has(c) || c.var.services.db.kind === "local") return false;
   if (!guards.every((g) => g.batch?.length)) return false;
   inBatch.add(c);
   return true;
@@ -215,12 +217,17 @@ export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]>
   if (!guards.length) return [...((await db.write(items as Queries)) as readonly unknown[])];
   const lead = guards.flatMap((g) => g.batch ?? []);
   try {
-    const results = (await db.write([...lead, ...items] as unknown as Queries)) as readonly unknown[];
+    const results = (await db.write([
+      ...lead,
+      ...items,
+    ] as unknown as Queries)) as readonly unknown[];
     return results.slice(lead.length);
   } catch (e) {
     if (!isWriteConflict(e)) throw e;
-    // a guard of the write's own (a row's stamp, the type's shape) may have failed instead: the
-    // route runs again either way, and meets it again with no cache left to doubt
+    // a guard of the write's own (a row's stamp, the type's shape, the permission's constraints)
+    // may have failed instead: the route runs again either way, its guards read before its batch,
+    // so that a failure then is the write's own and answers as such
+    ordinary.add(c);
     pending.set(c, guards);
     await settleGuards(c);
     throw new StaleCredentials();

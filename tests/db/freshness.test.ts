@@ -379,9 +379,9 @@ describe("a change through instance A holds for the next write through instance 
     expect(steady.status).toBe(201);
     expect(proxy.count).toBe(1);
     expect(steady.body.place.name).toBe("r0");
-    expect((await a.json("PATCH", `/api/dcim/sites/${ref}/`, { body: { name: "r0b" } })).status).toBe(
-      200,
-    );
+    expect(
+      (await a.json("PATCH", `/api/dcim/sites/${ref}/`, { body: { name: "r0b" } })).status,
+    ).toBe(200);
     const renamed = await writeViaB("POST", path, a.admin, { title: "ref2", place: ref });
     expect(renamed.status).toBe(201);
     expect(renamed.body.place.name).toBe("r0b");
@@ -397,6 +397,40 @@ describe("a change through instance A holds for the next write through instance 
     const gone = await writeViaB("POST", path, a.admin, { title: "ref3", place: ref });
     expect(gone.status).toBe(400);
     expect((await a.json("GET", `${path}?title=ref3`)).body.count).toBe(0);
+  });
+
+  test("a one-trip create its own guard refuses (outside the permission's constraints) answers 403, nothing written", async () => {
+    const site = (await a.json("POST", "/api/dcim/sites/", { body: { name: "c0", slug: "c0" } }))
+      .body.id;
+    const limited = await makeCot(a, "limited");
+    await addField(a, limited.id, { name: "title", type: "text", primary: true });
+    await addField(a, limited.id, {
+      name: "spot",
+      type: "object",
+      related_object_type: "dcim.site",
+    });
+    const token = await a.user("constrained-maker", [
+      [["view"], "custom_objects.limited"],
+      [["view"], "dcim.site"],
+    ]);
+    const u = (await a.json("GET", "/api/users/users/?username=constrained-maker")).body.results[0];
+    const grant = await a.json("POST", "/api/users/permissions/", {
+      body: {
+        name: "constrained-maker-add",
+        actions: ["add"],
+        object_types: ["custom_objects.limited"],
+        users: [u.id],
+        constraints: { title: "ok" },
+      },
+    });
+    expect(grant.status).toBe(201);
+    const path = `${CO}/limited/`;
+    // warm: B holds the token, its grants and the site's nested form
+    expect((await writeViaB("POST", path, token, { title: "ok", spot: site })).status).toBe(201);
+    const refused = await writeViaB("POST", path, token, { title: "no", spot: site });
+    expect(refused.status).toBe(403);
+    expect((await a.json("GET", `${path}?title=no`)).body.count).toBe(0);
+    expect((await writeViaB("POST", path, token, { title: "ok", spot: site })).status).toBe(201);
   });
 
   test("and while nothing changes, B's writes are one read and one write", async () => {

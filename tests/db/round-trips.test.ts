@@ -170,9 +170,13 @@ test("creates that read nothing the caches do not hold: 1 round trip, the batch 
     return { name: `one-trip ${n}`, slug: `one-trip-${n}` };
   };
   expect(await roundTrips("POST", () => "/api/dcim/sites/", site)).toBe(1);
-  expect(await roundTrips("POST", () => `${CO}/thing/`, () => ({ title: `one ${next()}` }))).toBe(
-    1,
-  );
+  expect(
+    await roundTrips(
+      "POST",
+      () => `${CO}/thing/`,
+      () => ({ title: `one ${next()}` }),
+    ),
+  ).toBe(1);
   // a reference: the site's nested form from the cache, proven in the batch too
   const referring = () => ({ title: `ref ${next()}`, site: siteId });
   expect(await roundTrips("POST", () => `${CO}/thing/`, referring)).toBe(1);
