@@ -14,6 +14,7 @@ import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
 import type { Database, Executor, Orm } from "../../db/client";
 import { boundForRead, Reusable } from "../../db/driver-internals";
+import { RenderedOnce } from "../../db/rendered-once";
 import type { BatchItem } from "drizzle-orm/batch";
 import {
   foldGrants,
@@ -113,14 +114,18 @@ function authPrint(orm: Executor): SQL<string> {
  * the user's grants are still as `print` was read: the batch itself proves the cache current.
  */
 function printGuard(orm: Orm, keyHash: string, print: string) {
+  return orm.run(printGuardSql.on(orm, [keyHash, print]));
+}
+
+const printGuardSql = new RenderedOnce<[string, string]>((orm, [keyHash, print]) => {
   const now = orm
     .select({ print: authPrint(orm).as("print") })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
     .where(eq(tokens.keyHash, keyHash))
     .limit(1);
-  return orm.run(sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${print}`);
-}
+  return sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${print}`;
+});
 
 /**
  * A token with its user, by the key's hash (a placeholder): prepared once per ORM. With its print

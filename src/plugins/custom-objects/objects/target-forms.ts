@@ -5,6 +5,8 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { ModelInfo, WriteContext } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
+import type { Executor } from "../../../db/client";
+import { RenderedOnce } from "../../../db/rendered-once";
 
 /** Each referenced object's nested form as SQL made it (its JSON text), by type and id. */
 const FORMS = slotKey<Map<string, string>>("custom-objects.target-forms");
@@ -17,9 +19,29 @@ const keyOf = (info: ModelInfo, id: number) => `${info.appLabel}.${info.model}#$
 /** A request whose guards can ride in its batch, on a database one round trip away. */
 const cacheable = (ctx: WriteContext) => !!ctx.guard && ctx.services.db.kind !== "local";
 
-/** The forms `select` reads, as one value: their JSON texts in id order. */
-const printOf = (select: SQL) =>
-  sql`coalesce((SELECT group_concat(j, char(30)) FROM (SELECT j FROM (${select}) ORDER BY id)), '')`;
+/** The forms of `ids` (in order) as one value, their JSON texts as SQL makes them. */
+function printOf(orm: Executor, nested: NestedSql, ids: number[]): SQL {
+  if (!nested.selectOne)
+    return sql`coalesce((SELECT group_concat(j, char(30)) FROM (SELECT j FROM (${nested.select(ids)}) ORDER BY id)), '')`;
+  // one form per id, its text rendered once per model and count (a missing row prints '')
+  const byCount = rendered.get(nested) ?? new Map<number, RenderedOnce<number[]>>();
+  rendered.set(nested, byCount);
+  let once = byCount.get(ids.length);
+  if (!once) {
+    const selectOne = nested.selectOne;
+    once = new RenderedOnce<number[]>((_orm, values) =>
+      sql.join(
+        values.map((id) => sql`coalesce(${selectOne(sql`${id}`)}, '')`),
+        sql` || char(30) || `,
+      ),
+    );
+    byCount.set(ids.length, once);
+  }
+  return once.on(orm, ids);
+}
+
+type NestedSql = NonNullable<ModelInfo["nestedSql"]>;
+const rendered = new WeakMap<NestedSql, Map<number, RenderedOnce<number[]>>>();
 
 /**
  * The forms of `ids` from the cache when it holds them all, with a guard on the request that
@@ -40,13 +62,22 @@ export function cachedForms(
     if (j === undefined) return null;
     rows.push({ id, j });
   }
-  const select = info.nestedSql.select(sorted);
+  const nested = info.nestedSql;
   const print = rows.map((r) => r.j).join(SEPARATOR);
   const orm = ctx.services.db.orm;
   ctx.guard!({
     name: `forms of ${info.appLabel}.${info.model}`,
-    statements: [orm.all(sql`SELECT ${printOf(select)} AS p`)],
-    batch: [orm.run(sql`INSERT INTO write_guard (ok) SELECT ${printOf(select)} = ${print}`)],
+    // built when taken: a write that reads nothing else sends only `batch`
+    get statements() {
+      return [orm.all(sql`SELECT ${printOf(orm, nested, sorted)} AS p`)];
+    },
+    get batch() {
+      return [
+        orm.run(
+          sql`INSERT INTO write_guard (ok) SELECT ${printOf(orm, nested, sorted)} = ${print}`,
+        ),
+      ];
+    },
     async settle([answer]) {
       if ((answer as Array<{ p: string }>)[0]?.p === print) return true;
       for (const id of sorted) forms.delete(keyOf(info, id));
