@@ -48,6 +48,11 @@ export interface Guard {
   alone?: Queries[number][];
   settle(answers: unknown[]): Promise<boolean>;
   /**
+   * Statements for a write batch that fail it unless the cached copy is still current (decision
+   * 0107): a write that has nothing else to read carries them instead of a read before it.
+   */
+  readonly batch?: Queries[number][];
+  /**
    * Settles the guard by a read of its own that concurrent requests may share (a local file,
    * where the change stamp proves a shared read current); undefined to read `alone` instead.
    */
@@ -126,6 +131,16 @@ export interface WriteContext extends ReadContext {
    * token, decision 0089); absent outside a request: a plain `db.read`.
    */
   readPhase?(queries: readonly unknown[]): Promise<unknown[]>;
+  /**
+   * Runs a staged write's batch with the request's guards leading it when its read phase left
+   * them to it (decision 0107); absent outside a request: a plain `db.write`.
+   */
+  writeBatch?(items: readonly unknown[]): Promise<unknown[]>;
+  /**
+   * Registers a guard of a cache the write took on trust: it rides in the read phase, or in the
+   * batch when there is nothing else to read (decision 0107); absent outside a request.
+   */
+  guard?(g: Guard): void;
 }
 
 export type ApiRecord = Record<string, unknown>;

@@ -9,7 +9,7 @@
  * leaves.
  */
 import type { Ctx, Guard } from "./context";
-import type { Queries, Results } from "../db/client";
+import { isWriteConflict, type Queries, type Results } from "../db/client";
 import { ApiError } from "./errors";
 
 export type { Guard };
@@ -164,6 +164,7 @@ class StaleCredentials extends ApiError {
  */
 export async function readFolded(c: Ctx, queries: BatchItems): Promise<unknown[]> {
   const db = c.var.services.db;
+  if (!queries.length && leaveToBatch(c)) return [];
   const guards = takeGuards(c);
   if (!guards.length)
     return queries.length ? [...((await db.read(queries as Queries)) as readonly unknown[])] : [];
@@ -184,6 +185,54 @@ export async function readFolded(c: Ctx, queries: BatchItems): Promise<unknown[]
 }
 
 type BatchItems = readonly Queries[number][];
+
+/** Requests whose guards ride in their write batch instead of a read (decision 0107). */
+const inBatch = new WeakSet<Ctx>();
+/** Requests running again after such a batch failed: their guards are read, never batched. */
+const ordinary = new WeakSet<Ctx>();
+
+/**
+ * A read phase with nothing to read: where every pending guard has batch statements, they stay
+ * pending (a refusal before the batch still settles them) and lead the write batch instead, on a
+ * remote database or D1 (a local file's reads cost no round trip). True when so.
+ */
+function leaveToBatch(c: Ctx): boolean {
+  const guards = pending.get(c);
+  if (!guards?.length || ordinary.has(c) || c.var.services.db.kind === "local") return false;
+  if (!guards.every((g) => g.batch?.length)) return false;
+  inBatch.add(c);
+  return true;
+}
+
+/**
+ * A staged write's batch (`WriteBatch.run`), led by the request's guards when its read phase
+ * left them to it: one round trip. When the batch fails on a guard (`write_guard`, all rolled
+ * back), the guards are settled by a read (a token now unknown: 403) and the route runs again
+ * the ordinary way, on the caches as they now are (`StaleCredentials`, `foldsCredentials`).
+ */
+export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]> {
+  const db = c.var.services.db;
+  const guards = inBatch.has(c) ? takeGuards(c) : [];
+  inBatch.delete(c);
+  if (!guards.length) return [...((await db.write(items as Queries)) as readonly unknown[])];
+  const lead = guards.flatMap((g) => g.batch ?? []);
+  try {
+    const results = (await db.write([
+      ...lead,
+      ...items,
+    ] as unknown as Queries)) as readonly unknown[];
+    return results.slice(lead.length);
+  } catch (e) {
+    if (!isWriteConflict(e)) throw e;
+    // a guard of the write's own (a row's stamp, the type's shape, the permission's constraints)
+    // may have failed instead: the route runs again either way, its guards read before its batch,
+    // so that a failure then is the write's own and answers as such
+    ordinary.add(c);
+    pending.set(c, guards);
+    await settleGuards(c);
+    throw new StaleCredentials();
+  }
+}
 
 /** Write routes that fold the caller's token guard into their read phase (`foldsCredentials`). */
 const folding = new WeakSet<object>();

@@ -71,6 +71,14 @@ async function removePermission(name: string) {
   expect((await a.req("DELETE", `/api/users/permissions/${id}/`)).status).toBe(204);
 }
 
+/** Whether every token of `username` has its first use recorded (written off the request). */
+async function tokenUsed(username: string) {
+  const mine = (await a.json("GET", "/api/users/tokens/?limit=1000")).body.results.filter(
+    (t: { user: { username: string } }) => t.user.username === username,
+  );
+  return mine.length > 0 && mine.every((t: { last_used: string | null }) => t.last_used);
+}
+
 /** Deletes every token of `username` through instance A. */
 async function revokeTokensOf(username: string) {
   const tokens = await a.json("GET", "/api/users/tokens/?limit=1000");
@@ -321,6 +329,110 @@ describe("a change through instance A holds for the next write through instance 
     expect(await sitesNamed("q1")).toBe(1);
   });
 
+  test("a permission removed under the one-trip create: B's next create is refused, nothing written (decision 0107)", async () => {
+    const token = await a.user("one-trip-writer", [
+      [["view"], "dcim.site"],
+      [["add"], "dcim.site"],
+    ]);
+    const warm = await writeViaB("POST", "/api/dcim/sites/", token, { name: "o0", slug: "o0" });
+    expect(warm.status).toBe(201); // B holds the token and its grants
+    await waitFor(async () => (await tokenUsed("one-trip-writer")) === true);
+    await settleBackground();
+    proxy.reset();
+    const steady = await writeViaB("POST", "/api/dcim/sites/", token, { name: "o1", slug: "o1" });
+    expect(steady.status).toBe(201);
+    expect(proxy.count).toBe(1); // the create is its batch alone: the one-trip path
+    await removePermission("one-trip-writer-dcim.site-add");
+    await settleBackground();
+    proxy.reset();
+    const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "o2", slug: "o2" });
+    expect(after.status).toBe(403);
+    expect(after.body.error).not.toBe("invalid_token");
+    // the batch that carried the stale grants, the read that refreshed them: no write after
+    expect(proxy.count).toBe(2);
+    expect(await sitesNamed("o2")).toBe(0);
+    // and a custom object the same way: a type without choice sets reads nothing before its batch
+    const maker = await a.user("one-trip-maker", [[["view", "add"], "custom_objects.gadget"]]);
+    const path = `${CO}/gadget/`;
+    expect((await writeViaB("POST", path, maker, { title: "m0" })).status).toBe(201);
+    await waitFor(async () => (await tokenUsed("one-trip-maker")) === true);
+    await settleBackground();
+    proxy.reset();
+    expect((await writeViaB("POST", path, maker, { title: "m1" })).status).toBe(201);
+    expect(proxy.count).toBe(1);
+    await removePermission("one-trip-maker-custom_objects.gadget-view-add");
+    const refused = await writeViaB("POST", path, maker, { title: "m2" });
+    expect(refused.status).toBe(403);
+    expect((await a.json("GET", `${path}?title=m2`)).body.count).toBe(0);
+  });
+
+  test("a referenced site renamed or deleted through A: B's next one-trip create sees it (decision 0107)", async () => {
+    const ref = (await a.json("POST", "/api/dcim/sites/", { body: { name: "r0", slug: "r0" } }))
+      .body.id;
+    await addField(a, cotId, { name: "place", type: "object", related_object_type: "dcim.site" });
+    const path = `${CO}/gadget/`;
+    const first = await writeViaB("POST", path, a.admin, { title: "ref0", place: ref });
+    expect(first.status).toBe(201); // warm: B holds the site's nested form
+    await settleBackground();
+    proxy.reset();
+    const steady = await writeViaB("POST", path, a.admin, { title: "ref1", place: ref });
+    expect(steady.status).toBe(201);
+    expect(proxy.count).toBe(1);
+    expect(steady.body.place.name).toBe("r0");
+    expect(
+      (await a.json("PATCH", `/api/dcim/sites/${ref}/`, { body: { name: "r0b" } })).status,
+    ).toBe(200);
+    const renamed = await writeViaB("POST", path, a.admin, { title: "ref2", place: ref });
+    expect(renamed.status).toBe(201);
+    expect(renamed.body.place.name).toBe("r0b");
+    const changes = await a.json(
+      "GET",
+      "/api/core/object-changes/?changed_object_type=custom_objects.gadget&limit=1000",
+    );
+    const recorded = changes.body.results.find(
+      (r: { changed_object_id: number }) => r.changed_object_id === renamed.body.id,
+    );
+    expect(recorded.postchange_data.place.name).toBe("r0b"); // the change record holds it too
+    expect((await a.req("DELETE", `/api/dcim/sites/${ref}/`)).status).toBe(204);
+    const gone = await writeViaB("POST", path, a.admin, { title: "ref3", place: ref });
+    expect(gone.status).toBe(400);
+    expect((await a.json("GET", `${path}?title=ref3`)).body.count).toBe(0);
+  });
+
+  test("a one-trip create its own guard refuses (outside the permission's constraints) answers 403, nothing written", async () => {
+    const site = (await a.json("POST", "/api/dcim/sites/", { body: { name: "c0", slug: "c0" } }))
+      .body.id;
+    const limited = await makeCot(a, "limited");
+    await addField(a, limited.id, { name: "title", type: "text", primary: true });
+    await addField(a, limited.id, {
+      name: "spot",
+      type: "object",
+      related_object_type: "dcim.site",
+    });
+    const token = await a.user("constrained-maker", [
+      [["view"], "custom_objects.limited"],
+      [["view"], "dcim.site"],
+    ]);
+    const u = (await a.json("GET", "/api/users/users/?username=constrained-maker")).body.results[0];
+    const grant = await a.json("POST", "/api/users/permissions/", {
+      body: {
+        name: "constrained-maker-add",
+        actions: ["add"],
+        object_types: ["custom_objects.limited"],
+        users: [u.id],
+        constraints: { title: "ok" },
+      },
+    });
+    expect(grant.status).toBe(201);
+    const path = `${CO}/limited/`;
+    // warm: B holds the token, its grants and the site's nested form
+    expect((await writeViaB("POST", path, token, { title: "ok", spot: site })).status).toBe(201);
+    const refused = await writeViaB("POST", path, token, { title: "no", spot: site });
+    expect(refused.status).toBe(403);
+    expect((await a.json("GET", `${path}?title=no`)).body.count).toBe(0);
+    expect((await writeViaB("POST", path, token, { title: "ok", spot: site })).status).toBe(201);
+  });
+
   test("and while nothing changes, B's writes are one read and one write", async () => {
     const token = await a.user("steady-writer", [[["view", "add", "change"], "dcim.site"]]);
     expect(
@@ -338,7 +450,8 @@ describe("a change through instance A holds for the next write through instance 
     proxy.reset();
     const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "s1", slug: "s1" });
     expect(site.status).toBe(201);
-    expect(proxy.count).toBe(2);
+    // a create that reads nothing: its batch alone, carrying the token guard (decision 0107)
+    expect(proxy.count).toBe(1);
     await settleBackground();
     proxy.reset();
     const patch = await writeViaB("PATCH", `/api/dcim/sites/${site.body.id}/`, token, {

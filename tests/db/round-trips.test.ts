@@ -163,6 +163,25 @@ test("a type of many field kinds (multiobject too): GET by id and list in 1 each
   expect(await roundTrips("GET", () => `${CO}/gear/`)).toBe(1);
 });
 
+test("creates that read nothing the caches do not hold: 1 round trip, the batch proving them (decision 0107)", async () => {
+  // the token guard and the type's shape ride in the write batch itself: no read before it
+  const site = () => {
+    const n = next();
+    return { name: `one-trip ${n}`, slug: `one-trip-${n}` };
+  };
+  expect(await roundTrips("POST", () => "/api/dcim/sites/", site)).toBe(1);
+  expect(
+    await roundTrips(
+      "POST",
+      () => `${CO}/thing/`,
+      () => ({ title: `one ${next()}` }),
+    ),
+  ).toBe(1);
+  // a reference: the site's nested form from the cache, proven in the batch too
+  const referring = () => ({ title: `ref ${next()}`, site: siteId });
+  expect(await roundTrips("POST", () => `${CO}/thing/`, referring)).toBe(1);
+});
+
 test("host-model writes: create, update, delete, bulk of 100 — ≤ 2 each (one read, one write)", async () => {
   const site = () => {
     const n = next();

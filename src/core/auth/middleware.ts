@@ -5,17 +5,24 @@
  * (decision 0085).
  */
 import { errorBody } from "../../api-error";
-import { eq, sql } from "drizzle-orm";
+import { eq, sql, type SQL } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
 import { tokens, users } from "../../db/schema";
 import type { AuthState, Ctx, Guard, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
-import type { Orm } from "../../db/client";
+import type { Database, Executor, Orm } from "../../db/client";
 import { boundForRead, Reusable } from "../../db/driver-internals";
+import { RenderedOnce } from "../../db/rendered-once";
 import type { BatchItem } from "drizzle-orm/batch";
-import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
+import {
+  foldGrants,
+  grantRowsQuery,
+  grantsPrintSql,
+  type GrantRow,
+  type Grants,
+} from "./permissions";
 import { credentialFromHeader, hashToken, type Credential } from "./tokens";
 import { clientAddress } from "./login";
 import { networkContains, parseAddress, parseNetwork } from "./networks";
@@ -59,6 +66,8 @@ interface TokenRow {
   writeEnabled: boolean;
   allowedIps: string[] | null;
   expires: string | null;
+  /** The row, its user and grants as SQL prints them (`authPrint`); null on a local file. */
+  print: string | null;
 }
 
 /** A token's row and its user's grants as read, with the proof (their answers as text). */
@@ -79,8 +88,50 @@ const answeredAgain = new WeakSet<Request>();
 const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token");
 const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 
-/** A token with its user, by the key's hash (a placeholder): prepared once per ORM. */
-const tokenByHash = new Reusable((orm) =>
+/**
+ * A token's row, its user and the user's grants as one text value computed by SQL: the token
+ * look-up reads it, and a write batch that took them from the cache compares it (decision 0107).
+ */
+function authPrint(orm: Executor): SQL<string> {
+  const columns = [
+    tokens.id,
+    tokens.userId,
+    users.username,
+    users.isSuperuser,
+    users.isActive,
+    tokens.version,
+    tokens.key,
+    tokens.enabled,
+    tokens.writeEnabled,
+    tokens.allowedIps,
+    tokens.expires,
+  ].map((column) => sql`quote(${column})`);
+  return sql<string>`${sql.join(columns, sql` || ',' || `)} || '#' || ${grantsPrintSql(orm, sql`${tokens.userId}`)}`;
+}
+
+/**
+ * A statement for a write batch that fails it (`write_guard`) unless the token, its user and
+ * the user's grants are still as `print` was read: the batch itself proves the cache current.
+ */
+function printGuard(orm: Orm, keyHash: string, print: string) {
+  return orm.run(printGuardSql.on(orm, [keyHash, print]));
+}
+
+const printGuardSql = new RenderedOnce<[string, string]>((orm, [keyHash, print]) => {
+  const now = orm
+    .select({ print: authPrint(orm).as("print") })
+    .from(tokens)
+    .innerJoin(users, eq(users.id, tokens.userId))
+    .where(eq(tokens.keyHash, keyHash))
+    .limit(1);
+  return sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${print}`;
+});
+
+/**
+ * A token with its user, by the key's hash (a placeholder): prepared once per ORM. With its print
+ * where a write batch may compare it (not on a local file, whose reads cost no round trip).
+ */
+const tokenQuery = (orm: Executor, printed: boolean) =>
   orm
     // every column named once: D1's batch answers rows as objects keyed by column name
     .select({
@@ -95,13 +146,15 @@ const tokenByHash = new Reusable((orm) =>
       writeEnabled: tokens.writeEnabled,
       allowedIps: tokens.allowedIps,
       expires: tokens.expires,
+      print: (printed ? authPrint(orm) : sql<string | null>`NULL`).as("print"),
     })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
     .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
     .limit(1)
-    .prepare(),
-);
+    .prepare();
+const tokenByHash = new Reusable((orm) => tokenQuery(orm, false));
+const tokenByHashPrinted = new Reusable((orm) => tokenQuery(orm, true));
 
 /** The grants of a token's user, by the key's hash (a placeholder): prepared once per ORM. */
 const grantsByHash = new Reusable((orm) =>
@@ -115,9 +168,10 @@ const grantsByHash = new Reusable((orm) =>
  * The statements that read a token and its user's grants, by the key's hash: one read. Sent with
  * every request (the guard of 0085), so their SQL text is rendered once, not per request (0098).
  */
-function authStatements(orm: Orm, keyHash: string) {
+function authStatements(db: Database, orm: Orm, keyHash: string) {
+  const token = db.kind === "local" ? tokenByHash : tokenByHashPrinted;
   return [
-    boundForRead(tokenByHash.on(orm, orm), { keyHash }),
+    boundForRead(token.on(orm, orm), { keyHash }),
     boundForRead(grantsByHash.on(orm, orm), { keyHash }),
   ] as unknown as readonly [BatchItem<"sqlite">, BatchItem<"sqlite">];
 }
@@ -194,7 +248,7 @@ function lookUp(c: Ctx, keyHash: string, stamp: string | null): Promise<CachedAu
   const { db, state } = c.var.services;
   const read = () =>
     db
-      .read([...authStatements(db.reader, keyHash)])
+      .read([...authStatements(db, db.reader, keyHash)])
       .then((answers) => cachedFrom(answers as unknown[], stamp));
   // only under one change stamp: nothing committed between the shared read and this request
   if (stamp === null) return read();
@@ -234,7 +288,7 @@ function tokenGuard(
     // reads answer in turn: the writes they lead meet in one batch); a read's on the readers.
     // Built when a read takes them along: a write in a transaction settles alone instead.
     get statements() {
-      statements ??= [...authStatements(at.folded ? db.orm : db.reader, keyHash)];
+      statements ??= [...authStatements(db, at.folded ? db.orm : db.reader, keyHash)];
       return statements;
     },
     // Settled alone (before a transaction, or after the answer) on a file: the look-up that
@@ -250,7 +304,12 @@ function tokenGuard(
             return false;
           },
         }
-      : { alone: [...authStatements(db.reader, keyHash)] }),
+      : { alone: [...authStatements(db, db.reader, keyHash)] }),
+    // the batch of a write with nothing else to read proves the cache there (decision 0107)
+    get batch() {
+      const print = cached.token?.print;
+      return print == null ? [] : [printGuard(db.orm, keyHash, print)];
+    },
     async settle(answers) {
       // read after `stamp` was taken: the answers are current for it (or newer)
       if (JSON.stringify(answers) === cached.proof) {

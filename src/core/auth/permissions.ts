@@ -2,7 +2,7 @@
  * NetBox object permissions: an action on an object type, granted to users or groups.
  * `requirePermission` is the one check every route uses.
  */
-import { and, eq, inArray, or, type SQL } from "drizzle-orm";
+import { and, eq, inArray, or, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import {
   objectPermissions,
@@ -93,6 +93,15 @@ export function grantRowsQuery(db: Executor, userId: number | SQL) {
 }
 
 export type GrantRow = Awaited<ReturnType<typeof grantRowsQuery>>[number];
+
+/**
+ * `grantRowsQuery` as one text value computed by SQL (every row's columns quoted, in order):
+ * a write batch compares it with the value a cached read took, proving the grants unchanged
+ * (decision 0107). Any difference, even in the order of rows, only ever reads as "changed".
+ */
+export function grantsPrintSql(db: Executor, userId: SQL): SQL<string> {
+  return sql<string>`coalesce((SELECT group_concat(quote("actions") || quote("constraints") || quote("app_label") || quote("model"), ';') FROM (${grantRowsQuery(db, userId)})), '')`;
+}
 
 /** Codenames and their constraints (NetBox: an unconstrained grant lifts every constraint). */
 export function foldGrants(rows: GrantRow[]): Grants {

@@ -868,7 +868,7 @@ class StagedWriter {
     hooks: StagedHook[] = [],
   ): Promise<"transaction" | undefined> {
     try {
-      await batch.run(ctx.services.db);
+      await batch.run(ctx);
       return undefined;
     } catch (e) {
       if (!isWriteConflict(e)) throw mapConstraintError(e, this.parts.resource) ?? e;

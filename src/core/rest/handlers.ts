@@ -27,7 +27,14 @@ import { mapConstraintError } from "./constraints";
 import { anchoredPageIds, countRows, type PageRow } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
-import { foldsCredentials, freshRead, readFolded, settleBeforeWrite } from "../fresh-read";
+import {
+  addGuard,
+  foldsCredentials,
+  freshRead,
+  readFolded,
+  settleBeforeWrite,
+  writeFolded,
+} from "../fresh-read";
 import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
 import type { StagedOptions } from "../context";
@@ -101,6 +108,8 @@ export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promis
     onCommit: (task) => afterCommit.push(task),
     scratch: new Slots(),
     readPhase: (queries) => readFolded(c, queries as Parameters<typeof readFolded>[1]),
+    writeBatch: (items) => writeFolded(c, items as Parameters<typeof writeFolded>[1]),
+    guard: (g) => addGuard(c, g),
   });
   await runAfterCommit(services, c.var.requestId, afterCommit);
   return result;

@@ -5,7 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import type { Database, Queries } from "../../db/client";
+import type { Queries } from "../../db/client";
 import type { WriteContext } from "../context";
 
 /** The reads of a read phase: one `db.read` (one round trip) whatever their number. */
@@ -47,10 +47,12 @@ export class WriteBatch {
     if (then) this.#after.push((results) => then(results[at] as T));
   }
 
-  /** One `db.write`: one round trip, all or nothing. */
-  async run(db: Database): Promise<void> {
+  /** One `db.write`: one round trip, all or nothing; with the request's guards when `ctx` carries them (`WriteContext.writeBatch`). */
+  async run(ctx: Pick<WriteContext, "services" | "writeBatch">): Promise<void> {
     if (!this.#items.length) return;
-    const results = (await db.write(this.#items as unknown as Queries)) as unknown as unknown[];
+    const results = ctx.writeBatch
+      ? await ctx.writeBatch(this.#items)
+      : ((await ctx.services.db.write(this.#items as unknown as Queries)) as unknown as unknown[]);
     for (const after of this.#after) after(results);
   }
 }

@@ -6,7 +6,7 @@
  */
 import { and, sql, type SQL } from "drizzle-orm";
 import { isWriteConflict, WriteConflictError } from "../../../db/client";
-import { forbidden, notFound, ValidationError } from "../../../core/errors";
+import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { codename } from "../../../core/auth/permissions";
@@ -52,6 +52,7 @@ import type { FieldRow } from "../field-types";
 import { resolveRef, type Ref } from "../field-types/reference";
 import type { Nested } from "./read";
 import { instanceUrl, relatedInfos, verboseName } from "./shape";
+import { cachedForms, rememberForms } from "./target-forms";
 import {
   StaleModel,
   type Converted,
@@ -84,7 +85,6 @@ async function stageTarget(
   const nestedSql = info.nestedSql;
   if (!nestedSql) return null;
   const orm = ctx.services.db.orm;
-  const rows = phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
   const user = ctx.auth.user;
   let visible: (() => Set<number>) | null = null;
   if (user && !user.isSuperuser) {
@@ -114,9 +114,16 @@ async function stageTarget(
       visible = () => new Set([...admitted().map((r) => Number(r.id)), ...self]);
     } else if (where) visible = () => new Set(self);
   }
+  // forms visible to the writer whatever they are may come from the cache (decision 0107)
+  const cached = visible ? null : cachedForms(ctx, info, ids);
+  const rows = cached
+    ? () => cached
+    : phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
   return () => {
     const forms = new Map<number, ApiRecord>();
-    for (const r of rows())
+    const found = rows();
+    if (!cached) rememberForms(ctx, info, found);
+    for (const r of found)
       forms.set(Number(r.id), nestedSql.build(ctx, Number(r.id), JSON.parse(r.j)));
     return { forms, visible: visible ? visible() : null };
   };
@@ -279,12 +286,16 @@ async function stageLookups(
   create: boolean,
 ): Promise<() => PhaseLookups> {
   const orm = ctx.services.db.orm;
-  const pre = phase.add(
-    orm
-      .select(w.preflightColumns)
-      .from(customObjectTypes)
-      .where(sql`${customObjectTypes.id} = ${w.cot.id}`),
-  );
+  // Without choice sets the preflight holds only the shape, which the batch guards already
+  // (`stageShapeGuard`): nothing to read (decision 0107).
+  const pre = Object.hasOwn(w.preflightColumns, "choices")
+    ? phase.add(
+        orm
+          .select(w.preflightColumns)
+          .from(customObjectTypes)
+          .where(sql`${customObjectTypes.id} = ${w.cot.id}`),
+      )
+    : () => [{ v: w.cot.shapeVersion, slug: w.slug }];
   const { byType, owners } = await namedRefs(w, ctx, inputs, create);
   const infos = await relatedInfos(ctx, [...byType.keys()]);
   const targets = new Map<number, () => TargetFound>();
@@ -524,7 +535,7 @@ async function runBatch(
   hooks: StagedHook[] = [],
 ): Promise<"transaction" | undefined> {
   try {
-    await w.uniqueChecked(() => batch.run(ctx.services.db));
+    await w.uniqueChecked(() => batch.run(ctx));
     return undefined;
   } catch (e) {
     if (!isWriteConflict(e))
@@ -933,11 +944,34 @@ async function updateOrExplain(
   }
 }
 
+/**
+ * A write on a type without choice sets reads nothing of its shape before the batch, which
+ * guards it (`stageLookups`). A refusal before the batch (a field unknown to a stale shape) is
+ * checked before it leaves: a shape changed meanwhile starts the write again (`StaleModel`).
+ */
+async function shapeChecked<T>(w: ObjectWriter, ctx: WriteContext, write: () => Promise<T>) {
+  try {
+    return await write();
+  } catch (e) {
+    if (!(e instanceof ApiError) || e instanceof StaleModel) throw e;
+    if (Object.hasOwn(w.preflightColumns, "choices")) throw e;
+    const t = customObjectTypes;
+    const [now] = await ctx.services.db.orm
+      .select({ v: t.shapeVersion, slug: t.slug })
+      .from(t)
+      .where(sql`${t.id} = ${w.cot.id}`);
+    if (now?.v !== w.cot.shapeVersion || now.slug !== w.slug) throw new StaleModel();
+    throw e;
+  }
+}
+
 /** The staged writes of one custom object type (`Resource.staged`). */
 export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
   return {
-    create: (ctx, inputs, options) => createOrExplain(w, ctx, inputs, options),
-    update: (ctx, items, partial, options) => updateOrExplain(w, ctx, items, partial, options),
+    create: (ctx, inputs, options) =>
+      shapeChecked(w, ctx, () => createOrExplain(w, ctx, inputs, options)),
+    update: (ctx, items, partial, options) =>
+      shapeChecked(w, ctx, () => updateOrExplain(w, ctx, items, partial, options)),
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
     tagEdits: true,
   };
