@@ -1,0 +1,315 @@
+/**
+ * `custom-object-types/` writes as one read phase and one atomic batch (decision 0108): the row,
+ * its object type, its table's DDL and the change record. Tags, `unique_together`, `checks` and
+ * lists keep the transaction path (`staged.ts` helpers run it).
+ */
+import { and, eq } from "drizzle-orm";
+import { customObjectTypes, objectTypes } from "../../../db/schema";
+import { guardChanged } from "../../../db/client";
+import { ApiError, notFound } from "../../../core/errors";
+import type {
+  ApiRecord,
+  StagedOptions,
+  StagedUpdate,
+  StagedWrites,
+  StagedWritten,
+  WriteContext,
+} from "../../../core/context";
+import { nextStamp, WriteBatch } from "../../../core/rest/write-batch";
+import { APP_LABEL, COT_MODEL } from "../constants";
+import {
+  createCotTableStatements,
+  dropCotTableStatements,
+  localContextColumnStatement,
+} from "../ddl";
+import type { CotRegistry, CotRow } from "../objects/models";
+import type { FieldRow } from "../objects/values";
+import { conditionalOf, mergedTogether } from "../schema/constraints";
+import { normalizeTogether } from "../schema/unique-together";
+import { cotModel, fieldModel } from "./api";
+import { validateCot, type CotDraft } from "./definitions";
+import {
+  addStatements,
+  batchError,
+  bumpType,
+  constrained,
+  createInTransaction,
+  dropTypeRows,
+  firstNext,
+  messages,
+  nextIdQuery,
+  nowIso,
+  objectTypeQuery,
+  phaseWithRules,
+  runWithHooks,
+  slugTaken,
+  stageChange,
+  stageHooks,
+  takenQuery,
+  typeReads,
+  inboundFieldsQuery,
+  updateInTransaction,
+  withRetry,
+} from "./staged";
+
+/** Keys only the transaction path takes (tags, compound keys, checks). */
+const TRANSACTION_KEYS = ["tags", "unique_together", "checks"];
+const needsTransaction = (input: ApiRecord) =>
+  TRANSACTION_KEYS.some((k) => Object.hasOwn(input, k));
+
+/** A type's record as `load` answers it, from its row, its fields' rows and its tags. */
+export async function typeRecord(
+  ctx: WriteContext,
+  row: CotRow,
+  fields: FieldRow[],
+  tags?: ApiRecord[],
+): Promise<ApiRecord> {
+  const fieldRecords = fields.length ? await fieldModel.serialize(ctx, fieldsInOrder(fields)) : [];
+  const objectType = row.objectTypeId
+    ? { id: row.objectTypeId, app_label: APP_LABEL, model: row.slug }
+    : null;
+  const [record] = await cotModel.serialize(
+    ctx,
+    [row],
+    tags ? new Map([[row.id, tags]]) : undefined,
+    new Map(),
+    new Map(),
+    async (_rows, records) => {
+      const rec = records[0]!;
+      const conditional = conditionalOf(row);
+      rec.fields = fieldRecords;
+      rec.unique_together = mergedTogether(normalizeTogether(row.uniqueTogether), conditional);
+      rec.checks = conditional.checks;
+      rec.object_type = objectType;
+    },
+  );
+  return record!;
+}
+
+/** The order `decorate` lists a type's fields in. */
+function fieldsInOrder(fields: FieldRow[]): FieldRow[] {
+  const key = (f: FieldRow) => [f.groupName, f.weight, f.name] as const;
+  return [...fields].sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    return x[0] < y[0]
+      ? -1
+      : x[0] > y[0]
+        ? 1
+        : x[1] - y[1] || (x[2] < y[2] ? -1 : x[2] > y[2] ? 1 : 0);
+  });
+}
+
+async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOptions) {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
+  const taken = phase.add(takenQuery(orm, input));
+  const otTaken = phase.add(objectTypeQuery(orm, input.slug));
+  const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
+  const nextOt = phase.add(nextIdQuery(orm, "object_types"));
+  await phase.run(ctx);
+  const draft = await validateCot(ctx, input, null, false, taken());
+  if (otTaken().length) throw slugTaken(draft.slug);
+  const now = nowIso();
+  const row = newTypeRow(firstNext(nextCot()), firstNext(nextOt()), draft, now);
+  const record = await typeRecord(ctx, row, [], []);
+  const batch = new WriteBatch();
+  batch.add(
+    orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
+  );
+  batch.add(orm.insert(customObjectTypes).values(row));
+  addStatements(batch, orm, createCotTableStatements(row.id));
+  if (row.configContextEnabled) addStatements(batch, orm, [localContextColumnStatement(row.id)]);
+  const resource = options.resource;
+  const texts = await stageChange(ctx, batch, resource, await rules(), {
+    action: "create",
+    id: row.id,
+    prechange: null,
+    postchange: record,
+  });
+  await runCreate(ctx, batch, resource, draft.slug);
+  const json = texts()[0];
+  return { id: row.id, record: json ? JSON.parse(json) : record, json };
+}
+
+function newTypeRow(id: number, objectTypeId: number, draft: CotDraft, now: string): CotRow {
+  return {
+    ...draft,
+    id,
+    objectTypeId,
+    nextSchemaId: 1,
+    shapeVersion: 1 + Math.floor(Math.random() * 2 ** 52),
+    uniqueTogether: [],
+    conditionalConstraints: { unique: [], checks: [] },
+    displayExpression: draft.displayExpression ?? "",
+    configContextEnabled: draft.configContextEnabled ?? false,
+    created: now,
+    lastUpdated: now,
+  } as CotRow;
+}
+
+/** The batch of a create: a name race answers as the unique index says, an id race retries. */
+async function runCreate(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  resource: StagedOptions["resource"],
+  slug: string,
+) {
+  try {
+    await batch.run(ctx.services.db);
+  } catch (e) {
+    const text =
+      String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? "");
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(text)) throw slugTaken(slug);
+    if (/UNIQUE constraint failed: [a-z_]+\.id\b|already exists/.test(text)) throw e; // retried
+    throw batchError(e, resource);
+  }
+}
+
+async function updateType(
+  ctx: WriteContext,
+  registry: CotRegistry,
+  item: StagedUpdate,
+  partial: boolean,
+  options: StagedOptions,
+): Promise<StagedWritten> {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
+  const reads = typeReads(orm, phase, item.id);
+  const taken = phase.add(takenQuery(orm, item.input));
+  const otTaken = phase.add(objectTypeQuery(orm, item.input.slug));
+  await phase.run(ctx);
+  const cot = reads.cot();
+  if (!cot) throw notFound(`No custom object type with id ${item.id}.`);
+  options.admit?.(cot);
+  options.precondition?.(cot.lastUpdated);
+  const draft = await validateCot(ctx, item.input, cot, partial, taken());
+  const slugMoves = draft.slug !== cot.slug && !!cot.objectTypeId;
+  if (slugMoves && otTaken().some((o) => o.id !== cot.objectTypeId)) throw slugTaken(draft.slug);
+  const fields = reads.fields();
+  const prechange = await typeRecord(ctx, cot, fields);
+  const tags = prechange.tags as ApiRecord[] | undefined;
+  const after = { ...cot, ...draft, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
+  const postchange = await typeRecord(ctx, after, fields, tags);
+  const batch = new WriteBatch();
+  if (slugMoves)
+    batch.add(
+      orm
+        .update(objectTypes)
+        .set({ model: draft.slug })
+        .where(eq(objectTypes.id, cot.objectTypeId!)),
+    );
+  bumpType(batch, orm, cot, { ...draft, lastUpdated: after.lastUpdated });
+  const texts = await stageChange(ctx, batch, options.resource, await rules(), {
+    action: "update",
+    id: cot.id,
+    prechange,
+    postchange,
+  });
+  try {
+    await batch.run(ctx.services.db);
+  } catch (e) {
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
+      throw slugTaken(draft.slug);
+    throw batchError(e, options.resource);
+  }
+  ctx.onCommit?.(async () => {
+    registry.forget(cot.id);
+    if (slugMoves) ctx.services.objectTypes.forget(cot.objectTypeId!);
+  });
+  const json = texts()[0];
+  return { id: cot.id, record: json ? JSON.parse(json) : postchange, json };
+}
+
+/** Deletes a type: its row, fields, table, link tables, search index, objects' tags, object type. */
+async function deleteType(
+  ctx: WriteContext,
+  registry: CotRegistry,
+  id: number,
+  options: StagedOptions,
+): Promise<"transaction" | undefined> {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
+  const reads = typeReads(orm, phase, id);
+  const inbound = phase.add(inboundFieldsQuery(orm, id));
+  const hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL, id });
+  if (!hookParts) return "transaction";
+  await phase.run(ctx);
+  const cot = reads.cot();
+  if (!cot) throw notFound(`No custom object type with id ${id}.`);
+  options.admit?.(cot);
+  options.precondition?.(cot.lastUpdated);
+  refuseInbound(cot, inbound());
+  const fields = reads.fields();
+  const prechange = await typeRecord(ctx, cot, fields);
+  const batch = new WriteBatch();
+  const hooks = [];
+  for (const part of hookParts) {
+    const hook = await part();
+    hook.write(batch);
+    hooks.push(hook);
+  }
+  batch.add(
+    orm
+      .delete(customObjectTypes)
+      .where(
+        and(eq(customObjectTypes.id, cot.id), eq(customObjectTypes.lastUpdated, cot.lastUpdated)),
+      ),
+  );
+  batch.add(guardChanged(orm));
+  addStatements(batch, orm, dropCotTableStatements(cot.id, fields));
+  dropTypeRows(batch, orm, cot);
+  await stageChange(ctx, batch, options.resource, await rules(), {
+    action: "delete",
+    id: cot.id,
+    prechange,
+    postchange: null,
+  });
+  const outcome = await runWithHooks(ctx, batch, options.resource, hooks);
+  if (outcome === undefined)
+    ctx.onCommit?.(async () => {
+      registry.forget(cot.id);
+      if (cot.objectTypeId) ctx.services.objectTypes.forget(cot.objectTypeId);
+    });
+  return outcome;
+}
+
+/** Fields of other types pointing at this one's objects: the delete is refused (as `deleteCot`). */
+function refuseInbound(cot: CotRow, inbound: Array<{ name: string; cotId: number }>) {
+  const others = inbound.filter((f) => f.cotId !== cot.id);
+  if (!others.length) return;
+  throw ApiError.detail(
+    409,
+    `Cannot delete custom object type "${cot.slug}": ${others.length} field(s) of other types point at it (e.g. field "${others[0]!.name}" of type id ${others[0]!.cotId}). Remove those fields first.`,
+    "protected",
+  );
+}
+
+export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
+  return {
+    async create(ctx, inputs, options) {
+      if (
+        options.bulk ||
+        inputs.length !== 1 ||
+        needsTransaction(inputs[0]!) ||
+        (await constrained(ctx, options.resource, "add"))
+      )
+        return createInTransaction(ctx, inputs, options);
+      return [await withRetry(() => createType(ctx, inputs[0]!, options))];
+    },
+    async update(ctx, items, partial, options) {
+      if (
+        options.bulk ||
+        items.length !== 1 ||
+        needsTransaction(items[0]!.input) ||
+        (await constrained(ctx, options.resource, "change"))
+      )
+        return updateInTransaction(ctx, items, partial, options);
+      return [await updateType(ctx, registry, items[0]!, partial, options)];
+    },
+    async delete(ctx, ids, options) {
+      if (ids.length !== 1 || (await constrained(ctx, options.resource, "delete")))
+        return "transaction";
+      return deleteType(ctx, registry, ids[0]!, options);
+    },
+  };
+}
