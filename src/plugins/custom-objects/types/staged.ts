@@ -178,18 +178,20 @@ export async function updateInTransaction(
   options: StagedOptions,
 ): Promise<StagedWritten[]> {
   const r = options.resource;
+  const step = async (tx: WriteContext, item: ApiRecord) => {
+    const id = item.id as number;
+    const [current] = await r.load(tx, [id]);
+    if (!current) throw notFound(`No ${r.verboseName} with id ${id}.`);
+    options.precondition?.((current.last_updated as string) ?? null);
+    const { id: _drop, ...input } = item;
+    return updateChecked(tx, r, id, input, partial);
+  };
+  const listed = items.map((i) => ({ ...i.input, id: i.id }));
+  // a list answers field errors per item; one object answers them as they are
   const written = await writeTransaction(ctx.services, metaOf(ctx), r, (tx) =>
-    eachItem(
-      items.map((i) => ({ ...i.input, id: i.id })),
-      async (item) => {
-        const id = item.id as number;
-        const [current] = await r.load(tx, [id]);
-        if (!current) throw notFound(`No ${r.verboseName} with id ${id}.`);
-        options.precondition?.((current.last_updated as string) ?? null);
-        const { id: _drop, ...input } = item;
-        return updateChecked(tx, r, id, input, partial);
-      },
-    ),
+    options.bulk
+      ? eachItem(listed, (item) => step(tx, item))
+      : Promise.all([step(tx, listed[0]!)]),
   );
   return loadedRecords(ctx, r, written);
 }
