@@ -296,7 +296,7 @@ export function stagedFieldWrites(): StagedWrites {
     async create(ctx, inputs, options) {
       if (options.bulk || inputs.length !== 1 || (await constrained(ctx, options.resource, "add")))
         return createInTransaction(ctx, inputs, options);
-      return [await withRetry(() => createField(ctx, inputs[0]!, options))];
+      return [await withRetry(ctx, (attempt) => createField(attempt, inputs[0]!, options))];
     },
     async update(ctx, items, partial, options) {
       if (

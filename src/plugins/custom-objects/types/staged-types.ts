@@ -294,7 +294,7 @@ export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
         (await constrained(ctx, options.resource, "add"))
       )
         return createInTransaction(ctx, inputs, options);
-      return [await withRetry(() => createType(ctx, inputs[0]!, options))];
+      return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options))];
     },
     async update(ctx, items, partial, options) {
       if (

@@ -5,7 +5,7 @@
  */
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
-import { guardChanged } from "../../../db/client";
+import { guardChanged, isWriteConflict } from "../../../db/client";
 import {
   customObjectTypeFields,
   customObjectTypes,
@@ -130,14 +130,25 @@ export function messages(e: unknown): string {
   return text;
 }
 
-/** Runs a staged write again when an id it read in advance was taken meanwhile (then 409). */
-export async function withRetry<T>(work: () => Promise<T>): Promise<T> {
+/**
+ * Runs a staged create again (read, checks and batch) when an id it read in advance was taken
+ * meanwhile, or its type changed since its read (another field added): nothing was written, and
+ * the next attempt checks against what won. After five (four others won meanwhile), 409.
+ */
+export async function withRetry<T>(
+  ctx: WriteContext,
+  work: (ctx: WriteContext) => Promise<T>,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
+    // a failed attempt's follow-ups (its outbox rows) are dropped with it
+    const tasks: Array<() => Promise<void>> = [];
     try {
-      return await work();
+      const result = await work({ ...ctx, onCommit: (task) => tasks.push(task) });
+      for (const task of tasks) ctx.onCommit?.(task);
+      return result;
     } catch (e) {
-      if (!idTaken(e)) throw e;
-      if (attempt >= 3)
+      if (!idTaken(e) && !isWriteConflict(e)) throw e;
+      if (attempt >= 5)
         throw ApiError.detail(
           409,
           "Another write took the same id at the same moment; retry the request.",
@@ -189,9 +200,7 @@ export async function updateInTransaction(
   const listed = items.map((i) => ({ ...i.input, id: i.id }));
   // a list answers field errors per item; one object answers them as they are
   const written = await writeTransaction(ctx.services, metaOf(ctx), r, (tx) =>
-    options.bulk
-      ? eachItem(listed, (item) => step(tx, item))
-      : Promise.all([step(tx, listed[0]!)]),
+    options.bulk ? eachItem(listed, (item) => step(tx, item)) : Promise.all([step(tx, listed[0]!)]),
   );
   return loadedRecords(ctx, r, written);
 }
