@@ -87,9 +87,7 @@ test("records and change records agree with GET; a stale If-Match is 412 and cha
     (await t.json("GET", `${CO}/custom-object-type-fields/${field.id}/`)).body,
   );
 
-  const etag = (await t.req("GET", `${CO}/custom-object-types/${cot.id}/`)).headers.get(
-    "etag",
-  )!;
+  const etag = (await t.req("GET", `${CO}/custom-object-types/${cot.id}/`)).headers.get("etag")!;
   expect(etag).toBeTruthy();
   const ok = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
     body: { description: "second" },
@@ -108,6 +106,15 @@ test("records and change records agree with GET; a stale If-Match is 412 and cha
   const now = await t.json("GET", `${CO}/custom-object-types/${cot.id}/`);
   expect(now.body.description).toBe("second");
   expect(now.body.fields.map((f: { name: string }) => f.name)).toEqual(["size"]);
+});
+
+test("a new type's empty tags, unique_together and checks are staged like its other attributes", async () => {
+  const r = await t.json("POST", `${CO}/custom-object-types/`, {
+    body: { name: "bare", slug: "bare", tags: [], unique_together: [], checks: [] },
+  });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  expect(r.body).toMatchObject({ tags: [], unique_together: [], checks: [], fields: [] });
+  expect(r.body).toEqual((await t.json("GET", `${CO}/custom-object-types/${r.body.id}/`)).body);
 });
 
 test("a unique field whose default would repeat over existing rows: 400 on unique, nothing changes", async () => {

@@ -4,7 +4,7 @@
  * `last_updated`), the search index and the change record. A rename, a retype, a `unique`
  * change and constraints reading the field keep the transaction path.
  */
-import { and, eq } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
 import { guardChanged } from "../../../db/client";
 import { customObjectTypeFields } from "../../../db/schema";
@@ -46,6 +46,7 @@ import {
   runWithHooks,
   stageChange,
   stageHooks,
+  typeOfField,
   typeReads,
   updateInTransaction,
   withRetry,
@@ -90,7 +91,7 @@ function stageSearchIndex(
 /** The type's rows and search index schema, read with the write's rules. */
 async function readType(
   ctx: WriteContext,
-  cotId: number,
+  cotId: number | SQL,
   extra?: (orm: Orm, phase: ReturnType<typeof phaseWithRules>["phase"]) => () => unknown,
 ) {
   const orm = ctx.services.db.orm;
@@ -182,8 +183,7 @@ async function updateField(
   item: StagedUpdate,
   options: StagedOptions,
 ): Promise<StagedWritten | "transaction"> {
-  const field = await storedField(ctx, item.id);
-  const read = await readType(ctx, field.customObjectTypeId);
+  const read = await readType(ctx, typeOfField(item.id));
   const { orm, cot, fields } = read;
   const current = fields.find((f) => f.id === item.id);
   if (!cot || !current) throw notFound(`No custom object type field with id ${item.id}.`);
@@ -223,16 +223,6 @@ async function updateField(
   return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
 }
 
-/** The stored field (its type's id is needed before the read phase: one small read). */
-async function storedField(ctx: WriteContext, id: number): Promise<FieldRow> {
-  const [field] = await ctx.services.db.reader
-    .select()
-    .from(customObjectTypeFields)
-    .where(eq(customObjectTypeFields.id, id));
-  if (!field) throw notFound(`No custom object type field with id ${id}.`);
-  return field as FieldRow;
-}
-
 /** Whether removing the field needs the transaction path (a key or check reads it). */
 function keyReads(cot: CotRow, field: FieldRow): boolean {
   return (
@@ -246,9 +236,8 @@ async function deleteField(
   id: number,
   options: StagedOptions,
 ): Promise<"transaction" | undefined> {
-  const stored = await storedField(ctx, id);
   let hookParts: ReturnType<typeof stageHooks> = null;
-  const read = await readType(ctx, stored.customObjectTypeId, (_orm, phase) => {
+  const read = await readType(ctx, typeOfField(id), (_orm, phase) => {
     hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL, id });
     return () => hookParts;
   });

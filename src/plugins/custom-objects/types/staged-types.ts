@@ -4,7 +4,8 @@
  * lists keep the transaction path (`staged.ts` helpers run it).
  */
 import { and, eq } from "drizzle-orm";
-import { customObjectTypes, objectTypes } from "../../../db/schema";
+import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
+import { nestedTag } from "../../../core/models/define";
 import { guardChanged } from "../../../db/client";
 import { ApiError, notFound } from "../../../core/errors";
 import type {
@@ -15,7 +16,7 @@ import type {
   StagedWritten,
   WriteContext,
 } from "../../../core/context";
-import { nextStamp, WriteBatch } from "../../../core/rest/write-batch";
+import { nextStamp, type ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
 import { APP_LABEL, COT_MODEL } from "../constants";
 import {
   createCotTableStatements,
@@ -52,10 +53,29 @@ import {
   withRetry,
 } from "./staged";
 
-/** Keys only the transaction path takes (tags, compound keys, checks). */
+/**
+ * What only the transaction path takes: tags, compound keys and checks (a new type's empty lists
+ * are nothing to write, but their validation is the transaction path's).
+ */
 const TRANSACTION_KEYS = ["tags", "unique_together", "checks"];
-const needsTransaction = (input: ApiRecord) =>
-  TRANSACTION_KEYS.some((k) => Object.hasOwn(input, k));
+const empty = (v: unknown) => Array.isArray(v) && v.length === 0;
+function needsTransaction(input: ApiRecord, creating: boolean): boolean {
+  return TRANSACTION_KEYS.some((k) => Object.hasOwn(input, k) && !(creating && empty(input[k])));
+}
+
+/** The type's own tags as nested records, read in the phase (`load` would read them apart). */
+async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) {
+  const { id: typeId } = await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL);
+  const rows = phase.add(
+    ctx.services.db.orm
+      .select({ id: tags.id, name: tags.name, slug: tags.slug, color: tags.color })
+      .from(taggedItems)
+      .innerJoin(tags, eq(tags.id, taggedItems.tagId))
+      .where(and(eq(taggedItems.objectTypeId, typeId), eq(taggedItems.objectId, id)))
+      .orderBy(tags.name),
+  );
+  return () => rows().map((t) => nestedTag(ctx.baseUrl, t));
+}
 
 /** A type's record as `load` answers it, from its row, its fields' rows and its tags. */
 export async function typeRecord(
@@ -107,7 +127,9 @@ async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOp
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
   await phase.run(ctx);
-  const draft = await validateCot(ctx, input, null, false, taken());
+  // empty lists only here (`needsTransaction`): nothing to store for a type without fields
+  const { unique_together: _u, checks: _c, ...attributes } = input;
+  const draft = await validateCot(ctx, attributes, null, false, taken());
   if (otTaken().length) throw slugTaken(draft.slug);
   const now = nowIso();
   const row = newTypeRow(firstNext(nextCot()), firstNext(nextOt()), draft, now);
@@ -175,6 +197,7 @@ async function updateType(
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
   const reads = typeReads(orm, phase, item.id);
+  const tagsRead = await typeTags(ctx, phase, item.id);
   const taken = phase.add(takenQuery(orm, item.input));
   const otTaken = phase.add(objectTypeQuery(orm, item.input.slug));
   await phase.run(ctx);
@@ -186,10 +209,9 @@ async function updateType(
   const slugMoves = draft.slug !== cot.slug && !!cot.objectTypeId;
   if (slugMoves && otTaken().some((o) => o.id !== cot.objectTypeId)) throw slugTaken(draft.slug);
   const fields = reads.fields();
-  const prechange = await typeRecord(ctx, cot, fields);
-  const tags = prechange.tags as ApiRecord[] | undefined;
+  const prechange = await typeRecord(ctx, cot, fields, tagsRead());
   const after = { ...cot, ...draft, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
-  const postchange = await typeRecord(ctx, after, fields, tags);
+  const postchange = await typeRecord(ctx, after, fields, tagsRead());
   const batch = new WriteBatch();
   if (slugMoves)
     batch.add(
@@ -230,6 +252,7 @@ async function deleteType(
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
   const reads = typeReads(orm, phase, id);
+  const tagsRead = await typeTags(ctx, phase, id);
   const inbound = phase.add(inboundFieldsQuery(orm, id));
   const hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL, id });
   if (!hookParts) return "transaction";
@@ -240,7 +263,7 @@ async function deleteType(
   options.precondition?.(cot.lastUpdated);
   refuseInbound(cot, inbound());
   const fields = reads.fields();
-  const prechange = await typeRecord(ctx, cot, fields);
+  const prechange = await typeRecord(ctx, cot, fields, tagsRead());
   const batch = new WriteBatch();
   const hooks = [];
   for (const part of hookParts) {
@@ -290,7 +313,7 @@ export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
       if (
         options.bulk ||
         inputs.length !== 1 ||
-        needsTransaction(inputs[0]!) ||
+        needsTransaction(inputs[0]!, true) ||
         (await constrained(ctx, options.resource, "add"))
       )
         return createInTransaction(ctx, inputs, options);
@@ -300,7 +323,7 @@ export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
       if (
         options.bulk ||
         items.length !== 1 ||
-        needsTransaction(items[0]!.input) ||
+        needsTransaction(items[0]!.input, false) ||
         (await constrained(ctx, options.resource, "change"))
       )
         return updateInTransaction(ctx, items, partial, options);

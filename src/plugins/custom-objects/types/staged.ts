@@ -51,13 +51,14 @@ export function nextIdQuery(orm: Orm, table: string) {
 export const firstNext = (rows: Array<{ next: number }>) => Number(rows[0]?.next ?? 1);
 
 /** The read of a type's search index schema (`readIndexSchema`), for a read phase. */
-export function indexSchemaQuery(orm: Orm, cotId: number) {
-  const names = indexPartNames(cotId);
+export function indexSchemaQuery(orm: Orm, cotId: number | SQL) {
+  // a type named by SQL: each name is built in the statement (`co_<id>` and the part's suffix)
+  const names =
+    typeof cotId === "number"
+      ? indexPartNames(cotId).map((n) => sql`${n}`)
+      : indexPartNames(0).map((n) => sql`'co_' || ${cotId} || ${n.slice("co_0".length)}`);
   return orm.all<{ name: string; sql: string }>(
-    sql`SELECT name, sql FROM sqlite_master WHERE name IN (${sql.join(
-      names.map((n) => sql`${n}`),
-      sql`, `,
-    )})`,
+    sql`SELECT name, sql FROM sqlite_master WHERE name IN (${sql.join(names, sql`, `)})`,
   );
 }
 
@@ -245,16 +246,19 @@ export async function runWithHooks(
   }
 }
 
-/** The type's row and its fields' rows (for records and the guards), as a read phase reads them. */
-export function typeReads(orm: Orm, phase: ReadPhase, cotId: number) {
+/**
+ * The type's row and its fields' rows (for records and the guards), as a read phase reads them;
+ * `cotId` may be SQL (the type of a field named by id: no read before the phase).
+ */
+export function typeReads(orm: Orm, phase: ReadPhase, cotId: number | SQL) {
   const cot = phase.add(
-    orm.select().from(customObjectTypes).where(eq(customObjectTypes.id, cotId)),
+    orm.select().from(customObjectTypes).where(sql`${customObjectTypes.id} = ${cotId}`),
   );
   const fields = phase.add(
     orm
       .select()
       .from(customObjectTypeFields)
-      .where(eq(customObjectTypeFields.customObjectTypeId, cotId))
+      .where(sql`${customObjectTypeFields.customObjectTypeId} = ${cotId}`)
       .orderBy(customObjectTypeFields.id),
   );
   return {
@@ -262,6 +266,10 @@ export function typeReads(orm: Orm, phase: ReadPhase, cotId: number) {
     fields: () => fields() as FieldRow[],
   };
 }
+
+/** The type of field `fieldId`, as SQL for `typeReads`. */
+export const typeOfField = (fieldId: number) =>
+  sql`(SELECT ${customObjectTypeFields.customObjectTypeId} FROM ${customObjectTypeFields} WHERE ${customObjectTypeFields.id} = ${fieldId})`;
 
 /**
  * A type's new shape in the batch: `shape_version` and `last_updated` moved on, guarded on the
