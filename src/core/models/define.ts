@@ -313,7 +313,7 @@ function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
   };
 }
 
-export type Serialize = (
+type Serialize = (
   ctx: ReadContext,
   rows: Record<string, any>[],
   /** The objects' tags when `load` read them with the rows. */

@@ -78,7 +78,7 @@ async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) {
 }
 
 /** A type's record as `load` answers it, from its row, its fields' rows and its tags. */
-export async function typeRecord(
+async function typeRecord(
   ctx: WriteContext,
   row: CotRow,
   fields: FieldRow[],

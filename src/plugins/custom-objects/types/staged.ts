@@ -111,7 +111,7 @@ export function batchError(e: unknown, resource: Resource): unknown {
 }
 
 /** A lost race for an id read in advance: another write took it first. */
-export function idTaken(e: unknown): boolean {
+function idTaken(e: unknown): boolean {
   const text = messages(e);
   return (
     /UNIQUE constraint failed: (custom_object_types|custom_object_type_fields|object_types)\.id\b/.test(
