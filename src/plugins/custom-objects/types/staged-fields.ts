@@ -7,6 +7,7 @@
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
 import { guardChanged } from "../../../db/client";
+import { nowIso } from "../../../db/schema/common";
 import { customObjectTypeFields } from "../../../db/schema";
 import { notFound, ValidationError } from "../../../core/errors";
 import type {
@@ -38,10 +39,10 @@ import {
   constrained,
   createInTransaction,
   firstNext,
+  idTaken,
   indexSchemaQuery,
   messages,
   nextIdQuery,
-  nowIso,
   phaseWithRules,
   runWithHooks,
   stageChange,
@@ -168,7 +169,7 @@ async function runFieldBatch(
       throw new ValidationError({
         name: [`A field named "${name}" already exists on this custom object type.`],
       });
-    if (/UNIQUE constraint failed: [a-z_]+\.id\b|already exists/.test(text)) throw e; // retried
+    if (idTaken(e)) throw e; // `withRetry` runs the create again
     throw batchError(e, options.resource);
   }
 }

@@ -7,6 +7,7 @@ import { and, eq } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
 import { guardChanged } from "../../../db/client";
+import { nowIso } from "../../../db/schema/common";
 import { ApiError, notFound } from "../../../core/errors";
 import type {
   ApiRecord,
@@ -37,9 +38,9 @@ import {
   createInTransaction,
   dropTypeRows,
   firstNext,
+  idTaken,
   messages,
   nextIdQuery,
-  nowIso,
   objectTypeQuery,
   phaseWithRules,
   runWithHooks,
@@ -179,10 +180,9 @@ async function runCreate(
   try {
     await batch.run(ctx.services.db);
   } catch (e) {
-    const text =
-      String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? "");
-    if (/UNIQUE constraint failed: object_types\.app_label/.test(text)) throw slugTaken(slug);
-    if (/UNIQUE constraint failed: [a-z_]+\.id\b|already exists/.test(text)) throw e; // retried
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
+      throw slugTaken(slug);
+    if (idTaken(e)) throw e; // `withRetry` runs the create again
     throw batchError(e, resource);
   }
 }

@@ -1,7 +1,7 @@
 /**
- * Custom object types through REST as one read phase and one atomic write batch (decision 0108):
- * the rows, their table's DDL, change records and outbox rows in one `db.write`, races caught
- * by guards on `last_updated`, the unique indexes and the primary keys of ids read in advance.
+ * What the staged type and field writers share (decision 0108): ids read ahead, the reads of a
+ * type, its guarded new shape, change records, retries of a lost race, and the transaction path
+ * for what they do not stage.
  */
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -12,7 +12,6 @@ import {
   objectTypes,
   taggedItems,
 } from "../../../db/schema";
-import { nowIso } from "../../../db/schema/common";
 import { ApiError, notFound, ValidationError } from "../../../core/errors";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { stageChanges } from "../../../core/changes/record";
@@ -105,13 +104,13 @@ export async function constrained(
   return !!(await restrictWhere(ctx, ctx.auth, action, resource));
 }
 
-/** A failed batch as its answer: `clash` maps what a read-ahead id or a name race looks like. */
+/** A failed batch as its answer (a guard: 409; a unique index: 400 on its field). */
 export function batchError(e: unknown, resource: Resource): unknown {
   return mapConstraintError(e, resource) ?? e;
 }
 
 /** A lost race for an id read in advance: another write took it first. */
-function idTaken(e: unknown): boolean {
+export function idTaken(e: unknown): boolean {
   const text = messages(e);
   return (
     /UNIQUE constraint failed: (custom_object_types|custom_object_type_fields|object_types)\.id\b/.test(
@@ -349,5 +348,3 @@ export function dropTypeRows(batch: WriteBatch, orm: Orm, cot: CotRow) {
     batch.add(orm.delete(objectTypes).where(eq(objectTypes.id, cot.objectTypeId)));
   }
 }
-
-export { nowIso };
