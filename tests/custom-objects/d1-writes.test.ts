@@ -198,6 +198,8 @@ test("the search index's deferred flush on D1 (the Worker's cron runs it): read 
   expect(await titles("falcon")).toEqual(["Falcon one", "falcon two"]);
   expect(await titles("con%20tw")).toEqual(["falcon two"]);
   expect(await titles("spre")).toEqual(["Osprey"]);
+});
+
 test("types and fields on D1: records as GET answers them, updates, deletes, change records, no transaction", async () => {
   const made1 = await json("POST", `${CO}/custom-object-types/`, {
     name: "rack_kind",
