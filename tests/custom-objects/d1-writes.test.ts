@@ -200,7 +200,7 @@ test("the search index's deferred flush on D1 (the Worker's cron runs it): read 
   expect(await titles("spre")).toEqual(["Osprey"]);
 });
 
-test("types and fields on D1: records as GET answers them, updates, deletes, change records, no transaction", async () => {
+test("types and fields on D1: records as GET answers them, updates (a rename, a unique change), deletes, change records, no transaction", async () => {
   const made1 = await json("POST", `${CO}/custom-object-types/`, {
     name: "rack_kind",
     slug: "rack_kind",
@@ -243,8 +243,23 @@ test("types and fields on D1: records as GET answers them, updates, deletes, cha
     "note",
   ]);
 
+  // a rename and a unique change: the columns and indexes follow in the same batch
+  const moved = await json("PATCH", `${CO}/custom-object-type-fields/${field.body.id}/`, {
+    name: "units",
+    unique: true,
+  });
+  expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+  expect((await json("GET", `${CO}/rack_kind/${obj.id}/`)).body).toMatchObject({ units: 42 });
+  const twin = await json("POST", `${CO}/rack_kind/`, { units: 42 });
+  expect(twin.status).toBe(400);
+  expect(twin.body.units[0]).toContain("already exists");
+  const renote = await json("PATCH", `${CO}/custom-object-type-fields/${note.id}/`, {
+    name: "remark",
+  });
+  expect(renote.status, JSON.stringify(renote.body)).toBe(200);
+  expect((await json("GET", `${CO}/rack_kind/?q=tall`)).body.results[0].remark).toBe("tall one");
   expect((await json("DELETE", `${CO}/custom-object-type-fields/${note.id}/`)).status).toBe(204);
-  expect((await json("GET", `${CO}/rack_kind/${obj.id}/`)).body).not.toHaveProperty("note");
+  expect((await json("GET", `${CO}/rack_kind/${obj.id}/`)).body).not.toHaveProperty("remark");
   expect((await json("DELETE", `${CO}/custom-object-types/${id}/`)).status).toBe(204);
   expect((await json("GET", `${CO}/custom-object-types/${id}/`)).status).toBe(404);
   expect((await json("GET", `${CO}/rack_kind/`)).status).toBe(404);
@@ -254,6 +269,13 @@ test("types and fields on D1: records as GET answers them, updates, deletes, cha
   );
   expect(
     changes.body.results.map((c: { action: { value: string } }) => c.action.value).sort(),
+  ).toEqual(["create", "delete", "update"]);
+  const fieldChanges = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.customobjecttypefield&changed_object_id=${note.id}`,
+  );
+  expect(
+    fieldChanges.body.results.map((c: { action: { value: string } }) => c.action.value).sort(),
   ).toEqual(["create", "delete", "update"]);
   expect(transactions).toBe(0);
 });

@@ -511,6 +511,12 @@ test("custom object types and fields through REST: one read phase and one atomic
     () => `${CO}/custom-object-type-fields/${field.id}/`,
     () => ({ label: `L${next()}` }),
   );
+  // a rename: the columns, the search index and the record in the same batch
+  const fieldRename = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${field.id}/`,
+    () => ({ name: `renamed_${next()}` }),
+  );
   const victims = [1, 2].map(() => next());
   const fieldIds: number[] = [];
   for (const n of victims)
@@ -530,7 +536,15 @@ test("custom object types and fields through REST: one read phase and one atomic
     "DELETE",
     () => `${CO}/custom-object-types/${typeIds.shift()}/`,
   );
-  const counts = { typeTrips, fieldTrips, typePatch, fieldPatch, fieldDelete, typeDelete };
+  const counts = {
+    typeTrips,
+    fieldTrips,
+    typePatch,
+    fieldPatch,
+    fieldRename,
+    fieldDelete,
+    typeDelete,
+  };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // creates were 13 and 25 round trips as interactive transactions (a statement each); every one
   // is now a read phase and an atomic batch
@@ -539,6 +553,7 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldTrips: 2,
     typePatch: 2,
     fieldPatch: 2,
+    fieldRename: 2,
     fieldDelete: 2,
     typeDelete: 2,
   });

@@ -492,6 +492,35 @@ export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnFie
     await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} DROP COLUMN ${ident(col)}`);
 }
 
+/**
+ * `renameFieldStorage` and, when `unique` changes, `refreshFieldIndexes` as statements for a write
+ * batch (decision 0108): the search index goes first (its triggers name the columns), then each
+ * column is renamed; the field's indexes are made again for its new `unique`.
+ */
+export function alterFieldStatements(
+  cotId: number,
+  f: ColumnField,
+  next: { name: string; unique: boolean },
+): SQL[] {
+  const out: SQL[] = [];
+  const before = fieldColumns(f);
+  if (next.name !== f.name && before.length) {
+    const after = fieldColumns({ ...f, name: next.name });
+    const t = ident(tableName(cotId));
+    out.push(...dropIndexStatements(cotId).map((s) => sql.raw(s)));
+    before.forEach((col, i) =>
+      out.push(sql`ALTER TABLE ${t} RENAME COLUMN ${ident(col)} TO ${ident(after[i]!)}`),
+    );
+  }
+  if (next.unique !== f.unique)
+    out.push(
+      sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "idx"))}`,
+      sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "uq"))}`,
+      ...fieldIndexStatements(cotId, { ...f, name: next.name, unique: next.unique }),
+    );
+  return out;
+}
+
 export async function renameFieldStorage(
   db: Executor,
   cotId: number,

@@ -1,8 +1,8 @@
 /**
  * `custom-object-type-fields/` writes as one read phase and one atomic batch (decision 0108):
  * the field row, its columns, indexes or link table, the type's new shape (guarded on its
- * `last_updated`), the search index and the change record. A rename, a retype, a `unique`
- * change and constraints reading the field keep the transaction path.
+ * `last_updated`), the search index and the change record. A retype, and a rename or removal of
+ * a field a compound key or check reads, keep the transaction path.
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -21,7 +21,12 @@ import type {
 } from "../../../core/context";
 import { nextStamp, type WriteBatch, WriteBatch as Batch } from "../../../core/rest/write-batch";
 import { APP_LABEL, FIELD_MODEL } from "../constants";
-import { dropFieldStorageStatements, fieldStorageStatements, hasLinkTable } from "../ddl";
+import {
+  alterFieldStatements,
+  dropFieldStorageStatements,
+  fieldStorageStatements,
+  hasLinkTable,
+} from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
 import { readsField, conditionalOf } from "../schema/constraints";
@@ -174,9 +179,9 @@ async function runFieldBatch(
   }
 }
 
-/** Whether a field update changes only the record: no storage, index or constraint moves. */
-function recordOnly(field: FieldRow, draft: { name: string; type: string; unique: boolean }) {
-  return draft.name === field.name && draft.type === field.type && draft.unique === field.unique;
+/** Whether a field update needs the transaction path: a retype, or a rename a key follows. */
+function needsTransaction(cot: CotRow, field: FieldRow, draft: { name: string; type: string }) {
+  return draft.type !== field.type || (draft.name !== field.name && keyReads(cot, field));
 }
 
 async function updateField(
@@ -196,7 +201,7 @@ async function updateField(
       custom_object_type: ["A field cannot move to another custom object type."],
     });
   const draft = await validateField(ctx, rest, current, fields);
-  if (!recordOnly(current, draft)) return "transaction";
+  if (needsTransaction(cot, current, draft)) return "transaction";
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
   const batch = new Batch();
@@ -212,7 +217,12 @@ async function updateField(
       ),
   );
   batch.add(guardChanged(orm));
+  addStatements(batch, orm, alterFieldStatements(cot.id, current, draft));
   bumpType(batch, orm, cot);
+  // a renamed column dropped the search index (its triggers name the column): made anew
+  const renamed = draft.name !== current.name && !hasLinkTable(current);
+  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
+  stageSearchIndex(ctx, batch, cot.id, fieldsAfter, renamed ? new Map() : read.stored);
   const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
     action: "update",
     id: current.id,
