@@ -508,9 +508,8 @@ export function alterFieldStatements(
     const after = fieldColumns({ ...f, name: next.name });
     const t = ident(tableName(cotId));
     out.push(...dropIndexStatements(cotId).map((s) => sql.raw(s)));
-    before.forEach((col, i) =>
-      out.push(sql`ALTER TABLE ${t} RENAME COLUMN ${ident(col)} TO ${ident(after[i]!)}`),
-    );
+    for (const [i, col] of before.entries())
+      out.push(sql`ALTER TABLE ${t} RENAME COLUMN ${ident(col)} TO ${ident(after[i]!)}`);
   }
   if (next.unique !== f.unique)
     out.push(
