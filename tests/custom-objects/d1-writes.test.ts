@@ -205,6 +205,7 @@ test("types and fields on D1: records as GET answers them, updates (a rename, a 
     name: "rack_kind",
     slug: "rack_kind",
     verbose_name: "Rack kind",
+    tags: [{ slug: "green" }],
   });
   expect(made1.status, JSON.stringify(made1.body)).toBe(201);
   const id = made1.body.id;
@@ -233,9 +234,12 @@ test("types and fields on D1: records as GET answers them, updates (a rename, a 
   });
   expect(relabelled.status, JSON.stringify(relabelled.body)).toBe(200);
   expect(relabelled.body.label).toBe("Height (U)");
+  expect(made1.body.tags.map((t: { slug: string }) => t.slug)).toEqual(["green"]);
   const renamed = await json("PATCH", `${CO}/custom-object-types/${id}/`, {
     description: "Kinds of rack",
+    tags: [],
   });
+  expect(renamed.body.tags).toEqual([]);
   expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
   expect(renamed.body).toEqual((await json("GET", `${CO}/custom-object-types/${id}/`)).body);
   expect(renamed.body.fields.map((f: { name: string }) => f.name).sort()).toEqual([

@@ -1,14 +1,15 @@
 /**
  * `custom-object-types/` writes as one read phase and one atomic batch (decision 0108): the row,
- * its object type, its table's DDL and the change record. Tags, `unique_together`, `checks` and
- * lists keep the transaction path (`staged.ts` helpers run it).
+ * its object type, its tags, its table's DDL and the change record. `unique_together`, `checks`
+ * and lists keep the transaction path (`staged.ts` helpers run it).
  */
 import { and, eq } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
+import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
 import { guardChanged } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
-import { ApiError, notFound } from "../../../core/errors";
+import { ApiError, notFound, ValidationError } from "../../../core/errors";
 import type {
   ApiRecord,
   StagedOptions,
@@ -55,10 +56,10 @@ import {
 } from "./staged";
 
 /**
- * What only the transaction path takes: tags, compound keys and checks (a new type's empty lists
- * are nothing to write, but their validation is the transaction path's).
+ * What only the transaction path takes: compound keys and checks (a new type's empty lists are
+ * nothing to write, but their validation is the transaction path's).
  */
-const TRANSACTION_KEYS = ["tags", "unique_together", "checks"];
+const TRANSACTION_KEYS = ["unique_together", "checks"];
 const empty = (v: unknown) => Array.isArray(v) && v.length === 0;
 function needsTransaction(input: ApiRecord, creating: boolean): boolean {
   return TRANSACTION_KEYS.some((k) => Object.hasOwn(input, k) && !(creating && empty(input[k])));
@@ -76,6 +77,44 @@ async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) {
       .orderBy(tags.name),
   );
   return () => rows().map((t) => nestedTag(ctx.baseUrl, t));
+}
+
+/** The tags an input names, looked up in the phase; null from `resolve` when it names none. */
+async function inputTags(ctx: WriteContext, phase: ReadPhase, input: ApiRecord) {
+  const { id: typeId } = await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL);
+  const found = stageTagLookup(ctx, phase, [input]);
+  return {
+    typeId,
+    resolve(): TagRow[] | null {
+      if (input.tags === undefined) return null;
+      const r = resolveTagRows(input.tags, found(), typeId, `${APP_LABEL}.${COT_MODEL}`);
+      if ("error" in r) throw new ValidationError({ tags: [r.error] });
+      return [...r.tags].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    },
+  };
+}
+
+/** A type's tags set to `rows` in the batch (as `setTags`), and their nested records. */
+function writeTags(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  typeId: number,
+  id: number,
+  rows: TagRow[],
+): ApiRecord[] {
+  const orm = ctx.services.db.orm;
+  batch.add(
+    orm
+      .delete(taggedItems)
+      .where(and(eq(taggedItems.objectTypeId, typeId), eq(taggedItems.objectId, id))),
+  );
+  if (rows.length)
+    batch.add(
+      orm
+        .insert(taggedItems)
+        .values(rows.map((t) => ({ tagId: t.id, objectTypeId: typeId, objectId: id }))),
+    );
+  return rows.map((t) => nestedTag(ctx.baseUrl, t));
 }
 
 /** A type's record as `load` answers it, from its row, its fields' rows and its tags. */
@@ -127,21 +166,29 @@ async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOp
   const otTaken = phase.add(objectTypeQuery(orm, input.slug));
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
+  const tagged = await inputTags(ctx, phase, input);
   await phase.run(ctx);
   // empty lists only here (`needsTransaction`): nothing to store for a type without fields
   const { unique_together: _u, checks: _c, ...attributes } = input;
   const draft = await validateCot(ctx, attributes, null, false, taken());
+  const tagRows = tagged.resolve() ?? [];
   if (otTaken().length) throw slugTaken(draft.slug);
   const now = nowIso();
   const row = newTypeRow(firstNext(nextCot()), firstNext(nextOt()), draft, now);
-  const record = await typeRecord(ctx, row, [], []);
   const batch = new WriteBatch();
+  const record = await typeRecord(
+    ctx,
+    row,
+    [],
+    tagRows.map((t) => nestedTag(ctx.baseUrl, t)),
+  );
   batch.add(
     orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
   );
   batch.add(orm.insert(customObjectTypes).values(row));
   addStatements(batch, orm, createCotTableStatements(row.id));
   if (row.configContextEnabled) addStatements(batch, orm, [localContextColumnStatement(row.id)]);
+  if (tagRows.length) writeTags(ctx, batch, tagged.typeId, row.id, tagRows);
   const resource = options.resource;
   const texts = await stageChange(ctx, batch, resource, await rules(), {
     action: "create",
@@ -198,6 +245,7 @@ async function updateType(
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
   const reads = typeReads(orm, phase, item.id);
   const tagsRead = await typeTags(ctx, phase, item.id);
+  const tagged = await inputTags(ctx, phase, item.input);
   const taken = phase.add(takenQuery(orm, item.input));
   const otTaken = phase.add(objectTypeQuery(orm, item.input.slug));
   await phase.run(ctx);
@@ -206,12 +254,12 @@ async function updateType(
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
   const draft = await validateCot(ctx, item.input, cot, partial, taken());
+  const tagRows = tagged.resolve();
   const slugMoves = draft.slug !== cot.slug && !!cot.objectTypeId;
   if (slugMoves && otTaken().some((o) => o.id !== cot.objectTypeId)) throw slugTaken(draft.slug);
   const fields = reads.fields();
   const prechange = await typeRecord(ctx, cot, fields, tagsRead());
   const after = { ...cot, ...draft, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
-  const postchange = await typeRecord(ctx, after, fields, tagsRead());
   const batch = new WriteBatch();
   if (slugMoves)
     batch.add(
@@ -221,25 +269,37 @@ async function updateType(
         .where(eq(objectTypes.id, cot.objectTypeId!)),
     );
   bumpType(batch, orm, cot, { ...draft, lastUpdated: after.lastUpdated });
+  const tags = tagRows ? writeTags(ctx, batch, tagged.typeId, cot.id, tagRows) : tagsRead();
+  const postchange = await typeRecord(ctx, after, fields, tags);
   const texts = await stageChange(ctx, batch, options.resource, await rules(), {
     action: "update",
     id: cot.id,
     prechange,
     postchange,
   });
-  try {
-    await batch.run(ctx.services.db);
-  } catch (e) {
-    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
-      throw slugTaken(draft.slug);
-    throw batchError(e, options.resource);
-  }
+  await runUpdate(ctx, batch, options, draft.slug);
   ctx.onCommit?.(async () => {
     registry.forget(cot.id);
     if (slugMoves) ctx.services.objectTypes.forget(cot.objectTypeId!);
   });
   const json = texts()[0];
   return { id: cot.id, record: json ? JSON.parse(json) : postchange, json };
+}
+
+/** An update's batch: a slug another type's object type took meanwhile is a 400 on slug. */
+async function runUpdate(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  options: StagedOptions,
+  slug: string,
+) {
+  try {
+    await batch.run(ctx.services.db);
+  } catch (e) {
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
+      throw slugTaken(slug);
+    throw batchError(e, options.resource);
+  }
 }
 
 /** Deletes a type: its row, fields, table, link tables, search index, objects' tags, object type. */
