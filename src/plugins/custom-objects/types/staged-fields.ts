@@ -161,7 +161,7 @@ async function runFieldBatch(
   name: string,
 ) {
   try {
-    await batch.run(ctx.services.db);
+    await batch.run(ctx);
   } catch (e) {
     const text = messages(e);
     if (/UNIQUE constraint failed: co_\d+\./.test(text))

@@ -225,7 +225,7 @@ async function runCreate(
   slug: string,
 ) {
   try {
-    await batch.run(ctx.services.db);
+    await batch.run(ctx);
   } catch (e) {
     if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
       throw slugTaken(slug);
@@ -294,7 +294,7 @@ async function runUpdate(
   slug: string,
 ) {
   try {
-    await batch.run(ctx.services.db);
+    await batch.run(ctx);
   } catch (e) {
     if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
       throw slugTaken(slug);

@@ -237,7 +237,7 @@ export async function runWithHooks(
   hooks: StagedHook[],
 ): Promise<"transaction" | undefined> {
   try {
-    await batch.run(ctx.services.db);
+    await batch.run(ctx);
     return undefined;
   } catch (e) {
     for (const h of hooks) if ((await h.explain?.()) === "transaction") return "transaction";
