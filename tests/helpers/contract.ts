@@ -75,10 +75,11 @@ export function contractSuite(
   setup: () => Promise<ContractTarget>,
   options: {
     /**
-     * False where custom-object writes still need an interactive transaction the database lacks
-     * (D1, decision 0071): the plugin's block is skipped, and a test pins the clear 501 instead.
+     * False where a schema apply still needs an interactive transaction the database lacks (D1,
+     * decision 0108): its tests are skipped, and a test pins the clear 501 instead. Types, fields
+     * and objects are written as one read and one batch everywhere.
      */
-    customObjectWrites?: boolean;
+    schemaApply?: boolean;
   } = {},
 ): void {
   let t: ContractTarget;
@@ -511,180 +512,171 @@ export function contractSuite(
       });
     });
 
-    if (options.customObjectWrites === false)
-      // Objects are written without a transaction (decision 0090); defining their types (types,
-      // fields, schema apply) still needs one, so the block below cannot set up.
+    const applyTest = options.schemaApply === false ? test.skip : test;
+    describe("custom objects plugin", () => {
+      const CO = "/api/plugins/custom-objects";
+      const slug = `kit_${run}`;
+      let cotId: number;
+      let siteId: number;
+      let deviceIds: number[];
 
-      describe("custom objects plugin without an interactive transaction", () => {
-        test("custom object types answer 501 not_available_on_this_database, reads answer", async () => {
-          // choice sets are host models staged as one read and one batch (decision 0092)
-          const set = await json("POST", "/api/extras/custom-field-choice-sets/", {
-            body: { name: `speeds-${run}`, extra_choices: [["slow", "Slow"]] },
-          });
-          expect(set.status).toBe(201);
-          const write = await json("POST", "/api/plugins/custom-objects/custom-object-types/", {
-            body: { name: `kit_${run}`, slug: `kit_${run}` },
-          });
-          expect(write.status).toBe(501);
-          expect(write.body.error).toBe("not_available_on_this_database");
-          const types = await json("GET", "/api/plugins/custom-objects/custom-object-types/");
-          expect(types.status).toBe(200);
-          expect(types.body.count).toBe(0);
-        });
+      const instance = (extra: Record<string, unknown> = {}) => ({
+        title: "Alpha",
+        notes: "multi\nline",
+        count: 7,
+        price: 12.5,
+        enabled: true,
+        day: "2024-02-29",
+        moment: "2024-03-01T10:20:30Z",
+        link: "https://example.test/x?q=1",
+        blob: { nested: [1, "two", null] },
+        speed: "fast",
+        speeds: ["slow", "fast"],
+        site: siteId,
+        devices: deviceIds,
+        ...extra,
       });
 
-    (options.customObjectWrites === false ? describe.skip : describe)(
-      "custom objects plugin",
-      () => {
-        const CO = "/api/plugins/custom-objects";
-        const slug = `kit_${run}`;
-        let cotId: number;
-        let siteId: number;
-        let deviceIds: number[];
+      beforeAll(async () => {
+        await created("/api/extras/custom-field-choice-sets/", {
+          name: `speeds-${run}`,
+          extra_choices: [
+            ["slow", "Slow"],
+            ["fast", "Fast"],
+          ],
+        });
+        const site = await created("/api/dcim/sites/", { name: `${run} co`, slug: `${run}-co` });
+        siteId = site.id;
+        deviceIds = (
+          await created("/api/dcim/devices/", [
+            { name: `${run}-co-d1`, site: siteId },
+            { name: `${run}-co-d2`, site: siteId },
+          ])
+        ).map((d: { id: number }) => d.id);
+      });
 
-        const instance = (extra: Record<string, unknown> = {}) => ({
+      test("a COT with one field of each of the 13 types", async () => {
+        const cot = await created(`${CO}/custom-object-types/`, {
+          name: slug,
+          slug,
+          verbose_name: "Kit",
+        });
+        cotId = cot.id;
+        expect(cot.object_type).toMatchObject({ app_label: "custom_objects", model: slug });
+        const fields: Array<Record<string, unknown>> = [
+          { name: "title", type: "text", primary: true, required: true, unique: true },
+          { name: "notes", type: "longtext" },
+          { name: "count", type: "integer", validation_minimum: 0, validation_maximum: 100 },
+          { name: "price", type: "decimal" },
+          { name: "enabled", type: "boolean", default: false },
+          { name: "day", type: "date" },
+          { name: "moment", type: "datetime" },
+          { name: "link", type: "url" },
+          { name: "blob", type: "json" },
+          { name: "speed", type: "select", choice_set: `speeds-${run}` },
+          { name: "speeds", type: "multiselect", choice_set: `speeds-${run}` },
+          {
+            name: "site",
+            type: "object",
+            related_object_type: "dcim.site",
+            on_delete_behavior: "set_null",
+          },
+          { name: "devices", type: "multiobject", related_object_type: "dcim.device" },
+        ];
+        for (const f of fields)
+          await created(`${CO}/custom-object-type-fields/`, { custom_object_type: cotId, ...f });
+        const read = await json("GET", `${CO}/custom-object-types/${cotId}/`);
+        expect(read.body.fields.map((f: { type: string }) => f.type).sort()).toEqual(
+          fields.map((f) => f.type as string).sort(),
+        );
+        const root = await json("GET", `${CO}/`);
+        expect(root.body[slug]).toBe(`${t.base}${CO}/${slug}/`);
+      });
+
+      test("instance CRUD round-trips every field type", async () => {
+        const made = await created(`${CO}/${slug}/`, instance());
+        const r = await json("GET", `${CO}/${slug}/${made.id}/`);
+        expect(r.status).toBe(200);
+        expect(r.body).toMatchObject({
+          id: made.id,
+          url: `${t.base}${CO}/${slug}/${made.id}/`,
+          display: "Alpha",
+          custom_object_type: { id: cotId, slug },
           title: "Alpha",
           notes: "multi\nline",
           count: 7,
           price: 12.5,
           enabled: true,
           day: "2024-02-29",
-          moment: "2024-03-01T10:20:30Z",
+          moment: "2024-03-01T10:20:30.000Z",
           link: "https://example.test/x?q=1",
           blob: { nested: [1, "two", null] },
           speed: "fast",
           speeds: ["slow", "fast"],
-          site: siteId,
-          devices: deviceIds,
-          ...extra,
+          site: { id: siteId, url: `${t.base}/api/dcim/sites/${siteId}/` },
+        });
+        expect(r.body.devices.map((d: { id: number }) => d.id)).toEqual(deviceIds);
+        const patched = await json("PATCH", `${CO}/${slug}/${made.id}/`, {
+          body: { count: 8, devices: [deviceIds[1]] },
+        });
+        expect(patched.status).toBe(200);
+        expect(patched.body.count).toBe(8);
+        expect(patched.body.devices.map((d: { id: number }) => d.id)).toEqual([deviceIds[1]]);
+        expect(patched.body.title).toBe("Alpha");
+        const list = await json("GET", `${CO}/${slug}/?title=Alpha`);
+        expect(list.body.count).toBe(1);
+        const bad = await json("POST", `${CO}/${slug}/`, {
+          body: instance({ title: "Alpha", count: 1000, speed: "warp" }),
+        });
+        expect(bad.status).toBe(400);
+        expect(Object.keys(bad.body).sort()).toEqual(["count", "speed", "title"]);
+        expect((await req("DELETE", `${CO}/${slug}/${made.id}/`)).status).toBe(204);
+        expect((await req("GET", `${CO}/${slug}/${made.id}/`)).status).toBe(404);
+        expect((await req("GET", `${CO}/no_such_${run}/`)).status).toBe(404);
+      });
+
+      test("linked-objects: one row per (object, field); 400 bad params; 404 unknown id", async () => {
+        const a = await created(`${CO}/${slug}/`, instance({ title: "Linked A" }));
+        await created(`${CO}/${slug}/`, instance({ title: "Linked B", site: null, devices: [] }));
+        const L = `${CO}/linked-objects/`;
+        const r = await json("GET", `${L}?object_type=dcim.site&object_id=${siteId}`);
+        expect(r.status).toBe(200);
+        expect(r.body.count).toBe(1);
+        expect(r.body.results[0]).toMatchObject({
+          custom_object_type: { id: cotId, slug },
+          field_name: "site",
+          object: { id: a.id, title: "Linked A" },
+        });
+        const viaDevice = await json(
+          "GET",
+          `${L}?object_type=dcim.device&object_id=${deviceIds[0]}`,
+        );
+        expect(viaDevice.body.results.map((x: { field_name: string }) => x.field_name)).toEqual([
+          "devices",
+        ]);
+        expect((await json("GET", L)).status).toBe(400);
+        expect((await json("GET", `${L}?object_type=dcim.site&object_id=abc`)).status).toBe(400);
+        expect((await json("GET", `${L}?object_type=nothing.here&object_id=1`)).status).toBe(400);
+        expect((await json("GET", `${L}?object_type=dcim.site&object_id=987654321`)).status).toBe(
+          404,
+        );
+      });
+
+      if (options.schemaApply === false)
+        test("a schema apply answers 501 not_available_on_this_database; nothing changes", async () => {
+          const doc = {
+            schema_version: "1",
+            types: [{ name: `nope_${run}`, slug: `nope_${run}`, fields: [] }],
+          };
+          const r = await json("POST", `${CO}/schema/apply/`, { body: { schema: doc } });
+          expect(r.status).toBe(501);
+          expect(r.body.error).toBe("not_available_on_this_database");
+          expect((await req("GET", `${CO}/nope_${run}/`)).status).toBe(404);
         });
 
-        beforeAll(async () => {
-          await created("/api/extras/custom-field-choice-sets/", {
-            name: `speeds-${run}`,
-            extra_choices: [
-              ["slow", "Slow"],
-              ["fast", "Fast"],
-            ],
-          });
-          const site = await created("/api/dcim/sites/", { name: `${run} co`, slug: `${run}-co` });
-          siteId = site.id;
-          deviceIds = (
-            await created("/api/dcim/devices/", [
-              { name: `${run}-co-d1`, site: siteId },
-              { name: `${run}-co-d2`, site: siteId },
-            ])
-          ).map((d: { id: number }) => d.id);
-        });
-
-        test("a COT with one field of each of the 13 types", async () => {
-          const cot = await created(`${CO}/custom-object-types/`, {
-            name: slug,
-            slug,
-            verbose_name: "Kit",
-          });
-          cotId = cot.id;
-          expect(cot.object_type).toMatchObject({ app_label: "custom_objects", model: slug });
-          const fields: Array<Record<string, unknown>> = [
-            { name: "title", type: "text", primary: true, required: true, unique: true },
-            { name: "notes", type: "longtext" },
-            { name: "count", type: "integer", validation_minimum: 0, validation_maximum: 100 },
-            { name: "price", type: "decimal" },
-            { name: "enabled", type: "boolean", default: false },
-            { name: "day", type: "date" },
-            { name: "moment", type: "datetime" },
-            { name: "link", type: "url" },
-            { name: "blob", type: "json" },
-            { name: "speed", type: "select", choice_set: `speeds-${run}` },
-            { name: "speeds", type: "multiselect", choice_set: `speeds-${run}` },
-            {
-              name: "site",
-              type: "object",
-              related_object_type: "dcim.site",
-              on_delete_behavior: "set_null",
-            },
-            { name: "devices", type: "multiobject", related_object_type: "dcim.device" },
-          ];
-          for (const f of fields)
-            await created(`${CO}/custom-object-type-fields/`, { custom_object_type: cotId, ...f });
-          const read = await json("GET", `${CO}/custom-object-types/${cotId}/`);
-          expect(read.body.fields.map((f: { type: string }) => f.type).sort()).toEqual(
-            fields.map((f) => f.type as string).sort(),
-          );
-          const root = await json("GET", `${CO}/`);
-          expect(root.body[slug]).toBe(`${t.base}${CO}/${slug}/`);
-        });
-
-        test("instance CRUD round-trips every field type", async () => {
-          const made = await created(`${CO}/${slug}/`, instance());
-          const r = await json("GET", `${CO}/${slug}/${made.id}/`);
-          expect(r.status).toBe(200);
-          expect(r.body).toMatchObject({
-            id: made.id,
-            url: `${t.base}${CO}/${slug}/${made.id}/`,
-            display: "Alpha",
-            custom_object_type: { id: cotId, slug },
-            title: "Alpha",
-            notes: "multi\nline",
-            count: 7,
-            price: 12.5,
-            enabled: true,
-            day: "2024-02-29",
-            moment: "2024-03-01T10:20:30.000Z",
-            link: "https://example.test/x?q=1",
-            blob: { nested: [1, "two", null] },
-            speed: "fast",
-            speeds: ["slow", "fast"],
-            site: { id: siteId, url: `${t.base}/api/dcim/sites/${siteId}/` },
-          });
-          expect(r.body.devices.map((d: { id: number }) => d.id)).toEqual(deviceIds);
-          const patched = await json("PATCH", `${CO}/${slug}/${made.id}/`, {
-            body: { count: 8, devices: [deviceIds[1]] },
-          });
-          expect(patched.status).toBe(200);
-          expect(patched.body.count).toBe(8);
-          expect(patched.body.devices.map((d: { id: number }) => d.id)).toEqual([deviceIds[1]]);
-          expect(patched.body.title).toBe("Alpha");
-          const list = await json("GET", `${CO}/${slug}/?title=Alpha`);
-          expect(list.body.count).toBe(1);
-          const bad = await json("POST", `${CO}/${slug}/`, {
-            body: instance({ title: "Alpha", count: 1000, speed: "warp" }),
-          });
-          expect(bad.status).toBe(400);
-          expect(Object.keys(bad.body).sort()).toEqual(["count", "speed", "title"]);
-          expect((await req("DELETE", `${CO}/${slug}/${made.id}/`)).status).toBe(204);
-          expect((await req("GET", `${CO}/${slug}/${made.id}/`)).status).toBe(404);
-          expect((await req("GET", `${CO}/no_such_${run}/`)).status).toBe(404);
-        });
-
-        test("linked-objects: one row per (object, field); 400 bad params; 404 unknown id", async () => {
-          const a = await created(`${CO}/${slug}/`, instance({ title: "Linked A" }));
-          await created(`${CO}/${slug}/`, instance({ title: "Linked B", site: null, devices: [] }));
-          const L = `${CO}/linked-objects/`;
-          const r = await json("GET", `${L}?object_type=dcim.site&object_id=${siteId}`);
-          expect(r.status).toBe(200);
-          expect(r.body.count).toBe(1);
-          expect(r.body.results[0]).toMatchObject({
-            custom_object_type: { id: cotId, slug },
-            field_name: "site",
-            object: { id: a.id, title: "Linked A" },
-          });
-          const viaDevice = await json(
-            "GET",
-            `${L}?object_type=dcim.device&object_id=${deviceIds[0]}`,
-          );
-          expect(viaDevice.body.results.map((x: { field_name: string }) => x.field_name)).toEqual([
-            "devices",
-          ]);
-          expect((await json("GET", L)).status).toBe(400);
-          expect((await json("GET", `${L}?object_type=dcim.site&object_id=abc`)).status).toBe(400);
-          expect((await json("GET", `${L}?object_type=nothing.here&object_id=1`)).status).toBe(400);
-          expect((await json("GET", `${L}?object_type=dcim.site&object_id=987654321`)).status).toBe(
-            404,
-          );
-        });
-
-        test("schema documents: preview writes nothing, apply, re-apply unchanged, destructive → 409 until allowed", async () => {
+      applyTest(
+        "schema documents: preview writes nothing, apply, re-apply unchanged, destructive → 409 until allowed",
+        async () => {
           const sslug = `net_${run}`;
           const typeDoc = (fields: unknown[], removed?: unknown[]) => ({
             schema_version: "1",
@@ -741,9 +733,12 @@ export function contractSuite(
           expect(
             (await json("POST", `${CO}/schema/preview/`, { body: v1, token: null })).status,
           ).toBe(403);
-        });
+        },
+      );
 
-        test("schema safety (issue 16): counted gates, stale plans, the trash restores data, unique_together, bundles round-trip", async () => {
+      applyTest(
+        "schema safety (issue 16): counted gates, stale plans, the trash restores data, unique_together, bundles round-trip",
+        async () => {
           const slug = `safe_${run}`;
           const setName = `grades-${run}`;
           const bundle = (
@@ -856,9 +851,9 @@ export function contractSuite(
           expect(again.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(
             true,
           );
-        });
-      },
-    );
+        },
+      );
+    });
 
     describe("health check plugin", () => {
       const path = "/plugins/host_healthcheck_plugin/healthcheck/?format=json";

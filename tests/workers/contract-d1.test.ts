@@ -68,5 +68,5 @@ contractSuite(
       throw e;
     }
   },
-  { customObjectWrites: false },
+  { schemaApply: false },
 );

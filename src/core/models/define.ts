@@ -138,6 +138,8 @@ export interface DefinedModel {
   spec: ModelSpec;
   resource: Resource;
   info: ModelInfo;
+  /** Rows to records as `load` answers them (a staged write's records before its batch). */
+  serialize: Serialize;
 }
 
 export function recordUrl(baseUrl: string, path: string, id: number) {
@@ -241,7 +243,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
     nestedTag,
   });
   resource.staged = stageable(spec) ? staged : { delete: staged.delete };
-  return { spec, resource, info: modelInfo(m, resource) };
+  return { spec, resource, info: modelInfo(m, resource), serialize };
 }
 
 /** What the parts of one model share: its spec, its table and the column → property key map. */

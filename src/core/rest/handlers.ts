@@ -545,7 +545,10 @@ const asObject = (value: unknown, where: string): ApiRecord => {
 };
 
 /** Runs `step` for each bulk item, collecting validation errors per item (DRF list shape). */
-async function eachItem<T>(items: unknown[], step: (item: ApiRecord) => Promise<T>): Promise<T[]> {
+export async function eachItem<T>(
+  items: unknown[],
+  step: (item: ApiRecord) => Promise<T>,
+): Promise<T[]> {
   if (!items.length)
     throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
   const out: T[] = [];

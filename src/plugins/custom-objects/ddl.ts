@@ -9,7 +9,7 @@ import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { FIELD_TYPE_MODULES, fieldType, type SqlType } from "./field-types";
-import { dropSearchIndex, syncSearchIndex } from "./search/search-index";
+import { dropIndexStatements, dropSearchIndex, syncSearchIndex } from "./search/search-index";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 
@@ -130,6 +130,12 @@ export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) =>
  * many types quadratic), then the fields' indexes and link tables (see `runAll`).
  */
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
+  await runAll(db, createCotTableStatements(cotId, fields));
+  if (fields.length) await syncSearchIndex(db, cotId);
+}
+
+/** `createCotTable`'s table, its indexes and link tables as statements (no search index). */
+export function createCotTableStatements(cotId: number, fields: ColumnField[] = []): SQL[] {
   const t = tableName(cotId);
   const columns = fields.flatMap((f) =>
     fieldColumnTypes(f).map(([col, type]) => sql`, ${ident(col)} ${sql.raw(type)}`),
@@ -144,8 +150,49 @@ export async function createCotTable(db: Executor, cotId: number, fields: Column
     statements.push(
       ...(hasLinkTable(f) ? linkTableStatements(cotId, f) : fieldIndexStatements(cotId, f)),
     );
-  await runAll(db, statements);
-  if (fields.length) await syncSearchIndex(db, cotId);
+  return statements;
+}
+
+/** `addLocalContextColumn` as a statement, for a write batch. */
+export const localContextColumnStatement = (cotId: number): SQL =>
+  sql`ALTER TABLE ${ident(tableName(cotId))} ADD COLUMN ${ident(LOCAL_CONTEXT_COLUMN)} TEXT`;
+
+/**
+ * One new field's storage as statements for a write batch (decision 0108): its columns (one
+ * ALTER each), the fill of existing rows, its indexes; or its link table.
+ */
+export function fieldStorageStatements(cotId: number, f: ColumnField, fill?: unknown): SQL[] {
+  if (hasLinkTable(f)) return linkTableStatements(cotId, f);
+  const t = ident(tableName(cotId));
+  const out = fieldColumnTypes(f).map(
+    ([col, type]) => sql`ALTER TABLE ${t} ADD COLUMN ${ident(col)} ${sql.raw(type)}`,
+  );
+  if (fill !== undefined && fill !== null)
+    out.push(sql`UPDATE ${t} SET ${ident(f.name)} = ${fill}`);
+  return [...out, ...fieldIndexStatements(cotId, f)];
+}
+
+/** `dropCotTable` as statements, for a write batch. */
+export function dropCotTableStatements(cotId: number, fields: ColumnField[]): SQL[] {
+  return [
+    ...dropIndexStatements(cotId).map((s) => sql.raw(s)),
+    ...fields
+      .filter(hasLinkTable)
+      .map((f) => sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`),
+    sql`DROP TABLE IF EXISTS ${ident(tableName(cotId))}`,
+  ];
+}
+
+/** `dropFieldStorage` as statements, for a write batch (the search index is dropped too). */
+export function dropFieldStorageStatements(cotId: number, f: ColumnField): SQL[] {
+  if (hasLinkTable(f)) return [sql`DROP TABLE IF EXISTS ${ident(linkTableName(cotId, f.id))}`];
+  const t = ident(tableName(cotId));
+  return [
+    sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "idx"))}`,
+    sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "uq"))}`,
+    ...dropIndexStatements(cotId).map((s) => sql.raw(s)),
+    ...fieldColumns(f).map((col) => sql`ALTER TABLE ${t} DROP COLUMN ${ident(col)}`),
+  ];
 }
 
 /**
@@ -443,6 +490,34 @@ export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnFie
   await dropSearchIndex(db, cotId); // its triggers name the column; syncSearchIndex rebuilds it
   for (const col of fieldColumns(f))
     await run(db, sql`ALTER TABLE ${ident(tableName(cotId))} DROP COLUMN ${ident(col)}`);
+}
+
+/**
+ * `renameFieldStorage` and, when `unique` changes, `refreshFieldIndexes` as statements for a write
+ * batch (decision 0108): the search index goes first (its triggers name the columns), then each
+ * column is renamed; the field's indexes are made again for its new `unique`.
+ */
+export function alterFieldStatements(
+  cotId: number,
+  f: ColumnField,
+  next: { name: string; unique: boolean },
+): SQL[] {
+  const out: SQL[] = [];
+  const before = fieldColumns(f);
+  if (next.name !== f.name && before.length) {
+    const after = fieldColumns({ ...f, name: next.name });
+    const t = ident(tableName(cotId));
+    out.push(...dropIndexStatements(cotId).map((s) => sql.raw(s)));
+    for (const [i, col] of before.entries())
+      out.push(sql`ALTER TABLE ${t} RENAME COLUMN ${ident(col)} TO ${ident(after[i]!)}`);
+  }
+  if (next.unique !== f.unique)
+    out.push(
+      sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "idx"))}`,
+      sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "uq"))}`,
+      ...fieldIndexStatements(cotId, { ...f, name: next.name, unique: next.unique }),
+    );
+  return out;
 }
 
 export async function renameFieldStorage(

@@ -141,7 +141,7 @@ export async function deleteCot(ctx: WriteContext, cot: CotRow): Promise<void> {
 }
 
 /** Encodes a field default for filling existing rows (scalars only). */
-function encodedDefault(f: FieldDraft): unknown {
+export function encodedDefault(f: FieldDraft): unknown {
   if (f.default === null || f.default === undefined || !fieldType(f.type).takesDefault)
     return undefined;
   const r = encodeScalar(f as FieldRow, f.default, null);

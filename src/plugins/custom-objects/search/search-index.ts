@@ -153,6 +153,43 @@ export async function dropSearchIndex(db: Executor, cotId: number): Promise<void
   await db.run(sql.raw(`DROP TABLE IF EXISTS ${q(pending)}`));
 }
 
+/** The names `readIndexSchema` reads (a staged write's read phase reads them itself). */
+export const indexPartNames = (cotId: number): string[] => {
+  const { fts, pending, triggers } = partNames(cotId);
+  return [fts, pending, ...triggers];
+};
+
+/** `dropSearchIndex` as statements, for a write batch. */
+export function dropIndexStatements(cotId: number): string[] {
+  const { fts, pending, triggers } = partNames(cotId);
+  return [
+    ...triggers.map((name) => `DROP TRIGGER IF EXISTS ${q(name)}`),
+    `DROP TABLE IF EXISTS ${q(fts)}`,
+    `DROP TABLE IF EXISTS ${q(pending)}`,
+  ];
+}
+
+/**
+ * `syncSearchIndex` as statements for a write batch (decision 0108): `fields` are the type's
+ * fields as the batch leaves them (in id order, every column present), `stored` the index's
+ * schema as the read phase found it. Null when the index already matches; else the statements,
+ * and whether they mark rows pending (the caller schedules a flush once they commit).
+ */
+export function syncIndexStatements(
+  cotId: number,
+  fields: IndexField[],
+  stored: Map<string, string>,
+): { statements: string[]; pending: boolean } | null {
+  const columns = indexedColumns(fields);
+  if (indexMatches(stored, cotId, columns)) return null;
+  const statements = stored.size ? dropIndexStatements(cotId) : [];
+  if (!columns.length) return statements.length ? { statements, pending: false } : null;
+  statements.push(...indexStatements(cotId, columns).map((s) => s.sql));
+  const t = q(tableName(cotId));
+  statements.push(`INSERT INTO ${q(pendingTableName(cotId))}(id) SELECT id FROM ${t}`);
+  return { statements, pending: true };
+}
+
 /**
  * Makes the index match the type's current fields (read in the caller's transaction): nothing
  * when it already does, else drop and create it with every row pending (cheap: the rows are

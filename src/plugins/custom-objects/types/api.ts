@@ -14,6 +14,8 @@ import { refuseCycle } from "./cycles";
 import { addLocalContextColumn } from "../ddl";
 import { titleCase } from "../objects/shape";
 import { validateCot, validateField } from "./definitions";
+import { cotIdOf, stagedFieldWrites } from "./staged-fields";
+import { stagedTypeWrites } from "./staged-types";
 import type { CotRegistry, CotRow } from "../objects/models";
 import {
   addField,
@@ -230,8 +232,8 @@ export function cotResource(registry: CotRegistry): Resource {
   const base = cotModel.resource;
   return {
     ...base,
-    // writes go through the wrapped create/update: none staged around them (decision 0083)
-    staged: undefined,
+    // one read phase and one batch (decision 0108); tags, keys and checks take `create` below
+    staged: stagedTypeWrites(registry),
     async create(ctx, input) {
       const { unique_together: together, checks, ...rest } = input;
       // a new type has no fields yet: only empty lists are possible
@@ -287,21 +289,12 @@ export function cotResource(registry: CotRegistry): Resource {
   };
 }
 
-function cotIdOf(input: Record<string, unknown>): number | null {
-  const raw = input.custom_object_type;
-  const id =
-    raw && typeof raw === "object" && !Array.isArray(raw)
-      ? (raw as Record<string, unknown>).id
-      : raw;
-  return typeof id === "number" && Number.isInteger(id) ? id : null;
-}
-
 export function fieldResource(): Resource {
   const base = fieldModel.resource;
   return {
     ...base,
-    // writes go through the wrapped create/update: none staged around them (decision 0083)
-    staged: undefined,
+    // one read phase and one batch (decision 0108); renames and retypes take `update` below
+    staged: stagedFieldWrites(),
     async create(ctx, input) {
       const cotId = cotIdOf(input);
       if (cotId === null)

@@ -447,12 +447,16 @@ const COT_SIMPLE: Record<string, keyof CotDraft> = {
 };
 const COT_INPUT_KEYS = new Set([...Object.keys(COT_SIMPLE), "tags"]);
 
-/** Validates a COT definition; `existing` on updates. */
+/** Types holding a name or slug a write asks for, as a staged write's read phase found them. */
+export type TakenCots = Array<{ id: number; name: string; slug: string }>;
+
+/** Validates a COT definition; `existing` on updates; `taken` when the caller read the clashes. */
 export async function validateCot(
   ctx: WriteContext,
   input: Record<string, unknown>,
   existing: CotRow | null,
   partial: boolean,
+  taken?: TakenCots,
 ): Promise<CotDraft> {
   const errors = new ErrorCollector();
   for (const key of Object.keys(input))
@@ -465,7 +469,7 @@ export async function validateCot(
       errors.add(key, "Unknown field.");
   const draft = cotDraft(input, existing);
   checkCotAttributes(draft, input, existing, partial, errors);
-  if (errors.empty) await checkCotUnique(ctx, draft, existing, errors);
+  if (errors.empty) await checkCotUnique(ctx, draft, existing, errors, taken);
   errors.throwIfAny();
   return draft;
 }
@@ -560,16 +564,19 @@ async function checkCotUnique(
   draft: CotDraft,
   existing: CotRow | null,
   errors: ErrorCollector,
+  taken?: TakenCots,
 ): Promise<void> {
   for (const [prop, api] of [
     ["slug", "slug"],
     ["name", "name"],
   ] as const) {
-    const [clash] = await ctx.db
-      .select({ id: customObjectTypes.id })
-      .from(customObjectTypes)
-      .where(eq(customObjectTypes[prop], draft[prop] as string))
-      .limit(1);
+    const [clash] = taken
+      ? taken.filter((t) => t[prop] === draft[prop])
+      : await ctx.db
+          .select({ id: customObjectTypes.id })
+          .from(customObjectTypes)
+          .where(eq(customObjectTypes[prop], draft[prop] as string))
+          .limit(1);
     if (clash && clash.id !== existing?.id)
       errors.add(api, `custom object type with this ${api} already exists.`);
   }

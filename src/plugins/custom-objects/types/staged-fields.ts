@@ -1,0 +1,319 @@
+/**
+ * `custom-object-type-fields/` writes as one read phase and one atomic batch (decision 0108):
+ * the field row, its columns, indexes or link table, the type's new shape (guarded on its
+ * `last_updated`), the search index and the change record. A retype, and a rename or removal of
+ * a field a compound key or check reads, keep the transaction path.
+ */
+import { and, eq, type SQL } from "drizzle-orm";
+import type { Orm } from "../../../db/client";
+import { guardChanged } from "../../../db/client";
+import { nowIso } from "../../../db/schema/common";
+import { customObjectTypeFields } from "../../../db/schema";
+import { notFound, ValidationError } from "../../../core/errors";
+import type {
+  ApiRecord,
+  StagedHook,
+  StagedOptions,
+  StagedUpdate,
+  StagedWrites,
+  StagedWritten,
+  WriteContext,
+} from "../../../core/context";
+import { nextStamp, type WriteBatch, WriteBatch as Batch } from "../../../core/rest/write-batch";
+import { APP_LABEL, FIELD_MODEL } from "../constants";
+import {
+  alterFieldStatements,
+  dropFieldStorageStatements,
+  fieldStorageStatements,
+  hasLinkTable,
+} from "../ddl";
+import type { CotRow } from "../objects/models";
+import type { FieldRow } from "../objects/values";
+import { readsField, conditionalOf } from "../schema/constraints";
+import { encodedDefault } from "../schema/operations";
+import { syncIndexStatements } from "../search/search-index";
+import { scheduleSearchFlush } from "../search/flush";
+import { fieldModel } from "./api";
+import { refuseCycle } from "./cycles";
+import { validateField } from "./definitions";
+import {
+  addStatements,
+  asSchema,
+  batchError,
+  bumpType,
+  constrained,
+  createInTransaction,
+  firstNext,
+  idTaken,
+  indexSchemaQuery,
+  messages,
+  nextIdQuery,
+  phaseWithRules,
+  runWithHooks,
+  stageChange,
+  stageHooks,
+  typeOfField,
+  typeReads,
+  updateInTransaction,
+  withRetry,
+} from "./staged";
+
+/** The id of the type a field input names (an id or `{id}`), or null. */
+export function cotIdOf(input: Record<string, unknown>): number | null {
+  const raw = input.custom_object_type;
+  const id =
+    raw && typeof raw === "object" && !Array.isArray(raw)
+      ? (raw as Record<string, unknown>).id
+      : raw;
+  return typeof id === "number" && Number.isInteger(id) ? id : null;
+}
+
+/** A field's record as `load` answers it. */
+async function fieldRecord(ctx: WriteContext, row: FieldRow): Promise<ApiRecord> {
+  // a choice set's nested form is read; without one nothing is
+  const known = row.choiceSetId == null ? new Map([["choice_set", new Map()]]) : undefined;
+  const [record] = await fieldModel.serialize(ctx, [row], undefined, known, new Map());
+  return record!;
+}
+
+/** The type's search index as the batch leaves its fields; a flush once it commits. */
+function stageSearchIndex(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  cotId: number,
+  fields: FieldRow[],
+  stored: Map<string, string>,
+) {
+  const plan = syncIndexStatements(
+    cotId,
+    [...fields].sort((a, b) => a.id - b.id),
+    stored,
+  );
+  if (!plan) return;
+  addStatements(batch, ctx.services.db.orm, plan.statements);
+  if (plan.pending) ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+}
+
+/** The type's rows and search index schema, read with the write's rules. */
+async function readType(
+  ctx: WriteContext,
+  cotId: number | SQL,
+  extra?: (orm: Orm, phase: ReturnType<typeof phaseWithRules>["phase"]) => () => unknown,
+) {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
+  const reads = typeReads(orm, phase, cotId);
+  const index = phase.add(indexSchemaQuery(orm, cotId));
+  const more = extra?.(orm, phase);
+  await phase.run(ctx);
+  return { orm, rules, cot: reads.cot(), fields: reads.fields(), stored: asSchema(index()), more };
+}
+
+async function createField(ctx: WriteContext, input: ApiRecord, options: StagedOptions) {
+  const cotId = cotIdOf(input);
+  if (cotId === null)
+    throw new ValidationError({
+      custom_object_type: ["This field is required (a custom object type id)."],
+    });
+  const read = await readType(ctx, cotId, (orm, phase) =>
+    phase.add(nextIdQuery(orm, "custom_object_type_fields")),
+  );
+  const { orm, cot, fields } = read;
+  if (!cot)
+    throw new ValidationError({
+      custom_object_type: [`Custom object type ${cotId} does not exist.`],
+    });
+  const { custom_object_type: _c, ...rest } = input;
+  const draft = await validateField(ctx, rest, null, fields);
+  await refuseCycle(ctx, cot, draft);
+  const now = nowIso();
+  const id = firstNext((read.more as () => Array<{ next: number }>)());
+  const row: FieldRow = {
+    ...draft,
+    id,
+    customObjectTypeId: cot.id,
+    schemaId: cot.nextSchemaId,
+    created: now,
+    lastUpdated: now,
+  };
+  const record = await fieldRecord(ctx, row);
+  const batch = new Batch();
+  batch.add(orm.insert(customObjectTypeFields).values(row));
+  bumpType(batch, orm, cot, { nextSchemaId: cot.nextSchemaId + 1 });
+  addStatements(batch, orm, fieldStorageStatements(cot.id, row, encodedDefault(draft)));
+  stageSearchIndex(ctx, batch, cot.id, [...fields, row], read.stored);
+  const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
+    action: "create",
+    id,
+    prechange: null,
+    postchange: record,
+  });
+  await runFieldBatch(ctx, batch, options, draft.name);
+  const json = texts()[0];
+  return { id, record: json ? JSON.parse(json) : record, json };
+}
+
+/** A field batch's failure: existing values not unique, a sibling's name taken meanwhile. */
+async function runFieldBatch(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  options: StagedOptions,
+  name: string,
+) {
+  try {
+    await batch.run(ctx);
+  } catch (e) {
+    const text = messages(e);
+    if (/UNIQUE constraint failed: co_\d+\./.test(text))
+      throw new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
+    if (
+      /UNIQUE constraint failed: custom_object_type_fields\.custom_object_type_id, custom_object_type_fields\.name/.test(
+        text,
+      )
+    )
+      throw new ValidationError({
+        name: [`A field named "${name}" already exists on this custom object type.`],
+      });
+    if (idTaken(e)) throw e; // `withRetry` runs the create again
+    throw batchError(e, options.resource);
+  }
+}
+
+/** Whether a field update needs the transaction path: a retype, or a rename a key follows. */
+function needsTransaction(cot: CotRow, field: FieldRow, draft: { name: string; type: string }) {
+  return draft.type !== field.type || (draft.name !== field.name && keyReads(cot, field));
+}
+
+async function updateField(
+  ctx: WriteContext,
+  item: StagedUpdate,
+  options: StagedOptions,
+): Promise<StagedWritten | "transaction"> {
+  const read = await readType(ctx, typeOfField(item.id));
+  const { orm, cot, fields } = read;
+  const current = fields.find((f) => f.id === item.id);
+  if (!cot || !current) throw notFound(`No custom object type field with id ${item.id}.`);
+  options.admit?.(current);
+  options.precondition?.(current.lastUpdated);
+  const { custom_object_type: moved, ...rest } = item.input;
+  if (moved !== undefined && cotIdOf(item.input) !== current.customObjectTypeId)
+    throw new ValidationError({
+      custom_object_type: ["A field cannot move to another custom object type."],
+    });
+  const draft = await validateField(ctx, rest, current, fields);
+  if (needsTransaction(cot, current, draft)) return "transaction";
+  const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
+  const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
+  const batch = new Batch();
+  batch.add(
+    orm
+      .update(customObjectTypeFields)
+      .set({ ...draft, lastUpdated: after.lastUpdated })
+      .where(
+        and(
+          eq(customObjectTypeFields.id, current.id),
+          eq(customObjectTypeFields.lastUpdated, current.lastUpdated),
+        ),
+      ),
+  );
+  batch.add(guardChanged(orm));
+  addStatements(batch, orm, alterFieldStatements(cot.id, current, draft));
+  bumpType(batch, orm, cot);
+  // a renamed column dropped the search index (its triggers name the column): made anew
+  const renamed = draft.name !== current.name && !hasLinkTable(current);
+  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
+  stageSearchIndex(ctx, batch, cot.id, fieldsAfter, renamed ? new Map() : read.stored);
+  const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
+    action: "update",
+    id: current.id,
+    prechange,
+    postchange,
+  });
+  await runFieldBatch(ctx, batch, options, draft.name);
+  const json = texts()[0];
+  return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
+}
+
+/** Whether removing the field needs the transaction path (a key or check reads it). */
+function keyReads(cot: CotRow, field: FieldRow): boolean {
+  return (
+    readsField(conditionalOf(cot), field.name) ||
+    (cot.uniqueTogether ?? []).some((set) => set.includes(field.name))
+  );
+}
+
+async function deleteField(
+  ctx: WriteContext,
+  id: number,
+  options: StagedOptions,
+): Promise<"transaction" | undefined> {
+  let hookParts: ReturnType<typeof stageHooks> = null;
+  const read = await readType(ctx, typeOfField(id), (_orm, phase) => {
+    hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL, id });
+    return () => hookParts;
+  });
+  const { orm, cot, fields } = read;
+  const field = fields.find((f) => f.id === id);
+  if (!cot || !field) throw notFound(`No custom object type field with id ${id}.`);
+  if (!hookParts || keyReads(cot, field)) return "transaction";
+  options.admit?.(field);
+  options.precondition?.(field.lastUpdated);
+  const prechange = await fieldRecord(ctx, field);
+  const batch = new Batch();
+  const hooks: StagedHook[] = [];
+  for (const part of hookParts as Array<() => Promise<StagedHook>>) {
+    const hook = await part();
+    hook.write(batch);
+    hooks.push(hook);
+  }
+  batch.add(
+    orm
+      .delete(customObjectTypeFields)
+      .where(
+        and(
+          eq(customObjectTypeFields.id, id),
+          eq(customObjectTypeFields.lastUpdated, field.lastUpdated),
+        ),
+      ),
+  );
+  batch.add(guardChanged(orm));
+  addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
+  bumpType(batch, orm, cot);
+  const left = fields.filter((f) => f.id !== id);
+  // a column's removal dropped the index (its triggers name the column): it is built anew
+  stageSearchIndex(ctx, batch, cot.id, left, hasLinkTable(field) ? read.stored : new Map());
+  await stageChange(ctx, batch, options.resource, await read.rules(), {
+    action: "delete",
+    id,
+    prechange,
+    postchange: null,
+  });
+  return runWithHooks(ctx, batch, options.resource, hooks);
+}
+
+export function stagedFieldWrites(): StagedWrites {
+  return {
+    async create(ctx, inputs, options) {
+      if (options.bulk || inputs.length !== 1 || (await constrained(ctx, options.resource, "add")))
+        return createInTransaction(ctx, inputs, options);
+      return [await withRetry(ctx, (attempt) => createField(attempt, inputs[0]!, options))];
+    },
+    async update(ctx, items, partial, options) {
+      if (
+        options.bulk ||
+        items.length !== 1 ||
+        (await constrained(ctx, options.resource, "change"))
+      )
+        return updateInTransaction(ctx, items, partial, options);
+      const written = await updateField(ctx, items[0]!, options);
+      return written === "transaction"
+        ? updateInTransaction(ctx, items, partial, options)
+        : [written];
+    },
+    async delete(ctx, ids, options) {
+      if (ids.length !== 1 || (await constrained(ctx, options.resource, "delete")))
+        return "transaction";
+      return deleteField(ctx, ids[0]!, options);
+    },
+  };
+}
