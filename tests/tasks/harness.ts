@@ -106,7 +106,7 @@ export function startReceiver(
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T> | T,
-  timeoutMs = 8_000,
+  timeoutMs = 15_000,
   intervalMs = 20,
 ): Promise<T> {
   return (await waitUntil(check, { timeoutMs, intervalMs, message: what })) as T;
