@@ -296,8 +296,9 @@ function rulesGuard(services: Services, print: string): Guard {
 
 const RULES_GUARD = "events.rules";
 
+/** The guard statement, its text rendered once per ORM (decision 0107): only `print` changes. */
 const rulesGuardStatement = new RenderedOnce<[string]>(
-  (orm, [print]) => sql`INSERT INTO write_guard (ok) SELECT ${rulesPrintSql} = ${print}`,
+  (_orm, [print]) => sql`INSERT INTO write_guard (ok) SELECT ${rulesPrintSql} = ${print}`,
 );
 const rulesGuardSql = (orm: Executor, print: string) =>
   orm.run(rulesGuardStatement.on(orm, [print]));
