@@ -53,6 +53,11 @@ export interface Guard {
    */
   readonly batch?: Queries[number][];
   /**
+   * Rides in the write batch only, whatever the read phase reads (decision 0110): its statements
+   * are read only to settle it after such a batch failed.
+   */
+  readonly batchOnly?: true;
+  /**
    * Settles the guard by a read of its own that concurrent requests may share (a local file,
    * where the change stamp proves a shared read current); undefined to read `alone` instead.
    */

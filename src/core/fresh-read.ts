@@ -26,8 +26,20 @@ export function onStale(c: Ctx, hook: () => void) {
   staleHooks.set(c, hook);
 }
 
-/** Registers `guard` on the request: its statements go with the request's next read. */
+/** Guards that ride in the request's next write batch only (`Guard.batchOnly`), by name. */
+const batchOnly = new WeakMap<Ctx, Map<string, Guard>>();
+
+/**
+ * Registers `guard` on the request: its statements go with the request's next read, or its batch
+ * statements with the next write batch when it is `batchOnly` (one per name: a route running
+ * again replaces its first run's).
+ */
 export function addGuard(c: Ctx, guard: Guard) {
+  if (guard.batchOnly) {
+    const byName = batchOnly.get(c) ?? new Map<string, Guard>();
+    batchOnly.set(c, byName.set(guard.name, guard));
+    return;
+  }
   const list = pending.get(c);
   if (list) list.push(guard);
   else pending.set(c, [guard]);
@@ -206,14 +218,19 @@ function leaveToBatch(c: Ctx): boolean {
 
 /**
  * A staged write's batch (`WriteBatch.run`), led by the request's guards when its read phase
- * left them to it: one round trip. When the batch fails on a guard (`write_guard`, all rolled
- * back), the guards are settled by a read (a token now unknown: 403) and the route runs again
- * the ordinary way, on the caches as they now are (`StaleCredentials`, `foldsCredentials`).
+ * left them to it (one round trip), and by its batch-only guards (the event rules' print, decision
+ * 0110). When the batch fails on a guard (`write_guard`, all rolled back), the guards are settled
+ * by a read (a token now unknown: 403) and the route runs again the ordinary way, on the caches
+ * as they now are (`StaleCredentials`, `foldsCredentials`); when only batch-only guards led it and
+ * every one is current, the failure is the write's own and is thrown as such.
  */
 export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]> {
   const db = c.var.services.db;
-  const guards = inBatch.has(c) ? takeGuards(c) : [];
+  const folded = inBatch.has(c) ? takeGuards(c) : [];
   inBatch.delete(c);
+  const proofs = [...(batchOnly.get(c)?.values() ?? [])];
+  batchOnly.delete(c);
+  const guards = [...folded, ...proofs];
   if (!guards.length) return [...((await db.write(items as Queries)) as readonly unknown[])];
   const lead = guards.flatMap((g) => g.batch ?? []);
   try {
@@ -224,12 +241,13 @@ export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]>
     return results.slice(lead.length);
   } catch (e) {
     if (!isWriteConflict(e)) throw e;
+    pending.set(c, guards);
+    const current = await settleGuards(c);
+    if (current && !folded.length) throw e;
     // a guard of the write's own (a row's stamp, the type's shape, the permission's constraints)
     // may have failed instead: the route runs again either way, its guards read before its batch,
     // so that a failure then is the write's own and answers as such
-    ordinary.add(c);
-    pending.set(c, guards);
-    await settleGuards(c);
+    if (folded.length) ordinary.add(c);
     throw new StaleCredentials();
   }
 }

@@ -7,7 +7,8 @@ import { eq, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
 import { recordOutbox, stageOutbox, type OutboxRow } from "../../services/tasks/outbox";
-import type { Services } from "../context";
+import { RenderedOnce } from "../../db/rendered-once";
+import type { Guard, Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
 import { slotKey } from "../slots";
 import type { ReadPhase, WriteBatch } from "../rest/write-batch";
@@ -62,22 +63,32 @@ interface ActiveRule {
 }
 
 /**
- * Enabled rules are read at most every RULES_TTL_MS per process: they are configuration, and
- * reading them cost a statement on every write. A write that changes a rule or webhook reads
- * them afresh in its own transaction and drops the copy once it commits; other processes and
- * isolates pick the change up within the TTL. Only read rules are shared, never a pending read
- * (on Workers a promise must not cross requests).
+ * The app keeps one copy of the enabled rules with their print (`rulesPrintSql`) as read: they
+ * are configuration, and reading them cost a statement on every write. The copy is never taken
+ * on trust (decision 0110): a staged write's batch carries a guard that fails it unless the rules
+ * still print as the copy did, and a transaction compares the print before it matches; a stale
+ * copy is dropped and the write runs again on the rules read afresh. A write that changes a rule
+ * or webhook reads them afresh itself and drops the copy once it commits. Only read rules are
+ * shared, never a pending read (on Workers a promise must not cross requests).
  */
-const RULES_TTL_MS = 2000;
-/** The app's copy of the enabled rules, in `Services.state`. */
-const RULE_CACHE = slotKey<{ at: number; rules: ActiveRule[] }>("events.rules");
+const RULE_CACHE = slotKey<{ print: string; rules: ActiveRule[] }>("events.rules");
 
+/**
+ * The enabled rules as one text: every column a match reads, `quote()`d, in id order, then every
+ * object-type link of an enabled rule in (rule, type) order. Content, not stamps, as the token's
+ * print (decision 0107): equal prints, equal matches. No enabled rule prints '' (what a read
+ * phase that found no rule row knows).
+ */
+const rulesPrintSql = sql<string>`coalesce((SELECT group_concat("p", ';') FROM (SELECT quote("id") || ',' || quote("event_types") || ',' || quote("conditions") || ',' || quote("action_type") || ',' || quote("action_object_type_id") || ',' || quote("action_object_id") AS "p" FROM "event_rules" WHERE "enabled" ORDER BY "id")) || '#' || coalesce((SELECT group_concat("p", ';') FROM (SELECT quote("l"."event_rule_id") || ',' || quote("l"."object_type_id") AS "p" FROM "event_rule_object_types" "l" JOIN "event_rules" "r" ON "r"."id" = "l"."event_rule_id" WHERE "r"."enabled" ORDER BY "l"."event_rule_id", "l"."object_type_id")), ''), '')`;
+
+/** The rules of a transaction's write: the copy when it prints as the rules do now, else read. */
 async function cachedRules(services: Services, db: Executor): Promise<ActiveRule[]> {
+  const [now] = await db.all<{ print: string }>(sql`SELECT ${rulesPrintSql} AS "print"`);
+  const print = now?.print ?? "";
   const hit = services.state.get(RULE_CACHE);
-  if (hit && Date.now() - hit.at < RULES_TTL_MS) return hit.rules;
-  const at = Date.now();
+  if (hit && hit.print === print) return hit.rules;
   const rules = await readRules(db);
-  services.state.set(RULE_CACHE, { at, rules });
+  services.state.set(RULE_CACHE, { print, rules });
   return rules;
 }
 
@@ -121,6 +132,8 @@ interface TransactionEvents {
   queued: Set<string>;
   /** The transaction wrote a rule or webhook: it matches against what it sees itself. */
   rulesChanged: boolean;
+  /** The rules proven current in this transaction (one print read per transaction). */
+  rules?: ActiveRule[];
 }
 /** Kept in the write context's scratch for the rest of its transaction. */
 const TRANSACTION_EVENTS = slotKey<TransactionEvents>("events.transaction");
@@ -162,7 +175,9 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
     state.rulesChanged = true;
     services.state.delete(RULE_CACHE);
   }
-  const rules = state.rulesChanged ? await readRules(ctx.db) : await cachedRules(services, ctx.db);
+  const rules = state.rulesChanged
+    ? await readRules(ctx.db)
+    : (state.rules ??= await cachedRules(services, ctx.db));
   if (!rules.length) return;
   const webhookType = await services.objectTypes.ensure("extras", "webhook", ctx.db);
   for (const rule of rules) {
@@ -202,21 +217,23 @@ export interface StagedRules {
   rows: OutboxRow[];
 }
 
-/** The enabled rules with their object types, in one statement (for a read phase). */
+/** The enabled rules with their object types and their print, in one statement (a read phase). */
 function rulesQuery(db: Executor) {
   return db
     .select({
       rule: eventRules,
       objectTypes: sql<string>`(SELECT json_group_array("object_type_id") FROM "event_rule_object_types" WHERE "event_rule_id" = "event_rules"."id")`,
+      print: rulesPrintSql,
     })
     .from(eventRules)
     .where(eq(eventRules.enabled, true));
 }
 
 /**
- * The rules for a staged write (decision 0071): the process's copy when fresh, else read in the
- * write's read phase (`phase`; no read inside the write). Call the answer after the phase ran;
- * once the write commits, its outbox rows are handed on (`ctx.onCommit`).
+ * The rules for a staged write (decision 0071): the app's copy, else read in the write's read
+ * phase (`phase`; no read inside the write). Either way the write's batch proves them current
+ * (`rulesGuard`). Call the answer after the phase ran; once the write commits, its outbox rows are
+ * handed on (`ctx.onCommit`).
  */
 export function stageRules(
   ctx: WriteContext,
@@ -228,17 +245,23 @@ export function stageRules(
   const own = changesRules(writes as ChangeEvent);
   if (own) ctx.onCommit?.(async () => services.state.delete(RULE_CACHE));
   const hit = own ? undefined : services.state.get(RULE_CACHE);
-  const at = Date.now();
-  const read = hit && at - hit.at < RULES_TTL_MS ? null : phase.add(rulesQuery(services.db.orm));
+  const read = hit ? null : phase.add(rulesQuery(services.db.orm));
   return async () => {
-    let rules = hit?.rules ?? [];
+    let copy = hit;
     if (read) {
-      rules = read().map(({ rule, objectTypes }) => ({
-        ...rule,
-        objectTypeIds: new Set(JSON.parse(objectTypes ?? "[]") as number[]),
-      }));
-      if (!own) services.state.set(RULE_CACHE, { at, rules });
+      const rows = read();
+      copy = {
+        print: rows[0]?.print ?? "",
+        rules: rows.map(({ rule, objectTypes }) => ({
+          ...rule,
+          objectTypeIds: new Set(JSON.parse(objectTypes ?? "[]") as number[]),
+        })),
+      };
+      if (!own) services.state.set(RULE_CACHE, copy);
     }
+    const { rules, print } = copy!;
+    // the batch changes rules itself when `own`: it matches what its read phase saw, as before
+    if (!own) ctx.guard?.(rulesGuard(services, print));
     const staged: StagedRules = { rules, webhookTypeId: null, rows: [] };
     if (rules.some((r) => r.actionType === "webhook"))
       staged.webhookTypeId = (await services.objectTypes.ensure("extras", "webhook")).id;
@@ -249,6 +272,36 @@ export function stageRules(
     return staged;
   };
 }
+
+/**
+ * The proof a staged write's batch carries that the rules it matched against are the committed
+ * ones (decision 0110): the batch fails (`write_guard`, all rolled back) unless the enabled rules
+ * print as `print`. Settled after such a failure, a changed print drops the app's copy, and the
+ * write runs again on the rules read afresh (`writeFolded`).
+ */
+function rulesGuard(services: Services, print: string): Guard {
+  const orm = services.db.orm;
+  return {
+    name: RULES_GUARD,
+    batchOnly: true,
+    statements: [orm.select({ print: rulesPrintSql }).from(sql`(SELECT 1)`)],
+    batch: [rulesGuardSql(orm, print)],
+    async settle([rows]) {
+      if ((rows as Array<{ print: string }>)[0]?.print === print) return true;
+      if (services.state.get(RULE_CACHE)?.print === print) services.state.delete(RULE_CACHE);
+      return false;
+    },
+  };
+}
+
+const RULES_GUARD = "events.rules";
+
+/** The guard statement, its text rendered once per ORM (decision 0107): only `print` changes. */
+const rulesGuardStatement = new RenderedOnce<[string]>(
+  (_orm, [print]) => sql`INSERT INTO write_guard (ok) SELECT ${rulesPrintSql} = ${print}`,
+);
+const rulesGuardSql = (orm: Executor, print: string) =>
+  orm.run(rulesGuardStatement.on(orm, [print]));
 
 /** A change of a staged write as the rules see it: its change record's id is SQL of the batch. */
 export interface StagedEvent
