@@ -12,6 +12,15 @@ import { slotKey } from "../../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
 import type { CotRegistry } from "./models";
 import type { FieldRow } from "./values";
+import {
+  type Cascade,
+  explainCascade,
+  learnLinking,
+  noOtherLinks,
+  planCascade,
+  resolveCascade,
+  writeCascade,
+} from "./cascade";
 
 /** Where-clause matching rows of the field's storage that point at (typeId, id). */
 export function linkCondition(f: FieldRow, typeId: number, id: number) {
@@ -67,7 +76,7 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
       }
     }
   };
-  hook.stage = (ctx, phase, target) => stageOnDelete(registry, ctx, phase, target);
+  hook.stage = (ctx, phase, target) => stageOnDelete(registry, hook, ctx, phase, target);
   return hook;
 }
 
@@ -75,8 +84,9 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
  * The hook in a staged delete of a host object (decision 0071): the fields pointing at its type
  * are read in the read phase; links are dropped and set to null by statements of the batch, and
  * `protect` and `cascade` fields become guards that no object links to it. When a guard fails,
- * `explain` reads what links: a protected link is the usual 409, a cascade sends the delete to a
- * transaction (it deletes other objects, each with its own hooks and change record).
+ * `explain` reads what links: a protected link is the usual 409. A cascade's objects are read in
+ * the phase and deleted in the batch (`cascade.ts`, decision 0109); one the plan could not reach
+ * (fields not known yet, too deep or too many) sends the delete to a transaction.
  */
 /** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
 const holdsOn = (f: FieldRow) =>
@@ -84,6 +94,7 @@ const holdsOn = (f: FieldRow) =>
 
 function stageOnDelete(
   registry: CotRegistry,
+  self: DeleteHook,
   ctx: WriteContext,
   phase: ReadPhase,
   target: { appLabel: string; model: string; id: number; objectTypeId?: number },
@@ -93,19 +104,46 @@ function stageOnDelete(
   const rows = given
     ? Promise.resolve(given)
     : ctx.services.objectTypes.byLabel(target.appLabel, target.model);
-  let pointing: (() => Array<{ fieldId: number; cotId: number; shapeVersion: number }>) | null =
-    null;
-  // the object type is cached after its first use: its fields are then read with the phase
+  const orm = ctx.services.db.orm;
+  // the object type is cached after its first use: its fields are then read with the phase, and
+  // when the fields pointing at it are known too, so are the objects a cascade takes (0109)
   const sync = given ?? ctx.services.objectTypes.cached(target.appLabel, target.model);
-  if (sync) pointing = phase.add(registry.pointingQuery(ctx.services.db.orm, sync.id));
+  const guarded = sync ? registry.linkingGuarded(sync.id) : null;
+  const proof = guarded ? phase.add(guarded.statement as never) : null;
+  const pointing = sync && !guarded ? phase.add(registry.pointingQuery(orm, sync.id)) : null;
+  const levels =
+    sync && guarded
+      ? planCascade(
+          registry,
+          ctx,
+          phase,
+          sync.id,
+          sql`${target.id}`,
+          guarded.fields,
+          given ? (registry.cachedByObjectType(given.id)?.info ?? null) : null,
+        )
+      : [];
   return async () => {
     const ot = sync ?? (await rows);
     if (!ot) return { write() {} };
-    const orm = ctx.services.db.orm;
-    const fields = await registry.pointingFields(
-      orm,
-      pointing ? pointing() : await registry.pointingQuery(orm, ot.id),
-    );
+    let fields: Awaited<ReturnType<CotRegistry["fieldsPointingAt"]>>;
+    let cascade: Cascade | null = null;
+    if (guarded && proof && (await guarded.settle(proof()))) {
+      fields = guarded.fields;
+      const closure = new Map([[ot.id, new Set([target.id])]]);
+      const resolved = await resolveCascade(registry, ctx, self, levels, closure);
+      // over the bound, or fields changed under the plan: the guards send it to a transaction
+      if (resolved !== "transaction") cascade = resolved;
+    } else {
+      fields = await registry.pointingFields(
+        orm,
+        pointing ? (pointing() as never) : await registry.pointingQuery(orm, ot.id),
+      );
+      // kept for the next delete of this type, which then reads its cascade in its one read
+      if (fields.some(({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade"))
+        await learnLinking(registry, ot.id);
+    }
+    const covered = new Set(cascade?.found.map((x) => x.level.field) ?? []);
     const watched = fields.filter(({ field: f }) => !hasLinkTable(f) && holdsOn(f));
     const explainOne = async (f: FieldRow) => {
       const where = linkCondition(f, ot.id, target.id);
@@ -119,7 +157,9 @@ function stageOnDelete(
     };
     return {
       write(batch: WriteBatch) {
-        for (const { field: f } of fields) {
+        if (cascade) writeCascade(ctx, batch, cascade);
+        for (const holder of fields) {
+          const f = holder.field;
           const where = linkCondition(f, ot.id, target.id);
           if (hasLinkTable(f)) {
             const lt = ident(linkTableName(f.customObjectTypeId, f.id));
@@ -138,7 +178,9 @@ function stageOnDelete(
               ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
               : sql`${ident(`${f.name}_id`)} = NULL`;
             batch.add(orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`));
-          } else
+          } else if (f.onDeleteBehavior === "cascade")
+            batch.add(noOtherLinks(ctx, cascade, holder, ot.id, sql`${target.id}`));
+          else
             batch.add(
               orm.run(
                 sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
@@ -158,7 +200,13 @@ function stageOnDelete(
           }
         }
         for (const { field: f } of watched)
-          if ((await explainOne(f)) === "transaction") return "transaction";
+          if (f.onDeleteBehavior === "protect" && (await explainOne(f))) return "transaction";
+        if (cascade) {
+          const below = await explainCascade(ctx, cascade, ot.id, [target.id], protectedError);
+          if (below) return below;
+        }
+        for (const { field: f } of watched)
+          if (!covered.has(f) && (await explainOne(f)) === "transaction") return "transaction";
         return undefined;
       },
     };
