@@ -7,10 +7,10 @@ import { sql } from "drizzle-orm";
 import { ApiError } from "../../../core/errors";
 import { deleteWithHooks } from "../../../core/rest/handlers";
 import type { DeleteHook, StagedHook, WriteContext } from "../../../core/context";
-import type { ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
+import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import { slotKey } from "../../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
-import type { CotRegistry } from "./models";
+import type { CotModel, CotRegistry } from "./models";
 import type { FieldRow } from "./values";
 import {
   type Cascade,
@@ -128,21 +128,37 @@ function stageOnDelete(
     if (!ot) return { write() {} };
     let fields: Awaited<ReturnType<CotRegistry["fieldsPointingAt"]>>;
     let cascade: Cascade | null = null;
+    const closure = new Map([[ot.id, new Set([target.id])]]);
+    let resolved: Cascade | "transaction" | null = null;
     if (guarded && proof && (await guarded.settle(proof()))) {
       fields = guarded.fields;
-      const closure = new Map([[ot.id, new Set([target.id])]]);
-      const resolved = await resolveCascade(registry, ctx, self, levels, closure);
-      // over the bound, or fields changed under the plan: the guards send it to a transaction
-      if (resolved !== "transaction") cascade = resolved;
+      resolved = await resolveCascade(registry, ctx, self, levels, closure);
     } else {
       fields = await registry.pointingFields(
         orm,
         pointing ? (pointing() as never) : await registry.pointingQuery(orm, ot.id),
       );
-      // kept for the next delete of this type, which then reads its cascade in its one read
-      if (fields.some(({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade"))
-        await learnLinking(registry, ot.id);
+      if (fields.some(({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade")) {
+        // the fields pointing at the type were not known before the read: learned now (kept for
+        // the next delete, which reads its cascade in its one read) and the cascade read now
+        fields = await learnLinking(registry, ot.id);
+        const late = new ReadPhase();
+        const parentInfo = registry.cachedByObjectType(ot.id)?.info ?? null;
+        const planned = planCascade(
+          registry,
+          ctx,
+          late,
+          ot.id,
+          sql`${target.id}`,
+          fields,
+          parentInfo,
+        );
+        await late.run(ctx);
+        resolved = await resolveCascade(registry, ctx, self, planned, closure);
+      }
     }
+    // over the bound, or fields changed under the plan: the guards send it to a transaction
+    if (resolved && resolved !== "transaction") cascade = resolved;
     const covered = new Set(cascade?.found.map((x) => x.level.field) ?? []);
     const watched = fields.filter(({ field: f }) => !hasLinkTable(f) && holdsOn(f));
     const explainOne = async (f: FieldRow) => {
@@ -158,35 +174,7 @@ function stageOnDelete(
     return {
       write(batch: WriteBatch) {
         if (cascade) writeCascade(ctx, batch, cascade);
-        for (const holder of fields) {
-          const f = holder.field;
-          const where = linkCondition(f, ot.id, target.id);
-          if (hasLinkTable(f)) {
-            const lt = ident(linkTableName(f.customObjectTypeId, f.id));
-            if (f.onDeleteBehavior === "protect")
-              batch.add(
-                orm.run(
-                  sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${lt} WHERE ${where})`,
-                ),
-              );
-            else batch.add(orm.run(sql`DELETE FROM ${lt} WHERE ${where}`));
-            continue;
-          }
-          const t = ident(tableName(f.customObjectTypeId));
-          if (!holdsOn(f)) {
-            const nulls = f.isPolymorphic
-              ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
-              : sql`${ident(`${f.name}_id`)} = NULL`;
-            batch.add(orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`));
-          } else if (f.onDeleteBehavior === "cascade")
-            batch.add(noOtherLinks(ctx, cascade, holder, ot.id, sql`${target.id}`));
-          else
-            batch.add(
-              orm.run(
-                sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
-              ),
-            );
-        }
+        writeTargetLinks(ctx, batch, fields, ot.id, target.id, cascade);
       },
       async explain() {
         for (const { field: f } of fields) {
@@ -211,6 +199,47 @@ function stageOnDelete(
       },
     };
   };
+}
+
+/** The batch's statements for the links to the target: dropped, set to null, or guarded. */
+function writeTargetLinks(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  fields: Array<{ field: FieldRow; model: CotModel }>,
+  typeId: number,
+  id: number,
+  cascade: Cascade | null,
+) {
+  const orm = ctx.services.db.orm;
+  for (const holder of fields) {
+    const f = holder.field;
+    const where = linkCondition(f, typeId, id);
+    if (hasLinkTable(f)) {
+      const lt = ident(linkTableName(f.customObjectTypeId, f.id));
+      if (f.onDeleteBehavior === "protect")
+        batch.add(
+          orm.run(
+            sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${lt} WHERE ${where})`,
+          ),
+        );
+      else batch.add(orm.run(sql`DELETE FROM ${lt} WHERE ${where}`));
+      continue;
+    }
+    const t = ident(tableName(f.customObjectTypeId));
+    if (!holdsOn(f)) {
+      const nulls = f.isPolymorphic
+        ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
+        : sql`${ident(`${f.name}_id`)} = NULL`;
+      batch.add(orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`));
+    } else if (f.onDeleteBehavior === "cascade")
+      batch.add(noOtherLinks(ctx, cascade, holder, typeId, sql`${id}`));
+    else
+      batch.add(
+        orm.run(
+          sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
+        ),
+      );
+  }
 }
 
 function protectedError(
