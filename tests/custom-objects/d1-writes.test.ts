@@ -237,8 +237,8 @@ test("cascading deletes on D1: a custom object and a site through two levels, in
   const tags = await binding
     .prepare("SELECT count(*) AS n FROM tagged_items WHERE object_id = ? AND object_type_id = ?")
     .bind(s, slot.object_type.id)
-    .first<{ n: number }>();
-  expect(tags?.n).toBe(0);
+    .all<{ n: number }>();
+  expect(tags.results[0]!.n).toBe(0);
   expect(transactions).toBe(0);
 });
 

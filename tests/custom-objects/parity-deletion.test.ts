@@ -204,6 +204,64 @@ describe("a custom object others point at", () => {
   });
 });
 
+describe("cascades in one read and one batch (decision 0109)", () => {
+  test("a bulk delete of two targets whose cascades share an object: 204, it goes once", async () => {
+    await simpleType("bothtarget");
+    const source = await simpleType("bothsource");
+    for (const name of ["first", "second"])
+      await addField(t, source.id, {
+        name,
+        type: "object",
+        related_object_type: "custom_objects.bothtarget",
+        on_delete_behavior: "cascade",
+      });
+    const one = await create(t, "bothtarget", { name: "one" });
+    const two = await create(t, "bothtarget", { name: "two" });
+    const src = await create(t, "bothsource", { name: "shared", first: one.id, second: two.id });
+    const r = await t.json("DELETE", `${CO}/bothtarget/`, {
+      body: [{ id: one.id }, { id: two.id }],
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(204);
+    expect((await get(`${CO}/bothsource/${src.id}/`)).status).toBe(404);
+    const logged = await get(`/api/core/object-changes/?changed_object_id=${src.id}&limit=50`);
+    const deletes = logged.body.results.filter(
+      (c: { changed_object_type: string; action: { value: string } }) =>
+        c.changed_object_type === "custom_objects.bothsource" && c.action.value === "delete",
+    );
+    expect(deletes.length).toBe(1);
+  });
+
+  test("a protected link to a cascaded object: 409 protected, nothing deleted", async () => {
+    await simpleType("pctop");
+    const mid = await simpleType("pcmid");
+    await addField(t, mid.id, {
+      name: "top",
+      type: "object",
+      related_object_type: "custom_objects.pctop",
+      on_delete_behavior: "cascade",
+    });
+    const guard = await simpleType("pcguard");
+    await addField(t, guard.id, {
+      name: "mid",
+      type: "object",
+      related_object_type: "custom_objects.pcmid",
+      on_delete_behavior: "protect",
+    });
+    // twice: the first delete learns the fields, the second plans the cascade in its one read
+    for (const k of [1, 2]) {
+      const top = await create(t, "pctop", { name: `top ${k}` });
+      const m = await create(t, "pcmid", { name: `mid ${k}`, top: top.id });
+      const g = await create(t, "pcguard", { name: `guard ${k}`, mid: m.id });
+      const r = await del(`${CO}/pctop/${top.id}/`);
+      expect(r.status, JSON.stringify(r.body)).toBe(409);
+      expect(r.body.error).toBe("protected");
+      expect(r.body.protected_objects[0]).toMatchObject({ field_name: "mid", object_id: g.id });
+      expect((await get(`${CO}/pctop/${top.id}/`)).status).toBe(200);
+      expect((await get(`${CO}/pcmid/${m.id}/`)).status).toBe(200);
+    }
+  });
+});
+
 describe("multiobject fields across types", () => {
   test("deleting the source drops its links; the target stays", async () => {
     await simpleType("m2mtrg");

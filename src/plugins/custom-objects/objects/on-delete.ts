@@ -37,6 +37,8 @@ export function linkCondition(f: FieldRow, typeId: number, id: number) {
 
 /** `<object type id>:<id>` of the deletes under way in this transaction (its scratch). */
 const DELETING = slotKey<Set<string>>("custom-objects.deleting");
+/** Object ids (by object type id) a staged delete's targets and cascades delete (its scratch). */
+const CASCADED = slotKey<Map<number, Set<number>>>("custom-objects.cascaded");
 
 export function onDeleteHook(registry: CotRegistry): DeleteHook {
   const hook: DeleteHook = async (ctx, target) => {
@@ -128,7 +130,9 @@ function stageOnDelete(
     if (!ot) return { write() {} };
     let fields: Awaited<ReturnType<CotRegistry["fieldsPointingAt"]>>;
     let cascade: Cascade | null = null;
-    const closure = new Map([[ot.id, new Set([target.id])]]);
+    // shared by the request's targets: an object two of them take is deleted once
+    const closure = ctx.scratch.ensure(CASCADED, () => new Map<number, Set<number>>());
+    (closure.get(ot.id) ?? closure.set(ot.id, new Set()).get(ot.id)!).add(target.id);
     let resolved: Cascade | "transaction" | null = null;
     if (guarded && proof && (await guarded.settle(proof()))) {
       fields = guarded.fields;
