@@ -231,6 +231,25 @@ describe("cascades in one read and one batch (decision 0109)", () => {
     expect(deletes.length).toBe(1);
   });
 
+  test("a cascade over the bound of one batch (200 objects) still deletes them all (in a transaction)", async () => {
+    await simpleType("bigtop");
+    const item = await simpleType("bigitem");
+    await addField(t, item.id, {
+      name: "top",
+      type: "object",
+      related_object_type: "custom_objects.bigtop",
+      on_delete_behavior: "cascade",
+    });
+    for (const size of [3, 201]) {
+      const top = await create(t, "bigtop", { name: `top ${size}` });
+      const items = Array.from({ length: size }, (_, k) => ({ name: `i${k}`, top: top.id }));
+      expect((await t.json("POST", `${CO}/bigitem/`, { body: items })).status).toBe(201);
+      expect((await del(`${CO}/bigtop/${top.id}/`)).status).toBe(204);
+      expect((await get(`${CO}/bigitem/?top_id=${top.id}`)).body.count).toBe(0);
+    }
+    expect((await get(`${CO}/bigitem/`)).body.count).toBe(0);
+  });
+
   test("a protected link to a cascaded object: 409 protected, nothing deleted", async () => {
     await simpleType("pctop");
     const mid = await simpleType("pcmid");
