@@ -250,6 +250,34 @@ describe("cascades in one read and one batch (decision 0109)", () => {
     expect((await get(`${CO}/bigitem/`)).body.count).toBe(0);
   });
 
+  test("a type cascading to itself, three levels deep: all go, each logged once, deepest first", async () => {
+    const node = await simpleType("treenode");
+    await addField(t, node.id, {
+      name: "parent",
+      type: "object",
+      related_object_type: "custom_objects.treenode",
+      on_delete_behavior: "cascade",
+    });
+    for (const k of [1, 2]) {
+      const root = await create(t, "treenode", { name: `root ${k}` });
+      const mid = await create(t, "treenode", { name: `mid ${k}`, parent: root.id });
+      const leaf = await create(t, "treenode", { name: `leaf ${k}`, parent: mid.id });
+      const r = await del(`${CO}/treenode/${root.id}/`);
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      const ids = [root.id, mid.id, leaf.id];
+      for (const id of ids) expect((await get(`${CO}/treenode/${id}/`)).status).toBe(404);
+      const logged = await get(
+        `/api/core/object-changes/?changed_object_type=custom_objects.treenode&action=delete&limit=50`,
+      );
+      const order = logged.body.results
+        .map((c: { changed_object_id: number; id: number }) => c)
+        .filter((c: { changed_object_id: number }) => ids.includes(c.changed_object_id))
+        .sort((a: { id: number }, b: { id: number }) => a.id - b.id)
+        .map((c: { changed_object_id: number }) => c.changed_object_id);
+      expect(order).toEqual([leaf.id, mid.id, root.id]);
+    }
+  });
+
   test("a protected link to a cascaded object: 409 protected, nothing deleted", async () => {
     await simpleType("pctop");
     const mid = await simpleType("pcmid");
