@@ -27,9 +27,9 @@ type Row = Record<string, any>;
 type Pointer = { field: FieldRow; model: CotModel };
 
 /** Levels of cascade one batch follows; deeper dependants send the delete to a transaction. */
-export const CASCADE_DEPTH = 4;
+const CASCADE_DEPTH = 4;
 /** Objects one batch deletes by cascade at most; more send the delete to a transaction. */
-export const CASCADE_OBJECTS = 200;
+const CASCADE_OBJECTS = 200;
 
 /** A list of ids, or a subquery giving them, as SQL for `IN (…)`. */
 const idList = (ids: number[]) =>
@@ -39,7 +39,7 @@ const idList = (ids: number[]) =>
   );
 
 /** Where-clause matching rows of the field's storage that point at any of `ids` of `typeId`. */
-export function linksInto(f: FieldRow, typeId: number, ids: SQL) {
+function linksInto(f: FieldRow, typeId: number, ids: SQL) {
   if (hasLinkTable(f))
     return f.isPolymorphic
       ? sql`target_id IN (${ids}) AND target_type = ${typeId}`
