@@ -176,8 +176,7 @@ test("create, bulk create, update, bulk update and delete of custom objects on D
 });
 
 test("cascading deletes on D1: a custom object and a site through two levels, in one read and one batch, no transaction (decision 0109)", async () => {
-  // site ← crate (cascade) ← slot (cascade); the types are defined with the setup's stand-in
-  setup = true;
+  // site ← crate (cascade) ← slot (cascade)
   const crate = await made(`${CO}/custom-object-types/`, { name: "crate", slug: "crate" });
   await made(`${CO}/custom-object-type-fields/`, {
     custom_object_type: crate.id,
@@ -206,7 +205,6 @@ test("cascading deletes on D1: a custom object and a site through two levels, in
     related_object_type: "custom_objects.crate",
     on_delete_behavior: "cascade",
   });
-  setup = false;
   transactions = 0;
   const tree = async (n: number) => {
     const site = (await made("/api/dcim/sites/", { name: `cascade ${n}`, slug: `cascade-${n}` }))
