@@ -278,6 +278,31 @@ describe("cascades in one read and one batch (decision 0109)", () => {
     }
   });
 
+  test("permissions as NetBox's: delete on the target is enough for what its cascade takes", async () => {
+    await simpleType("permtop");
+    const item = await simpleType("permitem");
+    await addField(t, item.id, {
+      name: "top",
+      type: "object",
+      related_object_type: "custom_objects.permtop",
+      on_delete_behavior: "cascade",
+    });
+    const viewer = await t.user("cascade-viewer", [[["view"], "custom_objects.permtop"]]);
+    const deleter = await t.user("cascade-deleter", [
+      [["view", "delete"], "custom_objects.permtop"],
+    ]);
+    for (const k of [1, 2]) {
+      const top = await create(t, "permtop", { name: `top ${k}` });
+      const it = await create(t, "permitem", { name: `item ${k}`, top: top.id });
+      const refused = await t.json("DELETE", `${CO}/permtop/${top.id}/`, { token: viewer });
+      expect(refused.status).toBe(403);
+      expect((await get(`${CO}/permitem/${it.id}/`)).status).toBe(200);
+      const r = await t.json("DELETE", `${CO}/permtop/${top.id}/`, { token: deleter });
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      expect((await get(`${CO}/permitem/${it.id}/`)).status).toBe(404);
+    }
+  });
+
   test("a protected link to a cascaded object: 409 protected, nothing deleted", async () => {
     await simpleType("pctop");
     const mid = await simpleType("pcmid");
