@@ -303,6 +303,33 @@ describe("cascades in one read and one batch (decision 0109)", () => {
     }
   });
 
+  test("a bulk delete naming a node and its child (a type cascading to itself): 204, each once", async () => {
+    const node = await simpleType("bulknode");
+    await addField(t, node.id, {
+      name: "parent",
+      type: "object",
+      related_object_type: "custom_objects.bulknode",
+      on_delete_behavior: "cascade",
+    });
+    for (const k of [1, 2]) {
+      const root = await create(t, "bulknode", { name: `root ${k}` });
+      const mid = await create(t, "bulknode", { name: `mid ${k}`, parent: root.id });
+      const leaf = await create(t, "bulknode", { name: `leaf ${k}`, parent: mid.id });
+      const r = await t.json("DELETE", `${CO}/bulknode/`, {
+        body: [{ id: root.id }, { id: mid.id }],
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      for (const id of [root.id, mid.id, leaf.id])
+        expect((await get(`${CO}/bulknode/${id}/`)).status).toBe(404);
+      const logged = await get(`/api/core/object-changes/?changed_object_id=${mid.id}&limit=50`);
+      const deletes = logged.body.results.filter(
+        (c: { changed_object_type: string; action: { value: string } }) =>
+          c.changed_object_type === "custom_objects.bulknode" && c.action.value === "delete",
+      );
+      expect(deletes.length).toBe(1);
+    }
+  });
+
   test("a protected link to a cascaded object: 409 protected, nothing deleted", async () => {
     await simpleType("pctop");
     const mid = await simpleType("pcmid");

@@ -239,9 +239,9 @@ export function writeCascade(
   found = cascade.found,
 ) {
   for (const x of found) {
-    if (!x.rows.length) continue;
+    // a level whose objects go otherwise (a target, another level) may still have some below
     writeCascade(ctx, batch, cascade, x.below);
-    writeLevel(ctx, batch, cascade, x);
+    if (x.rows.length) writeLevel(ctx, batch, cascade, x);
   }
 }
 

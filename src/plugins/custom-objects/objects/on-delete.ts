@@ -40,6 +40,13 @@ const DELETING = slotKey<Set<string>>("custom-objects.deleting");
 /** Object ids (by object type id) a staged delete's targets and cascades delete (its scratch). */
 const CASCADED = slotKey<Map<number, Set<number>>>("custom-objects.cascaded");
 
+/** Names the targets of one staged delete: no target's cascade takes another (it goes as one). */
+export function deletingTogether(ctx: WriteContext, objectTypeId: number, ids: number[]) {
+  const closure = ctx.scratch.ensure(CASCADED, () => new Map<number, Set<number>>());
+  const own = closure.get(objectTypeId) ?? closure.set(objectTypeId, new Set()).get(objectTypeId)!;
+  for (const id of ids) own.add(id);
+}
+
 export function onDeleteHook(registry: CotRegistry): DeleteHook {
   const hook: DeleteHook = async (ctx, target) => {
     const ot = await ctx.services.objectTypes.byLabel(target.appLabel, target.model, ctx.db);
@@ -131,8 +138,8 @@ function stageOnDelete(
     let fields: Awaited<ReturnType<CotRegistry["fieldsPointingAt"]>>;
     let cascade: Cascade | null = null;
     // shared by the request's targets: an object two of them take is deleted once
-    const closure = ctx.scratch.ensure(CASCADED, () => new Map<number, Set<number>>());
-    (closure.get(ot.id) ?? closure.set(ot.id, new Set()).get(ot.id)!).add(target.id);
+    deletingTogether(ctx, ot.id, [target.id]);
+    const closure = ctx.scratch.get(CASCADED)!;
     let resolved: Cascade | "transaction" | null = null;
     if (guarded && proof && (await guarded.settle(proof()))) {
       fields = guarded.fields;
