@@ -89,18 +89,18 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
   return hook;
 }
 
+/** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
+const holdsOn = (f: FieldRow) =>
+  f.onDeleteBehavior === "protect" || f.onDeleteBehavior === "cascade";
+
 /**
- * The hook in a staged delete of a host object (decision 0071): the fields pointing at its type
- * are read in the read phase; links are dropped and set to null by statements of the batch, and
+ * The hook in a staged delete of a host or custom object (decision 0071): the fields pointing at
+ * its type are read in the read phase; links are dropped and set to null by statements of the batch, and
  * `protect` and `cascade` fields become guards that no object links to it. When a guard fails,
  * `explain` reads what links: a protected link is the usual 409. A cascade's objects are read in
  * the phase and deleted in the batch (`cascade.ts`, decision 0109); one the plan could not reach
  * (fields not known yet, too deep or too many) sends the delete to a transaction.
  */
-/** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
-const holdsOn = (f: FieldRow) =>
-  f.onDeleteBehavior === "protect" || f.onDeleteBehavior === "cascade";
-
 function stageOnDelete(
   registry: CotRegistry,
   self: DeleteHook,
