@@ -67,7 +67,12 @@ export interface Guard {
 /** A load as statements for someone else's read (`Resource.loadPlan`). */
 export interface LoadPlan {
   statements: Queries[number][];
-  finish(answers: unknown[], ids: number[]): Promise<ApiRecord[]>;
+  /** `known`: nested forms of referenced objects read elsewhere (by object type id, then id). */
+  finish(
+    answers: unknown[],
+    ids: number[],
+    known?: Map<number, Map<number, ApiRecord>>,
+  ): Promise<ApiRecord[]>;
 }
 
 export interface AuthState {
@@ -375,6 +380,8 @@ export interface ModelInfo {
    */
   nestedSql?: {
     select(ids: number[]): SQL;
+    /** `select` of the ids an SQL subquery gives (a read that names objects not yet read). */
+    selectIn?(ids: SQL): SQL;
     /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */
     selectOne?(idExpr: SQL): SQL;
     build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;

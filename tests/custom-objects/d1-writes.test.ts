@@ -175,6 +175,71 @@ test("create, bulk create, update, bulk update and delete of custom objects on D
   expect(transactions).toBe(0);
 });
 
+test("cascading deletes on D1: a custom object and a site through two levels, in one read and one batch, no transaction (decision 0109)", async () => {
+  // site ← crate (cascade) ← slot (cascade)
+  const crate = await made(`${CO}/custom-object-types/`, { name: "crate", slug: "crate" });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: crate.id,
+    name: "name",
+    type: "text",
+    primary: true,
+  });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: crate.id,
+    name: "site",
+    type: "object",
+    related_object_type: "dcim.site",
+    on_delete_behavior: "cascade",
+  });
+  const slot = await made(`${CO}/custom-object-types/`, { name: "slot", slug: "slot" });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: slot.id,
+    name: "name",
+    type: "text",
+    primary: true,
+  });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: slot.id,
+    name: "crate",
+    type: "object",
+    related_object_type: "custom_objects.crate",
+    on_delete_behavior: "cascade",
+  });
+  transactions = 0;
+  const tree = async (n: number) => {
+    const site = (await made("/api/dcim/sites/", { name: `cascade ${n}`, slug: `cascade-${n}` }))
+      .id;
+    const c = (await made(`${CO}/crate/`, { name: `crate ${n}`, site })).id;
+    const s = (await made(`${CO}/slot/`, { name: `slot ${n}`, crate: c, tags: ["green"] })).id;
+    return { site, crate: c, slot: s };
+  };
+  // the first delete learns the fields pointing at the types (a read more), later ones do not
+  for (const n of [1, 2]) {
+    const { site, crate: c, slot: s } = await tree(n);
+    const deleted = await json("DELETE", `/api/dcim/sites/${site}/`);
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(204);
+    expect((await json("GET", `${CO}/crate/${c}/`)).status).toBe(404);
+    expect((await json("GET", `${CO}/slot/${s}/`)).status).toBe(404);
+    const logged = await json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=custom_objects.slot&changed_object_id=${s}`,
+    );
+    expect(
+      logged.body.results.map((x: { action: { value: string } }) => x.action.value).sort(),
+    ).toEqual(["create", "delete"]);
+  }
+  // a custom object to its child
+  const { crate: c, slot: s } = await tree(3);
+  expect((await json("DELETE", `${CO}/crate/${c}/`)).status).toBe(204);
+  expect((await json("GET", `${CO}/slot/${s}/`)).status).toBe(404);
+  const tags = await binding
+    .prepare("SELECT count(*) AS n FROM tagged_items WHERE object_id = ? AND object_type_id = ?")
+    .bind(s, slot.object_type.id)
+    .all<{ n: number }>();
+  expect(tags.results[0]!.n).toBe(0);
+  expect(transactions).toBe(0);
+});
+
 test("the search index's deferred flush on D1 (the Worker's cron runs it): read + write batches, no transaction, q= exact", async () => {
   const count = async (sql: string) =>
     Number((await binding.prepare(sql).bind().all<{ n: number }>()).results[0]!.n);

@@ -204,6 +204,163 @@ describe("a custom object others point at", () => {
   });
 });
 
+describe("cascades in one read and one batch (decision 0109)", () => {
+  test("a bulk delete of two targets whose cascades share an object: 204, it goes once", async () => {
+    await simpleType("bothtarget");
+    const source = await simpleType("bothsource");
+    for (const name of ["first", "second"])
+      await addField(t, source.id, {
+        name,
+        type: "object",
+        related_object_type: "custom_objects.bothtarget",
+        on_delete_behavior: "cascade",
+      });
+    const one = await create(t, "bothtarget", { name: "one" });
+    const two = await create(t, "bothtarget", { name: "two" });
+    const src = await create(t, "bothsource", { name: "shared", first: one.id, second: two.id });
+    const r = await t.json("DELETE", `${CO}/bothtarget/`, {
+      body: [{ id: one.id }, { id: two.id }],
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(204);
+    expect((await get(`${CO}/bothsource/${src.id}/`)).status).toBe(404);
+    const logged = await get(`/api/core/object-changes/?changed_object_id=${src.id}&limit=50`);
+    const deletes = logged.body.results.filter(
+      (c: { changed_object_type: string; action: { value: string } }) =>
+        c.changed_object_type === "custom_objects.bothsource" && c.action.value === "delete",
+    );
+    expect(deletes.length).toBe(1);
+  });
+
+  test("a cascade over the bound of one batch (200 objects) still deletes them all (in a transaction)", async () => {
+    await simpleType("bigtop");
+    const item = await simpleType("bigitem");
+    await addField(t, item.id, {
+      name: "top",
+      type: "object",
+      related_object_type: "custom_objects.bigtop",
+      on_delete_behavior: "cascade",
+    });
+    for (const size of [3, 201]) {
+      const top = await create(t, "bigtop", { name: `top ${size}` });
+      const items = Array.from({ length: size }, (_, k) => ({ name: `i${k}`, top: top.id }));
+      expect((await t.json("POST", `${CO}/bigitem/`, { body: items })).status).toBe(201);
+      expect((await del(`${CO}/bigtop/${top.id}/`)).status).toBe(204);
+      expect((await get(`${CO}/bigitem/?top_id=${top.id}`)).body.count).toBe(0);
+    }
+    expect((await get(`${CO}/bigitem/`)).body.count).toBe(0);
+  });
+
+  test("a type cascading to itself, three levels deep: all go, each logged once, deepest first", async () => {
+    const node = await simpleType("treenode");
+    await addField(t, node.id, {
+      name: "parent",
+      type: "object",
+      related_object_type: "custom_objects.treenode",
+      on_delete_behavior: "cascade",
+    });
+    for (const k of [1, 2]) {
+      const root = await create(t, "treenode", { name: `root ${k}` });
+      const mid = await create(t, "treenode", { name: `mid ${k}`, parent: root.id });
+      const leaf = await create(t, "treenode", { name: `leaf ${k}`, parent: mid.id });
+      const r = await del(`${CO}/treenode/${root.id}/`);
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      const ids = [root.id, mid.id, leaf.id];
+      for (const id of ids) expect((await get(`${CO}/treenode/${id}/`)).status).toBe(404);
+      const logged = await get(
+        `/api/core/object-changes/?changed_object_type=custom_objects.treenode&action=delete&limit=50`,
+      );
+      const order = logged.body.results
+        .map((c: { changed_object_id: number; id: number }) => c)
+        .filter((c: { changed_object_id: number }) => ids.includes(c.changed_object_id))
+        .sort((a: { id: number }, b: { id: number }) => a.id - b.id)
+        .map((c: { changed_object_id: number }) => c.changed_object_id);
+      expect(order).toEqual([leaf.id, mid.id, root.id]);
+    }
+  });
+
+  test("permissions as NetBox's: delete on the target is enough for what its cascade takes", async () => {
+    await simpleType("permtop");
+    const item = await simpleType("permitem");
+    await addField(t, item.id, {
+      name: "top",
+      type: "object",
+      related_object_type: "custom_objects.permtop",
+      on_delete_behavior: "cascade",
+    });
+    const viewer = await t.user("cascade-viewer", [[["view"], "custom_objects.permtop"]]);
+    const deleter = await t.user("cascade-deleter", [
+      [["view", "delete"], "custom_objects.permtop"],
+    ]);
+    for (const k of [1, 2]) {
+      const top = await create(t, "permtop", { name: `top ${k}` });
+      const it = await create(t, "permitem", { name: `item ${k}`, top: top.id });
+      const refused = await t.json("DELETE", `${CO}/permtop/${top.id}/`, { token: viewer });
+      expect(refused.status).toBe(403);
+      expect((await get(`${CO}/permitem/${it.id}/`)).status).toBe(200);
+      const r = await t.json("DELETE", `${CO}/permtop/${top.id}/`, { token: deleter });
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      expect((await get(`${CO}/permitem/${it.id}/`)).status).toBe(404);
+    }
+  });
+
+  test("a bulk delete naming a node and its child (a type cascading to itself): 204, each once", async () => {
+    const node = await simpleType("bulknode");
+    await addField(t, node.id, {
+      name: "parent",
+      type: "object",
+      related_object_type: "custom_objects.bulknode",
+      on_delete_behavior: "cascade",
+    });
+    for (const k of [1, 2]) {
+      const root = await create(t, "bulknode", { name: `root ${k}` });
+      const mid = await create(t, "bulknode", { name: `mid ${k}`, parent: root.id });
+      const leaf = await create(t, "bulknode", { name: `leaf ${k}`, parent: mid.id });
+      const r = await t.json("DELETE", `${CO}/bulknode/`, {
+        body: [{ id: root.id }, { id: mid.id }],
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      for (const id of [root.id, mid.id, leaf.id])
+        expect((await get(`${CO}/bulknode/${id}/`)).status).toBe(404);
+      const logged = await get(`/api/core/object-changes/?changed_object_id=${mid.id}&limit=50`);
+      const deletes = logged.body.results.filter(
+        (c: { changed_object_type: string; action: { value: string } }) =>
+          c.changed_object_type === "custom_objects.bulknode" && c.action.value === "delete",
+      );
+      expect(deletes.length).toBe(1);
+    }
+  });
+
+  test("a protected link to a cascaded object: 409 protected, nothing deleted", async () => {
+    await simpleType("pctop");
+    const mid = await simpleType("pcmid");
+    await addField(t, mid.id, {
+      name: "top",
+      type: "object",
+      related_object_type: "custom_objects.pctop",
+      on_delete_behavior: "cascade",
+    });
+    const guard = await simpleType("pcguard");
+    await addField(t, guard.id, {
+      name: "mid",
+      type: "object",
+      related_object_type: "custom_objects.pcmid",
+      on_delete_behavior: "protect",
+    });
+    // twice: the first delete learns the fields, the second plans the cascade in its one read
+    for (const k of [1, 2]) {
+      const top = await create(t, "pctop", { name: `top ${k}` });
+      const m = await create(t, "pcmid", { name: `mid ${k}`, top: top.id });
+      const g = await create(t, "pcguard", { name: `guard ${k}`, mid: m.id });
+      const r = await del(`${CO}/pctop/${top.id}/`);
+      expect(r.status, JSON.stringify(r.body)).toBe(409);
+      expect(r.body.error).toBe("protected");
+      expect(r.body.protected_objects[0]).toMatchObject({ field_name: "mid", object_id: g.id });
+      expect((await get(`${CO}/pctop/${top.id}/`)).status).toBe(200);
+      expect((await get(`${CO}/pcmid/${m.id}/`)).status).toBe(200);
+    }
+  });
+});
+
 describe("multiobject fields across types", () => {
   test("deleting the source drops its links; the target stays", async () => {
     await simpleType("m2mtrg");

@@ -600,3 +600,76 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
   const found = await t.json("GET", `${CO}/indexed/?q=row`);
   expect(found.body.count).toBe(52);
 });
+
+test("cascading deletes: a custom object to its child, a site through two levels, with If-Match — ≤ 2 each", async () => {
+  // part ← piece (cascade); site ← sitenote (cascade) ← notepart (cascade); notepart has a tag
+  const part = await makeCot(t, "part");
+  await addField(t, part.id, { name: "name", type: "text", primary: true });
+  const piece = await makeCot(t, "piece");
+  await addField(t, piece.id, { name: "name", type: "text", primary: true });
+  await addField(t, piece.id, {
+    name: "part",
+    type: "object",
+    related_object_type: "custom_objects.part",
+    on_delete_behavior: "cascade",
+  });
+  const note = await makeCot(t, "sitenote");
+  await addField(t, note.id, { name: "name", type: "text", primary: true });
+  await addField(t, note.id, {
+    name: "site",
+    type: "object",
+    related_object_type: "dcim.site",
+    on_delete_behavior: "cascade",
+  });
+  const notePart = await makeCot(t, "notepart");
+  await addField(t, notePart.id, { name: "name", type: "text", primary: true });
+  await addField(t, notePart.id, {
+    name: "note",
+    type: "object",
+    related_object_type: "custom_objects.sitenote",
+    on_delete_behavior: "cascade",
+  });
+  const parts: number[] = [];
+  const pieces: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const p = (await create(t, "part", { name: `p${next()}` })).id;
+    pieces.push((await create(t, "piece", { name: `c${next()}`, part: p })).id);
+    parts.push(p);
+  }
+  const sites: number[] = [];
+  const leaves: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const n = next();
+    const s = (
+      await t.json("POST", "/api/dcim/sites/", { body: { name: `cs${n}`, slug: `cs${n}` } })
+    ).body.id;
+    const sn = (await create(t, "sitenote", { name: `n${next()}`, site: s })).id;
+    leaves.push((await create(t, "notepart", { name: `l${next()}`, note: sn, tags: [] })).id);
+    sites.push(s);
+  }
+  const part1 = await roundTrips("DELETE", () => `${CO}/part/${parts.shift()}/`);
+  const site1 = await roundTrips("DELETE", () => `/api/dcim/sites/${sites.shift()}/`);
+  // with If-Match: the stamp of what is deleted is checked in the same batch
+  const victim = parts.shift()!;
+  const etag = (await t.json("GET", `${CO}/part/${victim}/`)).res.headers.get("etag")!;
+  proxy.reset();
+  const matched = await t.json("DELETE", `${CO}/part/${victim}/`, {
+    headers: { "If-Match": etag },
+  });
+  expect(matched.status).toBe(204);
+  const ifMatch = proxy.count;
+  if (process.env.ROUND_TRIPS_LOG) console.log({ part1, site1, ifMatch });
+  expect(part1).toBeLessThanOrEqual(2);
+  expect(site1).toBeLessThanOrEqual(2);
+  expect(ifMatch).toBeLessThanOrEqual(2);
+  // the cascade happened: every child and grandchild is gone, with its change record
+  for (const id of pieces) expect((await t.json("GET", `${CO}/piece/${id}/`)).status).toBe(404);
+  for (const id of leaves)
+    expect((await t.json("GET", `${CO}/notepart/${id}/`)).status).toBe(
+      id === leaves[2] ? 200 : 404,
+    );
+  const logged = (await t.deps.db.orm.all(
+    sql`SELECT count(*) AS n FROM object_changes WHERE action = 'delete' AND changed_object_type_id = ${piece.object_type.id}`,
+  )) as Array<{ n: number }>;
+  expect(Number(logged[0]!.n)).toBe(3);
+});

@@ -426,3 +426,81 @@ describe("custom objects (decision 0090)", () => {
     expect(list.count).toBe(1);
   });
 });
+
+describe("a cascading delete raced by a write to its dependants (decision 0109)", () => {
+  let parentType: number;
+  beforeAll(async () => {
+    parentType = (await makeCot(t, "racebox")).id;
+    await addField(t, parentType, { name: "name", type: "text", primary: true });
+    const child = await makeCot(t, "raceitem");
+    await addField(t, child.id, { name: "name", type: "text", primary: true });
+    await addField(t, child.id, {
+      name: "box",
+      type: "object",
+      related_object_type: "custom_objects.racebox",
+      on_delete_behavior: "cascade",
+    });
+    // a first cascading delete keeps the fields pointing at the types (the next plans in its read)
+    const warm = (await create(t, "racebox", { name: "warm" })).id;
+    await create(t, "raceitem", { name: "warm item", box: warm });
+    expect((await t.json("DELETE", `${CO}/racebox/${warm}/`)).status).toBe(204);
+  });
+
+  /** Deletes a box with one item while `meanwhile` writes, its batch held until then. */
+  async function raced(meanwhile: (box: number, item: number) => Promise<{ status: number }>) {
+    const box = (await create(t, "racebox", { name: `box ${++serial}` })).id;
+    const item = (await create(t, "raceitem", { name: `item ${serial}`, box })).id;
+    proxy.hold((statements) =>
+      statements.some((s) => s.startsWith(`DELETE FROM "co_${parentType}"`)),
+    );
+    try {
+      const deleting = t.json("DELETE", `${CO}/racebox/${box}/`);
+      await untilHeld(1);
+      expect((await meanwhile(box, item)).status).toBeLessThan(300);
+      proxy.release();
+      return { box, item, deleted: await deleting };
+    } finally {
+      proxy.release();
+    }
+  }
+
+  const exists = async (slug: string, id: number) =>
+    (await t.json("GET", `${CO}/${slug}/${id}/`)).status === 200;
+
+  test("an item made for the box between the read and the write: 409, nothing deleted", async () => {
+    let late = 0;
+    const { box, item, deleted } = await raced(async (b) => {
+      const r = await t.json("POST", `${CO}/raceitem/`, { body: { name: "late", box: b } });
+      late = r.body.id;
+      return r;
+    });
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
+    expect(deleted.body.error).toBe("write_conflict");
+    expect(await exists("racebox", box)).toBe(true);
+    expect(await exists("raceitem", item)).toBe(true);
+    expect(await exists("raceitem", late)).toBe(true);
+    // and the delete then goes through, the late item with it
+    expect((await t.json("DELETE", `${CO}/racebox/${box}/`)).status).toBe(204);
+    expect(await exists("raceitem", late)).toBe(false);
+  });
+
+  test("an item changed between the read and the write: 409, not deleted stale", async () => {
+    const { box, item, deleted } = await raced((_b, i) =>
+      t.json("PATCH", `${CO}/raceitem/${i}/`, { body: { name: "renamed" } }),
+    );
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
+    expect(deleted.body.error).toBe("write_conflict");
+    expect(await exists("racebox", box)).toBe(true);
+    expect((await t.json("GET", `${CO}/raceitem/${item}/`)).body.name).toBe("renamed");
+  });
+
+  test("an item moved to another box between the read and the write: 409, it stays", async () => {
+    const other = (await create(t, "racebox", { name: `other ${++serial}` })).id;
+    const { box, item, deleted } = await raced((_b, i) =>
+      t.json("PATCH", `${CO}/raceitem/${i}/`, { body: { box: other } }),
+    );
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
+    expect(await exists("racebox", box)).toBe(true);
+    expect((await t.json("GET", `${CO}/raceitem/${item}/`)).body.box.id).toBe(other);
+  });
+});

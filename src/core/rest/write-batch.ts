@@ -13,6 +13,11 @@ export class ReadPhase {
   readonly #queries: BatchItem<"sqlite">[] = [];
   readonly #results: unknown[] = [];
 
+  /** Reads added so far. */
+  get size(): number {
+    return this.#queries.length;
+  }
+
   /** Adds a query; the returned getter answers its rows once `run` has resolved. */
   add<T>(query: BatchItem<"sqlite"> & PromiseLike<T>): () => T {
     const at = this.#queries.push(query) - 1;

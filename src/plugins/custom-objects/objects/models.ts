@@ -286,6 +286,13 @@ export class CotRegistry {
     return null;
   }
 
+  /** A model this registry already holds for the type of object type `objectTypeId`. */
+  cachedByObjectType(objectTypeId: number): CotModel | null {
+    for (const model of this.#models.values())
+      if (model.cot.objectTypeId === objectTypeId) return model;
+    return null;
+  }
+
   /**
    * Every field that can point at objects of `objectTypeId` (ordered by COT, then field), with
    * its model. One prepared statement reads the fields' ids together with their COTs' shape

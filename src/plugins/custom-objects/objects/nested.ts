@@ -15,6 +15,11 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
   if (primary) for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
   if (primaryLabel) nestedCols.__label = primaryLabel;
   for (const f of expressionFields) nestedCols[f.name] = column(f.name);
+  const selectIn = (ids: SQL) =>
+    sql`SELECT ${table.id} AS id, json_object(${sql.join(
+      Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
+      sql`, `,
+    )}) AS j FROM ${table} WHERE ${table.id} IN (${ids})`;
   return {
     appLabel: APP_LABEL,
     model: slug,
@@ -36,11 +41,8 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
       return out;
     },
     nestedSql: {
-      select: (ids) =>
-        sql`SELECT ${table.id} AS id, json_object(${sql.join(
-          Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
-          sql`, `,
-        )}) AS j FROM ${table} WHERE ${table.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`,
+      select: (ids) => selectIn(sql`SELECT value FROM json_each(${JSON.stringify(ids)})`),
+      selectIn,
       build: (ctx, id, row) => ({
         id,
         url: instanceUrl(ctx.baseUrl, slug, id),

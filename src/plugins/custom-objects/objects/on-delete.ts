@@ -7,11 +7,20 @@ import { sql } from "drizzle-orm";
 import { ApiError } from "../../../core/errors";
 import { deleteWithHooks } from "../../../core/rest/handlers";
 import type { DeleteHook, StagedHook, WriteContext } from "../../../core/context";
-import type { ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
+import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import { slotKey } from "../../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
-import type { CotRegistry } from "./models";
+import type { CotModel, CotRegistry } from "./models";
 import type { FieldRow } from "./values";
+import {
+  type Cascade,
+  explainCascade,
+  learnLinking,
+  noOtherLinks,
+  planCascade,
+  resolveCascade,
+  writeCascade,
+} from "./cascade";
 
 /** Where-clause matching rows of the field's storage that point at (typeId, id). */
 export function linkCondition(f: FieldRow, typeId: number, id: number) {
@@ -28,6 +37,15 @@ export function linkCondition(f: FieldRow, typeId: number, id: number) {
 
 /** `<object type id>:<id>` of the deletes under way in this transaction (its scratch). */
 const DELETING = slotKey<Set<string>>("custom-objects.deleting");
+/** Object ids (by object type id) a staged delete's targets and cascades delete (its scratch). */
+const CASCADED = slotKey<Map<number, Set<number>>>("custom-objects.cascaded");
+
+/** Names the targets of one staged delete: no target's cascade takes another (it goes as one). */
+export function deletingTogether(ctx: WriteContext, objectTypeId: number, ids: number[]) {
+  const closure = ctx.scratch.ensure(CASCADED, () => new Map<number, Set<number>>());
+  const own = closure.get(objectTypeId) ?? closure.set(objectTypeId, new Set()).get(objectTypeId)!;
+  for (const id of ids) own.add(id);
+}
 
 export function onDeleteHook(registry: CotRegistry): DeleteHook {
   const hook: DeleteHook = async (ctx, target) => {
@@ -67,23 +85,25 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
       }
     }
   };
-  hook.stage = (ctx, phase, target) => stageOnDelete(registry, ctx, phase, target);
+  hook.stage = (ctx, phase, target) => stageOnDelete(registry, hook, ctx, phase, target);
   return hook;
 }
 
-/**
- * The hook in a staged delete of a host object (decision 0071): the fields pointing at its type
- * are read in the read phase; links are dropped and set to null by statements of the batch, and
- * `protect` and `cascade` fields become guards that no object links to it. When a guard fails,
- * `explain` reads what links: a protected link is the usual 409, a cascade sends the delete to a
- * transaction (it deletes other objects, each with its own hooks and change record).
- */
 /** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
 const holdsOn = (f: FieldRow) =>
   f.onDeleteBehavior === "protect" || f.onDeleteBehavior === "cascade";
 
+/**
+ * The hook in a staged delete of a host or custom object (decision 0071): the fields pointing at
+ * its type are read in the read phase; links are dropped and set to null by statements of the batch, and
+ * `protect` and `cascade` fields become guards that no object links to it. When a guard fails,
+ * `explain` reads what links: a protected link is the usual 409. A cascade's objects are read in
+ * the phase and deleted in the batch (`cascade.ts`, decision 0109); one the plan could not reach
+ * (fields not known yet, too deep or too many) sends the delete to a transaction.
+ */
 function stageOnDelete(
   registry: CotRegistry,
+  self: DeleteHook,
   ctx: WriteContext,
   phase: ReadPhase,
   target: { appLabel: string; model: string; id: number; objectTypeId?: number },
@@ -93,19 +113,64 @@ function stageOnDelete(
   const rows = given
     ? Promise.resolve(given)
     : ctx.services.objectTypes.byLabel(target.appLabel, target.model);
-  let pointing: (() => Array<{ fieldId: number; cotId: number; shapeVersion: number }>) | null =
-    null;
-  // the object type is cached after its first use: its fields are then read with the phase
+  const orm = ctx.services.db.orm;
+  // the object type is cached after its first use: its fields are then read with the phase, and
+  // when the fields pointing at it are known too, so are the objects a cascade takes (0109)
   const sync = given ?? ctx.services.objectTypes.cached(target.appLabel, target.model);
-  if (sync) pointing = phase.add(registry.pointingQuery(ctx.services.db.orm, sync.id));
+  const guarded = sync ? registry.linkingGuarded(sync.id) : null;
+  const proof = guarded ? phase.add(guarded.statement as never) : null;
+  const pointing = sync && !guarded ? phase.add(registry.pointingQuery(orm, sync.id)) : null;
+  const levels =
+    sync && guarded
+      ? planCascade(
+          registry,
+          ctx,
+          phase,
+          sync.id,
+          sql`${target.id}`,
+          guarded.fields,
+          given ? (registry.cachedByObjectType(given.id)?.info ?? null) : null,
+        )
+      : [];
   return async () => {
     const ot = sync ?? (await rows);
     if (!ot) return { write() {} };
-    const orm = ctx.services.db.orm;
-    const fields = await registry.pointingFields(
-      orm,
-      pointing ? pointing() : await registry.pointingQuery(orm, ot.id),
-    );
+    let fields: Awaited<ReturnType<CotRegistry["fieldsPointingAt"]>>;
+    let cascade: Cascade | null = null;
+    // shared by the request's targets: an object two of them take is deleted once
+    deletingTogether(ctx, ot.id, [target.id]);
+    const closure = ctx.scratch.get(CASCADED)!;
+    let resolved: Cascade | "transaction" | null = null;
+    if (guarded && proof && (await guarded.settle(proof()))) {
+      fields = guarded.fields;
+      resolved = await resolveCascade(registry, ctx, self, levels, closure);
+    } else {
+      fields = await registry.pointingFields(
+        orm,
+        pointing ? (pointing() as never) : await registry.pointingQuery(orm, ot.id),
+      );
+      if (fields.some(({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade")) {
+        // the fields pointing at the type were not known before the read: learned now (kept for
+        // the next delete, which reads its cascade in its one read) and the cascade read now
+        fields = await learnLinking(registry, ot.id);
+        const late = new ReadPhase();
+        const parentInfo = registry.cachedByObjectType(ot.id)?.info ?? null;
+        const planned = planCascade(
+          registry,
+          ctx,
+          late,
+          ot.id,
+          sql`${target.id}`,
+          fields,
+          parentInfo,
+        );
+        await late.run(ctx);
+        resolved = await resolveCascade(registry, ctx, self, planned, closure);
+      }
+    }
+    // over the bound, or fields changed under the plan: the guards send it to a transaction
+    if (resolved && resolved !== "transaction") cascade = resolved;
+    const covered = new Set(cascade?.found.map((x) => x.level.field) ?? []);
     const watched = fields.filter(({ field: f }) => !hasLinkTable(f) && holdsOn(f));
     const explainOne = async (f: FieldRow) => {
       const where = linkCondition(f, ot.id, target.id);
@@ -119,32 +184,8 @@ function stageOnDelete(
     };
     return {
       write(batch: WriteBatch) {
-        for (const { field: f } of fields) {
-          const where = linkCondition(f, ot.id, target.id);
-          if (hasLinkTable(f)) {
-            const lt = ident(linkTableName(f.customObjectTypeId, f.id));
-            if (f.onDeleteBehavior === "protect")
-              batch.add(
-                orm.run(
-                  sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${lt} WHERE ${where})`,
-                ),
-              );
-            else batch.add(orm.run(sql`DELETE FROM ${lt} WHERE ${where}`));
-            continue;
-          }
-          const t = ident(tableName(f.customObjectTypeId));
-          if (!holdsOn(f)) {
-            const nulls = f.isPolymorphic
-              ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
-              : sql`${ident(`${f.name}_id`)} = NULL`;
-            batch.add(orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`));
-          } else
-            batch.add(
-              orm.run(
-                sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
-              ),
-            );
-        }
+        if (cascade) writeCascade(ctx, batch, cascade);
+        writeTargetLinks(ctx, batch, fields, ot.id, target.id, cascade);
       },
       async explain() {
         for (const { field: f } of fields) {
@@ -158,11 +199,58 @@ function stageOnDelete(
           }
         }
         for (const { field: f } of watched)
-          if ((await explainOne(f)) === "transaction") return "transaction";
+          if (f.onDeleteBehavior === "protect" && (await explainOne(f))) return "transaction";
+        if (cascade) {
+          const below = await explainCascade(ctx, cascade, ot.id, [target.id], protectedError);
+          if (below) return below;
+        }
+        for (const { field: f } of watched)
+          if (!covered.has(f) && (await explainOne(f)) === "transaction") return "transaction";
         return undefined;
       },
     };
   };
+}
+
+/** The batch's statements for the links to the target: dropped, set to null, or guarded. */
+function writeTargetLinks(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  fields: Array<{ field: FieldRow; model: CotModel }>,
+  typeId: number,
+  id: number,
+  cascade: Cascade | null,
+) {
+  const orm = ctx.services.db.orm;
+  for (const holder of fields) {
+    const f = holder.field;
+    const where = linkCondition(f, typeId, id);
+    if (hasLinkTable(f)) {
+      const lt = ident(linkTableName(f.customObjectTypeId, f.id));
+      if (f.onDeleteBehavior === "protect")
+        batch.add(
+          orm.run(
+            sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${lt} WHERE ${where})`,
+          ),
+        );
+      else batch.add(orm.run(sql`DELETE FROM ${lt} WHERE ${where}`));
+      continue;
+    }
+    const t = ident(tableName(f.customObjectTypeId));
+    if (!holdsOn(f)) {
+      const nulls = f.isPolymorphic
+        ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
+        : sql`${ident(`${f.name}_id`)} = NULL`;
+      batch.add(orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`));
+    } else if (f.onDeleteBehavior === "cascade")
+      batch.add(noOtherLinks(ctx, cascade, holder, typeId, sql`${id}`));
+    else
+      batch.add(
+        orm.run(
+          sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
+        ),
+      );
+  }
 }
 
 function protectedError(

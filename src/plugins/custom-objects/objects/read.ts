@@ -168,6 +168,7 @@ async function nestedReferences(
   wanted: Map<number, Set<number>>,
   known: Nested | undefined,
   learned: Nested | undefined,
+  fields: FieldRow[],
 ): Promise<RefOf> {
   const infos = await relatedInfos(ctx, [...wanted.keys()]);
   // Every related type's nested forms in one statement where the models allow it.
@@ -179,10 +180,13 @@ async function nestedReferences(
   for (const typeId of wanted.keys())
     nested.set(typeId, byInfo.get(infos.get(typeId)!) ?? new Map());
   if (learned) for (const [typeId, forms] of nested) learned.set(typeId, forms);
-  const ots = await ctx.services.objectTypes.byIds(
-    [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])],
-    ctx.db,
-  );
+  // object types label polymorphic references only: a type without them reads none
+  const ots = fields.some((f) => f.isPolymorphic)
+    ? await ctx.services.objectTypes.byIds(
+        [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])],
+        ctx.db,
+      )
+    : new Map();
   return (f: FieldRow, typeId: number, id: number): ApiRecord => {
     const n = nested.get(typeId)?.get(id) ?? known?.get(typeId)?.get(id) ?? { id };
     if (!f.isPolymorphic) return n;
@@ -245,7 +249,7 @@ function serializer(shape: Shape, display: Reader["display"]): Reader["serialize
     const ids = rows.map((r) => r.id as number);
     // Gather every reference, then fetch nested forms once per target type.
     const refs = await gatherReferences(shape, ctx, rows, known);
-    const ref = await nestedReferences(ctx, refs.wanted, known, learned);
+    const ref = await nestedReferences(ctx, refs.wanted, known, learned, shape.fields);
     // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
     const tags = rows.every((r) => "__tags" in r)
       ? tagsFromRows(ctx, rows)
@@ -485,11 +489,16 @@ function planLoader(
             }) as unknown as BatchItem<"sqlite">)
           : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`),
       ],
-      finish(answers, order) {
+      finish(answers, order, known) {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));
         const ordered = order.map((id) => byId.get(id)).filter(Boolean) as typeof rows;
-        return serialize(ctx, ordered, linkFields.length ? linkedForms(ctx, ordered) : undefined);
+        const forms = linkFields.length ? linkedForms(ctx, ordered) : undefined;
+        if (!known) return serialize(ctx, ordered, forms);
+        const merged: Nested = new Map(known);
+        for (const [typeId, byType] of forms ?? [])
+          merged.set(typeId, new Map([...(known.get(typeId) ?? []), ...byType]));
+        return serialize(ctx, ordered, merged);
       },
     };
   };

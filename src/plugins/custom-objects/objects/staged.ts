@@ -46,6 +46,7 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { customObjectTypes } from "../../../db/schema";
+import { deletingTogether } from "./on-delete";
 import { APP_LABEL } from "../constants";
 import { fieldColumns, ident, linkTableName, tableName } from "../ddl";
 import type { FieldRow } from "../field-types";
@@ -846,6 +847,8 @@ async function stagedDelete(
   const hookParts = new Map(
     unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
   );
+  // a target another target's cascade reaches is deleted as a target, once (decision 0109)
+  if (w.cot.objectTypeId) deletingTogether(ctx, w.cot.objectTypeId, unique);
   await phase.run(ctx);
   const stored = await storedRead();
   const batch = new WriteBatch();
