@@ -8,6 +8,7 @@
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
 import { fillPlaceholders, sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import { SQLiteTransaction } from "drizzle-orm/sqlite-core";
 import type { Executor, Orm } from "./client";
 
@@ -134,6 +135,61 @@ export async function batchOnD1(
   });
   const results = await binding.batch(statements);
   return results.map((r, i) => prepared[i]!.mapResult(r, true));
+}
+
+/** What `Prebuilt` needs of a query Drizzle prepared (declared on its prepared queries). */
+interface PreparedQueryLike extends PreparedItem {
+  execute(values?: Record<string, unknown>): unknown;
+}
+
+/**
+ * A query built and prepared once per ORM with named placeholders (`sql.placeholder`), handed
+ * out as a batch item with this use's values: for `Database.read` / `write` batches (and ReadPhase
+ * / WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
+ * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks of
+ * its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on); awaited
+ * alone it runs on the ORM it was built on. The SQL text must depend only on what the cache key
+ * covers (the ORM here; callers key further themselves). Pinned by
+ * `tests/db/driver-internals.test.ts`.
+ */
+export class Prebuilt<T> {
+  readonly #byOrm = new WeakMap<object, PreparedQueryLike>();
+  constructor(private readonly build: (orm: Orm) => { prepare(): unknown }) {}
+
+  /** The query on `orm` with `values` for its placeholders. */
+  with(orm: Orm, values: Record<string, unknown>): BatchItem<"sqlite"> & PromiseLike<T> {
+    let prepared = this.#byOrm.get(orm);
+    if (!prepared) this.#byOrm.set(orm, (prepared = this.build(orm).prepare() as PreparedQueryLike));
+    return new FilledQuery<T>(prepared, values) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
+  }
+}
+
+/** A prepared query and the values of one use: a batch item, or a promise when awaited alone. */
+class FilledQuery<T> implements PromiseLike<T> {
+  constructor(
+    private readonly prepared: PreparedQueryLike,
+    private readonly values: Record<string, unknown>,
+  ) {}
+
+  _prepare(): PreparedItem {
+    const { prepared, values } = this;
+    const query = prepared.getQuery();
+    const params = fillPlaceholders(query.params, values);
+    return {
+      getQuery: () => ({ ...query, params }),
+      mapResult: (result, isFromBatch) => prepared.mapResult(result, isFromBatch),
+    };
+  }
+
+  then<A = T, B = never>(
+    onfulfilled?: ((value: T) => A | PromiseLike<A>) | null,
+    onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    return Promise.resolve(this.prepared.execute(this.values) as Promise<T>).then(
+      onfulfilled,
+      onrejected,
+    );
+  }
 }
 
 /** The SQL text and parameters Drizzle renders for `query` on `orm` (its dialect), or null. */
