@@ -7,7 +7,7 @@
  * `tests/db/driver-internals.test.ts` fails when any of them changes.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
-import { fillPlaceholders, sql, type SQL } from "drizzle-orm";
+import { fillPlaceholders, Placeholder, QueryPromise, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { SQLiteTransaction } from "drizzle-orm/sqlite-core";
 import type { Executor, Orm } from "./client";
@@ -137,58 +137,78 @@ export async function batchOnD1(
   return results.map((r, i) => prepared[i]!.mapResult(r, true));
 }
 
-/** What `Prebuilt` needs of a query Drizzle prepared (declared on its prepared queries). */
-interface PreparedQueryLike extends PreparedItem {
-  execute(values?: Record<string, unknown>): unknown;
+/** What `Prebuilt` keeps of a query it built: its SQL once, how to map and run it. */
+interface Built {
+  query: { sql: string; params: unknown[] };
+  mapResult(result: unknown, isFromBatch: boolean): unknown;
+  alone(values: Record<string, unknown>): PromiseLike<unknown>;
 }
 
+/** A query builder Drizzle can prepare (select, insert, update, delete), or a raw statement. */
+type Buildable = { prepare(): unknown } | (PromiseLike<unknown> & { _prepare(): unknown });
+
 /**
- * A query built and prepared once per ORM with named placeholders (`sql.placeholder`), handed
- * out as a batch item with this use's values: for `Database.read` / `write` batches (and ReadPhase
- * / WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
- * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks of
- * its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on); awaited
- * alone it runs on the ORM it was built on. The SQL text must depend only on what the cache key
- * covers (the ORM here; callers key further themselves). Pinned by
- * `tests/db/driver-internals.test.ts`.
+ * A query built once per ORM, handed out as a batch item with this use's values for its named
+ * placeholders (`sql.placeholder`): for `Database.read` / `write` batches (and ReadPhase /
+ * WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
+ * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks
+ * of its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on);
+ * awaited alone it runs on the ORM it was built on. A raw statement (`orm.run(sql…)`) may have no
+ * placeholders. The SQL text must depend only on what the instance stands for (callers keep one
+ * per shape). Pinned by `tests/db/driver-internals.test.ts`.
  */
 export class Prebuilt<T> {
-  readonly #byOrm = new WeakMap<object, PreparedQueryLike>();
-  constructor(private readonly build: (orm: Orm) => { prepare(): unknown }) {}
+  readonly #byOrm = new WeakMap<object, Built>();
+  constructor(private readonly build: (orm: Orm) => Buildable) {}
 
   /** The query on `orm` with `values` for its placeholders. */
-  with(orm: Orm, values: Record<string, unknown>): BatchItem<"sqlite"> & PromiseLike<T> {
-    let prepared = this.#byOrm.get(orm);
-    if (!prepared) this.#byOrm.set(orm, (prepared = this.build(orm).prepare() as PreparedQueryLike));
-    return new FilledQuery<T>(prepared, values) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
+  with(orm: Orm, values: Record<string, unknown> = {}): BatchItem<"sqlite"> & PromiseLike<T> {
+    let built = this.#byOrm.get(orm);
+    if (!built) this.#byOrm.set(orm, (built = builtOf(this.build(orm))));
+    return new FilledQuery<T>(built, values) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
   }
 }
 
-/** A prepared query and the values of one use: a batch item, or a promise when awaited alone. */
-class FilledQuery<T> implements PromiseLike<T> {
+function builtOf(q: Buildable): Built {
+  if ("prepare" in q && typeof q.prepare === "function") {
+    const prepared = q.prepare() as PreparedItem & { execute(v: object): PromiseLike<unknown> };
+    return {
+      query: prepared.getQuery(),
+      mapResult: (r, b) => prepared.mapResult(r, b),
+      alone: (values) => prepared.execute(values),
+    };
+  }
+  const raw = (q as { _prepare(): PreparedItem })._prepare();
+  const query = raw.getQuery();
+  if (query.params.some((p) => p instanceof Placeholder))
+    throw new Error("Prebuilt: a raw statement cannot take placeholders");
+  return {
+    query,
+    mapResult: (r, b) => raw.mapResult(r, b),
+    alone: () => q as PromiseLike<unknown>,
+  };
+}
+
+/** A built query and the values of one use: a batch item, or a promise when awaited alone. */
+class FilledQuery<T> extends QueryPromise<T> {
   constructor(
-    private readonly prepared: PreparedQueryLike,
+    private readonly built: Built,
     private readonly values: Record<string, unknown>,
-  ) {}
+  ) {
+    super();
+  }
 
   _prepare(): PreparedItem {
-    const { prepared, values } = this;
-    const query = prepared.getQuery();
-    const params = fillPlaceholders(query.params, values);
+    const { built, values } = this;
+    const params = fillPlaceholders(built.query.params, values);
     return {
-      getQuery: () => ({ ...query, params }),
-      mapResult: (result, isFromBatch) => prepared.mapResult(result, isFromBatch),
+      getQuery: () => ({ ...built.query, params }),
+      mapResult: (result, isFromBatch) => built.mapResult(result, isFromBatch),
     };
   }
 
-  then<A = T, B = never>(
-    onfulfilled?: ((value: T) => A | PromiseLike<A>) | null,
-    onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
-  ): Promise<A | B> {
-    return Promise.resolve(this.prepared.execute(this.values) as Promise<T>).then(
-      onfulfilled,
-      onrejected,
-    );
+  override execute(): Promise<T> {
+    return Promise.resolve(this.built.alone(this.values) as PromiseLike<T>);
   }
 }
 
