@@ -153,8 +153,8 @@ type Buildable = { prepare(): unknown } | (PromiseLike<unknown> & { _prepare(): 
  * WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
  * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks
  * of its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on);
- * awaited alone it runs on the ORM it was built on. A raw statement (`orm.run(sql…)`) may have no
- * placeholders. The SQL text must depend only on what the instance stands for (callers keep one
+ * awaited alone it runs on the ORM it was built on, but a raw statement (`orm.run(sql…)`) with
+ * placeholders runs in `read` / `write` batches only. The SQL text must depend only on what the instance stands for (callers keep one
  * per shape). Pinned by `tests/db/driver-internals.test.ts`.
  */
 export class Prebuilt<T> {
@@ -180,12 +180,17 @@ function builtOf(q: Buildable): Built {
   }
   const raw = (q as { _prepare(): PreparedItem })._prepare();
   const query = raw.getQuery();
-  if (query.params.some((p) => p instanceof Placeholder))
-    throw new Error("Prebuilt: a raw statement cannot take placeholders");
+  // with placeholders it has no values of its own to run with: a statement for batches only
+  const batchOnly = query.params.some((p) => p instanceof Placeholder);
   return {
     query,
     mapResult: (r, b) => raw.mapResult(r, b),
-    alone: () => q as PromiseLike<unknown>,
+    alone: () =>
+      batchOnly
+        ? Promise.reject(
+            new Error("Prebuilt: a raw statement with placeholders runs in batches only"),
+          )
+        : (q as PromiseLike<unknown>),
   };
 }
 

@@ -213,7 +213,11 @@ test("Prebuilt: built once per ORM; as batch items of read and write and awaited
   expect(builds).toBe(db.reader === db.orm ? 3 : 4);
 });
 
-test("Prebuilt: a raw statement with a placeholder is refused (it could not run alone)", () => {
-  const raw = new Prebuilt((orm) => orm.run(sql`SELECT ${sql.placeholder("x")}`));
-  expect(() => raw.with(db.orm, { x: 1 })).toThrow(/placeholders/);
+test("Prebuilt: a raw statement with placeholders runs in batches, and refuses to run alone", async () => {
+  const raw = new Prebuilt<Array<{ x: number }>>((orm) =>
+    orm.all(sql`SELECT ${sql.placeholder("x")} + 1 AS x`),
+  );
+  const [a, b] = await db.write([raw.with(db.orm, { x: 1 }), raw.with(db.orm, { x: 41 })]);
+  expect([a, b]).toEqual([[{ x: 2 }], [{ x: 42 }]]);
+  await expect(Promise.resolve(raw.with(db.orm, { x: 1 }))).rejects.toThrow(/batches only/);
 });
