@@ -153,8 +153,7 @@ type Buildable = { prepare(): unknown } | (PromiseLike<unknown> & { _prepare(): 
  * WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
  * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks
  * of its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on);
- * awaited alone it runs on the ORM it was built on, but a raw statement (`orm.run(sql…)`) with
- * placeholders runs in `read` / `write` batches only. The SQL text must depend only on what the instance stands for (callers keep one
+ * awaited alone it runs on the ORM it was built on (a raw statement's text bound anew). The SQL text must depend only on what the instance stands for (callers keep one
  * per shape). Pinned by `tests/db/driver-internals.test.ts`.
  */
 export class Prebuilt<T> {
@@ -164,12 +163,12 @@ export class Prebuilt<T> {
   /** The query on `orm` with `values` for its placeholders. */
   with(orm: Orm, values: Record<string, unknown> = {}): BatchItem<"sqlite"> & PromiseLike<T> {
     let built = this.#byOrm.get(orm);
-    if (!built) this.#byOrm.set(orm, (built = builtOf(this.build(orm))));
+    if (!built) this.#byOrm.set(orm, (built = builtOf(orm, this.build(orm))));
     return new FilledQuery<T>(built, values) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
   }
 }
 
-function builtOf(q: Buildable): Built {
+function builtOf(orm: Orm, q: Buildable): Built {
   if ("prepare" in q && typeof q.prepare === "function") {
     const prepared = q.prepare() as PreparedItem & { execute(v: object): PromiseLike<unknown> };
     return {
@@ -179,19 +178,28 @@ function builtOf(q: Buildable): Built {
     };
   }
   const raw = (q as { _prepare(): PreparedItem })._prepare();
-  const query = raw.getQuery();
-  // with placeholders it has no values of its own to run with: a statement for batches only
-  const batchOnly = query.params.some((p) => p instanceof Placeholder);
+  const query = raw.getQuery() as { sql: string; params: unknown[]; method?: unknown };
+  const method = query.method;
+  const placeholders = query.params.some((p) => p instanceof Placeholder);
   return {
     query,
     mapResult: (r, b) => raw.mapResult(r, b),
-    alone: () =>
-      batchOnly
-        ? Promise.reject(
-            new Error("Prebuilt: a raw statement with placeholders runs in batches only"),
-          )
-        : (q as PromiseLike<unknown>),
+    // alone with values: the text again as a template of its `?`s (Drizzle writes no other `?`)
+    alone: (values) =>
+      !placeholders
+        ? (q as PromiseLike<unknown>)
+        : method === "all" || method === "run"
+          ? orm[method](positional(query.sql, fillPlaceholders(query.params, values)))
+          : Promise.reject(new Error(`Prebuilt: cannot run a raw ${String(method)} alone`)),
   };
+}
+
+/** `text` with its `?` placeholders bound to `args`, as a Drizzle SQL template. */
+function positional(text: string, args: unknown[]): SQL {
+  const parts = text.split("?");
+  if (parts.length !== args.length + 1)
+    throw new Error(`positional: ${parts.length - 1} placeholders for ${args.length} arguments`);
+  return sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args);
 }
 
 /** A built query and the values of one use: a batch item, or a promise when awaited alone. */

@@ -213,11 +213,19 @@ test("Prebuilt: built once per ORM; as batch items of read and write and awaited
   expect(builds).toBe(db.reader === db.orm ? 3 : 4);
 });
 
-test("Prebuilt: a raw statement with placeholders runs in batches, and refuses to run alone", async () => {
-  const raw = new Prebuilt<Array<{ x: number }>>((orm) =>
-    orm.all(sql`SELECT ${sql.placeholder("x")} + 1 AS x`),
-  );
-  const [a, b] = await db.write([raw.with(db.orm, { x: 1 }), raw.with(db.orm, { x: 41 })]);
-  expect([a, b]).toEqual([[{ x: 2 }], [{ x: 42 }]]);
-  await expect(Promise.resolve(raw.with(db.orm, { x: 1 }))).rejects.toThrow(/batches only/);
+test("Prebuilt: a raw statement with placeholders runs in batches and alone, its values bound each time", async () => {
+  let builds = 0;
+  const raw = new Prebuilt<Array<{ x: number; s: string }>>((orm) => {
+    builds++;
+    return orm.all(sql`SELECT ${sql.placeholder("x")} + 1 AS x, ${sql.placeholder("s")} AS s`);
+  });
+  const [a, b] = await db.write([
+    raw.with(db.orm, { x: 1, s: "a?" }),
+    raw.with(db.orm, { x: 41, s: "b" }),
+  ]);
+  expect([a, b]).toEqual([[{ x: 2, s: "a?" }], [{ x: 42, s: "b" }]]);
+  expect(await raw.with(db.orm, { x: 9, s: "c" })).toEqual([{ x: 10, s: "c" }]);
+  const [alone] = await db.read([raw.with(db.orm, { x: 0, s: "d" })]);
+  expect(alone).toEqual([{ x: 1, s: "d" }]);
+  expect(builds).toBe(1);
 });

@@ -6,6 +6,7 @@
  */
 import { and, sql, type SQL } from "drizzle-orm";
 import { isWriteConflict, WriteConflictError } from "../../../db/client";
+import { Prebuilt } from "../../../db/driver-internals";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
@@ -76,6 +77,19 @@ interface TargetFound {
   visible: Set<number> | null;
 }
 
+type NestedSql = NonNullable<ModelInfo["nestedSql"]>;
+/** Each model's nested-form read by a JSON array of ids, built once (decision 0104). */
+const NESTED_READS = new WeakMap<NestedSql, Prebuilt<Array<{ id: number; j: string }>>>();
+function nestedRead(nestedSql: NestedSql) {
+  let read = NESTED_READS.get(nestedSql);
+  if (!read)
+    NESTED_READS.set(
+      nestedSql,
+      (read = new Prebuilt((orm) => orm.all(nestedSql.select(sql.placeholder("ids"))))),
+    );
+  return read;
+}
+
 /** Adds the reads of one related type's named objects: their nested forms, what the writer may view. */
 async function stageTarget(
   ctx: WriteContext,
@@ -119,7 +133,7 @@ async function stageTarget(
   const cached = visible ? null : cachedForms(ctx, info, ids);
   const rows = cached
     ? () => cached
-    : phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
+    : phase.add(nestedRead(nestedSql).with(orm, { ids: JSON.stringify(ids) }));
   return () => {
     const forms = new Map<number, ApiRecord>();
     const found = rows();
