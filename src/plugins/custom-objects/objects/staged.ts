@@ -6,7 +6,6 @@
  */
 import { and, sql, type SQL } from "drizzle-orm";
 import { isWriteConflict, WriteConflictError } from "../../../db/client";
-import { Prebuilt } from "../../../db/driver-internals";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
@@ -16,6 +15,7 @@ import { stageRules } from "../../../core/events/dispatch";
 import { foldTagEdits as foldTagEditsLive } from "../../../core/rest/tag-edits";
 import {
   eachInput,
+  nestedRead,
   outsideConstraints,
   preconditionFailed,
   resolveTagRows,
@@ -75,19 +75,6 @@ interface TargetFound {
   forms: Map<number, ApiRecord>;
   /** The named ids the writer may view; null when it may view them all. */
   visible: Set<number> | null;
-}
-
-type NestedSql = NonNullable<ModelInfo["nestedSql"]>;
-/** Each model's nested-form read by a JSON array of ids, built once (decision 0104). */
-const NESTED_READS = new WeakMap<NestedSql, Prebuilt<Array<{ id: number; j: string }>>>();
-function nestedRead(nestedSql: NestedSql) {
-  let read = NESTED_READS.get(nestedSql);
-  if (!read)
-    NESTED_READS.set(
-      nestedSql,
-      (read = new Prebuilt((orm) => orm.all(nestedSql.select(sql.placeholder("ids"))))),
-    );
-  return read;
 }
 
 /** Adds the reads of one related type's named objects: their nested forms, what the writer may view. */
