@@ -9,7 +9,7 @@
  * circle; `rest/resource.ts` and `models/registry.ts` re-export them under their old names.
  */
 import type { Context } from "hono";
-import type { SQL, SQLWrapper } from "drizzle-orm";
+import type { Placeholder, SQL, SQLWrapper } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Config } from "../config";
 import type { Database, Executor, Queries } from "../db/client";
@@ -379,7 +379,8 @@ export interface ModelInfo {
    * build the record from one row, so several models' lookups can share one statement.
    */
   nestedSql?: {
-    select(ids: number[]): SQL;
+    /** By ids, or by a placeholder for their JSON array text (a statement built once, 0104). */
+    select(ids: number[] | Placeholder): SQL;
     /** `select` of the ids an SQL subquery gives (a read that names objects not yet read). */
     selectIn?(ids: SQL): SQL;
     /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */

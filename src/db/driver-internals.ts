@@ -7,7 +7,8 @@
  * `tests/db/driver-internals.test.ts` fails when any of them changes.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
-import { fillPlaceholders, sql, type SQL } from "drizzle-orm";
+import { fillPlaceholders, Placeholder, QueryPromise, sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import { SQLiteTransaction } from "drizzle-orm/sqlite-core";
 import type { Executor, Orm } from "./client";
 
@@ -134,6 +135,94 @@ export async function batchOnD1(
   });
   const results = await binding.batch(statements);
   return results.map((r, i) => prepared[i]!.mapResult(r, true));
+}
+
+/** What `Prebuilt` keeps of a query it built: its SQL once, how to map and run it. */
+interface Built {
+  query: { sql: string; params: unknown[] };
+  mapResult(result: unknown, isFromBatch: boolean): unknown;
+  alone(values: Record<string, unknown>): PromiseLike<unknown>;
+}
+
+/** A query builder Drizzle can prepare (select, insert, update, delete), or a raw statement. */
+type Buildable = { prepare(): unknown } | (PromiseLike<unknown> & { _prepare(): unknown });
+
+/**
+ * A query built once per ORM, handed out as a batch item with this use's values for its named
+ * placeholders (`sql.placeholder`): for `Database.read` / `write` batches (and ReadPhase /
+ * WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
+ * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks
+ * of its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on);
+ * awaited alone it runs on the ORM it was built on (a raw statement's text bound anew). The SQL text must depend only on what the instance stands for (callers keep one
+ * per shape). Pinned by `tests/db/driver-internals.test.ts`.
+ */
+export class Prebuilt<T> {
+  readonly #byOrm = new WeakMap<object, Built>();
+  constructor(private readonly build: (orm: Orm) => Buildable) {}
+
+  /** The query on `orm` with `values` for its placeholders. */
+  with(orm: Orm, values: Record<string, unknown> = {}): BatchItem<"sqlite"> & PromiseLike<T> {
+    let built = this.#byOrm.get(orm);
+    if (!built) this.#byOrm.set(orm, (built = builtOf(orm, this.build(orm))));
+    return new FilledQuery<T>(built, values) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
+  }
+}
+
+function builtOf(orm: Orm, q: Buildable): Built {
+  if ("prepare" in q && typeof q.prepare === "function") {
+    const prepared = q.prepare() as PreparedItem & { execute(v: object): PromiseLike<unknown> };
+    return {
+      query: prepared.getQuery(),
+      mapResult: (r, b) => prepared.mapResult(r, b),
+      alone: (values) => prepared.execute(values),
+    };
+  }
+  const raw = (q as { _prepare(): PreparedItem })._prepare();
+  const query = raw.getQuery() as { sql: string; params: unknown[]; method?: unknown };
+  const method = query.method;
+  const placeholders = query.params.some((p) => p instanceof Placeholder);
+  return {
+    query,
+    mapResult: (r, b) => raw.mapResult(r, b),
+    // alone with values: the text again as a template of its `?`s (Drizzle writes no other `?`)
+    alone: (values) =>
+      !placeholders
+        ? (q as PromiseLike<unknown>)
+        : method === "all" || method === "run"
+          ? orm[method](positional(query.sql, fillPlaceholders(query.params, values)))
+          : Promise.reject(new Error(`Prebuilt: cannot run a raw ${String(method)} alone`)),
+  };
+}
+
+/** `text` with its `?` placeholders bound to `args`, as a Drizzle SQL template. */
+function positional(text: string, args: unknown[]): SQL {
+  const parts = text.split("?");
+  if (parts.length !== args.length + 1)
+    throw new Error(`positional: ${parts.length - 1} placeholders for ${args.length} arguments`);
+  return sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...args);
+}
+
+/** A built query and the values of one use: a batch item, or a promise when awaited alone. */
+class FilledQuery<T> extends QueryPromise<T> {
+  constructor(
+    private readonly built: Built,
+    private readonly values: Record<string, unknown>,
+  ) {
+    super();
+  }
+
+  _prepare(): PreparedItem {
+    const { built, values } = this;
+    const params = fillPlaceholders(built.query.params, values);
+    return {
+      getQuery: () => ({ ...built.query, params }),
+      mapResult: (result, isFromBatch) => built.mapResult(result, isFromBatch),
+    };
+  }
+
+  override execute(): Promise<T> {
+    return Promise.resolve(this.built.alone(this.values) as PromiseLike<T>);
+  }
 }
 
 /** The SQL text and parameters Drizzle renders for `query` on `orm` (its dialect), or null. */

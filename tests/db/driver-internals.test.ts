@@ -14,9 +14,11 @@ import {
   boundForRead,
   haltBusyStatement,
   type NativeStatement,
+  Prebuilt,
   renderSql,
   runDdlInGroups,
 } from "../../src/db/driver-internals";
+import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import NativeDatabase from "libsql";
 import { readFileSync } from "node:fs";
 import { createUser } from "../../src/core/auth/provisioning";
@@ -158,4 +160,72 @@ test("boundForRead: a prepared select in a remote batch, alone, and on a file an
     await hrana.stop();
     rmSync(hranaDir, { recursive: true, force: true });
   }
+});
+
+const items = sqliteTable("pb_items", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  itemName: text("name"),
+});
+
+test("Prebuilt: built once per ORM; as batch items of read and write and awaited alone, each use with its own values", async () => {
+  await db.execute({
+    sql: "CREATE TABLE pb_items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT)",
+    args: [],
+  });
+  let builds = 0;
+  const insert = new Prebuilt<Array<{ id: number }>>((orm) => {
+    builds++;
+    return orm
+      .insert(items)
+      .values({ itemName: sql.placeholder("name") })
+      .returning({ id: items.id });
+  });
+  const byName = new Prebuilt<Array<{ id: number; itemName: string | null }>>((orm) => {
+    builds++;
+    return orm
+      .select()
+      .from(items)
+      .where(sql`${items.itemName} = ${sql.placeholder("name")}`);
+  });
+  const touch = new Prebuilt<{ rowsAffected: number }>((orm) => {
+    builds++;
+    return orm.run(sql`UPDATE pb_items SET name = name WHERE id <= ${2}`);
+  });
+  const [a, b, touched] = await db.write([
+    insert.with(db.orm, { name: "a" }),
+    insert.with(db.orm, { name: "b" }),
+    touch.with(db.orm),
+  ]);
+  expect([a, b]).toEqual([[{ id: 1 }], [{ id: 2 }]]);
+  expect(touched.rowsAffected).toBe(2);
+  // Drizzle's own mapping (the property name, not the column name)
+  const [x, y] = await db.read([
+    byName.with(db.orm, { name: "b" }),
+    byName.with(db.orm, { name: "a" }),
+  ]);
+  expect(x).toEqual([{ id: 2, itemName: "b" }]);
+  expect(y).toEqual([{ id: 1, itemName: "a" }]);
+  expect(await insert.with(db.orm, { name: "c" })).toEqual([{ id: 3 }]);
+  expect(await byName.with(db.orm, { name: "c" })).toEqual([{ id: 3, itemName: "c" }]);
+  expect(builds).toBe(3);
+  // another ORM (the reader) has its own
+  await byName.with(db.reader, { name: "a" });
+  expect(builds).toBe(db.reader === db.orm ? 3 : 4);
+});
+
+test("Prebuilt: a raw statement with placeholders runs in batches and alone, its values bound each time", async () => {
+  let builds = 0;
+  const raw = new Prebuilt<Array<{ x: number; s: string }>>((orm) => {
+    builds++;
+    return orm.all(sql`SELECT ${sql.placeholder("x")} + 1 AS x, ${sql.placeholder("s")} AS s`);
+  });
+  const [a, b] = await db.write([
+    raw.with(db.orm, { x: 1, s: "a?" }),
+    raw.with(db.orm, { x: 41, s: "b" }),
+  ]);
+  expect([a, b]).toEqual([[{ x: 2, s: "a?" }], [{ x: 42, s: "b" }]]);
+  expect(await raw.with(db.orm, { x: 9, s: "c" })).toEqual([{ x: 10, s: "c" }]);
+  const [alone] = await db.read([raw.with(db.orm, { x: 0, s: "d" })]);
+  expect(alone).toEqual([{ x: 1, s: "d" }]);
+  expect(builds).toBe(1);
 });

@@ -5,7 +5,8 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
-import { executePositional, Reusable } from "../../db/driver-internals";
+import { executePositional, Prebuilt, renderSql, Reusable } from "../../db/driver-internals";
+import type { Orm } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import {
@@ -234,6 +235,89 @@ export interface StagedChange {
 /** Rows per multi-row INSERT of staged change records (a dozen bound values each). */
 const STAGED_CHANGES = 100;
 
+const CHANGE_COLUMNS = sql.raw(
+  `"time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data"`,
+);
+
+type ChangeRows = Array<{ id: number; p: string | null }>;
+/** One change record's INSERT by its form, built once (decision 0104); bounded, cleared when full. */
+const ONE_CHANGE = new Map<string, Prebuilt<ChangeRows>>();
+const ONE_CHANGE_MAX = 1000;
+
+/**
+ * The INSERT of one change record, built once per form: the id a number, or SQL naming a new row
+ * (`newRowId`, which binds nothing), and which of its texts are NULL. Null for another form.
+ */
+function oneChange(orm: Orm, e: StagedChange, repr: string | null): Prebuilt<ChangeRows> | null {
+  const idSql = typeof e.id === "number" ? null : e.id;
+  const rendered = idSql ? renderSql(orm, idSql) : null;
+  if (idSql && (!rendered || rendered.params.length)) return null;
+  const nulls = [repr, e.prechange, e.postchange].map((v) => (v === null ? 1 : 0)).join("");
+  const key = `${rendered?.sql ?? "?"}\u0000${nulls}`;
+  let found = ONE_CHANGE.get(key);
+  if (found) return found;
+  const p = (name: string) => sql.placeholder(name);
+  const text = (name: string, value: unknown) =>
+    value === null ? sql`NULL` : idSql ? withNewId(p(name), idSql) : sql`${p(name)}`;
+  found = new Prebuilt<ChangeRows>((o) =>
+    o.all(
+      sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) VALUES (${p("time")}, ${p("userId")}, ${p("userName")}, ${p("requestId")}, ${p("action")}, ${p("objectTypeId")}, ${idSql ?? p("id")}, ${text("repr", repr)}, ${text("pre", e.prechange)}, ${text("post", e.postchange)}) RETURNING "id" AS id, "postchange_data" AS p`,
+    ),
+  );
+  if (ONE_CHANGE.size >= ONE_CHANGE_MAX) ONE_CHANGE.clear();
+  ONE_CHANGE.set(key, found);
+  return found;
+}
+
+const jsonOf = (r: ApiRecord | null) => (r === null ? null : JSON.stringify(r));
+
+/** One INSERT of the change records `chunk`; a lone one's built once per form (`oneChange`). */
+function changeStatement(
+  ctx: WriteContext,
+  resource: Resource,
+  objectTypeId: number,
+  time: string,
+  chunk: StagedChange[],
+) {
+  const orm = ctx.services.db.orm;
+  const user = ctx.auth.user;
+  const reprOf = (e: StagedChange) =>
+    objectRepr(
+      resource,
+      typeof e.id === "number" ? e.id : newIdMarker(),
+      e.prechange,
+      e.postchange,
+    );
+  const lone = chunk.length === 1 ? chunk[0]! : null;
+  const loneRepr = lone ? reprOf(lone) : null;
+  const prebuilt = lone ? oneChange(orm, lone, loneRepr) : null;
+  if (lone && prebuilt)
+    return prebuilt.with(orm, {
+      time,
+      userId: user?.id ?? null,
+      userName: user?.username ?? "",
+      requestId: ctx.requestId,
+      action: lone.action,
+      objectTypeId,
+      id: lone.id,
+      repr: loneRepr,
+      pre: jsonOf(lone.prechange),
+      post: jsonOf(lone.postchange),
+    });
+  const rows = chunk.map((e) => {
+    const text = (value: string | null) =>
+      value === null
+        ? sql`NULL`
+        : typeof e.id === "number"
+          ? sql`${value}`
+          : withNewId(value, e.id);
+    return sql`(${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, ${e.action}, ${objectTypeId}, ${e.id}, ${text(reprOf(e))}, ${text(jsonOf(e.prechange))}, ${text(jsonOf(e.postchange))})`;
+  });
+  return orm.all<ChangeRows[number]>(
+    sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) VALUES ${sql.join(rows, sql`, `)} RETURNING "id" AS id, "postchange_data" AS p`,
+  );
+}
+
 /**
  * The change records of `changes` as statements of `batch`, with their event deliveries; an update
  * that changed nothing writes nothing (as `logChange`). The answer, read once the batch has run:
@@ -259,40 +343,16 @@ export function stageChanges(
   const texts = new Map<StagedChange, string>();
   const user = ctx.auth.user;
   const time = nowIso();
-  const columns = sql.raw(
-    `"time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data"`,
-  );
   for (let i = 0; i < kept.length; i += STAGED_CHANGES) {
     const chunk = kept.slice(i, i + STAGED_CHANGES);
-    const rows = chunk.map((e) => {
-      const json = (r: ApiRecord | null) => (r === null ? null : JSON.stringify(r));
-      const text = (value: string | null) =>
-        value === null
-          ? sql`NULL`
-          : typeof e.id === "number"
-            ? sql`${value}`
-            : withNewId(value, e.id);
-      const repr = objectRepr(
-        resource,
-        typeof e.id === "number" ? e.id : newIdMarker(),
-        e.prechange,
-        e.postchange,
-      );
-      return sql`(${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, ${e.action}, ${objectTypeId}, ${e.id}, ${text(repr)}, ${text(json(e.prechange))}, ${text(json(e.postchange))})`;
+    batch.add(changeStatement(ctx, resource, objectTypeId, time, chunk), (written) => {
+      // RETURNING's order is not defined; one statement's ids follow its VALUES order
+      const sorted = [...written].sort((a, b) => a.id - b.id);
+      chunk.forEach((e, k) => {
+        const p = sorted[k]?.p;
+        if (typeof p === "string") texts.set(e, p);
+      });
     });
-    batch.add(
-      ctx.services.db.orm.all<{ id: number; p: string | null }>(
-        sql`INSERT INTO "object_changes" (${columns}) VALUES ${sql.join(rows, sql`, `)} RETURNING "id" AS id, "postchange_data" AS p`,
-      ),
-      (written) => {
-        // RETURNING's order is not defined; one statement's ids follow its VALUES order
-        const sorted = [...written].sort((a, b) => a.id - b.id);
-        chunk.forEach((e, k) => {
-          const p = sorted[k]?.p;
-          if (typeof p === "string") texts.set(e, p);
-        });
-      },
-    );
   }
   for (const [k, e] of kept.entries())
     stageEventDeliveries(ctx, batch, rules, {

@@ -7,6 +7,7 @@ import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged, isWriteConflict, WriteConflictError } from "../../db/client";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
+import { Prebuilt } from "../../db/driver-internals";
 import {
   ApiError,
   ErrorCollector,
@@ -188,6 +189,19 @@ function tagRef(item: unknown): ["id" | "slug" | "name", unknown] | null {
   }
   if (typeof item === "string") return ["slug", item];
   return null;
+}
+
+type NestedSql = NonNullable<ModelInfo["nestedSql"]>;
+/** Each model's nested-form read by a JSON array of ids, built once (decision 0104). */
+const NESTED_READS = new WeakMap<NestedSql, Prebuilt<Array<{ id: number; j: string }>>>();
+export function nestedRead(nestedSql: NestedSql) {
+  let read = NESTED_READS.get(nestedSql);
+  if (!read)
+    NESTED_READS.set(
+      nestedSql,
+      (read = new Prebuilt((orm) => orm.all(nestedSql.select(sql.placeholder("ids"))))),
+    );
+  return read;
 }
 
 /** The tags the inputs name (by id, slug or name) with their scopes, as a read of `phase`. */
@@ -373,7 +387,10 @@ class StagedWriter {
       if (this.spec.writerFields?.includes(f.name) && ctx.auth.user) ids.push(ctx.auth.user.id);
       if (!ids.length) continue;
       const unique = [...new Set(ids)];
-      related.set(f.name, phase.add(this.orm(ctx).all(info.nestedSql.select(unique))));
+      related.set(
+        f.name,
+        phase.add(nestedRead(info.nestedSql).with(this.orm(ctx), { ids: JSON.stringify(unique) })),
+      );
       const ok = await this.viewableRelated(ctx, phase, app, model, info, unique);
       if (ok) viewable.set(f.name, ok);
     }

@@ -3,7 +3,7 @@
  * statements of the write phase with what to do with their results, and how an id SQLite has not
  * allocated yet is named in the statements and records that follow its INSERT.
  */
-import { sql, type SQL } from "drizzle-orm";
+import { type Placeholder, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { Queries } from "../../db/client";
 import type { WriteContext } from "../context";
@@ -88,7 +88,7 @@ export function newIdMarker(): string {
 let marker: string | undefined;
 
 /** `text` (JSON or plain) with the marker replaced by `id`, as an SQL expression. */
-export function withNewId(text: string, id: SQL): SQL {
+export function withNewId(text: string | Placeholder, id: SQL): SQL {
   const asText = sql`CAST(${id} AS TEXT)`;
   // the quoted marker first: `"id":"<marker>"` becomes the number `"id":42`
   const mark = newIdMarker();

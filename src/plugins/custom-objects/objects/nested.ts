@@ -41,7 +41,10 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
       return out;
     },
     nestedSql: {
-      select: (ids) => selectIn(sql`SELECT value FROM json_each(${JSON.stringify(ids)})`),
+      select: (ids) =>
+        selectIn(
+          sql`SELECT value FROM json_each(${Array.isArray(ids) ? JSON.stringify(ids) : ids})`,
+        ),
       selectIn,
       build: (ctx, id, row) => ({
         id,

@@ -15,6 +15,7 @@ import { stageRules } from "../../../core/events/dispatch";
 import { foldTagEdits as foldTagEditsLive } from "../../../core/rest/tag-edits";
 import {
   eachInput,
+  nestedRead,
   outsideConstraints,
   preconditionFailed,
   resolveTagRows,
@@ -119,7 +120,7 @@ async function stageTarget(
   const cached = visible ? null : cachedForms(ctx, info, ids);
   const rows = cached
     ? () => cached
-    : phase.add(orm.all<{ id: number; j: string }>(nestedSql.select(ids)));
+    : phase.add(nestedRead(nestedSql).with(orm, { ids: JSON.stringify(ids) }));
   return () => {
     const forms = new Map<number, ApiRecord>();
     const found = rows();
@@ -290,12 +291,7 @@ async function stageLookups(
   // Without choice sets the preflight holds only the shape, which the batch guards already
   // (`stageShapeGuard`): nothing to read (decision 0107).
   const pre = Object.hasOwn(w.preflightColumns, "choices")
-    ? phase.add(
-        orm
-          .select(w.preflightColumns)
-          .from(customObjectTypes)
-          .where(sql`${customObjectTypes.id} = ${w.cot.id}`),
-      )
+    ? phase.add(w.staged.preflight.with(orm))
     : () => [{ v: w.cot.shapeVersion, slug: w.slug }];
   const { byType, owners } = await namedRefs(w, ctx, inputs, create);
   const infos = await relatedInfos(ctx, [...byType.keys()]);
@@ -498,12 +494,7 @@ function stageTags(
 
 /** A guard that the type still has the shape this write was converted under (else `StaleModel`). */
 function stageShapeGuard(w: ObjectWriter, ctx: WriteContext, batch: WriteBatch) {
-  const t = customObjectTypes;
-  batch.add(
-    ctx.services.db.orm.run(
-      sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM ${t} WHERE ${t.id} = ${w.cot.id} AND ${t.shapeVersion} = ${w.cot.shapeVersion} AND ${t.slug} = ${w.slug})`,
-    ),
-  );
+  batch.add(w.staged.shapeGuard.with(ctx.services.db.orm));
 }
 
 /** A guard that fails the batch unless `where` admits all `n` rows `ids` selects (403 after). */
@@ -722,13 +713,17 @@ function stageInserts(
       for (const key of [...w.insertColumns, "created", "lastUpdated"]) into[key] = r[key] ?? null;
       return into;
     });
-    batch.add(
-      orm
-        .insert(w.table)
-        .values(chunk as never)
-        .returning({ id: w.table.id }),
-      (out) => ids.push(...(out as Array<{ id: number }>).map((r) => Number(r.id))),
-    );
+    const got = (out: Array<{ id: unknown }>) => ids.push(...out.map((r) => Number(r.id)));
+    // one row (a lone create): the INSERT built once per shape
+    if (chunk.length === 1) batch.add(w.staged.insertOne.with(orm, chunk[0]!), got);
+    else
+      batch.add(
+        orm
+          .insert(w.table)
+          .values(chunk as never)
+          .returning({ id: w.table.id }),
+        got,
+      );
   }
   return ids;
 }

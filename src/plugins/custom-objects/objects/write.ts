@@ -17,7 +17,7 @@ import {
 } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Orm } from "../../../db/client";
-import { executePositional, Reusable } from "../../../db/driver-internals";
+import { executePositional, Prebuilt, Reusable } from "../../../db/driver-internals";
 import { choiceSets, customObjectTypes, owners } from "../../../db/schema";
 import { editStamp, nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
@@ -155,6 +155,30 @@ function preflightStatement(shape: Shape) {
   );
 }
 
+/** `ObjectWriter.staged`: statements of staged writes that depend on the shape only. */
+function stagedStatements(w: ObjectWriter): ObjectWriter["staged"] {
+  const t = customObjectTypes;
+  const { cot, slug, table } = w;
+  return {
+    preflight: new Prebuilt((orm) =>
+      orm.select(w.preflightColumns).from(t).where(sql`${t.id} = ${cot.id}`),
+    ),
+    shapeGuard: new Prebuilt((orm) =>
+      orm.run(
+        sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM ${t} WHERE ${t.id} = ${cot.id} AND ${t.shapeVersion} = ${cot.shapeVersion} AND ${t.slug} = ${slug})`,
+      ),
+    ),
+    insertOne: new Prebuilt((orm) =>
+      orm
+        .insert(table)
+        .values(
+          Object.fromEntries(w.insertColumns.map((key) => [key, sql.placeholder(key)])) as never,
+        )
+        .returning({ id: table.id }),
+    ),
+  };
+}
+
 /** The preflight's columns but the references: the type's shape version and slug, its choices. */
 function preflightColumnsOf(shape: Shape): Record<string, SQLiteColumn | SQL> {
   const { fields } = shape;
@@ -231,6 +255,15 @@ export class ObjectWriter {
   readonly insertColumns: string[];
   readonly insertQuery: Reusable<any>;
   readonly insertMany = new Map<number, InsertMany>();
+  /**
+   * A staged write's statements that repeat with the shape, built once per shape and ORM
+   * (decision 0104): the read phase's preflight, the shape guard, the INSERT of one row.
+   */
+  readonly staged: {
+    preflight: Prebuilt<Record<string, unknown>[]>;
+    shapeGuard: Prebuilt<unknown>;
+    insertOne: Prebuilt<Array<{ id: unknown }>>;
+  };
   readonly bulkReturning: Record<string, SQLiteColumn | SQL>;
   /** Inputs per chunk of a bulk create: one multi-row INSERT stays under `MAX_BOUND` values. */
   readonly chunkRows: number;
@@ -266,6 +299,7 @@ export class ObjectWriter {
         .returning(rowColumns as any)
         .prepare(),
     );
+    this.staged = stagedStatements(this);
     // read by position: Drizzle names no SQL expression in the RETURNING list
     this.bulkReturning = {
       id: table.id,
