@@ -52,6 +52,7 @@ import {
 import {
   canonicalFromEntry,
   referenceQueries,
+  stableJson,
   referencesFromRows,
   typeRowQueries,
   typesFromRows,
@@ -258,7 +259,8 @@ async function stageNew(step: Step) {
     orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
   );
   batch.add(orm.insert(customObjectTypes).values(row));
-  if (fields.length) batch.add(orm.insert(customObjectTypeFields).values(fields));
+  // a row a statement: D1 binds at most 100 values in one
+  for (const f of fields) batch.add(orm.insert(customObjectTypeFields).values(f));
   addStatements(batch, orm, createCotTableStatements(row.id, fields));
   stageSearchIndex(ctx, batch, row.id, fields, new Map());
   for (const f of fields)
@@ -284,8 +286,7 @@ async function stageExisting(step: Step, existing: DbType) {
   const alters = diff.field_changes.filter((c) => c.op === "alter");
   const adds = diff.field_changes.filter((c) => c.op === "add");
   const draft = cotDraft(t, existing.tombstones);
-  const docChanged =
-    JSON.stringify(cot.schemaDocument ?? null) !== JSON.stringify(draft.schemaDocument);
+  const docChanged = stableJson(cot.schemaDocument ?? null) !== stableJson(draft.schemaDocument);
   if (!diff.has_changes && !alters.length && !adds.length && !docChanged) return;
   let current = [...existing.fields];
   const renamed = new Set<number>();
@@ -327,8 +328,8 @@ async function stageExisting(step: Step, existing: DbType) {
   }
   const now = nowIso();
   const added = await addedRows(step, cot.id, current, now);
-  if (added.length) batch.add(orm.insert(customObjectTypeFields).values(added));
   for (const f of added) {
+    batch.add(orm.insert(customObjectTypeFields).values(f));
     addStatements(batch, orm, fieldStorageStatements(cot.id, f, encodedDefault(f)));
     step.changes.fields.push({
       action: "create",
