@@ -3,7 +3,8 @@
  * types and fields and change attributes or names; the rest keeps the transaction (`applySchema`).
  */
 import { and, eq } from "drizzle-orm";
-import { guardChanged } from "../../../db/client";
+import { guardChanged, isWriteConflict } from "../../../db/client";
+import { ApiError } from "../../../core/errors";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import type { ApiRecord, WriteContext } from "../../../core/context";
@@ -28,7 +29,9 @@ import {
   bumpType,
   constrained,
   firstNext,
+  idTaken,
   indexSchemaQuery,
+  messages,
   nextIdQuery,
   objectTypeQuery,
   slugTaken,
@@ -127,11 +130,14 @@ export async function applyStaged(
   const reads = await readPhase(ctx, document, state);
   const batch = new WriteBatch();
   const ids = { cot: reads.nextCot(), ot: reads.nextOt(), field: reads.nextField() };
+  // the document index of each type by its id, for errors the batch reports by table
+  const typeAt = new Map<number, number>();
   const changes: { cots: Change[]; fields: Change[] } = { cots: [], fields: [] };
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
     const step = { ctx, batch, t, at: `$.types[${ti}]`, diff: diffs[ti]!, ids, changes, reads };
     const existing = state.get(t.slug);
+    typeAt.set(existing?.cot.id ?? ids.cot, ti);
     if (existing) await stageExisting(step, existing);
     else await stageNew(step);
   }
@@ -141,12 +147,42 @@ export async function applyStaged(
   ];
   stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, reads.fieldRules, changes.fields);
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
+  await runApply(ctx, batch, document, typeAt);
+  return { applied: true, diffs, ...(plan ?? {}), trash: [] };
+}
+
+/**
+ * The batch; existing values a new unique index refuses answer 400 on the field as the
+ * transaction path does. A taken id or a type changed meanwhile is rethrown: `withRetry` runs
+ * the apply again against what won.
+ */
+async function runApply(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  document: SchemaDocument,
+  typeAt: Map<number, number>,
+) {
   try {
     await batch.run(ctx);
   } catch (e) {
+    if (idTaken(e) || isWriteConflict(e)) throw e;
+    const clash = /UNIQUE constraint failed: co_(\d+)\.(\w+)/.exec(messages(e));
+    if (clash) {
+      const ti = typeAt.get(Number(clash[1])) ?? -1;
+      const fi = document.types[ti]?.fields.findIndex((f) => f.name === clash[2]) ?? -1;
+      throw new ApiError(400, {
+        error: "invalid_schema",
+        detail: "The schema document conflicts with the database.",
+        schema_errors: [
+          {
+            path: fi >= 0 ? `$.types[${ti}].fields[${fi}].unique` : "$.types",
+            message: `Existing values of "${clash[2]}" are not unique.`,
+          },
+        ],
+      });
+    }
     throw batchError(e, cotModel.resource);
   }
-  return { applied: true, diffs, ...(plan ?? {}), trash: [] };
 }
 
 /** The first read (with the caller's token): the document's types and every type's references. */
