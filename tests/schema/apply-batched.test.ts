@@ -103,6 +103,8 @@ async function applyBoth(body: unknown, warm = true) {
   const out = [];
   for (const t of [local, remote]) {
     const since = await lastChange(t);
+    // the deferred search-index flush (decision 0056) would otherwise land inside the count
+    await flushSearchIndexesNow(servicesOf(t.app));
     proxy.reset();
     const r = await t.json("POST", `${SCHEMA}/apply/`, { body });
     // remote: the caller's token, one read of the state, one of ids and rules, one batch

@@ -278,8 +278,9 @@ async function addedRows(step: Step, cotId: number, siblings: FieldRow[], now: s
   return rows;
 }
 
-const highestNext = (t: TypeEntry, have: number, rows: FieldRow[]) =>
-  Math.max(have, ...rows.map((r) => r.schemaId + 1), ...t.fields.map(() => 1));
+/** The type's next schema id once `rows` are added (as `addFields` moves it). */
+const highestNext = (have: number, rows: FieldRow[]) =>
+  Math.max(have, ...rows.map((r) => r.schemaId + 1));
 
 /** A new type: its object type, row, table with every column inline, fields, search index. */
 async function stageNew(step: Step) {
@@ -290,7 +291,7 @@ async function stageNew(step: Step) {
   const draft = cotDraft(t, []);
   const base = newTypeRow(step.ids.cot++, step.ids.ot++, draft, now);
   const fields = await addedRows(step, base.id, [], now);
-  const row = { ...base, nextSchemaId: highestNext(t, 1, fields) } as CotRow;
+  const row = { ...base, nextSchemaId: highestNext(1, fields) } as CotRow;
   batch.add(
     orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
   );
@@ -316,22 +317,58 @@ async function stageNew(step: Step) {
 
 /** An existing type: its record, altered and renamed fields, added fields with their columns. */
 async function stageExisting(step: Step, existing: DbType) {
-  const { ctx, batch, t, at, diff } = step;
+  const { ctx, batch, t, diff } = step;
   const orm = ctx.services.db.orm;
   const cot = existing.cot;
-  const alters = diff.field_changes.filter((c) => c.op === "alter");
-  const adds = diff.field_changes.filter((c) => c.op === "add");
   const draft = cotDraft(t, existing.tombstones);
   const docChanged = stableJson(cot.schemaDocument ?? null) !== stableJson(draft.schemaDocument);
-  if (!diff.has_changes && !alters.length && !adds.length && !docChanged) return;
+  if (!diff.has_changes && !diff.field_changes.length && !docChanged) return;
+  const { current, renamed } = await stageAlters(step, existing);
+  const added = await addedRows(step, cot.id, current, nowIso());
+  for (const f of added) {
+    batch.add(orm.insert(customObjectTypeFields).values(f));
+    addStatements(batch, orm, fieldStorageStatements(cot.id, f, encodedDefault(f)));
+    step.changes.fields.push({
+      action: "create",
+      id: f.id,
+      prechange: null,
+      postchange: await fieldRecord(ctx, f),
+    });
+  }
+  // the type's record as `updateCot` and `addFields` leave it, guarded on its stamp
+  const set = { ...draft, nextSchemaId: highestNext(cot.nextSchemaId, added) };
+  const afterCot = { ...cot, ...set, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
+  bumpType(batch, orm, cot, { ...set, lastUpdated: afterCot.lastUpdated } as Partial<CotRow>);
+  const fieldsAfter = [...current, ...added];
+  // a renamed column dropped the search index (its triggers name the column): made anew
+  const stored = renamed ? new Map<string, string>() : step.reads.index(cot.id);
+  stageSearchIndex(ctx, batch, cot.id, fieldsAfter, stored);
+  const tags = step.reads.tags(cot.id);
+  step.changes.cots.push({
+    action: "update",
+    id: cot.id,
+    prechange: await typeRecord(ctx, cot, existing.fields, tags),
+    postchange: await typeRecord(ctx, afterCot, fieldsAfter, tags),
+  });
+}
+
+/**
+ * The altered fields, each validated against the type's fields as the ones before it left
+ * them (primary flags switched off first), guarded on its stamp. Answers the fields after them
+ * and whether a column was renamed.
+ */
+async function stageAlters(step: Step, existing: DbType) {
+  const { ctx, batch, t, at, diff } = step;
+  const orm = ctx.services.db.orm;
+  const alters = diff.field_changes
+    .filter((c) => c.op === "alter")
+    .sort(
+      (a, b) =>
+        Number(a.changed_attrs?.primary?.[1] === true) -
+        Number(b.changed_attrs?.primary?.[1] === true),
+    );
   let current = [...existing.fields];
-  const renamed = new Set<number>();
-  // primary flags are switched off before another field takes one
-  alters.sort(
-    (a, b) =>
-      Number(a.changed_attrs?.primary?.[1] === true) -
-      Number(b.changed_attrs?.primary?.[1] === true),
-  );
+  let renamed = false;
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;
@@ -351,9 +388,8 @@ async function stageExisting(step: Step, existing: DbType) {
         ),
     );
     batch.add(guardChanged(orm));
-    addStatements(batch, orm, alterFieldStatements(cot.id, row, next));
-    // a renamed column dropped the search index (its triggers name the column): made anew
-    if (next.name !== row.name && !hasLinkTable(row)) renamed.add(row.id);
+    addStatements(batch, orm, alterFieldStatements(existing.cot.id, row, next));
+    renamed ||= next.name !== row.name && !hasLinkTable(row);
     current = current.map((f) => (f.id === row.id ? after : f));
     step.changes.fields.push({
       action: "update",
@@ -362,62 +398,5 @@ async function stageExisting(step: Step, existing: DbType) {
       postchange: await fieldRecord(ctx, after),
     });
   }
-  const now = nowIso();
-  const added = await addedRows(step, cot.id, current, now);
-  for (const f of added) {
-    batch.add(orm.insert(customObjectTypeFields).values(f));
-    addStatements(batch, orm, fieldStorageStatements(cot.id, f, encodedDefault(f)));
-    step.changes.fields.push({
-      action: "create",
-      id: f.id,
-      prechange: null,
-      postchange: await fieldRecord(ctx, f),
-    });
-  }
-  const {
-    schemaDocument,
-    name,
-    slug,
-    verboseName,
-    verboseNamePlural,
-    version,
-    groupName,
-    description,
-  } = draft;
-  const set = {
-    schemaDocument,
-    name,
-    slug,
-    verboseName,
-    verboseNamePlural,
-    version,
-    groupName,
-    description,
-  };
-  const afterCot = {
-    ...cot,
-    ...set,
-    nextSchemaId: highestNext(t, cot.nextSchemaId, added),
-    lastUpdated: nextStamp(cot.lastUpdated),
-  } as CotRow;
-  bumpType(batch, orm, cot, {
-    ...set,
-    nextSchemaId: afterCot.nextSchemaId,
-    lastUpdated: afterCot.lastUpdated,
-  } as Partial<CotRow>);
-  const fieldsAfter = [...current, ...added];
-  stageSearchIndex(
-    ctx,
-    batch,
-    cot.id,
-    fieldsAfter,
-    renamed.size ? new Map() : step.reads.index(cot.id),
-  );
-  const tags = step.reads.tags(cot.id);
-  step.changes.cots.push({
-    action: "update",
-    id: cot.id,
-    prechange: await typeRecord(ctx, cot, existing.fields, tags),
-    postchange: await typeRecord(ctx, afterCot, fieldsAfter, tags),
-  });
+  return { current, renamed };
 }
