@@ -204,3 +204,24 @@ test("a new unique field whose default existing rows would share: the same answe
   expect(answers[0]!.status).toBeLessThan(500);
   expect(answers[1]).toEqual(answers[0]!);
 });
+
+test("two applies adding fields to one type at once: the batch that lost its type's stamp reruns, both land", async () => {
+  const base = (await exported(remote)).types.find((t: { slug: string }) => t.slug === "rack");
+  // new ids past the fields and the removed ones (their ids are never reused)
+  const top = Math.max(
+    ...[...base.fields, ...(base.removed_fields ?? [])].map((f: { id: number }) => f.id),
+  );
+  const adding = (n: number) =>
+    doc([{ ...base, fields: [...base.fields, { id: top + n, name: `extra_${n}`, type: "text" }] }]);
+  const answers = await Promise.all(
+    [1, 2, 3].map((n) => remote.json("POST", `${SCHEMA}/apply/`, { body: { schema: adding(n) } })),
+  );
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+  const after = (await exported(remote)).types.find((t: { slug: string }) => t.slug === "rack");
+  expect(after.fields.map((f: { name: string }) => f.name)).toEqual(
+    expect.arrayContaining(["extra_1", "extra_2", "extra_3"]),
+  );
+  const rows = await remote.json("GET", `${CO}/rack/`);
+  expect(rows.status).toBe(200);
+  expect(rows.body.results[0]).toMatchObject({ extra_1: null, extra_2: null, extra_3: null });
+});
