@@ -348,3 +348,79 @@ test("types and fields on D1: records as GET answers them, updates (a rename, a 
   ).toEqual(["create", "delete", "update"]);
   expect(transactions).toBe(0);
 });
+
+test("schema apply on D1: adding types and fields, attributes and renames in one batch, no transaction (decision 0111)", async () => {
+  const SCHEMA = `${CO}/schema`;
+  const code = { id: 1, name: "code", type: "text", primary: true, required: true };
+  const size = { id: 2, name: "size", type: "integer" };
+  const site = { id: 3, name: "site", type: "object", related_object_type: "dcim/site" };
+  const v1 = {
+    schema_version: "1",
+    types: [{ name: "bay", slug: "bay", fields: [code, size, site] }],
+  };
+  const first = await json("POST", `${SCHEMA}/apply/`, { schema: v1 });
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  const row = await made(`${CO}/bay/`, { code: "B1", size: 4, site: siteId });
+  const v2 = {
+    schema_version: "1",
+    types: [
+      {
+        name: "bay",
+        slug: "bay",
+        description: "Bays",
+        fields: [
+          { ...code, label: "Code" },
+          { ...size, name: "slots", unique: true },
+          site,
+          { id: 4, name: "notes", type: "longtext" },
+          { id: 5, name: "active", type: "boolean", default: true },
+        ],
+      },
+      { name: "slot", slug: "slot", fields: [{ id: 1, name: "label", type: "text" }] },
+    ],
+  };
+  const plan = (await json("POST", `${SCHEMA}/preview/`, { schema: v2 })).body.plan_id;
+  const second = await json("POST", `${SCHEMA}/apply/`, { schema: v2, plan_id: plan });
+  expect(second.status, JSON.stringify(second.body)).toBe(200);
+  expect(second.body.plan_id).toBe(plan);
+  const read = await json("GET", `${CO}/bay/${row.id}/`);
+  expect(read.body).toMatchObject({ code: "B1", slots: 4, active: true, site: { id: siteId } });
+  expect(read.body).not.toHaveProperty("size");
+  expect((await json("POST", `${CO}/bay/`, { code: "B2", slots: 4 })).status).toBe(400);
+  await json("PATCH", `${CO}/bay/${row.id}/`, { notes: "north wall" });
+  await flushSearchIndexesNow(servicesOf(app));
+  expect((await json("GET", `${CO}/bay/?q=north`)).body.count).toBe(1);
+  expect((await made(`${CO}/slot/`, { label: "s1" })).label).toBe("s1");
+  const exported = (await json("GET", `${SCHEMA}/export?slug=bay`)).body;
+  expect(exported.types[0].fields.map((f: { name: string }) => f.name)).toEqual([
+    "code",
+    "slots",
+    "site",
+    "notes",
+    "active",
+  ]);
+  const again = await json("POST", `${SCHEMA}/apply/`, { schema: v2 });
+  expect(again.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
+  // the same plan again is stale: the database moved since its preview
+  const stale = await json("POST", `${SCHEMA}/apply/`, { schema: v2, plan_id: plan });
+  expect(stale.status).toBe(409);
+  expect(stale.body.error).toBe("stale_plan");
+  expect(transactions).toBe(0);
+  // a removal goes through the trash: still the transaction, refused as D1 refuses it
+  const removal = await json("POST", `${SCHEMA}/apply/`, {
+    schema: {
+      ...v2,
+      types: [
+        {
+          ...v2.types[0],
+          fields: v2.types[0]!.fields.slice(0, 4),
+          removed_fields: [{ id: 5, name: "active" }],
+        },
+      ],
+    },
+    allow_destructive: true,
+  });
+  expect(removal.status).toBe(501);
+  expect(removal.body.error).toBe("not_available_on_this_database");
+  expect((await json("GET", `${CO}/bay/${row.id}/`)).body.active).toBe(true);
+});

@@ -68,5 +68,5 @@ contractSuite(
       throw e;
     }
   },
-  { schemaApply: false },
+  { schemaApply: "batched" },
 );

@@ -13,7 +13,9 @@ import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
 import { hasPermission, requirePermission } from "../../core/auth/permissions";
 
-import { inTransaction, mountResource, readContext } from "../../core/rest/handlers";
+import { inStagedWrite, inTransaction, mountResource, readContext } from "../../core/rest/handlers";
+import { withRetry } from "./types/staged";
+import { applyStaged } from "./schema/apply-staged";
 import type { Resource } from "../../core/rest/resource";
 import type { StagedOptions } from "../../core/context";
 import { customObjectTypes } from "../../db/schema";
@@ -351,6 +353,14 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     await requirePermission(c, "change", cotTarget);
     if (wantsBackground(c)) return enqueueSchemaApply(c);
     const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
+    // Off a local file, the documents the batch takes are one read phase and one batch
+    // (decision 0111); the rest, and every apply on a local file, keep the long write.
+    if (c.var.services.db.kind !== "local") {
+      const staged = await inStagedWrite(c, (ctx) =>
+        withRetry(ctx, (a) => applyStaged(a, request)),
+      );
+      if (staged !== "transaction") return schemaAnswer(c, staged);
+    }
     return schemaAnswer(
       c,
       await asLongWrite(c.var.services, () =>

@@ -366,7 +366,7 @@ function findCycle(graph: Map<string, Set<string>>): string[] | null {
 }
 
 /** Document types ordered so that every referenced type comes first. */
-function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<string>>): TypeEntry[] {
+export function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<string>>): TypeEntry[] {
   const bySlug = new Map(doc.types.map((t) => [t.slug, t]));
   const done = new Set<string>();
   const out: TypeEntry[] = [];
@@ -432,7 +432,7 @@ async function unresolvable(
 // ---- applying ------------------------------------------------------------------------------
 
 /** A document field as REST-style input for `validateField` (declarative: omitted = default). */
-function fieldInput(entry: TypeEntry["fields"][number]): Record<string, unknown> {
+export function fieldInput(entry: TypeEntry["fields"][number]): Record<string, unknown> {
   const { id: _id, ...c } = canonicalFromEntry(entry);
   const dotted = (ref: string) => ref.replace("/", ".");
   return {
@@ -442,7 +442,7 @@ function fieldInput(entry: TypeEntry["fields"][number]): Record<string, unknown>
   };
 }
 
-function cotDraft(t: TypeEntry, tombstones: Tombstone[]): CotDraft {
+export function cotDraft(t: TypeEntry, tombstones: Tombstone[]): CotDraft {
   const removed = new Map<number, Tombstone>();
   for (const r of [...tombstones, ...(t.removed_fields ?? [])])
     removed.set(r.id, { ...removed.get(r.id), ...r });
@@ -463,7 +463,7 @@ function cotDraft(t: TypeEntry, tombstones: Tombstone[]): CotDraft {
 }
 
 /** Re-raises a definition error with the document path of the field it concerns. */
-async function atPath<T>(path: string, fn: () => Promise<T>): Promise<T> {
+export async function atPath<T>(path: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (e) {
@@ -761,15 +761,19 @@ interface Deferred {
 
 const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson(b ?? null);
 
-/** Runs inside the caller's write transaction; throws ApiError for every refusal. */
-export async function applySchema(
+/**
+ * Every refusal an apply makes before it writes, in its order: stale plan (409), destructive
+ * guard (409), cycles (400), unresolvable references (400). `state`: the document's types;
+ * `references`: every type's (`loadReferences`), read here when not given.
+ */
+export async function checkApply(
   ctx: WriteContext,
   request: ApplyRequest,
-): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
+  state: Map<string, DbType>,
+  references?: Map<string, string[]>,
+) {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   // The plan is worked out only when the request binds to one (hashing a large document costs).
-  // The types' state, read once for the plan (when the request binds to one) and the diff.
-  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, documentSlugs(document));
   const plan =
     planId || expectedStateHash ? await planOf(ctx.db, ctx, document, undefined, state) : null;
   if (plan && planId) {
@@ -817,7 +821,7 @@ export async function applySchema(
       },
     );
   }
-  const all = await loadReferences(ctx.db, ctx.services.objectTypes);
+  const all = references ?? (await loadReferences(ctx.db, ctx.services.objectTypes));
   const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle)
@@ -836,6 +840,18 @@ export async function applySchema(
       { references: problems },
     );
 
+  return { plan, diffs, db, graph };
+}
+
+/** Runs inside the caller's write transaction; throws ApiError for every refusal. */
+export async function applySchema(
+  ctx: WriteContext,
+  request: ApplyRequest,
+): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
+  const { document } = request;
+  // The types' state, read once for the plan (when the request binds to one) and the diff.
+  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, documentSlugs(document));
+  const { plan, diffs, db, graph } = await checkApply(ctx, request, state);
   await upsertChoiceSets(ctx, document);
   const deferred: Deferred = { storage: [], tables: [] };
   for (const t of dependencyOrder(document, graph)) {

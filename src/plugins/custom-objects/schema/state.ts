@@ -91,7 +91,8 @@ function tombstonesOf(cot: CotRow): Tombstone[] {
  * choice sets are selected through the slugs, not through ids read first. In a transaction (an
  * apply, which must see its own writes), one query after another on `db`.
  */
-async function readTypeRows(db: Executor, slugs: string[] | null, database?: Database) {
+/** The reads of `loadDbTypes` (types, their fields, the choice sets those use), for one read. */
+export function typeRowQueries(db: Executor, slugs: string[] | null) {
   const bySlug = slugs === null ? undefined : inArray(customObjectTypes.slug, slugs);
   const cotIds = db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(bySlug);
   const cotsQ = db.select().from(customObjectTypes).where(bySlug);
@@ -112,6 +113,11 @@ async function readTypeRows(db: Executor, slugs: string[] | null, database?: Dat
           .where(inArray(customObjectTypeFields.customObjectTypeId, cotIds)),
       ),
     );
+  return [cotsQ, fieldsQ, setsQ] as const;
+}
+
+async function readTypeRows(db: Executor, slugs: string[] | null, database?: Database) {
+  const [cotsQ, fieldsQ, setsQ] = typeRowQueries(db, slugs);
   if (database && outsideTransaction(database, db)) {
     const [cots, fields, sets] = await database.read([cotsQ, fieldsQ, setsQ]);
     return { cots, fields, sets };
@@ -134,9 +140,25 @@ export async function loadDbTypes(
   hidden?: ReadonlySet<string>,
   database?: Database,
 ): Promise<Map<string, DbType>> {
-  const out = new Map<string, DbType>();
-  if (slugs !== null && !slugs.length) return out;
+  if (slugs !== null && !slugs.length) return new Map();
   const rows = await readTypeRows(db, slugs, database);
+  return typesFromRows(rows as TypeRows, db, objectTypes, hidden);
+}
+
+type TypeRows = {
+  cots: CotRow[];
+  fields: FieldRow[];
+  sets: Array<{ id: number; name: string }>;
+};
+
+/** `loadDbTypes` from the rows of `typeRowQueries`, read by the caller. */
+export async function typesFromRows(
+  rows: TypeRows,
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+  hidden?: ReadonlySet<string>,
+): Promise<Map<string, DbType>> {
+  const out = new Map<string, DbType>();
   const cots = hidden?.size ? rows.cots.filter((c) => !hidden.has(c.slug)) : rows.cots;
   if (!cots.length) return out;
   const kept = new Set(cots.map((c) => c.id));
@@ -215,11 +237,18 @@ export async function loadReferences(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
 ): Promise<Map<string, string[]>> {
+  const [cotsQ, fieldsQ] = referenceQueries(db);
+  const cots = await cotsQ;
+  return referencesFromRows(cots, await fieldsQ, db, objectTypes);
+}
+
+/** The reads of `loadReferences`, for one read. */
+export function referenceQueries(db: Executor) {
   const relationTypes = FIELD_TYPE_MODULES.filter((m) => m.takes.related).map((m) => m.name);
-  const cots = await db
+  const cots = db
     .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
     .from(customObjectTypes);
-  const fields = await db
+  const fields = db
     .select({
       cotId: customObjectTypeFields.customObjectTypeId,
       one: customObjectTypeFields.relatedObjectTypeId,
@@ -227,6 +256,16 @@ export async function loadReferences(
     })
     .from(customObjectTypeFields)
     .where(inArray(customObjectTypeFields.type, relationTypes));
+  return [cots, fields] as const;
+}
+
+/** `loadReferences` from the rows of `referenceQueries`, read by the caller. */
+export async function referencesFromRows(
+  cots: Array<{ id: number; slug: string }>,
+  fields: Array<{ cotId: number; one: number | null; many: number[] }>,
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+): Promise<Map<string, string[]>> {
   const ots = await objectTypes.byIds(
     fields.flatMap((f) => [f.one, ...f.many]).filter((x): x is number => x != null),
     db,

@@ -69,7 +69,7 @@ export function cotIdOf(input: Record<string, unknown>): number | null {
 }
 
 /** A field's record as `load` answers it. */
-async function fieldRecord(ctx: WriteContext, row: FieldRow): Promise<ApiRecord> {
+export async function fieldRecord(ctx: WriteContext, row: FieldRow): Promise<ApiRecord> {
   // a choice set's nested form is read; without one nothing is
   const known = row.choiceSetId == null ? new Map([["choice_set", new Map()]]) : undefined;
   const [record] = await fieldModel.serialize(ctx, [row], undefined, known, new Map());
@@ -77,7 +77,7 @@ async function fieldRecord(ctx: WriteContext, row: FieldRow): Promise<ApiRecord>
 }
 
 /** The type's search index as the batch leaves its fields; a flush once it commits. */
-function stageSearchIndex(
+export function stageSearchIndex(
   ctx: WriteContext,
   batch: WriteBatch,
   cotId: number,

@@ -66,7 +66,7 @@ function needsTransaction(input: ApiRecord, creating: boolean): boolean {
 }
 
 /** The type's own tags as nested records, read in the phase (`load` would read them apart). */
-async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) {
+export async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) {
   const { id: typeId } = await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL);
   const rows = phase.add(
     ctx.services.db.orm
@@ -118,7 +118,7 @@ function writeTags(
 }
 
 /** A type's record as `load` answers it, from its row, its fields' rows and its tags. */
-async function typeRecord(
+export async function typeRecord(
   ctx: WriteContext,
   row: CotRow,
   fields: FieldRow[],
@@ -201,7 +201,7 @@ async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOp
   return { id: row.id, record: json ? JSON.parse(json) : record, json };
 }
 
-function newTypeRow(id: number, objectTypeId: number, draft: CotDraft, now: string): CotRow {
+export function newTypeRow(id: number, objectTypeId: number, draft: CotDraft, now: string): CotRow {
   return {
     ...draft,
     id,

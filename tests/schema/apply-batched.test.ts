@@ -1,0 +1,227 @@
+/**
+ * A schema apply on a remote database runs as reads and one atomic batch for documents that add
+ * types and fields, change attributes and rename (decision 0111); a local file keeps the long
+ * write. The same documents applied through both must leave the same schema, change records,
+ * objects and search index: the batch is checked against the transaction path it stands for.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { SCHEMA, doc } from "./helpers";
+
+const CO = "/api/plugins/custom-objects";
+let dir: string;
+let hrana: HranaServer;
+let proxy: CountingProxy;
+let local: TestApp;
+let remote: TestApp;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-apply-batched-"));
+  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  proxy = startCountingProxy(hrana.url);
+  local = await makeTestApp();
+  remote = await makeTestApp({ DATABASE_URL: proxy.url });
+  for (const t of [local, remote])
+    expect(
+      (await t.json("POST", "/api/dcim/sites/", { body: { name: "s1", slug: "s1" } })).status,
+    ).toBe(201);
+});
+afterAll(async () => {
+  await local.close();
+  await remote.close();
+  proxy.stop();
+  await hrana.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const code = { id: 1, name: "code", type: "text", primary: true, required: true };
+const size = { id: 2, name: "size", type: "integer", validation_minimum: 0 };
+const site = { id: 3, name: "site", type: "object", related_object_type: "dcim/site" };
+const devices = { id: 4, name: "devices", type: "multiobject", related_object_type: "dcim/device" };
+const notes = { id: 5, name: "notes", type: "longtext", search_weight: 500 };
+
+const v1 = doc([{ name: "rack", slug: "rack", fields: [code, size, site, devices] }]);
+// added fields (one with a default filled into existing rows), changed attributes, a rename,
+// the type's own attributes, and a second new type
+const v2 = doc([
+  {
+    name: "rack",
+    slug: "rack",
+    description: "Racks",
+    verbose_name: "Rack unit",
+    fields: [
+      { ...code, label: "Code", description: "asset code" },
+      { ...size, name: "height", validation_maximum: 60 },
+      site,
+      devices,
+      notes,
+      { id: 6, name: "rated", type: "boolean", default: true },
+    ],
+  },
+  { name: "shelf", slug: "shelf", fields: [{ id: 1, name: "label", type: "text" }] },
+]);
+
+/** The change records an apply wrote, without what differs by time or request. */
+async function changes(t: TestApp, since: number) {
+  const r = await t.json("GET", `/api/core/object-changes/?limit=1000&ordering=id`);
+  expect(r.status).toBe(200);
+  const strip = (rec: Record<string, unknown> | null) => {
+    if (!rec) return rec;
+    const { created: _c, last_updated: _l, ...rest } = rec;
+    if (Array.isArray(rest.fields))
+      rest.fields = rest.fields.map((f: Record<string, unknown>) => {
+        const { created: _fc, last_updated: _fl, ...fr } = f;
+        return fr;
+      });
+    return rest;
+  };
+  return (r.body.results as Array<Record<string, any>>)
+    .filter((c) => c.id > since && String(c.changed_object_type).startsWith("custom_objects."))
+    .map((c) => [
+      c.action?.value ?? c.action,
+      c.changed_object_type,
+      c.changed_object_id,
+      strip(c.prechange_data),
+      strip(c.postchange_data),
+    ])
+    .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+}
+
+const lastChange = async (t: TestApp) =>
+  ((await t.json("GET", "/api/core/object-changes/?limit=1&ordering=-id")).body.results[0]?.id ??
+    0) as number;
+
+/** Applies to both apps; `warm`: the remote's caches hold what it names (its round trips count). */
+async function applyBoth(body: unknown, warm = true) {
+  const out = [];
+  for (const t of [local, remote]) {
+    const since = await lastChange(t);
+    // the deferred search-index flush (decision 0056) would otherwise land inside the count
+    await flushSearchIndexesNow(servicesOf(t.app));
+    proxy.reset();
+    const r = await t.json("POST", `${SCHEMA}/apply/`, { body });
+    // remote: the caller's token, one read of the state, one of ids and rules, one batch
+    if (t === remote && warm) expect(proxy.count).toBeLessThanOrEqual(4);
+    out.push({ r, changes: await changes(t, since) });
+  }
+  return out;
+}
+
+const exported = async (t: TestApp) => (await t.json("GET", `${SCHEMA}/export`)).body;
+
+test("the batch leaves what the transaction leaves: schema, change records, objects, search", async () => {
+  const [a1, b1] = await applyBoth({ schema: v1 }, false);
+  expect(a1!.r.status, JSON.stringify(a1!.r.body)).toBe(200);
+  expect(b1!.r.status, JSON.stringify(b1!.r.body)).toBe(200);
+  expect(b1!.r.body).toEqual(a1!.r.body);
+  expect(b1!.changes).toEqual(a1!.changes);
+  expect(b1!.changes.length).toBe(5); // the type and its four fields
+  expect(await exported(remote)).toEqual(await exported(local));
+
+  for (const t of [local, remote]) {
+    const made = await t.json("POST", `${CO}/rack/`, { body: { code: "R1", size: 42, site: 1 } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+  }
+  const [a2, b2] = await applyBoth({ schema: v2 });
+  expect(a2!.r.status, JSON.stringify(a2!.r.body)).toBe(200);
+  expect(b2!.r.status, JSON.stringify(b2!.r.body)).toBe(200);
+  expect(b2!.r.body).toEqual(a2!.r.body);
+  expect(b2!.changes).toEqual(a2!.changes);
+  expect(await exported(remote)).toEqual(await exported(local));
+
+  for (const t of [local, remote]) {
+    const rows = await t.json("GET", `${CO}/rack/`);
+    expect(rows.body.results[0]).toMatchObject({ code: "R1", height: 42, rated: true });
+    const noted = await t.json("PATCH", `${CO}/rack/${rows.body.results[0].id}/`, {
+      body: { notes: "aisle seven" },
+    });
+    expect(noted.status).toBe(200);
+    await flushSearchIndexesNow(servicesOf(t.app));
+    const found = await t.json("GET", `${CO}/rack/?q=seven`);
+    expect(found.body.count).toBe(1);
+    expect((await t.json("GET", `${CO}/shelf/`)).status).toBe(200);
+  }
+
+  // unchanged: nothing is written, the answer says so
+  const [a3, b3] = await applyBoth({ schema: v2 });
+  expect(b3!.r.body).toEqual(a3!.r.body);
+  expect(b3!.r.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
+  expect(b3!.changes).toEqual([]);
+  expect(a3!.changes).toEqual([]);
+});
+
+test("stale plans and the destructive gate answer as before; a removal keeps the transaction", async () => {
+  const v3 = doc([
+    {
+      ...v2.types[0]!,
+      fields: (v2.types[0] as { fields: unknown[] }).fields.slice(0, 5),
+      removed_fields: [{ id: 6, name: "rated" }],
+    },
+    v2.types[1],
+  ]);
+  for (const t of [local, remote]) {
+    const plan = (await t.json("POST", `${SCHEMA}/preview/`, { body: { schema: v3 } })).body;
+    const stale = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: { schema: v3, plan_id: `${plan.plan_id.slice(0, 33)}${"0".repeat(32)}` },
+    });
+    expect(stale.status).toBe(409);
+    expect(stale.body.error).toBe("stale_plan");
+    const refused = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: v3 } });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toBe("destructive_changes");
+    const allowed = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: { schema: v3, allow_destructive: true, plan_id: plan.plan_id },
+    });
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+    expect(allowed.body.diffs[0].field_changes).toMatchObject([{ op: "remove", db_name: "rated" }]);
+  }
+  expect(await exported(remote)).toEqual(await exported(local));
+});
+
+test("a new unique field whose default existing rows would share: the same answer on both", async () => {
+  const shelf = (extra: unknown[]) =>
+    doc([
+      { name: "shelf", slug: "shelf", fields: [{ id: 1, name: "label", type: "text" }, ...extra] },
+    ]);
+  const answers = [];
+  for (const t of [local, remote]) {
+    for (const label of ["a", "b"])
+      expect((await t.json("POST", `${CO}/shelf/`, { body: { label } })).status).toBe(201);
+    const r = await t.json("POST", `${SCHEMA}/apply/`, {
+      body: { schema: shelf([{ id: 2, name: "tag", type: "text", unique: true, default: "x" }]) },
+    });
+    answers.push({ status: r.status, body: r.body });
+    expect((await t.json("GET", `${CO}/shelf/`)).body.results[0]).not.toHaveProperty("tag");
+  }
+  expect(answers[0]!.status).toBeGreaterThanOrEqual(400);
+  expect(answers[0]!.status).toBeLessThan(500);
+  expect(answers[1]).toEqual(answers[0]!);
+});
+
+test("two applies adding fields to one type at once: the batch that lost its type's stamp reruns, both land", async () => {
+  const base = (await exported(remote)).types.find((t: { slug: string }) => t.slug === "rack");
+  // new ids past the fields and the removed ones (their ids are never reused)
+  const top = Math.max(
+    ...[...base.fields, ...(base.removed_fields ?? [])].map((f: { id: number }) => f.id),
+  );
+  const adding = (n: number) =>
+    doc([{ ...base, fields: [...base.fields, { id: top + n, name: `extra_${n}`, type: "text" }] }]);
+  const answers = await Promise.all(
+    [1, 2, 3].map((n) => remote.json("POST", `${SCHEMA}/apply/`, { body: { schema: adding(n) } })),
+  );
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+  const after = (await exported(remote)).types.find((t: { slug: string }) => t.slug === "rack");
+  expect(after.fields.map((f: { name: string }) => f.name)).toEqual(
+    expect.arrayContaining(["extra_1", "extra_2", "extra_3"]),
+  );
+  const rows = await remote.json("GET", `${CO}/rack/`);
+  expect(rows.status).toBe(200);
+  expect(rows.body.results[0]).toMatchObject({ extra_1: null, extra_2: null, extra_3: null });
+});
