@@ -242,6 +242,48 @@ describe("counts", () => {
   });
 });
 
+describe("a search's page", () => {
+  /** The truth for `q=row-12`: names holding it, newest first (LIKE folds case as `q` does). */
+  const truthOfSearch = async (limit: number) => ({
+    count: Number(
+      (await other.execute(`SELECT count(*) AS c FROM ${table} WHERE name LIKE '%row-12%'`))
+        .rows[0]!.c,
+    ),
+    ids: (
+      await other.execute(
+        `SELECT id FROM ${table} WHERE name LIKE '%row-12%' ORDER BY id DESC LIMIT ${limit}`,
+      )
+    ).rows.map((x) => Number(x.id)),
+  });
+
+  test("is read from the index once per state of the database; any commit reads it again", async () => {
+    await settled();
+    const q = "q=row-12&ordering=-id&limit=5";
+    expect(await page(q)).toEqual(await truthOfSearch(5));
+    // Asked again with nothing committed: neither the count nor the page touches the index.
+    let answer!: { count: number; ids: number[] };
+    const again = await traced(async () => (answer = await page(q)));
+    expect(answer).toEqual(await truthOfSearch(5));
+    expect(again.some((s) => /\bMATCH\b/.test(s.sql))).toBe(false);
+    // A row written by another connection, pending for the index: the next page has it.
+    await other.execute(
+      `INSERT INTO ${table} (created, last_updated, name, n) VALUES ('2026-01-02T00:00:00Z', '2026-01-02T00:00:00Z', 'ROW-12-late', 1)`,
+    );
+    const after = await traced(async () => (answer = await page(q)));
+    expect(answer).toEqual(await truthOfSearch(5));
+    expect(answer.ids[0]).toBe(
+      Number((await other.execute(`SELECT max(id) AS m FROM ${table}`)).rows[0]!.m),
+    );
+    expect(after.some((s) => /\bMATCH\b/.test(s.sql))).toBe(true);
+    // Another page of the same search is another page.
+    expect((await page("q=row-12&ordering=-id&limit=5&offset=5")).ids).toEqual(
+      (await truthOfSearch(10)).ids.slice(5),
+    );
+    await other.execute(`DELETE FROM ${table} WHERE name = 'ROW-12-late'`);
+    await settled();
+  });
+});
+
 describe("custom object type freshness", () => {
   test("the type's version is looked up only when something committed since the last look", async () => {
     await settled();

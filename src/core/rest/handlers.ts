@@ -24,7 +24,7 @@ import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 import { foldTagEdits } from "./tag-edits";
 import type { ApiRecord, LoadPlan, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
-import { anchoredPageIds, countRows, type PageRow } from "./page-anchors";
+import { anchoredPageIds, countRows, keptPage, type PageRow } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
 import {
@@ -333,9 +333,22 @@ async function listRecords(c: Ctx, resource: Resource) {
     ]);
     n = Number(counted[0]?.n ?? 0);
     page = rows;
-  } else n = await countRows(ctx.services, ctx.db, resource.table, q.where, indexed?.count);
+  } else
+    n = await countRows(
+      ctx.services,
+      ctx.db,
+      resource.table,
+      q.where,
+      indexed?.count,
+      indexed?.key,
+    );
   let results: ApiRecord[] = [];
   if (n > q.offset) {
+    // a search's page from the index is kept under the stamp too, by the search's own key
+    if (!page && indexed && q.idOrder) {
+      const key = `${indexed.key}\u0000${q.idOrder}\u0000${q.limit}\u0000${q.offset}\u0000${bytes ? 1 : 0}`;
+      page = await keptPage(ctx.services, key, idsQuery);
+    }
     const anchored =
       !page && !indexed && q.idOrder
         ? await anchoredPageIds(ctx.services, ctx.db, {

@@ -46,6 +46,8 @@ interface State {
   entries: Map<string, Entry>;
   /** A list query's row count (the same query asked again, page after page, counts once). */
   counts: Map<string, { stamp: string; n: number }>;
+  /** Pages of ids by a caller's key (an index's search, decision 0112). */
+  pages: Map<string, { stamp: string; rows: PageRow[] }>;
 }
 
 const ANCHORS = slotKey<State>("page-anchors");
@@ -141,6 +143,8 @@ export async function countRows(
   where: SQL | undefined,
   /** A statement that counts the same rows another way (one row, column `n`): an index's. */
   counted?: SQL,
+  /** What the query is as text, when the caller has it (an index's search): nothing is rendered. */
+  known?: string,
 ): Promise<number> {
   const run = async () =>
     Number(
@@ -155,7 +159,7 @@ export async function countRows(
   const stamp = databaseStamp(services);
   if (!stamp) return run();
   const state = stateOf(services);
-  const key = keyOf(services, table, where);
+  const key = known === undefined ? keyOf(services, table, where) : `\u0001${known}`;
   const hit = state.counts.get(key);
   state.counts.delete(key);
   if (hit?.stamp === stamp) {
@@ -170,8 +174,40 @@ export async function countRows(
   return n;
 }
 
+/**
+ * One page of ids, kept under the change stamp like a count: a search asked again (a search box,
+ * several users, a client re-reading its first page) reads its page once per commit (decision
+ * 0112). `key` must name the query, its page and whether rows carry their `bytes`; `read` runs
+ * when nothing is kept, and what it gives is kept only if no commit landed while it ran.
+ */
+export async function keptPage(
+  services: Services,
+  key: string,
+  read: () => Promise<PageRow[]>,
+): Promise<PageRow[]> {
+  const stamp = databaseStamp(services);
+  if (!stamp) return read();
+  const state = stateOf(services);
+  const hit = state.pages.get(key);
+  state.pages.delete(key);
+  if (hit?.stamp === stamp) {
+    state.pages.set(key, hit);
+    return hit.rows;
+  }
+  const rows = await read();
+  if (databaseStamp(services) === stamp) {
+    state.pages.set(key, { stamp, rows });
+    bound(state.pages);
+  }
+  return rows;
+}
+
 const stateOf = (services: Services) =>
-  services.state.ensure(ANCHORS, () => ({ entries: new Map(), counts: new Map() }));
+  services.state.ensure(ANCHORS, () => ({
+    entries: new Map(),
+    counts: new Map(),
+    pages: new Map(),
+  }));
 
 /** Drops the least recently used entries beyond the bound (a Map iterates in insertion order). */
 function bound(map: Map<string, unknown>) {

@@ -140,6 +140,11 @@ export interface ListQuery {
 
 /** A `q` answered from an index: statements for its exact count and for one page of ids. */
 export interface IndexedSearch {
+  /**
+   * What the search is, as text: the same key means the same statements under one schema, so
+   * its count and pages can be kept under the change stamp without rendering them (decision 0112).
+   */
+  key: string;
   /** One row, one column `n`: how many rows match. */
   count: SQL;
   /** One column `id`: the ids of rows `offset`… in id order, at most `limit`. */

@@ -500,6 +500,8 @@ function indexedSearch(cotId: number, columns: string[], needle: string, term: S
   const match = matchExpression(columns, [needle]);
   const pendingMatches = sql`SELECT id FROM ${table} WHERE id IN (SELECT id FROM ${pending}) AND ${term}`;
   return {
+    // the fields the term searches are the type's, fixed under one schema (a stamp)
+    key: `co-search\u0000${cotId}\u0000${columns.join(",")}\u0000${needle}`,
     count: sql`SELECT (SELECT count(*) FROM ${fts} WHERE ${fts} MATCH ${match} AND rowid NOT IN (SELECT id FROM ${pending})) + CASE WHEN EXISTS (SELECT 1 FROM ${pending}) THEN (SELECT count(*) FROM (${pendingMatches})) ELSE 0 END AS n`,
     pageIds(direction, limit, offset) {
       const dir = sql.raw(direction === "asc" ? "ASC" : "DESC");
