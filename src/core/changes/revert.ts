@@ -22,6 +22,7 @@ import {
   updateChecked,
 } from "../rest/handlers";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
+import type { StagedOptions } from "../context";
 import { objectChangeModel } from "./model";
 import { setRestoreId } from "./restore-id";
 
@@ -429,8 +430,9 @@ async function revertStaged(
   opts: RevertOptions,
 ): Promise<ApiRecord | null> {
   const staged = resource.staged;
-  if (opts.dryRun || !staged || row.action === "delete") return null;
+  if (opts.dryRun || !staged) return null;
   if (row.action === "update" && !staged.update) return null;
+  if (row.action === "delete" && !staged.create) return null;
   const ctx = readContext(c);
   const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
   const id = row.changedObjectId;
@@ -448,12 +450,46 @@ async function revertStaged(
       staged.update!(w, [{ id, input: plan.input }], true, options),
     );
     record = written?.record ?? null;
+  } else if (plan.action === "create") {
+    record = await restoreStaged(c, staged, plan.input, { resource, bulk: false, ids: [id] });
   } else if (plan.action === "delete") {
     const outcome = await inStagedWrite(c, (w) => staged.delete(w, [id], options));
     if (outcome === "transaction") return null;
   }
   return answerOf(ctx, c.var.auth, c.var.requestId, resource, row, plan, record, conflicts);
 }
+
+/**
+ * A deleted object put back as a staged create under its old id (decision 0113). The id taken
+ * again between the plan's read and the batch fails the batch's insert: 409 `object_exists`.
+ */
+async function restoreStaged(
+  c: Ctx,
+  staged: NonNullable<Resource["staged"]>,
+  input: ApiRecord,
+  options: StagedOptions & { ids: [number] },
+): Promise<ApiRecord | null> {
+  try {
+    const [written] = await inStagedWrite(c, (w) => staged.create!(w, [input], options));
+    return written?.record ?? null;
+  } catch (e) {
+    if (!idTaken(e, options.resource)) throw e;
+    throw conflictError([
+      {
+        reason: "object_exists",
+        field: null,
+        detail: `An object with id ${options.ids[0]} exists again.`,
+      },
+    ]);
+  }
+}
+
+/** The batch refused the old id: another object took it (SQLite's primary key is unique). */
+const idTaken = (e: unknown, resource: Resource) =>
+  e instanceof ValidationError &&
+  !Array.isArray(e.fields) &&
+  Object.keys(e.fields).length === 1 &&
+  Object.hasOwn(e.fields, resource.fieldForColumn?.("id") ?? "id");
 
 async function answerOf(
   ctx: ReadContext,
