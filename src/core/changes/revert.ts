@@ -8,6 +8,7 @@ import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
 import { hideUnviewable, requireObject } from "../auth/restrict";
+import { foldsCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
@@ -22,7 +23,7 @@ import {
   updateChecked,
 } from "../rest/handlers";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
-import type { StagedOptions } from "../context";
+import type { StagedOptions, StagedWritten } from "../context";
 import { objectChangeModel } from "./model";
 import { setRestoreId } from "./restore-id";
 
@@ -116,8 +117,12 @@ async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
   await requirePermission(c, "view", objectChangeModel.resource);
   const ctx = readContext(c);
   const missing = "No object change with this id.";
+  // the caller's token guard rides in this first read (decision 0089): nothing is answered from
+  // it before the permission checks, which the guard's answer confirms (`foldsCredentials`)
+  const query = ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
+  const [rows] = (await readFolded(c, [query as never])) as [ChangeRow[]];
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
-  const [row] = await ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
+  const row = rows[0];
   if (!row) throw notFound(missing);
   return row;
 }
@@ -177,12 +182,17 @@ const ownFields = (resource: Resource): Set<string> | null =>
 async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
   const pre = snapshot(row.prechangeData) ?? {};
   const post = snapshot(row.postchangeData) ?? {};
-  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  const fields = changedFields(row);
+  // issued together, the reads share one round trip on a remote database (decision 0098)
+  const [[current], later, targets] = await Promise.all([
+    resource.load(ctx, [row.changedObjectId]),
+    laterChanges(ctx, row),
+    Promise.all(fields.map((f) => existingTargets(ctx, resource, f, pre[f]))),
+  ]);
   if (!current) return gone(row);
-  const later = await laterChanges(ctx, row);
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
-  for (const field of changedFields(row)) {
+  for (const [i, field] of fields.entries()) {
     if (!(field in current) || !(field in pre)) {
       conflicts.push({
         reason: "fields_changed",
@@ -201,7 +211,7 @@ async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow):
       });
       continue;
     }
-    const kept = await existingTargets(ctx, resource, field, pre[field]);
+    const kept = targets[i]!;
     if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
@@ -224,7 +234,14 @@ const gone = (row: ChangeRow): Plan => ({
 /** A delete put back: the object with its id, tags and the links whose targets still exist. */
 async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
   const pre = snapshot(row.prechangeData) ?? {};
-  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  const own = ownFields(resource);
+  const fields = Object.keys(pre).filter((f) => !META.has(f));
+  const [[current], targets] = await Promise.all([
+    resource.load(ctx, [row.changedObjectId]),
+    Promise.all(
+      fields.map((f) => (own && !own.has(f) ? null : existingTargets(ctx, resource, f, pre[f]))),
+    ),
+  ]);
   if (current)
     return {
       action: "create",
@@ -238,12 +255,11 @@ async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow)
         },
       ],
     };
-  const own = ownFields(resource);
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
-  for (const [field, value] of Object.entries(pre)) {
-    if (META.has(field)) continue;
-    if (own && !own.has(field)) {
+  for (const [i, field] of fields.entries()) {
+    const kept = targets[i];
+    if (!kept) {
       conflicts.push({
         reason: "fields_changed",
         field,
@@ -251,7 +267,6 @@ async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow)
       });
       continue;
     }
-    const kept = await existingTargets(ctx, resource, field, value);
     if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
@@ -282,20 +297,25 @@ async function existingTargets(
   const isTags = field === "tags" && resource.tagged;
   if ((!rel && !isTags) || value === null || value === undefined) return { value, missing: [] };
   const items = Array.isArray(value) ? value : [value];
-  const missing: string[] = [];
-  const kept: unknown[] = [];
-  for (const item of items) {
-    if (!isNested(item)) {
-      kept.push(item);
-      continue;
-    }
-    const label = isTags
+  const labelOf = async (item: Nested) =>
+    isTags
       ? "extras.tag"
       : rel!.polymorphic
         ? String(item.object_type ?? "")
         : (rel!.target ?? (await labelOfType(ctx, rel!.targetTypeId)));
-    if (label && (await exists(ctx, label, item.id))) kept.push(item);
-    else missing.push(`${label ?? "an object"} ${item.id}`);
+  // every target asked at once: one round trip on a remote database (decision 0098)
+  const found = await Promise.all(
+    items.map(async (item) => {
+      if (!isNested(item)) return { item, label: null, ok: true };
+      const label = await labelOf(item);
+      return { item, label, ok: !!label && (await exists(ctx, label, item.id)) };
+    }),
+  );
+  const missing: string[] = [];
+  const kept: unknown[] = [];
+  for (const { item, label, ok } of found) {
+    if (ok) kept.push(item);
+    else missing.push(`${label ?? "an object"} ${(item as Nested).id}`);
   }
   return { value: Array.isArray(value) ? kept : (kept[0] ?? null), missing };
 }
@@ -319,9 +339,12 @@ async function exists(ctx: ReadContext, label: string, id: number): Promise<bool
 
 /** A create taken back: the object deleted, unless it changed since. */
 async function planRemove(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
-  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  const [[current], changes] = await Promise.all([
+    resource.load(ctx, [row.changedObjectId]),
+    laterChanges(ctx, row),
+  ]);
   if (!current) return { ...gone(row), action: "delete" };
-  const later = (await laterChanges(ctx, row)).filter((l) => l.action === "update");
+  const later = changes.filter((l) => l.action === "update");
   const conflicts: Conflict[] = later.length
     ? [
         {
@@ -343,13 +366,6 @@ function planOf(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<P
 
 /** The caller must hold the permission of the write the revert makes (403 before anything). */
 const WRITE_PERMISSION = { update: "change", create: "add", delete: "delete" } as const;
-
-/** Thrown inside the transaction to undo a dry run's write once its outcome is known. */
-class DryRun extends Error {
-  constructor(readonly outcome: ApiRecord) {
-    super("dry run");
-  }
-}
 
 type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
 
@@ -382,8 +398,8 @@ async function checkedPlan(
 }
 
 /**
- * The revert's write in one transaction: the plan made again on what the transaction sees,
- * then the same write a PATCH, POST or DELETE by the caller makes there.
+ * The revert's write in one transaction, for a model whose writes are not staged: the plan made
+ * again on what the transaction sees, then the same write a PATCH, POST or DELETE makes there.
  */
 function revertInTransaction(
   c: Ctx,
@@ -402,26 +418,17 @@ function revertInTransaction(
       setRestoreId(ctx, resource, id);
       record = (await createChecked(ctx, resource, plan.input)).record;
     } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
-    const outcome = await answerOf(
-      ctx,
-      ctx.auth,
-      ctx.requestId,
-      resource,
-      row,
-      plan,
-      record,
-      conflicts,
-    );
-    // the change record it wrote is undone with it: a dry run names none
-    if (opts.dryRun) throw new DryRun({ ...outcome, change: null });
-    return outcome;
+    const [written] = await writtenChange(ctx.db, row, ctx.requestId);
+    return answerOf(ctx, ctx.auth, resource, row, plan, record, conflicts, written?.id ?? null);
   });
 }
 
 /**
- * Where the model's PATCH or DELETE is a staged write (decision 0083), the revert's is too: the
- * plan read first, then the staged write with the object's stamp as its precondition (a change
- * in between is a 409). Null when the write cannot be staged (it then runs in a transaction).
+ * Where the model's writes are staged (decisions 0083, 0090, 0113), the revert's is too: the plan
+ * read first, then one staged write with the object's stamp as its precondition (a change in
+ * between is a 409), the change record it wrote read at the end of its batch. A dry run answers
+ * from the plan's read alone. Null when the write cannot be staged (it then runs in a
+ * transaction).
  */
 async function revertStaged(
   c: Ctx,
@@ -430,11 +437,30 @@ async function revertStaged(
   opts: RevertOptions,
 ): Promise<ApiRecord | null> {
   const staged = resource.staged;
-  if (opts.dryRun || !staged) return null;
-  if (row.action === "update" && !staged.update) return null;
-  if (row.action === "delete" && !staged.create) return null;
+  // the write a revert makes: an update's is an update, a delete's a create, a create's a delete
+  const writer = { update: staged?.update, delete: staged?.create, create: staged?.delete }[
+    row.action as "update" | "delete" | "create"
+  ];
+  if (!opts.dryRun && (!staged || !writer)) return null;
   const ctx = readContext(c);
   const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
+  const answer = (record: ApiRecord | null, change: number | null) =>
+    answerOf(ctx, c.var.auth, resource, row, plan, record, conflicts, change);
+  if (opts.dryRun) return answer(wouldBe(row, plan), null);
+  if (plan.action === "update" && !Object.keys(plan.input).length) return answer(null, null);
+  const written = await withChangeRead(c, row, (w) => stagedWrite(w, staged!, resource, row, plan));
+  if (written.result === "transaction") return null;
+  return answer(written.result?.record ?? null, written.change);
+}
+
+/** The plan's write as the model's staged writer makes it, the object's stamp its precondition. */
+async function stagedWrite(
+  w: WriteContext,
+  staged: NonNullable<Resource["staged"]>,
+  resource: Resource,
+  row: ChangeRow,
+  plan: Plan,
+): Promise<StagedWritten | "transaction" | undefined> {
   const id = row.changedObjectId;
   const stamp = plan.current?.last_updated ?? null;
   const precondition = (now: string | null) => {
@@ -444,19 +470,60 @@ async function revertStaged(
       ]);
   };
   const options = { resource, bulk: false, precondition };
-  let record: ApiRecord | null = null;
-  if (plan.action === "update" && Object.keys(plan.input).length) {
-    const [written] = await inStagedWrite(c, (w) =>
-      staged.update!(w, [{ id, input: plan.input }], true, options),
-    );
-    record = written?.record ?? null;
-  } else if (plan.action === "create") {
-    record = await restoreStaged(c, staged, plan.input, { resource, bulk: false, ids: [id] });
-  } else if (plan.action === "delete") {
-    const outcome = await inStagedWrite(c, (w) => staged.delete(w, [id], options));
-    if (outcome === "transaction") return null;
-  }
-  return answerOf(ctx, c.var.auth, c.var.requestId, resource, row, plan, record, conflicts);
+  if (plan.action === "update")
+    return (await staged.update!(w, [{ id, input: plan.input }], true, options))[0];
+  if (plan.action === "create")
+    return (await restoreStaged(w, staged, plan.input, { resource, bulk: false, ids: [id] }))[0];
+  return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
+}
+
+/** What the write would leave, for a dry run: the fields put back over the object (or its snapshot). */
+function wouldBe(row: ChangeRow, plan: Plan): ApiRecord | null {
+  if (plan.action === "delete") return null;
+  if (plan.action === "update")
+    return Object.keys(plan.input).length ? { ...plan.current, ...plan.input } : null;
+  const { _context: _drop, ...pre } = snapshot(row.prechangeData) ?? {};
+  return { ...pre, ...plan.input, id: row.changedObjectId };
+}
+
+/** The change record a request wrote for the object since `row`. */
+const writtenChange = (db: ReadContext["db"], row: ChangeRow, requestId: string) =>
+  db
+    .select({ id: objectChanges.id })
+    .from(objectChanges)
+    .where(
+      and(
+        eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
+        eq(objectChanges.changedObjectId, row.changedObjectId),
+        gt(objectChanges.id, row.id),
+        eq(objectChanges.requestId, requestId),
+      ),
+    )
+    .orderBy(desc(objectChanges.id))
+    .limit(1);
+
+/**
+ * A staged write with the read of the change record it writes riding at the end of its one
+ * batch (no round trip after the commit); `change` is null when no batch ran.
+ */
+async function withChangeRead<T>(
+  c: Ctx,
+  row: ChangeRow,
+  write: (w: WriteContext) => Promise<T>,
+): Promise<{ result: T; change: number | null }> {
+  let change: number | null = null;
+  const result = await inStagedWrite(c, (w) =>
+    write({
+      ...w,
+      writeBatch: async (items) => {
+        const results = await w.writeBatch!([...items, writtenChange(w.db, row, w.requestId)]);
+        const rows = results.pop() as Array<{ id: number }>;
+        change = rows[0]?.id ?? null;
+        return results;
+      },
+    }),
+  );
+  return { result, change };
 }
 
 /**
@@ -464,14 +531,13 @@ async function revertStaged(
  * again between the plan's read and the batch fails the batch's insert: 409 `object_exists`.
  */
 async function restoreStaged(
-  c: Ctx,
+  w: WriteContext,
   staged: NonNullable<Resource["staged"]>,
   input: ApiRecord,
   options: StagedOptions & { ids: [number] },
-): Promise<ApiRecord | null> {
+) {
   try {
-    const [written] = await inStagedWrite(c, (w) => staged.create!(w, [input], options));
-    return written?.record ?? null;
+    return await staged.create!(w, [input], options);
   } catch (e) {
     if (!idTaken(e, options.resource)) throw e;
     throw conflictError([
@@ -494,26 +560,13 @@ const idTaken = (e: unknown, resource: Resource) =>
 async function answerOf(
   ctx: ReadContext,
   auth: WriteContext["auth"],
-  requestId: string,
   resource: Resource,
   row: ChangeRow,
   plan: Plan,
   record: ApiRecord | null,
   skipped: Conflict[],
+  change: number | null,
 ): Promise<ApiRecord> {
-  const [written] = await ctx.db
-    .select({ id: objectChanges.id })
-    .from(objectChanges)
-    .where(
-      and(
-        eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
-        eq(objectChanges.changedObjectId, row.changedObjectId),
-        gt(objectChanges.id, row.id),
-        eq(objectChanges.requestId, requestId),
-      ),
-    )
-    .orderBy(desc(objectChanges.id))
-    .limit(1);
   // Related objects the caller may not view are hidden in every record shown, as in the
   // model's own answers and the change log's snapshots (0064).
   const [from, to, object] = await hideUnviewable(ctx, auth, resource, [
@@ -530,7 +583,7 @@ async function answerOf(
     object_id: row.changedObjectId,
     changes,
     skipped,
-    change: written?.id ?? null,
+    change,
     object: record ? object : null,
   };
 }
@@ -558,7 +611,6 @@ async function revert(c: Ctx, row: ChangeRow, resource: Resource, force: boolean
         (await revertInTransaction(c, resource, row, opts))
       );
     } catch (e) {
-      if (e instanceof DryRun) return e.outcome;
       if (!(e instanceof ValidationError)) throw e;
       const refused = refusedFields(e);
       // Nothing was written: the write's refusal is what stands in the way. Forced, the fields
@@ -599,21 +651,25 @@ const revertDoc = describeRoute({
 });
 
 export function mountRevertRoute(api: Hono<HonoEnv>) {
-  api.post("/core/object-changes/:id/revert", revertDoc, async (c) => {
-    const raw = c.req.param("id");
-    if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
-    const row = await visibleChange(c, Number(raw));
-    const resource = await targetOf(readContext(c), row);
-    const action =
-      row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
-    await requirePermission(c, WRITE_PERMISSION[action], resource);
-    const flag = (name: string) => {
-      const value = parseBool(c.req.query(name) ?? "false");
-      if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
-      return value;
-    };
-    const dryRun = flag("dry_run");
-    const outcome = await revert(c, row, resource, flag("force"), dryRun);
-    return c.json({ dry_run: dryRun, ...outcome });
-  });
+  api.post(
+    "/core/object-changes/:id/revert",
+    revertDoc,
+    foldsCredentials(async (c: Ctx) => {
+      const raw = c.req.param("id") ?? "";
+      if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
+      const row = await visibleChange(c, Number(raw));
+      const resource = await targetOf(readContext(c), row);
+      const action =
+        row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
+      await requirePermission(c, WRITE_PERMISSION[action], resource);
+      const flag = (name: string) => {
+        const value = parseBool(c.req.query(name) ?? "false");
+        if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
+        return value;
+      };
+      const dryRun = flag("dry_run");
+      const outcome = await revert(c, row, resource, flag("force"), dryRun);
+      return c.json({ dry_run: dryRun, ...outcome });
+    }),
+  );
 }

@@ -33,13 +33,7 @@ import type {
   StagedWritten,
   WriteContext,
 } from "../context";
-import {
-  createdRowId,
-  newIdMarker,
-  nextStamp,
-  ReadPhase,
-  WriteBatch,
-} from "../rest/write-batch";
+import { createdRowId, newIdMarker, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "../../db/natural";
 import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
 
