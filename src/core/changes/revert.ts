@@ -24,7 +24,9 @@ import {
 } from "../rest/handlers";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
 import type { StagedOptions, StagedWritten } from "../context";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { objectChangeModel } from "./model";
+import { PlanReads } from "./plan-reads";
 import { setRestoreId } from "./restore-id";
 
 /** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
@@ -159,19 +161,21 @@ function conflictError(conflicts: Conflict[]): ApiError {
 }
 
 /** Later change records of the same object, with the fields each touched. */
-async function laterChanges(ctx: ReadContext, row: ChangeRow) {
-  const rows = await ctx.db
-    .select()
-    .from(objectChanges)
-    .where(
-      and(
-        eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
-        eq(objectChanges.changedObjectId, row.changedObjectId),
-        gt(objectChanges.id, row.id),
-      ),
-    )
-    .orderBy(asc(objectChanges.id));
-  return rows.map((r) => ({ id: r.id, action: r.action, fields: changedFields(r) }));
+function laterChanges(reads: PlanReads, row: ChangeRow) {
+  const rows = reads.add(
+    reads.ctx.db
+      .select()
+      .from(objectChanges)
+      .where(
+        and(
+          eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
+          eq(objectChanges.changedObjectId, row.changedObjectId),
+          gt(objectChanges.id, row.id),
+        ),
+      )
+      .orderBy(asc(objectChanges.id)),
+  );
+  return () => rows().map((r) => ({ id: r.id, action: r.action, fields: changedFields(r) }));
 }
 
 /** The own fields of the model's records now, when the model describes them. */
@@ -179,17 +183,20 @@ const ownFields = (resource: Resource): Set<string> | null =>
   resource.describe ? new Set([...resource.describe.map((d) => d.name), ...UNDESCRIBED]) : null;
 
 /** An update put back: each changed field to its value before, unless changed again since. */
-async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   const pre = snapshot(row.prechangeData) ?? {};
   const post = snapshot(row.postchangeData) ?? {};
   const fields = changedFields(row);
-  // issued together, the reads share one round trip on a remote database (decision 0098)
-  const [[current], later, targets] = await Promise.all([
-    resource.load(ctx, [row.changedObjectId]),
-    laterChanges(ctx, row),
-    Promise.all(fields.map((f) => existingTargets(ctx, resource, f, pre[f]))),
-  ]);
+  const loaded = reads.load(resource, row.changedObjectId);
+  const laterRead = laterChanges(reads, row);
+  const targetsRead = await Promise.all(
+    fields.map((f) => existingTargets(reads, resource, f, pre[f])),
+  );
+  await reads.run();
+  const current = await loaded();
   if (!current) return gone(row);
+  const later = laterRead();
+  const targets = targetsRead.map((read) => read());
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
   for (const [i, field] of fields.entries()) {
@@ -232,16 +239,17 @@ const gone = (row: ChangeRow): Plan => ({
 });
 
 /** A delete put back: the object with its id, tags and the links whose targets still exist. */
-async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+async function planRestore(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   const pre = snapshot(row.prechangeData) ?? {};
   const own = ownFields(resource);
   const fields = Object.keys(pre).filter((f) => !META.has(f));
-  const [[current], targets] = await Promise.all([
-    resource.load(ctx, [row.changedObjectId]),
-    Promise.all(
-      fields.map((f) => (own && !own.has(f) ? null : existingTargets(ctx, resource, f, pre[f]))),
-    ),
-  ]);
+  const loaded = reads.load(resource, row.changedObjectId);
+  const targetsRead = await Promise.all(
+    fields.map((f) => (own && !own.has(f) ? null : existingTargets(reads, resource, f, pre[f]))),
+  );
+  await reads.run();
+  const current = await loaded();
+  const targets = targetsRead.map((read) => read?.());
   if (current)
     return {
       action: "create",
@@ -285,39 +293,43 @@ const isNested = (v: unknown): v is Nested =>
 
 /**
  * A relation's value with the targets that no longer exist left out (a single one becomes
- * null), and those missing named. Values of other fields come back as they are.
+ * null), and those missing named, once `reads` has run. Values of other fields come as they are.
  */
 async function existingTargets(
-  ctx: ReadContext,
+  reads: PlanReads,
   resource: Resource,
   field: string,
   value: unknown,
-): Promise<{ value: unknown; missing: string[] }> {
+): Promise<() => { value: unknown; missing: string[] }> {
   const rel = resource.relations?.find((r) => r.name === field);
   const isTags = field === "tags" && resource.tagged;
-  if ((!rel && !isTags) || value === null || value === undefined) return { value, missing: [] };
+  if ((!rel && !isTags) || value === null || value === undefined)
+    return () => ({ value, missing: [] });
   const items = Array.isArray(value) ? value : [value];
   const labelOf = async (item: Nested) =>
     isTags
       ? "extras.tag"
       : rel!.polymorphic
         ? String(item.object_type ?? "")
-        : (rel!.target ?? (await labelOfType(ctx, rel!.targetTypeId)));
-  // every target asked at once: one round trip on a remote database (decision 0098)
-  const found = await Promise.all(
-    items.map(async (item) => {
-      if (!isNested(item)) return { item, label: null, ok: true };
-      const label = await labelOf(item);
-      return { item, label, ok: !!label && (await exists(ctx, label, item.id)) };
-    }),
+        : (rel!.target ?? (await labelOfType(reads.ctx, rel!.targetTypeId)));
+  const asked = await Promise.all(
+    items.map(
+      async (item): Promise<{ item: unknown; label: string | null; found: () => boolean }> => {
+        if (!isNested(item)) return { item, label: null, found: () => true };
+        const label = await labelOf(item);
+        return { item, label, found: label ? await exists(reads, label, item.id) : () => false };
+      },
+    ),
   );
-  const missing: string[] = [];
-  const kept: unknown[] = [];
-  for (const { item, label, ok } of found) {
-    if (ok) kept.push(item);
-    else missing.push(`${label ?? "an object"} ${(item as Nested).id}`);
-  }
-  return { value: Array.isArray(value) ? kept : (kept[0] ?? null), missing };
+  return () => {
+    const missing: string[] = [];
+    const kept: unknown[] = [];
+    for (const { item, label, found } of asked) {
+      if (found()) kept.push(item);
+      else missing.push(`${label ?? "an object"} ${(item as Nested).id}`);
+    }
+    return { value: Array.isArray(value) ? kept : (kept[0] ?? null), missing };
+  };
 }
 
 async function labelOfType(ctx: ReadContext, typeId: number | undefined): Promise<string | null> {
@@ -326,25 +338,35 @@ async function labelOfType(ctx: ReadContext, typeId: number | undefined): Promis
   return ot ? `${ot.appLabel}.${ot.model}` : null;
 }
 
-async function exists(ctx: ReadContext, label: string, id: number): Promise<boolean> {
-  if (label === "extras.tag")
-    return (
-      (await ctx.db.select({ id: tagsTable.id }).from(tagsTable).where(eq(tagsTable.id, id)))
-        .length > 0
+/** Whether object `id` of `label` exists, once `reads` has run (its table read where known). */
+async function exists(reads: PlanReads, label: string, id: number): Promise<() => boolean> {
+  const db = reads.ctx.db;
+  if (label === "extras.tag") {
+    const rows = reads.add(
+      db.select({ id: tagsTable.id }).from(tagsTable).where(eq(tagsTable.id, id)),
     );
+    return () => rows().length > 0;
+  }
   const [app, model] = label.split(".") as [string, string];
-  const info = await ctx.services.models.get(app, model, ctx);
-  return !!info && (await info.nested(ctx, [id])).has(id);
+  const info = await reads.ctx.services.models.get(app, model, reads.ctx);
+  if (!info) return () => false;
+  const table = info.resource?.table as (SQLiteTable & { id?: SQLiteColumn }) | undefined;
+  if (table?.id) {
+    const rows = reads.add(db.select({ id: table.id }).from(table).where(eq(table.id, id)));
+    return () => rows().length > 0;
+  }
+  const nested = reads.defer(() => info.nested(reads.ctx, [id]));
+  return () => nested().has(id);
 }
 
 /** A create taken back: the object deleted, unless it changed since. */
-async function planRemove(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
-  const [[current], changes] = await Promise.all([
-    resource.load(ctx, [row.changedObjectId]),
-    laterChanges(ctx, row),
-  ]);
+async function planRemove(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
+  const loaded = reads.load(resource, row.changedObjectId);
+  const changes = laterChanges(reads, row);
+  await reads.run();
+  const current = await loaded();
   if (!current) return { ...gone(row), action: "delete" };
-  const later = changes.filter((l) => l.action === "update");
+  const later = changes().filter((l) => l.action === "update");
   const conflicts: Conflict[] = later.length
     ? [
         {
@@ -358,10 +380,17 @@ async function planRemove(ctx: ReadContext, resource: Resource, row: ChangeRow):
   return { action: "delete", input: {}, current, conflicts };
 }
 
-function planOf(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
-  if (row.action === "update") return planUpdate(ctx, resource, row);
-  if (row.action === "delete") return planRestore(ctx, resource, row);
-  return planRemove(ctx, resource, row);
+/** The plan, its reads made together (`inTransaction`: one by one on its connection). */
+function planOf(
+  ctx: ReadContext,
+  resource: Resource,
+  row: ChangeRow,
+  inTransaction: boolean,
+): Promise<Plan> {
+  const reads = new PlanReads(ctx, !inTransaction);
+  if (row.action === "update") return planUpdate(reads, resource, row);
+  if (row.action === "delete") return planRestore(reads, resource, row);
+  return planRemove(reads, resource, row);
 }
 
 /** The caller must hold the permission of the write the revert makes (403 before anything). */
@@ -379,8 +408,9 @@ async function checkedPlan(
   resource: Resource,
   row: ChangeRow,
   opts: RevertOptions,
+  inTransaction = false,
 ): Promise<{ plan: Plan; conflicts: Conflict[] }> {
-  const plan = await planOf(ctx, resource, row);
+  const plan = await planOf(ctx, resource, row, inTransaction);
   // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
   if (plan.current && plan.action !== "create")
     await requireObject(
@@ -408,7 +438,7 @@ function revertInTransaction(
   opts: RevertOptions,
 ): Promise<ApiRecord> {
   return inTransaction(c, resource, async (ctx) => {
-    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts);
+    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts, true);
     const id = row.changedObjectId;
     let record: ApiRecord | null = null;
     if (plan.action === "update" && Object.keys(plan.input).length) {
