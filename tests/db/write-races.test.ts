@@ -557,6 +557,27 @@ describe("a revert of a delete raced by a create taking its unique key (decision
     expect(tagged.body.count).toBe(0);
   });
 
+  test("two reverts of one delete from the same read: one puts it back, the other 409 object_exists", async () => {
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "twice", slug: "twice" },
+    });
+    expect((await t.req("DELETE", `/api/dcim/sites/${site.body.id}/`)).status).toBe(204);
+    const change = await lastChange("dcim.site", site.body.id);
+    const answers = await raceOn(
+      /^insert into "sites"/i,
+      [1, 2].map(() => () => t.json("POST", `/api/core/object-changes/${change.id}/revert/`)),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    const refused = answers.find((a) => a.status === 409)!;
+    expect(refused.body.conflicts).toEqual([expect.objectContaining({ reason: "object_exists" })]);
+    expect((await t.json("GET", `/api/dcim/sites/${site.body.id}/`)).body.slug).toBe("twice");
+    const after = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${site.body.id}&id__gt=${change.id}`,
+    );
+    expect(after.body.count).toBe(1);
+  });
+
   test("a custom object: the revert answers 409 naming the title, nothing half-restored", async () => {
     const cot = await makeCot(t, "restorer");
     await addField(t, cot.id, { name: "title", type: "text", primary: true, unique: true });
