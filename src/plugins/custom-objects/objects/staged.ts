@@ -719,8 +719,8 @@ function stageInserts(
       return into;
     });
     const got = (out: Array<{ id: unknown }>) => ids.push(...out.map((r) => Number(r.id)));
-    // one row (a lone create): the INSERT built once per shape
-    if (chunk.length === 1) batch.add(w.staged.insertOne.with(orm, chunk[0]!), got);
+    // one row (a lone create): the INSERT built once per shape; a restore's names its id
+    if (chunk.length === 1 && !fixed) batch.add(w.staged.insertOne.with(orm, chunk[0]!), got);
     else
       batch.add(
         orm
