@@ -184,6 +184,11 @@ export interface StagedOptions {
   admit?: (existing: Record<string, any>) => void;
   /** A wrapper's checks of a create or update, staged with it (decision 0092). */
   check?: StagedCheck;
+  /**
+   * A create's rows take these ids, in order, instead of SQLite's next ones: a revert putting a
+   * deleted object back under its old id (decision 0113). A taken id fails the batch.
+   */
+  ids?: number[];
 }
 
 /** One object of a staged create or update as a wrapper's check sees it, once converted. */

@@ -424,3 +424,56 @@ test("schema apply on D1: adding types and fields, attributes and renames in one
   expect(removal.body.error).toBe("not_available_on_this_database");
   expect((await json("GET", `${CO}/bay/${row.id}/`)).body.active).toBe(true);
 });
+
+test("revert from the change log on D1 (decision 0113): a delete of a custom object and of a site put back under their ids, an update, dry runs — no transaction", async () => {
+  transactions = 0; // the apply test before ends with a removal that tries (and is refused) one
+  const lastChange = async (type: string, id: number) =>
+    (
+      await json(
+        "GET",
+        `/api/core/object-changes/?changed_object_type=${type}&changed_object_id=${id}&ordering=-id&limit=1`,
+      )
+    ).body.results[0] as { id: number };
+  const revert = (change: number, query = "") =>
+    json("POST", `/api/core/object-changes/${change}/revert/${query}`);
+  const count = async () => (await json("GET", "/api/core/object-changes/?limit=1")).body.count;
+
+  const kit = await made(`${CO}/kit/`, {
+    title: "Revived",
+    count: 3,
+    site: siteId,
+    devices: deviceIds,
+    tags: [{ slug: "green" }],
+  });
+  expect((await json("DELETE", `${CO}/kit/${kit.id}/`)).status).toBe(204);
+  const kitDeleted = await lastChange("custom_objects.kit", kit.id);
+  const before = await count();
+  const dry = await revert(kitDeleted.id, "?dry_run=true");
+  expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+  expect(dry.body).toMatchObject({ dry_run: true, action: "create", change: null });
+  expect(await count()).toBe(before);
+  expect((await json("GET", `${CO}/kit/${kit.id}/`)).status).toBe(404);
+  const back = await revert(kitDeleted.id);
+  expect(back.status, JSON.stringify(back.body)).toBe(200);
+  const got = await json("GET", `${CO}/kit/${kit.id}/`);
+  expect(got.status).toBe(200);
+  expect(back.body.object).toEqual(got.body);
+  expect(back.body.change).toBe((await lastChange("custom_objects.kit", kit.id)).id);
+  expect(got.body.devices.map((d: { id: number }) => d.id)).toEqual(deviceIds);
+  expect(got.body.tags.map((t: { slug: string }) => t.slug)).toEqual(["green"]);
+  // again: the object exists
+  expect((await revert(kitDeleted.id)).status).toBe(409);
+
+  const site = await made("/api/dcim/sites/", { name: "d1 back", slug: "d1-back" });
+  await json("PATCH", `/api/dcim/sites/${site.id}/`, { description: "changed" });
+  const siteChanged = await lastChange("dcim.site", site.id);
+  expect((await json("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(204);
+  const siteDeleted = await lastChange("dcim.site", site.id);
+  const restored = await revert(siteDeleted.id);
+  expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+  expect((await json("GET", `/api/dcim/sites/${site.id}/`)).body.description).toBe("changed");
+  const undone = await revert(siteChanged.id);
+  expect(undone.status, JSON.stringify(undone.body)).toBe(200);
+  expect((await json("GET", `/api/dcim/sites/${site.id}/`)).body.description).toBe("");
+  expect(transactions).toBe(0);
+});

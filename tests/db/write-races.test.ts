@@ -504,3 +504,94 @@ describe("a cascading delete raced by a write to its dependants (decision 0109)"
     expect((await t.json("GET", `${CO}/raceitem/${item}/`)).body.box.id).toBe(other);
   });
 });
+
+describe("a revert of a delete raced by a create taking its unique key (decision 0113)", () => {
+  const lastChange = async (type: string, id: number) =>
+    (
+      await t.json(
+        "GET",
+        `/api/core/object-changes/?changed_object_type=${type}&changed_object_id=${id}&ordering=-id&limit=1`,
+      )
+    ).body.results[0] as { id: number; action: { value: string } };
+  /**
+   * Reverts `change` with its write batch (the first to insert into the table) held until
+   * `rival` has run; answers the revert's answer.
+   */
+  async function revertRacing(insert: RegExp, change: number, rival: () => Promise<void>) {
+    let taken = false;
+    proxy.hold((statements) => {
+      if (taken || !statements.some((s) => insert.test(s))) return false;
+      taken = true;
+      return true;
+    });
+    try {
+      const reverting = t.json("POST", `/api/core/object-changes/${change}/revert/`);
+      await untilHeld(1);
+      await rival();
+      proxy.release();
+      return await reverting;
+    } finally {
+      proxy.release();
+    }
+  }
+
+  test("a site: the revert answers 409 naming the slug, nothing half-restored", async () => {
+    const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "rr", slug: "rr" } });
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "restored", slug: "restored", tags: [tag.body.id] },
+    });
+    expect((await t.req("DELETE", `/api/dcim/sites/${site.body.id}/`)).status).toBe(204);
+    const change = await lastChange("dcim.site", site.body.id);
+    const r = await revertRacing(/^insert into "sites"/i, change.id, async () => {
+      const rival = await t.json("POST", "/api/dcim/sites/", {
+        body: { name: "rival", slug: "restored" },
+      });
+      expect(rival.status).toBe(201);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.error).toBe("revert_conflict");
+    expect(r.body.conflicts).toEqual([expect.objectContaining({ reason: "unique" })]);
+    expect((await t.json("GET", `/api/dcim/sites/${site.body.id}/`)).status).toBe(404);
+    expect((await lastChange("dcim.site", site.body.id)).id).toBe(change.id);
+    const tagged = await t.json("GET", `/api/dcim/sites/?tag=rr`);
+    expect(tagged.body.count).toBe(0);
+  });
+
+  test("two reverts of one delete from the same read: one puts it back, the other 409 object_exists", async () => {
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "twice", slug: "twice" },
+    });
+    expect((await t.req("DELETE", `/api/dcim/sites/${site.body.id}/`)).status).toBe(204);
+    const change = await lastChange("dcim.site", site.body.id);
+    const answers = await raceOn(
+      /^insert into "sites"/i,
+      [1, 2].map(() => () => t.json("POST", `/api/core/object-changes/${change.id}/revert/`)),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    const refused = answers.find((a) => a.status === 409)!;
+    expect(refused.body.conflicts).toEqual([expect.objectContaining({ reason: "object_exists" })]);
+    expect((await t.json("GET", `/api/dcim/sites/${site.body.id}/`)).body.slug).toBe("twice");
+    const after = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${site.body.id}&id__gt=${change.id}`,
+    );
+    expect(after.body.count).toBe(1);
+  });
+
+  test("a custom object: the revert answers 409 naming the title, nothing half-restored", async () => {
+    const cot = await makeCot(t, "restorer");
+    await addField(t, cot.id, { name: "title", type: "text", primary: true, unique: true });
+    const thing = await create(t, "restorer", { title: "back" });
+    expect((await t.req("DELETE", `${CO}/restorer/${thing.id}/`)).status).toBe(204);
+    const change = await lastChange("custom_objects.restorer", thing.id);
+    const r = await revertRacing(/^insert into "co_\d+"/i, change.id, async () => {
+      await create(t, "restorer", { title: "back" });
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.conflicts).toEqual([
+      expect.objectContaining({ reason: "unique", field: "title" }),
+    ]);
+    expect((await t.json("GET", `${CO}/restorer/${thing.id}/`)).status).toBe(404);
+    expect((await lastChange("custom_objects.restorer", thing.id)).id).toBe(change.id);
+  });
+});

@@ -263,10 +263,12 @@ function lookUp(c: Ctx, keyHash: string, stamp: string | null): Promise<CachedAu
 
 /** Whether the route that answers `c` folds the token guard into its write (`foldsCredentials`). */
 function foldingRoute(c: Ctx): boolean {
-  const route = matchedRoutes(c).find((r) => r.method === c.req.method);
-  if (!route) return false;
-  const handler = route.handler as { __COMPOSED_HANDLER?: unknown };
-  return foldsGuards(handler) || foldsGuards(handler.__COMPOSED_HANDLER);
+  // a documented route (`describeRoute`) matches its doc middleware first, then its handler
+  return matchedRoutes(c).some((route) => {
+    if (route.method !== c.req.method) return false;
+    const handler = route.handler as { __COMPOSED_HANDLER?: unknown };
+    return foldsGuards(handler) || foldsGuards(handler.__COMPOSED_HANDLER);
+  });
 }
 
 /**

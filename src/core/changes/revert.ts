@@ -8,6 +8,7 @@ import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
 import { hideUnviewable, requireObject } from "../auth/restrict";
+import { foldsCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
@@ -22,7 +23,10 @@ import {
   updateChecked,
 } from "../rest/handlers";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
+import type { StagedOptions, StagedWritten } from "../context";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { objectChangeModel } from "./model";
+import { PlanReads } from "./plan-reads";
 import { setRestoreId } from "./restore-id";
 
 /** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
@@ -115,8 +119,12 @@ async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
   await requirePermission(c, "view", objectChangeModel.resource);
   const ctx = readContext(c);
   const missing = "No object change with this id.";
+  // the caller's token guard rides in this first read (decision 0089): nothing is answered from
+  // it before the permission checks, which the guard's answer confirms (`foldsCredentials`)
+  const query = ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
+  const [rows] = (await readFolded(c, [query as never])) as [ChangeRow[]];
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
-  const [row] = await ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
+  const row = rows[0];
   if (!row) throw notFound(missing);
   return row;
 }
@@ -153,19 +161,21 @@ function conflictError(conflicts: Conflict[]): ApiError {
 }
 
 /** Later change records of the same object, with the fields each touched. */
-async function laterChanges(ctx: ReadContext, row: ChangeRow) {
-  const rows = await ctx.db
-    .select()
-    .from(objectChanges)
-    .where(
-      and(
-        eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
-        eq(objectChanges.changedObjectId, row.changedObjectId),
-        gt(objectChanges.id, row.id),
-      ),
-    )
-    .orderBy(asc(objectChanges.id));
-  return rows.map((r) => ({ id: r.id, action: r.action, fields: changedFields(r) }));
+function laterChanges(reads: PlanReads, row: ChangeRow) {
+  const rows = reads.add(
+    reads.ctx.db
+      .select()
+      .from(objectChanges)
+      .where(
+        and(
+          eq(objectChanges.changedObjectTypeId, row.changedObjectTypeId),
+          eq(objectChanges.changedObjectId, row.changedObjectId),
+          gt(objectChanges.id, row.id),
+        ),
+      )
+      .orderBy(asc(objectChanges.id)),
+  );
+  return () => rows().map((r) => ({ id: r.id, action: r.action, fields: changedFields(r) }));
 }
 
 /** The own fields of the model's records now, when the model describes them. */
@@ -173,15 +183,23 @@ const ownFields = (resource: Resource): Set<string> | null =>
   resource.describe ? new Set([...resource.describe.map((d) => d.name), ...UNDESCRIBED]) : null;
 
 /** An update put back: each changed field to its value before, unless changed again since. */
-async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   const pre = snapshot(row.prechangeData) ?? {};
   const post = snapshot(row.postchangeData) ?? {};
-  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  const fields = changedFields(row);
+  const loaded = reads.load(resource, row.changedObjectId);
+  const laterRead = laterChanges(reads, row);
+  const targetsRead = await Promise.all(
+    fields.map((f) => existingTargets(reads, resource, f, pre[f])),
+  );
+  await reads.run();
+  const current = await loaded();
   if (!current) return gone(row);
-  const later = await laterChanges(ctx, row);
+  const later = laterRead();
+  const targets = targetsRead.map((read) => read());
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
-  for (const field of changedFields(row)) {
+  for (const [i, field] of fields.entries()) {
     if (!(field in current) || !(field in pre)) {
       conflicts.push({
         reason: "fields_changed",
@@ -200,7 +218,7 @@ async function planUpdate(ctx: ReadContext, resource: Resource, row: ChangeRow):
       });
       continue;
     }
-    const kept = await existingTargets(ctx, resource, field, pre[field]);
+    const kept = targets[i]!;
     if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
@@ -221,9 +239,17 @@ const gone = (row: ChangeRow): Plan => ({
 });
 
 /** A delete put back: the object with its id, tags and the links whose targets still exist. */
-async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
+async function planRestore(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   const pre = snapshot(row.prechangeData) ?? {};
-  const [current] = await resource.load(ctx, [row.changedObjectId]);
+  const own = ownFields(resource);
+  const fields = Object.keys(pre).filter((f) => !META.has(f));
+  const loaded = reads.load(resource, row.changedObjectId);
+  const targetsRead = await Promise.all(
+    fields.map((f) => (own && !own.has(f) ? null : existingTargets(reads, resource, f, pre[f]))),
+  );
+  await reads.run();
+  const current = await loaded();
+  const targets = targetsRead.map((read) => read?.());
   if (current)
     return {
       action: "create",
@@ -237,12 +263,11 @@ async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow)
         },
       ],
     };
-  const own = ownFields(resource);
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
-  for (const [field, value] of Object.entries(pre)) {
-    if (META.has(field)) continue;
-    if (own && !own.has(field)) {
+  for (const [i, field] of fields.entries()) {
+    const kept = targets[i];
+    if (!kept) {
       conflicts.push({
         reason: "fields_changed",
         field,
@@ -250,7 +275,6 @@ async function planRestore(ctx: ReadContext, resource: Resource, row: ChangeRow)
       });
       continue;
     }
-    const kept = await existingTargets(ctx, resource, field, value);
     if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
@@ -269,34 +293,43 @@ const isNested = (v: unknown): v is Nested =>
 
 /**
  * A relation's value with the targets that no longer exist left out (a single one becomes
- * null), and those missing named. Values of other fields come back as they are.
+ * null), and those missing named, once `reads` has run. Values of other fields come as they are.
  */
 async function existingTargets(
-  ctx: ReadContext,
+  reads: PlanReads,
   resource: Resource,
   field: string,
   value: unknown,
-): Promise<{ value: unknown; missing: string[] }> {
+): Promise<() => { value: unknown; missing: string[] }> {
   const rel = resource.relations?.find((r) => r.name === field);
   const isTags = field === "tags" && resource.tagged;
-  if ((!rel && !isTags) || value === null || value === undefined) return { value, missing: [] };
+  if ((!rel && !isTags) || value === null || value === undefined)
+    return () => ({ value, missing: [] });
   const items = Array.isArray(value) ? value : [value];
-  const missing: string[] = [];
-  const kept: unknown[] = [];
-  for (const item of items) {
-    if (!isNested(item)) {
-      kept.push(item);
-      continue;
-    }
-    const label = isTags
+  const labelOf = async (item: Nested) =>
+    isTags
       ? "extras.tag"
       : rel!.polymorphic
         ? String(item.object_type ?? "")
-        : (rel!.target ?? (await labelOfType(ctx, rel!.targetTypeId)));
-    if (label && (await exists(ctx, label, item.id))) kept.push(item);
-    else missing.push(`${label ?? "an object"} ${item.id}`);
-  }
-  return { value: Array.isArray(value) ? kept : (kept[0] ?? null), missing };
+        : (rel!.target ?? (await labelOfType(reads.ctx, rel!.targetTypeId)));
+  const asked = await Promise.all(
+    items.map(
+      async (item): Promise<{ item: unknown; label: string | null; found: () => boolean }> => {
+        if (!isNested(item)) return { item, label: null, found: () => true };
+        const label = await labelOf(item);
+        return { item, label, found: label ? await exists(reads, label, item.id) : () => false };
+      },
+    ),
+  );
+  return () => {
+    const missing: string[] = [];
+    const kept: unknown[] = [];
+    for (const { item, label, found } of asked) {
+      if (found()) kept.push(item);
+      else missing.push(`${label ?? "an object"} ${(item as Nested).id}`);
+    }
+    return { value: Array.isArray(value) ? kept : (kept[0] ?? null), missing };
+  };
 }
 
 async function labelOfType(ctx: ReadContext, typeId: number | undefined): Promise<string | null> {
@@ -305,22 +338,35 @@ async function labelOfType(ctx: ReadContext, typeId: number | undefined): Promis
   return ot ? `${ot.appLabel}.${ot.model}` : null;
 }
 
-async function exists(ctx: ReadContext, label: string, id: number): Promise<boolean> {
-  if (label === "extras.tag")
-    return (
-      (await ctx.db.select({ id: tagsTable.id }).from(tagsTable).where(eq(tagsTable.id, id)))
-        .length > 0
+/** Whether object `id` of `label` exists, once `reads` has run (its table read where known). */
+async function exists(reads: PlanReads, label: string, id: number): Promise<() => boolean> {
+  const db = reads.ctx.db;
+  if (label === "extras.tag") {
+    const rows = reads.add(
+      db.select({ id: tagsTable.id }).from(tagsTable).where(eq(tagsTable.id, id)),
     );
+    return () => rows().length > 0;
+  }
   const [app, model] = label.split(".") as [string, string];
-  const info = await ctx.services.models.get(app, model, ctx);
-  return !!info && (await info.nested(ctx, [id])).has(id);
+  const info = await reads.ctx.services.models.get(app, model, reads.ctx);
+  if (!info) return () => false;
+  const table = info.resource?.table as (SQLiteTable & { id?: SQLiteColumn }) | undefined;
+  if (table?.id) {
+    const rows = reads.add(db.select({ id: table.id }).from(table).where(eq(table.id, id)));
+    return () => rows().length > 0;
+  }
+  const nested = reads.defer(() => info.nested(reads.ctx, [id]));
+  return () => nested().has(id);
 }
 
 /** A create taken back: the object deleted, unless it changed since. */
-async function planRemove(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
-  const [current] = await resource.load(ctx, [row.changedObjectId]);
+async function planRemove(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
+  const loaded = reads.load(resource, row.changedObjectId);
+  const changes = laterChanges(reads, row);
+  await reads.run();
+  const current = await loaded();
   if (!current) return { ...gone(row), action: "delete" };
-  const later = (await laterChanges(ctx, row)).filter((l) => l.action === "update");
+  const later = changes().filter((l) => l.action === "update");
   const conflicts: Conflict[] = later.length
     ? [
         {
@@ -334,21 +380,21 @@ async function planRemove(ctx: ReadContext, resource: Resource, row: ChangeRow):
   return { action: "delete", input: {}, current, conflicts };
 }
 
-function planOf(ctx: ReadContext, resource: Resource, row: ChangeRow): Promise<Plan> {
-  if (row.action === "update") return planUpdate(ctx, resource, row);
-  if (row.action === "delete") return planRestore(ctx, resource, row);
-  return planRemove(ctx, resource, row);
+/** The plan, its reads made together (`inTransaction`: one by one on its connection). */
+function planOf(
+  ctx: ReadContext,
+  resource: Resource,
+  row: ChangeRow,
+  inTransaction: boolean,
+): Promise<Plan> {
+  const reads = new PlanReads(ctx, !inTransaction);
+  if (row.action === "update") return planUpdate(reads, resource, row);
+  if (row.action === "delete") return planRestore(reads, resource, row);
+  return planRemove(reads, resource, row);
 }
 
 /** The caller must hold the permission of the write the revert makes (403 before anything). */
 const WRITE_PERMISSION = { update: "change", create: "add", delete: "delete" } as const;
-
-/** Thrown inside the transaction to undo a dry run's write once its outcome is known. */
-class DryRun extends Error {
-  constructor(readonly outcome: ApiRecord) {
-    super("dry run");
-  }
-}
 
 type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
 
@@ -362,8 +408,9 @@ async function checkedPlan(
   resource: Resource,
   row: ChangeRow,
   opts: RevertOptions,
+  inTransaction = false,
 ): Promise<{ plan: Plan; conflicts: Conflict[] }> {
-  const plan = await planOf(ctx, resource, row);
+  const plan = await planOf(ctx, resource, row, inTransaction);
   // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
   if (plan.current && plan.action !== "create")
     await requireObject(
@@ -381,8 +428,8 @@ async function checkedPlan(
 }
 
 /**
- * The revert's write in one transaction: the plan made again on what the transaction sees,
- * then the same write a PATCH, POST or DELETE by the caller makes there.
+ * The revert's write in one transaction, for a model whose writes are not staged: the plan made
+ * again on what the transaction sees, then the same write a PATCH, POST or DELETE makes there.
  */
 function revertInTransaction(
   c: Ctx,
@@ -391,7 +438,7 @@ function revertInTransaction(
   opts: RevertOptions,
 ): Promise<ApiRecord> {
   return inTransaction(c, resource, async (ctx) => {
-    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts);
+    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts, true);
     const id = row.changedObjectId;
     let record: ApiRecord | null = null;
     if (plan.action === "update" && Object.keys(plan.input).length) {
@@ -401,26 +448,17 @@ function revertInTransaction(
       setRestoreId(ctx, resource, id);
       record = (await createChecked(ctx, resource, plan.input)).record;
     } else if (plan.action === "delete") await deleteWithHooks(ctx, resource, id, "delete");
-    const outcome = await answerOf(
-      ctx,
-      ctx.auth,
-      ctx.requestId,
-      resource,
-      row,
-      plan,
-      record,
-      conflicts,
-    );
-    // the change record it wrote is undone with it: a dry run names none
-    if (opts.dryRun) throw new DryRun({ ...outcome, change: null });
-    return outcome;
+    const [written] = await writtenChange(ctx.db, row, ctx.requestId);
+    return answerOf(ctx, ctx.auth, resource, row, plan, record, conflicts, written?.id ?? null);
   });
 }
 
 /**
- * Where the model's PATCH or DELETE is a staged write (decision 0083), the revert's is too: the
- * plan read first, then the staged write with the object's stamp as its precondition (a change
- * in between is a 409). Null when the write cannot be staged (it then runs in a transaction).
+ * Where the model's writes are staged (decisions 0083, 0090, 0113), the revert's is too: the plan
+ * read first, then one staged write with the object's stamp as its precondition (a change in
+ * between is a 409), the change record it wrote read at the end of its batch. A dry run answers
+ * from the plan's read alone. Null when the write cannot be staged (it then runs in a
+ * transaction).
  */
 async function revertStaged(
   c: Ctx,
@@ -429,10 +467,30 @@ async function revertStaged(
   opts: RevertOptions,
 ): Promise<ApiRecord | null> {
   const staged = resource.staged;
-  if (opts.dryRun || !staged || row.action === "delete") return null;
-  if (row.action === "update" && !staged.update) return null;
+  // the write a revert makes: an update's is an update, a delete's a create, a create's a delete
+  const writer = { update: staged?.update, delete: staged?.create, create: staged?.delete }[
+    row.action as "update" | "delete" | "create"
+  ];
+  if (!opts.dryRun && (!staged || !writer)) return null;
   const ctx = readContext(c);
   const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
+  const answer = (record: ApiRecord | null, change: number | null) =>
+    answerOf(ctx, c.var.auth, resource, row, plan, record, conflicts, change);
+  if (opts.dryRun) return answer(wouldBe(row, plan), null);
+  if (plan.action === "update" && !Object.keys(plan.input).length) return answer(null, null);
+  const written = await withChangeRead(c, row, (w) => stagedWrite(w, staged!, resource, row, plan));
+  if (written.result === "transaction") return null;
+  return answer(written.result?.record ?? null, written.change);
+}
+
+/** The plan's write as the model's staged writer makes it, the object's stamp its precondition. */
+async function stagedWrite(
+  w: WriteContext,
+  staged: NonNullable<Resource["staged"]>,
+  resource: Resource,
+  row: ChangeRow,
+  plan: Plan,
+): Promise<StagedWritten | "transaction" | undefined> {
   const id = row.changedObjectId;
   const stamp = plan.current?.last_updated ?? null;
   const precondition = (now: string | null) => {
@@ -442,30 +500,25 @@ async function revertStaged(
       ]);
   };
   const options = { resource, bulk: false, precondition };
-  let record: ApiRecord | null = null;
-  if (plan.action === "update" && Object.keys(plan.input).length) {
-    const [written] = await inStagedWrite(c, (w) =>
-      staged.update!(w, [{ id, input: plan.input }], true, options),
-    );
-    record = written?.record ?? null;
-  } else if (plan.action === "delete") {
-    const outcome = await inStagedWrite(c, (w) => staged.delete(w, [id], options));
-    if (outcome === "transaction") return null;
-  }
-  return answerOf(ctx, c.var.auth, c.var.requestId, resource, row, plan, record, conflicts);
+  if (plan.action === "update")
+    return (await staged.update!(w, [{ id, input: plan.input }], true, options))[0];
+  if (plan.action === "create")
+    return (await restoreStaged(w, staged, plan.input, { resource, bulk: false, ids: [id] }))[0];
+  return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
 }
 
-async function answerOf(
-  ctx: ReadContext,
-  auth: WriteContext["auth"],
-  requestId: string,
-  resource: Resource,
-  row: ChangeRow,
-  plan: Plan,
-  record: ApiRecord | null,
-  skipped: Conflict[],
-): Promise<ApiRecord> {
-  const [written] = await ctx.db
+/** What the write would leave, for a dry run: the fields put back over the object (or its snapshot). */
+function wouldBe(row: ChangeRow, plan: Plan): ApiRecord | null {
+  if (plan.action === "delete") return null;
+  if (plan.action === "update")
+    return Object.keys(plan.input).length ? { ...plan.current, ...plan.input } : null;
+  const { _context: _drop, ...pre } = snapshot(row.prechangeData) ?? {};
+  return { ...pre, ...plan.input, id: row.changedObjectId };
+}
+
+/** The change record a request wrote for the object since `row`. */
+const writtenChange = (db: ReadContext["db"], row: ChangeRow, requestId: string) =>
+  db
     .select({ id: objectChanges.id })
     .from(objectChanges)
     .where(
@@ -478,6 +531,72 @@ async function answerOf(
     )
     .orderBy(desc(objectChanges.id))
     .limit(1);
+
+/**
+ * A staged write with the read of the change record it writes riding at the end of its one
+ * batch (no round trip after the commit); `change` is null when no batch ran.
+ */
+async function withChangeRead<T>(
+  c: Ctx,
+  row: ChangeRow,
+  write: (w: WriteContext) => Promise<T>,
+): Promise<{ result: T; change: number | null }> {
+  let change: number | null = null;
+  const result = await inStagedWrite(c, (w) =>
+    write({
+      ...w,
+      writeBatch: async (items) => {
+        const results = await w.writeBatch!([...items, writtenChange(w.db, row, w.requestId)]);
+        const rows = results.pop() as Array<{ id: number }>;
+        change = rows[0]?.id ?? null;
+        return results;
+      },
+    }),
+  );
+  return { result, change };
+}
+
+/**
+ * A deleted object put back as a staged create under its old id (decision 0113). The id taken
+ * again between the plan's read and the batch fails the batch's insert: 409 `object_exists`.
+ */
+async function restoreStaged(
+  w: WriteContext,
+  staged: NonNullable<Resource["staged"]>,
+  input: ApiRecord,
+  options: StagedOptions & { ids: [number] },
+) {
+  try {
+    return await staged.create!(w, [input], options);
+  } catch (e) {
+    if (!idTaken(e, options.resource)) throw e;
+    throw conflictError([
+      {
+        reason: "object_exists",
+        field: null,
+        detail: `An object with id ${options.ids[0]} exists again.`,
+      },
+    ]);
+  }
+}
+
+/** The batch refused the old id: another object took it (SQLite's primary key is unique). */
+const idTaken = (e: unknown, resource: Resource) =>
+  e instanceof ValidationError &&
+  !Array.isArray(e.fields) &&
+  Object.keys(e.fields).length === 1 &&
+  Object.hasOwn(e.fields, resource.fieldForColumn?.("id") ?? "id");
+
+async function answerOf(
+  ctx: ReadContext,
+  auth: WriteContext["auth"],
+  resource: Resource,
+  row: ChangeRow,
+  plan: Plan,
+  record: ApiRecord | null,
+  skipped: Conflict[],
+  change: number | null,
+): Promise<ApiRecord> {
   // Related objects the caller may not view are hidden in every record shown, as in the
   // model's own answers and the change log's snapshots (0064).
   const [from, to, object] = await hideUnviewable(ctx, auth, resource, [
@@ -494,7 +613,7 @@ async function answerOf(
     object_id: row.changedObjectId,
     changes,
     skipped,
-    change: written?.id ?? null,
+    change,
     object: record ? object : null,
   };
 }
@@ -522,7 +641,6 @@ async function revert(c: Ctx, row: ChangeRow, resource: Resource, force: boolean
         (await revertInTransaction(c, resource, row, opts))
       );
     } catch (e) {
-      if (e instanceof DryRun) return e.outcome;
       if (!(e instanceof ValidationError)) throw e;
       const refused = refusedFields(e);
       // Nothing was written: the write's refusal is what stands in the way. Forced, the fields
@@ -563,21 +681,25 @@ const revertDoc = describeRoute({
 });
 
 export function mountRevertRoute(api: Hono<HonoEnv>) {
-  api.post("/core/object-changes/:id/revert", revertDoc, async (c) => {
-    const raw = c.req.param("id");
-    if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
-    const row = await visibleChange(c, Number(raw));
-    const resource = await targetOf(readContext(c), row);
-    const action =
-      row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
-    await requirePermission(c, WRITE_PERMISSION[action], resource);
-    const flag = (name: string) => {
-      const value = parseBool(c.req.query(name) ?? "false");
-      if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
-      return value;
-    };
-    const dryRun = flag("dry_run");
-    const outcome = await revert(c, row, resource, flag("force"), dryRun);
-    return c.json({ dry_run: dryRun, ...outcome });
-  });
+  api.post(
+    "/core/object-changes/:id/revert",
+    revertDoc,
+    foldsCredentials(async (c: Ctx) => {
+      const raw = c.req.param("id") ?? "";
+      if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
+      const row = await visibleChange(c, Number(raw));
+      const resource = await targetOf(readContext(c), row);
+      const action =
+        row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
+      await requirePermission(c, WRITE_PERMISSION[action], resource);
+      const flag = (name: string) => {
+        const value = parseBool(c.req.query(name) ?? "false");
+        if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
+        return value;
+      };
+      const dryRun = flag("dry_run");
+      const outcome = await revert(c, row, resource, flag("force"), dryRun);
+      return c.json({ dry_run: dryRun, ...outcome });
+    }),
+  );
 }

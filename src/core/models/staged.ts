@@ -33,7 +33,7 @@ import type {
   StagedWritten,
   WriteContext,
 } from "../context";
-import { newIdMarker, newRowId, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
+import { createdRowId, newIdMarker, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "../../db/natural";
 import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
 
@@ -694,7 +694,8 @@ class StagedWriter {
     );
     const records = await this.newRecords(ctx, rows, tags, links, found);
     const batch = new WriteBatch();
-    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links);
+    const fixed = options.ids;
+    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links, fixed);
     verdict?.write(batch);
     found.model?.write?.(batch);
     const n = rows.length;
@@ -706,7 +707,7 @@ class StagedWriter {
       found.rules,
       records.map((r, k) => ({
         action: "create",
-        id: newRowId(this.tableName, k, n),
+        id: createdRowId(this.tableName, k, n, fixed),
         prechange: null,
         postchange: r,
       })),
@@ -715,7 +716,9 @@ class StagedWriter {
       this.stagePermission(
         ctx,
         batch,
-        sql`${this.table.id} > (SELECT max("id") FROM ${this.table}) - ${n}`,
+        fixed
+          ? inArray(this.table.id, fixed)
+          : sql`${this.table.id} > (SELECT max("id") FROM ${this.table}) - ${n}`,
         n,
         addWhere,
       );
@@ -755,22 +758,25 @@ class StagedWriter {
     rows: Row[],
     tags: Array<TagRow[] | null>,
     links: Links[],
+    fixed?: number[],
   ): number[] {
     const ids: number[] = [];
+    const withId = ({ id: _id, ...r }: Row, k: number) => (fixed ? { id: fixed[k], ...r } : r);
     for (let s = 0; s < rows.length; s += INSERT_ROWS)
       batch.add(
         this.orm(ctx)
           .insert(this.table)
-          .values(rows.slice(s, s + INSERT_ROWS).map(({ id: _id, ...r }) => r) as never)
+          .values(rows.slice(s, s + INSERT_ROWS).map((r, k) => withId(r, s + k)) as never)
           .returning({ id: this.table.id }),
         (out) => ids.push(...(out as Array<{ id: number }>).map((r) => r.id)),
       );
     const n = rows.length;
     tags.forEach((t, k) => {
-      if (t) this.stageTags(ctx, batch, objectTypeId, newRowId(this.tableName, k, n), t, false);
+      const id = createdRowId(this.tableName, k, n, fixed);
+      if (t) this.stageTags(ctx, batch, objectTypeId, id, t, false);
     });
     links.forEach((l, k) => {
-      this.links.stage(ctx, batch, newRowId(this.tableName, k, n), l, false);
+      this.links.stage(ctx, batch, createdRowId(this.tableName, k, n, fixed), l, false);
     });
     return ids;
   }

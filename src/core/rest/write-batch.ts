@@ -75,6 +75,15 @@ export function newRowId(table: string, k: number, n: number): SQL {
   return sql`((SELECT max("id") FROM ${sql.raw(`"${table}"`)}) - ${sql.raw(String(back))})`;
 }
 
+/** `newRowId`, or the `k`-th id a create names itself (`StagedOptions.ids`, decision 0113). */
+export function createdRowId(table: string, k: number, n: number, fixed?: number[]): SQL {
+  if (!fixed) return newRowId(table, k, n);
+  const id = fixed[k];
+  if (id === undefined || !Number.isSafeInteger(id)) throw new Error(`createdRowId: ${k} of ${n}`);
+  // written out, as in newRowId: D1 would bind the number as REAL
+  return sql.raw(String(id));
+}
+
 /**
  * A record written before its id is known carries this marker (made once per process) where the id goes (`id`, `url`,
  * `display`); `withNewId` turns its JSON text into SQL that puts the id in. The marker has a

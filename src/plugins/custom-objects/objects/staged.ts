@@ -4,7 +4,7 @@
  * whether the writer may view them), tags, owners, the stored rows and the event rules are read in
  * one `db.read`; rows, links, tags, change records, outbox rows and guards go in one `db.write`.
  */
-import { and, sql, type SQL } from "drizzle-orm";
+import { and, inArray, sql, type SQL } from "drizzle-orm";
 import { isWriteConflict, WriteConflictError } from "../../../db/client";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
@@ -30,7 +30,7 @@ import {
 } from "../../../core/rest/handlers";
 import {
   newIdMarker,
-  newRowId,
+  createdRowId,
   nextStamp,
   ReadPhase,
   WriteBatch,
@@ -637,10 +637,11 @@ async function stagedCreate(
   const records = await newRecords(w, ctx, rows, look);
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);
-  const ids = stageInserts(w, ctx, batch, rows);
+  const fixed = options.ids;
+  const ids = stageInserts(w, ctx, batch, rows, fixed);
   const n = rows.length;
   const table = tableName(w.cot.id);
-  const newId = (k: number) => newRowId(table, k, n);
+  const newId = (k: number) => createdRowId(table, k, n, fixed);
   stageLinks(
     w,
     ctx,
@@ -666,7 +667,9 @@ async function stagedCreate(
       w,
       ctx,
       batch,
-      sql`${w.table.id} > (SELECT max("id") FROM ${w.table}) - ${n}`,
+      fixed
+        ? inArray(w.table.id, fixed)
+        : sql`${w.table.id} > (SELECT max("id") FROM ${w.table}) - ${n}`,
       n,
       addWhere,
     );
@@ -704,18 +707,20 @@ function stageInserts(
   ctx: WriteContext,
   batch: WriteBatch,
   rows: Row[],
+  fixed?: number[],
 ): number[] {
   const ids: number[] = [];
   const orm = ctx.services.db.orm;
   for (let s = 0; s < rows.length; s += w.chunkRows) {
-    const chunk = rows.slice(s, s + w.chunkRows).map((r) => {
-      const into: Row = {};
+    const chunk = rows.slice(s, s + w.chunkRows).map((r, k) => {
+      // a restore names its ids (StagedOptions.ids); otherwise SQLite gives them
+      const into: Row = fixed ? { id: fixed[s + k] } : {};
       for (const key of [...w.insertColumns, "created", "lastUpdated"]) into[key] = r[key] ?? null;
       return into;
     });
     const got = (out: Array<{ id: unknown }>) => ids.push(...out.map((r) => Number(r.id)));
-    // one row (a lone create): the INSERT built once per shape
-    if (chunk.length === 1) batch.add(w.staged.insertOne.with(orm, chunk[0]!), got);
+    // one row (a lone create): the INSERT built once per shape; a restore's names its id
+    if (chunk.length === 1 && !fixed) batch.add(w.staged.insertOne.with(orm, chunk[0]!), got);
     else
       batch.add(
         orm
