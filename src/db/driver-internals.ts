@@ -157,15 +157,15 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
   if ("prepare" in q && typeof q.prepare === "function") {
     type Prepared = PreparedItem & { execute(v: object): PromiseLike<unknown> };
     const prepared = q.prepare() as Prepared;
+    const on = (db: Executor): Prepared =>
+      db === orm
+        ? prepared
+        : (preparedIn(prepared, db) ??
+          ((build(db) as { prepare(): Prepared }).prepare() as Prepared));
     return {
       query: prepared.getQuery(),
       mapResult: (r, b) => prepared.mapResult(r, b),
-      alone: (db, values) =>
-        (db === orm
-          ? prepared
-          : (preparedIn(prepared, db) ??
-            ((build(db) as { prepare(): Prepared }).prepare() as Prepared))
-        ).execute(values),
+      alone: (db, values) => on(db).execute(values),
     };
   }
   const raw = (q as { _prepare(): PreparedItem })._prepare();
