@@ -84,37 +84,6 @@ interface PreparedItem {
   mapResult(result: unknown, isFromBatch: boolean): unknown;
 }
 
-/** A select prepared with `.prepare()` (its SQL text rendered once, with `sql.placeholder`s). */
-interface PreparedSelect<T> extends PreparedItem {
-  all(values: Record<string, unknown>): Promise<T>;
-}
-
-/**
- * `prepared` bound to `values`, as an item of `db.read` (decision 0098): Drizzle renders a
- * query's SQL text again for every run in a batch, about 0.1 ms a statement; a request's token
- * guard is two statements on every request, rendered once per ORM this way. In a batch Drizzle
- * calls the item's `_prepare()`, then the public `getQuery()` and `mapResult()` of what it
- * returns (here the prepared query's, its placeholders filled); awaited alone (a local file's
- * read, a lone query) the item runs the prepared query's `all`. The answer is the one the query
- * builder gives. Pinned by `tests/db/driver-internals.test.ts` on libSQL.
- */
-export function boundForRead<T>(
-  prepared: PreparedSelect<T>,
-  values: Record<string, unknown>,
-): PromiseLike<T> {
-  return {
-    _prepare: () => ({
-      getQuery() {
-        const query = prepared.getQuery();
-        return { sql: query.sql, params: fillPlaceholders(query.params, values) };
-      },
-      mapResult: (result: unknown, isFromBatch: boolean) => prepared.mapResult(result, isFromBatch),
-    }),
-    // biome-ignore lint/suspicious/noThenProperty: awaited alone, the item runs like a query
-    then: (resolve, reject) => prepared.all(values).then(resolve, reject),
-  } as PromiseLike<T> & { _prepare(): PreparedItem };
-}
-
 /**
  * Drizzle's D1 `batch()` as Drizzle 0.45 writes it, less its bug: a raw query (`db.all(sql…)`)
  * with parameters has no prepared `stmt` there and the batch throws. Every item is prepared from
@@ -141,40 +110,62 @@ export async function batchOnD1(
 interface Built {
   query: { sql: string; params: unknown[] };
   mapResult(result: unknown, isFromBatch: boolean): unknown;
-  alone(values: Record<string, unknown>): PromiseLike<unknown>;
+  /** Awaited alone: the query on `db` (its ORM or one of its transactions) with `values`. */
+  alone(db: Executor, values: Record<string, unknown>): PromiseLike<unknown>;
 }
 
 /** A query builder Drizzle can prepare (select, insert, update, delete), or a raw statement. */
 type Buildable = { prepare(): unknown } | (PromiseLike<unknown> & { _prepare(): unknown });
+type Build = (db: Executor) => Buildable;
 
 /**
- * A query built once per ORM, handed out as a batch item with this use's values for its named
- * placeholders (`sql.placeholder`): for `Database.read` / `write` batches (and ReadPhase /
- * WriteBatch) on hot paths, where Drizzle building the same SQL again for every request was a
- * large part of a create's CPU time (decision 0104). The item is what Drizzle's batch code asks
- * of its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on);
- * awaited alone it runs on the ORM it was built on (a raw statement's text bound anew). The SQL text must depend only on what the instance stands for (callers keep one
- * per shape). Pinned by `tests/db/driver-internals.test.ts`.
+ * A query built once per ORM, its SQL text rendered once, handed out per use as a batch item with
+ * this use's values for its named placeholders (`sql.placeholder`): the one way Host reuses a
+ * statement's text on hot paths — a GET's token guard and rows (decision 0098), a write batch's
+ * cache guards (0107), a create's statements (0104) — where Drizzle rendering the same SQL again
+ * for every request was a large part of its CPU time. Works in `Database.read` / `write`,
+ * ReadPhase and WriteBatch, on a local file, remote and D1: the item is what Drizzle's batch code
+ * asks of its items (`_prepare()` giving `getQuery()` and `mapResult`, as `batchOnD1` relies on).
+ * Awaited alone it runs on the database it was handed out for (an ORM, or one of that ORM's open
+ * transactions, where the prepared query is reused as `preparedIn` allows, else built there). The
+ * SQL text must depend only on what the instance stands for (callers keep one per shape); a value
+ * not given fails the use (Drizzle's "No value for placeholder"), never binds another's.
+ * Pinned by `tests/db/driver-internals.test.ts`.
  */
 export class Prebuilt<T> {
   readonly #byOrm = new WeakMap<object, Built>();
   constructor(private readonly build: (orm: Orm) => Buildable) {}
 
-  /** The query on `orm` with `values` for its placeholders. */
-  with(orm: Orm, values: Record<string, unknown> = {}): BatchItem<"sqlite"> & PromiseLike<T> {
-    let built = this.#byOrm.get(orm);
-    if (!built) this.#byOrm.set(orm, (built = builtOf(orm, this.build(orm))));
-    return new FilledQuery<T>(built, values) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
+  /**
+   * The query with `values` for its placeholders, for `db`: an ORM, or an open transaction of
+   * `orm` (a database's `reader` is an ORM of its own).
+   */
+  with(
+    db: Executor,
+    values: Record<string, unknown> = {},
+    orm: Orm = db as Orm,
+  ): BatchItem<"sqlite"> & PromiseLike<T> {
+    const owner = db instanceof SQLiteTransaction ? orm : (db as Orm);
+    let built = this.#byOrm.get(owner);
+    if (!built)
+      this.#byOrm.set(owner, (built = builtOf(owner, this.build(owner), this.build as Build)));
+    return new FilledQuery<T>(built, values, db) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
   }
 }
 
-function builtOf(orm: Orm, q: Buildable): Built {
+function builtOf(orm: Orm, q: Buildable, build: Build): Built {
   if ("prepare" in q && typeof q.prepare === "function") {
-    const prepared = q.prepare() as PreparedItem & { execute(v: object): PromiseLike<unknown> };
+    type Prepared = PreparedItem & { execute(v: object): PromiseLike<unknown> };
+    const prepared = q.prepare() as Prepared;
+    const on = (db: Executor): Prepared =>
+      db === orm
+        ? prepared
+        : (preparedIn(prepared, db) ??
+          ((build(db) as { prepare(): Prepared }).prepare() as Prepared));
     return {
       query: prepared.getQuery(),
       mapResult: (r, b) => prepared.mapResult(r, b),
-      alone: (values) => prepared.execute(values),
+      alone: (db, values) => on(db).execute(values),
     };
   }
   const raw = (q as { _prepare(): PreparedItem })._prepare();
@@ -185,11 +176,11 @@ function builtOf(orm: Orm, q: Buildable): Built {
     query,
     mapResult: (r, b) => raw.mapResult(r, b),
     // alone with values: the text again as a template of its `?`s (Drizzle writes no other `?`)
-    alone: (values) =>
+    alone: (db, values) =>
       !placeholders
-        ? (q as PromiseLike<unknown>)
+        ? ((db === orm ? q : build(db)) as PromiseLike<unknown>)
         : method === "all" || method === "run"
-          ? orm[method](positional(query.sql, fillPlaceholders(query.params, values)))
+          ? db[method](positional(query.sql, fillPlaceholders(query.params, values)))
           : Promise.reject(new Error(`Prebuilt: cannot run a raw ${String(method)} alone`)),
   };
 }
@@ -207,6 +198,7 @@ class FilledQuery<T> extends QueryPromise<T> {
   constructor(
     private readonly built: Built,
     private readonly values: Record<string, unknown>,
+    private readonly db: Executor,
   ) {
     super();
   }
@@ -221,7 +213,7 @@ class FilledQuery<T> extends QueryPromise<T> {
   }
 
   override execute(): Promise<T> {
-    return Promise.resolve(this.built.alone(this.values) as PromiseLike<T>);
+    return Promise.resolve(this.built.alone(this.db, this.values) as PromiseLike<T>);
   }
 }
 

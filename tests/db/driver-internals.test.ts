@@ -5,13 +5,12 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createClient } from "@libsql/client";
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "../../src/db/client";
 import {
-  boundForRead,
   haltBusyStatement,
   type NativeStatement,
   Prebuilt,
@@ -129,37 +128,73 @@ test("haltBusyStatement: halts it without writing, and the connection's next tra
   }
 });
 
-test("boundForRead: a prepared select in a remote batch, alone, and on a file answers as its builder does", async () => {
-  const hranaDir = mkdtempSync(join(tmpdir(), "host-bound-for-read-"));
+test("Prebuilt: a select in a remote batch, alone, and on a file answers as its builder does", async () => {
+  const hranaDir = mkdtempSync(join(tmpdir(), "host-prebuilt-"));
   const hrana = await startHranaServer({ path: join(hranaDir, "r.db"), port: 0 });
   const remote = libsqlDatabase(createClient({ url: hrana.url }), "remote");
   try {
+    const byName = new Prebuilt<unknown>((orm) =>
+      orm
+        .select({ username: users.username, isSuperuser: users.isSuperuser })
+        .from(users)
+        .where(eq(users.username, sql.placeholder("name"))),
+    );
     for (const on of [remote, db]) {
       await runMigrations(on);
       await createUser(on.orm, { username: `probe${on.kind}`, isSuperuser: true });
-      const prepared = on.orm
-        .select({ username: users.username, isSuperuser: users.isSuperuser })
-        .from(users)
-        .where(eq(users.username, sql.placeholder("name")))
-        .prepare();
       const builder = on.orm
         .select({ username: users.username, isSuperuser: users.isSuperuser })
         .from(users)
         .where(eq(users.username, `probe${on.kind}`));
       const expected = [{ username: `probe${on.kind}`, isSuperuser: true }];
-      const item = boundForRead(prepared, { name: `probe${on.kind}` });
-      const other = boundForRead(prepared, { name: "nobody" });
+      const item = byName.with(on.orm, { name: `probe${on.kind}` });
+      const other = byName.with(on.orm, { name: "nobody" });
       // in a batch of several (Drizzle's batch code calls the item's `_prepare`), then alone
       const batched: unknown = await on.read([item, other, builder] as never);
       expect(batched).toEqual([expected, [], expected]);
       expect((await on.read([item] as never)) as unknown).toEqual([expected]);
       expect(await item).toEqual(expected);
+      // awaited alone inside a transaction of the ORM: it runs there (sees its uncommitted row)
+      const seen = await on.orm
+        .transaction(async (tx) => {
+          await createUser(tx, { username: `intx${on.kind}`, isSuperuser: true });
+          const rows = await byName.with(tx, { name: `intx${on.kind}` }, on.orm);
+          throw Object.assign(new Error("rollback"), { rows });
+        })
+        .catch((e: { rows?: unknown }) => e.rows);
+      expect(seen).toEqual([{ username: `intx${on.kind}`, isSuperuser: true }]);
     }
   } finally {
     await remote.close();
     await hrana.stop();
     rmSync(hranaDir, { recursive: true, force: true });
   }
+});
+
+test("Prebuilt: the text rendered once, with this use's values, is what Drizzle renders for them", () => {
+  const guard = (o: Database["orm"], hash: unknown, print: unknown) =>
+    sql`INSERT INTO write_guard (ok) SELECT coalesce((${o
+      .select({ id: users.id })
+      .from(users)
+      .where(and(eq(users.isActive, true), eq(users.username, hash as string)))}), '') = ${print}`;
+  const once = new Prebuilt<unknown>((o) =>
+    o.run(guard(o, sql.placeholder("hash"), sql.placeholder("print"))),
+  );
+  for (const [hash, print] of [
+    ["a", "p?1"],
+    ["b'; --", "p2"],
+  ]) {
+    const item = once.with(db.orm, { hash, print }) as unknown as {
+      _prepare(): { getQuery(): { sql: string; params: unknown[] } };
+    };
+    const { sql: text, params } = item._prepare().getQuery();
+    // the fixed parameter (true) stays, the values land where the placeholders were
+    const drizzles = renderSql(db.orm, guard(db.orm, hash, print))!;
+    expect({ sql: text, params }).toEqual({ sql: drizzles.sql, params: drizzles.params });
+  }
+  // a value not given fails the use rather than binding another use's
+  const missing = once.with(db.orm, { hash: "a" }) as unknown as { _prepare(): unknown };
+  expect(() => missing._prepare()).toThrow(/print/);
 });
 
 const items = sqliteTable("pb_items", {

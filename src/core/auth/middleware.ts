@@ -13,9 +13,7 @@ import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
 import type { Database, Executor, Orm } from "../../db/client";
-import { boundForRead, Reusable } from "../../db/driver-internals";
-import { RenderedOnce } from "../../db/rendered-once";
-import type { BatchItem } from "drizzle-orm/batch";
+import { Prebuilt } from "../../db/driver-internals";
 import {
   foldGrants,
   grantRowsQuery,
@@ -114,17 +112,20 @@ function authPrint(orm: Executor): SQL<string> {
  * the user's grants are still as `print` was read: the batch itself proves the cache current.
  */
 function printGuard(orm: Orm, keyHash: string, print: string) {
-  return orm.run(printGuardSql.on(orm, [keyHash, print]));
+  return printGuardStatement.with(orm, { keyHash, print });
 }
 
-const printGuardSql = new RenderedOnce<[string, string]>((orm, [keyHash, print]) => {
+/** Its text rendered once per ORM (decision 0107): only the hash and the print change. */
+const printGuardStatement = new Prebuilt<unknown>((orm) => {
   const now = orm
     .select({ print: authPrint(orm).as("print") })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
-    .where(eq(tokens.keyHash, keyHash))
+    .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
     .limit(1);
-  return sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${print}`;
+  return orm.run(
+    sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${sql.placeholder("print")}`,
+  );
 });
 
 /**
@@ -151,17 +152,16 @@ const tokenQuery = (orm: Executor, printed: boolean) =>
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
     .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
-    .limit(1)
-    .prepare();
-const tokenByHash = new Reusable((orm) => tokenQuery(orm, false));
-const tokenByHashPrinted = new Reusable((orm) => tokenQuery(orm, true));
+    .limit(1);
+const tokenByHash = new Prebuilt<TokenRow[]>((orm) => tokenQuery(orm, false));
+const tokenByHashPrinted = new Prebuilt<TokenRow[]>((orm) => tokenQuery(orm, true));
 
 /** The grants of a token's user, by the key's hash (a placeholder): prepared once per ORM. */
-const grantsByHash = new Reusable((orm) =>
+const grantsByHash = new Prebuilt<GrantRow[]>((orm) =>
   grantRowsQuery(
     orm,
     sql`(SELECT ${tokens.userId} FROM ${tokens} WHERE ${tokens.keyHash} = ${sql.placeholder("keyHash")})`,
-  ).prepare(),
+  ),
 );
 
 /**
@@ -170,10 +170,7 @@ const grantsByHash = new Reusable((orm) =>
  */
 function authStatements(db: Database, orm: Orm, keyHash: string) {
   const token = db.kind === "local" ? tokenByHash : tokenByHashPrinted;
-  return [
-    boundForRead(token.on(orm, orm), { keyHash }),
-    boundForRead(grantsByHash.on(orm, orm), { keyHash }),
-  ] as unknown as readonly [BatchItem<"sqlite">, BatchItem<"sqlite">];
+  return [token.with(orm, { keyHash }), grantsByHash.with(orm, { keyHash })] as const;
 }
 
 function cachedFrom(answers: unknown[], stamp: string | null): CachedAuth {

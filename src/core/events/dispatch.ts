@@ -4,10 +4,10 @@
  * match), written to the transactional outbox beside the change record.
  */
 import { eq, inArray, sql, type SQL } from "drizzle-orm";
-import type { Executor } from "../../db/client";
+import type { Executor, Orm } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
 import { recordOutbox, stageOutbox, type OutboxRow } from "../../services/tasks/outbox";
-import { RenderedOnce } from "../../db/rendered-once";
+import { Prebuilt } from "../../db/driver-internals";
 import type { Guard, Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
 import { slotKey } from "../slots";
@@ -297,11 +297,10 @@ function rulesGuard(services: Services, print: string): Guard {
 const RULES_GUARD = "events.rules";
 
 /** The guard statement, its text rendered once per ORM (decision 0107): only `print` changes. */
-const rulesGuardStatement = new RenderedOnce<[string]>(
-  (_orm, [print]) => sql`INSERT INTO write_guard (ok) SELECT ${rulesPrintSql} = ${print}`,
+const rulesGuardStatement = new Prebuilt<unknown>((orm) =>
+  orm.run(sql`INSERT INTO write_guard (ok) SELECT ${rulesPrintSql} = ${sql.placeholder("print")}`),
 );
-const rulesGuardSql = (orm: Executor, print: string) =>
-  orm.run(rulesGuardStatement.on(orm, [print]));
+const rulesGuardSql = (orm: Orm, print: string) => rulesGuardStatement.with(orm, { print });
 
 /** A change of a staged write as the rules see it: its change record's id is SQL of the batch. */
 export interface StagedEvent

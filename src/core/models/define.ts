@@ -33,8 +33,7 @@ import type {
 } from "../rest/resource";
 import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
-import { boundForRead, Reusable } from "../../db/driver-internals";
-import type { BatchItem } from "drizzle-orm/batch";
+import { Prebuilt } from "../../db/driver-internals";
 import { label as otLabel } from "../object-types";
 import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
@@ -496,19 +495,14 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
     : null;
   // One id (a GET): the same statements every time, their SQL text rendered once per ORM (0098).
   const one = sql`${sql.placeholder("id")}`;
-  const rowById = new Reusable((db) =>
-    db.select().from(table).where(sql`${table.id} IN (${one})`).prepare(),
-  );
-  const tagsById = typeId ? new Reusable((db) => tagsQueryFor(db, typeId, one).prepare()) : null;
+  const rowById = new Prebuilt((db) => db.select().from(table).where(sql`${table.id} IN (${one})`));
+  const tagsById = typeId ? new Prebuilt((db) => tagsQueryFor(db, typeId, one)) : null;
 
   /** `load` as statements for one read: the rows and their tags, the ids as SQL (decision 0085). */
   function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     const statements: LoadPlan["statements"] = [];
     if (typeof ids === "number") {
-      const bound = (q: Reusable<Parameters<typeof boundForRead>[0]>) =>
-        boundForRead(q.on(ctx.db, ctx.services.db.orm), {
-          id: ids,
-        }) as unknown as BatchItem<"sqlite">;
+      const bound = (q: Prebuilt<unknown>) => q.with(ctx.db, { id: ids }, ctx.services.db.orm);
       statements.push(bound(rowById));
       if (tagsById) statements.push(bound(tagsById));
     } else {

@@ -6,8 +6,7 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
-import { boundForRead, Reusable } from "../../../db/driver-internals";
-import type { BatchItem } from "drizzle-orm/batch";
+import { Prebuilt, Reusable } from "../../../db/driver-internals";
 import { databaseStamp } from "../../../core/database-stamp";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -472,21 +471,18 @@ function planLoader(
    * multiobject links (with their forms) ride on the rows.
    */
   // One id (a GET): the same statement every time, its SQL text rendered once per ORM (0098).
-  const byId = new Reusable((db) =>
+  const byId = new Prebuilt((db) =>
     db
       .select(planColumns)
       .from(table)
-      .where(sql`${table.id} IN (${sql.placeholder("id")})`)
-      .prepare(),
+      .where(sql`${table.id} IN (${sql.placeholder("id")})`),
   );
 
   return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     return {
       statements: [
         typeof ids === "number"
-          ? (boundForRead(byId.on(ctx.db, ctx.services.db.orm), {
-              id: ids,
-            }) as unknown as BatchItem<"sqlite">)
+          ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
           : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`),
       ],
       finish(answers, order, known) {

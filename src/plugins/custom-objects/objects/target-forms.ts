@@ -5,8 +5,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { ModelInfo, WriteContext } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
-import type { Executor } from "../../../db/client";
-import { RenderedOnce } from "../../../db/rendered-once";
+import { Prebuilt } from "../../../db/driver-internals";
 
 /** Each referenced object's nested form as SQL made it (its JSON text), by type and id. */
 const FORMS = slotKey<Map<string, string>>("custom-objects.target-forms");
@@ -19,29 +18,48 @@ const keyOf = (info: ModelInfo, id: number) => `${info.appLabel}.${info.model}#$
 /** A request whose guards can ride in its batch, on a database one round trip away. */
 const cacheable = (ctx: WriteContext) => !!ctx.guard && ctx.services.db.kind !== "local";
 
-/** The forms of `ids` (in order) as one value, their JSON texts as SQL makes them. */
-function printOf(orm: Executor, nested: NestedSql, ids: number[]): SQL {
+/** The forms of the ids (in order) as one value, their JSON texts as SQL makes them. */
+function printOf(nested: NestedSql, count: number): SQL {
   if (!nested.selectOne)
-    return sql`coalesce((SELECT group_concat(j, char(30)) FROM (SELECT j FROM (${nested.select(ids)}) ORDER BY id)), '')`;
-  // one form per id, its text rendered once per model and count (a missing row prints '')
-  const byCount = rendered.get(nested) ?? new Map<number, RenderedOnce<number[]>>();
+    return sql`coalesce((SELECT group_concat(j, char(30)) FROM (SELECT j FROM (${nested.select(sql.placeholder("ids"))}) ORDER BY id)), '')`;
+  // one form per id (a missing row prints '')
+  const selectOne = nested.selectOne;
+  return sql.join(
+    Array.from(
+      { length: count },
+      (_, i) => sql`coalesce(${selectOne(sql`${sql.placeholder(`id${i}`)}`)}, '')`,
+    ),
+    sql` || char(30) || `,
+  );
+}
+
+/** The guard's read and its batch statement, their text rendered once per model and count. */
+interface FormStatements {
+  read: Prebuilt<Array<{ p: string }>>;
+  guard: Prebuilt<unknown>;
+}
+
+function formStatements(nested: NestedSql, count: number): FormStatements {
+  const key = nested.selectOne ? count : 0;
+  const byCount = rendered.get(nested) ?? new Map<number, FormStatements>();
   rendered.set(nested, byCount);
-  let once = byCount.get(ids.length);
-  if (!once) {
-    const selectOne = nested.selectOne;
-    once = new RenderedOnce<number[]>((_orm, values) =>
-      sql.join(
-        values.map((id) => sql`coalesce(${selectOne(sql`${id}`)}, '')`),
-        sql` || char(30) || `,
+  let found = byCount.get(key);
+  if (!found) {
+    found = {
+      read: new Prebuilt((orm) => orm.all(sql`SELECT ${printOf(nested, count)} AS p`)),
+      guard: new Prebuilt((orm) =>
+        orm.run(
+          sql`INSERT INTO write_guard (ok) SELECT ${printOf(nested, count)} = ${sql.placeholder("print")}`,
+        ),
       ),
-    );
-    byCount.set(ids.length, once);
+    };
+    byCount.set(key, found);
   }
-  return once.on(orm, ids);
+  return found;
 }
 
 type NestedSql = NonNullable<ModelInfo["nestedSql"]>;
-const rendered = new WeakMap<NestedSql, Map<number, RenderedOnce<number[]>>>();
+const rendered = new WeakMap<NestedSql, Map<number, FormStatements>>();
 
 /**
  * The forms of `ids` from the cache when it holds them all, with a guard on the request that
@@ -62,21 +80,21 @@ export function cachedForms(
     if (j === undefined) return null;
     rows.push({ id, j });
   }
-  const nested = info.nestedSql;
   const print = rows.map((r) => r.j).join(SEPARATOR);
   const orm = ctx.services.db.orm;
+  const statements = formStatements(info.nestedSql, sorted.length);
+  const values: Record<string, unknown> = { ids: JSON.stringify(sorted), print };
+  sorted.forEach((id, i) => {
+    values[`id${i}`] = id;
+  });
   ctx.guard!({
     name: `forms of ${info.appLabel}.${info.model}`,
     // built when taken: a write that reads nothing else sends only `batch`
     get statements() {
-      return [orm.all(sql`SELECT ${printOf(orm, nested, sorted)} AS p`)];
+      return [statements.read.with(orm, values)];
     },
     get batch() {
-      return [
-        orm.run(
-          sql`INSERT INTO write_guard (ok) SELECT ${printOf(orm, nested, sorted)} = ${print}`,
-        ),
-      ];
+      return [statements.guard.with(orm, values)];
     },
     async settle([answer]) {
       if ((answer as Array<{ p: string }>)[0]?.p === print) return true;
