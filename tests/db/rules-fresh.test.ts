@@ -167,7 +167,7 @@ for (const kind of ["remote", "local"] as const) {
       expect(await deliveries(hook)).toBe(1);
     });
 
-    test("a rule created through A: B's next schema apply (a transaction) is delivered", async () => {
+    test("a rule created through A: B's next schema apply (one batch remotely, a long write on a file) is delivered", async () => {
       const hook = await webhook(`apply-${kind}`);
       const apply = (slug: string) =>
         viaB("POST", `${CO}/schema/apply/`, {

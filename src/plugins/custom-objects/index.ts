@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
 import type { Ctx, HonoEnv, Services } from "../../core/context";
-import { addGuard } from "../../core/fresh-read";
+import { addGuard, foldsCredentials } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
 import { hasPermission, requirePermission } from "../../core/auth/permissions";
@@ -348,26 +348,31 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     const body = await readSchemaBody(c);
     return schemaAnswer(c, await previewSchema(ctx, body, await hiddenSlugs(ctx, c.var.auth)));
   });
-  app.post("/schema/apply", async (c) => {
-    await requirePermission(c, "add", cotTarget);
-    await requirePermission(c, "change", cotTarget);
-    if (wantsBackground(c)) return enqueueSchemaApply(c);
-    const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
-    // Off a local file, the documents the batch takes are one read phase and one batch
-    // (decision 0111); the rest, and every apply on a local file, keep the long write.
-    if (c.var.services.db.kind !== "local") {
-      const staged = await inStagedWrite(c, (ctx) =>
-        withRetry(ctx, (a) => applyStaged(a, request)),
+  // A batched apply (decision 0111) proves the cached grants and event rules in its read phase
+  // and batch; when they moved under it, the route runs again on fresh ones (decision 0110).
+  app.post(
+    "/schema/apply",
+    foldsCredentials(async (c) => {
+      await requirePermission(c, "add", cotTarget);
+      await requirePermission(c, "change", cotTarget);
+      if (wantsBackground(c)) return enqueueSchemaApply(c);
+      const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
+      // Off a local file, the documents the batch takes are one read phase and one batch
+      // (decision 0111); the rest, and every apply on a local file, keep the long write.
+      if (c.var.services.db.kind !== "local") {
+        const staged = await inStagedWrite(c, (ctx) =>
+          withRetry(ctx, (a) => applyStaged(a, request)),
+        );
+        if (staged !== "transaction") return schemaAnswer(c, staged);
+      }
+      return schemaAnswer(
+        c,
+        await asLongWrite(c.var.services, () =>
+          inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)),
+        ),
       );
-      if (staged !== "transaction") return schemaAnswer(c, staged);
-    }
-    return schemaAnswer(
-      c,
-      await asLongWrite(c.var.services, () =>
-        inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)),
-      ),
-    );
-  });
+    }),
+  );
   app.get("/schema/export", query(ExportQuery), async (c) => {
     await requirePermission(c, "view", cotTarget);
     const slugs =
