@@ -119,8 +119,10 @@ test("a read whose statement fails fails alone; the reads grouped with it answer
     ];
     expect(rows).toEqual([{ id: siteIds[1]! }]);
     expect(Number(count[0]!.n)).toBe(READERS);
-    // one request for the group, then one for each read on its own
-    expect(proxy.count).toBe(1 + reads.length);
+    // one request for the group, then one for each read on its own (the app of the tests before
+    // may still send background statements through the proxy: only this test's are counted)
+    const ours = proxy.log.filter((r) => r.sql.some((q) => /\bsites\b|no_such_table/.test(q)));
+    expect(ours.length).toBe(1 + reads.length);
   } finally {
     await db.close();
   }
