@@ -12,7 +12,11 @@ import { restrictWhere } from "../../../core/auth/restrict";
 import { codename } from "../../../core/auth/permissions";
 import { stageChanges, type StagedChange } from "../../../core/changes/record";
 import { stageRules } from "../../../core/events/dispatch";
-import { foldTagEdits as foldTagEditsLive } from "../../../core/rest/tag-edits";
+import {
+  editedTags,
+  foldTagEdits as foldTagEditsLive,
+  tagEditsOf,
+} from "../../../core/rest/tag-edits";
 import {
   eachInput,
   nestedRead,
@@ -569,37 +573,24 @@ function foldTagEdits(
   input: ApiRecord,
   existing: Row | null,
 ): ApiRecord {
-  const adding = Object.hasOwn(input, "add_tags");
-  const removing = Object.hasOwn(input, "remove_tags");
-  if (!adding && !removing) return input;
-  const { add_tags, remove_tags, ...rest } = input;
-  if (Object.hasOwn(input, "tags"))
-    throw ValidationError.field(
-      "tags",
-      "tags may not be combined with add_tags or remove_tags in the same request.",
-    );
-  if (removing && !existing)
-    throw ValidationError.field(
-      "remove_tags",
-      "remove_tags is only valid when updating an object.",
-    );
+  const edits = tagEditsOf(input, existing !== null);
+  if (!edits) return input;
   const label = `${APP_LABEL}.${w.slug}`;
   const resolve = (field: string, raw: unknown) => {
     const r = resolveTagRows(raw, look.tagRows, w.cot.objectTypeId!, label);
     if ("error" in r) throw ValidationError.field(field, r.error);
     return r.tags.map((t) => t.id);
   };
-  const added = adding ? resolve("add_tags", add_tags) : [];
-  const removed = removing ? resolve("remove_tags", remove_tags) : [];
-  if (added.some((id) => removed.includes(id)))
-    throw ValidationError.field(
-      "add_tags",
-      "The same tag may not appear in both add_tags and remove_tags.",
-    );
+  const added = edits.adding ? resolve("add_tags", edits.add) : [];
+  const removed = edits.removing ? resolve("remove_tags", edits.remove) : [];
   const held = existing ? (JSON.parse(existing.__tags ?? "[]") as TagRow[]) : [];
+  const tags = editedTags(
+    held.map((t) => t.id),
+    added,
+    removed,
+  );
   look.learnTags(held);
-  const kept = held.map((t) => t.id).filter((id) => !removed.includes(id));
-  return { ...rest, tags: [...new Set([...kept, ...added])] };
+  return { ...edits.rest, tags };
 }
 
 async function stagedCreate(
