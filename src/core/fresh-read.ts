@@ -129,22 +129,34 @@ export async function freshRead<T extends Queries>(
   const queries = await build();
   const guards = takeGuards(c);
   if (!guards.length) return db.read(queries);
+  const answers = await readGuarded(c, guards, queries);
+  return answers ? (answers as Results<T>) : rebuilt(c, build);
+}
+
+/**
+ * `queries` read in one `db.read` led by `guards`' statements: their answers, or null when a
+ * guard found its cache stale (the refreshed copy is in place). A statement built on a stale
+ * shape can fail outright (a column gone): the guards are then settled alone, and the failure
+ * is thrown only when every one of them was current.
+ */
+async function readGuarded(
+  c: Ctx,
+  guards: Guard[],
+  queries: readonly unknown[],
+): Promise<unknown[] | null> {
   const statements = guards.flatMap((g) => g.statements);
   let answers: readonly unknown[];
   try {
-    answers = (await db.read([
+    answers = (await c.var.services.db.read([
       ...statements,
       ...queries,
     ] as unknown as Queries)) as readonly unknown[];
   } catch (e) {
-    // A statement built on a stale shape can fail outright (a column gone): settle the guards
-    // alone; if one was stale, build again on the refreshed caches.
     pending.set(c, guards);
     if (await settleGuards(c)) throw e;
-    return rebuilt(c, build);
+    return null;
   }
-  if (await settleAll(c, guards, answers)) return answers.slice(statements.length) as Results<T>;
-  return rebuilt(c, build);
+  return (await settleAll(c, guards, answers)) ? answers.slice(statements.length) : null;
 }
 
 async function rebuilt<T extends Queries>(c: Ctx, build: () => T | Promise<T>) {
@@ -180,20 +192,9 @@ export async function readFolded(c: Ctx, queries: BatchItems): Promise<unknown[]
   const guards = takeGuards(c);
   if (!guards.length)
     return queries.length ? [...((await db.read(queries as Queries)) as readonly unknown[])] : [];
-  const statements = guards.flatMap((g) => g.statements);
-  let answers: readonly unknown[];
-  try {
-    answers = (await db.read([
-      ...statements,
-      ...queries,
-    ] as unknown as Queries)) as readonly unknown[];
-  } catch (e) {
-    pending.set(c, guards);
-    if (await settleGuards(c)) throw e;
-    throw new StaleCredentials();
-  }
-  if (!(await settleAll(c, guards, answers))) throw new StaleCredentials();
-  return answers.slice(statements.length);
+  const answers = await readGuarded(c, guards, queries);
+  if (!answers) throw new StaleCredentials();
+  return answers;
 }
 
 type BatchItems = readonly Queries[number][];
