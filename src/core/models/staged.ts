@@ -30,6 +30,7 @@ import { createdRowId, newIdMarker, nextStamp, ReadPhase, WriteBatch } from "../
 import { naturalize } from "../../db/natural";
 import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
 import { runStagedBatch } from "./batch-failure";
+import { editedTags, tagEditsOf } from "../rest/tag-edits";
 
 // The answers a failed batch gives, where the custom objects' staged writer imports them from.
 export { outsideConstraints, preconditionFailed } from "./batch-failure";
@@ -558,37 +559,22 @@ class StagedWriter {
     found: Found,
     objectTypeId: number,
   ): TagRow[] | null {
-    const adding = Object.hasOwn(input, "add_tags");
-    const removing = Object.hasOwn(input, "remove_tags");
-    if (!this.spec.tags || (!adding && !removing)) return null;
-    if (Object.hasOwn(input, "tags"))
-      throw ValidationError.field(
-        "tags",
-        "tags may not be combined with add_tags or remove_tags in the same request.",
-      );
-    if (removing && !existing)
-      throw ValidationError.field(
-        "remove_tags",
-        "remove_tags is only valid when updating an object.",
-      );
+    if (!this.spec.tags) return null;
+    const edits = tagEditsOf(input, existing !== null);
+    if (!edits) return null;
     const resolve = (field: string, raw: unknown) => {
       const r = this.resolveTags(raw, found.tagRows, objectTypeId);
       if ("error" in r) throw ValidationError.field(field, r.error);
       return r.tags;
     };
-    const added = adding ? resolve("add_tags", input.add_tags) : [];
-    const removed = new Set(
-      (removing ? resolve("remove_tags", input.remove_tags) : []).map((t) => t.id),
-    );
-    if (added.some((t) => removed.has(t.id)))
-      throw ValidationError.field(
-        "add_tags",
-        "The same tag may not appear in both add_tags and remove_tags.",
-      );
+    const added = edits.adding ? resolve("add_tags", edits.add) : [];
+    const removed = edits.removing ? resolve("remove_tags", edits.remove) : [];
     const held = existing ? (found.storedTags?.get(existing.id) ?? []) : [];
-    const out = new Map<number, TagRow>();
-    for (const t of [...held.filter((t) => !removed.has(t.id)), ...added]) out.set(t.id, t);
-    return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const rows = new Map([...held, ...added].map((t) => [t.id, t]));
+    const ids = (tags: TagRow[]) => tags.map((t) => t.id);
+    return editedTags(ids(held), ids(added), ids(removed))
+      .map((id) => rows.get(id)!)
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Fills the natural-ordering column from its source field when the write sets that field. */
