@@ -13,7 +13,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { waitFor } from "../helpers/wait";
 import { userWith } from "../helpers/grants";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -430,16 +430,8 @@ describe("custom objects (decision 0090)", () => {
 describe("a cascading delete raced by a write to its dependants (decision 0109)", () => {
   let parentType: number;
   beforeAll(async () => {
-    parentType = (await makeCot(t, "racebox")).id;
-    await addField(t, parentType, { name: "name", type: "text", primary: true });
-    const child = await makeCot(t, "raceitem");
-    await addField(t, child.id, { name: "name", type: "text", primary: true });
-    await addField(t, child.id, {
-      name: "box",
-      type: "object",
-      related_object_type: "custom_objects.racebox",
-      on_delete_behavior: "cascade",
-    });
+    parentType = (await namedCot(t, "racebox")).id;
+    await namedCot(t, "raceitem", { box: { to: "custom_objects.racebox", onDelete: "cascade" } });
     // a first cascading delete keeps the fields pointing at the types (the next plans in its read)
     const warm = (await create(t, "racebox", { name: "warm" })).id;
     await create(t, "raceitem", { name: "warm item", box: warm });
