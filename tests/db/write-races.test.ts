@@ -272,23 +272,31 @@ test("a group's grants changed while a user joins it: the join answers 409, no g
   expect(again.status).toBe(403);
 });
 
-test("an event rule naming a webhook deleted while it was written: 400, no rule pointing nowhere", async () => {
-  const hook = (
+/** A webhook made for a race; its id. */
+const raceHook = async (name: string): Promise<number> =>
+  (
     await t.json("POST", "/api/extras/webhooks/", {
-      body: { name: "race-hook", payload_url: "https://example.com/race" },
+      body: { name, payload_url: `https://example.com/${name}` },
     })
   ).body.id;
+
+/** Creates an event rule on site creations that calls webhook `hook`. */
+const ruleCalling = (name: string, hook: number) =>
+  t.json("POST", "/api/extras/event-rules/", {
+    body: {
+      name,
+      object_types: ["dcim.site"],
+      event_types: ["object_created"],
+      action_object_type: "extras.webhook",
+      action_object_id: hook,
+    },
+  });
+
+test("an event rule naming a webhook deleted while it was written: 400, no rule pointing nowhere", async () => {
+  const hook = await raceHook("race-hook");
   proxy.hold((statements) => statements.some((s) => /^insert into "event_rules"/i.test(s)));
   try {
-    const made = t.json("POST", "/api/extras/event-rules/", {
-      body: {
-        name: "race-rule",
-        object_types: ["dcim.site"],
-        event_types: ["object_created"],
-        action_object_type: "extras.webhook",
-        action_object_id: hook,
-      },
-    });
+    const made = ruleCalling("race-rule", hook);
     await untilHeld(1);
     expect((await t.json("DELETE", `/api/extras/webhooks/${hook}/`)).status).toBe(204);
     proxy.release();
@@ -303,24 +311,12 @@ test("an event rule naming a webhook deleted while it was written: 400, no rule 
 });
 
 test("a webhook deleted while a rule comes to call it: the delete answers 409, the rule keeps its webhook", async () => {
-  const hook = (
-    await t.json("POST", "/api/extras/webhooks/", {
-      body: { name: "race-hook-2", payload_url: "https://example.com/race2" },
-    })
-  ).body.id;
+  const hook = await raceHook("race-hook-2");
   proxy.hold((statements) => statements.some((s) => /^delete from "webhooks"/i.test(s)));
   try {
     const deleted = t.json("DELETE", `/api/extras/webhooks/${hook}/`);
     await untilHeld(1);
-    const rule = await t.json("POST", "/api/extras/event-rules/", {
-      body: {
-        name: "race-rule-2",
-        object_types: ["dcim.site"],
-        event_types: ["object_created"],
-        action_object_type: "extras.webhook",
-        action_object_id: hook,
-      },
-    });
+    const rule = await ruleCalling("race-rule-2", hook);
     expect(rule.status, JSON.stringify(rule.body)).toBe(201);
     proxy.release();
     const answer = await deleted;
