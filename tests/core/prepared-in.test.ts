@@ -36,19 +36,17 @@ const byName = new Reusable((d) =>
     .where(eq(tags.name, sql.placeholder("name")))
     .prepare(),
 );
+/** A tag row with its name and slug left as placeholders. */
+const tagValues = {
+  name: sql.placeholder("name"),
+  slug: sql.placeholder("slug"),
+  color: "9e9e9e",
+  description: "",
+  created: "2026-01-01T00:00:00Z",
+  lastUpdated: "2026-01-01T00:00:00Z",
+};
 const insert = new Reusable((d) =>
-  d
-    .insert(tags)
-    .values({
-      name: sql.placeholder("name"),
-      slug: sql.placeholder("slug"),
-      color: "9e9e9e",
-      description: "",
-      created: "2026-01-01T00:00:00Z",
-      lastUpdated: "2026-01-01T00:00:00Z",
-    })
-    .returning({ id: tags.id })
-    .prepare(),
+  d.insert(tags).values(tagValues).returning({ id: tags.id }).prepare(),
 );
 
 /** Fails instead of hanging: a query sent to the client while its transaction holds the connection would wait forever. */
@@ -110,17 +108,7 @@ describe("queries prepared once, run in transactions", () => {
 // The outbox's job and outbox rows (`services/tasks/outbox.ts`) are written this way, inside the
 // write's transaction.
 const insertOnce = new Prebuilt<Array<{ id: number }>>((d) =>
-  d
-    .insert(tags)
-    .values({
-      name: sql.placeholder("name"),
-      slug: sql.placeholder("slug"),
-      color: "9e9e9e",
-      description: "",
-      created: "2026-01-01T00:00:00Z",
-      lastUpdated: "2026-01-01T00:00:00Z",
-    })
-    .returning({ id: tags.id }),
+  d.insert(tags).values(tagValues).returning({ id: tags.id }),
 );
 const countByName = new Prebuilt<Array<{ n: number }>>((d) =>
   d
