@@ -74,6 +74,13 @@ const changesOf = async (id: number) =>
     (c: { changed_object_type: string }) => c.changed_object_type === "dcim.site",
   );
 
+/** Of two racing answers, one 200 and one 409 `write_conflict`: the 200. */
+function winnerOf<A extends { status: number; body: any }>(a: A, b: A): A {
+  expect([a.status, b.status].sort()).toEqual([200, 409]);
+  expect((a.status === 409 ? a : b).body.error).toBe("write_conflict");
+  return a.status === 200 ? a : b;
+}
+
 test("two PATCHes of one site from the same read: one 200, the other 409, nothing lost", async () => {
   const site = await newSite();
   const [a, b] = await race(
@@ -81,11 +88,7 @@ test("two PATCHes of one site from the same read: one 200, the other 409, nothin
       (d) => () => t.json("PATCH", `/api/dcim/sites/${site.id}/`, { body: { description: d } }),
     ),
   );
-  const statuses = [a!.status, b!.status].sort();
-  expect(statuses).toEqual([200, 409]);
-  const loser = a!.status === 409 ? a! : b!;
-  const winner = a!.status === 200 ? a! : b!;
-  expect(loser.body.error).toBe("write_conflict");
+  const winner = winnerOf(a!, b!);
   const now = (await t.json("GET", `/api/dcim/sites/${site.id}/`)).body;
   expect(now.description).toBe(winner.body.description);
   expect(now.last_updated).toBe(winner.body.last_updated);
@@ -197,8 +200,7 @@ test("host models with hooks (decision 0092): two PATCHes of a user's groups, on
     () => t.json("PATCH", `/api/users/users/${user.id}/`, { body: { groups: [g1] } }),
     () => t.json("PATCH", `/api/users/users/${user.id}/`, { body: { groups: [g2] } }),
   ]);
-  expect([a!.status, b!.status].sort()).toEqual([200, 409]);
-  const winner = a!.status === 200 ? a! : b!;
+  const winner = winnerOf(a!, b!);
   const now = (await t.json("GET", `/api/users/users/${user.id}/`)).body;
   // the winner's groups alone: the loser's link statements rolled back with its UPDATE
   expect(now).toEqual(winner.body);
@@ -358,10 +360,7 @@ describe("custom objects (decision 0090)", () => {
         (note) => () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note } }),
       ),
     );
-    expect([a!.status, b!.status].sort()).toEqual([200, 409]);
-    const loser = a!.status === 409 ? a! : b!;
-    const winner = a!.status === 200 ? a! : b!;
-    expect(loser.body.error).toBe("write_conflict");
+    const winner = winnerOf(a!, b!);
     const now = (await t.json("GET", `${CO}/racer/${thing.id}/`)).body;
     expect(now.note).toBe(winner.body.note);
     expect(now.last_updated).toBe(winner.body.last_updated);
