@@ -30,7 +30,17 @@ export function preparedIn<P extends object>(prepared: P, db: Executor): P | nul
   return copy;
 }
 
-/** A query prepared once per ORM and run on that ORM or inside any of its transactions. */
+/** The ORM whose once-built queries serve `db`: `orm` when `db` is one of its transactions. */
+const ownerOf = (db: Executor, orm: Orm): Orm =>
+  db instanceof SQLiteTransaction ? orm : (db as Orm);
+
+/**
+ * A query prepared once per ORM and run on that ORM or inside any of its transactions: the older
+ * form of {@link Prebuilt}, which does the same awaited alone (`with(db, values, orm)`) and also
+ * rides in batches. New code uses `Prebuilt`; the last users of this one are
+ * `core/changes/record.ts` (`insertChange`) and `plugins/custom-objects/objects/models.ts` (the
+ * version look-ups), after which it goes.
+ */
 export class Reusable<P extends object> {
   readonly #byOrm = new WeakMap<object, P>();
   constructor(private readonly build: (db: Executor) => P) {}
@@ -40,7 +50,7 @@ export class Reusable<P extends object> {
    * is the ORM whose transactions `db` may be; a database's `reader` is an ORM of its own.
    */
   on(db: Executor, orm: Orm): P {
-    const owner = db instanceof SQLiteTransaction ? orm : (db as Orm);
+    const owner = ownerOf(db, orm);
     let q = this.#byOrm.get(owner);
     if (!q) this.#byOrm.set(owner, (q = this.build(owner)));
     return preparedIn(q, db) ?? this.build(db);
@@ -145,7 +155,7 @@ export class Prebuilt<T> {
     values: Record<string, unknown> = {},
     orm: Orm = db as Orm,
   ): BatchItem<"sqlite"> & PromiseLike<T> {
-    const owner = db instanceof SQLiteTransaction ? orm : (db as Orm);
+    const owner = ownerOf(db, orm);
     let built = this.#byOrm.get(owner);
     if (!built)
       this.#byOrm.set(owner, (built = builtOf(owner, this.build(owner), this.build as Build)));

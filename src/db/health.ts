@@ -23,18 +23,14 @@ export function databaseFileGone(): ApiError {
   );
 }
 
-const HEALTH_TABLE = sql.raw(
-  `CREATE TABLE IF NOT EXISTS "host_health" ("id" INTEGER PRIMARY KEY CHECK ("id" = 1), "checked" TEXT NOT NULL)`,
-);
-
 /**
- * One atomic write in one round trip: the row of `host_health` (the table made if missing) gets
- * the time, and `SELECT 1` reads back. Resolves to the value read (1), or throws the failure.
+ * One atomic write and one read in one round trip: the row of `host_health` (the table made by
+ * migration 0011, decision 0123) gets the time, and `SELECT 1` reads back. Resolves to the value
+ * read (1), or throws the failure.
  */
 export async function probeWrite(db: Database): Promise<unknown> {
   const checked = new Date().toISOString();
-  const [, , read] = await db.write([
-    db.orm.run(HEALTH_TABLE),
+  const [, read] = await db.write([
     db.orm.run(
       sql`INSERT INTO "host_health" ("id", "checked") VALUES (1, ${checked}) ON CONFLICT ("id") DO UPDATE SET "checked" = excluded."checked"`,
     ),

@@ -1,7 +1,7 @@
 /**
- * `preparedIn` / `Reusable`: a query prepared once on the ORM runs inside a transaction on that
- * transaction (sees its uncommitted rows, is undone by its rollback) and never on another
- * database. If a Drizzle upgrade changes the internals it relies on, these fail.
+ * `preparedIn` / `Reusable` / `Prebuilt`: a query prepared once on the ORM runs inside a
+ * transaction on that transaction (sees its uncommitted rows, is undone by its rollback) and never
+ * on another database. If a Drizzle upgrade changes the internals it relies on, these fail.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "../../src/db/client";
-import { preparedIn, Reusable } from "../../src/db/driver-internals";
+import { Prebuilt, preparedIn, Reusable } from "../../src/db/driver-internals";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
 import { tags } from "../../src/db/schema";
@@ -36,19 +36,17 @@ const byName = new Reusable((d) =>
     .where(eq(tags.name, sql.placeholder("name")))
     .prepare(),
 );
+/** A tag row with its name and slug left as placeholders. */
+const tagValues = {
+  name: sql.placeholder("name"),
+  slug: sql.placeholder("slug"),
+  color: "9e9e9e",
+  description: "",
+  created: "2026-01-01T00:00:00Z",
+  lastUpdated: "2026-01-01T00:00:00Z",
+};
 const insert = new Reusable((d) =>
-  d
-    .insert(tags)
-    .values({
-      name: sql.placeholder("name"),
-      slug: sql.placeholder("slug"),
-      color: "9e9e9e",
-      description: "",
-      created: "2026-01-01T00:00:00Z",
-      lastUpdated: "2026-01-01T00:00:00Z",
-    })
-    .returning({ id: tags.id })
-    .prepare(),
+  d.insert(tags).values(tagValues).returning({ id: tags.id }).prepare(),
 );
 
 /** Fails instead of hanging: a query sent to the client while its transaction holds the connection would wait forever. */
@@ -104,5 +102,46 @@ describe("queries prepared once, run in transactions", () => {
     await insert.on(other.orm, other.orm).all({ name: "Elsewhere", slug: "elsewhere" });
     expect(await byName.on(other.orm, db.orm).all({ name: "Elsewhere" })).toHaveLength(1);
     expect(await byName.on(db.orm, db.orm).all({ name: "Elsewhere" })).toEqual([]);
+  });
+});
+
+// The outbox's job and outbox rows (`services/tasks/outbox.ts`) are written this way, inside the
+// write's transaction.
+const insertOnce = new Prebuilt<Array<{ id: number }>>((d) =>
+  d.insert(tags).values(tagValues).returning({ id: tags.id }),
+);
+const countByName = new Prebuilt<Array<{ n: number }>>((d) =>
+  d
+    .select({ n: sql<number>`count(*)` })
+    .from(tags)
+    .where(eq(tags.name, sql.placeholder("name"))),
+);
+
+describe("Prebuilt awaited alone in transactions", () => {
+  test("it runs in the transaction: sees its rows, and a rollback undoes its insert", async () => {
+    const failed = await within(
+      db.orm
+        .transaction(async (tx) => {
+          const [row] = await insertOnce.with(tx, { name: "Staged", slug: "staged" }, db.orm);
+          expect(row!.id).toBeGreaterThan(0);
+          expect(await countByName.with(tx, { name: "Staged" }, db.orm)).toEqual([{ n: 1 }]);
+          throw new Error("roll back");
+        })
+        .catch((e: Error) => e.message),
+    );
+    expect(failed).toBe("roll back");
+    expect(await countByName.with(db.orm, { name: "Staged" })).toEqual([{ n: 0 }]);
+    await within(
+      db.orm.transaction(async (tx) => {
+        await insertOnce.with(tx, { name: "Kept", slug: "kept" }, db.orm);
+      }),
+    );
+    expect(await countByName.with(db.orm, { name: "Kept" })).toEqual([{ n: 1 }]);
+  });
+
+  test("on another database it runs there", async () => {
+    await insertOnce.with(other.orm, { name: "Apart", slug: "apart" });
+    expect(await countByName.with(other.orm, { name: "Apart" })).toEqual([{ n: 1 }]);
+    expect(await countByName.with(db.orm, { name: "Apart" })).toEqual([{ n: 0 }]);
   });
 });

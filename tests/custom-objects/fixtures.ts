@@ -36,3 +36,26 @@ export async function create(t: TestApp, slug: string, body: Record<string, unkn
   if (r.status !== 201) throw new Error(`create ${slug}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body as Record<string, any> & { id: number };
 }
+
+/** An object field of {@link namedCot}: the type it points at, and what a delete of that does. */
+interface ObjectLink {
+  to: string;
+  onDelete?: "cascade" | "protect" | "set_null";
+}
+
+/**
+ * A type whose primary field is a text `name`, with an object field per entry of `links` (field
+ * name → the type it points at, e.g. `custom_objects.part`, and its `on_delete_behavior`).
+ */
+export async function namedCot(t: TestApp, slug: string, links: Record<string, ObjectLink> = {}) {
+  const cot = await makeCot(t, slug);
+  await addField(t, cot.id, { name: "name", type: "text", primary: true });
+  for (const [name, link] of Object.entries(links))
+    await addField(t, cot.id, {
+      name,
+      type: "object",
+      related_object_type: link.to,
+      on_delete_behavior: link.onDelete,
+    });
+  return cot;
+}

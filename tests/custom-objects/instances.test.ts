@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app";
 import { makeTestApp, BASE, type TestApp } from "../helpers/app";
-import { CO, addField, choiceSet, create, makeCot } from "./fixtures";
+import { CO, addField, choiceSet, create, makeCot, namedCot } from "./fixtures";
 
 let t: TestApp;
 let siteId: number;
@@ -337,39 +337,14 @@ describe("slugs and permissions", () => {
 
 describe("on_delete_behavior", () => {
   beforeAll(async () => {
-    const parent = await makeCot(t, "parent_t");
-    await addField(t, parent.id, { name: "name", type: "text", primary: true });
-    const child = await makeCot(t, "child_t");
-    await addField(t, child.id, { name: "name", type: "text", primary: true });
-    await addField(t, child.id, {
-      name: "guarded",
-      type: "object",
-      related_object_type: "custom_objects.parent_t",
-      on_delete_behavior: "protect",
-    });
-    await addField(t, child.id, {
-      name: "owner",
-      type: "object",
-      related_object_type: "custom_objects.parent_t",
-      on_delete_behavior: "cascade",
-    });
-    await addField(t, child.id, {
-      name: "loose",
-      type: "object",
-      related_object_type: "custom_objects.parent_t",
-      on_delete_behavior: "set_null",
-    });
-    await addField(t, child.id, {
-      name: "prefix",
-      type: "object",
-      related_object_type: "ipam.prefix",
-      on_delete_behavior: "cascade",
-    });
-    await addField(t, child.id, {
-      name: "me",
-      type: "object",
-      related_object_type: "custom_objects.child_t",
-      on_delete_behavior: "cascade",
+    await namedCot(t, "parent_t");
+    const parent = "custom_objects.parent_t";
+    await namedCot(t, "child_t", {
+      guarded: { to: parent, onDelete: "protect" },
+      owner: { to: parent, onDelete: "cascade" },
+      loose: { to: parent, onDelete: "set_null" },
+      prefix: { to: "ipam.prefix", onDelete: "cascade" },
+      me: { to: "custom_objects.child_t", onDelete: "cascade" },
     });
   });
 

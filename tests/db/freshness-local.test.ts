@@ -7,15 +7,12 @@
  * when B's writes run concurrently and share that look-up.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
-import { loadConfig } from "../../src/config";
-import { openDatabase } from "../../src/db/local";
-import { createCache } from "../../src/services/cache";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { anotherInstance, revokeTokensOf } from "../helpers/instances";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
 
 let a: TestApp;
-let b: { app: Awaited<ReturnType<typeof createApp>>; close(): Promise<void> };
+let b: Awaited<ReturnType<typeof anotherInstance>>;
 
 /** A POST of a gadget through instance B with `token`. */
 async function createViaB(token: string, title: string) {
@@ -42,29 +39,11 @@ async function removePermission(name: string) {
   ).toBe(204);
 }
 
-/** Deletes every token of `username` through instance A. */
-async function revokeTokensOf(username: string) {
-  const tokens = await a.json("GET", "/api/users/tokens/?limit=1000");
-  const theirs = tokens.body.results.filter(
-    (t: { user: { username: string } }) => t.user.username === username,
-  );
-  expect(theirs.length).toBeGreaterThan(0);
-  for (const t of theirs)
-    expect((await a.req("DELETE", `/api/users/tokens/${t.id}/`)).status).toBe(204);
-}
-
 beforeAll(async () => {
   a = await makeTestApp();
   const url = a.deps.config.database.url;
   expect(url.startsWith("file:")).toBe(true);
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: url }, "bun");
-  const db = await openDatabase(config.database.url, undefined, {
-    readPool: config.database.readPool,
-  });
-  b = {
-    app: await createApp({ config, db, cache: createCache("memory", {}) }),
-    close: () => db.close(),
-  };
+  b = await anotherInstance(url);
   const cot = await makeCot(a, "gadget");
   await addField(a, cot.id, { name: "title", type: "text", primary: true });
 });
@@ -77,7 +56,7 @@ describe("a change through instance A holds for B's next custom-object write (lo
   test("a token revoked: B's next write is refused and writes nothing", async () => {
     const token = await a.user("co-revoked", [[["view", "add"], "custom_objects.gadget"]]);
     expect((await createViaB(token, "rv-0")).status).toBe(201); // warm: B holds the token
-    await revokeTokensOf("co-revoked");
+    await revokeTokensOf(a, "co-revoked");
     const after = await createViaB(token, "rv-1");
     expect(after.status).toBe(403);
     expect(after.body.error).toBe("invalid_token");
@@ -104,7 +83,7 @@ describe("a change through instance A holds for B's next custom-object write (lo
       Array.from({ length: 8 }, (_, i) => createViaB(token, `cr-warm-${i}`)),
     );
     expect(warm.map((r) => r.status)).toEqual(Array(8).fill(201));
-    await revokeTokensOf("co-crowd");
+    await revokeTokensOf(a, "co-crowd");
     const after = await Promise.all(
       Array.from({ length: 8 }, (_, i) => createViaB(token, `cr-late-${i}`)),
     );

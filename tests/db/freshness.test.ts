@@ -16,6 +16,7 @@ import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { anotherInstance, revokeTokensOf } from "../helpers/instances";
 import { waitFor } from "../helpers/wait";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
@@ -24,7 +25,7 @@ let hrana: HranaServer;
 let proxy: CountingProxy;
 let dir: string;
 let a: TestApp;
-let b: { app: Awaited<ReturnType<typeof createApp>>; close(): Promise<void> };
+let b: Awaited<ReturnType<typeof anotherInstance>>;
 let cotId: number;
 let objectId: number;
 
@@ -79,17 +80,6 @@ async function tokenUsed(username: string) {
   return mine.length > 0 && mine.every((t: { last_used: string | null }) => t.last_used);
 }
 
-/** Deletes every token of `username` through instance A. */
-async function revokeTokensOf(username: string) {
-  const tokens = await a.json("GET", "/api/users/tokens/?limit=1000");
-  const theirs = tokens.body.results.filter(
-    (t: { user: { username: string } }) => t.user.username === username,
-  );
-  expect(theirs.length).toBeGreaterThan(0);
-  for (const t of theirs)
-    expect((await a.req("DELETE", `/api/users/tokens/${t.id}/`)).status).toBe(204);
-}
-
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "host-freshness-"));
   hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
@@ -97,12 +87,7 @@ beforeAll(async () => {
   a = await makeTestApp({ DATABASE_URL: proxy.url });
   // Instance B: another app with caches of its own on the same database (another process or
   // isolate, as far as the caches can tell).
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: proxy.url }, "bun");
-  const db = await openDatabase(config.database.url);
-  b = {
-    app: await createApp({ config, db, cache: createCache("memory", {}) }),
-    close: () => db.close(),
-  };
+  b = await anotherInstance(proxy.url);
   const cot = await makeCot(a, "gadget");
   cotId = cot.id;
   await addField(a, cotId, { name: "title", type: "text", primary: true });
@@ -121,7 +106,7 @@ describe("a change through instance A is seen by the next read through instance 
     const token = await a.user("revoked-user", [[["view"], "dcim.site"]]);
     expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(200);
     expect((await viaB("GET", "/api/dcim/sites/", token)).status).toBe(200); // warm
-    await revokeTokensOf("revoked-user");
+    await revokeTokensOf(a, "revoked-user");
     const after = await viaB("GET", "/api/dcim/sites/", token);
     expect(after.status).toBe(403);
     expect(after.body.error).toBe("invalid_token");
@@ -131,7 +116,7 @@ describe("a change through instance A is seen by the next read through instance 
     const token = await a.user("revoked-status", [[["view"], "dcim.site"]]);
     expect((await viaB("GET", "/api/status/", token)).status).toBe(200);
     expect((await viaB("GET", "/api/status/", token)).status).toBe(200); // warm
-    await revokeTokensOf("revoked-status");
+    await revokeTokensOf(a, "revoked-status");
     expect((await viaB("GET", "/api/status/", token)).status).toBe(403);
   });
 
@@ -231,7 +216,7 @@ describe("a change through instance A is seen by the next read through instance 
     const body = await after.json();
     expect(body.errors).toBeUndefined();
     expect(body.data.custom_objects_gadget_list[0]).toHaveProperty("weight", null);
-    await revokeTokensOf("graphql-user");
+    await revokeTokensOf(a, "graphql-user");
     expect((await query("{ custom_objects_gadget_list { title } }")).status).toBe(403);
   });
 
@@ -278,7 +263,7 @@ describe("a change through instance A holds for the next write through instance 
     const token = await a.user("revoked-writer", [[["view", "add", "change"], "dcim.site"]]);
     const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "w0", slug: "w0" });
     expect(site.status).toBe(201); // warm: B holds the token and its grants
-    await revokeTokensOf("revoked-writer");
+    await revokeTokensOf(a, "revoked-writer");
     await settleBackground();
     proxy.reset();
     const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "w1", slug: "w1" });

@@ -9,14 +9,11 @@ import { sql } from "drizzle-orm";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../../src/app";
-import { loadConfig } from "../../src/config";
 import { libsqlDatabase } from "../../src/db/libsql";
-import { openDatabase } from "../../src/db/local";
 import { sites } from "../../src/db/schema";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { createCache } from "../../src/services/cache";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { anotherInstance } from "../helpers/instances";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 
 let hrana: HranaServer;
@@ -24,7 +21,7 @@ let proxy: CountingProxy;
 let dir: string;
 let a: TestApp;
 /** Another app on the same database, with caches of its own (another process or isolate). */
-let b: { app: TestApp["app"]; close: () => Promise<void> };
+let b: Awaited<ReturnType<typeof anotherInstance>>;
 const siteIds: number[] = [];
 const READERS = 12;
 
@@ -33,12 +30,7 @@ beforeAll(async () => {
   hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
   proxy = startCountingProxy(hrana.url);
   a = await makeTestApp({ DATABASE_URL: proxy.url });
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: proxy.url }, "bun");
-  const db = await openDatabase(config.database.url);
-  b = {
-    app: await createApp({ config, db, cache: createCache("memory", {}) }),
-    close: () => db.close(),
-  };
+  b = await anotherInstance(proxy.url);
   for (let i = 0; i < READERS; i++) {
     const made = await a.json("POST", "/api/dcim/sites/", {
       body: { name: `site ${i}`, slug: `site-${i}` },

@@ -19,7 +19,7 @@ import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
-import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, choiceSet, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -275,14 +275,7 @@ test("custom-object writes: POST, bulk of 100, PATCH, PUT, DELETE — ≤ 2 each
     type: "multiobject",
     related_object_type: "dcim.site",
   });
-  const holder = await makeCot(t, "holder");
-  await addField(t, holder.id, { name: "name", type: "text", primary: true });
-  await addField(t, holder.id, {
-    name: "rack",
-    type: "object",
-    related_object_type: "custom_objects.rack",
-    on_delete_behavior: "set_null",
-  });
+  await namedCot(t, "holder", { rack: { to: "custom_objects.rack", onDelete: "set_null" } });
   const tag = (await t.json("POST", "/api/extras/tags/", { body: { name: "blue", slug: "blue" } }))
     .body.id;
   const rack = () => ({ title: `r${next()}`, site: siteId, sites: [siteId], tags: [tag] });
@@ -617,32 +610,11 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
 
 test("cascading deletes: a custom object to its child, a site through two levels, with If-Match — ≤ 2 each", async () => {
   // part ← piece (cascade); site ← sitenote (cascade) ← notepart (cascade); notepart has a tag
-  const part = await makeCot(t, "part");
-  await addField(t, part.id, { name: "name", type: "text", primary: true });
-  const piece = await makeCot(t, "piece");
-  await addField(t, piece.id, { name: "name", type: "text", primary: true });
-  await addField(t, piece.id, {
-    name: "part",
-    type: "object",
-    related_object_type: "custom_objects.part",
-    on_delete_behavior: "cascade",
-  });
-  const note = await makeCot(t, "sitenote");
-  await addField(t, note.id, { name: "name", type: "text", primary: true });
-  await addField(t, note.id, {
-    name: "site",
-    type: "object",
-    related_object_type: "dcim.site",
-    on_delete_behavior: "cascade",
-  });
-  const notePart = await makeCot(t, "notepart");
-  await addField(t, notePart.id, { name: "name", type: "text", primary: true });
-  await addField(t, notePart.id, {
-    name: "note",
-    type: "object",
-    related_object_type: "custom_objects.sitenote",
-    on_delete_behavior: "cascade",
-  });
+  const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
+  await namedCot(t, "part");
+  const piece = await namedCot(t, "piece", { part: cascade("custom_objects.part") });
+  await namedCot(t, "sitenote", { site: cascade("dcim.site") });
+  await namedCot(t, "notepart", { note: cascade("custom_objects.sitenote") });
   const parts: number[] = [];
   const pieces: number[] = [];
   for (let i = 0; i < 3; i++) {

@@ -10,19 +10,16 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { and, eq } from "drizzle-orm";
-import { createApp } from "../../src/app";
-import { loadConfig } from "../../src/config";
-import { openDatabase } from "../../src/db/local";
 import { jobs } from "../../src/db/schema";
-import { createCache } from "../../src/services/cache";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { anotherInstance } from "../helpers/instances";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
 
 interface Pair {
   a: TestApp;
-  b: { app: Awaited<ReturnType<typeof createApp>>; close(): Promise<void> };
+  b: Awaited<ReturnType<typeof anotherInstance>>;
   /** Counts the round trips to the remote database (null on a local file). */
   proxy: CountingProxy | null;
   stop(): Promise<void>;
@@ -36,14 +33,7 @@ async function pairOn(kind: "remote" | "local"): Promise<Pair> {
   const proxy = hrana ? startCountingProxy(hrana.url) : null;
   const a = await makeTestApp(proxy ? { DATABASE_URL: proxy.url } : {});
   const url = a.deps.config.database.url;
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: url }, "bun");
-  const db = await openDatabase(config.database.url, undefined, {
-    readPool: config.database.readPool,
-  });
-  const b = {
-    app: await createApp({ config, db, cache: createCache("memory", {}) }),
-    close: () => db.close(),
-  };
+  const b = await anotherInstance(url);
   return {
     a,
     b,

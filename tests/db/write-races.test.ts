@@ -13,7 +13,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { waitFor } from "../helpers/wait";
 import { userWith } from "../helpers/grants";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
 let hrana: HranaServer;
 let proxy: CountingProxy;
@@ -74,6 +74,13 @@ const changesOf = async (id: number) =>
     (c: { changed_object_type: string }) => c.changed_object_type === "dcim.site",
   );
 
+/** Of two racing answers, one 200 and one 409 `write_conflict`: the 200. */
+function winnerOf<A extends { status: number; body: any }>(a: A, b: A): A {
+  expect([a.status, b.status].sort()).toEqual([200, 409]);
+  expect((a.status === 409 ? a : b).body.error).toBe("write_conflict");
+  return a.status === 200 ? a : b;
+}
+
 test("two PATCHes of one site from the same read: one 200, the other 409, nothing lost", async () => {
   const site = await newSite();
   const [a, b] = await race(
@@ -81,11 +88,7 @@ test("two PATCHes of one site from the same read: one 200, the other 409, nothin
       (d) => () => t.json("PATCH", `/api/dcim/sites/${site.id}/`, { body: { description: d } }),
     ),
   );
-  const statuses = [a!.status, b!.status].sort();
-  expect(statuses).toEqual([200, 409]);
-  const loser = a!.status === 409 ? a! : b!;
-  const winner = a!.status === 200 ? a! : b!;
-  expect(loser.body.error).toBe("write_conflict");
+  const winner = winnerOf(a!, b!);
   const now = (await t.json("GET", `/api/dcim/sites/${site.id}/`)).body;
   expect(now.description).toBe(winner.body.description);
   expect(now.last_updated).toBe(winner.body.last_updated);
@@ -197,8 +200,7 @@ test("host models with hooks (decision 0092): two PATCHes of a user's groups, on
     () => t.json("PATCH", `/api/users/users/${user.id}/`, { body: { groups: [g1] } }),
     () => t.json("PATCH", `/api/users/users/${user.id}/`, { body: { groups: [g2] } }),
   ]);
-  expect([a!.status, b!.status].sort()).toEqual([200, 409]);
-  const winner = a!.status === 200 ? a! : b!;
+  const winner = winnerOf(a!, b!);
   const now = (await t.json("GET", `/api/users/users/${user.id}/`)).body;
   // the winner's groups alone: the loser's link statements rolled back with its UPDATE
   expect(now).toEqual(winner.body);
@@ -272,23 +274,31 @@ test("a group's grants changed while a user joins it: the join answers 409, no g
   expect(again.status).toBe(403);
 });
 
-test("an event rule naming a webhook deleted while it was written: 400, no rule pointing nowhere", async () => {
-  const hook = (
+/** A webhook made for a race; its id. */
+const raceHook = async (name: string): Promise<number> =>
+  (
     await t.json("POST", "/api/extras/webhooks/", {
-      body: { name: "race-hook", payload_url: "https://example.com/race" },
+      body: { name, payload_url: `https://example.com/${name}` },
     })
   ).body.id;
+
+/** Creates an event rule on site creations that calls webhook `hook`. */
+const ruleCalling = (name: string, hook: number) =>
+  t.json("POST", "/api/extras/event-rules/", {
+    body: {
+      name,
+      object_types: ["dcim.site"],
+      event_types: ["object_created"],
+      action_object_type: "extras.webhook",
+      action_object_id: hook,
+    },
+  });
+
+test("an event rule naming a webhook deleted while it was written: 400, no rule pointing nowhere", async () => {
+  const hook = await raceHook("race-hook");
   proxy.hold((statements) => statements.some((s) => /^insert into "event_rules"/i.test(s)));
   try {
-    const made = t.json("POST", "/api/extras/event-rules/", {
-      body: {
-        name: "race-rule",
-        object_types: ["dcim.site"],
-        event_types: ["object_created"],
-        action_object_type: "extras.webhook",
-        action_object_id: hook,
-      },
-    });
+    const made = ruleCalling("race-rule", hook);
     await untilHeld(1);
     expect((await t.json("DELETE", `/api/extras/webhooks/${hook}/`)).status).toBe(204);
     proxy.release();
@@ -303,24 +313,12 @@ test("an event rule naming a webhook deleted while it was written: 400, no rule 
 });
 
 test("a webhook deleted while a rule comes to call it: the delete answers 409, the rule keeps its webhook", async () => {
-  const hook = (
-    await t.json("POST", "/api/extras/webhooks/", {
-      body: { name: "race-hook-2", payload_url: "https://example.com/race2" },
-    })
-  ).body.id;
+  const hook = await raceHook("race-hook-2");
   proxy.hold((statements) => statements.some((s) => /^delete from "webhooks"/i.test(s)));
   try {
     const deleted = t.json("DELETE", `/api/extras/webhooks/${hook}/`);
     await untilHeld(1);
-    const rule = await t.json("POST", "/api/extras/event-rules/", {
-      body: {
-        name: "race-rule-2",
-        object_types: ["dcim.site"],
-        event_types: ["object_created"],
-        action_object_type: "extras.webhook",
-        action_object_id: hook,
-      },
-    });
+    const rule = await ruleCalling("race-rule-2", hook);
     expect(rule.status, JSON.stringify(rule.body)).toBe(201);
     proxy.release();
     const answer = await deleted;
@@ -362,10 +360,7 @@ describe("custom objects (decision 0090)", () => {
         (note) => () => t.json("PATCH", `${CO}/racer/${thing.id}/`, { body: { note } }),
       ),
     );
-    expect([a!.status, b!.status].sort()).toEqual([200, 409]);
-    const loser = a!.status === 409 ? a! : b!;
-    const winner = a!.status === 200 ? a! : b!;
-    expect(loser.body.error).toBe("write_conflict");
+    const winner = winnerOf(a!, b!);
     const now = (await t.json("GET", `${CO}/racer/${thing.id}/`)).body;
     expect(now.note).toBe(winner.body.note);
     expect(now.last_updated).toBe(winner.body.last_updated);
@@ -430,16 +425,8 @@ describe("custom objects (decision 0090)", () => {
 describe("a cascading delete raced by a write to its dependants (decision 0109)", () => {
   let parentType: number;
   beforeAll(async () => {
-    parentType = (await makeCot(t, "racebox")).id;
-    await addField(t, parentType, { name: "name", type: "text", primary: true });
-    const child = await makeCot(t, "raceitem");
-    await addField(t, child.id, { name: "name", type: "text", primary: true });
-    await addField(t, child.id, {
-      name: "box",
-      type: "object",
-      related_object_type: "custom_objects.racebox",
-      on_delete_behavior: "cascade",
-    });
+    parentType = (await namedCot(t, "racebox")).id;
+    await namedCot(t, "raceitem", { box: { to: "custom_objects.racebox", onDelete: "cascade" } });
     // a first cascading delete keeps the fields pointing at the types (the next plans in its read)
     const warm = (await create(t, "racebox", { name: "warm" })).id;
     await create(t, "raceitem", { name: "warm item", box: warm });

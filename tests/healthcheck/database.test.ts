@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startHranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { startCountingProxy } from "../helpers/counting-proxy";
 import { HEALTH, healthConfig, healthJson } from "./helpers";
 
 const open: Array<() => Promise<unknown>> = [];
@@ -73,5 +74,34 @@ describe("Database check", () => {
     expect(
       await (await t.req("GET", `${HEALTH}?format=openmetrics`, { token: null })).text(),
     ).toContain('driver="libsql"');
+  });
+
+  test("a remote database: one round trip, one write and one read; the table is made once, by the migrations", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-health-db-"));
+    open.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const hrana = await startHranaServer({ path: join(dir, "remote.db") });
+    open.push(() => hrana.stop());
+    const proxy = startCountingProxy(hrana.url);
+    open.push(() => proxy.stop());
+    const t = await makeTestApp({ DATABASE_URL: proxy.url, PLUGINS_CONFIG: settings });
+    open.push(() => t.close());
+    // the migrations made the table: no probe has run yet
+    const made = await t.deps.db.client.execute(
+      "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'host_health'",
+    );
+    expect(Number(made.rows[0]!.n)).toBe(1);
+    const probe = async () => {
+      proxy.reset();
+      expect((await healthJson(t)).body.checks).toEqual({ Database: "working" });
+      return { trips: proxy.count, sql: proxy.log.flatMap((trip) => trip.sql) };
+    };
+    await probe(); // warm
+    const { trips, sql } = await probe();
+    expect(trips).toBe(1);
+    // the batch's own BEGIN/COMMIT aside: the upsert of the one row, then the read
+    const work = sql.filter((s) => !/^(BEGIN|COMMIT|ROLLBACK)\b/i.test(s.trim()));
+    expect(work).toHaveLength(2);
+    expect(work[0]).toMatch(/^INSERT INTO "host_health"/);
+    expect(work[1]).toMatch(/^SELECT 1\b/);
   });
 });

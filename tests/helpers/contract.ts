@@ -599,22 +599,15 @@ export function contractSuite(
         const made = await created(`${CO}/${slug}/`, instance());
         const r = await json("GET", `${CO}/${slug}/${made.id}/`);
         expect(r.status).toBe(200);
+        // every value comes back as sent; the time in full, relations as nested objects
+        const { devices: _ids, ...sent } = instance();
         expect(r.body).toMatchObject({
+          ...sent,
           id: made.id,
           url: `${t.base}${CO}/${slug}/${made.id}/`,
           display: "Alpha",
           custom_object_type: { id: cotId, slug },
-          title: "Alpha",
-          notes: "multi\nline",
-          count: 7,
-          price: 12.5,
-          enabled: true,
-          day: "2024-02-29",
           moment: "2024-03-01T10:20:30.000Z",
-          link: "https://example.test/x?q=1",
-          blob: { nested: [1, "two", null] },
-          speed: "fast",
-          speeds: ["slow", "fast"],
           site: { id: siteId, url: `${t.base}/api/dcim/sites/${siteId}/` },
         });
         expect(r.body.devices.map((d: { id: number }) => d.id)).toEqual(deviceIds);

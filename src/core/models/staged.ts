@@ -5,17 +5,10 @@
  */
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { guardChanged, isWriteConflict, WriteConflictError } from "../../db/client";
+import { guardChanged } from "../../db/client";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
-import {
-  ApiError,
-  ErrorCollector,
-  forbidden,
-  notFound,
-  ValidationError,
-  type FieldErrors,
-} from "../errors";
+import { ErrorCollector, forbidden, notFound, ValidationError, type FieldErrors } from "../errors";
 import { mapConstraintError } from "../rest/constraints";
 import { restrictWhere } from "../auth/restrict";
 import { stageChanges, type StagedChange } from "../changes/record";
@@ -36,6 +29,11 @@ import type {
 import { createdRowId, newIdMarker, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "../../db/natural";
 import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
+import { runStagedBatch } from "./batch-failure";
+import { editedTags, tagEditsOf } from "../rest/tag-edits";
+
+// The answers a failed batch gives, where the custom objects' staged writer imports them from.
+export { outsideConstraints, preconditionFailed } from "./batch-failure";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -561,37 +559,22 @@ class StagedWriter {
     found: Found,
     objectTypeId: number,
   ): TagRow[] | null {
-    const adding = Object.hasOwn(input, "add_tags");
-    const removing = Object.hasOwn(input, "remove_tags");
-    if (!this.spec.tags || (!adding && !removing)) return null;
-    if (Object.hasOwn(input, "tags"))
-      throw ValidationError.field(
-        "tags",
-        "tags may not be combined with add_tags or remove_tags in the same request.",
-      );
-    if (removing && !existing)
-      throw ValidationError.field(
-        "remove_tags",
-        "remove_tags is only valid when updating an object.",
-      );
+    if (!this.spec.tags) return null;
+    const edits = tagEditsOf(input, existing !== null);
+    if (!edits) return null;
     const resolve = (field: string, raw: unknown) => {
       const r = this.resolveTags(raw, found.tagRows, objectTypeId);
       if ("error" in r) throw ValidationError.field(field, r.error);
       return r.tags;
     };
-    const added = adding ? resolve("add_tags", input.add_tags) : [];
-    const removed = new Set(
-      (removing ? resolve("remove_tags", input.remove_tags) : []).map((t) => t.id),
-    );
-    if (added.some((t) => removed.has(t.id)))
-      throw ValidationError.field(
-        "add_tags",
-        "The same tag may not appear in both add_tags and remove_tags.",
-      );
+    const added = edits.adding ? resolve("add_tags", edits.add) : [];
+    const removed = edits.removing ? resolve("remove_tags", edits.remove) : [];
     const held = existing ? (found.storedTags?.get(existing.id) ?? []) : [];
-    const out = new Map<number, TagRow>();
-    for (const t of [...held.filter((t) => !removed.has(t.id)), ...added]) out.set(t.id, t);
-    return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const rows = new Map([...held, ...added].map((t) => [t.id, t]));
+    const ids = (tags: TagRow[]) => tags.map((t) => t.id);
+    return editedTags(ids(held), ids(added), ids(removed))
+      .map((id) => rows.get(id)!)
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Fills the natural-ordering column from its source field when the write sets that field. */
@@ -877,12 +860,10 @@ class StagedWriter {
   }
 
   /**
-   * Runs the batch; constraint failures map to 400/409 as in a transaction. A failed guard is a
-   * delete hook's (its own answer, or "transaction" to redo the delete in one), a lost race (409,
-   * or 412 when the caller sent `If-Match`) where a row's stamp moved since the read phase, else
-   * the permission guard (403). The reads that tell them apart run on failure only.
+   * Runs the batch; constraint failures map to 400/409 as in a transaction, a failed guard is
+   * explained by `runStagedBatch` (a delete hook's answer, a lost race, else 403).
    */
-  async runBatch(
+  runBatch(
     ctx: WriteContext,
     batch: WriteBatch,
     action: "add" | "change" | "delete",
@@ -890,25 +871,18 @@ class StagedWriter {
     preconditioned: boolean,
     hooks: StagedHook[] = [],
   ): Promise<"transaction" | undefined> {
-    try {
-      await batch.run(ctx);
-      return undefined;
-    } catch (e) {
-      if (!isWriteConflict(e)) throw mapConstraintError(e, this.parts.resource) ?? e;
-      for (const hook of hooks)
-        if ((await hook.explain?.()) === "transaction") return "transaction";
-      if (action !== "add") {
-        const now = await this.orm(ctx)
+    return runStagedBatch(() => batch.run(ctx), {
+      action,
+      read,
+      preconditioned,
+      hooks,
+      constraintError: (e) => mapConstraintError(e, this.parts.resource),
+      stampsNow: (ids) =>
+        this.orm(ctx)
           .select({ id: this.table.id, stamp: (this.table as any).lastUpdated })
           .from(this.table)
-          .where(inArray(this.table.id, [...read.keys()]));
-        const moved =
-          now.length < read.size ||
-          now.some((r) => read.get(Number(r.id)) !== (r.stamp as string | null));
-        if (moved) throw preconditioned ? preconditionFailed() : new WriteConflictError();
-      }
-      throw action === "delete" ? new WriteConflictError() : outsideConstraints(action);
-    }
+          .where(inArray(this.table.id, ids)),
+    });
   }
 
   async update(
@@ -1151,18 +1125,3 @@ function takeNested(
       related.get(name)!.set(id, build(ctx, id, JSON.parse(j)));
   }
 }
-
-/** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */
-export const preconditionFailed = () =>
-  new ApiError(412, {
-    detail: "Precondition failed: the object has changed since the ETag in If-Match was issued.",
-    error: "precondition_failed",
-  });
-
-/** `requireAfterWrite`'s answer: the object as written would fall outside the caller's constraints. */
-export const outsideConstraints = (action: "add" | "change") =>
-  ApiError.detail(
-    403,
-    `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`,
-    "permission_denied",
-  );

@@ -21,7 +21,7 @@ import {
 } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { Executor, Orm } from "../../db/client";
-import { Reusable } from "../../db/driver-internals";
+import { Prebuilt } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import type { Database } from "../../db/client";
@@ -102,7 +102,8 @@ export interface OutboxRow {
 
 const errorText = (e: unknown) => String((e as Error)?.message ?? e).slice(0, 500);
 
-const insertJob = new Reusable((db) =>
+// Built once per ORM, run on it or inside its transactions (`Prebuilt`, decision 0104).
+const insertJob = new Prebuilt<Array<{ id: number }>>((db) =>
   db
     .insert(jobs)
     .values({
@@ -113,11 +114,10 @@ const insertJob = new Reusable((db) =>
       objectId: sql.placeholder("objectId"),
       userId: sql.placeholder("userId"),
     })
-    .returning({ id: jobs.id })
-    .prepare(),
+    .returning({ id: jobs.id }),
 );
 
-const insertOutbox = new Reusable((db) =>
+const insertOutbox = new Prebuilt<Array<{ id: number }>>((db) =>
   db
     .insert(outbox)
     .values({
@@ -130,11 +130,10 @@ const insertOutbox = new Reusable((db) =>
       userId: sql.placeholder("userId"),
       key: sql.placeholder("key"),
     })
-    .returning({ id: outbox.id })
-    .prepare(),
+    .returning({ id: outbox.id }),
 );
 
-const markRelayed = new Reusable((db) =>
+const markRelayed = new Prebuilt<unknown>((db) =>
   db
     .update(outbox)
     .set({ relayed: sql`${sql.placeholder("at")}` })
@@ -143,8 +142,7 @@ const markRelayed = new Reusable((db) =>
         sql`${outbox.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`,
         isNull(outbox.relayed),
       ),
-    )
-    .prepare(),
+    ),
 );
 
 /** Messages grouped by the ready list of their job's lane (one LPUSH per lane). */
@@ -167,13 +165,17 @@ function byLane(
  */
 export async function recordOutbox(db: Executor, orm: Orm, job: OutboxJob): Promise<OutboxRow> {
   const created = nowIso();
-  const [jobRow] = await insertJob.on(db, orm).all({
-    name: job.name,
-    created,
-    objectTypeId: job.objectTypeId ?? null,
-    objectId: job.objectId ?? null,
-    userId: job.userId,
-  });
+  const [jobRow] = await insertJob.with(
+    db,
+    {
+      name: job.name,
+      created,
+      objectTypeId: job.objectTypeId ?? null,
+      objectId: job.objectId ?? null,
+      userId: job.userId,
+    },
+    orm,
+  );
   const key = crypto.randomUUID();
   const row = {
     jobId: jobRow!.id,
@@ -183,9 +185,11 @@ export async function recordOutbox(db: Executor, orm: Orm, job: OutboxJob): Prom
     userId: job.userId,
     key,
   };
-  const [out] = await insertOutbox
-    .on(db, orm)
-    .all({ ...row, created, payload: JSON.stringify(row.payload) });
+  const [out] = await insertOutbox.with(
+    db,
+    { ...row, created, payload: JSON.stringify(row.payload) },
+    orm,
+  );
   return { id: out!.id, ...row };
 }
 
@@ -547,8 +551,9 @@ export class OutboxRelay {
   }
 
   async #markRelayed(rows: OutboxRow[]) {
-    await markRelayed
-      .on(this.queue.db.orm, this.queue.db.orm)
-      .run({ at: nowIso(), ids: JSON.stringify(rows.map((r) => r.id)) });
+    await markRelayed.with(this.queue.db.orm, {
+      at: nowIso(),
+      ids: JSON.stringify(rows.map((r) => r.id)),
+    });
   }
 }
