@@ -220,11 +220,9 @@ function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppD
     await next();
   });
   // A local file deleted or replaced under the server: writes would land in the old, unlinked
-  // file and be lost at restart, so they are refused; reads go on (decision 0079). The look is
-  // at most 100 ms old: a stat per write is not worth its cost (decision 0123).
+  // file and be lost at restart, so they are refused; reads go on (decision 0079).
   app.use("*", async (c, next) => {
-    if (!READ_METHODS.has(c.req.method) && db.fileHealth.recentFileProblem())
-      throw databaseFileGone();
+    if (!READ_METHODS.has(c.req.method) && db.fileHealth.fileProblem()) throw databaseFileGone();
     await next();
   });
   // The header is read by the generator (not by the middleware's own, looser, check) and echoed below.

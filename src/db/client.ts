@@ -74,8 +74,6 @@ type HealthLog = (level: "error" | "info", msg: string, fields: Record<string, u
 export interface FileHealthReport {
   /** Null while the file opened is still the one at its path; else what happened to it. */
   fileProblem(): string | null;
-  /** The same, as found at most 100 ms ago (no look per request): for the write path. */
-  recentFileProblem(): string | null;
   /** Why the last checkpoint failed; null while they succeed (or there are none). */
   readonly checkpointError: string | null;
   /** The last integrity check's verdict; null before the first one (or where none runs). */
@@ -91,7 +89,6 @@ export interface FileHealthReport {
 /** The `fileHealth` of a database with no file of its own to watch (remote, D1, memory). */
 export const NO_FILE_HEALTH: FileHealthReport = Object.freeze({
   fileProblem: () => null,
-  recentFileProblem: () => null,
   checkpointError: null,
   integrity: null,
   noteDamaged: () => {},

@@ -10,12 +10,6 @@ import type { FileHealthReport } from "./client";
 
 /** After the check at start, the integrity check runs daily: it reads every page of the file. */
 const INTEGRITY_EVERY_MS = 24 * 3_600_000;
-/**
- * How long the write path trusts the last look at the path (`recentFileProblem`): a look is a
- * stat, about 2 µs, that every write request would otherwise pay. A file deleted or replaced is
- * noticed by writes within this; the health check and a storage fault look at once.
- */
-const LOOK_EVERY_MS = 100;
 /** Problems `quick_check` lists at most (the first few say enough). */
 const INTEGRITY_LINES = 5;
 
@@ -44,14 +38,8 @@ export class FileHealth implements FileHealthReport {
     console.error(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
   #timer: ReturnType<typeof setInterval> | null = null;
   #closed = false;
-  /** The last look at the path: when (on `now`) and what it found. */
-  #looked: { at: number; problem: string | null } | null = null;
 
-  /** `now` is the clock the write path's looks are spaced on (ms; tests inject one). */
-  constructor(
-    readonly path: string,
-    private readonly now: () => number = () => performance.now(),
-  ) {
+  constructor(readonly path: string) {
     this.#opened = identityOf(path);
   }
 
@@ -60,21 +48,8 @@ export class FileHealth implements FileHealthReport {
     this.#log = log;
   }
 
-  /** Null while the path still names the file opened; else what happened to it. Looks now. */
+  /** Null while the path still names the file opened; else what happened to it. */
   fileProblem(): string | null {
-    const problem = this.#look();
-    this.#looked = { at: this.now(), problem };
-    return problem;
-  }
-
-  /** {@link fileProblem} as found at most `LOOK_EVERY_MS` ago: the write path's check. */
-  recentFileProblem(): string | null {
-    const last = this.#looked;
-    if (last && this.now() - last.at < LOOK_EVERY_MS) return last.problem;
-    return this.fileProblem();
-  }
-
-  #look(): string | null {
     const now = identityOf(this.path);
     if (!now)
       return "the database file was deleted since the server started: writes would go to an unlinked file and be lost at restart";

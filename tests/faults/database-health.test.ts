@@ -12,13 +12,10 @@ import {
   renameSync,
   rmSync,
   statSync,
-  writeFileSync,
   writeSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { FileHealthReport } from "../../src/db/client";
-import { FileHealth } from "../../src/db/file-health";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
 import { HEALTH, healthJson } from "../healthcheck/helpers";
@@ -76,58 +73,6 @@ test("the database file deleted under the server fails the check and refuses wri
   const read = await t.json("GET", "/api/dcim/sites/");
   if (read.status !== 200)
     expect([read.status, read.body.error]).toEqual([503, "database_file_gone"]);
-});
-
-test("the write path looks at the file at most every 100 ms; the check looks at once", async () => {
-  // No stat per write request (decision 0123): a write trusts a look up to 100 ms old, on an
-  // injected clock. A real file, deleted for real.
-  const dir = mkdtempSync(join(tmpdir(), "host-file-look-"));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, "host.db");
-  writeFileSync(path, "");
-  let clock = 1_000;
-  const file = new FileHealth(path, () => clock);
-  expect(file.recentFileProblem()).toBeNull(); // the first look
-  rmSync(path);
-  clock += 99;
-  expect(file.recentFileProblem()).toBeNull(); // no look yet: still the verdict of 99 ms ago
-  clock += 1;
-  expect(file.recentFileProblem()).toContain("the database file was deleted");
-
-  // The check (and the answer to a storage fault) looks now, and writes hear it at once.
-  writeFileSync(path, "");
-  const other = new FileHealth(path, () => clock);
-  expect(other.recentFileProblem()).toBeNull();
-  rmSync(path);
-  expect(other.fileProblem()).toContain("the database file was deleted");
-  expect(other.recentFileProblem()).toContain("the database file was deleted");
-});
-
-test("writes over HTTP: one look at the file per 100 ms, not one per request", async () => {
-  const t = await app();
-  const path = t.dbUrl.slice("file:".length);
-  let clock = 0;
-  /** The real watcher, counting its looks at the path. */
-  class Counted extends FileHealth {
-    looks = 0;
-    override fileProblem() {
-      this.looks++;
-      return super.fileProblem();
-    }
-  }
-  const file = new Counted(path, () => clock);
-  // the app's middleware reads `db.fileHealth` per request: this watcher takes its place
-  (t.deps.db as { fileHealth: FileHealthReport }).fileHealth = file;
-  const site = (n: number) =>
-    t.json("POST", "/api/dcim/sites/", { body: { name: `S${n}`, slug: `s${n}` } });
-  for (let n = 1; n <= 20; n++) expect((await site(n)).status).toBe(201);
-  expect(file.looks).toBe(1);
-  // Deleted: the first write 100 ms after the last look is refused.
-  rmSync(path);
-  clock += 100;
-  const write = await site(21);
-  expect([write.status, write.body.error]).toEqual([503, "database_file_gone"]);
-  expect(file.looks).toBe(2);
 });
 
 test("the database file replaced under the server fails the check", async () => {
