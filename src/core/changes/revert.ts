@@ -8,7 +8,7 @@ import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
 import { hideUnviewable, requireObject } from "../auth/restrict";
-import { foldsCredentials, readFolded } from "../fresh-read";
+import { addGuard, foldsCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
@@ -26,7 +26,7 @@ import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/res
 import type { StagedOptions, StagedWritten } from "../context";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { objectChangeModel } from "./model";
-import { PlanReads } from "./plan-reads";
+import { PlanReads, ridingReads } from "./plan-reads";
 import { setRestoreId } from "./restore-id";
 
 /** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
@@ -129,26 +129,35 @@ async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
   return row;
 }
 
-/** The model the record is about, or 409 when it is gone (a removed custom object type). */
-async function targetOf(ctx: ReadContext, row: ChangeRow): Promise<Resource> {
-  const ot = (await ctx.services.objectTypes.byIds([row.changedObjectTypeId], ctx.db)).get(
-    row.changedObjectTypeId,
-  );
-  const label = ot ? `${ot.appLabel}.${ot.model}` : null;
-  const resource = ot
-    ? (await ctx.services.models.get(ot.appLabel, ot.model, ctx))?.resource
-    : null;
-  if (!resource)
+/**
+ * The model the record is about, or 409 when it is gone (a removed custom object type). A
+ * custom object type's model comes from the plugin's cache where it is there, its guard riding
+ * in the request's next read (decision 0118); otherwise it is read.
+ */
+async function targetOf(c: Ctx, ctx: ReadContext, row: ChangeRow): Promise<Resource> {
+  const cached = ctx.services.models.cachedByObjectType(row.changedObjectTypeId);
+  if (cached?.info.resource) addGuard(c, cached.guard);
+  const known = cached?.info.resource ? cached : await readTarget(ctx, row);
+  const resource = known?.info.resource;
+  if (!known || !resource)
     throw conflictError([
       { reason: "fields_changed", field: null, detail: "The object's type no longer exists." },
     ]);
-  if (NOT_REVERTABLE.has(label!))
+  if (NOT_REVERTABLE.has(known.label))
     throw ApiError.detail(
       400,
       `Changes to ${resource.verboseName} objects cannot be reverted.`,
       "not_revertable",
     );
   return resource;
+}
+
+async function readTarget(ctx: ReadContext, row: ChangeRow) {
+  const ot = (await ctx.services.objectTypes.byIds([row.changedObjectTypeId], ctx.db)).get(
+    row.changedObjectTypeId,
+  );
+  const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
+  return ot && info ? { label: `${ot.appLabel}.${ot.model}`, info } : null;
 }
 
 function conflictError(conflicts: Conflict[]): ApiError {
@@ -380,14 +389,8 @@ async function planRemove(reads: PlanReads, resource: Resource, row: ChangeRow):
   return { action: "delete", input: {}, current, conflicts };
 }
 
-/** The plan, its reads made together (`inTransaction`: one by one on its connection). */
-function planOf(
-  ctx: ReadContext,
-  resource: Resource,
-  row: ChangeRow,
-  inTransaction: boolean,
-): Promise<Plan> {
-  const reads = new PlanReads(ctx, !inTransaction);
+/** The plan, its reads made through `reads` (together, or one by one in a transaction). */
+function planOf(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   if (row.action === "update") return planUpdate(reads, resource, row);
   if (row.action === "delete") return planRestore(reads, resource, row);
   return planRemove(reads, resource, row);
@@ -403,14 +406,14 @@ type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
  * delete), 409 on what stands in the way (unless forced), the fields a write refused left out.
  */
 async function checkedPlan(
-  ctx: ReadContext,
+  reads: PlanReads,
   auth: WriteContext["auth"],
   resource: Resource,
   row: ChangeRow,
   opts: RevertOptions,
-  inTransaction = false,
 ): Promise<{ plan: Plan; conflicts: Conflict[] }> {
-  const plan = await planOf(ctx, resource, row, inTransaction);
+  const ctx = reads.ctx;
+  const plan = await planOf(reads, resource, row);
   // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
   if (plan.current && plan.action !== "create")
     await requireObject(
@@ -438,7 +441,8 @@ function revertInTransaction(
   opts: RevertOptions,
 ): Promise<ApiRecord> {
   return inTransaction(c, resource, async (ctx) => {
-    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts, true);
+    const reads = new PlanReads(ctx, null);
+    const { plan, conflicts } = await checkedPlan(reads, ctx.auth, resource, row, opts);
     const id = row.changedObjectId;
     let record: ApiRecord | null = null;
     if (plan.action === "update" && Object.keys(plan.input).length) {
@@ -453,11 +457,17 @@ function revertInTransaction(
   });
 }
 
+/** The write a revert makes: an update's is an update, a delete's a create, a create's a delete. */
+const writerOf = (staged: Resource["staged"], row: ChangeRow) =>
+  ({ update: staged?.update, delete: staged?.create, create: staged?.delete })[
+    row.action as "update" | "delete" | "create"
+  ];
+
 /**
- * Where the model's writes are staged (decisions 0083, 0090, 0113), the revert's is too: the plan
- * read first, then one staged write with the object's stamp as its precondition (a change in
- * between is a 409), the change record it wrote read at the end of its batch. A dry run answers
- * from the plan's read alone. Null when the write cannot be staged (it then runs in a
+ * Where the model's writes are staged (decisions 0083, 0090, 0113, 0118), the revert's is too:
+ * one read (the plan's reads riding in the write's read phase), then one batch. A revert the
+ * change record's fields alone do not settle (a forced one leaving fields out, a plan that turned
+ * out to differ) reads its plan first. Null when the write cannot be staged (it then runs in a
  * transaction).
  */
 async function revertStaged(
@@ -467,43 +477,161 @@ async function revertStaged(
   opts: RevertOptions,
 ): Promise<ApiRecord | null> {
   const staged = resource.staged;
-  // the write a revert makes: an update's is an update, a delete's a create, a create's a delete
-  const writer = { update: staged?.update, delete: staged?.create, create: staged?.delete }[
-    row.action as "update" | "delete" | "create"
-  ];
-  if (!opts.dryRun && (!staged || !writer)) return null;
+  const writer = writerOf(staged, row);
+  const input = opts.dropped.length ? null : inputOf(resource, row);
+  if (staged && writer && input) {
+    const done = await revertInOneRead(c, staged, resource, row, opts, input);
+    if (done !== REPLAN) return done;
+  }
+  if (opts.dryRun) return dryRunOfPlan(c, resource, row, opts);
+  if (!staged || !writer) return null;
   const ctx = readContext(c);
-  const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
+  const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
+  const { plan, conflicts } = await checkedPlan(reads, c.var.auth, resource, row, opts);
   const answer = (record: ApiRecord | null, change: number | null) =>
     answerOf(ctx, c.var.auth, resource, row, plan, record, conflicts, change);
-  if (opts.dryRun) return answer(wouldBe(row, plan), null);
   if (plan.action === "update" && !Object.keys(plan.input).length) return answer(null, null);
-  const written = await withChangeRead(c, row, (w) => stagedWrite(w, staged!, resource, row, plan));
+  const stamp = () => stampOf(plan);
+  const written = await withChangeRead(c, row, (w) =>
+    stagedWrite(w, staged, resource, row, plan.action, plan.input, stamp),
+  );
   if (written.result === "transaction") return null;
   return answer(written.result?.record ?? null, written.change);
 }
 
-/** The plan's write as the model's staged writer makes it, the object's stamp its precondition. */
+/** A dry run of a model whose writes are not staged: the plan's answer, its one read alone. */
+async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: RevertOptions) {
+  const ctx = readContext(c);
+  const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
+  const { plan, conflicts } = await checkedPlan(reads, c.var.auth, resource, row, opts);
+  return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
+}
+
+/** The plan read found what the change record's fields alone did not foresee: plan first. */
+const REPLAN = Symbol("replan");
+class Replan extends Error {}
+/** A dry run's write, stopped where its batch would be sent: nothing is written. */
+class DryRunStop extends Error {}
+
+/**
+ * What the change record says the write is, before anything is read: an update's changed fields
+ * to their values before; a delete's whole record (its own fields) back; a create's nothing.
+ * Null when there is nothing to write.
+ */
+function inputOf(resource: Resource, row: ChangeRow): ApiRecord | null {
+  const pre = snapshot(row.prechangeData) ?? {};
+  if (row.action === "create") return {};
+  if (row.action === "update") {
+    const fields = changedFields(row).filter((f) => f in pre);
+    return fields.length ? Object.fromEntries(fields.map((f) => [f, pre[f]])) : null;
+  }
+  const own = ownFields(resource);
+  const fields = Object.keys(pre).filter((f) => !META.has(f) && (!own || own.has(f)));
+  return Object.fromEntries(fields.map((f) => [f, pre[f]]));
+}
+
+/** The same fields with the same values (as compared: nested objects by type and id). */
+const sameInput = (a: ApiRecord, b: ApiRecord) =>
+  Object.keys(a).length === Object.keys(b).length &&
+  Object.keys(a).every((k) => Object.hasOwn(b, k) && same(a[k], b[k]));
+
+/**
+ * The revert as one staged write of `input` whose read phase carries the plan's reads (decision
+ * 0118): the plan is checked on what that one read saw, before the batch (a conflict: 409, a
+ * plan that writes something else: `REPLAN`, nothing sent either way). The object's stamp as read
+ * is the write's precondition, and the batch's guards (the primary key, unique keys, row stamps)
+ * catch what changes between the read and the batch. A dry run stops where its batch would be
+ * sent, after every check the write makes before it.
+ */
+async function revertInOneRead(
+  c: Ctx,
+  staged: NonNullable<Resource["staged"]>,
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+  input: ApiRecord,
+): Promise<ApiRecord | null | typeof REPLAN> {
+  const ctx = readContext(c);
+  const { reads, ride, handedOver } = ridingReads(ctx);
+  const planned = checkedPlan(reads, c.var.auth, resource, row, opts);
+  planned.catch(() => undefined); // awaited in `withPlan`; a write that fails first leaves it
+  let checked: { plan: Plan; conflicts: Conflict[] } | null = null;
+  const withPlan = async (theirs: unknown[], read: (all: unknown[]) => Promise<unknown[]>) => {
+    if (checked) return read(theirs);
+    const noRead = planned.then(() => Promise.reject(new Error("revert plan made no read")));
+    await Promise.race([handedOver, noRead]);
+    const rows = await ride(theirs, read);
+    checked = await planned;
+    if (!sameInput(checked.plan.input, input)) throw new Replan();
+    return rows;
+  };
+  const action = { update: "update", delete: "create", create: "delete" } as const;
+  const stamp = () => (checked ? stampOf(checked.plan) : null);
+  try {
+    const written = await withChangeRead(c, row, (w) => {
+      const read = (all: unknown[]) => w.readPhase!(all);
+      return stagedWrite(
+        {
+          ...w,
+          readPhase: (queries) => withPlan([...queries], read),
+          writeBatch: async (items) => {
+            if (!checked) await withPlan([], read);
+            if (opts.dryRun) throw new DryRunStop();
+            return w.writeBatch!(items);
+          },
+        },
+        staged,
+        resource,
+        row,
+        action[row.action as keyof typeof action],
+        input,
+        stamp,
+      );
+    });
+    if (written.result === "transaction") return opts.dryRun ? REPLAN : null;
+    const { plan, conflicts } = checked!;
+    return answerOf(
+      ctx,
+      c.var.auth,
+      resource,
+      row,
+      plan,
+      written.result?.record ?? null,
+      conflicts,
+      written.change,
+    );
+  } catch (e) {
+    if (e instanceof Replan) return REPLAN;
+    if (!(e instanceof DryRunStop)) throw e;
+    const { plan, conflicts } = checked!;
+    return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
+  }
+}
+
+/** The object's `last_updated` as the plan read it. */
+const stampOf = (plan: Plan) => (plan.current?.last_updated as string | null | undefined) ?? null;
+
+/** The revert's write as the model's staged writer makes it, the object's stamp its precondition. */
 async function stagedWrite(
   w: WriteContext,
   staged: NonNullable<Resource["staged"]>,
   resource: Resource,
   row: ChangeRow,
-  plan: Plan,
+  action: Plan["action"],
+  input: ApiRecord,
+  stamp: () => string | null,
 ): Promise<StagedWritten | "transaction" | undefined> {
   const id = row.changedObjectId;
-  const stamp = plan.current?.last_updated ?? null;
   const precondition = (now: string | null) => {
-    if (now !== stamp)
+    if (now !== stamp())
       throw conflictError([
         { reason: "later_change", field: null, detail: "The object changed during the revert." },
       ]);
   };
   const options = { resource, bulk: false, precondition };
-  if (plan.action === "update")
-    return (await staged.update!(w, [{ id, input: plan.input }], true, options))[0];
-  if (plan.action === "create")
-    return (await restoreStaged(w, staged, plan.input, { resource, bulk: false, ids: [id] }))[0];
+  if (action === "update") return (await staged.update!(w, [{ id, input }], true, options))[0];
+  if (action === "create")
+    return (await restoreStaged(w, staged, input, { resource, bulk: false, ids: [id] }))[0];
   return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
 }
 
@@ -688,7 +816,7 @@ export function mountRevertRoute(api: Hono<HonoEnv>) {
       const raw = c.req.param("id") ?? "";
       if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
       const row = await visibleChange(c, Number(raw));
-      const resource = await targetOf(readContext(c), row);
+      const resource = await targetOf(c, readContext(c), row);
       const action =
         row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
       await requirePermission(c, WRITE_PERMISSION[action], resource);
