@@ -510,6 +510,15 @@ async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: Re
 /** The plan read found what the change record's fields alone did not foresee: plan first. */
 const REPLAN = Symbol("replan");
 class Replan extends Error {}
+/**
+ * The plan or its read refused the revert (a conflict, a stale cache): the refusal, carried past
+ * the writer's own handling of errors (which would take it for its own).
+ */
+class PlanRefused extends Error {
+  constructor(readonly refusal: unknown) {
+    super("revert refused by its plan");
+  }
+}
 /** A dry run's write, stopped where its batch would be sent: nothing is written. */
 class DryRunStop extends Error {}
 
@@ -553,29 +562,36 @@ async function revertInOneRead(
 ): Promise<ApiRecord | null | typeof REPLAN> {
   const ctx = readContext(c);
   const { reads, ride, handedOver } = ridingReads(ctx);
-  const planned = checkedPlan(reads, c.var.auth, resource, row, opts);
+  // the plan's refusal passes the writer's own error handling unread
+  const planned = checkedPlan(reads, c.var.auth, resource, row, opts).catch((e) =>
+    Promise.reject(new PlanRefused(e)),
+  );
   planned.catch(() => undefined); // awaited in `withPlan`; a write that fails first leaves it
   let checked: { plan: Plan; conflicts: Conflict[] } | null = null;
-  const withPlan = async (theirs: unknown[], read: (all: unknown[]) => Promise<unknown[]>) => {
-    if (checked) return read(theirs);
+  let read = false;
+  const withPlan = async (theirs: unknown[], readThem: (all: unknown[]) => Promise<unknown[]>) => {
+    if (read) return readThem(theirs);
+    read = true;
     const noRead = planned.then(() => Promise.reject(new Error("revert plan made no read")));
     await Promise.race([handedOver, noRead]);
-    const rows = await ride(theirs, read);
-    checked = await planned;
-    if (!sameInput(checked.plan.input, input)) throw new Replan();
+    // what the shared read refuses (a guard's cache stale) passes the writer's handling unread
+    const rows = await ride(theirs, readThem).catch((e) => Promise.reject(new PlanRefused(e)));
+    const made = await planned;
+    checked = made;
+    if (!sameInput(made.plan.input, input)) throw new Replan();
     return rows;
   };
   const action = { update: "update", delete: "create", create: "delete" } as const;
   const stamp = () => (checked ? stampOf(checked.plan) : null);
   try {
     const written = await withChangeRead(c, row, (w) => {
-      const read = (all: unknown[]) => w.readPhase!(all);
+      const readAll = (all: unknown[]) => w.readPhase!(all);
       return stagedWrite(
         {
           ...w,
-          readPhase: (queries) => withPlan([...queries], read),
+          readPhase: (queries) => withPlan([...queries], readAll),
           writeBatch: async (items) => {
-            if (!checked) await withPlan([], read);
+            if (!read) await withPlan([], readAll);
             if (opts.dryRun) throw new DryRunStop();
             return w.writeBatch!(items);
           },
@@ -601,7 +617,9 @@ async function revertInOneRead(
       written.change,
     );
   } catch (e) {
-    if (e instanceof Replan) return REPLAN;
+    // refused before its read (an input the cached model does not know): the plan says why
+    if (e instanceof PlanRefused) throw e.refusal;
+    if (e instanceof Replan || !read) return REPLAN;
     if (!(e instanceof DryRunStop)) throw e;
     const { plan, conflicts } = checked!;
     return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
