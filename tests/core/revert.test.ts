@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
 
 let t: TestApp;
 beforeAll(async () => {
@@ -320,6 +320,32 @@ describe("custom objects", () => {
     expect(refused.body.conflicts[0].detail).toContain('check "small"');
     expect(await changeCount()).toBe(before);
     expect((await t.json("GET", `${CO}/cab/${r.id}/`)).body.size).toBe(5);
+  });
+
+  test("a dry run makes the write's checks: an earlier choice removed since is the write's 409", async () => {
+    const set = await choiceSet(t, "finishes", ["matt", "gloss"]);
+    const panel = await makeCot(t, "panel");
+    await addField(t, panel.id, { name: "name", type: "text", primary: true });
+    await addField(t, panel.id, { name: "finish", type: "select", choice_set: set.id });
+    const p = await create(t, "panel", { name: "p1", finish: "matt" });
+    await t.json("PATCH", `${CO}/panel/${p.id}/`, { body: { finish: "gloss" } });
+    const change = await lastChange("custom_objects.panel", p.id);
+    const cut = await t.json("PATCH", `/api/extras/custom-field-choice-sets/${set.id}/`, {
+      body: { extra_choices: [["gloss", "GLOSS"]] },
+    });
+    expect(cut.status, JSON.stringify(cut.body)).toBe(200);
+    const before = await changeCount();
+    // decision 0118: the dry run runs the write up to its batch, so it refuses what the write does
+    const dry = await revert(change.id, "?dry_run=true");
+    const write = await revert(change.id);
+    expect(write.status, JSON.stringify(write.body)).toBe(409);
+    expect([dry.status, dry.body.conflicts]).toEqual([409, write.body.conflicts]);
+    expect(write.body.conflicts).toEqual([
+      expect.objectContaining({ reason: "invalid", field: "finish" }),
+    ]);
+    expect(await changeCount()).toBe(before);
+    const finish = (await t.json("GET", `${CO}/panel/${p.id}/`)).body.finish;
+    expect(finish?.value ?? finish).toBe("gloss");
   });
 
   test("schema changes are not reverted here: 400 not_revertable", async () => {
