@@ -647,10 +647,18 @@ async function stagedWrite(
       ]);
   };
   const options = { resource, bulk: false, precondition };
-  if (action === "update") return (await staged.update!(w, [{ id, input }], true, options))[0];
-  if (action === "create")
-    return (await restoreStaged(w, staged, input, { resource, bulk: false, ids: [id] }))[0];
-  return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
+  try {
+    if (action === "update") return (await staged.update!(w, [{ id, input }], true, options))[0];
+    if (action === "create")
+      return (await restoreStaged(w, staged, input, { resource, bulk: false, ids: [id] }))[0];
+    return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
+  } catch (e) {
+    // the stamp moved between the read and the batch: the caller sent no If-Match, so no 412
+    if (!(e instanceof ApiError) || e.statusCode !== 412) throw e;
+    throw conflictError([
+      { reason: "later_change", field: null, detail: "The object changed during the revert." },
+    ]);
+  }
 }
 
 /** What the write would leave, for a dry run: the fields put back over the object (or its snapshot). */
