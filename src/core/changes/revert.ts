@@ -584,26 +584,17 @@ async function revertInOneRead(
   const action = { update: "update", delete: "create", create: "delete" } as const;
   const stamp = () => (checked ? stampOf(checked.plan) : null);
   try {
-    const written = await withChangeRead(c, row, (w) => {
-      const readAll = (all: unknown[]) => w.readPhase!(all);
-      return stagedWrite(
-        {
-          ...w,
-          readPhase: (queries) => withPlan([...queries], readAll),
-          writeBatch: async (items) => {
-            if (!read) await withPlan([], readAll);
-            if (opts.dryRun) throw new DryRunStop();
-            return w.writeBatch!(items);
-          },
-        },
+    const written = await withChangeRead(c, row, (w) =>
+      stagedWrite(
+        ridingWrite(w, withPlan, opts.dryRun),
         staged,
         resource,
         row,
         action[row.action as keyof typeof action],
         input,
         stamp,
-      );
-    });
+      ),
+    );
     if (written.result === "transaction") return opts.dryRun ? REPLAN : null;
     const { plan, conflicts } = checked!;
     return answerOf(
@@ -624,6 +615,31 @@ async function revertInOneRead(
     const { plan, conflicts } = checked!;
     return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
   }
+}
+
+/**
+ * `w` with the plan riding in its first read phase (`withPlan`), made before the batch where the
+ * writer reads nothing; a dry run stops where the batch would be sent.
+ */
+function ridingWrite(
+  w: WriteContext,
+  withPlan: (theirs: unknown[], read: (all: unknown[]) => Promise<unknown[]>) => Promise<unknown[]>,
+  dryRun: boolean,
+): WriteContext {
+  const readAll = (all: unknown[]) => w.readPhase!(all);
+  let read = false;
+  return {
+    ...w,
+    readPhase: (queries) => {
+      read = true;
+      return withPlan([...queries], readAll);
+    },
+    writeBatch: async (items) => {
+      if (!read) await withPlan([], readAll);
+      if (dryRun) throw new DryRunStop();
+      return w.writeBatch!(items);
+    },
+  };
 }
 
 /** The object's `last_updated` as the plan read it. */
