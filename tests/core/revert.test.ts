@@ -5,6 +5,7 @@
  * `dry_run` writes nothing. Host models and custom objects alike (decision 0088).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
@@ -173,6 +174,45 @@ describe("host models", () => {
     const refused = await revert(change.id, "?force=true");
     expect(refused.status).toBe(409);
     expect(refused.body.conflicts[0].reason).toBe("object_gone");
+  });
+});
+
+describe("a record read lately (decision 0118)", () => {
+  /** A site changed once: its change record, read (and so remembered) through the API. */
+  async function changed() {
+    const s = await site({ description: "before" });
+    await t.json("PATCH", `/api/dcim/sites/${s.id}/`, { body: { description: "after" } });
+    return { s, change: await lastChange("dcim.site", s.id) };
+  }
+  const description = async (id: number) =>
+    (await t.json("GET", `/api/dcim/sites/${id}/`)).body.description;
+
+  test("deleted since it was read (pruned): 404, nothing written", async () => {
+    const { s, change } = await changed();
+    await t.deps.db.orm.run(sql`DELETE FROM object_changes WHERE id = ${change.id}`);
+    const before = await changeCount();
+    for (const query of ["?dry_run=true", ""]) {
+      const r = await revert(change.id, query);
+      expect(r.status, JSON.stringify(r.body)).toBe(404);
+    }
+    expect(await changeCount()).toBe(before);
+    expect(await description(s.id)).toBe("after");
+  });
+
+  test("the record as stored, not as remembered: its read is the proof", async () => {
+    const { s, change } = await changed();
+    // the stored row differs from the one the list answered (no route changes a record)
+    const pre = JSON.stringify({ ...change.prechange_data, description: "as stored" });
+    await t.deps.db.orm.run(
+      sql`UPDATE object_changes SET prechange_data = ${pre} WHERE id = ${change.id}`,
+    );
+    const dry = await revert(change.id, "?dry_run=true");
+    expect(dry.body.changes, JSON.stringify(dry.body)).toEqual({
+      description: { from: "after", to: "as stored" },
+    });
+    const done = await revert(change.id);
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+    expect(await description(s.id)).toBe("as stored");
   });
 });
 

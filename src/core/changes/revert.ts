@@ -8,7 +8,7 @@ import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
 import { hideUnviewable, requireObject } from "../auth/restrict";
-import { addGuard, foldsCredentials, readFolded } from "../fresh-read";
+import { addGuard, foldsCredentials, isStaleCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
@@ -28,6 +28,15 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { objectChangeModel } from "./model";
 import { PlanReads, ridingReads } from "./plan-reads";
 import { setRestoreId } from "./restore-id";
+import {
+  type ChangeProof,
+  type ChangeRow,
+  changeRead,
+  forgetChange,
+  rememberChanges,
+  sameChange,
+  seenChange,
+} from "./seen";
 
 /** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
 const META = new Set([
@@ -74,8 +83,6 @@ interface Conflict {
 }
 /** Conflicts no `force` can step over: there is nothing to write the fields to. */
 const HARD: ReadonlySet<Reason> = new Set(["object_gone", "object_exists"]);
-
-type ChangeRow = typeof objectChanges.$inferSelect;
 
 interface Plan {
   /** `update`: the fields put back; `create`: the whole record put back; `delete`: nothing. */
@@ -126,6 +133,7 @@ async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
   const row = rows[0];
   if (!row) throw notFound(missing);
+  rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
   return row;
 }
 
@@ -399,7 +407,19 @@ function planOf(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<P
 /** The caller must hold the permission of the write the revert makes (403 before anything). */
 const WRITE_PERMISSION = { update: "change", create: "add", delete: "delete" } as const;
 
-type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
+type RevertOptions = {
+  force: boolean;
+  dryRun: boolean;
+  dropped: Conflict[];
+  /** The record as remembered, until the revert's one read has proven it (decision 0118). */
+  proof: ChangeProof | null;
+};
+
+/** A revert of a remembered record that cannot go on before the record is proven. */
+class Unproven extends Error {}
+const requireProven = (opts: RevertOptions) => {
+  if (opts.proof && !opts.proof.proven) throw new Unproven();
+};
 
 /**
  * The plan for what the caller may do now: 403/404 on an object they may not change (or
@@ -483,6 +503,7 @@ async function revertStaged(
     const done = await revertInOneRead(c, staged, resource, row, opts, input);
     if (done !== REPLAN) return done;
   }
+  requireProven(opts);
   if (opts.dryRun) return dryRunOfPlan(c, resource, row, opts);
   if (!staged || !writer) return null;
   const ctx = readContext(c);
@@ -562,6 +583,8 @@ async function revertInOneRead(
 ): Promise<ApiRecord | null | typeof REPLAN> {
   const ctx = readContext(c);
   const { reads, ride, handedOver } = ridingReads(ctx);
+  const proof = opts.proof?.proven === false ? opts.proof : null;
+  const proofRows = proof ? reads.add(proof.query) : null;
   // the plan's refusal passes the writer's own error handling unread
   const planned = checkedPlan(reads, c.var.auth, resource, row, opts).catch((e) =>
     Promise.reject(new PlanRefused(e)),
@@ -576,6 +599,8 @@ async function revertInOneRead(
     await Promise.race([handedOver, noRead]);
     // what the shared read refuses (a guard's cache stale) passes the writer's handling unread
     const rows = await ride(theirs, readThem).catch((e) => Promise.reject(new PlanRefused(e)));
+    if (proof)
+      await proven(c, ctx, proof, proofRows!()[0]).catch((e) => Promise.reject(new PlanRefused(e)));
     const made = await planned;
     checked = made;
     if (!sameInput(made.plan.input, input)) throw new Replan();
@@ -801,15 +826,22 @@ function refusedFields(e: ValidationError): Conflict[] {
   });
 }
 
-async function revert(c: Ctx, row: ChangeRow, resource: Resource, force: boolean, dryRun: boolean) {
+async function revert(
+  c: Ctx,
+  row: ChangeRow,
+  resource: Resource,
+  flags: Flags,
+  proof: ChangeProof | null,
+) {
+  const { force, dryRun } = flags;
   const dropped: Conflict[] = [];
   for (let round = 0; ; round++) {
     try {
-      const opts = { force, dryRun, dropped };
-      return (
-        (await revertStaged(c, resource, row, opts)) ??
-        (await revertInTransaction(c, resource, row, opts))
-      );
+      const opts = { force, dryRun, dropped, proof };
+      const staged = await revertStaged(c, resource, row, opts);
+      if (staged) return staged;
+      requireProven(opts);
+      return await revertInTransaction(c, resource, row, opts);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
       const refused = refusedFields(e);
@@ -850,6 +882,58 @@ const revertDoc = describeRoute({
   },
 });
 
+type Flags = { force: boolean; dryRun: boolean };
+
+/** The revert of `row` once the caller may view it: its model, the write's permission, the write. */
+async function revertRow(c: Ctx, row: ChangeRow, flags: Flags, proof: ChangeProof | null) {
+  const resource = await targetOf(c, readContext(c), row);
+  const action = row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
+  await requirePermission(c, WRITE_PERMISSION[action], resource);
+  const outcome = await revert(c, row, resource, flags, proof);
+  return { dry_run: flags.dryRun, ...outcome };
+}
+
+/**
+ * The remembered record proven by the revert's one read (decision 0118): the row read now is the
+ * one remembered, and the caller may view it (404 otherwise, as `visibleChange` answers).
+ */
+async function proven(c: Ctx, ctx: ReadContext, proof: ChangeProof, now: ChangeRow | undefined) {
+  if (!sameChange(now, proof.row)) {
+    forgetChange(ctx.services, proof.row.id);
+    throw new Unproven();
+  }
+  proof.proven = true;
+  await requireObject(
+    ctx,
+    c.var.auth,
+    "view",
+    objectChangeModel.resource,
+    proof.row.id,
+    "No object change with this id.",
+  );
+}
+
+/**
+ * A revert of a record this app read lately (`seen.ts`): its model is known before any read, so
+ * the record's own read rides in the write's one read as its proof — one read and one batch in
+ * all. Null when not remembered, or when it stopped before the proof (a refusal then is answered
+ * the ordinary way, in the ordinary order: 404 before 403, 400 or 409).
+ */
+async function revertSeen(c: Ctx, id: number) {
+  const row = seenChange(c.var.services, id);
+  const dryRun = parseBool(c.req.query("dry_run") ?? "false");
+  const force = parseBool(c.req.query("force") ?? "false");
+  if (!row || dryRun === null || force === null) return null;
+  const proof: ChangeProof = { query: changeRead(readContext(c), id), row, proven: false };
+  try {
+    await requirePermission(c, "view", objectChangeModel.resource);
+    return await revertRow(c, row, { dryRun, force }, proof);
+  } catch (e) {
+    if (proof.proven || isStaleCredentials(e)) throw e;
+    return null;
+  }
+}
+
 export function mountRevertRoute(api: Hono<HonoEnv>) {
   api.post(
     "/core/object-changes/:id/revert",
@@ -857,19 +941,16 @@ export function mountRevertRoute(api: Hono<HonoEnv>) {
     foldsCredentials(async (c: Ctx) => {
       const raw = c.req.param("id") ?? "";
       if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
+      const seen = await revertSeen(c, Number(raw));
+      if (seen) return c.json(seen);
       const row = await visibleChange(c, Number(raw));
-      const resource = await targetOf(c, readContext(c), row);
-      const action =
-        row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
-      await requirePermission(c, WRITE_PERMISSION[action], resource);
       const flag = (name: string) => {
         const value = parseBool(c.req.query(name) ?? "false");
         if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
         return value;
       };
       const dryRun = flag("dry_run");
-      const outcome = await revert(c, row, resource, flag("force"), dryRun);
-      return c.json({ dry_run: dryRun, ...outcome });
+      return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null));
     }),
   );
 }
