@@ -396,6 +396,12 @@ export interface ModelInfo {
 
 export type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | null>;
 
+/**
+ * A run-time model a plugin holds in its cache, found by its object type id without a read, with
+ * the guard that proves the cached copy current in the request's next read (decision 0118).
+ */
+export type CachedModel = { label: string; info: ModelInfo; guard: Guard };
+
 /** Every model of an app label known only at run time, with a signature that moves when any changes. */
 export type Catalog = (
   ctx: ReadContext,
@@ -421,4 +427,8 @@ export interface ModelRegistry {
     groups: Array<[ModelInfo, number[]]>,
   ): Promise<Map<ModelInfo, Map<number, ApiRecord>>>;
   get(appLabel: string, model: string, ctx: ReadContext): Promise<ModelInfo | null>;
+  /** Lets a plugin answer `cachedByObjectType` for its run-time models. */
+  addCachedLookup(lookup: (objectTypeId: number) => CachedModel | null): void;
+  /** A run-time model from a plugin's cache by object type id, or null (read it instead). */
+  cachedByObjectType(objectTypeId: number): CachedModel | null;
 }

@@ -181,6 +181,9 @@ class StaleCredentials extends ApiError {
   }
 }
 
+/** Whether `e` is the retry a stale guard of a write's read phase asks for (`StaleCredentials`). */
+export const isStaleCredentials = (e: unknown): boolean => e instanceof StaleCredentials;
+
 /**
  * A write's read phase (`core/rest/write-batch.ts`) in one `db.read` together with the request's
  * guards. Throws what a guard threw (a token now unknown: 403) or `StaleCredentials` when one was

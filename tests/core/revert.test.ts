@@ -5,9 +5,10 @@
  * `dry_run` writes nothing. Host models and custom objects alike (decision 0088).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
-import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
 
 let t: TestApp;
 beforeAll(async () => {
@@ -176,6 +177,45 @@ describe("host models", () => {
   });
 });
 
+describe("a record read lately (decision 0118)", () => {
+  /** A site changed once: its change record, read (and so remembered) through the API. */
+  async function changed() {
+    const s = await site({ description: "before" });
+    await t.json("PATCH", `/api/dcim/sites/${s.id}/`, { body: { description: "after" } });
+    return { s, change: await lastChange("dcim.site", s.id) };
+  }
+  const description = async (id: number) =>
+    (await t.json("GET", `/api/dcim/sites/${id}/`)).body.description;
+
+  test("deleted since it was read (pruned): 404, nothing written", async () => {
+    const { s, change } = await changed();
+    await t.deps.db.orm.run(sql`DELETE FROM object_changes WHERE id = ${change.id}`);
+    const before = await changeCount();
+    for (const query of ["?dry_run=true", ""]) {
+      const r = await revert(change.id, query);
+      expect(r.status, JSON.stringify(r.body)).toBe(404);
+    }
+    expect(await changeCount()).toBe(before);
+    expect(await description(s.id)).toBe("after");
+  });
+
+  test("the record as stored, not as remembered: its read is the proof", async () => {
+    const { s, change } = await changed();
+    // the stored row differs from the one the list answered (no route changes a record)
+    const pre = JSON.stringify({ ...change.prechange_data, description: "as stored" });
+    await t.deps.db.orm.run(
+      sql`UPDATE object_changes SET prechange_data = ${pre} WHERE id = ${change.id}`,
+    );
+    const dry = await revert(change.id, "?dry_run=true");
+    expect(dry.body.changes, JSON.stringify(dry.body)).toEqual({
+      description: { from: "after", to: "as stored" },
+    });
+    const done = await revert(change.id);
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+    expect(await description(s.id)).toBe("as stored");
+  });
+});
+
 describe("permissions", () => {
   test("view but not change: 403 and nothing written; a record they may not view: 404", async () => {
     const s = await site({ description: "one" });
@@ -320,6 +360,32 @@ describe("custom objects", () => {
     expect(refused.body.conflicts[0].detail).toContain('check "small"');
     expect(await changeCount()).toBe(before);
     expect((await t.json("GET", `${CO}/cab/${r.id}/`)).body.size).toBe(5);
+  });
+
+  test("a dry run makes the write's checks: an earlier choice removed since is the write's 409", async () => {
+    const set = await choiceSet(t, "finishes", ["matt", "gloss"]);
+    const panel = await makeCot(t, "panel");
+    await addField(t, panel.id, { name: "name", type: "text", primary: true });
+    await addField(t, panel.id, { name: "finish", type: "select", choice_set: set.id });
+    const p = await create(t, "panel", { name: "p1", finish: "matt" });
+    await t.json("PATCH", `${CO}/panel/${p.id}/`, { body: { finish: "gloss" } });
+    const change = await lastChange("custom_objects.panel", p.id);
+    const cut = await t.json("PATCH", `/api/extras/custom-field-choice-sets/${set.id}/`, {
+      body: { extra_choices: [["gloss", "GLOSS"]] },
+    });
+    expect(cut.status, JSON.stringify(cut.body)).toBe(200);
+    const before = await changeCount();
+    // decision 0118: the dry run runs the write up to its batch, so it refuses what the write does
+    const dry = await revert(change.id, "?dry_run=true");
+    const write = await revert(change.id);
+    expect(write.status, JSON.stringify(write.body)).toBe(409);
+    expect([dry.status, dry.body.conflicts]).toEqual([409, write.body.conflicts]);
+    expect(write.body.conflicts).toEqual([
+      expect.objectContaining({ reason: "invalid", field: "finish" }),
+    ]);
+    expect(await changeCount()).toBe(before);
+    const finish = (await t.json("GET", `${CO}/panel/${p.id}/`)).body.finish;
+    expect(finish?.value ?? finish).toBe("gloss");
   });
 
   test("schema changes are not reverted here: 400 not_revertable", async () => {

@@ -418,6 +418,51 @@ describe("a change through instance A holds for the next write through instance 
     expect((await writeViaB("POST", path, token, { title: "ok", spot: site })).status).toBe(201);
   });
 
+  test("a revert through B of a record B remembers, its type's field removed through A: 409, nothing written (decision 0118)", async () => {
+    const cot = await makeCot(a, "keepsake");
+    await addField(a, cot.id, { name: "title", type: "text", primary: true });
+    const note = await addField(a, cot.id, { name: "note", type: "text" });
+    const kept = await create(a, "keepsake", { title: "k1", note: "n1" });
+    const patched = await a.json("PATCH", `${CO}/keepsake/${kept.id}/`, { body: { note: "n2" } });
+    expect(patched.status).toBe(200);
+    const renamed = await a.json("PATCH", `${CO}/keepsake/${kept.id}/`, { body: { title: "k2" } });
+    expect(renamed.status).toBe(200);
+    // B holds the type's model and both change records (as a caller who looked at them)
+    expect((await viaB("GET", `${CO}/keepsake/${kept.id}/`, a.admin)).body.note).toBe("n2");
+    const changes = await viaB(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=custom_objects.keepsake&changed_object_id=${kept.id}&ordering=-id&limit=2`,
+      a.admin,
+    );
+    const [titleChange, noteChange] = changes.body.results.map((r: { id: number }) => r.id);
+    expect((await a.req("DELETE", `${CO}/custom-object-type-fields/${note.id}/`)).status).toBe(204);
+    const count = async () =>
+      (await a.json("GET", "/api/core/object-changes/?limit=1")).body.count as number;
+    const before = await count();
+    const refused = await writeViaB(
+      "POST",
+      `/api/core/object-changes/${noteChange}/revert/`,
+      a.admin,
+      {},
+    );
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect(refused.body.conflicts).toEqual([
+      expect.objectContaining({ reason: "fields_changed", field: "note" }),
+    ]);
+    expect(await count()).toBe(before);
+    // and a revert B's stale model could not have made goes through on the type as it now is
+    const done = await writeViaB(
+      "POST",
+      `/api/core/object-changes/${titleChange}/revert/`,
+      a.admin,
+      {},
+    );
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+    const now = await a.json("GET", `${CO}/keepsake/${kept.id}/`);
+    expect(now.body.title).toBe("k1");
+    expect(now.body).not.toHaveProperty("note");
+  });
+
   test("and while nothing changes, B's writes are one read and one write", async () => {
     const token = await a.user("steady-writer", [[["view", "add", "change"], "dcim.site"]]);
     expect(

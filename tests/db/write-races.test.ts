@@ -544,6 +544,32 @@ describe("a revert of a delete raced by a create taking its unique key (decision
     expect(tagged.body.count).toBe(0);
   });
 
+  test("a revert of an update raced by a PATCH of the object: 409, the PATCH stands (decision 0118)", async () => {
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "undone", slug: "undone", description: "first" },
+    });
+    await t.json("PATCH", `/api/dcim/sites/${site.body.id}/`, { body: { description: "second" } });
+    const change = await lastChange("dcim.site", site.body.id);
+    const r = await revertRacing(/^update "sites"/i, change.id, async () => {
+      const rival = await t.json("PATCH", `/api/dcim/sites/${site.body.id}/`, {
+        body: { description: "third" },
+      });
+      expect(rival.status).toBe(200);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.error).toBe("revert_conflict"); // not a 412: the caller sent no If-Match
+    const now = await t.json("GET", `/api/dcim/sites/${site.body.id}/`);
+    expect(now.body.description).toBe("third");
+    // the rival's change record is the last: the revert wrote none
+    const last = await lastChange("dcim.site", site.body.id);
+    expect(last.id).toBeGreaterThan(change.id);
+    const after = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${site.body.id}&id__gt=${change.id}`,
+    );
+    expect(after.body.count).toBe(1);
+  });
+
   test("two reverts of one delete from the same read: one puts it back, the other 409 object_exists", async () => {
     const site = await t.json("POST", "/api/dcim/sites/", {
       body: { name: "twice", slug: "twice" },

@@ -10,6 +10,7 @@ import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";
 import { CHANGE_ACTIONS } from "./record";
+import { rememberChanges } from "./seen";
 
 const PAST = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
 
@@ -76,6 +77,8 @@ export const objectChangeModel = defineModel({
     },
   },
   async decorate(ctx, rows, records) {
+    // a revert of a record looked at lately knows its model before it reads (decision 0118)
+    rememberChanges(ctx.services, rows);
     const types = await ctx.services.objectTypes.byIds(
       rows.map((r) => r.changedObjectTypeId as number),
       ctx.db,

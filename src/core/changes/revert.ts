@@ -8,7 +8,7 @@ import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
 import { hideUnviewable, requireObject } from "../auth/restrict";
-import { foldsCredentials, readFolded } from "../fresh-read";
+import { addGuard, foldsCredentials, isStaleCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
@@ -26,8 +26,17 @@ import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/res
 import type { StagedOptions, StagedWritten } from "../context";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { objectChangeModel } from "./model";
-import { PlanReads } from "./plan-reads";
+import { PlanReads, ridingReads } from "./plan-reads";
 import { setRestoreId } from "./restore-id";
+import {
+  type ChangeProof,
+  type ChangeRow,
+  changeRead,
+  forgetChange,
+  rememberChanges,
+  sameChange,
+  seenChange,
+} from "./seen";
 
 /** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
 const META = new Set([
@@ -74,8 +83,6 @@ interface Conflict {
 }
 /** Conflicts no `force` can step over: there is nothing to write the fields to. */
 const HARD: ReadonlySet<Reason> = new Set(["object_gone", "object_exists"]);
-
-type ChangeRow = typeof objectChanges.$inferSelect;
 
 interface Plan {
   /** `update`: the fields put back; `create`: the whole record put back; `delete`: nothing. */
@@ -126,29 +133,39 @@ async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
   const row = rows[0];
   if (!row) throw notFound(missing);
+  rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
   return row;
 }
 
-/** The model the record is about, or 409 when it is gone (a removed custom object type). */
-async function targetOf(ctx: ReadContext, row: ChangeRow): Promise<Resource> {
-  const ot = (await ctx.services.objectTypes.byIds([row.changedObjectTypeId], ctx.db)).get(
-    row.changedObjectTypeId,
-  );
-  const label = ot ? `${ot.appLabel}.${ot.model}` : null;
-  const resource = ot
-    ? (await ctx.services.models.get(ot.appLabel, ot.model, ctx))?.resource
-    : null;
-  if (!resource)
+/**
+ * The model the record is about, or 409 when it is gone (a removed custom object type). A
+ * custom object type's model comes from the plugin's cache where it is there, its guard riding
+ * in the request's next read (decision 0118); otherwise it is read.
+ */
+async function targetOf(c: Ctx, ctx: ReadContext, row: ChangeRow): Promise<Resource> {
+  const cached = ctx.services.models.cachedByObjectType(row.changedObjectTypeId);
+  if (cached?.info.resource) addGuard(c, cached.guard);
+  const known = cached?.info.resource ? cached : await readTarget(ctx, row);
+  const resource = known?.info.resource;
+  if (!known || !resource)
     throw conflictError([
       { reason: "fields_changed", field: null, detail: "The object's type no longer exists." },
     ]);
-  if (NOT_REVERTABLE.has(label!))
+  if (NOT_REVERTABLE.has(known.label))
     throw ApiError.detail(
       400,
       `Changes to ${resource.verboseName} objects cannot be reverted.`,
       "not_revertable",
     );
   return resource;
+}
+
+async function readTarget(ctx: ReadContext, row: ChangeRow) {
+  const ot = (await ctx.services.objectTypes.byIds([row.changedObjectTypeId], ctx.db)).get(
+    row.changedObjectTypeId,
+  );
+  const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
+  return ot && info ? { label: `${ot.appLabel}.${ot.model}`, info } : null;
 }
 
 function conflictError(conflicts: Conflict[]): ApiError {
@@ -380,14 +397,8 @@ async function planRemove(reads: PlanReads, resource: Resource, row: ChangeRow):
   return { action: "delete", input: {}, current, conflicts };
 }
 
-/** The plan, its reads made together (`inTransaction`: one by one on its connection). */
-function planOf(
-  ctx: ReadContext,
-  resource: Resource,
-  row: ChangeRow,
-  inTransaction: boolean,
-): Promise<Plan> {
-  const reads = new PlanReads(ctx, !inTransaction);
+/** The plan, its reads made through `reads` (together, or one by one in a transaction). */
+function planOf(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   if (row.action === "update") return planUpdate(reads, resource, row);
   if (row.action === "delete") return planRestore(reads, resource, row);
   return planRemove(reads, resource, row);
@@ -396,21 +407,33 @@ function planOf(
 /** The caller must hold the permission of the write the revert makes (403 before anything). */
 const WRITE_PERMISSION = { update: "change", create: "add", delete: "delete" } as const;
 
-type RevertOptions = { force: boolean; dryRun: boolean; dropped: Conflict[] };
+type RevertOptions = {
+  force: boolean;
+  dryRun: boolean;
+  dropped: Conflict[];
+  /** The record as remembered, until the revert's one read has proven it (decision 0118). */
+  proof: ChangeProof | null;
+};
+
+/** A revert of a remembered record that cannot go on before the record is proven. */
+class Unproven extends Error {}
+const requireProven = (opts: RevertOptions) => {
+  if (opts.proof && !opts.proof.proven) throw new Unproven();
+};
 
 /**
  * The plan for what the caller may do now: 403/404 on an object they may not change (or
  * delete), 409 on what stands in the way (unless forced), the fields a write refused left out.
  */
 async function checkedPlan(
-  ctx: ReadContext,
+  reads: PlanReads,
   auth: WriteContext["auth"],
   resource: Resource,
   row: ChangeRow,
   opts: RevertOptions,
-  inTransaction = false,
 ): Promise<{ plan: Plan; conflicts: Conflict[] }> {
-  const plan = await planOf(ctx, resource, row, inTransaction);
+  const ctx = reads.ctx;
+  const plan = await planOf(reads, resource, row);
   // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
   if (plan.current && plan.action !== "create")
     await requireObject(
@@ -438,7 +461,8 @@ function revertInTransaction(
   opts: RevertOptions,
 ): Promise<ApiRecord> {
   return inTransaction(c, resource, async (ctx) => {
-    const { plan, conflicts } = await checkedPlan(ctx, ctx.auth, resource, row, opts, true);
+    const reads = new PlanReads(ctx, null);
+    const { plan, conflicts } = await checkedPlan(reads, ctx.auth, resource, row, opts);
     const id = row.changedObjectId;
     let record: ApiRecord | null = null;
     if (plan.action === "update" && Object.keys(plan.input).length) {
@@ -453,11 +477,17 @@ function revertInTransaction(
   });
 }
 
+/** The write a revert makes: an update's is an update, a delete's a create, a create's a delete. */
+const writerOf = (staged: Resource["staged"], row: ChangeRow) =>
+  ({ update: staged?.update, delete: staged?.create, create: staged?.delete })[
+    row.action as "update" | "delete" | "create"
+  ];
+
 /**
- * Where the model's writes are staged (decisions 0083, 0090, 0113), the revert's is too: the plan
- * read first, then one staged write with the object's stamp as its precondition (a change in
- * between is a 409), the change record it wrote read at the end of its batch. A dry run answers
- * from the plan's read alone. Null when the write cannot be staged (it then runs in a
+ * Where the model's writes are staged (decisions 0083, 0090, 0113, 0118), the revert's is too:
+ * one read (the plan's reads riding in the write's read phase), then one batch. A revert the
+ * change record's fields alone do not settle (a forced one leaving fields out, a plan that turned
+ * out to differ) reads its plan first. Null when the write cannot be staged (it then runs in a
  * transaction).
  */
 async function revertStaged(
@@ -467,44 +497,209 @@ async function revertStaged(
   opts: RevertOptions,
 ): Promise<ApiRecord | null> {
   const staged = resource.staged;
-  // the write a revert makes: an update's is an update, a delete's a create, a create's a delete
-  const writer = { update: staged?.update, delete: staged?.create, create: staged?.delete }[
-    row.action as "update" | "delete" | "create"
-  ];
-  if (!opts.dryRun && (!staged || !writer)) return null;
+  const writer = writerOf(staged, row);
+  const input = opts.dropped.length ? null : inputOf(resource, row);
+  if (staged && writer && input) {
+    const done = await revertInOneRead(c, staged, resource, row, opts, input);
+    if (done !== REPLAN) return done;
+  }
+  requireProven(opts);
+  if (opts.dryRun) return dryRunOfPlan(c, resource, row, opts);
+  if (!staged || !writer) return null;
   const ctx = readContext(c);
-  const { plan, conflicts } = await checkedPlan(ctx, c.var.auth, resource, row, opts);
+  const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
+  const { plan, conflicts } = await checkedPlan(reads, c.var.auth, resource, row, opts);
   const answer = (record: ApiRecord | null, change: number | null) =>
     answerOf(ctx, c.var.auth, resource, row, plan, record, conflicts, change);
-  if (opts.dryRun) return answer(wouldBe(row, plan), null);
   if (plan.action === "update" && !Object.keys(plan.input).length) return answer(null, null);
-  const written = await withChangeRead(c, row, (w) => stagedWrite(w, staged!, resource, row, plan));
+  const stamp = () => stampOf(plan);
+  const written = await withChangeRead(c, row, (w) =>
+    stagedWrite(w, staged, resource, row, plan.action, plan.input, stamp),
+  );
   if (written.result === "transaction") return null;
   return answer(written.result?.record ?? null, written.change);
 }
 
-/** The plan's write as the model's staged writer makes it, the object's stamp its precondition. */
+/** A dry run of a model whose writes are not staged: the plan's answer, its one read alone. */
+async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: RevertOptions) {
+  const ctx = readContext(c);
+  const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
+  const { plan, conflicts } = await checkedPlan(reads, c.var.auth, resource, row, opts);
+  return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
+}
+
+/** The plan read found what the change record's fields alone did not foresee: plan first. */
+const REPLAN = Symbol("replan");
+class Replan extends Error {}
+/**
+ * The plan or its read refused the revert (a conflict, a stale cache): the refusal, carried past
+ * the writer's own handling of errors (which would take it for its own).
+ */
+class PlanRefused extends Error {
+  constructor(readonly refusal: unknown) {
+    super("revert refused by its plan");
+  }
+}
+/** A dry run's write, stopped where its batch would be sent: nothing is written. */
+class DryRunStop extends Error {}
+
+/**
+ * What the change record says the write is, before anything is read: an update's changed fields
+ * to their values before; a delete's whole record (its own fields) back; a create's nothing.
+ * Null when there is nothing to write.
+ */
+function inputOf(resource: Resource, row: ChangeRow): ApiRecord | null {
+  const pre = snapshot(row.prechangeData) ?? {};
+  if (row.action === "create") return {};
+  if (row.action === "update") {
+    const fields = changedFields(row).filter((f) => f in pre);
+    return fields.length ? Object.fromEntries(fields.map((f) => [f, pre[f]])) : null;
+  }
+  const own = ownFields(resource);
+  const fields = Object.keys(pre).filter((f) => !META.has(f) && (!own || own.has(f)));
+  return Object.fromEntries(fields.map((f) => [f, pre[f]]));
+}
+
+/** The same fields with the same values (as compared: nested objects by type and id). */
+const sameInput = (a: ApiRecord, b: ApiRecord) =>
+  Object.keys(a).length === Object.keys(b).length &&
+  Object.keys(a).every((k) => Object.hasOwn(b, k) && same(a[k], b[k]));
+
+/**
+ * The revert as one staged write of `input` whose read phase carries the plan's reads (decision
+ * 0118): the plan is checked on what that one read saw, before the batch (a conflict: 409, a
+ * plan that writes something else: `REPLAN`, nothing sent either way). The object's stamp as read
+ * is the write's precondition, and the batch's guards (the primary key, unique keys, row stamps)
+ * catch what changes between the read and the batch. A dry run stops where its batch would be
+ * sent, after every check the write makes before it.
+ */
+async function revertInOneRead(
+  c: Ctx,
+  staged: NonNullable<Resource["staged"]>,
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+  input: ApiRecord,
+): Promise<ApiRecord | null | typeof REPLAN> {
+  const ctx = readContext(c);
+  const { reads, ride, handedOver } = ridingReads(ctx);
+  const proof = opts.proof?.proven === false ? opts.proof : null;
+  const proofRows = proof ? reads.add(proof.query) : null;
+  // the plan's refusal passes the writer's own error handling unread
+  const planned = checkedPlan(reads, c.var.auth, resource, row, opts).catch((e) =>
+    Promise.reject(new PlanRefused(e)),
+  );
+  planned.catch(() => undefined); // awaited in `withPlan`; a write that fails first leaves it
+  let checked: { plan: Plan; conflicts: Conflict[] } | null = null;
+  let read = false;
+  const withPlan = async (theirs: unknown[], readThem: (all: unknown[]) => Promise<unknown[]>) => {
+    if (read) return readThem(theirs);
+    read = true;
+    const noRead = planned.then(() => Promise.reject(new Error("revert plan made no read")));
+    await Promise.race([handedOver, noRead]);
+    // what the shared read refuses (a guard's cache stale) passes the writer's handling unread
+    const rows = await ride(theirs, readThem).catch((e) => Promise.reject(new PlanRefused(e)));
+    if (proof)
+      await proven(c, ctx, proof, proofRows!()[0]).catch((e) => Promise.reject(new PlanRefused(e)));
+    const made = await planned;
+    checked = made;
+    if (!sameInput(made.plan.input, input)) throw new Replan();
+    return rows;
+  };
+  const action = { update: "update", delete: "create", create: "delete" } as const;
+  const stamp = () => (checked ? stampOf(checked.plan) : null);
+  try {
+    const written = await withChangeRead(c, row, (w) =>
+      stagedWrite(
+        ridingWrite(w, withPlan, opts.dryRun),
+        staged,
+        resource,
+        row,
+        action[row.action as keyof typeof action],
+        input,
+        stamp,
+      ),
+    );
+    if (written.result === "transaction") return opts.dryRun ? REPLAN : null;
+    const { plan, conflicts } = checked!;
+    return answerOf(
+      ctx,
+      c.var.auth,
+      resource,
+      row,
+      plan,
+      written.result?.record ?? null,
+      conflicts,
+      written.change,
+    );
+  } catch (e) {
+    // refused before its read (an input the cached model does not know): the plan says why
+    if (e instanceof PlanRefused) throw e.refusal;
+    if (e instanceof Replan || !read) return REPLAN;
+    if (!(e instanceof DryRunStop)) throw e;
+    const { plan, conflicts } = checked!;
+    return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
+  }
+}
+
+/**
+ * `w` with the plan riding in its first read phase (`withPlan`), made before the batch where the
+ * writer reads nothing; a dry run stops where the batch would be sent.
+ */
+function ridingWrite(
+  w: WriteContext,
+  withPlan: (theirs: unknown[], read: (all: unknown[]) => Promise<unknown[]>) => Promise<unknown[]>,
+  dryRun: boolean,
+): WriteContext {
+  const readAll = (all: unknown[]) => w.readPhase!(all);
+  let read = false;
+  return {
+    ...w,
+    readPhase: (queries) => {
+      read = true;
+      return withPlan([...queries], readAll);
+    },
+    writeBatch: async (items) => {
+      if (!read) await withPlan([], readAll);
+      if (dryRun) throw new DryRunStop();
+      return w.writeBatch!(items);
+    },
+  };
+}
+
+/** The object's `last_updated` as the plan read it. */
+const stampOf = (plan: Plan) => (plan.current?.last_updated as string | null | undefined) ?? null;
+
+/** The revert's write as the model's staged writer makes it, the object's stamp its precondition. */
 async function stagedWrite(
   w: WriteContext,
   staged: NonNullable<Resource["staged"]>,
   resource: Resource,
   row: ChangeRow,
-  plan: Plan,
+  action: Plan["action"],
+  input: ApiRecord,
+  stamp: () => string | null,
 ): Promise<StagedWritten | "transaction" | undefined> {
   const id = row.changedObjectId;
-  const stamp = plan.current?.last_updated ?? null;
   const precondition = (now: string | null) => {
-    if (now !== stamp)
+    if (now !== stamp())
       throw conflictError([
         { reason: "later_change", field: null, detail: "The object changed during the revert." },
       ]);
   };
   const options = { resource, bulk: false, precondition };
-  if (plan.action === "update")
-    return (await staged.update!(w, [{ id, input: plan.input }], true, options))[0];
-  if (plan.action === "create")
-    return (await restoreStaged(w, staged, plan.input, { resource, bulk: false, ids: [id] }))[0];
-  return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
+  try {
+    if (action === "update") return (await staged.update!(w, [{ id, input }], true, options))[0];
+    if (action === "create")
+      return (await restoreStaged(w, staged, input, { resource, bulk: false, ids: [id] }))[0];
+    return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
+  } catch (e) {
+    // the stamp moved between the read and the batch: the caller sent no If-Match, so no 412
+    if (!(e instanceof ApiError) || e.statusCode !== 412) throw e;
+    throw conflictError([
+      { reason: "later_change", field: null, detail: "The object changed during the revert." },
+    ]);
+  }
 }
 
 /** What the write would leave, for a dry run: the fields put back over the object (or its snapshot). */
@@ -631,15 +826,22 @@ function refusedFields(e: ValidationError): Conflict[] {
   });
 }
 
-async function revert(c: Ctx, row: ChangeRow, resource: Resource, force: boolean, dryRun: boolean) {
+async function revert(
+  c: Ctx,
+  row: ChangeRow,
+  resource: Resource,
+  flags: Flags,
+  proof: ChangeProof | null,
+) {
+  const { force, dryRun } = flags;
   const dropped: Conflict[] = [];
   for (let round = 0; ; round++) {
     try {
-      const opts = { force, dryRun, dropped };
-      return (
-        (await revertStaged(c, resource, row, opts)) ??
-        (await revertInTransaction(c, resource, row, opts))
-      );
+      const opts = { force, dryRun, dropped, proof };
+      const staged = await revertStaged(c, resource, row, opts);
+      if (staged) return staged;
+      requireProven(opts);
+      return await revertInTransaction(c, resource, row, opts);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
       const refused = refusedFields(e);
@@ -680,6 +882,58 @@ const revertDoc = describeRoute({
   },
 });
 
+type Flags = { force: boolean; dryRun: boolean };
+
+/** The revert of `row` once the caller may view it: its model, the write's permission, the write. */
+async function revertRow(c: Ctx, row: ChangeRow, flags: Flags, proof: ChangeProof | null) {
+  const resource = await targetOf(c, readContext(c), row);
+  const action = row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
+  await requirePermission(c, WRITE_PERMISSION[action], resource);
+  const outcome = await revert(c, row, resource, flags, proof);
+  return { dry_run: flags.dryRun, ...outcome };
+}
+
+/**
+ * The remembered record proven by the revert's one read (decision 0118): the row read now is the
+ * one remembered, and the caller may view it (404 otherwise, as `visibleChange` answers).
+ */
+async function proven(c: Ctx, ctx: ReadContext, proof: ChangeProof, now: ChangeRow | undefined) {
+  if (!sameChange(now, proof.row)) {
+    forgetChange(ctx.services, proof.row.id);
+    throw new Unproven();
+  }
+  proof.proven = true;
+  await requireObject(
+    ctx,
+    c.var.auth,
+    "view",
+    objectChangeModel.resource,
+    proof.row.id,
+    "No object change with this id.",
+  );
+}
+
+/**
+ * A revert of a record this app read lately (`seen.ts`): its model is known before any read, so
+ * the record's own read rides in the write's one read as its proof — one read and one batch in
+ * all. Null when not remembered, or when it stopped before the proof (a refusal then is answered
+ * the ordinary way, in the ordinary order: 404 before 403, 400 or 409).
+ */
+async function revertSeen(c: Ctx, id: number) {
+  const row = seenChange(c.var.services, id);
+  const dryRun = parseBool(c.req.query("dry_run") ?? "false");
+  const force = parseBool(c.req.query("force") ?? "false");
+  if (!row || dryRun === null || force === null) return null;
+  const proof: ChangeProof = { query: changeRead(readContext(c), id), row, proven: false };
+  try {
+    await requirePermission(c, "view", objectChangeModel.resource);
+    return await revertRow(c, row, { dryRun, force }, proof);
+  } catch (e) {
+    if (proof.proven || isStaleCredentials(e)) throw e;
+    return null;
+  }
+}
+
 export function mountRevertRoute(api: Hono<HonoEnv>) {
   api.post(
     "/core/object-changes/:id/revert",
@@ -687,19 +941,16 @@ export function mountRevertRoute(api: Hono<HonoEnv>) {
     foldsCredentials(async (c: Ctx) => {
       const raw = c.req.param("id") ?? "";
       if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
+      const seen = await revertSeen(c, Number(raw));
+      if (seen) return c.json(seen);
       const row = await visibleChange(c, Number(raw));
-      const resource = await targetOf(readContext(c), row);
-      const action =
-        row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
-      await requirePermission(c, WRITE_PERMISSION[action], resource);
       const flag = (name: string) => {
         const value = parseBool(c.req.query(name) ?? "false");
         if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
         return value;
       };
       const dryRun = flag("dry_run");
-      const outcome = await revert(c, row, resource, flag("force"), dryRun);
-      return c.json({ dry_run: dryRun, ...outcome });
+      return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null));
     }),
   );
 }

@@ -6,6 +6,7 @@
 import { sql } from "drizzle-orm";
 import type {
   ApiRecord,
+  CachedModel,
   Catalog,
   Guard,
   ModelInfo,
@@ -83,6 +84,20 @@ export class ModelRegistry implements ModelRegistryApi {
       }
     }
     return out;
+  }
+
+  #cachedLookups: Array<(objectTypeId: number) => CachedModel | null> = [];
+
+  addCachedLookup(lookup: (objectTypeId: number) => CachedModel | null) {
+    this.#cachedLookups.push(lookup);
+  }
+
+  cachedByObjectType(objectTypeId: number): CachedModel | null {
+    for (const lookup of this.#cachedLookups) {
+      const found = lookup(objectTypeId);
+      if (found) return found;
+    }
+    return null;
   }
 
   async get(appLabel: string, model: string, ctx: ReadContext): Promise<ModelInfo | null> {

@@ -7,7 +7,7 @@ import { asc, eq } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
-import type { Ctx, HonoEnv, Services } from "../../core/context";
+import type { CachedModel, Ctx, Guard, HonoEnv, Services } from "../../core/context";
 import { addGuard, foldsCredentials } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
@@ -189,6 +189,42 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   return resource;
 }
 
+/**
+ * A type's model from the registry's cache by its object type id (a change record names no slug),
+ * with a guard that reads the type's id, slug and shape version in the request's next read: a
+ * stale model is dropped, and the request runs again on the type as it now is (decision 0118).
+ */
+function cachedModel(
+  services: Services,
+  registry: CotRegistry,
+  objectTypeId: number,
+): CachedModel | null {
+  const cached = registry.cachedByObjectType(objectTypeId);
+  if (!cached) return null;
+  const { id, slug, shapeVersion } = cached.cot;
+  const guard: Guard = {
+    name: `shape of type ${objectTypeId}`,
+    statements: [
+      services.db.reader
+        .select({
+          id: customObjectTypes.id,
+          slug: customObjectTypes.slug,
+          v: customObjectTypes.shapeVersion,
+        })
+        .from(customObjectTypes)
+        .where(eq(customObjectTypes.objectTypeId, objectTypeId))
+        .limit(1),
+    ],
+    async settle([rows]) {
+      const [row] = rows as { id: number; slug: string; v: number }[];
+      if (row && row.id === id && row.slug === slug && row.v === shapeVersion) return true;
+      registry.forget(id);
+      return false;
+    },
+  };
+  return { label: `${APP_LABEL}.${slug}`, info: cached.info, guard };
+}
+
 /** Slugs of the existing types the caller may not view. */
 async function hiddenSlugs(
   ctx: ReturnType<typeof readContext>,
@@ -251,6 +287,9 @@ export const customObjectsPlugin: HostPlugin = {
         .where(eq(customObjectTypes.id, Number(id)));
       return row?.objectTypeId ?? null;
     });
+    services.models.addCachedLookup((objectTypeId) =>
+      cachedModel(services, registry, objectTypeId),
+    );
     services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
       const cached = guard ? registry.allGuarded() : null;
       if (cached) guard!(cached.guard);
