@@ -377,14 +377,16 @@ export async function conditionalViolation(
 /**
  * The statements that replace a type's conditional constraints (`had` dropped by name, `c`
  * built), for one atomic batch: a check is proven over the existing rows by a write guard before
- * its triggers (a trigger checks only the rows written after it), and a partial key's index
- * refuses the rows it would break by itself. Throws ConstraintIssue.
+ * its triggers (a trigger checks only the rows written after it; `counted`: the caller counted
+ * them already), and a partial key's index refuses the rows it would break by itself. Throws
+ * ConstraintIssue.
  */
 export function conditionalStatements(
   cotId: number,
   had: Conditional,
   fields: ConditionField[],
   c: Conditional,
+  counted = false,
 ): SQL[] {
   const out: SQL[] = [];
   for (let i = 0; i < had.unique.length; i++)
@@ -402,7 +404,10 @@ export function conditionalStatements(
   }
   for (const [i, check] of c.checks.entries()) {
     const refused = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "")}), 0)`);
-    out.push(sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${refused})`);
+    if (!counted)
+      out.push(
+        sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${refused})`,
+      );
     const when = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "NEW")}), 0)`);
     const message = sql.raw(`'${raised(check)}'`);
     for (const [op, event] of [
@@ -430,7 +435,7 @@ async function buildConditional(
   const violation = await conditionalViolation(db, cotId, fields, c);
   if (violation) throw violation;
   const none = { unique: [], checks: [] };
-  for (const s of conditionalStatements(cotId, none, fields, c)) await db.run(s);
+  for (const s of conditionalStatements(cotId, none, fields, c, true)) await db.run(s);
 }
 
 /** The stored constraints of a type, never null. */
