@@ -32,6 +32,7 @@ import { conditionalOf, mergedTogether } from "../schema/constraints";
 import { normalizeTogether } from "../schema/unique-together";
 import { stagedTypeConstraints } from "../schema/constraints-api";
 import { cotModel, fieldModel } from "./api";
+import { knownChoiceSets } from "./staged-fields";
 import { validateCot, type CotDraft } from "./definitions";
 import {
   addStatements,
@@ -115,8 +116,12 @@ export async function typeRecord(
   row: CotRow,
   fields: FieldRow[],
   tags?: ApiRecord[],
+  choiceSets?: ReadonlyMap<number, ApiRecord>,
 ): Promise<ApiRecord> {
-  const fieldRecords = fields.length ? await fieldModel.serialize(ctx, fieldsInOrder(fields)) : [];
+  const known = knownChoiceSets(fields, choiceSets);
+  const fieldRecords = fields.length
+    ? await fieldModel.serialize(ctx, fieldsInOrder(fields), undefined, known)
+    : [];
   const objectType = row.objectTypeId
     ? { id: row.objectTypeId, app_label: APP_LABEL, model: row.slug }
     : null;
