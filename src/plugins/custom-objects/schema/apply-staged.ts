@@ -3,7 +3,7 @@
  * and fields, change attributes or names, carry choice sets, compound keys and checks (0119); the
  * rest keeps the transaction (`applySchema`).
  */
-import { and, eq, inArray, type SQL } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, WriteConflictError } from "../../../db/client";
 import { ApiError, forbidden } from "../../../core/errors";
 import { codename } from "../../../core/auth/permissions";
@@ -57,10 +57,11 @@ import {
   type Conditional,
 } from "./constraints";
 import type { SchemaDocument, TypeEntry } from "./document";
-import type { TypeDiff } from "./diff";
+import type { ChoiceSetRow, TypeDiff } from "./diff";
 import {
   atPath,
   checkApply,
+  choiceSetsQuery,
   cotDraft,
   dependencyOrder,
   documentSlugs,
@@ -122,8 +123,8 @@ export async function applyStaged(
 ): Promise<Applied | "transaction"> {
   const { document } = request;
   const slugs = documentSlugs(document);
-  const { state, references } = await readState(ctx, slugs);
-  const { plan, diffs, graph } = await checkApply(ctx, request, state, references);
+  const { state, references, sets } = await readState(ctx, document, slugs);
+  const { plan, diffs, graph } = await checkApply(ctx, request, state, references, sets);
   if (!batchable(document, diffs, state)) return "transaction";
   if (
     (await constrained(ctx, cotModel.resource, "add")) ||
@@ -132,7 +133,7 @@ export async function applyStaged(
     (await constrained(ctx, fieldModel.resource, "change"))
   )
     return "transaction";
-  const reads = await readPhase(ctx, document, state);
+  const reads = await readPhase(ctx, document, state, sets);
   const batch = new WriteBatch();
   const ids = { cot: reads.nextCot(), ot: reads.nextOt(), field: reads.nextField() };
   const { known, nested } = stageChoiceSets(ctx, batch, document, reads);
@@ -208,20 +209,25 @@ function lostToKey(text: string, document: SchemaDocument, typeAt: Map<number, n
   return wantedConditional(t).unique.some((k) => k.fields.length === 1 && k.fields[0] === clash[2]);
 }
 
-/** The first read (with the caller's token): the document's types and every type's references. */
-async function readState(ctx: WriteContext, slugs: string[]) {
+/**
+ * The first read (with the caller's token): the document's types, every type's references and
+ * the choice sets the document names.
+ */
+async function readState(ctx: WriteContext, document: SchemaDocument, slugs: string[]) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(orm, slugs);
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
   const [refCots, refFields] = [phase.add(refCotsQ), phase.add(refFieldsQ)];
+  const named = phase.add(choiceSetsQuery(orm, document));
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
   return {
     state: await typesFromRows(rows, orm, registry),
     references: await referencesFromRows(refCots(), refFields(), orm, registry),
+    sets: named() as ChoiceSetRow[],
   };
 }
 
@@ -233,7 +239,12 @@ type Change = {
 };
 
 /** The second read: next ids, the existing types' search indexes and tags, the event rules. */
-async function readPhase(ctx: WriteContext, document: SchemaDocument, state: Map<string, DbType>) {
+async function readPhase(
+  ctx: WriteContext,
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+  sets: ChoiceSetRow[],
+) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
   const cotRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL });
@@ -242,15 +253,7 @@ async function readPhase(ctx: WriteContext, document: SchemaDocument, state: Map
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
   const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
   const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
-  const setNames = [
-    ...new Set([
-      ...(document.choice_sets ?? []).map((c) => c.name),
-      ...document.types.flatMap((t) => t.fields.map((f) => f.choice_set)),
-    ]),
-  ].filter((n): n is string => typeof n === "string");
-  const sets = setNames.length
-    ? phase.add(orm.select().from(choiceSets).where(inArray(choiceSets.name, setNames)))
-    : () => [];
+
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -271,14 +274,9 @@ async function readPhase(ctx: WriteContext, document: SchemaDocument, state: Map
     nextOt: () => firstNext(nextOt()),
     nextField: () => firstNext(nextField()),
     nextSet: () => firstNext(nextSet()),
-    sets: () => sets() as Array<typeof choiceSets.$inferSelect>,
+    sets: () => sets,
     nestedBefore: (c: WriteContext) =>
-      new Map(
-        (sets() as Array<typeof choiceSets.$inferSelect>).map((r) => [
-          r.id,
-          nestedChoiceSet(c, r.id, r),
-        ]),
-      ),
+      new Map(sets.map((r) => [r.id, nestedChoiceSet(c, r.id, r)])),
     index: (cotId: number) => asSchema(indexes.get(cotId)?.() ?? []),
     tags: (cotId: number) => tags.get(cotId)?.() ?? [],
     slugTaken: (slug: string) => (taken.get(slug)?.() ?? []).length > 0,
@@ -319,7 +317,10 @@ function stageChoiceSets(
   for (const set of document.choice_sets ?? []) {
     const current = rows.find((r) => r.name === set.name);
     const action = current ? "change" : "add";
-    if (!user?.isSuperuser && !user?.permissions.has(codename("extras", action, "customfieldchoiceset")))
+    if (
+      !user?.isSuperuser &&
+      !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
+    )
       throw forbidden(
         `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
       );

@@ -37,7 +37,10 @@ const togetherIndex = (cotId: number, i: number, set: FieldRow[]) =>
  */
 export function togetherStatements(cotId: number, had: number, sets: FieldRow[][]): SQL[] {
   return [
-    ...Array.from({ length: had }, (_, i) => sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, i))}`),
+    ...Array.from(
+      { length: had },
+      (_, i) => sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, i))}`,
+    ),
     ...sets.map((set, i) => togetherIndex(cotId, i, set)),
   ];
 }

@@ -385,11 +385,7 @@ function refuseInbound(cot: CotRow, inbound: Array<{ name: string; cotId: number
 export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
   return {
     async create(ctx, inputs, options) {
-      if (
-        options.bulk ||
-        inputs.length !== 1 ||
-        (await constrained(ctx, options.resource, "add"))
-      )
+      if (options.bulk || inputs.length !== 1 || (await constrained(ctx, options.resource, "add")))
         return createInTransaction(ctx, inputs, options);
       return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options))];
     },
