@@ -297,3 +297,38 @@ test("choice sets, compound keys, partial keys and checks: the batch leaves what
   expect(b3!.r.body).toEqual(a3!.r.body);
   expect(b3!.changes).toEqual([]);
 });
+
+test("racing applies that create one choice set and key one type: each lands or reruns, none half-done (0119)", async () => {
+  const racing = (n: number) => ({
+    schema_version: "1",
+    choice_sets: [{ name: "shared", extra_choices: [["x", `X${n}`]] }],
+    types: [
+      {
+        name: `racer_${n}`,
+        slug: `racer_${n}`,
+        fields: [
+          { id: 1, name: "a", type: "text" },
+          { id: 2, name: "b", type: "select", choice_set: "shared" },
+        ],
+        unique_together: [["a", "b"]],
+      },
+    ],
+  });
+  const answers = await Promise.all(
+    [1, 2, 3].map((n) => remote.json("POST", `${SCHEMA}/apply/`, { body: { schema: racing(n) } })),
+  );
+  // the set is made once; the others rerun from their read and change it (its stamp guards it)
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+  const sets = await remote.json("GET", "/api/extras/custom-field-choice-sets/?name=shared");
+  expect(sets.body.count).toBe(1);
+  for (const n of [1, 2, 3]) {
+    const exported = (await remote.json("GET", `${SCHEMA}/export?slug=racer_${n}`)).body;
+    expect(exported.types[0].unique_together).toEqual([["a", "b"]]);
+    expect(exported.choice_sets[0].name).toBe("shared");
+    const made = await remote.json("POST", `${CO}/racer_${n}/`, { body: { a: "1", b: "x" } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(
+      (await remote.json("POST", `${CO}/racer_${n}/`, { body: { a: "1", b: "x" } })).status,
+    ).toBe(400);
+  }
+});
