@@ -76,9 +76,9 @@ export function contractSuite(
   options: {
     /**
      * "batched" where only the schema documents an apply takes as one batch can be applied (D1,
-     * decision 0111: adding types and fields, changing attributes and names); a document that
-     * needs the transaction (removals, choice sets, compound keys, retypes) answers 501 there,
-     * and the tests pin that. Types, fields and objects are one read and one batch everywhere.
+     * decisions 0111 and 0119: adding types and fields, changing attributes and names, choice
+     * sets, compound keys and checks); a document that needs the transaction (removals,
+     * retypes) answers 501 there, and the tests pin that. Types, fields and objects are one read and one batch everywhere.
      */
     schemaApply?: "all" | "batched";
   } = {},
@@ -839,11 +839,11 @@ export function contractSuite(
         expect(again.status).toBe(200);
         expect(again.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
       });
+      /** "schema safety": field `note` of object `id` went to the trash; restoring brings it back. */
       async function trashAndRestore(removed: { status: number }, id: number) {
         const slug = `safe_${run}`;
-        const a = { id };
         expect(removed.status).toBe(200);
-        expect((await json("GET", `${CO}/${slug}/${a.id}/`)).body).not.toHaveProperty("note");
+        expect((await json("GET", `${CO}/${slug}/${id}/`)).body).not.toHaveProperty("note");
         const trash = await json("GET", `${CO}/schema/trash/?slug=${slug}`);
         expect(trash.body.results).toEqual([
           expect.objectContaining({ kind: "field", name: "note", rows: 2 }),
@@ -851,7 +851,7 @@ export function contractSuite(
         expect(
           (await json("POST", `${CO}/schema/trash/${trash.body.results[0].id}/restore/`)).status,
         ).toBe(200);
-        expect((await json("GET", `${CO}/${slug}/${a.id}/`)).body.note).toBe("first");
+        expect((await json("GET", `${CO}/${slug}/${id}/`)).body.note).toBe("first");
       }
     });
 
