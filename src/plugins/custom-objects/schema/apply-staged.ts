@@ -253,7 +253,6 @@ async function readPhase(
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
   const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
   const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
-
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -418,7 +417,6 @@ async function stageNew(step: Step) {
   for (const f of fields) batch.add(orm.insert(customObjectTypeFields).values(f));
   addStatements(batch, orm, createCotTableStatements(row.id, fields));
   // its keys over the empty table: nothing to prove
-  const none = { unique: [], checks: [] };
   const built = await keyStatements(at, row.id, none, fields, keys, true);
   addStatements(batch, orm, [...togetherStatements(row.id, 0, built.sets), ...built.conditional]);
   stageSearchIndex(ctx, batch, row.id, fields, new Map());
@@ -473,9 +471,11 @@ async function stageExisting(step: Step, existing: DbType) {
   const afterCot = { ...cot, ...set, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
   bumpType(batch, orm, cot, { ...set, lastUpdated: afterCot.lastUpdated } as Partial<CotRow>);
   const fieldsAfter = [...current, ...added];
-  const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
-  if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
-  if (keys.conditional) addStatements(batch, orm, built.conditional);
+  if (keys.together || keys.conditional) {
+    const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
+    if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
+    if (keys.conditional) addStatements(batch, orm, built.conditional);
+  }
   // a renamed column dropped the search index (its triggers name the column): made anew
   const stored = renamed ? new Map<string, string>() : step.reads.index(cot.id);
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, stored);
