@@ -425,6 +425,82 @@ test("schema apply on D1: adding types and fields, attributes and renames in one
   expect((await json("GET", `${CO}/bay/${row.id}/`)).body.active).toBe(true);
 });
 
+test("keys, checks and choice sets on D1 (decision 0119): REST and schema apply in one batch, the 400s counting, no transaction", async () => {
+  const SCHEMA = `${CO}/schema`;
+  const refusedBefore = transactions; // the removal above was counted (and refused)
+  const levels = (extra: string[][] = []) => ({
+    name: "levels",
+    extra_choices: [["lo", "Low"], ["hi", "High"], ...extra],
+  });
+  const fields = [
+    { id: 1, name: "code", type: "text" },
+    { id: 2, name: "level", type: "select", choice_set: "levels", default: "lo" },
+    { id: 3, name: "rank", type: "integer" },
+  ];
+  const v1 = {
+    schema_version: "1",
+    choice_sets: [levels()],
+    types: [
+      {
+        name: "tier",
+        slug: "tier",
+        fields,
+        unique_together: [["code", "level"], { fields: ["rank"], condition: { level: "hi" } }],
+        checks: [{ name: "rank_range", condition: { rank__gte: 0 } }],
+      },
+    ],
+  };
+  const first = await json("POST", `${SCHEMA}/apply/`, { schema: v1 });
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  expect((await made(`${CO}/tier/`, { code: "A", rank: 1 })).level).toBe("lo");
+  expect((await json("POST", `${CO}/tier/`, { code: "A", rank: 2 })).status).toBe(400);
+  const negative = await json("POST", `${CO}/tier/`, { code: "B", rank: -1 });
+  expect(negative.status).toBe(400);
+  expect(JSON.stringify(negative.body)).toContain("rank_range");
+  await made(`${CO}/tier/`, { code: "B", rank: 5 });
+
+  // the set grows, the keys and the check change, a field is added: one batch
+  const v2 = {
+    ...v1,
+    choice_sets: [levels([["mid", "Middle"]])],
+    types: [
+      {
+        ...v1.types[0]!,
+        fields: [...fields, { id: 4, name: "note", type: "text" }],
+        unique_together: [["code", "rank"]],
+        checks: [{ name: "rank_cap", condition: { rank__lte: 10 } }],
+      },
+    ],
+  };
+  const second = await json("POST", `${SCHEMA}/apply/`, { schema: v2 });
+  expect(second.status, JSON.stringify(second.body)).toBe(200);
+  expect((await made(`${CO}/tier/`, { code: "C", level: "mid", rank: 3 })).level).toBe("mid");
+  expect((await json("POST", `${CO}/tier/`, { code: "D", rank: 11 })).status).toBe(400);
+  const again = await json("POST", `${SCHEMA}/apply/`, {
+    schema: (await json("GET", `${SCHEMA}/export?slug=tier`)).body,
+  });
+  expect(again.body.diffs.every((d: { has_changes: boolean }) => !d.has_changes)).toBe(true);
+
+  // REST: keys and checks the rows break are 400s that count them, and nothing changes
+  const tierId = (await json("GET", `${CO}/custom-object-types/?slug=tier`)).body.results[0].id;
+  const url = `${CO}/custom-object-types/${tierId}/`;
+  await made(`${CO}/tier/`, { code: "F", rank: 5 });
+  const before = (await json("GET", url)).body;
+  const dup = await json("PATCH", url, { unique_together: [["level", "rank"]] });
+  expect(dup.body).toEqual({
+    unique_together: [
+      "2 existing row(s) share values of level, rank; they must make a unique set.",
+    ],
+  });
+  const bad = await json("PATCH", url, { checks: [{ name: "small", condition: { rank__lt: 4 } }] });
+  expect(bad.body).toEqual({ checks: ['2 existing row(s) do not match the check "small".'] });
+  expect((await json("GET", url)).body).toEqual(before);
+  const ok = await json("PATCH", url, { unique_together: [["code", "level"]], checks: [] });
+  expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+  expect((await made(`${CO}/tier/`, { code: "G", rank: 50 })).rank).toBe(50);
+  expect(transactions).toBe(refusedBefore);
+});
+
 test("revert from the change log on D1 (decision 0113): a delete of a custom object and of a site put back under their ids, an update, dry runs — no transaction", async () => {
   transactions = 0; // the apply test before ends with a removal that tries (and is refused) one
   const lastChange = async (type: string, id: number) =>

@@ -132,3 +132,46 @@ test("a unique field whose default would repeat over existing rows: 400 on uniqu
   const type = await t.json("GET", `${CO}/custom-object-types/${cot.id}/`);
   expect(type.body.fields.map((f: { name: string }) => f.name)).toEqual(["n"]);
 });
+
+test("keys racing each other and a field add: each lands or answers 409, the stored keys are the enforced ones (0119)", async () => {
+  const cot = await makeCot(t, "raced", "raced");
+  for (const name of ["a", "b", "c"]) await addField(t, cot.id, { name, type: "integer" });
+  const url = `${CO}/custom-object-types/${cot.id}/`;
+  const answers = await Promise.all([
+    t.json("PATCH", url, { body: { unique_together: [["a", "b"]] } }),
+    t.json("PATCH", url, { body: { unique_together: [["a", "c"]] } }),
+    t.json("POST", `${CO}/custom-object-type-fields/`, {
+      body: { custom_object_type: cot.id, name: "d", type: "text" },
+    }),
+  ]);
+  for (const a of answers.slice(0, 2)) expect([200, 409]).toContain(a.status);
+  expect(answers[2]!.status).toBe(201);
+  // a 409 lost to a write that changed the type since its read: nothing of it stays
+  const landed = [[["a", "b"]], [["a", "c"]]].filter((_, i) => answers[i]!.status === 200);
+  let stored = (await t.json("GET", url)).body.unique_together as string[][];
+  if (!landed.length) {
+    expect(stored).toEqual([]);
+    expect((await t.json("PATCH", url, { body: { unique_together: [["a", "b"]] } })).status).toBe(
+      200,
+    );
+    stored = [["a", "b"]];
+  } else expect(landed).toContainEqual(stored);
+  // the stored pair refuses a repeat; the other pair does not
+  const other = stored[0]![1] === "b" ? "c" : "b";
+  const kept = stored[0]![1]!;
+  await create(t, "raced", { a: 1, [kept]: 1, [other]: 1 });
+  expect(
+    (await t.json("POST", `${CO}/raced/`, { body: { a: 1, [kept]: 1, [other]: 2 } })).status,
+  ).toBe(400);
+  expect(
+    (await t.json("POST", `${CO}/raced/`, { body: { a: 1, [kept]: 2, [other]: 1 } })).status,
+  ).toBe(201);
+  // the change record of the keys' write is the record GET answers after it
+  const [last] = (
+    await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=custom_objects.customobjecttype&changed_object_id=${cot.id}&ordering=-id&limit=1`,
+    )
+  ).body.results as Array<{ postchange_data: { unique_together: unknown } }>;
+  expect(last!.postchange_data.unique_together).toEqual(stored);
+});

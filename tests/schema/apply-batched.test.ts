@@ -233,3 +233,102 @@ test("three applies changing one type at once: the batches that lost its type's 
   const rows = await remote.json("GET", `${CO}/rack/`);
   expect(rows.status).toBe(200);
 });
+
+/** One type's export (the race above left the remote's rack apart from the local one). */
+const graded = async (t: TestApp) => (await t.json("GET", `${SCHEMA}/export?slug=graded`)).body;
+
+test("choice sets, compound keys, partial keys and checks: the batch leaves what the transaction leaves (0119)", async () => {
+  const grades = (extra: string[][] = []) => ({
+    name: "grades",
+    extra_choices: [["a", "A"], ["b", "B"], ...extra],
+  });
+  const code = { id: 1, name: "code", type: "text" };
+  const grade = { id: 2, name: "grade", type: "select", choice_set: "grades", default: "a" };
+  const rank = { id: 3, name: "rank", type: "integer" };
+  const keyed = (extra: Record<string, unknown>, fields: unknown[] = [code, grade, rank]) => ({
+    ...doc([{ name: "graded", slug: "graded", fields, ...extra }]),
+    choice_sets: [grades()],
+  });
+  const v1 = keyed({
+    unique_together: [["code", "grade"], { fields: ["rank"], condition: { grade: "a" } }],
+    checks: [{ name: "rank_range", condition: { rank__gte: 0 } }],
+  });
+  const [a1, b1] = await applyBoth({ schema: v1 }, false);
+  expect(a1!.r.status, JSON.stringify(a1!.r.body)).toBe(200);
+  expect(b1!.r.body).toEqual(a1!.r.body);
+  expect(b1!.changes).toEqual(a1!.changes);
+  expect(await graded(remote)).toEqual(await graded(local));
+
+  for (const t of [local, remote]) {
+    const made = await t.json("POST", `${CO}/graded/`, { body: { code: "X", rank: 1 } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(made.body.grade).toBe("a");
+    const dup = await t.json("POST", `${CO}/graded/`, { body: { code: "X", rank: 2 } });
+    expect(dup.status).toBe(400);
+    const negative = await t.json("POST", `${CO}/graded/`, { body: { code: "Y", rank: -1 } });
+    expect(negative.status).toBe(400);
+  }
+
+  // the set grows, a field is added, the keys change and the check is replaced
+  const v2 = {
+    ...keyed(
+      {
+        unique_together: [["code", "rank"]],
+        checks: [{ name: "rank_range", condition: { rank__lte: 100 } }],
+      },
+      [code, grade, rank, { id: 4, name: "size", type: "integer" }],
+    ),
+    choice_sets: [grades([["c", "C"]])],
+  };
+  const [a2, b2] = await applyBoth({ schema: v2 }, false);
+  expect(a2!.r.status, JSON.stringify(a2!.r.body)).toBe(200);
+  expect(b2!.r.body).toEqual(a2!.r.body);
+  expect(b2!.changes).toEqual(a2!.changes);
+  expect(await graded(remote)).toEqual(await graded(local));
+  for (const t of [local, remote]) {
+    const big = await t.json("POST", `${CO}/graded/`, { body: { code: "Z", rank: 101 } });
+    expect(big.status).toBe(400);
+    const c = await t.json("POST", `${CO}/graded/`, { body: { code: "Z", grade: "c", rank: 1 } });
+    expect(c.status, JSON.stringify(c.body)).toBe(201);
+  }
+
+  // the export applied again: nothing changes, within the round trips of any apply
+  const [a3, b3] = await applyBoth({ schema: await graded(remote) });
+  expect(b3!.r.body).toEqual(a3!.r.body);
+  expect(b3!.changes).toEqual([]);
+});
+
+test("racing applies that create one choice set and key one type: each lands or reruns, none half-done (0119)", async () => {
+  const racing = (n: number) => ({
+    schema_version: "1",
+    choice_sets: [{ name: "shared", extra_choices: [["x", `X${n}`]] }],
+    types: [
+      {
+        name: `racer_${n}`,
+        slug: `racer_${n}`,
+        fields: [
+          { id: 1, name: "a", type: "text" },
+          { id: 2, name: "b", type: "select", choice_set: "shared" },
+        ],
+        unique_together: [["a", "b"]],
+      },
+    ],
+  });
+  const answers = await Promise.all(
+    [1, 2, 3].map((n) => remote.json("POST", `${SCHEMA}/apply/`, { body: { schema: racing(n) } })),
+  );
+  // the set is made once; the others rerun from their read and change it (its stamp guards it)
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+  const sets = await remote.json("GET", "/api/extras/custom-field-choice-sets/?name=shared");
+  expect(sets.body.count).toBe(1);
+  for (const n of [1, 2, 3]) {
+    const exported = (await remote.json("GET", `${SCHEMA}/export?slug=racer_${n}`)).body;
+    expect(exported.types[0].unique_together).toEqual([["a", "b"]]);
+    expect(exported.choice_sets[0].name).toBe("shared");
+    const made = await remote.json("POST", `${CO}/racer_${n}/`, { body: { a: "1", b: "x" } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(
+      (await remote.json("POST", `${CO}/racer_${n}/`, { body: { a: "1", b: "x" } })).status,
+    ).toBe(400);
+  }
+});

@@ -1,11 +1,19 @@
 /**
- * A schema apply as reads and one atomic batch (decision 0111), for the documents that only add
- * types and fields and change attributes or names; the rest keeps the transaction (`applySchema`).
+ * A schema apply as reads and one atomic batch (decision 0111), for the documents that add types
+ * and fields, change attributes or names, carry choice sets, compound keys and checks (0119); the
+ * rest keeps the transaction (`applySchema`).
  */
-import { and, eq } from "drizzle-orm";
-import { guardChanged, isWriteConflict } from "../../../db/client";
-import { ApiError } from "../../../core/errors";
-import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
+import { and, eq, type SQL } from "drizzle-orm";
+import { guardChanged, isWriteConflict, WriteConflictError } from "../../../db/client";
+import { ApiError, forbidden } from "../../../core/errors";
+import { codename } from "../../../core/auth/permissions";
+import { recordUrl } from "../../../core/models/define";
+import {
+  choiceSets,
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes,
+} from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import type { ApiRecord, WriteContext } from "../../../core/context";
 import { stageRules } from "../../../core/events/dispatch";
@@ -20,7 +28,7 @@ import {
 } from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
-import { validateField } from "../types/definitions";
+import { validateField, type KnownChoiceSets } from "../types/definitions";
 import { cotModel, fieldModel } from "../types/api";
 import {
   addStatements,
@@ -39,13 +47,21 @@ import {
 import { newTypeRow, typeRecord, typeTags } from "../types/staged-types";
 import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import { encodedDefault } from "./operations";
-import { normalizeTogether } from "./unique-together";
-import { plainTogether, wantedConditional, conditionalOf } from "./constraints";
+import { normalizeTogether, setsOfFields, togetherStatements } from "./unique-together";
+import {
+  asConditionalError,
+  conditionalOf,
+  conditionalStatements,
+  plainTogether,
+  wantedConditional,
+  type Conditional,
+} from "./constraints";
 import type { SchemaDocument, TypeEntry } from "./document";
-import type { TypeDiff } from "./diff";
+import type { ChoiceSetRow, TypeDiff } from "./diff";
 import {
   atPath,
   checkApply,
+  choiceSetsQuery,
   cotDraft,
   dependencyOrder,
   documentSlugs,
@@ -65,26 +81,16 @@ import {
 /** Field attributes whose change needs the transaction: a retype converts stored values. */
 const TRANSACTION_ATTRS = ["type", "related_object_type", "related_object_types", "is_polymorphic"];
 
-/** Whether the type has compound keys, partial keys or checks (the transaction keeps them). */
-const hasKeys = (cot?: CotRow) =>
-  !!cot &&
-  (normalizeTogether(cot.uniqueTogether).length > 0 ||
-    conditionalOf(cot).unique.length > 0 ||
-    conditionalOf(cot).checks.length > 0);
-
 /**
- * Whether the batch takes the document: no removals, choice sets, compound keys or checks, no
- * retype or retarget, no gated change, no swap of names, no relation to a type it creates.
+ * Whether the batch takes the document: no removals, no retype or retarget, no gated change, no
+ * swap of names, no relation to a type it creates.
  */
 function batchable(doc: SchemaDocument, diffs: TypeDiff[], state: Map<string, DbType>): boolean {
-  if (doc.removed_types?.length || doc.choice_sets?.length) return false;
+  if (doc.removed_types?.length) return false;
   const creating = new Set(doc.types.filter((t) => !state.has(t.slug)).map((t) => t.slug));
   return doc.types.every((t, ti) => {
     const diff = diffs[ti]!;
     const db = state.get(t.slug);
-    const want = wantedConditional(t);
-    if (normalizeTogether(plainTogether(t.unique_together)).length) return false;
-    if (want.unique.length || want.checks.length || hasKeys(db?.cot)) return false;
     if (diff.destructive_changes.length) return false;
     if (
       t.fields.some((f) =>
@@ -117,8 +123,8 @@ export async function applyStaged(
 ): Promise<Applied | "transaction"> {
   const { document } = request;
   const slugs = documentSlugs(document);
-  const { state, references } = await readState(ctx, slugs);
-  const { plan, diffs, graph } = await checkApply(ctx, request, state, references);
+  const { state, references, sets } = await readState(ctx, document, slugs);
+  const { plan, diffs, graph } = await checkApply(ctx, request, state, references, sets);
   if (!batchable(document, diffs, state)) return "transaction";
   if (
     (await constrained(ctx, cotModel.resource, "add")) ||
@@ -127,15 +133,17 @@ export async function applyStaged(
     (await constrained(ctx, fieldModel.resource, "change"))
   )
     return "transaction";
-  const reads = await readPhase(ctx, document, state);
+  const reads = await readPhase(ctx, document, state, sets);
   const batch = new WriteBatch();
   const ids = { cot: reads.nextCot(), ot: reads.nextOt(), field: reads.nextField() };
+  const { known, nested } = stageChoiceSets(ctx, batch, document, reads);
   // the document index of each type by its id, for errors the batch reports by table
   const typeAt = new Map<number, number>();
   const changes: { cots: Change[]; fields: Change[] } = { cots: [], fields: [] };
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
-    const step = { ctx, batch, t, at: `$.types[${ti}]`, diff: diffs[ti]!, ids, changes, reads };
+    const at = `$.types[${ti}]`;
+    const step = { ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested };
     const existing = state.get(t.slug);
     typeAt.set(existing?.cot.id ?? ids.cot, ti);
     if (existing) await stageExisting(step, existing);
@@ -166,6 +174,8 @@ async function runApply(
     await batch.run(ctx);
   } catch (e) {
     if (idTaken(e) || isWriteConflict(e)) throw e;
+    // a choice set or compound key another write made meanwhile: the apply reruns and sees it
+    if (lostToKey(messages(e), document, typeAt)) throw new WriteConflictError();
     const clash = /UNIQUE constraint failed: co_(\d+)\.(\w+)/.exec(messages(e));
     if (clash) {
       const ti = typeAt.get(Number(clash[1])) ?? -1;
@@ -185,20 +195,39 @@ async function runApply(
   }
 }
 
-/** The first read (with the caller's token): the document's types and every type's references. */
-async function readState(ctx: WriteContext, slugs: string[]) {
+/**
+ * Whether a failed batch lost a race the gate would have answered: a choice set's name or id
+ * taken meanwhile, or rows that now break a key the document adds (read 1 counted none).
+ */
+function lostToKey(text: string, document: SchemaDocument, typeAt: Map<number, number>): boolean {
+  if (/UNIQUE constraint failed: custom_field_choice_sets\.(name|id)\b/.test(text)) return true;
+  const clash = /UNIQUE constraint failed: co_(\d+)\.(\w+)(, co_\d+\.\w+)*/.exec(text);
+  if (!clash) return false;
+  const t = document.types[typeAt.get(Number(clash[1])) ?? -1];
+  if (!t) return false;
+  if (clash[3]) return true; // several columns: only a compound key (or partial one) spans them
+  return wantedConditional(t).unique.some((k) => k.fields.length === 1 && k.fields[0] === clash[2]);
+}
+
+/**
+ * The first read (with the caller's token): the document's types, every type's references and
+ * the choice sets the document names.
+ */
+async function readState(ctx: WriteContext, document: SchemaDocument, slugs: string[]) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(orm, slugs);
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
   const [refCots, refFields] = [phase.add(refCotsQ), phase.add(refFieldsQ)];
+  const named = phase.add(choiceSetsQuery(orm, document));
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
   return {
     state: await typesFromRows(rows, orm, registry),
     references: await referencesFromRows(refCots(), refFields(), orm, registry),
+    sets: named() as ChoiceSetRow[],
   };
 }
 
@@ -210,7 +239,12 @@ type Change = {
 };
 
 /** The second read: next ids, the existing types' search indexes and tags, the event rules. */
-async function readPhase(ctx: WriteContext, document: SchemaDocument, state: Map<string, DbType>) {
+async function readPhase(
+  ctx: WriteContext,
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+  sets: ChoiceSetRow[],
+) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
   const cotRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL });
@@ -218,6 +252,7 @@ async function readPhase(ctx: WriteContext, document: SchemaDocument, state: Map
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
   const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
+  const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -237,6 +272,10 @@ async function readPhase(ctx: WriteContext, document: SchemaDocument, state: Map
     nextCot: () => firstNext(nextCot()),
     nextOt: () => firstNext(nextOt()),
     nextField: () => firstNext(nextField()),
+    nextSet: () => firstNext(nextSet()),
+    sets: () => sets,
+    nestedBefore: (c: WriteContext) =>
+      new Map(sets.map((r) => [r.id, nestedChoiceSet(c, r.id, r)])),
     index: (cotId: number) => asSchema(indexes.get(cotId)?.() ?? []),
     tags: (cotId: number) => tags.get(cotId)?.() ?? [],
     slugTaken: (slug: string) => (taken.get(slug)?.() ?? []).length > 0,
@@ -252,7 +291,79 @@ interface Step {
   ids: { cot: number; ot: number; field: number };
   changes: { cots: Change[]; fields: Change[] };
   reads: Awaited<ReturnType<typeof readPhase>>;
+  known: KnownChoiceSets;
+  /** The choice sets' nested forms by id, as the batch leaves them (for the records). */
+  nested: ReadonlyMap<number, ApiRecord>;
 }
+
+/**
+ * The document's choice sets created or changed in the batch (as `upsertChoiceSets`: no change
+ * record, unchanged ones left alone; a change guarded on the set's stamp), and every set its
+ * fields name, by name, for their validation.
+ */
+function stageChoiceSets(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  document: SchemaDocument,
+  reads: Awaited<ReturnType<typeof readPhase>>,
+): { known: KnownChoiceSets; nested: ReadonlyMap<number, ApiRecord> } {
+  const orm = ctx.services.db.orm;
+  const rows = reads.sets();
+  const known = new Map(rows.map((r) => [r.name, { id: r.id, extraChoices: r.extraChoices }]));
+  const nested = new Map(rows.map((r) => [r.id, nestedChoiceSet(ctx, r.id, r)]));
+  let nextId = reads.nextSet();
+  const user = ctx.auth.user;
+  for (const set of document.choice_sets ?? []) {
+    const current = rows.find((r) => r.name === set.name);
+    const action = current ? "change" : "add";
+    if (
+      !user?.isSuperuser &&
+      !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
+    )
+      throw forbidden(
+        `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
+      );
+    const values = {
+      name: set.name,
+      description: set.description ?? "",
+      extraChoices: set.extra_choices as [string, string][],
+      orderAlphabetically: set.order_alphabetically ?? false,
+    };
+    if (!current) {
+      batch.add(orm.insert(choiceSets).values({ id: nextId, ...values }));
+      nested.set(nextId, nestedChoiceSet(ctx, nextId, values));
+      known.set(set.name, { id: nextId++, extraChoices: values.extraChoices });
+      continue;
+    }
+    known.set(set.name, { id: current.id, extraChoices: values.extraChoices });
+    nested.set(current.id, nestedChoiceSet(ctx, current.id, values));
+    const same =
+      stableJson([current.description, current.extraChoices, current.orderAlphabetically]) ===
+      stableJson([values.description, values.extraChoices, values.orderAlphabetically]);
+    if (same) continue;
+    batch.add(
+      orm
+        .update(choiceSets)
+        .set({ ...values, lastUpdated: nextStamp(current.lastUpdated) })
+        .where(and(eq(choiceSets.id, current.id), eq(choiceSets.lastUpdated, current.lastUpdated))),
+    );
+    batch.add(guardChanged(orm));
+  }
+  return { known, nested };
+}
+
+/** A choice set's nested form, as a field's record carries it. */
+const nestedChoiceSet = (
+  ctx: WriteContext,
+  id: number,
+  set: { name: string; description: string },
+): ApiRecord => ({
+  id,
+  url: recordUrl(ctx.baseUrl, "extras/custom-field-choice-sets", id),
+  display: set.name,
+  name: set.name,
+  description: set.description,
+});
 
 /** Added fields validated one after another against the fields before them, as rows. */
 async function addedRows(step: Step, cotId: number, siblings: FieldRow[], now: string) {
@@ -262,7 +373,7 @@ async function addedRows(step: Step, cotId: number, siblings: FieldRow[], now: s
   for (const change of diff.field_changes.filter((c) => c.op === "add")) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const draft = await atPath(`${at}.fields[${fi}]`, () =>
-      validateField(ctx, fieldInput(t.fields[fi]!), null, current),
+      validateField(ctx, fieldInput(t.fields[fi]!), null, current, step.known),
     );
     const row: FieldRow = {
       ...draft,
@@ -291,7 +402,13 @@ async function stageNew(step: Step) {
   const draft = cotDraft(t, []);
   const base = newTypeRow(step.ids.cot++, step.ids.ot++, draft, now);
   const fields = await addedRows(step, base.id, [], now);
-  const row = { ...base, nextSchemaId: highestNext(1, fields) } as CotRow;
+  const keys = wantedKeys(t);
+  const row = {
+    ...base,
+    nextSchemaId: highestNext(1, fields),
+    uniqueTogether: keys.together,
+    conditionalConstraints: keys.conditional,
+  } as CotRow;
   batch.add(
     orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
   );
@@ -299,19 +416,22 @@ async function stageNew(step: Step) {
   // a row a statement: D1 binds at most 100 values in one
   for (const f of fields) batch.add(orm.insert(customObjectTypeFields).values(f));
   addStatements(batch, orm, createCotTableStatements(row.id, fields));
+  // its keys over the empty table: nothing to prove
+  const built = await keyStatements(at, row.id, none, fields, keys, true);
+  addStatements(batch, orm, [...togetherStatements(row.id, 0, built.sets), ...built.conditional]);
   stageSearchIndex(ctx, batch, row.id, fields, new Map());
   for (const f of fields)
     step.changes.fields.push({
       action: "create",
       id: f.id,
       prechange: null,
-      postchange: await fieldRecord(ctx, f),
+      postchange: await fieldRecord(ctx, f, step.nested),
     });
   step.changes.cots.push({
     action: "create",
     id: row.id,
     prechange: null,
-    postchange: await typeRecord(ctx, row, fields, []),
+    postchange: await typeRecord(ctx, row, fields, [], step.nested),
   });
 }
 
@@ -323,6 +443,12 @@ async function stageExisting(step: Step, existing: DbType) {
   const draft = cotDraft(t, existing.tombstones);
   const docChanged = stableJson(cot.schemaDocument ?? null) !== stableJson(draft.schemaDocument);
   if (!diff.has_changes && !diff.field_changes.length && !docChanged) return;
+  const keys = keyChanges(existing, t, diff);
+  // dropped before any column moves, built again once the columns exist (as `applyType`)
+  if (keys.together)
+    addStatements(batch, orm, togetherStatements(cot.id, keys.had.together.length, []));
+  if (keys.conditional)
+    addStatements(batch, orm, conditionalStatements(cot.id, keys.had.conditional, [], none));
   const { current, renamed } = await stageAlters(step, existing);
   const added = await addedRows(step, cot.id, current, nowIso());
   for (const f of added) {
@@ -332,14 +458,24 @@ async function stageExisting(step: Step, existing: DbType) {
       action: "create",
       id: f.id,
       prechange: null,
-      postchange: await fieldRecord(ctx, f),
+      postchange: await fieldRecord(ctx, f, step.nested),
     });
   }
   // the type's record as `updateCot` and `addFields` leave it, guarded on its stamp
-  const set = { ...draft, nextSchemaId: highestNext(cot.nextSchemaId, added) };
+  const set = {
+    ...draft,
+    nextSchemaId: highestNext(cot.nextSchemaId, added),
+    ...(keys.together ? { uniqueTogether: keys.want.together } : {}),
+    ...(keys.conditional ? { conditionalConstraints: keys.want.conditional } : {}),
+  };
   const afterCot = { ...cot, ...set, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
   bumpType(batch, orm, cot, { ...set, lastUpdated: afterCot.lastUpdated } as Partial<CotRow>);
   const fieldsAfter = [...current, ...added];
+  if (keys.together || keys.conditional) {
+    const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
+    if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
+    if (keys.conditional) addStatements(batch, orm, built.conditional);
+  }
   // a renamed column dropped the search index (its triggers name the column): made anew
   const stored = renamed ? new Map<string, string>() : step.reads.index(cot.id);
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, stored);
@@ -347,8 +483,9 @@ async function stageExisting(step: Step, existing: DbType) {
   step.changes.cots.push({
     action: "update",
     id: cot.id,
-    prechange: await typeRecord(ctx, cot, existing.fields, tags),
-    postchange: await typeRecord(ctx, afterCot, fieldsAfter, tags),
+    // before: the sets as they were (read when the document changes one)
+    prechange: await typeRecord(ctx, cot, existing.fields, tags, step.reads.nestedBefore(ctx)),
+    postchange: await typeRecord(ctx, afterCot, fieldsAfter, tags, step.nested),
   });
 }
 
@@ -373,7 +510,7 @@ async function stageAlters(step: Step, existing: DbType) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;
     const next = await atPath(`${at}.fields[${fi}]`, () =>
-      validateField(ctx, fieldInput(t.fields[fi]!), row, current),
+      validateField(ctx, fieldInput(t.fields[fi]!), row, current, step.known),
     );
     const after: FieldRow = { ...row, ...next, lastUpdated: nextStamp(row.lastUpdated) };
     batch.add(
@@ -394,9 +531,60 @@ async function stageAlters(step: Step, existing: DbType) {
     step.changes.fields.push({
       action: "update",
       id: row.id,
-      prechange: await fieldRecord(ctx, row),
-      postchange: await fieldRecord(ctx, after),
+      prechange: await fieldRecord(ctx, row, step.reads.nestedBefore(ctx)),
+      postchange: await fieldRecord(ctx, after, step.nested),
     });
   }
   return { current, renamed };
+}
+
+const none: Conditional = { unique: [], checks: [] };
+
+/** The compound keys, partial keys and checks a document's type entry asks for. */
+const wantedKeys = (t: TypeEntry) => ({
+  together: normalizeTogether(plainTogether(t.unique_together)),
+  conditional: wantedConditional(t),
+});
+
+/**
+ * Which of an existing type's keys the apply replaces, as `applyType` decides: compound keys
+ * when they change; partial keys and checks when they change, or any field changes while the
+ * type has some.
+ */
+function keyChanges(existing: DbType, t: TypeEntry, diff: TypeDiff) {
+  const had = {
+    together: normalizeTogether(existing.cot.uniqueTogether),
+    conditional: conditionalOf(existing.cot),
+  };
+  const want = wantedKeys(t);
+  const hasConditional = had.conditional.unique.length > 0 || had.conditional.checks.length > 0;
+  return {
+    had,
+    want,
+    together: stableJson(want.together) !== stableJson(had.together),
+    conditional:
+      stableJson(want.conditional) !== stableJson(had.conditional) ||
+      (diff.field_changes.length > 0 && hasConditional),
+  };
+}
+
+/** The keys' fields and the statements that build the conditional ones, at the type's path. */
+async function keyStatements(
+  at: string,
+  cotId: number,
+  had: Conditional,
+  fields: FieldRow[],
+  want: ReturnType<typeof wantedKeys>,
+  counted: boolean,
+): Promise<{ sets: FieldRow[][]; conditional: SQL[] }> {
+  return atPath(at, async () => {
+    try {
+      return {
+        sets: setsOfFields(want.together, fields),
+        conditional: conditionalStatements(cotId, had, fields, want.conditional, counted),
+      };
+    } catch (e) {
+      throw asConditionalError(e);
+    }
+  });
 }

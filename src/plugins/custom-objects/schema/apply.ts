@@ -3,7 +3,7 @@
  * document validation (400), stale-plan check (409), destructive guard (409), cycles (400),
  * unresolvable references (400), then every change in one transaction in dependency order.
  */
-import { eq, inArray } from "drizzle-orm";
+import { eq, inArray, sql } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ApiError, ValidationError, forbidden } from "../../../core/errors";
@@ -26,7 +26,13 @@ import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
 import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
-import { diffDocument, type DestructiveChange, type TypeDiff } from "./diff";
+import {
+  defaultLookups,
+  diffDocument,
+  type ChoiceSetRow,
+  type DestructiveChange,
+  type TypeDiff,
+} from "./diff";
 import { clearLinksOutside } from "./impact";
 import { buildUniqueTogether, dropUniqueTogether, normalizeTogether } from "./unique-together";
 import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
@@ -249,9 +255,11 @@ async function diffOrThrow(
   document: SchemaDocument,
   hidden?: ReadonlySet<string>,
   loaded?: Map<string, DbType>,
+  sets?: readonly ChoiceSetRow[],
 ) {
   const objectTypes = ctx.services.objectTypes;
-  const result = await diffDocument(db, objectTypes, document, hidden, undefined, loaded);
+  const lookups = defaultLookups(db, objectTypes, document, sets);
+  const result = await diffDocument(db, objectTypes, document, hidden, lookups, loaded);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
@@ -384,6 +392,7 @@ async function unresolvable(
   ctx: WriteContext,
   doc: SchemaDocument,
   all: ReadonlyMap<string, unknown>,
+  sets?: readonly ChoiceSetRow[],
 ): Promise<string[]> {
   const problems: string[] = [];
   const docSlugs = new Set(doc.types.map((t) => t.slug));
@@ -414,10 +423,11 @@ async function unresolvable(
   if (names.size) {
     const found = new Set(
       (
-        await ctx.db
+        sets ??
+        (await ctx.db
           .select({ name: choiceSets.name })
           .from(choiceSets)
-          .where(inArray(choiceSets.name, [...names]))
+          .where(inArray(choiceSets.name, [...names])))
       ).map((r) => r.name),
     );
     for (const c of doc.choice_sets ?? []) found.add(c.name);
@@ -427,6 +437,20 @@ async function unresolvable(
           problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
   }
   return problems;
+}
+
+/** Every choice set a document names (its own and its fields'), for a read phase. */
+export function choiceSetsQuery(db: Executor, doc: SchemaDocument) {
+  const names = [
+    ...new Set([
+      ...(doc.choice_sets ?? []).map((c) => c.name),
+      ...doc.types.flatMap((t) => t.fields.map((f) => f.choice_set)),
+    ]),
+  ].filter((n): n is string => typeof n === "string");
+  return db
+    .select()
+    .from(choiceSets)
+    .where(names.length ? inArray(choiceSets.name, names) : sql`0`);
 }
 
 // ---- applying ------------------------------------------------------------------------------
@@ -764,13 +788,15 @@ const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson
 /**
  * Every refusal an apply makes before it writes, in its order: stale plan (409), destructive
  * guard (409), cycles (400), unresolvable references (400). `state`: the document's types;
- * `references`: every type's (`loadReferences`), read here when not given.
+ * `references`: every type's (`loadReferences`), read here when not given; `sets`: the choice
+ * sets the document names (`choiceSetsQuery`), read here when not given.
  */
 export async function checkApply(
   ctx: WriteContext,
   request: ApplyRequest,
   state: Map<string, DbType>,
   references?: Map<string, string[]>,
+  sets?: readonly ChoiceSetRow[],
 ) {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   // The plan is worked out only when the request binds to one (hashing a large document costs).
@@ -808,6 +834,7 @@ export async function checkApply(
     document,
     undefined,
     state,
+    sets,
   );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
@@ -831,7 +858,7 @@ export async function checkApply(
       "circular_dependency",
       { cycle },
     );
-  const problems = await unresolvable(ctx, document, all);
+  const problems = await unresolvable(ctx, document, all, sets);
   if (problems.length)
     throw ApiError.detail(
       400,

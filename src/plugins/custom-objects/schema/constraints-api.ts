@@ -2,7 +2,7 @@
  * The REST type API's side of conditional constraints (decision 0087): `unique_together` with
  * partial keys among its lists, `checks`, and the fields they read following renames.
  */
-import { eq } from "drizzle-orm";
+import { eq, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ValidationError } from "../../../core/errors";
@@ -10,8 +10,11 @@ import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
 import { stableJson } from "./state";
 import {
+  asConditionalError,
   checkConditional,
   conditionalOf,
+  conditionalStatements,
+  conditionalViolation,
   dropConditional,
   readsField,
   rebuildConditional,
@@ -19,7 +22,14 @@ import {
   splitTogether,
   type Conditional,
 } from "./constraints";
-import { checkUniqueTogether, normalizeTogether, setUniqueTogether } from "./unique-together";
+import {
+  checkUniqueTogether,
+  normalizeTogether,
+  setsOfFields,
+  setUniqueTogether,
+  togetherStatements,
+  togetherViolation,
+} from "./unique-together";
 
 const fieldsOf = (db: Executor, cotId: number) =>
   db
@@ -62,6 +72,65 @@ export async function setTypeConstraints(
   if (stableJson(conditional) === stableJson(have)) return;
   await store(db, cotId, conditional);
   await rebuildConditional(db, cotId, fields, conditional);
+}
+
+/** A type write's keys and checks for one atomic batch (the staged writer, decision 0119). */
+export interface StagedConstraints {
+  /** The row's new `uniqueTogether` and `conditionalConstraints`, those that change. */
+  set: Partial<Pick<CotRow, "uniqueTogether" | "conditionalConstraints">>;
+  /** Indexes and triggers replaced, the checks proven over the existing rows. */
+  statements: SQL[];
+  /** After a failed batch: the 400 `setTypeConstraints` answers when rows break a key or check. */
+  explain(db: Executor): Promise<ValidationError | null>;
+}
+
+/**
+ * `setTypeConstraints` as statements: the same checks and refusals, against the fields the
+ * write's read phase read (`cot` null: a create, which has none). Existing rows that break a
+ * key or check fail the batch; `explain` then counts them as the transaction path does.
+ */
+export async function stagedTypeConstraints(
+  db: Executor,
+  cot: CotRow | null,
+  fields: FieldRow[],
+  together: unknown,
+  checks: unknown,
+): Promise<StagedConstraints> {
+  const cotId = cot?.id ?? 0;
+  const split = together === undefined ? null : splitTogether(together);
+  const haveSets = normalizeTogether(cot?.uniqueTogether);
+  const sets = split ? checkUniqueTogether(split.plain, fields) : haveSets;
+  const setsChange = stableJson(sets) !== stableJson(haveSets);
+  const setRows = setsOfFields(sets, fields);
+  const have = cot ? conditionalOf(cot) : { unique: [], checks: [] };
+  const { conditional, errors } = checkConditional(
+    split ? split.partial : have.unique,
+    checks === undefined ? have.checks : checks,
+    fields,
+  );
+  if (Object.keys(errors).length) {
+    // the transaction path stores the plain keys (counting their clashes) before these checks
+    const clash = setsChange && cot ? await togetherViolation(db, cotId, setRows) : null;
+    throw clash ?? new ValidationError(errors);
+  }
+  const conditionalChange = stableJson(conditional) !== stableJson(have);
+  const out: StagedConstraints = { set: {}, statements: [], explain: async () => null };
+  if (setsChange) {
+    out.set.uniqueTogether = sets;
+    out.statements.push(...togetherStatements(cotId, haveSets.length, setRows));
+  }
+  if (conditionalChange) {
+    out.set.conditionalConstraints = conditional;
+    try {
+      out.statements.push(...conditionalStatements(cotId, have, fields, conditional));
+    } catch (e) {
+      throw asConditionalError(e);
+    }
+  }
+  out.explain = async (reader) =>
+    (setsChange ? await togetherViolation(reader, cotId, setRows) : null) ??
+    (conditionalChange ? await conditionalViolation(reader, cotId, fields, conditional) : null);
+  return out;
 }
 
 /**

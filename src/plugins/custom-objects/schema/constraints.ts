@@ -348,6 +348,79 @@ export async function countCheckViolations(
 /** The message of a check a row fails: the raised text names the check and the fields it reads. */
 const raised = (check: Check) => `host_check:${check.name}:${namesRead(check).join(",")}`;
 
+/** The first key or check existing rows would break, as the 400 naming it and counting them. */
+export async function conditionalViolation(
+  db: Executor,
+  cotId: number,
+  fields: ConditionField[],
+  c: Conditional,
+): Promise<ValidationError | null> {
+  for (const key of c.unique) {
+    const dup = await countPartialDuplicates(db, cotId, fields, key);
+    if (dup)
+      return new ValidationError({
+        unique_together: [
+          `${dup} existing row(s) matching the condition share values of ${key.fields.join(", ")}; they must make a unique set.`,
+        ],
+      });
+  }
+  for (const check of c.checks) {
+    const bad = await countCheckViolations(db, cotId, fields, check);
+    if (bad)
+      return new ValidationError({
+        checks: [`${bad} existing row(s) do not match the check "${check.name}".`],
+      });
+  }
+  return null;
+}
+
+/**
+ * The statements that replace a type's conditional constraints (`had` dropped by name, `c`
+ * built), for one atomic batch: a check is proven over the existing rows by a write guard before
+ * its triggers (a trigger checks only the rows written after it; `counted`: the caller counted
+ * them already), and a partial key's index refuses the rows it would break by itself. Throws
+ * ConstraintIssue.
+ */
+export function conditionalStatements(
+  cotId: number,
+  had: Conditional,
+  fields: ConditionField[],
+  c: Conditional,
+  counted = false,
+): SQL[] {
+  const out: SQL[] = [];
+  for (let i = 0; i < had.unique.length; i++)
+    out.push(sql`DROP INDEX IF EXISTS ${ident(keyIndex(cotId, i))}`);
+  for (let i = 0; i < had.checks.length; i++)
+    for (const op of ["i", "u"] as const)
+      out.push(sql`DROP TRIGGER IF EXISTS ${ident(checkTrigger(cotId, i, op))}`);
+  const t = ident(tableName(cotId));
+  for (const [i, key] of c.unique.entries()) {
+    const cols = key.fields.map((n) => ident(fieldColumns(fields.find((f) => f.name === n)!)[0]!));
+    const where = sql.raw(conditionText(key.condition, fields, ""));
+    out.push(
+      sql`CREATE UNIQUE INDEX ${ident(keyIndex(cotId, i))} ON ${t} (${sql.join(cols, sql`, `)}) WHERE ${where}`,
+    );
+  }
+  for (const [i, check] of c.checks.entries()) {
+    const refused = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "")}), 0)`);
+    if (!counted)
+      out.push(
+        sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${refused})`,
+      );
+    const when = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "NEW")}), 0)`);
+    const message = sql.raw(`'${raised(check)}'`);
+    for (const [op, event] of [
+      ["i", sql`INSERT`],
+      ["u", sql`UPDATE`],
+    ] as const)
+      out.push(
+        sql`CREATE TRIGGER ${ident(checkTrigger(cotId, i, op))} BEFORE ${event} ON ${t} FOR EACH ROW WHEN ${when} BEGIN SELECT RAISE(ABORT, ${message}); END`,
+      );
+  }
+  return out;
+}
+
 /**
  * Replaces the type's conditional constraints in the database. Existing rows that would break
  * one answer 400 on `unique_together` or `checks`, naming it and counting them.
@@ -359,37 +432,10 @@ async function buildConditional(
   c: Conditional,
 ): Promise<void> {
   await dropConditional(db, cotId);
-  const t = ident(tableName(cotId));
-  for (const [i, key] of c.unique.entries()) {
-    const dup = await countPartialDuplicates(db, cotId, fields, key);
-    if (dup)
-      throw new ValidationError({
-        unique_together: [
-          `${dup} existing row(s) matching the condition share values of ${key.fields.join(", ")}; they must make a unique set.`,
-        ],
-      });
-    const cols = key.fields.map((n) => ident(fieldColumns(fields.find((f) => f.name === n)!)[0]!));
-    const where = sql.raw(conditionText(key.condition, fields, ""));
-    await db.run(
-      sql`CREATE UNIQUE INDEX ${ident(keyIndex(cotId, i))} ON ${t} (${sql.join(cols, sql`, `)}) WHERE ${where}`,
-    );
-  }
-  for (const [i, check] of c.checks.entries()) {
-    const bad = await countCheckViolations(db, cotId, fields, check);
-    if (bad)
-      throw new ValidationError({
-        checks: [`${bad} existing row(s) do not match the check "${check.name}".`],
-      });
-    const when = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "NEW")}), 0)`);
-    const message = sql.raw(`'${raised(check)}'`);
-    for (const [op, event] of [
-      ["i", sql`INSERT`],
-      ["u", sql`UPDATE`],
-    ] as const)
-      await db.run(
-        sql`CREATE TRIGGER ${ident(checkTrigger(cotId, i, op))} BEFORE ${event} ON ${t} FOR EACH ROW WHEN ${when} BEGIN SELECT RAISE(ABORT, ${message}); END`,
-      );
-  }
+  const violation = await conditionalViolation(db, cotId, fields, c);
+  if (violation) throw violation;
+  const none = { unique: [], checks: [] };
+  for (const s of conditionalStatements(cotId, none, fields, c, true)) await db.run(s);
 }
 
 /** The stored constraints of a type, never null. */
@@ -404,6 +450,14 @@ export const conditionalOf = (cot: {
 export const readsField = (c: Conditional, name: string) =>
   [...c.unique, ...c.checks].some((k) => namesRead(k).includes(name));
 
+/** A condition the fields no longer support, as the 400 `rebuildConditional` answers. */
+export function asConditionalError(e: unknown): unknown {
+  if (!(e instanceof ConstraintIssue)) return e;
+  return new ValidationError({
+    non_field_errors: [`A conditional constraint of this type: ${e.message}`],
+  });
+}
+
 /** `buildConditional`, with a condition the fields no longer support answered as a 400. */
 export async function rebuildConditional(
   db: Executor,
@@ -414,10 +468,7 @@ export async function rebuildConditional(
   try {
     await buildConditional(db, cotId, fields, c);
   } catch (e) {
-    if (!(e instanceof ConstraintIssue)) throw e;
-    throw new ValidationError({
-      non_field_errors: [`A conditional constraint of this type: ${e.message}`],
-    });
+    throw asConditionalError(e);
   }
 }
 

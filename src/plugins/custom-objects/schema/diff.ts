@@ -72,9 +72,13 @@ export interface DiffResult {
 }
 
 /** What the diff needs to look up besides the types: choice sets and object types. */
+export type ChoiceSetRow = typeof choiceSets.$inferSelect;
+
 export interface DiffLookups {
   /** Choice values of a set by name (the document's own sets first), null when unknown. */
   choices(name: string): Promise<string[] | null>;
+  /** A choice set's row by name as the database has it (the document's changes not applied). */
+  choiceSet(name: string): Promise<ChoiceSetRow | undefined>;
   /** Object type id of an `app/model` reference, null when unknown. */
   objectTypeId(ref: string): Promise<number | null>;
 }
@@ -477,7 +481,7 @@ export async function diffDocument(
   }
   const choice_set_changes: DestructiveChange[] = [];
   for (const set of doc.choice_sets ?? []) {
-    const [current] = await db.select().from(choiceSets).where(eq(choiceSets.name, set.name));
+    const current = await lookups.choiceSet(set.name);
     if (!current) continue;
     const keep = set.extra_choices.map(([value]) => value);
     if (current.extraChoices.every(([value]) => keep.includes(value))) continue;
@@ -505,21 +509,27 @@ export async function diffDocument(
   return { diffs, errors: errors.slice(0, 20), db: state, choice_set_changes };
 }
 
-/** Choice sets and object types as the database has them. */
-function defaultLookups(
+/**
+ * Choice sets and object types as the database has them. `sets`: every choice set the document
+ * names, read ahead (a batched apply's first read, decision 0119); else each is read here.
+ */
+export function defaultLookups(
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   doc?: SchemaDocument,
+  sets?: readonly ChoiceSetRow[],
 ): DiffLookups {
+  const choiceSet = async (name: string) =>
+    sets
+      ? sets.find((r) => r.name === name)
+      : (await db.select().from(choiceSets).where(eq(choiceSets.name, name)))[0];
   return {
+    choiceSet,
     choices: async (name) => {
       const own = doc?.choice_sets?.find((c) => c.name === name);
       if (own) return own.extra_choices.map(([value]) => value);
-      const [row] = await db
-        .select({ choices: choiceSets.extraChoices })
-        .from(choiceSets)
-        .where(eq(choiceSets.name, name));
-      return row ? row.choices.map(([value]) => value) : null;
+      const row = await choiceSet(name);
+      return row ? row.extraChoices.map(([value]) => value) : null;
     },
     objectTypeId: async (ref) => {
       const [app, model] = ref.split("/") as [string, string];

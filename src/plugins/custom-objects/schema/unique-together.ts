@@ -3,7 +3,7 @@
  * type, each enforced by a unique index `co_<id>_ut<n>` over the fields' value columns. Shared
  * by schema apply and the REST type API.
  */
-import { eq, sql } from "drizzle-orm";
+import { eq, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ValidationError } from "../../../core/errors";
@@ -24,6 +24,27 @@ export function normalizeTogether(sets: string[][] | null | undefined): string[]
 
 const indexName = (cotId: number, i: number) => `${tableName(cotId)}_ut${i}`;
 
+/** The unique index of compound key `i`, over the fields of `set`. */
+const togetherIndex = (cotId: number, i: number, set: FieldRow[]) =>
+  sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, i))} ON ${ident(tableName(cotId))} (${sql.join(
+    set.map((f) => ident(fieldColumns(f)[0]!)),
+    sql`, `,
+  )})`;
+
+/**
+ * The statements that replace a type's compound unique indexes in one atomic batch: the `had`
+ * ones dropped, `sets` built (an index over rows that share values fails the batch).
+ */
+export function togetherStatements(cotId: number, had: number, sets: FieldRow[][]): SQL[] {
+  return [
+    ...Array.from(
+      { length: had },
+      (_, i) => sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, i))}`,
+    ),
+    ...sets.map((set, i) => togetherIndex(cotId, i, set)),
+  ];
+}
+
 export async function dropUniqueTogether(db: Executor, cotId: number) {
   for (let i = 0; i < MAX_UNIQUE_TOGETHER; i++)
     await db.run(sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, i))}`);
@@ -36,11 +57,8 @@ export async function dropUniqueTogether(db: Executor, cotId: number) {
 export async function buildUniqueTogether(db: Executor, cotId: number, sets: FieldRow[][]) {
   await dropUniqueTogether(db, cotId);
   for (const [i, set] of sets.entries()) {
-    const cols = set.map((f) => ident(fieldColumns(f)[0]!));
     try {
-      await db.run(
-        sql`CREATE UNIQUE INDEX ${ident(indexName(cotId, i))} ON ${ident(tableName(cotId))} (${sql.join(cols, sql`, `)})`,
-      );
+      await db.run(togetherIndex(cotId, i, set));
     } catch (e) {
       if (
         !/UNIQUE constraint failed/i.test(
@@ -84,26 +102,41 @@ export function checkUniqueTogether(raw: unknown, fields: FieldRow[]): string[][
   return normalizeTogether(raw as string[][]);
 }
 
-/** Stores and enforces `sets` on a type (REST): counts clashes first, so the 400 names them. */
-export async function setUniqueTogether(db: Executor, cotId: number, sets: string[][]) {
-  const fields = (await db
-    .select()
-    .from(customObjectTypeFields)
-    .where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
-  const rows = sets.map((set) => set.map((n) => fields.find((f) => f.name === n)!));
-  for (const set of rows) {
+/** The first compound key existing rows break, as the 400 naming it and counting them. */
+export async function togetherViolation(
+  db: Executor,
+  cotId: number,
+  sets: FieldRow[][],
+): Promise<ValidationError | null> {
+  for (const set of sets) {
     const dup = await countDuplicates(
       db,
       cotId,
       set.map((f) => fieldColumns(f)[0]!),
     );
     if (dup)
-      throw new ValidationError({
+      return new ValidationError({
         unique_together: [
           `${dup} existing row(s) share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`,
         ],
       });
   }
+  return null;
+}
+
+/** The named sets as the fields they hold. */
+export const setsOfFields = (sets: string[][], fields: FieldRow[]) =>
+  sets.map((set) => set.map((n) => fields.find((f) => f.name === n)!));
+
+/** Stores and enforces `sets` on a type (REST): counts clashes first, so the 400 names them. */
+export async function setUniqueTogether(db: Executor, cotId: number, sets: string[][]) {
+  const fields = (await db
+    .select()
+    .from(customObjectTypeFields)
+    .where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
+  const rows = setsOfFields(sets, fields);
+  const violation = await togetherViolation(db, cotId, rows);
+  if (violation) throw violation;
   await db
     .update(customObjectTypes)
     .set({ uniqueTogether: sets })

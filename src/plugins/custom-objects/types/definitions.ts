@@ -120,8 +120,12 @@ const RestFieldSchema = v.strictObject({
 });
 
 /** One field definition under validation: the request, the stored field and the draft so far. */
+/** Choice sets by name, read ahead (a batched apply, decision 0119): no read of its own. */
+export type KnownChoiceSets = ReadonlyMap<string, { id: number; extraChoices: [string, string][] }>;
+
 interface FieldCheck {
   ctx: WriteContext;
+  known?: KnownChoiceSets;
   input: Record<string, unknown>;
   existing: FieldRow | null;
   draft: FieldDraft;
@@ -140,6 +144,7 @@ export async function validateField(
   input: Record<string, unknown>,
   existing: FieldRow | null,
   siblings: FieldRow[],
+  known?: KnownChoiceSets,
 ): Promise<FieldDraft> {
   const errors = new ErrorCollector();
   input = upstreamSpellings(input);
@@ -150,7 +155,7 @@ export async function validateField(
   for (const issue of fieldRuleIssues(merged, (k) => has(input, k)))
     errors.add(issue.key, issue.message);
   const fine = (key: string) => !errors.errors[key];
-  const check: FieldCheck = { ctx, input, existing, draft, kind, errors, fine };
+  const check: FieldCheck = { ctx, known, input, existing, draft, kind, errors, fine };
 
   // references, resolved only where the rules allow them
   await resolveChoiceSet(check);
@@ -195,10 +200,15 @@ function mergedDraft(
 }
 
 /** `choice_set` (an id, a name or a nested form) resolved to its id, for types with choices. */
-async function resolveChoiceSet({ ctx, input, draft, kind, errors, fine }: FieldCheck) {
+async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }: FieldCheck) {
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
       const raw = input.choice_set;
+      const named = typeof raw === "string" ? known?.get(raw) : undefined;
+      if (named) {
+        draft.choiceSetId = named.id;
+        return;
+      }
       const id =
         typeof raw === "number"
           ? raw
@@ -356,7 +366,7 @@ async function checkRelatedName({ ctx, existing, draft, errors, fine }: FieldChe
 }
 
 /** The default, checked against the type (and its choice set). */
-async function checkDefault({ ctx, draft, kind, errors, fine }: FieldCheck) {
+async function checkDefault({ ctx, known, draft, kind, errors, fine }: FieldCheck) {
   const type = draft.type;
   if (
     draft.default !== null &&
@@ -366,7 +376,10 @@ async function checkDefault({ ctx, draft, kind, errors, fine }: FieldCheck) {
     fine("choice_set")
   ) {
     let choices: Set<string> | null = null;
-    if (kind.takes.choices && draft.choiceSetId) {
+    const read = [...(known?.values() ?? [])].find((k) => k.id === draft.choiceSetId);
+    if (kind.takes.choices && draft.choiceSetId && read)
+      choices = new Set(read.extraChoices.map(([v]) => v));
+    else if (kind.takes.choices && draft.choiceSetId) {
       const [cs] = await ctx.db
         .select()
         .from(choiceSets)

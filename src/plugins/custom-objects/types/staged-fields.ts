@@ -69,11 +69,25 @@ export function cotIdOf(input: Record<string, unknown>): number | null {
 }
 
 /** A field's record as `load` answers it. */
-export async function fieldRecord(ctx: WriteContext, row: FieldRow): Promise<ApiRecord> {
-  // a choice set's nested form is read; without one nothing is
-  const known = row.choiceSetId == null ? new Map([["choice_set", new Map()]]) : undefined;
+export async function fieldRecord(
+  ctx: WriteContext,
+  row: FieldRow,
+  choiceSets?: ReadonlyMap<number, ApiRecord>,
+): Promise<ApiRecord> {
+  const known = knownChoiceSets([row], choiceSets);
   const [record] = await fieldModel.serialize(ctx, [row], undefined, known, new Map());
   return record!;
+}
+
+/**
+ * The nested choice sets of `rows` for `serialize` when none or all are known (`choiceSets`, by
+ * id: a batched apply's, decision 0119); undefined when one must be read.
+ */
+export function knownChoiceSets(rows: FieldRow[], choiceSets?: ReadonlyMap<number, ApiRecord>) {
+  const ids = rows.map((r) => r.choiceSetId).filter((id): id is number => id != null);
+  if (!ids.length) return new Map([["choice_set", new Map<number, ApiRecord>()]]);
+  if (!choiceSets || ids.some((id) => !choiceSets.has(id))) return undefined;
+  return new Map([["choice_set", new Map(choiceSets)]]);
 }
 
 /** The type's search index as the batch leaves its fields; a flush once it commits. */

@@ -1,13 +1,14 @@
 /**
  * `custom-object-types/` writes as one read phase and one atomic batch (decision 0108): the row,
- * its object type, its tags, its table's DDL and the change record. `unique_together`, `checks`
- * and lists keep the transaction path (`staged.ts` helpers run it).
+ * its object type, its tags, its table's DDL and the change record; `unique_together` and
+ * `checks` as their indexes and triggers in the same batch (0119). Lists keep the transaction
+ * path (`staged.ts` helpers run it).
  */
 import { and, eq } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
-import { guardChanged } from "../../../db/client";
+import { guardChanged, isWriteConflict, type Orm } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, notFound, ValidationError } from "../../../core/errors";
 import type {
@@ -29,7 +30,9 @@ import type { CotRegistry, CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
 import { conditionalOf, mergedTogether } from "../schema/constraints";
 import { normalizeTogether } from "../schema/unique-together";
+import { stagedTypeConstraints } from "../schema/constraints-api";
 import { cotModel, fieldModel } from "./api";
+import { knownChoiceSets } from "./staged-fields";
 import { validateCot, type CotDraft } from "./definitions";
 import {
   addStatements,
@@ -54,16 +57,6 @@ import {
   updateInTransaction,
   withRetry,
 } from "./staged";
-
-/**
- * What only the transaction path takes: compound keys and checks (a new type's empty lists are
- * nothing to write, but their validation is the transaction path's).
- */
-const TRANSACTION_KEYS = ["unique_together", "checks"];
-const empty = (v: unknown) => Array.isArray(v) && v.length === 0;
-function needsTransaction(input: ApiRecord, creating: boolean): boolean {
-  return TRANSACTION_KEYS.some((k) => Object.hasOwn(input, k) && !(creating && empty(input[k])));
-}
 
 /** The type's own tags as nested records, read in the phase (`load` would read them apart). */
 export async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) {
@@ -123,8 +116,12 @@ export async function typeRecord(
   row: CotRow,
   fields: FieldRow[],
   tags?: ApiRecord[],
+  choiceSets?: ReadonlyMap<number, ApiRecord>,
 ): Promise<ApiRecord> {
-  const fieldRecords = fields.length ? await fieldModel.serialize(ctx, fieldsInOrder(fields)) : [];
+  const known = knownChoiceSets(fields, choiceSets);
+  const fieldRecords = fields.length
+    ? await fieldModel.serialize(ctx, fieldsInOrder(fields), undefined, known)
+    : [];
   const objectType = row.objectTypeId
     ? { id: row.objectTypeId, app_label: APP_LABEL, model: row.slug }
     : null;
@@ -167,9 +164,11 @@ async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOp
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
   const tagged = await inputTags(ctx, phase, input);
+  const { unique_together: together, checks, ...attributes } = input;
+  // checked first, as the transaction path does; a type without fields takes only empty lists
+  if (together !== undefined || checks !== undefined)
+    await stagedTypeConstraints(orm, null, [], together, checks);
   await phase.run(ctx);
-  // empty lists only here (`needsTransaction`): nothing to store for a type without fields
-  const { unique_together: _u, checks: _c, ...attributes } = input;
   const draft = await validateCot(ctx, attributes, null, false, taken());
   const tagRows = tagged.resolve() ?? [];
   if (otTaken().length) throw slugTaken(draft.slug);
@@ -253,13 +252,19 @@ async function updateType(
   if (!cot) throw notFound(`No custom object type with id ${item.id}.`);
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
-  const draft = await validateCot(ctx, item.input, cot, partial, taken());
+  const { unique_together: together, checks, ...attributes } = item.input;
+  const draft = await validateCot(ctx, attributes, cot, partial, taken());
+  const fields = reads.fields();
+  const keys =
+    together !== undefined || checks !== undefined
+      ? await stagedTypeConstraints(orm, cot, fields, together, checks)
+      : null;
   const tagRows = tagged.resolve();
   const slugMoves = draft.slug !== cot.slug && !!cot.objectTypeId;
   if (slugMoves && otTaken().some((o) => o.id !== cot.objectTypeId)) throw slugTaken(draft.slug);
-  const fields = reads.fields();
   const prechange = await typeRecord(ctx, cot, fields, tagsRead());
-  const after = { ...cot, ...draft, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
+  const set = { ...draft, ...keys?.set, lastUpdated: nextStamp(cot.lastUpdated) };
+  const after = { ...cot, ...set } as CotRow;
   const batch = new WriteBatch();
   if (slugMoves)
     batch.add(
@@ -268,7 +273,8 @@ async function updateType(
         .set({ model: draft.slug })
         .where(eq(objectTypes.id, cot.objectTypeId!)),
     );
-  bumpType(batch, orm, cot, { ...draft, lastUpdated: after.lastUpdated });
+  bumpType(batch, orm, cot, set as Partial<CotRow>);
+  if (keys) addStatements(batch, orm, keys.statements);
   const tags = tagRows ? writeTags(ctx, batch, tagged.typeId, cot.id, tagRows) : tagsRead();
   const postchange = await typeRecord(ctx, after, fields, tags);
   const texts = await stageChange(ctx, batch, options.resource, await rules(), {
@@ -277,7 +283,7 @@ async function updateType(
     prechange,
     postchange,
   });
-  await runUpdate(ctx, batch, options, draft.slug);
+  await runUpdate(ctx, batch, options, draft.slug, keys?.explain);
   ctx.onCommit?.(async () => {
     registry.forget(cot.id);
     if (slugMoves) ctx.services.objectTypes.forget(cot.objectTypeId!);
@@ -286,18 +292,27 @@ async function updateType(
   return { id: cot.id, record: json ? JSON.parse(json) : postchange, json };
 }
 
-/** An update's batch: a slug another type's object type took meanwhile is a 400 on slug. */
+/**
+ * An update's batch: a slug another type's object type took meanwhile is a 400 on slug; a key
+ * or check the existing rows break (an index refused, a check's guard failed) is the 400 that
+ * counts them (`explain`), nothing written.
+ */
 async function runUpdate(
   ctx: WriteContext,
   batch: WriteBatch,
   options: StagedOptions,
   slug: string,
+  explain?: (db: Orm) => Promise<ValidationError | null>,
 ) {
   try {
     await batch.run(ctx);
   } catch (e) {
-    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
-      throw slugTaken(slug);
+    const text = messages(e);
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(text)) throw slugTaken(slug);
+    if (explain && (isWriteConflict(e) || /UNIQUE constraint failed: co_\d+\./.test(text))) {
+      const refused = await explain(ctx.services.db.orm);
+      if (refused) throw refused;
+    }
     throw batchError(e, options.resource);
   }
 }
@@ -370,12 +385,7 @@ function refuseInbound(cot: CotRow, inbound: Array<{ name: string; cotId: number
 export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
   return {
     async create(ctx, inputs, options) {
-      if (
-        options.bulk ||
-        inputs.length !== 1 ||
-        needsTransaction(inputs[0]!, true) ||
-        (await constrained(ctx, options.resource, "add"))
-      )
+      if (options.bulk || inputs.length !== 1 || (await constrained(ctx, options.resource, "add")))
         return createInTransaction(ctx, inputs, options);
       return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options))];
     },
@@ -383,7 +393,6 @@ export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
       if (
         options.bulk ||
         items.length !== 1 ||
-        needsTransaction(items[0]!.input, false) ||
         (await constrained(ctx, options.resource, "change"))
       )
         return updateInTransaction(ctx, items, partial, options);
