@@ -245,13 +245,15 @@ export async function keptRecords<R extends Record<string, unknown>>(
     list.length > MAX_KEPT_RECORDS
   )
     return list;
-  if (kept) state.records -= kept.list.length;
+  // (another request may have kept this page's records meanwhile: theirs are replaced)
+  if (page.records) state.records -= page.records.list.length;
   page.records = { baseUrl, list: deepFreeze(list) };
   state.records += list.length;
-  // the least recently used pages give up their records first (this one is the newest)
+  // the least recently used pages give up their records first (this one keeps its own)
   for (const other of state.pages.values()) {
-    if (state.records <= MAX_KEPT_RECORDS || other === page) break;
-    if (other.records) state.records -= other.records.list.length;
+    if (state.records <= MAX_KEPT_RECORDS) break;
+    if (other === page || !other.records) continue;
+    state.records -= other.records.list.length;
     other.records = undefined;
   }
   return list;
