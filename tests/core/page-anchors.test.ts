@@ -7,7 +7,7 @@
 import { createClient, type Client } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
-import { STEP } from "../../src/core/rest/page-anchors";
+import { keptPage, keptRecords, STEP } from "../../src/core/rest/page-anchors";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { walChangeStamp } from "../../src/db/change-stamp";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
@@ -309,6 +309,31 @@ describe("a search's page", () => {
     expect((await records()).every((r) => r.url.startsWith(`${BASE}/`))).toBe(true);
     await other.execute(`UPDATE ${table} SET name = 'row-12-' || id WHERE id = ${id}`);
     await settled();
+  });
+});
+
+describe("a kept page's records", () => {
+  test("are bounded: pages used least recently give theirs up first", async () => {
+    await settled();
+    const services = servicesOf(t.app);
+    const loads: string[] = [];
+    const records = (key: string) => async () => {
+      loads.push(key);
+      return Array.from({ length: 600 }, (_, i) => ({ id: i, key }));
+    };
+    const kept = async (key: string) => {
+      const page = await keptPage(services, `bound-test\u0000${key}`, async () => [{ id: 1 }]);
+      return keptRecords(services, page, BASE, records(key));
+    };
+    for (const key of ["a", "b", "c"]) await kept(key);
+    await kept("a"); // kept: "a" is now the most recently used
+    expect(loads).toEqual(["a", "b", "c"]);
+    expect(Object.isFrozen((await kept("a"))[0])).toBe(true);
+    await kept("d"); // 2,400 records: "b", the least recently used, gives its up
+    await kept("c");
+    await kept("a");
+    await kept("b");
+    expect(loads).toEqual(["a", "b", "c", "d", "b"]);
   });
 });
 
