@@ -7,7 +7,7 @@
 import { createClient, type Client } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
-import { STEP } from "../../src/core/rest/page-anchors";
+import { keptPage, keptRecords, STEP } from "../../src/core/rest/page-anchors";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { walChangeStamp } from "../../src/db/change-stamp";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
@@ -265,6 +265,8 @@ describe("a search's page", () => {
     const again = await traced(async () => (answer = await page(q)));
     expect(answer).toEqual(await truthOfSearch(5));
     expect(again.some((s) => /\bMATCH\b/.test(s.sql))).toBe(false);
+    // ...nor are the page's rows read again: the request sends nothing (decision 0116)
+    expect(again).toEqual([]);
     // A row written by another connection, pending for the index: the next page has it.
     await other.execute(
       `INSERT INTO ${table} (created, last_updated, name, n) VALUES ('2026-01-02T00:00:00Z', '2026-01-02T00:00:00Z', 'ROW-12-late', 1)`,
@@ -281,6 +283,57 @@ describe("a search's page", () => {
     );
     await other.execute(`DELETE FROM ${table} WHERE name = 'ROW-12-late'`);
     await settled();
+  });
+
+  test("its records are read again after any commit, and kept for one base URL", async () => {
+    await settled();
+    const q = "q=row-12&ordering=-id&limit=5";
+    const records = async (base = BASE) => {
+      const r = await t.app.request(`${base}${CO}/anchored/?${q}`, {
+        headers: { authorization: `Token ${t.admin}` },
+      });
+      expect(r.status).toBe(200);
+      return ((await r.json()) as { results: { id: number; url: string; name: string }[] }).results;
+    };
+    const first = await records();
+    expect(await records()).toEqual(first); // kept
+    // Another connection renames a row of the page (still a match): the next answer has it.
+    const id = first[1]!.id;
+    await other.execute(`UPDATE ${table} SET name = 'ROW-12-renamed' WHERE id = ${id}`);
+    const after = await records();
+    expect(after.find((r) => r.id === id)!.name).toBe("ROW-12-renamed");
+    // Records kept for one base URL are not served under another (their urls name it).
+    const elsewhere = await records("http://elsewhere.test");
+    expect(elsewhere.map((r) => r.id)).toEqual(after.map((r) => r.id));
+    expect(elsewhere.every((r) => r.url.startsWith("http://elsewhere.test/"))).toBe(true);
+    expect((await records()).every((r) => r.url.startsWith(`${BASE}/`))).toBe(true);
+    await other.execute(`UPDATE ${table} SET name = 'row-12-' || id WHERE id = ${id}`);
+    await settled();
+  });
+});
+
+describe("a kept page's records", () => {
+  test("are bounded: pages used least recently give theirs up first", async () => {
+    await settled();
+    const services = servicesOf(t.app);
+    const loads: string[] = [];
+    const records = (key: string) => async () => {
+      loads.push(key);
+      return Array.from({ length: 600 }, (_, i) => ({ id: i, key }));
+    };
+    const kept = async (key: string) => {
+      const page = await keptPage(services, `bound-test\u0000${key}`, async () => [{ id: 1 }]);
+      return keptRecords(services, page, BASE, records(key));
+    };
+    for (const key of ["a", "b", "c"]) await kept(key);
+    await kept("a"); // kept: "a" is now the most recently used
+    expect(loads).toEqual(["a", "b", "c"]);
+    expect(Object.isFrozen((await kept("a"))[0])).toBe(true);
+    await kept("d"); // 2,400 records: "b", the least recently used, gives its up
+    await kept("c");
+    await kept("a");
+    await kept("b");
+    expect(loads).toEqual(["a", "b", "c", "d", "b"]);
   });
 });
 

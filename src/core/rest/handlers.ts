@@ -24,7 +24,14 @@ import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 import { foldTagEdits } from "./tag-edits";
 import type { ApiRecord, LoadPlan, ReadContext, Resource, WriteContext } from "./resource";
 import { mapConstraintError } from "./constraints";
-import { anchoredPageIds, countRows, keptPage, type PageRow } from "./page-anchors";
+import {
+  anchoredPageIds,
+  countRows,
+  keptPage,
+  keptRecords,
+  type KeptPage,
+  type PageRow,
+} from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
 import {
@@ -344,10 +351,13 @@ async function listRecords(c: Ctx, resource: Resource) {
     );
   let results: ApiRecord[] = [];
   if (n > q.offset) {
-    // a search's page from the index is kept under the stamp too, by the search's own key
+    // a search's page from the index is kept under the stamp too, by the search's own key, and
+    // so are the records read for it (decisions 0112, 0116)
+    let kept: KeptPage | null = null;
     if (!page && indexed && q.idOrder) {
       const key = `${indexed.key}\u0000${q.idOrder}\u0000${q.limit}\u0000${q.offset}\u0000${bytes ? 1 : 0}`;
-      page = await keptPage(ctx.services, key, idsQuery);
+      kept = await keptPage(ctx.services, key, idsQuery);
+      page = kept.rows;
     }
     const anchored =
       !page && !indexed && q.idOrder
@@ -365,7 +375,11 @@ async function listRecords(c: Ctx, resource: Resource) {
     const ids = page.map((r) => Number(r.id));
     if (bytes) chargePage(ctx, page);
     else await chargeRows(ctx, resource, ids);
-    results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
+    const loaded = kept
+      ? await keptRecords(ctx.services, kept, ctx.baseUrl, () => resource.load(ctx, ids))
+      : await resource.load(ctx, ids);
+    // what the caller may not view is hidden on every request, kept records or not
+    results = await hideUnviewable(ctx, c.var.auth, resource, loaded as ApiRecord[]);
   }
   return c.json({
     count: n,

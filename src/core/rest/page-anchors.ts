@@ -46,9 +46,25 @@ interface State {
   entries: Map<string, Entry>;
   /** A list query's row count (the same query asked again, page after page, counts once). */
   counts: Map<string, { stamp: string; n: number }>;
-  /** Pages of ids by a caller's key (an index's search, decision 0112). */
-  pages: Map<string, { stamp: string; rows: PageRow[] }>;
+  /** Pages of ids by a caller's key (an index's search, decision 0112), with their records (0116). */
+  pages: Map<string, KeptPage>;
+  /** Records the kept pages hold in all (bounded by MAX_KEPT_RECORDS). */
+  records: number;
 }
+
+/** A page of ids kept under the stamp it was read under, and the records read for it since. */
+export interface KeptPage {
+  stamp: string;
+  rows: PageRow[];
+  /** The page's records as `load` gave them, frozen, for one base URL (their `url`s name it). */
+  records?: { baseUrl: string; list: readonly Record<string, unknown>[] };
+}
+
+/**
+ * Records kept pages hold at most (a 20-field record is about 1 KB): past it, the least recently
+ * used pages drop theirs (their ids stay).
+ */
+const MAX_KEPT_RECORDS = 2000;
 
 const ANCHORS = slotKey<State>("page-anchors");
 
@@ -184,22 +200,79 @@ export async function keptPage(
   services: Services,
   key: string,
   read: () => Promise<PageRow[]>,
-): Promise<PageRow[]> {
+): Promise<KeptPage> {
   const stamp = databaseStamp(services);
-  if (!stamp) return read();
+  if (!stamp) return { stamp: "", rows: await read() };
   const state = stateOf(services);
   const hit = state.pages.get(key);
   state.pages.delete(key);
   if (hit?.stamp === stamp) {
     state.pages.set(key, hit);
-    return hit.rows;
+    return hit;
   }
+  if (hit?.records) state.records -= hit.records.list.length;
   const rows = await read();
+  const page: KeptPage = { stamp, rows };
   if (databaseStamp(services) === stamp) {
-    state.pages.set(key, { stamp, rows });
-    bound(state.pages);
+    state.pages.set(key, page);
+    while (state.pages.size > MAX_ENTRIES) dropOldestPage(state);
   }
-  return rows;
+  return page;
+}
+
+/**
+ * The records of a kept page (decision 0116): those kept with it while the stamp it was read
+ * under still holds, else `load`'s, kept with it only if no commit landed before they were read
+ * to the end. They are what `load` gives, before the caller's permissions hide what it may not
+ * view (that runs on every request), so they are shared frozen. A page kept nowhere (no stamp,
+ * or dropped meanwhile) just loads.
+ */
+export async function keptRecords<R extends Record<string, unknown>>(
+  services: Services,
+  page: KeptPage,
+  baseUrl: string,
+  load: () => Promise<R[]>,
+): Promise<readonly R[]> {
+  const state = stateOf(services);
+  const kept = page.records;
+  if (kept?.baseUrl === baseUrl && databaseStamp(services) === page.stamp)
+    return kept.list as readonly R[];
+  const list = await load();
+  if (
+    !page.stamp ||
+    databaseStamp(services) !== page.stamp ||
+    ![...state.pages.values()].includes(page) ||
+    list.length > MAX_KEPT_RECORDS
+  )
+    return list;
+  // (another request may have kept this page's records meanwhile: theirs are replaced)
+  if (page.records) state.records -= page.records.list.length;
+  page.records = { baseUrl, list: deepFreeze(list) };
+  state.records += list.length;
+  // the least recently used pages give up their records first (this one keeps its own)
+  for (const other of state.pages.values()) {
+    if (state.records <= MAX_KEPT_RECORDS) break;
+    if (other === page || !other.records) continue;
+    state.records -= other.records.list.length;
+    other.records = undefined;
+  }
+  return list;
+}
+
+/** Drops the least recently used kept page, with its records. */
+function dropOldestPage(state: State) {
+  const [key, oldest] = state.pages.entries().next().value!;
+  if (oldest.records) state.records -= oldest.records.list.length;
+  state.pages.delete(key);
+}
+
+/** Freezes a value and everything it holds (records shared by requests: none may change one for all). */
+export function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
 }
 
 const stateOf = (services: Services) =>
@@ -207,6 +280,7 @@ const stateOf = (services: Services) =>
     entries: new Map(),
     counts: new Map(),
     pages: new Map(),
+    records: 0,
   }));
 
 /** Drops the least recently used entries beyond the bound (a Map iterates in insertion order). */

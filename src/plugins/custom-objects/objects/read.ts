@@ -8,6 +8,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
 import { Prebuilt, Reusable } from "../../../db/driver-internals";
 import { databaseStamp } from "../../../core/database-stamp";
+import { deepFreeze } from "../../../core/rest/page-anchors";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
@@ -501,13 +502,6 @@ function planLoader(
 }
 
 /** Freezes a nested form and every object and array in it. */
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
 
 type Compiled = { sql: string; params: unknown[] };
 const compile = (query: { toSQL(): Compiled }): Compiled => query.toSQL();
