@@ -84,13 +84,16 @@ export async function logChange(
   const user = ctx.auth.user;
   const time = nowIso();
   const repr = objectRepr(resource, id, prechange, postchange);
+  const who = {
+    userId: user?.id ?? null,
+    userName: user?.username ?? "",
+    requestId: ctx.requestId,
+  };
   const [row] = await insertChange.with(
     ctx.db,
     {
       time,
-      userId: user?.id ?? null,
-      userName: user?.username ?? "",
-      requestId: ctx.requestId,
+      ...who,
       action,
       changedObjectTypeId: objectType.id,
       changedObjectId: id,
@@ -111,9 +114,7 @@ export async function logChange(
     objectId: id,
     prechange,
     postchange,
-    userId: user?.id ?? null,
-    userName: user?.username ?? "",
-    requestId: ctx.requestId,
+    ...who,
   });
   return postchange;
 }
