@@ -35,29 +35,6 @@ const ownerOf = (db: Executor, orm: Orm): Orm =>
   db instanceof SQLiteTransaction ? orm : (db as Orm);
 
 /**
- * A query prepared once per ORM and run on that ORM or inside any of its transactions: the older
- * form of {@link Prebuilt}, which does the same awaited alone (`with(db, values, orm)`) and also
- * rides in batches. New code uses `Prebuilt`; the last users of this one are
- * `core/changes/record.ts` (`insertChange`) and `plugins/custom-objects/objects/models.ts` (the
- * version look-ups), after which it goes.
- */
-export class Reusable<P extends object> {
-  readonly #byOrm = new WeakMap<object, P>();
-  constructor(private readonly build: (db: Executor) => P) {}
-
-  /**
-   * The prepared query for `db`; built afresh on `db` only when it cannot be reused there. `orm`
-   * is the ORM whose transactions `db` may be; a database's `reader` is an ORM of its own.
-   */
-  on(db: Executor, orm: Orm): P {
-    const owner = ownerOf(db, orm);
-    let q = this.#byOrm.get(owner);
-    if (!q) this.#byOrm.set(owner, (q = this.build(owner)));
-    return preparedIn(q, db) ?? this.build(db);
-  }
-}
-
-/**
  * Runs one statement with positional (`?`) arguments on `db` — the ORM or an open Drizzle
  * transaction — through the libSQL client or transaction under it, with no Drizzle SQL object in
  * between. For statements that bind thousands of values (bulk inserts, change records), where
@@ -122,6 +99,8 @@ interface Built {
   mapResult(result: unknown, isFromBatch: boolean): unknown;
   /** Awaited alone: the query on `db` (its ORM or one of its transactions) with `values`. */
   alone(db: Executor, values: Record<string, unknown>): PromiseLike<unknown>;
+  /** `alone`'s rows as arrays of values, unmapped (a prepared builder's `values()`). */
+  rows(db: Executor, values: Record<string, unknown>): PromiseLike<ArrayLike<unknown>[]>;
 }
 
 /** A query builder Drizzle can prepare (select, insert, update, delete), or a raw statement. */
@@ -155,17 +134,38 @@ export class Prebuilt<T> {
     values: Record<string, unknown> = {},
     orm: Orm = db as Orm,
   ): BatchItem<"sqlite"> & PromiseLike<T> {
+    const built = this.#built(db, orm);
+    return new FilledQuery<T>(built, values, db) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
+  }
+
+  /**
+   * `with` awaited alone, its rows as the driver gives them (values by index, in the select list's
+   * order), which Drizzle does not map: a caller that reads rows by position saves that copy.
+   * Builders only.
+   */
+  values(
+    db: Executor,
+    values: Record<string, unknown> = {},
+    orm: Orm = db as Orm,
+  ): Promise<ArrayLike<unknown>[]> {
+    return Promise.resolve(this.#built(db, orm).rows(db, values));
+  }
+
+  #built(db: Executor, orm: Orm): Built {
     const owner = ownerOf(db, orm);
     let built = this.#byOrm.get(owner);
     if (!built)
       this.#byOrm.set(owner, (built = builtOf(owner, this.build(owner), this.build as Build)));
-    return new FilledQuery<T>(built, values, db) as unknown as BatchItem<"sqlite"> & PromiseLike<T>;
+    return built;
   }
 }
 
 function builtOf(orm: Orm, q: Buildable, build: Build): Built {
   if ("prepare" in q && typeof q.prepare === "function") {
-    type Prepared = PreparedItem & { execute(v: object): PromiseLike<unknown> };
+    type Prepared = PreparedItem & {
+      execute(v: object): PromiseLike<unknown>;
+      values(v: object): PromiseLike<ArrayLike<unknown>[]>;
+    };
     const prepared = q.prepare() as Prepared;
     const on = (db: Executor): Prepared =>
       db === orm
@@ -176,6 +176,7 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
       query: prepared.getQuery(),
       mapResult: (r, b) => prepared.mapResult(r, b),
       alone: (db, values) => on(db).execute(values),
+      rows: (db, values) => on(db).values(values),
     };
   }
   const raw = (q as { _prepare(): PreparedItem })._prepare();
@@ -192,6 +193,7 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
         : method === "all" || method === "run"
           ? db[method](positional(query.sql, fillPlaceholders(query.params, values)))
           : Promise.reject(new Error(`Prebuilt: cannot run a raw ${String(method)} alone`)),
+    rows: () => Promise.reject(new Error("Prebuilt: a raw statement gives no rows as values")),
   };
 }
 

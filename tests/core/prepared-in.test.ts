@@ -1,5 +1,5 @@
 /**
- * `preparedIn` / `Reusable` / `Prebuilt`: a query prepared once on the ORM runs inside a
+ * `preparedIn` / `Prebuilt`: a query prepared once on the ORM runs inside a
  * transaction on that transaction (sees its uncommitted rows, is undone by its rollback) and never
  * on another database. If a Drizzle upgrade changes the internals it relies on, these fail.
  */
@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "../../src/db/client";
-import { Prebuilt, preparedIn, Reusable } from "../../src/db/driver-internals";
+import { Prebuilt, preparedIn } from "../../src/db/driver-internals";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
 import { tags } from "../../src/db/schema";
@@ -29,13 +29,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const byName = new Reusable((d) =>
-  d
-    .select({ id: tags.id, name: tags.name })
-    .from(tags)
-    .where(eq(tags.name, sql.placeholder("name")))
-    .prepare(),
-);
 /** A tag row with its name and slug left as placeholders. */
 const tagValues = {
   name: sql.placeholder("name"),
@@ -45,9 +38,6 @@ const tagValues = {
   created: "2026-01-01T00:00:00Z",
   lastUpdated: "2026-01-01T00:00:00Z",
 };
-const insert = new Reusable((d) =>
-  d.insert(tags).values(tagValues).returning({ id: tags.id }).prepare(),
-);
 
 /** Fails instead of hanging: a query sent to the client while its transaction holds the connection would wait forever. */
 const within = <T>(p: Promise<T>) =>
@@ -58,50 +48,32 @@ const within = <T>(p: Promise<T>) =>
     ),
   ]);
 
-describe("queries prepared once, run in transactions", () => {
-  test("on the ORM the prepared query itself is used", () => {
-    const q = byName.on(db.orm, db.orm);
-    expect(preparedIn(q, db.orm)).toBe(q);
-    expect(byName.on(db.orm, db.orm)).toBe(q); // built once
-  });
+describe("preparedIn", () => {
+  const byName = () =>
+    db.orm
+      .select({ id: tags.id })
+      .from(tags)
+      .where(eq(tags.name, sql.placeholder("name")))
+      .prepare();
 
-  test("inside a transaction it sees the transaction's uncommitted rows", async () => {
+  test("on its own ORM the prepared query itself is used; in a transaction, a copy", async () => {
+    const q = byName();
+    expect(preparedIn(q, db.orm)).toBe(q);
     await within(
       db.orm.transaction(async (tx) => {
-        const [row] = await insert.on(tx, db.orm).all({ name: "Pending", slug: "pending" });
-        expect(row!.id).toBeGreaterThan(0);
-        expect(await byName.on(tx, db.orm).all({ name: "Pending" })).toEqual([
-          { id: row!.id, name: "Pending" },
-        ]);
-        expect(preparedIn(byName.on(db.orm, db.orm), tx)).not.toBe(byName.on(db.orm, db.orm));
+        const copy = preparedIn(q, tx);
+        expect(copy).not.toBeNull();
+        expect(copy).not.toBe(q);
       }),
     );
-    expect(await byName.on(db.orm, db.orm).all({ name: "Pending" })).toHaveLength(1);
-  });
-
-  test("a rollback undoes what a reused insert wrote", async () => {
-    const failed = await within(
-      db.orm
-        .transaction(async (tx) => {
-          await insert.on(tx, db.orm).all({ name: "Doomed", slug: "doomed" });
-          throw new Error("roll back");
-        })
-        .catch((e: Error) => e.message),
-    );
-    expect(failed).toBe("roll back");
-    expect(await byName.on(db.orm, db.orm).all({ name: "Doomed" })).toEqual([]);
   });
 
   test("a query prepared on one database is never run on another", async () => {
-    const q = byName.on(db.orm, db.orm);
+    const q = byName();
     expect(preparedIn(q, other.orm)).toBeNull();
     await other.orm.transaction(async (tx) => {
       expect(preparedIn(q, tx)).toBeNull();
     });
-    // Reusable falls back to building the query on the other database
-    await insert.on(other.orm, other.orm).all({ name: "Elsewhere", slug: "elsewhere" });
-    expect(await byName.on(other.orm, db.orm).all({ name: "Elsewhere" })).toHaveLength(1);
-    expect(await byName.on(db.orm, db.orm).all({ name: "Elsewhere" })).toEqual([]);
   });
 });
 
@@ -143,5 +115,29 @@ describe("Prebuilt awaited alone in transactions", () => {
     await insertOnce.with(other.orm, { name: "Apart", slug: "apart" });
     expect(await countByName.with(other.orm, { name: "Apart" })).toEqual([{ n: 1 }]);
     expect(await countByName.with(db.orm, { name: "Apart" })).toEqual([{ n: 0 }]);
+  });
+
+  test("its rows as values come unmapped, in the select list's order, in the transaction", async () => {
+    const names = new Prebuilt<unknown>((d) =>
+      d
+        .select({ slug: tags.slug, name: tags.name })
+        .from(tags)
+        .where(eq(tags.name, sql.placeholder("name"))),
+    );
+    const valuesOf = async (...args: Parameters<typeof names.values>) =>
+      (await names.values(...args)).map((row) => Array.from(row));
+    const failed = await within(
+      db.orm
+        .transaction(async (tx) => {
+          await insertOnce.with(tx, { name: "Listed", slug: "listed" }, db.orm);
+          expect(await valuesOf(tx, { name: "Listed" }, db.orm)).toEqual([["listed", "Listed"]]);
+          throw new Error("roll back");
+        })
+        .catch((e: Error) => e.message),
+    );
+    expect(failed).toBe("roll back");
+    expect(await valuesOf(db.orm, { name: "Listed" })).toEqual([]);
+    await insertOnce.with(other.orm, { name: "Listed", slug: "listed" });
+    expect(await valuesOf(other.orm, { name: "Listed" })).toEqual([["listed", "Listed"]]);
   });
 });

@@ -608,3 +608,43 @@ describe("a revert of a delete raced by a create taking its unique key (decision
     expect((await lastChange("custom_objects.restorer", thing.id)).id).toBe(change.id);
   });
 });
+
+describe("a custom object type whose shape changes between a write's read and its batch", () => {
+  let cot: { id: number };
+  beforeAll(async () => {
+    cot = await namedCot(t, "reshaped");
+  });
+
+  /** Runs `write` with its batch (the statement `match` names) held while the type gains a field. */
+  async function reshaped(match: RegExp, write: () => Promise<{ status: number; body: any }>) {
+    proxy.hold((statements) => statements.some((s) => match.test(s)));
+    try {
+      const writing = write();
+      await untilHeld(1);
+      await addField(t, cot.id, { name: `added_${++serial}`, type: "text", default: "new" });
+      proxy.release();
+      return await writing;
+    } finally {
+      proxy.release();
+    }
+  }
+
+  test("a create starts again on the new shape: 201 with the new field, never a 403", async () => {
+    const made = await reshaped(new RegExp(`^insert into "co_${cot.id}"`, "i"), () =>
+      t.json("POST", `${CO}/reshaped/`, { body: { name: `made ${++serial}` } }),
+    );
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const now = (await t.json("GET", `${CO}/reshaped/${made.body.id}/`)).body;
+    expect(now).toEqual(made.body);
+    expect(Object.values(now)).toContain("new");
+  });
+
+  test("a delete starts again on the new shape (not a 409: nothing else wrote the object)", async () => {
+    const thing = await create(t, "reshaped", { name: `gone ${++serial}` });
+    const gone = await reshaped(new RegExp(`^delete from "co_${cot.id}"`, "i"), () =>
+      t.json("DELETE", `${CO}/reshaped/${thing.id}/`),
+    );
+    expect(gone.status, JSON.stringify(gone.body)).toBe(204);
+    expect((await t.json("GET", `${CO}/reshaped/${thing.id}/`)).status).toBe(404);
+  });
+});

@@ -5,7 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
-import { executePositional, Prebuilt, renderSql, Reusable } from "../../db/driver-internals";
+import { executePositional, Prebuilt, renderSql } from "../../db/driver-internals";
 import type { Orm } from "../../db/client";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
@@ -36,8 +36,8 @@ function sameData(a: ApiRecord, b: ApiRecord): boolean {
 }
 
 /** The change record's insert, prepared once per ORM (it runs in every write). */
-const insertChange = new Reusable((db) =>
-  db
+const insertChange = new Prebuilt<Array<{ id: number }>>((orm) =>
+  orm
     .insert(objectChanges)
     .values({
       time: sql.placeholder("time"),
@@ -52,8 +52,7 @@ const insertChange = new Reusable((db) =>
       prechangeData: sql`${sql.placeholder("prechangeData")}`,
       postchangeData: sql`${sql.placeholder("postchangeData")}`,
     })
-    .returning({ id: objectChanges.id })
-    .prepare(),
+    .returning({ id: objectChanges.id }),
 );
 
 /**
@@ -85,18 +84,25 @@ export async function logChange(
   const user = ctx.auth.user;
   const time = nowIso();
   const repr = objectRepr(resource, id, prechange, postchange);
-  const [row] = await insertChange.on(ctx.db, ctx.services.db.orm).all({
-    time,
+  const who = {
     userId: user?.id ?? null,
     userName: user?.username ?? "",
     requestId: ctx.requestId,
-    action,
-    changedObjectTypeId: objectType.id,
-    changedObjectId: id,
-    objectRepr: repr,
-    prechangeData: prechange === null ? null : JSON.stringify(prechange),
-    postchangeData: postchange === null ? null : JSON.stringify(postchange),
-  });
+  };
+  const [row] = await insertChange.with(
+    ctx.db,
+    {
+      time,
+      ...who,
+      action,
+      changedObjectTypeId: objectType.id,
+      changedObjectId: id,
+      objectRepr: repr,
+      prechangeData: prechange === null ? null : JSON.stringify(prechange),
+      postchangeData: postchange === null ? null : JSON.stringify(postchange),
+    },
+    ctx.services.db.orm,
+  );
 
   await recordEventDeliveries(ctx, {
     changeId: row!.id,
@@ -108,9 +114,7 @@ export async function logChange(
     objectId: id,
     prechange,
     postchange,
-    userId: user?.id ?? null,
-    userName: user?.username ?? "",
-    requestId: ctx.requestId,
+    ...who,
   });
   return postchange;
 }

@@ -9,14 +9,14 @@ import type { StagedHook } from "../context";
 import { ApiError } from "../errors";
 
 /** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */
-export const preconditionFailed = () =>
+const preconditionFailed = () =>
   new ApiError(412, {
     detail: "Precondition failed: the object has changed since the ETag in If-Match was issued.",
     error: "precondition_failed",
   });
 
 /** `requireAfterWrite`'s answer: the object as written would fall outside the caller's constraints. */
-export const outsideConstraints = (action: "add" | "change") =>
+const outsideConstraints = (action: "add" | "change") =>
   ApiError.detail(
     403,
     `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`,

@@ -32,9 +32,6 @@ import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } fro
 import { runStagedBatch } from "./batch-failure";
 import { editedTags, tagEditsOf } from "../rest/tag-edits";
 
-// The answers a failed batch gives, where the custom objects' staged writer imports them from.
-export { outsideConstraints, preconditionFailed } from "./batch-failure";
-
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
   spec: {

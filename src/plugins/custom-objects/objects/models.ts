@@ -6,7 +6,7 @@
  */
 import { asc, eq, inArray, sql } from "drizzle-orm";
 import type { Executor, Orm } from "../../../db/client";
-import { Reusable } from "../../../db/driver-internals";
+import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
@@ -97,6 +97,8 @@ function buildModel(
 
 /** A row of the linking statement: a field pointing at an object type, with its type's version. */
 type LinkingRow = { fieldId: number; cotId: number; shapeVersion: number };
+/** A type's id and shape version, as the version look-ups read them. */
+type Version = { id: number; shapeVersion: number };
 
 /** Types whose fields point at objects. */
 const REFERENCE_TYPES = FIELD_TYPE_MODULES.filter((m) => m.storage !== "column").map((m) => m.name);
@@ -130,21 +132,19 @@ export class CotRegistry {
 
   /** Version lookups, prepared once (Drizzle's query building is a hot spot). */
   static #version = { id: customObjectTypes.id, shapeVersion: customObjectTypes.shapeVersion };
-  #versionBySlug = new Reusable((db) =>
-    db
+  #versionBySlug = new Prebuilt<Version[]>((orm) =>
+    orm
       .select(CotRegistry.#version)
       .from(customObjectTypes)
       .where(eq(customObjectTypes.slug, sql.placeholder("slug")))
-      .limit(1)
-      .prepare(),
+      .limit(1),
   );
-  #versionById = new Reusable((db) =>
-    db
+  #versionById = new Prebuilt<Version[]>((orm) =>
+    orm
       .select(CotRegistry.#version)
       .from(customObjectTypes)
       .where(eq(customObjectTypes.id, sql.placeholder("id")))
-      .limit(1)
-      .prepare(),
+      .limit(1),
   );
 
   async #fresh(
@@ -210,7 +210,7 @@ export class CotRegistry {
       const seen = this.#checked.get(slug);
       if (seen?.stamp === stamp) return seen.model;
     }
-    const [row] = await this.#versionBySlug.on(db, this.orm).all({ slug });
+    const [row] = await this.#versionBySlug.with(db, { slug }, this.orm);
     const model = await this.#fresh(db, row);
     if (stamp && model) {
       if (this.#checked.size >= 1000) this.#checked.clear();
@@ -220,7 +220,7 @@ export class CotRegistry {
   }
 
   async byId(db: Executor, id: number): Promise<CotModel | null> {
-    const [row] = await this.#versionById.on(db, this.orm).all({ id });
+    const [row] = await this.#versionById.with(db, { id }, this.orm);
     return this.#fresh(db, row);
   }
 
@@ -230,7 +230,7 @@ export class CotRegistry {
    * (GraphQL) rebuild it when the signature moves.
    */
   async all(db: Executor): Promise<{ signature: string; models: CotModel[] }> {
-    const rows = await this.#versions.on(db, this.orm).all({});
+    const rows = await this.#versions.with(db, {}, this.orm);
     const models: CotModel[] = [];
     for (const row of rows) {
       const model = await this.#fresh(db, row);
@@ -272,12 +272,8 @@ export class CotRegistry {
     };
   }
 
-  #versions = new Reusable((db) =>
-    db
-      .select(CotRegistry.#version)
-      .from(customObjectTypes)
-      .orderBy(asc(customObjectTypes.id))
-      .prepare(),
+  #versions = new Prebuilt<Version[]>((orm) =>
+    orm.select(CotRegistry.#version).from(customObjectTypes).orderBy(asc(customObjectTypes.id)),
   );
 
   /** A model this registry already holds for `slug`, without asking the database. */
@@ -302,7 +298,7 @@ export class CotRegistry {
     db: Executor,
     objectTypeId: number,
   ): Promise<{ field: FieldRow; model: CotModel }[]> {
-    return this.#linkingFrom(db, await this.#linking.on(db, this.orm).all({ ot: objectTypeId }));
+    return this.#linkingFrom(db, await this.#linking.with(db, { ot: objectTypeId }, this.orm));
   }
 
   /**
@@ -329,7 +325,7 @@ export class CotRegistry {
 
   /** Reads `fieldsPointingAt` for `linkingGuarded` to keep (outside transactions). */
   async loadLinking(objectTypeId: number) {
-    const rows = await this.#linking.on(this.reader, this.orm).all({ ot: objectTypeId });
+    const rows = await this.#linking.with(this.reader, { ot: objectTypeId }, this.orm);
     const fields = await this.#linkingFrom(this.reader, rows);
     if (this.#linkingCache.size >= 1000) this.#linkingCache.clear();
     this.#linkingCache.set(objectTypeId, { proof: JSON.stringify(rows), fields });
@@ -380,10 +376,8 @@ export class CotRegistry {
     )}) AND (${f.relatedObjectTypeId} = ${ot} OR (${f.isPolymorphic} = 1 AND EXISTS (SELECT 1 FROM json_each(${f.relatedObjectTypeIds}) je WHERE je.value = ${ot})))`;
   }
 
-  #linking = new Reusable((db) =>
-    this.#linkingQuery(db)
-      .where(this.#linkingWhere(sql.placeholder("ot")))
-      .prepare(),
+  #linking = new Prebuilt<LinkingRow[]>((orm) =>
+    this.#linkingQuery(orm).where(this.#linkingWhere(sql.placeholder("ot"))),
   );
 
   forget(id: number) {

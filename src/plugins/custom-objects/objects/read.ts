@@ -6,7 +6,7 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
-import { Prebuilt, Reusable } from "../../../db/driver-internals";
+import { Prebuilt } from "../../../db/driver-internals";
 import { databaseStamp } from "../../../core/database-stamp";
 import { deepFreeze } from "../../../core/rest/page-anchors";
 import { loadTags, nestedTag } from "../../../core/models/define";
@@ -324,8 +324,8 @@ function rowQueries(shape: Shape) {
       .from(table)
       .where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
   const manyRows = pageOf(rowColumns);
-  const loadOne = new Reusable((db) => oneRow(db).prepare());
-  const loadMany = new Reusable((db) => manyRows(db).prepare());
+  const loadOne = new Prebuilt<unknown>((orm) => oneRow(orm));
+  const loadMany = new Prebuilt<unknown>((orm) => manyRows(orm));
 
   // The selection's keys in the order Drizzle lists its columns (the select list's order), so a
   // row is read by position: Drizzle's own mapping copies each row twice more (a list page is
@@ -404,8 +404,8 @@ function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"
     } else {
       values = (
         ids.length === 1
-          ? await loadOne.on(ctx.db, orm).values({ id: ids[0]! })
-          : await loadMany.on(ctx.db, orm).values({ ids: JSON.stringify(ids) })
+          ? await loadOne.values(ctx.db, { id: ids[0]! }, orm)
+          : await loadMany.values(ctx.db, { ids: JSON.stringify(ids) }, orm)
       ) as ArrayLike<unknown>[];
     }
     const rows = values.map(cache ? leanRow : fullRow);

@@ -5,7 +5,6 @@
  * one `db.read`; rows, links, tags, change records, outbox rows and guards go in one `db.write`.
  */
 import { and, inArray, sql, type SQL } from "drizzle-orm";
-import { isWriteConflict, WriteConflictError } from "../../../db/client";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
@@ -20,12 +19,11 @@ import {
 import {
   eachInput,
   nestedRead,
-  outsideConstraints,
-  preconditionFailed,
   resolveTagRows,
   stageTagLookup,
   type TagRow,
 } from "../../../core/models/staged";
+import { runStagedBatch } from "../../../core/models/batch-failure";
 import {
   createManyChecked,
   ensureExists,
@@ -517,11 +515,11 @@ function stagePermission(
 
 /**
  * Runs the batch; constraint failures answer as a transaction's did (400 naming the field or
- * constraint). A failed guard is the type's shape (`StaleModel`: the write starts again on the
- * new shape), a delete hook's, a lost race (409, or 412 with `If-Match`) where a row's stamp moved
- * since the read phase, else the permission guard (403). Those reads run on failure only.
+ * constraint). A failed guard is the type's shape first (`StaleModel`: the write starts again on
+ * the new shape), then as `runStagedBatch` explains it: a delete hook's, a lost race (409, or 412
+ * with `If-Match`), else the permission guard (403). Those reads run on failure only.
  */
-async function runBatch(
+function runBatch(
   w: ObjectWriter,
   ctx: WriteContext,
   batch: WriteBatch,
@@ -530,37 +528,33 @@ async function runBatch(
   preconditioned: boolean,
   hooks: StagedHook[] = [],
 ): Promise<"transaction" | undefined> {
-  try {
-    await w.uniqueChecked(() => batch.run(ctx));
-    return undefined;
-  } catch (e) {
-    if (!isWriteConflict(e))
-      throw (
-        mapConstraintError(e, {
-          verboseName: verboseName(w.cot),
-          fieldForColumn: (c) => w.fieldForColumn(c),
-        }) ?? e
-      );
-    const orm = ctx.services.db.orm;
-    const t = customObjectTypes;
-    const [shape] = await orm
-      .select({ v: t.shapeVersion, slug: t.slug })
-      .from(t)
-      .where(sql`${t.id} = ${w.cot.id}`);
-    if (shape?.v !== w.cot.shapeVersion || shape.slug !== w.slug) throw new StaleModel();
-    for (const hook of hooks) if ((await hook.explain?.()) === "transaction") return "transaction";
-    if (action !== "add" && read.size) {
-      const now = (await orm.all(
+  const orm = ctx.services.db.orm;
+  return runStagedBatch(() => w.uniqueChecked(() => batch.run(ctx)), {
+    action,
+    read,
+    preconditioned,
+    hooks,
+    constraintError: (e) =>
+      mapConstraintError(e, {
+        verboseName: verboseName(w.cot),
+        fieldForColumn: (c) => w.fieldForColumn(c),
+      }),
+    checkFirst: async () => {
+      const t = customObjectTypes;
+      const [shape] = await orm
+        .select({ v: t.shapeVersion, slug: t.slug })
+        .from(t)
+        .where(sql`${t.id} = ${w.cot.id}`);
+      if (shape?.v !== w.cot.shapeVersion || shape.slug !== w.slug) throw new StaleModel();
+    },
+    stampsNow: (ids) =>
+      orm.all<{ id: number; stamp: string | null }>(
         sql`SELECT id, last_updated AS stamp FROM ${ident(tableName(w.cot.id))} WHERE id IN (${sql.join(
-          [...read.keys()].map((i) => sql`${i}`),
+          ids.map((i) => sql`${i}`),
           sql`, `,
         )})`,
-      )) as Array<{ id: number; stamp: string | null }>;
-      const moved = now.length < read.size || now.some((r) => read.get(Number(r.id)) !== r.stamp);
-      if (moved) throw preconditioned ? preconditionFailed() : new WriteConflictError();
-    }
-    throw action === "delete" ? new WriteConflictError() : outsideConstraints(action);
-  }
+      ),
+  });
 }
 
 /**

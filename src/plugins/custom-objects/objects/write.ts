@@ -17,7 +17,7 @@ import {
 } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Orm } from "../../../db/client";
-import { executePositional, Prebuilt, Reusable } from "../../../db/driver-internals";
+import { executePositional, Prebuilt } from "../../../db/driver-internals";
 import { choiceSets, customObjectTypes, owners } from "../../../db/schema";
 import { editStamp, nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
@@ -146,12 +146,8 @@ function preflightStatement(shape: Shape) {
     preflightColumns[`ref_${f.name}`] =
       sql<number>`${embedded.get(f.relatedObjectTypeId!)!.nestedSql!.selectOne!(sql`${sql.placeholder(f.name)}`)} IS NOT NULL`;
   }
-  return new Reusable((db) =>
-    db
-      .select(preflightColumns)
-      .from(customObjectTypes)
-      .where(eq(customObjectTypes.id, cot.id))
-      .prepare(),
+  return new Prebuilt<Record<string, unknown>[]>((orm) =>
+    orm.select(preflightColumns).from(customObjectTypes).where(eq(customObjectTypes.id, cot.id)),
   );
 }
 
@@ -253,7 +249,7 @@ export class ObjectWriter {
   readonly owned: boolean;
   readonly reserved: Set<string>;
   readonly insertColumns: string[];
-  readonly insertQuery: Reusable<any>;
+  readonly insertQuery: Prebuilt<Record<string, any>[]>;
   readonly insertMany = new Map<number, InsertMany>();
   /**
    * A staged write's statements that repeat with the shape, built once per shape and ORM
@@ -292,12 +288,11 @@ export class ObjectWriter {
     // row query's select list, so the new record needs no second read.
     const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
     this.insertColumns = insertColumns;
-    this.insertQuery = new Reusable((db) =>
-      db
+    this.insertQuery = new Prebuilt((orm) =>
+      orm
         .insert(table)
         .values(Object.fromEntries(insertColumns.map((key) => [key, sql.placeholder(key)])) as any)
-        .returning(rowColumns as any)
-        .prepare(),
+        .returning(rowColumns as any),
     );
     this.staged = stagedStatements(this);
     // read by position: Drizzle names no SQL expression in the RETURNING list
@@ -329,7 +324,7 @@ export class ObjectWriter {
   };
 
   async preflight(ctx: WriteContext, refIds: Record<string, number | null>): Promise<Preflight> {
-    const [row] = (await this.preflightQuery.on(ctx.db, ctx.services.db.orm).all(refIds)) as Record<
+    const [row] = (await this.preflightQuery.with(ctx.db, refIds, ctx.services.db.orm)) as Record<
       string,
       any
     >[];
@@ -888,7 +883,7 @@ export class ObjectWriter {
     const restoreId = takeRestoreId(ctx, APP_LABEL, this.slug);
     const [row] = (await this.uniqueChecked(async () =>
       restoreId === undefined
-        ? this.insertQuery.on(ctx.db, ctx.services.db.orm).all(params)
+        ? this.insertQuery.with(ctx.db, params, ctx.services.db.orm)
         : await ctx.db
             .insert(this.table)
             .values({ ...params, id: restoreId } as any)
