@@ -172,11 +172,23 @@ function statementKey(text: string, params: readonly unknown[]): string | null {
   return key;
 }
 
-/** A result with rows of its own (libSQL rows are array-like objects: their shape is kept). */
+/**
+ * A result with rows of its own, shaped as libSQL shapes them (`rowFromProto`): values by index
+ * and `length`, not enumerable; by column name, enumerable (the first of a repeated name).
+ */
 function copyOfResult(result: ResultSet): ResultSet {
-  const rows = result.rows.map(
-    (row) => Object.defineProperties({}, Object.getOwnPropertyDescriptors(row)) as typeof row,
-  );
+  const { columns } = result;
+  const rows = result.rows.map((source) => {
+    const row = {} as Record<string | number, unknown>;
+    Object.defineProperty(row, "length", { value: source.length });
+    for (let i = 0; i < source.length; i++) {
+      const value = source[i];
+      Object.defineProperty(row, i, { value });
+      const name = columns[i];
+      if (name !== undefined && !Object.hasOwn(row, name)) row[name] = value;
+    }
+    return row as unknown as (typeof result.rows)[number];
+  });
   return { ...result, rows, toJSON: () => result.toJSON() };
 }
 
