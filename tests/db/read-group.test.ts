@@ -72,6 +72,20 @@ test("concurrent GETs each answer their own object, in fewer round trips than GE
   expect(proxy.count).toBeLessThan(READERS);
 });
 
+test("concurrent GETs with one token: a round trip carries the token's proof once, each GET its row", async () => {
+  await getAll(a);
+  proxy.reset();
+  const answers = await getAll(a);
+  answers.forEach((r, i) => expect(r.body.id).toBe(siteIds[i]));
+  const trips = proxy.log;
+  const statements = trips.flatMap((trip) => trip.sql);
+  // decision 0122: identical statements of a group are sent once (the token's print), a GET's
+  // own row is its own statement
+  expect(statements.filter((q) => /"tokens"/.test(q))).toHaveLength(trips.length);
+  expect(statements.filter((q) => /from "sites"/.test(q))).toHaveLength(READERS);
+  expect(trips.length).toBeLessThan(READERS);
+});
+
 test("a write committed through another instance before the GETs began is seen by each", async () => {
   await getAllThroughB(); // B's caches hold the old names
   for (const [i, id] of siteIds.entries()) {

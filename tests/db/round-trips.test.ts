@@ -85,6 +85,23 @@ test("reads: GET by id, lists, ?q=, the health check's database check", async ()
   ).toBe(1);
 });
 
+/** The statements of the one round trip of a warm GET (the batch's BEGIN/COMMIT/ROLLBACK aside). */
+async function statementsOfGet(path: string): Promise<string[]> {
+  expect(await roundTrips("GET", () => path)).toBe(1);
+  return proxy.log[0]!.sql.filter((q) => !/^(BEGIN|COMMIT|ROLLBACK)\b/.test(q));
+}
+
+test("a GET by id: the token's proof is one statement (its print), beside the object's own", async () => {
+  // decision 0122: the print of the token, its user and grants, not the token row and grant rows
+  const site = await statementsOfGet(`/api/dcim/sites/${siteId}/`);
+  expect(site.filter((q) => /"tokens"/.test(q))).toHaveLength(1);
+  expect(site.filter((q) => /"object_permissions"/.test(q.slice(0, 60)))).toHaveLength(0);
+  expect(site).toHaveLength(3); // the proof, the row, its tags
+  const object = await statementsOfGet(`${CO}/thing/${objectId}/`);
+  expect(object.filter((q) => /"tokens"/.test(q))).toHaveLength(1);
+  expect(object).toHaveLength(3); // the proof, the type's shape version, the row (tags inside)
+});
+
 test("linked objects, GraphQL with one relation, a schema apply adding one field", async () => {
   const linked = await roundTrips(
     "GET",
