@@ -16,7 +16,8 @@
  *     compared with, so that a row and its floor see the same load on a shared machine. Rows:
  *     creators of one site each, creators of one custom object each, a bare `@libsql/client`
  *     doing a row and its change record as one `batch()` through the same proxy (the floor);
- *     readers of a custom object / a site by id against the bare client's one `SELECT` by id,
+ *     readers of a custom object / a site by id against the bare client's one `SELECT` by id
+ *     (of a row that exists: its table is filled to 100 rows first, with `--only reads` too),
  *     and against the bare client sending a GET site's own four statements as one batch.
  *     Per row: ops/s, p50, p99 (also in round trips of 2 × latency), 5xx, round trips per op
  *     (the proxy's count over the row ÷ requests, the app's background statements included),
@@ -428,6 +429,27 @@ async function bareTable(bare: Client) {
   return Number(rows[0]?.id ?? 1);
 }
 
+/**
+ * At least `n` rows in the bare client's table, so that its `SELECT` by id (ids 1 to `n`) reads a
+ * row as Host's GET does: with `--only reads` no bare create ran before it.
+ */
+async function bareRows(ctx: Ctx, bare: Client, n: number) {
+  const { rows } = await bare.execute("SELECT count(*) AS n FROM bare_item");
+  const now = new Date().toISOString();
+  const missing = Math.max(0, n - Number(rows[0]?.n ?? 0));
+  if (!missing) return;
+  await bare.batch(
+    Array.from({ length: missing }, () => {
+      const body = objectBody(ctx, uniqueTitle("bare"));
+      return {
+        sql: "INSERT INTO bare_item (created, last_updated, title, notes, count, site_id) VALUES (?, ?, ?, ?, ?, ?)",
+        args: [now, now, body.title, body.notes, body.count, body.site ?? null],
+      };
+    }),
+    "write",
+  );
+}
+
 /** The bare client's create: the row and its change record, one `batch()` (one round trip). */
 async function bareCreate(ctx: Ctx, bare: Client, typeId: number) {
   const title = uniqueTitle("bare");
@@ -562,6 +584,7 @@ async function loadTable(ctx: Ctx, bare: Client) {
       samples.push(`${label}: ${await tripsSample(ctx, once)}`);
       readers.push(row(label, once));
     }
+    await bareRows(ctx, bare, 100);
     const keyHash = (await bare.execute("SELECT key_hash FROM tokens LIMIT 1")).rows[0]?.key_hash;
     readers.push(
       row("bare SELECT by id", async () => {

@@ -274,11 +274,11 @@ test("batchOnLibsql: Drizzle's batch items, each distinct statement sent once, e
   const sent: { sql: string; args: unknown[] }[][] = [];
   const modes: unknown[] = [];
   // the real client, its batches recorded
-  const recording = {
-    batch: (statements: { sql: string; args: unknown[] }[], mode?: unknown) => {
-      sent.push(statements);
+  const recording: Pick<typeof client, "batch"> = {
+    batch: (statements, mode) => {
+      sent.push(statements as never);
       modes.push(mode);
-      return client.batch(statements as never, mode as never);
+      return client.batch(statements, mode);
     },
   };
   const orm = drizzle(client);
