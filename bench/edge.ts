@@ -16,8 +16,9 @@
  *     compared with, so that a row and its floor see the same load on a shared machine. Rows:
  *     creators of one site each, creators of one custom object each, a bare `@libsql/client`
  *     doing a row and its change record as one `batch()` through the same proxy (the floor);
- *     readers of a custom object / a site by id against the bare client's one `SELECT` by id,
- *     and against the bare client sending a GET site's own four statements as one batch.
+ *     readers of a custom object / a site by id against the bare client's one `SELECT` by id
+ *     (of a row that exists: its table is filled to 100 rows first, with `--only reads` too),
+ *     and against the bare client sending a GET site's own statements as one batch.
  *     Per row: ops/s, p50, p99 (also in round trips of 2 × latency), 5xx, round trips per op
  *     (the proxy's count over the row ÷ requests, the app's background statements included),
  *     CPU ms per op of the Host process and of this one (which runs the clients, the proxy and
@@ -428,6 +429,27 @@ async function bareTable(bare: Client) {
   return Number(rows[0]?.id ?? 1);
 }
 
+/**
+ * At least `n` rows in the bare client's table, so that its `SELECT` by id (ids 1 to `n`) reads a
+ * row as Host's GET does: with `--only reads` no bare create ran before it.
+ */
+async function bareRows(ctx: Ctx, bare: Client, n: number) {
+  const { rows } = await bare.execute("SELECT count(*) AS n FROM bare_item");
+  const now = new Date().toISOString();
+  const missing = Math.max(0, n - Number(rows[0]?.n ?? 0));
+  if (!missing) return;
+  await bare.batch(
+    Array.from({ length: missing }, () => {
+      const body = objectBody(ctx, uniqueTitle("bare"));
+      return {
+        sql: "INSERT INTO bare_item (created, last_updated, title, notes, count, site_id) VALUES (?, ?, ?, ?, ?, ?)",
+        args: [now, now, body.title, body.notes, body.count, body.site ?? null],
+      };
+    }),
+    "write",
+  );
+}
+
 /** The bare client's create: the row and its change record, one `batch()` (one round trip). */
 async function bareCreate(ctx: Ctx, bare: Client, typeId: number) {
   const title = uniqueTitle("bare");
@@ -453,32 +475,36 @@ async function bareCreate(ctx: Ctx, bare: Client, typeId: number) {
 
 /**
  * What one Host GET of a site sends (seen through the proxy), as the bare client's one batch: the
- * token and the grants that prove the auth cache fresh, the row, its tags. Against Host's own
- * row, it separates the cost of the statements from the Host server's.
+ * print of the token, its user and grants that proves the auth cache fresh (decision 0122), and
+ * the row with its tags. Against Host's own row, it separates the cost of the statements from the
+ * Host server's. (Before 0122 a GET sent four: the token row, the grant rows, the row, its tags.)
  */
 function siteReadLikeHost(keyHash: string, siteId: number) {
   const grants = `SELECT p.actions, p.constraints, ot.app_label, ot.model FROM object_permissions p
     JOIN object_permission_object_types pot ON pot.permission_id = p.id
     JOIN object_types ot ON ot.id = pot.object_type_id
     WHERE p.enabled = 1 AND (p.id IN (SELECT permission_id FROM object_permission_users
-      WHERE user_id = (SELECT user_id FROM tokens WHERE key_hash = ?))
+      WHERE user_id = t.user_id)
     OR p.id IN (SELECT permission_id FROM object_permission_groups WHERE group_id IN
-      (SELECT group_id FROM user_groups WHERE user_id = (SELECT user_id FROM tokens WHERE key_hash = ?))))
+      (SELECT group_id FROM user_groups WHERE user_id = t.user_id)))
     ORDER BY p.id, ot.id`;
+  const print = ["t.id", "t.user_id", "u.username", "u.is_superuser", "u.is_active", "t.version"]
+    .concat(["t.key", "t.enabled", "t.write_enabled", "t.allowed_ips", "t.expires"])
+    .map((column) => `quote(${column})`)
+    .join(" || ',' || ");
   return [
     {
-      sql: `SELECT t.id, t.user_id, u.username, u.is_superuser, u.is_active, t.version, t.key, t.enabled,
-        t.write_enabled, t.allowed_ips, t.expires FROM tokens t JOIN users u ON u.id = t.user_id
-        WHERE t.key_hash = ? LIMIT 1`,
+      sql: `SELECT ${print} || '#' || coalesce((SELECT group_concat(quote(actions) ||
+        quote(constraints) || quote(app_label) || quote(model), ';') FROM (${grants})), '') AS print
+        FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.key_hash = ? LIMIT 1`,
       args: [keyHash],
     },
-    { sql: grants, args: [keyHash, keyHash] },
-    { sql: "SELECT * FROM sites WHERE id IN (?)", args: [siteId] },
     {
-      sql: `SELECT ti.object_id, t.id, t.name, t.slug, t.color FROM tagged_items ti
+      sql: `SELECT *, (SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id,
+        'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti
         JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id =
         (SELECT id FROM object_types WHERE app_label = 'dcim' AND model = 'site')
-        AND ti.object_id IN (?) ORDER BY t.name`,
+        AND ti.object_id = sites.id ORDER BY t.name) x) AS __tags FROM sites WHERE id IN (?)`,
       args: [siteId],
     },
   ];
@@ -562,6 +588,7 @@ async function loadTable(ctx: Ctx, bare: Client) {
       samples.push(`${label}: ${await tripsSample(ctx, once)}`);
       readers.push(row(label, once));
     }
+    await bareRows(ctx, bare, 100);
     const keyHash = (await bare.execute("SELECT key_hash FROM tokens LIMIT 1")).rows[0]?.key_hash;
     readers.push(
       row("bare SELECT by id", async () => {
@@ -571,7 +598,7 @@ async function loadTable(ctx: Ctx, bare: Client) {
         });
         return 200;
       }),
-      row("bare batch of a Host GET site's 4 reads", async () => {
+      row("bare batch of a Host GET site's statements", async () => {
         await bare.batch(siteReadLikeHost(String(keyHash), ctx.siteIds[serial++ % 60]!), "read");
         return 200;
       }),

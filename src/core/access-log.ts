@@ -58,6 +58,12 @@ export function accessLog(options: AccessLogOptions): MiddlewareHandler<HonoEnv>
     const durationMs = Math.round((now() - started) * 10) / 10;
     const status = c.res.status;
     const slow = durationMs >= options.slowMs;
+    const { logger } = c.var.services;
+    // A client that went away mid-request is its event, not the server's error (decision 0068).
+    const closed = status === CLIENT_CLOSED_REQUEST;
+    const level = closed ? "info" : status >= 500 ? "error" : slow ? "warn" : "info";
+    // the line is built only to be written (parsing the query and route costs a GET's CPU)
+    if (logger.enabled && !logger.enabled(level)) return;
     const line = {
       request_id: c.var.requestId,
       method: c.req.method,
@@ -69,11 +75,6 @@ export function accessLog(options: AccessLogOptions): MiddlewareHandler<HonoEnv>
       user_id: c.var.auth?.user?.id ?? null,
       ...(slow ? { slow: true } : {}),
     };
-    const { logger } = c.var.services;
-    // A client that went away mid-request is its event, not the server's error (decision 0068).
-    if (status === CLIENT_CLOSED_REQUEST) logger.info("client closed the request", line);
-    else if (status >= 500) logger.error("request", line);
-    else if (slow) logger.warn("request", line);
-    else logger.info("request", line);
+    logger[level](closed ? "client closed the request" : "request", line);
   };
 }

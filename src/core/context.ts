@@ -44,7 +44,11 @@ export interface AuthUser {
 export interface Guard {
   name: string;
   statements: Queries[number][];
-  /** The same statements for a read of their own, where that differs (a local file's readers). */
+  /**
+   * Statements for a read of their own, where they differ (a local file's readers; the token's
+   * full row and grants where `statements` reads only their print). `settle` gets the answers to
+   * whichever of the two was read.
+   */
   alone?: Queries[number][];
   settle(answers: unknown[]): Promise<boolean>;
   /**

@@ -56,14 +56,24 @@ function takeGuards(c: Ctx): Guard[] {
   return list;
 }
 
-/** Settles `guards` with the answers that lead `answers`; true when every cached copy was current. */
-async function settleAll(c: Ctx, guards: Guard[], answers: readonly unknown[]): Promise<boolean> {
+/**
+ * Settles `guards` with the answers that lead `answers` (to the statements `sent` of each: its
+ * `statements`, or `alone` where settled by a read of their own); true when every cached copy was
+ * current.
+ */
+async function settleAll(
+  c: Ctx,
+  guards: Guard[],
+  answers: readonly unknown[],
+  sent: (g: Guard) => readonly unknown[] = (g) => g.statements,
+): Promise<boolean> {
   let at = 0;
   let current = true;
   let failure: unknown = null;
   for (const g of guards) {
-    const mine = answers.slice(at, at + g.statements.length);
-    at += g.statements.length;
+    const count = sent(g).length;
+    const mine = answers.slice(at, at + count);
+    at += count;
     try {
       if (!(await g.settle(mine))) current = false;
     } catch (e) {
@@ -94,12 +104,13 @@ export async function settleGuards(c: Ctx): Promise<boolean> {
   // a guard with a read of its own (shared by concurrent requests) settles apart from the rest
   const own = all.filter((g) => g.settleAlone);
   const guards = all.filter((g) => !g.settleAlone);
-  const statements = guards.flatMap((g) => g.alone ?? g.statements);
+  const ownRead = (g: Guard) => g.alone ?? g.statements;
+  const statements = guards.flatMap(ownRead);
   const [rest, ...owned] = await Promise.allSettled([
     statements.length
       ? c.var.services.db
           .read(statements as unknown as Queries)
-          .then((answers) => settleAll(c, guards, answers as readonly unknown[]))
+          .then((answers) => settleAll(c, guards, answers as readonly unknown[], ownRead))
       : Promise.resolve(true),
     ...own.map((g) => g.settleAlone!()),
   ]);

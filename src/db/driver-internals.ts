@@ -93,6 +93,82 @@ export async function batchOnD1(
   return results.map((r, i) => prepared[i]!.mapResult(r, true));
 }
 
+/**
+ * Drizzle's libSQL `batch()` (0.45: each item's `_prepare()`, `getQuery()`, then `mapResult(r,
+ * true)`), with a transaction mode of our choosing (a read: `BEGIN TRANSACTION READONLY`) and each
+ * distinct statement sent once: items with the same SQL text and the same values (the token guard
+ * of concurrent requests grouped into one read, decision 0122) are answered by one statement of
+ * the one snapshot, which is what each would have been answered alone in it. Every item still
+ * gets a result of its own to map: a repeat maps a copy of the rows, so no two callers share a row
+ * object. Values other than text, numbers and null are never merged. Pinned, with `batchOnD1`'s
+ * reliance on the same item methods, by `tests/db/driver-internals.test.ts`.
+ */
+export async function batchOnLibsql(
+  client: Pick<Client, "batch">,
+  queries: readonly unknown[],
+  mode: "read" | "deferred",
+): Promise<unknown[]> {
+  const prepared: PreparedItem[] = [];
+  const statements: { sql: string; args: InValue[] }[] = [];
+  /** For each item, the statement that answers it; the first of its kind answers for repeats. */
+  const answeredBy: number[] = [];
+  const seen = new Map<string, number>();
+  for (const q of queries) {
+    const item = (q as { _prepare(): PreparedItem })._prepare();
+    const { sql: text, params } = item.getQuery();
+    prepared.push(item);
+    const key = statementKey(text, params);
+    const earlier = key === null ? undefined : seen.get(key);
+    if (earlier !== undefined) {
+      answeredBy.push(earlier);
+      continue;
+    }
+    if (key !== null) seen.set(key, statements.length);
+    answeredBy.push(statements.length);
+    statements.push({ sql: text, args: params as InValue[] });
+  }
+  const results = await client.batch(statements, mode);
+  const used = new Set<number>();
+  return prepared.map((item, i) => {
+    const at = answeredBy[i]!;
+    const result = used.has(at) ? copyOfResult(results[at]!) : results[at]!;
+    used.add(at);
+    return item.mapResult(result, true);
+  });
+}
+
+/** A key for a statement and its values, or null when a value is not text, number or null. */
+function statementKey(text: string, params: readonly unknown[]): string | null {
+  let key = text;
+  for (const p of params) {
+    if (p === null) key += "\u0000n";
+    else if (typeof p === "string") key += `\u0000s${p.length}:${p}`;
+    else if (typeof p === "number" || typeof p === "bigint") key += `\u0000${typeof p}${p}`;
+    else return null;
+  }
+  return key;
+}
+
+/**
+ * A result with rows of its own, shaped as libSQL shapes them (`rowFromProto`): values by index
+ * and `length`, not enumerable; by column name, enumerable (the first of a repeated name).
+ */
+function copyOfResult(result: ResultSet): ResultSet {
+  const { columns } = result;
+  const rows = result.rows.map((source) => {
+    const row = {} as Record<string | number, unknown>;
+    Object.defineProperty(row, "length", { value: source.length });
+    for (let i = 0; i < source.length; i++) {
+      const value = source[i];
+      Object.defineProperty(row, i, { value });
+      const name = columns[i];
+      if (name !== undefined && !Object.hasOwn(row, name)) row[name] = value;
+    }
+    return row as unknown as (typeof result.rows)[number];
+  });
+  return { ...result, rows, toJSON: () => result.toJSON() };
+}
+
 /** What `Prebuilt` keeps of a query it built: its SQL once, how to map and run it. */
 interface Built {
   query: { sql: string; params: unknown[] };

@@ -7,6 +7,7 @@
 import type { Client } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import { NO_FILE_HEALTH, type Database, type Orm, type Queries, type Results } from "./client";
+import { batchOnLibsql } from "./driver-internals";
 import { groupedReads } from "./read-group";
 import * as schema from "./schema";
 
@@ -30,15 +31,18 @@ export function libsqlDatabase(
   options: LibsqlOptions = {},
 ): LibsqlDatabase {
   const orm: Orm = drizzle(client, { schema });
+  // A remote read is one read-only transaction; each distinct statement of it is sent once.
+  const readBatch = (queries: Queries) =>
+    kind === "remote" ? batchOnLibsql(client, queries, "read") : orm.batch(queries as never);
   const batch = <T extends Queries>(queries: T): Promise<Results<T>> =>
     // one query needs no transaction around it: sent alone, it is one round trip all the same
     queries.length === 1
       ? (Promise.all([queries[0]]) as Promise<Results<T>>)
-      : (orm.batch(queries as never) as Promise<Results<T>>);
+      : (readBatch(queries) as Promise<Results<T>>);
   // Remote: reads of the same turn share one request (read-group.ts); a local file has no request.
   const read =
     kind === "remote" && options.groupReads !== false
-      ? (groupedReads(batch, (queries) => orm.batch(queries as never)) as LibsqlDatabase["read"])
+      ? (groupedReads(batch, readBatch) as LibsqlDatabase["read"])
       : batch;
   return {
     client,

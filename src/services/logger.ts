@@ -7,6 +7,8 @@ export interface Logger {
   info(msg: string, extra?: Record<string, unknown>): void;
   warn(msg: string, extra?: Record<string, unknown>): void;
   error(msg: string, extra?: Record<string, unknown>): void;
+  /** Whether a line at `level` is written: a caller skips building one that would not be. */
+  enabled?(level: Exclude<LogLevel, "silent">): boolean;
 }
 
 export function createLogger(
@@ -18,5 +20,11 @@ export function createLogger(
       if (ORDER[lvl] < ORDER[level]) return;
       sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra }));
     };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+  return {
+    debug: at("debug"),
+    info: at("info"),
+    warn: at("warn"),
+    error: at("error"),
+    enabled: (lvl) => ORDER[lvl] >= ORDER[level],
+  };
 }

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "../../src/db/client";
 import {
+  batchOnLibsql,
   haltBusyStatement,
   type NativeStatement,
   Prebuilt,
@@ -23,6 +24,7 @@ import { readFileSync } from "node:fs";
 import { createUser } from "../../src/core/auth/provisioning";
 import { libsqlDatabase } from "../../src/db/libsql";
 import { openDatabase } from "../../src/db/local";
+import { drizzle } from "drizzle-orm/libsql";
 import { runMigrations } from "../../src/migrations";
 import { users } from "../../src/db/schema";
 import { startHranaServer } from "../../tools/hrana-server";
@@ -263,4 +265,52 @@ test("Prebuilt: a raw statement with placeholders runs in batches and alone, its
   const [alone] = await db.read([raw.with(db.orm, { x: 0, s: "d" })]);
   expect(alone).toEqual([{ x: 1, s: "d" }]);
   expect(builds).toBe(1);
+});
+
+test("batchOnLibsql: Drizzle's batch items, each distinct statement sent once, each item its own rows", async () => {
+  const hranaDir = mkdtempSync(join(tmpdir(), "host-batch-once-"));
+  const hrana = await startHranaServer({ path: join(hranaDir, "r.db"), port: 0 });
+  const client = createClient({ url: hrana.url });
+  const sent: { sql: string; args: unknown[] }[][] = [];
+  const modes: unknown[] = [];
+  // the real client, its batches recorded
+  const recording: Pick<typeof client, "batch"> = {
+    batch: (statements, mode) => {
+      sent.push(statements as never);
+      modes.push(mode);
+      return client.batch(statements, mode);
+    },
+  };
+  const orm = drizzle(client);
+  try {
+    await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, data BLOB)");
+    await client.execute("INSERT INTO t VALUES (1, 'one', x'01'), (2, 'two', x'01')");
+    const table = sqliteTable("t", { id: integer("id"), name: text("name") });
+    const byId = (id: number) => orm.select().from(table).where(eq(table.id, id));
+    const raw = () => orm.all(sql`SELECT name FROM t WHERE id = ${1}`);
+    const byBlob = () => orm.all(sql`SELECT id FROM t WHERE data = ${new Uint8Array([1])}`);
+    const items = [byId(1), byId(2), byId(1), raw(), raw(), byBlob(), byBlob()];
+    const answers = (await batchOnLibsql(recording, items, "read")) as unknown[][];
+    expect(answers).toEqual([
+      [{ id: 1, name: "one" }],
+      [{ id: 2, name: "two" }],
+      [{ id: 1, name: "one" }],
+      [{ name: "one" }],
+      [{ name: "one" }],
+      [{ id: 1 }, { id: 2 }],
+      [{ id: 1 }, { id: 2 }],
+    ]);
+    // byId(1) and the raw statement once each; byId(2) apart (other values); blobs never merged
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toHaveLength(5);
+    expect(modes).toEqual(["read"]);
+    // a repeat's rows are its own: what one caller does to them, the other never sees
+    (answers[3]![0] as { name: string }).name = "changed";
+    expect(answers[4]).toEqual([{ name: "one" }]);
+    expect(answers[0]![0]).not.toBe(answers[2]![0]);
+  } finally {
+    client.close();
+    await hrana.stop();
+    rmSync(hranaDir, { recursive: true, force: true });
+  }
 });

@@ -72,6 +72,26 @@ test("concurrent GETs each answer their own object, in fewer round trips than GE
   expect(proxy.count).toBeLessThan(READERS);
 });
 
+test("concurrent GETs with one token: a round trip carries the token's proof once, each GET its row", async () => {
+  await getAll(a);
+  proxy.reset();
+  const answers = await getAll(a);
+  expect(answers.map((r) => r.body.id)).toEqual(siteIds);
+  // the GETs' round trips: each leads with the token's print (the app's background statements
+  // may pass the proxy meanwhile)
+  const isProof = (q: string) => q.startsWith('select quote("tokens"');
+  const trips = proxy.log.filter((trip) => trip.sql.some(isProof));
+  const statements = trips
+    .flatMap((trip) => trip.sql)
+    .filter((q) => !/^(BEGIN|COMMIT|ROLLBACK)\b/.test(q));
+  // decision 0122: identical statements of a group are sent once (the token's print), a GET's
+  // own row is its own statement
+  const proofs = statements.filter(isProof);
+  expect(proofs).toHaveLength(trips.length);
+  expect(statements.length - proofs.length).toBe(READERS); // a site's row (its tags ride on it)
+  expect(trips.length).toBeLessThan(READERS);
+});
+
 test("a write committed through another instance before the GETs began is seen by each", async () => {
   await getAllThroughB(); // B's caches hold the old names
   for (const [i, id] of siteIds.entries()) {

@@ -85,6 +85,40 @@ test("reads: GET by id, lists, ?q=, the health check's database check", async ()
   ).toBe(1);
 });
 
+/** The statements of the one round trip of a warm GET (the batch's BEGIN/COMMIT/ROLLBACK aside). */
+async function statementsOfGet(path: string): Promise<string[]> {
+  expect(await roundTrips("GET", () => path)).toBe(1);
+  return proxy.log[0]!.sql.filter((q) => !/^(BEGIN|COMMIT|ROLLBACK)\b/.test(q));
+}
+
+test("a GET by id: the token's proof is one statement (its print), beside the object's own", async () => {
+  // decision 0122: the print of the token, its user and grants, not the token row and grant rows
+  const site = await statementsOfGet(`/api/dcim/sites/${siteId}/`);
+  expect(site.filter((q) => /"tokens"/.test(q))).toHaveLength(1);
+  expect(site.filter((q) => /"object_permissions"/.test(q.slice(0, 60)))).toHaveLength(0);
+  expect(site).toHaveLength(2); // the proof, the row (its tags ride on it)
+  const object = await statementsOfGet(`${CO}/thing/${objectId}/`);
+  expect(object.filter((q) => /"tokens"/.test(q))).toHaveLength(1);
+  expect(object).toHaveLength(3); // the proof, the type's shape version, the row (tags inside)
+});
+
+test("a GET by id answers a site's tags as its list does, sorted by name, in its one statement", async () => {
+  const tags = [];
+  for (const name of ["Zulu", "Alpha"])
+    tags.push((await t.json("POST", "/api/extras/tags/", { body: { name, slug: name } })).body.id);
+  const made = await t.json("POST", "/api/dcim/sites/", {
+    body: { name: "tagged", slug: "tagged", tags },
+  });
+  expect(made.status).toBe(201);
+  const path = `/api/dcim/sites/${made.body.id}/`;
+  expect(await statementsOfGet(path)).toHaveLength(2);
+  const one = (await t.json("GET", path)).body;
+  const listed = (await t.json("GET", `/api/dcim/sites/?id=${made.body.id}`)).body.results[0];
+  expect(one.tags.map((x: { name: string }) => x.name)).toEqual(["Alpha", "Zulu"]);
+  expect(one.tags).toEqual(listed.tags);
+  expect(one).toEqual(listed);
+});
+
 test("linked objects, GraphQL with one relation, a schema apply adding one field", async () => {
   const linked = await roundTrips(
     "GET",

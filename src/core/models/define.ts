@@ -493,19 +493,24 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
   const typeId = spec.tags
     ? sql`(SELECT ${objectTypesTable.id} FROM ${objectTypesTable} WHERE ${objectTypesTable.appLabel} = ${spec.appLabel} AND ${objectTypesTable.model} = ${spec.model})`
     : null;
-  // One id (a GET): the same statements every time, their SQL text rendered once per ORM (0098).
+  // One id (a GET): one statement, the same every time, its SQL text rendered once per ORM
+  // (0098); the row's tags ride on it as JSON (0122), as a custom object's do.
   const one = sql`${sql.placeholder("id")}`;
-  const rowById = new Prebuilt((db) => db.select().from(table).where(sql`${table.id} IN (${one})`));
-  const tagsById = typeId ? new Prebuilt((db) => tagsQueryFor(db, typeId, one)) : null;
+  const rowById = new Prebuilt((db) =>
+    (typeId
+      ? db.select({ ...getTableColumns(table), [TAGS_KEY]: tagsColumn(table, typeId) })
+      : db.select()
+    )
+      .from(table)
+      .where(sql`${table.id} IN (${one})`),
+  );
 
   /** `load` as statements for one read: the rows and their tags, the ids as SQL (decision 0085). */
   function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     const statements: LoadPlan["statements"] = [];
-    if (typeof ids === "number") {
-      const bound = (q: Prebuilt<unknown>) => q.with(ctx.db, { id: ids }, ctx.services.db.orm);
-      statements.push(bound(rowById));
-      if (tagsById) statements.push(bound(tagsById));
-    } else {
+    if (typeof ids === "number")
+      statements.push(rowById.with(ctx.db, { id: ids }, ctx.services.db.orm));
+    else {
       statements.push(ctx.db.select().from(table).where(sql`${table.id} IN (${ids})`));
       if (typeId) statements.push(tagsQueryFor(ctx.db, typeId, ids));
     }
@@ -514,9 +519,11 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
       async finish(answers, order) {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));
-        const tags = typeId
-          ? tagsByObject(ctx.baseUrl, answers[1] as Awaited<ReturnType<typeof tagsQuery>>)
-          : undefined;
+        const tags = !typeId
+          ? undefined
+          : typeof ids === "number"
+            ? tagsFromRows(ctx.baseUrl, rows)
+            : tagsByObject(ctx.baseUrl, answers[1] as Awaited<ReturnType<typeof tagsQuery>>);
         return serialize(
           ctx,
           order.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[],
@@ -878,6 +885,33 @@ function tagsQueryFor(db: ReadContext["db"], objectTypeId: SQL, ids: SQL) {
       sql`${taggedItems.objectTypeId} = ${objectTypeId} AND ${taggedItems.objectId} IN (${ids})`,
     )
     .orderBy(tagsTable.name);
+}
+
+/** The key a row's tags ride under as JSON (`tagsColumn`); taken off the row when read. */
+const TAGS_KEY = "__tags";
+
+/** A row's tags as one JSON array (sorted by name, as `tagsQuery`), for a select list. */
+function tagsColumn(table: SQLiteTable, objectTypeId: SQL): SQL<string | null> {
+  const own = sql.raw(`"${getTableName(table)}"."id"`);
+  return sql<
+    string | null
+  >`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${objectTypeId} AND ti.object_id = ${own} ORDER BY t.name) x)`;
+}
+
+/** The tags that rode on `rows` (`tagsColumn`) by object id; each row loses its `__tags`. */
+function tagsFromRows(baseUrl: string, rows: Record<string, any>[]): Map<number, ApiRecord[]> {
+  const out = new Map<number, ApiRecord[]>();
+  for (const row of rows) {
+    const json = row[TAGS_KEY] as string | null;
+    delete row[TAGS_KEY];
+    const tags =
+      json && json !== "[]" ? (JSON.parse(json) as Parameters<typeof nestedTag>[1][]) : [];
+    out.set(
+      row.id,
+      tags.map((t) => nestedTag(baseUrl, t)),
+    );
+  }
+  return out;
 }
 
 /** `tagsQuery`'s rows by object id, as nested tags. */

@@ -3,7 +3,7 @@
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
 import { errorBody } from "../../api-error";
-import { asc, eq } from "drizzle-orm";
+import { asc, eq, sql } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
@@ -19,6 +19,7 @@ import { applyStaged } from "./schema/apply-staged";
 import type { Resource } from "../../core/rest/resource";
 import type { StagedOptions } from "../../core/context";
 import { customObjectTypes } from "../../db/schema";
+import { Prebuilt } from "../../db/driver-internals";
 import type { HostPlugin } from "../types";
 import type { ModelInfo } from "../../core/models/registry";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
@@ -150,6 +151,15 @@ function liveResource(
   }
 }
 
+/** A type's id and shape version by slug: the guard every remote read of its objects sends. */
+const shapeBySlug = new Prebuilt<{ id: number; v: number }[]>((orm) =>
+  orm
+    .select({ id: customObjectTypes.id, v: customObjectTypes.shapeVersion })
+    .from(customObjectTypes)
+    .where(eq(customObjectTypes.slug, sql.placeholder("slug")))
+    .limit(1),
+);
+
 /** Resources a read resolved from the registry's cache under a guard, per request. */
 const resolvedUnderGuard = new WeakMap<Ctx, Resource>();
 
@@ -171,13 +181,7 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   resolvedUnderGuard.set(c, resource);
   addGuard(c, {
     name: `shape of ${slug}`,
-    statements: [
-      services.db.reader
-        .select({ id: customObjectTypes.id, v: customObjectTypes.shapeVersion })
-        .from(customObjectTypes)
-        .where(eq(customObjectTypes.slug, slug))
-        .limit(1),
-    ],
+    statements: [shapeBySlug.with(services.db.reader, { slug })],
     async settle([rows]) {
       const [row] = rows as { id: number; v: number }[];
       if (row && row.id === cached.cot.id && row.v === cached.cot.shapeVersion) return true;
