@@ -5,6 +5,7 @@
  */
 import { eq } from "drizzle-orm";
 import { objectChanges } from "../../db/schema";
+import { approxBytes } from "../approx-bytes";
 import type { ReadContext, Services } from "../context";
 import { slotKey } from "../slots";
 
@@ -37,7 +38,7 @@ export function rememberChanges(services: Services, rows: ReadonlyArray<Record<s
   for (const row of rows) {
     if (typeof row.id !== "number" || !wholeRow(row)) continue;
     forget(held, row.id);
-    const bytes = weigh(row, SEEN_ROW_BYTES);
+    const bytes = approxBytes(row, SEEN_ROW_BYTES);
     if (bytes > SEEN_ROW_BYTES) continue;
     held.rows.set(row.id, { row: row as ChangeRow, bytes });
     held.bytes += bytes;
@@ -51,27 +52,6 @@ function forget(held: Seen, id: number) {
   if (!had) return;
   held.bytes -= had.bytes;
   held.rows.delete(id);
-}
-
-/**
- * About what `value` takes (its texts' lengths, 8 for anything else), counted only until it
- * passes `limit`: weighing a huge record costs no more than weighing one of the limit's size.
- */
-function weigh(value: unknown, limit: number): number {
-  let bytes = 0;
-  const stack: unknown[] = [value];
-  while (stack.length && bytes <= limit) {
-    const v = stack.pop();
-    if (typeof v === "string") bytes += v.length;
-    else if (v && typeof v === "object") {
-      bytes += 8;
-      for (const [k, inner] of Object.entries(v)) {
-        bytes += k.length;
-        stack.push(inner);
-      }
-    } else bytes += 8;
-  }
-  return bytes;
 }
 
 const wholeRow = (row: Record<string, unknown>) => COLUMNS.every((k) => Object.hasOwn(row, k));
