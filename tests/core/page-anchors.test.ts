@@ -341,10 +341,16 @@ describe("a kept page's records", () => {
     const services = servicesOf(t.app);
     const loads: string[] = [];
     // 50 records of 70 KB each: 3.5 MB a page, within a default response budget
-    const records = (key: string, each = 70_000) => async () => {
-      loads.push(key);
-      return Array.from({ length: 50 }, (_, i) => ({ id: i, key, text: `${key}${i}`.padEnd(each) }));
-    };
+    const records =
+      (key: string, each = 70_000) =>
+      async () => {
+        loads.push(key);
+        return Array.from({ length: 50 }, (_, i) => ({
+          id: i,
+          key,
+          text: `${key}${i}`.padEnd(each),
+        }));
+      };
     const kept = async (key: string, each?: number) => {
       const page = await keptPage(services, `bytes-test\u0000${key}`, async () => [{ id: 1 }]);
       return keptRecords(services, page, BASE, records(key, each));
