@@ -65,3 +65,26 @@ test("a large change record is not held in memory; its revert still works", asyn
   expect(done.status).toBe(200);
   expect((await t.json("GET", `${CO}/notes/${big.note.id}/`)).body.size).toBe(1);
 });
+
+test("a remembered record answers one who may not view it as an unknown id, whatever the flags", async () => {
+  const { change } = await changedNote("hidden", "text"); // listed, so remembered
+  expect(seenChange(servicesOf(t.app), change.id)).toBeDefined();
+  const outsider = (
+    await userWith(t, "note-outsider", [
+      [["view", "add", "change", "delete"], "custom_objects.notes", { name: "other" }],
+      [["view"], "core.objectchange", null],
+    ])
+  ).token;
+  const unknown = 987654;
+  for (const query of ["", "?dry_run=1", "?dry_run=bogus", "?force=1", "?dry_run=1&force=yes"]) {
+    const hidden = await t.json("POST", `/api/core/object-changes/${change.id}/revert/${query}`, {
+      token: outsider,
+    });
+    const missing = await t.json("POST", `/api/core/object-changes/${unknown}/revert/${query}`, {
+      token: outsider,
+    });
+    expect(hidden.status, query).toBe(missing.status);
+    expect(hidden.body, query).toEqual(missing.body);
+  }
+  expect((await t.json("GET", `${CO}/notes/?name=hidden`)).body.results[0].size).toBe(2);
+});
