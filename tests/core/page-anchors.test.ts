@@ -335,6 +335,34 @@ describe("a kept page's records", () => {
     await kept("b");
     expect(loads).toEqual(["a", "b", "c", "d", "b"]);
   });
+
+  test("are bounded in bytes too: pages of long texts give theirs up, a huge one is not kept", async () => {
+    await settled();
+    const services = servicesOf(t.app);
+    const loads: string[] = [];
+    // 50 records of 70 KB each: 3.5 MB a page, within a default response budget
+    const records =
+      (key: string, each = 70_000) =>
+      async () => {
+        loads.push(key);
+        return Array.from({ length: 50 }, (_, i) => ({
+          id: i,
+          key,
+          text: `${key}${i}`.padEnd(each),
+        }));
+      };
+    const kept = async (key: string, each?: number) => {
+      const page = await keptPage(services, `bytes-test\u0000${key}`, async () => [{ id: 1 }]);
+      return keptRecords(services, page, BASE, records(key, each));
+    };
+    for (const key of ["a", "b", "c", "d", "e"]) await kept(key); // 17.5 MB asked to be kept
+    await kept("e");
+    await kept("a"); // the least recently used gave theirs up
+    expect(loads).toEqual(["a", "b", "c", "d", "e", "a"]);
+    await kept("huge", 400_000); // 20 MB alone: never kept
+    await kept("huge", 400_000);
+    expect(loads.filter((k) => k === "huge")).toEqual(["huge", "huge"]);
+  });
 });
 
 describe("custom object type freshness", () => {

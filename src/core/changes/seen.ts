@@ -5,36 +5,61 @@
  */
 import { eq } from "drizzle-orm";
 import { objectChanges } from "../../db/schema";
+import { approxBytes } from "../approx-bytes";
 import type { ReadContext, Services } from "../context";
 import { slotKey } from "../slots";
 
 export type ChangeRow = typeof objectChanges.$inferSelect;
 
-const SEEN = slotKey<Map<number, ChangeRow>>("changes.seen");
+interface Seen {
+  rows: Map<number, { row: ChangeRow; bytes: number }>;
+  /** What the rows held take, about (their texts' lengths): bounded by SEEN_BYTES. */
+  bytes: number;
+}
+const SEEN = slotKey<Seen>("changes.seen");
 /** Records kept at most (the oldest go first): a revert follows a look at its record. */
 const SEEN_MAX = 500;
+/**
+ * A record's two snapshots may be megabytes (an object with long texts, changed often): one
+ * larger than this is not remembered (its revert reads it, one round trip more), and all of them
+ * together stay within SEEN_BYTES, so an account that writes such objects cannot fill the memory.
+ */
+const SEEN_ROW_BYTES = 64 * 1024;
+const SEEN_BYTES = 4 * 1024 * 1024;
 /** The table's columns by their row keys (`id`, `time`, `userId`, …). */
 const COLUMNS = Object.keys(objectChanges);
 
-const seen = (services: Services) => services.state.ensure(SEEN, () => new Map());
+const seen = (services: Services) =>
+  services.state.ensure(SEEN, () => ({ rows: new Map(), bytes: 0 }));
 
 /** Remembers the rows (whole ones only: a list's own selection may leave columns out). */
 export function rememberChanges(services: Services, rows: ReadonlyArray<Record<string, unknown>>) {
-  const map = seen(services);
+  const held = seen(services);
   for (const row of rows) {
     if (typeof row.id !== "number" || !wholeRow(row)) continue;
-    map.delete(row.id);
-    map.set(row.id, row as ChangeRow);
-    if (map.size > SEEN_MAX) map.delete(map.keys().next().value!);
+    forget(held, row.id);
+    const bytes = approxBytes(row, SEEN_ROW_BYTES);
+    if (bytes > SEEN_ROW_BYTES) continue;
+    held.rows.set(row.id, { row: row as ChangeRow, bytes });
+    held.bytes += bytes;
+    while (held.rows.size > SEEN_MAX || held.bytes > SEEN_BYTES)
+      forget(held, held.rows.keys().next().value!);
   }
+}
+
+function forget(held: Seen, id: number) {
+  const had = held.rows.get(id);
+  if (!had) return;
+  held.bytes -= had.bytes;
+  held.rows.delete(id);
 }
 
 const wholeRow = (row: Record<string, unknown>) => COLUMNS.every((k) => Object.hasOwn(row, k));
 
 export const seenChange = (services: Services, id: number): ChangeRow | undefined =>
-  seen(services).get(id);
+  seen(services).rows.get(id)?.row;
 
-export const forgetChange = (services: Services, id: number) => seen(services).delete(id);
+export const forgetChange = (services: Services, id: number) => forget(seen(services), id);
 
 /** A seen record's proof: its row read again in the revert's one read, and compared. */
 export interface ChangeProof {

@@ -20,6 +20,7 @@ import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Executor } from "../../db/client";
 import { renderSql } from "../../db/driver-internals";
 import type { Services } from "../context";
+import { approxBytes } from "../approx-bytes";
 import { databaseStamp } from "../database-stamp";
 import { slotKey } from "../slots";
 
@@ -50,6 +51,8 @@ interface State {
   pages: Map<string, KeptPage>;
   /** Records the kept pages hold in all (bounded by MAX_KEPT_RECORDS). */
   records: number;
+  /** What they take, about (bounded by MAX_KEPT_BYTES). */
+  bytes: number;
 }
 
 /** A page of ids kept under the stamp it was read under, and the records read for it since. */
@@ -57,7 +60,7 @@ export interface KeptPage {
   stamp: string;
   rows: PageRow[];
   /** The page's records as `load` gave them, frozen, for one base URL (their `url`s name it). */
-  records?: { baseUrl: string; list: readonly Record<string, unknown>[] };
+  records?: { baseUrl: string; list: readonly Record<string, unknown>[]; bytes: number };
 }
 
 /**
@@ -65,6 +68,11 @@ export interface KeptPage {
  * used pages drop theirs (their ids stay).
  */
 const MAX_KEPT_RECORDS = 2000;
+/**
+ * And the bytes they take at most (`approxBytes`): records of long texts are megabytes a page, and
+ * 64 such pages would hold a response budget's worth each. A page above a quarter of it is not kept.
+ */
+const MAX_KEPT_BYTES = 16 * 1024 * 1024;
 
 const ANCHORS = slotKey<State>("page-anchors");
 
@@ -210,7 +218,7 @@ export async function keptPage(
     state.pages.set(key, hit);
     return hit;
   }
-  if (hit?.records) state.records -= hit.records.list.length;
+  if (hit) giveUpRecords(state, hit);
   const rows = await read();
   const page: KeptPage = { stamp, rows };
   if (databaseStamp(services) === stamp) {
@@ -245,24 +253,32 @@ export async function keptRecords<R extends Record<string, unknown>>(
     list.length > MAX_KEPT_RECORDS
   )
     return list;
+  const bytes = approxBytes(list, MAX_KEPT_BYTES / 4);
+  if (bytes > MAX_KEPT_BYTES / 4) return list;
   // (another request may have kept this page's records meanwhile: theirs are replaced)
-  if (page.records) state.records -= page.records.list.length;
-  page.records = { baseUrl, list: deepFreeze(list) };
+  giveUpRecords(state, page);
+  page.records = { baseUrl, list: deepFreeze(list), bytes };
   state.records += list.length;
+  state.bytes += bytes;
   // the least recently used pages give up their records first (this one keeps its own)
   for (const other of state.pages.values()) {
-    if (state.records <= MAX_KEPT_RECORDS) break;
-    if (other === page || !other.records) continue;
-    state.records -= other.records.list.length;
-    other.records = undefined;
+    if (state.records <= MAX_KEPT_RECORDS && state.bytes <= MAX_KEPT_BYTES) break;
+    if (other !== page) giveUpRecords(state, other);
   }
   return list;
+}
+
+function giveUpRecords(state: State, page: KeptPage) {
+  if (!page.records) return;
+  state.records -= page.records.list.length;
+  state.bytes -= page.records.bytes;
+  page.records = undefined;
 }
 
 /** Drops the least recently used kept page, with its records. */
 function dropOldestPage(state: State) {
   const [key, oldest] = state.pages.entries().next().value!;
-  if (oldest.records) state.records -= oldest.records.list.length;
+  giveUpRecords(state, oldest);
   state.pages.delete(key);
 }
 
@@ -281,6 +297,7 @@ const stateOf = (services: Services) =>
     counts: new Map(),
     pages: new Map(),
     records: 0,
+    bytes: 0,
   }));
 
 /** Drops the least recently used entries beyond the bound (a Map iterates in insertion order). */
