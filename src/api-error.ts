@@ -8,6 +8,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 
 export type ErrorCode =
   | "body_unreadable"
+  | "cascade_too_large"
   | "circular_dependency"
   | "client_closed_request"
   | "constraint_violation"

@@ -406,7 +406,7 @@ test("schema apply on D1: adding types and fields, attributes and renames in one
   expect(stale.status).toBe(409);
   expect(stale.body.error).toBe("stale_plan");
   expect(transactions).toBe(0);
-  // a removal goes through the trash: still the transaction, refused as D1 refuses it
+  // a removal goes through the trash, in the batch too (decision 0120); restore brings it back
   const removal = await json("POST", `${SCHEMA}/apply/`, {
     schema: {
       ...v2,
@@ -420,9 +420,13 @@ test("schema apply on D1: adding types and fields, attributes and renames in one
     },
     allow_destructive: true,
   });
-  expect(removal.status).toBe(501);
-  expect(removal.body.error).toBe("not_available_on_this_database");
+  expect(removal.status, JSON.stringify(removal.body)).toBe(200);
+  expect((await json("GET", `${CO}/bay/${row.id}/`)).body).not.toHaveProperty("active");
+  const [entry] = (await json("GET", `${SCHEMA}/trash/?slug=bay`)).body.results;
+  expect(entry).toMatchObject({ kind: "field", name: "active", rows: 1 });
+  expect((await json("POST", `${SCHEMA}/trash/${entry.id}/restore/`)).status).toBe(200);
   expect((await json("GET", `${CO}/bay/${row.id}/`)).body.active).toBe(true);
+  expect(transactions).toBe(0);
 });
 
 test("keys, checks and choice sets on D1 (decision 0119): REST and schema apply in one batch, the 400s counting, no transaction", async () => {
@@ -502,7 +506,6 @@ test("keys, checks and choice sets on D1 (decision 0119): REST and schema apply 
 });
 
 test("revert from the change log on D1 (decision 0113): a delete of a custom object and of a site put back under their ids, an update, dry runs — no transaction", async () => {
-  transactions = 0; // the apply test before ends with a removal that tries (and is refused) one
   const lastChange = async (type: string, id: number) =>
     (
       await json(
@@ -552,4 +555,91 @@ test("revert from the change log on D1 (decision 0113): a delete of a custom obj
   expect(undone.status, JSON.stringify(undone.body)).toBe(200);
   expect((await json("GET", `/api/dcim/sites/${site.id}/`)).body.description).toBe("");
   expect(transactions).toBe(0);
+});
+
+test("a field's type change on D1 (decision 0121): values converted, a lossy change gated, no transaction", async () => {
+  const before = transactions;
+  const lab = await made(`${CO}/custom-object-types/`, { name: "retyped", slug: "retyped" });
+  const code = await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: lab.id,
+    name: "code",
+    type: "text",
+  });
+  const size = await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: lab.id,
+    name: "size",
+    type: "integer",
+  });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: lab.id,
+    name: "rack",
+    type: "text",
+  });
+  const a = await made(`${CO}/retyped/`, { code: "12", size: 1, rack: "r1" });
+  const b = await made(`${CO}/retyped/`, { code: "twelve", size: 2, rack: "r1" });
+  // text → integer loses "twelve": refused, nothing changes
+  const lossy = await json("PATCH", `${CO}/custom-object-type-fields/${code.id}/`, {
+    type: "integer",
+  });
+  expect(lossy.status).toBe(409);
+  expect(lossy.body.error).toBe("destructive_changes");
+  expect((await json("GET", `${CO}/retyped/${b.id}/`)).body.code).toBe("twelve");
+  const forced = await json(
+    "PATCH",
+    `${CO}/custom-object-type-fields/${code.id}/?allow_destructive=true`,
+    { type: "integer" },
+  );
+  expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+  expect(forced.body.type).toBe("integer");
+  expect((await json("GET", `${CO}/retyped/${a.id}/`)).body.code).toBe(12);
+  expect((await json("GET", `${CO}/retyped/${b.id}/`)).body.code).toBeNull();
+  // and back to text, with a rename in a later write
+  const back = await json("PATCH", `${CO}/custom-object-type-fields/${size.id}/`, { type: "text" });
+  expect(back.status, JSON.stringify(back.body)).toBe(200);
+  expect((await json("GET", `${CO}/retyped/${a.id}/`)).body.size).toBe("1");
+  const renamed = await json("PATCH", `${CO}/custom-object-type-fields/${size.id}/`, {
+    name: "height",
+  });
+  expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+  expect((await json("GET", `${CO}/retyped/${a.id}/`)).body.height).toBe("1");
+  expect(transactions).toBe(before);
+});
+
+test("a cascade deeper than one read on D1 (decision 0120): another read, one batch, no transaction; over the bound a 409, nothing deleted", async () => {
+  const before = transactions;
+  const type = async (slug: string, up?: string) => {
+    const cot = await made(`${CO}/custom-object-types/`, { name: slug, slug });
+    await made(`${CO}/custom-object-type-fields/`, {
+      custom_object_type: cot.id,
+      name: "name",
+      type: "text",
+      primary: true,
+    });
+    if (up)
+      await made(`${CO}/custom-object-type-fields/`, {
+        custom_object_type: cot.id,
+        name: "up",
+        type: "object",
+        related_object_type: `custom_objects.${up}`,
+        on_delete_behavior: "cascade",
+      });
+  };
+  await type("rung0");
+  for (let i = 1; i <= 6; i++) await type(`rung${i}`, `rung${i - 1}`);
+  const ids = [(await made(`${CO}/rung0/`, { name: "root" })).id as number];
+  for (let i = 1; i <= 6; i++)
+    ids.push((await made(`${CO}/rung${i}/`, { name: `r${i}`, up: ids[i - 1] })).id);
+  expect((await json("DELETE", `${CO}/rung0/${ids[0]}/`)).status).toBe(204);
+  for (let i = 1; i <= 6; i++)
+    expect((await json("GET", `${CO}/rung${i}/${ids[i]}/`)).status).toBe(404);
+  // 201 dependants: more than one batch takes on D1, a clear 409 rather than a 501
+  const crowd = (await made(`${CO}/rung0/`, { name: "crowded" })).id as number;
+  // one at a time: a bulk create of 67 such objects answers 500 on D1 today (out of this test)
+  for (let k = 0; k < 201; k += 1) await made(`${CO}/rung1/`, { name: `c${k}`, up: crowd });
+  const refused = await json("DELETE", `${CO}/rung0/${crowd}/`);
+  expect(refused.status).toBe(409);
+  expect(refused.body.error).toBe("cascade_too_large");
+  expect((await json("GET", `${CO}/rung0/${crowd}/`)).status).toBe(200);
+  expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(201);
+  expect(transactions).toBe(before);
 });

@@ -921,3 +921,61 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
   for (const [name, n] of Object.entries(counts))
     expect([name, n]).toEqual([name, Math.min(n, now[name]!)]);
 });
+
+test("a field's type change and a rename a compound key follows, staged (decision 0121)", async () => {
+  const cot = await makeCot(t, "retypes");
+  const level = await addField(t, cot.id, { name: "level", type: "integer" });
+  await addField(t, cot.id, { name: "zone", type: "text" });
+  await create(t, "retypes", { level: 5, zone: "a" });
+  await create(t, "retypes", { level: 6, zone: "a" });
+  const keyed = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: { unique_together: [["level", "zone"]] },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  const count = await addField(t, cot.id, { name: "count", type: "integer" });
+  await t.json("PATCH", `${CO}/retypes/${(await create(t, "retypes", { count: 7 })).id}/`, {
+    body: { zone: "b" },
+  });
+  // the values are a second read (the column is named by the field the first read finds)
+  const kinds = ["text", "integer"];
+  const retype = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${count.id}/`,
+    () => ({ type: kinds.shift() }),
+  );
+  const renames = [1, 2].map(() => `level_${next()}`);
+  const rename = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${level.id}/`,
+    () => ({ name: renames.shift() }),
+  );
+  expect({ retype, rename }).toEqual({ retype: 3, rename: 2 });
+  const after = await t.json("GET", `${CO}/custom-object-types/${cot.id}/`);
+  expect(after.body.unique_together).toEqual([[expect.stringMatching(/^level_\d+$/), "zone"]]);
+  const clash = await t.json("POST", `${CO}/retypes/`, {
+    body: { [after.body.unique_together[0][0]]: 5, zone: "a" },
+  });
+  expect(clash.status).toBe(400);
+});
+
+test("a cascade deeper than one read plans: another read, then one batch (decision 0120)", async () => {
+  // l0 ← l1 ← … ← l6, each by a cascade field: six levels below the target
+  const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
+  await namedCot(t, "deep0");
+  for (let i = 1; i <= 6; i++)
+    await namedCot(t, `deep${i}`, { up: cascade(`custom_objects.deep${i - 1}`) });
+  const chain = async () => {
+    const ids = [(await create(t, "deep0", { name: `d${next()}` })).id];
+    for (let i = 1; i <= 6; i++)
+      ids.push((await create(t, `deep${i}`, { name: `d${next()}`, up: ids[i - 1] })).id);
+    return ids;
+  };
+  const chains = [await chain(), await chain()];
+  const deleted = await roundTrips("DELETE", () => `${CO}/deep0/${chains.shift()![0]}/`);
+  // the read of four levels, the read of the two below them, the batch
+  expect(deleted).toBe(3);
+  const leaf = await chain();
+  expect((await t.json("DELETE", `${CO}/deep0/${leaf[0]}/`)).status).toBe(204);
+  for (let i = 1; i <= 6; i++)
+    expect((await t.json("GET", `${CO}/deep${i}/${leaf[i]}/`)).status).toBe(404);
+});

@@ -77,8 +77,9 @@ export function contractSuite(
     /**
      * "batched" where only the schema documents an apply takes as one batch can be applied (D1,
      * decisions 0111 and 0119: adding types and fields, changing attributes and names, choice
-     * sets, compound keys and checks); a document that needs the transaction (removals,
-     * retypes) answers 501 there, and the tests pin that. Types, fields and objects are one read and one batch everywhere.
+     * sets, compound keys and checks, removals through the trash: 0120); a document that needs
+     * the transaction (a retype, a relation to a type it creates) answers 501 there, and the
+     * tests pin that. Types, fields and objects are one read and one batch everywhere.
      */
     schemaApply?: "all" | "batched";
   } = {},
@@ -658,11 +659,24 @@ export function contractSuite(
 
       if (batchedOnly)
         test("a schema apply needing the transaction answers 501 not_available_on_this_database; nothing changes", async () => {
-          // a removal (even of a type that is not there) takes the trash's transaction
+          // a relation to a type the same document creates still takes the transaction
           const doc = {
             schema_version: "1",
-            types: [{ name: `nope_${run}`, slug: `nope_${run}`, fields: [] }],
-            removed_types: [{ slug: `never_${run}` }],
+            types: [
+              {
+                name: `nope_${run}`,
+                slug: `nope_${run}`,
+                fields: [
+                  {
+                    id: 1,
+                    name: "peer",
+                    type: "object",
+                    related_object_type: `custom-objects/peer_${run}`,
+                  },
+                ],
+              },
+              { name: `peer_${run}`, slug: `peer_${run}`, fields: [] },
+            ],
           };
           const r = await json("POST", `${CO}/schema/apply/`, { body: { schema: doc } });
           expect(r.status).toBe(501);
@@ -714,17 +728,9 @@ export function contractSuite(
         const allowed = await json("POST", `${CO}/schema/apply/`, {
           body: { schema: v2, allow_destructive: true },
         });
-        if (batchedOnly) {
-          // a removal goes through the trash, which still needs the transaction
-          expect(allowed.status).toBe(501);
-          expect(allowed.body.error).toBe("not_available_on_this_database");
-          expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body.legacy).toBe("old");
-        } else {
-          expect(allowed.status).toBe(200);
-          expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body).not.toHaveProperty(
-            "legacy",
-          );
-        }
+        // a removal goes through the trash: one batch on D1 too (decision 0120)
+        expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+        expect((await json("GET", `${CO}/${sslug}/${inst.id}/`)).body).not.toHaveProperty("legacy");
 
         const invalid = await json("POST", `${CO}/schema/apply/`, {
           body: { schema: { schema_version: "2", types: [] } },
@@ -734,6 +740,65 @@ export function contractSuite(
         expect(
           (await json("POST", `${CO}/schema/preview/`, { body: v1, token: null })).status,
         ).toBe(403);
+      });
+
+      test("the schema trash: removed fields and types keep their data, restore brings them back, purge drops them", async () => {
+        const tslug = `bin_${run}`;
+        const code = { id: 1, name: "code", type: "text" };
+        const note = { id: 2, name: "note", type: "text" };
+        const parts = {
+          id: 3,
+          name: "parts",
+          type: "multiobject",
+          related_object_type: "dcim/site",
+        };
+        const typeDoc = (fields: unknown[], removed?: unknown[]) => ({
+          schema_version: "1",
+          types: [
+            { name: tslug, slug: tslug, fields, ...(removed ? { removed_fields: removed } : {}) },
+          ],
+        });
+        const apply = (body: unknown) => json("POST", `${CO}/schema/apply/`, { body });
+        expect((await apply({ schema: typeDoc([code, note, parts]) })).status).toBe(200);
+        const a = await created(`${CO}/${tslug}/`, { code: "A", note: "kept", parts: [siteId] });
+        await created(`${CO}/${tslug}/`, { code: "B" });
+        const gone = await apply({
+          schema: typeDoc([code], [note, parts]),
+          allow_destructive: true,
+        });
+        expect(gone.status, JSON.stringify(gone.body)).toBe(200);
+        expect((await json("GET", `${CO}/${tslug}/${a.id}/`)).body).not.toHaveProperty("note");
+        const listed = await json("GET", `${CO}/schema/trash/?slug=${tslug}`);
+        expect(
+          listed.body.results.map((r: { name: string; rows: number }) => [r.name, r.rows]),
+        ).toEqual([
+          ["note", 1],
+          ["parts", 1],
+        ]);
+        for (const entry of listed.body.results)
+          expect((await json("POST", `${CO}/schema/trash/${entry.id}/restore/`)).status).toBe(200);
+        const back = await json("GET", `${CO}/${tslug}/${a.id}/`);
+        expect(back.body.note).toBe("kept");
+        expect(back.body.parts.map((p: { id: number }) => p.id)).toEqual([siteId]);
+
+        // a whole type: to the trash with its rows, back, then purged for good
+        const removal = { schema_version: "1", types: [], removed_types: [{ slug: tslug }] };
+        const removed = await apply({ schema: removal, allow_destructive: true });
+        expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+        expect(removed.body.trash).toHaveLength(1);
+        expect((await req("GET", `${CO}/${tslug}/`)).status).toBe(404);
+        const entry = removed.body.trash[0];
+        expect((await json("POST", `${CO}/schema/trash/${entry}/restore/`)).status).toBe(200);
+        expect((await json("GET", `${CO}/${tslug}/${a.id}/`)).body.code).toBe("A");
+        const again = await apply({ schema: removal, allow_destructive: true });
+        expect(again.status).toBe(200);
+        expect((await req("DELETE", `${CO}/schema/trash/${again.body.trash[0]}/`)).status).toBe(
+          204,
+        );
+        expect((await json("GET", `${CO}/schema/trash/?slug=${tslug}`)).body.count).toBe(0);
+        expect(
+          (await json("POST", `${CO}/schema/trash/${again.body.trash[0]}/restore/`)).status,
+        ).toBe(404);
       });
 
       test("schema safety (issue 16): counted gates, stale plans, the trash restores data, unique_together, bundles round-trip", async () => {
@@ -816,11 +881,8 @@ export function contractSuite(
             allow_destructive: true,
           },
         });
-        if (batchedOnly) {
-          // choice sets and compound keys are batched (decision 0119); the trash is not yet
-          expect(removed.status).toBe(501);
-          expect((await json("GET", `${CO}/${slug}/${a.id}/`)).body.note).toBe("first");
-        } else await trashAndRestore(removed, a.id);
+        // choice sets and compound keys are batched (decision 0119), the trash too (0120)
+        await trashAndRestore(removed, a.id);
         // the export carries unique_together and the choice set, and round-trips with no changes
         const exported = await json("GET", `${CO}/schema/export/?slug=${slug}`);
         expect(exported.body.types[0].unique_together).toEqual([["code", "grade"]]);

@@ -1,8 +1,15 @@
 /**
  * Issue 16: the schema trash (removed fields and types keep their data, restore, purge) and
- * whole documents (removed_types, unique_together, choice_sets, export round-trips).
+ * whole documents (removed_types, unique_together, choice_sets, export round-trips). The trash
+ * runs on a local file (transactions) and on a remote database (one read phase and one batch a
+ * removal, restore or purge, decision 0120), whose round trips are counted.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { SCHEMA, doc } from "./helpers";
 import { purgeExpiredTrash } from "../../src/plugins/custom-objects/schema/trash";
@@ -18,211 +25,261 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const apply = (body: unknown) => t.json("POST", `${SCHEMA}/apply/`, { body });
-const exportAll = async () => (await t.json("GET", `${SCHEMA}/export/`)).body;
-const tables = async () =>
-  (
-    await t.deps.db.client.execute(
-      "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'trash__%' ORDER BY name",
-    )
-  ).rows.map((r) => String(r.name));
-const trash = async (query = "") => (await t.json("GET", `${SCHEMA}/trash/${query}`)).body;
-
-describe("trash", () => {
-  const box = (fields: unknown[], removed?: unknown[]) =>
-    doc([{ name: "box", slug: "box", fields, ...(removed ? { removed_fields: removed } : {}) }]);
-  const code = { id: 1, name: "code", type: "text" };
-  const note = { id: 2, name: "note", type: "text" };
-  const parts = { id: 3, name: "parts", type: "multiobject", related_object_type: "dcim/site" };
-
-  test("a removed field goes to the trash with its data; restore brings it back intact", async () => {
-    expect((await apply({ schema: box([code, note, parts]) })).status).toBe(200);
-    const site = (
-      await t.json("POST", "/api/dcim/sites/", { body: { name: "Box site", slug: "box-site" } })
-    ).body;
-    const made = await t.json("POST", `${CO}/box/`, {
-      body: [
-        { code: "B1", note: "keep me", parts: [site.id] },
-        { code: "B2", note: "me too" },
-        { code: "B3" },
-      ],
+/** The trash suite on a local file, or (`remote`) on a Hrana server behind a counting proxy. */
+function trashSuite(backend: "local" | "remote") {
+  describe(`trash (${backend})`, () => {
+    let t: TestApp;
+    let dir: string;
+    let hrana: HranaServer;
+    let proxy: CountingProxy | null = null;
+    beforeAll(async () => {
+      if (backend === "local") {
+        t = await makeTestApp();
+        return;
+      }
+      dir = mkdtempSync(join(tmpdir(), "host-trash-remote-"));
+      hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+      proxy = startCountingProxy(hrana.url);
+      t = await makeTestApp({ DATABASE_URL: proxy.url });
     });
-    expect(made.status).toBe(201);
-    const refused = await apply({ schema: box([code], [note, parts]) });
-    expect(refused.status).toBe(409);
-    expect(refused.body.destructive_changes).toEqual([
-      expect.objectContaining({ slug: "box", field: "note", reason: "field_removed", rows: 2 }),
-      expect.objectContaining({ slug: "box", field: "parts", reason: "field_removed", rows: 1 }),
-    ]);
-    const removed = await apply({ schema: box([code], [note, parts]), allow_destructive: true });
-    expect(removed.status).toBe(200);
-    expect(removed.body.trash).toEqual([]);
-    const one = await t.json("GET", `${CO}/box/${made.body[0].id}/`);
-    expect(one.body).not.toHaveProperty("note");
-    expect(one.body).not.toHaveProperty("parts");
-
-    expect((await t.json("GET", `${CO}/box/?q=keep%20me`)).body.count).toBe(0);
-    const listed = await trash("?slug=box");
-    expect(listed.count).toBe(2);
-    const byName = Object.fromEntries(listed.results.map((r: any) => [r.name, r]));
-    expect(byName.note).toMatchObject({
-      kind: "field",
-      custom_object_type: { slug: "box" },
-      field: { name: "note", type: "text", schema_id: 2 },
-      rows: 2,
+    afterAll(async () => {
+      await t.close();
+      if (!proxy) return;
+      proxy.stop();
+      await hrana.stop();
+      rmSync(dir, { recursive: true, force: true });
     });
-    expect(Date.parse(byName.note.expires) - Date.parse(byName.note.removed)).toBe(7 * 86_400_000);
+    /** Remote: `work` takes at most `most` round trips (warm caches). */
+    const counted = async <T>(most: number, work: () => Promise<T>): Promise<T> => {
+      proxy?.reset();
+      const out = await work();
+      if (proxy) expect(proxy.count).toBeLessThanOrEqual(most);
+      return out;
+    };
+    const names = async (query: string) =>
+      (await t.deps.db.readRows(query, [])).rows.map((r) => String(r[0]));
+    const apply = (body: unknown) => t.json("POST", `${SCHEMA}/apply/`, { body });
+    const exportAll = async () => (await t.json("GET", `${SCHEMA}/export/`)).body;
+    const tables = () =>
+      names(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'trash__%' ORDER BY name",
+      );
+    const trash = async (query = "") => (await t.json("GET", `${SCHEMA}/trash/${query}`)).body;
 
-    for (const entry of listed.results)
+    const box = (fields: unknown[], removed?: unknown[]) =>
+      doc([{ name: "box", slug: "box", fields, ...(removed ? { removed_fields: removed } : {}) }]);
+    const code = { id: 1, name: "code", type: "text" };
+    const note = { id: 2, name: "note", type: "text" };
+    const parts = { id: 3, name: "parts", type: "multiobject", related_object_type: "dcim/site" };
+
+    test("a removed field goes to the trash with its data; restore brings it back intact", async () => {
+      expect((await apply({ schema: box([code, note, parts]) })).status).toBe(200);
+      const site = (
+        await t.json("POST", "/api/dcim/sites/", { body: { name: "Box site", slug: "box-site" } })
+      ).body;
+      const made = await t.json("POST", `${CO}/box/`, {
+        body: [
+          { code: "B1", note: "keep me", parts: [site.id] },
+          { code: "B2", note: "me too" },
+          { code: "B3" },
+        ],
+      });
+      expect(made.status).toBe(201);
+      const refused = await apply({ schema: box([code], [note, parts]) });
+      expect(refused.status).toBe(409);
+      expect(refused.body.destructive_changes).toEqual([
+        expect.objectContaining({ slug: "box", field: "note", reason: "field_removed", rows: 2 }),
+        expect.objectContaining({ slug: "box", field: "parts", reason: "field_removed", rows: 1 }),
+      ]);
+      // remote: the token, the state, the counts with ids and rules, one batch (were 40 and more)
+      const removed = await counted(4, () =>
+        apply({ schema: box([code], [note, parts]), allow_destructive: true }),
+      );
+      expect(removed.status).toBe(200);
+      expect(removed.body.trash).toEqual([]);
+      const one = await t.json("GET", `${CO}/box/${made.body[0].id}/`);
+      expect(one.body).not.toHaveProperty("note");
+      expect(one.body).not.toHaveProperty("parts");
+
+      expect((await t.json("GET", `${CO}/box/?q=keep%20me`)).body.count).toBe(0);
+      const listed = await trash("?slug=box");
+      expect(listed.count).toBe(2);
+      const byName = Object.fromEntries(listed.results.map((r: any) => [r.name, r]));
+      expect(byName.note).toMatchObject({
+        kind: "field",
+        custom_object_type: { slug: "box" },
+        field: { name: "note", type: "text", schema_id: 2 },
+        rows: 2,
+      });
+      expect(Date.parse(byName.note.expires) - Date.parse(byName.note.removed)).toBe(
+        7 * 86_400_000,
+      );
+
+      for (const entry of listed.results)
+        expect(
+          (
+            await counted(4, () =>
+              t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, {
+                headers: { "X-Request-Id": `restore-${entry.id}` },
+              }),
+            )
+          ).status,
+        ).toBe(200);
+      // the restores are in the change log: the fields come back as creates, the type as an update
+      const logged = await t.json(
+        "GET",
+        `/api/core/object-changes/?request_id=restore-${byName.note.id}&ordering=id`,
+      );
+      expect(
+        logged.body.results.map((r: any) => [r.changed_object_type, r.action.value, r.object_repr]),
+      ).toEqual([
+        ["custom_objects.customobjecttype", "update", expect.any(String)],
+        ["custom_objects.customobjecttypefield", "create", "note"],
+      ]);
+      const back = await t.json("GET", `${CO}/box/?ordering=id`);
+      expect(
+        back.body.results.map((r: any) => [r.code, r.note, r.parts.map((p: any) => p.id)]),
+      ).toEqual([
+        ["B1", "keep me", [site.id]],
+        ["B2", "me too", []],
+        ["B3", null, []],
+      ]);
+      expect((await trash()).count).toBe(0);
+      // search finds the restored values again (the full-text index follows the fields)
+      expect(
+        (await t.json("GET", `${CO}/box/?q=keep%20me`)).body.results.map((r: any) => r.code),
+      ).toEqual(["B1"]);
+      // the restored ids are live again: the export lists them as fields, not tombstones, and round-trips
+      const exported = await exportAll();
+      const entry = exported.types.find((x: any) => x.slug === "box");
+      expect(entry.fields.map((f: any) => f.id)).toEqual([1, 2, 3]);
+      expect(entry.removed_fields).toBeUndefined();
+      const again = await apply({ schema: exported });
+      expect(again.body.diffs.every((d: any) => !d.has_changes)).toBe(true);
+    });
+
+    test("purge: true drops at once; expired entries are purged by the scheduled job", async () => {
+      expect(
+        (await apply({ schema: box([code, parts], [note]), allow_destructive: true, purge: true }))
+          .status,
+      ).toBe(200);
+      expect((await trash()).count).toBe(0);
+      const cols = await names(
+        "SELECT name FROM pragma_table_info((SELECT 'co_' || id FROM custom_object_types WHERE slug = 'box'))",
+      );
+      expect(cols.some((c) => c.startsWith("trash__") || c === "note")).toBe(false);
+
+      expect(
+        (await apply({ schema: box([code], [note, parts]), allow_destructive: true })).status,
+      ).toBe(200);
+      expect((await trash()).count).toBe(1);
+      expect(await tables()).toHaveLength(1);
+      expect(await purgeExpiredTrash(t.deps.db, { now: Date.now() + 6 * 86_400_000 })).toBe(0);
+      expect(await purgeExpiredTrash(t.deps.db, { now: Date.now() + 8 * 86_400_000 })).toBe(1);
+      expect((await trash()).count).toBe(0);
+      expect(await tables()).toEqual([]);
+    });
+
+    test("removed_types: gated with its row count, then to the trash; restore brings the type and rows back", async () => {
       expect(
         (
-          await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, {
-            headers: { "X-Request-Id": `restore-${entry.id}` },
+          await apply({
+            schema: doc([
+              {
+                name: "crate",
+                slug: "crate",
+                fields: [code, { id: 2, name: "tags_ok", type: "integer" }],
+              },
+            ]),
           })
         ).status,
       ).toBe(200);
-    // the restores are in the change log: the fields come back as creates, the type as an update
-    const logged = await t.json(
-      "GET",
-      `/api/core/object-changes/?request_id=restore-${byName.note.id}&ordering=id`,
-    );
-    expect(
-      logged.body.results.map((r: any) => [r.changed_object_type, r.action.value, r.object_repr]),
-    ).toEqual([
-      ["custom_objects.customobjecttype", "update", expect.any(String)],
-      ["custom_objects.customobjecttypefield", "create", "note"],
-    ]);
-    const back = await t.json("GET", `${CO}/box/?ordering=id`);
-    expect(
-      back.body.results.map((r: any) => [r.code, r.note, r.parts.map((p: any) => p.id)]),
-    ).toEqual([
-      ["B1", "keep me", [site.id]],
-      ["B2", "me too", []],
-      ["B3", null, []],
-    ]);
-    expect((await trash()).count).toBe(0);
-    // search finds the restored values again (the full-text index follows the fields)
-    expect(
-      (await t.json("GET", `${CO}/box/?q=keep%20me`)).body.results.map((r: any) => r.code),
-    ).toEqual(["B1"]);
-    // the restored ids are live again: the export lists them as fields, not tombstones, and round-trips
-    const exported = await exportAll();
-    const entry = exported.types.find((x: any) => x.slug === "box");
-    expect(entry.fields.map((f: any) => f.id)).toEqual([1, 2, 3]);
-    expect(entry.removed_fields).toBeUndefined();
-    const again = await apply({ schema: exported });
-    expect(again.body.diffs.every((d: any) => !d.has_changes)).toBe(true);
-  });
+      await t.json("POST", `${CO}/crate/`, {
+        body: [
+          { code: "C1", tags_ok: 1 },
+          { code: "C2", tags_ok: 2 },
+        ],
+      });
+      const body = { schema_version: "1", types: [], removed_types: [{ slug: "crate" }] };
+      const p = await t.json("POST", `${SCHEMA}/preview/`, { body });
+      expect(p.body.diffs).toEqual([expect.objectContaining({ slug: "crate", removed: true })]);
+      expect(p.body.destructive_changes).toEqual([
+        expect.objectContaining({ slug: "crate", field: null, reason: "type_removed", rows: 2 }),
+      ]);
+      expect((await apply(body)).status).toBe(409);
+      expect((await t.req("GET", `${CO}/crate/`)).status).toBe(200);
+      const removed = await counted(4, () =>
+        apply({ schema: body, allow_destructive: true, plan_id: p.body.plan_id }),
+      );
+      expect(removed.status).toBe(200);
+      expect(removed.body.trash).toHaveLength(1);
+      expect((await t.req("GET", `${CO}/crate/`)).status).toBe(404);
+      // the export keeps the removal, and re-applying it changes nothing
+      const exported = await exportAll();
+      expect(exported.removed_types).toEqual([{ slug: "crate" }]);
+      expect((await apply({ schema: exported })).body.diffs.every((d: any) => !d.has_changes)).toBe(
+        true,
+      );
 
-  test("purge: true drops at once; expired entries are purged by the scheduled job", async () => {
-    expect(
-      (await apply({ schema: box([code, parts], [note]), allow_destructive: true, purge: true }))
-        .status,
-    ).toBe(200);
-    expect((await trash()).count).toBe(0);
-    const cols = (
-      await t.deps.db.client.execute(
-        "SELECT name FROM pragma_table_info((SELECT 'co_' || id FROM custom_object_types WHERE slug = 'box'))",
-      )
-    ).rows.map((r) => String(r.name));
-    expect(cols.some((c) => c.startsWith("trash__") || c === "note")).toBe(false);
-
-    expect(
-      (await apply({ schema: box([code], [note, parts]), allow_destructive: true })).status,
-    ).toBe(200);
-    expect((await trash()).count).toBe(1);
-    expect(await tables()).toHaveLength(1);
-    expect(await purgeExpiredTrash(t.deps.db, { now: Date.now() + 6 * 86_400_000 })).toBe(0);
-    expect(await purgeExpiredTrash(t.deps.db, { now: Date.now() + 8 * 86_400_000 })).toBe(1);
-    expect((await trash()).count).toBe(0);
-    expect(await tables()).toEqual([]);
-  });
-
-  test("removed_types: gated with its row count, then to the trash; restore brings the type and rows back", async () => {
-    expect(
-      (
-        await apply({
-          schema: doc([
-            {
-              name: "crate",
-              slug: "crate",
-              fields: [code, { id: 2, name: "tags_ok", type: "integer" }],
-            },
-          ]),
-        })
-      ).status,
-    ).toBe(200);
-    await t.json("POST", `${CO}/crate/`, {
-      body: [
-        { code: "C1", tags_ok: 1 },
-        { code: "C2", tags_ok: 2 },
-      ],
+      const restored = await counted(4, () =>
+        t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`),
+      );
+      expect(restored.status).toBe(200);
+      const rows = await t.json("GET", `${CO}/crate/?ordering=id`);
+      expect(rows.body.results.map((r: any) => [r.code, r.tags_ok])).toEqual([
+        ["C1", 1],
+        ["C2", 2],
+      ]);
+      // an empty type is gated too (seed rule, decision 0075): 409 with rows 0, then allowed
+      expect(
+        (await apply({ schema: doc([{ name: "empty_one", slug: "empty_one", fields: [] }]) }))
+          .status,
+      ).toBe(200);
+      const emptyRemoval = {
+        schema_version: "1",
+        types: [],
+        removed_types: [{ slug: "empty_one" }],
+      };
+      const gated = await apply(emptyRemoval);
+      expect(gated.status).toBe(409);
+      expect(gated.body.destructive_slugs).toEqual(["empty_one"]);
+      expect(gated.body.destructive_changes).toEqual([
+        expect.objectContaining({ slug: "empty_one", reason: "type_removed", rows: 0 }),
+      ]);
+      expect((await t.json("GET", `${CO}/custom-object-types/?slug=empty_one`)).body.count).toBe(1);
+      expect((await apply({ schema: emptyRemoval, allow_destructive: true })).status).toBe(200);
     });
-    const body = { schema_version: "1", types: [], removed_types: [{ slug: "crate" }] };
-    const p = await t.json("POST", `${SCHEMA}/preview/`, { body });
-    expect(p.body.diffs).toEqual([expect.objectContaining({ slug: "crate", removed: true })]);
-    expect(p.body.destructive_changes).toEqual([
-      expect.objectContaining({ slug: "crate", field: null, reason: "type_removed", rows: 2 }),
-    ]);
-    expect((await apply(body)).status).toBe(409);
-    expect((await t.req("GET", `${CO}/crate/`)).status).toBe(200);
-    const removed = await apply({ schema: body, allow_destructive: true, plan_id: p.body.plan_id });
-    expect(removed.status).toBe(200);
-    expect(removed.body.trash).toHaveLength(1);
-    expect((await t.req("GET", `${CO}/crate/`)).status).toBe(404);
-    // the export keeps the removal, and re-applying it changes nothing
-    const exported = await exportAll();
-    expect(exported.removed_types).toEqual([{ slug: "crate" }]);
-    expect((await apply({ schema: exported })).body.diffs.every((d: any) => !d.has_changes)).toBe(
-      true,
-    );
 
-    const restored = await t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`);
-    expect(restored.status).toBe(200);
-    const rows = await t.json("GET", `${CO}/crate/?ordering=id`);
-    expect(rows.body.results.map((r: any) => [r.code, r.tags_ok])).toEqual([
-      ["C1", 1],
-      ["C2", 2],
-    ]);
-    // an empty type is gated too (seed rule, decision 0075): 409 with rows 0, then allowed
-    expect(
-      (await apply({ schema: doc([{ name: "empty_one", slug: "empty_one", fields: [] }]) })).status,
-    ).toBe(200);
-    const emptyRemoval = { schema_version: "1", types: [], removed_types: [{ slug: "empty_one" }] };
-    const gated = await apply(emptyRemoval);
-    expect(gated.status).toBe(409);
-    expect(gated.body.destructive_slugs).toEqual(["empty_one"]);
-    expect(gated.body.destructive_changes).toEqual([
-      expect.objectContaining({ slug: "empty_one", reason: "type_removed", rows: 0 }),
-    ]);
-    expect((await t.json("GET", `${CO}/custom-object-types/?slug=empty_one`)).body.count).toBe(1);
-    expect((await apply({ schema: emptyRemoval, allow_destructive: true })).status).toBe(200);
+    test("a restore that would clash answers 409; unknown ids 404; listing needs permission", async () => {
+      const spare = { id: 4, name: "spare", type: "text" };
+      expect((await apply({ schema: box([code, spare], [note, parts]) })).status).toBe(200);
+      await t.json("POST", `${CO}/box/`, { body: { code: "S1", spare: "x" } });
+      expect(
+        (await apply({ schema: box([code], [note, parts, spare]), allow_destructive: true }))
+          .status,
+      ).toBe(200);
+      const [entry] = (await trash("?slug=box")).results.filter((r: any) => r.name === "spare");
+      expect(
+        (
+          await apply({
+            schema: box([code, { id: 5, name: "spare", type: "integer" }], [note, parts, spare]),
+          })
+        ).status,
+      ).toBe(200);
+      const clash = await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`);
+      expect(clash.status).toBe(409);
+      expect(clash.body.error).toBe("restore_conflict");
+      expect((await t.json("POST", `${SCHEMA}/trash/987654/restore/`)).status).toBe(404);
+      expect(
+        (await t.json("GET", `${SCHEMA}/trash/`, { token: await t.user("nobody") })).status,
+      ).toBe(403);
+    });
   });
+}
+trashSuite("local");
+trashSuite("remote");
 
-  test("a restore that would clash answers 409; unknown ids 404; listing needs permission", async () => {
-    const spare = { id: 4, name: "spare", type: "text" };
-    expect((await apply({ schema: box([code, spare], [note, parts]) })).status).toBe(200);
-    await t.json("POST", `${CO}/box/`, { body: { code: "S1", spare: "x" } });
-    expect(
-      (await apply({ schema: box([code], [note, parts, spare]), allow_destructive: true })).status,
-    ).toBe(200);
-    const [entry] = (await trash("?slug=box")).results.filter((r: any) => r.name === "spare");
-    expect(
-      (
-        await apply({
-          schema: box([code, { id: 5, name: "spare", type: "integer" }], [note, parts, spare]),
-        })
-      ).status,
-    ).toBe(200);
-    const clash = await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`);
-    expect(clash.status).toBe(409);
-    expect(clash.body.error).toBe("restore_conflict");
-    expect((await t.json("POST", `${SCHEMA}/trash/987654/restore/`)).status).toBe(404);
-    expect(
-      (await t.json("GET", `${SCHEMA}/trash/`, { token: await t.user("nobody") })).status,
-    ).toBe(403);
-  });
-});
+const apply = (body: unknown) => t.json("POST", `${SCHEMA}/apply/`, { body });
 
 describe("whole documents", () => {
   const bundle = () => ({

@@ -16,7 +16,7 @@ const preconditionFailed = () =>
   });
 
 /** `requireAfterWrite`'s answer: the object as written would fall outside the caller's constraints. */
-const outsideConstraints = (action: "add" | "change") =>
+export const outsideConstraints = (action: "add" | "change") =>
   ApiError.detail(
     403,
     `You do not have permission to ${action === "add" ? "create" : "change"} this object as submitted: it would fall outside the objects you may ${action === "add" ? "create" : "change"}.`,

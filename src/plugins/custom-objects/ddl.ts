@@ -577,6 +577,45 @@ export async function retypeFieldStorage(
   return lost;
 }
 
+/**
+ * `retypeFieldStorage` as statements for a write batch (decision 0121): the values converted
+ * beforehand fill a new column, after guards that the old values are still those read; the new
+ * column then replaces the old one and the field's indexes are made anew. `read` and `written`
+ * are chunks of JSON `[[id, value], …]` (each one bound value), `count` the values read.
+ */
+export function retypeFieldStatements(
+  cotId: number,
+  f: ColumnField,
+  next: { type: string; unique: boolean },
+  values: { count: number; read: string[]; written: string[] },
+): SQL[] {
+  const t = ident(tableName(cotId));
+  const col = ident(f.name);
+  const tmp = ident(`${f.name}__retype`);
+  const [[, type]] = fieldColumnTypes({ ...f, type: next.type }) as [[string, SqlType]];
+  // pairs looked up by id (the rowid): a join on the JSON's keys would scan it for every row
+  const pairs = (chunk: string) =>
+    sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v FROM json_each(${chunk}))`;
+  return [
+    sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "idx"))}`,
+    sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "uq"))}`,
+    ...dropIndexStatements(cotId).map((s) => sql.raw(s)),
+    // a value written since the read (or a row gone or new) fails the batch: 409, nothing changed
+    sql`INSERT INTO write_guard (ok) VALUES ((SELECT count(*) FROM ${t} WHERE ${col} IS NOT NULL) = ${values.count})`,
+    ...values.read.map(
+      (chunk) =>
+        sql`INSERT INTO write_guard (ok) VALUES (NOT EXISTS (SELECT 1 FROM ${pairs(chunk)} AS j WHERE (SELECT ${col} FROM ${t} WHERE id = j.id) IS NOT j.v))`,
+    ),
+    sql`ALTER TABLE ${t} ADD COLUMN ${tmp} ${sql.raw(type)}`,
+    ...values.written.map(
+      (chunk) => sql`UPDATE ${t} SET ${tmp} = j.v FROM ${pairs(chunk)} AS j WHERE ${t}.id = j.id`,
+    ),
+    sql`ALTER TABLE ${t} DROP COLUMN ${col}`,
+    sql`ALTER TABLE ${t} RENAME COLUMN ${tmp} TO ${col}`,
+    ...fieldIndexStatements(cotId, { ...f, type: next.type, unique: next.unique }),
+  ];
+}
+
 /** Counts non-null values of a scalar column that `convert` cannot carry to a new type. */
 /** Rows `countUnconvertible` holds at once: one page of values, never the whole column. */
 const CONVERT_PAGE = 2_000;

@@ -1,11 +1,13 @@
 /**
  * A cascading delete in the delete's one read and one batch (decision 0109): the objects a
  * `cascade` field takes with the target are read in the read phase, level by level through nested
- * `IN (SELECT id …)` reads planned from the fields known to point at each type; the batch deletes
- * them deepest first, each with its own clean-ups, change record and guards.
+ * `IN (SELECT id …)` reads planned from the fields known to point at each type (deeper than one
+ * read plans, or through fields learned late, another read follows: decision 0120); the batch
+ * deletes them deepest first, each with its own clean-ups, change record and guards.
  */
 import { sql, type SQL } from "drizzle-orm";
 import { WriteConflictError } from "../../../db/client";
+import { ApiError } from "../../../core/errors";
 import type {
   ApiRecord,
   DeleteHook,
@@ -26,10 +28,25 @@ import type { FieldRow } from "./values";
 type Row = Record<string, any>;
 type Pointer = { field: FieldRow; model: CotModel };
 
-/** Levels of cascade one batch follows; deeper dependants send the delete to a transaction. */
+/** Levels of cascade one read plans (nested `IN (SELECT …)`); deeper ones take another read. */
 const CASCADE_DEPTH = 4;
-/** Objects one batch deletes by cascade at most; more send the delete to a transaction. */
+/** Levels of cascade one delete follows at most (decision 0120's bound); deeper: `overBound`. */
+const MAX_CASCADE_DEPTH = 16;
+/** Objects one batch deletes by cascade at most; more: `overBound`. */
 const CASCADE_OBJECTS = 200;
+
+/**
+ * A cascade over the bound: a transaction takes it where there is one; D1 has none, and answers
+ * 409 `cascade_too_large` (delete the deepest dependants first) rather than 501.
+ */
+function overBound(ctx: WriteContext): "transaction" {
+  if (ctx.services.db.kind !== "d1") return "transaction";
+  throw ApiError.detail(
+    409,
+    `This delete would cascade to more than ${CASCADE_OBJECTS} objects or ${MAX_CASCADE_DEPTH} levels, more than one write takes on this database; delete the dependants first.`,
+    "cascade_too_large",
+  );
+}
 
 /** A list of ids, or a subquery giving them, as SQL for `IN (…)`. */
 const idList = (ids: number[]) =>
@@ -66,6 +83,8 @@ interface Level {
     rows: () => unknown;
   } | null;
   below: Level[];
+  /** The level's depth in its plan (1: the target's dependants). */
+  depth: number;
 }
 
 /**
@@ -101,7 +120,7 @@ export function planCascade(
     const below = guarded
       ? planCascade(registry, ctx, phase, ot, ids, guarded.fields, model.info, depth + 1)
       : [];
-    levels.push({ field, model, plan, rows, forms, rules, linking, below });
+    levels.push({ field, model, plan, rows, forms, rules, linking, below, depth });
   }
   return levels;
 }
@@ -156,6 +175,8 @@ export async function resolveCascade(
   self: DeleteHook,
   levels: Level[],
   closure: Map<number, Set<number>>,
+  /** Levels above `levels` that earlier reads followed. */
+  base = 0,
 ): Promise<Cascade | "transaction"> {
   const found: Found[] = [];
   for (const level of levels) {
@@ -166,13 +187,26 @@ export async function resolveCascade(
     for (const r of rows) seen.add(Number(r.id));
     let total = 0;
     for (const s of closure.values()) total += s.size;
-    if (total > CASCADE_OBJECTS) return "transaction";
+    if (total > CASCADE_OBJECTS) return overBound(ctx);
     if (level.linking && !(await level.linking.settle(level.linking.rows()))) return "transaction";
     const pointing = level.linking?.fields ?? (await learnLinking(registry, typeId));
     const ids = rows.map((r) => Number(r.id));
     const records = await level.plan.finish([rows], ids, level.forms?.());
-    const below = await resolveCascade(registry, ctx, self, level.below, closure);
+    const depth = base + level.depth;
+    let below = await resolveCascade(registry, ctx, self, level.below, closure, base);
     if (below === "transaction") return below;
+    // dependants the plan did not reach (its depth, or fields learned only now): another read
+    const deeper = pointing.filter(
+      ({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade",
+    );
+    if (!level.below.length && deeper.length && ids.length) {
+      if (depth >= MAX_CASCADE_DEPTH) return overBound(ctx);
+      const phase = new ReadPhase();
+      const more = planCascade(registry, ctx, phase, typeId, idList(ids), deeper, level.model.info);
+      await phase.run(ctx);
+      below = await resolveCascade(registry, ctx, self, more, closure, depth);
+      if (below === "transaction") return below;
+    }
     const hooks = await otherHooks(ctx, self, level.model, ids);
     if (hooks === "transaction") return hooks;
     found.push({

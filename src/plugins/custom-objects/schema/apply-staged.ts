@@ -1,10 +1,10 @@
 /**
  * A schema apply as reads and one atomic batch (decision 0111), for the documents that add types
- * and fields, change attributes or names, carry choice sets, compound keys and checks (0119); the
- * rest keeps the transaction (`applySchema`).
+ * and fields, change attributes or names, carry choice sets, compound keys and checks (0119), or
+ * remove fields and types through the trash (0120); the rest keeps the transaction (`applySchema`).
  */
-import { and, eq, type SQL } from "drizzle-orm";
-import { guardChanged, isWriteConflict, WriteConflictError } from "../../../db/client";
+import { and, eq, sql, type SQL } from "drizzle-orm";
+import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, forbidden } from "../../../core/errors";
 import { codename } from "../../../core/auth/permissions";
 import { recordUrl } from "../../../core/models/define";
@@ -13,6 +13,7 @@ import {
   customObjectTypeFields,
   customObjectTypes,
   objectTypes,
+  taggedItems,
 } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import type { ApiRecord, WriteContext } from "../../../core/context";
@@ -57,7 +58,15 @@ import {
   type Conditional,
 } from "./constraints";
 import type { SchemaDocument, TypeEntry } from "./document";
-import type { ChoiceSetRow, TypeDiff } from "./diff";
+import type { ChoiceSetRow, PrefetchedCounts, TypeDiff } from "./diff";
+import { rowsCountSql, valuesCountSql } from "./impact";
+import {
+  guardNothingPointsAt,
+  pointingFieldsQuery,
+  stageFieldRemoval,
+  stageTypeRemoval,
+  type GoingType,
+} from "./trash-staged";
 import {
   atPath,
   checkApply,
@@ -81,17 +90,21 @@ import {
 /** Field attributes whose change needs the transaction: a retype converts stored values. */
 const TRANSACTION_ATTRS = ["type", "related_object_type", "related_object_types", "is_polymorphic"];
 
+/** Gated changes the batch makes (removals, decision 0120); any other gated change keeps the transaction. */
+const BATCHED_GATES = new Set(["field_removed", "type_removed"]);
+
 /**
- * Whether the batch takes the document: no removals, no retype or retarget, no gated change, no
+ * Whether the batch takes the document: no retype or retarget, no gated change but removals, no
  * swap of names, no relation to a type it creates.
  */
 function batchable(doc: SchemaDocument, diffs: TypeDiff[], state: Map<string, DbType>): boolean {
-  if (doc.removed_types?.length) return false;
+  // a slug both kept and removed: the transaction's order decides
+  if ((doc.removed_types ?? []).some((r) => doc.types.some((t) => t.slug === r.slug))) return false;
   const creating = new Set(doc.types.filter((t) => !state.has(t.slug)).map((t) => t.slug));
   return doc.types.every((t, ti) => {
     const diff = diffs[ti]!;
     const db = state.get(t.slug);
-    if (diff.destructive_changes.length) return false;
+    if (diff.destructive_changes.some((g) => !BATCHED_GATES.has(g.reason))) return false;
     if (
       t.fields.some((f) =>
         [canonicalFromEntry(f).related_object_type, ...canonicalFromEntry(f).related_object_types]
@@ -101,8 +114,7 @@ function batchable(doc: SchemaDocument, diffs: TypeDiff[], state: Map<string, Db
     )
       return false;
     return diff.field_changes.every((c) => {
-      if (c.op === "remove") return false;
-      if (c.op === "add") return true;
+      if (c.op === "remove" || c.op === "add") return true;
       if (TRANSACTION_ATTRS.some((k) => c.changed_attrs?.[k])) return false;
       const rename = c.changed_attrs?.name;
       // a name another field still holds: the transaction frees it first
@@ -124,18 +136,26 @@ export async function applyStaged(
   const { document } = request;
   const slugs = documentSlugs(document);
   const { state, references, sets } = await readState(ctx, document, slugs);
-  const { plan, diffs, graph } = await checkApply(ctx, request, state, references, sets);
-  if (!batchable(document, diffs, state)) return "transaction";
-  if (
-    (await constrained(ctx, cotModel.resource, "add")) ||
-    (await constrained(ctx, cotModel.resource, "change")) ||
-    (await constrained(ctx, fieldModel.resource, "add")) ||
-    (await constrained(ctx, fieldModel.resource, "change"))
-  )
-    return "transaction";
+  // read before the checks: the gate's counts of what removals take ride in it
   const reads = await readPhase(ctx, document, state, sets);
+  const { plan, diffs, graph } = await checkApply(
+    ctx,
+    request,
+    state,
+    references,
+    sets,
+    reads.counted,
+  );
+  if (!batchable(document, diffs, state)) return "transaction";
+  const going = goingTypes(document, state, reads);
+  if (await needsTransaction(ctx, going)) return "transaction";
   const batch = new WriteBatch();
-  const ids = { cot: reads.nextCot(), ot: reads.nextOt(), field: reads.nextField() };
+  const ids = {
+    cot: reads.nextCot(),
+    ot: reads.nextOt(),
+    field: reads.nextField(),
+    trash: reads.nextTrash(),
+  };
   const { known, nested } = stageChoiceSets(ctx, batch, document, reads);
   // the document index of each type by its id, for errors the batch reports by table
   const typeAt = new Map<number, number>();
@@ -143,12 +163,18 @@ export async function applyStaged(
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
     const at = `$.types[${ti}]`;
-    const step = { ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested };
+    const step = {
+      ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested },
+      purge: request.purge,
+    };
     const existing = state.get(t.slug);
     typeAt.set(existing?.cot.id ?? ids.cot, ti);
     if (existing) await stageExisting(step, existing);
     else await stageNew(step);
   }
+  // whole types last, as the transaction: the document's own types may drop fields pointing at them
+  refuseReferenced(going, document, state);
+  const trash = await stageGoing(ctx, batch, going, { ids, changes, purge: request.purge, reads });
   const [cotOt, fieldOt] = [
     await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL),
     await ctx.services.objectTypes.ensure(APP_LABEL, FIELD_MODEL),
@@ -156,13 +182,18 @@ export async function applyStaged(
   stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, reads.fieldRules, changes.fields);
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
   await runApply(ctx, batch, document, typeAt);
-  return { applied: true, diffs, ...(plan ?? {}), trash: [] };
+  for (const g of going)
+    if (g.cot.objectTypeId) {
+      const otId = g.cot.objectTypeId;
+      ctx.onCommit?.(async () => ctx.services.objectTypes.forget(otId));
+    }
+  return { applied: true, diffs, ...(plan ?? {}), trash };
 }
 
 /**
  * The batch; existing values a new unique index refuses answer 400 on the field as the
- * transaction path does. A taken id or a type changed meanwhile is rethrown: `withRetry` runs
- * the apply again against what won.
+ * transaction path does. A taken id, a type changed meanwhile or a foreign key refused (a field
+ * now points at a removed type) is a conflict: `withRetry` runs the apply again against what won.
  */
 async function runApply(
   ctx: WriteContext,
@@ -174,6 +205,8 @@ async function runApply(
     await batch.run(ctx);
   } catch (e) {
     if (idTaken(e) || isWriteConflict(e)) throw e;
+    // a row the batch points at (or removes) moved since the read: run again from a fresh read
+    if (/FOREIGN KEY constraint failed/i.test(messages(e))) throw new WriteConflictError();
     // a choice set or compound key another write made meanwhile: the apply reruns and sees it
     if (lostToKey(messages(e), document, typeAt)) throw new WriteConflictError();
     const clash = /UNIQUE constraint failed: co_(\d+)\.(\w+)/.exec(messages(e));
@@ -232,13 +265,16 @@ async function readState(ctx: WriteContext, document: SchemaDocument, slugs: str
 }
 
 type Change = {
-  action: "create" | "update";
+  action: "create" | "update" | "delete";
   id: number;
   prechange: ApiRecord | null;
-  postchange: ApiRecord;
+  postchange: ApiRecord | null;
 };
 
-/** The second read: next ids, the existing types' search indexes and tags, the event rules. */
+/**
+ * The second read: next ids, the existing types' search indexes and tags, the event rules, what
+ * removals take (counted for the gate) and what a removed type's trash entry keeps.
+ */
 async function readPhase(
   ctx: WriteContext,
   document: SchemaDocument,
@@ -253,6 +289,8 @@ async function readPhase(
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
   const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
   const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
+  const nextTrash = phase.add(nextIdQuery(orm, "custom_object_trash"));
+  const values = new Map<number, () => Array<{ n: number }>>();
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -264,8 +302,13 @@ async function readPhase(
     }
     indexes.set(s.cot.id, phase.add(indexSchemaQuery(orm, s.cot.id)));
     tags.set(s.cot.id, await typeTags(ctx, phase, s.cot.id));
+    for (const f of removedFields(t, s))
+      values.set(f.id, phase.add(countQuery(orm, valuesCountSql(s.cot.id, f))));
   }
+  const going = await goingReads(ctx, phase, document, state);
   await phase.run(ctx);
+  const counted = (read?: () => Array<{ n: number }>) =>
+    read ? Number(read()[0]?.n ?? 0) : undefined;
   return {
     cotRules: await cotRules(),
     fieldRules: await fieldRules(),
@@ -279,7 +322,156 @@ async function readPhase(
     index: (cotId: number) => asSchema(indexes.get(cotId)?.() ?? []),
     tags: (cotId: number) => tags.get(cotId)?.() ?? [],
     slugTaken: (slug: string) => (taken.get(slug)?.() ?? []).length > 0,
+    nextTrash: () => firstNext(nextTrash()),
+    counted: {
+      values: (fieldId: number) => counted(values.get(fieldId)),
+      rows: (cotId: number) => counted(going.get(cotId)?.rows),
+    } satisfies PrefetchedCounts,
+    going: (cotId: number) => going.get(cotId),
   };
+}
+const countQuery = (orm: Orm, count: SQL) => orm.all<{ n: number }>(sql`SELECT ${count} AS n`);
+
+/** The fields of an existing type that its document entry removes (`removed_fields`). */
+function removedFields(t: TypeEntry, s: DbType): FieldRow[] {
+  const removed = new Set((t.removed_fields ?? []).map((r) => r.id));
+  return s.fields.filter(
+    (f) => removed.has(f.schemaId) && !t.fields.some((x) => x.id === f.schemaId),
+  );
+}
+
+/** For each type the document removes: its rows, object type, objects' tags, own tags, pointers. */
+async function goingReads(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+) {
+  const orm = ctx.services.db.orm;
+  const out = new Map<number, Awaited<ReturnType<typeof goingRead>>>();
+  for (const r of document.removed_types ?? []) {
+    const s = state.get(r.slug);
+    if (s && !out.has(s.cot.id)) out.set(s.cot.id, await goingRead(ctx, orm, phase, s.cot));
+  }
+  return out;
+}
+
+async function goingRead(ctx: WriteContext, orm: Orm, phase: ReadPhase, cot: CotRow) {
+  const ot = cot.objectTypeId ?? -1;
+  return {
+    rows: phase.add(countQuery(orm, rowsCountSql(cot.id))),
+    objectType: phase.add(orm.select().from(objectTypes).where(eq(objectTypes.id, ot))),
+    objectTags: phase.add(orm.select().from(taggedItems).where(eq(taggedItems.objectTypeId, ot))),
+    typeTags: await typeTags(ctx, phase, cot.id),
+    pointing: phase.add(pointingFieldsQuery(orm, ot)),
+  };
+}
+
+type Reads = Awaited<ReturnType<typeof readPhase>>;
+type Going = GoingType & {
+  typeTags: ApiRecord[];
+  pointing: Array<{ id: number; name: string; cotId: number }>;
+};
+
+/** The types the document removes, with what their trash entries keep. */
+function goingTypes(document: SchemaDocument, state: Map<string, DbType>, reads: Reads): Going[] {
+  const out: Going[] = [];
+  for (const r of document.removed_types ?? []) {
+    const s = state.get(r.slug);
+    const read = s && reads.going(s.cot.id);
+    if (!s || !read || out.some((g) => g.cot.id === s.cot.id)) continue;
+    out.push({
+      cot: s.cot,
+      fields: [...s.fields].sort((a, b) => a.id - b.id),
+      objectType: read.objectType()[0] ?? null,
+      tags: read.objectTags(),
+      typeTags: read.typeTags(),
+      pointing: read.pointing(),
+    });
+  }
+  return out;
+}
+
+/**
+ * Whether the caller's permissions keep the transaction: constraints on adding or changing
+ * types and fields, or on deleting the types the document removes. A caller who may not delete
+ * types at all is refused here (403), as the transaction would.
+ */
+async function needsTransaction(ctx: WriteContext, going: Going[]): Promise<boolean> {
+  if (
+    (await constrained(ctx, cotModel.resource, "add")) ||
+    (await constrained(ctx, cotModel.resource, "change")) ||
+    (await constrained(ctx, fieldModel.resource, "add")) ||
+    (await constrained(ctx, fieldModel.resource, "change"))
+  )
+    return true;
+  if (!going.length || !(await constrained(ctx, cotModel.resource, "delete"))) return false;
+  const { appLabel, model } = cotModel.resource;
+  if (!ctx.auth.user?.permissions.has(codename(appLabel, "delete", model)))
+    throw forbidden(
+      `You do not have permission to delete the custom object type(s) ${going.map((g) => g.cot.slug).join(", ")} as submitted.`,
+    );
+  return true;
+}
+
+/**
+ * A removed type other types still point at is refused (409 `protected`, as `removeType`):
+ * fields of types the document also removes, or fields it removes, do not count.
+ */
+function refuseReferenced(going: Going[], document: SchemaDocument, state: Map<string, DbType>) {
+  const goingIds = new Set(going.map((g) => g.cot.id));
+  const removedIds = new Set(
+    document.types.flatMap((t) => {
+      const s = state.get(t.slug);
+      return s ? removedFields(t, s).map((f) => f.id) : [];
+    }),
+  );
+  for (const g of going) {
+    const refs = g.pointing.filter((f) => !goingIds.has(f.cotId) && !removedIds.has(f.id));
+    if (refs.length)
+      throw ApiError.detail(
+        409,
+        `Cannot remove custom object type "${g.cot.slug}": ${refs.length} field(s) of other types point at it (e.g. "${refs[0]!.name}"). Remove those fields first.`,
+        "protected",
+      );
+  }
+}
+
+/**
+ * The removed types, after the document's own (which may drop the fields pointing at them):
+ * each to a trash entry or purged, its records logged as deletes; then the guards that nothing
+ * points at them. Answers the trash entries made, as the transaction does.
+ */
+async function stageGoing(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  going: Going[],
+  step: Pick<Step, "ids" | "changes" | "purge" | "reads">,
+): Promise<number[]> {
+  const orm = ctx.services.db.orm;
+  const days = ctx.services.config.schemaTrashDays;
+  const trash: number[] = [];
+  for (const g of going) {
+    const entry = step.purge ? null : step.ids.trash++;
+    stageTypeRemoval(batch, orm, g, entry === null ? null : { entry, days });
+    if (entry !== null) trash.push(entry);
+    for (const f of g.fields)
+      step.changes.fields.push({
+        action: "delete",
+        id: f.id,
+        prechange: await fieldRecord(ctx, f, step.reads.nestedBefore(ctx)),
+        postchange: null,
+      });
+    step.changes.cots.push({
+      action: "delete",
+      id: g.cot.id,
+      prechange: await typeRecord(ctx, g.cot, g.fields, g.typeTags, step.reads.nestedBefore(ctx)),
+      postchange: null,
+    });
+  }
+  for (const g of going)
+    if (g.cot.objectTypeId) guardNothingPointsAt(batch, orm, g.cot.objectTypeId);
+  return trash;
 }
 
 interface Step {
@@ -288,9 +480,11 @@ interface Step {
   t: TypeEntry;
   at: string;
   diff: TypeDiff;
-  ids: { cot: number; ot: number; field: number };
+  ids: { cot: number; ot: number; field: number; trash: number };
   changes: { cots: Change[]; fields: Change[] };
-  reads: Awaited<ReturnType<typeof readPhase>>;
+  reads: Reads;
+  /** Removals are dropped at once instead of moved to the trash. */
+  purge: boolean;
   known: KnownChoiceSets;
   /** The choice sets' nested forms by id, as the batch leaves them (for the records). */
   nested: ReadonlyMap<number, ApiRecord>;
@@ -305,7 +499,7 @@ function stageChoiceSets(
   ctx: WriteContext,
   batch: WriteBatch,
   document: SchemaDocument,
-  reads: Awaited<ReturnType<typeof readPhase>>,
+  reads: Reads,
 ): { known: KnownChoiceSets; nested: ReadonlyMap<number, ApiRecord> } {
   const orm = ctx.services.db.orm;
   const rows = reads.sets();
@@ -449,7 +643,8 @@ async function stageExisting(step: Step, existing: DbType) {
     addStatements(batch, orm, togetherStatements(cot.id, keys.had.together.length, []));
   if (keys.conditional)
     addStatements(batch, orm, conditionalStatements(cot.id, keys.had.conditional, [], none));
-  const { current, renamed } = await stageAlters(step, existing);
+  const kept = await stageRemovals(step, existing);
+  const { current, renamed } = await stageAlters(step, existing, kept.fields);
   const added = await addedRows(step, cot.id, current, nowIso());
   for (const f of added) {
     batch.add(orm.insert(customObjectTypeFields).values(f));
@@ -477,7 +672,7 @@ async function stageExisting(step: Step, existing: DbType) {
     if (keys.conditional) addStatements(batch, orm, built.conditional);
   }
   // a renamed column dropped the search index (its triggers name the column): made anew
-  const stored = renamed ? new Map<string, string>() : step.reads.index(cot.id);
+  const stored = renamed || kept.dropped ? new Map<string, string>() : step.reads.index(cot.id);
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, stored);
   const tags = step.reads.tags(cot.id);
   step.changes.cots.push({
@@ -490,11 +685,37 @@ async function stageExisting(step: Step, existing: DbType) {
 }
 
 /**
+ * The removed fields, first (as the transaction removes them): each to a trash entry, or dropped
+ * with `purge`. Answers the fields left and whether the search index was dropped.
+ */
+async function stageRemovals(step: Step, existing: DbType) {
+  const { ctx, batch, diff } = step;
+  const orm = ctx.services.db.orm;
+  let fields = [...existing.fields];
+  let dropped = false;
+  for (const change of diff.field_changes.filter((c) => c.op === "remove")) {
+    const row = fields.find((f) => f.schemaId === change.schema_id);
+    if (!row) continue;
+    const days = ctx.services.config.schemaTrashDays;
+    const trash = step.purge ? null : { entry: step.ids.trash++, days };
+    dropped = stageFieldRemoval(batch, orm, existing.cot, row, trash) || dropped;
+    fields = fields.filter((f) => f.id !== row.id);
+    step.changes.fields.push({
+      action: "delete",
+      id: row.id,
+      prechange: await fieldRecord(ctx, row, step.reads.nestedBefore(ctx)),
+      postchange: null,
+    });
+  }
+  return { fields, dropped };
+}
+
+/**
  * The altered fields, each validated against the type's fields as the ones before it left
  * them (primary flags switched off first), guarded on its stamp. Answers the fields after them
  * and whether a column was renamed.
  */
-async function stageAlters(step: Step, existing: DbType) {
+async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
   const { ctx, batch, t, at, diff } = step;
   const orm = ctx.services.db.orm;
   const alters = diff.field_changes
@@ -504,7 +725,7 @@ async function stageAlters(step: Step, existing: DbType) {
         Number(a.changed_attrs?.primary?.[1] === true) -
         Number(b.changed_attrs?.primary?.[1] === true),
     );
-  let current = [...existing.fields];
+  let current = [...fields];
   let renamed = false;
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);

@@ -31,6 +31,7 @@ import {
   diffDocument,
   type ChoiceSetRow,
   type DestructiveChange,
+  type PrefetchedCounts,
   type TypeDiff,
 } from "./diff";
 import { clearLinksOutside } from "./impact";
@@ -256,9 +257,10 @@ async function diffOrThrow(
   hidden?: ReadonlySet<string>,
   loaded?: Map<string, DbType>,
   sets?: readonly ChoiceSetRow[],
+  counted?: PrefetchedCounts,
 ) {
   const objectTypes = ctx.services.objectTypes;
-  const lookups = defaultLookups(db, objectTypes, document, sets);
+  const lookups = { ...defaultLookups(db, objectTypes, document, sets), counted };
   const result = await diffDocument(db, objectTypes, document, hidden, lookups, loaded);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
@@ -789,7 +791,8 @@ const sameDoc = (a: unknown, b: unknown) => stableJson(a ?? null) === stableJson
  * Every refusal an apply makes before it writes, in its order: stale plan (409), destructive
  * guard (409), cycles (400), unresolvable references (400). `state`: the document's types;
  * `references`: every type's (`loadReferences`), read here when not given; `sets`: the choice
- * sets the document names (`choiceSetsQuery`), read here when not given.
+ * sets the document names (`choiceSetsQuery`), read here when not given; `counted`: what
+ * removals take, when read ahead.
  */
 export async function checkApply(
   ctx: WriteContext,
@@ -797,6 +800,7 @@ export async function checkApply(
   state: Map<string, DbType>,
   references?: Map<string, string[]>,
   sets?: readonly ChoiceSetRow[],
+  counted?: PrefetchedCounts,
 ) {
   const { document, allowDestructive, expectedStateHash, planId } = request;
   // The plan is worked out only when the request binds to one (hashing a large document costs).
@@ -835,6 +839,7 @@ export async function checkApply(
     undefined,
     state,
     sets,
+    counted,
   );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {

@@ -81,6 +81,14 @@ export interface DiffLookups {
   choiceSet(name: string): Promise<ChoiceSetRow | undefined>;
   /** Object type id of an `app/model` reference, null when unknown. */
   objectTypeId(ref: string): Promise<number | null>;
+  /** Removal counts read ahead (a batched apply's read phase): undefined ones are counted here. */
+  counted?: PrefetchedCounts;
+}
+
+/** What a removal takes, read ahead by field id and by type id (`removalCountQueries`). */
+export interface PrefetchedCounts {
+  values(fieldId: number): number | undefined;
+  rows(cotId: number): number | undefined;
 }
 
 function changedAttrs(
@@ -142,7 +150,7 @@ async function diffType(
     errors,
     lookups,
   });
-  const removes = await diffRemovals(db, t, existing, removedIds, diff, gate);
+  const removes = await diffRemovals(db, t, existing, removedIds, { diff, gate }, lookups.counted);
   // The type after the change: the document's fields plus those the database keeps.
   const kept = [...existing.canonical.values()].filter((c) => keptNames.has(c.name));
   const columns = columnCount(
@@ -382,8 +390,8 @@ async function diffRemovals(
   t: TypeEntry,
   existing: DbType,
   removedIds: Set<number>,
-  diff: TypeDiff,
-  gate: Gate,
+  { diff, gate }: { diff: TypeDiff; gate: Gate },
+  counted?: PrefetchedCounts,
 ): Promise<FieldChange[]> {
   const removes: FieldChange[] = [];
   for (const [schemaId, c] of existing.canonical) {
@@ -392,7 +400,7 @@ async function diffRemovals(
       // Every removal is gated, empty or not (the seed's rule, decision 0075); the count says
       // what it would take.
       const row = existing.fields.find((x) => x.schemaId === schemaId)!;
-      const values = await countValues(db, existing.cot.id, row);
+      const values = counted?.values(row.id) ?? (await countValues(db, existing.cot.id, row));
       gate(
         c.name,
         "field_removed",
@@ -449,7 +457,7 @@ export async function diffDocument(
   for (const r of doc.removed_types ?? []) {
     const existing = all.get(r.slug);
     if (!existing) continue; // already gone: nothing to do
-    const rows = await countRows(db, existing.cot.id);
+    const rows = lookups.counted?.rows(existing.cot.id) ?? (await countRows(db, existing.cot.id));
     diffs.push({
       slug: r.slug,
       name: existing.cot.name,

@@ -41,20 +41,21 @@ const count = async (db: Executor, q: SQL): Promise<number> => {
   return Number(r?.n ?? 0);
 };
 
+/** Rows of the type's table, as a scalar subquery (a trash entry counts them in its batch). */
+export const rowsCountSql = (cotId: number): SQL =>
+  sql`(SELECT count(*) FROM ${ident(tableName(cotId))})`;
+
 /** Rows of the type's table. */
 export const countRows = (db: Executor, cotId: number) =>
-  count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))}`);
+  count(db, sql`SELECT ${rowsCountSql(cotId)} AS n`);
 
 /**
  * Rows holding a value for the field (link rows for a multiobject field); a row with only a
- * companion set (a url's title without the URL) holds one too.
+ * companion set (a url's title without the URL) holds one too. A scalar subquery.
  */
-export async function countValues(db: Executor, cotId: number, f: FieldRow): Promise<number> {
+export function valuesCountSql(cotId: number, f: FieldRow): SQL {
   if (hasLinkTable(f))
-    return count(
-      db,
-      sql`SELECT count(DISTINCT source_id) AS n FROM ${ident(linkTableName(cotId, f.id))}`,
-    );
+    return sql`(SELECT count(DISTINCT source_id) FROM ${ident(linkTableName(cotId, f.id))})`;
   const held =
     fieldType(f.type).storage === "column"
       ? sql.join(
@@ -62,8 +63,12 @@ export async function countValues(db: Executor, cotId: number, f: FieldRow): Pro
           sql` OR `,
         )
       : sql`${ident(valueColumn(f)!)} IS NOT NULL`;
-  return count(db, sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${held}`);
+  return sql`(SELECT count(*) FROM ${ident(tableName(cotId))} WHERE ${held})`;
 }
+
+/** `valuesCountSql`, read. */
+export const countValues = (db: Executor, cotId: number, f: FieldRow): Promise<number> =>
+  count(db, sql`SELECT ${valuesCountSql(cotId, f)} AS n`);
 
 /** Rows where the field is empty (null, or no links). */
 export async function countEmpty(db: Executor, cotId: number, f: FieldRow): Promise<number> {

@@ -322,6 +322,15 @@ function uniqueIndexError(e: unknown, name: string): ApiError | null {
   return null;
 }
 
+/** A type change that would lose values, asked without `allow_destructive`: 409. */
+export const lossyRetype = (cot: CotRow, field: FieldRow, type: string, lost: number) =>
+  ApiError.detail(
+    409,
+    `Changing "${field.name}" from ${field.type} to ${type} would lose ${lost} value(s). Repeat with allow_destructive=true to set them to null.`,
+    "destructive_changes",
+    { destructive_slugs: [cot.slug] },
+  );
+
 export interface AlterResult {
   /** Non-null values that a type change could not carry (they become null). */
   lostValues: number;
@@ -349,14 +358,7 @@ export async function alterField(
     const lost = isLossless(field.type, draft.type)
       ? 0
       : await countUnconvertible(ctx.db, cot.id, current, convert);
-    if (lost && !allowDataLoss) {
-      throw ApiError.detail(
-        409,
-        `Changing "${field.name}" from ${field.type} to ${draft.type} would lose ${lost} value(s). Repeat with allow_destructive=true to set them to null.`,
-        "destructive_changes",
-        { destructive_slugs: [cot.slug] },
-      );
-    }
+    if (lost && !allowDataLoss) throw lossyRetype(cot, field, draft.type, lost);
     lostValues = await retypeFieldStorage(ctx.db, cot.id, current, draft.type, convert);
     current = { ...current, type: draft.type };
   }

@@ -5,20 +5,23 @@
  * `POST schema/trash/<id>/restore/` puts one back (add and change permission, the change
  * constraints holding for its type); `DELETE schema/trash/<id>/` purges it at once (delete
  * permission under its constraints for the entry's type, unconstrained for a removed type).
+ * Restores off a local file and purges everywhere are one read and one batch (decision 0120).
  */
 import type { Hono } from "hono";
-import type { HonoEnv } from "../../../core/context";
+import type { HonoEnv, WriteContext } from "../../../core/context";
+import { foldsCredentials } from "../../../core/fresh-read";
 import { ApiError, forbidden } from "../../../core/errors";
 import { requirePermission } from "../../../core/auth/permissions";
 import { restrictWhere } from "../../../core/auth/restrict";
-import { inTransaction, readContext } from "../../../core/rest/handlers";
+import { inStagedWrite, inTransaction, readContext } from "../../../core/rest/handlers";
 import { APP_LABEL, COT_MODEL } from "../constants";
 import { cotModel, fieldModel } from "../types/api";
 import { logChanges } from "../../../core/changes/record";
 import type { FieldRow } from "../objects/values";
 import { asLongWrite } from "./change-log";
 import { cotsAllowed, requireCots } from "./access";
-import { listTrash, purgeEntry, restoreEntry, trashView, type TrashRow } from "./trash";
+import { listTrash, restoreEntry, trashView, type TrashRow } from "./trash";
+import { purgeEntryStaged, restoreStaged } from "./trash-staged";
 
 const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
 
@@ -69,57 +72,76 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     const rows = await allowed(ctx, c.var.auth, "view", await listTrash(ctx.db, slug || undefined));
     return c.json({ count: rows.length, results: rows.map(trashView) });
   });
-  app.post("/schema/trash/:id/restore", async (c) => {
-    await requirePermission(c, "add", cotTarget);
-    await requirePermission(c, "change", cotTarget);
-    const id = entryId(c.req.param("id"));
-    // a field's type must be one the caller may change; a restored type is checked once it is back
-    if ((await entryFor(c, id, null)).kind === "field") await entryFor(c, id, "change");
-    const restored = await asLongWrite(c.var.services, () =>
-      inTransaction(c, null, async (tx) => {
-        const entry = (await listTrash(tx.db)).find((r) => r.id === id);
-        const cotBefore =
-          entry?.kind === "field"
-            ? ((await cotModel.resource.load(tx, [entry.customObjectTypeId]))[0] ?? null)
-            : null;
-        const row = await restoreEntry(tx, id);
-        // the restored type must be one the caller may change (constraints hold after too)
-        await requireCots(tx, "change", new Map([[row.customObjectTypeId, { slug: row.slug }]]));
-        // change records, as for the apply that removed them: the records come back as creates
-        const fieldIds =
-          row.kind === "field"
-            ? [(row.record.field as FieldRow).id]
-            : ((row.record.fields as FieldRow[]) ?? []).map((f) => f.id);
-        const [cotAfter] = await cotModel.resource.load(tx, [row.customObjectTypeId]);
-        if (cotAfter)
-          await logChanges(tx, cotModel.resource, [
-            {
-              action: row.kind === "field" ? "update" : "create",
-              id: row.customObjectTypeId,
-              prechange: cotBefore,
-              postchange: cotAfter,
-            },
-          ]);
-        const fields = fieldIds.length ? await fieldModel.resource.load(tx, fieldIds) : [];
-        await logChanges(
-          tx,
-          fieldModel.resource,
-          fields.map((f) => ({
-            action: "create" as const,
-            id: f.id as number,
-            prechange: null,
-            postchange: f,
-          })),
-        );
-        return row;
-      }),
-    );
-    return c.json({ restored: trashView(restored) });
-  });
+  // Off a local file, a restore is one read and one batch (decision 0120); a caller whose change
+  // permission carries constraints, and every restore on a local file, keep the transaction.
+  app.post(
+    "/schema/trash/:id/restore",
+    foldsCredentials(async (c) => {
+      await requirePermission(c, "add", cotTarget);
+      await requirePermission(c, "change", cotTarget);
+      const id = entryId(c.req.param("id"));
+      const entry = await entryFor(c, id, null);
+      // a field's type must be one the caller may change; a restored type is checked once it is back
+      if (
+        entry.kind === "field" &&
+        !(await allowed(readContext(c), c.var.auth, "change", [entry])).length
+      )
+        throw forbidden();
+      if (c.var.services.db.kind !== "local") {
+        const staged = await inStagedWrite(c, (ctx) => restoreStaged(ctx, entry));
+        if (staged !== "transaction") return c.json({ restored: trashView(staged) });
+      }
+      const restored = await asLongWrite(c.var.services, () =>
+        inTransaction(c, null, (tx) => restoreLogged(tx, id)),
+      );
+      return c.json({ restored: trashView(restored) });
+    }),
+  );
   app.delete("/schema/trash/:id", async (c) => {
     await requirePermission(c, "delete", cotTarget);
     const row = await entryFor(c, entryId(c.req.param("id")), "delete");
-    await asLongWrite(c.var.services, () => inTransaction(c, null, (tx) => purgeEntry(tx.db, row)));
+    // one read and one batch on every database (decision 0120); restored or purged meanwhile: 404
+    if (!(await purgeEntryStaged(c.var.services.db, row)))
+      throw ApiError.detail(404, "No trash entry with this id.", "not_found");
     return c.body(null, 204);
   });
+}
+
+/** `restoreEntry` with its change records, in the caller's transaction. */
+async function restoreLogged(tx: WriteContext, id: number): Promise<TrashRow> {
+  const entry = (await listTrash(tx.db)).find((r) => r.id === id);
+  const cotBefore =
+    entry?.kind === "field"
+      ? ((await cotModel.resource.load(tx, [entry.customObjectTypeId]))[0] ?? null)
+      : null;
+  const row = await restoreEntry(tx, id);
+  // the restored type must be one the caller may change (constraints hold after too)
+  await requireCots(tx, "change", new Map([[row.customObjectTypeId, { slug: row.slug }]]));
+  // change records, as for the apply that removed them: the records come back as creates
+  const fieldIds =
+    row.kind === "field"
+      ? [(row.record.field as FieldRow).id]
+      : ((row.record.fields as FieldRow[]) ?? []).map((f) => f.id);
+  const [cotAfter] = await cotModel.resource.load(tx, [row.customObjectTypeId]);
+  if (cotAfter)
+    await logChanges(tx, cotModel.resource, [
+      {
+        action: row.kind === "field" ? "update" : "create",
+        id: row.customObjectTypeId,
+        prechange: cotBefore,
+        postchange: cotAfter,
+      },
+    ]);
+  const fields = fieldIds.length ? await fieldModel.resource.load(tx, fieldIds) : [];
+  await logChanges(
+    tx,
+    fieldModel.resource,
+    fields.map((f) => ({
+      action: "create" as const,
+      id: f.id as number,
+      prechange: null,
+      postchange: f,
+    })),
+  );
+  return row;
 }

@@ -33,20 +33,14 @@ import type { FieldRow } from "../objects/values";
 import { countRows, countValues } from "./impact";
 import { dropSearchIndex, syncSearchIndex } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
+import { purgeEntryStaged } from "./trash-staged";
 
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;
 
-const trashName = (entry: number, part: string) => `trash__${Math.trunc(entry)}_${part}`;
+export const trashName = (entry: number, part: string) => `trash__${Math.trunc(entry)}_${part}`;
 const rename = (db: Executor, from: string, to: string) =>
   db.run(sql`ALTER TABLE ${ident(from)} RENAME TO ${ident(to)}`);
-
-async function tableExists(db: Executor, name: string): Promise<boolean> {
-  const rows = (await db.all(
-    sql`SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ${name}`,
-  )) as unknown[];
-  return rows.length > 0;
-}
 
 async function newEntry(
   ctx: WriteContext,
@@ -315,26 +309,8 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
   return row;
 }
 
-/** Drops an entry's storage and the entry. */
-export async function purgeEntry(db: Executor, row: TrashRow): Promise<void> {
-  for (const [, trash] of row.storage.tables)
-    await db.run(sql`DROP TABLE IF EXISTS ${ident(trash)}`);
-  if (row.storage.columns.length && (await tableExists(db, tableName(row.customObjectTypeId)))) {
-    for (const [, trash] of row.storage.columns) {
-      const cols = (await db.all(
-        sql`SELECT name FROM pragma_table_info(${tableName(row.customObjectTypeId)}) WHERE name = ${trash}`,
-      )) as unknown[];
-      if (cols.length)
-        await db.run(
-          sql`ALTER TABLE ${ident(tableName(row.customObjectTypeId))} DROP COLUMN ${ident(trash)}`,
-        );
-    }
-  }
-  await db.delete(customObjectTrash).where(eq(customObjectTrash.id, row.id));
-}
-
 /**
- * Purges expired entries (`now` for tests), each in its own short write transaction, for at
+ * Purges expired entries (`now` for tests), each in its own atomic batch, for at
  * most `budgetMs`; the rest goes next time. The task worker runs it hourly, the Workers cron on
  * every run (decision 0038's schedule).
  */
@@ -354,8 +330,8 @@ export async function purgeExpiredTrash(
   let purged = 0;
   for (const row of due) {
     if (performance.now() - started > budgetMs) break;
-    await db.transaction((tx) => purgeEntry(tx, row));
-    purged++;
+    // one read and one batch an entry (decision 0120); one restored meanwhile is left alone
+    if (await purgeEntryStaged(db, row)) purged++;
     await yieldToEventLoop(); // requests get their turn between entries (issue 30)
   }
   return purged;

@@ -1,14 +1,15 @@
 /**
  * `custom-object-type-fields/` writes as one read phase and one atomic batch (decision 0108):
  * the field row, its columns, indexes or link table, the type's new shape (guarded on its
- * `last_updated`), the search index and the change record. A retype, and a rename or removal of
- * a field a compound key or check reads, keep the transaction path.
+ * `last_updated`), the search index and the change record; a retype converts the values read in
+ * a second read (decision 0121). A rename, retype or removal of a field a conditional key or check
+ * reads, and a retype or removal of a compound key's column, keep the transaction path.
  */
-import { and, eq, type SQL } from "drizzle-orm";
+import { and, eq, sql, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
 import { guardChanged } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
-import { customObjectTypeFields } from "../../../db/schema";
+import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { notFound, ValidationError } from "../../../core/errors";
 import type {
   ApiRecord,
@@ -19,18 +20,29 @@ import type {
   StagedWritten,
   WriteContext,
 } from "../../../core/context";
-import { nextStamp, type WriteBatch, WriteBatch as Batch } from "../../../core/rest/write-batch";
+import { parseBool } from "../../../core/rest/query";
+import {
+  nextStamp,
+  ReadPhase,
+  type WriteBatch,
+  WriteBatch as Batch,
+} from "../../../core/rest/write-batch";
 import { APP_LABEL, FIELD_MODEL } from "../constants";
 import {
   alterFieldStatements,
   dropFieldStorageStatements,
+  fieldColumns,
   fieldStorageStatements,
   hasLinkTable,
+  ident,
+  retypeFieldStatements,
+  tableName,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
-import type { FieldRow } from "../objects/values";
+import { isLossless, retypeConverter, type FieldRow } from "../objects/values";
 import { readsField, conditionalOf } from "../schema/constraints";
-import { encodedDefault } from "../schema/operations";
+import { encodedDefault, lossyRetype } from "../schema/operations";
+import { normalizeTogether } from "../schema/unique-together";
 import { syncIndexStatements } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 import { fieldModel } from "./api";
@@ -39,10 +51,14 @@ import { validateField } from "./definitions";
 import {
   addStatements,
   asSchema,
+  admissionReads,
   batchError,
   bumpType,
-  constrained,
   createInTransaction,
+  explainLimited,
+  guardAdmitted,
+  type Limits,
+  limitsOf,
   firstNext,
   idTaken,
   indexSchemaQuery,
@@ -123,7 +139,12 @@ async function readType(
   return { orm, rules, cot: reads.cot(), fields: reads.fields(), stored: asSchema(index()), more };
 }
 
-async function createField(ctx: WriteContext, input: ApiRecord, options: StagedOptions) {
+async function createField(
+  ctx: WriteContext,
+  input: ApiRecord,
+  options: StagedOptions,
+  limits: Limits | undefined,
+) {
   const cotId = cotIdOf(input);
   if (cotId === null)
     throw new ValidationError({
@@ -153,6 +174,7 @@ async function createField(ctx: WriteContext, input: ApiRecord, options: StagedO
   const record = await fieldRecord(ctx, row);
   const batch = new Batch();
   batch.add(orm.insert(customObjectTypeFields).values(row));
+  if (limits) guardAdmitted(batch, orm, options.resource, id, limits.act);
   bumpType(batch, orm, cot, { nextSchemaId: cot.nextSchemaId + 1 });
   addStatements(batch, orm, fieldStorageStatements(cot.id, row, encodedDefault(draft)));
   stageSearchIndex(ctx, batch, cot.id, [...fields, row], read.stored);
@@ -162,7 +184,13 @@ async function createField(ctx: WriteContext, input: ApiRecord, options: StagedO
     prechange: null,
     postchange: record,
   });
-  await runFieldBatch(ctx, batch, options, draft.name);
+  await runFieldBatch(ctx, batch, options, draft.name).catch((e) =>
+    limits
+      ? explainLimited(ctx, e, "add", [
+          { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
+        ])
+      : Promise.reject(e),
+  );
   const json = texts()[0];
   return { id, record: json ? JSON.parse(json) : record, json };
 }
@@ -193,20 +221,88 @@ async function runFieldBatch(
   }
 }
 
-/** Whether a field update needs the transaction path: a retype, or a rename a key follows. */
+/**
+ * Whether a field update needs the transaction path: a conditional key or check reads the field
+ * and it is renamed or retyped; a retype of a compound key's column, of a field with more than
+ * one column, or together with a rename. A rename a compound key follows is staged (SQLite
+ * renames the index's column; the stored set follows in the batch).
+ */
 function needsTransaction(cot: CotRow, field: FieldRow, draft: { name: string; type: string }) {
-  return draft.type !== field.type || (draft.name !== field.name && keyReads(cot, field));
+  const renamed = draft.name !== field.name;
+  const readByCheck = readsField(conditionalOf(cot), field.name);
+  if (draft.type === field.type) return renamed && readByCheck;
+  return (
+    readByCheck ||
+    renamed ||
+    inTogether(cot, field.name) ||
+    fieldColumns(field).length !== 1 ||
+    fieldColumns({ ...field, type: draft.type }).length !== 1
+  );
+}
+
+const inTogether = (cot: CotRow, name: string) =>
+  (cot.uniqueTogether ?? []).some((set) => set.includes(name));
+
+/** Values a staged retype converts at most (read at once, bound as JSON in a few statements). */
+const RETYPE_MAX_VALUES = 50_000;
+/** Pairs per bound JSON value: D1 binds a value of at most 2 MB. */
+const RETYPE_CHUNK = 5_000;
+
+/**
+ * A retype's storage (decision 0121): the values read (a second read), converted here as
+ * `retypeFieldStorage` converts them, a lossy change refused without `allow_destructive` (409),
+ * and the statements that carry them. "transaction" over `RETYPE_MAX_VALUES` values.
+ */
+async function retypeStatements(
+  ctx: WriteContext,
+  cot: CotRow,
+  field: FieldRow,
+  draft: { type: string; unique: boolean },
+): Promise<SQL[] | "transaction"> {
+  const orm = ctx.services.db.orm;
+  const column = ident(field.name);
+  const phase = new ReadPhase();
+  const rows = phase.add(
+    orm.all<{ id: number; v: unknown }>(
+      sql`SELECT id, ${column} AS v FROM ${ident(tableName(cot.id))} WHERE ${column} IS NOT NULL ORDER BY id LIMIT ${RETYPE_MAX_VALUES + 1}`,
+    ),
+  );
+  await phase.run(ctx);
+  const read = rows();
+  if (read.length > RETYPE_MAX_VALUES) return "transaction";
+  const convert = retypeConverter(field.type, draft.type);
+  const written: Array<[number, unknown]> = [];
+  for (const r of read) {
+    const value = convert(r.v);
+    if (value !== undefined && value !== null) written.push([Number(r.id), value]);
+  }
+  const lost = isLossless(field.type, draft.type) ? 0 : read.length - written.length;
+  const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
+  if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
+  const chunks = <T>(list: T[]) => {
+    const out: string[] = [];
+    for (let i = 0; i < list.length; i += RETYPE_CHUNK)
+      out.push(JSON.stringify(list.slice(i, i + RETYPE_CHUNK)));
+    return out;
+  };
+  return retypeFieldStatements(cot.id, field, draft, {
+    count: read.length,
+    read: chunks(read.map((r) => [Number(r.id), r.v])),
+    written: chunks(written),
+  });
 }
 
 async function updateField(
   ctx: WriteContext,
   item: StagedUpdate,
   options: StagedOptions,
+  limits: Limits | undefined,
 ): Promise<StagedWritten | "transaction"> {
-  const read = await readType(ctx, typeOfField(item.id));
+  const read = await readType(ctx, typeOfField(item.id), admission(options, item.id, limits));
   const { orm, cot, fields } = read;
   const current = fields.find((f) => f.id === item.id);
   if (!cot || !current) throw notFound(`No custom object type field with id ${item.id}.`);
+  (read.more as (() => void) | undefined)?.();
   options.admit?.(current);
   options.precondition?.(current.lastUpdated);
   const { custom_object_type: moved, ...rest } = item.input;
@@ -216,6 +312,11 @@ async function updateField(
     });
   const draft = await validateField(ctx, rest, current, fields);
   if (needsTransaction(cot, current, draft)) return "transaction";
+  const retyped = draft.type !== current.type;
+  const storage = retyped
+    ? await retypeStatements(ctx, cot, current, draft)
+    : alterFieldStatements(cot.id, current, draft);
+  if (storage === "transaction") return "transaction";
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
   const batch = new Batch();
@@ -231,44 +332,60 @@ async function updateField(
       ),
   );
   batch.add(guardChanged(orm));
-  addStatements(batch, orm, alterFieldStatements(cot.id, current, draft));
-  bumpType(batch, orm, cot);
-  // a renamed column dropped the search index (its triggers name the column): made anew
-  const renamed = draft.name !== current.name && !hasLinkTable(current);
+  if (limits) guardAdmitted(batch, orm, options.resource, current.id, limits.act);
+  addStatements(batch, orm, storage);
+  // a compound key follows a rename: SQLite renamed its index's column, the stored set follows
+  const together =
+    draft.name !== current.name && inTogether(cot, current.name)
+      ? normalizeTogether(
+          cot.uniqueTogether.map((set) => set.map((n) => (n === current.name ? draft.name : n))),
+        )
+      : undefined;
+  bumpType(batch, orm, cot, together ? { uniqueTogether: together } : {});
+  // a renamed or retyped column dropped the search index (its triggers name it): made anew
+  const columnMoved = (draft.name !== current.name && !hasLinkTable(current)) || retyped;
   const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
-  stageSearchIndex(ctx, batch, cot.id, fieldsAfter, renamed ? new Map() : read.stored);
+  stageSearchIndex(ctx, batch, cot.id, fieldsAfter, columnMoved ? new Map() : read.stored);
   const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
     action: "update",
     id: current.id,
     prechange,
     postchange,
   });
-  await runFieldBatch(ctx, batch, options, draft.name);
+  await runFieldBatch(ctx, batch, options, draft.name).catch((e) =>
+    limits
+      ? explainLimited(ctx, e, "change", [
+          { table: customObjectTypeFields, id: current.id, stamp: current.lastUpdated },
+          { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
+        ])
+      : Promise.reject(e),
+  );
   const json = texts()[0];
   return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
 }
 
 /** Whether removing the field needs the transaction path (a key or check reads it). */
 function keyReads(cot: CotRow, field: FieldRow): boolean {
-  return (
-    readsField(conditionalOf(cot), field.name) ||
-    (cot.uniqueTogether ?? []).some((set) => set.includes(field.name))
-  );
+  return readsField(conditionalOf(cot), field.name) || inTogether(cot, field.name);
 }
 
 async function deleteField(
   ctx: WriteContext,
   id: number,
   options: StagedOptions,
+  limits: Limits | undefined,
 ): Promise<"transaction" | undefined> {
   let hookParts: ReturnType<typeof stageHooks> = null;
-  const read = await readType(ctx, typeOfField(id), (_orm, phase) => {
+  const admitted = admission(options, id, limits);
+  const read = await readType(ctx, typeOfField(id), (orm, phase) => {
     hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL, id });
-    return () => hookParts;
+    return admitted?.(orm, phase) ?? (() => {});
   });
   const { orm, cot, fields } = read;
   const field = fields.find((f) => f.id === id);
   if (!cot || !field) throw notFound(`No custom object type field with id ${id}.`);
+  // the row as read is one the caller may delete; the batch is guarded on its stamp
+  (read.more as () => void)();
   if (!hookParts || keyReads(cot, field)) return "transaction";
   options.admit?.(field);
   options.precondition?.(field.lastUpdated);
@@ -305,29 +422,33 @@ async function deleteField(
   return runWithHooks(ctx, batch, options.resource, hooks);
 }
 
+/** The admission reads of a constrained caller (decision 0121), for `readType`'s extra reads. */
+const admission = (options: StagedOptions, id: number, limits: Limits | undefined) =>
+  limits
+    ? (orm: Orm, phase: ReadPhase) => admissionReads(orm, phase, options.resource, id, limits)
+    : undefined;
+
 export function stagedFieldWrites(): StagedWrites {
+  // a caller whose permissions carry constraints stays staged: the row read, the row written
+  // guarded (decision 0121)
   return {
     async create(ctx, inputs, options) {
-      if (options.bulk || inputs.length !== 1 || (await constrained(ctx, options.resource, "add")))
-        return createInTransaction(ctx, inputs, options);
-      return [await withRetry(ctx, (attempt) => createField(attempt, inputs[0]!, options))];
+      if (options.bulk || inputs.length !== 1) return createInTransaction(ctx, inputs, options);
+      const limits = await limitsOf(ctx, options.resource, "add");
+      return [await withRetry(ctx, (attempt) => createField(attempt, inputs[0]!, options, limits))];
     },
     async update(ctx, items, partial, options) {
-      if (
-        options.bulk ||
-        items.length !== 1 ||
-        (await constrained(ctx, options.resource, "change"))
-      )
+      if (options.bulk || items.length !== 1)
         return updateInTransaction(ctx, items, partial, options);
-      const written = await updateField(ctx, items[0]!, options);
+      const limits = await limitsOf(ctx, options.resource, "change");
+      const written = await updateField(ctx, items[0]!, options, limits);
       return written === "transaction"
         ? updateInTransaction(ctx, items, partial, options)
         : [written];
     },
     async delete(ctx, ids, options) {
-      if (ids.length !== 1 || (await constrained(ctx, options.resource, "delete")))
-        return "transaction";
-      return deleteField(ctx, ids[0]!, options);
+      if (ids.length !== 1) return "transaction";
+      return deleteField(ctx, ids[0]!, options, await limitsOf(ctx, options.resource, "delete"));
     },
   };
 }

@@ -36,10 +36,14 @@ import { knownChoiceSets } from "./staged-fields";
 import { validateCot, type CotDraft } from "./definitions";
 import {
   addStatements,
+  admissionReads,
   batchError,
   bumpType,
-  constrained,
   createInTransaction,
+  explainLimited,
+  guardAdmitted,
+  type Limits,
+  limitsOf,
   dropTypeRows,
   firstNext,
   idTaken,
@@ -156,7 +160,12 @@ function fieldsInOrder(fields: FieldRow[]): FieldRow[] {
   });
 }
 
-async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOptions) {
+async function createType(
+  ctx: WriteContext,
+  input: ApiRecord,
+  options: StagedOptions,
+  limits: Limits | undefined,
+) {
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
   const taken = phase.add(takenQuery(orm, input));
@@ -189,13 +198,16 @@ async function createType(ctx: WriteContext, input: ApiRecord, options: StagedOp
   if (row.configContextEnabled) addStatements(batch, orm, [localContextColumnStatement(row.id)]);
   if (tagRows.length) writeTags(ctx, batch, tagged.typeId, row.id, tagRows);
   const resource = options.resource;
+  if (limits) guardAdmitted(batch, orm, resource, row.id, limits.act);
   const texts = await stageChange(ctx, batch, resource, await rules(), {
     action: "create",
     id: row.id,
     prechange: null,
     postchange: record,
   });
-  await runCreate(ctx, batch, resource, draft.slug);
+  await runCreate(ctx, batch, resource, draft.slug).catch((e) =>
+    limits ? explainLimited(ctx, e, "add", []) : Promise.reject(e),
+  );
   const json = texts()[0];
   return { id: row.id, record: json ? JSON.parse(json) : record, json };
 }
@@ -239,10 +251,12 @@ async function updateType(
   item: StagedUpdate,
   partial: boolean,
   options: StagedOptions,
+  limits: Limits | undefined,
 ): Promise<StagedWritten> {
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
   const reads = typeReads(orm, phase, item.id);
+  const admitted = limits && admissionReads(orm, phase, options.resource, item.id, limits);
   const tagsRead = await typeTags(ctx, phase, item.id);
   const tagged = await inputTags(ctx, phase, item.input);
   const taken = phase.add(takenQuery(orm, item.input));
@@ -250,6 +264,7 @@ async function updateType(
   await phase.run(ctx);
   const cot = reads.cot();
   if (!cot) throw notFound(`No custom object type with id ${item.id}.`);
+  admitted?.();
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
   const { unique_together: together, checks, ...attributes } = item.input;
@@ -276,6 +291,7 @@ async function updateType(
   bumpType(batch, orm, cot, set as Partial<CotRow>);
   if (keys) addStatements(batch, orm, keys.statements);
   const tags = tagRows ? writeTags(ctx, batch, tagged.typeId, cot.id, tagRows) : tagsRead();
+  if (limits) guardAdmitted(batch, orm, options.resource, cot.id, limits.act);
   const postchange = await typeRecord(ctx, after, fields, tags);
   const texts = await stageChange(ctx, batch, options.resource, await rules(), {
     action: "update",
@@ -283,7 +299,13 @@ async function updateType(
     prechange,
     postchange,
   });
-  await runUpdate(ctx, batch, options, draft.slug, keys?.explain);
+  await runUpdate(ctx, batch, options, draft.slug, keys?.explain).catch((e) =>
+    limits
+      ? explainLimited(ctx, e, "change", [
+          { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
+        ])
+      : Promise.reject(e),
+  );
   ctx.onCommit?.(async () => {
     registry.forget(cot.id);
     if (slugMoves) ctx.services.objectTypes.forget(cot.objectTypeId!);
@@ -323,10 +345,12 @@ async function deleteType(
   registry: CotRegistry,
   id: number,
   options: StagedOptions,
+  limits: Limits | undefined,
 ): Promise<"transaction" | undefined> {
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
   const reads = typeReads(orm, phase, id);
+  const admitted = limits && admissionReads(orm, phase, options.resource, id, limits);
   const tagsRead = await typeTags(ctx, phase, id);
   const inbound = phase.add(inboundFieldsQuery(orm, id));
   const hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL, id });
@@ -334,6 +358,8 @@ async function deleteType(
   await phase.run(ctx);
   const cot = reads.cot();
   if (!cot) throw notFound(`No custom object type with id ${id}.`);
+  // the row as read is one the caller may delete; the batch is guarded on its stamp
+  admitted?.();
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
   refuseInbound(cot, inbound());
@@ -384,24 +410,22 @@ function refuseInbound(cot: CotRow, inbound: Array<{ name: string; cotId: number
 
 export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
   return {
+    // a caller whose permissions carry constraints stays staged (decision 0121)
     async create(ctx, inputs, options) {
-      if (options.bulk || inputs.length !== 1 || (await constrained(ctx, options.resource, "add")))
-        return createInTransaction(ctx, inputs, options);
-      return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options))];
+      if (options.bulk || inputs.length !== 1) return createInTransaction(ctx, inputs, options);
+      const limits = await limitsOf(ctx, options.resource, "add");
+      return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options, limits))];
     },
     async update(ctx, items, partial, options) {
-      if (
-        options.bulk ||
-        items.length !== 1 ||
-        (await constrained(ctx, options.resource, "change"))
-      )
+      if (options.bulk || items.length !== 1)
         return updateInTransaction(ctx, items, partial, options);
-      return [await updateType(ctx, registry, items[0]!, partial, options)];
+      const limits = await limitsOf(ctx, options.resource, "change");
+      return [await updateType(ctx, registry, items[0]!, partial, options, limits)];
     },
     async delete(ctx, ids, options) {
-      if (ids.length !== 1 || (await constrained(ctx, options.resource, "delete")))
-        return "transaction";
-      return deleteType(ctx, registry, ids[0]!, options);
+      if (ids.length !== 1) return "transaction";
+      const limits = await limitsOf(ctx, options.resource, "delete");
+      return deleteType(ctx, registry, ids[0]!, options, limits);
     },
   };
 }

@@ -4,7 +4,7 @@
  * for what they do not stage.
  */
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
-import type { Orm } from "../../../db/client";
+import type { Orm, Queries } from "../../../db/client";
 import { guardChanged, isWriteConflict } from "../../../db/client";
 import {
   customObjectTypeFields,
@@ -12,11 +12,12 @@ import {
   objectTypes,
   taggedItems,
 } from "../../../db/schema";
-import { ApiError, notFound, ValidationError } from "../../../core/errors";
+import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { stageChanges } from "../../../core/changes/record";
 import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import { mapConstraintError } from "../../../core/rest/constraints";
+import { outsideConstraints } from "../../../core/models/batch-failure";
 import {
   createChecked,
   eachItem,
@@ -113,7 +114,7 @@ export function batchError(e: unknown, resource: Resource): unknown {
 export function idTaken(e: unknown): boolean {
   const text = messages(e);
   return (
-    /UNIQUE constraint failed: (custom_object_types|custom_object_type_fields|object_types)\.id\b/.test(
+    /UNIQUE constraint failed: (custom_object_types|custom_object_type_fields|object_types|custom_object_trash)\.id\b/.test(
       text,
     ) || /table "?co_\d+(_f\d+_links)?"? already exists/.test(text)
   );
@@ -347,4 +348,99 @@ export function dropTypeRows(batch: WriteBatch, orm: Orm, cot: CotRow) {
     batch.add(orm.delete(taggedItems).where(eq(taggedItems.objectTypeId, cot.objectTypeId)));
     batch.add(orm.delete(objectTypes).where(eq(objectTypes.id, cot.objectTypeId)));
   }
+}
+
+/** A caller's constraints on one action, and on viewing (undefined: unconstrained). */
+export interface Limits {
+  act: SQL;
+  view: SQL | undefined;
+}
+
+/**
+ * The caller's constraints on `action` for `resource` (decision 0121): undefined when none. A
+ * constrained write stays staged: the row as it is read in the read phase (`admissionReads`),
+ * the row as the batch leaves it guarded in the batch (`guardAdmitted`).
+ */
+export async function limitsOf(
+  ctx: WriteContext,
+  resource: Resource,
+  action: "add" | "change" | "delete",
+): Promise<Limits | undefined> {
+  const act = await restrictWhere(ctx, ctx.auth, action, resource);
+  if (!act) return undefined;
+  return { act, view: await restrictWhere(ctx, ctx.auth, "view", resource) };
+}
+
+const rowWhere = (resource: Resource, id: number | SQL, where: SQL) =>
+  and(sql`${resource.list.idExpr} = ${id}`, where);
+
+/**
+ * Whether the caller may act on row `id` as read, in a read phase; the getter refuses as
+ * `requireObject` does (403 when they may view it, else 404) and is a no-op when they may act.
+ */
+export function admissionReads(
+  orm: Orm,
+  phase: ReadPhase,
+  resource: Resource,
+  id: number | SQL,
+  limits: Limits,
+) {
+  const read = (where: SQL) =>
+    phase.add(
+      orm
+        .select({ id: sql<number>`${resource.list.idExpr}` })
+        .from(resource.table)
+        .where(rowWhere(resource, id, where)),
+    );
+  const act = read(limits.act);
+  const view = limits.view ? read(limits.view) : null;
+  return () => {
+    if (act().length) return;
+    if (view === null || view().length) throw forbidden();
+    throw notFound();
+  };
+}
+
+/** A guard that row `id`, as the batch leaves it, is one the caller may act on (`where`). */
+export function guardAdmitted(
+  batch: WriteBatch,
+  orm: Orm,
+  resource: Resource,
+  id: number | SQL,
+  where: SQL,
+) {
+  const n = orm
+    .select({ n: sql<number>`count(*)` })
+    .from(resource.table)
+    .where(rowWhere(resource, id, where));
+  batch.add(orm.run(sql`INSERT INTO write_guard (ok) SELECT (${n}) = 1`));
+}
+
+/**
+ * A constrained write's failed guard, explained after the fact (a read on failure only): a stamp
+ * read in the read phase that moved since is the race (rethrown as it is), else the row as
+ * written falls outside the caller's constraints (403).
+ */
+export async function explainLimited(
+  ctx: WriteContext,
+  e: unknown,
+  action: "add" | "change",
+  stamps: Array<{
+    table: typeof customObjectTypes | typeof customObjectTypeFields;
+    id: number;
+    stamp: string;
+  }>,
+): Promise<never> {
+  if (!isWriteConflict(e)) throw e;
+  const orm = ctx.services.db.orm;
+  const reads = stamps.map((s) =>
+    orm.select({ stamp: s.table.lastUpdated }).from(s.table).where(eq(s.table.id, s.id)),
+  );
+  const now = reads.length
+    ? ((await ctx.services.db.read(reads as unknown as Queries)) as unknown as Array<
+        Array<{ stamp: string }>
+      >)
+    : [];
+  if (stamps.some((s, i) => now[i]?.[0]?.stamp !== s.stamp)) throw e;
+  throw outsideConstraints(action);
 }

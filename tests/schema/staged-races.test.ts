@@ -1,0 +1,206 @@
+/**
+ * Removals through the schema trash, restores, purges and cascades deeper than one read (decision
+ * 0120) and a field's type change (decision 0121) raced on a remote database, over HTTP: the app on the project's Hrana server through a proxy that holds the write
+ * batch until another write has landed between its read and its batch. The batch's guards catch
+ * the race: nothing is lost, nothing half-done.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { waitFor } from "../helpers/wait";
+import { addField, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
+import { SCHEMA, doc } from "./helpers";
+
+let hrana: HranaServer;
+let proxy: CountingProxy;
+let dir: string;
+let t: TestApp;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-trash-races-"));
+  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  proxy = startCountingProxy(hrana.url);
+  t = await makeTestApp({ DATABASE_URL: proxy.url });
+});
+afterAll(async () => {
+  proxy.release();
+  await t.close();
+  proxy.stop();
+  await hrana.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const apply = (body: unknown) => t.json("POST", `${SCHEMA}/apply/`, { body });
+
+/**
+ * Runs `write` with its first batch matching `match` held until `meanwhile` has answered (a
+ * success), then lets it go; answers `write`'s answer.
+ */
+async function raced(
+  match: RegExp,
+  write: () => Promise<{ status: number; body: any }>,
+  meanwhile: () => Promise<{ status: number; body: any }>,
+) {
+  proxy.hold((statements) => statements.some((s) => match.test(s)));
+  try {
+    const writing = write();
+    await waitFor(() => proxy.held >= 1, { message: () => `${proxy.held} batches held` });
+    const between = await meanwhile();
+    expect(between.status, JSON.stringify(between.body)).toBeLessThan(300);
+    proxy.release();
+    return await writing;
+  } finally {
+    proxy.release();
+  }
+}
+
+let serial = 0;
+/** A type `slug` with a text field and one object; answers the object's id. */
+async function typeWithObject(slug: string) {
+  const made = await apply({
+    schema: doc([{ name: slug, slug, fields: [{ id: 1, name: "code", type: "text" }] }]),
+  });
+  expect(made.status, JSON.stringify(made.body)).toBe(200);
+  return (await create(t, slug, { code: `${slug}-1` })).id as number;
+}
+
+const removal = (slug: string) => ({
+  schema: { schema_version: "1", types: [], removed_types: [{ slug }] },
+  allow_destructive: true,
+});
+
+test("a type removed while another type gains a field pointing at it: 409 protected, both stay", async () => {
+  const slug = `target_${++serial}`;
+  const object = await typeWithObject(slug);
+  const other = `pointer_${serial}`;
+  await typeWithObject(other);
+  const otherId = (await t.json("GET", `${CO}/custom-object-types/?slug=${other}`)).body.results[0]
+    .id;
+  const removed = await raced(
+    /^insert into "custom_object_trash"/i,
+    () => apply(removal(slug)),
+    () =>
+      t.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: {
+          custom_object_type: otherId,
+          name: "target",
+          type: "object",
+          related_object_type: `custom_objects.${slug}`,
+        },
+      }),
+  );
+  // the batch failed (the new field's foreign key), the apply read again and found the pointer
+  expect(removed.status, JSON.stringify(removed.body)).toBe(409);
+  expect(removed.body.error).toBe("protected");
+  expect((await t.json("GET", `${CO}/${slug}/${object}/`)).status).toBe(200);
+  expect((await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.count).toBe(0);
+});
+
+test("a type removed while one of its objects is tagged: the tag goes to the trash and comes back", async () => {
+  const slug = `tagged_${++serial}`;
+  const object = await typeWithObject(slug);
+  const tag = await t.json("POST", "/api/extras/tags/", {
+    body: { name: `late ${serial}`, slug: `late-${serial}` },
+  });
+  expect(tag.status).toBe(201);
+  const removed = await raced(
+    /^insert into "custom_object_trash"/i,
+    () => apply(removal(slug)),
+    () => t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { tags: [tag.body.id] } }),
+  );
+  // the tag guard failed the first batch; the apply ran again from a fresh read
+  expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+  expect((await t.req("GET", `${CO}/${slug}/`)).status).toBe(404);
+  const restored = await t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`);
+  expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+  const back = await t.json("GET", `${CO}/${slug}/${object}/`);
+  expect(back.body.tags.map((x: { id: number }) => x.id)).toEqual([tag.body.id]);
+});
+
+test("a restore raced by a purge of the same entry: the purge wins, the restore answers 409, nothing half-restored", async () => {
+  const slug = `bin_${++serial}`;
+  const object = await typeWithObject(slug);
+  await t.json("PATCH", `${CO}/${slug}/${object}/`, { body: {} });
+  const fields = [{ id: 1, name: "code", type: "text" }];
+  const withNote = doc([
+    { name: slug, slug, fields: [...fields, { id: 2, name: "note", type: "text" }] },
+  ]);
+  expect((await apply({ schema: withNote })).status).toBe(200);
+  await t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { note: "kept" } });
+  const gone = await apply({
+    schema: doc([{ name: slug, slug, fields, removed_fields: [{ id: 2, name: "note" }] }]),
+    allow_destructive: true,
+  });
+  expect(gone.status).toBe(200);
+  const [entry] = (await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
+  const restore = await raced(
+    /^insert into "custom_object_type_fields"/i,
+    () => t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`),
+    () =>
+      t
+        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
+        .then((r) => ({ status: r.status, body: null })),
+  );
+  expect(restore.status, JSON.stringify(restore.body)).toBe(409);
+  expect(restore.body.error).toBe("write_conflict");
+  const after = await t.json("GET", `${CO}/${slug}/${object}/`);
+  expect(after.body).not.toHaveProperty("note");
+  expect((await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.count).toBe(0);
+  const type = await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
+  expect(type.body.results[0].fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
+});
+
+test("a field retyped while one of its values is written: 409, the value and the type stay", async () => {
+  const cot = await makeCot(t, `retype_${++serial}`);
+  const field = await addField(t, cot.id, { name: "count", type: "text" });
+  const object = (await create(t, `retype_${serial}`, { count: "12" })).id;
+  const retyped = await raced(
+    /^alter table "co_\d+" add column "count__retype"/i,
+    () =>
+      t.json("PATCH", `${CO}/custom-object-type-fields/${field.id}/`, {
+        body: { type: "integer" },
+      }),
+    () => t.json("PATCH", `${CO}/retype_${serial}/${object}/`, { body: { count: "thirteen" } }),
+  );
+  expect(retyped.status, JSON.stringify(retyped.body)).toBe(409);
+  expect(retyped.body.error).toBe("write_conflict");
+  expect((await t.json("GET", `${CO}/retype_${serial}/${object}/`)).body.count).toBe("thirteen");
+  const kept = await t.json("GET", `${CO}/custom-object-type-fields/${field.id}/`);
+  expect(kept.body.type).toBe("text");
+});
+
+test("a cascade six levels deep raced by a new dependant at the bottom: 409, nothing deleted", async () => {
+  const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
+  const top = await namedCot(t, "chain0");
+  for (let i = 1; i <= 6; i++)
+    await namedCot(t, `chain${i}`, { up: cascade(`custom_objects.chain${i - 1}`) });
+  const ids = [(await create(t, "chain0", { name: "root" })).id as number];
+  for (let i = 1; i <= 6; i++)
+    ids.push((await create(t, `chain${i}`, { name: `n${i}`, up: ids[i - 1] })).id);
+  // a first delete of another chain learns the fields pointing at each type
+  const warm = [(await create(t, "chain0", { name: "warm" })).id as number];
+  for (let i = 1; i <= 6; i++)
+    warm.push((await create(t, `chain${i}`, { name: `w${i}`, up: warm[i - 1] })).id);
+  expect((await t.req("DELETE", `${CO}/chain0/${warm[0]}/`)).status).toBe(204);
+  let late = 0;
+  const deleted = await raced(
+    new RegExp(`^delete from "co_${top.id}"`, "i"),
+    () => t.json("DELETE", `${CO}/chain0/${ids[0]}/`),
+    async () => {
+      const r = await t.json("POST", `${CO}/chain6/`, { body: { name: "late", up: ids[5] } });
+      late = r.body.id;
+      return r;
+    },
+  );
+  expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
+  expect(deleted.body.error).toBe("write_conflict");
+  for (let i = 0; i <= 6; i++)
+    expect((await t.req("GET", `${CO}/chain${i}/${ids[i]}/`)).status).toBe(200);
+  // and then it goes through, the late one with it
+  expect((await t.req("DELETE", `${CO}/chain0/${ids[0]}/`)).status).toBe(204);
+  expect((await t.req("GET", `${CO}/chain6/${late}/`)).status).toBe(404);
+});
