@@ -72,7 +72,15 @@ async function columns(others: number) {
   };
   const other = types("other", others, 3);
   // A document names the types it changes; the others stay as they are.
-  for (let i = 0; i < other.length; i += 100) await apply(other.slice(i, i + 100));
+  // Each setup apply creates 100 types: its time should not grow with the types before it.
+  const setupMs: number[] = [];
+  for (let i = 0; i < other.length; i += 100) {
+    const s0 = performance.now();
+    await apply(other.slice(i, i + 100));
+    setupMs.push(performance.now() - s0);
+  }
+  if (setupMs.length)
+    console.log(`others=${others} setup applies (100 types each): ${setupMs.map((ms) => ms.toFixed(0)).join(", ")} ms`);
   await apply(types("wide", 5, 1));
   // Writers during the apply: one create every 20 ms, each timed.
   let writing = true;

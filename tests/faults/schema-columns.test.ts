@@ -6,7 +6,10 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { servicesOf } from "../../src/app";
 import { appendedColumns } from "../../src/plugins/custom-objects/ddl";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { indexPartNames } from "../../src/plugins/custom-objects/search/search-index";
 import { doc, SCHEMA } from "../schema/helpers";
 
 // Types whose fields get no index, so only column additions change the schema.
@@ -214,4 +217,92 @@ test("the text edit touches only the shape createCotTable writes; anything else 
   expect(appendedColumns(ours, "other", [["x", "TEXT"]])).toBeNull();
   expect(() => appendedColumns(ours, "co_7", [['x" TEXT, "y', "TEXT"]])).toThrow();
   expect(() => appendedColumns(ours, "co_7", [["x", "BLOB" as "TEXT"]])).toThrow();
+});
+
+/** The definitions of the full-text index parts of type `cotId`, by name. */
+async function indexParts(cotId: number): Promise<Map<string, string>> {
+  const rows = await t.deps.db.client.execute(
+    `SELECT name, sql FROM sqlite_schema WHERE name IN (${indexPartNames(cotId)
+      .map((n) => `'${n}'`)
+      .join(", ")})`,
+  );
+  return new Map(rows.rows.map((r) => [String(r[0]), String(r[1])]));
+}
+
+// Every DDL statement makes SQLite scan its whole schema (and every vtab's reload walks every
+// table), so what an apply re-creates for nothing costs time in proportion to the number of
+// types. Adding searchable columns changes only the FTS5 table and its update trigger.
+test("adding searchable columns re-creates only the full-text table and its update trigger; search stays exact", async () => {
+  const searchable = ["text", "longtext", "json", "url"];
+  const typeDoc = (extra: number) =>
+    doc([
+      {
+        name: "searched",
+        slug: "searched",
+        fields: [
+          { id: 1, name: "name", type: "text", primary: true },
+          ...Array.from({ length: extra }, (_, f) => ({
+            id: f + 2,
+            name: `s_${f}`,
+            type: searchable[f % searchable.length]!,
+          })),
+        ],
+      },
+    ]);
+  expect((await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: typeDoc(1) } })).status).toBe(
+    200,
+  );
+  const cot = (await t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=searched"))
+    .body.results[0];
+  const made = await t.json("POST", "/api/plugins/custom-objects/searched/", {
+    body: { name: "wombat-row", s_0: "quokka" },
+  });
+  expect(made.status).toBe(201);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const before = await indexParts(cot.id);
+  // An id in the pending table that no flush has taken yet: a table made again loses it.
+  const pendingTable = `co_${cot.id}_fts_pending`;
+  await t.deps.db.client.execute(`INSERT INTO ${pendingTable}(id) VALUES (999999)`);
+  const version = await schemaVersion();
+
+  const applied = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: typeDoc(21) } });
+  expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+  const after = await indexParts(cot.id);
+  // The pending table was kept (with its ids), the insert and delete triggers are as they were...
+  const sentinel = await t.deps.db.client.execute(
+    `SELECT count(*) FROM ${pendingTable} WHERE id = 999999`,
+  );
+  expect(Number(sentinel.rows[0]![0])).toBe(1);
+  for (const name of [pendingTable, `co_${cot.id}_fts_ai`, `co_${cot.id}_fts_ad`])
+    expect({ name, sql: after.get(name) }).toEqual({ name, sql: before.get(name) });
+  // ...the FTS5 table and the update trigger name the new columns.
+  for (const name of [`co_${cot.id}_fts`, `co_${cot.id}_fts_au`]) {
+    expect(after.get(name)).not.toBe(before.get(name));
+    expect(after.get(name)).toContain('"s_20"');
+  }
+  // Schema changes (each bumps SQLite's schema version): one edit for the 20 columns, the FTS5
+  // table dropped and made again (3 each, its shadow tables with it), the update trigger dropped
+  // and made again. Re-creating every part made 15.
+  expect((await schemaVersion()) - version).toBeLessThanOrEqual(9);
+
+  // Search stays exact, through the rebuilt index once flushed.
+  const search = async (q: string) =>
+    (
+      await t.json("GET", `/api/plugins/custom-objects/searched/?q=${q}`)
+    ).body.results.map((r: { id: number }) => r.id);
+  expect(await search("quokka")).toEqual([made.body.id]);
+  const patched = await t.json("PATCH", `/api/plugins/custom-objects/searched/${made.body.id}/`, {
+    body: { s_20: "platypus" },
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const pending = await t.deps.db.client.execute(`SELECT count(*) FROM co_${cot.id}_fts_pending`);
+  expect(Number(pending.rows[0]![0])).toBe(0);
+  const indexed = await t.deps.db.client.execute(
+    `SELECT rowid FROM co_${cot.id}_fts WHERE co_${cot.id}_fts MATCH '"platypus"'`,
+  );
+  expect(indexed.rows.map((r) => Number(r[0]))).toEqual([made.body.id]);
+  expect(await search("platypus")).toEqual([made.body.id]);
+  expect(await search("quokka")).toEqual([made.body.id]);
+  expect((await t.deps.db.client.execute("PRAGMA integrity_check")).rows[0]![0]).toBe("ok");
 });

@@ -9,7 +9,7 @@ import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { FIELD_TYPE_MODULES, fieldType, type SqlType } from "./field-types";
-import { dropIndexStatements, dropSearchIndex, syncSearchIndex } from "./search/search-index";
+import { dropIndexStatements, dropSearchIndex, syncIndexStatements } from "./search/search-index";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 
@@ -131,7 +131,13 @@ export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) =>
  */
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
   await runAll(db, createCotTableStatements(cotId, fields));
-  if (fields.length) await syncSearchIndex(db, cotId);
+  // A new table has no index yet: nothing to read (each read of the schema scans all of it).
+  const index = syncIndexStatements(
+    cotId,
+    [...fields].sort((a, b) => a.id - b.id),
+    new Map(),
+  );
+  for (const s of index?.statements ?? []) await db.run(sql.raw(s));
 }
 
 /** `createCotTable`'s table, its indexes and link tables as statements (no search index). */
@@ -426,38 +432,41 @@ export function appendedColumns(
   return `${text.slice(0, -1)}${columns.map(([col, type]) => `, "${col}" ${type}`).join("")})`;
 }
 
-/** The edited CREATE TABLE text of `table`, or null when it is not the one this module writes. */
-async function withColumns(db: Executor, { table, columns }: ColumnEdit): Promise<string | null> {
-  const [row] = (await db.all(
-    sql`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ${table}`,
-  )) as Array<{ sql: string }>;
-  return appendedColumns(row?.sql ?? "", table, columns);
+/**
+ * The edited CREATE TABLE texts of the tables, in order, or null when one is not the shape this
+ * module writes. One read: SQLite's schema table has no index, so each read scans all of it.
+ */
+async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] | null> {
+  const rows = (await db.all(
+    sql`SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name IN (SELECT value FROM json_each(${JSON.stringify(edits.map((e) => e.table))}))`,
+  )) as Array<{ name: string; sql: string }>;
+  const texts = new Map(rows.map((r) => [r.name, r.sql]));
+  const out: string[] = [];
+  for (const { table, columns } of edits) {
+    const text = appendedColumns(texts.get(table) ?? "", table, columns);
+    if (text === null) return null;
+    out.push(text);
+  }
+  return out;
 }
 
 /** The one-edit path of `addColumns`; false (nothing changed) where the database refuses it. */
 async function appendColumns(db: Executor, edits: ColumnEdit[]): Promise<boolean> {
-  const texts: string[] = [];
-  for (const edit of edits) {
-    const text = await withColumns(db, edit);
-    if (text === null) return false;
-    texts.push(text);
-  }
+  const texts = await withColumns(db, edits);
+  if (texts === null) return false;
+  // every table's text in one statement: each statement on the schema table scans all of it
+  const byTable = JSON.stringify(Object.fromEntries(edits.map((e, i) => [e.table, texts[i]])));
   try {
     await run(db, sql`PRAGMA writable_schema = ON`);
     await run(
       db,
-      sql`UPDATE sqlite_schema SET sql = ${texts[0]!} WHERE type = 'table' AND name = ${edits[0]!.table}`,
+      sql`UPDATE sqlite_schema SET sql = (SELECT value FROM json_each(${byTable}) WHERE key = sqlite_schema.name) WHERE type = 'table' AND name IN (SELECT key FROM json_each(${byTable}))`,
     );
   } catch {
     await run(db, sql`PRAGMA writable_schema = OFF`).catch(() => undefined);
     return false; // refused: nothing was changed
   }
   try {
-    for (let i = 1; i < edits.length; i++)
-      await run(
-        db,
-        sql`UPDATE sqlite_schema SET sql = ${texts[i]!} WHERE type = 'table' AND name = ${edits[i]!.table}`,
-      );
     const [version] = (await db.all(sql`PRAGMA schema_version`)) as Array<{
       schema_version: number;
     }>;

@@ -32,7 +32,7 @@ import type { CotDraft, FieldDraft } from "../types/definitions";
 import type { CotRow } from "../objects/models";
 import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "../objects/values";
 import { fieldType } from "../field-types";
-import { syncSearchIndex } from "../search/search-index";
+import { readIndexSchemas, syncSearchIndex } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 
 /**
@@ -229,9 +229,17 @@ function bulkFieldInsert() {
 export async function completeStorage(ctx: WriteContext, pending: PendingStorage[]) {
   if (!pending.length) return;
   await addPendingStorage(ctx.db, pending);
-  for (const { cotId } of pending)
-    if (await syncSearchIndex(ctx.db, cotId))
+  // every type's index schema in one read (each read scans the whole schema)
+  const stored = await readIndexSchemas(
+    ctx.db,
+    pending.map((p) => p.cotId),
+  );
+  for (const { cotId } of pending) {
+    const read = stored.get(cotId);
+    stored.delete(cotId); // stale once synced: a type listed twice reads it again
+    if (await syncSearchIndex(ctx.db, cotId, read))
       ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+  }
 }
 
 /**
