@@ -212,6 +212,62 @@ function changeStatements(
 }
 
 /**
+ * The columns of a stored FTS5 table of the form `indexStatements` writes, or null when its
+ * text is not exactly that form.
+ */
+function storedColumns(cotId: number, ftsSql: string | undefined): string[] | null {
+  const list = /USING fts5\((.*), content=''/.exec(ftsSql ?? "")?.[1];
+  const columns = list?.split(", ").map((c) => c.slice(1, -1));
+  if (!columns?.length || !columns.every((c) => IDENT_RE.test(c))) return null;
+  return indexStatements(cotId, columns)[0]!.sql === ftsSql ? columns : null;
+}
+
+/** A column addition's new index definitions, written in the same schema edit (`ddl.ts`). */
+export interface IndexRedefinition {
+  /** Empties the FTS5 table before its definition changes (run before the edit). */
+  empty: string;
+  /** The FTS5 table's and the update trigger's new definitions (`sqlite_schema` names → text). */
+  texts: Array<{ name: string; sql: string }>;
+  /** Runs the new definition (FTS5's own check of its empty index), after the edit. */
+  check: string;
+  /** Marks every row pending once the edit is done (the emptied index holds none of them). */
+  mark: string;
+}
+
+/**
+ * When columns are added by a schema edit: the stored index (`stored`) is of the current form
+ * and differs from the one `columns` give only in the column lists of its FTS5 table and update
+ * trigger. Instead of dropping and creating the FTS5 table (six DDL statements with its shadow
+ * tables, each scanning the whole schema: a cost that grows with the number of types), the
+ * table is emptied with FTS5's `delete-all` and both definitions are rewritten in the edit that
+ * adds the columns. An emptied FTS5 table holds nothing that depends on its columns, so the new
+ * definition reads it as a new table would be; its rows are all marked pending, as when it is
+ * made again. Null when the stored index is anything else (`syncSearchIndex` then remakes it).
+ */
+export function indexRedefinition(
+  cotId: number,
+  fields: IndexField[],
+  present: ReadonlySet<string>,
+  stored: Map<string, string>,
+): IndexRedefinition | null {
+  const columns = indexedColumns(fields).filter((c) => present.has(c));
+  if (!columns.length || indexMatches(stored, cotId, columns)) return null;
+  const { fts, pending, triggers } = partNames(cotId);
+  const au = triggers[2]!;
+  const wanted = indexStatements(cotId, columns);
+  if (wanted.some((s) => s.name !== fts && s.name !== au && stored.get(s.name) !== s.sql))
+    return null;
+  const before = storedColumns(cotId, stored.get(fts));
+  if (!before || indexStatements(cotId, before)[4]!.sql !== stored.get(au)) return null;
+  return {
+    empty: `INSERT INTO ${q(fts)}(${q(fts)}) VALUES ('delete-all')`,
+    texts: wanted.filter((s) => s.name === fts || s.name === au),
+    check: `INSERT INTO ${q(fts)}(${q(fts)}, rank) VALUES ('integrity-check', 0)`,
+    mark: `INSERT OR IGNORE INTO ${q(pending)}(id) SELECT id FROM ${q(tableName(cotId))}`,
+  };
+}
+
+/**
  * `syncSearchIndex` as statements for a write batch (decision 0108): `fields` are the type's
  * fields as the batch leaves them (in id order, every column present), `stored` the index's
  * schema as the read phase found it (empty for a new table). Null when the index already
