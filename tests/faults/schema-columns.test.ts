@@ -9,7 +9,10 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { servicesOf } from "../../src/app";
 import { appendedColumns } from "../../src/plugins/custom-objects/ddl";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { indexPartNames } from "../../src/plugins/custom-objects/search/search-index";
+import {
+  indexPartNames,
+  typesWithPending,
+} from "../../src/plugins/custom-objects/search/search-index";
 import { doc, SCHEMA } from "../schema/helpers";
 
 // Types whose fields get no index, so only column additions change the schema.
@@ -312,4 +315,34 @@ test("adding searchable columns changes the schema once: the full-text index is 
   );
   expect(old.rows.map((r) => Number(r[0]))).toEqual([made.body.id]);
   expect((await t.deps.db.client.execute("PRAGMA integrity_check")).rows[0]![0]).toBe("ok");
+});
+
+// The sweep (at start-up and every minute) flushed every type, and each flush reads the schema
+// table, which SQLite scans in full: a cost in the square of the type count. It now visits only
+// the types whose pending table holds ids.
+test("the search sweep visits only the types with pending rows", async () => {
+  const made = await t.json("POST", `${SCHEMA}/apply/`, {
+    body: {
+      schema: doc(
+        ["swept_a", "swept_b", "swept_c"].map((slug) => ({
+          name: slug,
+          slug,
+          fields: [{ id: 1, name: "name", type: "text", primary: true }],
+        })),
+      ),
+    },
+  });
+  expect(made.status, JSON.stringify(made.body)).toBe(200);
+  const idOf = async (slug: string) =>
+    (await t.json("GET", `/api/plugins/custom-objects/custom-object-types/?slug=${slug}`)).body
+      .results[0].id as number;
+  const b = await idOf("swept_b");
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const db = t.deps.db.orm;
+  expect(await typesWithPending(db)).toEqual([]);
+  // an id marked pending by plain SQL (as another process would): only its type is visited
+  await t.deps.db.client.execute(`INSERT INTO co_${b}_fts_pending(id) VALUES (424242)`);
+  expect(await typesWithPending(db)).toEqual([b]);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  expect(await typesWithPending(db)).toEqual([]);
 });
