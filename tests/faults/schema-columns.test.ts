@@ -6,7 +6,13 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { servicesOf } from "../../src/app";
 import { appendedColumns } from "../../src/plugins/custom-objects/ddl";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import {
+  indexPartNames,
+  typesWithPending,
+} from "../../src/plugins/custom-objects/search/search-index";
 import { doc, SCHEMA } from "../schema/helpers";
 
 // Types whose fields get no index, so only column additions change the schema.
@@ -141,6 +147,12 @@ test("the one-edit column addition: table_info equals the records, data and link
   }
   const table = `co_${cot.id}`;
   const before = await tableInfo(table);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const entries = async () =>
+    Number(
+      (await t.deps.db.client.execute(`SELECT count(*) FROM ${table}_fts_docsize`)).rows[0]![0],
+    );
+  expect(await entries()).toBe(3);
 
   // A failing apply: the unique field's fill gives every row the same value; nothing changes.
   const failing = await t.json("POST", `${SCHEMA}/apply/`, {
@@ -153,6 +165,8 @@ test("the one-edit column addition: table_info equals the records, data and link
   });
   expect(failing.status, JSON.stringify(failing.body)).toBe(400);
   expect(await tableInfo(table)).toEqual(before);
+  // the full-text index it emptied and redefined is back too, entries and all
+  expect(await entries()).toBe(3);
 
   // The real one: 40 columns in one edit.
   const applied = await t.json("POST", `${SCHEMA}/apply/`, {
@@ -214,4 +228,121 @@ test("the text edit touches only the shape createCotTable writes; anything else 
   expect(appendedColumns(ours, "other", [["x", "TEXT"]])).toBeNull();
   expect(() => appendedColumns(ours, "co_7", [['x" TEXT, "y', "TEXT"]])).toThrow();
   expect(() => appendedColumns(ours, "co_7", [["x", "BLOB" as "TEXT"]])).toThrow();
+});
+
+/** The definitions of the full-text index parts of type `cotId`, by name. */
+async function indexParts(cotId: number): Promise<Map<string, string>> {
+  const rows = await t.deps.db.client.execute(
+    `SELECT name, sql FROM sqlite_schema WHERE name IN (${indexPartNames(cotId)
+      .map((n) => `'${n}'`)
+      .join(", ")})`,
+  );
+  return new Map(rows.rows.map((r) => [String(r[0]), String(r[1])]));
+}
+
+// Every DDL statement makes SQLite scan its whole schema (and a schema reload walks every table
+// once per FTS5 table), so what an apply re-creates for nothing costs time in proportion to the
+// number of types. Adding searchable columns changes only the column lists of the FTS5 table and
+// its update trigger: the edit that adds the columns rewrites them, the table emptied first.
+test("adding searchable columns changes the schema once: the full-text index is redefined in the column edit; search stays exact", async () => {
+  const searchable = ["text", "longtext", "json", "url"];
+  const typeDoc = (extra: number) =>
+    doc([
+      {
+        name: "searched",
+        slug: "searched",
+        fields: [
+          { id: 1, name: "name", type: "text", primary: true },
+          ...Array.from({ length: extra }, (_, f) => ({
+            id: f + 2,
+            name: `s_${f}`,
+            type: searchable[f % searchable.length]!,
+          })),
+        ],
+      },
+    ]);
+  expect((await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: typeDoc(1) } })).status).toBe(
+    200,
+  );
+  const cot = (
+    await t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=searched")
+  ).body.results[0];
+  const made = await t.json("POST", "/api/plugins/custom-objects/searched/", {
+    body: { name: "wombat-row", s_0: "quokka" },
+  });
+  expect(made.status).toBe(201);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const before = await indexParts(cot.id);
+  const version = await schemaVersion();
+
+  const applied = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: typeDoc(21) } });
+  expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+  const after = await indexParts(cot.id);
+  // The pending table and the insert and delete triggers are as they were...
+  const pendingTable = `co_${cot.id}_fts_pending`;
+  for (const name of [pendingTable, `co_${cot.id}_fts_ai`, `co_${cot.id}_fts_ad`])
+    expect({ name, sql: after.get(name) }).toEqual({ name, sql: before.get(name) });
+  // ...the FTS5 table and the update trigger name the new columns.
+  for (const name of [`co_${cot.id}_fts`, `co_${cot.id}_fts_au`]) {
+    expect(after.get(name)).not.toBe(before.get(name));
+    expect(after.get(name)).toContain('"s_20"');
+  }
+  // One schema change (SQLite's schema version moves by one a DDL statement): the edit. Dropping
+  // and making every part again made 15; the FTS5 table and the update trigger alone, 8 more.
+  expect((await schemaVersion()) - version).toBe(1);
+
+  // Search stays exact, through the rebuilt index once flushed.
+  const search = async (q: string) =>
+    (await t.json("GET", `/api/plugins/custom-objects/searched/?q=${q}`)).body.results.map(
+      (r: { id: number }) => r.id,
+    );
+  expect(await search("quokka")).toEqual([made.body.id]);
+  const patched = await t.json("PATCH", `/api/plugins/custom-objects/searched/${made.body.id}/`, {
+    body: { s_20: "platypus" },
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const pending = await t.deps.db.client.execute(`SELECT count(*) FROM co_${cot.id}_fts_pending`);
+  expect(Number(pending.rows[0]![0])).toBe(0);
+  const indexed = await t.deps.db.client.execute(
+    `SELECT rowid FROM co_${cot.id}_fts WHERE co_${cot.id}_fts MATCH '"platypus"'`,
+  );
+  expect(indexed.rows.map((r) => Number(r[0]))).toEqual([made.body.id]);
+  expect(await search("platypus")).toEqual([made.body.id]);
+  expect(await search("quokka")).toEqual([made.body.id]);
+  const old = await t.deps.db.client.execute(
+    `SELECT rowid FROM co_${cot.id}_fts WHERE co_${cot.id}_fts MATCH '"quokka"'`,
+  );
+  expect(old.rows.map((r) => Number(r[0]))).toEqual([made.body.id]);
+  expect((await t.deps.db.client.execute("PRAGMA integrity_check")).rows[0]![0]).toBe("ok");
+});
+
+// The sweep (at start-up and every minute) flushed every type, and each flush reads the schema
+// table, which SQLite scans in full: a cost in the square of the type count. It now visits only
+// the types whose pending table holds ids.
+test("the search sweep visits only the types with pending rows", async () => {
+  const made = await t.json("POST", `${SCHEMA}/apply/`, {
+    body: {
+      schema: doc(
+        ["swept_a", "swept_b", "swept_c"].map((slug) => ({
+          name: slug,
+          slug,
+          fields: [{ id: 1, name: "name", type: "text", primary: true }],
+        })),
+      ),
+    },
+  });
+  expect(made.status, JSON.stringify(made.body)).toBe(200);
+  const idOf = async (slug: string) =>
+    (await t.json("GET", `/api/plugins/custom-objects/custom-object-types/?slug=${slug}`)).body
+      .results[0].id as number;
+  const b = await idOf("swept_b");
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const db = t.deps.db.orm;
+  expect(await typesWithPending(db)).toEqual([]);
+  // an id marked pending by plain SQL (as another process would): only its type is visited
+  await t.deps.db.client.execute(`INSERT INTO co_${b}_fts_pending(id) VALUES (424242)`);
+  expect(await typesWithPending(db)).toEqual([b]);
+  await flushSearchIndexesNow(servicesOf(t.app));
+  expect(await typesWithPending(db)).toEqual([]);
 });

@@ -9,7 +9,12 @@ import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { FIELD_TYPE_MODULES, fieldType, type SqlType } from "./field-types";
-import { dropIndexStatements, dropSearchIndex, syncSearchIndex } from "./search/search-index";
+import {
+  dropIndexStatements,
+  dropSearchIndex,
+  syncIndexStatements,
+  type IndexRedefinition,
+} from "./search/search-index";
 
 const IDENT_RE = /^[a-z0-9][a-z0-9_]{0,62}$/;
 
@@ -131,7 +136,13 @@ export const ownerAvailable = (fields: Pick<ColumnField, "name">[]) =>
  */
 export async function createCotTable(db: Executor, cotId: number, fields: ColumnField[] = []) {
   await runAll(db, createCotTableStatements(cotId, fields));
-  if (fields.length) await syncSearchIndex(db, cotId);
+  // A new table has no index yet: nothing to read (each read of the schema scans all of it).
+  const index = syncIndexStatements(
+    cotId,
+    [...fields].sort((a, b) => a.id - b.id),
+    new Map(),
+  );
+  for (const s of index?.statements ?? []) await db.run(sql.raw(s));
 }
 
 /** `createCotTable`'s table, its indexes and link tables as statements (no search index). */
@@ -353,15 +364,21 @@ async function addFieldsStorage(
 
 /**
  * Adds the storage of new fields of one or more COTs: every new column of every table in one
- * schema edit (`addColumns`), then each field's fill, indexes or link table.
+ * schema edit (`addColumns`), then each field's fill, indexes or link table. `index`: search
+ * index definitions the edit rewrites too; answers whether it did (else none changed).
  */
-export async function addPendingStorage(db: Executor, pending: PendingStorage[]) {
-  await addColumns(
+export async function addPendingStorage(
+  db: Executor,
+  pending: PendingStorage[],
+  index: IndexRedefinition[] = [],
+): Promise<boolean> {
+  const edited = await addColumns(
     db,
     pending.map((p) => ({
       table: tableName(p.cotId),
       columns: p.items.flatMap(({ field }) => fieldColumnTypes(field)),
     })),
+    index,
   );
   const now = <T>(_: number, fn: () => Promise<T>) => fn();
   for (const { cotId, items, at = now } of pending) {
@@ -374,6 +391,7 @@ export async function addPendingStorage(db: Executor, pending: PendingStorage[])
         await createFieldIndexes(db, cotId, field);
       });
   }
+  return edited;
 }
 
 type ColumnEdit = { table: string; columns: Array<[string, SqlType]> };
@@ -389,15 +407,21 @@ type ColumnEdit = { table: string; columns: Array<[string, SqlType]> };
  * without a default is one: rows shorter than the table read NULL). Decision 0095 measures the
  * alternatives (one ALTER per column, the 12-step rebuild) and says why this one. Where schema
  * edits are refused (D1, a defensive server) or the text is not the shape `createCotTable`
- * writes, one ALTER per column.
+ * writes, one ALTER per column. The edit also rewrites the search indexes' definitions in
+ * `index` (`indexRedefinition`), so those take no DDL of their own; answers whether it did.
  */
-async function addColumns(db: Executor, edits: ColumnEdit[]) {
+async function addColumns(
+  db: Executor,
+  edits: ColumnEdit[],
+  index: IndexRedefinition[],
+): Promise<boolean> {
   const wanted = edits.filter((e) => e.columns.length);
   const count = wanted.reduce((n, e) => n + e.columns.length, 0);
-  if (count > 1 && (await appendColumns(db, wanted))) return;
+  if (count > 1 && (await appendColumns(db, wanted, index))) return index.length > 0;
   for (const { table, columns } of wanted)
     for (const [col, type] of columns)
       await run(db, sql`ALTER TABLE ${ident(table)} ADD COLUMN ${ident(col)} ${sql.raw(type)}`);
+  return false;
 }
 
 const COLUMN_TYPES = new Set<string>(["TEXT", "INTEGER", "REAL"]);
@@ -426,38 +450,62 @@ export function appendedColumns(
   return `${text.slice(0, -1)}${columns.map(([col, type]) => `, "${col}" ${type}`).join("")})`;
 }
 
-/** The edited CREATE TABLE text of `table`, or null when it is not the one this module writes. */
-async function withColumns(db: Executor, { table, columns }: ColumnEdit): Promise<string | null> {
-  const [row] = (await db.all(
-    sql`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ${table}`,
-  )) as Array<{ sql: string }>;
-  return appendedColumns(row?.sql ?? "", table, columns);
+/**
+ * The edited CREATE TABLE texts of the tables, in order, or null when one is not the shape this
+ * module writes. One read: SQLite's schema table has no index, so each read scans all of it.
+ */
+async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] | null> {
+  const rows = (await db.all(
+    sql`SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name IN (SELECT value FROM json_each(${JSON.stringify(edits.map((e) => e.table))}))`,
+  )) as Array<{ name: string; sql: string }>;
+  const texts = new Map(rows.map((r) => [r.name, r.sql]));
+  const out: string[] = [];
+  for (const { table, columns } of edits) {
+    const text = appendedColumns(texts.get(table) ?? "", table, columns);
+    if (text === null) return null;
+    out.push(text);
+  }
+  return out;
+}
+
+/**
+ * Inside the edit: search index parts (an FTS5 table, a trigger) emptied while their old
+ * definitions hold, then their texts rewritten by name (`indexRedefinition`).
+ */
+async function redefineIndexes(db: Executor, index: IndexRedefinition[]) {
+  if (!index.length) return;
+  for (const r of index) await run(db, sql.raw(r.empty));
+  const byName = JSON.stringify(
+    Object.fromEntries(index.flatMap((r) => r.texts).map((p) => [p.name, p.sql])),
+  );
+  await run(
+    db,
+    sql`UPDATE sqlite_schema SET sql = (SELECT value FROM json_each(${byName}) WHERE key = sqlite_schema.name) WHERE type IN ('table', 'trigger') AND name IN (SELECT key FROM json_each(${byName}))`,
+  );
 }
 
 /** The one-edit path of `addColumns`; false (nothing changed) where the database refuses it. */
-async function appendColumns(db: Executor, edits: ColumnEdit[]): Promise<boolean> {
-  const texts: string[] = [];
-  for (const edit of edits) {
-    const text = await withColumns(db, edit);
-    if (text === null) return false;
-    texts.push(text);
-  }
+async function appendColumns(
+  db: Executor,
+  edits: ColumnEdit[],
+  index: IndexRedefinition[],
+): Promise<boolean> {
+  const texts = await withColumns(db, edits);
+  if (texts === null) return false;
+  // every table's text in one statement: each statement on the schema table scans all of it
+  const byTable = JSON.stringify(Object.fromEntries(edits.map((e, i) => [e.table, texts[i]])));
   try {
     await run(db, sql`PRAGMA writable_schema = ON`);
     await run(
       db,
-      sql`UPDATE sqlite_schema SET sql = ${texts[0]!} WHERE type = 'table' AND name = ${edits[0]!.table}`,
+      sql`UPDATE sqlite_schema SET sql = (SELECT value FROM json_each(${byTable}) WHERE key = sqlite_schema.name) WHERE type = 'table' AND name IN (SELECT key FROM json_each(${byTable}))`,
     );
   } catch {
     await run(db, sql`PRAGMA writable_schema = OFF`).catch(() => undefined);
     return false; // refused: nothing was changed
   }
   try {
-    for (let i = 1; i < edits.length; i++)
-      await run(
-        db,
-        sql`UPDATE sqlite_schema SET sql = ${texts[i]!} WHERE type = 'table' AND name = ${edits[i]!.table}`,
-      );
+    await redefineIndexes(db, index);
     const [version] = (await db.all(sql`PRAGMA schema_version`)) as Array<{
       schema_version: number;
     }>;
@@ -469,7 +517,16 @@ async function appendColumns(db: Executor, edits: ColumnEdit[]): Promise<boolean
   } finally {
     await run(db, sql`PRAGMA writable_schema = OFF`);
   }
-  // A column missing afterwards throws: the caller's transaction, and the edit, roll back.
+  await checkEdit(db, edits, index);
+  return true;
+}
+
+/**
+ * After the edit, which this connection's next statement parses: a column or index definition
+ * missing, or an FTS5 table its own check refuses, throws (the caller's transaction, and the
+ * edit, roll back).
+ */
+async function checkEdit(db: Executor, edits: ColumnEdit[], index: IndexRedefinition[]) {
   for (const { table, columns } of edits) {
     const info = (await db.all(sql`SELECT name FROM pragma_table_info(${table})`)) as Array<{
       name: string;
@@ -478,7 +535,15 @@ async function appendColumns(db: Executor, edits: ColumnEdit[]): Promise<boolean
     if (!columns.every(([col]) => names.has(col)))
       throw new Error(`the columns of ${table} were not added`);
   }
-  return true;
+  const texts = index.flatMap((r) => r.texts);
+  if (!texts.length) return;
+  const rows = (await db.all(
+    sql`SELECT name, sql FROM sqlite_schema WHERE name IN (SELECT value FROM json_each(${JSON.stringify(texts.map((p) => p.name))}))`,
+  )) as Array<{ name: string; sql: string }>;
+  const now = new Map(rows.map((r) => [r.name, r.sql]));
+  if (!texts.every((p) => now.get(p.name) === p.sql))
+    throw new Error("the search index definitions were not rewritten");
+  for (const r of index) await run(db, sql.raw(r.check));
 }
 
 export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnField) {

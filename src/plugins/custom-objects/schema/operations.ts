@@ -5,6 +5,7 @@
  */
 import type { InValue } from "@libsql/client";
 import { and, eq, getTableColumns, or, sql } from "drizzle-orm";
+import type { Executor } from "../../../db/client";
 import { executePositional } from "../../../db/driver-internals";
 import {
   customObjectTypeFields,
@@ -24,15 +25,22 @@ import {
   createCotTable,
   dropCotTable,
   dropFieldStorage,
+  fieldColumns,
   refreshFieldIndexes,
   renameFieldStorage,
   retypeFieldStorage,
+  tableName,
 } from "../ddl";
 import type { CotDraft, FieldDraft } from "../types/definitions";
 import type { CotRow } from "../objects/models";
 import { encodeScalar, isLossless, retypeConverter, type FieldRow } from "../objects/values";
 import { fieldType } from "../field-types";
-import { syncSearchIndex } from "../search/search-index";
+import {
+  indexRedefinition,
+  readIndexSchemas,
+  syncSearchIndex,
+  type IndexRedefinition,
+} from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 
 /**
@@ -224,14 +232,54 @@ function bulkFieldInsert() {
 
 /**
  * Adds the storage of new fields of one or more COTs (`addFields`' deferred work): every new
- * column in one schema edit, then fills and indexes, then each COT's full-text index.
+ * column in one schema edit, then fills and indexes, then each COT's full-text index. Where the
+ * index only gains columns, the same edit redefines it (`indexRedefinition`): no DDL of its own.
  */
 export async function completeStorage(ctx: WriteContext, pending: PendingStorage[]) {
   if (!pending.length) return;
-  await addPendingStorage(ctx.db, pending);
-  for (const { cotId } of pending)
-    if (await syncSearchIndex(ctx.db, cotId))
-      ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+  // every type's index schema in one read (each read scans the whole schema)
+  const stored = await readIndexSchemas(
+    ctx.db,
+    pending.map((p) => p.cotId),
+  );
+  const redefined = await indexRedefinitions(ctx.db, pending, stored);
+  const edited = await addPendingStorage(ctx.db, pending, [...redefined.values()]);
+  for (const { cotId } of pending) {
+    const redefinition = edited ? redefined.get(cotId) : undefined;
+    const read = stored.get(cotId);
+    stored.delete(cotId); // stale once synced: a type listed twice reads it again
+    if (redefinition) await ctx.db.run(sql.raw(redefinition.mark));
+    else if (!(await syncSearchIndex(ctx.db, cotId, read))) continue;
+    ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
+  }
+}
+
+/** The index redefinitions the column edit can carry, by type (see `indexRedefinition`). */
+async function indexRedefinitions(
+  db: Executor,
+  pending: PendingStorage[],
+  stored: Map<number, Map<string, string>>,
+): Promise<Map<number, IndexRedefinition>> {
+  const out = new Map<number, IndexRedefinition>();
+  const ids = [...new Set(pending.map((p) => p.cotId))];
+  if (ids.length !== pending.length) return out; // a type listed twice: synced one by one
+  const fields = (await db.all(
+    sql`SELECT custom_object_type_id AS cot, name, type FROM custom_object_type_fields WHERE custom_object_type_id IN (SELECT value FROM json_each(${JSON.stringify(ids)})) ORDER BY id`,
+  )) as Array<{ cot: number; name: string; type: string }>;
+  for (const { cotId, items } of pending) {
+    const info = (await db.all(
+      sql`SELECT name FROM pragma_table_info(${tableName(cotId)})`,
+    )) as Array<{ name: string }>;
+    // the columns the table will have once the edit adds the new fields'
+    const present = new Set([
+      ...info.map((r) => r.name),
+      ...items.flatMap(({ field }) => fieldColumns(field)),
+    ]);
+    const own = fields.filter((f) => Number(f.cot) === cotId);
+    const r = indexRedefinition(cotId, own, present, stored.get(cotId) ?? new Map());
+    if (r) out.set(cotId, r);
+  }
+  return out;
 }
 
 /**

@@ -123,15 +123,26 @@ export function indexStatements(cotId: number, columns: string[]): { name: strin
 
 /** The index's statements as `sqlite_master` holds them (name → sql), for the model registry. */
 export async function readIndexSchema(db: Executor, cotId: number): Promise<Map<string, string>> {
-  const { fts, pending, triggers } = partNames(cotId);
-  const names = [fts, pending, ...triggers];
+  return (await readIndexSchemas(db, [cotId])).get(cotId)!;
+}
+
+/**
+ * `readIndexSchema` of several types in one statement: SQLite has no index on its schema table,
+ * so each read scans all of it, a cost that grows with the number of types.
+ */
+export async function readIndexSchemas(
+  db: Executor,
+  cotIds: number[],
+): Promise<Map<number, Map<string, string>>> {
+  const owner = new Map<string, number>();
+  for (const cotId of cotIds) for (const name of indexPartNames(cotId)) owner.set(name, cotId);
+  const out = new Map(cotIds.map((cotId) => [cotId, new Map<string, string>()]));
+  if (!owner.size) return out;
   const rows = (await db.all(
-    sql`SELECT name, sql FROM sqlite_master WHERE name IN (${sql.join(
-      names.map((n) => sql`${n}`),
-      sql`, `,
-    )})`,
+    sql`SELECT name, sql FROM sqlite_master WHERE name IN (SELECT value FROM json_each(${JSON.stringify([...owner.keys()])}))`,
   )) as { name: string; sql: string }[];
-  return new Map(rows.map((r) => [r.name, r.sql]));
+  for (const r of rows) out.get(owner.get(r.name)!)!.set(r.name, r.sql);
+  return out;
 }
 
 /** Whether the stored index is exactly the one `columns` give (its pending table and triggers included). */
@@ -170,10 +181,98 @@ export function dropIndexStatements(cotId: number): string[] {
 }
 
 /**
+ * The statements that make the stored index (`stored`, name → definition) the one `columns`
+ * give, part by part: a part already defined as wanted stays. Adding columns changes only the
+ * FTS5 table and the update trigger (their column lists); the pending table and the insert and
+ * delete triggers stay as they are. Every DDL statement makes SQLite scan its whole schema, so
+ * a part dropped and made again for nothing cost time in proportion to the number of types
+ * (issue 30). Null when nothing changes; with columns, every row is marked pending afterwards
+ * (a rebuilt FTS5 table is empty; a kept pending table keeps its ids, hence OR IGNORE).
+ */
+function changeStatements(
+  cotId: number,
+  columns: string[],
+  stored: Map<string, string>,
+): string[] | null {
+  if (indexMatches(stored, cotId, columns)) return null;
+  if (!columns.length) return stored.size ? dropIndexStatements(cotId) : null;
+  const changed = indexStatements(cotId, columns).filter((s) => stored.get(s.name) !== s.sql);
+  const { triggers } = partNames(cotId);
+  const isTrigger = (name: string) => triggers.includes(name);
+  // triggers go first and come last, as `dropIndexStatements` and `indexStatements` order them
+  const drops = changed
+    .filter((s) => stored.has(s.name))
+    .sort((a, b) => Number(isTrigger(b.name)) - Number(isTrigger(a.name)))
+    .map((s) => `DROP ${isTrigger(s.name) ? "TRIGGER" : "TABLE"} IF EXISTS ${q(s.name)}`);
+  return [
+    ...drops,
+    ...changed.map((s) => s.sql),
+    `INSERT OR IGNORE INTO ${q(pendingTableName(cotId))}(id) SELECT id FROM ${q(tableName(cotId))}`,
+  ];
+}
+
+/**
+ * The columns of a stored FTS5 table of the form `indexStatements` writes, or null when its
+ * text is not exactly that form.
+ */
+function storedColumns(cotId: number, ftsSql: string | undefined): string[] | null {
+  const list = /USING fts5\((.*), content=''/.exec(ftsSql ?? "")?.[1];
+  const columns = list?.split(", ").map((c) => c.slice(1, -1));
+  if (!columns?.length || !columns.every((c) => IDENT_RE.test(c))) return null;
+  return indexStatements(cotId, columns)[0]!.sql === ftsSql ? columns : null;
+}
+
+/** A column addition's new index definitions, written in the same schema edit (`ddl.ts`). */
+export interface IndexRedefinition {
+  /** Empties the FTS5 table before its definition changes (run before the edit). */
+  empty: string;
+  /** The FTS5 table's and the update trigger's new definitions (`sqlite_schema` names → text). */
+  texts: Array<{ name: string; sql: string }>;
+  /** Runs the new definition (FTS5's own check of its empty index), after the edit. */
+  check: string;
+  /** Marks every row pending once the edit is done (the emptied index holds none of them). */
+  mark: string;
+}
+
+/**
+ * When columns are added by a schema edit: the stored index (`stored`) is of the current form
+ * and differs from the one `columns` give only in the column lists of its FTS5 table and update
+ * trigger. Instead of dropping and creating the FTS5 table (six DDL statements with its shadow
+ * tables, each scanning the whole schema: a cost that grows with the number of types), the
+ * table is emptied with FTS5's `delete-all` and both definitions are rewritten in the edit that
+ * adds the columns. An emptied FTS5 table holds nothing that depends on its columns, so the new
+ * definition reads it as a new table would be; its rows are all marked pending, as when it is
+ * made again. Null when the stored index is anything else (`syncSearchIndex` then remakes it).
+ */
+export function indexRedefinition(
+  cotId: number,
+  fields: IndexField[],
+  present: ReadonlySet<string>,
+  stored: Map<string, string>,
+): IndexRedefinition | null {
+  const columns = indexedColumns(fields).filter((c) => present.has(c));
+  if (!columns.length || indexMatches(stored, cotId, columns)) return null;
+  const { fts, pending, triggers } = partNames(cotId);
+  const au = triggers[2]!;
+  const wanted = indexStatements(cotId, columns);
+  if (wanted.some((s) => s.name !== fts && s.name !== au && stored.get(s.name) !== s.sql))
+    return null;
+  const before = storedColumns(cotId, stored.get(fts));
+  if (!before || indexStatements(cotId, before)[4]!.sql !== stored.get(au)) return null;
+  return {
+    empty: `INSERT INTO ${q(fts)}(${q(fts)}) VALUES ('delete-all')`,
+    texts: wanted.filter((s) => s.name === fts || s.name === au),
+    check: `INSERT INTO ${q(fts)}(${q(fts)}, rank) VALUES ('integrity-check', 0)`,
+    mark: `INSERT OR IGNORE INTO ${q(pending)}(id) SELECT id FROM ${q(tableName(cotId))}`,
+  };
+}
+
+/**
  * `syncSearchIndex` as statements for a write batch (decision 0108): `fields` are the type's
  * fields as the batch leaves them (in id order, every column present), `stored` the index's
- * schema as the read phase found it. Null when the index already matches; else the statements,
- * and whether they mark rows pending (the caller schedules a flush once they commit).
+ * schema as the read phase found it (empty for a new table). Null when the index already
+ * matches; else the statements, and whether they mark rows pending (the caller schedules a
+ * flush once they commit).
  */
 export function syncIndexStatements(
   cotId: number,
@@ -181,22 +280,22 @@ export function syncIndexStatements(
   stored: Map<string, string>,
 ): { statements: string[]; pending: boolean } | null {
   const columns = indexedColumns(fields);
-  if (indexMatches(stored, cotId, columns)) return null;
-  const statements = stored.size ? dropIndexStatements(cotId) : [];
-  if (!columns.length) return statements.length ? { statements, pending: false } : null;
-  statements.push(...indexStatements(cotId, columns).map((s) => s.sql));
-  const t = q(tableName(cotId));
-  statements.push(`INSERT INTO ${q(pendingTableName(cotId))}(id) SELECT id FROM ${t}`);
-  return { statements, pending: true };
+  const statements = changeStatements(cotId, columns, stored);
+  return statements && { statements, pending: columns.length > 0 };
 }
 
 /**
  * Makes the index match the type's current fields (read in the caller's transaction): nothing
- * when it already does, else drop and create it with every row pending (cheap: the rows are
- * indexed later by `flushSearchIndex`, and searches stay exact meanwhile). Columns the table
- * does not have (yet) are left out. Returns whether rows were marked pending.
+ * when it already does, else the parts that differ made again with every row pending (cheap:
+ * the rows are indexed later by `flushSearchIndex`, and searches stay exact meanwhile). Columns
+ * the table does not have (yet) are left out. `stored`: the index's schema when the caller read
+ * it already (`readIndexSchemas`). Returns whether rows were marked pending.
  */
-export async function syncSearchIndex(db: Executor, cotId: number): Promise<boolean> {
+export async function syncSearchIndex(
+  db: Executor,
+  cotId: number,
+  stored?: Map<string, string>,
+): Promise<boolean> {
   const t = tableName(cotId);
   const present = new Set(
     ((await db.all(sql`SELECT name FROM pragma_table_info(${t})`)) as { name: string }[]).map(
@@ -208,13 +307,9 @@ export async function syncSearchIndex(db: Executor, cotId: number): Promise<bool
     sql`SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} ORDER BY id`,
   )) as IndexField[];
   const columns = indexedColumns(fields).filter((c) => present.has(c));
-  const stored = await readIndexSchema(db, cotId);
-  if (indexMatches(stored, cotId, columns)) return false;
-  if (stored.size) await dropSearchIndex(db, cotId);
-  if (!columns.length) return false;
-  for (const s of indexStatements(cotId, columns)) await db.run(sql.raw(s.sql));
-  await db.run(sql.raw(`INSERT INTO ${q(pendingTableName(cotId))}(id) SELECT id FROM ${q(t)}`));
-  return true;
+  const statements = changeStatements(cotId, columns, stored ?? (await readIndexSchema(db, cotId)));
+  for (const s of statements ?? []) await db.run(sql.raw(s));
+  return statements !== null && columns.length > 0;
 }
 
 /** Ids moved from pending into the index per transaction (a few milliseconds of tokenising each). */
@@ -441,15 +536,37 @@ function indexedText(column: string, isList: boolean): string {
   return `lower(CASE WHEN json_valid(${c}) AND json_type(${c}) = 'array' THEN (SELECT group_concat(char(31) || je.value, '') FROM json_each(${c}) je) ELSE ${c} END)`;
 }
 
-/** Types that have a pending table (for sweeps: at start-up, periodically, after a migration). */
+/** Pending tables `typesWithPending` probes in one statement (a compound SELECT, 500 at most). */
+const PROBE_CHUNK = 100;
+
+/**
+ * Types with pending rows (for sweeps: at start-up, periodically, after a migration). A type
+ * whose pending table is empty is left out: each flush of one reads the schema table, which
+ * scans all of it, so sweeping every type cost time in proportion to the square of the type
+ * count. One probe per pending table (a seek), 100 a statement.
+ */
 export async function typesWithPending(db: Executor): Promise<number[]> {
   const rows = (await db.all(
     sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts_pending'`,
   )) as { name: string }[];
-  return rows
-    .map((r) => /^co_(\d+)_fts_pending$/.exec(r.name))
+  const ids = rows
+    .map((r) => /^co_(\d{1,15})_fts_pending$/.exec(r.name))
     .filter((m) => m !== null)
     .map((m) => Number(m[1]));
+  const out: number[] = [];
+  for (let i = 0; i < ids.length; i += PROBE_CHUNK) {
+    const chunk = ids.slice(i, i + PROBE_CHUNK);
+    const probes = chunk.map(
+      (id) => `SELECT ${id} AS id WHERE EXISTS (SELECT 1 FROM ${q(pendingTableName(id))})`,
+    );
+    // a type dropped since the list was read: its chunk is swept as before (a flush of a type
+    // without an index finds nothing)
+    const found = (await db
+      .all(sql.raw(probes.join(" UNION ALL ")))
+      .catch(() => chunk.map((id) => ({ id })))) as { id: number }[];
+    out.push(...found.map((r) => Number(r.id)));
+  }
+  return out;
 }
 
 /**
