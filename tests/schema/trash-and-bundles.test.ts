@@ -447,6 +447,27 @@ describe("whole documents", () => {
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 2 } })).status).toBe(201);
   });
 
+  test("a blank choice set name is refused as the REST API refuses it", async () => {
+    const sets = "/api/extras/custom-field-choice-sets/";
+    const rest = await t.json("POST", sets, { body: { name: " ", extra_choices: [["a", "A"]] } });
+    expect(rest.status).toBe(400);
+    expect(rest.body).toEqual({ name: ["This field may not be blank."] });
+    const before = (await t.json("GET", sets)).body.count;
+    for (const name of [" ", ""]) {
+      const blank = {
+        schema_version: "1",
+        choice_sets: [{ name, extra_choices: [["a", "A"]] }],
+        types: [],
+      };
+      const r = await apply({ schema: blank });
+      expect({ name, status: r.status }).toEqual({ name, status: 400 });
+      expect(r.body.schema_errors).toEqual([
+        { path: "$.choice_sets[0].name", message: "This field may not be blank." },
+      ]);
+    }
+    expect((await t.json("GET", sets)).body.count).toBe(before);
+  });
+
   test("a refused document creates no choice set", async () => {
     const failing = {
       schema_version: "1",
