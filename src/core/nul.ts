@@ -37,7 +37,9 @@ export function nulPaths(value: unknown, skip?: (path: string) => boolean, limit
 
 /** JSON-path spelling of `key` under `path`: `.name`, or `["odd key"]`. */
 function pathOf(path: string, key: string): string {
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)
+    ? `${path}.${key}`
+    : `${path}[${JSON.stringify(key)}]`;
 }
 
 /**
