@@ -15,6 +15,7 @@ import { SCHEMA, doc } from "./helpers";
 import { purgeExpiredTrash } from "../../src/plugins/custom-objects/schema/trash";
 import { schemaApplyHandler } from "../../src/plugins/custom-objects/schema/jobs";
 import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { jobs, users } from "../../src/db/schema";
 import { eq } from "drizzle-orm";
 
@@ -51,6 +52,8 @@ function trashSuite(backend: "local" | "remote") {
     });
     /** Remote: `work` takes at most `most` round trips (warm caches). */
     const counted = async <T>(most: number, work: () => Promise<T>): Promise<T> => {
+      // the deferred search-index flush of earlier writes (decision 0056) is not the work's
+      await flushSearchIndexesNow(servicesOf(t.app));
       proxy?.reset();
       const out = await work();
       if (proxy) expect(proxy.count).toBeLessThanOrEqual(most);
