@@ -12,6 +12,7 @@ import * as v from "valibot";
 import type { HonoEnv } from "./context";
 import { ValidationError, type FieldErrors } from "./errors";
 import { readJson } from "./http";
+import { nulFieldErrors } from "./nul";
 
 /** Where a route's description hangs on its middleware (read by the OpenAPI generator). */
 export const ROUTE_DOC = Symbol.for("host.route-doc");
@@ -81,6 +82,9 @@ export function jsonBody<S extends v.GenericSchema>(
   const checked = firstIssues(schema);
   const handler: MiddlewareHandler<HonoEnv> = async (c, next) => {
     const raw = await readJson(c);
+    // no hand-written body stores JSON text: a NUL anywhere would be cut off (decision 0124)
+    const nul = nulFieldErrors(raw);
+    if (Object.keys(nul).length) throw new ValidationError(nul);
     const result = await v.safeParseAsync(checked, raw);
     validationHook(result);
     // A loose object hands on every key it was sent: valibot leaves out prototype names

@@ -15,6 +15,7 @@ import { SCHEMA, doc } from "./helpers";
 import { purgeExpiredTrash } from "../../src/plugins/custom-objects/schema/trash";
 import { schemaApplyHandler } from "../../src/plugins/custom-objects/schema/jobs";
 import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { jobs, users } from "../../src/db/schema";
 import { eq } from "drizzle-orm";
 
@@ -51,6 +52,8 @@ function trashSuite(backend: "local" | "remote") {
     });
     /** Remote: `work` takes at most `most` round trips (warm caches). */
     const counted = async <T>(most: number, work: () => Promise<T>): Promise<T> => {
+      // the deferred search-index flush of earlier writes (decision 0056) is not the work's
+      await flushSearchIndexesNow(servicesOf(t.app));
       proxy?.reset();
       const out = await work();
       if (proxy) expect(proxy.count).toBeLessThanOrEqual(most);
@@ -445,6 +448,27 @@ describe("whole documents", () => {
     ).toBe(200);
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 1 } })).status).toBe(400);
     expect((await t.json("POST", `${CO}/pairing/`, { body: { a: "x", b: 2 } })).status).toBe(201);
+  });
+
+  test("a blank choice set name is refused as the REST API refuses it", async () => {
+    const sets = "/api/extras/custom-field-choice-sets/";
+    const rest = await t.json("POST", sets, { body: { name: " ", extra_choices: [["a", "A"]] } });
+    expect(rest.status).toBe(400);
+    expect(rest.body).toEqual({ name: ["This field may not be blank."] });
+    const before = (await t.json("GET", sets)).body.count;
+    for (const name of [" ", ""]) {
+      const blank = {
+        schema_version: "1",
+        choice_sets: [{ name, extra_choices: [["a", "A"]] }],
+        types: [],
+      };
+      const r = await apply({ schema: blank });
+      expect({ name, status: r.status }).toEqual({ name, status: 400 });
+      expect(r.body.schema_errors).toEqual([
+        { path: "$.choice_sets[0].name", message: "This field may not be blank." },
+      ]);
+    }
+    expect((await t.json("GET", sets)).body.count).toBe(before);
   });
 
   test("a refused document creates no choice set", async () => {

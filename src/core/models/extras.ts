@@ -1,6 +1,7 @@
 /** Tags (scoped by object types) and custom-field choice sets. */
 import { choiceSets, tagObjectTypes, tags } from "../../db/schema";
 import { defineModel } from "./define";
+import { NUL_MESSAGE, nulPaths } from "../nul";
 
 export const tagModel = defineModel({
   appLabel: "extras",
@@ -64,6 +65,8 @@ function checkChoices(value: unknown): string | null {
     ) {
       return "Each choice must be a [value, label] pair of strings.";
     }
+    // a choice is a value stored in text columns, where a NUL would cut it (decision 0124)
+    if (nulPaths(pair, undefined, 1).length) return NUL_MESSAGE;
     if (seen.has(pair[0])) return `Duplicate choice value: ${pair[0]}`;
     seen.add(pair[0]);
   }

@@ -18,6 +18,7 @@ import type { Ctx, HonoEnv, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, baseUrlOf, publicUrlOf } from "../http";
+import { nulFieldErrors } from "../nul";
 import { pageLinks, parseListQuery, parseProjection, project, type ListQuery } from "./query";
 import { enqueueBulkWrite, wantsBackgroundBulk } from "./background";
 import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
@@ -761,12 +762,30 @@ function detailRoute(resolve: Resolve) {
   };
 }
 
+/**
+ * The JSON body of a create or update: 400 when a value would be stored with a NUL (the driver
+ * keeps a text only up to it; decision 0124), keyed by field and, in a list, by item. A field
+ * stored as JSON text keeps an escaped NUL and is left alone.
+ */
+async function readWrittenJson(c: Ctx, r: Resource): Promise<unknown> {
+  const body = await readJson(c);
+  const json = new Set(r.describe?.filter((f) => f.kind === "json").map((f) => f.name));
+  if (Array.isArray(body)) {
+    const errors = body.map((item) => nulFieldErrors(item, json));
+    if (errors.some((e) => Object.keys(e).length)) throw new ValidationError(errors);
+  } else {
+    const errors = nulFieldErrors(body, json);
+    if (Object.keys(errors).length) throw new ValidationError(errors);
+  }
+  return body;
+}
+
 /** POST of one object or a list of them. */
 function createRoute(resolve: Resolve) {
   return async (c: Ctx) => {
     const r = await resolve(c);
     await requirePermission(c, "add", r);
-    const body = await readJson(c);
+    const body = await readWrittenJson(c, r);
     if (Array.isArray(body) && wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
     // add_tags / remove_tags: a staged writer folds them itself, else a transaction (tag-edits.ts)
     const tagEdits = Array.isArray(body) ? body.some(hasTagEdits) : hasTagEdits(body);
@@ -835,7 +854,7 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
   return async (c: Ctx) => {
     const r = await resolve(c);
     await requirePermission(c, "change", r);
-    const body = await readJson(c);
+    const body = await readWrittenJson(c, r);
     if (!Array.isArray(body))
       throw new ValidationError({
         non_field_errors: ["Bulk update expects a list of objects with an id."],
@@ -872,7 +891,7 @@ function updateRoute(resolve: Resolve, partial: boolean) {
     const r = await resolve(c);
     await requirePermission(c, "change", r);
     const id = parseId(c.req.param("id"));
-    const body = asObject(await readJson(c), "body");
+    const body = asObject(await readWrittenJson(c, r), "body");
     const staged =
       r.staged?.update && (r.staged.tagEdits || !hasTagEdits(body)) ? r.staged : undefined;
     if (staged) {

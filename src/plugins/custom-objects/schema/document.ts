@@ -19,6 +19,7 @@ import {
 } from "../types/field-definition";
 
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
+import { NUL_MESSAGE, nulPaths } from "../../../core/nul";
 import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
 import { checkConditional, splitTogether } from "./constraints";
 
@@ -119,7 +120,12 @@ const RemovedTypeSchema = v.looseObject({
 
 /** A choice set the document's fields use, created or updated with the document (issue 16). */
 const ChoiceSetEntrySchema = v.strictObject({
-  name: v.pipe(v.string(), v.minLength(1), v.maxLength(100)),
+  // as the REST API refuses it: a name of only spaces is blank
+  name: v.pipe(
+    v.string("Not a valid string."),
+    v.check((s) => s.trim() !== "", "This field may not be blank."),
+    v.maxLength(100, "Ensure this field has no more than 100 characters."),
+  ),
   description: v.optional(v.pipe(v.string(), v.maxLength(200))),
   extra_choices: v.pipe(
     v.array(
@@ -295,8 +301,32 @@ export type ParseResult =
   | { ok: true; document: SchemaDocument }
   | { ok: false; errors: SchemaError[] };
 
+/**
+ * Every text of a document is stored in a text column, where a NUL would cut it (decision
+ * 0124); only a json field's default is stored as JSON text, which keeps it.
+ */
+function nulErrors(input: unknown): SchemaError[] {
+  const kept = new Set<string>();
+  const types = (input as { types?: unknown } | null)?.types;
+  if (Array.isArray(types))
+    types.forEach((t, ti) => {
+      const fields = (t as { fields?: unknown } | null)?.fields;
+      if (Array.isArray(fields))
+        fields.forEach((f, fi) => {
+          if ((f as { type?: unknown } | null)?.type === "json")
+            kept.add(`$.types[${ti}].fields[${fi}].default`);
+        });
+    });
+  return nulPaths(input, (path) => kept.has(path), MAX_ERRORS).map((path) => ({
+    path,
+    message: NUL_MESSAGE,
+  }));
+}
+
 /** Validates a document; errors carry JSON paths (`$.types[0].fields[1].type`). */
 export function parseDocument(input: unknown): ParseResult {
+  const nul = nulErrors(input);
+  if (nul.length) return { ok: false, errors: nul };
   const result = v.safeParse(DocumentSchema, input, { abortEarly: false });
   if (!result.success) {
     const errors = result.issues
