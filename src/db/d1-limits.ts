@@ -139,7 +139,6 @@ export function fitStatement(text: string, args: readonly unknown[]) {
     from = offset + 1;
   });
   out += text.slice(from);
-  if (process.env.DBG_D1) console.error("FIT", args.length, Buffer.byteLength(out), text.slice(0, 150)); // DBG
   if (Buffer.byteLength(out) > D1_MAX_STATEMENT_BYTES)
     throw new StatementTooLargeError(`more than ${D1_MAX_STATEMENT_BYTES} bytes of SQL`);
   return { sql: out, args: args.filter((_, i) => literal[i] === null) };
@@ -161,7 +160,9 @@ export function withinD1Limits<B extends Preparing>(binding: B): B {
       const fitted = fitStatement(text, args);
       return binding.prepare(fitted.sql).bind(...fitted.args);
     };
-    return new Proxy(statement, { get: (target, key) => (key === "bind" ? bind : own(target, key)) });
+    return new Proxy(statement, {
+      get: (target, key) => (key === "bind" ? bind : own(target, key)),
+    });
   };
   return new Proxy(binding, {
     get: (target, key) => (key === "prepare" ? prepare : own(target, key)),

@@ -59,7 +59,7 @@ beforeAll(async () => {
   });
   const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
   const config = loadConfig(
-    { LOG_LEVEL: process.env.DBG_D1 ? "error" : "silent", DATABASE_URL: `file:${join(dir, "unused.db")}` },
+    { LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "unused.db")}` },
     "bun",
   );
   app = await createApp({ config, db: d1Database(binding), cache: createCache("memory", {}) });
@@ -127,7 +127,10 @@ test("a bulk of 100 custom objects with object, multiobject and tag values on D1
   expect(listed.status, JSON.stringify(listed.body).slice(0, 500)).toBe(200);
   expect(listed.body.count).toBe(N);
   const many = await json("GET", `${CO}/crate/?${byId([...ids, ...ids.slice(0, 50)])}`);
-  expect(many).toEqual({ status: 400, body: { id: ["A filter takes at most 100 values (got 150)."] } });
+  expect(many).toEqual({
+    status: 400,
+    body: { id: ["A filter takes at most 100 values (got 150)."] },
+  });
 
   const deleted = await json(
     "DELETE",
@@ -163,7 +166,10 @@ test("a bulk of 100 sites on D1: created with tags, updated, listed by 150 ids, 
     true,
   );
   const many = await json("GET", `/api/dcim/sites/?${byId([...ids, ...ids.slice(0, 50)])}`);
-  expect(many).toEqual({ status: 400, body: { id: ["A filter takes at most 100 values (got 150)."] } });
+  expect(many).toEqual({
+    status: 400,
+    body: { id: ["A filter takes at most 100 values (got 150)."] },
+  });
   const tagged = await json("GET", `/api/dcim/sites/?tag=blue&limit=200`);
   expect(tagged.body.count).toBe(N);
 

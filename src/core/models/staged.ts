@@ -159,7 +159,6 @@ const TAG_KEYS = new Set(["tags", "add_tags", "remove_tags"]);
 /** Keys every record carries and writes may echo back; ignored on input. */
 const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
 
-
 type Row = Record<string, any>;
 export type TagRow = {
   id: number;
@@ -613,7 +612,9 @@ class StagedWriter {
       batch.add(
         this.orm(ctx).run(
           sql`INSERT INTO "tagged_items" ("tag_id", "object_type_id", "object_id") VALUES ${sql.join(
-            tags.slice(s, s + perStatement).map((t) => sql`(${t.id}, ${objectTypeId}, ${objectId})`),
+            tags
+              .slice(s, s + perStatement)
+              .map((t) => sql`(${t.id}, ${objectTypeId}, ${objectId})`),
             sql`, `,
           )}`,
         ),
