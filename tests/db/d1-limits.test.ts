@@ -17,6 +17,7 @@ import {
   placeholderOffsets,
   rowsPerStatement,
   StatementTooLargeError,
+  statementTooLargeOf,
 } from "../../src/db/d1-limits";
 
 let mf: Miniflare;
@@ -120,4 +121,8 @@ test("an OR of 500 terms as a balanced tree passes D1's expression depth; a chai
     .readRows(`SELECT count(*) AS n FROM kept WHERE ${chain}`, [])
     .catch((e: unknown) => e);
   expect(String(deep)).toMatch(/too large|depth/i);
+  // and such a refusal from the database itself answers 400 naming the limit, not 500
+  expect(statementTooLargeOf(deep)?.status).toBe(400);
+  expect(JSON.stringify(statementTooLargeOf(deep)?.body)).toContain("nested more than 100 deep");
+  expect(statementTooLargeOf(new Error("UNIQUE constraint failed"))).toBeNull();
 });
