@@ -9,7 +9,7 @@ import { ApiError } from "../api-error";
 /** D1's most bound values in one statement ("Maximum bound parameters per query"). */
 export const D1_MAX_BOUND_VALUES = 100;
 /** D1's longest statement, in bytes of SQL text ("Maximum SQL statement length"). */
-export const D1_MAX_STATEMENT_BYTES = 100_000;
+const D1_MAX_STATEMENT_BYTES = 100_000;
 
 /**
  * Rows per multi-row INSERT of `valuesPerRow` bound values each, so that one statement stays
@@ -119,7 +119,7 @@ function commentEnd(text: string, start: number): number {
  * none here (a fraction, whose decimal text might not round-trip; text holding NUL, which ends
  * SQL text; anything else). Text is quoted with its quotes doubled: SQLite has no other escape.
  */
-export function sqlLiteral(value: unknown): string | null {
+function sqlLiteral(value: unknown): string | null {
   if (value === null) return "NULL";
   if (typeof value === "boolean") return value ? "1" : "0";
   if (typeof value === "number") return Number.isSafeInteger(value) ? String(value) : null;
