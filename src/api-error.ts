@@ -47,6 +47,7 @@ export type ErrorCode =
   | "schema_changed"
   | "stale_plan"
   | "startup_failed"
+  | "statement_too_large"
   | "tasks_unavailable"
   | "unresolvable_reference"
   | "unsupported_media_type"

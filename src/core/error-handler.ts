@@ -3,6 +3,7 @@
  * database's busy, storage and constraint failures as their 4xx/5xx, anything else a logged 500
  * that names no value. The app's `onError`.
  */
+import { statementTooLargeOf } from "../db/d1-limits";
 import { errorBody } from "../api-error";
 import type { ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
@@ -70,6 +71,9 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
       // A fault of a file deleted or replaced under the server says so (restart, not retry).
       return answer(c, db.fileHealth.fileProblem() ? databaseFileGone() : storageFaultError(fault));
     }
+    // a statement past a database's size limits (D1's 100 values, expression depth): 400 (0125)
+    const tooLarge = statementTooLargeOf(err);
+    if (tooLarge) return answer(c, tooLarge);
     const mapped = mapConstraintError(err, null);
     if (mapped) return c.json(mapped.body as object, mapped.statusCode);
     if (err instanceof HTTPException) {

@@ -12,6 +12,7 @@ import {
   type Queries,
   type Results,
 } from "./client";
+import { withinD1Limits } from "./d1-limits";
 import { batchOnD1 } from "./driver-internals";
 import * as schema from "./schema";
 
@@ -26,7 +27,9 @@ export interface D1Binding {
   batch(statements: unknown[]): Promise<unknown[]>;
 }
 
-export function d1Database(binding: D1Binding): Database {
+export function d1Database(unlimited: D1Binding): Database {
+  // every statement, whoever builds it, within D1's 100 bound values (decision 0125)
+  const binding = withinD1Limits(unlimited);
   // Drizzle's D1 and libSQL databases share the query builders; only `run()`'s result differs,
   // which domain code does not read (it counts with RETURNING or `execute`).
   const orm = drizzle(binding as never, { schema }) as unknown as Orm;

@@ -3,7 +3,8 @@
  * OR: [...]}`) become SQL through the same lookup code as permission constraints, joined
  * with the caller's view constraints; pages are `offset`/`limit`.
  */
-import { and, asc, desc, not, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, not, sql, type SQL } from "drizzle-orm";
+import { allOf, anyOf } from "../db/d1-limits";
 import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
 import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } from "../core/limits";
@@ -129,7 +130,8 @@ async function filterWhere(
       const parts: SQL[] = [];
       for (const item of value as Record<string, unknown>[])
         parts.push(await filterWhere(g, entry, type, item, prefix, depth + 1, budget));
-      if (parts.length) terms.push((name === "AND" ? and(...parts) : or(...parts)) as SQL);
+      // balanced trees: a long chain is deeper than D1 parses (decision 0125)
+      if (parts.length) terms.push(name === "AND" ? allOf(parts) : anyOf(parts));
       continue;
     }
     if (name === "NOT") {
@@ -181,5 +183,5 @@ async function filterWhere(
       );
     }
   }
-  return terms.length ? (and(...terms) as SQL) : sql`1`;
+  return terms.length ? allOf(terms) : sql`1`;
 }

@@ -4,7 +4,8 @@
  * permissions for one action OR together, and any unconstrained grant lifts the restriction.
  * `restrictWhere` is the one place that says which rows of a model a caller may act on.
  */
-import { and, eq, or, sql, type SQL } from "drizzle-orm";
+import { and, eq, sql, type SQL } from "drizzle-orm";
+import { anyOf } from "../../db/d1-limits";
 import type { AuthState, AuthUser } from "../context";
 import { ApiError, forbidden, notFound } from "../errors";
 import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
@@ -224,7 +225,8 @@ export async function constraintSql(
       terms.push(await lookupSql(ctx, resource, key, value, user, 0));
     alternatives.push(terms.length ? (and(...terms) as SQL) : sql`1`);
   }
-  return alternatives.length ? (or(...alternatives) as SQL) : NOTHING;
+  // balanced: many permissions' alternatives chained are deeper than D1 parses (decision 0125)
+  return alternatives.length ? anyOf(alternatives) : NOTHING;
 }
 
 /**

@@ -7,6 +7,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
 import { executePositional, Prebuilt, renderSql } from "../../db/driver-internals";
 import type { Orm } from "../../db/client";
+import { rowsPerStatement } from "../../db/d1-limits";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import {
@@ -236,8 +237,12 @@ export interface StagedChange {
   postchange: ApiRecord | null;
 }
 
-/** Rows per multi-row INSERT of staged change records (a dozen bound values each). */
-const STAGED_CHANGES = 100;
+/**
+ * A staged change record's most bound values: seven, and three for each of its three texts when
+ * they carry a new id (`withNewId`). Rows per INSERT keep within D1's bound values (decision 0125).
+ */
+const CHANGE_VALUES = 16;
+const STAGED_CHANGES = rowsPerStatement(CHANGE_VALUES);
 
 const CHANGE_COLUMNS = sql.raw(
   `"time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data"`,

@@ -8,6 +8,7 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { label as otLabel } from "../object-types";
 import type { ApiRecord, ModelInfo, WriteContext } from "../context";
 import type { ReadPhase, WriteBatch } from "../rest/write-batch";
+import { rowsPerStatement } from "../../db/d1-limits";
 
 export interface LinkField {
   name: string;
@@ -39,6 +40,8 @@ export type ViewableRead = (
   ids: number[],
 ) => Promise<(() => Set<number>) | undefined>;
 
+/** Link rows an INSERT carries at most (two values each; `own` may be bound). */
+const LINK_ROWS = rowsPerStatement(2);
 const isLink = (f: LinkField) => f.type === "m2m" || f.type === "object_types";
 const idOf = (x: unknown) =>
   typeof x === "object" && x && !Array.isArray(x) ? (x as Record<string, unknown>).id : x;
@@ -213,11 +216,12 @@ export class StagedLinks {
       const { table, own: ownCol, other } = f.link!;
       const t = quoted(getTableName(table));
       if (replace) batch.add(orm.run(sql`DELETE FROM ${t} WHERE ${quoted(ownCol.name)} = ${own}`));
-      if (targets.length)
+      // rows per INSERT within D1's bound values (decision 0125)
+      for (let s = 0; s < targets.length; s += LINK_ROWS)
         batch.add(
           orm.run(
             sql`INSERT INTO ${t} (${quoted(ownCol.name)}, ${quoted(other.name)}) VALUES ${sql.join(
-              targets.map((x) => sql`(${own}, ${x})`),
+              targets.slice(s, s + LINK_ROWS).map((x) => sql`(${own}, ${x})`),
               sql`, `,
             )}`,
           ),

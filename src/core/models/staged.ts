@@ -6,6 +6,7 @@
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged } from "../../db/client";
+import { rowsPerStatement } from "../../db/d1-limits";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
 import { ErrorCollector, forbidden, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -157,9 +158,6 @@ const TAG_KEYS = new Set(["tags", "add_tags", "remove_tags"]);
 
 /** Keys every record carries and writes may echo back; ignored on input. */
 const READ_ONLY_KEYS = new Set(["id", "url", "display", "display_url", "created", "last_updated"]);
-
-/** Rows per multi-row INSERT (SQLite binds at most 32,766 values per statement). */
-const INSERT_ROWS = 100;
 
 type Row = Record<string, any>;
 export type TagRow = {
@@ -608,11 +606,15 @@ class StagedWriter {
             ),
           ),
       );
-    if (tags.length)
+    // rows per INSERT within D1's bound values (decision 0125)
+    const perStatement = rowsPerStatement(3);
+    for (let s = 0; s < tags.length; s += perStatement)
       batch.add(
         this.orm(ctx).run(
           sql`INSERT INTO "tagged_items" ("tag_id", "object_type_id", "object_id") VALUES ${sql.join(
-            tags.map((t) => sql`(${t.id}, ${objectTypeId}, ${objectId})`),
+            tags
+              .slice(s, s + perStatement)
+              .map((t) => sql`(${t.id}, ${objectTypeId}, ${objectId})`),
             sql`, `,
           )}`,
         ),
@@ -742,11 +744,13 @@ class StagedWriter {
   ): number[] {
     const ids: number[] = [];
     const withId = ({ id: _id, ...r }: Row, k: number) => (fixed ? { id: fixed[k], ...r } : r);
-    for (let s = 0; s < rows.length; s += INSERT_ROWS)
+    // a value per column at most: rows per INSERT within D1's bound values (decision 0125)
+    const perStatement = rowsPerStatement(this.columns.length);
+    for (let s = 0; s < rows.length; s += perStatement)
       batch.add(
         this.orm(ctx)
           .insert(this.table)
-          .values(rows.slice(s, s + INSERT_ROWS).map((r, k) => withId(r, s + k)) as never)
+          .values(rows.slice(s, s + perStatement).map((r, k) => withId(r, s + k)) as never)
           .returning({ id: this.table.id }),
         (out) => ids.push(...(out as Array<{ id: number }>).map((r) => r.id)),
       );

@@ -2,7 +2,8 @@
  * List query parameters of §4, turned into SQL once for every model: filters with NetBox
  * lookups, `q`, ordering, limit/offset and the brief/fields/omit projection.
  */
-import { and, asc, desc, not, or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { asc, desc, not, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { allOf, anyOf } from "../../db/d1-limits";
 import { ValidationError } from "../errors";
 import {
   CONTROL_CHARACTER_MESSAGE,
@@ -283,11 +284,12 @@ export function buildFilter(
   const positive = NEGATED[lookup];
   if (positive) {
     // `x__n=a&x__n=b` excludes both; NULLs are never equal to a value, so they stay.
-    return and(
-      ...values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`),
+    return allOf(
+      values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`),
     );
   }
-  return or(...values.map((v) => condition(spec, lookup, v)));
+  // balanced: 100 values chained would be deeper than D1 parses (decision 0125)
+  return anyOf(values.map((v) => condition(spec, lookup, v)));
 }
 
 function splitList(values: string[]): string[] {
@@ -360,7 +362,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     const terms = spec.search
       .map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`))
       .filter((c): c is SQL => !!c);
-    const term = terms.length ? or(...terms)! : sql`0`;
+    const term = terms.length ? anyOf(terms) : sql`0`;
     if (!conditions.length && terms.length) qAlone = term;
     conditions.push(term);
   }
@@ -392,7 +394,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
 
   const fromIndex = q && qAlone && idOrder ? spec.searchFirstPage?.(q, qAlone) : undefined;
   return {
-    where: conditions.length ? and(...conditions) : undefined,
+    where: conditions.length ? allOf(conditions) : undefined,
     orderBy,
     idOrder,
     ...(fromIndex ? { fromIndex } : {}),

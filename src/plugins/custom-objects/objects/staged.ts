@@ -56,6 +56,7 @@ import type { FieldRow } from "../field-types";
 import { resolveRef, type Ref } from "../field-types/reference";
 import type { Nested } from "./read";
 import { instanceUrl, relatedInfos, verboseName } from "./shape";
+import { rowsPerStatement } from "../../../db/d1-limits";
 import { cachedForms, rememberForms } from "./target-forms";
 import {
   StaleModel,
@@ -69,8 +70,8 @@ import {
 
 type Row = Record<string, any>;
 const refKey = (typeId: number, id: number) => `${typeId}:${id}`;
-/** Links a statement inserts at most (4 values each). */
-const LINK_ROWS = 500;
+/** Link or tag rows an INSERT carries at most (4 values each): within D1's limit (0125). */
+const LINK_ROWS = rowsPerStatement(4);
 
 /** What the read phase found about one related type's named objects. */
 interface TargetFound {
@@ -696,8 +697,10 @@ function stageInserts(
 ): number[] {
   const ids: number[] = [];
   const orm = ctx.services.db.orm;
-  for (let s = 0; s < rows.length; s += w.chunkRows) {
-    const chunk = rows.slice(s, s + w.chunkRows).map((r, k) => {
+  // id, created and last_updated besides the columns: within D1's bound values (decision 0125)
+  const perStatement = rowsPerStatement(w.insertColumns.length + 3);
+  for (let s = 0; s < rows.length; s += perStatement) {
+    const chunk = rows.slice(s, s + perStatement).map((r, k) => {
       // a restore names its ids (StagedOptions.ids); otherwise SQLite gives them
       const into: Row = fixed ? { id: fixed[s + k] } : {};
       for (const key of [...w.insertColumns, "created", "lastUpdated"]) into[key] = r[key] ?? null;

@@ -1,0 +1,198 @@
+/**
+ * Keeps every statement sent to Cloudflare D1 within D1's per-statement limits (decision 0125):
+ * at most 100 bound values, 100,000 bytes of SQL and expressions 100 deep. Past 100 values a statement carries the
+ * excess as SQL literals; what cannot fit answers 400 naming the limit, never a 500.
+ */
+import { sql, type SQL } from "drizzle-orm";
+import { ApiError } from "../api-error";
+
+/** D1's most bound values in one statement ("Maximum bound parameters per query"). */
+export const D1_MAX_BOUND_VALUES = 100;
+/** D1's longest statement, in bytes of SQL text ("Maximum SQL statement length"). */
+const D1_MAX_STATEMENT_BYTES = 100_000;
+
+/**
+ * Rows per multi-row INSERT of `valuesPerRow` bound values each, so that one statement stays
+ * within D1's bound values on every backend: a bulk's rows travel as several statements of the
+ * one batch (one round trip, one transaction) and its values stay bound, however long they are.
+ */
+export function rowsPerStatement(valuesPerRow: number): number {
+  return Math.max(1, Math.floor(D1_MAX_BOUND_VALUES / Math.max(1, valuesPerRow)));
+}
+
+/**
+ * `a OR b OR …` as a balanced tree: SQLite parses a chain of n terms n levels deep, and D1 refuses
+ * an expression deeper than 100 ("Expression tree is too large"); halves nest log₂ n deep.
+ */
+export function anyOf(terms: readonly SQL[]): SQL {
+  return balanced(terms, sql` OR `);
+}
+
+/** `a AND b AND …` as a balanced tree (see `anyOf`). */
+export function allOf(terms: readonly SQL[]): SQL {
+  return balanced(terms, sql` AND `);
+}
+
+function balanced(terms: readonly SQL[], operator: SQL): SQL {
+  if (terms.length === 0) throw new Error("balanced: no terms");
+  if (terms.length === 1) return sql`(${terms[0]!})`;
+  const half = Math.ceil(terms.length / 2);
+  return sql`(${balanced(terms.slice(0, half), operator)}${operator}${balanced(terms.slice(half), operator)})`;
+}
+
+/** A statement that would pass one of D1's per-statement limits: 400, naming the limit. */
+export class StatementTooLargeError extends ApiError {
+  constructor(what: string) {
+    super(400, {
+      detail: `The request needs a database statement larger than this database (Cloudflare D1) accepts: ${what}. Send fewer or smaller objects per request.`,
+      error: "statement_too_large",
+    });
+  }
+}
+
+/** What the database says when a statement passes one of its size limits, and that limit. */
+const REFUSED_AS_TOO_LARGE: Array<[RegExp, string]> = [
+  [/too many SQL variables/i, `more than ${D1_MAX_BOUND_VALUES} bound values`],
+  [/Expression tree is too large/i, "an expression nested more than 100 deep"],
+  [/too many terms in compound SELECT/i, "too many terms in a compound SELECT"],
+  [/string or blob too big|SQLITE_TOOBIG|statement too long/i, "a statement or value too long"],
+];
+
+/**
+ * The 400 for a database error that refused a statement as too large (wrapped by Drizzle or not),
+ * or null: a limit this module did not foresee still answers as one, not as a 500.
+ */
+export function statementTooLargeOf(error: unknown): StatementTooLargeError | null {
+  let err = error as { message?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; err && depth < 4; depth++, err = err.cause as typeof err) {
+    const message = String(err.message ?? "");
+    for (const [pattern, what] of REFUSED_AS_TOO_LARGE)
+      if (pattern.test(message)) return new StatementTooLargeError(what);
+  }
+  return null;
+}
+
+/**
+ * Where the SQL has its `?` placeholders, by character offset; null when it uses any other kind
+ * (`?NNN`, `:name`, `@name`, `$name`), which this module leaves alone. Quoted text, quoted
+ * identifiers and comments are skipped: a `?` there is not a placeholder.
+ */
+export function placeholderOffsets(text: string): number[] | null {
+  const at: number[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === "'" || c === '"' || c === "`") i = closing(text, i, c);
+    else if (c === "[") i = closing(text, i, "]");
+    else if (c === "-" && text[i + 1] === "-") i = lineEnd(text, i);
+    else if (c === "/" && text[i + 1] === "*") i = commentEnd(text, i);
+    else if (c === "?") {
+      if (/[0-9]/.test(text[i + 1] ?? "")) return null;
+      at.push(i);
+    } else if ((c === ":" || c === "@" || c === "$") && /[A-Za-z_]/.test(text[i + 1] ?? ""))
+      return null;
+  }
+  return at;
+}
+
+/** The offset of the quote closing the one at `start` (a doubled quote is part of the text). */
+function closing(text: string, start: number, quote: string): number {
+  for (let i = start + 1; i < text.length; i++) {
+    if (text[i] !== quote) continue;
+    if (quote !== "]" && text[i + 1] === quote) i++;
+    else return i;
+  }
+  return text.length;
+}
+
+function lineEnd(text: string, start: number): number {
+  const end = text.indexOf("\n", start);
+  return end < 0 ? text.length : end;
+}
+
+function commentEnd(text: string, start: number): number {
+  const end = text.indexOf("*/", start + 2);
+  return end < 0 ? text.length : end + 1;
+}
+
+/**
+ * A value as an SQL literal that means exactly what binding it means on D1, or null when it has
+ * none here (a fraction, whose decimal text might not round-trip; text holding NUL, which ends
+ * SQL text; anything else). Text is quoted with its quotes doubled: SQLite has no other escape.
+ */
+function sqlLiteral(value: unknown): string | null {
+  if (value === null) return "NULL";
+  if (typeof value === "boolean") return value ? "1" : "0";
+  if (typeof value === "number") return Number.isSafeInteger(value) ? String(value) : null;
+  if (typeof value === "bigint") return String(value);
+  if (typeof value === "string")
+    return value.includes("\0") ? null : `'${value.replaceAll("'", "''")}'`;
+  if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
+    const bytes =
+      value instanceof ArrayBuffer
+        ? new Uint8Array(value)
+        : new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+    return `X'${Buffer.from(bytes).toString("hex")}'`;
+  }
+  return null;
+}
+
+/**
+ * `text` and `args` as one statement D1 accepts: unchanged within the limit; past it, values from
+ * the last one back become literals until at most `D1_MAX_BOUND_VALUES` stay bound. Throws
+ * `StatementTooLargeError` when they cannot, or when the SQL text grows past D1's length.
+ */
+export function fitStatement(text: string, args: readonly unknown[]) {
+  if (args.length <= D1_MAX_BOUND_VALUES) return { sql: text, args: [...args] };
+  const offsets = placeholderOffsets(text);
+  if (!offsets || offsets.length !== args.length)
+    throw new StatementTooLargeError(`more than ${D1_MAX_BOUND_VALUES} bound values`);
+  const literal: (string | null)[] = args.map(() => null);
+  let bound = args.length;
+  for (let i = args.length - 1; i >= 0 && bound > D1_MAX_BOUND_VALUES; i--) {
+    literal[i] = sqlLiteral(args[i]);
+    if (literal[i] !== null) bound--;
+  }
+  if (bound > D1_MAX_BOUND_VALUES)
+    throw new StatementTooLargeError(`more than ${D1_MAX_BOUND_VALUES} bound values`);
+  let out = "";
+  let from = 0;
+  offsets.forEach((offset, i) => {
+    out += text.slice(from, offset) + (literal[i] ?? "?");
+    from = offset + 1;
+  });
+  out += text.slice(from);
+  if (Buffer.byteLength(out) > D1_MAX_STATEMENT_BYTES)
+    throw new StatementTooLargeError(`more than ${D1_MAX_STATEMENT_BYTES} bytes of SQL`);
+  return { sql: out, args: args.filter((_, i) => literal[i] === null) };
+}
+
+interface Preparing {
+  prepare(sql: string): { bind(...args: unknown[]): unknown };
+}
+
+/**
+ * The binding with every statement fitted (`fitStatement`) as it is bound: Drizzle's D1 driver,
+ * batches and raw statements all prepare and bind through it. Everything else passes through.
+ */
+export function withinD1Limits<B extends Preparing>(binding: B): B {
+  const prepare = (text: string) => {
+    const statement = binding.prepare(text);
+    const bind = (...args: unknown[]) => {
+      if (args.length <= D1_MAX_BOUND_VALUES) return statement.bind(...args);
+      const fitted = fitStatement(text, args);
+      return binding.prepare(fitted.sql).bind(...fitted.args);
+    };
+    return new Proxy(statement, {
+      get: (target, key) => (key === "bind" ? bind : own(target, key)),
+    });
+  };
+  return new Proxy(binding, {
+    get: (target, key) => (key === "prepare" ? prepare : own(target, key)),
+  });
+}
+
+/** A member of `target`, its methods bound to it (a binding's methods may use private state). */
+function own(target: object, key: string | symbol): unknown {
+  const value = Reflect.get(target, key, target) as unknown;
+  return typeof value === "function" ? value.bind(target) : value;
+}

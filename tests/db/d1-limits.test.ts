@@ -1,0 +1,128 @@
+/**
+ * D1's per-statement limits (decision 0125) on miniflare's D1: a statement of more than 100
+ * values runs with the excess written out as literals that mean what the bound values meant (text
+ * with quotes, placeholders and comment marks in it stays text), what cannot fit is a 400 naming
+ * the limit, and balanced OR/AND trees pass D1's expression depth where a chain does not.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { Miniflare } from "miniflare";
+import type { ApiError } from "../../src/api-error";
+import type { Database } from "../../src/db/client";
+import { d1Database, type D1Binding } from "../../src/db/d1";
+import {
+  anyOf,
+  D1_MAX_BOUND_VALUES,
+  fitStatement,
+  placeholderOffsets,
+  rowsPerStatement,
+  StatementTooLargeError,
+  statementTooLargeOf,
+} from "../../src/db/d1-limits";
+
+let mf: Miniflare;
+let db: Database;
+
+beforeAll(async () => {
+  mf = new Miniflare({
+    modules: true,
+    script: "export default { fetch() { return new Response('') } }",
+    d1Databases: ["DB"],
+  });
+  db = d1Database((await mf.getD1Database("DB")) as unknown as D1Binding);
+  await db.execute({ sql: "CREATE TABLE kept (k INTEGER, v)", args: [] });
+});
+afterAll(async () => {
+  await db?.close();
+  await mf?.dispose();
+});
+
+const TRICKY = [
+  "it's",
+  "'); DROP TABLE kept; --",
+  "?",
+  "a ? b",
+  "/* ? */",
+  "-- ?",
+  '"quoted"',
+  "[bracketed]",
+  "",
+  "naïve ☃ 𝄞",
+  "back\\slash",
+  "nul\0inside",
+  "line\nbreak",
+];
+
+test("placeholders are found outside quoted text, quoted names and comments; numbered ones are left alone", () => {
+  expect(placeholderOffsets(`SELECT '?', "?", [?], \`?\`, ? -- ?\n, /* ? */ ?`)).toEqual([27, 44]);
+  expect(placeholderOffsets("SELECT 'it''s ?', ?")).toEqual([18]);
+  expect(placeholderOffsets("SELECT ?1, ?")).toBeNull();
+  expect(placeholderOffsets("SELECT :name")).toBeNull();
+  expect(rowsPerStatement(6)).toBe(16);
+  expect(rowsPerStatement(250)).toBe(1);
+});
+
+test("a statement of 300 values runs on D1: values past 100 written as literals mean what they meant bound", async () => {
+  const values: unknown[] = [];
+  for (let i = 0; values.length < 300; i++)
+    values.push(
+      TRICKY[i % TRICKY.length]!,
+      i % 3 === 0 ? null : -i,
+      i % 2 === 0,
+      new Uint8Array([i % 256, 0, 39, 63]),
+    );
+  const rows = values.map((_, k) => `(${k}, ?)`).join(", ");
+  await db.execute({ sql: `INSERT INTO kept (k, v) VALUES ${rows}`, args: values as never[] });
+  const back = await db.execute({ sql: "SELECT k, v FROM kept ORDER BY k", args: [] });
+  expect(back.rows).toHaveLength(300);
+  back.rows.forEach((row, k) => {
+    const want = values[k];
+    const got = row.v;
+    if (want instanceof Uint8Array)
+      expect([...new Uint8Array(got as ArrayBuffer)]).toEqual([...want]);
+    else if (typeof want === "boolean") expect(got).toBe(want ? 1 : 0);
+    else expect(got).toBe(want as never);
+  });
+  // the table the injection attempt named is still there, with everything in it
+  const n = await db.orm.all<{ n: number }>(sql`SELECT count(*) AS n FROM kept`);
+  expect(n[0]!.n).toBe(300);
+});
+
+test("what cannot fit is a 400 naming the limit: more than 100 fractions, or more SQL than D1 takes", async () => {
+  const fractions = Array.from({ length: 150 }, (_, i) => i + 0.5);
+  const marks = fractions.map(() => "?").join(", ");
+  const refused = await db
+    .execute({ sql: `SELECT json_array(${marks}) AS a`, args: fractions })
+    .catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(StatementTooLargeError);
+  expect((refused as ApiError).status).toBe(400);
+  const body = (refused as ApiError).body as { error?: string; detail?: string };
+  expect(body.error).toBe("statement_too_large");
+  expect(String(body.detail)).toContain(`${D1_MAX_BOUND_VALUES} bound values`);
+
+  // 250 values of 1,000 characters: the 150 past the limit would be 150 KB of SQL
+  const long = Array.from({ length: 250 }, () => "x".repeat(1000));
+  const longMarks = long.map(() => "?").join(", ");
+  expect(() => fitStatement(`SELECT json_array(${longMarks})`, long)).toThrow(
+    /100000 bytes of SQL/,
+  );
+  // within the limit nothing changes
+  expect(fitStatement("SELECT ?", ["a"])).toEqual({ sql: "SELECT ?", args: ["a"] });
+});
+
+test("an OR of 500 terms as a balanced tree passes D1's expression depth; a chain of them does not", async () => {
+  const terms = Array.from({ length: 500 }, (_, i) => sql.raw(`k = ${i}`));
+  const balanced = await db.orm.all<{ n: number }>(
+    sql`SELECT count(*) AS n FROM kept WHERE ${anyOf(terms)}`,
+  );
+  expect(balanced[0]!.n).toBe(300);
+  const chain = Array.from({ length: 500 }, (_, i) => `k = ${i}`).join(" OR ");
+  const deep = await db
+    .readRows(`SELECT count(*) AS n FROM kept WHERE ${chain}`, [])
+    .catch((e: unknown) => e);
+  expect(String(deep)).toMatch(/too large|depth/i);
+  // and such a refusal from the database itself answers 400 naming the limit, not 500
+  expect(statementTooLargeOf(deep)?.status).toBe(400);
+  expect(JSON.stringify(statementTooLargeOf(deep)?.body)).toContain("nested more than 100 deep");
+  expect(statementTooLargeOf(new Error("UNIQUE constraint failed"))).toBeNull();
+});
