@@ -979,3 +979,83 @@ test("a cascade deeper than one read plans: another read, then one batch (decisi
   for (let i = 1; i <= 6; i++)
     expect((await t.json("GET", `${CO}/deep${i}/${leaf[i]}/`)).status).toBe(404);
 });
+
+test("a schema apply adding a compound key and a check to a type with rows: ≤ 4 (0126)", async () => {
+  // the gate's counts of the rows a new key or check would refuse ride in the apply's second read
+  const slug = `guarded_${next()}`;
+  const fields = [
+    { id: 1, name: "rack", type: "integer" },
+    { id: 2, name: "slot", type: "integer" },
+    { id: 3, name: "unit", type: "integer" },
+  ];
+  const apply = (extra: Record<string, unknown>) =>
+    t.json("POST", `${CO}/schema/apply/`, {
+      body: { schema: { schema_version: "1", types: [{ name: slug, slug, fields, ...extra }] } },
+    });
+  expect((await apply({})).status).toBe(200);
+  for (const slot of [1, 2]) await create(t, slug, { rack: 1, slot, unit: 1 });
+  // each apply adds a key and a check the type did not have
+  const keys = [1, 2, 3].map((n) => ({
+    unique_together: [n % 2 ? ["rack", "slot"] : ["slot", "unit"]],
+    checks: [{ name: `slot_cap_${n}`, condition: { slot__lte: 10 + n } }],
+  }));
+  const keyed = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => ({
+      schema: { schema_version: "1", types: [{ name: slug, slug, fields, ...keys.shift() }] },
+    }),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ keyed });
+  // were 6: one count read for the key and one for the check, besides the token, two reads, batch
+  expect(keyed).toBeLessThanOrEqual(4);
+  // over rows that break them, the gate still counts them (409 without allow_destructive)
+  const refused = await apply({
+    unique_together: [["rack", "unit"]],
+    checks: [{ name: "slot_one", condition: { slot: 1 } }],
+  });
+  expect(refused.status).toBe(409);
+  expect(
+    refused.body.destructive_changes.map((g: { reason: string; rows: number }) => [
+      g.reason,
+      g.rows,
+    ]),
+  ).toEqual([
+    ["unique_over_duplicates", 2],
+    ["check_over_violations", 1],
+  ]);
+});
+
+test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {
+  const slug = `retyped_${next()}`;
+  const kinds = ["text", "integer", "text"];
+  const schema = (type: string) => ({
+    schema_version: "1",
+    types: [
+      {
+        name: slug,
+        slug,
+        fields: [
+          { id: 1, name: "code", type: "text", primary: true },
+          { id: 2, name: "size", type },
+        ],
+      },
+    ],
+  });
+  expect(
+    (await t.json("POST", `${CO}/schema/apply/`, { body: { schema: schema("integer") } })).status,
+  ).toBe(200);
+  const made = await create(t, slug, { code: "a", size: 12 });
+  await create(t, slug, { code: "b", size: 13 });
+  const retyped = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => ({ schema: schema(kinds.shift()!) }),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ retyped });
+  expect(retyped).toBeLessThanOrEqual(4);
+  // integer → text → integer → text: the value carried each time
+  expect((await t.json("GET", `${CO}/${slug}/${made.id}/`)).body.size).toBe("12");
+});

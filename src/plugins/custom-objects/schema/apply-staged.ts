@@ -58,7 +58,8 @@ import {
   type Conditional,
 } from "./constraints";
 import type { SchemaDocument, TypeEntry } from "./document";
-import type { ChoiceSetRow, PrefetchedCounts, TypeDiff } from "./diff";
+import { addedTogether, type ChoiceSetRow, type PrefetchedCounts, type TypeDiff } from "./diff";
+import { addedConditional } from "./constraints-apply";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import {
   guardNothingPointsAt,
@@ -291,6 +292,7 @@ async function readPhase(
   const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
   const nextTrash = phase.add(nextIdQuery(orm, "custom_object_trash"));
   const values = new Map<number, () => Array<{ n: number }>>();
+  const added = new Map<string, () => Array<{ n: number }>>();
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -304,6 +306,8 @@ async function readPhase(
     tags.set(s.cot.id, await typeTags(ctx, phase, s.cot.id));
     for (const f of removedFields(t, s))
       values.set(f.id, phase.add(countQuery(orm, valuesCountSql(s.cot.id, f))));
+    for (const item of addedKeys(t, s))
+      if (item.count) added.set(`${s.cot.id}:${item.id}`, phase.add(countQuery(orm, item.count)));
   }
   const going = await goingReads(ctx, phase, document, state);
   await phase.run(ctx);
@@ -326,11 +330,25 @@ async function readPhase(
     counted: {
       values: (fieldId: number) => counted(values.get(fieldId)),
       rows: (cotId: number) => counted(going.get(cotId)?.rows),
+      added: (cotId: number, key: string) => counted(added.get(`${cotId}:${key}`)),
     } satisfies PrefetchedCounts,
     going: (cotId: number) => going.get(cotId),
   };
 }
 const countQuery = (orm: Orm, count: SQL) => orm.all<{ n: number }>(sql`SELECT ${count} AS n`);
+
+/**
+ * The keys and checks the document adds to an existing type, with the counts the gate takes of
+ * the rows they would refuse; none when a condition is one the diff will refuse (it says why).
+ */
+function addedKeys(t: TypeEntry, s: DbType) {
+  try {
+    const conditional = addedConditional(t, s);
+    return [...addedTogether(t, s), ...conditional.keys, ...conditional.checks];
+  } catch {
+    return [];
+  }
+}
 
 /** The fields of an existing type that its document entry removes (`removed_fields`). */
 function removedFields(t: TypeEntry, s: DbType): FieldRow[] {
