@@ -89,12 +89,14 @@ export interface DiffLookups {
 /**
  * Counts a batched apply read ahead (decisions 0120, 0126): what a removal takes, by field id
  * and by type id; the rows a key or check the document adds would refuse, by type id and the
- * key's name (`addedTogether`, `addedConditional`).
+ * key's name (`addedTogether`, `addedConditional`); what a retype loses. Undefined: not read.
  */
 export interface PrefetchedCounts {
   values(fieldId: number): number | undefined;
   rows(cotId: number): number | undefined;
   added(cotId: number, key: string): number | undefined;
+  /** Values a field's retype to `type` cannot carry, from its values read ahead. */
+  lossy(fieldId: number, type: string): number | undefined;
 }
 
 function changedAttrs(
@@ -326,7 +328,8 @@ interface Alteration {
 async function gateAlteration(a: Alteration) {
   const { db, cotId, row, have, want, changed, gate } = a;
   if (changed.type) {
-    const lost = await countLossy(db, cotId, row, want.type);
+    const lost =
+      a.lookups.counted?.lossy(row.id, want.type) ?? (await countLossy(db, cotId, row, want.type));
     if (lost) {
       gate(
         have.name,

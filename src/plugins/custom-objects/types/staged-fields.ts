@@ -5,7 +5,7 @@
  * a second read (decision 0121). A rename, retype or removal of a field a conditional key or check
  * reads, and a retype or removal of a compound key's column, keep the transaction path.
  */
-import { and, eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
 import { guardChanged } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
@@ -34,12 +34,9 @@ import {
   fieldColumns,
   fieldStorageStatements,
   hasLinkTable,
-  ident,
-  retypeFieldStatements,
-  tableName,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
-import { isLossless, retypeConverter, type FieldRow } from "../objects/values";
+import type { FieldRow } from "../objects/values";
 import { readsField, conditionalOf } from "../schema/constraints";
 import { encodedDefault, lossyRetype } from "../schema/operations";
 import { normalizeTogether } from "../schema/unique-together";
@@ -48,6 +45,14 @@ import { scheduleSearchFlush } from "../search/flush";
 import { fieldModel } from "./api";
 import { refuseCycle } from "./cycles";
 import { validateField } from "./definitions";
+import {
+  heldWhole,
+  keysOf,
+  lostValues,
+  retypeStageable,
+  retypeStatements,
+  retypeValuesQuery,
+} from "./staged-retype";
 import {
   addStatements,
   asSchema,
@@ -223,73 +228,37 @@ async function runFieldBatch(
 
 /**
  * Whether a field update needs the transaction path: a conditional key or check reads the field
- * and it is renamed or retyped; a retype of a compound key's column, of a field with more than
- * one column, or together with a rename. A rename a compound key follows is staged (SQLite
- * renames the index's column; the stored set follows in the batch).
+ * and it is renamed; a retype `retypeStageable` refuses. A rename a compound key follows is
+ * staged (SQLite renames the index's column; the stored set follows in the batch).
  */
 function needsTransaction(cot: CotRow, field: FieldRow, draft: { name: string; type: string }) {
-  const renamed = draft.name !== field.name;
-  const readByCheck = readsField(conditionalOf(cot), field.name);
-  if (draft.type === field.type) return renamed && readByCheck;
-  return (
-    readByCheck ||
-    renamed ||
-    inTogether(cot, field.name) ||
-    fieldColumns(field).length !== 1 ||
-    fieldColumns({ ...field, type: draft.type }).length !== 1
-  );
+  if (draft.type !== field.type) return !retypeStageable(field, draft, keysOf(cot));
+  return draft.name !== field.name && readsField(conditionalOf(cot), field.name);
 }
 
 const inTogether = (cot: CotRow, name: string) =>
   (cot.uniqueTogether ?? []).some((set) => set.includes(name));
 
-/** Values a staged retype converts at most (read at once, bound as JSON in a few statements). */
-const RETYPE_MAX_VALUES = 50_000;
-/** Pairs per bound JSON value: D1 binds a value of at most 2 MB. */
-const RETYPE_CHUNK = 5_000;
-
 /**
- * A retype's storage (decision 0121): the values read (a second read), converted here as
- * `retypeFieldStorage` converts them, a lossy change refused without `allow_destructive` (409),
- * and the statements that carry them. "transaction" over `RETYPE_MAX_VALUES` values.
+ * A retype's storage (decision 0121): the values read (a second read), a lossy change refused
+ * without `allow_destructive` (409), and the statements that carry them. "transaction" over
+ * the values a staged retype takes.
  */
-async function retypeStatements(
+async function retypeStorage(
   ctx: WriteContext,
   cot: CotRow,
   field: FieldRow,
   draft: { type: string; unique: boolean },
 ): Promise<SQL[] | "transaction"> {
-  const orm = ctx.services.db.orm;
-  const column = ident(field.name);
   const phase = new ReadPhase();
-  const rows = phase.add(
-    orm.all<{ id: number; v: unknown }>(
-      sql`SELECT id, ${column} AS v FROM ${ident(tableName(cot.id))} WHERE ${column} IS NOT NULL ORDER BY id LIMIT ${RETYPE_MAX_VALUES + 1}`,
-    ),
-  );
+  const rows = phase.add(retypeValuesQuery(ctx.services.db.orm, cot.id, field));
   await phase.run(ctx);
   const read = rows();
-  if (read.length > RETYPE_MAX_VALUES) return "transaction";
-  const convert = retypeConverter(field.type, draft.type);
-  const written: Array<[number, unknown]> = [];
-  for (const r of read) {
-    const value = convert(r.v);
-    if (value !== undefined && value !== null) written.push([Number(r.id), value]);
-  }
-  const lost = isLossless(field.type, draft.type) ? 0 : read.length - written.length;
+  if (!heldWhole(read)) return "transaction";
+  const lost = lostValues(field, draft.type, read);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
-  const chunks = <T>(list: T[]) => {
-    const out: string[] = [];
-    for (let i = 0; i < list.length; i += RETYPE_CHUNK)
-      out.push(JSON.stringify(list.slice(i, i + RETYPE_CHUNK)));
-    return out;
-  };
-  return retypeFieldStatements(cot.id, field, draft, {
-    count: read.length,
-    read: chunks(read.map((r) => [Number(r.id), r.v])),
-    written: chunks(written),
-  });
+  return retypeStatements(cot.id, field, draft, read);
 }
 
 async function updateField(
@@ -314,7 +283,7 @@ async function updateField(
   if (needsTransaction(cot, current, draft)) return "transaction";
   const retyped = draft.type !== current.type;
   const storage = retyped
-    ? await retypeStatements(ctx, cot, current, draft)
+    ? await retypeStorage(ctx, cot, current, draft)
     : alterFieldStatements(cot.id, current, draft);
   if (storage === "transaction") return "transaction";
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
