@@ -643,3 +643,49 @@ test("a cascade deeper than one read on D1 (decision 0120): another read, one ba
   expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(201);
   expect(transactions).toBe(before);
 });
+
+test("a schema apply that retypes fields on D1 (decision 0126): values converted, a lossy one gated, no transaction", async () => {
+  const before = transactions;
+  const apply = (types: unknown[], allow = false) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: { schema_version: "1", types },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  const gauge = (code: string, size: string, extra: unknown[] = []) => [
+    {
+      name: "gauge",
+      slug: "gauge",
+      fields: [
+        { id: 1, name: "code", type: code, primary: true },
+        { id: 2, name: "size", type: size, unique: true },
+        ...extra,
+      ],
+    },
+  ];
+  expect((await apply(gauge("text", "integer"))).status).toBe(200);
+  const a = await made(`${CO}/gauge/`, { code: "12", size: 1 });
+  const b = await made(`${CO}/gauge/`, { code: "twelve", size: 2 });
+  // integer → text, with a field added in the same apply: one batch
+  const grown = await apply(gauge("text", "text", [{ id: 3, name: "note", type: "text" }]));
+  expect(grown.status, JSON.stringify(grown.body)).toBe(200);
+  expect((await json("GET", `${CO}/gauge/${a.id}/`)).body.size).toBe("1");
+  // the unique index came back over the new column
+  expect((await json("POST", `${CO}/gauge/`, { code: "x", size: "1" })).status).toBe(400);
+  expect((await json("GET", `${CO}/gauge/?q=twelve`)).body.count).toBe(1);
+  // text → integer loses "twelve": the gate counts it, nothing changes until allowed
+  const lossy = await apply(gauge("integer", "text", [{ id: 3, name: "note", type: "text" }]));
+  expect(lossy.status).toBe(409);
+  expect(lossy.body.error).toBe("destructive_changes");
+  expect(lossy.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "code", reason: "lossy_type_change", rows: 1 }),
+  ]);
+  expect((await json("GET", `${CO}/gauge/${b.id}/`)).body.code).toBe("twelve");
+  const forced = await apply(
+    gauge("integer", "text", [{ id: 3, name: "note", type: "text" }]),
+    true,
+  );
+  expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+  expect((await json("GET", `${CO}/gauge/${a.id}/`)).body.code).toBe(12);
+  expect((await json("GET", `${CO}/gauge/${b.id}/`)).body.code).toBeNull();
+  expect(transactions).toBe(before);
+});
