@@ -6,7 +6,7 @@
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
-import { ApiError, forbidden } from "../../../core/errors";
+import { ApiError, forbidden, ValidationError } from "../../../core/errors";
 import { codename } from "../../../core/auth/permissions";
 import { recordUrl } from "../../../core/models/define";
 import {
@@ -65,6 +65,7 @@ import {
   conditionalOf,
   conditionalStatements,
   plainTogether,
+  readsField,
   wantedConditional,
   type Conditional,
 } from "./constraints";
@@ -103,10 +104,17 @@ import {
 const TRANSACTION_ATTRS = ["related_object_type", "related_object_types", "is_polymorphic"];
 
 /**
- * Gated changes the batch makes: removals (decision 0120) and lossy retypes (0126); any other
- * gated change keeps the transaction.
+ * Gated changes the batch takes: removals (decision 0120) and lossy retypes (0126); keys and
+ * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126).
+ * Any other gated change keeps the transaction.
  */
-const BATCHED_GATES = new Set(["field_removed", "type_removed", "lossy_type_change"]);
+const BATCHED_GATES = new Set([
+  "field_removed",
+  "type_removed",
+  "lossy_type_change",
+  "unique_over_duplicates",
+  "check_over_violations",
+]);
 
 /**
  * Whether the batch takes the document: no retarget, no retype but those whose values the read
@@ -126,6 +134,7 @@ function batchable(
     const diff = diffs[ti]!;
     const db = state.get(t.slug);
     if (diff.destructive_changes.some((g) => !BATCHED_GATES.has(g.reason))) return false;
+    if (db && keyViolation(t, db, reads) === "transaction") return false;
     if (
       t.fields.some((f) =>
         [canonicalFromEntry(f).related_object_type, ...canonicalFromEntry(f).related_object_types]
@@ -384,6 +393,46 @@ function addedKeys(t: TypeEntry, s: DbType) {
   } catch {
     return [];
   }
+}
+
+/**
+ * The 400 the transaction answers when building an existing type's keys (`buildUniqueTogether`,
+ * `conditionalViolation`, in their order) over rows that break one the document adds, from the
+ * counts read ahead; null when none does. "transaction" when a broken partial key or check reads
+ * a field the apply adds: its default fills the rows, which the count read as empty.
+ */
+function keyViolation(
+  t: TypeEntry,
+  s: DbType,
+  reads: Reads,
+): ValidationError | null | "transaction" {
+  const count = (id: string) => reads.counted.added(s.cot.id, id) ?? 0;
+  for (const item of addedTogether(t, s))
+    if (count(item.id))
+      return new ValidationError({
+        unique_together: [
+          `Existing rows share values of ${item.set.join(", ")}; they must make a unique set.`,
+        ],
+      });
+  const fresh = t.fields.filter((f) => !s.fields.some((r) => r.schemaId === f.id));
+  const { keys, checks } = addedConditional(t, s);
+  for (const item of [...keys, ...checks]) {
+    const n = count(item.id);
+    if (!n) continue;
+    const one =
+      "key" in item ? { unique: [item.key], checks: [] } : { unique: [], checks: [item.check] };
+    if (fresh.some((f) => readsField(one, f.name))) return "transaction";
+    return "key" in item
+      ? new ValidationError({
+          unique_together: [
+            `${n} existing row(s) matching the condition share values of ${item.key.fields.join(", ")}; they must make a unique set.`,
+          ],
+        })
+      : new ValidationError({
+          checks: [`${n} existing row(s) do not match the check "${item.check.name}".`],
+        });
+  }
+  return null;
 }
 
 /**
@@ -744,6 +793,9 @@ async function stageExisting(step: Step, existing: DbType) {
   bumpType(batch, orm, cot, { ...set, lastUpdated: afterCot.lastUpdated } as Partial<CotRow>);
   const fieldsAfter = [...current, ...added];
   if (keys.together || keys.conditional) {
+    // keys over rows that break them (allowed by the gate): the transaction's 400, nothing written
+    const broken = keyViolation(t, existing, step.reads);
+    if (broken) await atPath(step.at, () => Promise.reject(broken));
     const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
     if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
     if (keys.conditional) addStatements(batch, orm, built.conditional);
