@@ -689,3 +689,31 @@ test("a schema apply that retypes fields on D1 (decision 0126): values converted
   expect((await json("GET", `${CO}/gauge/${b.id}/`)).body.code).toBeNull();
   expect(transactions).toBe(before);
 });
+
+test("keys and checks over rows that break them, allowed, on D1 (decision 0126): the transaction's 400s, nothing changed, no transaction", async () => {
+  const before = transactions;
+  const fields = [
+    { id: 1, name: "code", type: "text" },
+    { id: 2, name: "size", type: "integer" },
+  ];
+  const apply = (extra: Record<string, unknown> = {}, allow = true) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: { schema_version: "1", types: [{ name: "crate", slug: "crate", fields, ...extra }] },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  const first = await apply({}, false);
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  for (const size of [1, 1, 2]) await made(`${CO}/crate/`, { code: "x", size });
+  const together = await apply({ unique_together: [["code", "size"]] });
+  expect(together.status, JSON.stringify(together.body)).toBe(400);
+  expect(together.body.schema_errors[0].path).toBe("$.types[0].unique_together");
+  const check = await apply({ checks: [{ name: "small", condition: { size__lte: 1 } }] });
+  expect(check.status, JSON.stringify(check.body)).toBe(400);
+  expect(check.body.schema_errors[0].message).toBe(
+    '1 existing row(s) do not match the check "small".',
+  );
+  const exported = await json("GET", `${CO}/schema/export?slug=crate`);
+  expect(exported.body.types[0].unique_together ?? []).toEqual([]);
+  expect(exported.body.types[0].checks ?? []).toEqual([]);
+  expect(transactions).toBe(before);
+});

@@ -795,7 +795,7 @@ async function stageExisting(step: Step, existing: DbType) {
   if (keys.together || keys.conditional) {
     // keys over rows that break them (allowed by the gate): the transaction's 400, nothing written
     const broken = keyViolation(t, existing, step.reads);
-    if (broken) await atPath(step.at, () => Promise.reject(broken));
+    if (broken instanceof ValidationError) await atPath(step.at, () => Promise.reject(broken));
     const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
     if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
     if (keys.conditional) addStatements(batch, orm, built.conditional);
