@@ -698,12 +698,12 @@ test("keys and checks over rows that break them, allowed, on D1 (decision 0126):
   ];
   const apply = (extra: Record<string, unknown> = {}, allow = true) =>
     json("POST", `${CO}/schema/apply/`, {
-      schema: { schema_version: "1", types: [{ name: "crate", slug: "crate", fields, ...extra }] },
+      schema: { schema_version: "1", types: [{ name: "tote", slug: "tote", fields, ...extra }] },
       ...(allow ? { allow_destructive: true } : {}),
     });
   const first = await apply({}, false);
   expect(first.status, JSON.stringify(first.body)).toBe(200);
-  for (const size of [1, 1, 2]) await made(`${CO}/crate/`, { code: "x", size });
+  for (const size of [1, 1, 2]) await made(`${CO}/tote/`, { code: "x", size });
   const together = await apply({ unique_together: [["code", "size"]] });
   expect(together.status, JSON.stringify(together.body)).toBe(400);
   expect(together.body.schema_errors[0].path).toBe("$.types[0].unique_together");
@@ -712,7 +712,7 @@ test("keys and checks over rows that break them, allowed, on D1 (decision 0126):
   expect(check.body.schema_errors[0].message).toBe(
     '1 existing row(s) do not match the check "small".',
   );
-  const exported = await json("GET", `${CO}/schema/export?slug=crate`);
+  const exported = await json("GET", `${CO}/schema/export?slug=tote`);
   expect(exported.body.types[0].unique_together ?? []).toEqual([]);
   expect(exported.body.types[0].checks ?? []).toEqual([]);
   expect(transactions).toBe(before);
