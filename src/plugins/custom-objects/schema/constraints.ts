@@ -318,7 +318,7 @@ export async function dropConditional(db: Executor, cotId: number): Promise<void
 }
 
 /** Rows sharing a partial key's values among the rows its condition admits. */
-export function countPartialDuplicates(
+function countPartialDuplicates(
   db: Executor,
   cotId: number,
   fields: ConditionField[],
@@ -344,7 +344,7 @@ export function partialDuplicatesSql(
 }
 
 /** Rows a check's condition does not admit (an unknown result counts as not admitted). */
-export const countCheckViolations = (
+const countCheckViolations = (
   db: Executor,
   cotId: number,
   fields: ConditionField[],

@@ -31,7 +31,6 @@ import { APP_LABEL, FIELD_MODEL } from "../constants";
 import {
   alterFieldStatements,
   dropFieldStorageStatements,
-  fieldColumns,
   fieldStorageStatements,
   hasLinkTable,
 } from "../ddl";
