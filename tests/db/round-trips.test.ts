@@ -1064,3 +1064,58 @@ test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async ()
   expect((await t.json("POST", `${CO}/schema/apply/`, { body: back })).status).toBe(200);
   expect((await t.json("GET", `${CO}/${slug}/${made.id}/`)).body.size).toBe("12");
 });
+
+test("REST: a rename of a field a check reads, a removal of a compound key's field — 2 each (0126)", async () => {
+  const cot = await makeCot(t, `followed_${next()}`);
+  await addField(t, cot.id, { name: "rack", type: "integer" });
+  await addField(t, cot.id, { name: "slot", type: "integer" });
+  const unit = await addField(t, cot.id, { name: "unit", type: "integer" });
+  const url = `${CO}/custom-object-types/${cot.id}/`;
+  const keyed = await t.json("PATCH", url, {
+    body: {
+      unique_together: [
+        ["rack", "slot"],
+        ["rack", "unit"],
+      ],
+      checks: [{ name: "unit_cap", condition: { unit__lte: 40 } }],
+    },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  const names = [1, 2].map(() => `unit_${next()}`);
+  const final = names[1]!;
+  const renamed = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${unit.id}/`,
+    () => ({ name: names.shift() }),
+  );
+  const after = (await t.json("GET", url)).body;
+  expect(after.checks).toEqual([{ name: "unit_cap", condition: { [`${final}__lte`]: 40 } }]);
+  // the check holds under the new name
+  const over = await t.json("POST", `${CO}/${cot.slug}/`, { body: { [final]: 41 } });
+  expect(over.status).toBe(400);
+  const gone = [
+    await addField(t, cot.id, { name: `gone_a${next()}`, type: "integer" }),
+    await addField(t, cot.id, { name: `gone_b${next()}`, type: "integer" }),
+  ];
+  const held = await t.json("PATCH", url, {
+    body: {
+      unique_together: [
+        ["rack", "slot"],
+        ["rack", final],
+        ["rack", gone[0]!.name],
+        ["slot", gone[1]!.name],
+      ],
+    },
+  });
+  expect(held.status, JSON.stringify(held.body)).toBe(200);
+  // each removal drops the compound key holding the field, the others built again
+  const removed = await roundTrips(
+    "DELETE",
+    () => `${CO}/custom-object-type-fields/${gone.shift()!.id}/`,
+  );
+  expect({ renamed, removed }).toEqual({ renamed: 2, removed: 2 });
+  expect((await t.json("GET", url)).body.unique_together).toEqual([
+    ["rack", "slot"],
+    ["rack", final],
+  ]);
+});

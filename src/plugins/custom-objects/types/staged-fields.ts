@@ -2,8 +2,9 @@
  * `custom-object-type-fields/` writes as one read phase and one atomic batch (decision 0108):
  * the field row, its columns, indexes or link table, the type's new shape (guarded on its
  * `last_updated`), the search index and the change record; a retype converts the values read in
- * a second read (decision 0121). A rename, retype or removal of a field a conditional key or check
- * reads, and a retype or removal of a compound key's column, keep the transaction path.
+ * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
+ * anew), a removal drops the compound keys holding the field (decision 0126); a retype of a field
+ * a key or check reads keeps the transaction path.
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -36,9 +37,17 @@ import {
 } from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
-import { readsField, conditionalOf } from "../schema/constraints";
+import {
+  asConditionalError,
+  conditionalOf,
+  conditionalStatements,
+  readsField,
+  renameInConditional,
+  type Conditional,
+} from "../schema/constraints";
+import { refuseRemovingRead } from "../schema/constraints-api";
 import { encodedDefault, lossyRetype } from "../schema/operations";
-import { normalizeTogether } from "../schema/unique-together";
+import { normalizeTogether, setsOfFields, togetherStatements } from "../schema/unique-together";
 import { syncIndexStatements } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 import { fieldModel } from "./api";
@@ -226,13 +235,33 @@ async function runFieldBatch(
 }
 
 /**
- * Whether a field update needs the transaction path: a conditional key or check reads the field
- * and it is renamed; a retype `retypeStageable` refuses. A rename a compound key follows is
- * staged (SQLite renames the index's column; the stored set follows in the batch).
+ * Whether a field update needs the transaction path: a retype `retypeStageable` refuses. A rename
+ * a compound key follows is staged (SQLite renames the index's column; the stored set follows in
+ * the batch), and so is one a partial key or check reads (dropped and built anew, decision 0126).
  */
-function needsTransaction(cot: CotRow, field: FieldRow, draft: { name: string; type: string }) {
-  if (draft.type !== field.type) return !retypeStageable(field, draft, keysOf(cot));
-  return draft.name !== field.name && readsField(conditionalOf(cot), field.name);
+const needsTransaction = (cot: CotRow, field: FieldRow, draft: { name: string; type: string }) =>
+  draft.type !== field.type && !retypeStageable(field, draft, keysOf(cot));
+
+const none: Conditional = { unique: [], checks: [] };
+
+/**
+ * A rename's partial keys and checks (decision 0126): those reading the field dropped before the
+ * column moves, built after under its new name (the rows met them already: nothing to prove).
+ * Answers the statements around the rename and the constraints to store, or null.
+ */
+function followingConditional(cot: CotRow, field: FieldRow, next: FieldRow, fields: FieldRow[]) {
+  const have = conditionalOf(cot);
+  if (next.name === field.name || !readsField(have, field.name)) return null;
+  const want = renameInConditional(have, field.name, next.name);
+  try {
+    return {
+      before: conditionalStatements(cot.id, have, [], none),
+      after: conditionalStatements(cot.id, none, fields, want, true),
+      want,
+    };
+  } catch (e) {
+    throw asConditionalError(e);
+  }
 }
 
 const inTogether = (cot: CotRow, name: string) =>
@@ -287,7 +316,10 @@ async function updateField(
   if (storage === "transaction") return "transaction";
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
+  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
+  const conditional = followingConditional(cot, current, after, fieldsAfter);
   const batch = new Batch();
+  if (conditional) addStatements(batch, orm, conditional.before);
   batch.add(
     orm
       .update(customObjectTypeFields)
@@ -309,10 +341,13 @@ async function updateField(
           cot.uniqueTogether.map((set) => set.map((n) => (n === current.name ? draft.name : n))),
         )
       : undefined;
-  bumpType(batch, orm, cot, together ? { uniqueTogether: together } : {});
+  if (conditional) addStatements(batch, orm, conditional.after);
+  bumpType(batch, orm, cot, {
+    ...(together ? { uniqueTogether: together } : {}),
+    ...(conditional ? { conditionalConstraints: conditional.want } : {}),
+  });
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   const columnMoved = (draft.name !== current.name && !hasLinkTable(current)) || retyped;
-  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, columnMoved ? new Map() : read.stored);
   const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
     action: "update",
@@ -332,9 +367,18 @@ async function updateField(
   return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
 }
 
-/** Whether removing the field needs the transaction path (a key or check reads it). */
-function keyReads(cot: CotRow, field: FieldRow): boolean {
-  return readsField(conditionalOf(cot), field.name) || inTogether(cot, field.name);
+/**
+ * A removal's compound keys (decision 0126), as `followFieldChange` leaves them: the sets holding
+ * the field dropped, the others built again, before its column goes. Null when none holds it.
+ */
+function followingTogether(cot: CotRow, field: FieldRow, left: FieldRow[]) {
+  if (!inTogether(cot, field.name)) return null;
+  const had = normalizeTogether(cot.uniqueTogether);
+  const kept = had.filter((set) => !set.includes(field.name));
+  return {
+    statements: togetherStatements(cot.id, had.length, setsOfFields(kept, left)),
+    kept,
+  };
 }
 
 async function deleteField(
@@ -354,9 +398,11 @@ async function deleteField(
   if (!cot || !field) throw notFound(`No custom object type field with id ${id}.`);
   // the row as read is one the caller may delete; the batch is guarded on its stamp
   (read.more as () => void)();
-  if (!hookParts || keyReads(cot, field)) return "transaction";
+  if (!hookParts) return "transaction";
   options.admit?.(field);
   options.precondition?.(field.lastUpdated);
+  // a partial key or check reading it: the transaction's 400
+  refuseRemovingRead(cot, field);
   const prechange = await fieldRecord(ctx, field);
   const batch = new Batch();
   const hooks: StagedHook[] = [];
@@ -376,9 +422,11 @@ async function deleteField(
       ),
   );
   batch.add(guardChanged(orm));
-  addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
-  bumpType(batch, orm, cot);
   const left = fields.filter((f) => f.id !== id);
+  const together = followingTogether(cot, field, left);
+  if (together) addStatements(batch, orm, together.statements);
+  addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
+  bumpType(batch, orm, cot, together ? { uniqueTogether: together.kept } : {});
   // a column's removal dropped the index (its triggers name the column): it is built anew
   stageSearchIndex(ctx, batch, cot.id, left, hasLinkTable(field) ? read.stored : new Map());
   await stageChange(ctx, batch, options.resource, await read.rules(), {
