@@ -717,3 +717,37 @@ test("keys and checks over rows that break them, allowed, on D1 (decision 0126):
   expect(exported.body.types[0].checks ?? []).toEqual([]);
   expect(transactions).toBe(before);
 });
+
+test("REST on D1 (decision 0126): a rename a check follows, a removal of a compound key's field, a removal a check reads refused — no transaction", async () => {
+  const before = transactions;
+  const cot = await made(`${CO}/custom-object-types/`, { name: "slotted", slug: "slotted" });
+  const field = (name: string) =>
+    made(`${CO}/custom-object-type-fields/`, { custom_object_type: cot.id, name, type: "integer" });
+  await field("rack");
+  const unit = await field("unit");
+  const spare = await field("spare");
+  const url = `${CO}/custom-object-types/${cot.id}/`;
+  const keyed = await json("PATCH", url, {
+    unique_together: [["rack", "spare"]],
+    checks: [{ name: "unit_cap", condition: { unit__lte: 40 } }],
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  await made(`${CO}/slotted/`, { rack: 1, unit: 5, spare: 1 });
+  const renamed = await json("PATCH", `${CO}/custom-object-type-fields/${unit.id}/`, {
+    name: "height",
+  });
+  expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+  expect((await json("GET", url)).body.checks).toEqual([
+    { name: "unit_cap", condition: { height__lte: 40 } },
+  ]);
+  expect((await json("POST", `${CO}/slotted/`, { rack: 2, height: 41 })).status).toBe(400);
+  // the check reads "height": its removal is refused as the transaction refuses it
+  const refused = await json("DELETE", `${CO}/custom-object-type-fields/${unit.id}/`);
+  expect(refused.status).toBe(400);
+  expect(refused.body.name[0]).toContain("is read by a conditional unique key or check");
+  const dropped = await json("DELETE", `${CO}/custom-object-type-fields/${spare.id}/`);
+  expect(dropped.status, JSON.stringify(dropped.body)).toBe(204);
+  expect((await json("GET", url)).body.unique_together).toEqual([]);
+  expect((await made(`${CO}/slotted/`, { rack: 1, height: 6 })).rack).toBe(1);
+  expect(transactions).toBe(before);
+});
