@@ -295,5 +295,61 @@ for (const where of ["local", "remote"] as const)
         expect(graphql.body.errors).toBeUndefined();
         expect(graphql.body.data.custom_objects_port_list).toHaveLength(2);
       });
+
+      test("keys and checks over rows that break them, allowed: the same 400 on both backends, nothing changed (0126)", async () => {
+        const fields = [
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "size", type: "integer" },
+        ];
+        const bin = (extra: Record<string, unknown> = {}, more: unknown[] = []) =>
+          doc([{ name: "bin", slug: "bin", fields: [...fields, ...more], ...extra }]);
+        expect((await t.json("POST", `${SCHEMA}/apply`, { body: bin() })).status).toBe(200);
+        for (const size of [1, 1, 2]) await create(t, "bin", { code: "x", size });
+        const before = await dump(t);
+        const forced = async (body: unknown) => {
+          const r = await t.json("POST", `${SCHEMA}/apply`, {
+            body: { schema: body, allow_destructive: true },
+          });
+          expect(r.status, JSON.stringify(r.body)).toBe(400);
+          return r.body.schema_errors;
+        };
+        expect(await forced(bin({ unique_together: [["size", "code"]] }))).toEqual([
+          {
+            path: "$.types[0].unique_together",
+            message: "Existing rows share values of code, size; they must make a unique set.",
+          },
+        ]);
+        const partial = { fields: ["code"], condition: { size: 1 } };
+        expect(await forced(bin({ unique_together: [partial] }))).toEqual([
+          {
+            path: "$.types[0].unique_together",
+            message:
+              "2 existing row(s) matching the condition share values of code; they must make a unique set.",
+          },
+        ]);
+        const small = { name: "small", condition: { size__lte: 1 } };
+        // with a field added in the same document: its 400 still comes from the check
+        expect(
+          await forced(bin({ checks: [small] }, [{ id: 3, name: "note", type: "text" }])),
+        ).toEqual([
+          {
+            path: "$.types[0].checks",
+            message: '1 existing row(s) do not match the check "small".',
+          },
+        ]);
+        expect(
+          await forced(
+            doc([
+              { name: "bin", slug: "bin", fields: [{ ...fields[0], unique: true }, fields[1]] },
+            ]),
+          ),
+        ).toEqual([
+          {
+            path: "$.types[0].fields[0].unique",
+            message: 'Existing values of "code" are not unique.',
+          },
+        ]);
+        expect(await dump(t)).toBe(before);
+      });
     });
   });

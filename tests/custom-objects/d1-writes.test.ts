@@ -643,3 +643,111 @@ test("a cascade deeper than one read on D1 (decision 0120): another read, one ba
   expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(201);
   expect(transactions).toBe(before);
 });
+
+test("a schema apply that retypes fields on D1 (decision 0126): values converted, a lossy one gated, no transaction", async () => {
+  const before = transactions;
+  const apply = (types: unknown[], allow = false) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: { schema_version: "1", types },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  const gauge = (code: string, size: string, extra: unknown[] = []) => [
+    {
+      name: "gauge",
+      slug: "gauge",
+      fields: [
+        { id: 1, name: "code", type: code, primary: true },
+        { id: 2, name: "size", type: size, unique: true },
+        ...extra,
+      ],
+    },
+  ];
+  expect((await apply(gauge("text", "integer"))).status).toBe(200);
+  const a = await made(`${CO}/gauge/`, { code: "12", size: 1 });
+  const b = await made(`${CO}/gauge/`, { code: "twelve", size: 2 });
+  // integer → text, with a field added in the same apply: one batch
+  const grown = await apply(gauge("text", "text", [{ id: 3, name: "note", type: "text" }]));
+  expect(grown.status, JSON.stringify(grown.body)).toBe(200);
+  expect((await json("GET", `${CO}/gauge/${a.id}/`)).body.size).toBe("1");
+  // the unique index came back over the new column
+  expect((await json("POST", `${CO}/gauge/`, { code: "x", size: "1" })).status).toBe(400);
+  expect((await json("GET", `${CO}/gauge/?q=twelve`)).body.count).toBe(1);
+  // text → integer loses "twelve": the gate counts it, nothing changes until allowed
+  const lossy = await apply(gauge("integer", "text", [{ id: 3, name: "note", type: "text" }]));
+  expect(lossy.status).toBe(409);
+  expect(lossy.body.error).toBe("destructive_changes");
+  expect(lossy.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "code", reason: "lossy_type_change", rows: 1 }),
+  ]);
+  expect((await json("GET", `${CO}/gauge/${b.id}/`)).body.code).toBe("twelve");
+  const forced = await apply(
+    gauge("integer", "text", [{ id: 3, name: "note", type: "text" }]),
+    true,
+  );
+  expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+  expect((await json("GET", `${CO}/gauge/${a.id}/`)).body.code).toBe(12);
+  expect((await json("GET", `${CO}/gauge/${b.id}/`)).body.code).toBeNull();
+  expect(transactions).toBe(before);
+});
+
+test("keys and checks over rows that break them, allowed, on D1 (decision 0126): the transaction's 400s, nothing changed, no transaction", async () => {
+  const before = transactions;
+  const fields = [
+    { id: 1, name: "code", type: "text" },
+    { id: 2, name: "size", type: "integer" },
+  ];
+  const apply = (extra: Record<string, unknown> = {}, allow = true) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: { schema_version: "1", types: [{ name: "tote", slug: "tote", fields, ...extra }] },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  const first = await apply({}, false);
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  for (const size of [1, 1, 2]) await made(`${CO}/tote/`, { code: "x", size });
+  const together = await apply({ unique_together: [["code", "size"]] });
+  expect(together.status, JSON.stringify(together.body)).toBe(400);
+  expect(together.body.schema_errors[0].path).toBe("$.types[0].unique_together");
+  const check = await apply({ checks: [{ name: "small", condition: { size__lte: 1 } }] });
+  expect(check.status, JSON.stringify(check.body)).toBe(400);
+  expect(check.body.schema_errors[0].message).toBe(
+    '1 existing row(s) do not match the check "small".',
+  );
+  const exported = await json("GET", `${CO}/schema/export?slug=tote`);
+  expect(exported.body.types[0].unique_together ?? []).toEqual([]);
+  expect(exported.body.types[0].checks ?? []).toEqual([]);
+  expect(transactions).toBe(before);
+});
+
+test("REST on D1 (decision 0126): a rename a check follows, a removal of a compound key's field, a removal a check reads refused — no transaction", async () => {
+  const before = transactions;
+  const cot = await made(`${CO}/custom-object-types/`, { name: "slotted", slug: "slotted" });
+  const field = (name: string) =>
+    made(`${CO}/custom-object-type-fields/`, { custom_object_type: cot.id, name, type: "integer" });
+  await field("rack");
+  const unit = await field("unit");
+  const spare = await field("spare");
+  const url = `${CO}/custom-object-types/${cot.id}/`;
+  const keyed = await json("PATCH", url, {
+    unique_together: [["rack", "spare"]],
+    checks: [{ name: "unit_cap", condition: { unit__lte: 40 } }],
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  await made(`${CO}/slotted/`, { rack: 1, unit: 5, spare: 1 });
+  const renamed = await json("PATCH", `${CO}/custom-object-type-fields/${unit.id}/`, {
+    name: "height",
+  });
+  expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+  expect((await json("GET", url)).body.checks).toEqual([
+    { name: "unit_cap", condition: { height__lte: 40 } },
+  ]);
+  expect((await json("POST", `${CO}/slotted/`, { rack: 2, height: 41 })).status).toBe(400);
+  // the check reads "height": its removal is refused as the transaction refuses it
+  const refused = await json("DELETE", `${CO}/custom-object-type-fields/${unit.id}/`);
+  expect(refused.status).toBe(400);
+  expect(refused.body.name[0]).toContain("is read by a conditional unique key or check");
+  const dropped = await json("DELETE", `${CO}/custom-object-type-fields/${spare.id}/`);
+  expect(dropped.status, JSON.stringify(dropped.body)).toBe(204);
+  expect((await json("GET", url)).body.unique_together).toEqual([]);
+  expect((await made(`${CO}/slotted/`, { rack: 1, height: 6 })).rack).toBe(1);
+  expect(transactions).toBe(before);
+});

@@ -77,9 +77,9 @@ export function contractSuite(
     /**
      * "batched" where only the schema documents an apply takes as one batch can be applied (D1,
      * decisions 0111 and 0119: adding types and fields, changing attributes and names, choice
-     * sets, compound keys and checks, removals through the trash: 0120); a document that needs
-     * the transaction (a retype, a relation to a type it creates) answers 501 there, and the
-     * tests pin that. Types, fields and objects are one read and one batch everywhere.
+     * sets, compound keys and checks, removals through the trash: 0120, retypes: 0126); a
+     * document that needs the transaction (a relation to a type it creates) answers 501 there,
+     * and the tests pin that. Types, fields and objects are one read and one batch everywhere.
      */
     schemaApply?: "all" | "batched";
   } = {},

@@ -173,6 +173,36 @@ test("a field retyped while one of its values is written: 409, the value and the
   expect(kept.body.type).toBe("text");
 });
 
+test("a schema apply retyping a field while one of its values is written: the apply reruns and carries it, or 409 when it no longer converts (0126)", async () => {
+  const slug = `apply_retype_${++serial}`;
+  const schema = (type: string) => ({
+    schema: doc([{ name: slug, slug, fields: [{ id: 1, name: "count", type }] }]),
+  });
+  expect((await apply(schema("text"))).status).toBe(200);
+  const object = (await create(t, slug, { count: "12" })).id;
+  const retype = /^alter table "co_\d+" add column "count__retype"/i;
+  // a value that converts: the batch's guard fails, the apply reads again and carries 13
+  const carried = await raced(
+    retype,
+    () => apply(schema("integer")),
+    () => t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { count: "13" } }),
+  );
+  expect(carried.status, JSON.stringify(carried.body)).toBe(200);
+  expect((await t.json("GET", `${CO}/${slug}/${object}/`)).body.count).toBe(13);
+  // back to text, then a value written meanwhile that does not convert: the rerun's gate answers
+  expect((await apply(schema("text"))).status).toBe(200);
+  const refused = await raced(
+    retype,
+    () => apply(schema("integer")),
+    () => t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { count: "thirteen" } }),
+  );
+  expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+  expect(refused.body.error).toBe("destructive_changes");
+  expect((await t.json("GET", `${CO}/${slug}/${object}/`)).body.count).toBe("thirteen");
+  const exported = await t.json("GET", `${SCHEMA}/export?slug=${slug}`);
+  expect(exported.body.types[0].fields[0].type).toBe("text");
+});
+
 test("a cascade six levels deep raced by a new dependant at the bottom: 409, nothing deleted", async () => {
   const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
   const top = await namedCot(t, "chain0");

@@ -1,11 +1,12 @@
 /**
  * A schema apply as reads and one atomic batch (decision 0111), for the documents that add types
- * and fields, change attributes or names, carry choice sets, compound keys and checks (0119), or
- * remove fields and types through the trash (0120); the rest keeps the transaction (`applySchema`).
+ * and fields, change attributes, names or types (0126), carry choice sets, compound keys and
+ * checks (0119), or remove fields and types through the trash (0120); the rest keeps the
+ * transaction (`applySchema`).
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
-import { ApiError, forbidden } from "../../../core/errors";
+import { ApiError, forbidden, ValidationError } from "../../../core/errors";
 import { codename } from "../../../core/auth/permissions";
 import { recordUrl } from "../../../core/models/define";
 import {
@@ -47,6 +48,16 @@ import {
 } from "../types/staged";
 import { newTypeRow, typeRecord, typeTags } from "../types/staged-types";
 import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
+import {
+  heldWhole,
+  lostValues,
+  retypeStageable,
+  retypeStatements,
+  retypeValuesQuery,
+  type RetypeValues,
+} from "../types/staged-retype";
+import { isFieldType } from "../field-types";
+import { typeChangeRefused } from "../types/field-definition";
 import { encodedDefault } from "./operations";
 import { normalizeTogether, setsOfFields, togetherStatements } from "./unique-together";
 import {
@@ -54,11 +65,13 @@ import {
   conditionalOf,
   conditionalStatements,
   plainTogether,
+  readsField,
   wantedConditional,
   type Conditional,
 } from "./constraints";
 import type { SchemaDocument, TypeEntry } from "./document";
-import type { ChoiceSetRow, PrefetchedCounts, TypeDiff } from "./diff";
+import { addedTogether, type ChoiceSetRow, type PrefetchedCounts, type TypeDiff } from "./diff";
+import { addedConditional } from "./constraints-apply";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import {
   guardNothingPointsAt,
@@ -87,17 +100,33 @@ import {
   type DbType,
 } from "./state";
 
-/** Field attributes whose change needs the transaction: a retype converts stored values. */
-const TRANSACTION_ATTRS = ["type", "related_object_type", "related_object_types", "is_polymorphic"];
-
-/** Gated changes the batch makes (removals, decision 0120); any other gated change keeps the transaction. */
-const BATCHED_GATES = new Set(["field_removed", "type_removed"]);
+/** Field attributes whose change needs the transaction: a retarget clears links (a retype is read). */
+const TRANSACTION_ATTRS = ["related_object_type", "related_object_types", "is_polymorphic"];
 
 /**
- * Whether the batch takes the document: no retype or retarget, no gated change but removals, no
- * swap of names, no relation to a type it creates.
+ * Gated changes the batch takes: removals (decision 0120) and lossy retypes (0126); keys and
+ * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126).
+ * Any other gated change keeps the transaction.
  */
-function batchable(doc: SchemaDocument, diffs: TypeDiff[], state: Map<string, DbType>): boolean {
+const BATCHED_GATES = new Set([
+  "field_removed",
+  "type_removed",
+  "lossy_type_change",
+  "unique_over_duplicates",
+  "check_over_violations",
+]);
+
+/**
+ * Whether the batch takes the document: no retarget, no retype but those whose values the read
+ * holds, no gated change but removals and lossy retypes, no swap of names, no relation to a type
+ * it creates.
+ */
+function batchable(
+  doc: SchemaDocument,
+  diffs: TypeDiff[],
+  state: Map<string, DbType>,
+  reads: Reads,
+): boolean {
   // a slug both kept and removed: the transaction's order decides
   if ((doc.removed_types ?? []).some((r) => doc.types.some((t) => t.slug === r.slug))) return false;
   const creating = new Set(doc.types.filter((t) => !state.has(t.slug)).map((t) => t.slug));
@@ -105,6 +134,7 @@ function batchable(doc: SchemaDocument, diffs: TypeDiff[], state: Map<string, Db
     const diff = diffs[ti]!;
     const db = state.get(t.slug);
     if (diff.destructive_changes.some((g) => !BATCHED_GATES.has(g.reason))) return false;
+    if (db && keyViolation(t, db, reads) === "transaction") return false;
     if (
       t.fields.some((f) =>
         [canonicalFromEntry(f).related_object_type, ...canonicalFromEntry(f).related_object_types]
@@ -116,6 +146,8 @@ function batchable(doc: SchemaDocument, diffs: TypeDiff[], state: Map<string, Db
     return diff.field_changes.every((c) => {
       if (c.op === "remove" || c.op === "add") return true;
       if (TRANSACTION_ATTRS.some((k) => c.changed_attrs?.[k])) return false;
+      const row = db?.fields.find((f) => f.schemaId === c.schema_id);
+      if (c.changed_attrs?.type && !(row && reads.retyped(row.id))) return false;
       const rename = c.changed_attrs?.name;
       // a name another field still holds: the transaction frees it first
       return !rename || !db?.fields.some((f) => f.name === rename[1] && f.schemaId !== c.schema_id);
@@ -146,7 +178,7 @@ export async function applyStaged(
     sets,
     reads.counted,
   );
-  if (!batchable(document, diffs, state)) return "transaction";
+  if (!batchable(document, diffs, state, reads)) return "transaction";
   const going = goingTypes(document, state, reads);
   if (await needsTransaction(ctx, going)) return "transaction";
   const batch = new WriteBatch();
@@ -291,6 +323,8 @@ async function readPhase(
   const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
   const nextTrash = phase.add(nextIdQuery(orm, "custom_object_trash"));
   const values = new Map<number, () => Array<{ n: number }>>();
+  const added = new Map<string, () => Array<{ n: number }>>();
+  const retypes = new Map<number, { row: FieldRow; type: string; read: () => RetypeValues }>();
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -304,11 +338,20 @@ async function readPhase(
     tags.set(s.cot.id, await typeTags(ctx, phase, s.cot.id));
     for (const f of removedFields(t, s))
       values.set(f.id, phase.add(countQuery(orm, valuesCountSql(s.cot.id, f))));
+    for (const item of addedKeys(t, s))
+      if (item.count) added.set(`${s.cot.id}:${item.id}`, phase.add(countQuery(orm, item.count)));
+    for (const { row, type } of stagedRetypes(t, s))
+      retypes.set(row.id, { row, type, read: phase.add(retypeValuesQuery(orm, s.cot.id, row)) });
   }
   const going = await goingReads(ctx, phase, document, state);
   await phase.run(ctx);
   const counted = (read?: () => Array<{ n: number }>) =>
     read ? Number(read()[0]?.n ?? 0) : undefined;
+  // a retype's values, when the read holds them all
+  const retyped = (fieldId: number) => {
+    const r = retypes.get(fieldId);
+    return r && heldWhole(r.read()) ? r : undefined;
+  };
   return {
     cotRules: await cotRules(),
     fieldRules: await fieldRules(),
@@ -326,11 +369,94 @@ async function readPhase(
     counted: {
       values: (fieldId: number) => counted(values.get(fieldId)),
       rows: (cotId: number) => counted(going.get(cotId)?.rows),
+      added: (cotId: number, key: string) => counted(added.get(`${cotId}:${key}`)),
+      lossy: (fieldId: number, type: string) => {
+        const r = retyped(fieldId);
+        return r && r.type === type ? lostValues(r.row, type, r.read()) : undefined;
+      },
     } satisfies PrefetchedCounts,
+    /** A staged retype's values (decision 0126), or undefined: the transaction takes it. */
+    retyped: (fieldId: number) => retyped(fieldId)?.read(),
     going: (cotId: number) => going.get(cotId),
   };
 }
 const countQuery = (orm: Orm, count: SQL) => orm.all<{ n: number }>(sql`SELECT ${count} AS n`);
+
+/**
+ * The keys and checks the document adds to an existing type, with the counts the gate takes of
+ * the rows they would refuse; none when a condition is one the diff will refuse (it says why).
+ */
+function addedKeys(t: TypeEntry, s: DbType) {
+  try {
+    const conditional = addedConditional(t, s);
+    return [...addedTogether(t, s), ...conditional.keys, ...conditional.checks];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The 400 the transaction answers when building an existing type's keys (`buildUniqueTogether`,
+ * `conditionalViolation`, in their order) over rows that break one the document adds, from the
+ * counts read ahead; null when none does. "transaction" when a broken partial key or check reads
+ * a field the apply adds: its default fills the rows, which the count read as empty.
+ */
+function keyViolation(
+  t: TypeEntry,
+  s: DbType,
+  reads: Reads,
+): ValidationError | null | "transaction" {
+  const count = (id: string) => reads.counted.added(s.cot.id, id) ?? 0;
+  for (const item of addedTogether(t, s))
+    if (count(item.id))
+      return new ValidationError({
+        unique_together: [
+          `Existing rows share values of ${item.set.join(", ")}; they must make a unique set.`,
+        ],
+      });
+  const fresh = t.fields.filter((f) => !s.fields.some((r) => r.schemaId === f.id));
+  const { keys, checks } = addedConditional(t, s);
+  for (const item of [...keys, ...checks]) {
+    const n = count(item.id);
+    if (!n) continue;
+    const one =
+      "key" in item ? { unique: [item.key], checks: [] } : { unique: [], checks: [item.check] };
+    if (fresh.some((f) => readsField(one, f.name))) return "transaction";
+    return "key" in item
+      ? new ValidationError({
+          unique_together: [
+            `${n} existing row(s) matching the condition share values of ${item.key.fields.join(", ")}; they must make a unique set.`,
+          ],
+        })
+      : new ValidationError({
+          checks: [`${n} existing row(s) do not match the check "${item.check.name}".`],
+        });
+  }
+  return null;
+}
+
+/**
+ * The fields of an existing type whose type the document changes and that a batch can retype
+ * (`retypeStageable`, against the type's keys before and after): their values are read.
+ */
+function stagedRetypes(t: TypeEntry, s: DbType): Array<{ row: FieldRow; type: string }> {
+  const keys = {
+    together: [
+      ...normalizeTogether(s.cot.uniqueTogether),
+      ...normalizeTogether(plainTogether(t.unique_together)),
+    ],
+    conditional: [conditionalOf(s.cot), wantedConditional(t)],
+  };
+  const out: Array<{ row: FieldRow; type: string }> = [];
+  for (const f of t.fields) {
+    const row = s.fields.find((r) => r.schemaId === f.id);
+    const draft = { name: f.name, type: f.type };
+    if (!row || row.type === f.type || !isFieldType(f.type) || typeChangeRefused(row.type, f.type))
+      continue;
+    if (retypeStageable(row, draft, keys)) out.push({ row, type: f.type });
+  }
+  return out;
+}
 
 /** The fields of an existing type that its document entry removes (`removed_fields`). */
 function removedFields(t: TypeEntry, s: DbType): FieldRow[] {
@@ -644,7 +770,7 @@ async function stageExisting(step: Step, existing: DbType) {
   if (keys.conditional)
     addStatements(batch, orm, conditionalStatements(cot.id, keys.had.conditional, [], none));
   const kept = await stageRemovals(step, existing);
-  const { current, renamed } = await stageAlters(step, existing, kept.fields);
+  const { current, moved } = await stageAlters(step, existing, kept.fields);
   const added = await addedRows(step, cot.id, current, nowIso());
   for (const f of added) {
     batch.add(orm.insert(customObjectTypeFields).values(f));
@@ -667,12 +793,15 @@ async function stageExisting(step: Step, existing: DbType) {
   bumpType(batch, orm, cot, { ...set, lastUpdated: afterCot.lastUpdated } as Partial<CotRow>);
   const fieldsAfter = [...current, ...added];
   if (keys.together || keys.conditional) {
+    // keys over rows that break them (allowed by the gate): the transaction's 400, nothing written
+    const broken = keyViolation(t, existing, step.reads);
+    if (broken instanceof ValidationError) await atPath(step.at, () => Promise.reject(broken));
     const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
     if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
     if (keys.conditional) addStatements(batch, orm, built.conditional);
   }
-  // a renamed column dropped the search index (its triggers name the column): made anew
-  const stored = renamed || kept.dropped ? new Map<string, string>() : step.reads.index(cot.id);
+  // a renamed or retyped column dropped the search index (its triggers name it): made anew
+  const stored = moved || kept.dropped ? new Map<string, string>() : step.reads.index(cot.id);
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, stored);
   const tags = step.reads.tags(cot.id);
   step.changes.cots.push({
@@ -712,8 +841,9 @@ async function stageRemovals(step: Step, existing: DbType) {
 
 /**
  * The altered fields, each validated against the type's fields as the ones before it left
- * them (primary flags switched off first), guarded on its stamp. Answers the fields after them
- * and whether a column was renamed.
+ * them (primary flags switched off first), guarded on its stamp; a retype carries the values
+ * read (decision 0126). Answers the fields after them and whether a column was renamed or
+ * replaced.
  */
 async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
   const { ctx, batch, t, at, diff } = step;
@@ -726,7 +856,7 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
         Number(b.changed_attrs?.primary?.[1] === true),
     );
   let current = [...fields];
-  let renamed = false;
+  let moved = false;
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;
@@ -746,8 +876,13 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
         ),
     );
     batch.add(guardChanged(orm));
-    addStatements(batch, orm, alterFieldStatements(existing.cot.id, row, next));
-    renamed ||= next.name !== row.name && !hasLinkTable(row);
+    const retyped = next.type !== row.type;
+    // a retype carries the values read (`batchable` saw them held whole)
+    const storage = retyped
+      ? retypeStatements(existing.cot.id, row, next, step.reads.retyped(row.id)!)
+      : alterFieldStatements(existing.cot.id, row, next);
+    addStatements(batch, orm, storage);
+    moved ||= (next.name !== row.name && !hasLinkTable(row)) || retyped;
     current = current.map((f) => (f.id === row.id ? after : f));
     step.changes.fields.push({
       action: "update",
@@ -756,7 +891,7 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
       postchange: await fieldRecord(ctx, after, step.nested),
     });
   }
-  return { current, renamed };
+  return { current, moved };
 }
 
 const none: Conditional = { unique: [], checks: [] };

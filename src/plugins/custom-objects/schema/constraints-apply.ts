@@ -3,18 +3,18 @@
  * added partial key or check would refuse and gates them like a unique key over duplicates;
  * apply drops them before the type's columns move and builds them once the columns exist.
  */
-import { eq } from "drizzle-orm";
+import { eq, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import { valueColumn } from "../ddl";
 import type { FieldRow } from "../objects/values";
 import {
+  checkViolationsSql,
   conditionalOf,
-  countCheckViolations,
-  countPartialDuplicates,
   dropConditional,
   mergedTogether,
+  partialDuplicatesSql,
   plainTogether,
   rebuildConditional,
   wantedConditional,
@@ -22,7 +22,8 @@ import {
   type Conditional,
 } from "./constraints";
 import type { TypeEntry } from "./document";
-import type { DestructiveChange } from "./impact";
+import { countScalar, type DestructiveChange } from "./impact";
+import type { PrefetchedCounts } from "./diff";
 import type { DbType } from "./state";
 import { stableJson } from "./state";
 import { normalizeTogether } from "./unique-together";
@@ -53,6 +54,45 @@ function fieldsToday(t: TypeEntry, existing: DbType): ConditionField[] {
   });
 }
 
+/**
+ * The partial keys and checks a document adds to an existing type, each with the scalar count
+ * of the rows it would refuse (null: a key field holds no values yet) and its name for a count
+ * read ahead (`PrefetchedCounts.added`, decision 0126). Throws ConstraintIssue on a condition the
+ * fields do not support.
+ */
+export function addedConditional(t: TypeEntry, existing: DbType) {
+  const have = conditionalOf(existing.cot);
+  const want = wantedConditional(t);
+  if (sameConditional(have, want)) return { keys: [], checks: [] };
+  const fields = fieldsToday(t, existing);
+  const known = (s: string) => [...have.unique, ...have.checks].some((h) => stableJson(h) === s);
+  return {
+    keys: want.unique
+      .filter((key) => !known(stableJson(key)))
+      .map((key) => ({
+        key,
+        id: `unique:${stableJson(key)}`,
+        count: partialDuplicatesSql(existing.cot.id, fields, key),
+      })),
+    checks: want.checks
+      .filter((check) => !known(stableJson(check)))
+      .map((check) => ({
+        check,
+        id: `check:${stableJson(check)}`,
+        count: checkViolationsSql(existing.cot.id, fields, check) as SQL | null,
+      })),
+  };
+}
+
+/** A count of `added…`'s: read ahead when it was, else read now. */
+export const countAdded = async (
+  db: Executor,
+  cotId: number,
+  item: { id: string; count: SQL | null },
+  counted?: PrefetchedCounts,
+): Promise<number> =>
+  item.count ? (counted?.added(cotId, item.id) ?? (await countScalar(db, item.count))) : 0;
+
 /** Preview: the changed constraints in `cot_changes`, and gates over the rows they would refuse. */
 export async function diffConditional(
   db: Executor,
@@ -60,6 +100,7 @@ export async function diffConditional(
   existing: DbType,
   cotChanges: Record<string, [unknown, unknown]>,
   gate: Gate,
+  counted?: PrefetchedCounts,
 ): Promise<void> {
   const have = conditionalOf(existing.cot);
   const want = wantedConditional(t);
@@ -70,28 +111,26 @@ export async function diffConditional(
   ];
   if (stableJson(have.checks) !== stableJson(want.checks))
     cotChanges.checks = [have.checks, want.checks];
-  const fields = fieldsToday(t, existing);
-  const known = (s: unknown) => [...have.unique, ...have.checks].some((h) => stableJson(h) === s);
-  for (const key of want.unique) {
-    if (known(stableJson(key))) continue;
-    const dup = await countPartialDuplicates(db, existing.cot.id, fields, key);
+  const added = addedConditional(t, existing);
+  for (const item of added.keys) {
+    const dup = await countAdded(db, existing.cot.id, item, counted);
+    const names = item.key.fields.join(", ");
     if (dup)
       gate(
-        key.fields.join(","),
+        item.key.fields.join(","),
         "unique_over_duplicates",
         dup,
-        `the partial key [${key.fields.join(", ")}] is added while ${dup} row(s) matching its condition share those values with another row; the unique index cannot be built until they differ`,
+        `the partial key [${names}] is added while ${dup} row(s) matching its condition share those values with another row; the unique index cannot be built until they differ`,
       );
   }
-  for (const check of want.checks) {
-    if (known(stableJson(check))) continue;
-    const bad = await countCheckViolations(db, existing.cot.id, fields, check);
+  for (const item of added.checks) {
+    const bad = await countAdded(db, existing.cot.id, item, counted);
     if (bad)
       gate(
-        check.name,
+        item.check.name,
         "check_over_violations",
         bad,
-        `the check "${check.name}" is added while ${bad} row(s) do not match it; it cannot hold until they do`,
+        `the check "${item.check.name}" is added while ${bad} row(s) do not match it; it cannot hold until they do`,
       );
   }
 }

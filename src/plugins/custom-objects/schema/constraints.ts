@@ -15,7 +15,7 @@ import type { FilterSpec } from "../../../core/rest/query";
 import { fieldColumns, hasLinkTable, ident, tableName, valueColumn } from "../ddl";
 import { fieldType } from "../field-types";
 import type { FieldLike } from "../field-types/types";
-import { countDuplicates } from "./impact";
+import { countScalar, duplicatesCountSql } from "./impact";
 
 type Condition = Record<string, unknown> | Array<Record<string, unknown>>;
 export interface PartialKey {
@@ -318,31 +318,43 @@ export async function dropConditional(db: Executor, cotId: number): Promise<void
 }
 
 /** Rows sharing a partial key's values among the rows its condition admits. */
-export function countPartialDuplicates(
+function countPartialDuplicates(
   db: Executor,
   cotId: number,
   fields: ConditionField[],
   key: PartialKey,
 ): Promise<number> {
+  const count = partialDuplicatesSql(cotId, fields, key);
+  return count ? countScalar(db, count) : Promise.resolve(0);
+}
+
+/**
+ * `countPartialDuplicates` as a scalar subquery, or null when a key field has no column yet (it
+ * holds no values, and empty values never clash).
+ */
+export function partialDuplicatesSql(
+  cotId: number,
+  fields: ConditionField[],
+  key: PartialKey,
+): SQL | null {
   const keyFields = key.fields.map((n) => fields.find((f) => f.name === n)!);
-  // a field with no column yet holds no values, and empty values never clash
-  if (keyFields.some((f) => f.sqlColumn === null)) return Promise.resolve(0);
+  if (keyFields.some((f) => f.sqlColumn === null)) return null;
   const columns = keyFields.map((f) => f.sqlColumn ?? fieldColumns(f)[0]!);
-  return countDuplicates(db, cotId, columns, sql.raw(conditionText(key.condition, fields, "")));
+  return duplicatesCountSql(cotId, columns, sql.raw(conditionText(key.condition, fields, "")));
 }
 
 /** Rows a check's condition does not admit (an unknown result counts as not admitted). */
-export async function countCheckViolations(
+const countCheckViolations = (
   db: Executor,
   cotId: number,
   fields: ConditionField[],
   check: Check,
-): Promise<number> {
+): Promise<number> => countScalar(db, checkViolationsSql(cotId, fields, check));
+
+/** `countCheckViolations` as a scalar subquery. */
+export function checkViolationsSql(cotId: number, fields: ConditionField[], check: Check): SQL {
   const where = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "")}), 0)`);
-  const [r] = (await db.all(
-    sql`SELECT count(*) AS n FROM ${ident(tableName(cotId))} WHERE ${where}`,
-  )) as Array<{ n: number }>;
-  return Number(r?.n ?? 0);
+  return sql`(SELECT count(*) FROM ${ident(tableName(cotId))} WHERE ${where})`;
 }
 
 /** The message of a check a row fails: the raised text names the check and the fields it reads. */

@@ -13,10 +13,11 @@ import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
 import { fieldType } from "../field-types";
 import { normalizeTogether } from "./unique-together";
 import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
-import { diffConditional } from "./constraints-apply";
+import { countAdded, diffConditional } from "./constraints-apply";
 import {
   countDuplicates,
   countEmpty,
+  duplicatesCountSql,
   countLinksOutside,
   countLossy,
   countOutsideChoices,
@@ -85,10 +86,17 @@ export interface DiffLookups {
   counted?: PrefetchedCounts;
 }
 
-/** What a removal takes, read ahead by field id and by type id (`removalCountQueries`). */
+/**
+ * Counts a batched apply read ahead (decisions 0120, 0126): what a removal takes, by field id
+ * and by type id; the rows a key or check the document adds would refuse, by type id and the
+ * key's name (`addedTogether`, `addedConditional`); what a retype loses. Undefined: not read.
+ */
 export interface PrefetchedCounts {
   values(fieldId: number): number | undefined;
   rows(cotId: number): number | undefined;
+  added(cotId: number, key: string): number | undefined;
+  /** Values a field's retype to `type` cannot carry, from its values read ahead. */
+  lossy(fieldId: number, type: string): number | undefined;
 }
 
 function changedAttrs(
@@ -136,8 +144,8 @@ async function diffType(
   if (!existing) return newTypeDiff(diff, t, attrs);
 
   diff.cot_changes = changedAttrs(existing.attrs, attrs);
-  await diffTogether(db, t, existing, diff, gate);
-  await diffConditional(db, t, existing, diff.cot_changes, gate);
+  await diffTogether(db, t, existing, diff, gate, lookups.counted);
+  await diffConditional(db, t, existing, diff.cot_changes, gate, lookups.counted);
   const removedIds = new Set((t.removed_fields ?? []).map((r) => r.id));
   const keptNames = new Map<string, number>();
   for (const [schemaId, c] of existing.canonical)
@@ -191,6 +199,31 @@ const addition = (f: TypeEntry["fields"][number]): FieldChange => ({
   destructive: false,
 });
 
+/**
+ * The compound keys a document adds to an existing type, each with the scalar count of the rows
+ * that share its values (null: a new or renamed field holds none yet) and its name for a count
+ * read ahead (`PrefetchedCounts.added`, decision 0126).
+ */
+export function addedTogether(t: TypeEntry, existing: DbType) {
+  const haveKeys = new Set(normalizeTogether(existing.cot.uniqueTogether).map((s) => s.join(",")));
+  return normalizeTogether(plainTogether(t.unique_together))
+    .filter((set) => !haveKeys.has(set.join(",")))
+    .map((set) => {
+      const rows = set.map((n) =>
+        existing.fields.find(
+          (f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n),
+        ),
+      );
+      const count = rows.every((r) => r)
+        ? duplicatesCountSql(
+            existing.cot.id,
+            rows.map((r) => fieldColumns(r!)[0]!),
+          )
+        : null;
+      return { set, id: `together:${set.join(",")}`, count };
+    });
+}
+
 /** Changed compound keys; a new one over rows that share its values is gated. */
 async function diffTogether(
   db: Executor,
@@ -198,6 +231,7 @@ async function diffTogether(
   existing: DbType,
   diff: TypeDiff,
   gate: Gate,
+  counted?: PrefetchedCounts,
 ) {
   const wantTogether = normalizeTogether(plainTogether(t.unique_together));
   const haveTogether = normalizeTogether(existing.cot.uniqueTogether);
@@ -207,26 +241,14 @@ async function diffTogether(
     mergedTogether(wantTogether, wantedConditional(t)),
   ];
   // a new compound key over rows that share its values cannot be built
-  const haveKeys = new Set(haveTogether.map((set) => set.join(",")));
-  for (const set of wantTogether) {
-    if (haveKeys.has(set.join(","))) continue;
-    const rows = set.map((n) =>
-      existing.fields.find(
-        (f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n),
-      ),
-    );
-    if (rows.some((r) => !r)) continue; // a new or renamed field: no shared values yet
-    const dup = await countDuplicates(
-      db,
-      existing.cot.id,
-      rows.map((r) => fieldColumns(r!)[0]!),
-    );
+  for (const item of addedTogether(t, existing)) {
+    const dup = await countAdded(db, existing.cot.id, item, counted);
     if (dup)
       gate(
-        set.join(","),
+        item.set.join(","),
         "unique_over_duplicates",
         dup,
-        `unique_together [${set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`,
+        `unique_together [${item.set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`,
       );
   }
 }
@@ -306,7 +328,8 @@ interface Alteration {
 async function gateAlteration(a: Alteration) {
   const { db, cotId, row, have, want, changed, gate } = a;
   if (changed.type) {
-    const lost = await countLossy(db, cotId, row, want.type);
+    const lost =
+      a.lookups.counted?.lossy(row.id, want.type) ?? (await countLossy(db, cotId, row, want.type));
     if (lost) {
       gate(
         have.name,

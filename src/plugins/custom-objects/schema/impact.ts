@@ -46,8 +46,7 @@ export const rowsCountSql = (cotId: number): SQL =>
   sql`(SELECT count(*) FROM ${ident(tableName(cotId))})`;
 
 /** Rows of the type's table. */
-export const countRows = (db: Executor, cotId: number) =>
-  count(db, sql`SELECT ${rowsCountSql(cotId)} AS n`);
+export const countRows = (db: Executor, cotId: number) => countScalar(db, rowsCountSql(cotId));
 
 /**
  * Rows holding a value for the field (link rows for a multiobject field); a row with only a
@@ -68,7 +67,7 @@ export function valuesCountSql(cotId: number, f: FieldRow): SQL {
 
 /** `valuesCountSql`, read. */
 export const countValues = (db: Executor, cotId: number, f: FieldRow): Promise<number> =>
-  count(db, sql`SELECT ${valuesCountSql(cotId, f)} AS n`);
+  countScalar(db, valuesCountSql(cotId, f));
 
 /** Rows where the field is empty (null, or no links). */
 export async function countEmpty(db: Executor, cotId: number, f: FieldRow): Promise<number> {
@@ -82,14 +81,17 @@ export async function countEmpty(db: Executor, cotId: number, f: FieldRow): Prom
 }
 
 /** Rows whose (non-null) value some other row shares: what a unique index would refuse. */
-export async function countDuplicates(
+export const countDuplicates = (
   db: Executor,
   cotId: number,
   columns: string[],
   /** A partial key's condition (decision 0087): only the rows it admits count. */
   where?: SQL,
-): Promise<number> {
-  if (!columns.length) return 0;
+): Promise<number> =>
+  columns.length ? countScalar(db, duplicatesCountSql(cotId, columns, where)) : Promise.resolve(0);
+
+/** `countDuplicates` as a scalar subquery (a batched apply reads it ahead, decision 0126). */
+export function duplicatesCountSql(cotId: number, columns: string[], where?: SQL): SQL {
   const t = ident(tableName(cotId));
   const cols = sql.join(
     columns.map((c) => ident(c)),
@@ -99,11 +101,12 @@ export async function countDuplicates(
     [...columns.map((c) => sql`${ident(c)} IS NOT NULL`), ...(where ? [sql`(${where})`] : [])],
     sql` AND `,
   );
-  return count(
-    db,
-    sql`SELECT coalesce(sum(n), 0) AS n FROM (SELECT count(*) AS n FROM ${t} WHERE ${notNull} GROUP BY ${cols} HAVING count(*) > 1)`,
-  );
+  return sql`(SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM ${t} WHERE ${notNull} GROUP BY ${cols} HAVING count(*) > 1))`;
 }
+
+/** A scalar count subquery, read. */
+export const countScalar = (db: Executor, q: SQL): Promise<number> =>
+  count(db, sql`SELECT ${q} AS n`);
 
 /** Rows of a choice field holding a value outside `allowed`. */
 export async function countOutsideChoices(

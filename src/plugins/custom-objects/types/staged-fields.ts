@@ -2,10 +2,11 @@
  * `custom-object-type-fields/` writes as one read phase and one atomic batch (decision 0108):
  * the field row, its columns, indexes or link table, the type's new shape (guarded on its
  * `last_updated`), the search index and the change record; a retype converts the values read in
- * a second read (decision 0121). A rename, retype or removal of a field a conditional key or check
- * reads, and a retype or removal of a compound key's column, keep the transaction path.
+ * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
+ * anew), a removal drops the compound keys holding the field (decision 0126); a retype of a field
+ * a key or check reads keeps the transaction path.
  */
-import { and, eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
 import { guardChanged } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
@@ -31,23 +32,35 @@ import { APP_LABEL, FIELD_MODEL } from "../constants";
 import {
   alterFieldStatements,
   dropFieldStorageStatements,
-  fieldColumns,
   fieldStorageStatements,
   hasLinkTable,
-  ident,
-  retypeFieldStatements,
-  tableName,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
-import { isLossless, retypeConverter, type FieldRow } from "../objects/values";
-import { readsField, conditionalOf } from "../schema/constraints";
+import type { FieldRow } from "../objects/values";
+import {
+  asConditionalError,
+  conditionalOf,
+  conditionalStatements,
+  readsField,
+  renameInConditional,
+  type Conditional,
+} from "../schema/constraints";
+import { refuseRemovingRead } from "../schema/constraints-api";
 import { encodedDefault, lossyRetype } from "../schema/operations";
-import { normalizeTogether } from "../schema/unique-together";
+import { normalizeTogether, setsOfFields, togetherStatements } from "../schema/unique-together";
 import { syncIndexStatements } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 import { fieldModel } from "./api";
 import { refuseCycle } from "./cycles";
 import { validateField } from "./definitions";
+import {
+  heldWhole,
+  keysOf,
+  lostValues,
+  retypeStageable,
+  retypeStatements,
+  retypeValuesQuery,
+} from "./staged-retype";
 import {
   addStatements,
   asSchema,
@@ -222,74 +235,58 @@ async function runFieldBatch(
 }
 
 /**
- * Whether a field update needs the transaction path: a conditional key or check reads the field
- * and it is renamed or retyped; a retype of a compound key's column, of a field with more than
- * one column, or together with a rename. A rename a compound key follows is staged (SQLite
- * renames the index's column; the stored set follows in the batch).
+ * Whether a field update needs the transaction path: a retype `retypeStageable` refuses. A rename
+ * a compound key follows is staged (SQLite renames the index's column; the stored set follows in
+ * the batch), and so is one a partial key or check reads (dropped and built anew, decision 0126).
  */
-function needsTransaction(cot: CotRow, field: FieldRow, draft: { name: string; type: string }) {
-  const renamed = draft.name !== field.name;
-  const readByCheck = readsField(conditionalOf(cot), field.name);
-  if (draft.type === field.type) return renamed && readByCheck;
-  return (
-    readByCheck ||
-    renamed ||
-    inTogether(cot, field.name) ||
-    fieldColumns(field).length !== 1 ||
-    fieldColumns({ ...field, type: draft.type }).length !== 1
-  );
+const needsTransaction = (cot: CotRow, field: FieldRow, draft: { name: string; type: string }) =>
+  draft.type !== field.type && !retypeStageable(field, draft, keysOf(cot));
+
+const none: Conditional = { unique: [], checks: [] };
+
+/**
+ * A rename's partial keys and checks (decision 0126): those reading the field dropped before the
+ * column moves, built after under its new name (the rows met them already: nothing to prove).
+ * Answers the statements around the rename and the constraints to store, or null.
+ */
+function followingConditional(cot: CotRow, field: FieldRow, next: FieldRow, fields: FieldRow[]) {
+  const have = conditionalOf(cot);
+  if (next.name === field.name || !readsField(have, field.name)) return null;
+  const want = renameInConditional(have, field.name, next.name);
+  try {
+    return {
+      before: conditionalStatements(cot.id, have, [], none),
+      after: conditionalStatements(cot.id, none, fields, want, true),
+      want,
+    };
+  } catch (e) {
+    throw asConditionalError(e);
+  }
 }
 
 const inTogether = (cot: CotRow, name: string) =>
   (cot.uniqueTogether ?? []).some((set) => set.includes(name));
 
-/** Values a staged retype converts at most (read at once, bound as JSON in a few statements). */
-const RETYPE_MAX_VALUES = 50_000;
-/** Pairs per bound JSON value: D1 binds a value of at most 2 MB. */
-const RETYPE_CHUNK = 5_000;
-
 /**
- * A retype's storage (decision 0121): the values read (a second read), converted here as
- * `retypeFieldStorage` converts them, a lossy change refused without `allow_destructive` (409),
- * and the statements that carry them. "transaction" over `RETYPE_MAX_VALUES` values.
+ * A retype's storage (decision 0121): the values read (a second read), a lossy change refused
+ * without `allow_destructive` (409), and the statements that carry them. "transaction" over
+ * the values a staged retype takes.
  */
-async function retypeStatements(
+async function retypeStorage(
   ctx: WriteContext,
   cot: CotRow,
   field: FieldRow,
   draft: { type: string; unique: boolean },
 ): Promise<SQL[] | "transaction"> {
-  const orm = ctx.services.db.orm;
-  const column = ident(field.name);
   const phase = new ReadPhase();
-  const rows = phase.add(
-    orm.all<{ id: number; v: unknown }>(
-      sql`SELECT id, ${column} AS v FROM ${ident(tableName(cot.id))} WHERE ${column} IS NOT NULL ORDER BY id LIMIT ${RETYPE_MAX_VALUES + 1}`,
-    ),
-  );
+  const rows = phase.add(retypeValuesQuery(ctx.services.db.orm, cot.id, field));
   await phase.run(ctx);
   const read = rows();
-  if (read.length > RETYPE_MAX_VALUES) return "transaction";
-  const convert = retypeConverter(field.type, draft.type);
-  const written: Array<[number, unknown]> = [];
-  for (const r of read) {
-    const value = convert(r.v);
-    if (value !== undefined && value !== null) written.push([Number(r.id), value]);
-  }
-  const lost = isLossless(field.type, draft.type) ? 0 : read.length - written.length;
+  if (!heldWhole(read)) return "transaction";
+  const lost = lostValues(field, draft.type, read);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
-  const chunks = <T>(list: T[]) => {
-    const out: string[] = [];
-    for (let i = 0; i < list.length; i += RETYPE_CHUNK)
-      out.push(JSON.stringify(list.slice(i, i + RETYPE_CHUNK)));
-    return out;
-  };
-  return retypeFieldStatements(cot.id, field, draft, {
-    count: read.length,
-    read: chunks(read.map((r) => [Number(r.id), r.v])),
-    written: chunks(written),
-  });
+  return retypeStatements(cot.id, field, draft, read);
 }
 
 async function updateField(
@@ -314,12 +311,15 @@ async function updateField(
   if (needsTransaction(cot, current, draft)) return "transaction";
   const retyped = draft.type !== current.type;
   const storage = retyped
-    ? await retypeStatements(ctx, cot, current, draft)
+    ? await retypeStorage(ctx, cot, current, draft)
     : alterFieldStatements(cot.id, current, draft);
   if (storage === "transaction") return "transaction";
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
+  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
+  const conditional = followingConditional(cot, current, after, fieldsAfter);
   const batch = new Batch();
+  if (conditional) addStatements(batch, orm, conditional.before);
   batch.add(
     orm
       .update(customObjectTypeFields)
@@ -341,10 +341,13 @@ async function updateField(
           cot.uniqueTogether.map((set) => set.map((n) => (n === current.name ? draft.name : n))),
         )
       : undefined;
-  bumpType(batch, orm, cot, together ? { uniqueTogether: together } : {});
+  if (conditional) addStatements(batch, orm, conditional.after);
+  bumpType(batch, orm, cot, {
+    ...(together ? { uniqueTogether: together } : {}),
+    ...(conditional ? { conditionalConstraints: conditional.want } : {}),
+  });
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   const columnMoved = (draft.name !== current.name && !hasLinkTable(current)) || retyped;
-  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, columnMoved ? new Map() : read.stored);
   const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
     action: "update",
@@ -364,9 +367,18 @@ async function updateField(
   return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
 }
 
-/** Whether removing the field needs the transaction path (a key or check reads it). */
-function keyReads(cot: CotRow, field: FieldRow): boolean {
-  return readsField(conditionalOf(cot), field.name) || inTogether(cot, field.name);
+/**
+ * A removal's compound keys (decision 0126), as `followFieldChange` leaves them: the sets holding
+ * the field dropped, the others built again, before its column goes. Null when none holds it.
+ */
+function followingTogether(cot: CotRow, field: FieldRow, left: FieldRow[]) {
+  if (!inTogether(cot, field.name)) return null;
+  const had = normalizeTogether(cot.uniqueTogether);
+  const kept = had.filter((set) => !set.includes(field.name));
+  return {
+    statements: togetherStatements(cot.id, had.length, setsOfFields(kept, left)),
+    kept,
+  };
 }
 
 async function deleteField(
@@ -386,9 +398,11 @@ async function deleteField(
   if (!cot || !field) throw notFound(`No custom object type field with id ${id}.`);
   // the row as read is one the caller may delete; the batch is guarded on its stamp
   (read.more as () => void)();
-  if (!hookParts || keyReads(cot, field)) return "transaction";
+  if (!hookParts) return "transaction";
   options.admit?.(field);
   options.precondition?.(field.lastUpdated);
+  // a partial key or check reading it: the transaction's 400
+  refuseRemovingRead(cot, field);
   const prechange = await fieldRecord(ctx, field);
   const batch = new Batch();
   const hooks: StagedHook[] = [];
@@ -408,9 +422,11 @@ async function deleteField(
       ),
   );
   batch.add(guardChanged(orm));
-  addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
-  bumpType(batch, orm, cot);
   const left = fields.filter((f) => f.id !== id);
+  const together = followingTogether(cot, field, left);
+  if (together) addStatements(batch, orm, together.statements);
+  addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
+  bumpType(batch, orm, cot, together ? { uniqueTogether: together.kept } : {});
   // a column's removal dropped the index (its triggers name the column): it is built anew
   stageSearchIndex(ctx, batch, cot.id, left, hasLinkTable(field) ? read.stored : new Map());
   await stageChange(ctx, batch, options.resource, await read.rules(), {
