@@ -3,10 +3,12 @@
  * it, and returns without `process.exit`: the process must then end by itself. Argument `app`:
  * rounds of `openDatabase`, `runMigrations`, `createApp`, requests, a schema apply and custom
  * object writes, `db.close()`, then a flush of each round's type asked for after its close;
- * `cli`: `schema apply` and `schema export` against a local file through `schemaCommand`.
+ * `cli`: `schema apply` and `schema export` against a local file through `schemaCommand`;
+ * `busy`: a write that waited for a long write's lock.
  * Prints `closed` once its work is done.
  */
 import { join } from "node:path";
+import { sql } from "drizzle-orm";
 import { createApp } from "../../src/app";
 import { schemaCommand } from "../../src/cli/schema";
 import { loadConfig } from "../../src/config";
@@ -108,5 +110,40 @@ async function cliRun() {
   }
 }
 
-await (process.argv[2] === "cli" ? cliRun() : inProcessApp());
+/**
+ * A write on the main connection that met the lock of a long write (the background connection,
+ * a schema apply's) waits for its release, at most the busy timeout (ten minutes here): once the
+ * lock is back, that bound must not hold the process.
+ */
+async function busyWrite() {
+  const db = await openDatabase(`file:${join(dir, "busy.db")}`, undefined, {
+    busyTimeoutMs: 600_000,
+  });
+  await db.client.execute("CREATE TABLE t (x INTEGER)");
+  let entered!: () => void;
+  const inside = new Promise<void>((r) => (entered = r));
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const long = db.longWrite(() =>
+    db.transaction(async (tx) => {
+      await tx.run(sql`INSERT INTO t VALUES (1)`);
+      entered();
+      await held;
+    }),
+  );
+  await inside;
+  const waiting = db.client.execute("INSERT INTO t VALUES (2)");
+  // turns of the event loop (no time passes): the write tries, meets the lock and waits
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  release();
+  await Promise.all([long, waiting]);
+  await db.close();
+}
+
+const MODES: Record<string, () => Promise<void>> = {
+  app: inProcessApp,
+  cli: cliRun,
+  busy: busyWrite,
+};
+await MODES[process.argv[2] ?? "app"]!();
 console.log("closed");

@@ -1,10 +1,10 @@
 /**
  * A process that used the app in-process and closed the database ends by itself, as a bench or a
- * CLI run does: nothing the app started (the search index's flusher, a busy write's wait, the
- * read pool) keeps it alive. Before decision 0127 the flusher retried a closed database every
- * second for as long as the process lived, and `bench/faults.ts` sat idle for minutes after its
- * result. A real `bun` child (`app-exits.child.ts`) does the work; the test waits, bounded, for
- * it to exit.
+ * CLI run does: nothing the app started keeps it alive (decision 0127). Before, the search index's
+ * flushers retried their closed databases every second, holding the process in turn, and
+ * `bench/faults.ts` sat idle for minutes after its result; a write that had waited for a long
+ * write's lock left its busy-timeout timer running. A real `bun` child (`app-exits.child.ts`)
+ * does the work; the test waits, bounded, for it to exit.
  */
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,7 +21,7 @@ afterAll(() => {
 });
 
 /** Runs the child with `mode`; its exit code and output once it has exited by itself. */
-async function runChild(mode: "app" | "cli") {
+async function runChild(mode: "app" | "cli" | "busy") {
   const dir = mkdtempSync(join(tmpdir(), "host-app-exits-"));
   dirs.push(dir);
   const proc = Bun.spawn([process.execPath, "tests/faults/app-exits.child.ts", mode], {
@@ -54,6 +54,13 @@ test("after createApp, requests, a schema apply and db.close(), the process exit
 
 test("schema apply and export against a local file (the CLI's in-process app) exit by themselves", async () => {
   const run = await runChild("cli");
+  expect(run.stderr).toBe("");
+  expect(run.stdout.trim()).toBe("closed");
+  expect(run.code).toBe(0);
+});
+
+test("a write that waited for a long write's lock: once it is back, the process exits by itself", async () => {
+  const run = await runChild("busy");
   expect(run.stderr).toBe("");
   expect(run.stdout.trim()).toBe("closed");
   expect(run.code).toBe(0);
