@@ -196,6 +196,3 @@ if (which === "columns") {
 } else if (which === "prune") await prune();
 else if (which === "ddl") ddlTechniques(OTHERS, process.argv.slice(3));
 else console.log("usage: bun bench/faults.ts columns|prune|ddl [technique…]");
-// Done: a handle the in-process app leaves open (not found yet) kept the process alive for
-// minutes after some runs.
-process.exit(0);

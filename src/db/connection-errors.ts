@@ -31,6 +31,15 @@ function chainOf(error: unknown): Array<{ code: string; message: string }> {
   return chain;
 }
 
+/**
+ * Whether `error` says this process closed the database: libSQL's `CLIENT_CLOSED`, which our own
+ * connections throw too, wrapped or not by Drizzle's "Failed query". Work that meets it has
+ * nothing left to retry.
+ */
+export function isClosedDatabaseError(error: unknown): boolean {
+  return chainOf(error).some((c) => c.code === "CLIENT_CLOSED");
+}
+
 /** The failure a connection error stands for, or null when it is not a connection failure (e.g. bad SQL). */
 export function classifyDatabaseError(error: unknown, authTokenSet = true): DatabaseFailure | null {
   const chain = chainOf(error);

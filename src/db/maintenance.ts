@@ -6,7 +6,7 @@
  * native threads: the event loop goes on while a batch deletes, and waits for locks happen there
  * too. Opened on first use; one statement at a time; see docs/decisions/0101-prune-off-the-loop.md.
  */
-import type { InValue } from "@libsql/client";
+import { LibsqlError, type InValue } from "@libsql/client";
 import AsyncDatabase from "libsql/promise";
 import { BACKSTOP_PAGES } from "./checkpointer";
 
@@ -52,7 +52,7 @@ export class MaintenanceConnection {
   }
 
   async #run(sql: string, args: InValue[]): Promise<number> {
-    if (this.#closed) throw new Error("the database is closed");
+    if (this.#closed) throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
     // a failed open is tried again by the next statement
     this.#db ??= this.#open().catch((e) => {
       this.#db = null;

@@ -24,6 +24,7 @@ import {
   type Row,
 } from "@libsql/client";
 import AsyncDatabase from "libsql/promise";
+import { settledWithin } from "./bounded-wait";
 import type { RawRows } from "./client";
 import { argsToSql, fromSql, rowMaker, SqlResultSet, toLibsqlError } from "./rows";
 import type { SchemaGeneration } from "./local-client";
@@ -289,7 +290,7 @@ class Slot {
   /** Waits for the reads already sent (at most `ms`), then closes the connection. */
   async stop(ms: number) {
     this.#closed = true;
-    await Promise.race([this.#tail, Bun.sleep(ms)]);
+    await settledWithin(this.#tail, ms);
     this.#release();
     await this.ready.catch(() => undefined);
     this.#cache.clear();

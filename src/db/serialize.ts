@@ -15,6 +15,7 @@ import type {
   Transaction,
   TransactionMode,
 } from "@libsql/client";
+import { settledWithin } from "./bounded-wait";
 import { DatabaseBusyError, isBusyError } from "./client";
 
 /** A FIFO async lock. */
@@ -73,7 +74,7 @@ async function retryBusy<R>(options: SerializeOptions, attempt: () => Promise<R>
       const left = deadline - performance.now();
       if (left <= 0) throw new DatabaseBusyError();
       const released = options.lockReleased?.();
-      await (released ? Promise.race([released, sleep(left)]) : sleep(Math.min(delay, left)));
+      await (released ? settledWithin(released, left) : sleep(Math.min(delay, left)));
     }
   }
 }

@@ -6,11 +6,16 @@
  * and an index of the older form is upgraded by the migrations.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import {
   flushSearchIndexesNow,
   SearchFlusher,
 } from "../../src/plugins/custom-objects/search/flush";
+import { openDatabase } from "../../src/db/local";
+import { createLogger } from "../../src/services/logger";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { manualTimers, waitFor } from "../helpers/wait";
 import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
@@ -385,6 +390,32 @@ describe("full-text index", () => {
     }
     expect(clock.fired).toBe(2); // at 400 ms, though the writes never paused for 80
     expect(await drained()).toBe(true);
+  });
+
+  test("a flush armed when its database closed stops there: no retry is armed (0127)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "host-flush-closed-"));
+    const db = await openDatabase(`file:${join(dir, "closed.db")}`);
+    await db.close();
+    const lines: string[] = [];
+    const clock = manualTimers();
+    const flusher = new SearchFlusher(
+      { db, logger: createLogger("debug", (l) => lines.push(l)) },
+      80,
+      400,
+      clock,
+    );
+    try {
+      flusher.schedule(cot.id); // a write's flush, committed as the database closed
+      clock.advance(80);
+      expect(clock.fired).toBe(1);
+      await flusher.flushNow(); // settles the run the timer started
+      expect(lines.join("\n")).toContain("search index flush stopped: the database is closed");
+      expect(lines.join("\n")).not.toContain("retrying later");
+      clock.advance(60_000);
+      expect(clock.fired).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

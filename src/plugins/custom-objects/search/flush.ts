@@ -8,6 +8,7 @@
  */
 import type { Services } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
+import { isClosedDatabaseError } from "../../../db/connection-errors";
 import { flushSearchIndex, typesWithPending } from "./search-index";
 
 /**
@@ -20,6 +21,8 @@ const FLUSH_DELAY_MS = 150;
 const FLUSH_MAX_WAIT_MS = 1000;
 /** How often every type is swept (rows written by other processes or plain SQL, failed flushes). */
 const SWEEP_EVERY_MS = 60_000;
+/** After a failed flush (busy, a disk error), how long before the flusher tries again. */
+const RETRY_MS = 1000;
 
 const turn = () => new Promise<void>((r) => setTimeout(r, 0));
 
@@ -34,7 +37,8 @@ const REAL_CLOCK: FlushClock = {
   now: () => performance.now(),
   setTimer(fn, ms) {
     const timer = setTimeout(fn, ms);
-    // A pending flush does not keep a process (a CLI, a test run) alive; a sweep catches it later.
+    // A pending flush or retry does not keep a process (a CLI, a bench, a test run) alive: what
+    // it would have indexed stays pending, and the next start-up's or sweep's flush indexes it.
     (timer as { unref?: () => void }).unref?.();
     return () => clearTimeout(timer);
   },
@@ -65,19 +69,24 @@ export class SearchFlusher {
   /** When the armed timer's wait began (its first write), for FLUSH_MAX_WAIT_MS. */
   #waitingSince = 0;
 
-  #arm() {
+  /** Arms the timer: after the debounce, or `retryMs` after a failed flush. */
+  #arm(retryMs?: number) {
     if (this.#running) return;
     const now = this.clock.now();
     if (this.#timer) {
       this.#timer();
     } else this.#waitingSince = now;
-    const wait = Math.max(0, Math.min(this.delayMs, this.#waitingSince + this.maxWaitMs - now));
+    const wait =
+      retryMs ?? Math.max(0, Math.min(this.delayMs, this.#waitingSince + this.maxWaitMs - now));
     this.#timer = this.clock.setTimer(() => {
       this.#timer = null;
-      this.#running = this.#run().finally(() => {
-        this.#running = null;
-        if (this.#dirty.size || this.#sweep) this.#arm();
-      });
+      let failed = false;
+      this.#running = this.#run()
+        .then((ok) => void (failed = !ok))
+        .finally(() => {
+          this.#running = null;
+          if (this.#dirty.size || this.#sweep) this.#arm(failed ? RETRY_MS : undefined);
+        });
     }, wait);
   }
 
@@ -88,18 +97,24 @@ export class SearchFlusher {
       this.#timer = null;
     }
     while (this.#running) await this.#running;
-    this.#running = this.#run().finally(() => (this.#running = null));
+    this.#running = this.#run()
+      .then(() => undefined)
+      .finally(() => (this.#running = null));
     await this.#running;
   }
 
-  async #run(): Promise<void> {
+  /**
+   * Flushes the dirty types (every type's after a sweep request). False when a flush failed: its
+   * types stay dirty for a retry. A closed database ends the work for good (true, nothing dirty).
+   */
+  async #run(): Promise<boolean> {
     const db = this.services.db;
     let ids: number[] = [...this.#dirty];
     this.#dirty.clear();
     try {
       if (this.#sweep) {
         this.#sweep = false;
-        ids = [...new Set([...ids, ...(await typesWithPending(db.reader))])];
+        ids = [...new Set([...ids, ...(await this.#pendingTypes(ids))])];
       }
       for (const [i, cotId] of ids.entries()) {
         try {
@@ -116,16 +131,30 @@ export class SearchFlusher {
         }
         await turn();
       }
+      return true;
     } catch (e) {
-      const error = String((e as Error)?.message ?? e);
-      // a database closed under a pending flush (shutdown, a test's end): nothing to retry
-      if (/closed/i.test(error)) {
+      // a database closed under a pending flush (shutdown, a bench's or a test's end): nothing to
+      // retry, and no timer of ours may keep the process alive for it
+      if (isClosedDatabaseError(e)) {
         this.#dirty.clear();
         this.#sweep = false;
-        return;
+        this.services.logger.debug("search index flush stopped: the database is closed");
+        return true;
       }
+      const error = String((e as Error)?.message ?? e);
       this.services.logger.warn("search index flush failed; retrying later", { error });
-      await new Promise((r) => setTimeout(r, 1000));
+      return false;
+    }
+  }
+
+  /** Every type with pending rows; when that read fails, the sweep and `ids` wait for the retry. */
+  async #pendingTypes(ids: number[]): Promise<number[]> {
+    try {
+      return await typesWithPending(this.services.db.reader);
+    } catch (e) {
+      this.#sweep = true;
+      for (const id of ids) this.#dirty.add(id);
+      throw e;
     }
   }
 }
