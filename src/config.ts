@@ -74,7 +74,7 @@ const EnvSchema = v.object({
   ),
   DATABASE_AUTH_TOKEN: optionalNonEmpty(v.string()),
   DATABASE_READ_POOL: v.optional(intString(0, 16), "2"),
-  DATABASE_CACHE_MB: v.optional(intString(1, 65536), "4"),
+  DATABASE_CACHE_MB: v.optional(intString(2, 65536), "4"),
   REDIS_CACHING_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
   REDIS_CACHING_TOKEN: optionalNonEmpty(v.string()),
   REDIS_TASKS_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),

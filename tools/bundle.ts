@@ -33,6 +33,7 @@ export async function bundle(entry: string, name: string): Promise<string> {
       target: "bun",
       outdir: staging,
       sourcemap: "linked",
+      splitting: true,
     });
     if (!result.success)
       throw new AggregateError(
