@@ -98,12 +98,16 @@ if (opt.serve === "host") {
   const { runMigrations } = await import("../src/migrations");
   const { createCache } = await import("../src/services/cache");
   // DATABASE_READ_POOL from the environment, to compare the read pool on and off (decision 0057)
-  const pool = process.env.DATABASE_READ_POOL
-    ? { DATABASE_READ_POOL: process.env.DATABASE_READ_POOL }
-    : {};
-  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db!, ...pool }, "bun");
+  // DATABASE_CACHE_MB likewise, to compare page cache budgets (decision 0117)
+  const fromEnv = Object.fromEntries(
+    ["DATABASE_READ_POOL", "DATABASE_CACHE_MB"].flatMap((k) =>
+      process.env[k] ? [[k, process.env[k]]] : [],
+    ),
+  );
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: opt.db!, ...fromEnv }, "bun");
   const db = await openDatabase(config.database.url, undefined, {
     readPool: config.database.readPool,
+    cacheMb: config.database.cacheMb,
   });
   await runMigrations(db);
   const cache =

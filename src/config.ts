@@ -74,6 +74,7 @@ const EnvSchema = v.object({
   ),
   DATABASE_AUTH_TOKEN: optionalNonEmpty(v.string()),
   DATABASE_READ_POOL: v.optional(intString(0, 16), "2"),
+  DATABASE_CACHE_MB: v.optional(intString(2, 65536), "4"),
   REDIS_CACHING_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
   REDIS_CACHING_TOKEN: optionalNonEmpty(v.string()),
   REDIS_TASKS_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
@@ -132,8 +133,11 @@ export interface RedisSettings {
 export interface Config {
   plugins: string[];
   pluginsConfig: Record<string, Record<string, unknown>>;
-  /** `readPool`: async read connections of a local file database (Bun; 0 = off, decisions 0057, 0060). */
-  database: { url: string; authToken?: string; readPool: number };
+  /**
+   * `readPool`: async read connections of a local file database (Bun; 0 = off, decisions 0057,
+   * 0060); `cacheMb`: SQLite's page caches of its connections together (decision 0117).
+   */
+  database: { url: string; authToken?: string; readPool: number; cacheMb: number };
   redis: { caching?: RedisSettings; tasks?: RedisSettings };
   cacheBackend: "memory" | "database" | "redis" | "kv";
   host: string;
@@ -229,6 +233,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
       url: e.DATABASE_URL,
       authToken: e.DATABASE_AUTH_TOKEN,
       readPool: e.DATABASE_READ_POOL,
+      cacheMb: e.DATABASE_CACHE_MB,
     },
     redis,
     cacheBackend,

@@ -149,6 +149,7 @@ async function openMigrated(config: Config) {
   try {
     db = await openDatabase(config.database.url, config.database.authToken, {
       readPool: config.database.readPool,
+      cacheMb: config.database.cacheMb,
     });
     await runMigrations(db);
     const other = file && checkMarker(file, await databaseIdentity(db.orm));

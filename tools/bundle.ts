@@ -1,10 +1,12 @@
 /**
- * Builds a Bun entry point into one JavaScript file under `.build/<name>/` (decision 0062):
- * `npm start` runs `src/server.ts` that way, and the HTTP benches their servers. Loaded from
- * ~800 modules, the server kept each one's module record and environment in its JS heap
- * (about 4 MB live, twice that at the heap's size under load); one bundled file holds the same
- * code without them. Measured on the bench's list cell: 65 MB idle and 129 MB peak bundled,
- * 76 MB and 139–146 MB from the sources.
+ * Builds a Bun entry point into `.build/<name>/` (decision 0062): one JavaScript file, plus chunks
+ * for what the code imports on first use (the GraphQL engine, decision 0117). `npm start` runs
+ * `src/server.ts` that way, and the HTTP benches their servers. Loaded from ~800 modules, the
+ * server kept each one's module record and environment in its JS heap (about 4 MB live, twice
+ * that at the heap's size under load); the bundle holds the same code without them. Measured on
+ * the bench's list cell: 65 MB idle and 129 MB peak bundled, 76 MB and 139–146 MB from the
+ * sources. Chunk names are content hashes: a rebuild adds its own and leaves the old ones, which a
+ * server still running may load later.
  *
  * The output is always two folders below the repository (`.build/<name>/<entry>.js`): paths the
  * code resolves against its own file keep working there (`src/db/migrate.ts` finds
@@ -33,6 +35,7 @@ export async function bundle(entry: string, name: string): Promise<string> {
       target: "bun",
       outdir: staging,
       sourcemap: "linked",
+      splitting: true,
     });
     if (!result.success)
       throw new AggregateError(

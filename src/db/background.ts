@@ -13,6 +13,7 @@ import { DatabaseBusyError } from "./client";
 import { LocalClient, type SchemaGeneration } from "./local-client";
 import { serializeClient } from "./serialize";
 import { BACKSTOP_PAGES } from "./checkpointer";
+import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
 
 /** Longest stretch a long write holds the event loop between two turns it gives back. */
 const SLICE_MS = 8;
@@ -70,6 +71,8 @@ export class BackgroundConnection {
     private readonly schema: SchemaGeneration,
     /** After each commit of this connection (`SerializeOptions.committed`). */
     private readonly committed?: () => void,
+    /** Its page cache, in KiB (its share of the file's budget, `page-cache.ts`). */
+    private readonly cacheKib = SERVICE_CACHE_KIB,
   ) {}
 
   /** While a long write is open, resolves when it ends (the main connection's writes wait on it); else null. */
@@ -82,6 +85,7 @@ export class BackgroundConnection {
       const path = this.url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
       const raw = new LocalClient(path, this.schema);
       try {
+        await raw.execute(cacheSizePragma(this.cacheKib));
         await raw.execute("PRAGMA journal_mode=WAL");
         await raw.execute("PRAGMA synchronous=NORMAL");
         await raw.execute(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);

@@ -11,6 +11,7 @@
 import AsyncDatabase from "libsql/promise";
 import { endianness } from "node:os";
 import { walIndexReader } from "./change-stamp";
+import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
 
 /** Pages waiting in the WAL after which a checkpoint starts (SQLite's own default for autocheckpoint). */
 export const THRESHOLD_PAGES = 1000;
@@ -103,6 +104,7 @@ export class Checkpointer {
         const db = new AsyncDatabase(this.#path, {}) as unknown as NativeDatabase;
         // never waits on the event loop's behalf: a PASSIVE checkpoint skips what is locked
         await db.exec("PRAGMA busy_timeout=0");
+        await db.exec(cacheSizePragma(SERVICE_CACHE_KIB));
         return db;
       })();
       const db = await this.#db;

@@ -6,6 +6,7 @@
  */
 import { statSync } from "node:fs";
 import AsyncDatabase from "libsql/promise";
+import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
 import type { FileHealthReport } from "./client";
 
 /** After the check at start, the integrity check runs daily: it reads every page of the file. */
@@ -82,11 +83,17 @@ export class FileHealth implements FileHealthReport {
 
   /** Runs `PRAGMA quick_check` on a connection of its own; never throws. */
   async checkIntegrity(): Promise<{ ok: boolean; detail: string }> {
-    let db = null as { prepare(sql: string): Promise<any>; close(): void } | null;
+    let db = null as {
+      prepare(sql: string): Promise<any>;
+      exec(sql: string): Promise<unknown>;
+      close(): void;
+    } | null;
     let verdict: { ok: boolean; detail: string };
     try {
       const conn = new AsyncDatabase(this.path, {}) as unknown as NonNullable<typeof db>;
       db = conn;
+      // a scan of the whole file: a cache would only fill (the budget's service share)
+      await conn.exec(cacheSizePragma(SERVICE_CACHE_KIB));
       const stmt = await conn.prepare(`PRAGMA quick_check(${INTEGRITY_LINES})`);
       const lines: string[] = [];
       for await (const row of await stmt.raw(true).iterate()) lines.push(String(row[0]));

@@ -24,6 +24,7 @@ import type { Client, InArgs, InStatement } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import * as schema from "./schema";
 import { FileHealth } from "./file-health";
+import { cacheSizePragma, DEFAULT_CACHE_MB, servingCacheKib } from "./page-cache";
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -37,6 +38,11 @@ export interface LocalOptions {
    * every call on the main connection.
    */
   readPool?: number;
+  /**
+   * SQLite's page caches of a file's connections together, in MB (`page-cache.ts`, decision
+   * 0117); `DATABASE_CACHE_MB` in the config. Unset: `DEFAULT_CACHE_MB`.
+   */
+  cacheMb?: number;
 }
 
 export async function openDatabase(
@@ -55,7 +61,11 @@ export async function openDatabase(
   // Cached column lists of all this database's connections follow one schema generation.
   const generation = new SchemaGeneration();
   const raw = new LocalClient(inMemory ? ":memory:" : path, generation);
+  const poolSize = !inMemory ? (options.readPool ?? 0) : 0;
+  const cacheKib = servingCacheKib(options.cacheMb ?? DEFAULT_CACHE_MB, poolSize);
   if (!inMemory) {
+    // an in-memory database lives in its page cache: no size is set on it
+    await raw.execute(cacheSizePragma(cacheKib));
     await raw.execute("PRAGMA journal_mode=WAL");
     await raw.execute("PRAGMA synchronous=NORMAL");
     // checkpoints run on a connection of their own, off the event loop (`checkpointer.ts`)
@@ -74,11 +84,11 @@ export async function openDatabase(
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
   const background = inMemory
     ? null
-    : new BackgroundConnection(url, busyTimeoutMs, generation, committed);
+    : new BackgroundConnection(url, busyTimeoutMs, generation, committed, cacheKib);
   // An in-memory database exists on its own connection only: it cannot be shared with threads.
   const pool =
-    !inMemory && (options.readPool ?? 0) > 0
-      ? new ReadPool({ url, size: options.readPool!, busyTimeoutMs, schema: generation })
+    poolSize > 0
+      ? new ReadPool({ url, size: poolSize, busyTimeoutMs, schema: generation, cacheKib })
       : null;
   try {
     await pool?.ready();

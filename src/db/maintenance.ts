@@ -9,6 +9,7 @@
 import { LibsqlError, type InValue } from "@libsql/client";
 import AsyncDatabase from "libsql/promise";
 import { BACKSTOP_PAGES } from "./checkpointer";
+import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
 
 /** The parts of `libsql/promise` used here (its typings say `any`). */
 interface NativeStatement {
@@ -45,6 +46,7 @@ export class MaintenanceConnection {
     const db = new AsyncDatabase(this.path, {}) as unknown as NativeDatabase;
     // a lock another connection holds is waited for here, on the native thread
     await db.exec(`PRAGMA busy_timeout=${this.busyTimeoutMs}`);
+    await db.exec(cacheSizePragma(SERVICE_CACHE_KIB));
     await db.exec("PRAGMA foreign_keys=ON");
     await db.exec(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);
     this.#changes = await db.prepare("SELECT changes() AS n");

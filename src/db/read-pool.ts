@@ -28,6 +28,7 @@ import { settledWithin } from "./bounded-wait";
 import type { RawRows } from "./client";
 import { argsToSql, fromSql, rowMaker, SqlResultSet, toLibsqlError } from "./rows";
 import type { SchemaGeneration } from "./local-client";
+import { cacheSizePragma } from "./page-cache";
 
 export interface ReadPoolOptions {
   /** The database's `file:` URL, as the main connection opened it. */
@@ -38,6 +39,8 @@ export interface ReadPoolOptions {
   busyTimeoutMs: number;
   /** The database's schema generation, moved by its writing connections (`local-client.ts`). */
   schema?: SchemaGeneration;
+  /** Each connection's page cache, in KiB (its share of the file's budget, `page-cache.ts`). */
+  cacheKib?: number;
 }
 
 /** The parts of `libsql/promise` used here (its typings say `any`). */
@@ -123,6 +126,7 @@ class Slot {
     try {
       await db.exec("PRAGMA query_only=1");
       await db.exec(`PRAGMA busy_timeout=${this.options.busyTimeoutMs}`);
+      if (this.options.cacheKib) await db.exec(cacheSizePragma(this.options.cacheKib));
     } catch (e) {
       db.close();
       throw toLibsqlError(e);

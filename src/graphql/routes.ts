@@ -1,252 +1,39 @@
 /**
  * `/graphql/` (POST, and GET with `query=`): GraphQL over the same models, tokens and
- * permissions as `/api/`, served by graphql-yoga on Bun and Workers. The schema is built per
- * caller from what they may view and cached by the models' shape signature, so a custom object
- * type changed anywhere shows in the next request. Depth, cost, aliases and tokens are limited
- * (graphql-armor), rows by page size and bytes by the response budget (decision 0068); a request
- * over a limit gets a GraphQL error, never a 500 or a hang.
+ * permissions as `/api/`, served by graphql-yoga on Bun and Workers (`engine.ts`). The schema is
+ * built per caller from what they may view and cached by the models' shape signature, so a
+ * custom object type changed anywhere shows in the next request. Depth, cost, aliases and tokens
+ * are limited (graphql-armor), rows by page size and bytes by the response budget (decision
+ * 0068); a request over a limit gets a GraphQL error, never a 500 or a hang. The engine and its
+ * libraries are loaded on the first query (decision 0117).
  */
 import { errorBody } from "../api-error";
-import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
-import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
-import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
-import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
-import { GraphQLError, type GraphQLSchema } from "graphql";
-import { createYoga } from "graphql-yoga";
 import { Hono } from "hono";
-import { hasPermission } from "../core/auth/permissions";
 import { authenticate } from "../core/auth/middleware";
 import type { Ctx, HonoEnv, Services } from "../core/context";
 import { ApiError } from "../core/errors";
-import { readBody } from "../core/http";
-import { readContext } from "../core/rest/handlers";
-import { databaseStamp } from "../core/database-stamp";
-import { addGuard, guardFailure, hasGuards, onStale, settleGuards } from "../core/fresh-read";
-import { responseTooLarge } from "../core/rest/budget";
-import { pageCostPlugin } from "./page-cost";
-import { Loaders, type GraphQLContext } from "./loaders";
 import { GRAPHQL_PAGE, GRAPHQL_PAGE_CSP } from "./page";
-import { buildSchema, customObjectNames, HOST_NAMES } from "./schema";
-import type { Entry } from "./shared";
 
-/** The limits, documented in docs/decisions/0035-graphql.md. */
-export const GRAPHQL_LIMITS = {
-  maxDepth: 10,
-  maxCost: 2000,
-  maxAliases: 30,
-  maxTokens: 5000,
-  /** Rows one query's lists may return, each weighted by its page size (decision 0068). */
-  maxRows: 5000,
-} as const;
+export { GRAPHQL_LIMITS } from "./limits";
 
-const SCHEMA_CACHE_SIZE = 64;
+type Engine = (c: Ctx) => Promise<Response>;
 
-/** Runs `work`, then settles the guards no read took along (before the answer leaves). */
-async function settledAfter(c: Ctx, work: () => Promise<Response>): Promise<Response> {
-  try {
-    return await work();
-  } finally {
-    if (hasGuards(c)) await settleGuards(c);
-  }
-}
-
-interface ServerContext {
-  schema: GraphQLSchema;
-  graphql: GraphQLContext;
-}
-
-/** The host models GraphQL serves (those registered statically; a disabled plugin's are absent). */
-function hostEntriesOf(services: Services): Entry[] {
-  const hostEntries: Entry[] = [];
-  for (const [label, names] of Object.entries(HOST_NAMES)) {
-    const [app, model] = label.split(".") as [string, string];
-    const info = services.models
-      .staticModels()
-      .find((m) => m.appLabel === app && m.model === model);
-    if (info?.resource)
-      hostEntries.push({ label, resource: info.resource, field: names.field, type: names.type });
-  }
-  return hostEntries;
-}
-
-/**
- * The caller's schema: their visible models, cached by shape signature and visible set. Where
- * there is no change stamp, the signature comes from the registry's cache under a guard that
- * the first list's read carries (decision 0085).
- */
-function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
-  const cache = new Map<string, GraphQLSchema>();
-  const hostEntries = hostEntriesOf(services);
-  return async (c) => {
-    const ctx = readContext(c);
-    const guarded = databaseStamp(services) === null;
-    const dynamic = await services.models.dynamicModels(
-      ctx,
-      guarded ? (g) => addGuard(c, g) : undefined,
-    );
-    const entries = visibleEntries(c, hostEntries, dynamic.models);
-    const key = `${dynamic.signature}|${entries.map((e) => e.label).join(",")}`;
-    let schema = cache.get(key);
-    if (!schema) {
-      schema = buildSchema(entries, await relationTargetLabels(services, ctx, entries));
-      if (cache.size >= SCHEMA_CACHE_SIZE) cache.delete(cache.keys().next().value!);
-      cache.set(key, schema);
-    }
-    return schema;
+/** The engine for `services`, loaded once on first use; a failed load is tried again next time. */
+function lazyEngine(services: Services): () => Promise<Engine> {
+  let loading: Promise<Engine> | null = null;
+  return () => {
+    loading ??= import("./engine")
+      .then((m) => m.graphqlEngine(services))
+      .catch((e) => {
+        loading = null;
+        throw e;
+      });
+    return loading;
   };
-}
-
-type DynamicModel = Awaited<ReturnType<Services["models"]["dynamicModels"]>>["models"][number];
-
-/** The host and custom object entries the caller may view, in schema order. */
-function visibleEntries(c: Ctx, hostEntries: Entry[], dynamic: DynamicModel[]): Entry[] {
-  const cotNames = customObjectNames(dynamic.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })));
-  const entries = hostEntries.filter((e) => {
-    const [app, model] = e.label.split(".") as [string, string];
-    return hasPermission(c, "view", app, model);
-  });
-  for (const m of dynamic) {
-    if (!m.resource || !hasPermission(c, "view", m.appLabel, m.model)) continue;
-    const field = cotNames.get(m.catalogId ?? 0)!;
-    entries.push({
-      label: `${m.appLabel}.${m.model}`,
-      resource: m.resource,
-      field,
-      type: `CustomObject_${field.slice("custom_objects_".length)}`,
-    });
-  }
-  return entries;
-}
-
-/** "app.model" of every object type the entries' relations point at, by type id. */
-async function relationTargetLabels(
-  services: Services,
-  ctx: ReturnType<typeof readContext>,
-  entries: Entry[],
-): Promise<Map<number, string>> {
-  const typeIds = new Set<number>();
-  for (const e of entries)
-    for (const r of e.resource.relations ?? [])
-      for (const id of [r.targetTypeId, ...(r.targetTypeIds ?? [])])
-        if (id != null) typeIds.add(id);
-  const labelsById = new Map<number, string>();
-  for (const [id, ot] of await services.objectTypes.byIds([...typeIds], ctx.db))
-    labelsById.set(id, `${ot.appLabel}.${ot.model}`);
-  return labelsById;
-}
-
-/** graphql-yoga with the limits and the error masking (ApiError as BAD_REQUEST, the rest hidden). */
-function createServer(services: Services) {
-  return createYoga<ServerContext>({
-    schema: (sc) => sc.schema,
-    context: (sc) => sc.graphql,
-    graphqlEndpoint: "/graphql/",
-    graphiql: false,
-    landingPage: false,
-    batching: false,
-    logging: false,
-    maskedErrors: {
-      maskError(error, message) {
-        const original = (error as GraphQLError).originalError ?? error;
-        if (original instanceof ApiError) {
-          const body = original.body as { detail?: string };
-          return new GraphQLError(body.detail ?? JSON.stringify(body), {
-            extensions: { code: "BAD_REQUEST", status: original.statusCode },
-          });
-        }
-        if (
-          error instanceof GraphQLError &&
-          !(error.originalError && !(error.originalError instanceof GraphQLError))
-        )
-          return error;
-        services.logger.error("graphql resolver failed", {
-          error: String((original as Error)?.message ?? original),
-        });
-        return new GraphQLError(message);
-      },
-    },
-    plugins: [
-      maxTokensPlugin({ n: GRAPHQL_LIMITS.maxTokens }),
-      maxDepthPlugin({
-        n: GRAPHQL_LIMITS.maxDepth,
-        ignoreIntrospection: true,
-        flattenFragments: true,
-      }),
-      maxAliasesPlugin({ n: GRAPHQL_LIMITS.maxAliases }),
-      costLimitPlugin({
-        maxCost: GRAPHQL_LIMITS.maxCost,
-        ignoreIntrospection: true,
-        flattenFragments: true,
-      }),
-      pageCostPlugin(GRAPHQL_LIMITS.maxRows),
-    ],
-  });
-}
-
-type Server = ReturnType<typeof createServer>;
-
-/** Runs one GET or POST query, again once if a guard found a cache stale, within the budget. */
-async function answerQuery(
-  c: Ctx,
-  yoga: Server,
-  schemaFor: (c: Ctx) => Promise<GraphQLSchema>,
-): Promise<Response> {
-  const url = new URL(c.req.url);
-  url.pathname = "/graphql/";
-  let body: ArrayBuffer | undefined;
-  if (c.req.method === "POST") {
-    body = await readBody(c);
-  }
-  const ctx = readContext(c);
-  const run = async () => {
-    const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
-    const graphql: GraphQLContext = {
-      ctx,
-      auth: c.var.auth,
-      loaders: new Loaders(ctx, c.var.auth),
-      http: c,
-    };
-    return yoga.fetch(request, { schema: await schemaFor(c), graphql });
-  };
-  // A guard found its cache stale (the caller's grants, a type's shape): the schema and the
-  // resolvers were built on it, so the query runs again on the refreshed caches (once).
-  let stale = false;
-  onStale(c, () => {
-    stale = true;
-  });
-  let answer = await settledAfter(c, run);
-  if (stale) {
-    await answer.body?.cancel();
-    const failure = guardFailure(c);
-    if (failure) throw failure;
-    if (ctx.budget) ctx.budget.used = 0;
-    answer = await settledAfter(c, run);
-  }
-  // Lists that would pass the response budget stopped before reading their rows: the whole
-  // answer is the §4 error (with a GraphQL `errors` entry), not a partial result.
-  const budget = ctx.budget;
-  if (budget && budget.used > budget.limit) {
-    await answer.body?.cancel();
-    const error = responseTooLarge(budget.limit).body as { detail: string };
-    return c.json(
-      {
-        ...error,
-        errors: [
-          {
-            message: error.detail,
-            extensions: { code: "RESPONSE_TOO_LARGE", limit: budget.limit },
-          },
-        ],
-      },
-      400,
-    );
-  }
-  return answer;
 }
 
 export function graphqlRoutes(services: Services): Hono<HonoEnv> {
-  const schemaFor = schemaSource(services);
-  const yoga = createServer(services);
+  const engine = lazyEngine(services);
   const app = new Hono<HonoEnv>();
   // A browser asking for the page gets it without a token; queries need one like /api/.
   app.get("/", async (c, next) => {
@@ -259,7 +46,7 @@ export function graphqlRoutes(services: Services): Hono<HonoEnv> {
   // GraphQL reads with POST too: when login is optional an anonymous POST may read. Every query
   // is a read: the token's guard rides in the first list's read, and the route settles it.
   app.use("*", authenticate({ exempt: () => !services.config.loginRequired, readsSettled: true }));
-  app.on(["GET", "POST"], "/", (c) => answerQuery(c, yoga, schemaFor));
+  app.on(["GET", "POST"], "/", async (c) => (await engine())(c));
   app.all("/", () => {
     throw new ApiError(405, errorBody("method_not_allowed", "Method not allowed."), {
       Allow: "GET, POST, HEAD",

@@ -56,6 +56,7 @@ export async function makeTestApp(
   const config = loadConfig({ LOG_LEVEL: "silent", ...env, DATABASE_URL: dbUrl }, "bun");
   const db = await openDatabase(config.database.url, undefined, {
     readPool: config.database.readPool,
+    cacheMb: config.database.cacheMb,
   });
   await runMigrations(db);
   const cache =

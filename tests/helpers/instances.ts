@@ -17,6 +17,7 @@ export async function anotherInstance(
   const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: url }, "bun");
   const db = await openDatabase(config.database.url, undefined, {
     readPool: config.database.readPool,
+    cacheMb: config.database.cacheMb,
   });
   return {
     app: await createApp({ config, db, cache: createCache("memory", {}) }),
