@@ -1,8 +1,8 @@
 /**
  * A schema apply as reads and one atomic batch (decision 0111), for the documents that add types
  * and fields, change attributes, names or types (0126), carry choice sets, compound keys and
- * checks (0119), or remove fields and types through the trash (0120); the rest keeps the
- * transaction (`applySchema`).
+ * checks (0119), or remove fields and types through the trash (0120), by constrained callers too
+ * (0128); the rest keeps the transaction (`applySchema`).
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
