@@ -137,6 +137,39 @@ function suite(backend: "local" | "remote") {
       ]);
     });
 
+    test("a removed type restored by a caller who sees the whole trash but changes only some types", async () => {
+      const restorer = (
+        await userWith(t, "restorer", [
+          [["view"], TYPE, null],
+          [["add", "change"], TYPE, { slug__startswith: "ok" }],
+        ])
+      ).token;
+      await t.json("POST", `${SCHEMA}/apply/`, { body: doc([lab("spare", [code])]) });
+      await t.json("POST", `${SCHEMA}/apply/`, { body: doc([], ["spare"]) });
+      const entries = (await t.json("GET", `${SCHEMA}/trash/`, { token: restorer })).body.results;
+      const restore = async (name: string, slug: string, most: number) => {
+        const entry = entries.find(
+          (e: { custom_object_type: { slug: string } }) => e.custom_object_type.slug === slug,
+        );
+        await flushSearchIndexesNow(servicesOf(t.app));
+        proxy?.reset();
+        const r = await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token: restorer });
+        if (proxy) expect(proxy.count, JSON.stringify(r.body)).toBeLessThanOrEqual(most);
+        seen.push({ step: name, status: r.status, body: r.body });
+        return r;
+      };
+      // outside their change constraints once back: the transaction's 403, still in the trash
+      const refused = await restore("restore spare", "spare", 5);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+      expect(refused.body.detail).toContain("change the custom object type(s) spare");
+      const still = (await t.json("GET", `${SCHEMA}/trash/?slug=spare`)).body;
+      expect(still.count).toBe(1);
+      const back = await restore("restore ok_new", "ok_new", 4);
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      const slugs = (await exported()).types.map((x: { slug: string }) => x.slug).sort();
+      expect(slugs).toEqual(["ok_box", "ok_new", "secret", "theirs"]);
+    });
+
     test("outside the constraints: the transaction's 403, naming only submitted slugs, nothing written", async () => {
       const before = await exported();
       // a kept type outside their change constraints, beside one inside
