@@ -135,6 +135,19 @@ function suite(backend: "local" | "remote") {
         "note",
         "size",
       ]);
+      // a field of a type they may view but not change: 403, still in the trash
+      const trimmed = await t.json("POST", `${SCHEMA}/apply/`, {
+        body: doc([lab("theirs", [], { removed_fields: [code] })]),
+      });
+      expect(trimmed.status, JSON.stringify(trimmed.body)).toBe(200);
+      const [theirs] = (await t.json("GET", `${SCHEMA}/trash/?slug=theirs`, { token })).body
+        .results;
+      const refused = await step("restore theirs", 4, `${SCHEMA}/trash/${theirs.id}/restore/`);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+      expect((await t.json("GET", `${SCHEMA}/trash/?slug=theirs`)).body.count).toBe(1);
+      // put back by the unconstrained caller, for the steps after
+      const back2 = await t.json("POST", `${SCHEMA}/trash/${theirs.id}/restore/`);
+      expect(back2.status, JSON.stringify(back2.body)).toBe(200);
     });
 
     test("a removed type restored by a caller who sees the whole trash but changes only some types", async () => {
