@@ -16,7 +16,14 @@ import type { Database } from "../../src/db/client";
 import { d1Database, type D1Binding } from "../../src/db/d1";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { createCache } from "../../src/services/cache";
-import { d1PersistDir, d1Settings, d1SuperuserToken, migrateLocalD1 } from "../../tools/d1-local";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import {
+  d1Orm,
+  d1PersistDir,
+  d1Settings,
+  d1SuperuserToken,
+  migrateLocalD1,
+} from "../../tools/d1-local";
 import { BASE } from "../helpers/app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -749,5 +756,56 @@ test("REST on D1 (decision 0126): a rename a check follows, a removal of a compo
   expect(dropped.status, JSON.stringify(dropped.body)).toBe(204);
   expect((await json("GET", url)).body.unique_together).toEqual([]);
   expect((await made(`${CO}/slotted/`, { rack: 1, height: 6 })).rack).toBe(1);
+  expect(transactions).toBe(before);
+});
+
+test("a constrained caller's schema apply and trash restore on D1 (decision 0128): staged, the transaction's 403s, no transaction", async () => {
+  const SCHEMA = `${CO}/schema`;
+  const orm = d1Orm(binding);
+  const user = await createUser(orm, { username: "d1-shaper" });
+  const grant = await json("POST", "/api/users/permissions/", {
+    name: "d1-shaper-types",
+    actions: ["view", "add", "change", "delete"],
+    object_types: ["custom_objects.customobjecttype"],
+    users: [user.id],
+    constraints: { slug__startswith: "ok" },
+  });
+  expect(grant.status, JSON.stringify(grant.body)).toBe(201);
+  const shaper = (await issueToken(orm, { username: "d1-shaper" })).key;
+  const as = async (path: string, body?: unknown) => {
+    const res = await app.request(BASE + path, {
+      method: "POST",
+      headers: { authorization: `Token ${shaper}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const code = { id: 1, name: "code", type: "text" };
+  const note = { id: 2, name: "note", type: "text" };
+  const apply = (types: unknown[]) =>
+    as(`${SCHEMA}/apply/`, { schema: { schema_version: "1", types }, allow_destructive: true });
+  const before = transactions;
+  const made1 = await apply([{ name: "ok_d1", slug: "ok_d1", fields: [code, note] }]);
+  expect(made1.status, JSON.stringify(made1.body)).toBe(200);
+  const trimmed = await apply([
+    { name: "ok_d1", slug: "ok_d1", fields: [code], removed_fields: [note] },
+  ]);
+  expect(trimmed.status, JSON.stringify(trimmed.body)).toBe(200);
+  const entries = (await json("GET", `${SCHEMA}/trash/?slug=ok_d1`)).body.results;
+  expect(entries).toHaveLength(1);
+  const back = await as(`${SCHEMA}/trash/${entries[0].id}/restore/`);
+  expect(back.status, JSON.stringify(back.body)).toBe(200);
+  // outside the constraints: the transaction's 403, nothing made
+  const outside = await apply([{ name: "bad_d1", slug: "bad_d1", fields: [code] }]);
+  expect(outside.status, JSON.stringify(outside.body)).toBe(403);
+  expect(outside.body.detail).toContain("add the custom object type(s) bad_d1");
+  const kit = await apply([{ name: "kit", slug: "kit", fields: [code] }]);
+  expect(kit.status).toBe(403);
+  expect(kit.body.detail).toContain("change the custom object type(s) kit");
+  const slugs = (await json("GET", `${SCHEMA}/export/`)).body.types.map((t: any) => t.slug);
+  expect(slugs).toContain("ok_d1");
+  expect(slugs).not.toContain("bad_d1");
+  const fields = (await json("GET", `${SCHEMA}/export/?slug=ok_d1`)).body.types[0].fields;
+  expect(fields.map((f: { name: string }) => f.name)).toEqual(["code", "note"]);
   expect(transactions).toBe(before);
 });

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { userWith } from "../helpers/grants";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 import { SCHEMA, doc } from "./helpers";
@@ -233,4 +234,71 @@ test("a cascade six levels deep raced by a new dependant at the bottom: 409, not
   // and then it goes through, the late one with it
   expect((await t.req("DELETE", `${CO}/chain0/${ids[0]}/`)).status).toBe(204);
   expect((await t.req("GET", `${CO}/chain6/${late}/`)).status).toBe(404);
+});
+
+test("a constrained caller's apply raced by a change moving the type out of their constraints: reruns, 403, nothing written (0128)", async () => {
+  const slug = `ok_race_${++serial}`;
+  const code = { id: 1, name: "code", type: "text" };
+  const typed = (fields: unknown[]) => doc([{ name: slug, slug, group_name: "lab", fields }]);
+  expect((await apply({ schema: typed([code]) })).status).toBe(200);
+  const token = (
+    await userWith(t, `racer_${serial}`, [
+      [["view"], "custom_objects.customobjecttype", null],
+      [["add"], "custom_objects.customobjecttype", { slug__startswith: "ok" }],
+      [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
+      [
+        ["change"],
+        "custom_objects.customobjecttype",
+        { slug__startswith: "ok", group_name: "lab" },
+      ],
+    ])
+  ).token;
+  const id = (await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.results[0].id;
+  const grown = await raced(
+    /ADD COLUMN "extra"/i,
+    () =>
+      t.json("POST", `${SCHEMA}/apply/`, {
+        token,
+        body: { schema: typed([code, { id: 2, name: "extra", type: "text" }]) },
+      }),
+    () => t.json("PATCH", `${CO}/custom-object-types/${id}/`, { body: { group_name: "prod" } }),
+  );
+  expect(grown.status, JSON.stringify(grown.body)).toBe(403);
+  expect(grown.body.detail).toContain(`change the custom object type(s) ${slug}`);
+  const type = (await t.json("GET", `${CO}/custom-object-types/${id}/`)).body;
+  expect(type.group_name).toBe("prod");
+  expect(type.fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
+});
+
+test("a constrained caller's restore raced by a purge: the race's 409, not a refusal (0128)", async () => {
+  const slug = `ok_bin_${++serial}`;
+  const fields = [{ id: 1, name: "code", type: "text" }];
+  const note = { id: 2, name: "note", type: "text" };
+  expect(
+    (await apply({ schema: doc([{ name: slug, slug, fields: [...fields, note] }]) })).status,
+  ).toBe(200);
+  const gone = await apply({
+    schema: doc([{ name: slug, slug, fields, removed_fields: [note] }]),
+    allow_destructive: true,
+  });
+  expect(gone.status).toBe(200);
+  const token = (
+    await userWith(t, `binner_${serial}`, [
+      [["view", "add"], "custom_objects.customobjecttype", null],
+      [["change"], "custom_objects.customobjecttype", { slug__startswith: "ok" }],
+    ])
+  ).token;
+  const [entry] = (await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
+  const restore = await raced(
+    /^insert into "custom_object_type_fields"/i,
+    () => t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token }),
+    () =>
+      t
+        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
+        .then((r) => ({ status: r.status, body: null })),
+  );
+  expect(restore.status, JSON.stringify(restore.body)).toBe(409);
+  expect(restore.body.error).toBe("write_conflict");
+  const type = await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
+  expect(type.body.results[0].fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
 });

@@ -37,8 +37,11 @@ export async function requireCots(
   const refused = ids
     .filter((id) => !allowed.has(id))
     .map((id) => String(cots.get(id)?.slug ?? id));
-  if (refused.length)
-    throw forbidden(
-      `You do not have permission to ${action} the custom object type(s) ${refused.join(", ")} as submitted.`,
-    );
+  if (refused.length) throw cotsRefused(action, refused);
 }
+
+/** The 403 of a schema write touching types outside the caller's `action`, named by slug. */
+export const cotsRefused = (action: Action, slugs: string[]) =>
+  forbidden(
+    `You do not have permission to ${action} the custom object type(s) ${slugs.join(", ")} as submitted.`,
+  );

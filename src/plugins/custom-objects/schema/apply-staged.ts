@@ -1,8 +1,8 @@
 /**
  * A schema apply as reads and one atomic batch (decision 0111), for the documents that add types
  * and fields, change attributes, names or types (0126), carry choice sets, compound keys and
- * checks (0119), or remove fields and types through the trash (0120); the rest keeps the
- * transaction (`applySchema`).
+ * checks (0119), or remove fields and types through the trash (0120), by constrained callers too
+ * (0128); the rest keeps the transaction (`applySchema`).
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
@@ -37,7 +37,6 @@ import {
   asSchema,
   batchError,
   bumpType,
-  constrained,
   firstNext,
   idTaken,
   indexSchemaQuery,
@@ -72,6 +71,15 @@ import {
 import type { SchemaDocument, TypeEntry } from "./document";
 import { addedTogether, type ChoiceSetRow, type PrefetchedCounts, type TypeDiff } from "./diff";
 import { addedConditional } from "./constraints-apply";
+import {
+  admittedBySlug,
+  explainApply,
+  guardWritten,
+  refuseAsRead,
+  type TypeLimits,
+  typeLimits,
+  type Written,
+} from "./staged-limits";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import {
   guardNothingPointsAt,
@@ -167,7 +175,8 @@ export async function applyStaged(
 ): Promise<Applied | "transaction"> {
   const { document } = request;
   const slugs = documentSlugs(document);
-  const { state, references, sets } = await readState(ctx, document, slugs);
+  const limits = await typeLimits(ctx);
+  const { state, references, sets } = await readState(ctx, document, slugs, limits);
   // read before the checks: the gate's counts of what removals take ride in it
   const reads = await readPhase(ctx, document, state, sets);
   const { plan, diffs, graph } = await checkApply(
@@ -180,8 +189,8 @@ export async function applyStaged(
   );
   if (!batchable(document, diffs, state, reads)) return "transaction";
   const going = goingTypes(document, state, reads);
-  if (await needsTransaction(ctx, going)) return "transaction";
   const batch = new WriteBatch();
+  const written: Written = { changed: [], added: [] };
   const ids = {
     cot: reads.nextCot(),
     ot: reads.nextOt(),
@@ -197,7 +206,7 @@ export async function applyStaged(
     const at = `$.types[${ti}]`;
     const step = {
       ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested },
-      purge: request.purge,
+      ...{ purge: request.purge, written },
     };
     const existing = state.get(t.slug);
     typeAt.set(existing?.cot.id ?? ids.cot, ti);
@@ -213,7 +222,10 @@ export async function applyStaged(
   ];
   stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, reads.fieldRules, changes.fields);
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
-  await runApply(ctx, batch, document, typeAt);
+  if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
+  await runApply(ctx, batch, document, typeAt).catch((e) =>
+    limits ? explainApply(ctx, e, limits, written) : Promise.reject(e),
+  );
   for (const g of going)
     if (g.cot.objectTypeId) {
       const otId = g.cot.objectTypeId;
@@ -278,9 +290,19 @@ function lostToKey(text: string, document: SchemaDocument, typeAt: Map<number, n
  * The first read (with the caller's token): the document's types, every type's references and
  * the choice sets the document names.
  */
-async function readState(ctx: WriteContext, document: SchemaDocument, slugs: string[]) {
+async function readState(
+  ctx: WriteContext,
+  document: SchemaDocument,
+  slugs: string[],
+  limits: TypeLimits | null,
+) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
+  // a constrained caller's types as they are (decision 0128), judged before any check as `requireCots`
+  const removing = new Set((document.removed_types ?? []).map((r) => r.slug));
+  const kept = slugs.filter((s) => !removing.has(s));
+  const mayChange = admittedBySlug(orm, phase, kept, limits?.change);
+  const mayDelete = admittedBySlug(orm, phase, [...removing], limits?.delete);
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(orm, slugs);
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
@@ -289,6 +311,7 @@ async function readState(ctx: WriteContext, document: SchemaDocument, slugs: str
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
+  refuseAsRead(rows.cots, removing, { change: mayChange(), delete: mayDelete() });
   return {
     state: await typesFromRows(rows, orm, registry),
     references: await referencesFromRows(refCots(), refFields(), orm, registry),
@@ -519,28 +542,6 @@ function goingTypes(document: SchemaDocument, state: Map<string, DbType>, reads:
 }
 
 /**
- * Whether the caller's permissions keep the transaction: constraints on adding or changing
- * types and fields, or on deleting the types the document removes. A caller who may not delete
- * types at all is refused here (403), as the transaction would.
- */
-async function needsTransaction(ctx: WriteContext, going: Going[]): Promise<boolean> {
-  if (
-    (await constrained(ctx, cotModel.resource, "add")) ||
-    (await constrained(ctx, cotModel.resource, "change")) ||
-    (await constrained(ctx, fieldModel.resource, "add")) ||
-    (await constrained(ctx, fieldModel.resource, "change"))
-  )
-    return true;
-  if (!going.length || !(await constrained(ctx, cotModel.resource, "delete"))) return false;
-  const { appLabel, model } = cotModel.resource;
-  if (!ctx.auth.user?.permissions.has(codename(appLabel, "delete", model)))
-    throw forbidden(
-      `You do not have permission to delete the custom object type(s) ${going.map((g) => g.cot.slug).join(", ")} as submitted.`,
-    );
-  return true;
-}
-
-/**
  * A removed type other types still point at is refused (409 `protected`, as `removeType`):
  * fields of types the document also removes, or fields it removes, do not count.
  */
@@ -611,6 +612,8 @@ interface Step {
   reads: Reads;
   /** Removals are dropped at once instead of moved to the trash. */
   purge: boolean;
+  /** The types the batch writes, for a constrained caller's guards (decision 0128). */
+  written: Written;
   known: KnownChoiceSets;
   /** The choice sets' nested forms by id, as the batch leaves them (for the records). */
   nested: ReadonlyMap<number, ApiRecord>;
@@ -733,6 +736,7 @@ async function stageNew(step: Step) {
     orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
   );
   batch.add(orm.insert(customObjectTypes).values(row));
+  step.written.added.push(row);
   // a row a statement: D1 binds at most 100 values in one
   for (const f of fields) batch.add(orm.insert(customObjectTypeFields).values(f));
   addStatements(batch, orm, createCotTableStatements(row.id, fields));
@@ -791,6 +795,7 @@ async function stageExisting(step: Step, existing: DbType) {
   };
   const afterCot = { ...cot, ...set, lastUpdated: nextStamp(cot.lastUpdated) } as CotRow;
   bumpType(batch, orm, cot, { ...set, lastUpdated: afterCot.lastUpdated } as Partial<CotRow>);
+  step.written.changed.push({ before: cot, after: afterCot });
   const fieldsAfter = [...current, ...added];
   if (keys.together || keys.conditional) {
     // keys over rows that break them (allowed by the gate): the transaction's 400, nothing written

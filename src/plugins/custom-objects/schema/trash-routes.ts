@@ -72,8 +72,8 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     const rows = await allowed(ctx, c.var.auth, "view", await listTrash(ctx.db, slug || undefined));
     return c.json({ count: rows.length, results: rows.map(trashView) });
   });
-  // Off a local file, a restore is one read and one batch (decision 0120); a caller whose change
-  // permission carries constraints, and every restore on a local file, keep the transaction.
+  // Off a local file, a restore is one read and one batch (decision 0120), by a constrained
+  // caller too (0128); every restore on a local file keeps the transaction.
   app.post(
     "/schema/trash/:id/restore",
     foldsCredentials(async (c) => {
@@ -81,16 +81,17 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
       await requirePermission(c, "change", cotTarget);
       const id = entryId(c.req.param("id"));
       const entry = await entryFor(c, id, null);
+      // staged, a field's type is checked in the restore's read (decision 0128)
+      if (c.var.services.db.kind !== "local") {
+        const staged = await inStagedWrite(c, (ctx) => restoreStaged(ctx, entry));
+        return c.json({ restored: trashView(staged) });
+      }
       // a field's type must be one the caller may change; a restored type is checked once it is back
       if (
         entry.kind === "field" &&
         !(await allowed(readContext(c), c.var.auth, "change", [entry])).length
       )
         throw forbidden();
-      if (c.var.services.db.kind !== "local") {
-        const staged = await inStagedWrite(c, (ctx) => restoreStaged(ctx, entry));
-        if (staged !== "transaction") return c.json({ restored: trashView(staged) });
-      }
       const restored = await asLongWrite(c.var.services, () =>
         inTransaction(c, null, (tx) => restoreLogged(tx, id)),
       );

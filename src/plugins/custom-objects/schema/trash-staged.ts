@@ -42,7 +42,7 @@ import { dropIndexStatements } from "../search/search-index";
 import {
   addStatements,
   bumpType,
-  constrained,
+  guardAdmitted,
   messages,
   objectTypeQuery,
   takenQuery,
@@ -54,6 +54,7 @@ import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import { newShapeVersion } from "./operations";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import { DAY_MS, trashName, type TrashRow } from "./trash";
+import { admittedById, explainRestore, typeLimits } from "./staged-limits";
 
 type EntryValues = Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "rows">;
 
@@ -280,14 +281,12 @@ const restoreConflict = (detail: string) => ApiError.detail(409, detail, "restor
 
 /**
  * `restoreEntry` (with the route's change records) as one read and one atomic batch (decision
- * 0120). "transaction" when the caller's change permission carries constraints (they are judged
- * on the restored type, which the transaction reads back).
+ * 0120); a caller whose change permission carries constraints too, the type as restored guarded
+ * in the batch and a failed guard explained (0128).
  */
-export async function restoreStaged(
-  ctx: WriteContext,
-  row: TrashRow,
-): Promise<TrashRow | "transaction"> {
-  if (await constrained(ctx, cotModel.resource, "change")) return "transaction";
+export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<TrashRow> {
+  // a constrained caller: the type as restored guarded in the batch (decision 0128)
+  const limit = (await typeLimits(ctx))?.change;
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
   const cotRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL });
@@ -296,15 +295,22 @@ export async function restoreStaged(
   takeEntry(batch, orm, row.id);
   const staged =
     row.kind === "field"
-      ? await stageFieldRestore(ctx, phase, batch, row)
+      ? await stageFieldRestore(
+          ctx,
+          phase,
+          batch,
+          row,
+          admittedById(orm, phase, row.customObjectTypeId, limit),
+        )
       : await stageTypeRestore(ctx, phase, batch, row);
   const [cotOt, fieldOt] = [
     await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL),
     await ctx.services.objectTypes.ensure(APP_LABEL, FIELD_MODEL),
   ];
-  const { cot, fields } = await staged();
+  const { cot, fields, stamp } = await staged();
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, await cotRules(), [cot]);
   stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, await fieldRules(), fields);
+  if (limit) guardAdmitted(batch, orm, cotModel.resource, row.customObjectTypeId, limit);
   try {
     await batch.run(ctx);
   } catch (e) {
@@ -316,12 +322,14 @@ export async function restoreStaged(
       throw restoreConflict(
         `What the entry restores (type "${row.slug}", field "${row.name}") exists again; remove or rename it first.`,
       );
+    if (limit) await explainRestore(ctx, e, row, stamp);
     throw e;
   }
   return row;
 }
 
-type RestoreChanges = { cot: StagedChange; fields: StagedChange[] };
+/** A restore's change records, and the type's stamp as read when it is changed (a field's). */
+type RestoreChanges = { cot: StagedChange; fields: StagedChange[]; stamp?: string };
 
 const created = async (ctx: WriteContext, f: FieldRow): Promise<StagedChange> => ({
   action: "create",
@@ -353,6 +361,7 @@ async function stageFieldRestore(
   phase: ReadPhase,
   batch: WriteBatch,
   row: TrashRow,
+  admit: () => void,
 ): Promise<() => Promise<RestoreChanges>> {
   const orm = ctx.services.db.orm;
   const field = row.record.field as FieldRow;
@@ -360,6 +369,8 @@ async function stageFieldRestore(
   const tags = await typeTags(ctx, phase, row.customObjectTypeId);
   const columns = phase.add(columnsQuery(orm, tableName(row.customObjectTypeId)));
   await phase.run(ctx);
+  // the route's check that the caller may change the field's type, first (0128)
+  admit();
   const cot = reads.cot();
   if (!cot)
     throw restoreConflict(`The type of field "${field.name}" is gone; restore the type first.`);
@@ -395,6 +406,7 @@ async function stageFieldRestore(
       postchange: await typeRecord(ctx, afterCot, fieldsAfter, tags()),
     },
     fields: [await created(ctx, restored)],
+    stamp: cot.lastUpdated,
   });
 }
 

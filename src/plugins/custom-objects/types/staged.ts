@@ -96,15 +96,6 @@ export async function stageChange(
   return stageChanges(ctx, batch, resource, objectTypeId, rules, [change]);
 }
 
-/** Whether the caller's permission on `resource` has constraints: those writes keep the transaction. */
-export async function constrained(
-  ctx: WriteContext,
-  resource: Resource,
-  action: "add" | "change" | "delete",
-): Promise<boolean> {
-  return !!(await restrictWhere(ctx, ctx.auth, action, resource));
-}
-
 /** A failed batch as its answer (a guard: 409; a unique index: 400 on its field). */
 export function batchError(e: unknown, resource: Resource): unknown {
   return mapConstraintError(e, resource) ?? e;
