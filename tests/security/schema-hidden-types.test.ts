@@ -125,6 +125,15 @@ function suite(backend: "local" | "remote") {
       ]);
     });
 
+    test("the REST delete of a type a hidden type points at names none of it either", async () => {
+      const [target] = (
+        await t.json("GET", `${CO}/custom-object-types/?slug=lab_target`, { token })
+      ).body.results;
+      const r = await t.json("DELETE", `${CO}/custom-object-types/${target.id}/`, { token });
+      expect(r.status, JSON.stringify(r.body)).toBe(409);
+      expect(JSON.stringify(r.body)).not.toMatch(/secret_link|vault|field\(s\)|type id/);
+    });
+
     test("a hidden type's slug answers exactly as a slug that does not exist", async () => {
       const whileHidden = await probe();
       // the hidden type untouched by all of it

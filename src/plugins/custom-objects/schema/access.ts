@@ -78,6 +78,7 @@ export async function protectedRefusal(
   ctx: WriteContext,
   slug: string,
   refs: Array<{ name: string; cotId: number }>,
+  verb: "remove" | "delete" = "remove",
 ) {
   const cotIds = [...new Set(refs.map((r) => r.cotId))];
   const viewable = await cotsAllowed(ctx, ctx.auth, "view", cotIds);
@@ -85,7 +86,7 @@ export async function protectedRefusal(
   const example = shown ? ` (e.g. "${shown.name}")` : "";
   return ApiError.detail(
     409,
-    `Cannot remove custom object type "${slug}": fields of other types point at it${example}. Remove those fields first.`,
+    `Cannot ${verb} custom object type "${slug}": fields of other types point at it${example}. Remove those fields first.`,
     "protected",
   );
 }
