@@ -10,7 +10,7 @@ import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
 import { guardChanged, isWriteConflict, type Orm } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
-import { ApiError, notFound, ValidationError } from "../../../core/errors";
+import { notFound, ValidationError } from "../../../core/errors";
 import type {
   ApiRecord,
   StagedOptions,
