@@ -800,8 +800,9 @@ test("a constrained caller's schema apply and trash restore on D1 (decision 0128
   expect(outside.status, JSON.stringify(outside.body)).toBe(403);
   expect(outside.body.detail).toContain("add the custom object type(s) bad_d1");
   const kit = await apply([{ name: "kit", slug: "kit", fields: [code] }]);
+  // a type they may not view answers as a missing slug does: an add refused (decision 0129)
   expect(kit.status).toBe(403);
-  expect(kit.body.detail).toContain("change the custom object type(s) kit");
+  expect(kit.body.detail).toContain("add the custom object type(s) kit");
   const slugs = (await json("GET", `${SCHEMA}/export/`)).body.types.map((t: any) => t.slug);
   expect(slugs).toContain("ok_d1");
   expect(slugs).not.toContain("bad_d1");

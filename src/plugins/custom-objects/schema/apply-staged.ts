@@ -7,6 +7,7 @@
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, forbidden, ValidationError } from "../../../core/errors";
+import { protectedRefusal, withoutHidden } from "./access";
 import { codename } from "../../../core/auth/permissions";
 import { recordUrl } from "../../../core/models/define";
 import {
@@ -78,6 +79,7 @@ import {
   refuseAsRead,
   type TypeLimits,
   typeLimits,
+  viewLimit,
   type Written,
 } from "./staged-limits";
 import { rowsCountSql, valuesCountSql } from "./impact";
@@ -171,12 +173,13 @@ type Applied = { applied: true; diffs: TypeDiff[]; trash: number[] } & Record<st
  */
 export async function applyStaged(
   ctx: WriteContext,
-  request: ApplyRequest,
+  submitted: ApplyRequest,
 ): Promise<Applied | "transaction"> {
-  const { document } = request;
+  const { document } = submitted;
   const slugs = documentSlugs(document);
   const limits = await typeLimits(ctx);
-  const { state, references, sets } = await readState(ctx, document, slugs, limits);
+  const { state, references, sets, hidden } = await readState(ctx, document, slugs, limits);
+  const request = { ...submitted, hidden };
   // read before the checks: the gate's counts of what removals take ride in it
   const reads = await readPhase(ctx, document, state, sets);
   const { plan, diffs, graph } = await checkApply(
@@ -214,7 +217,7 @@ export async function applyStaged(
     else await stageNew(step);
   }
   // whole types last, as the transaction: the document's own types may drop fields pointing at them
-  refuseReferenced(going, document, state);
+  await refuseReferenced(ctx, going, document, state);
   const trash = await stageGoing(ctx, batch, going, { ids, changes, purge: request.purge, reads });
   const [cotOt, fieldOt] = [
     await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL),
@@ -303,6 +306,8 @@ async function readState(
   const kept = slugs.filter((s) => !removing.has(s));
   const mayChange = admittedBySlug(orm, phase, kept, limits?.change);
   const mayDelete = admittedBySlug(orm, phase, [...removing], limits?.delete);
+  // types the caller may not view are, to them, types that do not exist (decision 0129)
+  const mayView = admittedBySlug(orm, phase, slugs, await viewLimit(ctx));
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(orm, slugs);
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
@@ -311,9 +316,15 @@ async function readState(
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
-  refuseAsRead(rows.cots, removing, { change: mayChange(), delete: mayDelete() });
+  const viewable = mayView();
+  const hidden = new Set(
+    rows.cots.filter((c) => viewable && !viewable.has(c.id)).map((c) => c.slug),
+  );
+  const seen = rows.cots.filter((c) => !hidden.has(c.slug));
+  refuseAsRead(seen, removing, { change: mayChange(), delete: mayDelete() });
   return {
-    state: await typesFromRows(rows, orm, registry),
+    hidden,
+    state: withoutHidden(await typesFromRows(rows, orm, registry), hidden),
     references: await referencesFromRows(refCots(), refFields(), orm, registry),
     sets: named() as ChoiceSetRow[],
   };
@@ -545,7 +556,12 @@ function goingTypes(document: SchemaDocument, state: Map<string, DbType>, reads:
  * A removed type other types still point at is refused (409 `protected`, as `removeType`):
  * fields of types the document also removes, or fields it removes, do not count.
  */
-function refuseReferenced(going: Going[], document: SchemaDocument, state: Map<string, DbType>) {
+async function refuseReferenced(
+  ctx: WriteContext,
+  going: Going[],
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+) {
   const goingIds = new Set(going.map((g) => g.cot.id));
   const removedIds = new Set(
     document.types.flatMap((t) => {
@@ -555,12 +571,7 @@ function refuseReferenced(going: Going[], document: SchemaDocument, state: Map<s
   );
   for (const g of going) {
     const refs = g.pointing.filter((f) => !goingIds.has(f.cotId) && !removedIds.has(f.id));
-    if (refs.length)
-      throw ApiError.detail(
-        409,
-        `Cannot remove custom object type "${g.cot.slug}": ${refs.length} field(s) of other types point at it (e.g. "${refs[0]!.name}"). Remove those fields first.`,
-        "protected",
-      );
+    if (refs.length) throw await protectedRefusal(ctx, g.cot.slug, refs);
   }
 }
 

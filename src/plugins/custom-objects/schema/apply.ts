@@ -7,6 +7,7 @@ import { eq, inArray, sql } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ApiError, ValidationError, forbidden } from "../../../core/errors";
+import { refuseHidden, withoutHidden } from "./access";
 import { codename } from "../../../core/auth/permissions";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
@@ -60,6 +61,8 @@ export interface ApplyRequest {
   planId: string | null;
   /** Drop removed fields and types at once instead of moving them to the trash. */
   purge: boolean;
+  /** Slugs of existing types the caller may not view: to the apply they do not exist (0129). */
+  hidden?: ReadonlySet<string>;
 }
 
 const invalid = (detail: string, errors: SchemaError[]) =>
@@ -836,7 +839,7 @@ export async function checkApply(
     ctx.db,
     ctx,
     document,
-    undefined,
+    request.hidden,
     state,
     sets,
     counted,
@@ -871,7 +874,11 @@ export async function checkApply(
       "unresolvable_reference",
       { references: problems },
     );
-
+  // last, where a new slug outside the caller's add constraints is refused (after the writes)
+  refuseHidden(
+    document.types.map((t) => t.slug),
+    request.hidden,
+  );
   return { plan, diffs, db, graph };
 }
 
@@ -882,7 +889,10 @@ export async function applySchema(
 ): Promise<{ applied: true; diffs: TypeDiff[]; trash: number[] } & Partial<SchemaPlan>> {
   const { document } = request;
   // The types' state, read once for the plan (when the request binds to one) and the diff.
-  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, documentSlugs(document));
+  const state = withoutHidden(
+    await loadDbTypes(ctx.db, ctx.services.objectTypes, documentSlugs(document)),
+    request.hidden,
+  );
   const { plan, diffs, db, graph } = await checkApply(ctx, request, state);
   await upsertChoiceSets(ctx, document);
   const deferred: Deferred = { storage: [], tables: [] };

@@ -15,6 +15,7 @@ import {
 } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, ValidationError } from "../../../core/errors";
+import { protectedRefusal } from "./access";
 import type { WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
 import {
@@ -125,14 +126,13 @@ async function inboundFields(ctx: WriteContext, cot: CotRow): Promise<FieldRow[]
 /** Drops the table, the fields, tags on its objects and its object type. */
 export async function deleteCot(ctx: WriteContext, cot: CotRow): Promise<void> {
   const inbound = await inboundFields(ctx, cot);
-  if (inbound.length) {
-    const [first] = inbound;
-    throw ApiError.detail(
-      409,
-      `Cannot delete custom object type "${cot.slug}": ${inbound.length} field(s) of other types point at it (e.g. field "${first!.name}" of type id ${first!.customObjectTypeId}). Remove those fields first.`,
-      "protected",
+  if (inbound.length)
+    throw await protectedRefusal(
+      ctx,
+      cot.slug,
+      inbound.map((f) => ({ name: f.name, cotId: f.customObjectTypeId })),
+      "delete",
     );
-  }
   const fields = await ctx.db
     .select()
     .from(customObjectTypeFields)

@@ -31,6 +31,10 @@ export async function typeLimits(ctx: WriteContext): Promise<TypeLimits | null> 
   return limits.change || limits.add || limits.delete ? limits : null;
 }
 
+/** The caller's constraint on viewing types (undefined: unconstrained). */
+export const viewLimit = (ctx: WriteContext) =>
+  restrictWhere(ctx, ctx.auth, "view", cotModel.resource);
+
 const idExpr = () => sql`${cotModel.resource.list.idExpr}`;
 
 /** The ids among the types named `slugs`, as they are, the caller may act on (`where`). */

@@ -17,6 +17,7 @@ import {
 } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError } from "../../../core/errors";
+import { protectedRefusal } from "./access";
 import type { WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
 import {
@@ -141,13 +142,12 @@ export async function removeType(
   options: { days: number; purge: boolean; alsoGoing: Set<number> },
 ): Promise<number | null> {
   const refs = await inbound(ctx, cot, options.alsoGoing);
-  if (refs.length) {
-    throw ApiError.detail(
-      409,
-      `Cannot remove custom object type "${cot.slug}": ${refs.length} field(s) of other types point at it (e.g. "${refs[0]!.name}"). Remove those fields first.`,
-      "protected",
+  if (refs.length)
+    throw await protectedRefusal(
+      ctx,
+      cot.slug,
+      refs.map((f) => ({ name: f.name, cotId: f.customObjectTypeId })),
     );
-  }
   const fields = (await ctx.db
     .select()
     .from(customObjectTypeFields)

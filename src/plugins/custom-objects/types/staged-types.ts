@@ -10,7 +10,7 @@ import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
 import { guardChanged, isWriteConflict, type Orm } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
-import { ApiError, notFound, ValidationError } from "../../../core/errors";
+import { notFound, ValidationError } from "../../../core/errors";
 import type {
   ApiRecord,
   StagedOptions,
@@ -31,6 +31,7 @@ import type { FieldRow } from "../objects/values";
 import { conditionalOf, mergedTogether } from "../schema/constraints";
 import { normalizeTogether } from "../schema/unique-together";
 import { stagedTypeConstraints } from "../schema/constraints-api";
+import { protectedRefusal } from "../schema/access";
 import { cotModel, fieldModel } from "./api";
 import { knownChoiceSets } from "./staged-fields";
 import { validateCot, type CotDraft } from "./definitions";
@@ -362,7 +363,7 @@ async function deleteType(
   admitted?.();
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
-  refuseInbound(cot, inbound());
+  await refuseInbound(ctx, cot, inbound());
   const fields = reads.fields();
   const prechange = await typeRecord(ctx, cot, fields, tagsRead());
   const batch = new WriteBatch();
@@ -398,14 +399,13 @@ async function deleteType(
 }
 
 /** Fields of other types pointing at this one's objects: the delete is refused (as `deleteCot`). */
-function refuseInbound(cot: CotRow, inbound: Array<{ name: string; cotId: number }>) {
+async function refuseInbound(
+  ctx: WriteContext,
+  cot: CotRow,
+  inbound: Array<{ name: string; cotId: number }>,
+) {
   const others = inbound.filter((f) => f.cotId !== cot.id);
-  if (!others.length) return;
-  throw ApiError.detail(
-    409,
-    `Cannot delete custom object type "${cot.slug}": ${others.length} field(s) of other types point at it (e.g. field "${others[0]!.name}" of type id ${others[0]!.cotId}). Remove those fields first.`,
-    "protected",
-  );
+  if (others.length) throw await protectedRefusal(ctx, cot.slug, others, "delete");
 }
 
 export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
