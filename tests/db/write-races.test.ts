@@ -5,33 +5,26 @@
  * (`write_conflict`), or 412 when it sent `If-Match`; nothing is overwritten silently.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { waitFor } from "../helpers/wait";
 import { userWith } from "../helpers/grants";
 import { addField, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
-let hrana: HranaServer;
+let remote: RemoteDb;
 let proxy: CountingProxy;
-let dir: string;
 let t: TestApp;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-write-races-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
-  t = await makeTestApp({ DATABASE_URL: proxy.url });
+  remote = await startRemoteDb("write-races");
+  proxy = remote.proxy;
+  t = await makeTestApp({ DATABASE_URL: remote.url });
 });
 afterAll(async () => {
   proxy.release();
   await t.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await remote.stop();
 });
 
 let serial = 0;

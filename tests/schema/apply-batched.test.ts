@@ -5,29 +5,24 @@
  * objects and search index: the batch is checked against the transaction path it stands for.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { SCHEMA, doc } from "./helpers";
 
 const CO = "/api/plugins/custom-objects";
-let dir: string;
-let hrana: HranaServer;
+let db: RemoteDb;
 let proxy: CountingProxy;
 let local: TestApp;
 let remote: TestApp;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-apply-batched-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
+  db = await startRemoteDb("apply-batched");
+  proxy = db.proxy;
   local = await makeTestApp();
-  remote = await makeTestApp({ DATABASE_URL: proxy.url });
+  remote = await makeTestApp({ DATABASE_URL: db.url });
   for (const t of [local, remote])
     expect(
       (await t.json("POST", "/api/dcim/sites/", { body: { name: "s1", slug: "s1" } })).status,
@@ -36,9 +31,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await local.close();
   await remote.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await db.stop();
 });
 
 const code = { id: 1, name: "code", type: "text", primary: true, required: true };
