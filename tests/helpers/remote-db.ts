@@ -2,6 +2,7 @@
  * A remote database for the round-trip and race tests: the project's Hrana server on a temporary
  * file behind the counting proxy (round trips counted, write batches held on demand).
  */
+import { afterAll, beforeAll } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,6 +51,35 @@ export async function appOn(backend: "local" | "remote", name: string): Promise<
     async close() {
       await t.close();
       await remote?.stop();
+    },
+  };
+}
+
+/**
+ * An app on a remote database for every test of the calling file: started before them, stopped
+ * after them (held batches let go first, so closing does not wait on one).
+ */
+export function remoteAppForFile(name: string): {
+  readonly t: TestApp;
+  readonly proxy: CountingProxy;
+} {
+  let remote: RemoteDb;
+  let t: TestApp;
+  beforeAll(async () => {
+    remote = await startRemoteDb(name);
+    t = await makeTestApp({ DATABASE_URL: remote.url });
+  });
+  afterAll(async () => {
+    remote.proxy.release();
+    await t.close();
+    await remote.stop();
+  });
+  return {
+    get t() {
+      return t;
+    },
+    get proxy() {
+      return remote.proxy;
     },
   };
 }
