@@ -37,6 +37,19 @@ async function raced(
   }
 }
 
+/** The restore of `slug`'s trash entry (as `token`, else the superuser) raced by its purge. */
+async function restoreRacedByPurge(slug: string, token?: string) {
+  const [entry] = (await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
+  return raced(
+    /^insert into "custom_object_type_fields"/i,
+    () => on.t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token }),
+    () =>
+      on.t
+        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
+        .then((r) => ({ status: r.status, body: null })),
+  );
+}
+
 let serial = 0;
 /** A type `slug` with a text field and one object; answers the object's id. */
 async function typeWithObject(slug: string) {
@@ -115,15 +128,7 @@ test("a restore raced by a purge of the same entry: the purge wins, the restore 
     allow_destructive: true,
   });
   expect(gone.status).toBe(200);
-  const [entry] = (await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
-  const restore = await raced(
-    /^insert into "custom_object_type_fields"/i,
-    () => on.t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`),
-    () =>
-      on.t
-        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
-        .then((r) => ({ status: r.status, body: null })),
-  );
+  const restore = await restoreRacedByPurge(slug);
   expect(restore.status, JSON.stringify(restore.body)).toBe(409);
   expect(restore.body.error).toBe("write_conflict");
   const after = await on.t.json("GET", `${CO}/${slug}/${object}/`);
@@ -266,15 +271,7 @@ test("a constrained caller's restore raced by a purge: the race's 409, not a ref
       [["change"], "custom_objects.customobjecttype", { slug__startswith: "ok" }],
     ])
   ).token;
-  const [entry] = (await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
-  const restore = await raced(
-    /^insert into "custom_object_type_fields"/i,
-    () => on.t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token }),
-    () =>
-      on.t
-        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
-        .then((r) => ({ status: r.status, body: null })),
-  );
+  const restore = await restoreRacedByPurge(slug, token);
   expect(restore.status, JSON.stringify(restore.body)).toBe(409);
   expect(restore.body.error).toBe("write_conflict");
   const type = await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
