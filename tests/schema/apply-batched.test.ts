@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { userWith } from "../helpers/grants";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { SCHEMA, doc } from "./helpers";
@@ -323,5 +324,50 @@ test("racing applies that create one choice set and key one type: each lands or 
     expect(
       (await remote.json("POST", `${CO}/racer_${n}/`, { body: { a: "1", b: "x" } })).status,
     ).toBe(400);
+  }
+});
+
+test("a choice set the caller may not add, or may not change: 403 on the long write and the batch alike, nothing written", async () => {
+  const setsNamed = async (t: TestApp, name: string) =>
+    (await t.json("GET", `/api/extras/custom-field-choice-sets/?name=${name}`)).body.results.map(
+      (s: { extra_choices: unknown }) => s.extra_choices,
+    );
+  const shaping = [
+    [["view", "add", "change"], "custom_objects.customobjecttype", null],
+    [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
+  ] as Array<[string[], string, unknown]>;
+  const setDoc = (name: string, value: string) => ({
+    schema: {
+      schema_version: "1",
+      choice_sets: [{ name, extra_choices: [[value, value.toUpperCase()]] }],
+      types: [],
+    },
+  });
+  for (const [n, t] of [local, remote].entries()) {
+    const adder = await userWith(t, `set-adder-${n}`, [
+      ...shaping,
+      [["view", "add"], "extras.customfieldchoiceset", null],
+    ]);
+    const viewer = await userWith(t, `set-viewer-${n}`, [
+      ...shaping,
+      [["view"], "extras.customfieldchoiceset", null],
+    ]);
+    const refusedAdd = await t.json("POST", `${SCHEMA}/apply/`, {
+      token: viewer.token,
+      body: setDoc("fresh", "x"),
+    });
+    expect(refusedAdd.status, JSON.stringify(refusedAdd.body)).toBe(403);
+    expect(refusedAdd.body.detail).toContain('add the choice set "fresh"');
+    expect(await setsNamed(t, "fresh")).toEqual([]);
+
+    const made = await t.json("POST", `${SCHEMA}/apply/`, { body: setDoc("kept", "a") });
+    expect(made.status, JSON.stringify(made.body)).toBe(200);
+    const refusedChange = await t.json("POST", `${SCHEMA}/apply/`, {
+      token: adder.token,
+      body: setDoc("kept", "b"),
+    });
+    expect(refusedChange.status, JSON.stringify(refusedChange.body)).toBe(403);
+    expect(refusedChange.body.detail).toContain('change the choice set "kept"');
+    expect(await setsNamed(t, "kept")).toEqual([[["a", "A"]]]);
   }
 });
