@@ -10,8 +10,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { waitFor } from "./helpers/wait";
-import { freePort } from "./helpers/worker";
+import { type BundledServer, startBundledServer } from "./helpers/server-process";
 import { HOST_ENGINE_ENV } from "../bench/child-server";
 import { bundle } from "../tools/bundle";
 
@@ -43,39 +42,22 @@ const startEnv = Object.fromEntries(
 const dir = mkdtempSync(join(tmpdir(), "host-tour-"));
 const dbUrl = `file:${join(dir, "tour.db")}`;
 let port: number;
-let server: ReturnType<typeof Bun.spawn> | null = null;
-let serverLog = "";
+let server: BundledServer | null = null;
 
 beforeAll(async () => {
-  port = await freePort();
   // What `DATABASE_URL=file:data/tour.db PORT=8001 npm start` runs, on the temp database and a free port
   // (bundled into a folder of its own, so a developer's `npm start` meanwhile is not disturbed).
   const script = await bundle("src/server.ts", "tour-server");
-  server = Bun.spawn([process.execPath, script], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...startEnv,
-      DATABASE_URL: dbUrl,
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      LOG_LEVEL: "warn",
-    },
-    stdout: "pipe",
-    stderr: "pipe",
+  server = await startBundledServer(script, {
+    ...startEnv,
+    DATABASE_URL: dbUrl,
+    LOG_LEVEL: "warn",
   });
-  void new Response(server.stderr as ReadableStream).text().then((t) => (serverLog += t));
-  void new Response(server.stdout as ReadableStream).text().then((t) => (serverLog += t));
-  await waitFor(() => fetch(`http://127.0.0.1:${port}/livez`).then((r) => r.ok), {
-    timeoutMs: 30_000,
-    intervalMs: 100,
-    message: () => `the server answering /livez:\n${serverLog}`,
-  });
+  port = server.port;
 });
 
 afterAll(async () => {
-  server?.kill("SIGTERM");
-  await server?.exited;
+  await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -122,7 +104,7 @@ describe("README guided tour", () => {
     expect({
       code,
       stderr:
-        code === 0 ? "" : `${stderr}\n--- stdout ---\n${stdout}\n--- server ---\n${serverLog}`,
+        code === 0 ? "" : `${stderr}\n--- stdout ---\n${stdout}\n--- server ---\n${server?.log()}`,
     }).toEqual({ code: 0, stderr: "" });
 
     expect(stdout).toContain('"host-version"'); // /api/status/ with the new token

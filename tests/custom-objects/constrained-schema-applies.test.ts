@@ -5,14 +5,11 @@
  * (the transaction) and remote (the batch) answer alike; remote, each is at most 4 round trips.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { TestApp } from "../helpers/app";
+import { appOn, type BackendApp } from "../helpers/remote-db";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { userWith } from "../helpers/grants";
 import { CO } from "./fixtures";
 
@@ -41,20 +38,15 @@ const answers: Record<string, Array<{ step: string; status: number; body: unknow
 
 function suite(backend: "local" | "remote") {
   describe(`constrained schema applies and restores (${backend})`, () => {
+    let on: BackendApp;
     let t: TestApp;
-    let dir: string;
-    let hrana: HranaServer;
     let proxy: CountingProxy | null = null;
     let token: string;
     const seen: Array<{ step: string; status: number; body: unknown }> = [];
     answers[backend] = seen;
     beforeAll(async () => {
-      if (backend === "remote") {
-        dir = mkdtempSync(join(tmpdir(), "host-constrained-apply-"));
-        hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-        proxy = startCountingProxy(hrana.url);
-      }
-      t = await makeTestApp(proxy ? { DATABASE_URL: proxy.url } : {});
+      on = await appOn(backend, "constrained-apply");
+      ({ t, proxy } = on);
       const setup = await t.json("POST", `${SCHEMA}/apply/`, {
         body: doc([
           lab("ok_box", [code, note]),
@@ -73,13 +65,7 @@ function suite(backend: "local" | "remote") {
         ])
       ).token;
     });
-    afterAll(async () => {
-      await t.close();
-      if (!proxy) return;
-      proxy.stop();
-      await hrana.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    afterAll(() => on.close());
     /** One step as the constrained caller: recorded, and remote at most `most` round trips. */
     const step = async (name: string, most: number, path: string, body?: unknown) => {
       await flushSearchIndexesNow(servicesOf(t.app));

@@ -5,14 +5,11 @@
  * remote database, where each write is 2 round trips (it was a transaction).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { TestApp } from "../helpers/app";
+import { appOn, type BackendApp } from "../helpers/remote-db";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { userWith } from "../helpers/grants";
 import { addField, CO, makeCot } from "./fixtures";
 
@@ -20,20 +17,15 @@ const FIELDS = `${CO}/custom-object-type-fields/`;
 
 function suite(backend: "local" | "remote") {
   describe(`constrained type and field writes (${backend})`, () => {
+    let on: BackendApp;
     let t: TestApp;
-    let dir: string;
-    let hrana: HranaServer;
     let proxy: CountingProxy | null = null;
     let token: string;
     let cotId: number;
     let other: number;
     beforeAll(async () => {
-      if (backend === "remote") {
-        dir = mkdtempSync(join(tmpdir(), "host-constrained-fields-"));
-        hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-        proxy = startCountingProxy(hrana.url);
-      }
-      t = await makeTestApp(proxy ? { DATABASE_URL: proxy.url } : {});
+      on = await appOn(backend, "constrained-fields");
+      ({ t, proxy } = on);
       cotId = (await makeCot(t, "gated")).id;
       other = (await addField(t, cotId, { name: "other", type: "text" })).id;
       const label = "custom_objects.customobjecttypefield";
@@ -50,13 +42,7 @@ function suite(backend: "local" | "remote") {
         ])
       ).token;
     });
-    afterAll(async () => {
-      await t.close();
-      if (!proxy) return;
-      proxy.stop();
-      await hrana.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    afterAll(() => on.close());
     const as = (method: string, path: string, body?: unknown) =>
       t.json(method, path, { token, body });
     /** Remote: one write's round trips, after the same write warmed the caches. */

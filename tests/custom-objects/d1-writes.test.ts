@@ -6,51 +6,24 @@
  * `write` batches only: a transaction is counted and refused as D1 refuses it.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { Miniflare } from "miniflare";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createApp, servicesOf } from "../../src/app";
-import { loadConfig } from "../../src/config";
-import type { Database } from "../../src/db/client";
-import { d1Database, type D1Binding } from "../../src/db/d1";
+import { servicesOf } from "../../src/app";
+import type { D1Binding } from "../../src/db/d1";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { createCache } from "../../src/services/cache";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
-import {
-  d1Orm,
-  d1PersistDir,
-  d1Settings,
-  d1SuperuserToken,
-  migrateLocalD1,
-} from "../../tools/d1-local";
+import { d1Orm } from "../../tools/d1-local";
 import { BASE } from "../helpers/app";
+import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(90_000);
 
 const CO = "/api/plugins/custom-objects";
-let dir: string;
-let mf: Miniflare;
-let app: Awaited<ReturnType<typeof createApp>>;
-let token: string;
+let d1: D1App;
+let app: D1App["app"];
 let transactions = 0;
 
-async function json(method: string, path: string, body?: unknown) {
-  const res = await app.request(BASE + path, {
-    method,
-    headers: { authorization: `Token ${token}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
-
-async function made(path: string, body: unknown) {
-  const r = await json("POST", path, body);
-  if (r.status !== 201) throw new Error(`${path}: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body;
-}
+const json = (method: string, path: string, body?: unknown) => d1.json(method, path, body);
+const made = (path: string, body: unknown) => d1.made(path, body);
 
 let siteId: number;
 let deviceIds: number[];
@@ -58,30 +31,15 @@ let binding: D1Binding;
 let kitId: number;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-d1-writes-"));
-  await migrateLocalD1(dir);
-  const d1 = d1Settings();
-  mf = new Miniflare({
-    modules: true,
-    script: "export default { fetch() { return new Response('') } }",
-    d1Databases: { [d1.binding]: d1.databaseId },
-    d1Persist: d1PersistDir(dir),
-  });
-  binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
-  const base = d1Database(binding);
-  const db: Database = {
+  // every transaction counted: D1 has none, so the writes must not ask for one
+  d1 = await startD1App("d1-writes", (base) => ({
     ...base,
     transaction: (work) => {
       transactions++;
       return base.transaction(work);
     },
-  };
-  const config = loadConfig(
-    { LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "unused.db")}` },
-    "bun",
-  );
-  app = await createApp({ config, db, cache: createCache("memory", {}) });
-  token = await d1SuperuserToken(binding, "admin");
+  }));
+  ({ app, binding } = d1);
   siteId = (await made("/api/dcim/sites/", { name: "d1 site", slug: "d1-site" })).id;
   deviceIds = (
     await made("/api/dcim/devices/", [
@@ -113,10 +71,7 @@ beforeAll(async () => {
   expect(transactions).toBe(0);
 });
 
-afterAll(async () => {
-  await mf?.dispose();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => d1?.stop());
 
 test("create, bulk create, update, bulk update and delete of custom objects on D1, with no transaction", async () => {
   const one = await json("POST", `${CO}/kit/`, {

@@ -6,9 +6,6 @@
  * (`NOW`), so a change that adds a round trip fails here, and one that meets a target says so.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import { sql } from "drizzle-orm";
 import {
@@ -16,23 +13,21 @@ import {
   searchFlusher,
 } from "../../src/plugins/custom-objects/search/flush";
 import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search-index";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { addField, choiceSet, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
-let hrana: HranaServer;
+let remote: RemoteDb;
 let proxy: CountingProxy;
-let dir: string;
 let t: TestApp;
 let siteId: number;
 let objectId: number;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-round-trips-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
-  t = await makeTestApp({ DATABASE_URL: proxy.url });
+  remote = await startRemoteDb("round-trips");
+  proxy = remote.proxy;
+  t = await makeTestApp({ DATABASE_URL: remote.url });
   const cot = await makeCot(t, "thing");
   await addField(t, cot.id, { name: "title", type: "text", primary: true });
   await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
@@ -41,9 +36,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await t.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await remote.stop();
 });
 
 /** Round trips of one request, after a first run that warms the caches. */
@@ -831,73 +824,21 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
     (ids: number[], query = "") =>
     () =>
       `/api/core/object-changes/${ids.shift()}/revert/${query}`;
+  /** Round trips of a revert of a change `method` made to what `make` makes (`unseen`: unread). */
+  const reverted = async (make: typeof site, method: string, unseen = false, query = "") =>
+    roundTrips("POST", revertOf(await changes(2, make, method, unseen), query), undefined, 200);
   const counts = {
-    siteDeleteReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, site, "DELETE")),
-      undefined,
-      200,
-    ),
-    objectDeleteReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, thing, "DELETE")),
-      undefined,
-      200,
-    ),
-    siteUpdateReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, site, "PATCH")),
-      undefined,
-      200,
-    ),
-    siteCreateReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, site, "POST")),
-      undefined,
-      200,
-    ),
-    objectUpdateReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, thing, "PATCH")),
-      undefined,
-      200,
-    ),
-    objectCreateReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, thing, "POST")),
-      undefined,
-      200,
-    ),
-    unseenSiteDeleteReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, site, "DELETE", true)),
-      undefined,
-      200,
-    ),
-    unseenObjectDeleteReverted: await roundTrips(
-      "POST",
-      revertOf(await changes(2, thing, "DELETE", true)),
-      undefined,
-      200,
-    ),
-    unseenDryRun: await roundTrips(
-      "POST",
-      revertOf(await changes(2, thing, "PATCH", true), "?dry_run=true"),
-      undefined,
-      200,
-    ),
-    dryRunDelete: await roundTrips(
-      "POST",
-      revertOf(await changes(2, site, "DELETE"), "?dry_run=true"),
-      undefined,
-      200,
-    ),
-    dryRunUpdate: await roundTrips(
-      "POST",
-      revertOf(await changes(2, thing, "PATCH"), "?dry_run=true"),
-      undefined,
-      200,
-    ),
+    siteDeleteReverted: await reverted(site, "DELETE"),
+    objectDeleteReverted: await reverted(thing, "DELETE"),
+    siteUpdateReverted: await reverted(site, "PATCH"),
+    siteCreateReverted: await reverted(site, "POST"),
+    objectUpdateReverted: await reverted(thing, "PATCH"),
+    objectCreateReverted: await reverted(thing, "POST"),
+    unseenSiteDeleteReverted: await reverted(site, "DELETE", true),
+    unseenObjectDeleteReverted: await reverted(thing, "DELETE", true),
+    unseenDryRun: await reverted(thing, "PATCH", true, "?dry_run=true"),
+    dryRunDelete: await reverted(site, "DELETE", false, "?dry_run=true"),
+    dryRunUpdate: await reverted(thing, "PATCH", false, "?dry_run=true"),
   };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // ≤ 2 each (15 and 18 for a delete's revert before 0113, 4–6 before 0118): the write's one

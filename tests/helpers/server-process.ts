@@ -10,7 +10,8 @@ import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
 import type { TestApp } from "./app";
-import { TIMED_OUT, within } from "./wait";
+import { TIMED_OUT, waitFor, within } from "./wait";
+import { freePort } from "./worker";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const START_TIMEOUT_MS = 20_000;
@@ -126,6 +127,48 @@ export function httpClient(url: string, token: string): Pick<TestApp, "json"> {
       });
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : null, res };
+    },
+  };
+}
+
+/** A bundled server (tools/bundle.ts) running on a free port. */
+export interface BundledServer {
+  port: number;
+  /** What it printed so far (stdout and stderr). */
+  log(): string;
+  /** SIGTERM, then waits for its exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs the bundled server file `script` from the repository with this process's environment and
+ * `env` over it, on a free port of 127.0.0.1, and waits (bounded) until it answers `/livez`.
+ */
+export async function startBundledServer(
+  script: string,
+  env: Record<string, string>,
+): Promise<BundledServer> {
+  const port = await freePort();
+  let log = "";
+  const proc = Bun.spawn([process.execPath, script], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, HOST: "127.0.0.1", PORT: String(port) },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  void new Response(proc.stderr as ReadableStream).text().then((t) => (log += t));
+  void new Response(proc.stdout as ReadableStream).text().then((t) => (log += t));
+  await waitFor(() => fetch(`http://127.0.0.1:${port}/livez`).then((r) => r.ok), {
+    timeoutMs: 30_000,
+    intervalMs: 100,
+    message: () => `the bundled server answering /livez:\n${log}`,
+  });
+  return {
+    port,
+    log: () => log,
+    async stop() {
+      proc.kill("SIGTERM");
+      await proc.exited;
     },
   };
 }

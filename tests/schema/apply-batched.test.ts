@@ -5,29 +5,25 @@
  * objects and search index: the batch is checked against the transaction path it stands for.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { userWith } from "../helpers/grants";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { SCHEMA, doc } from "./helpers";
 
 const CO = "/api/plugins/custom-objects";
-let dir: string;
-let hrana: HranaServer;
+let db: RemoteDb;
 let proxy: CountingProxy;
 let local: TestApp;
 let remote: TestApp;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-apply-batched-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
+  db = await startRemoteDb("apply-batched");
+  proxy = db.proxy;
   local = await makeTestApp();
-  remote = await makeTestApp({ DATABASE_URL: proxy.url });
+  remote = await makeTestApp({ DATABASE_URL: db.url });
   for (const t of [local, remote])
     expect(
       (await t.json("POST", "/api/dcim/sites/", { body: { name: "s1", slug: "s1" } })).status,
@@ -36,9 +32,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await local.close();
   await remote.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await db.stop();
 });
 
 const code = { id: 1, name: "code", type: "text", primary: true, required: true };
@@ -330,5 +324,50 @@ test("racing applies that create one choice set and key one type: each lands or 
     expect(
       (await remote.json("POST", `${CO}/racer_${n}/`, { body: { a: "1", b: "x" } })).status,
     ).toBe(400);
+  }
+});
+
+test("a choice set the caller may not add, or may not change: 403 on the long write and the batch alike, nothing written", async () => {
+  const setsNamed = async (t: TestApp, name: string) =>
+    (await t.json("GET", `/api/extras/custom-field-choice-sets/?name=${name}`)).body.results.map(
+      (s: { extra_choices: unknown }) => s.extra_choices,
+    );
+  const shaping = [
+    [["view", "add", "change"], "custom_objects.customobjecttype", null],
+    [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
+  ] as Array<[string[], string, unknown]>;
+  const setDoc = (name: string, value: string) => ({
+    schema: {
+      schema_version: "1",
+      choice_sets: [{ name, extra_choices: [[value, value.toUpperCase()]] }],
+      types: [],
+    },
+  });
+  for (const [n, t] of [local, remote].entries()) {
+    const adder = await userWith(t, `set-adder-${n}`, [
+      ...shaping,
+      [["view", "add"], "extras.customfieldchoiceset", null],
+    ]);
+    const viewer = await userWith(t, `set-viewer-${n}`, [
+      ...shaping,
+      [["view"], "extras.customfieldchoiceset", null],
+    ]);
+    const refusedAdd = await t.json("POST", `${SCHEMA}/apply/`, {
+      token: viewer.token,
+      body: setDoc("fresh", "x"),
+    });
+    expect(refusedAdd.status, JSON.stringify(refusedAdd.body)).toBe(403);
+    expect(refusedAdd.body.detail).toContain('add the choice set "fresh"');
+    expect(await setsNamed(t, "fresh")).toEqual([]);
+
+    const made = await t.json("POST", `${SCHEMA}/apply/`, { body: setDoc("kept", "a") });
+    expect(made.status, JSON.stringify(made.body)).toBe(200);
+    const refusedChange = await t.json("POST", `${SCHEMA}/apply/`, {
+      token: adder.token,
+      body: setDoc("kept", "b"),
+    });
+    expect(refusedChange.status, JSON.stringify(refusedChange.body)).toBe(403);
+    expect(refusedChange.body.detail).toContain('change the choice set "kept"');
+    expect(await setsNamed(t, "kept")).toEqual([[["a", "A"]]]);
   }
 });

@@ -4,38 +4,16 @@
  * batch until another write has landed between its read and its batch. The batch's guards catch
  * the race: nothing is lost, nothing half-done.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import { expect, test } from "bun:test";
+import { remoteAppForFile } from "../helpers/remote-db";
 import { userWith } from "../helpers/grants";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 import { SCHEMA, doc } from "./helpers";
 
-let hrana: HranaServer;
-let proxy: CountingProxy;
-let dir: string;
-let t: TestApp;
+const on = remoteAppForFile("trash-races");
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-trash-races-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
-  t = await makeTestApp({ DATABASE_URL: proxy.url });
-});
-afterAll(async () => {
-  proxy.release();
-  await t.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const apply = (body: unknown) => t.json("POST", `${SCHEMA}/apply/`, { body });
+const apply = (body: unknown) => on.t.json("POST", `${SCHEMA}/apply/`, { body });
 
 /**
  * Runs `write` with its first batch matching `match` held until `meanwhile` has answered (a
@@ -46,17 +24,30 @@ async function raced(
   write: () => Promise<{ status: number; body: any }>,
   meanwhile: () => Promise<{ status: number; body: any }>,
 ) {
-  proxy.hold((statements) => statements.some((s) => match.test(s)));
+  on.proxy.hold((statements) => statements.some((s) => match.test(s)));
   try {
     const writing = write();
-    await waitFor(() => proxy.held >= 1, { message: () => `${proxy.held} batches held` });
+    await waitFor(() => on.proxy.held >= 1, { message: () => `${on.proxy.held} batches held` });
     const between = await meanwhile();
     expect(between.status, JSON.stringify(between.body)).toBeLessThan(300);
-    proxy.release();
+    on.proxy.release();
     return await writing;
   } finally {
-    proxy.release();
+    on.proxy.release();
   }
+}
+
+/** The restore of `slug`'s trash entry (as `token`, else the superuser) raced by its purge. */
+async function restoreRacedByPurge(slug: string, token?: string) {
+  const [entry] = (await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
+  return raced(
+    /^insert into "custom_object_type_fields"/i,
+    () => on.t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token }),
+    () =>
+      on.t
+        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
+        .then((r) => ({ status: r.status, body: null })),
+  );
 }
 
 let serial = 0;
@@ -66,7 +57,7 @@ async function typeWithObject(slug: string) {
     schema: doc([{ name: slug, slug, fields: [{ id: 1, name: "code", type: "text" }] }]),
   });
   expect(made.status, JSON.stringify(made.body)).toBe(200);
-  return (await create(t, slug, { code: `${slug}-1` })).id as number;
+  return (await create(on.t, slug, { code: `${slug}-1` })).id as number;
 }
 
 const removal = (slug: string) => ({
@@ -79,13 +70,13 @@ test("a type removed while another type gains a field pointing at it: 409 protec
   const object = await typeWithObject(slug);
   const other = `pointer_${serial}`;
   await typeWithObject(other);
-  const otherId = (await t.json("GET", `${CO}/custom-object-types/?slug=${other}`)).body.results[0]
-    .id;
+  const otherId = (await on.t.json("GET", `${CO}/custom-object-types/?slug=${other}`)).body
+    .results[0].id;
   const removed = await raced(
     /^insert into "custom_object_trash"/i,
     () => apply(removal(slug)),
     () =>
-      t.json("POST", `${CO}/custom-object-type-fields/`, {
+      on.t.json("POST", `${CO}/custom-object-type-fields/`, {
         body: {
           custom_object_type: otherId,
           name: "target",
@@ -97,80 +88,72 @@ test("a type removed while another type gains a field pointing at it: 409 protec
   // the batch failed (the new field's foreign key), the apply read again and found the pointer
   expect(removed.status, JSON.stringify(removed.body)).toBe(409);
   expect(removed.body.error).toBe("protected");
-  expect((await t.json("GET", `${CO}/${slug}/${object}/`)).status).toBe(200);
-  expect((await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.count).toBe(0);
+  expect((await on.t.json("GET", `${CO}/${slug}/${object}/`)).status).toBe(200);
+  expect((await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.count).toBe(0);
 });
 
 test("a type removed while one of its objects is tagged: the tag goes to the trash and comes back", async () => {
   const slug = `tagged_${++serial}`;
   const object = await typeWithObject(slug);
-  const tag = await t.json("POST", "/api/extras/tags/", {
+  const tag = await on.t.json("POST", "/api/extras/tags/", {
     body: { name: `late ${serial}`, slug: `late-${serial}` },
   });
   expect(tag.status).toBe(201);
   const removed = await raced(
     /^insert into "custom_object_trash"/i,
     () => apply(removal(slug)),
-    () => t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { tags: [tag.body.id] } }),
+    () => on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { tags: [tag.body.id] } }),
   );
   // the tag guard failed the first batch; the apply ran again from a fresh read
   expect(removed.status, JSON.stringify(removed.body)).toBe(200);
-  expect((await t.req("GET", `${CO}/${slug}/`)).status).toBe(404);
-  const restored = await t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`);
+  expect((await on.t.req("GET", `${CO}/${slug}/`)).status).toBe(404);
+  const restored = await on.t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`);
   expect(restored.status, JSON.stringify(restored.body)).toBe(200);
-  const back = await t.json("GET", `${CO}/${slug}/${object}/`);
+  const back = await on.t.json("GET", `${CO}/${slug}/${object}/`);
   expect(back.body.tags.map((x: { id: number }) => x.id)).toEqual([tag.body.id]);
 });
 
 test("a restore raced by a purge of the same entry: the purge wins, the restore answers 409, nothing half-restored", async () => {
   const slug = `bin_${++serial}`;
   const object = await typeWithObject(slug);
-  await t.json("PATCH", `${CO}/${slug}/${object}/`, { body: {} });
+  await on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: {} });
   const fields = [{ id: 1, name: "code", type: "text" }];
   const withNote = doc([
     { name: slug, slug, fields: [...fields, { id: 2, name: "note", type: "text" }] },
   ]);
   expect((await apply({ schema: withNote })).status).toBe(200);
-  await t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { note: "kept" } });
+  await on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { note: "kept" } });
   const gone = await apply({
     schema: doc([{ name: slug, slug, fields, removed_fields: [{ id: 2, name: "note" }] }]),
     allow_destructive: true,
   });
   expect(gone.status).toBe(200);
-  const [entry] = (await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
-  const restore = await raced(
-    /^insert into "custom_object_type_fields"/i,
-    () => t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`),
-    () =>
-      t
-        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
-        .then((r) => ({ status: r.status, body: null })),
-  );
+  const restore = await restoreRacedByPurge(slug);
   expect(restore.status, JSON.stringify(restore.body)).toBe(409);
   expect(restore.body.error).toBe("write_conflict");
-  const after = await t.json("GET", `${CO}/${slug}/${object}/`);
+  const after = await on.t.json("GET", `${CO}/${slug}/${object}/`);
   expect(after.body).not.toHaveProperty("note");
-  expect((await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.count).toBe(0);
-  const type = await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
+  expect((await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.count).toBe(0);
+  const type = await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
   expect(type.body.results[0].fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
 });
 
 test("a field retyped while one of its values is written: 409, the value and the type stay", async () => {
-  const cot = await makeCot(t, `retype_${++serial}`);
-  const field = await addField(t, cot.id, { name: "count", type: "text" });
-  const object = (await create(t, `retype_${serial}`, { count: "12" })).id;
+  const cot = await makeCot(on.t, `retype_${++serial}`);
+  const field = await addField(on.t, cot.id, { name: "count", type: "text" });
+  const object = (await create(on.t, `retype_${serial}`, { count: "12" })).id;
   const retyped = await raced(
     /^alter table "co_\d+" add column "count__retype"/i,
     () =>
-      t.json("PATCH", `${CO}/custom-object-type-fields/${field.id}/`, {
+      on.t.json("PATCH", `${CO}/custom-object-type-fields/${field.id}/`, {
         body: { type: "integer" },
       }),
-    () => t.json("PATCH", `${CO}/retype_${serial}/${object}/`, { body: { count: "thirteen" } }),
+    () => on.t.json("PATCH", `${CO}/retype_${serial}/${object}/`, { body: { count: "thirteen" } }),
   );
   expect(retyped.status, JSON.stringify(retyped.body)).toBe(409);
   expect(retyped.body.error).toBe("write_conflict");
-  expect((await t.json("GET", `${CO}/retype_${serial}/${object}/`)).body.count).toBe("thirteen");
-  const kept = await t.json("GET", `${CO}/custom-object-type-fields/${field.id}/`);
+  expect((await on.t.json("GET", `${CO}/retype_${serial}/${object}/`)).body.count).toBe("thirteen");
+  const kept = await on.t.json("GET", `${CO}/custom-object-type-fields/${field.id}/`);
   expect(kept.body.type).toBe("text");
 });
 
@@ -180,49 +163,49 @@ test("a schema apply retyping a field while one of its values is written: the ap
     schema: doc([{ name: slug, slug, fields: [{ id: 1, name: "count", type }] }]),
   });
   expect((await apply(schema("text"))).status).toBe(200);
-  const object = (await create(t, slug, { count: "12" })).id;
+  const object = (await create(on.t, slug, { count: "12" })).id;
   const retype = /^alter table "co_\d+" add column "count__retype"/i;
   // a value that converts: the batch's guard fails, the apply reads again and carries 13
   const carried = await raced(
     retype,
     () => apply(schema("integer")),
-    () => t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { count: "13" } }),
+    () => on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { count: "13" } }),
   );
   expect(carried.status, JSON.stringify(carried.body)).toBe(200);
-  expect((await t.json("GET", `${CO}/${slug}/${object}/`)).body.count).toBe(13);
+  expect((await on.t.json("GET", `${CO}/${slug}/${object}/`)).body.count).toBe(13);
   // back to text, then a value written meanwhile that does not convert: the rerun's gate answers
   expect((await apply(schema("text"))).status).toBe(200);
   const refused = await raced(
     retype,
     () => apply(schema("integer")),
-    () => t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { count: "thirteen" } }),
+    () => on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { count: "thirteen" } }),
   );
   expect(refused.status, JSON.stringify(refused.body)).toBe(409);
   expect(refused.body.error).toBe("destructive_changes");
-  expect((await t.json("GET", `${CO}/${slug}/${object}/`)).body.count).toBe("thirteen");
-  const exported = await t.json("GET", `${SCHEMA}/export?slug=${slug}`);
+  expect((await on.t.json("GET", `${CO}/${slug}/${object}/`)).body.count).toBe("thirteen");
+  const exported = await on.t.json("GET", `${SCHEMA}/export?slug=${slug}`);
   expect(exported.body.types[0].fields[0].type).toBe("text");
 });
 
 test("a cascade six levels deep raced by a new dependant at the bottom: 409, nothing deleted", async () => {
   const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
-  const top = await namedCot(t, "chain0");
+  const top = await namedCot(on.t, "chain0");
   for (let i = 1; i <= 6; i++)
-    await namedCot(t, `chain${i}`, { up: cascade(`custom_objects.chain${i - 1}`) });
-  const ids = [(await create(t, "chain0", { name: "root" })).id as number];
+    await namedCot(on.t, `chain${i}`, { up: cascade(`custom_objects.chain${i - 1}`) });
+  const ids = [(await create(on.t, "chain0", { name: "root" })).id as number];
   for (let i = 1; i <= 6; i++)
-    ids.push((await create(t, `chain${i}`, { name: `n${i}`, up: ids[i - 1] })).id);
+    ids.push((await create(on.t, `chain${i}`, { name: `n${i}`, up: ids[i - 1] })).id);
   // a first delete of another chain learns the fields pointing at each type
-  const warm = [(await create(t, "chain0", { name: "warm" })).id as number];
+  const warm = [(await create(on.t, "chain0", { name: "warm" })).id as number];
   for (let i = 1; i <= 6; i++)
-    warm.push((await create(t, `chain${i}`, { name: `w${i}`, up: warm[i - 1] })).id);
-  expect((await t.req("DELETE", `${CO}/chain0/${warm[0]}/`)).status).toBe(204);
+    warm.push((await create(on.t, `chain${i}`, { name: `w${i}`, up: warm[i - 1] })).id);
+  expect((await on.t.req("DELETE", `${CO}/chain0/${warm[0]}/`)).status).toBe(204);
   let late = 0;
   const deleted = await raced(
     new RegExp(`^delete from "co_${top.id}"`, "i"),
-    () => t.json("DELETE", `${CO}/chain0/${ids[0]}/`),
+    () => on.t.json("DELETE", `${CO}/chain0/${ids[0]}/`),
     async () => {
-      const r = await t.json("POST", `${CO}/chain6/`, { body: { name: "late", up: ids[5] } });
+      const r = await on.t.json("POST", `${CO}/chain6/`, { body: { name: "late", up: ids[5] } });
       late = r.body.id;
       return r;
     },
@@ -230,10 +213,10 @@ test("a cascade six levels deep raced by a new dependant at the bottom: 409, not
   expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
   expect(deleted.body.error).toBe("write_conflict");
   for (let i = 0; i <= 6; i++)
-    expect((await t.req("GET", `${CO}/chain${i}/${ids[i]}/`)).status).toBe(200);
+    expect((await on.t.req("GET", `${CO}/chain${i}/${ids[i]}/`)).status).toBe(200);
   // and then it goes through, the late one with it
-  expect((await t.req("DELETE", `${CO}/chain0/${ids[0]}/`)).status).toBe(204);
-  expect((await t.req("GET", `${CO}/chain6/${late}/`)).status).toBe(404);
+  expect((await on.t.req("DELETE", `${CO}/chain0/${ids[0]}/`)).status).toBe(204);
+  expect((await on.t.req("GET", `${CO}/chain6/${late}/`)).status).toBe(404);
 });
 
 test("a constrained caller's apply raced by a change moving the type out of their constraints: reruns, 403, nothing written (0128)", async () => {
@@ -242,7 +225,7 @@ test("a constrained caller's apply raced by a change moving the type out of thei
   const typed = (fields: unknown[]) => doc([{ name: slug, slug, group_name: "lab", fields }]);
   expect((await apply({ schema: typed([code]) })).status).toBe(200);
   const token = (
-    await userWith(t, `racer_${serial}`, [
+    await userWith(on.t, `racer_${serial}`, [
       [["view"], "custom_objects.customobjecttype", null],
       [["add"], "custom_objects.customobjecttype", { slug__startswith: "ok" }],
       [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
@@ -253,19 +236,19 @@ test("a constrained caller's apply raced by a change moving the type out of thei
       ],
     ])
   ).token;
-  const id = (await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.results[0].id;
+  const id = (await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.results[0].id;
   const grown = await raced(
     /ADD COLUMN "extra"/i,
     () =>
-      t.json("POST", `${SCHEMA}/apply/`, {
+      on.t.json("POST", `${SCHEMA}/apply/`, {
         token,
         body: { schema: typed([code, { id: 2, name: "extra", type: "text" }]) },
       }),
-    () => t.json("PATCH", `${CO}/custom-object-types/${id}/`, { body: { group_name: "prod" } }),
+    () => on.t.json("PATCH", `${CO}/custom-object-types/${id}/`, { body: { group_name: "prod" } }),
   );
   expect(grown.status, JSON.stringify(grown.body)).toBe(403);
   expect(grown.body.detail).toContain(`change the custom object type(s) ${slug}`);
-  const type = (await t.json("GET", `${CO}/custom-object-types/${id}/`)).body;
+  const type = (await on.t.json("GET", `${CO}/custom-object-types/${id}/`)).body;
   expect(type.group_name).toBe("prod");
   expect(type.fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
 });
@@ -283,22 +266,14 @@ test("a constrained caller's restore raced by a purge: the race's 409, not a ref
   });
   expect(gone.status).toBe(200);
   const token = (
-    await userWith(t, `binner_${serial}`, [
+    await userWith(on.t, `binner_${serial}`, [
       [["view", "add"], "custom_objects.customobjecttype", null],
       [["change"], "custom_objects.customobjecttype", { slug__startswith: "ok" }],
     ])
   ).token;
-  const [entry] = (await t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
-  const restore = await raced(
-    /^insert into "custom_object_type_fields"/i,
-    () => t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token }),
-    () =>
-      t
-        .req("DELETE", `${SCHEMA}/trash/${entry.id}/`)
-        .then((r) => ({ status: r.status, body: null })),
-  );
+  const restore = await restoreRacedByPurge(slug, token);
   expect(restore.status, JSON.stringify(restore.body)).toBe(409);
   expect(restore.body.error).toBe("write_conflict");
-  const type = await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
+  const type = await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
   expect(type.body.results[0].fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
 });

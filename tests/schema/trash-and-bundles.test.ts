@@ -5,12 +5,9 @@
  * removal, restore or purge, decision 0120), whose round trips are counted.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { CountingProxy } from "../helpers/counting-proxy";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { appOn, type BackendApp } from "../helpers/remote-db";
 import { SCHEMA, doc } from "./helpers";
 import { purgeExpiredTrash } from "../../src/plugins/custom-objects/schema/trash";
 import { schemaApplyHandler } from "../../src/plugins/custom-objects/schema/jobs";
@@ -29,27 +26,14 @@ afterAll(() => t.close());
 /** The trash suite on a local file, or (`remote`) on a Hrana server behind a counting proxy. */
 function trashSuite(backend: "local" | "remote") {
   describe(`trash (${backend})`, () => {
+    let on: BackendApp;
     let t: TestApp;
-    let dir: string;
-    let hrana: HranaServer;
     let proxy: CountingProxy | null = null;
     beforeAll(async () => {
-      if (backend === "local") {
-        t = await makeTestApp();
-        return;
-      }
-      dir = mkdtempSync(join(tmpdir(), "host-trash-remote-"));
-      hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-      proxy = startCountingProxy(hrana.url);
-      t = await makeTestApp({ DATABASE_URL: proxy.url });
+      on = await appOn(backend, "trash-remote");
+      ({ t, proxy } = on);
     });
-    afterAll(async () => {
-      await t.close();
-      if (!proxy) return;
-      proxy.stop();
-      await hrana.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    afterAll(() => on.close());
     /** Remote: `work` takes at most `most` round trips (warm caches). */
     const counted = async <T>(most: number, work: () => Promise<T>): Promise<T> => {
       // the deferred search-index flush of earlier writes (decision 0056) is not the work's

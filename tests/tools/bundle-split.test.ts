@@ -8,18 +8,16 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { bundle, ROOT } from "../../tools/bundle";
+import { bundle } from "../../tools/bundle";
 import { HOST_ENGINE_ENV } from "../../bench/child-server";
-import { freePort } from "../helpers/worker";
-import { waitFor } from "../helpers/wait";
+import { type BundledServer, startBundledServer } from "../helpers/server-process";
 
 setDefaultTimeout(120_000);
 
 const dir = mkdtempSync(join(tmpdir(), "host-bundle-split-"));
 let entry: string;
 let port: number;
-let server: ReturnType<typeof Bun.spawn> | null = null;
-let serverLog = "";
+let server: BundledServer | null = null;
 
 /** The sources a bundled file was built from, as its source map names them. */
 const sourcesOf = (file: string): string[] =>
@@ -27,34 +25,18 @@ const sourcesOf = (file: string): string[] =>
 
 beforeAll(async () => {
   entry = await bundle("src/server.ts", "split-check");
-  port = await freePort();
-  server = Bun.spawn([process.execPath, entry], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...HOST_ENGINE_ENV,
-      DATABASE_URL: `file:${join(dir, "host.db")}`,
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      LOG_LEVEL: "warn",
-      LOGIN_REQUIRED: "false",
-      HOST_LOCAL_REDIS: "off",
-    },
-    stdout: "pipe",
-    stderr: "pipe",
+  server = await startBundledServer(entry, {
+    ...HOST_ENGINE_ENV,
+    DATABASE_URL: `file:${join(dir, "host.db")}`,
+    LOG_LEVEL: "warn",
+    LOGIN_REQUIRED: "false",
+    HOST_LOCAL_REDIS: "off",
   });
-  void new Response(server.stderr as ReadableStream).text().then((t) => (serverLog += t));
-  void new Response(server.stdout as ReadableStream).text().then((t) => (serverLog += t));
-  await waitFor(() => fetch(`http://127.0.0.1:${port}/livez`).then((r) => r.ok), {
-    timeoutMs: 30_000,
-    intervalMs: 100,
-    message: () => `the bundled server answering /livez:\n${serverLog}`,
-  });
+  port = server.port;
 });
 
 afterAll(async () => {
-  server?.kill("SIGTERM");
-  await server?.exited;
+  await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -79,7 +61,7 @@ describe("the bundled server loads GraphQL on first use", () => {
       });
     for (const _ of [1, 2]) {
       const r = await query();
-      expect({ status: r.status, body: await r.json(), log: serverLog }).toEqual({
+      expect({ status: r.status, body: await r.json(), log: server?.log() }).toEqual({
         status: 200,
         body: { data: { __typename: "Query" } },
         log: "",

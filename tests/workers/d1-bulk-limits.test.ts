@@ -5,65 +5,28 @@
  * deletes, and lists filtered by 150 ids answer as on libSQL, never a 500.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { Miniflare } from "miniflare";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createApp, servicesOf } from "../../src/app";
-import { loadConfig } from "../../src/config";
-import { d1Database, type D1Binding } from "../../src/db/d1";
+import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { createCache } from "../../src/services/cache";
-import { d1PersistDir, d1Settings, d1SuperuserToken, migrateLocalD1 } from "../../tools/d1-local";
-import { BASE } from "../helpers/app";
+import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(90_000);
 
 const CO = "/api/plugins/custom-objects";
 const N = 100;
-let dir: string;
-let mf: Miniflare;
-let app: Awaited<ReturnType<typeof createApp>>;
-let token: string;
+let d1: D1App;
+let app: D1App["app"];
 let siteId: number;
 let deviceIds: number[];
 
-async function json(method: string, path: string, body?: unknown) {
-  const res = await app.request(BASE + path, {
-    method,
-    headers: { authorization: `Token ${token}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
-
-async function made(path: string, body: unknown) {
-  const r = await json("POST", path, body);
-  if (r.status !== 201) throw new Error(`${path}: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body;
-}
+const json = (method: string, path: string, body?: unknown) => d1.json(method, path, body);
+const made = (path: string, body: unknown) => d1.made(path, body);
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-d1-bulk-"));
-  await migrateLocalD1(dir);
-  const d1 = d1Settings();
-  mf = new Miniflare({
-    modules: true,
-    script: "export default { fetch() { return new Response('') } }",
-    d1Databases: { [d1.binding]: d1.databaseId },
-    d1Persist: d1PersistDir(dir),
-  });
-  const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
-  const config = loadConfig(
-    { LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "unused.db")}` },
-    "bun",
-  );
-  app = await createApp({ config, db: d1Database(binding), cache: createCache("memory", {}) });
-  token = await d1SuperuserToken(binding, "admin");
+  d1 = await startD1App("d1-bulk");
+  app = d1.app;
   siteId = (await made("/api/dcim/sites/", { name: "bulk site", slug: "bulk-site" })).id;
   deviceIds = (
     await made("/api/dcim/devices/", [
@@ -83,10 +46,7 @@ beforeAll(async () => {
   await made("/api/extras/tags/", { name: "blue", slug: "blue" });
 });
 
-afterAll(async () => {
-  await mf?.dispose();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => d1?.stop());
 
 test("a bulk of 100 custom objects with object, multiobject and tag values on D1: created, updated, listed by id, deleted", async () => {
   const created = await json(

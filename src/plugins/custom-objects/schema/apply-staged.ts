@@ -6,9 +6,8 @@
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
-import { ApiError, forbidden, ValidationError } from "../../../core/errors";
+import { ApiError, ValidationError } from "../../../core/errors";
 import { protectedRefusal, withoutHidden } from "./access";
-import { codename } from "../../../core/auth/permissions";
 import { recordUrl } from "../../../core/models/define";
 import {
   choiceSets,
@@ -93,6 +92,7 @@ import {
 import {
   atPath,
   checkApply,
+  choiceSetValues,
   choiceSetsQuery,
   cotDraft,
   dependencyOrder,
@@ -646,23 +646,9 @@ function stageChoiceSets(
   const known = new Map(rows.map((r) => [r.name, { id: r.id, extraChoices: r.extraChoices }]));
   const nested = new Map(rows.map((r) => [r.id, nestedChoiceSet(ctx, r.id, r)]));
   let nextId = reads.nextSet();
-  const user = ctx.auth.user;
   for (const set of document.choice_sets ?? []) {
     const current = rows.find((r) => r.name === set.name);
-    const action = current ? "change" : "add";
-    if (
-      !user?.isSuperuser &&
-      !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
-    )
-      throw forbidden(
-        `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
-      );
-    const values = {
-      name: set.name,
-      description: set.description ?? "",
-      extraChoices: set.extra_choices as [string, string][],
-      orderAlphabetically: set.order_alphabetically ?? false,
-    };
+    const values = choiceSetValues(ctx, set, current !== undefined);
     if (!current) {
       batch.add(orm.insert(choiceSets).values({ id: nextId, ...values }));
       nested.set(nextId, nestedChoiceSet(ctx, nextId, values));

@@ -984,28 +984,41 @@ export async function exportSchema(
   return out as unknown as SchemaDocument;
 }
 
+type ChoiceSetEntry = NonNullable<SchemaDocument["choice_sets"]>[number];
+
+/**
+ * The row a document's choice set asks for, once the caller is known to hold the permission to
+ * add it (`exists` false) or change it; shared by the direct and the staged apply.
+ */
+export function choiceSetValues(
+  ctx: Pick<WriteContext, "auth">,
+  set: ChoiceSetEntry,
+  exists: boolean,
+) {
+  const action = exists ? "change" : "add";
+  const user = ctx.auth.user;
+  if (
+    !user?.isSuperuser &&
+    !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
+  )
+    throw forbidden(
+      `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
+    );
+  return {
+    name: set.name,
+    description: set.description ?? "",
+    extraChoices: set.extra_choices as [string, string][],
+    orderAlphabetically: set.order_alphabetically ?? false,
+  };
+}
+
 /** Creates or updates the document's choice sets (same transaction); unchanged ones are left alone. */
 async function upsertChoiceSets(ctx: WriteContext, document: SchemaDocument) {
   const sets = document.choice_sets ?? [];
   if (!sets.length) return;
-  const user = ctx.auth.user;
   for (const set of sets) {
     const [current] = await ctx.db.select().from(choiceSets).where(eq(choiceSets.name, set.name));
-    const action = current ? "change" : "add";
-    if (
-      !user?.isSuperuser &&
-      !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
-    ) {
-      throw forbidden(
-        `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
-      );
-    }
-    const values = {
-      name: set.name,
-      description: set.description ?? "",
-      extraChoices: set.extra_choices as [string, string][],
-      orderAlphabetically: set.order_alphabetically ?? false,
-    };
+    const values = choiceSetValues(ctx, set, current !== undefined);
     if (!current) await ctx.db.insert(choiceSets).values(values);
     else if (
       !sameValue(

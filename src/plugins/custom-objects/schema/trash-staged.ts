@@ -42,6 +42,7 @@ import { dropIndexStatements } from "../search/search-index";
 import {
   addStatements,
   bumpType,
+  deleteTypeRow,
   guardAdmitted,
   messages,
   objectTypeQuery,
@@ -189,14 +190,7 @@ export function stageTypeRemoval(
   batch.add(
     orm.delete(customObjectTypeFields).where(eq(customObjectTypeFields.customObjectTypeId, cot.id)),
   );
-  batch.add(
-    orm
-      .delete(customObjectTypes)
-      .where(
-        and(eq(customObjectTypes.id, cot.id), eq(customObjectTypes.lastUpdated, cot.lastUpdated)),
-      ),
-  );
-  batch.add(guardChanged(orm));
+  deleteTypeRow(batch, orm, cot);
   if (!cot.objectTypeId) return;
   // the entry keeps the tags read: one added or removed since fails the batch
   const held = tags

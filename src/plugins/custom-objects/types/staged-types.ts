@@ -8,7 +8,7 @@ import { and, eq } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
-import { guardChanged, isWriteConflict, type Orm } from "../../../db/client";
+import { isWriteConflict, type Orm } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
 import { notFound, ValidationError } from "../../../core/errors";
 import type {
@@ -45,6 +45,7 @@ import {
   guardAdmitted,
   type Limits,
   limitsOf,
+  deleteTypeRow,
   dropTypeRows,
   firstNext,
   idTaken,
@@ -373,14 +374,7 @@ async function deleteType(
     hook.write(batch);
     hooks.push(hook);
   }
-  batch.add(
-    orm
-      .delete(customObjectTypes)
-      .where(
-        and(eq(customObjectTypes.id, cot.id), eq(customObjectTypes.lastUpdated, cot.lastUpdated)),
-      ),
-  );
-  batch.add(guardChanged(orm));
+  deleteTypeRow(batch, orm, cot);
   addStatements(batch, orm, dropCotTableStatements(cot.id, fields));
   dropTypeRows(batch, orm, cot);
   await stageChange(ctx, batch, options.resource, await rules(), {

@@ -282,6 +282,18 @@ export function bumpType(batch: WriteBatch, orm: Orm, cot: CotRow, set: Partial<
   batch.add(guardChanged(orm));
 }
 
+/** A type's row deleted in the batch, guarded on the stamp read (a concurrent change: 409). */
+export function deleteTypeRow(batch: WriteBatch, orm: Orm, cot: CotRow) {
+  batch.add(
+    orm
+      .delete(customObjectTypes)
+      .where(
+        and(eq(customObjectTypes.id, cot.id), eq(customObjectTypes.lastUpdated, cot.lastUpdated)),
+      ),
+  );
+  batch.add(guardChanged(orm));
+}
+
 /** Fields (of any type) pointing at the objects of type `cotId`, for a read phase. */
 export function inboundFieldsQuery(orm: Orm, cotId: number) {
   const ot = sql`(SELECT "object_type_id" FROM "custom_object_types" WHERE "id" = ${cotId})`;

@@ -1,0 +1,75 @@
+/**
+ * The real app in process over miniflare's D1, migrated by wrangler as a deploy migrates it, with
+ * a superuser's token: the set-up of the D1 write tests.
+ */
+import { Miniflare } from "miniflare";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import type { Database } from "../../src/db/client";
+import { d1Database, type D1Binding } from "../../src/db/d1";
+import { createCache } from "../../src/services/cache";
+import { d1PersistDir, d1Settings, d1SuperuserToken, migrateLocalD1 } from "../../tools/d1-local";
+import { BASE } from "./app";
+
+export interface D1App {
+  app: Awaited<ReturnType<typeof createApp>>;
+  binding: D1Binding;
+  /** One request as the superuser; the answer's status and parsed body. */
+  json(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** A POST that must answer 201; its body. */
+  made(path: string, body: unknown): Promise<any>;
+  stop(): Promise<void>;
+}
+
+/** Starts it on a fresh directory named after `name`; `wrap` may watch the database. */
+export async function startD1App(
+  name: string,
+  wrap: (db: Database) => Database = (db) => db,
+): Promise<D1App> {
+  const dir = mkdtempSync(join(tmpdir(), `host-${name}-`));
+  await migrateLocalD1(dir);
+  const d1 = d1Settings();
+  const mf = new Miniflare({
+    modules: true,
+    script: "export default { fetch() { return new Response('') } }",
+    d1Databases: { [d1.binding]: d1.databaseId },
+    d1Persist: d1PersistDir(dir),
+  });
+  const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
+  const config = loadConfig(
+    { LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "unused.db")}` },
+    "bun",
+  );
+  const app = await createApp({
+    config,
+    db: wrap(d1Database(binding)),
+    cache: createCache("memory", {}),
+  });
+  const token = await d1SuperuserToken(binding, "admin");
+  const json = async (method: string, path: string, body?: unknown) => {
+    const res = await app.request(BASE + path, {
+      method,
+      headers: { authorization: `Token ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+  return {
+    app,
+    binding,
+    json,
+    async made(path, body) {
+      const r = await json("POST", path, body);
+      if (r.status !== 201) throw new Error(`${path}: ${r.status} ${JSON.stringify(r.body)}`);
+      return r.body;
+    },
+    async stop() {
+      await mf.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
