@@ -75,11 +75,15 @@ test("the same search again encodes no record: the kept text, byte for byte what
   expect(page.count).toBe(60);
   expect(page.results).toHaveLength(10);
   expect(page.next).toContain("offset=20");
-  expect(page.results[0].site).toMatchObject({ name: expect.any(String), slug: expect.any(String) });
+  expect(page.results[0].site).toMatchObject({
+    name: expect.any(String),
+    slug: expect.any(String),
+  });
 });
 
 test("a caller with references hidden gets its own answer, not the kept text", async () => {
-  const viewer = (await userWith(t, "kjson-only", [[["view"], "custom_objects.kjson", null]])).token;
+  const viewer = (await userWith(t, "kjson-only", [[["view"], "custom_objects.kjson", null]]))
+    .token;
   const full = await searchText(); // kept, with its text, by the superuser's request
   for (let round = 0; round < 2; round++) {
     const hidden = await searchText(viewer);
