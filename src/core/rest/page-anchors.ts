@@ -60,7 +60,13 @@ export interface KeptPage {
   stamp: string;
   rows: PageRow[];
   /** The page's records as `load` gave them, frozen, for one base URL (their `url`s name it). */
-  records?: { baseUrl: string; list: readonly Record<string, unknown>[]; bytes: number };
+  records?: {
+    baseUrl: string;
+    list: readonly Record<string, unknown>[];
+    bytes: number;
+    /** `JSON.stringify(list)`, made by the first answer that gave the list as it is. */
+    json?: string;
+  };
 }
 
 /**
@@ -266,6 +272,31 @@ export async function keptRecords<R extends Record<string, unknown>>(
     if (other !== page) giveUpRecords(state, other);
   }
   return list;
+}
+
+/**
+ * `JSON.stringify(list)` when `list` is the very array `keptRecords` gave for `page` (records kept
+ * under the current stamp): made once and kept beside the records, counted in their bytes; null
+ * otherwise (records read afresh, or another array — hidden references, a projection).
+ */
+export function keptRecordsJson(
+  services: Services,
+  page: KeptPage,
+  list: readonly Record<string, unknown>[],
+): string | null {
+  const kept = page.records;
+  if (!kept || kept.list !== list || databaseStamp(services) !== page.stamp) return null;
+  if (kept.json !== undefined) return kept.json;
+  const json = JSON.stringify(list);
+  const state = stateOf(services);
+  kept.json = json;
+  kept.bytes += json.length;
+  state.bytes += json.length;
+  for (const other of state.pages.values()) {
+    if (state.bytes <= MAX_KEPT_BYTES) break;
+    if (other !== page) giveUpRecords(state, other);
+  }
+  return json;
 }
 
 function giveUpRecords(state: State, page: KeptPage) {
