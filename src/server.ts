@@ -9,8 +9,8 @@ import { createApp, servicesOf } from "./app";
 import { ConfigError, loadConfig, redactUrl, unknownSettings, type Config } from "./config";
 import { openDatabase } from "./db/local";
 import { runMigrations } from "./migrations";
-import { databaseIdentity } from "./db/identity";
-import { checkMarker, vanishedDatabase } from "./db/marker";
+import { databaseIdentity, storedIdentity } from "./db/identity";
+import { checkMarker, remembersDatabase, vanishedDatabase } from "./db/marker";
 import { describeDatabaseError } from "./db/connection-errors";
 import { createCache } from "./services/cache";
 import { createResilientCache } from "./services/cache/resilient";
@@ -151,6 +151,11 @@ async function openMigrated(config: Config) {
       readPool: config.database.readPool,
       cacheMb: config.database.cacheMb,
     });
+    // a folder that remembers its database refuses any other before migrating writes to it
+    if (file && remembersDatabase(file)) {
+      const foreign = checkMarker(file, (await storedIdentity(db.orm)) ?? "none (never migrated)");
+      if (foreign) throw new StartupError(`cannot start: ${foreign}`);
+    }
     await runMigrations(db);
     const other = file && checkMarker(file, await databaseIdentity(db.orm));
     if (other) throw new StartupError(`cannot start: ${other}`);

@@ -33,13 +33,16 @@ export async function ensureDatabaseIdentity(orm: Orm): Promise<string> {
   return identity;
 }
 
+/** The identity the database holds, read without writing: null when it has none (or no table). */
+export async function storedIdentity(orm: Orm): Promise<string | null> {
+  try {
+    return await read(orm);
+  } catch {
+    return null; // no table yet: a database this code never migrated
+  }
+}
+
 /** The database's identity: one read when migrations made it, else made now. */
 export async function databaseIdentity(orm: Orm): Promise<string> {
-  try {
-    const identity = await read(orm);
-    if (identity) return identity;
-  } catch {
-    // no table yet: a database this code never migrated
-  }
-  return ensureDatabaseIdentity(orm);
+  return (await storedIdentity(orm)) ?? ensureDatabaseIdentity(orm);
 }

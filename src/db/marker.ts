@@ -27,6 +27,9 @@ export function vanishedDatabase(path: string): string | null {
   );
 }
 
+/** Whether the folder remembers a database beside `path` (then nothing may be written first). */
+export const remembersDatabase = (path: string): boolean => readMarker(path) !== null;
+
 /** After opening: remembers `identity` the first time; names a different database, else null. */
 export function checkMarker(path: string, identity: string): string | null {
   const remembered = readMarker(path);

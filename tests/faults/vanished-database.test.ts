@@ -58,8 +58,9 @@ test("a vanished or replaced database stops start-up with one line; deleting the
   expect(replaced.code).toBe(1);
   expect(replaced.stderr).toContain("is not the database this folder held");
 
-  // The right file restored: it starts.
-  rmSync(path);
+  // The right file restored, as an operator restores a backup: the other database's WAL and
+  // shared-memory index go with it (a stale index beside a restored file names the other's pages).
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
   for (const suffix of files) copyFileSync(`${path}.saved${suffix}`, path + suffix);
   const restored = await startServerProcess(env);
   cleanups.push(() => restored.kill());
