@@ -59,3 +59,16 @@ export async function namedCot(t: TestApp, slug: string, links: Record<string, O
     });
   return cot;
 }
+
+/** Two sites (`hq`, `lab`) and a type `slug` with a primary `name` and a `site` link: the kept-search fixtures' shape. */
+export async function siteLinkedCot(t: TestApp, slug: string) {
+  const sites: number[] = [];
+  for (const site of ["hq", "lab"]) {
+    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: site, slug: site } });
+    sites.push(r.body.id);
+  }
+  const cot = await makeCot(t, slug);
+  await addField(t, cot.id, { name: "name", type: "text", primary: true });
+  await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
+  return { sites, cotId: cot.id as number };
+}

@@ -9,20 +9,16 @@ import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
-import { addField, CO, makeCot } from "./fixtures";
+import { CO, siteLinkedCot } from "./fixtures";
 
 let t: TestApp;
 const sites: number[] = [];
 
 beforeAll(async () => {
   t = await makeTestApp();
-  for (const slug of ["hq", "lab"]) {
-    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: slug, slug } });
-    sites.push(r.body.id);
-  }
-  const cot = await makeCot(t, "kjson");
-  await addField(t, cot.id, { name: "name", type: "text", primary: true });
-  await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
+  const made = await siteLinkedCot(t, "kjson");
+  sites.push(...made.sites);
+  const cot = { id: made.cotId };
   const db = createClient({ url: t.dbUrl });
   await db.execute(
     `INSERT INTO co_${cot.id} (created, last_updated, name, site_id)

@@ -9,7 +9,7 @@ import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
-import { addField, CO, makeCot } from "./fixtures";
+import { CO, siteLinkedCot } from "./fixtures";
 
 let t: TestApp;
 let other: Client; // another connection to the same file, as another process would be
@@ -18,13 +18,9 @@ const sites: number[] = [];
 
 beforeAll(async () => {
   t = await makeTestApp();
-  for (const slug of ["hq", "lab"]) {
-    const r = await t.json("POST", "/api/dcim/sites/", { body: { name: slug, slug } });
-    sites.push(r.body.id);
-  }
-  const cot = await makeCot(t, "kept");
-  await addField(t, cot.id, { name: "name", type: "text", primary: true });
-  await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
+  const made = await siteLinkedCot(t, "kept");
+  sites.push(...made.sites);
+  const cot = { id: made.cotId };
   table = `co_${cot.id}`;
   other = createClient({ url: t.dbUrl });
   await other.execute(
