@@ -203,7 +203,8 @@ function mergedDraft(
 async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }: FieldCheck) {
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
-      const raw = input.choice_set;
+      // a name as the choice set API stores it: trimmed
+      const raw = typeof input.choice_set === "string" ? input.choice_set.trim() : input.choice_set;
       const named = typeof raw === "string" ? known?.get(raw) : undefined;
       if (named) {
         draft.choiceSetId = named.id;
