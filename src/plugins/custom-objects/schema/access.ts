@@ -8,7 +8,11 @@ import { admitted, restrictWhere } from "../../../core/auth/restrict";
 import type { Action } from "../../../core/auth/permissions";
 import type { AuthState } from "../../../core/context";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
+import { inArray, sql, type SQL } from "drizzle-orm";
+import type { Executor } from "../../../db/client";
+import { customObjectTypes } from "../../../db/schema";
 import { cotModel } from "../types/api";
+import type { SchemaDocument } from "./document";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
 export async function cotsAllowed(
@@ -64,10 +68,84 @@ export function withoutHidden<T>(state: Map<string, T>, hidden?: ReadonlySet<str
   return new Map([...state].filter(([slug]) => !hidden.has(slug)));
 }
 
-/** An apply's document types the caller may not view: refused as the add of a new slug is. */
-export function refuseHidden(slugs: string[], hidden?: ReadonlySet<string>) {
-  const refused = slugs.filter((s) => hidden?.has(s));
-  if (refused.length) throw cotsRefused("add", refused);
+/**
+ * An apply's add refusal (the caller's add constraints refuse a type as written): it names every
+ * type the document adds, in document order, not only the refused ones, so that a refusal for a
+ * type the caller may not view says the same (decision 0137).
+ */
+export function addsRefused(document: SchemaDocument, existing: (slug: string) => boolean) {
+  return cotsRefused(
+    "add",
+    document.types.map((t) => t.slug).filter((slug) => !existing(slug)),
+  );
+}
+
+/**
+ * 403 unless the caller may add every one of the types `added` (by id, as written): the apply's
+ * add refusal (`addsRefused`).
+ */
+export async function requireAdded(
+  ctx: WriteContext,
+  document: SchemaDocument,
+  added: Map<number, { slug?: unknown }>,
+) {
+  const ids = [...added.keys()];
+  if (!ids.length) return;
+  const allowed = await cotsAllowed(ctx, ctx.auth, "add", ids);
+  const slugs = new Set([...added.values()].map((r) => String(r.slug)));
+  if (ids.some((id) => !allowed.has(id))) throw addsRefused(document, (s) => !slugs.has(s));
+}
+
+/**
+ * The types holding any of a document's type names, each with whether the caller may view it
+ * (`view`: their view constraint); a query to await or to add to a read phase.
+ */
+export function nameHoldersQuery(db: Executor, document: SchemaDocument, view: SQL) {
+  const names = [...new Set(document.types.map((t) => t.name))];
+  return db
+    .select({
+      name: customObjectTypes.name,
+      // NULL, as in a WHERE, is not admitted
+      seen: sql<number>`coalesce((${view}), 0)`,
+    })
+    .from(customObjectTypes)
+    .where(names.length ? inArray(customObjectTypes.name, names) : sql`0`);
+}
+
+/** The names among `holders` (`nameHoldersQuery`) held by a type the caller may not view. */
+export function hiddenNamesOf(holders: Array<{ name: string; seen: unknown }>): Set<string> {
+  return new Set(holders.filter((h) => !Number(h.seen)).map((h) => h.name));
+}
+
+/** The document's type names held by types the caller may not view (none read when unconstrained). */
+export async function hiddenNamesIn(ctx: WriteContext, document: SchemaDocument) {
+  const view = await restrictWhere(ctx, ctx.auth, "view", cotModel.resource);
+  return view ? hiddenNamesOf(await nameHoldersQuery(ctx.db, document, view)) : new Set<string>();
+}
+
+/**
+ * An apply's document types that meet a type the caller may not view, on its slug (`hidden`) or
+ * its name (`hiddenNames`): such a type does not exist to them (decision 0129), but its slug and
+ * name stay taken. A visible type renamed onto a hidden name is refused as a change outside their
+ * constraints, anything else as the document's adds are (`addsRefused`): never "already exists".
+ * `visible`: the document's existing types the caller may view.
+ */
+export function refuseHidden(
+  document: SchemaDocument,
+  visible: ReadonlyMap<string, unknown>,
+  hidden?: ReadonlySet<string>,
+  hiddenNames?: ReadonlySet<string>,
+) {
+  const types = document.types;
+  const renamed = types.filter((t) => visible.has(t.slug) && hiddenNames?.has(t.name));
+  if (renamed.length)
+    throw cotsRefused(
+      "change",
+      renamed.map((t) => t.slug),
+    );
+  const meets = (t: SchemaDocument["types"][number]) =>
+    !visible.has(t.slug) && (hidden?.has(t.slug) || hiddenNames?.has(t.name));
+  if (types.some(meets)) throw addsRefused(document, (slug) => visible.has(slug));
 }
 
 /**

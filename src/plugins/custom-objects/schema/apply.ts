@@ -63,6 +63,8 @@ export interface ApplyRequest {
   purge: boolean;
   /** Slugs of existing types the caller may not view: to the apply they do not exist (0129). */
   hidden?: ReadonlySet<string>;
+  /** Names held by types the caller may not view: still taken, refused as `hidden` (0137). */
+  hiddenNames?: ReadonlySet<string>;
 }
 
 const invalid = (detail: string, errors: SchemaError[]) =>
@@ -875,10 +877,7 @@ export async function checkApply(
       { references: problems },
     );
   // last, where a new slug outside the caller's add constraints is refused (after the writes)
-  refuseHidden(
-    document.types.map((t) => t.slug),
-    request.hidden,
-  );
+  refuseHidden(document, state, request.hidden, request.hiddenNames);
   return { plan, diffs, db, graph };
 }
 
