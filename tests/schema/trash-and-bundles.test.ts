@@ -457,6 +457,8 @@ describe("whole documents", () => {
 
   test("a choice set's name is trimmed by documents as by the REST API, so both store one name", async () => {
     const sets = "/api/extras/custom-field-choice-sets/";
+    const typeId = async (slug: string) =>
+      (await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.results[0].id;
     const named = async (name: string) =>
       (await t.json("GET", `${sets}?name=${encodeURIComponent(name)}`)).body.results;
     const long = "l".repeat(100);
@@ -488,6 +490,17 @@ describe("whole documents", () => {
     expect(await named(long.replace(/l/g, "m"))).toHaveLength(1);
     const exported = await t.json("GET", `${SCHEMA}/export/?slug=padded_user`);
     expect(exported.body.types[0].fields[0].choice_set).toBe("padded doc");
+    // REST's by-name spelling of a field's set is trimmed too
+    const field = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+      body: {
+        custom_object_type: await typeId("padded_user"),
+        name: "pick_rest",
+        type: "select",
+        choice_set: " padded rest  ",
+      },
+    });
+    expect(field.status, JSON.stringify(field.body)).toBe(201);
+    expect(field.body.choice_set.name).toBe("padded rest");
     // the trimmed spelling is the one set: a document naming it either way changes nothing
     const again = await apply({ schema: { ...padded, choice_sets: [padded.choice_sets[0]!] } });
     expect(again.status, JSON.stringify(again.body)).toBe(200);
