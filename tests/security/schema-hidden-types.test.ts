@@ -102,6 +102,10 @@ function suite(backend: "local" | "remote") {
       out.applyBeside = await post("apply", {
         schema: schema([typeOf("lab_fresh", "lab", [code]), guess]),
       });
+      // the guessed slug under a name a type the caller may view holds: that clash is answered
+      out.applyVisibleName = await post("apply", {
+        schema: schema([{ ...guess, name: "lab_target" }]),
+      });
       out.restName = await rest("POST", "", { name: "vault", slug: "fresh_three", ...secret });
       out.restSlug = await rest("POST", "", { name: "fresh_four", slug: "vault", ...secret });
       return out;
@@ -211,6 +215,7 @@ function suite(backend: "local" | "remote") {
       const whileAbsent = await probe();
       expect(whileAbsent.apply?.status).toBe(403);
       expect(whileAbsent.applyRemoval?.status).toBe(200);
+      expect(whileAbsent.applyVisibleName?.status).toBe(400);
       expect(whileHidden).toEqual(whileAbsent);
     });
   });

@@ -96,36 +96,64 @@ export async function requireAdded(
   if (ids.some((id) => !allowed.has(id))) throw addsRefused(document, (s) => !slugs.has(s));
 }
 
+/** A type holding one of a document's type names, and whether the caller may view it. */
+export interface NameHolder {
+  name: string;
+  slug: string;
+  seen: unknown;
+}
+
 /**
  * The types holding any of a document's type names, each with whether the caller may view it
- * (`view`: their view constraint); a query to await or to add to a read phase.
+ * (`view`: their view constraint, undefined when unconstrained); to await or add to a read phase.
  */
-export function nameHoldersQuery(db: Executor, document: SchemaDocument, view: SQL) {
+export function nameHoldersQuery(db: Executor, document: SchemaDocument, view?: SQL) {
   const names = [...new Set(document.types.map((t) => t.name))];
   return db
     .select({
       name: customObjectTypes.name,
+      slug: customObjectTypes.slug,
       // NULL, as in a WHERE, is not admitted
-      seen: sql<number>`coalesce((${view}), 0)`,
+      seen: view ? sql<number>`coalesce((${view}), 0)` : sql<number>`1`,
     })
     .from(customObjectTypes)
     .where(names.length ? inArray(customObjectTypes.name, names) : sql`0`);
 }
 
-/** The names among `holders` (`nameHoldersQuery`) held by a type the caller may not view. */
-export function hiddenNamesOf(holders: Array<{ name: string; seen: unknown }>): Set<string> {
-  return new Set(holders.filter((h) => !Number(h.seen)).map((h) => h.name));
+/** `nameHoldersQuery` read now, with the caller's view constraint. */
+export async function nameHoldersIn(ctx: WriteContext, document: SchemaDocument) {
+  const view = await restrictWhere(ctx, ctx.auth, "view", cotModel.resource);
+  return (await nameHoldersQuery(ctx.db, document, view)) as NameHolder[];
 }
 
-/** The document's type names held by types the caller may not view (none read when unconstrained). */
-export async function hiddenNamesIn(ctx: WriteContext, document: SchemaDocument) {
-  const view = await restrictWhere(ctx, ctx.auth, "view", cotModel.resource);
-  return view ? hiddenNamesOf(await nameHoldersQuery(ctx.db, document, view)) : new Set<string>();
+/**
+ * 400 for a document type taking the name of a type the caller may view that the document
+ * leaves in place (not one of its types): checked before `refuseHidden`, so that this answer
+ * does not depend on whether the document's slug is a hidden type's (decision 0137).
+ */
+export function refuseTakenNames(document: SchemaDocument, holders: readonly NameHolder[] = []) {
+  const listed = new Set(document.types.map((t) => t.slug));
+  const errors = document.types.flatMap((t, i) =>
+    holders.some((h) => Number(h.seen) && h.name === t.name && !listed.has(h.slug))
+      ? [
+          {
+            path: `$.types[${i}].name`,
+            message: "custom object type with this name already exists.",
+          },
+        ]
+      : [],
+  );
+  if (errors.length)
+    throw new ApiError(400, {
+      error: "invalid_schema",
+      detail: "The schema document conflicts with the database.",
+      schema_errors: errors.slice(0, 20),
+    });
 }
 
 /**
  * An apply's document types that meet a type the caller may not view, on its slug (`hidden`) or
- * its name (`hiddenNames`): such a type does not exist to them (decision 0129), but its slug and
+ * its name (a `holders` entry not `seen`): such a type does not exist to them (decision 0129), but its slug and
  * name stay taken. A visible type renamed onto a hidden name is refused as a change outside their
  * constraints, anything else as the document's adds are (`addsRefused`): never "already exists".
  * `visible`: the document's existing types the caller may view.
@@ -134,17 +162,18 @@ export function refuseHidden(
   document: SchemaDocument,
   visible: ReadonlyMap<string, unknown>,
   hidden?: ReadonlySet<string>,
-  hiddenNames?: ReadonlySet<string>,
+  holders: readonly NameHolder[] = [],
 ) {
+  const hiddenNames = new Set(holders.filter((h) => !Number(h.seen)).map((h) => h.name));
   const types = document.types;
-  const renamed = types.filter((t) => visible.has(t.slug) && hiddenNames?.has(t.name));
+  const renamed = types.filter((t) => visible.has(t.slug) && hiddenNames.has(t.name));
   if (renamed.length)
     throw cotsRefused(
       "change",
       renamed.map((t) => t.slug),
     );
   const meets = (t: SchemaDocument["types"][number]) =>
-    !visible.has(t.slug) && (hidden?.has(t.slug) || hiddenNames?.has(t.name));
+    !visible.has(t.slug) && (hidden?.has(t.slug) || hiddenNames.has(t.name));
   if (types.some(meets)) throw addsRefused(document, (slug) => visible.has(slug));
 }
 

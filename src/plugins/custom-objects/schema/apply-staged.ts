@@ -7,7 +7,7 @@
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
-import { hiddenNamesOf, nameHoldersQuery, protectedRefusal, withoutHidden } from "./access";
+import { nameHoldersQuery, type NameHolder, protectedRefusal, withoutHidden } from "./access";
 import { recordUrl } from "../../../core/models/define";
 import {
   choiceSets,
@@ -178,13 +178,13 @@ export async function applyStaged(
   const { document } = submitted;
   const slugs = documentSlugs(document);
   const limits = await typeLimits(ctx);
-  const { state, references, sets, hidden, hiddenNames } = await readState(
+  const { state, references, sets, hidden, nameHolders } = await readState(
     ctx,
     document,
     slugs,
     limits,
   );
-  const request = { ...submitted, hidden, hiddenNames };
+  const request = { ...submitted, hidden, nameHolders };
   // read before the checks: the gate's counts of what removals take ride in it
   const reads = await readPhase(ctx, document, state, sets);
   const { plan, diffs, graph } = await checkApply(
@@ -315,7 +315,7 @@ async function readState(
   // names stay taken (0137)
   const view = await viewLimit(ctx);
   const mayView = admittedBySlug(orm, phase, slugs, view);
-  const holders = view ? phase.add(nameHoldersQuery(orm, document, view)) : () => [];
+  const holders = phase.add(nameHoldersQuery(orm, document, view));
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(orm, slugs);
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
@@ -332,7 +332,7 @@ async function readState(
   refuseAsRead(seen, removing, { change: mayChange(), delete: mayDelete() });
   return {
     hidden,
-    hiddenNames: hiddenNamesOf(holders()),
+    nameHolders: holders() as NameHolder[],
     state: withoutHidden(await typesFromRows(rows, orm, registry), hidden),
     references: await referencesFromRows(refCots(), refFields(), orm, registry),
     sets: named() as ChoiceSetRow[],
