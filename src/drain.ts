@@ -6,6 +6,8 @@
  * has been in flight for `QUIET_MS`, then stops listening, lets the last responses finish and
  * returns; all within `DRAIN_TIMEOUT_MS`, after which remaining connections are cut.
  */
+import { orAfter } from "./db/bounded-wait";
+
 type Fetch = (request: Request, server?: any) => Response | Promise<Response>;
 
 /** The longest a drain waits for requests; the process exits shortly after (documented in the README). */
@@ -61,10 +63,8 @@ export function drainer(
       while (left() > 0 && (inFlight > 0 || performance.now() - lastActive < quietMs))
         await Bun.sleep(Math.min(10, Math.max(1, left())));
       const stopped = Promise.resolve(server.stop(false)).then(() => true);
-      const finished = await Promise.race([
-        stopped,
-        Bun.sleep(Math.max(0, left())).then(() => false),
-      ]);
+      // the bound's timer cleared once the server stopped: it held a process for the rest of it
+      const finished = await orAfter(stopped, Math.max(0, left()), false);
       if (!finished) await server.stop(true);
       return finished;
     },

@@ -14,4 +14,18 @@ export async function settledWithin(promise: Promise<unknown>, ms: number): Prom
   }
 }
 
+/**
+ * `promise`'s outcome, or `fallback` when it has not settled after `ms`; a rejection before then
+ * is thrown. The bound's timer is cleared either way.
+ */
+export async function orAfter<T, F>(promise: Promise<T>, ms: number, fallback: F): Promise<T | F> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<F>((r) => (timer = setTimeout(() => r(fallback), ms)));
+  try {
+    return await Promise.race([promise, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const noop = () => undefined;

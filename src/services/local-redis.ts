@@ -19,6 +19,7 @@ import {
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { orAfter } from "../db/bounded-wait";
 import { startRedisBridge, type RedisBridge } from "./redis-bridge";
 
 /** A running local stack. */
@@ -42,6 +43,8 @@ export interface LocalRedisStackOptions {
   redisServerBin?: string;
   /** How long to wait for redis-server to answer PING; default 10000 ms. */
   startTimeoutMs?: number;
+  /** Without `dataDir`: how long `stop` waits for the server after SIGTERM, then SIGKILL; default 5000 ms. */
+  stopTimeoutMs?: number;
   /**
    * Keep the data: redis-server runs in `<dataDir>/redis` with `appendonly yes` and writes
    * `redis.pid` and `redis.port` there. Default: none (a temp dir, no persistence).
@@ -149,7 +152,7 @@ export async function startLocalRedisStack(
   // The free port may be taken between asking and binding: try again on a fresh one.
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      return await startOnce(bin, startTimeoutMs);
+      return await startOnce(bin, startTimeoutMs, options.stopTimeoutMs ?? STOP_TIMEOUT_MS);
     } catch (e) {
       lastError = e;
     }
@@ -157,7 +160,11 @@ export async function startLocalRedisStack(
   throw lastError;
 }
 
-async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedisStack> {
+async function startOnce(
+  bin: string,
+  startTimeoutMs: number,
+  stopTimeoutMs: number,
+): Promise<LocalRedisStack> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "host-dev-redis-"));
   const proc = Bun.spawn(
@@ -205,13 +212,15 @@ async function startOnce(bin: string, startTimeoutMs: number): Promise<LocalRedi
       } catch {
         // already gone
       }
-      const exited = await Promise.race([
+      // bounds whose timers are cleared once the server exits: a left one held the process
+      const exited = await orAfter(
         proc.exited.then(() => true),
-        Bun.sleep(STOP_TIMEOUT_MS).then(() => false),
-      ]);
+        stopTimeoutMs,
+        false,
+      );
       if (!exited) {
         killOnExit();
-        await Promise.race([proc.exited, Bun.sleep(STOP_TIMEOUT_MS)]);
+        await orAfter(proc.exited, stopTimeoutMs, undefined);
       }
       process.off("exit", killOnExit);
       rmSync(dir, { recursive: true, force: true });

@@ -7,40 +7,29 @@
  * reached), where type writes and schema applies are one batch (decisions 0108, 0111, 0119).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import type { TestApp } from "../helpers/app";
+import { appOn, type BackendApp } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "./fixtures";
 import { doc, dump, SCHEMA } from "../schema/helpers";
 
 for (const where of ["local", "remote"] as const)
   describe(where, () => {
     let t: TestApp;
-    let hrana: HranaServer | undefined;
-    let dir: string | undefined;
+    let on: BackendApp;
     let vlan: { id: number };
     const TYPE = () => `${CO}/custom-object-types/${vlan.id}/`;
     const KEY = { fields: ["vid"], condition: { status__n: "retired" } };
     const RANGE = { name: "vid_range", condition: { vid__gte: 1, vid__lte: 4094 } };
 
     beforeAll(async () => {
-      if (where === "remote") {
-        dir = mkdtempSync(join(tmpdir(), "host-conditional-"));
-        hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-      }
-      t = await makeTestApp(hrana ? { DATABASE_URL: hrana.url } : {});
+      on = await appOn(where, "conditional");
+      t = on.t;
       vlan = await makeCot(t, "vlan");
       await addField(t, vlan.id, { name: "name", type: "text", primary: true });
       await addField(t, vlan.id, { name: "vid", type: "integer" });
       await addField(t, vlan.id, { name: "status", type: "text" });
     });
-    afterAll(async () => {
-      await t.close();
-      await hrana?.stop();
-      if (dir) rmSync(dir, { recursive: true, force: true });
-    });
+    afterAll(() => on.close());
 
     const instanceSchemas = async () => {
       const s = (await t.json("GET", "/api/schema/")).body.components.schemas;

@@ -6,27 +6,22 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createClient, type Client } from "@libsql/client";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "./fixtures";
 
-let hrana: HranaServer;
-let dir: string;
+let remote: RemoteDb;
 let t: TestApp;
 let direct: Client;
 let cotId: number;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-search-remote-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  t = await makeTestApp({ DATABASE_URL: hrana.url });
+  remote = await startRemoteDb("search-remote");
+  t = await makeTestApp({ DATABASE_URL: remote.url });
   expect(t.deps.db.kind).toBe("remote");
-  direct = createClient({ url: hrana.url });
+  direct = createClient({ url: remote.url });
   const cot = await makeCot(t, "remote_search");
   cotId = cot.id;
   await addField(t, cot.id, { name: "title", type: "text", primary: true });
@@ -44,8 +39,7 @@ beforeAll(async () => {
 afterAll(async () => {
   direct.close();
   await t.close();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await remote.stop();
 });
 
 const ids = async (query: string) =>

@@ -22,11 +22,11 @@ import { d1Database, type D1Binding } from "../../src/db/d1";
 import { newRowId } from "../../src/core/rest/write-batch";
 import { openDatabase } from "../../src/db/local";
 import { runMigrations } from "../../src/migrations";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { CountingProxy } from "../helpers/counting-proxy";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 
 let dir: string;
-let hrana: HranaServer;
+let remote: RemoteDb | undefined;
 let proxy: CountingProxy;
 let mf: Miniflare;
 const dbs: Record<string, Database> = {};
@@ -40,10 +40,10 @@ const guardStatements = () =>
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "host-db-interface-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
+  remote = await startRemoteDb("db-interface");
+  proxy = remote.proxy;
   dbs.local = await openDatabase(`file:${join(dir, "local.db")}`);
-  dbs.remote = await openDatabase(proxy.url);
+  dbs.remote = await openDatabase(remote.url);
   for (const db of [dbs.local, dbs.remote]) await runMigrations(db);
   mf = new Miniflare({
     modules: true,
@@ -62,8 +62,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const db of Object.values(dbs)) await db.close();
   await mf?.dispose();
-  proxy?.stop();
-  await hrana?.stop();
+  await remote?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 

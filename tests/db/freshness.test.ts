@@ -6,24 +6,20 @@
  * still cost one round trip when nothing changed.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createApp, servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { anotherInstance, revokeTokensOf } from "../helpers/instances";
 import { waitFor } from "../helpers/wait";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { CountingProxy } from "../helpers/counting-proxy";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 
-let hrana: HranaServer;
+let remote: RemoteDb;
 let proxy: CountingProxy;
-let dir: string;
 let a: TestApp;
 let b: Awaited<ReturnType<typeof anotherInstance>>;
 let cotId: number;
@@ -81,13 +77,12 @@ async function tokenUsed(username: string) {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-freshness-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
-  a = await makeTestApp({ DATABASE_URL: proxy.url });
+  remote = await startRemoteDb("freshness");
+  proxy = remote.proxy;
+  a = await makeTestApp({ DATABASE_URL: remote.url });
   // Instance B: another app with caches of its own on the same database (another process or
   // isolate, as far as the caches can tell).
-  b = await anotherInstance(proxy.url);
+  b = await anotherInstance(remote.url);
   const cot = await makeCot(a, "gadget");
   cotId = cot.id;
   await addField(a, cotId, { name: "title", type: "text", primary: true });
@@ -96,9 +91,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await b.close();
   await a.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await remote.stop();
 });
 
 describe("a change through instance A is seen by the next read through instance B", () => {

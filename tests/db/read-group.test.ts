@@ -6,19 +6,15 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createClient } from "@libsql/client";
 import { sql } from "drizzle-orm";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { libsqlDatabase } from "../../src/db/libsql";
 import { sites } from "../../src/db/schema";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { CountingProxy } from "../helpers/counting-proxy";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 
-let hrana: HranaServer;
+let remote: RemoteDb;
 let proxy: CountingProxy;
-let dir: string;
 let a: TestApp;
 /** Another app on the same database, with caches of its own (another process or isolate). */
 let b: Awaited<ReturnType<typeof anotherInstance>>;
@@ -26,11 +22,10 @@ const siteIds: number[] = [];
 const READERS = 12;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "host-read-group-"));
-  hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  proxy = startCountingProxy(hrana.url);
-  a = await makeTestApp({ DATABASE_URL: proxy.url });
-  b = await anotherInstance(proxy.url);
+  remote = await startRemoteDb("read-group");
+  proxy = remote.proxy;
+  a = await makeTestApp({ DATABASE_URL: remote.url });
+  b = await anotherInstance(remote.url);
   for (let i = 0; i < READERS; i++) {
     const made = await a.json("POST", "/api/dcim/sites/", {
       body: { name: `site ${i}`, slug: `site-${i}` },
@@ -42,9 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await b?.close();
   await a?.close();
-  proxy.stop();
-  await hrana.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await remote.stop();
 });
 
 const getAll = (t: TestApp) =>

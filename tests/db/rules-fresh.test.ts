@@ -6,17 +6,14 @@
  * server) and on a local file. No clock is involved: the copy is proven by B's write batch.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { and, eq } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { jobs } from "../../src/db/schema";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { BASE, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
-import { startCountingProxy, type CountingProxy } from "../helpers/counting-proxy";
+import type { CountingProxy } from "../helpers/counting-proxy";
+import { appOn } from "../helpers/remote-db";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
 
 interface Pair {
@@ -29,23 +26,16 @@ interface Pair {
 
 /** Instance A (a test app) and B (another app, caches of its own) on one database. */
 async function pairOn(kind: "remote" | "local"): Promise<Pair> {
-  let hrana: HranaServer | null = null;
-  const dir = mkdtempSync(join(tmpdir(), "host-rules-fresh-"));
-  if (kind === "remote") hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  const proxy = hrana ? startCountingProxy(hrana.url) : null;
-  const a = await makeTestApp(proxy ? { DATABASE_URL: proxy.url } : {});
-  const url = a.deps.config.database.url;
-  const b = await anotherInstance(url);
+  const on = await appOn(kind, "rules-fresh");
+  const a = on.t;
+  const b = await anotherInstance(a.deps.config.database.url);
   return {
     a,
     b,
-    proxy,
+    proxy: on.proxy,
     async stop() {
       await b.close();
-      await a.close();
-      proxy?.stop();
-      await hrana?.stop();
-      rmSync(dir, { recursive: true, force: true });
+      await on.close();
     },
   };
 }

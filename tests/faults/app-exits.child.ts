@@ -4,7 +4,8 @@
  * rounds of `openDatabase`, `runMigrations`, `createApp`, requests, a schema apply and custom
  * object writes, `db.close()`, then a flush of each round's type asked for after its close;
  * `cli`: `schema apply` and `schema export` against a local file through `schemaCommand`;
- * `busy`: a write that waited for a long write's lock.
+ * `busy`: a write that waited for a long write's lock; `drain`: `npm start`'s drain of a server
+ * that stops at once; `redis`: the throwaway local Redis started and stopped.
  * Prints `closed` once its work is done.
  */
 import { join } from "node:path";
@@ -19,7 +20,9 @@ import {
   flushSearchIndexesNow,
   searchFlusher,
 } from "../../src/plugins/custom-objects/search/flush";
+import { drainer } from "../../src/drain";
 import { createCache } from "../../src/services/cache";
+import { startLocalRedisStack } from "../../src/services/local-redis";
 import { createLogger } from "../../src/services/logger";
 import { waitFor } from "../helpers/wait";
 
@@ -140,10 +143,28 @@ async function busyWrite() {
   await db.close();
 }
 
+/** Bounds far longer than the test waits: a timer of theirs left running would hold the child. */
+const LONG_BOUND_MS = 600_000;
+
+/** `npm start`'s drain of a server that stops at once, under a long drain bound. */
+async function drainRun() {
+  const drain = drainer(() => new Response("ok"), { timeoutMs: LONG_BOUND_MS, quietMs: 0 });
+  if (!(await drain.drain({ stop: () => undefined }))) throw new Error("the drain timed out");
+}
+
+/** The throwaway local Redis started and stopped, under a long stop bound. */
+async function redisRun() {
+  const stack = await startLocalRedisStack({ stopTimeoutMs: LONG_BOUND_MS });
+  if (!stack) throw new Error("no redis-server on PATH");
+  await stack.stop();
+}
+
 const MODES: Record<string, () => Promise<void>> = {
   app: inProcessApp,
   cli: cliRun,
   busy: busyWrite,
+  drain: drainRun,
+  redis: redisRun,
 };
 await MODES[process.argv[2] ?? "app"]!();
 console.log("closed");

@@ -21,7 +21,7 @@ afterAll(() => {
 });
 
 /** Runs the child with `mode`; its exit code and output once it has exited by itself. */
-async function runChild(mode: "app" | "cli" | "busy") {
+async function runChild(mode: "app" | "cli" | "busy" | "drain" | "redis") {
   const dir = mkdtempSync(join(tmpdir(), "host-app-exits-"));
   dirs.push(dir);
   const proc = Bun.spawn([process.execPath, "tests/faults/app-exits.child.ts", mode], {
@@ -61,6 +61,20 @@ test("schema apply and export against a local file (the CLI's in-process app) ex
 
 test("a write that waited for a long write's lock: once it is back, the process exits by itself", async () => {
   const run = await runChild("busy");
+  expect(run.stderr).toBe("");
+  expect(run.stdout.trim()).toBe("closed");
+  expect(run.code).toBe(0);
+});
+
+test("a drain whose server stopped at once leaves no bound behind: the process exits by itself", async () => {
+  const run = await runChild("drain");
+  expect(run.stderr).toBe("");
+  expect(run.stdout.trim()).toBe("closed");
+  expect(run.code).toBe(0);
+});
+
+test("the local Redis stopped: its stop's bound is cleared and the process exits by itself", async () => {
+  const run = await runChild("redis");
   expect(run.stderr).toBe("");
   expect(run.stdout.trim()).toBe("closed");
   expect(run.code).toBe(0);

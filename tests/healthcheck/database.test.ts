@@ -3,12 +3,8 @@
  * latency as observed values (health+json, OpenMetrics); the plain JSON keeps its shape.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
-import { startCountingProxy } from "../helpers/counting-proxy";
+import { startRemoteDb } from "../helpers/remote-db";
 import { HEALTH, healthConfig, healthJson } from "./helpers";
 
 const open: Array<() => Promise<unknown>> = [];
@@ -59,11 +55,9 @@ describe("Database check", () => {
   });
 
   test("a libSQL server over HTTP: driver libsql", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "host-health-db-"));
-    open.push(async () => rmSync(dir, { recursive: true, force: true }));
-    const hrana = await startHranaServer({ path: join(dir, "remote.db") });
-    open.push(() => hrana.stop());
-    const t = await makeTestApp({ DATABASE_URL: hrana.url, PLUGINS_CONFIG: settings });
+    const remote = await startRemoteDb("health-db");
+    open.push(() => remote.stop());
+    const t = await makeTestApp({ DATABASE_URL: remote.url, PLUGINS_CONFIG: settings });
     open.push(() => t.close());
     expect(t.deps.db.kind).toBe("remote");
     const entries = await databaseEntries(t);
@@ -77,13 +71,10 @@ describe("Database check", () => {
   });
 
   test("a remote database: one round trip, one write and one read; the table is made once, by the migrations", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "host-health-db-"));
-    open.push(async () => rmSync(dir, { recursive: true, force: true }));
-    const hrana = await startHranaServer({ path: join(dir, "remote.db") });
-    open.push(() => hrana.stop());
-    const proxy = startCountingProxy(hrana.url);
-    open.push(() => proxy.stop());
-    const t = await makeTestApp({ DATABASE_URL: proxy.url, PLUGINS_CONFIG: settings });
+    const remote = await startRemoteDb("health-db");
+    open.push(() => remote.stop());
+    const { proxy } = remote;
+    const t = await makeTestApp({ DATABASE_URL: remote.url, PLUGINS_CONFIG: settings });
     open.push(() => t.close());
     // the migrations made the table: no probe has run yet
     const made = await t.deps.db.client.execute(

@@ -455,6 +455,73 @@ describe("whole documents", () => {
     expect((await t.json("GET", sets)).body.count).toBe(before);
   });
 
+  test("a choice set's name is trimmed by documents as by the REST API, so both store one name", async () => {
+    const sets = "/api/extras/custom-field-choice-sets/";
+    const typeId = async (slug: string) =>
+      (await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.results[0].id;
+    const named = async (name: string) =>
+      (await t.json("GET", `${sets}?name=${encodeURIComponent(name)}`)).body.results;
+    const long = "l".repeat(100);
+    for (const name of ["  padded rest ", ` ${long} `]) {
+      const r = await t.json("POST", sets, { body: { name, extra_choices: [["a", "A"]] } });
+      expect({ name, status: r.status }).toEqual({ name, status: 201 });
+      expect(r.body.name).toBe(name.trim());
+    }
+    // the same spellings through a document; a field names its set as spelt in the document
+    const padded = {
+      schema_version: "1",
+      choice_sets: [
+        { name: "  padded doc ", extra_choices: [["a", "A"]] },
+        { name: `\t${long.replace(/l/g, "m")}\n`, extra_choices: [["b", "B"]] },
+      ],
+      types: [
+        {
+          name: "padded_user",
+          slug: "padded_user",
+          fields: [{ id: 1, name: "pick", type: "select", choice_set: "  padded doc " }],
+        },
+      ],
+    };
+    const r = await apply({ schema: padded });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect((await named("padded doc")).map((c: { name: string }) => c.name)).toEqual([
+      "padded doc",
+    ]);
+    expect(await named(long.replace(/l/g, "m"))).toHaveLength(1);
+    const exported = await t.json("GET", `${SCHEMA}/export/?slug=padded_user`);
+    expect(exported.body.types[0].fields[0].choice_set).toBe("padded doc");
+    // REST's by-name spelling of a field's set is trimmed too
+    const field = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+      body: {
+        custom_object_type: await typeId("padded_user"),
+        name: "pick_rest",
+        type: "select",
+        choice_set: " padded rest  ",
+      },
+    });
+    expect(field.status, JSON.stringify(field.body)).toBe(201);
+    expect(field.body.choice_set.name).toBe("padded rest");
+    // the trimmed spelling is the one set: a document naming it either way changes nothing
+    const again = await apply({ schema: { ...padded, choice_sets: [padded.choice_sets[0]!] } });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(await named("  padded doc ")).toHaveLength(0);
+    // two spellings of one name in a document are one name said twice
+    const twice = await apply({
+      schema: {
+        schema_version: "1",
+        types: [],
+        choice_sets: [
+          { name: "dup", extra_choices: [["a", "A"]] },
+          { name: " dup", extra_choices: [["a", "A"]] },
+        ],
+      },
+    });
+    expect(twice.status).toBe(400);
+    expect(twice.body.schema_errors).toEqual([
+      { path: "$.choice_sets[1].name", message: 'duplicate choice set "dup"' },
+    ]);
+  });
+
   test("a refused document creates no choice set", async () => {
     const failing = {
       schema_version: "1",

@@ -6,11 +6,8 @@
  * server); a value stored as JSON text keeps its escaped NUL and is still accepted.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import type { TestApp } from "../helpers/app";
+import { appOn, type BackendApp } from "../helpers/remote-db";
 import { CO, addField, makeCot } from "../custom-objects/fixtures";
 import { SCHEMA, doc } from "../schema/helpers";
 
@@ -20,24 +17,17 @@ const REFUSED = ["Null characters are not allowed."];
 for (const kind of ["local", "remote"] as const) {
   describe(`NUL characters in written text (${kind})`, () => {
     let t: TestApp;
-    let hrana: HranaServer | null = null;
-    let dir = "";
+    let on: BackendApp;
 
     beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), "host-nul-"));
-      if (kind === "remote")
-        hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-      t = await makeTestApp(hrana ? { DATABASE_URL: hrana.url } : {});
+      on = await appOn(kind, "nul");
+      t = on.t;
       const cot = await makeCot(t, "circuit");
       await addField(t, cot.id, { name: "cid", type: "text", primary: true });
       await addField(t, cot.id, { name: "notes", type: "longtext" });
       await addField(t, cot.id, { name: "data", type: "json" });
     });
-    afterAll(async () => {
-      await t.close();
-      await hrana?.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    afterAll(() => on.close());
 
     const sitesNamed = async (name: string) =>
       (await t.json("GET", `/api/dcim/sites/?name=${encodeURIComponent(name)}`)).body.count;
@@ -136,6 +126,68 @@ for (const kind of ["local", "remote"] as const) {
         ]);
       }
       expect((await t.json("GET", `${CO}/custom-object-types/?slug=nul`)).body.count).toBe(0);
+    });
+
+    test("a text field's default (REST): refused, as the objects taking it would be cut", async () => {
+      const cot = (await t.json("GET", `${CO}/custom-object-types/?slug=circuit`)).body.results[0];
+      const fields = `${CO}/custom-object-type-fields/`;
+      for (const [type, value] of [
+        ["text", NUL],
+        ["longtext", NUL],
+        ["url", `https://x/${NUL}`],
+      ] as const) {
+        const r = await t.json("POST", fields, {
+          body: { custom_object_type: cot.id, name: `d_${type}`, type, default: value },
+        });
+        expect({ type, status: r.status, body: r.body }).toEqual({
+          type,
+          status: 400,
+          body: { default: REFUSED },
+        });
+      }
+      const [notes] = (await t.json("GET", `${fields}?custom_object_type=${cot.id}&name=notes`))
+        .body.results;
+      const patch = await t.json("PATCH", `${fields}${notes.id}/`, { body: { default: NUL } });
+      expect(patch.status).toBe(400);
+      expect(patch.body).toEqual({ default: REFUSED });
+      // a json field's default is stored and taken as JSON text: its NUL survives
+      const json = await t.json("POST", fields, {
+        body: { custom_object_type: cot.id, name: "d_json", type: "json", default: { k: NUL } },
+      });
+      expect(json.status, JSON.stringify(json.body)).toBe(201);
+      const taken = await t.json("POST", `${CO}/circuit/`, { body: { cid: "c3" } });
+      expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+      expect((await t.json("GET", `${CO}/circuit/${taken.body.id}/`)).body.d_json).toEqual({
+        k: NUL,
+      });
+    });
+
+    test("a type's check: a condition value holding a NUL is refused as any control character", async () => {
+      const cot = (await t.json("GET", `${CO}/custom-object-types/?slug=circuit`)).body.results[0];
+      const r = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+        body: { checks: [{ name: "not_nul", condition: { cid__ic: NUL } }] },
+      });
+      expect(r.status).toBe(400);
+      expect(Object.keys(r.body)).toEqual(["checks"]);
+      expect((await t.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.checks).toEqual([]);
+    });
+
+    test("a text field's default in a schema document: refused at its JSON path", async () => {
+      const schema = doc([
+        {
+          name: "nul_default",
+          slug: "nul_default",
+          fields: [
+            { id: 1, name: "code", type: "text", default: NUL },
+            { id: 2, name: "data", type: "json", default: [NUL] },
+          ],
+        },
+      ]);
+      const r = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema } });
+      expect(r.status).toBe(400);
+      expect(r.body.schema_errors).toEqual([
+        { path: "$.types[0].fields[0].default", message: REFUSED[0] },
+      ]);
     });
 
     test("a token's description (a hand-written route)", async () => {

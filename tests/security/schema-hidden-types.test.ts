@@ -6,11 +6,8 @@
  * no field of a type the caller may not view.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import type { TestApp } from "../helpers/app";
+import { appOn, type BackendApp } from "../helpers/remote-db";
 import { userWith } from "../helpers/grants";
 import { CO } from "../custom-objects/fixtures";
 
@@ -36,19 +33,18 @@ const schema = (types: unknown[], removed: string[] = []) => ({
 });
 // the attacker's guess at the hidden type: its slug, in a group they may not add to
 const guess = typeOf("vault", "secret", [code]);
+const secret = { group_name: "secret" };
+/** A type on slug `slug` named `name`, in the group they may not add to. */
+const named = (slug: string, name: string) => ({ ...typeOf(slug, "secret", [code]), name });
 
 function suite(backend: "local" | "remote") {
   describe(`hidden custom object types in schema documents (${backend})`, () => {
     let t: TestApp;
-    let dir = "";
-    let hrana: HranaServer | null = null;
+    let on: BackendApp;
     let token: string;
     beforeAll(async () => {
-      if (backend === "remote") {
-        dir = mkdtempSync(join(tmpdir(), "host-hidden-types-"));
-        hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-      }
-      t = await makeTestApp(hrana ? { DATABASE_URL: hrana.url } : {});
+      on = await appOn(backend, "hidden-types");
+      t = on.t;
       const setup = await t.json("POST", `${SCHEMA}/apply/`, {
         body: schema([
           typeOf("lab_target", "lab", [code]),
@@ -66,14 +62,14 @@ function suite(backend: "local" | "remote") {
         ])
       ).token;
     });
-    afterAll(async () => {
-      await t.close();
-      if (!hrana) return;
-      await hrana.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    afterAll(() => on.close());
     const post = async (path: string, body: unknown) => {
       const r = await t.json("POST", `${SCHEMA}/${path}/`, { token, body });
+      return { status: r.status, body: JSON.stringify(r.body) };
+    };
+
+    const rest = async (method: string, path: string, body: unknown) => {
+      const r = await t.json(method, `${CO}/custom-object-types/${path}`, { token, body });
       return { status: r.status, body: JSON.stringify(r.body) };
     };
 
@@ -97,6 +93,21 @@ function suite(backend: "local" | "remote") {
         schema: schema([], ["vault"]),
         allow_destructive: true,
       });
+      // the hidden type's name on a free slug, and the guess beside a slug no type has
+      out.applyName = await post("apply", { schema: schema([named("fresh_one", "vault")]) });
+      out.previewName = await post("preview", schema([named("fresh_one", "vault")]));
+      out.applyMixed = await post("apply", {
+        schema: schema([typeOf("fresh_two", "secret", [code]), guess]),
+      });
+      out.applyBeside = await post("apply", {
+        schema: schema([typeOf("lab_fresh", "lab", [code]), guess]),
+      });
+      // the guessed slug under a name a type the caller may view holds: that clash is answered
+      out.applyVisibleName = await post("apply", {
+        schema: schema([{ ...guess, name: "lab_target" }]),
+      });
+      out.restName = await rest("POST", "", { name: "vault", slug: "fresh_three", ...secret });
+      out.restSlug = await rest("POST", "", { name: "fresh_four", slug: "vault", ...secret });
       return out;
     };
 
@@ -134,6 +145,61 @@ function suite(backend: "local" | "remote") {
       expect(JSON.stringify(r.body)).not.toMatch(/secret_link|vault|field\(s\)|type id/);
     });
 
+    test("a type renamed onto a hidden type's name is refused as a change, never 'already exists'", async () => {
+      const [box] = (await t.json("GET", `${CO}/custom-object-types/?slug=lab_box`, { token })).body
+        .results;
+      const doc = await post("apply", {
+        schema: schema([{ ...typeOf("lab_box", "lab", [code]), name: "vault" }]),
+      });
+      expect(doc).toEqual({
+        status: 403,
+        body: JSON.stringify({
+          detail:
+            "You do not have permission to change the custom object type(s) lab_box as submitted.",
+          error: "permission_denied",
+        }),
+      });
+      for (const change of [{ name: "vault" }, { slug: "vault" }]) {
+        const r = await rest("PATCH", `${box.id}/`, change);
+        expect(r).toEqual({
+          status: 403,
+          body: JSON.stringify({
+            detail:
+              "You do not have permission to change this object as submitted: it would fall outside the objects you may change.",
+            error: "permission_denied",
+          }),
+        });
+      }
+      // a name a type the caller may view holds is still named
+      const seen = await rest("PATCH", `${box.id}/`, { name: "lab_other" });
+      expect(seen.status).toBe(400);
+      expect(JSON.parse(seen.body)).toEqual({
+        name: ["custom object type with this name already exists."],
+      });
+      const after = await t.json("GET", `${CO}/custom-object-types/${box.id}/`, { token });
+      expect([after.body.name, after.body.slug]).toEqual(["lab_box", "lab_box"]);
+    });
+
+    test("an add refused by the add constraints names every type the document adds, in order", async () => {
+      const r = await post("apply", {
+        schema: schema([
+          typeOf("lab_box", "lab", [code, link(2, "box_link", "lab_other")]),
+          typeOf("secret_new", "secret", [code]),
+          typeOf("lab_new", "lab", [code]),
+        ]),
+      });
+      expect(r).toEqual({
+        status: 403,
+        body: JSON.stringify({
+          detail:
+            "You do not have permission to add the custom object type(s) secret_new, lab_new as submitted.",
+          error: "permission_denied",
+        }),
+      });
+      const listed = await t.json("GET", `${CO}/custom-object-types/?slug=lab_new`);
+      expect(listed.body.count).toBe(0);
+    });
+
     test("a hidden type's slug answers exactly as a slug that does not exist", async () => {
       const whileHidden = await probe();
       // the hidden type untouched by all of it
@@ -149,8 +215,8 @@ function suite(backend: "local" | "remote") {
       const whileAbsent = await probe();
       expect(whileAbsent.apply?.status).toBe(403);
       expect(whileAbsent.applyRemoval?.status).toBe(200);
-      for (const key of Object.keys(whileAbsent))
-        expect({ key, ...whileHidden[key]! }).toEqual({ key, ...whileAbsent[key]! });
+      expect(whileAbsent.applyVisibleName?.status).toBe(400);
+      expect(whileHidden).toEqual(whileAbsent);
     });
   });
 }

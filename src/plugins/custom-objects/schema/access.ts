@@ -8,7 +8,11 @@ import { admitted, restrictWhere } from "../../../core/auth/restrict";
 import type { Action } from "../../../core/auth/permissions";
 import type { AuthState } from "../../../core/context";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
+import { inArray, sql, type SQL } from "drizzle-orm";
+import type { Executor } from "../../../db/client";
+import { customObjectTypes } from "../../../db/schema";
 import { cotModel } from "../types/api";
+import type { SchemaDocument } from "./document";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
 export async function cotsAllowed(
@@ -64,10 +68,113 @@ export function withoutHidden<T>(state: Map<string, T>, hidden?: ReadonlySet<str
   return new Map([...state].filter(([slug]) => !hidden.has(slug)));
 }
 
-/** An apply's document types the caller may not view: refused as the add of a new slug is. */
-export function refuseHidden(slugs: string[], hidden?: ReadonlySet<string>) {
-  const refused = slugs.filter((s) => hidden?.has(s));
-  if (refused.length) throw cotsRefused("add", refused);
+/**
+ * An apply's add refusal (the caller's add constraints refuse a type as written): it names every
+ * type the document adds, in document order, not only the refused ones, so that a refusal for a
+ * type the caller may not view says the same (decision 0137).
+ */
+export function addsRefused(document: SchemaDocument, existing: (slug: string) => boolean) {
+  return cotsRefused(
+    "add",
+    document.types.map((t) => t.slug).filter((slug) => !existing(slug)),
+  );
+}
+
+/**
+ * 403 unless the caller may add every one of the types `added` (by id, as written): the apply's
+ * add refusal (`addsRefused`).
+ */
+export async function requireAdded(
+  ctx: WriteContext,
+  document: SchemaDocument,
+  added: Map<number, { slug?: unknown }>,
+) {
+  const ids = [...added.keys()];
+  if (!ids.length) return;
+  const allowed = await cotsAllowed(ctx, ctx.auth, "add", ids);
+  const slugs = new Set([...added.values()].map((r) => String(r.slug)));
+  if (ids.some((id) => !allowed.has(id))) throw addsRefused(document, (s) => !slugs.has(s));
+}
+
+/** A type holding one of a document's type names, and whether the caller may view it. */
+export interface NameHolder {
+  name: string;
+  slug: string;
+  seen: unknown;
+}
+
+/**
+ * The types holding any of a document's type names, each with whether the caller may view it
+ * (`view`: their view constraint, undefined when unconstrained); to await or add to a read phase.
+ */
+export function nameHoldersQuery(db: Executor, document: SchemaDocument, view?: SQL) {
+  const names = [...new Set(document.types.map((t) => t.name))];
+  return db
+    .select({
+      name: customObjectTypes.name,
+      slug: customObjectTypes.slug,
+      // NULL, as in a WHERE, is not admitted
+      seen: view ? sql<number>`coalesce((${view}), 0)` : sql<number>`1`,
+    })
+    .from(customObjectTypes)
+    .where(names.length ? inArray(customObjectTypes.name, names) : sql`0`);
+}
+
+/** `nameHoldersQuery` read now, with the caller's view constraint. */
+export async function nameHoldersIn(ctx: WriteContext, document: SchemaDocument) {
+  const view = await restrictWhere(ctx, ctx.auth, "view", cotModel.resource);
+  return (await nameHoldersQuery(ctx.db, document, view)) as NameHolder[];
+}
+
+/**
+ * 400 for a document type taking the name of a type the caller may view that the document
+ * leaves in place (not one of its types): checked before `refuseHidden`, so that this answer
+ * does not depend on whether the document's slug is a hidden type's (decision 0137).
+ */
+export function refuseTakenNames(document: SchemaDocument, holders: readonly NameHolder[] = []) {
+  const listed = new Set(document.types.map((t) => t.slug));
+  const errors = document.types.flatMap((t, i) =>
+    holders.some((h) => Number(h.seen) && h.name === t.name && !listed.has(h.slug))
+      ? [
+          {
+            path: `$.types[${i}].name`,
+            message: "custom object type with this name already exists.",
+          },
+        ]
+      : [],
+  );
+  if (errors.length)
+    throw new ApiError(400, {
+      error: "invalid_schema",
+      detail: "The schema document conflicts with the database.",
+      schema_errors: errors.slice(0, 20),
+    });
+}
+
+/**
+ * An apply's document types that meet a type the caller may not view, on its slug (`hidden`) or
+ * its name (a `holders` entry not `seen`): such a type does not exist to them (decision 0129), but its slug and
+ * name stay taken. A visible type renamed onto a hidden name is refused as a change outside their
+ * constraints, anything else as the document's adds are (`addsRefused`): never "already exists".
+ * `visible`: the document's existing types the caller may view.
+ */
+export function refuseHidden(
+  document: SchemaDocument,
+  visible: ReadonlyMap<string, unknown>,
+  hidden?: ReadonlySet<string>,
+  holders: readonly NameHolder[] = [],
+) {
+  const hiddenNames = new Set(holders.filter((h) => !Number(h.seen)).map((h) => h.name));
+  const types = document.types;
+  const renamed = types.filter((t) => visible.has(t.slug) && hiddenNames.has(t.name));
+  if (renamed.length)
+    throw cotsRefused(
+      "change",
+      renamed.map((t) => t.slug),
+    );
+  const meets = (t: SchemaDocument["types"][number]) =>
+    !visible.has(t.slug) && (hidden?.has(t.slug) || hiddenNames.has(t.name));
+  if (types.some(meets)) throw addsRefused(document, (slug) => visible.has(slug));
 }
 
 /**

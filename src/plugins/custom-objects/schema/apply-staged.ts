@@ -7,7 +7,7 @@
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
-import { protectedRefusal, withoutHidden } from "./access";
+import { nameHoldersQuery, type NameHolder, protectedRefusal, withoutHidden } from "./access";
 import { recordUrl } from "../../../core/models/define";
 import {
   choiceSets,
@@ -178,8 +178,13 @@ export async function applyStaged(
   const { document } = submitted;
   const slugs = documentSlugs(document);
   const limits = await typeLimits(ctx);
-  const { state, references, sets, hidden } = await readState(ctx, document, slugs, limits);
-  const request = { ...submitted, hidden };
+  const { state, references, sets, hidden, nameHolders } = await readState(
+    ctx,
+    document,
+    slugs,
+    limits,
+  );
+  const request = { ...submitted, hidden, nameHolders };
   // read before the checks: the gate's counts of what removals take ride in it
   const reads = await readPhase(ctx, document, state, sets);
   const { plan, diffs, graph } = await checkApply(
@@ -227,7 +232,7 @@ export async function applyStaged(
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
   if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
   await runApply(ctx, batch, document, typeAt).catch((e) =>
-    limits ? explainApply(ctx, e, limits, written) : Promise.reject(e),
+    limits ? explainApply(ctx, e, limits, written, document) : Promise.reject(e),
   );
   for (const g of going)
     if (g.cot.objectTypeId) {
@@ -306,8 +311,11 @@ async function readState(
   const kept = slugs.filter((s) => !removing.has(s));
   const mayChange = admittedBySlug(orm, phase, kept, limits?.change);
   const mayDelete = admittedBySlug(orm, phase, [...removing], limits?.delete);
-  // types the caller may not view are, to them, types that do not exist (decision 0129)
-  const mayView = admittedBySlug(orm, phase, slugs, await viewLimit(ctx));
+  // types the caller may not view are, to them, types that do not exist (decision 0129); their
+  // names stay taken (0137)
+  const view = await viewLimit(ctx);
+  const mayView = admittedBySlug(orm, phase, slugs, view);
+  const holders = phase.add(nameHoldersQuery(orm, document, view));
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(orm, slugs);
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
@@ -324,6 +332,7 @@ async function readState(
   refuseAsRead(seen, removing, { change: mayChange(), delete: mayDelete() });
   return {
     hidden,
+    nameHolders: holders() as NameHolder[],
     state: withoutHidden(await typesFromRows(rows, orm, registry), hidden),
     references: await referencesFromRows(refCots(), refFields(), orm, registry),
     sets: named() as ChoiceSetRow[],

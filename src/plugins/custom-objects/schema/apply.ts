@@ -7,7 +7,7 @@ import { eq, inArray, sql } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ApiError, ValidationError, forbidden } from "../../../core/errors";
-import { refuseHidden, withoutHidden } from "./access";
+import { type NameHolder, refuseHidden, refuseTakenNames, withoutHidden } from "./access";
 import { codename } from "../../../core/auth/permissions";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
@@ -63,6 +63,8 @@ export interface ApplyRequest {
   purge: boolean;
   /** Slugs of existing types the caller may not view: to the apply they do not exist (0129). */
   hidden?: ReadonlySet<string>;
+  /** The types holding the document's type names, seen or not by the caller (0137). */
+  nameHolders?: readonly NameHolder[];
 }
 
 const invalid = (detail: string, errors: SchemaError[]) =>
@@ -875,10 +877,9 @@ export async function checkApply(
       { references: problems },
     );
   // last, where a new slug outside the caller's add constraints is refused (after the writes)
-  refuseHidden(
-    document.types.map((t) => t.slug),
-    request.hidden,
-  );
+  // a clash the writes would meet with a type the caller may view, then the hidden ones (0137)
+  refuseTakenNames(document, request.nameHolders);
+  refuseHidden(document, state, request.hidden, request.nameHolders);
   return { plan, diffs, db, graph };
 }
 

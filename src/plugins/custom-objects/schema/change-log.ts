@@ -9,7 +9,7 @@ import { logChanges, type ChangeEntry } from "../../../core/changes/record";
 import type { Services } from "../../../core/context";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
 import { applySchema, documentSlugs, type ApplyRequest } from "./apply";
-import { hiddenAmong, requireCots } from "./access";
+import { hiddenAmong, nameHoldersIn, requireAdded, requireCots } from "./access";
 import { cotModel, fieldModel, PRELOADED_FIELDS } from "../types/api";
 
 async function snapshot(ctx: WriteContext, slugs: string[]) {
@@ -78,16 +78,18 @@ export async function applySchemaLogged(ctx: WriteContext, request: ApplyRequest
   const before = await snapshot(ctx, slugs);
   // types the caller may not view are, to them, types that do not exist (decision 0129)
   const hidden = await hiddenAmong(ctx, before.cots);
+  const nameHolders = await nameHoldersIn(ctx, request.document);
   const seen = new Map([...before.cots].filter(([, r]) => !hidden.has(String(r.slug))));
   const removing = new Set((request.document.removed_types ?? []).map((r) => r.slug));
   const isRemoved = ([, r]: [number, { slug?: unknown }]) => removing.has(String(r.slug));
   await requireCots(ctx, "change", new Map([...seen].filter((e) => !isRemoved(e))));
   await requireCots(ctx, "delete", new Map([...seen].filter(isRemoved)));
-  const result = await applySchema(ctx, { ...request, hidden });
+  const result = await applySchema(ctx, { ...request, hidden, nameHolders });
   const after = await snapshot(ctx, slugs);
   // Permission constraints hold after the change too (the transaction rolls back otherwise).
   await requireCots(ctx, "change", new Map([...after.cots].filter(([id]) => seen.has(id))));
-  await requireCots(ctx, "add", new Map([...after.cots].filter(([id]) => !before.cots.has(id))));
+  const added = new Map([...after.cots].filter(([id]) => !before.cots.has(id)));
+  await requireAdded(ctx, request.document, added);
   await logDifferences(ctx, cotModel.resource, before.cots, after.cots);
   await logDifferences(ctx, fieldModel.resource, before.fields, after.fields);
   return result;

@@ -46,8 +46,13 @@ export const FieldEntrySchema = v.strictObject({
   name: fieldName,
   type: fieldTypeName,
   ...fieldAttrEntries({
+    // trimmed as a choice set's own name is (below), so the field finds the set it names
     choiceSet: v.nullable(
-      v.pipe(v.string("Not a valid string."), v.minLength(1, "Name a choice set or use null.")),
+      v.pipe(
+        v.string("Not a valid string."),
+        v.trim(),
+        v.minLength(1, "Name a choice set or use null."),
+      ),
     ),
     relatedType: v.nullable(related),
     relatedTypes: v.array(related, "Expected a list of object types."),
@@ -120,10 +125,11 @@ const RemovedTypeSchema = v.looseObject({
 
 /** A choice set the document's fields use, created or updated with the document (issue 16). */
 const ChoiceSetEntrySchema = v.strictObject({
-  // as the REST API refuses it: a name of only spaces is blank
+  // as the REST API stores it: trimmed, then refused when blank or too long
   name: v.pipe(
     v.string("Not a valid string."),
-    v.check((s) => s.trim() !== "", "This field may not be blank."),
+    v.trim(),
+    v.check((s) => s !== "", "This field may not be blank."),
     v.maxLength(100, "Ensure this field has no more than 100 characters."),
   ),
   description: v.optional(v.pipe(v.string(), v.maxLength(200))),

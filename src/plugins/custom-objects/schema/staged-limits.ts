@@ -15,7 +15,8 @@ import type { ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
 import type { CotRow } from "../objects/models";
 import { cotModel } from "../types/api";
 import { guardAdmitted } from "../types/staged";
-import { cotsRefused } from "./access";
+import { addsRefused, cotsRefused } from "./access";
+import type { SchemaDocument } from "./document";
 
 /** The caller's constraints on types, per action (undefined: unconstrained); null when none. */
 export interface TypeLimits {
@@ -145,6 +146,7 @@ export async function explainApply(
   e: unknown,
   limits: TypeLimits,
   written: Written,
+  document: SchemaDocument,
 ): Promise<never> {
   if (!isWriteConflict(e)) throw e;
   const orm = ctx.services.db.orm;
@@ -170,7 +172,10 @@ export async function explainApply(
   checks.forEach(([action, rows], i) => {
     const ok = new Set(results[stamps.length + i]!.map((r) => Number(r.id)));
     const refused = rows.filter((r) => !ok.has(r.id)).map((r) => r.slug);
-    if (refused.length) throw cotsRefused(action, refused);
+    if (!refused.length) return;
+    if (action === "change") throw cotsRefused(action, refused);
+    const added = new Set(rows.map((r) => r.slug));
+    throw addsRefused(document, (slug) => !added.has(slug));
   });
   throw e;
 }

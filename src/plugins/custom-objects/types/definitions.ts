@@ -5,6 +5,7 @@
 import { and, eq } from "drizzle-orm";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ErrorCollector } from "../../../core/errors";
+import { outsideConstraints } from "../../../core/models/batch-failure";
 import type { WriteContext } from "../../../core/rest/resource";
 import * as v from "valibot";
 import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "../constants";
@@ -27,6 +28,7 @@ import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
+import { cotsAllowed } from "../schema/access";
 
 export type FieldDraft = Omit<
   FieldRow,
@@ -203,7 +205,8 @@ function mergedDraft(
 async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }: FieldCheck) {
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
-      const raw = input.choice_set;
+      // a name as the choice set API stores it: trimmed
+      const raw = typeof input.choice_set === "string" ? input.choice_set.trim() : input.choice_set;
       const named = typeof raw === "string" ? known?.get(raw) : undefined;
       if (named) {
         draft.choiceSetId = named.id;
@@ -571,7 +574,11 @@ function checkCotAttributes(
   }
 }
 
-/** The slug and the name are each unique among the custom object types. */
+/**
+ * The slug and the name are each unique among the custom object types. A clash with a type the
+ * caller may not view is refused as a write outside their constraints (decision 0137): "already
+ * exists" would confirm a type they cannot see; a clash they can see is named as before.
+ */
 async function checkCotUnique(
   ctx: WriteContext,
   draft: CotDraft,
@@ -579,10 +586,8 @@ async function checkCotUnique(
   errors: ErrorCollector,
   taken?: TakenCots,
 ): Promise<void> {
-  for (const [prop, api] of [
-    ["slug", "slug"],
-    ["name", "name"],
-  ] as const) {
+  const clashes = new Map<"slug" | "name", number>();
+  for (const prop of ["slug", "name"] as const) {
     const [clash] = taken
       ? taken.filter((t) => t[prop] === draft[prop])
       : await ctx.db
@@ -590,7 +595,11 @@ async function checkCotUnique(
           .from(customObjectTypes)
           .where(eq(customObjectTypes[prop], draft[prop] as string))
           .limit(1);
-    if (clash && clash.id !== existing?.id)
-      errors.add(api, `custom object type with this ${api} already exists.`);
+    if (clash && clash.id !== existing?.id) clashes.set(prop, clash.id);
   }
+  if (!clashes.size) return;
+  const viewable = await cotsAllowed(ctx, ctx.auth, "view", [...new Set(clashes.values())]);
+  for (const [prop, id] of clashes)
+    if (viewable.has(id)) errors.add(prop, `custom object type with this ${prop} already exists.`);
+  if (errors.empty) throw outsideConstraints(existing ? "change" : "add");
 }

@@ -16,6 +16,7 @@ import {
 } from "../constants";
 import { FIELD_TYPES, fieldType, isFieldType, typesTaking, typesWhere } from "../field-types";
 import { patternProblem } from "../field-types/pattern";
+import { NUL_MESSAGE, nulPaths } from "../../../core/nul";
 
 const FIELD_NAME_MAX = 50;
 
@@ -291,6 +292,10 @@ export function fieldRuleIssues(
       key: "default",
       message: `${cap(typesWhere((m) => !m.takesDefault))} fields take no default.`,
     });
+  // the definition keeps a default as JSON text, but the objects taking it store it in a text
+  // column, where a NUL would cut it (decision 0124); only a json field's stays JSON text
+  else if (f.type !== "json" && nulPaths(f.default, undefined, 1).length)
+    out.push({ key: "default", message: NUL_MESSAGE });
   if (!kind.canBePrimary && f.primary === true)
     out.push({ key: "primary", message: `A ${f.type} field cannot be primary.` });
   if (!kind.canBeUnique && f.unique === true)
