@@ -16,6 +16,7 @@ import { eq } from "drizzle-orm";
 import { startHranaServer, type HranaServer } from "./hrana-server";
 import type { Database } from "../src/db/client";
 import { libsqlDatabase } from "../src/db/libsql";
+import { orAfter } from "../src/db/bounded-wait";
 import { runMigrations } from "../src/migrations";
 import { users } from "../src/db/schema";
 import { createUser, issueToken } from "../src/core/auth/provisioning";
@@ -69,7 +70,7 @@ function stopAll(code: number): Promise<void> {
     const w = wrangler;
     if (w?.pid && w.exitCode === null && w.signalCode === null) {
       const exited = new Promise<boolean>((r) => w.once("exit", () => r(true)));
-      const within = (ms: number) => Promise.race([exited, Bun.sleep(ms).then(() => false)]);
+      const within = (ms: number) => orAfter(exited, ms, false);
       w.kill("SIGINT");
       if (!(await within(STOP_TIMEOUT_MS))) {
         try {
