@@ -17,6 +17,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { addField, choiceSet, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
+import { userWith } from "../helpers/grants";
 
 let remote: RemoteDb;
 let proxy: CountingProxy;
@@ -45,14 +46,15 @@ async function roundTrips(
   path: () => string,
   body?: () => unknown,
   status = method === "POST" ? 201 : method === "DELETE" ? 204 : 200,
+  token?: string,
 ): Promise<number> {
-  const warm = await t.json(method, path(), { body: body?.() });
+  const warm = await t.json(method, path(), { body: body?.(), token });
   expect(warm.status, JSON.stringify(warm.body)).toBe(status);
   const measured = path();
   // the deferred search-index flush (decision 0056) would otherwise run inside the count
   await flushSearchIndexesNow(servicesOf(t.app));
   proxy.reset();
-  const r = await t.json(method, measured, { body: body?.() });
+  const r = await t.json(method, measured, { body: body?.(), token });
   expect(r.status, JSON.stringify(r.body)).toBe(status);
   if (process.env.ROUND_TRIPS_LOG)
     console.log(method, measured, proxy.count, JSON.stringify(proxy.log, null, 1).slice(0, 3000));
@@ -1059,4 +1061,37 @@ test("REST: a rename of a field a check reads, a removal of a compound key's fie
     ["rack", "slot"],
     ["rack", final],
   ]);
+});
+
+test("a constrained caller's schema apply refused by its batch's guard: ≤ 4 (0128, 0134)", async () => {
+  const slug = `lab_${next()}`;
+  const lab = (group: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [
+        { name: slug, slug, group_name: group, fields: [{ id: 1, name: "code", type: "text" }] },
+      ],
+    },
+  });
+  const made = await t.json("POST", `${CO}/schema/apply/`, { body: lab("lab") });
+  expect(made.status, JSON.stringify(made.body)).toBe(200);
+  const { token } = await userWith(t, `shaper_${next()}`, [
+    [["view", "add", "change"], "custom_objects.customobjecttype", { group_name: "lab" }],
+    [["view", "add", "change", "delete"], "custom_objects.customobjecttypefield", null],
+  ]);
+  // the type as written leaves the change constraint: only the batch's guard finds it; the
+  // read that settles the request's guards after the failure carries the explanation (5 before)
+  const refused = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => lab("prod"),
+    403,
+    token,
+  );
+  expect(refused).toBeLessThanOrEqual(4);
+  const again = await t.json("POST", `${CO}/schema/apply/`, { body: lab("prod"), token });
+  expect(again.body.detail).toContain(`change the custom object type(s) ${slug}`);
+  expect((await t.json("GET", `${CO}/schema/export?slug=${slug}`)).body.types[0].group_name).toBe(
+    "lab",
+  );
 });
