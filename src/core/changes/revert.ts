@@ -33,6 +33,7 @@ import {
   type ChangeRow,
   changeRead,
   forgetChange,
+  NOT_REVERTABLE,
   rememberChanges,
   sameChange,
   seenChange,
@@ -51,16 +52,6 @@ const META = new Set([
 ]);
 /** Keys a write takes beyond the described fields (where the model has them). */
 const UNDESCRIBED = ["tags", "owner", "local_context_data"];
-/**
- * Models whose snapshots cannot rebuild them: a token's key is never in its record, and a custom
- * object type's or field's record is not its table (schema changes go back by applying an
- * earlier schema document).
- */
-const NOT_REVERTABLE = new Set([
-  "users.token",
-  "custom_objects.customobjecttype",
-  "custom_objects.customobjecttypefield",
-]);
 /** Rounds of a forced revert that drop the fields a write refused and try the rest again. */
 const FORCE_ROUNDS = 4;
 

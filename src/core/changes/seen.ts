@@ -11,6 +11,17 @@ import { slotKey } from "../slots";
 
 export type ChangeRow = typeof objectChanges.$inferSelect;
 
+/**
+ * Models whose snapshots cannot rebuild them: a token's key is never in its record, and a custom
+ * object type's or field's record is not its table (schema changes go back by applying an
+ * earlier schema document).
+ */
+export const NOT_REVERTABLE: ReadonlySet<string> = new Set([
+  "users.token",
+  "custom_objects.customobjecttype",
+  "custom_objects.customobjecttypefield",
+]);
+
 interface Seen {
   rows: Map<number, { row: ChangeRow; bytes: number }>;
   /** What the rows held take, about (their texts' lengths): bounded by SEEN_BYTES. */
