@@ -121,6 +121,21 @@ function suite(backend: "local" | "remote") {
       expect(await description(viewed.site)).toBe("after");
     });
 
+    test("a large record written is not held in memory; its revert still works", async () => {
+      const made = await t.json("POST", "/api/dcim/sites/", {
+        body: { name: "w-large", slug: "w-large", comments: "x".repeat(300_000) },
+      });
+      expect(made.status).toBe(201);
+      const rows = (await t.deps.db.orm.all(
+        sql`SELECT max(id) AS id FROM object_changes`,
+      )) as Array<{ id: number }>;
+      const change = Number(rows[0]!.id);
+      expect(seenChange(servicesOf(t.app), change) === undefined).toBe(true);
+      const undone = await revert("large", change, "", t.admin);
+      expect(undone.status, JSON.stringify(undone.body).slice(0, 300)).toBe(200);
+      expect((await t.json("GET", `/api/dcim/sites/${made.body.id}/`)).status).toBe(404);
+    });
+
     test("the one who may: reverted, and a second revert of the same record is a 409", async () => {
       const { site, change } = await changedSite("w-mine", "after");
       const editor = (

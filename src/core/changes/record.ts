@@ -17,7 +17,7 @@ import {
   type StagedRules,
 } from "../events/dispatch";
 import { newIdMarker, newRowId, withNewId, type WriteBatch } from "../rest/write-batch";
-import { type ChangeRow, NOT_REVERTABLE, rememberChanges } from "./seen";
+import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
 export type { ChangeAction };
@@ -341,7 +341,9 @@ function rememberWritten(
   w: { objectTypeId: number; time: string; change: StagedChange; row: ChangeRows[number] },
 ) {
   const label = `${resource.appLabel}.${resource.model}`;
+  const post = w.row.p;
   if (ctx.services.db.kind === "local" || NOT_REVERTABLE.has(label)) return;
+  if (!mayRemember(post?.length ?? 0)) return;
   const e = w.change;
   const user = ctx.auth.user;
   const id = Number(w.row.o);
@@ -352,6 +354,7 @@ function rememberWritten(
       ? text
       : text.replaceAll(JSON.stringify(mark), String(id)).replaceAll(mark, String(id));
   const pre = jsonOf(e.prechange);
+  if (!mayRemember((pre?.length ?? 0) + (post?.length ?? 0))) return;
   const row: ChangeRow = {
     id: Number(w.row.id),
     time: w.time,
@@ -365,7 +368,7 @@ function rememberWritten(
       objectRepr(resource, typeof e.id === "number" ? e.id : mark, e.prechange, e.postchange),
     ),
     prechangeData: pre === null ? null : JSON.parse(stored(pre)),
-    postchangeData: w.row.p === null ? null : JSON.parse(w.row.p),
+    postchangeData: post === null ? null : JSON.parse(post),
   };
   rememberChanges(ctx.services, [row]);
 }

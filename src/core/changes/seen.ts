@@ -37,6 +37,11 @@ const SEEN_MAX = 500;
  */
 const SEEN_ROW_BYTES = 64 * 1024;
 const SEEN_BYTES = 4 * 1024 * 1024;
+/**
+ * Whether a record whose texts (repr and snapshots, as JSON) are `chars` long may be small enough
+ * to remember: one twice the limit never is, and is not parsed to find out (`record.ts`).
+ */
+export const mayRemember = (chars: number) => chars <= 2 * SEEN_ROW_BYTES;
 /** The table's columns by their row keys (`id`, `time`, `userId`, …). */
 const COLUMNS = Object.keys(objectChanges);
 
