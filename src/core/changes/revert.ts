@@ -650,10 +650,10 @@ function ridingWrite(
       read = true;
       return withPlan([...queries], readAll);
     },
-    writeBatch: async (items) => {
+    writeBatch: async (items, explain) => {
       if (!read) await withPlan([], readAll);
       if (dryRun) throw new DryRunStop();
-      return w.writeBatch!(items);
+      return w.writeBatch!(items, explain);
     },
   };
 }
@@ -731,8 +731,9 @@ async function withChangeRead<T>(
   const result = await inStagedWrite(c, (w) =>
     write({
       ...w,
-      writeBatch: async (items) => {
-        const results = await w.writeBatch!([...items, writtenChange(w.db, row, w.requestId)]);
+      writeBatch: async (items, explain) => {
+        const batch = [...items, writtenChange(w.db, row, w.requestId)];
+        const results = await w.writeBatch!(batch, explain);
         const rows = results.pop() as Array<{ id: number }>;
         change = rows[0]?.id ?? null;
         return results;
