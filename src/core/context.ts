@@ -147,9 +147,11 @@ export interface WriteContext extends ReadContext {
   readPhase?(queries: readonly unknown[]): Promise<unknown[]>;
   /**
    * Runs a staged write's batch with the request's guards leading it when its read phase left
-   * them to it (decision 0107); absent outside a request: a plain `db.write`.
+   * them to it (decision 0107); absent outside a request: a plain `db.write`. `explain`: reads
+   * that tell why the batch failed, read with the guards' settling should it fail on a guard
+   * (`explainedFailure`).
    */
-  writeBatch?(items: readonly unknown[]): Promise<unknown[]>;
+  writeBatch?(items: readonly unknown[], explain?: readonly unknown[]): Promise<unknown[]>;
   /**
    * Registers a guard of a cache the write took on trust: it rides in the read phase, or in the
    * batch when there is nothing else to read (decision 0107); absent outside a request.

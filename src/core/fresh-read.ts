@@ -100,17 +100,31 @@ export function guardFailure(c: Ctx): unknown {
 
 /** Settles the request's pending guards in one read of their own; true when all were current. */
 export async function settleGuards(c: Ctx): Promise<boolean> {
+  return (await settleReading(c, [])).current;
+}
+
+/**
+ * `settleGuards`, with `extra` statements read in the same read (a failed batch's explanation,
+ * `writeFolded`): whether every guard was current, and the answers to `extra`.
+ */
+async function settleReading(
+  c: Ctx,
+  extra: BatchItems,
+): Promise<{ current: boolean; extra: unknown[] }> {
   const all = takeGuards(c);
   // a guard with a read of its own (shared by concurrent requests) settles apart from the rest
   const own = all.filter((g) => g.settleAlone);
   const guards = all.filter((g) => !g.settleAlone);
   const ownRead = (g: Guard) => g.alone ?? g.statements;
   const statements = guards.flatMap(ownRead);
+  let extraAnswers: unknown[] = [];
   const [rest, ...owned] = await Promise.allSettled([
-    statements.length
-      ? c.var.services.db
-          .read(statements as unknown as Queries)
-          .then((answers) => settleAll(c, guards, answers as readonly unknown[], ownRead))
+    statements.length || extra.length
+      ? c.var.services.db.read([...statements, ...extra] as unknown as Queries).then((answers) => {
+          const got = answers as readonly unknown[];
+          extraAnswers = got.slice(statements.length);
+          return settleAll(c, guards, got.slice(0, statements.length), ownRead);
+        })
       : Promise.resolve(true),
     ...own.map((g) => g.settleAlone!()),
   ]);
@@ -123,7 +137,8 @@ export async function settleGuards(c: Ctx): Promise<boolean> {
       throw r.reason;
     }
   }
-  return rest!.status === "fulfilled" && rest!.value === true && !ownStale;
+  const current = rest!.status === "fulfilled" && rest!.value === true && !ownStale;
+  return { current, extra: extraAnswers };
 }
 
 /**
@@ -239,7 +254,11 @@ function leaveToBatch(c: Ctx): boolean {
  * as they now are (`StaleCredentials`, `foldsCredentials`); when only batch-only guards led it and
  * every one is current, the failure is the write's own and is thrown as such.
  */
-export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]> {
+export async function writeFolded(
+  c: Ctx,
+  items: BatchItems,
+  explain: BatchItems = [],
+): Promise<unknown[]> {
   const db = c.var.services.db;
   const folded = inBatch.has(c) ? takeGuards(c) : [];
   inBatch.delete(c);
@@ -257,8 +276,12 @@ export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]>
   } catch (e) {
     if (!isWriteConflict(e)) throw e;
     pending.set(c, guards);
-    const current = await settleGuards(c);
-    if (current && !folded.length) throw e;
+    const settled = await settleReading(c, explain);
+    if (settled.current && !folded.length) {
+      // the write's own guard failed: the reads that explain it were read with the settling
+      if (explain.length && e && typeof e === "object") explained.set(e, settled.extra);
+      throw e;
+    }
     // a guard of the write's own (a row's stamp, the type's shape, the permission's constraints)
     // may have failed instead: the route runs again either way, its guards read before its batch,
     // so that a failure then is the write's own and answers as such
@@ -266,6 +289,16 @@ export async function writeFolded(c: Ctx, items: BatchItems): Promise<unknown[]>
     throw new StaleCredentials();
   }
 }
+
+/** A failed batch's explaining reads, answered where its guards were settled (`writeFolded`). */
+const explained = new WeakMap<object, unknown[]>();
+
+/**
+ * The answers to the reads a batch asked to explain its failure (`WriteBatch.explainWith`), when
+ * they were read already with its guards' settling (one round trip for both); else undefined.
+ */
+export const explainedFailure = (e: unknown): unknown[] | undefined =>
+  e && typeof e === "object" ? explained.get(e) : undefined;
 
 /** Write routes that fold the caller's token guard into their read phase (`foldsCredentials`). */
 const folding = new WeakSet<object>();

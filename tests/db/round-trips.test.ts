@@ -13,7 +13,8 @@ import {
   searchFlusher,
 } from "../../src/plugins/custom-objects/search/flush";
 import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search-index";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { addField, choiceSet, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
@@ -768,7 +769,26 @@ test("cascading deletes: a custom object to its child, a site through two levels
   expect(Number(logged[0]!.n)).toBe(3);
 });
 
-test("revert from the change log: of a delete, an update, a create, and dry runs (decisions 0113, 0118)", async () => {
+type Source = "served" | "written" | "elsewhere";
+
+test("revert from the change log: of a delete, an update, a create, and dry runs (decisions 0113, 0118, 0133)", async () => {
+  /** Another app on the same database: another process (or Worker isolate), opened when used. */
+  const opened: { b?: Awaited<ReturnType<typeof anotherInstance>> } = {};
+  const other = {
+    async status(method: string, path: string, body?: unknown) {
+      opened.b ??= await anotherInstance(remote.url);
+      const b = opened.b;
+      const headers: Record<string, string> = { authorization: `Token ${t.admin}` };
+      if (body) headers["content-type"] = "application/json";
+      const res = await b.app.request(BASE + path, {
+        method,
+        headers,
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      await res.arrayBuffer();
+      return { status: res.status };
+    },
+  };
   const tag = (await t.json("POST", "/api/extras/tags/", { body: { name: "rv", slug: "rv" } })).body
     .id;
   const lastChange = async (type: string, id: number) =>
@@ -784,29 +804,38 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
       ((await t.deps.db.orm.all(sql`SELECT max(id) AS id FROM object_changes`)) as any[])[0].id,
     );
   /**
-   * Change ids of `k` objects made and then deleted (or changed) by `act`, read through the API
-   * (as a caller looks at a record before reverting it) unless `unseen`.
+   * Change ids of `k` objects made and then deleted (or changed) by `act`: `served`, read through
+   * the API (as a caller looks at a record before reverting it); `written`, written by this app
+   * and read past it; `elsewhere`, written by another app on the same database (another process
+   * or isolate) and read past both.
    */
   const changes = async (
     k: number,
     make: () => Promise<[string, string, number]>,
     act: string,
-    unseen = false,
+    source: Source = "served",
   ) => {
     const ids: number[] = [];
+    const by =
+      source === "elsewhere"
+        ? other
+        : { status: async (m: string, p: string, body?: unknown) => t.json(m, p, { body }) };
     for (let i = 0; i < k; i++) {
       const [type, path, id] = await make();
       const r =
         act === "DELETE"
-          ? await t.req("DELETE", `${path}${id}/`)
+          ? await by.status("DELETE", `${path}${id}/`)
           : act === "PATCH"
-            ? await t.json("PATCH", `${path}${id}/`, {
-                body:
-                  type === "dcim.site" ? { description: `p${next()}` } : { title: `p${next()}` },
-              })
+            ? await by.status(
+                "PATCH",
+                `${path}${id}/`,
+                type === "dcim.site" ? { description: `p${next()}` } : { title: `p${next()}` },
+              )
             : { status: 200 };
       expect(r.status).toBeLessThan(300);
-      ids.push(unseen ? await unseenChange() : await lastChange(type, id));
+      // the other app's deferred search-index flush (decision 0056) would run inside the count
+      if (opened.b) await flushSearchIndexesNow(servicesOf(opened.b.app));
+      ids.push(source === "served" ? await lastChange(type, id) : await unseenChange());
     }
     return ids;
   };
@@ -824,28 +853,39 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
     (ids: number[], query = "") =>
     () =>
       `/api/core/object-changes/${ids.shift()}/revert/${query}`;
-  /** Round trips of a revert of a change `method` made to what `make` makes (`unseen`: unread). */
-  const reverted = async (make: typeof site, method: string, unseen = false, query = "") =>
-    roundTrips("POST", revertOf(await changes(2, make, method, unseen), query), undefined, 200);
-  const counts = {
-    siteDeleteReverted: await reverted(site, "DELETE"),
-    objectDeleteReverted: await reverted(thing, "DELETE"),
-    siteUpdateReverted: await reverted(site, "PATCH"),
-    siteCreateReverted: await reverted(site, "POST"),
-    objectUpdateReverted: await reverted(thing, "PATCH"),
-    objectCreateReverted: await reverted(thing, "POST"),
-    unseenSiteDeleteReverted: await reverted(site, "DELETE", true),
-    unseenObjectDeleteReverted: await reverted(thing, "DELETE", true),
-    unseenDryRun: await reverted(thing, "PATCH", true, "?dry_run=true"),
-    dryRunDelete: await reverted(site, "DELETE", false, "?dry_run=true"),
-    dryRunUpdate: await reverted(thing, "PATCH", false, "?dry_run=true"),
-  };
+  /** Round trips of a revert of a change `method` made to what `make` makes, from `source`. */
+  const reverted = async (make: typeof site, method: string, source?: Source, query = "") =>
+    roundTrips("POST", revertOf(await changes(2, make, method, source), query), undefined, 200);
+  let counts: Record<string, number>;
+  try {
+    counts = {
+      siteDeleteReverted: await reverted(site, "DELETE"),
+      objectDeleteReverted: await reverted(thing, "DELETE"),
+      siteUpdateReverted: await reverted(site, "PATCH"),
+      siteCreateReverted: await reverted(site, "POST"),
+      objectUpdateReverted: await reverted(thing, "PATCH"),
+      objectCreateReverted: await reverted(thing, "POST"),
+      writtenSiteDeleteReverted: await reverted(site, "DELETE", "written"),
+      writtenObjectDeleteReverted: await reverted(thing, "DELETE", "written"),
+      writtenSiteUpdateReverted: await reverted(site, "PATCH", "written"),
+      writtenObjectCreateReverted: await reverted(thing, "POST", "written"),
+      writtenDryRun: await reverted(thing, "PATCH", "written", "?dry_run=true"),
+      elsewhereSiteDeleteReverted: await reverted(site, "DELETE", "elsewhere"),
+      elsewhereObjectUpdateReverted: await reverted(thing, "PATCH", "elsewhere"),
+      elsewhereDryRun: await reverted(thing, "PATCH", "elsewhere", "?dry_run=true"),
+      dryRunDelete: await reverted(site, "DELETE", "served", "?dry_run=true"),
+      dryRunUpdate: await reverted(thing, "PATCH", "served", "?dry_run=true"),
+    };
+  } finally {
+    await opened.b?.close();
+  }
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // ≤ 2 each (15 and 18 for a delete's revert before 0113, 4–6 before 0118): the write's one
   // read carries the plan's reads and the change record's own read as the proof of the copy
-  // remembered when the caller looked at it (a custom object's type from the cache, its guard
-  // there too), then the batch; a dry run stops where the batch would go (decision 0118). A
-  // record this process has not served is read first: 3 (a dry run 2).
+  // remembered when the caller looked at it, or when this process wrote it (decision 0133; 3
+  // before), a custom object's type from the cache, its guard there too; then the batch. A dry
+  // run stops where the batch would go (decision 0118). A record another process wrote and this
+  // one never served is read first: 3 (a dry run 2).
   const now: Record<string, number> = {
     siteDeleteReverted: 2,
     objectDeleteReverted: 2,
@@ -853,9 +893,14 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
     siteCreateReverted: 2,
     objectUpdateReverted: 2,
     objectCreateReverted: 2,
-    unseenSiteDeleteReverted: 3,
-    unseenObjectDeleteReverted: 3,
-    unseenDryRun: 2,
+    writtenSiteDeleteReverted: 2,
+    writtenObjectDeleteReverted: 2,
+    writtenSiteUpdateReverted: 2,
+    writtenObjectCreateReverted: 2,
+    writtenDryRun: 1,
+    elsewhereSiteDeleteReverted: 3,
+    elsewhereObjectUpdateReverted: 3,
+    elsewhereDryRun: 2,
     dryRunDelete: 1,
     dryRunUpdate: 1,
   };

@@ -17,6 +17,7 @@ import {
   type StagedRules,
 } from "../events/dispatch";
 import { newIdMarker, newRowId, withNewId, type WriteBatch } from "../rest/write-batch";
+import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
 export type { ChangeAction };
@@ -248,7 +249,8 @@ const CHANGE_COLUMNS = sql.raw(
   `"time", "user_id", "user_name", "request_id", "action", "changed_object_type_id", "changed_object_id", "object_repr", "prechange_data", "postchange_data"`,
 );
 
-type ChangeRows = Array<{ id: number; p: string | null }>;
+/** What a staged change record's INSERT returns: its id, postchange text and object's id. */
+type ChangeRows = Array<{ id: number; p: string | null; o: number }>;
 /** One change record's INSERT by its form, built once (decision 0104); bounded, cleared when full. */
 const ONE_CHANGE = new Map<string, Prebuilt<ChangeRows>>();
 const ONE_CHANGE_MAX = 1000;
@@ -270,7 +272,7 @@ function oneChange(orm: Orm, e: StagedChange, repr: string | null): Prebuilt<Cha
     value === null ? sql`NULL` : idSql ? withNewId(p(name), idSql) : sql`${p(name)}`;
   found = new Prebuilt<ChangeRows>((o) =>
     o.all(
-      sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) VALUES (${p("time")}, ${p("userId")}, ${p("userName")}, ${p("requestId")}, ${p("action")}, ${p("objectTypeId")}, ${idSql ?? p("id")}, ${text("repr", repr)}, ${text("pre", e.prechange)}, ${text("post", e.postchange)}) RETURNING "id" AS id, "postchange_data" AS p`,
+      sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) VALUES (${p("time")}, ${p("userId")}, ${p("userName")}, ${p("requestId")}, ${p("action")}, ${p("objectTypeId")}, ${idSql ?? p("id")}, ${text("repr", repr)}, ${text("pre", e.prechange)}, ${text("post", e.postchange)}) RETURNING "id" AS id, "postchange_data" AS p, "changed_object_id" AS o`,
     ),
   );
   if (ONE_CHANGE.size >= ONE_CHANGE_MAX) ONE_CHANGE.clear();
@@ -323,8 +325,52 @@ function changeStatement(
     return sql`(${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, ${e.action}, ${objectTypeId}, ${e.id}, ${text(reprOf(e))}, ${text(jsonOf(e.prechange))}, ${text(jsonOf(e.postchange))})`;
   });
   return orm.all<ChangeRows[number]>(
-    sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) VALUES ${sql.join(rows, sql`, `)} RETURNING "id" AS id, "postchange_data" AS p`,
+    sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) VALUES ${sql.join(rows, sql`, `)} RETURNING "id" AS id, "postchange_data" AS p, "changed_object_id" AS o`,
   );
+}
+
+/**
+ * A lone change record a staged write committed, remembered as the change log's answers are
+ * (decision 0133): its revert by this process knows its model before any read, its row read
+ * again as the proof. Remote and D1 only (a local file's read costs no round trip); a model
+ * whose changes are never reverted is left out, so it does not push revertable ones out.
+ */
+function rememberWritten(
+  ctx: WriteContext,
+  resource: Resource,
+  w: { objectTypeId: number; time: string; change: StagedChange; row: ChangeRows[number] },
+) {
+  const label = `${resource.appLabel}.${resource.model}`;
+  const post = w.row.p;
+  if (ctx.services.db.kind === "local" || NOT_REVERTABLE.has(label)) return;
+  if (!mayRemember(post?.length ?? 0)) return;
+  const e = w.change;
+  const user = ctx.auth.user;
+  const id = Number(w.row.o);
+  // texts written with the new row's id put in by SQL (`withNewId`) get it here the same way
+  const mark = newIdMarker();
+  const stored = (text: string) =>
+    typeof e.id === "number"
+      ? text
+      : text.replaceAll(JSON.stringify(mark), String(id)).replaceAll(mark, String(id));
+  const pre = jsonOf(e.prechange);
+  if (!mayRemember((pre?.length ?? 0) + (post?.length ?? 0))) return;
+  const row: ChangeRow = {
+    id: Number(w.row.id),
+    time: w.time,
+    userId: user?.id ?? null,
+    userName: user?.username ?? "",
+    requestId: ctx.requestId,
+    action: e.action,
+    changedObjectTypeId: w.objectTypeId,
+    changedObjectId: id,
+    objectRepr: stored(
+      objectRepr(resource, typeof e.id === "number" ? e.id : mark, e.prechange, e.postchange),
+    ),
+    prechangeData: pre === null ? null : JSON.parse(stored(pre)),
+    postchangeData: post === null ? null : JSON.parse(post),
+  };
+  rememberChanges(ctx.services, [row]);
 }
 
 /**
@@ -361,6 +407,8 @@ export function stageChanges(
         const p = sorted[k]?.p;
         if (typeof p === "string") texts.set(e, p);
       });
+      if (chunk.length === 1 && sorted[0])
+        rememberWritten(ctx, resource, { objectTypeId, time, change: chunk[0]!, row: sorted[0] });
     });
   }
   for (const [k, e] of kept.entries())

@@ -33,6 +33,7 @@ import {
   type ChangeRow,
   changeRead,
   forgetChange,
+  NOT_REVERTABLE,
   rememberChanges,
   sameChange,
   seenChange,
@@ -51,16 +52,6 @@ const META = new Set([
 ]);
 /** Keys a write takes beyond the described fields (where the model has them). */
 const UNDESCRIBED = ["tags", "owner", "local_context_data"];
-/**
- * Models whose snapshots cannot rebuild them: a token's key is never in its record, and a custom
- * object type's or field's record is not its table (schema changes go back by applying an
- * earlier schema document).
- */
-const NOT_REVERTABLE = new Set([
-  "users.token",
-  "custom_objects.customobjecttype",
-  "custom_objects.customobjecttypefield",
-]);
 /** Rounds of a forced revert that drop the fields a write refused and try the rest again. */
 const FORCE_ROUNDS = 4;
 
@@ -659,10 +650,10 @@ function ridingWrite(
       read = true;
       return withPlan([...queries], readAll);
     },
-    writeBatch: async (items) => {
+    writeBatch: async (items, explain) => {
       if (!read) await withPlan([], readAll);
       if (dryRun) throw new DryRunStop();
-      return w.writeBatch!(items);
+      return w.writeBatch!(items, explain);
     },
   };
 }
@@ -740,8 +731,9 @@ async function withChangeRead<T>(
   const result = await inStagedWrite(c, (w) =>
     write({
       ...w,
-      writeBatch: async (items) => {
-        const results = await w.writeBatch!([...items, writtenChange(w.db, row, w.requestId)]);
+      writeBatch: async (items, explain) => {
+        const batch = [...items, writtenChange(w.db, row, w.requestId)];
+        const results = await w.writeBatch!(batch, explain);
         const rows = results.pop() as Array<{ id: number }>;
         change = rows[0]?.id ?? null;
         return results;

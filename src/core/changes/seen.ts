@@ -11,6 +11,17 @@ import { slotKey } from "../slots";
 
 export type ChangeRow = typeof objectChanges.$inferSelect;
 
+/**
+ * Models whose snapshots cannot rebuild them: a token's key is never in its record, and a custom
+ * object type's or field's record is not its table (schema changes go back by applying an
+ * earlier schema document).
+ */
+export const NOT_REVERTABLE: ReadonlySet<string> = new Set([
+  "users.token",
+  "custom_objects.customobjecttype",
+  "custom_objects.customobjecttypefield",
+]);
+
 interface Seen {
   rows: Map<number, { row: ChangeRow; bytes: number }>;
   /** What the rows held take, about (their texts' lengths): bounded by SEEN_BYTES. */
@@ -26,6 +37,11 @@ const SEEN_MAX = 500;
  */
 const SEEN_ROW_BYTES = 64 * 1024;
 const SEEN_BYTES = 4 * 1024 * 1024;
+/**
+ * Whether a record whose texts (repr and snapshots, as JSON) are `chars` long may be small enough
+ * to remember: one twice the limit never is, and is not parsed to find out (`record.ts`).
+ */
+export const mayRemember = (chars: number) => chars <= 2 * SEEN_ROW_BYTES;
 /** The table's columns by their row keys (`id`, `time`, `userId`, …). */
 const COLUMNS = Object.keys(objectChanges);
 

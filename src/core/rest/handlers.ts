@@ -117,7 +117,12 @@ export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promis
     onCommit: (task) => afterCommit.push(task),
     scratch: new Slots(),
     readPhase: (queries) => readFolded(c, queries as Parameters<typeof readFolded>[1]),
-    writeBatch: (items) => writeFolded(c, items as Parameters<typeof writeFolded>[1]),
+    writeBatch: (items, explain) =>
+      writeFolded(
+        c,
+        items as Parameters<typeof writeFolded>[1],
+        explain as Parameters<typeof writeFolded>[2],
+      ),
     guard: (g) => addGuard(c, g),
   });
   await runAfterCommit(services, c.var.requestId, afterCommit);

@@ -41,9 +41,19 @@ export class ReadPhase {
 export class WriteBatch {
   readonly #items: BatchItem<"sqlite">[] = [];
   readonly #after: Array<(results: unknown[]) => void> = [];
+  #explain: BatchItem<"sqlite">[] = [];
 
   get size(): number {
     return this.#items.length;
+  }
+
+  /**
+   * Reads that tell why the batch failed on a guard, sent with the read that settles the
+   * request's guards after such a failure (one round trip, not two): `explainedFailure(e)` has
+   * their answers then.
+   */
+  explainWith(reads: BatchItem<"sqlite">[]): void {
+    this.#explain = reads;
   }
 
   /** Adds a statement; `then` receives its result (RETURNING rows) after the commit. */
@@ -56,7 +66,7 @@ export class WriteBatch {
   async run(ctx: Pick<WriteContext, "services" | "writeBatch">): Promise<void> {
     if (!this.#items.length) return;
     const results = ctx.writeBatch
-      ? await ctx.writeBatch(this.#items)
+      ? await ctx.writeBatch(this.#items, this.#explain)
       : ((await ctx.services.db.write(this.#items as unknown as Queries)) as unknown as unknown[]);
     for (const after of this.#after) after(results);
   }

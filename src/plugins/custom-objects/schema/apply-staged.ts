@@ -73,7 +73,7 @@ import { addedTogether, type ChoiceSetRow, type PrefetchedCounts, type TypeDiff 
 import { addedConditional } from "./constraints-apply";
 import {
   admittedBySlug,
-  explainApply,
+  applyExplainer,
   guardWritten,
   refuseAsRead,
   type TypeLimits,
@@ -230,9 +230,11 @@ export async function applyStaged(
   ];
   stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, reads.fieldRules, changes.fields);
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
+  const explainer = limits ? applyExplainer(ctx.services.db.orm, limits, written, document) : null;
   if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
+  if (explainer) batch.explainWith(explainer.reads as never);
   await runApply(ctx, batch, document, typeAt).catch((e) =>
-    limits ? explainApply(ctx, e, limits, written, document) : Promise.reject(e),
+    explainer ? explainer.explain(ctx, e) : Promise.reject(e),
   );
   for (const g of going)
     if (g.cot.objectTypeId) {

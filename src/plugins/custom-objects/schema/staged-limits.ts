@@ -1,14 +1,16 @@
 /**
  * A constrained caller's schema apply and trash restore, staged (decision 0128): the types as read
  * admitted in a read the write takes anyway, the types as written guarded in the batch (0121's
- * `guardAdmitted`), a failed guard explained by one read: a stamp moved is the race, else the
- * transaction's 403 naming the submitted slugs the constraints refuse.
+ * `guardAdmitted`), a failed guard explained by one read (the one that settles the request's
+ * guards after the failure): a stamp moved is the race, else the transaction's 403 naming the
+ * submitted slugs the constraints refuse.
  */
 import { and, eq, getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
 import type { Column } from "drizzle-orm";
 import { isWriteConflict, type Orm, type Queries } from "../../../db/client";
 import { customObjectTrash, customObjectTypes } from "../../../db/schema";
 import { restrictWhere } from "../../../core/auth/restrict";
+import { explainedFailure } from "../../../core/fresh-read";
 import { forbidden } from "../../../core/errors";
 import type { WriteContext } from "../../../core/context";
 import type { ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
@@ -136,20 +138,31 @@ function admittedAsWritten(orm: Orm, rows: CotRow[], where: SQL) {
   );
 }
 
+/** How a failed batch is explained: the reads it takes, and the answer from their rows. */
+export interface Explainer {
+  reads: Queries[number][];
+  /** Rethrows `e` (the race) or throws the refusal; reads only where the batch's failure did not. */
+  explain(ctx: WriteContext, e: unknown): Promise<never>;
+}
+
+/** The explaining reads' rows: read with the guards' settling (`explainedFailure`), or now. */
+async function explainingRows(ctx: WriteContext, e: unknown, reads: Queries[number][]) {
+  const rows = explainedFailure(e) ?? (await ctx.services.db.read(reads as unknown as Queries));
+  return rows as unknown as Array<Array<Record<string, unknown>>>;
+}
+
 /**
- * An apply's failed batch, explained in one read: a changed type's stamp moved (or no written
- * type falls outside the constraints) is the race, rethrown for the apply to run again; else the
- * transaction's 403 (changes first, then additions) naming the slugs refused.
+ * An apply's failed batch, explained by one read (the one that settles the request's guards
+ * after the failure, where there is one: `WriteBatch.explainWith`): a changed type's stamp moved
+ * (or no written type falls outside the constraints) is the race, rethrown for the apply to run
+ * again; else the transaction's 403 (changes first, then additions) naming the slugs refused.
  */
-export async function explainApply(
-  ctx: WriteContext,
-  e: unknown,
+export function applyExplainer(
+  orm: Orm,
   limits: TypeLimits,
   written: Written,
   document: SchemaDocument,
-): Promise<never> {
-  if (!isWriteConflict(e)) throw e;
-  const orm = ctx.services.db.orm;
+): Explainer {
   const stamps = written.changed.map((c) =>
     orm
       .select({ stamp: customObjectTypes.lastUpdated })
@@ -160,39 +173,40 @@ export async function explainApply(
   const afters = written.changed.map((c) => c.after);
   if (limits.change && afters.length) checks.push(["change", afters, limits.change]);
   if (limits.add && written.added.length) checks.push(["add", written.added, limits.add]);
-  const queries = [
+  const reads = [
     ...stamps,
     ...checks.map(([, rows, where]) => admittedAsWritten(orm, rows, where)),
-  ];
-  if (!queries.length) throw e;
-  const results = (await ctx.services.db.read(queries as unknown as Queries)) as unknown as Array<
-    Array<Record<string, unknown>>
-  >;
-  if (written.changed.some((c, i) => results[i]?.[0]?.stamp !== c.before.lastUpdated)) throw e;
-  checks.forEach(([action, rows], i) => {
-    const ok = new Set(results[stamps.length + i]!.map((r) => Number(r.id)));
-    const refused = rows.filter((r) => !ok.has(r.id)).map((r) => r.slug);
-    if (!refused.length) return;
-    if (action === "change") throw cotsRefused(action, refused);
-    const added = new Set(rows.map((r) => r.slug));
-    throw addsRefused(document, (slug) => !added.has(slug));
-  });
-  throw e;
+  ] as unknown as Queries[number][];
+  return {
+    reads,
+    async explain(ctx, e) {
+      if (!isWriteConflict(e) || !reads.length) throw e;
+      const results = await explainingRows(ctx, e, reads);
+      if (written.changed.some((c, i) => results[i]?.[0]?.stamp !== c.before.lastUpdated)) throw e;
+      checks.forEach(([action, rows], i) => {
+        const ok = new Set(results[stamps.length + i]!.map((r) => Number(r.id)));
+        const refused = rows.filter((r) => !ok.has(r.id)).map((r) => r.slug);
+        if (!refused.length) return;
+        if (action === "change") throw cotsRefused(action, refused);
+        const added = new Set(rows.map((r) => r.slug));
+        throw addsRefused(document, (slug) => !added.has(slug));
+      });
+      throw e;
+    },
+  };
 }
 
 /**
- * A restore's failed batch, explained in one read: the entry taken meanwhile, or the type's stamp
- * moved (a field's restore), is the race, rethrown; else the transaction's 403 on the type.
+ * A restore's failed batch, explained by one read (as an apply's): the entry taken meanwhile, or
+ * the type's stamp moved (a field's restore), is the race, rethrown; else the transaction's 403
+ * on the type.
  */
-export async function explainRestore(
-  ctx: WriteContext,
-  e: unknown,
+export function restoreExplainer(
+  orm: Orm,
   entry: { id: number; slug: string; customObjectTypeId: number },
   stamp: string | undefined,
-): Promise<never> {
-  if (!isWriteConflict(e)) throw e;
-  const orm = ctx.services.db.orm;
-  const queries = [
+): Explainer {
+  const reads = [
     orm
       .select({ id: customObjectTrash.id })
       .from(customObjectTrash)
@@ -201,11 +215,14 @@ export async function explainRestore(
       .select({ stamp: customObjectTypes.lastUpdated })
       .from(customObjectTypes)
       .where(eq(customObjectTypes.id, entry.customObjectTypeId)),
-  ];
-  const [kept, now] = (await ctx.services.db.read(queries as unknown as Queries)) as unknown as [
-    unknown[],
-    Array<{ stamp: string }>,
-  ];
-  if (!kept.length || (stamp !== undefined && now[0]?.stamp !== stamp)) throw e;
-  throw cotsRefused("change", [entry.slug]);
+  ] as unknown as Queries[number][];
+  return {
+    reads,
+    async explain(ctx, e) {
+      if (!isWriteConflict(e)) throw e;
+      const [kept, now] = await explainingRows(ctx, e, reads);
+      if (!kept!.length || (stamp !== undefined && now![0]?.stamp !== stamp)) throw e;
+      throw cotsRefused("change", [entry.slug]);
+    },
+  };
 }

@@ -55,7 +55,7 @@ import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import { newShapeVersion } from "./operations";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import { DAY_MS, trashName, type TrashRow } from "./trash";
-import { admittedById, explainRestore, typeLimits } from "./staged-limits";
+import { admittedById, restoreExplainer, typeLimits } from "./staged-limits";
 
 type EntryValues = Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "rows">;
 
@@ -304,7 +304,9 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
   const { cot, fields, stamp } = await staged();
   stageChanges(ctx, batch, cotModel.resource, cotOt.id, await cotRules(), [cot]);
   stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, await fieldRules(), fields);
+  const explainer = limit ? restoreExplainer(orm, row, stamp) : null;
   if (limit) guardAdmitted(batch, orm, cotModel.resource, row.customObjectTypeId, limit);
+  if (explainer) batch.explainWith(explainer.reads as never);
   try {
     await batch.run(ctx);
   } catch (e) {
@@ -316,7 +318,7 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
       throw restoreConflict(
         `What the entry restores (type "${row.slug}", field "${row.name}") exists again; remove or rename it first.`,
       );
-    if (limit) await explainRestore(ctx, e, row, stamp);
+    if (explainer) await explainer.explain(ctx, e);
     throw e;
   }
   return row;
