@@ -461,9 +461,17 @@ function keyViolation(
   s: DbType,
   reads: Reads,
 ): ValidationError | null | "transaction" {
-  const count = (id: string) => reads.counted.added(s.cot.id, id) ?? 0;
+  // a key or check over a retyped field is proven in the batch, over the converted values: a
+  // count of the values before says nothing (`retypeExplainer` answers, decision 0135)
+  const retyped = new Set(
+    t.fields
+      .filter((f) => s.fields.some((r) => r.schemaId === f.id && r.type !== f.type))
+      .map((f) => f.name),
+  );
+  const count = (id: string, names: string[]) =>
+    names.some((n) => retyped.has(n)) ? 0 : (reads.counted.added(s.cot.id, id) ?? 0);
   for (const item of addedTogether(t, s))
-    if (count(item.id))
+    if (count(item.id, item.set))
       return new ValidationError({
         unique_together: [
           `Existing rows share values of ${item.set.join(", ")}; they must make a unique set.`,
@@ -472,10 +480,10 @@ function keyViolation(
   const fresh = t.fields.filter((f) => !s.fields.some((r) => r.schemaId === f.id));
   const { keys, checks } = addedConditional(t, s);
   for (const item of [...keys, ...checks]) {
-    const n = count(item.id);
-    if (!n) continue;
     const one =
       "key" in item ? { unique: [item.key], checks: [] } : { unique: [], checks: [item.check] };
+    const n = [...retyped].some((name) => readsField(one, name)) ? 0 : count(item.id, []);
+    if (!n) continue;
     if (fresh.some((f) => readsField(one, f.name))) return "transaction";
     return "key" in item
       ? new ValidationError({
