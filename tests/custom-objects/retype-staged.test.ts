@@ -186,8 +186,9 @@ for (const [where, start] of Object.entries(backends))
         type: "integer",
       });
       expect(retyped.status, JSON.stringify(retyped.body)).toBe(200);
-      expect((await b.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.unique_together)
-        .toEqual([["rack", "unit"]]);
+      expect(
+        (await b.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.unique_together,
+      ).toEqual([["rack", "unit"]]);
       expect(await rows("slot", ["unit", "rack"])).toEqual([
         [1, "a"],
         [1, "b"],
@@ -222,8 +223,9 @@ for (const [where, start] of Object.entries(backends))
       expect(await rows("bay", ["level"])).toEqual([["5"], ["x"]]);
       // "05" and "5" both live: the partial key breaks
       const x = (await b.json("GET", `${CO}/bay/?level=x`)).body.results[0].id;
-      expect((await b.json("PATCH", `${CO}/bay/${x}/`, { level: "05", state: "live" })).status)
-        .toBe(200);
+      expect(
+        (await b.json("PATCH", `${CO}/bay/${x}/`, { level: "05", state: "live" })).status,
+      ).toBe(200);
       const clash = await b.json("PATCH", url, { type: "integer" });
       expect(clash.status, JSON.stringify(clash.body)).toBe(400);
       expect(clash.body.unique_together).toEqual([
@@ -253,7 +255,10 @@ for (const [where, start] of Object.entries(backends))
       const before = b.transactions();
       const apply = (fields: unknown[], extra: Record<string, unknown> = {}) =>
         b.json("POST", `${CO}/schema/apply/`, {
-          schema: { schema_version: "1", types: [{ name: "crate", slug: "crate", fields, ...extra }] },
+          schema: {
+            schema_version: "1",
+            types: [{ name: "crate", slug: "crate", fields, ...extra }],
+          },
           allow_destructive: true,
         });
       const keys = (a: string, c: string) => ({
@@ -354,9 +359,7 @@ for (const [where, start] of Object.entries(backends))
       expect((await b.json("GET", `${CO}/bulk/1000/`)).body.code).toBeNull();
       expect(b.transactions()).toBe(before);
       // 5,000 values of 2,000 characters: more than a batch carries
-      await b.run(
-        `UPDATE ${table} SET blob = hex(zeroblob(1000)) || id WHERE id <= 5000`,
-      );
+      await b.run(`UPDATE ${table} SET blob = hex(zeroblob(1000)) || id WHERE id <= 5000`);
       const big = await b.json(
         "PATCH",
         `${CO}/custom-object-type-fields/${ids.blob}/?allow_destructive=true`,
@@ -365,8 +368,9 @@ for (const [where, start] of Object.entries(backends))
       if (where === "d1") {
         expect(big.status, JSON.stringify(big.body)).toBe(409);
         expect(big.body.error).toBe("retype_too_large");
-        expect((await b.json("GET", `${CO}/custom-object-type-fields/${ids.blob}/`)).body.type)
-          .toBe("longtext");
+        expect(
+          (await b.json("GET", `${CO}/custom-object-type-fields/${ids.blob}/`)).body.type,
+        ).toBe("longtext");
       } else {
         // a transaction takes it where there is one
         expect(big.status, JSON.stringify(big.body)).toBe(200);
@@ -378,6 +382,13 @@ for (const [where, start] of Object.entries(backends))
 
 describe("the same answers and data on every backend", () => {
   test("local, remote and D1 agree", () => {
+    expect(Object.keys(seen).sort()).toEqual([
+      "apply",
+      "bulk",
+      "conditional",
+      "rename",
+      "together",
+    ]);
     for (const [name, by] of Object.entries(seen)) {
       expect(Object.keys(by).sort(), name).toEqual(["d1", "local", "remote"]);
       expect([name, by.remote]).toEqual([name, by.local]);

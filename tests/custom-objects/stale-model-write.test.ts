@@ -31,8 +31,14 @@ test("an object PATCH and DELETE after an apply renamed a field the cached model
   const patched = await t.json("PATCH", `${CO}/crate/${made.body.id}/`, { body: { height: "5" } });
   expect(patched.status, JSON.stringify(patched.body)).toBe(200);
   expect(patched.body.height).toBe("5");
-  expect((await apply([{ ...code, name: "label" }, { id: 2, name: "height", type: "text" }])).status)
-    .toBe(200);
+  expect(
+    (
+      await apply([
+        { ...code, name: "label" },
+        { id: 2, name: "height", type: "text" },
+      ])
+    ).status,
+  ).toBe(200);
   const gone = await t.json("DELETE", `${CO}/crate/${made.body.id}/`);
   expect(gone.status, JSON.stringify(gone.body)).toBe(204);
 });

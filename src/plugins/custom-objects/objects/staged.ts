@@ -601,7 +601,8 @@ async function runReads(w: ObjectWriter, ctx: WriteContext, phase: ReadPhase) {
   try {
     await phase.run(ctx);
   } catch (e) {
-    const text = String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? "");
+    const text =
+      String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? "");
     if (/no such (column|table)/i.test(text)) await checkShape(w, ctx.services.db.orm);
     throw e;
   }

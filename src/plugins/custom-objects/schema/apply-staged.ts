@@ -680,7 +680,11 @@ function retypeExplainer(
 ) {
   const { ctx, t, at } = step;
   const after = fieldsAfter.find((f) => f.id === r.row.id)!;
-  const wanted = { unique: after.unique, together: keys.want.together, conditional: keys.want.conditional };
+  const wanted = {
+    unique: after.unique,
+    together: keys.want.together,
+    conditional: keys.want.conditional,
+  };
   return async () => {
     const refusal = await retypeRefusal(ctx, cotId, r.row, fieldsAfter, wanted, r.source);
     const fail = (e: ValidationError) => atPath(at, () => Promise.reject(e));
@@ -689,7 +693,9 @@ function retypeExplainer(
     if (refusal.kind === "unique") {
       const fi = t.fields.findIndex((f) => f.id === r.row.schemaId);
       await atPath(`${at}.fields[${fi}]`, () =>
-        Promise.reject(new ValidationError({ unique: [`Existing values of "${after.name}" are not unique.`] })),
+        Promise.reject(
+          new ValidationError({ unique: [`Existing values of "${after.name}" are not unique.`] }),
+        ),
       );
     }
     if (refusal.kind === "together")
@@ -711,7 +717,9 @@ function retypeExplainer(
     if (refusal.kind === "check")
       await fail(
         new ValidationError({
-          checks: [`${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`],
+          checks: [
+            `${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`,
+          ],
         }),
       );
   };

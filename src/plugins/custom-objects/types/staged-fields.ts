@@ -258,8 +258,7 @@ function followingConditional(cot: CotRow, field: FieldRow, next: FieldRow, fiel
   const have = conditionalOf(cot);
   const moves = next.name !== field.name || next.type !== field.type;
   if (!moves || !readsField(have, field.name)) return null;
-  const want =
-    next.name === field.name ? have : renameInConditional(have, field.name, next.name);
+  const want = next.name === field.name ? have : renameInConditional(have, field.name, next.name);
   try {
     return {
       before: conditionalStatements(cot.id, have, [], none),
@@ -283,7 +282,9 @@ function followingTogether(cot: CotRow, field: FieldRow, next: FieldRow, fields:
   if (!inTogether(cot, field.name) || (next.name === field.name && next.type === field.type))
     return null;
   const had = normalizeTogether(cot.uniqueTogether);
-  const want = normalizeTogether(had.map((set) => set.map((n) => (n === field.name ? next.name : n))));
+  const want = normalizeTogether(
+    had.map((set) => set.map((n) => (n === field.name ? next.name : n))),
+  );
   if (next.type === field.type) return { before: [], after: [], want };
   return {
     before: togetherStatements(cot.id, had.length, []),
@@ -423,7 +424,9 @@ async function updateField(
   };
   await runFieldBatch(ctx, batch, options, draft.name)
     .catch((e) =>
-      keyed ? explainRetype(ctx, e, cot.id, current, fieldsAfter, keys, retype.source) : Promise.reject(e),
+      keyed
+        ? explainRetype(ctx, e, cot.id, current, fieldsAfter, keys, retype.source)
+        : Promise.reject(e),
     )
     .catch((e) =>
       limits

@@ -254,7 +254,10 @@ export async function retypeRefusal(
   const from = sql`${retypedTable(cotId, field, after.name, others, source)} AS ${ident(tableName(cotId))}`;
   const column = (name: string) => fieldColumns(fieldsAfter.find((f) => f.name === name)!)[0]!;
   const counts: Array<[RetypeRefusal, SQL | null]> = [
-    [{ kind: "unique" }, keys.unique ? duplicatesCountSql(cotId, [after.name], undefined, from) : null],
+    [
+      { kind: "unique" },
+      keys.unique ? duplicatesCountSql(cotId, [after.name], undefined, from) : null,
+    ],
     ...keys.conditional.unique.map((key): [RetypeRefusal, SQL | null] => [
       { kind: "partial", key, rows: 0 },
       partialDuplicatesSql(cotId, fieldsAfter, key, from),
@@ -273,7 +276,9 @@ export async function retypeRefusal(
     orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, field, source)} AS n`),
   );
   // one statement each: every one binds the converted values' chunks
-  const reads = counts.map(([, q]) => (q ? phase.add(orm.all<{ n: number }>(sql`SELECT ${q} AS n`)) : null));
+  const reads = counts.map(([, q]) =>
+    q ? phase.add(orm.all<{ n: number }>(sql`SELECT ${q} AS n`)) : null,
+  );
   await phase.run(ctx);
   if (!Number(same()[0]?.n)) return { kind: "race" };
   for (const [i, [refusal]] of counts.entries()) {
