@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import type { Database } from "../../src/db/client";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";

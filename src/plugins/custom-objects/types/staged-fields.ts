@@ -294,6 +294,32 @@ function followingTogether(cot: CotRow, field: FieldRow, next: FieldRow, fields:
 }
 
 /**
+ * The keys and checks around a field's rename or retype: statements before and after its
+ * column moves, the type's stored sets, and what they build (null when none reads the field).
+ */
+function followingKeys(cot: CotRow, field: FieldRow, next: FieldRow, fields: FieldRow[]) {
+  const conditional = followingConditional(cot, field, next, fields);
+  const together = followingTogether(cot, field, next, fields);
+  const built: RetypedKeys | null =
+    conditional || together
+      ? {
+          unique: next.unique,
+          together: together?.want ?? [],
+          conditional: conditional?.want ?? none,
+        }
+      : null;
+  return {
+    before: [...(conditional?.before ?? []), ...(together?.before ?? [])],
+    after: [...(conditional?.after ?? []), ...(together?.after ?? [])],
+    set: {
+      ...(together ? { uniqueTogether: together.want } : {}),
+      ...(conditional ? { conditionalConstraints: conditional.want } : {}),
+    },
+    built,
+  };
+}
+
+/**
  * A retype's storage (decisions 0121, 0135): values SQLite converts in the batch, or the values
  * read (a second read), a lossy change refused without `allow_destructive` (409), and the
  * statements that carry them. "transaction" over the values a batch carries (D1: 409).
@@ -381,11 +407,9 @@ async function updateField(
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
   const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
-  const conditional = followingConditional(cot, current, after, fieldsAfter);
-  const together = followingTogether(cot, current, after, fieldsAfter);
+  const keys = followingKeys(cot, current, after, fieldsAfter);
   const batch = new Batch();
-  if (conditional) addStatements(batch, orm, conditional.before);
-  if (together) addStatements(batch, orm, together.before);
+  addStatements(batch, orm, keys.before);
   batch.add(
     orm
       .update(customObjectTypeFields)
@@ -399,13 +423,8 @@ async function updateField(
   );
   batch.add(guardChanged(orm));
   if (limits) guardAdmitted(batch, orm, options.resource, current.id, limits.act);
-  addStatements(batch, orm, storage);
-  if (conditional) addStatements(batch, orm, conditional.after);
-  if (together) addStatements(batch, orm, together.after);
-  bumpType(batch, orm, cot, {
-    ...(together ? { uniqueTogether: together.want } : {}),
-    ...(conditional ? { conditionalConstraints: conditional.want } : {}),
-  });
+  addStatements(batch, orm, [...storage, ...keys.after]);
+  bumpType(batch, orm, cot, keys.set);
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   const columnMoved = (draft.name !== current.name && !hasLinkTable(current)) || retyped;
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, columnMoved ? new Map() : read.stored);
@@ -415,17 +434,11 @@ async function updateField(
     prechange,
     postchange,
   });
-  // a retype that builds keys or checks again: a failure is counted as the transaction counts it
-  const keyed = retype && (conditional || together);
-  const keys: RetypedKeys = {
-    unique: draft.unique,
-    together: together?.want ?? [],
-    conditional: conditional?.want ?? none,
-  };
   await runFieldBatch(ctx, batch, options, draft.name)
     .catch((e) =>
-      keyed
-        ? explainRetype(ctx, e, cot.id, current, fieldsAfter, keys, retype.source)
+      // a retype that builds keys or checks again: a failure counted as the transaction counts it
+      retype && keys.built
+        ? explainRetype(ctx, e, cot.id, current, fieldsAfter, keys.built, retype.source)
         : Promise.reject(e),
     )
     .catch((e) =>

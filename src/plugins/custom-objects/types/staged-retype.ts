@@ -40,7 +40,7 @@ const RETYPE_MAX_BYTES = 8_000_000;
 const RETYPE_CHUNK = 5_000;
 const RETYPE_CHUNK_CHARS = 500_000;
 
-export type RetypeValues = Array<{ id: number; v: unknown }>;
+type RetypeValues = Array<{ id: number; v: unknown }>;
 
 /** A retype's read: values SQLite converts (`sql`), the values read, or too many to read. */
 export type RetypeRead =
@@ -187,7 +187,7 @@ export const retypeStatements = (
  * conditions read it as they read the table): the field's column under its new name holding the
  * converted values, the other columns as they are. `columns`: the table's other columns.
  */
-export function retypedTable(
+function retypedTable(
   cotId: number,
   field: FieldRow,
   name: string,
@@ -212,7 +212,7 @@ export function retypedTable(
 }
 
 /** Whether the column still holds what the retype read, as one SQL condition (true: no race). */
-export function unchangedSql(cotId: number, field: FieldRow, source: RetypeSource): SQL {
+function unchangedSql(cotId: number, field: FieldRow, source: RetypeSource): SQL {
   const all = retypeUnchangedSql(cotId, field.name, source);
   return all.length ? sql.join(all, sql` AND `) : sql`1`;
 }
