@@ -196,8 +196,21 @@ for (const [where, start] of Object.entries(backends))
       // the key holds on the new column
       const again = await b.json("POST", `${CO}/slot/`, { unit: 2, rack: "a" });
       expect(again.status).toBe(400);
+      // converted by SQLite, made unique over the duplicates: the field's 400, nothing changed
+      const unique = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        type: "text",
+        unique: true,
+      });
+      expect(unique.status, JSON.stringify(unique.body)).toBe(400);
+      expect(unique.body.unique).toEqual(['Existing values of "unit" are not unique.']);
+      const text = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        type: "text",
+      });
+      expect(text.status, JSON.stringify(text.body)).toBe(200);
+      expect(await rows("slot", ["unit"])).toEqual([["1"], ["1"], ["2"]]);
+      expect((await b.json("POST", `${CO}/slot/`, { unit: "2", rack: "a" })).status).toBe(400);
       expect(b.transactions()).toBe(before);
-      record("together", { broken: broken.body, again: again.body });
+      record("together", { broken: broken.body, again: again.body, unique: unique.body });
     });
 
     test("a retype of a field a check and a partial key read: proven over the converted rows", async () => {
