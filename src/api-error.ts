@@ -43,6 +43,7 @@ export type ErrorCode =
   | "response_too_large"
   | "restore_conflict"
   | "retry"
+  | "retype_too_large"
   | "revert_conflict"
   | "schema_changed"
   | "stale_plan"

@@ -944,6 +944,39 @@ test("a field's type change and a rename a compound key follows, staged (decisio
   expect(clash.status).toBe(400);
 });
 
+test("retypes with a rename, under a compound key and a check, and converted by SQLite, staged (decision 0135)", async () => {
+  const cot = await makeCot(t, "reshaped");
+  const level = await addField(t, cot.id, { name: "level", type: "integer" });
+  const zone = await addField(t, cot.id, { name: "zone", type: "integer" });
+  const keyed = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: {
+      unique_together: [["level", "zone"]],
+      checks: [{ name: "zoned", condition: { zone__isnull: false } }],
+    },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  await create(t, "reshaped", { level: 5, zone: 1 });
+  await create(t, "reshaped", { level: 6, zone: 1 });
+  // measured: text → integer, the values read, renamed in the same write, the key built again
+  const kinds = ["text", "integer"];
+  const renamedRetype = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${level.id}/`,
+    () => ({ type: kinds.shift(), name: `level_${next()}` }),
+  );
+  // integer → text, text → longtext: SQLite converts them in the batch, nothing read
+  const sqlKinds = ["text", "longtext"];
+  const converted = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${zone.id}/`,
+    () => ({ type: sqlKinds.shift() }),
+  );
+  expect({ renamedRetype, converted }).toEqual({ renamedRetype: 3, converted: 2 });
+  const after = (await t.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body;
+  expect(after.unique_together).toEqual([[expect.stringMatching(/^level_\d+$/), "zone"]]);
+  expect(after.checks).toEqual([{ name: "zoned", condition: { zone__isnull: false } }]);
+});
+
 test("a cascade deeper than one read plans: another read, then one batch (decision 0120)", async () => {
   // l0 ← l1 ← … ← l6, each by a cascade field: six levels below the target
   const cascade = (to: string) => ({ to, onDelete: "cascade" as const });

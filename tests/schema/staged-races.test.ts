@@ -1,6 +1,6 @@
 /**
  * Removals through the schema trash, restores, purges and cascades deeper than one read (decision
- * 0120) and a field's type change (decision 0121) raced on a remote database, over HTTP: the app on the project's Hrana server through a proxy that holds the write
+ * 0120) and a field's type change (decisions 0121, 0135) raced on a remote database, over HTTP: the app on the project's Hrana server through a proxy that holds the write
  * batch until another write has landed between its read and its batch. The batch's guards catch
  * the race: nothing is lost, nothing half-done.
  */
@@ -155,6 +155,38 @@ test("a field retyped while one of its values is written: 409, the value and the
   expect((await on.t.json("GET", `${CO}/retype_${serial}/${object}/`)).body.count).toBe("thirteen");
   const kept = await on.t.json("GET", `${CO}/custom-object-type-fields/${field.id}/`);
   expect(kept.body.type).toBe("text");
+});
+
+test("a retype and rename of a compound key's column while one of its values is written: 409 write_conflict, nothing changed (0135)", async () => {
+  const slug = `keyed_retype_${++serial}`;
+  const cot = await makeCot(on.t, slug);
+  const code = await addField(on.t, cot.id, { name: "code", type: "text" });
+  await addField(on.t, cot.id, { name: "rack", type: "text" });
+  const keyed = await on.t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: { unique_together: [["code", "rack"]] },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  await create(on.t, slug, { code: "1", rack: "a" });
+  const other = (await create(on.t, slug, { code: "2", rack: "a" })).id;
+  // "01" written meanwhile would clash with "1" once converted: the race, not the key, answers
+  const retyped = await raced(
+    /^alter table "co_\d+" add column "code__retype"/i,
+    () =>
+      on.t.json("PATCH", `${CO}/custom-object-type-fields/${code.id}/`, {
+        body: { name: "unit", type: "integer" },
+      }),
+    () => on.t.json("PATCH", `${CO}/${slug}/${other}/`, { body: { code: "01" } }),
+  );
+  expect(retyped.status, JSON.stringify(retyped.body)).toBe(409);
+  expect(retyped.body.error).toBe("write_conflict");
+  expect((await on.t.json("GET", `${CO}/${slug}/${other}/`)).body.code).toBe("01");
+  const kept = await on.t.json("GET", `${CO}/custom-object-type-fields/${code.id}/`);
+  expect([kept.body.name, kept.body.type]).toEqual(["code", "text"]);
+  const type = await on.t.json("GET", `${CO}/custom-object-types/${cot.id}/`);
+  expect(type.body.unique_together).toEqual([["code", "rack"]]);
+  expect(
+    (await on.t.json("POST", `${CO}/${slug}/`, { body: { code: "1", rack: "a" } })).status,
+  ).toBe(400);
 });
 
 test("a schema apply retyping a field while one of its values is written: the apply reruns and carries it, or 409 when it no longer converts (0126)", async () => {

@@ -643,41 +643,72 @@ export async function retypeFieldStorage(
 }
 
 /**
- * `retypeFieldStorage` as statements for a write batch (decision 0121): the values converted
- * beforehand fill a new column, after guards that the old values are still those read; the new
- * column then replaces the old one and the field's indexes are made anew. `read` and `written`
- * are chunks of JSON `[[id, value], …]` (each one bound value), `count` the values read.
+ * Where a retype's new values come from: an SQL expression of the old column (`expr`, decision
+ * 0135: SQLite converts them, nothing is read), or the values converted beforehand — `read` and
+ * `written` chunks of JSON `[[id, value], …]` (each one bound value), `count` the values read.
+ */
+export type RetypeSource =
+  | { expr: (column: SQL) => SQL }
+  | { count: number; read: string[]; written: string[] };
+
+/** A chunk of `[id, value]` pairs as a table `(id, v)`, looked up by id (the rowid). */
+export const retypePairs = (chunk: string) =>
+  sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v FROM json_each(${chunk}))`;
+
+/**
+ * Whether the column still holds the values a retype read (a value written since the read, a
+ * row gone or new: false), as SQL conditions; none for values SQLite converts in the batch.
+ */
+export function retypeUnchangedSql(cotId: number, column: string, source: RetypeSource): SQL[] {
+  if ("expr" in source) return [];
+  const t = ident(tableName(cotId));
+  const col = ident(column);
+  return [
+    sql`(SELECT count(*) FROM ${t} WHERE ${col} IS NOT NULL) = ${source.count}`,
+    ...source.read.map(
+      (chunk) =>
+        sql`NOT EXISTS (SELECT 1 FROM ${retypePairs(chunk)} AS j WHERE (SELECT ${col} FROM ${t} WHERE id = j.id) IS NOT j.v)`,
+    ),
+  ];
+}
+
+/**
+ * `retypeFieldStorage` as statements for a write batch (decisions 0121, 0135): a new column
+ * filled from `source` (after guards that the old values are those read, when they were read)
+ * replaces the old one under the field's new name, and the field's indexes are made anew. Keys
+ * and checks reading the column are the caller's: dropped before, built after.
  */
 export function retypeFieldStatements(
   cotId: number,
   f: ColumnField,
-  next: { type: string; unique: boolean },
-  values: { count: number; read: string[]; written: string[] },
+  next: { name: string; type: string; unique: boolean },
+  source: RetypeSource,
 ): SQL[] {
   const t = ident(tableName(cotId));
   const col = ident(f.name);
   const tmp = ident(`${f.name}__retype`);
   const [[, type]] = fieldColumnTypes({ ...f, type: next.type }) as [[string, SqlType]];
-  // pairs looked up by id (the rowid): a join on the JSON's keys would scan it for every row
-  const pairs = (chunk: string) =>
-    sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v FROM json_each(${chunk}))`;
+  const fill =
+    "expr" in source
+      ? [sql`UPDATE ${t} SET ${tmp} = ${source.expr(col)} WHERE ${col} IS NOT NULL`]
+      : // pairs looked up by id (the rowid): a join on the JSON's keys would scan it for every row
+        source.written.map(
+          (chunk) =>
+            sql`UPDATE ${t} SET ${tmp} = j.v FROM ${retypePairs(chunk)} AS j WHERE ${t}.id = j.id`,
+        );
   return [
     sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "idx"))}`,
     sql`DROP INDEX IF EXISTS ${ident(indexName(cotId, f.id, "uq"))}`,
     ...dropIndexStatements(cotId).map((s) => sql.raw(s)),
     // a value written since the read (or a row gone or new) fails the batch: 409, nothing changed
-    sql`INSERT INTO write_guard (ok) VALUES ((SELECT count(*) FROM ${t} WHERE ${col} IS NOT NULL) = ${values.count})`,
-    ...values.read.map(
-      (chunk) =>
-        sql`INSERT INTO write_guard (ok) VALUES (NOT EXISTS (SELECT 1 FROM ${pairs(chunk)} AS j WHERE (SELECT ${col} FROM ${t} WHERE id = j.id) IS NOT j.v))`,
+    ...retypeUnchangedSql(cotId, f.name, source).map(
+      (ok) => sql`INSERT INTO write_guard (ok) VALUES (${ok})`,
     ),
     sql`ALTER TABLE ${t} ADD COLUMN ${tmp} ${sql.raw(type)}`,
-    ...values.written.map(
-      (chunk) => sql`UPDATE ${t} SET ${tmp} = j.v FROM ${pairs(chunk)} AS j WHERE ${t}.id = j.id`,
-    ),
+    ...fill,
     sql`ALTER TABLE ${t} DROP COLUMN ${col}`,
-    sql`ALTER TABLE ${t} RENAME COLUMN ${tmp} TO ${col}`,
-    ...fieldIndexStatements(cotId, { ...f, type: next.type, unique: next.unique }),
+    sql`ALTER TABLE ${t} RENAME COLUMN ${tmp} TO ${ident(next.name)}`,
+    ...fieldIndexStatements(cotId, { ...f, ...next }),
   ];
 }
 

@@ -540,14 +540,7 @@ function runBatch(
         verboseName: verboseName(w.cot),
         fieldForColumn: (c) => w.fieldForColumn(c),
       }),
-    checkFirst: async () => {
-      const t = customObjectTypes;
-      const [shape] = await orm
-        .select({ v: t.shapeVersion, slug: t.slug })
-        .from(t)
-        .where(sql`${t.id} = ${w.cot.id}`);
-      if (shape?.v !== w.cot.shapeVersion || shape.slug !== w.slug) throw new StaleModel();
-    },
+    checkFirst: () => checkShape(w, orm),
     stampsNow: (ids) =>
       orm.all<{ id: number; stamp: string | null }>(
         sql`SELECT id, last_updated AS stamp FROM ${ident(tableName(w.cot.id))} WHERE id IN (${sql.join(
@@ -588,6 +581,33 @@ function foldTagEdits(
   return { ...edits.rest, tags };
 }
 
+/** `StaleModel` when the type no longer has the shape `w` was built on. */
+async function checkShape(w: ObjectWriter, orm: WriteContext["services"]["db"]["orm"]) {
+  const t = customObjectTypes;
+  const [shape] = await orm
+    .select({ v: t.shapeVersion, slug: t.slug })
+    .from(t)
+    .where(sql`${t.id} = ${w.cot.id}`);
+  if (shape?.v !== w.cot.shapeVersion || shape.slug !== w.slug) throw new StaleModel();
+}
+
+/**
+ * A write's read phase. A statement naming a column or table the type no longer has (its model
+ * was taken from the cache before a rename committed) is the stale model it is: `liveResource`
+ * runs the write again on the type as it now is, instead of a 409 `schema_changed` that every
+ * retry met again (a local file, where nothing else refreshed the cached model).
+ */
+async function runReads(w: ObjectWriter, ctx: WriteContext, phase: ReadPhase) {
+  try {
+    await phase.run(ctx);
+  } catch (e) {
+    const text =
+      String((e as Error)?.message ?? "") + String((e as { cause?: Error })?.cause?.message ?? "");
+    if (/no such (column|table)/i.test(text)) await checkShape(w, ctx.services.db.orm);
+    throw e;
+  }
+}
+
 async function stagedCreate(
   w: ObjectWriter,
   ctx: WriteContext,
@@ -599,7 +619,7 @@ async function stagedCreate(
   const phase = new ReadPhase();
   const lookups = await stageLookups(w, ctx, phase, inputs, true);
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
-  await phase.run(ctx);
+  await runReads(w, ctx, phase);
   const look = lookups();
   const now = nextStamp(null);
   const converted: Converted[] = [];
@@ -737,7 +757,7 @@ async function stagedUpdate(
   const lookups = await stageLookups(w, ctx, phase, inputs, false);
   const storedRead = stageStored(w, ctx, phase, ids, changeWhere, viewWhere);
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
-  await phase.run(ctx);
+  await runReads(w, ctx, phase);
   const look = lookups();
   const stored = await storedRead();
   const batch = new WriteBatch();
@@ -837,7 +857,7 @@ async function stagedDelete(
   );
   // a target another target's cascade reaches is deleted as a target, once (decision 0109)
   if (w.cot.objectTypeId) deletingTogether(ctx, w.cot.objectTypeId, unique);
-  await phase.run(ctx);
+  await runReads(w, ctx, phase);
   const stored = await storedRead();
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);

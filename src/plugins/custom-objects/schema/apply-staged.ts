@@ -27,6 +27,7 @@ import {
   createCotTableStatements,
   fieldStorageStatements,
   hasLinkTable,
+  type RetypeSource,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
@@ -48,12 +49,14 @@ import {
 import { newTypeRow, typeRecord, typeTags } from "../types/staged-types";
 import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import {
-  heldWhole,
   lostValues,
+  overBound,
+  retypeReads,
+  retypeRefusal,
+  retypeSource,
   retypeStageable,
   retypeStatements,
-  retypeValuesQuery,
-  type RetypeValues,
+  type RetypeRead,
 } from "../types/staged-retype";
 import { isFieldType } from "../field-types";
 import { typeChangeRefused } from "../types/field-definition";
@@ -209,12 +212,13 @@ export async function applyStaged(
   // the document index of each type by its id, for errors the batch reports by table
   const typeAt = new Map<number, number>();
   const changes: { cots: Change[]; fields: Change[] } = { cots: [], fields: [] };
+  const explain: Step["explain"] = [];
   for (const t of dependencyOrder(document, graph)) {
     const ti = document.types.indexOf(t);
     const at = `$.types[${ti}]`;
     const step = {
       ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested },
-      ...{ purge: request.purge, written },
+      ...{ purge: request.purge, written, explain },
     };
     const existing = state.get(t.slug);
     typeAt.set(existing?.cot.id ?? ids.cot, ti);
@@ -233,9 +237,13 @@ export async function applyStaged(
   const explainer = limits ? applyExplainer(ctx.services.db.orm, limits, written, document) : null;
   if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
   if (explainer) batch.explainWith(explainer.reads as never);
-  await runApply(ctx, batch, document, typeAt).catch((e) =>
-    explainer ? explainer.explain(ctx, e) : Promise.reject(e),
-  );
+  await runApply(ctx, batch, document, typeAt)
+    .catch(async (e) => {
+      // a keyed retype's counts first (decision 0135): its 400 or the race's conflict
+      for (const answer of explain) await answer();
+      throw e;
+    })
+    .catch((e) => (explainer ? explainer.explain(ctx, e) : Promise.reject(e)));
   for (const g of going)
     if (g.cot.objectTypeId) {
       const otId = g.cot.objectTypeId;
@@ -369,7 +377,7 @@ async function readPhase(
   const nextTrash = phase.add(nextIdQuery(orm, "custom_object_trash"));
   const values = new Map<number, () => Array<{ n: number }>>();
   const added = new Map<string, () => Array<{ n: number }>>();
-  const retypes = new Map<number, { row: FieldRow; type: string; read: () => RetypeValues }>();
+  const retypes = new Map<number, { row: FieldRow; type: string; read: () => RetypeRead }>();
   const indexes = new Map<number, () => Array<{ name: string; sql: string }>>();
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
@@ -386,16 +394,18 @@ async function readPhase(
     for (const item of addedKeys(t, s))
       if (item.count) added.set(`${s.cot.id}:${item.id}`, phase.add(countQuery(orm, item.count)));
     for (const { row, type } of stagedRetypes(t, s))
-      retypes.set(row.id, { row, type, read: phase.add(retypeValuesQuery(orm, s.cot.id, row)) });
+      retypes.set(row.id, { row, type, read: retypeReads(orm, phase, s.cot.id, row, type) });
   }
   const going = await goingReads(ctx, phase, document, state);
   await phase.run(ctx);
   const counted = (read?: () => Array<{ n: number }>) =>
     read ? Number(read()[0]?.n ?? 0) : undefined;
-  // a retype's values, when the read holds them all
+  // a retype's values, when a batch carries them (over the bound: the transaction; D1 409)
   const retyped = (fieldId: number) => {
     const r = retypes.get(fieldId);
-    return r && heldWhole(r.read()) ? r : undefined;
+    const read = r?.read();
+    if (read?.kind === "over") overBound(ctx.services.db, r!.row, read);
+    return r && read?.kind !== "over" ? r : undefined;
   };
   return {
     cotRules: await cotRules(),
@@ -420,7 +430,7 @@ async function readPhase(
         return r && r.type === type ? lostValues(r.row, type, r.read()) : undefined;
       },
     } satisfies PrefetchedCounts,
-    /** A staged retype's values (decision 0126), or undefined: the transaction takes it. */
+    /** A staged retype's read (decisions 0126, 0135), or undefined: the transaction takes it. */
     retyped: (fieldId: number) => retyped(fieldId)?.read(),
     going: (cotId: number) => going.get(cotId),
   };
@@ -451,9 +461,17 @@ function keyViolation(
   s: DbType,
   reads: Reads,
 ): ValidationError | null | "transaction" {
-  const count = (id: string) => reads.counted.added(s.cot.id, id) ?? 0;
+  // a key or check over a retyped field is proven in the batch, over the converted values: a
+  // count of the values before says nothing (`retypeExplainer` answers, decision 0135)
+  const retyped = new Set(
+    t.fields
+      .filter((f) => s.fields.some((r) => r.schemaId === f.id && r.type !== f.type))
+      .map((f) => f.name),
+  );
+  const count = (id: string, names: string[]) =>
+    names.some((n) => retyped.has(n)) ? 0 : (reads.counted.added(s.cot.id, id) ?? 0);
   for (const item of addedTogether(t, s))
-    if (count(item.id))
+    if (count(item.id, item.set))
       return new ValidationError({
         unique_together: [
           `Existing rows share values of ${item.set.join(", ")}; they must make a unique set.`,
@@ -462,10 +480,10 @@ function keyViolation(
   const fresh = t.fields.filter((f) => !s.fields.some((r) => r.schemaId === f.id));
   const { keys, checks } = addedConditional(t, s);
   for (const item of [...keys, ...checks]) {
-    const n = count(item.id);
-    if (!n) continue;
     const one =
       "key" in item ? { unique: [item.key], checks: [] } : { unique: [], checks: [item.check] };
+    const n = [...retyped].some((name) => readsField(one, name)) ? 0 : count(item.id, []);
+    if (!n) continue;
     if (fresh.some((f) => readsField(one, f.name))) return "transaction";
     return "key" in item
       ? new ValidationError({
@@ -482,25 +500,30 @@ function keyViolation(
 
 /**
  * The fields of an existing type whose type the document changes and that a batch can retype
- * (`retypeStageable`, against the type's keys before and after): their values are read.
+ * (`retypeStageable`; renamed too, keys and checks reading them too, decision 0135): their
+ * values are read. When the type has keys or checks, one retype at most (a failure is counted
+ * over one converted column, `retypeRefusal`); more keep the transaction.
  */
 function stagedRetypes(t: TypeEntry, s: DbType): Array<{ row: FieldRow; type: string }> {
-  const keys = {
-    together: [
-      ...normalizeTogether(s.cot.uniqueTogether),
-      ...normalizeTogether(plainTogether(t.unique_together)),
-    ],
-    conditional: [conditionalOf(s.cot), wantedConditional(t)],
-  };
   const out: Array<{ row: FieldRow; type: string }> = [];
   for (const f of t.fields) {
     const row = s.fields.find((r) => r.schemaId === f.id);
-    const draft = { name: f.name, type: f.type };
     if (!row || row.type === f.type || !isFieldType(f.type) || typeChangeRefused(row.type, f.type))
       continue;
-    if (retypeStageable(row, draft, keys)) out.push({ row, type: f.type });
+    if (retypeStageable(row, { type: f.type })) out.push({ row, type: f.type });
   }
-  return out;
+  return out.length > 1 && keyed(t, s) ? [] : out;
+}
+
+/** Whether an existing type has, or its entry asks for, compound keys, partial keys or checks. */
+function keyed(t: TypeEntry, s: DbType): boolean {
+  const have = conditionalOf(s.cot);
+  const want = wantedConditional(t);
+  return (
+    normalizeTogether(s.cot.uniqueTogether).length > 0 ||
+    plainTogether(t.unique_together).length > 0 ||
+    [...have.unique, ...have.checks, ...want.unique, ...want.checks].length > 0
+  );
 }
 
 /** The fields of an existing type that its document entry removes (`removed_fields`). */
@@ -639,6 +662,67 @@ interface Step {
   known: KnownChoiceSets;
   /** The choice sets' nested forms by id, as the batch leaves them (for the records). */
   nested: ReadonlyMap<number, ApiRecord>;
+  /** What answers a failed batch first: keyed retypes' counts (decision 0135), in order. */
+  explain: Array<() => Promise<void>>;
+}
+
+/**
+ * A keyed retype's part in a failed batch's answer (`retypeRefusal`): the race's conflict (the
+ * apply reruns), or the transaction's 400 at its path — the field's `unique`, then the compound
+ * keys, then the partial keys and checks, in the order `applyType` builds them.
+ */
+function retypeExplainer(
+  step: Step,
+  cotId: number,
+  r: { row: FieldRow; source: RetypeSource },
+  fieldsAfter: FieldRow[],
+  keys: ReturnType<typeof keyChanges>,
+) {
+  const { ctx, t, at } = step;
+  const after = fieldsAfter.find((f) => f.id === r.row.id)!;
+  const wanted = {
+    unique: after.unique,
+    together: keys.want.together,
+    conditional: keys.want.conditional,
+  };
+  return async () => {
+    const refusal = await retypeRefusal(ctx, cotId, r.row, fieldsAfter, wanted, r.source);
+    const fail = (e: ValidationError) => atPath(at, () => Promise.reject(e));
+    if (!refusal) return;
+    if (refusal.kind === "race") throw new WriteConflictError();
+    if (refusal.kind === "unique") {
+      const fi = t.fields.findIndex((f) => f.id === r.row.schemaId);
+      await atPath(`${at}.fields[${fi}]`, () =>
+        Promise.reject(
+          new ValidationError({ unique: [`Existing values of "${after.name}" are not unique.`] }),
+        ),
+      );
+    }
+    if (refusal.kind === "together")
+      await fail(
+        new ValidationError({
+          unique_together: [
+            `Existing rows share values of ${refusal.set.join(", ")}; they must make a unique set.`,
+          ],
+        }),
+      );
+    if (refusal.kind === "partial")
+      await fail(
+        new ValidationError({
+          unique_together: [
+            `${refusal.rows} existing row(s) matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
+          ],
+        }),
+      );
+    if (refusal.kind === "check")
+      await fail(
+        new ValidationError({
+          checks: [
+            `${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`,
+          ],
+        }),
+      );
+  };
 }
 
 /**
@@ -782,7 +866,7 @@ async function stageExisting(step: Step, existing: DbType) {
   if (keys.conditional)
     addStatements(batch, orm, conditionalStatements(cot.id, keys.had.conditional, [], none));
   const kept = await stageRemovals(step, existing);
-  const { current, moved } = await stageAlters(step, existing, kept.fields);
+  const { current, moved, retypes } = await stageAlters(step, existing, kept.fields);
   const added = await addedRows(step, cot.id, current, nowIso());
   for (const f of added) {
     batch.add(orm.insert(customObjectTypeFields).values(f));
@@ -812,6 +896,8 @@ async function stageExisting(step: Step, existing: DbType) {
     const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
     if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
     if (keys.conditional) addStatements(batch, orm, built.conditional);
+    // a retype under them (one at most, `stagedRetypes`): a failure counted as the transaction's
+    for (const r of retypes) step.explain.push(retypeExplainer(step, cot.id, r, fieldsAfter, keys));
   }
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   const stored = moved || kept.dropped ? new Map<string, string>() : step.reads.index(cot.id);
@@ -855,8 +941,8 @@ async function stageRemovals(step: Step, existing: DbType) {
 /**
  * The altered fields, each validated against the type's fields as the ones before it left
  * them (primary flags switched off first), guarded on its stamp; a retype carries the values
- * read (decision 0126). Answers the fields after them and whether a column was renamed or
- * replaced.
+ * read (decision 0126) or has SQLite convert them (0135). Answers the fields after them, whether
+ * a column was renamed or replaced, and the retypes.
  */
 async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
   const { ctx, batch, t, at, diff } = step;
@@ -870,6 +956,7 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
     );
   let current = [...fields];
   let moved = false;
+  const retypes: Array<{ row: FieldRow; source: RetypeSource }> = [];
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;
@@ -890,11 +977,13 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
     );
     batch.add(guardChanged(orm));
     const retyped = next.type !== row.type;
-    // a retype carries the values read (`batchable` saw them held whole)
-    const storage = retyped
-      ? retypeStatements(existing.cot.id, row, next, step.reads.retyped(row.id)!)
+    // a retype carries the values read or SQLite converts them (`batchable` saw them carried)
+    const source = retyped ? retypeSource(row, next.type, step.reads.retyped(row.id)!) : null;
+    const storage = source
+      ? retypeStatements(existing.cot.id, row, next, source)
       : alterFieldStatements(existing.cot.id, row, next);
     addStatements(batch, orm, storage);
+    if (source) retypes.push({ row, source });
     moved ||= (next.name !== row.name && !hasLinkTable(row)) || retyped;
     current = current.map((f) => (f.id === row.id ? after : f));
     step.changes.fields.push({
@@ -904,7 +993,7 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
       postchange: await fieldRecord(ctx, after, step.nested),
     });
   }
-  return { current, moved };
+  return { current, moved, retypes };
 }
 
 const none: Conditional = { unique: [], checks: [] };
@@ -917,8 +1006,8 @@ const wantedKeys = (t: TypeEntry) => ({
 
 /**
  * Which of an existing type's keys the apply replaces, as `applyType` decides: compound keys
- * when they change; partial keys and checks when they change, or any field changes while the
- * type has some.
+ * when they change or hold a retyped field; partial keys and checks when they change, or any
+ * field changes while the type has some.
  */
 function keyChanges(existing: DbType, t: TypeEntry, diff: TypeDiff) {
   const had = {
@@ -927,10 +1016,18 @@ function keyChanges(existing: DbType, t: TypeEntry, diff: TypeDiff) {
   };
   const want = wantedKeys(t);
   const hasConditional = had.conditional.unique.length > 0 || had.conditional.checks.length > 0;
+  // a retyped column leaves its compound keys' indexes first (SQLite keeps an indexed column)
+  const retyped = new Set(
+    diff.field_changes
+      .filter((c) => c.op === "alter" && c.changed_attrs?.type)
+      .map((c) => c.db_name),
+  );
   return {
     had,
     want,
-    together: stableJson(want.together) !== stableJson(had.together),
+    together:
+      stableJson(want.together) !== stableJson(had.together) ||
+      had.together.some((set) => set.some((n) => retyped.has(n))),
     conditional:
       stableJson(want.conditional) !== stableJson(had.conditional) ||
       (diff.field_changes.length > 0 && hasConditional),

@@ -336,11 +336,17 @@ export function partialDuplicatesSql(
   cotId: number,
   fields: ConditionField[],
   key: PartialKey,
+  from?: SQL,
 ): SQL | null {
   const keyFields = key.fields.map((n) => fields.find((f) => f.name === n)!);
   if (keyFields.some((f) => f.sqlColumn === null)) return null;
   const columns = keyFields.map((f) => f.sqlColumn ?? fieldColumns(f)[0]!);
-  return duplicatesCountSql(cotId, columns, sql.raw(conditionText(key.condition, fields, "")));
+  return duplicatesCountSql(
+    cotId,
+    columns,
+    sql.raw(conditionText(key.condition, fields, "")),
+    from,
+  );
 }
 
 /** Rows a check's condition does not admit (an unknown result counts as not admitted). */
@@ -351,10 +357,15 @@ const countCheckViolations = (
   check: Check,
 ): Promise<number> => countScalar(db, checkViolationsSql(cotId, fields, check));
 
-/** `countCheckViolations` as a scalar subquery. */
-export function checkViolationsSql(cotId: number, fields: ConditionField[], check: Check): SQL {
+/** `countCheckViolations` as a scalar subquery; `from` stands for the table (`duplicatesCountSql`). */
+export function checkViolationsSql(
+  cotId: number,
+  fields: ConditionField[],
+  check: Check,
+  from: SQL = ident(tableName(cotId)),
+): SQL {
   const where = sql.raw(`NOT ifnull((${conditionText(check.condition, fields, "")}), 0)`);
-  return sql`(SELECT count(*) FROM ${ident(tableName(cotId))} WHERE ${where})`;
+  return sql`(SELECT count(*) FROM ${from} WHERE ${where})`;
 }
 
 /** The message of a check a row fails: the raised text names the check and the fields it reads. */

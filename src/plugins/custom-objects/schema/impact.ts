@@ -90,9 +90,17 @@ export const countDuplicates = (
 ): Promise<number> =>
   columns.length ? countScalar(db, duplicatesCountSql(cotId, columns, where)) : Promise.resolve(0);
 
-/** `countDuplicates` as a scalar subquery (a batched apply reads it ahead, decision 0126). */
-export function duplicatesCountSql(cotId: number, columns: string[], where?: SQL): SQL {
-  const t = ident(tableName(cotId));
+/**
+ * `countDuplicates` as a scalar subquery (a batched apply reads it ahead, decision 0126); `from`
+ * stands for the table (a retype's converted one, decision 0135).
+ */
+export function duplicatesCountSql(
+  cotId: number,
+  columns: string[],
+  where?: SQL,
+  from: SQL = ident(tableName(cotId)),
+): SQL {
+  const t = from;
   const cols = sql.join(
     columns.map((c) => ident(c)),
     sql`, `,

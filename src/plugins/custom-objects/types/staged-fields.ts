@@ -8,7 +8,7 @@
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
-import { guardChanged } from "../../../db/client";
+import { guardChanged, WriteConflictError } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { notFound, ValidationError } from "../../../core/errors";
@@ -34,6 +34,7 @@ import {
   dropFieldStorageStatements,
   fieldStorageStatements,
   hasLinkTable,
+  type RetypeSource,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
@@ -54,12 +55,14 @@ import { fieldModel } from "./api";
 import { refuseCycle } from "./cycles";
 import { validateField } from "./definitions";
 import {
-  heldWhole,
-  keysOf,
   lostValues,
+  overBound,
+  retypeReads,
+  retypeRefusal,
+  retypeSource,
   retypeStageable,
   retypeStatements,
-  retypeValuesQuery,
+  type RetypedKeys,
 } from "./staged-retype";
 import {
   addStatements,
@@ -235,28 +238,31 @@ async function runFieldBatch(
 }
 
 /**
- * Whether a field update needs the transaction path: a retype `retypeStageable` refuses. A rename
- * a compound key follows is staged (SQLite renames the index's column; the stored set follows in
- * the batch), and so is one a partial key or check reads (dropped and built anew, decision 0126).
+ * Whether a field update needs the transaction path: a retype of a field with more than one
+ * column. A rename a compound key follows is staged (SQLite renames the index's column; the
+ * stored set follows in the batch), and so is one a partial key or check reads (dropped and
+ * built anew, decision 0126); a retype carries them, with a rename too (decision 0135).
  */
-const needsTransaction = (cot: CotRow, field: FieldRow, draft: { name: string; type: string }) =>
-  draft.type !== field.type && !retypeStageable(field, draft, keysOf(cot));
+const needsTransaction = (field: FieldRow, draft: { type: string }) =>
+  draft.type !== field.type && !retypeStageable(field, draft);
 
 const none: Conditional = { unique: [], checks: [] };
 
 /**
- * A rename's partial keys and checks (decision 0126): those reading the field dropped before the
- * column moves, built after under its new name (the rows met them already: nothing to prove).
- * Answers the statements around the rename and the constraints to store, or null.
+ * A rename's or retype's partial keys and checks (decisions 0126, 0135): those reading the field
+ * dropped before the column moves, built after under its new name; after a rename alone the rows
+ * met them already, after a retype a check is proven over the converted rows in the batch.
+ * Answers the statements around the change and the constraints to store, or null.
  */
 function followingConditional(cot: CotRow, field: FieldRow, next: FieldRow, fields: FieldRow[]) {
   const have = conditionalOf(cot);
-  if (next.name === field.name || !readsField(have, field.name)) return null;
-  const want = renameInConditional(have, field.name, next.name);
+  const moves = next.name !== field.name || next.type !== field.type;
+  if (!moves || !readsField(have, field.name)) return null;
+  const want = next.name === field.name ? have : renameInConditional(have, field.name, next.name);
   try {
     return {
       before: conditionalStatements(cot.id, have, [], none),
-      after: conditionalStatements(cot.id, none, fields, want, true),
+      after: conditionalStatements(cot.id, none, fields, want, next.type === field.type),
       want,
     };
   } catch (e) {
@@ -268,25 +274,110 @@ const inTogether = (cot: CotRow, name: string) =>
   (cot.uniqueTogether ?? []).some((set) => set.includes(name));
 
 /**
- * A retype's storage (decision 0121): the values read (a second read), a lossy change refused
- * without `allow_destructive` (409), and the statements that carry them. "transaction" over
- * the values a staged retype takes.
+ * The compound keys after a rename or retype of `field`: the stored sets renamed; for a retype
+ * their indexes dropped before the column is replaced and built after (decision 0135; SQLite
+ * renames an index's column by itself). Null when none holds the field.
+ */
+function followingTogether(cot: CotRow, field: FieldRow, next: FieldRow, fields: FieldRow[]) {
+  if (!inTogether(cot, field.name) || (next.name === field.name && next.type === field.type))
+    return null;
+  const had = normalizeTogether(cot.uniqueTogether);
+  const want = normalizeTogether(
+    had.map((set) => set.map((n) => (n === field.name ? next.name : n))),
+  );
+  if (next.type === field.type) return { before: [], after: [], want };
+  return {
+    before: togetherStatements(cot.id, had.length, []),
+    after: togetherStatements(cot.id, 0, setsOfFields(want, fields)),
+    want,
+  };
+}
+
+/**
+ * The keys and checks around a field's rename or retype: statements before and after its
+ * column moves, the type's stored sets, and what they build (null when none reads the field).
+ */
+function followingKeys(cot: CotRow, field: FieldRow, next: FieldRow, fields: FieldRow[]) {
+  const conditional = followingConditional(cot, field, next, fields);
+  const together = followingTogether(cot, field, next, fields);
+  const built: RetypedKeys | null =
+    conditional || together
+      ? {
+          unique: next.unique,
+          together: together?.want ?? [],
+          conditional: conditional?.want ?? none,
+        }
+      : null;
+  return {
+    before: [...(conditional?.before ?? []), ...(together?.before ?? [])],
+    after: [...(conditional?.after ?? []), ...(together?.after ?? [])],
+    set: {
+      ...(together ? { uniqueTogether: together.want } : {}),
+      ...(conditional ? { conditionalConstraints: conditional.want } : {}),
+    },
+    built,
+  };
+}
+
+/**
+ * A retype's storage (decisions 0121, 0135): values SQLite converts in the batch, or the values
+ * read (a second read), a lossy change refused without `allow_destructive` (409), and the
+ * statements that carry them. "transaction" over the values a batch carries (D1: 409).
  */
 async function retypeStorage(
   ctx: WriteContext,
   cot: CotRow,
   field: FieldRow,
-  draft: { type: string; unique: boolean },
-): Promise<SQL[] | "transaction"> {
+  draft: { name: string; type: string; unique: boolean },
+) {
   const phase = new ReadPhase();
-  const rows = phase.add(retypeValuesQuery(ctx.services.db.orm, cot.id, field));
-  await phase.run(ctx);
-  const read = rows();
-  if (!heldWhole(read)) return "transaction";
-  const lost = lostValues(field, draft.type, read);
+  const read = retypeReads(ctx.services.db.orm, phase, cot.id, field, draft.type);
+  if (phase.size) await phase.run(ctx);
+  const values = read();
+  if (values.kind === "over") return overBound(ctx.services.db, field, values);
+  const lost = lostValues(field, draft.type, values);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
-  return retypeStatements(cot.id, field, draft, read);
+  const source = retypeSource(field, draft.type, values);
+  return { source, statements: retypeStatements(cot.id, field, draft, source) };
+}
+
+/** A failed retype's answer, read over the values it would have left (`retypeRefusal`). */
+async function explainRetype(
+  ctx: WriteContext,
+  e: unknown,
+  cotId: number,
+  field: FieldRow,
+  fieldsAfter: FieldRow[],
+  keys: RetypedKeys,
+  source: RetypeSource,
+): Promise<never> {
+  const refusal = await retypeRefusal(ctx, cotId, field, fieldsAfter, keys, source);
+  const name = fieldsAfter.find((f) => f.id === field.id)!.name;
+  switch (refusal?.kind) {
+    case undefined:
+      throw e;
+    case "race":
+      throw new WriteConflictError();
+    case "unique":
+      throw new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
+    case "partial":
+      throw new ValidationError({
+        unique_together: [
+          `${refusal.rows} existing row(s) matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
+        ],
+      });
+    case "check":
+      throw new ValidationError({
+        checks: [`${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`],
+      });
+    case "together":
+      throw new ValidationError({
+        unique_together: [
+          `${refusal.rows} existing row(s) share values of ${refusal.set.join(", ")}; they must make a unique set.`,
+        ],
+      });
+  }
 }
 
 async function updateField(
@@ -308,18 +399,17 @@ async function updateField(
       custom_object_type: ["A field cannot move to another custom object type."],
     });
   const draft = await validateField(ctx, rest, current, fields);
-  if (needsTransaction(cot, current, draft)) return "transaction";
+  if (needsTransaction(current, draft)) return "transaction";
   const retyped = draft.type !== current.type;
-  const storage = retyped
-    ? await retypeStorage(ctx, cot, current, draft)
-    : alterFieldStatements(cot.id, current, draft);
-  if (storage === "transaction") return "transaction";
+  const retype = retyped ? await retypeStorage(ctx, cot, current, draft) : null;
+  if (retype === "transaction") return "transaction";
+  const storage = retype ? retype.statements : alterFieldStatements(cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
   const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
-  const conditional = followingConditional(cot, current, after, fieldsAfter);
+  const keys = followingKeys(cot, current, after, fieldsAfter);
   const batch = new Batch();
-  if (conditional) addStatements(batch, orm, conditional.before);
+  addStatements(batch, orm, keys.before);
   batch.add(
     orm
       .update(customObjectTypeFields)
@@ -333,19 +423,8 @@ async function updateField(
   );
   batch.add(guardChanged(orm));
   if (limits) guardAdmitted(batch, orm, options.resource, current.id, limits.act);
-  addStatements(batch, orm, storage);
-  // a compound key follows a rename: SQLite renamed its index's column, the stored set follows
-  const together =
-    draft.name !== current.name && inTogether(cot, current.name)
-      ? normalizeTogether(
-          cot.uniqueTogether.map((set) => set.map((n) => (n === current.name ? draft.name : n))),
-        )
-      : undefined;
-  if (conditional) addStatements(batch, orm, conditional.after);
-  bumpType(batch, orm, cot, {
-    ...(together ? { uniqueTogether: together } : {}),
-    ...(conditional ? { conditionalConstraints: conditional.want } : {}),
-  });
+  addStatements(batch, orm, [...storage, ...keys.after]);
+  bumpType(batch, orm, cot, keys.set);
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   const columnMoved = (draft.name !== current.name && !hasLinkTable(current)) || retyped;
   stageSearchIndex(ctx, batch, cot.id, fieldsAfter, columnMoved ? new Map() : read.stored);
@@ -355,14 +434,21 @@ async function updateField(
     prechange,
     postchange,
   });
-  await runFieldBatch(ctx, batch, options, draft.name).catch((e) =>
-    limits
-      ? explainLimited(ctx, e, "change", [
-          { table: customObjectTypeFields, id: current.id, stamp: current.lastUpdated },
-          { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
-        ])
-      : Promise.reject(e),
-  );
+  await runFieldBatch(ctx, batch, options, draft.name)
+    .catch((e) =>
+      // a retype that builds keys or checks again: a failure counted as the transaction counts it
+      retype && keys.built
+        ? explainRetype(ctx, e, cot.id, current, fieldsAfter, keys.built, retype.source)
+        : Promise.reject(e),
+    )
+    .catch((e) =>
+      limits
+        ? explainLimited(ctx, e, "change", [
+            { table: customObjectTypeFields, id: current.id, stamp: current.lastUpdated },
+            { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
+          ])
+        : Promise.reject(e),
+    );
   const json = texts()[0];
   return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
 }
@@ -371,7 +457,7 @@ async function updateField(
  * A removal's compound keys (decision 0126), as `followFieldChange` leaves them: the sets holding
  * the field dropped, the others built again, before its column goes. Null when none holds it.
  */
-function followingTogether(cot: CotRow, field: FieldRow, left: FieldRow[]) {
+function removalTogether(cot: CotRow, field: FieldRow, left: FieldRow[]) {
   if (!inTogether(cot, field.name)) return null;
   const had = normalizeTogether(cot.uniqueTogether);
   const kept = had.filter((set) => !set.includes(field.name));
@@ -423,7 +509,7 @@ async function deleteField(
   );
   batch.add(guardChanged(orm));
   const left = fields.filter((f) => f.id !== id);
-  const together = followingTogether(cot, field, left);
+  const together = removalTogether(cot, field, left);
   if (together) addStatements(batch, orm, together.statements);
   addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
   bumpType(batch, orm, cot, together ? { uniqueTogether: together.kept } : {});

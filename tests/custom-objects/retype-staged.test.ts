@@ -1,0 +1,410 @@
+/**
+ * Decision 0135: the retypes that still took the interactive transaction (501 on D1) — a retype
+ * with a rename in the same write, of a compound key's column or of a field a partial key or
+ * check reads, and of more than 50,000 values — as one read phase and one batch. Each scenario
+ * runs on a local file, on a remote libSQL server (the Hrana tool, as Turso is reached) and on
+ * miniflare's D1, counts the transactions it opens (none), and must give the same answers and
+ * leave the same data on all three.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { servicesOf } from "../../src/app";
+import type { Database } from "../../src/db/client";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { makeTestApp } from "../helpers/app";
+import { startD1App } from "../helpers/d1-app";
+
+// wrangler's migration run takes 10–30 s on a busy machine
+setDefaultTimeout(120_000);
+
+const CO = "/api/plugins/custom-objects";
+
+interface Backend {
+  json(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** Runs one statement straight on the database (rows made in bulk). */
+  run(text: string): Promise<void>;
+  transactions: () => number;
+  stop(): Promise<void>;
+}
+
+/** Counts the transactions `db` opens (D1 has none: each would answer 501). */
+function counting(db: Database, count: () => void): Database {
+  const base = db.transaction.bind(db);
+  return Object.assign(db, {
+    transaction: ((work: never) => {
+      count();
+      return base(work);
+    }) as Database["transaction"],
+  });
+}
+
+async function libsqlBackend(where: "local" | "remote"): Promise<Backend> {
+  let hrana: HranaServer | undefined;
+  let dir: string | undefined;
+  if (where === "remote") {
+    dir = mkdtempSync(join(tmpdir(), "host-retype-"));
+    hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  }
+  const t = await makeTestApp(hrana ? { DATABASE_URL: hrana.url } : {});
+  let n = 0;
+  const db = counting(servicesOf(t.app).db, () => n++);
+  return {
+    json: (method, path, body) => t.json(method, path, { body }),
+    run: async (text) => {
+      await db.execute({ sql: text, args: [] } as never);
+    },
+    transactions: () => n,
+    async stop() {
+      await t.close();
+      await hrana?.stop();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function d1Backend(): Promise<Backend> {
+  let n = 0;
+  const d1 = await startD1App("retype", (db) => counting(db, () => n++));
+  return {
+    json: d1.json,
+    run: async (text) => {
+      await d1.binding.prepare(text).bind().all();
+    },
+    transactions: () => n,
+    stop: d1.stop,
+  };
+}
+
+const backends = {
+  local: () => libsqlBackend("local"),
+  remote: () => libsqlBackend("remote"),
+  d1: d1Backend,
+};
+/** Each scenario's answers and data, by backend: they must agree. */
+const seen: Record<string, Record<string, unknown>> = {};
+
+for (const [where, start] of Object.entries(backends))
+  describe(where, () => {
+    let b: Backend;
+    beforeAll(async () => {
+      b = await start();
+    });
+    afterAll(() => b?.stop());
+
+    const made = async (path: string, body: unknown) => {
+      const r = await b.json("POST", path, body);
+      if (r.status !== 201) throw new Error(`${path}: ${r.status} ${JSON.stringify(r.body)}`);
+      return r.body;
+    };
+    const typeWith = async (slug: string, fields: Array<Record<string, unknown>>) => {
+      const cot = await made(`${CO}/custom-object-types/`, { name: slug, slug });
+      const ids: Record<string, number> = {};
+      for (const f of fields)
+        ids[f.name as string] = (
+          await made(`${CO}/custom-object-type-fields/`, { custom_object_type: cot.id, ...f })
+        ).id;
+      return { cot, ids };
+    };
+    /** The objects' values, by id order, without stamps. */
+    const rows = async (slug: string, names: string[]) =>
+      (await b.json("GET", `${CO}/${slug}/?ordering=id&limit=100`)).body.results.map(
+        (r: Record<string, unknown>) => names.map((n) => r[n]),
+      );
+    const record = (name: string, value: unknown) => {
+      (seen[name] ??= {})[where] = value;
+    };
+
+    test("a retype and a rename of the same field in one PATCH", async () => {
+      const before = b.transactions();
+      const { ids } = await typeWith("gauge", [
+        { name: "size", type: "integer" },
+        { name: "note", type: "text" },
+      ]);
+      for (const size of [1, 22, null]) await made(`${CO}/gauge/`, { size, note: "n" });
+      const both = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.size}/`, {
+        name: "height",
+        type: "text",
+      });
+      expect(both.status, JSON.stringify(both.body)).toBe(200);
+      expect([both.body.name, both.body.type]).toEqual(["height", "text"]);
+      // and back, through the values read: "x" is lost, refused without allow_destructive
+      await made(`${CO}/gauge/`, { height: "x" });
+      const lossy = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.size}/`, {
+        name: "size",
+        type: "integer",
+      });
+      expect(lossy.status).toBe(409);
+      expect(lossy.body.error).toBe("destructive_changes");
+      const forced = await b.json(
+        "PATCH",
+        `${CO}/custom-object-type-fields/${ids.size}/?allow_destructive=true`,
+        { name: "size", type: "integer" },
+      );
+      expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+      const data = await rows("gauge", ["size", "height", "note"]);
+      expect(data).toEqual([
+        [1, undefined, "n"],
+        [22, undefined, "n"],
+        [null, undefined, "n"],
+        [null, undefined, null],
+      ]);
+      expect((await b.json("GET", `${CO}/gauge/?q=22`)).body.count).toBe(1);
+      expect(b.transactions()).toBe(before);
+      record("rename", { both: both.body.type, lossy: lossy.body, data });
+    });
+
+    test("a retype of a compound key's column: the key built again, its 400 counted, nothing changed", async () => {
+      const before = b.transactions();
+      const { cot, ids } = await typeWith("slot", [
+        { name: "code", type: "text" },
+        { name: "rack", type: "text" },
+      ]);
+      const keyed = await b.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+        unique_together: [["code", "rack"]],
+      });
+      expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+      for (const code of ["1", "01", "2"]) await made(`${CO}/slot/`, { code, rack: "a" });
+      // "1" and "01" are both 1: the key breaks, as the transaction counts it
+      const broken = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        type: "integer",
+      });
+      expect(broken.status, JSON.stringify(broken.body)).toBe(400);
+      expect(broken.body.unique_together).toEqual([
+        "2 existing row(s) share values of code, rack; they must make a unique set.",
+      ]);
+      expect(await rows("slot", ["code"])).toEqual([["1"], ["01"], ["2"]]);
+      const gone = await b.json("GET", `${CO}/slot/?code=01`);
+      expect(gone.body.count).toBe(1);
+      // with a rename too, once the clash is gone
+      const clash = (await b.json("GET", `${CO}/slot/?code=01`)).body.results[0].id;
+      expect((await b.json("PATCH", `${CO}/slot/${clash}/`, { rack: "b" })).status).toBe(200);
+      const retyped = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        name: "unit",
+        type: "integer",
+      });
+      expect(retyped.status, JSON.stringify(retyped.body)).toBe(200);
+      expect(
+        (await b.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.unique_together,
+      ).toEqual([["rack", "unit"]]);
+      expect(await rows("slot", ["unit", "rack"])).toEqual([
+        [1, "a"],
+        [1, "b"],
+        [2, "a"],
+      ]);
+      // the key holds on the new column
+      const again = await b.json("POST", `${CO}/slot/`, { unit: 2, rack: "a" });
+      expect(again.status).toBe(400);
+      // converted by SQLite, made unique over the duplicates: the field's 400, nothing changed
+      const unique = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        type: "text",
+        unique: true,
+      });
+      expect(unique.status, JSON.stringify(unique.body)).toBe(400);
+      expect(unique.body.unique).toEqual(['Existing values of "unit" are not unique.']);
+      const text = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        type: "text",
+      });
+      expect(text.status, JSON.stringify(text.body)).toBe(200);
+      expect(await rows("slot", ["unit"])).toEqual([["1"], ["1"], ["2"]]);
+      expect((await b.json("POST", `${CO}/slot/`, { unit: "2", rack: "a" })).status).toBe(400);
+      expect(b.transactions()).toBe(before);
+      record("together", { broken: broken.body, again: again.body, unique: unique.body });
+    });
+
+    test("a retype of a field a check and a partial key read: proven over the converted rows", async () => {
+      const before = b.transactions();
+      const { cot, ids } = await typeWith("bay", [
+        { name: "level", type: "text" },
+        { name: "state", type: "text" },
+      ]);
+      const TYPE = `${CO}/custom-object-types/${cot.id}/`;
+      const set = await b.json("PATCH", TYPE, {
+        unique_together: [{ fields: ["level"], condition: { state: "live" } }],
+        checks: [{ name: "levelled", condition: { level__isnull: false } }],
+      });
+      expect(set.status, JSON.stringify(set.body)).toBe(200);
+      await made(`${CO}/bay/`, { level: "5", state: "live" });
+      await made(`${CO}/bay/`, { level: "x", state: "old" });
+      // "x" is lost (allowed): the check then refuses its row, counted as the transaction does
+      const url = `${CO}/custom-object-type-fields/${ids.level}/?allow_destructive=true`;
+      const refused = await b.json("PATCH", url, { type: "integer" });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(400);
+      expect(refused.body.checks).toEqual(['1 existing row(s) do not match the check "levelled".']);
+      expect(await rows("bay", ["level"])).toEqual([["5"], ["x"]]);
+      // "05" and "5" both live: the partial key breaks
+      const x = (await b.json("GET", `${CO}/bay/?level=x`)).body.results[0].id;
+      expect(
+        (await b.json("PATCH", `${CO}/bay/${x}/`, { level: "05", state: "live" })).status,
+      ).toBe(200);
+      const clash = await b.json("PATCH", url, { type: "integer" });
+      expect(clash.status, JSON.stringify(clash.body)).toBe(400);
+      expect(clash.body.unique_together).toEqual([
+        "2 existing row(s) matching the condition share values of level; they must make a unique set.",
+      ]);
+      expect((await b.json("PATCH", `${CO}/bay/${x}/`, { state: "old" })).status).toBe(200);
+      const done = await b.json("PATCH", url, { type: "integer", name: "tier" });
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      const type = (await b.json("GET", TYPE)).body;
+      expect(type.checks).toEqual([{ name: "levelled", condition: { tier__isnull: false } }]);
+      expect(await rows("bay", ["tier", "state"])).toEqual([
+        [5, "live"],
+        [5, "old"],
+      ]);
+      // both hold on the new column
+      expect((await b.json("POST", `${CO}/bay/`, { state: "old" })).status).toBe(400);
+      expect((await b.json("POST", `${CO}/bay/`, { tier: 5, state: "live" })).status).toBe(400);
+      expect(b.transactions()).toBe(before);
+      record("conditional", {
+        refused: refused.body,
+        clash: clash.body,
+        keys: [type.unique_together, type.checks],
+      });
+    });
+
+    test("a schema apply retyping and renaming a compound key's field and one a check reads", async () => {
+      const before = b.transactions();
+      const apply = (fields: unknown[], extra: Record<string, unknown> = {}) =>
+        b.json("POST", `${CO}/schema/apply/`, {
+          schema: {
+            schema_version: "1",
+            types: [{ name: "crate", slug: "crate", fields, ...extra }],
+          },
+          allow_destructive: true,
+        });
+      const keys = (a: string, c: string) => ({
+        unique_together: [[a, "rack"]],
+        checks: [{ name: "set", condition: { [`${c}__isnull`]: false } }],
+      });
+      const first = await apply(
+        [
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "rack", type: "text" },
+          { id: 3, name: "depth", type: "text" },
+        ],
+        keys("code", "depth"),
+      );
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      for (const [code, depth] of [
+        ["1", "3"],
+        ["01", "4"],
+      ])
+        await made(`${CO}/crate/`, { code, rack: "a", depth });
+      const fields = (code: [string, string], depth: [string, string]) => [
+        { id: 1, name: code[0], type: code[1] },
+        { id: 2, name: "rack", type: "text" },
+        { id: 3, name: depth[0], type: depth[1] },
+      ];
+      const x = (await b.json("GET", `${CO}/crate/?code=01`)).body.results[0].id;
+      expect((await b.json("PATCH", `${CO}/crate/${x}/`, { depth: "y" })).status).toBe(200);
+      // a retype and a rename of a field the check reads: "y" becomes null, the check refuses it
+      const retyped = fields(["code", "text"], ["height", "integer"]);
+      const check = await apply(retyped, keys("code", "height"));
+      expect(check.status, JSON.stringify(check.body)).toBe(400);
+      expect(check.body.schema_errors).toEqual([
+        { path: "$.types[0].checks", message: '1 existing row(s) do not match the check "set".' },
+      ]);
+      expect((await b.json("PATCH", `${CO}/crate/${x}/`, { depth: "4" })).status).toBe(200);
+      const checked = await apply(retyped, keys("code", "height"));
+      expect(checked.status, JSON.stringify(checked.body)).toBe(200);
+      // a retype and a rename of a compound key's field: "1" and "01" clash
+      const unit = fields(["unit", "integer"], ["height", "integer"]);
+      const broken = await apply(unit, keys("unit", "height"));
+      expect(broken.status, JSON.stringify(broken.body)).toBe(400);
+      expect(broken.body.schema_errors).toEqual([
+        {
+          path: "$.types[0].unique_together",
+          message: "Existing rows share values of rack, unit; they must make a unique set.",
+        },
+      ]);
+      expect((await b.json("PATCH", `${CO}/crate/${x}/`, { rack: "b" })).status).toBe(200);
+      const done = await apply(unit, keys("unit", "height"));
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      const data = await rows("crate", ["unit", "rack", "height"]);
+      expect(data).toEqual([
+        [1, "a", 3],
+        [1, "b", 4],
+      ]);
+      // a local file keeps every apply in its long write (decision 0111): the transaction's
+      // answers, which the staged ones must match
+      if (where !== "local") expect(b.transactions()).toBe(before);
+      record("apply", { broken: broken.body, check: check.body, data });
+    });
+
+    test("a retype of more than 50,000 values: one read and one batch; over the bytes a batch carries, D1's 409", async () => {
+      const before = b.transactions();
+      const { cot, ids } = await typeWith("bulk", [
+        { name: "code", type: "text" },
+        { name: "count", type: "integer" },
+        { name: "blob", type: "longtext" },
+      ]);
+      const table = `co_${cot.id}`;
+      const series = (n: number) =>
+        `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ${n})`;
+      await b.run(
+        `INSERT INTO ${table} (created, last_updated, code, count) ${series(50_001)} SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', CASE WHEN i % 1000 = 0 THEN 'x' || i ELSE CAST(i AS TEXT) END, i FROM s`,
+      );
+      // converted in JavaScript: the values read, 50 of them lost
+      const lossy = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.code}/`, {
+        type: "integer",
+      });
+      expect(lossy.status, JSON.stringify(lossy.body)).toBe(409);
+      expect(lossy.body.detail).toContain("would lose 50 value(s)");
+      const code = await b.json(
+        "PATCH",
+        `${CO}/custom-object-type-fields/${ids.code}/?allow_destructive=true`,
+        { type: "integer" },
+      );
+      expect(code.status, JSON.stringify(code.body)).toBe(200);
+      // converted by SQLite: nothing read
+      const count = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.count}/`, {
+        type: "text",
+      });
+      expect(count.status, JSON.stringify(count.body)).toBe(200);
+      const page = await b.json("GET", `${CO}/bulk/?ordering=-id&limit=2`);
+      const data = page.body.results.map((r: any) => [r.code, r.count]);
+      expect(data).toEqual([
+        [50_001, "50001"],
+        [null, "50000"],
+      ]);
+      expect((await b.json("GET", `${CO}/bulk/1000/`)).body.code).toBeNull();
+      expect(b.transactions()).toBe(before);
+      // 5,000 values of 2,000 characters: more than a batch carries
+      await b.run(`UPDATE ${table} SET blob = hex(zeroblob(1000)) || id WHERE id <= 5000`);
+      const big = await b.json(
+        "PATCH",
+        `${CO}/custom-object-type-fields/${ids.blob}/?allow_destructive=true`,
+        { type: "integer" },
+      );
+      if (where === "d1") {
+        expect(big.status, JSON.stringify(big.body)).toBe(409);
+        expect(big.body.error).toBe("retype_too_large");
+        expect(
+          (await b.json("GET", `${CO}/custom-object-type-fields/${ids.blob}/`)).body.type,
+        ).toBe("longtext");
+      } else {
+        // a transaction takes it where there is one
+        expect(big.status, JSON.stringify(big.body)).toBe(200);
+        expect(b.transactions()).toBe(before + 1);
+      }
+      record("bulk", { lossy: lossy.body, data });
+    });
+  });
+
+describe("the same answers and data on every backend", () => {
+  test("local, remote and D1 agree", () => {
+    expect(Object.keys(seen).sort()).toEqual([
+      "apply",
+      "bulk",
+      "conditional",
+      "rename",
+      "together",
+    ]);
+    for (const [name, by] of Object.entries(seen)) {
+      expect(Object.keys(by).sort(), name).toEqual(["d1", "local", "remote"]);
+      expect([name, by.remote]).toEqual([name, by.local]);
+      expect([name, by.d1]).toEqual([name, by.local]);
+    }
+  });
+});
