@@ -765,3 +765,71 @@ test("a constrained caller's schema apply and trash restore on D1 (decision 0128
   expect(fields.map((f: { name: string }) => f.name)).toEqual(["code", "note"]);
   expect(transactions).toBe(before);
 });
+
+test("a schema apply renaming a field and keying it on D1 (decision 0136): rows counted under the old name, the gate and the 400 as on libSQL, no transaction", async () => {
+  const before = transactions;
+  const apply = (name: string, together: string[][], allow = false) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: {
+        schema_version: "1",
+        types: [
+          {
+            name: "berth",
+            slug: "berth",
+            fields: [
+              { id: 1, name: "dock", type: "integer" },
+              { id: 2, name, type: "integer" },
+            ],
+            unique_together: together,
+          },
+        ],
+      },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  expect((await apply("slot", [])).status).toBe(200);
+  const rows = [];
+  for (const slot of [1, 1, 2]) rows.push(await made(`${CO}/berth/`, { dock: 1, slot }));
+  // two rows share (dock, slot): refused by the gate, then by the index's 400, nothing changed
+  const gated = await apply("bay", [["dock", "bay"]]);
+  expect(gated.status, JSON.stringify(gated.body)).toBe(409);
+  expect(gated.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "bay,dock", reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  const broken = await apply("bay", [["dock", "bay"]], true);
+  expect(broken.status, JSON.stringify(broken.body)).toBe(400);
+  expect(broken.body.schema_errors[0].path).toBe("$.types[0].unique_together");
+  expect((await json("GET", `${CO}/berth/${rows[0].id}/`)).body.slot).toBe(1);
+  // the clash gone: renamed and keyed in one batch, the key holds under the new name
+  expect((await json("DELETE", `${CO}/berth/${rows[1].id}/`)).status).toBe(204);
+  const keyed = await apply("bay", [["dock", "bay"]]);
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  expect((await json("GET", `${CO}/berth/${rows[2].id}/`)).body.bay).toBe(2);
+  expect((await json("POST", `${CO}/berth/`, { dock: 1, bay: 2 })).status).toBe(400);
+  // a key over a field the apply adds, whose default every row takes: counted as well
+  const added = json("POST", `${CO}/schema/apply/`, {
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: "berth",
+          slug: "berth",
+          fields: [
+            { id: 1, name: "dock", type: "integer" },
+            { id: 2, name: "bay", type: "integer" },
+            { id: 3, name: "zone", type: "text", default: "z" },
+          ],
+          unique_together: [
+            ["dock", "bay"],
+            ["dock", "zone"],
+          ],
+        },
+      ],
+    },
+  });
+  const zoned = await added;
+  expect(zoned.status, JSON.stringify(zoned.body)).toBe(409);
+  expect(zoned.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "dock,zone", reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  expect(transactions).toBe(before);
+});

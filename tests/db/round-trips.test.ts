@@ -1046,6 +1046,57 @@ test("a schema apply adding a compound key and a check to a type with rows: ≤ 
   ]);
 });
 
+test("a schema apply renaming a field and adding a compound key over it: counted ahead, ≤ 4 (0136)", async () => {
+  // the key's rows are counted under the field's old column in the second read: over rows that
+  // share its values the gate answers (was: the batch's index refused, the apply reran 5 times)
+  const slug = `renamed_key_${next()}`;
+  const fields = (name: string) => [
+    { id: 1, name: "rack", type: "integer" },
+    { id: 2, name, type: "integer" },
+  ];
+  const apply = (name: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [{ name: slug, slug, fields: fields(name), unique_together: [["rack", name]] }],
+    },
+  });
+  const first = await t.json("POST", `${CO}/schema/apply/`, {
+    body: {
+      schema: { schema_version: "1", types: [{ name: slug, slug, fields: fields("slot") }] },
+    },
+  });
+  expect(first.status).toBe(200);
+  for (const rack of [1, 2]) await create(t, slug, { rack, slot: 1 });
+  const names = [1, 2].map(() => `slot_${next()}`);
+  const keyed = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => apply(names.shift()!),
+    200,
+  );
+  expect(keyed).toBeLessThanOrEqual(4);
+  // the key dropped and the name back; then two rows share (rack, slot)
+  const dropped = await t.json("POST", `${CO}/schema/apply/`, {
+    body: {
+      schema: { schema_version: "1", types: [{ name: slug, slug, fields: fields("slot") }] },
+    },
+  });
+  expect(dropped.status).toBe(200);
+  await create(t, slug, { rack: 1, slot: 1 });
+  const gated = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => apply(`slot_${next()}`),
+    409,
+  );
+  const refused = await t.json("POST", `${CO}/schema/apply/`, { body: apply("slot_x") });
+  expect(refused.body.destructive_changes).toEqual([
+    expect.objectContaining({ reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  if (process.env.ROUND_TRIPS_LOG) console.log({ keyed, gated });
+  expect(gated).toBeLessThanOrEqual(4);
+});
+
 test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {
   const slug = `retyped_${next()}`;
   const kinds = ["text", "integer", "text"];
