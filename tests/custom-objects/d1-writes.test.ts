@@ -833,3 +833,35 @@ test("a schema apply renaming a field and keying it on D1 (decision 0136): rows 
   ]);
   expect(transactions).toBe(before);
 });
+
+test("a cascade 24 levels deep on D1 (decision 0136): read as deep as it goes, one batch, no transaction — was 409 cascade_too_large past 16", async () => {
+  const before = transactions;
+  const node = await made(`${CO}/custom-object-types/`, { name: "limb", slug: "limb" });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: node.id,
+    name: "name",
+    type: "text",
+    primary: true,
+  });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: node.id,
+    name: "parent",
+    type: "object",
+    related_object_type: "custom_objects.limb",
+    on_delete_behavior: "cascade",
+  });
+  const ids: number[] = [];
+  for (let k = 0; k <= 24; k++)
+    ids.push((await made(`${CO}/limb/`, { name: `l${k}`, parent: ids[k - 1] ?? null })).id);
+  const deleted = await json("DELETE", `${CO}/limb/${ids[0]}/`);
+  expect(deleted.status, JSON.stringify(deleted.body)).toBe(204);
+  expect((await json("GET", `${CO}/limb/`)).body.count).toBe(0);
+  const logged = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.limb&action=delete&limit=50&ordering=id`,
+  );
+  expect(
+    logged.body.results.map((c: { changed_object_id: number }) => c.changed_object_id),
+  ).toEqual([...ids].reverse());
+  expect(transactions).toBe(before);
+});

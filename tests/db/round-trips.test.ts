@@ -999,6 +999,29 @@ test("a cascade deeper than one read plans: another read, then one batch (decisi
     expect((await t.json("GET", `${CO}/deep${i}/${leaf[i]}/`)).status).toBe(404);
 });
 
+test("a cascade 24 levels deep: a read per four levels, one batch, no transaction (decision 0136)", async () => {
+  // a type cascading to itself; past 16 levels it went to a transaction (a round trip a statement)
+  const node = await namedCot(t, "limb", {});
+  await addField(t, node.id, {
+    name: "parent",
+    type: "object",
+    related_object_type: "custom_objects.limb",
+    on_delete_behavior: "cascade",
+  });
+  const chain = async () => {
+    const ids: number[] = [];
+    for (let k = 0; k <= 24; k++)
+      ids.push((await create(t, "limb", { name: `l${next()}`, parent: ids[k - 1] ?? null })).id);
+    return ids;
+  };
+  const chains = [await chain(), await chain()];
+  const deleted = await roundTrips("DELETE", () => `${CO}/limb/${chains.shift()![0]}/`);
+  // the first read plans four levels; each further read four more, the last finding none: seven
+  // reads, the batch
+  expect(deleted).toBe(8);
+  expect((await t.json("GET", `${CO}/limb/`)).body.count).toBe(0);
+});
+
 test("a schema apply adding a compound key and a check to a type with rows: ≤ 4 (0126)", async () => {
   // the gate's counts of the rows a new key or check would refuse ride in the apply's second read
   const slug = `guarded_${next()}`;
