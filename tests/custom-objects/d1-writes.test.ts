@@ -865,3 +865,37 @@ test("a cascade 24 levels deep on D1 (decision 0136): read as deep as it goes, o
   ).toEqual([...ids].reverse());
   expect(transactions).toBe(before);
 });
+
+test("a field made required over rows without a value, allowed, on D1 (decision 0136): gated, then staged — was 501", async () => {
+  const before = transactions;
+  const apply = (required: boolean, allow = false) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: {
+        schema_version: "1",
+        types: [
+          {
+            name: "quay",
+            slug: "quay",
+            fields: [
+              { id: 1, name: "code", type: "text" },
+              { id: 2, name: "note", type: "text", required },
+            ],
+          },
+        ],
+      },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  expect((await apply(false)).status).toBe(200);
+  const row = await made(`${CO}/quay/`, { code: "q1" });
+  const gated = await apply(true);
+  expect(gated.status).toBe(409);
+  expect(gated.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "note", reason: "required_over_empty_rows", rows: 1 }),
+  ]);
+  const allowed = await apply(true, true);
+  expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+  expect((await json("GET", `${CO}/quay/${row.id}/`)).body.note).toBeNull();
+  expect((await json("POST", `${CO}/quay/`, { code: "q2" })).status).toBe(400);
+  expect((await json("POST", `${CO}/quay/`, { code: "q2", note: "n" })).status).toBe(201);
+  expect(transactions).toBe(before);
+});

@@ -414,3 +414,36 @@ test("a compound key over a field the apply renames, or adds with a default: the
 
 const berthOf = async (t: TestApp) =>
   (await t.json("GET", `${SCHEMA}/export?slug=berth`)).body.types[0];
+
+test("a field made required over rows that have no value, allowed: the batch leaves what the transaction leaves (0136)", async () => {
+  const dock = (required: boolean) =>
+    doc([
+      {
+        name: "quay",
+        slug: "quay",
+        fields: [
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "note", type: "text", required },
+        ],
+      },
+    ]);
+  const [a0, b0] = await applyBoth({ schema: dock(false) }, false);
+  expect(b0!.r.body).toEqual(a0!.r.body);
+  for (const t of [local, remote])
+    expect((await t.json("POST", `${CO}/quay/`, { body: { code: "q1" } })).status).toBe(201);
+  const [a1, b1] = await applyBoth({ schema: dock(true) });
+  expect(a1!.r.status).toBe(409);
+  expect(b1!.r).toEqual(a1!.r);
+  const [a2, b2] = await applyBoth({ schema: dock(true), allow_destructive: true });
+  expect(a2!.r.status, JSON.stringify(a2!.r.body)).toBe(200);
+  expect(b2!.r.body).toEqual(a2!.r.body);
+  const kinds = (c: unknown[][]) => c.map((x) => [x[0], x[1]]);
+  expect(kinds(b2!.changes)).toEqual(kinds(a2!.changes));
+  const quayOf = async (t: TestApp) =>
+    (await t.json("GET", `${SCHEMA}/export?slug=quay`)).body.types[0];
+  expect(await quayOf(remote)).toEqual(await quayOf(local));
+  for (const t of [local, remote]) {
+    const missing = await t.json("POST", `${CO}/quay/`, { body: { code: "q2" } });
+    expect(missing.status).toBe(400);
+  }
+});

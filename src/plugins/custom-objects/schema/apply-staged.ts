@@ -118,8 +118,9 @@ const TRANSACTION_ATTRS = ["related_object_type", "related_object_types", "is_po
 
 /**
  * Gated changes the batch takes: removals (decision 0120) and lossy retypes (0126); keys and
- * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126).
- * Any other gated change keeps the transaction.
+ * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126);
+ * a field made required over empty rows, which only its flag changes (0136). Any other gated
+ * change keeps the transaction.
  */
 const BATCHED_GATES = new Set([
   "field_removed",
@@ -127,11 +128,12 @@ const BATCHED_GATES = new Set([
   "lossy_type_change",
   "unique_over_duplicates",
   "check_over_violations",
+  "required_over_empty_rows",
 ]);
 
 /**
  * Whether the batch takes the document: no retarget, no retype but those whose values the read
- * holds, no gated change but removals and lossy retypes, no swap of names, no relation to a type
+ * holds, no gated change but those `BATCHED_GATES` names, no swap of names, no relation to a type
  * it creates.
  */
 function batchable(
