@@ -1016,7 +1016,7 @@ test("a cascade 24 levels deep: a read per sixteen levels, one batch, no transac
   };
   const chains = [await chain(), await chain()];
   const deleted = await roundTrips("DELETE", () => `${CO}/limb/${chains.shift()![0]}/`);
-  // the first read plans sixteen levels, the second sixteen more (the last nine find none), the
+  // the first read plans sixteen levels, the second sixteen more (the last eight find none), the
   // batch
   expect(deleted).toBe(3);
   expect((await t.json("GET", `${CO}/limb/`)).body.count).toBe(0);
