@@ -899,3 +899,55 @@ test("a field made required over rows without a value, allowed, on D1 (decision 
   expect((await json("POST", `${CO}/quay/`, { code: "q2", note: "n" })).status).toBe(201);
   expect(transactions).toBe(before);
 });
+
+test("a schema apply creating types that point at each other on D1 (decision 0136): one batch, the records naming them, no transaction — was 501", async () => {
+  const before = transactions;
+  const name = { id: 1, name: "name", type: "text", primary: true };
+  const r = await json("POST", `${CO}/schema/apply/`, {
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: "fleet",
+          slug: "fleet",
+          fields: [
+            name,
+            {
+              id: 2,
+              name: "flagship",
+              type: "object",
+              related_object_type: "custom-objects/vessel",
+            },
+          ],
+        },
+        {
+          name: "vessel",
+          slug: "vessel",
+          fields: [
+            name,
+            { id: 2, name: "escort", type: "object", related_object_type: "custom-objects/vessel" },
+          ],
+        },
+      ],
+    },
+  });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  const vessel = await made(`${CO}/vessel/`, { name: "v1" });
+  expect((await made(`${CO}/vessel/`, { name: "v2", escort: vessel.id })).escort.id).toBe(
+    vessel.id,
+  );
+  const fleet = await made(`${CO}/fleet/`, { name: "f1", flagship: vessel.id });
+  expect(fleet.flagship.id).toBe(vessel.id);
+  // the field's change record names the type as a GET of the field does
+  const field = (await json("GET", `${CO}/custom-object-type-fields/?name=flagship`)).body
+    .results[0];
+  const logged = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.customobjecttypefield&changed_object_id=${field.id}`,
+  );
+  expect(logged.body.results[0].postchange_data.related_object_type).toEqual(
+    field.related_object_type,
+  );
+  expect(field.related_object_type).toMatchObject({ app_label: "custom_objects", model: "vessel" });
+  expect(transactions).toBe(before);
+});

@@ -1120,6 +1120,38 @@ test("a schema apply renaming a field and adding a compound key over it: counted
   expect(gated).toBeLessThanOrEqual(4);
 });
 
+test("a schema apply creating a type and another pointing at it: ≤ 4 (0136)", async () => {
+  // were 47 (the transaction: a relation to a type the same document creates)
+  const bundle = () => {
+    const n = next();
+    const name = { id: 1, name: "name", type: "text", primary: true };
+    return {
+      schema: {
+        schema_version: "1",
+        types: [
+          {
+            name: `holder_${n}`,
+            slug: `holder_${n}`,
+            fields: [
+              name,
+              {
+                id: 2,
+                name: "held",
+                type: "object",
+                related_object_type: `custom-objects/held_${n}`,
+              },
+            ],
+          },
+          { name: `held_${n}`, slug: `held_${n}`, fields: [name] },
+        ],
+      },
+    };
+  };
+  const made = await roundTrips("POST", () => `${CO}/schema/apply/`, bundle, 200);
+  if (process.env.ROUND_TRIPS_LOG) console.log({ made });
+  expect(made).toBeLessThanOrEqual(4);
+});
+
 test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {
   const slug = `retyped_${next()}`;
   const kinds = ["text", "integer", "text"];

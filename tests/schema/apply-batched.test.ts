@@ -447,3 +447,97 @@ test("a field made required over rows that have no value, allowed: the batch lea
     expect(missing.status).toBe(400);
   }
 });
+
+test("relations to types the same document creates: one batch, the records and schema the transaction leaves (0136)", async () => {
+  const name = { id: 1, name: "name", type: "text", primary: true };
+  const bundle = doc([
+    {
+      name: "harbour",
+      slug: "harbour",
+      fields: [
+        name,
+        { id: 2, name: "quays", type: "multiobject", related_object_type: "custom-objects/pier" },
+      ],
+    },
+    {
+      name: "pier",
+      slug: "pier",
+      fields: [
+        name,
+        { id: 2, name: "site", type: "object", related_object_type: "dcim/site" },
+        { id: 3, name: "up", type: "object", related_object_type: "custom-objects/pier" },
+        {
+          id: 4,
+          name: "moored",
+          type: "object",
+          is_polymorphic: true,
+          related_object_types: ["custom-objects/boat", "dcim/site"],
+        },
+      ],
+    },
+    { name: "boat", slug: "boat", fields: [name] },
+  ]);
+  const [a, b] = await applyBoth({ schema: bundle }, false);
+  expect(a!.r.status, JSON.stringify(a!.r.body)).toBe(200);
+  expect(b!.r.body).toEqual(a!.r.body);
+  // the ids differ between the two databases; the records' references name the same types
+  const refs = (c: unknown[][]) =>
+    c
+      .map((x) => {
+        const post = x[4] as Record<string, any> | null;
+        const ref = (r: { app_label?: string; model?: string } | null) =>
+          r ? `${r.app_label}.${r.model}` : null;
+        return [
+          x[0],
+          x[1],
+          post?.name,
+          ref(post?.related_object_type ?? null),
+          (post?.related_object_types ?? []).map(ref),
+        ];
+      })
+      .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+  expect(refs(b!.changes)).toEqual(refs(a!.changes));
+  expect(refs(b!.changes)).toContainEqual([
+    "create",
+    "custom_objects.customobjecttypefield",
+    "up",
+    "custom_objects.pier",
+    [],
+  ]);
+  for (const t of [local, remote]) {
+    const boat = await t.json("POST", `${CO}/boat/`, { body: { name: "b1" } });
+    const pier = await t.json("POST", `${CO}/pier/`, {
+      body: { name: "p1", moored: { object_type: "custom_objects.boat", id: boat.body.id } },
+    });
+    expect(pier.status, JSON.stringify(pier.body)).toBe(201);
+    const child = await t.json("POST", `${CO}/pier/`, { body: { name: "p2", up: pier.body.id } });
+    expect(child.status, JSON.stringify(child.body)).toBe(201);
+    const harbour = await t.json("POST", `${CO}/harbour/`, {
+      body: { name: "h1", quays: [pier.body.id, child.body.id] },
+    });
+    expect(harbour.status, JSON.stringify(harbour.body)).toBe(201);
+    expect(harbour.body.quays.map((q: { id: number }) => q.id)).toEqual([
+      pier.body.id,
+      child.body.id,
+    ]);
+  }
+  const exported = async (t: TestApp) =>
+    (await t.json("GET", `${SCHEMA}/export?slug=harbour&slug=pier&slug=boat`)).body;
+  expect(await exported(remote)).toEqual(await exported(local));
+  // another type pointing at one more new type, warm: within an apply's round trips (≤ 4)
+  const more = doc([
+    {
+      name: "dinghy",
+      slug: "dinghy",
+      fields: [
+        name,
+        { id: 2, name: "ship", type: "object", related_object_type: "custom-objects/ship" },
+      ],
+    },
+    { name: "ship", slug: "ship", fields: [name] },
+  ]);
+  const [c, d] = await applyBoth({ schema: more });
+  expect(c!.r.status, JSON.stringify(c!.r.body)).toBe(200);
+  expect(d!.r.body).toEqual(c!.r.body);
+  expect(refs(d!.changes)).toEqual(refs(c!.changes));
+});
