@@ -315,6 +315,50 @@ describe("cascades in one read and one batch (decision 0109)", () => {
     }
   });
 
+  test("a type that 40 cascade fields point at, each with dependants below: one read, one batch, no transaction (decision 0136)", async () => {
+    // more fields than one read plans across its branches: the first level is planned whole,
+    // the levels below it take another read
+    await simpleType("hub");
+    const spoke = await simpleType("spoke");
+    for (let k = 0; k < 40; k++)
+      await addField(t, spoke.id, {
+        name: `via${k}`,
+        type: "object",
+        related_object_type: "custom_objects.hub",
+        on_delete_behavior: "cascade",
+      });
+    const rim = await simpleType("rim");
+    await addField(t, rim.id, {
+      name: "spoke",
+      type: "object",
+      related_object_type: "custom_objects.spoke",
+      on_delete_behavior: "cascade",
+    });
+    const db = servicesOf(t.app).db;
+    const transaction = db.transaction;
+    let transactions = 0;
+    db.transaction = (work) => {
+      transactions++;
+      return transaction(work);
+    };
+    try {
+      for (const round of [1, 2]) {
+        const hub = await create(t, "hub", { name: `hub ${round}` });
+        const spokes = [];
+        for (const k of [0, 17, 39])
+          spokes.push(await create(t, "spoke", { name: `s${round}-${k}`, [`via${k}`]: hub.id }));
+        for (const s of spokes) await create(t, "rim", { name: `r-${s.name}`, spoke: s.id });
+        const r = await del(`${CO}/hub/${hub.id}/`);
+        expect(r.status, JSON.stringify(r.body)).toBe(204);
+        expect((await get(`${CO}/spoke/`)).body.count).toBe(0);
+        expect((await get(`${CO}/rim/`)).body.count).toBe(0);
+      }
+      expect(transactions).toBe(0);
+    } finally {
+      db.transaction = transaction;
+    }
+  });
+
   test("permissions as NetBox's: delete on the target is enough for what its cascade takes", async () => {
     await simpleType("permtop");
     const item = await simpleType("permitem");

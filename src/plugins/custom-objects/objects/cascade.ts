@@ -124,7 +124,8 @@ export function planCascade(
       model.cot.objectTypeId != null &&
       model.resource.loadPlan,
   );
-  if (depth > CASCADE_DEPTH || followed.length > budget.levels) return [];
+  // the first level always: its dependants are read here or nowhere
+  if (depth > CASCADE_DEPTH || (depth > 1 && followed.length > budget.levels)) return [];
   budget.levels -= followed.length;
   const levels: Level[] = [];
   for (const { field, model } of followed) {
