@@ -765,3 +765,189 @@ test("a constrained caller's schema apply and trash restore on D1 (decision 0128
   expect(fields.map((f: { name: string }) => f.name)).toEqual(["code", "note"]);
   expect(transactions).toBe(before);
 });
+
+test("a schema apply renaming a field and keying it on D1 (decision 0136): rows counted under the old name, the gate and the 400 as on libSQL, no transaction", async () => {
+  const before = transactions;
+  const apply = (name: string, together: string[][], allow = false) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: {
+        schema_version: "1",
+        types: [
+          {
+            name: "berth",
+            slug: "berth",
+            fields: [
+              { id: 1, name: "dock", type: "integer" },
+              { id: 2, name, type: "integer" },
+            ],
+            unique_together: together,
+          },
+        ],
+      },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  expect((await apply("slot", [])).status).toBe(200);
+  const rows = [];
+  for (const slot of [1, 1, 2]) rows.push(await made(`${CO}/berth/`, { dock: 1, slot }));
+  // two rows share (dock, slot): refused by the gate, then by the index's 400, nothing changed
+  const gated = await apply("bay", [["dock", "bay"]]);
+  expect(gated.status, JSON.stringify(gated.body)).toBe(409);
+  expect(gated.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "bay,dock", reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  const broken = await apply("bay", [["dock", "bay"]], true);
+  expect(broken.status, JSON.stringify(broken.body)).toBe(400);
+  expect(broken.body.schema_errors[0].path).toBe("$.types[0].unique_together");
+  expect((await json("GET", `${CO}/berth/${rows[0].id}/`)).body.slot).toBe(1);
+  // the clash gone: renamed and keyed in one batch, the key holds under the new name
+  expect((await json("DELETE", `${CO}/berth/${rows[1].id}/`)).status).toBe(204);
+  const keyed = await apply("bay", [["dock", "bay"]]);
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  expect((await json("GET", `${CO}/berth/${rows[2].id}/`)).body.bay).toBe(2);
+  expect((await json("POST", `${CO}/berth/`, { dock: 1, bay: 2 })).status).toBe(400);
+  // a key over a field the apply adds, whose default every row takes: counted as well
+  const added = json("POST", `${CO}/schema/apply/`, {
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: "berth",
+          slug: "berth",
+          fields: [
+            { id: 1, name: "dock", type: "integer" },
+            { id: 2, name: "bay", type: "integer" },
+            { id: 3, name: "zone", type: "text", default: "z" },
+          ],
+          unique_together: [
+            ["dock", "bay"],
+            ["dock", "zone"],
+          ],
+        },
+      ],
+    },
+  });
+  const zoned = await added;
+  expect(zoned.status, JSON.stringify(zoned.body)).toBe(409);
+  expect(zoned.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "dock,zone", reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  expect(transactions).toBe(before);
+});
+
+test("a cascade 24 levels deep on D1 (decision 0136): read as deep as it goes, one batch, no transaction — was 409 cascade_too_large past 16", async () => {
+  const before = transactions;
+  const node = await made(`${CO}/custom-object-types/`, { name: "limb", slug: "limb" });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: node.id,
+    name: "name",
+    type: "text",
+    primary: true,
+  });
+  await made(`${CO}/custom-object-type-fields/`, {
+    custom_object_type: node.id,
+    name: "parent",
+    type: "object",
+    related_object_type: "custom_objects.limb",
+    on_delete_behavior: "cascade",
+  });
+  const ids: number[] = [];
+  for (let k = 0; k <= 24; k++)
+    ids.push((await made(`${CO}/limb/`, { name: `l${k}`, parent: ids[k - 1] ?? null })).id);
+  const deleted = await json("DELETE", `${CO}/limb/${ids[0]}/`);
+  expect(deleted.status, JSON.stringify(deleted.body)).toBe(204);
+  expect((await json("GET", `${CO}/limb/`)).body.count).toBe(0);
+  const logged = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.limb&action=delete&limit=50&ordering=id`,
+  );
+  expect(
+    logged.body.results.map((c: { changed_object_id: number }) => c.changed_object_id),
+  ).toEqual([...ids].reverse());
+  expect(transactions).toBe(before);
+});
+
+test("a field made required over rows without a value, allowed, on D1 (decision 0136): gated, then staged — was 501", async () => {
+  const before = transactions;
+  const apply = (required: boolean, allow = false) =>
+    json("POST", `${CO}/schema/apply/`, {
+      schema: {
+        schema_version: "1",
+        types: [
+          {
+            name: "quay",
+            slug: "quay",
+            fields: [
+              { id: 1, name: "code", type: "text" },
+              { id: 2, name: "note", type: "text", required },
+            ],
+          },
+        ],
+      },
+      ...(allow ? { allow_destructive: true } : {}),
+    });
+  expect((await apply(false)).status).toBe(200);
+  const row = await made(`${CO}/quay/`, { code: "q1" });
+  const gated = await apply(true);
+  expect(gated.status).toBe(409);
+  expect(gated.body.destructive_changes).toEqual([
+    expect.objectContaining({ field: "note", reason: "required_over_empty_rows", rows: 1 }),
+  ]);
+  const allowed = await apply(true, true);
+  expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+  expect((await json("GET", `${CO}/quay/${row.id}/`)).body.note).toBeNull();
+  expect((await json("POST", `${CO}/quay/`, { code: "q2" })).status).toBe(400);
+  expect((await json("POST", `${CO}/quay/`, { code: "q2", note: "n" })).status).toBe(201);
+  expect(transactions).toBe(before);
+});
+
+test("a schema apply creating types that point at each other on D1 (decision 0136): one batch, the records naming them, no transaction — was 501", async () => {
+  const before = transactions;
+  const name = { id: 1, name: "name", type: "text", primary: true };
+  const r = await json("POST", `${CO}/schema/apply/`, {
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: "fleet",
+          slug: "fleet",
+          fields: [
+            name,
+            {
+              id: 2,
+              name: "flagship",
+              type: "object",
+              related_object_type: "custom-objects/vessel",
+            },
+          ],
+        },
+        {
+          name: "vessel",
+          slug: "vessel",
+          fields: [
+            name,
+            { id: 2, name: "escort", type: "object", related_object_type: "custom-objects/vessel" },
+          ],
+        },
+      ],
+    },
+  });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  const vessel = await made(`${CO}/vessel/`, { name: "v1" });
+  expect((await made(`${CO}/vessel/`, { name: "v2", escort: vessel.id })).escort.id).toBe(
+    vessel.id,
+  );
+  const fleet = await made(`${CO}/fleet/`, { name: "f1", flagship: vessel.id });
+  expect(fleet.flagship.id).toBe(vessel.id);
+  // the field's change record names the type as a GET of the field does
+  const field = (await json("GET", `${CO}/custom-object-type-fields/?name=flagship`)).body
+    .results[0];
+  const logged = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.customobjecttypefield&changed_object_id=${field.id}`,
+  );
+  expect(logged.body.results[0].postchange_data.related_object_type).toEqual(
+    field.related_object_type,
+  );
+  expect(field.related_object_type).toMatchObject({ app_label: "custom_objects", model: "vessel" });
+  expect(transactions).toBe(before);
+});

@@ -11,6 +11,7 @@
  * PostgreSQL constraints a REST client never reaches; the REST deletes below take the same paths).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { servicesOf } from "../../src/app";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { CO, addField, create, makeCot } from "./fixtures";
 
@@ -275,6 +276,86 @@ describe("cascades in one read and one batch (decision 0109)", () => {
         .sort((a: { id: number }, b: { id: number }) => a.id - b.id)
         .map((c: { changed_object_id: number }) => c.changed_object_id);
       expect(order).toEqual([leaf.id, mid.id, root.id]);
+    }
+  });
+
+  test("a type cascading to itself, 24 levels deep: reads as deep as it goes, one batch, no transaction (decision 0136)", async () => {
+    // past the 16 levels that sent it to a transaction (409 cascade_too_large on D1)
+    const node = await simpleType("deepnode");
+    await addField(t, node.id, {
+      name: "parent",
+      type: "object",
+      related_object_type: "custom_objects.deepnode",
+      on_delete_behavior: "cascade",
+    });
+    const db = servicesOf(t.app).db;
+    const transaction = db.transaction;
+    let transactions = 0;
+    db.transaction = (work) => {
+      transactions++;
+      return transaction(work);
+    };
+    try {
+      const ids: number[] = [];
+      for (let k = 0; k <= 24; k++)
+        ids.push((await create(t, "deepnode", { name: `n${k}`, parent: ids[k - 1] ?? null })).id);
+      const r = await del(`${CO}/deepnode/${ids[0]}/`);
+      expect(r.status, JSON.stringify(r.body)).toBe(204);
+      expect((await get(`${CO}/deepnode/`)).body.count).toBe(0);
+      const logged = await get(
+        `/api/core/object-changes/?changed_object_type=custom_objects.deepnode&action=delete&limit=50&ordering=id`,
+      );
+      const order = logged.body.results.map(
+        (c: { changed_object_id: number }) => c.changed_object_id,
+      );
+      expect(order).toEqual([...ids].reverse());
+      expect(transactions).toBe(0);
+    } finally {
+      db.transaction = transaction;
+    }
+  });
+
+  test("a type that 40 cascade fields point at, each with dependants below: one read, one batch, no transaction (decision 0136)", async () => {
+    // more fields than one read plans across its branches: the first level is planned whole,
+    // the levels below it take another read
+    await simpleType("hub");
+    const spoke = await simpleType("spoke");
+    for (let k = 0; k < 40; k++)
+      await addField(t, spoke.id, {
+        name: `via${k}`,
+        type: "object",
+        related_object_type: "custom_objects.hub",
+        on_delete_behavior: "cascade",
+      });
+    const rim = await simpleType("rim");
+    await addField(t, rim.id, {
+      name: "spoke",
+      type: "object",
+      related_object_type: "custom_objects.spoke",
+      on_delete_behavior: "cascade",
+    });
+    const db = servicesOf(t.app).db;
+    const transaction = db.transaction;
+    let transactions = 0;
+    db.transaction = (work) => {
+      transactions++;
+      return transaction(work);
+    };
+    try {
+      for (const round of [1, 2]) {
+        const hub = await create(t, "hub", { name: `hub ${round}` });
+        const spokes = [];
+        for (const k of [0, 17, 39])
+          spokes.push(await create(t, "spoke", { name: `s${round}-${k}`, [`via${k}`]: hub.id }));
+        for (const s of spokes) await create(t, "rim", { name: `r-${s.name}`, spoke: s.id });
+        const r = await del(`${CO}/hub/${hub.id}/`);
+        expect(r.status, JSON.stringify(r.body)).toBe(204);
+        expect((await get(`${CO}/spoke/`)).body.count).toBe(0);
+        expect((await get(`${CO}/rim/`)).body.count).toBe(0);
+      }
+      expect(transactions).toBe(0);
+    } finally {
+      db.transaction = transaction;
     }
   });
 

@@ -77,9 +77,9 @@ export function contractSuite(
     /**
      * "batched" where only the schema documents an apply takes as one batch can be applied (D1,
      * decisions 0111 and 0119: adding types and fields, changing attributes and names, choice
-     * sets, compound keys and checks, removals through the trash: 0120, retypes: 0126); a
-     * document that needs the transaction (a relation to a type it creates) answers 501 there,
-     * and the tests pin that. Types, fields and objects are one read and one batch everywhere.
+     * sets, compound keys and checks, removals through the trash: 0120, retypes: 0126, relations
+     * to types it creates: 0136); a document that needs the transaction (a swap of two fields'
+     * names) answers 501 there, and the tests pin that. Types, fields and objects are one read and one batch everywhere.
      */
     schemaApply?: "all" | "batched";
   } = {},
@@ -659,29 +659,32 @@ export function contractSuite(
 
       if (batchedOnly)
         test("a schema apply needing the transaction answers 501 not_available_on_this_database; nothing changes", async () => {
-          // a relation to a type the same document creates still takes the transaction
-          const doc = {
+          // a swap of two fields' names still takes the transaction (decision 0136)
+          const swap = (first: string, second: string) => ({
             schema_version: "1",
             types: [
               {
                 name: `nope_${run}`,
                 slug: `nope_${run}`,
                 fields: [
-                  {
-                    id: 1,
-                    name: "peer",
-                    type: "object",
-                    related_object_type: `custom-objects/peer_${run}`,
-                  },
+                  { id: 1, name: first, type: "text" },
+                  { id: 2, name: second, type: "text" },
                 ],
               },
-              { name: `peer_${run}`, slug: `peer_${run}`, fields: [] },
             ],
-          };
-          const r = await json("POST", `${CO}/schema/apply/`, { body: { schema: doc } });
+          });
+          const made = await json("POST", `${CO}/schema/apply/`, {
+            body: { schema: swap("a", "b") },
+          });
+          expect(made.status, JSON.stringify(made.body)).toBe(200);
+          const r = await json("POST", `${CO}/schema/apply/`, { body: { schema: swap("b", "a") } });
           expect(r.status).toBe(501);
           expect(r.body.error).toBe("not_available_on_this_database");
-          expect((await req("GET", `${CO}/nope_${run}/`)).status).toBe(404);
+          const kept = await json("GET", `${CO}/schema/export?slug=nope_${run}`);
+          expect(kept.body.types[0].fields.map((f: { name: string }) => f.name)).toEqual([
+            "a",
+            "b",
+          ]);
         });
 
       test("schema documents: preview writes nothing, apply, re-apply unchanged, destructive → 409 until allowed", async () => {

@@ -371,3 +371,173 @@ test("a choice set the caller may not add, or may not change: 403 on the long wr
     expect(await setsNamed(t, "kept")).toEqual([[["a", "A"]]]);
   }
 });
+
+test("a compound key over a field the apply renames, or adds with a default: the same gate, 400 and schema on both (0136)", async () => {
+  const fields = (name: string, extra: unknown[] = []) => [
+    { id: 1, name: "dock", type: "integer" },
+    { id: 2, name, type: "integer" },
+    ...extra,
+  ];
+  const berth = (f: unknown[], together: string[][] = []) =>
+    doc([{ name: "berth", slug: "berth", fields: f, unique_together: together }]);
+  const [a0, b0] = await applyBoth({ schema: berth(fields("slot")) }, false);
+  expect(b0!.r.body).toEqual(a0!.r.body);
+  for (const t of [local, remote])
+    for (const slot of [1, 1])
+      expect((await t.json("POST", `${CO}/berth/`, { body: { dock: 1, slot } })).status).toBe(201);
+  const renamed = berth(fields("bay"), [["dock", "bay"]]);
+  const zone = { id: 3, name: "zone", type: "text", default: "z" };
+  const added = berth(fields("slot", [zone]), [["dock", "zone"]]);
+  for (const body of [
+    { schema: renamed },
+    { schema: renamed, allow_destructive: true },
+    { schema: added },
+    { schema: added, allow_destructive: true },
+  ]) {
+    const [a, b] = await applyBoth(body);
+    expect(a!.r.status, JSON.stringify(a!.r.body)).toBeGreaterThanOrEqual(400);
+    expect(b!.r).toEqual(a!.r);
+    expect(b!.changes).toEqual([]);
+  }
+  for (const t of [local, remote]) {
+    const listed = (await t.json("GET", `${CO}/berth/?ordering=id`)).body.results;
+    expect((await t.json("DELETE", `${CO}/berth/${listed[1].id}/`)).status).toBe(204);
+  }
+  const [a1, b1] = await applyBoth({ schema: renamed });
+  expect(a1!.r.status, JSON.stringify(a1!.r.body)).toBe(200);
+  expect(b1!.r.body).toEqual(a1!.r.body);
+  // the ids differ (the race above made types on the remote only): the records' kinds do not
+  const kinds = (c: unknown[][]) => c.map((x) => [x[0], x[1]]);
+  expect(kinds(b1!.changes)).toEqual(kinds(a1!.changes));
+  expect(await berthOf(remote)).toEqual(await berthOf(local));
+});
+
+const berthOf = async (t: TestApp) =>
+  (await t.json("GET", `${SCHEMA}/export?slug=berth`)).body.types[0];
+
+test("a field made required over rows that have no value, allowed: the batch leaves what the transaction leaves (0136)", async () => {
+  const dock = (required: boolean) =>
+    doc([
+      {
+        name: "quay",
+        slug: "quay",
+        fields: [
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "note", type: "text", required },
+        ],
+      },
+    ]);
+  const [a0, b0] = await applyBoth({ schema: dock(false) }, false);
+  expect(b0!.r.body).toEqual(a0!.r.body);
+  for (const t of [local, remote])
+    expect((await t.json("POST", `${CO}/quay/`, { body: { code: "q1" } })).status).toBe(201);
+  const [a1, b1] = await applyBoth({ schema: dock(true) });
+  expect(a1!.r.status).toBe(409);
+  expect(b1!.r).toEqual(a1!.r);
+  const [a2, b2] = await applyBoth({ schema: dock(true), allow_destructive: true });
+  expect(a2!.r.status, JSON.stringify(a2!.r.body)).toBe(200);
+  expect(b2!.r.body).toEqual(a2!.r.body);
+  const kinds = (c: unknown[][]) => c.map((x) => [x[0], x[1]]);
+  expect(kinds(b2!.changes)).toEqual(kinds(a2!.changes));
+  const quayOf = async (t: TestApp) =>
+    (await t.json("GET", `${SCHEMA}/export?slug=quay`)).body.types[0];
+  expect(await quayOf(remote)).toEqual(await quayOf(local));
+  for (const t of [local, remote]) {
+    const missing = await t.json("POST", `${CO}/quay/`, { body: { code: "q2" } });
+    expect(missing.status).toBe(400);
+  }
+});
+
+test("relations to types the same document creates: one batch, the records and schema the transaction leaves (0136)", async () => {
+  const name = { id: 1, name: "name", type: "text", primary: true };
+  const bundle = doc([
+    {
+      name: "harbour",
+      slug: "harbour",
+      fields: [
+        name,
+        { id: 2, name: "quays", type: "multiobject", related_object_type: "custom-objects/pier" },
+      ],
+    },
+    {
+      name: "pier",
+      slug: "pier",
+      fields: [
+        name,
+        { id: 2, name: "site", type: "object", related_object_type: "dcim/site" },
+        { id: 3, name: "up", type: "object", related_object_type: "custom-objects/pier" },
+        {
+          id: 4,
+          name: "moored",
+          type: "object",
+          is_polymorphic: true,
+          related_object_types: ["custom-objects/boat", "dcim/site"],
+        },
+      ],
+    },
+    { name: "boat", slug: "boat", fields: [name] },
+  ]);
+  const [a, b] = await applyBoth({ schema: bundle }, false);
+  expect(a!.r.status, JSON.stringify(a!.r.body)).toBe(200);
+  expect(b!.r.body).toEqual(a!.r.body);
+  // the ids differ between the two databases; the records' references name the same types
+  const refs = (c: unknown[][]) =>
+    c
+      .map((x) => {
+        const post = x[4] as Record<string, any> | null;
+        const ref = (r: { app_label?: string; model?: string } | null) =>
+          r ? `${r.app_label}.${r.model}` : null;
+        return [
+          x[0],
+          x[1],
+          post?.name,
+          ref(post?.related_object_type ?? null),
+          (post?.related_object_types ?? []).map(ref),
+        ];
+      })
+      .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+  expect(refs(b!.changes)).toEqual(refs(a!.changes));
+  expect(refs(b!.changes)).toContainEqual([
+    "create",
+    "custom_objects.customobjecttypefield",
+    "up",
+    "custom_objects.pier",
+    [],
+  ]);
+  for (const t of [local, remote]) {
+    const boat = await t.json("POST", `${CO}/boat/`, { body: { name: "b1" } });
+    const pier = await t.json("POST", `${CO}/pier/`, {
+      body: { name: "p1", moored: { object_type: "custom_objects.boat", id: boat.body.id } },
+    });
+    expect(pier.status, JSON.stringify(pier.body)).toBe(201);
+    const child = await t.json("POST", `${CO}/pier/`, { body: { name: "p2", up: pier.body.id } });
+    expect(child.status, JSON.stringify(child.body)).toBe(201);
+    const harbour = await t.json("POST", `${CO}/harbour/`, {
+      body: { name: "h1", quays: [pier.body.id, child.body.id] },
+    });
+    expect(harbour.status, JSON.stringify(harbour.body)).toBe(201);
+    expect(harbour.body.quays.map((q: { id: number }) => q.id)).toEqual([
+      pier.body.id,
+      child.body.id,
+    ]);
+  }
+  const exported = async (t: TestApp) =>
+    (await t.json("GET", `${SCHEMA}/export?slug=harbour&slug=pier&slug=boat`)).body;
+  expect(await exported(remote)).toEqual(await exported(local));
+  // another type pointing at one more new type, warm: within an apply's round trips (≤ 4)
+  const more = doc([
+    {
+      name: "dinghy",
+      slug: "dinghy",
+      fields: [
+        name,
+        { id: 2, name: "ship", type: "object", related_object_type: "custom-objects/ship" },
+      ],
+    },
+    { name: "ship", slug: "ship", fields: [name] },
+  ]);
+  const [c, d] = await applyBoth({ schema: more });
+  expect(c!.r.status, JSON.stringify(c!.r.body)).toBe(200);
+  expect(d!.r.body).toEqual(c!.r.body);
+  expect(refs(d!.changes)).toEqual(refs(c!.changes));
+});

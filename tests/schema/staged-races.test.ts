@@ -219,6 +219,38 @@ test("a schema apply retyping a field while one of its values is written: the ap
   expect(exported.body.types[0].fields[0].type).toBe("text");
 });
 
+test("an apply renaming a field and keying it raced by a row that breaks the key: reruns, the gate's 409, nothing written (0136)", async () => {
+  const slug = `berth_${++serial}`;
+  const schema = (name: string, together: string[][]) => ({
+    schema: doc([
+      {
+        name: slug,
+        slug,
+        fields: [
+          { id: 1, name: "dock", type: "integer" },
+          { id: 2, name, type: "integer" },
+        ],
+        unique_together: together,
+      },
+    ]),
+  });
+  expect((await apply(schema("slot", []))).status).toBe(200);
+  await create(on.t, slug, { dock: 1, slot: 1 });
+  // the batch's index over the new name refuses the row written meanwhile; the rerun counts it
+  const refused = await raced(
+    /^create unique index/i,
+    () => apply(schema("bay", [["dock", "bay"]])),
+    () => on.t.json("POST", `${CO}/${slug}/`, { body: { dock: 1, slot: 1 } }),
+  );
+  expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+  expect(refused.body.destructive_changes).toEqual([
+    expect.objectContaining({ reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  const exported = (await on.t.json("GET", `${SCHEMA}/export?slug=${slug}`)).body.types[0];
+  expect(exported.fields.map((f: { name: string }) => f.name)).toEqual(["dock", "slot"]);
+  expect(exported.unique_together ?? []).toEqual([]);
+});
+
 test("a cascade six levels deep raced by a new dependant at the bottom: 409, nothing deleted", async () => {
   const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
   const top = await namedCot(on.t, "chain0");

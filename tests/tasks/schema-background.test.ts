@@ -3,6 +3,8 @@
  * synchronous call answers (`{status_code, …body}`), success or refusal.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { servicesOf } from "../../src/app";
+import { startRemoteDb } from "../helpers/remote-db";
 import { BASE, makeTestApp } from "../helpers/app";
 import { doc, SCHEMA } from "../schema/helpers";
 import { makeTasksEnv, waitFor, type TasksEnv } from "./harness";
@@ -121,4 +123,37 @@ describe("background schema apply", () => {
       await plain.close();
     }
   });
+});
+
+test("on a remote database the job applies as the route does: reads and one batch, no transaction (decision 0136)", async () => {
+  const remote = await startRemoteDb("schema-background");
+  const on = await makeTasksEnv({ DATABASE_URL: remote.url });
+  try {
+    on.startWorker();
+    const db = servicesOf(on.t.app).db;
+    const transaction = db.transaction;
+    let transactions = 0;
+    db.transaction = (work) => {
+      transactions++;
+      return transaction(work);
+    };
+    const r = await on.t.json("POST", `${SCHEMA}/apply/?background=true`, {
+      body: { schema: widget([CODE, { id: 2, name: "size", type: "integer" }]) },
+    });
+    expect(r.status).toBe(202);
+    const job = await waitFor("the apply job to finish", async () => {
+      const j = await on.t.json("GET", `/api/core/jobs/${r.body.job.id}/`);
+      return ["completed", "errored", "failed"].includes(j.body.status.value) ? j.body : null;
+    });
+    expect(job.status.value, JSON.stringify(job.data)).toBe("completed");
+    expect(job.data).toMatchObject({ status_code: 200, applied: true });
+    const made = await on.t.json("POST", "/api/plugins/custom-objects/bg_widget/", {
+      body: { code: "W-9", size: 3 },
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(transactions).toBe(0);
+  } finally {
+    await on.close();
+    await remote.stop();
+  }
 });

@@ -129,6 +129,24 @@ export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promis
   return result;
 }
 
+/** `inStagedWrite` outside an HTTP request (a background job): no request's guards to fold. */
+export async function stagedWrite<T>(
+  services: Services,
+  meta: WriteMeta,
+  fn: (ctx: WriteContext) => Promise<T>,
+): Promise<T> {
+  const afterCommit: Array<() => Promise<void>> = [];
+  const result = await fn({
+    db: services.db.orm,
+    services,
+    ...meta,
+    onCommit: (task) => afterCommit.push(task),
+    scratch: new Slots(),
+  });
+  await runAfterCommit(services, meta.requestId, afterCommit);
+  return result;
+}
+
 async function runAfterCommit(
   services: Services,
   requestId: string,

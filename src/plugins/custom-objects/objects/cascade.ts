@@ -28,11 +28,22 @@ import type { FieldRow } from "./values";
 type Row = Record<string, any>;
 type Pointer = { field: FieldRow; model: CotModel };
 
-/** Levels of cascade one read plans (nested `IN (SELECT …)`); deeper ones take another read. */
-const CASCADE_DEPTH = 4;
-/** Levels of cascade one delete follows at most (decision 0120's bound); deeper: `overBound`. */
-const MAX_CASCADE_DEPTH = 16;
-/** Objects one batch deletes by cascade at most; more: `overBound`. */
+/**
+ * Levels of cascade one read plans down one branch. Each level's ids are the last of a chain of
+ * CTEs, each naming the one above: flat, where nesting each level in the one above as
+ * `IN (SELECT …)` grew the expression with the depth, and D1 parses one at most 100 deep (8
+ * nested levels pass, 16 do not; a chain of 48 passes: measured on miniflare, decision 0136).
+ * Deeper ones take another read from the ids read, as deep as the cascade goes.
+ */
+const CASCADE_DEPTH = 16;
+/** Levels one read plans across its branches (a type many cascade fields point at fans out). */
+const LEVELS_PER_READ = 32;
+/** Levels of types below a target whose pointing fields a first delete learns at once. */
+const LEARN_DEPTH = 4;
+/**
+ * Objects one batch deletes by cascade at most (decision 0109); more: `overBound`. It bounds the
+ * depth too: a level is read further only while it holds objects not deleted yet.
+ */
 const CASCADE_OBJECTS = 200;
 
 /**
@@ -43,7 +54,7 @@ function overBound(ctx: WriteContext): "transaction" {
   if (ctx.services.db.kind !== "d1") return "transaction";
   throw ApiError.detail(
     409,
-    `This delete would cascade to more than ${CASCADE_OBJECTS} objects or ${MAX_CASCADE_DEPTH} levels, more than one write takes on this database; delete the dependants first.`,
+    `This delete would cascade to more than ${CASCADE_OBJECTS} objects, more than one write takes on this database; delete the dependants first.`,
     "cascade_too_large",
   );
 }
@@ -89,8 +100,9 @@ interface Level {
 
 /**
  * Adds the reads of the objects the cascade fields among `pointers` take with `parents` (SQL ids
- * of `parentType`), and of theirs below, to `phase`. Depth-limited; a level whose type's pointing
- * fields are not known yet is read, its own dependants are not (they go to a transaction).
+ * of `parentType`), and of theirs below, to `phase`. Depth- and size-limited (a level's
+ * dependants are planned all or none, so none is left unread); a level whose type's pointing
+ * fields are not known yet is read, its own dependants are not (`resolveCascade` reads them).
  */
 export function planCascade(
   registry: CotRegistry,
@@ -101,15 +113,31 @@ export function planCascade(
   pointers: Pointer[],
   parentInfo: ModelInfo | null,
   depth = 1,
+  /** The CTEs naming the levels above, the last of them `parents`' own. */
+  chain: SQL[] = [],
+  budget = { levels: LEVELS_PER_READ },
 ): Level[] {
-  if (depth > CASCADE_DEPTH) return [];
+  const followed = pointers.filter(
+    ({ field, model }) =>
+      !hasLinkTable(field) &&
+      field.onDeleteBehavior === "cascade" &&
+      model.cot.objectTypeId != null &&
+      model.resource.loadPlan,
+  );
+  // the first level always: its dependants are read here or nowhere
+  if (depth > CASCADE_DEPTH || (depth > 1 && followed.length > budget.levels)) return [];
+  budget.levels -= followed.length;
   const levels: Level[] = [];
-  for (const { field, model } of pointers) {
-    if (hasLinkTable(field) || field.onDeleteBehavior !== "cascade") continue;
-    const ot = model.cot.objectTypeId;
-    if (ot == null || !model.resource.loadPlan) continue;
-    const ids = sql`SELECT id FROM ${ident(tableName(model.cot.id))} WHERE ${linksInto(field, parentType, parents)}`;
-    const plan = model.resource.loadPlan(ctx, ids);
+  for (const { field, model } of followed) {
+    const ot = model.cot.objectTypeId!;
+    const name = sql.raw(`cascade_${depth}`);
+    const above = chain.length ? sql`SELECT id FROM ${sql.raw(`cascade_${depth - 1}`)}` : parents;
+    const own = [
+      ...chain,
+      sql`${name}(id) AS (SELECT id FROM ${ident(tableName(model.cot.id))} WHERE ${linksInto(field, parentType, above)})`,
+    ];
+    const ids = sql`WITH ${sql.join(own, sql`, `)} SELECT id FROM ${name}`;
+    const plan = model.resource.loadPlan!(ctx, ids);
     const rows = phase.add(plan.statements[0] as never) as () => Row[];
     const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: model.resource.model });
     const forms = stageForms(ctx, phase, parentType, parents, parentInfo);
@@ -118,7 +146,18 @@ export function planCascade(
       ? { ...guarded, rows: phase.add(guarded.statement as never) as () => unknown }
       : null;
     const below = guarded
-      ? planCascade(registry, ctx, phase, ot, ids, guarded.fields, model.info, depth + 1)
+      ? planCascade(
+          registry,
+          ctx,
+          phase,
+          ot,
+          ids,
+          guarded.fields,
+          model.info,
+          depth + 1,
+          own,
+          budget,
+        )
       : [];
     levels.push({ field, model, plan, rows, forms, rules, linking, below, depth });
   }
@@ -200,7 +239,6 @@ export async function resolveCascade(
       ({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade",
     );
     if (!level.below.length && deeper.length && ids.length) {
-      if (depth >= MAX_CASCADE_DEPTH) return overBound(ctx);
       const phase = new ReadPhase();
       const more = planCascade(registry, ctx, phase, typeId, idList(ids), deeper, level.model.info);
       await phase.run(ctx);
@@ -364,7 +402,7 @@ async function beyondPlan(ctx: WriteContext, cascade: Cascade, x: Found): Promis
  */
 export async function learnLinking(registry: CotRegistry, objectTypeId: number, depth = 1) {
   const fields = await registry.loadLinking(objectTypeId);
-  if (depth < CASCADE_DEPTH)
+  if (depth < LEARN_DEPTH)
     for (const { field, model } of fields)
       if (!hasLinkTable(field) && field.onDeleteBehavior === "cascade" && model.cot.objectTypeId)
         if (!registry.linkingGuarded(model.cot.objectTypeId))

@@ -104,7 +104,6 @@ import {
   type ApplyRequest,
 } from "./apply";
 import {
-  canonicalFromEntry,
   referenceQueries,
   stableJson,
   referencesFromRows,
@@ -118,8 +117,9 @@ const TRANSACTION_ATTRS = ["related_object_type", "related_object_types", "is_po
 
 /**
  * Gated changes the batch takes: removals (decision 0120) and lossy retypes (0126); keys and
- * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126).
- * Any other gated change keeps the transaction.
+ * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126);
+ * a field made required over empty rows, which only its flag changes (0136). Any other gated
+ * change keeps the transaction.
  */
 const BATCHED_GATES = new Set([
   "field_removed",
@@ -127,12 +127,12 @@ const BATCHED_GATES = new Set([
   "lossy_type_change",
   "unique_over_duplicates",
   "check_over_violations",
+  "required_over_empty_rows",
 ]);
 
 /**
  * Whether the batch takes the document: no retarget, no retype but those whose values the read
- * holds, no gated change but removals and lossy retypes, no swap of names, no relation to a type
- * it creates.
+ * holds, no gated change but those `BATCHED_GATES` names, no swap of names.
  */
 function batchable(
   doc: SchemaDocument,
@@ -142,20 +142,11 @@ function batchable(
 ): boolean {
   // a slug both kept and removed: the transaction's order decides
   if ((doc.removed_types ?? []).some((r) => doc.types.some((t) => t.slug === r.slug))) return false;
-  const creating = new Set(doc.types.filter((t) => !state.has(t.slug)).map((t) => t.slug));
   return doc.types.every((t, ti) => {
     const diff = diffs[ti]!;
     const db = state.get(t.slug);
     if (diff.destructive_changes.some((g) => !BATCHED_GATES.has(g.reason))) return false;
     if (db && keyViolation(t, db, reads) === "transaction") return false;
-    if (
-      t.fields.some((f) =>
-        [canonicalFromEntry(f).related_object_type, ...canonicalFromEntry(f).related_object_types]
-          .filter((r): r is string => !!r)
-          .some((r) => r.startsWith("custom-objects/") && creating.has(r.slice(15))),
-      )
-    )
-      return false;
     return diff.field_changes.every((c) => {
       if (c.op === "remove" || c.op === "add") return true;
       if (TRANSACTION_ATTRS.some((k) => c.changed_attrs?.[k])) return false;
@@ -209,6 +200,8 @@ export async function applyStaged(
     trash: reads.nextTrash(),
   };
   const { known, nested } = stageChoiceSets(ctx, batch, document, reads);
+  // the types the batch creates, by slug: fields staged after them may point at them (0136)
+  const pending = new Map<string, number>();
   // the document index of each type by its id, for errors the batch reports by table
   const typeAt = new Map<number, number>();
   const changes: { cots: Change[]; fields: Change[] } = { cots: [], fields: [] };
@@ -217,7 +210,7 @@ export async function applyStaged(
     const ti = document.types.indexOf(t);
     const at = `$.types[${ti}]`;
     const step = {
-      ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested },
+      ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested, pending },
       ...{ purge: request.purge, written, explain },
     };
     const existing = state.get(t.slug);
@@ -662,6 +655,8 @@ interface Step {
   known: KnownChoiceSets;
   /** The choice sets' nested forms by id, as the batch leaves them (for the records). */
   nested: ReadonlyMap<number, ApiRecord>;
+  /** The object type ids of the types created so far, by slug (`dependencyOrder`: targets first). */
+  pending: Map<string, number>;
   /** What answers a failed batch first: keyed retypes' counts (decision 0135), in order. */
   explain: Array<() => Promise<void>>;
 }
@@ -780,6 +775,50 @@ const nestedChoiceSet = (
   description: set.description,
 });
 
+/**
+ * Records naming types the batch creates (decision 0136): serialized without them (they do not
+ * exist yet, and a read would find nothing), then named as they will be once the batch lands.
+ */
+function pendingRecords(pending: ReadonlyMap<string, number>) {
+  const slugs = new Map([...pending].map(([slug, id]) => [id, slug]));
+  const without = (f: FieldRow): FieldRow => ({
+    ...f,
+    relatedObjectTypeId: slugs.has(f.relatedObjectTypeId ?? -1) ? null : f.relatedObjectTypeId,
+    relatedObjectTypeIds: (f.relatedObjectTypeIds ?? []).filter((id) => !slugs.has(id)),
+  });
+  const named = (id: number, serialized?: unknown) => {
+    const slug = slugs.get(id);
+    return slug === undefined ? serialized : { id, app_label: APP_LABEL, model: slug };
+  };
+  const patch = (record: ApiRecord, f: FieldRow): ApiRecord => {
+    const listed = (record.related_object_types as Array<{ id: number }> | undefined) ?? [];
+    const byId = new Map(listed.map((r) => [r.id, r]));
+    const single = f.relatedObjectTypeId;
+    return {
+      ...record,
+      ...(single != null && slugs.has(single) ? { related_object_type: named(single) } : {}),
+      ...((f.relatedObjectTypeIds ?? []).some((id) => slugs.has(id))
+        ? { related_object_types: f.relatedObjectTypeIds.map((id) => named(id, byId.get(id))) }
+        : {}),
+    };
+  };
+  return {
+    field: async (step: Step, f: FieldRow) =>
+      patch(await fieldRecord(step.ctx, without(f), step.nested), f),
+    type: async (step: Step, cot: CotRow, fields: FieldRow[], tags: ApiRecord[]) => {
+      const record = await typeRecord(step.ctx, cot, fields.map(without), tags, step.nested);
+      const rows = new Map(fields.map((f) => [f.id, f]));
+      const listed = record.fields as ApiRecord[] | undefined;
+      if (!Array.isArray(listed)) return record;
+      const patched = (r: ApiRecord) => {
+        const f = rows.get(r.id as number);
+        return f ? patch(r, f) : r;
+      };
+      return { ...record, fields: listed.map(patched) };
+    },
+  };
+}
+
 /** Added fields validated one after another against the fields before them, as rows. */
 async function addedRows(step: Step, cotId: number, siblings: FieldRow[], now: string) {
   const { ctx, t, at, diff } = step;
@@ -788,7 +827,7 @@ async function addedRows(step: Step, cotId: number, siblings: FieldRow[], now: s
   for (const change of diff.field_changes.filter((c) => c.op === "add")) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const draft = await atPath(`${at}.fields[${fi}]`, () =>
-      validateField(ctx, fieldInput(t.fields[fi]!), null, current, step.known),
+      validateField(ctx, fieldInput(t.fields[fi]!), null, current, step.known, step.pending),
     );
     const row: FieldRow = {
       ...draft,
@@ -816,6 +855,7 @@ async function stageNew(step: Step) {
   const now = nowIso();
   const draft = cotDraft(t, []);
   const base = newTypeRow(step.ids.cot++, step.ids.ot++, draft, now);
+  step.pending.set(t.slug, base.objectTypeId!);
   const fields = await addedRows(step, base.id, [], now);
   const keys = wantedKeys(t);
   const row = {
@@ -841,13 +881,13 @@ async function stageNew(step: Step) {
       action: "create",
       id: f.id,
       prechange: null,
-      postchange: await fieldRecord(ctx, f, step.nested),
+      postchange: await pendingRecords(step.pending).field(step, f),
     });
   step.changes.cots.push({
     action: "create",
     id: row.id,
     prechange: null,
-    postchange: await typeRecord(ctx, row, fields, [], step.nested),
+    postchange: await pendingRecords(step.pending).type(step, row, fields, []),
   });
 }
 
@@ -875,7 +915,7 @@ async function stageExisting(step: Step, existing: DbType) {
       action: "create",
       id: f.id,
       prechange: null,
-      postchange: await fieldRecord(ctx, f, step.nested),
+      postchange: await pendingRecords(step.pending).field(step, f),
     });
   }
   // the type's record as `updateCot` and `addFields` leave it, guarded on its stamp
@@ -908,7 +948,7 @@ async function stageExisting(step: Step, existing: DbType) {
     id: cot.id,
     // before: the sets as they were (read when the document changes one)
     prechange: await typeRecord(ctx, cot, existing.fields, tags, step.reads.nestedBefore(ctx)),
-    postchange: await typeRecord(ctx, afterCot, fieldsAfter, tags, step.nested),
+    postchange: await pendingRecords(step.pending).type(step, afterCot, fieldsAfter, tags),
   });
 }
 

@@ -3,14 +3,14 @@
  * fields by `schema_id`. It reads the database (to count values a type change would lose)
  * but never writes.
  */
-import { eq } from "drizzle-orm";
+import { eq, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { FieldRow } from "../objects/values";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
-import { fieldType } from "../field-types";
+import { fieldType, isFieldType } from "../field-types";
 import { normalizeTogether } from "./unique-together";
 import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
 import { countAdded, diffConditional } from "./constraints-apply";
@@ -201,27 +201,44 @@ const addition = (f: TypeEntry["fields"][number]): FieldChange => ({
 
 /**
  * The compound keys a document adds to an existing type, each with the scalar count of the rows
- * that share its values (null: a new or renamed field holds none yet) and its name for a count
- * read ahead (`PrefetchedCounts.added`, decision 0126).
+ * that share its values (`togetherCountSql`; null: not counted) and its name for a count read
+ * ahead (`PrefetchedCounts.added`, decision 0126).
  */
 export function addedTogether(t: TypeEntry, existing: DbType) {
   const haveKeys = new Set(normalizeTogether(existing.cot.uniqueTogether).map((s) => s.join(",")));
   return normalizeTogether(plainTogether(t.unique_together))
     .filter((set) => !haveKeys.has(set.join(",")))
-    .map((set) => {
-      const rows = set.map((n) =>
-        existing.fields.find(
-          (f) => f.name === n && t.fields.some((e) => e.id === f.schemaId && e.name === n),
-        ),
-      );
-      const count = rows.every((r) => r)
-        ? duplicatesCountSql(
-            existing.cot.id,
-            rows.map((r) => fieldColumns(r!)[0]!),
-          )
-        : null;
-      return { set, id: `together:${set.join(",")}`, count };
-    });
+    .map((set) => ({
+      set,
+      id: `together:${set.join(",")}`,
+      count: togetherCountSql(t, existing, set),
+    }));
+}
+
+/**
+ * The rows of today a new compound key would refuse, read before the apply moves anything
+ * (decision 0136): a kept field by its column, under its old name when the apply renames it; a
+ * field the apply adds by its default, which every row takes alike (none: NULL, which never
+ * clashes, so no row is refused). Null when a field is retyped or not the document's.
+ */
+function togetherCountSql(t: TypeEntry, existing: DbType, set: string[]): SQL | null {
+  const columns: string[] = [];
+  for (const name of set) {
+    const entry = t.fields.find((e) => e.name === name);
+    if (!entry) return null;
+    const row = existing.fields.find((f) => f.schemaId === entry.id);
+    if (!row) {
+      const filled =
+        entry.default != null && isFieldType(entry.type) && fieldType(entry.type).takesDefault;
+      if (!filled) return sql`0`;
+      continue;
+    }
+    const column = fieldColumns(row)[0];
+    if (!column || row.type !== entry.type) return null;
+    if (row.isPolymorphic !== (entry.is_polymorphic === true)) return null;
+    columns.push(column);
+  }
+  return duplicatesCountSql(existing.cot.id, columns);
 }
 
 /** Changed compound keys; a new one over rows that share its values is gated. */

@@ -101,6 +101,9 @@ export function duplicatesCountSql(
   from: SQL = ident(tableName(cotId)),
 ): SQL {
   const t = from;
+  // no column varies (a key over fields that every row fills alike): all rows share its values
+  if (!columns.length)
+    return sql`(SELECT CASE WHEN count(*) > 1 THEN count(*) ELSE 0 END FROM ${t}${where ? sql` WHERE ${where}` : sql``})`;
   const cols = sql.join(
     columns.map((c) => ident(c)),
     sql`, `,

@@ -12,12 +12,14 @@ import { ApiError } from "../../../core/errors";
 import { baseUrlOf } from "../../../core/http";
 import { readSchemaBody } from "./yaml-io";
 import { recordUrl } from "../../../core/models/define";
-import { writeTransaction } from "../../../core/rest/handlers";
+import { stagedWrite, writeTransaction, type WriteMeta } from "../../../core/rest/handlers";
 import { parseBool } from "../../../core/rest/query";
 import { PermanentJobError, type JobHandler } from "../../../services/tasks/queue";
 import { APP_LABEL, COT_MODEL } from "../constants";
 import { readApplyRequest } from "./apply";
 import { applySchemaLogged, asLongWrite } from "./change-log";
+import { applyStaged } from "./apply-staged";
+import { withRetry } from "../types/staged";
 
 export const SCHEMA_APPLY_TASK = "schema.apply";
 
@@ -123,6 +125,27 @@ async function recordProgress(
     .where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
 }
 
+/**
+ * The apply as the route runs it: off a local file, reads and one batch where the document
+ * allows (decisions 0111, 0136: on D1 the transaction answered 501 into the job); else the long
+ * write's transaction.
+ */
+async function applyInJob(
+  services: Services,
+  meta: WriteMeta,
+  request: ReturnType<typeof readApplyRequest>,
+) {
+  if (services.db.kind !== "local") {
+    const staged = await stagedWrite(services, meta, (ctx) =>
+      withRetry(ctx, (a) => applyStaged(a, request)),
+    );
+    if (staged !== "transaction") return staged;
+  }
+  return asLongWrite(services, () =>
+    writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request)),
+  );
+}
+
 /** The `schema.apply` handler: refusals end the job `errored` with the refusal as its data. */
 export function schemaApplyHandler(services: Services): JobHandler {
   return async (payload: SchemaApplyPayload, job) => {
@@ -132,10 +155,7 @@ export function schemaApplyHandler(services: Services): JobHandler {
       const request = readApplyRequest(payload.body, params);
       await recordProgress(services, job.id, request);
       const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
-      const result = await asLongWrite(services, () =>
-        writeTransaction(services, meta, null, (ctx) => applySchemaLogged(ctx, request)),
-      );
-      return { status_code: 200, ...result };
+      return { status_code: 200, ...(await applyInJob(services, meta, request)) };
     } catch (e) {
       // unexpected, or the database busy with another long write: retried (an apply is idempotent)
       if (!(e instanceof ApiError) || e instanceof DatabaseBusyError) throw e;

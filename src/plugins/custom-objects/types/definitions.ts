@@ -8,7 +8,15 @@ import { ErrorCollector } from "../../../core/errors";
 import { outsideConstraints } from "../../../core/models/batch-failure";
 import type { WriteContext } from "../../../core/rest/resource";
 import * as v from "valibot";
-import { NAME_RE, RESERVED_SLUGS, SLUG_RE, LINKABLE_APPS, upstreamAppLabel } from "../constants";
+import {
+  APP_LABEL,
+  NAME_RE,
+  RESERVED_SLUGS,
+  SLUG_RE,
+  LINKABLE_APPS,
+  upstreamAppLabel,
+} from "../constants";
+import { parseLabel } from "../../../core/object-types";
 import { fieldType } from "../field-types";
 import {
   isPep440,
@@ -124,10 +132,13 @@ const RestFieldSchema = v.strictObject({
 /** One field definition under validation: the request, the stored field and the draft so far. */
 /** Choice sets by name, read ahead (a batched apply, decision 0119): no read of its own. */
 export type KnownChoiceSets = ReadonlyMap<string, { id: number; extraChoices: [string, string][] }>;
+/** The object type ids of custom object types the same batch creates, by slug (decision 0136). */
+export type PendingTypes = ReadonlyMap<string, number>;
 
 interface FieldCheck {
   ctx: WriteContext;
   known?: KnownChoiceSets;
+  pending?: PendingTypes;
   input: Record<string, unknown>;
   existing: FieldRow | null;
   draft: FieldDraft;
@@ -147,6 +158,8 @@ export async function validateField(
   existing: FieldRow | null,
   siblings: FieldRow[],
   known?: KnownChoiceSets,
+  /** Types a batched apply creates before this field: it may point at them (decision 0136). */
+  pending?: PendingTypes,
 ): Promise<FieldDraft> {
   const errors = new ErrorCollector();
   input = upstreamSpellings(input);
@@ -157,7 +170,7 @@ export async function validateField(
   for (const issue of fieldRuleIssues(merged, (k) => has(input, k)))
     errors.add(issue.key, issue.message);
   const fine = (key: string) => !errors.errors[key];
-  const check: FieldCheck = { ctx, known, input, existing, draft, kind, errors, fine };
+  const check: FieldCheck = { ctx, known, pending, input, existing, draft, kind, errors, fine };
 
   // references, resolved only where the rules allow them
   await resolveChoiceSet(check);
@@ -253,15 +266,17 @@ async function resolveRelatedTypes(check: FieldCheck) {
   }
 }
 
+/** An object type by any of its spellings; one the same batch creates by its label. */
+async function targetOf({ ctx, pending }: FieldCheck, value: unknown) {
+  const label = pending && typeof value === "string" ? parseLabel(value) : null;
+  const id = label?.appLabel === APP_LABEL ? pending?.get(label.model) : undefined;
+  if (label && id !== undefined) return { id, appLabel: label.appLabel, model: label.model };
+  return ctx.services.objectTypes.resolve(value, ctx.db);
+}
+
 /** `related_object_types` of a polymorphic field: a non-empty list of linkable types. */
-async function resolvePolymorphicTargets({
-  ctx,
-  input,
-  existing,
-  draft,
-  errors,
-  fine,
-}: FieldCheck) {
+async function resolvePolymorphicTargets(check: FieldCheck) {
+  const { ctx, input, existing, draft, errors, fine } = check;
   if (has(input, "related_object_types") && fine("related_object_types")) {
     const raw = input.related_object_types;
     if (!Array.isArray(raw) || raw.length === 0)
@@ -272,7 +287,7 @@ async function resolvePolymorphicTargets({
     else {
       const ids: number[] = [];
       for (const item of raw) {
-        const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
+        const ot = await targetOf(check, item);
         if (!ot) errors.add("related_object_types", `Unknown object type: ${JSON.stringify(item)}`);
         else if (!(await isLinkable(ctx, ot)))
           errors.add(
@@ -294,13 +309,14 @@ async function resolvePolymorphicTargets({
 }
 
 /** `related_object_type` of a single-type object field: a linkable type. */
-async function resolveSingleTarget({ ctx, input, existing, draft, errors, fine }: FieldCheck) {
+async function resolveSingleTarget(check: FieldCheck) {
+  const { ctx, input, existing, draft, errors, fine } = check;
   if (
     has(input, "related_object_type") &&
     input.related_object_type !== null &&
     fine("related_object_type")
   ) {
-    const ot = await ctx.services.objectTypes.resolve(input.related_object_type, ctx.db);
+    const ot = await targetOf(check, input.related_object_type);
     if (!ot)
       errors.add(
         "related_object_type",
