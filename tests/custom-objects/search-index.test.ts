@@ -23,7 +23,8 @@ import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
 let t: TestApp;
 let cot: { id: number; slug: string };
 /** The type's rowid range in the shared index (decision 0130), as SQL. */
-const range = () => `BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`;
+const range = () =>
+  `BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`;
 const pendingCount = async () =>
   Number(
     (
@@ -34,8 +35,11 @@ const pendingCount = async () =>
   );
 const entryCount = async () =>
   Number(
-    (await t.deps.db.client.execute(`SELECT count(*) AS n FROM co_search_docsize WHERE id ${range()}`))
-      .rows[0]!.n,
+    (
+      await t.deps.db.client.execute(
+        `SELECT count(*) AS n FROM co_search_docsize WHERE id ${range()}`,
+      )
+    ).rows[0]!.n,
   );
 const markAllPending = () =>
   t.deps.db.client.execute(
