@@ -273,6 +273,21 @@ export function syncIndexStatements(
   return statements && { statements, pending: true };
 }
 
+/** The columns the index holds for the type's fields and table as they are; null: no table. */
+async function currentColumns(db: Executor, cotId: number): Promise<string[] | null> {
+  const t = tableName(cotId);
+  const present = new Set(
+    ((await db.all(sql`SELECT name FROM pragma_table_info(${t})`)) as { name: string }[]).map(
+      (r) => r.name,
+    ),
+  );
+  if (!present.size) return null;
+  const fields = (await db.all(
+    sql`SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} ORDER BY id`,
+  )) as IndexField[];
+  return indexedColumns(fields).filter((c) => present.has(c));
+}
+
 /**
  * Makes the triggers match the type's current fields (read in the caller's transaction):
  * nothing when they already do, else the ones that differ made again with every row pending
@@ -285,17 +300,8 @@ export async function syncSearchIndex(
   cotId: number,
   stored?: Map<string, string>,
 ): Promise<boolean> {
-  const t = tableName(cotId);
-  const present = new Set(
-    ((await db.all(sql`SELECT name FROM pragma_table_info(${t})`)) as { name: string }[]).map(
-      (r) => r.name,
-    ),
-  );
-  if (!present.size) return false;
-  const fields = (await db.all(
-    sql`SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} ORDER BY id`,
-  )) as IndexField[];
-  const columns = indexedColumns(fields).filter((c) => present.has(c));
+  const columns = await currentColumns(db, cotId);
+  if (!columns) return false;
   const statements = changeStatements(cotId, columns, stored ?? (await readIndexSchema(db, cotId)));
   for (const s of statements ?? []) await db.run(sql.raw(s));
   return statements !== null;
@@ -716,18 +722,17 @@ export async function upgradeSearchIndexes(db: Database): Promise<number[]> {
         .map((m) => Number(m[1])),
     ),
   ];
+  // one atomic batch per type (no interactive transaction: D1 has none)
   for (const cotId of ids) {
-    const { fts, pending } = {
-      fts: `${tableName(cotId)}_fts`,
-      pending: `${tableName(cotId)}_fts_pending`,
-    };
-    await db.transaction(async (tx) => {
-      for (const name of triggerNames(cotId))
-        await tx.run(sql.raw(`DROP TRIGGER IF EXISTS ${q(name)}`));
-      await tx.run(sql.raw(`DROP TABLE IF EXISTS ${q(fts)}`));
-      await tx.run(sql.raw(`DROP TABLE IF EXISTS ${q(pending)}`));
-      await syncSearchIndex(tx, cotId, new Map());
-    });
+    const own = [`${tableName(cotId)}_fts`, `${tableName(cotId)}_fts_pending`];
+    const drops = [
+      ...triggerNames(cotId).map((name) => `DROP TRIGGER IF EXISTS ${q(name)}`),
+      ...own.map((name) => `DROP TABLE IF EXISTS ${q(name)}`),
+    ];
+    const columns = await currentColumns(db.orm, cotId);
+    const make = columns ? (changeStatements(cotId, columns, new Map()) ?? []) : [];
+    const [first, ...rest] = [...drops, ...make].map((s) => db.orm.run(sql.raw(s)));
+    await db.write([first!, ...rest]);
   }
   // before serving: bigger batches than a running server's
   if (ids.length) await flushAllSearchIndexes(db, ids.filter(indexable), 2000);
