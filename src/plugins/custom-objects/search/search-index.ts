@@ -49,9 +49,9 @@ const q = (name: string) => {
 };
 
 /** The shared FTS5 table, its row-size shadow table and the pending table (migration 0012). */
-export const SEARCH_TABLE = "co_search";
+const SEARCH_TABLE = "co_search";
 const DOCSIZE_TABLE = `${SEARCH_TABLE}_docsize`;
-export const PENDING_TABLE = "co_search_pending";
+const PENDING_TABLE = "co_search_pending";
 /** Object ids a type's rowid range holds: 0 ≤ id < 2^40. Others stay pending for good. */
 const ID_SPAN = 1_099_511_627_776;
 /** Type ids whose range fits a 64-bit rowid: below 2^23. A type past it is not indexed. */
@@ -587,7 +587,9 @@ const phrase = (needle: string) => `"${asciiLower(needle).replace(/"/g, '""')}"`
  * A needle the index answers for: three characters at least (a trigram phrase needs them), and
  * neither separator of `objectText` (a phrase with one could match across two fields or items).
  */
-const coverable = (needle: string) => [...needle].length >= 3 && !/[\u001e\u001f]/.test(needle);
+const coverable = (needle: string) =>
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the separators are control characters
+  [...needle].length >= 3 && !/[\u001e\u001f]/.test(needle);
 
 /** An FTS5 query: any of `needles` as a phrase. */
 const matchExpression = (needles: string[]) => needles.map(phrase).join(" OR ");
