@@ -10,6 +10,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { doc, SCHEMA } from "../schema/helpers";
 import { addField, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;
@@ -153,4 +154,43 @@ test("ids outside a type's rowid range stay pending for good; searches stay exac
   await flush();
   expect(await pending(cot.id)).toBe(0);
   expect(await found(cot.slug, "q=faraway")).toEqual({ count: 1, ids: [inside.id] });
+});
+
+test("a type trashed by an apply loses its entries; restored, it is searched exactly and indexed again", async () => {
+  const apply = (body: Record<string, unknown>) =>
+    t.json("POST", `${SCHEMA}/apply/`, { body: { allow_destructive: true, ...body } });
+  const fields = [
+    { id: 1, name: "title", type: "text", primary: true },
+    { id: 2, name: "notes", type: "longtext" },
+  ];
+  const made = await apply({ schema: doc([{ name: "binned", slug: "binned", fields }]) });
+  expect(made.status, JSON.stringify(made.body)).toBe(200);
+  const ids = [];
+  for (const title of ["binned kiwi", "binned lime", "plain"])
+    ids.push((await create(t, "binned", { title, notes: null })).id);
+  const cotId = (await t.json("GET", `${CO}/custom-object-types/?slug=binned`)).body.results[0].id;
+  await flush();
+  expect(await entries(cotId)).toBe(3);
+
+  const removal = { schema_version: "1", types: [], removed_types: [{ slug: "binned" }] };
+  const removed = await apply({ schema: removal });
+  expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+  expect(await pending(cotId)).toBe(3);
+  await flush();
+  expect({ pending: await pending(cotId), entries: await entries(cotId) }).toEqual({
+    pending: 0,
+    entries: 0,
+  });
+
+  const restored = await t.json("POST", `${SCHEMA}/trash/${removed.body.trash[0]}/restore/`);
+  expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+  expect(await pending(cotId)).toBe(3);
+  expect(await found("binned", "q=binned")).toEqual({ count: 2, ids: ids.slice(0, 2) });
+  await flush();
+  expect({ pending: await pending(cotId), entries: await entries(cotId) }).toEqual({
+    pending: 0,
+    entries: 3,
+  });
+  expect(await found("binned", "q=binned")).toEqual({ count: 2, ids: ids.slice(0, 2) });
+  expect(await found("binned", "title__ic=lime")).toEqual({ count: 1, ids: [ids[1]] });
 });
