@@ -192,5 +192,5 @@ test("a type trashed by an apply loses its entries; restored, it is searched exa
     entries: 3,
   });
   expect(await found("binned", "q=binned")).toEqual({ count: 2, ids: ids.slice(0, 2) });
-  expect(await found("binned", "title__ic=lime")).toEqual({ count: 1, ids: [ids[1]] });
+  expect(await found("binned", "title__ic=lime")).toEqual({ count: 1, ids: [ids[1]!] });
 });
