@@ -99,10 +99,16 @@ for (const rows of SIZES) {
   t0 = performance.now();
   await flushSearchIndexesNow(servicesOf(t.app));
   const flushSecs = (performance.now() - t0) / 1000;
-  const fts = (await db.client.execute(`SELECT count(*) AS n FROM ${table}_fts_docsize`)).rows[0]!
-    .n;
-  const pending = (await db.client.execute(`SELECT count(*) AS n FROM ${table}_fts_pending`))
-    .rows[0]!.n;
+  // the type's entries in the shared index (decision 0130): its rowid range
+  const typeId = Number(table.slice("co_".length));
+  const fts = (
+    await db.client.execute(
+      `SELECT count(*) AS n FROM co_search_docsize WHERE id BETWEEN ${typeId} * 1099511627776 AND ${typeId} * 1099511627776 + 1099511627775`,
+    )
+  ).rows[0]!.n;
+  const pending = (
+    await db.client.execute(`SELECT count(*) AS n FROM co_search_pending WHERE type_id = ${typeId}`)
+  ).rows[0]!.n;
 
   const time = async (path: string) => {
     const ms: number[] = [];

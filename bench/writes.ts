@@ -134,30 +134,24 @@ const withGroup = (on: boolean) => {
   // without group commit: each write transaction of its own on the serialised connection
   db.transaction = on ? group : (work) => db.orm.transaction(work);
 };
+// The type's full-text index is its three triggers into the shared pending table (decision 0130).
 const ftsStatements = (
   await db.client.execute({
-    sql: "SELECT sql FROM sqlite_master WHERE name LIKE ? ORDER BY type DESC, name",
+    sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE ? ORDER BY name",
     args: [`${table}_fts%`],
   })
-).rows
-  .map((r) => String(r.sql))
-  .filter((s) => s.startsWith("CREATE VIRTUAL") || s.startsWith("CREATE TRIGGER"));
+).rows.map((r) => String(r.sql));
 const withIndex = async (on: boolean) => {
   const present = (
     await db.client.execute({
-      sql: "SELECT count(*) AS n FROM sqlite_master WHERE name = ?",
-      args: [`${table}_fts`],
+      sql: "SELECT count(*) AS n FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+      args: [`${table}_fts_ai`],
     })
   ).rows[0]!.n;
-  if (on && !present) {
-    for (const s of ftsStatements) await db.client.execute(s);
-    await db.client.execute(`INSERT INTO ${table}_fts(${table}_fts) VALUES ('rebuild')`);
-  }
-  if (!on && present) {
+  if (on && !present) for (const s of ftsStatements) await db.client.execute(s);
+  if (!on && present)
     for (const s of ["_ai", "_ad", "_au"])
       await db.client.execute(`DROP TRIGGER IF EXISTS ${table}_fts${s}`);
-    await db.client.execute(`DROP TABLE IF EXISTS ${table}_fts`);
-  }
 };
 
 console.log(

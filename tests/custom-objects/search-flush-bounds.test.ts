@@ -20,7 +20,7 @@ const pendingCount = async () =>
   Number(
     (
       (await t.deps.db.orm.all(
-        sql.raw(`SELECT count(*) AS n FROM "co_${cotId}_fts_pending"`),
+        sql.raw(`SELECT count(*) AS n FROM co_search_pending WHERE type_id = ${cotId}`),
       )) as Array<{ n: number }>
     )[0]!.n,
   );
@@ -87,7 +87,9 @@ describe("bounded flushes", () => {
     expect((await t.req("DELETE", `${CO}/note/${id}/`)).status).toBe(204);
     await flushSearchIndexesNow(t.app.services);
     const rows = (await t.deps.db.orm.all(
-      sql.raw(`SELECT count(*) AS n FROM "co_${cotId}_fts_docsize" WHERE id = ${Number(id)}`),
+      sql.raw(
+        `SELECT count(*) AS n FROM co_search_docsize WHERE id = ${cotId} * 1099511627776 + ${Number(id)}`,
+      ),
     )) as Array<{ n: number }>;
     expect(Number(rows[0]!.n)).toBe(0);
     expect((await t.json("GET", `${CO}/note/?q=mid-5`)).body.count).toBe(0);

@@ -25,14 +25,14 @@ afterAll(() => t.close());
 const exec = (sql: string, args: Array<string | number> = []) =>
   t.deps.db.client.execute({ sql, args });
 const pendingIds = async () =>
-  (await exec(`SELECT id FROM "co_${cotId}_fts_pending" ORDER BY id`)).rows.map((r) =>
-    Number(r.id),
+  (await exec(`SELECT id FROM co_search_pending WHERE type_id = ${cotId} ORDER BY id`)).rows.map(
+    (r) => Number(r.id),
   );
 /** Ids whose index entry matches `needle` (lower case, as the index holds text), pending or not. */
 const indexHas = async (needle: string) =>
   (
     await exec(
-      `SELECT rowid AS id FROM "co_${cotId}_fts" WHERE "co_${cotId}_fts" MATCH ? ORDER BY rowid`,
+      `SELECT rowid - ${cotId} * 1099511627776 AS id FROM co_search WHERE co_search MATCH ? AND rowid BETWEEN ${cotId} * 1099511627776 AND ${cotId} * 1099511627776 + 1099511627775 ORDER BY rowid`,
       [`"${needle}"`],
     )
   ).rows.map((r) => Number(r.id));

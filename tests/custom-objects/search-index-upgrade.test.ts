@@ -11,6 +11,8 @@ import {
   indexStatements,
   readIndexSchema,
 } from "../../src/plugins/custom-objects/search/search-index";
+import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, create, makeCot } from "./fixtures";
 
@@ -63,7 +65,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-test("the stored definition must be the current one, pending table and triggers included", async () => {
+test("the stored definition must be the current one, every trigger included", async () => {
   const current = await readIndexSchema(t.deps.db.orm, cot.id);
   expect(indexMatches(current, cot.id, ["title", "notes"])).toBe(true);
   expect(current.size).toBe(indexStatements(cot.id, ["title", "notes"]).length);
@@ -77,12 +79,58 @@ test("the stored definition must be the current one, pending table and triggers 
   }
 });
 
+/** The type's own index parts and the shared index's entries and pending rows for it. */
+async function state() {
+  const c = t.deps.db.client;
+  const n = async (q: string) => Number((await c.execute(q)).rows[0]!.n);
+  const own = await c.execute({
+    sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB ? ORDER BY name",
+    args: [`co_${cot.id}_fts*`],
+  });
+  return {
+    ownTables: own.rows.map((r) => String(r.name)),
+    entries: await n(`SELECT count(*) AS n FROM co_search_docsize WHERE id ${range()}`),
+    pending: await n(`SELECT count(*) AS n FROM co_search_pending WHERE type_id = ${cot.id}`),
+    triggers: [...(await readIndexSchema(t.deps.db.orm, cot.id)).values()],
+  };
+}
+const range = () =>
+  `BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`;
+/** Drops the type's current triggers and its shared entries (a database before decision 0130). */
+async function dropCurrent() {
+  const c = t.deps.db.client;
+  for (const name of indexStatements(cot.id, ["title", "notes"]).map((s) => s.name))
+    await c.execute(`DROP TRIGGER IF EXISTS "${name}"`);
+  await c.execute(`DELETE FROM co_search WHERE rowid ${range()}`);
+  await c.execute(`DELETE FROM co_search_pending WHERE type_id = ${cot.id}`);
+}
+/** After the migrations: the shared index only, every row in it, answers as a scan's. */
+async function expectUpgraded(needle: string, expected: number[]) {
+  await bumpShape();
+  expect(await state()).toEqual({
+    ownTables: [],
+    entries: 40,
+    pending: 0,
+    triggers: indexStatements(cot.id, ["title", "notes"]).map((s) => s.sql),
+  });
+  expect(await ids(`q=${needle}`)).toEqual(expected);
+  // now through the shared index: its entries for the type removed, it finds nothing
+  await t.deps.db.client.execute(`DELETE FROM co_search WHERE rowid ${range()}`);
+  expect(await ids(`q=${needle}`)).toEqual([]);
+  // a second run finds nothing to upgrade and leaves the index alone
+  await runMigrations(t.deps.db);
+  expect(await ids(`q=${needle}`)).toEqual([]);
+  // put back for the next test
+  await t.deps.db.client.execute(
+    `INSERT OR IGNORE INTO co_search_pending(type_id, id) SELECT ${cot.id}, id FROM co_${cot.id}`,
+  );
+  await runMigrations(t.deps.db);
+  await flushSearchIndexesNow(servicesOf(t.app));
+}
+
 test("an index of the older form is not trusted, and the migrations upgrade it", async () => {
   const c = t.deps.db.client;
-  for (const name of ["co_%_fts_ai", "co_%_fts_ad", "co_%_fts_au"])
-    await c.execute(`DROP TRIGGER IF EXISTS "${name.replace("%", String(cot.id))}"`);
-  await c.execute(`DROP TABLE "co_${cot.id}_fts"`);
-  await c.execute(`DROP TABLE "co_${cot.id}_fts_pending"`);
+  await dropCurrent();
   for (const s of oldForm(cot.id)) await c.execute(s);
   await bumpShape();
   const expected = await scan("alpha");
@@ -93,46 +141,43 @@ test("an index of the older form is not trusted, and the migrations upgrade it",
 
   await runMigrations(t.deps.db);
   await bumpShape();
-  const def = await c.execute({
-    sql: "SELECT sql FROM sqlite_master WHERE name = ?",
-    args: [`co_${cot.id}_fts`],
-  });
-  expect(String(def.rows[0]!.sql)).toContain("contentless_delete=1");
-  expect(
-    Number((await c.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`)).rows[0]!.n),
-  ).toBe(0);
-  expect(
-    Number((await c.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_docsize"`)).rows[0]!.n),
-  ).toBe(40);
-  expect(await ids("q=alpha")).toEqual(expected);
   expect(await ids("notes__ic=lpha 1")).toEqual(
     (await scan("lpha 1")).filter((id) => expected.includes(id)),
   );
-  // now through the index: emptied, it finds nothing
-  await c.execute(`INSERT INTO "co_${cot.id}_fts"("co_${cot.id}_fts") VALUES ('delete-all')`);
-  expect(await ids("q=alpha")).toEqual([]);
-  // a second run finds nothing to upgrade and leaves the index alone
-  await runMigrations(t.deps.db);
-  expect(await ids("q=alpha")).toEqual([]);
+  await expectUpgraded("alpha", expected);
 });
 
-test("an index of decision 0056's form (case-folding trigrams over the raw text) is rebuilt with LIKE's folding (0081)", async () => {
+/**
+ * The per-type index of decisions 0056/0081 (verbatim): a contentless FTS5 table over the
+ * lowered columns, a pending table of ids and three triggers adding to it.
+ */
+function perTypeForm(id: number): string[] {
+  const t = `"co_${id}"`;
+  const f = `"co_${id}_fts"`;
+  const p = `"co_${id}_fts_pending"`;
+  const list = `"title", "notes"`;
+  const mark = (row: string) => `INSERT OR IGNORE INTO ${p}(id) VALUES (${row}.id);`;
+  return [
+    `CREATE VIRTUAL TABLE ${f} USING fts5(${list}, content='', contentless_delete=1, tokenize='trigram case_sensitive 1')`,
+    `CREATE TABLE ${p} (id INTEGER PRIMARY KEY)`,
+    `CREATE TRIGGER "co_${id}_fts_ai" AFTER INSERT ON ${t} BEGIN ${mark("new")} END`,
+    `CREATE TRIGGER "co_${id}_fts_ad" AFTER DELETE ON ${t} BEGIN ${mark("old")} END`,
+    `CREATE TRIGGER "co_${id}_fts_au" AFTER UPDATE OF "id", ${list} ON ${t} BEGIN ${mark("old")} ${mark("new")} END`,
+    // most rows indexed, the last ten still pending, as a running server leaves them
+    `INSERT INTO ${f}(rowid, "title", "notes") SELECT id, lower("title"), lower("notes") FROM ${t} WHERE id <= (SELECT max(id) - 10 FROM ${t})`,
+    `INSERT INTO ${p}(id) SELECT id FROM ${t} WHERE id > (SELECT max(id) - 10 FROM ${t})`,
+  ];
+}
+
+test("a database with an index per type (decisions 0056/0081) is moved to the shared index at start-up", async () => {
   const c = t.deps.db.client;
-  const current = indexStatements(cot.id, ["title", "notes"]);
-  const f = `"co_${cot.id}_fts"`;
-  await c.execute(`DROP TABLE ${f}`);
-  // 0056's definition: the same but for the tokenizer, filled with the text as it is
-  await c.execute(
-    current[0]!.sql.replace("tokenize='trigram case_sensitive 1'", "tokenize='trigram'"),
-  );
-  await c.execute(
-    `INSERT INTO ${f}(rowid, "title", "notes") SELECT id, "title", "notes" FROM "co_${cot.id}"`,
-  );
+  await dropCurrent();
+  for (const s of perTypeForm(cot.id)) await c.execute(s);
   await bumpShape();
   const expected = await scan("ALPHA");
   expect(expected.length).toBeGreaterThan(10);
-  // not trusted: an emptied old index changes nothing (the list scans)
-  await c.execute(`INSERT INTO ${f}(${f}) VALUES ('delete-all')`);
+  // not trusted: its triggers are not the current ones (the list scans)
+  await c.execute(`INSERT INTO "co_${cot.id}_fts"("co_${cot.id}_fts") VALUES ('delete-all')`);
   const r = await t.json("GET", `${CO}/${cot.slug}/?q=ALPHA&limit=5`);
   expect({ count: r.body.count, first: r.body.results[0].id }).toEqual({
     count: expected.length,
@@ -141,17 +186,10 @@ test("an index of decision 0056's form (case-folding trigrams over the raw text)
 
   await runMigrations(t.deps.db);
   await bumpShape();
-  const def = await c.execute({
-    sql: "SELECT sql FROM sqlite_master WHERE name = ?",
-    args: [`co_${cot.id}_fts`],
-  });
-  expect(String(def.rows[0]!.sql)).toBe(current[0]!.sql);
   const after = await t.json("GET", `${CO}/${cot.slug}/?q=ALPHA&limit=5`);
   expect({ count: after.body.count, first: after.body.results[0].id }).toEqual({
     count: expected.length,
     first: expected[0],
   });
-  // through the rebuilt index: emptied, it finds nothing
-  await c.execute(`INSERT INTO ${f}(${f}) VALUES ('delete-all')`);
-  expect((await t.json("GET", `${CO}/${cot.slug}/?q=ALPHA`)).body.count).toBe(0);
+  await expectUpgraded("ALPHA", expected);
 });

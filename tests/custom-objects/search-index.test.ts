@@ -22,11 +22,28 @@ import { addField, choiceSet, CO, create, makeCot } from "./fixtures";
 
 let t: TestApp;
 let cot: { id: number; slug: string };
-const fts = () => `co_${cot.id}_fts`;
+/** The type's rowid range in the shared index (decision 0130), as SQL. */
+const range = () =>
+  `BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`;
 const pendingCount = async () =>
   Number(
-    (await t.deps.db.client.execute(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`))
-      .rows[0]!.n,
+    (
+      await t.deps.db.client.execute(
+        `SELECT count(*) AS n FROM co_search_pending WHERE type_id = ${cot.id}`,
+      )
+    ).rows[0]!.n,
+  );
+const entryCount = async () =>
+  Number(
+    (
+      await t.deps.db.client.execute(
+        `SELECT count(*) AS n FROM co_search_docsize WHERE id ${range()}`,
+      )
+    ).rows[0]!.n,
+  );
+const markAllPending = () =>
+  t.deps.db.client.execute(
+    `INSERT OR IGNORE INTO co_search_pending(type_id, id) SELECT ${cot.id}, id FROM "co_${cot.id}"`,
   );
 const flush = () => flushSearchIndexesNow(servicesOf(t.app));
 
@@ -176,29 +193,22 @@ describe("full-text index", () => {
   test("exists after the fields are added; the rows written are indexed shortly after, by themselves", async () => {
     const def = await t.deps.db.client.execute({
       sql: "SELECT sql FROM sqlite_master WHERE name = ?",
-      args: [fts()],
+      args: ["co_search"],
     });
     expect(String(def.rows[0]!.sql)).toContain("contentless_delete=1");
     expect(await drained()).toBe(true);
-    const rs = await t.deps.db.client.execute(`SELECT count(*) AS n FROM "${fts()}_docsize"`);
-    expect(Number(rs.rows[0]!.n)).toBe(rows.length);
+    expect(await entryCount()).toBe(rows.length);
     // one more through the API: pending at once, indexed by the scheduled flush
     const obj = await create(t, cot.slug, { title: "flushme", notes: null, n: 0 });
     expect(await drained()).toBe(true);
     expect(await ids("title__ic=flushm")).toEqual([obj.id]);
     expect((await t.json("DELETE", `${CO}/${cot.slug}/${obj.id}/`)).status).toBe(204);
     expect(await drained()).toBe(true);
-    expect(
-      Number(
-        (await t.deps.db.client.execute(`SELECT count(*) AS n FROM "${fts()}_docsize"`)).rows[0]!.n,
-      ),
-    ).toBe(rows.length);
+    expect(await entryCount()).toBe(rows.length);
   });
 
   test("q and the text lookups answer exactly the rows a scan returns, with every row pending", async () => {
-    await t.deps.db.client.execute(
-      `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT id FROM "co_${cot.id}"`,
-    );
+    await markAllPending();
     expect(await pendingCount()).toBe(rows.length);
     await expectScanAnswers();
   });
@@ -230,20 +240,20 @@ describe("full-text index", () => {
     const before = await ids("q=alpha");
     expect(before.length).toBeGreaterThan(0);
     await flush();
-    await t.deps.db.client.execute(`INSERT INTO "${fts()}"("${fts()}") VALUES ('delete-all')`);
+    // the type's own entries, by its rowid range (the other types' stay)
+    await t.deps.db.client.execute(`DELETE FROM co_search WHERE rowid ${range()}`);
+    expect(await entryCount()).toBe(0);
     try {
       expect(await ids("q=alpha")).toEqual([]);
       expect(await ids("title__ic=alpha")).toEqual([]);
       expect((await ids("q=al")).length).toBeGreaterThan(0); // two characters: a scan
       // a pending row is a candidate even when the index lacks it
       await t.deps.db.client.execute(
-        `INSERT INTO "co_${cot.id}_fts_pending"(id) VALUES (${before[0]})`,
+        `INSERT INTO co_search_pending(type_id, id) VALUES (${cot.id}, ${before[0]})`,
       );
       expect(await ids("q=alpha")).toEqual([before[0]!]);
     } finally {
-      await t.deps.db.client.execute(
-        `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT id FROM "co_${cot.id}"`,
-      );
+      await markAllPending();
       await flush();
     }
     expect(await ids("q=alpha")).toEqual(before);
@@ -255,7 +265,7 @@ describe("full-text index", () => {
     // counts by that text; a scan of the matches (the path before decision 0081) would not.
     const obj = await create(t, cot.slug, { title: "wombatish", notes: null, n: 2 });
     await flush();
-    const au = `${fts()}_au`;
+    const au = `co_${cot.id}_fts_au`;
     const db = t.deps.db.client;
     const trigger = (
       await db.execute({ sql: "SELECT sql FROM sqlite_master WHERE name = ?", args: [au] })
@@ -326,7 +336,7 @@ describe("full-text index", () => {
     expect(await ids("q=platyp")).toEqual([]);
     const sqlRow = await t.deps.db.client.execute({
       sql: "SELECT sql FROM sqlite_master WHERE name = ?",
-      args: [fts()],
+      args: [`co_${cot.id}_fts_au`],
     });
     expect(String(sqlRow.rows[0]!.sql)).toContain('"remarks"');
     expect(String(sqlRow.rows[0]!.sql)).not.toContain('"extra"');
@@ -361,7 +371,7 @@ describe("full-text index", () => {
     const services = servicesOf(t.app);
     const markPending = () =>
       t.deps.db.client.execute(
-        `INSERT OR IGNORE INTO "co_${cot.id}_fts_pending"(id) SELECT min(id) FROM "co_${cot.id}"`,
+        `INSERT OR IGNORE INTO co_search_pending(type_id, id) SELECT ${cot.id}, min(id) FROM "co_${cot.id}"`,
       );
     // delay 80 ms, longest wait 400 ms, on a clock this test moves
     const clock = manualTimers();

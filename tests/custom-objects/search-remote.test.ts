@@ -55,7 +55,10 @@ const scan = async (where: string, args: string[]) =>
     await direct.execute({ sql: `SELECT id FROM co_${cotId} WHERE ${where} ORDER BY id`, args })
   ).rows.map((r) => Number(r.id));
 const pending = async () =>
-  Number((await direct.execute(`SELECT count(*) AS n FROM co_${cotId}_fts_pending`)).rows[0]!.n);
+  Number(
+    (await direct.execute(`SELECT count(*) AS n FROM co_search_pending WHERE type_id = ${cotId}`))
+      .rows[0]!.n,
+  );
 
 const CASES: Array<[string, string, string[]]> = [
   ["q=alpha", "title LIKE ? OR notes LIKE ?", ["%alpha%", "%alpha%"]],
@@ -68,7 +71,7 @@ const CASES: Array<[string, string, string[]]> = [
 test("the index exists on the remote database in its contentless, deletable form", async () => {
   const def = await direct.execute({
     sql: "SELECT sql FROM sqlite_master WHERE name = ?",
-    args: [`co_${cotId}_fts`],
+    args: ["co_search"],
   });
   expect(String(def.rows[0]!.sql)).toContain("contentless_delete=1");
   expect(String(def.rows[0]!.sql)).toContain("trigram");
@@ -77,7 +80,7 @@ test("the index exists on the remote database in its contentless, deletable form
 test("answers are exactly a scan's, with rows pending and after the flush", async () => {
   // On a remote database nothing flushes by timer in the tests' time: the rows are pending.
   await direct.execute(
-    `INSERT OR IGNORE INTO co_${cotId}_fts_pending(id) SELECT id FROM co_${cotId}`,
+    `INSERT OR IGNORE INTO co_search_pending(type_id, id) SELECT ${cotId}, id FROM co_${cotId}`,
   );
   expect(await pending()).toBeGreaterThan(0);
   for (const [query, where, args] of CASES)
@@ -85,7 +88,13 @@ test("answers are exactly a scan's, with rows pending and after the flush", asyn
   await flushSearchIndexesNow(servicesOf(t.app));
   expect(await pending()).toBe(0);
   expect(
-    Number((await direct.execute(`SELECT count(*) AS n FROM co_${cotId}_fts_docsize`)).rows[0]!.n),
+    Number(
+      (
+        await direct.execute(
+          `SELECT count(*) AS n FROM co_search_docsize WHERE id BETWEEN ${cotId} * 1099511627776 AND ${cotId} * 1099511627776 + 1099511627775`,
+        )
+      ).rows[0]!.n,
+    ),
   ).toBe(5);
   for (const [query, where, args] of CASES)
     expect(await ids(query)).toEqual(await scan(where, args));

@@ -687,7 +687,7 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
     Number(
       (
         (await t.deps.db.orm.all(
-          sql.raw(`SELECT count(*) AS n FROM "co_${cot.id}_fts_pending"`),
+          sql.raw(`SELECT count(*) AS n FROM co_search_pending WHERE type_id = ${cot.id}`),
         )) as Array<{ n: number }>
       )[0]!.n,
     );

@@ -150,7 +150,11 @@ test("the one-edit column addition: table_info equals the records, data and link
   await flushSearchIndexesNow(servicesOf(t.app));
   const entries = async () =>
     Number(
-      (await t.deps.db.client.execute(`SELECT count(*) FROM ${table}_fts_docsize`)).rows[0]![0],
+      (
+        await t.deps.db.client.execute(
+          `SELECT count(*) FROM co_search_docsize WHERE id BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`,
+        )
+      ).rows[0]![0],
     );
   expect(await entries()).toBe(3);
 
@@ -165,7 +169,7 @@ test("the one-edit column addition: table_info equals the records, data and link
   });
   expect(failing.status, JSON.stringify(failing.body)).toBe(400);
   expect(await tableInfo(table)).toEqual(before);
-  // the full-text index it emptied and redefined is back too, entries and all
+  // the full-text index's entries are as they were
   expect(await entries()).toBe(3);
 
   // The real one: 40 columns in one edit.
@@ -230,7 +234,15 @@ test("the text edit touches only the shape createCotTable writes; anything else 
   expect(() => appendedColumns(ours, "co_7", [["x", "BLOB" as "TEXT"]])).toThrow();
 });
 
-/** The definitions of the full-text index parts of type `cotId`, by name. */
+/** How many rows of type `cotId` are pending in the shared full-text index. */
+async function pendingOf(cotId: number): Promise<number> {
+  const rows = await t.deps.db.client.execute(
+    `SELECT count(*) FROM co_search_pending WHERE type_id = ${cotId}`,
+  );
+  return Number(rows.rows[0]![0]);
+}
+
+/** The definitions of the full-text index parts (triggers) of type `cotId`, by name. */
 async function indexParts(cotId: number): Promise<Map<string, string>> {
   const rows = await t.deps.db.client.execute(
     `SELECT name, sql FROM sqlite_schema WHERE name IN (${indexPartNames(cotId)
@@ -242,8 +254,8 @@ async function indexParts(cotId: number): Promise<Map<string, string>> {
 
 // Every DDL statement makes SQLite scan its whole schema (and a schema reload walks every table
 // once per FTS5 table), so what an apply re-creates for nothing costs time in proportion to the
-// number of types. Adding searchable columns changes only the column lists of the FTS5 table and
-// its update trigger: the edit that adds the columns rewrites them, the table emptied first.
+// number of types. Adding searchable columns changes only the column list of the update trigger
+// (decision 0130: the full-text index is shared): the edit that adds the columns rewrites it.
 test("adding searchable columns changes the schema once: the full-text index is redefined in the column edit; search stays exact", async () => {
   const searchable = ["text", "longtext", "json", "url"];
   const typeDoc = (extra: number) =>
@@ -278,18 +290,18 @@ test("adding searchable columns changes the schema once: the full-text index is 
   const applied = await t.json("POST", `${SCHEMA}/apply/`, { body: { schema: typeDoc(21) } });
   expect(applied.status, JSON.stringify(applied.body)).toBe(200);
   const after = await indexParts(cot.id);
-  // The pending table and the insert and delete triggers are as they were...
-  const pendingTable = `co_${cot.id}_fts_pending`;
-  for (const name of [pendingTable, `co_${cot.id}_fts_ai`, `co_${cot.id}_fts_ad`])
+  // The insert and delete triggers are as they were...
+  for (const name of [`co_${cot.id}_fts_ai`, `co_${cot.id}_fts_ad`])
     expect({ name, sql: after.get(name) }).toEqual({ name, sql: before.get(name) });
-  // ...the FTS5 table and the update trigger name the new columns.
-  for (const name of [`co_${cot.id}_fts`, `co_${cot.id}_fts_au`]) {
-    expect(after.get(name)).not.toBe(before.get(name));
-    expect(after.get(name)).toContain('"s_20"');
-  }
+  // ...the update trigger names the new columns (the shared index has no per-type columns).
+  const au = `co_${cot.id}_fts_au`;
+  expect(after.get(au)).not.toBe(before.get(au));
+  expect(after.get(au)).toContain('"s_20"');
   // One schema change (SQLite's schema version moves by one a DDL statement): the edit. Dropping
-  // and making every part again made 15; the FTS5 table and the update trigger alone, 8 more.
+  // and making every part of a per-type index again made 15.
   expect((await schemaVersion()) - version).toBe(1);
+  // The new columns are NULL in every row, which adds nothing to an entry: nothing to re-index.
+  expect(await pendingOf(cot.id)).toBe(0);
 
   // Search stays exact, through the rebuilt index once flushed.
   const search = async (q: string) =>
@@ -302,16 +314,15 @@ test("adding searchable columns changes the schema once: the full-text index is 
   });
   expect(patched.status, JSON.stringify(patched.body)).toBe(200);
   await flushSearchIndexesNow(servicesOf(t.app));
-  const pending = await t.deps.db.client.execute(`SELECT count(*) FROM co_${cot.id}_fts_pending`);
-  expect(Number(pending.rows[0]![0])).toBe(0);
+  expect(await pendingOf(cot.id)).toBe(0);
   const indexed = await t.deps.db.client.execute(
-    `SELECT rowid FROM co_${cot.id}_fts WHERE co_${cot.id}_fts MATCH '"platypus"'`,
+    `SELECT rowid - ${cot.id} * 1099511627776 FROM co_search WHERE co_search MATCH '"platypus"' AND rowid BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`,
   );
   expect(indexed.rows.map((r) => Number(r[0]))).toEqual([made.body.id]);
   expect(await search("platypus")).toEqual([made.body.id]);
   expect(await search("quokka")).toEqual([made.body.id]);
   const old = await t.deps.db.client.execute(
-    `SELECT rowid FROM co_${cot.id}_fts WHERE co_${cot.id}_fts MATCH '"quokka"'`,
+    `SELECT rowid - ${cot.id} * 1099511627776 FROM co_search WHERE co_search MATCH '"quokka"' AND rowid BETWEEN ${cot.id} * 1099511627776 AND ${cot.id} * 1099511627776 + 1099511627775`,
   );
   expect(old.rows.map((r) => Number(r[0]))).toEqual([made.body.id]);
   expect((await t.deps.db.client.execute("PRAGMA integrity_check")).rows[0]![0]).toBe("ok");
@@ -341,7 +352,9 @@ test("the search sweep visits only the types with pending rows", async () => {
   const db = t.deps.db.orm;
   expect(await typesWithPending(db)).toEqual([]);
   // an id marked pending by plain SQL (as another process would): only its type is visited
-  await t.deps.db.client.execute(`INSERT INTO co_${b}_fts_pending(id) VALUES (424242)`);
+  await t.deps.db.client.execute(
+    `INSERT INTO co_search_pending(type_id, id) VALUES (${b}, 424242)`,
+  );
   expect(await typesWithPending(db)).toEqual([b]);
   await flushSearchIndexesNow(servicesOf(t.app));
   expect(await typesWithPending(db)).toEqual([]);

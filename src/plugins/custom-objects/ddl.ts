@@ -468,19 +468,15 @@ async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] 
   return out;
 }
 
-/**
- * Inside the edit: search index parts (an FTS5 table, a trigger) emptied while their old
- * definitions hold, then their texts rewritten by name (`indexRedefinition`).
- */
+/** Inside the edit: search index triggers' texts rewritten by name (`indexRedefinition`). */
 async function redefineIndexes(db: Executor, index: IndexRedefinition[]) {
   if (!index.length) return;
-  for (const r of index) await run(db, sql.raw(r.empty));
   const byName = JSON.stringify(
     Object.fromEntries(index.flatMap((r) => r.texts).map((p) => [p.name, p.sql])),
   );
   await run(
     db,
-    sql`UPDATE sqlite_schema SET sql = (SELECT value FROM json_each(${byName}) WHERE key = sqlite_schema.name) WHERE type IN ('table', 'trigger') AND name IN (SELECT key FROM json_each(${byName}))`,
+    sql`UPDATE sqlite_schema SET sql = (SELECT value FROM json_each(${byName}) WHERE key = sqlite_schema.name) WHERE type = 'trigger' AND name IN (SELECT key FROM json_each(${byName}))`,
   );
 }
 
@@ -523,7 +519,7 @@ async function appendColumns(
 
 /**
  * After the edit, which this connection's next statement parses: a column or index definition
- * missing, or an FTS5 table its own check refuses, throws (the caller's transaction, and the
+ * missing, or a search trigger's text not the one written, throws (the caller's transaction, and the
  * edit, roll back).
  */
 async function checkEdit(db: Executor, edits: ColumnEdit[], index: IndexRedefinition[]) {
@@ -543,7 +539,6 @@ async function checkEdit(db: Executor, edits: ColumnEdit[], index: IndexRedefini
   const now = new Map(rows.map((r) => [r.name, r.sql]));
   if (!texts.every((p) => now.get(p.name) === p.sql))
     throw new Error("the search index definitions were not rewritten");
-  for (const r of index) await run(db, sql.raw(r.check));
 }
 
 export async function dropFieldStorage(db: Executor, cotId: number, f: ColumnField) {

@@ -264,7 +264,7 @@ export const customObjectsPlugin: HostPlugin = {
     async (db) => {
       await dropUnwantedFieldIndexes(db.orm);
     },
-    // Full-text indexes of the older, trigger-kept form become deferred ones (decision 0056).
+    // Per-type full-text indexes (decisions 0050, 0056) move to the shared one (decision 0130).
     async (db) => {
       await upgradeSearchIndexes(db);
     },

@@ -248,8 +248,8 @@ export async function completeStorage(ctx: WriteContext, pending: PendingStorage
     const redefinition = edited ? redefined.get(cotId) : undefined;
     const read = stored.get(cotId);
     stored.delete(cotId); // stale once synced: a type listed twice reads it again
-    if (redefinition) await ctx.db.run(sql.raw(redefinition.mark));
-    else if (!(await syncSearchIndex(ctx.db, cotId, read))) continue;
+    // a redefined trigger marks nothing itself; the fills after the edit may have (its trigger)
+    if (!redefinition && !(await syncSearchIndex(ctx.db, cotId, read))) continue;
     ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, cotId));
   }
 }
@@ -271,12 +271,10 @@ async function indexRedefinitions(
       sql`SELECT name FROM pragma_table_info(${tableName(cotId)})`,
     )) as Array<{ name: string }>;
     // the columns the table will have once the edit adds the new fields'
-    const present = new Set([
-      ...info.map((r) => r.name),
-      ...items.flatMap(({ field }) => fieldColumns(field)),
-    ]);
+    const added = new Set(items.flatMap(({ field }) => fieldColumns(field)));
+    const present = new Set([...info.map((r) => r.name), ...added]);
     const own = fields.filter((f) => Number(f.cot) === cotId);
-    const r = indexRedefinition(cotId, own, present, stored.get(cotId) ?? new Map());
+    const r = indexRedefinition(cotId, own, present, stored.get(cotId) ?? new Map(), added);
     if (r) out.set(cotId, r);
   }
   return out;

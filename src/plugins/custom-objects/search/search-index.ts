@@ -1,24 +1,27 @@
 /**
- * A full-text index per custom object type for `?q=` and the `__ic`/`__isw`/`__iew` lookups,
- * kept in two parts (decision 0056, after 0050):
+ * One full-text index for every custom object type, for `?q=` and the `__ic`/`__isw`/`__iew`
+ * lookups (decision 0130, after 0050/0056/0081), made by a SQL migration:
  *
- * - `co_<id>_fts`: FTS5, trigram tokenizer, contentless (`content=''`, `contentless_delete=1`:
- *   the text is not stored twice and rows can be deleted by rowid) over the type's searchable
- *   columns. It is written in batches by `flushSearchIndex`, never by a request.
- * - `co_<id>_fts_pending`: the ids whose index entry may be out of date. Triggers on the table add
- *   a row's id in the row's own transaction (insert, delete, update of an indexed column or of
- *   the id), whatever writes the row (API, bulk, SQL), so a write pays one B-tree insert instead
- *   of tokenising its text (~35 % of a POST).
+ * - `co_search`: FTS5, trigram tokenizer, contentless (`content=''`, `contentless_delete=1`).
+ *   One column: an object's indexed fields' text, each after char(30) (`objectText`). Its rowid
+ *   packs the type and the object: `type_id * 2^40 + id`, so a type's entries are one rowid range
+ *   in object id order. Written in batches by `flushSearchIndex`, never by a request.
+ * - `co_search_pending (type_id, id)`: the objects whose entry may be out of date. Three triggers
+ *   per type add an object in its own transaction (insert, delete, update of an indexed column or
+ *   of the id), whatever writes the row (API, bulk, SQL): a write pays one B-tree insert.
+ *
+ * A type has no index tables of its own (its schema is its table, its id index and the three
+ * triggers): every schema change makes each connection parse the whole schema again, and FTS5
+ * tables with their shadow tables made that parse grow faster than the number of types (issue 30).
  *
  * Invariant: every row is either pending or indexed with its current text. The index holds the
- * text as LIKE sees it (ASCII letters lowered, case-sensitive trigrams: `indexedText`), so for a
- * row it holds, a phrase matches exactly when `LIKE '%needle%'` does. A search with other
- * conditions narrows to `id IN (fts MATCH …) OR id IN (pending)` and keeps its LIKE conditions; a
- * `q` alone in id order is counted and paged from the index (`indexedSearch`, decision 0081).
- * Either way the answer is exactly the rows a scan returns, whatever is pending. The index is used
- * only when its definition in `sqlite_master` is exactly the one these columns give (a renamed
- * column rewrites the triggers, and an index of an older form differs), and only for needles it
- * covers.
+ * text as LIKE sees it (ASCII letters lowered, case-sensitive trigrams), so for a row it holds, a
+ * phrase without the separators matches exactly when `LIKE '%needle%'` matches one of its fields.
+ * A search with other conditions narrows to `id IN (match in the type's range) OR id IN
+ * (pending)` and keeps its LIKE conditions; a `q` alone in id order, over every indexed field, is
+ * counted and paged from the index (`indexedSearch`, decision 0081). Either way the answer is
+ * exactly the rows a scan returns, whatever is pending. A type's index is used only when its
+ * triggers in `sqlite_master` are exactly the ones its columns give, and only for needles it covers.
  */
 import { and, sql, type SQL } from "drizzle-orm";
 import {
@@ -45,16 +48,29 @@ const q = (name: string) => {
   return `"${name}"`;
 };
 
-const ftsTableName = (cotId: number) => `${tableName(cotId)}_fts`;
-const pendingTableName = (cotId: number) => `${tableName(cotId)}_fts_pending`;
-/** The names of the index's schema objects (tables and triggers), for reading and dropping. */
-const partNames = (cotId: number) => {
-  const fts = ftsTableName(cotId);
-  return {
-    fts,
-    pending: pendingTableName(cotId),
-    triggers: [`${fts}_ai`, `${fts}_ad`, `${fts}_au`],
-  };
+/** The shared FTS5 table, its row-size shadow table and the pending table (migration 0012). */
+const SEARCH_TABLE = "co_search";
+const DOCSIZE_TABLE = `${SEARCH_TABLE}_docsize`;
+const PENDING_TABLE = "co_search_pending";
+/** Object ids a type's rowid range holds: 0 ≤ id < 2^40. Others stay pending for good. */
+const ID_SPAN = 1_099_511_627_776;
+/** Type ids whose range fits a 64-bit rowid: below 2^23. A type past it is not indexed. */
+const TYPE_LIMIT = 8_388_608;
+const indexable = (cotId: number) =>
+  Number.isSafeInteger(cotId) && cotId >= 1 && cotId < TYPE_LIMIT;
+const typeId = (cotId: number) => {
+  if (!indexable(cotId)) throw new Error(`type id ${cotId} has no search index range`);
+  return cotId;
+};
+/** The first rowid of a type's range, computed by SQLite (past JavaScript's exact integers). */
+const rangeStart = (cotId: number) => `(${typeId(cotId)} * ${ID_SPAN})`;
+/** SQL: the object id `id` has a place in the type's range. */
+const inRange = (id: string) => `${id} BETWEEN 0 AND ${ID_SPAN - 1}`;
+
+/** The names of a type's triggers (its only schema objects of the index), for reading and dropping. */
+const triggerNames = (cotId: number): [string, string, string] => {
+  const fts = `${tableName(cotId)}_fts`;
+  return [`${fts}_ai`, `${fts}_ad`, `${fts}_au`];
 };
 
 /**
@@ -97,20 +113,14 @@ function indexedColumns(fields: IndexField[]): string[] {
     .map((f) => f.name);
 }
 
-/** The index's schema statements for these columns (compared verbatim with `sqlite_master`). */
+/** A type's three triggers for these columns (compared verbatim with `sqlite_master`). */
 export function indexStatements(cotId: number, columns: string[]): { name: string; sql: string }[] {
   const t = q(tableName(cotId));
-  const { fts, pending, triggers } = partNames(cotId);
-  const [ai, ad, au] = triggers as [string, string, string];
+  const [ai, ad, au] = triggerNames(cotId);
   const list = columns.map(q).join(", ");
   const mark = (row: "new" | "old") =>
-    `INSERT OR IGNORE INTO ${q(pending)}(id) VALUES (${row}.id);`;
+    `INSERT OR IGNORE INTO ${q(PENDING_TABLE)}(type_id, id) VALUES (${typeId(cotId)}, ${row}.id);`;
   return [
-    {
-      name: fts,
-      sql: `CREATE VIRTUAL TABLE ${q(fts)} USING fts5(${list}, content='', contentless_delete=1, tokenize='trigram case_sensitive 1')`,
-    },
-    { name: pending, sql: `CREATE TABLE ${q(pending)} (id INTEGER PRIMARY KEY)` },
     { name: ai, sql: `CREATE TRIGGER ${q(ai)} AFTER INSERT ON ${t} BEGIN ${mark("new")} END` },
     { name: ad, sql: `CREATE TRIGGER ${q(ad)} AFTER DELETE ON ${t} BEGIN ${mark("old")} END` },
     // `id` too: a row whose id plain SQL changes leaves the old id's entry behind and needs a new one.
@@ -121,7 +131,7 @@ export function indexStatements(cotId: number, columns: string[]): { name: strin
   ];
 }
 
-/** The index's statements as `sqlite_master` holds them (name → sql), for the model registry. */
+/** A type's triggers as `sqlite_master` holds them (name → sql), for the model registry. */
 export async function readIndexSchema(db: Executor, cotId: number): Promise<Map<string, string>> {
   return (await readIndexSchemas(db, [cotId])).get(cotId)!;
 }
@@ -145,134 +155,113 @@ export async function readIndexSchemas(
   return out;
 }
 
-/** Whether the stored index is exactly the one `columns` give (its pending table and triggers included). */
+/** Whether the stored triggers are exactly the ones `columns` give. */
 export function indexMatches(
   stored: Map<string, string>,
   cotId: number,
   columns: string[],
 ): boolean {
   return (
-    columns.length > 0 && indexStatements(cotId, columns).every((s) => stored.get(s.name) === s.sql)
+    columns.length > 0 &&
+    indexable(cotId) &&
+    indexStatements(cotId, columns).every((s) => stored.get(s.name) === s.sql)
   );
 }
 
-/** Drops the index, its pending table and its triggers (before column DDL: a renamed or dropped column invalidates it). */
-export async function dropSearchIndex(db: Executor, cotId: number): Promise<void> {
-  const { fts, pending, triggers } = partNames(cotId);
-  for (const name of triggers) await db.run(sql.raw(`DROP TRIGGER IF EXISTS ${q(name)}`));
-  await db.run(sql.raw(`DROP TABLE IF EXISTS ${q(fts)}`));
-  await db.run(sql.raw(`DROP TABLE IF EXISTS ${q(pending)}`));
+/** The names `readIndexSchema` reads (a staged write's read phase reads them itself). */
+export const indexPartNames = (cotId: number): string[] => triggerNames(cotId);
+
+/** SQL marking every row of the type's table pending (its entries, if any, are re-done). */
+const markAllStatement = (cotId: number) =>
+  `INSERT OR IGNORE INTO ${q(PENDING_TABLE)}(type_id, id) SELECT ${typeId(cotId)}, id FROM ${q(tableName(cotId))}`;
+
+/**
+ * Drops a type's index (before column DDL, a type's removal or trash): its triggers go and every
+ * row is marked pending, so each entry the shared index holds for the type is one the flusher
+ * deletes (or re-does, if the type has an index again by then). A type's entries therefore never
+ * outlive it unpending, even for a new type that takes its id. The table must still exist.
+ */
+export function dropIndexStatements(cotId: number): string[] {
+  const drops = triggerNames(cotId).map((name) => `DROP TRIGGER IF EXISTS ${q(name)}`);
+  return indexable(cotId) ? [...drops, markAllStatement(cotId)] : drops;
 }
 
-/** The names `readIndexSchema` reads (a staged write's read phase reads them itself). */
-export const indexPartNames = (cotId: number): string[] => {
-  const { fts, pending, triggers } = partNames(cotId);
-  return [fts, pending, ...triggers];
-};
-
-/** `dropSearchIndex` as statements, for a write batch. */
-export function dropIndexStatements(cotId: number): string[] {
-  const { fts, pending, triggers } = partNames(cotId);
-  return [
-    ...triggers.map((name) => `DROP TRIGGER IF EXISTS ${q(name)}`),
-    `DROP TABLE IF EXISTS ${q(fts)}`,
-    `DROP TABLE IF EXISTS ${q(pending)}`,
-  ];
+/** `dropIndexStatements`, run on `db`. */
+export async function dropSearchIndex(db: Executor, cotId: number): Promise<void> {
+  for (const s of dropIndexStatements(cotId)) await db.run(sql.raw(s));
 }
 
 /**
- * The statements that make the stored index (`stored`, name → definition) the one `columns`
- * give, part by part: a part already defined as wanted stays. Adding columns changes only the
- * FTS5 table and the update trigger (their column lists); the pending table and the insert and
- * delete triggers stay as they are. Every DDL statement makes SQLite scan its whole schema, so
- * a part dropped and made again for nothing cost time in proportion to the number of types
- * (issue 30). Null when nothing changes; with columns, every row is marked pending afterwards
- * (a rebuilt FTS5 table is empty; a kept pending table keeps its ids, hence OR IGNORE).
+ * The statements that make the stored triggers (`stored`, name → definition) the ones `columns`
+ * give: a trigger already defined as wanted stays (adding columns changes only the update
+ * trigger's column list). Every DDL statement makes SQLite scan its whole schema (issue 30).
+ * Null when nothing changes; with columns, every row is marked pending afterwards (a kept
+ * pending row stays, hence OR IGNORE).
  */
 function changeStatements(
   cotId: number,
   columns: string[],
   stored: Map<string, string>,
 ): string[] | null {
+  if (!indexable(cotId)) return null;
   if (indexMatches(stored, cotId, columns)) return null;
   if (!columns.length) return stored.size ? dropIndexStatements(cotId) : null;
   const changed = indexStatements(cotId, columns).filter((s) => stored.get(s.name) !== s.sql);
-  const { triggers } = partNames(cotId);
-  const isTrigger = (name: string) => triggers.includes(name);
-  // triggers go first and come last, as `dropIndexStatements` and `indexStatements` order them
-  const drops = changed
-    .filter((s) => stored.has(s.name))
-    .sort((a, b) => Number(isTrigger(b.name)) - Number(isTrigger(a.name)))
-    .map((s) => `DROP ${isTrigger(s.name) ? "TRIGGER" : "TABLE"} IF EXISTS ${q(s.name)}`);
   return [
-    ...drops,
+    ...changed.filter((s) => stored.has(s.name)).map((s) => `DROP TRIGGER IF EXISTS ${q(s.name)}`),
     ...changed.map((s) => s.sql),
-    `INSERT OR IGNORE INTO ${q(pendingTableName(cotId))}(id) SELECT id FROM ${q(tableName(cotId))}`,
+    markAllStatement(cotId),
   ];
 }
 
-/**
- * The columns of a stored FTS5 table of the form `indexStatements` writes, or null when its
- * text is not exactly that form.
- */
-function storedColumns(cotId: number, ftsSql: string | undefined): string[] | null {
-  const list = /USING fts5\((.*), content=''/.exec(ftsSql ?? "")?.[1];
+/** The columns of a stored update trigger of the form `indexStatements` writes, or null. */
+function storedColumns(cotId: number, triggerSql: string | null | undefined): string[] | null {
+  const list = /AFTER UPDATE OF "id", (.*) ON "co_\d+" BEGIN/.exec(triggerSql ?? "")?.[1];
   const columns = list?.split(", ").map((c) => c.slice(1, -1));
   if (!columns?.length || !columns.every((c) => IDENT_RE.test(c))) return null;
-  return indexStatements(cotId, columns)[0]!.sql === ftsSql ? columns : null;
+  return indexStatements(cotId, columns)[2]!.sql === triggerSql ? columns : null;
 }
 
-/** A column addition's new index definitions, written in the same schema edit (`ddl.ts`). */
+/** A column addition's new trigger definition, written in the same schema edit (`ddl.ts`). */
 export interface IndexRedefinition {
-  /** Empties the FTS5 table before its definition changes (run before the edit). */
-  empty: string;
-  /** The FTS5 table's and the update trigger's new definitions (`sqlite_schema` names → text). */
+  /** The update trigger's new definition (`sqlite_schema` name → text). */
   texts: Array<{ name: string; sql: string }>;
-  /** Runs the new definition (FTS5's own check of its empty index), after the edit. */
-  check: string;
-  /** Marks every row pending once the edit is done (the emptied index holds none of them). */
-  mark: string;
 }
 
 /**
- * When columns are added by a schema edit: the stored index (`stored`) is of the current form
- * and differs from the one `columns` give only in the column lists of its FTS5 table and update
- * trigger. Instead of dropping and creating the FTS5 table (six DDL statements with its shadow
- * tables, each scanning the whole schema: a cost that grows with the number of types), the
- * table is emptied with FTS5's `delete-all` and both definitions are rewritten in the edit that
- * adds the columns. An emptied FTS5 table holds nothing that depends on its columns, so the new
- * definition reads it as a new table would be; its rows are all marked pending, as when it is
- * made again. Null when the stored index is anything else (`syncSearchIndex` then remakes it).
+ * When columns are added by a schema edit: the stored triggers are of the current form and
+ * differ from the ones `columns` give only in the update trigger's column list. Its text is
+ * rewritten in the edit that adds the columns, with no DDL of its own. No row is marked pending:
+ * a column added by the edit is NULL in every row, and a NULL field adds nothing to an object's
+ * indexed text (`objectText`), so every entry still holds its row's current text. Null when the
+ * stored triggers are anything else (`syncSearchIndex` then remakes them). `present`: the
+ * table's columns once the edit is done; `added`: those the edit adds.
  */
 export function indexRedefinition(
   cotId: number,
   fields: IndexField[],
   present: ReadonlySet<string>,
   stored: Map<string, string>,
+  added: ReadonlySet<string>,
 ): IndexRedefinition | null {
   const columns = indexedColumns(fields).filter((c) => present.has(c));
-  if (!columns.length || indexMatches(stored, cotId, columns)) return null;
-  const { fts, pending, triggers } = partNames(cotId);
-  const au = triggers[2]!;
+  if (!columns.length || !indexable(cotId) || indexMatches(stored, cotId, columns)) return null;
+  const au = triggerNames(cotId)[2];
   const wanted = indexStatements(cotId, columns);
-  if (wanted.some((s) => s.name !== fts && s.name !== au && stored.get(s.name) !== s.sql))
-    return null;
-  const before = storedColumns(cotId, stored.get(fts));
-  if (!before || indexStatements(cotId, before)[4]!.sql !== stored.get(au)) return null;
-  return {
-    empty: `INSERT INTO ${q(fts)}(${q(fts)}) VALUES ('delete-all')`,
-    texts: wanted.filter((s) => s.name === fts || s.name === au),
-    check: `INSERT INTO ${q(fts)}(${q(fts)}, rank) VALUES ('integrity-check', 0)`,
-    mark: `INSERT OR IGNORE INTO ${q(pending)}(id) SELECT id FROM ${q(tableName(cotId))}`,
-  };
+  if (wanted.some((s) => s.name !== au && stored.get(s.name) !== s.sql)) return null;
+  const before = storedColumns(cotId, stored.get(au));
+  // only additions: the stored columns come first, as they were; the others are the edit's own
+  if (!before || before.join("\n") !== columns.slice(0, before.length).join("\n")) return null;
+  if (!columns.slice(before.length).every((c) => added.has(c))) return null;
+  return { texts: wanted.filter((s) => s.name === au) };
 }
 
 /**
  * `syncSearchIndex` as statements for a write batch (decision 0108): `fields` are the type's
- * fields as the batch leaves them (in id order, every column present), `stored` the index's
- * schema as the read phase found it (empty for a new table). Null when the index already
- * matches; else the statements, and whether they mark rows pending (the caller schedules a
- * flush once they commit).
+ * fields as the batch leaves them (in id order, every column present), `stored` the triggers as
+ * the read phase found them (empty for a new table). Null when the index already matches; else
+ * the statements, and whether they mark rows pending (the caller schedules a flush once they
+ * commit).
  */
 export function syncIndexStatements(
   cotId: number,
@@ -281,35 +270,41 @@ export function syncIndexStatements(
 ): { statements: string[]; pending: boolean } | null {
   const columns = indexedColumns(fields);
   const statements = changeStatements(cotId, columns, stored);
-  return statements && { statements, pending: columns.length > 0 };
+  return statements && { statements, pending: true };
 }
 
-/**
- * Makes the index match the type's current fields (read in the caller's transaction): nothing
- * when it already does, else the parts that differ made again with every row pending (cheap:
- * the rows are indexed later by `flushSearchIndex`, and searches stay exact meanwhile). Columns
- * the table does not have (yet) are left out. `stored`: the index's schema when the caller read
- * it already (`readIndexSchemas`). Returns whether rows were marked pending.
- */
-export async function syncSearchIndex(
-  db: Executor,
-  cotId: number,
-  stored?: Map<string, string>,
-): Promise<boolean> {
+/** The columns the index holds for the type's fields and table as they are; null: no table. */
+async function currentColumns(db: Executor, cotId: number): Promise<string[] | null> {
   const t = tableName(cotId);
   const present = new Set(
     ((await db.all(sql`SELECT name FROM pragma_table_info(${t})`)) as { name: string }[]).map(
       (r) => r.name,
     ),
   );
-  if (!present.size) return false;
+  if (!present.size) return null;
   const fields = (await db.all(
     sql`SELECT name, type FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} ORDER BY id`,
   )) as IndexField[];
-  const columns = indexedColumns(fields).filter((c) => present.has(c));
+  return indexedColumns(fields).filter((c) => present.has(c));
+}
+
+/**
+ * Makes the triggers match the type's current fields (read in the caller's transaction):
+ * nothing when they already do, else the ones that differ made again with every row pending
+ * (cheap: the rows are indexed later by `flushSearchIndex`, and searches stay exact meanwhile).
+ * Columns the table does not have (yet) are left out. `stored`: the triggers when the caller read
+ * them already (`readIndexSchemas`). Returns whether rows were marked pending.
+ */
+export async function syncSearchIndex(
+  db: Executor,
+  cotId: number,
+  stored?: Map<string, string>,
+): Promise<boolean> {
+  const columns = await currentColumns(db, cotId);
+  if (!columns) return false;
   const statements = changeStatements(cotId, columns, stored ?? (await readIndexSchema(db, cotId)));
   for (const s of statements ?? []) await db.run(sql.raw(s));
-  return statements !== null && columns.length > 0;
+  return statements !== null;
 }
 
 /** Ids moved from pending into the index per transaction (a few milliseconds of tokenising each). */
@@ -327,13 +322,13 @@ export const FLUSH_BYTES = 256 * 1024;
 export const INDEXED_ROW_MAX_BYTES = 64 * 1024;
 
 /**
- * What a flush needs of a type's index, read with each of its chunks: the definitions of the FTS5
- * table and of the pending table as `sqlite_master` holds them, the index's columns, and which of
- * them are multiselects (their index text is their items). A chunk's write is guarded on it.
+ * What a flush needs of a type's index, read with each of its chunks: its update trigger as
+ * `sqlite_master` holds it (null: the type has no index now, its entries only leave), the
+ * columns it names, and which of them are multiselects (their index text is their items). A
+ * chunk's write is guarded on it.
  */
 interface IndexShape {
-  fts: string;
-  pending: string;
+  trigger: string | null;
   columns: string[];
   /** The multiselect fields' names, sorted. */
   lists: string[];
@@ -352,8 +347,7 @@ const shapesOf = (db: Database) => {
 };
 
 const sameShape = (a: IndexShape, b: IndexShape) =>
-  a.fts === b.fts &&
-  a.pending === b.pending &&
+  a.trigger === b.trigger &&
   a.columns.join("\n") === b.columns.join("\n") &&
   a.lists.join("\n") === b.lists.join("\n");
 
@@ -368,10 +362,31 @@ interface Candidate {
 const textBytes = (columns: string[], alias: string) =>
   columns.map((c) => `coalesce(length(CAST(${alias}.${q(c)} AS BLOB)), 0)`).join(" + ");
 
+/** SQL: the pending row `p` (of type `cotId`) has an entry in the index. */
+const hasEntry = (cotId: number, p: string) =>
+  `(${inRange(`${p}.id`)} AND EXISTS (SELECT 1 FROM ${q(DOCSIZE_TABLE)} d WHERE d.id = ${rangeStart(cotId)} + ${p}.id))`;
+
+/**
+ * The first pending rows of a type with whether they have an entry and their text's size. A
+ * row whose text is over the limit, or whose id has no place in the range, is left out: it
+ * stays pending for good. Without columns (the type has no index now, or no table) every
+ * pending row is a candidate, to leave.
+ */
+function candidatesQuery(cotId: number, columns: string[], batch: number): string {
+  const limit = Math.max(1, Math.floor(batch));
+  const pending = `${q(PENDING_TABLE)} p`;
+  if (!columns.length)
+    return `SELECT p.id AS id, ${hasEntry(cotId, "p")} AS indexed, 0 AS bytes FROM ${pending} WHERE p.type_id = ${cotId} ORDER BY p.id LIMIT ${limit}`;
+  // A deleted row (no `t`) has size 0: its old entry still has to leave the index.
+  const size = textBytes(columns, "t");
+  return `SELECT p.id AS id, ${hasEntry(cotId, "p")} AS indexed, ${size} AS bytes FROM ${pending} LEFT JOIN ${q(tableName(cotId))} t ON t.id = p.id WHERE p.type_id = ${cotId} AND ${size} <= ${INDEXED_ROW_MAX_BYTES} AND (t.id IS NULL OR ${inRange("p.id")}) ORDER BY p.id LIMIT ${limit}`;
+}
+
 /**
  * One chunk's read, in one round trip: the index's shape and — when `known` gives the columns —
  * the first pending rows with their text's size. `candidates` is null when the shape read is not
- * `known` (the first chunk of a type, or its index changed): read again with the new one.
+ * `known` (the first chunk of a type, or its index changed): read again with the new one. The
+ * shape is null when the type's trigger is of a form this code does not write (left as it is).
  */
 async function readChunk(
   db: Database,
@@ -379,48 +394,22 @@ async function readChunk(
   known: IndexShape | undefined,
   batch: number,
 ): Promise<{ shape: IndexShape | null; candidates: Candidate[] | null }> {
-  const { fts, pending } = partNames(cotId);
+  const au = triggerNames(cotId)[2];
   const r = db.reader;
   const reads = [
-    r.all(sql`SELECT name, sql FROM sqlite_master WHERE name IN (${fts}, ${pending})`),
-    r.all(sql`SELECT name FROM pragma_table_info(${fts})`),
+    r.all(sql`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${au}`),
     r.all(
       sql`SELECT name FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect' ORDER BY name`,
     ),
   ] as const;
-  const size = known && textBytes(known.columns, "t");
-  // `_docsize` (FTS5's row table) tells which ids have an entry: new rows (most) have none.
-  // A deleted row (no `t`) has size 0: its old entry still has to leave the index.
   const answers = (await db.read(
-    size
-      ? [
-          ...reads,
-          r.all(
-            sql.raw(
-              `SELECT p.id AS id, d.id IS NOT NULL AS indexed, ${size} AS bytes FROM ${q(pending)} p LEFT JOIN ${q(tableName(cotId))} t ON t.id = p.id LEFT JOIN ${q(`${fts}_docsize`)} d ON d.id = p.id WHERE ${size} <= ${INDEXED_ROW_MAX_BYTES} ORDER BY p.id LIMIT ${Math.max(1, Math.floor(batch))}`,
-            ),
-          ),
-        ]
-      : reads,
-  )) as unknown as [
-    { name: string; sql: string }[],
-    { name: string }[],
-    { name: string }[],
-    Candidate[]?,
-  ];
-  const [defs, columns, lists, candidates] = answers;
-  const def = (name: string) => defs.find((d) => d.name === name)?.sql;
-  const ftsSql = def(fts);
-  const pendingSql = def(pending);
-  const names = columns.map((c) => c.name);
-  if (!ftsSql || !pendingSql || !names.length || !names.every((c) => IDENT_RE.test(c)))
-    return { shape: null, candidates: null };
-  const shape = {
-    fts: ftsSql,
-    pending: pendingSql,
-    columns: names,
-    lists: lists.map((l) => l.name),
-  };
+    known ? [...reads, r.all(sql.raw(candidatesQuery(cotId, known.columns, batch)))] : reads,
+  )) as unknown as [{ sql: string }[], { name: string }[], Candidate[]?];
+  const [defs, lists, candidates] = answers;
+  const trigger = defs[0]?.sql ?? null;
+  const columns = trigger === null ? [] : storedColumns(cotId, trigger);
+  if (!columns) return { shape: null, candidates: null };
+  const shape = { trigger, columns, lists: lists.map((l) => l.name) };
   return { shape, candidates: known && sameShape(known, shape) ? (candidates ?? []) : null };
 }
 
@@ -428,42 +417,51 @@ async function readChunk(
  * A chunk's atomic write. It does not trust the read for what others may have changed since:
  * every statement is conditioned on the state it finds, so a row written meanwhile is indexed with
  * the text it has inside this write (or stays pending, if it grew past the limit), and a row
- * another flush indexed meanwhile is left as that flush left it. First a guard: the index and the
- * multiselect fields are still the ones read (else the batch rolls back: `WriteConflictError`).
+ * another flush indexed meanwhile is left as that flush left it. First a guard: the trigger and
+ * the multiselect fields are still the ones read (else the batch rolls back: `WriteConflictError`).
  */
 function chunkWrites(orm: Orm, cotId: number, shape: IndexShape, rows: Candidate[]): Queries {
-  const { fts, pending } = partNames(cotId);
-  const [F, P, D, T] = [fts, pending, `${fts}_docsize`, tableName(cotId)].map((n) => sql.raw(q(n)));
+  const [F, P, D, T] = [SEARCH_TABLE, PENDING_TABLE, DOCSIZE_TABLE, tableName(cotId)].map((n) =>
+    sql.raw(q(n)),
+  );
+  const start = sql.raw(rangeStart(cotId));
+  const au = triggerNames(cotId)[2];
   const ids = JSON.stringify(rows.map((r) => r.id));
   const chunk = sql`SELECT value FROM json_each(${ids})`;
   const lists = JSON.stringify(shape.lists);
   const multiselects = sql`FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect'`;
   const guard = orm.run(
-    sql`INSERT INTO write_guard (ok) SELECT (SELECT count(*) FROM sqlite_master WHERE (name = ${fts} AND sql = ${shape.fts}) OR (name = ${pending} AND sql = ${shape.pending})) = 2 AND (SELECT count(*) ${multiselects}) = ${shape.lists.length} AND (SELECT count(*) ${multiselects} AND name IN (SELECT value FROM json_each(${lists}))) = ${shape.lists.length}`,
+    sql`INSERT INTO write_guard (ok) SELECT (SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${au}) IS ${shape.trigger} AND (SELECT count(*) ${multiselects}) = ${shape.lists.length} AND (SELECT count(*) ${multiselects} AND name IN (SELECT value FROM json_each(${lists}))) = ${shape.lists.length}`,
   );
+  const stillPending = (id: number) =>
+    sql`EXISTS (SELECT 1 FROM ${P} WHERE type_id = ${cotId} AND id = ${id})`;
   // One statement per id: FTS5 answers `rowid IN (…)` by scanning the whole index. Only a row
   // still pending loses its entry (one another flush indexed meanwhile keeps it).
   const unindex = rows
     .filter((r) => r.indexed)
     .map((r) =>
-      orm.run(
-        sql`DELETE FROM ${F} WHERE rowid = ${r.id} AND EXISTS (SELECT 1 FROM ${P} WHERE id = ${r.id})`,
-      ),
+      orm.run(sql`DELETE FROM ${F} WHERE rowid = ${start} + ${r.id} AND ${stillPending(r.id)}`),
     );
-  // Pending rows of the chunk without an entry (now) leave pending, unless they outgrew the limit;
-  // a row gone from the table leaves too (its entry, if any, went above)...
+  const entry = sql.raw(hasEntry(cotId, q(PENDING_TABLE)));
+  if (!shape.columns.length) {
+    // no index for the type now: its pending rows without an entry (now) just leave
+    const settle = orm.run(
+      sql`DELETE FROM ${P} WHERE type_id = ${cotId} AND id IN (${chunk}) AND NOT ${entry}`,
+    );
+    return [guard, ...unindex, settle];
+  }
+  // Pending rows of the chunk without an entry (now) leave pending, unless they outgrew the limit
+  // or have no place in the range; a row gone from the table leaves too (its entry went above)...
   const size = sql.raw(textBytes(shape.columns, "t"));
+  const row = sql`(SELECT t.id FROM ${T} t WHERE t.id = ${P}.id)`;
   const settle = orm.run(
-    sql`DELETE FROM ${P} WHERE id IN (${chunk}) AND id NOT IN (SELECT id FROM ${D}) AND coalesce((SELECT ${size} FROM ${T} t WHERE t.id = ${P}.id), 0) <= ${INDEXED_ROW_MAX_BYTES}`,
+    sql`DELETE FROM ${P} WHERE type_id = ${cotId} AND id IN (${chunk}) AND NOT ${entry} AND (${row} IS NULL OR (${sql.raw(inRange("id"))} AND coalesce((SELECT ${size} FROM ${T} t WHERE t.id = ${P}.id), 0) <= ${INDEXED_ROW_MAX_BYTES}))`,
   );
   // ...and the chunk's rows that are neither pending nor in the index are exactly those: their
   // text as it is now goes in. (Every row is pending or has an entry: the index's invariant.)
-  const list = sql.raw(shape.columns.map(q).join(", "));
-  const texts = sql.raw(
-    shape.columns.map((c) => indexedText(c, shape.lists.includes(c))).join(", "),
-  );
+  const text = sql.raw(objectText(shape.columns, shape.lists));
   const index = orm.run(
-    sql`INSERT INTO ${F}(rowid, ${list}) SELECT id, ${texts} FROM ${T} WHERE id IN (${chunk}) AND id NOT IN (SELECT id FROM ${P}) AND id NOT IN (SELECT id FROM ${D})`,
+    sql`INSERT INTO ${F}(rowid, body) SELECT ${start} + id, ${text} FROM ${T} WHERE id IN (${chunk}) AND ${sql.raw(inRange("id"))} AND NOT EXISTS (SELECT 1 FROM ${P} WHERE type_id = ${cotId} AND id = ${T}.id) AND NOT EXISTS (SELECT 1 FROM ${D} WHERE id = ${start} + ${T}.id)`,
   );
   return [guard, ...unindex, settle, index];
 }
@@ -476,14 +474,16 @@ const SHAPE_ATTEMPTS = 4;
  * (`chunkWrites`) — two round trips on a remote database, no lock held between them, and no
  * interactive transaction (D1 has none). At most `batch` rows and about `FLUSH_BYTES` of text:
  * their old entries leave the index, their current text goes in, and they leave pending. Rows
- * over `INDEXED_ROW_MAX_BYTES` are left pending. Returns how many ids it took (0: nothing it can
- * index, or no current index).
+ * over `INDEXED_ROW_MAX_BYTES` are left pending. A type without an index (removed, trashed, no
+ * indexed field) only loses its entries and pending rows. Returns how many ids it took (0:
+ * nothing it can index).
  */
 export async function flushSearchIndex(
   db: Database,
   cotId: number,
   batch = FLUSH_BATCH,
 ): Promise<number> {
+  if (!indexable(cotId)) return 0;
   const shapes = shapesOf(db);
   for (let attempt = 0; attempt < SHAPE_ATTEMPTS; attempt++) {
     const known = shapes.get(cotId);
@@ -536,37 +536,27 @@ function indexedText(column: string, isList: boolean): string {
   return `lower(CASE WHEN json_valid(${c}) AND json_type(${c}) = 'array' THEN (SELECT group_concat(char(31) || je.value, '') FROM json_each(${c}) je) ELSE ${c} END)`;
 }
 
-/** Pending tables `typesWithPending` probes in one statement (a compound SELECT, 500 at most). */
-const PROBE_CHUNK = 100;
+/**
+ * An object's entry: each field's text after a record separator (char 30), which no needle the
+ * index is searched with contains (`coverable`), so a phrase matches inside one field. A NULL
+ * field adds nothing (a NULL column added to the table leaves every entry as it was).
+ */
+function objectText(columns: string[], lists: string[]): string {
+  return columns
+    .map((c) => `coalesce(char(30) || ${indexedText(c, lists.includes(c))}, '')`)
+    .join(" || ");
+}
 
 /**
- * Types with pending rows (for sweeps: at start-up, periodically, after a migration). A type
- * whose pending table is empty is left out: each flush of one reads the schema table, which
- * scans all of it, so sweeping every type cost time in proportion to the square of the type
- * count. One probe per pending table (a seek), 100 a statement.
+ * Types with pending rows (for sweeps: at start-up, periodically, after a migration), one seek
+ * per type: the least type id, then the least past it, and so on.
  */
 export async function typesWithPending(db: Executor): Promise<number[]> {
+  const P = sql.raw(q(PENDING_TABLE));
   const rows = (await db.all(
-    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts_pending'`,
-  )) as { name: string }[];
-  const ids = rows
-    .map((r) => /^co_(\d{1,15})_fts_pending$/.exec(r.name))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]));
-  const out: number[] = [];
-  for (let i = 0; i < ids.length; i += PROBE_CHUNK) {
-    const chunk = ids.slice(i, i + PROBE_CHUNK);
-    const probes = chunk.map(
-      (id) => `SELECT ${id} AS id WHERE EXISTS (SELECT 1 FROM ${q(pendingTableName(id))})`,
-    );
-    // a type dropped since the list was read: its chunk is swept as before (a flush of a type
-    // without an index finds nothing)
-    const found = (await db
-      .all(sql.raw(probes.join(" UNION ALL ")))
-      .catch(() => chunk.map((id) => ({ id })))) as { id: number }[];
-    out.push(...found.map((r) => Number(r.id)));
-  }
-  return out;
+    sql`WITH RECURSIVE t(x) AS (SELECT (SELECT min(type_id) FROM ${P}) UNION ALL SELECT (SELECT min(type_id) FROM ${P} WHERE type_id > t.x) FROM t WHERE t.x IS NOT NULL) SELECT x FROM t WHERE x IS NOT NULL`,
+  )) as { x: number }[];
+  return rows.map((r) => Number(r.x));
 }
 
 /**
@@ -593,56 +583,68 @@ async function flushAllSearchIndexes(
 /** ASCII letters in lower case and nothing else: what SQLite's `lower()` and LIKE fold. */
 const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 const phrase = (needle: string) => `"${asciiLower(needle).replace(/"/g, '""')}"`;
-/** A trigram phrase needs three characters; shorter needles are not narrowed. */
-const longEnough = (needle: string) => [...needle].length >= 3;
+/**
+ * A needle the index answers for: three characters at least (a trigram phrase needs them), and
+ * neither separator of `objectText` (a phrase with one could match across two fields or items).
+ */
+const coverable = (needle: string) =>
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the separators are control characters
+  [...needle].length >= 3 && !/[\u001e\u001f]/.test(needle);
 
-/** An FTS5 query: any of `needles` as a phrase in any of `columns`. */
-function matchExpression(columns: string[], needles: string[]): string {
-  const set = `{${columns.map(q).join(" ")}}`;
-  return needles.map((n) => `${set} : ${phrase(n)}`).join(" OR ");
+/** An FTS5 query: any of `needles` as a phrase. */
+const matchExpression = (needles: string[]) => needles.map(phrase).join(" OR ");
+
+/** SQL: the index's entries of type `cotId` that match `needles`, as rowids. */
+function typeMatches(cotId: number, needles: string[]): SQL {
+  const F = sql.raw(q(SEARCH_TABLE));
+  const start = rangeStart(cotId);
+  const range = sql.raw(`rowid BETWEEN ${start} AND ${start} + ${ID_SPAN - 1}`);
+  return sql`${F} MATCH ${matchExpression(needles)} AND ${range}`;
 }
 
 /**
- * A `q` answered from the index (decision 0081). The index matches exactly what the `q` term
- * matches for every row it holds that is not pending (`indexedText`; the invariant of 0056), so:
- * count = the index's matches outside pending ids + pending rows matching by their own text;
- * a page = the first ids the index gives in id order, pending ids left out, merged with the
- * pending rows that match. Neither reads a row the index answers for; pending rows are few (a
- * flush follows every write within 150 ms) and are read as before.
+ * A `q` answered from the index (decision 0081). When the term searches every field the index
+ * holds for the type, the index matches exactly what it matches for every row it holds that is
+ * not pending (`objectText`; the invariant), so: count = the type's matches outside pending ids +
+ * pending rows matching by their own text; a page = the first ids the index gives in id order,
+ * pending ids left out, merged with the pending rows that match. Neither reads a row the index
+ * answers for; pending rows are few (a flush follows every write within 150 ms).
  */
 function indexedSearch(cotId: number, columns: string[], needle: string, term: SQL): IndexedSearch {
-  const fts = sql.raw(q(ftsTableName(cotId)));
-  const pending = sql.raw(q(pendingTableName(cotId)));
+  const F = sql.raw(q(SEARCH_TABLE));
+  const P = sql.raw(q(PENDING_TABLE));
+  const start = sql.raw(rangeStart(cotId));
   const table = sql.raw(q(tableName(cotId)));
-  const match = matchExpression(columns, [needle]);
-  const pendingMatches = sql`SELECT id FROM ${table} WHERE id IN (SELECT id FROM ${pending}) AND ${term}`;
+  const own = sql`${P} WHERE type_id = ${cotId}`;
+  const matches = typeMatches(cotId, [needle]);
+  const unpending = sql`rowid NOT IN (SELECT ${start} + id FROM ${own} AND ${sql.raw(inRange("id"))})`;
+  const pendingMatches = sql`SELECT id FROM ${table} WHERE id IN (SELECT id FROM ${own}) AND ${term}`;
   return {
     // the fields the term searches are the type's, fixed under one schema (a stamp)
     key: `co-search\u0000${cotId}\u0000${columns.join(",")}\u0000${needle}`,
-    count: sql`SELECT (SELECT count(*) FROM ${fts} WHERE ${fts} MATCH ${match} AND rowid NOT IN (SELECT id FROM ${pending})) + CASE WHEN EXISTS (SELECT 1 FROM ${pending}) THEN (SELECT count(*) FROM (${pendingMatches})) ELSE 0 END AS n`,
+    count: sql`SELECT (SELECT count(*) FROM ${F} WHERE ${matches} AND ${unpending}) + CASE WHEN EXISTS (SELECT 1 FROM ${own}) THEN (SELECT count(*) FROM (${pendingMatches})) ELSE 0 END AS n`,
     pageIds(direction, limit, offset) {
       const dir = sql.raw(direction === "asc" ? "ASC" : "DESC");
-      const first = sql`SELECT rowid AS id FROM ${fts} WHERE ${fts} MATCH ${match} AND rowid NOT IN (SELECT id FROM ${pending}) ORDER BY rowid ${dir} LIMIT ${offset + limit}`;
+      const first = sql`SELECT rowid - ${start} AS id FROM ${F} WHERE ${matches} AND ${unpending} ORDER BY rowid ${dir} LIMIT ${offset + limit}`;
       return sql`SELECT id FROM (SELECT id FROM (${first}) UNION ALL ${pendingMatches}) ORDER BY id ${dir} LIMIT ${limit} OFFSET ${offset}`;
     },
   };
 }
 
-function candidates(
-  cotId: number,
-  idExpr: ListSpec["idExpr"],
-  columns: string[],
-  needles: string[],
-): SQL {
-  const match = matchExpression(columns, needles);
-  const fts = sql.raw(q(ftsTableName(cotId)));
-  // Pending rows are not (or not correctly) in the index yet: they are candidates too.
-  return sql`(${idExpr} IN (SELECT rowid FROM ${fts} WHERE ${fts} MATCH ${match}) OR ${idExpr} IN (SELECT id FROM ${sql.raw(q(pendingTableName(cotId)))}))`;
+/**
+ * The ids that may match any of `needles` in some indexed field: the type's entries that match
+ * (a superset: the whole object's text is searched, the caller keeps its exact conditions) and
+ * every pending row (not, or not correctly, in the index yet).
+ */
+function candidates(cotId: number, idExpr: ListSpec["idExpr"], needles: string[]): SQL {
+  const start = sql.raw(rangeStart(cotId));
+  const P = sql.raw(q(PENDING_TABLE));
+  return sql`(${idExpr} IN (SELECT rowid - ${start} FROM ${sql.raw(q(SEARCH_TABLE))} WHERE ${typeMatches(cotId, needles)}) OR ${idExpr} IN (SELECT id FROM ${P} WHERE type_id = ${cotId}))`;
 }
 
 /**
- * A list spec that narrows `q` and the text lookups through the index, when the stored index
- * (`stored`, from `readIndexSchema`) is the one these fields give; else `spec` as it is.
+ * A list spec that narrows `q` and the text lookups through the index, when the type's stored
+ * triggers (`stored`, from `readIndexSchema`) are the ones these fields give; else `spec` as it is.
  */
 export function withSearchIndex(
   spec: ListSpec,
@@ -658,7 +660,7 @@ export function withSearchIndex(
   );
   // The indexed fields `q` can match for this needle; null when one it can match is not indexed.
   const coverage = (needle: string): string[] | null => {
-    if (!searched.length || !longEnough(needle)) return null;
+    if (!searched.length || !coverable(needle)) return null;
     const through: string[] = [];
     for (const f of searched) {
       if (indexed.has(f.name) && INDEXED[f.type]!(needle)) through.push(f.name);
@@ -670,11 +672,14 @@ export function withSearchIndex(
   const searchIndex = (needle: string): SQL | undefined => {
     const through = coverage(needle);
     if (!through) return undefined;
-    return through.length ? candidates(cotId, spec.idExpr, through, [needle]) : sql`0`;
+    return through.length ? candidates(cotId, spec.idExpr, [needle]) : sql`0`;
   };
+  // Counted and paged from the index only when the term searches every field it holds: an
+  // entry matching through a field the term does not search would be counted wrongly.
   const searchFirstPage = (needle: string, term: SQL): IndexedSearch | undefined => {
     const through = coverage(needle);
-    return through?.length ? indexedSearch(cotId, through, needle, term) : undefined;
+    if (!through?.length || through.length !== indexed.size) return undefined;
+    return indexedSearch(cotId, through, needle, term);
   };
   const filters: Record<string, FilterSpec> = { ...spec.filters };
   for (const f of fields) {
@@ -691,9 +696,9 @@ export function withSearchIndex(
       ...filter,
       build: (lookup, values) => {
         const exact = buildFilter(f.name, { ...filter, build: undefined }, lookup, values);
-        if (!NARROWED.has(lookup) || !exact || !values.length || !values.every(longEnough))
+        if (!NARROWED.has(lookup) || !exact || !values.length || !values.every(coverable))
           return exact;
-        return and(candidates(cotId, spec.idExpr, [f.name], values), exact);
+        return and(candidates(cotId, spec.idExpr, values), exact);
       },
     };
   }
@@ -701,25 +706,37 @@ export function withSearchIndex(
 }
 
 /**
- * Migration (decision 0056): indexes of the older external-content form (decision 0050) are
- * replaced by the current one and filled at once, so an upgraded database searches through its
- * index from the start. Once done, finds nothing (one statement).
+ * Migration (decision 0130): each type's own index of the earlier forms (an FTS5 table
+ * `co_<id>_fts`, a pending table `co_<id>_fts_pending`, decisions 0050/0056) is dropped, its
+ * triggers are made for the shared index with every row pending, and the rows are indexed at
+ * once in batches, so an upgraded database searches through the index from the start. Once
+ * done, finds nothing (one statement).
  */
 export async function upgradeSearchIndexes(db: Database): Promise<number[]> {
   const rows = (await db.orm.all(
-    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'co_[0-9]*_fts' AND (sql NOT LIKE '%contentless_delete=1%' OR sql NOT LIKE '%case_sensitive 1%')`,
+    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'co_[0-9]*_fts' OR name GLOB 'co_[0-9]*_fts_pending')`,
   )) as { name: string }[];
-  const ids = rows
-    .map((r) => /^co_(\d+)_fts$/.exec(r.name))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]));
+  const ids = [
+    ...new Set(
+      rows
+        .map((r) => /^co_(\d{1,15})_fts(_pending)?$/.exec(r.name))
+        .filter((m) => m !== null)
+        .map((m) => Number(m[1])),
+    ),
+  ];
+  // one atomic batch per type (no interactive transaction: D1 has none)
   for (const cotId of ids) {
-    await db.transaction(async (tx) => {
-      await dropSearchIndex(tx, cotId);
-      await syncSearchIndex(tx, cotId);
-    });
+    const own = [`${tableName(cotId)}_fts`, `${tableName(cotId)}_fts_pending`];
+    const drops = [
+      ...triggerNames(cotId).map((name) => `DROP TRIGGER IF EXISTS ${q(name)}`),
+      ...own.map((name) => `DROP TABLE IF EXISTS ${q(name)}`),
+    ];
+    const columns = await currentColumns(db.orm, cotId);
+    const make = columns ? (changeStatements(cotId, columns, new Map()) ?? []) : [];
+    const [first, ...rest] = [...drops, ...make].map((s) => db.orm.run(sql.raw(s)));
+    await db.write([first!, ...rest]);
   }
   // before serving: bigger batches than a running server's
-  if (ids.length) await flushAllSearchIndexes(db, ids, 2000);
+  if (ids.length) await flushAllSearchIndexes(db, ids.filter(indexable), 2000);
   return ids;
 }
