@@ -1367,3 +1367,69 @@ test("a write losing a race: its read, its batch, one read settling and explaini
     siteCreateUnique: 1,
   });
 });
+
+test("a schema apply beside fields pointing at custom object types and at a missing object type: 3 warm, a type made since by another app seen (0140)", async () => {
+  // `aim` is a custom object type (the registry caches none: a rename moves its label); the
+  // polymorphic field of `pointer` also names an object type id no row holds (a row written past
+  // the API, as an older version or another tool may leave it): the next id one will take
+  await namedCot(t, "aim");
+  const pointer = await namedCot(t, "pointer", { aim: { to: "custom_objects.aim" } });
+  const poly = await addField(t, pointer.id, {
+    name: "either",
+    type: "object",
+    is_polymorphic: true,
+    related_object_types: ["dcim.site"],
+  });
+  const slug = `beside_${next()}`;
+  const apply = () => {
+    const n = next();
+    const fields = [{ id: 1, name: `f_${n}`, type: "text" }];
+    return { schema: { schema_version: "1", types: [{ name: slug, slug, fields }] } };
+  };
+  // the applied type made, and another app on the same database started (its start makes the
+  // object types it names): nothing else takes an object type id until that app makes a type
+  expect((await t.json("POST", `${CO}/schema/apply/`, { body: apply() })).status).toBe(200);
+  const other = await anotherInstance(remote.url);
+  const orm = t.deps.db.orm;
+  const [{ next: missing }] = (await orm.all(
+    sql`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'object_types'), 0), (SELECT max(id) FROM object_types)) + 1 AS next`,
+  )) as Array<{ next: number }>;
+  await orm.run(
+    sql`UPDATE custom_object_type_fields SET related_object_type_ids = json_insert(related_object_type_ids, '$[#]', ${missing}) WHERE id = ${poly.id}`,
+  );
+  // the token with the first read (the fields' types in it), the second read, the batch: 4 before
+  // (the types those fields point at read after the first read, on every apply)
+  const beside = await roundTrips("POST", () => `${CO}/schema/apply/`, apply, 200);
+  const objectTypeReads = proxy.log.filter((l) =>
+    l.sql.some((q) => /^select .* from "object_types" where "object_types"\."id" in \(\?/i.test(q)),
+  );
+  expect({ beside, objectTypeReads: objectTypeReads.length }).toEqual({
+    beside: 3,
+    objectTypeReads: 0,
+  });
+
+  // the other app makes a type: it takes the id the field names
+  try {
+    const res = await other.app.request(`${BASE}${CO}/custom-object-types/`, {
+      method: "POST",
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "late", slug: "late" }),
+    });
+    const late = (await res.json()) as { object_type: { id: number } };
+    expect(res.status).toBe(201);
+    expect(late.object_type.id).toBe(missing);
+  } finally {
+    await other.close();
+  }
+  // this app's apply of `pointer` as it now is sees the field pointing at the new type: nothing
+  // to change (an apply taking the id for missing would see the field retargeted)
+  const exported = await t.json("GET", `${CO}/schema/export?slug=pointer`);
+  expect(exported.status).toBe(200);
+  const either = exported.body.types[0].fields.find((f: { name: string }) => f.name === "either");
+  expect(either.related_object_types).toEqual(["custom-objects/late", "dcim/site"]);
+  const applied = await t.json("POST", `${CO}/schema/apply/`, { body: { schema: exported.body } });
+  expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+  expect(applied.body.diffs.map((d: { slug: string; has_changes: boolean }) => d)).toEqual([
+    expect.objectContaining({ slug: "pointer", has_changes: false }),
+  ]);
+});
