@@ -1386,9 +1386,18 @@ test("a schema apply beside fields pointing at custom object types and at a miss
     const fields = [{ id: 1, name: `f_${n}`, type: "text" }];
     return { schema: { schema_version: "1", types: [{ name: slug, slug, fields }] } };
   };
-  // the applied type made, and another app on the same database started (its start makes the
+  const follower = `follower_${next()}`;
+  const followerApply = () => {
+    const fields = [
+      { id: 1, name: "aim", type: "object", related_object_type: "custom_objects/aim" },
+      { id: 2, name: `g_${next()}`, type: "text" },
+    ];
+    return { schema: { schema_version: "1", types: [{ name: follower, slug: follower, fields }] } };
+  };
+  // the applied types made, and another app on the same database started (its start makes the
   // object types it names): nothing else takes an object type id until that app makes a type
-  expect((await t.json("POST", `${CO}/schema/apply/`, { body: apply() })).status).toBe(200);
+  for (const body of [apply(), followerApply()])
+    expect((await t.json("POST", `${CO}/schema/apply/`, { body })).status).toBe(200);
   const other = await anotherInstance(remote.url);
   const orm = t.deps.db.orm;
   const [{ next: missing }] = (await orm.all(
@@ -1403,9 +1412,12 @@ test("a schema apply beside fields pointing at custom object types and at a miss
   const objectTypeReads = proxy.log.filter((l) =>
     l.sql.some((q) => /^select .* from "object_types" where "object_types"\."id" in \(\?/i.test(q)),
   );
-  expect({ beside, objectTypeReads: objectTypeReads.length }).toEqual({
+  // a type pointing at `aim` itself: its fields' change records name that type too (7 before)
+  const following = await roundTrips("POST", () => `${CO}/schema/apply/`, followerApply, 200);
+  expect({ beside, objectTypeReads: objectTypeReads.length, following }).toEqual({
     beside: 3,
     objectTypeReads: 0,
+    following: 3,
   });
 
   // the other app makes a type: it takes the id the field names
