@@ -1266,11 +1266,11 @@ async function lostRace<R extends { status: number; body: any }>(
     const won = await winner();
     await flushSearchIndexesNow(servicesOf(t.app));
     const winners = proxy.count - before;
-    const log = proxy.log.slice(0, before).concat(proxy.log.slice(before + winners));
     proxy.release();
     const lost = await losing;
-    const all = proxy.log.slice(0, before).concat(proxy.log.slice(before + winners));
-    return { lost, won, trips: proxy.count - winners, log: JSON.stringify(all.length ? all : log) };
+    // the loser's round trips: those before the winner's and those after them
+    const mine = proxy.log.slice(0, before).concat(proxy.log.slice(before + winners));
+    return { lost, won, trips: proxy.count - winners, log: JSON.stringify(mine) };
   } finally {
     proxy.release();
   }
@@ -1320,8 +1320,16 @@ test("a write losing a race: its read, its batch, one read settling and explaini
   await run(
     "sitePatchIfMatch",
     siteHeld,
-    patch(sitePath, () => ({ description: `l${next()}` }), () => etag),
-    patch(sitePath, () => ({ description: `w${next()}` }), () => etag),
+    patch(
+      sitePath,
+      () => ({ description: `l${next()}` }),
+      () => etag,
+    ),
+    patch(
+      sitePath,
+      () => ({ description: `w${next()}` }),
+      () => etag,
+    ),
   );
   await run(
     "objectPatch",
@@ -1333,8 +1341,16 @@ test("a write losing a race: its read, its batch, one read settling and explaini
   await run(
     "objectPatchIfMatch",
     thingHeld,
-    patch(thingPath, () => ({ note: `l${next()}` }), () => etag),
-    patch(thingPath, () => ({ note: `w${next()}` }), () => etag),
+    patch(
+      thingPath,
+      () => ({ note: `l${next()}` }),
+      () => etag,
+    ),
+    patch(
+      thingPath,
+      () => ({ note: `w${next()}` }),
+      () => etag,
+    ),
   );
   const title = `taken ${next()}`;
   const make = () => t.json("POST", `${CO}/contested/`, { body: { title } });
@@ -1399,29 +1415,32 @@ test("a schema apply beside fields pointing at custom object types and at a miss
   for (const body of [apply(), followerApply()])
     expect((await t.json("POST", `${CO}/schema/apply/`, { body })).status).toBe(200);
   const other = await anotherInstance(remote.url);
-  const orm = t.deps.db.orm;
-  const [{ next: missing }] = (await orm.all(
-    sql`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'object_types'), 0), (SELECT max(id) FROM object_types)) + 1 AS next`,
-  )) as Array<{ next: number }>;
-  await orm.run(
-    sql`UPDATE custom_object_type_fields SET related_object_type_ids = json_insert(related_object_type_ids, '$[#]', ${missing}) WHERE id = ${poly.id}`,
-  );
-  // the token with the first read (the fields' types in it), the second read, the batch: 4 before
-  // (the types those fields point at read after the first read, on every apply)
-  const beside = await roundTrips("POST", () => `${CO}/schema/apply/`, apply, 200);
-  const objectTypeReads = proxy.log.filter((l) =>
-    l.sql.some((q) => /^select .* from "object_types" where "object_types"\."id" in \(\?/i.test(q)),
-  );
-  // a type pointing at `aim` itself: its fields' change records name that type too (7 before)
-  const following = await roundTrips("POST", () => `${CO}/schema/apply/`, followerApply, 200);
-  expect({ beside, objectTypeReads: objectTypeReads.length, following }).toEqual({
-    beside: 3,
-    objectTypeReads: 0,
-    following: 3,
-  });
-
-  // the other app makes a type: it takes the id the field names
   try {
+    const orm = t.deps.db.orm;
+    const [seq] = (await orm.all(
+      sql`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'object_types'), 0), (SELECT max(id) FROM object_types)) + 1 AS next`,
+    )) as Array<{ next: number }>;
+    const missing = Number(seq!.next);
+    await orm.run(
+      sql`UPDATE custom_object_type_fields SET related_object_type_ids = json_insert(related_object_type_ids, '$[#]', ${missing}) WHERE id = ${poly.id}`,
+    );
+    // the token with the first read (the fields' types in it), the second read, the batch: 4 before
+    // (the types those fields point at read after the first read, on every apply)
+    const beside = await roundTrips("POST", () => `${CO}/schema/apply/`, apply, 200);
+    const objectTypeReads = proxy.log.filter((l) =>
+      l.sql.some((q) =>
+        /^select .* from "object_types" where "object_types"\."id" in \(\?/i.test(q),
+      ),
+    );
+    // a type pointing at `aim` itself: its fields' change records name that type too (7 before)
+    const following = await roundTrips("POST", () => `${CO}/schema/apply/`, followerApply, 200);
+    expect({ beside, objectTypeReads: objectTypeReads.length, following }).toEqual({
+      beside: 3,
+      objectTypeReads: 0,
+      following: 3,
+    });
+
+    // the other app makes a type: it takes the id the field names
     const res = await other.app.request(`${BASE}${CO}/custom-object-types/`, {
       method: "POST",
       headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },

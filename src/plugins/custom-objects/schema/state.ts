@@ -3,7 +3,12 @@
  * vocabulary (related types as `app/model`, choice sets by name) so the two compare directly.
  */
 import { inArray, sql } from "drizzle-orm";
-import { choiceSets, customObjectTypeFields, customObjectTypes, objectTypes as otTable } from "../../../db/schema";
+import {
+  choiceSets,
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes as otTable,
+} from "../../../db/schema";
 import { outsideTransaction, type Database, type Executor } from "../../../db/client";
 import type { ObjectTypeRegistry, ObjectTypeRow } from "../../../core/object-types";
 import type { CotRow } from "../objects/models";
