@@ -5,6 +5,7 @@
 import { and, eq, inArray } from "drizzle-orm";
 import type { Database, Executor } from "../db/client";
 import { objectTypes } from "../db/schema";
+import { type Slots, slotKey } from "./slots";
 
 export interface ObjectTypeRow {
   id: number;
@@ -29,6 +30,17 @@ export function parseLabel(
   const model = text.slice(i + 1).trim();
   if (!/^[a-z][a-z0-9_-]*$/.test(appLabel) || !/^[-a-zA-Z0-9_]+$/.test(model)) return null;
   return { appLabel, model: appLabel === "custom_objects" ? model : model.toLowerCase() };
+}
+
+/**
+ * Object type rows a write read in its own snapshot (a schema apply, with the fields pointing at
+ * them: decision 0140), by id: its serialising asks the registry only for the ids not among them.
+ */
+const readByWrite = slotKey<Map<number, ObjectTypeRow>>("object types read by the write");
+
+/** Keeps `rows` (the object types a write read) for the write's `byIds(…, …, scratch)`. */
+export function keepReadTypes(scratch: Slots, rows: Map<number, ObjectTypeRow>): void {
+  scratch.set(readByWrite, rows);
 }
 
 /**
@@ -133,11 +145,21 @@ export class ObjectTypeRegistry {
     return row ?? null;
   }
 
-  async byIds(ids: number[], db: Executor = this.db.orm): Promise<Map<number, ObjectTypeRow>> {
+  /**
+   * The rows of `ids` that exist. With `scratch`, a write's: the rows it read itself
+   * (`keepReadTypes`) answer for their ids; an id not among them is read (it may name a type the
+   * write creates, or one its read did not cover).
+   */
+  async byIds(
+    ids: number[],
+    db: Executor = this.db.orm,
+    scratch?: Slots,
+  ): Promise<Map<number, ObjectTypeRow>> {
     const out = new Map<number, ObjectTypeRow>();
     const missing: number[] = [];
+    const read = scratch?.get(readByWrite);
     for (const id of new Set(ids)) {
-      const row = this.#byId.get(id);
+      const row = this.#byId.get(id) ?? read?.get(id);
       if (row) out.set(id, row);
       else missing.push(id);
     }

@@ -2,11 +2,14 @@
  * What a staged write's failed batch means (decisions 0071, 0090, 0092): a constraint's answer, a
  * delete hook's, a lost race (409, or 412 with `If-Match`) or the permission guard (403). Shared
  * by the host models' and the custom objects' staged writers; the reads that tell the guards
- * apart run on failure only.
+ * apart are sent on failure only, with the read that settles the request's guards (decision 0140).
  */
-import { isWriteConflict, WriteConflictError } from "../../db/client";
-import type { StagedHook } from "../context";
+import type { BatchItem } from "drizzle-orm/batch";
+import { isWriteConflict, type Queries, WriteConflictError } from "../../db/client";
+import type { StagedHook, WriteContext } from "../context";
 import { ApiError } from "../errors";
+import { explainedFailure } from "../fresh-read";
+import type { WriteBatch } from "../rest/write-batch";
 
 /** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */
 const preconditionFailed = () =>
@@ -23,7 +26,7 @@ export const outsideConstraints = (action: "add" | "change") =>
     "permission_denied",
   );
 
-/** The write whose batch failed, and how to read what it needs to explain the failure. */
+/** The write whose batch failed, and the reads that explain its failure. */
 export interface BatchFailure {
   action: "add" | "change" | "delete";
   /** The stamps (`last_updated`) the read phase saw, by row id. */
@@ -34,37 +37,67 @@ export interface BatchFailure {
   hooks?: StagedHook[];
   /** A constraint failure's answer (400/409 naming the field), or null when `e` is not one. */
   constraintError(e: unknown): unknown;
-  /** The rows' stamps now, read after the failure. */
-  stampsNow(ids: number[]): Promise<Array<{ id: unknown; stamp: unknown }>>;
-  /** A check that throws its own answer before the hooks are asked (a type's changed shape). */
-  checkFirst?(): Promise<void>;
+  /** The statement reading the stamps of the rows `ids` as rows of `id` and `stamp`. */
+  stamps(ids: number[]): Read;
+  /**
+   * A check that throws its own answer before the hooks are asked (a type's changed shape): its
+   * statement, and what its rows say.
+   */
+  first?: { read: Read; check(rows: unknown[]): void };
 }
 
+type Read = BatchItem<"sqlite">;
+
 /**
- * Runs `run` (the write batch). Resolves to undefined when it committed, or "transaction" when a
- * delete hook asks for the delete to run in a transaction after all; otherwise throws what the
- * failure means.
+ * Runs `run` (the write batch `batch`). Resolves to undefined when it committed, or "transaction"
+ * when a delete hook asks for the delete to run in a transaction after all; otherwise throws what
+ * the failure means. The reads that explain a failed guard ride with the read that settles the
+ * request's guards after it (`WriteBatch.explainWith`, decision 0140): a lost race costs no round
+ * trip of its own where there is such a read, one where there is none.
  */
 export async function runStagedBatch(
+  ctx: Pick<WriteContext, "services">,
+  batch: WriteBatch,
   run: () => Promise<unknown>,
   failure: BatchFailure,
 ): Promise<"transaction" | undefined> {
+  const reads = explainingReads(failure);
+  batch.explainWith(reads);
   try {
     await run();
     return undefined;
   } catch (e) {
     if (!isWriteConflict(e)) throw failure.constraintError(e) ?? e;
-    return explainGuard(failure);
+    let answers: Promise<unknown[]> | undefined;
+    // read on their own, once, only when no settling read carried them and they are needed
+    const rows = () =>
+      (answers ??= Promise.resolve(
+        explainedFailure(e) ?? ctx.services.db.read(reads as unknown as Queries),
+      ) as Promise<unknown[]>);
+    return explainGuard(failure, rows);
   }
 }
 
+/** The failure's reads: the first check's, then the stamps of the rows read (not for a create). */
+function explainingReads(f: BatchFailure): Read[] {
+  const reads: Read[] = [];
+  if (f.first) reads.push(f.first.read);
+  if (stampsMatter(f)) reads.push(f.stamps([...f.read.keys()]));
+  return reads;
+}
+
+const stampsMatter = (f: BatchFailure) => f.action !== "add" && f.read.size > 0;
+
 /** A write guard failed: the hooks' answer, a lost race, else the permission guard. */
-async function explainGuard(f: BatchFailure): Promise<"transaction"> {
-  await f.checkFirst?.();
+async function explainGuard(
+  f: BatchFailure,
+  rows: () => Promise<unknown[]>,
+): Promise<"transaction"> {
+  if (f.first) f.first.check((await rows())[0] as unknown[]);
   for (const hook of f.hooks ?? [])
     if ((await hook.explain?.()) === "transaction") return "transaction";
-  if (f.action !== "add" && f.read.size) {
-    const now = await f.stampsNow([...f.read.keys()]);
+  if (stampsMatter(f)) {
+    const now = (await rows())[f.first ? 1 : 0] as Array<{ id: unknown; stamp: unknown }>;
     const moved = now.length < f.read.size || now.some((r) => f.read.get(Number(r.id)) !== r.stamp);
     if (moved) throw f.preconditioned ? preconditionFailed() : new WriteConflictError();
   }

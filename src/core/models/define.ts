@@ -418,7 +418,9 @@ async function objectTypeRefs(
   const refIds = refFields.flatMap((f) =>
     rows.flatMap((r) => [r[m.keyOf(f.column!)]].flat().filter((x) => typeof x === "number")),
   );
-  const refs = refIds.length ? await ctx.services.objectTypes.byIds(refIds, ctx.db) : new Map();
+  const refs = refIds.length
+    ? await ctx.services.objectTypes.byIds(refIds, ctx.db, ctx.scratch)
+    : new Map();
   return (id: number) => {
     const ot = refs.get(id);
     return ot ? { id, app_label: ot.appLabel, model: ot.model } : { id };

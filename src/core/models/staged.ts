@@ -872,13 +872,13 @@ class StagedWriter {
     preconditioned: boolean,
     hooks: StagedHook[] = [],
   ): Promise<"transaction" | undefined> {
-    return runStagedBatch(() => batch.run(ctx), {
+    return runStagedBatch(ctx, batch, () => batch.run(ctx), {
       action,
       read,
       preconditioned,
       hooks,
       constraintError: (e) => mapConstraintError(e, this.parts.resource),
-      stampsNow: (ids) =>
+      stamps: (ids) =>
         this.orm(ctx)
           .select({ id: this.table.id, stamp: (this.table as any).lastUpdated })
           .from(this.table)

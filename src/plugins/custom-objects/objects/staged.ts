@@ -515,12 +515,20 @@ function stagePermission(
 }
 
 /**
+ * Errors a write's batch answered with the type's shape proven current: a constraint's (the
+ * batch's shape guard ran before the statement that failed), or a failed guard's explained after
+ * its shape was read (`runBatch`). `shapeChecked` reads the shape for no such answer again.
+ */
+const shapeProven = new WeakSet<object>();
+
+/**
  * Runs the batch; constraint failures answer as a transaction's did (400 naming the field or
  * constraint). A failed guard is the type's shape first (`StaleModel`: the write starts again on
  * the new shape), then as `runStagedBatch` explains it: a delete hook's, a lost race (409, or 412
- * with `If-Match`), else the permission guard (403). Those reads run on failure only.
+ * with `If-Match`), else the permission guard (403). The shape and the stamps are read on failure
+ * only, with the read that settles the request's guards (decision 0140).
  */
-function runBatch(
+async function runBatch(
   w: ObjectWriter,
   ctx: WriteContext,
   batch: WriteBatch,
@@ -530,25 +538,44 @@ function runBatch(
   hooks: StagedHook[] = [],
 ): Promise<"transaction" | undefined> {
   const orm = ctx.services.db.orm;
-  return runStagedBatch(() => w.uniqueChecked(() => batch.run(ctx)), {
-    action,
-    read,
-    preconditioned,
-    hooks,
-    constraintError: (e) =>
-      mapConstraintError(e, {
-        verboseName: verboseName(w.cot),
-        fieldForColumn: (c) => w.fieldForColumn(c),
-      }),
-    checkFirst: () => checkShape(w, orm),
-    stampsNow: (ids) =>
-      orm.all<{ id: number; stamp: string | null }>(
-        sql`SELECT id, last_updated AS stamp FROM ${ident(tableName(w.cot.id))} WHERE id IN (${sql.join(
-          ids.map((i) => sql`${i}`),
-          sql`, `,
-        )})`,
-      ),
-  });
+  let proven = false;
+  const run = async () => {
+    try {
+      return await w.uniqueChecked(() => batch.run(ctx));
+    } catch (e) {
+      // a constraint's answer: the shape guard leads the type's statements, so it held
+      if (e instanceof ValidationError) proven = true;
+      throw e;
+    }
+  };
+  try {
+    return await runStagedBatch(ctx, batch, run, {
+      action,
+      read,
+      preconditioned,
+      hooks,
+      constraintError: (e) =>
+        mapConstraintError(e, {
+          verboseName: verboseName(w.cot),
+          fieldForColumn: (c) => w.fieldForColumn(c),
+        }),
+      first: {
+        read: shapeQuery(w, orm),
+        check(rows) {
+          shapeHeld(w, rows);
+          proven = true;
+        },
+      },
+      stamps: (ids) =>
+        orm
+          .select({ id: w.table.id, stamp: w.table.lastUpdated })
+          .from(w.table)
+          .where(inArray(w.table.id, ids)),
+    });
+  } catch (e) {
+    if (proven && e instanceof ApiError) shapeProven.add(e);
+    throw e;
+  }
 }
 
 /**
@@ -581,14 +608,24 @@ function foldTagEdits(
   return { ...edits.rest, tags };
 }
 
-/** `StaleModel` when the type no longer has the shape `w` was built on. */
-async function checkShape(w: ObjectWriter, orm: WriteContext["services"]["db"]["orm"]) {
-  const t = customObjectTypes;
-  const [shape] = await orm
-    .select({ v: t.shapeVersion, slug: t.slug })
-    .from(t)
-    .where(sql`${t.id} = ${w.cot.id}`);
+type Orm = WriteContext["services"]["db"]["orm"];
+
+/** The type's shape version and slug now. */
+const shapeQuery = (w: ObjectWriter, orm: Orm) =>
+  orm
+    .select({ v: customObjectTypes.shapeVersion, slug: customObjectTypes.slug })
+    .from(customObjectTypes)
+    .where(sql`${customObjectTypes.id} = ${w.cot.id}`);
+
+/** `StaleModel` unless `rows` (of `shapeQuery`) show the shape `w` was built on. */
+function shapeHeld(w: ObjectWriter, rows: unknown[]) {
+  const [shape] = rows as Array<{ v: number; slug: string }>;
   if (shape?.v !== w.cot.shapeVersion || shape.slug !== w.slug) throw new StaleModel();
+}
+
+/** `StaleModel` when the type no longer has the shape `w` was built on. */
+async function checkShape(w: ObjectWriter, orm: Orm) {
+  shapeHeld(w, await shapeQuery(w, orm));
 }
 
 /**
@@ -958,20 +995,16 @@ async function updateOrExplain(
 /**
  * A write on a type without choice sets reads nothing of its shape before the batch, which
  * guards it (`stageLookups`). A refusal before the batch (a field unknown to a stale shape) is
- * checked before it leaves: a shape changed meanwhile starts the write again (`StaleModel`).
+ * checked before it leaves: a shape changed meanwhile starts the write again (`StaleModel`). A
+ * refusal the batch proved the shape for (`shapeProven`) leaves as it is.
  */
 async function shapeChecked<T>(w: ObjectWriter, ctx: WriteContext, write: () => Promise<T>) {
   try {
     return await write();
   } catch (e) {
-    if (!(e instanceof ApiError) || e instanceof StaleModel) throw e;
+    if (!(e instanceof ApiError) || e instanceof StaleModel || shapeProven.has(e)) throw e;
     if (Object.hasOwn(w.preflightColumns, "choices")) throw e;
-    const t = customObjectTypes;
-    const [now] = await ctx.services.db.orm
-      .select({ v: t.shapeVersion, slug: t.slug })
-      .from(t)
-      .where(sql`${t.id} = ${w.cot.id}`);
-    if (now?.v !== w.cot.shapeVersion || now.slug !== w.slug) throw new StaleModel();
+    await checkShape(w, ctx.services.db.orm);
     throw e;
   }
 }

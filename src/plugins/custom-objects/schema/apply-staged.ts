@@ -103,9 +103,12 @@ import {
   fieldInput,
   type ApplyRequest,
 } from "./apply";
+import { keepReadTypes } from "../../../core/object-types";
 import {
   referenceQueries,
   stableJson,
+  pointedTypes,
+  pointedTypesQuery,
   referencesFromRows,
   typeRowQueries,
   typesFromRows,
@@ -323,10 +326,15 @@ async function readState(
   const [cots, fields, sets] = [phase.add(cotsQ), phase.add(fieldsQ), phase.add(setsQ)];
   const [refCotsQ, refFieldsQ] = referenceQueries(orm);
   const [refCots, refFields] = [phase.add(refCotsQ), phase.add(refFieldsQ)];
+  // the types those fields point at, in the same snapshot: no read of the registry's after it
+  const pointedRows = phase.add(pointedTypesQuery(orm));
   const named = phase.add(choiceSetsQuery(orm, document));
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
+  const pointed = pointedTypes(pointedRows());
+  // the change records of the fields name those types too (`define.ts`'s object type refs)
+  keepReadTypes(ctx.scratch, pointed);
   const viewable = mayView();
   const hidden = new Set(
     rows.cots.filter((c) => viewable && !viewable.has(c.id)).map((c) => c.slug),
@@ -336,8 +344,8 @@ async function readState(
   return {
     hidden,
     nameHolders: holders() as NameHolder[],
-    state: withoutHidden(await typesFromRows(rows, orm, registry), hidden),
-    references: await referencesFromRows(refCots(), refFields(), orm, registry),
+    state: withoutHidden(await typesFromRows(rows, orm, registry, undefined, pointed), hidden),
+    references: await referencesFromRows(refCots(), refFields(), orm, registry, pointed),
     sets: named() as ChoiceSetRow[],
   };
 }

@@ -3,9 +3,14 @@
  * vocabulary (related types as `app/model`, choice sets by name) so the two compare directly.
  */
 import { inArray, sql } from "drizzle-orm";
-import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import {
+  choiceSets,
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes as otTable,
+} from "../../../db/schema";
 import { outsideTransaction, type Database, type Executor } from "../../../db/client";
-import type { ObjectTypeRegistry } from "../../../core/object-types";
+import type { ObjectTypeRegistry, ObjectTypeRow } from "../../../core/object-types";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
 import type { FieldEntry, TypeEntry } from "./document";
@@ -151,12 +156,46 @@ type TypeRows = {
   sets: Array<{ id: number; name: string }>;
 };
 
-/** `loadDbTypes` from the rows of `typeRowQueries`, read by the caller. */
+/**
+ * The object types the fields of every type point at (`related_object_type`, and each of
+ * `related_object_types`), for the read that reads the fields: answered in the same snapshot, an
+ * id absent from it names no type at that moment, however the cache stands (decision 0140). The
+ * registry caches no custom object type's row (a rename moves it) and remembers no absent id
+ * (one may be created, or put back from the trash, by another process): read with the fields,
+ * neither costs a round trip of its own.
+ */
+export function pointedTypesQuery(db: Executor) {
+  const f = customObjectTypeFields;
+  return db
+    .select({ id: otTable.id, appLabel: otTable.appLabel, model: otTable.model })
+    .from(otTable)
+    .where(
+      sql`${otTable.id} IN (SELECT ${f.relatedObjectTypeId} FROM ${f} UNION SELECT je.value FROM ${f}, json_each(${f.relatedObjectTypeIds}) je)`,
+    );
+}
+
+/** The rows of `pointedTypesQuery` by id. */
+export const pointedTypes = (rows: ObjectTypeRow[]): Map<number, ObjectTypeRow> =>
+  new Map(rows.map((r) => [r.id, r]));
+
+/** The object types `ids` name: from `pointed` when the caller read them, else the registry. */
+const typesNamed = (
+  ids: number[],
+  db: Executor,
+  objectTypes: ObjectTypeRegistry,
+  pointed?: Map<number, ObjectTypeRow>,
+) => (pointed ? Promise.resolve(pointed) : objectTypes.byIds(ids, db));
+
+/**
+ * `loadDbTypes` from the rows of `typeRowQueries`, read by the caller; `pointed`, the rows of
+ * `pointedTypesQuery` when the caller read them in the same read.
+ */
 export async function typesFromRows(
   rows: TypeRows,
   db: Executor,
   objectTypes: ObjectTypeRegistry,
   hidden?: ReadonlySet<string>,
+  pointed?: Map<number, ObjectTypeRow>,
 ): Promise<Map<string, DbType>> {
   const out = new Map<string, DbType>();
   const cots = hidden?.size ? rows.cots.filter((c) => !hidden.has(c.slug)) : rows.cots;
@@ -167,7 +206,7 @@ export async function typesFromRows(
   const otIds = fields
     .flatMap((f) => [f.relatedObjectTypeId, ...f.relatedObjectTypeIds])
     .filter((x): x is number => x != null);
-  const ots = await objectTypes.byIds(otIds, db);
+  const ots = await typesNamed(otIds, db, objectTypes, pointed);
   const ref = (id: number | null) => {
     if (id == null) return null;
     const ot = ots.get(id);
@@ -259,16 +298,19 @@ export function referenceQueries(db: Executor) {
   return [cots, fields] as const;
 }
 
-/** `loadReferences` from the rows of `referenceQueries`, read by the caller. */
+/** `loadReferences` from the rows of `referenceQueries`, read by the caller (`pointed`: as above). */
 export async function referencesFromRows(
   cots: Array<{ id: number; slug: string }>,
   fields: Array<{ cotId: number; one: number | null; many: number[] }>,
   db: Executor,
   objectTypes: ObjectTypeRegistry,
+  pointed?: Map<number, ObjectTypeRow>,
 ): Promise<Map<string, string[]>> {
-  const ots = await objectTypes.byIds(
+  const ots = await typesNamed(
     fields.flatMap((f) => [f.one, ...f.many]).filter((x): x is number => x != null),
     db,
+    objectTypes,
+    pointed,
   );
   const slugOf = new Map(cots.map((c) => [c.id, c.slug]));
   const out = new Map<string, string[]>(cots.map((c) => [c.slug, []]));
