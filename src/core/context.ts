@@ -243,6 +243,30 @@ export interface StagedWrites {
     partial: boolean,
     options: StagedOptions,
   ): Promise<StagedWritten[]>;
+  /**
+   * A partial update of one object whose stored side the caller states instead of reading it (a
+   * revert of a change record: the object as its post-change state says, decision 0139): no read,
+   * one batch conditioned on the row's stamp, the type's shape and the caller's constraints. Null
+   * when the write would need a read first (a relation, a choice, tags, rules not cached) or when
+   * the batch refused it (nothing written): the caller then writes the ordinary way.
+   */
+  updateAssumed?(
+    ctx: WriteContext,
+    item: AssumedUpdate,
+    options: StagedOptions,
+  ): Promise<StagedWritten | null>;
+}
+
+/** `StagedWrites.updateAssumed`'s object: the fields to write and the object as assumed now. */
+export interface AssumedUpdate {
+  id: number;
+  input: ApiRecord;
+  /** The row's `last_updated` as assumed: the batch's UPDATE is conditioned on it. */
+  stamp: string;
+  /** The record as assumed now (the change record's prechange). */
+  before: ApiRecord;
+  /** The record the write leaves, given its new stamp (the change record's postchange). */
+  after(stamp: string): ApiRecord;
 }
 
 export interface Resource {

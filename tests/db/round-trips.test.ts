@@ -899,7 +899,7 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
     writtenObjectCreateReverted: 2,
     writtenDryRun: 1,
     elsewhereSiteDeleteReverted: 3,
-    elsewhereObjectUpdateReverted: 3,
+    elsewhereObjectUpdateReverted: 2,
     elsewhereDryRun: 2,
     dryRunDelete: 1,
     dryRunUpdate: 1,

@@ -490,6 +490,10 @@ async function revertStaged(
   const staged = resource.staged;
   const writer = writerOf(staged, row);
   const input = opts.dropped.length ? null : inputOf(resource, row);
+  // a record this process did not remember: its write built from it alone (decision 0139)
+  const readFree = !opts.proof && !opts.dryRun && input;
+  const done = readFree ? await revertReadFree(c, resource, row, input) : null;
+  if (done) return done;
   if (staged && writer && input) {
     const done = await revertInOneRead(c, staged, resource, row, opts, input);
     if (done !== REPLAN) return done;
@@ -549,6 +553,75 @@ function inputOf(resource: Resource, row: ChangeRow): ApiRecord | null {
   const own = ownFields(resource);
   const fields = Object.keys(pre).filter((f) => !META.has(f) && (!own || own.has(f)));
   return Object.fromEntries(fields.map((f) => [f, pre[f]]));
+}
+
+/** Field kinds whose record value a write takes back as it is, and whose value types it has. */
+const PLAIN: Record<string, (v: unknown) => boolean> = {
+  string: (v) => typeof v === "string",
+  integer: (v) => typeof v === "number" && Number.isInteger(v),
+  boolean: (v) => typeof v === "boolean",
+  date: (v) => typeof v === "string",
+};
+
+/** Whether `field` is a plain field of the model now, its two snapshots' values of its kind. */
+function plainField(resource: Resource, field: string, pre: ApiRecord, post: ApiRecord): boolean {
+  const kind = resource.describe?.find((d) => d.name === field)?.kind;
+  const fits = kind ? PLAIN[kind] : undefined;
+  if (!fits || field === "tags" || resource.relations?.some((r) => r.name === field)) return false;
+  return [pre[field], post[field]].every((v) => v === null || fits(v));
+}
+
+/**
+ * Whether the record's two snapshots have the model's fields as it is now, in the same order:
+ * no field added, removed or renamed since (the write built from them alone would differ).
+ */
+function sameShape(resource: Resource, pre: ApiRecord, post: ApiRecord): boolean {
+  const keys = Object.keys(post);
+  const own = ownFields(resource);
+  if (!own || keys.join("\u0000") !== Object.keys(pre).join("\u0000")) return false;
+  return (
+    keys.every((k) => META.has(k) || own.has(k)) &&
+    resource.describe!.every((d) => Object.hasOwn(post, d.name))
+  );
+}
+
+/**
+ * An update's revert with no read after the record's (decision 0139): the change record says what
+ * the object is now (its post-change state), and the write is built from it alone; the batch
+ * proves it (the row's stamp as the record has it, the type's shape, the caller's constraints). The
+ * object left is the record's post-change state with the fields put back (and the display they
+ * gave). Null where the record alone does not settle the write (a relation, tags, a field not
+ * plain, a shape changed since) or where the batch refused it: nothing was written, and the revert
+ * runs the ordinary way, whose reads answer why (409, 403, 404 as they always did).
+ */
+async function revertReadFree(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  input: ApiRecord,
+): Promise<ApiRecord | null> {
+  const assumed = resource.staged?.updateAssumed;
+  const pre = snapshot(row.prechangeData);
+  const post = snapshot(row.postchangeData);
+  if (!assumed || row.action !== "update" || !pre || !post) return null;
+  const stamp = post.last_updated;
+  if (typeof stamp !== "string" || !sameShape(resource, pre, post)) return null;
+  if (!Object.keys(input).every((f) => plainField(resource, f, pre, post))) return null;
+  const after = (next: string) =>
+    Object.fromEntries(
+      Object.keys(post).map((k) => [
+        k,
+        k === "last_updated" ? next : Object.hasOwn(input, k) || k === "display" ? pre[k] : post[k],
+      ]),
+    );
+  const item = { id: row.changedObjectId, input, stamp, before: post, after };
+  const written = await withChangeRead(c, row, (w) =>
+    assumed(w, item, { resource, bulk: false }),
+  );
+  if (!written.result) return null;
+  const plan: Plan = { action: "update", input, current: post, conflicts: [] };
+  const ctx = readContext(c);
+  return answerOf(ctx, c.var.auth, resource, row, plan, written.result.record, [], written.change);
 }
 
 /** The same fields with the same values (as compared: nested objects by type and id). */
