@@ -247,14 +247,15 @@ export interface StagedWrites {
    * A partial update of one object whose stored side the caller states instead of reading it (a
    * revert of a change record: the object as its post-change state says, decision 0139): no read,
    * one batch conditioned on the row's stamp, the type's shape and the caller's constraints. Null
-   * when the write would need a read first (a relation, a choice, tags, rules not cached) or when
-   * the batch refused it (nothing written): the caller then writes the ordinary way.
+   * when the write would need a read first (a relation, a choice, tags, rules not cached: nothing
+   * sent); "refused" when the batch refused it (nothing written). The caller then writes the
+   * ordinary way, whose reads say why.
    */
   updateAssumed?(
     ctx: WriteContext,
     item: AssumedUpdate,
     options: StagedOptions,
-  ): Promise<StagedWritten | null>;
+  ): Promise<StagedWritten | "refused" | null>;
 }
 
 /** `StagedWrites.updateAssumed`'s object: the fields to write and the object as assumed now. */

@@ -3,7 +3,7 @@
  * before one change, as a new write by the caller through the same REST write paths (and so the
  * same permissions, constraints, validation and change record) as their PATCH, POST or DELETE.
  */
-import { and, asc, desc, eq, gt } from "drizzle-orm";
+import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
@@ -81,6 +81,8 @@ interface Plan {
   input: ApiRecord;
   current: ApiRecord | null;
   conflicts: Conflict[];
+  /** A change record of the object came after the one reverted. */
+  changedSince?: boolean;
 }
 
 /** A value as compared: nested objects by type and id, choices by value, objects key-sorted. */
@@ -112,20 +114,37 @@ function changedFields(row: ChangeRow): string[] {
   return [...keys].filter((k) => !META.has(k) && !same(pre[k], post[k]));
 }
 
-/** The change record `id` if the caller may view it (decision 0064), else 404. */
-async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
+/**
+ * The change record `id` if the caller may view it (decision 0064), else 404; with the id of the
+ * object's latest change record as that read saw it (read by the record's type and id, so in the
+ * same read): a revert starting from it knows whether the object changed since (decision 0139).
+ */
+async function visibleChange(c: Ctx, id: number): Promise<{ row: ChangeRow; latest: number }> {
   await requirePermission(c, "view", objectChangeModel.resource);
   const ctx = readContext(c);
   const missing = "No object change with this id.";
   // the caller's token guard rides in this first read (decision 0089): nothing is answered from
   // it before the permission checks, which the guard's answer confirms (`foldsCredentials`)
   const query = ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
-  const [rows] = (await readFolded(c, [query as never])) as [ChangeRow[]];
+  const of = (column: string) => sql.raw(`(SELECT r."${column}" FROM "object_changes" r WHERE r."id" = `);
+  const latest = ctx.db
+    .select({ id: sql<number | null>`max(${objectChanges.id})` })
+    .from(objectChanges)
+    .where(
+      and(
+        eq(objectChanges.changedObjectTypeId, sql`${of("changed_object_type_id")}${id})`),
+        eq(objectChanges.changedObjectId, sql`${of("changed_object_id")}${id})`),
+      ),
+    );
+  const [rows, last] = (await readFolded(c, [query as never, latest as never])) as [
+    ChangeRow[],
+    Array<{ id: number | null }>,
+  ];
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
   const row = rows[0];
   if (!row) throw notFound(missing);
   rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
-  return row;
+  return { row, latest: Number(last[0]?.id ?? row.id) };
 }
 
 /**
@@ -202,8 +221,8 @@ async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow):
   );
   await reads.run();
   const current = await loaded();
-  if (!current) return gone(row);
   const later = laterRead();
+  if (!current) return { ...gone(row), changedSince: later.length > 0 };
   const targets = targetsRead.map((read) => read());
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
@@ -230,7 +249,7 @@ async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow):
     if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
-  return { action: "update", input, current, conflicts };
+  return { action: "update", input, current, conflicts, changedSince: later.length > 0 };
 }
 
 const gone = (row: ChangeRow): Plan => ({
@@ -404,7 +423,29 @@ type RevertOptions = {
   dropped: Conflict[];
   /** The record as remembered, until the revert's one read has proven it (decision 0118). */
   proof: ChangeProof | null;
+  /**
+   * The object's latest change record when the reverted one was read (its own id: none came
+   * since), where that read saw it; null otherwise (decision 0139).
+   */
+  latest: number | null;
+  /**
+   * The write built from the record alone failed in its batch, the object unchanged when the
+   * record was read: a change record of the object now came during the revert (decision 0139).
+   */
+  raced?: boolean;
 };
+
+/**
+ * Requests whose write built from the record alone was refused by its batch (or whose batch found
+ * a cache stale, the route running again): a change record of the object now is a race lost.
+ */
+const readFreeRefused = new WeakSet<Ctx>();
+
+/** What a revert answers when the object changed between its read and its batch. */
+const changedDuring = () =>
+  conflictError([
+    { reason: "later_change", field: null, detail: "The object changed during the revert." },
+  ]);
 
 /** A revert of a remembered record that cannot go on before the record is proven. */
 class Unproven extends Error {}
@@ -434,6 +475,8 @@ async function checkedPlan(
       resource,
       row.changedObjectId,
     );
+  // unchanged when the record was read, changed before the batch: the race the batch lost
+  if (opts.raced && plan.changedSince) throw changedDuring();
   for (const d of opts.dropped) if (d.field) delete plan.input[d.field];
   const conflicts = [...plan.conflicts, ...opts.dropped];
   if (conflicts.some((x) => HARD.has(x.reason)) || (conflicts.length && !opts.force))
@@ -490,10 +533,13 @@ async function revertStaged(
   const staged = resource.staged;
   const writer = writerOf(staged, row);
   const input = opts.dropped.length ? null : inputOf(resource, row);
-  // a record this process did not remember: its write built from it alone (decision 0139)
-  const readFree = !opts.proof && !opts.dryRun && input;
-  const done = readFree ? await revertReadFree(c, resource, row, input) : null;
-  if (done) return done;
+  // a record this process did not remember, the object unchanged since: its write built from
+  // the record alone (decision 0139); refused by its batch, the ordinary reads say why
+  if (opts.latest === row.id && !opts.dryRun && input && !readFreeRefused.has(c)) {
+    const done = await revertReadFree(c, resource, row, input);
+    if (done) return done;
+  }
+  opts.raced = readFreeRefused.has(c);
   if (staged && writer && input) {
     const done = await revertInOneRead(c, staged, resource, row, opts, input);
     if (done !== REPLAN) return done;
@@ -617,8 +663,12 @@ async function revertReadFree(
   const item = { id: row.changedObjectId, input, stamp, before: post, after };
   const written = await withChangeRead(c, row, (w) =>
     assumed(w, item, { resource, bulk: false }),
-  );
-  if (!written.result) return null;
+  ).catch((e) => {
+    if (isStaleCredentials(e)) readFreeRefused.add(c);
+    throw e;
+  });
+  if (written.result === "refused") readFreeRefused.add(c);
+  if (!written.result || written.result === "refused") return null;
   const plan: Plan = { action: "update", input, current: post, conflicts: [] };
   const ctx = readContext(c);
   return answerOf(ctx, c.var.auth, resource, row, plan, written.result.record, [], written.change);
@@ -897,12 +947,13 @@ async function revert(
   resource: Resource,
   flags: Flags,
   proof: ChangeProof | null,
+  latest: number | null,
 ) {
   const { force, dryRun } = flags;
   const dropped: Conflict[] = [];
   for (let round = 0; ; round++) {
     try {
-      const opts = { force, dryRun, dropped, proof };
+      const opts = { force, dryRun, dropped, proof, latest };
       const staged = await revertStaged(c, resource, row, opts);
       if (staged) return staged;
       requireProven(opts);
@@ -950,11 +1001,17 @@ const revertDoc = describeRoute({
 type Flags = { force: boolean; dryRun: boolean };
 
 /** The revert of `row` once the caller may view it: its model, the write's permission, the write. */
-async function revertRow(c: Ctx, row: ChangeRow, flags: Flags, proof: ChangeProof | null) {
+async function revertRow(
+  c: Ctx,
+  row: ChangeRow,
+  flags: Flags,
+  proof: ChangeProof | null,
+  latest: number | null = null,
+) {
   const resource = await targetOf(c, readContext(c), row);
   const action = row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
   await requirePermission(c, WRITE_PERMISSION[action], resource);
-  const outcome = await revert(c, row, resource, flags, proof);
+  const outcome = await revert(c, row, resource, flags, proof, latest);
   return { dry_run: flags.dryRun, ...outcome };
 }
 
@@ -1008,14 +1065,14 @@ export function mountRevertRoute(api: Hono<HonoEnv>) {
       if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
       const seen = await revertSeen(c, Number(raw));
       if (seen) return c.json(seen);
-      const row = await visibleChange(c, Number(raw));
+      const { row, latest } = await visibleChange(c, Number(raw));
       const flag = (name: string) => {
         const value = parseBool(c.req.query(name) ?? "false");
         if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
         return value;
       };
       const dryRun = flag("dry_run");
-      return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null));
+      return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null, latest));
     }),
   );
 }

@@ -956,14 +956,14 @@ class StagedWriter {
    * `StagedWrites.updateAssumed` (decision 0139): one object's update with no read, its stored
    * side as the caller states it, proven by the batch (the row's stamp as assumed, the caller's
    * change constraints on the row before and after). Null when something must be read first
-   * (related objects, tags, links, rules not cached, a model's own checks of the stored row) or
-   * when the batch refused it: nothing is written then.
+   * (related objects, tags, links, rules not cached, a model's own checks of the stored row);
+   * "refused" when the batch refused it. Nothing is written either way.
    */
   async updateAssumed(
     ctx: WriteContext,
     item: AssumedUpdate,
     options: StagedOptions,
-  ): Promise<StagedWritten | null> {
+  ): Promise<StagedWritten | "refused" | null> {
     if (this.spec.stage || this.spec.validate) return null;
     const resource = options.resource;
     const objectTypeId = await this.parts.objectTypeId(ctx);
@@ -1000,7 +1000,7 @@ class StagedWriter {
     try {
       await batch.run(ctx);
     } catch (e) {
-      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return null;
+      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
       throw e;
     }
     const json = texts()[0];

@@ -896,16 +896,16 @@ async function stagedDelete(
  * `StagedWrites.updateAssumed` (decision 0139): one object's update with no read, its stored side
  * as the caller states it. The batch proves it: the type's shape, the row's stamp as assumed (the
  * UPDATE changes a row or fails the batch), the caller's change constraints on the row before and
- * after. Null when something must be read first (choices, references, tags, rules not cached) or
- * when the batch refused the write: nothing is written then, and the caller writes the ordinary
- * way, whose reads answer why.
+ * after. Null when something must be read first (choices, references, tags, rules not cached),
+ * "refused" when the batch refused the write: nothing is written either way, and the caller writes
+ * the ordinary way, whose reads answer why.
  */
 async function stagedUpdateAssumed(
   w: ObjectWriter,
   ctx: WriteContext,
   item: AssumedUpdate,
   options: StagedOptions,
-): Promise<StagedWritten | null> {
+): Promise<StagedWritten | "refused" | null> {
   const changeWhere = await restrictWhere(ctx, ctx.auth, "change", options.resource);
   const phase = new ReadPhase();
   const lookups = await stageLookups(w, ctx, phase, [item.input], false);
@@ -943,7 +943,7 @@ async function stagedUpdateAssumed(
     await batch.run(ctx);
   } catch (e) {
     if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
-      return null;
+      return "refused";
     throw e;
   }
   w.indexLater(ctx);
