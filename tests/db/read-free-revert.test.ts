@@ -74,7 +74,13 @@ function suite(mode: Mode) {
     let serial = 0;
     const site = async (extra: Record<string, unknown> = {}) => {
       const n = ++serial;
-      const body = { name: `rf ${n}`, slug: `rf-${n}`, description: "before", tags: [tag], ...extra };
+      const body = {
+        name: `rf ${n}`,
+        slug: `rf-${n}`,
+        description: "before",
+        tags: [tag],
+        ...extra,
+      };
       const r = await t().json("POST", "/api/dcim/sites/", { body });
       expect(r.status, JSON.stringify(r.body)).toBe(201);
       return r.body.id as number;
@@ -83,8 +89,8 @@ function suite(mode: Mode) {
       (await create(t(), "rfthing", { title, count: 1, site: siteId, tags: [tag] })).id;
 
     beforeAll(async () => {
-      tag = (await t().json("POST", "/api/extras/tags/", { body: { name: "rf", slug: "rf" } }))
-        .body.id;
+      tag = (await t().json("POST", "/api/extras/tags/", { body: { name: "rf", slug: "rf" } })).body
+        .id;
       siteId = await site();
       const cot = await makeCot(t(), "rfthing");
       await addField(t(), cot.id, { name: "title", type: "text", primary: true, unique: true });
@@ -200,9 +206,7 @@ function suite(mode: Mode) {
       ).token;
       const done = await revert("allowed", viewedChange, { token: editor });
       expect(done.status, JSON.stringify(done.body)).toBe(200);
-      expect((await t().json("GET", `/api/dcim/sites/${viewed}/`)).body.description).toBe(
-        "before",
-      );
+      expect((await t().json("GET", `/api/dcim/sites/${viewed}/`)).body.description).toBe("before");
     });
   });
 }

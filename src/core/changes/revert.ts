@@ -126,7 +126,8 @@ async function visibleChange(c: Ctx, id: number): Promise<{ row: ChangeRow; late
   // the caller's token guard rides in this first read (decision 0089): nothing is answered from
   // it before the permission checks, which the guard's answer confirms (`foldsCredentials`)
   const query = ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
-  const of = (column: string) => sql.raw(`(SELECT r."${column}" FROM "object_changes" r WHERE r."id" = `);
+  const of = (column: string) =>
+    sql.raw(`(SELECT r."${column}" FROM "object_changes" r WHERE r."id" = `);
   const latest = ctx.db
     .select({ id: sql<number | null>`max(${objectChanges.id})` })
     .from(objectChanges)

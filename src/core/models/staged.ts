@@ -1004,7 +1004,11 @@ class StagedWriter {
       throw e;
     }
     const json = texts()[0];
-    return { id: item.id, record: json === undefined ? change.postchange! : JSON.parse(json), json };
+    return {
+      id: item.id,
+      record: json === undefined ? change.postchange! : JSON.parse(json),
+      json,
+    };
   }
 
   /**
