@@ -125,6 +125,27 @@ function suite(mode: Mode) {
       expect(back.body.object).toEqual(now.body);
     });
 
+    test("a related object or a tag renamed since: the answer shows them as they are now", async () => {
+      const s = await site();
+      const o = (await create(t(), "rfthing", { title: "n-first", site: s, tags: [tag] })).id;
+      const titled = await patch(`${CO}/rfthing/${o}/`, { title: "n-second" });
+      await patch(`/api/dcim/sites/${s}/`, { name: `renamed ${s}` });
+      const r = await revert("site renamed", titled, {});
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(r.body.object.site.display).toBe(`renamed ${s}`);
+      const other = await t().json("POST", "/api/extras/tags/", {
+        body: { name: `rf-${s}`, slug: `rf-${s}`, color: "aa0000" },
+      });
+      const tagged = await site({ tags: [other.body.id] });
+      const described = await patch(`/api/dcim/sites/${tagged}/`, { description: "after" });
+      await patch(`/api/extras/tags/${other.body.id}/`, { color: "00aa00" });
+      const back = await revert("tag recoloured", described, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.body.object.tags[0].color).toBe("00aa00");
+      const written = await t().json("GET", `/api/core/object-changes/${back.body.change}/`);
+      expect(written.body.postchange_data.tags[0].color).toBe("00aa00");
+    });
+
     test("a field the model reads to write (a choice) takes the ordinary path, same answer", async () => {
       const s = await site({ status: "planned" });
       const changed = await patch(`/api/dcim/sites/${s}/`, { status: "active" });

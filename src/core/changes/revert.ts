@@ -3,7 +3,8 @@
  * before one change, as a new write by the caller through the same REST write paths (and so the
  * same permissions, constraints, validation and change record) as their PATCH, POST or DELETE.
  */
-import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
@@ -661,9 +662,11 @@ async function revertReadFree(
         k === "last_updated" ? next : Object.hasOwn(input, k) || k === "display" ? pre[k] : post[k],
       ]),
     );
+  const shown = await nestedUnchanged(c, resource, row, post);
+  if (!shown) return null;
   const item = { id: row.changedObjectId, input, stamp, before: post, after };
   const written = await withChangeRead(c, row, (w) =>
-    assumed(w, item, { resource, bulk: false }),
+    assumed(guardedFirst(w, shown.guard), item, { resource, bulk: false }),
   ).catch((e) => {
     if (isStaleCredentials(e)) readFreeRefused.add(c);
     throw e;
@@ -673,6 +676,65 @@ async function revertReadFree(
   const plan: Plan = { action: "update", input, current: post, conflicts: [] };
   const ctx = readContext(c);
   return answerOf(ctx, c.var.auth, resource, row, plan, written.result.record, [], written.change);
+}
+
+/** Whether `v` holds a nested object (an object with an id), at any depth. */
+const holdsNested = (v: unknown): boolean =>
+  isNested(v) ||
+  (!!v && typeof v === "object" && Object.values(v as Record<string, unknown>).some(holdsNested));
+
+/**
+ * The guard that the objects the record's post-change state shows nested (its relations' targets,
+ * its tags) are as recorded: no change record of theirs after the reverted one, so their nested
+ * forms in the new record and the answer are the recorded ones (a rename, a delete leaves one).
+ * Null where one of them cannot be named by its type (a polymorphic target, a nested object
+ * outside the model's relations).
+ */
+async function nestedUnchanged(c: Ctx, resource: Resource, row: ChangeRow, post: ApiRecord) {
+  const types = c.var.services.objectTypes;
+  const typeOf = async (label: string) => {
+    const [app, model] = label.split(".") as [string, string];
+    return (await types.byLabel(app, model))?.id; // kept by the process: a read only when cold
+  };
+  const targets: SQL[] = [];
+  const named = new Set<string>();
+  const name = async (key: string, typeOfThem: () => Promise<number | undefined>) => {
+    const items = [post[key]].flat().filter((v) => v !== null && v !== undefined);
+    if (!items.every(isNested)) return false;
+    named.add(key);
+    if (!items.length) return true;
+    const typeId = await typeOfThem();
+    if (typeId === undefined) return false;
+    const ids = items.map((v) => sql`${(v as Nested).id}`);
+    targets.push(
+      sql`(${objectChanges.changedObjectTypeId} = ${typeId} AND ${objectChanges.changedObjectId} IN (${sql.join(ids, sql`, `)}))`,
+    );
+    return true;
+  };
+  for (const r of resource.relations ?? []) {
+    const target = r.target;
+    const typeId = async () => r.targetTypeId ?? (target ? typeOf(target) : undefined);
+    if (r.polymorphic || !(await name(r.name, typeId))) return null;
+  }
+  if (resource.tagged && !(await name("tags", () => typeOf("extras.tag")))) return null;
+  if (Object.keys(post).some((k) => !named.has(k) && !META.has(k) && holdsNested(post[k])))
+    return null;
+  const later = targets.length
+    ? sql`EXISTS (SELECT 1 FROM ${objectChanges} WHERE ${objectChanges.id} > ${row.id} AND (${sql.join(targets, sql` OR `)}))`
+    : sql`0`;
+  // wrapped: a statement is a thenable, which an async function's return would run
+  return {
+    guard: c.var.services.db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${later}`),
+  };
+}
+
+/** `w` with `guard` leading its batch. */
+function guardedFirst(w: WriteContext, guard: BatchItem<"sqlite">): WriteContext {
+  return {
+    ...w,
+    writeBatch: async (items, explain) =>
+      (await w.writeBatch!([guard, ...items], explain)).slice(1),
+  };
 }
 
 /** The same fields with the same values (as compared: nested objects by type and id). */
