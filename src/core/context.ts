@@ -256,6 +256,17 @@ export interface StagedWrites {
     item: AssumedUpdate,
     options: StagedOptions,
   ): Promise<StagedWritten | "refused" | null>;
+  /**
+   * A deleted object put back under `id` with no read (a revert of its delete, decision 0139):
+   * the related objects and tags as `input` shows them nested (the change record's forms, which
+   * the caller's batch proves current); the primary key refuses an id taken. Null or "refused" as
+   * `updateAssumed` answers them.
+   */
+  createAssumed?(
+    ctx: WriteContext,
+    item: { id: number; input: ApiRecord },
+    options: StagedOptions,
+  ): Promise<StagedWritten | "refused" | null>;
 }
 
 /** `StagedWrites.updateAssumed`'s object: the fields to write and the object as assumed now. */

@@ -901,7 +901,7 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
     writtenSiteUpdateReverted: 2,
     writtenObjectCreateReverted: 2,
     writtenDryRun: 1,
-    elsewhereSiteDeleteReverted: 3,
+    elsewhereSiteDeleteReverted: 2,
     elsewhereObjectUpdateReverted: 2,
     elsewhereSiteUpdateReverted: 2,
     elsewhereDryRun: 2,

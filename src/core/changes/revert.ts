@@ -634,24 +634,31 @@ function sameShape(resource: Resource, pre: ApiRecord, post: ApiRecord): boolean
 }
 
 /**
- * An update's revert with no read after the record's (decision 0139): the change record says what
- * the object is now (its post-change state), and the write is built from it alone; the batch
- * proves it (the row's stamp as the record has it, the type's shape, the caller's constraints). The
- * object left is the record's post-change state with the fields put back (and the display they
- * gave). Null where the record alone does not settle the write (a relation, tags, a field not
- * plain, a shape changed since) or where the batch refused it: nothing was written, and the revert
- * runs the ordinary way, whose reads answer why (409, 403, 404 as they always did).
+ * A revert with no read after the record's (decision 0139): the change record says what the
+ * object is now (an update's post-change state; a delete's nothing, the object as it was before),
+ * and the write is built from it alone; the batch proves it (the row's stamp as the record has it
+ * or its id free, the objects it shows nested without later records, the type's shape, the
+ * caller's constraints). Null where the record alone does not settle the write (a field not
+ * plain, a link field, a shape changed since) or where the batch refused it: nothing was
+ * written, and the revert runs the ordinary way, whose reads answer why (409, 403, 404 as before).
  */
-async function revertReadFree(
+function revertReadFree(
   c: Ctx,
   resource: Resource,
   row: ChangeRow,
   input: ApiRecord,
 ): Promise<ApiRecord | null> {
+  if (row.action === "update") return updateFree(c, resource, row, input);
+  if (row.action === "delete") return restoreFree(c, resource, row, input);
+  return Promise.resolve(null);
+}
+
+/** An update put back: the post-change state with the fields (and the display) as before. */
+async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
   const assumed = resource.staged?.updateAssumed;
   const pre = snapshot(row.prechangeData);
   const post = snapshot(row.postchangeData);
-  if (!assumed || row.action !== "update" || !pre || !post) return null;
+  if (!assumed || !pre || !post) return null;
   const stamp = post.last_updated;
   if (typeof stamp !== "string" || !sameShape(resource, pre, post)) return null;
   if (!Object.keys(input).every((f) => plainField(resource, f, pre, post))) return null;
@@ -662,18 +669,47 @@ async function revertReadFree(
         k === "last_updated" ? next : Object.hasOwn(input, k) || k === "display" ? pre[k] : post[k],
       ]),
     );
-  const shown = await nestedUnchanged(c, resource, row, post);
-  if (!shown) return null;
   const item = { id: row.changedObjectId, input, stamp, before: post, after };
-  const written = await withChangeRead(c, row, (w) =>
-    assumed(guardedFirst(w, shown.guard), item, { resource, bulk: false }),
-  ).catch((e) => {
-    if (isStaleCredentials(e)) readFreeRefused.add(c);
-    throw e;
-  });
+  const plan: Plan = { action: "update", input, current: post, conflicts: [] };
+  return writtenFree(c, resource, row, post, plan, (w) =>
+    assumed(w, item, { resource, bulk: false }),
+  );
+}
+
+/** A delete put back under its id: the object as before, its nested objects as recorded. */
+async function restoreFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
+  const assumed = resource.staged?.createAssumed;
+  const pre = snapshot(row.prechangeData);
+  if (!assumed || !pre || !sameShape(resource, pre, pre)) return null;
+  const plan: Plan = { action: "create", input, current: null, conflicts: [] };
+  const item = { id: row.changedObjectId, input };
+  return writtenFree(c, resource, row, pre, plan, (w) =>
+    assumed(w, item, { resource, bulk: false }),
+  );
+}
+
+/**
+ * Runs a write built from the record, its batch led by the guard that the objects `shown` nests
+ * are as recorded; the revert's answer, or null (a refusal marks the request: `readFreeRefused`).
+ */
+async function writtenFree(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  shown: ApiRecord,
+  plan: Plan,
+  write: (w: WriteContext) => Promise<StagedWritten | "refused" | null>,
+): Promise<ApiRecord | null> {
+  const nested = await nestedUnchanged(c, resource, row, shown);
+  if (!nested) return null;
+  const written = await withChangeRead(c, row, (w) => write(guardedFirst(w, nested.guard))).catch(
+    (e) => {
+      if (isStaleCredentials(e)) readFreeRefused.add(c);
+      throw e;
+    },
+  );
   if (written.result === "refused") readFreeRefused.add(c);
   if (!written.result || written.result === "refused") return null;
-  const plan: Plan = { action: "update", input, current: post, conflicts: [] };
   const ctx = readContext(c);
   return answerOf(ctx, c.var.auth, resource, row, plan, written.result.record, [], written.change);
 }

@@ -331,6 +331,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     update: (ctx, items, partial, options) => writer.update(ctx, items, partial, options),
     delete: (ctx, ids, options) => writer.remove(ctx, ids, options),
     updateAssumed: (ctx, item, options) => writer.updateAssumed(ctx, item, options),
+    createAssumed: (ctx, item, options) => writer.createAssumed(ctx, item, options),
   };
 }
 
@@ -676,8 +677,32 @@ class StagedWriter {
         storedLinks: new Map(),
       })),
     );
-    const records = await this.newRecords(ctx, rows, tags, links, found);
     const batch = new WriteBatch();
+    const staged = await this.stageCreates(ctx, batch, { rows, tags, links, found }, options, {
+      objectTypeId,
+      addWhere,
+      verdict,
+    });
+    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
+    return staged();
+  }
+
+  /**
+   * The batch of a create of `rows`: their INSERTs (under `options.ids` where given), tags,
+   * links, change records and the caller's add constraints. The answer, once the batch ran: the
+   * objects written.
+   */
+  async stageCreates(
+    ctx: WriteContext,
+    batch: WriteBatch,
+    made: { rows: Row[]; tags: Array<TagRow[] | null>; links: Links[]; found: Found },
+    options: StagedOptions,
+    o: { objectTypeId: number; addWhere: SQL | undefined; verdict?: StagedHook },
+  ): Promise<() => StagedWritten[]> {
+    const { rows, tags, links, found } = made;
+    const { objectTypeId, addWhere, verdict } = o;
+    const resource = options.resource;
+    const records = await this.newRecords(ctx, rows, tags, links, found);
     const fixed = options.ids;
     const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links, fixed);
     verdict?.write(batch);
@@ -706,9 +731,10 @@ class StagedWriter {
         n,
         addWhere,
       );
-    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
-    ids.sort((a, b) => a - b);
-    return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+    return () => {
+      ids.sort((a, b) => a - b);
+      return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+    };
   }
 
   /** The records as `load` will read them, the id still SQLite's to give (`newIdMarker()`). */
@@ -950,6 +976,71 @@ class StagedWriter {
       record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),
       json,
     }));
+  }
+
+  /**
+   * `StagedWrites.createAssumed` (decision 0139): a deleted object put back under its id with no
+   * read, its related objects' nested forms and its tags taken from the input (the change
+   * record's). Null where something must be read first (links, related objects the caller's view
+   * is limited on, rules not cached, a model's own checks); "refused" when the batch refused it.
+   */
+  async createAssumed(
+    ctx: WriteContext,
+    item: { id: number; input: ApiRecord },
+    options: StagedOptions,
+  ): Promise<StagedWritten | "refused" | null> {
+    if (this.spec.stage || this.spec.validate || options.check || options.admit) return null;
+    const { input } = item;
+    const shown = new Set([...this.fkFields.map((f) => f.name), "tags"]);
+    if (this.links.fields.some((f) => [input[f.name] ?? []].flat().length)) return null;
+    const objectTypeId = await this.parts.objectTypeId(ctx);
+    const addWhere = await restrictWhere(ctx, ctx.auth, "add", options.resource);
+    const phase = new ReadPhase();
+    const rest = Object.fromEntries(Object.entries(input).filter(([k]) => !shown.has(k)));
+    const lookedUp = await this.lookups(ctx, phase, [rest]);
+    if (phase.size || !(await this.viewsAllShown(ctx, input))) return null;
+    await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
+    const found = await lookedUp();
+    for (const f of this.fkFields) {
+      const v = input[f.name];
+      if (v && typeof v === "object" && typeof (v as ApiRecord).id === "number")
+        found.related.get(f.name)?.set((v as { id: number }).id, v as ApiRecord);
+    }
+    found.tagRows = [input.tags ?? []].flat().map((t) => ({ ...(t as TagRow), scope: null }));
+    const c = await this.convert(ctx, input, null, false, found, objectTypeId).catch((e) =>
+      e instanceof ValidationError ? null : Promise.reject(e),
+    );
+    if (!c) return null;
+    const row: Row = {};
+    for (const [key, col] of this.columns)
+      row[key] = Object.hasOwn(c.values, key) ? c.values[key] : defaultOf(col);
+    row.created = row.lastUpdated = nextStamp(null);
+    const made = { rows: [row], tags: [c.tags], links: [c.links], found };
+    const batch = new WriteBatch();
+    const fixed = { ...options, ids: [item.id] };
+    const written = await this.stageCreates(ctx, batch, made, fixed, { objectTypeId, addWhere });
+    try {
+      await batch.run(ctx);
+    } catch (e) {
+      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
+      throw e;
+    }
+    return written()[0] ?? null;
+  }
+
+  /** Whether the caller's view of every object `input` shows nested is unlimited (no read). */
+  async viewsAllShown(ctx: WriteContext, input: ApiRecord): Promise<boolean> {
+    for (const f of this.fkFields) {
+      const v = input[f.name];
+      if (!v || typeof v !== "object") continue;
+      const [app, model] = f.related!.split(".") as [string, string];
+      const info = await ctx.services.models.get(app, model, ctx);
+      if (!info?.nestedSql) return false;
+      const scratch = new ReadPhase();
+      const id = (v as { id: number }).id;
+      if (await this.viewableRelated(ctx, scratch, app, model, info, [id])) return false;
+    }
+    return true;
   }
 
   /**
