@@ -68,7 +68,7 @@ function suite(mode: Mode) {
       on = await appOn("remote", `read-free-${mode}`);
     });
     afterAll(() => on.close());
-    const { t, revert, patch } = steps(mode, () => on);
+    const { t, revert, patch, lastChange } = steps(mode, () => on);
     let tag: number;
     let siteId: number;
     let serial = 0;
@@ -144,6 +144,64 @@ function suite(mode: Mode) {
       expect(back.body.object.tags[0].color).toBe("00aa00");
       const written = await t().json("GET", `/api/core/object-changes/${back.body.change}/`);
       expect(written.body.postchange_data.tags[0].color).toBe("00aa00");
+    });
+
+    test("a site's delete put back under its id: as it was, its tenant and tags nested; twice 409", async () => {
+      const n = ++serial;
+      const tenant = await t().json("POST", "/api/tenancy/tenants/", {
+        body: { name: `rf tenant ${n}`, slug: `rf-tenant-${n}` },
+      });
+      expect(tenant.status, JSON.stringify(tenant.body)).toBe(201);
+      const s = await site({ tenant: tenant.body.id, status: "planned", comments: "kept" });
+      const before = await t().json("GET", `/api/dcim/sites/${s}/`);
+      expect((await t().req("DELETE", `/api/dcim/sites/${s}/`)).status).toBe(204);
+      const deleted = await lastChange();
+      const back = await revert("site restored", deleted, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.trips).toBe(2);
+      const now = await t().json("GET", `/api/dcim/sites/${s}/`);
+      expect(strip(now.body)).toEqual(strip(before.body));
+      expect(back.body.object).toEqual(now.body);
+      const written = await t().json("GET", `/api/core/object-changes/${back.body.change}/`);
+      expect(written.body.postchange_data).toEqual(now.body);
+      const again = await revert("site restored again", deleted, {});
+      expect(again.status, JSON.stringify(again.body)).toBe(409);
+      expect(again.body.conflicts[0].reason).toBe("object_exists");
+    });
+
+    test("a delete put back after its tenant was renamed, or its slug taken: the ordinary answers", async () => {
+      const n = ++serial;
+      const tenant = await t().json("POST", "/api/tenancy/tenants/", {
+        body: { name: `rf renamed ${n}`, slug: `rf-renamed-${n}` },
+      });
+      const s = await site({ tenant: tenant.body.id });
+      expect((await t().req("DELETE", `/api/dcim/sites/${s}/`)).status).toBe(204);
+      const deleted = await lastChange();
+      await patch(`/api/tenancy/tenants/${tenant.body.id}/`, { name: `rf renamed ${n} again` });
+      const back = await revert("tenant renamed", deleted, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.body.object.tenant.display).toBe(`rf renamed ${n} again`);
+      const taken = await site();
+      const slug = (await t().json("GET", `/api/dcim/sites/${taken}/`)).body.slug as string;
+      expect((await t().req("DELETE", `/api/dcim/sites/${taken}/`)).status).toBe(204);
+      const gone = await lastChange();
+      const rival = await t().json("POST", "/api/dcim/sites/", { body: { name: "rival", slug } });
+      expect(rival.status).toBe(201);
+      const refused = await revert("slug taken", gone, {});
+      expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+      expect(refused.body.conflicts).toEqual([expect.objectContaining({ reason: "unique" })]);
+      expect((await t().json("GET", `/api/dcim/sites/${taken}/`)).status).toBe(404);
+      expect((await t().req("DELETE", `/api/dcim/sites/${rival.body.id}/`)).status).toBe(204);
+      const adder = (
+        await userWith(t(), `rf-adder-${n}`, [
+          [["view"], "dcim.site", null],
+          [["add"], "dcim.site", { description: "nothing like it" }],
+          [["view"], "core.objectchange", null],
+        ])
+      ).token;
+      const outside = await revert("restore outside add", gone, { token: adder });
+      expect(outside.status, JSON.stringify(outside.body)).toBe(403);
+      expect((await t().json("GET", `/api/dcim/sites/${taken}/`)).status).toBe(404);
     });
 
     test("a field the model reads to write (a choice) takes the ordinary path, same answer", async () => {
@@ -310,6 +368,26 @@ describe("a read-free revert raced between the record's read and its batch", () 
     expect(r.body.conflicts).toEqual([DURING]);
     expect((await t().json("GET", `/api/dcim/sites/${s.body.id}/`)).body.description).toBe("third");
     expect(await sinceCount("dcim.site", s.body.id, change)).toBe(1);
+  });
+
+  test("a site's delete put back while a create takes its slug: 409 unique, nothing half-restored", async () => {
+    const tag = await t().json("POST", "/api/extras/tags/", { body: { name: "rr", slug: "rr" } });
+    const s = await t().json("POST", "/api/dcim/sites/", {
+      body: { name: "rr back", slug: "rr-back", tags: [tag.body.id] },
+    });
+    expect((await t().req("DELETE", `/api/dcim/sites/${s.body.id}/`)).status).toBe(204);
+    const change = await lastChange();
+    const r = await racing(/^insert into "sites"/i, change, async () => {
+      const rival = await t().json("POST", "/api/dcim/sites/", {
+        body: { name: "rr rival", slug: "rr-back" },
+      });
+      expect(rival.status).toBe(201);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.conflicts).toEqual([expect.objectContaining({ reason: "unique" })]);
+    expect((await t().json("GET", `/api/dcim/sites/${s.body.id}/`)).status).toBe(404);
+    expect((await t().json("GET", "/api/dcim/sites/?tag=rr")).body.count).toBe(0);
+    expect(await sinceCount("dcim.site", s.body.id, change)).toBe(0);
   });
 
   test("a custom object: a PATCH of the same field wins, 409, nothing written", async () => {
