@@ -886,9 +886,9 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
   // remembered when the caller looked at it, or when this process wrote it (decision 0133; 3
   // before), a custom object's type from the cache, its guard there too; then the batch. A dry
   // run stops where the batch would go (decision 0118). A record another process wrote and this
-  // one never served is read first, with the object's latest change record: an update's revert is
-  // then built from the record alone and proven in its batch, 2 (decision 0139); a delete's or a
-  // create's revert, and a dry run, read the plan after it: 3 (a dry run 2).
+  // one never served is read first, with the object's latest change record: an update's revert
+  // (and a site's delete put back) is then built from the record alone and proven in its batch,
+  // 2 (decision 0139); a dry run reads the plan after it: 2.
   const now: Record<string, number> = {
     siteDeleteReverted: 2,
     objectDeleteReverted: 2,
