@@ -534,7 +534,7 @@ test("revert from the change log on D1 (decision 0113): a delete of a custom obj
   expect(transactions).toBe(0);
 });
 
-test("a revert of an update record this app never saw, on D1 (decision 0139): one read, then the batch", async () => {
+test("reverts of an update and a delete this app never saw, on D1 (decision 0139): one read, then the batch", async () => {
   const services = servicesOf(app);
   const lastChange = async () =>
     (await json("GET", "/api/core/object-changes/?ordering=-id&limit=1")).body.results[0]
@@ -573,6 +573,19 @@ test("a revert of an update record this app never saw, on D1 (decision 0139): on
   // again: the object changed since (the revert's own record), the ordinary 409
   const again = await revert(changed);
   expect(again.status, JSON.stringify(again.body)).toBe(409);
+  // a site's delete put back under its id, its tags nested as recorded
+  const gone = await made("/api/dcim/sites/", {
+    name: "d1 gone",
+    slug: "d1-gone",
+    tags: [{ slug: "green" }],
+  });
+  expect((await json("DELETE", `/api/dcim/sites/${gone.id}/`)).status).toBe(204);
+  const restored = await revert(await lastChange());
+  expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+  expect(restored.reads).toBe(1);
+  const putBack = await json("GET", `/api/dcim/sites/${gone.id}/`);
+  expect(putBack.body.tags.map((t: { slug: string }) => t.slug)).toEqual(["green"]);
+  expect(restored.body.object).toEqual(putBack.body);
   expect(transactions).toBe(0);
 });
 
