@@ -243,6 +243,42 @@ export interface StagedWrites {
     partial: boolean,
     options: StagedOptions,
   ): Promise<StagedWritten[]>;
+  /**
+   * A partial update of one object whose stored side the caller states instead of reading it (a
+   * revert of a change record: the object as its post-change state says, decision 0139): no read,
+   * one batch conditioned on the row's stamp, the type's shape and the caller's constraints. Null
+   * when the write would need a read first (a relation, a choice, tags, rules not cached: nothing
+   * sent); "refused" when the batch refused it (nothing written). The caller then writes the
+   * ordinary way, whose reads say why.
+   */
+  updateAssumed?(
+    ctx: WriteContext,
+    item: AssumedUpdate,
+    options: StagedOptions,
+  ): Promise<StagedWritten | "refused" | null>;
+  /**
+   * A deleted object put back under `id` with no read (a revert of its delete, decision 0139):
+   * the related objects and tags as `input` shows them nested (the change record's forms, which
+   * the caller's batch proves current); the primary key refuses an id taken. Null or "refused" as
+   * `updateAssumed` answers them.
+   */
+  createAssumed?(
+    ctx: WriteContext,
+    item: { id: number; input: ApiRecord },
+    options: StagedOptions,
+  ): Promise<StagedWritten | "refused" | null>;
+}
+
+/** `StagedWrites.updateAssumed`'s object: the fields to write and the object as assumed now. */
+export interface AssumedUpdate {
+  id: number;
+  input: ApiRecord;
+  /** The row's `last_updated` as assumed: the batch's UPDATE is conditioned on it. */
+  stamp: string;
+  /** The record as assumed now (the change record's prechange). */
+  before: ApiRecord;
+  /** The record the write leaves, given its new stamp (the change record's postchange). */
+  after(stamp: string): ApiRecord;
 }
 
 export interface Resource {

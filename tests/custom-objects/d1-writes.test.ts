@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import type { D1Binding } from "../../src/db/d1";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { forgetChange } from "../../src/core/changes/seen";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1Orm } from "../../tools/d1-local";
 import { BASE } from "../helpers/app";
@@ -21,6 +22,8 @@ const CO = "/api/plugins/custom-objects";
 let d1: D1App;
 let app: D1App["app"];
 let transactions = 0;
+/** `Database.read` calls (each one round trip to D1). */
+let reads = 0;
 
 const json = (method: string, path: string, body?: unknown) => d1.json(method, path, body);
 const made = (path: string, body: unknown) => d1.made(path, body);
@@ -37,6 +40,10 @@ beforeAll(async () => {
     transaction: (work) => {
       transactions++;
       return base.transaction(work);
+    },
+    read: (queries) => {
+      reads++;
+      return base.read(queries);
     },
   }));
   ({ app, binding } = d1);
@@ -524,6 +531,61 @@ test("revert from the change log on D1 (decision 0113): a delete of a custom obj
   const undone = await revert(siteChanged.id);
   expect(undone.status, JSON.stringify(undone.body)).toBe(200);
   expect((await json("GET", `/api/dcim/sites/${site.id}/`)).body.description).toBe("");
+  expect(transactions).toBe(0);
+});
+
+test("reverts of an update and a delete this app never saw, on D1 (decision 0139): one read, then the batch", async () => {
+  const services = servicesOf(app);
+  const lastChange = async () =>
+    (await json("GET", "/api/core/object-changes/?ordering=-id&limit=1")).body.results[0]
+      .id as number;
+  const revert = async (change: number) => {
+    forgetChange(services, change); // as another isolate: never served nor written here
+    await flushSearchIndexesNow(services);
+    reads = 0;
+    const r = await json("POST", `/api/core/object-changes/${change}/revert/`);
+    return { ...r, reads };
+  };
+  const site = await made("/api/dcim/sites/", { name: "d1 free", slug: "d1-free" });
+  await json("PATCH", `/api/dcim/sites/${site.id}/`, { description: "changed" });
+  const back = await revert(await lastChange());
+  expect(back.status, JSON.stringify(back.body)).toBe(200);
+  expect(back.reads).toBe(1);
+  const got = await json("GET", `/api/dcim/sites/${site.id}/`);
+  expect(got.body.description).toBe("");
+  expect(back.body.object).toEqual(got.body);
+  const kit = await made(`${CO}/kit/`, {
+    title: "Free",
+    count: 3,
+    site: siteId,
+    tags: [{ slug: "green" }],
+  });
+  await json("PATCH", `${CO}/kit/${kit.id}/`, { title: "Freed", count: 4 });
+  const changed = await lastChange();
+  const undone = await revert(changed);
+  expect(undone.status, JSON.stringify(undone.body)).toBe(200);
+  expect(undone.reads).toBe(1);
+  const now = await json("GET", `${CO}/kit/${kit.id}/`);
+  expect(now.body).toMatchObject({ title: "Free", count: 3 });
+  expect(undone.body.object).toEqual(now.body);
+  const written = await json("GET", `/api/core/object-changes/${undone.body.change}/`);
+  expect(written.body.postchange_data).toEqual(now.body);
+  // again: the object changed since (the revert's own record), the ordinary 409
+  const again = await revert(changed);
+  expect(again.status, JSON.stringify(again.body)).toBe(409);
+  // a site's delete put back under its id, its tags nested as recorded
+  const gone = await made("/api/dcim/sites/", {
+    name: "d1 gone",
+    slug: "d1-gone",
+    tags: [{ slug: "green" }],
+  });
+  expect((await json("DELETE", `/api/dcim/sites/${gone.id}/`)).status).toBe(204);
+  const restored = await revert(await lastChange());
+  expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+  expect(restored.reads).toBe(1);
+  const putBack = await json("GET", `/api/dcim/sites/${gone.id}/`);
+  expect(putBack.body.tags.map((t: { slug: string }) => t.slug)).toEqual(["green"]);
+  expect(restored.body.object).toEqual(putBack.body);
   expect(transactions).toBe(0);
 });
 

@@ -772,7 +772,7 @@ test("cascading deletes: a custom object to its child, a site through two levels
 
 type Source = "served" | "written" | "elsewhere";
 
-test("revert from the change log: of a delete, an update, a create, and dry runs (decisions 0113, 0118, 0133)", async () => {
+test("revert from the change log: of a delete, an update, a create, and dry runs (decisions 0113, 0118, 0133, 0139)", async () => {
   /** Another app on the same database: another process (or Worker isolate), opened when used. */
   const opened: { b?: Awaited<ReturnType<typeof anotherInstance>> } = {};
   const other = {
@@ -873,6 +873,7 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
       writtenDryRun: await reverted(thing, "PATCH", "written", "?dry_run=true"),
       elsewhereSiteDeleteReverted: await reverted(site, "DELETE", "elsewhere"),
       elsewhereObjectUpdateReverted: await reverted(thing, "PATCH", "elsewhere"),
+      elsewhereSiteUpdateReverted: await reverted(site, "PATCH", "elsewhere"),
       elsewhereDryRun: await reverted(thing, "PATCH", "elsewhere", "?dry_run=true"),
       dryRunDelete: await reverted(site, "DELETE", "served", "?dry_run=true"),
       dryRunUpdate: await reverted(thing, "PATCH", "served", "?dry_run=true"),
@@ -886,7 +887,9 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
   // remembered when the caller looked at it, or when this process wrote it (decision 0133; 3
   // before), a custom object's type from the cache, its guard there too; then the batch. A dry
   // run stops where the batch would go (decision 0118). A record another process wrote and this
-  // one never served is read first: 3 (a dry run 2).
+  // one never served is read first, with the object's latest change record: an update's revert
+  // (and a site's delete put back) is then built from the record alone and proven in its batch,
+  // 2 (decision 0139); a dry run reads the plan after it: 2.
   const now: Record<string, number> = {
     siteDeleteReverted: 2,
     objectDeleteReverted: 2,
@@ -899,8 +902,9 @@ test("revert from the change log: of a delete, an update, a create, and dry runs
     writtenSiteUpdateReverted: 2,
     writtenObjectCreateReverted: 2,
     writtenDryRun: 1,
-    elsewhereSiteDeleteReverted: 3,
-    elsewhereObjectUpdateReverted: 3,
+    elsewhereSiteDeleteReverted: 2,
+    elsewhereObjectUpdateReverted: 2,
+    elsewhereSiteUpdateReverted: 2,
     elsewhereDryRun: 2,
     dryRunDelete: 1,
     dryRunUpdate: 1,

@@ -200,6 +200,38 @@ export function contractSuite(
         expect((await req("GET", `/api/dcim/sites/${site.id}/`)).status).toBe(404);
       });
 
+      test("a change reverted from the change log: put back once, then 409 (decisions 0113, 0118, 0139)", async () => {
+        const site = await created("/api/dcim/sites/", {
+          name: `${run} undo`,
+          slug: `${run}-undo`,
+          description: "before",
+        });
+        const patched = await json("PATCH", `/api/dcim/sites/${site.id}/`, {
+          body: { description: "after" },
+        });
+        expect(patched.status).toBe(200);
+        // the record remembered or not (an isolate that never served it), the answers are the same
+        const changes = await json(
+          "GET",
+          `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${site.id}&ordering=-id&limit=1&fields=id`,
+        );
+        const change = changes.body.results[0].id as number;
+        const reverted = await json("POST", `/api/core/object-changes/${change}/revert/`);
+        expect(reverted.status, JSON.stringify(reverted.body)).toBe(200);
+        expect(reverted.body).toMatchObject({
+          reverted_change: change,
+          action: "update",
+          changes: { description: { from: "after", to: "before" } },
+          skipped: [],
+        });
+        const now = await json("GET", `/api/dcim/sites/${site.id}/`);
+        expect(now.body.description).toBe("before");
+        expect(reverted.body.object).toEqual(now.body);
+        const again = await json("POST", `/api/core/object-changes/${change}/revert/`);
+        expect(again.status, JSON.stringify(again.body)).toBe(409);
+        expect(again.body.error).toBe("revert_conflict");
+      });
+
       test("device CRUD with a nested site; a site its devices need cannot be deleted (409)", async () => {
         const site = await created("/api/dcim/sites/", { name: `${run} dc`, slug: `${run}-dc` });
         const dev = await created("/api/dcim/devices/", {

@@ -3,7 +3,8 @@
  * before one change, as a new write by the caller through the same REST write paths (and so the
  * same permissions, constraints, validation and change record) as their PATCH, POST or DELETE.
  */
-import { and, asc, desc, eq, gt } from "drizzle-orm";
+import { and, asc, desc, eq, gt, sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
@@ -81,6 +82,8 @@ interface Plan {
   input: ApiRecord;
   current: ApiRecord | null;
   conflicts: Conflict[];
+  /** A change record of the object came after the one reverted. */
+  changedSince?: boolean;
 }
 
 /** A value as compared: nested objects by type and id, choices by value, objects key-sorted. */
@@ -112,20 +115,38 @@ function changedFields(row: ChangeRow): string[] {
   return [...keys].filter((k) => !META.has(k) && !same(pre[k], post[k]));
 }
 
-/** The change record `id` if the caller may view it (decision 0064), else 404. */
-async function visibleChange(c: Ctx, id: number): Promise<ChangeRow> {
+/**
+ * The change record `id` if the caller may view it (decision 0064), else 404; with the id of the
+ * object's latest change record as that read saw it (read by the record's type and id, so in the
+ * same read): a revert starting from it knows whether the object changed since (decision 0139).
+ */
+async function visibleChange(c: Ctx, id: number): Promise<{ row: ChangeRow; latest: number }> {
   await requirePermission(c, "view", objectChangeModel.resource);
   const ctx = readContext(c);
   const missing = "No object change with this id.";
   // the caller's token guard rides in this first read (decision 0089): nothing is answered from
   // it before the permission checks, which the guard's answer confirms (`foldsCredentials`)
   const query = ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
-  const [rows] = (await readFolded(c, [query as never])) as [ChangeRow[]];
+  const of = (column: string) =>
+    sql.raw(`(SELECT r."${column}" FROM "object_changes" r WHERE r."id" = `);
+  const latest = ctx.db
+    .select({ id: sql<number | null>`max(${objectChanges.id})` })
+    .from(objectChanges)
+    .where(
+      and(
+        eq(objectChanges.changedObjectTypeId, sql`${of("changed_object_type_id")}${id})`),
+        eq(objectChanges.changedObjectId, sql`${of("changed_object_id")}${id})`),
+      ),
+    );
+  const [rows, last] = (await readFolded(c, [query as never, latest as never])) as [
+    ChangeRow[],
+    Array<{ id: number | null }>,
+  ];
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
   const row = rows[0];
   if (!row) throw notFound(missing);
   rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
-  return row;
+  return { row, latest: Number(last[0]?.id ?? row.id) };
 }
 
 /**
@@ -202,8 +223,8 @@ async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow):
   );
   await reads.run();
   const current = await loaded();
-  if (!current) return gone(row);
   const later = laterRead();
+  if (!current) return { ...gone(row), changedSince: later.length > 0 };
   const targets = targetsRead.map((read) => read());
   const conflicts: Conflict[] = [];
   const input: ApiRecord = {};
@@ -230,7 +251,7 @@ async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow):
     if (kept.missing.length) conflicts.push(targetGone(field, kept.missing));
     input[field] = kept.value;
   }
-  return { action: "update", input, current, conflicts };
+  return { action: "update", input, current, conflicts, changedSince: later.length > 0 };
 }
 
 const gone = (row: ChangeRow): Plan => ({
@@ -404,7 +425,29 @@ type RevertOptions = {
   dropped: Conflict[];
   /** The record as remembered, until the revert's one read has proven it (decision 0118). */
   proof: ChangeProof | null;
+  /**
+   * The object's latest change record when the reverted one was read (its own id: none came
+   * since), where that read saw it; null otherwise (decision 0139).
+   */
+  latest: number | null;
+  /**
+   * The write built from the record alone failed in its batch, the object unchanged when the
+   * record was read: a change record of the object now came during the revert (decision 0139).
+   */
+  raced?: boolean;
 };
+
+/**
+ * Requests whose write built from the record alone was refused by its batch (or whose batch found
+ * a cache stale, the route running again): a change record of the object now is a race lost.
+ */
+const readFreeRefused = new WeakSet<Ctx>();
+
+/** What a revert answers when the object changed between its read and its batch. */
+const changedDuring = () =>
+  conflictError([
+    { reason: "later_change", field: null, detail: "The object changed during the revert." },
+  ]);
 
 /** A revert of a remembered record that cannot go on before the record is proven. */
 class Unproven extends Error {}
@@ -434,6 +477,8 @@ async function checkedPlan(
       resource,
       row.changedObjectId,
     );
+  // unchanged when the record was read, changed before the batch: the race the batch lost
+  if (opts.raced && plan.changedSince) throw changedDuring();
   for (const d of opts.dropped) if (d.field) delete plan.input[d.field];
   const conflicts = [...plan.conflicts, ...opts.dropped];
   if (conflicts.some((x) => HARD.has(x.reason)) || (conflicts.length && !opts.force))
@@ -490,6 +535,13 @@ async function revertStaged(
   const staged = resource.staged;
   const writer = writerOf(staged, row);
   const input = opts.dropped.length ? null : inputOf(resource, row);
+  // a record this process did not remember, the object unchanged since: its write built from
+  // the record alone (decision 0139); refused by its batch, the ordinary reads say why
+  if (opts.latest === row.id && !opts.dryRun && input && !readFreeRefused.has(c)) {
+    const done = await revertReadFree(c, resource, row, input);
+    if (done) return done;
+  }
+  opts.raced = readFreeRefused.has(c);
   if (staged && writer && input) {
     const done = await revertInOneRead(c, staged, resource, row, opts, input);
     if (done !== REPLAN) return done;
@@ -549,6 +601,176 @@ function inputOf(resource: Resource, row: ChangeRow): ApiRecord | null {
   const own = ownFields(resource);
   const fields = Object.keys(pre).filter((f) => !META.has(f) && (!own || own.has(f)));
   return Object.fromEntries(fields.map((f) => [f, pre[f]]));
+}
+
+/** Field kinds whose record value a write takes back as it is, and whose value types it has. */
+const PLAIN: Record<string, (v: unknown) => boolean> = {
+  string: (v) => typeof v === "string",
+  integer: (v) => typeof v === "number" && Number.isInteger(v),
+  boolean: (v) => typeof v === "boolean",
+  date: (v) => typeof v === "string",
+};
+
+/** Whether `field` is a plain field of the model now, its two snapshots' values of its kind. */
+function plainField(resource: Resource, field: string, pre: ApiRecord, post: ApiRecord): boolean {
+  const kind = resource.describe?.find((d) => d.name === field)?.kind;
+  const fits = kind ? PLAIN[kind] : undefined;
+  if (!fits || field === "tags" || resource.relations?.some((r) => r.name === field)) return false;
+  return [pre[field], post[field]].every((v) => v === null || fits(v));
+}
+
+/**
+ * Whether the record's two snapshots have the model's fields as it is now, in the same order:
+ * no field added, removed or renamed since (the write built from them alone would differ).
+ */
+function sameShape(resource: Resource, pre: ApiRecord, post: ApiRecord): boolean {
+  const keys = Object.keys(post);
+  const own = ownFields(resource);
+  if (!own || keys.join("\u0000") !== Object.keys(pre).join("\u0000")) return false;
+  return (
+    keys.every((k) => META.has(k) || own.has(k)) &&
+    resource.describe!.every((d) => Object.hasOwn(post, d.name))
+  );
+}
+
+/**
+ * A revert with no read after the record's (decision 0139): the change record says what the
+ * object is now (an update's post-change state; a delete's nothing, the object as it was before),
+ * and the write is built from it alone; the batch proves it (the row's stamp as the record has it
+ * or its id free, the objects it shows nested without later records, the type's shape, the
+ * caller's constraints). Null where the record alone does not settle the write (a field not
+ * plain, a link field, a shape changed since) or where the batch refused it: nothing was
+ * written, and the revert runs the ordinary way, whose reads answer why (409, 403, 404 as before).
+ */
+function revertReadFree(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  input: ApiRecord,
+): Promise<ApiRecord | null> {
+  if (row.action === "update") return updateFree(c, resource, row, input);
+  if (row.action === "delete") return restoreFree(c, resource, row, input);
+  return Promise.resolve(null);
+}
+
+/** An update put back: the post-change state with the fields (and the display) as before. */
+async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
+  const assumed = resource.staged?.updateAssumed;
+  const pre = snapshot(row.prechangeData);
+  const post = snapshot(row.postchangeData);
+  if (!assumed || !pre || !post) return null;
+  const stamp = post.last_updated;
+  if (typeof stamp !== "string" || !sameShape(resource, pre, post)) return null;
+  if (!Object.keys(input).every((f) => plainField(resource, f, pre, post))) return null;
+  const after = (next: string) =>
+    Object.fromEntries(
+      Object.keys(post).map((k) => [
+        k,
+        k === "last_updated" ? next : Object.hasOwn(input, k) || k === "display" ? pre[k] : post[k],
+      ]),
+    );
+  const item = { id: row.changedObjectId, input, stamp, before: post, after };
+  const plan: Plan = { action: "update", input, current: post, conflicts: [] };
+  return writtenFree(c, resource, row, post, plan, (w) =>
+    assumed(w, item, { resource, bulk: false }),
+  );
+}
+
+/** A delete put back under its id: the object as before, its nested objects as recorded. */
+async function restoreFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
+  const assumed = resource.staged?.createAssumed;
+  const pre = snapshot(row.prechangeData);
+  if (!assumed || !pre || !sameShape(resource, pre, pre)) return null;
+  const plan: Plan = { action: "create", input, current: null, conflicts: [] };
+  const item = { id: row.changedObjectId, input };
+  return writtenFree(c, resource, row, pre, plan, (w) =>
+    assumed(w, item, { resource, bulk: false }),
+  );
+}
+
+/**
+ * Runs a write built from the record, its batch led by the guard that the objects `shown` nests
+ * are as recorded; the revert's answer, or null (a refusal marks the request: `readFreeRefused`).
+ */
+async function writtenFree(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  shown: ApiRecord,
+  plan: Plan,
+  write: (w: WriteContext) => Promise<StagedWritten | "refused" | null>,
+): Promise<ApiRecord | null> {
+  const nested = await nestedUnchanged(c, resource, row, shown);
+  if (!nested) return null;
+  const written = await withChangeRead(c, row, (w) => write(guardedFirst(w, nested.guard))).catch(
+    (e) => {
+      if (isStaleCredentials(e)) readFreeRefused.add(c);
+      throw e;
+    },
+  );
+  if (written.result === "refused") readFreeRefused.add(c);
+  if (!written.result || written.result === "refused") return null;
+  const ctx = readContext(c);
+  return answerOf(ctx, c.var.auth, resource, row, plan, written.result.record, [], written.change);
+}
+
+/** Whether `v` holds a nested object (an object with an id), at any depth. */
+const holdsNested = (v: unknown): boolean =>
+  isNested(v) ||
+  (!!v && typeof v === "object" && Object.values(v as Record<string, unknown>).some(holdsNested));
+
+/**
+ * The guard that the objects the record's post-change state shows nested (its relations' targets,
+ * its tags) are as recorded: no change record of theirs after the reverted one, so their nested
+ * forms in the new record and the answer are the recorded ones (a rename, a delete leaves one).
+ * Null where one of them cannot be named by its type (a polymorphic target, a nested object
+ * outside the model's relations).
+ */
+async function nestedUnchanged(c: Ctx, resource: Resource, row: ChangeRow, post: ApiRecord) {
+  const types = c.var.services.objectTypes;
+  const typeOf = async (label: string) => {
+    const [app, model] = label.split(".") as [string, string];
+    return (await types.byLabel(app, model))?.id; // kept by the process: a read only when cold
+  };
+  const targets: SQL[] = [];
+  const named = new Set<string>();
+  const name = async (key: string, typeOfThem: () => Promise<number | undefined>) => {
+    const items = [post[key]].flat().filter((v) => v !== null && v !== undefined);
+    if (!items.every(isNested)) return false;
+    named.add(key);
+    if (!items.length) return true;
+    const typeId = await typeOfThem();
+    if (typeId === undefined) return false;
+    const ids = items.map((v) => sql`${(v as Nested).id}`);
+    targets.push(
+      sql`(${objectChanges.changedObjectTypeId} = ${typeId} AND ${objectChanges.changedObjectId} IN (${sql.join(ids, sql`, `)}))`,
+    );
+    return true;
+  };
+  for (const r of resource.relations ?? []) {
+    const target = r.target;
+    const typeId = async () => r.targetTypeId ?? (target ? typeOf(target) : undefined);
+    if (r.polymorphic || !(await name(r.name, typeId))) return null;
+  }
+  if (resource.tagged && !(await name("tags", () => typeOf("extras.tag")))) return null;
+  if (Object.keys(post).some((k) => !named.has(k) && !META.has(k) && holdsNested(post[k])))
+    return null;
+  const later = targets.length
+    ? sql`EXISTS (SELECT 1 FROM ${objectChanges} WHERE ${objectChanges.id} > ${row.id} AND (${sql.join(targets, sql` OR `)}))`
+    : sql`0`;
+  // wrapped: a statement is a thenable, which an async function's return would run
+  return {
+    guard: c.var.services.db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${later}`),
+  };
+}
+
+/** `w` with `guard` leading its batch. */
+function guardedFirst(w: WriteContext, guard: BatchItem<"sqlite">): WriteContext {
+  return {
+    ...w,
+    writeBatch: async (items, explain) =>
+      (await w.writeBatch!([guard, ...items], explain)).slice(1),
+  };
 }
 
 /** The same fields with the same values (as compared: nested objects by type and id). */
@@ -824,12 +1046,13 @@ async function revert(
   resource: Resource,
   flags: Flags,
   proof: ChangeProof | null,
+  latest: number | null,
 ) {
   const { force, dryRun } = flags;
   const dropped: Conflict[] = [];
   for (let round = 0; ; round++) {
     try {
-      const opts = { force, dryRun, dropped, proof };
+      const opts = { force, dryRun, dropped, proof, latest };
       const staged = await revertStaged(c, resource, row, opts);
       if (staged) return staged;
       requireProven(opts);
@@ -877,11 +1100,17 @@ const revertDoc = describeRoute({
 type Flags = { force: boolean; dryRun: boolean };
 
 /** The revert of `row` once the caller may view it: its model, the write's permission, the write. */
-async function revertRow(c: Ctx, row: ChangeRow, flags: Flags, proof: ChangeProof | null) {
+async function revertRow(
+  c: Ctx,
+  row: ChangeRow,
+  flags: Flags,
+  proof: ChangeProof | null,
+  latest: number | null = null,
+) {
   const resource = await targetOf(c, readContext(c), row);
   const action = row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
   await requirePermission(c, WRITE_PERMISSION[action], resource);
-  const outcome = await revert(c, row, resource, flags, proof);
+  const outcome = await revert(c, row, resource, flags, proof, latest);
   return { dry_run: flags.dryRun, ...outcome };
 }
 
@@ -935,14 +1164,14 @@ export function mountRevertRoute(api: Hono<HonoEnv>) {
       if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
       const seen = await revertSeen(c, Number(raw));
       if (seen) return c.json(seen);
-      const row = await visibleChange(c, Number(raw));
+      const { row, latest } = await visibleChange(c, Number(raw));
       const flag = (name: string) => {
         const value = parseBool(c.req.query(name) ?? "false");
         if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
         return value;
       };
       const dryRun = flag("dry_run");
-      return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null));
+      return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null, latest));
     }),
   );
 }

@@ -5,7 +5,7 @@
  */
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { guardChanged } from "../../db/client";
+import { guardChanged, isWriteConflict } from "../../db/client";
 import { rowsPerStatement } from "../../db/d1-limits";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
@@ -16,6 +16,7 @@ import { stageChanges, type StagedChange } from "../changes/record";
 import { stageRules } from "../events/dispatch";
 import type {
   ApiRecord,
+  AssumedUpdate,
   ModelInfo,
   ReadContext,
   Resource,
@@ -329,6 +330,8 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     create: (ctx, inputs, options) => writer.create(ctx, inputs, options),
     update: (ctx, items, partial, options) => writer.update(ctx, items, partial, options),
     delete: (ctx, ids, options) => writer.remove(ctx, ids, options),
+    updateAssumed: (ctx, item, options) => writer.updateAssumed(ctx, item, options),
+    createAssumed: (ctx, item, options) => writer.createAssumed(ctx, item, options),
   };
 }
 
@@ -674,8 +677,32 @@ class StagedWriter {
         storedLinks: new Map(),
       })),
     );
-    const records = await this.newRecords(ctx, rows, tags, links, found);
     const batch = new WriteBatch();
+    const staged = await this.stageCreates(ctx, batch, { rows, tags, links, found }, options, {
+      objectTypeId,
+      addWhere,
+      verdict,
+    });
+    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
+    return staged();
+  }
+
+  /**
+   * The batch of a create of `rows`: their INSERTs (under `options.ids` where given), tags,
+   * links, change records and the caller's add constraints. The answer, once the batch ran: the
+   * objects written.
+   */
+  async stageCreates(
+    ctx: WriteContext,
+    batch: WriteBatch,
+    made: { rows: Row[]; tags: Array<TagRow[] | null>; links: Links[]; found: Found },
+    options: StagedOptions,
+    o: { objectTypeId: number; addWhere: SQL | undefined; verdict?: StagedHook },
+  ): Promise<() => StagedWritten[]> {
+    const { rows, tags, links, found } = made;
+    const { objectTypeId, addWhere, verdict } = o;
+    const resource = options.resource;
+    const records = await this.newRecords(ctx, rows, tags, links, found);
     const fixed = options.ids;
     const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links, fixed);
     verdict?.write(batch);
@@ -704,9 +731,10 @@ class StagedWriter {
         n,
         addWhere,
       );
-    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
-    ids.sort((a, b) => a - b);
-    return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+    return () => {
+      ids.sort((a, b) => a - b);
+      return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+    };
   }
 
   /** The records as `load` will read them, the id still SQLite's to give (`newIdMarker()`). */
@@ -948,6 +976,131 @@ class StagedWriter {
       record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),
       json,
     }));
+  }
+
+  /**
+   * `StagedWrites.createAssumed` (decision 0139): a deleted object put back under its id with no
+   * read, its related objects' nested forms and its tags taken from the input (the change
+   * record's). Null where something must be read first (links, related objects the caller's view
+   * is limited on, rules not cached, a model's own checks); "refused" when the batch refused it.
+   */
+  async createAssumed(
+    ctx: WriteContext,
+    item: { id: number; input: ApiRecord },
+    options: StagedOptions,
+  ): Promise<StagedWritten | "refused" | null> {
+    if (this.spec.stage || this.spec.validate || options.check || options.admit) return null;
+    const { input } = item;
+    const shown = new Set([...this.fkFields.map((f) => f.name), "tags"]);
+    if (this.links.fields.some((f) => [input[f.name] ?? []].flat().length)) return null;
+    const objectTypeId = await this.parts.objectTypeId(ctx);
+    const addWhere = await restrictWhere(ctx, ctx.auth, "add", options.resource);
+    const phase = new ReadPhase();
+    const rest = Object.fromEntries(Object.entries(input).filter(([k]) => !shown.has(k)));
+    const lookedUp = await this.lookups(ctx, phase, [rest]);
+    if (phase.size || !(await this.viewsAllShown(ctx, input))) return null;
+    await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
+    const found = await lookedUp();
+    for (const f of this.fkFields) {
+      const v = input[f.name];
+      if (v && typeof v === "object" && typeof (v as ApiRecord).id === "number")
+        found.related.get(f.name)?.set((v as { id: number }).id, v as ApiRecord);
+    }
+    found.tagRows = [input.tags ?? []].flat().map((t) => ({ ...(t as TagRow), scope: null }));
+    const c = await this.convert(ctx, input, null, false, found, objectTypeId).catch((e) =>
+      e instanceof ValidationError ? null : Promise.reject(e),
+    );
+    if (!c) return null;
+    const row: Row = {};
+    for (const [key, col] of this.columns)
+      row[key] = Object.hasOwn(c.values, key) ? c.values[key] : defaultOf(col);
+    row.created = row.lastUpdated = nextStamp(null);
+    const made = { rows: [row], tags: [c.tags], links: [c.links], found };
+    const batch = new WriteBatch();
+    const fixed = { ...options, ids: [item.id] };
+    const written = await this.stageCreates(ctx, batch, made, fixed, { objectTypeId, addWhere });
+    try {
+      await batch.run(ctx);
+    } catch (e) {
+      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
+      throw e;
+    }
+    return written()[0] ?? null;
+  }
+
+  /** Whether the caller's view of every object `input` shows nested is unlimited (no read). */
+  async viewsAllShown(ctx: WriteContext, input: ApiRecord): Promise<boolean> {
+    for (const f of this.fkFields) {
+      const v = input[f.name];
+      if (!v || typeof v !== "object") continue;
+      const [app, model] = f.related!.split(".") as [string, string];
+      const info = await ctx.services.models.get(app, model, ctx);
+      if (!info?.nestedSql) return false;
+      const scratch = new ReadPhase();
+      const id = (v as { id: number }).id;
+      if (await this.viewableRelated(ctx, scratch, app, model, info, [id])) return false;
+    }
+    return true;
+  }
+
+  /**
+   * `StagedWrites.updateAssumed` (decision 0139): one object's update with no read, its stored
+   * side as the caller states it, proven by the batch (the row's stamp as assumed, the caller's
+   * change constraints on the row before and after). Null when something must be read first
+   * (related objects, tags, links, rules not cached, a model's own checks of the stored row);
+   * "refused" when the batch refused it. Nothing is written either way.
+   */
+  async updateAssumed(
+    ctx: WriteContext,
+    item: AssumedUpdate,
+    options: StagedOptions,
+  ): Promise<StagedWritten | "refused" | null> {
+    // a wrapper's checks of the stored row (0065, 0092) read it: the ordinary update
+    if (this.spec.stage || this.spec.validate || options.check || options.admit) return null;
+    const resource = options.resource;
+    const objectTypeId = await this.parts.objectTypeId(ctx);
+    const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
+    const phase = new ReadPhase();
+    const lookedUp = await this.lookups(ctx, phase, [item.input]);
+    if (phase.size) return null;
+    // nothing to read: the request's guards lead the batch instead (decision 0107)
+    await phase.run(ctx);
+    const found = await lookedUp();
+    const c = await this.convert(ctx, item.input, { id: item.id }, true, found, objectTypeId).catch(
+      (e) => (e instanceof ValidationError ? null : Promise.reject(e)),
+    );
+    if (!c || c.tags || c.links.size) return null;
+    const batch = new WriteBatch();
+    const row = eq(this.table.id, item.id);
+    if (changeWhere) this.stagePermission(ctx, batch, row, 1, changeWhere);
+    const stamp = nextStamp(item.stamp);
+    batch.add(
+      this.orm(ctx)
+        .update(this.table)
+        .set({ ...c.values, lastUpdated: stamp } as never)
+        .where(and(row, eq((this.table as any).lastUpdated, item.stamp))),
+    );
+    batch.add(guardChanged(this.orm(ctx)));
+    const change: StagedChange = {
+      action: "update",
+      id: item.id,
+      prechange: item.before,
+      postchange: item.after(stamp),
+    };
+    const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, [change]);
+    if (changeWhere) this.stagePermission(ctx, batch, row, 1, changeWhere);
+    try {
+      await batch.run(ctx);
+    } catch (e) {
+      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
+      throw e;
+    }
+    const json = texts()[0];
+    return {
+      id: item.id,
+      record: json === undefined ? change.postchange! : JSON.parse(json),
+      json,
+    };
   }
 
   /**

@@ -219,6 +219,12 @@ function cachedModel(
         .where(eq(customObjectTypes.objectTypeId, objectTypeId))
         .limit(1),
     ],
+    // a write with nothing else to read carries it instead (decision 0139: a revert with no read)
+    batch: [
+      services.db.orm.run(
+        sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM ${customObjectTypes} WHERE ${customObjectTypes.objectTypeId} = ${objectTypeId} AND ${customObjectTypes.id} = ${id} AND ${customObjectTypes.slug} = ${slug} AND ${customObjectTypes.shapeVersion} = ${shapeVersion})`,
+      ),
+    ],
     async settle([rows]) {
       const [row] = rows as { id: number; slug: string; v: number }[];
       if (row && row.id === id && row.slug === slug && row.v === shapeVersion) return true;

@@ -39,6 +39,7 @@ import {
 } from "../../../core/rest/write-batch";
 import type {
   ApiRecord,
+  AssumedUpdate,
   ModelInfo,
   Resource,
   StagedHook,
@@ -49,6 +50,7 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { customObjectTypes } from "../../../db/schema";
+import { isWriteConflict } from "../../../db/client";
 import { deletingTogether } from "./on-delete";
 import { APP_LABEL } from "../constants";
 import { fieldColumns, ident, linkTableName, tableName } from "../ddl";
@@ -927,6 +929,88 @@ async function stagedDelete(
   return runBatch(w, ctx, batch, "delete", stored.read, !!options.precondition, explain);
 }
 
+/**
+ * `StagedWrites.updateAssumed` (decision 0139): one object's update with no read, its stored side
+ * as the caller states it. The batch proves it: the type's shape, the row's stamp as assumed (the
+ * UPDATE changes a row or fails the batch), the caller's change constraints on the row before and
+ * after. Null when something must be read first (choices, references, tags, rules not cached),
+ * "refused" when the batch refused the write: nothing is written either way, and the caller writes
+ * the ordinary way, whose reads answer why.
+ */
+async function stagedUpdateAssumed(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  item: AssumedUpdate,
+  options: StagedOptions,
+): Promise<StagedWritten | "refused" | null> {
+  if (options.check || options.admit) return null; // a wrapper's checks read the stored row
+  const changeWhere = await restrictWhere(ctx, ctx.auth, "change", options.resource);
+  const phase = new ReadPhase();
+  const lookups = await stageLookups(w, ctx, phase, [item.input], false);
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  if (phase.size) return null;
+  // nothing to read: the request's guards lead the batch instead (decision 0107)
+  await phase.run(ctx);
+  const c = await convertAssumed(w, ctx, item.input, lookups());
+  if (!c) return null;
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const row = sql`${w.table.id} IN (${item.id})`;
+  if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
+  const stamp = nextStamp(item.stamp);
+  const assignments = Object.keys(c.values).map((col) => sql`${ident(col)} = ${c.values[col]}`);
+  assignments.push(sql`"last_updated" = ${stamp}`);
+  const orm = ctx.services.db.orm;
+  batch.add(
+    orm.run(
+      sql`UPDATE ${ident(tableName(w.cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${item.id} AND last_updated = ${item.stamp}`,
+    ),
+  );
+  batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+  const change: StagedChange = {
+    action: "update",
+    id: item.id,
+    prechange: item.before,
+    postchange: item.after(stamp),
+  };
+  const texts = stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [
+    change,
+  ]);
+  if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
+  try {
+    await batch.run(ctx);
+  } catch (e) {
+    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
+      return "refused";
+    throw e;
+  }
+  w.indexLater(ctx);
+  const json = texts()[0];
+  return { id: item.id, record: json === undefined ? change.postchange! : JSON.parse(json), json };
+}
+
+/** The input's columns, converted with nothing read; null where that is not so (or refused). */
+async function convertAssumed(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  input: ApiRecord,
+  look: PhaseLookups,
+): Promise<Converted | null> {
+  if (Object.keys(input).some((k) => !w.shape.byName.has(k))) return null;
+  for (const k of Object.keys(input)) {
+    const kind = w.shape.storage(w.shape.byName.get(k)!);
+    if (kind === "reference" || kind === "links") return null;
+  }
+  try {
+    // a stand-in stored row: a partial update converts only the fields it is given
+    const c = await w.convert(ctx, input, {}, true, undefined, look);
+    return c.multi.size || c.tagIds ? null : c;
+  } catch (e) {
+    if (e instanceof ValidationError) return null;
+    throw e;
+  }
+}
+
 /** Who writes and why, for the transaction that explains a failed bulk write. */
 const metaOf = ({ auth, requestId, baseUrl, params }: WriteContext) => ({
   auth,
@@ -1017,6 +1101,7 @@ export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
     update: (ctx, items, partial, options) =>
       shapeChecked(w, ctx, () => updateOrExplain(w, ctx, items, partial, options)),
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
+    updateAssumed: (ctx, item, options) => stagedUpdateAssumed(w, ctx, item, options),
     tagEdits: true,
   };
 }
