@@ -570,6 +570,49 @@ for (const [where, start] of Object.entries(backends))
         expect(b.transactions()).toBe(before + 1);
       }
     });
+
+    test("a schema apply retyping two fields each within the bytes a batch carries, together over them: D1's 409", async () => {
+      const schema = (type: string) => ({
+        schema: {
+          schema_version: "1",
+          types: [
+            {
+              name: "pile",
+              slug: "pile",
+              fields: [
+                { id: 1, name: "a", type },
+                { id: 2, name: "b", type },
+              ],
+            },
+          ],
+        },
+        allow_destructive: true,
+      });
+      const first = await b.json("POST", `${CO}/schema/apply/`, schema("longtext"));
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const before = b.transactions();
+      const cot = (await b.json("GET", `${CO}/custom-object-types/?slug=pile`)).body.results[0];
+      // 5,000 values of 1,000 characters each: about 5 MB a column, 10 MB both
+      await b.run(
+        `INSERT INTO co_${cot.id} (created, last_updated, a, b) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', hex(zeroblob(500)) || i, hex(zeroblob(500)) || i FROM s`,
+      );
+      const both = await b.json("POST", `${CO}/schema/apply/`, schema("integer"));
+      const types = async () =>
+        (await b.json("GET", `${CO}/schema/export?slug=pile`)).body.types[0].fields.map(
+          (f: { type: string }) => f.type,
+        );
+      if (where === "d1") {
+        expect(both.status, JSON.stringify(both.body)).toBe(409);
+        expect(both.body.error).toBe("retype_too_large");
+        expect(both.body.detail).toContain('Changing the type of "a", "b" converts 10000 value(s)');
+        expect(await types()).toEqual(["longtext", "longtext"]);
+        expect(b.transactions()).toBe(before);
+      } else {
+        expect(both.status, JSON.stringify(both.body)).toBe(200);
+        expect(await types()).toEqual(["integer", "integer"]);
+        expect(b.transactions()).toBe(before + 1);
+      }
+    });
   });
 
 describe("the same answers and data on every backend", () => {

@@ -50,6 +50,7 @@ import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import {
   lostValues,
   overBound,
+  overTogether,
   retypeReads,
   retypeRefusal,
   retypeSource,
@@ -392,12 +393,15 @@ async function readPhase(
   await phase.run(ctx);
   const counted = (read?: () => Array<{ n: number }>) =>
     read ? Number(read()[0]?.n ?? 0) : undefined;
-  // a retype's values, when a batch carries them (over the bound: the transaction; D1 409)
+  // a retype's values, when a batch carries them, alone and with the document's other retypes
+  // (over the bound: the transaction; D1 409)
+  const heavy = overTogether([...retypes.values()].map((r) => ({ row: r.row, read: r.read() })));
   const retyped = (fieldId: number) => {
     const r = retypes.get(fieldId);
     const read = r?.read();
-    if (read?.kind === "over") overBound(ctx.services.db, r!.row, read);
-    return r && read?.kind !== "over" ? r : undefined;
+    if (read?.kind === "over") overBound(ctx.services.db, [r!.row], read);
+    if (r && heavy) overBound(ctx.services.db, heavy.fields, heavy.read);
+    return r && read?.kind !== "over" && !heavy ? r : undefined;
   };
   return {
     cotRules: await cotRules(),

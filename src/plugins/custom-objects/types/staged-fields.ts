@@ -323,7 +323,7 @@ async function retypeStorage(
   const read = retypeReads(ctx.services.db.orm, phase, cot.id, field, draft.type);
   if (phase.size) await phase.run(ctx);
   const values = read();
-  if (values.kind === "over") return overBound(ctx.services.db, field, values);
+  if (values.kind === "over") return overBound(ctx.services.db, [field], values);
   const lost = lostValues(field, draft.type, values);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);

@@ -45,8 +45,8 @@ type RetypeValues = Array<{ id: number; v: unknown }>;
 
 /** A retype's read: values SQLite converts (`sql`), the values read, or too many to read. */
 export type RetypeRead =
-  | { kind: "sql" }
-  | { kind: "values"; values: RetypeValues }
+  | { kind: "sql"; count: 0; bytes: 0 }
+  | { kind: "values"; values: RetypeValues; count: number; bytes: number }
   | { kind: "over"; count: number; bytes: number };
 
 const asText = (col: SQL) => sql`CAST(${col} AS TEXT)`;
@@ -83,7 +83,7 @@ export function retypeReads(
   field: FieldRow,
   type: string,
 ): () => RetypeRead {
-  if (sqlConversion(field.type, type)) return () => ({ kind: "sql" });
+  if (sqlConversion(field.type, type)) return () => ({ kind: "sql", count: 0, bytes: 0 });
   const t = ident(tableName(cotId));
   const column = ident(field.name);
   const weight = sql`(SELECT coalesce(sum(length(CAST(${column} AS BLOB))), 0) + 24 * count(*) FROM ${t} WHERE ${column} IS NOT NULL)`;
@@ -101,25 +101,39 @@ export function retypeReads(
     const [s] = size();
     const [count, bytes] = [Number(s?.n ?? 0), Number(s?.bytes ?? 0)];
     if (bytes > RETYPE_MAX_BYTES) return { kind: "over", count, bytes };
-    return { kind: "values", values: values() };
+    return { kind: "values", values: values(), count, bytes };
   };
 }
 
 /**
- * A retype whose values weigh more than one batch carries: the transaction takes it where there
- * is one; D1 has none, and answers 409 `retype_too_large` (decision 0135) rather than 501.
+ * Retypes whose values weigh more than one batch carries (each alone, or together in one apply):
+ * the transaction takes them where there is one; D1 has none, and answers 409
+ * `retype_too_large` (decision 0135) rather than 501.
  */
 export function overBound(
   db: Pick<Database, "kind">,
-  field: FieldRow,
+  fields: FieldRow[],
   read: { count: number; bytes: number },
 ): "transaction" {
   if (db.kind !== "d1") return "transaction";
+  const names = fields.map((f) => `"${f.name}"`).join(", ");
   throw ApiError.detail(
     409,
-    `Changing the type of "${field.name}" converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
+    `Changing the type of ${names} converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
     "retype_too_large",
   );
+}
+
+/**
+ * The retypes of one batch taken together (`overBound` when they weigh more than it carries),
+ * or null: each is read and weighed alone (`retypeReads`), an apply's add up.
+ */
+export function overTogether(retypes: Array<{ row: FieldRow; read: RetypeRead }>) {
+  const read = retypes.reduce(
+    (sum, r) => ({ count: sum.count + r.read.count, bytes: sum.bytes + r.read.bytes }),
+    { count: 0, bytes: 0 },
+  );
+  return read.bytes > RETYPE_MAX_BYTES ? { fields: retypes.map((r) => r.row), read } : null;
 }
 
 /** Values of `read` the change cannot carry (0 for a lossless change, as `countLossy`). */
