@@ -390,6 +390,229 @@ for (const [where, start] of Object.entries(backends))
       }
       record("bulk", { lossy: lossy.body, data });
     });
+
+    test("no field stored in two columns changes type: the same 400 on every backend, no transaction", async () => {
+      const before = b.transactions();
+      // the fields that take two columns: url (its link title) and a polymorphic object field
+      const { ids } = await typeWith("link", [
+        { name: "site", type: "url" },
+        {
+          name: "owner",
+          type: "object",
+          is_polymorphic: true,
+          related_object_types: ["dcim.site"],
+        },
+      ]);
+      await made(`${CO}/link/`, { site: "https://a.example", site_title: "A" });
+      const url = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.site}/`, {
+        type: "text",
+      });
+      expect(url.status, JSON.stringify(url.body)).toBe(400);
+      const owner = await b.json("PATCH", `${CO}/custom-object-type-fields/${ids.owner}/`, {
+        type: "integer",
+      });
+      expect(owner.status, JSON.stringify(owner.body)).toBe(400);
+      const schema = (type: string) => ({
+        schema: {
+          schema_version: "1",
+          types: [{ name: "linked", slug: "linked", fields: [{ id: 1, name: "site", type }] }],
+        },
+        allow_destructive: true,
+      });
+      expect((await b.json("POST", `${CO}/schema/apply/`, schema("url"))).status).toBe(200);
+      const applied = await b.json("POST", `${CO}/schema/apply/`, schema("longtext"));
+      expect(applied.status, JSON.stringify(applied.body)).toBe(400);
+      expect(await rows("link", ["site", "site_title"])).toEqual([["https://a.example", "A"]]);
+      if (where !== "local") expect(b.transactions()).toBe(before);
+      record("columns", { url: url.body, owner: owner.body, applied: applied.body });
+    });
+
+    test("a schema apply retyping two fields of a type with a compound key and a check: one batch", async () => {
+      const before = b.transactions();
+      const apply = (fields: unknown[], extra: Record<string, unknown>) =>
+        b.json("POST", `${CO}/schema/apply/`, {
+          schema: {
+            schema_version: "1",
+            types: [{ name: "shelf", slug: "shelf", fields, ...extra }],
+          },
+          allow_destructive: true,
+        });
+      const keys = (a: string, c: string) => ({
+        unique_together: [[a, "rack"]],
+        checks: [{ name: "deep", condition: { [`${c}__isnull`]: false } }],
+      });
+      const first = await apply(
+        [
+          { id: 1, name: "code", type: "text" },
+          { id: 2, name: "rack", type: "text" },
+          { id: 3, name: "depth", type: "text" },
+          { id: 4, name: "tag", type: "text" },
+        ],
+        keys("code", "depth"),
+      );
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      await made(`${CO}/shelf/`, { code: "1", rack: "a", depth: "3", tag: "t" });
+      const x = (await made(`${CO}/shelf/`, { code: "01", rack: "b", depth: "y" })).id;
+      // both retyped and renamed; besides them a field renamed and one added
+      const retyped = (unique = false) => [
+        { id: 1, name: "unit", type: "integer" },
+        { id: 2, name: "rack", type: "text" },
+        { id: 3, name: "height", type: "integer", unique },
+        { id: 4, name: "label", type: "longtext" },
+        { id: 5, name: "extra", type: "text", default: "e" },
+      ];
+      const patch = async (body: Record<string, unknown>) =>
+        expect((await b.json("PATCH", `${CO}/shelf/${x}/`, body)).status).toBe(200);
+      // "y" becomes null and "1", "01" share a rack: the compound key answers first, as an
+      // apply builds it first
+      await patch({ rack: "a" });
+      const both = await apply(retyped(), keys("unit", "height"));
+      expect(both.status, JSON.stringify(both.body)).toBe(400);
+      expect(both.body.schema_errors).toEqual([
+        {
+          path: "$.types[0].unique_together",
+          message: "Existing rows share values of rack, unit; they must make a unique set.",
+        },
+      ]);
+      // "y" becomes null: the check refuses its row
+      await patch({ rack: "b" });
+      const check = await apply(retyped(), keys("unit", "height"));
+      expect(check.status, JSON.stringify(check.body)).toBe(400);
+      expect(check.body.schema_errors).toEqual([
+        { path: "$.types[0].checks", message: '1 existing row(s) do not match the check "deep".' },
+      ]);
+      // "1" and "01" in one rack: the compound key refuses them
+      await patch({ depth: "03", rack: "a" });
+      const together = await apply(retyped(), keys("unit", "height"));
+      expect(together.status, JSON.stringify(together.body)).toBe(400);
+      expect(together.body.schema_errors).toEqual([
+        {
+          path: "$.types[0].unique_together",
+          message: "Existing rows share values of rack, unit; they must make a unique set.",
+        },
+      ]);
+      // 3 and "03" made unique: the field's own 400
+      await patch({ rack: "b" });
+      const unique = await apply(retyped(true), keys("unit", "height"));
+      expect(unique.status, JSON.stringify(unique.body)).toBe(400);
+      expect(unique.body.schema_errors).toEqual([
+        {
+          path: "$.types[0].fields[2].unique",
+          message: 'Existing values of "height" are not unique.',
+        },
+      ]);
+      const names = ["unit", "rack", "height", "label", "extra"];
+      expect(await rows("shelf", ["code", "rack", "depth", "tag"])).toEqual([
+        ["1", "a", "3", "t"],
+        ["01", "b", "03", null],
+      ]);
+      const done = await apply(retyped(), keys("unit", "height"));
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      const data = await rows("shelf", names);
+      expect(data).toEqual([
+        [1, "a", 3, "t", "e"],
+        [1, "b", 3, null, "e"],
+      ]);
+      // the key and the check hold on the new columns
+      expect((await b.json("POST", `${CO}/shelf/`, { unit: 1, rack: "a", height: 1 })).status).toBe(
+        400,
+      );
+      expect((await b.json("POST", `${CO}/shelf/`, { unit: 2, rack: "a" })).status).toBe(400);
+      // a local file keeps every apply in its long write (decision 0111)
+      if (where !== "local") expect(b.transactions()).toBe(before);
+      record("two", {
+        both: both.body,
+        check: check.body,
+        together: together.body,
+        unique: unique.body,
+        data,
+      });
+    });
+
+    test("a schema apply retyping more values than a batch carries: D1's 409 retype_too_large, nothing changed", async () => {
+      const schema = (type: string) => ({
+        schema: {
+          schema_version: "1",
+          types: [
+            {
+              name: "heap",
+              slug: "heap",
+              fields: [
+                { id: 1, name: "code", type: "text" },
+                { id: 2, name: "blob", type },
+              ],
+            },
+          ],
+        },
+        allow_destructive: true,
+      });
+      const first = await b.json("POST", `${CO}/schema/apply/`, schema("longtext"));
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const before = b.transactions();
+      const cot = (await b.json("GET", `${CO}/custom-object-types/?slug=heap`)).body.results[0];
+      // 5,000 values of 2,000 characters: more than a batch carries
+      await b.run(
+        `INSERT INTO co_${cot.id} (created, last_updated, code, blob) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', CAST(i AS TEXT), hex(zeroblob(1000)) || i FROM s`,
+      );
+      const big = await b.json("POST", `${CO}/schema/apply/`, schema("integer"));
+      const field = async () =>
+        (await b.json("GET", `${CO}/schema/export?slug=heap`)).body.types[0].fields[1].type;
+      if (where === "d1") {
+        expect(big.status, JSON.stringify(big.body)).toBe(409);
+        expect(big.body.error).toBe("retype_too_large");
+        expect(await field()).toBe("longtext");
+        expect((await b.json("GET", `${CO}/heap/?limit=1`)).body.count).toBe(5000);
+        expect(b.transactions()).toBe(before);
+      } else {
+        // a transaction takes it where there is one
+        expect(big.status, JSON.stringify(big.body)).toBe(200);
+        expect(await field()).toBe("integer");
+        expect(b.transactions()).toBe(before + 1);
+      }
+    });
+
+    test("a schema apply retyping two fields each within the bytes a batch carries, together over them: D1's 409", async () => {
+      const schema = (type: string) => ({
+        schema: {
+          schema_version: "1",
+          types: [
+            {
+              name: "pile",
+              slug: "pile",
+              fields: [
+                { id: 1, name: "a", type },
+                { id: 2, name: "b", type },
+              ],
+            },
+          ],
+        },
+        allow_destructive: true,
+      });
+      const first = await b.json("POST", `${CO}/schema/apply/`, schema("longtext"));
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const before = b.transactions();
+      const cot = (await b.json("GET", `${CO}/custom-object-types/?slug=pile`)).body.results[0];
+      // 5,000 values of 1,000 characters each: about 5 MB a column, 10 MB both
+      await b.run(
+        `INSERT INTO co_${cot.id} (created, last_updated, a, b) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', hex(zeroblob(500)) || i, hex(zeroblob(500)) || i FROM s`,
+      );
+      const both = await b.json("POST", `${CO}/schema/apply/`, schema("integer"));
+      const types = async () =>
+        (await b.json("GET", `${CO}/schema/export?slug=pile`)).body.types[0].fields.map(
+          (f: { type: string }) => f.type,
+        );
+      if (where === "d1") {
+        expect(both.status, JSON.stringify(both.body)).toBe(409);
+        expect(both.body.error).toBe("retype_too_large");
+        expect(both.body.detail).toContain('Changing the type of "a", "b" converts 10000 value(s)');
+        expect(await types()).toEqual(["longtext", "longtext"]);
+        expect(b.transactions()).toBe(before);
+      } else {
+        expect(both.status, JSON.stringify(both.body)).toBe(200);
+        expect(await types()).toEqual(["integer", "integer"]);
+        expect(b.transactions()).toBe(before + 1);
+      }
+    });
   });
 
 describe("the same answers and data on every backend", () => {
@@ -397,9 +620,11 @@ describe("the same answers and data on every backend", () => {
     expect(Object.keys(seen).sort()).toEqual([
       "apply",
       "bulk",
+      "columns",
       "conditional",
       "rename",
       "together",
+      "two",
     ]);
     for (const [name, by] of Object.entries(seen)) {
       expect(Object.keys(by).sort(), name).toEqual(["d1", "local", "remote"]);

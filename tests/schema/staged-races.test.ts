@@ -251,6 +251,51 @@ test("an apply renaming a field and keying it raced by a row that breaks the key
   expect(exported.unique_together ?? []).toEqual([]);
 });
 
+test("a schema apply retyping two fields under a compound key and a check while one value is written: reruns and carries it, or 409 (0135)", async () => {
+  const slug = `apply_retypes_${++serial}`;
+  const schema = (type: string) => ({
+    schema: doc([
+      {
+        name: slug,
+        slug,
+        fields: [
+          { id: 1, name: "code", type },
+          { id: 2, name: "rack", type: "text" },
+          { id: 3, name: "depth", type },
+        ],
+        unique_together: [["code", "rack"]],
+        checks: [{ name: "deep", condition: { depth__isnull: false } }],
+      },
+    ]),
+  });
+  expect((await apply(schema("text"))).status).toBe(200);
+  await create(on.t, slug, { code: "1", rack: "a", depth: "3" });
+  const object = (await create(on.t, slug, { code: "2", rack: "a", depth: "4" })).id;
+  // held on the second column's statements: both are in the one batch
+  const retype = /^alter table "co_\d+" add column "depth__retype"/i;
+  const carried = await raced(
+    retype,
+    () => apply(schema("integer")),
+    () => on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { depth: "7" } }),
+  );
+  expect(carried.status, JSON.stringify(carried.body)).toBe(200);
+  const row = (await on.t.json("GET", `${CO}/${slug}/${object}/`)).body;
+  expect([row.code, row.depth]).toEqual([2, 7]);
+  expect((await apply(schema("text"))).status).toBe(200);
+  // a value that no longer converts: the rerun's gate answers, nothing changed
+  const refused = await raced(
+    retype,
+    () => apply(schema("integer")),
+    () => on.t.json("PATCH", `${CO}/${slug}/${object}/`, { body: { depth: "seven" } }),
+  );
+  expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+  expect(refused.body.error).toBe("destructive_changes");
+  const kept = (await on.t.json("GET", `${CO}/${slug}/${object}/`)).body;
+  expect([kept.code, kept.depth]).toEqual(["2", "seven"]);
+  const exported = await on.t.json("GET", `${SCHEMA}/export?slug=${slug}`);
+  expect(exported.body.types[0].fields.map((f: any) => f.type)).toEqual(["text", "text", "text"]);
+});
+
 test("a cascade six levels deep raced by a new dependant at the bottom: 409, nothing deleted", async () => {
   const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
   const top = await namedCot(on.t, "chain0");

@@ -27,7 +27,6 @@ import {
   createCotTableStatements,
   fieldStorageStatements,
   hasLinkTable,
-  type RetypeSource,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
@@ -51,12 +50,13 @@ import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import {
   lostValues,
   overBound,
+  overTogether,
   retypeReads,
   retypeRefusal,
   retypeSource,
-  retypeStageable,
   retypeStatements,
   type RetypeRead,
+  type Retyped,
 } from "../types/staged-retype";
 import { isFieldType } from "../field-types";
 import { typeChangeRefused } from "../types/field-definition";
@@ -401,12 +401,15 @@ async function readPhase(
   await phase.run(ctx);
   const counted = (read?: () => Array<{ n: number }>) =>
     read ? Number(read()[0]?.n ?? 0) : undefined;
-  // a retype's values, when a batch carries them (over the bound: the transaction; D1 409)
+  // a retype's values, when a batch carries them, alone and with the document's other retypes
+  // (over the bound: the transaction; D1 409)
+  const heavy = overTogether([...retypes.values()].map((r) => ({ row: r.row, read: r.read() })));
   const retyped = (fieldId: number) => {
     const r = retypes.get(fieldId);
     const read = r?.read();
-    if (read?.kind === "over") overBound(ctx.services.db, r!.row, read);
-    return r && read?.kind !== "over" ? r : undefined;
+    if (read?.kind === "over") overBound(ctx.services.db, [r!.row], read);
+    if (r && heavy) overBound(ctx.services.db, heavy.fields, heavy.read);
+    return r && read?.kind !== "over" && !heavy ? r : undefined;
   };
   return {
     cotRules: await cotRules(),
@@ -500,10 +503,9 @@ function keyViolation(
 }
 
 /**
- * The fields of an existing type whose type the document changes and that a batch can retype
- * (`retypeStageable`; renamed too, keys and checks reading them too, decision 0135): their
- * values are read. When the type has keys or checks, one retype at most (a failure is counted
- * over one converted column, `retypeRefusal`); more keep the transaction.
+ * The fields of an existing type whose type the document changes (renamed too, keys and checks
+ * reading them too, decisions 0126, 0135): their values are read. A retype is one column made
+ * another (`typeChangeRefused`).
  */
 function stagedRetypes(t: TypeEntry, s: DbType): Array<{ row: FieldRow; type: string }> {
   const out: Array<{ row: FieldRow; type: string }> = [];
@@ -511,20 +513,9 @@ function stagedRetypes(t: TypeEntry, s: DbType): Array<{ row: FieldRow; type: st
     const row = s.fields.find((r) => r.schemaId === f.id);
     if (!row || row.type === f.type || !isFieldType(f.type) || typeChangeRefused(row.type, f.type))
       continue;
-    if (retypeStageable(row, { type: f.type })) out.push({ row, type: f.type });
+    out.push({ row, type: f.type });
   }
-  return out.length > 1 && keyed(t, s) ? [] : out;
-}
-
-/** Whether an existing type has, or its entry asks for, compound keys, partial keys or checks. */
-function keyed(t: TypeEntry, s: DbType): boolean {
-  const have = conditionalOf(s.cot);
-  const want = wantedConditional(t);
-  return (
-    normalizeTogether(s.cot.uniqueTogether).length > 0 ||
-    plainTogether(t.unique_together).length > 0 ||
-    [...have.unique, ...have.checks, ...want.unique, ...want.checks].length > 0
-  );
+  return out;
 }
 
 /** The fields of an existing type that its document entry removes (`removed_fields`). */
@@ -670,36 +661,29 @@ interface Step {
 }
 
 /**
- * A keyed retype's part in a failed batch's answer (`retypeRefusal`): the race's conflict (the
- * apply reruns), or the transaction's 400 at its path — the field's `unique`, then the compound
- * keys, then the partial keys and checks, in the order `applyType` builds them.
+ * A type's keyed retypes' part in a failed batch's answer (`retypeRefusal`, one read over every
+ * converted column): the race's conflict (the apply reruns), or the transaction's 400 at its
+ * path — a field's `unique`, then the compound keys, then the partial keys and checks, in the
+ * order `applyType` builds them.
  */
 function retypeExplainer(
   step: Step,
   cotId: number,
-  r: { row: FieldRow; source: RetypeSource },
-  fieldsAfter: FieldRow[],
+  retypes: Retyped[],
+  fields: { before: FieldRow[]; after: FieldRow[] },
   keys: ReturnType<typeof keyChanges>,
 ) {
   const { ctx, t, at } = step;
-  const after = fieldsAfter.find((f) => f.id === r.row.id)!;
-  const wanted = {
-    unique: after.unique,
-    together: keys.want.together,
-    conditional: keys.want.conditional,
-  };
+  const wanted = { ...keys.want, togetherFirst: true };
   return async () => {
-    const refusal = await retypeRefusal(ctx, cotId, r.row, fieldsAfter, wanted, r.source);
-    const fail = (e: ValidationError) => atPath(at, () => Promise.reject(e));
+    const refusal = await retypeRefusal(ctx, cotId, retypes, fields, wanted);
+    const fail = (e: ValidationError, path = at) => atPath(path, () => Promise.reject(e));
     if (!refusal) return;
     if (refusal.kind === "race") throw new WriteConflictError();
     if (refusal.kind === "unique") {
-      const fi = t.fields.findIndex((f) => f.id === r.row.schemaId);
-      await atPath(`${at}.fields[${fi}]`, () =>
-        Promise.reject(
-          new ValidationError({ unique: [`Existing values of "${after.name}" are not unique.`] }),
-        ),
-      );
+      const fi = t.fields.findIndex((f) => f.id === refusal.field.schemaId);
+      const message = `Existing values of "${refusal.field.name}" are not unique.`;
+      await fail(new ValidationError({ unique: [message] }), `${at}.fields[${fi}]`);
     }
     if (refusal.kind === "together")
       await fail(
@@ -944,8 +928,9 @@ async function stageExisting(step: Step, existing: DbType) {
     const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
     if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));
     if (keys.conditional) addStatements(batch, orm, built.conditional);
-    // a retype under them (one at most, `stagedRetypes`): a failure counted as the transaction's
-    for (const r of retypes) step.explain.push(retypeExplainer(step, cot.id, r, fieldsAfter, keys));
+    // retypes under them: a failure counted over every converted column, as the transaction's
+    const fields = { before: existing.fields, after: fieldsAfter };
+    if (retypes.length) step.explain.push(retypeExplainer(step, cot.id, retypes, fields, keys));
   }
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   const stored = moved || kept.dropped ? new Map<string, string>() : step.reads.index(cot.id);
@@ -1004,7 +989,7 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
     );
   let current = [...fields];
   let moved = false;
-  const retypes: Array<{ row: FieldRow; source: RetypeSource }> = [];
+  const retypes: Retyped[] = [];
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;

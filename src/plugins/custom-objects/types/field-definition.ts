@@ -306,14 +306,15 @@ export function fieldRuleIssues(
 /** Messages about the fields of one type taken together. */
 /**
  * Why a field of type `from` cannot become `to`, or null when it can: only plain columns change
- * type, and never to or from a fixed type (coordinates, url: their columns would not match).
+ * type, and never to or from a fixed type (coordinates, url: their columns would not match) or
+ * one stored in more than one column (a polymorphic object, url's link title). So a retype is
+ * one column made another, which a batch carries (decision 0135).
  */
 export function typeChangeRefused(from: string, to: string): string | null {
   if (from === to || !isFieldType(from) || !isFieldType(to)) return null;
   const [a, b] = [fieldType(from), fieldType(to)];
-  return a.storage !== "column" || b.storage !== "column" || a.fixedType || b.fixedType
-    ? `Cannot change a ${from} field into a ${to} field.`
-    : null;
+  const fixed = (m: typeof a) => m.storage !== "column" || m.fixedType || !!m.companions?.length;
+  return fixed(a) || fixed(b) ? `Cannot change a ${from} field into a ${to} field.` : null;
 }
 
 export const ONE_PRIMARY = "Only one field of a type can be primary.";

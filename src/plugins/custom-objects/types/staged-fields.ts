@@ -3,8 +3,8 @@
  * the field row, its columns, indexes or link table, the type's new shape (guarded on its
  * `last_updated`), the search index and the change record; a retype converts the values read in
  * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
- * anew), a removal drops the compound keys holding the field (decision 0126); a retype of a field
- * a key or check reads keeps the transaction path.
+ * anew), a removal drops the compound keys holding the field (decision 0126); a retype carries
+ * them too, with a rename, its failure counted over the converted values (decision 0135).
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -34,7 +34,6 @@ import {
   dropFieldStorageStatements,
   fieldStorageStatements,
   hasLinkTable,
-  type RetypeSource,
 } from "../ddl";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
@@ -60,8 +59,8 @@ import {
   retypeReads,
   retypeRefusal,
   retypeSource,
-  retypeStageable,
   retypeStatements,
+  type Retyped,
   type RetypedKeys,
 } from "./staged-retype";
 import {
@@ -237,15 +236,6 @@ async function runFieldBatch(
   }
 }
 
-/**
- * Whether a field update needs the transaction path: a retype of a field with more than one
- * column. A rename a compound key follows is staged (SQLite renames the index's column; the
- * stored set follows in the batch), and so is one a partial key or check reads (dropped and
- * built anew, decision 0126); a retype carries them, with a rename too (decision 0135).
- */
-const needsTransaction = (field: FieldRow, draft: { type: string }) =>
-  draft.type !== field.type && !retypeStageable(field, draft);
-
 const none: Conditional = { unique: [], checks: [] };
 
 /**
@@ -303,7 +293,6 @@ function followingKeys(cot: CotRow, field: FieldRow, next: FieldRow, fields: Fie
   const built: RetypedKeys | null =
     conditional || together
       ? {
-          unique: next.unique,
           together: together?.want ?? [],
           conditional: conditional?.want ?? none,
         }
@@ -334,7 +323,7 @@ async function retypeStorage(
   const read = retypeReads(ctx.services.db.orm, phase, cot.id, field, draft.type);
   if (phase.size) await phase.run(ctx);
   const values = read();
-  if (values.kind === "over") return overBound(ctx.services.db, field, values);
+  if (values.kind === "over") return overBound(ctx.services.db, [field], values);
   const lost = lostValues(field, draft.type, values);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
@@ -347,20 +336,20 @@ async function explainRetype(
   ctx: WriteContext,
   e: unknown,
   cotId: number,
-  field: FieldRow,
-  fieldsAfter: FieldRow[],
+  retyped: Retyped,
+  fields: { before: FieldRow[]; after: FieldRow[] },
   keys: RetypedKeys,
-  source: RetypeSource,
 ): Promise<never> {
-  const refusal = await retypeRefusal(ctx, cotId, field, fieldsAfter, keys, source);
-  const name = fieldsAfter.find((f) => f.id === field.id)!.name;
+  const refusal = await retypeRefusal(ctx, cotId, [retyped], fields, keys);
   switch (refusal?.kind) {
     case undefined:
       throw e;
     case "race":
       throw new WriteConflictError();
     case "unique":
-      throw new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
+      throw new ValidationError({
+        unique: [`Existing values of "${refusal.field.name}" are not unique.`],
+      });
     case "partial":
       throw new ValidationError({
         unique_together: [
@@ -399,7 +388,6 @@ async function updateField(
       custom_object_type: ["A field cannot move to another custom object type."],
     });
   const draft = await validateField(ctx, rest, current, fields);
-  if (needsTransaction(current, draft)) return "transaction";
   const retyped = draft.type !== current.type;
   const retype = retyped ? await retypeStorage(ctx, cot, current, draft) : null;
   if (retype === "transaction") return "transaction";
@@ -438,7 +426,14 @@ async function updateField(
     .catch((e) =>
       // a retype that builds keys or checks again: a failure counted as the transaction counts it
       retype && keys.built
-        ? explainRetype(ctx, e, cot.id, current, fieldsAfter, keys.built, retype.source)
+        ? explainRetype(
+            ctx,
+            e,
+            cot.id,
+            { row: current, source: retype.source },
+            { before: fields, after: fieldsAfter },
+            keys.built,
+          )
         : Promise.reject(e),
     )
     .catch((e) =>

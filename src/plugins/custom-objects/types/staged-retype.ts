@@ -21,6 +21,7 @@ import {
   tableName,
 } from "../ddl";
 import { isLossless, retypeConverter, type FieldRow } from "../objects/values";
+import { encodedDefault } from "../schema/operations";
 import {
   checkViolationsSql,
   partialDuplicatesSql,
@@ -44,8 +45,8 @@ type RetypeValues = Array<{ id: number; v: unknown }>;
 
 /** A retype's read: values SQLite converts (`sql`), the values read, or too many to read. */
 export type RetypeRead =
-  | { kind: "sql" }
-  | { kind: "values"; values: RetypeValues }
+  | { kind: "sql"; count: 0; bytes: 0 }
+  | { kind: "values"; values: RetypeValues; count: number; bytes: number }
   | { kind: "over"; count: number; bytes: number };
 
 const asText = (col: SQL) => sql`CAST(${col} AS TEXT)`;
@@ -82,7 +83,7 @@ export function retypeReads(
   field: FieldRow,
   type: string,
 ): () => RetypeRead {
-  if (sqlConversion(field.type, type)) return () => ({ kind: "sql" });
+  if (sqlConversion(field.type, type)) return () => ({ kind: "sql", count: 0, bytes: 0 });
   const t = ident(tableName(cotId));
   const column = ident(field.name);
   const weight = sql`(SELECT coalesce(sum(length(CAST(${column} AS BLOB))), 0) + 24 * count(*) FROM ${t} WHERE ${column} IS NOT NULL)`;
@@ -100,30 +101,40 @@ export function retypeReads(
     const [s] = size();
     const [count, bytes] = [Number(s?.n ?? 0), Number(s?.bytes ?? 0)];
     if (bytes > RETYPE_MAX_BYTES) return { kind: "over", count, bytes };
-    return { kind: "values", values: values() };
+    return { kind: "values", values: values(), count, bytes };
   };
 }
 
 /**
- * A retype whose values weigh more than one batch carries: the transaction takes it where there
- * is one; D1 has none, and answers 409 `retype_too_large` (decision 0135) rather than 501.
+ * Retypes whose values weigh more than one batch carries (each alone, or together in one apply):
+ * the transaction takes them where there is one; D1 has none, and answers 409
+ * `retype_too_large` (decision 0135) rather than 501.
  */
 export function overBound(
   db: Pick<Database, "kind">,
-  field: FieldRow,
+  fields: FieldRow[],
   read: { count: number; bytes: number },
 ): "transaction" {
   if (db.kind !== "d1") return "transaction";
+  const names = fields.map((f) => `"${f.name}"`).join(", ");
   throw ApiError.detail(
     409,
-    `Changing the type of "${field.name}" converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
+    `Changing the type of ${names} converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
     "retype_too_large",
   );
 }
 
-/** Whether a retype can be staged: the field's one column stays one column. */
-export const retypeStageable = (field: FieldRow, draft: { type: string }): boolean =>
-  fieldColumns(field).length === 1 && fieldColumns({ ...field, type: draft.type }).length === 1;
+/**
+ * The retypes of one batch taken together (`overBound` when they weigh more than it carries),
+ * or null: each is read and weighed alone (`retypeReads`), an apply's add up.
+ */
+export function overTogether(retypes: Array<{ row: FieldRow; read: RetypeRead }>) {
+  const read = retypes.reduce(
+    (sum, r) => ({ count: sum.count + r.read.count, bytes: sum.bytes + r.read.bytes }),
+    { count: 0, bytes: 0 },
+  );
+  return read.bytes > RETYPE_MAX_BYTES ? { fields: retypes.map((r) => r.row), read } : null;
+}
 
 /** Values of `read` the change cannot carry (0 for a lossless change, as `countLossy`). */
 export function lostValues(field: FieldRow, type: string, read: RetypeRead): number {
@@ -182,99 +193,150 @@ export const retypeStatements = (
   source: RetypeSource,
 ): SQL[] => retypeFieldStatements(cotId, field, draft, source);
 
+/** A retype in a batch: the field as it was, and where its new values come from. */
+export interface Retyped {
+  row: FieldRow;
+  source: RetypeSource;
+}
+
+type Column = [value: SQL, name: string];
+
 /**
- * The type's table as the retype leaves it, for counts over it (`AS` the table's name, so
- * conditions read it as they read the table): the field's column under its new name holding the
- * converted values, the other columns as they are. `columns`: the table's other columns.
+ * The columns of `after` (the fields as the batch leaves them) read from the table as it is:
+ * a kept field's columns under their new names, an added field's default (as its storage fills
+ * it) or null; no link tables.
+ */
+function keptColumns(t: SQL, before: FieldRow[], after: FieldRow[]): Column[] {
+  return after
+    .filter((f) => !hasLinkTable(f))
+    .flatMap((f) => {
+      const had = before.find((b) => b.id === f.id);
+      const names = fieldColumns(f);
+      if (had) return fieldColumns(had).map((c, i): Column => [sql`${t}.${ident(c)}`, names[i]!]);
+      const fill = encodedDefault(f);
+      return names.map((n, i): Column => [i || fill == null ? sql`NULL` : sql`${fill}`, n]);
+    });
+}
+
+/**
+ * The type's table as the retypes leave it, for counts over it (`AS` the table's name, so
+ * conditions read it as they read the table): each retyped column under its new name holding the
+ * converted values, the other fields' columns as `keptColumns` reads them. Values SQLite converts
+ * are converted in the first select; each list of values read then takes one level, its pairs
+ * driving the join (looked up by id); rows without a converted value hold null. A join led by
+ * the table would scan the pairs for every row (minutes at 40,000), the levels take one second.
  */
 function retypedTable(
   cotId: number,
-  field: FieldRow,
-  name: string,
-  columns: string[],
-  source: RetypeSource,
+  retypes: Retyped[],
+  fields: { before: FieldRow[]; after: FieldRow[] },
 ): SQL {
   const t = ident(tableName(cotId));
-  const kept = sql.join(
-    ["id", ...columns].map((c) => sql`${t}.${ident(c)}`),
+  const nameOf = (r: Retyped) => fields.after.find((f) => f.id === r.row.id)!.name;
+  const retyped = new Set(retypes.map((r) => r.row.id));
+  let columns: Column[] = [
+    ...keptColumns(
+      t,
+      fields.before,
+      fields.after.filter((f) => !retyped.has(f.id)),
+    ),
+    ...retypes.flatMap((r): Column[] =>
+      "expr" in r.source ? [[r.source.expr(sql`${t}.${ident(r.row.name)}`), nameOf(r)]] : [],
+    ),
+  ];
+  let from = t;
+  for (const r of retypes) {
+    if ("expr" in r.source) continue;
+    const kept = sql.join(
+      [sql`${t}.id`, ...columns.map(([value, name]) => sql`${value} AS ${ident(name)}`)],
+      sql`, `,
+    );
+    const pairs = r.source.written.length
+      ? sql.join(
+          r.source.written.map((c) => sql`SELECT id, v FROM ${retypePairs(c)}`),
+          sql` UNION ALL `,
+        )
+      : sql`SELECT NULL AS id, NULL AS v WHERE 0`;
+    const name = ident(nameOf(r));
+    from = sql`(SELECT ${kept}, NULL AS ${name} FROM ${from} AS ${t} WHERE ${t}.id NOT IN (SELECT id FROM (${pairs})) UNION ALL SELECT ${kept}, j.v FROM (${pairs}) AS j CROSS JOIN ${from} AS ${t} ON ${t}.id = j.id)`;
+    columns = [...columns.map(([, n]) => n), nameOf(r)].map(
+      (n): Column => [sql`${t}.${ident(n)}`, n],
+    );
+  }
+  const all = sql.join(
+    [sql`${t}.id`, ...columns.map(([value, name]) => sql`${value} AS ${ident(name)}`)],
     sql`, `,
   );
-  if ("expr" in source)
-    return sql`(SELECT ${kept}, ${source.expr(ident(field.name))} AS ${ident(name)} FROM ${t})`;
-  const pairs = source.written.length
-    ? sql.join(
-        source.written.map((c) => sql`SELECT id, v FROM ${retypePairs(c)}`),
-        sql` UNION ALL `,
-      )
-    : sql`SELECT NULL AS id, NULL AS v WHERE 0`;
-  // the pairs drive the join (looked up by rowid); rows without a converted value hold null
-  return sql`(SELECT ${kept}, NULL AS ${ident(name)} FROM ${t} WHERE id NOT IN (SELECT id FROM (${pairs})) UNION ALL SELECT ${kept}, j.v FROM (${pairs}) AS j CROSS JOIN ${t} ON ${t}.id = j.id)`;
+  return sql`(SELECT ${all} FROM ${from} AS ${t})`;
 }
 
-/** Whether the column still holds what the retype read, as one SQL condition (true: no race). */
-function unchangedSql(cotId: number, field: FieldRow, source: RetypeSource): SQL {
-  const all = retypeUnchangedSql(cotId, field.name, source);
+/** Whether the columns still hold what the retypes read, as one SQL condition (true: no race). */
+function unchangedSql(cotId: number, retypes: Retyped[]): SQL {
+  const all = retypes.flatMap((r) => retypeUnchangedSql(cotId, r.row.name, r.source));
   return all.length ? sql.join(all, sql` AND `) : sql`1`;
 }
 
-/** The keys and checks a retype builds again over its converted column, as they will stand. */
+/** The keys and checks a batch builds again over its converted columns, as they will stand. */
 export interface RetypedKeys {
-  /** The field's own `unique`, after. */
-  unique: boolean;
   together: string[][];
   conditional: Conditional;
+  /** Compound keys counted before partial keys and checks, as an apply builds them. */
+  togetherFirst?: boolean;
 }
 
-/** Why a retype's batch failed, read over the values it would have left (`retypeRefusal`). */
+/** Why a batch with retypes failed, read over the values it would have left (`retypeRefusal`). */
 export type RetypeRefusal =
-  | { kind: "race" | "unique"; rows?: number }
+  | { kind: "race" }
+  | { kind: "unique"; field: FieldRow; rows: number }
   | { kind: "partial"; key: PartialKey; rows: number }
   | { kind: "check"; check: Check; rows: number }
   | { kind: "together"; set: string[]; rows: number };
 
 /**
- * After a retype's batch failed building keys or checks: one read over the table as the batch
- * would have left it (`retypedTable`) — whether the values read are still there (else a race),
- * then the field's own duplicates, the partial keys', the checks' and the compound keys' counts,
- * in the order the transaction builds them. Null when none breaks: the failure was another.
+ * After a batch with retypes failed building keys or checks: one read over the table as the
+ * batch would have left it (`retypedTable`) — whether the values read are still there (else a
+ * race), then each retyped field's own duplicates (when it is unique after), the partial keys',
+ * the checks' and the compound keys' counts, in the order the transaction builds them (REST's;
+ * an apply's builds compound keys first). Null when none breaks: the failure was another.
+ * `fields`: the type's fields before and after the batch.
  */
 export async function retypeRefusal(
   ctx: Pick<WriteContext, "services" | "readPhase">,
   cotId: number,
-  field: FieldRow,
-  fieldsAfter: FieldRow[],
+  retypes: Retyped[],
+  fields: { before: FieldRow[]; after: FieldRow[] },
   keys: RetypedKeys,
-  source: RetypeSource,
 ): Promise<RetypeRefusal | null> {
   const orm = ctx.services.db.orm;
-  const after = fieldsAfter.find((f) => f.id === field.id)!;
-  const others = fieldsAfter
-    .filter((f) => f.id !== field.id && !hasLinkTable(f))
-    .flatMap((f) => fieldColumns(f));
-  const from = sql`${retypedTable(cotId, field, after.name, others, source)} AS ${ident(tableName(cotId))}`;
-  const column = (name: string) => fieldColumns(fieldsAfter.find((f) => f.name === name)!)[0]!;
-  const counts: Array<[RetypeRefusal, SQL | null]> = [
-    [
-      { kind: "unique" },
-      keys.unique ? duplicatesCountSql(cotId, [after.name], undefined, from) : null,
-    ],
+  const after = fields.after;
+  const from = sql`${retypedTable(cotId, retypes, fields)} AS ${ident(tableName(cotId))}`;
+  const column = (name: string) => fieldColumns(after.find((f) => f.name === name)!)[0]!;
+  const uniques = retypes
+    .map((r) => after.find((f) => f.id === r.row.id)!)
+    .filter((f) => f.unique)
+    .map((field): [RetypeRefusal, SQL | null] => [
+      { kind: "unique", field, rows: 0 },
+      duplicatesCountSql(cotId, [field.name], undefined, from),
+    ]);
+  const conditional = [
     ...keys.conditional.unique.map((key): [RetypeRefusal, SQL | null] => [
       { kind: "partial", key, rows: 0 },
-      partialDuplicatesSql(cotId, fieldsAfter, key, from),
+      partialDuplicatesSql(cotId, after, key, from),
     ]),
     ...keys.conditional.checks.map((check): [RetypeRefusal, SQL | null] => [
       { kind: "check", check, rows: 0 },
-      checkViolationsSql(cotId, fieldsAfter, check, from),
-    ]),
-    ...keys.together.map((set): [RetypeRefusal, SQL | null] => [
-      { kind: "together", set, rows: 0 },
-      duplicatesCountSql(cotId, set.map(column), undefined, from),
+      checkViolationsSql(cotId, after, check, from),
     ]),
   ];
+  const together = keys.together.map((set): [RetypeRefusal, SQL | null] => [
+    { kind: "together", set, rows: 0 },
+    duplicatesCountSql(cotId, set.map(column), undefined, from),
+  ]);
+  const counts = keys.togetherFirst
+    ? [...uniques, ...together, ...conditional]
+    : [...uniques, ...conditional, ...together];
   const phase = new ReadPhase();
-  const same = phase.add(
-    orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, field, source)} AS n`),
-  );
+  const same = phase.add(orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, retypes)} AS n`));
   // one statement each: every one binds the converted values' chunks
   const reads = counts.map(([, q]) =>
     q ? phase.add(orm.all<{ n: number }>(sql`SELECT ${q} AS n`)) : null,
@@ -283,7 +345,7 @@ export async function retypeRefusal(
   if (!Number(same()[0]?.n)) return { kind: "race" };
   for (const [i, [refusal]] of counts.entries()) {
     const rows = Number(reads[i]?.()[0]?.n ?? 0);
-    if (rows) return { ...refusal, rows };
+    if (rows && refusal.kind !== "race") return { ...refusal, rows };
   }
   return null;
 }
