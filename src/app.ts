@@ -237,8 +237,12 @@ function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppD
     }),
   );
   app.use("*", async (c, next) => {
-    await next();
+    // Set before the answer exists, the header is in the one Response the handler makes: set
+    // after it, Hono makes the Response again around its body (decision 0132). Afterwards only
+    // for an answer made without the context (a raw Response), which the header would miss.
     c.header("X-Request-Id", c.var.requestId);
+    await next();
+    if (!c.res.headers.has("X-Request-Id")) c.header("X-Request-Id", c.var.requestId);
     // Workers: the outbox rows this request committed are relayed after the response.
     const relay = services.tasks?.outbox.takeDeferred(c.var.requestId);
     if (relay) {
@@ -252,9 +256,10 @@ function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppD
   app.use("*", accessLog({ slowMs: config.slowRequestMs, now: deps.now }));
   // The NetBox REST API version these answers follow; pynetbox reads it (`nb.version`), errors included.
   app.use("*", async (c, next) => {
+    const api = c.req.path === "/api" || c.req.path.startsWith("/api/");
+    if (api) c.header("API-Version", NETBOX_API_VERSION); // before the answer, as X-Request-Id
     await next();
-    if (c.req.path === "/api" || c.req.path.startsWith("/api/"))
-      c.header("API-Version", NETBOX_API_VERSION);
+    if (api && !c.res.headers.has("API-Version")) c.header("API-Version", NETBOX_API_VERSION);
   });
   // Before authentication, so a browser's preflight is answered without a token.
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));

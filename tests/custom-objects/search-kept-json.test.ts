@@ -1,7 +1,8 @@
 /**
  * A kept `?q=` page answered again (decision 0116) reuses its records' JSON text, made once, when
  * nothing is hidden and nothing projected: the body is the bytes `c.json` gives, and a caller with
- * references hidden gets its own answer, never the kept text. Over HTTP, in the app.
+ * references hidden gets its own answer, never the kept text. The answer is kept as the bytes it
+ * sent, made once per head (decision 0132). Over HTTP, in the app.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createClient } from "@libsql/client";
@@ -32,10 +33,19 @@ afterAll(() => t.close());
 
 const PATH = `${CO}/kjson/?q=box&limit=10&offset=10`;
 
-/** The body's bytes, and the lists of records JSON.stringify was given while answering. */
-async function searchText(token?: string) {
+/**
+ * The body's bytes, the lists of records JSON.stringify was given while answering, and the
+ * lengths of the texts TextEncoder encoded meanwhile.
+ */
+async function searchText(token?: string, path = PATH) {
   const real = JSON.stringify;
   const lists: unknown[] = [];
+  const encode = TextEncoder.prototype.encode;
+  const encoded: number[] = [];
+  TextEncoder.prototype.encode = function (this: TextEncoder, input?: string) {
+    encoded.push(input?.length ?? 0);
+    return encode.call(this, input);
+  };
   const spy = (value: unknown, ...rest: unknown[]) => {
     const results = (value as { results?: unknown } | null)?.results;
     if (Array.isArray(results) && results.length) lists.push(results);
@@ -45,12 +55,13 @@ async function searchText(token?: string) {
   };
   JSON.stringify = spy as typeof JSON.stringify;
   try {
-    const r = await t.req("GET", PATH, token ? { token } : {});
+    const r = await t.req("GET", path, token ? { token } : {});
     expect(r.status).toBe(200);
     expect(r.headers.get("content-type")).toBe("application/json");
-    return { text: await r.text(), lists };
+    return { text: await r.text(), lists, encoded };
   } finally {
     JSON.stringify = real;
+    TextEncoder.prototype.encode = encode;
   }
 }
 
@@ -93,4 +104,26 @@ test("a caller with references hidden gets its own answer, not the kept text", a
   const brief = await t.json("GET", `${PATH}&brief=1`);
   expect(Object.keys(brief.body.results[0]).sort()).toEqual(["display", "id", "url"]);
   expect((await searchText()).text).toBe(full.text);
+});
+
+test("the kept answer is the bytes it sent, made once per head and sent again as they are", async () => {
+  const path = `${CO}/kjson/?q=box&limit=7&offset=3`;
+  const first = await searchText(undefined, path);
+  expect(first.lists.length).toBe(1);
+  // encoded once, here: the whole answer (no text of it is built per request any more)
+  expect(first.encoded.filter((n) => n > 200)).toHaveLength(1);
+  const again = await searchText(undefined, path);
+  expect(again.text).toBe(first.text);
+  expect(again.lists).toEqual([]);
+  expect(again.encoded).toEqual([]);
+  // the same page asked by another URL (its links differ): the records' bytes are reused, only
+  // the new head is encoded
+  const reordered = await searchText(undefined, `${CO}/kjson/?offset=3&q=box&limit=7`);
+  expect(reordered.lists).toEqual([]);
+  expect(reordered.encoded).toHaveLength(1);
+  expect(reordered.encoded[0]!).toBeLessThan(300);
+  expect(reordered.text).toBe(asCJson(reordered.text));
+  expect(reordered.text).not.toBe(first.text);
+  expect(JSON.parse(reordered.text).results).toEqual(JSON.parse(first.text).results);
+  expect(JSON.parse(reordered.text).next).toStartWith("http://");
 });

@@ -30,7 +30,7 @@ import {
   countRows,
   keptPage,
   keptRecords,
-  keptRecordsJson,
+  keptAnswer,
   type KeptPage,
   type PageRow,
 } from "./page-anchors";
@@ -405,12 +405,12 @@ async function listRecords(c: Ctx, resource: Resource) {
       : await resource.load(ctx, ids);
     // what the caller may not view is hidden on every request, kept records or not
     results = await hideUnviewable(ctx, c.var.auth, resource, loaded as ApiRecord[]);
-    // nothing hidden, no projection: the kept records' text, made once, is the answer's results
-    const text =
+    // nothing hidden, no projection: the kept answer's bytes, made once per head (0116, 0132)
+    const body =
       kept && project(results, q.projection, resource.briefFields) === results
-        ? keptRecordsJson(ctx.services, kept, results)
+        ? keptAnswer(ctx.services, kept, results, listHead(url, n, q))
         : null;
-    if (text !== null) return c.body(listText(url, n, q, text), 200, JSON_TYPE);
+    if (body !== null) return c.body(body, 200, JSON_TYPE);
   }
   return c.json({
     count: n,
@@ -421,10 +421,10 @@ async function listRecords(c: Ctx, resource: Resource) {
 
 const JSON_TYPE = { "Content-Type": "application/json" };
 
-/** A list's body around its results' JSON text: the bytes `c.json` gives for the same answer. */
-function listText(url: URL, n: number, q: ListQuery, results: string): string {
+/** A list's body up to its results' JSON: with them and `}`, the bytes `c.json` gives. */
+function listHead(url: URL, n: number, q: ListQuery): string {
   const head = JSON.stringify({ count: n, ...pageLinks(url, n, q.limit, q.offset) });
-  return `${head.slice(0, -1)},"results":${results}}`;
+  return `${head.slice(0, -1)},"results":`;
 }
 
 /**

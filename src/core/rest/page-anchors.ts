@@ -64,9 +64,17 @@ export interface KeptPage {
     baseUrl: string;
     list: readonly Record<string, unknown>[];
     bytes: number;
-    /** `JSON.stringify(list)`, made by the first answer that gave the list as it is. */
-    json?: string;
+    /** The last answer that gave the list as it is, as the bytes it sent (`keptAnswer`). */
+    answer?: KeptAnswer;
   };
+}
+
+/** An answer's body as bytes: `head` (its count and links), then the records' JSON, then `}`. */
+interface KeptAnswer {
+  head: string;
+  /** Where the records' JSON starts in `body`. */
+  at: number;
+  body: Uint8Array<ArrayBuffer>;
 }
 
 /**
@@ -275,29 +283,46 @@ export async function keptRecords<R extends Record<string, unknown>>(
 }
 
 /**
- * `JSON.stringify(list)` when `list` is the very array `keptRecords` gave for `page` (records kept
- * under the current stamp): made once and kept beside the records, counted in their bytes; null
- * otherwise (records read afresh, or another array — hidden references, a projection).
+ * The whole answer's body, as bytes, when `list` is the very array `keptRecords` gave for `page`
+ * (records kept under the current stamp); null otherwise (records read afresh, or another array:
+ * hidden references, a projection). `head` is the body up to the records (`{"count":…,"results":`).
+ * The bytes are made once per head and kept beside the records, counted in their bytes: answering
+ * the same search again sends them as they are, where a text built per answer would be a copy of
+ * the page (50 records, ~50 KB) for the collector to find on every request (decision 0132).
  */
-export function keptRecordsJson(
+export function keptAnswer(
   services: Services,
   page: KeptPage,
   list: readonly Record<string, unknown>[],
-): string | null {
+  head: string,
+): Uint8Array<ArrayBuffer> | null {
   const kept = page.records;
   if (!kept || kept.list !== list || databaseStamp(services) !== page.stamp) return null;
-  if (kept.json !== undefined) return kept.json;
-  const json = JSON.stringify(list);
+  const last = kept.answer;
+  if (last?.head === head) return last.body;
+  // the records' JSON from the last answer's bytes when there is one: encoded once per page
+  const json = last
+    ? last.body.subarray(last.at, last.body.length - 1)
+    : UTF8.encode(JSON.stringify(list));
+  const start = UTF8.encode(head);
+  const body = new Uint8Array(start.length + json.length + 1);
+  body.set(start);
+  body.set(json, start.length);
+  body[body.length - 1] = CLOSE_BRACE;
+  const grown = body.length - (last?.body.length ?? 0);
+  kept.answer = { head, at: start.length, body };
+  kept.bytes += grown;
   const state = stateOf(services);
-  kept.json = json;
-  kept.bytes += json.length;
-  state.bytes += json.length;
+  state.bytes += grown;
   for (const other of state.pages.values()) {
     if (state.bytes <= MAX_KEPT_BYTES) break;
     if (other !== page) giveUpRecords(state, other);
   }
-  return json;
+  return body;
 }
+
+const UTF8 = new TextEncoder();
+const CLOSE_BRACE = 0x7d;
 
 function giveUpRecords(state: State, page: KeptPage) {
   if (!page.records) return;

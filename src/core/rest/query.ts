@@ -317,6 +317,57 @@ export interface ListSpec {
   searchFirstPage?: (q: string, term: SQL) => IndexedSearch | undefined;
 }
 
+/**
+ * A `q`'s conditions for one list spec: the search terms ORed (`sql\`0\`` when none can match),
+ * the index's narrowing, and its first pages when `q` is the only condition (made on first use).
+ */
+interface SearchConditions {
+  needle: string;
+  term: SQL;
+  matches: boolean;
+  narrowed: SQL | undefined;
+  firstPage?: IndexedSearch | null;
+}
+
+/**
+ * Built once per spec and needle and shared (decision 0132): they depend on nothing else (a
+ * changed schema is another spec), and SQL is not changed by rendering it. A search asked again
+ * skips ~20 SQL objects and the index's match expression per request.
+ */
+const searches = new WeakMap<ListSpec, Map<string, SearchConditions>>();
+/** Needles kept per spec, least recently used dropped first. */
+export const MAX_KEPT_NEEDLES = 64;
+
+function searchConditions(spec: ListSpec, q: string): SearchConditions {
+  let byNeedle = searches.get(spec);
+  if (!byNeedle) searches.set(spec, (byNeedle = new Map()));
+  const kept = byNeedle.get(q);
+  if (kept) {
+    byNeedle.delete(q); // re-inserted as the most recently used
+    byNeedle.set(q, kept);
+    return kept;
+  }
+  const pattern = `%${likeEscape(q)}%`;
+  const terms = spec.search
+    .map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`))
+    .filter((c): c is SQL => !!c);
+  const made: SearchConditions = {
+    needle: q,
+    term: terms.length ? anyOf(terms) : sql`0`,
+    matches: terms.length > 0,
+    narrowed: spec.searchIndex?.(q),
+  };
+  byNeedle.set(q, made);
+  if (byNeedle.size > MAX_KEPT_NEEDLES) byNeedle.delete(byNeedle.keys().next().value!);
+  return made;
+}
+
+function firstPageOf(spec: ListSpec, search: SearchConditions): IndexedSearch | undefined {
+  if (search.firstPage === undefined)
+    search.firstPage = spec.searchFirstPage?.(search.needle, search.term) ?? null;
+  return search.firstPage ?? undefined;
+}
+
 /** Parses a list request's query string; invalid values answer 400 keyed by parameter. */
 export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const params = url.searchParams;
@@ -356,19 +407,11 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     if (cond) conditions.push(cond);
   }
   const q = params.get("q")?.trim();
-  let qAlone: SQL | undefined;
-  if (q) {
-    const pattern = `%${likeEscape(q)}%`;
-    const terms = spec.search
-      .map((e) => ("match" in e ? e.match(q) : sql`${e} LIKE ${pattern} ESCAPE '\\'`))
-      .filter((c): c is SQL => !!c);
-    const term = terms.length ? anyOf(terms) : sql`0`;
-    if (!conditions.length && terms.length) qAlone = term;
-    conditions.push(term);
-  }
-
-  const narrowed = q ? spec.searchIndex?.(q) : undefined;
-  if (narrowed) conditions.push(narrowed);
+  const search = q ? searchConditions(spec, q) : undefined;
+  // `q` is the list's only condition: its first pages may come from an index
+  const qAlone = !!search?.matches && !conditions.length;
+  if (search) conditions.push(search.term);
+  if (search?.narrowed) conditions.push(search.narrowed);
 
   const ordering = params.has("ordering")
     ? splitList(params.getAll("ordering"))
@@ -392,7 +435,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const idOrder =
     only === null ? undefined : only.startsWith("-") ? ("desc" as const) : ("asc" as const);
 
-  const fromIndex = q && qAlone && idOrder ? spec.searchFirstPage?.(q, qAlone) : undefined;
+  const fromIndex = search && qAlone && idOrder ? firstPageOf(spec, search) : undefined;
   return {
     where: conditions.length ? allOf(conditions) : undefined,
     orderBy,
