@@ -12,7 +12,8 @@ import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/f
 import { forgetChange } from "../../src/core/changes/seen";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1Orm } from "../../tools/d1-local";
-import { BASE } from "../helpers/app";
+import { BASE, makeTestApp } from "../helpers/app";
+import { typeListsScenario } from "./type-lists-scenario";
 import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -1020,4 +1021,20 @@ test("a schema apply creating types that point at each other on D1 (decision 013
   );
   expect(field.related_object_type).toMatchObject({ app_label: "custom_objects", model: "vessel" });
   expect(transactions).toBe(before);
+});
+
+test("lists of type and field updates and deletes on D1 (decision 0142): one read, one batch, the answers and rows of a local file, no transaction — were 501", async () => {
+  const before = transactions;
+  const onD1 = await typeListsScenario(json, "d1l");
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await typeListsScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1l",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
 });
