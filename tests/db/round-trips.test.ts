@@ -573,6 +573,40 @@ test("custom object types and fields through REST: one read phase and one atomic
     "DELETE",
     () => `${CO}/custom-object-types/${typeIds.shift()}/`,
   );
+  // lists (decision 0142): one read phase and one batch for the whole list
+  const other = await makeCot(t, "fielded_other");
+  const otherField = await addField(t, other.id, { name: "o", type: "text" });
+  const typeListPatch = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-types/`,
+    () => [
+      { id: cot.id, description: `l${next()}` },
+      { id: other.id, description: `l${next()}` },
+    ],
+  );
+  const fieldListPatch = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/`,
+    () => [
+      { id: field.id, name: `listed_${next()}` },
+      { id: otherField.id, label: `L${next()}` },
+    ],
+  );
+  const listed: number[] = [];
+  for (let k = 0; k < 4; k++)
+    listed.push((await addField(t, cot.id, { name: `lg_${next()}`, type: "text" })).id);
+  const fieldListDelete = await roundTrips(
+    "DELETE",
+    () => `${CO}/custom-object-type-fields/`,
+    () => listed.splice(0, 2).map((id) => ({ id })),
+  );
+  const listTypes: number[] = [];
+  for (let k = 0; k < 4; k++) listTypes.push((await makeCot(t, `lgone_${next()}`)).id);
+  const typeListDelete = await roundTrips(
+    "DELETE",
+    () => `${CO}/custom-object-types/`,
+    () => listTypes.splice(0, 2).map((id) => ({ id })),
+  );
   const counts = {
     typeTrips,
     fieldTrips,
@@ -581,6 +615,10 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldRename,
     fieldDelete,
     typeDelete,
+    typeListPatch,
+    fieldListPatch,
+    fieldListDelete,
+    typeListDelete,
   };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // creates were 13 and 25 round trips as interactive transactions (a statement each); every one
@@ -593,6 +631,11 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldRename: 2,
     fieldDelete: 2,
     typeDelete: 2,
+    // were 43, 37, 51 and 43 as one interactive transaction (501 on D1)
+    typeListPatch: 2,
+    fieldListPatch: 2,
+    fieldListDelete: 2,
+    typeListDelete: 2,
   });
 });
 
