@@ -7,6 +7,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import { waitFor } from "../helpers/wait";
+import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
 
 let db: RemoteDb;
@@ -49,4 +51,70 @@ test("lists of type and field updates and deletes: the same answers and rows loc
   expect(onRemote.result).toEqual(onLocal.result);
   expect(onLocal.transactions).toBe(0);
   expect(onRemote.transactions).toBe(0);
+});
+
+/**
+ * Runs `write` on the remote app with its first batch matching `match` held until `meanwhile`
+ * has answered (a success), then lets it go; answers `write`'s answer.
+ */
+async function raced(
+  match: RegExp,
+  write: () => Promise<{ status: number; body: any }>,
+  meanwhile: () => Promise<{ status: number; body: any }>,
+) {
+  db.proxy.hold((statements) => statements.some((s) => match.test(s)));
+  try {
+    const writing = write();
+    await waitFor(() => db.proxy.held >= 1, { message: () => `${db.proxy.held} batches held` });
+    const between = await meanwhile();
+    expect(between.status, JSON.stringify(between.body)).toBeLessThan(300);
+    db.proxy.release();
+    return await writing;
+  } finally {
+    db.proxy.release();
+  }
+}
+
+test("a list of field updates racing a write of one of them: 409, none of the list written", async () => {
+  const cot = await makeCot(remote, "raced_list");
+  const [p, q] = [
+    await addField(remote, cot.id, { name: "p", type: "text" }),
+    await addField(remote, cot.id, { name: "qq", type: "text" }),
+  ];
+  const listed = await raced(
+    /rename column "p" to "p2"/i,
+    () =>
+      remote.json("PATCH", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { id: p.id, name: "p2" },
+          { id: q.id, label: "Q" },
+        ],
+      }),
+    () =>
+      remote.json("PATCH", `${CO}/custom-object-type-fields/${q.id}/`, {
+        body: { label: "meanwhile" },
+      }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(409);
+  const fields = (await remote.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.fields;
+  expect(fields.map((f: { name: string; label: string }) => `${f.name}:${f.label}`)).toEqual([
+    "p:",
+    "qq:meanwhile",
+  ]);
+});
+
+test("a list of type deletes racing a field added to one of them: 409, both types kept", async () => {
+  const [a, b] = [await makeCot(remote, "raced_a"), await makeCot(remote, "raced_b")];
+  const gone = await raced(
+    /^delete from "custom_object_types"/i,
+    () =>
+      remote.json("DELETE", `${CO}/custom-object-types/`, { body: [{ id: a.id }, { id: b.id }] }),
+    () =>
+      remote.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: { custom_object_type: b.id, name: "late", type: "text" },
+      }),
+  );
+  expect(gone.status, JSON.stringify(gone.body)).toBe(409);
+  for (const slug of ["raced_a", "raced_b"])
+    expect((await remote.json("GET", `${CO}/${slug}/`)).status).toBe(200);
 });
