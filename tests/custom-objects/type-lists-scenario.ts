@@ -7,7 +7,11 @@ import { expect } from "bun:test";
 
 const CO = "/api/plugins/custom-objects";
 
-type Json = (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>;
+type Json = (
+  method: string,
+  path: string,
+  body?: unknown,
+) => Promise<{ status: number; body: any }>;
 
 async function made(json: Json, path: string, body: unknown) {
   const r = await json("POST", path, body);

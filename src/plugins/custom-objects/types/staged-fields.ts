@@ -467,11 +467,32 @@ function foundField(states: TypeStates, read: FieldRead, seen: Set<number>) {
   return { state, field };
 }
 
+/**
+ * A reverse relation name taken by an earlier item of the same list (decision 0142): the stored
+ * rows do not show it yet, so `validateField`'s check cannot; the same 400.
+ */
+function claimReverseName(
+  taken: Map<string, string>,
+  current: FieldRow,
+  draft: { relatedName: string; relatedObjectTypeId: number | null; isPolymorphic: boolean },
+) {
+  if (!draft.relatedName || draft.relatedObjectTypeId == null || draft.isPolymorphic) return;
+  const key = `${draft.relatedObjectTypeId} ${draft.relatedName}`;
+  const holder = taken.get(key);
+  if (holder !== undefined)
+    throw new ValidationError({
+      related_name: [
+        `Reverse relation name "${draft.relatedName}" is already used by field "${holder}" in this list.`,
+      ],
+    });
+  taken.set(key, current.name);
+}
+
 /** One field's update staged in the batch; "transaction" when it cannot be staged. */
 async function planFieldUpdate(
   ctx: WriteContext,
   batch: WriteBatch,
-  found: { state: TypeState; field: FieldRow },
+  found: { state: TypeState; field: FieldRow; reverseNames: Map<string, string> },
   item: StagedUpdate,
   options: StagedOptions,
   limits: Limits | undefined,
@@ -486,6 +507,7 @@ async function planFieldUpdate(
       custom_object_type: ["A field cannot move to another custom object type."],
     });
   const draft = await validateField(ctx, rest, current, state.fields);
+  claimReverseName(found.reverseNames, current, draft);
   const retyped = draft.type !== current.type;
   // a retype reads its values apart (a second read): one alone, not in a list
   if (retyped && options.bulk) return "transaction";
@@ -539,9 +561,11 @@ async function updateFields(
   const batch = new Batch();
   const states = new TypeStates();
   const seen = new Set<number>();
-  const plans = await perItem(options.bulk, items, (item, i) =>
-    planFieldUpdate(ctx, batch, foundField(states, reads[i]!, seen), item, options, limits),
-  );
+  const reverseNames = new Map<string, string>();
+  const plans = await perItem(options.bulk, items, (item, i) => {
+    const found = { ...foundField(states, reads[i]!, seen), reverseNames };
+    return planFieldUpdate(ctx, batch, found, item, options, limits);
+  });
   const staged = plans.filter((p) => p !== "transaction");
   if (staged.length !== plans.length) return "transaction";
   states.finish(ctx, batch);
