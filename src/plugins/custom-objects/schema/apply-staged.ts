@@ -84,7 +84,12 @@ import {
   viewLimit,
   type Written,
 } from "./staged-limits";
-import { rowsCountSql, valuesCountSql } from "./impact";
+import {
+  clearLinksOutsideSql,
+  linksOutsideCountSql,
+  rowsCountSql,
+  valuesCountSql,
+} from "./impact";
 import {
   guardNothingPointsAt,
   pointingFieldsQuery,
@@ -105,6 +110,7 @@ import {
 } from "./apply";
 import { keepReadTypes } from "../../../core/object-types";
 import {
+  canonicalFromEntry,
   referenceQueries,
   stableJson,
   pointedTypes,
@@ -115,14 +121,12 @@ import {
   type DbType,
 } from "./state";
 
-/** Field attributes whose change needs the transaction: a retarget clears links (a retype is read). */
-const TRANSACTION_ATTRS = ["related_object_type", "related_object_types", "is_polymorphic"];
-
 /**
  * Gated changes the batch takes: removals (decision 0120) and lossy retypes (0126); keys and
  * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126);
- * a field made required over empty rows, which only its flag changes (0136). Any other gated
- * change keeps the transaction.
+ * a field made required over empty rows, which only its flag changes (0136); a relation's new
+ * target, its links outside it cleared, and values outside a new choice set, which stay (0142).
+ * Any other gated change keeps the transaction.
  */
 const BATCHED_GATES = new Set([
   "field_removed",
@@ -131,11 +135,13 @@ const BATCHED_GATES = new Set([
   "unique_over_duplicates",
   "check_over_violations",
   "required_over_empty_rows",
+  "link_target_changed",
+  "choices_in_use",
 ]);
 
 /**
- * Whether the batch takes the document: no retarget, no retype but those whose values the read
- * holds, no gated change but those `BATCHED_GATES` names, no swap of names.
+ * Whether the batch takes the document: no retype but those whose values the read holds, no
+ * gated change but those `BATCHED_GATES` names, no swap of names.
  */
 function batchable(
   doc: SchemaDocument,
@@ -152,7 +158,6 @@ function batchable(
     if (db && keyViolation(t, db, reads) === "transaction") return false;
     return diff.field_changes.every((c) => {
       if (c.op === "remove" || c.op === "add") return true;
-      if (TRANSACTION_ATTRS.some((k) => c.changed_attrs?.[k])) return false;
       const row = db?.fields.find((f) => f.schemaId === c.schema_id);
       if (c.changed_attrs?.type && !(row && reads.retyped(row.id))) return false;
       const rename = c.changed_attrs?.name;
@@ -993,9 +998,11 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;
+    const retarget = await retargetOf(step, change, row);
     const next = await atPath(`${at}.fields[${fi}]`, () =>
-      validateField(ctx, fieldInput(t.fields[fi]!), row, current, step.known),
+      validateField(ctx, fieldInput(t.fields[fi]!), retarget?.row ?? row, current, step.known),
     );
+    if (retarget) addStatements(batch, orm, [retarget.statement(existing.cot.id)]);
     const after: FieldRow = { ...row, ...next, lastUpdated: nextStamp(row.lastUpdated) };
     batch.add(
       orm
@@ -1027,6 +1034,43 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
     });
   }
   return { current, moved, retypes };
+}
+
+/**
+ * A relation's new target (decision 0142; REST refuses one, a document may): the row as
+ * validation sees it (pointing at the new target), and the statement for its links outside
+ * it — cleared when the gate allowed it, else a guard that none appeared since the gate's count
+ * (one that did fails the batch and the apply reruns to its gate). Null when no target changes;
+ * a polymorphism change is the validation's 400.
+ */
+async function retargetOf(step: Step, change: TypeDiff["field_changes"][number], row: FieldRow) {
+  const attrs = change.changed_attrs;
+  if (!attrs?.related_object_type && !attrs?.related_object_types) return null;
+  const want = canonicalFromEntry(step.t.fields.find((f) => f.id === change.schema_id)!);
+  if (want.is_polymorphic !== row.isPolymorphic) return null;
+  const idOf = async (ref: string) => {
+    const [app, model] = ref.split("/") as [string, string];
+    if (app === "custom-objects" && step.pending.has(model)) return step.pending.get(model)!;
+    const label = app === "custom-objects" ? APP_LABEL : app;
+    return (await step.ctx.services.objectTypes.byLabel(label, model, step.ctx.db))?.id ?? null;
+  };
+  const keep = (await Promise.all(want.related_object_types.map(idOf))).filter(
+    (x): x is number => x !== null,
+  );
+  const target = want.related_object_type ? await idOf(want.related_object_type) : null;
+  const allowed = step.diff.destructive_changes.some(
+    (g) => g.reason === "link_target_changed" && g.field === change.db_name,
+  );
+  const kept = want.is_polymorphic ? keep : null;
+  return {
+    row: want.is_polymorphic
+      ? { ...row, relatedObjectTypeIds: keep }
+      : { ...row, relatedObjectTypeId: target },
+    statement: (cotId: number) =>
+      allowed
+        ? clearLinksOutsideSql(cotId, row, kept)
+        : sql`INSERT INTO write_guard (ok) SELECT n = 0 FROM (${linksOutsideCountSql(cotId, row, kept)})`,
+  };
 }
 
 const none: Conditional = { unique: [], checks: [] };
