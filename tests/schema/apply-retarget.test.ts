@@ -7,7 +7,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import { waitFor } from "../helpers/wait";
 import { retargetScenario } from "./apply-retarget";
+
+const CO = "/api/plugins/custom-objects";
+const SCHEMA = `${CO}/schema`;
 
 let db: RemoteDb;
 let local: TestApp;
@@ -45,4 +49,45 @@ test("a retargeting apply: gated, then applied with its links cleared — alike 
   expect(transactions).toBe(0);
   expect(onLocal.after).toEqual({ home: null, links: [], any: null, colour: "a" });
   expect(onLocal.flipped.status).toBe(400);
+});
+
+test("a retarget racing a link made meanwhile: the batch's guard fails, the apply reruns to its gate (409), nothing applied", async () => {
+  const json = jsonOf(remote);
+  const site = await json("POST", "/api/dcim/sites/", { name: "race s", slug: "race-s" });
+  const bundle = (target: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: "race_other",
+          slug: "race_other",
+          fields: [{ id: 1, name: "label", type: "text" }],
+        },
+        {
+          name: "race_holder",
+          slug: "race_holder",
+          fields: [{ id: 1, name: "home", type: "object", related_object_type: target }],
+        },
+      ],
+    },
+  });
+  expect((await json("POST", `${SCHEMA}/apply/`, bundle("dcim/site"))).status).toBe(200);
+  db.proxy.hold((statements) => statements.some((s) => /SELECT n = 0 FROM/.test(s)));
+  try {
+    const applying = json("POST", `${SCHEMA}/apply/`, bundle("custom-objects/race_other"));
+    await waitFor(() => db.proxy.held >= 1, { message: () => `${db.proxy.held} batches held` });
+    const linked = await json("POST", `${CO}/race_holder/`, { home: site.body.id });
+    expect(linked.status, JSON.stringify(linked.body)).toBe(201);
+    db.proxy.release();
+    const applied = await applying;
+    expect(applied.status, JSON.stringify(applied.body)).toBe(409);
+    expect(applied.body.destructive_changes).toEqual([
+      expect.objectContaining({ field: "home", reason: "link_target_changed", rows: 1 }),
+    ]);
+  } finally {
+    db.proxy.release();
+  }
+  const type = (await json("GET", `${CO}/custom-object-types/?slug=race_holder`)).body.results[0];
+  expect(type.fields[0].related_object_type.model).toBe("site");
+  expect((await json("GET", `${CO}/race_holder/`)).body.results[0].home.id).toBe(site.body.id);
 });
