@@ -84,12 +84,7 @@ import {
   viewLimit,
   type Written,
 } from "./staged-limits";
-import {
-  clearLinksOutsideSql,
-  linksOutsideCountSql,
-  rowsCountSql,
-  valuesCountSql,
-} from "./impact";
+import { clearLinksOutsideSql, linksOutsideCountSql, rowsCountSql, valuesCountSql } from "./impact";
 import {
   guardNothingPointsAt,
   pointingFieldsQuery,
