@@ -1249,6 +1249,38 @@ test("a schema apply creating a type and another pointing at it: ≤ 4 (0136)", 
   expect(made).toBeLessThanOrEqual(4);
 });
 
+test("a schema apply retargeting relations, links cleared with allow_destructive (0142)", async () => {
+  // was the transaction (501 on D1): the links outside the new target cleared in the batch
+  const n = next();
+  const [a, b, holder] = [`rt_a_${n}`, `rt_b_${n}`, `rt_holder_${n}`];
+  const plain = (slug: string) => ({
+    name: slug,
+    slug,
+    fields: [{ id: 1, name: "label", type: "text" }],
+  });
+  const pointing = (target: string) => [
+    { id: 1, name: "home", type: "object", related_object_type: `custom-objects/${target}` },
+    { id: 2, name: "many", type: "multiobject", related_object_type: `custom-objects/${target}` },
+  ];
+  const bundle = (target: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [plain(a), plain(b), { name: holder, slug: holder, fields: pointing(target) }],
+    },
+    allow_destructive: true,
+  });
+  expect((await t.json("POST", `${CO}/schema/apply/`, { body: bundle(a) })).status).toBe(200);
+  const targets = [b, a];
+  const retargeted = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => bundle(targets.shift()!),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ retargeted });
+  expect(retargeted).toBeLessThanOrEqual(4);
+});
+
 test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {
   const slug = `retyped_${next()}`;
   const kinds = ["text", "integer", "text"];

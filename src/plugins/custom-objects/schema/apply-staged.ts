@@ -4,7 +4,7 @@
  * checks (0119), or remove fields and types through the trash (0120), by constrained callers too
  * (0128); the rest keeps the transaction (`applySchema`).
  */
-import { and, eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
 import { nameHoldersQuery, type NameHolder, protectedRefusal, withoutHidden } from "./access";
@@ -175,7 +175,7 @@ export async function applyStaged(
   const { document } = submitted;
   const slugs = documentSlugs(document);
   const limits = await typeLimits(ctx);
-  const { state, references, sets, hidden, nameHolders } = await readState(
+  const { state, references, sets, hidden, nameHolders, targets } = await readState(
     ctx,
     document,
     slugs,
@@ -183,7 +183,7 @@ export async function applyStaged(
   );
   const request = { ...submitted, hidden, nameHolders };
   // read before the checks: the gate's counts of what removals take ride in it
-  const reads = await readPhase(ctx, document, state, sets);
+  const reads = await readPhase(ctx, document, state, sets, targets);
   const { plan, diffs, graph } = await checkApply(
     ctx,
     request,
@@ -214,6 +214,7 @@ export async function applyStaged(
     const at = `$.types[${ti}]`;
     const step = {
       ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested, pending },
+      targets,
       ...{ purge: request.purge, written, explain },
     };
     const existing = state.get(t.slug);
@@ -328,11 +329,13 @@ async function readState(
   const [refCots, refFields] = [phase.add(refCotsQ), phase.add(refFieldsQ)];
   // the types those fields point at, in the same snapshot: no read of the registry's after it
   const pointedRows = phase.add(pointedTypesQuery(orm));
+  // the custom object types the document points fields at (a retarget's new ones too, 0142)
+  const targetRows = phase.add(documentTargetsQuery(orm, document));
   const named = phase.add(choiceSetsQuery(orm, document));
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
-  const pointed = pointedTypes(pointedRows());
+  const pointed = pointedTypes([...pointedRows(), ...targetRows()]);
   // the change records of the fields name those types too (`define.ts`'s object type refs)
   keepReadTypes(ctx.scratch, pointed);
   const viewable = mayView();
@@ -347,8 +350,32 @@ async function readState(
     state: withoutHidden(await typesFromRows(rows, orm, registry, undefined, pointed), hidden),
     references: await referencesFromRows(refCots(), refFields(), orm, registry, pointed),
     sets: named() as ChoiceSetRow[],
+    targets: targetsBySlug(targetRows()),
   };
 }
+
+/** The object types of the custom object types a document's fields name, for the first read. */
+function documentTargetsQuery(orm: Orm, document: SchemaDocument) {
+  const slugs = new Set<string>();
+  for (const t of document.types)
+    for (const f of t.fields)
+      for (const ref of [f.related_object_type, ...(f.related_object_types ?? [])]) {
+        const [app, model] = (ref ?? "").split("/");
+        if ((app === "custom-objects" || app === APP_LABEL) && model) slugs.add(model);
+      }
+  return orm
+    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .from(objectTypes)
+    .where(
+      and(
+        eq(objectTypes.appLabel, APP_LABEL),
+        slugs.size ? inArray(objectTypes.model, [...slugs]) : sql`0`,
+      ),
+    );
+}
+
+const targetsBySlug = (rows: Array<{ id: number; model: string }>) =>
+  new Map(rows.map((r) => [r.model, r.id]));
 
 type Change = {
   action: "create" | "update" | "delete";
@@ -366,9 +393,12 @@ async function readPhase(
   document: SchemaDocument,
   state: Map<string, DbType>,
   sets: ChoiceSetRow[],
+  targets: ReadonlyMap<string, number>,
 ) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
+  const objectType = (ref: string) => targetId(ctx, targets, ref);
+  const links = new Map<number, () => Array<{ n: number }>>();
   const cotRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL });
   const fieldRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL });
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
@@ -396,6 +426,11 @@ async function readPhase(
       if (item.count) added.set(`${s.cot.id}:${item.id}`, phase.add(countQuery(orm, item.count)));
     for (const { row, type } of stagedRetypes(t, s))
       retypes.set(row.id, { row, type, read: retypeReads(orm, phase, s.cot.id, row, type) });
+    for (const { row, keep } of retargets(t, s, objectType))
+      links.set(
+        row.id,
+        phase.add(countQuery(orm, sql`(${linksOutsideCountSql(s.cot.id, row, keep)})`)),
+      );
   }
   const going = await goingReads(ctx, phase, document, state);
   await phase.run(ctx);
@@ -429,6 +464,8 @@ async function readPhase(
       values: (fieldId: number) => counted(values.get(fieldId)),
       rows: (cotId: number) => counted(going.get(cotId)?.rows),
       added: (cotId: number, key: string) => counted(added.get(`${cotId}:${key}`)),
+      links: (fieldId: number) => counted(links.get(fieldId)),
+      objectType,
       lossy: (fieldId: number, type: string) => {
         const r = retyped(fieldId);
         return r && r.type === type ? lostValues(r.row, type, r.read()) : undefined;
@@ -440,6 +477,46 @@ async function readPhase(
   };
 }
 const countQuery = (orm: Orm, count: SQL) => orm.all<{ n: number }>(sql`SELECT ${count} AS n`);
+
+/**
+ * The object type id a document's `app/model` names, without a read: a custom object type from
+ * the first read (`targets`), another from the registry's cache; undefined when neither knows.
+ */
+function targetId(ctx: WriteContext, targets: ReadonlyMap<string, number>, ref: string) {
+  const [app, model] = ref.split("/") as [string, string];
+  if (app === "custom-objects" || app === APP_LABEL) return targets.get(model);
+  return ctx.services.objectTypes.cached(app, model)?.id;
+}
+
+/**
+ * An existing type's relations the document moves to other targets (decision 0142), with the
+ * targets a polymorphic one keeps: their links outside are counted in the second read, as the
+ * diff's gate counts them (`countLinksOutside`). A target not known without a read: left to it.
+ */
+function retargets(
+  t: TypeEntry,
+  s: DbType,
+  objectType: (ref: string) => number | undefined,
+): Array<{ row: FieldRow; keep: number[] | null }> {
+  const out: Array<{ row: FieldRow; keep: number[] | null }> = [];
+  for (const entry of t.fields) {
+    const row = s.fields.find((f) => f.schemaId === entry.id);
+    if (!row || (row.relatedObjectTypeId == null && !row.relatedObjectTypeIds.length)) continue;
+    const want = canonicalFromEntry(entry);
+    if (want.is_polymorphic !== row.isPolymorphic) continue;
+    const ids = (want.is_polymorphic ? want.related_object_types : [want.related_object_type])
+      .filter((r): r is string => !!r)
+      .map(objectType);
+    if (ids.some((id) => id === undefined)) continue;
+    const next = (ids as number[]).sort((a, b) => a - b);
+    const have = row.isPolymorphic
+      ? [...row.relatedObjectTypeIds].sort((a, b) => a - b)
+      : [row.relatedObjectTypeId];
+    if (JSON.stringify(next) === JSON.stringify(have)) continue;
+    out.push({ row, keep: row.isPolymorphic ? next : null });
+  }
+  return out;
+}
 
 /**
  * The keys and checks the document adds to an existing type, with the counts the gate takes of
@@ -656,6 +733,8 @@ interface Step {
   nested: ReadonlyMap<number, ApiRecord>;
   /** The object type ids of the types created so far, by slug (`dependencyOrder`: targets first). */
   pending: Map<string, number>;
+  /** The object type ids of the existing custom object types the document names, by slug. */
+  targets: ReadonlyMap<string, number>;
   /** What answers a failed batch first: keyed retypes' counts (decision 0135), in order. */
   explain: Array<() => Promise<void>>;
 }
@@ -995,7 +1074,15 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
     const row = current.find((f) => f.schemaId === change.schema_id)!;
     const retarget = await retargetOf(step, change, row);
     const next = await atPath(`${at}.fields[${fi}]`, () =>
-      validateField(ctx, fieldInput(t.fields[fi]!), retarget?.row ?? row, current, step.known),
+      validateField(
+        ctx,
+        fieldInput(t.fields[fi]!),
+        retarget?.row ?? row,
+        current,
+        step.known,
+        // the types the first read named and those the batch creates resolve without a read
+        new Map([...step.targets, ...step.pending]),
+      ),
     );
     if (retarget) addStatements(batch, orm, [retarget.statement(existing.cot.id)]);
     const after: FieldRow = { ...row, ...next, lastUpdated: nextStamp(row.lastUpdated) };
@@ -1046,6 +1133,8 @@ async function retargetOf(step: Step, change: TypeDiff["field_changes"][number],
   const idOf = async (ref: string) => {
     const [app, model] = ref.split("/") as [string, string];
     if (app === "custom-objects" && step.pending.has(model)) return step.pending.get(model)!;
+    const known = targetId(step.ctx, step.targets, ref);
+    if (known !== undefined) return known;
     const label = app === "custom-objects" ? APP_LABEL : app;
     return (await step.ctx.services.objectTypes.byLabel(label, model, step.ctx.db))?.id ?? null;
   };
