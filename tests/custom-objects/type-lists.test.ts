@@ -118,3 +118,22 @@ test("a list of type deletes racing a field added to one of them: 409, both type
   for (const slug of ["raced_a", "raced_b"])
     expect((await remote.json("GET", `${CO}/${slug}/`)).status).toBe(200);
 });
+
+test("a field named twice in a list of updates: 400 on the later item; in a list of deletes: 404 (as one by one); nothing written", async () => {
+  const cot = await makeCot(local, "twice_fields");
+  const f = await addField(local, cot.id, { name: "once", type: "text" });
+  const patched = await local.json("PATCH", `${CO}/custom-object-type-fields/`, {
+    body: [
+      { id: f.id, label: "A" },
+      { id: f.id, label: "B" },
+    ],
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(400);
+  expect(patched.body.errors).toEqual([{ index: 1, errors: { id: [expect.any(String)] } }]);
+  const gone = await local.json("DELETE", `${CO}/custom-object-type-fields/`, {
+    body: [{ id: f.id }, { id: f.id }],
+  });
+  expect(gone.status, JSON.stringify(gone.body)).toBe(404);
+  const field = (await local.json("GET", `${CO}/custom-object-type-fields/${f.id}/`)).body;
+  expect(field.label).toBe("");
+});

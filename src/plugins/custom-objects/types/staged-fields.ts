@@ -84,6 +84,7 @@ import {
   nextIdQuery,
   perItem,
   phaseWithRules,
+  refuseRepeat,
   runWithHooks,
   stageChange,
   stageChangeList,
@@ -563,7 +564,9 @@ async function updateFields(
   const seen = new Set<number>();
   const reverseNames = new Map<string, string>();
   const plans = await perItem(options.bulk, items, (item, i) => {
-    const found = { ...foundField(states, reads[i]!, seen), reverseNames };
+    // named twice: a 400 on the later item (a delete's is not found, as one by one)
+    refuseRepeat(seen, item.id);
+    const found = { ...foundField(states, reads[i]!, new Set()), reverseNames };
     return planFieldUpdate(ctx, batch, found, item, options, limits);
   });
   const staged = plans.filter((p) => p !== "transaction");
