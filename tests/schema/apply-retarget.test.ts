@@ -9,6 +9,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { retargetScenario } from "./apply-retarget";
+import { swapScenario } from "./apply-swap";
 
 const CO = "/api/plugins/custom-objects";
 const SCHEMA = `${CO}/schema`;
@@ -90,4 +91,22 @@ test("a retarget racing a link made meanwhile: the batch's guard fails, the appl
   const type = (await json("GET", `${CO}/custom-object-types/?slug=race_holder`)).body.results[0];
   expect(type.fields[0].related_object_type.model).toBe("site");
   expect((await json("GET", `${CO}/race_holder/`)).body.results[0].home.id).toBe(site.body.id);
+});
+
+test("an apply swapping two fields' names: values follow their fields, alike locally and remotely, no transaction remotely (0142)", async () => {
+  const onLocal = await swapScenario(jsonOf(local), "sw");
+  const database = servicesOf(remote.app).db;
+  const transaction = database.transaction;
+  let transactions = 0;
+  database.transaction = (work) => {
+    transactions++;
+    return transaction(work);
+  };
+  try {
+    expect(await swapScenario(jsonOf(remote), "sw")).toEqual(onLocal);
+  } finally {
+    database.transaction = transaction;
+  }
+  expect(transactions).toBe(0);
+  expect(onLocal.renames).toEqual(["left->right", "right->left", "right->left", "left->right"]);
 });

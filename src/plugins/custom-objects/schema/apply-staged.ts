@@ -25,6 +25,7 @@ import { APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import {
   alterFieldStatements,
   createCotTableStatements,
+  fieldColumns,
   fieldStorageStatements,
   hasLinkTable,
 } from "../ddl";
@@ -156,11 +157,17 @@ function batchable(
       const row = db?.fields.find((f) => f.schemaId === c.schema_id);
       if (c.changed_attrs?.type && !(row && reads.retyped(row.id))) return false;
       const rename = c.changed_attrs?.name;
-      // a name another field still holds: the transaction frees it first
-      return !rename || !db?.fields.some((f) => f.name === rename[1] && f.schemaId !== c.schema_id);
+      // a name another field still holds: freed first only when that field is renamed too
+      // (`freeSwappedNames`, decision 0142); else the transaction's order decides
+      const holder = db?.fields.find((f) => f.name === rename?.[1] && f.schemaId !== c.schema_id);
+      return !rename || !holder || renamedIn(diff, holder.schemaId);
     });
   });
 }
+
+/** Whether the document renames field `schemaId` of its type. */
+const renamedIn = (diff: TypeDiff, schemaId: number) =>
+  diff.field_changes.some((c) => c.schema_id === schemaId && c.changed_attrs?.name);
 
 type Applied = { applied: true; diffs: TypeDiff[]; trash: number[] } & Record<string, unknown>;
 
@@ -1066,8 +1073,9 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
         Number(a.changed_attrs?.primary?.[1] === true) -
         Number(b.changed_attrs?.primary?.[1] === true),
     );
-  let current = [...fields];
-  let moved = false;
+  let current = freeSwappedNames(step, existing.cot.id, alters, fields);
+  let moved = current !== fields;
+  const original = new Map(fields.map((f) => [f.id, f]));
   const retypes: Retyped[] = [];
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
@@ -1105,17 +1113,61 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
       ? retypeStatements(existing.cot.id, row, next, source)
       : alterFieldStatements(existing.cot.id, row, next);
     addStatements(batch, orm, storage);
-    if (source) retypes.push({ row, source });
+    // explained after a failure, over the rows as they are: the field under its name of today
+    if (source) retypes.push({ row: original.get(row.id) ?? row, source });
     moved ||= (next.name !== row.name && !hasLinkTable(row)) || retyped;
     current = current.map((f) => (f.id === row.id ? after : f));
     step.changes.fields.push({
       action: "update",
       id: row.id,
-      prechange: await fieldRecord(ctx, row, step.reads.nestedBefore(ctx)),
+      prechange: await fieldRecord(ctx, original.get(row.id) ?? row, step.reads.nestedBefore(ctx)),
       postchange: await fieldRecord(ctx, after, step.nested),
     });
   }
   return { current, moved, retypes };
+}
+
+/**
+ * Names the document moves between fields (a swap, decision 0142): each renamed field whose name
+ * another renamed field takes is first moved to a free name (as `freeRenamedNames` picks one),
+ * row and columns, in the batch; the renames then run from there, as the transaction does. The rows keep their stamps (their updates are guarded on them). Answers the
+ * fields as the batch leaves them (the same array when nothing moved).
+ */
+function freeSwappedNames(
+  step: Step,
+  cotId: number,
+  alters: TypeDiff["field_changes"],
+  fields: FieldRow[],
+): FieldRow[] {
+  const orm = step.ctx.services.db.orm;
+  const wanted = new Set(alters.map((c) => c.changed_attrs?.name?.[1]).filter(Boolean));
+  const freed = fields.filter((f) => wanted.has(f.name) && renamedIn(step.diff, f.schemaId));
+  if (!freed.length) return fields;
+  const temporary = new Map<number, FieldRow>();
+  // free names, as the transaction picks them: none a field, its columns or the document holds
+  const taken = new Set([...wanted, ...fields.flatMap((f) => [f.name, ...fieldColumns(f)])]);
+  for (const row of freed) {
+    let name = `tmp${row.schemaId}`;
+    for (let i = 0; taken.has(name); i++) name = `tmp${row.schemaId}x${i}`;
+    taken.add(name);
+    const temp = { ...row, name };
+    step.batch.add(
+      orm
+        .update(customObjectTypeFields)
+        // the stamp kept: the rename from here is guarded on it
+        .set({ name: temp.name, lastUpdated: row.lastUpdated })
+        .where(
+          and(
+            eq(customObjectTypeFields.id, row.id),
+            eq(customObjectTypeFields.lastUpdated, row.lastUpdated),
+          ),
+        ),
+    );
+    step.batch.add(guardChanged(orm));
+    addStatements(step.batch, orm, alterFieldStatements(cotId, row, temp));
+    temporary.set(row.id, temp);
+  }
+  return fields.map((f) => temporary.get(f.id) ?? f);
 }
 
 /**
