@@ -15,6 +15,7 @@ import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
+import { swapScenario } from "../schema/apply-swap";
 import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -1075,4 +1076,20 @@ test("a schema apply retargeting relations on D1 (decision 0142): gated, then li
   });
   expect(clash.status, JSON.stringify(clash.body)).toBe(400);
   expect(JSON.stringify(clash.body)).toContain("related_name");
+});
+
+test("a schema apply swapping two fields' names on D1 (decision 0142): through free names in one batch, the answers of a local file, no transaction — was 501", async () => {
+  const before = transactions;
+  const onD1 = await swapScenario(json, "d1sw");
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await swapScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1sw",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
 });

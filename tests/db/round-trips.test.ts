@@ -1281,6 +1281,42 @@ test("a schema apply retargeting relations, links cleared with allow_destructive
   expect(retargeted).toBeLessThanOrEqual(4);
 });
 
+test("a schema apply swapping two fields' names: ≤ 4 (0142)", async () => {
+  // was the transaction (501 on D1): the names freed first, in the same batch
+  const slug = `swapped_${next()}`;
+  const bundle = (a: string, b: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: slug,
+          slug,
+          fields: [
+            { id: 1, name: a, type: "text" },
+            { id: 2, name: b, type: "integer" },
+          ],
+        },
+      ],
+    },
+  });
+  expect((await t.json("POST", `${CO}/schema/apply/`, { body: bundle("x", "y") })).status).toBe(
+    200,
+  );
+  await create(t, slug, { x: "one", y: 1 });
+  const orders = [
+    ["y", "x"],
+    ["x", "y"],
+  ];
+  const swapped = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => bundle(...(orders.shift() as [string, string])),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ swapped });
+  expect(swapped).toBeLessThanOrEqual(4);
+});
+
 test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {
   const slug = `retyped_${next()}`;
   const kinds = ["text", "integer", "text"];
