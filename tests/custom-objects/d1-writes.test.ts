@@ -12,7 +12,10 @@ import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/f
 import { forgetChange } from "../../src/core/changes/seen";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1Orm } from "../../tools/d1-local";
-import { BASE } from "../helpers/app";
+import { BASE, makeTestApp } from "../helpers/app";
+import { typeListsScenario } from "./type-lists-scenario";
+import { retargetScenario } from "../schema/apply-retarget";
+import { swapScenario } from "../schema/apply-swap";
 import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -1020,4 +1023,73 @@ test("a schema apply creating types that point at each other on D1 (decision 013
   );
   expect(field.related_object_type).toMatchObject({ app_label: "custom_objects", model: "vessel" });
   expect(transactions).toBe(before);
+});
+
+test("lists of type and field updates and deletes on D1 (decision 0142): one read, one batch, the answers and rows of a local file, no transaction — were 501", async () => {
+  const before = transactions;
+  const onD1 = await typeListsScenario(json, "d1l");
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await typeListsScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1l",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("a schema apply retargeting relations on D1 (decision 0142): gated, then links cleared in one batch, the answers of a local file, no transaction — was 501", async () => {
+  const before = transactions;
+  const onD1 = await retargetScenario(json, "d1rt");
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await retargetScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1rt",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+  // two fields of one document taking one reverse name on one target: the 400 here too
+  const clash = await json("POST", `${CO}/schema/apply/`, {
+    schema: {
+      schema_version: "1",
+      types: ["d1rn_a", "d1rn_b"].map((slug) => ({
+        name: slug,
+        slug,
+        fields: [
+          {
+            id: 1,
+            name: "home",
+            type: "object",
+            related_object_type: "dcim/site",
+            related_name: "d1rn",
+          },
+        ],
+      })),
+    },
+  });
+  expect(clash.status, JSON.stringify(clash.body)).toBe(400);
+  expect(JSON.stringify(clash.body)).toContain("related_name");
+});
+
+test("a schema apply swapping two fields' names on D1 (decision 0142): through free names in one batch, the answers of a local file, no transaction — was 501", async () => {
+  const before = transactions;
+  const onD1 = await swapScenario(json, "d1sw");
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await swapScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1sw",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
 });

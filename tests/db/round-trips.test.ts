@@ -573,6 +573,40 @@ test("custom object types and fields through REST: one read phase and one atomic
     "DELETE",
     () => `${CO}/custom-object-types/${typeIds.shift()}/`,
   );
+  // lists (decision 0142): one read phase and one batch for the whole list
+  const other = await makeCot(t, "fielded_other");
+  const otherField = await addField(t, other.id, { name: "o", type: "text" });
+  const typeListPatch = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-types/`,
+    () => [
+      { id: cot.id, description: `l${next()}` },
+      { id: other.id, description: `l${next()}` },
+    ],
+  );
+  const fieldListPatch = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/`,
+    () => [
+      { id: field.id, name: `listed_${next()}` },
+      { id: otherField.id, label: `L${next()}` },
+    ],
+  );
+  const listed: number[] = [];
+  for (let k = 0; k < 4; k++)
+    listed.push((await addField(t, cot.id, { name: `lg_${next()}`, type: "text" })).id);
+  const fieldListDelete = await roundTrips(
+    "DELETE",
+    () => `${CO}/custom-object-type-fields/`,
+    () => listed.splice(0, 2).map((id) => ({ id })),
+  );
+  const listTypes: number[] = [];
+  for (let k = 0; k < 4; k++) listTypes.push((await makeCot(t, `lgone_${next()}`)).id);
+  const typeListDelete = await roundTrips(
+    "DELETE",
+    () => `${CO}/custom-object-types/`,
+    () => listTypes.splice(0, 2).map((id) => ({ id })),
+  );
   const counts = {
     typeTrips,
     fieldTrips,
@@ -581,6 +615,10 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldRename,
     fieldDelete,
     typeDelete,
+    typeListPatch,
+    fieldListPatch,
+    fieldListDelete,
+    typeListDelete,
   };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // creates were 13 and 25 round trips as interactive transactions (a statement each); every one
@@ -593,6 +631,11 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldRename: 2,
     fieldDelete: 2,
     typeDelete: 2,
+    // were 43, 37, 51 and 43 as one interactive transaction (501 on D1)
+    typeListPatch: 2,
+    fieldListPatch: 2,
+    fieldListDelete: 2,
+    typeListDelete: 2,
   });
 });
 
@@ -1204,6 +1247,74 @@ test("a schema apply creating a type and another pointing at it: ≤ 4 (0136)", 
   const made = await roundTrips("POST", () => `${CO}/schema/apply/`, bundle, 200);
   if (process.env.ROUND_TRIPS_LOG) console.log({ made });
   expect(made).toBeLessThanOrEqual(4);
+});
+
+test("a schema apply retargeting relations, links cleared with allow_destructive (0142)", async () => {
+  // was the transaction (501 on D1): the links outside the new target cleared in the batch
+  const n = next();
+  const [a, b, holder] = [`rt_a_${n}`, `rt_b_${n}`, `rt_holder_${n}`];
+  const plain = (slug: string) => ({
+    name: slug,
+    slug,
+    fields: [{ id: 1, name: "label", type: "text" }],
+  });
+  const pointing = (target: string) => [
+    { id: 1, name: "home", type: "object", related_object_type: `custom-objects/${target}` },
+    { id: 2, name: "many", type: "multiobject", related_object_type: `custom-objects/${target}` },
+  ];
+  const bundle = (target: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [plain(a), plain(b), { name: holder, slug: holder, fields: pointing(target) }],
+    },
+    allow_destructive: true,
+  });
+  expect((await t.json("POST", `${CO}/schema/apply/`, { body: bundle(a) })).status).toBe(200);
+  const targets = [b, a];
+  const retargeted = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => bundle(targets.shift()!),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ retargeted });
+  expect(retargeted).toBeLessThanOrEqual(4);
+});
+
+test("a schema apply swapping two fields' names: ≤ 4 (0142)", async () => {
+  // was the transaction (501 on D1): the names freed first, in the same batch
+  const slug = `swapped_${next()}`;
+  const bundle = (a: string, b: string) => ({
+    schema: {
+      schema_version: "1",
+      types: [
+        {
+          name: slug,
+          slug,
+          fields: [
+            { id: 1, name: a, type: "text" },
+            { id: 2, name: b, type: "integer" },
+          ],
+        },
+      ],
+    },
+  });
+  expect((await t.json("POST", `${CO}/schema/apply/`, { body: bundle("x", "y") })).status).toBe(
+    200,
+  );
+  await create(t, slug, { x: "one", y: 1 });
+  const orders = [
+    ["y", "x"],
+    ["x", "y"],
+  ];
+  const swapped = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => bundle(...(orders.shift() as [string, string])),
+    200,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ swapped });
+  expect(swapped).toBeLessThanOrEqual(4);
 });
 
 test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {

@@ -4,7 +4,7 @@
  * checks (0119), or remove fields and types through the trash (0120), by constrained callers too
  * (0128); the rest keeps the transaction (`applySchema`).
  */
-import { and, eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
 import { nameHoldersQuery, type NameHolder, protectedRefusal, withoutHidden } from "./access";
@@ -25,6 +25,7 @@ import { APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import {
   alterFieldStatements,
   createCotTableStatements,
+  fieldColumns,
   fieldStorageStatements,
   hasLinkTable,
 } from "../ddl";
@@ -84,7 +85,7 @@ import {
   viewLimit,
   type Written,
 } from "./staged-limits";
-import { rowsCountSql, valuesCountSql } from "./impact";
+import { clearLinksOutsideSql, linksOutsideCountSql, rowsCountSql, valuesCountSql } from "./impact";
 import {
   guardNothingPointsAt,
   pointingFieldsQuery,
@@ -105,6 +106,7 @@ import {
 } from "./apply";
 import { keepReadTypes } from "../../../core/object-types";
 import {
+  canonicalFromEntry,
   referenceQueries,
   stableJson,
   pointedTypes,
@@ -115,14 +117,12 @@ import {
   type DbType,
 } from "./state";
 
-/** Field attributes whose change needs the transaction: a retarget clears links (a retype is read). */
-const TRANSACTION_ATTRS = ["related_object_type", "related_object_types", "is_polymorphic"];
-
 /**
  * Gated changes the batch takes: removals (decision 0120) and lossy retypes (0126); keys and
  * checks over rows that break them, which answer the transaction's 400 (`keyViolation`, 0126);
- * a field made required over empty rows, which only its flag changes (0136). Any other gated
- * change keeps the transaction.
+ * a field made required over empty rows, which only its flag changes (0136); a relation's new
+ * target, its links outside it cleared, and values outside a new choice set, which stay (0142).
+ * Any other gated change keeps the transaction.
  */
 const BATCHED_GATES = new Set([
   "field_removed",
@@ -131,11 +131,13 @@ const BATCHED_GATES = new Set([
   "unique_over_duplicates",
   "check_over_violations",
   "required_over_empty_rows",
+  "link_target_changed",
+  "choices_in_use",
 ]);
 
 /**
- * Whether the batch takes the document: no retarget, no retype but those whose values the read
- * holds, no gated change but those `BATCHED_GATES` names, no swap of names.
+ * Whether the batch takes the document: no retype but those whose values the read holds, no
+ * gated change but those `BATCHED_GATES` names, no swap of names.
  */
 function batchable(
   doc: SchemaDocument,
@@ -152,15 +154,20 @@ function batchable(
     if (db && keyViolation(t, db, reads) === "transaction") return false;
     return diff.field_changes.every((c) => {
       if (c.op === "remove" || c.op === "add") return true;
-      if (TRANSACTION_ATTRS.some((k) => c.changed_attrs?.[k])) return false;
       const row = db?.fields.find((f) => f.schemaId === c.schema_id);
       if (c.changed_attrs?.type && !(row && reads.retyped(row.id))) return false;
       const rename = c.changed_attrs?.name;
-      // a name another field still holds: the transaction frees it first
-      return !rename || !db?.fields.some((f) => f.name === rename[1] && f.schemaId !== c.schema_id);
+      // a name another field still holds: freed first only when that field is renamed too
+      // (`freeSwappedNames`, decision 0142); else the transaction's order decides
+      const holder = db?.fields.find((f) => f.name === rename?.[1] && f.schemaId !== c.schema_id);
+      return !rename || !holder || renamedIn(diff, holder.schemaId);
     });
   });
 }
+
+/** Whether the document renames field `schemaId` of its type. */
+const renamedIn = (diff: TypeDiff, schemaId: number) =>
+  diff.field_changes.some((c) => c.schema_id === schemaId && c.changed_attrs?.name);
 
 type Applied = { applied: true; diffs: TypeDiff[]; trash: number[] } & Record<string, unknown>;
 
@@ -175,7 +182,7 @@ export async function applyStaged(
   const { document } = submitted;
   const slugs = documentSlugs(document);
   const limits = await typeLimits(ctx);
-  const { state, references, sets, hidden, nameHolders } = await readState(
+  const { state, references, sets, hidden, nameHolders, targets } = await readState(
     ctx,
     document,
     slugs,
@@ -183,7 +190,7 @@ export async function applyStaged(
   );
   const request = { ...submitted, hidden, nameHolders };
   // read before the checks: the gate's counts of what removals take ride in it
-  const reads = await readPhase(ctx, document, state, sets);
+  const reads = await readPhase(ctx, document, state, sets, targets);
   const { plan, diffs, graph } = await checkApply(
     ctx,
     request,
@@ -214,6 +221,7 @@ export async function applyStaged(
     const at = `$.types[${ti}]`;
     const step = {
       ...{ ctx, batch, t, at, diff: diffs[ti]!, ids, changes, reads, known, nested, pending },
+      targets,
       ...{ purge: request.purge, written, explain },
     };
     const existing = state.get(t.slug);
@@ -328,11 +336,13 @@ async function readState(
   const [refCots, refFields] = [phase.add(refCotsQ), phase.add(refFieldsQ)];
   // the types those fields point at, in the same snapshot: no read of the registry's after it
   const pointedRows = phase.add(pointedTypesQuery(orm));
+  // the custom object types the document points fields at (a retarget's new ones too, 0142)
+  const targetRows = phase.add(documentTargetsQuery(orm, document));
   const named = phase.add(choiceSetsQuery(orm, document));
   await phase.run(ctx);
   const registry = ctx.services.objectTypes;
   const rows = { cots: cots() as CotRow[], fields: fields() as FieldRow[], sets: sets() };
-  const pointed = pointedTypes(pointedRows());
+  const pointed = pointedTypes([...pointedRows(), ...targetRows()]);
   // the change records of the fields name those types too (`define.ts`'s object type refs)
   keepReadTypes(ctx.scratch, pointed);
   const viewable = mayView();
@@ -347,8 +357,32 @@ async function readState(
     state: withoutHidden(await typesFromRows(rows, orm, registry, undefined, pointed), hidden),
     references: await referencesFromRows(refCots(), refFields(), orm, registry, pointed),
     sets: named() as ChoiceSetRow[],
+    targets: targetsBySlug(targetRows()),
   };
 }
+
+/** The object types of the custom object types a document's fields name, for the first read. */
+function documentTargetsQuery(orm: Orm, document: SchemaDocument) {
+  const slugs = new Set<string>();
+  for (const t of document.types)
+    for (const f of t.fields)
+      for (const ref of [f.related_object_type, ...(f.related_object_types ?? [])]) {
+        const [app, model] = (ref ?? "").split("/");
+        if ((app === "custom-objects" || app === APP_LABEL) && model) slugs.add(model);
+      }
+  return orm
+    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .from(objectTypes)
+    .where(
+      and(
+        eq(objectTypes.appLabel, APP_LABEL),
+        slugs.size ? inArray(objectTypes.model, [...slugs]) : sql`0`,
+      ),
+    );
+}
+
+const targetsBySlug = (rows: Array<{ id: number; model: string }>) =>
+  new Map(rows.map((r) => [r.model, r.id]));
 
 type Change = {
   action: "create" | "update" | "delete";
@@ -366,9 +400,12 @@ async function readPhase(
   document: SchemaDocument,
   state: Map<string, DbType>,
   sets: ChoiceSetRow[],
+  targets: ReadonlyMap<string, number>,
 ) {
   const orm = ctx.services.db.orm;
   const phase = new ReadPhase();
+  const objectType = (ref: string) => targetId(ctx, targets, ref);
+  const links = new Map<number, () => Array<{ n: number }>>();
   const cotRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL });
   const fieldRules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL });
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
@@ -396,6 +433,11 @@ async function readPhase(
       if (item.count) added.set(`${s.cot.id}:${item.id}`, phase.add(countQuery(orm, item.count)));
     for (const { row, type } of stagedRetypes(t, s))
       retypes.set(row.id, { row, type, read: retypeReads(orm, phase, s.cot.id, row, type) });
+    for (const { row, keep } of retargets(t, s, objectType))
+      links.set(
+        row.id,
+        phase.add(countQuery(orm, sql`(${linksOutsideCountSql(s.cot.id, row, keep)})`)),
+      );
   }
   const going = await goingReads(ctx, phase, document, state);
   await phase.run(ctx);
@@ -429,6 +471,8 @@ async function readPhase(
       values: (fieldId: number) => counted(values.get(fieldId)),
       rows: (cotId: number) => counted(going.get(cotId)?.rows),
       added: (cotId: number, key: string) => counted(added.get(`${cotId}:${key}`)),
+      links: (fieldId: number) => counted(links.get(fieldId)),
+      objectType,
       lossy: (fieldId: number, type: string) => {
         const r = retyped(fieldId);
         return r && r.type === type ? lostValues(r.row, type, r.read()) : undefined;
@@ -440,6 +484,46 @@ async function readPhase(
   };
 }
 const countQuery = (orm: Orm, count: SQL) => orm.all<{ n: number }>(sql`SELECT ${count} AS n`);
+
+/**
+ * The object type id a document's `app/model` names, without a read: a custom object type from
+ * the first read (`targets`), another from the registry's cache; undefined when neither knows.
+ */
+function targetId(ctx: WriteContext, targets: ReadonlyMap<string, number>, ref: string) {
+  const [app, model] = ref.split("/") as [string, string];
+  if (app === "custom-objects" || app === APP_LABEL) return targets.get(model);
+  return ctx.services.objectTypes.cached(app, model)?.id;
+}
+
+/**
+ * An existing type's relations the document moves to other targets (decision 0142), with the
+ * targets a polymorphic one keeps: their links outside are counted in the second read, as the
+ * diff's gate counts them (`countLinksOutside`). A target not known without a read: left to it.
+ */
+function retargets(
+  t: TypeEntry,
+  s: DbType,
+  objectType: (ref: string) => number | undefined,
+): Array<{ row: FieldRow; keep: number[] | null }> {
+  const out: Array<{ row: FieldRow; keep: number[] | null }> = [];
+  for (const entry of t.fields) {
+    const row = s.fields.find((f) => f.schemaId === entry.id);
+    if (!row || (row.relatedObjectTypeId == null && !row.relatedObjectTypeIds.length)) continue;
+    const want = canonicalFromEntry(entry);
+    if (want.is_polymorphic !== row.isPolymorphic) continue;
+    const ids = (want.is_polymorphic ? want.related_object_types : [want.related_object_type])
+      .filter((r): r is string => !!r)
+      .map(objectType);
+    if (ids.some((id) => id === undefined)) continue;
+    const next = (ids as number[]).sort((a, b) => a - b);
+    const have = row.isPolymorphic
+      ? [...row.relatedObjectTypeIds].sort((a, b) => a - b)
+      : [row.relatedObjectTypeId];
+    if (JSON.stringify(next) === JSON.stringify(have)) continue;
+    out.push({ row, keep: row.isPolymorphic ? next : null });
+  }
+  return out;
+}
 
 /**
  * The keys and checks the document adds to an existing type, with the counts the gate takes of
@@ -656,6 +740,8 @@ interface Step {
   nested: ReadonlyMap<number, ApiRecord>;
   /** The object type ids of the types created so far, by slug (`dependencyOrder`: targets first). */
   pending: Map<string, number>;
+  /** The object type ids of the existing custom object types the document names, by slug. */
+  targets: ReadonlyMap<string, number>;
   /** What answers a failed batch first: keyed retypes' counts (decision 0135), in order. */
   explain: Array<() => Promise<void>>;
 }
@@ -987,15 +1073,26 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
         Number(a.changed_attrs?.primary?.[1] === true) -
         Number(b.changed_attrs?.primary?.[1] === true),
     );
-  let current = [...fields];
-  let moved = false;
+  let current = freeSwappedNames(step, existing.cot.id, alters, fields);
+  let moved = current !== fields;
+  const original = new Map(fields.map((f) => [f.id, f]));
   const retypes: Retyped[] = [];
   for (const change of alters) {
     const fi = t.fields.findIndex((f) => f.id === change.schema_id);
     const row = current.find((f) => f.schemaId === change.schema_id)!;
+    const retarget = await retargetOf(step, change, row);
     const next = await atPath(`${at}.fields[${fi}]`, () =>
-      validateField(ctx, fieldInput(t.fields[fi]!), row, current, step.known),
+      validateField(
+        ctx,
+        fieldInput(t.fields[fi]!),
+        retarget?.row ?? row,
+        current,
+        step.known,
+        // the types the first read named and those the batch creates resolve without a read
+        new Map([...step.targets, ...step.pending]),
+      ),
     );
+    if (retarget) addStatements(batch, orm, [retarget.statement(existing.cot.id)]);
     const after: FieldRow = { ...row, ...next, lastUpdated: nextStamp(row.lastUpdated) };
     batch.add(
       orm
@@ -1016,17 +1113,100 @@ async function stageAlters(step: Step, existing: DbType, fields: FieldRow[]) {
       ? retypeStatements(existing.cot.id, row, next, source)
       : alterFieldStatements(existing.cot.id, row, next);
     addStatements(batch, orm, storage);
-    if (source) retypes.push({ row, source });
+    // explained after a failure, over the rows as they are: the field under its name of today
+    if (source) retypes.push({ row: original.get(row.id) ?? row, source });
     moved ||= (next.name !== row.name && !hasLinkTable(row)) || retyped;
     current = current.map((f) => (f.id === row.id ? after : f));
     step.changes.fields.push({
       action: "update",
       id: row.id,
-      prechange: await fieldRecord(ctx, row, step.reads.nestedBefore(ctx)),
+      prechange: await fieldRecord(ctx, original.get(row.id) ?? row, step.reads.nestedBefore(ctx)),
       postchange: await fieldRecord(ctx, after, step.nested),
     });
   }
   return { current, moved, retypes };
+}
+
+/**
+ * Names the document moves between fields (a swap, decision 0142): each renamed field whose name
+ * another renamed field takes is first moved to a free name (as `freeRenamedNames` picks one),
+ * row and columns, in the batch; the renames then run from there, as the transaction does. The rows keep their stamps (their updates are guarded on them). Answers the
+ * fields as the batch leaves them (the same array when nothing moved).
+ */
+function freeSwappedNames(
+  step: Step,
+  cotId: number,
+  alters: TypeDiff["field_changes"],
+  fields: FieldRow[],
+): FieldRow[] {
+  const orm = step.ctx.services.db.orm;
+  const wanted = new Set(alters.map((c) => c.changed_attrs?.name?.[1]).filter(Boolean));
+  const freed = fields.filter((f) => wanted.has(f.name) && renamedIn(step.diff, f.schemaId));
+  if (!freed.length) return fields;
+  const temporary = new Map<number, FieldRow>();
+  // free names, as the transaction picks them: none a field, its columns or the document holds
+  const taken = new Set([...wanted, ...fields.flatMap((f) => [f.name, ...fieldColumns(f)])]);
+  for (const row of freed) {
+    let name = `tmp${row.schemaId}`;
+    for (let i = 0; taken.has(name); i++) name = `tmp${row.schemaId}x${i}`;
+    taken.add(name);
+    const temp = { ...row, name };
+    step.batch.add(
+      orm
+        .update(customObjectTypeFields)
+        // the stamp kept: the rename from here is guarded on it
+        .set({ name: temp.name, lastUpdated: row.lastUpdated })
+        .where(
+          and(
+            eq(customObjectTypeFields.id, row.id),
+            eq(customObjectTypeFields.lastUpdated, row.lastUpdated),
+          ),
+        ),
+    );
+    step.batch.add(guardChanged(orm));
+    addStatements(step.batch, orm, alterFieldStatements(cotId, row, temp));
+    temporary.set(row.id, temp);
+  }
+  return fields.map((f) => temporary.get(f.id) ?? f);
+}
+
+/**
+ * A relation's new target (decision 0142; REST refuses one, a document may): the row as
+ * validation sees it (pointing at the new target), and the statement for its links outside
+ * it — cleared when the gate allowed it, else a guard that none appeared since the gate's count
+ * (one that did fails the batch and the apply reruns to its gate). Null when no target changes;
+ * a polymorphism change is the validation's 400.
+ */
+async function retargetOf(step: Step, change: TypeDiff["field_changes"][number], row: FieldRow) {
+  const attrs = change.changed_attrs;
+  if (!attrs?.related_object_type && !attrs?.related_object_types) return null;
+  const want = canonicalFromEntry(step.t.fields.find((f) => f.id === change.schema_id)!);
+  if (want.is_polymorphic !== row.isPolymorphic) return null;
+  const idOf = async (ref: string) => {
+    const [app, model] = ref.split("/") as [string, string];
+    if (app === "custom-objects" && step.pending.has(model)) return step.pending.get(model)!;
+    const known = targetId(step.ctx, step.targets, ref);
+    if (known !== undefined) return known;
+    const label = app === "custom-objects" ? APP_LABEL : app;
+    return (await step.ctx.services.objectTypes.byLabel(label, model, step.ctx.db))?.id ?? null;
+  };
+  const keep = (await Promise.all(want.related_object_types.map(idOf))).filter(
+    (x): x is number => x !== null,
+  );
+  const target = want.related_object_type ? await idOf(want.related_object_type) : null;
+  const allowed = step.diff.destructive_changes.some(
+    (g) => g.reason === "link_target_changed" && g.field === change.db_name,
+  );
+  const kept = want.is_polymorphic ? keep : null;
+  return {
+    row: want.is_polymorphic
+      ? { ...row, relatedObjectTypeIds: keep }
+      : { ...row, relatedObjectTypeId: target },
+    statement: (cotId: number) =>
+      allowed
+        ? clearLinksOutsideSql(cotId, row, kept)
+        : sql`INSERT INTO write_guard (ok) SELECT n = 0 FROM (${linksOutsideCountSql(cotId, row, kept)})`,
+  };
 }
 
 const none: Conditional = { unique: [], checks: [] };

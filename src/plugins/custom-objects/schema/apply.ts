@@ -265,7 +265,10 @@ async function diffOrThrow(
   counted?: PrefetchedCounts,
 ) {
   const objectTypes = ctx.services.objectTypes;
-  const lookups = { ...defaultLookups(db, objectTypes, document, sets), counted };
+  const base = defaultLookups(db, objectTypes, document, sets);
+  // a batched apply's first read named the document's targets (decision 0142)
+  const objectTypeId = async (ref: string) => counted?.objectType?.(ref) ?? base.objectTypeId(ref);
+  const lookups = { ...base, objectTypeId, counted };
   const result = await diffDocument(db, objectTypes, document, hidden, lookups, loaded);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);

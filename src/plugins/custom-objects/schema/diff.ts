@@ -97,6 +97,10 @@ export interface PrefetchedCounts {
   added(cotId: number, key: string): number | undefined;
   /** Values a field's retype to `type` cannot carry, from its values read ahead. */
   lossy(fieldId: number, type: string): number | undefined;
+  /** Rows a relation's retarget unlinks (`countLinksOutside`), read ahead (decision 0142). */
+  links?(fieldId: number): number | undefined;
+  /** The object type id an `app/model` names, when known without a read (decision 0142). */
+  objectType?(ref: string): number | undefined;
 }
 
 function changedAttrs(
@@ -413,7 +417,8 @@ async function gateSameStorage({ db, cotId, row, have, want, changed, gate, look
             (x): x is number => x !== null,
           )
         : null;
-    const linked = await countLinksOutside(db, cotId, row, keep);
+    const linked =
+      lookups.counted?.links?.(row.id) ?? (await countLinksOutside(db, cotId, row, keep));
     if (linked)
       gate(
         have.name,

@@ -261,6 +261,7 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
       });
     });
   });
+  errors.push(...relatedNameClashes(doc));
   (doc.removed_types ?? []).forEach((r, ri) => {
     if (slugs.has(r.slug))
       errors.push({
@@ -286,6 +287,31 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
       values.add(value);
     });
   });
+  return errors;
+}
+
+/**
+ * Two fields of the document taking one reverse relation name on one related object type
+ * (decision 0142): refused as a stored field's is (`checkRelatedName`), whichever types hold them.
+ */
+function relatedNameClashes(doc: SchemaDocument): SchemaError[] {
+  const errors: SchemaError[] = [];
+  const seen = new Map<string, string>();
+  for (const [ti, t] of doc.types.entries())
+    for (const [fi, f] of t.fields.entries()) {
+      const target = f.is_polymorphic ? null : f.related_object_type;
+      if (!f.related_name || !target) continue;
+      // `custom_objects/x` and `custom-objects/x` name one type
+      const ref = target.toLowerCase().replace(/^custom_objects\//, "custom-objects/");
+      const key = `${ref} ${f.related_name}`;
+      const first = seen.get(key);
+      if (first === undefined) seen.set(key, `$.types[${ti}].fields[${fi}]`);
+      else
+        errors.push({
+          path: `$.types[${ti}].fields[${fi}].related_name`,
+          message: `Reverse relation name "${f.related_name}" is already used by the field at ${first}.`,
+        });
+    }
   return errors;
 }
 

@@ -150,35 +150,36 @@ export async function countOutsideChoices(
  * Rows linking to an object type outside `keep` (object type ids): every linked row for a
  * plain reference whose target changed, those of dropped types for a polymorphic one.
  */
-export async function countLinksOutside(
+export function countLinksOutside(
   db: Executor,
   cotId: number,
   f: FieldRow,
   keep: number[] | null,
 ): Promise<number> {
-  const keepList = keep?.length
+  return count(db, linksOutsideCountSql(cotId, f, keep));
+}
+
+const keepListOf = (keep: number[] | null) =>
+  keep?.length
     ? sql.join(
         keep.map((k) => sql`${k}`),
         sql`, `,
       )
     : null;
+
+/** `countLinksOutside`'s count as one statement (`n`), for a read phase or a batch's guard. */
+export function linksOutsideCountSql(cotId: number, f: FieldRow, keep: number[] | null): SQL {
+  const keepList = keepListOf(keep);
   if (hasLinkTable(f)) {
     const lt = ident(linkTableName(cotId, f.id));
-    if (!f.isPolymorphic || !keepList)
-      return count(db, sql`SELECT count(DISTINCT source_id) AS n FROM ${lt}`);
-    return count(
-      db,
-      sql`SELECT count(DISTINCT source_id) AS n FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`,
-    );
+    if (!f.isPolymorphic || !keepList) return sql`SELECT count(DISTINCT source_id) AS n FROM ${lt}`;
+    return sql`SELECT count(DISTINCT source_id) AS n FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`;
   }
   const [idCol, typeCol] = fieldColumns(f);
   const t = ident(tableName(cotId));
   if (!f.isPolymorphic || !keepList || !typeCol)
-    return count(db, sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL`);
-  return count(
-    db,
-    sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL AND (${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList}))`,
-  );
+    return sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL`;
+  return sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL AND (${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList}))`;
 }
 
 /** Values a type change cannot convert (0 for a lossless change). */
@@ -201,30 +202,24 @@ export async function clearLinksOutside(
   f: FieldRow,
   keep: number[] | null,
 ): Promise<void> {
-  const keepList =
-    keep?.length && f.isPolymorphic
-      ? sql.join(
-          keep.map((k) => sql`${k}`),
-          sql`, `,
-        )
-      : null;
+  await db.run(clearLinksOutsideSql(cotId, f, keep));
+}
+
+/** `clearLinksOutside` as one statement, for a batch. */
+export function clearLinksOutsideSql(cotId: number, f: FieldRow, keep: number[] | null): SQL {
+  const keepList = f.isPolymorphic ? keepListOf(keep) : null;
   if (hasLinkTable(f)) {
     const lt = ident(linkTableName(cotId, f.id));
-    await db.run(
-      keepList
-        ? sql`DELETE FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`
-        : sql`DELETE FROM ${lt}`,
-    );
-    return;
+    return keepList
+      ? sql`DELETE FROM ${lt} WHERE target_type IS NULL OR target_type NOT IN (${keepList})`
+      : sql`DELETE FROM ${lt}`;
   }
   const [idCol, typeCol] = fieldColumns(f);
   const t = ident(tableName(cotId));
   const set = typeCol
     ? sql`${ident(idCol!)} = NULL, ${ident(typeCol)} = NULL`
     : sql`${ident(idCol!)} = NULL`;
-  await db.run(
-    keepList && typeCol
-      ? sql`UPDATE ${t} SET ${set} WHERE ${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList})`
-      : sql`UPDATE ${t} SET ${set}`,
-  );
+  return keepList && typeCol
+    ? sql`UPDATE ${t} SET ${set} WHERE ${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList})`
+    : sql`UPDATE ${t} SET ${set}`;
 }

@@ -4,7 +4,9 @@
  * `last_updated`), the search index and the change record; a retype converts the values read in
  * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
  * anew), a removal drops the compound keys holding the field (decision 0126); a retype carries
- * them too, with a rename, its failure counted over the converted values (decision 0135).
+ * them too, with a rename, its failure counted over the converted values (decision 0135). Lists
+ * of updates and deletes: one read and one batch in order (decision 0142); a retype in a list
+ * keeps the transaction.
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -12,6 +14,7 @@ import { guardChanged, WriteConflictError } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { notFound, ValidationError } from "../../../core/errors";
+import type { StagedChange } from "../../../core/changes/record";
 import type {
   ApiRecord,
   StagedHook,
@@ -79,9 +82,12 @@ import {
   indexSchemaQuery,
   messages,
   nextIdQuery,
+  perItem,
   phaseWithRules,
+  refuseRepeat,
   runWithHooks,
   stageChange,
+  stageChangeList,
   stageHooks,
   typeOfField,
   typeReads,
@@ -199,7 +205,7 @@ async function createField(
     prechange: null,
     postchange: record,
   });
-  await runFieldBatch(ctx, batch, options, draft.name).catch((e) =>
+  await runFieldBatch(ctx, batch, options, [draft.name]).catch((e) =>
     limits
       ? explainLimited(ctx, e, "add", [
           { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
@@ -210,26 +216,39 @@ async function createField(
   return { id, record: json ? JSON.parse(json) : record, json };
 }
 
-/** A field batch's failure: existing values not unique, a sibling's name taken meanwhile. */
+/**
+ * A field batch's failure: existing values not unique (on the item whose column it names), a
+ * sibling's name taken meanwhile.
+ */
 async function runFieldBatch(
   ctx: WriteContext,
   batch: WriteBatch,
   options: StagedOptions,
-  name: string,
+  names: string[],
 ) {
   try {
     await batch.run(ctx);
   } catch (e) {
     const text = messages(e);
-    if (/UNIQUE constraint failed: co_\d+\./.test(text))
-      throw new ValidationError({ unique: [`Existing values of "${name}" are not unique.`] });
+    const column = /UNIQUE constraint failed: co_\d+\.(\w+)/.exec(text);
+    if (column) {
+      const col = column[1]!;
+      const at = Math.max(
+        0,
+        names.findIndex((n) => col === n || col.startsWith(`${n}_`)),
+      );
+      const refused = { unique: [`Existing values of "${names[at]}" are not unique.`] };
+      throw new ValidationError(
+        options.bulk ? names.map((_, i) => (i === at ? refused : {})) : refused,
+      );
+    }
     if (
       /UNIQUE constraint failed: custom_object_type_fields\.custom_object_type_id, custom_object_type_fields\.name/.test(
         text,
       )
     )
       throw new ValidationError({
-        name: [`A field named "${name}" already exists on this custom object type.`],
+        name: [`A field named "${names[0]}" already exists on this custom object type.`],
       });
     if (idTaken(e)) throw e; // `withRetry` runs the create again
     throw batchError(e, options.resource);
@@ -369,17 +388,118 @@ async function explainRetype(
   }
 }
 
-async function updateField(
+/**
+ * The types a list of field writes touches, each as the list leaves it so far (decision 0142):
+ * an item sees its siblings as the items before it left them; the type's new shape (guarded on
+ * the stamp read) and its search index are staged once, after the last.
+ */
+class TypeStates {
+  private readonly states = new Map<number, TypeState>();
+
+  /** The type a field's reads found, as the list left it so far. */
+  of(read: FieldRead): TypeState | null {
+    const cot = read.type.cot();
+    if (!cot) return null;
+    let state = this.states.get(cot.id);
+    if (!state) {
+      const fields = read.type.fields();
+      state = { read: cot, cot, fields, stored: asSchema(read.index()), indexGone: false, set: {} };
+      this.states.set(cot.id, state);
+    }
+    return state;
+  }
+
+  /** Each type's new shape and search index, staged after its fields' statements. */
+  finish(ctx: WriteContext, batch: WriteBatch) {
+    for (const s of this.states.values()) {
+      bumpType(batch, ctx.services.db.orm, s.read, s.set);
+      stageSearchIndex(ctx, batch, s.read.id, s.fields, s.indexGone ? new Map() : s.stored);
+    }
+  }
+
+  /** The stamps read, for a constrained caller's failed guard. */
+  stamps() {
+    return [...this.states.values()].map((s) => ({
+      table: customObjectTypes,
+      id: s.read.id,
+      stamp: s.read.lastUpdated,
+    }));
+  }
+}
+
+interface TypeState {
+  /** The type's row as read (its stamp guards the batch). */
+  read: CotRow;
+  /** The row as the list leaves it so far (its keys and checks). */
+  cot: CotRow;
+  fields: FieldRow[];
+  stored: Map<string, string>;
+  /** A column moved or went: the search index (its triggers name columns) is built anew. */
+  indexGone: boolean;
+  set: Partial<CotRow>;
+}
+
+/** A field's type, its search index schema and the caller's admission, in a shared read phase. */
+function readField(
+  orm: Orm,
+  phase: ReadPhase,
+  id: number,
+  options: StagedOptions,
+  limits: Limits | undefined,
+) {
+  return {
+    id,
+    type: typeReads(orm, phase, typeOfField(id)),
+    index: phase.add(indexSchemaQuery(orm, typeOfField(id))),
+    admitted: limits && admissionReads(orm, phase, options.resource, id, limits),
+  };
+}
+
+type FieldRead = ReturnType<typeof readField>;
+
+/** The field a read names and its type's state; 404 when either is gone (or named twice). */
+function foundField(states: TypeStates, read: FieldRead, seen: Set<number>) {
+  const state = states.of(read);
+  const field = state?.fields.find((f) => f.id === read.id);
+  if (!state || !field || seen.has(read.id))
+    throw notFound(`No custom object type field with id ${read.id}.`);
+  seen.add(read.id);
+  read.admitted?.();
+  return { state, field };
+}
+
+/**
+ * A reverse relation name taken by an earlier item of the same list (decision 0142): the stored
+ * rows do not show it yet, so `validateField`'s check cannot; the same 400.
+ */
+function claimReverseName(
+  taken: Map<string, string>,
+  current: FieldRow,
+  draft: { relatedName: string; relatedObjectTypeId: number | null; isPolymorphic: boolean },
+) {
+  if (!draft.relatedName || draft.relatedObjectTypeId == null || draft.isPolymorphic) return;
+  const key = `${draft.relatedObjectTypeId} ${draft.relatedName}`;
+  const holder = taken.get(key);
+  if (holder !== undefined)
+    throw new ValidationError({
+      related_name: [
+        `Reverse relation name "${draft.relatedName}" is already used by field "${holder}" in this list.`,
+      ],
+    });
+  taken.set(key, current.name);
+}
+
+/** One field's update staged in the batch; "transaction" when it cannot be staged. */
+async function planFieldUpdate(
   ctx: WriteContext,
+  batch: WriteBatch,
+  found: { state: TypeState; field: FieldRow; reverseNames: Map<string, string> },
   item: StagedUpdate,
   options: StagedOptions,
   limits: Limits | undefined,
-): Promise<StagedWritten | "transaction"> {
-  const read = await readType(ctx, typeOfField(item.id), admission(options, item.id, limits));
-  const { orm, cot, fields } = read;
-  const current = fields.find((f) => f.id === item.id);
-  if (!cot || !current) throw notFound(`No custom object type field with id ${item.id}.`);
-  (read.more as (() => void) | undefined)?.();
+) {
+  const orm = ctx.services.db.orm;
+  const { state, field: current } = found;
   options.admit?.(current);
   options.precondition?.(current.lastUpdated);
   const { custom_object_type: moved, ...rest } = item.input;
@@ -387,16 +507,19 @@ async function updateField(
     throw new ValidationError({
       custom_object_type: ["A field cannot move to another custom object type."],
     });
-  const draft = await validateField(ctx, rest, current, fields);
+  const draft = await validateField(ctx, rest, current, state.fields);
+  claimReverseName(found.reverseNames, current, draft);
   const retyped = draft.type !== current.type;
-  const retype = retyped ? await retypeStorage(ctx, cot, current, draft) : null;
+  // a retype reads its values apart (a second read): one alone, not in a list
+  if (retyped && options.bulk) return "transaction";
+  const retype = retyped ? await retypeStorage(ctx, state.cot, current, draft) : null;
   if (retype === "transaction") return "transaction";
-  const storage = retype ? retype.statements : alterFieldStatements(cot.id, current, draft);
+  const storage = retype ? retype.statements : alterFieldStatements(state.cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
-  const fieldsAfter = fields.map((f) => (f.id === current.id ? after : f));
-  const keys = followingKeys(cot, current, after, fieldsAfter);
-  const batch = new Batch();
+  const fieldsBefore = state.fields;
+  const fieldsAfter = state.fields.map((f) => (f.id === current.id ? after : f));
+  const keys = followingKeys(state.cot, current, after, fieldsAfter);
   addStatements(batch, orm, keys.before);
   batch.add(
     orm
@@ -412,40 +535,86 @@ async function updateField(
   batch.add(guardChanged(orm));
   if (limits) guardAdmitted(batch, orm, options.resource, current.id, limits.act);
   addStatements(batch, orm, [...storage, ...keys.after]);
-  bumpType(batch, orm, cot, keys.set);
+  const cot = state.cot;
+  state.cot = { ...state.cot, ...keys.set };
+  state.set = { ...state.set, ...keys.set };
+  state.fields = fieldsAfter;
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
-  const columnMoved = (draft.name !== current.name && !hasLinkTable(current)) || retyped;
-  stageSearchIndex(ctx, batch, cot.id, fieldsAfter, columnMoved ? new Map() : read.stored);
-  const texts = await stageChange(ctx, batch, options.resource, await read.rules(), {
-    action: "update",
-    id: current.id,
-    prechange,
-    postchange,
+  if ((draft.name !== current.name && !hasLinkTable(current)) || retyped) state.indexGone = true;
+  const change = { action: "update" as const, id: current.id, prechange, postchange };
+  return { change, name: draft.name, current, cot, fieldsBefore, fieldsAfter, keys, retype };
+}
+
+/**
+ * Updates fields, one or a list in order (decision 0142: one read phase, one batch); a retype
+ * of one field reads its values in a second read; "transaction" for what is not staged.
+ */
+async function updateFields(
+  ctx: WriteContext,
+  items: StagedUpdate[],
+  options: StagedOptions,
+  limits: Limits | undefined,
+): Promise<StagedWritten[] | "transaction"> {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
+  const reads = items.map((item) => readField(orm, phase, item.id, options, limits));
+  await phase.run(ctx);
+  const batch = new Batch();
+  const states = new TypeStates();
+  const seen = new Set<number>();
+  const reverseNames = new Map<string, string>();
+  const plans = await perItem(options.bulk, items, (item, i) => {
+    // named twice: a 400 on the later item (a delete's is not found, as one by one)
+    refuseRepeat(seen, item.id);
+    const found = { ...foundField(states, reads[i]!, new Set()), reverseNames };
+    return planFieldUpdate(ctx, batch, found, item, options, limits);
   });
-  await runFieldBatch(ctx, batch, options, draft.name)
+  const staged = plans.filter((p) => p !== "transaction");
+  if (staged.length !== plans.length) return "transaction";
+  states.finish(ctx, batch);
+  const texts = await stageChangeList(
+    ctx,
+    batch,
+    options.resource,
+    await rules(),
+    staged.map((p) => p.change),
+  );
+  const single = staged.length === 1 ? staged[0]! : null;
+  await runFieldBatch(
+    ctx,
+    batch,
+    options,
+    staged.map((p) => p.name),
+  )
     .catch((e) =>
       // a retype that builds keys or checks again: a failure counted as the transaction counts it
-      retype && keys.built
+      single?.retype && single.keys.built
         ? explainRetype(
             ctx,
             e,
-            cot.id,
-            { row: current, source: retype.source },
-            { before: fields, after: fieldsAfter },
-            keys.built,
+            single.cot.id,
+            { row: single.current, source: single.retype.source },
+            { before: single.fieldsBefore, after: single.fieldsAfter },
+            single.keys.built,
           )
         : Promise.reject(e),
     )
     .catch((e) =>
       limits
         ? explainLimited(ctx, e, "change", [
-            { table: customObjectTypeFields, id: current.id, stamp: current.lastUpdated },
-            { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
+            ...staged.map((p) => ({
+              table: customObjectTypeFields,
+              id: p.current.id,
+              stamp: p.current.lastUpdated,
+            })),
+            ...states.stamps(),
           ])
         : Promise.reject(e),
     );
-  const json = texts()[0];
-  return { id: current.id, record: json ? JSON.parse(json) : postchange, json };
+  return staged.map((p, i) => {
+    const json = texts()[i];
+    return { id: p.current.id, record: json ? JSON.parse(json) : p.change.postchange, json };
+  });
 }
 
 /**
@@ -462,72 +631,79 @@ function removalTogether(cot: CotRow, field: FieldRow, left: FieldRow[]) {
   };
 }
 
-async function deleteField(
+/**
+ * Deletes fields, one or a list in order (decision 0142: one read phase, one batch): each its
+ * row (guarded on its stamp), storage and compound keys; its type's shape and search index once.
+ */
+async function deleteFields(
   ctx: WriteContext,
-  id: number,
+  ids: number[],
   options: StagedOptions,
   limits: Limits | undefined,
 ): Promise<"transaction" | undefined> {
-  let hookParts: ReturnType<typeof stageHooks> = null;
-  const admitted = admission(options, id, limits);
-  const read = await readType(ctx, typeOfField(id), (orm, phase) => {
-    hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL, id });
-    return admitted?.(orm, phase) ?? (() => {});
-  });
-  const { orm, cot, fields } = read;
-  const field = fields.find((f) => f.id === id);
-  if (!cot || !field) throw notFound(`No custom object type field with id ${id}.`);
-  // the row as read is one the caller may delete; the batch is guarded on its stamp
-  (read.more as () => void)();
-  if (!hookParts) return "transaction";
-  options.admit?.(field);
-  options.precondition?.(field.lastUpdated);
-  // a partial key or check reading it: the transaction's 400
-  refuseRemovingRead(cot, field);
-  const prechange = await fieldRecord(ctx, field);
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
+  const reads = ids.map((id) => ({
+    ...readField(orm, phase, id, options, limits),
+    hookParts: stageHooks(ctx, phase, { appLabel: APP_LABEL, model: FIELD_MODEL, id }),
+  }));
+  if (reads.some((r) => !r.hookParts)) return "transaction";
+  await phase.run(ctx);
   const batch = new Batch();
+  const states = new TypeStates();
+  const seen = new Set<number>();
   const hooks: StagedHook[] = [];
-  for (const part of hookParts as Array<() => Promise<StagedHook>>) {
-    const hook = await part();
-    hook.write(batch);
-    hooks.push(hook);
+  const changes: StagedChange[] = [];
+  for (const read of reads) {
+    // the row as read is one the caller may delete; the batch is guarded on its stamp
+    const { state, field } = foundField(states, read, seen);
+    options.admit?.(field);
+    options.precondition?.(field.lastUpdated);
+    // a partial key or check reading it: the transaction's 400
+    refuseRemovingRead(state.cot, field);
+    const prechange = await fieldRecord(ctx, field);
+    for (const part of read.hookParts!) {
+      const hook = await part();
+      hook.write(batch);
+      hooks.push(hook);
+    }
+    stageFieldRemoval(batch, orm, state, field);
+    changes.push({ action: "delete", id: field.id, prechange, postchange: null });
   }
+  states.finish(ctx, batch);
+  await stageChangeList(ctx, batch, options.resource, await rules(), changes);
+  return runWithHooks(ctx, batch, options.resource, hooks);
+}
+
+/** A field's row, storage and compound keys removed in the batch; its type's state follows. */
+function stageFieldRemoval(batch: WriteBatch, orm: Orm, state: TypeState, field: FieldRow) {
   batch.add(
     orm
       .delete(customObjectTypeFields)
       .where(
         and(
-          eq(customObjectTypeFields.id, id),
+          eq(customObjectTypeFields.id, field.id),
           eq(customObjectTypeFields.lastUpdated, field.lastUpdated),
         ),
       ),
   );
   batch.add(guardChanged(orm));
-  const left = fields.filter((f) => f.id !== id);
-  const together = removalTogether(cot, field, left);
+  const left = state.fields.filter((f) => f.id !== field.id);
+  const together = removalTogether(state.cot, field, left);
   if (together) addStatements(batch, orm, together.statements);
-  addStatements(batch, orm, dropFieldStorageStatements(cot.id, field));
-  bumpType(batch, orm, cot, together ? { uniqueTogether: together.kept } : {});
+  addStatements(batch, orm, dropFieldStorageStatements(state.cot.id, field));
+  if (together) {
+    state.cot = { ...state.cot, uniqueTogether: together.kept };
+    state.set = { ...state.set, uniqueTogether: together.kept };
+  }
+  state.fields = left;
   // a column's removal dropped the index (its triggers name the column): it is built anew
-  stageSearchIndex(ctx, batch, cot.id, left, hasLinkTable(field) ? read.stored : new Map());
-  await stageChange(ctx, batch, options.resource, await read.rules(), {
-    action: "delete",
-    id,
-    prechange,
-    postchange: null,
-  });
-  return runWithHooks(ctx, batch, options.resource, hooks);
+  if (!hasLinkTable(field)) state.indexGone = true;
 }
-
-/** The admission reads of a constrained caller (decision 0121), for `readType`'s extra reads. */
-const admission = (options: StagedOptions, id: number, limits: Limits | undefined) =>
-  limits
-    ? (orm: Orm, phase: ReadPhase) => admissionReads(orm, phase, options.resource, id, limits)
-    : undefined;
 
 export function stagedFieldWrites(): StagedWrites {
   // a caller whose permissions carry constraints stays staged: the row read, the row written
-  // guarded (decision 0121)
+  // guarded (decision 0121); lists of updates and deletes too (decision 0142)
   return {
     async create(ctx, inputs, options) {
       if (options.bulk || inputs.length !== 1) return createInTransaction(ctx, inputs, options);
@@ -535,17 +711,14 @@ export function stagedFieldWrites(): StagedWrites {
       return [await withRetry(ctx, (attempt) => createField(attempt, inputs[0]!, options, limits))];
     },
     async update(ctx, items, partial, options) {
-      if (options.bulk || items.length !== 1)
-        return updateInTransaction(ctx, items, partial, options);
       const limits = await limitsOf(ctx, options.resource, "change");
-      const written = await updateField(ctx, items[0]!, options, limits);
+      const written = await updateFields(ctx, items, options, limits);
       return written === "transaction"
         ? updateInTransaction(ctx, items, partial, options)
-        : [written];
+        : written;
     },
     async delete(ctx, ids, options) {
-      if (ids.length !== 1) return "transaction";
-      return deleteField(ctx, ids[0]!, options, await limitsOf(ctx, options.resource, "delete"));
+      return deleteFields(ctx, ids, options, await limitsOf(ctx, options.resource, "delete"));
     },
   };
 }

@@ -1,8 +1,8 @@
 /**
  * `custom-object-types/` writes as one read phase and one atomic batch (decision 0108): the row,
  * its object type, its tags, its table's DDL and the change record; `unique_together` and
- * `checks` as their indexes and triggers in the same batch (0119). Lists keep the transaction
- * path (`staged.ts` helpers run it).
+ * `checks` as their indexes and triggers in the same batch (0119). Lists of updates and deletes
+ * likewise, in order (0142); lists of creates keep the transaction path.
  */
 import { and, eq } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
@@ -10,9 +10,11 @@ import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
 import { isWriteConflict, type Orm } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
-import { notFound, ValidationError } from "../../../core/errors";
+import { type FieldErrors, notFound, ValidationError } from "../../../core/errors";
+import type { StagedChange } from "../../../core/changes/record";
 import type {
   ApiRecord,
+  StagedHook,
   StagedOptions,
   StagedUpdate,
   StagedWrites,
@@ -42,6 +44,9 @@ import {
   bumpType,
   createInTransaction,
   explainLimited,
+  perItem,
+  refuseRepeat,
+  stageChangeList,
   guardAdmitted,
   type Limits,
   limitsOf,
@@ -60,7 +65,6 @@ import {
   takenQuery,
   typeReads,
   inboundFieldsQuery,
-  updateInTransaction,
   withRetry,
 } from "./staged";
 
@@ -247,42 +251,58 @@ async function runCreate(
   }
 }
 
-async function updateType(
+/** One type's update as read in the shared read phase. */
+async function readTypeUpdate(
   ctx: WriteContext,
-  registry: CotRegistry,
+  phase: ReadPhase,
   item: StagedUpdate,
+  options: StagedOptions,
+  limits: Limits | undefined,
+) {
+  const orm = ctx.services.db.orm;
+  return {
+    item,
+    reads: typeReads(orm, phase, item.id),
+    admitted: limits && admissionReads(orm, phase, options.resource, item.id, limits),
+    tagsRead: await typeTags(ctx, phase, item.id),
+    tagged: await inputTags(ctx, phase, item.input),
+    taken: phase.add(takenQuery(orm, item.input)),
+    otTaken: phase.add(objectTypeQuery(orm, item.input.slug)),
+  };
+}
+
+type TypeUpdateRead = Awaited<ReturnType<typeof readTypeUpdate>>;
+
+/** One type's update staged in the batch: its checks, statements and change. */
+async function planTypeUpdate(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  read: TypeUpdateRead,
   partial: boolean,
   options: StagedOptions,
   limits: Limits | undefined,
-): Promise<StagedWritten> {
+) {
   const orm = ctx.services.db.orm;
-  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
-  const reads = typeReads(orm, phase, item.id);
-  const admitted = limits && admissionReads(orm, phase, options.resource, item.id, limits);
-  const tagsRead = await typeTags(ctx, phase, item.id);
-  const tagged = await inputTags(ctx, phase, item.input);
-  const taken = phase.add(takenQuery(orm, item.input));
-  const otTaken = phase.add(objectTypeQuery(orm, item.input.slug));
-  await phase.run(ctx);
-  const cot = reads.cot();
+  const { item } = read;
+  const cot = read.reads.cot();
   if (!cot) throw notFound(`No custom object type with id ${item.id}.`);
-  admitted?.();
+  read.admitted?.();
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
   const { unique_together: together, checks, ...attributes } = item.input;
-  const draft = await validateCot(ctx, attributes, cot, partial, taken());
-  const fields = reads.fields();
+  const draft = await validateCot(ctx, attributes, cot, partial, read.taken());
+  const fields = read.reads.fields();
   const keys =
     together !== undefined || checks !== undefined
       ? await stagedTypeConstraints(orm, cot, fields, together, checks)
       : null;
-  const tagRows = tagged.resolve();
+  const tagRows = read.tagged.resolve();
   const slugMoves = draft.slug !== cot.slug && !!cot.objectTypeId;
-  if (slugMoves && otTaken().some((o) => o.id !== cot.objectTypeId)) throw slugTaken(draft.slug);
-  const prechange = await typeRecord(ctx, cot, fields, tagsRead());
+  if (slugMoves && read.otTaken().some((o) => o.id !== cot.objectTypeId))
+    throw slugTaken(draft.slug);
+  const prechange = await typeRecord(ctx, cot, fields, read.tagsRead());
   const set = { ...draft, ...keys?.set, lastUpdated: nextStamp(cot.lastUpdated) };
   const after = { ...cot, ...set } as CotRow;
-  const batch = new WriteBatch();
   if (slugMoves)
     batch.add(
       orm
@@ -292,102 +312,176 @@ async function updateType(
     );
   bumpType(batch, orm, cot, set as Partial<CotRow>);
   if (keys) addStatements(batch, orm, keys.statements);
-  const tags = tagRows ? writeTags(ctx, batch, tagged.typeId, cot.id, tagRows) : tagsRead();
+  const tags = tagRows
+    ? writeTags(ctx, batch, read.tagged.typeId, cot.id, tagRows)
+    : read.tagsRead();
   if (limits) guardAdmitted(batch, orm, options.resource, cot.id, limits.act);
   const postchange = await typeRecord(ctx, after, fields, tags);
-  const texts = await stageChange(ctx, batch, options.resource, await rules(), {
-    action: "update",
-    id: cot.id,
-    prechange,
-    postchange,
+  const change = { action: "update" as const, id: cot.id, prechange, postchange };
+  return { cot, slug: draft.slug, slugMoves, explain: keys?.explain, change };
+}
+
+/**
+ * Updates types, one or a list (decision 0142: a list as one read phase and one batch, in
+ * order; each type guarded on the stamp it was read with).
+ */
+async function updateTypes(
+  ctx: WriteContext,
+  registry: CotRegistry,
+  items: StagedUpdate[],
+  partial: boolean,
+  options: StagedOptions,
+  limits: Limits | undefined,
+): Promise<StagedWritten[]> {
+  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
+  const reads: TypeUpdateRead[] = [];
+  for (const item of items) reads.push(await readTypeUpdate(ctx, phase, item, options, limits));
+  await phase.run(ctx);
+  const batch = new WriteBatch();
+  const seen = new Set<number>();
+  const plans = await perItem(options.bulk, reads, (read) => {
+    refuseRepeat(seen, read.item.id);
+    return planTypeUpdate(ctx, batch, read, partial, options, limits);
   });
-  await runUpdate(ctx, batch, options, draft.slug, keys?.explain).catch((e) =>
+  const texts = await stageChangeList(
+    ctx,
+    batch,
+    options.resource,
+    await rules(),
+    plans.map((p) => p.change),
+  );
+  await runUpdate(ctx, batch, options, plans).catch((e) =>
     limits
-      ? explainLimited(ctx, e, "change", [
-          { table: customObjectTypes, id: cot.id, stamp: cot.lastUpdated },
-        ])
+      ? explainLimited(
+          ctx,
+          e,
+          "change",
+          plans.map((p) => ({ table: customObjectTypes, id: p.cot.id, stamp: p.cot.lastUpdated })),
+        )
       : Promise.reject(e),
   );
   ctx.onCommit?.(async () => {
-    registry.forget(cot.id);
-    if (slugMoves) ctx.services.objectTypes.forget(cot.objectTypeId!);
+    for (const p of plans) {
+      registry.forget(p.cot.id);
+      if (p.slugMoves) ctx.services.objectTypes.forget(p.cot.objectTypeId!);
+    }
   });
-  const json = texts()[0];
-  return { id: cot.id, record: json ? JSON.parse(json) : postchange, json };
+  return plans.map((p, i) => {
+    const json = texts()[i];
+    return { id: p.cot.id, record: json ? JSON.parse(json) : p.change.postchange, json };
+  });
 }
 
 /**
  * An update's batch: a slug another type's object type took meanwhile is a 400 on slug; a key
  * or check the existing rows break (an index refused, a check's guard failed) is the 400 that
- * counts them (`explain`), nothing written.
+ * counts them (`explain`; in a list, on its item), nothing written.
  */
 async function runUpdate(
   ctx: WriteContext,
   batch: WriteBatch,
   options: StagedOptions,
-  slug: string,
-  explain?: (db: Orm) => Promise<ValidationError | null>,
+  plans: Array<{ slug: string; slugMoves: boolean; explain?: Explain }>,
 ) {
   try {
     await batch.run(ctx);
   } catch (e) {
     const text = messages(e);
-    if (/UNIQUE constraint failed: object_types\.app_label/.test(text)) throw slugTaken(slug);
-    if (explain && (isWriteConflict(e) || /UNIQUE constraint failed: co_\d+\./.test(text))) {
-      const refused = await explain(ctx.services.db.orm);
-      if (refused) throw refused;
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(text))
+      throw slugTaken((plans.find((p) => p.slugMoves) ?? plans[0]!).slug);
+    if (isWriteConflict(e) || /UNIQUE constraint failed: co_\d+\./.test(text)) {
+      for (const [i, p] of plans.entries()) {
+        const refused = await p.explain?.(ctx.services.db.orm);
+        if (refused) throw options.bulk ? atItem(refused, i, plans.length) : refused;
+      }
     }
     throw batchError(e, options.resource);
   }
 }
 
-/** Deletes a type: its row, fields, table, link tables, search index, objects' tags, object type. */
-async function deleteType(
+type Explain = (db: Orm) => Promise<ValidationError | null>;
+
+/** A list's item's refusal as the list answers it: its errors at its place, the others empty. */
+function atItem(refused: ValidationError, index: number, length: number) {
+  if (Array.isArray(refused.fields)) return refused;
+  const errors: FieldErrors[] = Array.from({ length }, () => ({}));
+  errors[index] = refused.fields;
+  return new ValidationError(errors);
+}
+
+/** One type's delete as read in the shared read phase; null hooks: not stageable. */
+async function readTypeDelete(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  id: number,
+  options: StagedOptions,
+  limits: Limits | undefined,
+) {
+  const orm = ctx.services.db.orm;
+  return {
+    id,
+    reads: typeReads(orm, phase, id),
+    admitted: limits && admissionReads(orm, phase, options.resource, id, limits),
+    tagsRead: await typeTags(ctx, phase, id),
+    inbound: phase.add(inboundFieldsQuery(orm, id)),
+    hookParts: stageHooks(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL, id }),
+  };
+}
+
+/**
+ * Deletes types, one or a list in order (decision 0142: one read phase, one batch): each its
+ * row, fields, table, link tables, search index, objects' tags and object type. A type another
+ * points at is refused unless that other went earlier in the list (as one by one).
+ */
+async function deleteTypes(
   ctx: WriteContext,
   registry: CotRegistry,
-  id: number,
+  ids: number[],
   options: StagedOptions,
   limits: Limits | undefined,
 ): Promise<"transaction" | undefined> {
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
-  const reads = typeReads(orm, phase, id);
-  const admitted = limits && admissionReads(orm, phase, options.resource, id, limits);
-  const tagsRead = await typeTags(ctx, phase, id);
-  const inbound = phase.add(inboundFieldsQuery(orm, id));
-  const hookParts = stageHooks(ctx, phase, { appLabel: APP_LABEL, model: COT_MODEL, id });
-  if (!hookParts) return "transaction";
+  const reads = [];
+  for (const id of ids) reads.push(await readTypeDelete(ctx, phase, id, options, limits));
+  if (reads.some((r) => !r.hookParts)) return "transaction";
   await phase.run(ctx);
-  const cot = reads.cot();
-  if (!cot) throw notFound(`No custom object type with id ${id}.`);
-  // the row as read is one the caller may delete; the batch is guarded on its stamp
-  admitted?.();
-  options.admit?.(cot);
-  options.precondition?.(cot.lastUpdated);
-  await refuseInbound(ctx, cot, inbound());
-  const fields = reads.fields();
-  const prechange = await typeRecord(ctx, cot, fields, tagsRead());
   const batch = new WriteBatch();
-  const hooks = [];
-  for (const part of hookParts) {
-    const hook = await part();
-    hook.write(batch);
-    hooks.push(hook);
+  const hooks: StagedHook[] = [];
+  const changes: StagedChange[] = [];
+  const gone: CotRow[] = [];
+  for (const read of reads) {
+    const cot = read.reads.cot();
+    // named twice: the second is not found, as it would be one by one
+    if (!cot || gone.some((g) => g.id === cot.id))
+      throw notFound(`No custom object type with id ${read.id}.`);
+    // the row as read is one the caller may delete; the batch is guarded on its stamp
+    read.admitted?.();
+    options.admit?.(cot);
+    options.precondition?.(cot.lastUpdated);
+    const left = read.inbound().filter((f) => !gone.some((g) => g.id === f.cotId));
+    await refuseInbound(ctx, cot, left);
+    const fields = read.reads.fields();
+    const prechange = await typeRecord(ctx, cot, fields, read.tagsRead());
+    for (const part of read.hookParts!) {
+      const hook = await part();
+      hook.write(batch);
+      hooks.push(hook);
+    }
+    deleteTypeRow(batch, orm, cot);
+    addStatements(batch, orm, dropCotTableStatements(cot.id, fields));
+    dropTypeRows(batch, orm, cot);
+    changes.push({ action: "delete", id: cot.id, prechange, postchange: null });
+    gone.push(cot);
   }
-  deleteTypeRow(batch, orm, cot);
-  addStatements(batch, orm, dropCotTableStatements(cot.id, fields));
-  dropTypeRows(batch, orm, cot);
-  await stageChange(ctx, batch, options.resource, await rules(), {
-    action: "delete",
-    id: cot.id,
-    prechange,
-    postchange: null,
-  });
+  await stageChangeList(ctx, batch, options.resource, await rules(), changes);
   const outcome = await runWithHooks(ctx, batch, options.resource, hooks);
   if (outcome === undefined)
     ctx.onCommit?.(async () => {
-      registry.forget(cot.id);
-      if (cot.objectTypeId) ctx.services.objectTypes.forget(cot.objectTypeId);
+      for (const cot of gone) {
+        registry.forget(cot.id);
+        if (cot.objectTypeId) ctx.services.objectTypes.forget(cot.objectTypeId);
+      }
     });
   return outcome;
 }
@@ -410,16 +504,14 @@ export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
       const limits = await limitsOf(ctx, options.resource, "add");
       return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options, limits))];
     },
+    // a list too, in one read phase and one batch (decision 0142)
     async update(ctx, items, partial, options) {
-      if (options.bulk || items.length !== 1)
-        return updateInTransaction(ctx, items, partial, options);
       const limits = await limitsOf(ctx, options.resource, "change");
-      return [await updateType(ctx, registry, items[0]!, partial, options, limits)];
+      return updateTypes(ctx, registry, items, partial, options, limits);
     },
     async delete(ctx, ids, options) {
-      if (ids.length !== 1) return "transaction";
       const limits = await limitsOf(ctx, options.resource, "delete");
-      return deleteType(ctx, registry, ids[0]!, options, limits);
+      return deleteTypes(ctx, registry, ids, options, limits);
     },
   };
 }

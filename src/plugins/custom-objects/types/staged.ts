@@ -12,9 +12,15 @@ import {
   objectTypes,
   taggedItems,
 } from "../../../db/schema";
-import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
+import {
+  ApiError,
+  type FieldErrors,
+  forbidden,
+  notFound,
+  ValidationError,
+} from "../../../core/errors";
 import { restrictWhere } from "../../../core/auth/restrict";
-import { stageChanges } from "../../../core/changes/record";
+import { stageChanges, type StagedChange } from "../../../core/changes/record";
 import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { outsideConstraints } from "../../../core/models/batch-failure";
@@ -78,22 +84,62 @@ export function addStatements(batch: WriteBatch, orm: Orm, statements: Array<SQL
 }
 
 /** The change record of one write, with its outbox rows. */
-export async function stageChange(
+export function stageChange(
   ctx: WriteContext,
   batch: WriteBatch,
   resource: Resource,
   rules: StagedRules,
-  change: {
-    action: "create" | "update" | "delete";
-    id: number;
-    prechange: ApiRecord | null;
-    postchange: ApiRecord | null;
-  },
+  change: StagedChange,
+) {
+  return stageChangeList(ctx, batch, resource, rules, [change]);
+}
+
+/** The change records of a list's writes, in order (one statement, their outbox rows). */
+export async function stageChangeList(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  resource: Resource,
+  rules: StagedRules,
+  changes: StagedChange[],
 ) {
   const objectTypeId =
     resource.objectTypeId ??
     (await ctx.services.objectTypes.ensure(resource.appLabel, resource.model)).id;
-  return stageChanges(ctx, batch, resource, objectTypeId, rules, [change]);
+  return stageChanges(ctx, batch, resource, objectTypeId, rules, changes);
+}
+
+/**
+ * A list's items planned in order (decision 0142): one object's errors as they are; a list's
+ * field errors gathered per item (as `eachItem` answers them), anything else thrown at once.
+ */
+export async function perItem<I, T>(
+  bulk: boolean,
+  items: I[],
+  step: (item: I, index: number) => Promise<T>,
+): Promise<T[]> {
+  if (!bulk && items.length === 1) return [await step(items[0]!, 0)];
+  const out: T[] = [];
+  const errors: FieldErrors[] = [];
+  let failed = false;
+  for (const [i, item] of items.entries()) {
+    try {
+      out.push(await step(item, i));
+      errors.push({});
+    } catch (e) {
+      if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
+      failed = true;
+      errors.push(e.fields);
+    }
+  }
+  if (failed) throw new ValidationError(errors);
+  return out;
+}
+
+/** A list naming one row twice: refused (a list writes each row once, decision 0142). */
+export function refuseRepeat(seen: Set<number>, id: number) {
+  if (seen.has(id))
+    throw new ValidationError({ id: [`Object ${id} is named more than once in this list.`] });
+  seen.add(id);
 }
 
 /** A failed batch as its answer (a guard: 409; a unique index: 400 on its field). */

@@ -1,0 +1,110 @@
+/**
+ * A reverse relation name (`related_name`) names one field per related object type (upstream's
+ * check, decision 0052; within one document and one list too, decision 0142): a second field
+ * taking it is a 400 on `related_name`, on REST and schema apply, local and remote alike.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { appOn, type BackendApp } from "../helpers/remote-db";
+import { SCHEMA, doc } from "../schema/helpers";
+import { addField, CO, makeCot } from "./fixtures";
+
+for (const backend of ["local", "remote"] as const)
+  describe(backend, () => {
+    let on: BackendApp;
+    beforeAll(async () => {
+      on = await appOn(backend, `related-name-${backend}`);
+    });
+    afterAll(() => on.close());
+
+    const site = (name: string, related_name: string, id = 1) => ({
+      id,
+      name,
+      type: "object",
+      related_object_type: "dcim/site",
+      related_name,
+    });
+    const apply = (types: unknown[]) =>
+      on.t.json("POST", `${SCHEMA}/apply/`, { body: { schema: doc(types) } });
+    const fieldNames = async (slug: string) =>
+      (
+        (await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.results[0]
+          ?.fields ?? []
+      ).map((f: { name: string }) => f.name);
+
+    test("two new fields of one document taking one reverse name on one target: 400, nothing applied", async () => {
+      const twoTypes = await apply([
+        { name: "rn_a", slug: "rn_a", fields: [site("home", "residents")] },
+        { name: "rn_b", slug: "rn_b", fields: [site("base", "residents")] },
+      ]);
+      expect(twoTypes.status, JSON.stringify(twoTypes.body)).toBe(400);
+      expect(JSON.stringify(twoTypes.body)).toContain("related_name");
+      expect(JSON.stringify(twoTypes.body)).toContain("residents");
+      const oneType = await apply([
+        {
+          name: "rn_c",
+          slug: "rn_c",
+          fields: [site("home", "dwellers"), site("work", "dwellers", 2)],
+        },
+      ]);
+      expect(oneType.status, JSON.stringify(oneType.body)).toBe(400);
+      expect(JSON.stringify(oneType.body)).toContain("related_name");
+      for (const slug of ["rn_a", "rn_b", "rn_c"])
+        expect((await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.count).toBe(
+          0,
+        );
+      // other targets, or other names: fine
+      const fine = await apply([
+        { name: "rn_d", slug: "rn_d", fields: [site("home", "homes"), site("work", "works", 2)] },
+      ]);
+      expect(fine.status, JSON.stringify(fine.body)).toBe(200);
+    });
+
+    test("a document's new field taking an existing field's reverse name: 400", async () => {
+      const cot = await makeCot(on.t, "rn_held");
+      await addField(on.t, cot.id, {
+        name: "home",
+        type: "object",
+        related_object_type: "dcim.site",
+        related_name: "holders",
+      });
+      const taken = await apply([
+        { name: "rn_taker", slug: "rn_taker", fields: [site("home", "holders")] },
+      ]);
+      expect(taken.status, JSON.stringify(taken.body)).toBe(400);
+      expect(JSON.stringify(taken.body)).toContain("holders");
+      expect(await fieldNames("rn_taker")).toEqual([]);
+    });
+
+    test("REST: a field, or a list of field updates, taking a taken reverse name: 400, nothing written", async () => {
+      const cot = await makeCot(on.t, "rn_rest");
+      const body = (name: string, related_name: string) => ({
+        custom_object_type: cot.id,
+        name,
+        type: "object",
+        related_object_type: "dcim.site",
+        related_name,
+      });
+      const first = await addField(on.t, cot.id, body("one", "ones"));
+      const clash = await on.t.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: body("two", "ones"),
+      });
+      expect(clash.status, JSON.stringify(clash.body)).toBe(400);
+      expect(Object.keys(clash.body)).toEqual(["related_name"]);
+      const second = await addField(on.t, cot.id, body("two", "twos"));
+      const third = await addField(on.t, cot.id, body("three", "threes"));
+      // two items of one list taking the same free name
+      const listed = await on.t.json("PATCH", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { id: second.id, related_name: "many" },
+          { id: third.id, related_name: "many" },
+        ],
+      });
+      expect(listed.status, JSON.stringify(listed.body)).toBe(400);
+      expect(JSON.stringify(listed.body)).toContain("related_name");
+      const names = (
+        await on.t.json("GET", `${CO}/custom-object-types/${cot.id}/`)
+      ).body.fields.map((f: { related_name: string }) => f.related_name);
+      expect(names.sort()).toEqual(["ones", "threes", "twos"]);
+      expect(first.id).toBeGreaterThan(0);
+    });
+  });

@@ -1,0 +1,139 @@
+/**
+ * Lists of type and field updates and deletes (decision 0142): one read phase and one atomic
+ * batch on a local file and on a remote database, the same answers and rows on both; no
+ * transaction on either. A list that loses a race to another writer: 409, nothing written.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { servicesOf } from "../../src/app";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import { waitFor } from "../helpers/wait";
+import { addField, CO, makeCot } from "./fixtures";
+import { typeListsScenario } from "./type-lists-scenario";
+
+let db: RemoteDb;
+let local: TestApp;
+let remote: TestApp;
+
+beforeAll(async () => {
+  db = await startRemoteDb("type-lists");
+  local = await makeTestApp();
+  remote = await makeTestApp({ DATABASE_URL: db.url });
+});
+afterAll(async () => {
+  await local.close();
+  await remote.close();
+  await db.stop();
+});
+
+/** Counts the transactions `t`'s database opens while `work` runs. */
+async function transactionsDuring<T>(t: TestApp, work: () => Promise<T>) {
+  const database = servicesOf(t.app).db;
+  const original = database.transaction;
+  let n = 0;
+  database.transaction = (work) => {
+    n++;
+    return original(work);
+  };
+  try {
+    return { result: await work(), transactions: n };
+  } finally {
+    database.transaction = original;
+  }
+}
+
+const jsonOf = (t: TestApp) => (method: string, path: string, body?: unknown) =>
+  t.json(method, path, { body });
+
+test("lists of type and field updates and deletes: the same answers and rows locally and remotely, no transaction", async () => {
+  const onLocal = await transactionsDuring(local, () => typeListsScenario(jsonOf(local), "tl"));
+  const onRemote = await transactionsDuring(remote, () => typeListsScenario(jsonOf(remote), "tl"));
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+});
+
+/**
+ * Runs `write` on the remote app with its first batch matching `match` held until `meanwhile`
+ * has answered (a success), then lets it go; answers `write`'s answer.
+ */
+async function raced(
+  match: RegExp,
+  write: () => Promise<{ status: number; body: any }>,
+  meanwhile: () => Promise<{ status: number; body: any }>,
+) {
+  db.proxy.hold((statements) => statements.some((s) => match.test(s)));
+  try {
+    const writing = write();
+    await waitFor(() => db.proxy.held >= 1, { message: () => `${db.proxy.held} batches held` });
+    const between = await meanwhile();
+    expect(between.status, JSON.stringify(between.body)).toBeLessThan(300);
+    db.proxy.release();
+    return await writing;
+  } finally {
+    db.proxy.release();
+  }
+}
+
+test("a list of field updates racing a write of one of them: 409, none of the list written", async () => {
+  const cot = await makeCot(remote, "raced_list");
+  const [p, q] = [
+    await addField(remote, cot.id, { name: "p", type: "text" }),
+    await addField(remote, cot.id, { name: "qq", type: "text" }),
+  ];
+  const listed = await raced(
+    /rename column "p" to "p2"/i,
+    () =>
+      remote.json("PATCH", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { id: p.id, name: "p2" },
+          { id: q.id, label: "Q" },
+        ],
+      }),
+    () =>
+      remote.json("PATCH", `${CO}/custom-object-type-fields/${q.id}/`, {
+        body: { label: "meanwhile" },
+      }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(409);
+  const fields = (await remote.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.fields;
+  expect(fields.map((f: { name: string; label: string }) => `${f.name}:${f.label}`)).toEqual([
+    "p:",
+    "qq:meanwhile",
+  ]);
+});
+
+test("a list of type deletes racing a field added to one of them: 409, both types kept", async () => {
+  const [a, b] = [await makeCot(remote, "raced_a"), await makeCot(remote, "raced_b")];
+  const gone = await raced(
+    /^delete from "custom_object_types"/i,
+    () =>
+      remote.json("DELETE", `${CO}/custom-object-types/`, { body: [{ id: a.id }, { id: b.id }] }),
+    () =>
+      remote.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: { custom_object_type: b.id, name: "late", type: "text" },
+      }),
+  );
+  expect(gone.status, JSON.stringify(gone.body)).toBe(409);
+  for (const slug of ["raced_a", "raced_b"])
+    expect((await remote.json("GET", `${CO}/${slug}/`)).status).toBe(200);
+});
+
+test("a field named twice in a list of updates: 400 on the later item; in a list of deletes: 404 (as one by one); nothing written", async () => {
+  const cot = await makeCot(local, "twice_fields");
+  const f = await addField(local, cot.id, { name: "once", type: "text" });
+  const patched = await local.json("PATCH", `${CO}/custom-object-type-fields/`, {
+    body: [
+      { id: f.id, label: "A" },
+      { id: f.id, label: "B" },
+    ],
+  });
+  expect(patched.status, JSON.stringify(patched.body)).toBe(400);
+  expect(patched.body.errors).toEqual([{ index: 1, errors: { id: [expect.any(String)] } }]);
+  const gone = await local.json("DELETE", `${CO}/custom-object-type-fields/`, {
+    body: [{ id: f.id }, { id: f.id }],
+  });
+  expect(gone.status, JSON.stringify(gone.body)).toBe(404);
+  const field = (await local.json("GET", `${CO}/custom-object-type-fields/${f.id}/`)).body;
+  expect(field.label).toBe("");
+});
