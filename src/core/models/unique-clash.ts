@@ -96,7 +96,13 @@ export function clashExplainer(
       const same: SQL[] = key.columns.map((c, i) => eq(c.column, values[i]));
       if (row.id !== null) same.push(sql`${table.id} <> ${row.id}`);
       asked.push({ row: r, key: k });
-      reads.push(orm.select({ id: table.id }).from(table).where(and(...same)).limit(1));
+      reads.push(
+        orm
+          .select({ id: table.id })
+          .from(table)
+          .where(and(...same))
+          .limit(1),
+      );
     }
   return {
     reads,

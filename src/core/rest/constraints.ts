@@ -22,7 +22,8 @@ export function defaultFieldForColumn(column: string): string {
  * key's (REST framework's `UniqueTogetherValidator`, under `non_field_errors`).
  */
 export function uniqueAnswer(what: string, fields: string[]): Record<string, string[]> {
-  if (fields.length === 1) return { [fields[0]!]: [`${what} with this ${fields[0]} already exists.`] };
+  if (fields.length === 1)
+    return { [fields[0]!]: [`${what} with this ${fields[0]} already exists.`] };
   return { non_field_errors: [`The fields ${fields.join(", ")} must make a unique set.`] };
 }
 
