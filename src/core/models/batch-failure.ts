@@ -10,7 +10,7 @@ import type { StagedHook, WriteContext } from "../context";
 import { ApiError } from "../errors";
 import { explainedFailure } from "../fresh-read";
 import type { WriteBatch } from "../rest/write-batch";
-import { type clashExplainer, explainClashes, isUniqueFailure } from "./unique-clash";
+import { type clashExplainer, explainClashes, refusedByKeyOf } from "./unique-clash";
 
 /** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */
 const preconditionFailed = () =>
@@ -91,10 +91,12 @@ async function explainConstraint(
   e: unknown,
 ): Promise<unknown> {
   const mapped = failure.constraintError(e);
-  if (!mapped || !failure.clashes || !isUniqueFailure(e)) return mapped;
+  if (!mapped || !failure.clashes) return mapped;
+  const explainer = failure.clashes();
+  if (!refusedByKeyOf(explainer.keys, e)) return mapped;
   const read = (reads: Read[]) =>
     ctx.services.db.read(reads as unknown as Queries) as unknown as Promise<unknown[]>;
-  return (await explainClashes(failure.clashes(), read)) ?? mapped;
+  return (await explainClashes(explainer, read)) ?? mapped;
 }
 
 /** The failure's reads: the first check's, then the stamps of the rows read (not for a create). */

@@ -54,15 +54,28 @@ export async function explainClashes(
   return explainer.answer(explainer.reads.length ? await read(explainer.reads) : []);
 }
 
-/** Whether `e` is SQLite refusing a unique index. */
-export function isUniqueFailure(e: unknown): boolean {
+/**
+ * The columns of the unique index SQLite says refused the write (`e`), or null when `e` is no
+ * such refusal. D1 appends the result code to the message; it is no column.
+ */
+export function uniqueFailureColumns(e: unknown): string[] | null {
   let cur: unknown = e;
   for (let depth = 0; cur && depth < 4; depth++) {
     const m = (cur as { message?: unknown }).message;
-    if (typeof m === "string" && /UNIQUE constraint failed/i.test(m)) return true;
+    const hit = typeof m === "string" ? /UNIQUE constraint failed: ([^:]+)/i.exec(m) : null;
+    if (hit) return hit[1]!.split(",").map((c) => c.trim().split(".").pop()!.replace(/"/g, ""));
     cur = (cur as { cause?: unknown }).cause;
   }
-  return false;
+  return null;
+}
+
+/**
+ * Whether SQLite's refusal (`e`) was one of `keys`: a primary key's (a restore putting back an id
+ * taken meanwhile) or a partial key's is answered as before, not explained.
+ */
+export function refusedByKeyOf(keys: UniqueKey[], e: unknown): boolean {
+  const columns = uniqueFailureColumns(e)?.join(",");
+  return keys.some((k) => k.columns.map((c) => c.column.name).join(",") === columns);
 }
 
 /** The key's values in `row`, or null where one is NULL (SQLite's NULLs never clash). */
@@ -86,7 +99,7 @@ export function clashExplainer(
   keys: UniqueKey[],
   rows: WrittenRow[],
   bulk: boolean,
-): { reads: Read[]; answer(results: unknown[]): ValidationError | null } {
+): { keys: UniqueKey[]; reads: Read[]; answer(results: unknown[]): ValidationError | null } {
   const asked: Array<{ row: number; key: number }> = [];
   const reads: Read[] = [];
   for (const [r, row] of rows.entries())
@@ -105,6 +118,7 @@ export function clashExplainer(
       );
     }
   return {
+    keys,
     reads,
     answer(results) {
       const clashes = rows.map(() => new Set<number>());

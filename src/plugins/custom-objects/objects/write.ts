@@ -29,6 +29,7 @@ import { partialClash } from "../schema/constraints";
 import {
   clashExplainer,
   explainClashes,
+  refusedByKeyOf,
   type UniqueKey,
   type WrittenRow,
 } from "../../../core/models/unique-clash";
@@ -770,18 +771,14 @@ export class ObjectWriter {
       if (!clashed.length) throw mapped;
       const partial = partialClash(cot, fields, clashed, verboseName(cot));
       if (partial) throw partial;
-      const named = explain
-        ? await explainClashes(
-            clashExplainer(
-              explain.orm,
-              this.table as never,
-              this.uniqueKeys(),
-              explain.rows,
-              explain.bulk,
-            ),
-            (reads) => explain.read(reads),
-          )
-        : null;
+      const keys = this.uniqueKeys();
+      const named =
+        explain && refusedByKeyOf(keys, e)
+          ? await explainClashes(
+              clashExplainer(explain.orm, this.table as never, keys, explain.rows, explain.bulk),
+              (reads) => explain.read(reads),
+            )
+          : null;
       if (named) throw named;
       if (names) throw new ValidationError(Object.fromEntries(names.map((n) => [n, compound!])));
       throw mapped;
