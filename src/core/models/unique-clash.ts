@@ -58,7 +58,7 @@ export async function explainClashes(
  * The columns of the unique index SQLite says refused the write (`e`), or null when `e` is no
  * such refusal. D1 appends the result code to the message; it is no column.
  */
-export function uniqueFailureColumns(e: unknown): string[] | null {
+function uniqueFailureColumns(e: unknown): string[] | null {
   let cur: unknown = e;
   for (let depth = 0; cur && depth < 4; depth++) {
     const m = (cur as { message?: unknown }).message;
