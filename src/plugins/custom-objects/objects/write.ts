@@ -240,7 +240,6 @@ export function writer(shape: Shape, read: Reader): Writer {
   };
 }
 
-/** The writes of one custom object type; its fields are what every write of the type shares. */
 /** A transaction's clash explanation (`uniqueChecked`): its reads run in the transaction. */
 const inTransaction = (ctx: WriteContext, rows: WrittenRow[]) => ({
   orm: ctx.db as Orm,
@@ -253,6 +252,7 @@ const inTransaction = (ctx: WriteContext, rows: WrittenRow[]) => ({
   },
 });
 
+/** The writes of one custom object type; its fields are what every write of the type shares. */
 export class ObjectWriter {
   readonly cot: Shape["cot"];
   readonly fields: FieldRow[];
