@@ -130,6 +130,13 @@ test("create, bulk create, update, bulk update and delete of custom objects on D
   expect(clash.status).toBe(400);
   expect(clash.body.title[0]).toContain("already exists");
   expect((await json("POST", `${CO}/kit/`, { title: "Delta", count: 1000 })).status).toBe(400);
+  // a site taken on both keys names both (decision 0146): D1's message names the first alone
+  const twice = await json("POST", "/api/dcim/sites/", { name: "d1 site", slug: "d1-site" });
+  expect(twice.status).toBe(400);
+  expect(twice.body).toEqual({
+    name: ["site with this name already exists."],
+    slug: ["site with this slug already exists."],
+  });
 
   // a delete sets the holder's reference to null in the same batch, and is logged
   const held = await made(`${CO}/holder/`, { name: "h", kit: one.body.id });

@@ -1535,18 +1535,23 @@ test("a write losing a race: its read, its batch, one read settling and explaini
     siteCreateUnique: [400, 201],
   });
   expect(unique.lost.body.title[0]).toContain("already exists");
-  expect(siteUnique.lost.body.slug[0]).toContain("already exists");
+  // both taken: every clashing field named (decision 0146), SQLite having reported one
+  expect(siteUnique.lost.body).toEqual({
+    name: ["site with this name already exists."],
+    slug: ["site with this slug already exists."],
+  });
   // a PATCH: its read, its batch, the read that settles the batch's guards (the event rules'
   // print) carrying the stamps, and a custom object's shape (4, and 6 for a custom object, before
   // 0140); a create refused by a unique index: its batch alone, whose guards held before the
-  // INSERT failed (a custom object's 2 before: its shape read again)
+  // INSERT failed (a custom object's 2 before: its shape read again), and the one read that names
+  // every clashing field (0146)
   expect(counts).toEqual({
     sitePatch: 3,
     sitePatchIfMatch: 3,
     objectPatch: 3,
     objectPatchIfMatch: 3,
-    objectCreateUnique: 1,
-    siteCreateUnique: 1,
+    objectCreateUnique: 2,
+    siteCreateUnique: 2,
   });
 });
 

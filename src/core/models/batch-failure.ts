@@ -10,6 +10,7 @@ import type { StagedHook, WriteContext } from "../context";
 import { ApiError } from "../errors";
 import { explainedFailure } from "../fresh-read";
 import type { WriteBatch } from "../rest/write-batch";
+import { type clashExplainer, explainClashes, refusedByKeyOf } from "./unique-clash";
 
 /** A lost race on a write that sent `If-Match` (NetBox 4.6): the ETag no longer matches. */
 const preconditionFailed = () =>
@@ -37,6 +38,11 @@ export interface BatchFailure {
   hooks?: StagedHook[];
   /** A constraint failure's answer (400/409 naming the field), or null when `e` is not one. */
   constraintError(e: unknown): unknown;
+  /**
+   * The clash explanation of a unique index's refusal, built on failure only (decision 0146):
+   * every clashing field named, in one read.
+   */
+  clashes?(): ReturnType<typeof clashExplainer>;
   /** The statement reading the stamps of the rows `ids` as rows of `id` and `stamp`. */
   stamps(ids: number[]): Read;
   /**
@@ -67,7 +73,7 @@ export async function runStagedBatch(
     await run();
     return undefined;
   } catch (e) {
-    if (!isWriteConflict(e)) throw failure.constraintError(e) ?? e;
+    if (!isWriteConflict(e)) throw (await explainConstraint(ctx, failure, e)) ?? e;
     let answers: Promise<unknown[]> | undefined;
     // read on their own, once, only when no settling read carried them and they are needed
     const rows = () =>
@@ -76,6 +82,21 @@ export async function runStagedBatch(
       ) as Promise<unknown[]>);
     return explainGuard(failure, rows);
   }
+}
+
+/** A constraint failure's answer: a unique index's names every clashing field (one read). */
+async function explainConstraint(
+  ctx: Pick<WriteContext, "services">,
+  failure: BatchFailure,
+  e: unknown,
+): Promise<unknown> {
+  const mapped = failure.constraintError(e);
+  if (!mapped || !failure.clashes) return mapped;
+  const explainer = failure.clashes();
+  if (!refusedByKeyOf(explainer.keys, e)) return mapped;
+  const read = (reads: Read[]) =>
+    ctx.services.db.read(reads as unknown as Queries) as unknown as Promise<unknown[]>;
+  return (await explainClashes(explainer, read)) ?? mapped;
 }
 
 /** The failure's reads: the first check's, then the stamps of the rows read (not for a create). */

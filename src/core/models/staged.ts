@@ -10,7 +10,7 @@ import { rowsPerStatement } from "../../db/d1-limits";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
 import { ErrorCollector, forbidden, notFound, ValidationError, type FieldErrors } from "../errors";
-import { mapConstraintError } from "../rest/constraints";
+import { defaultFieldForColumn, mapConstraintError, uniqueAnswer } from "../rest/constraints";
 import { restrictWhere } from "../auth/restrict";
 import { stageChanges, type StagedChange } from "../changes/record";
 import { stageRules } from "../events/dispatch";
@@ -32,6 +32,7 @@ import { createdRowId, newIdMarker, nextStamp, ReadPhase, WriteBatch } from "../
 import { naturalize } from "../../db/natural";
 import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
 import { runStagedBatch } from "./batch-failure";
+import { clashExplainer, tableUniqueKeys, type UniqueKey, type WrittenRow } from "./unique-clash";
 import { editedTags, tagEditsOf } from "../rest/tag-edits";
 
 /** What the staged writer needs of `defineModel`'s internals. */
@@ -683,7 +684,10 @@ class StagedWriter {
       addWhere,
       verdict,
     });
-    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model));
+    await this.runBatch(ctx, batch, "add", new Map(), false, explainers(verdict, found.model), {
+      rows: rows.map((values) => ({ id: null, values })),
+      bulk: !!options.bulk,
+    });
     return staged();
   }
 
@@ -899,6 +903,7 @@ class StagedWriter {
     read: Map<number, string | null>,
     preconditioned: boolean,
     hooks: StagedHook[] = [],
+    written?: { rows: WrittenRow[]; bulk: boolean },
   ): Promise<"transaction" | undefined> {
     return runStagedBatch(ctx, batch, () => batch.run(ctx), {
       action,
@@ -906,12 +911,35 @@ class StagedWriter {
       preconditioned,
       hooks,
       constraintError: (e) => mapConstraintError(e, this.parts.resource),
+      clashes: written
+        ? () =>
+            clashExplainer(
+              this.orm(ctx),
+              this.table as never,
+              this.uniqueKeys(),
+              written.rows,
+              written.bulk,
+            )
+        : undefined,
       stamps: (ids) =>
         this.orm(ctx)
           .select({ id: this.table.id, stamp: (this.table as any).lastUpdated })
           .from(this.table)
           .where(inArray(this.table.id, ids)),
     });
+  }
+
+  #uniqueKeys: UniqueKey[] | undefined;
+
+  /** The table's unique keys, each with its answer (made once). */
+  uniqueKeys(): UniqueKey[] {
+    const resource = this.parts.resource;
+    this.#uniqueKeys ??= tableUniqueKeys(
+      this.table,
+      (fields) => uniqueAnswer(resource?.verboseName ?? "object", fields),
+      (column) => resource?.fieldForColumn?.(column) ?? defaultFieldForColumn(column),
+    );
+    return this.#uniqueKeys;
   }
 
   async update(
@@ -944,17 +972,21 @@ class StagedWriter {
     const batch = new WriteBatch();
     const changes: StagedChange[] = [];
     const seen: StagedCheckItem[] = [];
+    // the properties each item sets: a unique key it leaves alone cannot clash (decision 0146)
+    const touched = new Map<StagedCheckItem, Set<string>>();
     await eachInput(items, options.bulk, async ({ id, input }) => {
       const existing = admitStored(stored, id, resource, options);
       const c = await this.convert(ctx, input, existing, partial, found, objectTypeId);
-      seen.push({
+      const item: StagedCheckItem = {
         id,
         input,
         row: { ...existing, ...c.values },
         existing,
         links: c.links,
         storedLinks: this.storedLinksOf(stored.links, id),
-      });
+      };
+      seen.push(item);
+      touched.set(item, new Set(Object.keys(c.values)));
       changes.push(await this.stageUpdate(ctx, batch, stored, found, objectTypeId, id, c));
     });
     const verdict = await checked?.(seen);
@@ -970,6 +1002,10 @@ class StagedWriter {
       stored.read,
       !!options.precondition,
       explainers(verdict, found.model),
+      {
+        rows: seen.map((s) => ({ id: s.id, values: s.row, touched: touched.get(s) })),
+        bulk: !!options.bulk,
+      },
     );
     return texts().map((json, k) => ({
       id: changes[k]!.id as number,

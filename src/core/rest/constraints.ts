@@ -12,8 +12,19 @@ const messageOf = (e: unknown): string => {
   return "";
 };
 
-function defaultFieldForColumn(column: string): string {
+/** The API field a column stands for when the resource says nothing: `site_id` is `site`. */
+export function defaultFieldForColumn(column: string): string {
   return column.endsWith("_id") ? column.slice(0, -3) : column;
+}
+
+/**
+ * A unique key's answer, as NetBox words it: a field's (Django's unique message), a compound
+ * key's (REST framework's `UniqueTogetherValidator`, under `non_field_errors`).
+ */
+export function uniqueAnswer(what: string, fields: string[]): Record<string, string[]> {
+  if (fields.length === 1)
+    return { [fields[0]!]: [`${what} with this ${fields[0]} already exists.`] };
+  return { non_field_errors: [`The fields ${fields.join(", ")} must make a unique set.`] };
 }
 
 export function mapConstraintError(
@@ -43,14 +54,7 @@ export function mapConstraintError(
     const fields = unique[1]!
       .split(",")
       .map((s) => toField(s.trim().split(".").pop()!.replace(/"/g, "")));
-    const what = resource?.verboseName ?? "object";
-    if (fields.length === 1)
-      return new ValidationError({
-        [fields[0]!]: [`${what} with this ${fields[0]} already exists.`],
-      });
-    return new ValidationError({
-      non_field_errors: [`The fields ${fields.join(", ")} must make a unique set.`],
-    });
+    return new ValidationError(uniqueAnswer(resource?.verboseName ?? "object", fields));
   }
   if (/FOREIGN KEY constraint failed/i.test(message)) {
     return ApiError.detail(

@@ -50,7 +50,8 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { customObjectTypes } from "../../../db/schema";
-import { isWriteConflict } from "../../../db/client";
+import { isWriteConflict, type Queries } from "../../../db/client";
+import type { WrittenRow } from "../../../core/models/unique-clash";
 import { deletingTogether } from "./on-delete";
 import { APP_LABEL } from "../constants";
 import { fieldColumns, ident, linkTableName, tableName } from "../ddl";
@@ -538,12 +539,20 @@ async function runBatch(
   read: Map<number, string | null>,
   preconditioned: boolean,
   hooks: StagedHook[] = [],
+  written?: { rows: WrittenRow[]; bulk: boolean },
 ): Promise<"transaction" | undefined> {
   const orm = ctx.services.db.orm;
   let proven = false;
+  // a unique refusal names every clashing key, in one read after the failure (decision 0146)
+  const explain = written && {
+    ...written,
+    orm,
+    read: (reads: unknown[]) =>
+      ctx.services.db.read(reads as unknown as Queries) as unknown as Promise<unknown[]>,
+  };
   const run = async () => {
     try {
-      return await w.uniqueChecked(() => batch.run(ctx));
+      return await w.uniqueChecked(() => batch.run(ctx), explain);
     } catch (e) {
       // a constraint's answer: the shape guard leads the type's statements, so it held
       if (e instanceof ValidationError) proven = true;
@@ -719,7 +728,10 @@ async function stagedCreate(
       addWhere,
     );
   w.indexLater(ctx);
-  await runBatch(w, ctx, batch, "add", new Map(), false);
+  await runBatch(w, ctx, batch, "add", new Map(), false, [], {
+    rows: rows.map((values) => ({ id: null, values })),
+    bulk: !!options.bulk,
+  });
   ids.sort((a, b) => a - b);
   return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
 }
@@ -802,10 +814,13 @@ async function stagedUpdate(
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);
   const changes: StagedChange[] = [];
+  const written: WrittenRow[] = [];
   await eachInput(items, options.bulk, async ({ id, input }) => {
     const existing = admitStored(stored, id, resource, options);
     const folded = foldTagEdits(w, look, input, existing);
     const c = await w.convert(ctx, folded, existing, partial, undefined, look);
+    const values = { ...existing, ...c.values };
+    written.push({ id, values, touched: new Set(Object.keys(c.values)) });
     changes.push(await stageUpdate(w, ctx, batch, stored, look, id, c));
   });
   const texts = stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
@@ -822,7 +837,10 @@ async function stagedUpdate(
       changeWhere,
     );
   w.indexLater(ctx);
-  await runBatch(w, ctx, batch, "change", stored.read, !!options.precondition);
+  await runBatch(w, ctx, batch, "change", stored.read, !!options.precondition, [], {
+    rows: written,
+    bulk: !!options.bulk,
+  });
   return texts().map((json, k) => ({
     id: changes[k]!.id as number,
     record: json === undefined ? changes[k]!.postchange! : JSON.parse(json),

@@ -26,6 +26,13 @@ import { viewableRefs } from "../../../core/auth/restrict";
 import { resolveTags, setTags } from "../../../core/models/define";
 import { takeRestoreId } from "../../../core/changes/restore-id";
 import { partialClash } from "../schema/constraints";
+import {
+  clashExplainer,
+  explainClashes,
+  refusedByKeyOf,
+  type UniqueKey,
+  type WrittenRow,
+} from "../../../core/models/unique-clash";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
@@ -232,6 +239,18 @@ export function writer(shape: Shape, read: Reader): Writer {
     staged: stagedObjectWrites(w),
   };
 }
+
+/** A transaction's clash explanation (`uniqueChecked`): its reads run in the transaction. */
+const inTransaction = (ctx: WriteContext, rows: WrittenRow[]) => ({
+  orm: ctx.db as Orm,
+  rows,
+  bulk: false,
+  async read(reads: unknown[]) {
+    const out: unknown[] = [];
+    for (const r of reads) out.push(await (r as PromiseLike<unknown>));
+    return out;
+  },
+});
 
 /** The writes of one custom object type; its fields are what every write of the type shares. */
 export class ObjectWriter {
@@ -687,11 +706,48 @@ export class ObjectWriter {
   }
 
   /**
+   * The type's plain unique keys (its unique fields, its `unique_together` sets), each with its
+   * answer: a field's names it, a set's is given under each of its fields (decision 0087).
+   */
+  uniqueKeys(): UniqueKey[] {
+    const what = verboseName(this.cot);
+    const keys: UniqueKey[] = [];
+    const keyOf = (fields: FieldRow[]) =>
+      fields.map((f) => ({ key: valueColumn(f)!, column: this.shape.column(valueColumn(f)!) }));
+    for (const f of this.fields)
+      if (f.unique && valueColumn(f))
+        keys.push({
+          columns: keyOf([f]),
+          answer: { [f.name]: [`${what} with this ${f.name} already exists.`] },
+        });
+    for (const set of this.cot.uniqueTogether ?? []) {
+      const fields = set.map((n) => this.fields.find((f) => f.name === n));
+      if (fields.some((f) => !f || !valueColumn(f))) continue;
+      const message = `The fields ${set.join(", ")} must make a unique set.`;
+      keys.push({
+        columns: keyOf(fields as FieldRow[]),
+        answer: Object.fromEntries(set.map((n) => [n, [message]])),
+      });
+    }
+    return keys;
+  }
+
+  /**
    * A unique index refusing a value becomes a 400 on that field, thrown from inside the
    * resource so bulk requests report it per item. SQLite only undoes the failed statement,
-   * so the transaction goes on and the other items are still checked.
+   * so the transaction goes on and the other items are still checked. Given the rows written
+   * (`written`) and how to read (`read`, on `orm`), every key they clash on is named, in one
+   * read on failure only (decision 0146); a partial key's refusal names that key alone.
    */
-  async uniqueChecked<T>(write: () => Promise<T>): Promise<T> {
+  async uniqueChecked<T>(
+    write: () => Promise<T>,
+    explain?: {
+      orm: Orm;
+      rows: WrittenRow[];
+      bulk: boolean;
+      read(reads: unknown[]): Promise<unknown[]>;
+    },
+  ): Promise<T> {
     const { cot, fields } = this;
     try {
       return await write();
@@ -700,26 +756,32 @@ export class ObjectWriter {
         verboseName: verboseName(cot),
         fieldForColumn: (c) => fields.find((x) => fieldColumns(x).includes(c))?.name ?? c,
       });
+      if (!(mapped instanceof ValidationError) || Array.isArray(mapped.fields)) throw e;
+      const answer = mapped.fields as Record<string, string[]>;
       // A compound key (unique_together) answers under each of its fields, not non_field_errors.
-      const compound =
-        mapped instanceof ValidationError && !Array.isArray(mapped.fields)
-          ? (mapped.fields as Record<string, string[]>).non_field_errors
-          : undefined;
+      const compound = answer.non_field_errors;
       const names = compound
         ? /^The fields (.+) must make a unique set\.$/.exec(compound[0] ?? "")?.[1]?.split(", ")
         : undefined;
       // a partial key (decision 0087) names its condition
-      const single =
-        mapped instanceof ValidationError && !Array.isArray(mapped.fields)
-          ? Object.entries(mapped.fields as Record<string, string[]>).find(([, m]) =>
-              /already exists\.$/.test(m[0] ?? ""),
-            )?.[0]
-          : undefined;
+      const single = Object.entries(answer).find(([, m]) =>
+        /already exists\.$/.test(m[0] ?? ""),
+      )?.[0];
       const clashed = names ?? (single ? [single] : []);
-      const partial = clashed.length ? partialClash(cot, fields, clashed, verboseName(cot)) : null;
+      if (!clashed.length) throw mapped;
+      const partial = partialClash(cot, fields, clashed, verboseName(cot));
       if (partial) throw partial;
+      const keys = this.uniqueKeys();
+      const named =
+        explain && refusedByKeyOf(keys, e)
+          ? await explainClashes(
+              clashExplainer(explain.orm, this.table as never, keys, explain.rows, explain.bulk),
+              (reads) => explain.read(reads),
+            )
+          : null;
+      if (named) throw named;
       if (names) throw new ValidationError(Object.fromEntries(names.map((n) => [n, compound!])));
-      throw mapped instanceof ValidationError ? mapped : e;
+      throw mapped;
     }
   }
 
@@ -881,13 +943,15 @@ export class ObjectWriter {
     const params = this.insertParams(values, nowIso());
     // a reverted delete puts the object back under its old id (decision 0088)
     const restoreId = takeRestoreId(ctx, APP_LABEL, this.slug);
-    const [row] = (await this.uniqueChecked(async () =>
-      restoreId === undefined
-        ? this.insertQuery.with(ctx.db, params, ctx.services.db.orm)
-        : await ctx.db
-            .insert(this.table)
-            .values({ ...params, id: restoreId } as any)
-            .returning(this.read.rowColumns as any),
+    const [row] = (await this.uniqueChecked(
+      async () =>
+        restoreId === undefined
+          ? this.insertQuery.with(ctx.db, params, ctx.services.db.orm)
+          : await ctx.db
+              .insert(this.table)
+              .values({ ...params, id: restoreId } as any)
+              .returning(this.read.rowColumns as any),
+      inTransaction(ctx, [{ id: null, values: params }]),
     )) as Record<string, any>[];
     await this.afterInsert(ctx, row!, multi, tagIds);
     const [record] = await this.read.serialize(ctx, [row!]);
@@ -943,10 +1007,14 @@ export class ObjectWriter {
     // would be "set" to the inherited function.
     const assignments = Object.keys(values).map((col) => sql`${ident(col)} = ${values[col]}`);
     assignments.push(sql`"last_updated" = ${editStamp()}`);
-    await this.uniqueChecked(() =>
-      ctx.db.run(
-        sql`UPDATE ${ident(tableName(this.cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`,
-      ),
+    await this.uniqueChecked(
+      () =>
+        ctx.db.run(
+          sql`UPDATE ${ident(tableName(this.cot.id))} SET ${sql.join(assignments, sql`, `)} WHERE id = ${id}`,
+        ),
+      inTransaction(ctx, [
+        { id, values: { ...existing, ...values }, touched: new Set(Object.keys(values)) },
+      ]),
     );
     await this.writeLinks(ctx, id, multi);
     if (tagIds) await setTags(ctx, this.cot.objectTypeId!, id, tagIds);
