@@ -28,8 +28,9 @@ for (const backend of ["local", "remote"] as const) {
       for (let i = 0; i < 4; i++)
         await create(t(), "beta", { name: `shared-b${i}`, note: "secretbeta" });
       await flushSearchIndexesNow(servicesOf(t().app));
-      viewer = (await userWith(t(), `alpha-viewer-${backend}`, [[["view"], "custom_objects.alpha", null]]))
-        .token;
+      viewer = (
+        await userWith(t(), `alpha-viewer-${backend}`, [[["view"], "custom_objects.alpha", null]])
+      ).token;
       narrow = (
         await userWith(t(), `alpha-narrow-${backend}`, [
           [["view"], "custom_objects.alpha", { name: "shared-a1" }],
@@ -105,10 +106,10 @@ for (const backend of ["local", "remote"] as const) {
           if (r.status >= 500) throw new Error(`${path}: ${r.status} ${JSON.stringify(r.body)}`);
           expect(r.status < 500).toBe(true);
           expect(JSON.stringify(r.body)).not.toContain("shared-b");
-          if (r.status === 200 && needle === encodeURIComponent("shared OR secretbeta")) expect(r.body.count).toBe(0);
+          if (r.status === 200 && needle === encodeURIComponent("shared OR secretbeta"))
+            expect(r.body.count).toBe(0);
         }
       }
     });
   });
 }
-
