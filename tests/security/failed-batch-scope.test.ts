@@ -31,20 +31,21 @@ describe("a constrained write losing a race", () => {
 
   /** Runs `mine` with its first batch matching `match` held while `theirs` runs to the end. */
   async function lose<T>(match: RegExp, mine: () => Promise<T>, theirs: () => Promise<unknown>) {
+    const proxy = on.proxy!;
     let first = true;
-    on.proxy.hold((statements) => {
+    proxy.hold((statements) => {
       if (!first || !statements.some((s) => match.test(s))) return false;
       first = false;
       return true;
     });
     try {
       const running = mine();
-      await waitFor(() => on.proxy.held === 1);
+      await waitFor(() => proxy.held === 1);
       await theirs(); // not held: only the first matching batch is
-      on.proxy.release();
+      proxy.release();
       return await running;
     } finally {
-      on.proxy.release();
+      proxy.release();
     }
   }
   const hidden = ["n-secret", "elsewhere"];
