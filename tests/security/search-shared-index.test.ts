@@ -64,6 +64,15 @@ for (const backend of ["local", "remote"] as const) {
       const off = await get(`${CO}/alpha/?q=shared&limit=1&offset=1`, narrow);
       expect(off.body.count).toBe(1);
       expect(off.body.results).toEqual([]);
+      // whoever asks first, each count is the asker's (a count kept for one is not another's)
+      for (const [token, n] of [
+        [narrow, 1],
+        [viewer, 3],
+        [narrow, 1],
+        [undefined, 3],
+        [narrow, 1],
+      ] as const)
+        expect((await get(`${CO}/alpha/?q=hared-a&limit=1`, token)).body.count).toBe(n);
     });
 
     const hostile = [
@@ -110,6 +119,41 @@ for (const backend of ["local", "remote"] as const) {
             expect(r.body.count).toBe(0);
         }
       }
+    });
+
+    test("rows not indexed yet (pending) are held to the same type and constraints", async () => {
+      await create(t(), "beta", { name: "pending-b", note: "pending-note" });
+      await create(t(), "alpha", { name: "pending-a", note: "pending-note" });
+      for (const [path, token, n] of [
+        ["?q=pending", viewer, 1],
+        ["?q=pending", narrow, 0],
+        ["?note__ic=pending-note", viewer, 1],
+        ["?note__ic=pending-note", narrow, 0],
+      ] as const) {
+        const r = await get(`${CO}/alpha/${path}`, token);
+        expect(r.body.count).toBe(n);
+        expect(JSON.stringify(r.body)).not.toContain("pending-b");
+      }
+    });
+
+    test("paging the index's answer at hostile offsets and limits never errs", async () => {
+      for (const offset of [
+        "0",
+        "2",
+        "1000000",
+        "999999999999999",
+        "9007199254740993",
+        "-1",
+        "1e3",
+      ])
+        for (const limit of ["1", "0", "1000", "9007199254740993", "-5"]) {
+          const r = await get(`${CO}/alpha/?q=shared&offset=${offset}&limit=${limit}`, viewer);
+          if (r.status >= 500) throw new Error(`${offset}/${limit}: ${JSON.stringify(r.body)}`);
+          if (r.status === 200) {
+            expect(r.body.count).toBe(3);
+            expect(JSON.stringify(r.body)).not.toContain("shared-b");
+          }
+        }
     });
   });
 }
