@@ -23,6 +23,8 @@ for (const backend of ["local", "remote"] as const)
       let app: BackendApp;
       const t = () => app.t;
       let attacker: string;
+      /** Views every item and site (so reads deleted objects' records), writes only its own. */
+      let auditor: string;
       let vault: number;
       let serial = 0;
       beforeAll(async () => {
@@ -49,6 +51,17 @@ for (const backend of ["local", "remote"] as const)
         ).token;
       });
       afterAll(() => app.close());
+      beforeAll(async () => {
+        auditor = (
+          await userWith(t(), "auditor", [
+            [["view"], "custom_objects.items", null],
+            [["add", "change", "delete"], "custom_objects.items", { owner: "me" }],
+            [["view"], "dcim.site", null],
+            [["add", "change", "delete"], "dcim.site", { description: "mine" }],
+            [["view"], "core.objectchange", null],
+          ])
+        ).token;
+      });
 
       const lastChange = async () =>
         Number(
@@ -63,11 +76,9 @@ for (const backend of ["local", "remote"] as const)
         else forgetChange(services, change);
         expect(seenChange(services, change) !== undefined).toBe(mode === "remembered");
       };
-      const revert = async (change: number, query = "") => {
+      const revert = async (change: number, query = "", token = attacker) => {
         await prepare(change);
-        return t().json("POST", `/api/core/object-changes/${change}/revert/${query}`, {
-          token: attacker,
-        });
+        return t().json("POST", `/api/core/object-changes/${change}/revert/${query}`, { token });
       };
       const item = (owner: string, extra: Record<string, unknown> = {}) =>
         create(t(), "items", {
@@ -204,5 +215,94 @@ for (const backend of ["local", "remote"] as const)
         expect((await t().json("DELETE", `/api/dcim/sites/${gone}/`)).status).toBe(204);
         refused(await revert(await lastChange()), "c-before");
         expect((await t().json("GET", `/api/dcim/sites/${gone}/`)).status).toBe(404);
+      });
+
+      test("a delete put back by a caller who sees it but may add only inside constraints", async () => {
+        const o = await item("other", { note: "n-restore" });
+        expect((await t().json("DELETE", `${ITEMS}/${o.id}/`)).status).toBe(204);
+        const change = await lastChange();
+        for (const query of ["", "?force=true"]) {
+          const r = await revert(change, query, auditor);
+          expect(r.status, JSON.stringify(r.body)).toBe(403);
+          expect((await t().json("GET", `${ITEMS}/${o.id}/`)).status).toBe(404);
+        }
+        const s = await t().json("POST", "/api/dcim/sites/", {
+          body: { name: `rs-${++serial}`, slug: `rs-${serial}`, description: "other" },
+        });
+        expect((await t().json("DELETE", `/api/dcim/sites/${s.body.id}/`)).status).toBe(204);
+        const siteChange = await lastChange();
+        for (const query of ["", "?force=true"]) {
+          const r = await revert(siteChange, query, auditor);
+          expect(r.status, JSON.stringify(r.body)).toBe(403);
+          expect((await t().json("GET", `/api/dcim/sites/${s.body.id}/`)).status).toBe(404);
+        }
+      });
+
+      test("a delete put back with a link to an object the caller may not view", async () => {
+        const o = await item("me", { vault });
+        expect((await t().json("DELETE", `${ITEMS}/${o.id}/`)).status).toBe(204);
+        const change = await lastChange();
+        // what the same create answers when the caller sends it
+        const direct = await t().json("POST", `${ITEMS}/`, {
+          token: auditor,
+          body: { name: "direct", owner: "me", vault },
+        });
+        expect(direct.status).toBe(400);
+        const r = await revert(change, "", auditor);
+        // refused as the create is: the link names an unknown id, nothing more
+        expect(r.status, JSON.stringify(r.body)).toBe(409);
+        expect(r.body.detail).toContain(direct.body.vault[0]);
+        expect((await t().json("GET", `${ITEMS}/${o.id}/`)).status).toBe(404);
+        const text = JSON.stringify(r.body);
+        expect(text).not.toContain("launch-codes");
+        expect(text).not.toContain("/vault/");
+      });
+
+      test("a site put back with a tenant the caller may not view", async () => {
+        const tenant = await t().json("POST", "/api/tenancy/tenants/", {
+          body: { name: `hidden-tenant-${++serial}`, slug: `ht-${serial}` },
+        });
+        const site = await t().json("POST", "/api/dcim/sites/", {
+          body: {
+            name: `ts-${serial}`,
+            slug: `ts-${serial}`,
+            description: "mine",
+            tenant: tenant.body.id,
+          },
+        });
+        expect((await t().json("DELETE", `/api/dcim/sites/${site.body.id}/`)).status).toBe(204);
+        const change = await lastChange();
+        const direct = await t().json("POST", "/api/dcim/sites/", {
+          token: auditor,
+          body: { name: "direct", slug: "direct", description: "mine", tenant: tenant.body.id },
+        });
+        expect(direct.status).toBe(400);
+        for (const query of ["?dry_run=true", ""]) {
+          const r = await revert(change, query, auditor);
+          expect(r.status, JSON.stringify(r.body)).toBe(409);
+          expect(JSON.stringify(r.body)).not.toContain("hidden-tenant");
+        }
+        expect((await t().json("GET", `/api/dcim/sites/${site.body.id}/`)).status).toBe(404);
+      });
+
+      test("a read-only token reverts nothing, remembered record or not", async () => {
+        const reader = (
+          await userWith(
+            t(),
+            `reader-${++serial}`,
+            [
+              [["view", "add", "change", "delete"], "custom_objects.items", null],
+              [["view"], "core.objectchange", null],
+            ],
+            { writeEnabled: false },
+          )
+        ).token;
+        const o = await item("me");
+        const change = await patch(o.id, { size: 7 });
+        for (const query of ["?dry_run=true", "", "?force=true"]) {
+          const r = await revert(change, query, reader);
+          expect(r.status, JSON.stringify(r.body)).toBe(403);
+        }
+        expect(await now(o.id)).toMatchObject({ size: 7 });
       });
     });
