@@ -157,3 +157,58 @@ for (const backend of ["local", "remote"] as const) {
     });
   });
 }
+
+/**
+ * A type through the trash and back (its triggers dropped, every row pending, then its id and
+ * rows restored): no other type ever finds its rows, and restored it finds exactly its own.
+ */
+describe("a type trashed and restored", () => {
+  for (const backend of ["local", "remote"] as const)
+    test(backend, async () => {
+      const app = await appOn(backend, `search-trash-${backend}`);
+      try {
+        const t = app.t;
+        for (const slug of ["kept", "binned"]) {
+          const cot = await makeCot(t, slug);
+          await addField(t, cot.id, { name: "name", type: "text", primary: true });
+        }
+        for (let i = 0; i < 3; i++) await create(t, "binned", { name: `bin-item-${i}` });
+        await create(t, "kept", { name: "kept-item" });
+        await flushSearchIndexesNow(servicesOf(t.app));
+        const SCHEMA = `${CO}/schema`;
+        const doc = (await t.json("GET", `${SCHEMA}/export/?slug=binned`)).body;
+        const removed = await t.json("POST", `${SCHEMA}/apply/`, {
+          body: {
+            schema: { ...doc, types: [], removed_types: [{ slug: "binned" }] },
+            allow_destructive: true,
+          },
+        });
+        expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+        const viewer = (await userWith(t, "kept-viewer", [[["view"], "custom_objects.kept", null]]))
+          .token;
+        const kept = async () => {
+          for (const path of ["?q=bin-item", "?name__ic=bin-item", "?q=item"]) {
+            const r = await t.json("GET", `${CO}/kept/${path}`, { token: viewer });
+            expect(r.body.count).toBe(path === "?q=item" ? 1 : 0);
+            expect(JSON.stringify(r.body)).not.toContain("bin-item");
+          }
+        };
+        await kept();
+        await flushSearchIndexesNow(servicesOf(t.app));
+        await kept();
+        const entry = (await t.json("GET", `${SCHEMA}/trash/`)).body.results.find(
+          (e: { kind: string }) => e.kind === "type",
+        );
+        const restored = await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`);
+        expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+        for (let round = 0; round < 2; round++) {
+          await kept();
+          const r = await t.json("GET", `${CO}/binned/?q=bin-item`);
+          expect(r.body.count).toBe(3);
+          await flushSearchIndexesNow(servicesOf(t.app));
+        }
+      } finally {
+        await app.close();
+      }
+    });
+});
