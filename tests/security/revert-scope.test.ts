@@ -305,4 +305,33 @@ for (const backend of ["local", "remote"] as const)
         }
         expect(await now(o.id)).toMatchObject({ size: 7 });
       });
+
+      test("a site's update put back shows its hidden tenant by id alone", async () => {
+        const tenant = await t().json("POST", "/api/tenancy/tenants/", {
+          body: { name: `veiled-${++serial}`, slug: `veiled-${serial}` },
+        });
+        const site = await t().json("POST", "/api/dcim/sites/", {
+          body: {
+            name: `vs-${serial}`,
+            slug: `vs-${serial}`,
+            description: "mine",
+            comments: "c-1",
+            tenant: tenant.body.id,
+          },
+        });
+        const patched = await t().json("PATCH", `/api/dcim/sites/${site.body.id}/`, {
+          body: { comments: "c-2" },
+        });
+        expect(patched.status).toBe(200);
+        const change = await lastChange();
+        for (const query of ["?dry_run=true", ""]) {
+          const r = await revert(change, query);
+          expect(r.status, JSON.stringify(r.body)).toBe(200);
+          expect(JSON.stringify(r.body)).not.toContain("veiled");
+          expect(r.body.object.tenant).toEqual({ id: tenant.body.id });
+        }
+        expect((await t().json("GET", `/api/dcim/sites/${site.body.id}/`)).body.comments).toBe(
+          "c-1",
+        );
+      });
     });
