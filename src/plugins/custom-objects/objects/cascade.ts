@@ -422,16 +422,17 @@ export async function explainCascade(
   parents: number[],
   refuse: (
     target: { appLabel: string; model: string; id: number },
-    f: FieldRow,
+    holder: Pointer,
     by: number,
-  ) => Error,
+  ) => Promise<Error>,
   found = cascade.found,
 ): Promise<"transaction" | undefined> {
   const orm = ctx.services.db.orm;
   for (const x of found) {
     const { field, model } = x.level;
     const ids = x.rows.map((r) => Number(r.id));
-    for (const { field: f } of x.pointing) {
+    for (const holder of x.pointing) {
+      const f = holder.field;
       if (f.onDeleteBehavior !== "protect" || !ids.length) continue;
       const lt = hasLinkTable(f)
         ? ident(linkTableName(f.customObjectTypeId, f.id))
@@ -442,7 +443,11 @@ export async function explainCascade(
         sql`SELECT ${col} AS src, ${target} AS tgt FROM ${lt} WHERE ${linksInto(f, x.typeId, idList(ids))} LIMIT 1`,
       )) as Array<{ src: number; tgt: number }>;
       if (hit)
-        throw refuse({ appLabel: APP_LABEL, model: model.resource.model, id: hit.tgt }, f, hit.src);
+        throw await refuse(
+          { appLabel: APP_LABEL, model: model.resource.model, id: hit.tgt },
+          holder,
+          hit.src,
+        );
     }
     const now = parents.length
       ? ((await orm.all(

@@ -4,6 +4,7 @@
  * (cascade), or the delete is refused with 409 (protect).
  */
 import { sql } from "drizzle-orm";
+import { viewableRefs } from "../../../core/auth/restrict";
 import { ApiError } from "../../../core/errors";
 import { deleteWithHooks } from "../../../core/rest/handlers";
 import type { DeleteHook, StagedHook, WriteContext } from "../../../core/context";
@@ -62,7 +63,8 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
           sql`SELECT source_id FROM ${lt} WHERE ${where} LIMIT 1`,
         )) as { source_id: number }[];
         if (!hit) continue;
-        if (f.onDeleteBehavior === "protect") throw protectedError(target, f, hit.source_id);
+        if (f.onDeleteBehavior === "protect")
+          throw await protectedError(ctx, target, { field: f, model }, hit.source_id);
         // multiobject links simply go away (cascade would delete whole objects for one link)
         await ctx.db.run(sql`DELETE FROM ${lt} WHERE ${where}`);
         continue;
@@ -70,7 +72,8 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
       const t = ident(tableName(cotId));
       const rows = (await ctx.db.all(sql`SELECT id FROM ${t} WHERE ${where}`)) as { id: number }[];
       if (!rows.length) continue;
-      if (f.onDeleteBehavior === "protect") throw protectedError(target, f, rows[0]!.id);
+      if (f.onDeleteBehavior === "protect")
+        throw await protectedError(ctx, target, { field: f, model }, rows[0]!.id);
       if (f.onDeleteBehavior === "cascade") {
         const ownType = model.cot.objectTypeId!;
         for (const r of rows) {
@@ -172,14 +175,15 @@ function stageOnDelete(
     if (resolved && resolved !== "transaction") cascade = resolved;
     const covered = new Set(cascade?.found.map((x) => x.level.field) ?? []);
     const watched = fields.filter(({ field: f }) => !hasLinkTable(f) && holdsOn(f));
-    const explainOne = async (f: FieldRow) => {
+    const explainOne = async (holder: Holder) => {
+      const f = holder.field;
       const where = linkCondition(f, ot.id, target.id);
       const t = ident(tableName(f.customObjectTypeId));
       const [hit] = (await orm.all(sql`SELECT id FROM ${t} WHERE ${where} LIMIT 1`)) as {
         id: number;
       }[];
       if (!hit) return undefined;
-      if (f.onDeleteBehavior === "protect") throw protectedError(target, f, hit.id);
+      if (f.onDeleteBehavior === "protect") throw await protectedError(ctx, target, holder, hit.id);
       return "transaction" as const;
     };
     return {
@@ -188,24 +192,29 @@ function stageOnDelete(
         writeTargetLinks(ctx, batch, fields, ot.id, target.id, cascade);
       },
       async explain() {
-        for (const { field: f } of fields) {
+        for (const holder of fields) {
+          const f = holder.field;
           if (hasLinkTable(f) && f.onDeleteBehavior === "protect") {
             const lt = ident(linkTableName(f.customObjectTypeId, f.id));
             const where = linkCondition(f, ot.id, target.id);
             const [hit] = (await orm.all(
               sql`SELECT source_id FROM ${lt} WHERE ${where} LIMIT 1`,
             )) as { source_id: number }[];
-            if (hit) throw protectedError(target, f, hit.source_id);
+            if (hit) throw await protectedError(ctx, target, holder, hit.source_id);
           }
         }
-        for (const { field: f } of watched)
-          if (f.onDeleteBehavior === "protect" && (await explainOne(f))) return "transaction";
+        for (const holder of watched)
+          if (holder.field.onDeleteBehavior === "protect" && (await explainOne(holder)))
+            return "transaction";
         if (cascade) {
-          const below = await explainCascade(ctx, cascade, ot.id, [target.id], protectedError);
+          const refuse = (to: ProtectedTarget, holder: Holder, by: number) =>
+            protectedError(ctx, to, holder, by);
+          const below = await explainCascade(ctx, cascade, ot.id, [target.id], refuse);
           if (below) return below;
         }
-        for (const { field: f } of watched)
-          if (!covered.has(f) && (await explainOne(f)) === "transaction") return "transaction";
+        for (const holder of watched)
+          if (!covered.has(holder.field) && (await explainOne(holder)) === "transaction")
+            return "transaction";
         return undefined;
       },
     };
@@ -253,14 +262,39 @@ function writeTargetLinks(
   }
 }
 
-function protectedError(
-  target: { appLabel: string; model: string; id: number },
-  f: FieldRow,
+/** An object a delete takes (its target or one it cascades to), as a protect refusal names it. */
+type ProtectedTarget = { appLabel: string; model: string; id: number };
+/** A custom object field linking to the deleted type, and its type's model. */
+type Holder = { field: FieldRow; model: CotModel };
+
+/**
+ * The 409 of a `protect` link. The linking object (its type, field and id) and an object the
+ * delete cascades to are named only where the caller may view them, as the host models' refusal
+ * counts what it may not name (`dependants.ts`, §4): a type the caller may not view is not told.
+ */
+async function protectedError(
+  ctx: WriteContext,
+  target: ProtectedTarget,
+  holder: Holder,
   byId: number,
-) {
+): Promise<ApiError> {
+  const f = holder.field;
+  const { appLabel, model } = holder.model.resource;
+  const may = async (app: string, m: string, id: number) =>
+    (await viewableRefs(ctx, ctx.auth, app, m, [id])).has(id);
+  const what = (await may(target.appLabel, target.model, target.id))
+    ? `${target.appLabel}.${target.model} ${target.id}`
+    : "an object this delete cascades to";
+  if (!(await may(appLabel, model, byId)))
+    return ApiError.detail(
+      409,
+      `Cannot delete ${what}: another object still links to it. Delete or change it first.`,
+      "protected",
+      { protected_objects: [] },
+    );
   return ApiError.detail(
     409,
-    `Cannot delete ${target.appLabel}.${target.model} ${target.id}: field "${f.name}" (on_delete_behavior "protect") of custom object type ${f.customObjectTypeId} still links to it from object ${byId}.`,
+    `Cannot delete ${what}: field "${f.name}" (on_delete_behavior "protect") of custom object type ${f.customObjectTypeId} still links to it from object ${byId}.`,
     "protected",
     {
       protected_objects: [

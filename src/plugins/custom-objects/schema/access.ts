@@ -8,7 +8,7 @@ import { admitted, restrictWhere } from "../../../core/auth/restrict";
 import type { Action } from "../../../core/auth/permissions";
 import type { AuthState } from "../../../core/context";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
-import { inArray, sql, type SQL } from "drizzle-orm";
+import { and, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { customObjectTypes } from "../../../db/schema";
 import { cotModel } from "../types/api";
@@ -27,6 +27,22 @@ export async function cotsAllowed(
     ids,
     await restrictWhere(ctx, auth, action, cotModel.resource),
   );
+}
+
+/** Among `slugs`, those of types the caller may view (no read where their view is not limited). */
+export async function cotSlugsViewable(
+  ctx: ReadContext,
+  auth: AuthState,
+  slugs: string[],
+): Promise<Set<string>> {
+  if (!slugs.length) return new Set();
+  const where = await restrictWhere(ctx, auth, "view", cotModel.resource);
+  if (!where) return new Set(slugs);
+  const rows = await ctx.db
+    .select({ slug: customObjectTypes.slug })
+    .from(customObjectTypes)
+    .where(and(inArray(customObjectTypes.slug, slugs), where));
+  return new Set(rows.map((r) => r.slug));
 }
 
 /** 403 unless the caller may `action` every one of the types (by id); names only their slugs. */

@@ -7,11 +7,22 @@ import { eq, inArray, sql } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ApiError, ValidationError, forbidden } from "../../../core/errors";
-import { type NameHolder, refuseHidden, refuseTakenNames, withoutHidden } from "./access";
+import {
+  cotSlugsViewable,
+  type NameHolder,
+  refuseHidden,
+  refuseTakenNames,
+  withoutHidden,
+} from "./access";
 import { codename } from "../../../core/auth/permissions";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
-import { validateField, type CotDraft, type FieldDraft } from "../types/definitions";
+import {
+  TARGETS_CHECKED,
+  validateField,
+  type CotDraft,
+  type FieldDraft,
+} from "../types/definitions";
 import {
   addFields,
   alterField,
@@ -396,6 +407,39 @@ export function dependencyOrder(doc: SchemaDocument, graph: Map<string, Set<stri
   };
   for (const t of doc.types) visit(t.slug);
   return out;
+}
+
+/**
+ * Every type's references without the custom object types the document newly points at that the
+ * caller may not view: to them such a type does not exist, so a reference to it is unresolvable
+ * as one to an absent type, and no cycle runs through it (decision 0064: a reference to what the
+ * caller may not view answers as an unknown one). A target a field of the type already holds
+ * may be sent back (an exported document applied again).
+ */
+async function withoutHiddenTargets(
+  ctx: WriteContext,
+  doc: SchemaDocument,
+  db: Map<string, DbType>,
+  all: Map<string, string[]>,
+): Promise<Map<string, string[]>> {
+  const docSlugs = new Set(doc.types.map((t) => t.slug));
+  const wanted = new Set<string>();
+  for (const t of doc.types) {
+    const held = db.get(t.slug)?.canonical;
+    for (const f of t.fields) {
+      const stored = held?.get(f.id);
+      const kept = new Set(stored ? refsOf([stored]) : []);
+      for (const ref of refsOf([canonicalFromEntry(f)])) {
+        const slug = cotSlugOf(ref);
+        if (slug !== null && !docSlugs.has(slug) && all.has(slug) && !kept.has(ref))
+          wanted.add(slug);
+      }
+    }
+  }
+  const viewable = await cotSlugsViewable(ctx, ctx.auth, [...wanted]);
+  const hidden = [...wanted].filter((slug) => !viewable.has(slug));
+  if (!hidden.length) return all;
+  return new Map([...all].filter(([slug]) => !hidden.includes(slug)));
 }
 
 async function unresolvable(
@@ -861,7 +905,13 @@ export async function checkApply(
       },
     );
   }
-  const all = references ?? (await loadReferences(ctx.db, ctx.services.objectTypes));
+  const all = await withoutHiddenTargets(
+    ctx,
+    document,
+    db,
+    references ?? (await loadReferences(ctx.db, ctx.services.objectTypes)),
+  );
+  ctx.scratch.set(TARGETS_CHECKED, true);
   const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle)

@@ -36,7 +36,8 @@ import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
-import { cotsAllowed } from "../schema/access";
+import { cotSlugsViewable, cotsAllowed } from "../schema/access";
+import { slotKey } from "../../../core/slots";
 
 export type FieldDraft = Omit<
   FieldRow,
@@ -267,12 +268,25 @@ async function resolveRelatedTypes(check: FieldCheck) {
 }
 
 /** An object type by any of its spellings; one the same batch creates by its label. */
-async function targetOf({ ctx, pending }: FieldCheck, value: unknown) {
+async function targetOf({ ctx, pending, existing }: FieldCheck, value: unknown) {
   const label = pending && typeof value === "string" ? parseLabel(value) : null;
   const id = label?.appLabel === APP_LABEL ? pending?.get(label.model) : undefined;
   if (label && id !== undefined) return { id, appLabel: label.appLabel, model: label.model };
-  return ctx.services.objectTypes.resolve(value, ctx.db);
+  const ot = await ctx.services.objectTypes.resolve(value, ctx.db);
+  if (!ot || ot.appLabel !== APP_LABEL || ctx.scratch.get(TARGETS_CHECKED)) return ot;
+  // a custom object type the caller may not view is unknown to them (0064), unless the field
+  // already points at it (sent back unchanged)
+  const held =
+    existing?.relatedObjectTypeId === ot.id || existing?.relatedObjectTypeIds.includes(ot.id);
+  if (held || (await cotSlugsViewable(ctx, ctx.auth, [ot.model])).has(ot.model)) return ot;
+  return undefined;
 }
+
+/**
+ * Set on a write whose schema apply has already held the custom object types its fields point
+ * at to the caller's view (`withoutHiddenTargets`): its fields are not checked again one by one.
+ */
+export const TARGETS_CHECKED = slotKey<true>("custom-objects.targets-checked");
 
 /** `related_object_types` of a polymorphic field: a non-empty list of linkable types. */
 async function resolvePolymorphicTargets(check: FieldCheck) {
