@@ -169,6 +169,70 @@ function suite(mode: Mode) {
       expect(again.body.conflicts[0].reason).toBe("object_exists");
     });
 
+    test("a custom object's delete put back under its id: its site and tags nested, 2 round trips", async () => {
+      const o = await thing("d-first");
+      const before = await t().json("GET", `${CO}/rfthing/${o}/`);
+      expect((await t().req("DELETE", `${CO}/rfthing/${o}/`)).status).toBe(204);
+      const deleted = await lastChange();
+      const back = await revert("object restored", deleted, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.trips).toBe(2);
+      const now = await t().json("GET", `${CO}/rfthing/${o}/`);
+      expect(strip(now.body)).toEqual(strip(before.body));
+      expect(back.body.object).toEqual(now.body);
+      const written = await t().json("GET", `/api/core/object-changes/${back.body.change}/`);
+      expect(written.body.postchange_data).toEqual(now.body);
+      const again = await revert("object restored again", deleted, {});
+      expect(again.status, JSON.stringify(again.body)).toBe(409);
+      expect(again.body.conflicts[0].reason).toBe("object_exists");
+      // its title taken since: the ordinary answer, nothing restored
+      const p = await thing("d-taken");
+      expect((await t().req("DELETE", `${CO}/rfthing/${p}/`)).status).toBe(204);
+      const gone = await lastChange();
+      const rival = await thing("d-taken");
+      const taken = await revert("object title taken", gone, {});
+      expect(taken.status, JSON.stringify(taken.body)).toBe(409);
+      expect(taken.body.conflicts).toEqual([
+        expect.objectContaining({ reason: "unique", field: "title" }),
+      ]);
+      expect((await t().json("GET", `${CO}/rfthing/${p}/`)).status).toBe(404);
+      expect((await t().req("DELETE", `${CO}/rfthing/${rival}/`)).status).toBe(204);
+      // its site renamed since: shown as it is now
+      const s = await site();
+      const q = (await create(t(), "rfthing", { title: "d-sited", site: s, tags: [tag] })).id;
+      expect((await t().req("DELETE", `${CO}/rfthing/${q}/`)).status).toBe(204);
+      const sited = await lastChange();
+      await patch(`/api/dcim/sites/${s}/`, { name: `rf d renamed ${s}` });
+      const renamed = await revert("object restored, site renamed", sited, {});
+      expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+      expect(renamed.body.object.site.display).toBe(`rf d renamed ${s}`);
+      // its site gone since: a conflict on the field (forced: restored without it)
+      const r = (await create(t(), "rfthing", { title: "d-orphan", site: s })).id;
+      expect((await t().req("DELETE", `${CO}/rfthing/${r}/`)).status).toBe(204);
+      const orphan = await lastChange();
+      expect((await t().req("DELETE", `/api/dcim/sites/${s}/`)).status).toBe(204);
+      const refused = await revert("object's site gone", orphan, {});
+      expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+      expect(refused.body.conflicts[0].reason).toBe("target_gone");
+      const forced = await revert("object's site gone, forced", orphan, { query: "?force=true" });
+      expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+      expect(forced.body.object.site).toBe(null);
+      const adder = (
+        await userWith(t(), `rf-thing-adder-${o}`, [
+          [["view"], "custom_objects.rfthing", null],
+          [["view"], "dcim.site", null],
+          [["view"], "extras.tag", null],
+          [["add"], "custom_objects.rfthing", { title: "nothing like it" }],
+          [["view"], "core.objectchange", null],
+        ])
+      ).token;
+      expect((await t().req("DELETE", `${CO}/rfthing/${o}/`)).status).toBe(204);
+      const again2 = await lastChange();
+      const outside = await revert("object restore outside add", again2, { token: adder });
+      expect(outside.status, JSON.stringify(outside.body)).toBe(403);
+      expect((await t().json("GET", `${CO}/rfthing/${o}/`)).status).toBe(404);
+    });
+
     test("a delete put back after its tenant was renamed, or its slug taken: the ordinary answers", async () => {
       const n = ++serial;
       const tenant = await t().json("POST", "/api/tenancy/tenants/", {
