@@ -483,4 +483,20 @@ describe("a read-free revert raced between the record's read and its batch", () 
     expect([now.title, now.note]).toEqual(["fourth", "m"]);
     expect(await sinceCount("custom_objects.rrthing", o.id, fourth)).toBe(1);
   });
+  test("a custom object's delete put back while its site is deleted: 409, nothing restored", async () => {
+    const cot = await makeCot(t(), "rdthing");
+    await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+    await addField(t(), cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
+    const s = await t().json("POST", "/api/dcim/sites/", { body: { name: "rd", slug: "rd" } });
+    const o = await create(t(), "rdthing", { title: "kept", site: s.body.id });
+    expect((await t().req("DELETE", `${CO}/rdthing/${o.id}/`)).status).toBe(204);
+    const change = await lastChange();
+    const r = await racing(/^insert into "co_\d+"/i, change, async () => {
+      expect((await t().req("DELETE", `/api/dcim/sites/${s.body.id}/`)).status).toBe(204);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.conflicts).toEqual([expect.objectContaining({ reason: "target_gone" })]);
+    expect((await t().json("GET", `${CO}/rdthing/${o.id}/`)).status).toBe(404);
+    expect(await sinceCount("custom_objects.rdthing", o.id, change)).toBe(0);
+  });
 });
