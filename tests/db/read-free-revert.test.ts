@@ -233,6 +233,73 @@ function suite(mode: Mode) {
       expect((await t().json("GET", `${CO}/rfthing/${o}/`)).status).toBe(404);
     });
 
+    test("a site's and a custom object's create put back (deleted): 2 round trips either way", async () => {
+      const s = await site();
+      const made = await lastChange();
+      const gone = await revert("site created", made, {});
+      expect(gone.status, JSON.stringify(gone.body)).toBe(200);
+      expect(gone.trips).toBe(2);
+      expect(gone.body).toMatchObject({ action: "delete", object: null });
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(404);
+      const written = await t().json("GET", `/api/core/object-changes/${gone.body.change}/`);
+      const created = await t().json("GET", `/api/core/object-changes/${made}/`);
+      expect(written.body.prechange_data).toEqual(created.body.postchange_data);
+      const again = await revert("site created again", made, {});
+      expect(again.status, JSON.stringify(again.body)).toBe(409);
+      expect(again.body.conflicts[0].reason).toBe("object_gone");
+      const o = await thing("k-first");
+      const thingMade = await lastChange();
+      const back = await revert("object created", thingMade, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.trips).toBe(2);
+      expect((await t().json("GET", `${CO}/rfthing/${o}/`)).status).toBe(404);
+      // changed since: the ordinary answer
+      const p = await thing("k-second");
+      const pMade = await lastChange();
+      await patch(`${CO}/rfthing/${p}/`, { count: 3 });
+      const later = await revert("object created, changed since", pMade, {});
+      expect(later.status, JSON.stringify(later.body)).toBe(409);
+      expect(later.body.conflicts[0].reason).toBe("later_change");
+    });
+
+    test("a create put back where a protected dependant links to it: 409, nothing deleted", async () => {
+      const s = await site();
+      const made = await lastChange();
+      const cot = await makeCot(t(), "rfkeep");
+      await addField(t(), cot.id, { name: "name", type: "text", primary: true });
+      await addField(t(), cot.id, {
+        name: "home",
+        type: "object",
+        related_object_type: "dcim.site",
+        on_delete_behavior: "protect",
+      });
+      // the fields pointing at sites are kept by now (a delete learns them)
+      const warm = await site();
+      expect((await t().req("DELETE", `/api/dcim/sites/${warm}/`)).status).toBe(204);
+      const keeper = await create(t(), cot.slug, { name: "keeper", home: s });
+      const r = await revert("site created, protected", made, {});
+      expect(r.status, JSON.stringify(r.body)).toBe(409);
+      expect(r.body.error).toBe("protected");
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(200);
+      expect((await t().req("DELETE", `${CO}/${cot.slug}/${keeper.id}/`)).status).toBe(204);
+      const done = await revert("site created, dependant gone", made, {});
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      expect(done.trips).toBe(2);
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(404);
+      const deleter = (
+        await userWith(t(), `rf-deleter-${s}`, [
+          [["view"], "dcim.site", null],
+          [["delete"], "dcim.site", { description: "nothing like it" }],
+          [["view"], "core.objectchange", null],
+        ])
+      ).token;
+      const other = await site();
+      const otherMade = await lastChange();
+      const outside = await revert("site created, outside delete", otherMade, { token: deleter });
+      expect(outside.status, JSON.stringify(outside.body)).toBe(403);
+      expect((await t().json("GET", `/api/dcim/sites/${other}/`)).status).toBe(200);
+    });
+
     test("a delete put back after its tenant was renamed, or its slug taken: the ordinary answers", async () => {
       const n = ++serial;
       const tenant = await t().json("POST", "/api/tenancy/tenants/", {

@@ -1110,6 +1110,69 @@ async function assumedTargets(w: ObjectWriter, ctx: WriteContext, input: ApiReco
   return { targets, guards };
 }
 
+/**
+ * `StagedWrites.deleteAssumed` (decision 0139): one object deleted with no read, as the caller
+ * states it. The batch proves it: the type's shape, the caller's delete constraints on the row,
+ * the delete hooks' guards, the row's stamp as assumed (the DELETE removes a row or fails the
+ * batch). Null where something must be read first (a hook's, rules not cached).
+ */
+async function stagedDeleteAssumed(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  item: { id: number; stamp: string; before: ApiRecord },
+  options: StagedOptions,
+): Promise<"deleted" | "refused" | null> {
+  if (options.check || options.admit) return null;
+  const target = {
+    appLabel: APP_LABEL,
+    model: w.slug,
+    id: item.id,
+    objectTypeId: w.cot.objectTypeId ?? undefined,
+  };
+  const hooks = ctx.services.deleteHooks.map((h) => h.stageAssumed?.(ctx, target) ?? null);
+  if (hooks.some((h) => !h)) return null;
+  const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", options.resource);
+  const phase = new ReadPhase();
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  if (phase.size) return null;
+  await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const row = sql`${w.table.id} IN (${item.id})`;
+  if (deleteWhere) stagePermission(w, ctx, batch, row, 1, deleteWhere);
+  for (const hook of hooks) hook!.write(batch);
+  const orm = ctx.services.db.orm;
+  for (const f of w.fields)
+    if (w.shape.storage(f) === "links")
+      batch.add(
+        orm.run(
+          sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${item.id}`,
+        ),
+      );
+  batch.add(
+    orm.run(
+      sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${item.id} AND last_updated = ${item.stamp}`,
+    ),
+  );
+  batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+  const change: StagedChange = {
+    action: "delete",
+    id: item.id,
+    prechange: item.before,
+    postchange: null,
+  };
+  stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [change]);
+  try {
+    await batch.run(ctx);
+  } catch (e) {
+    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
+      return "refused";
+    throw e;
+  }
+  w.indexLater(ctx);
+  return "deleted";
+}
+
 /** The input's columns, converted with nothing read; null where that is not so (or refused). */
 async function convertAssumed(
   w: ObjectWriter,
@@ -1224,6 +1287,7 @@ export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
     updateAssumed: (ctx, item, options) => stagedUpdateAssumed(w, ctx, item, options),
     createAssumed: (ctx, item, options) => stagedCreateAssumed(w, ctx, item, options),
+    deleteAssumed: (ctx, item, options) => stagedDeleteAssumed(w, ctx, item, options),
     tagEdits: true,
   };
 }
