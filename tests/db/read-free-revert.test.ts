@@ -566,4 +566,43 @@ describe("a read-free revert raced between the record's read and its batch", () 
     expect((await t().json("GET", `${CO}/rdthing/${o.id}/`)).status).toBe(404);
     expect(await sinceCount("custom_objects.rdthing", o.id, change)).toBe(0);
   });
+  test("a create put back while a protected dependant is made, or the object changed: 409, kept", async () => {
+    const cot = await makeCot(t(), "rpkeep");
+    await addField(t(), cot.id, { name: "name", type: "text", primary: true });
+    await addField(t(), cot.id, {
+      name: "home",
+      type: "object",
+      related_object_type: "dcim.site",
+      on_delete_behavior: "protect",
+    });
+    const site = async (slug: string) => {
+      const r = await t().json("POST", "/api/dcim/sites/", { body: { name: slug, slug } });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      return r.body.id as number;
+    };
+    // a delete of a site learns the fields pointing at sites (as after the first on a process)
+    expect((await t().req("DELETE", `/api/dcim/sites/${await site("rp-warm")}/`)).status).toBe(204);
+    const s = await site("rp-kept");
+    const made = await lastChange();
+    const r = await racing(/^delete from "sites"/i, made, async () => {
+      const keeper = await create(t(), "rpkeep", { name: "keeper", home: s });
+      expect(keeper.id).toBeGreaterThan(0);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.error).toBe("protected");
+    expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(200);
+    expect(await sinceCount("dcim.site", s, made)).toBe(0);
+    const o = await site("rp-changed");
+    const oMade = await lastChange();
+    const changed = await racing(/^delete from "sites"/i, oMade, async () => {
+      const rival = await t().json("PATCH", `/api/dcim/sites/${o}/`, {
+        body: { description: "kept" },
+      });
+      expect(rival.status).toBe(200);
+    });
+    expect(changed.status, JSON.stringify(changed.body)).toBe(409);
+    expect(changed.body.conflicts[0].reason).toBe("later_change");
+    expect((await t().json("GET", `/api/dcim/sites/${o}/`)).body.description).toBe("kept");
+    expect(await sinceCount("dcim.site", o, oMade)).toBe(1);
+  });
 });
