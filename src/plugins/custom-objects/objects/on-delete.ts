@@ -92,9 +92,10 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
 
 /**
  * The hook in a delete with no read (decision 0139): the fields pointing at the target's type as
- * kept, proven by a guard in the batch; links dropped and set to null, protected ones guarded
- * (a failed guard: the caller deletes the ordinary way, whose `explain` reads what links). Null
- * where the fields are not kept yet, or a cascade would have to read the objects it takes.
+ * kept, proven by a guard in the batch; links dropped and set to null; protected and cascading
+ * ones guarded that nothing links through them (a cascade with objects to take must read them: the
+ * guard fails, and the caller deletes the ordinary way, whose reads take or name them). Null
+ * where the fields are not kept yet.
  */
 function assumedOnDelete(
   registry: CotRegistry,
@@ -108,8 +109,6 @@ function assumedOnDelete(
   const guarded = ot ? registry.linkingGuarded(ot.id) : null;
   if (!ot || !guarded) return null;
   const fields = guarded.fields;
-  if (fields.some(({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade"))
-    return null;
   return {
     write(batch: WriteBatch) {
       batch.add(guarded.guard(ctx.services.db.orm));
