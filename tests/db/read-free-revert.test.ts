@@ -317,6 +317,7 @@ function suite(mode: Mode) {
       const alone = await revert("site created, nothing to cascade", loneMade, {});
       expect(alone.status, JSON.stringify(alone.body)).toBe(200);
       expect(alone.trips).toBe(2);
+      expect((await t().json("GET", `/api/dcim/sites/${lone}/`)).status).toBe(404);
       const s = await site();
       const made = await lastChange();
       const tail = await create(t(), "rftail", { name: "tail", head: s });
