@@ -112,6 +112,24 @@ dropTags.stage = (ctx, _phase, target) => async () => {
   };
 };
 
+// with no read (a create's revert, decision 0139): where the object's type is known to the process
+dropTags.stageAssumed = (ctx, target) => {
+  const ot =
+    target.objectTypeId !== undefined
+      ? { id: target.objectTypeId }
+      : ctx.services.objectTypes.cached(target.appLabel, target.model);
+  if (!ot) return null;
+  return {
+    write(batch) {
+      batch.add(
+        ctx.services.db.orm
+          .delete(taggedItems)
+          .where(and(eq(taggedItems.objectTypeId, ot.id), eq(taggedItems.objectId, target.id))),
+      );
+    },
+  };
+};
+
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 export async function createApp(deps: AppDeps): Promise<App> {

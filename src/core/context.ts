@@ -267,6 +267,17 @@ export interface StagedWrites {
     item: { id: number; input: ApiRecord },
     options: StagedOptions,
   ): Promise<StagedWritten | "refused" | null>;
+  /**
+   * One object deleted with no read (a revert of its create, decision 0139): `before` is the
+   * object as the caller states it (its change record), `stamp` its `last_updated`; the batch
+   * proves it (the DELETE conditioned on the stamp, the caller's delete constraints, the delete
+   * hooks' guards). "deleted", or null and "refused" as `updateAssumed` answers them.
+   */
+  deleteAssumed?(
+    ctx: WriteContext,
+    item: { id: number; stamp: string; before: ApiRecord },
+    options: StagedOptions,
+  ): Promise<"deleted" | "refused" | null>;
 }
 
 /** `StagedWrites.updateAssumed`'s object: the fields to write and the object as assumed now. */
@@ -389,6 +400,11 @@ export type DeleteHook = ((ctx: WriteContext, target: DeleteTarget) => Promise<v
    * without it keeps deletes in a transaction.
    */
   stage?: (ctx: WriteContext, phase: ReadPhase, target: DeleteTarget) => () => Promise<StagedHook>;
+  /**
+   * The hook in a delete with no read (a revert of a create, decision 0139): its part as batch
+   * statements alone, what it would have read proven by guards; null where it must read first.
+   */
+  stageAssumed?: (ctx: WriteContext, target: DeleteTarget) => StagedHook | null;
 };
 type DeleteTarget = {
   appLabel: string;

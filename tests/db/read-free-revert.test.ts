@@ -169,6 +169,164 @@ function suite(mode: Mode) {
       expect(again.body.conflicts[0].reason).toBe("object_exists");
     });
 
+    test("a custom object's delete put back under its id: its site and tags nested, 2 round trips", async () => {
+      const o = await thing("d-first");
+      const before = await t().json("GET", `${CO}/rfthing/${o}/`);
+      expect((await t().req("DELETE", `${CO}/rfthing/${o}/`)).status).toBe(204);
+      const deleted = await lastChange();
+      const back = await revert("object restored", deleted, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.trips).toBe(2);
+      const now = await t().json("GET", `${CO}/rfthing/${o}/`);
+      expect(strip(now.body)).toEqual(strip(before.body));
+      expect(back.body.object).toEqual(now.body);
+      const written = await t().json("GET", `/api/core/object-changes/${back.body.change}/`);
+      expect(written.body.postchange_data).toEqual(now.body);
+      const again = await revert("object restored again", deleted, {});
+      expect(again.status, JSON.stringify(again.body)).toBe(409);
+      expect(again.body.conflicts[0].reason).toBe("object_exists");
+      // its title taken since: the ordinary answer, nothing restored
+      const p = await thing("d-taken");
+      expect((await t().req("DELETE", `${CO}/rfthing/${p}/`)).status).toBe(204);
+      const gone = await lastChange();
+      const rival = await thing("d-taken");
+      const taken = await revert("object title taken", gone, {});
+      expect(taken.status, JSON.stringify(taken.body)).toBe(409);
+      expect(taken.body.conflicts).toEqual([
+        expect.objectContaining({ reason: "unique", field: "title" }),
+      ]);
+      expect((await t().json("GET", `${CO}/rfthing/${p}/`)).status).toBe(404);
+      expect((await t().req("DELETE", `${CO}/rfthing/${rival}/`)).status).toBe(204);
+      // its site renamed since: shown as it is now
+      const s = await site();
+      const q = (await create(t(), "rfthing", { title: "d-sited", site: s, tags: [tag] })).id;
+      expect((await t().req("DELETE", `${CO}/rfthing/${q}/`)).status).toBe(204);
+      const sited = await lastChange();
+      await patch(`/api/dcim/sites/${s}/`, { name: `rf d renamed ${s}` });
+      const renamed = await revert("object restored, site renamed", sited, {});
+      expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+      expect(renamed.body.object.site.display).toBe(`rf d renamed ${s}`);
+      // its site gone since: a conflict on the field (forced: restored without it)
+      const r = (await create(t(), "rfthing", { title: "d-orphan", site: s })).id;
+      expect((await t().req("DELETE", `${CO}/rfthing/${r}/`)).status).toBe(204);
+      const orphan = await lastChange();
+      expect((await t().req("DELETE", `/api/dcim/sites/${s}/`)).status).toBe(204);
+      const refused = await revert("object's site gone", orphan, {});
+      expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+      expect(refused.body.conflicts[0].reason).toBe("target_gone");
+      const forced = await revert("object's site gone, forced", orphan, { query: "?force=true" });
+      expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+      expect(forced.body.object.site).toBe(null);
+      const adder = (
+        await userWith(t(), `rf-thing-adder-${o}`, [
+          [["view"], "custom_objects.rfthing", null],
+          [["view"], "dcim.site", null],
+          [["view"], "extras.tag", null],
+          [["add"], "custom_objects.rfthing", { title: "nothing like it" }],
+          [["view"], "core.objectchange", null],
+        ])
+      ).token;
+      expect((await t().req("DELETE", `${CO}/rfthing/${o}/`)).status).toBe(204);
+      const again2 = await lastChange();
+      const outside = await revert("object restore outside add", again2, { token: adder });
+      expect(outside.status, JSON.stringify(outside.body)).toBe(403);
+      expect((await t().json("GET", `${CO}/rfthing/${o}/`)).status).toBe(404);
+    });
+
+    test("a site's and a custom object's create put back (deleted): 2 round trips either way", async () => {
+      const s = await site();
+      const made = await lastChange();
+      const gone = await revert("site created", made, {});
+      expect(gone.status, JSON.stringify(gone.body)).toBe(200);
+      expect(gone.trips).toBe(2);
+      expect(gone.body).toMatchObject({ action: "delete", object: null });
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(404);
+      const written = await t().json("GET", `/api/core/object-changes/${gone.body.change}/`);
+      const created = await t().json("GET", `/api/core/object-changes/${made}/`);
+      expect(written.body.prechange_data).toEqual(created.body.postchange_data);
+      const again = await revert("site created again", made, {});
+      expect(again.status, JSON.stringify(again.body)).toBe(409);
+      expect(again.body.conflicts[0].reason).toBe("object_gone");
+      const o = await thing("k-first");
+      const thingMade = await lastChange();
+      const back = await revert("object created", thingMade, {});
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      expect(back.trips).toBe(2);
+      expect((await t().json("GET", `${CO}/rfthing/${o}/`)).status).toBe(404);
+      // changed since: the ordinary answer
+      const p = await thing("k-second");
+      const pMade = await lastChange();
+      await patch(`${CO}/rfthing/${p}/`, { count: 3 });
+      const later = await revert("object created, changed since", pMade, {});
+      expect(later.status, JSON.stringify(later.body)).toBe(409);
+      expect(later.body.conflicts[0].reason).toBe("later_change");
+    });
+
+    test("a create put back where a protected dependant links to it: 409, nothing deleted", async () => {
+      const s = await site();
+      const made = await lastChange();
+      const cot = await makeCot(t(), "rfkeep");
+      await addField(t(), cot.id, { name: "name", type: "text", primary: true });
+      await addField(t(), cot.id, {
+        name: "home",
+        type: "object",
+        related_object_type: "dcim.site",
+        on_delete_behavior: "protect",
+      });
+      // the fields pointing at sites are kept by now (a delete learns them)
+      const warm = await site();
+      expect((await t().req("DELETE", `/api/dcim/sites/${warm}/`)).status).toBe(204);
+      const keeper = await create(t(), cot.slug, { name: "keeper", home: s });
+      const r = await revert("site created, protected", made, {});
+      expect(r.status, JSON.stringify(r.body)).toBe(409);
+      expect(r.body.error).toBe("protected");
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(200);
+      expect((await t().req("DELETE", `${CO}/${cot.slug}/${keeper.id}/`)).status).toBe(204);
+      const done = await revert("site created, dependant gone", made, {});
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      expect(done.trips).toBe(2);
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(404);
+      const deleter = (
+        await userWith(t(), `rf-deleter-${s}`, [
+          [["view"], "dcim.site", null],
+          [["delete"], "dcim.site", { description: "nothing like it" }],
+          [["view"], "core.objectchange", null],
+        ])
+      ).token;
+      const other = await site();
+      const otherMade = await lastChange();
+      const outside = await revert("site created, outside delete", otherMade, { token: deleter });
+      expect(outside.status, JSON.stringify(outside.body)).toBe(403);
+      expect((await t().json("GET", `/api/dcim/sites/${other}/`)).status).toBe(200);
+    });
+
+    test("a create put back whose object a cascade takes dependants of: they go with it", async () => {
+      const cot = await makeCot(t(), "rftail");
+      await addField(t(), cot.id, { name: "name", type: "text", primary: true });
+      await addField(t(), cot.id, {
+        name: "head",
+        type: "object",
+        related_object_type: "dcim.site",
+        on_delete_behavior: "cascade",
+      });
+      // the fields pointing at sites are learned again by a delete (the first after the change)
+      const warm = await site();
+      expect((await t().req("DELETE", `/api/dcim/sites/${warm}/`)).status).toBe(204);
+      const lone = await site();
+      const loneMade = await lastChange();
+      const alone = await revert("site created, nothing to cascade", loneMade, {});
+      expect(alone.status, JSON.stringify(alone.body)).toBe(200);
+      expect(alone.trips).toBe(2);
+      expect((await t().json("GET", `/api/dcim/sites/${lone}/`)).status).toBe(404);
+      const s = await site();
+      const made = await lastChange();
+      const tail = await create(t(), "rftail", { name: "tail", head: s });
+      const r = await revert("site created, cascading", made, {});
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(404);
+      expect((await t().json("GET", `${CO}/rftail/${tail.id}/`)).status).toBe(404);
+    });
+
     test("a delete put back after its tenant was renamed, or its slug taken: the ordinary answers", async () => {
       const n = ++serial;
       const tenant = await t().json("POST", "/api/tenancy/tenants/", {
@@ -418,5 +576,60 @@ describe("a read-free revert raced between the record's read and its batch", () 
     const now = (await t().json("GET", `${CO}/rrthing/${o.id}/`)).body;
     expect([now.title, now.note]).toEqual(["fourth", "m"]);
     expect(await sinceCount("custom_objects.rrthing", o.id, fourth)).toBe(1);
+  });
+  test("a custom object's delete put back while its site is deleted: 409, nothing restored", async () => {
+    const cot = await makeCot(t(), "rdthing");
+    await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+    await addField(t(), cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
+    const s = await t().json("POST", "/api/dcim/sites/", { body: { name: "rd", slug: "rd" } });
+    const o = await create(t(), "rdthing", { title: "kept", site: s.body.id });
+    expect((await t().req("DELETE", `${CO}/rdthing/${o.id}/`)).status).toBe(204);
+    const change = await lastChange();
+    const r = await racing(/^insert into "co_\d+"/i, change, async () => {
+      expect((await t().req("DELETE", `/api/dcim/sites/${s.body.id}/`)).status).toBe(204);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.conflicts).toEqual([expect.objectContaining({ reason: "target_gone" })]);
+    expect((await t().json("GET", `${CO}/rdthing/${o.id}/`)).status).toBe(404);
+    expect(await sinceCount("custom_objects.rdthing", o.id, change)).toBe(0);
+  });
+  test("a create put back while a protected dependant is made, or the object changed: 409, kept", async () => {
+    const cot = await makeCot(t(), "rpkeep");
+    await addField(t(), cot.id, { name: "name", type: "text", primary: true });
+    await addField(t(), cot.id, {
+      name: "home",
+      type: "object",
+      related_object_type: "dcim.site",
+      on_delete_behavior: "protect",
+    });
+    const site = async (slug: string) => {
+      const r = await t().json("POST", "/api/dcim/sites/", { body: { name: slug, slug } });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      return r.body.id as number;
+    };
+    // a delete of a site learns the fields pointing at sites (as after the first on a process)
+    expect((await t().req("DELETE", `/api/dcim/sites/${await site("rp-warm")}/`)).status).toBe(204);
+    const s = await site("rp-kept");
+    const made = await lastChange();
+    const r = await racing(/^delete from "sites"/i, made, async () => {
+      const keeper = await create(t(), "rpkeep", { name: "keeper", home: s });
+      expect(keeper.id).toBeGreaterThan(0);
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body.error).toBe("protected");
+    expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(200);
+    expect(await sinceCount("dcim.site", s, made)).toBe(0);
+    const o = await site("rp-changed");
+    const oMade = await lastChange();
+    const changed = await racing(/^delete from "sites"/i, oMade, async () => {
+      const rival = await t().json("PATCH", `/api/dcim/sites/${o}/`, {
+        body: { description: "kept" },
+      });
+      expect(rival.status).toBe(200);
+    });
+    expect(changed.status, JSON.stringify(changed.body)).toBe(409);
+    expect(changed.body.conflicts[0].reason).toBe("later_change");
+    expect((await t().json("GET", `/api/dcim/sites/${o}/`)).body.description).toBe("kept");
+    expect(await sinceCount("dcim.site", o, oMade)).toBe(1);
   });
 });

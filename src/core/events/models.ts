@@ -463,3 +463,18 @@ protectRuleActions.stage = (ctx, phase, target) => {
     };
   };
 };
+// With no read (a create's revert, decision 0139): other deletes add nothing; a webhook's, where
+// its type is known, a guard that no rule calls it (the ordinary delete names the rule).
+protectRuleActions.stageAssumed = (ctx, target) => {
+  if (!isWebhook(target)) return { write() {} };
+  const known = ctx.services.objectTypes.cached("extras", "webhook");
+  if (!known) return null;
+  return {
+    write(batch) {
+      const callers = callersQuery(ctx.services.db.orm, known.id, target.id).limit(1);
+      batch.add(
+        ctx.services.db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS ${callers}`),
+      );
+    },
+  };
+};

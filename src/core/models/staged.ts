@@ -333,6 +333,7 @@ export function stagedWrites(parts: HostModelParts): StagedWrites {
     delete: (ctx, ids, options) => writer.remove(ctx, ids, options),
     updateAssumed: (ctx, item, options) => writer.updateAssumed(ctx, item, options),
     createAssumed: (ctx, item, options) => writer.createAssumed(ctx, item, options),
+    deleteAssumed: (ctx, item, options) => writer.deleteAssumed(ctx, item, options),
   };
 }
 
@@ -1062,6 +1063,53 @@ class StagedWriter {
       throw e;
     }
     return written()[0] ?? null;
+  }
+
+  /**
+   * `StagedWrites.deleteAssumed` (decision 0139): one object deleted with no read, as `before`
+   * states it; the batch proves it (the caller's delete constraints, the hooks' guards, the row's
+   * stamp). Null where something must be read first (a model's own part, a hook's, rules).
+   */
+  async deleteAssumed(
+    ctx: WriteContext,
+    item: { id: number; stamp: string; before: ApiRecord },
+    options: StagedOptions,
+  ): Promise<"deleted" | "refused" | null> {
+    if (this.spec.stage || options.check || options.admit) return null;
+    const target = { appLabel: this.spec.appLabel, model: this.spec.model, id: item.id };
+    const hooks = ctx.services.deleteHooks.map((h) => h.stageAssumed?.(ctx, target) ?? null);
+    if (hooks.some((h) => !h)) return null;
+    const resource = options.resource;
+    const objectTypeId = await this.parts.objectTypeId(ctx);
+    const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
+    const phase = new ReadPhase();
+    const rules = stageRules(ctx, phase, this.spec);
+    if (phase.size) return null;
+    await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
+    const batch = new WriteBatch();
+    const row = eq(this.table.id, item.id);
+    if (deleteWhere) this.stagePermission(ctx, batch, row, 1, deleteWhere);
+    for (const hook of hooks) hook!.write(batch);
+    batch.add(
+      this.orm(ctx)
+        .delete(this.table)
+        .where(and(row, eq((this.table as any).lastUpdated, item.stamp))),
+    );
+    batch.add(guardChanged(this.orm(ctx)));
+    const change: StagedChange = {
+      action: "delete",
+      id: item.id,
+      prechange: item.before,
+      postchange: null,
+    };
+    stageChanges(ctx, batch, resource, objectTypeId, await rules(), [change]);
+    try {
+      await batch.run(ctx);
+    } catch (e) {
+      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
+      throw e;
+    }
+    return "deleted";
   }
 
   /** Whether the caller's view of every object `input` shows nested is unlimited (no read). */

@@ -123,5 +123,19 @@ export function protectHostDependants(models: DefinedModel[]): DeleteHook {
       return { write() {} };
     };
   };
+  // With no read (a create's revert, decision 0139): a guard per dependency that nothing links
+  // to the target; when one fails, the caller deletes the ordinary way, whose read names them.
+  hook.stageAssumed = (ctx, target) => ({
+    write(batch) {
+      const orm = ctx.services.db.orm;
+      for (const dep of depsOf(target)) {
+        const linking = orm
+          .select({ one: sql`1` })
+          .from(dep.table)
+          .where(eq(dep.column, target.id));
+        batch.add(orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS ${linking}`));
+      }
+    },
+  });
   return hook;
 }

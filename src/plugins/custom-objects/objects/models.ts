@@ -313,6 +313,8 @@ export class CotRegistry {
     return {
       fields: cached.fields,
       statement: this.#linkingQuery(this.reader).where(this.#linkingWhere(objectTypeId)),
+      /** The same proof as a batch statement: it fails the batch unless the rows are as kept. */
+      guard: (orm: Orm) => this.#linkingGuard(orm, objectTypeId, cached.proof),
       settle: async (rows: unknown): Promise<boolean> => {
         const proof = JSON.stringify(rows);
         if (proof === cached.proof) return true;
@@ -327,9 +329,18 @@ export class CotRegistry {
   async loadLinking(objectTypeId: number) {
     const rows = await this.#linking.with(this.reader, { ot: objectTypeId }, this.orm);
     const fields = await this.#linkingFrom(this.reader, rows);
+    this.keepLinking(objectTypeId, rows, fields);
+    return fields;
+  }
+
+  /** Keeps `fields` (resolved from `rows`, `pointingQuery`'s answer) for `linkingGuarded`. */
+  keepLinking(
+    objectTypeId: number,
+    rows: LinkingRow[],
+    fields: { field: FieldRow; model: CotModel }[],
+  ) {
     if (this.#linkingCache.size >= 1000) this.#linkingCache.clear();
     this.#linkingCache.set(objectTypeId, { proof: JSON.stringify(rows), fields });
-    return fields;
   }
 
   #linkingCache = new Map<
@@ -366,6 +377,18 @@ export class CotRegistry {
       .innerJoin(t, eq(t.id, f.customObjectTypeId))
       .orderBy(f.customObjectTypeId, f.id)
       .$dynamic();
+  }
+
+  /** A guard that the linking statement's rows for `ot` are those of `proof` (in order). */
+  #linkingGuard(orm: Orm, ot: number, proof: string) {
+    const rows = JSON.parse(proof) as LinkingRow[];
+    const print = rows.map((r) => `${r.fieldId}:${r.cotId}:${r.shapeVersion}`).join(",");
+    const f = customObjectTypeFields;
+    const t = customObjectTypes;
+    const each = sql`SELECT ${f.id} || ':' || ${f.customObjectTypeId} || ':' || ${t.shapeVersion} AS p FROM ${f} INNER JOIN ${t} ON ${t.id} = ${f.customObjectTypeId} WHERE ${this.#linkingWhere(ot)} ORDER BY ${f.customObjectTypeId}, ${f.id}`;
+    return orm.run(
+      sql`INSERT INTO write_guard (ok) SELECT coalesce((SELECT group_concat(p, ',') FROM (${each})), '') = ${print}`,
+    );
   }
 
   #linkingWhere(ot: unknown) {

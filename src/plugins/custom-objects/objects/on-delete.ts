@@ -89,7 +89,35 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
     }
   };
   hook.stage = (ctx, phase, target) => stageOnDelete(registry, hook, ctx, phase, target);
+  hook.stageAssumed = (ctx, target) => assumedOnDelete(registry, ctx, target);
   return hook;
+}
+
+/**
+ * The hook in a delete with no read (decision 0139): the fields pointing at the target's type as
+ * kept, proven by a guard in the batch; links dropped and set to null; protected and cascading
+ * ones guarded that nothing links through them (a cascade with objects to take must read them: the
+ * guard fails, and the caller deletes the ordinary way, whose reads take or name them). Null
+ * where the fields are not kept yet.
+ */
+function assumedOnDelete(
+  registry: CotRegistry,
+  ctx: WriteContext,
+  target: { appLabel: string; model: string; id: number; objectTypeId?: number },
+): StagedHook | null {
+  const ot =
+    target.objectTypeId !== undefined
+      ? { id: target.objectTypeId }
+      : ctx.services.objectTypes.cached(target.appLabel, target.model);
+  const guarded = ot ? registry.linkingGuarded(ot.id) : null;
+  if (!ot || !guarded) return null;
+  const fields = guarded.fields;
+  return {
+    write(batch: WriteBatch) {
+      batch.add(guarded.guard(ctx.services.db.orm));
+      writeTargetLinks(ctx, batch, fields, ot.id, target.id, null);
+    },
+  };
 }
 
 /** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
@@ -148,10 +176,10 @@ function stageOnDelete(
       fields = guarded.fields;
       resolved = await resolveCascade(registry, ctx, self, levels, closure);
     } else {
-      fields = await registry.pointingFields(
-        orm,
-        pointing ? (pointing() as never) : await registry.pointingQuery(orm, ot.id),
-      );
+      const rows = pointing ? (pointing() as never) : await registry.pointingQuery(orm, ot.id);
+      fields = await registry.pointingFields(orm, rows);
+      // kept with their proof: a delete with no read (a create's revert) guards them in its batch
+      if (!guarded) registry.keepLinking(ot.id, rows, fields);
       if (fields.some(({ field: f }) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade")) {
         // the fields pointing at the type were not known before the read: learned now (kept for
         // the next delete, which reads its cascade in its one read) and the cascade read now

@@ -10,7 +10,7 @@ import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { codename } from "../../../core/auth/permissions";
 import { stageChanges, type StagedChange } from "../../../core/changes/record";
-import { stageRules } from "../../../core/events/dispatch";
+import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import {
   editedTags,
   foldTagEdits as foldTagEditsLive,
@@ -662,13 +662,36 @@ async function stagedCreate(
   inputs: ApiRecord[],
   options: StagedOptions,
 ): Promise<StagedWritten[]> {
-  const resource = options.resource;
-  const addWhere = await restrictWhere(ctx, ctx.auth, "add", resource);
+  const addWhere = await restrictWhere(ctx, ctx.auth, "add", options.resource);
   const phase = new ReadPhase();
   const lookups = await stageLookups(w, ctx, phase, inputs, true);
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
   await runReads(w, ctx, phase);
-  const look = lookups();
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const made = { look: lookups(), rules: await rules(), addWhere };
+  const { rows, written } = await stageCreates(w, ctx, batch, inputs, options, made);
+  w.indexLater(ctx);
+  await runBatch(w, ctx, batch, "add", new Map(), false, [], {
+    rows: rows.map((values) => ({ id: null, values })),
+    bulk: !!options.bulk,
+  });
+  return written();
+}
+
+/**
+ * Stages the rows of `inputs` converted over `look`, their links, tags, change records and the
+ * caller's add constraints into `batch`; answers what was written once the batch ran.
+ */
+async function stageCreates(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+  inputs: ApiRecord[],
+  options: StagedOptions,
+  made: { look: PhaseLookups; rules: StagedRules; addWhere: SQL | undefined },
+): Promise<{ rows: Row[]; written: () => StagedWritten[] }> {
+  const { look, addWhere } = made;
   const now = nextStamp(null);
   const converted: Converted[] = [];
   const rows: Row[] = [];
@@ -689,8 +712,6 @@ async function stagedCreate(
       if (w.shape.storage(f) === "links" && !converted[i]!.multi.has(f))
         row[`__l_${f.name}`] = "[]";
   const records = await newRecords(w, ctx, rows, look);
-  const batch = new WriteBatch();
-  stageShapeGuard(w, ctx, batch);
   const fixed = options.ids;
   const ids = stageInserts(w, ctx, batch, rows, fixed);
   const n = rows.length;
@@ -711,9 +732,9 @@ async function stagedCreate(
   const texts = stageChanges(
     ctx,
     batch,
-    resource,
+    options.resource,
     w.cot.objectTypeId!,
-    await rules(),
+    made.rules,
     records.map((r, k) => ({ action: "create", id: newId(k), prechange: null, postchange: r })),
   );
   if (addWhere)
@@ -727,13 +748,13 @@ async function stagedCreate(
       n,
       addWhere,
     );
-  w.indexLater(ctx);
-  await runBatch(w, ctx, batch, "add", new Map(), false, [], {
-    rows: rows.map((values) => ({ id: null, values })),
-    bulk: !!options.bulk,
-  });
-  ids.sort((a, b) => a - b);
-  return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+  return {
+    rows,
+    written: () => {
+      ids.sort((a, b) => a - b);
+      return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+    },
+  };
 }
 
 /**
@@ -1007,6 +1028,151 @@ async function stagedUpdateAssumed(
   return { id: item.id, record: json === undefined ? change.postchange! : JSON.parse(json), json };
 }
 
+/**
+ * `StagedWrites.createAssumed` (decisions 0139, 0144): a deleted object put back under its id with
+ * no read, the objects it names nested as the input (the change record) shows them. The batch
+ * proves it: the type's shape, each named object still there (a guard statement; tags by their
+ * foreign key), the id free (the primary key), unique values, the caller's add constraints. Null
+ * where something must be read first (choices, links, a polymorphic reference, an owner, a named
+ * type the caller's view is limited on, rules not cached); "refused" when the batch refused it.
+ */
+async function stagedCreateAssumed(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  item: { id: number; input: ApiRecord },
+  options: StagedOptions,
+): Promise<StagedWritten | "refused" | null> {
+  if (options.check || options.admit || Object.hasOwn(w.preflightColumns, "choices")) return null;
+  const named = await assumedTargets(w, ctx, item.input);
+  if (!named) return null;
+  const phase = new ReadPhase();
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  if (phase.size) return null;
+  await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
+  const tagRows = [item.input.tags ?? []].flat().map((t) => ({ ...(t as TagRow), scope: null }));
+  const shape = { v: w.cot.shapeVersion, slug: w.slug };
+  const look = new PhaseLookups(w, shape, named.targets, null, tagRows);
+  const addWhere = await restrictWhere(ctx, ctx.auth, "add", options.resource);
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  for (const guard of named.guards) batch.add(guard);
+  const fixed = { ...options, bulk: false, ids: [item.id] };
+  const made = { look, rules: await rules(), addWhere };
+  const staged = await stageCreates(w, ctx, batch, [item.input], fixed, made).catch((e) =>
+    e instanceof ValidationError || e instanceof StaleModel ? null : Promise.reject(e),
+  );
+  if (!staged) return null;
+  try {
+    await batch.run(ctx);
+  } catch (e) {
+    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
+      return "refused";
+    throw e;
+  }
+  w.indexLater(ctx);
+  return staged.written()[0] ?? null;
+}
+
+/**
+ * The objects `input` names, as the phase would have found them: their nested forms as the input
+ * shows them, each with a guard that it still exists. Null where that is not known without a read.
+ */
+async function assumedTargets(w: ObjectWriter, ctx: WriteContext, input: ApiRecord) {
+  if (w.owned && input.owner != null) return null;
+  const targets = new Map<number, TargetFound>();
+  const guards: ReturnType<Orm["run"]>[] = [];
+  const orm = ctx.services.db.orm;
+  for (const f of w.fields) {
+    const kind = w.shape.storage(f);
+    const v = input[f.name];
+    if (kind === "column" || v === null || v === undefined) continue;
+    if (kind === "links" || f.isPolymorphic || typeof (v as ApiRecord).id !== "number") return null;
+    const typeId = f.relatedObjectTypeId!;
+    const info = (await relatedInfos(ctx, [typeId])).get(typeId);
+    const target = info?.resource;
+    if (!target || !info.nestedSql) return null;
+    // the caller's view of the type limited: which of them they may view is read (`stageTarget`)
+    const user = ctx.auth.user;
+    if (user && !user.isSuperuser && (await restrictWhere(ctx, ctx.auth, "view", target)))
+      return null;
+    const { object_type: _t, _content_type: _c, ...form } = v as ApiRecord;
+    const id = form.id as number;
+    const found = targets.get(typeId) ?? { forms: new Map(), visible: null };
+    targets.set(typeId, found);
+    found.forms.set(id, form);
+    const idExpr = sql`${target.list.idExpr}`;
+    guards.push(
+      orm.run(
+        sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM ${target.table} WHERE ${idExpr} = ${id})`,
+      ),
+    );
+  }
+  return { targets, guards };
+}
+
+/**
+ * `StagedWrites.deleteAssumed` (decision 0139): one object deleted with no read, as the caller
+ * states it. The batch proves it: the type's shape, the caller's delete constraints on the row,
+ * the delete hooks' guards, the row's stamp as assumed (the DELETE removes a row or fails the
+ * batch). Null where something must be read first (a hook's, rules not cached).
+ */
+async function stagedDeleteAssumed(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  item: { id: number; stamp: string; before: ApiRecord },
+  options: StagedOptions,
+): Promise<"deleted" | "refused" | null> {
+  if (options.check || options.admit) return null;
+  const target = {
+    appLabel: APP_LABEL,
+    model: w.slug,
+    id: item.id,
+    objectTypeId: w.cot.objectTypeId ?? undefined,
+  };
+  const hooks = ctx.services.deleteHooks.map((h) => h.stageAssumed?.(ctx, target) ?? null);
+  if (hooks.some((h) => !h)) return null;
+  const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", options.resource);
+  const phase = new ReadPhase();
+  const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
+  if (phase.size) return null;
+  await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
+  const batch = new WriteBatch();
+  stageShapeGuard(w, ctx, batch);
+  const row = sql`${w.table.id} IN (${item.id})`;
+  if (deleteWhere) stagePermission(w, ctx, batch, row, 1, deleteWhere);
+  for (const hook of hooks) hook!.write(batch);
+  const orm = ctx.services.db.orm;
+  for (const f of w.fields)
+    if (w.shape.storage(f) === "links")
+      batch.add(
+        orm.run(
+          sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${item.id}`,
+        ),
+      );
+  batch.add(
+    orm.run(
+      sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${item.id} AND last_updated = ${item.stamp}`,
+    ),
+  );
+  batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+  const change: StagedChange = {
+    action: "delete",
+    id: item.id,
+    prechange: item.before,
+    postchange: null,
+  };
+  stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [change]);
+  try {
+    await batch.run(ctx);
+  } catch (e) {
+    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
+      return "refused";
+    throw e;
+  }
+  w.indexLater(ctx);
+  return "deleted";
+}
+
 /** The input's columns, converted with nothing read; null where that is not so (or refused). */
 async function convertAssumed(
   w: ObjectWriter,
@@ -1120,6 +1286,8 @@ export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
       shapeChecked(w, ctx, () => updateOrExplain(w, ctx, items, partial, options)),
     delete: (ctx, ids, options) => stagedDelete(w, ctx, ids, options),
     updateAssumed: (ctx, item, options) => stagedUpdateAssumed(w, ctx, item, options),
+    createAssumed: (ctx, item, options) => stagedCreateAssumed(w, ctx, item, options),
+    deleteAssumed: (ctx, item, options) => stagedDeleteAssumed(w, ctx, item, options),
     tagEdits: true,
   };
 }
