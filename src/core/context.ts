@@ -129,6 +129,11 @@ export interface ReadContext {
   scratch?: Slots;
   /** The request's response byte budget (`core/rest/budget.ts`); none outside requests. */
   budget?: { used: number; readonly limit: number };
+  /**
+   * Registers a guard of a cache a read's statements were built on, settled in the request's
+   * next read (`core/fresh-read.ts`); absent outside a request.
+   */
+  guard?(g: Guard): void;
 }
 
 export interface WriteContext extends ReadContext {

@@ -80,6 +80,56 @@ test("reads: GET by id, lists, ?q=, the health check's database check", async ()
   ).toBe(1);
 });
 
+test("the change log naming custom objects, sites and users: its list and one record in 1 each (decision 0143)", async () => {
+  const log = "/api/core/object-changes/";
+  // the records beforeAll wrote name a custom object, a site, a type and its fields, the admin
+  const first = await roundTrips("GET", () => `${log}?limit=50`);
+  // more records, of a type the log has not named before, and of sites
+  const cot = await makeCot(t, "logged");
+  await addField(t, cot.id, { name: "title", type: "text", primary: true });
+  const logged = await create(t, "logged", { title: "first logged" });
+  await create(t, "logged", { title: "second logged" });
+  await t.json("POST", "/api/dcim/sites/", { body: { name: "logged site", slug: "logged-site" } });
+  const second = await roundTrips("GET", () => `${log}?limit=50`);
+  const page = (await t.json("GET", `${log}?limit=50`)).body.results as Array<Record<string, any>>;
+  const record = page.find((r) => r.object_repr === "first logged")!;
+  const one = await roundTrips("GET", () => `${log}${record.id}/`);
+  expect({ first, second, one }).toEqual({ first: 1, second: 1, one: 1 });
+  expect(record.changed_object_type).toBe("custom_objects.logged");
+  expect(record.changed_object).toMatchObject({ id: logged.id, display: "first logged" });
+  expect(record.user).toMatchObject({ username: "admin" });
+
+  // the answers are the ones an app with no caches gives; and after another app renames the type
+  // and retitles the object, this app's next listing names them as they now are
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, { headers: { authorization: `Token ${t.admin}` } })
+      ).json();
+    expect((await t.json("GET", `${log}?limit=50`)).body).toEqual(await fresh(`${log}?limit=50`));
+    const renamed = await other.app.request(`${BASE}${CO}/custom-object-types/${cot.id}/`, {
+      method: "PATCH",
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ slug: "logged-renamed" }),
+    });
+    expect(renamed.status, await renamed.text()).toBe(200);
+    const retitled = await other.app.request(`${BASE}${CO}/logged-renamed/${logged.id}/`, {
+      method: "PATCH",
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ title: "first retitled" }),
+    });
+    expect(retitled.status, await retitled.text()).toBe(200);
+    const after = (await t.json("GET", `${log}${record.id}/`)).body;
+    expect(after.changed_object_type).toBe("custom_objects.logged-renamed");
+    expect(after.changed_object).toMatchObject({ id: logged.id, display: "first retitled" });
+    expect(after.changed_object.url).toContain("/logged-renamed/");
+    expect((await t.json("GET", `${log}?limit=50`)).body).toEqual(await fresh(`${log}?limit=50`));
+  } finally {
+    await other.close();
+  }
+});
+
 /** The statements of the one round trip of a warm GET (the batch's BEGIN/COMMIT/ROLLBACK aside). */
 async function statementsOfGet(path: string): Promise<string[]> {
   expect(await roundTrips("GET", () => path)).toBe(1);

@@ -10,6 +10,7 @@ import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";
 import { CHANGE_ACTIONS } from "./record";
+import { formsRead, modelsRead, pageNames } from "./list-reads";
 import { rememberChanges } from "./seen";
 
 const PAST = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
@@ -82,6 +83,7 @@ export const objectChangeModel = defineModel({
     const types = await ctx.services.objectTypes.byIds(
       rows.map((r) => r.changedObjectTypeId as number),
       ctx.db,
+      ctx.scratch,
     );
     const nested = await nestedObjects(
       ctx,
@@ -96,6 +98,20 @@ export const objectChangeModel = defineModel({
   },
 });
 readOnlyWithoutTimestamps(objectChangeModel);
+// the page's rows and, in the same read, what names their objects (decision 0143)
+const rowsPlan = objectChangeModel.resource.loadPlan!;
+objectChangeModel.resource.loadPlan = (ctx, ids) => {
+  const users = ctx.services.models
+    .staticModels()
+    .find((m) => m.appLabel === "users" && m.model === "user");
+  const names = pageNames(ctx, ids, users);
+  const rows = rowsPlan(ctx, ids);
+  return {
+    statements: [names.statement, ...rows.statements],
+    finish: (answers, order, known) =>
+      names.finish(answers[0], () => rows.finish(answers.slice(1), order, known)),
+  };
+};
 // A change record holds snapshots of its object: a non-superuser sees it only while they may view
 // that object under their view constraints (decision 0064).
 objectChangeModel.resource.scope = (user, ctx, auth) => changeScope(ctx, auth, user);
@@ -111,7 +127,10 @@ objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
   for (const rec of records) {
     const label = typeof rec.changed_object_type === "string" ? rec.changed_object_type : null;
     const [app, model] = label ? (label.split(".") as [string, string]) : ["", ""];
-    const target = label ? (await ctx.services.models.get(app, model, ctx))?.resource : undefined;
+    const proven = label ? modelsRead(ctx)?.get(label) : undefined;
+    const target = label
+      ? (proven ?? (await ctx.services.models.get(app, model, ctx)))?.resource
+      : undefined;
     if (!target) {
       out.push(rec);
       continue;
@@ -138,8 +157,15 @@ export async function nestedObjects(
   const byType = new Map<number, Set<number>>();
   for (const [typeId, id] of refs)
     (byType.get(typeId) ?? byType.set(typeId, new Set()).get(typeId)!).add(id);
-  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db);
+  const read = formsRead(ctx);
+  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db, ctx.scratch);
   for (const [typeId, ids] of byType) {
+    const forms = read?.get(typeId);
+    if (forms) {
+      // looked up in the page's own read: an id it did not find names nothing now
+      for (const id of ids) if (forms.has(id)) out.set(`${typeId}:${id}`, forms.get(id)!);
+      continue;
+    }
     const ot = types.get(typeId);
     const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
     if (!info) continue;

@@ -35,6 +35,7 @@ import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { label as otLabel } from "../object-types";
+import { slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
@@ -352,11 +353,23 @@ function serializer(m: ModelParts): Serialize {
   };
 }
 
+/**
+ * Nested forms of foreign keys a load's own read carried, by `app.model:field`: every id the
+ * rows name was looked up in that read, so an id missing from it names nothing.
+ */
+export const fkFormsRead = slotKey<Map<string, Map<number, ApiRecord>>>("fk forms read");
+
 /** The nested forms of the objects the rows' foreign keys point at, by field name. */
 async function foreignRecords(m: ModelParts, ctx: ReadContext, rows: Record<string, any>[]) {
   const related = new Map<string, Map<number, ApiRecord>>();
+  const carried = ctx.scratch?.get(fkFormsRead);
   for (const f of m.spec.fields) {
     if (f.type !== "fk") continue;
+    const read = carried?.get(`${m.spec.appLabel}.${m.spec.model}:${f.name}`);
+    if (read) {
+      related.set(f.name, read);
+      continue;
+    }
     const [app, model] = f.related!.split(".") as [string, string];
     const info = await ctx.services.models.get(app, model, ctx);
     const fkIds = [

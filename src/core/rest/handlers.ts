@@ -55,6 +55,7 @@ export function readContext(c: Ctx): ReadContext {
     services,
     baseUrl: baseUrlOf(c),
     budget: budgetOf(c, services.config.maxResponseBytes),
+    guard: (g) => addGuard(c, g),
   };
 }
 
@@ -570,7 +571,8 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
   });
   const [record] = await step.plan.finish([...answers], [id]);
   if (!record) throw notFound();
-  return withEtag(c, record, (await projected(c, step.resource, [record]))[0]);
+  // hidden with the load's context: what its read proved is known to the hiding (decision 0143)
+  return withEtag(c, record, (await projected(c, step.resource, [record], ctx))[0]);
 }
 
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
@@ -582,8 +584,13 @@ async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecor
 }
 
 /** Records as answered: related objects the caller may not view hidden, then projected. */
-async function projected(c: Ctx, resource: Resource, records: ApiRecord[]) {
-  const visible = await hideUnviewable(readContext(c), c.var.auth, resource, records);
+async function projected(
+  c: Ctx,
+  resource: Resource,
+  records: ApiRecord[],
+  ctx: ReadContext = readContext(c),
+) {
+  const visible = await hideUnviewable(ctx, c.var.auth, resource, records);
   return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
 }
 
