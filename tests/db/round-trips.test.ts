@@ -17,6 +17,7 @@ import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
+import { userWith } from "../helpers/grants";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { addField, choiceSet, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
@@ -128,6 +129,45 @@ test("the change log naming custom objects, sites and users: its list and one re
   } finally {
     await other.close();
   }
+});
+
+test("the change log for a caller with view constraints: only their objects' records, as an app with no caches answers (decision 0143)", async () => {
+  const log = "/api/core/object-changes/";
+  const { token } = await userWith(t, "log-reader", [
+    [["view"], "custom_objects.thing", { title: "alpha" }],
+    [["view"], "core.objectchange", null],
+  ]);
+  const asReader = async (path: string) => {
+    const warm = await t.json("GET", path, { token });
+    await flushSearchIndexesNow(servicesOf(t.app));
+    proxy.reset();
+    const r = await t.json("GET", path, { token });
+    expect(r.body).toEqual(warm.body);
+    if (process.env.ROUND_TRIPS_LOG) console.log(path, proxy.count, JSON.stringify(proxy.log));
+    return { trips: proxy.count, body: r.body };
+  };
+  const list = await asReader(`${log}?limit=1000`);
+  const results = list.body.results as Array<Record<string, any>>;
+  expect(results.length).toBeGreaterThan(0);
+  for (const r of results)
+    expect([r.changed_object_type, r.changed_object_id]).toEqual([
+      "custom_objects.thing",
+      objectId,
+    ]);
+  const one = await asReader(`${log}${results[0]!.id}/`);
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, { headers: { authorization: `Token ${token}` } })
+      ).json();
+    expect(list.body).toEqual(await fresh(`${log}?limit=1000`));
+    expect(one.body).toEqual(await fresh(`${log}${results[0]!.id}/`));
+  } finally {
+    await other.close();
+  }
+  if (process.env.ROUND_TRIPS_LOG) console.log({ list: list.trips, one: one.trips });
+  expect({ list: list.trips, one: one.trips }).toEqual({ list: 1, one: 1 });
 });
 
 /** The statements of the one round trip of a warm GET (the batch's BEGIN/COMMIT/ROLLBACK aside). */

@@ -3,10 +3,10 @@ import { inArray, or, sql, type SQL } from "drizzle-orm";
 import { objectChanges, objectTypes } from "../../db/schema";
 import { hideUnviewable, restrictWhere } from "../auth/restrict";
 import { codename } from "../auth/permissions";
-import type { AuthState, AuthUser } from "../context";
+import type { AuthState, AuthUser, ModelInfo } from "../context";
 import { defineModel, type DefinedModel } from "../models/define";
 import { orNull, ref } from "../json-schema";
-import { label as otLabel } from "../object-types";
+import { label as otLabel, type ObjectTypeRow } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";
 import { CHANGE_ACTIONS } from "./record";
@@ -215,14 +215,11 @@ function viewedLabels(user: AuthUser): string[] {
 async function changeScope(ctx: ReadContext, auth: AuthState, user: AuthUser): Promise<SQL> {
   const labels = viewedLabels(user);
   if (!labels.length) return sql`0`;
-  const types = await ctx.db
-    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
-    .from(objectTypes)
-    .where(inArray(sql`${objectTypes.appLabel} || '.' || ${objectTypes.model}`, labels));
   const whole: number[] = [];
   const some: SQL[] = [];
-  for (const ot of types) {
-    const target = (await ctx.services.models.get(ot.appLabel, ot.model, ctx))?.resource;
+  for (const ot of await scopeTypes(ctx, labels)) {
+    const info = ot.info ?? (await ctx.services.models.get(ot.appLabel, ot.model, ctx));
+    const target = info?.resource;
     if (target?.scope === objectChangeModel.resource.scope) continue; // the log records no changes to itself
     if (!target) {
       // a model that is gone (a removed custom object type): only an unconstrained view reads it
@@ -241,4 +238,33 @@ async function changeScope(ctx: ReadContext, auth: AuthState, user: AuthUser): P
     ...some,
   ].filter((x): x is SQL => !!x);
   return terms.length ? (or(...terms) as SQL) : sql`0`;
+}
+
+/**
+ * The object types `labels` name, each with its model where a cache knows both without a read:
+ * a host model's (its type never changes), or a run-time model its plugin caches, proven by a
+ * guard that rides in the request's read (only where the context takes guards: decision 0143).
+ * The others are read.
+ */
+async function scopeTypes(
+  ctx: ReadContext,
+  labels: string[],
+): Promise<Array<ObjectTypeRow & { info?: ModelInfo }>> {
+  const known: Array<ObjectTypeRow & { info?: ModelInfo }> = [];
+  const unknown: string[] = [];
+  for (const label of labels) {
+    const [appLabel, model] = label.split(".") as [string, string];
+    const row = ctx.services.objectTypes.cached(appLabel, model);
+    const cached = !row && ctx.guard ? ctx.services.models.cachedByLabel(label) : null;
+    if (cached) ctx.guard!(cached.guard);
+    if (row) known.push(row);
+    else if (cached) known.push({ id: cached.objectTypeId, appLabel, model, info: cached.info });
+    else unknown.push(label);
+  }
+  if (!unknown.length) return known;
+  const read = await ctx.db
+    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .from(objectTypes)
+    .where(inArray(sql`${objectTypes.appLabel} || '.' || ${objectTypes.model}`, unknown));
+  return [...known, ...read];
 }
