@@ -13,6 +13,7 @@ import {
   searchFlusher,
 } from "../../src/plugins/custom-objects/search/flush";
 import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search-index";
+import { tableName } from "../../src/plugins/custom-objects/constants";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
@@ -825,11 +826,28 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
         )) as Array<{ n: number }>
       )[0]!.n,
     );
+  // Rows made pending with no timer armed: a write through the app arms the flusher's debounce
+  // (150 ms), which fired inside a count on a slow run (6 round trips for 5); so the rows are
+  // written, the flush that write armed is run now, and they are made pending again by plain SQL
+  // (the index's triggers), which arms nothing.
+  const pendingAgain = async (n: number) => {
+    const made = await t.json("POST", `${CO}/indexed/`, { body: rows(n) });
+    expect(made.status).toBe(201);
+    await searchFlusher(services).flushNow();
+    expect(await pending()).toBe(0);
+    const ids = (made.body as Array<{ id: number }>).map((r) => Number(r.id)).join(",");
+    await t.deps.db.orm.run(
+      sql.raw(`UPDATE "${tableName(cot.id)}" SET notes = notes || '.' WHERE id IN (${ids})`),
+    );
+    expect(await pending()).toBe(n);
+  };
   // warm: a first flush of this type has read its index's shape
   expect((await t.json("POST", `${CO}/indexed/`, { body: rows(2) })).status).toBe(201);
   await flushSearchIndexesNow(services);
-  // the app's flusher, as after a write: one chunk (30 rows), then the read that finds none left
-  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(30) })).status).toBe(201);
+  // the app's flusher, as after a write (armed, then run now: no await between the two): one
+  // chunk (30 rows), then the read that finds none left
+  await pendingAgain(30);
+  searchFlusher(services).schedule(cot.id);
   proxy.reset();
   await searchFlusher(services).flushNow();
   const flushed = proxy.count;
@@ -837,7 +855,7 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
   expect(await pending()).toBe(0);
   expect(flushed, log).toBeLessThanOrEqual(3);
   // chunks of 10: two round trips each, and one read that finds nothing left
-  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(20) })).status).toBe(201);
+  await pendingAgain(20);
   proxy.reset();
   const taken: number[] = [];
   for (let n = -1; n !== 0; taken.push(n)) n = await flushSearchIndex(t.deps.db, cot.id, 10);
