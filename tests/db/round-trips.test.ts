@@ -1745,3 +1745,31 @@ test("a schema apply beside fields pointing at custom object types and at a miss
     expect.objectContaining({ slug: "pointer", has_changes: false }),
   ]);
 });
+
+test("PROBE2", async () => {
+  const hook = (
+    await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "p-hook", payload_url: "https://example.com/in" },
+    })
+  ).body.id;
+  const rule = await t.json("POST", "/api/extras/event-rules/", {
+    body: {
+      name: "p-rule",
+      object_types: ["custom_objects.thing", "dcim.site"],
+      event_types: ["object_created"],
+      action_type: "webhook",
+      action_object_type: "extras.webhook",
+      action_object_id: hook,
+    },
+  });
+  console.log("PROBE rule", rule.status, JSON.stringify(rule.body).slice(0, 300));
+  for (const p of [
+    "/api/extras/event-rules/",
+    `/api/extras/event-rules/${rule.body.id}/`,
+    "/api/core/jobs/",
+  ]) {
+    console.log("PROBE", p, await roundTrips("GET", () => p));
+  }
+  const jobs = await t.json("GET", "/api/core/jobs/");
+  console.log("PROBE jobs", JSON.stringify(jobs.body).slice(0, 500));
+});

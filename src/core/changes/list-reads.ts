@@ -1,11 +1,10 @@
 /**
- * What a change log page names — each record's object type, its user, its object's nested form —
- * read by one statement beside the page's rows, in the list's one read (decision 0143).
+ * What a change log page names — each record's object type and its object's nested form — read
+ * by one statement beside the page's rows, in the list's one read (decision 0143).
  */
 import { sql, type SQL } from "drizzle-orm";
 import { objectChanges, objectTypes } from "../../db/schema";
 import type { ApiRecord, ModelInfo, ReadContext, Services } from "../context";
-import { fkFormsRead } from "../models/define";
 import { keepReadTypes, type ObjectTypeRow } from "../object-types";
 import { Slots, slotKey } from "../slots";
 
@@ -65,10 +64,10 @@ function formOf(info: ModelInfo, id: SQL): SQL | null {
 const col = (name: string) => sql.raw(`"object_changes"."${name}"`);
 
 /**
- * The statement (one row per record of `ids`): its type as `[app_label, model]`, its user's and
- * its object's nested forms as JSON. `finish` keeps what it read for the rest of the load.
+ * The statement (one row per record of `ids`): its type as `[id, app_label, model]` and its
+ * object's nested form as JSON (its user's rides in the rows' own plan: `core/models/define.ts`). `finish` keeps what it read for the rest of the load.
  */
-export function pageNames(ctx: ReadContext, ids: SQL | number, users: ModelInfo | undefined) {
+export function pageNames(ctx: ReadContext, ids: SQL | number) {
   const planned = new Map<number, ModelInfo>();
   for (const [id, label] of named(ctx.services)) {
     const info = plannedModel(ctx, id, label);
@@ -80,43 +79,29 @@ export function pageNames(ctx: ReadContext, ids: SQL | number, users: ModelInfo 
   const form = branches.length
     ? sql`CASE ${col("changed_object_type_id")} ${sql.join(branches, sql` `)} END`
     : sql`NULL`;
-  const user = (users && formOf(users, col("user_id"))) ?? sql`NULL`;
   const where = typeof ids === "number" ? sql`${ids}` : ids;
-  const statement = ctx.db.all<{
-    id: number;
-    t: number;
-    ot: string | null;
-    u: string | null;
-    o: string | null;
-  }>(
-    sql`SELECT ${objectChanges.id} AS id, ${objectChanges.changedObjectTypeId} AS t, (SELECT json_array(${objectTypes.id}, ${objectTypes.appLabel}, ${objectTypes.model}) FROM ${objectTypes} WHERE ${objectTypes.id} = ${col("changed_object_type_id")}) AS ot, ${user} AS u, ${form} AS o FROM ${objectChanges} WHERE ${objectChanges.id} IN (${where})`,
+  const statement = ctx.db.all<PageName>(
+    sql`SELECT ${objectChanges.id} AS id, ${objectChanges.changedObjectTypeId} AS t, (SELECT json_array(${objectTypes.id}, ${objectTypes.appLabel}, ${objectTypes.model}) FROM ${objectTypes} WHERE ${objectTypes.id} = ${col("changed_object_type_id")}) AS ot, ${form} AS o FROM ${objectChanges} WHERE ${objectChanges.id} IN (${where})`,
   );
   return {
     statement,
     /** Keeps what the statement read for `build` (the page's records), and only for it. */
     async finish<T>(rows: unknown, build: () => Promise<T>): Promise<T> {
-      const scratch = keep(ctx, planned, users, rows as PageName[]);
+      const scratch = keep(ctx, planned, rows as PageName[]);
       try {
         return await build();
       } finally {
         scratch.delete(FORMS_READ);
-        scratch.delete(fkFormsRead);
       }
     },
   };
 }
 
-type PageName = { id: number; t: number; ot: string | null; u: string | null; o: string | null };
+type PageName = { id: number; t: number; ot: string | null; o: string | null };
 
-function keep(
-  ctx: ReadContext,
-  planned: Map<number, ModelInfo>,
-  users: ModelInfo | undefined,
-  rows: PageName[],
-) {
+function keep(ctx: ReadContext, planned: Map<number, ModelInfo>, rows: PageName[]) {
   const types = new Map<number, ObjectTypeRow>();
   const forms = new Map<number, Map<number, ApiRecord>>();
-  const userForms = new Map<number, ApiRecord>();
   for (const id of planned.keys()) forms.set(id, new Map());
   for (const row of rows) {
     if (row.ot) {
@@ -125,14 +110,12 @@ function keep(
     }
     const info = planned.get(row.t);
     addForm(ctx, info, row.o, forms.get(row.t));
-    if (users) addForm(ctx, users, row.u, userForms);
   }
   remember(ctx.services, [...types.values()]);
   const scratch = (ctx.scratch ??= new Slots());
   keepReadTypes(scratch, types);
   const byLabel = scratch.get(MODELS_READ) ?? scratch.set(MODELS_READ, new Map());
   for (const info of planned.values()) byLabel.set(`${info.appLabel}.${info.model}`, info);
-  if (users) scratch.set(fkFormsRead, new Map([["core.objectchange:user", userForms]]));
   scratch.set(FORMS_READ, forms);
   return scratch;
 }

@@ -101,10 +101,7 @@ readOnlyWithoutTimestamps(objectChangeModel);
 // the page's rows and, in the same read, what names their objects (decision 0143)
 const rowsPlan = objectChangeModel.resource.loadPlan!;
 objectChangeModel.resource.loadPlan = (ctx, ids) => {
-  const users = ctx.services.models
-    .staticModels()
-    .find((m) => m.appLabel === "users" && m.model === "user");
-  const names = pageNames(ctx, ids, users);
+  const names = pageNames(ctx, ids);
   const rows = rowsPlan(ctx, ids);
   return {
     statements: [names.statement, ...rows.statements],
