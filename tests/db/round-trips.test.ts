@@ -1746,15 +1746,15 @@ test("a schema apply beside fields pointing at custom object types and at a miss
   ]);
 });
 
-test("PROBE2", async () => {
+test("event rules watching a custom object type: their user, types and links ride in the read (decision 0143)", async () => {
   const hook = (
     await t.json("POST", "/api/extras/webhooks/", {
-      body: { name: "p-hook", payload_url: "https://example.com/in" },
+      body: { name: "listed-hook", payload_url: "https://example.com/in" },
     })
   ).body.id;
   const rule = await t.json("POST", "/api/extras/event-rules/", {
     body: {
-      name: "p-rule",
+      name: "listed-rule",
       object_types: ["custom_objects.thing", "dcim.site"],
       event_types: ["object_created"],
       action_type: "webhook",
@@ -1762,14 +1762,15 @@ test("PROBE2", async () => {
       action_object_id: hook,
     },
   });
-  console.log("PROBE rule", rule.status, JSON.stringify(rule.body).slice(0, 300));
-  for (const p of [
-    "/api/extras/event-rules/",
-    `/api/extras/event-rules/${rule.body.id}/`,
-    "/api/core/jobs/",
-  ]) {
-    console.log("PROBE", p, await roundTrips("GET", () => p));
-  }
-  const jobs = await t.json("GET", "/api/core/jobs/");
-  console.log("PROBE jobs", JSON.stringify(jobs.body).slice(0, 500));
+  expect(rule.status).toBe(201);
+  const rules = await roundTrips("GET", () => "/api/extras/event-rules/");
+  const one = await roundTrips("GET", () => `/api/extras/event-rules/${rule.body.id}/`);
+  const listed = (await t.json("GET", "/api/extras/event-rules/")).body.results.find(
+    (r: { id: number }) => r.id === rule.body.id,
+  );
+  expect(listed.object_types).toEqual(["custom_objects.thing", "dcim.site"]);
+  expect(listed.user).toMatchObject({ username: "admin" });
+  expect(listed).toEqual((await t.json("GET", `/api/extras/event-rules/${rule.body.id}/`)).body);
+  // NOW: the webhook each rule names is read after the read (TARGET 1)
+  expect({ rules, one }).toEqual({ rules: 2, one: 2 }); // 5 and 5 before (decision 0143)
 });

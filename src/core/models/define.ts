@@ -503,14 +503,14 @@ const hostModel = (ctx: ReadContext, label: string) => {
  * types as labels, host models' nested forms), so the load reads nothing after its one read.
  * Fields whose targets have no SQL form are read after it, as before. Null: nothing to carry.
  */
-function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number) {
+function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: boolean) {
   const table = getTableName(m.table);
   const own = typeof ids === "number" ? sql`${ids}` : ids;
   const parts: SQL[] = [];
   const fields: Array<{ f: FieldSpec; info?: ModelInfo }> = [];
   for (const f of m.spec.fields) {
     const k = fields.length;
-    if (f.type === "fk") {
+    if (f.type === "fk" && fks) {
       const info = hostModel(ctx, f.related!);
       const form = info?.nestedSql?.selectOne?.(sql.raw(`"${table}"."${f.column!.name}"`));
       if (!form) continue;
@@ -541,25 +541,77 @@ function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number) {
   return {
     statement,
     /** Keeps what the statement read for `build` (the load's serialising), and only for it. */
-    async keep<T>(rows: unknown, build: () => Promise<T>): Promise<T> {
-      const scratch = (ctx.scratch ??= new Slots());
+    keep: <T>(rows: unknown, build: () => Promise<T>): Promise<T> => {
       const { forms, links } = carried(m, ctx, fields, rows as RelationRow[]);
-      const before = [scratch.get(fkFormsRead), scratch.get(linksRead)] as const;
-      scratch.set(fkFormsRead, new Map([...(before[0] ?? []), ...forms]));
-      scratch.set(linksRead, new Map([...(before[1] ?? []), ...links]));
-      try {
-        return await build();
-      } finally {
-        for (const [key, value] of [
-          [fkFormsRead, before[0]],
-          [linksRead, before[1]],
-        ] as const) {
-          if (value) scratch.set(key as SlotKey<unknown>, value);
-          else scratch.delete(key);
-        }
-      }
+      return withCarried(ctx, forms, links, build);
     },
   };
+}
+
+/** Runs `build` with the relations a read carried in the context's slots, then takes them out. */
+async function withCarried<T>(
+  ctx: ReadContext,
+  forms: Map<string, Map<number, ApiRecord>>,
+  links: Map<string, Map<unknown, unknown[]>>,
+  build: () => Promise<T>,
+): Promise<T> {
+  const scratch = (ctx.scratch ??= new Slots());
+  const before = [scratch.get(fkFormsRead), scratch.get(linksRead)] as const;
+  scratch.set(fkFormsRead, new Map([...(before[0] ?? []), ...forms]));
+  scratch.set(linksRead, new Map([...(before[1] ?? []), ...links]));
+  try {
+    return await build();
+  } finally {
+    for (const [key, value] of [
+      [fkFormsRead, before[0]],
+      [linksRead, before[1]],
+    ] as const) {
+      if (value) scratch.set(key as SlotKey<unknown>, value);
+      else scratch.delete(key);
+    }
+  }
+}
+
+/**
+ * A GET's foreign keys' nested forms as columns of its row (`__fk_<field>`), where the target is
+ * a host model with a SQL form: the row's one statement stays one (decision 0143).
+ */
+function fkColumns(m: ModelParts, ctx: ReadContext) {
+  const table = getTableName(m.table);
+  const columns: Record<string, SQL> = {};
+  const infos = new Map<string, ModelInfo>();
+  for (const f of m.spec.fields) {
+    if (f.type !== "fk") continue;
+    const info = hostModel(ctx, f.related!);
+    const form = info?.nestedSql?.selectOne?.(sql.raw(`"${table}"."${f.column!.name}"`));
+    if (!form) continue;
+    columns[`__fk_${f.name}`] = form;
+    infos.set(f.name, info!);
+  }
+  return { columns, infos };
+}
+
+/** Takes the `__fk_<field>` columns off `rows`, as `fkFormsRead` entries. */
+function takeFkColumns(
+  m: ModelParts,
+  ctx: ReadContext,
+  infos: Map<string, ModelInfo>,
+  rows: Record<string, any>[],
+) {
+  const label = `${m.spec.appLabel}.${m.spec.model}`;
+  const forms = new Map<string, Map<number, ApiRecord>>();
+  for (const [name, info] of infos) {
+    const byId = new Map<number, ApiRecord>();
+    forms.set(`${label}:${name}`, byId);
+    for (const row of rows) {
+      const j = row[`__fk_${name}`];
+      delete row[`__fk_${name}`];
+      const columns = typeof j === "string" ? (JSON.parse(j) as Record<string, unknown>) : null;
+      if (columns && typeof columns.id === "number")
+        byId.set(columns.id, info.nestedSql!.build(ctx, columns.id, columns));
+    }
+  }
+  return forms;
 }
 
 type RelationRow = { k: number; own: number; other: number | null; j: string | null };
@@ -637,26 +689,39 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
     : null;
   // One id (a GET): one statement, the same every time, its SQL text rendered once per ORM
   // (0098); the row's tags ride on it as JSON (0122), as a custom object's do.
+  // Its foreign keys' nested forms ride on it too (0143), as the registry's host models give them.
   const one = sql`${sql.placeholder("id")}`;
-  const rowById = new Prebuilt((db) =>
-    (typeId
-      ? db.select({ ...getTableColumns(table), [TAGS_KEY]: tagsColumn(table, typeId) })
-      : db.select()
-    )
-      .from(table)
-      .where(sql`${table.id} IN (${one})`),
-  );
+  const byRegistry = new WeakMap<object, ReturnType<typeof rowByIdOf>>();
+  function rowByIdOf(ctx: ReadContext) {
+    const fks = fkColumns(m, ctx);
+    const statement = new Prebuilt((db) =>
+      db
+        .select({
+          ...getTableColumns(table),
+          ...(typeId ? { [TAGS_KEY]: tagsColumn(table, typeId) } : {}),
+          ...fks.columns,
+        })
+        .from(table)
+        .where(sql`${table.id} IN (${one})`),
+    );
+    return { statement, infos: fks.infos };
+  }
+  const rowById = (ctx: ReadContext) => {
+    const key = ctx.services.models;
+    return byRegistry.get(key) ?? byRegistry.set(key, rowByIdOf(ctx)).get(key)!;
+  };
 
   /** `load` as statements for one read: the rows and their tags, the ids as SQL (decision 0085). */
   function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     const statements: LoadPlan["statements"] = [];
+    const single = typeof ids === "number" ? rowById(ctx) : null;
     if (typeof ids === "number")
-      statements.push(rowById.with(ctx.db, { id: ids }, ctx.services.db.orm));
+      statements.push(single!.statement.with(ctx.db, { id: ids }, ctx.services.db.orm));
     else {
       statements.push(ctx.db.select().from(table).where(sql`${table.id} IN (${ids})`));
       if (typeId) statements.push(tagsQueryFor(ctx.db, typeId, ids));
     }
-    const relations = relationsPlan(m, ctx, ids);
+    const relations = relationsPlan(m, ctx, ids, !single);
     if (relations) statements.push(relations.statement);
     return {
       statements,
@@ -667,6 +732,11 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
       },
     };
     async function rowsFinish(answers: unknown[], order: number[]) {
+      if (!single) return serializeRows(answers, order);
+      const forms = takeFkColumns(m, ctx, single.infos, answers[0] as Record<string, any>[]);
+      return withCarried(ctx, forms, new Map(), () => serializeRows(answers, order));
+    }
+    async function serializeRows(answers: unknown[], order: number[]) {
       {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));
