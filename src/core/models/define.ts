@@ -357,7 +357,7 @@ function serializer(m: ModelParts): Serialize {
  * Nested forms of foreign keys a load's own read carried, by `app.model:field`: every id the
  * rows name was looked up in that read, so an id missing from it names nothing.
  */
-export const fkFormsRead = slotKey<Map<string, Map<number, ApiRecord>>>("fk forms read");
+const fkFormsRead = slotKey<Map<string, Map<number, ApiRecord>>>("fk forms read");
 
 /** The nested forms of the objects the rows' foreign keys point at, by field name. */
 async function foreignRecords(m: ModelParts, ctx: ReadContext, rows: Record<string, any>[]) {
