@@ -129,6 +129,11 @@ export interface ReadContext {
   scratch?: Slots;
   /** The request's response byte budget (`core/rest/budget.ts`); none outside requests. */
   budget?: { used: number; readonly limit: number };
+  /**
+   * Registers a guard of a cache a read's statements were built on, settled in the request's
+   * next read (`core/fresh-read.ts`); absent outside a request.
+   */
+  guard?(g: Guard): void;
 }
 
 export interface WriteContext extends ReadContext {
@@ -458,7 +463,13 @@ export type Resolver = (model: string, ctx: ReadContext) => Promise<ModelInfo | 
  * A run-time model a plugin holds in its cache, found by its object type id without a read, with
  * the guard that proves the cached copy current in the request's next read (decision 0118).
  */
-export type CachedModel = { label: string; info: ModelInfo; guard: Guard };
+export type CachedModel = { label: string; objectTypeId: number; info: ModelInfo; guard: Guard };
+
+/** A plugin's look-ups of its cached run-time models (`ModelRegistry.addCachedLookup`). */
+export interface CachedLookup {
+  byObjectType(objectTypeId: number): CachedModel | null;
+  byLabel(label: string): CachedModel | null;
+}
 
 /** Every model of an app label known only at run time, with a signature that moves when any changes. */
 export type Catalog = (
@@ -485,8 +496,10 @@ export interface ModelRegistry {
     groups: Array<[ModelInfo, number[]]>,
   ): Promise<Map<ModelInfo, Map<number, ApiRecord>>>;
   get(appLabel: string, model: string, ctx: ReadContext): Promise<ModelInfo | null>;
-  /** Lets a plugin answer `cachedByObjectType` for its run-time models. */
-  addCachedLookup(lookup: (objectTypeId: number) => CachedModel | null): void;
+  /** Lets a plugin answer `cachedByObjectType` and `cachedByLabel` for its run-time models. */
+  addCachedLookup(lookup: CachedLookup): void;
   /** A run-time model from a plugin's cache by object type id, or null (read it instead). */
   cachedByObjectType(objectTypeId: number): CachedModel | null;
+  /** The same by `app_label.model` (decision 0143: the change log's scope). */
+  cachedByLabel(label: string): CachedModel | null;
 }

@@ -14,10 +14,12 @@ import {
   searchFlusher,
 } from "../../src/plugins/custom-objects/search/flush";
 import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search-index";
+import { tableName } from "../../src/plugins/custom-objects/constants";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
+import { userWith } from "../helpers/grants";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { addField, choiceSet, CO, create, makeCot, namedCot } from "../custom-objects/fixtures";
 
@@ -79,6 +81,95 @@ test("reads: GET by id, lists, ?q=, the health check's database check", async ()
         "/plugins/host_healthcheck_plugin/healthcheck/?format=json&exclude=HostRedisCacheHealthCheck&exclude=HostRedisTasksHealthCheck",
     ),
   ).toBe(1);
+});
+
+test("the change log naming custom objects, sites and users: its list and one record in 1 each (decision 0143)", async () => {
+  const log = "/api/core/object-changes/";
+  // the records beforeAll wrote name a custom object, a site, a type and its fields, the admin
+  const first = await roundTrips("GET", () => `${log}?limit=50`);
+  // more records, of a type the log has not named before, and of sites
+  const cot = await makeCot(t, "logged");
+  await addField(t, cot.id, { name: "title", type: "text", primary: true });
+  const logged = await create(t, "logged", { title: "first logged" });
+  await create(t, "logged", { title: "second logged" });
+  await t.json("POST", "/api/dcim/sites/", { body: { name: "logged site", slug: "logged-site" } });
+  const second = await roundTrips("GET", () => `${log}?limit=50`);
+  const page = (await t.json("GET", `${log}?limit=50`)).body.results as Array<Record<string, any>>;
+  const record = page.find((r) => r.object_repr === "first logged")!;
+  const one = await roundTrips("GET", () => `${log}${record.id}/`);
+  expect({ first, second, one }).toEqual({ first: 1, second: 1, one: 1 });
+  expect(record.changed_object_type).toBe("custom_objects.logged");
+  expect(record.changed_object).toMatchObject({ id: logged.id, display: "first logged" });
+  expect(record.user).toMatchObject({ username: "admin" });
+
+  // the answers are the ones an app with no caches gives; and after another app renames the type
+  // and retitles the object, this app's next listing names them as they now are
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, { headers: { authorization: `Token ${t.admin}` } })
+      ).json();
+    expect((await t.json("GET", `${log}?limit=50`)).body).toEqual(await fresh(`${log}?limit=50`));
+    const renamed = await other.app.request(`${BASE}${CO}/custom-object-types/${cot.id}/`, {
+      method: "PATCH",
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ slug: "logged-renamed" }),
+    });
+    expect(renamed.status, await renamed.text()).toBe(200);
+    const retitled = await other.app.request(`${BASE}${CO}/logged-renamed/${logged.id}/`, {
+      method: "PATCH",
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ title: "first retitled" }),
+    });
+    expect(retitled.status, await retitled.text()).toBe(200);
+    const after = (await t.json("GET", `${log}${record.id}/`)).body;
+    expect(after.changed_object_type).toBe("custom_objects.logged-renamed");
+    expect(after.changed_object).toMatchObject({ id: logged.id, display: "first retitled" });
+    expect(after.changed_object.url).toContain("/logged-renamed/");
+    expect((await t.json("GET", `${log}?limit=50`)).body).toEqual(await fresh(`${log}?limit=50`));
+  } finally {
+    await other.close();
+  }
+});
+
+test("the change log for a caller with view constraints: only their objects' records, as an app with no caches answers (decision 0143)", async () => {
+  const log = "/api/core/object-changes/";
+  const { token } = await userWith(t, "log-reader", [
+    [["view"], "custom_objects.thing", { title: "alpha" }],
+    [["view"], "core.objectchange", null],
+  ]);
+  const asReader = async (path: string) => {
+    const warm = await t.json("GET", path, { token });
+    await flushSearchIndexesNow(servicesOf(t.app));
+    proxy.reset();
+    const r = await t.json("GET", path, { token });
+    expect(r.body).toEqual(warm.body);
+    if (process.env.ROUND_TRIPS_LOG) console.log(path, proxy.count, JSON.stringify(proxy.log));
+    return { trips: proxy.count, body: r.body };
+  };
+  const list = await asReader(`${log}?limit=1000`);
+  const results = list.body.results as Array<Record<string, any>>;
+  expect(results.length).toBeGreaterThan(0);
+  for (const r of results)
+    expect([r.changed_object_type, r.changed_object_id]).toEqual([
+      "custom_objects.thing",
+      objectId,
+    ]);
+  const one = await asReader(`${log}${results[0]!.id}/`);
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, { headers: { authorization: `Token ${token}` } })
+      ).json();
+    expect(list.body).toEqual(await fresh(`${log}?limit=1000`));
+    expect(one.body).toEqual(await fresh(`${log}${results[0]!.id}/`));
+  } finally {
+    await other.close();
+  }
+  if (process.env.ROUND_TRIPS_LOG) console.log({ list: list.trips, one: one.trips });
+  expect({ list: list.trips, one: one.trips }).toEqual({ list: 1, one: 1 });
 });
 
 /** The statements of the one round trip of a warm GET (the batch's BEGIN/COMMIT/ROLLBACK aside). */
@@ -736,11 +827,28 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
         )) as Array<{ n: number }>
       )[0]!.n,
     );
+  // Rows made pending with no timer armed: a write through the app arms the flusher's debounce
+  // (150 ms), which fired inside a count on a slow run (6 round trips for 5); so the rows are
+  // written, the flush that write armed is run now, and they are made pending again by plain SQL
+  // (the index's triggers), which arms nothing.
+  const pendingAgain = async (n: number) => {
+    const made = await t.json("POST", `${CO}/indexed/`, { body: rows(n) });
+    expect(made.status).toBe(201);
+    await searchFlusher(services).flushNow();
+    expect(await pending()).toBe(0);
+    const ids = (made.body as Array<{ id: number }>).map((r) => Number(r.id)).join(",");
+    await t.deps.db.orm.run(
+      sql.raw(`UPDATE "${tableName(cot.id)}" SET notes = notes || '.' WHERE id IN (${ids})`),
+    );
+    expect(await pending()).toBe(n);
+  };
   // warm: a first flush of this type has read its index's shape
   expect((await t.json("POST", `${CO}/indexed/`, { body: rows(2) })).status).toBe(201);
   await flushSearchIndexesNow(services);
-  // the app's flusher, as after a write: one chunk (30 rows), then the read that finds none left
-  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(30) })).status).toBe(201);
+  // the app's flusher, as after a write (armed, then run now: no await between the two): one
+  // chunk (30 rows), then the read that finds none left
+  await pendingAgain(30);
+  searchFlusher(services).schedule(cot.id);
   proxy.reset();
   await searchFlusher(services).flushNow();
   const flushed = proxy.count;
@@ -748,7 +856,7 @@ test("the deferred search-index flush: one read and one atomic write per chunk, 
   expect(await pending()).toBe(0);
   expect(flushed, log).toBeLessThanOrEqual(3);
   // chunks of 10: two round trips each, and one read that finds nothing left
-  expect((await t.json("POST", `${CO}/indexed/`, { body: rows(20) })).status).toBe(201);
+  await pendingAgain(20);
   proxy.reset();
   const taken: number[] = [];
   for (let n = -1; n !== 0; taken.push(n)) n = await flushSearchIndex(t.deps.db, cot.id, 10);
@@ -1646,4 +1754,33 @@ test("a schema apply beside fields pointing at custom object types and at a miss
   expect(applied.body.diffs.map((d: { slug: string; has_changes: boolean }) => d)).toEqual([
     expect.objectContaining({ slug: "pointer", has_changes: false }),
   ]);
+});
+
+test("event rules watching a custom object type: their user, types and links ride in the read (decision 0143)", async () => {
+  const hook = (
+    await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "listed-hook", payload_url: "https://example.com/in" },
+    })
+  ).body.id;
+  const rule = await t.json("POST", "/api/extras/event-rules/", {
+    body: {
+      name: "listed-rule",
+      object_types: ["custom_objects.thing", "dcim.site"],
+      event_types: ["object_created"],
+      action_type: "webhook",
+      action_object_type: "extras.webhook",
+      action_object_id: hook,
+    },
+  });
+  expect(rule.status).toBe(201);
+  const rules = await roundTrips("GET", () => "/api/extras/event-rules/");
+  const one = await roundTrips("GET", () => `/api/extras/event-rules/${rule.body.id}/`);
+  const listed = (await t.json("GET", "/api/extras/event-rules/")).body.results.find(
+    (r: { id: number }) => r.id === rule.body.id,
+  );
+  expect(listed.object_types).toEqual(["custom_objects.thing", "dcim.site"]);
+  expect(listed.user).toMatchObject({ username: "admin" });
+  expect(listed).toEqual((await t.json("GET", `/api/extras/event-rules/${rule.body.id}/`)).body);
+  // NOW: the webhook each rule names is read after the read (TARGET 1)
+  expect({ rules, one }).toEqual({ rules: 2, one: 2 }); // 5 and 5 before (decision 0143)
 });

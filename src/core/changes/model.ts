@@ -3,13 +3,14 @@ import { inArray, or, sql, type SQL } from "drizzle-orm";
 import { objectChanges, objectTypes } from "../../db/schema";
 import { hideUnviewable, restrictWhere } from "../auth/restrict";
 import { codename } from "../auth/permissions";
-import type { AuthState, AuthUser } from "../context";
+import type { AuthState, AuthUser, ModelInfo } from "../context";
 import { defineModel, type DefinedModel } from "../models/define";
 import { orNull, ref } from "../json-schema";
-import { label as otLabel } from "../object-types";
+import { label as otLabel, type ObjectTypeRow } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";
 import { CHANGE_ACTIONS } from "./record";
+import { formsRead, modelsRead, pageNames } from "./list-reads";
 import { rememberChanges } from "./seen";
 
 const PAST = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
@@ -82,6 +83,7 @@ export const objectChangeModel = defineModel({
     const types = await ctx.services.objectTypes.byIds(
       rows.map((r) => r.changedObjectTypeId as number),
       ctx.db,
+      ctx.scratch,
     );
     const nested = await nestedObjects(
       ctx,
@@ -96,6 +98,17 @@ export const objectChangeModel = defineModel({
   },
 });
 readOnlyWithoutTimestamps(objectChangeModel);
+// the page's rows and, in the same read, what names their objects (decision 0143)
+const rowsPlan = objectChangeModel.resource.loadPlan!;
+objectChangeModel.resource.loadPlan = (ctx, ids) => {
+  const names = pageNames(ctx, ids);
+  const rows = rowsPlan(ctx, ids);
+  return {
+    statements: [names.statement, ...rows.statements],
+    finish: (answers, order, known) =>
+      names.finish(answers[0], () => rows.finish(answers.slice(1), order, known)),
+  };
+};
 // A change record holds snapshots of its object: a non-superuser sees it only while they may view
 // that object under their view constraints (decision 0064).
 objectChangeModel.resource.scope = (user, ctx, auth) => changeScope(ctx, auth, user);
@@ -111,7 +124,10 @@ objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
   for (const rec of records) {
     const label = typeof rec.changed_object_type === "string" ? rec.changed_object_type : null;
     const [app, model] = label ? (label.split(".") as [string, string]) : ["", ""];
-    const target = label ? (await ctx.services.models.get(app, model, ctx))?.resource : undefined;
+    const proven = label ? modelsRead(ctx)?.get(label) : undefined;
+    const target = label
+      ? (proven ?? (await ctx.services.models.get(app, model, ctx)))?.resource
+      : undefined;
     if (!target) {
       out.push(rec);
       continue;
@@ -138,8 +154,15 @@ export async function nestedObjects(
   const byType = new Map<number, Set<number>>();
   for (const [typeId, id] of refs)
     (byType.get(typeId) ?? byType.set(typeId, new Set()).get(typeId)!).add(id);
-  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db);
+  const read = formsRead(ctx);
+  const types = await ctx.services.objectTypes.byIds([...byType.keys()], ctx.db, ctx.scratch);
   for (const [typeId, ids] of byType) {
+    const forms = read?.get(typeId);
+    if (forms) {
+      // looked up in the page's own read: an id it did not find names nothing now
+      for (const id of ids) if (forms.has(id)) out.set(`${typeId}:${id}`, forms.get(id)!);
+      continue;
+    }
     const ot = types.get(typeId);
     const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
     if (!info) continue;
@@ -189,14 +212,11 @@ function viewedLabels(user: AuthUser): string[] {
 async function changeScope(ctx: ReadContext, auth: AuthState, user: AuthUser): Promise<SQL> {
   const labels = viewedLabels(user);
   if (!labels.length) return sql`0`;
-  const types = await ctx.db
-    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
-    .from(objectTypes)
-    .where(inArray(sql`${objectTypes.appLabel} || '.' || ${objectTypes.model}`, labels));
   const whole: number[] = [];
   const some: SQL[] = [];
-  for (const ot of types) {
-    const target = (await ctx.services.models.get(ot.appLabel, ot.model, ctx))?.resource;
+  for (const ot of await scopeTypes(ctx, labels)) {
+    const info = ot.info ?? (await ctx.services.models.get(ot.appLabel, ot.model, ctx));
+    const target = info?.resource;
     if (target?.scope === objectChangeModel.resource.scope) continue; // the log records no changes to itself
     if (!target) {
       // a model that is gone (a removed custom object type): only an unconstrained view reads it
@@ -215,4 +235,33 @@ async function changeScope(ctx: ReadContext, auth: AuthState, user: AuthUser): P
     ...some,
   ].filter((x): x is SQL => !!x);
   return terms.length ? (or(...terms) as SQL) : sql`0`;
+}
+
+/**
+ * The object types `labels` name, each with its model where a cache knows both without a read:
+ * a host model's (its type never changes), or a run-time model its plugin caches, proven by a
+ * guard that rides in the request's read (only where the context takes guards: decision 0143).
+ * The others are read.
+ */
+async function scopeTypes(
+  ctx: ReadContext,
+  labels: string[],
+): Promise<Array<ObjectTypeRow & { info?: ModelInfo }>> {
+  const known: Array<ObjectTypeRow & { info?: ModelInfo }> = [];
+  const unknown: string[] = [];
+  for (const label of labels) {
+    const [appLabel, model] = label.split(".") as [string, string];
+    const row = ctx.services.objectTypes.cached(appLabel, model);
+    const cached = !row && ctx.guard ? ctx.services.models.cachedByLabel(label) : null;
+    if (cached) ctx.guard!(cached.guard);
+    if (row) known.push(row);
+    else if (cached) known.push({ id: cached.objectTypeId, appLabel, model, info: cached.info });
+    else unknown.push(label);
+  }
+  if (!unknown.length) return known;
+  const read = await ctx.db
+    .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
+    .from(objectTypes)
+    .where(inArray(sql`${objectTypes.appLabel} || '.' || ${objectTypes.model}`, unknown));
+  return [...known, ...read];
 }

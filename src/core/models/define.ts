@@ -35,6 +35,7 @@ import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { label as otLabel } from "../object-types";
+import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
@@ -352,11 +353,23 @@ function serializer(m: ModelParts): Serialize {
   };
 }
 
+/**
+ * Nested forms of foreign keys a load's own read carried, by `app.model:field`: every id the
+ * rows name was looked up in that read, so an id missing from it names nothing.
+ */
+const fkFormsRead = slotKey<Map<string, Map<number, ApiRecord>>>("fk forms read");
+
 /** The nested forms of the objects the rows' foreign keys point at, by field name. */
 async function foreignRecords(m: ModelParts, ctx: ReadContext, rows: Record<string, any>[]) {
   const related = new Map<string, Map<number, ApiRecord>>();
+  const carried = ctx.scratch?.get(fkFormsRead);
   for (const f of m.spec.fields) {
     if (f.type !== "fk") continue;
+    const read = carried?.get(`${m.spec.appLabel}.${m.spec.model}:${f.name}`);
+    if (read) {
+      related.set(f.name, read);
+      continue;
+    }
     const [app, model] = f.related!.split(".") as [string, string];
     const info = await ctx.services.models.get(app, model, ctx);
     const fkIds = [
@@ -367,11 +380,23 @@ async function foreignRecords(m: ModelParts, ctx: ReadContext, rows: Record<stri
   return related;
 }
 
+/**
+ * Link fields' values a load's own read carried (decision 0143), by `app.model:field`, then
+ * object id: every object of the load was looked up in that read.
+ */
+const linksRead = slotKey<Map<string, Map<unknown, unknown[]>>>("links read");
+
 /** Many-to-many and object-type links: by field name, each object's nested targets or labels. */
 async function linkedRecords(m: ModelParts, ctx: ReadContext, ids: number[]) {
   const links = new Map<string, Map<unknown, unknown[]>>();
+  const carried = ctx.scratch?.get(linksRead);
   for (const f of m.spec.fields) {
     if (f.type !== "m2m" && f.type !== "object_types") continue;
+    const read = carried?.get(`${m.spec.appLabel}.${m.spec.model}:${f.name}`);
+    if (read) {
+      links.set(f.name, read);
+      continue;
+    }
     const { table: link, own, other } = f.link!;
     const pairs = (await ctx.db
       .select({ own: own, other: other })
@@ -466,6 +491,173 @@ function recordOf(
   return rec;
 }
 
+/** A host model by label without a read (host models are registered at start-up). */
+const hostModel = (ctx: ReadContext, label: string) => {
+  const [app, model] = label.split(".") as [string, string];
+  return ctx.services.models.staticModels().find((m) => m.appLabel === app && m.model === model);
+};
+
+/**
+ * For `loadPlan` (decision 0143): one statement, a row per link and per object, that carries the
+ * nested forms of what the objects' foreign keys point at and their link fields' values (object
+ * types as labels, host models' nested forms), so the load reads nothing after its one read.
+ * Fields whose targets have no SQL form are read after it, as before. Null: nothing to carry.
+ */
+function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: boolean) {
+  const table = getTableName(m.table);
+  const own = typeof ids === "number" ? sql`${ids}` : ids;
+  const parts: SQL[] = [];
+  const fields: Array<{ f: FieldSpec; info?: ModelInfo }> = [];
+  for (const f of m.spec.fields) {
+    const k = fields.length;
+    if (f.type === "fk" && fks) {
+      const info = hostModel(ctx, f.related!);
+      const form = info?.nestedSql?.selectOne?.(sql.raw(`"${table}"."${f.column!.name}"`));
+      if (!form) continue;
+      parts.push(
+        sql`SELECT ${k} AS k, "${sql.raw(table)}"."id" AS own, NULL AS other, ${form} AS j FROM ${m.table} WHERE "${sql.raw(table)}"."id" IN (${own})`,
+      );
+      fields.push({ f, info });
+    } else if (f.type === "m2m" || f.type === "object_types") {
+      const { table: link, own: ownCol, other } = f.link!;
+      const linkName = getTableName(link);
+      const otherCol = sql.raw(`"${linkName}"."${other.name}"`);
+      const info = f.type === "m2m" ? hostModel(ctx, f.related!) : undefined;
+      const form =
+        f.type === "object_types"
+          ? sql`(SELECT json_array(${objectTypesTable.appLabel}, ${objectTypesTable.model}) FROM ${objectTypesTable} WHERE ${objectTypesTable.id} = ${otherCol})`
+          : info?.nestedSql?.selectOne?.(otherCol);
+      if (!form) continue;
+      parts.push(
+        sql`SELECT ${k} AS k, ${sql.raw(`"${linkName}"."${ownCol.name}"`)} AS own, ${otherCol} AS other, ${form} AS j FROM ${link} WHERE ${sql.raw(`"${linkName}"."${ownCol.name}"`)} IN (${own})`,
+      );
+      fields.push({ f, info });
+    }
+  }
+  if (!parts.length) return null;
+  const statement = ctx.db.all<{ k: number; own: number; other: number | null; j: string | null }>(
+    sql.join(parts, sql` UNION ALL `),
+  );
+  return {
+    statement,
+    /** Keeps what the statement read for `build` (the load's serialising), and only for it. */
+    keep: <T>(rows: unknown, build: () => Promise<T>): Promise<T> => {
+      const { forms, links } = carried(m, ctx, fields, rows as RelationRow[]);
+      return withCarried(ctx, forms, links, build);
+    },
+  };
+}
+
+/** Runs `build` with the relations a read carried in the context's slots, then takes them out. */
+async function withCarried<T>(
+  ctx: ReadContext,
+  forms: Map<string, Map<number, ApiRecord>>,
+  links: Map<string, Map<unknown, unknown[]>>,
+  build: () => Promise<T>,
+): Promise<T> {
+  const scratch = (ctx.scratch ??= new Slots());
+  const before = [scratch.get(fkFormsRead), scratch.get(linksRead)] as const;
+  scratch.set(fkFormsRead, new Map([...(before[0] ?? []), ...forms]));
+  scratch.set(linksRead, new Map([...(before[1] ?? []), ...links]));
+  try {
+    return await build();
+  } finally {
+    for (const [key, value] of [
+      [fkFormsRead, before[0]],
+      [linksRead, before[1]],
+    ] as const) {
+      if (value) scratch.set(key as SlotKey<unknown>, value);
+      else scratch.delete(key);
+    }
+  }
+}
+
+/**
+ * A GET's foreign keys' nested forms as columns of its row (`__fk_<field>`), where the target is
+ * a host model with a SQL form: the row's one statement stays one (decision 0143).
+ */
+function fkColumns(m: ModelParts, ctx: ReadContext) {
+  const table = getTableName(m.table);
+  const columns: Record<string, SQL> = {};
+  const infos = new Map<string, ModelInfo>();
+  for (const f of m.spec.fields) {
+    if (f.type !== "fk") continue;
+    const info = hostModel(ctx, f.related!);
+    const form = info?.nestedSql?.selectOne?.(sql.raw(`"${table}"."${f.column!.name}"`));
+    if (!form) continue;
+    columns[`__fk_${f.name}`] = form;
+    infos.set(f.name, info!);
+  }
+  return { columns, infos };
+}
+
+/** Takes the `__fk_<field>` columns off `rows`, as `fkFormsRead` entries. */
+function takeFkColumns(
+  m: ModelParts,
+  ctx: ReadContext,
+  infos: Map<string, ModelInfo>,
+  rows: Record<string, any>[],
+) {
+  const label = `${m.spec.appLabel}.${m.spec.model}`;
+  const forms = new Map<string, Map<number, ApiRecord>>();
+  for (const [name, info] of infos) {
+    const byId = new Map<number, ApiRecord>();
+    forms.set(`${label}:${name}`, byId);
+    for (const row of rows) {
+      const j = row[`__fk_${name}`];
+      delete row[`__fk_${name}`];
+      const columns = typeof j === "string" ? (JSON.parse(j) as Record<string, unknown>) : null;
+      if (columns && typeof columns.id === "number")
+        byId.set(columns.id, info.nestedSql!.build(ctx, columns.id, columns));
+    }
+  }
+  return forms;
+}
+
+type RelationRow = { k: number; own: number; other: number | null; j: string | null };
+
+/** The relation statement's rows as `fkFormsRead` and `linksRead` entries. */
+function carried(
+  m: ModelParts,
+  ctx: ReadContext,
+  fields: Array<{ f: FieldSpec; info?: ModelInfo }>,
+  rows: RelationRow[],
+) {
+  const label = `${m.spec.appLabel}.${m.spec.model}`;
+  const forms = new Map<string, Map<number, ApiRecord>>();
+  const links = new Map<string, Map<unknown, unknown[]>>();
+  for (const { f } of fields)
+    if (f.type === "fk") forms.set(`${label}:${f.name}`, new Map());
+    else links.set(`${label}:${f.name}`, new Map());
+  const pairs = new Map<string, Array<{ own: number; other: number; value: unknown }>>();
+  for (const row of rows) {
+    const { f, info } = fields[Number(row.k)]!;
+    if (typeof row.j !== "string") continue;
+    const columns = JSON.parse(row.j);
+    if (f.type === "fk") {
+      const id = (columns as Record<string, unknown>).id;
+      if (typeof id === "number")
+        forms.get(`${label}:${f.name}`)!.set(id, info!.nestedSql!.build(ctx, id, columns));
+      continue;
+    }
+    const value =
+      f.type === "object_types"
+        ? `${columns[0]}.${columns[1]}`
+        : info!.nestedSql!.build(ctx, Number(row.other), columns);
+    const list = pairs.get(f.name) ?? pairs.set(f.name, []).get(f.name)!;
+    list.push({ own: Number(row.own), other: Number(row.other), value });
+  }
+  // in the order `linkedRecords` gives: labels sorted, nested targets by id
+  for (const [name, list] of pairs) {
+    const f = m.fieldsByName.get(name)!;
+    const byOwn = links.get(`${label}:${name}`)!;
+    if (f.type === "m2m") list.sort((a, b) => a.other - b.other);
+    for (const p of list) (byOwn.get(p.own) ?? byOwn.set(p.own, []).get(p.own)!).push(p.value);
+    if (f.type === "object_types") for (const v of byOwn.values()) (v as string[]).sort();
+  }
+  return { forms, links };
+}
+
 /** `load` and `loadPlan`: objects by id, with their tags in the same read where it can. */
 function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "loadPlan"> {
   const { spec, table } = m;
@@ -497,28 +689,55 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
     : null;
   // One id (a GET): one statement, the same every time, its SQL text rendered once per ORM
   // (0098); the row's tags ride on it as JSON (0122), as a custom object's do.
+  // Its foreign keys' nested forms ride on it too (0143), as the registry's host models give them.
   const one = sql`${sql.placeholder("id")}`;
-  const rowById = new Prebuilt((db) =>
-    (typeId
-      ? db.select({ ...getTableColumns(table), [TAGS_KEY]: tagsColumn(table, typeId) })
-      : db.select()
-    )
-      .from(table)
-      .where(sql`${table.id} IN (${one})`),
-  );
+  const byRegistry = new WeakMap<object, ReturnType<typeof rowByIdOf>>();
+  function rowByIdOf(ctx: ReadContext) {
+    const fks = fkColumns(m, ctx);
+    const statement = new Prebuilt((db) =>
+      db
+        .select({
+          ...getTableColumns(table),
+          ...(typeId ? { [TAGS_KEY]: tagsColumn(table, typeId) } : {}),
+          ...fks.columns,
+        })
+        .from(table)
+        .where(sql`${table.id} IN (${one})`),
+    );
+    return { statement, infos: fks.infos };
+  }
+  const rowById = (ctx: ReadContext) => {
+    const key = ctx.services.models;
+    return byRegistry.get(key) ?? byRegistry.set(key, rowByIdOf(ctx)).get(key)!;
+  };
 
   /** `load` as statements for one read: the rows and their tags, the ids as SQL (decision 0085). */
   function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     const statements: LoadPlan["statements"] = [];
+    const single = typeof ids === "number" ? rowById(ctx) : null;
     if (typeof ids === "number")
-      statements.push(rowById.with(ctx.db, { id: ids }, ctx.services.db.orm));
+      statements.push(single!.statement.with(ctx.db, { id: ids }, ctx.services.db.orm));
     else {
       statements.push(ctx.db.select().from(table).where(sql`${table.id} IN (${ids})`));
       if (typeId) statements.push(tagsQueryFor(ctx.db, typeId, ids));
     }
+    const relations = relationsPlan(m, ctx, ids, !single);
+    if (relations) statements.push(relations.statement);
     return {
       statements,
       async finish(answers, order) {
+        if (relations)
+          return relations.keep(answers.at(-1), () => rowsFinish(answers.slice(0, -1), order));
+        return rowsFinish(answers, order);
+      },
+    };
+    async function rowsFinish(answers: unknown[], order: number[]) {
+      if (!single) return serializeRows(answers, order);
+      const forms = takeFkColumns(m, ctx, single.infos, answers[0] as Record<string, any>[]);
+      return withCarried(ctx, forms, new Map(), () => serializeRows(answers, order));
+    }
+    async function serializeRows(answers: unknown[], order: number[]) {
+      {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));
         const tags = !typeId
@@ -531,8 +750,8 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
           order.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[],
           tags,
         );
-      },
-    };
+      }
+    }
   }
   return { load, loadPlan };
 }

@@ -6,6 +6,7 @@
 import { sql } from "drizzle-orm";
 import type {
   ApiRecord,
+  CachedLookup,
   CachedModel,
   Catalog,
   Guard,
@@ -86,15 +87,23 @@ export class ModelRegistry implements ModelRegistryApi {
     return out;
   }
 
-  #cachedLookups: Array<(objectTypeId: number) => CachedModel | null> = [];
+  #cachedLookups: CachedLookup[] = [];
 
-  addCachedLookup(lookup: (objectTypeId: number) => CachedModel | null) {
+  addCachedLookup(lookup: CachedLookup) {
     this.#cachedLookups.push(lookup);
   }
 
   cachedByObjectType(objectTypeId: number): CachedModel | null {
     for (const lookup of this.#cachedLookups) {
-      const found = lookup(objectTypeId);
+      const found = lookup.byObjectType(objectTypeId);
+      if (found) return found;
+    }
+    return null;
+  }
+
+  cachedByLabel(label: string): CachedModel | null {
+    for (const lookup of this.#cachedLookups) {
+      const found = lookup.byLabel(label);
       if (found) return found;
     }
     return null;

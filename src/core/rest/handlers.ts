@@ -14,7 +14,7 @@ import {
   requireObject,
   restrictWhere,
 } from "../auth/restrict";
-import type { Ctx, HonoEnv, Services } from "../context";
+import type { Ctx, Guard, HonoEnv, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, baseUrlOf, publicUrlOf } from "../http";
@@ -48,13 +48,18 @@ import type { Queries } from "../../db/client";
 import { databaseStamp } from "../database-stamp";
 import type { StagedOptions } from "../context";
 
-export function readContext(c: Ctx): ReadContext {
+/**
+ * A request's read context. `inFreshRead`: built for a `freshRead`, which takes every guard its
+ * statements' building registers (`ReadContext.guard`); elsewhere no guard could be settled.
+ */
+export function readContext(c: Ctx, inFreshRead = false): ReadContext {
   const services = c.var.services;
   return {
     db: services.db.reader,
     services,
     baseUrl: baseUrlOf(c),
     budget: budgetOf(c, services.config.maxResponseBytes),
+    ...(inFreshRead ? { guard: (g: Guard) => addGuard(c, g) } : {}),
   };
 }
 
@@ -473,7 +478,7 @@ async function inOneRead(c: Ctx, resolve: Resolve): Promise<boolean> {
  * page's ids, their size against the response budget, and the rows with what rides on them.
  */
 async function listInOneRead(c: Ctx, resolve: Resolve) {
-  const ctx = readContext(c);
+  const ctx = readContext(c, true);
   const url = publicUrlOf(c);
   let step!: {
     resource: Resource;
@@ -507,6 +512,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
     );
     return [count, page, ...(budget ? [budget.statement] : []), ...plan.statements] as const;
   });
+  ctx.guard = undefined; // the read has been sent: no later guard could ride in it
   const { resource, q, plan, charge } = step;
   const n = Number((answers[0] as { n: number }[])[0]?.n ?? 0);
   const ids = (answers[1] as { id: number }[]).map((r) => Number(r.id));
@@ -555,7 +561,7 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
 
 /** One object in one read (decision 0085): the guards, and the row (if the caller may view it). */
 async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
-  const ctx = readContext(c);
+  const ctx = readContext(c, true);
   let step!: { resource: Resource; plan: LoadPlan };
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
@@ -568,9 +574,11 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
     step = { resource, plan: resource.loadPlan!(ctx, ids) };
     return step.plan.statements as unknown as Queries;
   });
+  ctx.guard = undefined; // the read has been sent: no later guard could ride in it
   const [record] = await step.plan.finish([...answers], [id]);
   if (!record) throw notFound();
-  return withEtag(c, record, (await projected(c, step.resource, [record]))[0]);
+  // hidden with the load's context: what its read proved is known to the hiding (decision 0143)
+  return withEtag(c, record, (await projected(c, step.resource, [record], ctx))[0]);
 }
 
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
@@ -582,8 +590,13 @@ async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecor
 }
 
 /** Records as answered: related objects the caller may not view hidden, then projected. */
-async function projected(c: Ctx, resource: Resource, records: ApiRecord[]) {
-  const visible = await hideUnviewable(readContext(c), c.var.auth, resource, records);
+async function projected(
+  c: Ctx,
+  resource: Resource,
+  records: ApiRecord[],
+  ctx: ReadContext = readContext(c),
+) {
+  const visible = await hideUnviewable(ctx, c.var.auth, resource, records);
   return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
 }
 

@@ -232,7 +232,7 @@ function cachedModel(
       return false;
     },
   };
-  return { label: `${APP_LABEL}.${slug}`, info: cached.info, guard };
+  return { label: `${APP_LABEL}.${slug}`, objectTypeId, info: cached.info, guard };
 }
 
 /** Slugs of the existing types the caller may not view. */
@@ -297,9 +297,15 @@ export const customObjectsPlugin: HostPlugin = {
         .where(eq(customObjectTypes.id, Number(id)));
       return row?.objectTypeId ?? null;
     });
-    services.models.addCachedLookup((objectTypeId) =>
-      cachedModel(services, registry, objectTypeId),
-    );
+    services.models.addCachedLookup({
+      byObjectType: (objectTypeId) => cachedModel(services, registry, objectTypeId),
+      byLabel(label) {
+        const slug = label.startsWith(`${APP_LABEL}.`) ? label.slice(APP_LABEL.length + 1) : null;
+        const cached = slug === null ? null : registry.cachedBySlug(slug);
+        const objectTypeId = cached?.cot.objectTypeId;
+        return objectTypeId ? cachedModel(services, registry, objectTypeId) : null;
+      },
+    });
     services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
       const cached = guard ? registry.allGuarded() : null;
       if (cached) guard!(cached.guard);
