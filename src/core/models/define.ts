@@ -875,10 +875,18 @@ function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
     }
     return rec;
   };
-  // Every column except JSON ones (nested forms never show them), keyed by property name.
+  // Every column except JSON ones (nested forms never show them) and write-only ones (a password
+  // hash, a webhook's secret: never answered, so never sent back by the database either).
+  const writeOnly = new Set(spec.fields.filter((f) => f.writeOnly).map((f) => f.column));
+  const readableColumns = Object.fromEntries(
+    Object.entries(getTableColumns(table)).filter(([, col]) => !writeOnly.has(col as SQLiteColumn)),
+  );
   const nestedColumns = sql.join(
     Object.entries(getTableColumns(table))
-      .filter(([, col]) => (col as SQLiteColumn).dataType !== "json")
+      .filter(
+        ([, col]) =>
+          (col as SQLiteColumn).dataType !== "json" && !writeOnly.has(col as SQLiteColumn),
+      )
       .map(
         ([key, col]) =>
           sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`,
@@ -897,10 +905,10 @@ function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
     async nested(ctx, ids) {
       const out = new Map<number, ApiRecord>();
       if (!ids.length) return out;
-      const rows = (await ctx.db.select().from(table).where(inArray(table.id, ids))) as Record<
-        string,
-        any
-      >[];
+      const rows = (await ctx.db
+        .select(readableColumns)
+        .from(table)
+        .where(inArray(table.id, ids))) as Record<string, any>[];
       for (const row of rows) out.set(row.id, nestedRecord(ctx, row));
       return out;
     },
