@@ -111,21 +111,29 @@ for (const backend of ["local", "remote"] as const)
       test("an update whose prechange lies outside the constraints is refused", async () => {
         const o = await item("other");
         const change = await patch(o.id, { owner: "me" }); // now the attacker's to view and change
-        for (const query of ["", "?force=true"]) {
+        // a dry run answers as the write would: the constraints on the row after it are judged
+        // on the values the record puts back, though no batch is sent
+        for (const query of ["", "?force=true", "?dry_run=true", "?dry_run=true&force=true"]) {
           const r = await revert(change, query);
-          expect(r.status, JSON.stringify(r.body)).toBe(403);
+          expect(r.status, `${query} ${JSON.stringify(r.body)}`).toBe(403);
+          expect(JSON.stringify(r.body)).not.toContain("other");
           expect(await now(o.id)).toMatchObject({ owner: "me" });
         }
-        // (a dry run answers the plan: the constraints on the row after a write are checked by
-        // the write's batch, which a dry run does not send; it writes nothing either way)
-        await revert(change, "?dry_run=true");
-        expect(await now(o.id)).toMatchObject({ owner: "me" });
         // with a plain field beside it: the write built from the record carries both
         const p = await item("other");
         const both = await patch(p.id, { owner: "me", size: 5 });
-        const r = await revert(both);
-        expect(r.status, JSON.stringify(r.body)).toBe(403);
-        expect(await now(p.id)).toMatchObject({ owner: "me", size: 5 });
+        for (const query of ["", "?dry_run=true"]) {
+          const r = await revert(both, query);
+          expect(r.status, `${query} ${JSON.stringify(r.body)}`).toBe(403);
+          expect(await now(p.id)).toMatchObject({ owner: "me", size: 5 });
+        }
+        // inside the constraints before and after: the dry run and the write both go through
+        const q = await item("me");
+        const mine = await patch(q.id, { note: "n-mine-after" });
+        const dry = await revert(mine, "?dry_run=true");
+        expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+        expect(dry.body.changes.note.to).toBe("n-before");
+        expect((await revert(mine)).status).toBe(200);
       });
 
       test("a delete of an object outside the constraints is not restored", async () => {
@@ -209,7 +217,8 @@ for (const backend of ["local", "remote"] as const)
         expect((await siteNow(theirs)).comments).toBe("c-secret");
         const moved = await site("other");
         const c2 = await sitePatch(moved, { description: "mine", comments: "c-after" });
-        expect((await revert(c2)).status).toBe(403);
+        for (const query of ["", "?dry_run=true"])
+          expect((await revert(c2, query)).status).toBe(403);
         expect(await siteNow(moved)).toMatchObject({ description: "mine", comments: "c-after" });
         const gone = await site("other");
         expect((await t().json("DELETE", `/api/dcim/sites/${gone}/`)).status).toBe(204);
@@ -221,9 +230,9 @@ for (const backend of ["local", "remote"] as const)
         const o = await item("other", { note: "n-restore" });
         expect((await t().json("DELETE", `${ITEMS}/${o.id}/`)).status).toBe(204);
         const change = await lastChange();
-        for (const query of ["", "?force=true"]) {
+        for (const query of ["", "?force=true", "?dry_run=true"]) {
           const r = await revert(change, query, auditor);
-          expect(r.status, JSON.stringify(r.body)).toBe(403);
+          expect(r.status, `${query} ${JSON.stringify(r.body)}`).toBe(403);
           expect((await t().json("GET", `${ITEMS}/${o.id}/`)).status).toBe(404);
         }
         const s = await t().json("POST", "/api/dcim/sites/", {
@@ -231,7 +240,7 @@ for (const backend of ["local", "remote"] as const)
         });
         expect((await t().json("DELETE", `/api/dcim/sites/${s.body.id}/`)).status).toBe(204);
         const siteChange = await lastChange();
-        for (const query of ["", "?force=true"]) {
+        for (const query of ["", "?force=true", "?dry_run=true"]) {
           const r = await revert(siteChange, query, auditor);
           expect(r.status, JSON.stringify(r.body)).toBe(403);
           expect((await t().json("GET", `/api/dcim/sites/${s.body.id}/`)).status).toBe(404);

@@ -26,6 +26,7 @@ import {
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
 import type { StagedOptions, StagedWritten } from "../context";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import { type AfterScope, afterScope, requireInsideAfter } from "./after-scope";
 import { objectChangeModel } from "./model";
 import { PlanReads, ridingReads } from "./plan-reads";
 import { setRestoreId } from "./restore-id";
@@ -465,8 +466,10 @@ async function checkedPlan(
   resource: Resource,
   row: ChangeRow,
   opts: RevertOptions,
-): Promise<{ plan: Plan; conflicts: Conflict[] }> {
+): Promise<{ plan: Plan; conflicts: Conflict[]; after: AfterScope | null }> {
   const ctx = reads.ctx;
+  // a dry run sends no batch to hold the object it would leave to the constraints: judged here
+  const after = opts.dryRun ? await dryRunScope(reads, auth, resource, row, opts) : null;
   const plan = await planOf(reads, resource, row);
   // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
   if (plan.current && plan.action !== "create")
@@ -483,7 +486,43 @@ async function checkedPlan(
   const conflicts = [...plan.conflicts, ...opts.dropped];
   if (conflicts.some((x) => HARD.has(x.reason)) || (conflicts.length && !opts.force))
     throw conflictError(conflicts);
-  return { plan, conflicts };
+  return { plan, conflicts, after };
+}
+
+/** A dry run's check of the object its write would leave, riding in the plan's read. */
+function dryRunScope(
+  reads: PlanReads,
+  auth: WriteContext["auth"],
+  resource: Resource,
+  row: ChangeRow,
+  opts: RevertOptions,
+): Promise<AfterScope> | null {
+  const input = row.action === "create" ? null : inputOf(resource, row);
+  if (!input) return null;
+  for (const d of opts.dropped) if (d.field) delete input[d.field];
+  const action = row.action === "update" ? "change" : "add";
+  return afterScope(reads, auth, resource, action, row.changedObjectId, input);
+}
+
+/** A dry run refused as its write's batch would be: the object it leaves outside the constraints. */
+async function dryRunInside(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+  { plan, after }: { plan: Plan; after: AfterScope | null },
+): Promise<void> {
+  if (!after || (plan.action === "update" && !Object.keys(plan.input).length)) return;
+  const reads = () => new PlanReads(readContext(c), (queries) => readFolded(c, queries));
+  const same = sameInput(after.input, plan.input);
+  await requireInsideAfter(
+    reads,
+    c.var.auth,
+    resource,
+    row.changedObjectId,
+    plan.input,
+    after,
+    same,
+  );
 }
 
 /**
@@ -567,7 +606,9 @@ async function revertStaged(
 async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: RevertOptions) {
   const ctx = readContext(c);
   const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
-  const { plan, conflicts } = await checkedPlan(reads, c.var.auth, resource, row, opts);
+  const checked = await checkedPlan(reads, c.var.auth, resource, row, opts);
+  await dryRunInside(c, resource, row, checked);
+  const { plan, conflicts } = checked;
   return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
 }
 
@@ -818,7 +859,7 @@ async function revertInOneRead(
     Promise.reject(new PlanRefused(e)),
   );
   planned.catch(() => undefined); // awaited in `withPlan`; a write that fails first leaves it
-  let checked: { plan: Plan; conflicts: Conflict[] } | null = null;
+  let checked: Awaited<ReturnType<typeof checkedPlan>> | null = null;
   let read = false;
   const withPlan = async (theirs: unknown[], readThem: (all: unknown[]) => Promise<unknown[]>) => {
     if (read) return readThem(theirs);
@@ -866,6 +907,7 @@ async function revertInOneRead(
     if (e instanceof Replan || !read) return REPLAN;
     if (!(e instanceof DryRunStop)) throw e;
     const { plan, conflicts } = checked!;
+    await dryRunInside(c, resource, row, checked!);
     return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
   }
 }

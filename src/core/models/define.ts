@@ -1169,6 +1169,8 @@ export async function resolveTags(
   raw: unknown,
   appLabel: string,
   model: string,
+  /** Over the tags table's id: the tags the caller may name (others are not found). */
+  nameable?: SQL,
 ): Promise<{ ids: number[] } | { error: string }> {
   if (raw === null) return { ids: [] };
   if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
@@ -1184,7 +1186,11 @@ export async function resolveTags(
       where = eq(tagsTable.name, (item as any).name);
     else if (typeof item === "string") where = eq(tagsTable.slug, item);
     else return { error: `Invalid tag reference: ${JSON.stringify(item)}` };
-    const [tag] = await ctx.db.select().from(tagsTable).where(where).limit(1);
+    const [tag] = await ctx.db
+      .select()
+      .from(tagsTable)
+      .where(nameable ? and(where, nameable) : where)
+      .limit(1);
     if (!tag) return { error: `Tag not found: ${JSON.stringify(item)}` };
     const scope = await ctx.db
       .select({ id: tagObjectTypes.objectTypeId })

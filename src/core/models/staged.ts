@@ -204,6 +204,8 @@ export function stageTagLookup(
   ctx: WriteContext,
   phase: ReadPhase,
   inputs: ApiRecord[],
+  /** Over `t.id`: the tags the caller may name (others are found as absent). */
+  nameable?: SQL,
 ): () => TagRow[] {
   const listed = (raw: unknown) => (Array.isArray(raw) ? raw.map(tagRef) : []);
   // `tags`, and NetBox 4.6's `add_tags` / `remove_tags`
@@ -218,7 +220,7 @@ export function stageTagLookup(
     JSON.stringify(valid.filter((r) => r[0] === key).map((r) => r[1]));
   return phase.add(
     ctx.services.db.orm.all<TagRow>(
-      sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE t.id IN (SELECT value FROM json_each(${named("id")})) OR t.slug IN (SELECT value FROM json_each(${named("slug")})) OR t.name IN (SELECT value FROM json_each(${named("name")}))`,
+      sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE (t.id IN (SELECT value FROM json_each(${named("id")})) OR t.slug IN (SELECT value FROM json_each(${named("slug")})) OR t.name IN (SELECT value FROM json_each(${named("name")})))${nameable ? sql` AND (${nameable})` : sql``}`,
     ),
   );
 }

@@ -2,8 +2,8 @@
  * `custom-object-types/` and `custom-object-type-fields/`: the read side comes from the host's
  * declarative models; writes validate definitions and run the schema operations.
  */
-import { asc, eq, inArray } from "drizzle-orm";
-import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
+import { asc, eq, inArray, sql } from "drizzle-orm";
+import { customObjectTypeFields, customObjectTypes, tags as tagsTable } from "../../../db/schema";
 import { ValidationError } from "../../../core/errors";
 import { defineModel, resolveTags, setTags } from "../../../core/models/define";
 import { parseBool } from "../../../core/rest/query";
@@ -16,6 +16,7 @@ import { titleCase } from "../objects/shape";
 import { validateCot, validateField } from "./definitions";
 import { cotIdOf, stagedFieldWrites } from "./staged-fields";
 import { stagedTypeWrites } from "./staged-types";
+import { nameableTags } from "./type-tags";
 import type { CotRegistry, CotRow } from "../objects/models";
 import {
   addField,
@@ -228,6 +229,16 @@ const siblingsOf = (ctx: WriteContext, cotId: number) =>
     .from(customObjectTypeFields)
     .where(eq(customObjectTypeFields.customObjectTypeId, cotId));
 
+/** The tags a type's input names, those the caller may not view as unknown (decision 0064). */
+async function typeTagsOf(ctx: WriteContext, input: ApiRecord, heldBy: number | null) {
+  if (input.tags === undefined) return null;
+  const { id: typeId } = await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL, ctx.db);
+  const nameable = await nameableTags(ctx, sql`${tagsTable.id}`, typeId, heldBy);
+  const tags = await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL, nameable);
+  if ("error" in tags) throw new ValidationError({ tags: [tags.error] });
+  return tags;
+}
+
 export function cotResource(registry: CotRegistry): Resource {
   const base = cotModel.resource;
   return {
@@ -241,9 +252,7 @@ export function cotResource(registry: CotRegistry): Resource {
         await setTypeConstraints(ctx.db, null, 0, together, checks);
       input = rest;
       const draft = await validateCot(ctx, input, null, false);
-      const tags =
-        input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
-      if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
+      const tags = await typeTagsOf(ctx, input, null);
       const cot = await createCot(ctx, draft);
       if (draft.configContextEnabled) await addLocalContextColumn(ctx.db, cot.id);
       if (tags)
@@ -265,9 +274,7 @@ export function cotResource(registry: CotRegistry): Resource {
       const draft = await validateCot(ctx, input, cot!, partial);
       if (together !== undefined || checks !== undefined)
         await setTypeConstraints(ctx.db, cot!, id, together, checks);
-      const tags =
-        input.tags !== undefined ? await resolveTags(ctx, input.tags, APP_LABEL, COT_MODEL) : null;
-      if (tags && "error" in tags) throw new ValidationError({ tags: [tags.error] });
+      const tags = await typeTagsOf(ctx, input, id);
       await updateCot(ctx, cot!, draft);
       if (tags)
         await setTags(

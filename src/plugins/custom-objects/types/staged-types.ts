@@ -4,7 +4,7 @@
  * `checks` as their indexes and triggers in the same batch (0119). Lists of updates and deletes
  * likewise, in order (0142); lists of creates keep the transaction path.
  */
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
@@ -35,6 +35,7 @@ import { normalizeTogether } from "../schema/unique-together";
 import { stagedTypeConstraints } from "../schema/constraints-api";
 import { protectedRefusal } from "../schema/access";
 import { cotModel, fieldModel } from "./api";
+import { nameableTags } from "./type-tags";
 import { knownChoiceSets } from "./staged-fields";
 import { validateCot, type CotDraft } from "./definitions";
 import {
@@ -83,9 +84,15 @@ export async function typeTags(ctx: WriteContext, phase: ReadPhase, id: number) 
 }
 
 /** The tags an input names, looked up in the phase; null from `resolve` when it names none. */
-async function inputTags(ctx: WriteContext, phase: ReadPhase, input: ApiRecord) {
+async function inputTags(
+  ctx: WriteContext,
+  phase: ReadPhase,
+  input: ApiRecord,
+  heldBy: number | null,
+) {
   const { id: typeId } = await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL);
-  const found = stageTagLookup(ctx, phase, [input]);
+  const nameable = await nameableTags(ctx, sql`t.id`, typeId, heldBy);
+  const found = stageTagLookup(ctx, phase, [input], nameable);
   return {
     typeId,
     resolve(): TagRow[] | null {
@@ -178,7 +185,7 @@ async function createType(
   const otTaken = phase.add(objectTypeQuery(orm, input.slug));
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
-  const tagged = await inputTags(ctx, phase, input);
+  const tagged = await inputTags(ctx, phase, input, null);
   const { unique_together: together, checks, ...attributes } = input;
   // checked first, as the transaction path does; a type without fields takes only empty lists
   if (together !== undefined || checks !== undefined)
@@ -265,7 +272,7 @@ async function readTypeUpdate(
     reads: typeReads(orm, phase, item.id),
     admitted: limits && admissionReads(orm, phase, options.resource, item.id, limits),
     tagsRead: await typeTags(ctx, phase, item.id),
-    tagged: await inputTags(ctx, phase, item.input),
+    tagged: await inputTags(ctx, phase, item.input, item.id),
     taken: phase.add(takenQuery(orm, item.input)),
     otTaken: phase.add(objectTypeQuery(orm, item.input.slug)),
   };
