@@ -16,7 +16,7 @@ import type { ApiRecord, LoadPlan, ReadContext } from "../../../core/rest/resour
 import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { displayText, renderExpression } from "./display";
 import type { FieldRow } from "../field-types";
-import { ownerReader } from "./owner";
+import { hasOwner, ownerReader } from "./owner";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
 
 /** Nested forms of related objects, by type id and id. */
@@ -199,8 +199,8 @@ async function nestedReferences(
 
 /**
  * Sets each field's value on `rec` (references nested, value parts spread as `<name>_<part>`,
- * companions as `<name>_<suffix>`);
- * gives the values of flat fields, which the record shows only as their parts.
+ * companions as `<name>_<suffix>`); puts the values of flat fields, which the record shows only
+ * as their parts, in `flatValues` (given when the type shows a `_context`).
  */
 function setFieldValues(
   rec: ApiRecord,
@@ -208,9 +208,9 @@ function setFieldValues(
   plan: FieldPlan,
   refs: { links: LinksByField; inline: Map<string, Map<number, ApiRecord>> },
   ref: RefOf,
-): Map<string, unknown> {
+  flatValues: Map<string, unknown> | null,
+): void {
   const { links, inline } = refs;
-  const flatValues = new Map<string, unknown>();
   for (const { f, kind, m, idKey, typeKey, parts, companions } of plan) {
     if (kind === "reference") {
       const id = row[idKey];
@@ -227,7 +227,7 @@ function setFieldValues(
     } else {
       const value = m.decode(row[f.name]);
       // A flat field (coordinates) reads only as its parts, as upstream's does.
-      if (m.flat) flatValues.set(f.name, value);
+      if (m.flat) flatValues?.set(f.name, value);
       else rec[f.name] = value;
       for (const [part, key] of parts)
         rec[key] =
@@ -237,7 +237,6 @@ function setFieldValues(
       for (const [c, key] of companions) rec[key] = c.decode(row[key]);
     }
   }
-  return flatValues;
 }
 
 /** Serialises rows into API records, reading the nested forms the `known` ones lack. */
@@ -256,20 +255,34 @@ function serializer(shape: Shape, display: Reader["display"]): Reader["serialize
       : await loadTags(ctx, cot.objectTypeId!, ids);
     const cotRef = nestedCot(ctx.baseUrl, cot);
     const ownerOf = await ownerReader(ctx, shape, rows);
+    const withOwner = hasOwner(shape);
+    const withContext = contextFields.length > 0;
     return rows.map((row) => {
-      const rec: ApiRecord = {
-        id: row.id,
-        url: instanceUrl(ctx.baseUrl, slug, row.id),
-        display: display(row),
-        ...(contextFields.length ? { _context: null } : {}),
-        custom_object_type: cotRef,
-        created: row.created,
-        last_updated: row.lastUpdated,
-        tags: tags.get(row.id) ?? [],
-        ...ownerOf(row),
-      };
-      const flatValues = setFieldValues(rec, row, plan, refs, ref);
-      if (contextFields.length) {
+      // one literal per key set, the keys in the answer's order: no spread objects per row
+      const rec: ApiRecord = withContext
+        ? {
+            id: row.id,
+            url: instanceUrl(ctx.baseUrl, slug, row.id),
+            display: display(row),
+            _context: null,
+            custom_object_type: cotRef,
+            created: row.created,
+            last_updated: row.lastUpdated,
+            tags: tags.get(row.id) ?? [],
+          }
+        : {
+            id: row.id,
+            url: instanceUrl(ctx.baseUrl, slug, row.id),
+            display: display(row),
+            custom_object_type: cotRef,
+            created: row.created,
+            last_updated: row.lastUpdated,
+            tags: tags.get(row.id) ?? [],
+          };
+      if (withOwner) rec.owner = ownerOf(row);
+      const flatValues = withContext ? new Map<string, unknown>() : null;
+      setFieldValues(rec, row, plan, refs, ref, flatValues);
+      if (flatValues) {
         const parts = contextFields
           .map((f) => displayText(flatValues.has(f.name) ? flatValues.get(f.name) : rec[f.name]))
           .filter(Boolean);
