@@ -223,7 +223,7 @@ function setFieldValues(
             ? (known.get(id) ?? { id })
             : ref(f, typeId, id);
     } else if (kind === "links") {
-      rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
+      rec[f.name] = linkedRefs(f, links.get(f.id)!.get(row.id), ref);
     } else {
       const value = m.decode(row[f.name]);
       // A flat field (coordinates) reads only as its parts, as upstream's does.
@@ -237,6 +237,16 @@ function setFieldValues(
       for (const [c, key] of companions) rec[key] = c.decode(row[key]);
     }
   }
+}
+
+/**
+ * A multiobject field's nested references. Its own function, not a closure in the field loop:
+ * a closure there capturing the loop's field makes the engine keep a scope per field per row.
+ */
+function linkedRefs(f: FieldRow, links: { typeId: number; id: number }[] | undefined, ref: RefOf) {
+  const out: ApiRecord[] = [];
+  for (const l of links ?? []) out.push(ref(f, l.typeId, l.id));
+  return out;
 }
 
 /** Serialises rows into API records, reading the nested forms the `known` ones lack. */
