@@ -96,9 +96,58 @@ type FieldPlan = ReturnType<typeof fieldPlan>;
 type LinksByField = Map<number, Map<number, { typeId: number; id: number }[]>>;
 type RefOf = (f: FieldRow, typeId: number, id: number) => ApiRecord;
 
+type LinkRow = { source_id: number; target_type: number | null; target_id: number };
+
+/** Whether every row carries `key` (a column that rode along with the rows). */
+function everyHas(rows: Record<string, any>[], key: string): boolean {
+  for (const r of rows) if (!(key in r)) return false;
+  return true;
+}
+
+/** The nested forms that rode inline on the rows for reference field `f` (`__n_<name>`), by id. */
+function inlineForms(ctx: ReadContext, shape: Shape, f: FieldRow, rows: Record<string, any>[]) {
+  const info = shape.embedded.get(f.relatedObjectTypeId!)!;
+  const idKey = `${f.name}_id`;
+  const formKey = `__n_${f.name}`;
+  const byId = new Map<number, ApiRecord>();
+  for (const r of rows) {
+    const id = r[idKey];
+    const json = r[formKey];
+    if (id != null && json && !byId.has(id))
+      byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+  }
+  return byId;
+}
+
+/** Multiobject field `f`'s links from the rows: ridden along (`loadPlan`), or read now. */
+async function linkRowsOf(
+  ctx: ReadContext,
+  shape: Shape,
+  f: FieldRow,
+  rows: Record<string, any>[],
+): Promise<LinkRow[]> {
+  const key = `__l_${f.name}`;
+  if (everyHas(rows, key))
+    return rows.flatMap((r) =>
+      (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
+        source_id: r.id as number,
+        target_type: type,
+        target_id: id,
+      })),
+    );
+  const lt = ident(linkTableName(shape.cot.id, f.id));
+  return (await ctx.db.all(
+    sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
+      rows.map((r) => sql`${r.id as number}`),
+      sql`, `,
+    )}) ORDER BY source_id, position, target_id`,
+  )) as LinkRow[];
+}
+
 /**
  * Every reference the rows make: the ids to fetch nested forms for (`wanted`, by type), each
- * multiobject field's links by source, and the forms that rode inline on the rows.
+ * multiobject field's links by source, and the forms that rode inline on the rows. The field
+ * loop holds no closure over its field: the engine would keep a scope per field per call.
  */
 async function gatherReferences(
   shape: Shape,
@@ -106,8 +155,7 @@ async function gatherReferences(
   rows: Record<string, any>[],
   known: Nested | undefined,
 ) {
-  const { cot, fields, storage, embedded } = shape;
-  const ids = rows.map((r) => r.id as number);
+  const { fields, storage } = shape;
   const wanted = new Map<number, Set<number>>();
   const want = (typeId: number | null | undefined, id: number | null | undefined) => {
     if (typeId == null || id == null || known?.get(typeId)?.has(id)) return;
@@ -116,39 +164,16 @@ async function gatherReferences(
   const links: LinksByField = new Map();
   const inline = new Map<string, Map<number, ApiRecord>>();
   for (const f of fields) {
-    if (storage(f) === "reference" && rows.every((r) => `__n_${f.name}` in r)) {
-      const info = embedded.get(f.relatedObjectTypeId!)!;
-      const byId = new Map<number, ApiRecord>();
-      for (const r of rows) {
-        const id = r[`${f.name}_id`];
-        const json = r[`__n_${f.name}`];
-        if (id != null && json && !byId.has(id))
-          byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
-      }
-      inline.set(f.name, byId);
-    } else if (storage(f) === "reference") {
-      for (const r of rows)
-        want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
-    } else if (storage(f) === "links") {
-      const lt = ident(linkTableName(cot.id, f.id));
-      const key = `__l_${f.name}`;
-      // the links came with the rows (`loadPlan`), or are read now
-      const linkRows = rows.every((r) => key in r)
-        ? rows.flatMap((r) =>
-            (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
-              source_id: r.id as number,
-              target_type: type,
-              target_id: id,
-            })),
-          )
-        : ((await ctx.db.all(
-            sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
-              ids.map((i) => sql`${i}`),
-              sql`, `,
-            )}) ORDER BY source_id, position, target_id`,
-          )) as { source_id: number; target_type: number | null; target_id: number }[]);
+    const kind = storage(f);
+    if (kind === "reference" && everyHas(rows, `__n_${f.name}`)) {
+      inline.set(f.name, inlineForms(ctx, shape, f, rows));
+    } else if (kind === "reference") {
+      const idKey = `${f.name}_id`;
+      const typeKey = `${f.name}_type`;
+      for (const r of rows) want(f.isPolymorphic ? r[typeKey] : f.relatedObjectTypeId, r[idKey]);
+    } else if (kind === "links") {
       const bySource = new Map<number, { typeId: number; id: number }[]>();
-      for (const l of linkRows) {
+      for (const l of await linkRowsOf(ctx, shape, f, rows)) {
         const typeId = l.target_type ?? f.relatedObjectTypeId!;
         want(typeId, l.target_id);
         (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({
