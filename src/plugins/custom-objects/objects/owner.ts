@@ -32,15 +32,15 @@ export function declareOwner(shape: Shape, resource: Resource) {
 }
 
 /**
- * The owners of these rows in nested form, fetched once: a function giving each row's
- * `{owner}` to spread into its record (an empty object when the type has no owner).
+ * The owners of these rows in nested form, fetched once: a function giving each row's `owner`
+ * (null when the type has none: `hasOwner` says whether the record shows the key).
  */
 export async function ownerReader(
   ctx: ReadContext,
   shape: Shape,
   rows: Record<string, any>[],
-): Promise<(row: Record<string, any>) => ApiRecord> {
-  if (!hasOwner(shape)) return () => ({});
+): Promise<(row: Record<string, any>) => ApiRecord | null> {
+  if (!hasOwner(shape)) return () => null;
   const ids = [
     ...new Set(rows.map((r) => r[OWNER_COLUMN]).filter((v): v is number => typeof v === "number")),
   ];
@@ -48,7 +48,7 @@ export async function ownerReader(
   const nested = info ? await info.nested(ctx, ids) : new Map<number, ApiRecord>();
   return (row) => {
     const id = row[OWNER_COLUMN];
-    return { owner: id == null ? null : (nested.get(id) ?? { id }) };
+    return id == null ? null : (nested.get(id) ?? { id });
   };
 }
 

@@ -16,7 +16,7 @@ import type { ApiRecord, LoadPlan, ReadContext } from "../../../core/rest/resour
 import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { displayText, renderExpression } from "./display";
 import type { FieldRow } from "../field-types";
-import { ownerReader } from "./owner";
+import { hasOwner, ownerReader } from "./owner";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
 
 /** Nested forms of related objects, by type id and id. */
@@ -96,9 +96,58 @@ type FieldPlan = ReturnType<typeof fieldPlan>;
 type LinksByField = Map<number, Map<number, { typeId: number; id: number }[]>>;
 type RefOf = (f: FieldRow, typeId: number, id: number) => ApiRecord;
 
+type LinkRow = { source_id: number; target_type: number | null; target_id: number };
+
+/** Whether every row carries `key` (a column that rode along with the rows). */
+function everyHas(rows: Record<string, any>[], key: string): boolean {
+  for (const r of rows) if (!(key in r)) return false;
+  return true;
+}
+
+/** The nested forms that rode inline on the rows for reference field `f` (`__n_<name>`), by id. */
+function inlineForms(ctx: ReadContext, shape: Shape, f: FieldRow, rows: Record<string, any>[]) {
+  const info = shape.embedded.get(f.relatedObjectTypeId!)!;
+  const idKey = `${f.name}_id`;
+  const formKey = `__n_${f.name}`;
+  const byId = new Map<number, ApiRecord>();
+  for (const r of rows) {
+    const id = r[idKey];
+    const json = r[formKey];
+    if (id != null && json && !byId.has(id))
+      byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
+  }
+  return byId;
+}
+
+/** Multiobject field `f`'s links from the rows: ridden along (`loadPlan`), or read now. */
+async function linkRowsOf(
+  ctx: ReadContext,
+  shape: Shape,
+  f: FieldRow,
+  rows: Record<string, any>[],
+): Promise<LinkRow[]> {
+  const key = `__l_${f.name}`;
+  if (everyHas(rows, key))
+    return rows.flatMap((r) =>
+      (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
+        source_id: r.id as number,
+        target_type: type,
+        target_id: id,
+      })),
+    );
+  const lt = ident(linkTableName(shape.cot.id, f.id));
+  return (await ctx.db.all(
+    sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
+      rows.map((r) => sql`${r.id as number}`),
+      sql`, `,
+    )}) ORDER BY source_id, position, target_id`,
+  )) as LinkRow[];
+}
+
 /**
  * Every reference the rows make: the ids to fetch nested forms for (`wanted`, by type), each
- * multiobject field's links by source, and the forms that rode inline on the rows.
+ * multiobject field's links by source, and the forms that rode inline on the rows. The field
+ * loop holds no closure over its field: the engine would keep a scope per field per call.
  */
 async function gatherReferences(
   shape: Shape,
@@ -106,8 +155,7 @@ async function gatherReferences(
   rows: Record<string, any>[],
   known: Nested | undefined,
 ) {
-  const { cot, fields, storage, embedded } = shape;
-  const ids = rows.map((r) => r.id as number);
+  const { fields, storage } = shape;
   const wanted = new Map<number, Set<number>>();
   const want = (typeId: number | null | undefined, id: number | null | undefined) => {
     if (typeId == null || id == null || known?.get(typeId)?.has(id)) return;
@@ -116,39 +164,16 @@ async function gatherReferences(
   const links: LinksByField = new Map();
   const inline = new Map<string, Map<number, ApiRecord>>();
   for (const f of fields) {
-    if (storage(f) === "reference" && rows.every((r) => `__n_${f.name}` in r)) {
-      const info = embedded.get(f.relatedObjectTypeId!)!;
-      const byId = new Map<number, ApiRecord>();
-      for (const r of rows) {
-        const id = r[`${f.name}_id`];
-        const json = r[`__n_${f.name}`];
-        if (id != null && json && !byId.has(id))
-          byId.set(id, info.nestedSql!.build(ctx, id, JSON.parse(json)));
-      }
-      inline.set(f.name, byId);
-    } else if (storage(f) === "reference") {
-      for (const r of rows)
-        want(f.isPolymorphic ? r[`${f.name}_type`] : f.relatedObjectTypeId, r[`${f.name}_id`]);
-    } else if (storage(f) === "links") {
-      const lt = ident(linkTableName(cot.id, f.id));
-      const key = `__l_${f.name}`;
-      // the links came with the rows (`loadPlan`), or are read now
-      const linkRows = rows.every((r) => key in r)
-        ? rows.flatMap((r) =>
-            (JSON.parse(r[key] ?? "[]") as [number | null, number][]).map(([type, id]) => ({
-              source_id: r.id as number,
-              target_type: type,
-              target_id: id,
-            })),
-          )
-        : ((await ctx.db.all(
-            sql`SELECT source_id, target_type, target_id FROM ${lt} WHERE source_id IN (${sql.join(
-              ids.map((i) => sql`${i}`),
-              sql`, `,
-            )}) ORDER BY source_id, position, target_id`,
-          )) as { source_id: number; target_type: number | null; target_id: number }[]);
+    const kind = storage(f);
+    if (kind === "reference" && everyHas(rows, `__n_${f.name}`)) {
+      inline.set(f.name, inlineForms(ctx, shape, f, rows));
+    } else if (kind === "reference") {
+      const idKey = `${f.name}_id`;
+      const typeKey = `${f.name}_type`;
+      for (const r of rows) want(f.isPolymorphic ? r[typeKey] : f.relatedObjectTypeId, r[idKey]);
+    } else if (kind === "links") {
       const bySource = new Map<number, { typeId: number; id: number }[]>();
-      for (const l of linkRows) {
+      for (const l of await linkRowsOf(ctx, shape, f, rows)) {
         const typeId = l.target_type ?? f.relatedObjectTypeId!;
         want(typeId, l.target_id);
         (bySource.get(l.source_id) ?? bySource.set(l.source_id, []).get(l.source_id)!).push({
@@ -199,8 +224,8 @@ async function nestedReferences(
 
 /**
  * Sets each field's value on `rec` (references nested, value parts spread as `<name>_<part>`,
- * companions as `<name>_<suffix>`);
- * gives the values of flat fields, which the record shows only as their parts.
+ * companions as `<name>_<suffix>`); puts the values of flat fields, which the record shows only
+ * as their parts, in `flatValues` (given when the type shows a `_context`).
  */
 function setFieldValues(
   rec: ApiRecord,
@@ -208,9 +233,9 @@ function setFieldValues(
   plan: FieldPlan,
   refs: { links: LinksByField; inline: Map<string, Map<number, ApiRecord>> },
   ref: RefOf,
-): Map<string, unknown> {
+  flatValues: Map<string, unknown> | null,
+): void {
   const { links, inline } = refs;
-  const flatValues = new Map<string, unknown>();
   for (const { f, kind, m, idKey, typeKey, parts, companions } of plan) {
     if (kind === "reference") {
       const id = row[idKey];
@@ -223,11 +248,11 @@ function setFieldValues(
             ? (known.get(id) ?? { id })
             : ref(f, typeId, id);
     } else if (kind === "links") {
-      rec[f.name] = (links.get(f.id)!.get(row.id) ?? []).map((l) => ref(f, l.typeId, l.id));
+      rec[f.name] = linkedRefs(f, links.get(f.id)!.get(row.id), ref);
     } else {
       const value = m.decode(row[f.name]);
       // A flat field (coordinates) reads only as its parts, as upstream's does.
-      if (m.flat) flatValues.set(f.name, value);
+      if (m.flat) flatValues?.set(f.name, value);
       else rec[f.name] = value;
       for (const [part, key] of parts)
         rec[key] =
@@ -237,7 +262,16 @@ function setFieldValues(
       for (const [c, key] of companions) rec[key] = c.decode(row[key]);
     }
   }
-  return flatValues;
+}
+
+/**
+ * A multiobject field's nested references. Its own function, not a closure in the field loop:
+ * a closure there capturing the loop's field makes the engine keep a scope per field per row.
+ */
+function linkedRefs(f: FieldRow, links: { typeId: number; id: number }[] | undefined, ref: RefOf) {
+  const out: ApiRecord[] = [];
+  for (const l of links ?? []) out.push(ref(f, l.typeId, l.id));
+  return out;
 }
 
 /** Serialises rows into API records, reading the nested forms the `known` ones lack. */
@@ -256,20 +290,34 @@ function serializer(shape: Shape, display: Reader["display"]): Reader["serialize
       : await loadTags(ctx, cot.objectTypeId!, ids);
     const cotRef = nestedCot(ctx.baseUrl, cot);
     const ownerOf = await ownerReader(ctx, shape, rows);
+    const withOwner = hasOwner(shape);
+    const withContext = contextFields.length > 0;
     return rows.map((row) => {
-      const rec: ApiRecord = {
-        id: row.id,
-        url: instanceUrl(ctx.baseUrl, slug, row.id),
-        display: display(row),
-        ...(contextFields.length ? { _context: null } : {}),
-        custom_object_type: cotRef,
-        created: row.created,
-        last_updated: row.lastUpdated,
-        tags: tags.get(row.id) ?? [],
-        ...ownerOf(row),
-      };
-      const flatValues = setFieldValues(rec, row, plan, refs, ref);
-      if (contextFields.length) {
+      // one literal per key set, the keys in the answer's order: no spread objects per row
+      const rec: ApiRecord = withContext
+        ? {
+            id: row.id,
+            url: instanceUrl(ctx.baseUrl, slug, row.id),
+            display: display(row),
+            _context: null,
+            custom_object_type: cotRef,
+            created: row.created,
+            last_updated: row.lastUpdated,
+            tags: tags.get(row.id) ?? [],
+          }
+        : {
+            id: row.id,
+            url: instanceUrl(ctx.baseUrl, slug, row.id),
+            display: display(row),
+            custom_object_type: cotRef,
+            created: row.created,
+            last_updated: row.lastUpdated,
+            tags: tags.get(row.id) ?? [],
+          };
+      if (withOwner) rec.owner = ownerOf(row);
+      const flatValues = withContext ? new Map<string, unknown>() : null;
+      setFieldValues(rec, row, plan, refs, ref, flatValues);
+      if (flatValues) {
         const parts = contextFields
           .map((f) => displayText(flatValues.has(f.name) ? flatValues.get(f.name) : rec[f.name]))
           .filter(Boolean);
