@@ -134,6 +134,31 @@ type InsertMany = {
   encoders: Array<DriverValueEncoder<unknown, unknown> | undefined>;
 };
 
+/**
+ * A multi-row INSERT's bound values, in one loop over its slots: straight from the rows, with no
+ * flattened copy of them and no callback per value (2,300 values per chunk of 100 rows).
+ */
+function positionalArgs(
+  q: InsertMany,
+  rowsIn: Array<Record<string, unknown>>,
+  columns: readonly string[],
+): InValue[] {
+  const { slots, constants, encoders } = q;
+  const width = columns.length;
+  const args = new Array<InValue>(slots.length);
+  for (let k = 0; k < slots.length; k++) {
+    const slot = slots[k]!;
+    if (slot < 0) {
+      args[k] = constants[k] as InValue;
+      continue;
+    }
+    const value = rowsIn[Math.floor(slot / width)]![columns[slot % width]!];
+    const encoder = encoders[k];
+    args[k] = (encoder ? encoder.mapToDriverValue(value) : value) as InValue;
+  }
+  return args;
+}
+
 const notFoundMessage = (id: number) =>
   `Related object not found using the provided numeric ID: ${id}`;
 
@@ -923,17 +948,8 @@ export class ObjectWriter {
     rowsIn: Array<Record<string, unknown>>,
   ): Promise<Array<Record<string, unknown>> | null> {
     const { rowColumns } = this.read;
-    const flat = rowsIn.flatMap((r) => this.insertColumns.map((key) => r[key]));
     const q = this.insertManyStatement(ctx.services.db.orm, rowsIn.length);
-    const args = Array.from(
-      q.slots,
-      (slot, k) =>
-        (slot < 0
-          ? q.constants[k]
-          : q.encoders[k]
-            ? q.encoders[k]!.mapToDriverValue(flat[slot])
-            : flat[slot]) as InValue,
-    );
+    const args = positionalArgs(q, rowsIn, this.insertColumns);
     try {
       return (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({
         id: Number(r[0]),
