@@ -27,7 +27,7 @@ export async function readJson(c: Ctx): Promise<unknown> {
 /**
  * `readJson`, and whether any string or key of the body may hold a NUL: in JSON text one can
  * only be the escape `\u0000` (the parser refuses a raw control character), so a body without
- * that text holds none and need not be walked for one (decision 0148).
+ * that text holds none and need not be walked for one.
  */
 export async function readJsonBody(c: Ctx): Promise<{ body: unknown; mayHoldNul: boolean }> {
   const type = c.req.header("content-type");
