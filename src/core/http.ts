@@ -21,6 +21,15 @@ const tooLarge = (limit: number) =>
  * is not JSON answers 400; a non-JSON content type answers 415.
  */
 export async function readJson(c: Ctx): Promise<unknown> {
+  return (await readJsonBody(c)).body;
+}
+
+/**
+ * `readJson`, and whether any string or key of the body may hold a NUL: in JSON text one can
+ * only be the escape `\u0000` (the parser refuses a raw control character), so a body without
+ * that text holds none and need not be walked for one.
+ */
+export async function readJsonBody(c: Ctx): Promise<{ body: unknown; mayHoldNul: boolean }> {
   const type = c.req.header("content-type");
   if (
     type &&
@@ -34,8 +43,9 @@ export async function readJson(c: Ctx): Promise<unknown> {
     );
   }
   const text = new TextDecoder().decode(await readBody(c));
-  if (!text.trim()) return {};
-  return parseJsonText(text);
+  if (!text.trim()) return { body: {}, mayHoldNul: false };
+  const body = parseJsonText(text);
+  return { body, mayHoldNul: text.includes("\\u0000") || text.includes("\0") };
 }
 
 /**

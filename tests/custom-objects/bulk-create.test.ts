@@ -279,3 +279,40 @@ describe("index policy", () => {
     expect(r.body.results.map((x: { serial: string }) => x.serial)).toEqual(["S-1005"]);
   });
 });
+
+// after the tests that read the change log's first 1,000 records
+describe("bulk create of 1,000", () => {
+  test("a bulk of 1,000 writes in a bounded number of statements", async () => {
+    let r: Awaited<ReturnType<TestApp["json"]>> | undefined;
+    const n = await countStatements(
+      t.deps.db,
+      async () =>
+        (r = await t.json("POST", `${CO}/gadget/`, {
+          body: Array.from({ length: 1000 }, (_, i) => item(20_000 + i)),
+        })),
+      { transactions: true },
+    );
+    expect(r!.status).toBe(201);
+    expect((r!.body as unknown[]).length).toBe(1000);
+    // the reads, the shape guard, one INSERT per 100 rows, one per 250 change records (17 today)
+    expect(n).toBeLessThanOrEqual(18);
+  });
+
+  test("a NUL anywhere in a bulk is refused at its item; escaped text that only reads like one is kept", async () => {
+    const n0 = await rows();
+    const body: Record<string, unknown>[] = Array.from({ length: 300 }, (_, i) => item(30_000 + i));
+    body[299] = item(30_299, { name: "a\u0000b" });
+    const refused = await t.json("POST", `${CO}/gadget/`, { body });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors).toEqual([
+      { index: 299, errors: { name: ["Null characters are not allowed."] } },
+    ]);
+    expect(await rows()).toBe(n0);
+    // the six characters backslash, u, 0, 0, 0, 0 are text like any other
+    body[299] = item(30_299, { name: "a\\u0000b" });
+    const kept = await t.json("POST", `${CO}/gadget/`, { body });
+    expect(kept.status).toBe(201);
+    expect((kept.body as Array<{ name: string }>)[299]!.name).toBe("a\\u0000b");
+    expect(await rows()).toBe(n0 + 300);
+  });
+});

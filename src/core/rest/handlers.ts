@@ -17,7 +17,7 @@ import {
 import type { Ctx, Guard, HonoEnv, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
-import { readJson, baseUrlOf, publicUrlOf } from "../http";
+import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
 import { nulFieldErrors } from "../nul";
 import { pageLinks, parseListQuery, parseProjection, project, type ListQuery } from "./query";
 import { enqueueBulkWrite, wantsBackgroundBulk } from "./background";
@@ -819,7 +819,8 @@ function detailRoute(resolve: Resolve) {
  * stored as JSON text keeps an escaped NUL and is left alone.
  */
 async function readWrittenJson(c: Ctx, r: Resource): Promise<unknown> {
-  const body = await readJson(c);
+  const { body, mayHoldNul } = await readJsonBody(c);
+  if (!mayHoldNul) return body;
   const json = new Set(r.describe?.filter((f) => f.kind === "json").map((f) => f.name));
   if (Array.isArray(body)) {
     const errors = body.map((item) => nulFieldErrors(item, json));

@@ -134,6 +134,31 @@ type InsertMany = {
   encoders: Array<DriverValueEncoder<unknown, unknown> | undefined>;
 };
 
+/**
+ * A multi-row INSERT's bound values, in one loop over its slots: straight from the rows, with no
+ * flattened copy of them and no callback per value (2,300 values per chunk of 100 rows).
+ */
+function positionalArgs(
+  q: InsertMany,
+  rowsIn: Array<Record<string, unknown>>,
+  columns: readonly string[],
+): InValue[] {
+  const { slots, constants, encoders } = q;
+  const width = columns.length;
+  const args = new Array<InValue>(slots.length);
+  for (let k = 0; k < slots.length; k++) {
+    const slot = slots[k]!;
+    if (slot < 0) {
+      args[k] = constants[k] as InValue;
+      continue;
+    }
+    const value = rowsIn[Math.floor(slot / width)]![columns[slot % width]!];
+    const encoder = encoders[k];
+    args[k] = (encoder ? encoder.mapToDriverValue(value) : value) as InValue;
+  }
+  return args;
+}
+
 const notFoundMessage = (id: number) =>
   `Related object not found using the provided numeric ID: ${id}`;
 
@@ -495,7 +520,11 @@ export class ObjectWriter {
       batched: !!batch,
       look,
     };
-    for (const f of this.fields) await this.convertField(ctx, st, f, input, existing, partial);
+    for (const f of this.fields) {
+      // a scalar converts synchronously: no promise per field and row (a bulk of 1,000 has 20,000)
+      const pending = this.convertField(ctx, st, f, input, existing, partial);
+      if (pending) await pending;
+    }
     if (batch && !errors.empty) return null;
     if (!batch) await this.checkRefs(ctx, st, existing);
     let tagIds: number[] | null = null;
@@ -554,15 +583,18 @@ export class ObjectWriter {
     return refIds;
   }
 
-  /** Converts one field's value (given, or its default on a create) into `st`. */
-  async convertField(
+  /**
+   * Converts one field's value (given, or its default on a create) into `st`; a promise only
+   * for an object or multiobject field, which may look its references up.
+   */
+  convertField(
     ctx: WriteContext,
     st: Conversion,
     f: FieldRow,
     input: ApiRecord,
     existing: Record<string, any> | null,
     partial: boolean,
-  ) {
+  ): Promise<void> | undefined {
     const { errors, values } = st;
     const present = Object.hasOwn(input, f.name);
     let raw = present ? input[f.name] : undefined;
@@ -603,14 +635,25 @@ export class ObjectWriter {
   }
 
   /** An object field's value: its id (and type) columns; the reference checked or made pending. */
-  async convertReference(ctx: WriteContext, st: Conversion, f: FieldRow, raw: unknown) {
-    const { values } = st;
+  convertReference(
+    ctx: WriteContext,
+    st: Conversion,
+    f: FieldRow,
+    raw: unknown,
+  ): Promise<void> | undefined {
     if (raw === null) {
-      values[`${f.name}_id`] = null;
-      if (f.isPolymorphic) values[`${f.name}_type`] = null;
+      st.values[`${f.name}_id`] = null;
+      if (f.isPolymorphic) st.values[`${f.name}_type`] = null;
       return;
     }
-    const r = f.isPolymorphic ? await resolveRef(ctx, f, raw) : plainRef(f, raw);
+    // only a polymorphic reference looks its type up; a plain one converts synchronously
+    if (f.isPolymorphic) return resolveRef(ctx, f, raw).then((r) => this.takeReference(st, f, r));
+    this.takeReference(st, f, plainRef(f, raw));
+  }
+
+  /** A resolved reference into `st`: its columns, the reference checked or made pending. */
+  takeReference(st: Conversion, f: FieldRow, r: Ref | { error: string }) {
+    const { values } = st;
     if ("error" in r) {
       st.errors.add(f.name, r.error);
       return;
@@ -870,8 +913,10 @@ export class ObjectWriter {
     returned.sort((a, b) => (a.id as number) - (b.id as number));
     const rows = rowsIn.map((r, i) => Object.assign(r, returned[i]) as Record<string, any>);
     for (const row of rows) row.__tags = "[]"; // none yet: `afterInsert` drops this where it sets some
-    for (const [i, row] of rows.entries())
-      await this.afterInsert(ctx, row, converted[i]!.multi, converted[i]!.tagIds);
+    for (const [i, row] of rows.entries()) {
+      const { multi, tagIds } = converted[i]!;
+      if (multi.size || tagIds) await this.afterInsert(ctx, row, multi, tagIds);
+    }
     // the related objects were just read to check them: their nested forms are not read again
     const records = await this.read.serialize(ctx, rows, seen.nested);
     return rows.map((row, i) => ({ id: row.id as number, record: records[i]! }));
@@ -903,17 +948,8 @@ export class ObjectWriter {
     rowsIn: Array<Record<string, unknown>>,
   ): Promise<Array<Record<string, unknown>> | null> {
     const { rowColumns } = this.read;
-    const flat = rowsIn.flatMap((r) => this.insertColumns.map((key) => r[key]));
     const q = this.insertManyStatement(ctx.services.db.orm, rowsIn.length);
-    const args = Array.from(
-      q.slots,
-      (slot, k) =>
-        (slot < 0
-          ? q.constants[k]
-          : q.encoders[k]
-            ? q.encoders[k]!.mapToDriverValue(flat[slot])
-            : flat[slot]) as InValue,
-    );
+    const args = positionalArgs(q, rowsIn, this.insertColumns);
     try {
       return (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({
         id: Number(r[0]),
