@@ -72,13 +72,14 @@ for (const backend of ["local", "remote"] as const)
     const asAdmin = async (path: string) => (await t().json("GET", path)).body;
 
     for (const [kind, k] of Object.entries(kinds)) {
-      const writes = (id: number) => [
-        ["DELETE", `${k.path}/${id}/`, undefined],
-        ["PATCH", `${k.path}/${id}/`, k.change],
-        ["PUT", `${k.path}/${id}/`, k.put(id)],
-        ["DELETE", `${k.path}/`, [{ id }]],
-        ["PATCH", `${k.path}/`, [{ id, ...k.change }]],
-      ] as const;
+      const writes = (id: number) =>
+        [
+          ["DELETE", `${k.path}/${id}/`, undefined],
+          ["PATCH", `${k.path}/${id}/`, k.change],
+          ["PUT", `${k.path}/${id}/`, k.put(id)],
+          ["DELETE", `${k.path}/`, [{ id }]],
+          ["PATCH", `${k.path}/`, [{ id, ...k.change }]],
+        ] as const;
 
       test(`${kind}: every write of a hidden object answers as a missing id, writes nothing`, async () => {
         const hidden = await k.make(false);

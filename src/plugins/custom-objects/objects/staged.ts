@@ -375,7 +375,10 @@ function stageStored(
   };
 }
 
-/** The stored row `id` if the caller may act on it: 404 when missing or hidden (0152), 403 when only viewable. */
+/**
+ * The stored row `id` if the caller may act on it: 404 when missing or not viewable (decision
+ * 0152), 403 when viewable but not theirs to act on.
+ */
 function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
   const existing = stored.byId.get(id);
   if (!existing || (stored.viewOk && !stored.viewOk.has(id)))
