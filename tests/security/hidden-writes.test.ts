@@ -106,6 +106,28 @@ for (const backend of ["local", "remote"] as const)
         expect((await t().json("GET", `${k.path}/${visible}/`)).status).toBe(404);
       });
 
+      test(`${kind}: the view guard costs a constrained viewer no round trip of its own`, async () => {
+        if (!app.proxy) return; // counted on the remote database only
+        const proxy = app.proxy;
+        const label = kind === "site" ? "dcim.site" : "custom_objects.items";
+        const whole = (
+          await userWith(t(), `whole-${kind}`, [[["view", "change", "delete"], label, null]])
+        ).token;
+        const trips = async (token: string) => {
+          const warm = await k.make(true);
+          const patched = await t().json("PATCH", `${k.path}/${warm}/`, {
+            token,
+            body: { [k.field]: "warm" },
+          });
+          expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+          const id = await k.make(true);
+          proxy.reset();
+          expect((await t().req("DELETE", `${k.path}/${id}/`, { token })).status).toBe(204);
+          return proxy.count;
+        };
+        expect(await trips(attacker)).toBe(await trips(whole));
+      });
+
       for (const mode of ["remembered", "forgotten"] as const)
         test(`${kind}: a revert (record ${mode}) of a hidden object's create or update writes nothing`, async () => {
           const hidden = await k.make(false);
