@@ -300,8 +300,9 @@ async function mayAct(
 }
 
 /**
- * Refuses an action on an existing object the caller may not act on (as NetBox, the action's
- * own constraints decide): 403 when they may view it, else 404 (nothing is named).
+ * Refuses an action on an existing object the caller may not act on: 404 when they may not view
+ * it, whatever the action's own constraints say (stricter than NetBox, decision 0152: a write on
+ * a hidden object answers as a missing id), else 403 when the action's constraints refuse it.
  */
 export async function requireObject(
   ctx: ReadContext,
@@ -311,9 +312,8 @@ export async function requireObject(
   id: number,
   what?: string,
 ): Promise<void> {
-  if (await mayAct(ctx, auth, action, resource, id)) return;
-  if (action !== "view" && (await mayAct(ctx, auth, "view", resource, id))) throw forbidden();
-  throw notFound(what);
+  if (!(await mayAct(ctx, auth, "view", resource, id))) throw notFound(what);
+  if (action !== "view" && !(await mayAct(ctx, auth, action, resource, id))) throw forbidden();
 }
 
 /** After a write: the object must still (or now) match the action's constraints. */

@@ -304,10 +304,13 @@ export async function eachInput<T>(
   if (failed) throw new ValidationError(errors);
 }
 
-/** The stored row `id` if the caller may act on it: 404 when unseen, 403 when only viewable. */
+/**
+ * The stored row `id` if the caller may act on it: 404 when missing or not viewable (whatever the
+ * action's own constraints say, decision 0152), 403 when viewable but not theirs to act on.
+ */
 function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
   const existing = stored.byId.get(id);
-  if (!existing || (stored.actOk && !stored.actOk.has(id) && !stored.viewOk?.has(id)))
+  if (!existing || (stored.viewOk && !stored.viewOk.has(id)))
     throw notFound(`No ${resource.verboseName} with id ${id}.`);
   if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
   options.admit?.(existing);
@@ -956,9 +959,7 @@ class StagedWriter {
     const objectTypeId = await this.parts.objectTypeId(ctx);
     const ids = [...new Set(items.map((i) => i.id))];
     const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
-    const viewWhere = changeWhere
-      ? await restrictWhere(ctx, ctx.auth, "view", resource)
-      : undefined;
+    const viewWhere = await restrictWhere(ctx, ctx.auth, "view", resource);
     const phase = new ReadPhase();
     const lookedUp = await this.lookups(
       ctx,
@@ -1084,12 +1085,15 @@ class StagedWriter {
     const resource = options.resource;
     const objectTypeId = await this.parts.objectTypeId(ctx);
     const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
+    // a hidden object is refused as a missing one (decision 0152): its view constraints guard too
+    const viewWhere = await restrictWhere(ctx, ctx.auth, "view", resource);
     const phase = new ReadPhase();
     const rules = stageRules(ctx, phase, this.spec);
     if (phase.size) return null;
     await phase.run(ctx); // nothing to read: the request's guards lead the batch (0107)
     const batch = new WriteBatch();
     const row = eq(this.table.id, item.id);
+    if (viewWhere) this.stagePermission(ctx, batch, row, 1, viewWhere);
     if (deleteWhere) this.stagePermission(ctx, batch, row, 1, deleteWhere);
     for (const hook of hooks) hook!.write(batch);
     batch.add(
@@ -1146,6 +1150,8 @@ class StagedWriter {
     const resource = options.resource;
     const objectTypeId = await this.parts.objectTypeId(ctx);
     const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
+    // a hidden object is refused as a missing one (decision 0152): its view constraints guard too
+    const viewWhere = await restrictWhere(ctx, ctx.auth, "view", resource);
     const phase = new ReadPhase();
     const lookedUp = await this.lookups(ctx, phase, [item.input]);
     if (phase.size) return null;
@@ -1158,6 +1164,7 @@ class StagedWriter {
     if (!c || c.tags || c.links.size) return null;
     const batch = new WriteBatch();
     const row = eq(this.table.id, item.id);
+    if (viewWhere) this.stagePermission(ctx, batch, row, 1, viewWhere);
     if (changeWhere) this.stagePermission(ctx, batch, row, 1, changeWhere);
     const stamp = nextStamp(item.stamp);
     batch.add(
@@ -1268,9 +1275,7 @@ class StagedWriter {
     const objectTypeId = await this.parts.objectTypeId(ctx);
     const unique = [...new Set(ids)];
     const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
-    const viewWhere = deleteWhere
-      ? await restrictWhere(ctx, ctx.auth, "view", resource)
-      : undefined;
+    const viewWhere = await restrictWhere(ctx, ctx.auth, "view", resource);
     const phase = new ReadPhase();
     const rules = stageRules(ctx, phase, this.spec);
     const storedRead = await this.readStored(

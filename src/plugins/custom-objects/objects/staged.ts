@@ -375,10 +375,13 @@ function stageStored(
   };
 }
 
-/** The stored row `id` if the caller may act on it: 404 when unseen, 403 when only viewable. */
+/**
+ * The stored row `id` if the caller may act on it: 404 when missing or not viewable (decision
+ * 0152), 403 when viewable but not theirs to act on.
+ */
 function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
   const existing = stored.byId.get(id);
-  if (!existing || (stored.actOk && !stored.actOk.has(id) && !stored.viewOk?.has(id)))
+  if (!existing || (stored.viewOk && !stored.viewOk.has(id)))
     throw notFound(`No ${resource.verboseName} with id ${id}.`);
   if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
   options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
@@ -823,7 +826,7 @@ async function stagedUpdate(
   const resource = options.resource;
   const ids = [...new Set(items.map((i) => i.id))];
   const changeWhere = await restrictWhere(ctx, ctx.auth, "change", resource);
-  const viewWhere = changeWhere ? await restrictWhere(ctx, ctx.auth, "view", resource) : undefined;
+  const viewWhere = await restrictWhere(ctx, ctx.auth, "view", resource);
   const phase = new ReadPhase();
   const inputs = items.map((i) => i.input);
   const lookups = await stageLookups(w, ctx, phase, inputs, false);
@@ -920,7 +923,7 @@ async function stagedDelete(
   if (hooks.some((h) => !h.stage)) return "transaction";
   const unique = [...new Set(ids)];
   const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", resource);
-  const viewWhere = deleteWhere ? await restrictWhere(ctx, ctx.auth, "view", resource) : undefined;
+  const viewWhere = await restrictWhere(ctx, ctx.auth, "view", resource);
   const phase = new ReadPhase();
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
   const storedRead = stageStored(w, ctx, phase, unique, deleteWhere, viewWhere);
@@ -984,6 +987,8 @@ async function stagedUpdateAssumed(
 ): Promise<StagedWritten | "refused" | null> {
   if (options.check || options.admit) return null; // a wrapper's checks read the stored row
   const changeWhere = await restrictWhere(ctx, ctx.auth, "change", options.resource);
+  // a hidden object is refused as a missing one (decision 0152): its view constraints guard too
+  const viewWhere = await restrictWhere(ctx, ctx.auth, "view", options.resource);
   const phase = new ReadPhase();
   const lookups = await stageLookups(w, ctx, phase, [item.input], false);
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
@@ -995,6 +1000,7 @@ async function stagedUpdateAssumed(
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);
   const row = sql`${w.table.id} IN (${item.id})`;
+  if (viewWhere) stagePermission(w, ctx, batch, row, 1, viewWhere);
   if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
   const stamp = nextStamp(item.stamp);
   const assignments = Object.keys(c.values).map((col) => sql`${ident(col)} = ${c.values[col]}`);
@@ -1132,6 +1138,8 @@ async function stagedDeleteAssumed(
   const hooks = ctx.services.deleteHooks.map((h) => h.stageAssumed?.(ctx, target) ?? null);
   if (hooks.some((h) => !h)) return null;
   const deleteWhere = await restrictWhere(ctx, ctx.auth, "delete", options.resource);
+  // a hidden object is refused as a missing one (decision 0152): its view constraints guard too
+  const viewWhere = await restrictWhere(ctx, ctx.auth, "view", options.resource);
   const phase = new ReadPhase();
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
   if (phase.size) return null;
@@ -1139,6 +1147,7 @@ async function stagedDeleteAssumed(
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);
   const row = sql`${w.table.id} IN (${item.id})`;
+  if (viewWhere) stagePermission(w, ctx, batch, row, 1, viewWhere);
   if (deleteWhere) stagePermission(w, ctx, batch, row, 1, deleteWhere);
   for (const hook of hooks) hook!.write(batch);
   const orm = ctx.services.db.orm;
