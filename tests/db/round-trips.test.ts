@@ -1781,6 +1781,19 @@ test("event rules watching a custom object type: their user, types and links rid
   expect(listed.object_types).toEqual(["custom_objects.thing", "dcim.site"]);
   expect(listed.user).toMatchObject({ username: "admin" });
   expect(listed).toEqual((await t.json("GET", `/api/extras/event-rules/${rule.body.id}/`)).body);
-  // NOW: the webhook each rule names is read after the read (TARGET 1)
-  expect({ rules, one }).toEqual({ rules: 2, one: 2 }); // 5 and 5 before (decision 0143)
+  // the webhook each rule names rides in the read (2 and 2 before; 5 and 5 before 0143)
+  expect({ rules, one }).toEqual({ rules: 1, one: 1 });
+  // the webhook's name as it is now, in the list and the GET alike
+  expect(listed.action_object).toMatchObject({ id: hook, name: "listed-hook" });
+  const renamed = await t.json("PATCH", `/api/extras/webhooks/${hook}/`, {
+    body: { name: "renamed-hook" },
+  });
+  expect(renamed.status).toBe(200);
+  const again = await t.json("GET", `/api/extras/event-rules/${rule.body.id}/`);
+  expect(again.body.action_object).toMatchObject({ id: hook, name: "renamed-hook" });
+  expect(
+    (await t.json("GET", "/api/extras/event-rules/")).body.results.find(
+      (r: { id: number }) => r.id === rule.body.id,
+    ).action_object,
+  ).toEqual(again.body.action_object);
 });
