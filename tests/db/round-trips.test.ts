@@ -1834,3 +1834,65 @@ test("cursor pages (`?start=`) of sites, custom objects and the change log: 1 ea
   // 4, 4 and 7 before: the guards, the page's ids, then the load and what it names, each alone
   expect(trips).toEqual([1, 1, 1]);
 });
+
+test("jobs naming sites and custom objects: their list and one job in 1 each, as an app with no caches answers (decision 0143)", async () => {
+  const orm = t.deps.db.orm;
+  const typeOf = async (app: string, model: string) =>
+    (
+      (await orm.all(
+        sql`SELECT id FROM object_types WHERE app_label = ${app} AND model = ${model}`,
+      )) as Array<{ id: number }>
+    )[0]!.id;
+  const [admin] = (await orm.all(sql`SELECT id FROM users WHERE username = 'admin'`)) as Array<{
+    id: number;
+  }>;
+  const gone = (await t.json("POST", "/api/dcim/sites/", { body: { name: "gone", slug: "gone" } }))
+    .body.id;
+  const site = await typeOf("dcim", "site");
+  const thing = await typeOf("custom_objects", "thing");
+  for (const [name, type, id] of [
+    ["job.site", site, siteId],
+    ["job.thing", thing, objectId],
+    ["job.gone", site, gone],
+    ["job.none", null, null],
+  ] as const)
+    await orm.run(
+      sql`INSERT INTO jobs (name, object_type_id, object_id, status, created, user_id) VALUES (${name}, ${type}, ${id}, 'completed', '2026-11-27T00:00:00Z', ${admin!.id})`,
+    );
+  expect((await t.json("DELETE", `/api/dcim/sites/${gone}/`)).status).toBe(204);
+  const list = await roundTrips("GET", () => "/api/core/jobs/?name__isw=job.");
+  const page = (await t.json("GET", "/api/core/jobs/?name__isw=job.")).body.results as Array<
+    Record<string, any>
+  >;
+  const byName = new Map(page.map((j) => [j.name, j]));
+  const one = await roundTrips("GET", () => `/api/core/jobs/${byName.get("job.thing").id}/`);
+  const displayOf = async (path: string) => (await t.json("GET", path)).body.display;
+  expect(byName.get("job.site").object).toMatchObject({
+    id: siteId,
+    display: await displayOf(`/api/dcim/sites/${siteId}/`),
+  });
+  expect(byName.get("job.thing").object_type).toBe("custom_objects.thing");
+  expect(byName.get("job.thing").object).toMatchObject({
+    id: objectId,
+    display: await displayOf(`${CO}/thing/${objectId}/`),
+  });
+  expect(byName.get("job.gone").object).toBeNull();
+  expect(byName.get("job.none").object).toBeNull();
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, { headers: { authorization: `Token ${t.admin}` } })
+      ).json();
+    for (const path of [
+      "/api/core/jobs/?name__isw=job.",
+      `/api/core/jobs/${byName.get("job.thing").id}/`,
+      `/api/core/jobs/${byName.get("job.site").id}/`,
+    ])
+      expect((await t.json("GET", path)).body).toEqual(await fresh(path));
+  } finally {
+    await other.close();
+  }
+  // 7 and 6 before: the jobs' types and objects were read after the page (nestedObjects)
+  expect({ list, one }).toEqual({ list: 1, one: 1 });
+});
