@@ -1865,19 +1865,20 @@ test("jobs naming sites and custom objects: their list and one job in 1 each, as
     Record<string, any>
   >;
   const byName = new Map(page.map((j) => [j.name, j]));
-  const one = await roundTrips("GET", () => `/api/core/jobs/${byName.get("job.thing").id}/`);
+  const job = (name: string) => byName.get(name)!;
+  const one = await roundTrips("GET", () => `/api/core/jobs/${job("job.thing").id}/`);
   const displayOf = async (path: string) => (await t.json("GET", path)).body.display;
-  expect(byName.get("job.site").object).toMatchObject({
+  expect(job("job.site").object).toMatchObject({
     id: siteId,
     display: await displayOf(`/api/dcim/sites/${siteId}/`),
   });
-  expect(byName.get("job.thing").object_type).toBe("custom_objects.thing");
-  expect(byName.get("job.thing").object).toMatchObject({
+  expect(job("job.thing").object_type).toBe("custom_objects.thing");
+  expect(job("job.thing").object).toMatchObject({
     id: objectId,
     display: await displayOf(`${CO}/thing/${objectId}/`),
   });
-  expect(byName.get("job.gone").object).toBeNull();
-  expect(byName.get("job.none").object).toBeNull();
+  expect(job("job.gone").object).toBeNull();
+  expect(job("job.none").object).toBeNull();
   const other = await anotherInstance(remote.url);
   try {
     const fresh = async (path: string) =>
@@ -1886,8 +1887,8 @@ test("jobs naming sites and custom objects: their list and one job in 1 each, as
       ).json();
     for (const path of [
       "/api/core/jobs/?name__isw=job.",
-      `/api/core/jobs/${byName.get("job.thing").id}/`,
-      `/api/core/jobs/${byName.get("job.site").id}/`,
+      `/api/core/jobs/${job("job.thing").id}/`,
+      `/api/core/jobs/${job("job.site").id}/`,
     ])
       expect((await t.json("GET", path)).body).toEqual(await fresh(path));
   } finally {

@@ -87,7 +87,7 @@ const qualified = (on: NamingTable, column: SQLiteColumn) =>
  * object's nested form as JSON (its user's rides in the rows' own plan: `core/models/define.ts`).
  * `finish` keeps what it read for the rest of the load.
  */
-export function pageNames(ctx: ReadContext, ids: SQL | number, on: NamingTable = CHANGES) {
+function pageNames(ctx: ReadContext, ids: SQL | number, on: NamingTable = CHANGES) {
   const planned = new Map<number, ModelInfo>();
   for (const [id, label] of named(ctx.services)) {
     const info = plannedModel(ctx, id, label);

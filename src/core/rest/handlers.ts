@@ -530,7 +530,11 @@ function pageOf(ctx: ReadContext, resource: Resource, q: ListQuery) {
   const idExpr = resource.list.idExpr;
   const select = ctx.db.select({ id: sql<number>`${idExpr}` }).from(resource.table);
   if (q.start === undefined)
-    return select.where(q.where).orderBy(...q.orderBy).limit(q.limit).offset(q.offset);
+    return select
+      .where(q.where)
+      .orderBy(...q.orderBy)
+      .limit(q.limit)
+      .offset(q.offset);
   const from = sql`${idExpr} >= ${q.start}`;
   return select
     .where(q.where ? and(q.where, from) : from)
@@ -807,8 +811,7 @@ function requireNonEmpty(body: unknown[]) {
 /** GET of the list. */
 function listRoute(resolve: Resolve) {
   return async (c: Ctx) => {
-    if (await inOneRead(c, resolve))
-      return listInOneRead(c, resolve);
+    if (await inOneRead(c, resolve)) return listInOneRead(c, resolve);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     return listRecords(c, r);
