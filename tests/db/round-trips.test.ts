@@ -1781,6 +1781,119 @@ test("event rules watching a custom object type: their user, types and links rid
   expect(listed.object_types).toEqual(["custom_objects.thing", "dcim.site"]);
   expect(listed.user).toMatchObject({ username: "admin" });
   expect(listed).toEqual((await t.json("GET", `/api/extras/event-rules/${rule.body.id}/`)).body);
-  // NOW: the webhook each rule names is read after the read (TARGET 1)
-  expect({ rules, one }).toEqual({ rules: 2, one: 2 }); // 5 and 5 before (decision 0143)
+  // the webhook each rule names rides in the read (2 and 2 before; 5 and 5 before 0143)
+  expect({ rules, one }).toEqual({ rules: 1, one: 1 });
+  // the webhook's name as it is now, in the list and the GET alike
+  expect(listed.action_object).toMatchObject({ id: hook, name: "listed-hook" });
+  const renamed = await t.json("PATCH", `/api/extras/webhooks/${hook}/`, {
+    body: { name: "renamed-hook" },
+  });
+  expect(renamed.status).toBe(200);
+  const again = await t.json("GET", `/api/extras/event-rules/${rule.body.id}/`);
+  expect(again.body.action_object).toMatchObject({ id: hook, name: "renamed-hook" });
+  expect(
+    (await t.json("GET", "/api/extras/event-rules/")).body.results.find(
+      (r: { id: number }) => r.id === rule.body.id,
+    ).action_object,
+  ).toEqual(again.body.action_object);
+});
+
+test("cursor pages (`?start=`) of sites, custom objects and the change log: 1 each, as an app with no caches answers", async () => {
+  await t.json("POST", "/api/dcim/sites/", { body: { name: "cursor s2", slug: "cursor-s2" } });
+  await create(t, "thing", { title: "beta", site: siteId });
+  const paths = [
+    `/api/dcim/sites/?start=${siteId}&limit=1`,
+    `${CO}/thing/?start=1&limit=1`,
+    "/api/core/object-changes/?start=1&limit=3",
+  ];
+  const trips: number[] = [];
+  for (const path of paths) trips.push(await roundTrips("GET", () => path));
+  const { token } = await userWith(t, "cursor-reader", [
+    [["view"], "custom_objects.thing", { title: "beta" }],
+  ]);
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string, as = t.admin) =>
+      (await other.app.request(BASE + path, { headers: { authorization: `Token ${as}` } })).json();
+    for (const path of paths) {
+      const body = (await t.json("GET", path)).body;
+      expect(body.count).toBeNull();
+      expect(body.results.length).toBeGreaterThan(0);
+      expect(body).toEqual(await fresh(path));
+      // the next page follows on from the last id, and is answered alike
+      const next = new URL(body.next).pathname + new URL(body.next).search;
+      expect((await t.json("GET", next)).body).toEqual(await fresh(next));
+    }
+    // a constrained caller's cursor page holds only what they may view
+    const mine = (await t.json("GET", `${CO}/thing/?start=1`, { token })).body;
+    expect(mine.results.map((r: { title: string }) => r.title)).toEqual(["beta"]);
+    expect(mine).toEqual(await fresh(`${CO}/thing/?start=1`, token));
+  } finally {
+    await other.close();
+  }
+  // 4, 4 and 7 before: the guards, the page's ids, then the load and what it names, each alone
+  expect(trips).toEqual([1, 1, 1]);
+});
+
+test("jobs naming sites and custom objects: their list and one job in 1 each, as an app with no caches answers (decision 0143)", async () => {
+  const orm = t.deps.db.orm;
+  const typeOf = async (app: string, model: string) =>
+    (
+      (await orm.all(
+        sql`SELECT id FROM object_types WHERE app_label = ${app} AND model = ${model}`,
+      )) as Array<{ id: number }>
+    )[0]!.id;
+  const [admin] = (await orm.all(sql`SELECT id FROM users WHERE username = 'admin'`)) as Array<{
+    id: number;
+  }>;
+  const gone = (await t.json("POST", "/api/dcim/sites/", { body: { name: "gone", slug: "gone" } }))
+    .body.id;
+  const site = await typeOf("dcim", "site");
+  const thing = await typeOf("custom_objects", "thing");
+  for (const [name, type, id] of [
+    ["job.site", site, siteId],
+    ["job.thing", thing, objectId],
+    ["job.gone", site, gone],
+    ["job.none", null, null],
+  ] as const)
+    await orm.run(
+      sql`INSERT INTO jobs (name, object_type_id, object_id, status, created, user_id) VALUES (${name}, ${type}, ${id}, 'completed', '2026-11-27T00:00:00Z', ${admin!.id})`,
+    );
+  expect((await t.json("DELETE", `/api/dcim/sites/${gone}/`)).status).toBe(204);
+  const list = await roundTrips("GET", () => "/api/core/jobs/?name__isw=job.");
+  const page = (await t.json("GET", "/api/core/jobs/?name__isw=job.")).body.results as Array<
+    Record<string, any>
+  >;
+  const byName = new Map(page.map((j) => [j.name, j]));
+  const job = (name: string) => byName.get(name)!;
+  const one = await roundTrips("GET", () => `/api/core/jobs/${job("job.thing").id}/`);
+  const displayOf = async (path: string) => (await t.json("GET", path)).body.display;
+  expect(job("job.site").object).toMatchObject({
+    id: siteId,
+    display: await displayOf(`/api/dcim/sites/${siteId}/`),
+  });
+  expect(job("job.thing").object_type).toBe("custom_objects.thing");
+  expect(job("job.thing").object).toMatchObject({
+    id: objectId,
+    display: await displayOf(`${CO}/thing/${objectId}/`),
+  });
+  expect(job("job.gone").object).toBeNull();
+  expect(job("job.none").object).toBeNull();
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, { headers: { authorization: `Token ${t.admin}` } })
+      ).json();
+    for (const path of [
+      "/api/core/jobs/?name__isw=job.",
+      `/api/core/jobs/${job("job.thing").id}/`,
+      `/api/core/jobs/${job("job.site").id}/`,
+    ])
+      expect((await t.json("GET", path)).body).toEqual(await fresh(path));
+  } finally {
+    await other.close();
+  }
+  // 7 and 6 before: the jobs' types and objects were read after the page (nestedObjects)
+  expect({ list, one }).toEqual({ list: 1, one: 1 });
 });

@@ -2,9 +2,10 @@
  * What a change log page names — each record's object type and its object's nested form — read
  * by one statement beside the page's rows, in the list's one read (decision 0143).
  */
-import { sql, type SQL } from "drizzle-orm";
+import { getTableName, sql, type SQL } from "drizzle-orm";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { objectChanges, objectTypes } from "../../db/schema";
-import type { ApiRecord, ModelInfo, ReadContext, Services } from "../context";
+import type { ApiRecord, ModelInfo, ReadContext, Resource, Services } from "../context";
 import { keepReadTypes, type ObjectTypeRow } from "../object-types";
 import { Slots, slotKey } from "../slots";
 
@@ -61,27 +62,45 @@ function formOf(info: ModelInfo, id: SQL): SQL | null {
   return nested?.selectIn ? sql`(SELECT j FROM (${nested.selectIn(id)}))` : null;
 }
 
-const col = (name: string) => sql.raw(`"object_changes"."${name}"`);
+/** A table whose rows name an object by type and id (the change log, jobs). */
+export interface NamingTable {
+  table: SQLiteTable;
+  /** Its rows' id, object type id and object id columns. */
+  id: SQLiteColumn;
+  type: SQLiteColumn;
+  object: SQLiteColumn;
+}
+
+const CHANGES: NamingTable = {
+  table: objectChanges,
+  id: objectChanges.id,
+  type: objectChanges.changedObjectTypeId,
+  object: objectChanges.changedObjectId,
+};
+
+/** The column as `"table"."column"`, for correlated subqueries. */
+const qualified = (on: NamingTable, column: SQLiteColumn) =>
+  sql.raw(`"${getTableName(on.table)}"."${column.name}"`);
 
 /**
  * The statement (one row per record of `ids`): its type as `[id, app_label, model]` and its
- * object's nested form as JSON (its user's rides in the rows' own plan: `core/models/define.ts`). `finish` keeps what it read for the rest of the load.
+ * object's nested form as JSON (its user's rides in the rows' own plan: `core/models/define.ts`).
+ * `finish` keeps what it read for the rest of the load.
  */
-export function pageNames(ctx: ReadContext, ids: SQL | number) {
+function pageNames(ctx: ReadContext, ids: SQL | number, on: NamingTable = CHANGES) {
   const planned = new Map<number, ModelInfo>();
   for (const [id, label] of named(ctx.services)) {
     const info = plannedModel(ctx, id, label);
     if (info) planned.set(id, info);
   }
+  const type = qualified(on, on.type);
   const branches = [...planned].map(
-    ([id, info]) => sql`WHEN ${id} THEN ${formOf(info, col("changed_object_id"))}`,
+    ([id, info]) => sql`WHEN ${id} THEN ${formOf(info, qualified(on, on.object))}`,
   );
-  const form = branches.length
-    ? sql`CASE ${col("changed_object_type_id")} ${sql.join(branches, sql` `)} END`
-    : sql`NULL`;
+  const form = branches.length ? sql`CASE ${type} ${sql.join(branches, sql` `)} END` : sql`NULL`;
   const where = typeof ids === "number" ? sql`${ids}` : ids;
   const statement = ctx.db.all<PageName>(
-    sql`SELECT ${objectChanges.id} AS id, ${objectChanges.changedObjectTypeId} AS t, (SELECT json_array(${objectTypes.id}, ${objectTypes.appLabel}, ${objectTypes.model}) FROM ${objectTypes} WHERE ${objectTypes.id} = ${col("changed_object_type_id")}) AS ot, ${form} AS o FROM ${objectChanges} WHERE ${objectChanges.id} IN (${where})`,
+    sql`SELECT ${on.id} AS id, ${type} AS t, (SELECT json_array(${objectTypes.id}, ${objectTypes.appLabel}, ${objectTypes.model}) FROM ${objectTypes} WHERE ${objectTypes.id} = ${type}) AS ot, ${form} AS o FROM ${on.table} WHERE ${on.id} IN (${where})`,
   );
   return {
     statement,
@@ -94,6 +113,20 @@ export function pageNames(ctx: ReadContext, ids: SQL | number) {
         scratch.delete(FORMS_READ);
       }
     },
+  };
+}
+
+/** `resource.loadPlan` with `pageNames` beside the rows, in the same read. */
+export function withPageNames(resource: Resource, on: NamingTable = CHANGES) {
+  const rowsPlan = resource.loadPlan!;
+  resource.loadPlan = (ctx, ids) => {
+    const names = pageNames(ctx, ids, on);
+    const rows = rowsPlan(ctx, ids);
+    return {
+      statements: [names.statement, ...rows.statements],
+      finish: (answers, order, known) =>
+        names.finish(answers[0], () => rows.finish(answers.slice(1), order, known)),
+    };
   };
 }
 

@@ -10,7 +10,7 @@ import { label as otLabel, type ObjectTypeRow } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
 import type { ApiRecord, ReadContext } from "../rest/resource";
 import { CHANGE_ACTIONS } from "./record";
-import { formsRead, modelsRead, pageNames } from "./list-reads";
+import { formsRead, modelsRead, withPageNames } from "./list-reads";
 import { rememberChanges } from "./seen";
 
 const PAST = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
@@ -99,16 +99,7 @@ export const objectChangeModel = defineModel({
 });
 readOnlyWithoutTimestamps(objectChangeModel);
 // the page's rows and, in the same read, what names their objects (decision 0143)
-const rowsPlan = objectChangeModel.resource.loadPlan!;
-objectChangeModel.resource.loadPlan = (ctx, ids) => {
-  const names = pageNames(ctx, ids);
-  const rows = rowsPlan(ctx, ids);
-  return {
-    statements: [names.statement, ...rows.statements],
-    finish: (answers, order, known) =>
-      names.finish(answers[0], () => rows.finish(answers.slice(1), order, known)),
-  };
-};
+withPageNames(objectChangeModel.resource);
 // A change record holds snapshots of its object: a non-superuser sees it only while they may view
 // that object under their view constraints (decision 0064).
 objectChangeModel.resource.scope = (user, ctx, auth) => changeScope(ctx, auth, user);

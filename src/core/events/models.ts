@@ -256,6 +256,23 @@ export const eventRuleModel = defineModel({
       ),
     },
   },
+  // the webhooks the rules name, in a load's one read (decision 0143)
+  decoratePlan(ctx, ids) {
+    const own = typeof ids === "number" ? sql`${ids}` : ids;
+    const statement = ctx.db
+      .select({ id: webhooks.id, name: webhooks.name })
+      .from(webhooks)
+      .where(
+        sql`${webhooks.id} IN (SELECT ${eventRules.actionObjectId} FROM ${eventRules} WHERE ${eventRules.id} IN (${own}))`,
+      );
+    return {
+      statement,
+      decorated: (answer) => (rows, records) => {
+        const hooks = answer as Array<{ id: number; name: string }>;
+        return decorateRules(ctx, rows, records, new Map(hooks.map((h) => [h.id, h])));
+      },
+    };
+  },
   async decorate(ctx, rows, records) {
     const hookIds = [...new Set(rows.map((r) => r.actionObjectId as number))];
     const hooks = hookIds.length

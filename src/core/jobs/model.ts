@@ -3,6 +3,7 @@ import { jobs } from "../../db/schema";
 import { JOB_STATUSES } from "../../services/tasks/queue";
 import { nestedObjects, readOnlyWithoutTimestamps } from "../changes/model";
 import { defineModel } from "../models/define";
+import { withPageNames } from "../changes/list-reads";
 import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
@@ -41,6 +42,7 @@ export const jobModel = defineModel({
     const types = await ctx.services.objectTypes.byIds(
       rows.filter((r) => r.objectTypeId != null).map((r) => r.objectTypeId as number),
       ctx.db,
+      ctx.scratch,
     );
     const refs = rows.filter((r) => r.objectTypeId != null && r.objectId != null);
     const nested = await nestedObjects(
@@ -59,6 +61,13 @@ export const jobModel = defineModel({
   },
 });
 readOnlyWithoutTimestamps(jobModel, ["created"]);
+// the page's rows and, in the same read, the objects the jobs name (decision 0143)
+withPageNames(jobModel.resource, {
+  table: jobs,
+  id: jobs.id,
+  type: jobs.objectTypeId,
+  object: jobs.objectId,
+});
 Object.assign(jobModel.resource.list.filters, objectTypeFilters("object_type", jobs.objectTypeId));
 // A job's data is what its owner's request answered (a schema apply's diffs name types and
 // fields): non-superusers see only their own jobs, whatever their view permission (decision 0064).

@@ -122,6 +122,19 @@ export interface ModelSpec {
   afterWrite?: (ctx: WriteContext, id: number, input: ApiRecord, created: boolean) => Promise<void>;
   /** Adds or rewrites keys of serialised records. */
   decorate?: (ctx: ReadContext, rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>;
+  /**
+   * What `decorate` reads, as one statement for a load's one read (decision 0143): the objects'
+   * ids are SQL (a page) or one id; `decorated` decorates from that statement's answer.
+   */
+  decoratePlan?: (
+    ctx: ReadContext,
+    ids: SQL | number,
+  ) => {
+    statement: LoadPlan["statements"][number];
+    decorated: (
+      answer: unknown,
+    ) => (rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>;
+  };
   /** What the OpenAPI document cannot read from `fields` (keys `decorate` adds, wider inputs). */
   openapi?: ModelOpenApi;
   /** Orders `field` naturally ("Site 2" before "Site 10") through a stored key column. */
@@ -723,9 +736,15 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
     }
     const relations = relationsPlan(m, ctx, ids, !single);
     if (relations) statements.push(relations.statement);
+    // what `decorate` reads rides last, so the answers before it stay as they were
+    const decoration = spec.decoratePlan?.(ctx, ids);
+    let decorated: ReturnType<NonNullable<typeof decoration>["decorated"]> | undefined;
+    if (decoration) statements.push(decoration.statement);
     return {
       statements,
-      async finish(answers, order) {
+      async finish(all, order) {
+        const answers = decoration ? all.slice(0, -1) : all;
+        if (decoration) decorated = decoration.decorated(all.at(-1));
         if (relations)
           return relations.keep(answers.at(-1), () => rowsFinish(answers.slice(0, -1), order));
         return rowsFinish(answers, order);
@@ -749,6 +768,9 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
           ctx,
           order.map((id) => byId.get(id)).filter(Boolean) as Record<string, any>[],
           tags,
+          undefined,
+          undefined,
+          decorated,
         );
       }
     }

@@ -494,36 +494,64 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
     const q = restricted
       ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
       : parsed;
-    const page = ctx.db
-      .select({ id: sql<number>`${resource.list.idExpr}` })
-      .from(resource.table)
-      .where(q.where)
-      .orderBy(...q.orderBy)
-      .limit(q.limit)
-      .offset(q.offset);
+    const page = pageOf(ctx, resource, q);
     const budget = budgetInRead(ctx, [{ resource, ids: page.getSQL() }]);
     const ids = budget
       ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}`
       : page.getSQL();
     const plan = resource.loadPlan!(ctx, ids);
     step = { resource, q, plan, charge: budget?.charge ?? null };
-    const count = ctx.db.all<{ n: number }>(
-      sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`,
-    );
+    // a cursor page (`?start=`) counts nothing
+    const count =
+      q.start === undefined
+        ? ctx.db.all<{ n: number }>(
+            sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`,
+          )
+        : ctx.db.all<{ n: null }>(sql`SELECT NULL AS n`);
     return [count, page, ...(budget ? [budget.statement] : []), ...plan.statements] as const;
   });
   ctx.guard = undefined; // the read has been sent: no later guard could ride in it
   const { resource, q, plan, charge } = step;
-  const n = Number((answers[0] as { n: number }[])[0]?.n ?? 0);
   const ids = (answers[1] as { id: number }[]).map((r) => Number(r.id));
   charge?.(answers[2]);
   const loaded = await plan.finish(answers.slice(charge ? 3 : 2) as unknown[], ids);
-  const results = await hideUnviewable(ctx, c.var.auth, resource, loaded);
-  return c.json({
-    count: n,
-    ...pageLinks(url, n, q.limit, q.offset),
-    results: project(results, q.projection, resource.briefFields),
-  });
+  const results = project(
+    await hideUnviewable(ctx, c.var.auth, resource, loaded),
+    q.projection,
+    resource.briefFields,
+  );
+  if (q.start !== undefined) return c.json({ ...cursorLinks(url, ids, q.limit), results });
+  const n = Number((answers[0] as { n: number }[])[0]?.n ?? 0);
+  return c.json({ count: n, ...pageLinks(url, n, q.limit, q.offset), results });
+}
+
+/** A list's page of ids: by its order and offset, or a cursor page's ids ≥ `start` in id order. */
+function pageOf(ctx: ReadContext, resource: Resource, q: ListQuery) {
+  const idExpr = resource.list.idExpr;
+  const select = ctx.db.select({ id: sql<number>`${idExpr}` }).from(resource.table);
+  if (q.start === undefined)
+    return select
+      .where(q.where)
+      .orderBy(...q.orderBy)
+      .limit(q.limit)
+      .offset(q.offset);
+  const from = sql`${idExpr} >= ${q.start}`;
+  return select
+    .where(q.where ? and(q.where, from) : from)
+    .orderBy(asc(idExpr as SQLiteColumn))
+    .limit(q.limit);
+}
+
+/** A cursor page's links: `count` null, `next` from after its last id when it is full. */
+function cursorLinks(url: URL, ids: number[], limit: number) {
+  let next: string | null = null;
+  if (ids.length === limit) {
+    const u = new URL(url);
+    u.searchParams.set("start", String(ids[ids.length - 1]! + 1));
+    u.searchParams.set("limit", String(limit));
+    next = u.toString();
+  }
+  return { count: null, next, previous: null };
 }
 
 /**
@@ -544,17 +572,8 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
   ).map((r) => Number(r.id));
   await chargeRows(ctx, resource, ids);
   const results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
-  let next: string | null = null;
-  if (ids.length === q.limit) {
-    const u = new URL(url);
-    u.searchParams.set("start", String(ids[ids.length - 1]! + 1));
-    u.searchParams.set("limit", String(q.limit));
-    next = u.toString();
-  }
   return c.json({
-    count: null,
-    next,
-    previous: null,
+    ...cursorLinks(url, ids, q.limit),
     results: project(results, q.projection, resource.briefFields),
   });
 }
@@ -792,9 +811,7 @@ function requireNonEmpty(body: unknown[]) {
 /** GET of the list. */
 function listRoute(resolve: Resolve) {
   return async (c: Ctx) => {
-    // cursor pages (`?start=`) are one range read of their own
-    if (c.req.query("start") === undefined && (await inOneRead(c, resolve)))
-      return listInOneRead(c, resolve);
+    if (await inOneRead(c, resolve)) return listInOneRead(c, resolve);
     const r = await resolve(c);
     await requirePermission(c, "view", r);
     return listRecords(c, r);
