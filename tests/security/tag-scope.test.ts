@@ -141,4 +141,36 @@ for (const backend of ["local", "remote"] as const)
         );
       });
     }
+
+    for (const path of ["/api/dcim/sites/", `${CO}/boxes/`]) {
+      test(`${path}: a deleted object put back by one who may not view its tag: as unknown`, async () => {
+        const made = await t().json("POST", path, {
+          body: { ...models[path]!(), tags: [hidden.id] },
+        });
+        expect(made.status, JSON.stringify(made.body)).toBe(201);
+        expect((await t().req("DELETE", `${path}${made.body.id}/`)).status).toBe(204);
+        const changes = await t().json("GET", "/api/core/object-changes/?ordering=-id&limit=1");
+        const change = changes.body.results[0].id as number;
+        const revert = (token: string) =>
+          t().json("POST", `/api/core/object-changes/${change}/revert/`, { token });
+        const grants = (who: string, tagView: Record<string, string> | null) =>
+          userWith(t(), who, [
+            [["view", "add", "change"], "dcim.site", null],
+            [["view", "add", "change"], "custom_objects.boxes", null],
+            [["view"], "core.objectchange", null],
+            [["view"], "extras.tag", tagView],
+          ]);
+        const limited = (await grants(`reverter-${++serial}`, { slug: "open-tag" })).token;
+        const refused = await revert(limited);
+        expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+        expect(JSON.stringify(refused.body)).toContain("Tag not found");
+        expect((await t().json("GET", `${path}${made.body.id}/`)).status).toBe(404);
+        const seeing = (await grants(`reverter-${++serial}`, null)).token;
+        const back = await revert(seeing);
+        expect(back.status, JSON.stringify(back.body)).toBe(200);
+        expect(tagIds((await t().json("GET", `${path}${made.body.id}/`)).body)).toEqual([
+          hidden.id,
+        ]);
+      });
+    }
   });

@@ -1096,6 +1096,8 @@ async function stagedCreateAssumed(
  */
 async function assumedTargets(w: ObjectWriter, ctx: WriteContext, input: ApiRecord) {
   if (w.owned && input.owner != null) return null;
+  // the caller's view of tags limited: the tags it names are looked up (decision 0153)
+  if ([input.tags ?? []].flat().length && (await viewableTags(ctx, sql`t.id`))) return null;
   const targets = new Map<number, TargetFound>();
   const guards: ReturnType<Orm["run"]>[] = [];
   const orm = ctx.services.db.orm;
