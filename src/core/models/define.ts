@@ -2,6 +2,7 @@
  * Declarative host models: a table plus field specs become a `Resource` (validation,
  * serialisation with nested relations and tags, filters, ordering, search) and a `ModelInfo`.
  */
+import { nameableTagsOf } from "./tag-scope";
 import {
   and,
   eq,
@@ -817,7 +818,9 @@ function inputConverter(m: ModelParts) {
       else values[keyOf(f.column!)] = result.value;
     }
     if (spec.tags && Object.hasOwn(input, "tags")) {
-      const res = await resolveTags(ctx, input.tags, spec.appLabel, spec.model);
+      const held = existing ? Number(existing.id) : null;
+      const nameable = await nameableTagsOf(ctx, spec.appLabel, spec.model, held);
+      const res = await resolveTags(ctx, input.tags, spec.appLabel, spec.model, nameable);
       if ("error" in res) errors.add("tags", res.error);
       else tagIds = res.ids;
     }

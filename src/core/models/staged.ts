@@ -3,6 +3,7 @@
  * (decision 0071): everything the write looks up is read first in one `db.read`; the rows, tags,
  * change records and outbox rows then go in one `db.write`, races caught inside it.
  */
+import { viewableTags } from "./tag-scope";
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged, isWriteConflict } from "../../db/client";
@@ -397,7 +398,7 @@ class StagedWriter {
       const ok = await this.viewableRelated(ctx, phase, app, model, info, unique);
       if (ok) viewable.set(f.name, ok);
     }
-    const tagRows = this.tagLookup(ctx, phase, inputs);
+    const tagRows = await this.tagLookup(ctx, phase, inputs);
     const rules = stageRules(ctx, phase, this.spec);
     const links = await this.links.read(ctx, phase, inputs, [], (app, model, info, ids) =>
       this.viewableRelated(ctx, phase, app, model, info, ids),
@@ -470,8 +471,16 @@ class StagedWriter {
   }
 
   /** The tags the inputs name (by id, slug or name) with their scopes, as a read of the phase. */
-  tagLookup(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]): () => TagRow[] {
-    return this.spec.tags ? stageTagLookup(ctx, phase, inputs) : () => [];
+  async tagLookup(ctx: WriteContext, phase: ReadPhase, inputs: ApiRecord[]) {
+    if (!this.spec.tags) return () => [] as TagRow[];
+    // those the caller may view; an object's own tags come from its stored side (`nameable`)
+    return stageTagLookup(ctx, phase, inputs, await viewableTags(ctx, sql`t.id`));
+  }
+
+  /** The tags a write of `existing` may name: those the lookup found, and those it holds. */
+  nameable(found: Found, existing: Row | null): TagRow[] {
+    const held = existing ? (found.storedTags?.get(existing.id) ?? []) : [];
+    return held.length ? [...found.tagRows, ...held] : found.tagRows;
   }
 
   /** `resolveTags` of `define.ts` over the tags the read phase found. */
@@ -539,7 +548,7 @@ class StagedWriter {
       else values[keyOf(f.column!)] = result.value;
     }
     if (spec.tags && Object.hasOwn(input, "tags")) {
-      const res = this.resolveTags(input.tags, found.tagRows, objectTypeId);
+      const res = this.resolveTags(input.tags, this.nameable(found, existing), objectTypeId);
       if ("error" in res) errors.add("tags", res.error);
       else tags = res.tags.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }
@@ -568,7 +577,7 @@ class StagedWriter {
     const edits = tagEditsOf(input, existing !== null);
     if (!edits) return null;
     const resolve = (field: string, raw: unknown) => {
-      const r = this.resolveTags(raw, found.tagRows, objectTypeId);
+      const r = this.resolveTags(raw, this.nameable(found, existing), objectTypeId);
       if ("error" in r) throw ValidationError.field(field, r.error);
       return r.tags;
     };

@@ -3,6 +3,7 @@
  * an object's tags, leaving the rest alone. Turned into the `tags` list the resource already
  * validates (scope, existence), so every taggable model gets them.
  */
+import { nameableTagsOf } from "../models/tag-scope";
 import { ValidationError } from "../errors";
 import { resolveTags } from "../models/define";
 import type { ApiRecord, Resource, WriteContext } from "./resource";
@@ -68,8 +69,10 @@ export async function foldTagEdits(
 ): Promise<ApiRecord> {
   const edits = tagEditsOf(input, current !== null);
   if (!edits) return input;
+  const held = typeof current?.id === "number" ? current.id : null;
+  const nameable = await nameableTagsOf(ctx, resource.appLabel, resource.model, held);
   const resolve = async (field: string, raw: unknown) => {
-    const r = await resolveTags(ctx, raw, resource.appLabel, resource.model);
+    const r = await resolveTags(ctx, raw, resource.appLabel, resource.model, nameable);
     if ("error" in r) throw ValidationError.field(field, r.error);
     return r.ids;
   };

@@ -4,6 +4,7 @@
  * whether the writer may view them), tags, owners, the stored rows and the event rules are read in
  * one `db.read`; rows, links, tags, change records, outbox rows and guards go in one `db.write`.
  */
+import { viewableTags } from "../../../core/models/tag-scope";
 import { and, inArray, sql, type SQL } from "drizzle-orm";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
@@ -176,10 +177,20 @@ class PhaseLookups implements Lookups {
     readonly tagRows: TagRow[],
   ) {}
 
-  /** Adds tags an object holds already (its stored tags) to those the conversion may name. */
+  /** Tags objects hold already (their stored tags), for `tagsJson`; each names only its own. */
+  readonly heldRows: TagRow[] = [];
+
+  /** Adds tags an object holds already (its stored tags) to those `tagsJson` may give. */
   learnTags(held: TagRow[]) {
     for (const t of held)
-      if (!this.tagRows.some((x) => x.id === t.id)) this.tagRows.push({ ...t, scope: null });
+      if (!this.heldRows.some((x) => x.id === t.id)) this.heldRows.push({ ...t, scope: null });
+  }
+
+  /** The tags a write of `existing` may name: those the lookup found and those it holds (0153). */
+  nameable(existing: Row | null): TagRow[] {
+    const held = existing ? (JSON.parse(existing.__tags ?? "[]") as TagRow[]) : [];
+    this.learnTags(held);
+    return [...this.tagRows, ...held.map((t) => ({ ...t, scope: null }))];
   }
 
   /** Each choice set's value → label, as the preflight read them. */
@@ -254,10 +265,10 @@ class PhaseLookups implements Lookups {
     return out;
   }
 
-  async tags(_ctx: WriteContext, raw: unknown) {
+  async tags(_ctx: WriteContext, raw: unknown, existing: Row | null) {
     const r = resolveTagRows(
       raw,
-      this.tagRows,
+      this.nameable(existing),
       this.w.cot.objectTypeId!,
       `${APP_LABEL}.${this.w.slug}`,
     );
@@ -279,7 +290,7 @@ class PhaseLookups implements Lookups {
   /** The tag rows of `ids` as a row's `__tags` (sorted by name, as reads give them). */
   tagsJson(ids: number[]): string {
     const rows = ids
-      .map((id) => this.tagRows.find((t) => t.id === id)!)
+      .map((id) => [...this.tagRows, ...this.heldRows].find((t) => t.id === id)!)
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return JSON.stringify(rows.map(({ id, name, slug, color }) => ({ id, name, slug, color })));
   }
@@ -311,7 +322,8 @@ async function stageLookups(
   }
   const ownerInfo = owners.size ? await ctx.services.models.get("users", "owner", ctx) : null;
   const ownerFound = ownerInfo ? await stageTarget(ctx, phase, ownerInfo, [...owners]) : null;
-  const tagRows = stageTagLookup(ctx, phase, inputs);
+  // those the caller may view; an object's own tags come from its stored row (`nameable`)
+  const tagRows = stageTagLookup(ctx, phase, inputs, await viewableTags(ctx, sql`t.id`));
   return () =>
     new PhaseLookups(
       w,
@@ -606,7 +618,7 @@ function foldTagEdits(
   if (!edits) return input;
   const label = `${APP_LABEL}.${w.slug}`;
   const resolve = (field: string, raw: unknown) => {
-    const r = resolveTagRows(raw, look.tagRows, w.cot.objectTypeId!, label);
+    const r = resolveTagRows(raw, look.nameable(existing), w.cot.objectTypeId!, label);
     if ("error" in r) throw ValidationError.field(field, r.error);
     return r.tags.map((t) => t.id);
   };
@@ -618,7 +630,6 @@ function foldTagEdits(
     added,
     removed,
   );
-  look.learnTags(held);
   return { ...edits.rest, tags };
 }
 
@@ -1085,6 +1096,8 @@ async function stagedCreateAssumed(
  */
 async function assumedTargets(w: ObjectWriter, ctx: WriteContext, input: ApiRecord) {
   if (w.owned && input.owner != null) return null;
+  // the caller's view of tags limited: the tags it names are looked up (decision 0153)
+  if ([input.tags ?? []].flat().length && (await viewableTags(ctx, sql`t.id`))) return null;
   const targets = new Map<number, TargetFound>();
   const guards: ReturnType<Orm["run"]>[] = [];
   const orm = ctx.services.db.orm;

@@ -18,12 +18,13 @@ import {
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Orm } from "../../../db/client";
 import { executePositional, Prebuilt } from "../../../db/driver-internals";
-import { choiceSets, customObjectTypes, owners } from "../../../db/schema";
+import { choiceSets, customObjectTypes, owners, tags } from "../../../db/schema";
 import { editStamp, nowIso } from "../../../db/schema/common";
 import { ApiError, ErrorCollector, ValidationError, type FieldErrors } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { viewableRefs } from "../../../core/auth/restrict";
 import { resolveTags, setTags } from "../../../core/models/define";
+import { nameableTags } from "../../../core/models/tag-scope";
 import { takeRestoreId } from "../../../core/changes/restore-id";
 import { partialClash } from "../schema/constraints";
 import {
@@ -100,7 +101,12 @@ export interface Lookups {
     existing: Record<string, any>,
     refs: Pending[],
   ): Promise<Set<Pending>>;
-  tags(ctx: WriteContext, raw: unknown): Promise<{ ids: number[] } | { error: string }>;
+  /** The tags `raw` names: those the writer may view, and those `existing` holds (0153). */
+  tags(
+    ctx: WriteContext,
+    raw: unknown,
+    existing: Record<string, any> | null,
+  ): Promise<{ ids: number[] } | { error: string }>;
   /** Whether the owner `id` exists and the writer may view it. */
   owner(ctx: WriteContext, id: number): Promise<boolean>;
 }
@@ -356,7 +362,11 @@ export class ObjectWriter {
     existingRefs: (ctx, pending) => this.existingRefs(ctx, pending),
     unviewable: (ctx, refs) => unviewable(ctx, refs),
     heldRefs: (ctx, existing, refs) => this.heldRefs(ctx, existing, refs),
-    tags: (ctx, raw) => resolveTags(ctx, raw, APP_LABEL, this.slug),
+    tags: async (ctx, raw, existing) => {
+      const held = existing ? Number(existing.id) : null;
+      const nameable = await nameableTags(ctx, sql`${tags.id}`, this.cot.objectTypeId!, held);
+      return resolveTags(ctx, raw, APP_LABEL, this.slug, nameable);
+    },
     owner: async (ctx, id) => {
       const [found] = await ctx.db
         .select({ id: owners.id })
@@ -529,7 +539,7 @@ export class ObjectWriter {
     if (!batch) await this.checkRefs(ctx, st, existing);
     let tagIds: number[] | null = null;
     if (Object.hasOwn(input, "tags")) {
-      const r = await look.tags(ctx, input.tags);
+      const r = await look.tags(ctx, input.tags, existing);
       if ("error" in r) errors.add("tags", r.error);
       else tagIds = r.ids;
     }

@@ -16,7 +16,7 @@ import { titleCase } from "../objects/shape";
 import { validateCot, validateField } from "./definitions";
 import { cotIdOf, stagedFieldWrites } from "./staged-fields";
 import { stagedTypeWrites } from "./staged-types";
-import { nameableTags } from "./type-tags";
+import { nameableTags } from "../../../core/models/tag-scope";
 import type { CotRegistry, CotRow } from "../objects/models";
 import {
   addField,

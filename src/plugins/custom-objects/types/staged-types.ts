@@ -35,7 +35,7 @@ import { normalizeTogether } from "../schema/unique-together";
 import { stagedTypeConstraints } from "../schema/constraints-api";
 import { protectedRefusal } from "../schema/access";
 import { cotModel, fieldModel } from "./api";
-import { nameableTags } from "./type-tags";
+import { nameableTags } from "../../../core/models/tag-scope";
 import { knownChoiceSets } from "./staged-fields";
 import { validateCot, type CotDraft } from "./definitions";
 import {
