@@ -1435,6 +1435,23 @@ test("a schema apply swapping two fields' names: ≤ 4 (0142)", async () => {
   expect(swapped).toBeLessThanOrEqual(4);
 });
 
+test("a list of two type creates: one read, one batch (0142)", async () => {
+  // was the transaction: a statement a round trip (501 on D1)
+  const made = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-types/`,
+    () => {
+      const n = next();
+      return [
+        { name: `listed_a_${n}`, slug: `listed_a_${n}` },
+        { name: `listed_b_${n}`, slug: `listed_b_${n}` },
+      ];
+    },
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ made });
+  expect(made).toBeLessThanOrEqual(2);
+});
+
 test("a schema apply adding a field and a partial key reading it, over rows its default breaks, allowed: the 400, ≤ 4 (0142)", async () => {
   // was the transaction (501 on D1): the rows counted with the new field's default
   const slug = `flagged_${next()}`;
