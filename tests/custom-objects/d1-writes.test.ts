@@ -14,7 +14,7 @@ import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
-import { typeCreatesScenario } from "./type-creates-scenario";
+import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
 import { addedKeyScenario } from "../schema/apply-added-key";
@@ -1130,6 +1130,23 @@ test("lists of type creates on D1 (decision 0142): one read, one batch, the answ
     const onLocal = await typeCreatesScenario(
       (method, path, body) => local.json(method, path, { body }),
       "d1c",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("lists of field creates on D1 (decision 0142): one read, one batch, the answers and rows of a local file, no transaction — were 501", async () => {
+  const before = transactions;
+  const onD1 = await fieldCreatesScenario(json, "d1f");
+  expect(onD1.made.length, JSON.stringify(onD1.made)).toBe(3);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await fieldCreatesScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1f",
     );
     expect(onD1).toEqual(onLocal);
   } finally {

@@ -62,3 +62,52 @@ export async function typeCreatesScenario(json: Json, prefix: string) {
       .map((c: any) => `${c.action.value}:${c.postchange_data?.slug}`),
   };
 }
+
+/**
+ * Lists of field creates (decision 0142) over two types: each item sees its type as the items
+ * before left it (names, schema ids), values and search follow. Answers a summary without ids.
+ */
+export async function fieldCreatesScenario(json: Json, prefix: string) {
+  const types = `${CO}/custom-object-types/`;
+  const fields = `${CO}/custom-object-type-fields/`;
+  const [a, b] = (
+    await json("POST", types, [
+      { name: `${prefix}_fa`, slug: `${prefix}_fa` },
+      { name: `${prefix}_fb`, slug: `${prefix}_fb` },
+    ])
+  ).body;
+  expect((await json("POST", `${CO}/${prefix}_fa/`, {})).status).toBe(201);
+  const made = await json("POST", fields, [
+    { custom_object_type: a.id, name: "code", type: "text", search_weight: 100 },
+    { custom_object_type: b.id, name: "size", type: "integer", default: 3 },
+    { custom_object_type: a.id, name: "flag", type: "boolean", default: true },
+  ]);
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  const refused = await json("POST", fields, [
+    { custom_object_type: a.id, name: "x1", type: "text" },
+    { custom_object_type: a.id, name: "x1", type: "text" },
+    { custom_object_type: 999_999, name: "x2", type: "text" },
+    { name: "x3", type: "text" },
+  ]);
+  const row = (await json("GET", `${CO}/${prefix}_fa/`)).body.results[0];
+  expect((await json("PATCH", `${CO}/${prefix}_fa/${row.id}/`, { code: "needle" })).status).toBe(
+    200,
+  );
+  const found = await json("GET", `${CO}/${prefix}_fa/?q=needle`);
+  const exported = await json("GET", `${CO}/schema/export?slug=${prefix}_fa`);
+  const changes = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.customobjecttypefield&limit=1000&ordering=id`,
+  );
+  const ids = new Set(made.body.map((f: { id: number }) => f.id));
+  return {
+    made: made.body.map((f: any) => `${f.name}:${f.type}:${f.default}`),
+    refused: [refused.status, refused.body],
+    row: { code: row.code, flag: row.flag },
+    found: found.body.count,
+    exported: exported.body.types[0].fields.map((f: any) => `${f.id}:${f.name}`),
+    changes: changes.body.results
+      .filter((c: { changed_object_id: number }) => ids.has(c.changed_object_id))
+      .map((c: any) => `${c.action.value}:${c.postchange_data?.name}`),
+  };
+}

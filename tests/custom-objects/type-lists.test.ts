@@ -10,7 +10,7 @@ import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
-import { typeCreatesScenario } from "./type-creates-scenario";
+import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
 
 let db: RemoteDb;
 let local: TestApp;
@@ -181,4 +181,48 @@ test("a list of type creates racing a create of one of its slugs: the batch refu
   expect((await remote.json("GET", `${CO}/race_c1/`)).status).toBe(404);
   const kept = await remote.json("GET", `${CO}/custom-object-types/?slug=race_c2`);
   expect(kept.body.results.map((t: { name: string }) => t.name)).toEqual(["race_c2_meanwhile"]);
+});
+
+test("lists of field creates over two types: the same answers and rows locally and remotely, no transaction — was the transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () => fieldCreatesScenario(jsonOf(local), "fc"));
+  const onRemote = await transactionsDuring(remote, () =>
+    fieldCreatesScenario(jsonOf(remote), "fc"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.made).toEqual(["code:text:null", "size:integer:3", "flag:boolean:true"]);
+  expect(r.refused[0]).toBe(400);
+  expect(r.refused[1].errors.map((e: { index: number }) => e.index)).toEqual([1, 2, 3]);
+  expect(r.row).toEqual({ code: null, flag: true });
+  expect(r.found).toBe(1);
+  expect(r.exported).toEqual(["1:code", "2:flag"]);
+  expect(r.changes).toEqual(["create:code", "create:size", "create:flag"]);
+});
+
+test("a list of field creates racing a field added to its type: the batch's stamp guard fails, the list reruns to its 400, none written (0142)", async () => {
+  const cot = await makeCot(remote, "raced_fields");
+  // the list's batch (two field rows), not the single create's
+  const listed = await raced(
+    (statements) =>
+      statements.filter((s) => /^insert into "custom_object_type_fields"/i.test(s)).length > 1,
+    () =>
+      remote.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { custom_object_type: cot.id, name: "p1", type: "text" },
+          { custom_object_type: cot.id, name: "late", type: "text" },
+        ],
+      }),
+    () =>
+      remote.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: { custom_object_type: cot.id, name: "late", type: "integer" },
+      }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(400);
+  expect(listed.body.errors).toEqual([{ index: 1, errors: { name: [expect.any(String)] } }]);
+  const fields = (await remote.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.fields;
+  expect(fields.map((f: { name: string; type: string }) => `${f.name}:${f.type}`)).toEqual([
+    "late:integer",
+  ]);
 });

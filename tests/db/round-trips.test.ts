@@ -1452,6 +1452,28 @@ test("a list of two type creates: one read, one batch (0142)", async () => {
   expect(made).toBeLessThanOrEqual(2);
 });
 
+test("a list of two field creates: one read, one batch (0142)", async () => {
+  // was the transaction: a statement a round trip (501 on D1)
+  const cot = (
+    await t.json("POST", `${CO}/custom-object-types/`, {
+      body: { name: `fielded_${next()}`, slug: `fielded_${next()}` },
+    })
+  ).body;
+  const made = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => {
+      const n = next();
+      return [
+        { custom_object_type: cot.id, name: `f_${n}_a`, type: "text" },
+        { custom_object_type: cot.id, name: `f_${n}_b`, type: "integer", default: 1 },
+      ];
+    },
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ made });
+  expect(made).toBeLessThanOrEqual(2);
+});
+
 test("a schema apply adding a field and a partial key reading it, over rows its default breaks, allowed: the 400, ≤ 4 (0142)", async () => {
   // was the transaction (501 on D1): the rows counted with the new field's default
   const slug = `flagged_${next()}`;
