@@ -5,8 +5,8 @@
  * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
  * anew), a removal drops the compound keys holding the field (decision 0126); a retype carries
  * them too, with a rename, its failure counted over the converted values (decision 0135). Lists
- * of creates, updates and deletes: one read and one batch in order (decision 0142); a retype in a list
- * keeps the transaction.
+ * of creates, updates and deletes: one read and one batch in order (decision 0142); a retype in
+ * a list keeps the transaction.
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
