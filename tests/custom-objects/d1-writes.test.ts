@@ -14,8 +14,10 @@ import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
+import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
+import { addedKeyScenario } from "../schema/apply-added-key";
 import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -1094,6 +1096,57 @@ test("a schema apply swapping two fields' names on D1 (decision 0142): through f
     const onLocal = await swapScenario(
       (method, path, body) => local.json(method, path, { body }),
       "d1sw",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("a partial key and a check reading a field the apply adds, over rows that break them, on D1 (decision 0142): rows read its default, the gate and the 400s of a local file, no transaction — was 501", async () => {
+  const before = transactions;
+  const onD1 = await addedKeyScenario(json, "d1ak");
+  expect(onD1.checked[0], JSON.stringify(onD1.checked)).toBe(400);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await addedKeyScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1ak",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("lists of type creates on D1 (decision 0142): one read, one batch, the answers and rows of a local file, no transaction — were 501", async () => {
+  const before = transactions;
+  const onD1 = await typeCreatesScenario(json, "d1c");
+  expect(onD1.made.length, JSON.stringify(onD1.made)).toBe(2);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await typeCreatesScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1c",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("lists of field creates on D1 (decision 0142): one read, one batch, the answers and rows of a local file, no transaction — were 501", async () => {
+  const before = transactions;
+  const onD1 = await fieldCreatesScenario(json, "d1f");
+  expect(onD1.made.length, JSON.stringify(onD1.made)).toBe(3);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await fieldCreatesScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1f",
     );
     expect(onD1).toEqual(onLocal);
   } finally {

@@ -10,6 +10,7 @@ import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
+import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
 
 let db: RemoteDb;
 let local: TestApp;
@@ -58,11 +59,13 @@ test("lists of type and field updates and deletes: the same answers and rows loc
  * has answered (a success), then lets it go; answers `write`'s answer.
  */
 async function raced(
-  match: RegExp,
+  match: RegExp | ((statements: string[]) => boolean),
   write: () => Promise<{ status: number; body: any }>,
   meanwhile: () => Promise<{ status: number; body: any }>,
 ) {
-  db.proxy.hold((statements) => statements.some((s) => match.test(s)));
+  db.proxy.hold((statements) =>
+    typeof match === "function" ? match(statements) : statements.some((s) => match.test(s)),
+  );
   try {
     const writing = write();
     await waitFor(() => db.proxy.held >= 1, { message: () => `${db.proxy.held} batches held` });
@@ -136,4 +139,90 @@ test("a field named twice in a list of updates: 400 on the later item; in a list
   expect(gone.status, JSON.stringify(gone.body)).toBe(404);
   const field = (await local.json("GET", `${CO}/custom-object-type-fields/${f.id}/`)).body;
   expect(field.label).toBe("");
+});
+
+test("lists of type creates: the same answers and rows locally and remotely, no transaction — was the transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () => typeCreatesScenario(jsonOf(local), "tc"));
+  const onRemote = await transactionsDuring(remote, () =>
+    typeCreatesScenario(jsonOf(remote), "tc"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.made.map((t: { slug: string }) => t.slug)).toEqual(["tc_one", "tc_two"]);
+  for (const refused of [r.repeated, r.badKey, r.takenBefore]) {
+    expect(refused[0]).toBe(400);
+    expect(refused[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
+  }
+  expect(r.listed.map((t: { slug: string }) => t.slug)).toEqual(["tc_eight", "tc_one", "tc_two"]);
+  expect(r.changes).toEqual(["create:tc_one", "create:tc_two", "create:tc_eight"]);
+  expect(r.object).toBe(200);
+});
+
+test("a list of type creates racing a create of one of its slugs: the batch refuses it, the list reruns to its 400, none written (0142)", async () => {
+  // the list's batch (two object types), not the single create's
+  const listed = await raced(
+    (statements) => statements.filter((s) => /^insert into "object_types"/i.test(s)).length > 1,
+    () =>
+      remote.json("POST", `${CO}/custom-object-types/`, {
+        body: [
+          { name: "race_c1", slug: "race_c1" },
+          { name: "race_c2", slug: "race_c2" },
+        ],
+      }),
+    () =>
+      remote.json("POST", `${CO}/custom-object-types/`, {
+        body: { name: "race_c2_meanwhile", slug: "race_c2" },
+      }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(400);
+  expect(listed.body.errors).toEqual([{ index: 1, errors: { slug: [expect.any(String)] } }]);
+  expect((await remote.json("GET", `${CO}/race_c1/`)).status).toBe(404);
+  const kept = await remote.json("GET", `${CO}/custom-object-types/?slug=race_c2`);
+  expect(kept.body.results.map((t: { name: string }) => t.name)).toEqual(["race_c2_meanwhile"]);
+});
+
+test("lists of field creates over two types: the same answers and rows locally and remotely, no transaction — was the transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () => fieldCreatesScenario(jsonOf(local), "fc"));
+  const onRemote = await transactionsDuring(remote, () =>
+    fieldCreatesScenario(jsonOf(remote), "fc"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.made).toEqual(["code:text:null", "size:integer:3", "flag:boolean:true"]);
+  expect(r.refused[0]).toBe(400);
+  expect(r.refused[1].errors.map((e: { index: number }) => e.index)).toEqual([1, 2, 3]);
+  expect(r.row).toEqual({ code: null, flag: true });
+  expect(r.found).toBe(1);
+  expect(r.exported).toEqual(["1:code", "2:flag"]);
+  expect(r.changes).toEqual(["create:code", "create:size", "create:flag"]);
+});
+
+test("a list of field creates racing a field added to its type: the batch's stamp guard fails, the list reruns to its 400, none written (0142)", async () => {
+  const cot = await makeCot(remote, "raced_fields");
+  // the list's batch (two field rows), not the single create's
+  const listed = await raced(
+    (statements) =>
+      statements.filter((s) => /^insert into "custom_object_type_fields"/i.test(s)).length > 1,
+    () =>
+      remote.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { custom_object_type: cot.id, name: "p1", type: "text" },
+          { custom_object_type: cot.id, name: "late", type: "text" },
+        ],
+      }),
+    () =>
+      remote.json("POST", `${CO}/custom-object-type-fields/`, {
+        body: { custom_object_type: cot.id, name: "late", type: "integer" },
+      }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(400);
+  expect(listed.body.errors).toEqual([{ index: 1, errors: { name: [expect.any(String)] } }]);
+  const fields = (await remote.json("GET", `${CO}/custom-object-types/${cot.id}/`)).body.fields;
+  expect(fields.map((f: { name: string; type: string }) => `${f.name}:${f.type}`)).toEqual([
+    "late:integer",
+  ]);
 });

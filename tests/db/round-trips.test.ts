@@ -1435,6 +1435,69 @@ test("a schema apply swapping two fields' names: ≤ 4 (0142)", async () => {
   expect(swapped).toBeLessThanOrEqual(4);
 });
 
+test("a list of two type creates: one read, one batch (0142)", async () => {
+  // was the transaction: a statement a round trip (501 on D1)
+  const made = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-types/`,
+    () => {
+      const n = next();
+      return [
+        { name: `listed_a_${n}`, slug: `listed_a_${n}` },
+        { name: `listed_b_${n}`, slug: `listed_b_${n}` },
+      ];
+    },
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ made });
+  expect(made).toBeLessThanOrEqual(2);
+});
+
+test("a list of two field creates: one read, one batch (0142)", async () => {
+  // was the transaction: a statement a round trip (501 on D1)
+  const cot = (
+    await t.json("POST", `${CO}/custom-object-types/`, {
+      body: { name: `fielded_${next()}`, slug: `fielded_${next()}` },
+    })
+  ).body;
+  const made = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => {
+      const n = next();
+      return [
+        { custom_object_type: cot.id, name: `f_${n}_a`, type: "text" },
+        { custom_object_type: cot.id, name: `f_${n}_b`, type: "integer", default: 1 },
+      ];
+    },
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ made });
+  expect(made).toBeLessThanOrEqual(2);
+});
+
+test("a schema apply adding a field and a partial key reading it, over rows its default breaks, allowed: the 400, ≤ 4 (0142)", async () => {
+  // was the transaction (501 on D1): the rows counted with the new field's default
+  const slug = `flagged_${next()}`;
+  const code = { id: 1, name: "code", type: "text" };
+  const bundle = (extra: Record<string, unknown>) => ({
+    schema: { schema_version: "1", types: [{ name: slug, slug, fields: [code], ...extra }] },
+    allow_destructive: true,
+  });
+  expect((await t.json("POST", `${CO}/schema/apply/`, { body: bundle({}) })).status).toBe(200);
+  for (const c of ["a", "a"]) await create(t, slug, { code: c });
+  const keyed = bundle({
+    fields: [code, { id: 2, name: "active", type: "boolean", default: true }],
+    unique_together: [{ fields: ["code"], condition: { active: true } }],
+  });
+  const refused = await roundTrips(
+    "POST",
+    () => `${CO}/schema/apply/`,
+    () => keyed,
+    400,
+  );
+  if (process.env.ROUND_TRIPS_LOG) console.log({ refused });
+  expect(refused).toBeLessThanOrEqual(4);
+});
+
 test("a schema apply retyping a field: values converted, ≤ 4 (0126)", async () => {
   const slug = `retyped_${next()}`;
   const kinds = ["text", "integer", "text"];

@@ -10,6 +10,7 @@ import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { retargetScenario } from "./apply-retarget";
 import { swapScenario } from "./apply-swap";
+import { addedKeyScenario } from "./apply-added-key";
 
 const CO = "/api/plugins/custom-objects";
 const SCHEMA = `${CO}/schema`;
@@ -109,4 +110,35 @@ test("an apply swapping two fields' names: values follow their fields, alike loc
   }
   expect(transactions).toBe(0);
   expect(onLocal.renames).toEqual(["left->right", "right->left", "right->left", "left->right"]);
+});
+
+test("a partial key and a check reading a field the apply adds: rows read its default — the gate, 400s and keys alike locally and remotely, no transaction remotely (0142)", async () => {
+  const onLocal = await addedKeyScenario(jsonOf(local), "ak");
+  const database = servicesOf(remote.app).db;
+  const transaction = database.transaction;
+  let transactions = 0;
+  database.transaction = (work) => {
+    transactions++;
+    return transaction(work);
+  };
+  try {
+    expect(await addedKeyScenario(jsonOf(remote), "ak")).toEqual(onLocal);
+  } finally {
+    database.transaction = transaction;
+  }
+  expect(transactions).toBe(0);
+  expect(onLocal.gated).toEqual([
+    409,
+    [expect.objectContaining({ reason: "unique_over_duplicates", rows: 2 })],
+  ]);
+  expect(onLocal.keyed[0]).toBe(400);
+  expect(onLocal.keyed[1][0].message).toStartWith("2 existing row(s) matching the condition");
+  expect(onLocal.checkGated).toEqual([
+    409,
+    [expect.objectContaining({ reason: "check_over_violations", rows: 3 })],
+  ]);
+  expect(onLocal.checked[0]).toBe(400);
+  expect(onLocal.unchanged).toEqual(["code"]);
+  expect(onLocal.built).toEqual([200, "ok"]);
+  expect([onLocal.one, onLocal.clash[0], onLocal.low[0]]).toEqual([201, 400, 400]);
 });

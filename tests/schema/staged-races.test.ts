@@ -386,3 +386,31 @@ test("a constrained caller's restore raced by a purge: the race's 409, not a ref
   const type = await on.t.json("GET", `${CO}/custom-object-types/?slug=${slug}`);
   expect(type.body.results[0].fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
 });
+
+test("an apply adding a field and a partial key reading it raced by a row that breaks the key: reruns, the gate's 409, nothing written (0142)", async () => {
+  const slug = `flagged_${++serial}`;
+  const code = { id: 1, name: "code", type: "text" };
+  const schema = (extra: Record<string, unknown>) => ({
+    schema: doc([{ name: slug, slug, fields: [code], ...extra }]),
+  });
+  expect((await apply(schema({}))).status).toBe(200);
+  for (const c of ["a", "b"]) await create(on.t, slug, { code: c });
+  // every row reads the new field's default (true): the count ahead finds no clash, the batch's
+  // index refuses the "a" written meanwhile, and the rerun counts it
+  const keyed = schema({
+    fields: [code, { id: 2, name: "active", type: "boolean", default: true }],
+    unique_together: [{ fields: ["code"], condition: { active: true } }],
+  });
+  const refused = await raced(
+    /^create unique index/i,
+    () => apply(keyed),
+    () => on.t.json("POST", `${CO}/${slug}/`, { body: { code: "a" } }),
+  );
+  expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+  expect(refused.body.destructive_changes).toEqual([
+    expect.objectContaining({ reason: "unique_over_duplicates", rows: 2 }),
+  ]);
+  const exported = (await on.t.json("GET", `${SCHEMA}/export?slug=${slug}`)).body.types[0];
+  expect(exported.fields.map((f: { name: string }) => f.name)).toEqual(["code"]);
+  expect(exported.unique_together ?? []).toEqual([]);
+});

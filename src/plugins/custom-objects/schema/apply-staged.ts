@@ -151,7 +151,6 @@ function batchable(
     const diff = diffs[ti]!;
     const db = state.get(t.slug);
     if (diff.destructive_changes.some((g) => !BATCHED_GATES.has(g.reason))) return false;
-    if (db && keyViolation(t, db, reads) === "transaction") return false;
     return diff.field_changes.every((c) => {
       if (c.op === "remove" || c.op === "add") return true;
       const row = db?.fields.find((f) => f.schemaId === c.schema_id);
@@ -541,14 +540,10 @@ function addedKeys(t: TypeEntry, s: DbType) {
 /**
  * The 400 the transaction answers when building an existing type's keys (`buildUniqueTogether`,
  * `conditionalViolation`, in their order) over rows that break one the document adds, from the
- * counts read ahead; null when none does. "transaction" when a broken partial key or check reads
- * a field the apply adds: its default fills the rows, which the count read as empty.
+ * counts read ahead (a field the apply adds read as its default, decision 0142); null when none
+ * does.
  */
-function keyViolation(
-  t: TypeEntry,
-  s: DbType,
-  reads: Reads,
-): ValidationError | null | "transaction" {
+function keyViolation(t: TypeEntry, s: DbType, reads: Reads): ValidationError | null {
   // a key or check over a retyped field is proven in the batch, over the converted values: a
   // count of the values before says nothing (`retypeExplainer` answers, decision 0135)
   const retyped = new Set(
@@ -565,14 +560,12 @@ function keyViolation(
           `Existing rows share values of ${item.set.join(", ")}; they must make a unique set.`,
         ],
       });
-  const fresh = t.fields.filter((f) => !s.fields.some((r) => r.schemaId === f.id));
   const { keys, checks } = addedConditional(t, s);
   for (const item of [...keys, ...checks]) {
     const one =
       "key" in item ? { unique: [item.key], checks: [] } : { unique: [], checks: [item.check] };
     const n = [...retyped].some((name) => readsField(one, name)) ? 0 : count(item.id, []);
     if (!n) continue;
-    if (fresh.some((f) => readsField(one, f.name))) return "transaction";
     return "key" in item
       ? new ValidationError({
           unique_together: [

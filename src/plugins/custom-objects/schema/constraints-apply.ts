@@ -8,7 +8,8 @@ import type { Executor } from "../../../db/client";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import { valueColumn } from "../ddl";
-import type { FieldRow } from "../objects/values";
+import { fieldType, isFieldType, type FieldLike } from "../field-types";
+import { encodeScalar, type FieldRow } from "../objects/values";
 import {
   checkViolationsSql,
   conditionalOf,
@@ -39,19 +40,28 @@ const sameConditional = (a: Conditional, b: Conditional) => stableJson(a) === st
 
 /**
  * The document's fields as they read the rows of today: a kept field from its column (under
- * its old name if renamed), a new or retyped one as empty.
+ * its old name if renamed), a retyped one as empty, a new one as its default, which the apply
+ * fills into every row (decision 0142).
  */
 function fieldsToday(t: TypeEntry, existing: DbType): ConditionField[] {
   return t.fields.map((f) => {
     const row = existing.fields.find((r) => r.schemaId === f.id);
     const kept = row && row.type === f.type && row.isPolymorphic === (f.is_polymorphic === true);
+    const field = { name: f.name, type: f.type, isPolymorphic: f.is_polymorphic === true };
     return {
-      name: f.name,
-      type: f.type,
-      isPolymorphic: f.is_polymorphic === true,
+      ...field,
       sqlColumn: kept ? valueColumn(row) : null,
+      sqlValue: row ? undefined : storedDefault(field, f.default),
     };
   });
+}
+
+/** A new field's default as its column stores it (as `encodedDefault` fills it), or undefined. */
+function storedDefault(f: ConditionField, value: unknown): unknown {
+  if (value === null || value === undefined || !isFieldType(f.type)) return undefined;
+  if (!fieldType(f.type).takesDefault) return undefined;
+  const r = encodeScalar(f as FieldLike, value, null);
+  return "error" in r ? undefined : r.value;
 }
 
 /**

@@ -32,10 +32,11 @@ export interface Conditional {
 }
 /**
  * A field as a condition reads it. `sqlColumn` (preview of a document) names the column that
- * holds its values now when that is not its own name (a rename), or null when it has none yet.
+ * holds its values now when that is not its own name (a rename), or null when it has none yet;
+ * then every row reads `sqlValue` (a field the apply adds: its stored default, decision 0142).
  */
 export type ConditionField = Pick<FieldLike, "name" | "type" | "isPolymorphic"> &
-  Partial<FieldLike> & { sqlColumn?: string | null };
+  Partial<FieldLike> & { sqlColumn?: string | null; sqlValue?: unknown };
 
 const MAX_KEYS = 16;
 const MAX_CHECKS = 16;
@@ -57,7 +58,7 @@ function columnFilters(fields: ConditionField[], row: "" | "NEW"): Record<string
   for (const f of fields) {
     const own = hasLinkTable(f) ? null : valueColumn(f);
     if (!own || f.isPolymorphic) continue;
-    const expr = f.sqlColumn === null ? sql`NULL` : column(f.sqlColumn ?? own);
+    const expr = f.sqlColumn === null ? valueToday(f.sqlValue) : column(f.sqlColumn ?? own);
     const filters = fieldType(f.type).filters(f as FieldLike, {
       column: expr as never,
       columnNamed: (n) => column(n) as never,
@@ -70,6 +71,10 @@ function columnFilters(fields: ConditionField[], row: "" | "NEW"): Record<string
   }
   return out;
 }
+
+/** The value every row reads of a field with no column yet: its default, or NULL. */
+const valueToday = (value: unknown) =>
+  ["string", "number", "boolean"].includes(typeof value) ? sql`${value}` : sql`NULL`;
 
 /** A value a condition may hold: a short text without control characters, a number, a boolean, null. */
 function checkValue(key: string, value: unknown): void {
@@ -329,8 +334,9 @@ function countPartialDuplicates(
 }
 
 /**
- * `countPartialDuplicates` as a scalar subquery, or null when a key field has no column yet (it
- * holds no values, and empty values never clash).
+ * `countPartialDuplicates` as a scalar subquery, or null when a key field has no column yet and
+ * no default (it holds no values, and empty values never clash); one with a default fills every
+ * row alike, so it does not tell rows apart.
  */
 export function partialDuplicatesSql(
   cotId: number,
@@ -339,8 +345,11 @@ export function partialDuplicatesSql(
   from?: SQL,
 ): SQL | null {
   const keyFields = key.fields.map((n) => fields.find((f) => f.name === n)!);
-  if (keyFields.some((f) => f.sqlColumn === null)) return null;
-  const columns = keyFields.map((f) => f.sqlColumn ?? fieldColumns(f)[0]!);
+  const empty = (f: ConditionField) => f.sqlValue === null || f.sqlValue === undefined;
+  if (keyFields.some((f) => f.sqlColumn === null && empty(f))) return null;
+  const columns = keyFields
+    .filter((f) => f.sqlColumn !== null)
+    .map((f) => f.sqlColumn ?? fieldColumns(f)[0]!);
   return duplicatesCountSql(
     cotId,
     columns,

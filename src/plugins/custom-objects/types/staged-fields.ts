@@ -5,8 +5,8 @@
  * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
  * anew), a removal drops the compound keys holding the field (decision 0126); a retype carries
  * them too, with a rename, its failure counted over the converted values (decision 0135). Lists
- * of updates and deletes: one read and one batch in order (decision 0142); a retype in a list
- * keeps the transaction.
+ * of creates, updates and deletes: one read and one batch in order (decision 0142); a retype in
+ * a list keeps the transaction.
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -72,7 +72,6 @@ import {
   admissionReads,
   batchError,
   bumpType,
-  createInTransaction,
   explainLimited,
   guardAdmitted,
   type Limits,
@@ -214,6 +213,79 @@ async function createField(
   );
   const json = texts()[0];
   return { id, record: json ? JSON.parse(json) : record, json };
+}
+
+/**
+ * Creates fields, a list in order (decision 0142: one read phase, one batch): each sees its type
+ * as the items before left it; each type's shape and search index staged once after its last.
+ */
+async function createFields(
+  ctx: WriteContext,
+  inputs: ApiRecord[],
+  options: StagedOptions,
+  limits: Limits | undefined,
+): Promise<StagedWritten[]> {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
+  const reads = inputs.map((input) => {
+    const cotId = cotIdOf(input) ?? 0;
+    return {
+      cotId,
+      id: 0,
+      type: typeReads(orm, phase, cotId),
+      index: phase.add(indexSchemaQuery(orm, cotId)),
+      admitted: undefined,
+    };
+  });
+  const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
+  await phase.run(ctx);
+  const batch = new Batch();
+  const states = new TypeStates();
+  const reverseNames = new Map<string, string>();
+  let id = firstNext(nextField());
+  const now = nowIso();
+  const made = await perItem(options.bulk, inputs, async (input, i) => {
+    if (cotIdOf(input) === null)
+      throw new ValidationError({
+        custom_object_type: ["This field is required (a custom object type id)."],
+      });
+    const state = states.of(reads[i]!);
+    if (!state)
+      throw new ValidationError({
+        custom_object_type: [`Custom object type ${reads[i]!.cotId} does not exist.`],
+      });
+    const { custom_object_type: _c, ...rest } = input;
+    const draft = await validateField(ctx, rest, null, state.fields);
+    await refuseCycle(ctx, state.cot, draft);
+    const schemaId = state.set.nextSchemaId ?? state.read.nextSchemaId;
+    const row: FieldRow = {
+      ...draft,
+      id: id++,
+      customObjectTypeId: state.read.id,
+      schemaId,
+      created: now,
+      lastUpdated: now,
+    };
+    claimReverseName(reverseNames, row, draft);
+    batch.add(orm.insert(customObjectTypeFields).values(row));
+    if (limits) guardAdmitted(batch, orm, options.resource, row.id, limits.act);
+    addStatements(batch, orm, fieldStorageStatements(state.read.id, row, encodedDefault(draft)));
+    state.set = { ...state.set, nextSchemaId: schemaId + 1 };
+    state.fields = [...state.fields, row];
+    const record = await fieldRecord(ctx, row);
+    return { row, change: { action: "create", id: row.id, prechange: null, postchange: record } };
+  });
+  states.finish(ctx, batch);
+  const changes = made.map((m) => m.change as StagedChange);
+  const texts = await stageChangeList(ctx, batch, options.resource, await rules(), changes);
+  const names = made.map((m) => m.row.name);
+  await runFieldBatch(ctx, batch, options, names).catch((e) =>
+    limits ? explainLimited(ctx, e, "add", states.stamps()) : Promise.reject(e),
+  );
+  return made.map((m, i) => {
+    const json = texts()[i];
+    return { id: m.row.id, record: json ? JSON.parse(json) : m.change.postchange, json };
+  });
 }
 
 /**
@@ -706,8 +778,10 @@ export function stagedFieldWrites(): StagedWrites {
   // guarded (decision 0121); lists of updates and deletes too (decision 0142)
   return {
     async create(ctx, inputs, options) {
-      if (options.bulk || inputs.length !== 1) return createInTransaction(ctx, inputs, options);
       const limits = await limitsOf(ctx, options.resource, "add");
+      // a list in one read phase and one batch (decision 0142)
+      if (options.bulk || inputs.length !== 1)
+        return withRetry(ctx, (attempt) => createFields(attempt, inputs, options, limits));
       return [await withRetry(ctx, (attempt) => createField(attempt, inputs[0]!, options, limits))];
     },
     async update(ctx, items, partial, options) {

@@ -2,13 +2,13 @@
  * `custom-object-types/` writes as one read phase and one atomic batch (decision 0108): the row,
  * its object type, its tags, its table's DDL and the change record; `unique_together` and
  * `checks` as their indexes and triggers in the same batch (0119). Lists of updates and deletes
- * likewise, in order (0142); lists of creates keep the transaction path.
+ * and creates likewise, in order (0142).
  */
 import { and, eq, sql } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
-import { isWriteConflict, type Orm } from "../../../db/client";
+import { isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
 import { type FieldErrors, notFound, ValidationError } from "../../../core/errors";
 import type { StagedChange } from "../../../core/changes/record";
@@ -43,7 +43,6 @@ import {
   admissionReads,
   batchError,
   bumpType,
-  createInTransaction,
   explainLimited,
   perItem,
   refuseRepeat,
@@ -61,7 +60,6 @@ import {
   phaseWithRules,
   runWithHooks,
   slugTaken,
-  stageChange,
   stageHooks,
   takenQuery,
   typeReads,
@@ -173,56 +171,96 @@ function fieldsInOrder(fields: FieldRow[]): FieldRow[] {
   });
 }
 
-async function createType(
+/**
+ * Creates types, one or a list in order (decision 0142: one read phase, one batch): each its
+ * row, object type, tags, table and change record, seeing the names the items before took.
+ */
+async function createTypes(
   ctx: WriteContext,
-  input: ApiRecord,
+  inputs: ApiRecord[],
+  options: StagedOptions,
+  limits: Limits | undefined,
+): Promise<StagedWritten[]> {
+  const orm = ctx.services.db.orm;
+  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
+  const reads: Array<Awaited<ReturnType<typeof readCreate>>> = [];
+  for (const input of inputs) reads.push(await readCreate(ctx, phase, input));
+  const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
+  const nextOt = phase.add(nextIdQuery(orm, "object_types"));
+  // a single create's constraints are checked before its reads, as the transaction path does
+  const single = !options.bulk && inputs.length === 1;
+  if (single) await typeConstraints(orm, inputs[0]!);
+  await phase.run(ctx);
+  const batch = new WriteBatch();
+  const made: CotRow[] = [];
+  const ids = { cot: firstNext(nextCot()), ot: firstNext(nextOt()) };
+  const now = nowIso();
+  const changes = await perItem(options.bulk, inputs, async (input, i) => {
+    if (!single) await typeConstraints(orm, input);
+    const read = reads[i]!;
+    const { unique_together: _u, checks: _c, ...attributes } = input;
+    const before = made.map(({ id, name, slug }) => ({ id, name, slug }));
+    const taken = [...read.taken(), ...before.filter((m) => sameName(m, input))];
+    const draft = await validateCot(ctx, attributes, null, false, taken);
+    const tagRows = read.tagged.resolve() ?? [];
+    if (read.otTaken().length || made.some((m) => m.slug === draft.slug))
+      throw slugTaken(draft.slug);
+    const row = newTypeRow(ids.cot++, ids.ot++, draft, now);
+    made.push(row);
+    stageNewType(ctx, batch, row, read.tagged.typeId, tagRows, options, limits);
+    const tagged = tagRows.map((t) => nestedTag(ctx.baseUrl, t));
+    const record = await typeRecord(ctx, row, [], tagged);
+    return { action: "create", id: row.id, prechange: null, postchange: record } as StagedChange;
+  });
+  const texts = await stageChangeList(ctx, batch, options.resource, await rules(), changes);
+  await runCreate(ctx, batch, options.resource, made).catch((e) =>
+    limits ? explainLimited(ctx, e, "add", []) : Promise.reject(e),
+  );
+  return changes.map((c, i) => {
+    const json = texts()[i];
+    return { id: made[i]!.id, record: json ? JSON.parse(json) : c.postchange!, json };
+  });
+}
+
+/** One new type's reads: the names and object type it would take, the tags it names. */
+async function readCreate(ctx: WriteContext, phase: ReadPhase, input: ApiRecord) {
+  const orm = ctx.services.db.orm;
+  return {
+    taken: phase.add(takenQuery(orm, input)),
+    otTaken: phase.add(objectTypeQuery(orm, input.slug)),
+    tagged: await inputTags(ctx, phase, input, null),
+  };
+}
+
+/** Partial keys and checks a new type names: checked first (none of its fields exists yet). */
+async function typeConstraints(orm: Orm, input: ApiRecord) {
+  const { unique_together: together, checks } = input;
+  if (together !== undefined || checks !== undefined)
+    await stagedTypeConstraints(orm, null, [], together, checks);
+}
+
+const sameName = (m: { name: string; slug: string }, input: ApiRecord) =>
+  m.name === input.name || m.slug === input.slug;
+
+/** A new type's rows, table and tags in the batch. */
+function stageNewType(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  row: CotRow,
+  tagTypeId: number,
+  tagRows: TagRow[],
   options: StagedOptions,
   limits: Limits | undefined,
 ) {
   const orm = ctx.services.db.orm;
-  const { phase, rules } = phaseWithRules(ctx, COT_MODEL);
-  const taken = phase.add(takenQuery(orm, input));
-  const otTaken = phase.add(objectTypeQuery(orm, input.slug));
-  const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
-  const nextOt = phase.add(nextIdQuery(orm, "object_types"));
-  const tagged = await inputTags(ctx, phase, input, null);
-  const { unique_together: together, checks, ...attributes } = input;
-  // checked first, as the transaction path does; a type without fields takes only empty lists
-  if (together !== undefined || checks !== undefined)
-    await stagedTypeConstraints(orm, null, [], together, checks);
-  await phase.run(ctx);
-  const draft = await validateCot(ctx, attributes, null, false, taken());
-  const tagRows = tagged.resolve() ?? [];
-  if (otTaken().length) throw slugTaken(draft.slug);
-  const now = nowIso();
-  const row = newTypeRow(firstNext(nextCot()), firstNext(nextOt()), draft, now);
-  const batch = new WriteBatch();
-  const record = await typeRecord(
-    ctx,
-    row,
-    [],
-    tagRows.map((t) => nestedTag(ctx.baseUrl, t)),
-  );
   batch.add(
     orm.insert(objectTypes).values({ id: row.objectTypeId!, appLabel: APP_LABEL, model: row.slug }),
   );
   batch.add(orm.insert(customObjectTypes).values(row));
   addStatements(batch, orm, createCotTableStatements(row.id));
   if (row.configContextEnabled) addStatements(batch, orm, [localContextColumnStatement(row.id)]);
-  if (tagRows.length) writeTags(ctx, batch, tagged.typeId, row.id, tagRows);
-  const resource = options.resource;
-  if (limits) guardAdmitted(batch, orm, resource, row.id, limits.act);
-  const texts = await stageChange(ctx, batch, resource, await rules(), {
-    action: "create",
-    id: row.id,
-    prechange: null,
-    postchange: record,
-  });
-  await runCreate(ctx, batch, resource, draft.slug).catch((e) =>
-    limits ? explainLimited(ctx, e, "add", []) : Promise.reject(e),
-  );
-  const json = texts()[0];
-  return { id: row.id, record: json ? JSON.parse(json) : record, json };
+  if (tagRows.length) writeTags(ctx, batch, tagTypeId, row.id, tagRows);
+  if (limits) guardAdmitted(batch, orm, options.resource, row.id, limits.act);
 }
 
 export function newTypeRow(id: number, objectTypeId: number, draft: CotDraft, now: string): CotRow {
@@ -241,18 +279,23 @@ export function newTypeRow(id: number, objectTypeId: number, draft: CotDraft, no
   } as CotRow;
 }
 
-/** The batch of a create: a name race answers as the unique index says, an id race retries. */
+/**
+ * The batch of a create: a name race answers as the unique index says (a list, not knowing
+ * which item lost, runs again and answers per item), an id race retries.
+ */
 async function runCreate(
   ctx: WriteContext,
   batch: WriteBatch,
   resource: StagedOptions["resource"],
-  slug: string,
+  made: CotRow[],
 ) {
   try {
     await batch.run(ctx);
   } catch (e) {
-    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e)))
-      throw slugTaken(slug);
+    if (/UNIQUE constraint failed: object_types\.app_label/.test(messages(e))) {
+      if (made.length === 1) throw slugTaken(made[0]!.slug);
+      throw new WriteConflictError(); // `withRetry` runs the list again
+    }
     if (idTaken(e)) throw e; // `withRetry` runs the create again
     throw batchError(e, resource);
   }
@@ -505,11 +548,11 @@ async function refuseInbound(
 
 export function stagedTypeWrites(registry: CotRegistry): StagedWrites {
   return {
-    // a caller whose permissions carry constraints stays staged (decision 0121)
+    // a caller whose permissions carry constraints stays staged (decision 0121); a list too, in
+    // one read phase and one batch (decision 0142)
     async create(ctx, inputs, options) {
-      if (options.bulk || inputs.length !== 1) return createInTransaction(ctx, inputs, options);
       const limits = await limitsOf(ctx, options.resource, "add");
-      return [await withRetry(ctx, (attempt) => createType(attempt, inputs[0]!, options, limits))];
+      return withRetry(ctx, (attempt) => createTypes(attempt, inputs, options, limits));
     },
     // a list too, in one read phase and one batch (decision 0142)
     async update(ctx, items, partial, options) {

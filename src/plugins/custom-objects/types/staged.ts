@@ -24,12 +24,7 @@ import { stageChanges, type StagedChange } from "../../../core/changes/record";
 import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { outsideConstraints } from "../../../core/models/batch-failure";
-import {
-  createChecked,
-  eachItem,
-  updateChecked,
-  writeTransaction,
-} from "../../../core/rest/handlers";
+import { eachItem, updateChecked, writeTransaction } from "../../../core/rest/handlers";
 import { nextStamp, ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import type {
   ApiRecord,
@@ -203,21 +198,6 @@ const metaOf = ({ auth, requestId, baseUrl, params }: WriteContext) => ({
   baseUrl,
   params,
 });
-
-/** Creates (a list: each in order) in one transaction: what the staged path does not take. */
-export async function createInTransaction(
-  ctx: WriteContext,
-  inputs: ApiRecord[],
-  options: StagedOptions,
-): Promise<StagedWritten[]> {
-  const r = options.resource;
-  const written = await writeTransaction(ctx.services, metaOf(ctx), r, (tx) =>
-    options.bulk
-      ? eachItem(inputs, (input) => createChecked(tx, r, input))
-      : Promise.all([createChecked(tx, r, inputs[0]!)]),
-  );
-  return loadedRecords(ctx, r, written);
-}
 
 /** Updates in one transaction (`If-Match` checked on the row as it reads it). */
 export async function updateInTransaction(
