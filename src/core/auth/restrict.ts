@@ -347,8 +347,9 @@ export async function hideUnviewable(
 ): Promise<Record<string, unknown>[]> {
   const relations = resource.relations;
   const user = auth.user;
-  const records =
+  const nested =
     resource.hideNested && !user?.isSuperuser ? await resource.hideNested(ctx, auth, input) : input;
+  const records = await hideTags(ctx, auth, nested);
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 
@@ -442,6 +443,62 @@ export async function hideUnviewable(
     }
     return out;
   });
+}
+
+/** A tag as a record holds it: its nested form `{id, …}` (or a bare id); null for anything else. */
+const tagIdOf = (v: unknown): number | null =>
+  typeof v === "number"
+    ? v
+    : v && typeof v === "object" && typeof (v as { id?: unknown }).id === "number"
+      ? (v as { id: number }).id
+      : null;
+
+/**
+ * Drops from each record's `tags` the tags the caller may not view (decision 0153): none when
+ * their tag view is unconstrained (the same array back, so kept bytes stay theirs to send), all
+ * when they may view no tag, else those outside their `extras.view_tag` constraints (one query).
+ */
+async function hideTags(
+  ctx: ReadContext,
+  auth: AuthState,
+  records: Record<string, unknown>[],
+): Promise<Record<string, unknown>[]> {
+  const loginRequired = ctx.services.config.loginRequired;
+  const r = restrictionFor(auth, loginRequired, "view", "extras", "tag");
+  if (r.kind === "all") return records;
+  const ids = new Set<number>();
+  for (const rec of records)
+    if (Array.isArray(rec.tags))
+      for (const v of rec.tags as unknown[]) {
+        const id = tagIdOf(v);
+        if (id !== null) ids.add(id);
+      }
+  if (!ids.size) return records;
+  const visible = await viewableTagIds(ctx, auth, r, [...ids]);
+  let changed = false;
+  const out = records.map((rec) => {
+    if (!Array.isArray(rec.tags)) return rec;
+    const kept = (rec.tags as unknown[]).filter((v) => {
+      const id = tagIdOf(v);
+      return id === null || visible.has(id);
+    });
+    if (kept.length === rec.tags.length) return rec;
+    changed = true;
+    return { ...rec, tags: kept };
+  });
+  return changed ? out : records;
+}
+
+async function viewableTagIds(
+  ctx: ReadContext,
+  auth: AuthState,
+  r: Restriction,
+  ids: number[],
+): Promise<Set<number>> {
+  if (r.kind === "none") return new Set();
+  const target = (await ctx.services.models.get("extras", "tag", ctx))?.resource;
+  if (!target) return new Set();
+  return admitted(ctx, target, ids, await restrictWhere(ctx, auth, "view", target));
 }
 
 /**
