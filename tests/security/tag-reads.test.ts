@@ -106,6 +106,26 @@ for (const backend of ["local", "remote"] as const)
       }
     });
 
+    if (backend === "remote")
+      test("remote: a constrained tag view rides in the GET's and the list's one read", async () => {
+        for (const path of [
+          `/api/dcim/sites/${site}/`,
+          "/api/dcim/sites/?slug=tagread-one",
+          `${CO}/boxes/${box}/`,
+          `${CO}/boxes/`,
+        ]) {
+          for (const token of [who.limited, who.seeing]) {
+            expect((await t().req("GET", path, { token })).status).toBe(200); // caches warm
+            app.proxy!.reset();
+            const r = await t().req("GET", path, { token });
+            const text = await r.text();
+            expect(r.status, text).toBe(200);
+            expect(text.includes("hidden-tag")).toBe(token === who.seeing);
+            expect(app.proxy!.count, path).toBe(1);
+          }
+        }
+      });
+
     test("GraphQL: a site's tags are only those the caller may view", async () => {
       const query = `{ site(id: ${site}) { tags { id slug } } }`;
       for (const [name, ids] of Object.entries(expected())) {
