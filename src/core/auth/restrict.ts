@@ -6,6 +6,8 @@
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { anyOf } from "../../db/d1-limits";
+import { taggedItems } from "../../db/schema";
+import { Slots, slotKey } from "../slots";
 import type { AuthState, AuthUser } from "../context";
 import { ApiError, forbidden, notFound } from "../errors";
 import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
@@ -347,8 +349,9 @@ export async function hideUnviewable(
 ): Promise<Record<string, unknown>[]> {
   const relations = resource.relations;
   const user = auth.user;
-  const records =
+  const nested =
     resource.hideNested && !user?.isSuperuser ? await resource.hideNested(ctx, auth, input) : input;
+  const records = await hideTags(ctx, auth, nested);
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 
@@ -442,6 +445,101 @@ export async function hideUnviewable(
     }
     return out;
   });
+}
+
+/** A tag as a record holds it: its nested form `{id, …}` (or a bare id); null for anything else. */
+const tagIdOf = (v: unknown): number | null =>
+  typeof v === "number"
+    ? v
+    : v && typeof v === "object" && typeof (v as { id?: unknown }).id === "number"
+      ? (v as { id: number }).id
+      : null;
+
+/**
+ * Drops from each record's `tags` the tags the caller may not view (decision 0153): none when
+ * their tag view is unconstrained (the same array back, so kept bytes stay theirs to send), all
+ * when they may view no tag, else those outside their `extras.view_tag` constraints (one query).
+ */
+async function hideTags(
+  ctx: ReadContext,
+  auth: AuthState,
+  records: Record<string, unknown>[],
+): Promise<Record<string, unknown>[]> {
+  const loginRequired = ctx.services.config.loginRequired;
+  const r = restrictionFor(auth, loginRequired, "view", "extras", "tag");
+  if (r.kind === "all") return records;
+  const ids = new Set<number>();
+  for (const rec of records)
+    if (Array.isArray(rec.tags))
+      for (const v of rec.tags as unknown[]) {
+        const id = tagIdOf(v);
+        if (id !== null) ids.add(id);
+      }
+  if (!ids.size) return records;
+  const visible = await viewableTagIds(ctx, auth, r, [...ids]);
+  let changed = false;
+  const out = records.map((rec) => {
+    if (!Array.isArray(rec.tags)) return rec;
+    const kept = (rec.tags as unknown[]).filter((v) => {
+      const id = tagIdOf(v);
+      return id === null || visible.has(id);
+    });
+    if (kept.length === rec.tags.length) return rec;
+    changed = true;
+    return { ...rec, tags: kept };
+  });
+  return changed ? out : records;
+}
+
+/** Tags a one-read GET or list judged (`tagViewStatement`): id → whether the caller may view it. */
+const TAGS_READ = slotKey<Map<number, boolean>>("tags judged in the read");
+
+/**
+ * For a load's one read: the statement judging each tag the objects `objectIds` hold (any object of
+ * that id: more than needed, never less) against the caller's tag view, or null when their tag
+ * view needs no read (unconstrained, or none). `tagsProved` hands its answer to `hideUnviewable`
+ * through the context; a tag it did not judge (a snapshot's, a nested record's) is asked after.
+ */
+export async function tagViewStatement(
+  ctx: ReadContext,
+  auth: AuthState,
+  objectIds: SQL | number,
+): Promise<SQL | null> {
+  const r = restrictionFor(auth, ctx.services.config.loginRequired, "view", "extras", "tag");
+  if (r.kind !== "some") return null;
+  const target = (await ctx.services.models.get("extras", "tag", ctx))?.resource;
+  const view = target ? await restrictWhere(ctx, auth, "view", target) : undefined;
+  if (!target || !view) return null;
+  const tag = taggedItems.tagId;
+  const visible = sql`${tag} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${view})`;
+  return sql`SELECT DISTINCT ${tag} AS id, (${visible}) AS visible FROM ${taggedItems} WHERE ${taggedItems.objectId} IN (${objectIds})`;
+}
+
+/** Keeps the answer of `tagViewStatement` on `ctx` for the hiding that follows the read. */
+export function tagsProved(ctx: ReadContext, rows: unknown): void {
+  ctx.scratch ??= new Slots();
+  const judged = (rows as { id: number; visible: unknown }[]).map(
+    (r) => [Number(r.id), Number(r.visible) === 1] as const,
+  );
+  ctx.scratch.set(TAGS_READ, new Map(judged));
+}
+
+async function viewableTagIds(
+  ctx: ReadContext,
+  auth: AuthState,
+  r: Restriction,
+  ids: number[],
+): Promise<Set<number>> {
+  if (r.kind === "none") return new Set();
+  const judged = ctx.scratch?.get(TAGS_READ);
+  const visible = new Set(ids.filter((id) => judged?.get(id) === true));
+  const unjudged = ids.filter((id) => !judged?.has(id));
+  if (!unjudged.length) return visible;
+  const target = (await ctx.services.models.get("extras", "tag", ctx))?.resource;
+  if (!target) return visible;
+  const where = await restrictWhere(ctx, auth, "view", target);
+  for (const id of await admitted(ctx, target, unjudged, where)) visible.add(id);
+  return visible;
 }
 
 /**

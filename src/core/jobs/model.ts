@@ -7,6 +7,8 @@ import { withPageNames } from "../changes/list-reads";
 import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
+import { viewableRefs } from "../auth/restrict";
+import type { ApiRecord, AuthState, ReadContext } from "../context";
 
 export const jobModel = defineModel({
   appLabel: "core",
@@ -72,3 +74,37 @@ Object.assign(jobModel.resource.list.filters, objectTypeFilters("object_type", j
 // A job's data is what its owner's request answered (a schema apply's diffs name types and
 // fields): non-superusers see only their own jobs, whatever their view permission (decision 0064).
 jobModel.resource.ownerColumn = jobs.userId;
+
+/**
+ * The object a job names is hidden as a hidden relation is (its owner may since have lost view of
+ * it): outside the caller's view it keeps only the id the job stores; one query per model.
+ */
+jobModel.resource.hideNested = async (ctx, auth, records) => {
+  const byLabel = new Map<string, number[]>();
+  for (const rec of records) {
+    const ref = namedObject(rec);
+    if (ref) (byLabel.get(ref.label) ?? byLabel.set(ref.label, []).get(ref.label)!).push(ref.id);
+  }
+  if (!byLabel.size) return records;
+  const visible = await viewableByLabel(ctx, auth, byLabel);
+  return records.map((rec) => {
+    const ref = namedObject(rec);
+    if (!ref || visible.get(ref.label)?.has(ref.id)) return rec;
+    return { ...rec, object: { id: ref.id } };
+  });
+};
+
+function namedObject(rec: ApiRecord): { label: string; id: number } | null {
+  const object = rec.object as { id?: unknown } | null | undefined;
+  if (typeof rec.object_type !== "string" || typeof object?.id !== "number") return null;
+  return { label: rec.object_type, id: object.id };
+}
+
+async function viewableByLabel(ctx: ReadContext, auth: AuthState, byLabel: Map<string, number[]>) {
+  const out = new Map<string, Set<number>>();
+  for (const [label, ids] of byLabel) {
+    const [app, model] = label.split(".") as [string, string];
+    out.set(label, await viewableRefs(ctx, auth, app, model, ids));
+  }
+  return out;
+}

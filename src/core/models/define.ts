@@ -2,7 +2,7 @@
  * Declarative host models: a table plus field specs become a `Resource` (validation,
  * serialisation with nested relations and tags, filters, ordering, search) and a `ModelInfo`.
  */
-import { nameableTagsOf } from "./tag-scope";
+import { nameableTagsOf, tagNotFound } from "./tag-scope";
 import {
   and,
   eq,
@@ -1216,7 +1216,7 @@ export async function resolveTags(
       .from(tagsTable)
       .where(nameable ? and(where, nameable) : where)
       .limit(1);
-    if (!tag) return { error: `Tag not found: ${JSON.stringify(item)}` };
+    if (!tag) return { error: tagNotFound(item) };
     const scope = await ctx.db
       .select({ id: tagObjectTypes.objectTypeId })
       .from(tagObjectTypes)

@@ -3,7 +3,7 @@
  * (decision 0071): everything the write looks up is read first in one `db.read`; the rows, tags,
  * change records and outbox rows then go in one `db.write`, races caught inside it.
  */
-import { viewableTags } from "./tag-scope";
+import { tagNotFound, viewableTags } from "./tag-scope";
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged, isWriteConflict } from "../../db/client";
@@ -240,7 +240,7 @@ export function resolveTagRows(
     const ref = tagRef(item);
     if (!ref) return { error: `Invalid tag reference: ${JSON.stringify(item)}` };
     const tag = found.find((t) => t[ref[0]] === ref[1]);
-    if (!tag) return { error: `Tag not found: ${JSON.stringify(item)}` };
+    if (!tag) return { error: tagNotFound(item) };
     const scope = JSON.parse(tag.scope ?? "[]") as number[];
     if (scope.length && !scope.includes(objectTypeId))
       return { error: `Tag "${tag.name}" cannot be applied to ${label} objects.` };

@@ -47,3 +47,16 @@ export async function nameableTagsOf(
   const type = await ctx.services.objectTypes.byLabel(appLabel, model, ctx.db);
   return type ? orHeld(visible, id, type.id, heldBy) : visible;
 }
+
+/**
+ * The 400 text for a tag reference nothing the caller may name matches. An object names only the
+ * key looked up (`{"id":2}`), never the rest it carried: a revert sends the record's tag objects,
+ * whose name and slug the caller may not view (decision 0153).
+ */
+export function tagNotFound(item: unknown): string {
+  if (!item || typeof item !== "object" || Array.isArray(item))
+    return `Tag not found: ${JSON.stringify(item)}`;
+  const o = item as Record<string, unknown>;
+  const key = typeof o.id === "number" ? "id" : typeof o.slug === "string" ? "slug" : "name";
+  return `Tag not found: ${JSON.stringify({ [key]: o[key] })}`;
+}

@@ -10,6 +10,8 @@ import { requirePermission } from "../auth/permissions";
 import {
   admitted,
   hideUnviewable,
+  tagsProved,
+  tagViewStatement,
   requireAfterWrite,
   requireObject,
   restrictWhere,
@@ -485,6 +487,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
     q: ReturnType<typeof parseListQuery>;
     plan: LoadPlan;
     charge: ((answer: unknown) => void) | null;
+    tagView: boolean;
   };
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
@@ -500,7 +503,9 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
       ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}`
       : page.getSQL();
     const plan = resource.loadPlan!(ctx, ids);
-    step = { resource, q, plan, charge: budget?.charge ?? null };
+    // a constrained tag view: which of the page's tags the caller may view, in the same read
+    const tagView = resource.tagged ? await tagViewStatement(ctx, c.var.auth, page.getSQL()) : null;
+    step = { resource, q, plan, charge: budget?.charge ?? null, tagView: !!tagView };
     // a cursor page (`?start=`) counts nothing
     const count =
       q.start === undefined
@@ -508,13 +513,21 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
             sql`SELECT count(*) AS n FROM ${resource.table} WHERE ${q.where ?? sql`1`}`,
           )
         : ctx.db.all<{ n: null }>(sql`SELECT NULL AS n`);
-    return [count, page, ...(budget ? [budget.statement] : []), ...plan.statements] as const;
+    return [
+      count,
+      page,
+      ...(budget ? [budget.statement] : []),
+      ...plan.statements,
+      ...(tagView ? [ctx.db.all(tagView)] : []),
+    ] as const;
   });
   ctx.guard = undefined; // the read has been sent: no later guard could ride in it
-  const { resource, q, plan, charge } = step;
+  const { resource, q, plan, charge, tagView } = step;
   const ids = (answers[1] as { id: number }[]).map((r) => Number(r.id));
   charge?.(answers[2]);
-  const loaded = await plan.finish(answers.slice(charge ? 3 : 2) as unknown[], ids);
+  if (tagView) tagsProved(ctx, answers[answers.length - 1]);
+  const planned = answers.slice(charge ? 3 : 2, tagView ? -1 : undefined);
+  const loaded = await plan.finish(planned as unknown[], ids);
   const results = project(
     await hideUnviewable(ctx, c.var.auth, resource, loaded),
     q.projection,
@@ -581,7 +594,7 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
 /** One object in one read (decision 0085): the guards, and the row (if the caller may view it). */
 async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
   const ctx = readContext(c, true);
-  let step!: { resource: Resource; plan: LoadPlan };
+  let step!: { resource: Resource; plan: LoadPlan; tagView: boolean };
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
     await requirePermission(c, "view", resource);
@@ -590,11 +603,16 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
     const ids = restricted
       ? sql`SELECT ${resource.list.idExpr} FROM ${resource.table} WHERE ${resource.list.idExpr} = ${id} AND (${restricted})`
       : id;
-    step = { resource, plan: resource.loadPlan!(ctx, ids) };
-    return step.plan.statements as unknown as Queries;
+    // a constrained tag view: which of the object's tags the caller may view, in the same read
+    const tagView = resource.tagged ? await tagViewStatement(ctx, c.var.auth, id) : null;
+    step = { resource, plan: resource.loadPlan!(ctx, ids), tagView: !!tagView };
+    const statements = [...step.plan.statements, ...(tagView ? [ctx.db.all(tagView)] : [])];
+    return statements as unknown as Queries;
   });
   ctx.guard = undefined; // the read has been sent: no later guard could ride in it
-  const [record] = await step.plan.finish([...answers], [id]);
+  if (step.tagView) tagsProved(ctx, answers[answers.length - 1]);
+  const planned = step.tagView ? answers.slice(0, -1) : [...answers];
+  const [record] = await step.plan.finish(planned, [id]);
   if (!record) throw notFound();
   // hidden with the load's context: what its read proved is known to the hiding (decision 0143)
   return withEtag(c, record, (await projected(c, step.resource, [record], ctx))[0]);
