@@ -54,6 +54,24 @@ function plannedModel(ctx: ReadContext, id: number, label: string): ModelInfo | 
   return cached.info;
 }
 
+/**
+ * The models of the object types named lately whose rows a read can carry, by type id (a
+ * run-time model's guard rides in this read): the same set a page's `pageNames` plans.
+ */
+export function plannedModels(ctx: ReadContext): Map<number, ModelInfo> {
+  // once per request: a second statement of the same read needs no second guard
+  const known = plannedIn.get(ctx);
+  if (known) return known;
+  const planned = new Map<number, ModelInfo>();
+  for (const [id, label] of named(ctx.services)) {
+    const info = plannedModel(ctx, id, label);
+    if (info) planned.set(id, info);
+  }
+  if (ctx.guard) plannedIn.set(ctx, planned);
+  return planned;
+}
+const plannedIn = new WeakMap<ReadContext, Map<number, ModelInfo>>();
+
 /** The nested form of the object `id` names, as a scalar subquery (null: the model has none). */
 function formOf(info: ModelInfo, id: SQL): SQL | null {
   const nested = info.nestedSql;
@@ -88,11 +106,7 @@ const qualified = (on: NamingTable, column: SQLiteColumn) =>
  * `finish` keeps what it read for the rest of the load.
  */
 function pageNames(ctx: ReadContext, ids: SQL | number, on: NamingTable = CHANGES) {
-  const planned = new Map<number, ModelInfo>();
-  for (const [id, label] of named(ctx.services)) {
-    const info = plannedModel(ctx, id, label);
-    if (info) planned.set(id, info);
-  }
+  const planned = plannedModels(ctx);
   const type = qualified(on, on.type);
   const branches = [...planned].map(
     ([id, info]) => sql`WHEN ${id} THEN ${formOf(info, qualified(on, on.object))}`,
