@@ -55,22 +55,23 @@ function plannedModel(ctx: ReadContext, id: number, label: string): ModelInfo | 
 }
 
 /**
- * The models of the object types named lately whose rows a read can carry, by type id (a
- * run-time model's guard rides in this read): the same set a page's `pageNames` plans.
+ * The models the page's names plan in the read being built on `ctx`, by type id: another
+ * statement of that read (a job's object's view, `core/jobs/model.ts`) takes the same models
+ * under the same guards. Set anew each time the read is built (a stale guard rebuilds it).
  */
-export function plannedModels(ctx: ReadContext): Map<number, ModelInfo> {
-  // once per request: a second statement of the same read needs no second guard
-  const known = plannedIn.get(ctx);
-  if (known) return known;
+export const plannedInRead = (ctx: ReadContext) => plannedIn.get(ctx);
+const plannedIn = new WeakMap<ReadContext, Map<number, ModelInfo>>();
+
+/** The models of the object types named lately whose form a read can carry, by type id. */
+function plannedModels(ctx: ReadContext): Map<number, ModelInfo> {
   const planned = new Map<number, ModelInfo>();
   for (const [id, label] of named(ctx.services)) {
     const info = plannedModel(ctx, id, label);
     if (info) planned.set(id, info);
   }
-  if (ctx.guard) plannedIn.set(ctx, planned);
+  plannedIn.set(ctx, planned);
   return planned;
 }
-const plannedIn = new WeakMap<ReadContext, Map<number, ModelInfo>>();
 
 /** The nested form of the object `id` names, as a scalar subquery (null: the model has none). */
 function formOf(info: ModelInfo, id: SQL): SQL | null {

@@ -3,7 +3,7 @@ import { jobs } from "../../db/schema";
 import { JOB_STATUSES } from "../../services/tasks/queue";
 import { nestedObjects, readOnlyWithoutTimestamps } from "../changes/model";
 import { defineModel } from "../models/define";
-import { plannedModels, withPageNames } from "../changes/list-reads";
+import { plannedInRead, withPageNames } from "../changes/list-reads";
 import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
@@ -123,14 +123,15 @@ const JUDGED = slotKey<Map<string, Map<number, boolean>>>("jobs.objects judged i
 
 /**
  * In the one-read GET and list: per job of `ids` naming a model the page's names plan, whether the
- * caller may view its object, by that model's view condition (as `viewableRefs` asks it after).
- * A user naming themselves, and models not planned, are asked after as before.
+ * caller may view its object, by that model's view condition (as `viewableRefs` asks it after),
+ * for the models the page's names plan in this read (`withPageNames`, built before this). A
+ * user naming themselves, and models not planned, are asked after as before.
  */
 jobModel.resource.hideNestedPlan = async (ctx, auth, ids) => {
   if (!auth.user || auth.user.isSuperuser) return null;
   const labels = new Map<number, string>();
   const branches: SQL[] = [];
-  for (const [typeId, info] of plannedModels(ctx)) {
+  for (const [typeId, info] of plannedInRead(ctx) ?? []) {
     const label = `${info.appLabel}.${info.model}`;
     const target = info.resource;
     if (label === "users.user" || !target) continue;
