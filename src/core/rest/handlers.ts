@@ -557,7 +557,7 @@ async function judgedInRead(
 }
 
 function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
-  judged.forEach((j, i) => j.proved(ctx, answers[i]));
+  for (const [i, j] of judged.entries()) j.proved(ctx, answers[i]);
 }
 
 /** A list's page of ids: by its order and offset, or a cursor page's ids ≥ `start` in id order. */
