@@ -537,7 +537,9 @@ export function tagsProved(ctx: ReadContext, rows: unknown): void {
   const judged = (rows as { id: number; visible: unknown }[]).map(
     (r) => [Number(r.id), Number(r.visible) === 1] as const,
   );
-  ctx.scratch.set(TAGS_READ, new Map(judged));
+  // added to what another statement of the read judged (a tagged record's own, its snapshots')
+  const known = ctx.scratch.get(TAGS_READ) ?? ctx.scratch.set(TAGS_READ, new Map());
+  for (const [id, visible] of judged) known.set(id, visible);
 }
 
 async function viewableTagIds(
