@@ -352,6 +352,21 @@ export interface Resource {
   tagged?: boolean;
   /** Hides what the caller may not view inside records beyond `relations` (change snapshots). */
   hideNested?(ctx: ReadContext, auth: AuthState, records: ApiRecord[]): Promise<ApiRecord[]>;
+  /**
+   * For the one-read GET and list: a statement judging what `hideNested` would ask after the read
+   * (of the objects `ids`), and how its answer is kept on `ctx` for it; null when nothing to judge.
+   */
+  hideNestedPlan?(
+    ctx: ReadContext,
+    auth: AuthState,
+    ids: SQL | number,
+  ): Promise<JudgedInRead | null>;
+}
+
+/** A statement riding last in a one-read GET or list, its answer handed on through the context. */
+export interface JudgedInRead {
+  statement: SQL;
+  proved(ctx: ReadContext, rows: unknown): void;
 }
 
 /**

@@ -1960,3 +1960,116 @@ test("jobs naming sites and custom objects: their list and one job in 1 each, as
   // 7 and 6 before: the jobs' types and objects were read after the page (nestedObjects)
   expect({ list, one }).toEqual({ list: 1, one: 1 });
 });
+
+test("a constrained caller's jobs naming a site and a custom object: their list and one job in 1 each, objects they may not view hidden, as an app with no caches answers (decision 0143)", async () => {
+  const orm = t.deps.db.orm;
+  const typeOf = async (app: string, model: string) =>
+    (
+      (await orm.all(
+        sql`SELECT id FROM object_types WHERE app_label = ${app} AND model = ${model}`,
+      )) as Array<{ id: number }>
+    )[0]!.id;
+  const hiddenSite = (
+    await t.json("POST", "/api/dcim/sites/", { body: { name: "job hidden", slug: "job-hidden" } })
+  ).body.id;
+  const reader = await userWith(t, "job-reader", [
+    [["view"], "core.job", null],
+    [["view"], "dcim.site", { id: siteId }],
+    [["view"], "custom_objects.thing", { title: "not alpha" }],
+  ]);
+  const site = await typeOf("dcim", "site");
+  const thing = await typeOf("custom_objects", "thing");
+  for (const [name, type, id] of [
+    ["mine.site", site, siteId],
+    ["mine.hidden", site, hiddenSite],
+    ["mine.thing", thing, objectId],
+  ] as const)
+    await orm.run(
+      sql`INSERT INTO jobs (name, object_type_id, object_id, status, created, user_id) VALUES (${name}, ${type}, ${id}, 'completed', '2026-11-27T00:00:00Z', ${reader.id})`,
+    );
+  const asReader = async (path: string) => {
+    const warm = await t.json("GET", path, { token: reader.token });
+    expect(warm.status, JSON.stringify(warm.body)).toBe(200);
+    proxy.reset();
+    const r = await t.json("GET", path, { token: reader.token });
+    expect(r.body).toEqual(warm.body);
+    if (process.env.ROUND_TRIPS_LOG) console.log(path, proxy.count, JSON.stringify(proxy.log));
+    return { trips: proxy.count, body: r.body };
+  };
+  const list = await asReader("/api/core/jobs/?name__isw=mine.");
+  const byName = new Map((list.body.results as Array<Record<string, any>>).map((j) => [j.name, j]));
+  const siteNow = (await t.json("GET", `/api/dcim/sites/${siteId}/`)).body;
+  expect(byName.get("mine.site")!.object).toMatchObject({ id: siteId, display: siteNow.display });
+  expect(byName.get("mine.hidden")!.object).toEqual({ id: hiddenSite });
+  expect(byName.get("mine.thing")!.object).toEqual({ id: objectId });
+  const one = await asReader(`/api/core/jobs/${byName.get("mine.thing")!.id}/`);
+  expect(one.body.object).toEqual({ id: objectId });
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (path: string) =>
+      (
+        await other.app.request(BASE + path, {
+          headers: { authorization: `Token ${reader.token}` },
+        })
+      ).json();
+    for (const path of [
+      "/api/core/jobs/?name__isw=mine.",
+      `/api/core/jobs/${byName.get("mine.thing")!.id}/`,
+      `/api/core/jobs/${byName.get("mine.site")!.id}/`,
+    ])
+      expect((await t.json("GET", path, { token: reader.token })).body).toEqual(await fresh(path));
+  } finally {
+    await other.close();
+  }
+  if (process.env.ROUND_TRIPS_LOG) console.log({ list: list.trips, one: one.trips });
+  // before: one query more per model the jobs name, after the read (hideNested)
+  expect({ list: list.trips, one: one.trips }).toEqual({ list: 1, one: 1 });
+});
+
+test("the change log for a caller whose tag view is constrained: snapshots' tags judged in the list's and one record's read, as an app with no caches answers (decisions 0143, 0153)", async () => {
+  const tag = async (slug: string) =>
+    (await t.json("POST", "/api/extras/tags/", { body: { name: `T ${slug}`, slug } })).body
+      .id as number;
+  const open = await tag("log-open");
+  const hidden = await tag("log-hidden");
+  const tagged = await t.json("POST", "/api/dcim/sites/", {
+    body: { name: "log tagged", slug: "log-tagged", tags: [open, hidden] },
+  });
+  expect(tagged.status, JSON.stringify(tagged.body)).toBe(201);
+  await t.json("PATCH", `/api/dcim/sites/${tagged.body.id}/`, { body: { tags: [hidden] } });
+  const { token } = await userWith(t, "log-tag-reader", [
+    [["view"], "dcim.site", null],
+    [["view"], "core.objectchange", null],
+    [["view"], "extras.tag", { slug: "log-open" }],
+  ]);
+  const path = `/api/core/object-changes/?changed_object_type=dcim.site&changed_object_id=${tagged.body.id}`;
+  const asReader = async (p: string) => {
+    const warm = await t.json("GET", p, { token });
+    expect(warm.status, JSON.stringify(warm.body)).toBe(200);
+    proxy.reset();
+    const r = await t.json("GET", p, { token });
+    expect(r.body).toEqual(warm.body);
+    if (process.env.ROUND_TRIPS_LOG) console.log(p, proxy.count, JSON.stringify(proxy.log));
+    return { trips: proxy.count, body: r.body };
+  };
+  const list = await asReader(path);
+  const results = list.body.results as Array<Record<string, any>>;
+  expect(results.length).toBe(2);
+  const text = JSON.stringify(list.body);
+  expect(text).not.toContain("log-hidden");
+  expect(text).toContain("log-open");
+  const one = await asReader(`/api/core/object-changes/${results[1]!.id}/`);
+  expect(JSON.stringify(one.body)).not.toContain("log-hidden");
+  const other = await anotherInstance(remote.url);
+  try {
+    const fresh = async (p: string) =>
+      (await other.app.request(BASE + p, { headers: { authorization: `Token ${token}` } })).json();
+    expect(list.body).toEqual(await fresh(path));
+    expect(one.body).toEqual(await fresh(`/api/core/object-changes/${results[1]!.id}/`));
+  } finally {
+    await other.close();
+  }
+  if (process.env.ROUND_TRIPS_LOG) console.log({ list: list.trips, one: one.trips });
+  // before: the snapshots' tags were looked up after the read, one query per snapshot
+  expect({ list: list.trips, one: one.trips }).toEqual({ list: 1, one: 1 });
+});

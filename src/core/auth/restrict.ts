@@ -505,14 +505,30 @@ export async function tagViewStatement(
   auth: AuthState,
   objectIds: SQL | number,
 ): Promise<SQL | null> {
+  const tag = taggedItems.tagId;
+  return tagsJudged(
+    ctx,
+    auth,
+    sql`SELECT ${tag} FROM ${taggedItems} WHERE ${taggedItems.objectId} IN (${objectIds})`,
+  );
+}
+
+/**
+ * The statement judging the tag ids `tagIds` (a subquery of one column) against the caller's tag
+ * view, answered as `tagsProved` takes it; null when their tag view needs no read.
+ */
+export async function tagsJudged(
+  ctx: ReadContext,
+  auth: AuthState,
+  tagIds: SQL,
+): Promise<SQL | null> {
   const r = restrictionFor(auth, ctx.services.config.loginRequired, "view", "extras", "tag");
   if (r.kind !== "some") return null;
   const target = (await ctx.services.models.get("extras", "tag", ctx))?.resource;
   const view = target ? await restrictWhere(ctx, auth, "view", target) : undefined;
   if (!target || !view) return null;
-  const tag = taggedItems.tagId;
-  const visible = sql`${tag} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${view})`;
-  return sql`SELECT DISTINCT ${tag} AS id, (${visible}) AS visible FROM ${taggedItems} WHERE ${taggedItems.objectId} IN (${objectIds})`;
+  const visible = sql`"held"."id" IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${view})`;
+  return sql`WITH "held"("id") AS (${tagIds}) SELECT DISTINCT "held"."id" AS id, (${visible}) AS visible FROM "held" WHERE typeof("held"."id") = 'integer'`;
 }
 
 /** Keeps the answer of `tagViewStatement` on `ctx` for the hiding that follows the read. */
@@ -521,7 +537,9 @@ export function tagsProved(ctx: ReadContext, rows: unknown): void {
   const judged = (rows as { id: number; visible: unknown }[]).map(
     (r) => [Number(r.id), Number(r.visible) === 1] as const,
   );
-  ctx.scratch.set(TAGS_READ, new Map(judged));
+  // added to what another statement of the read judged (a tagged record's own, its snapshots')
+  const known = ctx.scratch.get(TAGS_READ) ?? ctx.scratch.set(TAGS_READ, new Map());
+  for (const [id, visible] of judged) known.set(id, visible);
 }
 
 async function viewableTagIds(

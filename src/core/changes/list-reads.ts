@@ -54,6 +54,25 @@ function plannedModel(ctx: ReadContext, id: number, label: string): ModelInfo | 
   return cached.info;
 }
 
+/**
+ * The models the page's names plan in the read being built on `ctx`, by type id: another
+ * statement of that read (a job's object's view, `core/jobs/model.ts`) takes the same models
+ * under the same guards. Set anew each time the read is built (a stale guard rebuilds it).
+ */
+export const plannedInRead = (ctx: ReadContext) => plannedIn.get(ctx);
+const plannedIn = new WeakMap<ReadContext, Map<number, ModelInfo>>();
+
+/** The models of the object types named lately whose form a read can carry, by type id. */
+function plannedModels(ctx: ReadContext): Map<number, ModelInfo> {
+  const planned = new Map<number, ModelInfo>();
+  for (const [id, label] of named(ctx.services)) {
+    const info = plannedModel(ctx, id, label);
+    if (info) planned.set(id, info);
+  }
+  plannedIn.set(ctx, planned);
+  return planned;
+}
+
 /** The nested form of the object `id` names, as a scalar subquery (null: the model has none). */
 function formOf(info: ModelInfo, id: SQL): SQL | null {
   const nested = info.nestedSql;
@@ -88,11 +107,7 @@ const qualified = (on: NamingTable, column: SQLiteColumn) =>
  * `finish` keeps what it read for the rest of the load.
  */
 function pageNames(ctx: ReadContext, ids: SQL | number, on: NamingTable = CHANGES) {
-  const planned = new Map<number, ModelInfo>();
-  for (const [id, label] of named(ctx.services)) {
-    const info = plannedModel(ctx, id, label);
-    if (info) planned.set(id, info);
-  }
+  const planned = plannedModels(ctx);
   const type = qualified(on, on.type);
   const branches = [...planned].map(
     ([id, info]) => sql`WHEN ${id} THEN ${formOf(info, qualified(on, on.object))}`,

@@ -1,7 +1,7 @@
 /** `/api/core/object-changes/`: the change log, read-only (§7). */
 import { inArray, or, sql, type SQL } from "drizzle-orm";
 import { objectChanges, objectTypes } from "../../db/schema";
-import { hideUnviewable, restrictWhere } from "../auth/restrict";
+import { hideUnviewable, restrictWhere, tagsJudged, tagsProved } from "../auth/restrict";
 import { codename } from "../auth/permissions";
 import type { AuthState, AuthUser, ModelInfo } from "../context";
 import { defineModel, type DefinedModel } from "../models/define";
@@ -134,6 +134,22 @@ objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
     });
   }
   return out;
+};
+
+/**
+ * In the one-read GET and list: the tags the page's snapshots hold, judged against a constrained
+ * caller's tag view in the same read (decision 0153), so their hiding asks nothing after.
+ */
+objectChangeModel.resource.hideNestedPlan = async (ctx, auth, ids) => {
+  const page = typeof ids === "number" ? sql`${ids}` : ids;
+  const heldIn = (column: SQL) =>
+    sql`SELECT CASE "j"."type" WHEN 'object' THEN json_extract("j"."value", '$.id') ELSE "j"."value" END FROM ${objectChanges}, json_each(CASE WHEN json_valid(${column}) THEN ${column} END, '$.tags') AS "j" WHERE ${objectChanges.id} IN (${page})`;
+  const statement = await tagsJudged(
+    ctx,
+    auth,
+    sql`${heldIn(sql`${objectChanges.prechangeData}`)} UNION ${heldIn(sql`${objectChanges.postchangeData}`)}`,
+  );
+  return statement ? { statement, proved: tagsProved } : null;
 };
 
 /** The nested forms `{id, url, display, …}` of generic references that still exist. */

@@ -3,12 +3,14 @@ import { jobs } from "../../db/schema";
 import { JOB_STATUSES } from "../../services/tasks/queue";
 import { nestedObjects, readOnlyWithoutTimestamps } from "../changes/model";
 import { defineModel } from "../models/define";
-import { withPageNames } from "../changes/list-reads";
+import { plannedInRead, withPageNames } from "../changes/list-reads";
 import { orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import { objectTypeFilters } from "../rest/object-type-filters";
-import { viewableRefs } from "../auth/restrict";
-import type { ApiRecord, AuthState, ReadContext } from "../context";
+import { restrictWhere, viewableRefs } from "../auth/restrict";
+import type { ApiRecord, AuthState, JudgedInRead, ReadContext } from "../context";
+import { Slots, slotKey } from "../slots";
+import { type SQL, sql } from "drizzle-orm";
 
 export const jobModel = defineModel({
   appLabel: "core",
@@ -77,7 +79,8 @@ jobModel.resource.ownerColumn = jobs.userId;
 
 /**
  * The object a job names is hidden as a hidden relation is (its owner may since have lost view of
- * it): outside the caller's view it keeps only the id the job stores; one query per model.
+ * it): outside the caller's view it keeps only the id the job stores. The one-read GET and list
+ * judge it in their read (`hideNestedPlan`); anything else is one query per model, after.
  */
 jobModel.resource.hideNested = async (ctx, auth, records) => {
   const byLabel = new Map<string, number[]>();
@@ -101,10 +104,57 @@ function namedObject(rec: ApiRecord): { label: string; id: number } | null {
 }
 
 async function viewableByLabel(ctx: ReadContext, auth: AuthState, byLabel: Map<string, number[]>) {
+  const judged = ctx.scratch?.get(JUDGED);
   const out = new Map<string, Set<number>>();
   for (const [label, ids] of byLabel) {
+    const inRead = judged?.get(label);
+    const visible = new Set(ids.filter((id) => inRead?.get(id) === true));
+    const unjudged = ids.filter((id) => !inRead?.has(id));
     const [app, model] = label.split(".") as [string, string];
-    out.set(label, await viewableRefs(ctx, auth, app, model, ids));
+    if (unjudged.length)
+      for (const id of await viewableRefs(ctx, auth, app, model, unjudged)) visible.add(id);
+    out.set(label, visible);
   }
   return out;
+}
+
+/** Objects the page's read judged (`hideNestedPlan`): label → object id → may the caller view it. */
+const JUDGED = slotKey<Map<string, Map<number, boolean>>>("jobs.objects judged in the read");
+
+/**
+ * In the one-read GET and list: per job of `ids` naming a model the page's names plan, whether the
+ * caller may view its object, by that model's view condition (as `viewableRefs` asks it after),
+ * for the models the page's names plan in this read (`withPageNames`, built before this). A
+ * user naming themselves, and models not planned, are asked after as before.
+ */
+jobModel.resource.hideNestedPlan = async (ctx, auth, ids) => {
+  if (!auth.user || auth.user.isSuperuser) return null;
+  const labels = new Map<number, string>();
+  const branches: SQL[] = [];
+  for (const [typeId, info] of plannedInRead(ctx) ?? []) {
+    const label = `${info.appLabel}.${info.model}`;
+    const target = info.resource;
+    if (label === "users.user" || !target) continue;
+    const where = await restrictWhere(ctx, auth, "view", target);
+    const visible = where
+      ? sql`${jobs.objectId} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${where})`
+      : sql`1`;
+    branches.push(sql`WHEN ${typeId} THEN (${visible})`);
+    labels.set(typeId, label);
+  }
+  if (!branches.length) return null;
+  const pageIds = typeof ids === "number" ? sql`${ids}` : ids;
+  const statement = sql`SELECT ${jobs.objectTypeId} AS t, ${jobs.objectId} AS o, CASE ${jobs.objectTypeId} ${sql.join(branches, sql` `)} END AS v FROM ${jobs} WHERE ${jobs.id} IN (${pageIds}) AND ${jobs.objectId} IS NOT NULL`;
+  return { statement, proved: (c, rows) => keepJudged(c, labels, rows) } satisfies JudgedInRead;
+};
+
+function keepJudged(ctx: ReadContext, labels: Map<number, string>, rows: unknown) {
+  const judged = new Map<string, Map<number, boolean>>();
+  for (const row of rows as { t: number | null; o: number; v: unknown }[]) {
+    const label = row.t == null ? undefined : labels.get(Number(row.t));
+    if (!label) continue;
+    const of = judged.get(label) ?? judged.set(label, new Map()).get(label)!;
+    of.set(Number(row.o), Number(row.v) === 1);
+  }
+  (ctx.scratch ??= new Slots()).set(JUDGED, judged);
 }

@@ -16,7 +16,7 @@ import {
   requireObject,
   restrictWhere,
 } from "../auth/restrict";
-import type { Ctx, Guard, HonoEnv, Services } from "../context";
+import type { AuthState, Ctx, Guard, HonoEnv, JudgedInRead, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
@@ -487,7 +487,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
     q: ReturnType<typeof parseListQuery>;
     plan: LoadPlan;
     charge: ((answer: unknown) => void) | null;
-    tagView: boolean;
+    judged: JudgedInRead[];
   };
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
@@ -503,9 +503,8 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
       ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}`
       : page.getSQL();
     const plan = resource.loadPlan!(ctx, ids);
-    // a constrained tag view: which of the page's tags the caller may view, in the same read
-    const tagView = resource.tagged ? await tagViewStatement(ctx, c.var.auth, page.getSQL()) : null;
-    step = { resource, q, plan, charge: budget?.charge ?? null, tagView: !!tagView };
+    const judged = await judgedInRead(ctx, c.var.auth, resource, page.getSQL());
+    step = { resource, q, plan, charge: budget?.charge ?? null, judged };
     // a cursor page (`?start=`) counts nothing
     const count =
       q.start === undefined
@@ -518,15 +517,15 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
       page,
       ...(budget ? [budget.statement] : []),
       ...plan.statements,
-      ...(tagView ? [ctx.db.all(tagView)] : []),
+      ...judged.map((j) => ctx.db.all(j.statement)),
     ] as const;
   });
   ctx.guard = undefined; // the read has been sent: no later guard could ride in it
-  const { resource, q, plan, charge, tagView } = step;
+  const { resource, q, plan, charge, judged } = step;
   const ids = (answers[1] as { id: number }[]).map((r) => Number(r.id));
   charge?.(answers[2]);
-  if (tagView) tagsProved(ctx, answers[answers.length - 1]);
-  const planned = answers.slice(charge ? 3 : 2, tagView ? -1 : undefined);
+  const planned = answers.slice(charge ? 3 : 2, answers.length - judged.length);
+  proveJudged(ctx, judged, answers.slice(answers.length - judged.length));
   const loaded = await plan.finish(planned as unknown[], ids);
   const results = project(
     await hideUnviewable(ctx, c.var.auth, resource, loaded),
@@ -536,6 +535,29 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
   if (q.start !== undefined) return c.json({ ...cursorLinks(url, ids, q.limit), results });
   const n = Number((answers[0] as { n: number }[])[0]?.n ?? 0);
   return c.json({ count: n, ...pageLinks(url, n, q.limit, q.offset), results });
+}
+
+/**
+ * What the hiding after a one-read GET or list would ask, judged in the read instead: a
+ * constrained caller's view of the objects' tags (decision 0153) and the resource's own
+ * (`hideNestedPlan`: a job's object). Each rides last; `proveJudged` hands the answers on.
+ */
+async function judgedInRead(
+  ctx: ReadContext,
+  auth: AuthState,
+  resource: Resource,
+  ids: SQL | number,
+): Promise<JudgedInRead[]> {
+  const out: JudgedInRead[] = [];
+  const tagView = resource.tagged ? await tagViewStatement(ctx, auth, ids) : null;
+  if (tagView) out.push({ statement: tagView, proved: tagsProved });
+  const nested = await resource.hideNestedPlan?.(ctx, auth, ids);
+  if (nested) out.push(nested);
+  return out;
+}
+
+function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
+  for (const [i, j] of judged.entries()) j.proved(ctx, answers[i]);
 }
 
 /** A list's page of ids: by its order and offset, or a cursor page's ids ≥ `start` in id order. */
@@ -594,7 +616,7 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
 /** One object in one read (decision 0085): the guards, and the row (if the caller may view it). */
 async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
   const ctx = readContext(c, true);
-  let step!: { resource: Resource; plan: LoadPlan; tagView: boolean };
+  let step!: { resource: Resource; plan: LoadPlan; judged: JudgedInRead[] };
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
     await requirePermission(c, "view", resource);
@@ -603,15 +625,16 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
     const ids = restricted
       ? sql`SELECT ${resource.list.idExpr} FROM ${resource.table} WHERE ${resource.list.idExpr} = ${id} AND (${restricted})`
       : id;
-    // a constrained tag view: which of the object's tags the caller may view, in the same read
-    const tagView = resource.tagged ? await tagViewStatement(ctx, c.var.auth, id) : null;
-    step = { resource, plan: resource.loadPlan!(ctx, ids), tagView: !!tagView };
-    const statements = [...step.plan.statements, ...(tagView ? [ctx.db.all(tagView)] : [])];
+    const plan = resource.loadPlan!(ctx, ids);
+    const judged = await judgedInRead(ctx, c.var.auth, resource, id);
+    step = { resource, plan, judged };
+    const statements = [...plan.statements, ...judged.map((j) => ctx.db.all(j.statement))];
     return statements as unknown as Queries;
   });
   ctx.guard = undefined; // the read has been sent: no later guard could ride in it
-  if (step.tagView) tagsProved(ctx, answers[answers.length - 1]);
-  const planned = step.tagView ? answers.slice(0, -1) : [...answers];
+  const kept = answers.length - step.judged.length;
+  proveJudged(ctx, step.judged, answers.slice(kept));
+  const planned = answers.slice(0, kept);
   const [record] = await step.plan.finish(planned, [id]);
   if (!record) throw notFound();
   // hidden with the load's context: what its read proved is known to the hiding (decision 0143)
