@@ -334,8 +334,9 @@ describe("/api/core/object-changes/", () => {
   });
 
   test("filters: action, user, request id, object, time; newest first by default", async () => {
+    // view too: a caller may not change what they may not view (decision 0152)
     const key = await t.user("auditor", [
-      [["add", "change"], "tenancy.tenant"],
+      [["add", "change", "view"], "tenancy.tenant"],
       [["view"], "core.objectchange"],
     ]);
     const tenant = await t.json("POST", "/api/tenancy/tenants/", {
