@@ -690,12 +690,23 @@ export async function eachItem<T>(
 ): Promise<T[]> {
   if (!items.length)
     throw new ValidationError({ non_field_errors: ["Expected a non-empty list of objects."] });
+  return gatherItemErrors(items, (item, i) => step(asObject(item, `item ${i}`)));
+}
+
+/**
+ * Runs `step` for each item in order; an item's field errors are kept in its place (`{}` for the
+ * others) and thrown together at the end, anything else at once.
+ */
+export async function gatherItemErrors<I, T>(
+  items: I[],
+  step: (item: I, index: number) => Promise<T>,
+): Promise<T[]> {
   const out: T[] = [];
   const errors: FieldErrors[] = [];
   let failed = false;
   for (const [i, item] of items.entries()) {
     try {
-      out.push(await step(asObject(item, `item ${i}`)));
+      out.push(await step(item, i));
       errors.push({});
     } catch (e) {
       if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;

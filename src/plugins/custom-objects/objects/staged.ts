@@ -1033,13 +1033,7 @@ async function stagedUpdateAssumed(
     change,
   ]);
   if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
-  try {
-    await batch.run(ctx);
-  } catch (e) {
-    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
-      return "refused";
-    throw e;
-  }
+  if (!(await ranOrRefused(w, ctx, batch))) return "refused";
   w.indexLater(ctx);
   const json = texts()[0];
   return { id: item.id, record: json === undefined ? change.postchange! : JSON.parse(json), json };
@@ -1079,13 +1073,7 @@ async function stagedCreateAssumed(
     e instanceof ValidationError || e instanceof StaleModel ? null : Promise.reject(e),
   );
   if (!staged) return null;
-  try {
-    await batch.run(ctx);
-  } catch (e) {
-    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
-      return "refused";
-    throw e;
-  }
+  if (!(await ranOrRefused(w, ctx, batch))) return "refused";
   w.indexLater(ctx);
   return staged.written()[0] ?? null;
 }
@@ -1184,13 +1172,7 @@ async function stagedDeleteAssumed(
     postchange: null,
   };
   stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [change]);
-  try {
-    await batch.run(ctx);
-  } catch (e) {
-    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
-      return "refused";
-    throw e;
-  }
+  if (!(await ranOrRefused(w, ctx, batch))) return "refused";
   w.indexLater(ctx);
   return "deleted";
 }
@@ -1312,4 +1294,23 @@ export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
     deleteAssumed: (ctx, item, options) => stagedDeleteAssumed(w, ctx, item, options),
     tagEdits: true,
   };
+}
+
+/**
+ * Runs a read-free write's batch: false when the batch refused it (a guard, a key, a foreign key),
+ * so the caller falls back to the ordinary path, which reads and explains.
+ */
+async function ranOrRefused(
+  w: ObjectWriter,
+  ctx: WriteContext,
+  batch: WriteBatch,
+): Promise<boolean> {
+  try {
+    await batch.run(ctx);
+    return true;
+  } catch (e) {
+    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
+      return false;
+    throw e;
+  }
 }

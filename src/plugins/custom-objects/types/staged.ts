@@ -12,19 +12,18 @@ import {
   objectTypes,
   taggedItems,
 } from "../../../db/schema";
-import {
-  ApiError,
-  type FieldErrors,
-  forbidden,
-  notFound,
-  ValidationError,
-} from "../../../core/errors";
+import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { stageChanges, type StagedChange } from "../../../core/changes/record";
 import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { outsideConstraints } from "../../../core/models/batch-failure";
-import { eachItem, updateChecked, writeTransaction } from "../../../core/rest/handlers";
+import {
+  eachItem,
+  gatherItemErrors,
+  updateChecked,
+  writeTransaction,
+} from "../../../core/rest/handlers";
 import { nextStamp, ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import type {
   ApiRecord,
@@ -113,21 +112,7 @@ export async function perItem<I, T>(
   step: (item: I, index: number) => Promise<T>,
 ): Promise<T[]> {
   if (!bulk && items.length === 1) return [await step(items[0]!, 0)];
-  const out: T[] = [];
-  const errors: FieldErrors[] = [];
-  let failed = false;
-  for (const [i, item] of items.entries()) {
-    try {
-      out.push(await step(item, i));
-      errors.push({});
-    } catch (e) {
-      if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
-      failed = true;
-      errors.push(e.fields);
-    }
-  }
-  if (failed) throw new ValidationError(errors);
-  return out;
+  return gatherItemErrors(items, step);
 }
 
 /** A list naming one row twice: refused (a list writes each row once, decision 0142). */
