@@ -79,3 +79,44 @@ export async function listRetypeScenario(json: Json, prefix: string) {
       .map((c: any) => `${c.action.value}:${c.postchange_data?.name}:${c.postchange_data?.type}`),
   };
 }
+
+/**
+ * A list whose second item retypes a field a compound key holds, the converted values clashing
+ * ("1" and "01" both become 1): the transaction's 400 in that item's place, nothing written.
+ */
+export async function listRetypeKeyScenario(json: Json, prefix: string) {
+  const fields = `${CO}/custom-object-type-fields/`;
+  const [a, b] = (
+    await json("POST", `${CO}/custom-object-types/`, [
+      { name: `${prefix}_ka`, slug: `${prefix}_ka` },
+      { name: `${prefix}_kb`, slug: `${prefix}_kb` },
+    ])
+  ).body;
+  const made = await json("POST", fields, [
+    { custom_object_type: a.id, name: "part", type: "text" },
+    { custom_object_type: a.id, name: "queue", type: "text" },
+    { custom_object_type: b.id, name: "note", type: "text" },
+  ]);
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  const [p, , note] = made.body.map((f: { id: number }) => f.id);
+  const keyed = await json("PATCH", `${CO}/custom-object-types/${a.id}/`, {
+    unique_together: [["part", "queue"]],
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  for (const row of [
+    { part: "1", queue: "a" },
+    { part: "01", queue: "a" },
+  ])
+    expect((await json("POST", `${CO}/${prefix}_ka/`, row)).status).toBe(201);
+  const clash = await json("PATCH", `${fields}?allow_destructive=true`, [
+    { id: note, name: "remark" },
+    { id: p, type: "integer" },
+  ]);
+  const after = await json("GET", `${fields}?id=${p}&id=${note}&ordering=id`);
+  const rows = (await json("GET", `${CO}/${prefix}_ka/?ordering=id`)).body.results;
+  return {
+    clash: [clash.status, clash.body],
+    fields: after.body.results.map((f: any) => `${f.name}:${f.type}`),
+    rows: rows.map((r: any) => r.part),
+  };
+}

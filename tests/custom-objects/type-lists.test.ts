@@ -11,7 +11,7 @@ import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
-import { listRetypeScenario } from "./list-retype-scenario";
+import { listRetypeKeyScenario, listRetypeScenario } from "./list-retype-scenario";
 
 let db: RemoteDb;
 let local: TestApp;
@@ -251,4 +251,19 @@ test("lists of field updates that change types: the same answers and rows locall
     "update:size:text",
     "update:flag:text",
   ]);
+});
+
+test("a list whose retype breaks a compound key: the 400 in its place, locally and remotely alike, nothing written, no transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () => listRetypeKeyScenario(jsonOf(local), "lk"));
+  const onRemote = await transactionsDuring(remote, () =>
+    listRetypeKeyScenario(jsonOf(remote), "lk"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.clash[0], JSON.stringify(r.clash)).toBe(400);
+  expect(r.clash[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
+  expect(r.fields).toEqual(["part:text", "note:text"]);
+  expect(r.rows).toEqual(["1", "01"]);
 });

@@ -512,7 +512,8 @@ class TypeStates {
     let state = this.states.get(cot.id);
     if (!state) {
       const fields = read.type.fields();
-      state = { read: cot, cot, fields, stored: asSchema(read.index()), indexGone: false, set: {} };
+      const stored = asSchema(read.index());
+      state = { read: cot, cot, fields, stored, indexGone: false, set: {}, touched: false };
       this.states.set(cot.id, state);
     }
     return state;
@@ -546,6 +547,8 @@ interface TypeState {
   /** A column moved or went: the search index (its triggers name columns) is built anew. */
   indexGone: boolean;
   set: Partial<CotRow>;
+  /** An item of the list changed a field of it already (its table is no longer as read). */
+  touched: boolean;
 }
 
 /** A field's type, its search index schema and the caller's admission, in a shared read phase. */
@@ -575,6 +578,35 @@ function foundField(states: TypeStates, read: FieldRead, seen: Set<number>) {
   seen.add(read.id);
   read.admitted?.();
   return { state, field };
+}
+
+type FieldPlan = Exclude<Awaited<ReturnType<typeof planFieldUpdate>>, "transaction">;
+
+/**
+ * A failed batch's answer from the first retype building keys or checks again that breaks one,
+ * counted as the transaction counts it (`explainRetype`); in a list, in that item's place.
+ */
+async function explainRetypes(
+  ctx: WriteContext,
+  e: unknown,
+  plans: FieldPlan[],
+  bulk: boolean,
+): Promise<never> {
+  const notThis = new Error("not this retype");
+  for (const [i, p] of plans.entries()) {
+    if (!p.retype || !p.keys.built) continue;
+    const retyped = { row: p.current, source: p.retype.source };
+    const fields = { before: p.fieldsBefore, after: p.fieldsAfter };
+    try {
+      await explainRetype(ctx, notThis, p.cot.id, retyped, fields, p.keys.built);
+    } catch (err) {
+      if (err === notThis) continue;
+      const own = err instanceof ValidationError ? err.fields : null;
+      if (!bulk || !own || Array.isArray(own)) throw err;
+      throw new ValidationError(plans.map((_, j) => (j === i ? own : {})));
+    }
+  }
+  throw e;
 }
 
 /**
@@ -635,8 +667,9 @@ async function planFieldUpdate(
   const fieldsBefore = state.fields;
   const fieldsAfter = state.fields.map((f) => (f.id === current.id ? after : f));
   const keys = followingKeys(state.cot, current, after, fieldsAfter);
-  // a list's retype building keys or checks again: its failure is counted alone (transaction)
-  if (retype && keys.built && options.bulk) return "transaction";
+  // a retype building keys or checks again: its failure is counted over the table as read, so
+  // in a list it must be the first item to change its type (else the transaction)
+  if (retype && keys.built && state.touched) return "transaction";
   addStatements(batch, orm, keys.before);
   batch.add(
     orm
@@ -658,6 +691,7 @@ async function planFieldUpdate(
   state.fields = fieldsAfter;
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   if ((draft.name !== current.name && !hasLinkTable(current)) || retyped) state.indexGone = true;
+  state.touched = true;
   const change = { action: "update" as const, id: current.id, prechange, postchange };
   return { change, name: draft.name, current, cot, fieldsBefore, fieldsAfter, keys, retype };
 }
@@ -702,26 +736,13 @@ async function updateFields(
     await rules(),
     staged.map((p) => p.change),
   );
-  const single = staged.length === 1 ? staged[0]! : null;
   await runFieldBatch(
     ctx,
     batch,
     options,
     staged.map((p) => p.name),
   )
-    .catch((e) =>
-      // a retype that builds keys or checks again: a failure counted as the transaction counts it
-      single?.retype && single.keys.built
-        ? explainRetype(
-            ctx,
-            e,
-            single.cot.id,
-            { row: single.current, source: single.retype.source },
-            { before: single.fieldsBefore, after: single.fieldsAfter },
-            single.keys.built,
-          )
-        : Promise.reject(e),
-    )
+    .catch((e) => explainRetypes(ctx, e, staged, options.bulk))
     .catch((e) =>
       limits
         ? explainLimited(ctx, e, "change", [
