@@ -67,7 +67,9 @@ export async function listRetypeScenario(json: Json, prefix: string) {
     kept: kept.map((r: any) => [r.code, r.size]),
     changed: [
       changed.status,
-      Array.isArray(changed.body) ? changed.body.map((f: any) => `${f.name}:${f.type}`) : changed.body,
+      Array.isArray(changed.body)
+        ? changed.body.map((f: any) => `${f.name}:${f.type}`)
+        : changed.body,
     ],
     rows: [
       ...rowsA.map((r: any) => [r.code, r.size, r.tag ?? null]),

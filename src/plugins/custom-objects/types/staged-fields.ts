@@ -657,9 +657,7 @@ async function planFieldUpdate(
   claimReverseName(found.reverseNames, current, draft);
   const retyped = draft.type !== current.type;
   // a retype's values: a second read, a list's read together ahead (`listRetypeReads`)
-  const retype = retyped
-    ? await retypeStorage(ctx, state.cot, current, draft, found.early)
-    : null;
+  const retype = retyped ? await retypeStorage(ctx, state.cot, current, draft, found.early) : null;
   if (retype === "transaction") return "transaction";
   const storage = retype ? retype.statements : alterFieldStatements(state.cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
@@ -697,8 +695,9 @@ async function planFieldUpdate(
 }
 
 /**
- * Updates fields, one or a list in order (decision 0142: one read phase, one batch); a retype
- * of one field reads its values in a second read; "transaction" for what is not staged.
+ * Updates fields, one or a list in order (decision 0142: one read phase, one batch); retypes
+ * read their values in a second read, a list's all together; "transaction" for what is not
+ * staged.
  */
 async function updateFields(
   ctx: WriteContext,
