@@ -15,6 +15,7 @@ import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
+import { listRetypeScenario } from "./list-retype-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
 import { addedKeyScenario } from "../schema/apply-added-key";
@@ -1147,6 +1148,23 @@ test("lists of field creates on D1 (decision 0142): one read, one batch, the ans
     const onLocal = await fieldCreatesScenario(
       (method, path, body) => local.json(method, path, { body }),
       "d1f",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("lists of field updates that change types on D1 (decision 0142): one read, one read of values, one batch, the answers and rows of a local file, no transaction — were 501", async () => {
+  const before = transactions;
+  const onD1 = await listRetypeScenario(json, "d1r");
+  expect(onD1.changed[0], JSON.stringify(onD1.changed)).toBe(200);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await listRetypeScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1r",
     );
     expect(onD1).toEqual(onLocal);
   } finally {

@@ -11,6 +11,7 @@ import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
+import { listRetypeKeyScenario, listRetypeScenario } from "./list-retype-scenario";
 
 let db: RemoteDb;
 let local: TestApp;
@@ -225,4 +226,44 @@ test("a list of field creates racing a field added to its type: the batch's stam
   expect(fields.map((f: { name: string; type: string }) => `${f.name}:${f.type}`)).toEqual([
     "late:integer",
   ]);
+});
+
+test("lists of field updates that change types: the same answers and rows locally and remotely, no transaction — was the transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () => listRetypeScenario(jsonOf(local), "lr"));
+  const onRemote = await transactionsDuring(remote, () => listRetypeScenario(jsonOf(remote), "lr"));
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.lossy[0]).toBe(409);
+  expect(r.refused[0]).toBe(400);
+  expect(r.refused[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
+  expect(r.kept).toEqual([
+    ["12", 1],
+    ["twelve", 2],
+  ]);
+  expect(r.changed).toEqual([200, ["tag:text", "code:integer", "size:text", "flag:text"]]);
+  expect(r.rows).toEqual([[12, "1", "x"], [null, "2", null], ["true"]]);
+  expect(r.found).toBe(1);
+  expect(r.changes.slice(-4)).toEqual([
+    "update:tag:text",
+    "update:code:integer",
+    "update:size:text",
+    "update:flag:text",
+  ]);
+});
+
+test("a list whose retype breaks a compound key: the 400 in its place, locally and remotely alike, nothing written, no transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () => listRetypeKeyScenario(jsonOf(local), "lk"));
+  const onRemote = await transactionsDuring(remote, () =>
+    listRetypeKeyScenario(jsonOf(remote), "lk"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.clash[0], JSON.stringify(r.clash)).toBe(400);
+  expect(r.clash[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
+  expect(r.fields).toEqual(["part:text", "note:text"]);
+  expect(r.rows).toEqual(["1", "01"]);
 });

@@ -1110,6 +1110,36 @@ test("a field's type change and a rename a compound key follows, staged (decisio
   expect(clash.status).toBe(400);
 });
 
+test("a list of field updates with two retypes, staged (decision 0142): one read, one read of values for both, one batch — was the transaction", async () => {
+  const cot = await makeCot(t, "listretypes");
+  const x = await addField(t, cot.id, { name: "x", type: "integer" });
+  const y = await addField(t, cot.id, { name: "y", type: "text" });
+  await create(t, "listretypes", { x: 5, y: "6" });
+  await create(t, "listretypes", { x: 7, y: "8" });
+  // each run swaps the pair: one converted by SQLite (integer to text), one read and bound
+  const kinds = [
+    ["text", "integer"],
+    ["integer", "text"],
+  ];
+  const retypes = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/`,
+    () => {
+      const [tx, ty] = kinds.shift()!;
+      return [
+        { id: x.id, type: tx },
+        { id: y.id, type: ty },
+      ];
+    },
+  );
+  expect(retypes).toBe(3);
+  const rows = await t.json("GET", `${CO}/listretypes/?ordering=id`);
+  expect(rows.body.results.map((r: { x: unknown; y: unknown }) => [r.x, r.y])).toEqual([
+    [5, "6"],
+    [7, "8"],
+  ]);
+});
+
 test("retypes with a rename, under a compound key and a check, and converted by SQLite, staged (decision 0135)", async () => {
   const cot = await makeCot(t, "reshaped");
   const level = await addField(t, cot.id, { name: "level", type: "integer" });

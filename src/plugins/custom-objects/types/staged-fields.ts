@@ -5,8 +5,8 @@
  * a second read (decision 0121). A rename a key or check reads carries it (dropped and built
  * anew), a removal drops the compound keys holding the field (decision 0126); a retype carries
  * them too, with a rename, its failure counted over the converted values (decision 0135). Lists
- * of creates, updates and deletes: one read and one batch in order (decision 0142); a retype in
- * a list keeps the transaction.
+ * of creates, updates and deletes: one read and one batch in order (decision 0142); a list's
+ * retypes read their values together in one second read.
  */
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
@@ -53,12 +53,16 @@ import { encodedDefault, lossyRetype } from "../schema/operations";
 import { normalizeTogether, setsOfFields, togetherStatements } from "../schema/unique-together";
 import { syncIndexStatements } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
+import { isFieldType } from "../field-types";
+import { typeChangeRefused } from "./field-definition";
 import { fieldModel } from "./api";
 import { refuseCycle } from "./cycles";
 import { validateField } from "./definitions";
 import {
   lostValues,
   overBound,
+  overTogether,
+  type RetypeRead,
   retypeReads,
   retypeRefusal,
   retypeSource,
@@ -409,17 +413,50 @@ async function retypeStorage(
   cot: CotRow,
   field: FieldRow,
   draft: { name: string; type: string; unique: boolean },
+  early?: EarlyRetype | null,
 ) {
-  const phase = new ReadPhase();
-  const read = retypeReads(ctx.services.db.orm, phase, cot.id, field, draft.type);
-  if (phase.size) await phase.run(ctx);
-  const values = read();
+  let values = early?.to === draft.type ? early.read : null;
+  if (!values) {
+    const phase = new ReadPhase();
+    const read = retypeReads(ctx.services.db.orm, phase, cot.id, field, draft.type);
+    if (phase.size) await phase.run(ctx);
+    values = read();
+  }
   if (values.kind === "over") return overBound(ctx.services.db, [field], values);
   const lost = lostValues(field, draft.type, values);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
   const source = retypeSource(field, draft.type, values);
-  return { source, statements: retypeStatements(cot.id, field, draft, source) };
+  return { source, read: values, statements: retypeStatements(cot.id, field, draft, source) };
+}
+
+/** A list item's retype read ahead: the type it asks for and the values read. */
+interface EarlyRetype {
+  to: string;
+  read: RetypeRead;
+}
+
+/**
+ * A list's retypes read together, one second read for all (decision 0142): each item asking a
+ * field as read for another type it may take has its values read (`retypeReads`, nothing when
+ * SQLite converts them); an item whose validated type differs reads its own.
+ */
+async function listRetypeReads(
+  ctx: WriteContext,
+  items: StagedUpdate[],
+  reads: FieldRead[],
+): Promise<Array<EarlyRetype | null>> {
+  const phase = new ReadPhase();
+  const asked = items.map((item, i) => {
+    const to = item.input.type;
+    const field = reads[i]!.type.fields().find((f) => f.id === item.id);
+    if (!field || typeof to !== "string" || to === field.type || !isFieldType(to)) return null;
+    if (typeChangeRefused(field.type, to)) return null;
+    const read = retypeReads(ctx.services.db.orm, phase, field.customObjectTypeId, field, to);
+    return { to, read };
+  });
+  if (phase.size) await phase.run(ctx);
+  return asked.map((a) => a && { to: a.to, read: a.read() });
 }
 
 /** A failed retype's answer, read over the values it would have left (`retypeRefusal`). */
@@ -475,7 +512,8 @@ class TypeStates {
     let state = this.states.get(cot.id);
     if (!state) {
       const fields = read.type.fields();
-      state = { read: cot, cot, fields, stored: asSchema(read.index()), indexGone: false, set: {} };
+      const stored = asSchema(read.index());
+      state = { read: cot, cot, fields, stored, indexGone: false, set: {}, touched: false };
       this.states.set(cot.id, state);
     }
     return state;
@@ -509,6 +547,8 @@ interface TypeState {
   /** A column moved or went: the search index (its triggers name columns) is built anew. */
   indexGone: boolean;
   set: Partial<CotRow>;
+  /** An item of the list changed a field of it already (its table is no longer as read). */
+  touched: boolean;
 }
 
 /** A field's type, its search index schema and the caller's admission, in a shared read phase. */
@@ -540,6 +580,35 @@ function foundField(states: TypeStates, read: FieldRead, seen: Set<number>) {
   return { state, field };
 }
 
+type FieldPlan = Exclude<Awaited<ReturnType<typeof planFieldUpdate>>, "transaction">;
+
+/**
+ * A failed batch's answer from the first retype building keys or checks again that breaks one,
+ * counted as the transaction counts it (`explainRetype`); in a list, in that item's place.
+ */
+async function explainRetypes(
+  ctx: WriteContext,
+  e: unknown,
+  plans: FieldPlan[],
+  bulk: boolean,
+): Promise<never> {
+  const notThis = new Error("not this retype");
+  for (const [i, p] of plans.entries()) {
+    if (!p.retype || !p.keys.built) continue;
+    const retyped = { row: p.current, source: p.retype.source };
+    const fields = { before: p.fieldsBefore, after: p.fieldsAfter };
+    try {
+      await explainRetype(ctx, notThis, p.cot.id, retyped, fields, p.keys.built);
+    } catch (err) {
+      if (err === notThis) continue;
+      const own = err instanceof ValidationError ? err.fields : null;
+      if (!bulk || !own || Array.isArray(own)) throw err;
+      throw new ValidationError(plans.map((_, j) => (j === i ? own : {})));
+    }
+  }
+  throw e;
+}
+
 /**
  * A reverse relation name taken by an earlier item of the same list (decision 0142): the stored
  * rows do not show it yet, so `validateField`'s check cannot; the same 400.
@@ -565,7 +634,12 @@ function claimReverseName(
 async function planFieldUpdate(
   ctx: WriteContext,
   batch: WriteBatch,
-  found: { state: TypeState; field: FieldRow; reverseNames: Map<string, string> },
+  found: {
+    state: TypeState;
+    field: FieldRow;
+    reverseNames: Map<string, string>;
+    early?: EarlyRetype | null;
+  },
   item: StagedUpdate,
   options: StagedOptions,
   limits: Limits | undefined,
@@ -582,9 +656,8 @@ async function planFieldUpdate(
   const draft = await validateField(ctx, rest, current, state.fields);
   claimReverseName(found.reverseNames, current, draft);
   const retyped = draft.type !== current.type;
-  // a retype reads its values apart (a second read): one alone, not in a list
-  if (retyped && options.bulk) return "transaction";
-  const retype = retyped ? await retypeStorage(ctx, state.cot, current, draft) : null;
+  // a retype's values: a second read, a list's read together ahead (`listRetypeReads`)
+  const retype = retyped ? await retypeStorage(ctx, state.cot, current, draft, found.early) : null;
   if (retype === "transaction") return "transaction";
   const storage = retype ? retype.statements : alterFieldStatements(state.cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
@@ -592,6 +665,9 @@ async function planFieldUpdate(
   const fieldsBefore = state.fields;
   const fieldsAfter = state.fields.map((f) => (f.id === current.id ? after : f));
   const keys = followingKeys(state.cot, current, after, fieldsAfter);
+  // a retype building keys or checks again: its failure is counted over the table as read, so
+  // in a list it must be the first item to change its type (else the transaction)
+  if (retype && keys.built && state.touched) return "transaction";
   addStatements(batch, orm, keys.before);
   batch.add(
     orm
@@ -613,13 +689,15 @@ async function planFieldUpdate(
   state.fields = fieldsAfter;
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   if ((draft.name !== current.name && !hasLinkTable(current)) || retyped) state.indexGone = true;
+  state.touched = true;
   const change = { action: "update" as const, id: current.id, prechange, postchange };
   return { change, name: draft.name, current, cot, fieldsBefore, fieldsAfter, keys, retype };
 }
 
 /**
- * Updates fields, one or a list in order (decision 0142: one read phase, one batch); a retype
- * of one field reads its values in a second read; "transaction" for what is not staged.
+ * Updates fields, one or a list in order (decision 0142: one read phase, one batch); retypes
+ * read their values in a second read, a list's all together; "transaction" for what is not
+ * staged.
  */
 async function updateFields(
   ctx: WriteContext,
@@ -631,6 +709,7 @@ async function updateFields(
   const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
   const reads = items.map((item) => readField(orm, phase, item.id, options, limits));
   await phase.run(ctx);
+  const early = options.bulk ? await listRetypeReads(ctx, items, reads) : [];
   const batch = new Batch();
   const states = new TypeStates();
   const seen = new Set<number>();
@@ -638,11 +717,16 @@ async function updateFields(
   const plans = await perItem(options.bulk, items, (item, i) => {
     // named twice: a 400 on the later item (a delete's is not found, as one by one)
     refuseRepeat(seen, item.id);
-    const found = { ...foundField(states, reads[i]!, new Set()), reverseNames };
+    const found = { ...foundField(states, reads[i]!, new Set()), reverseNames, early: early[i] };
     return planFieldUpdate(ctx, batch, found, item, options, limits);
   });
   const staged = plans.filter((p) => p !== "transaction");
   if (staged.length !== plans.length) return "transaction";
+  // the list's values weighed together under one batch's bound (decision 0135)
+  const over = overTogether(
+    staged.flatMap((p) => (p.retype ? [{ row: p.current, read: p.retype.read }] : [])),
+  );
+  if (over) return overBound(ctx.services.db, over.fields, over.read);
   states.finish(ctx, batch);
   const texts = await stageChangeList(
     ctx,
@@ -651,26 +735,13 @@ async function updateFields(
     await rules(),
     staged.map((p) => p.change),
   );
-  const single = staged.length === 1 ? staged[0]! : null;
   await runFieldBatch(
     ctx,
     batch,
     options,
     staged.map((p) => p.name),
   )
-    .catch((e) =>
-      // a retype that builds keys or checks again: a failure counted as the transaction counts it
-      single?.retype && single.keys.built
-        ? explainRetype(
-            ctx,
-            e,
-            single.cot.id,
-            { row: single.current, source: single.retype.source },
-            { before: single.fieldsBefore, after: single.fieldsAfter },
-            single.keys.built,
-          )
-        : Promise.reject(e),
-    )
+    .catch((e) => explainRetypes(ctx, e, staged, options.bulk))
     .catch((e) =>
       limits
         ? explainLimited(ctx, e, "change", [

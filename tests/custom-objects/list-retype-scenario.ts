@@ -1,0 +1,124 @@
+/**
+ * Lists of field updates that change types (decision 0142) as one scenario every backend runs:
+ * values SQLite converts and values read and bound, in one read of values and one batch, a lossy
+ * item gated (409), a refused item a 400 in its place; nothing written when one fails.
+ * Answers a summary without ids or times.
+ */
+import { expect } from "bun:test";
+
+const CO = "/api/plugins/custom-objects";
+
+type Json = (
+  method: string,
+  path: string,
+  body?: unknown,
+) => Promise<{ status: number; body: any }>;
+
+export async function listRetypeScenario(json: Json, prefix: string) {
+  const fields = `${CO}/custom-object-type-fields/`;
+  const [a, b] = (
+    await json("POST", `${CO}/custom-object-types/`, [
+      { name: `${prefix}_ra`, slug: `${prefix}_ra` },
+      { name: `${prefix}_rb`, slug: `${prefix}_rb` },
+    ])
+  ).body;
+  const made = await json("POST", fields, [
+    { custom_object_type: a.id, name: "code", type: "text" },
+    { custom_object_type: a.id, name: "size", type: "integer" },
+    { custom_object_type: a.id, name: "label", type: "text" },
+    { custom_object_type: b.id, name: "flag", type: "boolean" },
+  ]);
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  const [code, size, label, flag] = made.body.map((f: { id: number }) => f.id);
+  for (const row of [
+    { code: "12", size: 1, label: "x" },
+    { code: "twelve", size: 2 },
+  ])
+    expect((await json("POST", `${CO}/${prefix}_ra/`, row)).status).toBe(201);
+  expect((await json("POST", `${CO}/${prefix}_rb/`, { flag: true })).status).toBe(201);
+  // "twelve" is no integer: gated without allow_destructive, nothing written
+  const lossy = await json("PATCH", fields, [
+    { id: size, type: "text" },
+    { id: code, type: "integer" },
+  ]);
+  // a relation is no column's new type: 400 on that item, nothing written
+  const refused = await json("PATCH", fields, [
+    { id: size, type: "text" },
+    { id: code, type: "object", related_object_type: "dcim.site" },
+  ]);
+  const kept = (await json("GET", `${CO}/${prefix}_ra/?ordering=id`)).body.results;
+  const changed = await json("PATCH", `${fields}?allow_destructive=true`, [
+    { id: label, name: "tag" },
+    { id: code, type: "integer" },
+    { id: size, type: "text" },
+    { id: flag, type: "text" },
+  ]);
+  const rowsA = (await json("GET", `${CO}/${prefix}_ra/?ordering=id`)).body.results;
+  const rowsB = (await json("GET", `${CO}/${prefix}_rb/`)).body.results;
+  const found = await json("GET", `${CO}/${prefix}_ra/?code=12`);
+  const changes = await json(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=custom_objects.customobjecttypefield&limit=1000&ordering=id`,
+  );
+  const ids = new Set([code, size, label, flag]);
+  return {
+    lossy: [lossy.status, lossy.body],
+    refused: [refused.status, refused.body],
+    kept: kept.map((r: any) => [r.code, r.size]),
+    changed: [
+      changed.status,
+      Array.isArray(changed.body)
+        ? changed.body.map((f: any) => `${f.name}:${f.type}`)
+        : changed.body,
+    ],
+    rows: [
+      ...rowsA.map((r: any) => [r.code, r.size, r.tag ?? null]),
+      ...rowsB.map((r: any) => [r.flag]),
+    ],
+    found: found.body.count,
+    changes: changes.body.results
+      .filter((c: { changed_object_id: number }) => ids.has(c.changed_object_id))
+      .map((c: any) => `${c.action.value}:${c.postchange_data?.name}:${c.postchange_data?.type}`),
+  };
+}
+
+/**
+ * A list whose second item retypes a field a compound key holds, the converted values clashing
+ * ("1" and "01" both become 1): the transaction's 400 in that item's place, nothing written.
+ */
+export async function listRetypeKeyScenario(json: Json, prefix: string) {
+  const fields = `${CO}/custom-object-type-fields/`;
+  const [a, b] = (
+    await json("POST", `${CO}/custom-object-types/`, [
+      { name: `${prefix}_ka`, slug: `${prefix}_ka` },
+      { name: `${prefix}_kb`, slug: `${prefix}_kb` },
+    ])
+  ).body;
+  const made = await json("POST", fields, [
+    { custom_object_type: a.id, name: "part", type: "text" },
+    { custom_object_type: a.id, name: "queue", type: "text" },
+    { custom_object_type: b.id, name: "note", type: "text" },
+  ]);
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  const [p, , note] = made.body.map((f: { id: number }) => f.id);
+  const keyed = await json("PATCH", `${CO}/custom-object-types/${a.id}/`, {
+    unique_together: [["part", "queue"]],
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  for (const row of [
+    { part: "1", queue: "a" },
+    { part: "01", queue: "a" },
+  ])
+    expect((await json("POST", `${CO}/${prefix}_ka/`, row)).status).toBe(201);
+  const clash = await json("PATCH", `${fields}?allow_destructive=true`, [
+    { id: note, name: "remark" },
+    { id: p, type: "integer" },
+  ]);
+  const after = await json("GET", `${fields}?id=${p}&id=${note}&ordering=id`);
+  const rows = (await json("GET", `${CO}/${prefix}_ka/?ordering=id`)).body.results;
+  return {
+    clash: [clash.status, clash.body],
+    fields: after.body.results.map((f: any) => `${f.name}:${f.type}`),
+    rows: rows.map((r: any) => r.part),
+  };
+}
