@@ -9,6 +9,7 @@ import { isWriteConflict, type Queries, WriteConflictError } from "../../db/clie
 import type { StagedHook, WriteContext } from "../context";
 import { ApiError } from "../errors";
 import { explainedFailure } from "../fresh-read";
+import { mapConstraintError } from "../rest/constraints";
 import type { WriteBatch } from "../rest/write-batch";
 import { type clashExplainer, explainClashes, refusedByKeyOf } from "./unique-clash";
 
@@ -123,4 +124,22 @@ async function explainGuard(
     if (moved) throw f.preconditioned ? preconditionFailed() : new WriteConflictError();
   }
   throw f.action === "delete" ? new WriteConflictError() : outsideConstraints(f.action);
+}
+
+/**
+ * Runs a read-free write's batch (decision 0139): false when the batch refused it (a guard, a
+ * key, a foreign key), so the caller falls back to the ordinary path, which reads and explains.
+ */
+export async function ranOrRefused(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  resource: Parameters<typeof mapConstraintError>[1],
+): Promise<boolean> {
+  try {
+    await batch.run(ctx);
+    return true;
+  } catch (e) {
+    if (isWriteConflict(e) || mapConstraintError(e, resource)) return false;
+    throw e;
+  }
 }

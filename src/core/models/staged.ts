@@ -6,7 +6,7 @@
 import { tagNotFound, viewableTags } from "./tag-scope";
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { guardChanged, isWriteConflict } from "../../db/client";
+import { guardChanged } from "../../db/client";
 import { rowsPerStatement } from "../../db/d1-limits";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
@@ -32,7 +32,7 @@ import type {
 import { createdRowId, newIdMarker, nextStamp, ReadPhase, WriteBatch } from "../rest/write-batch";
 import { naturalize } from "../../db/natural";
 import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } from "./staged-links";
-import { runStagedBatch } from "./batch-failure";
+import { ranOrRefused, runStagedBatch } from "./batch-failure";
 import { clashExplainer, tableUniqueKeys, type UniqueKey, type WrittenRow } from "./unique-clash";
 import { editedTags, tagEditsOf } from "../rest/tag-edits";
 
@@ -1068,12 +1068,7 @@ class StagedWriter {
     const batch = new WriteBatch();
     const fixed = { ...options, ids: [item.id] };
     const written = await this.stageCreates(ctx, batch, made, fixed, { objectTypeId, addWhere });
-    try {
-      await batch.run(ctx);
-    } catch (e) {
-      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
-      throw e;
-    }
+    if (!(await ranOrRefused(ctx, batch, this.parts.resource))) return "refused";
     return written()[0] ?? null;
   }
 
@@ -1118,12 +1113,7 @@ class StagedWriter {
       postchange: null,
     };
     stageChanges(ctx, batch, resource, objectTypeId, await rules(), [change]);
-    try {
-      await batch.run(ctx);
-    } catch (e) {
-      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
-      throw e;
-    }
+    if (!(await ranOrRefused(ctx, batch, this.parts.resource))) return "refused";
     return "deleted";
   }
 
@@ -1191,12 +1181,7 @@ class StagedWriter {
     };
     const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, [change]);
     if (changeWhere) this.stagePermission(ctx, batch, row, 1, changeWhere);
-    try {
-      await batch.run(ctx);
-    } catch (e) {
-      if (isWriteConflict(e) || mapConstraintError(e, this.parts.resource)) return "refused";
-      throw e;
-    }
+    if (!(await ranOrRefused(ctx, batch, this.parts.resource))) return "refused";
     const json = texts()[0];
     return {
       id: item.id,

@@ -24,7 +24,7 @@ import {
   stageTagLookup,
   type TagRow,
 } from "../../../core/models/staged";
-import { runStagedBatch } from "../../../core/models/batch-failure";
+import { ranOrRefused, runStagedBatch } from "../../../core/models/batch-failure";
 import {
   createManyChecked,
   ensureExists,
@@ -51,7 +51,7 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { customObjectTypes } from "../../../db/schema";
-import { isWriteConflict, type Queries } from "../../../db/client";
+import type { Queries } from "../../../db/client";
 import type { WrittenRow } from "../../../core/models/unique-clash";
 import { deletingTogether } from "./on-delete";
 import { APP_LABEL } from "../constants";
@@ -1033,7 +1033,7 @@ async function stagedUpdateAssumed(
     change,
   ]);
   if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
-  if (!(await ranOrRefused(w, ctx, batch))) return "refused";
+  if (!(await ranOrRefused(ctx, batch, { verboseName: verboseName(w.cot) }))) return "refused";
   w.indexLater(ctx);
   const json = texts()[0];
   return { id: item.id, record: json === undefined ? change.postchange! : JSON.parse(json), json };
@@ -1073,7 +1073,7 @@ async function stagedCreateAssumed(
     e instanceof ValidationError || e instanceof StaleModel ? null : Promise.reject(e),
   );
   if (!staged) return null;
-  if (!(await ranOrRefused(w, ctx, batch))) return "refused";
+  if (!(await ranOrRefused(ctx, batch, { verboseName: verboseName(w.cot) }))) return "refused";
   w.indexLater(ctx);
   return staged.written()[0] ?? null;
 }
@@ -1172,7 +1172,7 @@ async function stagedDeleteAssumed(
     postchange: null,
   };
   stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [change]);
-  if (!(await ranOrRefused(w, ctx, batch))) return "refused";
+  if (!(await ranOrRefused(ctx, batch, { verboseName: verboseName(w.cot) }))) return "refused";
   w.indexLater(ctx);
   return "deleted";
 }
@@ -1294,23 +1294,4 @@ export function stagedObjectWrites(w: ObjectWriter): StagedWrites {
     deleteAssumed: (ctx, item, options) => stagedDeleteAssumed(w, ctx, item, options),
     tagEdits: true,
   };
-}
-
-/**
- * Runs a read-free write's batch: false when the batch refused it (a guard, a key, a foreign key),
- * so the caller falls back to the ordinary path, which reads and explains.
- */
-async function ranOrRefused(
-  w: ObjectWriter,
-  ctx: WriteContext,
-  batch: WriteBatch,
-): Promise<boolean> {
-  try {
-    await batch.run(ctx);
-    return true;
-  } catch (e) {
-    if (isWriteConflict(e) || mapConstraintError(e, { verboseName: verboseName(w.cot) }))
-      return false;
-    throw e;
-  }
 }
