@@ -18,7 +18,9 @@
  *     doing a row and its change record as one `batch()` through the same proxy (the floor);
  *     readers of a custom object / a site by id against the bare client's one `SELECT` by id
  *     (of a row that exists: its table is filled to 100 rows first, with `--only reads` too),
- *     and against the bare client sending a GET site's own statements as one batch.
+ *     against the bare client sending a GET site's own statements as one batch, and against the
+ *     bare service (bench/bare-service.ts: a plain `Bun.serve` child doing the bare `SELECT`), whose
+ *     answers cross the same HTTP hop as Host's.
  *     Per row: ops/s, p50, p99 (also in round trips of 2 × latency), 5xx, round trips per op
  *     (the proxy's count over the row ÷ requests, the app's background statements included),
  *     CPU ms per op of the Host process and of this one (which runs the clients, the proxy and
@@ -32,11 +34,12 @@
 import { createClient, type Client } from "@libsql/client";
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startCountingProxy, type CountingProxy } from "../tools/counting-proxy";
 import { freePort, ROOT, startRemoteDatabase } from "../tests/helpers/worker";
 import { bundle } from "../tools/bundle";
-import { HOST_ENGINE_ENV, num } from "./child-server";
+import { HOST_ENGINE_ENV, num, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -74,6 +77,8 @@ interface Ctx {
   proxy: CountingProxy;
   siteIds: number[];
   objectIds: number[];
+  /** Servers the bench started besides Host (the bare service), stopped at the end. */
+  children: Array<ReturnType<typeof Bun.spawn>>;
 }
 
 async function call(ctx: Ctx, method: string, path: string, body?: unknown) {
@@ -335,6 +340,8 @@ const benchCpuSeconds = () => {
 /** One row of the load table: its requests, and what its slices measured so far. */
 interface Row {
   label: string;
+  /** The server process whose CPU the row's "Host" column reports (the Host server if unset). */
+  pid?: number;
   /** One request; answers the HTTP status (200/201 = done). */
   once: () => Promise<number>;
   latencies: number[];
@@ -346,8 +353,9 @@ interface Row {
   benchCpu: number;
 }
 
-const row = (label: string, once: () => Promise<number>): Row => ({
+const row = (label: string, once: () => Promise<number>, pid?: number): Row => ({
   label,
+  pid,
   once,
   latencies: [],
   fiveXX: 0,
@@ -362,7 +370,8 @@ const row = (label: string, once: () => Promise<number>): Row => ({
 async function slice(ctx: Ctx, r: Row, seconds: number) {
   let sent = 0;
   const trips0 = ctx.proxy.trips;
-  const cpu0 = { host: cpuSecondsOf(ctx.hostPid), bench: benchCpuSeconds() };
+  const pid = r.pid ?? ctx.hostPid;
+  const cpu0 = { host: cpuSecondsOf(pid), bench: benchCpuSeconds() };
   const started = performance.now();
   const until = started + seconds * 1000;
   await Promise.all(
@@ -379,7 +388,7 @@ async function slice(ctx: Ctx, r: Row, seconds: number) {
   );
   r.seconds += (performance.now() - started) / 1000;
   r.trips += ctx.proxy.trips - trips0;
-  r.hostCpu += cpuSecondsOf(ctx.hostPid) - cpu0.host;
+  r.hostCpu += cpuSecondsOf(pid) - cpu0.host;
   r.benchCpu += benchCpuSeconds() - cpu0.bench;
   if (SHAPES) logShapes(ctx.proxy, ctx.proxy.trips - trips0);
 }
@@ -603,6 +612,22 @@ async function loadTable(ctx: Ctx, bare: Client) {
         return 200;
       }),
     );
+    const service = await spawnServer(
+      [join(ROOT, "bench/bare-service.ts"), "--serve", ctx.proxy.url],
+      ctx.children,
+      "the bare service",
+    );
+    readers.push(
+      row(
+        "bare service GET by id (HTTP, one SELECT)",
+        async () => {
+          const r = await fetch(`${service.origin}/items/${1 + (serial++ % 100)}`);
+          await r.arrayBuffer();
+          return r.status;
+        },
+        service.pid,
+      ),
+    );
     rows.push(...(await interleaved(ctx, readers)));
   }
   if (ONLY.has("livez")) {
@@ -632,7 +657,8 @@ async function loadTable(ctx: Ctx, bare: Client) {
       `custom-object creates ${f(rate("Host objects") / rate("bare creates (one batch), beside objects"), 2)}×, ` +
       `reads ${f(rate("Host GET custom") / rate("bare SELECT"), 2)}× (objects), ` +
       `${f(rate("Host GET site") / rate("bare SELECT"), 2)}× (sites), ` +
-      `${f(rate("Host GET site") / rate("bare batch of a Host GET"), 2)}× (sites against the bare batch of their reads)`,
+      `${f(rate("Host GET site") / rate("bare batch of a Host GET"), 2)}× (sites against the bare batch of their reads), ` +
+      `${f(rate("Host GET custom") / rate("bare service"), 2)}× / ${f(rate("Host GET site") / rate("bare service"), 2)}× (objects / sites against the bare service, the same HTTP hop)`,
   );
 }
 
@@ -641,6 +667,7 @@ async function loadTable(ctx: Ctx, bare: Client) {
 const remote = await startRemoteDatabase();
 const proxy = startCountingProxy({ target: remote.url, latencyMs: LATENCY_MS });
 let host: Awaited<ReturnType<typeof startHost>> | undefined;
+const children: Array<ReturnType<typeof Bun.spawn>> = [];
 const bare = createClient({ url: proxy.url });
 try {
   const token = await remote.superuserToken("edge-bench");
@@ -652,6 +679,7 @@ try {
     proxy,
     siteIds: [],
     objectIds: [],
+    children,
   };
   log(
     `Host on ${host.origin}, database ${remote.url} behind ${proxy.url} (+${LATENCY_MS} ms each way)`,
@@ -661,6 +689,8 @@ try {
   if ([...ONLY].some((o) => o !== "ops")) await loadTable(ctx, bare);
 } finally {
   bare.close();
+  for (const child of children) child.kill("SIGTERM");
+  await Promise.all(children.map((child) => child.exited));
   host?.child.kill("SIGTERM");
   await host?.child.exited;
   await proxy.stop();
