@@ -76,14 +76,14 @@ test("executePositional: the statement goes to the libSQL client or transaction 
   // every `?`) refuses it, so this fails when Drizzle's `session.client` / `session.tx` move.
   const text = "SELECT '?' AS q, ? AS v";
   const alone = await executePositional(db.orm, text, [1]);
-  expect(alone.rows.map((r) => ({ ...r }))).toEqual([{ q: "?", v: 1 }]);
+  expect(alone.rows.map((r) => ({ q: r.q, v: r.v }))).toEqual([{ q: "?", v: 1 }]);
   const inTx = await db.orm.transaction(async (tx) => {
     await tx.run(sql`CREATE TABLE positional (x INTEGER)`);
     await executePositional(tx, "INSERT INTO positional VALUES (?)", [7]);
     // the transaction's own uncommitted row: it ran on the transaction, not beside it
     return (await executePositional(tx, "SELECT x, '?' AS q FROM positional", [])).rows;
   });
-  expect(inTx.map((r) => ({ ...r }))).toEqual([{ x: 7, q: "?" }]);
+  expect(inTx.map((r) => ({ x: r.x, q: r.q }))).toEqual([{ x: 7, q: "?" }]);
 });
 
 test("libsqlTransactionClosed: false while the libSQL transaction under a Drizzle one is open, true once SQLite ended it", async () => {
