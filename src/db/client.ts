@@ -29,7 +29,7 @@
  *
  * No member is optional and none is probed: an implementation without the need has a no-op.
  * Implementations: `local.ts` (a file or memory, Bun: group commit, read pool, background
- * connection, checkpointer — all invisible behind this interface), `remote.ts` (libSQL/Turso
+ * connection, checkpointer — all invisible behind this interface), `libsql.ts` (libSQL/Turso
  * over HTTP, Bun and Workers), and D1 (`drizzle-orm/d1`, wired by the Worker). See
  * docs/architecture.md ("The database connections") and decisions 0070–0072.
  */

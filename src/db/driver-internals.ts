@@ -1,7 +1,7 @@
 /**
  * Driver internals in one place (issue 28 item 6): the few spots where Host reads a field of
  * Drizzle that Drizzle does not document (its libSQL session's `client` and `tx`, a database's
- * `dialect`), and the one behaviour of `libsql` our local client leans on beyond its documented
+ * `dialect`, a batch item's `_prepare()`), and the one behaviour of `libsql` our local client leans on beyond its documented
  * API (a statement is reset when it runs again: `haltBusyStatement`). Each Drizzle field has a
  * fallback that works without it, the driver versions are pinned exactly in package.json, and
  * `tests/db/driver-internals.test.ts` fails when any of them changes.
@@ -303,6 +303,18 @@ class FilledQuery<T> extends QueryPromise<T> {
   override execute(): Promise<T> {
     return Promise.resolve(this.built.alone(this.db, this.values) as PromiseLike<T>);
   }
+}
+
+/**
+ * Whether the libSQL transaction under the Drizzle transaction `tx` has ended, though Drizzle's
+ * has not: SQLite rolled it back by itself (a full disk, an I/O error), and group commit must not
+ * run the members after it there (`group-commit.ts`). Reads Drizzle's `session.tx`; false where
+ * that is missing (then those members fail on the closed transaction instead of running again).
+ * Pinned by `tests/db/driver-internals.test.ts`.
+ */
+export function libsqlTransactionClosed(tx: Executor): boolean {
+  const session = (tx as unknown as { session?: { tx?: { closed?: boolean } } }).session;
+  return session?.tx?.closed === true;
 }
 
 /** The SQL text and parameters Drizzle renders for `query` on `orm` (its dialect), or null. */

@@ -19,6 +19,7 @@ interface GroupCommitHost {
   inLongWrite(): boolean;
 }
 import { storageFaultOf } from "./storage-faults";
+import { libsqlTransactionClosed } from "./driver-internals";
 
 /** At most this many callers share one transaction (bounds the work a COMMIT waits on). */
 const MAX_GROUP = 64;
@@ -106,7 +107,7 @@ export class GroupCommit {
               } catch (error) {
                 const cause = own ? own.error : error;
                 outcomes.push({ ok: false, error: cause });
-                if (transactionGone(tx)) lost = { error: cause };
+                if (libsqlTransactionClosed(tx)) lost = { error: cause };
               }
             }
             if (lost) throw lost.error;
@@ -146,12 +147,6 @@ export class GroupCommit {
       await inGroup.run(true, () => this.#alone(m.work)).then(m.resolve, m.reject);
     }
   }
-}
-
-/** The libSQL transaction under a Drizzle one is no longer open (SQLite rolled it back). */
-function transactionGone(tx: Executor): boolean {
-  const session = (tx as unknown as { session?: { tx?: { closed?: boolean } } }).session;
-  return session?.tx?.closed === true;
 }
 
 /**

@@ -12,7 +12,9 @@ import { join } from "node:path";
 import type { Database } from "../../src/db/client";
 import {
   batchOnLibsql,
+  executePositional,
   haltBusyStatement,
+  libsqlTransactionClosed,
   type NativeStatement,
   Prebuilt,
   renderSql,
@@ -67,6 +69,40 @@ test("runDdlInGroups: outside a transaction or with bound values, nothing runs",
     args: [],
   });
   expect(Number(rows[0]!.n)).toBe(0);
+});
+
+test("executePositional: the statement goes to the libSQL client or transaction under Drizzle, as it is", async () => {
+  // Only the direct path takes a `?` inside a literal: the fallback (a Drizzle template cut at
+  // every `?`) refuses it, so this fails when Drizzle's `session.client` / `session.tx` move.
+  const text = "SELECT '?' AS q, ? AS v";
+  const alone = await executePositional(db.orm, text, [1]);
+  expect(alone.rows.map((r) => ({ q: r.q, v: r.v }))).toEqual([{ q: "?", v: 1 }]);
+  const inTx = await db.orm.transaction(async (tx) => {
+    await tx.run(sql`CREATE TABLE positional (x INTEGER)`);
+    await executePositional(tx, "INSERT INTO positional VALUES (?)", [7]);
+    // the transaction's own uncommitted row: it ran on the transaction, not beside it
+    return (await executePositional(tx, "SELECT x, '?' AS q FROM positional", [])).rows;
+  });
+  expect(inTx.map((r) => ({ x: r.x, q: r.q }))).toEqual([{ x: 7, q: "?" }]);
+});
+
+test("libsqlTransactionClosed: false while the libSQL transaction under a Drizzle one is open, true once SQLite ended it", async () => {
+  const seen: boolean[] = [];
+  const outcome = await db.orm
+    .transaction(async (tx) => {
+      seen.push(libsqlTransactionClosed(tx));
+      // what SQLite does by itself on a full disk or an I/O error: Drizzle's transaction goes on
+      await tx.run(sql`ROLLBACK`);
+      seen.push(libsqlTransactionClosed(tx));
+    })
+    .then(
+      () => "committed",
+      (e: unknown) => (e as { code?: string }).code,
+    );
+  expect(seen).toEqual([false, true]);
+  expect(outcome).toBe("TRANSACTION_CLOSED");
+  // the connection is free again: the next transaction commits
+  expect(await db.orm.transaction(async (tx) => libsqlTransactionClosed(tx))).toBe(false);
 });
 
 test("the drivers are pinned exactly (an upgrade is a decision, made with these tests)", () => {

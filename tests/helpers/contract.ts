@@ -78,8 +78,9 @@ export function contractSuite(
      * "batched" where only the schema documents an apply takes as one batch can be applied (D1,
      * decisions 0111 and 0119: adding types and fields, changing attributes and names, choice
      * sets, compound keys and checks, removals through the trash: 0120, retypes: 0126, relations
-     * to types it creates: 0136); a document that needs the transaction (a swap of two fields'
-     * names) answers 501 there, and the tests pin that. Types, fields and objects are one read and one batch everywhere.
+     * to types it creates: 0136; swaps, retargets and lists: 0142). It adds one test there: a swap
+     * of two fields' names, 501 on D1 before 0142, applies. Types, fields and objects are one read
+     * and one batch everywhere.
      */
     schemaApply?: "all" | "batched";
   } = {},
