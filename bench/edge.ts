@@ -27,6 +27,8 @@
  *     the Hrana server). Before each Host row, 20 requests one at a time give the distribution
  *     of round trips per request. Ratios Host / bare at the end. `livez` adds a row of `/livez`
  *     (no database): the Host server's HTTP floor.
+ * `--bare-concurrency N` lets the bare client have N requests in flight (its library's default is
+ * 20, which caps it near 20 ÷ round trip however many clients ask; Host groups reads instead).
  * `--shapes` prints, per load row, the statements its round trips carried (grouped, counted).
  * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
@@ -51,6 +53,7 @@ const { values: opt } = parseArgs({
     profile: { type: "string" },
     shapes: { type: "boolean" },
     slices: { type: "string" },
+    "bare-concurrency": { type: "string" },
   },
 });
 const LATENCY_MS = opt.latency === "0" ? 0 : num(opt.latency, "--latency", 10, 1_000);
@@ -64,6 +67,7 @@ const PROFILE_DIR = opt.profile;
 const SHAPES = opt.shapes ?? false;
 /** Each load row runs in this many slices, interleaved with the rows it is compared with. */
 const SLICES = num(opt.slices, "--slices", 5, 100);
+const BARE_CONCURRENCY = num(opt["bare-concurrency"], "--bare-concurrency", 20, 1_000);
 const MAX_REQUESTS = 200_000;
 const CO = "/api/plugins/custom-objects";
 const SLUG = "edge_kit";
@@ -668,7 +672,8 @@ const remote = await startRemoteDatabase();
 const proxy = startCountingProxy({ target: remote.url, latencyMs: LATENCY_MS });
 let host: Awaited<ReturnType<typeof startHost>> | undefined;
 const children: Array<ReturnType<typeof Bun.spawn>> = [];
-const bare = createClient({ url: proxy.url });
+/** The bare client's requests in flight at most: `@libsql/client`'s default (20) unless given. */
+const bare = createClient({ url: proxy.url, concurrency: BARE_CONCURRENCY });
 try {
   const token = await remote.superuserToken("edge-bench");
   host = await startHost(proxy.url);
