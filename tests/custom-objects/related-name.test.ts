@@ -4,9 +4,33 @@
  * taking it is a 400 on `related_name`, on REST and schema apply, local and remote alike.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { openDatabase } from "../../src/db/local";
+import { createCache } from "../../src/services/cache";
+import { BASE, type TestApp } from "../helpers/app";
+import { holdNextWrite } from "../helpers/hold-write";
 import { appOn, type BackendApp } from "../helpers/remote-db";
+import { reverseNameRaces } from "./related-name-race";
 import { SCHEMA, doc } from "../schema/helpers";
 import { addField, CO, makeCot } from "./fixtures";
+
+/** Another process's app on `t`'s database (its own connections and caches), as `t`'s superuser. */
+async function otherApp(t: TestApp) {
+  const config = loadConfig({ LOG_LEVEL: "silent", DATABASE_URL: t.dbUrl }, "bun");
+  const db = await openDatabase(config.database.url);
+  const app = await createApp({ config, db, cache: createCache("memory", {}) });
+  const json = async (method: string, path: string, body?: unknown) => {
+    const res = await app.request(BASE + path, {
+      method,
+      headers: { authorization: `Token ${t.admin}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+  return { json, close: () => db.close() };
+}
 
 for (const backend of ["local", "remote"] as const)
   describe(backend, () => {
@@ -106,5 +130,32 @@ for (const backend of ["local", "remote"] as const)
       ).body.fields.map((f: { related_name: string }) => f.related_name);
       expect(names.sort()).toEqual(["ones", "threes", "twos"]);
       expect(first.id).toBeGreaterThan(0);
+    });
+
+    test("two processes racing for one reverse name (a REST update, a REST create, an apply, each against a REST update): the database refuses the later batch, 400, one holder", async () => {
+      const other = await otherApp(on.t);
+      try {
+        const a = async (method: string, path: string, body?: unknown) => {
+          const r = await on.t.json(method, path, { body });
+          return { status: r.status, body: r.body };
+        };
+        const races = await reverseNameRaces(
+          a,
+          other.json,
+          (match) => holdNextWrite(on.t.deps.db, match),
+          `rnr_${backend}`,
+          { apply: backend !== "local" },
+        );
+        console.log(JSON.stringify(races));
+        for (const [kind, race] of Object.entries(races)) {
+          if (!race) continue;
+          const said = `${kind}: ${JSON.stringify(race)}`;
+          expect(race.holders, said).toEqual([`rnr_${backend}_b.base`]);
+          expect(race.status, said).toBe(400);
+          expect(JSON.stringify(race.body), said).toContain("related_name");
+        }
+      } finally {
+        await other.close();
+      }
     });
   });
