@@ -2,7 +2,7 @@
  * Two writers racing for one reverse relation name (`related_name`) on one related object type
  * (decision 0156): writer A's batch is held after its read phase while writer B takes the name
  * and commits, then A's batch goes. The database refuses A's batch (its unique index); A answers
- * the 400 the read check gives, and one field holds the name. A REST update, a REST create and a
+ * what the same write sent afterwards answers (the read check's 400), and one field holds the name. A REST update, a REST create and a
  * schema apply, each raced by a REST update; every backend runs the same scenario.
  */
 import { expect } from "bun:test";
@@ -59,7 +59,10 @@ async function raced(
   }
 }
 
-/** A's answer and the fields holding `name` afterwards (as `type.field`). */
+/**
+ * Per race: A's answer, the answer to A's write sent again unraced, and the fields holding the name
+ * afterwards (as `type.field`).
+ */
 export async function reverseNameRaces(
   a: Json,
   b: Json,
@@ -110,7 +113,14 @@ export async function reverseNameRaces(
     write: () => Promise<any>,
   ) => {
     const answer = await raced(hold, match, write, takeForB(name));
-    return { status: answer.status, body: answer.body, holders: await holders(name) };
+    // the same write sent again, unraced: the read check's answer, which the raced one must be
+    const again = await write();
+    return {
+      status: answer.status,
+      body: answer.body,
+      again: { status: again.status, body: again.body },
+      holders: await holders(name),
+    };
   };
   return {
     update: await race(`${prefix}_one`, touches("update"), () =>

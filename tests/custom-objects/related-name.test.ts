@@ -146,12 +146,13 @@ for (const backend of ["local", "remote"] as const)
           `rnr_${backend}`,
           { apply: backend !== "local" },
         );
-        console.log(JSON.stringify(races));
         for (const [kind, race] of Object.entries(races)) {
           if (!race) continue;
           const said = `${kind}: ${JSON.stringify(race)}`;
           expect(race.holders, said).toEqual([`rnr_${backend}_b.base`]);
           expect(race.status, said).toBe(400);
+          expect(race.again.status, said).toBe(400);
+          expect(race.body, said).toEqual(race.again.body);
           expect(JSON.stringify(race.body), said).toContain("related_name");
         }
       } finally {
