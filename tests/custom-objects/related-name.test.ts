@@ -9,6 +9,7 @@ import { loadConfig } from "../../src/config";
 import { openDatabase } from "../../src/db/local";
 import { createCache } from "../../src/services/cache";
 import { BASE, type TestApp } from "../helpers/app";
+import { userWith } from "../helpers/grants";
 import { holdNextWrite } from "../helpers/hold-write";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import { reverseNameRaces } from "./related-name-race";
@@ -158,5 +159,46 @@ for (const backend of ["local", "remote"] as const)
       } finally {
         await other.close();
       }
+    });
+
+    test("a reverse name held by a field of a type the caller may not view: 400 naming neither that field nor its type", async () => {
+      const vault = await makeCot(on.t, "rn_vault", "rn_vault", { group_name: "secret" });
+      await addField(on.t, vault.id, {
+        name: "secret_home",
+        type: "object",
+        related_object_type: "dcim.site",
+        related_name: "vaulted",
+      });
+      const lab = await makeCot(on.t, "rn_lab", "rn_lab", { group_name: "lab" });
+      const { token } = await userWith(on.t, `rn_prober_${backend}`, [
+        [["view", "add", "change"], "custom_objects.customobjecttype", { group_name: "lab" }],
+        [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
+      ]);
+      const body = (related_name: string) => ({
+        custom_object_type: lab.id,
+        name: "home",
+        type: "object",
+        related_object_type: "dcim.site",
+        related_name,
+      });
+      const hidden = await on.t.json("POST", `${CO}/custom-object-type-fields/`, {
+        token,
+        body: body("vaulted"),
+      });
+      expect(hidden.status, JSON.stringify(hidden.body)).toBe(400);
+      expect(hidden.body).toEqual({
+        related_name: ['Reverse relation name "vaulted" is already used by another field.'],
+      });
+      // a holder they may view is named, as to a superuser
+      await addField(on.t, lab.id, { ...body("labbed"), name: "lab_home" });
+      const seen = await on.t.json("POST", `${CO}/custom-object-type-fields/`, {
+        token,
+        body: body("labbed"),
+      });
+      expect(seen.body).toEqual({
+        related_name: [
+          'Reverse relation name "labbed" is already used by field "lab_home" on "rn_lab".',
+        ],
+      });
     });
   });
