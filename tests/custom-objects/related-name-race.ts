@@ -48,9 +48,7 @@ async function raced(
   try {
     const writing = write();
     await held.arrived;
-    if (process.env.HOLD_DEBUG) console.log("held; B starts");
     const between = await meanwhile();
-    if (process.env.HOLD_DEBUG) console.log("B done", between.status);
     expect(between.status, JSON.stringify(between.body)).toBe(200);
     held.release();
     return await writing;

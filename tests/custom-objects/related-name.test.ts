@@ -201,4 +201,71 @@ for (const backend of ["local", "remote"] as const)
         ],
       });
     });
+
+    test("a trashed field or type restored after another field took its reverse name: 409 restore_conflict, nothing restored, one holder", async () => {
+      const code = { id: 1, name: "code", type: "text" };
+      const typeDoc = (slug: string, fields: unknown[], extra = {}) => ({
+        schema: doc([{ name: slug, slug, fields, ...extra }]),
+        allow_destructive: true,
+      });
+      const holders = async (name: string) =>
+        (await on.t.json("GET", `${CO}/custom-object-type-fields/?related_name=${name}`)).body
+          .count;
+      const restore = async (slug: string) => {
+        const [entry] = (await on.t.json("GET", `${SCHEMA}/trash/?slug=${slug}`)).body.results;
+        return on.t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`);
+      };
+      const taker = await makeCot(on.t, "rn_taker_back");
+      const take = (related_name: string) =>
+        addField(on.t, taker.id, {
+          name: related_name,
+          type: "object",
+          related_object_type: "dcim.site",
+          related_name,
+        });
+      // a field removed to the trash, then its reverse name taken
+      expect(
+        (
+          await apply([
+            { name: "rn_binned", slug: "rn_binned", fields: [code, site("home", "binned", 2)] },
+          ])
+        ).status,
+      ).toBe(200);
+      await on.t.json("POST", `${CO}/rn_binned/`, { body: { code: "kept" } });
+      const removed = await on.t.json("POST", `${SCHEMA}/apply/`, {
+        body: typeDoc("rn_binned", [code], { removed_fields: [{ id: 2, name: "home" }] }),
+      });
+      expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+      await take("binned");
+      const field = await restore("rn_binned");
+      expect(field.status, JSON.stringify(field.body)).toBe(409);
+      expect(field.body).toEqual({
+        error: "restore_conflict",
+        detail:
+          'What the entry restores (type "rn_binned", field "home") takes a reverse relation name another field uses now; change one of them first.',
+      });
+      expect(await holders("binned")).toBe(1);
+      expect(await fieldNames("rn_binned")).toEqual(["code"]);
+      // a whole type removed to the trash, then its field's reverse name taken
+      expect(
+        (
+          await apply([
+            { name: "rn_gone", slug: "rn_gone", fields: [code, site("home", "gone", 2)] },
+          ])
+        ).status,
+      ).toBe(200);
+      const gone = await on.t.json("POST", `${SCHEMA}/apply/`, {
+        body: {
+          schema: { schema_version: "1", types: [], removed_types: [{ slug: "rn_gone" }] },
+          allow_destructive: true,
+        },
+      });
+      expect(gone.status, JSON.stringify(gone.body)).toBe(200);
+      await take("gone");
+      const type = await restore("rn_gone");
+      expect(type.status, JSON.stringify(type.body)).toBe(409);
+      expect(type.body.error).toBe("restore_conflict");
+      expect(await holders("gone")).toBe(1);
+      expect((await on.t.json("GET", `${SCHEMA}/trash/?slug=rn_gone`)).body.count).toBe(1);
+    });
   });

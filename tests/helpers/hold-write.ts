@@ -36,19 +36,15 @@ export function holdNextWrite(db: Database, match: (sql: string[]) => boolean): 
   });
   let taken = false;
   const mutable = db as { write: Database["write"] };
-  mutable.write = (async (queries) => {
-    if (process.env.HOLD_DEBUG)
-      console.log(
-        "write",
-        statementsOf(queries as unknown as unknown[]).map((s) => s.slice(0, 60)),
-      );
+  const held = async (queries: Parameters<Database["write"]>[0]) => {
     if (!taken && match(statementsOf(queries as unknown as unknown[]))) {
       taken = true;
       arrive();
       await released;
     }
     return write.call(db, queries);
-  }) as Database["write"];
+  };
+  mutable.write = held as unknown as Database["write"];
   return {
     arrived,
     release() {
