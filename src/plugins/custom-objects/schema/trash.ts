@@ -234,7 +234,8 @@ const conflict = (detail: string) => ApiError.detail(409, detail, "restore_confl
  * decision 0156): 409 as for a name taken again; the other field is not named (it may be hidden).
  */
 export function restoredReverseNameTaken(row: Pick<TrashRow, "kind" | "slug" | "name">) {
-  const what = row.kind === "field" ? `type "${row.slug}", field "${row.name}"` : `type "${row.slug}"`;
+  const what =
+    row.kind === "field" ? `type "${row.slug}", field "${row.name}"` : `type "${row.slug}"`;
   return conflict(
     `What the entry restores (${what}) takes a reverse relation name another field uses now; change one of them first.`,
   );
