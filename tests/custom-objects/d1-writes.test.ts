@@ -20,6 +20,8 @@ import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
 import { addedKeyScenario } from "../schema/apply-added-key";
 import { type D1App, startD1App } from "../helpers/d1-app";
+import { holdNextWrite } from "../helpers/hold-write";
+import { reverseNameRaces } from "./related-name-race";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(90_000);
@@ -1170,4 +1172,22 @@ test("lists of field updates that change types on D1 (decision 0142): one read, 
   } finally {
     await local.close();
   }
+});
+
+test("two writes racing for one reverse name on D1 (decision 0156): the unique index refuses the later batch, which answers the read check's 400; one holder, no transaction", async () => {
+  const before = transactions;
+  const races = await reverseNameRaces(
+    json,
+    json,
+    (match) => holdNextWrite(servicesOf(app).db, match),
+    "d1rn",
+  );
+  for (const [kind, race] of Object.entries(races)) {
+    const said = `${kind}: ${JSON.stringify(race)}`;
+    expect(race?.holders, said).toEqual(["d1rn_b.base"]);
+    expect(race?.status, said).toBe(400);
+    expect(race?.body, said).toEqual(race?.again.body);
+    expect(JSON.stringify(race?.body), said).toContain("related_name");
+  }
+  expect(transactions - before).toBe(0);
 });

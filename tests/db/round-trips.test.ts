@@ -699,6 +699,31 @@ test("custom object types and fields through REST: one read phase and one atomic
     () => `${CO}/custom-object-types/`,
     () => listTypes.splice(0, 2).map((id) => ({ id })),
   );
+  // a reverse name (decision 0156): its read check as before; the index costs no round trip
+  const reverseNamed = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => {
+      const n = next();
+      return {
+        custom_object_type: cot.id,
+        name: `site_${n}`,
+        type: "object",
+        related_object_type: "dcim.site",
+        related_name: `sited_${n}`,
+      };
+    },
+  );
+  const sited = await addField(t, other.id, {
+    name: "sited",
+    type: "object",
+    related_object_type: "dcim.site",
+  });
+  const reverseRenamed = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${sited.id}/`,
+    () => ({ related_name: `resited_${next()}` }),
+  );
   const counts = {
     typeTrips,
     fieldTrips,
@@ -711,6 +736,8 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldListPatch,
     fieldListDelete,
     typeListDelete,
+    reverseNamed,
+    reverseRenamed,
   };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // creates were 13 and 25 round trips as interactive transactions (a statement each); every one
@@ -728,6 +755,9 @@ test("custom object types and fields through REST: one read phase and one atomic
     fieldListPatch: 2,
     fieldListDelete: 2,
     typeListDelete: 2,
+    // as before the index (0156): the related type resolved and the name checked, each a read
+    reverseNamed: 4,
+    reverseRenamed: 3,
   });
 });
 

@@ -114,6 +114,10 @@ export const customObjectTypeFields = sqliteTable(
   (t) => [
     uniqueIndex("cotf_cot_name_uq").on(t.customObjectTypeId, t.name),
     uniqueIndex("cotf_cot_schema_id_uq").on(t.customObjectTypeId, t.schemaId),
+    // one field per reverse name on a related type (0156): the database settles a race for it
+    uniqueIndex("cotf_related_name_uq")
+      .on(t.relatedObjectTypeId, t.relatedName)
+      .where(sql`related_name <> ''`),
     index("cotf_related_ot_idx").on(t.relatedObjectTypeId),
     idIndex("custom_object_type_fields", t),
   ],

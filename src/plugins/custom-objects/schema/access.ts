@@ -11,7 +11,7 @@ import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { and, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { customObjectTypes } from "../../../db/schema";
-import { cotModel } from "../types/api";
+import { cotModel, fieldModel } from "../types/api";
 import type { SchemaDocument } from "./document";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
@@ -27,6 +27,21 @@ export async function cotsAllowed(
     ids,
     await restrictWhere(ctx, auth, action, cotModel.resource),
   );
+}
+
+/**
+ * Whether the caller may view field `fieldId` and its type `cotId` (no read where their view of
+ * neither is limited): what an answer may name of another field (decision 0156).
+ */
+export async function fieldViewable(
+  ctx: ReadContext,
+  auth: AuthState,
+  fieldId: number,
+  cotId: number,
+): Promise<boolean> {
+  const where = await restrictWhere(ctx, auth, "view", fieldModel.resource);
+  if (!(await admitted(ctx, fieldModel.resource, [fieldId], where)).has(fieldId)) return false;
+  return (await cotsAllowed(ctx, auth, "view", [cotId])).has(cotId);
 }
 
 /** Among `slugs`, those of types the caller may view (no read where their view is not limited). */

@@ -40,6 +40,7 @@ import {
   bumpType,
   firstNext,
   idTaken,
+  reverseNameTaken,
   indexSchemaQuery,
   messages,
   nextIdQuery,
@@ -269,7 +270,8 @@ async function runApply(
   try {
     await batch.run(ctx);
   } catch (e) {
-    if (idTaken(e) || isWriteConflict(e)) throw e;
+    // `withRetry` runs the apply again; a reverse name taken meanwhile answers its check (0156)
+    if (idTaken(e) || isWriteConflict(e) || reverseNameTaken(e)) throw e;
     // a row the batch points at (or removes) moved since the read: run again from a fresh read
     if (/FOREIGN KEY constraint failed/i.test(messages(e))) throw new WriteConflictError();
     // a choice set or compound key another write made meanwhile: the apply reruns and sees it

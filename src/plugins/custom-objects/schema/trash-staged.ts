@@ -46,6 +46,7 @@ import {
   guardAdmitted,
   messages,
   objectTypeQuery,
+  reverseNameTaken,
   takenQuery,
   typeReads,
 } from "../types/staged";
@@ -54,7 +55,7 @@ import { typeRecord, typeTags } from "../types/staged-types";
 import { fieldRecord, stageSearchIndex } from "../types/staged-fields";
 import { newShapeVersion } from "./operations";
 import { rowsCountSql, valuesCountSql } from "./impact";
-import { DAY_MS, trashName, type TrashRow } from "./trash";
+import { DAY_MS, restoredReverseNameTaken, trashName, type TrashRow } from "./trash";
 import { admittedById, restoreExplainer, typeLimits } from "./staged-limits";
 
 type EntryValues = Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "rows">;
@@ -310,6 +311,7 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
   try {
     await batch.run(ctx);
   } catch (e) {
+    if (reverseNameTaken(e)) throw restoredReverseNameTaken(row);
     if (
       /UNIQUE constraint failed: (custom_object_types|object_types|custom_object_type_fields)\./.test(
         messages(e),

@@ -35,6 +35,7 @@ import { countRows, countValues } from "./impact";
 import { dropSearchIndex, syncSearchIndex } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 import { purgeEntryStaged } from "./trash-staged";
+import { reverseNameTaken } from "../types/staged";
 
 export const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;
@@ -228,6 +229,27 @@ export function trashView(row: TrashRow) {
 
 const conflict = (detail: string) => ApiError.detail(409, detail, "restore_conflict");
 
+/**
+ * A restore whose field's reverse relation name another field took meanwhile (the unique index,
+ * decision 0156): 409 as for a name taken again; the other field is not named (it may be hidden).
+ */
+export function restoredReverseNameTaken(row: Pick<TrashRow, "kind" | "slug" | "name">) {
+  const what =
+    row.kind === "field" ? `type "${row.slug}", field "${row.name}"` : `type "${row.slug}"`;
+  return conflict(
+    `What the entry restores (${what}) takes a reverse relation name another field uses now; change one of them first.`,
+  );
+}
+
+/** Inserts restored field rows; a reverse name taken meanwhile is the restore's 409. */
+async function insertRestoredFields(ctx: WriteContext, row: TrashRow, fields: FieldRow[]) {
+  try {
+    await ctx.db.insert(customObjectTypeFields).values(fields);
+  } catch (e) {
+    throw reverseNameTaken(e) ? restoredReverseNameTaken(row) : e;
+  }
+}
+
 /** Puts a trash entry back with its data: records re-inserted with their ids, storage renamed back. */
 export async function restoreEntry(ctx: WriteContext, id: number): Promise<TrashRow> {
   const [row] = await ctx.db.select().from(customObjectTrash).where(eq(customObjectTrash.id, id));
@@ -260,7 +282,7 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
     // an entry trashed before its type gained a companion column (url's title) gets it empty
     await addMissingColumns(ctx.db, cot.id, [field]);
-    await ctx.db.insert(customObjectTypeFields).values({ ...field, lastUpdated: nowIso() });
+    await insertRestoredFields(ctx, row, [{ ...field, lastUpdated: nowIso() }]);
     // the field's schema id is live again: it leaves the type's tombstones
     const doc = (cot.schemaDocument ?? null) as { removed_fields?: Array<{ id: number }> } | null;
     if (doc?.removed_fields) {
@@ -298,7 +320,7 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
     await ctx.db
       .insert(customObjectTypes)
       .values({ ...cot, shapeVersion: newShapeVersion(), lastUpdated: nowIso() });
-    if (fields.length) await ctx.db.insert(customObjectTypeFields).values(fields);
+    if (fields.length) await insertRestoredFields(ctx, row, fields);
     if (tags.length) await ctx.db.insert(taggedItems).values(tags);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);
     await addMissingColumns(ctx.db, cot.id, fields);

@@ -36,7 +36,7 @@ import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
 import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
-import { cotSlugsViewable, cotsAllowed } from "../schema/access";
+import { cotSlugsViewable, cotsAllowed, fieldViewable } from "../schema/access";
 import { slotKey } from "../../../core/slots";
 
 export type FieldDraft = Omit<
@@ -369,13 +369,17 @@ function checkTypeAndNames({ existing, draft, errors }: FieldCheck, siblings: Fi
   }
 }
 
-/** A reverse relation name is unique per related object type (upstream). */
+/**
+ * A reverse relation name is unique per related object type (upstream; the database's index
+ * settles a race, decision 0156). The holder is named only to a caller who may view it.
+ */
 async function checkRelatedName({ ctx, existing, draft, errors, fine }: FieldCheck) {
   if (draft.relatedName && draft.relatedObjectTypeId != null && fine("related_name")) {
     const [taken] = await ctx.db
       .select({
         id: customObjectTypeFields.id,
         name: customObjectTypeFields.name,
+        cotId: customObjectTypes.id,
         cot: customObjectTypes.name,
       })
       .from(customObjectTypeFields)
@@ -390,11 +394,15 @@ async function checkRelatedName({ ctx, existing, draft, errors, fine }: FieldChe
         ),
       )
       .limit(1);
-    if (taken && taken.id !== existing?.id)
+    if (taken && taken.id !== existing?.id) {
+      const holder = (await fieldViewable(ctx, ctx.auth, taken.id, taken.cotId))
+        ? `field "${taken.name}" on "${taken.cot}"`
+        : "another field";
       errors.add(
         "related_name",
-        `Reverse relation name "${draft.relatedName}" is already used by field "${taken.name}" on "${taken.cot}".`,
+        `Reverse relation name "${draft.relatedName}" is already used by ${holder}.`,
       );
+    }
   }
 }
 

@@ -88,6 +88,7 @@ import {
   perItem,
   phaseWithRules,
   refuseRepeat,
+  reverseNameTaken,
   runWithHooks,
   stageChange,
   stageChangeList,
@@ -326,7 +327,8 @@ async function runFieldBatch(
       throw new ValidationError({
         name: [`A field named "${names[0]}" already exists on this custom object type.`],
       });
-    if (idTaken(e)) throw e; // `withRetry` runs the create again
+    // `withRetry` runs the write again: an id, or a reverse name (decision 0156), taken meanwhile
+    if (idTaken(e) || reverseNameTaken(e)) throw e;
     throw batchError(e, options.resource);
   }
 }
@@ -857,7 +859,12 @@ export function stagedFieldWrites(): StagedWrites {
     },
     async update(ctx, items, partial, options) {
       const limits = await limitsOf(ctx, options.resource, "change");
-      const written = await updateFields(ctx, items, options, limits);
+      // a reverse name taken after the read: read and checked again (its 400), decision 0156
+      const written = await withRetry(
+        ctx,
+        (attempt) => updateFields(attempt, items, options, limits),
+        reverseNameTaken,
+      );
       return written === "transaction"
         ? updateInTransaction(ctx, items, partial, options)
         : written;

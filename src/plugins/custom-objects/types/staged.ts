@@ -127,6 +127,17 @@ export function batchError(e: unknown, resource: Resource): unknown {
   return mapConstraintError(e, resource) ?? e;
 }
 
+/**
+ * A batch refused by the one-field-per-reverse-name index (decision 0156): another write took a
+ * reverse relation name on the same related type after this one's read checked it was free.
+ * `withRetry` runs the write again; its read check then answers the 400 naming the holder.
+ */
+export function reverseNameTaken(e: unknown): boolean {
+  return /UNIQUE constraint failed: custom_object_type_fields\.related_object_type_id, custom_object_type_fields\.related_name\b/.test(
+    messages(e),
+  );
+}
+
 /** A lost race for an id read in advance: another write took it first. */
 export function idTaken(e: unknown): boolean {
   const text = messages(e);
@@ -148,14 +159,20 @@ export function messages(e: unknown): string {
   return text;
 }
 
+/** What a staged create or apply runs again for: an id, a type or a reverse name lost meanwhile. */
+const lostRace = (e: unknown) => idTaken(e) || isWriteConflict(e) || reverseNameTaken(e);
+
 /**
  * Runs a staged create again (read, checks and batch) when an id it read in advance was taken
- * meanwhile, or its type changed since its read (another field added): nothing was written, and
- * the next attempt checks against what won. After five (four others won meanwhile), 409.
+ * meanwhile, its type changed since its read (another field added), or a reverse name it checked
+ * was taken (decision 0156): nothing was written, and the next attempt checks against what won.
+ * `again` narrows what is run again (an update: a reverse name only; its lost stamp is a 409).
+ * After five (four others won meanwhile), 409.
  */
 export async function withRetry<T>(
   ctx: WriteContext,
   work: (ctx: WriteContext) => Promise<T>,
+  again: (e: unknown) => boolean = lostRace,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     // a failed attempt's follow-ups (its outbox rows) are dropped with it
@@ -165,7 +182,7 @@ export async function withRetry<T>(
       for (const task of tasks) ctx.onCommit?.(task);
       return result;
     } catch (e) {
-      if (!idTaken(e) && !isWriteConflict(e)) throw e;
+      if (!again(e)) throw e;
       if (attempt >= 5)
         throw ApiError.detail(
           409,
