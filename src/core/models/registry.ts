@@ -3,11 +3,12 @@
  * form. Plugins add resolvers for labels known only at run time (custom object types).
  * The types (`ModelInfo`, `Catalog`, the `ModelRegistry` interface) are in `core/context.ts`.
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import type {
   ApiRecord,
   CachedLookup,
   CachedModel,
+  CachedModelRead,
   Catalog,
   Guard,
   ModelInfo,
@@ -99,6 +100,25 @@ export class ModelRegistry implements ModelRegistryApi {
       if (found) return found;
     }
     return null;
+  }
+
+  cachedByObjectTypeRead(objectTypeId: SQL): CachedModelRead {
+    const lookups = this.#cachedLookups.map((lookup) => ({
+      lookup,
+      statements: lookup.guardRead(objectTypeId),
+    }));
+    return {
+      statements: lookups.flatMap((l) => l.statements),
+      settle: async (id, answers) => {
+        let at = 0;
+        for (const { lookup, statements } of lookups) {
+          const mine = answers.slice(at, (at += statements.length));
+          const found = lookup.byObjectType(id);
+          if (found) return (await found.guard.settle(mine)) ? found : null;
+        }
+        return null;
+      },
+    };
   }
 
   cachedByLabel(label: string): CachedModel | null {

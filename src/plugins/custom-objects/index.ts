@@ -3,7 +3,7 @@
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
 import { errorBody } from "../../api-error";
-import { asc, eq, sql } from "drizzle-orm";
+import { asc, eq, type SQL, sql } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
@@ -194,6 +194,21 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
 }
 
 /**
+ * The id, slug and shape version of the type of object type `objectTypeId` (SQL: a value, or a
+ * subquery where the type is not known yet, decision 0154): what a cached model's guard settles on.
+ */
+const shapeRead = (services: Services, objectTypeId: SQL) =>
+  services.db.reader
+    .select({
+      id: customObjectTypes.id,
+      slug: customObjectTypes.slug,
+      v: customObjectTypes.shapeVersion,
+    })
+    .from(customObjectTypes)
+    .where(sql`${customObjectTypes.objectTypeId} = ${objectTypeId}`)
+    .limit(1);
+
+/**
  * A type's model from the registry's cache by its object type id (a change record names no slug),
  * with a guard that reads the type's id, slug and shape version in the request's next read: a
  * stale model is dropped, and the request runs again on the type as it now is (decision 0118).
@@ -208,17 +223,7 @@ function cachedModel(
   const { id, slug, shapeVersion } = cached.cot;
   const guard: Guard = {
     name: `shape of type ${objectTypeId}`,
-    statements: [
-      services.db.reader
-        .select({
-          id: customObjectTypes.id,
-          slug: customObjectTypes.slug,
-          v: customObjectTypes.shapeVersion,
-        })
-        .from(customObjectTypes)
-        .where(eq(customObjectTypes.objectTypeId, objectTypeId))
-        .limit(1),
-    ],
+    statements: [shapeRead(services, sql`${objectTypeId}`)],
     // a write with nothing else to read carries it instead (decision 0139: a revert with no read)
     batch: [
       services.db.orm.run(
@@ -305,6 +310,7 @@ export const customObjectsPlugin: HostPlugin = {
         const objectTypeId = cached?.cot.objectTypeId;
         return objectTypeId ? cachedModel(services, registry, objectTypeId) : null;
       },
+      guardRead: (objectTypeId) => [shapeRead(services, objectTypeId)],
     });
     services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
       const cached = guard ? registry.allGuarded() : null;
