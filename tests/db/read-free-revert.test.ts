@@ -449,27 +449,63 @@ function suite(mode: Mode) {
       const hostDry = await revert("dry: site", described, { query: "?dry_run=true" });
       expect(hostDry.status, JSON.stringify(hostDry.body)).toBe(200);
       expect(hostDry.body.object.description).toBe("before");
+      // constrained callers: the write's answers (404 hidden, 403 not theirs, 403 left outside)
+      const grants = (change: unknown): Parameters<typeof userWith>[2] => [
+        [["view"], "custom_objects.rfthing", { title: "y-second" }],
+        [["change"], "custom_objects.rfthing", change],
+        [["view"], "dcim.site", null],
+        [["view"], "extras.tag", null],
+        [["view"], "core.objectchange", null],
+      ];
+      const limited = (await userWith(t(), "rf-dry-limited", grants({ title: "nothing" }))).token;
+      const keeper = (await userWith(t(), "rf-dry-keeper", grants({ title: "y-second" }))).token;
+      const query = "?dry_run=true";
+      const hidden = await revert("dry: hidden", tagged, { token: limited, query });
+      expect(hidden.status, JSON.stringify(hidden.body)).toBe(404);
+      expect(JSON.stringify(hidden.body)).not.toContain("y-tagged");
+      const notTheirs = await revert("dry: not theirs", titled, { token: limited, query });
+      expect(notTheirs.status, JSON.stringify(notTheirs.body)).toBe(403);
+      const leftOutside = await revert("dry: left outside", titled, { token: keeper, query });
+      expect(leftOutside.status, JSON.stringify(leftOutside.body)).toBe(403);
     });
 
-    test("a dry run after the type changed: a field added, a field retyped, shown as now", async () => {
+    test("a dry run after the type changed: renamed, a field added, retyped, no longer primary", async () => {
       const cot = await makeCot(t(), "rfdry");
-      await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+      const title = await addField(t(), cot.id, { name: "title", type: "text", primary: true });
       const code = await addField(t(), cot.id, { name: "code", type: "text" });
-      const o = await create(t(), cot.slug, { title: "z-first", code: "12" });
-      const titled = await patch(`${CO}/${cot.slug}/${o.id}/`, { title: "z-second" });
-      await addField(t(), cot.id, { name: "added", type: "integer", default: 4 });
-      const added = await revert("dry: field added", titled, { query: "?dry_run=true" });
-      expect(added.status, JSON.stringify(added.body)).toBe(200);
-      expect(added.body.object).toHaveProperty("added");
-      const retyped = await t().json(
-        "PATCH",
-        `${CO}/custom-object-type-fields/${code.id}/?allow_destructive=true`,
-        { body: { type: "integer" } },
+      const o = await create(t(), cot.slug, { title: "z-0", code: "12" });
+      const url = `${CO}/${cot.slug}/${o.id}/`;
+      let serial = 0;
+      /** A record of the object, then `change` of its type: the dry run shows the object as now. */
+      const dryAfter = async (name: string, change: () => Promise<{ status: number }>) => {
+        const was = (await t().json("GET", url)).body.title as string;
+        const record = await patch(url, { title: `z-${++serial}` });
+        const changed = (await change()) as { status: number; body?: unknown };
+        expect(changed.status, `${name}: ${JSON.stringify(changed)}`).toBeLessThan(300);
+        // read once since: the type's model cached again, current (its guard holds)
+        const now = (await t().json("GET", url)).body;
+        const r = await revert(`dry: ${name}`, record, { query: "?dry_run=true" });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        expect(r.body.object).toEqual({ ...now, title: was });
+        return now;
+      };
+      const field = (id: number, body: unknown) =>
+        t().json("PATCH", `${CO}/custom-object-type-fields/${id}/?allow_destructive=true`, {
+          body,
+        });
+      const renamed = await dryAfter("type renamed", () =>
+        t().json("PATCH", `${CO}/custom-object-types/${cot.id}/`, { body: { name: "rfdry_two" } }),
       );
-      expect(retyped.status, JSON.stringify(retyped.body)).toBeLessThan(300);
-      const dry = await revert("dry: field retyped", titled, { query: "?dry_run=true" });
-      expect(dry.status, JSON.stringify(dry.body)).toBe(200);
-      expect(dry.body.object.code).toBe(12);
+      expect(renamed.custom_object_type.name).toBe("rfdry_two");
+      const added = await dryAfter("field added", async () => {
+        await addField(t(), cot.id, { name: "added", type: "integer", default: 4 });
+        return { status: 201 };
+      });
+      expect(added).toHaveProperty("added");
+      expect(
+        (await dryAfter("field retyped", () => field(code.id, { type: "integer" }))).code,
+      ).toBe(12);
+      await dryAfter("no longer primary", () => field(title.id, { primary: false }));
     });
 
     test("constrained callers: unknown, 403, outside their change after the write, allowed", async () => {

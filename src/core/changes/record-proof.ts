@@ -19,7 +19,10 @@ export type ObjectRef = { type: number; id: number };
 export interface RecordProven {
   /** Null when more than `LATER_MAX` were found. */
   later: ObjectRef[] | null;
-  /** The cached model of the record's type, proven current by the read (null: not cached, or stale). */
+  /**
+   * The cached model of the record's type, proven current by the read, its type unchanged since
+   * the record (null: not cached, stale, or changed since).
+   */
   model(objectTypeId: number): Promise<CachedModel | null>;
 }
 
@@ -31,7 +34,7 @@ export interface RecordProof {
 /**
  * The statements for record `id`: change records after it of any object whose id its post-change
  * state nests (any type: the index on type and id is used, the types are judged after), and the
- * guard of its type's cached model (`ModelRegistry.cachedByObjectTypeRead`).
+ * guard of its type's cached model, with whether the type changed since (`ModelRegistry.cachedSince`).
  */
 export function recordProof(ctx: ReadContext, id: number): RecordProof {
   const record = (column: string) =>
@@ -45,7 +48,7 @@ export function recordProof(ctx: ReadContext, id: number): RecordProof {
       sql`${objectChanges.changedObjectTypeId} IN (SELECT ${objectTypes.id} FROM ${objectTypes}) AND ${objectChanges.changedObjectId} IN (${nestedIds}) AND ${objectChanges.id} > ${id}`,
     )
     .limit(LATER_MAX + 1);
-  const models = ctx.services.models.cachedByObjectTypeRead(typeOf);
+  const models = ctx.services.models.cachedSince(typeOf, id);
   return {
     statements: [later as never, ...(models.statements as BatchItem<"sqlite">[])],
     proven([rows, ...guards]) {

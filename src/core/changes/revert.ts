@@ -760,16 +760,17 @@ async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: Api
 async function dryRunOfRecord(c: Ctx, row: ChangeRow, proven: RecordProven) {
   if (row.action !== "update") return null;
   try {
-    const resource = await provenTarget(c, row, proven);
+    const target = await provenTarget(c, row, proven);
+    const resource = target?.resource;
     const assumed = resource?.staged?.updateAssumed;
     const input = resource ? inputOf(resource, row) : null;
     const item = resource && input ? assumedUpdate(resource, row, input) : null;
-    if (!resource || !assumed || !input || !item) return null;
+    if (!target || !resource || !assumed || !input || !item) return null;
     const ctx = readContext(c);
     await requirePermission(c, "change", resource);
     for (const action of ["view", "change"] as const)
       if (await restrictWhere(ctx, c.var.auth, action, resource)) return null;
-    if (!(await shownAsRecorded(c, resource, item.before, proven.later))) return null;
+    if (!(await shownAsRecorded(c, target, item.before, proven.later))) return null;
     const stopped = await inStagedWrite(c, (w) =>
       assumed({ ...w, writeBatch: () => Promise.reject(new DryRunStop()) }, item, {
         resource,
@@ -787,49 +788,43 @@ async function dryRunOfRecord(c: Ctx, row: ChangeRow, proven: RecordProven) {
   }
 }
 
-/** The record's model: a cached one the record's read proved current, or a host model; else null. */
+/**
+ * The record's model: a cached one the record's read proved current and unchanged since the
+ * record (`typeProven`), or a host model; null otherwise.
+ */
 async function provenTarget(c: Ctx, row: ChangeRow, proven: RecordProven) {
   const cached = await proven.model(row.changedObjectTypeId);
-  const label = cached?.label ?? (await labelOfType(readContext(c), row.changedObjectTypeId));
-  if (!label || NOT_REVERTABLE.has(label)) return null;
-  if (cached) return cached.info.resource ?? null;
-  return staticModel(c, label)?.resource ?? null;
+  const info = cached?.info ?? staticModel(c, row.changedObjectTypeId);
+  if (!info?.resource || NOT_REVERTABLE.has(`${info.appLabel}.${info.model}`)) return null;
+  return { resource: info.resource, typeProven: !!cached };
 }
 
-const staticModel = (c: Ctx, label: string) =>
-  c.var.services.models.staticModels().find((m) => `${m.appLabel}.${m.model}` === label);
-
-/** Every `id` a value nests, at any depth. */
-const nestedIds = (v: unknown): number[] =>
-  Array.isArray(v)
-    ? v.flatMap(nestedIds)
-    : v && typeof v === "object"
-      ? [
-          ...(isNested(v) ? [v.id] : []),
-          ...Object.values(v as Record<string, unknown>).flatMap(nestedIds),
-        ]
-      : [];
+/** The host model of object type `typeId`, where this process knows the type (no read). */
+const staticModel = (c: Ctx, typeId: number | undefined) =>
+  c.var.services.models
+    .staticModels()
+    .find((m) => c.var.services.objectTypes.cached(m.appLabel, m.model)?.id === typeId);
 
 /**
- * Whether every field `post` shows is what a load shows now, no change record of the object having
+ * Whether every key `post` shows is what a load shows now, no change record of the object having
  * come since (decision 0154): null; a plain value of the field's kind (a field retyped since shows
  * another); objects of a host model or tags nested, none with a later change record (`later`, the
- * record's read); an object nested in a key no write sets (the type) with no later record of any
- * object of its id. A relation to a custom object type is not judged (its form follows its type).
+ * record's read); what a record shows beyond its fields (its type, a derived `_context`) only
+ * where the type was proven unchanged since (`typeProven`). A relation to a custom object type
+ * is not judged (its nested form follows that type's shape).
  */
 async function shownAsRecorded(
   c: Ctx,
-  resource: Resource,
+  { resource, typeProven }: { resource: Resource; typeProven: boolean },
   post: ApiRecord,
   later: ObjectRef[] | null,
 ): Promise<boolean> {
   if (!later) return false;
   const changed = new Set(later.map((l) => `${l.type}:${l.id}`));
-  const changedIds = new Set(later.map((l) => l.id));
   for (const [key, value] of Object.entries(post)) {
     if (value === null || value === undefined) continue;
     if (META.has(key)) {
-      if (nestedIds(value).some((id) => changedIds.has(id))) return false;
+      if (typeof value === "object" && !typeProven) return false;
       continue;
     }
     const rel = resource.relations?.find((r) => r.name === key);
@@ -839,15 +834,14 @@ async function shownAsRecorded(
       continue;
     }
     if (rel?.polymorphic) return false;
-    const label = isTags
-      ? "extras.tag"
-      : (rel!.target ?? (await labelOfType(readContext(c), rel!.targetTypeId)));
+    const types = c.var.services.objectTypes;
+    const label = isTags ? "extras.tag" : rel!.target;
+    const typeId = label
+      ? types.cached(...(label.split(".") as [string, string]))?.id
+      : rel!.targetTypeId;
     const items = [value].flat();
-    if (!label || !staticModel(c, label) || !items.every(isNested)) return false;
-    const [app, model] = label.split(".") as [string, string];
-    const typeId = (await c.var.services.objectTypes.byLabel(app, model))?.id;
-    if (typeId === undefined || items.some((v) => changed.has(`${typeId}:${(v as Nested).id}`)))
-      return false;
+    if (!staticModel(c, typeId) || !items.every(isNested)) return false;
+    if (items.some((v) => changed.has(`${typeId}:${(v as Nested).id}`))) return false;
   }
   return true;
 }

@@ -102,19 +102,18 @@ export class ModelRegistry implements ModelRegistryApi {
     return null;
   }
 
-  cachedByObjectTypeRead(objectTypeId: SQL): CachedModelRead {
-    const lookups = this.#cachedLookups.map((lookup) => ({
+  cachedSince(objectTypeId: SQL, since: number): CachedModelRead {
+    const reads = this.#cachedLookups.map((lookup) => ({
       lookup,
-      statements: lookup.guardRead(objectTypeId),
+      read: lookup.cachedSince(objectTypeId, since),
     }));
     return {
-      statements: lookups.flatMap((l) => l.statements),
+      statements: reads.flatMap((r) => r.read.statements),
       settle: async (id, answers) => {
         let at = 0;
-        for (const { lookup, statements } of lookups) {
-          const mine = answers.slice(at, (at += statements.length));
-          const found = lookup.byObjectType(id);
-          if (found) return (await found.guard.settle(mine)) ? found : null;
+        for (const { lookup, read } of reads) {
+          const mine = answers.slice(at, (at += read.statements.length));
+          if (lookup.byObjectType(id)) return read.settle(id, mine);
         }
         return null;
       },
