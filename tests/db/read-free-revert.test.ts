@@ -449,6 +449,18 @@ function suite(mode: Mode) {
       const hostDry = await revert("dry: site", described, { query: "?dry_run=true" });
       expect(hostDry.status, JSON.stringify(hostDry.body)).toBe(200);
       expect(hostDry.body.object.description).toBe("before");
+      const n = ++serial;
+      const tenant = await t().json("POST", "/api/tenancy/tenants/", {
+        body: { name: `rf dry ${n}`, slug: `rf-dry-${n}`, description: "before", tags: [tag] },
+      });
+      expect(tenant.status, JSON.stringify(tenant.body)).toBe(201);
+      const tenantUrl = `/api/tenancy/tenants/${tenant.body.id}/`;
+      const tenantChange = await patch(tenantUrl, { description: "after" });
+      const tenantDry = await revert("dry: tenant", tenantChange, { query: "?dry_run=true" });
+      expect(tenantDry.status, JSON.stringify(tenantDry.body)).toBe(200);
+      expect(tenantDry.trips).toBe(1);
+      const tenantNow = (await t().json("GET", tenantUrl)).body;
+      expect(tenantDry.body.object).toEqual({ ...tenantNow, description: "before" });
       // constrained callers: the write's answers (404 hidden, 403 not theirs, 403 left outside)
       const grants = (change: unknown): Parameters<typeof userWith>[2] => [
         [["view"], "custom_objects.rfthing", { title: "y-second" }],
