@@ -484,6 +484,19 @@ export type CachedModel = { label: string; objectTypeId: number; info: ModelInfo
 export interface CachedLookup {
   byObjectType(objectTypeId: number): CachedModel | null;
   byLabel(label: string): CachedModel | null;
+  /** `ModelRegistry.cachedSince` for this plugin's models. */
+  cachedSince(objectTypeId: SQL, since: number): CachedModelRead;
+}
+
+/**
+ * `ModelRegistry.cachedSince`: statements for a read made before the object type is known, and
+ * what settles them once it is: the cached model, proven current by those answers, its type
+ * unchanged after change record `since` (nothing a record of it shows of the type: its shape,
+ * names); or null (none cached, changed since, or a stale copy: dropped, read the ordinary way).
+ */
+export interface CachedModelRead {
+  statements: Queries[number][];
+  settle(objectTypeId: number, answers: unknown[]): Promise<CachedModel | null>;
 }
 
 /** Every model of an app label known only at run time, with a signature that moves when any changes. */
@@ -517,4 +530,9 @@ export interface ModelRegistry {
   cachedByObjectType(objectTypeId: number): CachedModel | null;
   /** The same by `app_label.model` (decision 0143: the change log's scope). */
   cachedByLabel(label: string): CachedModel | null;
+  /**
+   * `cachedByObjectType` proven by a read made before the type is known (`objectTypeId`, SQL
+   * naming it), with its type unchanged since change record `since` (decision 0154).
+   */
+  cachedSince(objectTypeId: SQL, since: number): CachedModelRead;
 }

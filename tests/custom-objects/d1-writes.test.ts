@@ -554,11 +554,11 @@ test("reverts of an update and a delete this app never saw, on D1 (decision 0139
   const lastChange = async () =>
     (await json("GET", "/api/core/object-changes/?ordering=-id&limit=1")).body.results[0]
       .id as number;
-  const revert = async (change: number) => {
+  const revert = async (change: number, query = "") => {
     forgetChange(services, change); // as another isolate: never served nor written here
     await flushSearchIndexesNow(services);
     reads = 0;
-    const r = await json("POST", `/api/core/object-changes/${change}/revert/`);
+    const r = await json("POST", `/api/core/object-changes/${change}/revert/${query}`);
     return { ...r, reads };
   };
   const site = await made("/api/dcim/sites/", { name: "d1 free", slug: "d1-free" });
@@ -577,6 +577,12 @@ test("reverts of an update and a delete this app never saw, on D1 (decision 0139
   });
   await json("PATCH", `${CO}/kit/${kit.id}/`, { title: "Freed", count: 4 });
   const changed = await lastChange();
+  // its dry run: answered from the record's one read, its proof in it (decision 0154)
+  const dry = await revert(changed, "?dry_run=true");
+  expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+  expect(dry.reads).toBe(1);
+  expect(dry.body.object).toMatchObject({ title: "Free", count: 3 });
+  expect((await json("GET", `${CO}/kit/${kit.id}/`)).body.title).toBe("Freed");
   const undone = await revert(changed);
   expect(undone.status, JSON.stringify(undone.body)).toBe(200);
   expect(undone.reads).toBe(1);

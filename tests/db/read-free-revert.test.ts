@@ -405,6 +405,121 @@ function suite(mode: Mode) {
       expect(dry.status, JSON.stringify(dry.body)).toBe(200);
     });
 
+    test("dry runs of an update's revert: one round trip, the answers of the path that reads", async () => {
+      // decision 0154: a record never seen here is proven by its own read, and answered from it
+      const o = await thing("y-first");
+      const titled = await patch(`${CO}/rfthing/${o}/`, { title: "y-second", count: 5 });
+      const dry = await revert("dry: title and count", titled, { query: "?dry_run=true" });
+      expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+      expect(dry.trips).toBe(1);
+      expect(dry.body).toMatchObject({ dry_run: true, action: "update", change: null });
+      expect(dry.body.object).toMatchObject({ title: "y-first", count: 1, display: "y-second" });
+      expect(dry.body.changes).toEqual({
+        title: { from: "y-second", to: "y-first" },
+        count: { from: 5, to: 1 },
+      });
+      const now = (await t().json("GET", `${CO}/rfthing/${o}/`)).body;
+      expect(dry.body.object).toEqual({ ...now, title: "y-first", count: 1 });
+      expect(now.title).toBe("y-second"); // nothing written
+      // what the record shows nested changed since: the answer shows it as it is now
+      const s = await site();
+      const p = (await create(t(), "rfthing", { title: "y-sited", site: s, tags: [tag] })).id;
+      const sited = await patch(`${CO}/rfthing/${p}/`, { title: "y-sited-2" });
+      await patch(`/api/dcim/sites/${s}/`, { name: `rf y renamed ${s}` });
+      const renamed = await revert("dry: site renamed", sited, { query: "?dry_run=true" });
+      expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+      expect(renamed.body.object.site.display).toBe(`rf y renamed ${s}`);
+      const recoloured = await t().json("POST", "/api/extras/tags/", {
+        body: { name: `rf-y-${s}`, slug: `rf-y-${s}`, color: "aa0000" },
+      });
+      const q = (await create(t(), "rfthing", { title: "y-tagged", tags: [recoloured.body.id] }))
+        .id;
+      const tagged = await patch(`${CO}/rfthing/${q}/`, { title: "y-tagged-2" });
+      await patch(`/api/extras/tags/${recoloured.body.id}/`, { color: "00aa00" });
+      const tagDry = await revert("dry: tag recoloured", tagged, { query: "?dry_run=true" });
+      expect(tagDry.body.object.tags[0].color).toBe("00aa00");
+      // the object changed again since, or gone: the ordinary answers
+      const again = await patch(`${CO}/rfthing/${q}/`, { title: "y-tagged-3" });
+      await patch(`${CO}/rfthing/${q}/`, { title: "y-tagged-4" });
+      const later = await revert("dry: changed again", again, { query: "?dry_run=true" });
+      expect(later.status, JSON.stringify(later.body)).toBe(409);
+      // a host model (its choice field read the ordinary way) and a site's plain field
+      const h = await site();
+      const described = await patch(`/api/dcim/sites/${h}/`, { description: "after" });
+      const hostDry = await revert("dry: site", described, { query: "?dry_run=true" });
+      expect(hostDry.status, JSON.stringify(hostDry.body)).toBe(200);
+      expect(hostDry.body.object.description).toBe("before");
+      const n = ++serial;
+      const tenant = await t().json("POST", "/api/tenancy/tenants/", {
+        body: { name: `rf dry ${n}`, slug: `rf-dry-${n}`, description: "before", tags: [tag] },
+      });
+      expect(tenant.status, JSON.stringify(tenant.body)).toBe(201);
+      const tenantUrl = `/api/tenancy/tenants/${tenant.body.id}/`;
+      const tenantChange = await patch(tenantUrl, { description: "after" });
+      const tenantDry = await revert("dry: tenant", tenantChange, { query: "?dry_run=true" });
+      expect(tenantDry.status, JSON.stringify(tenantDry.body)).toBe(200);
+      expect(tenantDry.trips).toBe(1);
+      const tenantNow = (await t().json("GET", tenantUrl)).body;
+      expect(tenantDry.body.object).toEqual({ ...tenantNow, description: "before" });
+      // constrained callers: the write's answers (404 hidden, 403 not theirs, 403 left outside)
+      const grants = (change: unknown): Parameters<typeof userWith>[2] => [
+        [["view"], "custom_objects.rfthing", { title: "y-second" }],
+        [["change"], "custom_objects.rfthing", change],
+        [["view"], "dcim.site", null],
+        [["view"], "extras.tag", null],
+        [["view"], "core.objectchange", null],
+      ];
+      const limited = (await userWith(t(), "rf-dry-limited", grants({ title: "nothing" }))).token;
+      const keeper = (await userWith(t(), "rf-dry-keeper", grants({ title: "y-second" }))).token;
+      const query = "?dry_run=true";
+      const hidden = await revert("dry: hidden", tagged, { token: limited, query });
+      expect(hidden.status, JSON.stringify(hidden.body)).toBe(404);
+      expect(JSON.stringify(hidden.body)).not.toContain("y-tagged");
+      const notTheirs = await revert("dry: not theirs", titled, { token: limited, query });
+      expect(notTheirs.status, JSON.stringify(notTheirs.body)).toBe(403);
+      const leftOutside = await revert("dry: left outside", titled, { token: keeper, query });
+      expect(leftOutside.status, JSON.stringify(leftOutside.body)).toBe(403);
+    });
+
+    test("a dry run after the type changed: renamed, a field added, retyped, no longer primary", async () => {
+      const cot = await makeCot(t(), "rfdry");
+      const title = await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+      const code = await addField(t(), cot.id, { name: "code", type: "text" });
+      const o = await create(t(), cot.slug, { title: "z-0", code: "12" });
+      const url = `${CO}/${cot.slug}/${o.id}/`;
+      let serial = 0;
+      /** A record of the object, then `change` of its type: the dry run shows the object as now. */
+      const dryAfter = async (name: string, change: () => Promise<{ status: number }>) => {
+        const was = (await t().json("GET", url)).body.title as string;
+        const record = await patch(url, { title: `z-${++serial}` });
+        const changed = (await change()) as { status: number; body?: unknown };
+        expect(changed.status, `${name}: ${JSON.stringify(changed)}`).toBeLessThan(300);
+        // read once since: the type's model cached again, current (its guard holds)
+        const now = (await t().json("GET", url)).body;
+        const r = await revert(`dry: ${name}`, record, { query: "?dry_run=true" });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        expect(r.body.object).toEqual({ ...now, title: was });
+        return now;
+      };
+      const field = (id: number, body: unknown) =>
+        t().json("PATCH", `${CO}/custom-object-type-fields/${id}/?allow_destructive=true`, {
+          body,
+        });
+      const renamed = await dryAfter("type renamed", () =>
+        t().json("PATCH", `${CO}/custom-object-types/${cot.id}/`, { body: { name: "rfdry_two" } }),
+      );
+      expect(renamed.custom_object_type.name).toBe("rfdry_two");
+      const added = await dryAfter("field added", async () => {
+        await addField(t(), cot.id, { name: "added", type: "integer", default: 4 });
+        return { status: 201 };
+      });
+      expect(added).toHaveProperty("added");
+      expect(
+        (await dryAfter("field retyped", () => field(code.id, { type: "integer" }))).code,
+      ).toBe(12);
+      await dryAfter("no longer primary", () => field(title.id, { primary: false }));
+    });
+
     test("constrained callers: unknown, 403, outside their change after the write, allowed", async () => {
       const hidden = await site();
       const hiddenChange = await patch(`/api/dcim/sites/${hidden}/`, { description: "after" });
@@ -428,6 +543,18 @@ function suite(mode: Mode) {
         ])
       ).token;
       const before = await t().json("GET", "/api/core/object-changes/?limit=1");
+      // a dry run answers as the write would (decisions 0139, 0152, 0154)
+      const dry = { query: "?dry_run=true" };
+      const dryHidden = await revert("dry outside view", hiddenChange, { token: limited, ...dry });
+      expect(dryHidden.status, JSON.stringify(dryHidden.body)).toBe(404);
+      expect(JSON.stringify(dryHidden.body)).not.toContain(await slugOf(hidden));
+      const dryRefused = await revert("dry outside change", viewedChange, {
+        token: limited,
+        ...dry,
+      });
+      expect(dryRefused.status, JSON.stringify(dryRefused.body)).toBe(403);
+      const dryOutside = await revert("dry left outside", viewedChange, { token: keeper, ...dry });
+      expect(dryOutside.status, JSON.stringify(dryOutside.body)).toBe(403);
       const unknown = await revert("outside view", hiddenChange, { token: limited });
       expect(unknown.status, JSON.stringify(unknown.body)).toBe(404);
       expect(JSON.stringify(unknown.body)).not.toContain(await slugOf(hidden));

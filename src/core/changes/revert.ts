@@ -8,7 +8,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
-import { hideUnviewable, requireObject } from "../auth/restrict";
+import { hideUnviewable, requireObject, restrictWhere } from "../auth/restrict";
 import { addGuard, foldsCredentials, isStaleCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
@@ -29,6 +29,7 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { type AfterScope, afterScope, requireInsideAfter } from "./after-scope";
 import { objectChangeModel } from "./model";
 import { PlanReads, ridingReads } from "./plan-reads";
+import { type ObjectRef, type RecordProof, type RecordProven, recordProof } from "./record-proof";
 import { setRestoreId } from "./restore-id";
 import {
   type ChangeProof,
@@ -121,7 +122,11 @@ function changedFields(row: ChangeRow): string[] {
  * object's latest change record as that read saw it (read by the record's type and id, so in the
  * same read): a revert starting from it knows whether the object changed since (decision 0139).
  */
-async function visibleChange(c: Ctx, id: number): Promise<{ row: ChangeRow; latest: number }> {
+async function visibleChange(
+  c: Ctx,
+  id: number,
+  proof: RecordProof | null,
+): Promise<{ row: ChangeRow; latest: number; proven: RecordProven | null }> {
   await requirePermission(c, "view", objectChangeModel.resource);
   const ctx = readContext(c);
   const missing = "No object change with this id.";
@@ -139,15 +144,17 @@ async function visibleChange(c: Ctx, id: number): Promise<{ row: ChangeRow; late
         eq(objectChanges.changedObjectId, sql`${of("changed_object_id")}${id})`),
       ),
     );
-  const [rows, last] = (await readFolded(c, [query as never, latest as never])) as [
-    ChangeRow[],
-    Array<{ id: number | null }>,
-  ];
+  const [rows, last, ...proofs] = (await readFolded(c, [
+    query as never,
+    latest as never,
+    ...(proof?.statements ?? []),
+  ])) as [ChangeRow[], Array<{ id: number | null }>, ...unknown[]];
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
   const row = rows[0];
   if (!row) throw notFound(missing);
   rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
-  return { row, latest: Number(last[0]?.id ?? row.id) };
+  const proven = proof ? proof.proven(proofs) : null;
+  return { row, latest: Number(last[0]?.id ?? row.id), proven };
 }
 
 /**
@@ -708,12 +715,15 @@ async function removeFree(c: Ctx, resource: Resource, row: ChangeRow) {
   );
 }
 
-/** An update put back: the post-change state with the fields (and the display) as before. */
-async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
-  const assumed = resource.staged?.updateAssumed;
+/**
+ * An update's revert as the record alone settles it (decision 0139): the post-change state with
+ * the fields (and the display) as before, for `updateAssumed`; null where it does not (a field
+ * not plain, a shape changed since).
+ */
+function assumedUpdate(resource: Resource, row: ChangeRow, input: ApiRecord) {
   const pre = snapshot(row.prechangeData);
   const post = snapshot(row.postchangeData);
-  if (!assumed || !pre || !post) return null;
+  if (!pre || !post) return null;
   const stamp = post.last_updated;
   if (typeof stamp !== "string" || !sameShape(resource, pre, post)) return null;
   if (!Object.keys(input).every((f) => plainField(resource, f, pre, post))) return null;
@@ -724,11 +734,116 @@ async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: Api
         k === "last_updated" ? next : Object.hasOwn(input, k) || k === "display" ? pre[k] : post[k],
       ]),
     );
-  const item = { id: row.changedObjectId, input, stamp, before: post, after };
-  const plan: Plan = { action: "update", input, current: post, conflicts: [] };
-  return writtenFree(c, resource, row, post, plan, (w) =>
+  return { id: row.changedObjectId, input, stamp, before: post, after };
+}
+
+/** An update put back: the post-change state with the fields (and the display) as before. */
+async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
+  const assumed = resource.staged?.updateAssumed;
+  const item = assumedUpdate(resource, row, input);
+  if (!assumed || !item) return null;
+  const plan: Plan = { action: "update", input, current: item.before, conflicts: [] };
+  return writtenFree(c, resource, row, item.before, plan, (w) =>
     assumed(w, item, { resource, bulk: false }),
   );
+}
+
+/**
+ * A dry run of an update's revert answered from the record's one read (decision 0154). That read
+ * found no later change record of the object (every write that moves a row's stamp leaves one in
+ * its own batch), none of the objects its post-change state nests, and its type's cached model
+ * current: the object is that state. The write built from it (`updateAssumed`) runs to where its
+ * batch would be sent, with every check it makes before. Null where the record does not settle
+ * it, the caller's view or change is constrained (the batch would judge the row), or anything
+ * refuses: the ordinary dry run then answers, its reads saying why (403, 404, 409 as before).
+ */
+async function dryRunOfRecord(c: Ctx, row: ChangeRow, proven: RecordProven) {
+  if (row.action !== "update") return null;
+  try {
+    const target = await provenTarget(c, row, proven);
+    const resource = target?.resource;
+    const assumed = resource?.staged?.updateAssumed;
+    const input = resource ? inputOf(resource, row) : null;
+    const item = resource && input ? assumedUpdate(resource, row, input) : null;
+    if (!target || !resource || !assumed || !input || !item) return null;
+    const ctx = readContext(c);
+    await requirePermission(c, "change", resource);
+    for (const action of ["view", "change"] as const)
+      if (await restrictWhere(ctx, c.var.auth, action, resource)) return null;
+    if (!(await shownAsRecorded(c, target, item.before, proven.later))) return null;
+    const stopped = await inStagedWrite(c, (w) =>
+      assumed({ ...w, writeBatch: () => Promise.reject(new DryRunStop()) }, item, {
+        resource,
+        bulk: false,
+      }),
+    ).then(
+      () => false,
+      (e) => (e instanceof DryRunStop ? true : Promise.reject(e)),
+    );
+    if (!stopped) return null;
+    const plan: Plan = { action: "update", input, current: item.before, conflicts: [] };
+    return await answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), [], null);
+  } catch {
+    return null; // the ordinary path answers it, in its own order
+  }
+}
+
+/**
+ * The record's model: a cached one the record's read proved current and unchanged since the
+ * record (`typeProven`), or a host model; null otherwise.
+ */
+async function provenTarget(c: Ctx, row: ChangeRow, proven: RecordProven) {
+  const cached = await proven.model(row.changedObjectTypeId);
+  const info = cached?.info ?? staticModel(c, row.changedObjectTypeId);
+  if (!info?.resource || NOT_REVERTABLE.has(`${info.appLabel}.${info.model}`)) return null;
+  return { resource: info.resource, typeProven: !!cached };
+}
+
+/** The host model of object type `typeId`, where this process knows the type (no read). */
+const staticModel = (c: Ctx, typeId: number | undefined) =>
+  c.var.services.models
+    .staticModels()
+    .find((m) => c.var.services.objectTypes.cached(m.appLabel, m.model)?.id === typeId);
+
+/**
+ * Whether every key `post` shows is what a load shows now, no change record of the object having
+ * come since (decision 0154): null; a plain value of the field's kind (a field retyped since shows
+ * another); objects of a host model or tags nested, none with a later change record (`later`, the
+ * record's read); what a record shows beyond its fields (its type, a derived `_context`) only
+ * where the type was proven unchanged since (`typeProven`). A relation to a custom object type
+ * is not judged (its nested form follows that type's shape).
+ */
+async function shownAsRecorded(
+  c: Ctx,
+  { resource, typeProven }: { resource: Resource; typeProven: boolean },
+  post: ApiRecord,
+  later: ObjectRef[] | null,
+): Promise<boolean> {
+  if (!later) return false;
+  const changed = new Set(later.map((l) => `${l.type}:${l.id}`));
+  for (const [key, value] of Object.entries(post)) {
+    if (value === null || value === undefined) continue;
+    if (META.has(key)) {
+      if (typeof value === "object" && !typeProven) return false;
+      continue;
+    }
+    const rel = resource.relations?.find((r) => r.name === key);
+    const isTags = key === "tags" && resource.tagged;
+    if (!rel && !isTags) {
+      if (!plainField(resource, key, post, post)) return false;
+      continue;
+    }
+    if (rel?.polymorphic) return false;
+    const types = c.var.services.objectTypes;
+    const label = isTags ? "extras.tag" : rel!.target;
+    const typeId = label
+      ? types.cached(...(label.split(".") as [string, string]))?.id
+      : rel!.targetTypeId;
+    const items = [value].flat();
+    if (!staticModel(c, typeId) || !items.every(isNested)) return false;
+    if (items.some((v) => changed.has(`${typeId}:${(v as Nested).id}`))) return false;
+  }
+  return true;
 }
 
 /** A delete put back under its id: the object as before, its nested objects as recorded. */
@@ -1240,12 +1355,18 @@ async function revertRoute(c: Ctx) {
   if (!/^\d{1,15}$/.test(raw)) throw notFound("No object change with this id.");
   const seen = await revertSeen(c, Number(raw));
   if (seen) return c.json(seen);
-  const { row, latest } = await visibleChange(c, Number(raw));
+  // a dry run's proof of the record rides in the record's read (decision 0154)
+  const asked = parseBool(c.req.query("dry_run") ?? "false");
+  const proof = asked ? recordProof(readContext(c), Number(raw)) : null;
+  const { row, latest, proven } = await visibleChange(c, Number(raw), proof);
   const flag = (name: string) => {
     const value = parseBool(c.req.query(name) ?? "false");
     if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
     return value;
   };
   const dryRun = flag("dry_run");
-  return c.json(await revertRow(c, row, { dryRun, force: flag("force") }, null, latest));
+  const force = flag("force");
+  const fromRecord = proven && latest === row.id ? await dryRunOfRecord(c, row, proven) : null;
+  if (fromRecord) return c.json({ dry_run: true, ...fromRecord });
+  return c.json(await revertRow(c, row, { dryRun, force }, null, latest));
 }

@@ -3,11 +3,12 @@
  * form. Plugins add resolvers for labels known only at run time (custom object types).
  * The types (`ModelInfo`, `Catalog`, the `ModelRegistry` interface) are in `core/context.ts`.
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import type {
   ApiRecord,
   CachedLookup,
   CachedModel,
+  CachedModelRead,
   Catalog,
   Guard,
   ModelInfo,
@@ -99,6 +100,24 @@ export class ModelRegistry implements ModelRegistryApi {
       if (found) return found;
     }
     return null;
+  }
+
+  cachedSince(objectTypeId: SQL, since: number): CachedModelRead {
+    const reads = this.#cachedLookups.map((lookup) => ({
+      lookup,
+      read: lookup.cachedSince(objectTypeId, since),
+    }));
+    return {
+      statements: reads.flatMap((r) => r.read.statements),
+      settle: async (id, answers) => {
+        let at = 0;
+        for (const { lookup, read } of reads) {
+          const mine = answers.slice(at, (at += read.statements.length));
+          if (lookup.byObjectType(id)) return read.settle(id, mine);
+        }
+        return null;
+      },
+    };
   }
 
   cachedByLabel(label: string): CachedModel | null {

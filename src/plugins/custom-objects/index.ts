@@ -3,11 +3,18 @@
  * fields, linked-object lookups and (in `schema/`) declarative schema documents.
  */
 import { errorBody } from "../../api-error";
-import { asc, eq, sql } from "drizzle-orm";
+import { asc, eq, type SQL, sql } from "drizzle-orm";
 import { Hono } from "hono";
 import * as v from "valibot";
 import { missingKeyMessages, query, repeated } from "../../core/validate";
-import type { CachedModel, Ctx, Guard, HonoEnv, Services } from "../../core/context";
+import type {
+  CachedModel,
+  CachedModelRead,
+  Ctx,
+  Guard,
+  HonoEnv,
+  Services,
+} from "../../core/context";
 import { addGuard, foldsCredentials } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
@@ -194,6 +201,21 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
 }
 
 /**
+ * The id, slug and shape version of the type of object type `objectTypeId` (SQL: a value, or a
+ * subquery where the type is not known yet, decision 0154): what a cached model's guard settles on.
+ */
+const shapeRead = (services: Services, objectTypeId: SQL) =>
+  services.db.reader
+    .select({
+      id: customObjectTypes.id,
+      slug: customObjectTypes.slug,
+      v: customObjectTypes.shapeVersion,
+    })
+    .from(customObjectTypes)
+    .where(sql`${customObjectTypes.objectTypeId} = ${objectTypeId}`)
+    .limit(1);
+
+/**
  * A type's model from the registry's cache by its object type id (a change record names no slug),
  * with a guard that reads the type's id, slug and shape version in the request's next read: a
  * stale model is dropped, and the request runs again on the type as it now is (decision 0118).
@@ -208,17 +230,7 @@ function cachedModel(
   const { id, slug, shapeVersion } = cached.cot;
   const guard: Guard = {
     name: `shape of type ${objectTypeId}`,
-    statements: [
-      services.db.reader
-        .select({
-          id: customObjectTypes.id,
-          slug: customObjectTypes.slug,
-          v: customObjectTypes.shapeVersion,
-        })
-        .from(customObjectTypes)
-        .where(eq(customObjectTypes.objectTypeId, objectTypeId))
-        .limit(1),
-    ],
+    statements: [shapeRead(services, sql`${objectTypeId}`)],
     // a write with nothing else to read carries it instead (decision 0139: a revert with no read)
     batch: [
       services.db.orm.run(
@@ -233,6 +245,43 @@ function cachedModel(
     },
   };
   return { label: `${APP_LABEL}.${slug}`, objectTypeId, info: cached.info, guard };
+}
+
+/**
+ * `ModelRegistry.cachedSince` (decision 0154): the shape guard's read, by SQL naming the object
+ * type, with whether a change record of the type or of one of its fields came after `since` (every
+ * change of a type's shape or names leaves one in its own batch; a field removed shows in the
+ * record's keys, which the caller compares).
+ */
+function cachedSince(
+  services: Services,
+  registry: CotRegistry,
+  objectTypeId: SQL,
+  since: number,
+): CachedModelRead {
+  const typeOf = (model: string) =>
+    sql`(SELECT o."id" FROM "object_types" o WHERE o."app_label" = ${APP_LABEL} AND o."model" = ${model})`;
+  // qualified by hand: a select list's columns are rendered bare, which the subquery would take
+  // for its own
+  const changed = sql<number>`EXISTS (SELECT 1 FROM "object_changes" l WHERE l."id" > ${since} AND ((l."changed_object_type_id" = ${typeOf(COT_MODEL)} AND l."changed_object_id" = "custom_object_types"."id") OR (l."changed_object_type_id" = ${typeOf(FIELD_MODEL)} AND l."changed_object_id" IN (SELECT f."id" FROM "custom_object_type_fields" f WHERE f."custom_object_type_id" = "custom_object_types"."id"))))`;
+  const statement = services.db.reader
+    .select({
+      id: customObjectTypes.id,
+      slug: customObjectTypes.slug,
+      v: customObjectTypes.shapeVersion,
+      changed,
+    })
+    .from(customObjectTypes)
+    .where(sql`${customObjectTypes.objectTypeId} = ${objectTypeId}`)
+    .limit(1);
+  return {
+    statements: [statement],
+    async settle(id, [rows]) {
+      const cached = cachedModel(services, registry, id);
+      if (!cached || !(await cached.guard.settle([rows]))) return null;
+      return (rows as Array<{ changed: unknown }>)[0]?.changed ? null : cached;
+    },
+  };
 }
 
 /** Slugs of the existing types the caller may not view. */
@@ -305,6 +354,7 @@ export const customObjectsPlugin: HostPlugin = {
         const objectTypeId = cached?.cot.objectTypeId;
         return objectTypeId ? cachedModel(services, registry, objectTypeId) : null;
       },
+      cachedSince: (objectTypeId, since) => cachedSince(services, registry, objectTypeId, since),
     });
     services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
       const cached = guard ? registry.allGuarded() : null;
