@@ -3,9 +3,9 @@
  * The local driver runs statements synchronously on the calling thread, and a transaction's
  * statements follow each other through promises that are already settled, so a long write
  * used to hold the event loop (and the only connection) from BEGIN to COMMIT. On this
- * connection a transaction gives the event loop a turn whenever it has run for `SLICE_MS`
- * since the last one, and the main connection, in WAL mode, keeps answering reads from the
- * last committed state meanwhile. One long write at a time per process; see
+ * connection each statement of a transaction first gives the event loop its turns when the work
+ * under way has held it for a slice (`yieldWhenDue`, `turns.ts`), and the main connection, in WAL
+ * mode, keeps answering reads from the last committed state meanwhile. One long write at a time per process; see
  * docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
 import type { Client, InArgs, InStatement, Transaction, TransactionMode } from "@libsql/client";
@@ -14,19 +14,7 @@ import { LocalClient, type SchemaGeneration } from "./local-client";
 import { serializeClient } from "./serialize";
 import { BACKSTOP_PAGES } from "./checkpointer";
 import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
-
-/** Longest stretch a long write holds the event loop between two turns it gives back. */
-const SLICE_MS = 8;
-
-/**
- * Turns of the event loop (each one poll for I/O, due timers) before the write goes on: a
- * request may need a few (the health check's Redis calls go through the in-process bridge). A
- * zero sleep costs about 15 µs when nothing waits; `setTimeout(0)` would cost a millisecond.
- */
-const TURNS = 3;
-const turn = async () => {
-  for (let i = 0; i < TURNS; i++) await Bun.sleep(0);
-};
+import { yieldWhenDue } from "../turns";
 
 /** A FIFO lock whose waiters give up after a deadline. */
 class TimedLock {
@@ -61,8 +49,6 @@ export class BackgroundConnection {
   #opening: Promise<Client> | null = null;
   #lock = new TimedLock();
   #released: Promise<void> | null = null;
-  /** When the event loop last had a turn from this connection's long write (its lock allows one at a time). */
-  #lastTurn = 0;
 
   constructor(
     private readonly url: string,
@@ -131,10 +117,9 @@ export class BackgroundConnection {
       settle();
       throw e;
     }
-    this.#lastTurn = performance.now();
-    /** Gives the event loop a turn once this write has held it for a slice. */
+    /** Gives the event loop its turns once the work under way has held it for a slice. */
     const paced = async <T>(work: () => Promise<T>): Promise<T> => {
-      await this.pace();
+      await yieldWhenDue();
       return work();
     };
     const end = async (op: "commit" | "rollback") => {
@@ -168,18 +153,6 @@ export class BackgroundConnection {
         return tx.closed;
       },
     };
-  }
-
-  /**
-   * While a long write is open: gives the event loop a turn if the write has held it for a
-   * slice. Its statements do this by themselves; long stretches of JavaScript between them
-   * (validating a thousand fields, serialising their records) call it too.
-   */
-  async pace(): Promise<void> {
-    if (this.#released && performance.now() - this.#lastTurn >= SLICE_MS) {
-      await turn();
-      this.#lastTurn = performance.now();
-    }
   }
 
   async close(): Promise<void> {

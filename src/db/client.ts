@@ -17,7 +17,8 @@
  *   remote database, holding its write lock across the network. What is not converted to `write`
  *   yet uses it; D1 has none and refuses it (`InteractiveTransactionUnsupported`).
  * - `longWrite(work)` marks a long write (a schema apply): on a local file its transactions run on
- *   a second connection that gives the event loop turns (`pace()`); elsewhere it just runs `work`.
+ *   a second connection whose statements give the event loop its turns when due (`turns.ts`);
+ *   elsewhere it just runs `work`.
  * - `maintain(statement)` runs one write of long maintenance (a retention batch): on a local file
  *   on a connection of its own whose statements step SQLite off the event loop; elsewhere it is
  *   `execute` (a remote statement holds no event loop).
@@ -115,8 +116,6 @@ export interface Database {
   transaction<T>(work: (tx: Executor) => Promise<T>): Promise<T>;
   /** Runs `work` as a long write (see above); elsewhere than a local file, runs it as it is. */
   longWrite<T>(work: () => Promise<T>): Promise<T>;
-  /** Inside a long write on a local file: gives the event loop a turn when due. Else a no-op. */
-  pace(): Promise<void>;
   /** One maintenance write (see above), outside any transaction; resolves with the rows changed. */
   maintain(statement: Statement): Promise<number>;
   /** A stamp that changes with every commit by anyone, or null where none is known for free. */

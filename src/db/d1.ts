@@ -57,7 +57,6 @@ export function d1Database(unlimited: D1Binding): Database {
     },
     transaction: () => Promise.reject(new InteractiveTransactionUnsupported("D1")),
     longWrite: (work) => work(),
-    pace: async () => {},
     async maintain({ sql, args }) {
       const r = await binding
         .prepare(sql)

@@ -61,7 +61,6 @@ export function libsqlDatabase(
     },
     transaction: (work) => orm.transaction(work),
     longWrite: (work) => work(),
-    pace: async () => {},
     async maintain(statement) {
       return (await client.execute(statement)).rowsAffected;
     },

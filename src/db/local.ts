@@ -134,10 +134,7 @@ export async function openDatabase(
   const batches = new BatchGroup((queries) => db.orm.batch(queries as never) as Promise<unknown[]>);
   db.write = <T extends Queries>(queries: T) =>
     batches.run([...queries]) as unknown as Promise<Results<T>>;
-  if (background) {
-    db.longWrite = (fn) => long.run(true, fn);
-    db.pace = () => background.pace();
-  }
+  if (background) db.longWrite = (fn) => long.run(true, fn);
   const maintenance = inMemory ? null : new MaintenanceConnection(path, busyTimeoutMs, committed);
   if (maintenance) db.maintain = ({ sql, args }) => maintenance.run(sql, args);
   db.close = async () => {

@@ -1,6 +1,6 @@
 /**
  * Pages read from the read pool take related objects' nested forms from a cache kept while the
- * database is unchanged (`objects/read.ts`, `formsCache`). A page must still show exactly what a
+ * database is unchanged (`objects/forms-cache.ts`). A page must still show exactly what a
  * GET of each object shows, at once after any commit (this process's or another connection's),
  * with the URLs of the host it was asked on, and a caller's hidden objects never change what
  * another caller sees.

@@ -179,7 +179,6 @@ export async function logChanges(
   const user = ctx.auth.user;
   const time = nowIso();
   for (let i = 0; i < kept.length; i += CHANGE_BATCH) {
-    await ctx.services.db.pace();
     const chunk = kept.slice(i, i + CHANGE_BATCH);
     // positional arguments, ten per record: no JSON text holding the records' JSON texts, and no
     // Drizzle template of 2,500 values (`executePositional`)

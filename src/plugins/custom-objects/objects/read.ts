@@ -7,8 +7,6 @@ import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
 import { Prebuilt } from "../../../db/driver-internals";
-import { databaseStamp } from "../../../core/database-stamp";
-import { deepFreeze } from "../../../core/rest/page-anchors";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
@@ -16,6 +14,7 @@ import type { ApiRecord, LoadPlan, ReadContext } from "../../../core/rest/resour
 import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { displayText, renderExpression } from "./display";
 import type { FieldRow } from "../field-types";
+import { FormsCache, type FormsRead } from "./forms-cache";
 import { hasOwner, ownerReader } from "./owner";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
 
@@ -389,8 +388,7 @@ function rowQueries(shape: Shape) {
   const fullRow = byPosition(Object.keys(rowColumns));
 
   // A page read from the pool leaves the related objects' nested forms out of its rows: they come
-  // from `formsCache`, read once while the database is unchanged (a page of 50 names the same
-  // sites again and again; parsing their JSON text per row cost more than the rest of a value).
+  // from the forms cache (`forms-cache.ts`), read once while the database is unchanged.
   const leanColumns = Object.fromEntries(
     Object.entries(rowColumns).filter(([key]) => !key.startsWith("__n_")),
   );
@@ -402,36 +400,20 @@ function rowQueries(shape: Shape) {
 
 type RowQueries = ReturnType<typeof rowQueries>;
 
-/** `load`: objects by id, with the related objects' nested forms cached per database stamp. */
+/** `load`: objects by id, with the related objects' nested forms from the forms cache. */
 function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"]): Reader["load"] {
   const { embeddedFields } = shape;
   const { oneRow, manyRows, leanRows, loadOne, loadMany, fullRow, leanRow } = queries;
   // The queries as text, for the read pool's plain rows (`Database.readRows`).
   let compiled: { one: Compiled; many: Compiled; lean: Compiled } | null = null;
-
-  /**
-   * Nested forms of related objects, valid while the database's change stamp (`core/database-stamp`)
-   * is the one they were read under, for one base URL (their `url`s name it). Bounded: cleared when full.
-   */
-  let formsCache: { stamp: string; baseUrl: string; forms: Nested; size: number } | null = null;
-  const FORMS_CACHED = 5000;
-  const formsFor = (stamp: string, baseUrl: string) => {
-    if (
-      !formsCache ||
-      formsCache.stamp !== stamp ||
-      formsCache.baseUrl !== baseUrl ||
-      formsCache.size > FORMS_CACHED
-    )
-      formsCache = { stamp, baseUrl, forms: new Map(), size: 0 };
-    return formsCache;
-  };
+  const formsCache = new FormsCache();
 
   return async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
     const orm = ctx.services.db.orm;
     const db = ctx.services.db;
     let values: ArrayLike<unknown>[];
-    let cache: ReturnType<typeof formsFor> | null = null;
+    let cache: FormsRead | null = null;
     let stale = false;
     if (outsideTransaction(db, ctx.db)) {
       // outside a transaction: straight from the pool as arrays, no Row objects in between
@@ -440,15 +422,15 @@ function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"
         many: compile(manyRows(orm)),
         lean: compile(leanRows(orm)),
       };
-      const stamp = ids.length > 1 && embeddedFields.length ? databaseStamp(ctx.services) : null;
-      if (stamp !== null) cache = formsFor(stamp, ctx.baseUrl);
+      if (ids.length > 1 && embeddedFields.length)
+        cache = formsCache.open(ctx.services, ctx.baseUrl);
       const [q, bind] =
         ids.length === 1
           ? [compiled.one, { id: ids[0]! }]
           : [cache ? compiled.lean : compiled.many, { ids: JSON.stringify(ids) }];
       values = (await db.readRows(q.sql, fill(q.params, bind))).rows;
       // a commit in between: the rows are newer than the cached forms, which are not used then
-      if (cache && databaseStamp(ctx.services) !== cache.stamp) stale = true;
+      if (cache && !cache.fresh()) stale = true;
     } else {
       values = (
         ids.length === 1
@@ -463,15 +445,7 @@ function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"
     if (!cache || stale) return serialize(ctx, ordered);
     const learned: Nested = new Map();
     const records = await serialize(ctx, ordered, cache.forms, learned);
-    // kept only if nothing committed meanwhile (they may be newer than the stamp says otherwise)
-    if (learned.size && databaseStamp(ctx.services) === cache.stamp) {
-      for (const [typeId, forms] of learned) {
-        const into = cache.forms.get(typeId) ?? cache.forms.set(typeId, new Map()).get(typeId)!;
-        // shared by later requests: frozen through, so nothing can change one for all of them
-        for (const [id, form] of forms) into.set(id, deepFreeze(form));
-        cache.size += forms.size;
-      }
-    }
+    cache.keep(learned);
     return records;
   };
 }

@@ -1018,7 +1018,6 @@ export class ObjectWriter {
     this.indexLater(ctx);
     const out: Array<{ id: number; record: ApiRecord } | { errors: FieldErrors }> = [];
     for (let s = 0; s < inputs.length; s += this.chunkRows) {
-      await ctx.services.db.pace();
       const chunk = inputs.slice(s, s + this.chunkRows);
       const fast = await this.fastChunk(ctx, chunk, pre, seen);
       if (fast) {

@@ -52,6 +52,7 @@ import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from 
 import { applyConditional, dropConditionalFirst } from "./constraints-apply";
 import { listTrash, removeType, trashField } from "./trash";
 import { sameValue } from "./state";
+import { yieldWhenDue } from "../../../turns";
 import {
   canonicalFromEntry,
   cotAttrsFromEntry,
@@ -775,7 +776,8 @@ async function draftAddedFields(
   const siblings = [...rows];
   const drafts: Array<{ draft: FieldDraft; schemaId: number }> = [];
   for (const change of adds) {
-    await ctx.services.db.pace();
+    // a hundred drafts are ~6 ms of JavaScript and no statement: a thousand would stall the loop
+    await yieldWhenDue();
     const fi = indexOf(change.schema_id);
     const fieldDraft = await atPath(`${at}.fields[${fi}]`, () =>
       validateField(ctx, fieldInput(t.fields[fi]!), null, siblings),

@@ -28,17 +28,20 @@ async function snapshot(ctx: WriteContext, slugs: string[]) {
       ).map((r) => r.id)
     : [];
   // a type's record holds all its fields' records: the fields are loaded first and reused
-  const fields = await loadPaced(ctx, fieldModel.resource, fieldIds, 100);
+  const fields = await loadChunked(ctx, fieldModel.resource, fieldIds, 100);
   ctx.scratch.set(PRELOADED_FIELDS, fields);
   try {
-    return { cots: await loadPaced(ctx, cotModel.resource, cotIds, 5), fields };
+    return { cots: await loadChunked(ctx, cotModel.resource, cotIds, 5), fields };
   } finally {
     ctx.scratch.delete(PRELOADED_FIELDS);
   }
 }
 
-/** Records by id, `per` at a time: a long write gives the event loop turns in between. */
-async function loadPaced(
+/**
+ * Records by id, `per` at a time: each chunk is read by a statement of the long write, which gives
+ * the event loop its turns when due (`db/background.ts`), so its JavaScript stays a short stretch.
+ */
+async function loadChunked(
   ctx: WriteContext,
   resource: Resource,
   ids: number[],
@@ -46,7 +49,6 @@ async function loadPaced(
 ): Promise<Map<number, ApiRecord>> {
   const out = new Map<number, ApiRecord>();
   for (let i = 0; i < ids.length; i += per) {
-    await ctx.services.db.pace();
     for (const r of await resource.load(ctx, ids.slice(i, i + per))) out.set(r.id as number, r);
   }
   return out;
