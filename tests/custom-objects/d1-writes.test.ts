@@ -15,7 +15,7 @@ import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
-import { listRetypeScenario } from "./list-retype-scenario";
+import { listRetypeAfterEarlierScenario, listRetypeScenario } from "./list-retype-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
 import { addedKeyScenario } from "../schema/apply-added-key";
@@ -1196,4 +1196,23 @@ test("two writes racing for one reverse name on D1 (decision 0156): the unique i
     expect(JSON.stringify(race?.body), said).toContain("related_name");
   }
   expect(transactions - before).toBe(0);
+});
+
+test("a list retyping a keyed and checked field after earlier items changed its type, on D1 (decision 0142): the 400s in its place and the rows of a local file, no transaction — was 501", async () => {
+  const before = transactions;
+  const onD1 = await listRetypeAfterEarlierScenario(json, "d1e");
+  expect(onD1.check[0], JSON.stringify(onD1.check)).toBe(400);
+  expect(onD1.clash[0], JSON.stringify(onD1.clash)).toBe(400);
+  expect(onD1.done[0], JSON.stringify(onD1.done)).toBe(200);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await listRetypeAfterEarlierScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1e",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
 });

@@ -11,7 +11,11 @@ import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
-import { listRetypeKeyScenario, listRetypeScenario } from "./list-retype-scenario";
+import {
+  listRetypeAfterEarlierScenario,
+  listRetypeKeyScenario,
+  listRetypeScenario,
+} from "./list-retype-scenario";
 
 let db: RemoteDb;
 let local: TestApp;
@@ -266,4 +270,57 @@ test("a list whose retype breaks a compound key: the 400 in its place, locally a
   expect(r.clash[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
   expect(r.fields).toEqual(["part:text", "note:text"]);
   expect(r.rows).toEqual(["1", "01"]);
+});
+
+test("a list retyping a keyed and checked field after earlier items changed its type: the transaction's 400s in its place, counted over the converted values, then staged — was the transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () =>
+    listRetypeAfterEarlierScenario(jsonOf(local), "le"),
+  );
+  const onRemote = await transactionsDuring(remote, () =>
+    listRetypeAfterEarlierScenario(jsonOf(remote), "le"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  // what the transaction answered (item by item) before this list was staged
+  const r = onLocal.result;
+  const refusedAt2 = (errors: Record<string, string[]>) => [
+    400,
+    { detail: "1 of 3 objects failed validation.", errors: [{ index: 2, errors }] },
+  ];
+  expect(r.check).toEqual(
+    refusedAt2({ checks: ['1 existing row(s) do not match the check "parted".'] }),
+  );
+  expect(r.clash).toEqual(
+    refusedAt2({
+      unique_together: [
+        "2 existing row(s) share values of lane, part; they must make a unique set.",
+      ],
+    }),
+  );
+  const untouched = ["part:text", "queue:text", "size:integer"];
+  expect(r.afterCheck).toEqual({
+    fields: untouched,
+    rows: [
+      ["1", "7", 1],
+      ["x", "07", 2],
+    ],
+  });
+  expect(r.afterClash).toEqual({
+    fields: untouched,
+    rows: [
+      ["1", "7", 1],
+      ["01", "07", 2],
+    ],
+  });
+  expect(r.done).toEqual([200, ["lane:integer", "size:text", "part:integer"]]);
+  expect(r.afterDone).toEqual({
+    fields: ["part:integer", "lane:integer", "size:text"],
+    rows: [
+      [1, 7, "1"],
+      [2, 7, "2"],
+    ],
+  });
+  expect(r.keys).toEqual([[["lane", "part"]], [{ name: "parted", condition: { part__isnull: false } }]]);
+  expect([r.refused[0], r.refused[2]]).toEqual([400, 400]);
 });

@@ -1172,6 +1172,47 @@ test("a list of field updates with two retypes, staged (decision 0142): one read
   ]);
 });
 
+test("a list retyping a keyed and checked field after earlier items changed its type, staged (decision 0142): 3 round trips, its 400 4 — was the transaction", async () => {
+  const cot = await makeCot(t, "listafter");
+  const part = await addField(t, cot.id, { name: "part", type: "text" });
+  const queue = await addField(t, cot.id, { name: "queue", type: "text" });
+  const size = await addField(t, cot.id, { name: "size", type: "integer" });
+  const keyed = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: {
+      unique_together: [["part", "queue"]],
+      checks: [{ name: "parted", condition: { part__isnull: false } }],
+    },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  await create(t, "listafter", { part: "1", queue: "7", size: 1 });
+  const second = await create(t, "listafter", { part: "2", queue: "07", size: 2 });
+  // the key's other field renamed and retyped (values read), another retyped by SQLite, then
+  // the keyed and checked field retyped (values read); each run undoes the one before
+  const forth = [
+    { id: queue.id, name: "lane", type: "integer" },
+    { id: size.id, type: "text" },
+    { id: part.id, type: "integer" },
+  ];
+  const back = [
+    { id: queue.id, name: "queue", type: "text" },
+    { id: size.id, type: "integer" },
+    { id: part.id, type: "text" },
+  ];
+  const lists = [forth, back];
+  const url = () => `${CO}/custom-object-type-fields/?allow_destructive=true`;
+  const staged = await roundTrips("PATCH", url, () => lists.shift());
+  // "01" and "1" both 1, "07" and "7" (as the first run left them: "7") both 7: its 400
+  const clash = await t.json("PATCH", `${CO}/listafter/${second.id}/`, { body: { part: "01" } });
+  expect(clash.status, JSON.stringify(clash.body)).toBe(200);
+  const refused = await roundTrips("PATCH", url, () => forth, 400);
+  expect({ staged, refused }).toEqual({ staged: 3, refused: 4 });
+  const rows = await t.json("GET", `${CO}/listafter/?ordering=id`);
+  expect(rows.body.results.map((r: Record<string, unknown>) => [r.part, r.queue, r.size])).toEqual([
+    ["1", "7", 1],
+    ["01", "7", 2],
+  ]);
+});
+
 test("retypes with a rename, under a compound key and a check, and converted by SQLite, staged (decision 0135)", async () => {
   const cot = await makeCot(t, "reshaped");
   const level = await addField(t, cot.id, { name: "level", type: "integer" });
