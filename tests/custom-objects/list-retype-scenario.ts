@@ -133,9 +133,7 @@ export async function listRetypeKeyScenario(json: Json, prefix: string) {
 export async function listRetypeAfterEarlierScenario(json: Json, prefix: string) {
   const fields = `${CO}/custom-object-type-fields/`;
   const slug = `${prefix}_ea`;
-  const [a] = (
-    await json("POST", `${CO}/custom-object-types/`, [{ name: slug, slug }])
-  ).body;
+  const [a] = (await json("POST", `${CO}/custom-object-types/`, [{ name: slug, slug }])).body;
   const made = await json("POST", fields, [
     { custom_object_type: a.id, name: "part", type: "text" },
     { custom_object_type: a.id, name: "queue", type: "text" },
@@ -158,9 +156,9 @@ export async function listRetypeAfterEarlierScenario(json: Json, prefix: string)
       { id: part, type: "integer" },
     ]);
   const state = async () => ({
-    fields: (await json("GET", `${fields}?custom_object_type_id=${a.id}&ordering=id`)).body.results.map(
-      (f: any) => `${f.name}:${f.type}`,
-    ),
+    fields: (
+      await json("GET", `${fields}?custom_object_type=${a.id}&ordering=id`)
+    ).body.results.map((f: any) => `${f.name}:${f.type}`),
     rows: (await json("GET", `${CO}/${slug}/?ordering=id`)).body.results.map((r: any) => [
       r.part,
       r.queue ?? r.lane,

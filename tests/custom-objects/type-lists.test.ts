@@ -321,6 +321,9 @@ test("a list retyping a keyed and checked field after earlier items changed its 
       [2, 7, "2"],
     ],
   });
-  expect(r.keys).toEqual([[["lane", "part"]], [{ name: "parted", condition: { part__isnull: false } }]]);
+  expect(r.keys).toEqual([
+    [["lane", "part"]],
+    [{ name: "parted", condition: { part__isnull: false } }],
+  ]);
   expect([r.refused[0], r.refused[2]]).toEqual([400, 400]);
 });

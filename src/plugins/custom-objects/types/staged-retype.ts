@@ -307,9 +307,29 @@ export async function retypeRefusal(
   fields: { before: FieldRow[]; after: FieldRow[] },
   keys: RetypedKeys,
 ): Promise<RetypeRefusal | null> {
-  const orm = ctx.services.db.orm;
+  const phase = new ReadPhase();
+  const refusal = retypeRefusalReads(ctx.services.db.orm, phase, cotId, retypes, fields, keys);
+  await phase.run(ctx);
+  return refusal();
+}
+
+/**
+ * `retypeRefusal`'s read added to `phase` (several share one round trip), answered once it ran.
+ * `earlier`: retypes of the type the batch made before these (a list's earlier items, decision
+ * 0142): their values converted in the table, their own keys not counted.
+ */
+export function retypeRefusalReads(
+  orm: Orm,
+  phase: ReadPhase,
+  cotId: number,
+  retypes: Retyped[],
+  fields: { before: FieldRow[]; after: FieldRow[] },
+  keys: RetypedKeys,
+  earlier: Retyped[] = [],
+): () => RetypeRefusal | null {
   const after = fields.after;
-  const from = sql`${retypedTable(cotId, retypes, fields)} AS ${ident(tableName(cotId))}`;
+  const all = [...earlier, ...retypes];
+  const from = sql`${retypedTable(cotId, all, fields)} AS ${ident(tableName(cotId))}`;
   const column = (name: string) => fieldColumns(after.find((f) => f.name === name)!)[0]!;
   const uniques = retypes
     .map((r) => after.find((f) => f.id === r.row.id)!)
@@ -335,17 +355,17 @@ export async function retypeRefusal(
   const counts = keys.togetherFirst
     ? [...uniques, ...together, ...conditional]
     : [...uniques, ...conditional, ...together];
-  const phase = new ReadPhase();
-  const same = phase.add(orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, retypes)} AS n`));
+  const same = phase.add(orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, all)} AS n`));
   // one statement each: every one binds the converted values' chunks
   const reads = counts.map(([, q]) =>
     q ? phase.add(orm.all<{ n: number }>(sql`SELECT ${q} AS n`)) : null,
   );
-  await phase.run(ctx);
-  if (!Number(same()[0]?.n)) return { kind: "race" };
-  for (const [i, [refusal]] of counts.entries()) {
-    const rows = Number(reads[i]?.()[0]?.n ?? 0);
-    if (rows && refusal.kind !== "race") return { ...refusal, rows };
-  }
-  return null;
+  return () => {
+    if (!Number(same()[0]?.n)) return { kind: "race" };
+    for (const [i, [refusal]] of counts.entries()) {
+      const rows = Number(reads[i]?.()[0]?.n ?? 0);
+      if (rows && refusal.kind !== "race") return { ...refusal, rows };
+    }
+    return null;
+  };
 }
