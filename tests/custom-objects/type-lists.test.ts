@@ -327,3 +327,35 @@ test("a list retyping a keyed and checked field after earlier items changed its 
   ]);
   expect([r.refused[0], r.refused[2]]).toEqual([400, 400]);
 });
+
+test("a list retyping a keyed field after an earlier item retyped its type, racing a write of a value it read: 409, nothing written (0142)", async () => {
+  const cot = await makeCot(remote, "raced_after");
+  const part = await addField(remote, cot.id, { name: "part", type: "text" });
+  const queue = await addField(remote, cot.id, { name: "queue", type: "text" });
+  const keyed = await remote.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: { unique_together: [["part", "queue"]] },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  const rows = `${CO}/raced_after/`;
+  await remote.json("POST", rows, { body: { part: "1", queue: "7" } });
+  const second = (await remote.json("POST", rows, { body: { part: "2", queue: "07" } })).body;
+  // meanwhile "2" becomes "01": counted over the values read, the batch's failure would be the
+  // key's 400; the values read are gone, so it is the race's 409
+  const listed = await raced(
+    /"queue__retype"/,
+    () =>
+      remote.json("PATCH", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { id: queue.id, name: "lane", type: "integer" },
+          { id: part.id, type: "integer" },
+        ],
+      }),
+    () => remote.json("PATCH", `${rows}${second.id}/`, { body: { part: "01" } }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(409);
+  const after = (await remote.json("GET", `${rows}?ordering=id`)).body.results;
+  expect(after.map((r: Record<string, unknown>) => [r.part, r.queue])).toEqual([
+    ["1", "7"],
+    ["01", "07"],
+  ]);
+});
