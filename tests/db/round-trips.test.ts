@@ -952,6 +952,37 @@ test("cascading deletes: a custom object to its child, a site through two levels
   expect(Number(logged[0]!.n)).toBe(3);
 });
 
+test("a cascade of 500 objects through two levels, tagged: 2 round trips (decision 0155) — was the transaction past 200", async () => {
+  const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
+  await namedCot(t, "bigroot");
+  await namedCot(t, "bigmid", { root: cascade("custom_objects.bigroot") });
+  await namedCot(t, "bigleaf", { mid: cascade("custom_objects.bigmid") });
+  await t.json("POST", "/api/extras/tags/", { body: { name: "big", slug: "big" } });
+  const roots: number[] = [];
+  for (let r = 0; r < 2; r++) {
+    const root = (await create(t, "bigroot", { name: `root${next()}` })).id;
+    const mids = await t.json("POST", `${CO}/bigmid/`, {
+      body: Array.from({ length: 100 }, (_, k) => ({ name: `m${k}`, root })),
+    });
+    expect(mids.status).toBe(201);
+    for (let k = 0; k < 400; k += 100) {
+      const leaves = await t.json("POST", `${CO}/bigleaf/`, {
+        body: Array.from({ length: 100 }, (_, i) => ({
+          name: `l${k + i}`,
+          mid: mids.body[(k + i) % 100].id,
+          tags: [{ slug: "big" }],
+        })),
+      });
+      expect(leaves.status).toBe(201);
+    }
+    roots.push(root);
+  }
+  const deleted = await roundTrips("DELETE", () => `${CO}/bigroot/${roots.shift()}/`);
+  expect(deleted).toBe(2);
+  expect((await t.json("GET", `${CO}/bigleaf/?limit=1`)).body.count).toBe(0);
+  expect((await t.json("GET", `${CO}/bigmid/?limit=1`)).body.count).toBe(0);
+});
+
 type Source = "served" | "written" | "elsewhere";
 
 test("revert from the change log: of a delete, an update, a create, and dry runs (decisions 0113, 0118, 0133, 0139)", async () => {
