@@ -3,7 +3,8 @@
  * `cascade` field takes with the target are read in the read phase, level by level through nested
  * `IN (SELECT id …)` reads planned from the fields known to point at each type (deeper than one
  * read plans, or through fields learned late, another read follows: decision 0120); the batch
- * deletes them deepest first, each with its own clean-ups, change record and guards.
+ * deletes them deepest first, a level at a time by the set (its clean-ups, rows as read, tags:
+ * decision 0155), each object with its change record.
  */
 import { sql, type SQL } from "drizzle-orm";
 import { WriteConflictError } from "../../../db/client";
