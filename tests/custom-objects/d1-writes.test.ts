@@ -16,7 +16,11 @@ import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
-import { listRetypeAfterEarlierScenario, listRetypeScenario } from "./list-retype-scenario";
+import {
+  listManyRetypesScenario,
+  listRetypeAfterEarlierScenario,
+  listRetypeScenario,
+} from "./list-retype-scenario";
 import { bigCascadeScenario } from "./big-cascade-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
@@ -1274,4 +1278,22 @@ test("a cascade of 500 objects on D1 (decision 0155): one batch whose statements
   expect(onD1.tags).toEqual([400, 0]);
   expect(onD1.first.tags).toEqual(["d1big-big"]);
   expect(onD1.first.peers).toBe(1);
+});
+
+test("a list of eight retypes read and converted, then a compound key's field, on D1 (decision 0142): the 400 of a local file from one flat statement — was a 500", async () => {
+  const before = transactions;
+  const onD1 = await listManyRetypesScenario(json, "d1m", 8);
+  expect(onD1.list[0], JSON.stringify(onD1.list)).toBe(400);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await listManyRetypesScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1m",
+      8,
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
 });

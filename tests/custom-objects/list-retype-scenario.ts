@@ -192,3 +192,39 @@ export async function listRetypeAfterEarlierScenario(json: Json, prefix: string)
     refused: [twice.status, twice.body, partless.status, partless.body],
   };
 }
+
+/**
+ * A list retyping `k` fields whose values are read (text to integer) and then a field a compound
+ * key holds, the converted values clashing: its 400 is counted over a table holding all of them
+ * converted (one statement whatever `k`: it was nested a level per field, and SQLite's parser
+ * overflowed at 6).
+ */
+export async function listManyRetypesScenario(json: Json, prefix: string, k: number) {
+  const slug = `${prefix}_many`;
+  const cot = (await json("POST", `${CO}/custom-object-types/`, { name: slug, slug })).body;
+  const names = Array.from({ length: k }, (_, i) => `f${i}`);
+  const made = await json(
+    "POST",
+    `${CO}/custom-object-type-fields/`,
+    ["a", "b", ...names].map((name) => ({ custom_object_type: cot.id, name, type: "text" })),
+  );
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  const ids: number[] = made.body.map((f: { id: number }) => f.id);
+  const keyed = await json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    unique_together: [["a", "b"]],
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  for (const a of ["1", "01"]) {
+    const row = Object.fromEntries([["a", a], ["b", "x"], ...names.map((n, i) => [n, `${i}`])]);
+    expect((await json("POST", `${CO}/${slug}/`, row)).status).toBe(201);
+  }
+  const list = await json("PATCH", `${CO}/custom-object-type-fields/?allow_destructive=true`, [
+    ...ids.slice(2).map((id) => ({ id, type: "integer" })),
+    { id: ids[0], type: "integer" },
+  ]);
+  const rows = (await json("GET", `${CO}/${slug}/?ordering=id`)).body.results;
+  return {
+    list: [list.status, list.body],
+    rows: rows.map((r: Record<string, unknown>) => [r.a, r.f0]),
+  };
+}

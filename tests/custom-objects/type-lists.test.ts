@@ -12,6 +12,7 @@ import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
 import {
+  listManyRetypesScenario,
   listRetypeAfterEarlierScenario,
   listRetypeKeyScenario,
   listRetypeScenario,
@@ -357,5 +358,38 @@ test("a list retyping a keyed field after an earlier item retyped its type, raci
   expect(after.map((r: Record<string, unknown>) => [r.part, r.queue])).toEqual([
     ["1", "7"],
     ["01", "07"],
+  ]);
+});
+
+test("a list of eight retypes read and converted, then a compound key's field: its 400 counted in one flat statement, locally and remotely alike — was a 500 (parser stack overflow)", async () => {
+  const onLocal = await transactionsDuring(local, () =>
+    listManyRetypesScenario(jsonOf(local), "lm", 8),
+  );
+  const onRemote = await transactionsDuring(remote, () =>
+    listManyRetypesScenario(jsonOf(remote), "lm", 8),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.list).toEqual([
+    400,
+    {
+      detail: "1 of 9 objects failed validation.",
+      errors: [
+        {
+          index: 8,
+          errors: {
+            unique_together: [
+              "2 existing row(s) share values of a, b; they must make a unique set.",
+            ],
+          },
+        },
+      ],
+    },
+  ]);
+  expect(onRemote.transactions).toBe(0);
+  expect(r.rows).toEqual([
+    ["1", "0"],
+    ["01", "0"],
   ]);
 });

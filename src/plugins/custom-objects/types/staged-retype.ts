@@ -218,13 +218,18 @@ function keptColumns(t: SQL, before: FieldRow[], after: FieldRow[]): Column[] {
     });
 }
 
+/** A retype whose values were read: its converted ones ride as bound JSON chunks. */
+type ReadRetype = Retyped & { source: Extract<RetypeSource, { written: string[] }> };
+
 /**
  * The type's table as the retypes leave it, for counts over it (`AS` the table's name, so
  * conditions read it as they read the table): each retyped column under its new name holding the
  * converted values, the other fields' columns as `keptColumns` reads them. Values SQLite converts
- * are converted in the first select; each list of values read then takes one level, its pairs
- * driving the join (looked up by id); rows without a converted value hold null. A join led by
- * the table would scan the pairs for every row (minutes at 40,000), the levels take one second.
+ * are converted in the select; the lists of values read are one table of converted values by id
+ * (`converted`, each list a column), which drives the join (rows looked up by id); rows without
+ * a converted value hold null. Flat whatever the retypes: nesting a level per list doubled the
+ * statement each time (SQLite's parser overflowed at six). A join led by the table would scan
+ * the pairs for every row (minutes at 40,000 rows).
  */
 function retypedTable(
   cotId: number,
@@ -232,42 +237,39 @@ function retypedTable(
   fields: { before: FieldRow[]; after: FieldRow[] },
 ): SQL {
   const t = ident(tableName(cotId));
-  const nameOf = (r: Retyped) => fields.after.find((f) => f.id === r.row.id)!.name;
+  const nameOf = (r: Retyped) => ident(fields.after.find((f) => f.id === r.row.id)!.name);
   const retyped = new Set(retypes.map((r) => r.row.id));
-  let columns: Column[] = [
+  const columns: SQL[] = [
+    sql`${t}.id`,
     ...keptColumns(
       t,
       fields.before,
       fields.after.filter((f) => !retyped.has(f.id)),
-    ),
-    ...retypes.flatMap((r): Column[] =>
-      "expr" in r.source ? [[r.source.expr(sql`${t}.${ident(r.row.name)}`), nameOf(r)]] : [],
+    ).map(([value, name]) => sql`${value} AS ${ident(name)}`),
+    ...retypes.flatMap((r) =>
+      "expr" in r.source
+        ? [sql`${r.source.expr(sql`${t}.${ident(r.row.name)}`)} AS ${nameOf(r)}`]
+        : [],
     ),
   ];
-  let from = t;
-  for (const r of retypes) {
-    if ("expr" in r.source) continue;
-    const kept = sql.join(
-      [sql`${t}.id`, ...columns.map(([value, name]) => sql`${value} AS ${ident(name)}`)],
-      sql`, `,
-    );
-    const pairs = r.source.written.length
-      ? sql.join(
-          r.source.written.map((c) => sql`SELECT id, v FROM ${retypePairs(c)}`),
-          sql` UNION ALL `,
-        )
-      : sql`SELECT NULL AS id, NULL AS v WHERE 0`;
-    const name = ident(nameOf(r));
-    from = sql`(SELECT ${kept}, NULL AS ${name} FROM ${from} AS ${t} WHERE ${t}.id NOT IN (SELECT id FROM (${pairs})) UNION ALL SELECT ${kept}, j.v FROM (${pairs}) AS j CROSS JOIN ${from} AS ${t} ON ${t}.id = j.id)`;
-    columns = [...columns.map(([, n]) => n), nameOf(r)].map(
-      (n): Column => [sql`${t}.${ident(n)}`, n],
-    );
-  }
-  const all = sql.join(
-    [sql`${t}.id`, ...columns.map(([value, name]) => sql`${value} AS ${ident(name)}`)],
-    sql`, `,
+  const read = retypes.filter((r): r is ReadRetype => !("expr" in r.source));
+  if (!read.length) return sql`(SELECT ${sql.join(columns, sql`, `)} FROM ${t})`;
+  const tagged = read.flatMap((r, k) =>
+    r.source.written.map(
+      (c) => sql`SELECT ${sql.raw(String(k))} AS k, id, v FROM ${retypePairs(c)}`,
+    ),
   );
-  return sql`(SELECT ${all} FROM ${from} AS ${t})`;
+  const pairs = tagged.length
+    ? sql.join(tagged, sql` UNION ALL `)
+    : sql`SELECT NULL AS k, NULL AS id, NULL AS v WHERE 0`;
+  const picks = read.map((_, k) => sql.raw(`max(CASE WHEN k = ${k} THEN v END) AS v${k}`));
+  const converted = sql`(SELECT id, ${sql.join(picks, sql`, `)} FROM (${pairs}) GROUP BY id)`;
+  const without = [...columns, ...read.map((r) => sql`NULL AS ${nameOf(r)}`)];
+  const withValues = [
+    ...columns,
+    ...read.map((r, k) => sql`p.${sql.raw(`v${k}`)} AS ${nameOf(r)}`),
+  ];
+  return sql`(SELECT ${sql.join(without, sql`, `)} FROM ${t} WHERE ${t}.id NOT IN (SELECT id FROM ${converted}) UNION ALL SELECT ${sql.join(withValues, sql`, `)} FROM ${converted} AS p CROSS JOIN ${t} ON ${t}.id = p.id)`;
 }
 
 /** Whether the columns still hold what the retypes read, as one SQL condition (true: no race). */
