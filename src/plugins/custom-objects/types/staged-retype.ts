@@ -15,7 +15,6 @@ import {
   hasLinkTable,
   ident,
   retypeFieldStatements,
-  retypePairs,
   retypeUnchangedSql,
   type RetypeSource,
   tableName,
@@ -226,10 +225,10 @@ type ReadRetype = Retyped & { source: Extract<RetypeSource, { written: string[] 
  * conditions read it as they read the table): each retyped column under its new name holding the
  * converted values, the other fields' columns as `keptColumns` reads them. Values SQLite converts
  * are converted in the select; the lists of values read are one table of converted values by id
- * (`converted`, each list a column), which drives the join (rows looked up by id); rows without
- * a converted value hold null. Flat whatever the retypes: nesting a level per list doubled the
- * statement each time (SQLite's parser overflowed at six). A join led by the table would scan
- * the pairs for every row (minutes at 40,000 rows).
+ * (`converted`, each list a column, its chunks rows of one VALUES), which drives the join (rows
+ * looked up by id); rows without a converted value hold null. Flat whatever the retypes: nesting
+ * a level per list doubled the statement each time (SQLite's parser overflowed at six). A join
+ * led by the table would scan the pairs for every row (minutes at 40,000 rows).
  */
 function retypedTable(
   cotId: number,
@@ -254,13 +253,13 @@ function retypedTable(
   ];
   const read = retypes.filter((r): r is ReadRetype => !("expr" in r.source));
   if (!read.length) return sql`(SELECT ${sql.join(columns, sql`, `)} FROM ${t})`;
-  const tagged = read.flatMap((r, k) =>
-    r.source.written.map(
-      (c) => sql`SELECT ${sql.raw(String(k))} AS k, id, v FROM ${retypePairs(c)}`,
-    ),
+  // each chunk a row of VALUES (exempt from D1's five terms of a compound SELECT), read by
+  // json_each
+  const chunks = read.flatMap((r, k) =>
+    r.source.written.map((c) => sql`(${sql.raw(String(k))}, ${c})`),
   );
-  const pairs = tagged.length
-    ? sql.join(tagged, sql` UNION ALL `)
+  const pairs = chunks.length
+    ? sql`SELECT c.column1 AS k, json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS v FROM (VALUES ${sql.join(chunks, sql`, `)}) AS c, json_each(c.column2) AS j`
     : sql`SELECT NULL AS k, NULL AS id, NULL AS v WHERE 0`;
   const picks = read.map((_, k) => sql.raw(`max(CASE WHEN k = ${k} THEN v END) AS v${k}`));
   const converted = sql`(SELECT id, ${sql.join(picks, sql`, `)} FROM (${pairs}) GROUP BY id)`;
