@@ -6,7 +6,7 @@ import { errorBody } from "./api-error";
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
 import { getPath } from "hono/utils/url";
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Config } from "./config";
 import type { Database } from "./db/client";
 import { taggedItems } from "./db/schema";
@@ -129,6 +129,18 @@ dropTags.stageAssumed = (ctx, target) => {
     },
   };
 };
+
+// a cascade's objects of one type (decision 0155): their tags in one statement, ids bound as JSON
+dropTags.stageCascaded = (ctx, targets) => ({
+  write(batch) {
+    const ids = sql`${taggedItems.objectId} IN (SELECT value FROM json_each(${JSON.stringify(targets.ids)}))`;
+    batch.add(
+      ctx.services.db.orm
+        .delete(taggedItems)
+        .where(and(eq(taggedItems.objectTypeId, targets.objectTypeId), ids)),
+    );
+  },
+});
 
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 

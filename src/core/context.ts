@@ -425,7 +425,13 @@ export type DeleteHook = ((ctx: WriteContext, target: DeleteTarget) => Promise<v
    * statements alone, what it would have read proven by guards; null where it must read first.
    */
   stageAssumed?: (ctx: WriteContext, target: DeleteTarget) => StagedHook | null;
+  /**
+   * The hook for many objects of one type a cascade deletes (decision 0155): its part for all of
+   * them in statements whose number does not grow with theirs, with no read; null: each alone.
+   */
+  stageCascaded?: (ctx: WriteContext, targets: CascadedTargets) => StagedHook | null;
 };
+type CascadedTargets = { appLabel: string; model: string; objectTypeId: number; ids: number[] };
 type DeleteTarget = {
   appLabel: string;
   model: string;

@@ -6,6 +6,7 @@
  * `write` batches only: a transaction is counted and refused as D1 refuses it.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import type { D1Binding } from "../../src/db/d1";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
@@ -15,7 +16,12 @@ import { d1Orm } from "../../tools/d1-local";
 import { BASE, makeTestApp } from "../helpers/app";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
-import { listRetypeScenario } from "./list-retype-scenario";
+import {
+  listManyRetypesScenario,
+  listRetypeAfterEarlierScenario,
+  listRetypeScenario,
+} from "./list-retype-scenario";
+import { bigCascadeScenario } from "./big-cascade-scenario";
 import { retargetScenario } from "../schema/apply-retarget";
 import { swapScenario } from "../schema/apply-swap";
 import { addedKeyScenario } from "../schema/apply-added-key";
@@ -32,6 +38,8 @@ let app: D1App["app"];
 let transactions = 0;
 /** `Database.read` calls (each one round trip to D1). */
 let reads = 0;
+/** Each `Database.write` batch: its statements' SQL, in order. */
+const writeBatches: string[][] = [];
 
 const json = (method: string, path: string, body?: unknown) => d1.json(method, path, body);
 const made = (path: string, body: unknown) => d1.made(path, body);
@@ -52,6 +60,12 @@ beforeAll(async () => {
     read: (queries) => {
       reads++;
       return base.read(queries);
+    },
+    write: (queries) => {
+      // a builder's `toSQL`, a raw statement's `getQuery` (both Drizzle's public API)
+      const text = (q: any): string => q.toSQL?.().sql ?? q.getQuery?.().sql ?? "";
+      writeBatches.push(queries.map(text));
+      return base.write(queries);
     },
   }));
   ({ app, binding } = d1);
@@ -685,15 +699,19 @@ test("a cascade deeper than one read on D1 (decision 0120): another read, one ba
   expect((await json("DELETE", `${CO}/rung0/${ids[0]}/`)).status).toBe(204);
   for (let i = 1; i <= 6; i++)
     expect((await json("GET", `${CO}/rung${i}/${ids[i]}/`)).status).toBe(404);
-  // 201 dependants: more than one batch takes on D1, a clear 409 rather than a 501
+  // 2,000 dependants and the target: more than one batch takes (decision 0155; 200 before), a
+  // clear 409 rather than a 501
   const crowd = (await made(`${CO}/rung0/`, { name: "crowded" })).id as number;
-  // one at a time: a bulk create of 67 such objects answers 500 on D1 today (out of this test)
-  for (let k = 0; k < 201; k += 1) await made(`${CO}/rung1/`, { name: `c${k}`, up: crowd });
+  for (let k = 0; k < 2000; k += 100)
+    await made(
+      `${CO}/rung1/`,
+      Array.from({ length: 100 }, (_, i) => ({ name: `c${k + i}`, up: crowd })),
+    );
   const refused = await json("DELETE", `${CO}/rung0/${crowd}/`);
   expect(refused.status).toBe(409);
   expect(refused.body.error).toBe("cascade_too_large");
   expect((await json("GET", `${CO}/rung0/${crowd}/`)).status).toBe(200);
-  expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(201);
+  expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(2000);
   expect(transactions).toBe(before);
 });
 
@@ -1196,4 +1214,86 @@ test("two writes racing for one reverse name on D1 (decision 0156): the unique i
     expect(JSON.stringify(race?.body), said).toContain("related_name");
   }
   expect(transactions - before).toBe(0);
+});
+
+test("a list retyping a keyed and checked field after earlier items changed its type, on D1 (decision 0142): the 400s in its place and the rows of a local file, no transaction — was 501", async () => {
+  const before = transactions;
+  const onD1 = await listRetypeAfterEarlierScenario(json, "d1e");
+  expect(onD1.check[0], JSON.stringify(onD1.check)).toBe(400);
+  expect(onD1.clash[0], JSON.stringify(onD1.clash)).toBe(400);
+  expect(onD1.done[0], JSON.stringify(onD1.done)).toBe(200);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await listRetypeAfterEarlierScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1e",
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+});
+
+test("a cascade of 500 objects on D1 (decision 0155): one batch whose statements grow only with the change records, the answers and rows of a local file — was 409 cascade_too_large", async () => {
+  const before = transactions;
+  const tagRows = async (objectTypeId: number) =>
+    Number(
+      (
+        await binding
+          .prepare("SELECT count(*) AS n FROM tagged_items WHERE object_type_id = ?")
+          .bind(objectTypeId)
+          .all<{ n: number }>()
+      ).results[0]!.n,
+    );
+  writeBatches.length = 0;
+  const onD1 = await bigCascadeScenario(json, "d1big", tagRows);
+  expect(onD1.gone[0], JSON.stringify(onD1.gone)).toBe(204);
+  expect(transactions - before).toBe(0);
+  // 501 objects in one batch: their change records (a few a statement) and a handful of
+  // statements a level, where each object took three (its row, its guard, its tags)
+  const deleted = writeBatches.filter((b) => b.some((q) => q.includes("AS now ON now.id")));
+  expect(deleted.length).toBe(1);
+  expect(deleted[0]!.length).toBeLessThan(120);
+  const local = await makeTestApp();
+  try {
+    const orm = servicesOf(local.app).db.orm;
+    const onLocal = await bigCascadeScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1big",
+      async (ot) => {
+        const [row] = (await orm.all(
+          sql`SELECT count(*) AS n FROM tagged_items WHERE object_type_id = ${ot}`,
+        )) as Array<{ n: number }>;
+        return Number(row!.n);
+      },
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
+  expect(onD1.left).toEqual([0, 0, 0]);
+  expect(onD1.deletes).toEqual([1, 100, 400]);
+  expect(onD1.holder).toBeNull();
+  expect(onD1.tags).toEqual([400, 0]);
+  expect(onD1.first.tags).toEqual(["d1big-big"]);
+  expect(onD1.first.peers).toBe(1);
+});
+
+test("a list of eight retypes read and converted, then a compound key's field, on D1 (decision 0142): the 400 of a local file from one flat statement — was a 500", async () => {
+  const before = transactions;
+  const onD1 = await listManyRetypesScenario(json, "d1m", 8);
+  expect(onD1.list[0], JSON.stringify(onD1.list)).toBe(400);
+  expect(transactions - before).toBe(0);
+  const local = await makeTestApp();
+  try {
+    const onLocal = await listManyRetypesScenario(
+      (method, path, body) => local.json(method, path, { body }),
+      "d1m",
+      8,
+    );
+    expect(onD1).toEqual(onLocal);
+  } finally {
+    await local.close();
+  }
 });

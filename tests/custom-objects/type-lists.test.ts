@@ -11,7 +11,12 @@ import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "./fixtures";
 import { typeListsScenario } from "./type-lists-scenario";
 import { fieldCreatesScenario, typeCreatesScenario } from "./type-creates-scenario";
-import { listRetypeKeyScenario, listRetypeScenario } from "./list-retype-scenario";
+import {
+  listManyRetypesScenario,
+  listRetypeAfterEarlierScenario,
+  listRetypeKeyScenario,
+  listRetypeScenario,
+} from "./list-retype-scenario";
 
 let db: RemoteDb;
 let local: TestApp;
@@ -266,4 +271,125 @@ test("a list whose retype breaks a compound key: the 400 in its place, locally a
   expect(r.clash[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
   expect(r.fields).toEqual(["part:text", "note:text"]);
   expect(r.rows).toEqual(["1", "01"]);
+});
+
+test("a list retyping a keyed and checked field after earlier items changed its type: the transaction's 400s in its place, counted over the converted values, then staged — was the transaction (0142)", async () => {
+  const onLocal = await transactionsDuring(local, () =>
+    listRetypeAfterEarlierScenario(jsonOf(local), "le"),
+  );
+  const onRemote = await transactionsDuring(remote, () =>
+    listRetypeAfterEarlierScenario(jsonOf(remote), "le"),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  expect(onRemote.transactions).toBe(0);
+  // what the transaction answered (item by item) before this list was staged
+  const r = onLocal.result;
+  const refusedAt2 = (errors: Record<string, string[]>) => [
+    400,
+    { detail: "1 of 3 objects failed validation.", errors: [{ index: 2, errors }] },
+  ];
+  expect(r.check).toEqual(
+    refusedAt2({ checks: ['1 existing row(s) do not match the check "parted".'] }),
+  );
+  expect(r.clash).toEqual(
+    refusedAt2({
+      unique_together: [
+        "2 existing row(s) share values of lane, part; they must make a unique set.",
+      ],
+    }),
+  );
+  const untouched = ["part:text", "queue:text", "size:integer"];
+  expect(r.afterCheck).toEqual({
+    fields: untouched,
+    rows: [
+      ["1", "7", 1],
+      ["x", "07", 2],
+    ],
+  });
+  expect(r.afterClash).toEqual({
+    fields: untouched,
+    rows: [
+      ["1", "7", 1],
+      ["01", "07", 2],
+    ],
+  });
+  expect(r.done).toEqual([200, ["lane:integer", "size:text", "part:integer"]]);
+  expect(r.afterDone).toEqual({
+    fields: ["part:integer", "lane:integer", "size:text"],
+    rows: [
+      [1, 7, "1"],
+      [2, 7, "2"],
+    ],
+  });
+  expect(r.keys).toEqual([
+    [["lane", "part"]],
+    [{ name: "parted", condition: { part__isnull: false } }],
+  ]);
+  expect([r.refused[0], r.refused[2]]).toEqual([400, 400]);
+});
+
+test("a list retyping a keyed field after an earlier item retyped its type, racing a write of a value it read: 409, nothing written (0142)", async () => {
+  const cot = await makeCot(remote, "raced_after");
+  const part = await addField(remote, cot.id, { name: "part", type: "text" });
+  const queue = await addField(remote, cot.id, { name: "queue", type: "text" });
+  const keyed = await remote.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: { unique_together: [["part", "queue"]] },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  const rows = `${CO}/raced_after/`;
+  await remote.json("POST", rows, { body: { part: "1", queue: "7" } });
+  const second = (await remote.json("POST", rows, { body: { part: "2", queue: "07" } })).body;
+  // meanwhile "2" becomes "01": counted over the values read, the batch's failure would be the
+  // key's 400; the values read are gone, so it is the race's 409
+  const listed = await raced(
+    /"queue__retype"/,
+    () =>
+      remote.json("PATCH", `${CO}/custom-object-type-fields/`, {
+        body: [
+          { id: queue.id, name: "lane", type: "integer" },
+          { id: part.id, type: "integer" },
+        ],
+      }),
+    () => remote.json("PATCH", `${rows}${second.id}/`, { body: { part: "01" } }),
+  );
+  expect(listed.status, JSON.stringify(listed.body)).toBe(409);
+  const after = (await remote.json("GET", `${rows}?ordering=id`)).body.results;
+  expect(after.map((r: Record<string, unknown>) => [r.part, r.queue])).toEqual([
+    ["1", "7"],
+    ["01", "07"],
+  ]);
+});
+
+test("a list of eight retypes read and converted, then a compound key's field: its 400 counted in one flat statement, locally and remotely alike — was a 500 (parser stack overflow)", async () => {
+  const onLocal = await transactionsDuring(local, () =>
+    listManyRetypesScenario(jsonOf(local), "lm", 8),
+  );
+  const onRemote = await transactionsDuring(remote, () =>
+    listManyRetypesScenario(jsonOf(remote), "lm", 8),
+  );
+  expect(onRemote.result).toEqual(onLocal.result);
+  expect(onLocal.transactions).toBe(0);
+  const r = onLocal.result;
+  expect(r.list).toEqual([
+    400,
+    {
+      detail: "1 of 9 objects failed validation.",
+      errors: [
+        {
+          index: 8,
+          errors: {
+            unique_together: [
+              "2 existing row(s) share values of a, b; they must make a unique set.",
+            ],
+          },
+        },
+      ],
+    },
+  ]);
+  expect(onRemote.transactions).toBe(0);
+  expect(r.rows).toEqual([
+    ["1", "0"],
+    ["01", "0"],
+  ]);
 });

@@ -952,6 +952,37 @@ test("cascading deletes: a custom object to its child, a site through two levels
   expect(Number(logged[0]!.n)).toBe(3);
 });
 
+test("a cascade of 500 objects through two levels, tagged: 2 round trips (decision 0155) — was the transaction past 200", async () => {
+  const cascade = (to: string) => ({ to, onDelete: "cascade" as const });
+  await namedCot(t, "bigroot");
+  await namedCot(t, "bigmid", { root: cascade("custom_objects.bigroot") });
+  await namedCot(t, "bigleaf", { mid: cascade("custom_objects.bigmid") });
+  await t.json("POST", "/api/extras/tags/", { body: { name: "big", slug: "big" } });
+  const roots: number[] = [];
+  for (let r = 0; r < 2; r++) {
+    const root = (await create(t, "bigroot", { name: `root${next()}` })).id;
+    const mids = await t.json("POST", `${CO}/bigmid/`, {
+      body: Array.from({ length: 100 }, (_, k) => ({ name: `m${k}`, root })),
+    });
+    expect(mids.status).toBe(201);
+    for (let k = 0; k < 400; k += 100) {
+      const leaves = await t.json("POST", `${CO}/bigleaf/`, {
+        body: Array.from({ length: 100 }, (_, i) => ({
+          name: `l${k + i}`,
+          mid: mids.body[(k + i) % 100].id,
+          tags: [{ slug: "big" }],
+        })),
+      });
+      expect(leaves.status).toBe(201);
+    }
+    roots.push(root);
+  }
+  const deleted = await roundTrips("DELETE", () => `${CO}/bigroot/${roots.shift()}/`);
+  expect(deleted).toBe(2);
+  expect((await t.json("GET", `${CO}/bigleaf/?limit=1`)).body.count).toBe(0);
+  expect((await t.json("GET", `${CO}/bigmid/?limit=1`)).body.count).toBe(0);
+});
+
 type Source = "served" | "written" | "elsewhere";
 
 test("revert from the change log: of a delete, an update, a create, and dry runs (decisions 0113, 0118, 0133, 0139)", async () => {
@@ -1169,6 +1200,47 @@ test("a list of field updates with two retypes, staged (decision 0142): one read
   expect(rows.body.results.map((r: { x: unknown; y: unknown }) => [r.x, r.y])).toEqual([
     [5, "6"],
     [7, "8"],
+  ]);
+});
+
+test("a list retyping a keyed and checked field after earlier items changed its type, staged (decision 0142): 3 round trips, its 400 4 — was the transaction", async () => {
+  const cot = await makeCot(t, "listafter");
+  const part = await addField(t, cot.id, { name: "part", type: "text" });
+  const queue = await addField(t, cot.id, { name: "queue", type: "text" });
+  const size = await addField(t, cot.id, { name: "size", type: "integer" });
+  const keyed = await t.json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+    body: {
+      unique_together: [["part", "queue"]],
+      checks: [{ name: "parted", condition: { part__isnull: false } }],
+    },
+  });
+  expect(keyed.status, JSON.stringify(keyed.body)).toBe(200);
+  await create(t, "listafter", { part: "1", queue: "7", size: 1 });
+  const second = await create(t, "listafter", { part: "2", queue: "07", size: 2 });
+  // the key's other field renamed and retyped (values read), another retyped by SQLite, then
+  // the keyed and checked field retyped (values read); each run undoes the one before
+  const forth = [
+    { id: queue.id, name: "lane", type: "integer" },
+    { id: size.id, type: "text" },
+    { id: part.id, type: "integer" },
+  ];
+  const back = [
+    { id: queue.id, name: "queue", type: "text" },
+    { id: size.id, type: "integer" },
+    { id: part.id, type: "text" },
+  ];
+  const lists = [forth, back];
+  const url = () => `${CO}/custom-object-type-fields/?allow_destructive=true`;
+  const staged = await roundTrips("PATCH", url, () => lists.shift());
+  // "01" and "1" both 1, "07" and "7" (as the first run left them: "7") both 7: its 400
+  const clash = await t.json("PATCH", `${CO}/listafter/${second.id}/`, { body: { part: "01" } });
+  expect(clash.status, JSON.stringify(clash.body)).toBe(200);
+  const refused = await roundTrips("PATCH", url, () => forth, 400);
+  expect({ staged, refused }).toEqual({ staged: 3, refused: 4 });
+  const rows = await t.json("GET", `${CO}/listafter/?ordering=id`);
+  expect(rows.body.results.map((r: Record<string, unknown>) => [r.part, r.queue, r.size])).toEqual([
+    ["1", "7", 1],
+    ["01", "7", 2],
   ]);
 });
 

@@ -647,7 +647,7 @@ export type RetypeSource =
   | { count: number; read: string[]; written: string[] };
 
 /** A chunk of `[id, value]` pairs as a table `(id, v)`, looked up by id (the rowid). */
-export const retypePairs = (chunk: string) =>
+const retypePairs = (chunk: string) =>
   sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v FROM json_each(${chunk}))`;
 
 /**

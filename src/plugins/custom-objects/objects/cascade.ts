@@ -3,7 +3,8 @@
  * `cascade` field takes with the target are read in the read phase, level by level through nested
  * `IN (SELECT id …)` reads planned from the fields known to point at each type (deeper than one
  * read plans, or through fields learned late, another read follows: decision 0120); the batch
- * deletes them deepest first, each with its own clean-ups, change record and guards.
+ * deletes them deepest first, a level at a time by the set (its clean-ups, rows as read, tags:
+ * decision 0155), each object with its change record.
  */
 import { sql, type SQL } from "drizzle-orm";
 import { WriteConflictError } from "../../../db/client";
@@ -41,10 +42,16 @@ const LEVELS_PER_READ = 32;
 /** Levels of types below a target whose pointing fields a first delete learns at once. */
 const LEARN_DEPTH = 4;
 /**
- * Objects one batch deletes by cascade at most (decision 0109); more: `overBound`. It bounds the
- * depth too: a level is read further only while it holds objects not deleted yet.
+ * Objects one batch deletes by cascade at most (decisions 0109, 0155); more: `overBound`. It
+ * bounds the depth too: a level is read further only while it holds objects not deleted yet.
+ * A level's rows, links and tags go in a few statements whatever its size; what still grows
+ * with the objects is their change records (one statement per few) and the records held here.
  */
-const CASCADE_OBJECTS = 200;
+const CASCADE_OBJECTS = 2_000;
+/** Ids written into a statement at most; more ride as one bound JSON list (`idList`). */
+const INLINE_IDS = 50;
+/** Rows one statement deletes at most: their ids and stamps as one bound JSON value. */
+const ROWS_PER_DELETE = 2_000;
 
 /**
  * A cascade over the bound: a transaction takes it where there is one; D1 has none, and answers
@@ -59,12 +66,17 @@ function overBound(ctx: WriteContext): "transaction" {
   );
 }
 
-/** A list of ids, or a subquery giving them, as SQL for `IN (…)`. */
+/**
+ * A list of ids as SQL for `IN (…)`: written out when short, else a subquery over one bound JSON
+ * list, so a statement stays within D1's 100 values and 100 KB however many objects go.
+ */
 const idList = (ids: number[]) =>
-  sql.join(
-    ids.map((i) => sql`${i}`),
-    sql`, `,
-  );
+  ids.length > INLINE_IDS
+    ? sql`SELECT value FROM json_each(${JSON.stringify(ids)})`
+    : sql.join(
+        ids.map((i) => sql`${i}`),
+        sql`, `,
+      );
 
 /** Where-clause matching rows of the field's storage that point at any of `ids` of `typeId`. */
 function linksInto(f: FieldRow, typeId: number, ids: SQL) {
@@ -263,14 +275,22 @@ export async function resolveCascade(
 }
 
 /**
- * The other delete hooks (tags, a plugin's) for each cascaded object, as a transaction runs them;
- * one that would read (none does for a custom object today) sends the delete to a transaction.
+ * The other delete hooks (tags, a plugin's) for the cascaded objects, as a transaction runs them:
+ * for all of a level at once where the hook can (`stageCascaded`), else for each; one that would
+ * read (none does for a custom object today) sends the delete to a transaction.
  */
 async function otherHooks(ctx: WriteContext, self: DeleteHook, model: CotModel, ids: number[]) {
   const parts: StagedHook[] = [];
-  for (const id of ids)
-    for (const hook of ctx.services.deleteHooks) {
-      if (hook === self) continue;
+  if (!ids.length) return parts;
+  const objects = { appLabel: APP_LABEL, model: model.resource.model, ids };
+  for (const hook of ctx.services.deleteHooks) {
+    if (hook === self) continue;
+    const all = hook.stageCascaded?.(ctx, { ...objects, objectTypeId: model.cot.objectTypeId! });
+    if (all) {
+      parts.push(all);
+      continue;
+    }
+    for (const id of ids) {
       const phase = new ReadPhase();
       const answer = hook.stage!(ctx, phase, {
         appLabel: APP_LABEL,
@@ -281,6 +301,7 @@ async function otherHooks(ctx: WriteContext, self: DeleteHook, model: CotModel, 
       if (phase.size) return "transaction" as const;
       parts.push(await answer());
     }
+  }
   return parts;
 }
 
@@ -364,19 +385,32 @@ function writeLevel(ctx: WriteContext, batch: WriteBatch, cascade: Cascade, x: F
       sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM custom_object_types WHERE id = ${model.cot.id} AND shape_version = ${model.cot.shapeVersion})`,
     ),
   );
-  const changes: StagedChange[] = [];
-  for (const r of x.rows) {
+  for (const statement of deleteAsRead(model.cot.id, x.rows)) batch.add(orm.run(statement));
+  const changes = x.rows.map((r): StagedChange => {
     const id = Number(r.id);
-    batch.add(
-      orm.run(
-        sql`DELETE FROM ${ident(tableName(model.cot.id))} WHERE id = ${id} AND last_updated IS ${r.lastUpdated ?? null}`,
-      ),
-    );
-    batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
-    changes.push({ action: "delete", id, prechange: x.records.get(id) ?? null, postchange: null });
-  }
+    return { action: "delete", id, prechange: x.records.get(id) ?? null, postchange: null };
+  });
   stageChanges(ctx, batch, model.resource, x.typeId, x.rules, changes);
   ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, model.cot.id));
+}
+
+/**
+ * The level's rows deleted as they were read: each still there with the `last_updated` read (a
+ * row changed or gone since fails the guard), a statement and its guard per `ROWS_PER_DELETE`.
+ */
+function deleteAsRead(cotId: number, rows: Row[]): SQL[] {
+  const t = ident(tableName(cotId));
+  const out: SQL[] = [];
+  for (let i = 0; i < rows.length; i += ROWS_PER_DELETE) {
+    const chunk = rows.slice(i, i + ROWS_PER_DELETE);
+    const read = JSON.stringify(chunk.map((r) => [Number(r.id), r.lastUpdated ?? null]));
+    const pairs = sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS stamp FROM json_each(${read}))`;
+    out.push(
+      sql`DELETE FROM ${t} WHERE id IN (SELECT j.id FROM ${pairs} AS j JOIN ${t} AS now ON now.id = j.id AND now.last_updated IS j.stamp)`,
+      sql`INSERT INTO write_guard (ok) VALUES (changes() = ${chunk.length})`,
+    );
+  }
+  return out;
 }
 
 /** Whether objects outside the cascade link to `x`'s through a cascade field it did not follow. */

@@ -64,7 +64,8 @@ import {
   overTogether,
   type RetypeRead,
   retypeReads,
-  retypeRefusal,
+  type RetypeRefusal,
+  retypeRefusalReads,
   retypeSource,
   retypeStatements,
   type Retyped,
@@ -461,37 +462,29 @@ async function listRetypeReads(
   return asked.map((a) => a && { to: a.to, read: a.read() });
 }
 
-/** A failed retype's answer, read over the values it would have left (`retypeRefusal`). */
-async function explainRetype(
-  ctx: WriteContext,
-  e: unknown,
-  cotId: number,
-  retyped: Retyped,
-  fields: { before: FieldRow[]; after: FieldRow[] },
-  keys: RetypedKeys,
-): Promise<never> {
-  const refusal = await retypeRefusal(ctx, cotId, [retyped], fields, keys);
+/** A failed retype's answer as the transaction gives it, or null when none of its counts breaks. */
+function refusalError(refusal: RetypeRefusal | null): Error | null {
   switch (refusal?.kind) {
     case undefined:
-      throw e;
+      return null;
     case "race":
-      throw new WriteConflictError();
+      return new WriteConflictError();
     case "unique":
-      throw new ValidationError({
+      return new ValidationError({
         unique: [`Existing values of "${refusal.field.name}" are not unique.`],
       });
     case "partial":
-      throw new ValidationError({
+      return new ValidationError({
         unique_together: [
           `${refusal.rows} existing row(s) matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
         ],
       });
     case "check":
-      throw new ValidationError({
+      return new ValidationError({
         checks: [`${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`],
       });
     case "together":
-      throw new ValidationError({
+      return new ValidationError({
         unique_together: [
           `${refusal.rows} existing row(s) share values of ${refusal.set.join(", ")}; they must make a unique set.`,
         ],
@@ -515,7 +508,16 @@ class TypeStates {
     if (!state) {
       const fields = read.type.fields();
       const stored = asSchema(read.index());
-      state = { read: cot, cot, fields, stored, indexGone: false, set: {}, touched: false };
+      state = {
+        read: cot,
+        cot,
+        fields,
+        readFields: fields,
+        retyped: [],
+        stored,
+        indexGone: false,
+        set: {},
+      };
       this.states.set(cot.id, state);
     }
     return state;
@@ -549,8 +551,10 @@ interface TypeState {
   /** A column moved or went: the search index (its triggers name columns) is built anew. */
   indexGone: boolean;
   set: Partial<CotRow>;
-  /** An item of the list changed a field of it already (its table is no longer as read). */
-  touched: boolean;
+  /** Its fields as read: the table's columns until the batch runs. */
+  readFields: FieldRow[];
+  /** The list's retypes of its fields so far, in order (a later one's table holds them). */
+  retyped: Retyped[];
 }
 
 /** A field's type, its search index schema and the caller's admission, in a shared read phase. */
@@ -586,7 +590,9 @@ type FieldPlan = Exclude<Awaited<ReturnType<typeof planFieldUpdate>>, "transacti
 
 /**
  * A failed batch's answer from the first retype building keys or checks again that breaks one,
- * counted as the transaction counts it (`explainRetype`); in a list, in that item's place.
+ * counted as the transaction counts it (`retypeRefusalReads`, all in one read): over the table
+ * as read with the list's earlier retypes of its type and its own converted, renames followed;
+ * in a list, in that item's place.
  */
 async function explainRetypes(
   ctx: WriteContext,
@@ -594,19 +600,21 @@ async function explainRetypes(
   plans: FieldPlan[],
   bulk: boolean,
 ): Promise<never> {
-  const notThis = new Error("not this retype");
-  for (const [i, p] of plans.entries()) {
-    if (!p.retype || !p.keys.built) continue;
-    const retyped = { row: p.current, source: p.retype.source };
-    const fields = { before: p.fieldsBefore, after: p.fieldsAfter };
-    try {
-      await explainRetype(ctx, notThis, p.cot.id, retyped, fields, p.keys.built);
-    } catch (err) {
-      if (err === notThis) continue;
-      const own = err instanceof ValidationError ? err.fields : null;
-      if (!bulk || !own || Array.isArray(own)) throw err;
-      throw new ValidationError(plans.map((_, j) => (j === i ? own : {})));
-    }
+  const phase = new ReadPhase();
+  const refusals = plans.map((p) => {
+    if (!p.retype || !p.keys.built) return () => null;
+    const own = { row: p.current, source: p.retype.source };
+    const fields = { before: p.readFields, after: p.fieldsAfter };
+    const orm = ctx.services.db.orm;
+    return retypeRefusalReads(orm, phase, p.cot.id, [own], fields, p.keys.built, p.earlier);
+  });
+  if (phase.size) await phase.run(ctx);
+  for (const [i, refusal] of refusals.entries()) {
+    const err = refusalError(refusal());
+    if (!err) continue;
+    const own = err instanceof ValidationError ? err.fields : null;
+    if (!bulk || !own || Array.isArray(own)) throw err;
+    throw new ValidationError(plans.map((_, j) => (j === i ? own : {})));
   }
   throw e;
 }
@@ -664,12 +672,8 @@ async function planFieldUpdate(
   const storage = retype ? retype.statements : alterFieldStatements(state.cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
   const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
-  const fieldsBefore = state.fields;
   const fieldsAfter = state.fields.map((f) => (f.id === current.id ? after : f));
   const keys = followingKeys(state.cot, current, after, fieldsAfter);
-  // a retype building keys or checks again: its failure is counted over the table as read, so
-  // in a list it must be the first item to change its type (else the transaction)
-  if (retype && keys.built && state.touched) return "transaction";
   addStatements(batch, orm, keys.before);
   batch.add(
     orm
@@ -691,9 +695,12 @@ async function planFieldUpdate(
   state.fields = fieldsAfter;
   // a renamed or retyped column dropped the search index (its triggers name it): made anew
   if ((draft.name !== current.name && !hasLinkTable(current)) || retyped) state.indexGone = true;
-  state.touched = true;
+  // a later retype's failure is counted over the table with this one's values converted
+  const earlier = state.retyped;
+  if (retype) state.retyped = [...earlier, { row: current, source: retype.source }];
   const change = { action: "update" as const, id: current.id, prechange, postchange };
-  return { change, name: draft.name, current, cot, fieldsBefore, fieldsAfter, keys, retype };
+  const { readFields } = state;
+  return { change, name: draft.name, current, cot, readFields, fieldsAfter, keys, retype, earlier };
 }
 
 /**

@@ -15,7 +15,6 @@ import {
   hasLinkTable,
   ident,
   retypeFieldStatements,
-  retypePairs,
   retypeUnchangedSql,
   type RetypeSource,
   tableName,
@@ -218,13 +217,18 @@ function keptColumns(t: SQL, before: FieldRow[], after: FieldRow[]): Column[] {
     });
 }
 
+/** A retype whose values were read: its converted ones ride as bound JSON chunks. */
+type ReadRetype = Retyped & { source: Extract<RetypeSource, { written: string[] }> };
+
 /**
  * The type's table as the retypes leave it, for counts over it (`AS` the table's name, so
  * conditions read it as they read the table): each retyped column under its new name holding the
  * converted values, the other fields' columns as `keptColumns` reads them. Values SQLite converts
- * are converted in the first select; each list of values read then takes one level, its pairs
- * driving the join (looked up by id); rows without a converted value hold null. A join led by
- * the table would scan the pairs for every row (minutes at 40,000), the levels take one second.
+ * are converted in the select; the lists of values read are one table of converted values by id
+ * (`converted`, each list a column, its chunks rows of one VALUES), which drives the join (rows
+ * looked up by id); rows without a converted value hold null. Flat whatever the retypes: nesting
+ * a level per list doubled the statement each time (SQLite's parser overflowed at six). A join
+ * led by the table would scan the pairs for every row (minutes at 40,000 rows).
  */
 function retypedTable(
   cotId: number,
@@ -232,42 +236,39 @@ function retypedTable(
   fields: { before: FieldRow[]; after: FieldRow[] },
 ): SQL {
   const t = ident(tableName(cotId));
-  const nameOf = (r: Retyped) => fields.after.find((f) => f.id === r.row.id)!.name;
+  const nameOf = (r: Retyped) => ident(fields.after.find((f) => f.id === r.row.id)!.name);
   const retyped = new Set(retypes.map((r) => r.row.id));
-  let columns: Column[] = [
+  const columns: SQL[] = [
+    sql`${t}.id`,
     ...keptColumns(
       t,
       fields.before,
       fields.after.filter((f) => !retyped.has(f.id)),
-    ),
-    ...retypes.flatMap((r): Column[] =>
-      "expr" in r.source ? [[r.source.expr(sql`${t}.${ident(r.row.name)}`), nameOf(r)]] : [],
+    ).map(([value, name]) => sql`${value} AS ${ident(name)}`),
+    ...retypes.flatMap((r) =>
+      "expr" in r.source
+        ? [sql`${r.source.expr(sql`${t}.${ident(r.row.name)}`)} AS ${nameOf(r)}`]
+        : [],
     ),
   ];
-  let from = t;
-  for (const r of retypes) {
-    if ("expr" in r.source) continue;
-    const kept = sql.join(
-      [sql`${t}.id`, ...columns.map(([value, name]) => sql`${value} AS ${ident(name)}`)],
-      sql`, `,
-    );
-    const pairs = r.source.written.length
-      ? sql.join(
-          r.source.written.map((c) => sql`SELECT id, v FROM ${retypePairs(c)}`),
-          sql` UNION ALL `,
-        )
-      : sql`SELECT NULL AS id, NULL AS v WHERE 0`;
-    const name = ident(nameOf(r));
-    from = sql`(SELECT ${kept}, NULL AS ${name} FROM ${from} AS ${t} WHERE ${t}.id NOT IN (SELECT id FROM (${pairs})) UNION ALL SELECT ${kept}, j.v FROM (${pairs}) AS j CROSS JOIN ${from} AS ${t} ON ${t}.id = j.id)`;
-    columns = [...columns.map(([, n]) => n), nameOf(r)].map(
-      (n): Column => [sql`${t}.${ident(n)}`, n],
-    );
-  }
-  const all = sql.join(
-    [sql`${t}.id`, ...columns.map(([value, name]) => sql`${value} AS ${ident(name)}`)],
-    sql`, `,
+  const read = retypes.filter((r): r is ReadRetype => !("expr" in r.source));
+  if (!read.length) return sql`(SELECT ${sql.join(columns, sql`, `)} FROM ${t})`;
+  // each chunk a row of VALUES (exempt from D1's five terms of a compound SELECT), read by
+  // json_each
+  const chunks = read.flatMap((r, k) =>
+    r.source.written.map((c) => sql`(${sql.raw(String(k))}, ${c})`),
   );
-  return sql`(SELECT ${all} FROM ${from} AS ${t})`;
+  const pairs = chunks.length
+    ? sql`SELECT c.column1 AS k, json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS v FROM (VALUES ${sql.join(chunks, sql`, `)}) AS c, json_each(c.column2) AS j`
+    : sql`SELECT NULL AS k, NULL AS id, NULL AS v WHERE 0`;
+  const picks = read.map((_, k) => sql.raw(`max(CASE WHEN k = ${k} THEN v END) AS v${k}`));
+  const converted = sql`(SELECT id, ${sql.join(picks, sql`, `)} FROM (${pairs}) GROUP BY id)`;
+  const without = [...columns, ...read.map((r) => sql`NULL AS ${nameOf(r)}`)];
+  const withValues = [
+    ...columns,
+    ...read.map((r, k) => sql`p.${sql.raw(`v${k}`)} AS ${nameOf(r)}`),
+  ];
+  return sql`(SELECT ${sql.join(without, sql`, `)} FROM ${t} WHERE ${t}.id NOT IN (SELECT id FROM ${converted}) UNION ALL SELECT ${sql.join(withValues, sql`, `)} FROM ${converted} AS p CROSS JOIN ${t} ON ${t}.id = p.id)`;
 }
 
 /** Whether the columns still hold what the retypes read, as one SQL condition (true: no race). */
@@ -307,9 +308,29 @@ export async function retypeRefusal(
   fields: { before: FieldRow[]; after: FieldRow[] },
   keys: RetypedKeys,
 ): Promise<RetypeRefusal | null> {
-  const orm = ctx.services.db.orm;
+  const phase = new ReadPhase();
+  const refusal = retypeRefusalReads(ctx.services.db.orm, phase, cotId, retypes, fields, keys);
+  await phase.run(ctx);
+  return refusal();
+}
+
+/**
+ * `retypeRefusal`'s read added to `phase` (several share one round trip), answered once it ran.
+ * `earlier`: retypes of the type the batch made before these (a list's earlier items, decision
+ * 0142): their values converted in the table, their own keys not counted.
+ */
+export function retypeRefusalReads(
+  orm: Orm,
+  phase: ReadPhase,
+  cotId: number,
+  retypes: Retyped[],
+  fields: { before: FieldRow[]; after: FieldRow[] },
+  keys: RetypedKeys,
+  earlier: Retyped[] = [],
+): () => RetypeRefusal | null {
   const after = fields.after;
-  const from = sql`${retypedTable(cotId, retypes, fields)} AS ${ident(tableName(cotId))}`;
+  const all = [...earlier, ...retypes];
+  const from = sql`${retypedTable(cotId, all, fields)} AS ${ident(tableName(cotId))}`;
   const column = (name: string) => fieldColumns(after.find((f) => f.name === name)!)[0]!;
   const uniques = retypes
     .map((r) => after.find((f) => f.id === r.row.id)!)
@@ -335,17 +356,17 @@ export async function retypeRefusal(
   const counts = keys.togetherFirst
     ? [...uniques, ...together, ...conditional]
     : [...uniques, ...conditional, ...together];
-  const phase = new ReadPhase();
-  const same = phase.add(orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, retypes)} AS n`));
+  const same = phase.add(orm.all<{ n: number }>(sql`SELECT ${unchangedSql(cotId, all)} AS n`));
   // one statement each: every one binds the converted values' chunks
   const reads = counts.map(([, q]) =>
     q ? phase.add(orm.all<{ n: number }>(sql`SELECT ${q} AS n`)) : null,
   );
-  await phase.run(ctx);
-  if (!Number(same()[0]?.n)) return { kind: "race" };
-  for (const [i, [refusal]] of counts.entries()) {
-    const rows = Number(reads[i]?.()[0]?.n ?? 0);
-    if (rows && refusal.kind !== "race") return { ...refusal, rows };
-  }
-  return null;
+  return () => {
+    if (!Number(same()[0]?.n)) return { kind: "race" };
+    for (const [i, [refusal]] of counts.entries()) {
+      const rows = Number(reads[i]?.()[0]?.n ?? 0);
+      if (rows && refusal.kind !== "race") return { ...refusal, rows };
+    }
+    return null;
+  };
 }
