@@ -751,6 +751,27 @@ describe("a read-free revert raced between the record's read and its batch", () 
     expect([now.title, now.note]).toEqual(["fourth", "m"]);
     expect(await sinceCount("custom_objects.rrthing", o.id, fourth)).toBe(1);
   });
+  test("a custom object's update put back while its type is renamed: the new name, not the record's", async () => {
+    const cot = await makeCot(t(), "rnthing");
+    await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+    const o = await create(t(), "rnthing", { title: "first" });
+    await t().json("PATCH", `${CO}/rnthing/${o.id}/`, { body: { title: "second" } });
+    const change = await lastChange();
+    const r = await racing(/^update "co_\d+"/i, change, async () => {
+      const rival = await t().json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+        body: { name: "rnthing_two" },
+      });
+      expect(rival.status, JSON.stringify(rival.body)).toBe(200);
+    });
+    // the batch built from the record refused (decision 0160); the reading path answers
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const now = (await t().json("GET", `${CO}/rnthing/${o.id}/`)).body;
+    expect(now).toMatchObject({ title: "first", custom_object_type: { name: "rnthing_two" } });
+    expect(r.body.object).toEqual(now);
+    const written = await t().json("GET", `/api/core/object-changes/${r.body.change}/`);
+    expect(written.body.postchange_data).toEqual(now);
+    expect(await sinceCount("custom_objects.rnthing", o.id, change)).toBe(1);
+  });
   test("a custom object's delete put back while its site is deleted: 409, nothing restored", async () => {
     const cot = await makeCot(t(), "rdthing");
     await addField(t(), cot.id, { name: "title", type: "text", primary: true });
