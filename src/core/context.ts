@@ -492,6 +492,8 @@ export interface CachedLookup {
   byLabel(label: string): CachedModel | null;
   /** `ModelRegistry.cachedSince` for this plugin's models. */
   cachedSince(objectTypeId: SQL, since: number): CachedModelRead;
+  /** `ModelRegistry.typeChangedSince` for this plugin's models (false for any other type). */
+  changedSince(objectTypeId: SQL, since: number): SQL;
 }
 
 /**
@@ -541,4 +543,10 @@ export interface ModelRegistry {
    * naming it), with its type unchanged since change record `since` (decision 0154).
    */
   cachedSince(objectTypeId: SQL, since: number): CachedModelRead;
+  /**
+   * SQL true when the run-time type `objectTypeId` names changed (its shape, its names: a change
+   * record of it came) after change record `since`; null when no plugin has run-time models
+   * (decision 0160: a write that takes a record's snapshot for the object guards on it).
+   */
+  typeChangedSince(objectTypeId: SQL, since: number): SQL | null;
 }

@@ -520,6 +520,51 @@ function suite(mode: Mode) {
       await dryAfter("no longer primary", () => field(title.id, { primary: false }));
     });
 
+    test("a revert after the type changed: renamed, no longer primary; a context field put back", async () => {
+      // the record shows the type's name and the display and `_context` its fields gave: the
+      // revert answers and records the object as it is now (decision 0160)
+      const cot = await makeCot(t(), "rfkind");
+      const title = await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+      await addField(t(), cot.id, { name: "code", type: "text", context: true });
+      const url = (id: number) => `${CO}/${cot.slug}/${id}/`;
+      const asNow = async (name: string, record: number, id: number | null) => {
+        const r = await revert(name, record, {});
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        const written = await t().json("GET", `/api/core/object-changes/${r.body.change}/`);
+        const now = id === null ? null : (await t().json("GET", url(id))).body;
+        expect(r.body.object).toEqual(now);
+        expect(written.body.postchange_data).toEqual(now);
+        return written.body;
+      };
+      const coded = await create(t(), cot.slug, { title: "k-1", code: "c1" });
+      const recoded = await patch(url(coded.id), { code: "c2" });
+      expect((await asNow("context field", recoded, coded.id)).postchange_data._context).toEqual({
+        display: "c1",
+      });
+      const o = await create(t(), cot.slug, { title: "k-2", code: "c" });
+      const titled = await patch(url(o.id), { title: "k-3" });
+      const made = (await create(t(), cot.slug, { title: "k-4" })).id;
+      const created = await lastChange();
+      const renamed = await t().json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+        body: { name: "rfkind_two" },
+      });
+      expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+      const back = await asNow("type renamed", titled, o.id);
+      expect(back.postchange_data.custom_object_type.name).toBe("rfkind_two");
+      const removed = await asNow("type renamed, create put back", created, null);
+      expect(removed.prechange_data.custom_object_type.name).toBe("rfkind_two");
+      expect((await t().json("GET", url(made))).status).toBe(404);
+      const again = await patch(url(o.id), { title: "k-5" });
+      const unflagged = await t().json(
+        "PATCH",
+        `${CO}/custom-object-type-fields/${title.id}/?allow_destructive=true`,
+        { body: { primary: false } },
+      );
+      expect(unflagged.status, JSON.stringify(unflagged.body)).toBe(200);
+      const shown = await asNow("no longer primary", again, o.id);
+      expect(shown.postchange_data.display).not.toBe("k-3");
+    });
+
     test("constrained callers: unknown, 403, outside their change after the write, allowed", async () => {
       const hidden = await site();
       const hiddenChange = await patch(`/api/dcim/sites/${hidden}/`, { description: "after" });
@@ -705,6 +750,27 @@ describe("a read-free revert raced between the record's read and its batch", () 
     const now = (await t().json("GET", `${CO}/rrthing/${o.id}/`)).body;
     expect([now.title, now.note]).toEqual(["fourth", "m"]);
     expect(await sinceCount("custom_objects.rrthing", o.id, fourth)).toBe(1);
+  });
+  test("a custom object's update put back while its type is renamed: the new name, not the record's", async () => {
+    const cot = await makeCot(t(), "rnthing");
+    await addField(t(), cot.id, { name: "title", type: "text", primary: true });
+    const o = await create(t(), "rnthing", { title: "first" });
+    await t().json("PATCH", `${CO}/rnthing/${o.id}/`, { body: { title: "second" } });
+    const change = await lastChange();
+    const r = await racing(/^update "co_\d+"/i, change, async () => {
+      const rival = await t().json("PATCH", `${CO}/custom-object-types/${cot.id}/`, {
+        body: { name: "rnthing_two" },
+      });
+      expect(rival.status, JSON.stringify(rival.body)).toBe(200);
+    });
+    // the batch built from the record refused (decision 0160); the reading path answers
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const now = (await t().json("GET", `${CO}/rnthing/${o.id}/`)).body;
+    expect(now).toMatchObject({ title: "first", custom_object_type: { name: "rnthing_two" } });
+    expect(r.body.object).toEqual(now);
+    const written = await t().json("GET", `/api/core/object-changes/${r.body.change}/`);
+    expect(written.body.postchange_data).toEqual(now);
+    expect(await sinceCount("custom_objects.rnthing", o.id, change)).toBe(1);
   });
   test("a custom object's delete put back while its site is deleted: 409, nothing restored", async () => {
     const cot = await makeCot(t(), "rdthing");

@@ -53,6 +53,11 @@ const META = new Set([
   "custom_object_type",
   "_context",
 ]);
+/**
+ * Record keys derived from the object's own fields: a revert putting back every field its record
+ * changed leaves them as the record's prechange shows them (its type unchanged since, 0160).
+ */
+const DERIVED = new Set(["display", "_context"]);
 /** Keys a write takes beyond the described fields (where the model has them). */
 const UNDESCRIBED = ["tags", "owner", "local_context_data"];
 /** Rounds of a forced revert that drop the fields a write refused and try the rest again. */
@@ -117,16 +122,25 @@ function changedFields(row: ChangeRow): string[] {
   return [...keys].filter((k) => !META.has(k) && !same(pre[k], post[k]));
 }
 
+/** What the record's read saw of what came after the record (decisions 0139, 0160). */
+interface SeenSince {
+  /** The object's latest change record (the record's own id: none came since). */
+  latest: number;
+  /** A change record of the object's run-time type (a custom object type) came since. */
+  typeChanged: boolean;
+}
+
 /**
  * The change record `id` if the caller may view it (decision 0064), else 404; with the id of the
  * object's latest change record as that read saw it (read by the record's type and id, so in the
- * same read): a revert starting from it knows whether the object changed since (decision 0139).
+ * same read): a revert starting from it knows whether the object changed since (decision 0139),
+ * and whether its type did (0160).
  */
 async function visibleChange(
   c: Ctx,
   id: number,
   proof: RecordProof | null,
-): Promise<{ row: ChangeRow; latest: number; proven: RecordProven | null }> {
+): Promise<{ row: ChangeRow; since: SeenSince; proven: RecordProven | null }> {
   await requirePermission(c, "view", objectChangeModel.resource);
   const ctx = readContext(c);
   const missing = "No object change with this id.";
@@ -135,8 +149,15 @@ async function visibleChange(
   const query = ctx.db.select().from(objectChanges).where(eq(objectChanges.id, id));
   const of = (column: string) =>
     sql.raw(`(SELECT r."${column}" FROM "object_changes" r WHERE r."id" = `);
+  const typeChanged = ctx.services.models.typeChangedSince(
+    sql`${of("changed_object_type_id")}${id})`,
+    id,
+  );
   const latest = ctx.db
-    .select({ id: sql<number | null>`max(${objectChanges.id})` })
+    .select({
+      id: sql<number | null>`max(${objectChanges.id})`,
+      typeChanged: typeChanged ?? sql<number>`0`,
+    })
     .from(objectChanges)
     .where(
       and(
@@ -148,13 +169,14 @@ async function visibleChange(
     query as never,
     latest as never,
     ...(proof?.statements ?? []),
-  ])) as [ChangeRow[], Array<{ id: number | null }>, ...unknown[]];
+  ])) as [ChangeRow[], Array<{ id: number | null; typeChanged: unknown }>, ...unknown[]];
   await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
   const row = rows[0];
   if (!row) throw notFound(missing);
   rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
   const proven = proof ? proof.proven(proofs) : null;
-  return { row, latest: Number(last[0]?.id ?? row.id), proven };
+  const since = { latest: Number(last[0]?.id ?? row.id), typeChanged: !!last[0]?.typeChanged };
+  return { row, since, proven };
 }
 
 /**
@@ -433,11 +455,8 @@ type RevertOptions = {
   dropped: Conflict[];
   /** The record as remembered, until the revert's one read has proven it (decision 0118). */
   proof: ChangeProof | null;
-  /**
-   * The object's latest change record when the reverted one was read (its own id: none came
-   * since), where that read saw it; null otherwise (decision 0139).
-   */
-  latest: number | null;
+  /** What the reverted record's read saw came since, where it was read; null otherwise (0139). */
+  since: SeenSince | null;
   /**
    * The write built from the record alone failed in its batch, the object unchanged when the
    * record was read: a change record of the object now came during the revert (decision 0139).
@@ -583,8 +602,9 @@ async function revertStaged(
   const input = opts.dropped.length ? null : inputOf(resource, row);
   // a record this process did not remember, the object unchanged since: its write built from
   // the record alone (decision 0139); refused by its batch, the ordinary reads say why
-  if (opts.latest === row.id && !opts.dryRun && input && !readFreeRefused.has(c)) {
-    const done = await revertReadFree(c, resource, row, input);
+  const since = opts.since;
+  if (since?.latest === row.id && !opts.dryRun && input && !readFreeRefused.has(c)) {
+    const done = await revertReadFree(c, resource, row, input, since.typeChanged);
     if (done) return done;
   }
   opts.raced = readFreeRefused.has(c);
@@ -685,19 +705,23 @@ function sameShape(resource: Resource, pre: ApiRecord, post: ApiRecord): boolean
  * A revert with no read after the record's (decision 0139): the change record says what the
  * object is now (an update's post-change state; a delete's nothing, the object as it was before),
  * and the write is built from it alone; the batch proves it (the row's stamp as the record has it
- * or its id free, the objects it shows nested without later records, the type's shape, the
- * caller's constraints). Null where the record alone does not settle the write (a field not
- * plain, a link field, a shape changed since) or where the batch refused it: nothing was
- * written, and the revert runs the ordinary way, whose reads answer why (409, 403, 404 as before).
+ * or its id free, the objects it shows nested without later records, the type's shape and, where
+ * the record stands for the object, no change of its type since (0160), the caller's
+ * constraints). Null where the record alone does not settle the write (a field not plain, a link
+ * field, a shape changed since, a post-change state older than its type's last change:
+ * `typeChanged`) or where the batch refused it: nothing was written, and the revert runs the
+ * ordinary way, whose reads answer why (409, 403, 404 as before).
  */
 function revertReadFree(
   c: Ctx,
   resource: Resource,
   row: ChangeRow,
   input: ApiRecord,
-): Promise<ApiRecord | null> {
-  if (row.action === "update") return updateFree(c, resource, row, input);
+  typeChanged: boolean,
+): Promise<ApiRecord | null> | null {
   if (row.action === "delete") return restoreFree(c, resource, row, input);
+  if (typeChanged) return null;
+  if (row.action === "update") return updateFree(c, resource, row, input);
   return removeFree(c, resource, row);
 }
 
@@ -710,15 +734,15 @@ async function removeFree(c: Ctx, resource: Resource, row: ChangeRow) {
     return null;
   const plan: Plan = { action: "delete", input: {}, current: post, conflicts: [] };
   const item = { id: row.changedObjectId, stamp, before: post };
-  return writtenFree(c, resource, row, post, plan, (w) =>
+  return writtenFree(c, resource, row, { shown: post, asRecorded: true }, plan, (w) =>
     assumed(w, item, { resource, bulk: false }),
   );
 }
 
 /**
  * An update's revert as the record alone settles it (decision 0139): the post-change state with
- * the fields (and the display) as before, for `updateAssumed`; null where it does not (a field
- * not plain, a shape changed since).
+ * the fields (and the display, `_context`) as before, for `updateAssumed`; null where it does not
+ * (a field not plain, a shape changed since).
  */
 function assumedUpdate(resource: Resource, row: ChangeRow, input: ApiRecord) {
   const pre = snapshot(row.prechangeData);
@@ -731,19 +755,19 @@ function assumedUpdate(resource: Resource, row: ChangeRow, input: ApiRecord) {
     Object.fromEntries(
       Object.keys(post).map((k) => [
         k,
-        k === "last_updated" ? next : Object.hasOwn(input, k) || k === "display" ? pre[k] : post[k],
+        k === "last_updated" ? next : Object.hasOwn(input, k) || DERIVED.has(k) ? pre[k] : post[k],
       ]),
     );
   return { id: row.changedObjectId, input, stamp, before: post, after };
 }
 
-/** An update put back: the post-change state with the fields (and the display) as before. */
+/** An update put back: the post-change state with the fields (and what they derive) as before. */
 async function updateFree(c: Ctx, resource: Resource, row: ChangeRow, input: ApiRecord) {
   const assumed = resource.staged?.updateAssumed;
   const item = assumedUpdate(resource, row, input);
   if (!assumed || !item) return null;
   const plan: Plan = { action: "update", input, current: item.before, conflicts: [] };
-  return writtenFree(c, resource, row, item.before, plan, (w) =>
+  return writtenFree(c, resource, row, { shown: item.before, asRecorded: true }, plan, (w) =>
     assumed(w, item, { resource, bulk: false }),
   );
 }
@@ -853,31 +877,34 @@ async function restoreFree(c: Ctx, resource: Resource, row: ChangeRow, input: Ap
   if (!assumed || !pre || !sameShape(resource, pre, pre)) return null;
   const plan: Plan = { action: "create", input, current: null, conflicts: [] };
   const item = { id: row.changedObjectId, input };
-  return writtenFree(c, resource, row, pre, plan, (w) =>
+  // built on the type as cached now (proven by its shape guard): no snapshot stands for the object
+  return writtenFree(c, resource, row, { shown: pre, asRecorded: false }, plan, (w) =>
     assumed(w, item, { resource, bulk: false }),
   );
 }
 
 /**
  * Runs a write built from the record, its batch led by the guard that the objects `shown` nests
- * are as recorded; the revert's answer, or null (a refusal marks the request: `readFreeRefused`).
+ * are as recorded, and (`asRecorded`: the write takes `shown` for the object, its type's name and
+ * what its fields derive) that the object's type has no change record since; the revert's answer,
+ * or null (a refusal marks the request: `readFreeRefused`).
  */
 async function writtenFree(
   c: Ctx,
   resource: Resource,
   row: ChangeRow,
-  shown: ApiRecord,
+  { shown, asRecorded }: { shown: ApiRecord; asRecorded: boolean },
   plan: Plan,
   write: (w: WriteContext) => Promise<StagedWritten | "deleted" | "refused" | null>,
 ): Promise<ApiRecord | null> {
   const nested = await nestedUnchanged(c, resource, row, shown);
   if (!nested) return null;
-  const written = await withChangeRead(c, row, (w) => write(guardedFirst(w, nested.guard))).catch(
-    (e) => {
-      if (isStaleCredentials(e)) readFreeRefused.add(c);
-      throw e;
-    },
-  );
+  const typeGuard = asRecorded ? typeUnchanged(c, resource, row) : null;
+  const guards = typeGuard ? [nested.guard, typeGuard] : [nested.guard];
+  const written = await withChangeRead(c, row, (w) => write(guardedFirst(w, guards))).catch((e) => {
+    if (isStaleCredentials(e)) readFreeRefused.add(c);
+    throw e;
+  });
   if (written.result === "refused") readFreeRefused.add(c);
   if (!written.result || written.result === "refused") return null;
   const ctx = readContext(c);
@@ -935,12 +962,27 @@ async function nestedUnchanged(c: Ctx, resource: Resource, row: ChangeRow, post:
   };
 }
 
-/** `w` with `guard` leading its batch. */
-function guardedFirst(w: WriteContext, guard: BatchItem<"sqlite">): WriteContext {
+/**
+ * The guard that the run-time type of the record's object (a custom object type) has no change
+ * record after it (decision 0160): a rename, a primary flag or a context field moved since shows
+ * in the type's name, the display and `_context` the record holds. Null for a host model, whose
+ * records show nothing of a type that changes at run time.
+ */
+function typeUnchanged(c: Ctx, resource: Resource, row: ChangeRow): BatchItem<"sqlite"> | null {
+  const models = c.var.services.models;
+  if (models.staticModels().some((m) => m.resource === resource)) return null;
+  const changed = models.typeChangedSince(sql`${row.changedObjectTypeId}`, row.id);
+  return changed
+    ? c.var.services.db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${changed}`)
+    : null;
+}
+
+/** `w` with `guards` leading its batch. */
+function guardedFirst(w: WriteContext, guards: BatchItem<"sqlite">[]): WriteContext {
   return {
     ...w,
     writeBatch: async (items, explain) =>
-      (await w.writeBatch!([guard, ...items], explain)).slice(1),
+      (await w.writeBatch!([...guards, ...items], explain)).slice(guards.length),
   };
 }
 
@@ -1218,13 +1260,13 @@ async function revert(
   resource: Resource,
   flags: Flags,
   proof: ChangeProof | null,
-  latest: number | null,
+  since: SeenSince | null,
 ) {
   const { force, dryRun } = flags;
   const dropped: Conflict[] = [];
   for (let round = 0; ; round++) {
     try {
-      const opts = { force, dryRun, dropped, proof, latest };
+      const opts = { force, dryRun, dropped, proof, since };
       const staged = await revertStaged(c, resource, row, opts);
       if (staged) return staged;
       requireProven(opts);
@@ -1277,12 +1319,12 @@ async function revertRow(
   row: ChangeRow,
   flags: Flags,
   proof: ChangeProof | null,
-  latest: number | null = null,
+  since: SeenSince | null = null,
 ) {
   const resource = await targetOf(c, readContext(c), row);
   const action = row.action === "update" ? "update" : row.action === "delete" ? "create" : "delete";
   await requirePermission(c, WRITE_PERMISSION[action], resource);
-  const outcome = await revert(c, row, resource, flags, proof, latest);
+  const outcome = await revert(c, row, resource, flags, proof, since);
   return { dry_run: flags.dryRun, ...outcome };
 }
 
@@ -1358,7 +1400,7 @@ async function revertRoute(c: Ctx) {
   // a dry run's proof of the record rides in the record's read (decision 0154)
   const asked = parseBool(c.req.query("dry_run") ?? "false");
   const proof = asked ? recordProof(readContext(c), Number(raw)) : null;
-  const { row, latest, proven } = await visibleChange(c, Number(raw), proof);
+  const { row, since, proven } = await visibleChange(c, Number(raw), proof);
   const flag = (name: string) => {
     const value = parseBool(c.req.query(name) ?? "false");
     if (value === null) throw new ValidationError({ [name]: ["Enter true or false."] });
@@ -1366,7 +1408,8 @@ async function revertRoute(c: Ctx) {
   };
   const dryRun = flag("dry_run");
   const force = flag("force");
-  const fromRecord = proven && latest === row.id ? await dryRunOfRecord(c, row, proven) : null;
+  const fromRecord =
+    proven && since.latest === row.id ? await dryRunOfRecord(c, row, proven) : null;
   if (fromRecord) return c.json({ dry_run: true, ...fromRecord });
-  return c.json(await revertRow(c, row, { dryRun, force }, null, latest));
+  return c.json(await revertRow(c, row, { dryRun, force }, null, since));
 }

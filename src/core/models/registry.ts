@@ -120,6 +120,11 @@ export class ModelRegistry implements ModelRegistryApi {
     };
   }
 
+  typeChangedSince(objectTypeId: SQL, since: number): SQL | null {
+    const changed = this.#cachedLookups.map((lookup) => lookup.changedSince(objectTypeId, since));
+    return changed.length ? sql`(${sql.join(changed, sql` OR `)})` : null;
+  }
+
   cachedByLabel(label: string): CachedModel | null {
     for (const lookup of this.#cachedLookups) {
       const found = lookup.byLabel(label);

@@ -248,10 +248,27 @@ function cachedModel(
 }
 
 /**
+ * Whether a change record of custom object type `cotId` (SQL naming its row's id) or of one of its
+ * fields came after change record `since`: every change of a type's shape or names leaves one in
+ * its own batch (decisions 0154, 0160).
+ */
+function typeChangedSince(cotId: SQL, since: number): SQL<number> {
+  const typeOf = (model: string) =>
+    sql`(SELECT o."id" FROM "object_types" o WHERE o."app_label" = ${APP_LABEL} AND o."model" = ${model})`;
+  return sql<number>`EXISTS (SELECT 1 FROM "object_changes" l WHERE l."id" > ${since} AND ((l."changed_object_type_id" = ${typeOf(COT_MODEL)} AND l."changed_object_id" = ${cotId}) OR (l."changed_object_type_id" = ${typeOf(FIELD_MODEL)} AND l."changed_object_id" IN (SELECT f."id" FROM "custom_object_type_fields" f WHERE f."custom_object_type_id" = ${cotId}))))`;
+}
+
+/** `CachedLookup.changedSince`: `typeChangedSince` of the type whose object type `objectTypeId` names. */
+const changedSince = (objectTypeId: SQL, since: number) =>
+  typeChangedSince(
+    sql`(SELECT t."id" FROM "custom_object_types" t WHERE t."object_type_id" = ${objectTypeId})`,
+    since,
+  );
+
+/**
  * `ModelRegistry.cachedSince` (decision 0154): the shape guard's read, by SQL naming the object
- * type, with whether a change record of the type or of one of its fields came after `since` (every
- * change of a type's shape or names leaves one in its own batch; a field removed shows in the
- * record's keys, which the caller compares).
+ * type, with whether the type changed after `since` (`typeChangedSince`; a field removed shows in
+ * the record's keys, which the caller compares).
  */
 function cachedSince(
   services: Services,
@@ -259,11 +276,9 @@ function cachedSince(
   objectTypeId: SQL,
   since: number,
 ): CachedModelRead {
-  const typeOf = (model: string) =>
-    sql`(SELECT o."id" FROM "object_types" o WHERE o."app_label" = ${APP_LABEL} AND o."model" = ${model})`;
   // qualified by hand: a select list's columns are rendered bare, which the subquery would take
   // for its own
-  const changed = sql<number>`EXISTS (SELECT 1 FROM "object_changes" l WHERE l."id" > ${since} AND ((l."changed_object_type_id" = ${typeOf(COT_MODEL)} AND l."changed_object_id" = "custom_object_types"."id") OR (l."changed_object_type_id" = ${typeOf(FIELD_MODEL)} AND l."changed_object_id" IN (SELECT f."id" FROM "custom_object_type_fields" f WHERE f."custom_object_type_id" = "custom_object_types"."id"))))`;
+  const changed = typeChangedSince(sql.raw(`"custom_object_types"."id"`), since);
   const statement = services.db.reader
     .select({
       id: customObjectTypes.id,
@@ -355,6 +370,7 @@ export const customObjectsPlugin: HostPlugin = {
         return objectTypeId ? cachedModel(services, registry, objectTypeId) : null;
       },
       cachedSince: (objectTypeId, since) => cachedSince(services, registry, objectTypeId, since),
+      changedSince,
     });
     services.models.addCatalog(APP_LABEL, async (ctx, guard) => {
       const cached = guard ? registry.allGuarded() : null;
