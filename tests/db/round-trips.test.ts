@@ -724,6 +724,85 @@ test("custom object types and fields through REST: one read phase and one atomic
     () => `${CO}/custom-object-type-fields/${sited.id}/`,
     () => ({ related_name: `resited_${next()}` }),
   );
+  // a relation without a reverse name; to a custom object type (the cycle check's graph read
+  // with the rest); a polymorphic field; lists of them (0142)
+  const related = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => ({
+      custom_object_type: cot.id,
+      name: `plain_${next()}`,
+      type: "object",
+      related_object_type: "dcim.site",
+    }),
+  );
+  const toType = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => {
+      const n = next();
+      return {
+        custom_object_type: cot.id,
+        name: `other_${n}`,
+        type: "multiobject",
+        related_object_type: "custom_objects.fielded_other",
+        related_name: `fielders_${n}`,
+      };
+    },
+  );
+  const polymorphic = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => ({
+      custom_object_type: cot.id,
+      name: `either_${next()}`,
+      type: "object",
+      is_polymorphic: true,
+      related_object_types: ["dcim.site", "custom_objects.fielded_other"],
+    }),
+  );
+  const pointing = await addField(t, cot.id, {
+    name: "pointing",
+    type: "object",
+    related_object_type: "custom_objects.fielded_other",
+  });
+  const toTypeRenamed = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${pointing.id}/`,
+    () => ({ related_name: `pointed_${next()}` }),
+  );
+  await makeCot(t, "fielded_target");
+  const relatedList = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => {
+      const n = next();
+      return [
+        {
+          custom_object_type: cot.id,
+          name: `ls_${n}`,
+          type: "object",
+          related_object_type: "dcim.site",
+          related_name: `lsited_${n}`,
+        },
+        {
+          custom_object_type: other.id,
+          name: `lo_${n}`,
+          type: "object",
+          related_object_type: "custom_objects.fielded_target",
+          related_name: `lothers_${n}`,
+        },
+      ];
+    },
+  );
+  const relatedListPatch = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/`,
+    () => [
+      { id: sited.id, related_name: `lre_${next()}` },
+      { id: pointing.id, related_name: `lre_${next()}` },
+    ],
+  );
   const counts = {
     typeTrips,
     fieldTrips,
@@ -738,6 +817,12 @@ test("custom object types and fields through REST: one read phase and one atomic
     typeListDelete,
     reverseNamed,
     reverseRenamed,
+    related,
+    toType,
+    polymorphic,
+    toTypeRenamed,
+    relatedList,
+    relatedListPatch,
   };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // creates were 13 and 25 round trips as interactive transactions (a statement each); every one
@@ -758,6 +843,12 @@ test("custom object types and fields through REST: one read phase and one atomic
     // as before the index (0156): the related type resolved and the name checked, each a read
     reverseNamed: 4,
     reverseRenamed: 3,
+    related: 0,
+    toType: 0,
+    polymorphic: 0,
+    toTypeRenamed: 0,
+    relatedList: 0,
+    relatedListPatch: 0,
   });
 });
 
