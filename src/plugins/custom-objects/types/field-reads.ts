@@ -96,8 +96,9 @@ function holdersQuery(orm: Orm, names: string[], fieldIds: number[]) {
       name: f.name,
       relatedObjectTypeId: f.relatedObjectTypeId,
       relatedName: f.relatedName,
-      cotId: customObjectTypes.id,
-      cot: customObjectTypes.name,
+      // named apart from the field's own id and name: D1's batch answers rows by column name
+      cotId: sql<number>`${customObjectTypes.id}`.as("holder_cot_id"),
+      cot: sql<string>`${customObjectTypes.name}`.as("holder_cot_name"),
     })
     .from(f)
     .innerJoin(customObjectTypes, eq(customObjectTypes.id, f.customObjectTypeId))
