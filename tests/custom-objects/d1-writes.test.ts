@@ -1298,7 +1298,7 @@ test("a list of eight retypes read and converted, then a compound key's field, o
   }
 });
 
-test("relation fields on D1 (decision 0159): the related type, its reverse name's holder and the cycle's graph in the one read; a list closing a cycle refused", async () => {
+test("relation fields on D1 (decision 0159): the related type, its reverse name's holder and the cycle's graph read in the write's read phase answer as on libSQL (the holder named), a cycle refused, no transaction", async () => {
   const before = transactions;
   const d1Ring = await made(`${CO}/custom-object-types/`, { name: "d1_ring", slug: "d1_ring" });
   const counted = async (method: string, path: string, body: unknown) => {
@@ -1340,6 +1340,7 @@ test("relation fields on D1 (decision 0159): the related type, its reverse name'
       related_name: ['Reverse relation name "loops" is already used by field "kit" on "d1_ring".'],
     },
   });
+  // one read phase each (`Database.read`; the checks' own reads went past it, uncounted here)
   expect([toKit.reads, either.reads, renamed.reads, taken.reads]).toEqual([1, 1, 1, 1]);
   const closing = await counted("POST", fields, [
     {
