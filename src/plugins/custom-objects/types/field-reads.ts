@@ -172,25 +172,28 @@ export async function readAhead(
   items: AheadItem[],
 ): Promise<() => FieldsAhead> {
   const orm = ctx.services.db.orm;
-  const spellings = items.flatMap((i) => spelledTargets(i.input));
+  const spellings = items.flatMap((i) => spelledTargets(i.input)).filter((v) => spellingOf(v));
   const fieldIds = items.flatMap((i) => (i.fieldId === undefined ? [] : [i.fieldId]));
   const names = items.flatMap((i) =>
     typeof i.input.related_name === "string" && i.input.related_name ? [i.input.related_name] : [],
   );
   const where = spellings.length ? await viewLimit(ctx) : undefined;
-  const types = phase.add(typesQuery(orm, spellings, fieldIds));
-  const holders = phase.add(holdersQuery(orm, names, fieldIds));
+  // an updated field's targets are read for its records even when the input names none
+  const types =
+    spellings.length || fieldIds.length ? phase.add(typesQuery(orm, spellings, fieldIds)) : null;
+  const holders =
+    names.length || fieldIds.length ? phase.add(holdersQuery(orm, names, fieldIds)) : null;
   const viewable = where ? phase.add(viewableQuery(orm, spellings, where)) : null;
   const creates = items.some((i) => i.fieldId === undefined && makesRelation(i.input));
   const graph = creates
     ? { cots: phase.add(graphCotsQuery(orm)), fields: phase.add(graphFieldsQuery(orm)) }
     : null;
   return () => {
-    const read = types();
-    keepReadTypes(ctx.scratch, new Map(read.map((r) => [r.id, r])));
+    const read = types?.() ?? [];
+    if (read.length) keepReadTypes(ctx.scratch, new Map(read.map((r) => [r.id, r])));
     return {
       types: read,
-      holders: holders(),
+      holders: holders?.() ?? [],
       names: new Set(names),
       storedOf: new Set(fieldIds),
       viewable: viewable ? new Set(viewable().map((r) => r.slug)) : null,
