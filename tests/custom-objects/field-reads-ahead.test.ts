@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { userWith } from "../helpers/grants";
 import { appOn, type BackendApp } from "../helpers/remote-db";
-import { addField, CO, makeCot } from "./fixtures";
+import { addField, CO, choiceSet, makeCot } from "./fixtures";
 
 const FIELDS = `${CO}/custom-object-type-fields/`;
 
@@ -196,6 +196,57 @@ for (const backend of ["local", "remote"] as const)
       });
       expect(second.status, JSON.stringify(second.body)).toBe(400);
       expect(second.body.error).toBe("circular_dependency");
+    });
+
+    test("a choice set by id, name or {id}; unknown ones and defaults outside it are 400s", async () => {
+      const set = await choiceSet(on.t, `ra_sizes_${backend}`, ["s", "m"]);
+      const chosen = (choice_set: unknown, extra: Record<string, unknown> = {}) =>
+        post({
+          custom_object_type: host.id,
+          name: `c${++n}`,
+          type: "select",
+          choice_set,
+          ...extra,
+        });
+      const nested = {
+        id: set.id,
+        url: expect.stringContaining(`/custom-field-choice-sets/${set.id}/`),
+        display: `ra_sizes_${backend}`,
+        name: `ra_sizes_${backend}`,
+        description: "",
+      };
+      for (const spelled of [set.id, `  ra_sizes_${backend} `, { id: set.id }]) {
+        const r = await chosen(spelled, { default: "m" });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        expect(r.body.choice_set).toEqual(nested);
+        const got = await on.t.json("GET", `${FIELDS}${r.body.id}/`);
+        expect(r.body).toEqual(got.body);
+      }
+      for (const [spelled, shown] of [
+        ["ra_nothing", '"ra_nothing"'],
+        [987654, "987654"],
+        [{ id: 987654 }, '{"id":987654}'],
+      ] as const) {
+        const r = await chosen(spelled);
+        expect({ status: r.status, body: r.body }).toEqual({
+          status: 400,
+          body: { choice_set: [`Choice set not found: ${shown}`] },
+        });
+      }
+      const outside = await chosen(set.id, { default: "xl" });
+      expect(outside.status).toBe(400);
+      expect(Object.keys(outside.body)).toEqual(["default"]);
+      // an update naming no set: its default checked against the stored one
+      const made = await chosen(set.id);
+      const patch = (body: unknown) => on.t.json("PATCH", `${FIELDS}${made.body.id}/`, { body });
+      const bad = await patch({ default: "xl" });
+      expect({ status: bad.status, body: bad.body }).toEqual({
+        status: outside.status,
+        body: outside.body,
+      });
+      const good = await patch({ default: "s" });
+      expect(good.status, JSON.stringify(good.body)).toBe(200);
+      expect(good.body.choice_set).toEqual(nested);
     });
 
     if (backend === "remote")

@@ -803,6 +803,29 @@ test("custom object types and fields through REST: one read phase and one atomic
       { id: pointing.id, related_name: `lre_${next()}` },
     ],
   );
+  // a choice set named (by name and by id) and a default checked against it
+  const colours = await choiceSet(t, "rt_colours", ["red", "blue"]);
+  const chosen = await roundTrips(
+    "POST",
+    () => `${CO}/custom-object-type-fields/`,
+    () => ({
+      custom_object_type: cot.id,
+      name: `pick_${next()}`,
+      type: "select",
+      choice_set: "rt_colours",
+      default: "red",
+    }),
+  );
+  const picked = await addField(t, cot.id, {
+    name: "picked",
+    type: "multiselect",
+    choice_set: colours.id,
+  });
+  const chosenPatch = await roundTrips(
+    "PATCH",
+    () => `${CO}/custom-object-type-fields/${picked.id}/`,
+    () => ({ choice_set: colours.id, default: next() % 2 ? ["red"] : ["blue"] }),
+  );
   const counts = {
     typeTrips,
     fieldTrips,
@@ -823,6 +846,8 @@ test("custom object types and fields through REST: one read phase and one atomic
     toTypeRenamed,
     relatedList,
     relatedListPatch,
+    chosen,
+    chosenPatch,
   };
   if (process.env.ROUND_TRIPS_LOG) console.log(counts);
   // creates were 13 and 25 round trips as interactive transactions (a statement each); every one
@@ -851,6 +876,8 @@ test("custom object types and fields through REST: one read phase and one atomic
     toTypeRenamed: 2,
     relatedList: 2,
     relatedListPatch: 2,
+    chosen: 2,
+    chosenPatch: 2,
   });
 });
 

@@ -38,7 +38,7 @@ import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
 import { cotSlugsViewable, cotsAllowed, fieldViewable } from "../schema/access";
 import { slotKey } from "../../../core/slots";
-import type { FieldsAhead } from "./field-reads";
+import { choiceSetAhead, type FieldsAhead } from "./field-reads";
 
 export type FieldDraft = Omit<
   FieldRow,
@@ -223,7 +223,8 @@ function mergedDraft(
 }
 
 /** `choice_set` (an id, a name or a nested form) resolved to its id, for types with choices. */
-async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }: FieldCheck) {
+async function resolveChoiceSet(check: FieldCheck) {
+  const { ctx, known, input, draft, kind, errors, fine, ahead } = check;
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
       // a name as the choice set API stores it: trimmed
@@ -231,6 +232,12 @@ async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }
       const named = typeof raw === "string" ? known?.get(raw) : undefined;
       if (named) {
         draft.choiceSetId = named.id;
+        return;
+      }
+      const read = ahead && choiceSetAhead(ahead.sets, input.choice_set);
+      if (read !== undefined) {
+        if (read) draft.choiceSetId = read.id;
+        else errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
         return;
       }
       const id =
@@ -439,7 +446,7 @@ function heldAhead(ahead: FieldsAhead | undefined, existing: FieldRow | null, dr
 }
 
 /** The default, checked against the type (and its choice set). */
-async function checkDefault({ ctx, known, draft, kind, errors, fine }: FieldCheck) {
+async function checkDefault({ ctx, known, draft, kind, errors, fine, ahead }: FieldCheck) {
   const type = draft.type;
   if (
     draft.default !== null &&
@@ -449,7 +456,9 @@ async function checkDefault({ ctx, known, draft, kind, errors, fine }: FieldChec
     fine("choice_set")
   ) {
     let choices: Set<string> | null = null;
-    const read = [...(known?.values() ?? [])].find((k) => k.id === draft.choiceSetId);
+    const read =
+      [...(known?.values() ?? [])].find((k) => k.id === draft.choiceSetId) ??
+      (ahead && draft.choiceSetId ? choiceSetAhead(ahead.sets, draft.choiceSetId) : undefined);
     if (kind.takes.choices && draft.choiceSetId && read)
       choices = new Set(read.extraChoices.map(([v]) => v));
     else if (kind.takes.choices && draft.choiceSetId) {

@@ -1,14 +1,21 @@
 /**
  * What a REST field write's checks read, read ahead in the write's one read phase (issue 28 item
  * 2): the object types its inputs name, the fields holding the reverse names it asks for, which
- * of the named custom object types the caller may view, and the reference graph the cycle check
- * walks. `validateField` and `refuseCycle` answer from these as from their own reads.
+ * of the named custom object types the caller may view, the choice sets named, and the reference
+ * graph the cycle check walks. `validateField` and `refuseCycle` answer from these as from their
+ * own reads; the records from the object types and choice sets read.
  */
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
-import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
+import {
+  choiceSets,
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes,
+} from "../../../db/schema";
+import { recordUrl } from "../../../core/models/define";
 import { keepReadTypes, type ObjectTypeRow, spellingOf } from "../../../core/object-types";
-import type { WriteContext } from "../../../core/context";
+import type { ApiRecord, WriteContext } from "../../../core/context";
 import type { ReadPhase } from "../../../core/rest/write-batch";
 import { APP_LABEL } from "../constants";
 import { fieldType, isFieldType } from "../field-types";
@@ -41,7 +48,73 @@ export interface FieldsAhead {
   storedOf: Set<number>;
   /** Slugs of the named custom object types the caller may view; null: they may view all. */
   viewable: Set<string> | null;
+  /** Choice sets named by id or name, and those of the updated fields. */
+  sets: ChoiceSetRead;
   graph?: ReferenceGraph;
+}
+
+/** Choice sets read ahead, and how an input named them (what it covers). */
+export interface ChoiceSetRead {
+  rows: Array<{ id: number; name: string; description: string; extraChoices: [string, string][] }>;
+  ids: Set<number>;
+  names: Set<string>;
+}
+
+/** A choice set's nested form, as a field's record carries it. */
+export const nestedChoiceSet = (
+  ctx: Pick<WriteContext, "baseUrl">,
+  id: number,
+  set: { name: string; description: string },
+): ApiRecord => ({
+  id,
+  url: recordUrl(ctx.baseUrl, "extras/custom-field-choice-sets", id),
+  display: set.name,
+  name: set.name,
+  description: set.description,
+});
+
+/**
+ * The choice set `raw` names (an id, a name as the API stores it: trimmed, `{id}`) among those
+ * read ahead: the row, null when the read shows none, undefined when it did not look.
+ */
+export function choiceSetAhead(sets: ChoiceSetRead, raw: unknown) {
+  const spelled = choiceSetSpelling(raw);
+  if (spelled === null) return undefined;
+  const covered = typeof spelled === "number" ? sets.ids.has(spelled) : sets.names.has(spelled);
+  if (!covered) return undefined;
+  return sets.rows.find((r) => (typeof spelled === "number" ? r.id : r.name) === spelled) ?? null;
+}
+
+/** The id or name a `choice_set` value spells (`resolveChoiceSet`'s lookup), or null. */
+function choiceSetSpelling(raw: unknown): number | string | null {
+  if (typeof raw === "string") return raw.trim();
+  if (typeof raw === "number") return raw;
+  const id = raw && typeof raw === "object" ? (raw as Record<string, unknown>).id : undefined;
+  return typeof id === "number" ? id : null;
+}
+
+/** Choice sets `values` name, and those the fields of `fieldIds` hold. */
+function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[]) {
+  const spelled = values.map(choiceSetSpelling);
+  const ids = spelled.filter((v) => typeof v === "number");
+  const names = spelled.filter((v) => typeof v === "string");
+  const f = customObjectTypeFields;
+  const held = sql`SELECT ${f.choiceSetId} FROM ${f} WHERE ${f.id} IN (SELECT value FROM json_each(${json(fieldIds)}))`;
+  return orm
+    .select({
+      id: choiceSets.id,
+      name: choiceSets.name,
+      description: choiceSets.description,
+      extraChoices: choiceSets.extraChoices,
+    })
+    .from(choiceSets)
+    .where(
+      or(
+        sql`${choiceSets.id} IN (SELECT value FROM json_each(${json(ids)}))`,
+        sql`${choiceSets.name} IN (SELECT value FROM json_each(${json(names)}))`,
+        fieldIds.length ? sql`${choiceSets.id} IN (${held})` : undefined,
+      ),
+    );
 }
 
 /** One field write's input, and the stored field it updates. */
@@ -162,6 +235,20 @@ function graphFieldsQuery(orm: Orm) {
   );
 }
 
+/** The choice sets read, and the ids and names the read covers (those read and those named). */
+function setsRead(rows: ChoiceSetRead["rows"], named: unknown[]): ChoiceSetRead {
+  const spelled = named.map(choiceSetSpelling);
+  return {
+    rows,
+    ids: new Set([...rows.map((r) => r.id), ...spelled.filter((v) => typeof v === "number")]),
+    names: new Set(spelled.filter((v) => typeof v === "string")),
+  };
+}
+
+/** The nested choice sets read ahead, by id, for the records (`fieldRecord`). */
+export const nestedSets = (ctx: WriteContext, ahead: FieldsAhead) =>
+  new Map(ahead.sets.rows.map((r) => [r.id, nestedChoiceSet(ctx, r.id, r)]));
+
 /**
  * Adds the reads of `items`' checks to `phase`; the getter answers them once it has run, and
  * keeps the object types read for the write's records (`keepReadTypes`).
@@ -184,6 +271,9 @@ export async function readAhead(
   const holders =
     names.length || fieldIds.length ? phase.add(holdersQuery(orm, names, fieldIds)) : null;
   const viewable = where ? phase.add(viewableQuery(orm, spellings, where)) : null;
+  const named = items.flatMap((i) => (i.input.choice_set == null ? [] : [i.input.choice_set]));
+  const sets =
+    named.length || fieldIds.length ? phase.add(choiceSetsQuery(orm, named, fieldIds)) : null;
   const creates = items.some((i) => i.fieldId === undefined && makesRelation(i.input));
   const graph = creates
     ? { cots: phase.add(graphCotsQuery(orm)), fields: phase.add(graphFieldsQuery(orm)) }
@@ -197,6 +287,7 @@ export async function readAhead(
       names: new Set(names),
       storedOf: new Set(fieldIds),
       viewable: viewable ? new Set(viewable().map((r) => r.slug)) : null,
+      sets: setsRead(sets?.() ?? [], named),
       graph: graph ? { cots: graph.cots(), fields: graph.fields() } : undefined,
     };
   };

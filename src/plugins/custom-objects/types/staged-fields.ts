@@ -57,7 +57,7 @@ import { isFieldType } from "../field-types";
 import { typeChangeRefused } from "./field-definition";
 import { fieldModel } from "./api";
 import { addToGraph, refuseCycle } from "./cycles";
-import { type FieldsAhead, readAhead } from "./field-reads";
+import { type FieldsAhead, nestedSets, readAhead } from "./field-reads";
 import { validateField } from "./definitions";
 import {
   lostValues,
@@ -201,7 +201,7 @@ async function createField(
     created: now,
     lastUpdated: now,
   };
-  const record = await fieldRecord(ctx, row);
+  const record = await fieldRecord(ctx, row, nestedSets(ctx, ahead));
   const batch = new Batch();
   batch.add(orm.insert(customObjectTypeFields).values(row));
   if (limits) guardAdmitted(batch, orm, options.resource, id, limits.act);
@@ -255,6 +255,7 @@ async function createFields(
   );
   await phase.run(ctx);
   const ahead = readChecks();
+  const sets = nestedSets(ctx, ahead);
   const batch = new Batch();
   const states = new TypeStates();
   const reverseNames = new Map<string, string>();
@@ -290,7 +291,7 @@ async function createFields(
     addStatements(batch, orm, fieldStorageStatements(state.read.id, row, encodedDefault(draft)));
     state.set = { ...state.set, nextSchemaId: schemaId + 1 };
     state.fields = [...state.fields, row];
-    const record = await fieldRecord(ctx, row);
+    const record = await fieldRecord(ctx, row, sets);
     return { row, change: { action: "create", id: row.id, prechange: null, postchange: record } };
   });
   states.finish(ctx, batch);
@@ -692,7 +693,9 @@ async function planFieldUpdate(
   if (retype === "transaction") return "transaction";
   const storage = retype ? retype.statements : alterFieldStatements(state.cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
-  const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
+  const sets = nestedSets(ctx, found.ahead);
+  const prechange = await fieldRecord(ctx, current, sets);
+  const postchange = await fieldRecord(ctx, after, sets);
   const fieldsAfter = state.fields.map((f) => (f.id === current.id ? after : f));
   const keys = followingKeys(state.cot, current, after, fieldsAfter);
   addStatements(batch, orm, keys.before);
