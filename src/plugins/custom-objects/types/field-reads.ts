@@ -23,7 +23,7 @@ import { viewLimit } from "../schema/staged-limits";
 import { upstreamSpellings } from "./definitions";
 
 /** A field holding a reverse name, and its type (what `checkRelatedName` reads). */
-export interface ReverseHolder {
+interface ReverseHolder {
   id: number;
   name: string;
   relatedObjectTypeId: number | null;
