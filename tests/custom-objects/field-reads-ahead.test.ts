@@ -78,6 +78,23 @@ for (const backend of ["local", "remote"] as const)
       }
     });
 
+    test("odd text in what is read ahead (a lone surrogate, quotes, control characters): a 400, never a 500", async () => {
+      for (const odd of ["\ud800", 'a"b\\', "x\u0000y", "é✓"]) {
+        const typed = await post(field({ related_object_type: { app_label: "dcim", model: odd } }));
+        expect(typed.status, JSON.stringify(typed.body)).toBe(400);
+        expect(Object.keys(typed.body)).toEqual(["related_object_type"]);
+        const named = await post(field({ related_object_type: "dcim.site", related_name: odd }));
+        expect(named.status, JSON.stringify(named.body)).toBeLessThan(500);
+        const set = await post({
+          custom_object_type: host.id,
+          name: `o${++n}`,
+          type: "select",
+          choice_set: odd,
+        });
+        expect(set.status, JSON.stringify(set.body)).toBe(400);
+      }
+    });
+
     test("a type the caller may not view is unknown to them, in every spelling and in a list", async () => {
       for (const value of ["custom_objects.ra_unseen", unseen.object_type.id]) {
         const r = await post(field({ related_object_type: value }), token);

@@ -38,7 +38,10 @@ export interface ReferenceGraph {
   fields: Array<{ cotId: number; one: number | null; many: number[] | null }>;
 }
 
-/** The reads answered; each `undefined` where the write did not read it ahead. */
+/**
+ * The reads answered, and what they cover: a lookup they do not cover (a name or spelling not
+ * among those asked for) is read by the check itself, as before.
+ */
 export interface FieldsAhead {
   /** Object types named by the inputs (and those the updated fields point at), as read. */
   types: ObjectTypeRow[];
