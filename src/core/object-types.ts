@@ -192,18 +192,41 @@ export class ObjectTypeRegistry {
    * `{app_label, model}`. Returns null when it names nothing.
    */
   async resolve(value: unknown, db: Executor = this.db.orm): Promise<ObjectTypeRow | null> {
-    if (typeof value === "number" && Number.isInteger(value)) return this.byId(value, db);
-    if (typeof value === "string") {
-      if (/^\d+$/.test(value)) return this.byId(Number(value), db);
-      const parts = parseLabel(value);
-      return parts ? this.byLabel(parts.appLabel, parts.model, db) : null;
-    }
-    if (value && typeof value === "object" && !Array.isArray(value)) {
-      const v = value as Record<string, unknown>;
-      if (typeof v.app_label === "string" && typeof v.model === "string")
-        return this.byLabel(normalizeAppLabel(v.app_label), v.model, db);
-      if (typeof v.id === "number") return this.byId(v.id, db);
-    }
-    return null;
+    const spelled = spellingOf(value);
+    if (!spelled) return null;
+    return "id" in spelled
+      ? this.byId(spelled.id, db)
+      : this.byLabel(spelled.appLabel, spelled.model, db);
   }
+
+  /**
+   * `resolve` answered from `rows`, read ahead by id and by label (`spellingOf`) in a write's own
+   * read: undefined when they cannot tell (a label no row has, where an alias might name it).
+   */
+  resolveFrom(value: unknown, rows: ObjectTypeRow[]): ObjectTypeRow | null | undefined {
+    const spelled = spellingOf(value);
+    if (!spelled) return null;
+    if ("id" in spelled) return rows.find((r) => r.id === spelled.id) ?? null;
+    const row = rows.find((r) => r.appLabel === spelled.appLabel && r.model === spelled.model);
+    return row ?? (this.#aliases.has(spelled.appLabel) ? undefined : null);
+  }
+}
+
+/** What `resolve` looks up for a spelling of an object type: an id, a label, or nothing. */
+export type Spelling = { id: number } | { appLabel: string; model: string } | null;
+
+/** The lookup an accepted spelling stands for (an id, `"app.model"`, `{app_label, model}`). */
+export function spellingOf(value: unknown): Spelling {
+  if (typeof value === "number" && Number.isInteger(value)) return { id: value };
+  if (typeof value === "string") {
+    if (/^\d+$/.test(value)) return { id: Number(value) };
+    return parseLabel(value);
+  }
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    const v = value as Record<string, unknown>;
+    if (typeof v.app_label === "string" && typeof v.model === "string")
+      return { appLabel: normalizeAppLabel(v.app_label), model: v.model };
+    if (typeof v.id === "number") return { id: v.id };
+  }
+  return null;
 }

@@ -1297,3 +1297,60 @@ test("a list of eight retypes read and converted, then a compound key's field, o
     await local.close();
   }
 });
+
+test("relation fields on D1 (decision 0159): the related type, its reverse name's holder and the cycle's graph read in the write's read phase answer as on libSQL (the holder named), a cycle refused, no transaction", async () => {
+  const before = transactions;
+  const d1Ring = await made(`${CO}/custom-object-types/`, { name: "d1_ring", slug: "d1_ring" });
+  const counted = async (method: string, path: string, body: unknown) => {
+    await flushSearchIndexesNow(servicesOf(app));
+    reads = 0;
+    const r = await json(method, path, body);
+    return { status: r.status, body: r.body, reads };
+  };
+  const fields = `${CO}/custom-object-type-fields/`;
+  const toKit = await counted("POST", fields, {
+    custom_object_type: d1Ring.id,
+    name: "kit",
+    type: "object",
+    related_object_type: "custom_objects.kit",
+    related_name: "rings",
+  });
+  expect(toKit.status, JSON.stringify(toKit.body)).toBe(201);
+  expect(toKit.body.related_object_type).toMatchObject({ model: "kit" });
+  const either = await counted("POST", fields, {
+    custom_object_type: d1Ring.id,
+    name: "either",
+    type: "multiobject",
+    is_polymorphic: true,
+    related_object_types: ["dcim.site", "custom_objects.kit"],
+  });
+  expect(either.status, JSON.stringify(either.body)).toBe(201);
+  const renamed = await counted("PATCH", `${fields}${toKit.body.id}/`, { related_name: "loops" });
+  expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+  const taken = await counted("POST", fields, {
+    custom_object_type: d1Ring.id,
+    name: "again",
+    type: "object",
+    related_object_type: "custom_objects.kit",
+    related_name: "loops",
+  });
+  expect({ status: taken.status, body: taken.body }).toEqual({
+    status: 400,
+    body: {
+      related_name: ['Reverse relation name "loops" is already used by field "kit" on "d1_ring".'],
+    },
+  });
+  // one read phase each (`Database.read`; the checks' own reads went past it, uncounted here)
+  expect([toKit.reads, either.reads, renamed.reads, taken.reads]).toEqual([1, 1, 1, 1]);
+  const closing = await counted("POST", fields, [
+    {
+      custom_object_type: kitId,
+      name: "ring",
+      type: "object",
+      related_object_type: "custom_objects.d1_ring",
+    },
+  ]);
+  expect(closing.status, JSON.stringify(closing.body)).toBe(400);
+  expect(JSON.stringify(closing.body)).toContain("circular_dependency");
+  expect(transactions - before).toBe(0);
+});

@@ -8,7 +8,6 @@ import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
 import { nameHoldersQuery, type NameHolder, protectedRefusal, withoutHidden } from "./access";
-import { recordUrl } from "../../../core/models/define";
 import {
   choiceSets,
   customObjectTypeFields,
@@ -60,6 +59,7 @@ import {
   type RetypeRead,
   type Retyped,
 } from "../types/staged-retype";
+import { nestedChoiceSet } from "../types/field-reads";
 import { isFieldType } from "../field-types";
 import { typeChangeRefused } from "../types/field-definition";
 import { encodedDefault } from "./operations";
@@ -834,19 +834,6 @@ function stageChoiceSets(
   }
   return { known, nested };
 }
-
-/** A choice set's nested form, as a field's record carries it. */
-const nestedChoiceSet = (
-  ctx: WriteContext,
-  id: number,
-  set: { name: string; description: string },
-): ApiRecord => ({
-  id,
-  url: recordUrl(ctx.baseUrl, "extras/custom-field-choice-sets", id),
-  display: set.name,
-  name: set.name,
-  description: set.description,
-});
 
 /**
  * Records naming types the batch creates (decision 0136): serialized without them (they do not

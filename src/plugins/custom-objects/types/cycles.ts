@@ -9,6 +9,7 @@ import type { WriteContext } from "../../../core/rest/resource";
 import { fieldType } from "../field-types";
 import type { FieldDraft } from "./definitions";
 import type { CotRow } from "../objects/models";
+import type { ReferenceGraph } from "./field-reads";
 
 /** A cycle through `start` in `graph` (slug → referenced slugs), as a path, or null. */
 function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {
@@ -31,25 +32,35 @@ function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] 
   return visit(start);
 }
 
-/** Refuses a new field of `cot` whose targets lead back to `cot` through other types. */
-export async function refuseCycle(
-  ctx: WriteContext,
-  cot: CotRow,
-  draft: FieldDraft,
-): Promise<void> {
-  if (!fieldType(draft.type).takes.related) return;
-  const targets = draft.isPolymorphic
+/** The object types a field points at. */
+const targetsOf = (draft: FieldDraft) =>
+  draft.isPolymorphic
     ? draft.relatedObjectTypeIds
     : draft.relatedObjectTypeId != null
       ? [draft.relatedObjectTypeId]
       : [];
-  const cots = await ctx.db
-    .select({
-      id: customObjectTypes.id,
-      slug: customObjectTypes.slug,
-      objectTypeId: customObjectTypes.objectTypeId,
-    })
-    .from(customObjectTypes);
+
+/**
+ * Refuses a new field of `cot` whose targets lead back to `cot` through other types; `graph`, the
+ * types and references the write's read phase read (`readAhead`), else they are read here.
+ */
+export async function refuseCycle(
+  ctx: WriteContext,
+  cot: CotRow,
+  draft: FieldDraft,
+  read?: ReferenceGraph,
+): Promise<void> {
+  if (!fieldType(draft.type).takes.related) return;
+  const targets = targetsOf(draft);
+  const cots =
+    read?.cots ??
+    (await ctx.db
+      .select({
+        id: customObjectTypes.id,
+        slug: customObjectTypes.slug,
+        objectTypeId: customObjectTypes.objectTypeId,
+      })
+      .from(customObjectTypes));
   const slugOfType = new Map(
     cots.filter((c) => c.objectTypeId != null).map((c) => [c.objectTypeId!, c.slug]),
   );
@@ -60,14 +71,16 @@ export async function refuseCycle(
     const to = typeId == null ? undefined : slugOfType.get(typeId);
     if (from && to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
   };
-  const fields = await ctx.db
-    .select({
-      cotId: customObjectTypeFields.customObjectTypeId,
-      type: customObjectTypeFields.type,
-      one: customObjectTypeFields.relatedObjectTypeId,
-      many: customObjectTypeFields.relatedObjectTypeIds,
-    })
-    .from(customObjectTypeFields);
+  const fields =
+    read?.fields ??
+    (await ctx.db
+      .select({
+        cotId: customObjectTypeFields.customObjectTypeId,
+        type: customObjectTypeFields.type,
+        one: customObjectTypeFields.relatedObjectTypeId,
+        many: customObjectTypeFields.relatedObjectTypeIds,
+      })
+      .from(customObjectTypeFields));
   for (const f of fields) {
     const from = slugOfCot.get(f.cotId);
     add(from, f.one);
@@ -82,4 +95,10 @@ export async function refuseCycle(
       "circular_dependency",
       { cycle },
     );
+}
+
+/** A list's field, once made, in the graph its later items are checked against (0142). */
+export function addToGraph(graph: ReferenceGraph | undefined, cotId: number, draft: FieldDraft) {
+  if (!graph || !fieldType(draft.type).takes.related) return;
+  graph.fields.push({ cotId, one: null, many: targetsOf(draft) });
 }

@@ -38,6 +38,7 @@ import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
 import { cotSlugsViewable, cotsAllowed, fieldViewable } from "../schema/access";
 import { slotKey } from "../../../core/slots";
+import { choiceSetAhead, type FieldsAhead } from "./field-reads";
 
 export type FieldDraft = Omit<
   FieldRow,
@@ -140,6 +141,8 @@ interface FieldCheck {
   ctx: WriteContext;
   known?: KnownChoiceSets;
   pending?: PendingTypes;
+  /** What the write's read phase read for these checks (`readAhead`): no read of their own. */
+  ahead?: FieldsAhead;
   input: Record<string, unknown>;
   existing: FieldRow | null;
   draft: FieldDraft;
@@ -161,6 +164,7 @@ export async function validateField(
   known?: KnownChoiceSets,
   /** Types a batched apply creates before this field: it may point at them (decision 0136). */
   pending?: PendingTypes,
+  ahead?: FieldsAhead,
 ): Promise<FieldDraft> {
   const errors = new ErrorCollector();
   input = upstreamSpellings(input);
@@ -171,7 +175,10 @@ export async function validateField(
   for (const issue of fieldRuleIssues(merged, (k) => has(input, k)))
     errors.add(issue.key, issue.message);
   const fine = (key: string) => !errors.errors[key];
-  const check: FieldCheck = { ctx, known, pending, input, existing, draft, kind, errors, fine };
+  const check: FieldCheck = {
+    ...{ ctx, known, pending, ahead, input, existing, draft },
+    ...{ kind, errors, fine },
+  };
 
   // references, resolved only where the rules allow them
   await resolveChoiceSet(check);
@@ -216,7 +223,8 @@ function mergedDraft(
 }
 
 /** `choice_set` (an id, a name or a nested form) resolved to its id, for types with choices. */
-async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }: FieldCheck) {
+async function resolveChoiceSet(check: FieldCheck) {
+  const { ctx, known, input, draft, kind, errors, fine, ahead } = check;
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
       // a name as the choice set API stores it: trimmed
@@ -224,6 +232,12 @@ async function resolveChoiceSet({ ctx, known, input, draft, kind, errors, fine }
       const named = typeof raw === "string" ? known?.get(raw) : undefined;
       if (named) {
         draft.choiceSetId = named.id;
+        return;
+      }
+      const read = ahead && choiceSetAhead(ahead.sets, input.choice_set);
+      if (read !== undefined) {
+        if (read) draft.choiceSetId = read.id;
+        else errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
         return;
       }
       const id =
@@ -268,18 +282,25 @@ async function resolveRelatedTypes(check: FieldCheck) {
 }
 
 /** An object type by any of its spellings; one the same batch creates by its label. */
-async function targetOf({ ctx, pending, existing }: FieldCheck, value: unknown) {
+async function targetOf({ ctx, pending, existing, ahead }: FieldCheck, value: unknown) {
   const label = pending && typeof value === "string" ? parseLabel(value) : null;
   const id = label?.appLabel === APP_LABEL ? pending?.get(label.model) : undefined;
   if (label && id !== undefined) return { id, appLabel: label.appLabel, model: label.model };
-  const ot = await ctx.services.objectTypes.resolve(value, ctx.db);
+  const registry = ctx.services.objectTypes;
+  const readAhead = ahead && registry.resolveFrom(value, ahead.types);
+  const ot = readAhead === undefined ? await registry.resolve(value, ctx.db) : readAhead;
   if (!ot || ot.appLabel !== APP_LABEL || ctx.scratch.get(TARGETS_CHECKED)) return ot;
   // a custom object type the caller may not view is unknown to them (0064), unless the field
   // already points at it (sent back unchanged)
   const held =
     existing?.relatedObjectTypeId === ot.id || existing?.relatedObjectTypeIds.includes(ot.id);
-  if (held || (await cotSlugsViewable(ctx, ctx.auth, [ot.model])).has(ot.model)) return ot;
-  return undefined;
+  if (held) return ot;
+  // the read phase asked which of the types it found the caller may view
+  const viewable =
+    readAhead && ahead
+      ? (ahead.viewable ?? new Set([ot.model]))
+      : await cotSlugsViewable(ctx, ctx.auth, [ot.model]);
+  return viewable.has(ot.model) ? ot : undefined;
 }
 
 /**
@@ -373,27 +394,29 @@ function checkTypeAndNames({ existing, draft, errors }: FieldCheck, siblings: Fi
  * A reverse relation name is unique per related object type (upstream; the database's index
  * settles a race, decision 0156). The holder is named only to a caller who may view it.
  */
-async function checkRelatedName({ ctx, existing, draft, errors, fine }: FieldCheck) {
+async function checkRelatedName({ ctx, existing, draft, errors, fine, ahead }: FieldCheck) {
   if (draft.relatedName && draft.relatedObjectTypeId != null && fine("related_name")) {
-    const [taken] = await ctx.db
-      .select({
-        id: customObjectTypeFields.id,
-        name: customObjectTypeFields.name,
-        cotId: customObjectTypes.id,
-        cot: customObjectTypes.name,
-      })
-      .from(customObjectTypeFields)
-      .innerJoin(
-        customObjectTypes,
-        eq(customObjectTypes.id, customObjectTypeFields.customObjectTypeId),
-      )
-      .where(
-        and(
-          eq(customObjectTypeFields.relatedObjectTypeId, draft.relatedObjectTypeId),
-          eq(customObjectTypeFields.relatedName, draft.relatedName),
-        ),
-      )
-      .limit(1);
+    const [taken] =
+      heldAhead(ahead, existing, draft) ??
+      (await ctx.db
+        .select({
+          id: customObjectTypeFields.id,
+          name: customObjectTypeFields.name,
+          cotId: customObjectTypes.id,
+          cot: customObjectTypes.name,
+        })
+        .from(customObjectTypeFields)
+        .innerJoin(
+          customObjectTypes,
+          eq(customObjectTypes.id, customObjectTypeFields.customObjectTypeId),
+        )
+        .where(
+          and(
+            eq(customObjectTypeFields.relatedObjectTypeId, draft.relatedObjectTypeId),
+            eq(customObjectTypeFields.relatedName, draft.relatedName),
+          ),
+        )
+        .limit(1));
     if (taken && taken.id !== existing?.id) {
       const holder = (await fieldViewable(ctx, ctx.auth, taken.id, taken.cotId))
         ? `field "${taken.name}" on "${taken.cot}"`
@@ -406,8 +429,24 @@ async function checkRelatedName({ ctx, existing, draft, errors, fine }: FieldChe
   }
 }
 
+/**
+ * The holder of the draft's reverse name among those the read phase read (`readAhead`); undefined
+ * when it did not read this name.
+ */
+function heldAhead(ahead: FieldsAhead | undefined, existing: FieldRow | null, draft: FieldDraft) {
+  const name = draft.relatedName;
+  const read =
+    ahead &&
+    (ahead.names.has(name) ||
+      (existing && ahead.storedOf.has(existing.id) && existing.relatedName === name));
+  if (!read) return undefined;
+  return ahead.holders.filter(
+    (h) => h.relatedName === name && h.relatedObjectTypeId === draft.relatedObjectTypeId,
+  );
+}
+
 /** The default, checked against the type (and its choice set). */
-async function checkDefault({ ctx, known, draft, kind, errors, fine }: FieldCheck) {
+async function checkDefault({ ctx, known, draft, kind, errors, fine, ahead }: FieldCheck) {
   const type = draft.type;
   if (
     draft.default !== null &&
@@ -417,7 +456,9 @@ async function checkDefault({ ctx, known, draft, kind, errors, fine }: FieldChec
     fine("choice_set")
   ) {
     let choices: Set<string> | null = null;
-    const read = [...(known?.values() ?? [])].find((k) => k.id === draft.choiceSetId);
+    const read =
+      [...(known?.values() ?? [])].find((k) => k.id === draft.choiceSetId) ??
+      (ahead && draft.choiceSetId ? choiceSetAhead(ahead.sets, draft.choiceSetId) : undefined);
     if (kind.takes.choices && draft.choiceSetId && read)
       choices = new Set(read.extraChoices.map(([v]) => v));
     else if (kind.takes.choices && draft.choiceSetId) {
@@ -437,7 +478,7 @@ async function checkDefault({ ctx, known, draft, kind, errors, fine }: FieldChec
  * `model` name the related object type, `related_object_types_input` lists `{app_label, model}`.
  * Ours wins where both are given.
  */
-function upstreamSpellings(input: Record<string, unknown>): Record<string, unknown> {
+export function upstreamSpellings(input: Record<string, unknown>): Record<string, unknown> {
   if (!has(input, "app_label") && !has(input, "model") && !has(input, "related_object_types_input"))
     return input;
   const { app_label, model, related_object_types_input, ...rest } = input;

@@ -56,7 +56,8 @@ import { scheduleSearchFlush } from "../search/flush";
 import { isFieldType } from "../field-types";
 import { typeChangeRefused } from "./field-definition";
 import { fieldModel } from "./api";
-import { refuseCycle } from "./cycles";
+import { addToGraph, refuseCycle } from "./cycles";
+import { type FieldsAhead, nestedSets, readAhead } from "./field-reads";
 import { validateField } from "./definitions";
 import {
   lostValues,
@@ -151,16 +152,16 @@ export function stageSearchIndex(
 }
 
 /** The type's rows and search index schema, read with the write's rules. */
-async function readType(
+async function readType<T>(
   ctx: WriteContext,
   cotId: number | SQL,
-  extra?: (orm: Orm, phase: ReturnType<typeof phaseWithRules>["phase"]) => () => unknown,
+  extra: (orm: Orm, phase: ReadPhase) => Promise<T>,
 ) {
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
   const reads = typeReads(orm, phase, cotId);
   const index = phase.add(indexSchemaQuery(orm, cotId));
-  const more = extra?.(orm, phase);
+  const more = await extra(orm, phase);
   await phase.run(ctx);
   return { orm, rules, cot: reads.cot(), fields: reads.fields(), stored: asSchema(index()), more };
 }
@@ -176,19 +177,22 @@ async function createField(
     throw new ValidationError({
       custom_object_type: ["This field is required (a custom object type id)."],
     });
-  const read = await readType(ctx, cotId, (orm, phase) =>
-    phase.add(nextIdQuery(orm, "custom_object_type_fields")),
-  );
+  // the checks' reads (the related type, its reverse name, the cycle's graph) in the same read
+  const read = await readType(ctx, cotId, async (orm, phase) => ({
+    next: phase.add(nextIdQuery(orm, "custom_object_type_fields")),
+    ahead: await readAhead(ctx, phase, [{ input }]),
+  }));
   const { orm, cot, fields } = read;
   if (!cot)
     throw new ValidationError({
       custom_object_type: [`Custom object type ${cotId} does not exist.`],
     });
   const { custom_object_type: _c, ...rest } = input;
-  const draft = await validateField(ctx, rest, null, fields);
-  await refuseCycle(ctx, cot, draft);
+  const ahead = read.more.ahead();
+  const draft = await validateField(ctx, rest, null, fields, undefined, undefined, ahead);
+  await refuseCycle(ctx, cot, draft, ahead.graph);
   const now = nowIso();
-  const id = firstNext((read.more as () => Array<{ next: number }>)());
+  const id = firstNext(read.more.next());
   const row: FieldRow = {
     ...draft,
     id,
@@ -197,7 +201,7 @@ async function createField(
     created: now,
     lastUpdated: now,
   };
-  const record = await fieldRecord(ctx, row);
+  const record = await fieldRecord(ctx, row, nestedSets(ctx, ahead));
   const batch = new Batch();
   batch.add(orm.insert(customObjectTypeFields).values(row));
   if (limits) guardAdmitted(batch, orm, options.resource, id, limits.act);
@@ -244,7 +248,14 @@ async function createFields(
     };
   });
   const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
+  const readChecks = await readAhead(
+    ctx,
+    phase,
+    inputs.map((input) => ({ input })),
+  );
   await phase.run(ctx);
+  const ahead = readChecks();
+  const sets = nestedSets(ctx, ahead);
   const batch = new Batch();
   const states = new TypeStates();
   const reverseNames = new Map<string, string>();
@@ -261,8 +272,8 @@ async function createFields(
         custom_object_type: [`Custom object type ${reads[i]!.cotId} does not exist.`],
       });
     const { custom_object_type: _c, ...rest } = input;
-    const draft = await validateField(ctx, rest, null, state.fields);
-    await refuseCycle(ctx, state.cot, draft);
+    const draft = await validateField(ctx, rest, null, state.fields, undefined, undefined, ahead);
+    await refuseCycle(ctx, state.cot, draft, ahead.graph);
     const schemaId = state.set.nextSchemaId ?? state.read.nextSchemaId;
     const row: FieldRow = {
       ...draft,
@@ -273,12 +284,14 @@ async function createFields(
       lastUpdated: now,
     };
     claimReverseName(reverseNames, row, draft);
+    // a later item closing a cycle through this one is refused as one by one
+    addToGraph(ahead.graph, state.read.id, draft);
     batch.add(orm.insert(customObjectTypeFields).values(row));
     if (limits) guardAdmitted(batch, orm, options.resource, row.id, limits.act);
     addStatements(batch, orm, fieldStorageStatements(state.read.id, row, encodedDefault(draft)));
     state.set = { ...state.set, nextSchemaId: schemaId + 1 };
     state.fields = [...state.fields, row];
-    const record = await fieldRecord(ctx, row);
+    const record = await fieldRecord(ctx, row, sets);
     return { row, change: { action: "create", id: row.id, prechange: null, postchange: record } };
   });
   states.finish(ctx, batch);
@@ -649,6 +662,7 @@ async function planFieldUpdate(
     field: FieldRow;
     reverseNames: Map<string, string>;
     early?: EarlyRetype | null;
+    ahead: FieldsAhead;
   },
   item: StagedUpdate,
   options: StagedOptions,
@@ -663,7 +677,15 @@ async function planFieldUpdate(
     throw new ValidationError({
       custom_object_type: ["A field cannot move to another custom object type."],
     });
-  const draft = await validateField(ctx, rest, current, state.fields);
+  const draft = await validateField(
+    ctx,
+    rest,
+    current,
+    state.fields,
+    undefined,
+    undefined,
+    found.ahead,
+  );
   claimReverseName(found.reverseNames, current, draft);
   const retyped = draft.type !== current.type;
   // a retype's values: a second read, a list's read together ahead (`listRetypeReads`)
@@ -671,7 +693,9 @@ async function planFieldUpdate(
   if (retype === "transaction") return "transaction";
   const storage = retype ? retype.statements : alterFieldStatements(state.cot.id, current, draft);
   const after: FieldRow = { ...current, ...draft, lastUpdated: nextStamp(current.lastUpdated) };
-  const [prechange, postchange] = [await fieldRecord(ctx, current), await fieldRecord(ctx, after)];
+  const sets = nestedSets(ctx, found.ahead);
+  const prechange = await fieldRecord(ctx, current, sets);
+  const postchange = await fieldRecord(ctx, after, sets);
   const fieldsAfter = state.fields.map((f) => (f.id === current.id ? after : f));
   const keys = followingKeys(state.cot, current, after, fieldsAfter);
   addStatements(batch, orm, keys.before);
@@ -717,7 +741,14 @@ async function updateFields(
   const orm = ctx.services.db.orm;
   const { phase, rules } = phaseWithRules(ctx, FIELD_MODEL);
   const reads = items.map((item) => readField(orm, phase, item.id, options, limits));
+  // the checks' reads (a reverse name's holder, a related type named) in the same read
+  const readChecks = await readAhead(
+    ctx,
+    phase,
+    items.map((item) => ({ input: item.input, fieldId: item.id })),
+  );
   await phase.run(ctx);
+  const ahead = readChecks();
   const early = options.bulk ? await listRetypeReads(ctx, items, reads) : [];
   const batch = new Batch();
   const states = new TypeStates();
@@ -726,7 +757,10 @@ async function updateFields(
   const plans = await perItem(options.bulk, items, (item, i) => {
     // named twice: a 400 on the later item (a delete's is not found, as one by one)
     refuseRepeat(seen, item.id);
-    const found = { ...foundField(states, reads[i]!, new Set()), reverseNames, early: early[i] };
+    const found = {
+      ...foundField(states, reads[i]!, new Set()),
+      ...{ reverseNames, early: early[i], ahead },
+    };
     return planFieldUpdate(ctx, batch, found, item, options, limits);
   });
   const staged = plans.filter((p) => p !== "transaction");
