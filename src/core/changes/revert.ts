@@ -640,9 +640,10 @@ async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: Re
   const ctx = readContext(c);
   const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
   const checked = await checkedPlan(reads, c.var.auth, resource, row, opts);
-  await dryRunInside(c, resource, row, checked);
   const { plan, conflicts } = checked;
+  // the write's own checks first, then the object it leaves held to the constraints, as its batch
   const object = await plannedPreview(c, resource, row, plan);
+  await dryRunInside(c, resource, row, checked);
   return answerOf(ctx, c.var.auth, resource, row, plan, object, conflicts, null);
 }
 
