@@ -16,7 +16,8 @@ import {
   type ChangeAction,
   type StagedRules,
 } from "../events/dispatch";
-import { newIdMarker, newRowId, withNewId, type WriteBatch } from "../rest/write-batch";
+import { newIdMarker, newRowId, putNewId, withNewId, type WriteBatch } from "../rest/write-batch";
+import { noteStaged } from "./preview";
 import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 
@@ -348,10 +349,7 @@ function rememberWritten(
   const id = Number(w.row.o);
   // texts written with the new row's id put in by SQL (`withNewId`) get it here the same way
   const mark = newIdMarker();
-  const stored = (text: string) =>
-    typeof e.id === "number"
-      ? text
-      : text.replaceAll(JSON.stringify(mark), String(id)).replaceAll(mark, String(id));
+  const stored = (text: string) => (typeof e.id === "number" ? text : putNewId(text, id));
   const pre = jsonOf(e.prechange);
   if (!mayRemember((pre?.length ?? 0) + (post?.length ?? 0))) return;
   const row: ChangeRow = {
@@ -385,6 +383,7 @@ export function stageChanges(
   rules: StagedRules,
   changes: StagedChange[],
 ): () => Array<string | undefined> {
+  noteStaged(ctx, objectTypeId, changes); // what a dry run's write would answer (decision 0162)
   const kept = changes.filter(
     (e) =>
       !(

@@ -31,6 +31,8 @@ import { objectChangeModel } from "./model";
 import { PlanReads, ridingReads } from "./plan-reads";
 import { type ObjectRef, type RecordProof, type RecordProven, recordProof } from "./record-proof";
 import { setRestoreId } from "./restore-id";
+import { stagedRecord, watchStaged } from "./preview";
+import type { Slots } from "../slots";
 import {
   type ChangeProof,
   type ChangeRow,
@@ -629,14 +631,38 @@ async function revertStaged(
   return answer(written.result?.record ?? null, written.change);
 }
 
-/** A dry run of a model whose writes are not staged: the plan's answer, its one read alone. */
+/**
+ * A dry run whose write the change record alone does not give (a forced one leaving fields out,
+ * a plan that differs): the plan read first, then its write run to where its batch would be sent
+ * (0162: the record it would answer, with every check it makes before).
+ */
 async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: RevertOptions) {
   const ctx = readContext(c);
   const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
   const checked = await checkedPlan(reads, c.var.auth, resource, row, opts);
-  await dryRunInside(c, resource, row, checked);
   const { plan, conflicts } = checked;
-  return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
+  // the write's own checks first, then the object it leaves held to the constraints, as its batch
+  const object = await plannedPreview(c, resource, row, plan);
+  await dryRunInside(c, resource, row, checked);
+  return answerOf(ctx, c.var.auth, resource, row, plan, object, conflicts, null);
+}
+
+/** The object `plan`'s write would leave: its staged writer stopped before the batch. */
+async function plannedPreview(c: Ctx, resource: Resource, row: ChangeRow, plan: Plan) {
+  const staged = resource.staged;
+  const shown =
+    plan.action === "create" || (plan.action === "update" && !!Object.keys(plan.input).length);
+  if (!shown) return null;
+  if (!staged || !writerOf(staged, row)) return unstagedPreview(row, plan);
+  const stamp = () => stampOf(plan);
+  const stop = await inStagedWrite(c, (w) =>
+    stagedWrite(stoppedAtBatch(w), staged, resource, row, plan.action, plan.input, stamp),
+  ).then(
+    () => null,
+    (e) => (e instanceof DryRunStop ? e : Promise.reject(e)),
+  );
+  if (!stop) throw new Error("revert dry run: the write sent its batch");
+  return previewOf(stop, row, plan);
 }
 
 /** The plan read found what the change record's fields alone did not foresee: plan first. */
@@ -651,8 +677,39 @@ class PlanRefused extends Error {
     super("revert refused by its plan");
   }
 }
-/** A dry run's write, stopped where its batch would be sent: nothing is written. */
-class DryRunStop extends Error {}
+/**
+ * A dry run's write, stopped where its batch would be sent: nothing is written. It carries the
+ * write's scratch, where the change records it staged show what it would answer (0162).
+ */
+class DryRunStop extends Error {
+  constructor(readonly scratch: Slots) {
+    super("dry run: stopped before the batch");
+  }
+}
+
+/** `w` watched (`watchStaged`), its batch never sent: a dry run's write. */
+function stoppedAtBatch(w: WriteContext): WriteContext {
+  watchStaged(w.scratch);
+  return { ...w, writeBatch: () => Promise.reject(new DryRunStop(w.scratch)) };
+}
+
+/**
+ * What the dry run's stopped write would answer as the object (decision 0162): the record it
+ * staged for the change record, its fields, what they derive and its stamps as that write would
+ * set them; null for a delete, or an update with nothing to write (the revert answers null too).
+ */
+function previewOf(stop: DryRunStop, row: ChangeRow, plan: Plan): ApiRecord | null {
+  if (plan.action === "delete" || (plan.action === "update" && !Object.keys(plan.input).length))
+    return null;
+  const record = stagedRecord(
+    stop.scratch,
+    row.changedObjectTypeId,
+    row.changedObjectId,
+    plan.action,
+  );
+  if (!record) throw new Error("revert dry run: the write staged no record of the object");
+  return record;
+}
 
 /**
  * What the change record says the write is, before anything is read: an update's changed fields
@@ -795,18 +852,16 @@ async function dryRunOfRecord(c: Ctx, row: ChangeRow, proven: RecordProven) {
     for (const action of ["view", "change"] as const)
       if (await restrictWhere(ctx, c.var.auth, action, resource)) return null;
     if (!(await shownAsRecorded(c, target, item.before, proven.later))) return null;
-    const stopped = await inStagedWrite(c, (w) =>
-      assumed({ ...w, writeBatch: () => Promise.reject(new DryRunStop()) }, item, {
-        resource,
-        bulk: false,
-      }),
+    const stop = await inStagedWrite(c, (w) =>
+      assumed(stoppedAtBatch(w), item, { resource, bulk: false }),
     ).then(
-      () => false,
-      (e) => (e instanceof DryRunStop ? true : Promise.reject(e)),
+      () => null,
+      (e) => (e instanceof DryRunStop ? e : Promise.reject(e)),
     );
-    if (!stopped) return null;
+    if (!stop) return null;
     const plan: Plan = { action: "update", input, current: item.before, conflicts: [] };
-    return await answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), [], null);
+    const object = previewOf(stop, row, plan);
+    return await answerOf(ctx, c.var.auth, resource, row, plan, object, [], null);
   } catch {
     return null; // the ordinary path answers it, in its own order
   }
@@ -1065,7 +1120,8 @@ async function revertInOneRead(
     if (!(e instanceof DryRunStop)) throw e;
     const { plan, conflicts } = checked!;
     await dryRunInside(c, resource, row, checked!);
-    return answerOf(ctx, c.var.auth, resource, row, plan, wouldBe(row, plan), conflicts, null);
+    const object = previewOf(e, row, plan);
+    return answerOf(ctx, c.var.auth, resource, row, plan, object, conflicts, null);
   }
 }
 
@@ -1080,6 +1136,7 @@ function ridingWrite(
 ): WriteContext {
   const readAll = (all: unknown[]) => w.readPhase!(all);
   let read = false;
+  if (dryRun) watchStaged(w.scratch);
   return {
     ...w,
     readPhase: (queries) => {
@@ -1088,7 +1145,7 @@ function ridingWrite(
     },
     writeBatch: async (items, explain) => {
       if (!read) await withPlan([], readAll);
-      if (dryRun) throw new DryRunStop();
+      if (dryRun) throw new DryRunStop(w.scratch);
       return w.writeBatch!(items, explain);
     },
   };
@@ -1129,8 +1186,11 @@ async function stagedWrite(
   }
 }
 
-/** What the write would leave, for a dry run: the fields put back over the object (or its snapshot). */
-function wouldBe(row: ChangeRow, plan: Plan): ApiRecord | null {
+/**
+ * A dry run's object where the model's writes are not staged (no revertable model today): the
+ * fields put back over the object (or its snapshot), what they derive left as it was.
+ */
+function unstagedPreview(row: ChangeRow, plan: Plan): ApiRecord | null {
   if (plan.action === "delete") return null;
   if (plan.action === "update")
     return Object.keys(plan.input).length ? { ...plan.current, ...plan.input } : null;

@@ -114,6 +114,12 @@ export function withNewId(text: string | Placeholder, id: SQL): SQL {
   return sql`replace(replace(${text}, ${JSON.stringify(mark)}, ${asText}), ${mark}, ${asText})`;
 }
 
+/** `text` (JSON) with the marker replaced by `id`, as `withNewId`'s SQL does it. */
+export function putNewId(text: string, id: number): string {
+  const mark = newIdMarker();
+  return text.replaceAll(JSON.stringify(mark), String(id)).replaceAll(mark, String(id));
+}
+
 /**
  * A write's new `last_updated`: now, but always after the stamp it replaces (two writes in one
  * millisecond would otherwise leave the same stamp, and a condition on it could not tell them
