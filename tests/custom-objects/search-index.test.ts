@@ -402,6 +402,26 @@ describe("full-text index", () => {
     expect(await drained()).toBe(true);
   });
 
+  test("a write scheduled while flushNow runs is flushed by a timer afterwards, not left waiting", async () => {
+    const services = servicesOf(t.app);
+    const clock = manualTimers();
+    const flusher = new SearchFlusher(services, 80, 400, clock);
+    await flush();
+    await t.deps.db.client.execute(
+      `INSERT OR IGNORE INTO co_search_pending(type_id, id) SELECT ${cot.id}, min(id) FROM "co_${cot.id}"`,
+    );
+    const running = flusher.flushNow(); // flushes the types dirty when it started: none
+    // a write of this type committed just now: its schedule finds the flush running
+    flusher.schedule(cot.id);
+    await running;
+    expect(await pendingCount()).toBe(1);
+    expect(clock.fired).toBe(0);
+    clock.advance(80);
+    expect(clock.fired).toBe(1);
+    await flusher.flushNow(); // settles the run the timer started
+    expect(await drained()).toBe(true);
+  });
+
   test("a flush armed when its database closed stops there: no retry is armed (0127)", async () => {
     const dir = mkdtempSync(join(tmpdir(), "host-flush-closed-"));
     const db = await openDatabase(`file:${join(dir, "closed.db")}`);

@@ -80,14 +80,23 @@ export class SearchFlusher {
       retryMs ?? Math.max(0, Math.min(this.delayMs, this.#waitingSince + this.maxWaitMs - now));
     this.#timer = this.clock.setTimer(() => {
       this.#timer = null;
-      let failed = false;
-      this.#running = this.#run()
-        .then((ok) => void (failed = !ok))
-        .finally(() => {
-          this.#running = null;
-          if (this.#dirty.size || this.#sweep) this.#arm(failed ? RETRY_MS : undefined);
-        });
+      this.#start();
     }, wait);
+  }
+
+  /**
+   * Runs a flush. After it, what is still dirty (a failed type, or a write scheduled while it ran,
+   * whose `#arm` found it running) gets a timer: nothing waits for the next write or sweep.
+   */
+  #start(): Promise<void> {
+    let failed = false;
+    this.#running = this.#run()
+      .then((ok) => void (failed = !ok))
+      .finally(() => {
+        this.#running = null;
+        if (this.#dirty.size || this.#sweep) this.#arm(failed ? RETRY_MS : undefined);
+      });
+    return this.#running;
   }
 
   /** Flushes what is due now, until nothing is left (also for tests and benches). */
@@ -97,10 +106,7 @@ export class SearchFlusher {
       this.#timer = null;
     }
     while (this.#running) await this.#running;
-    this.#running = this.#run()
-      .then(() => undefined)
-      .finally(() => (this.#running = null));
-    await this.#running;
+    await this.#start();
   }
 
   /**
