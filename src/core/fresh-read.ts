@@ -11,6 +11,7 @@
 import type { Ctx, Guard } from "./context";
 import { isWriteConflict, type Queries, type Results } from "../db/client";
 import { ApiError } from "./errors";
+import { readsCostRoundTrip } from "../db/policy";
 
 export type { Guard };
 
@@ -240,7 +241,7 @@ const ordinary = new WeakSet<Ctx>();
  */
 function leaveToBatch(c: Ctx): boolean {
   const guards = pending.get(c);
-  if (!guards?.length || ordinary.has(c) || c.var.services.db.kind === "local") return false;
+  if (!guards?.length || ordinary.has(c) || !readsCostRoundTrip(c.var.services.db)) return false;
   if (!guards.every((g) => g.batch?.length)) return false;
   inBatch.add(c);
   return true;
