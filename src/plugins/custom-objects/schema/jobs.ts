@@ -20,7 +20,7 @@ import { readApplyRequest } from "./apply";
 import { applySchemaLogged, asLongWrite } from "./change-log";
 import { applyStaged } from "./apply-staged";
 import { withRetry } from "../types/staged";
-import { readsCostRoundTrip } from "../../../db/policy";
+import { stagesSchemaWrites } from "../../../db/policy";
 
 export const SCHEMA_APPLY_TASK = "schema.apply";
 
@@ -136,7 +136,7 @@ async function applyInJob(
   meta: WriteMeta,
   request: ReturnType<typeof readApplyRequest>,
 ) {
-  if (readsCostRoundTrip(services.db)) {
+  if (stagesSchemaWrites(services.db)) {
     const staged = await stagedWrite(services, meta, (ctx) =>
       withRetry(ctx, (a) => applyStaged(a, request)),
     );
