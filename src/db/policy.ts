@@ -6,10 +6,11 @@ import type { Database } from "./client";
 
 /**
  * Whether a read costs a network round trip (libSQL/Turso over HTTP, D1) rather than a call into a
- * local file. Where it does, the caches a write takes on trust are proven inside its batch (a
- * token by its print, a referenced object's form by its text) and a written change record is
- * remembered for its revert; where it does not, reading is cheaper than carrying those proofs and
- * copies (decision 0157 measured them on a local file).
+ * local file. Where it does, a token is read with its print (which its guard then compares,
+ * in the write batch too), referenced objects' forms are cached and proven by their text in the
+ * batch, and a written change record is remembered for its revert (0133). Where it does not, the
+ * look-up shared while the change stamp holds and a read cost less than carrying those proofs
+ * and copies (decision 0157 measured them on a local file: more CPU and RSS per write).
  */
 export const readsCostRoundTrip = (db: Pick<Database, "kind">): boolean => db.kind !== "local";
 
