@@ -235,12 +235,13 @@ const ordinary = new WeakSet<Ctx>();
 
 /**
  * A read phase with nothing to read: where every pending guard has batch statements, they stay
- * pending (a refusal before the batch still settles them) and lead the write batch instead, on a
- * remote database or D1 (a local file's reads cost no round trip). True when so.
+ * pending (a refusal before the batch still settles them) and lead the write batch instead. On
+ * every database: a local file's read would cost no round trip, and the batch costs it nothing
+ * measurable either (decision 0157).
  */
 function leaveToBatch(c: Ctx): boolean {
   const guards = pending.get(c);
-  if (!guards?.length || ordinary.has(c) || c.var.services.db.kind === "local") return false;
+  if (!guards?.length || ordinary.has(c)) return false;
   if (!guards.every((g) => g.batch?.length)) return false;
   inBatch.add(c);
   return true;

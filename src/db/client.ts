@@ -16,6 +16,10 @@
  * - `transaction(work)` is an interactive write transaction: a statement per round trip on a
  *   remote database, holding its write lock across the network. What is not converted to `write`
  *   yet uses it; D1 has none and refuses it (`InteractiveTransactionUnsupported`).
+ * - `needTransaction()` states, before any of it runs, that the work about to be done needs
+ *   `transaction` (a staged write falling back to one): D1 refuses with the same typed error,
+ *   thrown at once; elsewhere a no-op. Domain code maps that refusal to its own answer
+ *   (`transactionOr`), never asking which backend it is on.
  * - `longWrite(work)` marks a long write (a schema apply): on a local file its transactions run on
  *   a second connection whose statements give the event loop its turns when due (`turns.ts`);
  *   elsewhere it just runs `work`.
@@ -25,6 +29,8 @@
  * - `changeStamp()` changes whenever anything commits, from any connection or process, where the
  *   implementation can tell that without a round trip (a local file); null elsewhere, and caches
  *   must then validate themselves another way.
+ * - `kind` names the implementation for display only (the status page, the health check's
+ *   `driver`); a choice of strategy is the implementation's, or `policy.ts`'s (decision 0157).
  * - `fileHealth` is what the implementation knows about the file under it (decision 0079): a
  *   local file's watcher; elsewhere `NO_FILE_HEALTH`, which knows of no problem.
  *
@@ -98,7 +104,10 @@ export const NO_FILE_HEALTH: FileHealthReport = Object.freeze({
 });
 
 export interface Database {
-  /** `local`: a file or :memory: (Bun); `remote`: libSQL/Turso over HTTP; `d1`: Cloudflare D1. */
+  /**
+   * `local`: a file or :memory: (Bun); `remote`: libSQL/Turso over HTTP; `d1`: Cloudflare D1.
+   * For display: domain code outside `src/db` never branches on it (tests/repo/backend-blind).
+   */
   readonly kind: "local" | "remote" | "d1";
   /** Builds queries; awaiting one runs it alone, outside any transaction. */
   readonly orm: Orm;
@@ -114,6 +123,8 @@ export interface Database {
   readRows(sql: string, args: InValue[]): Promise<RawRows>;
   /** An interactive write transaction (see above: the path `write` replaces; not on D1). */
   transaction<T>(work: (tx: Executor) => Promise<T>): Promise<T>;
+  /** States that work about to run needs `transaction`: throws its refusal now where there is none. */
+  needTransaction(): void;
   /** Runs `work` as a long write (see above); elsewhere than a local file, runs it as it is. */
   longWrite<T>(work: () => Promise<T>): Promise<T>;
   /** One maintenance write (see above), outside any transaction; resolves with the rows changed. */
@@ -140,6 +151,30 @@ export class InteractiveTransactionUnsupported extends ApiError {
       detail: `This write needs an interactive transaction, which ${kind} does not have; it is not available on this database yet.`,
       error: "not_available_on_this_database",
     });
+  }
+}
+
+/**
+ * Falls back to a transaction: `"transaction"`, the answer a staged write gives when its work
+ * needs one. Where the database has none (`needTransaction` refuses, before anything runs),
+ * throws `refusal()` instead: the answer that names why (a 409 such as `cascade_too_large`).
+ */
+export function transactionOr(db: Pick<Database, "needTransaction">, refusal: () => Error) {
+  if (!offersTransaction(db)) throw refusal();
+  return "transaction" as const;
+}
+
+/**
+ * Whether work that needs a transaction may take one: false where `needTransaction` refuses
+ * (D1), so the caller keeps the path that needs none. Any other failure is thrown as it is.
+ */
+export function offersTransaction(db: Pick<Database, "needTransaction">): boolean {
+  try {
+    db.needTransaction();
+    return true;
+  } catch (e) {
+    if (e instanceof InteractiveTransactionUnsupported) return false;
+    throw e;
   }
 }
 

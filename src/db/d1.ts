@@ -56,6 +56,9 @@ export function d1Database(unlimited: D1Binding): Database {
       return { columns: (columns as string[]) ?? [], rows: rows as unknown[][] };
     },
     transaction: () => Promise.reject(new InteractiveTransactionUnsupported("D1")),
+    needTransaction() {
+      throw new InteractiveTransactionUnsupported("D1");
+    },
     longWrite: (work) => work(),
     async maintain({ sql, args }) {
       const r = await binding

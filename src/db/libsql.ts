@@ -60,6 +60,7 @@ export function libsqlDatabase(
       return { columns: r.columns, rows: r.rows.map((row) => Array.from(row)) };
     },
     transaction: (work) => orm.transaction(work),
+    needTransaction: () => {},
     longWrite: (work) => work(),
     async maintain(statement) {
       return (await client.execute(statement)).rowsAffected;

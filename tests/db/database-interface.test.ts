@@ -16,6 +16,8 @@ import {
   guardChanged,
   InteractiveTransactionUnsupported,
   isWriteConflict,
+  offersTransaction,
+  transactionOr,
   type Database,
 } from "../../src/db/client";
 import { d1Database, type D1Binding } from "../../src/db/d1";
@@ -177,6 +179,27 @@ for (const kind of ["local", "remote", "d1"]) {
         expect(outcome.statusCode).toBe(501);
         expect(outcome.body.error).toBe("not_available_on_this_database");
       } else expect(outcome).toBe("committed");
+    });
+
+    test("needTransaction: refused on D1 at once, the refusal mapped by the caller; a no-op elsewhere", async () => {
+      const db = dbs[kind]!;
+      const refusal = new Error("mapped");
+      if (kind === "d1") {
+        expect(() => db.needTransaction()).toThrow(InteractiveTransactionUnsupported);
+        expect(offersTransaction(db)).toBe(false);
+        expect(() => transactionOr(db, () => refusal)).toThrow(refusal);
+      } else {
+        expect(db.needTransaction()).toBeUndefined();
+        expect(offersTransaction(db)).toBe(true);
+        expect(transactionOr(db, () => refusal)).toBe("transaction");
+      }
+      // any other failure is the caller's to see as it is
+      const broken = {
+        needTransaction: () => {
+          throw new TypeError("broken");
+        },
+      };
+      expect(() => offersTransaction(broken)).toThrow(TypeError);
     });
   });
 }

@@ -26,6 +26,7 @@ import { clientAddress } from "./login";
 import { networkContains, parseAddress, parseNetwork } from "./networks";
 import { callerAuth, JOB_CALLER } from "../rest/background";
 import { slotKey } from "../slots";
+import { readsCostRoundTrip } from "../../db/policy";
 
 /** A token's `last_used` is written at most this often per process (as NetBox: once a minute). */
 const LAST_USED_EVERY_MS = 60_000;
@@ -183,7 +184,7 @@ const printByHash = new Prebuilt<{ print: string | null }[]>((orm) =>
  * every request (the guard of 0085), so their SQL text is rendered once, not per request (0098).
  */
 function authStatements(db: Database, orm: Orm, keyHash: string) {
-  const token = db.kind === "local" ? tokenByHash : tokenByHashPrinted;
+  const token = readsCostRoundTrip(db) ? tokenByHashPrinted : tokenByHash;
   return [token.with(orm, { keyHash }), grantsByHash.with(orm, { keyHash })] as const;
 }
 

@@ -20,6 +20,7 @@ import { newIdMarker, newRowId, putNewId, withNewId, type WriteBatch } from "../
 import { noteStaged } from "./preview";
 import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
+import { readsCostRoundTrip } from "../../db/policy";
 
 export type { ChangeAction };
 
@@ -342,7 +343,7 @@ function rememberWritten(
 ) {
   const label = `${resource.appLabel}.${resource.model}`;
   const post = w.row.p;
-  if (ctx.services.db.kind === "local" || NOT_REVERTABLE.has(label)) return;
+  if (!readsCostRoundTrip(ctx.services.db) || NOT_REVERTABLE.has(label)) return;
   if (!mayRemember(post?.length ?? 0)) return;
   const e = w.change;
   const user = ctx.auth.user;

@@ -46,7 +46,8 @@ import {
   settleBeforeWrite,
   writeFolded,
 } from "../fresh-read";
-import type { Queries } from "../../db/client";
+import { offersTransaction, type Queries } from "../../db/client";
+import { bulkCreateInTransaction } from "../../db/policy";
 import { databaseStamp } from "../database-stamp";
 import type { StagedOptions } from "../context";
 
@@ -936,13 +937,13 @@ async function createList(
   tagEdits: boolean,
 ) {
   requireNonEmpty(body);
+  const db = c.var.services.db;
   // A list with items that are not objects answers every item's problems where a transaction
   // can check the others (a resource with `createMany`); a staged create checks none past them.
-  if (staged && r.createMany && c.var.services.db.kind !== "d1" && !body.every(isObject))
-    staged = undefined;
-  // On a local file a bulk create saves no round trip by being one batch, and the transaction's
-  // chunked path is the faster and leaner one there (decision 0114); elsewhere, one batch.
-  if (staged && r.createMany && !tagEdits && c.var.services.db.kind === "local") staged = undefined;
+  if (staged && r.createMany && !body.every(isObject) && offersTransaction(db)) staged = undefined;
+  // Where a batch saves no round trip, the transaction's chunked path is the faster and leaner
+  // one (decision 0114: a local file); elsewhere, one batch.
+  if (staged && r.createMany && !tagEdits && bulkCreateInTransaction(db)) staged = undefined;
   const written: Written[] = staged
     ? await inStagedWrite(c, (ctx) =>
         staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),

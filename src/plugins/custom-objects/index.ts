@@ -52,6 +52,7 @@ import { databaseStamp } from "../../core/database-stamp";
 import { flushSearchIndexesNow, searchFlusher, SEARCH_SWEEP_EVERY_MS } from "./search/flush";
 import { addMissingCompanionColumns, dropUnwantedFieldIndexes } from "./ddl";
 import { upgradeSearchIndexes } from "./search/search-index";
+import { stagesSchemaWrites } from "../../db/policy";
 
 /** The registry of one app's custom object types (made once, in `setup`). */
 function cotRegistry(services: Services): CotRegistry {
@@ -480,7 +481,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
       const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
       // Off a local file, the documents the batch takes are one read phase and one batch
       // (decision 0111); the rest, and every apply on a local file, keep the long write.
-      if (c.var.services.db.kind !== "local") {
+      if (stagesSchemaWrites(c.var.services.db)) {
         const staged = await inStagedWrite(c, (ctx) =>
           withRetry(ctx, (a) => applyStaged(a, request)),
         );

@@ -7,7 +7,7 @@
  * decision 0155), each object with its change record.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { WriteConflictError } from "../../../db/client";
+import { transactionOr, WriteConflictError } from "../../../db/client";
 import { ApiError } from "../../../core/errors";
 import type {
   ApiRecord,
@@ -58,11 +58,12 @@ const ROWS_PER_DELETE = 2_000;
  * 409 `cascade_too_large` (delete the deepest dependants first) rather than 501.
  */
 function overBound(ctx: WriteContext): "transaction" {
-  if (ctx.services.db.kind !== "d1") return "transaction";
-  throw ApiError.detail(
-    409,
-    `This delete would cascade to more than ${CASCADE_OBJECTS} objects, more than one write takes on this database; delete the dependants first.`,
-    "cascade_too_large",
+  return transactionOr(ctx.services.db, () =>
+    ApiError.detail(
+      409,
+      `This delete would cascade to more than ${CASCADE_OBJECTS} objects, more than one write takes on this database; delete the dependants first.`,
+      "cascade_too_large",
+    ),
   );
 }
 

@@ -51,7 +51,7 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { customObjectTypes } from "../../../db/schema";
-import type { Queries } from "../../../db/client";
+import { offersTransaction, type Queries } from "../../../db/client";
 import type { WrittenRow } from "../../../core/models/unique-clash";
 import { deletingTogether } from "./on-delete";
 import { APP_LABEL } from "../constants";
@@ -1209,7 +1209,7 @@ const metaOf = ({ auth, requestId, baseUrl, params }: WriteContext) => ({
 
 /** Whether a failed staged bulk write is answered again through a transaction (see below). */
 const explains = (ctx: WriteContext, options: StagedOptions, e: unknown) =>
-  options.bulk && e instanceof ValidationError && ctx.services.db.kind !== "d1";
+  options.bulk && e instanceof ValidationError && offersTransaction(ctx.services.db);
 
 const hasTagEdits = (input: ApiRecord) =>
   Object.hasOwn(input, "add_tags") || Object.hasOwn(input, "remove_tags");

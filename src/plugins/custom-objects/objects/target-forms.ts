@@ -6,6 +6,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { ModelInfo, WriteContext } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
 import { Prebuilt } from "../../../db/driver-internals";
+import { readsCostRoundTrip } from "../../../db/policy";
 
 /** Each referenced object's nested form as SQL made it (its JSON text), by type and id. */
 const FORMS = slotKey<Map<string, string>>("custom-objects.target-forms");
@@ -16,7 +17,7 @@ const SEPARATOR = "\u001e";
 const keyOf = (info: ModelInfo, id: number) => `${info.appLabel}.${info.model}#${id}`;
 
 /** A request whose guards can ride in its batch, on a database one round trip away. */
-const cacheable = (ctx: WriteContext) => !!ctx.guard && ctx.services.db.kind !== "local";
+const cacheable = (ctx: WriteContext) => !!ctx.guard && readsCostRoundTrip(ctx.services.db);
 
 /** The forms of the ids (in order) as one value, their JSON texts as SQL makes them. */
 function printOf(nested: NestedSql, count: number): SQL {

@@ -20,6 +20,7 @@ import { readApplyRequest } from "./apply";
 import { applySchemaLogged, asLongWrite } from "./change-log";
 import { applyStaged } from "./apply-staged";
 import { withRetry } from "../types/staged";
+import { stagesSchemaWrites } from "../../../db/policy";
 
 export const SCHEMA_APPLY_TASK = "schema.apply";
 
@@ -135,7 +136,7 @@ async function applyInJob(
   meta: WriteMeta,
   request: ReturnType<typeof readApplyRequest>,
 ) {
-  if (services.db.kind !== "local") {
+  if (stagesSchemaWrites(services.db)) {
     const staged = await stagedWrite(services, meta, (ctx) =>
       withRetry(ctx, (a) => applyStaged(a, request)),
     );

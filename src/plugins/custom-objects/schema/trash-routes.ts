@@ -22,6 +22,7 @@ import { asLongWrite } from "./change-log";
 import { cotsAllowed, requireCots } from "./access";
 import { listTrash, restoreEntry, trashView, type TrashRow } from "./trash";
 import { purgeEntryStaged, restoreStaged } from "./trash-staged";
+import { stagesSchemaWrites } from "../../../db/policy";
 
 const cotTarget = { appLabel: APP_LABEL, model: COT_MODEL };
 
@@ -82,7 +83,7 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
       const id = entryId(c.req.param("id"));
       const entry = await entryFor(c, id, null);
       // staged, a field's type is checked in the restore's read (decision 0128)
-      if (c.var.services.db.kind !== "local") {
+      if (stagesSchemaWrites(c.var.services.db)) {
         const staged = await inStagedWrite(c, (ctx) => restoreStaged(ctx, entry));
         return c.json({ restored: trashView(staged) });
       }

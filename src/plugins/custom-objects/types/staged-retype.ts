@@ -6,7 +6,7 @@
  * the batch as bound JSON lists of `[id, value]` pairs behind guards that they are unchanged.
  */
 import { sql, type SQL } from "drizzle-orm";
-import type { Database, Orm } from "../../../db/client";
+import { transactionOr, type Database, type Orm } from "../../../db/client";
 import type { WriteContext } from "../../../core/context";
 import { ApiError } from "../../../core/errors";
 import { ReadPhase } from "../../../core/rest/write-batch";
@@ -110,17 +110,18 @@ export function retypeReads(
  * `retype_too_large` (decision 0135) rather than 501.
  */
 export function overBound(
-  db: Pick<Database, "kind">,
+  db: Pick<Database, "needTransaction">,
   fields: FieldRow[],
   read: { count: number; bytes: number },
 ): "transaction" {
-  if (db.kind !== "d1") return "transaction";
-  const names = fields.map((f) => `"${f.name}"`).join(", ");
-  throw ApiError.detail(
-    409,
-    `Changing the type of ${names} converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
-    "retype_too_large",
-  );
+  return transactionOr(db, () => {
+    const names = fields.map((f) => `"${f.name}"`).join(", ");
+    return ApiError.detail(
+      409,
+      `Changing the type of ${names} converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
+      "retype_too_large",
+    );
+  });
 }
 
 /**
