@@ -44,7 +44,7 @@ export const D1_MAX_COMPOUND_TERMS = 5;
 /**
  * `a UNION ALL b UNION ALL …` of any number of SELECTs (the same columns) that D1 accepts: past
  * five terms they go in at most five groups, each read as `SELECT * FROM (group)` and grouped
- * again while longer, so no compound has more than five terms (log₅ n levels; 3,000 measured).
+ * again while longer, so no compound has more than five terms (log₅ n levels).
  * The rows are those of the flat union, in its order, on every backend.
  */
 export function unionAll(terms: readonly SQL[]): SQL {

@@ -203,3 +203,60 @@ export function expectManyTermsAnswers(r: Awaited<ReturnType<typeof manyTermsSce
     },
   ]);
 }
+
+type JsonAs = (
+  method: string,
+  path: string,
+  body?: unknown,
+  token?: string,
+) => Promise<{ status: number; body: any }>;
+
+/**
+ * A caller who may add only types whose slug starts with "ok" applies a schema adding six types:
+ * all inside (200), then one outside among them (the transaction's 403 naming it, explained by
+ * one read of the seven types as written, nothing written).
+ */
+export async function constrainedAddsScenario(json: JsonAs, prefix: string) {
+  const TYPE = "custom_objects.customobjecttype";
+  const user = await must(json, 201, "POST", "/api/users/users/", { username: `${prefix}-adder` });
+  for (const [i, [actions, label, constraints]] of (
+    [
+      [["view", "add", "change"], TYPE, { slug__startswith: "ok" }],
+      [["view", "add", "change", "delete"], "custom_objects.customobjecttypefield", null],
+    ] as const
+  ).entries())
+    await must(json, 201, "POST", "/api/users/permissions/", {
+      name: `${prefix}-adder-${i}`,
+      actions,
+      object_types: [label],
+      users: [user.id],
+      constraints,
+    });
+  const made = await must(json, 201, "POST", "/api/users/tokens/", { user: user.id });
+  const token = `nbt_${made.key}.${made.token}`;
+  const doc = (slugs: string[]) => ({
+    schema: {
+      schema_version: "1",
+      types: slugs.map((slug) => ({
+        name: slug,
+        slug,
+        fields: [{ id: 1, name: "code", type: "text" }],
+      })),
+    },
+  });
+  const apply = async (slugs: string[]) => {
+    const r = await json("POST", `${CO}/schema/apply/`, doc(slugs), token);
+    return { status: r.status, detail: r.status === 200 ? null : r.body.detail };
+  };
+  const six = (first: string) => Array.from({ length: 6 }, (_, i) => `${first}_${prefix}${i}`);
+  const inside = await apply(six("ok"));
+  const outside = await apply([...six("ok2"), `bad_${prefix}`]);
+  const types = await must(json, 200, "GET", `${CO}/custom-object-types/?limit=100&ordering=slug`);
+  return {
+    inside,
+    outside,
+    slugs: types.results
+      .map((t: { slug: string }) => t.slug)
+      .filter((s: string) => /^(ok|bad)/.test(s)),
+  };
+}

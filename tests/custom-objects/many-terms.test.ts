@@ -9,7 +9,11 @@ import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/f
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { type D1App, startD1App } from "../helpers/d1-app";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
-import { expectManyTermsAnswers, manyTermsScenario } from "./many-terms-scenario";
+import {
+  constrainedAddsScenario,
+  expectManyTermsAnswers,
+  manyTermsScenario,
+} from "./many-terms-scenario";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(120_000);
@@ -69,4 +73,16 @@ test("linked-objects of seven fields stays one round trip, remotely and on D1 (w
   const before = d1Reads;
   expect((await d1.json("GET", d1Path)).body.count).toBe(9);
   expect(d1Reads - before).toBe(1);
+});
+
+test("a constrained caller's apply adding seven types, one outside: the same 403 locally, remotely and on D1", async () => {
+  const as = (t: TestApp) => (method: string, path: string, body?: unknown, token?: string) =>
+    t.json(method, path, { body, ...(token ? { token } : {}) });
+  const onLocal = await constrainedAddsScenario(as(local), "ca");
+  expect(onLocal.inside.status).toBe(200);
+  expect(onLocal.outside.status).toBe(403);
+  expect(onLocal.outside.detail).toContain("bad_ca");
+  expect(onLocal.slugs).toHaveLength(6);
+  expect(await constrainedAddsScenario(as(remote), "ca")).toEqual(onLocal);
+  expect(await constrainedAddsScenario(d1.json, "ca")).toEqual(onLocal);
 });
