@@ -1,7 +1,8 @@
 /**
- * Keeps every statement sent to Cloudflare D1 within D1's per-statement limits (decision 0125):
- * at most 100 bound values, 100,000 bytes of SQL and expressions 100 deep. Past 100 values a statement carries the
- * excess as SQL literals; what cannot fit answers 400 naming the limit, never a 500.
+ * Keeps every statement sent to Cloudflare D1 within D1's per-statement limits (decisions 0125,
+ * 0161): at most 100 bound values, 100,000 bytes of SQL, expressions 100 deep and five terms in a
+ * compound SELECT. Past 100 values a statement carries the excess as SQL literals; what cannot fit
+ * answers 400 naming the limit, never a 500.
  */
 import { sql, type SQL } from "drizzle-orm";
 import { ApiError } from "../api-error";
@@ -31,6 +32,38 @@ export function anyOf(terms: readonly SQL[]): SQL {
 /** `a AND b AND …` as a balanced tree (see `anyOf`). */
 export function allOf(terms: readonly SQL[]): SQL {
   return balanced(terms, sql` AND `);
+}
+
+/**
+ * D1's most terms in one compound SELECT: workerd sets `SQLITE_LIMIT_COMPOUND_SELECT` to 5 (plain
+ * SQLite allows 500), for UNION, UNION ALL, INTERSECT and EXCEPT alike, in a subquery or a CTE
+ * too; a multi-row VALUES is exempt (measured on miniflare's D1, decision 0161).
+ */
+export const D1_MAX_COMPOUND_TERMS = 5;
+
+/**
+ * `a UNION ALL b UNION ALL …` of any number of SELECTs (the same columns) that D1 accepts: past
+ * five terms they go in at most five groups, each read as `SELECT * FROM (group)` and grouped
+ * again while longer, so no compound has more than five terms (log₅ n levels).
+ * The rows are those of the flat union, in its order, on every backend.
+ */
+export function unionAll(terms: readonly SQL[]): SQL {
+  return compound(terms, sql` UNION ALL `);
+}
+
+/** `a UNION b UNION …` (duplicates dropped) the same way: a union of unions is the same set. */
+export function union(terms: readonly SQL[]): SQL {
+  return compound(terms, sql` UNION `);
+}
+
+function compound(terms: readonly SQL[], operator: SQL): SQL {
+  if (terms.length === 0) throw new Error("compound: no terms");
+  if (terms.length <= D1_MAX_COMPOUND_TERMS) return sql.join([...terms], operator);
+  const size = Math.ceil(terms.length / D1_MAX_COMPOUND_TERMS);
+  const groups: SQL[] = [];
+  for (let at = 0; at < terms.length; at += size)
+    groups.push(sql`SELECT * FROM (${compound(terms.slice(at, at + size), operator)})`);
+  return sql.join(groups, operator);
 }
 
 function balanced(terms: readonly SQL[], operator: SQL): SQL {

@@ -2,7 +2,8 @@
  * D1's per-statement limits (decision 0125) on miniflare's D1: a statement of more than 100
  * values runs with the excess written out as literals that mean what the bound values meant (text
  * with quotes, placeholders and comment marks in it stays text), what cannot fit is a 400 naming
- * the limit, and balanced OR/AND trees pass D1's expression depth where a chain does not.
+ * the limit, balanced OR/AND trees pass D1's expression depth where a chain does not, and unions
+ * grouped in fives pass D1's five terms of a compound SELECT where a flat one does not (0161).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
@@ -13,11 +14,14 @@ import { d1Database, type D1Binding } from "../../src/db/d1";
 import {
   anyOf,
   D1_MAX_BOUND_VALUES,
+  D1_MAX_COMPOUND_TERMS,
   fitStatement,
   placeholderOffsets,
   rowsPerStatement,
   StatementTooLargeError,
   statementTooLargeOf,
+  union,
+  unionAll,
 } from "../../src/db/d1-limits";
 
 let mf: Miniflare;
@@ -125,4 +129,42 @@ test("an OR of 500 terms as a balanced tree passes D1's expression depth; a chai
   expect(statementTooLargeOf(deep)?.status).toBe(400);
   expect(JSON.stringify(statementTooLargeOf(deep)?.body)).toContain("nested more than 100 deep");
   expect(statementTooLargeOf(new Error("UNIQUE constraint failed"))).toBeNull();
+});
+
+test("D1 takes at most five terms in a compound SELECT, of every operator, in a subquery or a CTE too; a multi-row VALUES is exempt", async () => {
+  expect(D1_MAX_COMPOUND_TERMS).toBe(5);
+  const terms = (n: number, op: string) =>
+    Array.from({ length: n }, (_, i) => `SELECT ${i} AS v`).join(` ${op} `);
+  const run = (text: string) =>
+    db.readRows(text, []).then(
+      () => "ok",
+      (e: unknown) => String(e),
+    );
+  for (const op of ["UNION ALL", "UNION", "INTERSECT", "EXCEPT"]) {
+    expect(await run(terms(D1_MAX_COMPOUND_TERMS, op))).toBe("ok");
+    expect(await run(terms(D1_MAX_COMPOUND_TERMS + 1, op))).toMatch(
+      /too many terms in compound SELECT/,
+    );
+  }
+  const six = terms(D1_MAX_COMPOUND_TERMS + 1, "UNION ALL");
+  expect(await run(`SELECT count(*) FROM (${six})`)).toMatch(/too many terms/);
+  expect(await run(`WITH c AS (${six}) SELECT * FROM c`)).toMatch(/too many terms/);
+  expect(await run(`SELECT 1 WHERE 1 IN (${six})`)).toMatch(/too many terms/);
+  const values = Array.from({ length: 200 }, (_, i) => `(${i})`).join(", ");
+  expect(await run(`SELECT * FROM (VALUES ${values})`)).toBe("ok");
+  // such a refusal answers 400 naming the limit, not 500
+  const refused = await db.readRows(six, []).catch((e: unknown) => e);
+  expect(JSON.stringify(statementTooLargeOf(refused)?.body)).toContain("compound SELECT");
+});
+
+test("unionAll and union of up to 1,000 terms pass on D1 with the flat union's rows, in its order", async () => {
+  for (const n of [1, 5, 6, 26, 126, 1000]) {
+    const terms = Array.from({ length: n }, (_, i) => sql.raw(`SELECT ${i} AS v, ${i % 7} AS m`));
+    const all = await db.orm.all<{ v: number }>(unionAll(terms));
+    expect(all.map((r) => r.v)).toEqual(Array.from({ length: n }, (_, i) => i));
+    const distinct = await db.orm.all<{ m: number }>(
+      sql`SELECT m FROM (${union(terms.map((_, i) => sql.raw(`SELECT ${i % 7} AS m`)))}) ORDER BY m`,
+    );
+    expect(distinct.map((r) => r.m)).toEqual(Array.from({ length: Math.min(n, 7) }, (_, i) => i));
+  }
 });

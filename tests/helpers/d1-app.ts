@@ -17,8 +17,13 @@ import { BASE } from "./app";
 export interface D1App {
   app: Awaited<ReturnType<typeof createApp>>;
   binding: D1Binding;
-  /** One request as the superuser; the answer's status and parsed body. */
-  json(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** One request as the superuser (or with `token`); the answer's status and parsed body. */
+  json(
+    method: string,
+    path: string,
+    body?: unknown,
+    token?: string,
+  ): Promise<{ status: number; body: any }>;
   /** A POST that must answer 201; its body. */
   made(path: string, body: unknown): Promise<any>;
   stop(): Promise<void>;
@@ -49,10 +54,10 @@ export async function startD1App(
     cache: createCache("memory", {}),
   });
   const token = await d1SuperuserToken(binding, "admin");
-  const json = async (method: string, path: string, body?: unknown) => {
+  const json = async (method: string, path: string, body?: unknown, as = token) => {
     const res = await app.request(BASE + path, {
       method,
-      headers: { authorization: `Token ${token}`, "content-type": "application/json" },
+      headers: { authorization: `Token ${as}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();

@@ -35,6 +35,7 @@ import type {
 import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
+import { unionAll } from "../../db/d1-limits";
 import { label as otLabel } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
@@ -550,7 +551,7 @@ function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: 
   }
   if (!parts.length) return null;
   const statement = ctx.db.all<{ k: number; own: number; other: number | null; j: string | null }>(
-    sql.join(parts, sql` UNION ALL `),
+    unionAll(parts), // grouped within D1's five terms of a compound SELECT (decision 0161)
   );
   return {
     statement,

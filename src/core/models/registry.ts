@@ -4,6 +4,7 @@
  * The types (`ModelInfo`, `Catalog`, the `ModelRegistry` interface) are in `core/context.ts`.
  */
 import { type SQL, sql } from "drizzle-orm";
+import { unionAll } from "../../db/d1-limits";
 import type {
   ApiRecord,
   CachedLookup,
@@ -72,11 +73,11 @@ export class ModelRegistry implements ModelRegistryApi {
       if (!info.nestedSql && ids.length) out.set(info, await info.nested(ctx, ids));
     }
     if (batched.length) {
-      const union = sql.join(
+      // a term per model, grouped within D1's five terms of a compound SELECT (decision 0161)
+      const union = unionAll(
         batched.map(
           ([info, ids], k) => sql`SELECT ${k} AS k, id, j FROM (${info.nestedSql!.select(ids)})`,
         ),
-        sql` UNION ALL `,
       );
       for (const row of (await ctx.db.all(union)) as { k: number; id: number; j: string }[]) {
         const info = batched[Number(row.k)]![0];

@@ -5,6 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Queries } from "../../../db/client";
+import { unionAll } from "../../../db/d1-limits";
 import { databaseStamp } from "../../../core/database-stamp";
 import { addGuard, freshRead } from "../../../core/fresh-read";
 import type { ReadContext, Resource } from "../../../core/rest/resource";
@@ -134,23 +135,20 @@ async function linkedStatements(
     hasPermission(c, "view", "custom_objects", model.cot.slug),
   );
   const where = await linkWheres(ctx, c, visible, ot.id, objectId);
-  // every field's count (each its own indexed lookup), and the page's (field, id) pairs in order
+  // every field's count (each its own indexed lookup), and the page's (field, id) pairs in order:
+  // a term per field, grouped within D1's five terms of a compound SELECT (decision 0161)
   const counts = visible.length
     ? ctx.db.all<{ n: number }>(
-        sql.join(
-          visible.map((l, k) => sql`SELECT ${k} AS k, ${countOf(l.field, where[k]!)} AS n`),
-          sql` UNION ALL `,
-        ),
+        unionAll(visible.map((l, k) => sql`SELECT ${k} AS k, ${countOf(l.field, where[k]!)} AS n`)),
       )
     : ctx.db.all<{ n: number }>(sql`SELECT 0 AS n`);
   const union = visible.length
-    ? sql.join(
+    ? unionAll(
         visible.map((l, k) =>
           hasLinkTable(l.field)
             ? sql`SELECT DISTINCT ${k} AS k, source_id AS id FROM ${ident(linkTableName(l.field.customObjectTypeId, l.field.id))} WHERE ${where[k]}`
             : sql`SELECT ${k} AS k, id FROM ${ident(tableName(l.field.customObjectTypeId))} WHERE ${where[k]}`,
         ),
-        sql` UNION ALL `,
       )
     : sql`SELECT 0 AS k, 0 AS id WHERE 0`;
   const pageSql = sql`SELECT k, id FROM (${union}) ORDER BY k, id LIMIT ${q.limit} OFFSET ${q.offset}`;
@@ -270,16 +268,12 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
       ? sql`(SELECT count(DISTINCT source_id) FROM ${ident(linkTableName(field.customObjectTypeId, field.id))} WHERE ${where})`
       : sql`(SELECT count(*) FROM ${ident(tableName(field.customObjectTypeId))} WHERE ${where})`;
   };
-  const counts: { k: number; n: number }[] = [];
-  // SQLite allows 500 terms in a compound SELECT; chunk well below that.
-  for (let start = 0; start < visible.length; start += 250) {
-    const chunk = visible
-      .slice(start, start + 250)
-      .map((f, i) => sql`SELECT ${start + i} AS k, ${countOf(f)} AS n`);
-    counts.push(
-      ...((await ctx.db.all(sql.join(chunk, sql` UNION ALL `))) as { k: number; n: number }[]),
-    );
-  }
+  // a term per field, grouped within D1's five terms of a compound SELECT (decision 0161)
+  const counts = visible.length
+    ? ((await ctx.db.all(
+        unionAll(visible.map((f, k) => sql`SELECT ${k} AS k, ${countOf(f)} AS n`)),
+      )) as { k: number; n: number }[])
+    : [];
   const sources = counts
     .sort((a, b) => Number(a.k) - Number(b.k))
     .map((r) => ({ field: visible[Number(r.k)]!, count: Number(r.n) }))

@@ -8,6 +8,7 @@
 import { and, eq, getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
 import type { Column } from "drizzle-orm";
 import { isWriteConflict, type Orm, type Queries } from "../../../db/client";
+import { unionAll } from "../../../db/d1-limits";
 import { customObjectTrash, customObjectTypes } from "../../../db/schema";
 import { restrictWhere } from "../../../core/auth/restrict";
 import { explainedFailure } from "../../../core/fresh-read";
@@ -133,8 +134,13 @@ function admittedAsWritten(orm: Orm, rows: CotRow[], where: SQL) {
     rows.map((r) => sql`${r.id}`),
     sql`, `,
   );
+  // a term per row, grouped within D1's five terms of a compound SELECT (decision 0161)
+  const table = unionAll([
+    sql`SELECT ${names} FROM main.${customObjectTypes} WHERE "id" NOT IN (${ids})`,
+    ...selects,
+  ]);
   return orm.all<{ id: number }>(
-    sql`WITH ${customObjectTypes}(${names}) AS (SELECT ${names} FROM main.${customObjectTypes} WHERE "id" NOT IN (${ids}) UNION ALL ${sql.join(selects, sql` UNION ALL `)}) SELECT ${idExpr()} AS id FROM ${customObjectTypes} WHERE ${idExpr()} IN (${ids}) AND ${where}`,
+    sql`WITH ${customObjectTypes}(${names}) AS (${table}) SELECT ${idExpr()} AS id FROM ${customObjectTypes} WHERE ${idExpr()} IN (${ids}) AND ${where}`,
   );
 }
 

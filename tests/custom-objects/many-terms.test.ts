@@ -1,0 +1,88 @@
+/**
+ * Reads whose SQL grows a term per linking field or per related model (decision 0161): the same
+ * answers on a local file, a remote database and Cloudflare D1 (miniflare's, where a compound
+ * SELECT of more than five terms is refused); linked-objects still one round trip remote and on D1.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { type D1App, startD1App } from "../helpers/d1-app";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import {
+  constrainedAddsScenario,
+  expectManyTermsAnswers,
+  manyTermsScenario,
+} from "./many-terms-scenario";
+
+// wrangler's migration run takes 10–30 s on a busy machine
+setDefaultTimeout(120_000);
+
+let d1: D1App;
+let db: RemoteDb;
+let local: TestApp;
+let remote: TestApp;
+/** `Database.read` calls on D1 (each one round trip). */
+let d1Reads = 0;
+
+beforeAll(async () => {
+  d1 = await startD1App("many-terms", (base) => ({
+    ...base,
+    read: (queries) => {
+      d1Reads++;
+      return base.read(queries);
+    },
+  }));
+  db = await startRemoteDb("many-terms");
+  local = await makeTestApp();
+  remote = await makeTestApp({ DATABASE_URL: db.url });
+});
+afterAll(async () => {
+  await local?.close();
+  await remote?.close();
+  await db?.stop();
+  await d1?.stop();
+});
+
+const jsonOf = (t: TestApp) => (method: string, path: string, body?: unknown) =>
+  t.json(method, path, { body });
+
+test("linked-objects of a site linked from seven fields, objects pointing at seven models: the same answers locally, remotely and on D1", async () => {
+  const onLocal = await manyTermsScenario(jsonOf(local), "mt");
+  expectManyTermsAnswers(onLocal);
+  const onRemote = await manyTermsScenario(jsonOf(remote), "mt");
+  expect(onRemote).toEqual(onLocal);
+  const onD1 = await manyTermsScenario((m, p, b) => d1.json(m, p, b), "mt");
+  expect(onD1).toEqual(onLocal);
+});
+
+/** The linked-objects read of the scenario's site (its id looked up by slug). */
+async function linkedPath(json: (m: string, p: string) => Promise<{ body: any }>) {
+  const site = (await json("GET", "/api/dcim/sites/?slug=mt-linked")).body.results[0].id;
+  return `/api/plugins/custom-objects/linked-objects/?object_type=dcim.site&object_id=${site}`;
+}
+
+test("linked-objects of seven fields stays one round trip, remotely and on D1 (warm caches)", async () => {
+  const remotePath = await linkedPath((m, p) => remote.json(m, p));
+  await flushSearchIndexesNow(servicesOf(remote.app));
+  db.proxy.reset();
+  expect((await remote.json("GET", remotePath)).body.count).toBe(9);
+  expect(db.proxy.count).toBe(1);
+  const d1Path = await linkedPath((m, p) => d1.json(m, p));
+  await flushSearchIndexesNow(servicesOf(d1.app));
+  const before = d1Reads;
+  expect((await d1.json("GET", d1Path)).body.count).toBe(9);
+  expect(d1Reads - before).toBe(1);
+});
+
+test("a constrained caller's apply adding seven types, one outside: the same 403 locally, remotely and on D1", async () => {
+  const as = (t: TestApp) => (method: string, path: string, body?: unknown, token?: string) =>
+    t.json(method, path, { body, ...(token ? { token } : {}) });
+  const onLocal = await constrainedAddsScenario(as(local), "ca");
+  expect(onLocal.inside.status).toBe(200);
+  expect(onLocal.outside.status).toBe(403);
+  expect(onLocal.outside.detail).toContain("bad_ca");
+  expect(onLocal.slugs).toHaveLength(6);
+  expect(await constrainedAddsScenario(as(remote), "ca")).toEqual(onLocal);
+  expect(await constrainedAddsScenario(d1.json, "ca")).toEqual(onLocal);
+});
