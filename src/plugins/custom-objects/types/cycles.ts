@@ -10,6 +10,10 @@ import { fieldType } from "../field-types";
 import type { FieldDraft } from "./definitions";
 import type { CotRow } from "../objects/models";
 import type { ReferenceGraph } from "./field-reads";
+import { cotSlugsViewable } from "../schema/access";
+
+/** Stands in a cycle's answer for a run of types the caller may not view (decision 0064). */
+const HIDDEN_IN_CYCLE = "…";
 
 /** A cycle through `start` in `graph` (slug → referenced slugs), as a path, or null. */
 function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {
@@ -87,14 +91,30 @@ export async function refuseCycle(
     for (const id of f.many ?? []) add(from, id);
   }
   for (const id of targets) add(cot.slug, id);
-  const cycle = cycleThrough(graph, cot.slug);
-  if (cycle)
-    throw ApiError.detail(
-      400,
-      `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
-      "circular_dependency",
-      { cycle },
-    );
+  const found = cycleThrough(graph, cot.slug);
+  if (!found) return;
+  const cycle = await cycleAsViewed(ctx, found);
+  throw ApiError.detail(
+    400,
+    `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
+    "circular_dependency",
+    { cycle },
+  );
+}
+
+/**
+ * `cycle` as the caller may be told it: each run of types they may not view (reached through
+ * fields of other hidden types) one `HIDDEN_IN_CYCLE`, so neither their slugs nor their number
+ * show. The refusal stays: the cycle is there whoever looks.
+ */
+async function cycleAsViewed(ctx: WriteContext, cycle: string[]): Promise<string[]> {
+  const viewable = await cotSlugsViewable(ctx, ctx.auth, [...new Set(cycle)]);
+  const out: string[] = [];
+  for (const slug of cycle) {
+    const shown = viewable.has(slug) ? slug : HIDDEN_IN_CYCLE;
+    if (shown !== HIDDEN_IN_CYCLE || out.at(-1) !== HIDDEN_IN_CYCLE) out.push(shown);
+  }
+  return out;
 }
 
 /** A list's field, once made, in the graph its later items are checked against (0142). */
