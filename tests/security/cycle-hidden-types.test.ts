@@ -72,6 +72,34 @@ for (const backend of ["local", "remote"] as const)
       });
       expect(listed.status, JSON.stringify(listed.body)).toBe(400);
       expect(JSON.stringify(listed.body)).not.toContain("cyc_vault");
+      // a schema apply giving lab_a the same field
+      const applied = await on.t.json("POST", `${CO}/schema/apply/`, {
+        token,
+        body: {
+          schema: {
+            schema_version: "1",
+            types: [
+              {
+                name: "cyc_lab_a",
+                slug: "cyc_lab_a",
+                group_name: "lab",
+                fields: [
+                  {
+                    id: 1,
+                    name: "to_b",
+                    type: "object",
+                    related_object_type: "custom-objects/cyc_lab_b",
+                  },
+                ],
+              },
+            ],
+          },
+        },
+      });
+      expect(applied.status, JSON.stringify(applied.body)).toBe(400);
+      expect(applied.body.error, JSON.stringify(applied.body)).toBe("circular_dependency");
+      expect(JSON.stringify(applied.body)).not.toContain("cyc_vault");
+      expect(applied.body.cycle).toEqual(["cyc_lab_a", "cyc_lab_b", "…", "cyc_lab_a"]);
       const admin = await on.t.json("POST", `${CO}/custom-object-type-fields/`, { body });
       expect(admin.status, JSON.stringify(admin.body)).toBe(400);
       expect(admin.body.cycle).toEqual([

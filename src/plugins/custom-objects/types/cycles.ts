@@ -92,9 +92,13 @@ export async function refuseCycle(
   }
   for (const id of targets) add(cot.slug, id);
   const found = cycleThrough(graph, cot.slug);
-  if (!found) return;
+  if (found) throw await circularDependency(ctx, found);
+}
+
+/** The 400 refusing `cycle` (slugs, its first again last), as the caller may be told it. */
+export async function circularDependency(ctx: WriteContext, found: string[]): Promise<ApiError> {
   const cycle = await cycleAsViewed(ctx, found);
-  throw ApiError.detail(
+  return ApiError.detail(
     400,
     `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
     "circular_dependency",
