@@ -4,12 +4,11 @@
  * schema apply would refuse. Answers as apply does: 400 `circular_dependency` with the cycle.
  */
 import { ApiError } from "../../../core/errors";
-import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import { fieldType } from "../field-types";
 import type { FieldDraft } from "./definitions";
 import type { CotRow } from "../objects/models";
-import type { ReferenceGraph } from "./field-reads";
+import { graphCotsQuery, graphFieldsQuery, type ReferenceGraph } from "./field-reads";
 import { cotSlugsViewable } from "../schema/access";
 
 /** Stands in a cycle's answer for a run of types the caller may not view (decision 0064). */
@@ -56,15 +55,7 @@ export async function refuseCycle(
 ): Promise<void> {
   if (!fieldType(draft.type).takes.related) return;
   const targets = targetsOf(draft);
-  const cots =
-    read?.cots ??
-    (await ctx.db
-      .select({
-        id: customObjectTypes.id,
-        slug: customObjectTypes.slug,
-        objectTypeId: customObjectTypes.objectTypeId,
-      })
-      .from(customObjectTypes));
+  const cots = read?.cots ?? (await graphCotsQuery(ctx.db));
   const slugOfType = new Map(
     cots.filter((c) => c.objectTypeId != null).map((c) => [c.objectTypeId!, c.slug]),
   );
@@ -75,16 +66,7 @@ export async function refuseCycle(
     const to = typeId == null ? undefined : slugOfType.get(typeId);
     if (from && to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
   };
-  const fields =
-    read?.fields ??
-    (await ctx.db
-      .select({
-        cotId: customObjectTypeFields.customObjectTypeId,
-        type: customObjectTypeFields.type,
-        one: customObjectTypeFields.relatedObjectTypeId,
-        many: customObjectTypeFields.relatedObjectTypeIds,
-      })
-      .from(customObjectTypeFields));
+  const fields = read?.fields ?? (await graphFieldsQuery(ctx.db));
   for (const f of fields) {
     const from = slugOfCot.get(f.cotId);
     add(from, f.one);
