@@ -31,8 +31,17 @@ beforeAll(async () => {
     context: true,
   });
   await addField(t, cot.id, { name: "note", type: "text", context: true });
+  // a flat field: its value read again from its parts
+  await addField(t, cot.id, { name: "spot", type: "coordinates", context: true });
   id = (
-    await create(t, "ctx_holder", { label: "one", home: open, away: vault, visits: [vault, open] })
+    await create(t, "ctx_holder", {
+      label: "one",
+      home: open,
+      away: vault,
+      visits: [vault, open],
+      spot_latitude: 1.5,
+      spot_longitude: 2.25,
+    })
   ).id;
   // an update whose revert the dry run previews
   await t.json("PATCH", `${CO}/ctx_holder/${id}/`, { body: { note: "noted" } });
@@ -47,7 +56,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 test("`_context` shows no display of a related object the caller may not view", async () => {
-  const shown = { display: "Open Site, noted, Open Site" };
+  const shown = { display: "Open Site, noted, 1.5, 2.25, Open Site" };
   const one = await t.json("GET", `${CO}/ctx_holder/${id}/`, { token });
   expect(one.status).toBe(200);
   expect(one.body.away).toEqual({ id: expect.any(Number) });
@@ -67,11 +76,11 @@ test("`_context` shows no display of a related object the caller may not view", 
     token,
   });
   expect(dry.status, JSON.stringify(dry.body)).toBe(200);
-  expect(dry.body.object._context).toEqual({ display: "Open Site, Open Site" });
+  expect(dry.body.object._context).toEqual({ display: "Open Site, 1.5, 2.25, Open Site" });
   expect(JSON.stringify(dry.body)).not.toContain("Vault");
   // a superuser sees every display
   const admin = await t.json("GET", `${CO}/ctx_holder/${id}/`);
   expect(admin.body._context).toEqual({
-    display: "Vault Site, Open Site, noted, Vault Site, Open Site",
+    display: "Vault Site, Open Site, noted, 1.5, 2.25, Vault Site, Open Site",
   });
 });
