@@ -339,6 +339,11 @@ export interface Resource {
    * caller may not view, and permission constraints can follow them (`site__slug`).
    */
   relations?: Relation[];
+  /**
+   * A record some of whose related objects `relations` hid from the caller: what it shows derived
+   * from them (a custom object's `_context`) derived again from what is left (decision 0064).
+   */
+  rederive?(record: ApiRecord): ApiRecord;
   /** The column naming the user who owns a row (tokens): others see only their own. */
   ownerColumn?: SQLWrapper;
   /**

@@ -5,8 +5,8 @@
  * used to hold the event loop (and the only connection) from BEGIN to COMMIT. On this
  * connection each statement of a transaction first gives the event loop its turns when the work
  * under way has held it for a slice (`yieldWhenDue`, `turns.ts`), and the main connection, in WAL
- * mode, keeps answering reads from the last committed state meanwhile. One long write at a time per process; see
- * docs/decisions/0039-long-writes-off-the-hot-path.md.
+ * mode, keeps answering reads from the last committed state meanwhile. One long write at a time
+ * per process; see docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
 import type { Client, InArgs, InStatement, Transaction, TransactionMode } from "@libsql/client";
 import { DatabaseBusyError } from "./client";

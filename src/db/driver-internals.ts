@@ -1,10 +1,11 @@
 /**
  * Driver internals in one place (issue 28 item 6): the few spots where Host reads a field of
  * Drizzle that Drizzle does not document (its libSQL session's `client` and `tx`, a database's
- * `dialect`, a batch item's `_prepare()`), and the one behaviour of `libsql` our local client leans on beyond its documented
- * API (a statement is reset when it runs again: `haltBusyStatement`). Each Drizzle field has a
- * fallback that works without it, the driver versions are pinned exactly in package.json, and
- * `tests/db/driver-internals.test.ts` fails when any of them changes.
+ * `dialect`, a batch item's `_prepare()`), and the one behaviour of `libsql` our local client
+ * leans on beyond its documented API (a statement is reset when it runs again:
+ * `haltBusyStatement`). Each Drizzle field has a fallback that works without it, the driver
+ * versions are pinned exactly in package.json, and `tests/db/driver-internals.test.ts` fails when
+ * any of them changes.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
 import { fillPlaceholders, Placeholder, QueryPromise, sql, type SQL } from "drizzle-orm";

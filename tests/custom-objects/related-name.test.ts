@@ -200,6 +200,24 @@ for (const backend of ["local", "remote"] as const)
           'Reverse relation name "labbed" is already used by field "lab_home" on "rn_lab".',
         ],
       });
+      // a schema apply taking it: the same, the holder unnamed
+      const applied = await on.t.json("POST", `${SCHEMA}/apply/`, {
+        token,
+        body: {
+          schema: doc([
+            {
+              name: "rn_lab2",
+              slug: "rn_lab2",
+              group_name: "lab",
+              fields: [site("home", "vaulted")],
+            },
+          ]),
+        },
+      });
+      expect(applied.status, JSON.stringify(applied.body)).toBe(400);
+      expect(JSON.stringify(applied.body)).toContain("vaulted");
+      expect(JSON.stringify(applied.body)).not.toContain("secret_home");
+      expect(JSON.stringify(applied.body)).not.toContain("rn_vault");
     });
 
     test("a trashed field or type restored after another field took its reverse name: 409 restore_conflict, nothing restored, one holder", async () => {

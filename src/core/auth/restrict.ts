@@ -443,7 +443,7 @@ export async function hideUnviewable(
         out[rel.name] = next;
       }
     }
-    return out;
+    return out !== rec && resource.rederive ? resource.rederive(out) : out;
   });
 }
 

@@ -16,7 +16,7 @@ import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
 import { listSpec } from "./list";
 import { modelInfo } from "./nested";
 import { declareOwner } from "./owner";
-import { reader } from "./read";
+import { contextRederiver, reader } from "./read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./shape";
 import { writer } from "./write";
 import { readIndexSchema, withSearchIndex } from "../search/search-index";
@@ -88,6 +88,7 @@ function buildModel(
         targetTypeIds: f.isPolymorphic ? f.relatedObjectTypeIds : undefined,
         expr: storage(f) === "reference" && !f.isPolymorphic ? column(valueColumn(f)!) : undefined,
       })),
+    rederive: contextRederiver(shape),
   };
 
   declareOwner(shape, resource);

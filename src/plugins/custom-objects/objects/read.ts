@@ -273,6 +273,39 @@ function linkedRefs(f: FieldRow, links: { typeId: number; id: number }[] | undef
   return out;
 }
 
+/** Upstream's `_context`: the context fields' display texts (`shownOf` each), or null. */
+function contextOf(contextFields: FieldRow[], shownOf: (f: FieldRow) => unknown) {
+  const parts = contextFields.map((f) => displayText(shownOf(f))).filter(Boolean);
+  return parts.length ? { display: parts.join(", ") } : null;
+}
+
+/** A related object's nested form as the caller was shown it: none where it was hidden. */
+const shownRef = (v: unknown) =>
+  v && typeof v === "object" && typeof (v as ApiRecord).display === "string" ? v : null;
+
+/**
+ * `Resource.rederive`: `_context` again from a record whose related objects the caller may not
+ * view were hidden (their nested form cut to the id): a hidden object's display shows nowhere.
+ */
+export function contextRederiver(shape: Shape): ((record: ApiRecord) => ApiRecord) | undefined {
+  const { contextFields } = shape;
+  if (!contextFields.length) return undefined;
+  const plan = new Map(fieldPlan(shape).map((p) => [p.f, p]));
+  const fieldValue = (rec: ApiRecord, f: FieldRow) => {
+    const { kind, m, parts } = plan.get(f)!;
+    if (kind === "links") return ((rec[f.name] as unknown[]) ?? []).map(shownRef);
+    if (kind === "reference") return shownRef(rec[f.name]);
+    if (!m.flat) return rec[f.name];
+    // a flat field reads only as its parts; all empty: no value
+    const value = Object.fromEntries(parts.map(([part, key]) => [part, rec[key] ?? null]));
+    return Object.values(value).every((v) => v === null) ? null : value;
+  };
+  return (rec) =>
+    "_context" in rec
+      ? { ...rec, _context: contextOf(contextFields, (f) => fieldValue(rec, f)) }
+      : rec;
+}
+
 /** Serialises rows into API records, reading the nested forms the `known` ones lack. */
 function serializer(shape: Shape, display: Reader["display"]): Reader["serialize"] {
   const { cot, slug, contextFields } = shape;
@@ -316,12 +349,10 @@ function serializer(shape: Shape, display: Reader["display"]): Reader["serialize
       if (withOwner) rec.owner = ownerOf(row);
       const flatValues = withContext ? new Map<string, unknown>() : null;
       setFieldValues(rec, row, plan, refs, ref, flatValues);
-      if (flatValues) {
-        const parts = contextFields
-          .map((f) => displayText(flatValues.has(f.name) ? flatValues.get(f.name) : rec[f.name]))
-          .filter(Boolean);
-        rec._context = parts.length ? { display: parts.join(", ") } : null;
-      }
+      if (flatValues)
+        rec._context = contextOf(contextFields, (f) =>
+          flatValues.has(f.name) ? flatValues.get(f.name) : rec[f.name],
+        );
       if (cot.configContextEnabled) rec.local_context_data = parseJson(row[LOCAL_CONTEXT_COLUMN]);
       return rec;
     });

@@ -23,6 +23,7 @@ import {
   type CotDraft,
   type FieldDraft,
 } from "../types/definitions";
+import { circularDependency } from "../types/cycles";
 import {
   addFields,
   alterField,
@@ -916,13 +917,7 @@ export async function checkApply(
   ctx.scratch.set(TARGETS_CHECKED, true);
   const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
-  if (cycle)
-    throw ApiError.detail(
-      400,
-      `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
-      "circular_dependency",
-      { cycle },
-    );
+  if (cycle) throw await circularDependency(ctx, cycle);
   const problems = await unresolvable(ctx, document, all, sets);
   if (problems.length)
     throw ApiError.detail(

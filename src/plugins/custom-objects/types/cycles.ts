@@ -4,12 +4,15 @@
  * schema apply would refuse. Answers as apply does: 400 `circular_dependency` with the cycle.
  */
 import { ApiError } from "../../../core/errors";
-import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import { fieldType } from "../field-types";
 import type { FieldDraft } from "./definitions";
 import type { CotRow } from "../objects/models";
-import type { ReferenceGraph } from "./field-reads";
+import { graphCotsQuery, graphFieldsQuery, type ReferenceGraph } from "./field-reads";
+import { cotSlugsViewable } from "../schema/access";
+
+/** Stands in a cycle's answer for a run of types the caller may not view (decision 0064). */
+const HIDDEN_IN_CYCLE = "…";
 
 /** A cycle through `start` in `graph` (slug → referenced slugs), as a path, or null. */
 function cycleThrough(graph: Map<string, Set<string>>, start: string): string[] | null {
@@ -52,15 +55,7 @@ export async function refuseCycle(
 ): Promise<void> {
   if (!fieldType(draft.type).takes.related) return;
   const targets = targetsOf(draft);
-  const cots =
-    read?.cots ??
-    (await ctx.db
-      .select({
-        id: customObjectTypes.id,
-        slug: customObjectTypes.slug,
-        objectTypeId: customObjectTypes.objectTypeId,
-      })
-      .from(customObjectTypes));
+  const cots = read?.cots ?? (await graphCotsQuery(ctx.db));
   const slugOfType = new Map(
     cots.filter((c) => c.objectTypeId != null).map((c) => [c.objectTypeId!, c.slug]),
   );
@@ -71,30 +66,41 @@ export async function refuseCycle(
     const to = typeId == null ? undefined : slugOfType.get(typeId);
     if (from && to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
   };
-  const fields =
-    read?.fields ??
-    (await ctx.db
-      .select({
-        cotId: customObjectTypeFields.customObjectTypeId,
-        type: customObjectTypeFields.type,
-        one: customObjectTypeFields.relatedObjectTypeId,
-        many: customObjectTypeFields.relatedObjectTypeIds,
-      })
-      .from(customObjectTypeFields));
+  const fields = read?.fields ?? (await graphFieldsQuery(ctx.db));
   for (const f of fields) {
     const from = slugOfCot.get(f.cotId);
     add(from, f.one);
     for (const id of f.many ?? []) add(from, id);
   }
   for (const id of targets) add(cot.slug, id);
-  const cycle = cycleThrough(graph, cot.slug);
-  if (cycle)
-    throw ApiError.detail(
-      400,
-      `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
-      "circular_dependency",
-      { cycle },
-    );
+  const found = cycleThrough(graph, cot.slug);
+  if (found) throw await circularDependency(ctx, found);
+}
+
+/** The 400 refusing `cycle` (slugs, its first again last), as the caller may be told it. */
+export async function circularDependency(ctx: WriteContext, found: string[]): Promise<ApiError> {
+  const cycle = await cycleAsViewed(ctx, found);
+  return ApiError.detail(
+    400,
+    `Circular dependency between custom object types: ${cycle.join(" → ")}.`,
+    "circular_dependency",
+    { cycle },
+  );
+}
+
+/**
+ * `cycle` as the caller may be told it: each run of types they may not view (reached through
+ * fields of other hidden types) one `HIDDEN_IN_CYCLE`, so neither their slugs nor their number
+ * show. The refusal stays: the cycle is there whoever looks.
+ */
+async function cycleAsViewed(ctx: WriteContext, cycle: string[]): Promise<string[]> {
+  const viewable = await cotSlugsViewable(ctx, ctx.auth, [...new Set(cycle)]);
+  const out: string[] = [];
+  for (const slug of cycle) {
+    const shown = viewable.has(slug) ? slug : HIDDEN_IN_CYCLE;
+    if (shown !== HIDDEN_IN_CYCLE || out.at(-1) !== HIDDEN_IN_CYCLE) out.push(shown);
+  }
+  return out;
 }
 
 /** A list's field, once made, in the graph its later items are checked against (0142). */

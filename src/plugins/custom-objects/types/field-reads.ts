@@ -6,7 +6,7 @@
  * own reads; the records from the object types and choice sets read.
  */
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
-import type { Orm } from "../../../db/client";
+import type { Executor, Orm } from "../../../db/client";
 import {
   choiceSets,
   customObjectTypeFields,
@@ -213,7 +213,7 @@ function viewableQuery(orm: Orm, spellings: unknown[], where: SQL) {
 }
 
 /** Every type (`refuseCycle`'s first read). */
-const graphCotsQuery = (orm: Orm) =>
+export const graphCotsQuery = (orm: Executor) =>
   orm
     .select({
       id: customObjectTypes.id,
@@ -223,7 +223,7 @@ const graphCotsQuery = (orm: Orm) =>
     .from(customObjectTypes);
 
 /** Every field pointing anywhere (`refuseCycle`'s second read, less the fields adding no edge). */
-function graphFieldsQuery(orm: Orm) {
+export function graphFieldsQuery(orm: Executor) {
   const f = customObjectTypeFields;
   return (
     orm
