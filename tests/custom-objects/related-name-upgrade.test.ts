@@ -5,7 +5,10 @@
  * other related types are untouched; the unique index then refuses a second holder.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { runMigrations } from "../../src/migrations";
+import { ROOT } from "../../tools/bundle";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { addField, CO, makeCot } from "./fixtures";
 
@@ -17,6 +20,16 @@ afterAll(() => t.close());
 
 const run = (sql: string, args: Array<string | number> = []) =>
   t.deps.db.client.execute({ sql, args });
+
+/** When the journal says the migration whose tag starts with `prefix` was made: its row's key. */
+function migrationWhen(prefix: string): number {
+  const journal = JSON.parse(readFileSync(join(ROOT, "migrations/meta/_journal.json"), "utf8")) as {
+    entries: Array<{ tag: string; when: number }>;
+  };
+  const entry = journal.entries.find((e) => e.tag.startsWith(prefix));
+  if (!entry) throw new Error(`no migration ${prefix} in the journal`);
+  return entry.when;
+}
 
 test("start-up on a database with duplicate reverse names: the first holder keeps each, the others are cleared, then the index holds", async () => {
   const one = await makeCot(t, "rn_up_one");
@@ -40,10 +53,7 @@ test("start-up on a database with duplicate reverse names: the first holder keep
   ];
   // the database as it was before migration 0013: no index, its migration not yet applied
   await run("DROP INDEX cotf_related_name_uq");
-  const [last] = (
-    await run("SELECT created_at FROM __drizzle_migrations ORDER BY created_at DESC LIMIT 1")
-  ).rows;
-  await run("DELETE FROM __drizzle_migrations WHERE created_at = ?", [Number(last!.created_at)]);
+  await run("DELETE FROM __drizzle_migrations WHERE created_at = ?", [migrationWhen("0013_")]);
   // duplicates: "base" and "work" take "shared" after "home" did; "rack" keeps "other" (a device)
   await run("UPDATE custom_object_type_fields SET related_name = 'shared' WHERE id IN (?, ?)", [
     made[1]!.id,
