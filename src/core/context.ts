@@ -544,6 +544,14 @@ export interface ModelRegistry {
   /** The same by `app_label.model` (decision 0143: the change log's scope). */
   cachedByLabel(label: string): CachedModel | null;
   /**
+   * A model a read being built on `ctx` may plan without reading first: static, or cached and
+   * proven by a guard in that read (decision 0165); null where it must be read.
+   */
+  plannedByObjectType(
+    ctx: ReadContext,
+    objectTypeId: number,
+  ): { label: string; info: ModelInfo } | null;
+  /**
    * `cachedByObjectType` proven by a read made before the type is known (`objectTypeId`, SQL
    * naming it), with its type unchanged since change record `since` (decision 0154).
    */
