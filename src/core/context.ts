@@ -366,6 +366,12 @@ export interface Resource {
     auth: AuthState,
     ids: SQL | number,
   ): Promise<JudgedInRead | null>;
+  /**
+   * For the one-read GET and list: a statement judging the caller's view of the related objects
+   * the objects `ids` name, which `hideUnviewable` asks after the read otherwise (decision 0165);
+   * null when nothing to judge.
+   */
+  relationsPlan?(ctx: ReadContext, auth: AuthState, ids: SQL | number): Promise<JudgedInRead | null>;
 }
 
 /** A statement riding last in a one-read GET or list, its answer handed on through the context. */

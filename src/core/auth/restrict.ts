@@ -5,10 +5,10 @@
  * `restrictWhere` is the one place that says which rows of a model a caller may act on.
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { anyOf } from "../../db/d1-limits";
+import { anyOf, unionAll } from "../../db/d1-limits";
 import { taggedItems } from "../../db/schema";
 import { Slots, slotKey } from "../slots";
-import type { AuthState, AuthUser } from "../context";
+import type { AuthState, AuthUser, JudgedInRead } from "../context";
 import { ApiError, forbidden, notFound } from "../errors";
 import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
 import type { ReadContext, Resource } from "../rest/resource";
@@ -355,13 +355,16 @@ export async function hideUnviewable(
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 
-  // Labels of targets known by object type id only.
+  // Labels of targets known by object type id only (those the load's read judged: from it).
+  const judged = ctx.scratch?.get(RELATIONS_READ);
+  const labels = new Map<number, string>(judged?.labels);
   const typeIds = [
     ...new Set(
-      relations.filter((r) => !r.target && r.targetTypeId != null).map((r) => r.targetTypeId!),
+      relations
+        .filter((r) => !r.target && r.targetTypeId != null && !labels.has(r.targetTypeId))
+        .map((r) => r.targetTypeId!),
     ),
   ];
-  const labels = new Map<number, string>();
   if (typeIds.length)
     for (const [id, ot] of await ctx.services.objectTypes.byIds(typeIds, ctx.db))
       labels.set(id, `${ot.appLabel}.${ot.model}`);
@@ -399,15 +402,23 @@ export async function hideUnviewable(
 
   const visible = new Map<string, Set<number>>();
   for (const [label, ids] of wanted) {
+    // what the load's read judged, the rest asked now
+    const inRead = judged?.visible.get(label);
+    const seen = new Set([...ids].filter((id) => inRead?.get(id) === true));
+    const unjudged = [...ids].filter((id) => !inRead?.has(id));
+    visible.set(label, seen);
+    if (!unjudged.length) continue;
     const [app, model] = label.split(".") as [string, string];
     const target = (await ctx.services.models.get(app, model, ctx))?.resource;
     const r = restriction.get(label)!;
-    visible.set(
-      label,
-      target && r.kind === "some"
-        ? await admitted(ctx, target, [...ids], await constraintSql(ctx, target, r.sets, user!))
-        : new Set(),
-    );
+    if (target && r.kind === "some")
+      for (const id of await admitted(
+        ctx,
+        target,
+        unjudged,
+        await constraintSql(ctx, target, r.sets, user!),
+      ))
+        seen.add(id);
   }
   // Models every installation has (host models, plugin meta models): naming one leaks nothing.
   const staticLabels = new Set(
@@ -445,6 +456,66 @@ export async function hideUnviewable(
     }
     return out !== rec && resource.rederive ? resource.rederive(out) : out;
   });
+}
+
+/**
+ * What a one-read GET or list judged of the related objects its records name (`relationsJudged`):
+ * the targets' labels by object type id, and per label whether the caller may view each id.
+ */
+const RELATIONS_READ = slotKey<{
+  labels: Map<number, string>;
+  visible: Map<string, Map<number, boolean>>;
+}>("relations judged in the read");
+
+/** A model a load's objects point at: its label, and the ids of it they name (SQL, column `id`). */
+export interface RelationTarget {
+  typeId: number;
+  label: string;
+  resource: Resource;
+  ids: SQL;
+}
+
+/**
+ * For a load's one read (decision 0165): the statement judging each object of `targets` against
+ * the caller's view of its model, as `hideUnviewable` would ask after the read, and the targets'
+ * labels for it; null for a superuser, or with no targets. A model the caller may view whole or
+ * not at all needs no judging.
+ */
+export async function relationsJudged(
+  ctx: ReadContext,
+  auth: AuthState,
+  targets: RelationTarget[],
+): Promise<JudgedInRead | null> {
+  if (!targets.length || auth.user?.isSuperuser) return null;
+  const loginRequired = ctx.services.config.loginRequired;
+  const terms: SQL[] = [];
+  const termLabels: string[] = [];
+  for (const t of targets) {
+    const [app, model] = t.label.split(".") as [string, string];
+    const r = restrictionFor(auth, loginRequired, "view", app, model);
+    if (r.kind !== "some") continue;
+    const where = await constraintSql(ctx, t.resource, r.sets, auth.user!);
+    const { idExpr } = t.resource.list;
+    terms.push(
+      sql`SELECT ${termLabels.length} AS k, x.id AS id, (x.id IN (SELECT ${idExpr} FROM ${t.resource.table} WHERE ${where})) AS v FROM (${t.ids}) x WHERE x.id IS NOT NULL`,
+    );
+    termLabels.push(t.label);
+  }
+  const labels = new Map(targets.map((t) => [t.typeId, t.label]));
+  // nothing to judge still proves the labels, which the read's guards vouch for
+  const statement = terms.length ? unionAll(terms) : sql`SELECT 0 AS k, 0 AS id, 0 AS v WHERE 0`;
+  return {
+    statement,
+    proved(c, rows) {
+      const visible = new Map<string, Map<number, boolean>>();
+      for (const row of rows as { k: number; id: number; v: unknown }[]) {
+        const label = termLabels[Number(row.k)]!;
+        const of = visible.get(label) ?? visible.set(label, new Map()).get(label)!;
+        of.set(Number(row.id), Number(row.v) === 1);
+      }
+      (c.scratch ??= new Slots()).set(RELATIONS_READ, { labels, visible });
+    },
+  };
 }
 
 /** A tag as a record holds it: its nested form `{id, …}` (or a bare id); null for anything else. */

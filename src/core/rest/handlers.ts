@@ -540,8 +540,9 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
 
 /**
  * What the hiding after a one-read GET or list would ask, judged in the read instead: a
- * constrained caller's view of the objects' tags (decision 0153) and the resource's own
- * (`hideNestedPlan`: a job's object). Each rides last; `proveJudged` hands the answers on.
+ * constrained caller's view of the objects' tags (decision 0153), the resource's own
+ * (`hideNestedPlan`: a job's object) and its related objects (`relationsPlan`, decision 0165).
+ * Each rides last; `proveJudged` hands the answers on.
  */
 async function judgedInRead(
   ctx: ReadContext,
@@ -554,6 +555,8 @@ async function judgedInRead(
   if (tagView) out.push({ statement: tagView, proved: tagsProved });
   const nested = await resource.hideNestedPlan?.(ctx, auth, ids);
   if (nested) out.push(nested);
+  const relations = await resource.relationsPlan?.(ctx, auth, ids);
+  if (relations) out.push(relations);
   return out;
 }
 

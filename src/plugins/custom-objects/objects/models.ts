@@ -15,6 +15,7 @@ import { valueColumn } from "../ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
 import { listSpec } from "./list";
 import { modelInfo } from "./nested";
+import { relationsPlan } from "./planned";
 import { declareOwner } from "./owner";
 import { contextRederiver, reader } from "./read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./shape";
@@ -65,6 +66,7 @@ function buildModel(
       : ["id", "url", "display"],
     load,
     loadPlan: read.loadPlan,
+    relationsPlan: relationsPlan(shape),
     ...writer(shape, read),
     // A flat field (coordinates) is described by its parts, as it reads; companions follow.
     describe: fields.flatMap((f): FieldDescription[] => {
