@@ -2470,7 +2470,11 @@ test("types pointing at another custom object type and polymorphic ones: GET by 
     await other.close();
   }
   if (process.env.ROUND_TRIPS_LOG) console.log(counted);
+  // before (decision 0165): REST 4 (a type pointing at another custom type) and 5 (polymorphic)
+  // for a superuser, 7 and 8 for the constrained caller; GraphQL 5 and 7, 6 and 9
   expect(counted).toEqual(
-    Object.fromEntries(Object.keys(counted).map((k) => [k, k.includes("GraphQL") ? 2 : 1])),
+    Object.fromEntries(
+      Object.entries(counted).map(([k, n]) => [k, k.includes("GraphQL") ? Math.min(n, 2) : 1]),
+    ),
   );
 });
