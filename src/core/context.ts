@@ -371,7 +371,11 @@ export interface Resource {
    * the objects `ids` name, which `hideUnviewable` asks after the read otherwise (decision 0165);
    * null when nothing to judge.
    */
-  relationsPlan?(ctx: ReadContext, auth: AuthState, ids: SQL | number): Promise<JudgedInRead | null>;
+  relationsPlan?(
+    ctx: ReadContext,
+    auth: AuthState,
+    ids: SQL | number,
+  ): Promise<JudgedInRead | null>;
 }
 
 /** A statement riding last in a one-read GET or list, its answer handed on through the context. */

@@ -5,7 +5,7 @@
  * sharing a database never serve a stale shape.
  */
 import { asc, eq, inArray, sql } from "drizzle-orm";
-import type { Executor, Orm } from "../../../db/client";
+import type { Executor, Orm, Queries } from "../../../db/client";
 import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -20,7 +20,13 @@ import { declareOwner } from "./owner";
 import { contextRederiver, reader } from "./read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./shape";
 import { writer } from "./write";
-import { readIndexSchema, withSearchIndex } from "../search/search-index";
+import {
+  indexSchemaFrom,
+  indexSchemaStatement,
+  readIndexSchema,
+  withSearchIndex,
+} from "../search/search-index";
+import type { ObjectTypeRow } from "../../../core/object-types";
 
 export { StaleModel } from "./write";
 export {
@@ -98,6 +104,16 @@ function buildModel(
   return { cot, fields, table, resource, info };
 }
 
+/** What a model is built from: a type's row and fields, the object types they name, its index. */
+interface ModelParts {
+  cot: CotRow;
+  fields: FieldRow[];
+  /** The object types the fields point at, by id (read step by step: the polymorphic ones'). */
+  types: Map<number, ObjectTypeRow>;
+  indexSchema: Map<string, string>;
+  stepwise?: true;
+}
+
 /** A row of the linking statement: a field pointing at an object type, with its type's version. */
 type LinkingRow = { fieldId: number; cotId: number; shapeVersion: number };
 /** A type's id and shape version, as the version look-ups read them. */
@@ -121,6 +137,7 @@ export class CotRegistry {
     private readonly hostModels?: (
       objectTypeIds: number[],
       db: Executor,
+      rows?: ReadonlyMap<number, ObjectTypeRow>,
     ) => Promise<Map<number, ModelInfo>>,
     /**
      * The database's change stamp (`core/database-stamp.ts`), or null where there is none. While
@@ -128,6 +145,11 @@ export class CotRegistry {
      * model is still the type's shape and the version lookup is skipped (outside transactions).
      */
     private readonly stamp: () => string | null = () => null,
+    /**
+     * The database's `read` (one round trip remote): outside transactions a type's parts are read
+     * in one go (decision 0165: a stale model costs one more round trip, not five).
+     */
+    private readonly read?: (queries: Queries) => Promise<readonly unknown[]>,
   ) {}
 
   /** The model a version lookup outside transactions found for a slug, with the stamp it was read under. */
@@ -150,6 +172,49 @@ export class CotRegistry {
       .limit(1),
   );
 
+  /** A type's row, its fields, the object types they point at and its index: one read. */
+  async #partsInOneRead(id: number): Promise<ModelParts | null> {
+    const f = customObjectTypeFields;
+    const reader = this.reader;
+    const pointedAt = sql`SELECT ${f.relatedObjectTypeId} FROM ${f} WHERE ${f.customObjectTypeId} = ${id} AND ${f.relatedObjectTypeId} IS NOT NULL UNION SELECT je.value FROM ${f}, json_each(${f.relatedObjectTypeIds}) je WHERE ${f.customObjectTypeId} = ${id}`;
+    const [cots, fields, types, schema] = (await this.read!([
+      reader.select().from(customObjectTypes).where(eq(customObjectTypes.id, id)),
+      reader.select().from(f).where(eq(f.customObjectTypeId, id)).orderBy(asc(f.id)),
+      reader.select().from(objectTypes).where(sql`${objectTypes.id} IN (${pointedAt})`),
+      reader.all(indexSchemaStatement(id)),
+    ] as unknown as Queries)) as [CotRow[], FieldRow[], ObjectTypeRow[], unknown];
+    const cot = cots[0];
+    if (!cot) return null;
+    return {
+      cot,
+      fields,
+      types: new Map(types.map((t) => [t.id, t])),
+      indexSchema: indexSchemaFrom(schema),
+    };
+  }
+
+  /** The same parts step by step (inside a transaction: its own uncommitted changes). */
+  async #partsStepwise(db: Executor, id: number): Promise<ModelParts | null> {
+    const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+    if (!cot) return null;
+    const fields = await db
+      .select()
+      .from(customObjectTypeFields)
+      .where(eq(customObjectTypeFields.customObjectTypeId, cot.id))
+      .orderBy(asc(customObjectTypeFields.id));
+    const polyTypes = [
+      ...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds)),
+    ];
+    const types = new Map(
+      polyTypes.length
+        ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map(
+            (ot) => [ot.id, ot] as const,
+          )
+        : [],
+    );
+    return { cot, fields, types, indexSchema: await readIndexSchema(db, cot.id), stepwise: true };
+  }
+
   async #fresh(
     db: Executor,
     row: Pick<CotRow, "id" | "shapeVersion"> | undefined,
@@ -157,13 +222,12 @@ export class CotRegistry {
     if (!row) return null;
     const cached = this.#models.get(row.id);
     if (cached && cached.cot.shapeVersion === row.shapeVersion) return cached;
-    const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.id));
-    if (!cot) return null;
-    const fields = await db
-      .select()
-      .from(customObjectTypeFields)
-      .where(eq(customObjectTypeFields.customObjectTypeId, cot.id))
-      .orderBy(asc(customObjectTypeFields.id));
+    const outside = this.read && (db === this.orm || db === this.reader);
+    const parts = outside
+      ? await this.#partsInOneRead(row.id)
+      : await this.#partsStepwise(db, row.id);
+    if (!parts) return null;
+    const { cot, fields, types } = parts;
     const targets = fields
       .filter(
         (f) =>
@@ -175,33 +239,30 @@ export class CotRegistry {
     // Polymorphic fields' per-type filters are named after their types: `<app_label>_<model>` for
     // host models; custom object types by object type id, as their slugs are hidden from callers
     // who may not view them and filter names are the same for every caller (decision 0046).
-    const polyTypes = [
-      ...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds)),
-    ];
+    const polyTypes = new Set(
+      fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds),
+    );
     const typeKeys = new Map(
-      polyTypes.length
-        ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map(
-            (ot) =>
-              [
-                ot.id,
-                ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
-              ] as const,
-          )
-        : [],
+      [...types.values()]
+        .filter((ot) => polyTypes.has(ot.id))
+        .map(
+          (ot) =>
+            [
+              ot.id,
+              ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
+            ] as const,
+        ),
     );
     const model = buildModel(
       cot,
       fields,
-      targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(),
+      targets.length && this.hostModels
+        ? await this.hostModels(targets, db, parts.stepwise ? undefined : types)
+        : new Map(),
       typeKeys,
     );
     // `q` and text lookups narrowed through the type's full-text index, when it is current (decision 0050).
-    model.resource.list = withSearchIndex(
-      model.resource.list,
-      cot.id,
-      fields,
-      await readIndexSchema(db, cot.id),
-    );
+    model.resource.list = withSearchIndex(model.resource.list, cot.id, fields, parts.indexSchema);
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;
@@ -220,6 +281,19 @@ export class CotRegistry {
       this.#checked.set(slug, { stamp, model });
     }
     return model;
+  }
+
+  /**
+   * The type's model as its row now says (`shapeVersion`, read by a guard that found the cached one
+   * stale), read outside transactions; none kept when it cannot be read.
+   */
+  async refresh(id: number, shapeVersion: number): Promise<void> {
+    this.forget(id);
+    try {
+      await this.#fresh(this.reader, { id, shapeVersion });
+    } catch {
+      this.forget(id); // read when next asked for, the usual way
+    }
   }
 
   async byId(db: Executor, id: number): Promise<CotModel | null> {

@@ -21,7 +21,11 @@ export type PlannedTargets = Map<number, Planned>;
 
 /** The object types a reference or multiobject field may point at. */
 export const typeIdsOf = (f: FieldRow): number[] =>
-  f.isPolymorphic ? f.relatedObjectTypeIds : f.relatedObjectTypeId != null ? [f.relatedObjectTypeId] : [];
+  f.isPolymorphic
+    ? f.relatedObjectTypeIds
+    : f.relatedObjectTypeId != null
+      ? [f.relatedObjectTypeId]
+      : [];
 
 /**
  * Reference and multiobject fields whose targets' forms are planned per read: those pointing at

@@ -581,7 +581,8 @@ function planLoader(
           plannedForms(ctx, shape, plannable, planned, ordered, forms);
           labels = plannedLabels(planned);
         }
-        if (!known) return serialize(ctx, ordered, forms.size ? forms : undefined, undefined, labels);
+        if (!known)
+          return serialize(ctx, ordered, forms.size ? forms : undefined, undefined, labels);
         const merged: Nested = new Map(known);
         for (const [typeId, byType] of forms)
           merged.set(typeId, new Map([...(known.get(typeId) ?? []), ...byType]));
