@@ -134,6 +134,12 @@ export interface ReadContext {
    * next read (`core/fresh-read.ts`); absent outside a request.
    */
   guard?(g: Guard): void;
+  /**
+   * A caller's one read (a GET, a list, a GraphQL page): its loads may carry the objects of other
+   * custom types and of polymorphic fields' types, their models proven by guards riding in it
+   * (decision 0165). Writes' read phases do not: their statements stay as sized for D1.
+   */
+  carriesForms?: true;
 }
 
 export interface WriteContext extends ReadContext {
@@ -489,6 +495,11 @@ export interface ModelInfo {
     selectIn?(ids: SQL): SQL;
     /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */
     selectOne?(idExpr: SQL): SQL;
+    /**
+     * `selectOne` over the model's table under an alias, for a read that may hold the same table
+     * outside (a custom type pointing at its own type); what a read plans with (decision 0165).
+     */
+    selectOneAliased?(idExpr: SQL): SQL;
     build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;
   };
 }

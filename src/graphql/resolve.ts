@@ -88,7 +88,11 @@ async function listInOneRead(
     .offset(offset);
   const budget = budgetInRead(g.ctx, [{ resource: r, ids: page.getSQL() }]);
   // the plan may take other types' models from the caches, their guards riding in this read
-  const ctx = { ...g.ctx, guard: (guard: Guard) => addGuard(g.http, guard) };
+  const ctx = {
+    ...g.ctx,
+    guard: (guard: Guard) => addGuard(g.http, guard),
+    carriesForms: true as const,
+  };
   const plan = r.loadPlan!(
     ctx,
     budget ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}` : page.getSQL(),

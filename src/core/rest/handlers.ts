@@ -62,7 +62,7 @@ export function readContext(c: Ctx, inFreshRead = false): ReadContext {
     services,
     baseUrl: baseUrlOf(c),
     budget: budgetOf(c, services.config.maxResponseBytes),
-    ...(inFreshRead ? { guard: (g: Guard) => addGuard(c, g) } : {}),
+    ...(inFreshRead ? { guard: (g: Guard) => addGuard(c, g), carriesForms: true as const } : {}),
   };
 }
 

@@ -146,8 +146,8 @@ export class CotRegistry {
      */
     private readonly stamp: () => string | null = () => null,
     /**
-     * The database's `read` (one round trip remote): outside transactions a type's parts are read
-     * in one go (decision 0165: a stale model costs one more round trip, not five).
+     * The database's `read` (one round trip remote): there, outside transactions, a type's parts
+     * are read in one go (decision 0165: a stale model costs one more round trip, not five).
      */
     private readonly read?: (queries: Queries) => Promise<readonly unknown[]>,
   ) {}
@@ -222,8 +222,9 @@ export class CotRegistry {
     if (!row) return null;
     const cached = this.#models.get(row.id);
     if (cached && cached.cot.shapeVersion === row.shapeVersion) return cached;
-    const outside = this.read && (db === this.orm || db === this.reader);
-    const parts = outside
+    // where a read costs a round trip (no change stamp), outside transactions: one read
+    const oneRead = this.read && (db === this.orm || db === this.reader) && this.stamp() === null;
+    const parts = oneRead
       ? await this.#partsInOneRead(row.id)
       : await this.#partsStepwise(db, row.id);
     if (!parts) return null;

@@ -59,7 +59,9 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
           sql`SELECT value FROM json_each(${Array.isArray(ids) ? JSON.stringify(ids) : ids})`,
         ),
       selectIn,
-      selectOne,
+      // not `selectOne`: where that is offered, a write's proof of forms prints one per id (a
+      // chain of `||` D1 refuses past 100); planned reads take this one (decision 0165)
+      selectOneAliased: selectOne,
       build: (ctx, id, row) => ({
         id,
         url: instanceUrl(ctx.baseUrl, slug, id),

@@ -41,6 +41,12 @@ export function plannableFields(shape: Shape): FieldRow[] {
   );
 }
 
+/** A planned model's form of the object `id` names (JSON text), or none. */
+const formOne = (p: Planned | undefined, id: SQL): SQL | undefined => {
+  const nested = p?.info.nestedSql;
+  return (nested?.selectOneAliased ?? nested?.selectOne)?.(id);
+};
+
 /** The targets of `fields` that a read built on `ctx` may plan, by object type id. */
 export function planTargets(ctx: ReadContext, fields: FieldRow[]): PlannedTargets {
   const planned: PlannedTargets = new Map();
@@ -50,7 +56,7 @@ export function planTargets(ctx: ReadContext, fields: FieldRow[]): PlannedTarget
       if (seen.has(typeId)) continue;
       seen.add(typeId);
       const found = ctx.services.models.plannedByObjectType(ctx, typeId);
-      if (found?.info.nestedSql?.selectOne) planned.set(typeId, found);
+      if (found && formOne(found, sql`0`)) planned.set(typeId, found);
     }
   return planned;
 }
@@ -64,7 +70,7 @@ export const plannedLabels = (planned: PlannedTargets): Map<number, string> =>
  * `type` names for a polymorphic field; null where no target of `f` is planned.
  */
 function formOf(f: FieldRow, planned: PlannedTargets, id: SQL, type: SQL): SQL | null {
-  const one = (typeId: number) => planned.get(typeId)!.info.nestedSql!.selectOne!(id);
+  const one = (typeId: number) => formOne(planned.get(typeId), id)!;
   if (!f.isPolymorphic)
     return planned.has(f.relatedObjectTypeId!) ? one(f.relatedObjectTypeId!) : null;
   const branches = f.relatedObjectTypeIds

@@ -560,7 +560,7 @@ function planLoader(
 
   return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     // other types' forms under their guards (decision 0165): a statement built per read
-    const planned = plannable.length ? planTargets(ctx, plannable) : null;
+    const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
     const statement = planned?.size
       ? ctx.db
           .select({ ...planColumns, ...plannedColumns(shape, plannable, planned) })
