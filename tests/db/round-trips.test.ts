@@ -2349,6 +2349,12 @@ async function relatedTypesFixture() {
   const toTgt = { related_object_type: "custom_objects.rt_tgt" };
   await addField(t, refs.id, { name: "one", type: "object", ...toTgt });
   await addField(t, refs.id, { name: "many", type: "multiobject", ...toTgt });
+  // a type pointing at its own type: its form read from the same table as the row
+  await addField(t, refs.id, {
+    name: "parent",
+    type: "object",
+    related_object_type: "custom_objects.rt_refs",
+  });
   const poly = await namedCot(t, "rt_poly");
   const types = ["dcim.site", "custom_objects.rt_tgt", "tenancy.tenant"];
   await addField(t, poly.id, {
@@ -2364,7 +2370,8 @@ async function relatedTypesFixture() {
     related_object_types: types,
   });
   const r1 = await create(t, "rt_refs", { name: "r1", one: open.id, many: [open.id, hidden.id] });
-  await create(t, "rt_refs", { name: "r2", one: hidden.id, many: [] });
+  await create(t, "rt_refs", { name: "r2", one: hidden.id, many: [], parent: r1.id });
+  await t.json("PATCH", `${CO}/rt_refs/${r1.id}/`, { body: { parent: r1.id } });
   const p1 = await create(t, "rt_poly", {
     name: "p1",
     any: { object_type: "custom_objects.rt_tgt", id: hidden.id },
@@ -2445,6 +2452,12 @@ test("types pointing at another custom object type and polymorphic ones: GET by 
   expect(seen).toContain("t-open");
   const readerP1 = answers[`reader GET ${CO}/rt_poly/${p1}/`] as Record<string, any>;
   expect(readerP1.any).toEqual({ object_type: "custom_objects.rt_tgt", id: expect.any(Number) });
+  const adminRefs = (answers[`admin GET ${CO}/rt_refs/`] as { results: Record<string, any>[] })
+    .results;
+  expect(adminRefs.map((r) => [r.name, r.parent?.display])).toEqual([
+    ["r1", "r1"],
+    ["r2", "r1"],
+  ]);
   const adminP1 = answers[`admin GET ${CO}/rt_poly/${p1}/`] as Record<string, any>;
   expect(adminP1.any).toMatchObject({ object_type: "custom_objects.rt_tgt", display: "t-hidden" });
   expect(adminP1.anys.map((n: { object_type: string }) => n.object_type)).toEqual([
