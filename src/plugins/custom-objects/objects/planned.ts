@@ -20,7 +20,7 @@ export type Nested = Map<number, Map<number, ApiRecord>>;
 export type PlannedTargets = Map<number, Planned>;
 
 /** The object types a reference or multiobject field may point at. */
-export const typeIdsOf = (f: FieldRow): number[] =>
+const typeIdsOf = (f: FieldRow): number[] =>
   f.isPolymorphic
     ? f.relatedObjectTypeIds
     : f.relatedObjectTypeId != null
