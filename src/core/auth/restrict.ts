@@ -400,26 +400,7 @@ export async function hideUnviewable(
   }
   if ([...restriction.values()].every((r) => r.kind === "all")) return records;
 
-  const visible = new Map<string, Set<number>>();
-  for (const [label, ids] of wanted) {
-    // what the load's read judged, the rest asked now
-    const inRead = judged?.visible.get(label);
-    const seen = new Set([...ids].filter((id) => inRead?.get(id) === true));
-    const unjudged = [...ids].filter((id) => !inRead?.has(id));
-    visible.set(label, seen);
-    if (!unjudged.length) continue;
-    const [app, model] = label.split(".") as [string, string];
-    const target = (await ctx.services.models.get(app, model, ctx))?.resource;
-    const r = restriction.get(label)!;
-    if (target && r.kind === "some")
-      for (const id of await admitted(
-        ctx,
-        target,
-        unjudged,
-        await constraintSql(ctx, target, r.sets, user!),
-      ))
-        seen.add(id);
-  }
+  const visible = await viewableOf(ctx, user, wanted, restriction, judged?.visible);
   // Models every installation has (host models, plugin meta models): naming one leaks nothing.
   const staticLabels = new Set(
     ctx.services.models.staticModels().map((m) => `${m.appLabel}.${m.model}`),
@@ -516,6 +497,34 @@ export async function relationsJudged(
       (c.scratch ??= new Slots()).set(RELATIONS_READ, { labels, visible });
     },
   };
+}
+
+/**
+ * Per label, the ids of `wanted` the caller may view under `restriction`: those the load's read
+ * judged (`inRead`, decision 0165), the others asked now, one query per model.
+ */
+async function viewableOf(
+  ctx: ReadContext,
+  user: AuthUser | null,
+  wanted: Map<string, Set<number>>,
+  restriction: Map<string, Restriction>,
+  inRead: Map<string, Map<number, boolean>> | undefined,
+): Promise<Map<string, Set<number>>> {
+  const visible = new Map<string, Set<number>>();
+  for (const [label, ids] of wanted) {
+    const judged = inRead?.get(label);
+    const seen = new Set([...ids].filter((id) => judged?.get(id) === true));
+    const unjudged = [...ids].filter((id) => !judged?.has(id));
+    visible.set(label, seen);
+    if (!unjudged.length) continue;
+    const [app, model] = label.split(".") as [string, string];
+    const target = (await ctx.services.models.get(app, model, ctx))?.resource;
+    const r = restriction.get(label)!;
+    if (!target || r.kind !== "some") continue;
+    const where = await constraintSql(ctx, target, r.sets, user!);
+    for (const id of await admitted(ctx, target, unjudged, where)) seen.add(id);
+  }
+  return visible;
 }
 
 /** A tag as a record holds it: its nested form `{id, …}` (or a bare id); null for anything else. */
