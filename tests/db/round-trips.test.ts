@@ -2347,8 +2347,9 @@ async function relatedTypesFixture() {
   ).body.id as number;
   const refs = await namedCot(t, "rt_refs");
   const toTgt = { related_object_type: "custom_objects.rt_tgt" };
-  await addField(t, refs.id, { name: "one", type: "object", ...toTgt });
-  await addField(t, refs.id, { name: "many", type: "multiobject", ...toTgt });
+  // context fields: `_context` shows their objects' displays, those hidden left out
+  await addField(t, refs.id, { name: "one", type: "object", context: true, ...toTgt });
+  await addField(t, refs.id, { name: "many", type: "multiobject", context: true, ...toTgt });
   // a type pointing at its own type: its form read from the same table as the row
   await addField(t, refs.id, {
     name: "parent",
@@ -2452,8 +2453,11 @@ test("types pointing at another custom object type and polymorphic ones: GET by 
   expect(seen).toContain("t-open");
   const readerP1 = answers[`reader GET ${CO}/rt_poly/${p1}/`] as Record<string, any>;
   expect(readerP1.any).toEqual({ object_type: "custom_objects.rt_tgt", id: expect.any(Number) });
+  const readerR1 = answers[`reader GET ${CO}/rt_refs/${r1}/`] as Record<string, any>;
+  expect(readerR1._context).toEqual({ display: "t-open, t-open" });
   const adminRefs = (answers[`admin GET ${CO}/rt_refs/`] as { results: Record<string, any>[] })
     .results;
+  expect(adminRefs[0]!._context).toEqual({ display: "t-open, t-hidden, t-open" });
   expect(adminRefs.map((r) => [r.name, r.parent?.display])).toEqual([
     ["r1", "r1"],
     ["r2", "r1"],
