@@ -242,6 +242,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         target: f.related!,
         many: f.type === "m2m",
         expr: f.type === "fk" ? f.column : undefined,
+        targetsOf: f.type === "m2m" && f.link ? linkedIds(f.link) : undefined,
       })),
   };
 
@@ -505,6 +506,12 @@ function recordOf(
   }
   return rec;
 }
+
+/** The ids an m2m field's link table pairs with the objects `own`, for `Relation.targetsOf`. */
+const linkedIds =
+  ({ table, own: ownCol, other }: NonNullable<FieldSpec["link"]>) =>
+  (own: SQL) =>
+    sql`SELECT ${other} FROM ${table} WHERE ${ownCol} IN (${own})`;
 
 /** A host model by label without a read (host models are registered at start-up). */
 const hostModel = (ctx: ReadContext, label: string) => {

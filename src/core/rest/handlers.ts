@@ -16,6 +16,7 @@ import {
   requireObject,
   restrictWhere,
 } from "../auth/restrict";
+import { relationViewStatements } from "../auth/relations-judged";
 import type { AuthState, Ctx, Guard, HonoEnv, JudgedInRead, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -554,6 +555,7 @@ async function judgedInRead(
   if (tagView) out.push({ statement: tagView, proved: tagsProved });
   const nested = await resource.hideNestedPlan?.(ctx, auth, ids);
   if (nested) out.push(nested);
+  out.push(...(await relationViewStatements(ctx, auth, resource, ids)));
   return out;
 }
 
