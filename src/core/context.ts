@@ -365,7 +365,7 @@ export interface Resource {
     ctx: ReadContext,
     auth: AuthState,
     ids: SQL | number,
-  ): Promise<JudgedInRead | null>;
+  ): Promise<JudgedInRead | JudgedInRead[] | null>;
 }
 
 /** A statement riding last in a one-read GET or list, its answer handed on through the context. */

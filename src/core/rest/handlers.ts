@@ -554,7 +554,7 @@ async function judgedInRead(
   const tagView = resource.tagged ? await tagViewStatement(ctx, auth, ids) : null;
   if (tagView) out.push({ statement: tagView, proved: tagsProved });
   const nested = await resource.hideNestedPlan?.(ctx, auth, ids);
-  if (nested) out.push(nested);
+  if (nested) out.push(...[nested].flat());
   out.push(...(await relationViewStatements(ctx, auth, resource, ids)));
   return out;
 }
