@@ -8,7 +8,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { anotherInstance } from "../helpers/instances";
 import { userWith } from "../helpers/grants";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { addField, choiceSet, CO, create, makeCot } from "../custom-objects/fixtures";
@@ -34,10 +35,11 @@ async function seed() {
     tags.push(await made("tag", "/api/extras/tags/", { name: `Tag ${n}`, slug: n }));
   const og = await made("ownergroup", "/api/users/owner-groups/", { name: "Operators" });
   const ug = await made("group", "/api/users/groups/", { name: "netops" });
+  const hiddenGroup = await made("group", "/api/users/groups/", { name: "auditors" });
   const user = await made("user", "/api/users/users/", {
     username: "jane",
     password: "a-long-password-1",
-    groups: [ug],
+    groups: [ug, hiddenGroup],
   });
   const owner = await made("owner", "/api/users/owners/", {
     name: "NOC",
@@ -57,15 +59,15 @@ async function seed() {
       name: `Site ${n}`,
       slug: `site-${n}`,
       status: n === 3 ? "planned" : "active",
-      tenant: n === 1 ? t1 : t2,
+      tenant: [t1, ids.tenant![2], t2][n - 1],
       owner,
       tags: tags.slice(0, n),
     });
-  const [s1, s2] = ids.site!;
+  const [s1, s2, s3] = ids.site!;
   for (const n of [1, 2, 3, 4])
     await made("device", "/api/dcim/devices/", {
-      name: `dev-${n}`,
-      site: n % 2 ? s1 : s2,
+      name: n === 4 ? "core-4" : `dev-${n}`,
+      site: [s1, s2, s1, s3][n - 1],
       tenant: t1,
       status: "active",
       serial: `SN${n}`,
@@ -74,7 +76,7 @@ async function seed() {
   for (const n of [1, 2])
     await made("prefix", "/api/ipam/prefixes/", {
       prefix: `10.${n}.0.0/16`,
-      site: s1,
+      site: n === 1 ? s1 : s3,
       tenant: t1,
       tags: [tags[1]],
     });
@@ -115,16 +117,16 @@ async function seedCustomObjects(setId: number) {
   ];
   for (const f of fields)
     (ids.customobjecttypefield ??= []).push((await addField(t, cot.id, f)).id);
-  const [s1, s2] = ids.site!;
-  const [d1, d2] = ids.device!;
+  const [s1, s2, s3] = ids.site!;
+  const [d1, d2, , d4] = ids.device!;
   for (const n of [1, 2, 3]) {
     const o = await create(t, "widget", {
       title: `widget ${n}`,
       size: n,
       colour: n === 1 ? "red" : "green",
-      site: n === 3 ? s2 : s1,
-      devices: n === 1 ? [d1, d2] : [d2],
-      tags: [ids.tag![0]],
+      site: [s1, s3, s2][n - 1],
+      devices: n === 1 ? [d1, d4] : [d2],
+      tags: ids.tag!.slice(0, n),
     });
     (ids.widget ??= []).push(o.id);
   }
@@ -163,6 +165,7 @@ async function constrainedReader(): Promise<{ token: string; id: number }> {
     [["view"], "dcim.site", { status: "active" }],
     [["view"], "dcim.device", { name__isw: "dev-" }],
     [["view"], "tenancy.tenant", { slug__in: ["tenant-1", "tenant-2"] }],
+    [["view"], "users.group", { name: "netops" }],
     [["view"], "extras.tag", { slug__in: ["alpha", "beta"] }],
     [["view"], "custom_objects.widget", { size__lte: 2 }],
     ...everything([
@@ -175,7 +178,6 @@ async function constrainedReader(): Promise<{ token: string; id: number }> {
       "core.objectchange",
       "core.objecttype",
       "users.user",
-      "users.group",
       "users.owner",
       "users.ownergroup",
       "users.objectpermission",
@@ -367,4 +369,41 @@ test("each answers in 1 round trip warm (GraphQL with one level of relations ≤
       );
   expect(results.length).toBeGreaterThan(100);
   expect(over.map((r) => `${r.trips} ${r.who} ${r.path}`)).toEqual([]);
+});
+
+test("the constrained caller's lists and objects answer as the local path answers them (hiding asked after the read)", async () => {
+  // related objects the caller may not view keep only their id: a site's tenant, a widget's site
+  // and one of its devices, a user's group, a change record's snapshot of that site
+  const get = async (path: string) => (await t.json("GET", path, { token: reader })).body;
+  const [, s2, s3] = ids.site!;
+  expect((await get(`/api/dcim/sites/${s2}/`)).tenant).toEqual({ id: ids.tenant![2] });
+  const widgets = (await get(`${CO}/widget/?ordering=id`)).results;
+  expect(widgets[0].devices).toContainEqual({ id: ids.device![3] });
+  expect(widgets[1].site).toEqual({ id: s3 });
+  expect((await get(`/api/users/users/${ids.user![0]}/`)).groups).toContainEqual({
+    id: ids.group![1],
+  });
+  const changes = (
+    await get(`/api/core/object-changes/?changed_object_id=${s2}&changed_object_type=dcim.site`)
+  ).results;
+  expect(changes[0].postchange_data.tenant).toEqual({ id: ids.tenant![2] });
+  // the same file through a local app: no one read, each related model's view asked after it
+  const local = await anotherInstance(`file:${remote.path}`);
+  try {
+    const modelPaths = results
+      .filter((r) => r.who === "reader" && r.method === "GET" && r.status === 200)
+      .map((r) => r.path)
+      .filter((p) => /^\/api\/(?!status\/|schema\/|docs\/)[a-z-]+\/[a-z-]+\/[^/]*/.test(p));
+    expect(modelPaths.length).toBeGreaterThan(100);
+    for (const path of modelPaths) {
+      const res = await local.app.request(BASE + path, {
+        headers: { authorization: `Token ${reader}`, accept: "application/json" },
+      });
+      const there = await res.text();
+      const here = await (await t.req("GET", path, { token: reader })).text();
+      expect({ path, body: JSON.parse(here) }).toEqual({ path, body: JSON.parse(there) });
+    }
+  } finally {
+    await local.close();
+  }
 });
