@@ -544,7 +544,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
  * constrained caller's view of the objects' tags (decision 0153) and the resource's own
  * (`hideNestedPlan`: a job's object). Each rides last; `proveJudged` hands the answers on.
  */
-async function judgedInRead(
+export async function judgedInRead(
   ctx: ReadContext,
   auth: AuthState,
   resource: Resource,
@@ -559,7 +559,7 @@ async function judgedInRead(
   return out;
 }
 
-function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
+export function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
   for (const [i, j] of judged.entries()) j.proved(ctx, answers[i]);
 }
 
