@@ -15,7 +15,7 @@ import type {
   HonoEnv,
   Services,
 } from "../../core/context";
-import { addGuard, foldsCredentials } from "../../core/fresh-read";
+import { addGuard, foldsCredentials, freshRead } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
 import { hasPermission, requirePermission } from "../../core/auth/permissions";
@@ -448,10 +448,13 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
 
   app.get("/", async (c) => {
     const base = `${baseUrlOf(c)}/api/${API_BASE}`;
-    const rows = await c.var.services.db.orm
-      .select({ slug: customObjectTypes.slug })
-      .from(customObjectTypes)
-      .orderBy(asc(customObjectTypes.slug));
+    // the slugs in one read with the request's guards (decision 0166)
+    const [rows] = await freshRead(c, () => [
+      c.var.services.db.reader
+        .select({ slug: customObjectTypes.slug })
+        .from(customObjectTypes)
+        .orderBy(asc(customObjectTypes.slug)),
+    ]);
     // Only the types whose objects the caller may view are named.
     const visible = rows.filter((r) => hasPermission(c, "view", APP_LABEL, r.slug));
     return c.json(Object.fromEntries(visible.map((r) => [r.slug, `${base}/${r.slug}/`])));

@@ -9,7 +9,7 @@
  */
 import type { Hono } from "hono";
 import type { HonoEnv, WriteContext } from "../../../core/context";
-import { foldsCredentials } from "../../../core/fresh-read";
+import { foldsCredentials, freshRead } from "../../../core/fresh-read";
 import { ApiError, forbidden } from "../../../core/errors";
 import { requirePermission } from "../../../core/auth/permissions";
 import { restrictWhere } from "../../../core/auth/restrict";
@@ -20,7 +20,7 @@ import { logChanges } from "../../../core/changes/record";
 import type { FieldRow } from "../objects/values";
 import { asLongWrite } from "./change-log";
 import { cotsAllowed, requireCots } from "./access";
-import { listTrash, restoreEntry, trashView, type TrashRow } from "./trash";
+import { listTrash, restoreEntry, trashQuery, trashView, type TrashRow } from "./trash";
 import { purgeEntryStaged, restoreStaged } from "./trash-staged";
 import { stagesSchemaWrites } from "../../../db/policy";
 
@@ -67,10 +67,15 @@ async function entryFor(
 
 export function mountTrashRoutes(app: Hono<HonoEnv>) {
   app.get("/schema/trash", async (c) => {
-    await requirePermission(c, "view", cotTarget);
-    const ctx = readContext(c);
+    const ctx = readContext(c, true);
     const slug = c.req.query("slug");
-    const rows = await allowed(ctx, c.var.auth, "view", await listTrash(ctx.db, slug || undefined));
+    // the entries in one read with the request's guards (decision 0166)
+    const [listed] = await freshRead(c, async () => {
+      await requirePermission(c, "view", cotTarget);
+      return [trashQuery(ctx.db, slug || undefined)] as const;
+    });
+    ctx.guard = undefined;
+    const rows = await allowed(ctx, c.var.auth, "view", listed);
     return c.json({ count: rows.length, results: rows.map(trashView) });
   });
   // Off a local file, a restore is one read and one batch (decision 0120), by a constrained
