@@ -8,6 +8,8 @@
  * Restores off a local file and purges everywhere are one read and one batch (decision 0120).
  */
 import type { Hono } from "hono";
+import { sql, type SQL } from "drizzle-orm";
+import { customObjectTypes } from "../../../db/schema";
 import type { HonoEnv, WriteContext } from "../../../core/context";
 import { foldsCredentials, freshRead } from "../../../core/fresh-read";
 import { ApiError, forbidden } from "../../../core/errors";
@@ -69,13 +71,25 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
   app.get("/schema/trash", async (c) => {
     const ctx = readContext(c, true);
     const slug = c.req.query("slug");
-    // the entries in one read with the request's guards (decision 0166)
-    const [listed] = await freshRead(c, async () => {
+    // the entries, and the types a constrained caller may view, in one read with the request's
+    // guards (decision 0166)
+    let viewable!: SQL | undefined;
+    const [listed, admitted] = await freshRead(c, async () => {
       await requirePermission(c, "view", cotTarget);
-      return [trashQuery(ctx.db, slug || undefined)] as const;
+      viewable = c.var.auth.user?.isSuperuser
+        ? undefined
+        : await restrictWhere(ctx, c.var.auth, "view", cotModel.resource);
+      const types = ctx.db
+        .select({ id: customObjectTypes.id })
+        .from(customObjectTypes)
+        .where(viewable ?? sql`0`);
+      return [trashQuery(ctx.db, slug || undefined), types] as const;
     });
     ctx.guard = undefined;
-    const rows = await allowed(ctx, c.var.auth, "view", listed);
+    const types = new Set(admitted.map((r) => r.id));
+    const rows = viewable
+      ? listed.filter((r) => r.kind === "field" && types.has(r.customObjectTypeId))
+      : await allowed(ctx, c.var.auth, "view", listed);
     return c.json({ count: rows.length, results: rows.map(trashView) });
   });
   // Off a local file, a restore is one read and one batch (decision 0120), by a constrained
