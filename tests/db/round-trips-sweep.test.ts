@@ -146,12 +146,20 @@ async function seedTrash() {
   await apply([
     { name: "scrap", slug: "scrap", fields: [title, note] },
     { name: "bin", slug: "bin", fields: [title] },
+    { name: "vault", slug: "vault", fields: [title] },
   ]);
   await create(t, "scrap", { title: "kept", note: "in the trash" });
   await create(t, "bin", { title: "binned" });
-  await apply([{ name: "scrap", slug: "scrap", fields: [title], removed_fields: [note] }], {
-    removed_types: [{ slug: "bin" }],
-  });
+  await create(t, "vault", { title: "locked" });
+  await apply(
+    [
+      { name: "scrap", slug: "scrap", fields: [title], removed_fields: [note] },
+      { name: "vault", slug: "vault", fields: [title] },
+    ],
+    {
+      removed_types: [{ slug: "bin" }],
+    },
+  );
   const trash = (await t.json("GET", `${CO}/schema/trash/`)).body;
   expect(trash.results.map((r: { kind: string }) => r.kind).sort()).toEqual(["field", "type"]);
 }
@@ -190,6 +198,7 @@ async function constrainedReader(): Promise<{ token: string; id: number }> {
     [["view"], "dcim.device", { name__isw: "dev-" }],
     [["view"], "tenancy.tenant", { slug__in: ["tenant-1", "tenant-2"] }],
     [["view"], "users.group", { name: "netops" }],
+    [["view"], "custom_objects.customobjecttype", { slug__in: ["widget", "scrap"] }],
     [["view"], "extras.tag", { slug__in: ["alpha", "beta"] }],
     [["view"], "custom_objects.widget", { size__lte: 2 }],
     ...everything([
@@ -206,9 +215,9 @@ async function constrainedReader(): Promise<{ token: string; id: number }> {
       "users.ownergroup",
       "users.objectpermission",
       "users.token",
-      "custom_objects.customobjecttype",
       "custom_objects.customobjecttypefield",
       "custom_objects.scrap",
+      "custom_objects.vault",
     ]),
   ]);
 }
@@ -412,6 +421,16 @@ test("both callers' lists and objects answer as the local path answers them (hid
     await get(`/api/core/object-changes/?changed_object_id=${s2}&changed_object_type=dcim.site`)
   ).results;
   expect(changes[0].postchange_data.tenant).toEqual({ id: ids.tenant![2] });
+  // a type the caller may not view is left out of the schema export, a removed one's entry too
+  const slugsOf = (doc: { types: Array<{ slug: string }> }) => doc.types.map((x) => x.slug);
+  expect(slugsOf(await get(`${CO}/schema/export/`))).toEqual(["widget", "scrap"]);
+  expect(slugsOf((await t.json("GET", `${CO}/schema/export/`)).body)).toContain("vault");
+  const trash = (await get(`${CO}/schema/trash/`)).results;
+  const entryOf = (r: { kind: string; custom_object_type: { slug: string } }) => [
+    r.kind,
+    r.custom_object_type.slug,
+  ];
+  expect(trash.map(entryOf)).toEqual([["field", "scrap"]]);
   // the same file through a local app: no one read, each related model's view asked after it
   const local = await anotherInstance(`file:${remote.path}`);
   try {

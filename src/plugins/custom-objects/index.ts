@@ -35,6 +35,7 @@ import { CotRegistry, StaleModel } from "./objects/models";
 import { onDeleteHook } from "./objects/on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types/api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
+import { exportInOneRead } from "./schema/export-read";
 import { customObjectsOpenApi } from "./openapi";
 import {
   enqueueSchemaApply,
@@ -505,6 +506,9 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
         .valid("query")
         .slug?.flatMap((s) => s.split(","))
         .filter(Boolean) ?? [];
+    // one read where a read costs a round trip (decision 0166)
+    if (databaseStamp(c.var.services) === null)
+      return schemaAnswer(c, await exportInOneRead(c, slugs));
     const ctx = readContext(c);
     // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
     const rows = await ctx.db
