@@ -21,13 +21,7 @@ import {
   siteModel,
   tenantModel,
 } from "./models/inventory";
-import {
-  createOne,
-  inStagedWrite,
-  loadOneWithGuards,
-  mountResource,
-  readContext,
-} from "./rest/handlers";
+import { createOne, inStagedWrite, loadOneWithGuards, mountResource } from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
