@@ -365,7 +365,7 @@ export interface Resource {
     ctx: ReadContext,
     auth: AuthState,
     ids: SQL | number,
-  ): Promise<JudgedInRead | null>;
+  ): Promise<JudgedInRead | JudgedInRead[] | null>;
 }
 
 /** A statement riding last in a one-read GET or list, its answer handed on through the context. */
@@ -412,6 +412,11 @@ export interface Relation {
   many?: boolean;
   /** The column holding the target id (single, non-polymorphic relations), for constraints. */
   expr?: SQLWrapper;
+  /**
+   * Many relations: the ids the objects `own` (a subquery of ids, or one id) point at, so a
+   * one-read GET or list can judge the caller's view of them in its read.
+   */
+  targetsOf?(own: SQL): SQL;
 }
 
 /**

@@ -65,12 +65,15 @@ function substitute(value: unknown, user: AuthUser | null): unknown {
 }
 
 /** What the caller may do with a model: everything, nothing, or the rows the sets match. */
-type Restriction = { kind: "all" } | { kind: "none" } | { kind: "some"; sets: ConstraintSet[] };
+export type Restriction =
+  | { kind: "all" }
+  | { kind: "none" }
+  | { kind: "some"; sets: ConstraintSet[] };
 
 const ALL: Restriction = { kind: "all" };
 const NONE: Restriction = { kind: "none" };
 
-function restrictionFor(
+export function restrictionFor(
   auth: AuthState,
   loginRequired: boolean,
   action: Action,
@@ -137,7 +140,7 @@ async function lookupSql(
   return NOTHING;
 }
 
-async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | null> {
+export async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | null> {
   const ot = (await ctx.services.objectTypes.byIds([typeId], ctx.db)).get(typeId);
   return ot ? `${ot.appLabel}.${ot.model}` : null;
 }
@@ -398,16 +401,25 @@ export async function hideUnviewable(
   if ([...restriction.values()].every((r) => r.kind === "all")) return records;
 
   const visible = new Map<string, Set<number>>();
+  const judged = ctx.scratch?.get(RELATIONS_READ);
   for (const [label, ids] of wanted) {
+    // what the read judged (`relationViewStatements`) is not asked again
+    const inRead = judged?.get(label);
+    const seen = new Set([...ids].filter((id) => inRead?.get(id) === true));
+    const unjudged = [...ids].filter((id) => !inRead?.has(id));
+    visible.set(label, seen);
+    if (!unjudged.length) continue;
     const [app, model] = label.split(".") as [string, string];
     const target = (await ctx.services.models.get(app, model, ctx))?.resource;
     const r = restriction.get(label)!;
-    visible.set(
-      label,
-      target && r.kind === "some"
-        ? await admitted(ctx, target, [...ids], await constraintSql(ctx, target, r.sets, user!))
-        : new Set(),
-    );
+    if (target && r.kind === "some")
+      for (const id of await admitted(
+        ctx,
+        target,
+        unjudged,
+        await constraintSql(ctx, target, r.sets, user!),
+      ))
+        seen.add(id);
   }
   // Models every installation has (host models, plugin meta models): naming one leaks nothing.
   const staticLabels = new Set(
@@ -489,6 +501,18 @@ async function hideTags(
     return { ...rec, tags: kept };
   });
   return changed ? out : records;
+}
+
+/** Related objects a one-read GET or list judged: label → id → whether the caller may view it. */
+const RELATIONS_READ = slotKey<Map<string, Map<number, boolean>>>("relations judged in the read");
+
+/** Keeps the answer of one of `relationViewStatements` on `ctx` for the hiding after the read. */
+export function relationsProved(ctx: ReadContext, label: string, rows: unknown): void {
+  const scratch = (ctx.scratch ??= new Slots());
+  const byLabel = scratch.get(RELATIONS_READ) ?? scratch.set(RELATIONS_READ, new Map());
+  const known = byLabel.get(label) ?? byLabel.set(label, new Map()).get(label)!;
+  for (const r of rows as { id: number; visible: unknown }[])
+    known.set(Number(r.id), Number(r.visible) === 1);
 }
 
 /** Tags a one-read GET or list judged (`tagViewStatement`): id → whether the caller may view it. */

@@ -4,14 +4,14 @@
  * reads that version from the database (one indexed row), so two app instances or isolates
  * sharing a database never serve a stale shape.
  */
-import { asc, eq, inArray, sql } from "drizzle-orm";
+import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor, Orm } from "../../../db/client";
 import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { valueColumn } from "../ddl";
+import { ident, linkTableName, valueColumn } from "../ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
 import { listSpec } from "./list";
 import { modelInfo } from "./nested";
@@ -87,6 +87,7 @@ function buildModel(
         targetTypeId: f.isPolymorphic ? undefined : (f.relatedObjectTypeId ?? undefined),
         targetTypeIds: f.isPolymorphic ? f.relatedObjectTypeIds : undefined,
         expr: storage(f) === "reference" && !f.isPolymorphic ? column(valueColumn(f)!) : undefined,
+        targetsOf: storage(f) === "links" && !f.isPolymorphic ? linkedIds(f) : undefined,
       })),
     rederive: contextRederiver(shape),
   };
@@ -95,6 +96,10 @@ function buildModel(
   const info = modelInfo(shape, resource, read);
   return { cot, fields, table, resource, info };
 }
+
+/** The ids a multi-object field links the objects `own` to, for `Relation.targetsOf`. */
+const linkedIds = (f: FieldRow) => (own: SQL) =>
+  sql`SELECT "target_id" FROM ${ident(linkTableName(f.customObjectTypeId, f.id))} WHERE "source_id" IN (${own})`;
 
 /** A row of the linking statement: a field pointing at an object type, with its type's version. */
 type LinkingRow = { fieldId: number; cotId: number; shapeVersion: number };
