@@ -371,17 +371,7 @@ export interface Resource {
     ctx: ReadContext,
     auth: AuthState,
     ids: SQL | number,
-  ): Promise<JudgedInRead | null>;
-  /**
-   * For the one-read GET and list: a statement judging the caller's view of the related objects
-   * the objects `ids` name, which `hideUnviewable` asks after the read otherwise (decision 0165);
-   * null when nothing to judge.
-   */
-  relationsPlan?(
-    ctx: ReadContext,
-    auth: AuthState,
-    ids: SQL | number,
-  ): Promise<JudgedInRead | null>;
+  ): Promise<JudgedInRead | JudgedInRead[] | null>;
 }
 
 /** A statement riding last in a one-read GET or list, its answer handed on through the context. */
@@ -428,6 +418,12 @@ export interface Relation {
   many?: boolean;
   /** The column holding the target id (single, non-polymorphic relations), for constraints. */
   expr?: SQLWrapper;
+  /**
+   * Many relations: the ids the objects `own` (a subquery of ids, or one id) point at, so a
+   * one-read GET or list can judge the caller's view of them in its read; polymorphic ones
+   * (single or many): those of object type `typeId` (decision 0165).
+   */
+  targetsOf?(own: SQL, typeId?: number): SQL;
 }
 
 /**

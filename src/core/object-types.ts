@@ -53,9 +53,20 @@ export function parseLabel(
  */
 const readByWrite = slotKey<Map<number, ObjectTypeRow>>("object types read by the write");
 
-/** Keeps `rows` (the object types a write read) for the write's `byIds(…, …, scratch)`. */
-export function keepReadTypes(scratch: Slots, rows: Map<number, ObjectTypeRow>): void {
+/** Ids a read looked up in its own snapshot and found no object type for (a deleted type's). */
+const absentInRead = slotKey<Set<number>>("object types absent in the read");
+
+/**
+ * Keeps `rows` (the object types a write or a page read) for its `byIds(…, …, scratch)`; `absent`,
+ * the ids the same read found no row for, are not asked again (decision 0166).
+ */
+export function keepReadTypes(
+  scratch: Slots,
+  rows: Map<number, ObjectTypeRow>,
+  absent: Iterable<number> = [],
+): void {
   scratch.set(readByWrite, rows);
+  scratch.set(absentInRead, new Set(absent));
 }
 
 /**
@@ -175,10 +186,11 @@ export class ObjectTypeRegistry {
     const out = new Map<number, ObjectTypeRow>();
     const missing: number[] = [];
     const read = scratch?.get(readByWrite);
+    const absent = scratch?.get(absentInRead);
     for (const id of new Set(ids)) {
       const row = this.#byId.get(id) ?? read?.get(id);
       if (row) out.set(id, row);
-      else missing.push(id);
+      else if (!absent?.has(id)) missing.push(id);
     }
     if (missing.length) {
       for (const row of await db

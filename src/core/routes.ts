@@ -21,7 +21,7 @@ import {
   siteModel,
   tenantModel,
 } from "./models/inventory";
-import { createOne, inStagedWrite, mountResource, readContext } from "./rest/handlers";
+import { createOne, inStagedWrite, loadOneWithGuards, mountResource } from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
@@ -221,8 +221,7 @@ function mountInfoRoutes(api: Hono<HonoEnv>): void {
     async (c) => {
       const user = c.var.auth.user;
       if (!user) throw notAuthenticated();
-      const [record] = await userModel.resource.load(readContext(c), [user.id]);
-      return c.json(record);
+      return c.json(await loadOneWithGuards(c, userModel.resource, user.id));
     },
   );
 }

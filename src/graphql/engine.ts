@@ -188,7 +188,7 @@ async function answerQuery(
     const graphql: GraphQLContext = {
       ctx,
       auth: c.var.auth,
-      loaders: new Loaders(ctx, c.var.auth),
+      loaders: new Loaders(ctx, c.var.auth, c),
       http: c,
     };
     return yoga.fetch(request, { schema: await schemaFor(c), graphql });

@@ -4,12 +4,13 @@
  * page of 50 records with relation fields costs a fixed number of statements.
  */
 import DataLoader from "dataloader";
-import { inArray, sql, type SQL } from "drizzle-orm";
+import { inArray, sql } from "drizzle-orm";
 import { admitted, restrictWhere } from "../core/auth/restrict";
+import type { AuthState, Ctx, LoadPlan } from "../core/context";
+import { addGuard, freshRead } from "../core/fresh-read";
+import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { databaseStamp } from "../core/database-stamp";
 import type { Queries } from "../db/client";
-import type { AuthState, Ctx } from "../core/context";
-import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { choiceSets } from "../db/schema";
 import type { Entry } from "./shared";
 
@@ -31,6 +32,8 @@ export class Loaders {
   constructor(
     private readonly ctx: ReadContext,
     private readonly auth: AuthState,
+    /** The request, where its reads may carry its guards (`freshRead`). */
+    private readonly http?: Ctx,
   ) {
     this.#choiceSets = new DataLoader(async (ids) => {
       const rows = await ctx.db
@@ -49,8 +52,7 @@ export class Loaders {
     let loader = this.#byLabel.get(entry.label);
     if (!loader) {
       loader = new DataLoader(async (ids) => {
-        const where = await restrictWhere(this.ctx, this.auth, "view", entry.resource);
-        const records = await this.#visible(entry, [...ids], where);
+        const records = await this.#loadVisible(entry, [...ids]);
         const byId = new Map(records.map((rec) => [rec.id as number, labelled(rec, entry.label)]));
         return ids.map((id) => byId.get(id) ?? null);
       });
@@ -60,28 +62,38 @@ export class Loaders {
   }
 
   /**
-   * The records of `ids` the caller may view (`where`). Where a round trip counts (no change
-   * stamp), the view and the rows are one read, which the other models' loads of the same turn
-   * share (decision 0165); elsewhere the view is asked first.
+   * The records of `ids` that `where` admits. Where a read costs a round trip and the model states
+   * its load as statements, one read (decision 0166): the view condition inside it, and the nested
+   * forms of what the records point at riding on it; else a look-up, then the load.
    */
-  async #visible(entry: Entry, ids: number[], where: SQL | undefined): Promise<ApiRecord[]> {
+  async #loadVisible(entry: Entry, ids: number[]) {
     const r = entry.resource;
-    if (r.loadPlan && databaseStamp(this.ctx.services) === null) {
-      const list = sql.join(
-        ids.map((id) => sql`${id}`),
-        sql`, `,
-      );
-      const plan = r.loadPlan(
-        this.ctx,
-        where
-          ? sql`SELECT ${r.list.idExpr} FROM ${r.table} WHERE ${r.list.idExpr} IN (${list}) AND (${where})`
-          : list,
-      );
-      const answers = await this.ctx.services.db.read(plan.statements as unknown as Queries);
-      return plan.finish([...(answers as readonly unknown[])], ids);
+    const viewable = () => restrictWhere(this.ctx, this.auth, "view", r);
+    if (!r.loadPlan || !this.http || databaseStamp(this.ctx.services) !== null) {
+      const where = await viewable();
+      const visible = where ? [...(await admitted(this.ctx, r, ids, where))] : ids;
+      return r.load(this.ctx, visible);
     }
-    const visible = where ? [...(await admitted(this.ctx, r, ids, where))] : ids;
-    return r.load(this.ctx, visible);
+    const listed = sql.join(
+      ids.map((id) => sql`${id}`),
+      sql`, `,
+    );
+    let plan!: LoadPlan;
+    // other types' forms planned under guards riding in this read too (decision 0165)
+    const http = this.http;
+    const ctx: ReadContext = { ...this.ctx, guard: (g) => addGuard(http, g), carriesForms: true };
+    // the request's guards ride in it when no list's read took them (an object by id)
+    const answers = await freshRead(http, async () => {
+      const where = await viewable();
+      const admit = where ? sql` AND (${where})` : sql``;
+      plan = r.loadPlan!(
+        ctx,
+        sql`SELECT ${r.list.idExpr} FROM ${r.table} WHERE ${r.list.idExpr} IN (${listed})${admit}`,
+      );
+      return plan.statements as unknown as Queries;
+    });
+    ctx.guard = undefined; // what finishing reads is read after this read's guards were settled
+    return plan.finish([...answers], ids);
   }
 
   /** `{value, label}` of a select value; the label is the value when the set does not name it. */

@@ -5,6 +5,7 @@
  * described still appears, flagged `x-undocumented`, so the document never hides a route.
  */
 import type { Services } from "../core/context";
+import type { Queries } from "../db/client";
 import type { DefinedModel } from "../core/models/define";
 import { DEFAULT_LOOKUPS, type FilterSpec, type ListSpec } from "../core/rest/query";
 import { ROUTE_DOC, type RouteDoc } from "../core/validate";
@@ -24,10 +25,11 @@ export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
 /** What a plugin contributes to the document (`HostPlugin.openapi`). */
 export interface PluginOpenApi {
   /**
-   * A cheap fingerprint of the run-time state the plugin's part depends on; the document is
-   * rebuilt whenever it changes. Omit it when the part is static.
+   * A cheap fingerprint of the run-time state the plugin's part depends on, as one statement whose
+   * first row's `k` it is (read with the others', and the request's guards, in one read); the
+   * document is rebuilt whenever it changes. Omit it when the part is static.
    */
-  fingerprint?(services: Services): Promise<string>;
+  fingerprint?(services: Services): Queries[number];
   describe(b: OpenApiBuilder, services: Services): Promise<void> | void;
 }
 export type Operation = Record<string, unknown>;

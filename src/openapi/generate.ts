@@ -7,6 +7,7 @@
  * some custom object types get a filtered copy, cached per set of hidden types.
  */
 import type { Services } from "../core/context";
+import type { Queries } from "../db/client";
 import { HOST_VERSION } from "../core/routes";
 import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi, type RouteEntry } from "./builder";
 import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
@@ -57,23 +58,30 @@ const withServer = (doc: OpenApiDocument, baseUrl: string): OpenApiDocument => (
   servers: [{ url: baseUrl, description: "This server" }],
 });
 
+/** Reads statements in one round trip (the route's: with the request's guards, `freshRead`). */
+type Read = (queries: Queries) => Promise<readonly unknown[]>;
+
 /** The documents of one app, cached while the plugins' fingerprints hold (one per app, made by `createApp`). */
 export class OpenApiDocuments {
   #cached: Cached | null = null;
 
   constructor(readonly sources: DocumentSources) {}
 
-  /** The fingerprints of everything run-time the document depends on. */
-  async #fingerprint(): Promise<string> {
+  /** The fingerprints of everything run-time the document depends on, in one `read`. */
+  async #fingerprint(read: Read): Promise<string> {
     const { services, parts } = this.sources;
-    const prints = await Promise.all(
-      parts.map(async (p) => `${p.name}:${(await p.openapi?.fingerprint?.(services)) ?? ""}`),
+    const printed = parts.filter((p) => p.openapi?.fingerprint);
+    const answers = printed.length
+      ? await read(printed.map((p) => p.openapi!.fingerprint!(services)) as unknown as Queries)
+      : [];
+    const prints = new Map(
+      printed.map((p, i) => [p.name, (answers[i] as { k: string }[])[0]?.k ?? ""]),
     );
-    return prints.join("\n");
+    return parts.map((p) => `${p.name}:${prints.get(p.name) ?? ""}`).join("\n");
   }
 
-  async #current(): Promise<Cached> {
-    const key = await this.#fingerprint();
+  async #current(read: Read): Promise<Cached> {
+    const key = await this.#fingerprint(read);
     let entry = this.#cached;
     if (!entry || entry.key !== key) {
       const doc = await buildDocument(this.sources);
@@ -88,8 +96,8 @@ export class OpenApiDocuments {
     return entry;
   }
 
-  async #variant(canView?: TypeVisibility): Promise<Variant> {
-    const entry = await this.#current();
+  async #variant(canView?: TypeVisibility, read?: Read): Promise<Variant> {
+    const entry = await this.#current(read ?? ((q) => this.sources.services.db.read(q)));
     const hidden = canView ? entry.slugs.filter((slug) => !canView(slug)) : [];
     if (!hidden.length) return entry.full;
     const key = hidden.sort().join(",");
@@ -108,8 +116,13 @@ export class OpenApiDocuments {
   }
 
   /** The document serialised as JSON or YAML, cached like the document. */
-  async text(baseUrl: string, format: "json" | "yaml", canView?: TypeVisibility): Promise<string> {
-    const entry = await this.#variant(canView);
+  async text(
+    baseUrl: string,
+    format: "json" | "yaml",
+    canView?: TypeVisibility,
+    read?: Read,
+  ): Promise<string> {
+    const entry = await this.#variant(canView, read);
     const textKey = `${format} ${baseUrl}`;
     let text = entry.texts.get(textKey);
     if (text === undefined) {

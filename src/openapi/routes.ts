@@ -12,6 +12,8 @@ import { baseUrlOf } from "../core/http";
 import { hasPermission } from "../core/auth/permissions";
 import { DOCS_CSP, DOCS_HTML, docsAsset, docsAvailable } from "./docs-page";
 import type { OpenApiDocuments } from "./generate";
+import { freshRead } from "../core/fresh-read";
+import type { Queries } from "../db/client";
 
 /** Paths reachable without a token (the page shell and its static assets). */
 export const isPublicDocsPath = (path: string) =>
@@ -65,7 +67,9 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
       const yaml = wantsYaml(c.req.valid("query").format, c.req.header("accept"));
       // Types the caller may not view are left out entirely (§4: nothing they may not view is named).
       const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
-      const text = await documents.text(baseUrlOf(c), yaml ? "yaml" : "json", canView);
+      // the fingerprints ride with the request's guards (decision 0166)
+      const read = (queries: Queries) => freshRead(c, () => queries);
+      const text = await documents.text(baseUrlOf(c), yaml ? "yaml" : "json", canView, read);
       c.header("Cache-Control", "no-cache");
       c.header("Vary", "Accept, Authorization");
       return c.body(text, 200, {

@@ -14,6 +14,8 @@ export interface RemoteDb {
   proxy: CountingProxy;
   /** The proxy's URL, the app's `DATABASE_URL`. */
   url: string;
+  /** The server's file (a local app on it reads as the local path does). */
+  path: string;
   /** Stops the proxy and the server and removes the file (close the app on it first). */
   stop(): Promise<void>;
 }
@@ -21,11 +23,13 @@ export interface RemoteDb {
 /** Starts a Hrana server on a fresh file under a temporary directory named after `name`. */
 export async function startRemoteDb(name: string): Promise<RemoteDb> {
   const dir = mkdtempSync(join(tmpdir(), `host-${name}-`));
-  const hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
+  const path = join(dir, "remote.db");
+  const hrana = await startHranaServer({ path, port: 0 });
   const proxy = startCountingProxy(hrana.url);
   return {
     proxy,
     url: proxy.url,
+    path,
     async stop() {
       proxy.stop();
       await hrana.stop();

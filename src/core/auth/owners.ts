@@ -49,6 +49,20 @@ export const ownerGroupModel = defineModel({
       ),
     );
   },
+  // the counts in a load's one read (decision 0143), as the list and GET read them
+  decoratePlan(ctx, ids) {
+    const own = typeof ids === "number" ? sql`${ids}` : ids;
+    const statement = ctx.db
+      .select({ groupId: owners.groupId, n: count() })
+      .from(owners)
+      .where(sql`${owners.groupId} IN (${own})`)
+      .groupBy(owners.groupId);
+    return {
+      statement,
+      decorated: (answer) => async (_rows, records) =>
+        memberCounts(records, answer as Array<{ groupId: number | null; n: number }>),
+    };
+  },
   // staged writes read the counts in their read phase (decision 0092; a new group has none)
   async stage(ctx, phase, _inputs, storedIds) {
     const read = phase.add(memberCountsQuery(ctx.services.db.orm, storedIds));

@@ -5,10 +5,10 @@
  * `restrictWhere` is the one place that says which rows of a model a caller may act on.
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { anyOf, unionAll } from "../../db/d1-limits";
+import { anyOf } from "../../db/d1-limits";
 import { taggedItems } from "../../db/schema";
 import { Slots, slotKey } from "../slots";
-import type { AuthState, AuthUser, JudgedInRead } from "../context";
+import type { AuthState, AuthUser } from "../context";
 import { ApiError, forbidden, notFound } from "../errors";
 import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
 import type { ReadContext, Resource } from "../rest/resource";
@@ -65,12 +65,15 @@ function substitute(value: unknown, user: AuthUser | null): unknown {
 }
 
 /** What the caller may do with a model: everything, nothing, or the rows the sets match. */
-type Restriction = { kind: "all" } | { kind: "none" } | { kind: "some"; sets: ConstraintSet[] };
+export type Restriction =
+  | { kind: "all" }
+  | { kind: "none" }
+  | { kind: "some"; sets: ConstraintSet[] };
 
 const ALL: Restriction = { kind: "all" };
 const NONE: Restriction = { kind: "none" };
 
-function restrictionFor(
+export function restrictionFor(
   auth: AuthState,
   loginRequired: boolean,
   action: Action,
@@ -137,7 +140,7 @@ async function lookupSql(
   return NOTHING;
 }
 
-async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | null> {
+export async function labelOfType(ctx: ReadContext, typeId: number): Promise<string | null> {
   const ot = (await ctx.services.objectTypes.byIds([typeId], ctx.db)).get(typeId);
   return ot ? `${ot.appLabel}.${ot.model}` : null;
 }
@@ -440,68 +443,40 @@ export async function hideUnviewable(
 }
 
 /**
- * What a one-read GET or list judged of the related objects its records name (`relationsJudged`):
- * the targets' labels by object type id, and per label whether the caller may view each id.
+ * What a one-read GET or list judged of the related objects its records name
+ * (`relationViewStatements`, `snapshotRelationStatements`, decisions 0165 and 0166): the labels of
+ * the targets it knew by object type id, and per label whether the caller may view each id.
  */
 const RELATIONS_READ = slotKey<{
   labels: Map<number, string>;
   visible: Map<string, Map<number, boolean>>;
 }>("relations judged in the read");
 
-/** A model a load's objects point at: its label, and the ids of it they name (SQL, column `id`). */
-export interface RelationTarget {
-  typeId: number;
-  label: string;
-  resource: Resource;
-  ids: SQL;
-}
-
 /**
- * For a load's one read (decision 0165): the statement judging each object of `targets` against
- * the caller's view of its model, as `hideUnviewable` would ask after the read, and the targets'
- * labels for it; null for a superuser, or with no targets. A model the caller may view whole or
- * not at all needs no judging.
+ * Keeps the answer of one of `relationViewStatements` on `ctx` for the hiding after the read:
+ * `rows` of `label`'s ids and whether each is visible (none: `label` null); `labels`, the labels
+ * of targets the statements knew by object type id (the hiding then does not read them again).
  */
-export async function relationsJudged(
+export function relationsProved(
   ctx: ReadContext,
-  auth: AuthState,
-  targets: RelationTarget[],
-): Promise<JudgedInRead | null> {
-  if (!targets.length || auth.user?.isSuperuser) return null;
-  const loginRequired = ctx.services.config.loginRequired;
-  const terms: SQL[] = [];
-  const termLabels: string[] = [];
-  for (const t of targets) {
-    const [app, model] = t.label.split(".") as [string, string];
-    const r = restrictionFor(auth, loginRequired, "view", app, model);
-    if (r.kind !== "some") continue;
-    const where = await constraintSql(ctx, t.resource, r.sets, auth.user!);
-    const { idExpr } = t.resource.list;
-    terms.push(
-      sql`SELECT ${termLabels.length} AS k, x.id AS id, (x.id IN (SELECT ${idExpr} FROM ${t.resource.table} WHERE ${where})) AS v FROM (${t.ids}) x WHERE x.id IS NOT NULL`,
-    );
-    termLabels.push(t.label);
-  }
-  const labels = new Map(targets.map((t) => [t.typeId, t.label]));
-  // nothing to judge still proves the labels, which the read's guards vouch for
-  const statement = terms.length ? unionAll(terms) : sql`SELECT 0 AS k, 0 AS id, 0 AS v WHERE 0`;
-  return {
-    statement,
-    proved(c, rows) {
-      const visible = new Map<string, Map<number, boolean>>();
-      for (const row of rows as { k: number; id: number; v: unknown }[]) {
-        const label = termLabels[Number(row.k)]!;
-        const of = visible.get(label) ?? visible.set(label, new Map()).get(label)!;
-        of.set(Number(row.id), Number(row.v) === 1);
-      }
-      (c.scratch ??= new Slots()).set(RELATIONS_READ, { labels, visible });
-    },
-  };
+  label: string | null,
+  rows: unknown,
+  labels?: ReadonlyMap<number, string>,
+): void {
+  const scratch = (ctx.scratch ??= new Slots());
+  const judged =
+    scratch.get(RELATIONS_READ) ??
+    scratch.set(RELATIONS_READ, { labels: new Map(), visible: new Map() });
+  for (const [typeId, l] of labels ?? []) judged.labels.set(typeId, l);
+  if (label === null) return;
+  const known = judged.visible.get(label) ?? judged.visible.set(label, new Map()).get(label)!;
+  for (const r of rows as { id: number; visible: unknown }[])
+    known.set(Number(r.id), Number(r.visible) === 1);
 }
 
 /**
  * Per label, the ids of `wanted` the caller may view under `restriction`: those the load's read
- * judged (`inRead`, decision 0165), the others asked now, one query per model.
+ * judged (`inRead`, decisions 0165 and 0166), the others asked now, one query per model.
  */
 async function viewableOf(
   ctx: ReadContext,

@@ -149,19 +149,20 @@ type PageName = { id: number; t: number; ot: string | null; o: string | null };
 
 function keep(ctx: ReadContext, planned: Map<number, ModelInfo>, rows: PageName[]) {
   const types = new Map<number, ObjectTypeRow>();
+  const absent = new Set<number>();
   const forms = new Map<number, Map<number, ApiRecord>>();
   for (const id of planned.keys()) forms.set(id, new Map());
   for (const row of rows) {
     if (row.ot) {
       const [id, appLabel, model] = JSON.parse(row.ot) as [number, string, string];
       types.set(id, { id, appLabel, model });
-    }
+    } else if (row.t != null) absent.add(Number(row.t));
     const info = planned.get(row.t);
     addForm(ctx, info, row.o, forms.get(row.t));
   }
   remember(ctx.services, [...types.values()]);
   const scratch = (ctx.scratch ??= new Slots());
-  keepReadTypes(scratch, types);
+  keepReadTypes(scratch, types, absent);
   const byLabel = scratch.get(MODELS_READ) ?? scratch.set(MODELS_READ, new Map());
   for (const info of planned.values()) byLabel.set(`${info.appLabel}.${info.model}`, info);
   scratch.set(FORMS_READ, forms);

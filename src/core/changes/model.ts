@@ -12,6 +12,7 @@ import type { ApiRecord, ReadContext } from "../rest/resource";
 import { CHANGE_ACTIONS } from "./record";
 import { formsRead, modelsRead, withPageNames } from "./list-reads";
 import { rememberChanges } from "./seen";
+import { snapshotRelationStatements } from "./snapshot-relations";
 
 const PAST = { create: "created", update: "updated", delete: "deleted" } as Record<string, string>;
 
@@ -138,7 +139,8 @@ objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
 
 /**
  * In the one-read GET and list: the tags the page's snapshots hold, judged against a constrained
- * caller's tag view in the same read (decision 0153), so their hiding asks nothing after.
+ * caller's tag view in the same read (decision 0153), and the objects their relations point at
+ * (decision 0166), so their hiding asks nothing after.
  */
 objectChangeModel.resource.hideNestedPlan = async (ctx, auth, ids) => {
   const page = typeof ids === "number" ? sql`${ids}` : ids;
@@ -149,7 +151,9 @@ objectChangeModel.resource.hideNestedPlan = async (ctx, auth, ids) => {
     auth,
     sql`${heldIn(sql`${objectChanges.prechangeData}`)} UNION ${heldIn(sql`${objectChanges.postchangeData}`)}`,
   );
-  return statement ? { statement, proved: tagsProved } : null;
+  // and the objects their relations point at (one statement per related model)
+  const related = await snapshotRelationStatements(ctx, auth, page);
+  return statement ? [{ statement, proved: tagsProved }, ...related] : related;
 };
 
 /** The nested forms `{id, url, display, …}` of generic references that still exist. */

@@ -132,7 +132,8 @@ export interface ModelSpec {
     ctx: ReadContext,
     ids: SQL | number,
   ) => {
-    statement: LoadPlan["statements"][number];
+    /** One statement (`decorated` takes its answer), or several (it takes their answers). */
+    statement: LoadPlan["statements"][number] | LoadPlan["statements"];
     decorated: (
       answer: unknown,
     ) => (rows: Record<string, any>[], records: ApiRecord[]) => Promise<void>;
@@ -242,6 +243,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
         target: f.related!,
         many: f.type === "m2m",
         expr: f.type === "fk" ? f.column : undefined,
+        targetsOf: f.type === "m2m" && f.link ? linkedIds(f.link) : undefined,
       })),
   };
 
@@ -506,6 +508,12 @@ function recordOf(
   return rec;
 }
 
+/** The ids an m2m field's link table pairs with the objects `own`, for `Relation.targetsOf`. */
+const linkedIds =
+  ({ table, own: ownCol, other }: NonNullable<FieldSpec["link"]>) =>
+  (own: SQL) =>
+    sql`SELECT ${other} FROM ${table} WHERE ${ownCol} IN (${own})`;
+
 /** A host model by label without a read (host models are registered at start-up). */
 const hostModel = (ctx: ReadContext, label: string) => {
   const [app, model] = label.split(".") as [string, string];
@@ -741,12 +749,17 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
     // what `decorate` reads rides last, so the answers before it stay as they were
     const decoration = spec.decoratePlan?.(ctx, ids);
     let decorated: ReturnType<NonNullable<typeof decoration>["decorated"]> | undefined;
-    if (decoration) statements.push(decoration.statement);
+    const many = Array.isArray(decoration?.statement);
+    const decorating = decoration ? [decoration.statement].flat() : [];
+    statements.push(...decorating);
     return {
       statements,
       async finish(all, order) {
-        const answers = decoration ? all.slice(0, -1) : all;
-        if (decoration) decorated = decoration.decorated(all.at(-1));
+        const answers = all.slice(0, all.length - decorating.length);
+        if (decoration) {
+          const own = all.slice(answers.length);
+          decorated = decoration.decorated(many ? own : own[0]);
+        }
         if (relations)
           return relations.keep(answers.at(-1), () => rowsFinish(answers.slice(0, -1), order));
         return rowsFinish(answers, order);

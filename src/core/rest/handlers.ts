@@ -16,6 +16,7 @@ import {
   requireObject,
   restrictWhere,
 } from "../auth/restrict";
+import { relationViewStatements } from "../auth/relations-judged";
 import type { AuthState, Ctx, Guard, HonoEnv, JudgedInRead, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -541,10 +542,10 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
 /**
  * What the hiding after a one-read GET or list would ask, judged in the read instead: a
  * constrained caller's view of the objects' tags (decision 0153), the resource's own
- * (`hideNestedPlan`: a job's object) and its related objects (`relationsPlan`, decision 0165).
- * Each rides last; `proveJudged` hands the answers on.
+ * (`hideNestedPlan`: a job's object) and its related objects (`relationViewStatements`, decisions
+ * 0165 and 0166). Each rides last; `proveJudged` hands the answers on.
  */
-async function judgedInRead(
+export async function judgedInRead(
   ctx: ReadContext,
   auth: AuthState,
   resource: Resource,
@@ -554,13 +555,12 @@ async function judgedInRead(
   const tagView = resource.tagged ? await tagViewStatement(ctx, auth, ids) : null;
   if (tagView) out.push({ statement: tagView, proved: tagsProved });
   const nested = await resource.hideNestedPlan?.(ctx, auth, ids);
-  if (nested) out.push(nested);
-  const relations = await resource.relationsPlan?.(ctx, auth, ids);
-  if (relations) out.push(relations);
+  if (nested) out.push(...[nested].flat());
+  out.push(...(await relationViewStatements(ctx, auth, resource, ids)));
   return out;
 }
 
-function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
+export function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
   for (const [i, j] of judged.entries()) j.proved(ctx, answers[i]);
 }
 
@@ -615,6 +615,24 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
     ...cursorLinks(url, ids, q.limit),
     results: project(results, q.projection, resource.briefFields),
   });
+}
+
+/**
+ * The object `id` as `resource.load` answers it (nothing hidden: the caller's own record), in one
+ * read with the request's guards where a read costs a round trip and the resource states its load
+ * as statements (decision 0166).
+ */
+export async function loadOneWithGuards(c: Ctx, resource: Resource, id: number) {
+  const ctx = readContext(c, true);
+  if (!resource.loadPlan || databaseStamp(c.var.services) !== null)
+    return (await resource.load(ctx, [id]))[0];
+  let plan!: LoadPlan;
+  const answers = await freshRead(c, () => {
+    plan = resource.loadPlan!(ctx, id);
+    return plan.statements as unknown as Queries;
+  });
+  ctx.guard = undefined;
+  return (await plan.finish([...answers], [id]))[0];
 }
 
 /** One object in one read (decision 0085): the guards, and the row (if the caller may view it). */

@@ -15,7 +15,7 @@ import type {
   HonoEnv,
   Services,
 } from "../../core/context";
-import { addGuard, foldsCredentials } from "../../core/fresh-read";
+import { addGuard, foldsCredentials, freshRead } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
 import { hasPermission, requirePermission } from "../../core/auth/permissions";
@@ -35,6 +35,7 @@ import { CotRegistry, StaleModel } from "./objects/models";
 import { onDeleteHook } from "./objects/on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types/api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
+import { exportInOneRead } from "./schema/export-read";
 import { customObjectsOpenApi } from "./openapi";
 import {
   enqueueSchemaApply,
@@ -455,10 +456,13 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
 
   app.get("/", async (c) => {
     const base = `${baseUrlOf(c)}/api/${API_BASE}`;
-    const rows = await c.var.services.db.orm
-      .select({ slug: customObjectTypes.slug })
-      .from(customObjectTypes)
-      .orderBy(asc(customObjectTypes.slug));
+    // the slugs in one read with the request's guards (decision 0166)
+    const [rows] = await freshRead(c, () => [
+      c.var.services.db.reader
+        .select({ slug: customObjectTypes.slug })
+        .from(customObjectTypes)
+        .orderBy(asc(customObjectTypes.slug)),
+    ]);
     // Only the types whose objects the caller may view are named.
     const visible = rows.filter((r) => hasPermission(c, "view", APP_LABEL, r.slug));
     return c.json(Object.fromEntries(visible.map((r) => [r.slug, `${base}/${r.slug}/`])));
@@ -509,6 +513,9 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
         .valid("query")
         .slug?.flatMap((s) => s.split(","))
         .filter(Boolean) ?? [];
+    // one read where a read costs a round trip (decision 0166)
+    if (databaseStamp(c.var.services) === null)
+      return schemaAnswer(c, await exportInOneRead(c, slugs));
     const ctx = readContext(c);
     // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
     const rows = await ctx.db

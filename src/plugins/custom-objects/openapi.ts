@@ -316,16 +316,14 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
   }),
 };
 
-/** Everything the per-type part depends on: type shapes and the choice sets they use. */
-async function fingerprint(services: Services): Promise<string> {
-  const db = services.db.orm;
-  const [types] = (await db.all(
-    sql`SELECT count(*) AS n, coalesce(group_concat(id || ':' || shape_version || ':' || slug, ','), '') AS k FROM (SELECT id, shape_version, slug FROM ${customObjectTypes} ORDER BY id)`,
-  )) as { n: number; k: string }[];
-  const [sets] = (await db.all(
-    sql`SELECT coalesce(group_concat(id || ':' || name || ':' || extra_choices, ','), '') AS k FROM (SELECT id, name, extra_choices FROM ${choiceSets} ORDER BY id)`,
-  )) as { k: string }[];
-  return `${types?.n}|${types?.k}|${sets?.k}`;
+/**
+ * Everything the per-type part depends on: type shapes and the choice sets they use, as one
+ * statement (its row's `k`), so the route reads it with the request's guards (decision 0166).
+ */
+function fingerprint(services: Services) {
+  const types = sql`SELECT count(*) || '|' || coalesce(group_concat(id || ':' || shape_version || ':' || slug, ','), '') FROM (SELECT id, shape_version, slug FROM ${customObjectTypes} ORDER BY id)`;
+  const sets = sql`SELECT coalesce(group_concat(id || ':' || name || ':' || extra_choices, ','), '') FROM (SELECT id, name, extra_choices FROM ${choiceSets} ORDER BY id)`;
+  return services.db.reader.all<{ k: string }>(sql`SELECT (${types}) || '|' || (${sets}) AS k`);
 }
 
 interface Env {

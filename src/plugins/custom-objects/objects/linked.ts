@@ -16,7 +16,7 @@ import type { Ctx } from "../../../core/context";
 import { notFound, ValidationError } from "../../../core/errors";
 import { publicUrlOf } from "../../../core/http";
 import { parseLabel } from "../../../core/object-types";
-import { readContext } from "../../../core/rest/handlers";
+import { judgedInRead, proveJudged, readContext } from "../../../core/rest/handlers";
 import { budgetInRead, chargeRows } from "../../../core/rest/budget";
 import { pageLinks, parsePaging } from "../../../core/rest/query";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
@@ -93,7 +93,10 @@ async function linkedInOneRead(c: Ctx, registry: CotRegistry) {
   const byField = new Map<number, Map<number, Record<string, unknown>>>();
   for (const [i, part] of step.parts.entries()) {
     const ids = page.filter((p) => part.ks.includes(p.k)).map((p) => p.id);
-    const answered = rest.slice(step.offsets[i]!, step.offsets[i]! + part.plan.statements.length);
+    const at = step.offsets[i]!;
+    const answered = rest.slice(at, at + part.plan.statements.length);
+    const judgedAt = at + part.plan.statements.length;
+    proveJudged(ctx, part.judged, rest.slice(judgedAt, judgedAt + part.judged.length));
     const loaded = await part.plan.finish(answered, [...new Set(ids)]);
     const records = await hideUnviewable(ctx, c.var.auth, part.model.resource, loaded);
     const byId = new Map(records.map((r) => [r.id as number, r]));
@@ -169,18 +172,18 @@ async function linkedStatements(
     ctx,
     [...byCot.values()].map((p) => ({ resource: p.model.resource, ids: idsOf(p.ks) })),
   );
-  const parts = [...byCot.values()].map((p) => ({
-    ...p,
-    plan: p.model.resource.loadPlan!(
-      ctx,
-      budget ? sql`SELECT * FROM (${idsOf(p.ks)}) WHERE ${budget.holds}` : idsOf(p.ks),
-    ),
-  }));
+  const parts = [];
+  for (const p of byCot.values()) {
+    const ids = budget ? sql`SELECT * FROM (${idsOf(p.ks)}) WHERE ${budget.holds}` : idsOf(p.ks);
+    // what hiding the records' tags and relations would ask after the read, judged in it
+    const judged = await judgedInRead(ctx, c.var.auth, p.model.resource, ids);
+    parts.push({ ...p, plan: p.model.resource.loadPlan!(ctx, ids), judged });
+  }
   const offsets: number[] = [];
   let at = 0;
   for (const p of parts) {
     offsets.push(at);
-    at += p.plan.statements.length;
+    at += p.plan.statements.length + p.judged.length;
   }
   return {
     statements: [
@@ -188,7 +191,10 @@ async function linkedStatements(
       counts,
       pairs,
       ...(budget ? [budget.statement] : []),
-      ...parts.flatMap((p) => p.plan.statements),
+      ...parts.flatMap((p) => [
+        ...p.plan.statements,
+        ...p.judged.map((j) => ctx.db.all(j.statement)),
+      ]),
     ],
     charge: budget?.charge ?? null,
     parts,

@@ -4,18 +4,17 @@
  * reads that version from the database (one indexed row), so two app instances or isolates
  * sharing a database never serve a stale shape.
  */
-import { asc, eq, inArray, sql } from "drizzle-orm";
+import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import type { Executor, Orm, Queries } from "../../../db/client";
 import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { valueColumn } from "../ddl";
-import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
+import { ident, linkTableName, tableName, valueColumn } from "../ddl";
+import { FIELD_TYPE_MODULES, fieldType, type FieldRow, type Storage } from "../field-types";
 import { listSpec } from "./list";
 import { modelInfo } from "./nested";
-import { relationsPlan } from "./planned";
 import { declareOwner } from "./owner";
 import { contextRederiver, reader } from "./read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./shape";
@@ -72,7 +71,6 @@ function buildModel(
       : ["id", "url", "display"],
     load,
     loadPlan: read.loadPlan,
-    relationsPlan: relationsPlan(shape),
     ...writer(shape, read),
     // A flat field (coordinates) is described by its parts, as it reads; companions follow.
     describe: fields.flatMap((f): FieldDescription[] => {
@@ -95,6 +93,7 @@ function buildModel(
         targetTypeId: f.isPolymorphic ? undefined : (f.relatedObjectTypeId ?? undefined),
         targetTypeIds: f.isPolymorphic ? f.relatedObjectTypeIds : undefined,
         expr: storage(f) === "reference" && !f.isPolymorphic ? column(valueColumn(f)!) : undefined,
+        targetsOf: targetsOf(f, storage(f)),
       })),
     rederive: contextRederiver(shape),
   };
@@ -112,6 +111,26 @@ interface ModelParts {
   types: Map<number, ObjectTypeRow>;
   indexSchema: Map<string, string>;
   stepwise?: true;
+}
+
+/**
+ * `Relation.targetsOf` of a field: the ids a multi-object field links the objects `own` to, or a
+ * polymorphic one points at among objects of type `typeId` (decision 0165); none for a plain
+ * reference (its column says).
+ */
+function targetsOf(
+  f: FieldRow,
+  storage: Storage,
+): ((own: SQL, typeId?: number) => SQL) | undefined {
+  const ofType = (column: SQL, typeId?: number) =>
+    f.isPolymorphic ? sql` AND ${column} = ${typeId ?? null}` : sql``;
+  if (storage === "links")
+    return (own, typeId) =>
+      sql`SELECT "target_id" FROM ${ident(linkTableName(f.customObjectTypeId, f.id))} WHERE "source_id" IN (${own})${ofType(sql`"target_type"`, typeId)}`;
+  if (!f.isPolymorphic) return undefined;
+  const row = ident(tableName(f.customObjectTypeId));
+  return (own, typeId) =>
+    sql`SELECT ${row}.${ident(`${f.name}_id`)} FROM ${row} WHERE ${row}."id" IN (${own})${ofType(sql`${row}.${ident(`${f.name}_type`)}`, typeId)}`;
 }
 
 /** A row of the linking statement: a field pointing at an object type, with its type's version. */

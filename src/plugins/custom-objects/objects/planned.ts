@@ -5,9 +5,7 @@
  * (`ModelRegistry.plannedByObjectType`); then those forms by type and id, and the types' labels.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { relationsJudged, type RelationTarget } from "../../../core/auth/restrict";
 import type { Planned } from "../../../core/models/registry";
-import type { Resource } from "../../../core/rest/resource";
 import type { ApiRecord, ReadContext } from "../../../core/rest/resource";
 import { ident, linkTableName, tableName } from "../ddl";
 import type { FieldRow } from "../field-types";
@@ -156,34 +154,3 @@ export function plannedForms(
         );
   }
 }
-
-/**
- * Each model the fields point at that a read on `ctx` may plan, with the ids of it the objects
- * `ids` name: what a constrained caller's view of them is judged on in the read.
- */
-function relationTargets(ctx: ReadContext, shape: Shape, ids: SQL | number): RelationTarget[] {
-  const { cot, storage } = shape;
-  const row = ident(tableName(cot.id));
-  const page = typeof ids === "number" ? sql`${ids}` : ids;
-  const targets: RelationTarget[] = [];
-  for (const f of shape.fields) {
-    if (storage(f) === "column") continue;
-    for (const typeId of typeIdsOf(f)) {
-      const planned = ctx.services.models.plannedByObjectType(ctx, typeId);
-      if (!planned?.info.resource) continue;
-      const ofType = (column: SQL) => (f.isPolymorphic ? sql` AND ${column} = ${typeId}` : sql``);
-      const named =
-        storage(f) === "links"
-          ? sql`SELECT target_id AS id FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id IN (${page})${ofType(sql`target_type`)}`
-          : sql`SELECT ${row}.${ident(`${f.name}_id`)} AS id FROM ${row} WHERE ${row}."id" IN (${page})${ofType(sql`${row}.${ident(`${f.name}_type`)}`)}`;
-      targets.push({ typeId, label: planned.label, resource: planned.info.resource, ids: named });
-    }
-  }
-  return targets;
-}
-
-/** `Resource.relationsPlan`: a constrained caller's view of the related objects, judged in the read. */
-export const relationsPlan =
-  (shape: Shape): NonNullable<Resource["relationsPlan"]> =>
-  async (ctx, auth, ids) =>
-    auth.user?.isSuperuser ? null : relationsJudged(ctx, auth, relationTargets(ctx, shape, ids));

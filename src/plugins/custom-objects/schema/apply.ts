@@ -51,7 +51,7 @@ import { clearLinksOutside } from "./impact";
 import { buildUniqueTogether, dropUniqueTogether, normalizeTogether } from "./unique-together";
 import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
 import { applyConditional, dropConditionalFirst } from "./constraints-apply";
-import { listTrash, removeType, trashField } from "./trash";
+import { listTrash, removeType, trashField, type TrashRow } from "./trash";
 import { sameValue } from "./state";
 import { yieldWhenDue } from "../../../turns";
 import {
@@ -976,15 +976,45 @@ export async function exportSchema(
   slugs: string[] | null,
 ): Promise<SchemaDocument> {
   const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs);
-  if (slugs) {
-    const missing = slugs.filter((s) => !state.has(s));
-    if (missing.length)
-      throw ApiError.detail(
-        404,
-        `No custom object type with slug ${missing.map((s) => JSON.stringify(s)).join(", ")}.`,
-        "not_found",
-      );
-  }
+  refuseMissing(state, slugs);
+  const setNames = choiceSetNames(state);
+  const sets = setNames.length
+    ? await ctx.db.select().from(choiceSets).where(inArray(choiceSets.name, setNames))
+    : [];
+  return exportDocument(state, slugs, sets, slugs ? [] : await listTrash(ctx.db));
+}
+
+/** 404 for a slug asked for that names no type. */
+export function refuseMissing(state: Map<string, DbType>, slugs: string[] | null) {
+  const missing = (slugs ?? []).filter((s) => !state.has(s));
+  if (missing.length)
+    throw ApiError.detail(
+      404,
+      `No custom object type with slug ${missing.map((s) => JSON.stringify(s)).join(", ")}.`,
+      "not_found",
+    );
+}
+
+/** The names of the choice sets the types' fields use, sorted. */
+const choiceSetNames = (state: Map<string, DbType>) =>
+  [
+    ...new Set(
+      [...state.values()].flatMap((s) =>
+        [...s.canonical.values()].map((c) => c.choice_set).filter((x): x is string => !!x),
+      ),
+    ),
+  ].sort();
+
+/**
+ * The document of `state` (the types `slugs` names, or every type): its choice sets those of
+ * `sets` its fields use, and (for every type) the types `trash` holds as removed.
+ */
+export function exportDocument(
+  state: Map<string, DbType>,
+  slugs: string[] | null,
+  sets: Array<typeof choiceSets.$inferSelect>,
+  trash: TrashRow[],
+): SchemaDocument {
   const types = [...state.values()]
     .sort((a, b) => a.cot.id - b.cot.id)
     .map((s) => {
@@ -1003,16 +1033,10 @@ export async function exportSchema(
     });
   const out: Record<string, unknown> = { schema_version: "1", types };
   // The choice sets the exported fields use, so the document stands alone.
-  const setNames = [
-    ...new Set(
-      [...state.values()].flatMap((s) =>
-        [...s.canonical.values()].map((c) => c.choice_set).filter((x): x is string => !!x),
-      ),
-    ),
-  ].sort();
-  if (setNames.length) {
-    const rows = await ctx.db.select().from(choiceSets).where(inArray(choiceSets.name, setNames));
-    out.choice_sets = rows
+  const setNames = new Set(choiceSetNames(state));
+  if (setNames.size)
+    out.choice_sets = sets
+      .filter((r) => setNames.has(r.name))
       .sort((a, b) => a.name.localeCompare(b.name))
       .map((r) => ({
         name: r.name,
@@ -1020,15 +1044,10 @@ export async function exportSchema(
         extra_choices: r.extraChoices,
         ...(r.orderAlphabetically ? { order_alphabetically: true } : {}),
       }));
-  }
   // Types in the trash stay removed when the export is applied elsewhere.
   if (!slugs) {
     const gone = [
-      ...new Set(
-        (await listTrash(ctx.db))
-          .filter((r) => r.kind === "type" && !state.has(r.slug))
-          .map((r) => r.slug),
-      ),
+      ...new Set(trash.filter((r) => r.kind === "type" && !state.has(r.slug)).map((r) => r.slug)),
     ].sort();
     if (gone.length) out.removed_types = gone.map((slug) => ({ slug }));
   }

@@ -8,8 +8,10 @@
  * Restores off a local file and purges everywhere are one read and one batch (decision 0120).
  */
 import type { Hono } from "hono";
+import { sql, type SQL } from "drizzle-orm";
+import { customObjectTypes } from "../../../db/schema";
 import type { HonoEnv, WriteContext } from "../../../core/context";
-import { foldsCredentials } from "../../../core/fresh-read";
+import { foldsCredentials, freshRead } from "../../../core/fresh-read";
 import { ApiError, forbidden } from "../../../core/errors";
 import { requirePermission } from "../../../core/auth/permissions";
 import { restrictWhere } from "../../../core/auth/restrict";
@@ -20,7 +22,7 @@ import { logChanges } from "../../../core/changes/record";
 import type { FieldRow } from "../objects/values";
 import { asLongWrite } from "./change-log";
 import { cotsAllowed, requireCots } from "./access";
-import { listTrash, restoreEntry, trashView, type TrashRow } from "./trash";
+import { listTrash, restoreEntry, trashQuery, trashView, type TrashRow } from "./trash";
 import { purgeEntryStaged, restoreStaged } from "./trash-staged";
 import { stagesSchemaWrites } from "../../../db/policy";
 
@@ -67,10 +69,27 @@ async function entryFor(
 
 export function mountTrashRoutes(app: Hono<HonoEnv>) {
   app.get("/schema/trash", async (c) => {
-    await requirePermission(c, "view", cotTarget);
-    const ctx = readContext(c);
+    const ctx = readContext(c, true);
     const slug = c.req.query("slug");
-    const rows = await allowed(ctx, c.var.auth, "view", await listTrash(ctx.db, slug || undefined));
+    // the entries, and the types a constrained caller may view, in one read with the request's
+    // guards (decision 0166)
+    let viewable!: SQL | undefined;
+    const [listed, admitted] = await freshRead(c, async () => {
+      await requirePermission(c, "view", cotTarget);
+      viewable = c.var.auth.user?.isSuperuser
+        ? undefined
+        : await restrictWhere(ctx, c.var.auth, "view", cotModel.resource);
+      const types = ctx.db
+        .select({ id: customObjectTypes.id })
+        .from(customObjectTypes)
+        .where(viewable ?? sql`0`);
+      return [trashQuery(ctx.db, slug || undefined), types] as const;
+    });
+    ctx.guard = undefined;
+    const types = new Set(admitted.map((r) => r.id));
+    const rows = viewable
+      ? listed.filter((r) => r.kind === "field" && types.has(r.customObjectTypeId))
+      : await allowed(ctx, c.var.auth, "view", listed);
     return c.json({ count: rows.length, results: rows.map(trashView) });
   });
   // Off a local file, a restore is one read and one batch (decision 0120), by a constrained

@@ -207,6 +207,11 @@ export async function removeType(
 
 /** Trash entries, newest first. */
 export async function listTrash(db: Executor, slug?: string): Promise<TrashRow[]> {
+  return trashQuery(db, slug);
+}
+
+/** `listTrash` as a statement, for a read of several (`freshRead`). */
+export function trashQuery(db: Executor, slug?: string) {
   const q = db.select().from(customObjectTrash);
   return (slug ? q.where(eq(customObjectTrash.slug, slug)) : q).orderBy(asc(customObjectTrash.id));
 }

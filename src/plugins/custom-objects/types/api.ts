@@ -2,12 +2,18 @@
  * `custom-object-types/` and `custom-object-type-fields/`: the read side comes from the host's
  * declarative models; writes validate definitions and run the schema operations.
  */
-import { asc, eq, inArray, sql } from "drizzle-orm";
-import { customObjectTypeFields, customObjectTypes, tags as tagsTable } from "../../../db/schema";
+import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import {
+  customObjectTypeFields,
+  customObjectTypes,
+  objectTypes,
+  tags as tagsTable,
+} from "../../../db/schema";
+import type { ObjectTypeRow } from "../../../core/object-types";
 import { ValidationError } from "../../../core/errors";
 import { defineModel, resolveTags, setTags } from "../../../core/models/define";
 import { parseBool } from "../../../core/rest/query";
-import type { ApiRecord, Resource, WriteContext } from "../../../core/rest/resource";
+import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../../core/rest/resource";
 import { slotKey } from "../../../core/slots";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import { refuseCycle } from "./cycles";
@@ -172,18 +178,42 @@ export const cotModel = defineModel({
     /** Checks `{name, condition}` every row must match (decision 0087). */
     { name: "checks", type: "json", column: customObjectTypes.conditionalConstraints },
   ],
+  // the types' fields, in a load's one read (decision 0166), as `decorate` reads them after
+  decoratePlan(ctx, ids) {
+    const own = typeof ids === "number" ? sql`${ids}` : ids;
+    const fieldIds = sql`SELECT ${customObjectTypeFields.id} FROM ${customObjectTypeFields} WHERE ${customObjectTypeFields.customObjectTypeId} IN (${own})`;
+    const fields = fieldModel.resource.loadPlan!(ctx, fieldIds);
+    return {
+      statement: [
+        ctx.db
+          .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
+          .from(objectTypes)
+          .where(
+            sql`${objectTypes.id} IN (SELECT ${customObjectTypes.objectTypeId} FROM ${customObjectTypes} WHERE ${customObjectTypes.id} IN (${own}))`,
+          ),
+        fieldOrder(ctx.db, sql`${customObjectTypeFields.customObjectTypeId} IN (${own})`),
+        ...fields.statements,
+      ],
+      decorated: (answers) => async (rows, records) => {
+        const [types, order, ...loads] = answers as [
+          ObjectTypeRow[],
+          FieldOrderRow[],
+          ...unknown[],
+        ];
+        const loaded = await fields.finish(
+          loads,
+          order.map((f) => f.id),
+        );
+        const byId = new Map(loaded.map((r) => [r.id as number, r]));
+        const ots = new Map(types.map((t) => [t.id, t]));
+        decorateTypes(rows, records, order, byId, ots);
+      },
+    };
+  },
   async decorate(ctx, rows, records) {
     const ids = rows.map((r) => r.id as number);
     const fieldRows = ids.length
-      ? await ctx.db
-          .select({ id: customObjectTypeFields.id, cot: customObjectTypeFields.customObjectTypeId })
-          .from(customObjectTypeFields)
-          .where(inArray(customObjectTypeFields.customObjectTypeId, ids))
-          .orderBy(
-            asc(customObjectTypeFields.groupName),
-            asc(customObjectTypeFields.weight),
-            asc(customObjectTypeFields.name),
-          )
+      ? await fieldOrder(ctx.db, inArray(customObjectTypeFields.customObjectTypeId, ids))
       : [];
     // Field records the caller already loaded in this context (the schema change log) are reused.
     const known = ctx.scratch?.get(PRELOADED_FIELDS);
@@ -194,22 +224,12 @@ export const cotModel = defineModel({
         r,
       ]),
     );
-    const fieldRecords = fieldRows
-      .map((f) => known?.get(f.id) ?? loaded.get(f.id))
-      .filter((r): r is ApiRecord => !!r);
     const ots = await ctx.services.objectTypes.byIds(
       rows.map((r) => r.objectTypeId).filter((x) => x != null),
       ctx.db,
     );
-    rows.forEach((row, i) => {
-      const rec = records[i]!;
-      rec.fields = fieldRecords.filter((f) => f.custom_object_type === row.id);
-      const conditional = conditionalOf(row);
-      rec.unique_together = mergedTogether(normalizeTogether(row.uniqueTogether), conditional);
-      rec.checks = conditional.checks;
-      const ot = ots.get(row.objectTypeId);
-      rec.object_type = ot ? { id: ot.id, app_label: ot.appLabel, model: ot.model } : null;
-    });
+    const fieldRecord = { get: (id: number) => known?.get(id) ?? loaded.get(id) };
+    decorateTypes(rows, records, fieldRows, fieldRecord, ots);
   },
 });
 
@@ -361,4 +381,40 @@ export function fieldResource(): Resource {
       await removeField(ctx, cot, field as FieldRow);
     },
   };
+}
+
+type FieldOrderRow = { id: number; cot: number };
+
+/** The fields of the types `where` picks, in the order a type lists them. */
+const fieldOrder = (db: ReadContext["db"], where: SQL | undefined) =>
+  db
+    .select({ id: customObjectTypeFields.id, cot: customObjectTypeFields.customObjectTypeId })
+    .from(customObjectTypeFields)
+    .where(where)
+    .orderBy(
+      asc(customObjectTypeFields.groupName),
+      asc(customObjectTypeFields.weight),
+      asc(customObjectTypeFields.name),
+    );
+
+/** A type's record from its row and its fields' records: fields, keys, checks, object type. */
+function decorateTypes(
+  rows: Record<string, any>[],
+  records: ApiRecord[],
+  fieldRows: FieldOrderRow[],
+  fieldRecord: { get(id: number): ApiRecord | undefined },
+  ots: Map<number, ObjectTypeRow>,
+) {
+  const fieldRecords = fieldRows
+    .map((f) => fieldRecord.get(f.id))
+    .filter((r): r is ApiRecord => !!r);
+  rows.forEach((row, i) => {
+    const rec = records[i]!;
+    rec.fields = fieldRecords.filter((f) => f.custom_object_type === row.id);
+    const conditional = conditionalOf(row);
+    rec.unique_together = mergedTogether(normalizeTogether(row.uniqueTogether), conditional);
+    rec.checks = conditional.checks;
+    const ot = ots.get(row.objectTypeId);
+    rec.object_type = ot ? { id: ot.id, app_label: ot.appLabel, model: ot.model } : null;
+  });
 }
