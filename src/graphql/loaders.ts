@@ -7,7 +7,7 @@ import DataLoader from "dataloader";
 import { inArray, sql } from "drizzle-orm";
 import { admitted, restrictWhere } from "../core/auth/restrict";
 import type { AuthState, Ctx, LoadPlan } from "../core/context";
-import { addGuard, freshRead } from "../core/fresh-read";
+import { freshRead } from "../core/fresh-read";
 import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { databaseStamp } from "../core/database-stamp";
 import type { Queries } from "../db/client";
@@ -79,20 +79,16 @@ export class Loaders {
       sql`, `,
     );
     let plan!: LoadPlan;
-    // other types' forms planned under guards riding in this read too (decision 0165)
-    const http = this.http;
-    const ctx: ReadContext = { ...this.ctx, guard: (g) => addGuard(http, g), carriesForms: true };
     // the request's guards ride in it when no list's read took them (an object by id)
-    const answers = await freshRead(http, async () => {
+    const answers = await freshRead(this.http, async () => {
       const where = await viewable();
       const admit = where ? sql` AND (${where})` : sql``;
       plan = r.loadPlan!(
-        ctx,
+        this.ctx,
         sql`SELECT ${r.list.idExpr} FROM ${r.table} WHERE ${r.list.idExpr} IN (${listed})${admit}`,
       );
       return plan.statements as unknown as Queries;
     });
-    ctx.guard = undefined; // what finishing reads is read after this read's guards were settled
     return plan.finish([...answers], ids);
   }
 

@@ -2410,6 +2410,7 @@ test("types pointing at another custom object type and polymorphic ones: GET by 
     `${field} { __typename ... on SiteType { name } ... on CustomObject_rt_tgt { name } }`;
   const graphql = [
     "{ custom_objects_rt_refs_list { name one { name } many { name } } }",
+    "{ custom_objects_rt_refs_list { name parent { name one { name } } } }",
     `{ custom_objects_rt_poly_list { name ${poly("any")} ${poly("anys")} } }`,
   ];
   const reads = [
@@ -2440,7 +2441,7 @@ test("types pointing at another custom object type and polymorphic ones: GET by 
     for (const query of graphql) {
       const { trips, body } = await tripsAs(as, "POST", "/graphql/", { query });
       expect(body.errors).toBeUndefined();
-      counted[`${who} GraphQL ${query.slice(2, 30)}`] = trips;
+      counted[`${who} GraphQL ${query.slice(2, 45)}`] = trips;
       answers[`${who} ${query}`] = body;
     }
   }
