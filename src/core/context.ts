@@ -134,6 +134,12 @@ export interface ReadContext {
    * next read (`core/fresh-read.ts`); absent outside a request.
    */
   guard?(g: Guard): void;
+  /**
+   * A caller's one read (a GET, a list, a GraphQL page): its loads may carry the objects of other
+   * custom types and of polymorphic fields' types, their models proven by guards riding in it
+   * (decision 0165). Writes' read phases do not: their statements stay as sized for D1.
+   */
+  carriesForms?: true;
 }
 
 export interface WriteContext extends ReadContext {
@@ -414,9 +420,10 @@ export interface Relation {
   expr?: SQLWrapper;
   /**
    * Many relations: the ids the objects `own` (a subquery of ids, or one id) point at, so a
-   * one-read GET or list can judge the caller's view of them in its read.
+   * one-read GET or list can judge the caller's view of them in its read; polymorphic ones
+   * (single or many): those of object type `typeId` (decision 0165).
    */
-  targetsOf?(own: SQL): SQL;
+  targetsOf?(own: SQL, typeId?: number): SQL;
 }
 
 /**
@@ -484,6 +491,11 @@ export interface ModelInfo {
     selectIn?(ids: SQL): SQL;
     /** A scalar subquery: the JSON object of the row whose id is `idExpr` (qualified SQL). */
     selectOne?(idExpr: SQL): SQL;
+    /**
+     * `selectOne` over the model's table under an alias, for a read that may hold the same table
+     * outside (a custom type pointing at its own type); what a read plans with (decision 0165).
+     */
+    selectOneAliased?(idExpr: SQL): SQL;
     build(ctx: ReadContext, id: number, columns: Record<string, unknown>): ApiRecord;
   };
 }
@@ -548,6 +560,14 @@ export interface ModelRegistry {
   cachedByObjectType(objectTypeId: number): CachedModel | null;
   /** The same by `app_label.model` (decision 0143: the change log's scope). */
   cachedByLabel(label: string): CachedModel | null;
+  /**
+   * A model a read being built on `ctx` may plan without reading first: static, or cached and
+   * proven by a guard in that read (decision 0165); null where it must be read.
+   */
+  plannedByObjectType(
+    ctx: ReadContext,
+    objectTypeId: number,
+  ): { label: string; info: ModelInfo } | null;
   /**
    * `cachedByObjectType` proven by a read made before the type is known (`objectTypeId`, SQL
    * naming it), with its type unchanged since change record `since` (decision 0154).

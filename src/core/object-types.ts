@@ -140,6 +140,11 @@ export class ObjectTypeRegistry {
     return this.#byLabel.get(`${normalizeAppLabel(appLabel)}.${model}`) ?? null;
   }
 
+  /** The object type of id `id` when this process knows it already (a static one), without a read. */
+  cachedById(id: number): ObjectTypeRow | null {
+    return this.#byId.get(id) ?? null;
+  }
+
   async byLabel(
     appLabel: string,
     model: string,

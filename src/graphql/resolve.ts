@@ -11,11 +11,12 @@ import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } fro
 import { MAX_LIMIT } from "../core/rest/query";
 import { budgetInRead, chargeRows } from "../core/rest/budget";
 import { databaseStamp } from "../core/database-stamp";
-import { freshRead } from "../core/fresh-read";
+import { addGuard, freshRead } from "../core/fresh-read";
 
 /** AND / OR / NOT and related filters nest at most this deep. */
 export const MAX_FILTER_NESTING = 8;
 import type { ApiRecord } from "../core/rest/resource";
+import type { Guard } from "../core/context";
 import { labelled, type GraphQLContext } from "./loaders";
 import { badArgument, filterShapeOf, LOOKUPS, type Entry } from "./shared";
 
@@ -86,8 +87,14 @@ async function listInOneRead(
     .limit(limit)
     .offset(offset);
   const budget = budgetInRead(g.ctx, [{ resource: r, ids: page.getSQL() }]);
+  // the plan may take other types' models from the caches, their guards riding in this read
+  const ctx = {
+    ...g.ctx,
+    guard: (guard: Guard) => addGuard(g.http, guard),
+    carriesForms: true as const,
+  };
   const plan = r.loadPlan!(
-    g.ctx,
+    ctx,
     budget ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}` : page.getSQL(),
   );
   const answers = await freshRead(

@@ -260,3 +260,48 @@ export async function constrainedAddsScenario(json: JsonAs, prefix: string) {
       .filter((s: string) => /^(ok|bad)/.test(s)),
   };
 }
+
+/** A related object as a constrained caller is shown it: its display, or "hidden" (id alone). */
+const shownOf = (n: any) => (n == null ? null : (n.display ?? "hidden"));
+
+/**
+ * The objects pointing at seven models read by a caller who may view some of them (decision
+ * 0165): the site and `y` outside their constraints, the tenant, device and prefix not at all.
+ */
+export async function constrainedReadsScenario(json: JsonAs, prefix: string) {
+  await pointingAtSeven(json, prefix);
+  const user = await must(json, 201, "POST", "/api/users/users/", { username: `${prefix}-viewer` });
+  const grants: Array<[string, unknown]> = [
+    [`custom_objects.${prefix}_hub`, null],
+    ["dcim.site", { slug: "none" }],
+    ["extras.tag", null],
+    [`custom_objects.${prefix}_px`, null],
+    [`custom_objects.${prefix}_py`, { name: "none" }],
+  ];
+  for (const [i, [label, constraints]] of grants.entries())
+    await must(json, 201, "POST", "/api/users/permissions/", {
+      name: `${prefix}-viewer-${i}`,
+      actions: ["view"],
+      object_types: [label],
+      users: [user.id],
+      constraints,
+    });
+  const made = await must(json, 201, "POST", "/api/users/tokens/", { user: user.id });
+  const token = `nbt_${made.key}.${made.token}`;
+  const hub = `${prefix}_hub`;
+  const fields = ["site", "device", "tenant", "prefix", "tag", "x", "y"];
+  const summary = (o: any) => ({
+    fields: fields.map((f) => shownOf(o[f])),
+    all: (o.all as any[]).map((n) => `${n.object_type ?? "-"}:${shownOf(n)}`).sort(),
+  });
+  const read = async (path: string) => {
+    const r = await json("GET", path, undefined, token);
+    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  const listed = await read(`${CO}/${hub}/`);
+  const got = await read(`${CO}/${hub}/${listed.results[0].id}/`);
+  // twice: the second from warm caches (one read where a round trip counts)
+  const again = await read(`${CO}/${hub}/${listed.results[0].id}/`);
+  return { listed: listed.results.map(summary), got: summary(got), again: summary(again) };
+}

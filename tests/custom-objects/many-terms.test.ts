@@ -11,6 +11,7 @@ import { type D1App, startD1App } from "../helpers/d1-app";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import {
   constrainedAddsScenario,
+  constrainedReadsScenario,
   expectManyTermsAnswers,
   manyTermsScenario,
 } from "./many-terms-scenario";
@@ -85,4 +86,26 @@ test("a constrained caller's apply adding seven types, one outside: the same 403
   expect(onLocal.slugs).toHaveLength(6);
   expect(await constrainedAddsScenario(as(remote), "ca")).toEqual(onLocal);
   expect(await constrainedAddsScenario(d1.json, "ca")).toEqual(onLocal);
+});
+
+test("a constrained caller's reads of objects pointing at seven models: the same hidden and shown objects locally, remotely and on D1 (decision 0165)", async () => {
+  const as = (t: TestApp) => (method: string, path: string, body?: unknown, token?: string) =>
+    t.json(method, path, { body, ...(token ? { token } : {}) });
+  const onLocal = await constrainedReadsScenario(as(local), "cr");
+  expect(onLocal.got).toEqual({
+    fields: ["hidden", "hidden", "hidden", "hidden", "cr tag", "x1", "hidden"],
+    all: [
+      "custom_objects.cr_px:x1",
+      "custom_objects.cr_py:hidden",
+      "dcim.device:hidden",
+      "dcim.site:hidden",
+      "extras.tag:cr tag",
+      "ipam.prefix:hidden",
+      "tenancy.tenant:hidden",
+    ],
+  });
+  expect(onLocal.listed).toEqual([onLocal.got]);
+  expect(onLocal.again).toEqual(onLocal.got);
+  expect(await constrainedReadsScenario(as(remote), "cr")).toEqual(onLocal);
+  expect(await constrainedReadsScenario(d1.json, "cr")).toEqual(onLocal);
 });

@@ -241,6 +241,85 @@ describe("a change through instance A is seen by the next read through instance 
     }
   });
 
+  test("a custom type pointed at, renamed and reshaped through A: B's next read of a type pointing at it names it as it now is, as an app with no caches does (decision 0165)", async () => {
+    const tgt = await makeCot(a, "fr_tgt");
+    await addField(a, tgt.id, { name: "name", type: "text", primary: true });
+    const t1 = await create(a, "fr_tgt", { name: "t1" });
+    const t2 = await create(a, "fr_tgt", { name: "t2" });
+    const hub = await makeCot(a, "fr_hub");
+    await addField(a, hub.id, { name: "name", type: "text", primary: true });
+    const to = { related_object_type: "custom_objects.fr_tgt" };
+    await addField(a, hub.id, { name: "one", type: "object", ...to });
+    await addField(a, hub.id, { name: "many", type: "multiobject", ...to });
+    await addField(a, hub.id, {
+      name: "anys",
+      type: "multiobject",
+      is_polymorphic: true,
+      related_object_types: ["dcim.site", "custom_objects.fr_tgt"],
+    });
+    const h1 = await create(a, "fr_hub", {
+      name: "h1",
+      one: t1.id,
+      many: [t1.id, t2.id],
+      anys: [{ object_type: "custom_objects.fr_tgt", id: t2.id }],
+    });
+    const path = `${CO}/fr_hub/${h1.id}/`;
+    /** B's answer and its round trips, and the answer of an app with no caches. */
+    const readB = async (p = path) => {
+      await settleBackground();
+      proxy.reset();
+      const got = await viaB("GET", p, a.admin);
+      const trips = proxy.count;
+      if (process.env.ROUND_TRIPS_LOG)
+        console.log(
+          p,
+          trips,
+          JSON.stringify(
+            proxy.log.map((l) => l.sql.map((q) => q.slice(0, 120))),
+            null,
+            1,
+          ),
+        );
+      const cold = await anotherInstance(remote.url);
+      try {
+        const res = await cold.app.request(BASE + p, {
+          headers: { authorization: `Token ${a.admin}` },
+        });
+        expect(got.body).toEqual(await res.json());
+      } finally {
+        await cold.close();
+      }
+      return { trips, body: got.body };
+    };
+    await readB();
+    expect((await readB()).trips).toBe(1); // warm: the target type's model from B's cache
+    // renamed: its objects' urls and the polymorphic label follow
+    const renamed = await a.json("PATCH", `${CO}/custom-object-types/${tgt.id}/`, {
+      body: { slug: "fr_tgt2" },
+    });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    const afterRename = await readB();
+    expect(afterRename.body.one.url).toContain("/fr_tgt2/");
+    expect(afterRename.body.anys[0].object_type).toBe("custom_objects.fr_tgt2");
+    // reshaped: a field its display expression reads
+    await addField(a, tgt.id, { name: "code", type: "text" });
+    await a.json("PATCH", `${CO}/fr_tgt2/${t1.id}/`, { body: { code: "C1" } });
+    await a.json("PATCH", `${CO}/custom-object-types/${tgt.id}/`, {
+      body: { display_expression: "{{ code }} {{ name }}" },
+    });
+    const reshaped = await readB();
+    expect(reshaped.body.one.display).toBe("C1 t1");
+    expect(reshaped.body.many.map((n: { display: string }) => n.display)).toEqual(["C1 t1", "t2"]);
+    // an object pointed at deleted: its id alone, as a read of it answers
+    expect((await a.req("DELETE", `${CO}/fr_tgt2/${t2.id}/`)).status).toBe(204);
+    const deleted = await readB();
+    expect(deleted.body.many).toHaveLength(1);
+    expect((await readB()).trips).toBe(1);
+    expect((await readB(`${CO}/fr_hub/`)).trips).toBe(1);
+    // a stale model: the guards' read, one read of the type as it now is, the read again
+    expect([afterRename.trips, reshaped.trips, deleted.trips]).toEqual([3, 3, 1]);
+  });
+
   test("and while nothing changes, B's reads stay one round trip", async () => {
     const path = `${CO}/gadget/${objectId}/`;
     await viaB("GET", path, a.admin);

@@ -358,13 +358,16 @@ export async function hideUnviewable(
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 
-  // Labels of targets known by object type id only.
+  // Labels of targets known by object type id only (those the load's read judged: from it).
+  const judged = ctx.scratch?.get(RELATIONS_READ);
+  const labels = new Map<number, string>(judged?.labels);
   const typeIds = [
     ...new Set(
-      relations.filter((r) => !r.target && r.targetTypeId != null).map((r) => r.targetTypeId!),
+      relations
+        .filter((r) => !r.target && r.targetTypeId != null && !labels.has(r.targetTypeId))
+        .map((r) => r.targetTypeId!),
     ),
   ];
-  const labels = new Map<number, string>();
   if (typeIds.length)
     for (const [id, ot] of await ctx.services.objectTypes.byIds(typeIds, ctx.db))
       labels.set(id, `${ot.appLabel}.${ot.model}`);
@@ -400,27 +403,7 @@ export async function hideUnviewable(
   }
   if ([...restriction.values()].every((r) => r.kind === "all")) return records;
 
-  const visible = new Map<string, Set<number>>();
-  const judged = ctx.scratch?.get(RELATIONS_READ);
-  for (const [label, ids] of wanted) {
-    // what the read judged (`relationViewStatements`) is not asked again
-    const inRead = judged?.get(label);
-    const seen = new Set([...ids].filter((id) => inRead?.get(id) === true));
-    const unjudged = [...ids].filter((id) => !inRead?.has(id));
-    visible.set(label, seen);
-    if (!unjudged.length) continue;
-    const [app, model] = label.split(".") as [string, string];
-    const target = (await ctx.services.models.get(app, model, ctx))?.resource;
-    const r = restriction.get(label)!;
-    if (target && r.kind === "some")
-      for (const id of await admitted(
-        ctx,
-        target,
-        unjudged,
-        await constraintSql(ctx, target, r.sets, user!),
-      ))
-        seen.add(id);
-  }
+  const visible = await viewableOf(ctx, user, wanted, restriction, judged?.visible);
   // Models every installation has (host models, plugin meta models): naming one leaks nothing.
   const staticLabels = new Set(
     ctx.services.models.staticModels().map((m) => `${m.appLabel}.${m.model}`),
@@ -457,6 +440,66 @@ export async function hideUnviewable(
     }
     return out !== rec && resource.rederive ? resource.rederive(out) : out;
   });
+}
+
+/**
+ * What a one-read GET or list judged of the related objects its records name
+ * (`relationViewStatements`, `snapshotRelationStatements`, decisions 0165 and 0166): the labels of
+ * the targets it knew by object type id, and per label whether the caller may view each id.
+ */
+const RELATIONS_READ = slotKey<{
+  labels: Map<number, string>;
+  visible: Map<string, Map<number, boolean>>;
+}>("relations judged in the read");
+
+/**
+ * Keeps the answer of one of `relationViewStatements` on `ctx` for the hiding after the read:
+ * `rows` of `label`'s ids and whether each is visible (none: `label` null); `labels`, the labels
+ * of targets the statements knew by object type id (the hiding then does not read them again).
+ */
+export function relationsProved(
+  ctx: ReadContext,
+  label: string | null,
+  rows: unknown,
+  labels?: ReadonlyMap<number, string>,
+): void {
+  const scratch = (ctx.scratch ??= new Slots());
+  const judged =
+    scratch.get(RELATIONS_READ) ??
+    scratch.set(RELATIONS_READ, { labels: new Map(), visible: new Map() });
+  for (const [typeId, l] of labels ?? []) judged.labels.set(typeId, l);
+  if (label === null) return;
+  const known = judged.visible.get(label) ?? judged.visible.set(label, new Map()).get(label)!;
+  for (const r of rows as { id: number; visible: unknown }[])
+    known.set(Number(r.id), Number(r.visible) === 1);
+}
+
+/**
+ * Per label, the ids of `wanted` the caller may view under `restriction`: those the load's read
+ * judged (`inRead`, decisions 0165 and 0166), the others asked now, one query per model.
+ */
+async function viewableOf(
+  ctx: ReadContext,
+  user: AuthUser | null,
+  wanted: Map<string, Set<number>>,
+  restriction: Map<string, Restriction>,
+  inRead: Map<string, Map<number, boolean>> | undefined,
+): Promise<Map<string, Set<number>>> {
+  const visible = new Map<string, Set<number>>();
+  for (const [label, ids] of wanted) {
+    const judged = inRead?.get(label);
+    const seen = new Set([...ids].filter((id) => judged?.get(id) === true));
+    const unjudged = [...ids].filter((id) => !judged?.has(id));
+    visible.set(label, seen);
+    if (!unjudged.length) continue;
+    const [app, model] = label.split(".") as [string, string];
+    const target = (await ctx.services.models.get(app, model, ctx))?.resource;
+    const r = restriction.get(label)!;
+    if (!target || r.kind !== "some") continue;
+    const where = await constraintSql(ctx, target, r.sets, user!);
+    for (const id of await admitted(ctx, target, unjudged, where)) seen.add(id);
+  }
+  return visible;
 }
 
 /** A tag as a record holds it: its nested form `{id, …}` (or a bare id); null for anything else. */
@@ -501,18 +544,6 @@ async function hideTags(
     return { ...rec, tags: kept };
   });
   return changed ? out : records;
-}
-
-/** Related objects a one-read GET or list judged: label → id → whether the caller may view it. */
-const RELATIONS_READ = slotKey<Map<string, Map<number, boolean>>>("relations judged in the read");
-
-/** Keeps the answer of one of `relationViewStatements` on `ctx` for the hiding after the read. */
-export function relationsProved(ctx: ReadContext, label: string, rows: unknown): void {
-  const scratch = (ctx.scratch ??= new Slots());
-  const byLabel = scratch.get(RELATIONS_READ) ?? scratch.set(RELATIONS_READ, new Map());
-  const known = byLabel.get(label) ?? byLabel.set(label, new Map()).get(label)!;
-  for (const r of rows as { id: number; visible: unknown }[])
-    known.set(Number(r.id), Number(r.visible) === 1);
 }
 
 /** Tags a one-read GET or list judged (`tagViewStatement`): id → whether the caller may view it. */

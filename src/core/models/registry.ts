@@ -20,6 +20,9 @@ import type {
 
 export type { Catalog, ModelInfo } from "../context";
 
+/** A model a read plans under its proof (`plannedByObjectType`), with its `app_label.model`. */
+export type Planned = { label: string; info: ModelInfo };
+
 export class ModelRegistry implements ModelRegistryApi {
   #static = new Map<string, ModelInfo>();
   #resolvers = new Map<string, Resolver>();
@@ -124,6 +127,30 @@ export class ModelRegistry implements ModelRegistryApi {
   typeChangedSince(objectTypeId: SQL, since: number): SQL | null {
     const changed = this.#cachedLookups.map((lookup) => lookup.changedSince(objectTypeId, since));
     return changed.length ? sql`(${sql.join(changed, sql` OR `)})` : null;
+  }
+
+  /** Object types whose guard a context's read already carries (one statement per type and read). */
+  #plannedIn = new WeakMap<ReadContext, Set<number>>();
+
+  /**
+   * The model of object type `objectTypeId` and its label, for a read being built on `ctx` that
+   * would plan its objects' nested forms without reading first (decision 0165): a static model
+   * (its object type row is cached, and neither ever changes), or a run-time one its plugin caches,
+   * proven by a guard riding in that very read — only where the context takes guards. Null: the
+   * caller reads it the usual way.
+   */
+  plannedByObjectType(ctx: ReadContext, objectTypeId: number): Planned | null {
+    const row = ctx.services.objectTypes.cachedById(objectTypeId);
+    const fixed = row ? this.#static.get(`${row.appLabel}.${row.model}`) : undefined;
+    if (fixed) return { label: `${fixed.appLabel}.${fixed.model}`, info: fixed };
+    if (!ctx.guard) return null;
+    const cached = this.cachedByObjectType(objectTypeId);
+    if (!cached) return null;
+    const guarded = this.#plannedIn.get(ctx) ?? new Set<number>();
+    this.#plannedIn.set(ctx, guarded);
+    if (!guarded.has(objectTypeId)) ctx.guard(cached.guard);
+    guarded.add(objectTypeId);
+    return { label: cached.label, info: cached.info };
   }
 
   cachedByLabel(label: string): CachedModel | null {

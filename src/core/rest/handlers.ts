@@ -63,7 +63,7 @@ export function readContext(c: Ctx, inFreshRead = false): ReadContext {
     services,
     baseUrl: baseUrlOf(c),
     budget: budgetOf(c, services.config.maxResponseBytes),
-    ...(inFreshRead ? { guard: (g: Guard) => addGuard(c, g) } : {}),
+    ...(inFreshRead ? { guard: (g: Guard) => addGuard(c, g), carriesForms: true as const } : {}),
   };
 }
 
@@ -541,8 +541,9 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
 
 /**
  * What the hiding after a one-read GET or list would ask, judged in the read instead: a
- * constrained caller's view of the objects' tags (decision 0153) and the resource's own
- * (`hideNestedPlan`: a job's object). Each rides last; `proveJudged` hands the answers on.
+ * constrained caller's view of the objects' tags (decision 0153), the resource's own
+ * (`hideNestedPlan`: a job's object) and its related objects (`relationViewStatements`, decisions
+ * 0165 and 0166). Each rides last; `proveJudged` hands the answers on.
  */
 export async function judgedInRead(
   ctx: ReadContext,

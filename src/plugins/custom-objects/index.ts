@@ -60,9 +60,13 @@ function cotRegistry(services: Services): CotRegistry {
   return new CotRegistry(
     services.db.orm,
     services.db.reader,
-    async (ids, db) => {
+    async (ids, db, rows) => {
       const out = new Map<number, ModelInfo>();
-      for (const [id, ot] of await services.objectTypes.byIds(ids, db)) {
+      // the object types the registry read with the type, where it did (no read of its own)
+      const types = rows
+        ? new Map(ids.flatMap((id) => (rows.has(id) ? [[id, rows.get(id)!] as const] : [])))
+        : await services.objectTypes.byIds(ids, db);
+      for (const [id, ot] of types) {
         if (ot.appLabel === APP_LABEL) continue; // other COTs can change shape; they are fetched per request
         const info = await services.models.get(ot.appLabel, ot.model, {
           db,
@@ -74,6 +78,7 @@ function cotRegistry(services: Services): CotRegistry {
       return out;
     },
     () => databaseStamp(services),
+    (queries) => services.db.read(queries),
   );
 }
 
@@ -242,7 +247,9 @@ function cachedModel(
     async settle([rows]) {
       const [row] = rows as { id: number; slug: string; v: number }[];
       if (row && row.id === id && row.slug === slug && row.v === shapeVersion) return true;
-      registry.forget(id);
+      // the type as it now is, read at once (one round trip): the request runs again on it
+      if (row) await registry.refresh(row.id, row.v);
+      else registry.forget(id);
       return false;
     },
   };

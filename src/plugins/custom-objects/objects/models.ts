@@ -5,21 +5,27 @@
  * sharing a database never serve a stale shape.
  */
 import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
-import type { Executor, Orm } from "../../../db/client";
+import type { Executor, Orm, Queries } from "../../../db/client";
 import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { ident, linkTableName, valueColumn } from "../ddl";
-import { FIELD_TYPE_MODULES, fieldType, type FieldRow } from "../field-types";
+import { ident, linkTableName, tableName, valueColumn } from "../ddl";
+import { FIELD_TYPE_MODULES, fieldType, type FieldRow, type Storage } from "../field-types";
 import { listSpec } from "./list";
 import { modelInfo } from "./nested";
 import { declareOwner } from "./owner";
 import { contextRederiver, reader } from "./read";
 import { shapeOf, verboseName, type CotRow, type CotTable } from "./shape";
 import { writer } from "./write";
-import { readIndexSchema, withSearchIndex } from "../search/search-index";
+import {
+  indexSchemaFrom,
+  indexSchemaStatement,
+  readIndexSchema,
+  withSearchIndex,
+} from "../search/search-index";
+import type { ObjectTypeRow } from "../../../core/object-types";
 
 export { StaleModel } from "./write";
 export {
@@ -87,7 +93,7 @@ function buildModel(
         targetTypeId: f.isPolymorphic ? undefined : (f.relatedObjectTypeId ?? undefined),
         targetTypeIds: f.isPolymorphic ? f.relatedObjectTypeIds : undefined,
         expr: storage(f) === "reference" && !f.isPolymorphic ? column(valueColumn(f)!) : undefined,
-        targetsOf: storage(f) === "links" && !f.isPolymorphic ? linkedIds(f) : undefined,
+        targetsOf: targetsOf(f, storage(f)),
       })),
     rederive: contextRederiver(shape),
   };
@@ -97,9 +103,35 @@ function buildModel(
   return { cot, fields, table, resource, info };
 }
 
-/** The ids a multi-object field links the objects `own` to, for `Relation.targetsOf`. */
-const linkedIds = (f: FieldRow) => (own: SQL) =>
-  sql`SELECT "target_id" FROM ${ident(linkTableName(f.customObjectTypeId, f.id))} WHERE "source_id" IN (${own})`;
+/** What a model is built from: a type's row and fields, the object types they name, its index. */
+interface ModelParts {
+  cot: CotRow;
+  fields: FieldRow[];
+  /** The object types the fields point at, by id (read step by step: the polymorphic ones'). */
+  types: Map<number, ObjectTypeRow>;
+  indexSchema: Map<string, string>;
+  stepwise?: true;
+}
+
+/**
+ * `Relation.targetsOf` of a field: the ids a multi-object field links the objects `own` to, or a
+ * polymorphic one points at among objects of type `typeId` (decision 0165); none for a plain
+ * reference (its column says).
+ */
+function targetsOf(
+  f: FieldRow,
+  storage: Storage,
+): ((own: SQL, typeId?: number) => SQL) | undefined {
+  const ofType = (column: SQL, typeId?: number) =>
+    f.isPolymorphic ? sql` AND ${column} = ${typeId ?? null}` : sql``;
+  if (storage === "links")
+    return (own, typeId) =>
+      sql`SELECT "target_id" FROM ${ident(linkTableName(f.customObjectTypeId, f.id))} WHERE "source_id" IN (${own})${ofType(sql`"target_type"`, typeId)}`;
+  if (!f.isPolymorphic) return undefined;
+  const row = ident(tableName(f.customObjectTypeId));
+  return (own, typeId) =>
+    sql`SELECT ${row}.${ident(`${f.name}_id`)} FROM ${row} WHERE ${row}."id" IN (${own})${ofType(sql`${row}.${ident(`${f.name}_type`)}`, typeId)}`;
+}
 
 /** A row of the linking statement: a field pointing at an object type, with its type's version. */
 type LinkingRow = { fieldId: number; cotId: number; shapeVersion: number };
@@ -124,6 +156,7 @@ export class CotRegistry {
     private readonly hostModels?: (
       objectTypeIds: number[],
       db: Executor,
+      rows?: ReadonlyMap<number, ObjectTypeRow>,
     ) => Promise<Map<number, ModelInfo>>,
     /**
      * The database's change stamp (`core/database-stamp.ts`), or null where there is none. While
@@ -131,6 +164,11 @@ export class CotRegistry {
      * model is still the type's shape and the version lookup is skipped (outside transactions).
      */
     private readonly stamp: () => string | null = () => null,
+    /**
+     * The database's `read` (one round trip remote): there, outside transactions, a type's parts
+     * are read in one go (decision 0165: a stale model costs one more round trip, not five).
+     */
+    private readonly read?: (queries: Queries) => Promise<readonly unknown[]>,
   ) {}
 
   /** The model a version lookup outside transactions found for a slug, with the stamp it was read under. */
@@ -153,6 +191,49 @@ export class CotRegistry {
       .limit(1),
   );
 
+  /** A type's row, its fields, the object types they point at and its index: one read. */
+  async #partsInOneRead(id: number): Promise<ModelParts | null> {
+    const f = customObjectTypeFields;
+    const reader = this.reader;
+    const pointedAt = sql`SELECT ${f.relatedObjectTypeId} FROM ${f} WHERE ${f.customObjectTypeId} = ${id} AND ${f.relatedObjectTypeId} IS NOT NULL UNION SELECT je.value FROM ${f}, json_each(${f.relatedObjectTypeIds}) je WHERE ${f.customObjectTypeId} = ${id}`;
+    const [cots, fields, types, schema] = (await this.read!([
+      reader.select().from(customObjectTypes).where(eq(customObjectTypes.id, id)),
+      reader.select().from(f).where(eq(f.customObjectTypeId, id)).orderBy(asc(f.id)),
+      reader.select().from(objectTypes).where(sql`${objectTypes.id} IN (${pointedAt})`),
+      reader.all(indexSchemaStatement(id)),
+    ] as unknown as Queries)) as [CotRow[], FieldRow[], ObjectTypeRow[], unknown];
+    const cot = cots[0];
+    if (!cot) return null;
+    return {
+      cot,
+      fields,
+      types: new Map(types.map((t) => [t.id, t])),
+      indexSchema: indexSchemaFrom(schema),
+    };
+  }
+
+  /** The same parts step by step (inside a transaction: its own uncommitted changes). */
+  async #partsStepwise(db: Executor, id: number): Promise<ModelParts | null> {
+    const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, id));
+    if (!cot) return null;
+    const fields = await db
+      .select()
+      .from(customObjectTypeFields)
+      .where(eq(customObjectTypeFields.customObjectTypeId, cot.id))
+      .orderBy(asc(customObjectTypeFields.id));
+    const polyTypes = [
+      ...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds)),
+    ];
+    const types = new Map(
+      polyTypes.length
+        ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map(
+            (ot) => [ot.id, ot] as const,
+          )
+        : [],
+    );
+    return { cot, fields, types, indexSchema: await readIndexSchema(db, cot.id), stepwise: true };
+  }
+
   async #fresh(
     db: Executor,
     row: Pick<CotRow, "id" | "shapeVersion"> | undefined,
@@ -160,13 +241,13 @@ export class CotRegistry {
     if (!row) return null;
     const cached = this.#models.get(row.id);
     if (cached && cached.cot.shapeVersion === row.shapeVersion) return cached;
-    const [cot] = await db.select().from(customObjectTypes).where(eq(customObjectTypes.id, row.id));
-    if (!cot) return null;
-    const fields = await db
-      .select()
-      .from(customObjectTypeFields)
-      .where(eq(customObjectTypeFields.customObjectTypeId, cot.id))
-      .orderBy(asc(customObjectTypeFields.id));
+    // where a read costs a round trip (no change stamp), outside transactions: one read
+    const oneRead = this.read && (db === this.orm || db === this.reader) && this.stamp() === null;
+    const parts = oneRead
+      ? await this.#partsInOneRead(row.id)
+      : await this.#partsStepwise(db, row.id);
+    if (!parts) return null;
+    const { cot, fields, types } = parts;
     const targets = fields
       .filter(
         (f) =>
@@ -178,33 +259,30 @@ export class CotRegistry {
     // Polymorphic fields' per-type filters are named after their types: `<app_label>_<model>` for
     // host models; custom object types by object type id, as their slugs are hidden from callers
     // who may not view them and filter names are the same for every caller (decision 0046).
-    const polyTypes = [
-      ...new Set(fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds)),
-    ];
+    const polyTypes = new Set(
+      fields.filter((f) => f.isPolymorphic).flatMap((f) => f.relatedObjectTypeIds),
+    );
     const typeKeys = new Map(
-      polyTypes.length
-        ? (await db.select().from(objectTypes).where(inArray(objectTypes.id, polyTypes))).map(
-            (ot) =>
-              [
-                ot.id,
-                ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
-              ] as const,
-          )
-        : [],
+      [...types.values()]
+        .filter((ot) => polyTypes.has(ot.id))
+        .map(
+          (ot) =>
+            [
+              ot.id,
+              ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
+            ] as const,
+        ),
     );
     const model = buildModel(
       cot,
       fields,
-      targets.length && this.hostModels ? await this.hostModels(targets, db) : new Map(),
+      targets.length && this.hostModels
+        ? await this.hostModels(targets, db, parts.stepwise ? undefined : types)
+        : new Map(),
       typeKeys,
     );
     // `q` and text lookups narrowed through the type's full-text index, when it is current (decision 0050).
-    model.resource.list = withSearchIndex(
-      model.resource.list,
-      cot.id,
-      fields,
-      await readIndexSchema(db, cot.id),
-    );
+    model.resource.list = withSearchIndex(model.resource.list, cot.id, fields, parts.indexSchema);
     // Only cache what was read outside a transaction's uncommitted changes (callers pass the ORM).
     this.#models.set(cot.id, model);
     return model;
@@ -223,6 +301,19 @@ export class CotRegistry {
       this.#checked.set(slug, { stamp, model });
     }
     return model;
+  }
+
+  /**
+   * The type's model as its row now says (`shapeVersion`, read by a guard that found the cached one
+   * stale), read outside transactions; none kept when it cannot be read.
+   */
+  async refresh(id: number, shapeVersion: number): Promise<void> {
+    this.forget(id);
+    try {
+      await this.#fresh(this.reader, { id, shapeVersion });
+    } catch {
+      this.forget(id); // read when next asked for, the usual way
+    }
   }
 
   async byId(db: Executor, id: number): Promise<CotModel | null> {

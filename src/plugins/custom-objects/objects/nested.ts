@@ -4,12 +4,18 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
-import { fieldColumns } from "../ddl";
+import { fieldColumns, ident } from "../ddl";
 import type { Reader } from "./read";
 import { instanceUrl, verboseName, type Shape } from "./shape";
 
+/**
+ * The inner table's name in `selectOne`: the outer query may read this very table (a type whose
+ * field points at its own type), and an unaliased inner table would capture the outer's columns.
+ */
+const FORM = sql.raw(`"co_form"`);
+
 export function modelInfo(shape: Shape, resource: Resource, read: Reader): ModelInfo {
-  const { cot, table, column, slug, primary, primaryLabel, expressionFields } = shape;
+  const { cot, table, column, slug, primary, primaryLabel, labelOf, expressionFields } = shape;
   const { display } = read;
   const nestedCols: Record<string, SQLiteColumn | SQL> = { id: table.id };
   if (primary) for (const c of fieldColumns(primary)) nestedCols[c] = column(c);
@@ -20,6 +26,13 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
       Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
       sql`, `,
     )}) AS j FROM ${table} WHERE ${table.id} IN (${ids})`;
+  // The same keys in the same order over the aliased table: the same JSON text as `selectIn`'s.
+  const aliased = (name: string) => sql`${FORM}.${ident(name)}`;
+  const formCols = Object.keys(nestedCols).map((k) =>
+    k === "__label" ? sql`${k}, ${labelOf!(aliased(primary!.name))}` : sql`${k}, ${aliased(k)}`,
+  );
+  const selectOne = (idExpr: SQL) =>
+    sql`(SELECT json_object(${sql.join(formCols, sql`, `)}) FROM ${table} AS ${FORM} WHERE ${FORM}."id" = ${idExpr})`;
   return {
     appLabel: APP_LABEL,
     model: slug,
@@ -46,6 +59,9 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
           sql`SELECT value FROM json_each(${Array.isArray(ids) ? JSON.stringify(ids) : ids})`,
         ),
       selectIn,
+      // not `selectOne`: where that is offered, a write's proof of forms prints one per id (a
+      // chain of `||` D1 refuses past 100); planned reads take this one (decision 0165)
+      selectOneAliased: selectOne,
       build: (ctx, id, row) => ({
         id,
         url: instanceUrl(ctx.baseUrl, slug, id),

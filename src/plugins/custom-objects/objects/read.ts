@@ -17,21 +17,31 @@ import type { FieldRow } from "../field-types";
 import { FormsCache, type FormsRead } from "./forms-cache";
 import { hasOwner, ownerReader } from "./owner";
 import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from "./shape";
+import {
+  linksColumn,
+  plannableFields,
+  plannedColumns,
+  plannedForms,
+  plannedLabels,
+  planTargets,
+  type Nested,
+} from "./planned";
 
-/** Nested forms of related objects, by type id and id. */
-export type Nested = Map<number, Map<number, ApiRecord>>;
+export type { Nested };
 
 export interface Reader {
   display: (row: Record<string, any>) => string;
   /**
    * `known`: nested forms of related objects already read, by type id and id (not read again);
-   * `learned`: receives the forms this call had to read.
+   * `learned`: receives the forms this call had to read; `labels`: object types' labels known
+   * already, by id (a polymorphic value's `object_type`; the others are read).
    */
   serialize: (
     ctx: ReadContext,
     rows: Record<string, any>[],
     known?: Nested,
     learned?: Nested,
+    labels?: ReadonlyMap<number, string>,
   ) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
   loadPlan: (ctx: ReadContext, ids: SQL | number) => LoadPlan;
@@ -186,6 +196,24 @@ async function gatherReferences(
   return { wanted, links, inline };
 }
 
+/** The labels (`app_label.model`) of object types `ids`: those of `known`, the others read. */
+async function typeLabels(
+  ctx: ReadContext,
+  ids: number[],
+  known: ReadonlyMap<number, string> | undefined,
+): Promise<Map<number, string>> {
+  const out = new Map<number, string>();
+  const unknown = ids.filter((id) => {
+    const label = known?.get(id);
+    if (label !== undefined) out.set(id, label);
+    return label === undefined;
+  });
+  if (unknown.length)
+    for (const [id, ot] of await ctx.services.objectTypes.byIds(unknown, ctx.db))
+      out.set(id, otLabel(ot));
+  return out;
+}
+
 /** Fetches the wanted nested forms (once per target type); gives how to nest one reference. */
 async function nestedReferences(
   ctx: ReadContext,
@@ -193,6 +221,7 @@ async function nestedReferences(
   known: Nested | undefined,
   learned: Nested | undefined,
   fields: FieldRow[],
+  labels: ReadonlyMap<number, string> | undefined,
 ): Promise<RefOf> {
   const infos = await relatedInfos(ctx, [...wanted.keys()]);
   // Every related type's nested forms in one statement where the models allow it.
@@ -206,17 +235,13 @@ async function nestedReferences(
   if (learned) for (const [typeId, forms] of nested) learned.set(typeId, forms);
   // object types label polymorphic references only: a type without them reads none
   const ots = fields.some((f) => f.isPolymorphic)
-    ? await ctx.services.objectTypes.byIds(
-        [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])],
-        ctx.db,
-      )
-    : new Map();
+    ? await typeLabels(ctx, [...new Set([...wanted.keys(), ...(known?.keys() ?? [])])], labels)
+    : new Map<number, string>();
   return (f: FieldRow, typeId: number, id: number): ApiRecord => {
     const n = nested.get(typeId)?.get(id) ?? known?.get(typeId)?.get(id) ?? { id };
     if (!f.isPolymorphic) return n;
-    const ot = ots.get(typeId);
     // `_content_type` is upstream's spelling of the same label (client scripts read it).
-    const label = ot ? otLabel(ot) : typeId;
+    const label = ots.get(typeId) ?? typeId;
     return { object_type: label, _content_type: label, ...n };
   };
 }
@@ -310,12 +335,12 @@ export function contextRederiver(shape: Shape): ((record: ApiRecord) => ApiRecor
 function serializer(shape: Shape, display: Reader["display"]): Reader["serialize"] {
   const { cot, slug, contextFields } = shape;
   const plan = fieldPlan(shape);
-  return async (ctx, rows, known, learned) => {
+  return async (ctx, rows, known, learned, labels) => {
     if (!rows.length) return [];
     const ids = rows.map((r) => r.id as number);
     // Gather every reference, then fetch nested forms once per target type.
     const refs = await gatherReferences(shape, ctx, rows, known);
-    const ref = await nestedReferences(ctx, refs.wanted, known, learned, shape.fields);
+    const ref = await nestedReferences(ctx, refs.wanted, known, learned, shape.fields, labels);
     // Tags come with the rows (see `load`); rows from elsewhere fetch them here.
     const tags = rows.every((r) => "__tags" in r)
       ? tagsFromRows(ctx, rows)
@@ -481,25 +506,26 @@ function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"
   };
 }
 
-/** `loadPlan`, with each multiobject field's links (and their forms) riding on the rows. */
+/**
+ * `loadPlan`, with each multiobject field's links (and their forms) riding on the rows; where the
+ * context takes guards, the forms of other custom types' and polymorphic fields' objects too.
+ */
 function planLoader(
   shape: Shape,
   rowColumns: RowQueries["rowColumns"],
   serialize: Reader["serialize"],
 ): Reader["loadPlan"] {
-  const { cot, fields, table, storage, embedded } = shape;
+  const { fields, table, storage, embedded } = shape;
   // For `loadPlan`: each multiobject field's links ride on the row as a JSON list of
   // [target type, target id, nested form] (the form where its host model has a SQL form).
   const linkFields = fields.filter((f) => storage(f) === "links");
   const planColumns: Record<string, SQLiteColumn | SQL> = { ...rowColumns };
   for (const f of linkFields) {
     const info = f.isPolymorphic ? undefined : embedded.get(f.relatedObjectTypeId!);
-    const form = info?.nestedSql?.selectOne
-      ? sql`, json(${info.nestedSql.selectOne(sql`l.target_id`)})`
-      : sql``;
-    planColumns[`__l_${f.name}`] =
-      sql`(SELECT json_group_array(json_array(l.target_type, l.target_id${form})) FROM (SELECT target_type, target_id FROM ${ident(linkTableName(cot.id, f.id))} WHERE source_id = ${ident(tableName(cot.id))}.id ORDER BY position, target_id) l)`;
+    const form = info?.nestedSql?.selectOne?.(sql`l.target_id`) ?? null;
+    planColumns[`__l_${f.name}`] = linksColumn(shape, f, form);
   }
+  const plannable = plannableFields(shape);
 
   /** The nested forms that rode on the rows' links, by object type and id. */
   function linkedForms(ctx: ReadContext, rows: Record<string, any>[]): Nested {
@@ -533,22 +559,34 @@ function planLoader(
   );
 
   return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
+    // other types' forms under their guards (decision 0165): a statement built per read
+    const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
+    const statement = planned?.size
+      ? ctx.db
+          .select({ ...planColumns, ...plannedColumns(shape, plannable, planned) })
+          .from(table)
+          .where(sql`${table.id} IN (${ids})`)
+      : typeof ids === "number"
+        ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
+        : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`);
     return {
-      statements: [
-        typeof ids === "number"
-          ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
-          : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`),
-      ],
+      statements: [statement],
       finish(answers, order, known) {
         const rows = answers[0] as Record<string, any>[];
         const byId = new Map(rows.map((r) => [r.id as number, r]));
         const ordered = order.map((id) => byId.get(id)).filter(Boolean) as typeof rows;
-        const forms = linkFields.length ? linkedForms(ctx, ordered) : undefined;
-        if (!known) return serialize(ctx, ordered, forms);
+        const forms = linkFields.length ? linkedForms(ctx, ordered) : new Map();
+        let labels: Map<number, string> | undefined;
+        if (planned?.size) {
+          plannedForms(ctx, shape, plannable, planned, ordered, forms);
+          labels = plannedLabels(planned);
+        }
+        if (!known)
+          return serialize(ctx, ordered, forms.size ? forms : undefined, undefined, labels);
         const merged: Nested = new Map(known);
-        for (const [typeId, byType] of forms ?? [])
+        for (const [typeId, byType] of forms)
           merged.set(typeId, new Map([...(known.get(typeId) ?? []), ...byType]));
-        return serialize(ctx, ordered, merged);
+        return serialize(ctx, ordered, merged, undefined, labels);
       },
     };
   };

@@ -116,6 +116,8 @@ export interface Shape {
   companions: Array<{ f: FieldRow; c: Companion; key: string }>;
   /** A select primary field's choice label, as a column of the row and nested queries. */
   primaryLabel: SQL | undefined;
+  /** `primaryLabel` of the primary field's value `value` (a column of another alias). */
+  labelOf: ((value: SQL) => SQL) | undefined;
   /** Host models by object type id whose nested form can ride on the row query. */
   embedded: Map<number, ModelInfo>;
   /** Object fields pointing at such host models. */
@@ -144,10 +146,13 @@ export function shapeOf(
   const storage = (f: FieldRow) => moduleOf.get(f)!.storage;
   const primary = fields.find((f) => f.primary && storage(f) !== "links");
   // A select primary shows its choice's label, looked up when the row is read.
-  const primaryLabel =
-    primary?.type === "select" && primary.choiceSetId != null
-      ? sql`(SELECT json_extract(c.value, '$[1]') FROM ${choiceSets} cs, json_each(cs.extra_choices) c WHERE cs.id = ${primary.choiceSetId} AND json_extract(c.value, '$[0]') = ${column(primary.name)} LIMIT 1)`
+  const choiceSetId = primary?.type === "select" ? primary.choiceSetId : null;
+  const labelOf =
+    choiceSetId != null
+      ? (value: SQL) =>
+          sql`(SELECT json_extract(c.value, '$[1]') FROM ${choiceSets} cs, json_each(cs.extra_choices) c WHERE cs.id = ${choiceSetId} AND json_extract(c.value, '$[0]') = ${value} LIMIT 1)`
       : undefined;
+  const primaryLabel = labelOf?.(sql`${column(primary!.name)}`);
 
   // Object fields pointing at host models carry their nested form in the row too.
   const embeddedFields = fields.filter(
@@ -176,6 +181,7 @@ export function shapeOf(
     storage,
     primary,
     primaryLabel,
+    labelOf,
     expression,
     expressionFields,
     contextFields,

@@ -136,6 +136,13 @@ export async function readIndexSchema(db: Executor, cotId: number): Promise<Map<
   return (await readIndexSchemas(db, [cotId])).get(cotId)!;
 }
 
+/** `readIndexSchema` as a statement for someone else's read; `indexSchemaFrom` takes its rows. */
+export const indexSchemaStatement = (cotId: number) =>
+  sql`SELECT name, sql FROM sqlite_master WHERE name IN (SELECT value FROM json_each(${JSON.stringify(indexPartNames(cotId))}))`;
+
+export const indexSchemaFrom = (rows: unknown): Map<string, string> =>
+  new Map((rows as { name: string; sql: string }[]).map((r) => [r.name, r.sql]));
+
 /**
  * `readIndexSchema` of several types in one statement: SQLite has no index on its schema table,
  * so each read scans all of it, a cost that grows with the number of types.
