@@ -65,7 +65,7 @@ for (const backend of ["local", "remote"] as const)
       expect(r.status, JSON.stringify(r.body)).toBe(method === "POST" ? 201 : 200);
       return { body: r.body, trips: app.proxy?.count ?? 0 };
     }
-    const hidden = (id: number) => ({ id });
+    const hidden = (id: number | undefined) => ({ id });
 
     test("a PATCH moving a site off a hidden tenant answers the visible one; a hidden tag left out", async () => {
       const made = await t().json("POST", SITES, {
