@@ -51,6 +51,8 @@ interface Spec {
   own?: boolean;
   /** A bulk create of 100 is swept too. */
   bulk100?: boolean;
+  /** Tagged: NetBox 4.6's `add_tags` / `remove_tags` are swept too. */
+  tagged?: boolean;
 }
 
 /** Every model with write routes, and the plain custom object type. */
@@ -65,6 +67,7 @@ function specs(): Record<string, Spec> {
   const d = (n: number) => ({ description: `d${n}` });
   return {
     tenant: {
+      tagged: true,
       list: "/api/tenancy/tenants/",
       label: "tenancy.tenant",
       allowed: { slug__isw: "w-" },
@@ -74,6 +77,7 @@ function specs(): Record<string, Spec> {
       put: (n) => ({ name: "w-tenant target", slug: "w-tenant-target", ...d(n) }),
     },
     site: {
+      tagged: true,
       list: "/api/dcim/sites/",
       label: "dcim.site",
       allowed: { status: "active" },
@@ -90,6 +94,7 @@ function specs(): Record<string, Spec> {
       bulk100: true,
     },
     device: {
+      tagged: true,
       list: "/api/dcim/devices/",
       label: "dcim.device",
       allowed: { name__isw: "dev-" },
@@ -100,6 +105,7 @@ function specs(): Record<string, Spec> {
       bulk100: true,
     },
     prefix: {
+      tagged: true,
       list: "/api/ipam/prefixes/",
       label: "ipam.prefix",
       allowed: { status: "active" },
@@ -109,6 +115,7 @@ function specs(): Record<string, Spec> {
       put: (n) => ({ prefix: "10.200.0.0/16", ...d(n) }),
     },
     ipaddress: {
+      tagged: true,
       list: "/api/ipam/ip-addresses/",
       label: "ipam.ipaddress",
       allowed: { status: "active" },
@@ -243,6 +250,7 @@ function specs(): Record<string, Spec> {
       }),
     },
     widget: {
+      tagged: true,
       list: `${CO}/widget/`,
       label: "custom_objects.widget",
       allowed: { size__lte: 2 },
@@ -440,6 +448,27 @@ async function sweepModel(key: string, s: Spec, who: Who) {
     async () => ({ path: s.list, body: [{ id: await victim() }, { id: await victim() }] }),
     204,
   );
+  if (s.tagged) {
+    // alternately adds and removes a tag the caller views, beside one it does not (the target's)
+    const edit = (n: number) => (n % 2 ? { add_tags: ["alpha"] } : { remove_tags: ["alpha"] });
+    await run("tag edits PATCH", "PATCH", async () => ({
+      path: `${s.list}${target}/`,
+      body: edit(next()),
+    }));
+    await run(
+      "create with add_tags",
+      "POST",
+      async () => {
+        const { tags: _tags, ...body } = s.create(next());
+        return { path: s.list, body: { ...body, add_tags: ["alpha"] } };
+      },
+      201,
+    );
+    await run("bulk tag edits PATCH", "PATCH", async () => ({
+      path: s.list,
+      body: [{ id: target, ...edit(next()) }],
+    }));
+  }
   if (s.bulk100)
     await run(
       "bulk create of 100",
