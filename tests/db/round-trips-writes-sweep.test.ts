@@ -1,8 +1,8 @@
 /**
  * Every write the app serves, counted on a remote database (issue 28 item 2): for each model with
- * write routes in the OpenAPI document (POST on its list, PATCH/PUT/DELETE on an object, bulk
- * PATCH/PUT/DELETE on its list) and a plain custom object type's objects, with bulk creates of
- * 100, for a superuser and for a token whose add/change/delete/view are constrained (related
+ * write routes in the OpenAPI document (POST on its list, PATCH/PUT/DELETE on an object, with
+ * If-Match too, bulk PATCH/PUT/DELETE on its list, add_tags / remove_tags where tagged) and a
+ * plain custom object type's objects, with bulk creates of 100, for a superuser and for a token whose add/change/delete/view are constrained (related
  * objects partly hidden from its view): ≤ 2 round trips each with warm caches (one batch of
  * reads, one atomic batch of writes), and each answer as a local app on the same file answers a
  * GET of what was written.
@@ -366,6 +366,13 @@ async function settle(who: Who) {
   );
 }
 
+/** A write as sent: its path, body and headers (`If-Match`). */
+interface Sent {
+  path: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
 /**
  * Round trips of one write after a warm run of the same write (each with its own body from
  * `send`), with the status it must answer; the answer is kept for the comparison.
@@ -374,12 +381,12 @@ async function measure(
   who: Who,
   name: string,
   method: string,
-  send: () => Promise<{ path: string; body?: unknown }>,
+  send: () => Promise<Sent>,
   status: number,
 ): Promise<Measured & { answer: unknown; path: string }> {
   const token = tokenOf(who);
   const warm = await send();
-  const w = await t.json(method, warm.path, { token, body: warm.body });
+  const w = await t.json(method, warm.path, { token, body: warm.body, headers: warm.headers });
   expect({ who, name, status: w.status, body: w.status === status ? null : w.body }).toEqual({
     who,
     name,
@@ -389,7 +396,11 @@ async function measure(
   const measured = await send();
   await settle(who);
   remote.proxy.reset();
-  const r = await t.json(method, measured.path, { token, body: measured.body });
+  const r = await t.json(method, measured.path, {
+    token,
+    body: measured.body,
+    headers: measured.headers,
+  });
   const trips = remote.proxy.count;
   const sqls = remote.proxy.log.map((l) =>
     l.sql.filter((q) => !/^(BEGIN|COMMIT|ROLLBACK)\b/.test(q)),
@@ -414,12 +425,7 @@ const results: Array<Measured & { answer: unknown; path: string; list: string; t
 async function sweepModel(key: string, s: Spec, who: Who) {
   const target = targets[key]![who]!;
   const victim = async () => made(s.own ? who : "admin", s.list, s.create(next()));
-  const run = async (
-    name: string,
-    method: string,
-    send: () => Promise<{ path: string; body?: unknown }>,
-    status = 200,
-  ) => {
+  const run = async (name: string, method: string, send: () => Promise<Sent>, status = 200) => {
     const m = await measure(who, `${key} ${name}`, method, send, status);
     const written =
       status === 204 ? [] : ((Array.isArray(m.answer) ? m.answer : [m.answer]) as Body[]);
@@ -446,6 +452,28 @@ async function sweepModel(key: string, s: Spec, who: Who) {
     "bulk DELETE",
     "DELETE",
     async () => ({ path: s.list, body: [{ id: await victim() }, { id: await victim() }] }),
+    204,
+  );
+  // a client that sends the version it read (NetBox 4.6's ETag): the condition rides in the batch
+  const etagOf = async (id: number) => {
+    const read = await t.req("GET", `${s.list}${id}/`, { token: t.admin });
+    await read.body?.cancel();
+    const etag = read.headers.get("etag");
+    expect({ key, etag: !!etag }).toEqual({ key, etag: true });
+    return { "if-match": etag! };
+  };
+  await run("PATCH with If-Match", "PATCH", async () => ({
+    path: `${s.list}${target}/`,
+    body: s.patch(next()),
+    headers: await etagOf(target),
+  }));
+  await run(
+    "DELETE with If-Match",
+    "DELETE",
+    async () => {
+      const id = await victim();
+      return { path: `${s.list}${id}/`, headers: await etagOf(id) };
+    },
     204,
   );
   if (s.tagged) {
