@@ -294,6 +294,7 @@ async function constrainedWriter(all: Record<string, Spec>) {
     [["view"], "users.group", { name: "netops" }],
     [["view"], "custom_objects.customobjecttype", { slug__in: ["widget"] }],
     [["view"], "core.objecttype", { id__gte: 1 }],
+    [["view"], "core.objectchange", { id__gte: 1 }],
   ];
   const writes = Object.values(all).map(
     (s) => [["add", "change", "delete", "view"], s.label, s.allowed] as [string[], string, unknown],
@@ -409,6 +410,13 @@ async function measure(
   return { who, name, status: r.status, trips, sql: sqls, answer: r.body, path: measured.path };
 }
 
+/** The objects a write answered: none for a delete, a revert's object, the list or the one. */
+function objectsOf(r: { status: number; name: string; answer: unknown }): Body[] {
+  if (r.status === 204) return [];
+  if (/revert/.test(r.name)) return [(r.answer as { object: Body }).object];
+  return (Array.isArray(r.answer) ? r.answer : [r.answer]) as Body[];
+}
+
 /** What a local app on the same file answers `who` for a GET of `path`, right after the write. */
 async function localAnswer(who: Who, path: string): Promise<unknown> {
   const res = await local.app.request(BASE + path, {
@@ -427,10 +435,8 @@ async function sweepModel(key: string, s: Spec, who: Who) {
   const victim = async () => made(s.own ? who : "admin", s.list, s.create(next()));
   const run = async (name: string, method: string, send: () => Promise<Sent>, status = 200) => {
     const m = await measure(who, `${key} ${name}`, method, send, status);
-    const written =
-      status === 204 ? [] : ((Array.isArray(m.answer) ? m.answer : [m.answer]) as Body[]);
     const there = [];
-    for (const one of written) there.push(await localAnswer(who, `${s.list}${one.id}/`));
+    for (const one of objectsOf(m)) there.push(await localAnswer(who, `${s.list}${one.id}/`));
     results.push({ ...m, list: s.list, there });
   };
   await run("create", "POST", async () => ({ path: s.list, body: s.create(next()) }), 201);
@@ -477,6 +483,20 @@ async function sweepModel(key: string, s: Spec, who: Who) {
     204,
   );
   if (s.tagged) {
+    // a revert from the change log of the caller's own last change of the target
+    await run("revert of an update", "POST", async () => {
+      const patched = await t.json("PATCH", `${s.list}${target}/`, {
+        token: tokenOf(who),
+        body: s.patch(next()),
+      });
+      expect(patched.status).toBe(200);
+      const [app, model] = s.label.split(".");
+      const last = await t.json(
+        "GET",
+        `/api/core/object-changes/?changed_object_type=${app}.${model}&changed_object_id=${target}&ordering=-id&limit=1`,
+      );
+      return { path: `/api/core/object-changes/${last.body.results[0].id}/revert/` };
+    });
     // alternately adds and removes a tag the caller views, beside one it does not (the target's)
     const edit = (n: number) => (n % 2 ? { add_tags: ["alpha"] } : { remove_tags: ["alpha"] });
     await run("tag edits PATCH", "PATCH", async () => ({
@@ -507,11 +527,24 @@ async function sweepModel(key: string, s: Spec, who: Who) {
 }
 
 /**
- * Writes known to take more than 2 round trips, each with why (`who key write` → its count).
- * None now: token create, pinned at 3 in round-trips.test.ts (the caller's token read first,
- * decision 0089), measures 2 here, its token proven in the read.
+ * Writes known to take more than 2 round trips (`who key write` → its count), each with why.
+ * Token create, pinned at ≤ 3 in round-trips.test.ts (the caller's token read first, decision
+ * 0089), measures 2 here and is no exception.
+ *
+ * A constrained caller's revert of an update from the change log (not a model's route, swept
+ * beside them): 7, where a superuser's is 2. Its one read plans the revert, then five reads
+ * follow it, one each: the change's object type by label, the object within the caller's view
+ * constraints (twice: the change record's view and the write's `change` check), a custom object
+ * type by the model's name (the target's resolution), and the change record within the caller's
+ * change-log view; then the batch. Its answer's hiding rides in the batch (decision 0167; it
+ * was 8–10). Left for a later change: those checks riding in the plan's read.
  */
-const OVER: Record<string, number> = {};
+const OVER: Record<string, number> = Object.fromEntries(
+  ["tenant", "site", "device", "prefix", "ipaddress", "widget"].map((key) => [
+    `writer ${key} revert of an update`,
+    7,
+  ]),
+);
 
 /**
  * Answers known to differ from a local GET of the same object, each with the difference kept
@@ -565,9 +598,7 @@ test("each write answers what a local app on the same file answers a GET of it, 
   const keyless = (r: { name: string }, one: Body) =>
     /token create/.test(r.name) ? { ...one, key: undefined, token: undefined } : one;
   for (const r of results) {
-    const written = (
-      r.status === 204 ? [] : Array.isArray(r.answer) ? r.answer : [r.answer]
-    ) as Body[];
+    const written = objectsOf(r);
     const write = `${r.who} ${r.name}`;
     const differs = ANSWER_DIFFERS[write] ?? ((one: Body) => one);
     expect({ write, body: written.map((one) => differs(keyless(r, one))) }).toEqual({

@@ -138,7 +138,7 @@ export async function inStagedWrite<T>(
 }
 
 /** The objects a write answers: their resource, and their ids as SQL its batch can read. */
-interface AnswerOf {
+export interface AnswerOf {
   resource: Resource;
   ids: SQL;
 }
@@ -150,6 +150,12 @@ const newestIds = (resource: Resource, n: number): SQL =>
 /** Ids a write names (already numbers checked by `bulkId` / `parseId`), written out. */
 const idList = (ids: number[]): SQL =>
   sql.raw(ids.filter((id) => Number.isSafeInteger(id)).join(", ") || "NULL");
+
+/** The objects `ids` of `resource` as a write's answer names them (`inStagedWrite`). */
+export const answering = (resource: Resource, ids: number[]): AnswerOf => ({
+  resource,
+  ids: idList(ids),
+});
 
 /** What the hiding of a write's answer learnt in its batch (`writeJudging`), per request. */
 const JUDGED_IN_WRITE = new WeakMap<Ctx, Slots>();
@@ -181,11 +187,17 @@ async function writeJudging(
   return results.slice(0, items.length);
 }
 
-/** `readContext`, with what the request's write batch judged for its answer. */
-function answerContext(c: Ctx): ReadContext {
+/**
+ * `ctx` with what the request's write batch judged for its answer, where it judged any (what
+ * `ctx` proved before is then asked again: never hidden wrongly, at worst a query more).
+ */
+export function withWriteJudgement(c: Ctx, ctx: ReadContext): ReadContext {
   const scratch = JUDGED_IN_WRITE.get(c);
-  return scratch ? { ...readContext(c), scratch } : readContext(c);
+  return scratch ? { ...ctx, scratch } : ctx;
 }
+
+/** `readContext`, with what the request's write batch judged for its answer. */
+const answerContext = (c: Ctx): ReadContext => withWriteJudgement(c, readContext(c));
 
 /** `inStagedWrite` outside an HTTP request (a background job): no request's guards to fold. */
 export async function stagedWrite<T>(
@@ -1064,7 +1076,10 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
       const written = await inStagedWrite(
         c,
         (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
-        { resource: r, ids: idList(items.map((i) => i.id)) },
+        answering(
+          r,
+          items.map((i) => i.id),
+        ),
       );
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
@@ -1102,7 +1117,7 @@ function updateRoute(resolve: Resolve, partial: boolean) {
             bulk: false,
             precondition,
           }),
-        { resource: r, ids: idList([id]) },
+        answering(r, [id]),
       );
       // the new ETag (NetBox 4.6): the next If-Match of this client names this version
       const tag = etagOf(written!.record);
