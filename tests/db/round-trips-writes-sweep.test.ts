@@ -533,10 +533,9 @@ async function sweepModel(key: string, s: Spec, who: Who) {
  *
  * A constrained caller's revert of an update from the change log (not a model's route, swept
  * beside them): 7, where a superuser's is 2. Its one read plans the revert, then five reads
- * follow it, one each: the change's object type by label, the object within the caller's view
- * constraints (twice: the change record's view and the write's `change` check), a custom object
- * type by the model's name (the target's resolution), and the change record within the caller's
- * change-log view; then the batch. Its answer's hiding rides in the batch (decision 0167; it
+ * follow it, one each: the change's object type by its label, the object within the caller's
+ * constraints (asked twice), a custom object type by the model's name, and the change record
+ * within the caller's change-log view; then the batch. Its answer's hiding rides in the batch (decision 0167; it
  * was 8–10). Left for a later change: those checks riding in the plan's read.
  */
 const OVER: Record<string, number> = Object.fromEntries(
