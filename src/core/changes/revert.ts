@@ -15,6 +15,7 @@ import { ApiError, notFound, ValidationError } from "../errors";
 import { parseBool } from "../rest/query";
 import { describeRoute } from "../validate";
 import {
+  answering,
   createChecked,
   deleteWithHooks,
   ensureExists,
@@ -22,6 +23,7 @@ import {
   inTransaction,
   readContext,
   updateChecked,
+  withWriteJudgement,
 } from "../rest/handlers";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../rest/resource";
 import type { StagedOptions, StagedWritten } from "../context";
@@ -624,11 +626,21 @@ async function revertStaged(
     answerOf(ctx, c.var.auth, resource, row, plan, record, conflicts, change);
   if (plan.action === "update" && !Object.keys(plan.input).length) return answer(null, null);
   const stamp = () => stampOf(plan);
-  const written = await withChangeRead(c, row, (w) =>
+  const written = await withChangeRead(c, resource, row, (w) =>
     stagedWrite(w, staged, resource, row, plan.action, plan.input, stamp),
   );
   if (written.result === "transaction") return null;
-  return answer(written.result?.record ?? null, written.change);
+  const record = written.result?.record ?? null;
+  return answerOf(
+    withWriteJudgement(c, ctx),
+    c.var.auth,
+    resource,
+    row,
+    plan,
+    record,
+    conflicts,
+    written.change,
+  );
 }
 
 /**
@@ -956,13 +968,15 @@ async function writtenFree(
   if (!nested) return null;
   const typeGuard = asRecorded ? typeUnchanged(c, resource, row) : null;
   const guards = typeGuard ? [nested.guard, typeGuard] : [nested.guard];
-  const written = await withChangeRead(c, row, (w) => write(guardedFirst(w, guards))).catch((e) => {
+  const written = await withChangeRead(c, resource, row, (w) =>
+    write(guardedFirst(w, guards)),
+  ).catch((e) => {
     if (isStaleCredentials(e)) readFreeRefused.add(c);
     throw e;
   });
   if (written.result === "refused") readFreeRefused.add(c);
   if (!written.result || written.result === "refused") return null;
-  const ctx = readContext(c);
+  const ctx = withWriteJudgement(c, readContext(c));
   const record = written.result === "deleted" ? null : written.result.record;
   return answerOf(ctx, c.var.auth, resource, row, plan, record, [], written.change);
 }
@@ -1090,7 +1104,7 @@ async function revertInOneRead(
   const action = { update: "update", delete: "create", create: "delete" } as const;
   const stamp = () => (checked ? stampOf(checked.plan) : null);
   try {
-    const written = await withChangeRead(c, row, (w) =>
+    const written = await withChangeRead(c, resource, row, (w) =>
       stagedWrite(
         ridingWrite(w, withPlan, opts.dryRun),
         staged,
@@ -1104,7 +1118,7 @@ async function revertInOneRead(
     if (written.result === "transaction") return opts.dryRun ? REPLAN : null;
     const { plan, conflicts } = checked!;
     return answerOf(
-      ctx,
+      withWriteJudgement(c, ctx),
       c.var.auth,
       resource,
       row,
@@ -1216,25 +1230,30 @@ const writtenChange = (db: ReadContext["db"], row: ChangeRow, requestId: string)
 
 /**
  * A staged write with the read of the change record it writes riding at the end of its one
- * batch (no round trip after the commit); `change` is null when no batch ran.
+ * batch (no round trip after the commit), and what the answer's hiding asks about the object
+ * (decision 0167); `change` is null when no batch ran.
  */
 async function withChangeRead<T>(
   c: Ctx,
+  resource: Resource,
   row: ChangeRow,
   write: (w: WriteContext) => Promise<T>,
 ): Promise<{ result: T; change: number | null }> {
   let change: number | null = null;
-  const result = await inStagedWrite(c, (w) =>
-    write({
-      ...w,
-      writeBatch: async (items, explain) => {
-        const batch = [...items, writtenChange(w.db, row, w.requestId)];
-        const results = await w.writeBatch!(batch, explain);
-        const rows = results.pop() as Array<{ id: number }>;
-        change = rows[0]?.id ?? null;
-        return results;
-      },
-    }),
+  const result = await inStagedWrite(
+    c,
+    (w) =>
+      write({
+        ...w,
+        writeBatch: async (items, explain) => {
+          const batch = [...items, writtenChange(w.db, row, w.requestId)];
+          const results = await w.writeBatch!(batch, explain);
+          const rows = results.pop() as Array<{ id: number }>;
+          change = rows[0]?.id ?? null;
+          return results;
+        },
+      }),
+    answering(resource, [row.changedObjectId]),
   );
   return { result, change };
 }

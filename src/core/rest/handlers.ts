@@ -113,7 +113,11 @@ export async function writeTransaction<T>(
  * batch itself, with no transaction held open around it. Tasks passed to `ctx.onCommit` run once
  * the batch has committed.
  */
-export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promise<T>): Promise<T> {
+export async function inStagedWrite<T>(
+  c: Ctx,
+  fn: (ctx: WriteContext) => Promise<T>,
+  answer?: AnswerOf,
+): Promise<T> {
   const services = c.var.services;
   const afterCommit: Array<() => Promise<void>> = [];
   const result = await fn({
@@ -126,17 +130,74 @@ export async function inStagedWrite<T>(c: Ctx, fn: (ctx: WriteContext) => Promis
     onCommit: (task) => afterCommit.push(task),
     scratch: new Slots(),
     readPhase: (queries) => readFolded(c, queries as Parameters<typeof readFolded>[1]),
-    writeBatch: (items, explain) =>
-      writeFolded(
-        c,
-        items as Parameters<typeof writeFolded>[1],
-        explain as Parameters<typeof writeFolded>[2],
-      ),
+    writeBatch: (items, explain) => writeJudging(c, items, explain, answer),
     guard: (g) => addGuard(c, g),
   });
   await runAfterCommit(services, c.var.requestId, afterCommit);
   return result;
 }
+
+/** The objects a write answers: their resource, and their ids as SQL its batch can read. */
+export interface AnswerOf {
+  resource: Resource;
+  ids: SQL;
+}
+
+/** The ids of the `n` newest objects of `resource`: a create's, read inside its own batch. */
+const newestIds = (resource: Resource, n: number): SQL =>
+  sql`SELECT ${resource.list.idExpr} FROM ${resource.table} ORDER BY ${resource.list.idExpr} DESC LIMIT ${sql.raw(String(Math.max(1, Math.trunc(n))))}`;
+
+/** Ids a write names (already numbers checked by `bulkId` / `parseId`), written out. */
+const idList = (ids: number[]): SQL =>
+  sql.raw(ids.filter((id) => Number.isSafeInteger(id)).join(", ") || "NULL");
+
+/** The objects `ids` of `resource` as a write's answer names them (`inStagedWrite`). */
+export const answering = (resource: Resource, ids: number[]): AnswerOf => ({
+  resource,
+  ids: idList(ids),
+});
+
+/** What the hiding of a write's answer learnt in its batch (`writeJudging`), per request. */
+const JUDGED_IN_WRITE = new WeakMap<Ctx, Slots>();
+
+/**
+ * A staged write's batch, and where a read costs a round trip, the constrained caller's view of
+ * what its answer points at judged after the writes in the same batch (as a GET's read judges
+ * it, decision 0166): the answer's hiding asks nothing after the commit (decision 0167).
+ */
+async function writeJudging(
+  c: Ctx,
+  items: readonly unknown[],
+  explain: readonly unknown[] | undefined,
+  answer: AnswerOf | undefined,
+): Promise<unknown[]> {
+  type Items = Parameters<typeof writeFolded>[1];
+  const user = c.var.auth.user;
+  const judging =
+    answer && user && !user.isSuperuser && databaseStamp(c.var.services) === null
+      ? await judgedInRead(readContext(c), c.var.auth, answer.resource, answer.ids)
+      : [];
+  const orm = c.var.services.db.orm;
+  const statements = [...items, ...judging.map((j) => orm.all(j.statement))] as Items;
+  const results = await writeFolded(c, statements, explain as Parameters<typeof writeFolded>[2]);
+  if (!judging.length) return results;
+  const scratch = JUDGED_IN_WRITE.get(c) ?? new Slots();
+  JUDGED_IN_WRITE.set(c, scratch);
+  proveJudged({ ...readContext(c), scratch }, judging, results.slice(items.length));
+  return results.slice(0, items.length);
+}
+
+/**
+ * `ctx` with what the request's write batch judged for its answer, where it judged any (what
+ * `ctx` proved before is then asked again: never hidden wrongly, at worst a query more).
+ */
+export function withWriteJudgement(c: Ctx, ctx: ReadContext): ReadContext {
+  const scratch = JUDGED_IN_WRITE.get(c);
+  return scratch ? { ...ctx, scratch } : ctx;
+}
+
+/** `readContext`, with what the request's write batch judged for its answer. */
+const answerContext = (c: Ctx): ReadContext => withWriteJudgement(c, readContext(c));
 
 /** `inStagedWrite` outside an HTTP request (a background job): no request's guards to fold. */
 export async function stagedWrite<T>(
@@ -676,7 +737,7 @@ async function projected(
   c: Ctx,
   resource: Resource,
   records: ApiRecord[],
-  ctx: ReadContext = readContext(c),
+  ctx: ReadContext = answerContext(c),
 ) {
   const visible = await hideUnviewable(ctx, c.var.auth, resource, records);
   return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
@@ -937,8 +998,10 @@ function createRoute(resolve: Resolve) {
     const input = asObject(body, "body");
     const written: Written = staged
       ? (
-          await inStagedWrite(c, (ctx) =>
-            staged.create!(ctx, [input], { resource: r, bulk: false }),
+          await inStagedWrite(
+            c,
+            (ctx) => staged.create!(ctx, [input], { resource: r, bulk: false }),
+            { resource: r, ids: newestIds(r, 1) },
           )
         )[0]!
       : await inTransaction(c, r, async (ctx) =>
@@ -966,8 +1029,10 @@ async function createList(
   // one (decision 0114: a local file); elsewhere, one batch.
   if (staged && r.createMany && !tagEdits && bulkCreateInTransaction(db)) staged = undefined;
   const written: Written[] = staged
-    ? await inStagedWrite(c, (ctx) =>
-        staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
+    ? await inStagedWrite(
+        c,
+        (ctx) => staged.create!(ctx, bulkObjects(body), { resource: r, bulk: true }),
+        { resource: r, ids: newestIds(r, body.length) },
       )
     : await inTransaction(c, r, async (ctx) =>
         r.createMany && !tagEdits
@@ -1008,8 +1073,13 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
     if (staged) {
       requireNonEmpty(body);
       const items = bulkItems(body);
-      const written = await inStagedWrite(c, (ctx) =>
-        staged.update!(ctx, items, partial, { resource: r, bulk: true }),
+      const written = await inStagedWrite(
+        c,
+        (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
+        answering(
+          r,
+          items.map((i) => i.id),
+        ),
       );
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
@@ -1039,12 +1109,15 @@ function updateRoute(resolve: Resolve, partial: boolean) {
       r.staged?.update && (r.staged.tagEdits || !hasTagEdits(body)) ? r.staged : undefined;
     if (staged) {
       const precondition = ifMatch(c);
-      const [written] = await inStagedWrite(c, (ctx) =>
-        staged.update!(ctx, [{ id, input: body }], partial, {
-          resource: r,
-          bulk: false,
-          precondition,
-        }),
+      const [written] = await inStagedWrite(
+        c,
+        (ctx) =>
+          staged.update!(ctx, [{ id, input: body }], partial, {
+            resource: r,
+            bulk: false,
+            precondition,
+          }),
+        answering(r, [id]),
       );
       // the new ETag (NetBox 4.6): the next If-Match of this client names this version
       const tag = etagOf(written!.record);
