@@ -45,7 +45,8 @@ export async function startD1App(
   });
   const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
   const config = loadConfig(
-    { LOG_LEVEL: "silent", DATABASE_URL: `file:${join(dir, "unused.db")}` },
+    // errors only: a 500 in a D1 test then says why (miniflare's workerd is a process of its own)
+    { LOG_LEVEL: "error", DATABASE_URL: `file:${join(dir, "unused.db")}` },
     "bun",
   );
   const app = await createApp({
