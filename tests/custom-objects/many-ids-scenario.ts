@@ -104,7 +104,7 @@ export async function manyIdsScenario(json: Json, p: string) {
   // a site renamed after its form was cached: the proof fails and the write reads it anew
   await must(json, "PATCH", `/api/dcim/sites/${host.siteIds[MANY / 2]}/`, { name: `${p} renamed` });
   many.push(summary(await json("POST", path, everyOne(`${p} all-3`)), named));
-  const ids = created[1]!.status === 201 ? (await listIds(json, path, `${p} 2-`)) : [];
+  const ids = created[1]!.status === 201 ? await listIds(json, path, `${p} 2-`) : [];
   const shifted = ids.map((id, i) => ({ id, site: host.siteIds[(i + 1) % MANY] }));
   const updated = ids.length ? [summary(await json("PATCH", path, shifted), named)] : [];
   const all = await json("GET", `${path}?limit=1000&ordering=name`);
