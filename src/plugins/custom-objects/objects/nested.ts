@@ -59,8 +59,9 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
           sql`SELECT value FROM json_each(${Array.isArray(ids) ? JSON.stringify(ids) : ids})`,
         ),
       selectIn,
-      // not `selectOne`: where that is offered, a write's proof of forms prints one per id (a
-      // chain of `||` D1 refuses past 100); planned reads take this one (decision 0165)
+      // not `selectOne`: the reads that take it would plan custom types anew (decision 0165 kept
+      // them as they are; the proof of forms that refused it on D1 no longer uses it, 0169);
+      // planned reads take this one
       selectOneAliased: selectOne,
       build: (ctx, id, row) => ({
         id,

@@ -2,7 +2,7 @@
  * The nested forms of objects a custom-object write names (a site in an object field), cached per
  * app and proven by the write's own batch (decision 0107) instead of read before it.
  */
-import { sql, type SQL } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { ModelInfo, WriteContext } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
 import { Prebuilt } from "../../../db/driver-internals";
@@ -19,48 +19,39 @@ const keyOf = (info: ModelInfo, id: number) => `${info.appLabel}.${info.model}#$
 /** A request whose guards can ride in its batch, on a database one round trip away. */
 const cacheable = (ctx: WriteContext) => !!ctx.guard && readsCostRoundTrip(ctx.services.db);
 
-/** The forms of the ids (in order) as one value, their JSON texts as SQL makes them. */
-function printOf(nested: NestedSql, count: number): SQL {
-  if (!nested.selectOne)
-    return sql`coalesce((SELECT group_concat(j, char(30)) FROM (SELECT j FROM (${nested.select(sql.placeholder("ids"))}) ORDER BY id)), '')`;
-  // one form per id (a missing row prints '')
-  const selectOne = nested.selectOne;
-  return sql.join(
-    Array.from(
-      { length: count },
-      (_, i) => sql`coalesce(${selectOne(sql`${sql.placeholder(`id${i}`)}`)}, '')`,
-    ),
-    sql` || char(30) || `,
-  );
-}
+/**
+ * The forms of the ids as one value, their JSON texts as SQL makes them, in id order. One
+ * subquery over the ids' JSON array (one bound value): its depth, text and values stay the same
+ * however many ids a write names, within D1's limits (decision 0169). A row gone prints nothing,
+ * so the print is shorter than the cached one and differs from it.
+ */
+const printOf = (nested: NestedSql) =>
+  sql`coalesce((SELECT group_concat(j, char(30)) FROM (SELECT j FROM (${nested.select(sql.placeholder("ids"))}) ORDER BY id)), '')`;
 
-/** The guard's read and its batch statement, their text rendered once per model and count. */
+/** The guard's read and its batch statement, their text rendered once per model. */
 interface FormStatements {
   read: Prebuilt<Array<{ p: string }>>;
   guard: Prebuilt<unknown>;
 }
 
-function formStatements(nested: NestedSql, count: number): FormStatements {
-  const key = nested.selectOne ? count : 0;
-  const byCount = rendered.get(nested) ?? new Map<number, FormStatements>();
-  rendered.set(nested, byCount);
-  let found = byCount.get(key);
+function formStatements(nested: NestedSql): FormStatements {
+  let found = rendered.get(nested);
   if (!found) {
     found = {
-      read: new Prebuilt((orm) => orm.all(sql`SELECT ${printOf(nested, count)} AS p`)),
+      read: new Prebuilt((orm) => orm.all(sql`SELECT ${printOf(nested)} AS p`)),
       guard: new Prebuilt((orm) =>
         orm.run(
-          sql`INSERT INTO write_guard (ok) SELECT ${printOf(nested, count)} = ${sql.placeholder("print")}`,
+          sql`INSERT INTO write_guard (ok) SELECT ${printOf(nested)} = ${sql.placeholder("print")}`,
         ),
       ),
     };
-    byCount.set(key, found);
+    rendered.set(nested, found);
   }
   return found;
 }
 
 type NestedSql = NonNullable<ModelInfo["nestedSql"]>;
-const rendered = new WeakMap<NestedSql, Map<number, FormStatements>>();
+const rendered = new WeakMap<NestedSql, FormStatements>();
 
 /**
  * The forms of `ids` from the cache when it holds them all, with a guard on the request that
@@ -83,11 +74,8 @@ export function cachedForms(
   }
   const print = rows.map((r) => r.j).join(SEPARATOR);
   const orm = ctx.services.db.orm;
-  const statements = formStatements(info.nestedSql, sorted.length);
-  const values: Record<string, unknown> = { ids: JSON.stringify(sorted), print };
-  sorted.forEach((id, i) => {
-    values[`id${i}`] = id;
-  });
+  const statements = formStatements(info.nestedSql);
+  const values = { ids: JSON.stringify(sorted), print };
   ctx.guard!({
     name: `forms of ${info.appLabel}.${info.model}`,
     // built when taken: a write that reads nothing else sends only `batch`

@@ -1,0 +1,74 @@
+/**
+ * Writes naming more distinct objects of one model than D1 takes bound values or expression
+ * depth (decision 0169): the same answers on a local file, a remote database and Cloudflare D1
+ * (miniflare's), the second of each write proving the referenced objects' cached forms.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { type D1App, startD1App } from "../helpers/d1-app";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import { MANY, manyIdsScenario } from "./many-ids-scenario";
+
+// wrangler's migration run takes 10–30 s on a busy machine
+setDefaultTimeout(180_000);
+
+let d1: D1App;
+let db: RemoteDb;
+let local: TestApp;
+let remote: TestApp;
+/** `Database.read` calls on D1 (each one round trip). */
+let d1Reads = 0;
+
+beforeAll(async () => {
+  d1 = await startD1App("many-ids", (base) => ({
+    ...base,
+    read: (queries) => {
+      d1Reads++;
+      return base.read(queries);
+    },
+  }));
+  db = await startRemoteDb("many-ids");
+  local = await makeTestApp();
+  remote = await makeTestApp({ DATABASE_URL: db.url });
+});
+afterAll(async () => {
+  await local?.close();
+  await remote?.close();
+  await db?.stop();
+  await d1?.stop();
+});
+
+const jsonOf = (t: TestApp) => (method: string, path: string, body?: unknown) =>
+  t.json(method, path, { body });
+
+test(`writes naming ${MANY} sites, tenants or devices each: the same answers locally, remotely and on D1`, async () => {
+  const onLocal = await manyIdsScenario(jsonOf(local), "mi");
+  for (const step of [...onLocal.patched, ...onLocal.created, ...onLocal.many, ...onLocal.updated])
+    expect(step.error).toBeNull();
+  expect(onLocal.created[1]!.objects[MANY - 1]).toBe(`mi 2-149|mi site 149|||`);
+  expect(onLocal.updated[0]!.objects[0]).toBe(`mi 2-000|mi site 001|||`);
+  expect(onLocal.many[2]!.objects[0]).toContain(",mi renamed,");
+  expect(onLocal.listed).toHaveLength(2 * MANY + 3);
+  const onRemote = await manyIdsScenario(jsonOf(remote), "mi");
+  expect(onRemote).toEqual(onLocal);
+  const onD1 = await manyIdsScenario((m, p, b) => d1.json(m, p, b), "mi");
+  expect(onD1).toEqual(onLocal);
+});
+
+test(`a create naming ${MANY} cached sites stays one round trip, remotely and on D1 (decision 0107)`, async () => {
+  const path = "/api/plugins/custom-objects/mi_ref/";
+  const sitesOf = async (json: (m: string, p: string) => Promise<{ body: any }>) =>
+    (await json("GET", "/api/dcim/sites/?q=mi&limit=1000")).body.results.map((s: any) => s.id);
+  const remoteSites = await sitesOf((m, p) => remote.json(m, p));
+  expect(remoteSites).toHaveLength(MANY);
+  const body = (n: number, sites: number[]) => ({ name: `mi trip ${n}`, sites });
+  await remote.json("POST", path, { body: body(0, remoteSites) });
+  db.proxy.reset();
+  expect((await remote.json("POST", path, { body: body(1, remoteSites) })).status).toBe(201);
+  expect(db.proxy.count).toBe(1);
+  const d1Sites = await sitesOf(d1.json);
+  await d1.json("POST", path, body(0, d1Sites));
+  const before = d1Reads;
+  expect((await d1.json("POST", path, body(1, d1Sites))).status).toBe(201);
+  expect(d1Reads - before).toBe(0);
+});
