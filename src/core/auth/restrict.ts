@@ -282,7 +282,7 @@ export async function admitted(
 
 /** The statement `admitted` reads: the ids among `ids` (not empty) that `where` admits. */
 export type AdmittedQuery = ReturnType<typeof admittedQuery>;
-export function admittedQuery(ctx: ReadContext, resource: Resource, ids: number[], where: SQL) {
+function admittedQuery(ctx: ReadContext, resource: Resource, ids: number[], where: SQL) {
   return ctx.db
     .select({ id: sql<number>`${resource.list.idExpr}` })
     .from(resource.table)
