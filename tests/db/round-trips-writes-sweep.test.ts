@@ -527,25 +527,6 @@ async function sweepModel(key: string, s: Spec, who: Who) {
 }
 
 /**
- * Writes known to take more than 2 round trips (`who key write` → its count), each with why.
- * Token create, pinned at ≤ 3 in round-trips.test.ts (the caller's token read first, decision
- * 0089), measures 2 here and is no exception.
- *
- * A constrained caller's revert of an update from the change log (not a model's route, swept
- * beside them): 7, where a superuser's is 2. Its one read plans the revert, then five reads
- * follow it, one each: the change's object type by its label, the object within the caller's
- * constraints (asked twice), a custom object type by the model's name, and the change record
- * within the caller's change-log view; then the batch. Its answer's hiding rides in the batch (decision 0167; it
- * was 8–10). Left for a later change: those checks riding in the plan's read.
- */
-const OVER: Record<string, number> = Object.fromEntries(
-  ["tenant", "site", "device", "prefix", "ipaddress", "widget"].map((key) => [
-    `writer ${key} revert of an update`,
-    7,
-  ]),
-);
-
-/**
  * Answers known to differ from a local GET of the same object, each with the difference kept
  * exactly: a constrained caller's new token answers its user in full (the create answers the
  * record unhidden, the caller's own), where a GET of the token names that user by id only (the
@@ -570,9 +551,15 @@ test("every model with write routes in the document is swept", async () => {
     for (const who of ["admin", "writer"] as const) await sweepModel(key, s, who);
 });
 
+/**
+ * Token create, pinned at ≤ 3 in round-trips.test.ts (the caller's token read first, decision
+ * 0089), measures 2 here. A constrained caller's revert of an update from the change log (not a
+ * model's route, swept beside them) is 2 as well: whether the caller may view the change record,
+ * and view and change its object, ride in the plan's one read (decision 0168; it was 7).
+ */
 test("each write is ≤ 2 round trips warm: one read, one atomic batch", () => {
   const name = (r: Measured) => `${r.who} ${r.name}`;
-  const over = results.filter((r) => r.trips > (OVER[name(r)] ?? 2));
+  const over = results.filter((r) => r.trips > 2);
   if (process.env.ROUND_TRIPS_LOG)
     for (const r of results)
       console.log(
@@ -586,9 +573,9 @@ test("each write is ≤ 2 round trips warm: one read, one atomic batch", () => {
           : "",
       );
   expect(over.map((r) => `${r.trips} ${name(r)}`)).toEqual([]);
-  // each listed exception is still what it says, no more and no less
-  for (const [key, trips] of Object.entries(OVER))
-    expect({ key, trips: results.find((r) => name(r) === key)?.trips }).toEqual({ key, trips });
+  // the constrained caller's reverts were measured (the writes swept for it)
+  const reverts = results.filter((r) => r.who === "writer" && /revert/.test(r.name));
+  expect(reverts.length).toBe(6);
 });
 
 test("each write answers what a local app on the same file answers a GET of it, for both callers", async () => {

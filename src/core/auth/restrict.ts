@@ -276,7 +276,14 @@ export async function admitted(
 ): Promise<Set<number>> {
   if (!ids.length) return new Set();
   if (!where) return new Set(ids);
-  const rows = (await ctx.db
+  const rows = (await admittedQuery(ctx, resource, ids, where)) as { id: number }[];
+  return new Set(rows.map((r) => Number(r.id)));
+}
+
+/** The statement `admitted` reads: the ids among `ids` (not empty) that `where` admits. */
+export type AdmittedQuery = ReturnType<typeof admittedQuery>;
+function admittedQuery(ctx: ReadContext, resource: Resource, ids: number[], where: SQL) {
+  return ctx.db
     .select({ id: sql<number>`${resource.list.idExpr}` })
     .from(resource.table)
     .where(
@@ -287,8 +294,7 @@ export async function admitted(
         )})`,
         where,
       ),
-    )) as { id: number }[];
-  return new Set(rows.map((r) => Number(r.id)));
+    );
 }
 
 /** True when the caller may `action` the object `id`. */
@@ -319,6 +325,33 @@ export async function requireObject(
 ): Promise<void> {
   if (!(await mayAct(ctx, auth, "view", resource, id))) throw notFound(what);
   if (action !== "view" && !(await mayAct(ctx, auth, action, resource, id))) throw forbidden();
+}
+
+/**
+ * `requireObject`'s questions as statements of a read the caller makes (`add` takes a statement
+ * and gives its rows once read), so they ride in it: the check, to run once that read is done.
+ */
+export async function objectRequirement(
+  ctx: ReadContext,
+  auth: AuthState,
+  action: Action,
+  resource: Resource,
+  id: number,
+  add: (query: AdmittedQuery) => () => unknown,
+  what?: string,
+): Promise<() => void> {
+  const ask = async (asked: Action) => {
+    const where = await restrictWhere(ctx, auth, asked, resource);
+    if (!where) return () => true;
+    const rows = add(admittedQuery(ctx, resource, [id], where));
+    return () => (rows() as Array<{ id: unknown }>).some((r) => Number(r.id) === id);
+  };
+  const mayView = await ask("view");
+  const mayDo = action === "view" ? null : await ask(action);
+  return () => {
+    if (!mayView()) throw notFound(what);
+    if (mayDo && !mayDo()) throw forbidden();
+  };
 }
 
 /** After a write: the object must still (or now) match the action's constraints. */

@@ -263,10 +263,11 @@ async function scopeTypes(
   for (const label of labels) {
     const [appLabel, model] = label.split(".") as [string, string];
     const row = ctx.services.objectTypes.cached(appLabel, model);
-    const cached = !row && ctx.guard ? ctx.services.models.cachedByLabel(label) : null;
+    // a run-time model from its cache even where its type's row is cached: no read for its model
+    const cached = ctx.guard ? ctx.services.models.cachedByLabel(label) : null;
     if (cached) ctx.guard!(cached.guard);
-    if (row) known.push(row);
-    else if (cached) known.push({ id: cached.objectTypeId, appLabel, model, info: cached.info });
+    if (cached) known.push({ id: cached.objectTypeId, appLabel, model, info: cached.info });
+    else if (row) known.push(row);
     else unknown.push(label);
   }
   if (!unknown.length) return known;

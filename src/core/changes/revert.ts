@@ -8,7 +8,12 @@ import type { BatchItem } from "drizzle-orm/batch";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
-import { hideUnviewable, requireObject, restrictWhere } from "../auth/restrict";
+import {
+  type AdmittedQuery,
+  hideUnviewable,
+  objectRequirement,
+  restrictWhere,
+} from "../auth/restrict";
 import { addGuard, foldsCredentials, isStaleCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
@@ -169,12 +174,23 @@ async function visibleChange(
         eq(objectChanges.changedObjectId, sql`${of("changed_object_id")}${id})`),
       ),
     );
-  const [rows, last, ...proofs] = (await readFolded(c, [
+  // whether the caller may view the record rides in the same read
+  const scope: AdmittedQuery[] = [];
+  let scopeRows: unknown[] = [];
+  const viewable = await changeViewable(c, id, (q) => {
+    const at = scope.push(q) - 1;
+    return () => scopeRows[at];
+  });
+  const proofCount = proof?.statements.length ?? 0;
+  const [rows, last, ...rest] = (await readFolded(c, [
     query as never,
     latest as never,
     ...(proof?.statements ?? []),
+    ...scope,
   ])) as [ChangeRow[], Array<{ id: number | null; typeChanged: unknown }>, ...unknown[]];
-  await requireObject(ctx, c.var.auth, "view", objectChangeModel.resource, id, missing);
+  const proofs = rest.slice(0, proofCount);
+  scopeRows = rest.slice(proofCount);
+  viewable();
   const row = rows[0];
   if (!row) throw notFound(missing);
   rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
@@ -500,16 +516,21 @@ async function checkedPlan(
   const ctx = reads.ctx;
   // a dry run sends no batch to hold the object it would leave to the constraints: judged here
   const after = opts.dryRun ? await dryRunScope(reads, auth, resource, row, opts) : null;
+  // an object the caller may view but not change (or delete) is a 403, one they may not view a
+  // 404: asked in the plan's read, judged where the object is there to judge
+  const allowed =
+    row.action === "delete"
+      ? null
+      : await objectRequirement(
+          ctx,
+          auth,
+          row.action === "update" ? "change" : "delete",
+          resource,
+          row.changedObjectId,
+          (query) => reads.add(query),
+        );
   const plan = await planOf(reads, resource, row);
-  // an object the caller may view but not change (or delete) is a 403, one they may not view a 404
-  if (plan.current && plan.action !== "create")
-    await requireObject(
-      ctx,
-      auth,
-      plan.action === "update" ? "change" : "delete",
-      resource,
-      row.changedObjectId,
-    );
+  if (plan.current && plan.action !== "create") allowed?.();
   // unchanged when the record was read, changed before the batch: the race the batch lost
   if (opts.raced && plan.changedSince) throw changedDuring();
   for (const d of opts.dropped) if (d.field) delete plan.input[d.field];
@@ -1080,6 +1101,7 @@ async function revertInOneRead(
   const { reads, ride, handedOver } = ridingReads(ctx);
   const proof = opts.proof?.proven === false ? opts.proof : null;
   const proofRows = proof ? reads.add(proof.query) : null;
+  const proofViewable = proof ? await changeViewable(c, proof.row.id, (q) => reads.add(q)) : null;
   // the plan's refusal passes the writer's own error handling unread
   const planned = checkedPlan(reads, c.var.auth, resource, row, opts).catch((e) =>
     Promise.reject(new PlanRefused(e)),
@@ -1095,7 +1117,9 @@ async function revertInOneRead(
     // what the shared read refuses (a guard's cache stale) passes the writer's handling unread
     const rows = await ride(theirs, readThem).catch((e) => Promise.reject(new PlanRefused(e)));
     if (proof)
-      await proven(c, ctx, proof, proofRows!()[0]).catch((e) => Promise.reject(new PlanRefused(e)));
+      await proven(ctx, proof, proofRows!()[0], proofViewable!).catch((e) =>
+        Promise.reject(new PlanRefused(e)),
+      );
     const made = await planned;
     checked = made;
     if (!sameInput(made.plan.input, input)) throw new Replan();
@@ -1409,22 +1433,33 @@ async function revertRow(
 
 /**
  * The remembered record proven by the revert's one read (decision 0118): the row read now is the
- * one remembered, and the caller may view it (404 otherwise, as `visibleChange` answers).
+ * one remembered, and the caller may view it (404 otherwise, as `visibleChange` answers), as
+ * that read asked (`viewable`).
  */
-async function proven(c: Ctx, ctx: ReadContext, proof: ChangeProof, now: ChangeRow | undefined) {
+async function proven(
+  ctx: ReadContext,
+  proof: ChangeProof,
+  now: ChangeRow | undefined,
+  viewable: () => void,
+) {
   if (!sameChange(now, proof.row)) {
     forgetChange(ctx.services, proof.row.id);
     throw new Unproven();
   }
   proof.proven = true;
-  await requireObject(
-    ctx,
-    c.var.auth,
-    "view",
-    objectChangeModel.resource,
-    proof.row.id,
-    "No object change with this id.",
-  );
+  viewable();
+}
+
+/**
+ * Whether the caller may view change record `id` (decision 0064; 404 otherwise), asked as
+ * statements of the read `add` rides in. Its view names the objects of each type the caller
+ * views within constraints: a custom object type's model from its plugin's cache, the guard
+ * proving it current riding in that read as well (decision 0118), so nothing is read before.
+ */
+function changeViewable(c: Ctx, id: number, add: (query: AdmittedQuery) => () => unknown) {
+  const ctx: ReadContext = { ...readContext(c), guard: (g) => addGuard(c, g) };
+  const missing = "No object change with this id.";
+  return objectRequirement(ctx, c.var.auth, "view", objectChangeModel.resource, id, add, missing);
 }
 
 /**

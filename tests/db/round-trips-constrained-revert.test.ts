@@ -1,0 +1,150 @@
+/**
+ * A revert from the change log by a caller whose views and writes are constrained, counted on a
+ * remote database (issue 28 item 2, decision 0168): whether it may view the change record, and
+ * view and change (or delete) its object, ride in the plan's one read, so an update's revert and
+ * a create taken back are 2 round trips as a superuser's are, and a dry run
+ * of an update's revert 1; for a host model and a custom object type, whose model comes from the
+ * plugin's cache with its guard in that read. Each answer is what the superuser's would be, its
+ * refusals the same (tests/security/revert-scope.test.ts holds those).
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { servicesOf } from "../../src/app";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { userWith } from "../helpers/grants";
+import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import { waitFor } from "../helpers/wait";
+import { addField, CO, makeCot } from "../custom-objects/fixtures";
+
+let remote: RemoteDb;
+let t: TestApp;
+let writer: string;
+let serial = 0;
+const next = () => ++serial;
+
+beforeAll(async () => {
+  remote = await startRemoteDb("round-trips-constrained-revert");
+  t = await makeTestApp({ DATABASE_URL: remote.url });
+  const cot = await makeCot(t, "gadget");
+  await addField(t, cot.id, { name: "title", type: "text", primary: true });
+  await addField(t, cot.id, { name: "size", type: "integer" });
+  const other = await makeCot(t, "hidden_kind");
+  await addField(t, other.id, { name: "title", type: "text", primary: true });
+  const all = ["view", "add", "change", "delete"];
+  writer = (
+    await userWith(t, "revert-writer", [
+      [all, "dcim.site", { status: "active" }],
+      [all, "custom_objects.gadget", { size__lte: 2 }],
+      [["view"], "custom_objects.hidden_kind", { title: "none" }],
+      [["view"], "core.objectchange", { id__gte: 1 }],
+    ])
+  ).token;
+});
+afterAll(async () => {
+  await t.close();
+  await remote.stop();
+});
+
+interface Kind {
+  list: string;
+  type: string;
+  body: () => Record<string, unknown>;
+  patch: () => Record<string, unknown>;
+}
+const kinds: Record<string, Kind> = {
+  site: {
+    list: "/api/dcim/sites/",
+    type: "dcim.site",
+    body: () => ({ name: `cr ${next()}`, slug: `cr-${serial}`, status: "active" }),
+    patch: () => ({ description: `d${next()}` }),
+  },
+  gadget: {
+    list: `${CO}/gadget/`,
+    type: "custom_objects.gadget",
+    body: () => ({ title: `g ${next()}`, size: 1 }),
+    patch: () => ({ title: `g ${next()}` }),
+  },
+};
+
+/** The writer's request; fails the test unless it answers `status`. */
+async function asWriter(method: string, path: string, body: unknown, status: number) {
+  const r = await t.json(method, path, { token: writer, body });
+  expect({ method, path, status: r.status }).toEqual({ method, path, status });
+  return r.body;
+}
+
+/** A change `act` of a new object of `kind`, looked at in the change log as the writer. */
+async function changeOf(kind: Kind, act: "POST" | "PATCH" | "DELETE"): Promise<number> {
+  const { id } = await asWriter("POST", kind.list, kind.body(), 201);
+  if (act === "PATCH") await asWriter("PATCH", `${kind.list}${id}/`, kind.patch(), 200);
+  if (act === "DELETE") await asWriter("DELETE", `${kind.list}${id}/`, undefined, 204);
+  const log = await asWriter(
+    "GET",
+    `/api/core/object-changes/?changed_object_type=${kind.type}&changed_object_id=${id}&ordering=-id&limit=1`,
+    undefined,
+    200,
+  );
+  return log.results[0].id;
+}
+
+/**
+ * Waits for the background work a warm run leaves: the deferred search-index flush, and the
+ * writer's token use (written once a minute, not awaited) recorded recently enough that the
+ * measured revert does not write it.
+ */
+async function settle() {
+  await flushSearchIndexesNow(servicesOf(t.app));
+  const recorded = async () => {
+    const [row] = (await t.deps.db.orm.all(
+      sql`SELECT max(t.last_used) AS at FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.username = 'revert-writer'`,
+    )) as Array<{ at: string | null }>;
+    return !!row?.at && Date.now() - Date.parse(row.at) < 30_000;
+  };
+  await waitFor(recorded, { message: "the writer's token use recorded" });
+}
+
+/** Round trips of the writer's revert of `change` (after a warm one of another), and its answer. */
+async function reverted(kind: Kind, act: "POST" | "PATCH" | "DELETE", query = "") {
+  await asWriter(
+    "POST",
+    `/api/core/object-changes/${await changeOf(kind, act)}/revert/${query}`,
+    {},
+    200,
+  );
+  const change = await changeOf(kind, act);
+  await settle();
+  remote.proxy.reset();
+  const answer = await asWriter(
+    "POST",
+    `/api/core/object-changes/${change}/revert/${query}`,
+    {},
+    200,
+  );
+  return { trips: remote.proxy.count, answer };
+}
+
+test("a constrained caller's revert is one read and one batch, its dry run one read", async () => {
+  const counts: Record<string, number> = {};
+  for (const [name, kind] of Object.entries(kinds)) {
+    // (a deleted object's records show only to an unconstrained view: no delete to put back here)
+    for (const act of ["PATCH", "POST"] as const) {
+      const { trips, answer } = await reverted(kind, act);
+      counts[`${name} ${act} reverted`] = trips;
+      expect(answer.dry_run).toBe(false);
+      expect(typeof answer.change).toBe("number");
+    }
+    const dry = await reverted(kind, "PATCH", "?dry_run=true");
+    counts[`${name} PATCH dry run`] = dry.trips;
+    expect(dry.answer).toMatchObject({ dry_run: true, change: null, action: "update" });
+  }
+  // 8 each and 7 for a dry run before decision 0168 (the checks read one by one after the plan's)
+  expect(counts).toEqual({
+    "site PATCH reverted": 2,
+    "site POST reverted": 2,
+    "site PATCH dry run": 1,
+    "gadget PATCH reverted": 2,
+    "gadget POST reverted": 2,
+    "gadget PATCH dry run": 1,
+  });
+});
