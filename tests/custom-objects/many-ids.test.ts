@@ -4,9 +4,10 @@
  * (miniflare's), the second of each write proving the referenced objects' cached forms.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { makeTestApp, type TestApp } from "../helpers/app";
-import { type D1App, startD1App } from "../helpers/d1-app";
-import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import type { TestApp } from "../helpers/app";
+import type { D1App } from "../helpers/d1-app";
+import type { RemoteDb } from "../helpers/remote-db";
+import { jsonOf, startThreeBackends, type ThreeBackends } from "../helpers/three-backends";
 import { MANY, manyIdsScenario } from "./many-ids-scenario";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -16,30 +17,13 @@ let d1: D1App;
 let db: RemoteDb;
 let local: TestApp;
 let remote: TestApp;
-/** `Database.read` calls on D1 (each one round trip). */
-let d1Reads = 0;
+let apps: ThreeBackends;
 
 beforeAll(async () => {
-  d1 = await startD1App("many-ids", (base) => ({
-    ...base,
-    read: (queries) => {
-      d1Reads++;
-      return base.read(queries);
-    },
-  }));
-  db = await startRemoteDb("many-ids");
-  local = await makeTestApp();
-  remote = await makeTestApp({ DATABASE_URL: db.url });
+  apps = await startThreeBackends("many-ids");
+  ({ d1, db, local, remote } = apps);
 });
-afterAll(async () => {
-  await local?.close();
-  await remote?.close();
-  await db?.stop();
-  await d1?.stop();
-});
-
-const jsonOf = (t: TestApp) => (method: string, path: string, body?: unknown) =>
-  t.json(method, path, { body });
+afterAll(() => apps?.stop());
 
 test(`writes naming ${MANY} sites, tenants or devices each: the same answers locally, remotely and on D1`, async () => {
   const onLocal = await manyIdsScenario(jsonOf(local), "mi");
@@ -68,7 +52,7 @@ test(`a create naming ${MANY} cached sites stays one round trip, remotely and on
   expect(db.proxy.count).toBe(1);
   const d1Sites = await sitesOf(d1.json);
   await d1.json("POST", path, body(0, d1Sites));
-  const before = d1Reads;
+  const before = apps.d1Reads;
   expect((await d1.json("POST", path, body(1, d1Sites))).status).toBe(201);
-  expect(d1Reads - before).toBe(0);
+  expect(apps.d1Reads - before).toBe(0);
 });

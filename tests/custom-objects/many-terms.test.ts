@@ -6,9 +6,10 @@
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { makeTestApp, type TestApp } from "../helpers/app";
-import { type D1App, startD1App } from "../helpers/d1-app";
-import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import type { TestApp } from "../helpers/app";
+import type { D1App } from "../helpers/d1-app";
+import type { RemoteDb } from "../helpers/remote-db";
+import { jsonOf, startThreeBackends, type ThreeBackends } from "../helpers/three-backends";
 import {
   constrainedAddsScenario,
   constrainedReadsScenario,
@@ -23,30 +24,13 @@ let d1: D1App;
 let db: RemoteDb;
 let local: TestApp;
 let remote: TestApp;
-/** `Database.read` calls on D1 (each one round trip). */
-let d1Reads = 0;
+let apps: ThreeBackends;
 
 beforeAll(async () => {
-  d1 = await startD1App("many-terms", (base) => ({
-    ...base,
-    read: (queries) => {
-      d1Reads++;
-      return base.read(queries);
-    },
-  }));
-  db = await startRemoteDb("many-terms");
-  local = await makeTestApp();
-  remote = await makeTestApp({ DATABASE_URL: db.url });
+  apps = await startThreeBackends("many-terms");
+  ({ d1, db, local, remote } = apps);
 });
-afterAll(async () => {
-  await local?.close();
-  await remote?.close();
-  await db?.stop();
-  await d1?.stop();
-});
-
-const jsonOf = (t: TestApp) => (method: string, path: string, body?: unknown) =>
-  t.json(method, path, { body });
+afterAll(() => apps?.stop());
 
 test("linked-objects of a site linked from seven fields, objects pointing at seven models: the same answers locally, remotely and on D1", async () => {
   const onLocal = await manyTermsScenario(jsonOf(local), "mt");
@@ -71,9 +55,9 @@ test("linked-objects of seven fields stays one round trip, remotely and on D1 (w
   expect(db.proxy.count).toBe(1);
   const d1Path = await linkedPath((m, p) => d1.json(m, p));
   await flushSearchIndexesNow(servicesOf(d1.app));
-  const before = d1Reads;
+  const before = apps.d1Reads;
   expect((await d1.json("GET", d1Path)).body.count).toBe(9);
-  expect(d1Reads - before).toBe(1);
+  expect(apps.d1Reads - before).toBe(1);
 });
 
 test("a constrained caller's apply adding seven types, one outside: the same 403 locally, remotely and on D1", async () => {

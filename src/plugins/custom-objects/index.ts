@@ -35,7 +35,7 @@ import { CotRegistry, StaleModel } from "./objects/models";
 import { onDeleteHook } from "./objects/on-delete";
 import { cotModel, cotResource, fieldModel, fieldResource } from "./types/api";
 import { exportSchema, previewSchema, readApplyRequest } from "./schema/apply";
-import { exportInOneRead } from "./schema/export-read";
+import { exportInOneRead, refuseUnseen } from "./schema/export-read";
 import { customObjectsOpenApi } from "./openapi";
 import {
   enqueueSchemaApply,
@@ -529,13 +529,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     );
     const visible = rows.filter((r) => allowed.has(r.id)).map((r) => r.slug);
     if (slugs.length) {
-      const unseen = slugs.filter((s) => !visible.includes(s));
-      if (unseen.length)
-        throw ApiError.detail(
-          404,
-          `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`,
-          "not_found",
-        );
+      refuseUnseen(slugs, visible);
       return schemaAnswer(c, await exportSchema(ctx, slugs));
     }
     if (visible.length === rows.length) return schemaAnswer(c, await exportSchema(ctx, null));

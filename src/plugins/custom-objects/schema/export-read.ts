@@ -63,6 +63,17 @@ async function exportStatements(c: Ctx, slugs: string[] | null) {
   return { viewable, statements };
 }
 
+/** A 404 naming every asked slug the caller cannot see, whether missing or hidden alike. */
+export function refuseUnseen(slugs: string[], visible: string[]): void {
+  const unseen = slugs.filter((s) => !visible.includes(s));
+  if (unseen.length)
+    throw ApiError.detail(
+      404,
+      `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`,
+      "not_found",
+    );
+}
+
 export async function exportInOneRead(c: Ctx, asked: string[]): Promise<SchemaDocument> {
   const slugs = asked.length ? asked : null;
   let viewable!: SQL | undefined;
@@ -85,13 +96,7 @@ export async function exportInOneRead(c: Ctx, asked: string[]): Promise<SchemaDo
       pointedTypes(pointed),
     );
   if (slugs) {
-    const unseen = slugs.filter((s) => !visible.includes(s));
-    if (unseen.length)
-      throw ApiError.detail(
-        404,
-        `No custom object type with slug ${unseen.map((s) => JSON.stringify(s)).join(", ")}.`,
-        "not_found",
-      );
+    refuseUnseen(slugs, visible);
     const st = await state();
     refuseMissing(st, slugs);
     return exportDocument(st, slugs, setRows, []);
