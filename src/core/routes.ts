@@ -21,7 +21,13 @@ import {
   siteModel,
   tenantModel,
 } from "./models/inventory";
-import { createOne, inStagedWrite, loadOneWithGuards, mountResource } from "./rest/handlers";
+import {
+  createOne,
+  hiddenAnswer,
+  inStagedWrite,
+  loadOneWithGuards,
+  mountResource,
+} from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
@@ -351,7 +357,9 @@ function mountTokenProvision(api: Hono<HonoEnv>): void {
         token = ctx.scratch.get(ISSUED_KEY) ?? "";
         return made;
       });
-      return c.json({ ...written!.record, token }, 201);
+      // answered as this (anonymous) caller may view it: the user reduced to its id (decision 0170)
+      const [record] = await hiddenAnswer(c, r, written!.record ? [written!.record] : []);
+      return c.json({ ...record, token }, 201);
     },
   );
 }
