@@ -21,13 +21,7 @@ import {
   siteModel,
   tenantModel,
 } from "./models/inventory";
-import {
-  createOne,
-  hiddenAnswer,
-  inStagedWrite,
-  loadOneWithGuards,
-  mountResource,
-} from "./rest/handlers";
+import { createOne, inStagedWrite, loadOneWithGuards, mountResource } from "./rest/handlers";
 import { objectChangeModel } from "./changes/model";
 import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
@@ -357,9 +351,7 @@ function mountTokenProvision(api: Hono<HonoEnv>): void {
         token = ctx.scratch.get(ISSUED_KEY) ?? "";
         return made;
       });
-      // answered as this (anonymous) caller may view it: the user reduced to its id (decision 0170)
-      const [record] = await hiddenAnswer(c, r, written!.record ? [written!.record] : []);
-      return c.json({ ...record, token }, 201);
+      return c.json({ ...written!.record, token }, 201);
     },
   );
 }

@@ -260,7 +260,7 @@ describe("a new token's answer hides what its caller may not view (decision 0170
     expect(made.user).toEqual(read.user);
   });
 
-  test("provisioning (no caller yet) names the token's user by id only", async () => {
+  test("provisioning answers the token's user in full: the caller just proved who they are", async () => {
     const u = await t.json("POST", "/api/users/users/", {
       body: { username: "gil-tokens", password: "s3cret-pass" },
     });
@@ -270,7 +270,7 @@ describe("a new token's answer hides what its caller may not view (decision 0170
       body: { username: "gil-tokens", password: "s3cret-pass" },
     });
     expect(r.status).toBe(201);
-    expect(r.body.user).toEqual({ id: u.body.id });
+    expect(r.body.user).toMatchObject({ id: u.body.id, username: "gil-tokens" });
     expect(typeof r.body.token).toBe("string");
   });
 });

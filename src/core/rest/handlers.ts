@@ -402,7 +402,7 @@ export async function createOne(
 }
 
 /** Written records as answered: related objects the caller may not view reduced to their id. */
-export const hiddenAnswer = (c: Ctx, resource: Resource, records: ApiRecord[]) =>
+const hiddenAnswer = (c: Ctx, resource: Resource, records: ApiRecord[]) =>
   hideUnviewable(answerContext(c), c.var.auth, resource, records);
 
 /** The records written, loading any the change log did not already hold. */
