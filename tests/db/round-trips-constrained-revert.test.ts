@@ -5,14 +5,17 @@
  * a create taken back are 2 round trips as a superuser's are, and a dry run
  * of an update's revert 1; for a host model and a custom object type, whose model comes from the
  * plugin's cache with its guard in that read. Each answer is what the superuser's would be, its
- * refusals the same (tests/security/revert-scope.test.ts holds those).
+ * refusals the same (tests/security/revert-scope.test.ts holds those). An update record another
+ * app instance wrote on the same database, never seen by the reverting process, costs the same.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { makeTestApp, type TestApp } from "../helpers/app";
+import { forgetChange, seenChange } from "../../src/core/changes/seen";
+import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
+import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
@@ -146,5 +149,84 @@ test("a constrained caller's revert is one read and one batch, its dry run one r
     "gadget PATCH reverted": 2,
     "gadget POST reverted": 2,
     "gadget PATCH dry run": 1,
+  });
+});
+
+/** An update of a new object of `kind` made by the writer through `other`; its change record. */
+async function changedElsewhere(other: Other, kind: Kind): Promise<number> {
+  const send = async (method: string, path: string, body: unknown) => {
+    const r = await other.app.request(BASE + path, {
+      method,
+      headers: { authorization: `Token ${writer}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect({ method, path, status: r.status }).toEqual({
+      method,
+      path,
+      status: method === "POST" ? 201 : 200,
+    });
+    return (await r.json()) as { id: number };
+  };
+  const { id } = await send("POST", kind.list, kind.body());
+  await send("PATCH", `${kind.list}${id}/`, kind.patch());
+  const [row] = (await t.deps.db.orm.all(
+    sql`SELECT max(c.id) AS id FROM object_changes c JOIN object_types ot ON ot.id = c.changed_object_type_id WHERE ot.app_label || '.' || ot.model = ${kind.type} AND c.changed_object_id = ${id}`,
+  )) as Array<{ id: number }>;
+  return Number(row!.id);
+}
+type Other = Awaited<ReturnType<typeof anotherInstance>>;
+
+/** Round trips of this process's revert (or dry run) of an update written through `other`. */
+async function revertedElsewhere(other: Other, kind: Kind, query: string) {
+  // warm: one of another such record first (the caches a later one takes on trust)
+  const warm = await changedElsewhere(other, kind);
+  await asWriter("POST", `/api/core/object-changes/${warm}/revert/${query}`, {}, 200);
+  const change = await changedElsewhere(other, kind);
+  await settle();
+  forgetChange(servicesOf(t.app), change); // (never seen here: this only makes sure)
+  expect(seenChange(servicesOf(t.app), change)).toBeUndefined();
+  remote.proxy.reset();
+  const answer = await asWriter(
+    "POST",
+    `/api/core/object-changes/${change}/revert/${query}`,
+    {},
+    200,
+  );
+  const trips = remote.proxy.count;
+  if (process.env.ROUND_TRIPS_LOG)
+    console.log(
+      kind.type,
+      query,
+      trips,
+      JSON.stringify(
+        remote.proxy.log.map((l) => l.sql),
+        null,
+        1,
+      ),
+    );
+  return { trips, answer };
+}
+
+test("a constrained caller's revert of an update another instance wrote: the same counts", async () => {
+  const other = await anotherInstance(remote.url);
+  const counts: Record<string, number> = {};
+  try {
+    for (const [name, kind] of Object.entries(kinds)) {
+      const done = await revertedElsewhere(other, kind, "");
+      expect(done.answer.dry_run).toBe(false);
+      counts[`${name} reverted`] = done.trips;
+      const dry = await revertedElsewhere(other, kind, "?dry_run=true");
+      expect(dry.answer).toMatchObject({ dry_run: true, change: null, action: "update" });
+      counts[`${name} dry run`] = dry.trips;
+    }
+  } finally {
+    await other.close();
+  }
+  if (process.env.ROUND_TRIPS_LOG) console.log(counts);
+  expect(counts).toEqual({
+    "site reverted": 2,
+    "site dry run": 2,
+    "gadget reverted": 2,
+    "gadget dry run": 2,
   });
 });

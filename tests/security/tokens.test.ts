@@ -215,3 +215,62 @@ describe("a token never grants more than its user has", () => {
     ).toBe(403);
   });
 });
+
+describe("a new token's answer hides what its caller may not view (decision 0170)", () => {
+  /** A caller who manages tokens and views only the users named `username`. */
+  async function viewingUsers(name: string, username: string) {
+    const token = await t.user(name, [[["view", "add"], "users.token"]]);
+    const id = (await t.json("GET", `/api/users/users/?username=${name}`)).body.results[0].id;
+    const grant = await t.json("POST", "/api/users/permissions/", {
+      body: {
+        name: `${name}-views-${username}`,
+        actions: ["view"],
+        object_types: ["users.user"],
+        users: [id],
+        constraints: { username },
+      },
+    });
+    expect(grant.status).toBe(201);
+    return { token, id };
+  }
+
+  async function createdAndRead(token: string) {
+    const made = await t.json("POST", "/api/users/tokens/", {
+      token,
+      body: { description: "answer" },
+    });
+    expect(made.status).toBe(201);
+    const read = await t.json("GET", `/api/users/tokens/${made.body.id}/`, { token });
+    expect(read.status).toBe(200);
+    return { made: made.body, read: read.body };
+  }
+
+  test("a caller whose view of users leaves out their own: the create names the user by id only, as the GET", async () => {
+    const { token, id } = await viewingUsers("eve-tokens", "someone-else");
+    const { made, read } = await createdAndRead(token);
+    expect(read.user).toEqual({ id });
+    expect(made.user).toEqual(read.user);
+    expect(JSON.stringify(made)).not.toContain("eve-tokens");
+  });
+
+  test("a caller who views their own user: the create answers it in full, as the GET", async () => {
+    const { token, id } = await viewingUsers("fay-tokens", "fay-tokens");
+    const { made, read } = await createdAndRead(token);
+    expect(read.user).toMatchObject({ id, username: "fay-tokens" });
+    expect(made.user).toEqual(read.user);
+  });
+
+  test("provisioning answers the token's user in full: the caller just proved who they are", async () => {
+    const u = await t.json("POST", "/api/users/users/", {
+      body: { username: "gil-tokens", password: "s3cret-pass" },
+    });
+    expect(u.status).toBe(201);
+    const r = await t.json("POST", "/api/users/tokens/provision/", {
+      token: null,
+      body: { username: "gil-tokens", password: "s3cret-pass" },
+    });
+    expect(r.status).toBe(201);
+    expect(r.body.user).toMatchObject({ id: u.body.id, username: "gil-tokens" });
+    expect(typeof r.body.token).toBe("string");
+  });
+});

@@ -369,11 +369,12 @@ export async function updateChecked(
   return written;
 }
 
-/** The records written, loading any the change log did not already hold. */
 /**
- * Creates one object of `resource` and answers its record: a staged write where the resource
- * stages creates (one read, one atomic batch: no interactive transaction, so D1 takes it), else
- * in a transaction. `after` reads what the write left in its scratch (a token's issued key).
+ * Creates one object of `resource` and answers its record as the caller may view it (related
+ * objects they may not view reduced to their id, as every write answer): a staged write where the
+ * resource stages creates (one read, one atomic batch judging the answer's hiding: no interactive
+ * transaction, so D1 takes it), else in a transaction. `after` reads what the write left in its
+ * scratch (a token's issued key).
  */
 export async function createOne(
   c: Ctx,
@@ -383,19 +384,28 @@ export async function createOne(
 ): Promise<ApiRecord | undefined> {
   const staged = r.staged?.create ? r.staged : undefined;
   const written: Written = staged
-    ? await inStagedWrite(c, async (ctx) => {
-        const [w] = await staged.create!(ctx, [input], { resource: r, bulk: false });
-        after(ctx);
-        return w!;
-      })
+    ? await inStagedWrite(
+        c,
+        async (ctx) => {
+          const [w] = await staged.create!(ctx, [input], { resource: r, bulk: false });
+          after(ctx);
+          return w!;
+        },
+        { resource: r, ids: newestIds(r, 1) },
+      )
     : await inTransaction(c, r, async (ctx) => {
         const w = await createChecked(ctx, r, input);
         after(ctx);
         return w;
       });
-  return (await writtenRecords(c, r, [written]))[0];
+  return (await hiddenAnswer(c, r, await writtenRecords(c, r, [written])))[0];
 }
 
+/** Written records as answered: related objects the caller may not view reduced to their id. */
+const hiddenAnswer = (c: Ctx, resource: Resource, records: ApiRecord[]) =>
+  hideUnviewable(answerContext(c), c.var.auth, resource, records);
+
+/** The records written, loading any the change log did not already hold. */
 async function writtenRecords(
   c: Ctx,
   resource: Resource,
