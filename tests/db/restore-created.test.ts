@@ -87,20 +87,23 @@ for (const backend of ["local", "remote"] as const)
       });
 
       // a record read afresh (a remembered copy would no longer prove it): its `created` altered
-      test.if(mode === "unseen")("a record without a valid created: the restore's own", async () => {
-        const o = await create(t(), slug, { title: `rc bad ${mode}` });
-        const url = `${CO}/${slug}/${o.id}/`;
-        await backdate(table, url, o.id);
-        expect((await t().json("DELETE", url)).status).toBe(204);
-        const change = await lastChange();
-        await t().deps.db.orm.run(
-          sql`UPDATE object_changes SET prechange_data = json_set(prechange_data, '$.created', ${"2021-03-04 junk"}) WHERE id = ${change}`,
-        );
-        const real = await revert(change);
-        expect(real.status, JSON.stringify(real.body)).toBe(200);
-        const got = (await t().json("GET", url)).body;
-        expect(got.created).toBe(real.body.object.created);
-        expect(got.created).toBe(new Date(Date.parse(got.created)).toISOString());
-        expect(got.created > ORIGINAL).toBe(true);
-      });
+      test.if(mode === "unseen")(
+        "a record without a valid created: the restore's own",
+        async () => {
+          const o = await create(t(), slug, { title: `rc bad ${mode}` });
+          const url = `${CO}/${slug}/${o.id}/`;
+          await backdate(table, url, o.id);
+          expect((await t().json("DELETE", url)).status).toBe(204);
+          const change = await lastChange();
+          await t().deps.db.orm.run(
+            sql`UPDATE object_changes SET prechange_data = json_set(prechange_data, '$.created', ${"2021-03-04 junk"}) WHERE id = ${change}`,
+          );
+          const real = await revert(change);
+          expect(real.status, JSON.stringify(real.body)).toBe(200);
+          const got = (await t().json("GET", url)).body;
+          expect(got.created).toBe(real.body.object.created);
+          expect(got.created).toBe(new Date(Date.parse(got.created)).toISOString());
+          expect(got.created > ORIGINAL).toBe(true);
+        },
+      );
     });
