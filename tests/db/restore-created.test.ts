@@ -13,7 +13,6 @@ import { forgetChange } from "../../src/core/changes/seen";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 
-type Body = Record<string, any>;
 /** A creation time long before the test: a restore stamping its own moment cannot match it. */
 const ORIGINAL = "2021-03-04T05:06:07.089Z";
 
