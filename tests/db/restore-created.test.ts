@@ -85,10 +85,10 @@ for (const backend of ["local", "remote"] as const)
         await deleteAndRestore(url, o.id);
       });
 
-      // a record read afresh (a remembered copy would no longer prove it): its `created` altered
-      test.if(mode === "unseen")(
-        "a record without a valid created: the restore's own",
-        async () => {
+      // a record read afresh (a remembered copy would no longer prove it): its `created` altered;
+      // registered only on that path, so nothing is skipped elsewhere
+      if (mode === "unseen")
+        test("a record without a valid created: the restore's own", async () => {
           const o = await create(t(), slug, { title: `rc bad ${mode}` });
           const url = `${CO}/${slug}/${o.id}/`;
           await backdate(table, url, o.id);
@@ -103,6 +103,5 @@ for (const backend of ["local", "remote"] as const)
           expect(got.created).toBe(real.body.object.created);
           expect(got.created).toBe(new Date(Date.parse(got.created)).toISOString());
           expect(got.created > ORIGINAL).toBe(true);
-        },
-      );
+        });
     });
