@@ -206,6 +206,11 @@ export interface StagedOptions {
    * deleted object back under its old id (decision 0113). A taken id fails the batch.
    */
   ids?: number[];
+  /**
+   * A create's rows take these `created` stamps, in order, instead of the write's moment: a
+   * delete put back keeps its recorded creation time (decision 0171).
+   */
+  created?: string[];
 }
 
 /** One object of a staged create or update as a wrapper's check sees it, once converted. */

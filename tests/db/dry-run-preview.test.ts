@@ -3,8 +3,8 @@
  * what its fields derive — `display`, `_context`, the nested forms of what it links to — and the
  * same diff), only nothing is written. Each case dry-runs a revert, then makes the real one right
  * after and compares the two answers. Only what the write's own moment gives differs: its
- * timestamps (`last_updated`, and a restore's `created`), which a dry run shows as the write
- * would stamp them then, and the change record it wrote. Host models (site, tenant) and a custom
+ * `last_updated`, which a dry run shows as the write would stamp it then, and the change record
+ * it wrote (a restore keeps its recorded `created`, decision 0171; compared in restore-created). Host models (site, tenant) and a custom
  * object with a primary field and a context field; updates, deletes put back and creates undone;
  * on a local file and a remote database; the record looked at first (the plan-reading path) or
  * never seen by this process (decision 0154's path from the record).

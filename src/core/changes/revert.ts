@@ -123,6 +123,19 @@ const same = (a: unknown, b: unknown) =>
 const snapshot = (raw: unknown): ApiRecord | null =>
   raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as ApiRecord) : null;
 
+/** An ISO 8601 UTC timestamp as the API writes `created` (bounded: the text is the record's). */
+const STAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
+
+/**
+ * A delete put back keeps the object's creation time as its record holds it (decision 0171);
+ * a record without a valid one leaves the write's own stamp.
+ */
+function recordedCreated(row: ChangeRow): { created?: [string] } {
+  const at = snapshot(row.prechangeData)?.created;
+  const valid = typeof at === "string" && STAMP.test(at) && Number.isFinite(Date.parse(at));
+  return valid ? { created: [at] } : {};
+}
+
 /** The fields an update record changed (its own keys, not the volatile ones). */
 function changedFields(row: ChangeRow): string[] {
   const pre = snapshot(row.prechangeData) ?? {};
@@ -967,7 +980,7 @@ async function restoreFree(c: Ctx, resource: Resource, row: ChangeRow, input: Ap
   const item = { id: row.changedObjectId, input };
   // built on the type as cached now (proven by its shape guard): no snapshot stands for the object
   return writtenFree(c, resource, row, { shown: pre, asRecorded: false }, plan, (w) =>
-    assumed(w, item, { resource, bulk: false }),
+    assumed(w, item, { resource, bulk: false, ...recordedCreated(row) }),
   );
 }
 
@@ -1212,8 +1225,10 @@ async function stagedWrite(
   const options = { resource, bulk: false, precondition };
   try {
     if (action === "update") return (await staged.update!(w, [{ id, input }], true, options))[0];
-    if (action === "create")
-      return (await restoreStaged(w, staged, input, { resource, bulk: false, ids: [id] }))[0];
+    if (action === "create") {
+      const restore = { resource, bulk: false, ids: [id] as [number], ...recordedCreated(row) };
+      return (await restoreStaged(w, staged, input, restore))[0];
+    }
     return (await staged.delete(w, [id], options)) === "transaction" ? "transaction" : undefined;
   } catch (e) {
     // the stamp moved between the read and the batch: the caller sent no If-Match, so no 412

@@ -673,12 +673,13 @@ class StagedWriter {
     const rows: Row[] = [];
     const tags: Array<TagRow[] | null> = [];
     const links: Links[] = [];
-    await eachInput(inputs, options.bulk, async (input) => {
+    await eachInput(inputs, options.bulk, async (input, k) => {
       const c = await this.convert(ctx, input, null, false, found, objectTypeId);
       const row: Row = {};
       for (const [key, col] of this.columns)
         row[key] = Object.hasOwn(c.values, key) ? c.values[key] : defaultOf(col);
-      row.created = row.lastUpdated = now;
+      row.lastUpdated = now;
+      row.created = options.created?.[k] ?? now;
       rows.push(row);
       tags.push(c.tags);
       links.push(c.links);
@@ -1063,7 +1064,8 @@ class StagedWriter {
     const row: Row = {};
     for (const [key, col] of this.columns)
       row[key] = Object.hasOwn(c.values, key) ? c.values[key] : defaultOf(col);
-    row.created = row.lastUpdated = nextStamp(null);
+    row.lastUpdated = nextStamp(null);
+    row.created = options.created?.[0] ?? row.lastUpdated;
     const made = { rows: [row], tags: [c.tags], links: [c.links], found };
     const batch = new WriteBatch();
     const fixed = { ...options, ids: [item.id] };

@@ -709,7 +709,7 @@ async function stageCreates(
   const now = nextStamp(null);
   const converted: Converted[] = [];
   const rows: Row[] = [];
-  await eachInput(inputs, options.bulk, async (input) => {
+  await eachInput(inputs, options.bulk, async (input, k) => {
     const c = await w.convert(
       ctx,
       foldTagEdits(w, look, input, null),
@@ -719,7 +719,9 @@ async function stageCreates(
       look,
     );
     converted.push(c);
-    rows.push(rowAfter(w, look, { ...w.insertParams(c.values, now), __tags: "[]" }, c));
+    const params = w.insertParams(c.values, now);
+    params.created = options.created?.[k] ?? now;
+    rows.push(rowAfter(w, look, { ...params, __tags: "[]" }, c));
   });
   for (const [i, row] of rows.entries())
     for (const f of w.fields)
