@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
-import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { BASE, makeTestApp, objectTypeIdOf, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { userWith } from "../helpers/grants";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
@@ -55,12 +55,7 @@ async function seedTrash() {
 /** Jobs naming a site and a custom object (no route creates a job). */
 async function seedJobs(readerId: number) {
   const orm = t.deps.db.orm;
-  const typeOf = async (app: string, model: string) =>
-    (
-      (await orm.all(
-        sql`SELECT id FROM object_types WHERE app_label = ${app} AND model = ${model}`,
-      )) as Array<{ id: number }>
-    )[0]!.id;
+  const typeOf = (app: string, model: string) => objectTypeIdOf(t, app, model);
   const [admin] = (await orm.all(sql`SELECT id FROM users WHERE username = 'admin'`)) as Array<{
     id: number;
   }>;

@@ -15,7 +15,7 @@ import {
 } from "../../src/plugins/custom-objects/search/flush";
 import { flushSearchIndex } from "../../src/plugins/custom-objects/search/search-index";
 import { tableName } from "../../src/plugins/custom-objects/constants";
-import { BASE, makeTestApp, type TestApp } from "../helpers/app";
+import { BASE, makeTestApp, objectTypeIdOf, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
@@ -2154,12 +2154,7 @@ test("cursor pages (`?start=`) of sites, custom objects and the change log: 1 ea
 
 test("jobs naming sites and custom objects: their list and one job in 1 each, as an app with no caches answers (decision 0143)", async () => {
   const orm = t.deps.db.orm;
-  const typeOf = async (app: string, model: string) =>
-    (
-      (await orm.all(
-        sql`SELECT id FROM object_types WHERE app_label = ${app} AND model = ${model}`,
-      )) as Array<{ id: number }>
-    )[0]!.id;
+  const typeOf = (app: string, model: string) => objectTypeIdOf(t, app, model);
   const [admin] = (await orm.all(sql`SELECT id FROM users WHERE username = 'admin'`)) as Array<{
     id: number;
   }>;
@@ -2217,12 +2212,7 @@ test("jobs naming sites and custom objects: their list and one job in 1 each, as
 
 test("a constrained caller's jobs naming a site and a custom object: their list and one job in 1 each, objects they may not view hidden, as an app with no caches answers (decision 0143)", async () => {
   const orm = t.deps.db.orm;
-  const typeOf = async (app: string, model: string) =>
-    (
-      (await orm.all(
-        sql`SELECT id FROM object_types WHERE app_label = ${app} AND model = ${model}`,
-      )) as Array<{ id: number }>
-    )[0]!.id;
+  const typeOf = (app: string, model: string) => objectTypeIdOf(t, app, model);
   const hiddenSite = (
     await t.json("POST", "/api/dcim/sites/", { body: { name: "job hidden", slug: "job-hidden" } })
   ).body.id;

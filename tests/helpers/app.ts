@@ -120,3 +120,12 @@ export async function makeTestApp(
   };
   return t;
 }
+
+/** The id of the object type `app.model` in the test app's database (e.g. for rows made by SQL). */
+export async function objectTypeIdOf(t: TestApp, app: string, model: string): Promise<number> {
+  const { rows } = await t.deps.db.client.execute({
+    sql: "SELECT id FROM object_types WHERE app_label = ? AND model = ?",
+    args: [app, model],
+  });
+  return Number(rows[0]!.id);
+}
