@@ -87,7 +87,7 @@ test("renames and tag edits of hidden objects move nothing a watcher sees", asyn
   // the shelf's own hidden tags edited: the shelf was edited, its record names no tag
   const more = await t.json("PATCH", `${CO}/shelf/${box.id}/`, { body: { add_tags: ["other"] } });
   expect(more.status, JSON.stringify(more.body)).toBe(200);
-  const [[etag, shown]] = (await seen(watcher, paths)) as Array<[string, any]>;
+  const [etag, shown] = (await seen(watcher, paths))[0] as [string, any];
   expect(etag).not.toBe((before[0] as [string])[0]);
   expect(shown.tags).toEqual([]);
   const log = await t.json(
