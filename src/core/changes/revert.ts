@@ -1345,9 +1345,15 @@ async function answerOf(
     plan.input,
     record ?? {},
   ]);
+  // `to` as written: the object's own form, as the new record's postchange data holds it; the
+  // input's links are brief forms as the old record kept them, their targets maybe renamed (0173)
+  const shown = record ? object! : to!;
   const changes: Record<string, { from: unknown; to: unknown }> = {};
   for (const field of Object.keys(plan.input))
-    changes[field] = { from: from![field] ?? null, to: to![field] ?? null };
+    changes[field] = {
+      from: from![field] ?? null,
+      to: (Object.hasOwn(shown, field) ? shown[field] : to![field]) ?? null,
+    };
   return {
     reverted_change: row.id,
     action: plan.action,

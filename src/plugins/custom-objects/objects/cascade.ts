@@ -55,13 +55,14 @@ const ROWS_PER_DELETE = 2_000;
 
 /**
  * A cascade over the bound: a transaction takes it where there is one; D1 has none, and answers
- * 409 `cascade_too_large` (delete the deepest dependants first) rather than 501.
+ * 409 `cascade_too_large` (delete the deepest dependants first) rather than 501. The dependants
+ * may be objects the caller may not view: the answer neither counts nor names them (0173).
  */
 function overBound(ctx: WriteContext): "transaction" {
   return transactionOr(ctx.services.db, () =>
     ApiError.detail(
       409,
-      `This delete would cascade to more than ${CASCADE_OBJECTS} objects, more than one write takes on this database; delete the dependants first.`,
+      "This delete would cascade to more objects than one write takes on this database; delete the dependants first.",
       "cascade_too_large",
     ),
   );

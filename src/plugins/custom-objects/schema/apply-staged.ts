@@ -450,8 +450,8 @@ async function readPhase(
   const retyped = (fieldId: number) => {
     const r = retypes.get(fieldId);
     const read = r?.read();
-    if (read?.kind === "over") overBound(ctx.services.db, [r!.row], read);
-    if (r && heavy) overBound(ctx.services.db, heavy.fields, heavy.read);
+    if (read?.kind === "over") overBound(ctx.services.db, [r!.row]);
+    if (r && heavy) overBound(ctx.services.db, heavy.fields);
     return r && read?.kind !== "over" && !heavy ? r : undefined;
   };
   return {

@@ -438,7 +438,7 @@ async function retypeStorage(
     if (phase.size) await phase.run(ctx);
     values = read();
   }
-  if (values.kind === "over") return overBound(ctx.services.db, [field], values);
+  if (values.kind === "over") return overBound(ctx.services.db, [field]);
   const lost = lostValues(field, draft.type, values);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
   if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
@@ -769,7 +769,7 @@ async function updateFields(
   const over = overTogether(
     staged.flatMap((p) => (p.retype ? [{ row: p.current, read: p.retype.read }] : [])),
   );
-  if (over) return overBound(ctx.services.db, over.fields, over.read);
+  if (over) return overBound(ctx.services.db, over.fields);
   states.finish(ctx, batch);
   const texts = await stageChangeList(
     ctx,

@@ -107,18 +107,18 @@ export function retypeReads(
 /**
  * Retypes whose values weigh more than one batch carries (each alone, or together in one apply):
  * the transaction takes them where there is one; D1 has none, and answers 409
- * `retype_too_large` (decision 0135) rather than 501.
+ * `retype_too_large` (decision 0135) rather than 501. The values are every object's, some maybe
+ * hidden from the caller: the answer tells neither their number nor their size (0173).
  */
 export function overBound(
   db: Pick<Database, "needTransaction">,
   fields: FieldRow[],
-  read: { count: number; bytes: number },
 ): "transaction" {
   return transactionOr(db, () => {
     const names = fields.map((f) => `"${f.name}"`).join(", ");
     return ApiError.detail(
       409,
-      `Changing the type of ${names} converts ${read.count} value(s) of ${read.bytes} bytes, more than one write carries on this database (${RETYPE_MAX_BYTES} bytes); clear some values first, or change it through a field with its own values.`,
+      `Changing the type of ${names} converts more values than one write carries on this database; clear some values first, or change it through a field with its own values.`,
       "retype_too_large",
     );
   });
