@@ -6,6 +6,7 @@
  * Each job's record and each object written read the same through a local app on the same file.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { type Client, createClient } from "@libsql/client";
 import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
@@ -26,6 +27,8 @@ const N = 100;
 let remote: RemoteDb;
 let env: TasksEnv;
 let local: Awaited<ReturnType<typeof anotherInstance>>;
+/** The remote database's file, read directly (no round trip counted). */
+let file: Client;
 let writer: string;
 let viewer: string;
 /** Objects the constrained token may not view: a planned site, a widget of size 5. */
@@ -95,8 +98,10 @@ beforeAll(async () => {
     ])
   ).token;
   local = await anotherInstance(`file:${remote.path}`);
+  file = createClient({ url: `file:${remote.path}` });
 });
 afterAll(async () => {
+  file?.close();
   await local?.close();
   await env?.close();
   await remote?.stop();
@@ -124,6 +129,18 @@ async function settle(who: Who) {
   );
 }
 
+/** The relay's statement that marks outbox rows handed to Redis. */
+const RELAY_MARK = /^update "outbox" set "relayed"/;
+
+/** Whether the job's outbox row is marked relayed (read on the file directly, not counted). */
+async function relayed(jobId: number): Promise<boolean> {
+  const rows = await file.execute({
+    sql: "SELECT relayed FROM outbox WHERE job_id = ?",
+    args: [jobId],
+  });
+  return rows.rows[0]?.relayed != null;
+}
+
 /** Runs queued jobs (the worker's `runOne`) until none is ready; answers the round trips. */
 async function runJobs(): Promise<number> {
   await flushSearchIndexesNow(servicesOf(env.t.app));
@@ -137,6 +154,7 @@ async function runJobs(): Promise<number> {
 interface Measured {
   name: string;
   enqueue: number;
+  relay: number;
   run: number;
   job: Body;
   sql: string[][];
@@ -155,12 +173,22 @@ async function once(who: Who, method: string, path: string, body: unknown) {
   await settle(who);
   remote.proxy.reset();
   const r = await env.t.json(method, `${path}?background=true`, { token: tokenOf(who), body });
-  const enqueue = remote.proxy.count;
-  const sqls = remote.proxy.log.map((l) => l.sql);
   expect({ status: r.status, body: r.body.job?.status }).toEqual({ status: 202, body: "pending" });
+  // the relay to Redis marks the job's outbox row after the answer: waited for (read through
+  // the local app's file, not the proxy) and counted apart
+  await waitFor(() => relayed(r.body.job.id), { message: "the job relayed" });
+  const sqls = remote.proxy.log.map((l) => l.sql);
+  const relay = sqls.filter((trip) => trip.some((q) => RELAY_MARK.test(q))).length;
+  const enqueue = remote.proxy.count - relay;
   const run = await runJobs();
   const runSql = remote.proxy.log.map((l) => l.sql);
-  return { enqueue, run, id: r.body.job.id as number, sql: [...sqls, ["-- job"], ...runSql] };
+  return {
+    enqueue,
+    relay,
+    run,
+    id: r.body.job.id as number,
+    sql: [...sqls, ["-- job"], ...runSql],
+  };
 }
 
 /** Makes `n` objects of `kind` as `who` (synchronously), answering their ids. */
@@ -192,7 +220,7 @@ async function measure(
       code: status,
     });
     if (round === "measured")
-      results.push({ name: `${who} ${name}`, enqueue: m.enqueue, run: m.run, job, sql: m.sql });
+      results.push({ name: `${who} ${name}`, ...m, job });
   }
 }
 
@@ -213,12 +241,15 @@ test("background bulk writes of 100 are swept for both callers and both kinds", 
 });
 
 test(`the enqueue is ≤ ${ENQUEUE_BUDGET} round trips and the job's run ≤ ${RUN_BUDGET}, warm`, () => {
-  const over = results.filter((r) => r.enqueue > ENQUEUE_BUDGET || r.run > RUN_BUDGET);
+  const over = results.filter(
+    (r) => r.enqueue > ENQUEUE_BUDGET || r.relay > 1 || r.run > RUN_BUDGET,
+  );
   if (process.env.ROUND_TRIPS_LOG)
     for (const r of results)
       console.log(
         over.includes(r) ? "OVER" : "ok  ",
         r.enqueue,
+        r.relay,
         r.run,
         r.name,
         over.includes(r)
@@ -227,7 +258,7 @@ test(`the enqueue is ≤ ${ENQUEUE_BUDGET} round trips and the job's run ≤ ${R
               .join("")
           : "",
       );
-  expect(over.map((r) => `${r.enqueue}+${r.run} ${r.name}`)).toEqual([]);
+  expect(over.map((r) => `${r.enqueue}+${r.relay}+${r.run} ${r.name}`)).toEqual([]);
 });
 
 test("each job, and each object it wrote, reads the same through a local app on the same file", async () => {
@@ -235,7 +266,7 @@ test("each job, and each object it wrote, reads the same through a local app on 
   for (const r of results) {
     const who = r.name.startsWith("admin") ? "admin" : "writer";
     const there = await localGet(who, `/api/core/jobs/${r.job.id}/`);
-    expect({ job: r.name, body: r.job }).toEqual({ job: r.name, body: there });
+    expect({ job: r.name, body: r.job as unknown }).toEqual({ job: r.name, body: there });
     const refs = ((r.job.data as Body).data ?? []) as Array<{ id: number; url: string }>;
     for (const ref of refs) {
       const path = ref.url.slice(BASE.length);

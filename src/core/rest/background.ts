@@ -5,10 +5,7 @@
  * is `{status_code, data}`: the error body as answered, or for a success only `{id, url}` per
  * object (stricter than NetBox, which stores the records for every job viewer to read).
  */
-import { eq } from "drizzle-orm";
-import { users } from "../../db/schema";
-import { loadGrants } from "../auth/permissions";
-import type { AuthState, Ctx, Services } from "../context";
+import type { Ctx } from "../context";
 import { ApiError } from "../errors";
 import { baseUrlOf } from "../http";
 import { settleBeforeWrite } from "../fresh-read";
@@ -66,30 +63,12 @@ export async function enqueueBulkWrite(c: Ctx, body: unknown[]): Promise<Respons
     base_url: baseUrl,
     request_id: c.var.requestId,
   };
+  // one atomic batch; the relay to Redis goes after the answer, as a write's outbox rows do
   const { id } = await tasks.enqueue(BULK_WRITE_TASK, payload, {
     userId: c.var.auth.user?.id ?? null,
+    requestId: c.var.requestId,
   });
   return c.json({ job: { id, url: recordUrl(baseUrl, "core/jobs", id), status: "pending" } }, 202);
-}
-
-/** The caller as of now (a user deactivated or stripped of permissions meanwhile is refused). */
-export async function callerAuth(services: Services, userId: number): Promise<AuthState | null> {
-  const [user] = await services.db.orm.select().from(users).where(eq(users.id, userId));
-  if (!user?.isActive) return null;
-  const { permissions, constraints } = user.isSuperuser
-    ? { permissions: new Set<string>(), constraints: new Map() }
-    : await loadGrants(services.db.orm, user.id);
-  return {
-    user: {
-      id: user.id,
-      username: user.username,
-      isSuperuser: user.isSuperuser,
-      permissions,
-      constraints,
-    },
-    tokenId: null,
-    writeEnabled: true,
-  };
 }
 
 /** What the job keeps of a success: `{id, url}` per object, never the records themselves. */

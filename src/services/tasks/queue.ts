@@ -97,6 +97,11 @@ export interface EnqueueOptions {
    */
   db?: Executor;
   onCommit?(task: () => Promise<void>): void;
+  /**
+   * Alone, for this request: relayed after its answer (`OutboxRelay.afterCommit`: at once
+   * without waiting on Bun, in its `waitUntil` on Workers) instead of before it.
+   */
+  requestId?: string;
 }
 
 /**
@@ -208,7 +213,8 @@ export class TaskQueue {
       return { id: row.jobId };
     }
     const row = await this.#recordAlone(job);
-    await this.outbox.relayRows([row]);
+    if (options.requestId !== undefined) this.outbox.afterCommit(options.requestId, [row]);
+    else await this.outbox.relayRows([row]);
     return { id: row.jobId };
   }
 
