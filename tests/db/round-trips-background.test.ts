@@ -406,3 +406,26 @@ test("a job whose attempt moved on while its write was under way writes nothing:
     attempts: 2,
   });
 });
+
+test("a job acts on its caller's grants as of its run: a cached copy proven stale is not used", async () => {
+  const k = KINDS.site!();
+  // the writer's caller is cached from the sweep; its add of sites is taken away after queueing
+  const body = k.create(next());
+  const r = await env.t.json("POST", `${k.list}?background=true`, { token: writer, body: [body] });
+  expect(r.status).toBe(202);
+  const grant = await env.t.json("GET", "/api/users/permissions/?name=bg-writer-0");
+  const id = grant.body.results[0].id;
+  expect(grant.body.results[0].object_types).toEqual(["dcim.site"]);
+  expect(
+    (await env.t.json("PATCH", `/api/users/permissions/${id}/`, { body: { actions: ["view"] } }))
+      .status,
+  ).toBe(200);
+  await relayedNow(r.body.job.id);
+  await runJobs();
+  const job = await jobOf("admin", r.body.job.id);
+  expect({ status: (job.status as Body).value, code: (job.data as Body).status_code }).toEqual({
+    status: "errored",
+    code: 403,
+  });
+  expect((await env.t.json("GET", `${k.list}?slug=${body.slug}`)).body.count).toBe(0);
+});
