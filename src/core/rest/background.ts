@@ -82,7 +82,7 @@ function jobData(answer: JobAnswer, prefix: string): SQL {
   }
   // the batch's new rows, oldest first (the order the answer lists them in)
   const refs = sql`SELECT json_group_array(json_object('id', "id", 'url', ${prefix} || "id" || '/')) FROM (SELECT "id" FROM "allocated" ORDER BY "id")`;
-  return sql`(WITH "allocated"("id") AS (${answer.allocated}) SELECT json_object('status_code', ${answer.status}, 'data', json((${refs}))))`;
+  return sql`(WITH "allocated"("id") AS (${answer.allocated}) SELECT json_object('status_code', ${sql.raw(String(answer.status))}, 'data', json((${refs}))))`;
 }
 
 interface BulkWritePayload {
