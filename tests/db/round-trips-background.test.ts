@@ -78,8 +78,9 @@ beforeAll(async () => {
       body: { name: "hidden", slug: "hidden", status: "planned" },
     })
   ).body.id;
-  hidden.widget = (await t.json("POST", `${CO}/widget/`, { body: { title: "big", size: 5 } })).body
-    .id;
+  hidden.widget = (
+    await t.json("POST", `${CO}/widget/`, { body: { title: "big", size: 5 } })
+  ).body.id;
   const all = ["add", "change", "delete", "view"];
   writer = (
     await userWith(t, "bg-writer", [
@@ -248,8 +249,7 @@ async function measure(
       status: { value: "completed", label: "Completed" },
       code: status,
     });
-    if (round === "measured")
-      results.push({ name: `${who} ${name}`, ...m, job, sent });
+    if (round === "measured") results.push({ name: `${who} ${name}`, ...m, job, sent });
   }
 }
 
@@ -257,9 +257,30 @@ async function sweep(who: Who, key: string) {
   const k = KINDS[key]!();
   const ids = (objs: number[], f: (n: number) => Body) => objs.map((id) => ({ id, ...f(next()) }));
   await measure(who, `${key} create`, "POST", k, async () => repeat(k.create), 201);
-  await measure(who, `${key} update`, "PATCH", k, async () => ids(await made(who, k, N), k.patch), 200);
-  await measure(who, `${key} replace`, "PUT", k, async () => ids(await made(who, k, N), k.put), 200);
-  await measure(who, `${key} delete`, "DELETE", k, async () => ids(await made(who, k, N), () => ({})), 204);
+  await measure(
+    who,
+    `${key} update`,
+    "PATCH",
+    k,
+    async () => ids(await made(who, k, N), k.patch),
+    200,
+  );
+  await measure(
+    who,
+    `${key} replace`,
+    "PUT",
+    k,
+    async () => ids(await made(who, k, N), k.put),
+    200,
+  );
+  await measure(
+    who,
+    `${key} delete`,
+    "DELETE",
+    k,
+    async () => ids(await made(who, k, N), () => ({})),
+    204,
+  );
 }
 const repeat = (f: (n: number) => Body) => Array.from({ length: N }, () => f(next()));
 
@@ -298,7 +319,8 @@ test("each job, and each object it wrote, reads the same through a local app on 
     expect({ job: r.name, body: r.job as unknown }).toEqual({ job: r.name, body: there });
     const refs = ((r.job.data as Body).data ?? []) as Array<{ id: number; url: string }>;
     // as the answer lists them: in the order sent, only `{id, url}`, the object's own URL
-    if (/delete/.test(r.name)) expect({ job: r.name, data: refs }).toEqual({ job: r.name, data: [] });
+    if (/delete/.test(r.name))
+      expect({ job: r.name, data: refs }).toEqual({ job: r.name, data: [] });
     else expect(refs.length).toBe(N);
     for (const [i, ref] of refs.entries()) {
       const path = ref.url.slice(BASE.length);

@@ -430,8 +430,6 @@ async function settleLeftGuards(
   options: { again?: (c: Ctx) => Promise<Response> },
   read: boolean,
 ): Promise<void> {
-  // No read of the handler took the guard along: settle it before the answer leaves, and
-  // answer again (once) if what the handler saw was stale.
   if (!hasGuards(c)) return;
   let current: boolean;
   try {

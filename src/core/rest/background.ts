@@ -29,7 +29,7 @@ export const JOB_CALLER = Symbol("host.job-caller");
  * The job a replayed request runs for (a symbol-keyed property of the Hono env, as `JOB_CALLER`):
  * its write batch records the job's outcome with the write (decision 0172), and says so here.
  */
-export const JOB_RUN = Symbol("host.job-run");
+const JOB_RUN = Symbol("host.job-run");
 
 interface JobRun {
   id: number;
