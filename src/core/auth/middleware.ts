@@ -24,7 +24,8 @@ import {
 import { credentialFromHeader, hashToken, type Credential } from "./tokens";
 import { clientAddress } from "./login";
 import { networkContains, parseAddress, parseNetwork } from "./networks";
-import { callerAuth, JOB_CALLER } from "../rest/background";
+import { JOB_CALLER } from "../rest/background";
+import { jobCaller, jobCallerGone } from "./job-caller";
 import { slotKey } from "../slots";
 import { readsCostRoundTrip } from "../../db/policy";
 
@@ -374,12 +375,14 @@ export function authenticate(
   return async (c, next) => {
     const { config, db } = c.var.services;
     // A bulk write replayed by its background job acts as the user who queued it.
-    const jobCaller = (c.env as Record<PropertyKey, unknown> | undefined)?.[JOB_CALLER];
-    if (typeof jobCaller === "number") {
-      const auth = await callerAuth(c.var.services, jobCaller);
-      if (!auth) throw invalidToken();
+    const jobCallerId = (c.env as Record<PropertyKey, unknown> | undefined)?.[JOB_CALLER];
+    if (typeof jobCallerId === "number") {
+      const folds = c.req.method !== "GET" && foldingRoute(c);
+      const auth = await jobCaller(c, jobCallerId, folds);
+      if (!auth) throw jobCallerGone();
       c.set("auth", auth);
-      return next();
+      await next();
+      return settleLeftGuards(c, options, false);
     }
     const credential = credentialFromHeader(c.req.header("authorization"));
     if (credential === null) {
@@ -414,32 +417,42 @@ export function authenticate(
     if (!deferred) return next();
     addGuard(c, tokenGuard(c, { keyHash, cached: entry, stamp, folded }, credential));
     await next();
-    // No read of the handler took the guard along: settle it before the answer leaves, and
-    // answer again (once) if what the handler saw was stale.
-    if (!hasGuards(c)) return;
-    let current: boolean;
-    try {
-      current = await settleGuards(c);
-    } catch (e) {
-      if (e instanceof ApiError) {
-        c.res = undefined;
-        c.res = c.json(e.body as object, e.statusCode);
-        return;
-      }
-      throw e;
-    }
-    if (current) return;
-    c.res = undefined;
-    if (!options.again || !read) {
-      // a route that settles its own guards failed before it could: ask for the request again
-      c.res = c.json(
-        errorBody("retry", "Credentials changed while this request ran; retry it."),
-        503,
-        { "Retry-After": "0" },
-      );
+    await settleLeftGuards(c, options, read);
+  };
+}
+
+/**
+ * After the handler: a guard no read of the handler took along is settled before the answer
+ * leaves, and the request answered again (once) if what the handler saw was stale.
+ */
+async function settleLeftGuards(
+  c: Ctx,
+  options: { again?: (c: Ctx) => Promise<Response> },
+  read: boolean,
+): Promise<void> {
+  if (!hasGuards(c)) return;
+  let current: boolean;
+  try {
+    current = await settleGuards(c);
+  } catch (e) {
+    if (e instanceof ApiError) {
+      c.res = undefined;
+      c.res = c.json(e.body as object, e.statusCode);
       return;
     }
-    answeredAgain.add(c.req.raw);
-    c.res = await options.again(c);
-  };
+    throw e;
+  }
+  if (current) return;
+  c.res = undefined;
+  if (!options.again || !read) {
+    // a route that settles its own guards failed before it could: ask for the request again
+    c.res = c.json(
+      errorBody("retry", "Credentials changed while this request ran; retry it."),
+      503,
+      { "Retry-After": "0" },
+    );
+    return;
+  }
+  answeredAgain.add(c.req.raw);
+  c.res = await options.again(c);
 }

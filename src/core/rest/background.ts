@@ -5,15 +5,16 @@
  * is `{status_code, data}`: the error body as answered, or for a success only `{id, url}` per
  * object (stricter than NetBox, which stores the records for every job viewer to read).
  */
-import { eq } from "drizzle-orm";
-import { users } from "../../db/schema";
-import { loadGrants } from "../auth/permissions";
-import type { AuthState, Ctx, Services } from "../context";
+import { type SQL, sql } from "drizzle-orm";
+import { guardChanged, type Orm } from "../../db/client";
+import { jobs } from "../../db/schema";
+import { nowIso } from "../../db/schema/common";
+import type { Ctx } from "../context";
 import { ApiError } from "../errors";
 import { baseUrlOf } from "../http";
 import { settleBeforeWrite } from "../fresh-read";
 import { recordUrl } from "../models/define";
-import { PermanentJobError, type JobHandler } from "../../services/tasks/queue";
+import { JOB_RECORDED, PermanentJobError, type JobHandler } from "../../services/tasks/queue";
 import { parseBool } from "./query";
 
 export const BULK_WRITE_TASK = "bulk.write";
@@ -23,6 +24,66 @@ export const BULK_WRITE_TASK = "bulk.write";
  * nothing outside this process can set (Bun's server object and Workers bindings never hold it).
  */
 export const JOB_CALLER = Symbol("host.job-caller");
+
+/**
+ * The job a replayed request runs for (a symbol-keyed property of the Hono env, as `JOB_CALLER`):
+ * its write batch records the job's outcome with the write (decision 0172), and says so here.
+ */
+const JOB_RUN = Symbol("host.job-run");
+
+interface JobRun {
+  id: number;
+  attempt: number;
+  /** Set once a committed write batch recorded the job completed. */
+  recorded: boolean;
+}
+
+/** What the job keeps of a success (`references`), for the write batch to record. */
+export interface JobAnswer {
+  /** The answer's status: 201 (created), 200 (updated), 204 (deleted, no data). */
+  status: 201 | 200 | 204;
+  /** The answered ids in answer order, known before the batch (an update's, from its body). */
+  known?: number[];
+  /** Else: SQL selecting the ids the batch itself allocates (a create's newest rows). */
+  allocated?: SQL;
+}
+
+/**
+ * The statements that record the request's job completed, for its write batch (one round trip
+ * fewer than after it), or none when the request is no job's or the job is recorded already.
+ * They fail the whole batch unless the job is still at this attempt and live: a copy taken back
+ * by the reaper and run again elsewhere writes nothing twice. `done` marks it recorded.
+ */
+export function jobRecordStatements(
+  c: Ctx,
+  orm: Orm,
+  answer: JobAnswer | null,
+): { statements: ReturnType<Orm["run"]>[]; done(): void } | null {
+  const run = (c.env as Record<PropertyKey, unknown> | undefined)?.[JOB_RUN] as JobRun | undefined;
+  if (!run || run.recorded || !answer) return null;
+  const list = new URL(c.req.url).pathname.replace(/\/?$/, "/");
+  const prefix = `${baseUrlOf(c)}${list}`;
+  const data = jobData(answer, prefix);
+  const update = sql`UPDATE ${jobs} SET "status" = 'completed', "completed" = ${nowIso()}, "error" = '', "data" = ${data} WHERE "id" = ${run.id} AND "attempts" = ${run.attempt} AND "status" IN ('running', 'pending')`;
+  return {
+    statements: [orm.run(update), guardChanged(orm)],
+    done: () => {
+      run.recorded = true;
+    },
+  };
+}
+
+/** `{status_code, data}` as the job keeps it (`references`), as SQL text. */
+function jobData(answer: JobAnswer, prefix: string): SQL {
+  if (answer.status === 204) return sql`${JSON.stringify({ status_code: 204, data: null })}`;
+  if (answer.known) {
+    const refs = answer.known.map((id) => ({ id, url: `${prefix}${id}/` }));
+    return sql`${JSON.stringify({ status_code: answer.status, data: refs })}`;
+  }
+  // the batch's new rows, oldest first (the order the answer lists them in)
+  const refs = sql`SELECT json_group_array(json_object('id', "id", 'url', ${prefix} || "id" || '/')) FROM (SELECT "id" FROM "allocated" ORDER BY "id")`;
+  return sql`(WITH "allocated"("id") AS (${answer.allocated}) SELECT json_object('status_code', ${sql.raw(String(answer.status))}, 'data', json((${refs}))))`;
+}
 
 interface BulkWritePayload {
   method: string;
@@ -66,30 +127,12 @@ export async function enqueueBulkWrite(c: Ctx, body: unknown[]): Promise<Respons
     base_url: baseUrl,
     request_id: c.var.requestId,
   };
+  // one atomic batch; the relay to Redis goes after the answer, as a write's outbox rows do
   const { id } = await tasks.enqueue(BULK_WRITE_TASK, payload, {
     userId: c.var.auth.user?.id ?? null,
+    requestId: c.var.requestId,
   });
   return c.json({ job: { id, url: recordUrl(baseUrl, "core/jobs", id), status: "pending" } }, 202);
-}
-
-/** The caller as of now (a user deactivated or stripped of permissions meanwhile is refused). */
-export async function callerAuth(services: Services, userId: number): Promise<AuthState | null> {
-  const [user] = await services.db.orm.select().from(users).where(eq(users.id, userId));
-  if (!user?.isActive) return null;
-  const { permissions, constraints } = user.isSuperuser
-    ? { permissions: new Set<string>(), constraints: new Map() }
-    : await loadGrants(services.db.orm, user.id);
-  return {
-    user: {
-      id: user.id,
-      username: user.username,
-      isSuperuser: user.isSuperuser,
-      permissions,
-      constraints,
-    },
-    tokenId: null,
-    writeEnabled: true,
-  };
 }
 
 /** What the job keeps of a success: `{id, url}` per object, never the records themselves. */
@@ -110,8 +153,11 @@ export function bulkWriteHandler(
       headers: { "content-type": "application/json", "x-request-id": payload.request_id },
       body: JSON.stringify(payload.body),
     });
-    const res = await fetch(request, { [JOB_CALLER]: job.userId });
+    const run: JobRun = { id: job.id, attempt: job.attempt, recorded: false };
+    const res = await fetch(request, { [JOB_CALLER]: job.userId, [JOB_RUN]: run });
     const text = await res.text();
+    // the write batch recorded the job with the write: nothing left to record
+    if (run.recorded) return JOB_RECORDED;
     const data = text ? (JSON.parse(text) as unknown) : null;
     // A busy database or a failure of our own: retried like any job (the write is all or nothing).
     if (res.status >= 500) throw new Error(`bulk write answered ${res.status}`);

@@ -23,7 +23,12 @@ import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors
 import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
 import { nulFieldErrors } from "../nul";
 import { pageLinks, parseListQuery, parseProjection, project, type ListQuery } from "./query";
-import { enqueueBulkWrite, wantsBackgroundBulk } from "./background";
+import {
+  enqueueBulkWrite,
+  jobRecordStatements,
+  type JobAnswer,
+  wantsBackgroundBulk,
+} from "./background";
 import { etagOf, requireMatch, stampsFromIfMatch } from "./etag";
 import { foldTagEdits } from "./tag-edits";
 import type { ApiRecord, LoadPlan, ReadContext, Resource, WriteContext } from "./resource";
@@ -141,6 +146,8 @@ export async function inStagedWrite<T>(
 export interface AnswerOf {
   resource: Resource;
   ids: SQL;
+  /** The ids in answer order where known before the batch (an update's); a create's are not. */
+  known?: number[];
 }
 
 /** The ids of the `n` newest objects of `resource`: a create's, read inside its own batch. */
@@ -155,6 +162,7 @@ const idList = (ids: number[]): SQL =>
 export const answering = (resource: Resource, ids: number[]): AnswerOf => ({
   resource,
   ids: idList(ids),
+  known: ids,
 });
 
 /** What the hiding of a write's answer learnt in its batch (`writeJudging`), per request. */
@@ -178,13 +186,30 @@ async function writeJudging(
       ? await judgedInRead(readContext(c), c.var.auth, answer.resource, answer.ids)
       : [];
   const orm = c.var.services.db.orm;
-  const statements = [...items, ...judging.map((j) => orm.all(j.statement))] as Items;
+  const job = jobRecordStatements(c, orm, jobAnswer(c, answer));
+  const statements = [
+    ...items,
+    ...judging.map((j) => orm.all(j.statement)),
+    ...(job?.statements ?? []),
+  ] as Items;
   const results = await writeFolded(c, statements, explain as Parameters<typeof writeFolded>[2]);
+  job?.done();
   if (!judging.length) return results;
   const scratch = JUDGED_IN_WRITE.get(c) ?? new Slots();
   JUDGED_IN_WRITE.set(c, scratch);
   proveJudged({ ...readContext(c), scratch }, judging, results.slice(items.length));
   return results.slice(0, items.length);
+}
+
+/** What a background job keeps of this write's answer (`jobRecordStatements`), by its method. */
+function jobAnswer(c: Ctx, answer: AnswerOf | undefined): JobAnswer | null {
+  const method = c.req.method;
+  if (method === "DELETE") return answer ? null : { status: 204 };
+  if (!answer) return null;
+  if (method === "POST") return answer.known ? null : { status: 201, allocated: answer.ids };
+  if (method === "PATCH" || method === "PUT")
+    return answer.known ? { status: 200, known: answer.known } : null;
+  return null;
 }
 
 /**

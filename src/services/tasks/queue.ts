@@ -57,6 +57,12 @@ interface RunningJob {
   idempotencyKey: string;
 }
 
+/**
+ * What a handler resolves with when its own write already recorded the job completed, in the
+ * same atomic batch (decision 0172): the queue then writes nothing more.
+ */
+export const JOB_RECORDED = Symbol("host.job-recorded");
+
 /** Runs one job; the resolved value becomes the job's `data`. Throwing retries it. */
 export type JobHandler = (payload: any, job: RunningJob) => Promise<unknown>;
 
@@ -97,6 +103,11 @@ export interface EnqueueOptions {
    */
   db?: Executor;
   onCommit?(task: () => Promise<void>): void;
+  /**
+   * Alone, for this request: relayed after its answer (`OutboxRelay.afterCommit`: at once
+   * without waiting on Bun, in its `waitUntil` on Workers) instead of before it.
+   */
+  requestId?: string;
 }
 
 /**
@@ -208,7 +219,8 @@ export class TaskQueue {
       return { id: row.jobId };
     }
     const row = await this.#recordAlone(job);
-    await this.outbox.relayRows([row]);
+    if (options.requestId !== undefined) this.outbox.afterCommit(options.requestId, [row]);
+    else await this.outbox.relayRows([row]);
     return { id: row.jobId };
   }
 
@@ -300,7 +312,8 @@ export class TaskQueue {
       if (!handler)
         throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
       const data = await handler(message.payload, job);
-      await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
+      if (data !== JOB_RECORDED)
+        await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
     } catch (e) {
       if (e instanceof DeferJob) {
         await this.#defer(message, e.delayMs);
