@@ -5,6 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
+import { inJsonList } from "../../db/d1-limits";
 import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
@@ -455,8 +456,9 @@ export function appendedColumns(
  * module writes. One read: SQLite's schema table has no index, so each read scans all of it.
  */
 async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] | null> {
+  const tables = edits.map((e) => e.table);
   const rows = (await db.all(
-    sql`SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name IN (SELECT value FROM json_each(${JSON.stringify(edits.map((e) => e.table))}))`,
+    sql`SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND ${inJsonList(sql`name`, tables)}`,
   )) as Array<{ name: string; sql: string }>;
   const texts = new Map(rows.map((r) => [r.name, r.sql]));
   const out: string[] = [];
@@ -533,8 +535,9 @@ async function checkEdit(db: Executor, edits: ColumnEdit[], index: IndexRedefini
   }
   const texts = index.flatMap((r) => r.texts);
   if (!texts.length) return;
+  const redefined = texts.map((p) => p.name);
   const rows = (await db.all(
-    sql`SELECT name, sql FROM sqlite_schema WHERE name IN (SELECT value FROM json_each(${JSON.stringify(texts.map((p) => p.name))}))`,
+    sql`SELECT name, sql FROM sqlite_schema WHERE ${inJsonList(sql`name`, redefined)}`,
   )) as Array<{ name: string; sql: string }>;
   const now = new Map(rows.map((r) => [r.name, r.sql]));
   if (!texts.every((p) => now.get(p.name) === p.sql))

@@ -8,6 +8,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { transactionOr, WriteConflictError } from "../../../db/client";
+import { jsonListRows } from "../../../db/d1-limits";
 import { ApiError } from "../../../core/errors";
 import type {
   ApiRecord,
@@ -74,7 +75,7 @@ function overBound(ctx: WriteContext): "transaction" {
  */
 const idList = (ids: number[]) =>
   ids.length > INLINE_IDS
-    ? sql`SELECT value FROM json_each(${JSON.stringify(ids)})`
+    ? jsonListRows(ids)
     : sql.join(
         ids.map((i) => sql`${i}`),
         sql`, `,
