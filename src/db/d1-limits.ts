@@ -46,7 +46,9 @@ export type JsonList = readonly unknown[] | Placeholder;
  * The list is one bound value however long, so a statement stays within D1's 100 bound values
  * (a bulk names hundreds of ids), and the statement's text is the same for every length, so one
  * prepared or cached statement serves them all. `value` is typed as JSON has it: a number is an
- * INTEGER (or REAL), a string TEXT, and a null is NULL, which `IN` never matches.
+ * INTEGER (or REAL), a string TEXT, and a null is NULL, which `IN` never matches. `json_each` over
+ * a stored column, or over bound pairs or objects, is another thing and stays written out where
+ * it is used (`tests/repo/json-lists.test.ts` lists those uses).
  */
 export function jsonListRows(list: JsonList): SQL {
   return sql`SELECT value FROM json_each(${is(list, Placeholder) ? list : JSON.stringify(list)})`;

@@ -470,7 +470,10 @@ async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] 
   return out;
 }
 
-/** Inside the edit: search index triggers' texts rewritten by name (`indexRedefinition`). */
+/**
+ * Inside the edit: search index triggers' texts rewritten by name (`indexRedefinition`). The
+ * texts travel as one JSON object, read by key (not a list for `inJsonList`): one bound value.
+ */
 async function redefineIndexes(db: Executor, index: IndexRedefinition[]) {
   if (!index.length) return;
   const byName = JSON.stringify(
@@ -491,6 +494,7 @@ async function appendColumns(
   const texts = await withColumns(db, edits);
   if (texts === null) return false;
   // every table's text in one statement: each statement on the schema table scans all of it
+  // (one JSON object read by key, as `redefineIndexes` reads its texts)
   const byTable = JSON.stringify(Object.fromEntries(edits.map((e, i) => [e.table, texts[i]])));
   try {
     await run(db, sql`PRAGMA writable_schema = ON`);
@@ -649,7 +653,10 @@ export type RetypeSource =
   | { expr: (column: SQL) => SQL }
   | { count: number; read: string[]; written: string[] };
 
-/** A chunk of `[id, value]` pairs as a table `(id, v)`, looked up by id (the rowid). */
+/**
+ * A chunk of `[id, value]` pairs as a table `(id, v)`, looked up by id (the rowid). Bound as one
+ * JSON value as `inJsonList` binds a list, but rows of two columns, which that helper does not give.
+ */
 const retypePairs = (chunk: string) =>
   sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v FROM json_each(${chunk}))`;
 
