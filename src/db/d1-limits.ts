@@ -39,7 +39,7 @@ export function allOf(terms: readonly SQL[]): SQL {
  * A list bound as ONE value, the text of its JSON array (or a placeholder later bound to that
  * text), read back as rows by `json_each`.
  */
-export type JsonList = readonly unknown[] | Placeholder;
+type JsonList = readonly unknown[] | Placeholder;
 
 /**
  * `SELECT value FROM json_each(?)`: the rows of `list`, for `IN (…)` or a union with other ids.
