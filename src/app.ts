@@ -6,9 +6,10 @@ import { errorBody } from "./api-error";
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
 import { getPath } from "hono/utils/url";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Config } from "./config";
 import type { Database } from "./db/client";
+import { inJsonList } from "./db/d1-limits";
 import { taggedItems } from "./db/schema";
 import type { HonoEnv, Services } from "./core/context";
 import { authenticate } from "./core/auth/middleware";
@@ -133,7 +134,7 @@ dropTags.stageAssumed = (ctx, target) => {
 // a cascade's objects of one type (decision 0155): their tags in one statement, ids bound as JSON
 dropTags.stageCascaded = (ctx, targets) => ({
   write(batch) {
-    const ids = sql`${taggedItems.objectId} IN (SELECT value FROM json_each(${JSON.stringify(targets.ids)}))`;
+    const ids = inJsonList(taggedItems.objectId, targets.ids);
     batch.add(
       ctx.services.db.orm
         .delete(taggedItems)

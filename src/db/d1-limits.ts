@@ -1,10 +1,11 @@
 /**
  * Keeps every statement sent to Cloudflare D1 within D1's per-statement limits (decisions 0125,
  * 0161): at most 100 bound values, 100,000 bytes of SQL, expressions 100 deep and five terms in a
- * compound SELECT. Past 100 values a statement carries the excess as SQL literals; what cannot fit
- * answers 400 naming the limit, never a 500.
+ * compound SELECT. A list for `IN (…)` travels as one JSON value (`inJsonList`); past 100 values a
+ * statement carries the excess as SQL literals; what cannot fit answers 400 naming the limit, never
+ * a 500.
  */
-import { sql, type SQL } from "drizzle-orm";
+import { is, Placeholder, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { ApiError } from "../api-error";
 
 /** D1's most bound values in one statement ("Maximum bound parameters per query"). */
@@ -32,6 +33,30 @@ export function anyOf(terms: readonly SQL[]): SQL {
 /** `a AND b AND …` as a balanced tree (see `anyOf`). */
 export function allOf(terms: readonly SQL[]): SQL {
   return balanced(terms, sql` AND `);
+}
+
+/**
+ * A list bound as ONE value, the text of its JSON array (or a placeholder later bound to that
+ * text), read back as rows by `json_each`.
+ */
+type JsonList = readonly unknown[] | Placeholder;
+
+/**
+ * `SELECT value FROM json_each(?)`: the rows of `list`, for `IN (…)` or a union with other ids.
+ * The list is one bound value however long, so a statement stays within D1's 100 bound values
+ * (a bulk names hundreds of ids), and the statement's text is the same for every length, so one
+ * prepared or cached statement serves them all. `value` is typed as JSON has it: a number is an
+ * INTEGER (or REAL), a string TEXT, and a null is NULL, which `IN` never matches. `json_each` over
+ * a stored column, or over bound pairs or objects, is another thing and stays written out where
+ * it is used (`tests/repo/json-lists.test.ts` lists those uses).
+ */
+export function jsonListRows(list: JsonList): SQL {
+  return sql`SELECT value FROM json_each(${is(list, Placeholder) ? list : JSON.stringify(list)})`;
+}
+
+/** `expr IN (SELECT value FROM json_each(?))`: whether `expr` is one of `list` (`jsonListRows`). */
+export function inJsonList(expr: SQLWrapper, list: JsonList): SQL {
+  return sql`${expr} IN (${jsonListRows(list)})`;
 }
 
 /**

@@ -3,10 +3,12 @@
  * values runs with the excess written out as literals that mean what the bound values meant (text
  * with quotes, placeholders and comment marks in it stays text), what cannot fit is a 400 naming
  * the limit, balanced OR/AND trees pass D1's expression depth where a chain does not, and unions
- * grouped in fives pass D1's five terms of a compound SELECT where a flat one does not (0161).
+ * grouped in fives pass D1's five terms of a compound SELECT where a flat one does not (0161), and
+ * a list for `IN (…)` is one bound value however long (`inJsonList`).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
 import { Miniflare } from "miniflare";
 import type { ApiError } from "../../src/api-error";
 import type { Database } from "../../src/db/client";
@@ -16,6 +18,7 @@ import {
   D1_MAX_BOUND_VALUES,
   D1_MAX_COMPOUND_TERMS,
   fitStatement,
+  inJsonList,
   placeholderOffsets,
   rowsPerStatement,
   StatementTooLargeError,
@@ -167,4 +170,28 @@ test("unionAll and union of up to 1,000 terms pass on D1 with the flat union's r
     );
     expect(distinct.map((r) => r.m)).toEqual(Array.from({ length: Math.min(n, 7) }, (_, i) => i));
   }
+});
+
+test("inJsonList: a list of up to 1,000 values is one bound value, one statement text, and matches exactly its members on D1", async () => {
+  const dialect = new SQLiteSyncDialect();
+  const texts = new Set<string>();
+  for (const n of [0, 1, 150, 1000]) {
+    const ids = Array.from({ length: n }, (_, i) => i * 2);
+    const where = inJsonList(sql`k`, ids);
+    const query = dialect.sqlToQuery(where);
+    expect(query.params).toEqual([JSON.stringify(ids)]);
+    texts.add(query.sql);
+    const rows = await db.orm.all<{ k: number }>(
+      sql`WITH RECURSIVE n(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM n WHERE k < 2500) SELECT k FROM n WHERE ${where} ORDER BY k`,
+    );
+    expect(rows.map((r) => r.k)).toEqual(ids);
+  }
+  texts.add(dialect.sqlToQuery(inJsonList(sql`k`, sql.placeholder("ids"))).sql);
+  expect([...texts]).toEqual(["k IN (SELECT value FROM json_each(?))"]);
+  // values keep their JSON types: text matches text, a number does not match its digits, and a
+  // null in the list matches nothing
+  const typed = await db.orm.all<{ v: unknown }>(
+    sql`SELECT v FROM (SELECT 'a' AS v UNION ALL SELECT '7' UNION ALL SELECT 8 UNION ALL SELECT NULL) WHERE ${inJsonList(sql`v`, ["a", 7, "8", null])}`,
+  );
+  expect(typed.map((r) => r.v)).toEqual(["a"]);
 });

@@ -4,6 +4,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { WriteConflictError } from "../../db/client";
+import { inJsonList } from "../../db/d1-limits";
 import type {
   AuthUser,
   StagedCheck,
@@ -23,7 +24,6 @@ const ints = (raw: unknown): number[] =>
   (Array.isArray(raw) ? raw : [])
     .map((x) => (typeof x === "object" && x ? (x as { id?: unknown }).id : x))
     .filter((x): x is number => typeof x === "number" && Number.isInteger(x));
-const jsonIds = (ids: number[]) => sql`(SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 
 /**
  * The writer's view and change rights over groups named in the inputs or held now (`held`: SQL
@@ -43,7 +43,7 @@ async function groupRights(
     if (!where) continue;
     const rows = phase.add(
       ctx.services.db.orm.all<{ id: number }>(
-        sql`SELECT id FROM "groups" WHERE (id IN ${jsonIds(named)} OR id IN (${held})) AND ${where}`,
+        sql`SELECT id FROM "groups" WHERE (${inJsonList(sql`id`, named)} OR id IN (${held})) AND ${where}`,
       ),
     );
     reads.push(() => new Set(rows().map((r) => Number(r.id))));
@@ -77,7 +77,7 @@ function requireHeld(
 
 /** The enabled permissions of groups, with each one's stamp: what a new membership grants. */
 const groupGrants = (groupIds: number[]) =>
-  sql`SELECT pg.group_id AS groupId, p.id, p.actions, p.constraints, p.last_updated AS stamp, (SELECT json_group_array(ot.app_label || '.' || ot.model) FROM object_permission_object_types x JOIN object_types ot ON ot.id = x.object_type_id WHERE x.permission_id = p.id) AS types FROM object_permission_groups pg JOIN object_permissions p ON p.id = pg.permission_id WHERE pg.group_id IN ${jsonIds(groupIds)} AND p.enabled ORDER BY pg.group_id, p.id`;
+  sql`SELECT pg.group_id AS groupId, p.id, p.actions, p.constraints, p.last_updated AS stamp, (SELECT json_group_array(ot.app_label || '.' || ot.model) FROM object_permission_object_types x JOIN object_types ot ON ot.id = x.object_type_id WHERE x.permission_id = p.id) AS types FROM object_permission_groups pg JOIN object_permissions p ON p.id = pg.permission_id WHERE ${inJsonList(sql`pg.group_id`, groupIds)} AND p.enabled ORDER BY pg.group_id, p.id`;
 
 /** A one-value fingerprint of `groupGrants` (which permissions, at which stamps). */
 const grantsPrint = (groupIds: number[]) =>
@@ -98,7 +98,7 @@ const membershipCheck: StagedCheck = async (ctx, phase, items) => {
     ctx,
     phase,
     named,
-    sql`SELECT group_id FROM user_groups WHERE user_id IN ${jsonIds(updated)}`,
+    sql`SELECT group_id FROM user_groups WHERE ${inJsonList(sql`user_id`, updated)}`,
   );
   const grants = phase.add(ctx.services.db.orm.all<GrantRow>(groupGrants(named)));
   const print = phase.add(ctx.services.db.orm.all<{ fp: string }>(grantsPrint(named)));
@@ -167,7 +167,7 @@ const permissionCheck: StagedCheck = async (ctx, phase, items) => {
     ctx,
     phase,
     named,
-    sql`SELECT group_id FROM object_permission_groups WHERE permission_id IN ${jsonIds(updated)}`,
+    sql`SELECT group_id FROM object_permission_groups WHERE ${inJsonList(sql`permission_id`, updated)}`,
   );
   return async (seen) => {
     const refuse = rights();

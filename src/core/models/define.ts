@@ -35,7 +35,7 @@ import type {
 import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
-import { unionAll } from "../../db/d1-limits";
+import { inJsonList, unionAll } from "../../db/d1-limits";
 import { label as otLabel } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
@@ -955,7 +955,7 @@ function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
       // The ids as one JSON array: one parameter however many (a bulk names ~100 sites), so the
       // statement's text is the same for every call and cheap to build.
       select: (ids) =>
-        sql`SELECT ${table.id} AS id, json_object(${nestedColumns}) AS j FROM ${table} WHERE ${table.id} IN (SELECT value FROM json_each(${Array.isArray(ids) ? JSON.stringify(ids) : ids}))`,
+        sql`SELECT ${table.id} AS id, json_object(${nestedColumns}) AS j FROM ${table} WHERE ${inJsonList(table.id, ids)}`,
       // Qualified by hand: inside another query's select list Drizzle renders columns bare.
       selectOne: (idExpr) =>
         sql`(SELECT json_object(${nestedColumns}) FROM ${table} WHERE ${sql.raw(`"${getTableName(table)}"."id"`)} = ${idExpr})`,

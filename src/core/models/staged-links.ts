@@ -8,7 +8,7 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { label as otLabel } from "../object-types";
 import type { ApiRecord, ModelInfo, WriteContext } from "../context";
 import type { ReadPhase, WriteBatch } from "../rest/write-batch";
-import { rowsPerStatement } from "../../db/d1-limits";
+import { inJsonList, rowsPerStatement } from "../../db/d1-limits";
 
 export interface LinkField {
   name: string;
@@ -120,7 +120,7 @@ export class StagedLinks {
       : sql`NULL`;
     const rows = phase.add(
       ctx.services.db.orm.all<{ own: number; other: number; j: string | null }>(
-        sql`SELECT ${t}.${quoted(own.name)} AS own, ${t}.${quoted(other.name)} AS other, ${form} AS j FROM ${t} WHERE ${t}.${quoted(own.name)} IN (SELECT value FROM json_each(${JSON.stringify(ids)})) ORDER BY ${t}.${quoted(other.name)}`,
+        sql`SELECT ${t}.${quoted(own.name)} AS own, ${t}.${quoted(other.name)} AS other, ${form} AS j FROM ${t} WHERE ${inJsonList(sql`${t}.${quoted(own.name)}`, ids)} ORDER BY ${t}.${quoted(other.name)}`,
       ),
     );
     return (found) => {

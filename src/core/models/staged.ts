@@ -7,7 +7,7 @@ import { tagNotFound, viewableTags } from "./tag-scope";
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged } from "../../db/client";
-import { rowsPerStatement } from "../../db/d1-limits";
+import { inJsonList, rowsPerStatement } from "../../db/d1-limits";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
 import { ErrorCollector, forbidden, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -217,11 +217,10 @@ export function stageTagLookup(
   ]);
   const valid = refs.filter((r) => r !== null);
   if (!valid.length) return () => [];
-  const named = (key: "id" | "slug" | "name") =>
-    JSON.stringify(valid.filter((r) => r[0] === key).map((r) => r[1]));
+  const named = (key: "id" | "slug" | "name") => valid.filter((r) => r[0] === key).map((r) => r[1]);
   return phase.add(
     ctx.services.db.orm.all<TagRow>(
-      sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE (t.id IN (SELECT value FROM json_each(${named("id")})) OR t.slug IN (SELECT value FROM json_each(${named("slug")})) OR t.name IN (SELECT value FROM json_each(${named("name")})))${nameable ? sql` AND (${nameable})` : sql``}`,
+      sql`SELECT t.id, t.name, t.slug, t.color, (SELECT json_group_array(x.object_type_id) FROM tag_object_types x WHERE x.tag_id = t.id) AS scope FROM ${tagsTable} t WHERE (${inJsonList(sql`t.id`, named("id"))} OR ${inJsonList(sql`t.slug`, named("slug"))} OR ${inJsonList(sql`t.name`, named("name"))})${nameable ? sql` AND (${nameable})` : sql``}`,
     ),
   );
 }

@@ -5,6 +5,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
+import { inJsonList } from "../../db/d1-limits";
 import { runDdlInGroups } from "../../db/driver-internals";
 import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
@@ -455,8 +456,9 @@ export function appendedColumns(
  * module writes. One read: SQLite's schema table has no index, so each read scans all of it.
  */
 async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] | null> {
+  const tables = edits.map((e) => e.table);
   const rows = (await db.all(
-    sql`SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name IN (SELECT value FROM json_each(${JSON.stringify(edits.map((e) => e.table))}))`,
+    sql`SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND ${inJsonList(sql`name`, tables)}`,
   )) as Array<{ name: string; sql: string }>;
   const texts = new Map(rows.map((r) => [r.name, r.sql]));
   const out: string[] = [];
@@ -468,7 +470,10 @@ async function withColumns(db: Executor, edits: ColumnEdit[]): Promise<string[] 
   return out;
 }
 
-/** Inside the edit: search index triggers' texts rewritten by name (`indexRedefinition`). */
+/**
+ * Inside the edit: search index triggers' texts rewritten by name (`indexRedefinition`). The
+ * texts travel as one JSON object, read by key (not a list for `inJsonList`): one bound value.
+ */
 async function redefineIndexes(db: Executor, index: IndexRedefinition[]) {
   if (!index.length) return;
   const byName = JSON.stringify(
@@ -489,6 +494,7 @@ async function appendColumns(
   const texts = await withColumns(db, edits);
   if (texts === null) return false;
   // every table's text in one statement: each statement on the schema table scans all of it
+  // (one JSON object read by key, as `redefineIndexes` reads its texts)
   const byTable = JSON.stringify(Object.fromEntries(edits.map((e, i) => [e.table, texts[i]])));
   try {
     await run(db, sql`PRAGMA writable_schema = ON`);
@@ -533,8 +539,9 @@ async function checkEdit(db: Executor, edits: ColumnEdit[], index: IndexRedefini
   }
   const texts = index.flatMap((r) => r.texts);
   if (!texts.length) return;
+  const redefined = texts.map((p) => p.name);
   const rows = (await db.all(
-    sql`SELECT name, sql FROM sqlite_schema WHERE name IN (SELECT value FROM json_each(${JSON.stringify(texts.map((p) => p.name))}))`,
+    sql`SELECT name, sql FROM sqlite_schema WHERE ${inJsonList(sql`name`, redefined)}`,
   )) as Array<{ name: string; sql: string }>;
   const now = new Map(rows.map((r) => [r.name, r.sql]));
   if (!texts.every((p) => now.get(p.name) === p.sql))
@@ -646,7 +653,10 @@ export type RetypeSource =
   | { expr: (column: SQL) => SQL }
   | { count: number; read: string[]; written: string[] };
 
-/** A chunk of `[id, value]` pairs as a table `(id, v)`, looked up by id (the rowid). */
+/**
+ * A chunk of `[id, value]` pairs as a table `(id, v)`, looked up by id (the rowid). Bound as one
+ * JSON value as `inJsonList` binds a list, but rows of two columns, which that helper does not give.
+ */
 const retypePairs = (chunk: string) =>
   sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v FROM json_each(${chunk}))`;
 

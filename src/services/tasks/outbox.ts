@@ -21,6 +21,7 @@ import {
 } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { Executor, Orm } from "../../db/client";
+import { inJsonList } from "../../db/d1-limits";
 import { Prebuilt } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
@@ -137,12 +138,7 @@ const markRelayed = new Prebuilt<unknown>((db) =>
   db
     .update(outbox)
     .set({ relayed: sql`${sql.placeholder("at")}` })
-    .where(
-      and(
-        sql`${outbox.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`,
-        isNull(outbox.relayed),
-      ),
-    ),
+    .where(and(inJsonList(outbox.id, sql.placeholder("ids")), isNull(outbox.relayed))),
 );
 
 /** Messages grouped by the ready list of their job's lane (one LPUSH per lane). */

@@ -8,6 +8,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { transactionOr, WriteConflictError } from "../../../db/client";
+import { jsonListRows } from "../../../db/d1-limits";
 import { ApiError } from "../../../core/errors";
 import type {
   ApiRecord,
@@ -74,7 +75,7 @@ function overBound(ctx: WriteContext): "transaction" {
  */
 const idList = (ids: number[]) =>
   ids.length > INLINE_IDS
-    ? sql`SELECT value FROM json_each(${JSON.stringify(ids)})`
+    ? jsonListRows(ids)
     : sql.join(
         ids.map((i) => sql`${i}`),
         sql`, `,
@@ -406,6 +407,7 @@ function deleteAsRead(cotId: number, rows: Row[]): SQL[] {
   for (let i = 0; i < rows.length; i += ROWS_PER_DELETE) {
     const chunk = rows.slice(i, i + ROWS_PER_DELETE);
     const read = JSON.stringify(chunk.map((r) => [Number(r.id), r.lastUpdated ?? null]));
+    // `[id, stamp]` pairs as one bound JSON value: rows of two columns, not `inJsonList`'s list
     const pairs = sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS stamp FROM json_each(${read}))`;
     out.push(
       sql`DELETE FROM ${t} WHERE id IN (SELECT j.id FROM ${pairs} AS j JOIN ${t} AS now ON now.id = j.id AND now.last_updated IS j.stamp)`,

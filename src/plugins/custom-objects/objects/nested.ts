@@ -1,6 +1,7 @@
 /** The `ModelInfo` of a custom object type: nested forms of its objects, by id or as SQL. */
 import { inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { jsonListRows } from "../../../db/d1-limits";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
@@ -54,10 +55,7 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
       return out;
     },
     nestedSql: {
-      select: (ids) =>
-        selectIn(
-          sql`SELECT value FROM json_each(${Array.isArray(ids) ? JSON.stringify(ids) : ids})`,
-        ),
+      select: (ids) => selectIn(jsonListRows(ids)),
       selectIn,
       // not `selectOne`: the reads that take it would plan custom types anew (decision 0165 kept
       // them as they are; the proof of forms that refused it on D1 no longer uses it, 0169);

@@ -6,6 +6,7 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
+import { inJsonList } from "../../../db/d1-limits";
 import { Prebuilt } from "../../../db/driver-internals";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -425,7 +426,7 @@ function rowQueries(shape: Shape) {
     db
       .select(columns)
       .from(table)
-      .where(sql`${table.id} IN (SELECT value FROM json_each(${sql.placeholder("ids")}))`);
+      .where(inJsonList(table.id, sql.placeholder("ids")));
   const manyRows = pageOf(rowColumns);
   const loadOne = new Prebuilt<unknown>((orm) => oneRow(orm));
   const loadMany = new Prebuilt<unknown>((orm) => manyRows(orm));

@@ -6,6 +6,7 @@
 import type { InValue } from "@libsql/client";
 import { and, eq, getTableColumns, or, sql } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
+import { inJsonList } from "../../../db/d1-limits";
 import { executePositional } from "../../../db/driver-internals";
 import {
   customObjectTypeFields,
@@ -264,7 +265,7 @@ async function indexRedefinitions(
   const ids = [...new Set(pending.map((p) => p.cotId))];
   if (ids.length !== pending.length) return out; // a type listed twice: synced one by one
   const fields = (await db.all(
-    sql`SELECT custom_object_type_id AS cot, name, type FROM custom_object_type_fields WHERE custom_object_type_id IN (SELECT value FROM json_each(${JSON.stringify(ids)})) ORDER BY id`,
+    sql`SELECT custom_object_type_id AS cot, name, type FROM custom_object_type_fields WHERE ${inJsonList(sql`custom_object_type_id`, ids)} ORDER BY id`,
   )) as Array<{ cot: number; name: string; type: string }>;
   for (const { cotId, items } of pending) {
     const info = (await db.all(

@@ -31,6 +31,7 @@ import {
   type Orm,
   type Queries,
 } from "../../../db/client";
+import { inJsonList, jsonListRows } from "../../../db/d1-limits";
 import {
   buildFilter,
   type FilterSpec,
@@ -138,7 +139,7 @@ export async function readIndexSchema(db: Executor, cotId: number): Promise<Map<
 
 /** `readIndexSchema` as a statement for someone else's read; `indexSchemaFrom` takes its rows. */
 export const indexSchemaStatement = (cotId: number) =>
-  sql`SELECT name, sql FROM sqlite_master WHERE name IN (SELECT value FROM json_each(${JSON.stringify(indexPartNames(cotId))}))`;
+  sql`SELECT name, sql FROM sqlite_master WHERE ${inJsonList(sql`name`, indexPartNames(cotId))}`;
 
 export const indexSchemaFrom = (rows: unknown): Map<string, string> =>
   new Map((rows as { name: string; sql: string }[]).map((r) => [r.name, r.sql]));
@@ -156,7 +157,7 @@ export async function readIndexSchemas(
   const out = new Map(cotIds.map((cotId) => [cotId, new Map<string, string>()]));
   if (!owner.size) return out;
   const rows = (await db.all(
-    sql`SELECT name, sql FROM sqlite_master WHERE name IN (SELECT value FROM json_each(${JSON.stringify([...owner.keys()])}))`,
+    sql`SELECT name, sql FROM sqlite_master WHERE ${inJsonList(sql`name`, [...owner.keys()])}`,
   )) as { name: string; sql: string }[];
   for (const r of rows) out.get(owner.get(r.name)!)!.set(r.name, r.sql);
   return out;
@@ -433,12 +434,10 @@ function chunkWrites(orm: Orm, cotId: number, shape: IndexShape, rows: Candidate
   );
   const start = sql.raw(rangeStart(cotId));
   const au = triggerNames(cotId)[2];
-  const ids = JSON.stringify(rows.map((r) => r.id));
-  const chunk = sql`SELECT value FROM json_each(${ids})`;
-  const lists = JSON.stringify(shape.lists);
+  const chunk = jsonListRows(rows.map((r) => r.id));
   const multiselects = sql`FROM custom_object_type_fields WHERE custom_object_type_id = ${cotId} AND type = 'multiselect'`;
   const guard = orm.run(
-    sql`INSERT INTO write_guard (ok) SELECT (SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${au}) IS ${shape.trigger} AND (SELECT count(*) ${multiselects}) = ${shape.lists.length} AND (SELECT count(*) ${multiselects} AND name IN (SELECT value FROM json_each(${lists}))) = ${shape.lists.length}`,
+    sql`INSERT INTO write_guard (ok) SELECT (SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${au}) IS ${shape.trigger} AND (SELECT count(*) ${multiselects}) = ${shape.lists.length} AND (SELECT count(*) ${multiselects} AND ${inJsonList(sql`name`, shape.lists)}) = ${shape.lists.length}`,
   );
   const stillPending = (id: number) =>
     sql`EXISTS (SELECT 1 FROM ${P} WHERE type_id = ${cotId} AND id = ${id})`;

@@ -7,6 +7,7 @@
  */
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
 import type { Executor, Orm } from "../../../db/client";
+import { inJsonList } from "../../../db/d1-limits";
 import {
   choiceSets,
   customObjectTypeFields,
@@ -102,7 +103,7 @@ function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[]) {
   const ids = spelled.filter((v) => typeof v === "number");
   const names = spelled.filter((v) => typeof v === "string");
   const f = customObjectTypeFields;
-  const held = sql`SELECT ${f.choiceSetId} FROM ${f} WHERE ${f.id} IN (SELECT value FROM json_each(${json(fieldIds)}))`;
+  const held = sql`SELECT ${f.choiceSetId} FROM ${f} WHERE ${inJsonList(f.id, fieldIds)}`;
   return orm
     .select({
       id: choiceSets.id,
@@ -113,8 +114,8 @@ function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[]) {
     .from(choiceSets)
     .where(
       or(
-        sql`${choiceSets.id} IN (SELECT value FROM json_each(${json(ids)}))`,
-        sql`${choiceSets.name} IN (SELECT value FROM json_each(${json(names)}))`,
+        inJsonList(choiceSets.id, ids),
+        inJsonList(choiceSets.name, names),
         fieldIds.length ? sql`${choiceSets.id} IN (${held})` : undefined,
       ),
     );
@@ -139,8 +140,6 @@ function makesRelation(input: Record<string, unknown>) {
   return typeof type === "string" && isFieldType(type) && fieldType(type).takes.related;
 }
 
-const json = (values: unknown[]) => JSON.stringify(values);
-
 /** Object types by id or `app_label.model` among `spellings`, and those `fieldIds` point at. */
 function typesQuery(orm: Orm, spellings: unknown[], fieldIds: number[]) {
   const ids: number[] = [];
@@ -149,14 +148,14 @@ function typesQuery(orm: Orm, spellings: unknown[], fieldIds: number[]) {
     if (s && "id" in s) ids.push(s.id);
     else if (s) labels.push(`${s.appLabel}.${s.model}`);
   const f = customObjectTypeFields;
-  const pointed = sql`SELECT ${f.relatedObjectTypeId} FROM ${f} WHERE ${f.id} IN (SELECT value FROM json_each(${json(fieldIds)})) UNION SELECT je.value FROM ${f}, json_each(${f.relatedObjectTypeIds}) je WHERE ${f.id} IN (SELECT value FROM json_each(${json(fieldIds)}))`;
+  const pointed = sql`SELECT ${f.relatedObjectTypeId} FROM ${f} WHERE ${inJsonList(f.id, fieldIds)} UNION SELECT je.value FROM ${f}, json_each(${f.relatedObjectTypeIds}) je WHERE ${inJsonList(f.id, fieldIds)}`;
   return orm
     .select({ id: objectTypes.id, appLabel: objectTypes.appLabel, model: objectTypes.model })
     .from(objectTypes)
     .where(
       or(
-        sql`${objectTypes.id} IN (SELECT value FROM json_each(${json(ids)}))`,
-        sql`(${objectTypes.appLabel} || '.' || ${objectTypes.model}) IN (SELECT value FROM json_each(${json(labels)}))`,
+        inJsonList(objectTypes.id, ids),
+        inJsonList(sql`(${objectTypes.appLabel} || '.' || ${objectTypes.model})`, labels),
         fieldIds.length ? sql`${objectTypes.id} IN (${pointed})` : undefined,
       ),
     );
@@ -165,7 +164,7 @@ function typesQuery(orm: Orm, spellings: unknown[], fieldIds: number[]) {
 /** Fields holding any of `names`, or the stored name of a field of `fieldIds`, with their type. */
 function holdersQuery(orm: Orm, names: string[], fieldIds: number[]) {
   const f = customObjectTypeFields;
-  const stored = sql`SELECT ${f.relatedName} FROM ${f} WHERE ${f.id} IN (SELECT value FROM json_each(${json(fieldIds)}))`;
+  const stored = sql`SELECT ${f.relatedName} FROM ${f} WHERE ${inJsonList(f.id, fieldIds)}`;
   return orm
     .select({
       id: f.id,
@@ -181,10 +180,7 @@ function holdersQuery(orm: Orm, names: string[], fieldIds: number[]) {
     .where(
       and(
         sql`${f.relatedName} <> ''`,
-        or(
-          sql`${f.relatedName} IN (SELECT value FROM json_each(${json(names)}))`,
-          sql`${f.relatedName} IN (${stored})`,
-        ),
+        or(inJsonList(f.relatedName, names), sql`${f.relatedName} IN (${stored})`),
       ),
     );
 }
@@ -196,20 +192,12 @@ function viewableQuery(orm: Orm, spellings: unknown[], where: SQL) {
   for (const s of spellings.map(spellingOf))
     if (s && "id" in s) ids.push(s.id);
     else if (s?.appLabel === APP_LABEL) slugs.push(s.model);
-  const byId = sql`SELECT ${objectTypes.model} FROM ${objectTypes} WHERE ${objectTypes.appLabel} = ${APP_LABEL} AND ${objectTypes.id} IN (SELECT value FROM json_each(${json(ids)}))`;
+  const byId = sql`SELECT ${objectTypes.model} FROM ${objectTypes} WHERE ${objectTypes.appLabel} = ${APP_LABEL} AND ${inJsonList(objectTypes.id, ids)}`;
   const cot = customObjectTypes;
   return orm
     .select({ slug: cot.slug })
     .from(cot)
-    .where(
-      and(
-        or(
-          sql`${cot.slug} IN (SELECT value FROM json_each(${json(slugs)}))`,
-          sql`${cot.slug} IN (${byId})`,
-        ),
-        where,
-      ),
-    );
+    .where(and(or(inJsonList(cot.slug, slugs), sql`${cot.slug} IN (${byId})`), where));
 }
 
 /** Every type (`refuseCycle`'s first read). */
