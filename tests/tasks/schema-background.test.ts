@@ -7,6 +7,9 @@ import { servicesOf } from "../../src/app";
 import { startRemoteDb } from "../helpers/remote-db";
 import { BASE, makeTestApp } from "../helpers/app";
 import { doc, SCHEMA } from "../schema/helpers";
+import { eq } from "drizzle-orm";
+import { outbox } from "../../src/db/schema";
+import { TIMED_OUT, within } from "../helpers/wait";
 import { makeTasksEnv, waitFor, type TasksEnv } from "./harness";
 
 let env: TasksEnv;
@@ -107,6 +110,42 @@ describe("background schema apply", () => {
     expect(r.status).toBe(403);
     expect((await env.t.json("GET", "/api/core/jobs/?name=schema.apply")).body.count).toBe(before);
   });
+
+  test("tasks Redis frozen at the hand-off after the answer: 202, the job kept pending, run once Redis is back", async () => {
+    const redisPid = env.stack.redis.pid;
+    process.kill(redisPid, "SIGSTOP");
+    let id: number;
+    try {
+      // a bound on a hang: the answer never waits on Redis
+      const r = await within(
+        env.t.json("POST", `${SCHEMA}/apply/?background=true`, {
+          body: { schema: doc([{ name: "frozen", slug: "frozen", fields: [CODE] }]) },
+        }),
+        15_000,
+      );
+      if (r === TIMED_OUT) throw new Error("the 202 waited for the frozen Redis");
+      expect(r.status).toBe(202);
+      id = r.body.job.id;
+      // committed with its outbox row, and not handed over: Redis cannot take it while frozen
+      const job = await env.t.json("GET", `/api/core/jobs/${id}/`);
+      expect(job.body.status.value).toBe("pending");
+      const [row] = await env.t.deps.db.orm.select().from(outbox).where(eq(outbox.jobId, id));
+      expect(row?.relayed ?? null).toBeNull();
+    } finally {
+      process.kill(redisPid, "SIGCONT");
+    }
+    // the hand-off under way when Redis froze, or else the relay loop, gives it over: it runs once
+    const job = await waitFor(
+      "the frozen-out apply job to finish",
+      async () => {
+        const j = await env.t.json("GET", `/api/core/jobs/${id}/`);
+        return ["completed", "errored", "failed"].includes(j.body.status.value) ? j.body : null;
+      },
+      30_000,
+    );
+    expect(job).toMatchObject({ status: { value: "completed" }, attempts: 1 });
+    expect(job.data).toMatchObject({ status_code: 200, applied: true });
+  }, 60_000);
 
   test("without a tasks Redis: 503, and the synchronous path still works", async () => {
     const plain = await makeTestApp();

@@ -124,3 +124,37 @@ test("a change made through the Worker is delivered by the next cron run", async
     receiver.stop();
   }
 });
+
+test("a background schema apply through the Worker: 202, handed to Redis by the request's waitUntil, run by the cron", async () => {
+  const type = {
+    name: "edge_widget",
+    slug: "edge_widget",
+    fields: [{ id: 1, name: "code", type: "text", primary: true }],
+  };
+  const queued = await call("POST", "/api/plugins/custom-objects/schema/apply/?background=true", {
+    schema: { schema_version: "1", types: [type] },
+  });
+  expect(queued.status).toBe(202);
+  const id = queued.body.job.id as number;
+  expect(queued.body).toEqual({
+    job: { id, url: expect.stringMatching(new RegExp(`/api/core/jobs/${id}/$`)) },
+    status: "pending",
+    detail: "The schema apply runs in the background; its job holds the outcome.",
+  });
+  // the outbox row is marked by the relay after the answer, no cron run needed for the hand-off
+  await waitFor(
+    "the waitUntil relay",
+    async () => (await db.db.orm.select().from(outbox).where(eq(outbox.jobId, id)))[0]?.relayed,
+    10_000,
+  );
+  const host = await worker.mf.getWorker("host");
+  expect((await host.scheduled({ cron: "* * * * *" })).outcome).toBe("ok");
+  const [done] = await db.db.orm.select().from(jobs).where(eq(jobs.id, id));
+  expect(done).toMatchObject({ status: "completed", attempts: 1 });
+  expect(done!.data).toMatchObject({ status_code: 200, applied: true });
+  const listed = await call(
+    "GET",
+    "/api/plugins/custom-objects/custom-object-types/?slug=edge_widget",
+  );
+  expect(listed.body.count).toBe(1);
+});

@@ -63,6 +63,14 @@ async function readCaller(db: Database, userId: number): Promise<CachedCaller> {
   return { auth: authOf(userRows[0], grantRows), print: printRows[0]?.print ?? "" };
 }
 
+/**
+ * The job's caller read now, uncached: user and grants in one read (a schema apply's job, whose
+ * writes carry no guard to prove a cached copy). Null when the user is gone or inactive.
+ */
+export async function readJobCaller(db: Database, userId: number): Promise<AuthState | null> {
+  return (await readCaller(db, userId)).auth;
+}
+
 /** The caller as the job acts (a user deactivated since is none: the job is refused). */
 function authOf(user: UserRow | undefined, grantRows: GrantRow[]): AuthState | null {
   if (!user?.isActive) return null;

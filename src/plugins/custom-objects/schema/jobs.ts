@@ -5,10 +5,12 @@
  */
 import { and, eq } from "drizzle-orm";
 import { DatabaseBusyError } from "../../../db/client";
-import { jobs, users } from "../../../db/schema";
-import { codename, loadGrants } from "../../../core/auth/permissions";
+import { jobs } from "../../../db/schema";
+import { codename } from "../../../core/auth/permissions";
+import { readJobCaller } from "../../../core/auth/job-caller";
 import type { AuthState, Ctx, Services } from "../../../core/context";
 import { ApiError } from "../../../core/errors";
+import { settleBeforeWrite } from "../../../core/fresh-read";
 import { baseUrlOf } from "../../../core/http";
 import { readSchemaBody } from "./yaml-io";
 import { recordUrl } from "../../../core/models/define";
@@ -54,9 +56,13 @@ export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
     request_id: c.var.requestId,
   };
   const cotType = await objectTypes.ensure(APP_LABEL, COT_MODEL);
+  // the caller's cached token is proven before the job is queued in their name (decision 0089)
+  await settleBeforeWrite(c);
+  // one atomic batch (the job, its outbox row); the relay to Redis goes after the answer (0182)
   const { id } = await tasks.enqueue(SCHEMA_APPLY_TASK, payload, {
     userId: c.var.auth.user?.id ?? null,
     objectTypeId: cotType.id,
+    requestId: c.var.requestId,
   });
   return c.json(
     {
@@ -68,37 +74,27 @@ export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
   );
 }
 
-/** The caller again, as of now: a user who lost the permissions meanwhile gets the 403. */
+/**
+ * The caller again, as of now (user and grants in one read): a user who lost the permissions
+ * meanwhile gets the 403.
+ */
 async function authOf(services: Services, userId: number | null): Promise<AuthState> {
-  const [user] =
-    userId === null ? [] : await services.db.orm.select().from(users).where(eq(users.id, userId));
-  if (!user?.isActive)
+  const auth = userId === null ? null : await readJobCaller(services.db, userId);
+  if (!auth?.user)
     throw ApiError.detail(
       403,
       "The user who queued this apply no longer exists or is inactive.",
       "permission_denied",
     );
-  const { permissions, constraints } = user.isSuperuser
-    ? { permissions: new Set<string>(), constraints: new Map() }
-    : await loadGrants(services.db.orm, user.id);
   const needed = ["add", "change"].map((a) => codename(APP_LABEL, a, COT_MODEL));
-  if (!user.isSuperuser && !needed.every((p) => permissions.has(p)))
+  const { isSuperuser, permissions } = auth.user;
+  if (!isSuperuser && !needed.every((p) => permissions.has(p)))
     throw ApiError.detail(
       403,
       "You do not have permission to perform this action.",
       "permission_denied",
     );
-  return {
-    user: {
-      id: user.id,
-      username: user.username,
-      isSuperuser: user.isSuperuser,
-      permissions,
-      constraints,
-    },
-    tokenId: null,
-    writeEnabled: true,
-  };
+  return auth;
 }
 
 /**
