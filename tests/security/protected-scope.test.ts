@@ -1,0 +1,86 @@
+/**
+ * An attacker's view of the `protected` 409 of a host object (decision 0180): a caller who may
+ * delete sites but view devices only of tenant "blue" deletes a site that devices of other tenants
+ * still link to. The refusal names and counts only the blue devices, says that others exist
+ * without a number, and names none of theirs; on a local file (the transaction) and a remote
+ * database (the staged read). Nothing is deleted.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { userWith } from "../helpers/grants";
+import { appOn, type BackendApp } from "../helpers/remote-db";
+
+for (const backend of ["local", "remote"] as const)
+  describe(backend, () => {
+    let app: BackendApp;
+    let token: string;
+    const made = async (path: string, body: unknown) => {
+      const r = await app.t.json("POST", path, { body });
+      if (r.status !== 201) throw new Error(JSON.stringify(r.body));
+      return r.body as { id: number };
+    };
+    const site = (slug: string) => made("/api/dcim/sites/", { name: slug, slug });
+    const device = (name: string, siteId: number, tenant: number) =>
+      made("/api/dcim/devices/", { name, site: siteId, tenant });
+    let blue: number;
+    let red: number;
+    beforeAll(async () => {
+      app = await appOn(backend, `protected-scope-${backend}`);
+      blue = (await made("/api/tenancy/tenants/", { name: "Blue", slug: "blue" })).id;
+      red = (await made("/api/tenancy/tenants/", { name: "Red", slug: "red" })).id;
+      token = (
+        await userWith(app.t, `pruner-${backend}`, [
+          [["view", "delete"], "dcim.site", null],
+          [["view"], "dcim.device", { tenant__slug: "blue" }],
+        ])
+      ).token;
+    });
+    afterAll(() => app.close());
+
+    const remove = (id: number) => app.t.json("DELETE", `/api/dcim/sites/${id}/`, { token });
+
+    test("mixed dependants: the viewable ones named and counted, the others not", async () => {
+      const s = await site(`mixed-${backend}`);
+      const mine = await device("blue-box", s.id, blue);
+      const theirs = [await device("red-box-1", s.id, red), await device("red-box-2", s.id, red)];
+      const r = await remove(s.id);
+      expect(r.status).toBe(409);
+      expect(r.body.error).toBe("protected");
+      expect(r.body.protected_objects).toEqual([
+        { object_type: "dcim.device", field_name: "site", object_id: mine.id },
+      ]);
+      const detail = String(r.body.detail);
+      expect(detail).toContain(`1 dcim.device (field "site": ${mine.id})`);
+      expect(detail).toMatch(/other objects you may not view/);
+      for (const hidden of theirs) expect(detail).not.toMatch(new RegExp(`\\b${hidden.id}\\b`));
+      expect(detail).not.toMatch(/\b[23] /); // neither the total nor the hidden count
+      expect((await app.t.json("GET", `/api/dcim/sites/${s.id}/`)).status).toBe(200);
+    });
+
+    test("only hidden dependants: that something links, with no number and no name", async () => {
+      const s = await site(`hidden-${backend}`);
+      const theirs = [
+        await device("red-only-1", s.id, red),
+        await device("red-only-2", s.id, red),
+        await device("red-only-3", s.id, red),
+      ];
+      const r = await remove(s.id);
+      expect(r.status).toBe(409);
+      expect(r.body.protected_objects).toEqual([]);
+      expect(r.body.detail).toBe(
+        `Cannot delete dcim.site ${s.id}: other objects you may not view still link to it. Delete or change them first.`,
+      );
+      for (const hidden of theirs) expect(JSON.stringify(r.body)).not.toContain(`${hidden.id},`);
+      expect((await app.t.json("GET", `/api/dcim/sites/${s.id}/`)).status).toBe(200);
+    });
+
+    test("only viewable dependants: named and counted exactly", async () => {
+      const s = await site(`blue-${backend}`);
+      const mine = [await device("blue-1", s.id, blue), await device("blue-2", s.id, blue)];
+      const r = await remove(s.id);
+      expect(r.status).toBe(409);
+      expect(r.body.detail).toBe(
+        `Cannot delete dcim.site ${s.id}: 2 dcim.device (field "site": ${mine.map((d) => d.id).join(", ")}) still link to it. Delete or change them first.`,
+      );
+      expect(r.body.protected_objects).toHaveLength(2);
+    });
+  });
