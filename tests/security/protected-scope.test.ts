@@ -3,7 +3,8 @@
  * delete sites but view devices only of tenant "blue" deletes a site that devices of other tenants
  * still link to. The refusal names and counts only the blue devices, says that others exist
  * without a number, and names none of theirs; on a local file (the transaction) and a remote
- * database (the staged read). Nothing is deleted.
+ * database (the staged read, judged in the same read: a delete's two round trips at most).
+ * Nothing is deleted.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { userWith } from "../helpers/grants";
@@ -83,4 +84,19 @@ for (const backend of ["local", "remote"] as const)
       );
       expect(r.body.protected_objects).toHaveLength(2);
     });
+
+    test.if(backend === "remote")(
+      "the judged refusal stays within a delete's round trips",
+      async () => {
+        const s = await site(`trips-${backend}`);
+        await device("blue-trip", s.id, blue);
+        await device("red-trip", s.id, red);
+        expect((await remove(s.id)).status).toBe(409); // warm: the token and the models are known
+        app.proxy!.reset();
+        const r = await remove(s.id);
+        expect(r.status).toBe(409);
+        expect(r.body.protected_objects).toHaveLength(1);
+        expect(app.proxy!.count).toBeLessThanOrEqual(2);
+      },
+    );
   });
