@@ -3,10 +3,13 @@
  * delete sites but view devices only of tenant "blue" deletes a site that devices of other tenants
  * still link to. The refusal names and counts only the blue devices, says that others exist
  * without a number, and names none of theirs; on a local file (the transaction) and a remote
- * database (the staged read, judged in the same read: a delete's two round trips at most).
- * Nothing is deleted.
+ * database (the staged read, judged in the same read: a delete's two round trips at most), and
+ * D1 (the staged read on its SQLite). Nothing is deleted.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { d1Orm } from "../../tools/d1-local";
+import { type D1App, startD1App } from "../helpers/d1-app";
 import { userWith } from "../helpers/grants";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 
@@ -100,3 +103,47 @@ for (const backend of ["local", "remote"] as const)
       },
     );
   });
+
+describe("d1", () => {
+  let d1: D1App;
+  beforeAll(async () => {
+    d1 = await startD1App("protected-scope");
+  }, 120_000);
+  afterAll(() => d1?.stop());
+
+  test("mixed dependants: the viewable one named, the others neither named nor counted", async () => {
+    const blue = (await d1.made("/api/tenancy/tenants/", { name: "Blue", slug: "blue" })).id;
+    const red = (await d1.made("/api/tenancy/tenants/", { name: "Red", slug: "red" })).id;
+    const s = await d1.made("/api/dcim/sites/", { name: "mixed", slug: "mixed" });
+    const mine = await d1.made("/api/dcim/devices/", { name: "b", site: s.id, tenant: blue });
+    const theirs = [
+      await d1.made("/api/dcim/devices/", { name: "r1", site: s.id, tenant: red }),
+      await d1.made("/api/dcim/devices/", { name: "r2", site: s.id, tenant: red }),
+    ];
+    const orm = d1Orm(d1.binding);
+    const user = await createUser(orm, { username: "pruner-d1" });
+    for (const [i, [actions, label, constraints]] of [
+      [["view", "delete"], "dcim.site", null],
+      [["view"], "dcim.device", { tenant__slug: "blue" }],
+    ].entries()) {
+      const r = await d1.json("POST", "/api/users/permissions/", {
+        name: `pruner-d1-${i}`,
+        actions,
+        object_types: [label],
+        users: [user.id],
+        constraints,
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    const token = (await issueToken(orm, { username: "pruner-d1" })).key;
+    const r = await d1.json("DELETE", `/api/dcim/sites/${s.id}/`, undefined, token);
+    expect(r.status).toBe(409);
+    expect(r.body.detail).toBe(
+      `Cannot delete dcim.site ${s.id}: 1 dcim.device (field "site": ${mine.id}) and other objects you may not view still link to it. Delete or change them first.`,
+    );
+    expect(r.body.protected_objects).toEqual([
+      { object_type: "dcim.device", field_name: "site", object_id: mine.id },
+    ]);
+    for (const hidden of theirs) expect(JSON.stringify(r.body)).not.toContain(`${hidden.id},`);
+  }, 120_000);
+});
