@@ -1,7 +1,7 @@
 /**
  * Deleting a host object that other host objects still reference answers 409 naming the
- * dependants (model, field, ids), like custom object fields with `protect`; dependants of a model
- * the caller may not view are counted, not named. Nullable references are cleared as before.
+ * dependants (model, field, ids), like custom object fields with `protect`; dependants the caller
+ * may not view are neither counted nor named (decision 0180). Nullable references are cleared as before.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -38,7 +38,7 @@ describe("host object delete conflicts", () => {
     expect((await t.req("DELETE", `/api/dcim/sites/${site.id}/`)).status).toBe(204);
   });
 
-  test("a caller who may not view devices learns how many, not which", async () => {
+  test("a caller who may not view devices learns that something links, not how many or which", async () => {
     const site = (
       await t.json("POST", "/api/dcim/sites/", { body: { name: "Quiet", slug: "quiet" } })
     ).body;
@@ -47,7 +47,7 @@ describe("host object delete conflicts", () => {
     const r = await t.json("DELETE", `/api/dcim/sites/${site.id}/`, { token: deleter });
     expect(r.status).toBe(409);
     expect(r.body.detail).toBe(
-      `Cannot delete dcim.site ${site.id}: 1 other object still links to it. Delete or change them first.`,
+      `Cannot delete dcim.site ${site.id}: other objects you may not view still link to it. Delete or change them first.`,
     );
     expect(r.body.protected_objects).toEqual([]);
   });

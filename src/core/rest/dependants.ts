@@ -1,15 +1,16 @@
 /**
  * A host object that other host objects still reference through a restricting foreign key
  * (a device's `site`) cannot be deleted: this delete hook answers 409 naming the dependants —
- * model, field and ids — before the database refuses with a bare FOREIGN KEY failure, the same
- * way custom object fields with `on_delete_behavior: protect` are reported.
+ * model, field and ids of those the caller may view — before the database refuses with a bare
+ * FOREIGN KEY failure, the same way custom object fields with `on_delete_behavior: protect` are.
  */
-import { count, eq, getTableName, sql } from "drizzle-orm";
+import { and, count, eq, getTableName, type SQL, sql } from "drizzle-orm";
 import { getTableConfig, type SQLiteColumn, type SQLiteTable } from "drizzle-orm/sqlite-core";
 import { ApiError } from "../errors";
 import type { DefinedModel } from "../models/define";
 import type { Executor } from "../../db/client";
-import type { DeleteHook, WriteContext } from "./resource";
+import { restrictWhere } from "../auth/restrict";
+import type { DeleteHook, Resource, WriteContext } from "./resource";
 
 type DeleteTarget = Parameters<DeleteHook>[1];
 
@@ -22,6 +23,8 @@ interface Dependency {
   table: SQLiteTable;
   column: SQLiteColumn;
   field: string;
+  /** The dependant model's resource: what the caller's view of it is judged on. */
+  resource: Resource;
 }
 
 /** For each model label, the restricting references to it from the given models. */
@@ -43,6 +46,7 @@ function dependencyMap(models: DefinedModel[]): Map<string, Dependency[]> {
         table: m.resource.table,
         column,
         field: m.resource.fieldForColumn?.(column.name) ?? column.name.replace(/_id$/, ""),
+        resource: m.resource,
       });
       map.set(key, deps);
     }
@@ -50,49 +54,81 @@ function dependencyMap(models: DefinedModel[]): Map<string, Dependency[]> {
   return map;
 }
 
-type Found = Array<{ dep: Dependency; total: number; ids: number[] }>;
+type Found = Array<{ dep: Dependency; total: number; shown: number; ids: number[] }>;
+type Counted = { n: number; shown: number; ids: string };
 
-/** The 409 naming what still links to `target` (dependants of models the caller may not view are counted only). */
-function refuse(ctx: WriteContext, target: DeleteTarget, found: Found): never {
-  // Dependants of a model the caller may not view are counted, never named (§4).
-  const user = ctx.auth.user;
-  const viewable = (label: string) =>
-    !!user && (user.isSuperuser || user.permissions.has(label.replace(".", ".view_")));
-  const parts = found.map(({ dep, total, ids }) =>
-    viewable(dep.label)
-      ? `${total} ${dep.label} (field "${dep.field}": ${ids.join(", ")}${total > ids.length ? ", …" : ""})`
-      : `${total} other object${total === 1 ? "" : "s"}`,
+/**
+ * The 409 naming what still links to `target`. Only dependants the caller may view (their
+ * model's view permission and its constraints) are named or counted; that others exist is said
+ * without a number (§4, decision 0180).
+ */
+function refuse(target: DeleteTarget, found: Found): never {
+  const shown = found.filter((f) => f.shown > 0);
+  const parts = shown.map(
+    ({ dep, shown: n, ids }) =>
+      `${n} ${dep.label} (field "${dep.field}": ${ids.join(", ")}${n > ids.length ? ", …" : ""})`,
   );
+  const hidden = found.some((f) => f.total > f.shown);
+  if (hidden) parts.push("other objects you may not view");
+  const one = !hidden && shown.length === 1 && shown[0]!.shown === 1;
+  const joined =
+    hidden && parts.length > 1
+      ? `${parts.slice(0, -1).join("; ")} and ${parts.at(-1)}`
+      : parts.join("; ");
   throw ApiError.detail(
     409,
-    `Cannot delete ${target.appLabel}.${target.model} ${target.id}: ${parts.join("; ")} still ${found.reduce((a, f) => a + f.total, 0) === 1 ? "links" : "link"} to it. Delete or change them first.`,
+    `Cannot delete ${target.appLabel}.${target.model} ${target.id}: ${joined} still ${one ? "links" : "link"} to it. Delete or change them first.`,
     "protected",
     {
-      protected_objects: found
-        .filter(({ dep }) => viewable(dep.label))
-        .flatMap(({ dep, ids }) =>
-          ids.map((id) => ({ object_type: dep.label, field_name: dep.field, object_id: id })),
-        ),
+      protected_objects: shown.flatMap(({ dep, ids }) =>
+        ids.map((id) => ({ object_type: dep.label, field_name: dep.field, object_id: id })),
+      ),
     },
   );
 }
 
-/** How many rows of `dep` link to `id`, and the first `LISTED` of their ids, in one statement. */
-function dependantsQuery(db: Executor, dep: Dependency, id: number) {
+/**
+ * How many rows of `dep` link to `id`, how many of them the caller may view (`visible`: their
+ * view condition, undefined when it admits all), and the first `LISTED` of those ids, in one
+ * statement: the judgement rides in the same read as the count.
+ */
+function dependantsQuery(db: Executor, dep: Dependency, id: number, visible: SQL | undefined) {
   const idColumn = (dep.table as unknown as { id: SQLiteColumn }).id;
+  const seen = visible ?? sql`1`;
   const first = db
     .select({ id: idColumn })
     .from(dep.table)
-    .where(eq(dep.column, id))
+    .where(and(eq(dep.column, id), seen))
     .orderBy(idColumn)
     .limit(LISTED);
   return db
     .select({
       n: count(),
+      shown: sql<number>`coalesce(sum(CASE WHEN ${seen} THEN 1 ELSE 0 END), 0)`,
       ids: sql<string>`(SELECT json_group_array(id) FROM (${first}))`,
     })
     .from(dep.table)
     .where(eq(dep.column, id));
+}
+
+/** `dependantsQuery` under the caller's view of `dep` (wrapped: a query is thenable). */
+async function judgedQuery(ctx: WriteContext, db: Executor, dep: Dependency, id: number) {
+  const visible = await restrictWhere(ctx, ctx.auth, "view", dep.resource);
+  return { query: dependantsQuery(db, dep, id, visible) };
+}
+
+/** The dependencies with rows linking to the target, from their counted rows. */
+function foundOf(rows: Array<readonly [Dependency, Counted | undefined]>): Found {
+  const found: Found = [];
+  for (const [dep, row] of rows)
+    if (row?.n)
+      found.push({
+        dep,
+        total: Number(row.n),
+        shown: Number(row.shown),
+        ids: JSON.parse(row.ids) as number[],
+      });
+  return found;
 }
 
 export function protectHostDependants(models: DefinedModel[]): DeleteHook {
@@ -100,26 +136,24 @@ export function protectHostDependants(models: DefinedModel[]): DeleteHook {
   const depsOf = (target: DeleteTarget) =>
     (map ??= dependencyMap(models)).get(`${target.appLabel}.${target.model}`) ?? [];
   const hook: DeleteHook = async (ctx, target) => {
-    const found: Found = [];
+    const rows: Array<readonly [Dependency, Counted | undefined]> = [];
     for (const dep of depsOf(target)) {
-      const [row] = await dependantsQuery(ctx.db, dep, target.id);
-      if (row?.n) found.push({ dep, total: row.n, ids: JSON.parse(row.ids) as number[] });
+      const { query } = await judgedQuery(ctx, ctx.db, dep, target.id);
+      rows.push([dep, (await query)[0]]);
     }
-    if (found.length) refuse(ctx, target, found);
+    const found = foundOf(rows);
+    if (found.length) refuse(target, found);
   };
   // Staged (decision 0071): counted in the read phase; a dependant made since is refused by its
   // foreign key inside the batch (409 dependency_conflict).
   hook.stage = (ctx, phase, target) => {
     const reads = depsOf(target).map(
-      (dep) => [dep, phase.add(dependantsQuery(ctx.services.db.orm, dep, target.id))] as const,
+      (dep) =>
+        [dep, phase.addBuilt(judgedQuery(ctx, ctx.services.db.orm, dep, target.id))] as const,
     );
     return async () => {
-      const found: Found = [];
-      for (const [dep, rows] of reads) {
-        const [row] = rows();
-        if (row?.n) found.push({ dep, total: row.n, ids: JSON.parse(row.ids) as number[] });
-      }
-      if (found.length) refuse(ctx, target, found);
+      const found = foundOf(reads.map(([dep, rows]) => [dep, rows()[0]] as const));
+      if (found.length) refuse(target, found);
       return { write() {} };
     };
   };

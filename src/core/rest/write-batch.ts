@@ -12,6 +12,8 @@ import type { WriteContext } from "../context";
 export class ReadPhase {
   readonly #queries: BatchItem<"sqlite">[] = [];
   readonly #results: unknown[] = [];
+  readonly #building: Promise<void>[] = [];
+  #failed: { error: unknown } | undefined;
 
   /** Reads added so far. */
   get size(): number {
@@ -24,8 +26,30 @@ export class ReadPhase {
     return () => this.#results[at] as T;
   }
 
+  /**
+   * Adds a query still being built (one whose condition is the caller's view, built from their
+   * constraints): its place is kept, and `run` waits for it. A failed build fails `run`. The
+   * query comes wrapped: a promise resolved with a query itself would run it (it is thenable).
+   */
+  addBuilt<T>(built: Promise<{ query: BatchItem<"sqlite"> & PromiseLike<T> }>): () => T {
+    const at = this.#queries.push(undefined as unknown as BatchItem<"sqlite">) - 1;
+    this.#building.push(
+      built.then(
+        ({ query }) => {
+          this.#queries[at] = query;
+        },
+        (e: unknown) => {
+          this.#failed ??= { error: e };
+        },
+      ),
+    );
+    return () => this.#results[at] as T;
+  }
+
   /** One read; with the request's guards when `ctx` folds them (`WriteContext.readPhase`). */
   async run(ctx: Pick<WriteContext, "services" | "readPhase">): Promise<void> {
+    await Promise.all(this.#building);
+    if (this.#failed) throw this.#failed.error;
     if (ctx.readPhase) {
       this.#results.push(...(await ctx.readPhase(this.#queries)));
       return;

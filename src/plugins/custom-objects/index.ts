@@ -44,7 +44,7 @@ import {
   wantsBackground,
 } from "./schema/jobs";
 import { applySchemaLogged, asLongWrite } from "./schema/change-log";
-import { cotsAllowed } from "./schema/access";
+import { cotsAllowed, countsWithheld } from "./schema/access";
 import { readSchemaBody, schemaAnswer } from "./schema/yaml-io";
 import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
@@ -479,7 +479,9 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     await requirePermission(c, "view", cotTarget);
     const ctx = readContext(c);
     const body = await readSchemaBody(c);
-    return schemaAnswer(c, await previewSchema(ctx, body, await hiddenSlugs(ctx, c.var.auth)));
+    const hidden = await hiddenSlugs(ctx, c.var.auth);
+    const withheld = countsWithheld(c.var.auth, c.var.services.config.loginRequired);
+    return schemaAnswer(c, await previewSchema(ctx, body, hidden, withheld));
   });
   // A batched apply (decision 0111) proves the cached grants and event rules in its read phase
   // and batch; when they moved under it, the route runs again on fresh ones (decision 0110).

@@ -194,7 +194,12 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
         "link_target_changed",
       ],
     },
-    rows: { type: "integer", minimum: 1, description: "Live rows the change concerns." },
+    rows: {
+      type: ["integer", "null"],
+      minimum: 1,
+      description:
+        "Live rows the change concerns; null where the caller may not view every object of the type (the change is gated all the same).",
+    },
     detail: { type: "string" },
   }),
   SchemaPreview: closedObject({

@@ -4,7 +4,8 @@
  * add and change (checked before and after, in the apply's transaction).
  */
 import { ApiError, forbidden } from "../../../core/errors";
-import { admitted, restrictWhere } from "../../../core/auth/restrict";
+import { admitted, restrictionFor, restrictWhere } from "../../../core/auth/restrict";
+import { APP_LABEL } from "../constants";
 import type { Action } from "../../../core/auth/permissions";
 import type { AuthState } from "../../../core/context";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
@@ -13,6 +14,15 @@ import type { Executor } from "../../../db/client";
 import { customObjectTypes } from "../../../db/schema";
 import { cotModel, fieldModel } from "../types/api";
 import type { SchemaDocument } from "./document";
+
+/**
+ * For a caller: whether the row counts of a type are withheld from them, their view of its
+ * objects being constrained or none (decision 0181). Judged on the permissions alone, no read.
+ */
+export const countsWithheld =
+  (auth: AuthState, loginRequired: boolean) =>
+  (slug: string): boolean =>
+    restrictionFor(auth, loginRequired, "view", APP_LABEL, slug).kind !== "all";
 
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
 export async function cotsAllowed(

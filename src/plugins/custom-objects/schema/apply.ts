@@ -9,6 +9,7 @@ import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../
 import { ApiError, ValidationError, forbidden } from "../../../core/errors";
 import {
   cotSlugsViewable,
+  countsWithheld,
   type NameHolder,
   refuseHidden,
   refuseTakenNames,
@@ -276,12 +277,13 @@ async function diffOrThrow(
   loaded?: Map<string, DbType>,
   sets?: readonly ChoiceSetRow[],
   counted?: PrefetchedCounts,
+  withheld?: (slug: string) => boolean,
 ) {
   const objectTypes = ctx.services.objectTypes;
   const base = defaultLookups(db, objectTypes, document, sets);
   // a batched apply's first read named the document's targets (decision 0142)
   const objectTypeId = async (ref: string) => counted?.objectType?.(ref) ?? base.objectTypeId(ref);
-  const lookups = { ...base, objectTypeId, counted };
+  const lookups = { ...base, objectTypeId, counted, withheld };
   const result = await diffDocument(db, objectTypes, document, hidden, lookups, loaded);
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
@@ -292,11 +294,13 @@ async function diffOrThrow(
  * The plan and diffs of a document. Types in `hidden` (those the caller may not view) are
  * previewed as if they did not exist: their rows are not counted and the state hashes say
  * nothing of them, so a preview cannot confirm guesses about a hidden type (decision 0064).
+ * Types whose objects the caller may not all view (`withheld`) are gated without counts (0181).
  */
 export async function previewSchema(
   ctx: ReadContext,
   body: unknown,
   hidden: ReadonlySet<string>,
+  withheld?: (slug: string) => boolean,
 ): Promise<
   SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
 > {
@@ -304,7 +308,16 @@ export async function previewSchema(
   // The state is read once, in one round trip, for both the diff and the plan.
   const slugs = documentSlugs(document);
   const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs, hidden, ctx.services.db);
-  const { diffs, choice_set_changes } = await diffOrThrow(ctx.db, ctx, document, hidden, state);
+  const { diffs, choice_set_changes } = await diffOrThrow(
+    ctx.db,
+    ctx,
+    document,
+    hidden,
+    state,
+    undefined,
+    undefined,
+    withheld,
+  );
   const plan = await planOf(ctx.db, ctx, document, hidden, state);
   return {
     ...plan,
@@ -895,12 +908,13 @@ export async function checkApply(
     state,
     sets,
     counted,
+    countsWithheld(ctx.auth, ctx.services.config.loginRequired),
   );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
     throw ApiError.detail(
       409,
-      `The document contains changes that lose or reject data (${gated.map((g) => `${g.slug}.${g.field ?? "*"}: ${g.reason}, ${g.rows} row(s)`).join("; ")}); repeat with allow_destructive=true to apply them.`,
+      `The document contains changes that lose or reject data (${gated.map((g) => `${g.slug}.${g.field ?? "*"}: ${g.reason}, ${g.rows ?? "some"} row(s)`).join("; ")}); repeat with allow_destructive=true to apply them.`,
       "destructive_changes",
       {
         destructive_slugs: [...new Set(gated.map((g) => g.slug))],

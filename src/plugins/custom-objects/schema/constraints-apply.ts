@@ -23,18 +23,11 @@ import {
   type Conditional,
 } from "./constraints";
 import type { TypeEntry } from "./document";
-import { countScalar, type DestructiveChange } from "./impact";
+import { countScalar, type Gate } from "./impact";
 import type { PrefetchedCounts } from "./diff";
 import type { DbType } from "./state";
 import { stableJson } from "./state";
 import { normalizeTogether } from "./unique-together";
-
-type Gate = (
-  field: string | null,
-  reason: DestructiveChange["reason"],
-  rows: number,
-  detail: string,
-) => void;
 
 const sameConditional = (a: Conditional, b: Conditional) => stableJson(a) === stableJson(b);
 
@@ -130,7 +123,8 @@ export async function diffConditional(
         item.key.fields.join(","),
         "unique_over_duplicates",
         dup,
-        `the partial key [${names}] is added while ${dup} row(s) matching its condition share those values with another row; the unique index cannot be built until they differ`,
+        (n) =>
+          `the partial key [${names}] is added while ${n} row(s) matching its condition share those values with another row; the unique index cannot be built until they differ`,
       );
   }
   for (const item of added.checks) {
@@ -140,7 +134,8 @@ export async function diffConditional(
         item.check.name,
         "check_over_violations",
         bad,
-        `the check "${item.check.name}" is added while ${bad} row(s) do not match it; it cannot hold until they do`,
+        (n) =>
+          `the check "${item.check.name}" is added while ${n} row(s) do not match it; it cannot hold until they do`,
       );
   }
 }

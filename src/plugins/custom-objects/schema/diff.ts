@@ -24,6 +24,8 @@ import {
   countRows,
   countValues,
   type DestructiveChange,
+  type Gate,
+  gated,
 } from "./impact";
 import type { SchemaDocument, SchemaError, TypeEntry } from "./document";
 import { typeChangeRefused } from "../types/field-definition";
@@ -84,6 +86,11 @@ export interface DiffLookups {
   objectTypeId(ref: string): Promise<number | null>;
   /** Removal counts read ahead (a batched apply's read phase): undefined ones are counted here. */
   counted?: PrefetchedCounts;
+  /**
+   * True for a type whose objects the caller may not all view: its gates still count every row,
+   * but say no number (decision 0181). None: every count is shown.
+   */
+  withheld?(slug: string): boolean;
 }
 
 /**
@@ -113,14 +120,6 @@ function changedAttrs(
   return out;
 }
 
-/** Records a change that loses or rejects data on live rows (gated in apply). */
-type Gate = (
-  field: string | null,
-  reason: DestructiveChange["reason"],
-  rows: number,
-  detail: string,
-) => void;
-
 async function diffType(
   db: Executor,
   t: TypeEntry,
@@ -141,8 +140,11 @@ async function diffType(
     destructive_changes: [],
     warnings: [],
   };
+  const withheld = lookups.withheld?.(t.slug) ?? false;
   const gate: Gate = (field, reason, rows, detail) => {
-    diff.destructive_changes.push({ slug: t.slug, field, reason, rows, detail });
+    const change = gated(t.slug, withheld, { field, reason, rows }, detail);
+    diff.destructive_changes.push(change);
+    return change.detail;
   };
   const at = `$.types[${ti}]`;
   if (!existing) return newTypeDiff(diff, t, attrs);
@@ -269,7 +271,8 @@ async function diffTogether(
         item.set.join(","),
         "unique_over_duplicates",
         dup,
-        `unique_together [${item.set.join(", ")}] is added while ${dup} row(s) share those values with another row; the unique index cannot be built until they differ`,
+        (n) =>
+          `unique_together [${item.set.join(", ")}] is added while ${n} row(s) share those values with another row; the unique index cannot be built until they differ`,
       );
   }
 }
@@ -352,15 +355,14 @@ async function gateAlteration(a: Alteration) {
     const lost =
       a.lookups.counted?.lossy(row.id, want.type) ?? (await countLossy(db, cotId, row, want.type));
     if (lost) {
-      gate(
+      const words = gate(
         have.name,
         "lossy_type_change",
         lost,
-        `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
+        (n) =>
+          `changing "${have.name}" from ${have.type} to ${want.type} loses ${n} value(s) that cannot be converted; they become null`,
       );
-      a.diff.warnings.push(
-        `changing "${have.name}" from ${have.type} to ${want.type} loses ${lost} value(s) that cannot be converted; they become null`,
-      );
+      a.diff.warnings.push(words);
     }
   }
   // What stays in storage under the new definition (a retype keeps the column, with new values).
@@ -377,7 +379,8 @@ async function gateAlteration(a: Alteration) {
         have.name,
         "required_over_empty_rows",
         empty,
-        `"${have.name}" becomes required with no default while ${empty} row(s) have no value; they cannot be saved until filled`,
+        (n) =>
+          `"${have.name}" becomes required with no default while ${n} row(s) have no value; they cannot be saved until filled`,
       );
   }
   if (want.unique && (!have.unique || changed.type) && fieldType(want.type).storage !== "links") {
@@ -387,7 +390,8 @@ async function gateAlteration(a: Alteration) {
         have.name,
         "unique_over_duplicates",
         dup,
-        `"${have.name}" becomes unique while ${dup} row(s) share a value with another row; the unique index cannot be built until they differ`,
+        (n) =>
+          `"${have.name}" becomes unique while ${n} row(s) share a value with another row; the unique index cannot be built until they differ`,
       );
   }
   if (sameStorage) await gateSameStorage(a);
@@ -403,7 +407,8 @@ async function gateSameStorage({ db, cotId, row, have, want, changed, gate, look
         have.name,
         "choices_in_use",
         used,
-        `${used} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`,
+        (n) =>
+          `${n} row(s) of "${have.name}" hold a value that choice set "${want.choice_set}" does not offer`,
       );
   }
   if (
@@ -424,7 +429,8 @@ async function gateSameStorage({ db, cotId, row, have, want, changed, gate, look
         have.name,
         "link_target_changed",
         linked,
-        `the related type of "${have.name}" changes while ${linked} row(s) link to objects of the old one; those links are cleared`,
+        (n) =>
+          `the related type of "${have.name}" changes while ${n} row(s) link to objects of the old one; those links are cleared`,
       );
   }
 }
@@ -450,7 +456,7 @@ async function diffRemovals(
         c.name,
         "field_removed",
         values,
-        `removing "${c.name}" takes the values of ${values} row(s)`,
+        (n) => `removing "${c.name}" takes the values of ${n} row(s)`,
       );
       removes.push({
         op: "remove",
@@ -520,13 +526,12 @@ export async function diffDocument(
         destructive: true,
       })),
       destructive_changes: [
-        {
-          slug: r.slug,
-          field: null,
-          reason: "type_removed" as const,
-          rows,
-          detail: `removing type "${r.slug}" takes its ${rows} row(s)`,
-        },
+        gated(
+          r.slug,
+          lookups.withheld?.(r.slug) ?? false,
+          { field: null, reason: "type_removed", rows },
+          (n) => `removing type "${r.slug}" takes its ${n} row(s)`,
+        ),
       ],
       warnings: [],
     });
@@ -550,13 +555,14 @@ export async function diffDocument(
       if (cot && hidden?.has(cot.slug)) continue;
       const n = await countOutsideChoices(db, f.customObjectTypeId, f as FieldRow, keep);
       if (n)
-        choice_set_changes.push({
-          slug: cot?.slug ?? String(f.customObjectTypeId),
-          field: f.name,
-          reason: "choices_in_use",
-          rows: n,
-          detail: `choice set "${set.name}" drops values ${n} row(s) of "${f.name}" hold`,
-        });
+        choice_set_changes.push(
+          gated(
+            cot?.slug ?? String(f.customObjectTypeId),
+            !cot || (lookups.withheld?.(cot.slug) ?? false),
+            { field: f.name, reason: "choices_in_use", rows: n },
+            (shown) => `choice set "${set.name}" drops values ${shown} row(s) of "${f.name}" hold`,
+          ),
+        );
     }
   }
   return { diffs, errors: errors.slice(0, 20), db: state, choice_set_changes };

@@ -27,13 +27,39 @@ type ImpactReason =
   | "choices_in_use"
   | "link_target_changed";
 
-/** One gated change: which type and field, why, and how many rows it concerns. */
+/**
+ * One gated change: which type and field, why, and how many rows it concerns (null where the
+ * caller may not view every object of the type: the count is withheld, decision 0181).
+ */
 export interface DestructiveChange {
   slug: string;
   field: string | null;
   reason: ImpactReason;
-  rows: number;
+  rows: number | null;
   detail: string;
+}
+
+/**
+ * Records a change that loses or rejects data on live rows (gated in apply, counted over every
+ * row: it guards data the caller may not view too). `detail` words it around its count, which
+ * reads "some" where the count is withheld; answers those words (a warning repeats them).
+ */
+export type Gate = (
+  field: string | null,
+  reason: ImpactReason,
+  rows: number,
+  detail: (count: string) => string,
+) => string;
+
+/** A gated change of type `slug`, its count withheld when `withheld` says so (decision 0181). */
+export function gated(
+  slug: string,
+  withheld: boolean,
+  change: { field: string | null; reason: ImpactReason; rows: number },
+  detail: (count: string) => string,
+): DestructiveChange {
+  const rows = withheld ? null : change.rows;
+  return { slug, ...change, rows, detail: detail(rows === null ? "some" : String(rows)) };
 }
 
 const count = async (db: Executor, q: SQL): Promise<number> => {

@@ -16,7 +16,7 @@ import {
 } from "../../../db/schema";
 import { nowIso } from "../../../db/schema/common";
 import { ApiError, ValidationError } from "../../../core/errors";
-import { protectedRefusal } from "./access";
+import { countsWithheld, protectedRefusal } from "./access";
 import type { WriteContext } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
 import {
@@ -369,14 +369,27 @@ function uniqueIndexError(e: unknown, name: string): ApiError | null {
   return null;
 }
 
-/** A type change that would lose values, asked without `allow_destructive`: 409. */
-export const lossyRetype = (cot: CotRow, field: FieldRow, type: string, lost: number) =>
-  ApiError.detail(
+/**
+ * A type change that would lose values, asked without `allow_destructive`: 409. The values are
+ * counted over every object (they are lost whoever may view them); the number is said only to a
+ * caller who may view every object of the type (decision 0181).
+ */
+export function lossyRetype(
+  ctx: WriteContext,
+  cot: CotRow,
+  field: FieldRow,
+  type: string,
+  lost: number,
+) {
+  const withheld = countsWithheld(ctx.auth, ctx.services.config.loginRequired)(cot.slug);
+  const what = withheld ? "values that cannot be converted" : `${lost} value(s)`;
+  return ApiError.detail(
     409,
-    `Changing "${field.name}" from ${field.type} to ${type} would lose ${lost} value(s). Repeat with allow_destructive=true to set them to null.`,
+    `Changing "${field.name}" from ${field.type} to ${type} would lose ${what}. Repeat with allow_destructive=true to set them to null.`,
     "destructive_changes",
     { destructive_slugs: [cot.slug] },
   );
+}
 
 export interface AlterResult {
   /** Non-null values that a type change could not carry (they become null). */
@@ -405,7 +418,7 @@ export async function alterField(
     const lost = isLossless(field.type, draft.type)
       ? 0
       : await countUnconvertible(ctx.db, cot.id, current, convert);
-    if (lost && !allowDataLoss) throw lossyRetype(cot, field, draft.type, lost);
+    if (lost && !allowDataLoss) throw lossyRetype(ctx, cot, field, draft.type, lost);
     lostValues = await retypeFieldStorage(ctx.db, cot.id, current, draft.type, convert);
     current = { ...current, type: draft.type };
   }

@@ -441,7 +441,7 @@ async function retypeStorage(
   if (values.kind === "over") return overBound(ctx.services.db, [field]);
   const lost = lostValues(field, draft.type, values);
   const allowed = parseBool(ctx.params.get("allow_destructive") ?? "false") === true;
-  if (lost && !allowed) throw lossyRetype(cot, field, draft.type, lost);
+  if (lost && !allowed) throw lossyRetype(ctx, cot, field, draft.type, lost);
   const source = retypeSource(field, draft.type, values);
   return { source, read: values, statements: retypeStatements(cot.id, field, draft, source) };
 }
