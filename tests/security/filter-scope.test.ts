@@ -101,7 +101,8 @@ for (const backend of ["local", "remote"] as const)
 
     test("GraphQL: a related filter reaches only related objects the caller may view", async () => {
       const probes = [
-        (name: string) => `{ site_list(filters: {tenant: {name: {i_contains: "${name}"}}}) { id } }`,
+        (name: string) =>
+          `{ site_list(filters: {tenant: {name: {i_contains: "${name}"}}}) { id } }`,
         (name: string) =>
           `{ site_list(filters: {NOT: {tenant: {name: {i_contains: "${name}"}}}}) { id } }`,
         (name: string) =>

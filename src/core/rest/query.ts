@@ -31,6 +31,12 @@ export interface FilterSpec {
    * describe filters (GraphQL, OpenAPI) name it only to callers who may view that type.
    */
   targetTypeId?: number;
+  /**
+   * A filter over other objects (an object's tags): `within` gives the same filter held to those
+   * the caller may view of the model `label` (their view condition over its table), so it matches
+   * a hidden one as one that does not exist (decision 0178; `filter-scope.ts`).
+   */
+  heldTo?: { label: string; within: (view: SQL) => FilterSpec };
 }
 
 const STRING_LOOKUPS = [
