@@ -9,7 +9,7 @@ import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
 import { viewerResource } from "../core/rest/filter-scope";
 import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } from "../core/limits";
-import { MAX_LIMIT } from "../core/rest/query";
+import { MAX_LIMIT, pastTextLimit, TEXT_LIMIT_MESSAGE } from "../core/rest/query";
 import { budgetInRead, chargeRows } from "../core/rest/budget";
 import { databaseStamp } from "../core/database-stamp";
 import { addGuard, freshRead } from "../core/fresh-read";
@@ -161,8 +161,9 @@ async function filterWhere(
     for (const [lookup, v] of Object.entries(value as Record<string, unknown>)) {
       if (v === undefined || !Object.hasOwn(LOOKUPS, lookup)) continue;
       if (v === null && lookup !== "exact") continue;
-      if ((Array.isArray(v) ? v : [v]).some((x) => typeof x === "string" && hasControlCharacter(x)))
-        throw badArgument(CONTROL_CHARACTER_MESSAGE);
+      const texts = (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === "string");
+      if (texts.some(hasControlCharacter)) throw badArgument(CONTROL_CHARACTER_MESSAGE);
+      if (texts.some(pastTextLimit)) throw badArgument(TEXT_LIMIT_MESSAGE);
       count(Array.isArray(v) ? Math.max(1, v.length) : 1);
       terms.push(
         await constraintSql(g.ctx, resource, [{ [`${key}__${LOOKUPS[lookup]}`]: v }], null),
