@@ -40,15 +40,29 @@ for (const backend of ["local", "remote"] as const)
         tenant: red,
         tags: [hidden],
       });
+      const group = await made("/api/users/owner-groups/", { name: "secret group" });
+      const hiddenOwner = await made("/api/users/owners/", { name: "secret owner", group });
+      const openOwner = await made("/api/users/owners/", { name: "open owner" });
       await namedCot(t(), "fsboxes", { site: { to: "dcim.site" } });
-      await create(t(), "fsboxes", { name: "box red", site: redSite, tags: [hidden] });
-      await create(t(), "fsboxes", { name: "box blue", site: blueSite, tags: [open] });
+      await create(t(), "fsboxes", {
+        name: "box red",
+        site: redSite,
+        tags: [hidden],
+        owner: hiddenOwner,
+      });
+      await create(t(), "fsboxes", {
+        name: "box blue",
+        site: blueSite,
+        tags: [open],
+        owner: openOwner,
+      });
       attacker = (
         await userWith(t(), "filter-scope-attacker", [
           [["view"], "dcim.site", null],
           [["view"], "custom_objects.fsboxes", null],
           [["view"], "extras.tag", { slug: "open-tag" }],
           [["view"], "tenancy.tenant", { slug: "blue" }],
+          [["view"], "users.owner", { name: "open owner" }],
         ])
       ).token;
     });
@@ -86,6 +100,23 @@ for (const backend of ["local", "remote"] as const)
         expect(count(await get(`${list}?tag=hidden-tag`, t().admin)), list).toBe(1);
         expect(count(await get(`${list}?tag__n=hidden-tag`, t().admin)), list).toBe(1);
       }
+    });
+
+    test("?owner= and ?owner_group= of a hidden owner or group answer as one that does not exist", async () => {
+      const list = `${CO}/fsboxes/`;
+      for (const [param, hidden] of [
+        ["owner", "secret owner"],
+        ["owner__n", "secret owner"],
+        ["owner_group", "secret group"],
+        ["owner_group__n", "secret group"],
+      ] as const) {
+        const q = (v: string) => `${list}?${param}=${encodeURIComponent(v)}&brief=1`;
+        expect(await get(q(hidden)), param).toBe(await get(q("no such name")));
+        expect(await get(q(hidden), t().admin), param).not.toBe(
+          await get(q("no such name"), t().admin),
+        );
+      }
+      expect(count(await get(`${list}?owner=open%20owner`))).toBe(1);
     });
 
     test("GraphQL: a tag filter naming a hidden tag matches nothing, as a missing one", async () => {
