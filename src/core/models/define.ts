@@ -191,7 +191,7 @@ export function tagFilter(
       )}))`;
       return lookup === "n" ? sql`NOT ${tagged}` : tagged;
     },
-    heldTo: { label: "extras.tag", within: (v) => tagFilter(id, type, v) },
+    heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilter(id, type, v) },
   };
 }
 

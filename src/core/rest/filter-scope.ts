@@ -2,6 +2,7 @@
  * Filters over other objects (an object's tags) held to what the caller may view of them, so a
  * filter naming a hidden one answers as one naming nothing (decision 0178).
  */
+import type { SQL } from "drizzle-orm";
 import type { AuthState } from "../context";
 import { restrictWhere } from "../auth/restrict";
 import type { FilterSpec, ListSpec } from "./query";
@@ -20,14 +21,20 @@ export async function viewerFilters(
   let filters: Record<string, FilterSpec> | undefined;
   for (const [name, spec] of Object.entries(list.filters)) {
     if (!spec.heldTo || !names(name)) continue;
-    const [app, model] = spec.heldTo.label.split(".") as [string, string];
-    const target = (await ctx.services.models.get(app, model, ctx))?.resource;
-    const view = target ? await restrictWhere(ctx, auth, "view", target) : undefined;
-    if (view === undefined) continue;
+    const views: Array<SQL | undefined> = [];
+    for (const label of spec.heldTo.labels) views.push(await viewOf(ctx, auth, label));
+    if (views.every((v) => v === undefined)) continue;
     filters ??= { ...list.filters };
-    filters[name] = spec.heldTo.within(view);
+    filters[name] = spec.heldTo.within(views);
   }
   return filters ? { ...list, filters } : list;
+}
+
+/** The caller's view condition over the model `label`'s table; undefined when nothing limits it. */
+async function viewOf(ctx: ReadContext, auth: AuthState, label: string) {
+  const [app, model] = label.split(".") as [string, string];
+  const target = (await ctx.services.models.get(app, model, ctx))?.resource;
+  return target ? restrictWhere(ctx, auth, "view", target) : undefined;
 }
 
 /** The filters a list request's query string uses: a parameter is `name` or `name__<lookup>`. */

@@ -33,11 +33,12 @@ export interface FilterSpec {
    */
   targetTypeId?: number;
   /**
-   * A filter over other objects (an object's tags): `within` gives the same filter held to those
-   * the caller may view of the model `label` (their view condition over its table), so it matches
-   * a hidden one as one that does not exist (decision 0178; `filter-scope.ts`).
+   * A filter over other objects (an object's tags, its owner): `within` gives the same filter
+   * held to those the caller may view of the models `labels` (their view conditions over those
+   * tables, in order; undefined where nothing limits it), so it matches a hidden one as one that
+   * does not exist (decision 0178; `filter-scope.ts`).
    */
-  heldTo?: { label: string; within: (view: SQL) => FilterSpec };
+  heldTo?: { labels: string[]; within: (views: Array<SQL | undefined>) => FilterSpec };
 }
 
 const STRING_LOOKUPS = [
