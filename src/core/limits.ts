@@ -13,6 +13,13 @@ export const MAX_FILTER_PARAMS = 50;
 /** Terms in `?ordering=`. */
 export const MAX_ORDERING_TERMS = 10;
 
+/**
+ * Characters of one text filter value or `?q=` (decision 0179). SQLite refuses a LIKE pattern
+ * over 50,000 bytes; at most 4 bytes a character (2 for an escaped `%`, `_` or `\\`) this stays
+ * under it.
+ */
+export const MAX_FILTER_TEXT_CHARS = 10_000;
+
 /** Characters of one numeric filter value (`?id=`, `?count__gt=`); longer is not a number we store. */
 export const MAX_NUMBER_LENGTH = 32;
 

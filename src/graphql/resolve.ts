@@ -3,12 +3,13 @@
  * OR: [...]}`) become SQL through the same lookup code as permission constraints, joined
  * with the caller's view constraints; pages are `offset`/`limit`.
  */
-import { and, asc, desc, not, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, not, sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { allOf, anyOf } from "../db/d1-limits";
 import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
+import { viewerResource } from "../core/rest/filter-scope";
 import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } from "../core/limits";
-import { MAX_LIMIT } from "../core/rest/query";
+import { MAX_LIMIT, pastTextLimit, TEXT_LIMIT_MESSAGE } from "../core/rest/query";
 import { budgetInRead, chargeRows } from "../core/rest/budget";
 import { databaseStamp } from "../core/database-stamp";
 import { addGuard, freshRead } from "../core/fresh-read";
@@ -38,7 +39,7 @@ export async function listRecords(
   const budget = { terms: 0 };
   const conditions = [
     await restrictWhere(g.ctx, g.auth, "view", r),
-    filters ? await filterWhere(g, entry, filterType, filters, "", 0, budget) : undefined,
+    filters ? await filterWhere(g, entry, filterType, filters, 0, budget) : undefined,
   ].filter((x): x is SQL => !!x);
   const orderBy: SQL[] = [];
   for (const term of r.list.defaultOrdering) {
@@ -115,7 +116,6 @@ async function filterWhere(
   entry: Entry,
   type: GraphQLInputObjectType,
   input: Record<string, unknown>,
-  prefix: string,
   depth: number,
   budget: { terms: number },
 ): Promise<SQL> {
@@ -136,59 +136,59 @@ async function filterWhere(
     if (name === "AND" || name === "OR") {
       const parts: SQL[] = [];
       for (const item of value as Record<string, unknown>[])
-        parts.push(await filterWhere(g, entry, type, item, prefix, depth + 1, budget));
+        parts.push(await filterWhere(g, entry, type, item, depth + 1, budget));
       // balanced trees: a long chain is deeper than D1 parses (decision 0125)
       if (parts.length) terms.push(name === "AND" ? allOf(parts) : anyOf(parts));
       continue;
     }
     if (name === "NOT") {
       terms.push(
-        not(
-          await filterWhere(
-            g,
-            entry,
-            type,
-            value as Record<string, unknown>,
-            prefix,
-            depth + 1,
-            budget,
-          ),
-        ),
+        not(await filterWhere(g, entry, type, value as Record<string, unknown>, depth + 1, budget)),
       );
       continue;
     }
     const key = shape.keys.get(name);
     if (!key) continue;
-    if (shape.related.has(name)) {
+    const related = shape.related.get(name);
+    if (related) {
       const nested = type.getFields()[name]!.type as GraphQLInputObjectType;
-      terms.push(
-        await filterWhere(
-          g,
-          entry,
-          nested,
-          value as Record<string, unknown>,
-          `${prefix}${key}__`,
-          depth + 1,
-          budget,
-        ),
-      );
+      const input = value as Record<string, unknown>;
+      terms.push(await relatedWhere(g, related, nested, input, depth + 1, budget));
       continue;
     }
+    // a filter over other objects (tags) reaches only those the caller may view (0178)
+    const resource = await viewerResource(g.ctx, g.auth, entry.resource, (n) => n === key);
     for (const [lookup, v] of Object.entries(value as Record<string, unknown>)) {
       if (v === undefined || !Object.hasOwn(LOOKUPS, lookup)) continue;
       if (v === null && lookup !== "exact") continue;
-      if ((Array.isArray(v) ? v : [v]).some((x) => typeof x === "string" && hasControlCharacter(x)))
-        throw badArgument(CONTROL_CHARACTER_MESSAGE);
+      const texts = (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === "string");
+      if (texts.some(hasControlCharacter)) throw badArgument(CONTROL_CHARACTER_MESSAGE);
+      if (texts.some(pastTextLimit)) throw badArgument(TEXT_LIMIT_MESSAGE);
       count(Array.isArray(v) ? Math.max(1, v.length) : 1);
       terms.push(
-        await constraintSql(
-          g.ctx,
-          entry.resource,
-          [{ [`${prefix}${key}__${LOOKUPS[lookup]}`]: v }],
-          null,
-        ),
+        await constraintSql(g.ctx, resource, [{ [`${key}__${LOOKUPS[lookup]}`]: v }], null),
       );
     }
   }
   return terms.length ? allOf(terms) : sql`1`;
+}
+
+/**
+ * A related filter (`tenant: {name: {…}}`): the relation's column among the targets the caller
+ * may view that match it. Never a join past the caller's view: a guess at a hidden tenant's name
+ * answers as a guess at nothing (decision 0178).
+ */
+async function relatedWhere(
+  g: GraphQLContext,
+  related: { entry: Entry; expr: SQLWrapper },
+  type: GraphQLInputObjectType,
+  input: Record<string, unknown>,
+  depth: number,
+  budget: { terms: number },
+): Promise<SQL> {
+  const target = related.entry.resource;
+  const inner = await filterWhere(g, related.entry, type, input, depth, budget);
+  const view = await restrictWhere(g.ctx, g.auth, "view", target);
+  const where = view ? and(view, inner) : inner;
+  return sql`${related.expr} IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${where})`;
 }

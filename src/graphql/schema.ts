@@ -276,7 +276,7 @@ class SchemaBuilder {
   filterType(entry: Entry): GraphQLInputObjectType {
     const known = this.filterTypes.get(entry.label);
     if (known) return known;
-    const shape: FilterShape = { keys: new Map(), related: new Set() };
+    const shape: FilterShape = { keys: new Map(), related: new Map() };
     const type: GraphQLInputObjectType = new GraphQLInputObjectType({
       name: `${entry.type}Filter`,
       extensions: filterShapeExtensions(shape),
@@ -304,7 +304,7 @@ class SchemaBuilder {
       if (!target || !name || Object.hasOwn(fields, name)) continue;
       fields[name] = { type: this.filterType(target) };
       shape.keys.set(name, rel.name);
-      shape.related.add(name);
+      shape.related.set(name, { entry: target, expr: rel.expr! });
     }
     for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
       // a per-type filter of a polymorphic field names its type: only visible types

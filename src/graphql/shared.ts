@@ -3,6 +3,7 @@
  * names, the filter shape each filter input carries, and the bad-argument error.
  */
 import { GraphQLError, type GraphQLInputObjectType } from "graphql";
+import type { SQLWrapper } from "drizzle-orm";
 import type { Resource } from "../core/context";
 
 /** A model in the schema: its label, resource and the names it is served under. */
@@ -31,10 +32,14 @@ export const LOOKUPS: Record<string, string> = {
   is_null: "isnull",
 };
 
-/** Per filter input: the record keys behind its GraphQL names, and which are related filters. */
+/**
+ * Per filter input: the record keys behind its GraphQL names, and its related filters: each the
+ * relation's column and the entry it points at (a related filter reaches only the targets the
+ * caller may view, decision 0178).
+ */
 export interface FilterShape {
   keys: Map<string, string>;
-  related: Set<string>;
+  related: Map<string, { entry: Entry; expr: SQLWrapper }>;
 }
 
 /** The `extensions` a filter input is built with: its shape rides on the type itself. */

@@ -291,12 +291,13 @@ describe("slugs and permissions", () => {
   });
 
   test("order: authentication, then unknown slug 404, then permission 403", async () => {
+    // a caller holding no permission on a type hears 404 as for an unknown slug (decision 0178)
     expect((await t.json("GET", `${CO}/nope/`, { token: null })).status).toBe(403);
     const key = await t.user("co-viewer", [[["view"], "custom_objects.all_types"]]);
     const none = await t.user("co-nobody");
     expect((await t.req("GET", `${CO}/nope/`, { token: none })).status).toBe(404);
     expect((await t.req("POST", `${CO}/nope/`, { token: none, body: {} })).status).toBe(404);
-    expect((await t.req("GET", `${CO}/all_types/`, { token: none })).status).toBe(403);
+    expect((await t.req("GET", `${CO}/all_types/`, { token: none })).status).toBe(404);
     expect((await t.req("GET", `${CO}/all_types/`, { token: key })).status).toBe(200);
     expect(
       (await t.req("POST", `${CO}/all_types/`, { token: key, body: { title: "Nope" } })).status,

@@ -173,25 +173,42 @@ const list = (values: (string | number)[]) =>
  * `owner` by name, `owner_group_id` and `owner_group` (by name) through the owner's group.
  * `owner_id` itself is the plain foreign key filter the model already has.
  */
-export function ownerFilters(expr: SQLWrapper): Record<string, FilterSpec> {
+export function ownerFilters(
+  expr: SQLWrapper,
+  /** The caller's view conditions over `owners` and `owner_groups` (decision 0178); none: all. */
+  view: OwnerViews = {},
+): Record<string, FilterSpec> {
+  // the inner tables are unaliased: the views' columns name them
+  const ownersSeen = view.owners
+    ? sql` AND id IN (SELECT ${owners.id} FROM ${owners} WHERE ${view.owners})`
+    : sql``;
+  const groupsSeen = view.groups
+    ? sql` AND group_id IN (SELECT ${ownerGroups.id} FROM ${ownerGroups} WHERE ${view.groups})`
+    : sql``;
+  const ownersOf = (where: SQL) =>
+    sql`SELECT id FROM ${owners} WHERE ${where}${ownersSeen}${groupsSeen}`;
+  const heldTo = (name: string, labels: string[]) => ({
+    labels,
+    within: ([owners, groups]: Array<SQL | undefined>) =>
+      ownerFilters(expr, { owners, groups })[name]!,
+  });
   return {
     owner: {
       kind: "string",
       expr,
       lookups: ["exact", "n"],
-      build: (lookup, values) =>
-        membership(expr, lookup, sql`SELECT id FROM owners WHERE name IN (${list(values)})`),
+      build: (lookup, values) => membership(expr, lookup, ownersOf(sql`name IN (${list(values)})`)),
+      heldTo: heldTo("owner", ["users.owner"]),
     },
     owner_group_id: {
       kind: "number",
       expr,
       lookups: ["exact", "n"],
-      build: (lookup, values) =>
-        membership(
-          expr,
-          lookup,
-          sql`SELECT id FROM owners WHERE group_id IN (${list(ids(lookup === "n" ? "owner_group_id__n" : "owner_group_id", values))})`,
-        ),
+      build: (lookup, values) => {
+        const param = lookup === "n" ? "owner_group_id__n" : "owner_group_id";
+        return membership(expr, lookup, ownersOf(sql`group_id IN (${list(ids(param, values))})`));
+      },
+      heldTo: heldTo("owner_group_id", ["users.owner", "users.ownergroup"]),
     },
     owner_group: {
       kind: "string",
@@ -201,8 +218,17 @@ export function ownerFilters(expr: SQLWrapper): Record<string, FilterSpec> {
         membership(
           expr,
           lookup,
-          sql`SELECT o.id FROM owners o JOIN owner_groups g ON g.id = o.group_id WHERE g.name IN (${list(values)})`,
+          ownersOf(
+            sql`group_id IN (SELECT id FROM ${ownerGroups} WHERE name IN (${list(values)}))`,
+          ),
         ),
+      heldTo: heldTo("owner_group", ["users.owner", "users.ownergroup"]),
     },
   };
+}
+
+/** The caller's view conditions over owners and owner groups (`FilterSpec.heldTo`). */
+interface OwnerViews {
+  owners?: SQL;
+  groups?: SQL;
 }

@@ -147,6 +147,18 @@ export async function requirePermission(
   if (!user.permissions.has(codename(target.appLabel, action, target.model))) throw forbidden();
 }
 
+/**
+ * Whether the caller holds any permission on the model (or reads as an anonymous caller may): a
+ * custom object type without one does not exist to them at its endpoints (decision 0178).
+ */
+export function holdsAnyPermission(c: Ctx, appLabel: string, model: string): boolean {
+  const user = c.var.auth.user;
+  if (!user) return !c.var.services.config.loginRequired;
+  if (user.isSuperuser) return true;
+  const actions: Action[] = ["view", "add", "change", "delete"];
+  return actions.some((a) => user.permissions.has(codename(appLabel, a, model)));
+}
+
 /** True when the caller holds the permission (no throw). */
 export function hasPermission(c: Ctx, action: Action, appLabel: string, model: string): boolean {
   const user = c.var.auth.user;

@@ -169,22 +169,29 @@ export function recordUrl(baseUrl: string, path: string, id: number) {
 export function tagFilter(
   id: SQLWrapper,
   type: { objectTypeId: number | null } | { appLabel: string; model: string },
+  /** The caller's view condition over the tags table (`heldTo`); undefined: every tag. */
+  view?: SQL,
 ): FilterSpec {
   const ofType =
     "objectTypeId" in type
       ? sql`FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${type.objectTypeId}`
       : sql`FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id JOIN object_types ot ON ot.id = ti.object_type_id WHERE ot.app_label = ${type.appLabel} AND ot.model = ${type.model}`;
+  // the inner `tags` is unaliased: the view's columns name it, never the outer `t`
+  const visible = view
+    ? sql` AND t.id IN (SELECT ${tagsTable.id} FROM ${tagsTable} WHERE ${view})`
+    : sql``;
   return {
     kind: "string",
     expr: id,
     lookups: ["exact", "n"],
     build: (lookup, values) => {
-      const tagged = sql`${id} IN (SELECT ti.object_id ${ofType} AND t.slug IN (${sql.join(
+      const tagged = sql`${id} IN (SELECT ti.object_id ${ofType}${visible} AND t.slug IN (${sql.join(
         values.map((v) => sql`${v}`),
         sql`, `,
       )}))`;
       return lookup === "n" ? sql`NOT ${tagged}` : tagged;
     },
+    heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilter(id, type, v) },
   };
 }
 

@@ -22,6 +22,7 @@ import { logChange, logChanges } from "../changes/record";
 import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
 import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
 import { nulFieldErrors } from "../nul";
+import { usedBy, viewerFilters } from "./filter-scope";
 import { pageLinks, parseListQuery, parseProjection, project, type ListQuery } from "./query";
 import {
   enqueueBulkWrite,
@@ -443,10 +444,16 @@ async function writtenRecords(
   return written.map((w) => w.record ?? loaded.get(w.id)).filter((r): r is ApiRecord => !!r);
 }
 
+/** The list request's query, its filters over other objects held to the caller's view (0178). */
+async function viewerListQuery(c: Ctx, ctx: ReadContext, url: URL, resource: Resource) {
+  const list = await viewerFilters(ctx, c.var.auth, resource.list, usedBy(url.searchParams));
+  return parseListQuery(url, list);
+}
+
 async function listRecords(c: Ctx, resource: Resource) {
   const ctx = readContext(c);
   const url = publicUrlOf(c);
-  const parsed = parseListQuery(url, resource.list);
+  const parsed = await viewerListQuery(c, ctx, url, resource);
   const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
   const q = restricted
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
@@ -590,7 +597,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
     await requirePermission(c, "view", resource);
-    const parsed = parseListQuery(url, resource.list);
+    const parsed = await viewerListQuery(c, ctx, url, resource);
     const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
     const q = restricted
       ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }

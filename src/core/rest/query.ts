@@ -9,6 +9,7 @@ import {
   CONTROL_CHARACTER_MESSAGE,
   hasControlCharacter,
   MAX_FILTER_PARAMS,
+  MAX_FILTER_TEXT_CHARS,
   MAX_FILTER_VALUES,
   MAX_NUMBER_LENGTH,
   MAX_ORDERING_TERMS,
@@ -31,6 +32,13 @@ export interface FilterSpec {
    * describe filters (GraphQL, OpenAPI) name it only to callers who may view that type.
    */
   targetTypeId?: number;
+  /**
+   * A filter over other objects (an object's tags, its owner): `within` gives the same filter
+   * held to those the caller may view of the models `labels` (their view conditions over those
+   * tables, in order; undefined where nothing limits it), so it matches a hidden one as one that
+   * does not exist (decision 0178; `filter-scope.ts`).
+   */
+  heldTo?: { labels: string[]; within: (views: Array<SQL | undefined>) => FilterSpec };
 }
 
 const STRING_LOOKUPS = [
@@ -257,6 +265,18 @@ export function parseEmpty(param: string, raw: string | undefined): boolean {
   return b;
 }
 
+/** Whether `text` has more characters (code points) than a filter value or `q` may (0179). */
+export function pastTextLimit(text: string): boolean {
+  if (text.length <= MAX_FILTER_TEXT_CHARS) return false;
+  // a run of 4-byte characters is two UTF-16 units each: count them only where that decides
+  if (text.length > 2 * MAX_FILTER_TEXT_CHARS) return true;
+  let chars = 0;
+  for (const _ of text) if (++chars > MAX_FILTER_TEXT_CHARS) return true;
+  return false;
+}
+
+export const TEXT_LIMIT_MESSAGE = `Ensure this value has at most ${MAX_FILTER_TEXT_CHARS} characters.`;
+
 export function buildFilter(
   name: string,
   spec: FilterSpec,
@@ -264,6 +284,8 @@ export function buildFilter(
   rawValues: string[],
 ): SQL | undefined {
   const param = lookup === "exact" ? name : `${name}__${lookup}`;
+  // past it a LIKE pattern is more than SQLite takes (a 500): refused for every kind and lookup
+  if (rawValues.some(pastTextLimit)) throw new ValidationError({ [param]: [TEXT_LIMIT_MESSAGE] });
   if (spec.build) return spec.build(lookup, rawValues);
   if (lookup === "empty") {
     const b = parseBool(rawValues[0] ?? "");
@@ -403,10 +425,12 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
         [key]: [`A filter takes at most ${MAX_FILTER_VALUES} values (got ${values.length}).`],
       });
     }
+    if (values.some(pastTextLimit)) throw new ValidationError({ [key]: [TEXT_LIMIT_MESSAGE] });
     const cond = buildFilter(name, filter, lookup, values);
     if (cond) conditions.push(cond);
   }
   const q = params.get("q")?.trim();
+  if (q && pastTextLimit(q)) throw new ValidationError({ q: [TEXT_LIMIT_MESSAGE] });
   const search = q ? searchConditions(spec, q) : undefined;
   // `q` is the list's only condition: its first pages may come from an index
   const qAlone = !!search?.matches && !conditions.length;

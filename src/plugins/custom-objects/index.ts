@@ -18,7 +18,7 @@ import type {
 import { addGuard, foldsCredentials, freshRead } from "../../core/fresh-read";
 import { ApiError, notFound } from "../../core/errors";
 import { baseUrlOf } from "../../core/http";
-import { hasPermission, requirePermission } from "../../core/auth/permissions";
+import { hasPermission, holdsAnyPermission, requirePermission } from "../../core/auth/permissions";
 
 import { inStagedWrite, inTransaction, mountResource, readContext } from "../../core/rest/handlers";
 import { withRetry } from "./types/staged";
@@ -547,6 +547,8 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
 
   mountResource(app, "/:slug", async (c) => {
     const slug = c.req.param("slug") ?? "";
+    // a type the caller holds no permission on answers as a missing slug, unread (0178)
+    if (!holdsAnyPermission(c, APP_LABEL, slug)) throw notFound();
     const guarded = guardedRead(c, registry, slug);
     if (guarded) return guarded;
     // Reads check the shape version now; writes may start from the cached model because

@@ -10,7 +10,8 @@ import { databaseStamp } from "../../../core/database-stamp";
 import { addGuard, freshRead } from "../../../core/fresh-read";
 import type { ReadContext, Resource } from "../../../core/rest/resource";
 import type { FieldRow } from "../field-types";
-import { hasPermission } from "../../../core/auth/permissions";
+import { hasPermission, holdsAnyPermission } from "../../../core/auth/permissions";
+import { APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import { hideUnviewable, requireObject, restrictWhere } from "../../../core/auth/restrict";
 import type { Ctx } from "../../../core/context";
 import { notFound, ValidationError } from "../../../core/errors";
@@ -37,10 +38,20 @@ async function target(c: Ctx, ctx: ReadContext) {
   const ot = parts
     ? await ctx.services.objectTypes.byLabel(parts.appLabel, parts.model, ctx.db)
     : null;
-  const info = ot ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
+  const info =
+    ot && knowsType(c, ot) ? await ctx.services.models.get(ot.appLabel, ot.model, ctx) : null;
   if (!ot || !info)
     throw new ValidationError({ object_type: [`Unknown object type "${rawType}".`] });
   return { ot, info, objectId: Number(rawId) };
+}
+
+/**
+ * A custom object type the caller holds no permission on is unknown to them (decision 0178), as
+ * at its own endpoints; the host's models and the type definitions are known to everyone.
+ */
+function knowsType(c: Ctx, ot: { appLabel: string; model: string }): boolean {
+  if (ot.appLabel !== APP_LABEL || ot.model === COT_MODEL || ot.model === FIELD_MODEL) return true;
+  return holdsAnyPermission(c, ot.appLabel, ot.model);
 }
 
 type Linking = { field: FieldRow; model: CotModel };

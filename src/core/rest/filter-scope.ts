@@ -1,0 +1,57 @@
+/**
+ * Filters over other objects (an object's tags) held to what the caller may view of them, so a
+ * filter naming a hidden one answers as one naming nothing (decision 0178).
+ */
+import type { SQL } from "drizzle-orm";
+import type { AuthState } from "../context";
+import { restrictWhere } from "../auth/restrict";
+import type { FilterSpec, ListSpec } from "./query";
+import type { ReadContext, Resource } from "./resource";
+
+/**
+ * `list` with each filter of `names` that reaches other objects held to the caller's view of
+ * them; `list` itself when none does or nothing limits that view (a superuser: no copy, no cost).
+ */
+export async function viewerFilters(
+  ctx: ReadContext,
+  auth: AuthState,
+  list: ListSpec,
+  names: (name: string) => boolean,
+): Promise<ListSpec> {
+  let filters: Record<string, FilterSpec> | undefined;
+  for (const [name, spec] of Object.entries(list.filters)) {
+    if (!spec.heldTo || !names(name)) continue;
+    const views: Array<SQL | undefined> = [];
+    for (const label of spec.heldTo.labels) views.push(await viewOf(ctx, auth, label));
+    if (views.every((v) => v === undefined)) continue;
+    filters ??= { ...list.filters };
+    filters[name] = spec.heldTo.within(views);
+  }
+  return filters ? { ...list, filters } : list;
+}
+
+/** The caller's view condition over the model `label`'s table; undefined when nothing limits it. */
+async function viewOf(ctx: ReadContext, auth: AuthState, label: string) {
+  const [app, model] = label.split(".") as [string, string];
+  const target = (await ctx.services.models.get(app, model, ctx))?.resource;
+  return target ? restrictWhere(ctx, auth, "view", target) : undefined;
+}
+
+/** The filters a list request's query string uses: a parameter is `name` or `name__<lookup>`. */
+export const usedBy =
+  (params: URLSearchParams) =>
+  (name: string): boolean =>
+    [...params.keys()].some((key) => key === name || key.startsWith(`${name}__`));
+
+/** `resource` whose filters of `names` are held to the caller's view (`viewerFilters`). */
+export async function viewerResource(
+  ctx: ReadContext,
+  auth: AuthState,
+  resource: Resource,
+  names: (name: string) => boolean,
+): Promise<Resource> {
+  const list = await viewerFilters(ctx, auth, resource.list, names);
+  if (list === resource.list) return resource;
+  // the resource's own members stay reachable (it may be more than a plain record)
+  return Object.assign(Object.create(resource) as Resource, { list });
+}
