@@ -88,9 +88,9 @@ for (const backend of ["local", "remote"] as const)
       expect(r.body.protected_objects).toHaveLength(2);
     });
 
-    test.if(backend === "remote")(
-      "the judged refusal stays within a delete's round trips",
-      async () => {
+    // remote only: a local file has no round trips to count (defined there, not skipped elsewhere)
+    if (backend === "remote")
+      test("the judged refusal stays within a delete's round trips", async () => {
         const s = await site(`trips-${backend}`);
         await device("blue-trip", s.id, blue);
         await device("red-trip", s.id, red);
@@ -100,8 +100,7 @@ for (const backend of ["local", "remote"] as const)
         expect(r.status).toBe(409);
         expect(r.body.protected_objects).toHaveLength(1);
         expect(app.proxy!.count).toBeLessThanOrEqual(2);
-      },
-    );
+      });
   });
 
 describe("d1", () => {
