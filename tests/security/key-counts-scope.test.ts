@@ -126,7 +126,10 @@ for (const backend of ["local", "remote"] as const)
 
     test("a schema apply adding the check, destructive allowed: refused, no number", async () => {
       const body = {
-        ...doc([ledger({ checks: [{ name: "ones", condition: { code__isw: "1" } }] }), bin("text")]),
+        ...doc([
+          ledger({ checks: [{ name: "ones", condition: { code__isw: "1" } }] }),
+          bin("text"),
+        ]),
         allow_destructive: true,
       };
       const r = await on.t.json("POST", `${SCHEMA}/apply/`, { token: peeker, body });
