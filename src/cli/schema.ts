@@ -402,7 +402,7 @@ async function restoreFromTrash({ values, client, io }: SchemaRun, file: string)
   await io.out(
     values.json
       ? `${JSON.stringify(answer.body, null, 2)}\n`
-      : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows} row(s).\n`,
+      : `Restored ${r.kind} ${r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug} with ${r.rows ?? "some"} row(s).\n`,
   );
   return 0;
 }
@@ -466,11 +466,11 @@ async function refuseDestructive(
     slug: string;
     field: string | null;
     reason: string;
-    rows: number;
+    rows: number | null; // null: withheld from the caller (decision 0181)
   }>;
   for (const g of entries)
     await io.err(
-      `  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows} row${g.rows === 1 ? "" : "s"})\n`,
+      `  ${g.slug}${g.field ? `.${g.field}` : ""}: ${g.reason.replace(/_/g, " ")} (${g.rows ?? "some"} row${g.rows === 1 ? "" : "s"})\n`,
     );
   await io.err(
     `refused: destructive changes in ${slugs}; nothing was changed. Re-run with --allow-destructive to apply them (removed data goes to the trash unless --purge).\n`,
@@ -485,7 +485,7 @@ function renderTrash(
     kind: string;
     name: string;
     custom_object_type: { slug: string };
-    rows: number;
+    rows: number | null; // null: withheld from the caller (decision 0183)
     expires: string;
   }>,
 ): string {
@@ -493,7 +493,7 @@ function renderTrash(
   return results
     .map(
       (r) =>
-        `${String(r.id).padStart(5)}  ${r.kind.padEnd(5)}  ${(r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug).padEnd(40)}  ${String(r.rows).padStart(7)} row(s)  until ${r.expires}`,
+        `${String(r.id).padStart(5)}  ${r.kind.padEnd(5)}  ${(r.kind === "field" ? `${r.custom_object_type.slug}.${r.name}` : r.custom_object_type.slug).padEnd(40)}  ${String(r.rows ?? "some").padStart(7)} row(s)  until ${r.expires}`,
     )
     .join("\n");
 }

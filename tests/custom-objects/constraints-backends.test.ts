@@ -45,10 +45,16 @@ beforeAll(async () => {
       sql: `CREATE TABLE co_${COT} (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, vid INTEGER, status TEXT)`,
       args: [],
     });
-    await rebuildConditional(db.orm, COT, FIELDS, {
-      unique: [{ fields: ["vid"], condition: { status__in: ["active", "planned", QUOTED] } }],
-      checks: [{ name: "vid_range", condition: { vid__gte: 1, vid__lte: 4094 } }],
-    });
+    await rebuildConditional(
+      db.orm,
+      COT,
+      FIELDS,
+      {
+        unique: [{ fields: ["vid"], condition: { status__in: ["active", "planned", QUOTED] } }],
+        checks: [{ name: "vid_range", condition: { vid__gte: 1, vid__lte: 4094 } }],
+      },
+      false,
+    );
   }
 });
 afterAll(async () => {

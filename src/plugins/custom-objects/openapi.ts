@@ -254,7 +254,11 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
         type: { type: "string" },
       }),
       fields: { type: "array", items: { type: "string" } },
-      rows: { type: "integer" },
+      rows: {
+        type: ["integer", "null"],
+        description:
+          "Rows (a type's) or values (a field's) the entry keeps; null where the caller may not view every object of the type.",
+      },
       removed: { type: "string", format: "date-time" },
       expires: { type: "string", format: "date-time" },
     },

@@ -24,6 +24,10 @@ export const countsWithheld =
   (slug: string): boolean =>
     restrictionFor(auth, loginRequired, "view", APP_LABEL, slug).kind !== "all";
 
+/** `countsWithheld` for the caller of a write, on type `slug`. */
+export const countsWithheldFor = (ctx: WriteContext, slug: string): boolean =>
+  countsWithheld(ctx.auth, ctx.services.config.loginRequired)(slug);
+
 /** The ids among `ids` of types the caller may `action` (all when nothing restricts them). */
 export async function cotsAllowed(
   ctx: ReadContext,

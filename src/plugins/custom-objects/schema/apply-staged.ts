@@ -7,7 +7,13 @@
 import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
-import { nameHoldersQuery, type NameHolder, protectedRefusal, withoutHidden } from "./access";
+import {
+  countsWithheldFor,
+  nameHoldersQuery,
+  type NameHolder,
+  protectedRefusal,
+  withoutHidden,
+} from "./access";
 import {
   choiceSets,
   customObjectTypeFields,
@@ -86,7 +92,13 @@ import {
   viewLimit,
   type Written,
 } from "./staged-limits";
-import { clearLinksOutsideSql, linksOutsideCountSql, rowsCountSql, valuesCountSql } from "./impact";
+import {
+  clearLinksOutsideSql,
+  existingRows,
+  linksOutsideCountSql,
+  rowsCountSql,
+  valuesCountSql,
+} from "./impact";
 import {
   guardNothingPointsAt,
   pointingFieldsQuery,
@@ -545,7 +557,12 @@ function addedKeys(t: TypeEntry, s: DbType) {
  * counts read ahead (a field the apply adds read as its default, decision 0142); null when none
  * does.
  */
-function keyViolation(t: TypeEntry, s: DbType, reads: Reads): ValidationError | null {
+function keyViolation(
+  t: TypeEntry,
+  s: DbType,
+  reads: Reads,
+  withheld: boolean,
+): ValidationError | null {
   // a key or check over a retyped field is proven in the batch, over the converted values: a
   // count of the values before says nothing (`retypeExplainer` answers, decision 0135)
   const retyped = new Set(
@@ -571,11 +588,11 @@ function keyViolation(t: TypeEntry, s: DbType, reads: Reads): ValidationError | 
     return "key" in item
       ? new ValidationError({
           unique_together: [
-            `${n} existing row(s) matching the condition share values of ${item.key.fields.join(", ")}; they must make a unique set.`,
+            `${existingRows(n, withheld)} matching the condition share values of ${item.key.fields.join(", ")}; they must make a unique set.`,
           ],
         })
       : new ValidationError({
-          checks: [`${n} existing row(s) do not match the check "${item.check.name}".`],
+          checks: [`${existingRows(n, withheld)} do not match the check "${item.check.name}".`],
         });
   }
   return null;
@@ -756,6 +773,7 @@ function retypeExplainer(
 ) {
   const { ctx, t, at } = step;
   const wanted = { ...keys.want, togetherFirst: true };
+  const withheld = countsWithheldFor(ctx, t.slug);
   return async () => {
     const refusal = await retypeRefusal(ctx, cotId, retypes, fields, wanted);
     const fail = (e: ValidationError, path = at) => atPath(path, () => Promise.reject(e));
@@ -778,7 +796,7 @@ function retypeExplainer(
       await fail(
         new ValidationError({
           unique_together: [
-            `${refusal.rows} existing row(s) matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
+            `${existingRows(refusal.rows, withheld)} matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
           ],
         }),
       );
@@ -786,7 +804,7 @@ function retypeExplainer(
       await fail(
         new ValidationError({
           checks: [
-            `${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`,
+            `${existingRows(refusal.rows, withheld)} do not match the check "${refusal.check.name}".`,
           ],
         }),
       );
@@ -991,7 +1009,7 @@ async function stageExisting(step: Step, existing: DbType) {
   const fieldsAfter = [...current, ...added];
   if (keys.together || keys.conditional) {
     // keys over rows that break them (allowed by the gate): the transaction's 400, nothing written
-    const broken = keyViolation(t, existing, step.reads);
+    const broken = keyViolation(t, existing, step.reads, countsWithheldFor(step.ctx, t.slug));
     if (broken instanceof ValidationError) await atPath(step.at, () => Promise.reject(broken));
     const built = await keyStatements(step.at, cot.id, none, fieldsAfter, keys.want, false);
     if (keys.together) addStatements(batch, orm, togetherStatements(cot.id, 0, built.sets));

@@ -46,7 +46,8 @@ async function store(db: Executor, cotId: number, c: Conditional) {
 
 /**
  * A type write's `unique_together` and `checks` (either may be absent): plain keys as before,
- * partial keys and checks checked against the fields, stored and built when they change.
+ * partial keys and checks checked against the fields, stored and built when they change. Rows
+ * that break one are counted in the 400 unless the count is `withheld` (decision 0183).
  */
 export async function setTypeConstraints(
   db: Executor,
@@ -54,13 +55,14 @@ export async function setTypeConstraints(
   cotId: number,
   together: unknown,
   checks: unknown,
+  withheld: boolean,
 ): Promise<void> {
   const fields = cot ? await fieldsOf(db, cotId) : [];
   const split = together === undefined ? null : splitTogether(together);
   if (split) {
     const sets = checkUniqueTogether(split.plain, fields);
     if (stableJson(sets) !== stableJson(normalizeTogether(cot?.uniqueTogether)))
-      await setUniqueTogether(db, cotId, sets);
+      await setUniqueTogether(db, cotId, sets, withheld);
   }
   const have = cot ? conditionalOf(cot) : { unique: [], checks: [] };
   const { conditional, errors } = checkConditional(
@@ -71,7 +73,7 @@ export async function setTypeConstraints(
   if (Object.keys(errors).length) throw new ValidationError(errors);
   if (stableJson(conditional) === stableJson(have)) return;
   await store(db, cotId, conditional);
-  await rebuildConditional(db, cotId, fields, conditional);
+  await rebuildConditional(db, cotId, fields, conditional, withheld);
 }
 
 /** A type write's keys and checks for one atomic batch (the staged writer, decision 0119). */
@@ -95,6 +97,7 @@ export async function stagedTypeConstraints(
   fields: FieldRow[],
   together: unknown,
   checks: unknown,
+  withheld: boolean,
 ): Promise<StagedConstraints> {
   const cotId = cot?.id ?? 0;
   const split = together === undefined ? null : splitTogether(together);
@@ -110,7 +113,7 @@ export async function stagedTypeConstraints(
   );
   if (Object.keys(errors).length) {
     // the transaction path stores the plain keys (counting their clashes) before these checks
-    const clash = setsChange && cot ? await togetherViolation(db, cotId, setRows) : null;
+    const clash = setsChange && cot ? await togetherViolation(db, cotId, setRows, withheld) : null;
     throw clash ?? new ValidationError(errors);
   }
   const conditionalChange = stableJson(conditional) !== stableJson(have);
@@ -128,14 +131,17 @@ export async function stagedTypeConstraints(
     }
   }
   out.explain = async (reader) =>
-    (setsChange ? await togetherViolation(reader, cotId, setRows) : null) ??
-    (conditionalChange ? await conditionalViolation(reader, cotId, fields, conditional) : null);
+    (setsChange ? await togetherViolation(reader, cotId, setRows, withheld) : null) ??
+    (conditionalChange
+      ? await conditionalViolation(reader, cotId, fields, conditional, withheld)
+      : null);
   return out;
 }
 
 /**
  * Around a field's rename or retype: the constraints reading it are dropped first (SQLite will
- * not move a column an index or trigger reads) and rebuilt after, following a new name.
+ * not move a column an index or trigger reads) and rebuilt after, following a new name (rows
+ * that break one counted in the 400 unless the count is `withheld`, decision 0183).
  */
 export async function aroundFieldChange(
   db: Executor,
@@ -143,6 +149,7 @@ export async function aroundFieldChange(
   field: FieldRow,
   next: { name: string; type: string },
   change: () => Promise<unknown>,
+  withheld: boolean,
 ): Promise<void> {
   const have = conditionalOf(cot);
   const moves =
@@ -155,7 +162,7 @@ export async function aroundFieldChange(
   await change();
   const want = next.name === field.name ? have : renameInConditional(have, field.name, next.name);
   await store(db, cot.id, want);
-  await rebuildConditional(db, cot.id, await fieldsOf(db, cot.id), want);
+  await rebuildConditional(db, cot.id, await fieldsOf(db, cot.id), want, withheld);
 }
 
 /** A field a conditional constraint reads cannot be removed until the constraint is changed. */

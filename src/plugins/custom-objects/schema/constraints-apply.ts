@@ -22,6 +22,7 @@ import {
   type ConditionField,
   type Conditional,
 } from "./constraints";
+import { countsWithheldFor } from "./access";
 import type { TypeEntry } from "./document";
 import { countScalar, type Gate } from "./impact";
 import type { PrefetchedCounts } from "./diff";
@@ -170,5 +171,5 @@ export async function applyConditional(ctx: WriteContext, cotId: number, t: Type
     .select()
     .from(customObjectTypeFields)
     .where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
-  await rebuildConditional(ctx.db, cotId, fields, want);
+  await rebuildConditional(ctx.db, cotId, fields, want, countsWithheldFor(ctx, t.slug));
 }

@@ -15,7 +15,7 @@ import type { FilterSpec } from "../../../core/rest/query";
 import { fieldColumns, hasLinkTable, ident, tableName, valueColumn } from "../ddl";
 import { fieldType } from "../field-types";
 import type { FieldLike } from "../field-types/types";
-import { countScalar, duplicatesCountSql } from "./impact";
+import { countScalar, duplicatesCountSql, existingRows } from "./impact";
 
 type Condition = Record<string, unknown> | Array<Record<string, unknown>>;
 export interface PartialKey {
@@ -380,19 +380,23 @@ export function checkViolationsSql(
 /** The message of a check a row fails: the raised text names the check and the fields it reads. */
 const raised = (check: Check) => `host_check:${check.name}:${namesRead(check).join(",")}`;
 
-/** The first key or check existing rows would break, as the 400 naming it and counting them. */
+/**
+ * The first key or check existing rows would break, as the 400 naming it and counting them
+ * (every row; the number is not said where it is `withheld` from the caller, decision 0183).
+ */
 export async function conditionalViolation(
   db: Executor,
   cotId: number,
   fields: ConditionField[],
   c: Conditional,
+  withheld: boolean,
 ): Promise<ValidationError | null> {
   for (const key of c.unique) {
     const dup = await countPartialDuplicates(db, cotId, fields, key);
     if (dup)
       return new ValidationError({
         unique_together: [
-          `${dup} existing row(s) matching the condition share values of ${key.fields.join(", ")}; they must make a unique set.`,
+          `${existingRows(dup, withheld)} matching the condition share values of ${key.fields.join(", ")}; they must make a unique set.`,
         ],
       });
   }
@@ -400,7 +404,7 @@ export async function conditionalViolation(
     const bad = await countCheckViolations(db, cotId, fields, check);
     if (bad)
       return new ValidationError({
-        checks: [`${bad} existing row(s) do not match the check "${check.name}".`],
+        checks: [`${existingRows(bad, withheld)} do not match the check "${check.name}".`],
       });
   }
   return null;
@@ -455,16 +459,18 @@ export function conditionalStatements(
 
 /**
  * Replaces the type's conditional constraints in the database. Existing rows that would break
- * one answer 400 on `unique_together` or `checks`, naming it and counting them.
+ * one answer 400 on `unique_together` or `checks`, naming it and counting them (`withheld`:
+ * without their number, decision 0183).
  */
 async function buildConditional(
   db: Executor,
   cotId: number,
   fields: ConditionField[],
   c: Conditional,
+  withheld: boolean,
 ): Promise<void> {
   await dropConditional(db, cotId);
-  const violation = await conditionalViolation(db, cotId, fields, c);
+  const violation = await conditionalViolation(db, cotId, fields, c, withheld);
   if (violation) throw violation;
   const none = { unique: [], checks: [] };
   for (const s of conditionalStatements(cotId, none, fields, c, true)) await db.run(s);
@@ -496,9 +502,10 @@ export async function rebuildConditional(
   cotId: number,
   fields: ConditionField[],
   c: Conditional,
+  withheld: boolean,
 ): Promise<void> {
   try {
-    await buildConditional(db, cotId, fields, c);
+    await buildConditional(db, cotId, fields, c, withheld);
   } catch (e) {
     throw asConditionalError(e);
   }

@@ -62,6 +62,13 @@ export function gated(
   return { slug, ...change, rows, detail: detail(rows === null ? "some" : String(rows)) };
 }
 
+/**
+ * How a refusal over existing rows (a key or check they break) names them: counted, or, where
+ * the count is withheld from the caller, without a number (decision 0183, as 0181).
+ */
+export const existingRows = (rows: number, withheld: boolean) =>
+  withheld ? "Existing rows" : `${rows} existing row(s)`;
+
 const count = async (db: Executor, q: SQL): Promise<number> => {
   const [r] = (await db.all(q)) as { n: number }[];
   return Number(r?.n ?? 0);

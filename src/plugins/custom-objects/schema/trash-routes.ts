@@ -1,15 +1,16 @@
 /**
  * `schema/trash/`: removed fields and types kept with their data (decision 0051). GET lists
  * them (view permission on custom object types; an entry shows only to callers who may view
- * its type, and a removed type's entry only to callers whose view is unconstrained);
+ * its type, and a removed type's entry only to callers whose view is unconstrained; its `rows`
+ * only to callers who may view every object of its type, decision 0183);
  * `POST schema/trash/<id>/restore/` puts one back (add and change permission, the change
  * constraints holding for its type); `DELETE schema/trash/<id>/` purges it at once (delete
  * permission under its constraints for the entry's type, unconstrained for a removed type).
  * Restores off a local file and purges everywhere are one read and one batch (decision 0120).
  */
 import type { Hono } from "hono";
-import { sql, type SQL } from "drizzle-orm";
-import { customObjectTypes } from "../../../db/schema";
+import { and, inArray, sql, type SQL } from "drizzle-orm";
+import { customObjectTrash, customObjectTypes } from "../../../db/schema";
 import type { HonoEnv, WriteContext } from "../../../core/context";
 import { foldsCredentials, freshRead } from "../../../core/fresh-read";
 import { ApiError, forbidden } from "../../../core/errors";
@@ -21,7 +22,7 @@ import { cotModel, fieldModel } from "../types/api";
 import { logChanges } from "../../../core/changes/record";
 import type { FieldRow } from "../objects/values";
 import { asLongWrite } from "./change-log";
-import { cotsAllowed, requireCots } from "./access";
+import { cotsAllowed, countsWithheld, requireCots } from "./access";
 import { listTrash, restoreEntry, trashQuery, trashView, type TrashRow } from "./trash";
 import { purgeEntryStaged, restoreStaged } from "./trash-staged";
 import { stagesSchemaWrites } from "../../../db/policy";
@@ -53,6 +54,24 @@ async function allowed(
   return rows.filter((r) => (r.kind === "type" ? unconstrained : types.has(r.customObjectTypeId)));
 }
 
+/**
+ * Whether the caller is told an entry's `rows` (decision 0183): a field's entry as the counts of
+ * its type are (0181), on its slug, which must still be the type's (`slugs` by type id, when
+ * read); a removed type's objects lost their grants with its object type, so only a caller who
+ * needs no grant is told.
+ */
+function rowsShown(c: Parameters<typeof readContext>[0], slugs?: ReadonlyMap<number, string>) {
+  const { auth } = c.var;
+  const { loginRequired } = c.var.services.config;
+  const ungranted = auth.user ? auth.user.isSuperuser : !loginRequired;
+  const withheld = countsWithheld(auth, loginRequired);
+  return (row: TrashRow) =>
+    ungranted ||
+    (row.kind === "field" &&
+      (!slugs || slugs.get(row.customObjectTypeId) === row.slug) &&
+      !withheld(row.slug));
+}
+
 /** The entry `id` for an `action`: 404 when the caller may not view it, 403 when they may view but not act. */
 async function entryFor(
   c: Parameters<typeof readContext>[0],
@@ -71,26 +90,31 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
   app.get("/schema/trash", async (c) => {
     const ctx = readContext(c, true);
     const slug = c.req.query("slug");
-    // the entries, and the types a constrained caller may view, in one read with the request's
-    // guards (decision 0166)
+    // the entries, and the types with entries a caller who is not a superuser may view (their
+    // slugs now, decision 0183), in one read with the request's guards (decision 0166)
     let viewable!: SQL | undefined;
     const [listed, admitted] = await freshRead(c, async () => {
       await requirePermission(c, "view", cotTarget);
-      viewable = c.var.auth.user?.isSuperuser
+      const superuser = c.var.auth.user?.isSuperuser;
+      viewable = superuser
         ? undefined
         : await restrictWhere(ctx, c.var.auth, "view", cotModel.resource);
+      const withEntries = ctx.db
+        .select({ id: customObjectTrash.customObjectTypeId })
+        .from(customObjectTrash);
       const types = ctx.db
-        .select({ id: customObjectTypes.id })
+        .select({ id: customObjectTypes.id, slug: customObjectTypes.slug })
         .from(customObjectTypes)
-        .where(viewable ?? sql`0`);
+        .where(superuser ? sql`0` : and(viewable, inArray(customObjectTypes.id, withEntries)));
       return [trashQuery(ctx.db, slug || undefined), types] as const;
     });
     ctx.guard = undefined;
-    const types = new Set(admitted.map((r) => r.id));
+    const types = new Map(admitted.map((r) => [r.id, r.slug]));
     const rows = viewable
       ? listed.filter((r) => r.kind === "field" && types.has(r.customObjectTypeId))
       : await allowed(ctx, c.var.auth, "view", listed);
-    return c.json({ count: rows.length, results: rows.map(trashView) });
+    const shown = rowsShown(c, types);
+    return c.json({ count: rows.length, results: rows.map((r) => trashView(r, shown(r))) });
   });
   // Off a local file, a restore is one read and one batch (decision 0120), by a constrained
   // caller too (0128); every restore on a local file keeps the transaction.
@@ -104,7 +128,7 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
       // staged, a field's type is checked in the restore's read (decision 0128)
       if (stagesSchemaWrites(c.var.services.db)) {
         const staged = await inStagedWrite(c, (ctx) => restoreStaged(ctx, entry));
-        return c.json({ restored: trashView(staged) });
+        return c.json({ restored: trashView(staged, rowsShown(c)(staged)) });
       }
       // a field's type must be one the caller may change; a restored type is checked once it is back
       if (
@@ -115,7 +139,7 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
       const restored = await asLongWrite(c.var.services, () =>
         inTransaction(c, null, (tx) => restoreLogged(tx, id)),
       );
-      return c.json({ restored: trashView(restored) });
+      return c.json({ restored: trashView(restored, rowsShown(c)(restored)) });
     }),
   );
   app.delete("/schema/trash/:id", async (c) => {

@@ -216,7 +216,8 @@ export function trashQuery(db: Executor, slug?: string) {
   return (slug ? q.where(eq(customObjectTrash.slug, slug)) : q).orderBy(asc(customObjectTrash.id));
 }
 
-export function trashView(row: TrashRow) {
+/** An entry as answered; `rows` null where the count is withheld from the caller (0183). */
+export function trashView(row: TrashRow, rowsShown: boolean) {
   const field = row.kind === "field" ? (row.record.field as FieldRow) : null;
   return {
     id: row.id,
@@ -226,7 +227,7 @@ export function trashView(row: TrashRow) {
     ...(field
       ? { field: { id: field.id, schema_id: field.schemaId, name: field.name, type: field.type } }
       : { fields: ((row.record.fields as FieldRow[]) ?? []).map((f) => f.name) }),
-    rows: row.rows,
+    rows: rowsShown ? row.rows : null,
     removed: row.removed,
     expires: row.expires,
   };

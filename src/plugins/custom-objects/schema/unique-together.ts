@@ -9,7 +9,7 @@ import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ValidationError } from "../../../core/errors";
 import { fieldColumns, hasLinkTable, ident, tableName } from "../ddl";
 import type { FieldRow } from "../objects/values";
-import { countDuplicates } from "./impact";
+import { countDuplicates, existingRows } from "./impact";
 
 /** At most this many compound keys per type (index names `_ut0` … `_ut15`). */
 const MAX_UNIQUE_TOGETHER = 16;
@@ -102,11 +102,15 @@ export function checkUniqueTogether(raw: unknown, fields: FieldRow[]): string[][
   return normalizeTogether(raw as string[][]);
 }
 
-/** The first compound key existing rows break, as the 400 naming it and counting them. */
+/**
+ * The first compound key existing rows break, as the 400 naming it and counting them (every
+ * row; the number is not said where it is `withheld` from the caller, decision 0183).
+ */
 export async function togetherViolation(
   db: Executor,
   cotId: number,
   sets: FieldRow[][],
+  withheld: boolean,
 ): Promise<ValidationError | null> {
   for (const set of sets) {
     const dup = await countDuplicates(
@@ -117,7 +121,7 @@ export async function togetherViolation(
     if (dup)
       return new ValidationError({
         unique_together: [
-          `${dup} existing row(s) share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`,
+          `${existingRows(dup, withheld)} share values of ${set.map((f) => f.name).join(", ")}; they must make a unique set.`,
         ],
       });
   }
@@ -128,14 +132,22 @@ export async function togetherViolation(
 export const setsOfFields = (sets: string[][], fields: FieldRow[]) =>
   sets.map((set) => set.map((n) => fields.find((f) => f.name === n)!));
 
-/** Stores and enforces `sets` on a type (REST): counts clashes first, so the 400 names them. */
-export async function setUniqueTogether(db: Executor, cotId: number, sets: string[][]) {
+/**
+ * Stores and enforces `sets` on a type (REST): counts clashes first, so the 400 names them
+ * (`withheld`: without their number, decision 0183).
+ */
+export async function setUniqueTogether(
+  db: Executor,
+  cotId: number,
+  sets: string[][],
+  withheld: boolean,
+) {
   const fields = (await db
     .select()
     .from(customObjectTypeFields)
     .where(eq(customObjectTypeFields.customObjectTypeId, cotId))) as FieldRow[];
   const rows = setsOfFields(sets, fields);
-  const violation = await togetherViolation(db, cotId, rows);
+  const violation = await togetherViolation(db, cotId, rows, withheld);
   if (violation) throw violation;
   await db
     .update(customObjectTypes)

@@ -17,6 +17,7 @@ import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../../co
 import { slotKey } from "../../../core/slots";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import { refuseCycle } from "./cycles";
+import { countsWithheldFor } from "../schema/access";
 import { addLocalContextColumn } from "../ddl";
 import { titleCase } from "../objects/shape";
 import { validateCot, validateField } from "./definitions";
@@ -269,7 +270,7 @@ export function cotResource(registry: CotRegistry): Resource {
       const { unique_together: together, checks, ...rest } = input;
       // a new type has no fields yet: only empty lists are possible
       if (together !== undefined || checks !== undefined)
-        await setTypeConstraints(ctx.db, null, 0, together, checks);
+        await setTypeConstraints(ctx.db, null, 0, together, checks, false); // no rows yet
       input = rest;
       const draft = await validateCot(ctx, input, null, false);
       const tags = await typeTagsOf(ctx, input, null);
@@ -293,7 +294,14 @@ export function cotResource(registry: CotRegistry): Resource {
       input = rest;
       const draft = await validateCot(ctx, input, cot!, partial);
       if (together !== undefined || checks !== undefined)
-        await setTypeConstraints(ctx.db, cot!, id, together, checks);
+        await setTypeConstraints(
+          ctx.db,
+          cot!,
+          id,
+          together,
+          checks,
+          countsWithheldFor(ctx, cot!.slug),
+        );
       const tags = await typeTagsOf(ctx, input, id);
       await updateCot(ctx, cot!, draft);
       if (tags)
@@ -358,8 +366,14 @@ export function fieldResource(): Resource {
         draft.type !== field!.type &&
         (cot.uniqueTogether ?? []).some((set) => set.includes(field!.name));
       if (inKey) await dropUniqueTogether(ctx.db, cot.id);
-      await aroundFieldChange(ctx.db, cot, field as FieldRow, draft, () =>
-        alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx)),
+      const withheld = countsWithheldFor(ctx, cot.slug);
+      await aroundFieldChange(
+        ctx.db,
+        cot,
+        field as FieldRow,
+        draft,
+        () => alterField(ctx, cot, field as FieldRow, draft, allowDestructive(ctx)),
+        withheld,
       );
       if (draft.name !== field!.name)
         await followFieldChange(ctx.db, cot.id, field!.name, draft.name);
@@ -368,6 +382,7 @@ export function fieldResource(): Resource {
           ctx.db,
           cot.id,
           normalizeTogether((await loadCot(ctx, cot.id)).uniqueTogether),
+          withheld,
         );
     },
     async delete(ctx, id) {

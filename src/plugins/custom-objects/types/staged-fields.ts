@@ -50,6 +50,8 @@ import {
 } from "../schema/constraints";
 import { refuseRemovingRead } from "../schema/constraints-api";
 import { encodedDefault, lossyRetype } from "../schema/operations";
+import { countsWithheldFor } from "../schema/access";
+import { existingRows } from "../schema/impact";
 import { normalizeTogether, setsOfFields, togetherStatements } from "../schema/unique-together";
 import { syncIndexStatements } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
@@ -475,8 +477,11 @@ async function listRetypeReads(
   return asked.map((a) => a && { to: a.to, read: a.read() });
 }
 
-/** A failed retype's answer as the transaction gives it, or null when none of its counts breaks. */
-function refusalError(refusal: RetypeRefusal | null): Error | null {
+/**
+ * A failed retype's answer as the transaction gives it, or null when none of its counts breaks
+ * (`withheld`: the rows are not counted to the caller, decision 0183).
+ */
+function refusalError(refusal: RetypeRefusal | null, withheld: boolean): Error | null {
   switch (refusal?.kind) {
     case undefined:
       return null;
@@ -489,17 +494,19 @@ function refusalError(refusal: RetypeRefusal | null): Error | null {
     case "partial":
       return new ValidationError({
         unique_together: [
-          `${refusal.rows} existing row(s) matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
+          `${existingRows(refusal.rows, withheld)} matching the condition share values of ${refusal.key.fields.join(", ")}; they must make a unique set.`,
         ],
       });
     case "check":
       return new ValidationError({
-        checks: [`${refusal.rows} existing row(s) do not match the check "${refusal.check.name}".`],
+        checks: [
+          `${existingRows(refusal.rows, withheld)} do not match the check "${refusal.check.name}".`,
+        ],
       });
     case "together":
       return new ValidationError({
         unique_together: [
-          `${refusal.rows} existing row(s) share values of ${refusal.set.join(", ")}; they must make a unique set.`,
+          `${existingRows(refusal.rows, withheld)} share values of ${refusal.set.join(", ")}; they must make a unique set.`,
         ],
       });
   }
@@ -623,7 +630,7 @@ async function explainRetypes(
   });
   if (phase.size) await phase.run(ctx);
   for (const [i, refusal] of refusals.entries()) {
-    const err = refusalError(refusal());
+    const err = refusalError(refusal(), countsWithheldFor(ctx, plans[i]!.cot.slug));
     if (!err) continue;
     const own = err instanceof ValidationError ? err.fields : null;
     if (!bulk || !own || Array.isArray(own)) throw err;

@@ -33,7 +33,7 @@ import type { FieldRow } from "../objects/values";
 import { conditionalOf, mergedTogether } from "../schema/constraints";
 import { normalizeTogether } from "../schema/unique-together";
 import { stagedTypeConstraints } from "../schema/constraints-api";
-import { protectedRefusal } from "../schema/access";
+import { countsWithheldFor, protectedRefusal } from "../schema/access";
 import { cotModel, fieldModel } from "./api";
 import { nameableTags } from "../../../core/models/tag-scope";
 import { knownChoiceSets } from "./staged-fields";
@@ -236,7 +236,7 @@ async function readCreate(ctx: WriteContext, phase: ReadPhase, input: ApiRecord)
 async function typeConstraints(orm: Orm, input: ApiRecord) {
   const { unique_together: together, checks } = input;
   if (together !== undefined || checks !== undefined)
-    await stagedTypeConstraints(orm, null, [], together, checks);
+    await stagedTypeConstraints(orm, null, [], together, checks, false); // no rows yet
 }
 
 const sameName = (m: { name: string; slug: string }, input: ApiRecord) =>
@@ -344,7 +344,14 @@ async function planTypeUpdate(
   const fields = read.reads.fields();
   const keys =
     together !== undefined || checks !== undefined
-      ? await stagedTypeConstraints(orm, cot, fields, together, checks)
+      ? await stagedTypeConstraints(
+          orm,
+          cot,
+          fields,
+          together,
+          checks,
+          countsWithheldFor(ctx, cot.slug),
+        )
       : null;
   const tagRows = read.tagged.resolve();
   const slugMoves = draft.slug !== cot.slug && !!cot.objectTypeId;
