@@ -100,6 +100,7 @@ describe("a bulk delete of ids that do not exist", () => {
 
   for (const path of ["/api/dcim/sites/", CO])
     test(`${path}: as many statements for 2,000 ids as for 2`, async () => {
+      await statementsOf(path, 2); // what a first delete of the type reads once
       const few = await statementsOf(path, 2);
       const many = await statementsOf(path, 2_000);
       expect(few.status).toBe(404);

@@ -3,11 +3,12 @@
  * a host object or a custom object — links to it are set to null, their objects deleted
  * (cascade), or the delete is refused with 409 (protect).
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { viewableRefs } from "../../../core/auth/restrict";
 import { ApiError } from "../../../core/errors";
 import { deleteWithHooks } from "../../../core/rest/handlers";
-import type { DeleteHook, StagedHook, WriteContext } from "../../../core/context";
+import type { DeleteHook, StagedHook, StagedMany, WriteContext } from "../../../core/context";
+import { idsList } from "../../../db/d1-limits";
 import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import { slotKey } from "../../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
@@ -17,6 +18,7 @@ import {
   type Cascade,
   explainCascade,
   learnLinking,
+  linksInto,
   noOtherLinks,
   planCascade,
   resolveCascade,
@@ -90,6 +92,7 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
   };
   hook.stage = (ctx, phase, target) => stageOnDelete(registry, hook, ctx, phase, target);
   hook.stageAssumed = (ctx, target) => assumedOnDelete(registry, ctx, target);
+  hook.stageMany = (ctx, phase, targets) => stageManyOnDelete(registry, ctx, phase, targets);
   return hook;
 }
 
@@ -118,6 +121,88 @@ function assumedOnDelete(
       writeTargetLinks(ctx, batch, fields, ot.id, target.id, null);
     },
   };
+}
+
+/** A field whose objects go with the objects they link to (decision 0109). */
+const cascades = ({ field: f }: Holder) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade";
+
+/**
+ * The hook for many objects of one type (decision 0184): where the fields pointing at their type
+ * are known and none cascades, the links to all of them dropped, set to null or guarded (protect)
+ * by a statement per field, the kept fields proven in the read. Else null: each alone.
+ */
+function stageManyOnDelete(
+  registry: CotRegistry,
+  ctx: WriteContext,
+  phase: ReadPhase,
+  targets: { appLabel: string; model: string; ids: number[]; objectTypeId?: number },
+): StagedMany | null {
+  const ot =
+    targets.objectTypeId !== undefined
+      ? { id: targets.objectTypeId }
+      : ctx.services.objectTypes.cached(targets.appLabel, targets.model);
+  const guarded = ot ? registry.linkingGuarded(ot.id) : null;
+  if (!ot || !guarded || guarded.fields.some(cascades)) return null;
+  const proof = phase.add(guarded.statement as never);
+  const ids = idsList(targets.ids);
+  const orm = ctx.services.db.orm;
+  return {
+    async admit() {},
+    async part() {
+      // fields changed since they were kept: as they are now, or a transaction for a cascade
+      const fields = (await guarded.settle(proof()))
+        ? guarded.fields
+        : (registry.linkingGuarded(ot.id)?.fields ?? null);
+      if (!fields || fields.some(cascades))
+        return {
+          write: (batch) => batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (0)`)),
+          explain: async () => "transaction" as const,
+        };
+      return {
+        write(batch) {
+          for (const holder of fields) batch.add(linksStatement(ctx, holder.field, ot.id, ids));
+        },
+        async explain() {
+          for (const holder of fields) {
+            const f = holder.field;
+            if (f.onDeleteBehavior !== "protect") continue;
+            const hit = await protectHit(ctx, f, ot.id, ids);
+            if (hit)
+              throw await protectedError(ctx, { ...targets, id: hit.target }, holder, hit.by);
+          }
+          return undefined;
+        },
+      };
+    },
+  };
+}
+
+/** The statement for the links through `f` to any of `ids`: dropped, set to null, or guarded. */
+function linksStatement(ctx: WriteContext, f: FieldRow, typeId: number, ids: SQL) {
+  const orm = ctx.services.db.orm;
+  const where = linksInto(f, typeId, ids);
+  const t = hasLinkTable(f)
+    ? ident(linkTableName(f.customObjectTypeId, f.id))
+    : ident(tableName(f.customObjectTypeId));
+  if (f.onDeleteBehavior === "protect")
+    return orm.run(
+      sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
+    );
+  if (hasLinkTable(f)) return orm.run(sql`DELETE FROM ${t} WHERE ${where}`);
+  const nulls = f.isPolymorphic
+    ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
+    : sql`${ident(`${f.name}_id`)} = NULL`;
+  return orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`);
+}
+
+/** An object linking through protected field `f` to one of `ids`, and which: or null. */
+async function protectHit(ctx: WriteContext, f: FieldRow, typeId: number, ids: SQL) {
+  const where = linksInto(f, typeId, ids);
+  const query = hasLinkTable(f)
+    ? sql`SELECT source_id AS linker, target_id AS target FROM ${ident(linkTableName(f.customObjectTypeId, f.id))} WHERE ${where} LIMIT 1`
+    : sql`SELECT id AS linker, ${ident(`${f.name}_id`)} AS target FROM ${ident(tableName(f.customObjectTypeId))} WHERE ${where} LIMIT 1`;
+  const [hit] = (await ctx.services.db.orm.all(query)) as Array<{ linker: number; target: number }>;
+  return hit ? { by: Number(hit.linker), target: Number(hit.target) } : null;
 }
 
 /** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */
