@@ -58,9 +58,9 @@ async function whileWriting(write: () => Promise<Response>) {
   }
 }
 
-const N = 2_000;
+const N = 1_000;
 /** Far below one answer per item, far above the handful of turns the write's own I/O gives. */
-const BOUND = 100;
+const BOUND = 50;
 
 describe("a long bulk write on a local file", () => {
   test("other requests are answered while sites are bulk created and bulk deleted", async () => {
