@@ -9,6 +9,7 @@ import { ApiError } from "../../../core/errors";
 import { deleteWithHooks } from "../../../core/rest/handlers";
 import type { DeleteHook, StagedHook, StagedMany, WriteContext } from "../../../core/context";
 import { idsList } from "../../../db/d1-limits";
+import { yieldWhenDue } from "../../../turns";
 import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import { slotKey } from "../../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
@@ -92,7 +93,7 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
   };
   hook.stage = (ctx, phase, target) => stageOnDelete(registry, hook, ctx, phase, target);
   hook.stageAssumed = (ctx, target) => assumedOnDelete(registry, ctx, target);
-  hook.stageMany = (ctx, phase, targets) => stageManyOnDelete(registry, ctx, phase, targets);
+  hook.stageMany = (ctx, phase, targets) => stageManyOnDelete(registry, hook, ctx, phase, targets);
   return hook;
 }
 
@@ -127,12 +128,14 @@ function assumedOnDelete(
 const cascades = ({ field: f }: Holder) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade";
 
 /**
- * The hook for many objects of one type (decision 0184): where the fields pointing at their type
- * are known and none cascades, the links to all of them dropped, set to null or guarded (protect)
- * by a statement per field, the kept fields proven in the read. Else null: each alone.
+ * The hook for many objects of one type (decision 0184): the fields pointing at their type read
+ * (or, kept, proven) once in the read; where none cascades, the links to all of them dropped, set
+ * to null or guarded (protect) by a statement per field. A cascade stages each object alone, in
+ * a read of its own after the first (`stageOnDelete`). Null where the type is not known yet.
  */
 function stageManyOnDelete(
   registry: CotRegistry,
+  self: DeleteHook,
   ctx: WriteContext,
   phase: ReadPhase,
   targets: { appLabel: string; model: string; ids: number[]; objectTypeId?: number },
@@ -141,23 +144,30 @@ function stageManyOnDelete(
     targets.objectTypeId !== undefined
       ? { id: targets.objectTypeId }
       : ctx.services.objectTypes.cached(targets.appLabel, targets.model);
-  const guarded = ot ? registry.linkingGuarded(ot.id) : null;
-  if (!ot || !guarded || guarded.fields.some(cascades)) return null;
-  const proof = phase.add(guarded.statement as never);
-  const ids = idsList(targets.ids);
+  if (!ot) return null;
   const orm = ctx.services.db.orm;
+  const guarded = registry.linkingGuarded(ot.id);
+  const proof = guarded ? phase.add(guarded.statement as never) : null;
+  const pointing = guarded ? null : phase.add(registry.pointingQuery(orm, ot.id));
+  const ids = idsList(targets.ids);
+  const fieldsNow = async () => {
+    if (guarded && (await guarded.settle(proof!()))) return guarded.fields;
+    if (guarded)
+      return registry.linkingGuarded(ot.id)?.fields ?? (await learnLinking(registry, ot.id));
+    const rows = pointing!() as never;
+    const fields = await registry.pointingFields(orm, rows);
+    registry.keepLinking(ot.id, rows, fields);
+    return fields;
+  };
   return {
     async admit() {},
     async part() {
-      // fields changed since they were kept: as they are now, or a transaction for a cascade
-      const fields = (await guarded.settle(proof()))
-        ? guarded.fields
-        : (registry.linkingGuarded(ot.id)?.fields ?? null);
-      if (!fields || fields.some(cascades))
-        return {
-          write: (batch) => batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (0)`)),
-          explain: async () => "transaction" as const,
-        };
+      const fields = await fieldsNow();
+      if (fields.some(cascades)) {
+        // the types below are learned first, so that each object's cascade is read in one read
+        if (!guarded) await learnLinking(registry, ot.id);
+        return eachAlone(ctx, self, targets);
+      }
       return {
         write(batch) {
           for (const holder of fields) batch.add(linksStatement(ctx, holder.field, ot.id, ids));
@@ -173,6 +183,36 @@ function stageManyOnDelete(
           return undefined;
         },
       };
+    },
+  };
+}
+
+/** The hook staged for each of `targets` alone, read together in one more read; one part. */
+async function eachAlone(
+  ctx: WriteContext,
+  self: DeleteHook,
+  targets: { appLabel: string; model: string; ids: number[]; objectTypeId?: number },
+): Promise<StagedHook> {
+  const late = new ReadPhase();
+  const answers: Array<() => Promise<StagedHook>> = [];
+  for (const id of targets.ids) {
+    answers.push(self.stage!(ctx, late, { ...targets, id }));
+    await yieldWhenDue();
+  }
+  await late.run(ctx);
+  const parts: StagedHook[] = [];
+  for (const answer of answers) {
+    parts.push(await answer());
+    await yieldWhenDue();
+  }
+  return {
+    write(batch) {
+      for (const part of parts) part.write(batch);
+    },
+    async explain() {
+      for (const part of parts)
+        if ((await part.explain?.()) === "transaction") return "transaction";
+      return undefined;
     },
   };
 }
