@@ -1306,18 +1306,21 @@ class StagedWriter {
     const explain = await hookParts.parts();
     for (const part of explain) part.write(batch);
     const changes: StagedChange[] = [];
+    const one = admitted.length === 1;
     for (const [id, existing] of admitted) {
-      changes.push(await this.stageDelete(ctx, batch, stored, { related, decorate }, id, existing));
+      const read = { related, decorate };
+      changes.push(await this.stageDelete(ctx, one ? batch : null, stored, read, id, existing));
       await yieldWhenDue();
     }
+    if (!one) for (const s of deletesAsRead(this.table, admitted)) batch.add(this.orm(ctx).run(s));
     stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
     return this.runBatch(ctx, batch, "delete", stored.read, !!options.precondition, explain);
   }
 
-  /** Stages one row's guarded DELETE; answers the change to log. */
+  /** Stages one row's guarded DELETE (into `batch`, if given); answers the change to log. */
   async stageDelete(
     ctx: WriteContext,
-    batch: WriteBatch,
+    batch: WriteBatch | null,
     stored: Stored,
     read: { related: Map<string, Map<number, ApiRecord>>; decorate: Decorate | undefined },
     id: number,
@@ -1331,14 +1334,14 @@ class StagedWriter {
       await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored.links, id)]]),
       read.decorate,
     );
-    batch.add(
+    batch?.add(
       this.orm(ctx)
         .delete(this.table)
         .where(
           and(eq(this.table.id, id), eq((this.table as any).lastUpdated, existing.lastUpdated)),
         ),
     );
-    batch.add(guardChanged(this.orm(ctx)));
+    if (batch) batch.add(guardChanged(this.orm(ctx)));
     return { action: "delete", id, prechange: before!, postchange: null };
   }
 }
@@ -1370,4 +1373,30 @@ function takeNested(
     if (typeof j === "string" && typeof id === "number" && build)
       related.get(name)!.set(id, build(ctx, id, JSON.parse(j)));
   }
+}
+
+/** Rows one statement deletes at most: their ids and stamps as one bound JSON value. */
+const ROWS_PER_DELETE = 2_000;
+
+/**
+ * Many rows of `table` deleted as they were read (decision 0184, as a cascade's levels, 0155):
+ * each still there with the `last_updated` read, a statement and its guard (a row changed or gone
+ * since fails it) per `ROWS_PER_DELETE`, not two per row.
+ */
+export function deletesAsRead(
+  table: SQLiteTable | SQL,
+  rows: ReadonlyArray<readonly [number, { lastUpdated?: unknown }]>,
+): SQL[] {
+  const out: SQL[] = [];
+  for (let i = 0; i < rows.length; i += ROWS_PER_DELETE) {
+    const chunk = rows.slice(i, i + ROWS_PER_DELETE);
+    const read = JSON.stringify(chunk.map(([id, row]) => [id, row.lastUpdated ?? null]));
+    // `[id, stamp]` pairs as one bound JSON value: rows of two columns, not `inJsonList`'s list
+    const pairs = sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS stamp FROM json_each(${read}))`;
+    out.push(
+      sql`DELETE FROM ${table} WHERE "id" IN (SELECT j.id FROM ${pairs} AS j JOIN ${table} AS now ON now."id" = j.id AND now."last_updated" IS j.stamp)`,
+      sql`INSERT INTO write_guard (ok) VALUES (changes() = ${chunk.length})`,
+    );
+  }
+  return out;
 }

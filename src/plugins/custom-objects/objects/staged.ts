@@ -18,6 +18,7 @@ import {
   tagEditsOf,
 } from "../../../core/rest/tag-edits";
 import {
+  deletesAsRead,
   eachInput,
   nestedRead,
   resolveTagRows,
@@ -964,19 +965,35 @@ async function stagedDelete(
   for (const part of explain) part.write(batch);
   const changes: StagedChange[] = [];
   const orm = ctx.services.db.orm;
-  for (const [id, existing] of admitted) {
-    await yieldWhenDue();
+  if (admitted.length > 1) {
+    // many: their links, then their rows as read, a few statements for all (decision 0184)
+    const all = idsList(admitted.map(([id]) => id));
     for (const f of w.fields)
       if (w.shape.storage(f) === "links")
         batch.add(
-          orm.run(sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${id}`),
+          orm.run(
+            sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id IN (${all})`,
+          ),
         );
-    batch.add(
-      orm.run(
-        sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${id} AND last_updated = ${existing.lastUpdated}`,
-      ),
-    );
-    batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+    for (const s of deletesAsRead(ident(tableName(w.cot.id)), admitted)) batch.add(orm.run(s));
+  }
+  for (const [id, existing] of admitted) {
+    await yieldWhenDue();
+    if (admitted.length === 1) {
+      for (const f of w.fields)
+        if (w.shape.storage(f) === "links")
+          batch.add(
+            orm.run(
+              sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${id}`,
+            ),
+          );
+      batch.add(
+        orm.run(
+          sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${id} AND last_updated = ${existing.lastUpdated}`,
+        ),
+      );
+      batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+    }
     changes.push({ action: "delete", id, prechange: stored.records.get(id)!, postchange: null });
   }
   stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
