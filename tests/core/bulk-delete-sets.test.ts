@@ -71,6 +71,46 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
       expect((await json("GET", `/api/dcim/sites/${busy}/`)).status).toBe(404);
     });
 
+    test("webhooks an event rule calls among many: 409 naming the rule, as alone", async () => {
+      const hooks: number[] = [];
+      for (const i of [1, 2, 3])
+        hooks.push(
+          (
+            await made("/api/extras/webhooks/", {
+              name: `h${i}`,
+              payload_url: "https://example.invalid/x",
+            })
+          ).id,
+        );
+      const rule = await made("/api/extras/event-rules/", {
+        name: "calls-h2",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hooks[1],
+      });
+      const alone = await json("DELETE", `/api/extras/webhooks/${hooks[1]}/`);
+      expect(alone.status).toBe(409);
+      const bulk = await json(
+        "DELETE",
+        "/api/extras/webhooks/",
+        hooks.map((id) => ({ id })),
+      );
+      expect(bulk.status).toBe(409);
+      expect(bulk.body).toEqual(alone.body);
+      expect((await json("GET", `/api/extras/webhooks/${hooks[0]}/`)).status).toBe(200);
+      expect((await json("DELETE", `/api/extras/event-rules/${rule.id}/`)).status).toBe(204);
+      expect(
+        (
+          await json(
+            "DELETE",
+            "/api/extras/webhooks/",
+            hooks.map((id) => ({ id })),
+          )
+        ).status,
+      ).toBe(204);
+    });
+
     test("custom object links to many sites: set to null for all, or refused when protected", async () => {
       const cot = await made(`${CO}/custom-object-types/`, {
         name: "rack_note",
