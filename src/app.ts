@@ -143,6 +143,19 @@ dropTags.stageCascaded = (ctx, targets) => ({
   },
 });
 
+// many objects of one type (decision 0184): no read; their tags in one statement after
+dropTags.stageMany = (ctx, _phase, targets) => ({
+  async admit() {},
+  async part() {
+    const ot =
+      targets.objectTypeId !== undefined
+        ? { id: targets.objectTypeId }
+        : await ctx.services.objectTypes.byLabel(targets.appLabel, targets.model);
+    if (!ot) return { write() {} };
+    return dropTags.stageCascaded!(ctx, { ...targets, objectTypeId: ot.id })!;
+  },
+});
+
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 export async function createApp(deps: AppDeps): Promise<App> {

@@ -452,7 +452,22 @@ export type DeleteHook = ((ctx: WriteContext, target: DeleteTarget) => Promise<v
    * them in statements whose number does not grow with theirs, with no read; null: each alone.
    */
   stageCascaded?: (ctx: WriteContext, targets: CascadedTargets) => StagedHook | null;
+  /**
+   * The hook in a staged delete of many objects of one type (decision 0184): its reads for all of
+   * them, a statement per dependency whatever their number; null where it must stage each alone
+   * (`stage`), which the delete then does for the ids found to exist only.
+   */
+  stageMany?: (ctx: WriteContext, phase: ReadPhase, targets: ManyTargets) => StagedMany | null;
 };
+type ManyTargets = { appLabel: string; model: string; ids: number[]; objectTypeId?: number };
+
+/** A delete hook's part of a staged delete of many objects (`DeleteHook.stageMany`). */
+export interface StagedMany {
+  /** After the read phase: throws the hook's refusal of deleting `id` (a 409), if any. */
+  admit(id: number): Promise<void>;
+  /** After every id was admitted: the hook's part for all of them. */
+  part(): Promise<StagedHook>;
+}
 type CascadedTargets = { appLabel: string; model: string; objectTypeId: number; ids: number[] };
 type DeleteTarget = {
   appLabel: string;

@@ -59,6 +59,31 @@ export function inJsonList(expr: SQLWrapper, list: JsonList): SQL {
   return sql`${expr} IN (${jsonListRows(list)})`;
 }
 
+/** Ids a statement names as bound values at most; more ride as one JSON value (`inIds`). */
+const INLINE_IDS = 50;
+
+/**
+ * `expr IN (…)` over `ids`: each bound when few, else one JSON value (`inJsonList`), so that a
+ * bulk's thousands of ids cost one value and a statement the same for every length (0184).
+ */
+export function inIds(expr: SQLWrapper, ids: readonly number[]): SQL {
+  if (ids.length > INLINE_IDS) return inJsonList(expr, ids);
+  if (!ids.length) return sql`0`;
+  return sql`${expr} IN (${sql.join(
+    ids.map((id) => sql`${id}`),
+    sql`, `,
+  )})`;
+}
+
+/** The SQL list of `ids` for `IN (…)`: written out bound when few, else `jsonListRows`. */
+export function idsList(ids: readonly number[]): SQL {
+  if (ids.length > INLINE_IDS) return jsonListRows(ids);
+  return sql.join(
+    ids.map((id) => sql`${id}`),
+    sql`, `,
+  );
+}
+
 /**
  * D1's most terms in one compound SELECT: workerd sets `SQLITE_LIMIT_COMPOUND_SELECT` to 5 (plain
  * SQLite allows 500), for UNION, UNION ALL, INTERSECT and EXCEPT alike, in a subquery or a CTE
@@ -102,7 +127,8 @@ function balanced(terms: readonly SQL[], operator: SQL): SQL {
 export class StatementTooLargeError extends ApiError {
   constructor(what: string) {
     super(400, {
-      detail: `The request needs a database statement larger than this database (Cloudflare D1) accepts: ${what}. Send fewer or smaller objects per request.`,
+      // the limits are D1's, kept on every backend: the answer names none (decision 0184)
+      detail: `The request needs a database statement larger than this server takes: ${what}. Send fewer or smaller objects per request.`,
       error: "statement_too_large",
     });
   }

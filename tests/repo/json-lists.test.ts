@@ -37,6 +37,7 @@ const ALLOWED: Array<[string, string, number, string]> = [
   [`${CO}/search/search-index.ts`, "{c}", 1, "a multiselect column's text"],
   [`${CO}/objects/shape.ts`, "cs.extra_choices", 1, "a choice set's stored pairs"],
   [`${CO}/objects/cascade.ts`, "{read}", 1, "bound [id, stamp] pairs: two columns"],
+  ["core/models/staged.ts", "{read}", 1, "a bulk delete's bound [id, stamp] pairs (0184)"],
   [`${CO}/ddl.ts`, "{chunk}", 1, "bound [id, value] pairs: two columns"],
   [`${CO}/ddl.ts`, "{byName}", 2, "a bound object read by key"],
   [`${CO}/ddl.ts`, "{byTable}", 2, "a bound object read by key"],

@@ -6,6 +6,7 @@ import { defineModel, recordUrl } from "../models/define";
 import { closedObject, orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
 import type { Executor } from "../../db/client";
+import { inIds } from "../../db/d1-limits";
 import type { ApiRecord, DeleteHook, ReadContext, WriteContext } from "../rest/resource";
 import type { StagedModelPart } from "../models/staged";
 import type { ReadPhase } from "../rest/write-batch";
@@ -478,6 +479,54 @@ protectRuleActions.stage = (ctx, phase, target) => {
         return undefined;
       },
     };
+  };
+};
+// Many webhooks at once (decision 0184): the callers of all of them in one read, one guard.
+protectRuleActions.stageMany = (ctx, phase, targets) => {
+  if (!isWebhook(targets))
+    return {
+      async admit() {},
+      async part() {
+        return { write() {} };
+      },
+    };
+  const known = ctx.services.objectTypes.cached("extras", "webhook");
+  if (!known) return null;
+  const orm = ctx.services.db.orm;
+  const callers = () =>
+    orm
+      .select({ id: eventRules.id, name: eventRules.name, of: eventRules.actionObjectId })
+      .from(eventRules)
+      .where(
+        and(
+          eq(eventRules.actionObjectTypeId, known.id),
+          inIds(eventRules.actionObjectId, targets.ids),
+        ),
+      );
+  const read = phase.add(callers());
+  const refuse = (rows: Array<{ id: number; name: string; of: number | null }>, id: number) =>
+    refuseCalled(
+      { id },
+      rows.filter((r) => r.of === id),
+    );
+  return {
+    async admit(id) {
+      refuse(read(), id);
+    },
+    async part() {
+      return {
+        write(batch) {
+          batch.add(
+            orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS ${callers().limit(1)}`),
+          );
+        },
+        async explain() {
+          const rows = await callers();
+          for (const id of targets.ids) refuse(rows, id);
+          return undefined;
+        },
+      };
+    },
   };
 };
 // With no read (a create's revert, decision 0139): other deletes add nothing; a webhook's, where

@@ -7,7 +7,7 @@ import { tagNotFound, viewableTags } from "./tag-scope";
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged } from "../../db/client";
-import { inJsonList, rowsPerStatement } from "../../db/d1-limits";
+import { inIds, inJsonList, rowsPerStatement } from "../../db/d1-limits";
 import { taggedItems, tags as tagsTable } from "../../db/schema";
 import { Prebuilt } from "../../db/driver-internals";
 import { ErrorCollector, forbidden, notFound, ValidationError, type FieldErrors } from "../errors";
@@ -35,6 +35,8 @@ import { noLinks, StagedLinks, type LinkField, type Links, type LinksFound } fro
 import { ranOrRefused, runStagedBatch } from "./batch-failure";
 import { clashExplainer, tableUniqueKeys, type UniqueKey, type WrittenRow } from "./unique-clash";
 import { editedTags, tagEditsOf } from "../rest/tag-edits";
+import { stageDeleteHooks } from "../rest/staged-delete-hooks";
+import { yieldWhenDue } from "../../turns";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -292,6 +294,7 @@ export async function eachInput<T>(
   const errors: FieldErrors[] = [];
   let failed = false;
   for (const [i, item] of items.entries()) {
+    await yieldWhenDue(); // thousands of items: other requests are answered meanwhile (0184)
     try {
       await step(item, i);
       errors.push({});
@@ -765,7 +768,8 @@ class StagedWriter {
     found: Found,
   ): Promise<ApiRecord[]> {
     const records: ApiRecord[] = [];
-    for (const [i, row] of rows.entries())
+    for (const [i, row] of rows.entries()) {
+      await yieldWhenDue();
       records.push(
         ...(await this.parts.serialize(
           ctx,
@@ -776,6 +780,7 @@ class StagedWriter {
           decorator(found.model),
         )),
       );
+    }
     return records;
   }
 
@@ -831,7 +836,7 @@ class StagedWriter {
       this.orm(ctx)
         .select({ ...getTableColumns(this.table), ...nestedColumns })
         .from(this.table)
-        .where(inArray(this.table.id, ids)),
+        .where(inIds(this.table.id, ids)),
     );
     return rows as () => Row[];
   }
@@ -841,7 +846,7 @@ class StagedWriter {
     return this.orm(ctx)
       .select({ id: this.table.id })
       .from(this.table)
-      .where(and(inArray(this.table.id, ids), where));
+      .where(and(inIds(this.table.id, ids), where));
   }
 
   /** The stored tags of `ids`, as a query of the read phase (ordered by name, as `load`). */
@@ -857,7 +862,7 @@ class StagedWriter {
       })
       .from(taggedItems)
       .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
-      .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
+      .where(and(eq(taggedItems.objectTypeId, objectTypeId), inIds(taggedItems.objectId, ids)))
       .orderBy(tagsTable.name);
   }
 
@@ -940,7 +945,7 @@ class StagedWriter {
         this.orm(ctx)
           .select({ id: this.table.id, stamp: (this.table as any).lastUpdated })
           .from(this.table)
-          .where(inArray(this.table.id, ids)),
+          .where(inIds(this.table.id, ids)),
     });
   }
 
@@ -1007,7 +1012,7 @@ class StagedWriter {
     found.model?.write?.(batch);
     const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
     if (changeWhere)
-      this.stagePermission(ctx, batch, inArray(this.table.id, ids), ids.length, changeWhere);
+      this.stagePermission(ctx, batch, inIds(this.table.id, ids), ids.length, changeWhere);
     await this.runBatch(
       ctx,
       batch,
@@ -1282,36 +1287,40 @@ class StagedWriter {
       viewWhere,
     );
     const model = await this.spec.stage?.(ctx, phase, [], unique);
-    const target = (id: number) => ({ appLabel: this.spec.appLabel, model: this.spec.model, id });
-    const hookParts = new Map(
-      unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
-    );
+    const { appLabel, model: name } = this.spec;
+    const hookParts = stageDeleteHooks(ctx, phase, { appLabel, model: name, ids: unique });
     await phase.run(ctx);
     const staged = await rules();
     const related = new Map(this.fkFields.map((f) => [f.name, new Map<number, ApiRecord>()]));
     const stored = storedRead(related, noLinks());
     const decorate = decorator(model?.() ?? null);
     const batch = new WriteBatch();
-    const changes: StagedChange[] = [];
-    const explain: StagedHook[] = [];
+    const admitted: Array<[number, Row]> = [];
+    // every id is found (404), the caller's (403) and free of dependants (409) before any is staged
     for (const id of ids) {
-      const existing = admitStored(stored, id, resource, options);
+      admitted.push([id, admitStored(stored, id, resource, options)]);
       stored.byId.delete(id); // named twice: the second is not found, as it would be one by one
-      for (const answer of hookParts.get(id)!) {
-        const part = await answer();
-        part.write(batch);
-        explain.push(part);
-      }
-      changes.push(await this.stageDelete(ctx, batch, stored, { related, decorate }, id, existing));
+      await hookParts.admit(id);
+      await yieldWhenDue();
     }
+    const explain = await hookParts.parts();
+    for (const part of explain) part.write(batch);
+    const changes: StagedChange[] = [];
+    const one = admitted.length === 1;
+    for (const [id, existing] of admitted) {
+      const read = { related, decorate };
+      changes.push(await this.stageDelete(ctx, one ? batch : null, stored, read, id, existing));
+      await yieldWhenDue();
+    }
+    if (!one) for (const s of deletesAsRead(this.table, admitted)) batch.add(this.orm(ctx).run(s));
     stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
     return this.runBatch(ctx, batch, "delete", stored.read, !!options.precondition, explain);
   }
 
-  /** Stages one row's guarded DELETE; answers the change to log. */
+  /** Stages one row's guarded DELETE (into `batch`, if given); answers the change to log. */
   async stageDelete(
     ctx: WriteContext,
-    batch: WriteBatch,
+    batch: WriteBatch | null,
     stored: Stored,
     read: { related: Map<string, Map<number, ApiRecord>>; decorate: Decorate | undefined },
     id: number,
@@ -1325,14 +1334,14 @@ class StagedWriter {
       await this.links.recordLinks(ctx, stored.links, [[id, this.storedLinksOf(stored.links, id)]]),
       read.decorate,
     );
-    batch.add(
+    batch?.add(
       this.orm(ctx)
         .delete(this.table)
         .where(
           and(eq(this.table.id, id), eq((this.table as any).lastUpdated, existing.lastUpdated)),
         ),
     );
-    batch.add(guardChanged(this.orm(ctx)));
+    if (batch) batch.add(guardChanged(this.orm(ctx)));
     return { action: "delete", id, prechange: before!, postchange: null };
   }
 }
@@ -1364,4 +1373,30 @@ function takeNested(
     if (typeof j === "string" && typeof id === "number" && build)
       related.get(name)!.set(id, build(ctx, id, JSON.parse(j)));
   }
+}
+
+/** Rows one statement deletes at most: their ids and stamps as one bound JSON value. */
+const ROWS_PER_DELETE = 2_000;
+
+/**
+ * Many rows of `table` deleted as they were read (decision 0184, as a cascade's levels, 0155):
+ * each still there with the `last_updated` read, a statement and its guard (a row changed or gone
+ * since fails it) per `ROWS_PER_DELETE`, not two per row.
+ */
+export function deletesAsRead(
+  table: SQLiteTable | SQL,
+  rows: ReadonlyArray<readonly [number, { lastUpdated?: unknown }]>,
+): SQL[] {
+  const out: SQL[] = [];
+  for (let i = 0; i < rows.length; i += ROWS_PER_DELETE) {
+    const chunk = rows.slice(i, i + ROWS_PER_DELETE);
+    const read = JSON.stringify(chunk.map(([id, row]) => [id, row.lastUpdated ?? null]));
+    // `[id, stamp]` pairs as one bound JSON value: rows of two columns, not `inJsonList`'s list
+    const pairs = sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS stamp FROM json_each(${read}))`;
+    out.push(
+      sql`DELETE FROM ${table} WHERE "id" IN (SELECT j.id FROM ${pairs} AS j JOIN ${table} AS now ON now."id" = j.id AND now."last_updated" IS j.stamp)`,
+      sql`INSERT INTO write_guard (ok) VALUES (changes() = ${chunk.length})`,
+    );
+  }
+  return out;
 }

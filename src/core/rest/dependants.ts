@@ -10,6 +10,7 @@ import { ApiError } from "../errors";
 import type { DefinedModel } from "../models/define";
 import type { Executor } from "../../db/client";
 import { restrictWhere } from "../auth/restrict";
+import { inIds } from "../../db/d1-limits";
 import type { DeleteHook, Resource, WriteContext } from "./resource";
 
 type DeleteTarget = Parameters<DeleteHook>[1];
@@ -111,6 +112,20 @@ function dependantsQuery(db: Executor, dep: Dependency, id: number, visible: SQL
     .where(eq(dep.column, id));
 }
 
+/**
+ * `dependantsQuery` for many targets at once (decision 0184): per target linked to, its count, how
+ * many of those the caller may view and the first `LISTED` of them, in one statement whatever the
+ * number of targets (the ids bound as one JSON value when many).
+ */
+function dependantsOfMany(db: Executor, dep: Dependency, ids: number[], visible: SQL | undefined) {
+  const idColumn = (dep.table as unknown as { id: SQLiteColumn }).id;
+  const seen = sql`(CASE WHEN ${visible ?? sql`1`} THEN 1 ELSE 0 END)`;
+  const rows = sql`SELECT ${dep.column} AS target, ${idColumn} AS id, ${seen} AS v, row_number() OVER (PARTITION BY ${dep.column}, ${seen} ORDER BY ${idColumn}) AS rn FROM ${dep.table} WHERE ${inIds(dep.column, ids)}`;
+  return db.all<Counted & { target: number }>(
+    sql`SELECT target, count(*) AS n, coalesce(sum(v), 0) AS shown, coalesce(json_group_array(id) FILTER (WHERE v = 1 AND rn <= ${LISTED}), '[]') AS ids FROM (${rows}) GROUP BY target`,
+  );
+}
+
 /** `dependantsQuery` under the caller's view of `dep` (wrapped: a query is thenable). */
 async function judgedQuery(ctx: WriteContext, db: Executor, dep: Dependency, id: number) {
   const visible = await restrictWhere(ctx, ctx.auth, "view", dep.resource);
@@ -126,14 +141,15 @@ function foundOf(rows: Array<readonly [Dependency, Counted | undefined]>): Found
         dep,
         total: Number(row.n),
         shown: Number(row.shown),
-        ids: JSON.parse(row.ids) as number[],
+        // in id order (a grouped read's `json_group_array` keeps no order)
+        ids: (JSON.parse(row.ids) as number[]).sort((a, b) => a - b),
       });
   return found;
 }
 
 export function protectHostDependants(models: DefinedModel[]): DeleteHook {
   let map: Map<string, Dependency[]> | null = null;
-  const depsOf = (target: DeleteTarget) =>
+  const depsOf = (target: { appLabel: string; model: string }) =>
     (map ??= dependencyMap(models)).get(`${target.appLabel}.${target.model}`) ?? [];
   const hook: DeleteHook = async (ctx, target) => {
     const rows: Array<readonly [Dependency, Counted | undefined]> = [];
@@ -155,6 +171,28 @@ export function protectHostDependants(models: DefinedModel[]): DeleteHook {
       const found = foundOf(reads.map(([dep, rows]) => [dep, rows()[0]] as const));
       if (found.length) refuse(target, found);
       return { write() {} };
+    };
+  };
+  // Many targets (decision 0184): a read per dependency, counted per target; refused as above.
+  hook.stageMany = (ctx, phase, targets) => {
+    const reads = depsOf(targets).map((dep) => {
+      const built = restrictWhere(ctx, ctx.auth, "view", dep.resource).then((visible) => ({
+        query: dependantsOfMany(ctx.services.db.orm, dep, targets.ids, visible),
+      }));
+      return [dep, phase.addBuilt(built)] as const;
+    });
+    let byTarget: Array<readonly [Dependency, Map<number, Counted>]> | null = null;
+    return {
+      async admit(id) {
+        byTarget ??= reads.map(
+          ([dep, rows]) => [dep, new Map(rows().map((r) => [Number(r.target), r]))] as const,
+        );
+        const found = foundOf(byTarget.map(([dep, counted]) => [dep, counted.get(id)] as const));
+        if (found.length) refuse({ ...targets, id }, found);
+      },
+      async part() {
+        return { write() {} };
+      },
     };
   };
   // With no read (a create's revert, decision 0139): a guard per dependency that nothing links

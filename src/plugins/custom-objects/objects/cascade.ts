@@ -82,7 +82,7 @@ const idList = (ids: number[]) =>
       );
 
 /** Where-clause matching rows of the field's storage that point at any of `ids` of `typeId`. */
-function linksInto(f: FieldRow, typeId: number, ids: SQL) {
+export function linksInto(f: FieldRow, typeId: number, ids: SQL) {
   if (hasLinkTable(f))
     return f.isPolymorphic
       ? sql`target_id IN (${ids}) AND target_type = ${typeId}`

@@ -3,11 +3,13 @@
  * a host object or a custom object — links to it are set to null, their objects deleted
  * (cascade), or the delete is refused with 409 (protect).
  */
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { viewableRefs } from "../../../core/auth/restrict";
 import { ApiError } from "../../../core/errors";
 import { deleteWithHooks } from "../../../core/rest/handlers";
-import type { DeleteHook, StagedHook, WriteContext } from "../../../core/context";
+import type { DeleteHook, StagedHook, StagedMany, WriteContext } from "../../../core/context";
+import { idsList } from "../../../db/d1-limits";
+import { yieldWhenDue } from "../../../turns";
 import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import { slotKey } from "../../../core/slots";
 import { hasLinkTable, ident, linkTableName, tableName } from "../ddl";
@@ -17,6 +19,7 @@ import {
   type Cascade,
   explainCascade,
   learnLinking,
+  linksInto,
   noOtherLinks,
   planCascade,
   resolveCascade,
@@ -90,6 +93,7 @@ export function onDeleteHook(registry: CotRegistry): DeleteHook {
   };
   hook.stage = (ctx, phase, target) => stageOnDelete(registry, hook, ctx, phase, target);
   hook.stageAssumed = (ctx, target) => assumedOnDelete(registry, ctx, target);
+  hook.stageMany = (ctx, phase, targets) => stageManyOnDelete(registry, hook, ctx, phase, targets);
   return hook;
 }
 
@@ -118,6 +122,127 @@ function assumedOnDelete(
       writeTargetLinks(ctx, batch, fields, ot.id, target.id, null);
     },
   };
+}
+
+/** A field whose objects go with the objects they link to (decision 0109). */
+const cascades = ({ field: f }: Holder) => !hasLinkTable(f) && f.onDeleteBehavior === "cascade";
+
+/**
+ * The hook for many objects of one type (decision 0184): the fields pointing at their type read
+ * (or, kept, proven) once in the read; where none cascades, the links to all of them dropped, set
+ * to null or guarded (protect) by a statement per field. A cascade stages each object alone, in
+ * a read of its own after the first (`stageOnDelete`). Null where the type is not known yet.
+ */
+function stageManyOnDelete(
+  registry: CotRegistry,
+  self: DeleteHook,
+  ctx: WriteContext,
+  phase: ReadPhase,
+  targets: { appLabel: string; model: string; ids: number[]; objectTypeId?: number },
+): StagedMany | null {
+  const ot =
+    targets.objectTypeId !== undefined
+      ? { id: targets.objectTypeId }
+      : ctx.services.objectTypes.cached(targets.appLabel, targets.model);
+  if (!ot) return null;
+  const orm = ctx.services.db.orm;
+  const guarded = registry.linkingGuarded(ot.id);
+  const proof = guarded ? phase.add(guarded.statement as never) : null;
+  const pointing = guarded ? null : phase.add(registry.pointingQuery(orm, ot.id));
+  const ids = idsList(targets.ids);
+  const fieldsNow = async () => {
+    if (guarded && (await guarded.settle(proof!()))) return guarded.fields;
+    if (guarded)
+      return registry.linkingGuarded(ot.id)?.fields ?? (await learnLinking(registry, ot.id));
+    const rows = pointing!() as never;
+    const fields = await registry.pointingFields(orm, rows);
+    registry.keepLinking(ot.id, rows, fields);
+    return fields;
+  };
+  return {
+    async admit() {},
+    async part() {
+      const fields = await fieldsNow();
+      if (fields.some(cascades)) {
+        // the types below are learned first, so that each object's cascade is read in one read
+        if (!guarded) await learnLinking(registry, ot.id);
+        return eachAlone(ctx, self, targets);
+      }
+      return {
+        write(batch) {
+          for (const holder of fields) batch.add(linksStatement(ctx, holder.field, ot.id, ids));
+        },
+        async explain() {
+          for (const holder of fields) {
+            const f = holder.field;
+            if (f.onDeleteBehavior !== "protect") continue;
+            const hit = await protectHit(ctx, f, ot.id, ids);
+            if (hit)
+              throw await protectedError(ctx, { ...targets, id: hit.target }, holder, hit.by);
+          }
+          return undefined;
+        },
+      };
+    },
+  };
+}
+
+/** The hook staged for each of `targets` alone, read together in one more read; one part. */
+async function eachAlone(
+  ctx: WriteContext,
+  self: DeleteHook,
+  targets: { appLabel: string; model: string; ids: number[]; objectTypeId?: number },
+): Promise<StagedHook> {
+  const late = new ReadPhase();
+  const answers: Array<() => Promise<StagedHook>> = [];
+  for (const id of targets.ids) {
+    answers.push(self.stage!(ctx, late, { ...targets, id }));
+    await yieldWhenDue();
+  }
+  await late.run(ctx);
+  const parts: StagedHook[] = [];
+  for (const answer of answers) {
+    parts.push(await answer());
+    await yieldWhenDue();
+  }
+  return {
+    write(batch) {
+      for (const part of parts) part.write(batch);
+    },
+    async explain() {
+      for (const part of parts)
+        if ((await part.explain?.()) === "transaction") return "transaction";
+      return undefined;
+    },
+  };
+}
+
+/** The statement for the links through `f` to any of `ids`: dropped, set to null, or guarded. */
+function linksStatement(ctx: WriteContext, f: FieldRow, typeId: number, ids: SQL) {
+  const orm = ctx.services.db.orm;
+  const where = linksInto(f, typeId, ids);
+  const t = hasLinkTable(f)
+    ? ident(linkTableName(f.customObjectTypeId, f.id))
+    : ident(tableName(f.customObjectTypeId));
+  if (f.onDeleteBehavior === "protect")
+    return orm.run(
+      sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${t} WHERE ${where})`,
+    );
+  if (hasLinkTable(f)) return orm.run(sql`DELETE FROM ${t} WHERE ${where}`);
+  const nulls = f.isPolymorphic
+    ? sql`${ident(`${f.name}_id`)} = NULL, ${ident(`${f.name}_type`)} = NULL`
+    : sql`${ident(`${f.name}_id`)} = NULL`;
+  return orm.run(sql`UPDATE ${t} SET ${nulls} WHERE ${where}`);
+}
+
+/** An object linking through protected field `f` to one of `ids`, and which: or null. */
+async function protectHit(ctx: WriteContext, f: FieldRow, typeId: number, ids: SQL) {
+  const where = linksInto(f, typeId, ids);
+  const query = hasLinkTable(f)
+    ? sql`SELECT source_id AS linker, target_id AS target FROM ${ident(linkTableName(f.customObjectTypeId, f.id))} WHERE ${where} LIMIT 1`
+    : sql`SELECT id AS linker, ${ident(`${f.name}_id`)} AS target FROM ${ident(tableName(f.customObjectTypeId))} WHERE ${where} LIMIT 1`;
+  const [hit] = (await ctx.services.db.orm.all(query)) as Array<{ linker: number; target: number }>;
+  return hit ? { by: Number(hit.linker), target: Number(hit.target) } : null;
 }
 
 /** A field whose links keep (protect) or take (cascade) the objects they link; else set to null. */

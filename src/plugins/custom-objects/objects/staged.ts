@@ -18,6 +18,7 @@ import {
   tagEditsOf,
 } from "../../../core/rest/tag-edits";
 import {
+  deletesAsRead,
   eachInput,
   nestedRead,
   resolveTagRows,
@@ -60,7 +61,9 @@ import type { FieldRow } from "../field-types";
 import { resolveRef, type Ref } from "../field-types/reference";
 import type { Nested } from "./read";
 import { instanceUrl, relatedInfos, verboseName } from "./shape";
-import { rowsPerStatement } from "../../../db/d1-limits";
+import { idsList, inIds, rowsPerStatement } from "../../../db/d1-limits";
+import { stageDeleteHooks } from "../../../core/rest/staged-delete-hooks";
+import { yieldWhenDue } from "../../../turns";
 import { cachedForms, rememberForms } from "./target-forms";
 import {
   StaleModel,
@@ -353,10 +356,8 @@ function stageStored(
   actWhere: SQL | undefined,
   viewWhere: SQL | undefined,
 ): () => Promise<Stored> {
-  const list = sql.join(
-    ids.map((i) => sql`${i}`),
-    sql`, `,
-  );
+  // many ids ride as one JSON value: one bound value, and a statement the same for every length
+  const list = idsList(ids);
   const plan = w.read.loadPlan(ctx, list);
   const rows = phase.add(plan.statements[0]! as never) as () => Row[];
   const admitted = (where: SQL | undefined) =>
@@ -596,7 +597,7 @@ async function runBatch(
         orm
           .select({ id: w.table.id, stamp: w.table.lastUpdated })
           .from(w.table)
-          .where(inArray(w.table.id, ids)),
+          .where(inIds(w.table.id, ids)),
     });
   } catch (e) {
     if (proven && e instanceof ApiError) shapeProven.add(e);
@@ -940,43 +941,59 @@ async function stagedDelete(
   const phase = new ReadPhase();
   const rules = stageRules(ctx, phase, { appLabel: APP_LABEL, model: w.slug });
   const storedRead = stageStored(w, ctx, phase, unique, deleteWhere, viewWhere);
-  const target = (id: number) => ({
+  const hookParts = stageDeleteHooks(ctx, phase, {
     appLabel: APP_LABEL,
     model: w.slug,
-    id,
+    ids: unique,
     objectTypeId: w.cot.objectTypeId ?? undefined,
   });
-  const hookParts = new Map(
-    unique.map((id) => [id, hooks.map((h) => h.stage!(ctx, phase, target(id)))]),
-  );
   // a target another target's cascade reaches is deleted as a target, once (decision 0109)
   if (w.cot.objectTypeId) deletingTogether(ctx, w.cot.objectTypeId, unique);
   await runReads(w, ctx, phase);
   const stored = await storedRead();
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);
-  const changes: StagedChange[] = [];
-  const explain: StagedHook[] = [];
-  const orm = ctx.services.db.orm;
+  const admitted: Array<[number, Row]> = [];
+  // every id is found (404), the caller's (403) and free of dependants (409) before any is staged
   for (const id of ids) {
-    const existing = admitStored(stored, id, resource, options);
+    admitted.push([id, admitStored(stored, id, resource, options)]);
     stored.byId.delete(id); // named twice: the second is not found, as it would be one by one
-    for (const answer of hookParts.get(id)!) {
-      const part = await answer();
-      part.write(batch);
-      explain.push(part);
-    }
+    await hookParts.admit(id);
+    await yieldWhenDue();
+  }
+  const explain = await hookParts.parts();
+  for (const part of explain) part.write(batch);
+  const changes: StagedChange[] = [];
+  const orm = ctx.services.db.orm;
+  if (admitted.length > 1) {
+    // many: their links, then their rows as read, a few statements for all (decision 0184)
+    const all = idsList(admitted.map(([id]) => id));
     for (const f of w.fields)
       if (w.shape.storage(f) === "links")
         batch.add(
-          orm.run(sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${id}`),
+          orm.run(
+            sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id IN (${all})`,
+          ),
         );
-    batch.add(
-      orm.run(
-        sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${id} AND last_updated = ${existing.lastUpdated}`,
-      ),
-    );
-    batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+    for (const s of deletesAsRead(ident(tableName(w.cot.id)), admitted)) batch.add(orm.run(s));
+  }
+  for (const [id, existing] of admitted) {
+    await yieldWhenDue();
+    if (admitted.length === 1) {
+      for (const f of w.fields)
+        if (w.shape.storage(f) === "links")
+          batch.add(
+            orm.run(
+              sql`DELETE FROM ${ident(linkTableName(w.cot.id, f.id))} WHERE source_id = ${id}`,
+            ),
+          );
+      batch.add(
+        orm.run(
+          sql`DELETE FROM ${ident(tableName(w.cot.id))} WHERE id = ${id} AND last_updated = ${existing.lastUpdated}`,
+        ),
+      );
+      batch.add(orm.run(sql`INSERT INTO write_guard (ok) VALUES (changes() > 0)`));
+    }
     changes.push({ action: "delete", id, prechange: stored.records.get(id)!, postchange: null });
   }
   stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);

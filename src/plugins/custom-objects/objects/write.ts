@@ -53,6 +53,7 @@ import type { Nested, Reader } from "./read";
 import { hasOwner, writeOwner } from "./owner";
 import { relatedInfos, verboseName, type Shape } from "./shape";
 import { stagedObjectWrites } from "./staged";
+import { yieldWhenDue } from "../../../turns";
 
 /**
  * A write started from a cached model whose COT has changed (or gone) since: nothing has been
@@ -910,6 +911,7 @@ export class ObjectWriter {
     const batch: Batch = { pre, pending: [] };
     const converted: Converted[] = [];
     for (const input of inputs) {
+      await yieldWhenDue(); // a bulk's thousands: other requests are answered meanwhile (0184)
       const c = await this.convert(ctx, input, null, false, batch);
       if (!c) return null;
       converted.push(c);
@@ -1025,6 +1027,7 @@ export class ObjectWriter {
         continue;
       }
       for (const input of chunk) {
+        await yieldWhenDue();
         try {
           out.push(await this.createLoaded(ctx, input));
         } catch (e) {

@@ -1,0 +1,118 @@
+/**
+ * A bulk write of thousands of objects on a local file must not hold the event loop for the whole
+ * request: other requests are answered while it runs (decision 0184). A bulk delete of ids that do
+ * not exist must cost no more than the check that they do not (no read per id), and its answer
+ * names no database the server is not on. The clock `yieldWhenDue` measures stretches on is
+ * injected: these tests count answers and statements, never milliseconds.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { SLICE_MS, useTurnClock } from "../../src/turns";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { countStatements } from "../helpers/statements";
+import { addField, makeCot } from "../custom-objects/fixtures";
+
+let t: TestApp;
+let probeId: number;
+const CO = "/api/plugins/custom-objects/widget/";
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  const site = await t.json("POST", "/api/dcim/sites/", { body: { name: "probe", slug: "probe" } });
+  probeId = site.body.id;
+  const cot = await makeCot(t, "widget", "widget");
+  await addField(t, cot.id, { name: "name", type: "text", primary: true, required: true });
+  await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
+});
+afterAll(() => t.close());
+afterEach(() => useTurnClock(null));
+
+/** A turn of the event loop (I/O, timers): what a request from another client waits for. */
+const aTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Runs `write` while another client asks `/livez` again and again, each request
+ * waiting for a turn of the event loop first; answers the write's response and how many of the
+ * other requests were answered while it ran. Each reading of the injected clock finds the work a
+ * slice older, so a loop that checks `yieldWhenDue` gives turns at every other check.
+ */
+async function whileWriting(write: () => Promise<Response>) {
+  let now = 0;
+  useTurnClock({ now: () => (now += SLICE_MS) });
+  let done = false;
+  let answered = 0;
+  const other = (async () => {
+    while (!done) {
+      await aTurn();
+      if (done) break;
+      // the liveness probe touches nothing else: it waits for nothing but the loop's turns
+      const r = await t.req("GET", "/livez", { token: null });
+      await r.arrayBuffer();
+      if (r.status === 200 && !done) answered++;
+    }
+  })();
+  try {
+    const res = await write();
+    return { res, answered };
+  } finally {
+    done = true;
+    await other;
+  }
+}
+
+const N = 1_000;
+/** An answer every other item: the write gives the loop turns all along, not once in a while. */
+const BOUND = N / 2;
+
+describe("a long bulk write on a local file", () => {
+  test("other requests are answered while sites are bulk created and bulk deleted", async () => {
+    const body = Array.from({ length: N }, (_, i) => ({ name: `bulk ${i}`, slug: `bulk-${i}` }));
+    const created = await whileWriting(() => t.req("POST", "/api/dcim/sites/", { body }));
+    expect(created.res.status).toBe(201);
+    expect(created.answered).toBeGreaterThanOrEqual(BOUND);
+    const ids = ((await created.res.json()) as Array<{ id: number }>).map((s) => ({ id: s.id }));
+    const deleted = await whileWriting(() => t.req("DELETE", "/api/dcim/sites/", { body: ids }));
+    expect(deleted.res.status).toBe(204);
+    expect(deleted.answered).toBeGreaterThanOrEqual(BOUND);
+  });
+
+  test("other requests are answered while custom objects are bulk created and deleted", async () => {
+    const body = Array.from({ length: N }, (_, i) => ({ name: `w ${i}`, site: probeId }));
+    const created = await whileWriting(() => t.req("POST", CO, { body }));
+    expect(created.res.status).toBe(201);
+    expect(created.answered).toBeGreaterThanOrEqual(BOUND);
+    const ids = ((await created.res.json()) as Array<{ id: number }>).map((s) => ({ id: s.id }));
+    const deleted = await whileWriting(() => t.req("DELETE", CO, { body: ids }));
+    expect(deleted.res.status).toBe(204);
+    expect(deleted.answered).toBeGreaterThanOrEqual(BOUND);
+  });
+});
+
+describe("a bulk delete of ids that do not exist", () => {
+  const missing = (n: number) => Array.from({ length: n }, (_, i) => ({ id: 10_000_000 + i }));
+  const statementsOf = async (path: string, n: number) => {
+    let status = 0;
+    const count = await countStatements(t.deps.db, async () => {
+      const r = await t.req("DELETE", path, { body: missing(n) });
+      status = r.status;
+      await r.arrayBuffer();
+    });
+    return { status, count };
+  };
+
+  for (const path of ["/api/dcim/sites/", CO])
+    test(`${path}: as many statements for 2,000 ids as for 2`, async () => {
+      await statementsOf(path, 2); // what a first delete of the type reads once
+      const few = await statementsOf(path, 2);
+      const many = await statementsOf(path, 2_000);
+      expect(few.status).toBe(404);
+      expect(many.status).toBe(404);
+      expect(many.count).toBe(few.count);
+    });
+
+  for (const path of ["/api/dcim/sites/", CO])
+    test(`${path}: 50,000 ids answer 404 naming no database`, async () => {
+      const r = await t.json("DELETE", path, { body: missing(50_000) });
+      expect(r.status).toBe(404);
+      expect(JSON.stringify(r.body)).not.toMatch(/D1|Cloudflare/i);
+    });
+});
