@@ -14,9 +14,11 @@ export interface WorkerdWatch {
   stopping(): void;
 }
 
-/** How a process ended, in words. */
+/** How workerd ended, in words: it catches SIGTERM and exits 0, silently (measured). */
 const howEnded = (code: number | null, signal: NodeJS.Signals | null) =>
-  signal ? `killed by ${signal}` : `exited with code ${code}`;
+  signal
+    ? `killed by ${signal}`
+    : `exited with code ${code}${code === 0 ? " (as it does on a SIGTERM)" : ""}`;
 
 /** The watches waiting for their workerd, in the order they began; each takes one. */
 const waiting: Array<(child: ChildProcess) => void> = [];
