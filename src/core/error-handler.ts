@@ -1,7 +1,7 @@
 /**
  * How any error becomes an answer in the §4 shape (decision 0002): `ApiError`s as they are, the
- * database's busy, storage and constraint failures as their 4xx/5xx, anything else a logged 500
- * that names no value. The app's `onError`.
+ * database's busy, storage and constraint failures as their 4xx/5xx, anything else a 500 logged
+ * with its stack's frames, naming no value. The app's `onError`.
  */
 import { statementTooLargeOf } from "../db/d1-limits";
 import { errorBody } from "../api-error";
@@ -42,6 +42,23 @@ function noteStorageFault(services: Services, fault: StorageFault, err: unknown)
 function schemaChangedUnder(err: unknown): boolean {
   const e = err as { message?: unknown; cause?: { message?: unknown } } | null;
   return /no such (column|table)/i.test(String(e?.message ?? "") + String(e?.cause?.message ?? ""));
+}
+
+/**
+ * Where an unhandled error came from: its stack's frames after the message (which may quote
+ * values, and is logged apart with its parameters cut); none when the message is not found there.
+ */
+function framesOf(err: unknown): string[] {
+  const { stack, message } = (err ?? {}) as { stack?: unknown; message?: unknown };
+  if (typeof stack !== "string" || typeof message !== "string") return [];
+  const at = stack.indexOf(message);
+  if (at < 0) return [];
+  return stack
+    .slice(at + message.length)
+    .split("\n")
+    .filter((line) => /^\s+at /.test(line))
+    .slice(0, 12)
+    .map((line) => line.trim());
 }
 
 function answer(c: Parameters<ErrorHandler<HonoEnv>>[1], err: ApiError) {
@@ -90,6 +107,7 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
       path: c.req.path,
       error: message,
       ...(cause ? { cause: String(cause) } : {}),
+      frames: framesOf(err),
     });
     return c.json(
       errorBody("internal_error", "Internal server error.", { request_id: c.var.requestId }),

@@ -16,12 +16,22 @@ const SECRET = "tok-3f9a2c71e5";
 /** The clock the apps below measure request durations on: only the slow route moves it. */
 const clock = manualClock(0);
 
-/** A plugin with one slow route: it takes 60 ms on `clock`, over the 40 ms threshold. */
+/** A failure deep in a route, as a driver reports one: the SQL, then the values bound. */
+function failsDeepInside(): never {
+  throw new Error(`Failed query: select 1\nparams: ${SECRET}\n    at ${SECRET} (quoted value)`);
+}
+
+/**
+ * A plugin with one slow route (it takes 60 ms on `clock`, over the 40 ms threshold) and one that
+ * fails unexpectedly.
+ */
 const slowPlugin: HostPlugin = {
   name: "slowpoke",
   version: "1.0.0",
   setup: () => ({
-    routes: new Hono<HonoEnv>().get("/nap", (c) => (clock.advance(60), c.json({ ok: true }))),
+    routes: new Hono<HonoEnv>()
+      .get("/nap", (c) => (clock.advance(60), c.json({ ok: true })))
+      .get("/trip", () => failsDeepInside()),
   }),
 };
 
@@ -136,6 +146,18 @@ describe("access log", () => {
       await t.req("GET", "/plugins/slowpoke/nap", { token: null });
       expect(lines).toEqual([]);
     }
+  });
+
+  test("an unexpected failure is logged with its stack's frames, never a value it quotes", async () => {
+    const { t, lines } = await appLogging("error");
+    const res = await t.req("GET", "/plugins/slowpoke/trip", { token: null });
+    expect(res.status).toBe(500);
+    const logged = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "unhandled error");
+    expect(logged.error).toBe("Failed query: select 1\nparams: (not logged)");
+    // where it came from, so a 500 seen once in a long run can be read back to its line
+    expect(logged.frames[0]).toContain("failsDeepInside");
+    expect(logged.frames[0]).toContain("access-log.test.ts");
+    expect(lines.join("\n")).not.toContain(SECRET);
   });
 
   test("LOG_SLOW_REQUEST_MS is validated", async () => {

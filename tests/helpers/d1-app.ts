@@ -13,10 +13,13 @@ import { d1Database, type D1Binding } from "../../src/db/d1";
 import { createCache } from "../../src/services/cache";
 import { d1PersistDir, d1Settings, d1SuperuserToken, migrateLocalD1 } from "../../tools/d1-local";
 import { BASE } from "./app";
+import { watchWorkerd, type WorkerdWatch } from "./workerd-watch";
 
 export interface D1App {
   app: Awaited<ReturnType<typeof createApp>>;
   binding: D1Binding;
+  /** miniflare's workerd: its pid, and how it ended if it ended before `stop`. */
+  workerd: WorkerdWatch;
   /** One request as the superuser (or with `token`); the answer's status and parsed body. */
   json(
     method: string,
@@ -37,11 +40,15 @@ export async function startD1App(
   const dir = mkdtempSync(join(tmpdir(), `host-${name}-`));
   await migrateLocalD1(dir);
   const d1 = d1Settings();
-  const mf = new Miniflare({
-    modules: true,
-    script: "export default { fetch() { return new Response('') } }",
-    d1Databases: { [d1.binding]: d1.databaseId },
-    d1Persist: d1PersistDir(dir),
+  const { value: mf, watch: workerd } = await watchWorkerd(name, async () => {
+    const mf = new Miniflare({
+      modules: true,
+      script: "export default { fetch() { return new Response('') } }",
+      d1Databases: { [d1.binding]: d1.databaseId },
+      d1Persist: d1PersistDir(dir),
+    });
+    await mf.ready;
+    return mf;
   });
   const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
   const config = loadConfig(
@@ -62,11 +69,15 @@ export async function startD1App(
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
+    // a 500 for want of the database names why, not "Internal server error."
+    const gone = workerd.ended();
+    if (gone && res.status >= 500) throw new Error(`${method} ${path}: ${res.status}: ${gone}`);
     return { status: res.status, body: text ? JSON.parse(text) : null };
   };
   return {
     app,
     binding,
+    workerd,
     json,
     async made(path, body) {
       const r = await json("POST", path, body);
@@ -74,6 +85,7 @@ export async function startD1App(
       return r.body;
     },
     async stop() {
+      workerd.stopping();
       await mf.dispose();
       rmSync(dir, { recursive: true, force: true });
     },
