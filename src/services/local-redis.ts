@@ -385,7 +385,9 @@ async function startPersistent(
     exited = () => proc.exitCode !== null || proc.signalCode !== null;
     writeFileSync(join(dir, PORT_FILE), `${port}\n`);
   }
+  // Never a pid that is no longer our redis-server: it may be another process's by now.
   const signal = (sig: NodeJS.Signals) => {
+    if (exited()) return;
     try {
       process.kill(pid, sig);
     } catch {
