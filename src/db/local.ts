@@ -26,6 +26,13 @@ import * as schema from "./schema";
 import { FileHealth } from "./file-health";
 import { cacheSizePragma, DEFAULT_CACHE_MB, servingCacheKib } from "./page-cache";
 
+/**
+ * A `write` batch of at least this many statements is a long batch (decision 0185): on a file, it
+ * runs on the long-write connection, whose statements give the event loop turns. A statement of
+ * a bulk create costs ~0.5 ms there, so a batch under it holds the loop some 50 ms at most.
+ */
+export const LONG_BATCH = 100;
+
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -79,6 +86,8 @@ export async function openDatabase(
   const scope = new AsyncLocalStorage<boolean>();
   // Marks long writes, whose transactions go to the background connection (decision 0039).
   const long = new AsyncLocalStorage<boolean>();
+  // Marks a long batch (`LONG_BATCH`), written on the background connection too (decision 0185).
+  const longBatch = new AsyncLocalStorage<boolean>();
   const health = inMemory ? null : new FileHealth(path);
   const checkpointer = inMemory ? null : new Checkpointer(path, (e) => health?.noteCheckpoint(e));
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
@@ -101,6 +110,9 @@ export async function openDatabase(
     insideTransaction: () => scope.getStore() === true,
     elsewhere: background
       ? (mode) => (long.getStore() === true ? background.transaction(mode) : null)
+      : undefined,
+    batchElsewhere: background
+      ? () => (longBatch.getStore() === true ? background.transaction("write") : null)
       : undefined,
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
@@ -132,8 +144,12 @@ export async function openDatabase(
   db.transaction = (work) => group.run(work);
   // concurrent write batches share one BEGIN … COMMIT, as concurrent transactions do
   const batches = new BatchGroup((queries) => db.orm.batch(queries as never) as Promise<unknown[]>);
+  // A long batch goes alone, on the long-write connection: it joins no group (whose halving on a
+  // failure would write it again) and gives the event loop turns between its statements.
   db.write = <T extends Queries>(queries: T) =>
-    batches.run([...queries]) as unknown as Promise<Results<T>>;
+    (background && queries.length >= LONG_BATCH
+      ? longBatch.run(true, () => db.orm.batch(queries as never))
+      : batches.run([...queries])) as unknown as Promise<Results<T>>;
   if (background) db.longWrite = (fn) => long.run(true, fn);
   const maintenance = inMemory ? null : new MaintenanceConnection(path, busyTimeoutMs, committed);
   if (maintenance) db.maintain = ({ sql, args }) => maintenance.run(sql, args);

@@ -35,6 +35,11 @@ export interface SerializeOptions {
   /** A transaction to open instead of one on this connection (the background connection), or null. */
   elsewhere?: (mode?: TransactionMode) => Promise<Transaction> | null;
   /**
+   * A transaction to write a batch in instead of this connection (the background connection,
+   * whose statements give the event loop turns: a long batch, decision 0185), or null.
+   */
+  batchElsewhere?: () => Promise<Transaction> | null;
+  /**
    * With the connection's own busy timeout at 0, how long a call retries SQLITE_BUSY (another
    * connection holds the write lock) before `DatabaseBusyError`. It waits between attempts
    * without holding the event loop or this client's lock. Unset: no retries.
@@ -140,6 +145,23 @@ function lockHeldTransaction(
   };
 }
 
+/** Writes `stmts` in `tx` and commits it; any failure rolls all of them back. */
+async function batchIn(tx: Transaction, stmts: Array<InStatement | [string, InArgs?]>) {
+  const statements = stmts.map((s) => (Array.isArray(s) ? { sql: s[0], args: s[1] ?? [] } : s));
+  try {
+    const results = await tx.batch(statements);
+    await tx.commit();
+    return results;
+  } catch (e) {
+    try {
+      await tx.rollback();
+    } catch {
+      // the statement's failure is the answer; the transaction is settled either way
+    }
+    throw e;
+  }
+}
+
 /**
  * Serialises every call on a single-connection local client. `@libsql/client` refuses calls
  * (TRANSACTION_ACTIVE) while its only connection is held by a transaction, and opening more
@@ -166,6 +188,13 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
         }
       });
     };
+  const batchHere = guarded(
+    async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
+      const results = await inner.batch(stmts, mode ?? "write");
+      afterCommit(options);
+      return results;
+    },
+  );
   const execute = guarded((stmt: InStatement | string, args?: InArgs) =>
     executeOne(inner, options, stmt, args),
   ) as Client["execute"];
@@ -173,13 +202,11 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
     execute,
     // A batch is one write transaction (`Database.write`): BEGIN IMMEDIATE, so a lock held by
     // another connection is met before any statement runs and the retry starts clean.
-    batch: guarded(
-      async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
-        const results = await inner.batch(stmts, mode ?? "write");
-        afterCommit(options);
-        return results;
-      },
-    ) as Client["batch"],
+    batch: (async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
+      refuseInsideTransaction();
+      const other = options.batchElsewhere?.();
+      return other ? batchIn(await other, stmts) : batchHere(stmts, mode);
+    }) as Client["batch"],
     migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
     sync: guarded(() => inner.sync()),

@@ -6,6 +6,9 @@
  * injected: these tests count answers and statements, never milliseconds.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { guardChanged, isWriteConflict, type Queries } from "../../src/db/client";
+import { LONG_BATCH } from "../../src/db/local";
 import { SLICE_MS, useTurnClock } from "../../src/turns";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { countStatements } from "../helpers/statements";
@@ -137,6 +140,47 @@ describe("a bulk create's one atomic batch on a local file", () => {
     expect(during).toBeGreaterThanOrEqual(statements / 8);
     const listed = await t.json("GET", "/api/dcim/sites/?name__isw=big&limit=1");
     expect(listed.body.count).toBe(SITES);
+  });
+});
+
+describe("a long write batch stays one atomic write with its guards", () => {
+  const table = "scratch_long_batch";
+  const inserts = (n: number) =>
+    Array.from({ length: n }, (_, i) =>
+      t.deps.db.orm.run(sql.raw(`INSERT INTO ${table} VALUES (${i})`)),
+    );
+  const rows = async () =>
+    (await t.deps.db.execute({ sql: `SELECT count(*) AS n FROM ${table}`, args: [] })).rows[0]!.n;
+  beforeAll(() => t.deps.db.execute({ sql: `CREATE TABLE ${table} (n INTEGER)`, args: [] }));
+
+  test("a guard that fails after many statements rolls all of them back", async () => {
+    const { orm } = t.deps.db;
+    const missed = orm.run(sql.raw(`UPDATE ${table} SET n = n WHERE n < 0`));
+    const failed = await t.deps.db
+      .write([...inserts(LONG_BATCH * 2), missed, guardChanged(orm)] as unknown as Queries)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(isWriteConflict(failed)).toBe(true);
+    expect(await rows()).toBe(0);
+  });
+
+  test("other writes meanwhile wait for it and are written too", async () => {
+    let now = 0;
+    useTurnClock({ now: () => (now += SLICE_MS) }); // the long batch gives turns at once
+    const { orm } = t.deps.db;
+    const hit = orm.run(sql.raw(`UPDATE ${table} SET n = n WHERE n = 0`));
+    const long = t.deps.db.write([
+      ...inserts(LONG_BATCH * 2),
+      hit,
+      guardChanged(orm),
+    ] as unknown as Queries);
+    const small = t.deps.db.write(inserts(3) as unknown as Queries);
+    const [l, s] = await Promise.all([long, small]);
+    expect(l.length).toBe(LONG_BATCH * 2 + 2);
+    expect(s.length).toBe(3);
+    expect(await rows()).toBe(LONG_BATCH * 2 + 3);
   });
 });
 
