@@ -35,10 +35,10 @@ export interface SerializeOptions {
   /** A transaction to open instead of one on this connection (the background connection), or null. */
   elsewhere?: (mode?: TransactionMode) => Promise<Transaction> | null;
   /**
-   * A transaction to write a batch in instead of this connection (the background connection,
-   * whose statements give the event loop turns: a long batch, decision 0185), or null.
+   * An open transaction elsewhere (the long-write connection's) that a batch's statements belong
+   * to, or null: they run in it, which is committed by whoever opened it (a long batch, 0185).
    */
-  batchElsewhere?: () => Promise<Transaction> | null;
+  batchIn?: () => Transaction | null;
   /**
    * With the connection's own busy timeout at 0, how long a call retries SQLITE_BUSY (another
    * connection holds the write lock) before `DatabaseBusyError`. It waits between attempts
@@ -145,23 +145,6 @@ function lockHeldTransaction(
   };
 }
 
-/** Writes `stmts` in `tx` and commits it; any failure rolls all of them back. */
-async function batchIn(tx: Transaction, stmts: Array<InStatement | [string, InArgs?]>) {
-  const statements = stmts.map((s) => (Array.isArray(s) ? { sql: s[0], args: s[1] ?? [] } : s));
-  try {
-    const results = await tx.batch(statements);
-    await tx.commit();
-    return results;
-  } catch (e) {
-    try {
-      await tx.rollback();
-    } catch {
-      // the statement's failure is the answer; the transaction is settled either way
-    }
-    throw e;
-  }
-}
-
 /**
  * Serialises every call on a single-connection local client. `@libsql/client` refuses calls
  * (TRANSACTION_ACTIVE) while its only connection is held by a transaction, and opening more
@@ -204,8 +187,9 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
     // another connection is met before any statement runs and the retry starts clean.
     batch: (async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
       refuseInsideTransaction();
-      const other = options.batchElsewhere?.();
-      return other ? batchIn(await other, stmts) : batchHere(stmts, mode);
+      const open = options.batchIn?.();
+      if (!open) return batchHere(stmts, mode);
+      return open.batch(stmts.map((s) => (Array.isArray(s) ? { sql: s[0], args: s[1] ?? [] } : s)));
     }) as Client["batch"],
     migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),

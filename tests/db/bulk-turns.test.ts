@@ -109,7 +109,7 @@ async function answeredDuringBatches(fn: () => Promise<Response>) {
     } finally {
       open--;
     }
-  }) as typeof write;
+  }) as unknown as typeof write;
   const probe = t.req;
   t.req = (async (...a: Parameters<typeof probe>) => {
     const r = await probe(...a);
