@@ -1,5 +1,6 @@
 /**
- * A second connection to a local database file for long write transactions (schema applies).
+ * A second connection to a local database file for long write transactions (schema applies,
+ * and long `write` batches: decision 0185).
  * The local driver runs statements synchronously on the calling thread, and a transaction's
  * statements follow each other through promises that are already settled, so a long write
  * used to hold the event loop (and the only connection) from BEGIN to COMMIT. On this

@@ -166,7 +166,7 @@ export async function openDatabase(
 }
 
 /** Queries of a long batch that Drizzle builds at a time (it builds a batch's SQL in one go). */
-const BUILD_CHUNK = 25;
+export const BUILD_CHUNK = 25;
 
 /**
  * A long batch (decision 0185): one write transaction on the long-write connection, whose

@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Queries } from "../../src/db/client";
-import { LONG_BATCH } from "../../src/db/local";
+import { BUILD_CHUNK, LONG_BATCH } from "../../src/db/local";
 import { SLICE_MS, useTurnClock } from "../../src/turns";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { countStatements } from "../helpers/statements";
@@ -153,11 +153,14 @@ describe("a long write batch stays one atomic write with its guards", () => {
     (await t.deps.db.execute({ sql: `SELECT count(*) AS n FROM ${table}`, args: [] })).rows[0]!.n;
   beforeAll(() => t.deps.db.execute({ sql: `CREATE TABLE ${table} (n INTEGER)`, args: [] }));
 
+  /** Statements before an UPDATE that ends a chunk Drizzle builds: its guard opens the next. */
+  const ACROSS = Math.ceil(LONG_BATCH / BUILD_CHUNK + 1) * BUILD_CHUNK - 1;
+
   test("a guard that fails after many statements rolls all of them back", async () => {
     const { orm } = t.deps.db;
     const missed = orm.run(sql.raw(`UPDATE ${table} SET n = n WHERE n < 0`));
     const failed = await t.deps.db
-      .write([...inserts(LONG_BATCH * 2), missed, guardChanged(orm)] as unknown as Queries)
+      .write([...inserts(ACROSS), missed, guardChanged(orm)] as unknown as Queries)
       .then(
         () => null,
         (e: unknown) => e,
