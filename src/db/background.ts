@@ -1,5 +1,6 @@
 /**
- * A second connection to a local database file for long write transactions (schema applies).
+ * A second connection to a local database file for long write transactions (schema applies,
+ * and long `write` batches: decision 0185).
  * The local driver runs statements synchronously on the calling thread, and a transaction's
  * statements follow each other through promises that are already settled, so a long write
  * used to hold the event loop (and the only connection) from BEGIN to COMMIT. On this
@@ -8,7 +9,15 @@
  * mode, keeps answering reads from the last committed state meanwhile. One long write at a time
  * per process; see docs/decisions/0039-long-writes-off-the-hot-path.md.
  */
-import type { Client, InArgs, InStatement, Transaction, TransactionMode } from "@libsql/client";
+import {
+  LibsqlBatchError,
+  LibsqlError,
+  type Client,
+  type InArgs,
+  type InStatement,
+  type Transaction,
+  type TransactionMode,
+} from "@libsql/client";
 import { DatabaseBusyError } from "./client";
 import { LocalClient, type SchemaGeneration } from "./local-client";
 import { serializeClient } from "./serialize";
@@ -136,10 +145,18 @@ export class BackgroundConnection {
         paced(() =>
           typeof stmt === "string" ? tx.execute({ sql: stmt, args: args ?? [] }) : tx.execute(stmt),
         )) as Transaction["execute"],
-      // one statement at a time, so a long batch still gives turns
+      // one statement at a time, so a long batch still gives turns; a failure names its index
+      // as the main connection's batch does (`local-client.ts`)
       async batch(stmts: InStatement[]) {
         const out = [];
-        for (const stmt of stmts) out.push(await paced(() => tx.execute(stmt)));
+        for (const [i, stmt] of stmts.entries()) {
+          try {
+            out.push(await paced(() => tx.execute(stmt)));
+          } catch (e) {
+            if (!(e instanceof LibsqlError) || e instanceof LibsqlBatchError) throw e;
+            throw new LibsqlBatchError(e.message, i, e.code, e.extendedCode, e.rawCode, e);
+          }
+        }
         return out;
       },
       executeMultiple: (sql: string) => paced(() => tx.executeMultiple(sql)),

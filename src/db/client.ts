@@ -12,7 +12,8 @@
  *   the server (`batch()` on libSQL/Turso and D1). A failing statement rolls back all of them;
  *   races are caught inside the batch (a guard statement that fails when a condition on a row's
  *   `last_updated` matched nothing, uniqueness and foreign keys), never by holding a lock across
- *   round trips. This is the write path of handlers (decision 0070).
+ *   round trips. This is the write path of handlers (decision 0070). On a local file a long one
+ *   runs on the long-write connection, giving the event loop turns (0185).
  * - `transaction(work)` is an interactive write transaction: a statement per round trip on a
  *   remote database, holding its write lock across the network. What is not converted to `write`
  *   yet uses it; D1 has none and refuses it (`InteractiveTransactionUnsupported`).

@@ -20,11 +20,19 @@ import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
 import { LocalClient, SchemaGeneration } from "./local-client";
 import type { Queries, Results } from "./client";
-import type { Client, InArgs, InStatement } from "@libsql/client";
+import type { Client, InArgs, InStatement, Transaction } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
+import { yieldWhenDue } from "../turns";
 import * as schema from "./schema";
 import { FileHealth } from "./file-health";
 import { cacheSizePragma, DEFAULT_CACHE_MB, servingCacheKib } from "./page-cache";
+
+/**
+ * A `write` batch of at least this many statements is a long batch (decision 0185): on a file, it
+ * runs on the long-write connection, whose statements give the event loop turns. A statement of
+ * a bulk create costs ~0.5 ms there, so a batch under it holds the loop some 50 ms at most.
+ */
+export const LONG_BATCH = 100;
 
 /** How long a write waits for a lock another connection holds before a 503 `database_busy`. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -79,6 +87,8 @@ export async function openDatabase(
   const scope = new AsyncLocalStorage<boolean>();
   // Marks long writes, whose transactions go to the background connection (decision 0039).
   const long = new AsyncLocalStorage<boolean>();
+  // The open transaction of a long batch (`LONG_BATCH`, on the background connection, 0185).
+  const longBatch = new AsyncLocalStorage<Transaction>();
   const health = inMemory ? null : new FileHealth(path);
   const checkpointer = inMemory ? null : new Checkpointer(path, (e) => health?.noteCheckpoint(e));
   const committed = checkpointer ? () => checkpointer.nudge() : undefined;
@@ -102,6 +112,7 @@ export async function openDatabase(
     elsewhere: background
       ? (mode) => (long.getStore() === true ? background.transaction(mode) : null)
       : undefined,
+    batchIn: () => longBatch.getStore() ?? null,
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
     committed,
@@ -132,8 +143,11 @@ export async function openDatabase(
   db.transaction = (work) => group.run(work);
   // concurrent write batches share one BEGIN … COMMIT, as concurrent transactions do
   const batches = new BatchGroup((queries) => db.orm.batch(queries as never) as Promise<unknown[]>);
+  // A long batch goes alone: it joins no group (whose halving on a failure would write it again).
   db.write = <T extends Queries>(queries: T) =>
-    batches.run([...queries]) as unknown as Promise<Results<T>>;
+    (background && queries.length >= LONG_BATCH
+      ? writeLong(db, background, longBatch, queries)
+      : batches.run([...queries])) as unknown as Promise<Results<T>>;
   if (background) db.longWrite = (fn) => long.run(true, fn);
   const maintenance = inMemory ? null : new MaintenanceConnection(path, busyTimeoutMs, committed);
   if (maintenance) db.maintain = ({ sql, args }) => maintenance.run(sql, args);
@@ -149,6 +163,37 @@ export async function openDatabase(
     client.close();
   };
   return db;
+}
+
+/** Queries of a long batch that Drizzle builds at a time (it builds a batch's SQL in one go). */
+export const BUILD_CHUNK = 25;
+
+/**
+ * A long batch (decision 0185): one write transaction on the long-write connection, whose
+ * statements give the event loop turns when due; Drizzle builds the queries' SQL and maps their
+ * results a chunk at a time, with turns between chunks (1,700 queries take it ~250 ms at once).
+ * Atomic as a batch is: any failure rolls all of it back.
+ */
+async function writeLong(
+  db: LibsqlDatabase,
+  background: BackgroundConnection,
+  open: AsyncLocalStorage<Transaction>,
+  queries: Queries,
+): Promise<unknown[]> {
+  const tx = await background.transaction("write");
+  try {
+    const results: unknown[] = [];
+    for (let at = 0; at < queries.length; at += BUILD_CHUNK) {
+      await yieldWhenDue();
+      const chunk = queries.slice(at, at + BUILD_CHUNK) as unknown as Queries;
+      results.push(...(await open.run(tx, () => db.orm.batch(chunk))));
+    }
+    await tx.commit();
+    return results;
+  } catch (e) {
+    await tx.rollback().catch(() => {}); // the failure is the answer; it is settled either way
+    throw e;
+  }
 }
 
 /** SQLITE_READONLY: a read connection (query_only) met a write. */

@@ -35,6 +35,11 @@ export interface SerializeOptions {
   /** A transaction to open instead of one on this connection (the background connection), or null. */
   elsewhere?: (mode?: TransactionMode) => Promise<Transaction> | null;
   /**
+   * An open transaction elsewhere (the long-write connection's) that a batch's statements belong
+   * to, or null: they run in it, which is committed by whoever opened it (a long batch, 0185).
+   */
+  batchIn?: () => Transaction | null;
+  /**
    * With the connection's own busy timeout at 0, how long a call retries SQLITE_BUSY (another
    * connection holds the write lock) before `DatabaseBusyError`. It waits between attempts
    * without holding the event loop or this client's lock. Unset: no retries.
@@ -166,6 +171,13 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
         }
       });
     };
+  const batchHere = guarded(
+    async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
+      const results = await inner.batch(stmts, mode ?? "write");
+      afterCommit(options);
+      return results;
+    },
+  );
   const execute = guarded((stmt: InStatement | string, args?: InArgs) =>
     executeOne(inner, options, stmt, args),
   ) as Client["execute"];
@@ -173,13 +185,12 @@ export function serializeClient(inner: Client, options: SerializeOptions = {}): 
     execute,
     // A batch is one write transaction (`Database.write`): BEGIN IMMEDIATE, so a lock held by
     // another connection is met before any statement runs and the retry starts clean.
-    batch: guarded(
-      async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
-        const results = await inner.batch(stmts, mode ?? "write");
-        afterCommit(options);
-        return results;
-      },
-    ) as Client["batch"],
+    batch: (async (stmts: Array<InStatement | [string, InArgs?]>, mode?: TransactionMode) => {
+      refuseInsideTransaction();
+      const open = options.batchIn?.();
+      if (!open) return batchHere(stmts, mode);
+      return open.batch(stmts.map((s) => (Array.isArray(s) ? { sql: s[0], args: s[1] ?? [] } : s)));
+    }) as Client["batch"],
     migrate: guarded((stmts: InStatement[]) => inner.migrate(stmts)),
     executeMultiple: guarded((sql: string) => inner.executeMultiple(sql)),
     sync: guarded(() => inner.sync()),
