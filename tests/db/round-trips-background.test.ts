@@ -16,7 +16,7 @@ import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
-import { makeTasksEnv, type TasksEnv } from "../tasks/harness";
+import { handedToRedis, makeTasksEnv, type TasksEnv } from "../tasks/harness";
 
 /** The enqueueing request: one read, one atomic batch (the job and its outbox row). */
 const ENQUEUE_BUDGET = 2;
@@ -133,29 +133,6 @@ async function settle(who: Who) {
 /** The relay's statement that marks outbox rows handed to Redis. */
 const RELAY_MARK = /^update "outbox" set "relayed"/;
 
-/** Whether the job's outbox row is marked relayed (read on the file directly, not counted). */
-async function relayed(jobId: number): Promise<boolean> {
-  const rows = await file.execute({
-    sql: "SELECT relayed FROM outbox WHERE job_id = ?",
-    args: [jobId],
-  });
-  return rows.rows[0]?.relayed != null;
-}
-
-/**
- * Waits for the relay after the answer to hand the job to Redis (read on the file, not counted);
- * a relay that missed its bound on a busy machine leaves the row to the relay loop's pass.
- */
-async function relayedNow(jobId: number) {
-  // in Redis (a hand-over past its bound may still land, unmarked) or marked relayed
-  const inRedis = async () => (await env.queue.depth()).ready > 0;
-  const handed = await waitFor(async () => (await relayed(jobId)) || (await inRedis()), {
-    timeoutMs: 5_000,
-  }).catch(() => false);
-  if (!handed) await env.queue.outbox.relayPending({ all: true });
-  expect(await inRedis()).toBe(true);
-}
-
 /**
  * Runs queued jobs (the worker's `runOne`) until none is ready; answers the round trips of the
  * one that ran. A stale copy (a hand-over that landed past its bound and was relayed again) is
@@ -207,7 +184,7 @@ async function once(who: Who, method: string, path: string, body: unknown) {
   // the request's trips: the relay to Redis marks the job's outbox row after the answer, apart
   const sqls = remote.proxy.log.map((l) => l.sql);
   const enqueue = sqls.filter((trip) => !trip.some((q) => RELAY_MARK.test(q))).length;
-  await relayedNow(r.body.job.id);
+  await handedToRedis(env, file, r.body.job.id);
   const relay = remote.proxy.log.filter((l) => l.sql.some((q) => RELAY_MARK.test(q))).length;
   const run = await runJobs();
   const runSql = remote.proxy.log.map((l) => l.sql);
@@ -408,7 +385,7 @@ test("a job whose attempt moved on while its write was under way writes nothing:
   const sent = Array.from({ length: 3 }, () => k.create(next()));
   const r = await env.t.json("POST", `${k.list}?background=true`, { body: sent });
   expect(r.status).toBe(202);
-  await relayedNow(r.body.job.id);
+  await handedToRedis(env, file, r.body.job.id);
   // the job's write batch waits at the proxy while another worker takes the next attempt
   remote.proxy.hold((q) => q.some((s) => /^insert into "sites"/i.test(s)));
   const running = env.queue.runOne("default");
@@ -442,7 +419,7 @@ test("a job acts on its caller's grants as of its run: a cached copy proven stal
     (await env.t.json("PATCH", `/api/users/permissions/${id}/`, { body: { actions: ["view"] } }))
       .status,
   ).toBe(200);
-  await relayedNow(r.body.job.id);
+  await handedToRedis(env, file, r.body.job.id);
   await runJobs();
   const job = await jobOf("admin", r.body.job.id);
   expect({ status: (job.status as Body).value, code: (job.data as Body).status_code }).toEqual({

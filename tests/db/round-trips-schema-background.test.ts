@@ -16,7 +16,7 @@ import { userWith } from "../helpers/grants";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { TIMED_OUT, waitFor, within } from "../helpers/wait";
-import { makeTasksEnv, type TasksEnv } from "../tasks/harness";
+import { handedToRedis, makeTasksEnv, type TasksEnv } from "../tasks/harness";
 import { SCHEMA } from "../schema/helpers";
 
 /** The queueing request: one read (the caller proven), one atomic batch (the job, its outbox row). */
@@ -109,25 +109,6 @@ const PROGRESS_MARK = /^update "jobs" set "data" = \?/;
 /** The relay's statement that marks outbox rows handed to Redis. */
 const RELAY_MARK = (q: string) => /^update "outbox" set "relayed"/.test(q);
 
-/** Whether the job's outbox row is marked relayed (read on the file directly, not counted). */
-async function relayed(jobId: number): Promise<boolean> {
-  const rows = await file.execute({
-    sql: "SELECT relayed FROM outbox WHERE job_id = ?",
-    args: [jobId],
-  });
-  return rows.rows[0]?.relayed != null;
-}
-
-/** Waits for the hand-off after the answer (or, past its bound, the relay loop's pass). */
-async function relayedNow(jobId: number) {
-  const inRedis = async () => (await env.queue.depth()).ready > 0;
-  const handed = await waitFor(async () => (await relayed(jobId)) || (await inRedis()), {
-    timeoutMs: 5_000,
-  }).catch(() => false);
-  if (!handed) await env.queue.outbox.relayPending({ all: true });
-  expect(await inRedis()).toBe(true);
-}
-
 /** Runs queued jobs until none is ready; answers the round trips of the one that ran, and its SQL. */
 async function runJobs(): Promise<{ trips: number; sql: string[][] }> {
   await flushSearchIndexesNow(servicesOf(env.t.app));
@@ -180,7 +161,7 @@ async function once(who: Who) {
   const answer = { status: res.status, headers: [...res.headers.keys()].sort(), body };
   const enqueue = sqls.filter((trip) => !trip.some(RELAY_MARK)).length;
   const id = (body.job as { id: number }).id;
-  await relayedNow(id);
+  await handedToRedis(env, file, id);
   const run = await runJobs();
   const job = (await env.t.json("GET", `/api/core/jobs/${id}/`, { token: tokenOf(who) })).body;
   return { enqueue, run: run.trips, job, answer, sql: [...sqls, ["-- job"], ...run.sql] };
@@ -265,7 +246,7 @@ test("grants taken away by another instance after the caller was cached: 403 at 
     body: document("writer"),
   });
   expect(first.status).toBe(202);
-  await relayedNow(first.body.job.id);
+  await handedToRedis(env, file, first.body.job.id);
   await runJobs();
   const jobsNow = async () =>
     Number((await file.execute("SELECT count(*) AS n FROM jobs")).rows[0]!.n);

@@ -161,3 +161,25 @@ export async function jobsNamed(t: TestApp, name: string): Promise<any[]> {
   if (r.status !== 200) throw new Error(`jobs: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body.results;
 }
+
+/**
+ * Waits for the relay after the answer to hand job `jobId` to Redis, read on the database `file`
+ * directly (so a round-trip count does not see it): marked relayed, or already in Redis (a
+ * hand-over past its bound may still land, unmarked). A relay that missed its bound on a busy
+ * machine leaves the row to the relay loop's pass, which this then runs.
+ */
+export async function handedToRedis(
+  env: TasksEnv,
+  file: { execute(q: { sql: string; args: number[] }): Promise<{ rows: any[] }> },
+  jobId: number,
+) {
+  const marked = async () =>
+    (await file.execute({ sql: "SELECT relayed FROM outbox WHERE job_id = ?", args: [jobId] }))
+      .rows[0]?.relayed != null;
+  const inRedis = async () => (await env.queue.depth()).ready > 0;
+  const handed = await waitUntil(async () => (await marked()) || (await inRedis()), {
+    timeoutMs: 5_000,
+  }).catch(() => false);
+  if (!handed) await env.queue.outbox.relayPending({ all: true });
+  if (!(await inRedis())) throw new Error(`job ${jobId} was never handed to Redis`);
+}

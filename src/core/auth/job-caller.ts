@@ -10,7 +10,13 @@ import type { AuthState, Ctx, Guard } from "../context";
 import { ApiError } from "../errors";
 import { addGuard } from "../fresh-read";
 import { slotKey } from "../slots";
-import { foldGrants, grantRowsQuery, grantsPrintSql, type GrantRow } from "./permissions";
+import {
+  foldGrants,
+  grantRowsQuery,
+  grantsPrintSql,
+  type GrantRow,
+  userRowQuery,
+} from "./permissions";
 
 interface UserRow {
   id: number;
@@ -48,15 +54,7 @@ const printQuery = (orm: Orm, userId: number) =>
 async function readCaller(db: Database, userId: number): Promise<CachedCaller> {
   const orm = db.orm;
   const [userRows, grantRows, printRows] = (await db.read([
-    orm
-      .select({
-        id: users.id,
-        username: users.username,
-        isSuperuser: users.isSuperuser,
-        isActive: users.isActive,
-      })
-      .from(users)
-      .where(eq(users.id, userId)),
+    userRowQuery(orm, userId),
     grantRowsQuery(orm, userId),
     printQuery(orm, userId),
   ])) as unknown as [UserRow[], GrantRow[], Array<{ print: string }>];

@@ -11,6 +11,7 @@ import {
   permissionObjectTypes,
   permissionUsers,
   userGroups,
+  users,
 } from "../../db/schema";
 import type { Ctx } from "../context";
 import { forbidden, notAuthenticated } from "../errors";
@@ -165,3 +166,15 @@ export function hasPermission(c: Ctx, action: Action, appLabel: string, model: s
   if (!user) return action === "view" && !c.var.services.config.loginRequired;
   return user.isSuperuser || user.permissions.has(codename(appLabel, action, model));
 }
+
+/** A user's row as a caller is built from it (a job's caller, an event rule's owner). */
+export const userRowQuery = (db: Executor, userId: number) =>
+  db
+    .select({
+      id: users.id,
+      username: users.username,
+      isSuperuser: users.isSuperuser,
+      isActive: users.isActive,
+    })
+    .from(users)
+    .where(eq(users.id, userId));

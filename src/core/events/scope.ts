@@ -2,10 +2,8 @@
  * What an event rule may watch and deliver: only what its owner (and its webhook's owner) may
  * view, checked when the rule is written and again at every delivery (decision 0066).
  */
-import { eq } from "drizzle-orm";
-import { users } from "../../db/schema";
 import type { Executor } from "../../db/client";
-import { codename, loadGrants } from "../auth/permissions";
+import { codename, loadGrants, userRowQuery } from "../auth/permissions";
 import { admitted, hideUnviewable, restrictWhere } from "../auth/restrict";
 import type { ApiRecord, AuthState, AuthUser, ReadContext, Resource } from "../context";
 
@@ -31,15 +29,7 @@ export function mayWatch(user: AuthUser, appLabel: string, model: string): boole
 /** The owner as a read-only caller, with their grants as of now; null when missing or inactive. */
 export async function ownerAuth(db: Executor, userId: number | null): Promise<AuthState | null> {
   if (userId == null) return null;
-  const [row] = await db
-    .select({
-      id: users.id,
-      username: users.username,
-      isSuperuser: users.isSuperuser,
-      isActive: users.isActive,
-    })
-    .from(users)
-    .where(eq(users.id, userId));
+  const [row] = await userRowQuery(db, userId);
   if (!row?.isActive) return null;
   const grants = row.isSuperuser
     ? { permissions: new Set<string>(), constraints: new Map() }
