@@ -4,15 +4,12 @@
  * (miniflare's), the second of each write proving the referenced objects' cached forms.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { sql } from "drizzle-orm";
-import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import type { TestApp } from "../helpers/app";
 import type { D1App } from "../helpers/d1-app";
 import type { RemoteDb } from "../helpers/remote-db";
 import { jsonOf, startThreeBackends, type ThreeBackends } from "../helpers/three-backends";
-import { waitFor } from "../helpers/wait";
 import { MANY, manyIdsScenario } from "./many-ids-scenario";
+import { settleBeforeCounting } from "../helpers/settle";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(180_000);
@@ -43,33 +40,6 @@ test(`writes naming ${MANY} sites, tenants or devices each: the same answers loc
   expect(onD1).toEqual(onLocal);
 });
 
-/**
- * Waits for what a warm-up leaves running: the deferred search-index flush (decision 0056) and
- * the superuser token's use (written once a minute, not awaited) recorded recently enough that
- * the measured create does not write it again. Either landed in the count on a loaded machine.
- */
-async function settle(
-  app: Parameters<typeof servicesOf>[0],
-  json: (method: string, path: string) => Promise<unknown>,
-) {
-  const services = servicesOf(app);
-  await flushSearchIndexesNow(services);
-  const lastUsed = async () => {
-    const [row] = (await services.db.orm.all(
-      sql`SELECT max(last_used) AS at FROM tokens`,
-    )) as Array<{ at: string | null }>;
-    return row?.at ? Date.parse(row.at) : 0;
-  };
-  await waitFor(
-    async () => {
-      if (Date.now() - (await lastUsed()) < 30_000) return true;
-      await json("GET", "/api/status/");
-      return false;
-    },
-    { message: "the token's use recorded" },
-  );
-}
-
 test(`a create naming ${MANY} cached sites stays one round trip, remotely and on D1 (decision 0107)`, async () => {
   const path = "/api/plugins/custom-objects/mi_ref/";
   const sitesOf = async (json: (m: string, p: string) => Promise<{ body: any }>) =>
@@ -78,13 +48,14 @@ test(`a create naming ${MANY} cached sites stays one round trip, remotely and on
   expect(remoteSites).toHaveLength(MANY);
   const body = (n: number, sites: number[]) => ({ name: `mi trip ${n}`, sites });
   await remote.json("POST", path, { body: body(0, remoteSites) });
-  await settle(remote.app, (m, p) => remote.json(m, p));
+  // the warm-up's deferred search-index flush and token use would land in the count (loaded machine)
+  await settleBeforeCounting(remote.app, () => remote.json("GET", "/api/status/"));
   db.proxy.reset();
   expect((await remote.json("POST", path, { body: body(1, remoteSites) })).status).toBe(201);
   expect(db.proxy.count).toBe(1);
   const d1Sites = await sitesOf(d1.json);
   await d1.json("POST", path, body(0, d1Sites));
-  await settle(d1.app, d1.json);
+  await settleBeforeCounting(d1.app, () => d1.json("GET", "/api/status/"));
   const before = apps.d1Reads;
   expect((await d1.json("POST", path, body(1, d1Sites))).status).toBe(201);
   expect(apps.d1Reads - before).toBe(0);

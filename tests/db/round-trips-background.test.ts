@@ -14,6 +14,7 @@ import { BASE } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
+import { settleBeforeCounting } from "../helpers/settle";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
 import { handedToRedis, makeTasksEnv, type TasksEnv } from "../tasks/harness";
@@ -108,27 +109,13 @@ afterAll(async () => {
   await remote?.stop();
 });
 
-/** The newest `last_used` of `who`'s tokens, as the database holds it. */
-async function lastUsed(who: Who): Promise<number> {
-  const name = who === "admin" ? "admin" : "bg-writer";
-  const [row] = (await env.t.deps.db.orm.all(
-    sql`SELECT max(t.last_used) AS at FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.username = ${name}`,
-  )) as Array<{ at: string | null }>;
-  return row?.at ? Date.parse(row.at) : 0;
-}
-
-/** The deferred search-index flush done, and the caller's token use recently recorded. */
-async function settle(who: Who) {
-  await flushSearchIndexesNow(servicesOf(env.t.app));
-  await waitFor(
-    async () => {
-      if (Date.now() - (await lastUsed(who)) < 30_000) return true;
-      await env.t.req("GET", "/api/status/", { token: tokenOf(who) });
-      return false;
-    },
-    { message: `${who}'s token use recorded` },
+/** The deferred search-index flush done, and {who}'s token use recently recorded. */
+const settle = (who: Who) =>
+  settleBeforeCounting(
+    env.t.app,
+    () => env.t.req("GET", "/api/status/", { token: tokenOf(who) }),
+    who === "admin" ? "admin" : "bg-writer",
   );
-}
 
 /** The relay's statement that marks outbox rows handed to Redis. */
 const RELAY_MARK = /^update "outbox" set "relayed"/;

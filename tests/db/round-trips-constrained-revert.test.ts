@@ -8,16 +8,15 @@
  * refusals the same (tests/security/revert-scope.test.ts holds those). An update record another
  * app instance wrote on the same database, never seen by the reverting process, costs the same.
  */
+import { settleBeforeCounting } from "../helpers/settle";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { forgetChange, seenChange } from "../../src/core/changes/seen";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
-import { waitFor } from "../helpers/wait";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
 
 let remote: RemoteDb;
@@ -91,21 +90,8 @@ async function changeOf(kind: Kind, act: "POST" | "PATCH" | "DELETE"): Promise<n
   return log.results[0].id;
 }
 
-/**
- * Waits for the background work a warm run leaves: the deferred search-index flush, and the
- * writer's token use (written once a minute, not awaited) recorded recently enough that the
- * measured revert does not write it.
- */
-async function settle() {
-  await flushSearchIndexesNow(servicesOf(t.app));
-  const recorded = async () => {
-    const [row] = (await t.deps.db.orm.all(
-      sql`SELECT max(t.last_used) AS at FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.username = 'revert-writer'`,
-    )) as Array<{ at: string | null }>;
-    return !!row?.at && Date.now() - Date.parse(row.at) < 30_000;
-  };
-  await waitFor(recorded, { message: "the writer's token use recorded" });
-}
+/** The deferred search-index flush done, and the writer's token use recently recorded. */
+const settle = () => settleBeforeCounting(t.app, null, "revert-writer");
 
 /** Round trips of the writer's revert of `change` (after a warm one of another), and its answer. */
 async function reverted(kind: Kind, act: "POST" | "PATCH" | "DELETE", query = "") {

@@ -8,14 +8,14 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Client, createClient } from "@libsql/client";
-import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { settleBeforeCounting } from "../helpers/settle";
 import { BASE } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
-import { TIMED_OUT, waitFor, within } from "../helpers/wait";
+import { TIMED_OUT, within } from "../helpers/wait";
 import { handedToRedis, makeTasksEnv, type TasksEnv } from "../tasks/harness";
 import { SCHEMA } from "../schema/helpers";
 
@@ -81,27 +81,13 @@ function document(who: Who) {
   };
 }
 
-/** The newest `last_used` of `who`'s tokens, as the database holds it. */
-async function lastUsed(who: Who): Promise<number> {
-  const name = who === "admin" ? "admin" : "schema-writer";
-  const [row] = (await env.t.deps.db.orm.all(
-    sql`SELECT max(t.last_used) AS at FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.username = ${name}`,
-  )) as Array<{ at: string | null }>;
-  return row?.at ? Date.parse(row.at) : 0;
-}
-
-/** The deferred search-index flush done, and the caller's token use recently recorded. */
-async function settle(who: Who) {
-  await flushSearchIndexesNow(servicesOf(env.t.app));
-  await waitFor(
-    async () => {
-      if (Date.now() - (await lastUsed(who)) < 30_000) return true;
-      await env.t.req("GET", "/api/status/", { token: tokenOf(who) });
-      return false;
-    },
-    { message: `${who}'s token use recorded` },
+/** The deferred search-index flush done, and {who}'s token use recently recorded. */
+const settle = (who: Who) =>
+  settleBeforeCounting(
+    env.t.app,
+    () => env.t.req("GET", "/api/status/", { token: tokenOf(who) }),
+    who === "admin" ? "admin" : "schema-writer",
   );
-}
 
 /** The job's progress, written before the apply starts (`recordProgress`). */
 const PROGRESS_MARK = /^update "jobs" set "data" = \?/;

@@ -8,14 +8,11 @@
  * GET of what was written.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { sql } from "drizzle-orm";
-import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { userWith } from "../helpers/grants";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
-import { waitFor } from "../helpers/wait";
+import { settleBeforeCounting } from "../helpers/settle";
 import { CO } from "../custom-objects/fixtures";
 import { type SeedIds, seedSweep } from "./sweep-seed";
 
@@ -341,31 +338,13 @@ interface Measured {
   sql: string[][];
 }
 
-/** The newest `last_used` of `who`'s tokens, as the database holds it. */
-async function lastUsed(who: Who): Promise<number> {
-  const name = who === "admin" ? "admin" : "sweep-writer";
-  const [row] = (await t.deps.db.orm.all(
-    sql`SELECT max(t.last_used) AS at FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.username = ${name}`,
-  )) as Array<{ at: string | null }>;
-  return row?.at ? Date.parse(row.at) : 0;
-}
-
-/**
- * Waits for the background work a warm run leaves: the deferred search-index flush, and the
- * caller's token use (written once a minute, not awaited by the request) recorded recently
- * enough that the measured run does not write it again.
- */
-async function settle(who: Who) {
-  await flushSearchIndexesNow(servicesOf(t.app));
-  await waitFor(
-    async () => {
-      if (Date.now() - (await lastUsed(who)) < 30_000) return true;
-      await t.req("GET", "/api/status/", { token: tokenOf(who) });
-      return false;
-    },
-    { message: `${who}'s token use recorded` },
+/** The deferred search-index flush done, and {who}'s token use recently recorded. */
+const settle = (who: Who) =>
+  settleBeforeCounting(
+    t.app,
+    () => t.req("GET", "/api/status/", { token: tokenOf(who) }),
+    who === "admin" ? "admin" : "sweep-writer",
   );
-}
 
 /** A write as sent: its path, body and headers (`If-Match`). */
 interface Sent {
