@@ -33,6 +33,13 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
           Array.from({ length: n }, (_, i) => ({ name: `${prefix} ${i}`, slug: `${prefix}-${i}` })),
         )
       ).map((s: { id: number }) => s.id);
+    /** One bulk DELETE of `ids` at the list endpoint `path`. */
+    const bulkDelete = (path: string, ids: number[]) =>
+      json(
+        "DELETE",
+        path,
+        ids.map((id) => ({ id })),
+      );
     beforeAll(async () => {
       ({ json, close } = await open());
     });
@@ -46,11 +53,7 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
         devices.push((await made("/api/dcim/devices/", { name: d, site: busy })).id);
       const alone = await json("DELETE", `/api/dcim/sites/${busy}/`);
       expect(alone.status).toBe(409);
-      const bulk = await json(
-        "DELETE",
-        "/api/dcim/sites/",
-        ids.map((id) => ({ id })),
-      );
+      const bulk = await bulkDelete("/api/dcim/sites/", ids);
       expect(bulk.status).toBe(409);
       expect(bulk.body).toEqual(alone.body);
       expect(bulk.body.protected_objects).toEqual(
@@ -59,15 +62,7 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
       expect((await json("GET", `/api/dcim/sites/${ids[0]}/`)).status).toBe(200);
       for (const id of devices)
         expect((await json("DELETE", `/api/dcim/devices/${id}/`)).status).toBe(204);
-      expect(
-        (
-          await json(
-            "DELETE",
-            "/api/dcim/sites/",
-            ids.map((id) => ({ id })),
-          )
-        ).status,
-      ).toBe(204);
+      expect((await bulkDelete("/api/dcim/sites/", ids)).status).toBe(204);
       expect((await json("GET", `/api/dcim/sites/${busy}/`)).status).toBe(404);
     });
 
@@ -91,24 +86,12 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
       });
       const alone = await json("DELETE", `/api/extras/webhooks/${hooks[1]}/`);
       expect(alone.status).toBe(409);
-      const bulk = await json(
-        "DELETE",
-        "/api/extras/webhooks/",
-        hooks.map((id) => ({ id })),
-      );
+      const bulk = await bulkDelete("/api/extras/webhooks/", hooks);
       expect(bulk.status).toBe(409);
       expect(bulk.body).toEqual(alone.body);
       expect((await json("GET", `/api/extras/webhooks/${hooks[0]}/`)).status).toBe(200);
       expect((await json("DELETE", `/api/extras/event-rules/${rule.id}/`)).status).toBe(204);
-      expect(
-        (
-          await json(
-            "DELETE",
-            "/api/extras/webhooks/",
-            hooks.map((id) => ({ id })),
-          )
-        ).status,
-      ).toBe(204);
+      expect((await bulkDelete("/api/extras/webhooks/", hooks)).status).toBe(204);
     });
 
     test("custom object links to many sites: set to null for all, or refused when protected", async () => {
@@ -135,11 +118,7 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
       // the fields pointing at sites are learned by a first delete: one of a single site
       expect((await json("DELETE", `/api/dcim/sites/${ids.pop()}/`)).status).toBe(204);
       const guard = await made(`${CO}/rack-note/`, { name: "guard", keep: ids[20] });
-      const refused = await json(
-        "DELETE",
-        "/api/dcim/sites/",
-        ids.map((id) => ({ id })),
-      );
+      const refused = await bulkDelete("/api/dcim/sites/", ids);
       expect(refused.status).toBe(409);
       expect(refused.body.error).toBe("protected");
       expect(refused.body.protected_objects).toEqual([
@@ -147,15 +126,7 @@ function scenarios(name: string, open: () => Promise<{ json: Json; close(): Prom
       ]);
       expect((await json("GET", `/api/dcim/sites/${ids[0]}/`)).status).toBe(200);
       expect((await json("DELETE", `${CO}/rack-note/${guard.id}/`)).status).toBe(204);
-      expect(
-        (
-          await json(
-            "DELETE",
-            "/api/dcim/sites/",
-            ids.map((id) => ({ id })),
-          )
-        ).status,
-      ).toBe(204);
+      expect((await bulkDelete("/api/dcim/sites/", ids)).status).toBe(204);
       const after = await json("GET", `${CO}/rack-note/${notes[0].id}/`);
       expect(after.status).toBe(200);
       expect(after.body.site).toBeNull();

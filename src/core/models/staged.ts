@@ -1394,7 +1394,7 @@ export function deletesAsRead(
     // `[id, stamp]` pairs as one bound JSON value: rows of two columns, not `inJsonList`'s list
     const pairs = sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS stamp FROM json_each(${read}))`;
     out.push(
-      sql`DELETE FROM ${table} WHERE "id" IN (SELECT j.id FROM ${pairs} AS j JOIN ${table} AS now ON now."id" = j.id AND now."last_updated" IS j.stamp)`,
+      sql`DELETE FROM ${table} WHERE id IN (SELECT j.id FROM ${pairs} AS j JOIN ${table} AS now ON now.id = j.id AND now.last_updated IS j.stamp)`,
       sql`INSERT INTO write_guard (ok) VALUES (changes() = ${chunk.length})`,
     );
   }

@@ -8,7 +8,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { transactionOr, WriteConflictError } from "../../../db/client";
-import { jsonListRows } from "../../../db/d1-limits";
+import { idsList } from "../../../db/d1-limits";
 import { ApiError } from "../../../core/errors";
 import type {
   ApiRecord,
@@ -19,6 +19,7 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { stageChanges, type StagedChange } from "../../../core/changes/record";
+import { deletesAsRead } from "../../../core/models/staged";
 import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
 import { APP_LABEL } from "../constants";
@@ -49,10 +50,6 @@ const LEARN_DEPTH = 4;
  * with the objects is their change records (one statement per few) and the records held here.
  */
 const CASCADE_OBJECTS = 2_000;
-/** Ids written into a statement at most; more ride as one bound JSON list (`idList`). */
-const INLINE_IDS = 50;
-/** Rows one statement deletes at most: their ids and stamps as one bound JSON value. */
-const ROWS_PER_DELETE = 2_000;
 
 /**
  * A cascade over the bound: a transaction takes it where there is one; D1 has none, and answers
@@ -73,14 +70,6 @@ function overBound(ctx: WriteContext): "transaction" {
  * A list of ids as SQL for `IN (…)`: written out when short, else a subquery over one bound JSON
  * list, so a statement stays within D1's 100 values and 100 KB however many objects go.
  */
-const idList = (ids: number[]) =>
-  ids.length > INLINE_IDS
-    ? jsonListRows(ids)
-    : sql.join(
-        ids.map((i) => sql`${i}`),
-        sql`, `,
-      );
-
 /** Where-clause matching rows of the field's storage that point at any of `ids` of `typeId`. */
 export function linksInto(f: FieldRow, typeId: number, ids: SQL) {
   if (hasLinkTable(f))
@@ -255,7 +244,15 @@ export async function resolveCascade(
     );
     if (!level.below.length && deeper.length && ids.length) {
       const phase = new ReadPhase();
-      const more = planCascade(registry, ctx, phase, typeId, idList(ids), deeper, level.model.info);
+      const more = planCascade(
+        registry,
+        ctx,
+        phase,
+        typeId,
+        idsList(ids),
+        deeper,
+        level.model.info,
+      );
       await phase.run(ctx);
       below = await resolveCascade(registry, ctx, self, more, closure, depth);
       if (below === "transaction") return below;
@@ -321,7 +318,7 @@ export function noOtherLinks(
 ) {
   const f = holder.field;
   const own = [...(cascade?.closure.get(holder.model.cot.objectTypeId ?? -1) ?? [])];
-  const outside = own.length ? sql` AND id NOT IN (${idList(own)})` : sql``;
+  const outside = own.length ? sql` AND id NOT IN (${idsList(own)})` : sql``;
   return ctx.services.db.orm.run(
     sql`INSERT INTO write_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM ${ident(tableName(f.customObjectTypeId))} WHERE ${linksInto(f, typeId, ids)}${outside})`,
   );
@@ -344,7 +341,7 @@ export function writeCascade(
 function writeLevel(ctx: WriteContext, batch: WriteBatch, cascade: Cascade, x: Found) {
   const orm = ctx.services.db.orm;
   const { model } = x.level;
-  const ids = idList(x.rows.map((r) => Number(r.id)));
+  const ids = idsList(x.rows.map((r) => Number(r.id)));
   for (const holder of x.pointing) {
     const f = holder.field;
     const where = linksInto(f, x.typeId, ids);
@@ -388,33 +385,15 @@ function writeLevel(ctx: WriteContext, batch: WriteBatch, cascade: Cascade, x: F
       sql`INSERT INTO write_guard (ok) SELECT EXISTS (SELECT 1 FROM custom_object_types WHERE id = ${model.cot.id} AND shape_version = ${model.cot.shapeVersion})`,
     ),
   );
-  for (const statement of deleteAsRead(model.cot.id, x.rows)) batch.add(orm.run(statement));
+  const read = x.rows.map((r) => [Number(r.id), r] as const);
+  for (const statement of deletesAsRead(ident(tableName(model.cot.id)), read))
+    batch.add(orm.run(statement));
   const changes = x.rows.map((r): StagedChange => {
     const id = Number(r.id);
     return { action: "delete", id, prechange: x.records.get(id) ?? null, postchange: null };
   });
   stageChanges(ctx, batch, model.resource, x.typeId, x.rules, changes);
   ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, model.cot.id));
-}
-
-/**
- * The level's rows deleted as they were read: each still there with the `last_updated` read (a
- * row changed or gone since fails the guard), a statement and its guard per `ROWS_PER_DELETE`.
- */
-function deleteAsRead(cotId: number, rows: Row[]): SQL[] {
-  const t = ident(tableName(cotId));
-  const out: SQL[] = [];
-  for (let i = 0; i < rows.length; i += ROWS_PER_DELETE) {
-    const chunk = rows.slice(i, i + ROWS_PER_DELETE);
-    const read = JSON.stringify(chunk.map((r) => [Number(r.id), r.lastUpdated ?? null]));
-    // `[id, stamp]` pairs as one bound JSON value: rows of two columns, not `inJsonList`'s list
-    const pairs = sql`(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS stamp FROM json_each(${read}))`;
-    out.push(
-      sql`DELETE FROM ${t} WHERE id IN (SELECT j.id FROM ${pairs} AS j JOIN ${t} AS now ON now.id = j.id AND now.last_updated IS j.stamp)`,
-      sql`INSERT INTO write_guard (ok) VALUES (changes() = ${chunk.length})`,
-    );
-  }
-  return out;
 }
 
 /** Whether objects outside the cascade link to `x`'s through a cascade field it did not follow. */
@@ -425,9 +404,9 @@ async function beyondPlan(ctx: WriteContext, cascade: Cascade, x: Found): Promis
   for (const { field: f, model } of x.pointing) {
     if (hasLinkTable(f) || f.onDeleteBehavior !== "cascade" || followed.has(f)) continue;
     const own = [...(cascade.closure.get(model.cot.objectTypeId ?? -1) ?? [])];
-    const outside = own.length ? sql` AND id NOT IN (${idList(own)})` : sql``;
+    const outside = own.length ? sql` AND id NOT IN (${idsList(own)})` : sql``;
     const [hit] = await ctx.services.db.orm.all(
-      sql`SELECT 1 FROM ${ident(tableName(f.customObjectTypeId))} WHERE ${linksInto(f, x.typeId, idList(ids))}${outside} LIMIT 1`,
+      sql`SELECT 1 FROM ${ident(tableName(f.customObjectTypeId))} WHERE ${linksInto(f, x.typeId, idsList(ids))}${outside} LIMIT 1`,
     );
     if (hit) return true;
   }
@@ -478,7 +457,7 @@ export async function explainCascade(
       const col = hasLinkTable(f) ? sql`source_id` : sql`id`;
       const target = hasLinkTable(f) ? sql`target_id` : ident(`${f.name}_id`);
       const [hit] = (await orm.all(
-        sql`SELECT ${col} AS src, ${target} AS tgt FROM ${lt} WHERE ${linksInto(f, x.typeId, idList(ids))} LIMIT 1`,
+        sql`SELECT ${col} AS src, ${target} AS tgt FROM ${lt} WHERE ${linksInto(f, x.typeId, idsList(ids))} LIMIT 1`,
       )) as Array<{ src: number; tgt: number }>;
       if (hit)
         throw await refuse(
@@ -489,7 +468,7 @@ export async function explainCascade(
     }
     const now = parents.length
       ? ((await orm.all(
-          sql`SELECT id, last_updated AS stamp FROM ${ident(tableName(model.cot.id))} WHERE ${linksInto(field, parentType, idList(parents))}`,
+          sql`SELECT id, last_updated AS stamp FROM ${ident(tableName(model.cot.id))} WHERE ${linksInto(field, parentType, idsList(parents))}`,
         )) as Array<{ id: number; stamp: string | null }>)
       : [];
     const moved =
