@@ -353,7 +353,15 @@ export class TaskQueue {
       if (!handler)
         throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
       const data = await handler(message.payload, job);
-      if (data !== JOB_RECORDED && data !== JOB_SUPERSEDED)
+      if (data === JOB_SUPERSEDED)
+        this.logger.info(
+          "task queue: a copy of a job taken back meanwhile stopped, writing nothing",
+          {
+            job: message.id,
+            attempt: message.attempt,
+          },
+        );
+      else if (data !== JOB_RECORDED)
         await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
     } catch (e) {
       if (e instanceof DeferJob) {
