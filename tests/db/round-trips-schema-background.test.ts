@@ -3,8 +3,9 @@
  * (issue 28 item 2, decision 0182), as a superuser and as a token granted add and change of
  * custom object types, with warm caches: the queueing request ≤ 2 round trips (the caller's read,
  * the job and its outbox row in one batch), its hand-off to Redis after the answer; and the job's
- * run pinned (its claim, the caller, the apply's own ≤ 4 of issue 28, its outcome). The answer is
- * the same 202 as before, and each job reads the same through a local app on the same file.
+ * run pinned (its claim with its progress, the caller, the apply's own ≤ 4 of issue 28 with its
+ * outcome in the batch, decision 0189). The answer is the same 202 as before, and each job reads
+ * the same through a local app on the same file. A copy whose attempt moved on writes nothing.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Client, createClient } from "@libsql/client";
@@ -15,7 +16,7 @@ import { BASE } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { anotherInstance } from "../helpers/instances";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
-import { TIMED_OUT, within } from "../helpers/wait";
+import { TIMED_OUT, waitFor, within } from "../helpers/wait";
 import { handedToRedis, makeTasksEnv, type TasksEnv } from "../tasks/harness";
 import { SCHEMA } from "../schema/helpers";
 
@@ -24,10 +25,10 @@ const ENQUEUE_BUDGET = 2;
 /** The apply's own round trips, as the synchronous route's (issue 28). */
 const APPLY_BUDGET = 4;
 /**
- * The job's run: its claim, the caller read anew (user and grants, one read), the progress mark,
- * the apply (one read phase and one batch here), and the outcome written.
+ * The job's run: its claim (the progress written with it), the caller read anew (user and grants,
+ * one read), the apply (two reads and one batch here, the outcome written in that batch).
  */
-const RUN_PINNED = 7;
+const RUN_PINNED = 5;
 
 let remote: RemoteDb;
 let env: TasksEnv;
@@ -89,8 +90,12 @@ const settle = (who: Who) =>
     who === "admin" ? "admin" : "schema-writer",
   );
 
-/** The job's progress, written before the apply starts (`recordProgress`). */
-const PROGRESS_MARK = /^update "jobs" set "data" = \?/;
+/** The job's claim, its progress written with it (`claimData`). */
+const CLAIM_WITH_PROGRESS = /^update "jobs" set "status" = \?, "started" = \?, "data" = \?/;
+/** The job's outcome, recorded in the apply's batch on condition of its attempt. */
+const OUTCOME = /^UPDATE "jobs" SET "status" = 'completed'.* "attempts" = \?/;
+/** Any write of the job's row. */
+const JOB_WRITE = /^update "jobs"/i;
 
 /** The relay's statement that marks outbox rows handed to Redis. */
 const RELAY_MARK = (q: string) => /^update "outbox" set "relayed"/.test(q);
@@ -186,13 +191,19 @@ test(`the enqueue is ≤ ${ENQUEUE_BUDGET} round trips and the job's run ${RUN_P
   expect(results.map((r) => r.run)).toEqual([RUN_PINNED, RUN_PINNED]);
 });
 
-test(`the apply's own round trips in the job are ≤ ${APPLY_BUDGET}`, () => {
+test(`the apply's own round trips in the job are ≤ ${APPLY_BUDGET}: the progress in the claim, the outcome in the apply's batch`, () => {
   for (const r of results) {
     const run = r.sql.slice(r.sql.findIndex((trip) => trip[0] === "-- job") + 1);
-    // between the progress mark and the outcome written
-    const progress = run.findIndex((trip) => trip.some((q) => PROGRESS_MARK.test(q)));
-    expect({ who: r.name, progress: progress >= 0 }).toEqual({ who: r.name, progress: true });
-    const apply = run.length - progress - 2;
+    const writesJob = (trip: string[] | undefined) => !!trip?.some((q) => JOB_WRITE.test(q));
+    expect({
+      who: r.name,
+      claim: !!run[0]?.some((q) => CLAIM_WITH_PROGRESS.test(q)),
+      outcome: !!run.at(-1)?.some((q) => OUTCOME.test(q)),
+      // no round trip of its own writes the job between the claim and the apply's batch
+      between: run.slice(1, -1).some(writesJob),
+    }).toEqual({ who: r.name, claim: true, outcome: true, between: false });
+    // after the claim and the caller's read
+    const apply = run.length - 2;
     expect({ who: r.name, apply: apply <= APPLY_BUDGET }).toEqual({ who: r.name, apply: true });
   }
 });
@@ -258,4 +269,42 @@ test("grants taken away by another instance after the caller was cached: 403 at 
     queued: 0,
   });
   expect(await env.queue.runOne("internal")).toBe("idle");
+});
+
+test("a copy whose attempt moved on while its apply was under way applies nothing and records nothing", async () => {
+  const body = document("admin");
+  const slug = body.schema.types[0]!.slug;
+  await settle("admin");
+  const queued = await env.t.json("POST", `${SCHEMA}/apply/?background=true`, { body });
+  expect(queued.status).toBe(202);
+  const id = queued.body.job.id as number;
+  await handedToRedis(env, file, id);
+  // the apply's batch waits at the proxy while the reaper takes the job back for another attempt
+  remote.proxy.hold((q) => q.some((s) => /^insert into "custom_object_types"/i.test(s)));
+  const running = env.queue.runOne("internal");
+  await waitFor(() => remote.proxy.held > 0, { message: "the apply's batch held" });
+  const row = async () => {
+    const r = (await file.execute({ sql: "SELECT * FROM jobs WHERE id = ?", args: [id] })).rows[0]!;
+    return { status: r.status, attempts: Number(r.attempts), data: JSON.parse(String(r.data)) };
+  };
+  // meanwhile the job is running and says what it applies (its claim wrote the progress)
+  const progress = {
+    phase: "applying",
+    types: 1,
+    removed_types: 0,
+    fields: 2,
+    started: expect.any(String),
+  };
+  expect(await row()).toEqual({ status: "running", attempts: 1, data: { progress } });
+  await file.execute({ sql: "UPDATE jobs SET attempts = attempts + 1 WHERE id = ?", args: [id] });
+  remote.proxy.release();
+  expect(await running).toBe("ran");
+  // nothing applied: the type was never made
+  const made = await file.execute({
+    sql: "SELECT count(*) AS n FROM custom_object_types WHERE slug = ?",
+    args: [slug],
+  });
+  expect(Number(made.rows[0]!.n)).toBe(0);
+  // the job as the other attempt left it: running, its progress, no outcome of the stale copy
+  expect(await row()).toEqual({ status: "running", attempts: 2, data: { progress } });
 });

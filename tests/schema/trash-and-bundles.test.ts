@@ -15,6 +15,7 @@ import { servicesOf } from "../../src/app";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { jobs, users } from "../../src/db/schema";
 import { eq } from "drizzle-orm";
+import { JOB_RECORDED, JOB_SUPERSEDED } from "../../src/services/tasks/queue";
 
 const CO = "/api/plugins/custom-objects";
 let t: TestApp;
@@ -543,19 +544,19 @@ describe("whole documents", () => {
   });
 });
 
-describe("background progress", () => {
-  test("a running schema.apply job says what it applies in its data before the outcome replaces it", async () => {
-    const services = servicesOf(t.app);
+describe("background progress and outcome (decision 0189)", () => {
+  /** A job row as the queue's claim leaves it at `attempts`, and a document of one new type. */
+  async function claimed(attempts: number, slug: string) {
     const [admin] = await t.deps.db.orm.select().from(users).where(eq(users.username, "admin"));
     const [job] = await t.deps.db.orm
       .insert(jobs)
-      .values({ name: "schema.apply", status: "running", userId: admin!.id, attempts: 1 })
+      .values({ name: "schema.apply", status: "running", userId: admin!.id, attempts })
       .returning();
     const body = {
       schema: doc([
         {
-          name: "progressed",
-          slug: "progressed",
+          name: slug,
+          slug,
           fields: [
             { id: 1, name: "a", type: "text" },
             { id: 2, name: "b", type: "text" },
@@ -563,21 +564,26 @@ describe("background progress", () => {
         },
       ]),
     };
-    // the handler runs as the worker runs it; the worker, not the handler, writes the outcome
-    const outcome = (await schemaApplyHandler(services)(
-      { body, query: "", base_url: "http://host.test", request_id: "progress-1" },
-      {
+    const payload = { body, query: "", base_url: "http://host.test", request_id: `job-${slug}` };
+    const run = (attempt: number) =>
+      schemaApplyHandler(servicesOf(t.app))(payload, {
         id: job!.id,
         name: "schema.apply",
-        attempt: 1,
-        maxAttempts: 1,
+        attempt,
+        maxAttempts: 2,
         userId: admin!.id,
         idempotencyKey: "k",
-      },
-    )) as any;
-    expect(outcome).toMatchObject({ status_code: 200, applied: true });
-    const [row] = await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, job!.id));
-    expect(row!.data).toEqual({
+      });
+    const row = async () =>
+      (await t.deps.db.orm.select().from(jobs).where(eq(jobs.id, job!.id)))[0]!;
+    const made = async () =>
+      (await t.json("GET", `${CO}/custom-object-types/?slug=${slug}`)).body.count as number;
+    return { payload, run, row, made };
+  }
+
+  test("the claim's data says what the job applies: the handler's claimData", async () => {
+    const { payload } = await claimed(1, "progressed");
+    expect(schemaApplyHandler(servicesOf(t.app)).claimData!(payload)).toEqual({
       progress: {
         phase: "applying",
         types: 1,
@@ -585,6 +591,29 @@ describe("background progress", () => {
         fields: 2,
         started: expect.any(String),
       },
+    });
+  });
+
+  test("the apply records the job completed in its own write: the worker writes nothing more", async () => {
+    const job = await claimed(1, "recorded");
+    expect(await job.run(1)).toBe(JOB_RECORDED);
+    const row = await job.row();
+    expect({ status: row.status, data: row.data }).toEqual({
+      status: "completed",
+      data: { status_code: 200, applied: true, diffs: expect.any(Array), trash: [] },
+    });
+    expect(await job.made()).toBe(1);
+  });
+
+  test("a copy whose attempt moved on (re-queued by the reaper) applies nothing and records nothing", async () => {
+    const job = await claimed(2, "superseded");
+    expect(await job.run(1)).toBe(JOB_SUPERSEDED);
+    expect(await job.made()).toBe(0);
+    const row = await job.row();
+    expect({ status: row.status, attempts: row.attempts, data: row.data }).toEqual({
+      status: "running",
+      attempts: 2,
+      data: null,
     });
   });
 });

@@ -7,14 +7,17 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import { guardChanged, type Orm } from "../../db/client";
-import { jobs } from "../../db/schema";
-import { nowIso } from "../../db/schema/common";
 import type { Ctx } from "../context";
 import { ApiError } from "../errors";
 import { baseUrlOf } from "../http";
 import { settleBeforeWrite } from "../fresh-read";
 import { recordUrl } from "../models/define";
-import { JOB_RECORDED, PermanentJobError, type JobHandler } from "../../services/tasks/queue";
+import {
+  completedJobSql,
+  JOB_RECORDED,
+  PermanentJobError,
+  type JobHandler,
+} from "../../services/tasks/queue";
 import { parseBool } from "./query";
 
 export const BULK_WRITE_TASK = "bulk.write";
@@ -64,9 +67,8 @@ export function jobRecordStatements(
   const list = new URL(c.req.url).pathname.replace(/\/?$/, "/");
   const prefix = `${baseUrlOf(c)}${list}`;
   const data = jobData(answer, prefix);
-  const update = sql`UPDATE ${jobs} SET "status" = 'completed', "completed" = ${nowIso()}, "error" = '', "data" = ${data} WHERE "id" = ${run.id} AND "attempts" = ${run.attempt} AND "status" IN ('running', 'pending')`;
   return {
-    statements: [orm.run(update), guardChanged(orm)],
+    statements: [orm.run(completedJobSql(run, data)), guardChanged(orm)],
     done: () => {
       run.recorded = true;
     },

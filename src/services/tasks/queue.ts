@@ -4,7 +4,7 @@
  * set, heartbeats while running, a reaper for expired leases), retries with exponential
  * backoff (a delayed sorted set) and a dead-letter list. See docs/decisions/0018-tasks-queue.md.
  */
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, type SQL, sql } from "drizzle-orm";
 import type { Database, Executor, Queries } from "../../db/client";
 import { jobs } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
@@ -63,8 +63,31 @@ interface RunningJob {
  */
 export const JOB_RECORDED = Symbol("host.job-recorded");
 
+/**
+ * What a handler resolves with when its own write found the job no longer at its attempt (taken
+ * back by the reaper and run again elsewhere) and so wrote nothing: this copy records nothing
+ * either; the live copy does (decision 0189).
+ */
+export const JOB_SUPERSEDED = Symbol("host.job-superseded");
+
+/**
+ * The SQL that records a job completed with `data` (SQL giving its JSON text), for a handler's own
+ * write (`JOB_RECORDED`): it changes nothing unless the job is live at `job.attempt`, as the
+ * queue's own final writes (`#finish`); the write guards on that (`guardChanged`, or RETURNING).
+ */
+export function completedJobSql(job: { id: number; attempt: number }, data: SQL): SQL {
+  return sql`UPDATE ${jobs} SET "status" = 'completed', "completed" = ${nowIso()}, "error" = '', "data" = ${data} WHERE "id" = ${job.id} AND "attempts" = ${job.attempt} AND "status" IN ('running', 'pending')`;
+}
+
 /** Runs one job; the resolved value becomes the job's `data`. Throwing retries it. */
-export type JobHandler = (payload: any, job: RunningJob) => Promise<unknown>;
+export type JobHandler = ((payload: any, job: RunningJob) => Promise<unknown>) & {
+  /**
+   * The job's `data` while it runs (what it is doing), written by its claim: the job shows it
+   * from the moment it is `running`, at no round trip of its own (decision 0189). Undefined:
+   * `data` is left as it is.
+   */
+  claimData?(payload: any): unknown;
+};
 
 /**
  * A failure that retrying cannot fix (a 4xx of the work itself): the job ends `errored` at
@@ -268,7 +291,12 @@ export class TaskQueue {
       lease,
       this.db.orm
         .update(jobs)
-        .set({ status: "running", started: nowIso(), attempts: message.attempt })
+        .set({
+          status: "running",
+          started: nowIso(),
+          attempts: message.attempt,
+          ...this.#claimData(message),
+        })
         .where(
           and(
             eq(jobs.id, message.id),
@@ -285,6 +313,19 @@ export class TaskQueue {
     }
     await this.#run(raw, message);
     return "ran";
+  }
+
+  /** The `data` the claim writes (`JobHandler.claimData`); none when it has none or fails. */
+  #claimData(message: Message): { data?: unknown } {
+    const of = this.#handlers.get(message.name)?.claimData;
+    if (!of) return {};
+    try {
+      const data = of(message.payload);
+      return data === undefined ? {} : { data };
+    } catch {
+      // a payload the handler will refuse: its outcome says why
+      return {};
+    }
   }
 
   async #run(raw: string, message: Message): Promise<void> {
@@ -312,7 +353,15 @@ export class TaskQueue {
       if (!handler)
         throw new PermanentJobError(`no task handler is registered as "${message.name}"`);
       const data = await handler(message.payload, job);
-      if (data !== JOB_RECORDED)
+      if (data === JOB_SUPERSEDED)
+        this.logger.info(
+          "task queue: a copy of a job taken back meanwhile stopped, writing nothing",
+          {
+            job: message.id,
+            attempt: message.attempt,
+          },
+        );
+      else if (data !== JOB_RECORDED)
         await this.#finish(message, { status: "completed", data: data ?? null, error: "" });
     } catch (e) {
       if (e instanceof DeferJob) {

@@ -184,12 +184,19 @@ const renamedIn = (diff: TypeDiff, schemaId: number) =>
 type Applied = { applied: true; diffs: TypeDiff[]; trash: number[] } & Record<string, unknown>;
 
 /**
+ * Statements that go last in the apply's batch, made from what it answers (a background job's
+ * outcome, decision 0189): they commit with the apply or not at all.
+ */
+export type WithApplied = (applied: Applied) => ReturnType<Orm["run"]>[];
+
+/**
  * Applies the document as reads and one batch; "transaction" when it needs more (the caller
  * then runs `applySchemaLogged` in a transaction). Every refusal is `applySchema`'s.
  */
 export async function applyStaged(
   ctx: WriteContext,
   submitted: ApplyRequest,
+  withApplied?: WithApplied,
 ): Promise<Applied | "transaction"> {
   const { document } = submitted;
   const slugs = documentSlugs(document);
@@ -253,6 +260,8 @@ export async function applyStaged(
   const explainer = limits ? applyExplainer(ctx.services.db.orm, limits, written, document) : null;
   if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
   if (explainer) batch.explainWith(explainer.reads as never);
+  const applied: Applied = { applied: true, diffs, ...(plan ?? {}), trash };
+  for (const statement of withApplied?.(applied) ?? []) batch.add(statement);
   await runApply(ctx, batch, document, typeAt)
     .catch(async (e) => {
       // a keyed retype's counts first (decision 0135): its 400 or the race's conflict
@@ -265,7 +274,7 @@ export async function applyStaged(
       const otId = g.cot.objectTypeId;
       ctx.onCommit?.(async () => ctx.services.objectTypes.forget(otId));
     }
-  return { applied: true, diffs, ...(plan ?? {}), trash };
+  return applied;
 }
 
 /**
