@@ -284,11 +284,11 @@ function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppD
     // Set before the answer exists, the header is in the one Response the handler makes: set
     // after it, Hono makes the Response again around its body (decision 0132). Afterwards only
     // for an answer made without the context (a raw Response), which the header would miss.
-    c.header("X-Request-Id", c.var.requestId);
+    c.header("X-Request-Id", c.get("requestId"));
     await next();
-    if (!c.res.headers.has("X-Request-Id")) c.header("X-Request-Id", c.var.requestId);
+    if (!c.res.headers.has("X-Request-Id")) c.header("X-Request-Id", c.get("requestId"));
     // Workers: the outbox rows this request committed are relayed after the response.
-    const relay = services.tasks?.outbox.takeDeferred(c.var.requestId);
+    const relay = services.tasks?.outbox.takeDeferred(c.get("requestId"));
     if (relay) {
       try {
         c.executionCtx.waitUntil(relay());

@@ -58,21 +58,21 @@ export function accessLog(options: AccessLogOptions): MiddlewareHandler<HonoEnv>
     const durationMs = Math.round((now() - started) * 10) / 10;
     const status = c.res.status;
     const slow = durationMs >= options.slowMs;
-    const { logger } = c.var.services;
+    const { logger } = c.get("services");
     // A client that went away mid-request is its event, not the server's error (decision 0068).
     const closed = status === CLIENT_CLOSED_REQUEST;
     const level = closed ? "info" : status >= 500 ? "error" : slow ? "warn" : "info";
     // the line is built only to be written (parsing the query and route costs a GET's CPU)
     if (logger.enabled && !logger.enabled(level)) return;
     const line = {
-      request_id: c.var.requestId,
+      request_id: c.get("requestId"),
       method: c.req.method,
       route: routeOf(c),
       path: pathOf(c.req.url).slice(0, 512),
       query: redactQuery(c.req.url),
       status,
       duration_ms: durationMs,
-      user_id: c.var.auth?.user?.id ?? null,
+      user_id: c.get("auth")?.user?.id ?? null,
       ...(slow ? { slow: true } : {}),
     };
     logger[level](closed ? "client closed the request" : "request", line);

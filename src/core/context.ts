@@ -1,6 +1,6 @@
 /**
- * The typed Hono environment: `c.var.services` holds everything built once per process or
- * isolate; `c.var.auth` is the authenticated caller of this request.
+ * The typed Hono environment: `c.get("services")` holds everything built once per process or
+ * isolate; `c.get("auth")` is the authenticated caller of this request.
  *
  * Also the types every part shares and that name each other (`Services` holds the model
  * registry, whose models take a `ReadContext`, which holds `Services`): the read/write contexts,

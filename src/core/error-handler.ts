@@ -103,14 +103,14 @@ export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
     );
     const cause = (err as { cause?: { message?: unknown } })?.cause?.message;
     logger.error("unhandled error", {
-      requestId: c.var.requestId,
+      requestId: c.get("requestId"),
       path: c.req.path,
       error: message,
       ...(cause ? { cause: String(cause) } : {}),
       frames: framesOf(err),
     });
     return c.json(
-      errorBody("internal_error", "Internal server error.", { request_id: c.var.requestId }),
+      errorBody("internal_error", "Internal server error.", { request_id: c.get("requestId") }),
       500,
     );
   };

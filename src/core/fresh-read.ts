@@ -120,11 +120,14 @@ async function settleReading(
   let extraAnswers: unknown[] = [];
   const [rest, ...owned] = await Promise.allSettled([
     statements.length || extra.length
-      ? c.var.services.db.read([...statements, ...extra] as unknown as Queries).then((answers) => {
-          const got = answers as readonly unknown[];
-          extraAnswers = got.slice(statements.length);
-          return settleAll(c, guards, got.slice(0, statements.length), ownRead);
-        })
+      ? c
+          .get("services")
+          .db.read([...statements, ...extra] as unknown as Queries)
+          .then((answers) => {
+            const got = answers as readonly unknown[];
+            extraAnswers = got.slice(statements.length);
+            return settleAll(c, guards, got.slice(0, statements.length), ownRead);
+          })
       : Promise.resolve(true),
     ...own.map((g) => g.settleAlone!()),
   ]);
@@ -151,7 +154,7 @@ export async function freshRead<T extends Queries>(
   c: Ctx,
   build: () => T | Promise<T>,
 ): Promise<Results<T>> {
-  const db = c.var.services.db;
+  const db = c.get("services").db;
   const queries = await build();
   const guards = takeGuards(c);
   if (!guards.length) return db.read(queries);
@@ -173,10 +176,9 @@ async function readGuarded(
   const statements = guards.flatMap((g) => g.statements);
   let answers: readonly unknown[];
   try {
-    answers = (await c.var.services.db.read([
-      ...statements,
-      ...queries,
-    ] as unknown as Queries)) as readonly unknown[];
+    answers = (await c
+      .get("services")
+      .db.read([...statements, ...queries] as unknown as Queries)) as readonly unknown[];
   } catch (e) {
     pending.set(c, guards);
     if (await settleGuards(c)) throw e;
@@ -188,7 +190,7 @@ async function readGuarded(
 async function rebuilt<T extends Queries>(c: Ctx, build: () => T | Promise<T>) {
   const queries = await build();
   takeGuards(c); // registered by `build` on caches the refresh just read: current
-  return c.var.services.db.read(queries);
+  return c.get("services").db.read(queries);
 }
 
 /**
@@ -216,7 +218,7 @@ export const isStaleCredentials = (e: unknown): boolean => e instanceof StaleCre
  * stale: before anything is written, either way.
  */
 export async function readFolded(c: Ctx, queries: BatchItems): Promise<unknown[]> {
-  const db = c.var.services.db;
+  const db = c.get("services").db;
   if (!queries.length && leaveToBatch(c)) return [];
   const guards = takeGuards(c);
   if (!guards.length)
@@ -260,7 +262,7 @@ export async function writeFolded(
   items: BatchItems,
   explain: BatchItems = [],
 ): Promise<unknown[]> {
-  const db = c.var.services.db;
+  const db = c.get("services").db;
   const folded = inBatch.has(c) ? takeGuards(c) : [];
   inBatch.delete(c);
   const proofs = [...(batchOnly.get(c)?.values() ?? [])];

@@ -65,7 +65,7 @@ export async function readBody(c: Ctx): Promise<ArrayBuffer> {
 const bodies = new WeakMap<Request, ArrayBuffer>();
 
 async function readBodyOnce(c: Ctx): Promise<ArrayBuffer> {
-  const limit = c.var.services.config.maxBodyBytes;
+  const limit = c.get("services").config.maxBodyBytes;
   await bodyLimit({
     maxSize: limit,
     onError: () => {
@@ -145,8 +145,8 @@ const FORWARDED_HOST =
  * Null when no proxy is trusted (n = 0): then a client could write it (decision 0069).
  */
 function trustedForwarded(c: Context, header: string): string | null {
-  const hops = (c.var as { services?: { config?: { trustedProxyHops?: number } } }).services?.config
-    ?.trustedProxyHops;
+  const services = c.get("services") as { config?: { trustedProxyHops?: number } } | undefined;
+  const hops = services?.config?.trustedProxyHops;
   if (!hops) return null;
   const entries = (c.req.header(header) ?? "")
     .split(",")

@@ -189,7 +189,7 @@ function mountInfoRoutes(api: Hono<HonoEnv>): void {
       },
     }),
     (c) => {
-      const { plugins, config, startedAt } = c.var.services;
+      const { plugins, config, startedAt } = c.get("services");
       return c.json({
         "netbox-version": NETBOX_VERSION,
         "host-version": HOST_VERSION,
@@ -198,7 +198,7 @@ function mountInfoRoutes(api: Hono<HonoEnv>): void {
           config.runtime === "bun"
             ? `bun ${typeof Bun !== "undefined" ? Bun.version : "?"}`
             : "workerd",
-        "database-kind": c.var.services.db.kind,
+        "database-kind": c.get("services").db.kind,
         "cache-backend": config.cacheBackend,
         plugins: Object.fromEntries(plugins.map((p) => [p.name, p.version])),
         "started-at": startedAt.toISOString(),
@@ -219,7 +219,7 @@ function mountInfoRoutes(api: Hono<HonoEnv>): void {
       },
     }),
     async (c) => {
-      const user = c.var.auth.user;
+      const user = c.get("auth").user;
       if (!user) throw notAuthenticated();
       return c.json(await loadOneWithGuards(c, userModel.resource, user.id));
     },
@@ -274,7 +274,8 @@ function mountTokenCreate(api: Hono<HonoEnv>): void {
       // A token is for its creator unless a superuser names another user (NetBox 4); the owner
       // scope of tokens refuses any other user for everyone else.
       const input = { ...c.req.valid("json") } as Record<string, unknown>;
-      if (!Object.hasOwn(input, "user") && c.var.auth.user) input.user = c.var.auth.user.id;
+      const caller = c.get("auth").user;
+      if (!Object.hasOwn(input, "user") && caller) input.user = caller.id;
       let token = "";
       const record = await createOne(c, r, input, (ctx) => {
         token = ctx.scratch.get(ISSUED_KEY) ?? "";
@@ -320,7 +321,7 @@ function mountTokenProvision(api: Hono<HonoEnv>): void {
     jsonBody(ProvisionBody),
     async (c) => {
       const { username, password, ...rest } = c.req.valid("json");
-      const services = c.var.services;
+      const services = c.get("services");
       // 429 once this username or this client has failed too often; unknown users and wrong
       // passwords cost the same hash and count the same (src/core/auth/login.ts).
       const throttle = await LoginThrottle.for(

@@ -187,8 +187,8 @@ async function answerQuery(
     const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
     const graphql: GraphQLContext = {
       ctx,
-      auth: c.var.auth,
-      loaders: new Loaders(ctx, c.var.auth, c),
+      auth: c.get("auth"),
+      loaders: new Loaders(ctx, c.get("auth"), c),
       http: c,
     };
     return yoga.fetch(request, { schema: await schemaFor(c), graphql });

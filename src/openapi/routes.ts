@@ -111,7 +111,7 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
     // `?format=openapi` (what pynetbox before NetBox 3.5 fetches): the document itself, with
     // /api/schema/'s access rule — this path is public only as the page shell.
     if (c.req.query("format") === "openapi") {
-      if (!c.var.auth.user && c.var.services.config.loginRequired) throw notAuthenticated();
+      if (!c.get("auth").user && c.get("services").config.loginRequired) throw notAuthenticated();
       const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
       c.header("Cache-Control", "no-cache");
       c.header("Vary", "Accept, Authorization");

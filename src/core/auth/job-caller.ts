@@ -93,7 +93,7 @@ function authOf(user: UserRow | undefined, grantRows: GrantRow[]): AuthState | n
  * guard that proves it current), else read now. Null when the user is gone or inactive.
  */
 export async function jobCaller(c: Ctx, userId: number, folds: boolean): Promise<AuthState | null> {
-  const { db, state } = c.var.services;
+  const { db, state } = c.get("services");
   const callers = state.ensure(CALLERS, () => new Map());
   const cached = callers.get(userId);
   if (!cached || !folds) {
@@ -113,7 +113,7 @@ function callerGuard(
   cached: CachedCaller,
   callers: Map<number, CachedCaller>,
 ): Guard {
-  const { db } = c.var.services;
+  const { db } = c.get("services");
   return {
     name: "job caller",
     statements: [printQuery(db.orm, userId)],

@@ -207,7 +207,7 @@ function remember(entries: Map<string, CachedAuth>, keyHash: string, entry: Cach
 /** NetBox 4.7's checks of a found token: its source address and `enabled`. */
 function refuseUnusable(c: Context<HonoEnv>, found: TokenRow): void {
   if (found.allowedIps?.length) {
-    const client = clientAddress(c, c.var.services.config);
+    const client = clientAddress(c, c.get("services").config);
     const address = parseAddress(client);
     if (!address)
       throw ApiError.detail(
@@ -258,7 +258,7 @@ const IN_FLIGHT = slotKey<Map<string, Promise<CachedAuth>>>("auth.in-flight");
 
 /** The token and its grants read now (one read), shared with requests asking the same meanwhile. */
 function lookUp(c: Ctx, keyHash: string, stamp: string | null): Promise<CachedAuth> {
-  const { db, state } = c.var.services;
+  const { db, state } = c.get("services");
   const read = () =>
     db
       .read([...authStatements(db, db.reader, keyHash)])
@@ -293,7 +293,7 @@ function tokenGuard(
   at: { keyHash: string; cached: CachedAuth; stamp: string | null; folded: boolean },
   credential: Credential,
 ): Guard {
-  const { db, state } = c.var.services;
+  const { db, state } = c.get("services");
   const { keyHash, cached, stamp } = at;
   const entries = state.ensure(AUTH_CACHE, () => new Map());
   // remote and D1: the print proves the copy current; read in full only when it does not
@@ -373,7 +373,7 @@ export function authenticate(
   } = {},
 ): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
-    const { config, db } = c.var.services;
+    const { config, db } = c.get("services");
     // A bulk write replayed by its background job acts as the user who queued it.
     const jobCallerId = (c.env as Record<PropertyKey, unknown> | undefined)?.[JOB_CALLER];
     if (typeof jobCallerId === "number") {
@@ -395,7 +395,7 @@ export function authenticate(
     }
     if (credential === "malformed") throw invalidToken();
     const keyHash = await hashToken(credential.secret);
-    const entries = c.var.services.state.ensure(AUTH_CACHE, () => new Map());
+    const entries = c.get("services").state.ensure(AUTH_CACHE, () => new Map());
     const stamp = db.changeStamp();
     let entry = entries.get(keyHash);
     const read = c.req.method === "GET" || c.req.method === "HEAD";
@@ -413,7 +413,7 @@ export function authenticate(
     }
     c.set("auth", authStateOf(c, entry, credential));
     // Not awaited: a write that waits for a long write's lock must not hold the request.
-    void touchToken(c.var.services, entry.token!.tokenId);
+    void touchToken(c.get("services"), entry.token!.tokenId);
     if (!deferred) return next();
     addGuard(c, tokenGuard(c, { keyHash, cached: entry, stamp, folded }, credential));
     await next();

@@ -136,10 +136,10 @@ export async function requirePermission(
   action: Action,
   target: { appLabel: string; model: string },
 ) {
-  const auth = c.var.auth;
+  const auth = c.get("auth");
   const user = auth.user;
   if (!user) {
-    if (action === "view" && !c.var.services.config.loginRequired) return;
+    if (action === "view" && !c.get("services").config.loginRequired) return;
     throw notAuthenticated();
   }
   if (action !== "view" && !auth.writeEnabled)
@@ -153,8 +153,8 @@ export async function requirePermission(
  * custom object type without one does not exist to them at its endpoints (decision 0178).
  */
 export function holdsAnyPermission(c: Ctx, appLabel: string, model: string): boolean {
-  const user = c.var.auth.user;
-  if (!user) return !c.var.services.config.loginRequired;
+  const user = c.get("auth").user;
+  if (!user) return !c.get("services").config.loginRequired;
   if (user.isSuperuser) return true;
   const actions: Action[] = ["view", "add", "change", "delete"];
   return actions.some((a) => user.permissions.has(codename(appLabel, a, model)));
@@ -162,8 +162,8 @@ export function holdsAnyPermission(c: Ctx, appLabel: string, model: string): boo
 
 /** True when the caller holds the permission (no throw). */
 export function hasPermission(c: Ctx, action: Action, appLabel: string, model: string): boolean {
-  const user = c.var.auth.user;
-  if (!user) return action === "view" && !c.var.services.config.loginRequired;
+  const user = c.get("auth").user;
+  if (!user) return action === "view" && !c.get("services").config.loginRequired;
   return user.isSuperuser || user.permissions.has(codename(appLabel, action, model));
 }
 

@@ -206,7 +206,7 @@ async function visibleChange(
   viewable();
   const row = rows[0];
   if (!row) throw notFound(missing);
-  rememberChanges(c.var.services, [row]); // a retry of the revert reads once (decision 0118)
+  rememberChanges(c.get("services"), [row]); // a retry of the revert reads once (decision 0118)
   const proven = proof ? proof.proven(proofs) : null;
   const since = { latest: Number(last[0]?.id ?? row.id), typeChanged: !!last[0]?.typeChanged };
   return { row, since, proven };
@@ -580,7 +580,7 @@ async function dryRunInside(
   const same = sameInput(after.input, plan.input);
   await requireInsideAfter(
     reads,
-    c.var.auth,
+    c.get("auth"),
     resource,
     row.changedObjectId,
     plan.input,
@@ -655,9 +655,9 @@ async function revertStaged(
   if (!staged || !writer) return null;
   const ctx = readContext(c);
   const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
-  const { plan, conflicts } = await checkedPlan(reads, c.var.auth, resource, row, opts);
+  const { plan, conflicts } = await checkedPlan(reads, c.get("auth"), resource, row, opts);
   const answer = (record: ApiRecord | null, change: number | null) =>
-    answerOf(ctx, c.var.auth, resource, row, plan, record, conflicts, change);
+    answerOf(ctx, c.get("auth"), resource, row, plan, record, conflicts, change);
   if (plan.action === "update" && !Object.keys(plan.input).length) return answer(null, null);
   const stamp = () => stampOf(plan);
   const written = await withChangeRead(c, resource, row, (w) =>
@@ -667,7 +667,7 @@ async function revertStaged(
   const record = written.result?.record ?? null;
   return answerOf(
     withWriteJudgement(c, ctx),
-    c.var.auth,
+    c.get("auth"),
     resource,
     row,
     plan,
@@ -685,12 +685,12 @@ async function revertStaged(
 async function dryRunOfPlan(c: Ctx, resource: Resource, row: ChangeRow, opts: RevertOptions) {
   const ctx = readContext(c);
   const reads = new PlanReads(ctx, (queries) => readFolded(c, queries));
-  const checked = await checkedPlan(reads, c.var.auth, resource, row, opts);
+  const checked = await checkedPlan(reads, c.get("auth"), resource, row, opts);
   const { plan, conflicts } = checked;
   // the write's own checks first, then the object it leaves held to the constraints, as its batch
   const object = await plannedPreview(c, resource, row, plan);
   await dryRunInside(c, resource, row, checked);
-  return answerOf(ctx, c.var.auth, resource, row, plan, object, conflicts, null);
+  return answerOf(ctx, c.get("auth"), resource, row, plan, object, conflicts, null);
 }
 
 /** The object `plan`'s write would leave: its staged writer stopped before the batch. */
@@ -896,7 +896,7 @@ async function dryRunOfRecord(c: Ctx, row: ChangeRow, proven: RecordProven) {
     const ctx = readContext(c);
     await requirePermission(c, "change", resource);
     for (const action of ["view", "change"] as const)
-      if (await restrictWhere(ctx, c.var.auth, action, resource)) return null;
+      if (await restrictWhere(ctx, c.get("auth"), action, resource)) return null;
     if (!(await shownAsRecorded(c, target, item.before, proven.later))) return null;
     const stop = await inStagedWrite(c, (w) =>
       assumed(stoppedAtBatch(w), item, { resource, bulk: false }),
@@ -907,7 +907,7 @@ async function dryRunOfRecord(c: Ctx, row: ChangeRow, proven: RecordProven) {
     if (!stop) return null;
     const plan: Plan = { action: "update", input, current: item.before, conflicts: [] };
     const object = previewOf(stop, row, plan);
-    return await answerOf(ctx, c.var.auth, resource, row, plan, object, [], null);
+    return await answerOf(ctx, c.get("auth"), resource, row, plan, object, [], null);
   } catch {
     return null; // the ordinary path answers it, in its own order
   }
@@ -926,9 +926,10 @@ async function provenTarget(c: Ctx, row: ChangeRow, proven: RecordProven) {
 
 /** The host model of object type `typeId`, where this process knows the type (no read). */
 const staticModel = (c: Ctx, typeId: number | undefined) =>
-  c.var.services.models
-    .staticModels()
-    .find((m) => c.var.services.objectTypes.cached(m.appLabel, m.model)?.id === typeId);
+  c
+    .get("services")
+    .models.staticModels()
+    .find((m) => c.get("services").objectTypes.cached(m.appLabel, m.model)?.id === typeId);
 
 /**
  * Whether every key `post` shows is what a load shows now, no change record of the object having
@@ -959,7 +960,7 @@ async function shownAsRecorded(
       continue;
     }
     if (rel?.polymorphic) return false;
-    const types = c.var.services.objectTypes;
+    const types = c.get("services").objectTypes;
     const label = isTags ? "extras.tag" : rel!.target;
     const typeId = label
       ? types.cached(...(label.split(".") as [string, string]))?.id
@@ -1012,7 +1013,7 @@ async function writtenFree(
   if (!written.result || written.result === "refused") return null;
   const ctx = withWriteJudgement(c, readContext(c));
   const record = written.result === "deleted" ? null : written.result.record;
-  return answerOf(ctx, c.var.auth, resource, row, plan, record, [], written.change);
+  return answerOf(ctx, c.get("auth"), resource, row, plan, record, [], written.change);
 }
 
 /** Whether `v` holds a nested object (an object with an id), at any depth. */
@@ -1028,7 +1029,7 @@ const holdsNested = (v: unknown): boolean =>
  * outside the model's relations).
  */
 async function nestedUnchanged(c: Ctx, resource: Resource, row: ChangeRow, post: ApiRecord) {
-  const types = c.var.services.objectTypes;
+  const types = c.get("services").objectTypes;
   const typeOf = async (label: string) => {
     const [app, model] = label.split(".") as [string, string];
     return (await types.byLabel(app, model))?.id; // kept by the process: a read only when cold
@@ -1061,7 +1062,7 @@ async function nestedUnchanged(c: Ctx, resource: Resource, row: ChangeRow, post:
     : sql`0`;
   // wrapped: a statement is a thenable, which an async function's return would run
   return {
-    guard: c.var.services.db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${later}`),
+    guard: c.get("services").db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${later}`),
   };
 }
 
@@ -1072,11 +1073,11 @@ async function nestedUnchanged(c: Ctx, resource: Resource, row: ChangeRow, post:
  * records show nothing of a type that changes at run time.
  */
 function typeUnchanged(c: Ctx, resource: Resource, row: ChangeRow): BatchItem<"sqlite"> | null {
-  const models = c.var.services.models;
+  const models = c.get("services").models;
   if (models.staticModels().some((m) => m.resource === resource)) return null;
   const changed = models.typeChangedSince(sql`${row.changedObjectTypeId}`, row.id);
   return changed
-    ? c.var.services.db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${changed}`)
+    ? c.get("services").db.orm.run(sql`INSERT INTO write_guard (ok) SELECT NOT ${changed}`)
     : null;
 }
 
@@ -1116,7 +1117,7 @@ async function revertInOneRead(
   const proofRows = proof ? reads.add(proof.query) : null;
   const proofViewable = proof ? await changeViewable(c, proof.row.id, (q) => reads.add(q)) : null;
   // the plan's refusal passes the writer's own error handling unread
-  const planned = checkedPlan(reads, c.var.auth, resource, row, opts).catch((e) =>
+  const planned = checkedPlan(reads, c.get("auth"), resource, row, opts).catch((e) =>
     Promise.reject(new PlanRefused(e)),
   );
   planned.catch(() => undefined); // awaited in `withPlan`; a write that fails first leaves it
@@ -1156,7 +1157,7 @@ async function revertInOneRead(
     const { plan, conflicts } = checked!;
     return answerOf(
       withWriteJudgement(c, ctx),
-      c.var.auth,
+      c.get("auth"),
       resource,
       row,
       plan,
@@ -1172,7 +1173,7 @@ async function revertInOneRead(
     const { plan, conflicts } = checked!;
     await dryRunInside(c, resource, row, checked!);
     const object = previewOf(e, row, plan);
-    return answerOf(ctx, c.var.auth, resource, row, plan, object, conflicts, null);
+    return answerOf(ctx, c.get("auth"), resource, row, plan, object, conflicts, null);
   }
 }
 
@@ -1480,7 +1481,15 @@ async function proven(
 function changeViewable(c: Ctx, id: number, add: (query: AdmittedQuery) => () => unknown) {
   const ctx: ReadContext = { ...readContext(c), guard: (g) => addGuard(c, g) };
   const missing = "No object change with this id.";
-  return objectRequirement(ctx, c.var.auth, "view", objectChangeModel.resource, id, add, missing);
+  return objectRequirement(
+    ctx,
+    c.get("auth"),
+    "view",
+    objectChangeModel.resource,
+    id,
+    add,
+    missing,
+  );
 }
 
 /**
@@ -1490,7 +1499,7 @@ function changeViewable(c: Ctx, id: number, add: (query: AdmittedQuery) => () =>
  * the ordinary way, in the ordinary order: 404 before 403, 400 or 409).
  */
 async function revertSeen(c: Ctx, id: number) {
-  const row = seenChange(c.var.services, id);
+  const row = seenChange(c.get("services"), id);
   const dryRun = parseBool(c.req.query("dry_run") ?? "false");
   const force = parseBool(c.req.query("force") ?? "false");
   if (!row || dryRun === null || force === null) return null;

@@ -104,7 +104,7 @@ export function wantsBackgroundBulk(c: Ctx): boolean {
 
 /** Queues the bulk write after the caller's checks; answers 202 with the job. */
 export async function enqueueBulkWrite(c: Ctx, body: unknown[]): Promise<Response> {
-  const { tasks } = c.var.services;
+  const { tasks } = c.get("services");
   // the caller's cached token is proven before the job is queued in their name (decision 0089)
   await settleBeforeWrite(c);
   if (c.req.header("if-match") !== undefined)
@@ -127,12 +127,12 @@ export async function enqueueBulkWrite(c: Ctx, body: unknown[]): Promise<Respons
     path: `${url.pathname}${url.search}`,
     body,
     base_url: baseUrl,
-    request_id: c.var.requestId,
+    request_id: c.get("requestId"),
   };
   // one atomic batch; the relay to Redis goes after the answer, as a write's outbox rows do
   const { id } = await tasks.enqueue(BULK_WRITE_TASK, payload, {
-    userId: c.var.auth.user?.id ?? null,
-    requestId: c.var.requestId,
+    userId: c.get("auth").user?.id ?? null,
+    requestId: c.get("requestId"),
   });
   return c.json({ job: { id, url: recordUrl(baseUrl, "core/jobs", id), status: "pending" } }, 202);
 }

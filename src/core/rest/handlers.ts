@@ -63,7 +63,7 @@ import type { StagedOptions } from "../context";
  * statements' building registers (`ReadContext.guard`); elsewhere no guard could be settled.
  */
 export function readContext(c: Ctx, inFreshRead = false): ReadContext {
-  const services = c.var.services;
+  const services = c.get("services");
   return {
     db: services.db.reader,
     services,
@@ -124,14 +124,14 @@ export async function inStagedWrite<T>(
   fn: (ctx: WriteContext) => Promise<T>,
   answer?: AnswerOf,
 ): Promise<T> {
-  const services = c.var.services;
+  const services = c.get("services");
   const afterCommit: Array<() => Promise<void>> = [];
   const result = await fn({
     db: services.db.orm,
     services,
     baseUrl: baseUrlOf(c),
-    auth: c.var.auth,
-    requestId: c.var.requestId,
+    auth: c.get("auth"),
+    requestId: c.get("requestId"),
     params: new URL(c.req.url).searchParams,
     onCommit: (task) => afterCommit.push(task),
     scratch: new Slots(),
@@ -139,7 +139,7 @@ export async function inStagedWrite<T>(
     writeBatch: (items, explain) => writeJudging(c, items, explain, answer),
     guard: (g) => addGuard(c, g),
   });
-  await runAfterCommit(services, c.var.requestId, afterCommit);
+  await runAfterCommit(services, c.get("requestId"), afterCommit);
   return result;
 }
 
@@ -181,12 +181,12 @@ async function writeJudging(
   answer: AnswerOf | undefined,
 ): Promise<unknown[]> {
   type Items = Parameters<typeof writeFolded>[1];
-  const user = c.var.auth.user;
+  const user = c.get("auth").user;
   const judging =
-    answer && user && !user.isSuperuser && databaseStamp(c.var.services) === null
-      ? await judgedInRead(readContext(c), c.var.auth, answer.resource, answer.ids)
+    answer && user && !user.isSuperuser && databaseStamp(c.get("services")) === null
+      ? await judgedInRead(readContext(c), c.get("auth"), answer.resource, answer.ids)
       : [];
-  const orm = c.var.services.db.orm;
+  const orm = c.get("services").db.orm;
   const job = jobRecordStatements(c, orm, jobAnswer(c, answer));
   const statements = [
     ...items,
@@ -267,11 +267,11 @@ export async function inTransaction<T>(
   await settleBeforeWrite(c);
   const meta = {
     baseUrl: baseUrlOf(c),
-    auth: c.var.auth,
-    requestId: c.var.requestId,
+    auth: c.get("auth"),
+    requestId: c.get("requestId"),
     params: new URL(c.req.url).searchParams,
   };
-  return writeTransaction(c.var.services, meta, resource, fn);
+  return writeTransaction(c.get("services"), meta, resource, fn);
 }
 
 /** A written object: its id and its record as the change log saw it (reused for the answer). */
@@ -429,7 +429,7 @@ export async function createOne(
 
 /** Written records as answered: related objects the caller may not view reduced to their id. */
 const hiddenAnswer = (c: Ctx, resource: Resource, records: ApiRecord[]) =>
-  hideUnviewable(answerContext(c), c.var.auth, resource, records);
+  hideUnviewable(answerContext(c), c.get("auth"), resource, records);
 
 /** The records written, loading any the change log did not already hold. */
 async function writtenRecords(
@@ -446,7 +446,7 @@ async function writtenRecords(
 
 /** The list request's query, its filters over other objects held to the caller's view (0178). */
 async function viewerListQuery(c: Ctx, ctx: ReadContext, url: URL, resource: Resource) {
-  const list = await viewerFilters(ctx, c.var.auth, resource.list, usedBy(url.searchParams));
+  const list = await viewerFilters(ctx, c.get("auth"), resource.list, usedBy(url.searchParams));
   return parseListQuery(url, list);
 }
 
@@ -454,7 +454,7 @@ async function listRecords(c: Ctx, resource: Resource) {
   const ctx = readContext(c);
   const url = publicUrlOf(c);
   const parsed = await viewerListQuery(c, ctx, url, resource);
-  const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
+  const restricted = await restrictWhere(ctx, c.get("auth"), "view", resource);
   const q = restricted
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
     : parsed;
@@ -516,7 +516,7 @@ async function listRecords(c: Ctx, resource: Resource) {
       ? await keptRecords(ctx.services, kept, ctx.baseUrl, () => resource.load(ctx, ids))
       : await resource.load(ctx, ids);
     // what the caller may not view is hidden on every request, kept records or not
-    results = await hideUnviewable(ctx, c.var.auth, resource, loaded as ApiRecord[]);
+    results = await hideUnviewable(ctx, c.get("auth"), resource, loaded as ApiRecord[]);
     // nothing hidden, no projection: the kept answer's bytes, made once per head (0116, 0132)
     const body =
       kept && project(results, q.projection, resource.briefFields) === results
@@ -576,7 +576,7 @@ type Resolve = (c: Ctx) => Promise<Resource> | Resource;
  * every round trip counts, and the resource can state its load as statements.
  */
 async function inOneRead(c: Ctx, resolve: Resolve): Promise<boolean> {
-  if (databaseStamp(c.var.services) !== null) return false;
+  if (databaseStamp(c.get("services")) !== null) return false;
   return !!(await resolve(c)).loadPlan;
 }
 
@@ -598,7 +598,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
     const resource = await resolve(c);
     await requirePermission(c, "view", resource);
     const parsed = await viewerListQuery(c, ctx, url, resource);
-    const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
+    const restricted = await restrictWhere(ctx, c.get("auth"), "view", resource);
     const q = restricted
       ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
       : parsed;
@@ -608,7 +608,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
       ? sql`SELECT * FROM (${page.getSQL()}) WHERE ${budget.holds}`
       : page.getSQL();
     const plan = resource.loadPlan!(ctx, ids);
-    const judged = await judgedInRead(ctx, c.var.auth, resource, page.getSQL());
+    const judged = await judgedInRead(ctx, c.get("auth"), resource, page.getSQL());
     step = { resource, q, plan, charge: budget?.charge ?? null, judged };
     // a cursor page (`?start=`) counts nothing
     const count =
@@ -633,7 +633,7 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
   proveJudged(ctx, judged, answers.slice(answers.length - judged.length));
   const loaded = await plan.finish(planned as unknown[], ids);
   const results = project(
-    await hideUnviewable(ctx, c.var.auth, resource, loaded),
+    await hideUnviewable(ctx, c.get("auth"), resource, loaded),
     q.projection,
     resource.briefFields,
   );
@@ -713,7 +713,7 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
       .limit(q.limit)
   ).map((r) => Number(r.id));
   await chargeRows(ctx, resource, ids);
-  const results = await hideUnviewable(ctx, c.var.auth, resource, await resource.load(ctx, ids));
+  const results = await hideUnviewable(ctx, c.get("auth"), resource, await resource.load(ctx, ids));
   return c.json({
     ...cursorLinks(url, ids, q.limit),
     results: project(results, q.projection, resource.briefFields),
@@ -727,7 +727,7 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
  */
 export async function loadOneWithGuards(c: Ctx, resource: Resource, id: number) {
   const ctx = readContext(c, true);
-  if (!resource.loadPlan || databaseStamp(c.var.services) !== null)
+  if (!resource.loadPlan || databaseStamp(c.get("services")) !== null)
     return (await resource.load(ctx, [id]))[0];
   let plan!: LoadPlan;
   const answers = await freshRead(c, () => {
@@ -745,13 +745,13 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
   const answers = await freshRead(c, async () => {
     const resource = await resolve(c);
     await requirePermission(c, "view", resource);
-    const restricted = await restrictWhere(ctx, c.var.auth, "view", resource);
+    const restricted = await restrictWhere(ctx, c.get("auth"), "view", resource);
     // an object outside the caller's view constraints is not found, as `requireObject` says
     const ids = restricted
       ? sql`SELECT ${resource.list.idExpr} FROM ${resource.table} WHERE ${resource.list.idExpr} = ${id} AND (${restricted})`
       : id;
     const plan = resource.loadPlan!(ctx, ids);
-    const judged = await judgedInRead(ctx, c.var.auth, resource, id);
+    const judged = await judgedInRead(ctx, c.get("auth"), resource, id);
     step = { resource, plan, judged };
     const statements = [...plan.statements, ...judged.map((j) => ctx.db.all(j.statement))];
     return statements as unknown as Queries;
@@ -768,7 +768,7 @@ async function getInOneRead(c: Ctx, resolve: Resolve, id: number) {
 
 async function loadOne(c: Ctx, resource: Resource, id: number): Promise<ApiRecord> {
   const ctx = readContext(c);
-  await requireObject(ctx, c.var.auth, "view", resource, id);
+  await requireObject(ctx, c.get("auth"), "view", resource, id);
   const [record] = await resource.load(ctx, [id]);
   if (!record) throw notFound();
   return record;
@@ -781,7 +781,7 @@ async function projected(
   records: ApiRecord[],
   ctx: ReadContext = answerContext(c),
 ) {
-  const visible = await hideUnviewable(ctx, c.var.auth, resource, records);
+  const visible = await hideUnviewable(ctx, c.get("auth"), resource, records);
   return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
 }
 
@@ -1063,7 +1063,7 @@ async function createList(
   tagEdits: boolean,
 ) {
   requireNonEmpty(body);
-  const db = c.var.services.db;
+  const db = c.get("services").db;
   // A list with items that are not objects answers every item's problems where a transaction
   // can check the others (a resource with `createMany`); a staged create checks none past them.
   if (staged && r.createMany && !body.every(isObject) && offersTransaction(db)) staged = undefined;

@@ -184,7 +184,7 @@ const resolvedUnderGuard = new WeakMap<Ctx, Resource>();
  * request's statements are built again on it. Null where the model must be read first.
  */
 function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | null {
-  const services = c.var.services;
+  const services = c.get("services");
   if (c.req.method !== "GET" && c.req.method !== "HEAD") return null;
   if (services.db.changeStamp() !== null) return null;
   const known = resolvedUnderGuard.get(c);
@@ -458,8 +458,9 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     const base = `${baseUrlOf(c)}/api/${API_BASE}`;
     // the slugs in one read with the request's guards (decision 0166)
     const [rows] = await freshRead(c, () => [
-      c.var.services.db.reader
-        .select({ slug: customObjectTypes.slug })
+      c
+        .get("services")
+        .db.reader.select({ slug: customObjectTypes.slug })
         .from(customObjectTypes)
         .orderBy(asc(customObjectTypes.slug)),
     ]);
@@ -479,8 +480,8 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     await requirePermission(c, "view", cotTarget);
     const ctx = readContext(c);
     const body = await readSchemaBody(c);
-    const hidden = await hiddenSlugs(ctx, c.var.auth);
-    const withheld = countsWithheld(c.var.auth, c.var.services.config.loginRequired);
+    const hidden = await hiddenSlugs(ctx, c.get("auth"));
+    const withheld = countsWithheld(c.get("auth"), c.get("services").config.loginRequired);
     return schemaAnswer(c, await previewSchema(ctx, body, hidden, withheld));
   });
   // A batched apply (decision 0111) proves the cached grants and event rules in its read phase
@@ -494,7 +495,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
       const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
       // Off a local file, the documents the batch takes are one read phase and one batch
       // (decision 0111); the rest, and every apply on a local file, keep the long write.
-      if (stagesSchemaWrites(c.var.services.db)) {
+      if (stagesSchemaWrites(c.get("services").db)) {
         const staged = await inStagedWrite(c, (ctx) =>
           withRetry(ctx, (a) => applyStaged(a, request)),
         );
@@ -502,7 +503,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
       }
       return schemaAnswer(
         c,
-        await asLongWrite(c.var.services, () =>
+        await asLongWrite(c.get("services"), () =>
           inTransaction(c, null, (ctx) => applySchemaLogged(ctx, request)),
         ),
       );
@@ -516,7 +517,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
         .slug?.flatMap((s) => s.split(","))
         .filter(Boolean) ?? [];
     // one read where a read costs a round trip (decision 0166)
-    if (databaseStamp(c.var.services) === null)
+    if (databaseStamp(c.get("services")) === null)
       return schemaAnswer(c, await exportInOneRead(c, slugs));
     const ctx = readContext(c);
     // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
@@ -525,7 +526,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
       .from(customObjectTypes);
     const allowed = await cotsAllowed(
       ctx,
-      c.var.auth,
+      c.get("auth"),
       "view",
       rows.map((r) => r.id),
     );
@@ -555,7 +556,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     // they check id, version and slug again inside their own transaction.
     const write = c.req.method !== "GET" && c.req.method !== "HEAD";
     const cached = write ? registry.cachedBySlug(slug) : null;
-    const model = cached ?? (await registry.bySlug(c.var.services.db.reader, slug));
+    const model = cached ?? (await registry.bySlug(c.get("services").db.reader, slug));
     if (!model) throw notFound();
     return liveResource(registry, model.cot.id, slug, model.resource, !cached);
   });

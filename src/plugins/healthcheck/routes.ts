@@ -87,7 +87,7 @@ async function callerOf(
       return refuse(c, String((e.body as { detail?: unknown }).detail ?? "Invalid token"));
     throw e;
   }
-  return c.var.auth?.user ? "authenticated" : refuse(c, "Invalid token");
+  return c.get("auth")?.user ? "authenticated" : refuse(c, "Invalid token");
 }
 
 /**
@@ -187,7 +187,7 @@ export function healthcheckRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
         406,
       );
     }
-    const showDetails = c.var.showDetails;
+    const showDetails = c.get("showDetails");
     const checks = selectionFor(c as unknown as Context<HonoEnv>, runner, group, showDetails);
     if (checks instanceof Response) return checks;
     const report = await runner.run(checks);
@@ -243,12 +243,12 @@ export function probeRoutes(runnerOf: () => HealthRunner): Hono<HonoEnv> {
     const runner = runnerOf();
     c.header("Cache-Control", NO_STORE);
     // Shutting down: no new work, whatever the checks say (decision 0080).
-    if (isDraining(c.var.services)) return c.json({ status: "not ready", draining: true }, 503);
+    if (isDraining(c.get("services"))) return c.json({ status: "not ready", draining: true }, 503);
     // Probes carry no token: they name failing checks only when the health page is public.
     const public_ = runner.settings.details === "always" && !runner.settings.loginRequired;
     const selected = selectionFor(c, runner, undefined, public_);
     if (selected instanceof Response) return selected;
-    const checks = selected.filter((s) => isConfigured(s, c.var.services));
+    const checks = selected.filter((s) => isConfigured(s, c.get("services")));
     const report = await runner.run(checks);
     if (!report.criticalFailure) return c.json({ status: "ready" });
     const failing = report.results.filter((r) => !r.passed && r.critical).map((r) => r.identifier);

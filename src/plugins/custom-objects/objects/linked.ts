@@ -65,7 +65,7 @@ type Linking = { field: FieldRow; model: CotModel };
  * table.
  */
 async function linkedInOneRead(c: Ctx, registry: CotRegistry) {
-  if (databaseStamp(c.var.services) !== null) return null;
+  if (databaseStamp(c.get("services")) !== null) return null;
   const ctx = readContext(c);
   const { ot, info, objectId } = await target(c, ctx);
   const resource = info.resource;
@@ -109,7 +109,7 @@ async function linkedInOneRead(c: Ctx, registry: CotRegistry) {
     const judgedAt = at + part.plan.statements.length;
     proveJudged(ctx, part.judged, rest.slice(judgedAt, judgedAt + part.judged.length));
     const loaded = await part.plan.finish(answered, [...new Set(ids)]);
-    const records = await hideUnviewable(ctx, c.var.auth, part.model.resource, loaded);
+    const records = await hideUnviewable(ctx, c.get("auth"), part.model.resource, loaded);
     const byId = new Map(records.map((r) => [r.id as number, r]));
     for (const k of part.ks) byField.set(k, byId);
   }
@@ -140,7 +140,7 @@ async function linkedStatements(
   const missing = `No ${ot.appLabel}.${ot.model} with id ${objectId}.`;
   // An object the caller may not view answers exactly like one that does not exist.
   if (!hasPermission(c, "view", ot.appLabel, ot.model)) throw notFound(missing);
-  const viewable = await restrictWhere(ctx, c.var.auth, "view", resource);
+  const viewable = await restrictWhere(ctx, c.get("auth"), "view", resource);
   const id = resource.list.idExpr;
   const exists = ctx.db.all(
     sql`SELECT ${id} AS id FROM ${resource.table} WHERE ${id} = ${objectId}${viewable ? sql` AND (${viewable})` : sql``}`,
@@ -187,7 +187,7 @@ async function linkedStatements(
   for (const p of byCot.values()) {
     const ids = budget ? sql`SELECT * FROM (${idsOf(p.ks)}) WHERE ${budget.holds}` : idsOf(p.ks);
     // what hiding the records' tags and relations would ask after the read, judged in it
-    const judged = await judgedInRead(ctx, c.var.auth, p.model.resource, ids);
+    const judged = await judgedInRead(ctx, c.get("auth"), p.model.resource, ids);
     parts.push({ ...p, plan: p.model.resource.loadPlan!(ctx, ids), judged });
   }
   const offsets: number[] = [];
@@ -225,7 +225,7 @@ async function linkWheres(
   const restricted = new Map<number, SQL | undefined>();
   for (const { model } of visible)
     if (!restricted.has(model.cot.id))
-      restricted.set(model.cot.id, await restrictWhere(ctx, c.var.auth, "view", model.resource));
+      restricted.set(model.cot.id, await restrictWhere(ctx, c.get("auth"), "view", model.resource));
   return visible.map(({ field, model }) => {
     const where = linkCondition(field, typeId, objectId);
     const limit = restricted.get(model.cot.id);
@@ -254,7 +254,8 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   // An object the caller may not view answers exactly like one that does not exist.
   if (!hasPermission(c, "view", ot.appLabel, ot.model)) throw notFound(missing);
   if (!(await info.nested(ctx, [objectId])).has(objectId)) throw notFound(missing);
-  if (info.resource) await requireObject(ctx, c.var.auth, "view", info.resource, objectId, missing);
+  if (info.resource)
+    await requireObject(ctx, c.get("auth"), "view", info.resource, objectId, missing);
 
   const { limit, offset } = parsePaging(params);
   // Fields the caller may see, in a stable order, with their models (one statement), and
@@ -268,7 +269,7 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
   const restricted = new Map<number, SQL | undefined>();
   for (const [cotId, model] of models) {
     if (visible.some((f) => f.customObjectTypeId === cotId))
-      restricted.set(cotId, await restrictWhere(ctx, c.var.auth, "view", model.resource));
+      restricted.set(cotId, await restrictWhere(ctx, c.get("auth"), "view", model.resource));
   }
   const linkWhere = (field: (typeof visible)[number]) => {
     const where = linkCondition(field, ot.id, objectId);
@@ -316,7 +317,7 @@ export async function linkedObjects(c: Ctx, registry: CotRegistry) {
     await chargeRows(ctx, model.resource, ids);
     const records = await hideUnviewable(
       ctx,
-      c.var.auth,
+      c.get("auth"),
       model.resource,
       await model.resource.load(ctx, ids),
     );

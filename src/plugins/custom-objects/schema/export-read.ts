@@ -40,7 +40,7 @@ type ExportAnswers = [
 async function exportStatements(c: Ctx, slugs: string[] | null) {
   const ctx = readContext(c, true);
   await requirePermission(c, "view", cotTarget);
-  const viewable = await restrictWhere(ctx, c.var.auth, "view", cotModel.resource);
+  const viewable = await restrictWhere(ctx, c.get("auth"), "view", cotModel.resource);
   const cot = customObjectTypes;
   const f = customObjectTypeFields;
   const typeIds = ctx.db
@@ -91,7 +91,7 @@ export async function exportInOneRead(c: Ctx, asked: string[]): Promise<SchemaDo
     typesFromRows(
       { cots, fields, sets },
       readContext(c).db,
-      c.var.services.objectTypes,
+      c.get("services").objectTypes,
       hidden,
       pointedTypes(pointed),
     );

@@ -44,7 +44,7 @@ export const wantsBackground = (c: Ctx) => parseBool(c.req.query("background") ?
 
 /** Queues the apply (after the caller's permission checks) and answers 202 with the job. */
 export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
-  const { tasks, objectTypes } = c.var.services;
+  const { tasks, objectTypes } = c.get("services");
   if (!tasks)
     throw ApiError.detail(
       503,
@@ -59,16 +59,16 @@ export async function enqueueSchemaApply(c: Ctx): Promise<Response> {
     body,
     query: query.toString(),
     base_url: baseUrl,
-    request_id: c.var.requestId,
+    request_id: c.get("requestId"),
   };
   const cotType = await objectTypes.ensure(APP_LABEL, COT_MODEL);
   // the caller's cached token is proven before the job is queued in their name (decision 0089)
   await settleBeforeWrite(c);
   // one atomic batch (the job, its outbox row); the relay to Redis goes after the answer (0182)
   const { id } = await tasks.enqueue(SCHEMA_APPLY_TASK, payload, {
-    userId: c.var.auth.user?.id ?? null,
+    userId: c.get("auth").user?.id ?? null,
     objectTypeId: cotType.id,
-    requestId: c.var.requestId,
+    requestId: c.get("requestId"),
   });
   return c.json(
     {

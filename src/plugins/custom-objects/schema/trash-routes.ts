@@ -61,8 +61,8 @@ async function allowed(
  * needs no grant is told.
  */
 function rowsShown(c: Parameters<typeof readContext>[0], slugs?: ReadonlyMap<number, string>) {
-  const { auth } = c.var;
-  const { loginRequired } = c.var.services.config;
+  const auth = c.get("auth");
+  const { loginRequired } = c.get("services").config;
   const ungranted = auth.user ? auth.user.isSuperuser : !loginRequired;
   const withheld = countsWithheld(auth, loginRequired);
   return (row: TrashRow) =>
@@ -80,9 +80,9 @@ async function entryFor(
 ): Promise<TrashRow> {
   const ctx = readContext(c);
   const rows = (await listTrash(ctx.db)).filter((r) => r.id === id);
-  const [row] = await allowed(ctx, c.var.auth, "view", rows);
+  const [row] = await allowed(ctx, c.get("auth"), "view", rows);
   if (!row) throw ApiError.detail(404, "No trash entry with this id.", "not_found");
-  if (action && !(await allowed(ctx, c.var.auth, action, [row])).length) throw forbidden();
+  if (action && !(await allowed(ctx, c.get("auth"), action, [row])).length) throw forbidden();
   return row;
 }
 
@@ -95,10 +95,10 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     let viewable!: SQL | undefined;
     const [listed, admitted] = await freshRead(c, async () => {
       await requirePermission(c, "view", cotTarget);
-      const superuser = c.var.auth.user?.isSuperuser;
+      const superuser = c.get("auth").user?.isSuperuser;
       viewable = superuser
         ? undefined
-        : await restrictWhere(ctx, c.var.auth, "view", cotModel.resource);
+        : await restrictWhere(ctx, c.get("auth"), "view", cotModel.resource);
       const withEntries = ctx.db
         .select({ id: customObjectTrash.customObjectTypeId })
         .from(customObjectTrash);
@@ -112,7 +112,7 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     const types = new Map(admitted.map((r) => [r.id, r.slug]));
     const rows = viewable
       ? listed.filter((r) => r.kind === "field" && types.has(r.customObjectTypeId))
-      : await allowed(ctx, c.var.auth, "view", listed);
+      : await allowed(ctx, c.get("auth"), "view", listed);
     const shown = rowsShown(c, types);
     return c.json({ count: rows.length, results: rows.map((r) => trashView(r, shown(r))) });
   });
@@ -126,17 +126,17 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
       const id = entryId(c.req.param("id"));
       const entry = await entryFor(c, id, null);
       // staged, a field's type is checked in the restore's read (decision 0128)
-      if (stagesSchemaWrites(c.var.services.db)) {
+      if (stagesSchemaWrites(c.get("services").db)) {
         const staged = await inStagedWrite(c, (ctx) => restoreStaged(ctx, entry));
         return c.json({ restored: trashView(staged, rowsShown(c)(staged)) });
       }
       // a field's type must be one the caller may change; a restored type is checked once it is back
       if (
         entry.kind === "field" &&
-        !(await allowed(readContext(c), c.var.auth, "change", [entry])).length
+        !(await allowed(readContext(c), c.get("auth"), "change", [entry])).length
       )
         throw forbidden();
-      const restored = await asLongWrite(c.var.services, () =>
+      const restored = await asLongWrite(c.get("services"), () =>
         inTransaction(c, null, (tx) => restoreLogged(tx, id)),
       );
       return c.json({ restored: trashView(restored, rowsShown(c)(restored)) });
@@ -146,7 +146,7 @@ export function mountTrashRoutes(app: Hono<HonoEnv>) {
     await requirePermission(c, "delete", cotTarget);
     const row = await entryFor(c, entryId(c.req.param("id")), "delete");
     // one read and one batch on every database (decision 0120); restored or purged meanwhile: 404
-    if (!(await purgeEntryStaged(c.var.services.db, row)))
+    if (!(await purgeEntryStaged(c.get("services").db, row)))
       throw ApiError.detail(404, "No trash entry with this id.", "not_found");
     return c.body(null, 204);
   });
