@@ -19,7 +19,7 @@ const MISSING = "custom_objects.nosuch_thing";
 
 let t: TestApp;
 const who = { attacker: "", insider: "", attackerId: 0 };
-const ids = { tag: 0, rule: 0, secretType: 0, hook: 0 };
+const ids = { tag: 0, plain: 0, rule: 0, secretType: 0, hook: 0 };
 
 /** Raw answer text, with the status. */
 const answer = async (method: string, path: string, token: string, body?: unknown) => {
@@ -51,6 +51,11 @@ beforeAll(async () => {
   });
   expect(tag.status, JSON.stringify(tag.body)).toBe(201);
   ids.tag = tag.body.id;
+  ids.plain = (
+    await t.json("POST", "/api/extras/tags/", {
+      body: { name: "Plain", slug: "plain", object_types: ["dcim.site"] },
+    })
+  ).body.id;
   const hook = await t.json("POST", "/api/extras/webhooks/", {
     body: { name: "hook", payload_url: "http://127.0.0.1:9/hook" },
   });
@@ -68,7 +73,7 @@ beforeAll(async () => {
   expect(rule.status, JSON.stringify(rule.body)).toBe(201);
   ids.rule = rule.body.id;
   const attacker = await userWith(t, "ht-attacker", [
-    [["view", "add", "change"], "extras.tag", null],
+    [["view", "add", "change", "delete"], "extras.tag", null],
     [["view", "change"], "extras.eventrule", null],
     [["view"], "extras.webhook", null],
     [["view"], "dcim.site", null],
@@ -165,8 +170,18 @@ describe("writes keep what the caller did not see", () => {
     expect(await storedTypes(path)).toEqual([HIDDEN, "dcim.site"]);
   });
 
-  test("naming a hidden type answers as naming one that does not exist", async () => {
+  test("a write may echo a hidden type the object holds (a PUT of what a superuser read)", async () => {
     const path = `/api/extras/tags/${ids.tag}/`;
+    const echoed = await answer("PATCH", path, who.attacker, {
+      object_types: [HIDDEN, "dcim.site"],
+    });
+    expect(echoed.startsWith("200"), echoed).toBe(true);
+    expectUnnamed(echoed, "echoing PATCH answer");
+    expect(await storedTypes(path)).toEqual([HIDDEN, "dcim.site"]);
+  });
+
+  test("naming a hidden type answers as naming one that does not exist", async () => {
+    const path = `/api/extras/tags/${ids.plain}/`;
     const writes: Array<[string, string, (label: string) => unknown]> = [
       ["PATCH", path, (l) => ({ object_types: ["dcim.site", l] })],
       ["POST", "/api/extras/tags/", (l) => ({ name: "N", slug: "n", object_types: [l] })],
@@ -178,7 +193,54 @@ describe("writes keep what the caller did not see", () => {
       const missing = await answer(method, where, who.attacker, body(MISSING));
       expect(hidden.replaceAll(SLUG, "nosuch_thing")).toBe(missing);
     }
-    expect(await storedTypes(path)).toEqual([HIDDEN, "dcim.site"]);
+    expect(await storedTypes(path)).toEqual(["dcim.site"]);
+  });
+
+  test("reverts of changes whose snapshots name the type answer without naming it", async () => {
+    const made = await t.json("POST", "/api/extras/tags/", {
+      body: { name: "Rev", slug: "rev", object_types: [HIDDEN, "dcim.site"] },
+    });
+    const rev = `/api/extras/tags/${made.body.id}/`;
+    await answer("PATCH", rev, who.attacker, { object_types: ["ipam.prefix"] });
+    expect(await storedTypes(rev)).toEqual([HIDDEN, "ipam.prefix"]);
+    const updates = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=extras.tag&changed_object_id=${made.body.id}&action=update`,
+    );
+    const reverted = await answer(
+      "POST",
+      `/api/core/object-changes/${updates.body.results[0].id}/revert/`,
+      who.attacker,
+    );
+    expect(reverted.startsWith("200"), reverted).toBe(true);
+    expectUnnamed(reverted, "revert of an update");
+    expect(await storedTypes(rev)).toEqual([HIDDEN, "dcim.site"]);
+    const doomed = await t.json("POST", "/api/extras/tags/", {
+      body: { name: "Doomed", slug: "doomed", object_types: [HIDDEN] },
+    });
+    const gone = await answer("DELETE", `/api/extras/tags/${doomed.body.id}/`, who.attacker);
+    expect(gone.startsWith("204"), gone).toBe(true);
+    const deletes = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=extras.tag&changed_object_id=${doomed.body.id}&action=delete`,
+    );
+    // it cannot be put back with a type the caller may not name: refused, naming none
+    for (const query of ["?dry_run=true", ""]) {
+      const restored = await answer(
+        "POST",
+        `/api/core/object-changes/${deletes.body.results[0].id}/revert/${query}`,
+        who.attacker,
+      );
+      expect(restored.startsWith("409"), restored).toBe(true);
+      expectUnnamed(restored, `revert of a delete${query}`);
+    }
+    // a superuser puts it back whole
+    const whole = await t.json(
+      "POST",
+      `/api/core/object-changes/${deletes.body.results[0].id}/revert/`,
+    );
+    expect(whole.status, JSON.stringify(whole.body)).toBe(200);
+    expect(await storedTypes(`/api/extras/tags/${doomed.body.id}/`)).toEqual([HIDDEN]);
   });
 
   test("an event rule's writer keeps its hidden types, and its answer names none", async () => {
