@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { userWith } from "../helpers/grants";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { makeCot } from "../custom-objects/fixtures";
+import { jobs } from "../../src/db/schema";
 
 const SLUG = "secret_thing";
 /** Its verbose name: searched for too. */
@@ -80,6 +81,7 @@ beforeAll(async () => {
     [["view"], "users.objectpermission", null],
     [["view"], "core.objecttype", null],
     [["view"], "core.objectchange", null],
+    [["view"], "core.job", null],
   ]);
   who.attacker = attacker.token;
   who.attackerId = attacker.id;
@@ -146,6 +148,31 @@ describe("reads name no type the caller holds no permission on", () => {
     expectUnnamed(one, "tag(id:)");
     const schema = await gql(who.attacker, "{ __schema { types { name fields { name } } } }");
     expectUnnamed(schema, "introspection");
+  });
+});
+
+describe("filters naming the type answer as for a type that does not exist", () => {
+  test("a job of the caller's (they have since lost the type): its object_type and ?object_type=", async () => {
+    // a job the attacker ran while they held the type (a background write of its objects)
+    await t.deps.db.orm
+      .insert(jobs)
+      .values({
+        name: "test.job",
+        status: "completed",
+        userId: who.attackerId,
+        objectTypeId: ids.secretType,
+        objectId: 1,
+        attempts: 1,
+      });
+    const listed = await answer("GET", "/api/core/jobs/", who.attacker);
+    expect(listed.startsWith("200"), listed).toBe(true);
+    expect(listed).toContain("test.job");
+    expectUnnamed(listed, "jobs");
+    for (const filter of ["object_type", "object_type__n"]) {
+      const hidden = await answer("GET", `/api/core/jobs/?${filter}=${HIDDEN}`, who.attacker);
+      const missing = await answer("GET", `/api/core/jobs/?${filter}=${MISSING}`, who.attacker);
+      expect(hidden.replaceAll(SLUG, "nosuch_thing"), filter).toBe(missing);
+    }
   });
 });
 
