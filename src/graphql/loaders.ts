@@ -55,7 +55,11 @@ export class Loaders {
       loader = new DataLoader(async (ids) => {
         // the object types records name that the caller may not see are left out (0187)
         const sight = typeSight(this.ctx.services, this.auth);
-        const records = withholdTypes(sight, entry.resource, await this.#loadVisible(entry, [...ids]));
+        const records = withholdTypes(
+          sight,
+          entry.resource,
+          await this.#loadVisible(entry, [...ids]),
+        );
         const byId = new Map(records.map((rec) => [rec.id as number, labelled(rec, entry.label)]));
         return ids.map((id) => byId.get(id) ?? null);
       });

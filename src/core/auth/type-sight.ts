@@ -29,7 +29,8 @@ export function typeSight(services: Services, auth: AuthState): TypeSight {
   const apps = services.models.runTimeApps();
   if (!apps.size) return WHOLE;
   const shown = new Map<string, string[]>();
-  for (const [app, fixed] of apps) shown.set(app, [...fixed, ...(user ? modelsHeld(user, app) : [])]);
+  for (const [app, fixed] of apps)
+    shown.set(app, [...fixed, ...(user ? modelsHeld(user, app) : [])]);
   return {
     whole: false,
     sees: (t) =>
@@ -38,7 +39,9 @@ export function typeSight(services: Services, auth: AuthState): TypeSight {
       holdsAny(auth, loginRequired, t.appLabel, t.model),
     rows: (appLabel, model) =>
       and(
-        ...[...shown].map(([app, models]) => or(sql`${appLabel} <> ${app}`, inJsonList(model, models))),
+        ...[...shown].map(([app, models]) =>
+          or(sql`${appLabel} <> ${app}`, inJsonList(model, models)),
+        ),
       ),
   };
 }

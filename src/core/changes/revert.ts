@@ -1417,7 +1417,11 @@ async function revert(
  * write keeps what its writer does not see); a delete's cannot put them back (the reverter may
  * not name them): a conflict on the field that names none of them (forced, the field is left out).
  */
-function asSeen(c: Ctx, resource: Resource, row: ChangeRow): { row: ChangeRow; unseen: Conflict[] } {
+function asSeen(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+): { row: ChangeRow; unseen: Conflict[] } {
   const pre = snapshot(row.prechangeData);
   if (!pre) return { row, unseen: [] };
   const [shown] = withholdTypes(typeSight(c.get("services"), c.get("auth")), resource, [pre]);

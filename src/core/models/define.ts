@@ -1154,7 +1154,7 @@ async function convertValue(
 }
 
 /** Whether the writer may name `type` in `f`: one they may not see does not exist to them (0187). */
-export const namable = (ctx: WriteContext, f: Pick<FieldSpec, "namesAnyType">, type: ObjectTypeRow) =>
+const namable = (ctx: WriteContext, f: Pick<FieldSpec, "namesAnyType">, type: ObjectTypeRow) =>
   !!f.namesAnyType || writerSight(ctx.services, ctx.auth).sees(type);
 
 // ---- tags: generic (object_type, object_id) assignments -------------------------------------
