@@ -355,6 +355,12 @@ export interface Resource {
    * from them (a custom object's `_context`) derived again from what is left (decision 0064).
    */
   rederive?(record: ApiRecord): ApiRecord;
+  /**
+   * Keys whose values name object types (`"app.model"` labels or `{id, app_label, model}`
+   * references, one or a list): answers leave out the types the caller may not see (decision
+   * 0187, `auth/type-sight.ts`).
+   */
+  typeFields?: string[];
   /** The column naming the user who owns a row (tokens): others see only their own. */
   ownerColumn?: SQLWrapper;
   /**
@@ -568,6 +574,11 @@ export interface ModelRegistry {
     guard?: (g: Guard) => void,
   ): Promise<{ signature: string; models: ModelInfo[] }>;
   staticModels(): ModelInfo[];
+  /**
+   * The app labels whose models are known only at run time (custom object types), each with the
+   * models it registered at start-up (a plugin's own): the types `auth/type-sight.ts` withholds.
+   */
+  runTimeApps(): Map<string, string[]>;
   /** Nested records for several models at once (one UNION ALL for every model with a SQL form). */
   nestedMany(
     ctx: ReadContext,

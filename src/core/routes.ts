@@ -6,6 +6,7 @@ import { clientAddress, LoginThrottle, verifyLogin } from "./auth/login";
 import { ISSUED_KEY, groupModel, permissionModel, tokenModel, userModel } from "./auth/models";
 import { ownerGroupModel, ownerModel } from "./auth/owners";
 import { requirePermission } from "./auth/permissions";
+import { typeSight } from "./auth/type-sight";
 import type { HonoEnv } from "./context";
 import * as v from "valibot";
 import { ApiError, notAuthenticated } from "./errors";
@@ -66,6 +67,9 @@ objectTypeModel.resource.list.orderings = {
 };
 delete objectTypeModel.resource.list.filters.created;
 delete objectTypeModel.resource.list.filters.last_updated;
+// a custom object type the caller holds no permission on is not listed, counted or found (0187)
+objectTypeModel.resource.scope = async (_user, ctx, auth) =>
+  typeSight(ctx.services, auth).rows(objectTypesTable.appLabel, objectTypesTable.model);
 
 /** Every core model with its `/api/` path. */
 export const CORE_MODELS: DefinedModel[] = [

@@ -6,6 +6,7 @@
 import DataLoader from "dataloader";
 import { inArray, sql } from "drizzle-orm";
 import { admitted, restrictWhere } from "../core/auth/restrict";
+import { typeSight, withholdTypes } from "../core/auth/type-sight";
 import type { AuthState, Ctx, LoadPlan } from "../core/context";
 import { freshRead } from "../core/fresh-read";
 import type { ApiRecord, ReadContext } from "../core/rest/resource";
@@ -52,7 +53,13 @@ export class Loaders {
     let loader = this.#byLabel.get(entry.label);
     if (!loader) {
       loader = new DataLoader(async (ids) => {
-        const records = await this.#loadVisible(entry, [...ids]);
+        // the object types records name that the caller may not see are left out (0187)
+        const sight = typeSight(this.ctx.services, this.auth);
+        const records = withholdTypes(
+          sight,
+          entry.resource,
+          await this.#loadVisible(entry, [...ids]),
+        );
         const byId = new Map(records.map((rec) => [rec.id as number, labelled(rec, entry.label)]));
         return ids.map((id) => byId.get(id) ?? null);
       });

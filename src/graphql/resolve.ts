@@ -8,6 +8,7 @@ import { allOf, anyOf } from "../db/d1-limits";
 import type { GraphQLInputObjectType } from "graphql";
 import { constraintSql, restrictWhere } from "../core/auth/restrict";
 import { viewerResource } from "../core/rest/filter-scope";
+import { typeSight, withholdTypes } from "../core/auth/type-sight";
 import { CONTROL_CHARACTER_MESSAGE, hasControlCharacter, MAX_FILTER_VALUES } from "../core/limits";
 import { MAX_LIMIT, pastTextLimit, TEXT_LIMIT_MESSAGE } from "../core/rest/query";
 import { budgetInRead, chargeRows } from "../core/rest/budget";
@@ -60,7 +61,15 @@ export async function listRecords(
     .offset(offset)) as { id: number }[];
   const ids = rows.map((x) => Number(x.id));
   await chargeRows(g.ctx, r, ids);
-  const records = await r.load(g.ctx, ids);
+  return primed(g, entry, await r.load(g.ctx, ids));
+}
+
+/**
+ * A page's records as answered, primed into the request's loader: the object types they name
+ * that the caller may not see left out (decision 0187).
+ */
+function primed(g: GraphQLContext, entry: Entry, loaded: ApiRecord[]): ApiRecord[] {
+  const records = withholdTypes(typeSight(g.ctx.services, g.auth), entry.resource, loaded);
   const loader = g.loaders.of(entry);
   for (const rec of records) loader.prime(rec.id as number, labelled(rec, entry.label));
   return records;
@@ -104,10 +113,7 @@ async function listInOneRead(
   );
   const ids = (answers[0] as { id: number }[]).map((x) => Number(x.id));
   budget?.charge(answers[1]);
-  const records = await plan.finish(answers.slice(budget ? 2 : 1) as unknown[], ids);
-  const loader = g.loaders.of(entry);
-  for (const rec of records) loader.prime(rec.id as number, labelled(rec, entry.label));
-  return records;
+  return primed(g, entry, await plan.finish(answers.slice(budget ? 2 : 1) as unknown[], ids));
 }
 
 /** One filter input as SQL: lookups AND together; `AND`, `OR`, `NOT` compose; related filters follow the relation. */

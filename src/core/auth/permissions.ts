@@ -13,7 +13,7 @@ import {
   userGroups,
   users,
 } from "../../db/schema";
-import type { Ctx } from "../context";
+import type { AuthState, AuthUser, Ctx } from "../context";
 import { forbidden, notAuthenticated } from "../errors";
 
 export type Action = "view" | "add" | "change" | "delete";
@@ -153,11 +153,32 @@ export async function requirePermission(
  * custom object type without one does not exist to them at its endpoints (decision 0178).
  */
 export function holdsAnyPermission(c: Ctx, appLabel: string, model: string): boolean {
-  const user = c.get("auth").user;
-  if (!user) return !c.get("services").config.loginRequired;
+  return holdsAny(c.get("auth"), c.get("services").config.loginRequired, appLabel, model);
+}
+
+/** `holdsAnyPermission` of a caller outside a request's context. */
+export function holdsAny(
+  auth: AuthState,
+  loginRequired: boolean,
+  appLabel: string,
+  model: string,
+): boolean {
+  const user = auth.user;
+  if (!user) return !loginRequired;
   if (user.isSuperuser) return true;
-  const actions: Action[] = ["view", "add", "change", "delete"];
-  return actions.some((a) => user.permissions.has(codename(appLabel, a, model)));
+  return ACTIONS.some((a) => user.permissions.has(codename(appLabel, a, model)));
+}
+
+/** The models of `appLabel` on which `user` holds any permission (from their codenames). */
+export function modelsHeld(user: AuthUser, appLabel: string): string[] {
+  const out = new Set<string>();
+  for (const name of user.permissions) {
+    if (!name.startsWith(`${appLabel}.`)) continue;
+    const rest = name.slice(appLabel.length + 1);
+    const action = ACTIONS.find((a) => rest.startsWith(`${a}_`));
+    if (action) out.add(rest.slice(action.length + 1));
+  }
+  return [...out];
 }
 
 /** True when the caller holds the permission (no throw). */

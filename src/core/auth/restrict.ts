@@ -13,6 +13,7 @@ import { ApiError, forbidden, notFound } from "../errors";
 import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
 import type { ReadContext, Resource } from "../rest/resource";
 import { codename, type Action, type ConstraintSet } from "./permissions";
+import { typeSight, withholdTypes } from "./type-sight";
 
 /** Django lookup names (as NetBox constraints are written) mapped to our filter lookups. */
 const DJANGO_LOOKUPS: Record<string, Lookup | "in" | "isnull"> = {
@@ -387,7 +388,9 @@ export async function hideUnviewable(
   const user = auth.user;
   const nested =
     resource.hideNested && !user?.isSuperuser ? await resource.hideNested(ctx, auth, input) : input;
-  const records = await hideTags(ctx, auth, nested);
+  const tagsHidden = await hideTags(ctx, auth, nested);
+  // the object types they name that the caller may not see (decision 0187)
+  const records = withholdTypes(typeSight(ctx.services, auth), resource, tagsHidden);
   if (!relations?.length || !records.length || user?.isSuperuser) return records;
   const loginRequired = ctx.services.config.loginRequired;
 

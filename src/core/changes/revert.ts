@@ -8,6 +8,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import type { Hono } from "hono";
 import { objectChanges, tags as tagsTable } from "../../db/schema";
 import { requirePermission } from "../auth/permissions";
+import { typeSight, withholdTypes } from "../auth/type-sight";
 import {
   type AdmittedQuery,
   hideUnviewable,
@@ -1388,7 +1389,9 @@ async function revert(
   since: SeenSince | null,
 ) {
   const { force, dryRun } = flags;
-  const dropped: Conflict[] = [];
+  const seen = asSeen(c, resource, row);
+  row = seen.row;
+  const dropped: Conflict[] = [...seen.unseen];
   for (let round = 0; ; round++) {
     try {
       const opts = { force, dryRun, dropped, proof, since };
@@ -1406,6 +1409,33 @@ async function revert(
       dropped.push(...refused);
     }
   }
+}
+
+/**
+ * The record as its reverter may put it back (decision 0187): the object types its snapshot names
+ * that they may not see are left out. An update's revert then keeps those the object holds now (a
+ * write keeps what its writer does not see); a delete's cannot put them back (the reverter may
+ * not name them): a conflict on the field that names none of them (forced, the field is left out).
+ */
+function asSeen(
+  c: Ctx,
+  resource: Resource,
+  row: ChangeRow,
+): { row: ChangeRow; unseen: Conflict[] } {
+  const pre = snapshot(row.prechangeData);
+  if (!pre) return { row, unseen: [] };
+  const [shown] = withholdTypes(typeSight(c.get("services"), c.get("auth")), resource, [pre]);
+  if (shown === pre) return { row, unseen: [] };
+  const fields = (resource.typeFields ?? []).filter((f) => shown![f] !== pre[f]);
+  const unseen: Conflict[] =
+    row.action === "delete"
+      ? fields.map((field) => ({
+          reason: "invalid",
+          field,
+          detail: `"${field}": names object types you may not see, which you cannot put back.`,
+        }))
+      : [];
+  return { row: { ...row, prechangeData: shown }, unseen };
 }
 
 const flagParam = (name: string, description: string) => ({

@@ -12,6 +12,7 @@ import type { StagedModelPart } from "../models/staged";
 import type { ReadPhase } from "../rest/write-batch";
 import { conditionError } from "./conditions";
 import { mayWatch } from "./scope";
+import { writerSight } from "../auth/type-sight";
 import { headerTemplates } from "./render";
 import { refusedTarget } from "./targets";
 
@@ -414,8 +415,12 @@ async function requireWatchableTypes(ctx: WriteContext, typeIds: number[]): Prom
   const user = ctx.auth.user;
   const types = await ctx.services.objectTypes.byIds(typeIds);
   const host = new Set(ctx.services.models.staticModels().map((m) => otLabel(m)));
+  const sight = writerSight(ctx.services, ctx.auth);
   for (const ot of types.values()) {
     if (user && mayWatch(user, ot.appLabel, ot.model)) continue;
+    // one the writer may not see, the rule held already (naming it is refused as unknown): it
+    // stays, delivering nothing its owner may not view (decisions 0066, 0187)
+    if (!sight.sees(ot)) continue;
     const label = otLabel(ot);
     throw new ValidationError({
       object_types: [

@@ -36,11 +36,12 @@ import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { inJsonList, unionAll } from "../../db/d1-limits";
-import { label as otLabel } from "../object-types";
+import { label as otLabel, type ObjectTypeRow } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
 import { viewableRefs } from "../auth/restrict";
+import { keepUnseen, writerSight } from "../auth/type-sight";
 import { stageable, stagedWrites } from "./staged";
 import type { ModelOpenApi } from "../json-schema";
 import type { StagedModelHook } from "./staged";
@@ -82,6 +83,12 @@ export interface FieldSpec {
   brief?: boolean;
   /** Extra check on a converted value; returns an error message or null. */
   check?: (value: unknown) => string | null;
+  /**
+   * Object type fields: the field names types whatever the caller holds on them, as the model's
+   * own view permission decides (custom object type definitions, decision 0129); without it, a
+   * caller sees and names only the types they may see (decision 0187).
+   */
+  namesAnyType?: boolean;
 }
 
 export interface ModelSpec {
@@ -242,6 +249,7 @@ export function defineModel(spec: ModelSpec): DefinedModel {
       return f ? f.name : column;
     },
     describe: spec.fields.filter((f) => !f.writeOnly).map(describeField),
+    typeFields: spec.fields.filter(heldToSight).map((f) => f.name),
     tagged: !!spec.tags,
     relations: spec.fields
       .filter((f) => (f.type === "fk" || f.type === "m2m") && f.related && !f.writeOnly)
@@ -269,6 +277,12 @@ export function defineModel(spec: ModelSpec): DefinedModel {
   resource.staged = stageable(spec) ? staged : { delete: staged.delete };
   return { spec, resource, info: modelInfo(m, resource), serialize };
 }
+
+/** An object type field whose types the caller sees only as far as they may (decision 0187). */
+const heldToSight = (f: FieldSpec) =>
+  (f.type === "object_types" || f.type === "object_type_ref" || f.type === "object_type_refs") &&
+  !f.namesAnyType &&
+  !f.writeOnly;
 
 /** What the parts of one model share: its spec, its table and the column → property key map. */
 interface ModelParts {
@@ -835,7 +849,10 @@ function inputConverter(m: ModelParts) {
         errors.add(f.name, result.error);
         continue;
       }
-      if (f.type === "m2m" || f.type === "object_types") links.set(f, result.value as number[]);
+      if (f.type === "object_types" && existing)
+        links.set(f, await withUnseenKept(ctx, f, existing.id, result.value as number[]));
+      else if (f.type === "m2m" || f.type === "object_types")
+        links.set(f, result.value as number[]);
       else values[keyOf(f.column!)] = result.value;
     }
     if (spec.tags && Object.hasOwn(input, "tags")) {
@@ -879,6 +896,22 @@ function inputConverter(m: ModelParts) {
 }
 
 /**
+ * An update's object types for link field `f`: those named, and those the object holds that the
+ * writer may not see (they stay: decision 0187).
+ */
+async function withUnseenKept(ctx: WriteContext, f: FieldSpec, id: number, named: number[]) {
+  const sight = writerSight(ctx.services, ctx.auth);
+  if (sight.whole || f.namesAnyType) return named;
+  const { table: link, own, other } = f.link!;
+  const rows = await ctx.db.select({ id: other }).from(link).where(eq(own, id));
+  const held = await ctx.services.objectTypes.byIds(
+    rows.map((r) => Number(r.id)),
+    ctx.db,
+  );
+  return keepUnseen(sight, named, [...held.values()]);
+}
+
+/**
  * Whether `existing` already references an object through `f`: such a reference may stay
  * though the writer cannot view its target (a PUT echoes it back), a new one may not.
  */
@@ -889,7 +922,11 @@ function heldBy(
   existing: Record<string, any> | null,
 ) {
   if (!existing) return async () => false;
-  if (f.type === "fk") return async (id: number) => existing[m.keyOf(f.column!)] === id;
+  if (f.type === "fk" || f.type === "object_type_ref")
+    return async (id: number) => existing[m.keyOf(f.column!)] === id;
+  if (f.type === "object_type_refs")
+    return async (id: number) =>
+      ((existing[m.keyOf(f.column!)] as number[] | null) ?? []).includes(id);
   let current: Promise<number[]> | null = null;
   return async (id: number) => {
     const { table: link, own, other } = f.link!;
@@ -1096,7 +1133,9 @@ async function convertValue(
     }
     case "object_type_ref": {
       const ot = await ctx.services.objectTypes.resolve(raw, ctx.db);
-      return ot ? { value: ot.id } : { error: `Unknown object type: ${JSON.stringify(raw)}` };
+      return ot && (namable(ctx, f, ot) || (await held(ot.id)))
+        ? { value: ot.id }
+        : { error: `Unknown object type: ${JSON.stringify(raw)}` };
     }
     case "object_type_refs":
     case "object_types": {
@@ -1104,13 +1143,19 @@ async function convertValue(
       const ids: number[] = [];
       for (const item of raw) {
         const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
-        if (!ot) return { error: `Unknown object type: ${JSON.stringify(item)}` };
+        // one the writer may not see is unknown, unless the object holds it already (a PUT)
+        if (!ot || (!namable(ctx, f, ot) && !(await held(ot.id))))
+          return { error: `Unknown object type: ${JSON.stringify(item)}` };
         ids.push(ot.id);
       }
       return { value: [...new Set(ids)] };
     }
   }
 }
+
+/** Whether the writer may name `type` in `f`: one they may not see does not exist to them (0187). */
+const namable = (ctx: WriteContext, f: Pick<FieldSpec, "namesAnyType">, type: ObjectTypeRow) =>
+  !!f.namesAnyType || writerSight(ctx.services, ctx.auth).sees(type);
 
 // ---- tags: generic (object_type, object_id) assignments -------------------------------------
 

@@ -61,6 +61,12 @@ export class ModelRegistry implements ModelRegistryApi {
     return [...this.#static.values()];
   }
 
+  runTimeApps(): Map<string, string[]> {
+    const apps = new Map<string, string[]>([...this.#resolvers.keys()].map((app) => [app, []]));
+    for (const info of this.#static.values()) apps.get(info.appLabel)?.push(info.model);
+    return apps;
+  }
+
   /**
    * Nested records for several models at once: every model with a SQL form is fetched in one
    * UNION ALL statement, the rest one lookup each.

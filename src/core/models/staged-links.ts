@@ -5,7 +5,8 @@
  */
 import { getTableName, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { label as otLabel } from "../object-types";
+import { label as otLabel, type ObjectTypeRow } from "../object-types";
+import { keepUnseen, writerSight } from "../auth/type-sight";
 import type { ApiRecord, ModelInfo, WriteContext } from "../context";
 import type { ReadPhase, WriteBatch } from "../rest/write-batch";
 import { inJsonList, rowsPerStatement } from "../../db/d1-limits";
@@ -17,6 +18,7 @@ export interface LinkField {
   required?: boolean;
   readOnly?: boolean;
   link?: { table: SQLiteTable; own: SQLiteColumn; other: SQLiteColumn };
+  namesAnyType?: boolean;
 }
 
 /** Link values by field name (target ids, in input order, distinct). */
@@ -30,6 +32,8 @@ export interface LinksFound {
   viewable: Map<string, Set<number>>;
   /** The stored rows' links, by field then row id. */
   stored: Map<string, Map<number, number[]>>;
+  /** object_types: the object types the stored rows' links name, by id. */
+  types: Map<number, ObjectTypeRow>;
 }
 
 /** Answers whether the writer may view each related id, as a read of the phase (staged.ts). */
@@ -51,6 +55,7 @@ export const noLinks = (): LinksFound => ({
   forms: new Map(),
   viewable: new Map(),
   stored: new Map(),
+  types: new Map(),
 });
 
 export class StagedLinks {
@@ -115,9 +120,14 @@ export class StagedLinks {
   ): (found: LinksFound) => void {
     const { table, own, other } = f.link!;
     const t = quoted(getTableName(table));
-    const form = info?.nestedSql?.selectOne
-      ? info.nestedSql.selectOne(sql`${t}.${quoted(other.name)}`)
-      : sql`NULL`;
+    const target = sql`${t}.${quoted(other.name)}`;
+    // an object type's name rides too: a write keeps the ones its writer may not see (0187)
+    const form =
+      f.type === "object_types"
+        ? sql`(SELECT json_array(o."app_label", o."model") FROM "object_types" o WHERE o."id" = ${target})`
+        : info?.nestedSql?.selectOne
+          ? info.nestedSql.selectOne(target)
+          : sql`NULL`;
     const rows = phase.add(
       ctx.services.db.orm.all<{ own: number; other: number; j: string | null }>(
         sql`SELECT ${t}.${quoted(own.name)} AS own, ${t}.${quoted(other.name)} AS other, ${form} AS j FROM ${t} WHERE ${inJsonList(sql`${t}.${quoted(own.name)}`, ids)} ORDER BY ${t}.${quoted(other.name)}`,
@@ -129,7 +139,10 @@ export class StagedLinks {
       for (const r of rows()) {
         const o = Number(r.own);
         (byOwn.get(o) ?? byOwn.set(o, []).get(o)!).push(Number(r.other));
-        if (r.j && info?.nestedSql)
+        if (r.j && f.type === "object_types") {
+          const [appLabel, model] = JSON.parse(r.j) as [string, string];
+          found.types.set(Number(r.other), { id: Number(r.other), appLabel, model });
+        } else if (r.j && info?.nestedSql)
           forms.set(Number(r.other), info.nestedSql.build(ctx, Number(r.other), JSON.parse(r.j)));
       }
       found.stored.set(f.name, byOwn);
@@ -157,13 +170,21 @@ export class StagedLinks {
     if (!Array.isArray(raw)) return { error: "Expected a list of items." };
     if (f.type === "object_types") {
       const ids: number[] = [];
+      const sight = f.namesAnyType ? null : writerSight(ctx.services, ctx.auth);
+      const held = existingId === null ? [] : (found.stored.get(f.name)?.get(existingId) ?? []);
       for (const item of raw) {
         // object types are the process's cache (read once, never changed): no round trip warm
         const ot = await ctx.services.objectTypes.resolve(item);
-        if (!ot) return { error: `Unknown object type: ${JSON.stringify(item)}` };
+        // one the writer may not see is unknown, unless the object holds it already (decision 0187)
+        if (!ot || (sight && !sight.sees(ot) && !held.includes(ot.id)))
+          return { error: `Unknown object type: ${JSON.stringify(item)}` };
         ids.push(ot.id);
       }
-      return { value: [...new Set(ids)] };
+      const named = [...new Set(ids)];
+      if (!sight) return { value: named };
+      // the types it holds that the writer may not see stay (0187)
+      const rows = held.flatMap((id) => (found.types.has(id) ? [found.types.get(id)!] : []));
+      return { value: keepUnseen(sight, named, rows) };
     }
     const ids = raw.map(idOf);
     if (!ids.every((x) => typeof x === "number" && Number.isInteger(x)))

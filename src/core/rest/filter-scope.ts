@@ -1,10 +1,12 @@
 /**
  * Filters over other objects (an object's tags) held to what the caller may view of them, so a
- * filter naming a hidden one answers as one naming nothing (decision 0178).
+ * filter naming a hidden one answers as one naming nothing (decision 0178); filters naming object
+ * types held to the types the caller may see (0187).
  */
 import type { SQL } from "drizzle-orm";
 import type { AuthState } from "../context";
 import { restrictWhere } from "../auth/restrict";
+import { typeSight } from "../auth/type-sight";
 import type { FilterSpec, ListSpec } from "./query";
 import type { ReadContext, Resource } from "./resource";
 
@@ -19,7 +21,14 @@ export async function viewerFilters(
   names: (name: string) => boolean,
 ): Promise<ListSpec> {
   let filters: Record<string, FilterSpec> | undefined;
+  const sight = typeSight(ctx.services, auth);
   for (const [name, spec] of Object.entries(list.filters)) {
+    // a filter naming object types: only those the caller may see (decision 0187)
+    if (spec.seenTypes && !sight.whole && names(name)) {
+      filters ??= { ...list.filters };
+      filters[name] = spec.seenTypes(sight.rows);
+      continue;
+    }
     if (!spec.heldTo || !names(name)) continue;
     const views: Array<SQL | undefined> = [];
     for (const label of spec.heldTo.labels) views.push(await viewOf(ctx, auth, label));

@@ -8,26 +8,33 @@ import { parseLabel } from "../object-types";
 import type { FilterSpec } from "./query";
 
 export function objectTypeFilters(name: string, column: SQLWrapper): Record<string, FilterSpec> {
+  return { [`${name}_id`]: { kind: "number", expr: column }, [name]: labelFilter(name, column) };
+}
+
+/** `<name>=<app_label>.<model>`: among the types `seen` admits, when given (decision 0187). */
+function labelFilter(
+  name: string,
+  column: SQLWrapper,
+  seen?: (appLabel: SQLWrapper, model: SQLWrapper) => SQL | undefined,
+): FilterSpec {
+  const shown = seen?.(sql.raw("app_label"), sql.raw("model"));
   return {
-    [`${name}_id`]: { kind: "number", expr: column },
-    [name]: {
-      kind: "string",
-      expr: column,
-      lookups: ["exact", "n"],
-      build: (lookup, values) => {
-        const labels = values.map((v) => {
-          const parts = parseLabel(v.trim());
-          if (!parts)
-            throw new ValidationError({
-              [lookup === "n" ? `${name}__n` : name]: [
-                `Expected "<app_label>.<model>", got "${v}".`,
-              ],
-            });
-          return sql`(app_label = ${parts.appLabel} AND model = ${parts.model})`;
-        });
-        const match: SQL = sql`${column} IN (SELECT id FROM object_types WHERE ${or(...labels)})`;
-        return lookup === "n" ? sql`NOT (${match})` : match;
-      },
+    kind: "string",
+    expr: column,
+    lookups: ["exact", "n"],
+    build: (lookup, values) => {
+      const labels = values.map((v) => {
+        const parts = parseLabel(v.trim());
+        if (!parts)
+          throw new ValidationError({
+            [lookup === "n" ? `${name}__n` : name]: [`Expected "<app_label>.<model>", got "${v}".`],
+          });
+        return sql`(app_label = ${parts.appLabel} AND model = ${parts.model})`;
+      });
+      const named = shown ? sql`(${or(...labels)}) AND ${shown}` : or(...labels);
+      const match: SQL = sql`${column} IN (SELECT id FROM object_types WHERE ${named})`;
+      return lookup === "n" ? sql`NOT (${match})` : match;
     },
+    seenTypes: seen ? undefined : (sight) => labelFilter(name, column, sight),
   };
 }

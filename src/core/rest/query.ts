@@ -39,6 +39,12 @@ export interface FilterSpec {
    * does not exist (decision 0178; `filter-scope.ts`).
    */
   heldTo?: { labels: string[]; within: (views: Array<SQL | undefined>) => FilterSpec };
+  /**
+   * A filter naming object types: the same filter matching only the types the caller may see
+   * (`seen`: their `object_types` rows as SQL over its two columns), so a hidden custom object
+   * type filters as one that does not exist (decision 0187; `filter-scope.ts`).
+   */
+  seenTypes?: (seen: (appLabel: SQLWrapper, model: SQLWrapper) => SQL | undefined) => FilterSpec;
 }
 
 const STRING_LOOKUPS = [

@@ -108,11 +108,14 @@ export const fieldModel = defineModel({
       name: "related_object_type",
       type: "object_type_ref",
       column: customObjectTypeFields.relatedObjectTypeId,
+      // a definition names the types its caller may view definitions of (0129), not 0187's
+      namesAnyType: true,
     },
     {
       name: "related_object_types",
       type: "object_type_refs",
       column: customObjectTypeFields.relatedObjectTypeIds,
+      namesAnyType: true,
     },
     {
       name: "related_object_filter",
