@@ -2,7 +2,8 @@
  * Outside probe (decision 0191): a record the caller may view must not count or name what they
  * may not view. An owner group's `member_count` counted owners hidden from the caller, and an
  * event rule's `action_object` named a webhook hidden from them (NetBox does both; we are
- * stricter). Detail, list, change log snapshots and write answers, on a local file and a remote
+ * stricter), and a write's webhook deliveries were the writer's jobs, telling them another's
+ * rule matched and how its receiver answered. Detail, list, change log snapshots and write answers, on a local file and a remote
  * database (their reads differ).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -53,8 +54,9 @@ for (const backend of ["local", "remote"] as const)
           [["view", "change"], "users.ownergroup", null],
           [["view"], "users.owner", { name: "seen owner" }],
           [["view", "change"], "extras.eventrule", null],
-          [["view"], "dcim.site", null],
+          [["view", "add"], "dcim.site", null],
           [["view"], "core.objectchange", null],
+          [["view"], "core.job", null],
         ])
       ).token;
       auditor = (
@@ -112,5 +114,18 @@ for (const backend of ["local", "remote"] as const)
       expect(JSON.stringify(patched.body)).not.toContain("SecretHook");
       expect((await get(one, auditor)).action_object.name).toBe("SecretHook");
       expect((await get(one, t().admin)).action_object.name).toBe("SecretHook");
+    });
+
+    test("a write's deliveries to another's webhook are not the writer's jobs", async () => {
+      const site = await t().json("POST", "/api/dcim/sites/", {
+        token: prober,
+        body: { name: "probe site", slug: "probe-site" },
+      });
+      expect(site.status, JSON.stringify(site.body)).toBe(201);
+      const jobs = async (token: string) =>
+        (await get("/api/core/jobs/?name=webhook.deliver", token)).results as any[];
+      expect(await jobs(prober)).toEqual([]);
+      // the rule matched: the delivery is queued, seen by a superuser
+      expect((await jobs(t().admin)).map((j) => j.object_id)).toEqual([hook]);
     });
   });

@@ -208,7 +208,8 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
         name: WEBHOOK_TASK,
         payload,
         maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
-        userId: event.userId,
+        // nobody's job but a superuser's: the writer may not see another's rule match (0191)
+        userId: null,
         objectTypeId: webhookType.id,
         objectId: rule.actionObjectId,
       }),
@@ -348,7 +349,7 @@ export function stageEventDeliveries(
         name: WEBHOOK_TASK,
         payload: null,
         maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
-        userId: event.userId,
+        userId: null, // as in `recordEventDeliveries` (decision 0191)
         objectTypeId: staged.webhookTypeId,
         objectId: rule.actionObjectId,
       },
