@@ -23,9 +23,8 @@ for (const backend of ["local", "remote"] as const)
       const writer = (
         await userWith(t(), "zed-writer", [[["add", "view", "change"], "dcim.site", null]])
       ).token;
-      const seen = (
-        await userWith(t(), "seen-writer", [[["add", "view"], "dcim.site", null]])
-      ).token;
+      const seen = (await userWith(t(), "seen-writer", [[["add", "view"], "dcim.site", null]]))
+        .token;
       for (const [token, slug] of [
         [t().admin, "s-one"],
         [writer, "s-two"],
@@ -95,7 +94,8 @@ for (const backend of ["local", "remote"] as const)
       expect((await t().req("DELETE", `/api/users/users/${gone.id}/`)).status).toBe(204);
       const of = async (token: string) =>
         names((await list(`&changed_object_id=${site.body.id}`, token)).results);
-      for (const token of [blind, partial]) expect(await of(token)).toEqual([["", "s-gone created", null]]);
+      for (const token of [blind, partial])
+        expect(await of(token)).toEqual([["", "s-gone created", null]]);
       expect(await of(seer)).toEqual([["gone-writer", "s-gone created by gone-writer", null]]);
     });
 

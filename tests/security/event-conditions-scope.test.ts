@@ -95,8 +95,18 @@ describe("a rule's conditions on what its owner may not view", () => {
         { attr: "snapshots.postchange.tenant.slug", value: "nope" },
       ],
       [
-        { and: [{ attr: "name", value: "red site" }, { attr: "tenant.display", value: "RedSecret" }] },
-        { and: [{ attr: "name", value: "red site" }, { attr: "tenant.display", value: "Nobody" }] },
+        {
+          and: [
+            { attr: "name", value: "red site" },
+            { attr: "tenant.display", value: "RedSecret" },
+          ],
+        },
+        {
+          and: [
+            { attr: "name", value: "red site" },
+            { attr: "tenant.display", value: "Nobody" },
+          ],
+        },
       ],
     ];
     const probes = [];

@@ -232,7 +232,10 @@ export function conditionReachesNested(
     // the whole snapshot compared: it holds its relations and tags
     return snapshot[2] === undefined ? reducible([root]) : pathReachesNested(root, snapshot[2]);
   }
-  return pathReachesNested(condition.snapshot ? input[condition.snapshot] : input.data, condition.attr);
+  return pathReachesNested(
+    condition.snapshot ? input[condition.snapshot] : input.data,
+    condition.attr,
+  );
 }
 
 /** True when the (already validated) condition holds; an empty condition (null) always holds. */

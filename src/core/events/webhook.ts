@@ -55,7 +55,9 @@ const DEFER_MS = 500;
 /** What a delivery the owners may not see records instead of sending (no data of the object). */
 const SKIPPED = { skipped: "the event rule's or webhook's owner may not view this object" };
 /** What a delivery records whose rule's conditions do not hold on what its owners may view. */
-const UNMATCHED = { skipped: "the event rule's conditions do not hold on what its owners may view" };
+const UNMATCHED = {
+  skipped: "the event rule's conditions do not hold on what its owners may view",
+};
 /** The one error of a delivery that got no answer: it must not tell a port scanner anything. */
 const CONNECTION_FAILED = "delivery failed: connection error";
 

@@ -347,7 +347,10 @@ export interface ListSpec {
    * Optional: a list whose own columns copy other objects' values (the change log's `user_name`),
    * its filters, orderings and search on them held to the caller's view of those objects (0191).
    */
-  heldTo?: { labels: string[]; within: (list: ListSpec, views: Array<SQL | undefined>) => ListSpec };
+  heldTo?: {
+    labels: string[];
+    within: (list: ListSpec, views: Array<SQL | undefined>) => ListSpec;
+  };
 }
 
 /**
