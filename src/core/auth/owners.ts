@@ -11,6 +11,7 @@ import { defineModel } from "../models/define";
 import { parseFilterNumber, type FilterSpec, type Lookup } from "../rest/query";
 import type { Executor } from "../../db/client";
 import type { ApiRecord } from "../context";
+import { restrictionFor } from "./restrict";
 
 export const ownerGroupModel = defineModel({
   appLabel: "users",
@@ -71,13 +72,22 @@ export const ownerGroupModel = defineModel({
   openapi: {
     record: {
       member_count: {
-        type: "integer",
+        type: ["integer", "null"],
         minimum: 0,
-        description: "How many owners the group holds.",
+        description:
+          "How many owners the group holds; null to a caller who may not view every owner.",
       },
     },
   },
 });
+
+// A count of owners the caller may not view is withheld (null), as impact counts are (decision
+// 0191, after 0181): counting only the visible ones would take a read per answer.
+ownerGroupModel.resource.hideNested = async (ctx, auth, records) => {
+  const view = restrictionFor(auth, ctx.services.config.loginRequired, "view", "users", "owner");
+  if (view.kind === "all") return records;
+  return records.map((rec) => ("member_count" in rec ? { ...rec, member_count: null } : rec));
+};
 
 export const ownerModel = defineModel({
   appLabel: "users",

@@ -1,7 +1,13 @@
 /** `/api/core/object-changes/`: the change log, read-only (§7). */
 import { inArray, or, sql, type SQL } from "drizzle-orm";
-import { objectChanges, objectTypes } from "../../db/schema";
-import { hideUnviewable, restrictWhere, tagsJudged, tagsProved } from "../auth/restrict";
+import { objectChanges, objectTypes, users } from "../../db/schema";
+import {
+  hideUnviewable,
+  restrictionFor,
+  restrictWhere,
+  tagsJudged,
+  tagsProved,
+} from "../auth/restrict";
 import { codename } from "../auth/permissions";
 import type { AuthState, AuthUser, ModelInfo } from "../context";
 import { defineModel, type DefinedModel } from "../models/define";
@@ -109,11 +115,48 @@ Object.assign(
   objectTypeFilters("changed_object_type", objectChanges.changedObjectTypeId),
 );
 
+/**
+ * A record's `user_name` (and the display naming it) copies its user's name: a caller who may not
+ * view that user reads neither (decision 0191; NetBox shows it). Its filter, `q` and ordering see
+ * the name only where the caller may view the user, so a guess answers as one naming nobody.
+ */
+const userNameSeen = (view: SQL | undefined) =>
+  view === undefined
+    ? objectChanges.userName
+    : sql`(CASE WHEN ${objectChanges.userId} IN (SELECT ${users.id} FROM ${users} WHERE ${view}) THEN ${objectChanges.userName} END)`;
+objectChangeModel.resource.list.heldTo = {
+  labels: ["users.user"],
+  within: (list, [view]) => {
+    const name = userNameSeen(view);
+    return {
+      ...list,
+      filters: { ...list.filters, user_name: { ...list.filters.user_name!, expr: name } },
+      orderings: { ...list.orderings, user_name: name },
+      search: list.search.map((term) => (term === objectChanges.userName ? name : term)),
+    };
+  },
+};
+
+/** The record without its user's name: `user_name` empty, `display` naming no one. */
+const nameless = (rec: ApiRecord): ApiRecord => {
+  const action = (rec.action as { value?: string } | null)?.value ?? "";
+  return { ...rec, user_name: "", display: `${rec.object_repr} ${PAST[action] ?? action}` };
+};
+// the user `relations` reduced to its id: the name goes with it
+objectChangeModel.resource.rederive = (rec) => {
+  const user = rec.user as Record<string, unknown> | null | undefined;
+  return user && !("username" in user) && rec.user_name ? nameless(rec) : rec;
+};
+
 // Snapshots are records of their object's model: related objects the caller may not view are
-// hidden in them exactly as in that model's own answers.
+// hidden in them exactly as in that model's own answers. A deleted user's name (no user left to
+// judge) shows only to a caller whose view of users is unconstrained.
 objectChangeModel.resource.hideNested = async (ctx, auth, records) => {
   const out: ApiRecord[] = [];
-  for (const rec of records) {
+  const loginRequired = ctx.services.config.loginRequired;
+  const usersWhole = restrictionFor(auth, loginRequired, "view", "users", "user").kind === "all";
+  for (const raw of records) {
+    const rec = !usersWhole && raw.user == null && raw.user_name ? nameless(raw) : raw;
     const label = typeof rec.changed_object_type === "string" ? rec.changed_object_type : null;
     const [app, model] = label ? (label.split(".") as [string, string]) : ["", ""];
     const proven = label ? modelsRead(ctx)?.get(label) : undefined;

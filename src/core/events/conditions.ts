@@ -189,6 +189,55 @@ function leafValue(condition: LeafCondition, input: ConditionInput): unknown {
   return resolvePath(root, condition.attr);
 }
 
+/** A nested record (an object with an `id`), or a list holding one: what an owner's view may cut. */
+const reducible = (v: unknown): boolean =>
+  Array.isArray(v) ? v.some(reducible) : isObject(v) && Object.hasOwn(v, "id");
+
+/** True when walking `path` from `root` (as `resolvePath` does) passes into a nested record. */
+function pathReachesNested(root: unknown, path: string): boolean {
+  let current: unknown = root;
+  for (const segment of path.split(".")) {
+    if (current === null || current === undefined) return false;
+    if (Array.isArray(current)) {
+      if (/^\d+$/.test(segment)) current = current[Number(segment)];
+      else
+        current = current.flatMap((item) =>
+          isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : [],
+        );
+    } else if (isObject(current)) {
+      current = Object.hasOwn(current, segment) ? current[segment] : undefined;
+    } else return false;
+    if (reducible(current)) return true;
+  }
+  return false;
+}
+
+/**
+ * True when the condition reads a related object or a tag of the changed record: what a rule's
+ * owner may not view, so its answer on the full record must not decide alone (decision 0191).
+ */
+export function conditionReachesNested(
+  condition: Condition | null | undefined,
+  input: ConditionInput,
+): boolean {
+  if (condition === null || condition === undefined) return false;
+  if ("and" in condition) return condition.and.some((c) => conditionReachesNested(c, input));
+  if ("or" in condition) return condition.or.some((c) => conditionReachesNested(c, input));
+  const op = condition.op ?? "eq";
+  if (op === "changed" || op === "unchanged")
+    return [input.prechange, input.postchange].some((s) => pathReachesNested(s, condition.attr));
+  const snapshot = /^snapshots\.(prechange|postchange)(?:\.(.*))?$/.exec(condition.attr);
+  if (snapshot) {
+    const root = input[snapshot[1] as "prechange" | "postchange"];
+    // the whole snapshot compared: it holds its relations and tags
+    return snapshot[2] === undefined ? reducible([root]) : pathReachesNested(root, snapshot[2]);
+  }
+  return pathReachesNested(
+    condition.snapshot ? input[condition.snapshot] : input.data,
+    condition.attr,
+  );
+}
+
 /** True when the (already validated) condition holds; an empty condition (null) always holds. */
 export function evaluateCondition(
   condition: Condition | null | undefined,

@@ -12,7 +12,7 @@ import type { Guard, Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
 import { slotKey } from "../slots";
 import type { ReadPhase, WriteBatch } from "../rest/write-batch";
-import { evaluateCondition, type Condition } from "./conditions";
+import { conditionReachesNested, evaluateCondition, type Condition } from "./conditions";
 
 export type ChangeAction = "create" | "update" | "delete";
 
@@ -110,19 +110,25 @@ async function readRules(db: Executor): Promise<ActiveRule[]> {
   }));
 }
 
-/** True when `rule` wants this change: its object type, its event type, its conditions. */
+/**
+ * True when `rule` may want this change: its object type, its event type, its conditions (those
+ * reading related objects or tags are decided again at delivery).
+ */
 function ruleMatches(
   rule: Pick<ActiveRule, "eventTypes" | "conditions" | "objectTypeIds">,
   event: ChangeEvent,
 ): boolean {
   if (!rule.objectTypeIds.has(event.objectTypeId)) return false;
   if (!rule.eventTypes.includes(EVENT_TYPE[event.action])) return false;
-  const data = event.postchange ?? event.prechange;
-  return evaluateCondition(rule.conditions as Condition | null, {
-    data,
+  const input = {
+    data: event.postchange ?? event.prechange,
     prechange: event.prechange,
     postchange: event.postchange,
-  });
+  };
+  const condition = rule.conditions as Condition | null;
+  // A condition reading related objects or tags is decided at delivery, on the record as the
+  // rule's and webhook's owners may view it (decision 0191): here it only queues the delivery.
+  return evaluateCondition(condition, input) || conditionReachesNested(condition, input);
 }
 
 /** What one write transaction has put in the outbox so far. */
@@ -202,7 +208,8 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
         name: WEBHOOK_TASK,
         payload,
         maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
-        userId: event.userId,
+        // nobody's job but a superuser's: the writer may not see another's rule match (0191)
+        userId: null,
         objectTypeId: webhookType.id,
         objectId: rule.actionObjectId,
       }),
@@ -342,7 +349,7 @@ export function stageEventDeliveries(
         name: WEBHOOK_TASK,
         payload: null,
         maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
-        userId: event.userId,
+        userId: null, // as in `recordEventDeliveries` (decision 0191)
         objectTypeId: staged.webhookTypeId,
         objectId: rule.actionObjectId,
       },

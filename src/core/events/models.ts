@@ -287,6 +287,13 @@ export const eventRuleModel = defineModel({
   },
 });
 
+// A rule's webhook is a relation: a caller who may not view it sees its id alone (decision 0191;
+// NetBox names it), in every answer and in the one read that judges relations.
+eventRuleModel.resource.relations = [
+  ...(eventRuleModel.resource.relations ?? []),
+  { name: "action_object", target: "extras.webhook", expr: eventRules.actionObjectId },
+];
+
 type Row = Record<string, any>;
 
 /** A rule's `action_object_type` and `action_object` from the webhooks read for it. */

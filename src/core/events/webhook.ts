@@ -13,6 +13,7 @@ import { DeferJob, PermanentJobError } from "../../services/tasks/queue";
 import type { ApiRecord, Services } from "../context";
 import type { WebhookTaskPayload } from "./dispatch";
 import { headerTemplates, renderBody, renderHeaderValue } from "./render";
+import { evaluateCondition, type Condition } from "./conditions";
 import { hideFromOwner, mayViewChanged, ownerAuth } from "./scope";
 import { refusedAtDelivery } from "./targets";
 
@@ -53,6 +54,10 @@ const DEFER_MS = 500;
 
 /** What a delivery the owners may not see records instead of sending (no data of the object). */
 const SKIPPED = { skipped: "the event rule's or webhook's owner may not view this object" };
+/** What a delivery records whose rule's conditions do not hold on what its owners may view. */
+const UNMATCHED = {
+  skipped: "the event rule's conditions do not hold on what its owners may view",
+};
 /** The one error of a delivery that got no answer: it must not tell a port scanner anything. */
 const CONNECTION_FAILED = "delivery failed: connection error";
 
@@ -121,12 +126,15 @@ async function deliver(
     .where(eq(objectChanges.id, payload.change));
   if (!change) throw new PermanentJobError(`change record ${payload.change} no longer exists`);
   const [rule] = await db
-    .select({ userId: eventRules.userId })
+    .select({ userId: eventRules.userId, conditions: eventRules.conditions })
     .from(eventRules)
     .where(eq(eventRules.id, payload.event_rule));
   const visible = rule && (await visibleSnapshots(services, rule.userId, hook.userId, change));
   if (!visible) return SKIPPED;
   const [prechange, postchange] = visible;
+  // the rule's conditions judged on what its owners may view, never on what they may not (0191)
+  const input = { data: postchange ?? prechange, prechange, postchange };
+  if (!evaluateCondition(rule.conditions as Condition | null, input)) return UNMATCHED;
   const event = {
     event: EVENT[change.action] ?? change.action,
     timestamp: change.time,

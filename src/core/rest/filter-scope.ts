@@ -36,7 +36,20 @@ export async function viewerFilters(
     filters ??= { ...list.filters };
     filters[name] = spec.heldTo.within(views);
   }
-  return filters ? { ...list, filters } : list;
+  const held = filters ? { ...list, filters } : list;
+  return list.heldTo ? heldList(ctx, auth, held, list.heldTo) : held;
+}
+
+/** `list` with the columns it copies from other objects held to the caller's view of them. */
+async function heldList(
+  ctx: ReadContext,
+  auth: AuthState,
+  list: ListSpec,
+  heldTo: NonNullable<ListSpec["heldTo"]>,
+): Promise<ListSpec> {
+  const views: Array<SQL | undefined> = [];
+  for (const label of heldTo.labels) views.push(await viewOf(ctx, auth, label));
+  return views.every((v) => v === undefined) ? list : heldTo.within(list, views);
 }
 
 /** The caller's view condition over the model `label`'s table; undefined when nothing limits it. */

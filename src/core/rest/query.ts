@@ -343,6 +343,14 @@ export interface ListSpec {
    * (`term` is the `q` condition, for rows the index does not hold yet), or undefined.
    */
   searchFirstPage?: (q: string, term: SQL) => IndexedSearch | undefined;
+  /**
+   * Optional: a list whose own columns copy other objects' values (the change log's `user_name`),
+   * its filters, orderings and search on them held to the caller's view of those objects (0191).
+   */
+  heldTo?: {
+    labels: string[];
+    within: (list: ListSpec, views: Array<SQL | undefined>) => ListSpec;
+  };
 }
 
 /**

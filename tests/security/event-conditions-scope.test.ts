@@ -1,0 +1,143 @@
+/**
+ * Outside probe (decision 0191): an event rule's conditions are an oracle over the object they
+ * watch. A user who may manage rules and webhooks, and view sites but not every tenant or tag,
+ * writes conditions on a visible site's hidden tenant and tags (`tenant.name contains "Red"`, a
+ * negated guess, `tags.slug`, `snapshots.postchange.…`) and learns, from whether their own
+ * receiver is called, what they may not view. Each guess must deliver exactly as a wrong guess
+ * does; conditions on what they may view still decide. Real redis-server, real worker, real
+ * receivers on 127.0.0.1.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { userWith } from "../helpers/grants";
+import { jobsNamed, makeTasksEnv, startReceiver, waitFor, type TasksEnv } from "../tasks/harness";
+
+let env: TasksEnv;
+let prober = "";
+const receivers: Array<ReturnType<typeof startReceiver>> = [];
+const ids: Record<string, number> = {};
+
+const made = async (path: string, body: unknown, token?: string) => {
+  const r = await env.t.json("POST", path, { body, ...(token ? { token } : {}) });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  return r.body.id as number;
+};
+
+beforeAll(async () => {
+  env = await makeTasksEnv();
+  env.startWorker();
+  ids.blue = await made("/api/tenancy/tenants/", { name: "Blue", slug: "blue" });
+  ids.red = await made("/api/tenancy/tenants/", { name: "RedSecret", slug: "red" });
+  ids.open = await made("/api/extras/tags/", { name: "open tag", slug: "open-tag" });
+  ids.hidden = await made("/api/extras/tags/", { name: "hidden tag", slug: "hidden-tag" });
+  prober = (
+    await userWith(env.t, "cond-prober", [
+      [["view", "add", "change", "delete"], "extras.webhook", null],
+      [["view", "add", "change", "delete"], "extras.eventrule", null],
+      [["view"], "dcim.site", null],
+      [["view"], "tenancy.tenant", { slug: "blue" }],
+      [["view"], "extras.tag", { slug: "open-tag" }],
+    ])
+  ).token;
+});
+afterAll(async () => {
+  for (const r of receivers) r.stop();
+  await env.close();
+});
+
+/** A receiver, a webhook to it and a rule on site creates with `conditions`, all the prober's. */
+async function probe(conditions: unknown) {
+  const receiver = startReceiver();
+  receivers.push(receiver);
+  const name = `p-${crypto.randomUUID().slice(0, 8)}`;
+  const hook = await made("/api/extras/webhooks/", { name, payload_url: receiver.url }, prober);
+  await made(
+    "/api/extras/event-rules/",
+    {
+      name,
+      object_types: ["dcim.site"],
+      event_types: ["object_created"],
+      conditions,
+      action_object_type: "extras.webhook",
+      action_object_id: hook,
+    },
+    prober,
+  );
+  return { hook, receiver };
+}
+
+/** Once every delivery job of these webhooks has finished: how many bodies each receiver got. */
+async function delivered(probes: Array<Awaited<ReturnType<typeof probe>>>) {
+  const hooks = new Set(probes.map((p) => p.hook));
+  await waitFor("the probes' deliveries to finish", async () => {
+    const jobs = (await jobsNamed(env.t, "webhook.deliver")).filter((j) => hooks.has(j.object_id));
+    return jobs.every((j) => ["completed", "errored", "failed"].includes(j.status.value));
+  });
+  return probes.map((p) => p.receiver.received.length);
+}
+
+describe("a rule's conditions on what its owner may not view", () => {
+  test("a guess at a hidden tenant's name or a hidden tag delivers as a wrong guess does", async () => {
+    const guesses: Array<[unknown, unknown]> = [
+      [
+        { attr: "tenant.name", op: "contains", value: "Red" },
+        { attr: "tenant.name", op: "contains", value: "Xyz" },
+      ],
+      [
+        { attr: "tenant.name", value: "RedSecret", negate: true },
+        { attr: "tenant.name", value: "Nobody", negate: true },
+      ],
+      [
+        { attr: "tags.slug", op: "contains", value: "hidden-tag" },
+        { attr: "tags.slug", op: "contains", value: "no-such-tag" },
+      ],
+      [
+        { attr: "snapshots.postchange.tenant.slug", value: "red" },
+        { attr: "snapshots.postchange.tenant.slug", value: "nope" },
+      ],
+      [
+        {
+          and: [
+            { attr: "name", value: "red site" },
+            { attr: "tenant.display", value: "RedSecret" },
+          ],
+        },
+        {
+          and: [
+            { attr: "name", value: "red site" },
+            { attr: "tenant.display", value: "Nobody" },
+          ],
+        },
+      ],
+    ];
+    const probes = [];
+    for (const [right, wrong] of guesses) probes.push(await probe(right), await probe(wrong));
+    await made("/api/dcim/sites/", {
+      name: "red site",
+      slug: "red-site",
+      tenant: ids.red,
+      tags: [ids.hidden, ids.open],
+    });
+    const counts = await delivered(probes);
+    for (let i = 0; i < guesses.length; i++)
+      expect(counts[2 * i], JSON.stringify(guesses[i]![0])).toBe(counts[2 * i + 1]!);
+  });
+
+  test("conditions on what the owner may view still decide", async () => {
+    const probes = [
+      await probe({ attr: "tenant.name", value: "Blue" }),
+      await probe({ attr: "tenant.name", value: "Green" }),
+      await probe({ attr: "tags.slug", op: "contains", value: "open-tag" }),
+      await probe({ attr: "name", value: "blue site" }),
+      await probe({ attr: "name", value: "other site" }),
+    ];
+    await made("/api/dcim/sites/", {
+      name: "blue site",
+      slug: "blue-site",
+      tenant: ids.blue,
+      tags: [ids.open],
+    });
+    expect(await delivered(probes)).toEqual([1, 0, 1, 1, 0]);
+    // and the body holds the visible tenant whole
+    expect(JSON.parse(probes[0]!.receiver.received[0]!.body).data.tenant.name).toBe("Blue");
+  });
+});
