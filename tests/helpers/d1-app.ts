@@ -32,10 +32,13 @@ export interface D1App {
   stop(): Promise<void>;
 }
 
-/** Starts it on a fresh directory named after `name`; `wrap` may watch the database. */
+/**
+ * Starts it on a fresh directory named after `name`; `wrap` may watch the database, or make
+ * another one over the binding (to watch the statements it prepares).
+ */
 export async function startD1App(
   name: string,
-  wrap: (db: Database) => Database = (db) => db,
+  wrap: (db: Database, binding: D1Binding) => Database = (db) => db,
 ): Promise<D1App> {
   const dir = mkdtempSync(join(tmpdir(), `host-${name}-`));
   await migrateLocalD1(dir);
@@ -58,7 +61,7 @@ export async function startD1App(
   );
   const app = await createApp({
     config,
-    db: wrap(d1Database(binding)),
+    db: wrap(d1Database(binding), binding),
     cache: createCache("memory", {}),
   });
   const token = await d1SuperuserToken(binding, "admin");
