@@ -12,6 +12,7 @@ import { freshRead } from "../core/fresh-read";
 import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { databaseStamp } from "../core/database-stamp";
 import type { Queries } from "../db/client";
+import { idsList } from "../db/d1-limits";
 import { choiceSets } from "../db/schema";
 import type { Entry } from "./shared";
 
@@ -81,10 +82,8 @@ export class Loaders {
       const visible = where ? [...(await admitted(this.ctx, r, ids, where))] : ids;
       return r.load(this.ctx, visible);
     }
-    const listed = sql.join(
-      ids.map((id) => sql`${id}`),
-      sql`, `,
-    );
+    // a page's hundreds of ids ride as one JSON value (`idsList`, decision 0188)
+    const listed = idsList(ids);
     let plan!: LoadPlan;
     // the request's guards ride in it when no list's read took them (an object by id)
     const answers = await freshRead(this.http, async () => {

@@ -5,13 +5,12 @@
  * (the transaction) and remote (the batch) answer alike; remote, each is at most 4 round trips.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { servicesOf } from "../../src/app";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import type { TestApp } from "../helpers/app";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { userWith } from "../helpers/grants";
 import { CO } from "./fixtures";
+import { settleBeforeCounting } from "../helpers/settle";
 
 const SCHEMA = `${CO}/schema`;
 const TYPE = "custom_objects.customobjecttype";
@@ -68,7 +67,8 @@ function suite(backend: "local" | "remote") {
     afterAll(() => on.close());
     /** One step as the constrained caller: recorded, and remote at most `most` round trips. */
     const step = async (name: string, most: number, path: string, body?: unknown) => {
-      await flushSearchIndexesNow(servicesOf(t.app));
+      // earlier writes' search flush and the token's use run off the request: not the step's
+      await settleBeforeCounting(t.app, () => t.json("GET", "/api/status/", { token }), "shaper");
       proxy?.reset();
       const r = await t.json("POST", path, { token, body });
       if (proxy)
@@ -150,7 +150,11 @@ function suite(backend: "local" | "remote") {
         const entry = entries.find(
           (e: { custom_object_type: { slug: string } }) => e.custom_object_type.slug === slug,
         );
-        await flushSearchIndexesNow(servicesOf(t.app));
+        await settleBeforeCounting(
+          t.app,
+          () => t.json("GET", "/api/status/", { token: restorer }),
+          "restorer",
+        );
         proxy?.reset();
         const r = await t.json("POST", `${SCHEMA}/trash/${entry.id}/restore/`, { token: restorer });
         if (proxy) expect(proxy.count, JSON.stringify(r.body)).toBeLessThanOrEqual(most);

@@ -4,8 +4,8 @@
  * local libSQL file, a remote libSQL server over HTTP (the Hrana tool, as Turso is reached) and
  * Cloudflare D1 (miniflare), and a violation maps to the same 400.
  */
+import { startMiniflare, type WatchedMiniflare } from "../helpers/workerd-watch";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Miniflare } from "miniflare";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,7 +19,7 @@ import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 
 let dir: string;
 let hrana: HranaServer;
-let mf: Miniflare;
+let mf: WatchedMiniflare;
 const dbs: Record<string, Database> = {};
 const COT = 900;
 const FIELDS = [
@@ -34,12 +34,12 @@ beforeAll(async () => {
   hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
   dbs.local = await openDatabase(`file:${join(dir, "local.db")}`);
   dbs.remote = await openDatabase(hrana.url);
-  mf = new Miniflare({
+  mf = await startMiniflare("constraints-backends", {
     modules: true,
     script: "export default { fetch() { return new Response('') } }",
     d1Databases: ["DB"],
   });
-  dbs.d1 = d1Database((await mf.getD1Database("DB")) as unknown as D1Binding);
+  dbs.d1 = d1Database(mf.watched((await mf.mf.getD1Database("DB")) as unknown as D1Binding));
   for (const db of Object.values(dbs)) {
     await db.execute({
       sql: `CREATE TABLE co_${COT} (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, vid INTEGER, status TEXT)`,
@@ -59,7 +59,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const db of Object.values(dbs)) await db.close();
-  await mf?.dispose();
+  await mf?.stop();
   await hrana?.stop();
   rmSync(dir, { recursive: true, force: true });
 });

@@ -6,10 +6,10 @@
  * grouped in fives pass D1's five terms of a compound SELECT where a flat one does not (0161), and
  * a list for `IN (…)` is one bound value however long (`inJsonList`).
  */
+import { startMiniflare, type WatchedMiniflare } from "../helpers/workerd-watch";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
-import { Miniflare } from "miniflare";
 import type { ApiError } from "../../src/api-error";
 import type { Database } from "../../src/db/client";
 import { d1Database, type D1Binding } from "../../src/db/d1";
@@ -27,21 +27,21 @@ import {
   unionAll,
 } from "../../src/db/d1-limits";
 
-let mf: Miniflare;
+let mf: WatchedMiniflare;
 let db: Database;
 
 beforeAll(async () => {
-  mf = new Miniflare({
+  mf = await startMiniflare("d1-limits", {
     modules: true,
     script: "export default { fetch() { return new Response('') } }",
     d1Databases: ["DB"],
   });
-  db = d1Database((await mf.getD1Database("DB")) as unknown as D1Binding);
+  db = d1Database(mf.watched((await mf.mf.getD1Database("DB")) as unknown as D1Binding));
   await db.execute({ sql: "CREATE TABLE kept (k INTEGER, v)", args: [] });
 });
 afterAll(async () => {
   await db?.close();
-  await mf?.dispose();
+  await mf?.stop();
 });
 
 const TRICKY = [

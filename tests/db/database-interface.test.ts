@@ -6,9 +6,9 @@
  * the whole write; a lost race is caught inside the write by the guard, never by a lock held
  * across round trips; D1 refuses interactive transactions.
  */
+import { startMiniflare, type WatchedMiniflare } from "../helpers/workerd-watch";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { Miniflare } from "miniflare";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,7 +30,7 @@ import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 let dir: string;
 let remote: RemoteDb | undefined;
 let proxy: CountingProxy;
-let mf: Miniflare;
+let mf: WatchedMiniflare;
 const dbs: Record<string, Database> = {};
 
 /** The guard's migration, statement by statement (D1 here is migrated by hand). */
@@ -47,12 +47,12 @@ beforeAll(async () => {
   dbs.local = await openDatabase(`file:${join(dir, "local.db")}`);
   dbs.remote = await openDatabase(remote.url);
   for (const db of [dbs.local, dbs.remote]) await runMigrations(db);
-  mf = new Miniflare({
+  mf = await startMiniflare("database-interface", {
     modules: true,
     script: "export default { fetch() { return new Response('') } }",
     d1Databases: ["DB"],
   });
-  const binding = (await mf.getD1Database("DB")) as unknown as D1Binding;
+  const binding = mf.watched((await mf.mf.getD1Database("DB")) as unknown as D1Binding);
   dbs.d1 = d1Database(binding);
   for (const s of guardStatements()) await dbs.d1.execute({ sql: s, args: [] });
   for (const db of Object.values(dbs))
@@ -63,7 +63,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const db of Object.values(dbs)) await db.close();
-  await mf?.dispose();
+  await mf?.stop();
   await remote?.stop();
   rmSync(dir, { recursive: true, force: true });
 });

@@ -15,6 +15,7 @@ import { servicesOf } from "../../src/app";
 import { forgetChange } from "../../src/core/changes/seen";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { settleBeforeCounting } from "../helpers/settle";
 
 type Mode = "looked-at" | "unseen";
 type Body = Record<string, any>;
@@ -66,6 +67,8 @@ for (const backend of ["local", "remote"] as const)
       /** Reverts `change`; answers the answer and its remote round trips (0 on a local file). */
       const revert = async (change: number, query = "") => {
         await prepare(change);
+        // the writes' search flush and the token's use run off their requests: not the revert's
+        await settleBeforeCounting(t().app, () => t().json("GET", "/api/status/"), "admin");
         on.proxy?.reset();
         const r = await t().json("POST", `/api/core/object-changes/${change}/revert/${query}`);
         return { ...r, trips: on.proxy?.count ?? 0 };

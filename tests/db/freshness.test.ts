@@ -17,6 +17,7 @@ import { waitFor } from "../helpers/wait";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { settleBeforeCounting } from "../helpers/settle";
 
 let remote: RemoteDb;
 let proxy: CountingProxy;
@@ -50,9 +51,11 @@ async function writeViaB(method: string, path: string, token: string, body: unkn
  * Runs both instances' deferred search-index flushes now: an earlier test's custom-object writes
  * leave one armed, and its statements would land in the next count.
  */
-async function settleBackground() {
+async function settleBackground(as: { token: string; username: string } | null = null) {
   await flushSearchIndexesNow(servicesOf(a.app));
-  await flushSearchIndexesNow(servicesOf(b.app));
+  // and the token's use, recorded off B's requests, once a minute: the counts are of B's work
+  const { token, username } = as ?? { token: a.admin, username: "admin" };
+  await settleBeforeCounting(b.app, () => viaB("GET", "/api/status/", token), username);
 }
 
 /** How many sites named `name` the database holds (read through A). */
@@ -167,7 +170,7 @@ describe("a change through instance A is seen by the next read through instance 
     for (const page of ["", "&limit=2", "&limit=2&offset=1", "&limit=3&offset=2", "&offset=50"]) {
       const path = `${CO}/linked-objects/?object_type=dcim.site&object_id=${site}${page}`;
       const stepwise = await viaB("GET", path, a.admin); // the first asks keeps the fields
-      await flushSearchIndexesNow(servicesOf(a.app)); // A's deferred flush, not in B's count
+      await settleBackground(); // A's deferred flush and the token's use, not in B's count
       proxy.reset();
       const oneRead = await viaB("GET", path, a.admin);
       // one read: the multiobject field's links and their nested forms ride on the rows
@@ -394,13 +397,13 @@ describe("a change through instance A holds for the next write through instance 
     const warm = await writeViaB("POST", "/api/dcim/sites/", token, { name: "o0", slug: "o0" });
     expect(warm.status).toBe(201); // B holds the token and its grants
     await waitFor(async () => (await tokenUsed("one-trip-writer")) === true);
-    await settleBackground();
+    await settleBackground({ token, username: "one-trip-writer" });
     proxy.reset();
     const steady = await writeViaB("POST", "/api/dcim/sites/", token, { name: "o1", slug: "o1" });
     expect(steady.status).toBe(201);
     expect(proxy.count).toBe(1); // the create is its batch alone: the one-trip path
     await removePermission("one-trip-writer-dcim.site-add");
-    await settleBackground();
+    await settleBackground({ token, username: "one-trip-writer" });
     proxy.reset();
     const after = await writeViaB("POST", "/api/dcim/sites/", token, { name: "o2", slug: "o2" });
     expect(after.status).toBe(403);
@@ -413,7 +416,7 @@ describe("a change through instance A holds for the next write through instance 
     const path = `${CO}/gadget/`;
     expect((await writeViaB("POST", path, maker, { title: "m0" })).status).toBe(201);
     await waitFor(async () => (await tokenUsed("one-trip-maker")) === true);
-    await settleBackground();
+    await settleBackground({ token: maker, username: "one-trip-maker" });
     proxy.reset();
     expect((await writeViaB("POST", path, maker, { title: "m1" })).status).toBe(201);
     expect(proxy.count).toBe(1);
@@ -549,13 +552,13 @@ describe("a change through instance A holds for the next write through instance 
       );
       return mine.length > 0 && mine.every((t: { last_used: string | null }) => t.last_used);
     });
-    await settleBackground();
+    await settleBackground({ token, username: "steady-writer" });
     proxy.reset();
     const site = await writeViaB("POST", "/api/dcim/sites/", token, { name: "s1", slug: "s1" });
     expect(site.status).toBe(201);
     // a create that reads nothing: its batch alone, carrying the token guard (decision 0107)
     expect(proxy.count).toBe(1);
-    await settleBackground();
+    await settleBackground({ token, username: "steady-writer" });
     proxy.reset();
     const patch = await writeViaB("PATCH", `/api/dcim/sites/${site.body.id}/`, token, {
       description: "steady",

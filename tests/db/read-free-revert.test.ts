@@ -10,12 +10,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { forgetChange, seenChange } from "../../src/core/changes/seen";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import type { TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import { waitFor } from "../helpers/wait";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { settleBeforeCounting } from "../helpers/settle";
 
 type Mode = "looked-at" | "unseen";
 
@@ -36,6 +36,14 @@ function steps(mode: Mode, get: () => BackendApp) {
   const proxy = () => get().proxy!;
   const seen: Answer[] = [];
   answers[mode] = seen;
+  /** Each caller's username by token: a revert's settle waits for that caller's token use. */
+  const usernames = new Map<string, string>();
+  /** A user with `grants` (`userWith`), remembered by token. */
+  const userAs = async (username: string, grants: Parameters<typeof userWith>[2]) => {
+    const made = await userWith(t(), username, grants);
+    usernames.set(made.token, username);
+    return made;
+  };
   const lastChange = async () =>
     Number(
       ((await t().deps.db.orm.all(sql`SELECT max(id) AS id FROM object_changes`)) as any[])[0].id,
@@ -47,11 +55,17 @@ function steps(mode: Mode, get: () => BackendApp) {
       expect((await t().json("GET", `/api/core/object-changes/${change}/`)).status).toBe(200);
     else forgetChange(services, change);
     expect(seenChange(services, change) !== undefined).toBe(mode === "looked-at");
-    await flushSearchIndexesNow(services);
   };
   /** Reverts `change`; answers the answer and its remote round trips. */
   const revert = async (step: string, change: number, opts: { token?: string; query?: string }) => {
     await prepare(change);
+    // earlier writes' search flush and the caller's token use run off their requests
+    const token = opts.token ?? t().admin;
+    await settleBeforeCounting(
+      t().app,
+      () => t().json("GET", "/api/status/", { token }),
+      opts.token ? usernames.get(opts.token) : "admin",
+    );
     proxy().reset();
     const r = await t().json(
       "POST",
@@ -67,7 +81,7 @@ function steps(mode: Mode, get: () => BackendApp) {
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     return lastChange();
   };
-  return { t, proxy, lastChange, revert, patch };
+  return { t, proxy, lastChange, revert, patch, userAs };
 }
 
 function suite(mode: Mode) {
@@ -77,7 +91,7 @@ function suite(mode: Mode) {
       on = await appOn("remote", `read-free-${mode}`);
     });
     afterAll(() => on.close());
-    const { t, revert, patch, lastChange } = steps(mode, () => on);
+    const { t, revert, patch, lastChange, userAs } = steps(mode, () => on);
     let tag: number;
     let siteId: number;
     let serial = 0;
@@ -227,7 +241,7 @@ function suite(mode: Mode) {
       expect(forced.status, JSON.stringify(forced.body)).toBe(200);
       expect(forced.body.object.site).toBe(null);
       const adder = (
-        await userWith(t(), `rf-thing-adder-${o}`, [
+        await userAs(`rf-thing-adder-${o}`, [
           [["view"], "custom_objects.rfthing", null],
           [["view"], "dcim.site", null],
           [["view"], "extras.tag", null],
@@ -296,7 +310,7 @@ function suite(mode: Mode) {
       expect(done.trips).toBe(2);
       expect((await t().json("GET", `/api/dcim/sites/${s}/`)).status).toBe(404);
       const deleter = (
-        await userWith(t(), `rf-deleter-${s}`, [
+        await userAs(`rf-deleter-${s}`, [
           [["view"], "dcim.site", null],
           [["delete"], "dcim.site", { description: "nothing like it" }],
           [["view"], "core.objectchange", null],
@@ -360,7 +374,7 @@ function suite(mode: Mode) {
       expect((await t().json("GET", `/api/dcim/sites/${taken}/`)).status).toBe(404);
       expect((await t().req("DELETE", `/api/dcim/sites/${rival.body.id}/`)).status).toBe(204);
       const adder = (
-        await userWith(t(), `rf-adder-${n}`, [
+        await userAs(`rf-adder-${n}`, [
           [["view"], "dcim.site", null],
           [["add"], "dcim.site", { description: "nothing like it" }],
           [["view"], "core.objectchange", null],
@@ -489,8 +503,8 @@ function suite(mode: Mode) {
         [["view"], "extras.tag", null],
         [["view"], "core.objectchange", null],
       ];
-      const limited = (await userWith(t(), "rf-dry-limited", grants({ title: "nothing" }))).token;
-      const keeper = (await userWith(t(), "rf-dry-keeper", grants({ title: "y-second" }))).token;
+      const limited = (await userAs("rf-dry-limited", grants({ title: "nothing" }))).token;
+      const keeper = (await userAs("rf-dry-keeper", grants({ title: "y-second" }))).token;
       const query = "?dry_run=true";
       const hidden = await revert("dry: hidden", tagged, { token: limited, query });
       expect(hidden.status, JSON.stringify(hidden.body)).toBe(404);
@@ -605,7 +619,7 @@ function suite(mode: Mode) {
       const slugOf = async (id: number) =>
         (await t().json("GET", `/api/dcim/sites/${id}/`)).body.slug as string;
       const limited = (
-        await userWith(t(), "rf-limited", [
+        await userAs("rf-limited", [
           [["view"], "dcim.site", { slug: await slugOf(viewed) }],
           [["change"], "dcim.site", { slug: "nothing-of-theirs" }],
           [["view"], "core.objectchange", null],
@@ -613,7 +627,7 @@ function suite(mode: Mode) {
       ).token;
       // may change only what says "after": the revert would leave it outside
       const keeper = (
-        await userWith(t(), "rf-keeper", [
+        await userAs("rf-keeper", [
           [["view"], "dcim.site", null],
           [["change"], "dcim.site", { description: "after" }],
           [["view"], "core.objectchange", null],
@@ -642,7 +656,7 @@ function suite(mode: Mode) {
       const after = await t().json("GET", "/api/core/object-changes/?limit=1");
       expect(after.body.count).toBe(before.body.count);
       const editor = (
-        await userWith(t(), "rf-editor", [
+        await userAs("rf-editor", [
           [["view", "change"], "dcim.site", { slug: await slugOf(viewed) }],
           [["view"], "core.objectchange", null],
         ])

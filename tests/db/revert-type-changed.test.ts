@@ -13,6 +13,7 @@ import { BASE } from "../helpers/app";
 import { anotherInstance } from "../helpers/instances";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
+import { settleBeforeCounting } from "../helpers/settle";
 
 type Instance = Awaited<ReturnType<typeof anotherInstance>>;
 
@@ -72,6 +73,8 @@ for (const backend of ["remote", "local"] as const)
      */
     async function revertedAsNow(change: number, url: string, expectObject: boolean) {
       const before = (await viaB("GET", url)).body;
+      // earlier writes' search flush and the token's use (B's) run off their requests
+      await settleBeforeCounting(b.app, () => viaB("GET", "/api/status/"), "admin");
       on.proxy?.reset();
       const r = await viaB("POST", `/api/core/object-changes/${change}/revert/`);
       const trips = on.proxy?.count ?? 0;

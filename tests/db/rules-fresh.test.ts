@@ -15,6 +15,7 @@ import { anotherInstance } from "../helpers/instances";
 import type { CountingProxy } from "../helpers/counting-proxy";
 import { appOn } from "../helpers/remote-db";
 import { addField, CO, makeCot } from "../custom-objects/fixtures";
+import { settleBeforeCounting } from "../helpers/settle";
 
 interface Pair {
   a: TestApp;
@@ -67,7 +68,8 @@ for (const kind of ["remote", "local"] as const) {
      */
     const settleBackground = async () => {
       await flushSearchIndexesNow(servicesOf(p.a.app));
-      await flushSearchIndexesNow(servicesOf(p.b.app));
+      // and the admin token's use, recorded off B's requests: the counts are of B's writes
+      await settleBeforeCounting(p.b.app, () => viaB("GET", "/api/status/", undefined), "admin");
     };
     /** Delivery jobs queued for webhook `hook`. */
     const deliveries = async (hook: number) =>

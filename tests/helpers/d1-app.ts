@@ -2,7 +2,6 @@
  * The real app in process over miniflare's D1, migrated by wrangler as a deploy migrates it, with
  * a superuser's token: the set-up of the D1 write tests.
  */
-import { Miniflare } from "miniflare";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,7 +12,7 @@ import { d1Database, type D1Binding } from "../../src/db/d1";
 import { createCache } from "../../src/services/cache";
 import { d1PersistDir, d1Settings, d1SuperuserToken, migrateLocalD1 } from "../../tools/d1-local";
 import { BASE } from "./app";
-import { watchWorkerd, type WorkerdWatch } from "./workerd-watch";
+import { startMiniflare, type WorkerdWatch } from "./workerd-watch";
 
 export interface D1App {
   app: Awaited<ReturnType<typeof createApp>>;
@@ -32,23 +31,22 @@ export interface D1App {
   stop(): Promise<void>;
 }
 
-/** Starts it on a fresh directory named after `name`; `wrap` may watch the database. */
+/**
+ * Starts it on a fresh directory named after `name`; `wrap` may watch the database, or make
+ * another one over the binding (to watch the statements it prepares).
+ */
 export async function startD1App(
   name: string,
-  wrap: (db: Database) => Database = (db) => db,
+  wrap: (db: Database, binding: D1Binding) => Database = (db) => db,
 ): Promise<D1App> {
   const dir = mkdtempSync(join(tmpdir(), `host-${name}-`));
   await migrateLocalD1(dir);
   const d1 = d1Settings();
-  const { value: mf, watch: workerd } = await watchWorkerd(name, async () => {
-    const mf = new Miniflare({
-      modules: true,
-      script: "export default { fetch() { return new Response('') } }",
-      d1Databases: { [d1.binding]: d1.databaseId },
-      d1Persist: d1PersistDir(dir),
-    });
-    await mf.ready;
-    return mf;
+  const { mf, workerd, stop } = await startMiniflare(name, {
+    modules: true,
+    script: "export default { fetch() { return new Response('') } }",
+    d1Databases: { [d1.binding]: d1.databaseId },
+    d1Persist: d1PersistDir(dir),
   });
   const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
   const config = loadConfig(
@@ -58,7 +56,7 @@ export async function startD1App(
   );
   const app = await createApp({
     config,
-    db: wrap(d1Database(binding)),
+    db: wrap(d1Database(binding), binding),
     cache: createCache("memory", {}),
   });
   const token = await d1SuperuserToken(binding, "admin");
@@ -85,8 +83,7 @@ export async function startD1App(
       return r.body;
     },
     async stop() {
-      workerd.stopping();
-      await mf.dispose();
+      await stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

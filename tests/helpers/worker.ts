@@ -3,7 +3,7 @@
  * starts Miniflare over a Hrana server (our libSQL-over-HTTP stand-in for Turso) on loopback.
  */
 import { createClient } from "@libsql/client/web";
-import { Miniflare, type MiniflareOptions } from "miniflare";
+import type { Miniflare, MiniflareOptions } from "miniflare";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +14,7 @@ import { libsqlDatabase } from "../../src/db/libsql";
 import { runMigrations } from "../../src/migrations";
 import { createUser, issueToken } from "../../src/core/auth/provisioning";
 import { d1PersistDir, d1Settings } from "../../tools/d1-local";
+import { startMiniflare, type WorkerdWatch } from "./workerd-watch";
 
 export const ROOT = join(import.meta.dir, "..", "..");
 const BUILD_TIMEOUT_MS = 120_000;
@@ -166,6 +167,8 @@ export interface RunningWorker {
   mf: Miniflare;
   /** `http://127.0.0.1:PORT/` */
   url: URL;
+  /** Its workerd: its pid, and how it ended if it ended before `stop`. */
+  workerd: WorkerdWatch;
   /** Plain HTTP to the worker (through Miniflare's loopback entry). */
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** A request to one of the workers by name (`host` or one of `extraWorkers`), i.e. to its isolate. */
@@ -188,6 +191,8 @@ export interface StartWorkerOptions {
   d1PersistTo?: string;
   /** Receives every line workerd prints (the Worker's console output, e.g. its JSON log lines). */
   onOutput?: (line: string) => void;
+  /** Which test started it, for the message when its workerd ends early; default `worker`. */
+  name?: string;
 }
 
 /**
@@ -228,36 +233,32 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
       }
     };
   }
-  const mf = new Miniflare(opts);
-  let url: URL;
-  try {
-    url = await mf.ready;
-  } catch (e) {
-    await mf.dispose().catch(() => undefined);
-    throw e;
-  }
-  let stopped: Promise<void> | null = null;
+  const { mf, url, workerd, stop } = await startMiniflare(options.name ?? "worker", opts);
+  // a request after workerd ended fails naming how it ended, not as a bare ECONNREFUSED
+  const explained = <T>(work: () => Promise<T>) =>
+    work().catch(async (e) => {
+      throw await workerd.explain(e);
+    });
   return {
     mf,
     url,
-    fetch: (path, init) => fetch(new URL(path, url), init),
-    async fetchVia(name, path, init = {}) {
-      const target = await mf.getWorker(name);
-      const body = typeof init.body === "string" ? init.body : undefined;
-      const res = await target.fetch(new URL(path, url).href, {
-        method: init.method,
-        headers: init.headers as Record<string, string>,
-        body,
-      });
-      // Miniflare answers with undici's Response; hand tests the runtime's own.
-      return new Response(res.status === 204 ? null : await res.arrayBuffer(), {
-        status: res.status,
-        headers: [...res.headers],
-      });
-    },
-    stop() {
-      stopped ??= mf.dispose();
-      return stopped;
-    },
+    workerd,
+    fetch: (path, init) => explained(() => fetch(new URL(path, url), init)),
+    fetchVia: (name, path, init = {}) =>
+      explained(async () => {
+        const target = await mf.getWorker(name);
+        const body = typeof init.body === "string" ? init.body : undefined;
+        const res = await target.fetch(new URL(path, url).href, {
+          method: init.method,
+          headers: init.headers as Record<string, string>,
+          body,
+        });
+        // Miniflare answers with undici's Response; hand tests the runtime's own.
+        return new Response(res.status === 204 ? null : await res.arrayBuffer(), {
+          status: res.status,
+          headers: [...res.headers],
+        });
+      }),
+    stop,
   };
 }

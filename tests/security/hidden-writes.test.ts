@@ -5,14 +5,12 @@
  * of its create or update; on sites and custom objects, on a local file and a remote database.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { sql } from "drizzle-orm";
 import { servicesOf } from "../../src/app";
 import { forgetChange } from "../../src/core/changes/seen";
-import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { addField, CO, create, makeCot } from "../custom-objects/fixtures";
 import { userWith } from "../helpers/grants";
 import { appOn, type BackendApp } from "../helpers/remote-db";
-import { waitFor } from "../helpers/wait";
+import { settleBeforeCounting } from "../helpers/settle";
 
 const SITES = "/api/dcim/sites";
 const ITEMS = `${CO}/items`;
@@ -116,16 +114,6 @@ for (const backend of ["local", "remote"] as const)
         const whole = (
           await userWith(t(), `whole-${kind}`, [[["view", "change", "delete"], label, null]])
         ).token;
-        /**
-         * Whether every token of `username` has its use recorded (written off the request), read
-         * from the database: a request would be a use of the reader's token, recorded off it too.
-         */
-        const used = async (username: string) => {
-          const rows = (await t().deps.db.orm.all(
-            sql`SELECT t.last_used AS used FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.username = ${username}`,
-          )) as Array<{ used: string | null }>;
-          return rows.length > 0 && rows.every((r) => r.used);
-        };
         /** The DELETE's own round trips, the background work earlier requests left settled first. */
         const trips = async (token: string, username: string) => {
           const warm = await k.make(true);
@@ -139,8 +127,11 @@ for (const backend of ["local", "remote"] as const)
           // a token's first use records it off the request, and the full-text index's flush (its
           // start-up sweep, the custom objects written above) runs on a timer: neither is the
           // DELETE's, and either would land in its count
-          await waitFor(() => used(username), { message: `${username}'s token use recorded` });
-          await flushSearchIndexesNow(servicesOf(t().app));
+          await settleBeforeCounting(
+            t().app,
+            () => t().json("GET", "/api/status/", { token }),
+            username,
+          );
           proxy.reset();
           expect((await t().req("DELETE", `${k.path}/${id}/`, { token })).status).toBe(204);
           return { count: proxy.count, log: proxy.log.map((l) => l.sql) };

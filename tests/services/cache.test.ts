@@ -2,9 +2,9 @@
  * One cache contract over all four backends on real infrastructure (libSQL :memory: with the real
  * migrations, Redis behind the Upstash bridge, Miniflare KV), then what is particular to each.
  */
+import { startMiniflare, type WatchedMiniflare } from "../helpers/workerd-watch";
 import { RedisClient as BunRedisClient } from "bun";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Miniflare } from "miniflare";
 import { eq } from "drizzle-orm";
 import type { Database } from "../../src/db/client";
 import { openDatabase } from "../../src/db/local";
@@ -28,7 +28,7 @@ import { manualClock, waitFor, type ManualClock } from "../helpers/wait";
 let db: Database;
 let stack: RedisStack;
 let redis: RedisClient;
-let mf: Miniflare;
+let mf: WatchedMiniflare;
 let kv: KVNamespaceLike & {
   list(opts?: { prefix?: string }): Promise<{ keys: Array<{ name: string; expiration?: number }> }>;
 };
@@ -38,16 +38,16 @@ beforeAll(async () => {
   await runMigrations(db);
   stack = await startRedisStack();
   redis = createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token });
-  mf = new Miniflare({
+  mf = await startMiniflare("cache", {
     modules: true,
     script: "export default { fetch() { return new Response('') } }",
     kvNamespaces: ["CACHE"],
   });
-  kv = (await mf.getKVNamespace("CACHE")) as unknown as typeof kv;
+  kv = mf.watched((await mf.mf.getKVNamespace("CACHE")) as unknown as typeof kv);
 });
 
 afterAll(async () => {
-  await mf?.dispose();
+  await mf?.stop();
   await redis?.close();
   await stack?.stop();
   await db?.close();

@@ -32,6 +32,7 @@ contractSuite(
     const { url, token } = stack.bridge;
     try {
       const worker = await startWorker({
+        name: "contract-d1",
         d1PersistTo: persistTo,
         bindings: {
           CACHE_BACKEND: "kv",

@@ -32,7 +32,11 @@ const gql = (isolate: string, query: string) => call(isolate, "POST", "/graphql/
 beforeAll(async () => {
   db = await startRemoteDatabase();
   token = await db.superuserToken("gql-admin");
-  worker = await startWorker({ bindings: { DATABASE_URL: db.url }, extraWorkers: ["second"] });
+  worker = await startWorker({
+    name: "graphql-workerd",
+    bindings: { DATABASE_URL: db.url },
+    extraWorkers: ["second"],
+  });
 });
 afterAll(async () => {
   await worker?.stop();

@@ -45,7 +45,11 @@ const b = isolate("second");
 beforeAll(async () => {
   db = await startRemoteDatabase();
   token = await db.superuserToken("edge-admin");
-  worker = await startWorker({ bindings: { DATABASE_URL: db.url }, extraWorkers: ["second"] });
+  worker = await startWorker({
+    name: "isolates",
+    bindings: { DATABASE_URL: db.url },
+    extraWorkers: ["second"],
+  });
   bun = await makeTestApp({ DATABASE_URL: db.url });
 });
 afterAll(async () => {

@@ -5,6 +5,7 @@
  * them NetBox's `owner_id`, `owner`, `owner_group_id` and `owner_group` filters.
  */
 import { count, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { jsonListRows } from "../../db/d1-limits";
 import { ownerGroups, ownerUserGroups, ownerUsers, owners } from "../../db/schema";
 import { ValidationError } from "../errors";
 import { defineModel } from "../models/define";
@@ -172,11 +173,8 @@ function membership(expr: SQLWrapper, lookup: Lookup, subquery: SQL): SQL | unde
   return undefined;
 }
 
-const list = (values: (string | number)[]) =>
-  sql.join(
-    values.map((v) => sql`${v}`),
-    sql`, `,
-  );
+/** A filter's values as one JSON list: one bound value, one text for any number (0188). */
+const list = (values: (string | number)[]) => jsonListRows(values);
 
 /**
  * The owner filters of a model whose `owner_id` column is `expr` (NetBox's OwnerFilterMixin):

@@ -5,12 +5,18 @@
  * `restrictWhere` is the one place that says which rows of a model a caller may act on.
  */
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { anyOf } from "../../db/d1-limits";
+import { anyOf, inIds } from "../../db/d1-limits";
 import { taggedItems } from "../../db/schema";
 import { Slots, slotKey } from "../slots";
 import type { AuthState, AuthUser } from "../context";
 import { ApiError, forbidden, notFound } from "../errors";
-import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, type Lookup } from "../rest/query";
+import {
+  buildFilter,
+  DEFAULT_LOOKUPS,
+  type FilterForm,
+  type FilterSpec,
+  type Lookup,
+} from "../rest/query";
 import type { ReadContext, Resource } from "../rest/resource";
 import { codename, type Action, type ConstraintSet } from "./permissions";
 import { typeSight, withholdTypes } from "./type-sight";
@@ -186,6 +192,7 @@ export function filterTerm(
   spec: FilterSpec,
   lookup: Lookup | "in" | "isnull",
   value: unknown,
+  form: FilterForm = {},
 ): SQL | null {
   if (lookup === "isnull") {
     if (typeof value !== "boolean") return null;
@@ -198,7 +205,7 @@ export function filterTerm(
     const texts = value.map(scalarText);
     if (texts.some((t) => t === null)) return null;
     return guard(spec, "exact")
-      ? ((buildFilter(name, spec, "exact", texts as string[]) as SQL | undefined) ?? null)
+      ? ((buildFilter(name, spec, "exact", texts as string[], form) as SQL | undefined) ?? null)
       : null;
   }
   if (value === null) {
@@ -288,13 +295,8 @@ function admittedQuery(ctx: ReadContext, resource: Resource, ids: number[], wher
     .select({ id: sql<number>`${resource.list.idExpr}` })
     .from(resource.table)
     .where(
-      and(
-        sql`${resource.list.idExpr} IN (${sql.join(
-          ids.map((i) => sql`${i}`),
-          sql`, `,
-        )})`,
-        where,
-      ),
+      // a bulk's hundreds of ids ride as one JSON value (`inIds`, decision 0188)
+      and(inIds(resource.list.idExpr, ids), where),
     );
 }
 

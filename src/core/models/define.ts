@@ -192,10 +192,8 @@ export function tagFilter(
     expr: id,
     lookups: ["exact", "n"],
     build: (lookup, values) => {
-      const tagged = sql`${id} IN (SELECT ti.object_id ${ofType}${visible} AND t.slug IN (${sql.join(
-        values.map((v) => sql`${v}`),
-        sql`, `,
-      )}))`;
+      // the slugs are one JSON list: one bound value, one text for any number (decision 0188)
+      const tagged = sql`${id} IN (SELECT ti.object_id ${ofType}${visible} AND ${inJsonList(sql`t.slug`, values)})`;
       return lookup === "n" ? sql`NOT ${tagged}` : tagged;
     },
     heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilter(id, type, v) },

@@ -2,7 +2,8 @@
  * List filters for a generic reference's object type column: `<name>_id=<id>` and
  * `<name>=<app_label>.<model>` (the `custom-objects` alias included), as NetBox filtersets have.
  */
-import { or, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { inJsonList } from "../../db/d1-limits";
 import { ValidationError } from "../errors";
 import { parseLabel } from "../object-types";
 import type { FilterSpec } from "./query";
@@ -29,9 +30,12 @@ function labelFilter(
           throw new ValidationError({
             [lookup === "n" ? `${name}__n` : name]: [`Expected "<app_label>.<model>", got "${v}".`],
           });
-        return sql`(app_label = ${parts.appLabel} AND model = ${parts.model})`;
+        return `${parts.appLabel}.${parts.model}`;
       });
-      const named = shown ? sql`(${or(...labels)}) AND ${shown}` : or(...labels);
+      // the labels are one JSON list: one bound value, one text for any number (decision 0188);
+      // neither part holds a dot (`parseLabel`), so the joined label names one type
+      const listed = inJsonList(sql`app_label || '.' || model`, labels);
+      const named = shown ? sql`${listed} AND (${shown})` : listed;
       const match: SQL = sql`${column} IN (SELECT id FROM object_types WHERE ${named})`;
       return lookup === "n" ? sql`NOT (${match})` : match;
     },

@@ -3,7 +3,7 @@
  * lookups, `q`, ordering, limit/offset and the brief/fields/omit projection.
  */
 import { asc, desc, not, sql, type SQL, type SQLWrapper } from "drizzle-orm";
-import { allOf, anyOf } from "../../db/d1-limits";
+import { allOf, anyOf, inJsonList } from "../../db/d1-limits";
 import { ValidationError } from "../errors";
 import {
   CONTROL_CHARACTER_MESSAGE,
@@ -283,11 +283,17 @@ export function pastTextLimit(text: string): boolean {
 
 export const TEXT_LIMIT_MESSAGE = `Ensure this value has at most ${MAX_FILTER_TEXT_CHARS} characters.`;
 
+/** How a filter is written: for DDL (a partial index's WHERE takes no subquery), values in line. */
+export interface FilterForm {
+  inDdl?: boolean;
+}
+
 export function buildFilter(
   name: string,
   spec: FilterSpec,
   lookup: Lookup,
   rawValues: string[],
+  form: FilterForm = {},
 ): SQL | undefined {
   const param = lookup === "exact" ? name : `${name}__${lookup}`;
   // past it a LIKE pattern is more than SQLite takes (a 500): refused for every kind and lookup
@@ -309,9 +315,16 @@ export function buildFilter(
     if (v === null) throw new ValidationError({ [param]: [CONVERT_MESSAGE[spec.kind]] });
     return v;
   });
+  // several values to equal are one JSON list: one bound value and one statement text however
+  // many (D1 takes 100 bound values a statement; decision 0188); one value stays `= ?`
+  if (values.length > 1 && (lookup === "exact" || lookup === "n") && !form.inDdl) {
+    const among = inJsonList(spec.expr, values);
+    // `x__n=a&x__n=b` excludes both; NULLs are never equal to a value, so they stay.
+    return lookup === "exact" ? among : sql`(${spec.expr} IS NULL OR NOT (${among}))`;
+  }
   const positive = NEGATED[lookup];
   if (positive) {
-    // `x__n=a&x__n=b` excludes both; NULLs are never equal to a value, so they stay.
+    // `x__nic=a&x__nic=b` excludes both; NULLs stay, as they do for `__n`.
     return allOf(
       values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`),
     );

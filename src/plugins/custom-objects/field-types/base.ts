@@ -4,6 +4,7 @@ import { sql, type SQL } from "drizzle-orm";
 import * as v from "valibot";
 import { ValidationError } from "../../../core/errors";
 import { orNull, type JsonSchema } from "../../../core/json-schema";
+import { jsonListRows } from "../../../db/d1-limits";
 import {
   parseEmpty,
   parseFilterNumber,
@@ -95,17 +96,15 @@ export const columnFilter =
     [f.name]: { kind, expr: ctx.column },
   });
 
-/** Filter values that must be object ids, as SQL, or 400 keyed by `param`. */
+/** Filter values that must be object ids, as SQL rows for `IN (…)`, or 400 keyed by `param`. */
 function idList(param: string, values: string[]): SQL {
   const nums = values.map((value) => {
     const n = /^\d+$/.test(value.trim()) ? parseFilterNumber(value) : null;
     if (n === null) throw new ValidationError({ [param]: ["Enter a number."] });
     return n;
   });
-  return sql.join(
-    nums.map((n) => sql`${n}`),
-    sql`, `,
-  );
+  // one JSON list: one bound value, one statement text for any number of ids (0188)
+  return jsonListRows(nums);
 }
 
 const paramOf = (name: string, lookup: Lookup) =>

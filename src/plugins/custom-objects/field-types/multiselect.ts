@@ -2,6 +2,7 @@
 import { sql } from "drizzle-orm";
 import * as v from "valibot";
 import { likeContains, parseEmpty } from "../../../core/rest/query";
+import { inJsonList } from "../../../db/d1-limits";
 import { jsonOf, parseWith, requestValue } from "./base";
 import { choiceNote, notAChoice } from "./select";
 import type { FieldTypeModule } from "./types";
@@ -63,10 +64,8 @@ export const multiselect: FieldTypeModule = {
           return parseEmpty(`${f.name}__empty`, values[0])
             ? sql`${ctx.column} IS NULL`
             : sql`${ctx.column} IS NOT NULL`;
-        const has = sql`EXISTS (SELECT 1 FROM json_each(${ctx.column}) je WHERE je.value IN (${sql.join(
-          values.map((value) => sql`${value}`),
-          sql`, `,
-        )}))`;
+        // the choices asked for are one JSON list: one bound value, one text for any number (0188)
+        const has = sql`EXISTS (SELECT 1 FROM json_each(${ctx.column}) je WHERE ${inJsonList(sql`je.value`, values)})`;
         return lookup === "n" ? sql`NOT ${has}` : has;
       },
     },

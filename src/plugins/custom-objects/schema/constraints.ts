@@ -111,7 +111,8 @@ function lookupTerm(filters: Record<string, FilterSpec>, key: string, value: unk
   if (!spec) throw issue(`"${name}" is not a field of this type a condition can read.`);
   let term: SQL | null;
   try {
-    term = filterTerm(name, spec, mapped, value);
+    // DDL: a partial index's WHERE takes no subquery, so a list's values are written in line
+    term = filterTerm(name, spec, mapped, value, { inDdl: true });
   } catch (e) {
     if (!(e instanceof ValidationError) || Array.isArray(e.fields)) throw e;
     throw issue(`"${key}": ${Object.values(e.fields).flat().join(" ")}`);
