@@ -13,6 +13,7 @@ import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { databaseStamp } from "../core/database-stamp";
 import type { Queries } from "../db/client";
 import { choiceSets } from "../db/schema";
+import type { AnswerWeight } from "./answer-weight";
 import type { Entry } from "./shared";
 
 /** The model label a loaded record belongs to (unions resolve their member type by it). */
@@ -24,6 +25,8 @@ export interface GraphQLContext {
   loaders: Loaders;
   /** The HTTP request it answers (its guards ride in the first list's read, decision 0085). */
   http: Ctx;
+  /** What the answer holds so far (decision 0190). */
+  weight: AnswerWeight;
 }
 
 export class Loaders {

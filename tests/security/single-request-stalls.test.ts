@@ -1,0 +1,105 @@
+/**
+ * Outside probe (decision 0190): single requests of an ordinary, constrained account that held
+ * the event loop for seconds or grew memory by hundreds of megabytes. Each test sends what the
+ * attacker sent and expects the bounded answer; none measures time.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { userWith } from "../helpers/grants";
+import { CO, addField, makeCot } from "../custom-objects/fixtures";
+import { GRAPHQL_LIMITS } from "../../src/graphql/limits";
+
+const BUDGET = 1_048_576;
+let t: TestApp;
+let eve: string;
+/** Objects of `node`, each linked to `LINKS` others through `peers`. */
+const NODES = 100;
+const LINKS = 20;
+/** Objects of `blob`, each with a 30,000-character `notes`, each linked to every blob. */
+const BLOBS = 20;
+
+beforeAll(async () => {
+  t = await makeTestApp({ MAX_RESPONSE_BYTES: String(BUDGET) });
+  const node = await makeCot(t, "node");
+  await addField(t, node.id, { name: "name", type: "text", primary: true });
+  await addField(t, node.id, {
+    name: "peers",
+    type: "multiobject",
+    related_object_type: "custom_objects.node",
+  });
+  const blob = await makeCot(t, "blob");
+  await addField(t, blob.id, { name: "name", type: "text", primary: true });
+  await addField(t, blob.id, { name: "notes", type: "longtext" });
+  await addField(t, blob.id, {
+    name: "peers",
+    type: "multiobject",
+    related_object_type: "custom_objects.blob",
+  });
+  const nodes = Array.from({ length: NODES }, (_, i) => ({ name: `n${i}` }));
+  expect((await t.json("POST", `${CO}/node/`, { body: nodes })).status).toBe(201);
+  const links = Array.from({ length: NODES }, (_, i) => ({
+    id: i + 1,
+    peers: Array.from({ length: LINKS }, (_, j) => ((i + j + 1) % NODES) + 1),
+  }));
+  expect((await t.json("PATCH", `${CO}/node/`, { body: links })).status).toBe(200);
+  const blobs = Array.from({ length: BLOBS }, (_, i) => ({
+    name: `b${i}`,
+    notes: "x".repeat(30_000),
+  }));
+  expect((await t.json("POST", `${CO}/blob/`, { body: blobs })).status).toBe(201);
+  const all = Array.from({ length: BLOBS }, (_, i) => i + 1);
+  const linked = all.map((id) => ({ id, peers: all }));
+  expect((await t.json("PATCH", `${CO}/blob/`, { body: linked })).status).toBe(200);
+  // an ordinary account: it views what it attacks, under a constraint
+  eve = (
+    await userWith(t, "eve", [
+      [["view"], "custom_objects.node", { name__isw: "n" }],
+      [["view"], "custom_objects.blob", { name__isw: "b" }],
+    ])
+  ).token;
+});
+afterAll(() => t.close());
+
+const graphql = (query: string) => t.json("POST", "/graphql/", { token: eve, body: { query } });
+
+describe("GraphQL: relation lists multiply past the rows a query may return", () => {
+  // NODES + NODES·LINKS + NODES·LINKS² = 42,100 objects from a 100-row page (5,000 allowed):
+  // one level deeper was 5 s of held loop and 640 MB on the probe's data
+  const nested = `{ custom_objects_node_list(pagination: {limit: ${NODES}}) { peers { peers { id } } } }`;
+
+  test("nested multiobject lists past the object limit answer 400, no partial data", async () => {
+    const r = await graphql(nested);
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ error: "too_many_objects", limit: GRAPHQL_LIMITS.maxObjects });
+    expect(r.body.errors[0].extensions.code).toBe("TOO_MANY_OBJECTS");
+    expect(r.body.data).toBeUndefined();
+  });
+
+  test("a single object's nested lists count too", async () => {
+    // 1 + 20 + 400 + 8,000 + 160,000 objects
+    const r = await graphql(
+      `{ custom_objects_node(id: 1) { peers { peers { peers { peers { id } } } } } }`,
+    );
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe("too_many_objects");
+  });
+
+  test("one level of relation lists within the limit still answers", async () => {
+    const r = await graphql(
+      `{ custom_objects_node_list(pagination: {limit: ${NODES}}) { id peers { id } } }`,
+    );
+    expect(r.status).toBe(200);
+    expect(r.body.data.custom_objects_node_list).toHaveLength(NODES);
+    expect(r.body.data.custom_objects_node_list[0].peers).toHaveLength(LINKS);
+  });
+
+  test("related objects are weighed against the byte budget: 400 response_too_large", async () => {
+    // 20 rows of 30 KB pass the page budget (600 KB); their 400 related copies are 12 MB
+    const page = await graphql(`{ custom_objects_blob_list { id notes } }`);
+    expect(page.status).toBe(200);
+    const r = await graphql(`{ custom_objects_blob_list { id peers { notes } } }`);
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ error: "response_too_large", limit: BUDGET });
+    expect(r.body.data).toBeUndefined();
+  });
+});
