@@ -10,6 +10,12 @@ export const MAX_FILTER_VALUES = 100;
 /** Distinct filter parameters in one list request. */
 export const MAX_FILTER_PARAMS = 50;
 
+/**
+ * Names in `?fields=` or in `?omit=` (decision 0190), however many times the parameter repeats:
+ * each is looked for in every row of a page, and a real server takes queries of 16 KB.
+ */
+export const MAX_PROJECTION_NAMES = 1_000;
+
 /** Terms in `?ordering=`. */
 export const MAX_ORDERING_TERMS = 10;
 

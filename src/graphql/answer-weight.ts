@@ -30,19 +30,21 @@ export const tooManyObjectsMessage = (limit: number) =>
   `The answer would hold more than ${limit} objects: ask for smaller pages (pagination.limit) or fewer nested relation lists.`;
 
 /**
- * Counts `n` more objects in the answer; past the limit, throws (the route answers 400 with no
- * data). Gives the event loop its turns: a large answer's relations resolve as a long run of
- * settled promises that would otherwise hold it.
+ * Counts `n` more objects in the answer; the one that passes the limit throws (the route answers
+ * 400 with no data), and false after it: the rest resolve to nothing, no error each. Gives the
+ * event loop its turns: a large answer's relations resolve as a long run of settled promises
+ * that would otherwise hold it.
  */
-export async function placeObjects(g: GraphQLContext, n: number): Promise<void> {
+export async function placeObjects(g: GraphQLContext, n: number): Promise<boolean> {
   const weight = g.weight;
-  if (weight.over) throw stopped();
+  if (weight.over) return false;
   weight.objects += n;
   if (weight.objects > GRAPHQL_LIMITS.maxObjects) {
     weight.over = true;
     throw stopped();
   }
   await yieldWhenDue();
+  return true;
 }
 
 const stopped = () =>

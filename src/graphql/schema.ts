@@ -233,7 +233,7 @@ class SchemaBuilder {
         type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(this.objectType(tags)))),
         resolve: async (rec, _args, g) => {
           const ids = ((rec.tags as { id: number }[] | undefined) ?? []).map((t) => t.id);
-          await placeObjects(g, ids.length);
+          if (!(await placeObjects(g, ids.length))) return [];
           return (await g.loaders.of(tags).loadMany(ids)).filter((x) => x && !(x instanceof Error));
         },
       };
@@ -282,7 +282,7 @@ class SchemaBuilder {
         type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
         resolve: async (rec, _a, g, info) => {
           const refs = (rec[rel.name] as unknown[] | null) ?? [];
-          await placeObjects(g, refs.length);
+          if (!(await placeObjects(g, refs.length))) return [];
           const related = (await Promise.all(refs.map((v) => load(v, g)))).filter((x) => x);
           chargeRelated(g, info, related, this.relationKeys);
           return related;
@@ -293,7 +293,7 @@ class SchemaBuilder {
       type,
       resolve: async (rec, _a, g, info) => {
         if (!rec[rel.name]) return null;
-        await placeObjects(g, 1);
+        if (!(await placeObjects(g, 1))) return null;
         const related = await load(rec[rel.name], g);
         chargeRelated(g, info, [related], this.relationKeys);
         return related;
@@ -369,7 +369,7 @@ class SchemaBuilder {
         args: { id: { type: new GraphQLNonNull(GraphQLID) } },
         resolve: async (_root, args: { id: string }, g) => {
           if (!/^\d{1,15}$/.test(String(args.id))) return null;
-          await placeObjects(g, 1);
+          if (!(await placeObjects(g, 1))) return null;
           return g.loaders.of(entry).load(Number(args.id));
         },
       };
@@ -391,8 +391,7 @@ class SchemaBuilder {
             args.filters ?? null,
             args.pagination ?? null,
           );
-          await placeObjects(g, records.length);
-          return records;
+          return (await placeObjects(g, records.length)) ? records : [];
         },
       };
     }

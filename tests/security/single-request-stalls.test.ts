@@ -8,6 +8,7 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 import { userWith } from "../helpers/grants";
 import { CO, addField, makeCot } from "../custom-objects/fixtures";
 import { GRAPHQL_LIMITS } from "../../src/graphql/limits";
+import { MAX_PROJECTION_NAMES } from "../../src/core/limits";
 
 const BUDGET = 1_048_576;
 let t: TestApp;
@@ -101,5 +102,40 @@ describe("GraphQL: relation lists multiply past the rows a query may return", ()
     expect(r.status).toBe(400);
     expect(r.body).toMatchObject({ error: "response_too_large", limit: BUDGET });
     expect(r.body.data).toBeUndefined();
+  });
+});
+
+describe("REST: ?fields= and ?omit= name at most MAX_PROJECTION_NAMES fields", () => {
+  // A real server takes a 16 KB query: 8,000 names, each compared with every key of 1,000 rows
+  const names = (n: number) => Array.from({ length: n }, (_, i) => `x${i}`).join(",");
+
+  test("a list past the limit answers 400 keyed by its parameter", async () => {
+    for (const param of ["fields", "omit"]) {
+      const r = await t.json("GET", `${CO}/node/?limit=1000&${param}=${names(8_000)}`, {
+        token: eve,
+      });
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual({
+        [param]: [`Name at most ${MAX_PROJECTION_NAMES} fields.`],
+      });
+    }
+    // on one object too
+    const one = await t.json("GET", `${CO}/node/1/?omit=${names(MAX_PROJECTION_NAMES + 1)}`, {
+      token: eve,
+    });
+    expect(one.status).toBe(400);
+  });
+
+  test("the limit counts names across repeated parameters; at the limit the list answers", async () => {
+    const half = names(MAX_PROJECTION_NAMES / 2 + 1);
+    const past = await t.json("GET", `${CO}/node/?omit=${half}&omit=${half}`, { token: eve });
+    expect(past.status).toBe(400);
+    const at = await t.json(
+      "GET",
+      `${CO}/node/?limit=1000&omit=name,${names(MAX_PROJECTION_NAMES - 1)}&fields=id,name`,
+      { token: eve },
+    );
+    expect(at.status).toBe(200);
+    expect(at.body.results[0]).toEqual({ id: 1 });
   });
 });
