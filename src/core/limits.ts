@@ -16,6 +16,12 @@ export const MAX_FILTER_PARAMS = 50;
  */
 export const MAX_PROJECTION_NAMES = 1_000;
 
+/**
+ * References one multiobject value may hold in a write (decision 0190): each is resolved, looked
+ * up and linked in the request, and every read of the object carries their nested forms.
+ */
+export const MAX_LINKS_PER_VALUE = 1_000;
+
 /** Terms in `?ordering=`. */
 export const MAX_ORDERING_TERMS = 10;
 
