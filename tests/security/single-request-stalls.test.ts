@@ -172,3 +172,45 @@ describe(`REST: a multiobject value holds at most MAX_LINKS_PER_VALUE references
     expect(at.body.peers).toHaveLength(NODES);
   });
 });
+
+describe("REST: a page's link forms are weighed against the byte budget", () => {
+  // 20 objects of 1,000 links each: a 2 MB page (its stored values are a few bytes) passed the
+  // 1 MiB budget; 500 of 500 links made 23 MB past the default 4 MiB
+  const HUBS = 20;
+
+  test("a page whose links pass the budget answers 400 response_too_large; smaller pages work", async () => {
+    const leaf = await makeCot(t, "leaf");
+    await addField(t, leaf.id, { name: "name", type: "text", primary: true });
+    const leaves = Array.from({ length: MAX_LINKS_PER_VALUE }, (_, i) => ({ name: `l${i}` }));
+    expect((await t.json("POST", `${CO}/leaf/`, { body: leaves })).status).toBe(201);
+    const hub = await makeCot(t, "hub");
+    await addField(t, hub.id, { name: "name", type: "text", primary: true });
+    await addField(t, hub.id, {
+      name: "leaves",
+      type: "multiobject",
+      related_object_type: "custom_objects.leaf",
+    });
+    const all = Array.from({ length: MAX_LINKS_PER_VALUE }, (_, i) => i + 1);
+    const hubs = Array.from({ length: HUBS }, (_, i) => ({ name: `h${i}`, leaves: all }));
+    expect((await t.json("POST", `${CO}/hub/`, { body: hubs })).status).toBe(201);
+    const reader = (
+      await userWith(t, "reader", [
+        [["view"], "custom_objects.hub", null],
+        [["view"], "custom_objects.leaf", null],
+      ])
+    ).token;
+    const page = await t.json("GET", `${CO}/hub/?limit=${HUBS}`, { token: reader });
+    expect(page.status).toBe(400);
+    expect(page.body).toMatchObject({ error: "response_too_large", limit: BUDGET });
+    const small = await t.json("GET", `${CO}/hub/?limit=5`, { token: reader });
+    expect(small.status).toBe(200);
+    expect(small.body.results[0].leaves).toHaveLength(MAX_LINKS_PER_VALUE);
+    // GraphQL pages are weighed the same way
+    const gq = await t.json("POST", "/graphql/", {
+      token: reader,
+      body: { query: `{ custom_objects_hub_list { id } }` },
+    });
+    expect(gq.status).toBe(400);
+    expect(gq.body.error).toBe("response_too_large");
+  });
+});

@@ -96,11 +96,35 @@ function buildModel(
         targetsOf: targetsOf(f, storage(f)),
       })),
     rederive: contextRederiver(shape),
+    linkBytes: linkBytesOf(
+      cot.id,
+      fields.filter((f) => storage(f) === "links"),
+    ),
   };
 
   declareOwner(shape, resource);
   const info = modelInfo(shape, resource, read);
   return { cot, fields, table, resource, info };
+}
+
+/** About what one link's nested form takes in an answer (`{id, url, display}`: ~90 bytes). */
+const LINK_FORM_BYTES = 100;
+
+/**
+ * The bytes a row's multi-object links take as nested forms (decision 0190): counted through
+ * each link table's `source_id` index, so a page of rows linked thousands of times each is
+ * weighed before it is read.
+ */
+function linkBytesOf(cotId: number, linkFields: FieldRow[]): SQL | undefined {
+  if (!linkFields.length) return undefined;
+  const row = ident(tableName(cotId));
+  return sql.join(
+    linkFields.map(
+      (f) =>
+        sql`(SELECT count(*) FROM ${ident(linkTableName(cotId, f.id))} WHERE "source_id" = ${row}."id") * ${sql.raw(String(LINK_FORM_BYTES))}`,
+    ),
+    sql` + `,
+  );
 }
 
 /** What a model is built from: a type's row and fields, the object types they name, its index. */
