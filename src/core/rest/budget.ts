@@ -7,6 +7,7 @@
 import { getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
 import type { Context } from "hono";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { sumOf } from "../../db/d1-limits";
 import { ApiError } from "../errors";
 import type { ReadContext, Resource } from "./resource";
 
@@ -58,7 +59,8 @@ function rowBytes(resource: Resource): SQL | null {
   if (sum === undefined) {
     const parts = wideColumns(resource).map((col) => sql`coalesce(octet_length(${col}), 0)`);
     if (resource.linkBytes) parts.push(resource.linkBytes);
-    sum = parts.length ? sql.join(parts, sql` + `) : null;
+    // balanced: a chain of hundreds of terms is deeper than D1 parses (decision 0125)
+    sum = parts.length ? sumOf(parts) : null;
     rowBytesByTable.set(resource.table, sum);
   }
   return sum;

@@ -10,6 +10,7 @@ import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
+import { sumOf } from "../../../db/d1-limits";
 import { APP_LABEL } from "../constants";
 import { ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow, type Storage } from "../field-types";
@@ -118,12 +119,11 @@ const LINK_FORM_BYTES = 100;
 function linkBytesOf(cotId: number, linkFields: FieldRow[]): SQL | undefined {
   if (!linkFields.length) return undefined;
   const row = ident(tableName(cotId));
-  return sql.join(
+  return sumOf(
     linkFields.map(
       (f) =>
         sql`(SELECT count(*) FROM ${ident(linkTableName(cotId, f.id))} WHERE "source_id" = ${row}."id") * ${sql.raw(String(LINK_FORM_BYTES))}`,
     ),
-    sql` + `,
   );
 }
 
