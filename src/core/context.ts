@@ -351,6 +351,11 @@ export interface Resource {
    */
   relations?: Relation[];
   /**
+   * What one row's nested forms kept outside its table take (its multi-object links), SQL over
+   * `table`'s row: the response budget weighs it with the row's stored values (decision 0190).
+   */
+  linkBytes?: SQL;
+  /**
    * A record some of whose related objects `relations` hid from the caller: what it shows derived
    * from them (a custom object's `_context`) derived again from what is left (decision 0064).
    */

@@ -10,6 +10,18 @@ export const MAX_FILTER_VALUES = 100;
 /** Distinct filter parameters in one list request. */
 export const MAX_FILTER_PARAMS = 50;
 
+/**
+ * Names in `?fields=` or in `?omit=` (decision 0190), however many times the parameter repeats:
+ * each is looked for in every row of a page, and a real server takes queries of 16 KB.
+ */
+export const MAX_PROJECTION_NAMES = 1_000;
+
+/**
+ * References one multiobject value may hold in a write (decision 0190): each is resolved, looked
+ * up and linked in the request, and every read of the object carries their nested forms.
+ */
+export const MAX_LINKS_PER_VALUE = 1_000;
+
 /** Terms in `?ordering=`. */
 export const MAX_ORDERING_TERMS = 10;
 

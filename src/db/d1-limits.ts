@@ -30,6 +30,11 @@ export function anyOf(terms: readonly SQL[]): SQL {
   return balanced(terms, sql` OR `);
 }
 
+/** `a + b + …` as a balanced tree (see `anyOf`): a sum over a wide table's columns. */
+export function sumOf(terms: readonly SQL[]): SQL {
+  return balanced(terms, sql` + `);
+}
+
 /** `a AND b AND …` as a balanced tree (see `anyOf`). */
 export function allOf(terms: readonly SQL[]): SQL {
   return balanced(terms, sql` AND `);

@@ -19,6 +19,7 @@ import { databaseStamp } from "../core/database-stamp";
 import { addGuard, guardFailure, hasGuards, onStale, settleGuards } from "../core/fresh-read";
 import { responseTooLarge } from "../core/rest/budget";
 import { GRAPHQL_LIMITS } from "./limits";
+import { newWeight, tooManyObjectsMessage } from "./answer-weight";
 import { pageCostPlugin } from "./page-cost";
 import { Loaders, type GraphQLContext } from "./loaders";
 import { buildSchema, customObjectNames, HOST_NAMES } from "./schema";
@@ -183,13 +184,16 @@ async function answerQuery(
     body = await readBody(c);
   }
   const ctx = readContext(c);
+  let weight = newWeight();
   const run = async () => {
     const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
+    weight = newWeight();
     const graphql: GraphQLContext = {
       ctx,
       auth: c.get("auth"),
       loaders: new Loaders(ctx, c.get("auth"), c),
       http: c,
+      weight,
     };
     return yoga.fetch(request, { schema: await schemaFor(c), graphql });
   };
@@ -207,26 +211,33 @@ async function answerQuery(
     if (ctx.budget) ctx.budget.used = 0;
     answer = await settledAfter(c, run);
   }
+  if (weight.over) {
+    await answer.body?.cancel();
+    return refusedAnswer(c, tooManyObjects(), "TOO_MANY_OBJECTS");
+  }
   // Lists that would pass the response budget stopped before reading their rows: the whole
   // answer is the §4 error (with a GraphQL `errors` entry), not a partial result.
   const budget = ctx.budget;
   if (budget && budget.used > budget.limit) {
     await answer.body?.cancel();
-    const error = responseTooLarge(budget.limit).body as { detail: string };
-    return c.json(
-      {
-        ...error,
-        errors: [
-          {
-            message: error.detail,
-            extensions: { code: "RESPONSE_TOO_LARGE", limit: budget.limit },
-          },
-        ],
-      },
-      400,
-    );
+    return refusedAnswer(c, responseTooLarge(budget.limit), "RESPONSE_TOO_LARGE");
   }
   return answer;
+}
+
+/** The 400 answer at `max_objects`: the §4 body naming the limit (decision 0190). */
+const tooManyObjects = () =>
+  ApiError.detail(400, tooManyObjectsMessage(GRAPHQL_LIMITS.maxObjects), "too_many_objects", {
+    limit: GRAPHQL_LIMITS.maxObjects,
+  });
+
+/** A query stopped at a limit: the §4 error with a GraphQL `errors` entry, no partial data. */
+function refusedAnswer(c: Ctx, error: ApiError, code: string): Response {
+  const body = error.body as { detail: string; limit: number };
+  return c.json(
+    { ...body, errors: [{ message: body.detail, extensions: { code, limit: body.limit } }] },
+    400,
+  );
 }
 
 /** Answers GET and POST queries for `services` (one yoga server and schema cache per app). */

@@ -7,4 +7,9 @@ export const GRAPHQL_LIMITS = {
   maxTokens: 5000,
   /** Rows one query's lists may return, each weighted by its page size (decision 0068). */
   maxRows: 5000,
+  /**
+   * Objects one answer may hold: page rows, related objects and tags, counted as they resolve
+   * (decision 0190). Relation lists are not paged, so their rows multiply past `maxRows`.
+   */
+  maxObjects: 20_000,
 } as const;

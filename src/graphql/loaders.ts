@@ -14,6 +14,7 @@ import { databaseStamp } from "../core/database-stamp";
 import type { Queries } from "../db/client";
 import { idsList } from "../db/d1-limits";
 import { choiceSets } from "../db/schema";
+import type { AnswerWeight } from "./answer-weight";
 import type { Entry } from "./shared";
 
 /** The model label a loaded record belongs to (unions resolve their member type by it). */
@@ -25,6 +26,8 @@ export interface GraphQLContext {
   loaders: Loaders;
   /** The HTTP request it answers (its guards ride in the first list's read, decision 0085). */
   http: Ctx;
+  /** What the answer holds so far (decision 0190). */
+  weight: AnswerWeight;
 }
 
 export class Loaders {

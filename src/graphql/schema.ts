@@ -28,6 +28,7 @@ import type { ApiRecord, FieldDescription, Relation } from "../core/rest/resourc
 import type { FilterKind } from "../core/rest/query";
 import { LABEL, type GraphQLContext } from "./loaders";
 import { listRecords } from "./resolve";
+import { chargeRelated, placeObjects } from "./answer-weight";
 import { filterShapeExtensions, type Entry, type FilterShape } from "./shared";
 
 /** Root field and type names NetBox 4 gives the host models GraphQL serves. */
@@ -170,6 +171,20 @@ class SchemaBuilder {
     this.byLabel = new Map(entries.map((e) => [e.label, e]));
   }
 
+  readonly #relationKeys = new Map<string, ReadonlySet<string>>();
+
+  /** The keys of a loaded record that hold nested forms: its relations and tags. */
+  relationKeys = (rec: ApiRecord): ReadonlySet<string> => {
+    const label = (rec as Record<symbol, unknown>)[LABEL] as string;
+    let keys = this.#relationKeys.get(label);
+    if (!keys) {
+      const relations = this.byLabel.get(label)?.resource.relations ?? [];
+      keys = new Set(["tags", ...relations.map((r) => r.name)]);
+      this.#relationKeys.set(label, keys);
+    }
+    return keys;
+  };
+
   /** The labels a relation points at (its one target, or a polymorphic field's types). */
   targetsOf(rel: Relation): string[] {
     if (rel.polymorphic)
@@ -218,6 +233,7 @@ class SchemaBuilder {
         type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(this.objectType(tags)))),
         resolve: async (rec, _args, g) => {
           const ids = ((rec.tags as { id: number }[] | undefined) ?? []).map((t) => t.id);
+          if (!(await placeObjects(g, ids.length))) return [];
           return (await g.loaders.of(tags).loadMany(ids)).filter((x) => x && !(x instanceof Error));
         },
       };
@@ -260,16 +276,29 @@ class SchemaBuilder {
       if (!label || !allowed.has(label) || typeof ref.id !== "number") return null;
       return g.loaders.of(this.byLabel.get(label)!).load(ref.id);
     };
+    // counted before they load (a list of ids the record shows anyway), charged as loaded
     if (rel.many) {
       return {
         type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
-        resolve: async (rec, _a, g) =>
-          (
-            await Promise.all(((rec[rel.name] as unknown[] | null) ?? []).map((v) => load(v, g)))
-          ).filter((x) => x),
+        resolve: async (rec, _a, g, info) => {
+          const refs = (rec[rel.name] as unknown[] | null) ?? [];
+          if (!(await placeObjects(g, refs.length))) return [];
+          const related = (await Promise.all(refs.map((v) => load(v, g)))).filter((x) => x);
+          chargeRelated(g, info, related, this.relationKeys);
+          return related;
+        },
       };
     }
-    return { type, resolve: (rec, _a, g) => load(rec[rel.name], g) };
+    return {
+      type,
+      resolve: async (rec, _a, g, info) => {
+        if (!rec[rel.name]) return null;
+        if (!(await placeObjects(g, 1))) return null;
+        const related = await load(rec[rel.name], g);
+        chargeRelated(g, info, [related], this.relationKeys);
+        return related;
+      },
+    };
   }
 
   /** The entry's `<Type>Filter` input, made once. */
@@ -338,22 +367,32 @@ class SchemaBuilder {
       query[entry.field] = {
         type,
         args: { id: { type: new GraphQLNonNull(GraphQLID) } },
-        resolve: (_root, args: { id: string }, g) => {
+        resolve: async (_root, args: { id: string }, g) => {
           if (!/^\d{1,15}$/.test(String(args.id))) return null;
+          if (!(await placeObjects(g, 1))) return null;
           return g.loaders.of(entry).load(Number(args.id));
         },
       };
       query[`${entry.field}_list`] = {
         type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(type))),
         args: { filters: { type: filters }, pagination: { type: OffsetPaginationInput } },
-        resolve: (
+        resolve: async (
           _root,
           args: {
             filters?: Record<string, unknown> | null;
             pagination?: { offset?: number | null; limit?: number | null } | null;
           },
           g,
-        ) => listRecords(g, entry, filters, args.filters ?? null, args.pagination ?? null),
+        ) => {
+          const records = await listRecords(
+            g,
+            entry,
+            filters,
+            args.filters ?? null,
+            args.pagination ?? null,
+          );
+          return (await placeObjects(g, records.length)) ? records : [];
+        },
       };
     }
     if (!Object.keys(query).length) {

@@ -4,6 +4,37 @@
  */
 import { resolvePath } from "./conditions";
 
+/**
+ * Characters a rendered body may hold (decision 0190): a template of 65,536 characters repeating
+ * a value of 1 MiB would otherwise build gigabytes. Far above any receiver's useful payload.
+ */
+export const MAX_RENDERED_BODY_CHARS = 4_194_304;
+
+/** Characters one rendered header value may hold (receivers refuse headers of 8–16 KiB). */
+export const MAX_RENDERED_HEADER_CHARS = 8_192;
+
+/** A rendering that would pass its limit: the delivery is refused, nothing is sent. */
+export class RenderTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`renders more than ${limit} characters`);
+    this.name = "RenderTooLarge";
+  }
+}
+
+/**
+ * Passes values through while the text they fill stays within `limit` characters (the
+ * template's own text counted in `start`, a placeholder's text counted with it); throws
+ * `RenderTooLarge` before a value would take it past, so no oversized string is ever built.
+ */
+function bounded(limit: number, start = 0): (value: string) => string {
+  let total = start;
+  return (value) => {
+    total += value.length;
+    if (total > limit) throw new RenderTooLarge(limit);
+    return value;
+  };
+}
+
 const PLACEHOLDER_RE = /\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g;
 const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Set by the transport or by us: a template may not set them. */
@@ -54,8 +85,9 @@ function percentEncoded(ch: string): string {
  * characters beyond ASCII are percent-encoded (a header carries bytes, not text).
  */
 export function renderHeaderValue(template: string, context: Record<string, unknown>): string {
+  const within = bounded(MAX_RENDERED_HEADER_CHARS);
   return template
-    .replace(PLACEHOLDER_RE, (_, path: string) => plain(resolvePath(context, path)))
+    .replace(PLACEHOLDER_RE, (_, path: string) => within(plain(resolvePath(context, path))))
     .replace(CONTROL_RE, " ")
     .replace(/[^\x20-\x7e]/gu, percentEncoded)
     .trim();
@@ -86,13 +118,15 @@ export function renderBody(
     : /xml|html/.test(type)
       ? (s: string) => s.replace(/[&<>"']/g, (c) => XML_ESCAPES[c]!)
       : (s: string) => s;
+  const within = bounded(MAX_RENDERED_BODY_CHARS, template.length);
   return template.replace(PLACEHOLDER_RE, (_, path: string) =>
-    escapeValue(plain(resolvePath(context, path))),
+    within(escapeValue(plain(resolvePath(context, path)))),
   );
 }
 
 /** Follows the template's own JSON string literals to know where each placeholder stands. */
 function renderJson(template: string, context: Record<string, unknown>): string {
+  const within = bounded(MAX_RENDERED_BODY_CHARS, template.length);
   let out = "";
   let inString = false;
   let escaped = false;
@@ -115,7 +149,7 @@ function renderJson(template: string, context: Record<string, unknown>): string 
     out +=
       before +
       lone +
-      (inString ? JSON.stringify(plain(value)).slice(1, -1) : JSON.stringify(value ?? null));
+      within(inString ? JSON.stringify(plain(value)).slice(1, -1) : JSON.stringify(value ?? null));
     at = m.index + m[0].length;
   }
   return out + template.slice(at);

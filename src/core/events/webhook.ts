@@ -12,7 +12,7 @@ import type { JobHandler } from "../../services/tasks/queue";
 import { DeferJob, PermanentJobError } from "../../services/tasks/queue";
 import type { ApiRecord, Services } from "../context";
 import type { WebhookTaskPayload } from "./dispatch";
-import { headerTemplates, renderBody, renderHeaderValue } from "./render";
+import { headerTemplates, RenderTooLarge, renderBody, renderHeaderValue } from "./render";
 import { evaluateCondition, type Condition } from "./conditions";
 import { hideFromOwner, mayViewChanged, ownerAuth } from "./scope";
 import { refusedAtDelivery } from "./targets";
@@ -199,6 +199,17 @@ function targetOf(url: string): string {
   }
 }
 
+/** A rendering, or the delivery refused (no retry: the same data renders the same) past its limit. */
+function refusedPast(what: string, render: () => string): string {
+  try {
+    return render();
+  } catch (e) {
+    if (e instanceof RenderTooLarge)
+      throw new PermanentJobError(`delivery refused: ${what} ${e.message}`);
+    throw e;
+  }
+}
+
 /** Renders, signs and sends one delivery; throws (to retry) unless the receiver answers 2xx. */
 async function send(
   services: Services,
@@ -209,12 +220,16 @@ async function send(
 ): Promise<{ status_code: number }> {
   const contentType = hook.httpContentType || "application/json";
   const body = hook.bodyTemplate
-    ? renderBody(hook.bodyTemplate, contentType, event)
+    ? refusedPast("the body template", () => renderBody(hook.bodyTemplate, contentType, event))
     : JSON.stringify(event);
   const headers = new Headers({ "Content-Type": contentType });
   const lines = headerTemplates(hook.additionalHeaders);
   if (!("error" in lines))
-    for (const [name, value] of lines) headers.set(name, renderHeaderValue(value, event));
+    for (const [name, value] of lines)
+      headers.set(
+        name,
+        refusedPast(`the header ${name}`, () => renderHeaderValue(value, event)),
+      );
   if (hook.secret) headers.set("X-Hook-Signature", await signBody(hook.secret, body));
   // Delivery is at-least-once: receivers drop a repeat by this key (set last: not overridable).
   headers.set(IDEMPOTENCY_HEADER, idempotencyKey);

@@ -7,6 +7,7 @@
 import { getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
 import type { Context } from "hono";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { sumOf } from "../../db/d1-limits";
 import { ApiError } from "../errors";
 import type { ReadContext, Resource } from "./resource";
 
@@ -49,17 +50,17 @@ function wideColumns(resource: Resource): SQLiteColumn[] {
 // by table: the same columns for every page of a resource
 const rowBytesByTable = new WeakMap<object, SQL | null>();
 
-/** What one row's wide values take (SQL over the resource's table), or null when it has none. */
+/**
+ * What one row's wide values and its link forms (`Resource.linkBytes`) take (SQL over the
+ * resource's table), or null when it has neither.
+ */
 function rowBytes(resource: Resource): SQL | null {
   let sum = rowBytesByTable.get(resource.table);
   if (sum === undefined) {
-    const columns = wideColumns(resource);
-    sum = columns.length
-      ? sql.join(
-          columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
-          sql` + `,
-        )
-      : null;
+    const parts = wideColumns(resource).map((col) => sql`coalesce(octet_length(${col}), 0)`);
+    if (resource.linkBytes) parts.push(resource.linkBytes);
+    // balanced: a chain of hundreds of terms is deeper than D1 parses (decision 0125)
+    sum = parts.length ? sumOf(parts) : null;
     rowBytesByTable.set(resource.table, sum);
   }
   return sum;
@@ -129,13 +130,8 @@ export function budgetInRead(ctx: ReadContext, parts: Array<{ resource: Resource
   if (!budget || !parts.length) return null;
   const total = sql.join(
     parts.map(({ resource, ids }) => {
-      const columns = wideColumns(resource);
-      const wide = columns.length
-        ? sql`coalesce(sum(${sql.join(
-            columns.map((col) => sql`coalesce(octet_length(${col}), 0)`),
-            sql` + `,
-          )}), 0)`
-        : sql`0`;
+      const sum = rowBytes(resource);
+      const wide = sum ? sql`coalesce(sum(${sum}), 0)` : sql`0`;
       return sql`(SELECT ${wide} + count(*) * ${ROW_OVERHEAD_BYTES} FROM ${resource.table} WHERE ${resource.list.idExpr} IN (${ids}))`;
     }),
     sql` + `,

@@ -13,6 +13,7 @@ import {
   MAX_FILTER_VALUES,
   MAX_NUMBER_LENGTH,
   MAX_ORDERING_TERMS,
+  MAX_PROJECTION_NAMES,
   MAX_PAGING_VALUE,
 } from "../limits";
 
@@ -550,12 +551,20 @@ export function parsePaging(params: URLSearchParams): { limit: number; offset: n
 
 export function parseProjection(params: URLSearchParams): Projection {
   const brief = params.has("brief") && parseBool(params.get("brief") || "true") !== false;
-  const fields = params.has("fields") ? splitList(params.getAll("fields")) : null;
+  const fields = params.has("fields") ? projectionNames(params, "fields") : null;
   return {
     brief,
     fields: fields?.length ? fields : null,
-    omit: splitList(params.getAll("omit")),
+    omit: projectionNames(params, "omit"),
   };
+}
+
+/** The names of `?fields=` or `?omit=`, at most `MAX_PROJECTION_NAMES` of them (decision 0190). */
+function projectionNames(params: URLSearchParams, name: "fields" | "omit"): string[] {
+  const names = splitList(params.getAll(name));
+  if (names.length > MAX_PROJECTION_NAMES)
+    throw new ValidationError({ [name]: [`Name at most ${MAX_PROJECTION_NAMES} fields.`] });
+  return names;
 }
 
 /** Applies `brief`, `fields` and `omit` to serialised records. */
@@ -566,10 +575,14 @@ export function project(
 ): Record<string, unknown>[] {
   const keys: string[] | null = projection.fields ?? (projection.brief ? briefFields : null);
   if (!keys && !projection.omit.length) return records;
+  // each name looked up once per row, a repeated one once
+  const omit = new Set(projection.omit);
+  const asked = keys && [...new Set(keys)].filter((k) => !omit.has(k));
   return records.map((r) => {
     const out: Record<string, unknown> = {};
-    for (const k of keys ?? Object.keys(r))
-      if (Object.hasOwn(r, k) && !projection.omit.includes(k)) out[k] = r[k];
+    if (asked) {
+      for (const k of asked) if (Object.hasOwn(r, k)) out[k] = r[k];
+    } else for (const k of Object.keys(r)) if (!omit.has(k)) out[k] = r[k];
     return out;
   });
 }

@@ -1,4 +1,5 @@
 /** `multiobject`: an ordered list of references, kept in a link table of its own. */
+import { MAX_LINKS_PER_VALUE } from "../../../core/limits";
 import { describe, linkFilters, requestValue } from "./base";
 import { refReadSchema, refWriteSchema } from "./reference";
 import type { FieldTypeModule } from "./types";
@@ -24,6 +25,7 @@ export const multiobject: FieldTypeModule = {
     requestValue(f, {
       type: "array",
       items: refWriteSchema(f, env),
+      maxItems: MAX_LINKS_PER_VALUE,
       ...(f.required ? { minItems: 1 } : {}),
     }),
 };

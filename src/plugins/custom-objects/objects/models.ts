@@ -10,6 +10,7 @@ import { Prebuilt } from "../../../db/driver-internals";
 import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../../db/schema";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
+import { sumOf } from "../../../db/d1-limits";
 import { APP_LABEL } from "../constants";
 import { ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow, type Storage } from "../field-types";
@@ -96,11 +97,34 @@ function buildModel(
         targetsOf: targetsOf(f, storage(f)),
       })),
     rederive: contextRederiver(shape),
+    linkBytes: linkBytesOf(
+      cot.id,
+      fields.filter((f) => storage(f) === "links"),
+    ),
   };
 
   declareOwner(shape, resource);
   const info = modelInfo(shape, resource, read);
   return { cot, fields, table, resource, info };
+}
+
+/** About what one link's nested form takes in an answer (`{id, url, display}`: ~90 bytes). */
+const LINK_FORM_BYTES = 100;
+
+/**
+ * The bytes a row's multi-object links take as nested forms (decision 0190): counted through
+ * each link table's `source_id` index, so a page of rows linked thousands of times each is
+ * weighed before it is read.
+ */
+function linkBytesOf(cotId: number, linkFields: FieldRow[]): SQL | undefined {
+  if (!linkFields.length) return undefined;
+  const row = ident(tableName(cotId));
+  return sumOf(
+    linkFields.map(
+      (f) =>
+        sql`(SELECT count(*) FROM ${ident(linkTableName(cotId, f.id))} WHERE "source_id" = ${row}."id") * ${sql.raw(String(LINK_FORM_BYTES))}`,
+    ),
+  );
 }
 
 /** What a model is built from: a type's row and fields, the object types they name, its index. */

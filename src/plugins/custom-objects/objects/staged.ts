@@ -4,6 +4,7 @@
  * whether the writer may view them), tags, owners, the stored rows and the event rules are read in
  * one `db.read`; rows, links, tags, change records, outbox rows and guards go in one `db.write`.
  */
+import { MAX_LINKS_PER_VALUE } from "../../../core/limits";
 import { viewableTags } from "../../../core/models/tag-scope";
 import { and, inArray, sql, type SQL } from "drizzle-orm";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
@@ -152,7 +153,13 @@ async function namedRefs(w: ObjectWriter, ctx: WriteContext, inputs: ApiRecord[]
       if (w.shape.storage(f) === "column") continue;
       const raw = Object.hasOwn(input, f.name) ? input[f.name] : create ? f.default : undefined;
       if (raw === null || raw === undefined) continue;
-      const items = w.shape.storage(f) === "links" ? (Array.isArray(raw) ? raw : []) : [raw];
+      // a list past the limit is refused by the conversion, its items never looked up
+      const items =
+        w.shape.storage(f) !== "links"
+          ? [raw]
+          : Array.isArray(raw) && raw.length <= MAX_LINKS_PER_VALUE
+            ? raw
+            : [];
       for (const item of items) {
         const r = await resolveRef(ctx, f, item);
         if (!("error" in r)) add(r);

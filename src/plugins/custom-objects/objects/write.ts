@@ -3,6 +3,7 @@
  * through the field type modules, reference and uniqueness checks, the prepared
  * INSERT … RETURNING, updates, link-table writes and deletes.
  */
+import { MAX_LINKS_PER_VALUE } from "../../../core/limits";
 import type { InValue } from "@libsql/client";
 import {
   and,
@@ -687,11 +688,18 @@ export class ObjectWriter {
       st.errors.add(f.name, "Expected a list of items.");
       return;
     }
+    if (raw.length > MAX_LINKS_PER_VALUE) {
+      st.errors.add(f.name, `Ensure this field has no more than ${MAX_LINKS_PER_VALUE} elements.`);
+      return;
+    }
     const refs: { typeId: number; id: number }[] = [];
+    // each reference once, by a set: a list of thousands compared pairwise held the loop (0190)
+    const seen = new Set<string>();
     for (const item of raw) {
       const r = await resolveRef(ctx, f, item);
       if ("error" in r) st.errors.add(f.name, r.error);
-      else if (!refs.some((x) => x.typeId === r.typeId && x.id === r.id)) {
+      else if (!seen.has(`${r.typeId}:${r.id}`)) {
+        seen.add(`${r.typeId}:${r.id}`);
         st.pending.push({ field: f, ref: r });
         st.named.push({ field: f, ref: r });
         refs.push(r);
