@@ -108,21 +108,20 @@ export function conditionError(raw: unknown): string | null {
  */
 export function resolvePath(root: unknown, path: string): unknown {
   let current: unknown = root;
-  for (const segment of path.split(".")) {
-    if (current === null || current === undefined) return undefined;
-    if (Array.isArray(current)) {
-      if (/^\d+$/.test(segment)) current = current[Number(segment)];
-      else
-        current = current.flatMap((item) =>
-          isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : [],
-        );
-    } else if (isObject(current)) {
-      current = Object.hasOwn(current, segment) ? current[segment] : undefined;
-    } else {
-      return undefined;
-    }
-  }
+  for (const segment of path.split(".")) current = stepInto(current, segment);
   return current;
+}
+
+/** One segment of `resolvePath`'s walk from `current` (undefined past a missing value). */
+function stepInto(current: unknown, segment: string): unknown {
+  if (Array.isArray(current)) {
+    if (/^\d+$/.test(segment)) return current[Number(segment)];
+    return current.flatMap((item) =>
+      isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : [],
+    );
+  }
+  if (isObject(current)) return Object.hasOwn(current, segment) ? current[segment] : undefined;
+  return undefined;
 }
 
 function equal(a: unknown, b: unknown): boolean {
@@ -197,16 +196,8 @@ const reducible = (v: unknown): boolean =>
 function pathReachesNested(root: unknown, path: string): boolean {
   let current: unknown = root;
   for (const segment of path.split(".")) {
-    if (current === null || current === undefined) return false;
-    if (Array.isArray(current)) {
-      if (/^\d+$/.test(segment)) current = current[Number(segment)];
-      else
-        current = current.flatMap((item) =>
-          isObject(item) && Object.hasOwn(item, segment) ? [item[segment]] : [],
-        );
-    } else if (isObject(current)) {
-      current = Object.hasOwn(current, segment) ? current[segment] : undefined;
-    } else return false;
+    current = stepInto(current, segment);
+    if (current === undefined) return false;
     if (reducible(current)) return true;
   }
   return false;
