@@ -27,7 +27,7 @@ beforeAll(async () => {
   WriteBatch.prototype.add = function (this: WriteBatch, ...a: Parameters<typeof add>) {
     staged++;
     return add.apply(this, a);
-  };
+  } as typeof add;
 });
 afterAll(() => {
   WriteBatch.prototype.add = add;
@@ -113,13 +113,13 @@ describe("another client's write during a bulk create's long batch", () => {
       } finally {
         if (long) longOpen--;
       }
-    }) as typeof write;
+    }) as unknown as typeof write;
     turnsAtEveryOtherCheck();
     try {
       const bulk = call(t.admin, sites(SITES, "huge"));
       while (longOpen === 0) await aTurn(); // the bulk's batch holds the write lock
       const single = await call(other, { name: "meanwhile", slug: "meanwhile" });
-      expect(metLong).toBe(1); // its write met the bulk's batch under way
+      expect(metLong).toBeGreaterThanOrEqual(1); // its write met the bulk's batch under way
       const bulkRes = await bulk;
       expect(bulkRes.status).toBe(201);
       expect(single.status).toBe(201);
