@@ -865,7 +865,14 @@ async function stagedUpdate(
     written.push({ id, values, touched: new Set(Object.keys(c.values)) });
     changes.push(await stageUpdate(w, ctx, batch, stored, look, id, c));
   });
-  const texts = await stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
+  const texts = await stageChanges(
+    ctx,
+    batch,
+    resource,
+    w.cot.objectTypeId!,
+    await rules(),
+    changes,
+  );
   if (changeWhere)
     stagePermission(
       w,
@@ -1052,9 +1059,14 @@ async function stagedUpdateAssumed(
     prechange: item.before,
     postchange: item.after(stamp),
   };
-  const texts = await stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [
-    change,
-  ]);
+  const texts = await stageChanges(
+    ctx,
+    batch,
+    options.resource,
+    w.cot.objectTypeId!,
+    await rules(),
+    [change],
+  );
   if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
   if (!(await ranOrRefused(ctx, batch, { verboseName: verboseName(w.cot) }))) return "refused";
   w.indexLater(ctx);
