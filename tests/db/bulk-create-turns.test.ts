@@ -81,6 +81,8 @@ describe("a bulk create's staging on a local file", () => {
 describe("another client's write during a bulk create's long batch", () => {
   /** Past what a 5 s busy timeout outlasted (0185); within MAX_BODY_BYTES (~600 KB). */
   const SITES = 15_000;
+  /** Another client's bulk create meanwhile: a long batch too (~170 statements). */
+  const SECOND = 500;
   /** A busy timeout the long batch outlasts many times over: a bound write would answer 503. */
   const BUSY_MS = 50;
   let db: LibsqlDatabase;
@@ -98,16 +100,16 @@ describe("another client's write during a bulk create's long batch", () => {
       body: JSON.stringify(body),
     });
 
-  test("waits for its commit and is written (201, not 503)", async () => {
+  test("waits for its commit and is written (201, not 503): a create, a bulk create", async () => {
     const other = await t.user("other-writer", [[["add", "view"], "dcim.site"]]);
     // which write batches are under way, through the interface (each still runs)
     const write = db.write;
     let longOpen = 0;
-    let metLong = 0;
+    const met = { short: 0, long: 0 };
     db.write = (async (queries: Queries) => {
       const long = queries.length >= LONG_BATCH;
+      if (longOpen > 0) met[long ? "long" : "short"]++;
       if (long) longOpen++;
-      else if (longOpen > 0) metLong++;
       try {
         return await write(queries);
       } finally {
@@ -118,12 +120,19 @@ describe("another client's write during a bulk create's long batch", () => {
     try {
       const bulk = call(t.admin, sites(SITES, "huge"));
       while (longOpen === 0) await aTurn(); // the bulk's batch holds the write lock
-      const single = await call(other, { name: "meanwhile", slug: "meanwhile" });
-      expect(metLong).toBeGreaterThanOrEqual(1); // its write met the bulk's batch under way
+      const [single, second] = await Promise.all([
+        call(other, { name: "meanwhile", slug: "meanwhile" }),
+        call(other, sites(SECOND, "second")), // a long batch of its own
+      ]);
+      // each of their writes met a long batch under way
+      expect(met).toEqual({ short: expect.any(Number), long: 1 });
+      expect(met.short).toBeGreaterThanOrEqual(1);
       const bulkRes = await bulk;
       expect(bulkRes.status).toBe(201);
       expect(single.status).toBe(201);
       expect(((await single.json()) as { slug: string }).slug).toBe("meanwhile");
+      expect(second.status).toBe(201);
+      expect(((await second.json()) as unknown[]).length).toBe(SECOND);
     } finally {
       db.write = write;
     }
@@ -131,5 +140,7 @@ describe("another client's write during a bulk create's long batch", () => {
     expect(listed.body.count).toBe(SITES);
     const lone = await t.json("GET", "/api/dcim/sites/?slug=meanwhile");
     expect(lone.body.count).toBe(1);
+    const theirs = await t.json("GET", "/api/dcim/sites/?name__isw=second&limit=1");
+    expect(theirs.body.count).toBe(SECOND);
   });
 });
