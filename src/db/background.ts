@@ -25,24 +25,33 @@ import { BACKSTOP_PAGES } from "./checkpointer";
 import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
 import { yieldWhenDue } from "../turns";
 
-/** A FIFO lock whose waiters give up after a deadline. */
+/**
+ * A FIFO lock whose waiters give up after a deadline, unless `keepWaiting` says, when it comes,
+ * that the holder is one worth waiting for (a long batch, decision 0186): then it starts again.
+ */
 class TimedLock {
   #held = false;
   #waiters: Array<() => void> = [];
-  acquire(timeoutMs: number): Promise<(() => void) | null> {
+  acquire(timeoutMs: number, keepWaiting: () => boolean): Promise<(() => void) | null> {
     if (!this.#held) {
       this.#held = true;
       return Promise.resolve(() => this.#release());
     }
     return new Promise((resolve) => {
+      let timer: ReturnType<typeof setTimeout>;
       const grant = () => {
         clearTimeout(timer);
         resolve(() => this.#release());
       };
-      const timer = setTimeout(() => {
+      const bound = () => {
+        if (keepWaiting()) {
+          timer = setTimeout(bound, timeoutMs);
+          return;
+        }
         this.#waiters = this.#waiters.filter((w) => w !== grant);
         resolve(null);
-      }, timeoutMs);
+      };
+      timer = setTimeout(bound, timeoutMs);
       this.#waiters.push(grant);
     });
   }
@@ -58,6 +67,8 @@ export class BackgroundConnection {
   #opening: Promise<Client> | null = null;
   #lock = new TimedLock();
   #released: Promise<void> | null = null;
+  /** Whether the open long write is a long batch (`transaction(mode, "batch")`), under way. */
+  #batchOpen = false;
 
   constructor(
     private readonly url: string,
@@ -73,6 +84,16 @@ export class BackgroundConnection {
   /** While a long write is open, resolves when it ends (the main connection's writes wait on it); else null. */
   released(): Promise<void> | null {
     return this.#released;
+  }
+
+  /**
+   * While a long batch holds the write lock, resolves when it ends; else null. A long batch is a
+   * request's one atomic write, bounded by the request's body, and each of its statements moves
+   * it on: a write waits for it as for its turn in a queue, not for a lock held for who knows
+   * how long (decision 0186). A schema apply is not one: writes meeting it wait the bound (0039).
+   */
+  batchEnded(): Promise<void> | null {
+    return this.#batchOpen ? this.#released : null;
   }
 
   #open(): Promise<Client> {
@@ -102,12 +123,16 @@ export class BackgroundConnection {
   }
 
   /**
-   * A write transaction on this connection. Waits at most the busy timeout for another long
-   * write of this process, then as long again for the database's write lock; past either,
-   * `DatabaseBusyError` (503, retryable).
+   * A write transaction on this connection (`kind` "batch": a long batch's, `batchEnded`). Waits
+   * at most the busy timeout for another long write of this process (however long for a long
+   * batch), then as long again for the database's write lock; past either, `DatabaseBusyError`
+   * (503, retryable).
    */
-  async transaction(mode: TransactionMode = "write"): Promise<Transaction> {
-    const release = await this.#lock.acquire(this.busyTimeoutMs);
+  async transaction(
+    mode: TransactionMode = "write",
+    kind: "batch" | "other" = "other",
+  ): Promise<Transaction> {
+    const release = await this.#lock.acquire(this.busyTimeoutMs, () => this.#batchOpen);
     if (!release) throw new DatabaseBusyError();
     let done!: () => void;
     this.#released = new Promise<void>((r) => (done = r));
@@ -116,6 +141,7 @@ export class BackgroundConnection {
       if (settled) return;
       settled = true;
       this.#released = null;
+      this.#batchOpen = false;
       done();
       release();
     };
@@ -126,6 +152,8 @@ export class BackgroundConnection {
       settle();
       throw e;
     }
+    // from here it holds the write lock, and moves on statement by statement
+    this.#batchOpen = kind === "batch";
     /** Gives the event loop its turns once the work under way has held it for a slice. */
     const paced = async <T>(work: () => Promise<T>): Promise<T> => {
       await yieldWhenDue();

@@ -115,6 +115,7 @@ export async function openDatabase(
     batchIn: () => longBatch.getStore() ?? null,
     busyTimeoutMs: inMemory ? undefined : busyTimeoutMs,
     lockReleased: background ? () => background.released() : undefined,
+    queueBehind: background ? () => background.batchEnded() : undefined,
     committed,
   });
   const db = libsqlDatabase(client, "local");
@@ -180,7 +181,7 @@ async function writeLong(
   open: AsyncLocalStorage<Transaction>,
   queries: Queries,
 ): Promise<unknown[]> {
-  const tx = await background.transaction("write");
+  const tx = await background.transaction("write", "batch");
   try {
     const results: unknown[] = [];
     for (let at = 0; at < queries.length; at += BUILD_CHUNK) {

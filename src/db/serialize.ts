@@ -47,6 +47,12 @@ export interface SerializeOptions {
   busyTimeoutMs?: number;
   /** When another connection of this process holds the write lock: a promise of its release. */
   lockReleased?: () => Promise<void> | null;
+  /**
+   * When the write lock's holder is one to wait for as a queue (this process's long batch,
+   * decision 0186): a promise of its end. The time waited for it does not count against
+   * `busyTimeoutMs`.
+   */
+  queueBehind?: () => Promise<void> | null;
   /** Called after each commit of this connection (the background checkpoints, `checkpointer.ts`). */
   committed?: () => void;
 }
@@ -66,16 +72,26 @@ export const INSIDE_TRANSACTION =
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound. */
+/**
+ * Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound;
+ * the time spent queued behind this process's long batch (`queueBehind`) does not count.
+ */
 async function retryBusy<R>(options: SerializeOptions, attempt: () => Promise<R>): Promise<R> {
   const bound = options.busyTimeoutMs;
   if (bound === undefined) return attempt();
-  const deadline = performance.now() + bound;
+  let deadline = performance.now() + bound;
   for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
     try {
       return await attempt();
     } catch (e) {
       if (!isBusyError(e) || e instanceof DatabaseBusyError) throw e;
+      const queued = options.queueBehind?.();
+      if (queued) {
+        const from = performance.now();
+        await queued;
+        deadline += performance.now() - from;
+        continue;
+      }
       const left = deadline - performance.now();
       if (left <= 0) throw new DatabaseBusyError();
       const released = options.lockReleased?.();

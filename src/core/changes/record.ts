@@ -21,6 +21,7 @@ import { noteStaged } from "./preview";
 import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
 import { readsCostRoundTrip } from "../../db/policy";
+import { yieldWhenDue } from "../../turns";
 
 export type { ChangeAction };
 
@@ -371,33 +372,57 @@ function rememberWritten(
   rememberChanges(ctx.services, [row]);
 }
 
-/**
- * The change records of `changes` as statements of `batch`, with their event deliveries; an update
- * that changed nothing writes nothing (as `logChange`). The answer, read once the batch has run:
- * each written change's postchange JSON text (undefined where none was written), in order.
- */
-export function stageChanges(
+/** What `stageChanges` stages, as steps: between two, the event loop may take turns. */
+type ChangeArgs = [
   ctx: WriteContext,
   batch: WriteBatch,
   resource: Resource,
   objectTypeId: number,
   rules: StagedRules,
   changes: StagedChange[],
-): () => Array<string | undefined> {
+];
+
+/**
+ * The change records of `changes` as statements of `batch`, with their event deliveries; an update
+ * that changed nothing writes nothing (as `logChange`). The answer, read once the batch has run:
+ * each written change's postchange JSON text (undefined where none was written), in order.
+ * Thousands of changes give the event loop turns between statements (decision 0186).
+ */
+export async function stageChanges(...args: ChangeArgs): Promise<() => Array<string | undefined>> {
+  const steps = changeSteps(...args);
+  for (let step = steps.next(); ; step = steps.next()) {
+    if (step.done) return step.value;
+    await yieldWhenDue();
+  }
+}
+
+/** `stageChanges` in one go, for a caller that cannot wait (a delete hook's `write`). */
+export function stageChangesAtOnce(...args: ChangeArgs): () => Array<string | undefined> {
+  const steps = changeSteps(...args);
+  for (let step = steps.next(); ; step = steps.next()) if (step.done) return step.value;
+}
+
+function* changeSteps(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  resource: Resource,
+  objectTypeId: number,
+  rules: StagedRules,
+  changes: StagedChange[],
+): Generator<void, () => Array<string | undefined>> {
   noteStaged(ctx, objectTypeId, changes); // what a dry run's write would answer (decision 0162)
-  const kept = changes.filter(
-    (e) =>
-      !(
-        e.action === "update" &&
-        e.prechange &&
-        e.postchange &&
-        sameData(e.prechange, e.postchange)
-      ),
-  );
+  const kept: StagedChange[] = [];
+  for (const e of changes) {
+    yield;
+    const unchanged =
+      e.action === "update" && e.prechange && e.postchange && sameData(e.prechange, e.postchange);
+    if (!unchanged) kept.push(e);
+  }
   const texts = new Map<StagedChange, string>();
   const user = ctx.auth.user;
   const time = nowIso();
   for (let i = 0; i < kept.length; i += STAGED_CHANGES) {
+    yield;
     const chunk = kept.slice(i, i + STAGED_CHANGES);
     batch.add(changeStatement(ctx, resource, objectTypeId, time, chunk), (written) => {
       // RETURNING's order is not defined; one statement's ids follow its VALUES order
@@ -410,7 +435,8 @@ export function stageChanges(
         rememberWritten(ctx, resource, { objectTypeId, time, change: chunk[0]!, row: sorted[0] });
     });
   }
-  for (const [k, e] of kept.entries())
+  for (const [k, e] of kept.entries()) {
+    yield;
     stageEventDeliveries(ctx, batch, rules, {
       changeId: newRowId("object_changes", k, kept.length),
       action: e.action,
@@ -422,5 +448,6 @@ export function stageChanges(
       userId: user?.id ?? null,
       requestId: ctx.requestId,
     });
+  }
   return () => changes.map((e) => texts.get(e));
 }

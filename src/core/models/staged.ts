@@ -720,17 +720,17 @@ class StagedWriter {
     made: { rows: Row[]; tags: Array<TagRow[] | null>; links: Links[]; found: Found },
     options: StagedOptions,
     o: { objectTypeId: number; addWhere: SQL | undefined; verdict?: StagedHook },
-  ): Promise<() => StagedWritten[]> {
+  ): Promise<() => Promise<StagedWritten[]>> {
     const { rows, tags, links, found } = made;
     const { objectTypeId, addWhere, verdict } = o;
     const resource = options.resource;
     const records = await this.newRecords(ctx, rows, tags, links, found);
     const fixed = options.ids;
-    const ids = this.stageInserts(ctx, batch, objectTypeId, rows, tags, links, fixed);
+    const ids = await this.stageInserts(ctx, batch, objectTypeId, rows, tags, links, fixed);
     verdict?.write(batch);
     found.model?.write?.(batch);
     const n = rows.length;
-    const texts = stageChanges(
+    const texts = await stageChanges(
       ctx,
       batch,
       resource,
@@ -753,9 +753,14 @@ class StagedWriter {
         n,
         addWhere,
       );
-    return () => {
+    return async () => {
       ids.sort((a, b) => a - b);
-      return texts().map((json, k) => ({ id: ids[k]!, record: JSON.parse(json!), json }));
+      const written: StagedWritten[] = [];
+      for (const [k, json] of texts().entries()) {
+        await yieldWhenDue(); // thousands of records to parse: turns meanwhile (0186)
+        written.push({ id: ids[k]!, record: JSON.parse(json!), json });
+      }
+      return written;
     };
   }
 
@@ -784,8 +789,11 @@ class StagedWriter {
     return records;
   }
 
-  /** Multi-row INSERTs of `rows` and their tags; the returned list fills with the new ids. */
-  stageInserts(
+  /**
+   * Multi-row INSERTs of `rows` and their tags; the returned list fills with the new ids.
+   * Thousands of rows give the event loop turns between statements (decision 0186).
+   */
+  async stageInserts(
     ctx: WriteContext,
     batch: WriteBatch,
     objectTypeId: number,
@@ -793,12 +801,13 @@ class StagedWriter {
     tags: Array<TagRow[] | null>,
     links: Links[],
     fixed?: number[],
-  ): number[] {
+  ): Promise<number[]> {
     const ids: number[] = [];
     const withId = ({ id: _id, ...r }: Row, k: number) => (fixed ? { id: fixed[k], ...r } : r);
     // a value per column at most: rows per INSERT within D1's bound values (decision 0125)
     const perStatement = rowsPerStatement(this.columns.length);
-    for (let s = 0; s < rows.length; s += perStatement)
+    for (let s = 0; s < rows.length; s += perStatement) {
+      await yieldWhenDue();
       batch.add(
         this.orm(ctx)
           .insert(this.table)
@@ -806,14 +815,17 @@ class StagedWriter {
           .returning({ id: this.table.id }),
         (out) => ids.push(...(out as Array<{ id: number }>).map((r) => r.id)),
       );
+    }
     const n = rows.length;
-    tags.forEach((t, k) => {
-      const id = createdRowId(this.tableName, k, n, fixed);
-      if (t) this.stageTags(ctx, batch, objectTypeId, id, t, false);
-    });
-    links.forEach((l, k) => {
+    for (const [k, t] of tags.entries()) {
+      if (!t) continue;
+      await yieldWhenDue();
+      this.stageTags(ctx, batch, objectTypeId, createdRowId(this.tableName, k, n, fixed), t, false);
+    }
+    for (const [k, l] of links.entries()) {
+      await yieldWhenDue();
       this.links.stage(ctx, batch, createdRowId(this.tableName, k, n, fixed), l, false);
-    });
+    }
     return ids;
   }
 
@@ -1010,7 +1022,7 @@ class StagedWriter {
     const verdict = await checked?.(seen);
     verdict?.write(batch);
     found.model?.write?.(batch);
-    const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
+    const texts = await stageChanges(ctx, batch, resource, objectTypeId, found.rules, changes);
     if (changeWhere)
       this.stagePermission(ctx, batch, inIds(this.table.id, ids), ids.length, changeWhere);
     await this.runBatch(
@@ -1075,7 +1087,7 @@ class StagedWriter {
     const fixed = { ...options, ids: [item.id] };
     const written = await this.stageCreates(ctx, batch, made, fixed, { objectTypeId, addWhere });
     if (!(await ranOrRefused(ctx, batch, this.parts.resource))) return "refused";
-    return written()[0] ?? null;
+    return (await written())[0] ?? null;
   }
 
   /**
@@ -1118,7 +1130,7 @@ class StagedWriter {
       prechange: item.before,
       postchange: null,
     };
-    stageChanges(ctx, batch, resource, objectTypeId, await rules(), [change]);
+    await stageChanges(ctx, batch, resource, objectTypeId, await rules(), [change]);
     if (!(await ranOrRefused(ctx, batch, this.parts.resource))) return "refused";
     return "deleted";
   }
@@ -1185,7 +1197,7 @@ class StagedWriter {
       prechange: item.before,
       postchange: item.after(stamp),
     };
-    const texts = stageChanges(ctx, batch, resource, objectTypeId, found.rules, [change]);
+    const texts = await stageChanges(ctx, batch, resource, objectTypeId, found.rules, [change]);
     if (changeWhere) this.stagePermission(ctx, batch, row, 1, changeWhere);
     if (!(await ranOrRefused(ctx, batch, this.parts.resource))) return "refused";
     const json = texts()[0];
@@ -1313,7 +1325,7 @@ class StagedWriter {
       await yieldWhenDue();
     }
     if (!one) for (const s of deletesAsRead(this.table, admitted)) batch.add(this.orm(ctx).run(s));
-    stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
+    await stageChanges(ctx, batch, resource, objectTypeId, staged, changes);
     return this.runBatch(ctx, batch, "delete", stored.read, !!options.precondition, explain);
   }
 

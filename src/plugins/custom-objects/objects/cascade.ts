@@ -18,7 +18,7 @@ import type {
   StagedHook,
   WriteContext,
 } from "../../../core/context";
-import { stageChanges, type StagedChange } from "../../../core/changes/record";
+import { stageChangesAtOnce, type StagedChange } from "../../../core/changes/record";
 import { deletesAsRead } from "../../../core/models/staged";
 import { stageRules, type StagedRules } from "../../../core/events/dispatch";
 import { ReadPhase, type WriteBatch } from "../../../core/rest/write-batch";
@@ -392,7 +392,7 @@ function writeLevel(ctx: WriteContext, batch: WriteBatch, cascade: Cascade, x: F
     const id = Number(r.id);
     return { action: "delete", id, prechange: x.records.get(id) ?? null, postchange: null };
   });
-  stageChanges(ctx, batch, model.resource, x.typeId, x.rules, changes);
+  stageChangesAtOnce(ctx, batch, model.resource, x.typeId, x.rules, changes);
   ctx.onCommit?.(async () => scheduleSearchFlush(ctx.services, model.cot.id));
 }
 

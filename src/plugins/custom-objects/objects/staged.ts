@@ -737,7 +737,7 @@ async function stageCreates(
         row[`__l_${f.name}`] = "[]";
   const records = await newRecords(w, ctx, rows, look);
   const fixed = options.ids;
-  const ids = stageInserts(w, ctx, batch, rows, fixed);
+  const ids = await stageInserts(w, ctx, batch, rows, fixed);
   const n = rows.length;
   const table = tableName(w.cot.id);
   const newId = (k: number) => createdRowId(table, k, n, fixed);
@@ -753,7 +753,7 @@ async function stageCreates(
     batch,
     converted.map((c, k) => ({ id: newId(k), tagIds: c.tagIds, replace: false })),
   );
-  const texts = stageChanges(
+  const texts = await stageChanges(
     ctx,
     batch,
     options.resource,
@@ -803,19 +803,23 @@ async function newRecords(
   }));
 }
 
-/** Multi-row INSERTs of `rows`; the returned list fills with the new ids once the batch ran. */
-function stageInserts(
+/**
+ * Multi-row INSERTs of `rows`; the returned list fills with the new ids once the batch ran.
+ * Thousands of rows give the event loop turns between statements (decision 0186).
+ */
+async function stageInserts(
   w: ObjectWriter,
   ctx: WriteContext,
   batch: WriteBatch,
   rows: Row[],
   fixed?: number[],
-): number[] {
+): Promise<number[]> {
   const ids: number[] = [];
   const orm = ctx.services.db.orm;
   // id, created and last_updated besides the columns: within D1's bound values (decision 0125)
   const perStatement = rowsPerStatement(w.insertColumns.length + 3);
   for (let s = 0; s < rows.length; s += perStatement) {
+    await yieldWhenDue();
     const chunk = rows.slice(s, s + perStatement).map((r, k) => {
       // a restore names its ids (StagedOptions.ids); otherwise SQLite gives them
       const into: Row = fixed ? { id: fixed[s + k] } : {};
@@ -868,7 +872,14 @@ async function stagedUpdate(
     written.push({ id, values, touched: new Set(Object.keys(c.values)) });
     changes.push(await stageUpdate(w, ctx, batch, stored, look, id, c));
   });
-  const texts = stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
+  const texts = await stageChanges(
+    ctx,
+    batch,
+    resource,
+    w.cot.objectTypeId!,
+    await rules(),
+    changes,
+  );
   if (changeWhere)
     stagePermission(
       w,
@@ -1003,7 +1014,7 @@ async function stagedDelete(
     }
     changes.push({ action: "delete", id, prechange: stored.records.get(id)!, postchange: null });
   }
-  stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
+  await stageChanges(ctx, batch, resource, w.cot.objectTypeId!, await rules(), changes);
   w.indexLater(ctx);
   return runBatch(w, ctx, batch, "delete", stored.read, !!options.precondition, explain);
 }
@@ -1055,9 +1066,14 @@ async function stagedUpdateAssumed(
     prechange: item.before,
     postchange: item.after(stamp),
   };
-  const texts = stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [
-    change,
-  ]);
+  const texts = await stageChanges(
+    ctx,
+    batch,
+    options.resource,
+    w.cot.objectTypeId!,
+    await rules(),
+    [change],
+  );
   if (changeWhere) stagePermission(w, ctx, batch, row, 1, changeWhere);
   if (!(await ranOrRefused(ctx, batch, { verboseName: verboseName(w.cot) }))) return "refused";
   w.indexLater(ctx);
@@ -1197,7 +1213,7 @@ async function stagedDeleteAssumed(
     prechange: item.before,
     postchange: null,
   };
-  stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [change]);
+  await stageChanges(ctx, batch, options.resource, w.cot.objectTypeId!, await rules(), [change]);
   if (!(await ranOrRefused(ctx, batch, { verboseName: verboseName(w.cot) }))) return "refused";
   w.indexLater(ctx);
   return "deleted";

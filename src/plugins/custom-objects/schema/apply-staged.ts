@@ -255,8 +255,8 @@ export async function applyStaged(
     await ctx.services.objectTypes.ensure(APP_LABEL, COT_MODEL),
     await ctx.services.objectTypes.ensure(APP_LABEL, FIELD_MODEL),
   ];
-  stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, reads.fieldRules, changes.fields);
-  stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
+  await stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, reads.fieldRules, changes.fields);
+  await stageChanges(ctx, batch, cotModel.resource, cotOt.id, reads.cotRules, changes.cots);
   const explainer = limits ? applyExplainer(ctx.services.db.orm, limits, written, document) : null;
   if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
   if (explainer) batch.explainWith(explainer.reads as never);

@@ -303,8 +303,8 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
     await ctx.services.objectTypes.ensure(APP_LABEL, FIELD_MODEL),
   ];
   const { cot, fields, stamp } = await staged();
-  stageChanges(ctx, batch, cotModel.resource, cotOt.id, await cotRules(), [cot]);
-  stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, await fieldRules(), fields);
+  await stageChanges(ctx, batch, cotModel.resource, cotOt.id, await cotRules(), [cot]);
+  await stageChanges(ctx, batch, fieldModel.resource, fieldOt.id, await fieldRules(), fields);
   const explainer = limit ? restoreExplainer(orm, row, stamp) : null;
   if (limit) guardAdmitted(batch, orm, cotModel.resource, row.customObjectTypeId, limit);
   if (explainer) batch.explainWith(explainer.reads as never);
