@@ -101,3 +101,10 @@ export function hasControlCharacter(s: string): boolean {
 /** The message filters and searches answer for a value with a control character. */
 export const CONTROL_CHARACTER_MESSAGE =
   "Control characters (such as NUL or newline) are not allowed in filters and searches.";
+
+/**
+ * Bytes of the later change records' snapshots a revert reviews (decision 0193): within it, a
+ * field changed again since names the records that touched it; past it, none of them is read
+ * (their size is summed in SQL from the rows' headers) and the conflict names none.
+ */
+export const MAX_REVERT_REVIEW_BYTES = 4_194_304;

@@ -18,6 +18,7 @@ import {
 import { addGuard, foldsCredentials, isStaleCredentials, readFolded } from "../fresh-read";
 import type { Ctx, HonoEnv } from "../context";
 import { ApiError, notFound, ValidationError } from "../errors";
+import { MAX_REVERT_REVIEW_BYTES } from "../limits";
 import { parseBool } from "../rest/query";
 import { describeRoute } from "../validate";
 import {
@@ -253,11 +254,39 @@ function conflictError(conflicts: Conflict[]): ApiError {
   );
 }
 
-/** Later change records of the same object, with the fields each touched. */
-function laterChanges(reads: PlanReads, row: ChangeRow) {
+/** A later change record of the object the revert's plan reads (decision 0193). */
+interface LaterChange {
+  id: number;
+  action: string;
+  /** Whether it changed `field`; null where the later records were past the review limit. */
+  touched: (field: string) => boolean | null;
+}
+
+/** `r`'s own value of `field` (a snapshot's keys are the record's fields). */
+const valueAt = (r: ApiRecord | null, field: string) =>
+  r && Object.hasOwn(r, field) ? r[field] : undefined;
+
+/**
+ * Later change records of the same object, in order. `review`: with their snapshots, where all of
+ * them together hold at most `MAX_REVERT_REVIEW_BYTES` (decision 0193), to name the records that
+ * touched a field; past it none comes. Their size is summed in the same statement from the rows'
+ * headers (`octet_length` reads no value), so a long, heavy history is neither read nor parsed.
+ */
+function laterChanges(reads: PlanReads, row: ChangeRow, review: boolean) {
+  const total = sql`(SELECT coalesce(sum(coalesce(octet_length(l."prechange_data"), 0) + coalesce(octet_length(l."postchange_data"), 0)), 0) FROM "object_changes" l WHERE l."changed_object_type_id" = ${row.changedObjectTypeId} AND l."changed_object_id" = ${row.changedObjectId} AND l."id" > ${row.id})`;
+  const within = sql`${total} <= ${MAX_REVERT_REVIEW_BYTES}`;
+  const snapshots = {
+    pre: sql<string | null>`CASE WHEN ${within} THEN ${objectChanges.prechangeData} END`,
+    post: sql<string | null>`CASE WHEN ${within} THEN ${objectChanges.postchangeData} END`,
+    reviewed: sql<number>`${within}`,
+  };
   const rows = reads.add(
     reads.ctx.db
-      .select()
+      .select({
+        id: objectChanges.id,
+        action: objectChanges.action,
+        ...(review ? snapshots : {}),
+      })
       .from(objectChanges)
       .where(
         and(
@@ -268,7 +297,42 @@ function laterChanges(reads: PlanReads, row: ChangeRow) {
       )
       .orderBy(asc(objectChanges.id)),
   );
-  return () => rows().map((r) => ({ id: r.id, action: r.action, fields: changedFields(r) }));
+  return (): LaterChange[] =>
+    rows().map((r) => {
+      const { pre, post, reviewed } = r as {
+        pre?: string | null;
+        post?: string | null;
+        reviewed?: unknown;
+      };
+      let parsed: [ApiRecord | null, ApiRecord | null] | null = null;
+      const touched = (field: string) => {
+        if (!review || !Number(reviewed)) return null;
+        parsed ??= [pre, post].map((text) => (text ? snapshot(JSON.parse(text)) : null)) as [
+          ApiRecord | null,
+          ApiRecord | null,
+        ];
+        return !same(valueAt(parsed[0], field), valueAt(parsed[1], field));
+      };
+      return { id: r.id, action: r.action, touched };
+    });
+}
+
+/** An update's field changed since the record: the later records that touched it, where known. */
+function changedAgain(field: string, later: LaterChange[]): Conflict {
+  const touched = later.map((l) => ({ id: l.id, touched: l.touched(field) }));
+  if (touched.some((l) => l.touched === null))
+    return {
+      reason: "later_change",
+      field,
+      detail: `"${field}" was changed again since (its later change records, more than ${MAX_REVERT_REVIEW_BYTES} bytes, were not reviewed).`,
+    };
+  const changes = touched.filter((l) => l.touched).map((l) => l.id);
+  return {
+    reason: "later_change",
+    field,
+    detail: `"${field}" was changed again since${changes.length ? ` (change ${changes.join(", ")})` : ""}.`,
+    changes,
+  };
 }
 
 /** The own fields of the model's records now, when the model describes them. */
@@ -281,7 +345,7 @@ async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow):
   const post = snapshot(row.postchangeData) ?? {};
   const fields = changedFields(row);
   const loaded = reads.load(resource, row.changedObjectId);
-  const laterRead = laterChanges(reads, row);
+  const laterRead = laterChanges(reads, row, true);
   const targetsRead = await Promise.all(
     fields.map((f) => existingTargets(reads, resource, f, pre[f])),
   );
@@ -302,13 +366,7 @@ async function planUpdate(reads: PlanReads, resource: Resource, row: ChangeRow):
       continue;
     }
     if (!same(current[field], post[field])) {
-      const changes = later.filter((l) => l.fields.includes(field)).map((l) => l.id);
-      conflicts.push({
-        reason: "later_change",
-        field,
-        detail: `"${field}" was changed again since${changes.length ? ` (change ${changes.join(", ")})` : ""}.`,
-        changes,
-      });
+      conflicts.push(changedAgain(field, later));
       continue;
     }
     const kept = targets[i]!;
@@ -455,7 +513,7 @@ async function exists(reads: PlanReads, label: string, id: number): Promise<() =
 /** A create taken back: the object deleted, unless it changed since. */
 async function planRemove(reads: PlanReads, resource: Resource, row: ChangeRow): Promise<Plan> {
   const loaded = reads.load(resource, row.changedObjectId);
-  const changes = laterChanges(reads, row);
+  const changes = laterChanges(reads, row, false);
   await reads.run();
   const current = await loaded();
   if (!current) return { ...gone(row), action: "delete" };
