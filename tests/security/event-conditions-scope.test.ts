@@ -202,3 +202,43 @@ describe("a rule's conditions on values a view rewrites without nesting a record
     expect(right).toBe(wrong!);
   });
 });
+
+describe("a delivery's username", () => {
+  test("names the writer only to owners who may view that user", async () => {
+    const hidden = await probe(null);
+    const receiver = startReceiver();
+    receivers.push(receiver);
+    const viewer = (
+      await userWith(env.t, "cond-user-viewer", [
+        [["view", "add"], "extras.webhook", null],
+        [["view", "add"], "extras.eventrule", null],
+        [["view"], "dcim.site", null],
+        [["view"], "users.user", null],
+      ])
+    ).token;
+    const hook = await made(
+      "/api/extras/webhooks/",
+      { name: "uv", payload_url: receiver.url },
+      viewer,
+    );
+    await made(
+      "/api/extras/event-rules/",
+      {
+        name: "uv",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook,
+      },
+      viewer,
+    );
+    await made("/api/dcim/sites/", { name: "named site", slug: "named-site" });
+    expect(await delivered([hidden, { hook, receiver }])).toEqual([1, 1]);
+    const writer = (await env.t.json("GET", "/api/users/users/?limit=1&is_superuser=true")).body
+      .results[0].username;
+    expect(writer.length).toBeGreaterThan(0);
+    // the prober may not view users: the body names nobody, as the change log does for them
+    expect(JSON.parse(hidden.receiver.received[0]!.body).username).toBe("");
+    expect(JSON.parse(receiver.received[0]!.body).username).toBe(writer);
+  });
+});
