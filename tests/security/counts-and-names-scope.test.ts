@@ -128,4 +128,34 @@ for (const backend of ["local", "remote"] as const)
       // the rule matched: the delivery is queued, seen by a superuser
       expect((await jobs(t().admin)).map((j) => j.object_id)).toEqual([hook]);
     });
+    test("a webhook's deletion refused for its callers names no rule the caller may not view", async () => {
+      // a webhook the deleter may delete, called by a rule they may not view
+      const doomed = await made("/api/extras/webhooks/", {
+        name: "Doomed",
+        payload_url: "http://hooks.example/y",
+      });
+      await made("/api/extras/event-rules/", {
+        name: "HiddenRuleName",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: doomed,
+      });
+      const deleter = (
+        await userWith(t(), "hook-deleter", [[["view", "delete"], "extras.webhook", null]])
+      ).token;
+      for (const [method, path, body] of [
+        ["DELETE", `/api/extras/webhooks/${doomed}/`, undefined],
+        ["DELETE", "/api/extras/webhooks/", [{ id: doomed }]],
+      ] as const) {
+        const r = await t().req(method, path, { token: deleter, body });
+        const text = await r.text();
+        expect(r.status, text).toBe(409);
+        expect(text).not.toContain("HiddenRuleName");
+        expect(JSON.parse(text).protected_objects ?? []).toEqual([]);
+      }
+      // who may view the rules is told which one
+      const named = await t().req("DELETE", `/api/extras/webhooks/${doomed}/`);
+      expect(await named.text()).toContain("HiddenRuleName");
+    });
   });

@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { userWith } from "../helpers/grants";
 import { jobsNamed, makeTasksEnv, startReceiver, waitFor, type TasksEnv } from "../tasks/harness";
+import { makeCot } from "../custom-objects/fixtures";
 
 let env: TasksEnv;
 let prober = "";
@@ -35,7 +36,8 @@ beforeAll(async () => {
       [["view", "add", "change", "delete"], "extras.eventrule", null],
       [["view"], "dcim.site", null],
       [["view"], "tenancy.tenant", { slug: "blue" }],
-      [["view"], "extras.tag", { slug: "open-tag" }],
+      [["view"], "extras.tag", { slug__in: ["open-tag", "typed-tag"] }],
+      [["view"], "users.ownergroup", null],
     ])
   ).token;
 });
@@ -44,8 +46,11 @@ afterAll(async () => {
   await env.close();
 });
 
-/** A receiver, a webhook to it and a rule on site creates with `conditions`, all the prober's. */
-async function probe(conditions: unknown) {
+/**
+ * A receiver, a webhook to it and a rule with `conditions` (on site creates unless `on` says
+ * otherwise), all the prober's.
+ */
+async function probe(conditions: unknown, on = { type: "dcim.site", event: "object_created" }) {
   const receiver = startReceiver();
   receivers.push(receiver);
   const name = `p-${crypto.randomUUID().slice(0, 8)}`;
@@ -54,8 +59,8 @@ async function probe(conditions: unknown) {
     "/api/extras/event-rules/",
     {
       name,
-      object_types: ["dcim.site"],
-      event_types: ["object_created"],
+      object_types: [on.type],
+      event_types: [on.event],
       conditions,
       action_object_type: "extras.webhook",
       action_object_id: hook,
@@ -139,5 +144,101 @@ describe("a rule's conditions on what its owner may not view", () => {
     expect(await delivered(probes)).toEqual([1, 0, 1, 1, 0]);
     // and the body holds the visible tenant whole
     expect(JSON.parse(probes[0]!.receiver.received[0]!.body).data.tenant.name).toBe("Blue");
+  });
+});
+
+describe("a rule's conditions on values a view rewrites without nesting a record", () => {
+  test("a guess at a hidden custom object type a tag names delivers as a wrong guess does", async () => {
+    // decision 0187: the prober holds no permission on the type, so its name is withheld
+    await makeCot(env.t, "cond_secret_kind");
+    const onTags = { type: "extras.tag", event: "object_created" };
+    const guesses: Array<[unknown, unknown]> = [
+      [
+        {
+          attr: "object_types",
+          op: "contains",
+          value: "custom_objects.cond_secret_kind",
+          negate: true,
+        },
+        {
+          attr: "object_types",
+          op: "contains",
+          value: "custom_objects.nothing_here",
+          negate: true,
+        },
+      ],
+      [
+        { attr: "object_types.0", op: "contains", value: "secret", negate: true },
+        { attr: "object_types.0", op: "contains", value: "zzzz", negate: true },
+      ],
+    ];
+    const probes = [];
+    for (const [right, wrong] of guesses)
+      probes.push(await probe(right, onTags), await probe(wrong, onTags));
+    await made("/api/extras/tags/", {
+      name: "typed tag",
+      slug: "typed-tag",
+      object_types: ["custom_objects.cond_secret_kind", "dcim.site"],
+    });
+    const counts = await delivered(probes);
+    for (let i = 0; i < guesses.length; i++)
+      expect(counts[2 * i], JSON.stringify(guesses[i]![0])).toBe(counts[2 * i + 1]!);
+  });
+
+  test("a guess at an owner group's withheld member_count delivers as a wrong guess does", async () => {
+    // decision 0191: the prober may not view owners, so member_count is null to them
+    const group = await made("/api/users/owner-groups/", { name: "counted" });
+    for (const name of ["o1", "o2"]) await made("/api/users/owners/", { name, group });
+    const onGroups = { type: "users.ownergroup", event: "object_updated" };
+    const probes = [
+      await probe({ attr: "member_count", value: 2, negate: true }, onGroups),
+      await probe({ attr: "member_count", value: 7, negate: true }, onGroups),
+    ];
+    const r = await env.t.json("PATCH", `/api/users/owner-groups/${group}/`, {
+      body: { description: "touched" },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const [right, wrong] = await delivered(probes);
+    expect(right).toBe(wrong!);
+  });
+});
+
+describe("a delivery's username", () => {
+  test("names the writer only to owners who may view that user", async () => {
+    const hidden = await probe(null);
+    const receiver = startReceiver();
+    receivers.push(receiver);
+    const viewer = (
+      await userWith(env.t, "cond-user-viewer", [
+        [["view", "add"], "extras.webhook", null],
+        [["view", "add"], "extras.eventrule", null],
+        [["view"], "dcim.site", null],
+        [["view"], "users.user", null],
+      ])
+    ).token;
+    const hook = await made(
+      "/api/extras/webhooks/",
+      { name: "uv", payload_url: receiver.url },
+      viewer,
+    );
+    await made(
+      "/api/extras/event-rules/",
+      {
+        name: "uv",
+        object_types: ["dcim.site"],
+        event_types: ["object_created"],
+        action_object_type: "extras.webhook",
+        action_object_id: hook,
+      },
+      viewer,
+    );
+    await made("/api/dcim/sites/", { name: "named site", slug: "named-site" });
+    expect(await delivered([hidden, { hook, receiver }])).toEqual([1, 1]);
+    const writer = (await env.t.json("GET", "/api/users/users/?limit=1&is_superuser=true")).body
+      .results[0].username;
+    expect(writer.length).toBeGreaterThan(0);
+    // the prober may not view users: the body names nobody, as the change log does for them
+    expect(JSON.parse(hidden.receiver.received[0]!.body).username).toBe("");
+    expect(JSON.parse(receiver.received[0]!.body).username).toBe(writer);
   });
 });

@@ -190,6 +190,18 @@ for (const backend of ["local", "remote"] as const)
       });
     });
 
+    describe("the change log's snapshots are not searched for what the caller may not see", () => {
+      test("?prechange_data= / ?postchange_data= answer a hidden type's name as a missing one's", async () => {
+        for (const filter of ["postchange_data", "postchange_data__ic", "prechange_data__isw"]) {
+          const path = (text: string) => `/api/core/object-changes/?${filter}=${text}&limit=1000`;
+          const hidden = await answer("GET", path(SLUG), who.attacker);
+          expect(hidden.startsWith("200"), hidden.slice(0, 300)).toBe(true);
+          const missing = await answer("GET", path("nosuch_thing"), who.attacker);
+          expect(hidden.replaceAll(SLUG, "nosuch_thing"), filter).toBe(missing);
+        }
+      });
+    });
+
     describe("writes keep what the caller did not see", () => {
       test("a PATCH of object_types keeps the hidden entry and answers without it", async () => {
         const path = `/api/extras/tags/${ids.tag}/`;

@@ -105,6 +105,11 @@ export const objectChangeModel = defineModel({
   },
 });
 readOnlyWithoutTimestamps(objectChangeModel);
+// The snapshots are answered as the caller may view them (`hideNested`) but stored whole: a filter
+// on their stored text searched what the caller may not view (a hidden type's or tenant's name, a
+// withheld count). NetBox's change log has no such filters (decisions 0064, 0187, 0191).
+delete objectChangeModel.resource.list.filters.prechange_data;
+delete objectChangeModel.resource.list.filters.postchange_data;
 // the page's rows and, in the same read, what names their objects (decision 0143)
 withPageNames(objectChangeModel.resource);
 // A change record holds snapshots of its object: a non-superuser sees it only while they may view

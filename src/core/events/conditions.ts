@@ -192,10 +192,15 @@ function leafValue(condition: LeafCondition, input: ConditionInput): unknown {
 const reducible = (v: unknown): boolean =>
   Array.isArray(v) ? v.some(reducible) : isObject(v) && Object.hasOwn(v, "id");
 
-/** True when walking `path` from `root` (as `resolvePath` does) passes into a nested record. */
-function pathReachesNested(root: unknown, path: string): boolean {
+/**
+ * True when walking `path` from `root` (as `resolvePath` does) passes into a nested record, or
+ * starts at a key of `shaped` (one a view rewrites in place: a withheld type label, a count).
+ */
+function pathReachesNested(root: unknown, path: string, shaped: ReadonlySet<string>): boolean {
   let current: unknown = root;
-  for (const segment of path.split(".")) {
+  const segments = path.split(".");
+  if (shaped.has(segments[0]!)) return true;
+  for (const segment of segments) {
     current = stepInto(current, segment);
     if (current === undefined) return false;
     if (reducible(current)) return true;
@@ -204,29 +209,31 @@ function pathReachesNested(root: unknown, path: string): boolean {
 }
 
 /**
- * True when the condition reads a related object or a tag of the changed record: what a rule's
- * owner may not view, so its answer on the full record must not decide alone (decision 0191).
+ * True when the condition reads a related object or a tag of the changed record, or a key of
+ * `shaped` (a value a view rewrites without nesting a record: object type labels, a withheld
+ * count): what a rule's owner may not view, so its answer on the full record must not decide
+ * alone (decisions 0187, 0191).
  */
 export function conditionReachesNested(
   condition: Condition | null | undefined,
   input: ConditionInput,
+  shaped: ReadonlySet<string> = new Set(),
 ): boolean {
   if (condition === null || condition === undefined) return false;
-  if ("and" in condition) return condition.and.some((c) => conditionReachesNested(c, input));
-  if ("or" in condition) return condition.or.some((c) => conditionReachesNested(c, input));
+  const reaches = (c: Condition) => conditionReachesNested(c, input, shaped);
+  if ("and" in condition) return condition.and.some(reaches);
+  if ("or" in condition) return condition.or.some(reaches);
   const op = condition.op ?? "eq";
+  const walk = (root: unknown, path: string) => pathReachesNested(root, path, shaped);
   if (op === "changed" || op === "unchanged")
-    return [input.prechange, input.postchange].some((s) => pathReachesNested(s, condition.attr));
+    return [input.prechange, input.postchange].some((s) => walk(s, condition.attr));
   const snapshot = /^snapshots\.(prechange|postchange)(?:\.(.*))?$/.exec(condition.attr);
   if (snapshot) {
     const root = input[snapshot[1] as "prechange" | "postchange"];
     // the whole snapshot compared: it holds its relations and tags
-    return snapshot[2] === undefined ? reducible([root]) : pathReachesNested(root, snapshot[2]);
+    return snapshot[2] === undefined ? reducible([root]) : walk(root, snapshot[2]);
   }
-  return pathReachesNested(
-    condition.snapshot ? input[condition.snapshot] : input.data,
-    condition.attr,
-  );
+  return walk(condition.snapshot ? input[condition.snapshot] : input.data, condition.attr);
 }
 
 /** True when the (already validated) condition holds; an empty condition (null) always holds. */

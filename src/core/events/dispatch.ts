@@ -117,6 +117,7 @@ async function readRules(db: Executor): Promise<ActiveRule[]> {
 function ruleMatches(
   rule: Pick<ActiveRule, "eventTypes" | "conditions" | "objectTypeIds">,
   event: ChangeEvent,
+  shaped: ReadonlySet<string>,
 ): boolean {
   if (!rule.objectTypeIds.has(event.objectTypeId)) return false;
   if (!rule.eventTypes.includes(EVENT_TYPE[event.action])) return false;
@@ -128,7 +129,26 @@ function ruleMatches(
   const condition = rule.conditions as Condition | null;
   // A condition reading related objects or tags is decided at delivery, on the record as the
   // rule's and webhook's owners may view it (decision 0191): here it only queues the delivery.
-  return evaluateCondition(condition, input) || conditionReachesNested(condition, input);
+  return evaluateCondition(condition, input) || conditionReachesNested(condition, input, shaped);
+}
+
+/**
+ * Keys a caller's view rewrites in place, without nesting a record: an owner group's
+ * `member_count` (0191), a custom object's `_context` (0064), and every model's object type
+ * fields (0187). A key of the same name on another model only queues a delivery more.
+ */
+const VIEW_DERIVED_KEYS = ["member_count", "_context"];
+const shapedByRegistry = new WeakMap<object, ReadonlySet<string>>();
+
+function viewShapedKeys(services: Services): ReadonlySet<string> {
+  const models = services.models;
+  let keys = shapedByRegistry.get(models);
+  if (!keys) {
+    const typeFields = models.staticModels().flatMap((m) => m.resource?.typeFields ?? []);
+    keys = new Set([...VIEW_DERIVED_KEYS, ...typeFields]);
+    shapedByRegistry.set(models, keys);
+  }
+  return keys;
 }
 
 /** What one write transaction has put in the outbox so far. */
@@ -190,7 +210,7 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
     if (
       rule.actionType !== "webhook" ||
       rule.actionObjectTypeId !== webhookType.id ||
-      !ruleMatches(rule, event)
+      !ruleMatches(rule, event, viewShapedKeys(services))
     )
       continue;
     const pair = `${event.changeId}:${rule.actionObjectId}`;
@@ -331,7 +351,7 @@ export function stageEventDeliveries(
     if (
       rule.actionType !== "webhook" ||
       rule.actionObjectTypeId !== staged.webhookTypeId ||
-      !ruleMatches(rule, event as unknown as ChangeEvent) ||
+      !ruleMatches(rule, event as unknown as ChangeEvent, viewShapedKeys(services)) ||
       queued.has(rule.actionObjectId)
     )
       continue;

@@ -13,6 +13,7 @@ import type { ReadPhase } from "../rest/write-batch";
 import { conditionError } from "./conditions";
 import { mayWatch } from "./scope";
 import { writerSight } from "../auth/type-sight";
+import { restrictionFor } from "../auth/restrict";
 import { headerTemplates } from "./render";
 import { refusedTarget } from "./targets";
 
@@ -446,8 +447,21 @@ const callersQuery = (db: Executor, webhookType: number, id: number) =>
     .from(eventRules)
     .where(and(eq(eventRules.actionObjectTypeId, webhookType), eq(eventRules.actionObjectId, id)));
 
-function refuseCalled(target: { id: number }, users: Array<{ id: number; name: string }>) {
+function refuseCalled(
+  ctx: WriteContext,
+  target: { id: number },
+  users: Array<{ id: number; name: string }>,
+) {
   if (!users.length) return;
+  // the rules are named only to a caller who may view every rule (judged on permissions, no
+  // read, as 0181's counts): else the refusal stands naming none (decisions 0180, 0191)
+  if (!seesEveryRule(ctx))
+    throw ApiError.detail(
+      409,
+      `Cannot delete webhook ${target.id}: event rules you may not view call it.`,
+      "protected",
+      { protected_objects: [] },
+    );
   throw ApiError.detail(
     409,
     `Cannot delete webhook ${target.id}: event rule "${users[0]!.name}" calls it. Delete or change the event rule first.`,
@@ -458,6 +472,12 @@ function refuseCalled(target: { id: number }, users: Array<{ id: number; name: s
   );
 }
 
+/** Whether the writer may view every event rule (a write no user makes sees them all). */
+const seesEveryRule = (ctx: WriteContext) =>
+  !ctx.auth.user ||
+  restrictionFor(ctx.auth, ctx.services.config.loginRequired, "view", "extras", "eventrule")
+    .kind === "all";
+
 const isWebhook = (target: { appLabel: string; model: string }) =>
   target.appLabel === "extras" && target.model === "webhook";
 
@@ -465,7 +485,7 @@ const isWebhook = (target: { appLabel: string; model: string }) =>
 export const protectRuleActions: DeleteHook = async (ctx, target) => {
   if (!isWebhook(target)) return;
   const webhookType = await ctx.services.objectTypes.ensure("extras", "webhook", ctx.db);
-  refuseCalled(target, await callersQuery(ctx.db, webhookType.id, target.id));
+  refuseCalled(ctx, target, await callersQuery(ctx.db, webhookType.id, target.id));
 };
 // Staged (decisions 0071, 0084): the callers are read in the read phase (the webhook type is
 // known to the process after its first use; else read on its own); other deletes add nothing.
@@ -476,7 +496,7 @@ protectRuleActions.stage = (ctx, phase, target) => {
   return async () => {
     const type = known ?? (await ctx.services.objectTypes.ensure("extras", "webhook"));
     const callers = () => callersQuery(ctx.services.db.orm, type.id, target.id);
-    refuseCalled(target, read ? read() : await callers());
+    refuseCalled(ctx, target, read ? read() : await callers());
     return {
       // a rule made to call it since the read fails the batch, and is named as above (409)
       write(batch) {
@@ -487,7 +507,7 @@ protectRuleActions.stage = (ctx, phase, target) => {
         );
       },
       async explain() {
-        refuseCalled(target, await callers());
+        refuseCalled(ctx, target, await callers());
         return undefined;
       },
     };
@@ -518,6 +538,7 @@ protectRuleActions.stageMany = (ctx, phase, targets) => {
   const read = phase.add(callers());
   const refuse = (rows: Array<{ id: number; name: string; of: number | null }>, id: number) =>
     refuseCalled(
+      ctx,
       { id },
       rows.filter((r) => r.of === id),
     );

@@ -10,7 +10,8 @@ import { eq } from "drizzle-orm";
 import { eventRules, objectChanges, webhooks } from "../../db/schema";
 import type { JobHandler } from "../../services/tasks/queue";
 import { DeferJob, PermanentJobError } from "../../services/tasks/queue";
-import type { ApiRecord, Services } from "../context";
+import { admitted, restrictionFor, restrictWhere } from "../auth/restrict";
+import type { ApiRecord, AuthState, ReadContext, Services } from "../context";
 import type { WebhookTaskPayload } from "./dispatch";
 import { headerTemplates, RenderTooLarge, renderBody, renderHeaderValue } from "./render";
 import { evaluateCondition, type Condition } from "./conditions";
@@ -62,15 +63,15 @@ const UNMATCHED = {
 const CONNECTION_FAILED = "delivery failed: connection error";
 
 /**
- * The snapshots as the rule's and the webhook's owners may see them now, or null when either
- * may not view the object (decision 0066).
+ * The snapshots as the rule's and the webhook's owners may see them now, and the writer's name
+ * as they may see it, or null when either may not view the object (decision 0066).
  */
 async function visibleSnapshots(
   services: Services,
   ruleOwner: number | null,
   hookOwner: number | null,
   change: typeof objectChanges.$inferSelect,
-): Promise<Array<ApiRecord | null> | null> {
+): Promise<{ snapshots: Array<ApiRecord | null>; username: string } | null> {
   const db = services.db.orm;
   const ctx = { db, services, baseUrl: "" };
   const [type] = (await services.objectTypes.byIds([change.changedObjectTypeId], db)).values();
@@ -81,13 +82,36 @@ async function visibleSnapshots(
     (change.postchangeData as ApiRecord | null) ?? null,
   ];
   const deleted = change.action === "delete";
+  let username = change.userName;
   for (const userId of new Set([ruleOwner, hookOwner])) {
     const auth = await ownerAuth(db, userId);
     if (!auth || !(await mayViewChanged(ctx, auth, resource, change.changedObjectId, deleted)))
       return null;
     snapshots = await hideFromOwner(ctx, auth, resource, snapshots);
+    if (username && !(await mayViewWriter(ctx, auth, change.userId))) username = "";
   }
-  return snapshots;
+  return { snapshots, username };
+}
+
+/**
+ * Whether `auth` may view the user who made the change, as the change log shows its `user_name`
+ * (decision 0191): a live user under their view constraints; a deleted one only to an
+ * unconstrained view of users.
+ */
+async function mayViewWriter(
+  ctx: ReadContext,
+  auth: AuthState,
+  userId: number | null,
+): Promise<boolean> {
+  if (auth.user?.isSuperuser) return true;
+  if (userId === null) {
+    const { loginRequired } = ctx.services.config;
+    return restrictionFor(auth, loginRequired, "view", "users", "user").kind === "all";
+  }
+  const users = (await ctx.services.models.get("users", "user", ctx))?.resource;
+  if (!users) return false;
+  const where = await restrictWhere(ctx, auth, "view", users);
+  return !where || (await admitted(ctx, users, [userId], where)).has(userId);
 }
 
 /** The `webhook.deliver` handler. Its `data` is `{status_code}` of the receiver's answer. */
@@ -131,7 +155,7 @@ async function deliver(
     .where(eq(eventRules.id, payload.event_rule));
   const visible = rule && (await visibleSnapshots(services, rule.userId, hook.userId, change));
   if (!visible) return SKIPPED;
-  const [prechange, postchange] = visible;
+  const [prechange, postchange] = visible.snapshots;
   // the rule's conditions judged on what its owners may view, never on what they may not (0191)
   const input = { data: postchange ?? prechange, prechange, postchange };
   if (!evaluateCondition(rule.conditions as Condition | null, input)) return UNMATCHED;
@@ -139,7 +163,8 @@ async function deliver(
     event: EVENT[change.action] ?? change.action,
     timestamp: change.time,
     model: payload.model,
-    username: change.userName,
+    // the writer's name only where both owners may view that user (decision 0191)
+    username: visible.username,
     request_id: change.requestId,
     data: postchange ?? prechange,
     snapshots: { prechange, postchange },
