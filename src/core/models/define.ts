@@ -36,7 +36,7 @@ import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { inJsonList, unionAll } from "../../db/d1-limits";
-import { label as otLabel, type ObjectTypeRow } from "../object-types";
+import { label as otLabel, type ObjectTypeRow, spellingOf } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
 import { naturalize } from "../../db/natural";
@@ -1131,7 +1131,9 @@ async function convertValue(
     }
     case "object_type_ref": {
       const ot = await ctx.services.objectTypes.resolve(raw, ctx.db);
-      return ot && (namable(ctx, f, ot) || (await held(ot.id)))
+      // a hidden type it holds reads as `{id}`: echoed back by that id, never by a guessed name
+      const echoed = ot && spelledById(raw) && (await held(ot.id));
+      return ot && (namable(ctx, f, ot) || echoed)
         ? { value: ot.id }
         : { error: `Unknown object type: ${JSON.stringify(raw)}` };
     }
@@ -1141,8 +1143,10 @@ async function convertValue(
       const ids: number[] = [];
       for (const item of raw) {
         const ot = await ctx.services.objectTypes.resolve(item, ctx.db);
-        // one the writer may not see is unknown, unless the object holds it already (a PUT)
-        if (!ot || (!namable(ctx, f, ot) && !(await held(ot.id))))
+        // one the writer may not see is unknown, held or not: a list never shows it to them, so
+        // only a guess can name it, and a different answer for a held one would confirm the guess
+        // (what it holds stays: `keepUnseen`)
+        if (!ot || !namable(ctx, f, ot))
           return { error: `Unknown object type: ${JSON.stringify(item)}` };
         ids.push(ot.id);
       }
@@ -1150,6 +1154,12 @@ async function convertValue(
     }
   }
 }
+
+/** Whether an object type is spelled by its id (a number, or `{id}` alone, as a hidden one reads). */
+const spelledById = (raw: unknown) => {
+  const spelled = spellingOf(raw);
+  return !!spelled && "id" in spelled;
+};
 
 /** Whether the writer may name `type` in `f`: one they may not see does not exist to them (0187). */
 const namable = (ctx: WriteContext, f: Pick<FieldSpec, "namesAnyType">, type: ObjectTypeRow) =>

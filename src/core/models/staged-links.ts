@@ -175,8 +175,8 @@ export class StagedLinks {
       for (const item of raw) {
         // object types are the process's cache (read once, never changed): no round trip warm
         const ot = await ctx.services.objectTypes.resolve(item);
-        // one the writer may not see is unknown, unless the object holds it already (decision 0187)
-        if (!ot || (sight && !sight.sees(ot) && !held.includes(ot.id)))
+        // one the writer may not see is unknown, held or not (define.ts `convertValue`, 0187)
+        if (!ot || (sight && !sight.sees(ot)))
           return { error: `Unknown object type: ${JSON.stringify(item)}` };
         ids.push(ot.id);
       }
