@@ -32,17 +32,29 @@ const FOLD_KEY = (at: number) => `__w${at}`;
 /**
  * `columns` within `D1_MAX_COLUMNS`. Unchanged while they fit (the common path: no cost); past
  * it, SQL expressions go first and then table columns from the end (never `keep`), each as
- * `quote(value)`: SQLite's literal of it, which holds every storage class exactly (a REAL in
- * full, where JSON would print 15 digits; JSON text as text, where a JSON subtype would nest it).
+ * `quote(value)`: SQLite's literal of it, exact for NULL, an integer and a text (JSON text stays
+ * text, where a JSON subtype would nest it in the array). A REAL column is never folded: JSON
+ * prints 15 digits, and `quote` may miss a large one's last bit (measured), where a column is
+ * exact. Where folding cannot fit them (no such select here), D1's refusal answers 400.
  */
-export function foldWide<C extends Columns>(columns: C, keep: readonly string[] = ["id"]): FoldedSelect<C> {
+export function foldWide<C extends Columns>(
+  columns: C,
+  keep: readonly string[] = ["id"],
+): FoldedSelect<C> {
   const keys = Object.keys(columns);
   if (keys.length <= D1_MAX_COLUMNS) return { columns, folded: false, unfold: asIs };
-  const expressions = keys.filter((k) => !keep.includes(k) && !is(columns[k], SQLiteColumn));
-  const tableColumns = keys.filter((k) => !keep.includes(k) && is(columns[k], SQLiteColumn));
+  const foldable = keys.filter((k) => !keep.includes(k));
+  const expressions = foldable.filter((k) => !is(columns[k], SQLiteColumn));
+  const tableColumns = foldable.filter(
+    (k) => is(columns[k], SQLiteColumn) && (columns[k] as SQLiteColumn).columnType !== "SQLiteReal",
+  );
   const order = [...expressions, ...tableColumns.reverse()];
   let count = 0;
-  while (keys.length - count + Math.ceil(count / FOLD_ARGS) > D1_MAX_COLUMNS) count++;
+  while (
+    count < order.length &&
+    keys.length - count + Math.ceil(count / FOLD_ARGS) > D1_MAX_COLUMNS
+  )
+    count++;
   const folded = new Set(order.slice(0, count));
   // the folds keep the select list's order, so a fold's values come in the order of its keys
   const foldedKeys = keys.filter((k) => folded.has(k));
