@@ -13,7 +13,11 @@ import { makeTestApp, type TestApp } from "../helpers/app";
 setDefaultTimeout(300_000);
 
 const CO = "/api/plugins/custom-objects";
-type Json = (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>;
+type Json = (
+  method: string,
+  path: string,
+  body?: unknown,
+) => Promise<{ status: number; body: any }>;
 
 let d1: D1App;
 let local: TestApp;
@@ -39,7 +43,7 @@ const PLAIN_FIELDS = [
   { name: "link", type: "url" },
 ];
 const PLAIN_VALUES = {
-  name: "it's \"wide\" ☃",
+  name: 'it\'s "wide" ☃',
   notes: "line 1\nline 2\t[1,2]",
   count: -42,
   big: 9_007_199_254_740_991,
@@ -180,7 +184,10 @@ test("every field type reads back the same through the wide statement as through
       );
     const reads = [
       [narrow, wide],
-      [(await json("GET", `${CO}/narrow/${narrow.id}/`)).body, (await json("GET", `${CO}/wide/${wide.id}/`)).body],
+      [
+        (await json("GET", `${CO}/narrow/${narrow.id}/`)).body,
+        (await json("GET", `${CO}/wide/${wide.id}/`)).body,
+      ],
       [
         (await json("GET", `${CO}/narrow/?id=${narrow.id}`)).body.results[0],
         (await json("GET", `${CO}/wide/?id=${wide.id}`)).body.results[0],
@@ -215,6 +222,9 @@ test("a field past the columns a D1 table takes is refused with a 400 when it is
   }
   expect(refused?.status, JSON.stringify(refused?.body)).toBe(400);
   expect(defined).toBeGreaterThan(90);
+  // the refused field left nothing behind: the type has the fields defined before it
+  const type = await onD1("GET", `${CO}/custom-object-types/${cot.id}/`);
+  expect(type.body.fields).toHaveLength(defined);
   const obj = await made(onD1, `${CO}/tall/`, { t0: "first", [`t${defined - 1}`]: "last" });
   const got = await onD1("GET", `${CO}/tall/${obj.id}/`);
   expect(got.status).toBe(200);

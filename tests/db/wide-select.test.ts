@@ -89,7 +89,8 @@ const backends: Array<[string, Database]> = [];
 
 async function fill(db: Database) {
   const declared = NAMES.map(
-    (n) => `"${n}" ${n[0] === "i" ? "INTEGER" : n[0] === "r" ? "REAL" : n[0] === "t" ? "TEXT" : ""}`,
+    (n) =>
+      `"${n}" ${n[0] === "i" ? "INTEGER" : n[0] === "r" ? "REAL" : n[0] === "t" ? "TEXT" : ""}`,
   );
   await db.execute({
     sql: `CREATE TABLE wide (id INTEGER PRIMARY KEY, ${declared.join(", ")})`,

@@ -600,10 +600,7 @@ function planLoader(
       ? foldWide({ ...rawPlanColumns, ...plannedColumns(shape, plannable, planned) })
       : planFold;
     const statement = planned?.size
-      ? ctx.db
-          .select(fold.columns)
-          .from(table)
-          .where(sql`${table.id} IN (${ids})`)
+      ? ctx.db.select(fold.columns).from(table).where(sql`${table.id} IN (${ids})`)
       : typeof ids === "number"
         ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
         : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`);
