@@ -88,7 +88,7 @@ function unfoldRow(row: Record<string, any>, groups: string[][]): Record<string,
  * The value `quote(value)` wrote: NULL, a text in single quotes (a quote doubled), or a number's
  * literal (an integer's digits, a REAL's digits enough to give it back exactly).
  */
-export function unquote(literal: string): unknown {
+function unquote(literal: string): unknown {
   if (literal === "NULL") return null;
   if (literal.startsWith("'")) return literal.slice(1, -1).replaceAll("''", "'");
   return Number(literal);
