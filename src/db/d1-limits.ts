@@ -273,6 +273,18 @@ export function fitStatement(text: string, args: readonly unknown[]) {
   return { sql: out, args: args.filter((_, i) => literal[i] === null) };
 }
 
+/**
+ * The bytes of SQL D1 is sent for a compiled statement: its text, and past 100 values the
+ * literals `fitStatement` writes in place of the excess (an estimate where a value has none).
+ */
+export function d1StatementBytes(query: { sql: string; params: readonly unknown[] }): number {
+  let bytes = Buffer.byteLength(query.sql);
+  if (query.params.length > D1_MAX_BOUND_VALUES)
+    for (const value of query.params)
+      bytes += Buffer.byteLength(sqlLiteral(value) ?? "-1.0000000000000000e+000") - 1;
+  return bytes;
+}
+
 interface Preparing {
   prepare(sql: string): { bind(...args: unknown[]): unknown };
 }

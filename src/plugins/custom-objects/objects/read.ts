@@ -6,7 +6,7 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
-import { inJsonList } from "../../../db/d1-limits";
+import { d1StatementBytes, inJsonList } from "../../../db/d1-limits";
 import { foldWide, type FoldedSelect } from "../../../db/wide-select";
 import { Prebuilt } from "../../../db/driver-internals";
 import { loadTags, nestedTag } from "../../../core/models/define";
@@ -22,6 +22,7 @@ import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from ".
 import {
   linksColumn,
   plannableFields,
+  type PlannedTargets,
   plannedColumns,
   plannedForms,
   plannedLabels,
@@ -479,6 +480,7 @@ function rowQueries(shape: Shape) {
 }
 
 type RowQueries = ReturnType<typeof rowQueries>;
+type Columns = Record<string, SQLiteColumn | SQL>;
 
 /** `read`, its rows unfolded when the select list was folded. */
 function unfolding(
@@ -561,6 +563,12 @@ function planLoader(
   const planFold = foldWide(rawPlanColumns);
   const planColumns = planFold.columns;
   const plannable = plannableFields(shape);
+  const choose = planChooser(
+    shape,
+    { rawColumns, rawPlanColumns, planFold },
+    linkFields,
+    plannable,
+  );
 
   /** The nested forms that rode on the rows' links, by object type and id. */
   function linkedForms(ctx: ReadContext, rows: Record<string, any>[]): Nested {
@@ -595,15 +603,13 @@ function planLoader(
 
   return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
     // other types' forms under their guards (decision 0165): a statement built per read
-    const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
-    const fold = planned?.size
-      ? foldWide({ ...rawPlanColumns, ...plannedColumns(shape, plannable, planned) })
-      : planFold;
-    const statement = planned?.size
-      ? ctx.db.select(fold.columns).from(table).where(sql`${table.id} IN (${ids})`)
-      : typeof ids === "number"
-        ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
-        : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`);
+    const { fold, planned } = choose(ctx);
+    const statement =
+      fold !== planFold
+        ? ctx.db.select(fold.columns).from(table).where(sql`${table.id} IN (${ids})`)
+        : typeof ids === "number"
+          ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
+          : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`);
     return {
       statements: [statement],
       finish(answers, order, known) {
@@ -628,7 +634,45 @@ function planLoader(
   };
 }
 
-/** Freezes a nested form and every object and array in it. */
+/**
+ * `loadPlan`'s select list for a read: the links with their forms (and, where the context takes
+ * guards, the planned targets' forms, decision 0165), folded past D1's columns. A wide type's
+ * list whose statement would pass D1's 100,000 bytes (a form per multiobject field, some 700
+ * bytes each) reads its links without forms, which `serialize` then reads apart (decision 0192).
+ */
+function planChooser(
+  shape: Shape,
+  lists: { rawColumns: Columns; rawPlanColumns: Columns; planFold: FoldedSelect },
+  linkFields: FieldRow[],
+  plannable: FieldRow[],
+) {
+  const { rawColumns, rawPlanColumns, planFold } = lists;
+  const { table } = shape;
+  const lean = foldWide({
+    ...rawColumns,
+    ...Object.fromEntries(linkFields.map((f) => [`__l_${f.name}`, linksColumn(shape, f, null)])),
+  });
+  const fits = (ctx: ReadContext, fold: FoldedSelect) =>
+    !fold.folded ||
+    d1StatementBytes(ctx.db.select(fold.columns).from(table).where(sql`0`).toSQL()) <=
+      WIDE_STATEMENT_BYTES;
+  let formsFit: boolean | undefined;
+  return (ctx: ReadContext): { fold: FoldedSelect; planned: PlannedTargets | null } => {
+    formsFit ??= fits(ctx, planFold);
+    if (!formsFit) return { fold: lean, planned: null };
+    // other types' forms under their guards (decision 0165): a statement built per read
+    const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
+    if (!planned?.size) return { fold: planFold, planned: null };
+    const fold = foldWide({ ...rawPlanColumns, ...plannedColumns(shape, plannable, planned) });
+    return fits(ctx, fold) ? { fold, planned } : { fold: lean, planned: null };
+  };
+}
+
+/**
+ * Bytes a wide read's statement may take, below D1's 100,000: the caller's id list and guards
+ * ride in it too.
+ */
+const WIDE_STATEMENT_BYTES = 80_000;
 
 type Compiled = { sql: string; params: unknown[] };
 const compile = (query: { toSQL(): Compiled }): Compiled => query.toSQL();
