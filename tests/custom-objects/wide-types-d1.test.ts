@@ -6,6 +6,7 @@
  * table past D1's columns is refused when the field is defined, with a 400, never a 500 later.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { MAX_LINK_FIELDS_PER_TYPE } from "../../src/core/limits";
 import { type D1Binding, d1Database } from "../../src/db/d1";
 import { type D1App, startD1App } from "../helpers/d1-app";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -312,4 +313,37 @@ test("a wide type's GET and list take D1 as many round trips as a narrow type's:
   ];
   expect(folded(wideList)).toBe(true);
   expect(wideList).toHaveLength(narrowList.length);
+});
+
+test(`a type's multiobject field past ${MAX_LINK_FIELDS_PER_TYPE} is refused with a 400 when it is defined; one of ${MAX_LINK_FIELDS_PER_TYPE} reads on D1 as on a local file`, async () => {
+  for (const json of [onD1, onLocal]) {
+    const huge = (await json("GET", `${CO}/custom-object-types/?slug=huge`)).body.results[0];
+    const more = links(MAX_LINK_FIELDS_PER_TYPE)
+      .slice(HUGE_LINKS)
+      .map((f) => ({ custom_object_type: huge.id, ...f }));
+    for (const f of more) await made(json, `${CO}/custom-object-type-fields/`, f);
+    const refused = await json("POST", `${CO}/custom-object-type-fields/`, {
+      custom_object_type: huge.id,
+      name: "one_more",
+      type: "multiobject",
+      related_object_type: "dcim.site",
+    });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body)).toContain(
+      `at most ${MAX_LINK_FIELDS_PER_TYPE} multiobject fields`,
+    );
+    // a field of another type still fits
+    await made(json, `${CO}/custom-object-type-fields/`, {
+      custom_object_type: huge.id,
+      name: "one_more",
+      type: "text",
+    });
+  }
+  const last = linkName(MAX_LINK_FIELDS_PER_TYPE);
+  const made2 = await same("POST", `${CO}/huge/`, { name: "full", [last]: [sites[2]] });
+  expect(made2.status).toBe(201);
+  const got = await same("GET", `${CO}/huge/${made2.body.id}/`);
+  expect(got.body[last]).toEqual([expect.objectContaining({ id: sites[2], name: "w c" })]);
+  const list = await same("GET", `${CO}/huge/?limit=100`);
+  expect(list.status).toBe(200);
 });
