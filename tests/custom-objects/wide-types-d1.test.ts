@@ -347,3 +347,23 @@ test(`a type's multiobject field past ${MAX_LINK_FIELDS_PER_TYPE} is refused wit
   const list = await same("GET", `${CO}/huge/?limit=100`);
   expect(list.status).toBe(200);
 });
+
+test(`a schema document of a type past ${MAX_LINK_FIELDS_PER_TYPE} multiobject fields is refused at once, naming the limit`, async () => {
+  const fields = links(MAX_LINK_FIELDS_PER_TYPE + 1).map((f, i) => ({
+    id: i + 1,
+    name: f.name,
+    type: f.type,
+    related_object_type: "dcim/site",
+  }));
+  const body = {
+    schema: { schema_version: "1", types: [{ name: "links", slug: "links", fields }] },
+  };
+  for (const route of ["preview", "apply"]) {
+    const r = await onLocal("POST", `${CO}/schema/${route}/`, body);
+    expect(r.status).toBe(400);
+    expect(r.body.schema_errors[0].path).toBe("$.types[0].fields");
+    expect(r.body.schema_errors[0].message).toContain(
+      `at most ${MAX_LINK_FIELDS_PER_TYPE} multiobject fields`,
+    );
+  }
+});
