@@ -29,7 +29,7 @@ const INTEGERS = [0, -1, 42, 9_007_199_254_740_991, -9_007_199_254_740_991, null
 const REALS = [
   0.1,
   0.30000000000000004,
-  1.2345678901234567e-7,
+  1.2345678901234566e-7,
   5e-324,
   1.7976931348623157e308,
   -2.5,
@@ -77,7 +77,7 @@ const wide = sqliteTable(
   ]) as Record<string, any>,
 );
 const VALUES = { i: INTEGERS, r: REALS, t: TEXTS, a: ANY } as const;
-const valueOf = (name: string, row: number): unknown => {
+const writtenValue = (name: string, row: number): unknown => {
   const list = VALUES[name[0] as keyof typeof VALUES] as unknown[];
   return list[(row + Number(name.slice(1))) % list.length];
 };
@@ -99,7 +99,7 @@ async function fill(db: Database) {
   for (let row = 1; row <= ROWS; row++)
     await db.execute({
       sql: `INSERT INTO wide VALUES (?, ${NAMES.map(() => "?").join(", ")})`,
-      args: [row, ...NAMES.map((n) => valueOf(n, row))] as any,
+      args: [row, ...NAMES.map((n) => writtenValue(n, row))] as any,
     });
 }
 
@@ -180,7 +180,7 @@ test("a select list of more than 100 columns is refused by D1 unfolded, and read
     // the values are those written (a REAL to its last bit, a text that reads like a number)
     for (let row = 1; row <= ROWS; row++)
       for (const key of NAMES)
-        expect(folded[row - 1]![`b_${key}`], `${name} ${key}`).toEqual(valueOf(key, row));
+        expect(folded[row - 1]![`b_${key}`], `${name} ${key}`).toEqual(writtenValue(key, row));
   }
 });
 
