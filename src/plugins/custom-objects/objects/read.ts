@@ -602,7 +602,6 @@ function planLoader(
   );
 
   return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
-    // other types' forms under their guards (decision 0165): a statement built per read
     const { fold, planned } = choose(ctx);
     const statement =
       fold !== planFold
@@ -648,10 +647,16 @@ function planChooser(
 ) {
   const { rawColumns, rawPlanColumns, planFold } = lists;
   const { table } = shape;
-  const lean = foldWide({
-    ...rawColumns,
-    ...Object.fromEntries(linkFields.map((f) => [`__l_${f.name}`, linksColumn(shape, f, null)])),
+  // built when first needed: a narrow type never is
+  let leanFold: FoldedSelect | undefined;
+  const lean = () => ({
+    fold: (leanFold ??= foldWide({
+      ...rawColumns,
+      ...Object.fromEntries(linkFields.map((f) => [`__l_${f.name}`, linksColumn(shape, f, null)])),
+    })),
+    planned: null,
   });
+  // a select list within D1's columns is within its bytes too (a form is some 700 bytes)
   const fits = (ctx: ReadContext, fold: FoldedSelect) =>
     !fold.folded ||
     d1StatementBytes(ctx.db.select(fold.columns).from(table).where(sql`0`).toSQL()) <=
@@ -659,12 +664,12 @@ function planChooser(
   let formsFit: boolean | undefined;
   return (ctx: ReadContext): { fold: FoldedSelect; planned: PlannedTargets | null } => {
     formsFit ??= fits(ctx, planFold);
-    if (!formsFit) return { fold: lean, planned: null };
+    if (!formsFit) return lean();
     // other types' forms under their guards (decision 0165): a statement built per read
     const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
     if (!planned?.size) return { fold: planFold, planned: null };
     const fold = foldWide({ ...rawPlanColumns, ...plannedColumns(shape, plannable, planned) });
-    return fits(ctx, fold) ? { fold, planned } : { fold: lean, planned: null };
+    return fits(ctx, fold) ? { fold, planned } : lean();
   };
 }
 
