@@ -272,6 +272,7 @@ test("a field past the columns a D1 table takes is refused with a 400 when it is
     else refused = r;
   }
   expect(refused?.status, JSON.stringify(refused?.body)).toBe(400);
+  expect(refused?.body.error).toBe("too_many_columns");
   expect(defined).toBeGreaterThan(90);
   // the refused field left nothing behind: the type has the fields defined before it
   const type = await onD1("GET", `${CO}/custom-object-types/${cot.id}/`);
