@@ -49,6 +49,7 @@ export type ErrorCode =
   | "stale_plan"
   | "startup_failed"
   | "statement_too_large"
+  | "too_many_columns"
   | "too_many_objects"
   | "tasks_unavailable"
   | "unresolvable_reference"

@@ -53,6 +53,13 @@ export const MAX_JSON_DEPTH = 64;
 export const MAX_COLUMNS_PER_TYPE = 500;
 
 /**
+ * Multiobject fields of one custom object type: each adds a column to its read statement (a
+ * subquery over its link table, some 200 bytes of SQL), which D1 takes at most 100,000 bytes of;
+ * kept on every backend, as D1's statement limits are (decisions 0184, 0192).
+ */
+export const MAX_LINK_FIELDS_PER_TYPE = 300;
+
+/**
  * Characters of one short text value: custom object `text` and `url` fields (decision 0068).
  * Far above a name or a note; a page of 1,000 such rows stays within the response budget's reach.
  */

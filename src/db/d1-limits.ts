@@ -139,8 +139,23 @@ export class StatementTooLargeError extends ApiError {
   }
 }
 
+/**
+ * A table past the database's columns (D1 holds 100 in a table, `D1_MAX_COLUMNS`): 400 when a
+ * custom object type's field is defined, not a 500, nor a type whose reads fail (decision 0192).
+ */
+export class TableTooWideError extends ApiError {
+  constructor() {
+    super(400, {
+      detail:
+        "This database holds at most 100 columns in a table, and a custom object type keeps its fields in one: this change would make more (a field takes one column, a polymorphic object or url field two, a multiobject field none).",
+      error: "too_many_columns",
+    });
+  }
+}
+
 /** What the database says when a statement passes one of its size limits, and that limit. */
 const REFUSED_AS_TOO_LARGE: Array<[RegExp, string]> = [
+  [/too many columns in result set/i, "more than 100 columns in a result"],
   [/too many SQL variables/i, `more than ${D1_MAX_BOUND_VALUES} bound values`],
   [/Expression tree is too large/i, "an expression nested more than 100 deep"],
   [/too many terms in compound SELECT/i, "too many terms in a compound SELECT"],
@@ -151,10 +166,13 @@ const REFUSED_AS_TOO_LARGE: Array<[RegExp, string]> = [
  * The 400 for a database error that refused a statement as too large (wrapped by Drizzle or not),
  * or null: a limit this module did not foresee still answers as one, not as a 500.
  */
-export function statementTooLargeOf(error: unknown): StatementTooLargeError | null {
+export function statementTooLargeOf(
+  error: unknown,
+): StatementTooLargeError | TableTooWideError | null {
   let err = error as { message?: unknown; cause?: unknown } | undefined;
   for (let depth = 0; err && depth < 4; depth++, err = err.cause as typeof err) {
     const message = String(err.message ?? "");
+    if (/too many columns on /i.test(message)) return new TableTooWideError();
     for (const [pattern, what] of REFUSED_AS_TOO_LARGE)
       if (pattern.test(message)) return new StatementTooLargeError(what);
   }
@@ -253,6 +271,18 @@ export function fitStatement(text: string, args: readonly unknown[]) {
   if (Buffer.byteLength(out) > D1_MAX_STATEMENT_BYTES)
     throw new StatementTooLargeError(`more than ${D1_MAX_STATEMENT_BYTES} bytes of SQL`);
   return { sql: out, args: args.filter((_, i) => literal[i] === null) };
+}
+
+/**
+ * The bytes of SQL D1 is sent for a compiled statement: its text, and past 100 values the
+ * literals `fitStatement` writes in place of the excess (an estimate where a value has none).
+ */
+export function d1StatementBytes(query: { sql: string; params: readonly unknown[] }): number {
+  let bytes = Buffer.byteLength(query.sql);
+  if (query.params.length > D1_MAX_BOUND_VALUES)
+    for (const value of query.params)
+      bytes += Buffer.byteLength(sqlLiteral(value) ?? "-1.0000000000000000e+000") - 1;
+  return bytes;
 }
 
 interface Preparing {

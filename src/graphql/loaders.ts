@@ -4,7 +4,7 @@
  * page of 50 records with relation fields costs a fixed number of statements.
  */
 import DataLoader from "dataloader";
-import { inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { admitted, restrictWhere } from "../core/auth/restrict";
 import { typeSight, withholdTypes } from "../core/auth/type-sight";
 import type { AuthState, Ctx, LoadPlan } from "../core/context";
@@ -12,7 +12,7 @@ import { freshRead } from "../core/fresh-read";
 import type { ApiRecord, ReadContext } from "../core/rest/resource";
 import { databaseStamp } from "../core/database-stamp";
 import type { Queries } from "../db/client";
-import { idsList } from "../db/d1-limits";
+import { idsList, inJsonList } from "../db/d1-limits";
 import { choiceSets } from "../db/schema";
 import type { AnswerWeight } from "./answer-weight";
 import type { Entry } from "./shared";
@@ -44,7 +44,7 @@ export class Loaders {
       const rows = await ctx.db
         .select({ id: choiceSets.id, extra: choiceSets.extraChoices })
         .from(choiceSets)
-        .where(inArray(choiceSets.id, [...ids]));
+        .where(inJsonList(choiceSets.id, [...ids]));
       const byId = new Map(
         rows.map((r) => [r.id, new Map((r.extra ?? []).map(([v, l]) => [String(v), String(l)]))]),
       );

@@ -8,7 +8,6 @@ import {
   eq,
   getTableColumns,
   getTableName,
-  inArray,
   sql,
   type SQL,
   type SQLWrapper,
@@ -437,7 +436,7 @@ async function linkedRecords(m: ModelParts, ctx: ReadContext, ids: number[]) {
     const pairs = (await ctx.db
       .select({ own: own, other: other })
       .from(link)
-      .where(inArray(own, ids))) as { own: number; other: number }[];
+      .where(inJsonList(own, ids))) as { own: number; other: number }[];
     const byOwn = new Map<number, unknown[]>();
     if (f.type === "object_types") {
       const ots = await ctx.services.objectTypes.byIds(
@@ -705,7 +704,8 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
   const { spec, table } = m;
   async function load(ctx: ReadContext, ids: number[]): Promise<ApiRecord[]> {
     if (!ids.length) return [];
-    const rowsQuery = ctx.db.select().from(table).where(inArray(table.id, ids));
+    // the page's ids as one JSON value: one statement text for any page size (D1: 100 values)
+    const rowsQuery = ctx.db.select().from(table).where(inJsonList(table.id, ids));
     let rows: Record<string, any>[];
     let tags: Map<number, ApiRecord[]> | undefined;
     if (spec.tags && outsideTransaction(ctx.services.db, ctx.db)) {
@@ -989,7 +989,7 @@ function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
       const rows = (await ctx.db
         .select(readableColumns)
         .from(table)
-        .where(inArray(table.id, ids))) as Record<string, any>[];
+        .where(inJsonList(table.id, ids))) as Record<string, any>[];
       for (const row of rows) out.set(row.id, nestedRecord(ctx, row));
       return out;
     },
@@ -1193,7 +1193,7 @@ function tagsQuery(db: ReadContext["db"], objectTypeId: number, ids: number[]) {
     })
     .from(taggedItems)
     .innerJoin(tagsTable, eq(tagsTable.id, taggedItems.tagId))
-    .where(and(eq(taggedItems.objectTypeId, objectTypeId), inArray(taggedItems.objectId, ids)))
+    .where(and(eq(taggedItems.objectTypeId, objectTypeId), inJsonList(taggedItems.objectId, ids)))
     .orderBy(tagsTable.name);
 }
 

@@ -4,10 +4,10 @@
  * whose pages would pass `MAX_RESPONSE_BYTES` answers 400 `response_too_large` instead of
  * building the answer. One budget per request: GraphQL aliases share it.
  */
-import { getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
+import { getTableColumns, sql, type SQL } from "drizzle-orm";
 import type { Context } from "hono";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { sumOf } from "../../db/d1-limits";
+import { inJsonList, sumOf } from "../../db/d1-limits";
 import { ApiError } from "../errors";
 import type { ReadContext, Resource } from "./resource";
 
@@ -97,7 +97,7 @@ async function storedBytes(ctx: ReadContext, resource: Resource, ids: number[]):
   const [row] = (await ctx.db
     .select({ bytes: sql<number>`coalesce(sum(${sum}), 0)` })
     .from(resource.table)
-    .where(inArray(idColumn as SQLiteColumn, ids))) as { bytes: number }[];
+    .where(inJsonList(idColumn, ids))) as { bytes: number }[];
   return Number(row?.bytes ?? 0);
 }
 

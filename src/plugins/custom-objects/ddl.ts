@@ -7,7 +7,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { inJsonList } from "../../db/d1-limits";
 import { runDdlInGroups } from "../../db/driver-internals";
-import { MAX_COLUMNS_PER_TYPE } from "../../core/limits";
+import { MAX_COLUMNS_PER_TYPE, MAX_LINK_FIELDS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { FIELD_TYPE_MODULES, fieldType, type SqlType } from "./field-types";
 import {
@@ -95,7 +95,7 @@ export const hasLinkTable = (f: Pick<ColumnField, "type">) => fieldType(f.type).
  * polymorphic object field or a url field (its link title); a multiobject field counts one for
  * its link table.
  */
-export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean }>): number {
+function columnCount(fields: Array<{ type: string; isPolymorphic: boolean }>): number {
   return fields.reduce(
     (n, f) =>
       n +
@@ -107,8 +107,21 @@ export function columnCount(fields: Array<{ type: string; isPolymorphic: boolean
   );
 }
 
-export const tooManyColumns = (count: number) =>
+const tooManyColumns = (count: number) =>
   `A custom object type holds at most ${MAX_COLUMNS_PER_TYPE} columns (this would make ${count}; a polymorphic object field or a url field takes two).`;
+
+/**
+ * Why a type of `fields` is too wide to keep (its columns, `MAX_COLUMNS_PER_TYPE`; its
+ * multiobject fields, `MAX_LINK_FIELDS_PER_TYPE`), or null.
+ */
+export function tooWide(fields: Array<{ type: string; isPolymorphic: boolean }>): string | null {
+  const columns = columnCount(fields);
+  if (columns > MAX_COLUMNS_PER_TYPE) return tooManyColumns(columns);
+  const links = fields.filter(hasLinkTable).length;
+  if (links > MAX_LINK_FIELDS_PER_TYPE)
+    return `A custom object type holds at most ${MAX_LINK_FIELDS_PER_TYPE} multiobject fields (this would make ${links}).`;
+  return null;
+}
 
 const run = (db: Executor, q: SQL) => db.run(q);
 

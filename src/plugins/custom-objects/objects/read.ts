@@ -6,7 +6,8 @@ import type { InValue } from "@libsql/client";
 import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
-import { inJsonList } from "../../../db/d1-limits";
+import { d1StatementBytes, inJsonList } from "../../../db/d1-limits";
+import { foldWide, type FoldedSelect } from "../../../db/wide-select";
 import { Prebuilt } from "../../../db/driver-internals";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -21,6 +22,7 @@ import { instanceUrl, nestedCot, relatedInfos, verboseName, type Shape } from ".
 import {
   linksColumn,
   plannableFields,
+  type PlannedTargets,
   plannedColumns,
   plannedForms,
   plannedLabels,
@@ -46,16 +48,24 @@ export interface Reader {
   ) => Promise<ApiRecord[]>;
   load: (ctx: ReadContext, ids: number[]) => Promise<ApiRecord[]>;
   loadPlan: (ctx: ReadContext, ids: SQL | number) => LoadPlan;
-  /** The row query's select list (a create's RETURNING clause uses it too). */
+  /**
+   * The row query's select list (a create's RETURNING clause uses it too), folded past D1's
+   * columns (`foldWide`): `serialize` unfolds the rows it gives.
+   */
   rowColumns: Record<string, SQLiteColumn | SQL>;
 }
 
 export function reader(shape: Shape): Reader {
   const display = displayOf(shape);
-  const serialize = serializer(shape, display);
   const queries = rowQueries(shape);
+  const serializeRows = serializer(shape, display);
+  // rows of `rowColumns` (a RETURNING clause's) come folded when the type is wide
+  const { folded, unfold } = queries.rowFold;
+  const serialize: Reader["serialize"] = folded
+    ? (ctx, rows, ...rest) => serializeRows(ctx, rows.map(unfold), ...rest)
+    : serializeRows;
   const load = loader(shape, queries, serialize);
-  const loadPlan = planLoader(shape, queries.rowColumns, serialize);
+  const loadPlan = planLoader(shape, queries.rawColumns, serialize);
   return { display, serialize, load, loadPlan, rowColumns: queries.rowColumns };
 }
 
@@ -405,16 +415,19 @@ function rowQueries(shape: Shape) {
   // The row query carries each object's tags as a JSON list, saving a statement per read.
   // (The outer id is spelled out: Drizzle renders a column unqualified in a select list.)
   const tagsColumn = sql<string>`(SELECT json_group_array(json(x.j)) FROM (SELECT json_object('id', t.id, 'name', t.name, 'slug', t.slug, 'color', t.color) AS j FROM tagged_items ti JOIN tags t ON t.id = ti.tag_id WHERE ti.object_type_id = ${cot.objectTypeId} AND ti.object_id = ${ident(tableName(cot.id))}.id ORDER BY t.name) x)`;
-  const rowColumns: Record<string, SQLiteColumn | SQL> = {
+  const rawColumns: Record<string, SQLiteColumn | SQL> = {
     ...getTableColumns(table),
     __tags: tagsColumn,
   };
-  if (primaryLabel) rowColumns.__label = primaryLabel;
+  if (primaryLabel) rawColumns.__label = primaryLabel;
   for (const f of embeddedFields) {
     const info = embedded.get(f.relatedObjectTypeId!)!;
-    rowColumns[`__n_${f.name}`] =
+    rawColumns[`__n_${f.name}`] =
       sql`${info.nestedSql!.selectOne!(sql`${ident(tableName(cot.id))}.${ident(`${f.name}_id`)}`)}`;
   }
+  // a wide type's columns past D1's 100 ride folded (decision 0192); a narrow one's as they are
+  const rowFold = foldWide(rawColumns);
+  const rowColumns = rowFold.columns;
   // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
   // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
   const oneRow = (db: Executor) =>
@@ -442,20 +455,40 @@ function rowQueries(shape: Shape) {
       for (let i = 0; i < keys.length; i++) row[keys[i]!] = values[i];
       return row;
     };
-  const fullRow = byPosition(Object.keys(rowColumns));
+  const fullRow = unfolding(rowFold, byPosition(Object.keys(rowColumns)));
 
   // A page read from the pool leaves the related objects' nested forms out of its rows: they come
   // from the forms cache (`forms-cache.ts`), read once while the database is unchanged.
-  const leanColumns = Object.fromEntries(
-    Object.entries(rowColumns).filter(([key]) => !key.startsWith("__n_")),
+  const leanFold = foldWide(
+    Object.fromEntries(Object.entries(rawColumns).filter(([key]) => !key.startsWith("__n_"))),
   );
-  const leanRow = byPosition(Object.keys(leanColumns));
-  const leanRows = pageOf(leanColumns);
+  const leanRow = unfolding(leanFold, byPosition(Object.keys(leanFold.columns)));
+  const leanRows = pageOf(leanFold.columns);
 
-  return { rowColumns, oneRow, manyRows, leanRows, loadOne, loadMany, fullRow, leanRow };
+  return {
+    rawColumns,
+    rowColumns,
+    rowFold,
+    oneRow,
+    manyRows,
+    leanRows,
+    loadOne,
+    loadMany,
+    fullRow,
+    leanRow,
+  };
 }
 
 type RowQueries = ReturnType<typeof rowQueries>;
+type Columns = Record<string, SQLiteColumn | SQL>;
+
+/** `read`, its rows unfolded when the select list was folded. */
+function unfolding(
+  { folded, unfold }: FoldedSelect,
+  read: (values: ArrayLike<unknown>) => Record<string, any>,
+) {
+  return folded ? (values: ArrayLike<unknown>) => unfold(read(values)) : read;
+}
 
 /** `load`: objects by id, with the related objects' nested forms from the forms cache. */
 function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"]): Reader["load"] {
@@ -513,20 +546,29 @@ function loader(shape: Shape, queries: RowQueries, serialize: Reader["serialize"
  */
 function planLoader(
   shape: Shape,
-  rowColumns: RowQueries["rowColumns"],
+  rawColumns: RowQueries["rawColumns"],
   serialize: Reader["serialize"],
 ): Reader["loadPlan"] {
   const { fields, table, storage, embedded } = shape;
   // For `loadPlan`: each multiobject field's links ride on the row as a JSON list of
   // [target type, target id, nested form] (the form where its host model has a SQL form).
   const linkFields = fields.filter((f) => storage(f) === "links");
-  const planColumns: Record<string, SQLiteColumn | SQL> = { ...rowColumns };
+  const rawPlanColumns: Record<string, SQLiteColumn | SQL> = { ...rawColumns };
   for (const f of linkFields) {
     const info = f.isPolymorphic ? undefined : embedded.get(f.relatedObjectTypeId!);
     const form = info?.nestedSql?.selectOne?.(sql`l.target_id`) ?? null;
-    planColumns[`__l_${f.name}`] = linksColumn(shape, f, form);
+    rawPlanColumns[`__l_${f.name}`] = linksColumn(shape, f, form);
   }
+  // a multiobject field adds a column: a type of many folds them past D1's 100 (decision 0192)
+  const planFold = foldWide(rawPlanColumns);
+  const planColumns = planFold.columns;
   const plannable = plannableFields(shape);
+  const choose = planChooser(
+    shape,
+    { rawColumns, rawPlanColumns, planFold },
+    linkFields,
+    plannable,
+  );
 
   /** The nested forms that rode on the rows' links, by object type and id. */
   function linkedForms(ctx: ReadContext, rows: Record<string, any>[]): Nested {
@@ -560,20 +602,18 @@ function planLoader(
   );
 
   return function loadPlan(ctx: ReadContext, ids: SQL | number): LoadPlan {
-    // other types' forms under their guards (decision 0165): a statement built per read
-    const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
-    const statement = planned?.size
-      ? ctx.db
-          .select({ ...planColumns, ...plannedColumns(shape, plannable, planned) })
-          .from(table)
-          .where(sql`${table.id} IN (${ids})`)
-      : typeof ids === "number"
-        ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
-        : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`);
+    const { fold, planned } = choose(ctx);
+    const statement =
+      fold !== planFold
+        ? ctx.db.select(fold.columns).from(table).where(sql`${table.id} IN (${ids})`)
+        : typeof ids === "number"
+          ? byId.with(ctx.db, { id: ids }, ctx.services.db.orm)
+          : ctx.db.select(planColumns).from(table).where(sql`${table.id} IN (${ids})`);
     return {
       statements: [statement],
       finish(answers, order, known) {
-        const rows = answers[0] as Record<string, any>[];
+        const answered = answers[0] as Record<string, any>[];
+        const rows = fold.folded ? answered.map(fold.unfold) : answered;
         const byId = new Map(rows.map((r) => [r.id as number, r]));
         const ordered = order.map((id) => byId.get(id)).filter(Boolean) as typeof rows;
         const forms = linkFields.length ? linkedForms(ctx, ordered) : new Map();
@@ -593,7 +633,51 @@ function planLoader(
   };
 }
 
-/** Freezes a nested form and every object and array in it. */
+/**
+ * `loadPlan`'s select list for a read: the links with their forms (and, where the context takes
+ * guards, the planned targets' forms, decision 0165), folded past D1's columns. A wide type's
+ * list whose statement would pass D1's 100,000 bytes (a form per multiobject field, some 700
+ * bytes each) reads its links without forms, which `serialize` then reads apart (decision 0192).
+ */
+function planChooser(
+  shape: Shape,
+  lists: { rawColumns: Columns; rawPlanColumns: Columns; planFold: FoldedSelect },
+  linkFields: FieldRow[],
+  plannable: FieldRow[],
+) {
+  const { rawColumns, rawPlanColumns, planFold } = lists;
+  const { table } = shape;
+  // built when first needed: a narrow type never is
+  let leanFold: FoldedSelect | undefined;
+  const lean = () => ({
+    fold: (leanFold ??= foldWide({
+      ...rawColumns,
+      ...Object.fromEntries(linkFields.map((f) => [`__l_${f.name}`, linksColumn(shape, f, null)])),
+    })),
+    planned: null,
+  });
+  // a select list within D1's columns is within its bytes too (a form is some 700 bytes)
+  const fits = (ctx: ReadContext, fold: FoldedSelect) =>
+    !fold.folded ||
+    d1StatementBytes(ctx.db.select(fold.columns).from(table).where(sql`0`).toSQL()) <=
+      WIDE_STATEMENT_BYTES;
+  let formsFit: boolean | undefined;
+  return (ctx: ReadContext): { fold: FoldedSelect; planned: PlannedTargets | null } => {
+    formsFit ??= fits(ctx, planFold);
+    if (!formsFit) return lean();
+    // other types' forms under their guards (decision 0165): a statement built per read
+    const planned = plannable.length && ctx.carriesForms ? planTargets(ctx, plannable) : null;
+    if (!planned?.size) return { fold: planFold, planned: null };
+    const fold = foldWide({ ...rawPlanColumns, ...plannedColumns(shape, plannable, planned) });
+    return fits(ctx, fold) ? { fold, planned } : lean();
+  };
+}
+
+/**
+ * Bytes a wide read's statement may take, below D1's 100,000: the caller's id list and guards
+ * ride in it too.
+ */
+const WIDE_STATEMENT_BYTES = 80_000;
 
 type Compiled = { sql: string; params: unknown[] };
 const compile = (query: { toSQL(): Compiled }): Compiled => query.toSQL();

@@ -350,7 +350,7 @@ export class ObjectWriter {
     // read by position: Drizzle names no SQL expression in the RETURNING list
     this.bulkReturning = {
       id: table.id,
-      ...(rowColumns.__label ? { __label: rowColumns.__label } : {}),
+      ...(shape.primaryLabel ? { __label: shape.primaryLabel } : {}),
     };
     this.chunkRows = Math.max(
       1,
@@ -967,13 +967,12 @@ export class ObjectWriter {
     ctx: WriteContext,
     rowsIn: Array<Record<string, unknown>>,
   ): Promise<Array<Record<string, unknown>> | null> {
-    const { rowColumns } = this.read;
     const q = this.insertManyStatement(ctx.services.db.orm, rowsIn.length);
     const args = positionalArgs(q, rowsIn, this.insertColumns);
     try {
       return (await executePositional(ctx.db, q.sql, args)).rows.map((r) => ({
         id: Number(r[0]),
-        ...(rowColumns.__label ? { __label: r[1] } : {}),
+        ...(this.shape.primaryLabel ? { __label: r[1] } : {}),
       }));
     } catch (e) {
       // SQLite undid the whole statement: the chunk goes item by item to say which one clashed.

@@ -8,8 +8,7 @@ import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import type { FieldRow } from "../objects/values";
 import type { ObjectTypeRegistry } from "../../../core/object-types";
-import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
-import { columnCount, fieldColumns, tooManyColumns } from "../ddl";
+import { fieldColumns, tooWide } from "../ddl";
 import { fieldType, isFieldType } from "../field-types";
 import { normalizeTogether } from "./unique-together";
 import { conditionalOf, mergedTogether, plainTogether, wantedConditional } from "./constraints";
@@ -167,11 +166,10 @@ async function diffType(
   const removes = await diffRemovals(db, t, existing, removedIds, { diff, gate }, lookups.counted);
   // The type after the change: the document's fields plus those the database keeps.
   const kept = [...existing.canonical.values()].filter((c) => keptNames.has(c.name));
-  const columns = columnCount(
+  const wide = tooWide(
     [...t.fields, ...kept].map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
   );
-  if (columns > MAX_COLUMNS_PER_TYPE)
-    errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
+  if (wide) errors.push({ path: `${at}.fields`, message: wide });
   diff.field_changes = [...removes, ...alters, ...adds];
   diff.has_changes = Object.keys(diff.cot_changes).length > 0 || diff.field_changes.length > 0;
   diff.has_destructive_changes = diff.destructive_changes.length > 0;

@@ -18,9 +18,8 @@ import {
   fieldTypeName,
 } from "../types/field-definition";
 
-import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
 import { NUL_MESSAGE, nulPaths } from "../../../core/nul";
-import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
+import { fieldTakenNames, tooWide } from "../ddl";
 import { checkConditional, splitTogether } from "./constraints";
 
 const MAX_ERRORS = 20;
@@ -229,11 +228,10 @@ function semanticErrors(doc: SchemaDocument): SchemaError[] {
     });
     if (primaries > 1) errors.push({ path: `${at}.fields`, message: ONE_PRIMARY });
     errors.push(...columnClashes(t, at));
-    const columns = columnCount(
+    const wide = tooWide(
       t.fields.map((f) => ({ type: f.type, isPolymorphic: f.is_polymorphic === true })),
     );
-    if (columns > MAX_COLUMNS_PER_TYPE)
-      errors.push({ path: `${at}.fields`, message: tooManyColumns(columns) });
+    if (wide) errors.push({ path: `${at}.fields`, message: wide });
     (t.removed_fields ?? []).forEach((r, ri) => {
       if (ids.has(r.id))
         errors.push({

@@ -32,8 +32,7 @@ import {
   fieldTypeName,
   typeChangeRefused,
 } from "./field-definition";
-import { columnCount, fieldTakenNames, tooManyColumns } from "../ddl";
-import { MAX_COLUMNS_PER_TYPE } from "../../../core/limits";
+import { fieldTakenNames, tooWide } from "../ddl";
 import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
 import { cotSlugsViewable, cotsAllowed, fieldViewable } from "../schema/access";
@@ -385,8 +384,8 @@ function checkTypeAndNames({ existing, draft, errors }: FieldCheck, siblings: Fi
   if (draft.primary && others.some((s) => s.primary)) errors.add("primary", ONE_PRIMARY);
   // Only a new field adds columns: polymorphism and object-ness cannot change afterwards.
   if (!existing) {
-    const columns = columnCount([...others, { type, isPolymorphic: draft.isPolymorphic }]);
-    if (columns > MAX_COLUMNS_PER_TYPE) errors.add("non_field_errors", tooManyColumns(columns));
+    const wide = tooWide([...others, { type, isPolymorphic: draft.isPolymorphic }]);
+    if (wide) errors.add("non_field_errors", wide);
   }
 }
 
