@@ -29,6 +29,11 @@
  *     (no database): the Host server's HTTP floor.
  * `--bare-concurrency N` lets the bare client have N requests in flight (its library's default is
  * 20, which caps it near 20 ÷ round trip however many clients ask; Host groups reads instead).
+ * (c) `legs`: one client, 300 GETs of a site by id one after another, and as many bare `SELECT`s of
+ *     the same row: the median time of each leg of one request — before its round trip reaches
+ *     the proxy (client, HTTP hop, Host's work), at the database (the proxy's latency both ways and
+ *     the Hrana server's work), after the answer leaves the proxy (Host's work, the hop back).
+ *     Where Host's time goes with no load at all.
  * `--shapes` prints, per load row, the statements its round trips carried (grouped, counted).
  * `--profile DIR` writes the Host server's CPU profile (markdown) to DIR when it stops.
  * Every loop is bounded by time and count; every child is stopped at the end.
@@ -672,6 +677,49 @@ const remote = await startRemoteDatabase();
 const proxy = startCountingProxy({ target: remote.url, latencyMs: LATENCY_MS });
 let host: Awaited<ReturnType<typeof startHost>> | undefined;
 const children: Array<ReturnType<typeof Bun.spawn>> = [];
+/** Milliseconds of one request's legs: before its round trip, at the database, after it. */
+async function legsOf(proxy: CountingProxy, once: () => Promise<unknown>) {
+  proxy.reset();
+  const start = performance.now();
+  await once();
+  const end = performance.now();
+  const [trip, ...more] = proxy.log;
+  if (!trip?.answered || more.length) return null; // background work joined in: not this one's
+  return [trip.arrived - start, trip.answered - trip.arrived, end - trip.answered, end - start];
+}
+
+/** (c): where one request's time goes, Host's GET of a site against the bare `SELECT` of it. */
+async function legsTable(ctx: Ctx, bare: Client) {
+  const id = ctx.siteIds[0]!;
+  const kinds: Array<[string, () => Promise<unknown>]> = [
+    ["Host GET site by id", () => call(ctx, "GET", `/api/dcim/sites/${id}/`)],
+    [
+      "bare SELECT of the site",
+      () => bare.execute({ sql: "SELECT * FROM sites WHERE id = ?", args: [id] }),
+    ],
+  ];
+  console.log(
+    `\n(c) one request at a time, ${LATENCY_MS} ms each way: median ms of each leg (300 each)\n` +
+      "| | before the round trip | at the database | after it | in all | samples |\n|---|---|---|---|---|---|",
+  );
+  for (const [label, once] of kinds) {
+    await once();
+    await quiet(ctx.proxy);
+    const legs: number[][] = [];
+    for (let i = 0; i < 300; i++) {
+      const l = await legsOf(ctx.proxy, once);
+      if (l) legs.push(l);
+    }
+    const median = (k: number) => {
+      const v = legs.map((l) => l[k]!).sort((a, b) => a - b);
+      return (v[v.length >> 1] ?? NaN).toFixed(2);
+    };
+    console.log(
+      `| ${label} | ${median(0)} | ${median(1)} | ${median(2)} | ${median(3)} | ${legs.length} |`,
+    );
+  }
+}
+
 /** The bare client's requests in flight at most: `@libsql/client`'s default (20) unless given. */
 const bare = createClient({ url: proxy.url, concurrency: BARE_CONCURRENCY });
 try {
@@ -691,7 +739,8 @@ try {
   );
   await seed(ctx);
   if (ONLY.has("ops")) await opsTable(ctx);
-  if ([...ONLY].some((o) => o !== "ops")) await loadTable(ctx, bare);
+  if (ONLY.has("legs")) await legsTable(ctx, bare);
+  if ([...ONLY].some((o) => o !== "ops" && o !== "legs")) await loadTable(ctx, bare);
 } finally {
   bare.close();
   for (const child of children) child.kill("SIGTERM");

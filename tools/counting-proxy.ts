@@ -43,6 +43,9 @@ export interface RoundTrip {
   path: string;
   statements: number;
   sql: string[];
+  /** `performance.now()` when the request arrived, and when its answer left (latency included). */
+  arrived: number;
+  answered?: number;
 }
 
 /** A running proxy. */
@@ -148,11 +151,14 @@ export function startCountingProxy(options: CountingProxyOptions | string): Coun
     const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.text();
     requests++;
     const counted = req.method === "POST" && /\/(pipeline|cursor)$/.test(url.pathname);
+    const arrived = performance.now();
+    let trip: RoundTrip | undefined;
     if (counted) {
       const sql = statementsOf(body ?? "", stored);
       trips++;
       statements += sql.length;
-      log.push({ path: url.pathname, statements: sql.length, sql });
+      trip = { path: url.pathname, statements: sql.length, sql, arrived };
+      log.push(trip);
       if (log.length > LOG_LIMIT) log = log.slice(-LOG_LIMIT);
       if (holding?.(sql)) await new Promise<void>((go) => waiting.push(go));
     }
@@ -165,6 +171,7 @@ export function startCountingProxy(options: CountingProxyOptions | string): Coun
     const payload = await answer.arrayBuffer();
     if (counted) bytesIn += payload.byteLength;
     await sleep(proxy.latencyMs);
+    if (trip) trip.answered = performance.now();
     return new Response(payload, { status: answer.status, headers: copyHeaders(answer.headers) });
   }
 
