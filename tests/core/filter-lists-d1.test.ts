@@ -6,8 +6,8 @@
  * and a multiobject field's ids, each with its `__n`.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { type D1Binding, d1Database } from "../../src/db/d1";
-import { type D1App, startD1App } from "../helpers/d1-app";
+import { d1Database } from "../../src/db/d1";
+import { type D1App, startD1App, statementRecorder } from "../helpers/d1-app";
 import { settleBeforeCounting } from "../helpers/settle";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -15,29 +15,14 @@ setDefaultTimeout(180_000);
 
 const CO = "/api/plugins/custom-objects";
 let d1: D1App;
-/** The statement texts prepared on D1 while set. */
-let recorded: Set<string> | null = null;
-
-/** The binding, every statement text it prepares added to `recorded` (under D1's own limits). */
-function recording(binding: D1Binding): D1Binding {
-  return new Proxy(binding, {
-    get(target, key) {
-      if (key === "prepare")
-        return (text: string) => {
-          recorded?.add(text);
-          return target.prepare(text);
-        };
-      const value = Reflect.get(target, key, target) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
+/** The statement texts the app prepares on D1. */
+const statements = statementRecorder();
 
 let sites: number[] = [];
 let objects: number[] = [];
 
 beforeAll(async () => {
-  d1 = await startD1App("filter-lists", (_db, binding) => d1Database(recording(binding)));
+  d1 = await startD1App("filter-lists", (_db, binding) => d1Database(statements.wrap(binding)));
   const tags = ["a", "b", "c"];
   for (const tag of tags)
     await d1.made("/api/extras/tags/", { name: `fl ${tag}`, slug: `fl-${tag}` });
@@ -100,13 +85,10 @@ function query(
 /** The ids a list request answers and the statement texts it sent D1 (background settled). */
 async function listed(path: string) {
   await settleBeforeCounting(d1.app, () => d1.json("GET", "/api/status/"));
-  recorded = new Set();
-  const r = await d1.json("GET", path);
-  const texts = recorded;
-  recorded = null;
+  const { answer: r, texts } = await statements.sent(() => d1.json("GET", path));
   if (r.status !== 200)
     throw new Error(`${path.slice(0, 80)}…: ${r.status} ${JSON.stringify(r.body)}`);
-  return { ids: (r.body.results as { id: number }[]).map((x) => x.id), texts: [...texts].sort() };
+  return { ids: (r.body.results as { id: number }[]).map((x) => x.id), texts };
 }
 
 const FEW: [number, number] = [3, 2];

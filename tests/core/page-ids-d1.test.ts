@@ -9,9 +9,9 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { servicesOf } from "../../src/app";
 import { ResponseBudget, chargeRows } from "../../src/core/rest/budget";
 import type { ReadContext } from "../../src/core/rest/resource";
-import { type D1Binding, d1Database } from "../../src/db/d1";
+import { d1Database } from "../../src/db/d1";
 import { BASE } from "../helpers/app";
-import { type D1App, startD1App } from "../helpers/d1-app";
+import { type D1App, startD1App, statementRecorder } from "../helpers/d1-app";
 import { settleBeforeCounting } from "../helpers/settle";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -20,26 +20,11 @@ setDefaultTimeout(180_000);
 const CO = "/api/plugins/custom-objects";
 const MANY = 300;
 let d1: D1App;
-/** The statement texts prepared on D1 while set. */
-let recorded: Set<string> | null = null;
-
-/** The binding, every statement text it prepares added to `recorded`. */
-function recording(binding: D1Binding): D1Binding {
-  return new Proxy(binding, {
-    get(target, key) {
-      if (key === "prepare")
-        return (text: string) => {
-          recorded?.add(text);
-          return target.prepare(text);
-        };
-      const value = Reflect.get(target, key, target) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
+/** The statement texts the app prepares on D1. */
+const statements = statementRecorder();
 
 beforeAll(async () => {
-  d1 = await startD1App("page-ids", (_db, binding) => d1Database(recording(binding)));
+  d1 = await startD1App("page-ids", (_db, binding) => d1Database(statements.wrap(binding)));
   await d1.made("/api/extras/tags/", { name: "pi tag", slug: "pi-tag" });
   const sites = Array.from({ length: MANY }, (_, i) => ({
     name: `pi site ${i}`,
@@ -102,11 +87,7 @@ async function loadPage(appLabel: string, model: string, ids: number[]) {
 /** The answer of `work` and the statement texts it sent D1 (background settled). */
 async function texts<T>(work: () => Promise<T>) {
   await settleBeforeCounting(d1.app, () => d1.json("GET", "/api/status/"));
-  recorded = new Set();
-  const answer = await work();
-  const sentTexts = [...recorded].sort();
-  recorded = null;
-  return { answer, texts: sentTexts };
+  return statements.sent(work);
 }
 
 for (const [what, path, appLabel, model] of [

@@ -88,3 +88,35 @@ export async function startD1App(
     },
   };
 }
+
+/**
+ * The statement texts a D1 binding prepares: `wrap` the binding an app is given, and `sent` answers
+ * what one piece of work had prepared (sorted, each text once).
+ */
+export function statementRecorder() {
+  let recorded: Set<string> | null = null;
+  return {
+    wrap(binding: D1Binding): D1Binding {
+      return new Proxy(binding, {
+        get(target, key) {
+          if (key === "prepare")
+            return (text: string) => {
+              recorded?.add(text);
+              return target.prepare(text);
+            };
+          const value = Reflect.get(target, key, target) as unknown;
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    },
+    async sent<T>(work: () => Promise<T>): Promise<{ answer: T; texts: string[] }> {
+      const texts = new Set<string>();
+      recorded = texts;
+      try {
+        return { answer: await work(), texts: [...texts].sort() };
+      } finally {
+        recorded = null;
+      }
+    },
+  };
+}

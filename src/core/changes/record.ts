@@ -403,12 +403,7 @@ export function stageChangesAtOnce(...args: ChangeArgs): () => Array<string | un
 }
 
 function* changeSteps(
-  ctx: WriteContext,
-  batch: WriteBatch,
-  resource: Resource,
-  objectTypeId: number,
-  rules: StagedRules,
-  changes: StagedChange[],
+  ...[ctx, batch, resource, objectTypeId, rules, changes]: ChangeArgs
 ): Generator<void, () => Array<string | undefined>> {
   noteStaged(ctx, objectTypeId, changes); // what a dry run's write would answer (decision 0162)
   const kept: StagedChange[] = [];
