@@ -7,12 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { type D1App, startD1App } from "../helpers/d1-app";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
 

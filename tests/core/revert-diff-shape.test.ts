@@ -6,18 +6,17 @@
  * postchange data) shows (decision 0173). On a local file, a remote database and D1; dry runs too.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { jsonOf, startThreeBackends, type ThreeBackends } from "../helpers/three-backends";
+import {
+  jsonOf,
+  startThreeBackends,
+  type ThreeBackends,
+  type Json,
+} from "../helpers/three-backends";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(180_000);
 
 const CO = "/api/plugins/custom-objects";
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
-
 let apps: ThreeBackends;
 beforeAll(async () => {
   apps = await startThreeBackends("revert-diff");

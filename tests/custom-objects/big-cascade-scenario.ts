@@ -5,14 +5,9 @@
  * summary without ids or times; `count` reads a number from the database itself (tag rows).
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 /** Creates `n` objects of `slug` from `each(k)`, 100 a request. */
 async function bulk(json: Json, slug: string, n: number, each: (k: number) => unknown) {

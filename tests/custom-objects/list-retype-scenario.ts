@@ -5,14 +5,9 @@
  * Answers a summary without ids or times.
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 export async function listRetypeScenario(json: Json, prefix: string) {
   const fields = `${CO}/custom-object-type-fields/`;

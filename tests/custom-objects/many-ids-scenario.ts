@@ -4,15 +4,10 @@
  * field, each write twice so the second takes the referenced forms from the cache and proves them
  * in its batch. One scenario every backend runs; answers a summary without ids or times.
  */
+import type { Json } from "../helpers/three-backends";
 const CO = "/api/plugins/custom-objects";
 /** More distinct ids than D1's 100 bound values and 100-deep expressions. */
 export const MANY = 150;
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 const pad = (i: number) => String(i).padStart(3, "0");

@@ -6,14 +6,9 @@
  * a summary without ids or times.
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 /** `body`, or a thrown error naming the status when it is not `want`. */
 async function must(json: Json, want: number, method: string, path: string, body?: unknown) {

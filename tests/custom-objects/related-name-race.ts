@@ -7,16 +7,11 @@
  */
 import { expect } from "bun:test";
 import type { HeldWrite } from "../helpers/hold-write";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
 const FIELDS = `${CO}/custom-object-type-fields/`;
 const APPLY = `${CO}/schema/apply/`;
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 /** Holds writer A's next write whose statements match (`holdNextWrite` on A's database). */
 type Hold = (match: (sql: string[]) => boolean) => HeldWrite;

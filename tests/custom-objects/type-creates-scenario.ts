@@ -4,14 +4,9 @@
  * Answers a summary without ids or times.
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 export async function typeCreatesScenario(json: Json, prefix: string) {
   const type = (name: string, extra: Record<string, unknown> = {}) => ({

@@ -4,14 +4,9 @@
  * Answers a summary without ids or times, for the backends to be compared.
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 async function made(json: Json, path: string, body: unknown) {
   const r = await json("POST", path, body);

@@ -11,17 +11,12 @@ import { type D1Binding, d1Database } from "../../src/db/d1";
 import { type D1App, startD1App } from "../helpers/d1-app";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { settleBeforeCounting } from "../helpers/settle";
+import type { Json } from "../helpers/three-backends";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(300_000);
 
 const CO = "/api/plugins/custom-objects";
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
-
 let d1: D1App;
 let local: TestApp;
 let onD1: Json;

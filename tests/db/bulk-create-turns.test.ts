@@ -12,7 +12,8 @@ import type { LibsqlDatabase } from "../../src/db/libsql";
 import { LONG_BATCH, openDatabase } from "../../src/db/local";
 import { WriteBatch } from "../../src/core/rest/write-batch";
 import { createCache } from "../../src/services/cache";
-import { SLICE_MS, useTurnClock } from "../../src/turns";
+import { useTurnClock } from "../../src/turns";
+import { aTurn, askLivez, turnsAtEveryOtherCheck } from "../helpers/livez-probe";
 import { BASE, makeTestApp, type TestApp } from "../helpers/app";
 
 let t: TestApp;
@@ -33,15 +34,6 @@ afterAll(() => {
   WriteBatch.prototype.add = add;
 });
 
-/** A turn of the event loop (I/O, timers): what a request from another client waits for. */
-const aTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** Each reading of the injected clock finds the work a slice older: turns at every other check. */
-function turnsAtEveryOtherCheck() {
-  let now = 0;
-  useTurnClock({ now: () => (now += SLICE_MS) });
-}
-
 const sites = (n: number, prefix: string) =>
   Array.from({ length: n }, (_, i) => ({ name: `${prefix} ${i}`, slug: `${prefix}-${i}` }));
 
@@ -55,19 +47,9 @@ describe("a bulk create's staging on a local file", () => {
     // the statements staged when each `/livez` answer arrived: the longest run between two
     // answers is the longest stretch the handler's staging held the event loop
     const marks = [staged];
-    let done = false;
-    const other = (async () => {
-      while (!done) {
-        await aTurn();
-        if (done) break;
-        const r = await t.req("GET", "/livez", { token: null });
-        await r.arrayBuffer();
-        if (r.status === 200 && !done) marks.push(staged);
-      }
-    })();
+    const stop = askLivez(t, () => marks.push(staged));
     const res = await t.req("POST", "/api/dcim/sites/", { body: sites(SITES, "staged") });
-    done = true;
-    await other;
+    await stop();
     marks.push(staged);
     expect(res.status).toBe(201);
     expect(((await res.json()) as unknown[]).length).toBe(SITES);

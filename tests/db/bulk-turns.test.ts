@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { sql } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Queries } from "../../src/db/client";
 import { BUILD_CHUNK, LONG_BATCH } from "../../src/db/local";
-import { SLICE_MS, useTurnClock } from "../../src/turns";
+import { useTurnClock } from "../../src/turns";
+import { askLivez, turnsAtEveryOtherCheck } from "../helpers/livez-probe";
 import { makeTestApp, type TestApp } from "../helpers/app";
 import { countStatements } from "../helpers/statements";
 import { addField, makeCot } from "../custom-objects/fixtures";
@@ -29,36 +30,20 @@ beforeAll(async () => {
 afterAll(() => t.close());
 afterEach(() => useTurnClock(null));
 
-/** A turn of the event loop (I/O, timers): what a request from another client waits for. */
-const aTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 /**
- * Runs `write` while another client asks `/livez` again and again, each request
- * waiting for a turn of the event loop first; answers the write's response and how many of the
- * other requests were answered while it ran. Each reading of the injected clock finds the work a
- * slice older, so a loop that checks `yieldWhenDue` gives turns at every other check.
+ * Runs `write` while another client asks `/livez` again and again (`askLivez`), turns given at
+ * every other check; answers the write's response and how many of the other requests were
+ * answered while it ran.
  */
 async function whileWriting(write: () => Promise<Response>) {
-  let now = 0;
-  useTurnClock({ now: () => (now += SLICE_MS) });
-  let done = false;
+  turnsAtEveryOtherCheck();
   let answered = 0;
-  const other = (async () => {
-    while (!done) {
-      await aTurn();
-      if (done) break;
-      // the liveness probe touches nothing else: it waits for nothing but the loop's turns
-      const r = await t.req("GET", "/livez", { token: null });
-      await r.arrayBuffer();
-      if (r.status === 200 && !done) answered++;
-    }
-  })();
+  const stop = askLivez(t, () => answered++);
   try {
     const res = await write();
     return { res, answered };
   } finally {
-    done = true;
-    await other;
+    await stop();
   }
 }
 
@@ -170,8 +155,7 @@ describe("a long write batch stays one atomic write with its guards", () => {
   });
 
   test("other writes meanwhile wait for it and are written too", async () => {
-    let now = 0;
-    useTurnClock({ now: () => (now += SLICE_MS) }); // the long batch gives turns at once
+    turnsAtEveryOtherCheck(); // the long batch gives turns at once
     const { orm } = t.deps.db;
     const hit = orm.run(sql.raw(`UPDATE ${table} SET n = n WHERE n = 0`));
     const long = t.deps.db.write([

@@ -47,6 +47,13 @@ export async function startThreeBackends(name: string): Promise<ThreeBackends> {
   };
 }
 
+/** A request in the shape the scenarios take: method, path, body; its status and JSON body. */
+export type Json = (
+  method: string,
+  path: string,
+  body?: unknown,
+) => Promise<{ status: number; body: any }>;
+
 /** A test app's requests in the shape the scenarios take: method, path, body. */
 export const jsonOf = (t: TestApp) => (method: string, path: string, body?: unknown) =>
   t.json(method, path, { body });

@@ -4,14 +4,9 @@
  * default, so the gate and the 400 count them as the built constraint would. Answers a summary.
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 export async function addedKeyScenario(json: Json, prefix: string) {
   const slug = `${prefix}_ak`;

@@ -5,15 +5,10 @@
  * `allow_destructive`, applied with it. Answers a summary without ids or times.
  */
 import { expect } from "bun:test";
+import type { Json } from "../helpers/three-backends";
 
 const CO = "/api/plugins/custom-objects";
 const SCHEMA = `${CO}/schema`;
-
-type Json = (
-  method: string,
-  path: string,
-  body?: unknown,
-) => Promise<{ status: number; body: any }>;
 
 const doc = (types: unknown[]) => ({ schema_version: "1", types });
 
