@@ -3,7 +3,8 @@
  * (miniflare's), a list request whose filters carry 150 values answers as the same request with 5
  * does, and sends D1 the same statement texts: one bound value a list, not one a value. Covered:
  * plain filters (`id`, a decimal field), tags, owners, object types, a multiselect field's choices
- * and a multiobject field's ids, each with its `__n`.
+ * and a multiobject field's ids, each with its `__n`; and the pattern lookups (`__ic`, `__isw`,
+ * `__iew`, `__ie`), each with its negation, their LIKE wildcards in a value matched as text.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { d1Database } from "../../src/db/d1";
@@ -71,14 +72,15 @@ function query(
   without: Array<string | number>,
   absent: (i: number) => string,
   [n, m]: [number, number],
+  [is, isNot]: [string, string] = [name, `${name}__n`],
 ) {
   const pad = (given: Array<string | number>, to: number) => [
     ...given.map(String),
     ...Array.from({ length: to - given.length }, (_, i) => absent(i)),
   ];
   const params = new URLSearchParams();
-  for (const v of pad(among, n)) params.append(name, v);
-  for (const v of pad(without, m)) params.append(`${name}__n`, v);
+  for (const v of pad(among, n)) params.append(is, v);
+  for (const v of pad(without, m)) params.append(isNot, v);
   return params.toString();
 }
 
@@ -166,5 +168,33 @@ both(
   "custom objects by multiobject ids",
   `${CO}/fl_obj/`,
   (size) => query("sites_id", [sites[0]!, sites[1]!], [sites[2]!], absentId, size),
+  () => objects.slice(0, 1),
+);
+
+/** Values that match nothing, unless `%` and `_` were taken as LIKE wildcards. */
+const wild = (i: number) => `%_none_${i}`;
+
+both(
+  "sites by name__ic / name__nic (case-folded, wildcards as text)",
+  "/api/dcim/sites/",
+  (size) => query("name", ["SITE A", "site b"], ["E B"], wild, size, ["name__ic", "name__nic"]),
+  () => sites.slice(0, 1),
+);
+both(
+  "sites by slug__isw / slug__nisw",
+  "/api/dcim/sites/",
+  (size) => query("slug", ["FL-SITE"], ["fl-site-c"], wild, size, ["slug__isw", "slug__nisw"]),
+  () => sites.slice(0, 2),
+);
+both(
+  "custom objects by name__iew / name__niew",
+  `${CO}/fl_obj/`,
+  (size) => query("name", ["1", "2", "3"], ["O3"], wild, size, ["name__iew", "name__niew"]),
+  () => objects.slice(0, 2),
+);
+both(
+  "custom objects by name__ie / name__nie",
+  `${CO}/fl_obj/`,
+  (size) => query("name", ["O1", "o2"], ["O2"], wild, size, ["name__ie", "name__nie"]),
   () => objects.slice(0, 1),
 );

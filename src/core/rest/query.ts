@@ -3,7 +3,7 @@
  * lookups, `q`, ordering, limit/offset and the brief/fields/omit projection.
  */
 import { asc, desc, not, sql, type SQL, type SQLWrapper } from "drizzle-orm";
-import { allOf, anyOf, inJsonList } from "../../db/d1-limits";
+import { allOf, anyOf, inJsonList, jsonListRows } from "../../db/d1-limits";
 import { ValidationError } from "../errors";
 import {
   CONTROL_CHARACTER_MESSAGE,
@@ -245,16 +245,34 @@ function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQ
     case "lte":
       return sql`${e} <= ${value}`;
     case "ic":
-      return sql`${e} LIKE ${`%${likeEscape(text)}%`} ESCAPE '\\'`;
     case "isw":
-      return sql`${e} LIKE ${`${likeEscape(text)}%`} ESCAPE '\\'`;
     case "iew":
-      return sql`${e} LIKE ${`%${likeEscape(text)}`} ESCAPE '\\'`;
+      return sql`${e} LIKE ${likePattern(lookup, text)} ESCAPE '\\'`;
     case "ie":
       return sql`lower(${e}) = lower(${text})`;
     default:
       throw new Error(`lookup ${lookup} has no positive form`);
   }
+}
+
+/** Lookups that match text against a pattern or a case-folded value. */
+const PATTERN_LOOKUPS = new Set<Lookup>(["ic", "isw", "iew", "ie"]);
+
+/** The LIKE pattern of a pattern lookup, its wildcards escaped (`ESCAPE '\\'`). */
+function likePattern(lookup: Lookup, text: string): string {
+  const escaped = likeEscape(text);
+  return lookup === "isw" ? `${escaped}%` : lookup === "iew" ? `%${escaped}` : `%${escaped}%`;
+}
+
+/**
+ * Whether `expr` matches any of `texts` under a pattern lookup, the texts bound as ONE JSON list
+ * (decision 0188): one statement text and one bound value for any number of them.
+ */
+function matchesAny(expr: SQLWrapper, lookup: Lookup, texts: string[]): SQL {
+  if (lookup === "ie")
+    return sql`lower(${expr}) IN (SELECT lower(value) FROM (${jsonListRows(texts)}))`;
+  const patterns = jsonListRows(texts.map((t) => likePattern(lookup, t)));
+  return sql`EXISTS (SELECT 1 FROM (${patterns}) WHERE ${expr} LIKE value ESCAPE '\\')`;
 }
 
 const NEGATED: Partial<Record<Lookup, Lookup>> = {
@@ -323,8 +341,13 @@ export function buildFilter(
     // `x__n=a&x__n=b` excludes both; NULLs are never equal to a value, so they stay.
     return lookup === "exact" ? among : sql`(${spec.expr} IS NULL OR NOT (${among}))`;
   }
-  const positive = NEGATED[lookup];
-  if (positive) {
+  const positive = NEGATED[lookup] ?? lookup;
+  if (values.length > 1 && PATTERN_LOOKUPS.has(positive) && !form.inDdl) {
+    // several patterns are one JSON list too (as `__n` above): the same text for 2 values and 200
+    const among = matchesAny(spec.expr, positive, values.map(String));
+    return positive === lookup ? among : sql`(${spec.expr} IS NULL OR NOT (${among}))`;
+  }
+  if (positive !== lookup) {
     // `x__nic=a&x__nic=b` excludes both; NULLs stay, as they do for `__n`.
     return allOf(
       values.map((v) => sql`(${spec.expr} IS NULL OR NOT (${condition(spec, positive, v)}))`),
