@@ -4,6 +4,7 @@
  */
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Database, Executor } from "../db/client";
+import { inIds } from "../db/d1-limits";
 import { objectTypes } from "../db/schema";
 import { type Slots, slotKey } from "./slots";
 
@@ -193,10 +194,7 @@ export class ObjectTypeRegistry {
       else if (!absent?.has(id)) missing.push(id);
     }
     if (missing.length) {
-      for (const row of await db
-        .select()
-        .from(objectTypes)
-        .where(inArray(objectTypes.id, missing))) {
+      for (const row of await db.select().from(objectTypes).where(inIds(objectTypes.id, missing))) {
         this.#remember(row);
         out.set(row.id, row);
       }

@@ -4,8 +4,8 @@
  * an owner group. Host models and custom objects carry a nullable `owner`; `ownerFilters` gives
  * them NetBox's `owner_id`, `owner`, `owner_group_id` and `owner_group` filters.
  */
-import { count, inArray, sql, type SQL, type SQLWrapper } from "drizzle-orm";
-import { jsonListRows } from "../../db/d1-limits";
+import { count, sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { inIds, jsonListRows } from "../../db/d1-limits";
 import { ownerGroups, ownerUserGroups, ownerUsers, owners } from "../../db/schema";
 import { ValidationError } from "../errors";
 import { defineModel } from "../models/define";
@@ -146,7 +146,7 @@ const memberCountsQuery = (db: Executor, ids: number[]) =>
   db
     .select({ groupId: owners.groupId, n: count() })
     .from(owners)
-    .where(inArray(owners.groupId, ids))
+    .where(inIds(owners.groupId, ids))
     .groupBy(owners.groupId);
 
 function memberCounts(records: ApiRecord[], counts: Array<{ groupId: number | null; n: number }>) {

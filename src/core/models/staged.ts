@@ -4,7 +4,7 @@
  * change records and outbox rows then go in one `db.write`, races caught inside it.
  */
 import { tagNotFound, viewableTags } from "./tag-scope";
-import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
+import { and, eq, getTableColumns, getTableName, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { guardChanged } from "../../db/client";
 import { inIds, inJsonList, rowsPerStatement } from "../../db/d1-limits";
@@ -748,7 +748,7 @@ class StagedWriter {
         ctx,
         batch,
         fixed
-          ? inArray(this.table.id, fixed)
+          ? inIds(this.table.id, fixed)
           : sql`${this.table.id} > (SELECT max("id") FROM ${this.table}) - ${n}`,
         n,
         addWhere,

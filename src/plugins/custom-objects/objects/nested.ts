@@ -1,7 +1,7 @@
 /** The `ModelInfo` of a custom object type: nested forms of its objects, by id or as SQL. */
-import { inArray, sql, type SQL } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { jsonListRows } from "../../../db/d1-limits";
+import { inIds, jsonListRows } from "../../../db/d1-limits";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
@@ -45,7 +45,7 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
       const rows = (await ctx.db
         .select(nestedCols)
         .from(table)
-        .where(inArray(table.id, ids))) as Record<string, any>[];
+        .where(inIds(table.id, ids))) as Record<string, any>[];
       for (const row of rows)
         out.set(row.id, {
           id: row.id,

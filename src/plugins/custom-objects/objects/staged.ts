@@ -6,7 +6,7 @@
  */
 import { MAX_LINKS_PER_VALUE } from "../../../core/limits";
 import { viewableTags } from "../../../core/models/tag-scope";
-import { and, inArray, sql, type SQL } from "drizzle-orm";
+import { and, sql, type SQL } from "drizzle-orm";
 import { ApiError, forbidden, notFound, ValidationError } from "../../../core/errors";
 import { mapConstraintError } from "../../../core/rest/constraints";
 import { restrictWhere } from "../../../core/auth/restrict";
@@ -767,7 +767,7 @@ async function stageCreates(
       ctx,
       batch,
       fixed
-        ? inArray(w.table.id, fixed)
+        ? inIds(w.table.id, fixed)
         : sql`${w.table.id} > (SELECT max("id") FROM ${w.table}) - ${n}`,
       n,
       addWhere,
