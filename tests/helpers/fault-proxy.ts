@@ -36,6 +36,8 @@ export interface FaultProxy {
   /** Requests that reached the proxy, and how many of them the current rule hit. */
   readonly requests: number;
   readonly hits: number;
+  /** The bodies (first 300 characters) of the requests the current rule hit. */
+  readonly hitLog: readonly string[];
   /** `late` answers the server gave that the proxy held back and dropped. */
   readonly dropped: number;
   /** Requests held now (`hang`, `late`). */
@@ -72,6 +74,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let requests = 0;
   let hits = 0;
   let dropped = 0;
+  let hitLog: string[] = [];
   const waiting = new Set<() => void>();
 
   const forward = async (req: IncomingMessage, body: string) =>
@@ -155,6 +158,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     const matches = r && (r.match ? r.match(req.url ?? "", body) : req.method === "POST");
     if (r && matches && (r.times === undefined || hits < r.times)) {
       hits++;
+      hitLog.push(body.slice(0, 300));
       await faults[r.kind](req, res, body, r);
       return;
     }
@@ -173,6 +177,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     get hits() {
       return hits;
     },
+    get hitLog() {
+      return hitLog;
+    },
     get dropped() {
       return dropped;
     },
@@ -182,6 +189,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     inject(next) {
       rule = next;
       hits = 0;
+      hitLog = [];
     },
     clear() {
       rule = null;
