@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { DatabaseLinkError } from "../../src/db/remote-link";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { startFaultProxy, type FaultKind, type FaultProxy } from "../helpers/fault-proxy";
 import { TIMED_OUT, waitFor, within } from "../helpers/wait";
@@ -200,5 +202,51 @@ test("the health check names the database while its server answers 5xx, and work
   expect({ status: up.status, checks: up.body.checks }).toEqual({
     status: 200,
     checks: { Database: "working", HostRedisTasksHealthCheck: "working" },
+  });
+});
+
+describe("an interactive transaction over a failing link", () => {
+  beforeAll(() => env.t.deps.db.client.execute("CREATE TABLE fault_probe (name TEXT NOT NULL)"));
+  const insert = (tx: { run(q: unknown): Promise<unknown> }, name: string) =>
+    tx.run(sql`INSERT INTO "fault_probe" ("name") VALUES (${name})`);
+  const stored = async (name: string) =>
+    (
+      await env.t.deps.db.client.execute({
+        sql: "SELECT count(*) AS n FROM fault_probe WHERE name = ?",
+        args: [name],
+      })
+    ).rows[0]!.n;
+
+  test("its COMMIT's answer lost: outcome unknown, and it did commit", async () => {
+    proxy.inject({ kind: "late", match: (_p, body) => /"sql":"COMMIT"/i.test(body), times: 1 });
+    const failed = await env.t.deps.db
+      .transaction((tx) => insert(tx, "tx-commit-lost"))
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(proxy.hits).toBe(1);
+    proxy.clear();
+    expect(failed).toBeInstanceOf(DatabaseLinkError);
+    expect((failed as DatabaseLinkError).outcome).toBe("unknown");
+    expect(Number(await stored("tx-commit-lost"))).toBe(1);
+  });
+
+  test("a statement before its COMMIT lost: nothing committed, and it says so", async () => {
+    proxy.inject({
+      kind: "reset",
+      match: (_p, body) => body.includes("tx-statement-lost"),
+      times: 1,
+    });
+    const failed = await env.t.deps.db
+      .transaction((tx) => insert(tx, "tx-statement-lost"))
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    proxy.clear();
+    expect(failed).toBeInstanceOf(DatabaseLinkError);
+    expect((failed as DatabaseLinkError).outcome).toBe("none");
+    expect(Number(await stored("tx-statement-lost"))).toBe(0);
   });
 });
