@@ -21,7 +21,7 @@ export type FaultKind =
   /** Forwards (the server does the work), holds the answer until the client hangs up, then drops it. */
   | "late";
 
-export interface FaultRule {
+interface FaultRule {
   kind: FaultKind;
   /** Which requests it hits (path and body text); default every POST. */
   match?: (path: string, body: string) => boolean;
