@@ -141,7 +141,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     },
     async malformed(_req, res) {
       res.writeHead(200, { "content-type": "application/json" });
-      res.end('{"baton": null, "results": [{"type": "ok", "respo');
+      // cut JSON, then a long tail (as an error page would be): a client must not echo it
+      res.end(`{"baton": null, "results": [{"type": "ok", "respo${"x".repeat(4_000)}`);
     },
     async late(req, res, body) {
       const answer = await forward(req, body);
