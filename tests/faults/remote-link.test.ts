@@ -250,3 +250,38 @@ describe("an interactive transaction over a failing link", () => {
     expect(Number(await stored("tx-statement-lost"))).toBe(0);
   });
 });
+
+test("custom objects: a create, an update and a delete whose answers were lost each say so, and each committed", async () => {
+  const { t } = env;
+  const applied = await t.json("POST", "/api/plugins/custom-objects/schema/apply/", {
+    body: {
+      schema: {
+        schema_version: "1",
+        types: [
+          { name: "circuit", slug: "circuit", fields: [{ id: 1, name: "cid", type: "text" }] },
+        ],
+      },
+    },
+  });
+  expect(applied.status).toBe(200);
+  const base = "/api/plugins/custom-objects/circuit/";
+  // the round trip carrying the custom object table's own write (its name is co_<type id>)
+  const writesTable = (verb: string) => (_path: string, body: string) =>
+    new RegExp(`${verb} \\\\"co_\\d+\\\\"`, "i").test(body);
+  const lost = async (verb: string, method: string, path: string, body?: unknown) => {
+    proxy.inject({ kind: "late", match: writesTable(verb), times: 1 });
+    const r = await answered(`${method} ${path}`, t.json(method, path, body ? { body } : {}));
+    const hits = proxy.hits;
+    proxy.clear();
+    expect({ verb, hits }).toEqual({ verb, hits: 1 });
+    expect503(r, "write_outcome_unknown");
+  };
+  await lost("insert into", "POST", base, { cid: "C-1" });
+  const made = await t.json("GET", `${base}?cid=C-1`);
+  expect(made.body.count).toBe(1);
+  const id = made.body.results[0].id;
+  await lost("update", "PATCH", `${base}${id}/`, { cid: "C-2" });
+  expect((await t.json("GET", `${base}${id}/`)).body.cid).toBe("C-2");
+  await lost("delete from", "DELETE", `${base}${id}/`);
+  expect((await t.json("GET", `${base}${id}/`)).status).toBe(404);
+});
