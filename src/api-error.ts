@@ -54,7 +54,8 @@ export type ErrorCode =
   | "tasks_unavailable"
   | "unresolvable_reference"
   | "unsupported_media_type"
-  | "write_conflict";
+  | "write_conflict"
+  | "write_outcome_unknown";
 
 /** A §4 body: `detail` and a machine `error` code, plus fields of the error's own. */
 export type ErrorBody = { detail?: string; error?: ErrorCode } & Record<string, unknown>;

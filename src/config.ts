@@ -75,6 +75,7 @@ const EnvSchema = v.object({
   DATABASE_AUTH_TOKEN: optionalNonEmpty(v.string()),
   DATABASE_READ_POOL: v.optional(intString(0, 16), "2"),
   DATABASE_CACHE_MB: v.optional(intString(2, 65536), "4"),
+  DATABASE_TIMEOUT_MS: v.optional(intString(100, 600_000), "15000"),
   REDIS_CACHING_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
   REDIS_CACHING_TOKEN: optionalNonEmpty(v.string()),
   REDIS_TASKS_URL: optionalNonEmpty(url(["http", "https", "redis", "rediss"])),
@@ -135,9 +136,16 @@ export interface Config {
   pluginsConfig: Record<string, Record<string, unknown>>;
   /**
    * `readPool`: async read connections of a local file database (Bun; 0 = off, decisions 0057,
-   * 0060); `cacheMb`: SQLite's page caches of its connections together (decision 0117).
+   * 0060); `cacheMb`: SQLite's page caches of its connections together (decision 0117);
+   * `timeoutMs`: a remote database's round trip is given up after it (decision 0202).
    */
-  database: { url: string; authToken?: string; readPool: number; cacheMb: number };
+  database: {
+    url: string;
+    authToken?: string;
+    readPool: number;
+    cacheMb: number;
+    timeoutMs: number;
+  };
   redis: { caching?: RedisSettings; tasks?: RedisSettings };
   cacheBackend: "memory" | "database" | "redis" | "kv";
   host: string;
@@ -234,6 +242,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
       authToken: e.DATABASE_AUTH_TOKEN,
       readPool: e.DATABASE_READ_POOL,
       cacheMb: e.DATABASE_CACHE_MB,
+      timeoutMs: e.DATABASE_TIMEOUT_MS,
     },
     redis,
     cacheBackend,

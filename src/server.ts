@@ -150,6 +150,7 @@ async function openMigrated(config: Config) {
     db = await openDatabase(config.database.url, config.database.authToken, {
       readPool: config.database.readPool,
       cacheMb: config.database.cacheMb,
+      remoteTimeoutMs: config.database.timeoutMs,
     });
     // a folder that remembers its database refuses any other before migrating writes to it
     if (file && remembersDatabase(file)) {

@@ -31,7 +31,9 @@ async function main() {
     throw e;
   }
   const logger = createLogger(config.logLevel);
-  const db = await openDatabase(config.database.url, config.database.authToken);
+  const db = await openDatabase(config.database.url, config.database.authToken, {
+    remoteTimeoutMs: config.database.timeoutMs,
+  });
   await runMigrations(db);
   const redis = await createRedisClients(config);
   const cache = createCache(config.cacheBackend, { db, redis: redis.caching });

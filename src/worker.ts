@@ -10,6 +10,7 @@ import { ConfigError, loadConfig, redactUrl, type Config, type RedisSettings } f
 import type { Database } from "./db/client";
 import { d1Database, type D1Binding } from "./db/d1";
 import { libsqlDatabase } from "./db/libsql";
+import { fetchWithDeadline } from "./db/remote-link";
 import { classifyDatabaseError } from "./db/connection-errors";
 import { createCache, type KVNamespaceLike } from "./services/cache";
 import { createLogger, type Logger } from "./services/logger";
@@ -67,6 +68,8 @@ function openDatabase(env: WorkerEnv, config: Config): Database {
       url: config.database.url,
       authToken: config.database.authToken,
       concurrency: UNLIMITED,
+      // every round trip bounded: a hung server is a 503, not a hung request (decision 0202)
+      fetch: fetchWithDeadline(config.database.timeoutMs),
     }),
     "remote",
     // For the same reason, reads of concurrent requests cannot share one request (decision 0098).

@@ -136,7 +136,9 @@ async function withDatabase<T>(
   const config = loadConfig(process.env, "bun");
   let db;
   try {
-    db = await openDatabase(config.database.url, config.database.authToken);
+    db = await openDatabase(config.database.url, config.database.authToken, {
+      remoteTimeoutMs: config.database.timeoutMs,
+    });
     await runMigrations(db);
   } catch (e) {
     await db?.close().catch(() => undefined);

@@ -7,7 +7,9 @@ import { runMigrations } from "../migrations";
 let config: Config | null = null;
 try {
   config = loadConfig(process.env, "bun");
-  const db = await openDatabase(config.database.url, config.database.authToken);
+  const db = await openDatabase(config.database.url, config.database.authToken, {
+    remoteTimeoutMs: config.database.timeoutMs,
+  });
   try {
     await runMigrations(db);
   } finally {

@@ -124,7 +124,9 @@ async function localClient(env: CliIo["env"], io: CliIo): Promise<ApiClient> {
     const cause = describeDatabaseError(e, config.database.url, config.database.authToken);
     return cause ? new CliError(cause) : e;
   };
-  const db = await openDatabase(config.database.url, config.database.authToken).catch((e) => {
+  const db = await openDatabase(config.database.url, config.database.authToken, {
+    remoteTimeoutMs: config.database.timeoutMs,
+  }).catch((e) => {
     throw connectionError(e);
   });
   try {

@@ -9,6 +9,8 @@ import type { ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { DatabaseBusyError, isBusyError } from "../db/client";
 import { databaseFileGone } from "../db/health";
+import { remoteFailureOf } from "../db/connection-errors";
+import { DatabaseLinkError, linkFailureAnswer, type WriteOutcome } from "../db/remote-link";
 import { storageFaultError, storageFaultOf, type StorageFault } from "../db/storage-faults";
 import type { HonoEnv, Services } from "./context";
 import { ApiError } from "./errors";
@@ -66,11 +68,38 @@ function answer(c: Parameters<ErrorHandler<HonoEnv>>[1], err: ApiError) {
   return c.json(err.body as object, err.statusCode);
 }
 
+/** Methods whose requests write nothing a client asked for (a side write's fate is not theirs). */
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * A remote database's link failure as its 503 (decision 0202): a request that may have committed
+ * a write says its outcome is unknown; a failure the database layer did not place (a query run
+ * on the ORM itself) is unknown too when the request writes. Logged at most once a minute.
+ */
+function linkFailure(services: Services, err: unknown, method: string) {
+  const failure = err instanceof DatabaseLinkError ? err.failure : remoteFailureOf(err);
+  if (!failure) return null;
+  const placed: WriteOutcome = err instanceof DatabaseLinkError ? err.outcome : "unknown";
+  const outcome = SAFE_METHODS.has(method) ? "none" : placed;
+  const logged = services.state.ensure(LINK_LOGGED, () => ({ at: -Infinity }));
+  if (performance.now() - logged.at >= 60_000) {
+    logged.at = performance.now();
+    services.logger.error("database unavailable", { cause: failure.kind, reason: failure.reason });
+  }
+  return linkFailureAnswer(failure, outcome);
+}
+
+/** When a link failure was last logged (monotonic ms). */
+const LINK_LOGGED = slotKey<{ at: number }>("app.database-link-logged");
+
 /** The app's error handler, for `app.onError`. */
 export function errorHandler(services: Services): ErrorHandler<HonoEnv> {
   const { db, logger } = services;
   return (err, c) => {
     if (err instanceof ApiError) return answer(c, err);
+    // The remote database's link failed (timeout, reset, 5xx, not Hrana): 503, never a 500.
+    const link = linkFailure(services, err, c.req.method);
+    if (link) return answer(c, link);
     // A write that met a long write's lock, wrapped by Drizzle on the way: the same 503.
     if (isBusyError(err)) return answer(c, new DatabaseBusyError());
     // A read that raced a schema change (a column renamed under it): retryable, not a 500.

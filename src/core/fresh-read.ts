@@ -10,6 +10,7 @@
  */
 import type { Ctx, Guard } from "./context";
 import { isWriteConflict, type Queries, type Results } from "../db/client";
+import { DatabaseLinkError } from "../db/remote-link";
 import { ApiError } from "./errors";
 
 export type { Guard };
@@ -180,6 +181,8 @@ async function readGuarded(
       .get("services")
       .db.read([...statements, ...queries] as unknown as Queries)) as readonly unknown[];
   } catch (e) {
+    // the link failed: settling the guards would be one more round trip over it (0202)
+    if (e instanceof DatabaseLinkError) throw e;
     pending.set(c, guards);
     if (await settleGuards(c)) throw e;
     return null;

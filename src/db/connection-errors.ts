@@ -14,6 +14,7 @@ type DatabaseFailureKind =
   | "timeout"
   | "server_error"
   | "unreachable"
+  | "bad_answer"
   | "local_file";
 
 export interface DatabaseFailure {
@@ -94,6 +95,32 @@ export function classifyDatabaseError(error: unknown, authTokenSet = true): Data
     };
   }
   return null;
+}
+
+/**
+ * The failure of a remote database's link (the HTTP round trip to Turso, sqld, the Hrana tool)
+ * that `error` stands for, or null for anything else: a statement's own error (a code of SQLite's
+ * or the server's SQL layer, such as a constraint or a busy lock), a Redis client's, a bug. An
+ * answer that is not Hrana (a 200 whose body is not the protocol's JSON) is `bad_answer`.
+ */
+export function remoteFailureOf(error: unknown): DatabaseFailure | null {
+  const chain = chainOf(error);
+  if (chain.some((c) => /^(SQLITE_|SQL_)/.test(c.code))) return null;
+  let e: any = error;
+  for (let depth = 0; e && depth < 8; depth++, e = e.cause)
+    if (e?.name === "RedisClientError") return null;
+  const known = classifyDatabaseError(error);
+  if (known) return known.kind === "local_file" ? null : known;
+  const unreadable = chain.some(
+    (c) =>
+      /^(HRANA_PROTO_ERROR|HRANA_CLOSED_ERROR|SERVER_ERROR|STREAM_EXPIRED)$/.test(c.code) ||
+      /JSON Parse error|Unexpected end of JSON|is not valid JSON|Unexpected token|Unterminated string/i.test(
+        c.message,
+      ),
+  );
+  return unreadable
+    ? { kind: "bad_answer", reason: "the server's answer could not be read" }
+    : null;
 }
 
 /** What SQLite says about the file itself, in words an operator can act on. */

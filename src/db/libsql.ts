@@ -9,6 +9,7 @@ import { drizzle } from "drizzle-orm/libsql";
 import { NO_FILE_HEALTH, type Database, type Orm, type Queries, type Results } from "./client";
 import { batchOnLibsql } from "./driver-internals";
 import { groupedReads } from "./read-group";
+import { asLinkError, type WriteOutcome } from "./remote-link";
 import * as schema from "./schema";
 
 /** A `Database` whose members a local implementation may replace (the interface's are readonly). */
@@ -44,7 +45,7 @@ export function libsqlDatabase(
     kind === "remote" && options.groupReads !== false
       ? (groupedReads(batch, readBatch) as LibsqlDatabase["read"])
       : batch;
-  return {
+  const db: LibsqlDatabase = {
     client,
     orm,
     reader: orm,
@@ -71,4 +72,44 @@ export function libsqlDatabase(
       client.close();
     },
   };
+  return kind === "remote" ? namingLinkFailures(db) : db;
+}
+
+/** Runs `call`, its link failure (if that is what it throws) a `DatabaseLinkError` of `outcome`. */
+async function linked<T>(outcome: WriteOutcome, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (e) {
+    throw asLinkError(e, outcome);
+  }
+}
+
+/**
+ * A remote database whose calls throw their link failures as `DatabaseLinkError`s (decision
+ * 0202), saying whether a write may have committed: a read committed nothing; a write batch, an
+ * autocommit statement or a maintenance statement may have; a transaction may have only once its
+ * work is done (the failure was the COMMIT's), else the server rolls it back.
+ */
+function namingLinkFailures(db: LibsqlDatabase): LibsqlDatabase {
+  const { read, write, execute, readRows, transaction, maintain } = db;
+  db.read = ((queries: Queries) =>
+    linked("none", () => read(queries))) as unknown as LibsqlDatabase["read"];
+  db.readRows = (sql, args) => linked("none", () => readRows(sql, args));
+  db.write = ((queries: Queries) =>
+    linked("unknown", () => write(queries as never))) as unknown as LibsqlDatabase["write"];
+  db.execute = (statement) => linked("unknown", () => execute(statement));
+  db.maintain = (statement) => linked("unknown", () => maintain(statement));
+  db.transaction = async (work) => {
+    let workDone = false;
+    try {
+      return await transaction(async (tx) => {
+        const value = await work(tx);
+        workDone = true;
+        return value;
+      });
+    } catch (e) {
+      throw asLinkError(e, workDone ? "unknown" : "none");
+    }
+  };
+  return db;
 }

@@ -14,6 +14,7 @@ import { BackgroundConnection } from "./background";
 import { MaintenanceConnection } from "./maintenance";
 import { BatchGroup, GroupCommit } from "./group-commit";
 import { libsqlDatabase, type LibsqlDatabase } from "./libsql";
+import { DEFAULT_REMOTE_TIMEOUT_MS, fetchWithDeadline } from "./remote-link";
 import { ReadPool } from "./read-pool";
 import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
@@ -51,6 +52,11 @@ export interface LocalOptions {
    * 0117); `DATABASE_CACHE_MB` in the config. Unset: `DEFAULT_CACHE_MB`.
    */
   cacheMb?: number;
+  /**
+   * A remote database's round trips are given up after this long (`DATABASE_TIMEOUT_MS`,
+   * decision 0202); default `DEFAULT_REMOTE_TIMEOUT_MS`.
+   */
+  remoteTimeoutMs?: number;
 }
 
 export async function openDatabase(
@@ -59,7 +65,11 @@ export async function openDatabase(
   options: LocalOptions = {},
 ): Promise<LibsqlDatabase> {
   if (!url.startsWith("file:") && url !== ":memory:") {
-    return libsqlDatabase(createClient({ url, authToken }), "remote");
+    const timeoutMs = options.remoteTimeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS;
+    return libsqlDatabase(
+      createClient({ url, authToken, fetch: fetchWithDeadline(timeoutMs) }),
+      "remote",
+    );
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;

@@ -9,7 +9,7 @@
  * shared CPU) that was most of the remote client's cost per read.
  */
 import type { Queries } from "./client";
-import { classifyDatabaseError } from "./connection-errors";
+import { remoteFailureOf } from "./connection-errors";
 
 /** Runs one batch: its results in order, or a rejection for the whole batch. */
 type RunBatch = (queries: Queries) => Promise<readonly unknown[]>;
@@ -73,8 +73,9 @@ export function groupedReads(
     try {
       results = await together(group.flatMap((r) => r.queries) as unknown as Queries);
     } catch (e) {
-      // The database could not be reached: every read of the group fails as it would alone.
-      if (classifyDatabaseError(e) !== null) {
+      // The database could not be reached (or answered garbage): every read of the group fails
+      // as it would alone, none sent again over the failing link.
+      if (remoteFailureOf(e) !== null) {
         for (const read of group) read.reject(e);
         return;
       }

@@ -20,6 +20,9 @@ export class RedisClientError extends Error {
   }
 }
 
+/** Characters of a failure's own message kept in a `RedisClientError`. */
+const MAX_MESSAGE = 200;
+
 /**
  * Maps any failure to a {@link RedisClientError}, removing every secret from its message.
  * `describe` is the redacted URL; `timeoutMs` is named in timeout messages.
@@ -45,6 +48,15 @@ export function toRedisError(
     .filter((s): s is string => !!s && s.length >= 3)
     .sort((a, b) => b.length - a.length);
   for (const secret of secrets) message = message.split(secret).join("***");
+  // An answer that is not JSON (a proxy's error page, a cut answer) is named, never echoed: it
+  // would reach logs and the anonymous health page. Anything else is kept to one short line.
+  message = message
+    .replace(
+      /(Unable to parse response body)[\s\S]*$/,
+      "$1 (the REST endpoint's answer is not JSON)",
+    )
+    .replace(/\s+/g, " ")
+    .slice(0, MAX_MESSAGE);
   return new RedisClientError(kind, `redis ${ctx.describe}: ${message}`);
 }
 

@@ -54,9 +54,10 @@ export async function makeTestApp(
   const dir = mkdtempSync(join(tmpdir(), "host-test-"));
   const dbUrl = env.DATABASE_URL ?? `file:${join(dir, "host.db")}`;
   const config = loadConfig({ LOG_LEVEL: "silent", ...env, DATABASE_URL: dbUrl }, "bun");
-  const db = await openDatabase(config.database.url, undefined, {
+  const db = await openDatabase(config.database.url, config.database.authToken, {
     readPool: config.database.readPool,
     cacheMb: config.database.cacheMb,
+    remoteTimeoutMs: config.database.timeoutMs,
   });
   await runMigrations(db);
   const cache =

@@ -3,6 +3,7 @@
  * answer PING; the tasks check also reads the job queue's figures (depth, oldest pending job,
  * last worker heartbeat) and flags them against the `queue` thresholds.
  */
+import { DatabaseLinkError } from "../../../db/remote-link";
 import { isResilient } from "../../../services/cache/resilient";
 import { lastHeartbeat } from "../../../services/tasks/heartbeat";
 import {
@@ -93,10 +94,13 @@ export class HostRedisTasksHealthCheck extends HostRedisHealthCheck {
     try {
       [stats, heartbeat] = await Promise.all([queue.stats(), lastHeartbeat(queue)]);
     } catch (e) {
-      this.addError(
-        new ServiceUnavailable(`the job queue's figures could not be read (${messageOf(e)})`),
-        e,
-      );
+      // Redis answered; the database did not (the Database check says so): a warning here, so
+      // the failing component is the one named failing (decision 0202).
+      const failure =
+        e instanceof DatabaseLinkError
+          ? new ThresholdWarning(`the job queue's pending jobs could not be read (${e.message})`)
+          : new ServiceUnavailable(`the job queue's figures could not be read (${messageOf(e)})`);
+      this.addError(failure, e);
       return;
     }
     const now = Date.now();
