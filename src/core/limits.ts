@@ -42,6 +42,13 @@ export const MAX_NUMBER_LENGTH = 32;
  */
 export const MAX_PAGING_VALUE = 1_000_000_000_000;
 
+/**
+ * Values in a GraphQL request's variables (commas between items and members, the whole JSON body
+ * counted; decision 0196): graphql-js coerces every variable before a resolver can refuse it, and
+ * a list of 100,000 ids held the loop ~50–100 ms. Filters take at most `MAX_FILTER_VALUES` anyway.
+ */
+export const MAX_GRAPHQL_VALUES = 1_000;
+
 /** Nesting of arrays and objects in a JSON request body. */
 export const MAX_JSON_DEPTH = 64;
 
@@ -115,3 +122,21 @@ export const CONTROL_CHARACTER_MESSAGE =
  * (their size is summed in SQL from the rows' headers) and the conflict names none.
  */
 export const MAX_REVERT_REVIEW_BYTES = 4_194_304;
+
+/**
+ * Defaults of the event rule limits (decision 0196; settings `MAX_EVENT_RULES`,
+ * `MAX_EVENT_RULES_PER_USER`, `MAX_WEBHOOKS_PER_USER`). Every write of a watched type is matched
+ * against every enabled rule in its request and queues one delivery per matching webhook: the
+ * enabled rules in all bound that work, the per-user counts keep one account from taking it all.
+ */
+export const EVENT_RULE_LIMITS = {
+  enabledRules: 200,
+  rulesPerUser: 50,
+  webhooksPerUser: 50,
+} as const;
+
+/**
+ * Characters of one event rule's `conditions`, as JSON text: the conditions are matched on every
+ * write of the types the rule watches (`in` lists included), so their size bounds that work.
+ */
+export const MAX_CONDITIONS_CHARS = 16_384;
