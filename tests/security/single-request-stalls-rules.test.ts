@@ -154,7 +154,7 @@ describe("many rules matched on one write", () => {
       const results = await reads.call(db, queries);
       read += JSON.stringify(results).length;
       return results;
-    }) as typeof reads;
+    }) as unknown as typeof reads;
     try {
       const r = await t.json("POST", "/api/dcim/sites/", { body: { name: "site-1", slug: "s1" } });
       expect(r.status).toBe(201);
