@@ -32,6 +32,14 @@ export const MAX_TAGS_PER_VALUE = 1_000;
 /** The error of a tag list past `MAX_TAGS_PER_VALUE`, as a multiobject value's past its own. */
 export const TOO_MANY_TAGS_MESSAGE = `Ensure this field has no more than ${MAX_TAGS_PER_VALUE} elements.`;
 
+/**
+ * Characters of a custom object's `display` (decision 0196), its display expression rendered or
+ * its primary field's value, cut with "…": every nested form of the object carries it, and a
+ * link is weighed at 100 bytes in the response budget. An expression repeating a 64 KiB field
+ * made one object's display 6.6 MB, and an object of 1,000 links a 65 MB answer.
+ */
+export const MAX_DISPLAY_CHARS = 256;
+
 /** Terms in `?ordering=`. */
 export const MAX_ORDERING_TERMS = 10;
 
