@@ -4,6 +4,7 @@
  */
 import * as v from "valibot";
 import { type Network, parseNetworks } from "./networks";
+import { EVENT_RULE_LIMITS } from "./core/limits";
 
 export type Runtime = "bun" | "workerd";
 
@@ -92,6 +93,15 @@ const EnvSchema = v.object({
   TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
   TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
+  MAX_EVENT_RULES: v.optional(intString(1, 100_000), String(EVENT_RULE_LIMITS.enabledRules)),
+  MAX_EVENT_RULES_PER_USER: v.optional(
+    intString(1, 100_000),
+    String(EVENT_RULE_LIMITS.rulesPerUser),
+  ),
+  MAX_WEBHOOKS_PER_USER: v.optional(
+    intString(1, 100_000),
+    String(EVENT_RULE_LIMITS.webhooksPerUser),
+  ),
   WEBHOOK_ALLOWED_NETWORKS: v.optional(
     v.pipe(
       v.string(),
@@ -159,6 +169,8 @@ export interface Config {
   tasks: { visibilityTimeoutMs: number; maxAttempts: number; backoffBaseMs: number };
   /** Networks webhooks may reach although they are not public (decision 0067); default none. */
   webhookAllowedNetworks: Network[];
+  /** How many event rules and webhooks there may be (decision 0196). */
+  eventRuleLimits: { enabledRules: number; rulesPerUser: number; webhooksPerUser: number };
   /** Days change records and finished jobs are kept; 0 keeps them for good. */
   retention: { changelogDays: number; jobDays: number };
   /** Days removed custom object fields and types stay in the trash (0: purged at the next run). */
@@ -258,6 +270,11 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
       backoffBaseMs: e.TASK_RETRY_BACKOFF_MS,
     },
     webhookAllowedNetworks: e.WEBHOOK_ALLOWED_NETWORKS,
+    eventRuleLimits: {
+      enabledRules: e.MAX_EVENT_RULES,
+      rulesPerUser: e.MAX_EVENT_RULES_PER_USER,
+      webhooksPerUser: e.MAX_WEBHOOKS_PER_USER,
+    },
     retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
     schemaTrashDays: e.SCHEMA_TRASH_DAYS,
     logLevel: e.LOG_LEVEL,

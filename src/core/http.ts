@@ -120,7 +120,21 @@ function parseJsonText(text: string): unknown {
 
 /** Whether brackets outside strings nest deeper than `limit` (malformed text is left to the parser). */
 function jsonDepthExceeds(text: string, limit: number): boolean {
-  let depth = 0;
+  return jsonShapeExceeds(text, limit, Number.POSITIVE_INFINITY) === "depth";
+}
+
+/**
+ * Whether JSON text nests deeper than `depth` or holds more than `items` commas outside strings
+ * (each separates two items of an array or members of an object): one loop over the text,
+ * before any parser builds a value of it. Malformed text is left to the parser.
+ */
+export function jsonShapeExceeds(
+  text: string,
+  depth: number,
+  items: number,
+): "depth" | "items" | null {
+  let level = 0;
+  let commas = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
     const ch = text.charCodeAt(i);
@@ -128,11 +142,13 @@ function jsonDepthExceeds(text: string, limit: number): boolean {
       if (ch === 92 /* \ */) i++;
       else if (ch === 34 /* " */) inString = false;
     } else if (ch === 34) inString = true;
-    else if (ch === 91 /* [ */ || ch === 123 /* { */) {
-      if (++depth > limit) return true;
-    } else if (ch === 93 /* ] */ || ch === 125 /* } */) depth--;
+    else if (ch === 44 /* , */) {
+      if (++commas > items) return "items";
+    } else if (ch === 91 /* [ */ || ch === 123 /* { */) {
+      if (++level > depth) return "depth";
+    } else if (ch === 93 /* ] */ || ch === 125 /* } */) level--;
   }
-  return false;
+  return null;
 }
 
 /** A host name, IPv4 or bracketed IPv6 address, with an optional port. */

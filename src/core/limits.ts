@@ -22,6 +22,24 @@ export const MAX_PROJECTION_NAMES = 1_000;
  */
 export const MAX_LINKS_PER_VALUE = 1_000;
 
+/**
+ * Tags one `tags`, `add_tags` or `remove_tags` list may name in a write (decision 0196): each is
+ * looked up (in a transaction, two statements each); 150,000 ids in a 1 MiB body held the loop
+ * ~190 ms. Far above the tags any object holds.
+ */
+export const MAX_TAGS_PER_VALUE = 1_000;
+
+/** The error of a tag list past `MAX_TAGS_PER_VALUE`, as a multiobject value's past its own. */
+export const TOO_MANY_TAGS_MESSAGE = `Ensure this field has no more than ${MAX_TAGS_PER_VALUE} elements.`;
+
+/**
+ * Characters of a custom object's `display` (decision 0196), its display expression rendered or
+ * its primary field's value, cut with "…": every nested form of the object carries it, and a
+ * link is weighed at 100 bytes in the response budget. An expression repeating a 64 KiB field
+ * made one object's display 6.6 MB, and an object of 1,000 links a 65 MB answer.
+ */
+export const MAX_DISPLAY_CHARS = 256;
+
 /** Terms in `?ordering=`. */
 export const MAX_ORDERING_TERMS = 10;
 
@@ -41,6 +59,13 @@ export const MAX_NUMBER_LENGTH = 32;
  * link arithmetic stays exact.
  */
 export const MAX_PAGING_VALUE = 1_000_000_000_000;
+
+/**
+ * Values in a GraphQL request's variables (commas between items and members, the whole JSON body
+ * counted; decision 0196): graphql-js coerces every variable before a resolver can refuse it, and
+ * a list of 100,000 ids held the loop ~50–100 ms. Filters take at most `MAX_FILTER_VALUES` anyway.
+ */
+export const MAX_GRAPHQL_VALUES = 1_000;
 
 /** Nesting of arrays and objects in a JSON request body. */
 export const MAX_JSON_DEPTH = 64;
@@ -115,3 +140,21 @@ export const CONTROL_CHARACTER_MESSAGE =
  * (their size is summed in SQL from the rows' headers) and the conflict names none.
  */
 export const MAX_REVERT_REVIEW_BYTES = 4_194_304;
+
+/**
+ * Defaults of the event rule limits (decision 0196; settings `MAX_EVENT_RULES`,
+ * `MAX_EVENT_RULES_PER_USER`, `MAX_WEBHOOKS_PER_USER`). Every write of a watched type is matched
+ * against every enabled rule in its request and queues one delivery per matching webhook: the
+ * enabled rules in all bound that work, the per-user counts keep one account from taking it all.
+ */
+export const EVENT_RULE_LIMITS = {
+  enabledRules: 200,
+  rulesPerUser: 50,
+  webhooksPerUser: 50,
+} as const;
+
+/**
+ * Characters of one event rule's `conditions`, as JSON text: the conditions are matched on every
+ * write of the types the rule watches (`in` lists included), so their size bounds that work.
+ */
+export const MAX_CONDITIONS_CHARS = 16_384;

@@ -13,7 +13,8 @@ import { createYoga } from "graphql-yoga";
 import { hasPermission } from "../core/auth/permissions";
 import type { Ctx, Services } from "../core/context";
 import { ApiError } from "../core/errors";
-import { readBody } from "../core/http";
+import { jsonShapeExceeds, readBody } from "../core/http";
+import { MAX_GRAPHQL_VALUES, MAX_JSON_DEPTH } from "../core/limits";
 import { readContext } from "../core/rest/handlers";
 import { databaseStamp } from "../core/database-stamp";
 import { addGuard, guardFailure, hasGuards, onStale, settleGuards } from "../core/fresh-read";
@@ -130,6 +131,7 @@ function createServer(services: Services) {
     graphiql: false,
     landingPage: false,
     batching: false,
+    multipart: false,
     logging: false,
     maskedErrors: {
       maskError(error, message) {
@@ -183,6 +185,8 @@ async function answerQuery(
   if (c.req.method === "POST") {
     body = await readBody(c);
   }
+  const refused = variablesRefusal(c, body);
+  if (refused) return refusedAnswer(c, refused, refused.code);
   const ctx = readContext(c);
   let weight = newWeight();
   const run = async () => {
@@ -223,6 +227,45 @@ async function answerQuery(
     return refusedAnswer(c, responseTooLarge(budget.limit), "RESPONSE_TOO_LARGE");
   }
   return answer;
+}
+
+/**
+ * The variables' text, GET's or a JSON or form body's: measured before graphql-js coerces them.
+ * Only these carry variables (multipart is off: no upload scalar).
+ */
+function variablesText(c: Ctx, body: ArrayBuffer | undefined): string {
+  if (!body) return c.req.query("variables") ?? "";
+  const text = new TextDecoder().decode(body);
+  const type = c.req.header("content-type") ?? "";
+  if (/^application\/x-www-form-urlencoded\b/i.test(type.trim()))
+    return new URLSearchParams(text).get("variables") ?? "";
+  return text;
+}
+
+/** 400 for variables past `MAX_GRAPHQL_VALUES` values or `MAX_JSON_DEPTH` levels (decision 0196). */
+function variablesRefusal(c: Ctx, body: ArrayBuffer | undefined) {
+  const over = jsonShapeExceeds(variablesText(c, body), MAX_JSON_DEPTH, MAX_GRAPHQL_VALUES);
+  if (over === "items")
+    return Object.assign(
+      ApiError.detail(
+        400,
+        `GraphQL variables hold at most ${MAX_GRAPHQL_VALUES} values (items of lists and objects).`,
+        "too_many_values",
+        { limit: MAX_GRAPHQL_VALUES },
+      ),
+      { code: "TOO_MANY_VALUES" },
+    );
+  if (over === "depth")
+    return Object.assign(
+      ApiError.detail(
+        400,
+        `JSON nests deeper than the limit of ${MAX_JSON_DEPTH} levels of arrays and objects.`,
+        "json_too_deep",
+        { limit: MAX_JSON_DEPTH },
+      ),
+      { code: "JSON_TOO_DEEP" },
+    );
+  return null;
 }
 
 /** The 400 answer at `max_objects`: the §4 body naming the limit (decision 0190). */

@@ -432,7 +432,7 @@ function* changeSteps(
   }
   for (const [k, e] of kept.entries()) {
     yield;
-    stageEventDeliveries(ctx, batch, rules, {
+    yield* stageEventDeliveries(ctx, batch, rules, {
       changeId: newRowId("object_changes", k, kept.length),
       action: e.action,
       objectTypeId,

@@ -5,6 +5,7 @@
  * `changed` / `unchanged` (no `value`) compare `attr` across the prechange and postchange
  * records, and `snapshots.prechange.<attr>` / `snapshots.postchange.<attr>` read one of them.
  */
+import { MAX_CONDITIONS_CHARS } from "../limits";
 
 const CONDITION_OPS = [
   "eq",
@@ -51,6 +52,9 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 
 /** Checks a condition document; returns the first problem (with its path), or null. */
 export function conditionError(raw: unknown): string | null {
+  // matched on every write of a watched type: bounded as a whole (decision 0196)
+  if (raw !== null && JSON.stringify(raw).length > MAX_CONDITIONS_CHARS)
+    return `conditions hold at most ${MAX_CONDITIONS_CHARS} characters of JSON`;
   let nodes = 0;
   const check = (node: unknown, path: string, depth: number): string | null => {
     if (++nodes > MAX_NODES) return `at most ${MAX_NODES} conditions are allowed`;
@@ -125,11 +129,23 @@ function stepInto(current: unknown, segment: string): unknown {
 }
 
 function equal(a: unknown, b: unknown): boolean {
+  return equalTo(a)(b);
+}
+
+/**
+ * Equality with `a`, its JSON text taken once: `in` and `contains` compare one value with many,
+ * and a record's text taken for each of a long list was seconds of held loop (decision 0196).
+ */
+function equalTo(a: unknown): (b: unknown) => boolean {
   if (a === undefined) a = null;
-  if (b === undefined) b = null;
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  return JSON.stringify(a) === JSON.stringify(b);
+  let text: string | undefined;
+  return (b) => {
+    if (b === undefined) b = null;
+    if (a === b) return true;
+    if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+    text ??= JSON.stringify(a);
+    return text === JSON.stringify(b);
+  };
 }
 
 function compare(a: unknown, b: unknown): number | null {
@@ -145,11 +161,11 @@ function applyOp(op: ConditionOp, actual: unknown, expected: unknown): boolean {
     case "neq":
       return !equal(actual, expected);
     case "in":
-      return Array.isArray(expected) && expected.some((x) => equal(actual, x));
+      return Array.isArray(expected) && expected.some(equalTo(actual));
     case "contains":
       if (typeof actual === "string" && typeof expected === "string")
         return actual.includes(expected);
-      return Array.isArray(actual) && actual.some((x) => equal(x, expected));
+      return Array.isArray(actual) && actual.some(equalTo(expected));
     case "gt":
     case "gte":
     case "lt":

@@ -1,7 +1,7 @@
 /** `/api/extras/webhooks/` and `/api/extras/event-rules/` as declarative host models (§7). */
 import { and, count, eq, inArray, or, sql } from "drizzle-orm";
 import { eventRuleObjectTypes, eventRules, webhooks } from "../../db/schema";
-import { ApiError, ValidationError } from "../errors";
+import { ApiError, type ErrorCollector, ValidationError } from "../errors";
 import { defineModel, recordUrl } from "../models/define";
 import { closedObject, orNull, ref } from "../json-schema";
 import { label as otLabel } from "../object-types";
@@ -16,6 +16,8 @@ import { writerSight } from "../auth/type-sight";
 import { restrictionFor } from "../auth/restrict";
 import { headerTemplates } from "./render";
 import { refusedTarget } from "./targets";
+import { ownedLimit, withinOwnedLimit, type OwnedTable } from "./owned-limit";
+import type { Services } from "../context";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 const EVENT_TYPES = ["object_created", "object_updated", "object_deleted"] as const;
@@ -120,13 +122,46 @@ export const webhookModel = defineModel({
   // read, so webhook writes are staged (one read, one batch; decision 0092)
   validateReadsNothing: true,
   writerFields: ["user"],
-  async validate(ctx, values, _existing, errors) {
-    values.userId = ctx.auth.user?.id ?? null;
-    if (typeof values.payloadUrl === "string") {
-      const refused = refusedTarget(values.payloadUrl, ctx.services.config.webhookAllowedNetworks);
-      if (refused) errors.add("payload_url", refused);
-    }
+  validate: async (ctx, values, _existing, errors) => checkWebhook(ctx, values, errors),
+  // not staged: a write in its own transaction (tag edits) counts as it leaves them
+  afterWrite: (ctx) => withinOwnedLimit(ctx, webhookLimit(ctx.services)),
+  // staged: the writer's webhooks counted in the read phase (decision 0196)
+  async stage(ctx, phase) {
+    const limit = ownedLimit(ctx, phase, webhookLimit(ctx.services));
+    return (): StagedModelPart => ({
+      async validate(values, existing, _links, errors) {
+        checkWebhook(ctx, values, errors);
+        if (errors.empty) limit.admit(values, existing);
+      },
+      write: (batch) => limit.write(batch),
+      explain: () => limit.explain(),
+    });
   },
+});
+
+/** A webhook's owner is its writer; its target is checked as written (DNS at delivery). */
+function checkWebhook(ctx: WriteContext, values: Record<string, unknown>, errors: ErrorCollector) {
+  values.userId = ctx.auth.user?.id ?? null;
+  if (typeof values.payloadUrl === "string") {
+    const refused = refusedTarget(values.payloadUrl, ctx.services.config.webhookAllowedNetworks);
+    if (refused) errors.add("payload_url", refused);
+  }
+}
+
+const webhookLimit = (services: Services): OwnedTable => ({
+  table: webhooks,
+  user: webhooks.userId,
+  noun: "webhooks",
+  perUser: services.config.eventRuleLimits.webhooksPerUser,
+});
+
+const ruleLimit = (services: Services): OwnedTable => ({
+  table: eventRules,
+  user: eventRules.userId,
+  enabled: eventRules.enabled,
+  noun: "event rules",
+  perUser: services.config.eventRuleLimits.rulesPerUser,
+  enabledInAll: services.config.eventRuleLimits.enabledRules,
 });
 
 export const eventRuleModel = defineModel({
@@ -242,6 +277,7 @@ export const eventRuleModel = defineModel({
       .where(eq(eventRuleObjectTypes.eventRuleId, id))) as [{ n: number }];
     if (!n) throw new ValidationError({ object_types: ["Select at least one object type."] });
     await requireWatchable(ctx, id);
+    await withinOwnedLimit(ctx, ruleLimit(ctx.services));
   },
   // validate, afterWrite and decorate from one read phase: rule writes are staged (0092)
   stage: stageEventRule,
@@ -355,6 +391,7 @@ async function stageEventRule(
       ),
   );
   const webhookType = await ctx.services.objectTypes.ensure("extras", "webhook");
+  const limit = ownedLimit(ctx, phase, ruleLimit(ctx.services));
   return (): StagedModelPart => {
     const byId = new Map(read().map((h) => [h.id, h]));
     const used = new Set<number>();
@@ -380,6 +417,7 @@ async function stageEventRule(
         if (!types.length)
           throw new ValidationError({ object_types: ["Select at least one object type."] });
         await requireWatchableTypes(ctx, types);
+        limit.admit(values, existing);
       },
       decorate: (rows, records) => decorateRules(ctx, rows, records, byId),
       write(batch) {
@@ -389,6 +427,7 @@ async function stageEventRule(
               sql`INSERT INTO write_guard (ok) SELECT (${present()}) = ${used.size}`,
             ),
           );
+        limit.write(batch);
       },
       async explain() {
         const [now] = await present();
@@ -396,7 +435,7 @@ async function stageEventRule(
           throw new ValidationError({
             action_object_id: ["The webhook was deleted while this request ran."],
           });
-        return undefined;
+        return limit.explain();
       },
     };
   };

@@ -21,7 +21,12 @@ import {
   tagObjectTypes,
 } from "../../db/schema";
 import { ErrorCollector } from "../errors";
-import { MAX_JSON_CHARS, MAX_LONGTEXT_CHARS } from "../limits";
+import {
+  MAX_JSON_CHARS,
+  MAX_LONGTEXT_CHARS,
+  MAX_TAGS_PER_VALUE,
+  TOO_MANY_TAGS_MESSAGE,
+} from "../limits";
 import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
 import type {
   ApiRecord,
@@ -1273,6 +1278,7 @@ export async function resolveTags(
 ): Promise<{ ids: number[] } | { error: string }> {
   if (raw === null) return { ids: [] };
   if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
+  if (raw.length > MAX_TAGS_PER_VALUE) return { error: TOO_MANY_TAGS_MESSAGE };
   const ids: number[] = [];
   for (const item of raw) {
     let where;

@@ -37,6 +37,7 @@ import { clashExplainer, tableUniqueKeys, type UniqueKey, type WrittenRow } from
 import { editedTags, tagEditsOf } from "../rest/tag-edits";
 import { stageDeleteHooks } from "../rest/staged-delete-hooks";
 import { yieldWhenDue } from "../../turns";
+import { MAX_TAGS_PER_VALUE, TOO_MANY_TAGS_MESSAGE } from "../limits";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -210,7 +211,9 @@ export function stageTagLookup(
   /** Over `t.id`: the tags the caller may name (others are found as absent). */
   nameable?: SQL,
 ): () => TagRow[] {
-  const listed = (raw: unknown) => (Array.isArray(raw) ? raw.map(tagRef) : []);
+  // a longer list is refused as it is resolved: its first items are all there is to look up
+  const listed = (raw: unknown) =>
+    Array.isArray(raw) ? raw.slice(0, MAX_TAGS_PER_VALUE).map(tagRef) : [];
   // `tags`, and NetBox 4.6's `add_tags` / `remove_tags`
   const refs = inputs.flatMap((i) => [
     ...listed(i.tags),
@@ -236,6 +239,7 @@ export function resolveTagRows(
 ): { tags: TagRow[] } | { error: string } {
   if (raw === null) return { tags: [] };
   if (!Array.isArray(raw)) return { error: "Expected a list of tags." };
+  if (raw.length > MAX_TAGS_PER_VALUE) return { error: TOO_MANY_TAGS_MESSAGE };
   const out = new Map<number, TagRow>();
   for (const item of raw) {
     const ref = tagRef(item);

@@ -4,6 +4,8 @@
  * with each field's display value, an unknown or empty field being "". Anything else is kept
  * as written. An expression that renders to nothing falls back to the primary field or name.
  */
+import { MAX_DISPLAY_CHARS } from "../../../core/limits";
+
 const TOKEN_RE =
   /\{\{\s*([a-z0-9_]+)\s*\}\}|\{%-?\s*(if\s+(not\s+)?([a-z0-9_]+)|else|endif)\s*-?%\}/g;
 
@@ -17,14 +19,23 @@ export function expressionNames(expression: string): string[] {
   return [...out];
 }
 
-/** Renders an expression; `displayOf` gives a field's display value ("" when it has none). */
-export function renderExpression(expression: string, displayOf: (name: string) => string): string {
+/**
+ * Renders an expression; `displayOf` gives a field's display value ("" when it has none). Stops
+ * once the text passes `limit` characters (the caller cuts it there): an expression may name a
+ * long field many times.
+ */
+export function renderExpression(
+  expression: string,
+  displayOf: (name: string) => string,
+  limit = Number.POSITIVE_INFINITY,
+): string {
   let out = "";
   let last = 0;
   // Each open `if`: whether its current branch shows.
   const stack: { shown: boolean }[] = [];
   const showing = () => stack.every((s) => s.shown);
   for (const m of expression.matchAll(TOKEN_RE)) {
+    if (out.length > limit) return out.trim();
     if (showing()) out += expression.slice(last, m.index);
     last = m.index! + m[0].length;
     if (m[1]) {
@@ -52,4 +63,9 @@ export function displayText(value: unknown): string {
     return JSON.stringify(value);
   }
   return String(value);
+}
+
+/** `text` within `MAX_DISPLAY_CHARS`, cut with "…" (decision 0196). */
+export function boundedDisplay(text: string): string {
+  return text.length > MAX_DISPLAY_CHARS ? `${text.slice(0, MAX_DISPLAY_CHARS - 1)}…` : text;
 }

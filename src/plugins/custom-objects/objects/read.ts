@@ -14,7 +14,8 @@ import type { ModelInfo } from "../../../core/models/registry";
 import { label as otLabel } from "../../../core/object-types";
 import type { ApiRecord, LoadPlan, ReadContext } from "../../../core/rest/resource";
 import { LOCAL_CONTEXT_COLUMN, ident, linkTableName, tableName, valueColumn } from "../ddl";
-import { displayText, renderExpression } from "./display";
+import { boundedDisplay, displayText, renderExpression } from "./display";
+import { MAX_DISPLAY_CHARS } from "../../../core/limits";
 import type { FieldRow } from "../field-types";
 import { FormsCache, type FormsRead } from "./forms-cache";
 import { hasOwner, ownerReader } from "./owner";
@@ -69,17 +70,26 @@ export function reader(shape: Shape): Reader {
   return { display, serialize, load, loadPlan, rowColumns: queries.rowColumns };
 }
 
-/** An object's `display`: the display expression, else the primary field, else "<Type> <id>". */
+/**
+ * An object's `display`: the display expression, else the primary field, else "<Type> <id>";
+ * at most `MAX_DISPLAY_CHARS` (decision 0196).
+ */
 function displayOf(shape: Shape): Reader["display"] {
+  const shown = fullDisplayOf(shape);
+  return (row) => boundedDisplay(shown(row));
+}
+
+function fullDisplayOf(shape: Shape): Reader["display"] {
   const { cot, moduleOf, storage, primary, primaryLabel, expression, byName } = shape;
   return (row: Record<string, any>) => {
     if (expression) {
-      const rendered = renderExpression(expression, (name) => {
+      const field = (name: string) => {
         const f = byName.get(name);
         return f && storage(f) === "column" && name in row
           ? displayText(moduleOf.get(f)!.decode(row[name]))
           : "";
-      });
+      };
+      const rendered = renderExpression(expression, field, MAX_DISPLAY_CHARS);
       if (rendered) return rendered;
     }
     if (primaryLabel && typeof row.__label === "string" && row.__label) return row.__label;
