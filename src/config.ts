@@ -4,7 +4,6 @@
  */
 import * as v from "valibot";
 import { type Network, parseNetworks } from "./networks";
-import { EVENT_RULE_LIMITS } from "./core/limits";
 
 export type Runtime = "bun" | "workerd";
 
@@ -93,15 +92,12 @@ const EnvSchema = v.object({
   TASK_VISIBILITY_TIMEOUT_MS: v.optional(intString(100, 24 * 3600 * 1000), "60000"),
   TASK_MAX_ATTEMPTS: v.optional(intString(1, 100), "5"),
   TASK_RETRY_BACKOFF_MS: v.optional(intString(1, 3600 * 1000), "2000"),
-  MAX_EVENT_RULES: v.optional(intString(1, 100_000), String(EVENT_RULE_LIMITS.enabledRules)),
-  MAX_EVENT_RULES_PER_USER: v.optional(
-    intString(1, 100_000),
-    String(EVENT_RULE_LIMITS.rulesPerUser),
-  ),
-  MAX_WEBHOOKS_PER_USER: v.optional(
-    intString(1, 100_000),
-    String(EVENT_RULE_LIMITS.webhooksPerUser),
-  ),
+  // Every write of a watched type is matched against every enabled rule and queues a delivery
+  // per matching webhook: the enabled rules in all bound that work, the per-user counts keep one
+  // account from taking it all (decision 0196).
+  MAX_EVENT_RULES: v.optional(intString(1, 100_000), "200"),
+  MAX_EVENT_RULES_PER_USER: v.optional(intString(1, 100_000), "50"),
+  MAX_WEBHOOKS_PER_USER: v.optional(intString(1, 100_000), "50"),
   WEBHOOK_ALLOWED_NETWORKS: v.optional(
     v.pipe(
       v.string(),

@@ -142,18 +142,6 @@ export const CONTROL_CHARACTER_MESSAGE =
 export const MAX_REVERT_REVIEW_BYTES = 4_194_304;
 
 /**
- * Defaults of the event rule limits (decision 0196; settings `MAX_EVENT_RULES`,
- * `MAX_EVENT_RULES_PER_USER`, `MAX_WEBHOOKS_PER_USER`). Every write of a watched type is matched
- * against every enabled rule in its request and queues one delivery per matching webhook: the
- * enabled rules in all bound that work, the per-user counts keep one account from taking it all.
- */
-export const EVENT_RULE_LIMITS = {
-  enabledRules: 200,
-  rulesPerUser: 50,
-  webhooksPerUser: 50,
-} as const;
-
-/**
  * Characters of one event rule's `conditions`, as JSON text: the conditions are matched on every
  * write of the types the rule watches (`in` lists included), so their size bounds that work.
  */
