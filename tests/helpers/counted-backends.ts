@@ -49,7 +49,8 @@ async function libsqlBackend(name: string, where: "local" | "remote"): Promise<B
       await db.execute({ sql: text, args: [] } as never);
     },
     transactions: () => n,
-    db,
+    // the app's own database object: its writes go through it (services may wrap it)
+    db: t.deps.db,
     async stop() {
       await t.close();
       await hrana?.stop();

@@ -36,6 +36,7 @@ import { duplicatesCountSql } from "../schema/impact";
  * inside D1's 50 MB result (decision 0135).
  */
 const RETYPE_MAX_BYTES = 8_000_000;
+/* the 409's text says "8 MB": keep them together */
 /** Pairs per bound JSON value, and characters: D1 binds a value of at most 2 MB. */
 const RETYPE_CHUNK = 5_000;
 const RETYPE_CHUNK_CHARS = 500_000;
@@ -96,6 +97,11 @@ const SQL_CONVERSIONS: Record<string, Record<string, (col: SQL) => SQL>> = {
   boolean: { text: booleanText, longtext: booleanText, select: booleanText },
 };
 
+/** The changes SQLite converts, in words: "text to longtext, date, …; integer to …". */
+const IN_DATABASE = Object.entries(SQL_CONVERSIONS)
+  .map(([from, to]) => `${from} to ${Object.keys(to).join(", ")}`)
+  .join("; ");
+
 /** The SQL form of a change from `from` to `to`, when SQLite converts it exactly. */
 export const sqlConversion = (from: string, to: string) => SQL_CONVERSIONS[from]?.[to];
 
@@ -147,8 +153,10 @@ export function retypeReads(
 /**
  * Retypes whose values weigh more than one batch carries (each alone, or together in one apply):
  * the transaction takes them where there is one; D1 has none, and answers 409
- * `retype_too_large` (decision 0135) rather than 501. The values are every object's, some maybe
- * hidden from the caller: the answer tells neither their number nor their size (0173).
+ * `retype_too_large` (decisions 0135, 0198) rather than 501, stating the bound (a constant) and
+ * the way around it: the changes SQLite converts itself carry no values and have no bound. The
+ * values are every object's, some maybe hidden from the caller: the answer tells neither their
+ * number nor their size (0173).
  */
 export function overBound(
   db: Pick<Database, "needTransaction">,
@@ -158,7 +166,7 @@ export function overBound(
     const names = fields.map((f) => `"${f.name}"`).join(", ");
     return ApiError.detail(
       409,
-      `Changing the type of ${names} converts more values than one write carries on this database; clear some values first, or change it through a field with its own values.`,
+      `Changing the type of ${names} converts its values outside the database, and one write on this database carries at most 8 MB of such values (together, in one schema apply). Change the type in steps the database converts itself, which have no size limit (${IN_DATABASE}), apply one field's change at a time, or clear some values first.`,
       "retype_too_large",
     );
   });
