@@ -112,6 +112,7 @@ for (const [where, start] of Object.entries(countedBackends("bigcascade")))
   });
 
 test("local, remote and D1 agree", () => {
+  expect(Object.keys(seen).sort()).toEqual(["d1", "local", "remote"]);
   expect(seen.remote).toEqual(seen.local);
   expect(seen.d1).toEqual(seen.local);
 });
