@@ -674,8 +674,10 @@ test("a field's type change on D1 (decision 0121): values converted, a lossy cha
 
 test("a cascade deeper than one read on D1 (decision 0120): another read, one batch, no transaction; over the bound a 409, nothing deleted", async () => {
   const before = transactions;
+  const tables: Record<string, string> = {};
   const type = async (slug: string, up?: string) => {
     const cot = await made(`${CO}/custom-object-types/`, { name: slug, slug });
+    tables[slug] = `co_${cot.id}`;
     await made(`${CO}/custom-object-type-fields/`, {
       custom_object_type: cot.id,
       name: "name",
@@ -699,19 +701,26 @@ test("a cascade deeper than one read on D1 (decision 0120): another read, one ba
   expect((await json("DELETE", `${CO}/rung0/${ids[0]}/`)).status).toBe(204);
   for (let i = 1; i <= 6; i++)
     expect((await json("GET", `${CO}/rung${i}/${ids[i]}/`)).status).toBe(404);
-  // 2,000 dependants and the target: more than one batch takes (decision 0155; 200 before), a
-  // clear 409 rather than a 501
+  // 10,000 dependants and the target: more than one batch takes (decision 0198; 2,000 before,
+  // 200 before that), a 409 stating the bound rather than a 501; made in the database at once
   const crowd = (await made(`${CO}/rung0/`, { name: "crowded" })).id as number;
-  for (let k = 0; k < 2000; k += 100)
-    await made(
-      `${CO}/rung1/`,
-      Array.from({ length: 100 }, (_, i) => ({ name: `c${k + i}`, up: crowd })),
-    );
+  await binding
+    .prepare(
+      `INSERT INTO ${tables.rung1} (created, last_updated, name, up_id) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 10000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'c' || i, ? FROM s`,
+    )
+    .bind(crowd)
+    .all();
   const refused = await json("DELETE", `${CO}/rung0/${crowd}/`);
-  expect(refused.status).toBe(409);
-  expect(refused.body.error).toBe("cascade_too_large");
+  expect(refused).toEqual({
+    status: 409,
+    body: {
+      detail:
+        "This delete would cascade to more objects than one write takes on this database (at most 10,000 in all); delete the dependants first, in parts of at most that many.",
+      error: "cascade_too_large",
+    },
+  });
   expect((await json("GET", `${CO}/rung0/${crowd}/`)).status).toBe(200);
-  expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(2000);
+  expect((await json("GET", `${CO}/rung1/?up_id=${crowd}&limit=1`)).body.count).toBe(10_000);
   expect(transactions).toBe(before);
 });
 

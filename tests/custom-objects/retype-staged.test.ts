@@ -7,81 +7,15 @@
  * leave the same data on all three.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { servicesOf } from "../../src/app";
-import type { Database } from "../../src/db/client";
-import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
-import { makeTestApp } from "../helpers/app";
-import { startD1App } from "../helpers/d1-app";
+import { type Backend, countedBackends } from "../helpers/counted-backends";
+import { holdNextWrite } from "../helpers/hold-write";
 
 // wrangler's migration run takes 10–30 s on a busy machine
 setDefaultTimeout(120_000);
 
 const CO = "/api/plugins/custom-objects";
 
-interface Backend {
-  json(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
-  /** Runs one statement straight on the database (rows made in bulk). */
-  run(text: string): Promise<void>;
-  transactions: () => number;
-  stop(): Promise<void>;
-}
-
-/** Counts the transactions `db` opens (D1 has none: each would answer 501). */
-function counting(db: Database, count: () => void): Database {
-  const base = db.transaction.bind(db);
-  return Object.assign(db, {
-    transaction: ((work: never) => {
-      count();
-      return base(work);
-    }) as Database["transaction"],
-  });
-}
-
-async function libsqlBackend(where: "local" | "remote"): Promise<Backend> {
-  let hrana: HranaServer | undefined;
-  let dir: string | undefined;
-  if (where === "remote") {
-    dir = mkdtempSync(join(tmpdir(), "host-retype-"));
-    hrana = await startHranaServer({ path: join(dir, "remote.db"), port: 0 });
-  }
-  const t = await makeTestApp(hrana ? { DATABASE_URL: hrana.url } : {});
-  let n = 0;
-  const db = counting(servicesOf(t.app).db, () => n++);
-  return {
-    json: (method, path, body) => t.json(method, path, { body }),
-    run: async (text) => {
-      await db.execute({ sql: text, args: [] } as never);
-    },
-    transactions: () => n,
-    async stop() {
-      await t.close();
-      await hrana?.stop();
-      if (dir) rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-async function d1Backend(): Promise<Backend> {
-  let n = 0;
-  const d1 = await startD1App("retype", (db) => counting(db, () => n++));
-  return {
-    json: d1.json,
-    run: async (text) => {
-      await d1.binding.prepare(text).bind().all();
-    },
-    transactions: () => n,
-    stop: d1.stop,
-  };
-}
-
-const backends = {
-  local: () => libsqlBackend("local"),
-  remote: () => libsqlBackend("remote"),
-  d1: d1Backend,
-};
+const backends = countedBackends("retype");
 /** Each scenario's answers and data, by backend: they must agree. */
 const seen: Record<string, Record<string, unknown>> = {};
 
@@ -370,12 +304,13 @@ for (const [where, start] of Object.entries(backends))
       ]);
       expect((await b.json("GET", `${CO}/bulk/1000/`)).body.code).toBeNull();
       expect(b.transactions()).toBe(before);
-      // 5,000 values of 2,000 characters: more than a batch carries
+      // 5,000 values of 2,000 characters to decimals, converted in JavaScript: more than a
+      // batch carries (to integer, SQLite converts them: no bound, decision 0198)
       await b.run(`UPDATE ${table} SET blob = hex(zeroblob(1000)) || id WHERE id <= 5000`);
       const big = await b.json(
         "PATCH",
         `${CO}/custom-object-type-fields/${ids.blob}/?allow_destructive=true`,
-        { type: "integer" },
+        { type: "decimal" },
       );
       if (where === "d1") {
         expect(big.status, JSON.stringify(big.body)).toBe(409);
@@ -554,7 +489,7 @@ for (const [where, start] of Object.entries(backends))
       await b.run(
         `INSERT INTO co_${cot.id} (created, last_updated, code, blob) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', CAST(i AS TEXT), hex(zeroblob(1000)) || i FROM s`,
       );
-      const big = await b.json("POST", `${CO}/schema/apply/`, schema("integer"));
+      const big = await b.json("POST", `${CO}/schema/apply/`, schema("decimal"));
       const field = async () =>
         (await b.json("GET", `${CO}/schema/export?slug=heap`)).body.types[0].fields[1].type;
       if (where === "d1") {
@@ -566,7 +501,7 @@ for (const [where, start] of Object.entries(backends))
       } else {
         // a transaction takes it where there is one
         expect(big.status, JSON.stringify(big.body)).toBe(200);
-        expect(await field()).toBe("integer");
+        expect(await field()).toBe("decimal");
         expect(b.transactions()).toBe(before + 1);
       }
     });
@@ -596,7 +531,7 @@ for (const [where, start] of Object.entries(backends))
       await b.run(
         `INSERT INTO co_${cot.id} (created, last_updated, a, b) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', hex(zeroblob(500)) || i, hex(zeroblob(500)) || i FROM s`,
       );
-      const both = await b.json("POST", `${CO}/schema/apply/`, schema("integer"));
+      const both = await b.json("POST", `${CO}/schema/apply/`, schema("decimal"));
       const types = async () =>
         (await b.json("GET", `${CO}/schema/export?slug=pile`)).body.types[0].fields.map(
           (f: { type: string }) => f.type,
@@ -605,14 +540,91 @@ for (const [where, start] of Object.entries(backends))
         expect(both.status, JSON.stringify(both.body)).toBe(409);
         expect(both.body.error).toBe("retype_too_large");
         // both fields named (the caller's own), their values neither counted nor weighed (0173)
-        expect(both.body.detail).toContain('Changing the type of "a", "b" converts more values');
+        expect(both.body.detail).toContain(
+          'Changing the type of "a", "b" converts its values outside the database',
+        );
         expect(await types()).toEqual(["longtext", "longtext"]);
         expect(b.transactions()).toBe(before);
       } else {
         expect(both.status, JSON.stringify(both.body)).toBe(200);
-        expect(await types()).toEqual(["integer", "integer"]);
+        expect(await types()).toEqual(["decimal", "decimal"]);
         expect(b.transactions()).toBe(before + 1);
       }
+    });
+
+    test("a schema apply retyping 9 MB of text to integer: converted in the database, one batch on every backend (D1's 409 retype_too_large lifted); a failure half-way changes nothing", async () => {
+      const schema = (type: string, unique = false) => ({
+        schema: {
+          schema_version: "1",
+          types: [
+            {
+              name: "ledger",
+              slug: "ledger",
+              fields: [{ id: 1, name: "code", type, ...(unique ? { unique } : {}) }],
+            },
+          ],
+        },
+      });
+      const first = await b.json("POST", `${CO}/schema/apply/`, schema("longtext"));
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const before = b.transactions();
+      const cot = (await b.json("GET", `${CO}/custom-object-types/?slug=ledger`)).body.results[0];
+      // 3,000 values of ~3,000 characters (9 MB, over the 8 MB a batch carried as values):
+      // 3,000 spaces then the row's number, which JavaScript's trim and SQLite's must both find;
+      // every thousandth is not a number (lost); row 2,999 says 2998 again (a clash if unique)
+      await b.run(
+        `INSERT INTO co_${cot.id} (created, last_updated, code) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 3000) SELECT '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', replace(hex(zeroblob(1500)), '0', ' ') || CASE WHEN i % 1000 = 0 THEN 'x' || i WHEN i = 2999 THEN '2998' ELSE char(9) || i || char(160, 10) END FROM s`,
+      );
+      const type = async () =>
+        (await b.json("GET", `${CO}/schema/export?slug=ledger`)).body.types[0].fields[0].type;
+      const code = async (id: number) => (await b.json("GET", `${CO}/ledger/${id}/`)).body.code;
+      // unique after the change: the index fails after the values were converted — nothing kept
+      const clash = await b.json("POST", `${CO}/schema/apply/`, {
+        ...schema("integer", true),
+        allow_destructive: true,
+      });
+      expect(clash.status, JSON.stringify(clash.body)).toBe(400);
+      expect(await type()).toBe("longtext");
+      expect(((await code(5)) as string).trim()).toBe("5");
+      expect((await code(5)).length).toBe(3004);
+      // three values lost: refused without allow_destructive
+      const lossy = await b.json("POST", `${CO}/schema/apply/`, schema("integer"));
+      expect(lossy.status, JSON.stringify(lossy.body)).toBe(409);
+      expect(lossy.body.error).toBe("destructive_changes");
+      // a value made unconvertible between the read (three lost) and the batch fails the batch,
+      // and the apply runs again on what is there: four lost, and its answer says four (a
+      // local file's apply is a transaction: the change comes first there)
+      const apply = () =>
+        b.json("POST", `${CO}/schema/apply/`, { ...schema("integer"), allow_destructive: true });
+      const seven = () => b.json("PATCH", `${CO}/ledger/7/`, { code: "seven" });
+      let done: Awaited<ReturnType<typeof apply>>;
+      if (where === "local") {
+        expect((await seven()).status).toBe(200);
+        done = await apply();
+      } else {
+        const held = holdNextWrite(b.db, (texts) => texts.some((q) => q.includes("__retype")));
+        const racing = apply();
+        const first = await Promise.race([
+          held.arrived.then(() => "held"),
+          racing.then(() => "done"),
+        ]);
+        if (first !== "held") held.release();
+        expect([first, first === "held" ? null : (await racing).body]).toEqual(["held", null]);
+        const changed = await seven();
+        held.release();
+        expect(changed.status).toBe(200);
+        done = await racing;
+      }
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      const lostRows = done.body.diffs[0].destructive_changes.map((c: { rows: number }) => c.rows);
+      expect(lostRows).toEqual([4]);
+      expect(await type()).toBe("integer");
+      const values = [1, 7, 1000, 2999, 3000].map((id) => code(id));
+      expect(await Promise.all(values)).toEqual([1, null, null, 2998, null]);
+      expect((await b.json("GET", `${CO}/ledger/?code__gte=0&limit=1`)).body.count).toBe(2996);
+      // a local file keeps every apply in its long write (decision 0111)
+      if (where !== "local") expect(b.transactions()).toBe(before);
+      record("ledger", { clash: clash.body, lossy: lossy.body, done: done.body });
     });
   });
 
@@ -623,6 +635,7 @@ describe("the same answers and data on every backend", () => {
       "bulk",
       "columns",
       "conditional",
+      "ledger",
       "rename",
       "together",
       "two",

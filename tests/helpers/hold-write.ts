@@ -5,11 +5,14 @@
  */
 import type { Database } from "../../src/db/client";
 
-/** The SQL text of a batch's statements (Drizzle queries and raw SQL alike). */
+type Statement = { toSQL?: () => { sql: string }; getQuery?: () => { sql: string } };
+
+/** The SQL text of a batch's statements: a builder's `toSQL`, a raw statement's `getQuery`. */
 function statementsOf(queries: readonly unknown[]): string[] {
   return queries.map((q) => {
     try {
-      return String((q as { toSQL?: () => { sql: string } }).toSQL?.().sql ?? "");
+      const s = q as Statement;
+      return String(s.toSQL?.().sql ?? s.getQuery?.().sql ?? "");
     } catch {
       return "";
     }

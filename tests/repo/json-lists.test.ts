@@ -42,6 +42,7 @@ const ALLOWED: Array<[string, string, number, string]> = [
     1,
     "bound [id, stamp] pairs of rows deleted as read (bulk deletes, 0184; cascades)",
   ],
+  ["core/changes/record.ts", "{document}", 1, "bound change records, five columns each (0198)"],
   [`${CO}/ddl.ts`, "{chunk}", 1, "bound [id, value] pairs: two columns"],
   [`${CO}/ddl.ts`, "{byName}", 2, "a bound object read by key"],
   [`${CO}/ddl.ts`, "{byTable}", 2, "a bound object read by key"],

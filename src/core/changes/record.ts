@@ -416,18 +416,27 @@ function* changeSteps(
   const texts = new Map<StagedChange, string>();
   const user = ctx.auth.user;
   const time = nowIso();
-  for (let i = 0; i < kept.length; i += STAGED_CHANGES) {
+  const chunks = asDocuments(kept)
+    ? yield* documentChunks(resource, kept)
+    : Array.from({ length: Math.ceil(kept.length / STAGED_CHANGES) }, (_, k) =>
+        kept.slice(k * STAGED_CHANGES, (k + 1) * STAGED_CHANGES),
+      );
+  for (const chunk of chunks) {
     yield;
-    const chunk = kept.slice(i, i + STAGED_CHANGES);
-    batch.add(changeStatement(ctx, resource, objectTypeId, time, chunk), (written) => {
+    const statement =
+      "document" in chunk
+        ? documentStatement(ctx, objectTypeId, time, chunk.document)
+        : changeStatement(ctx, resource, objectTypeId, time, chunk);
+    const changes = "document" in chunk ? chunk.changes : chunk;
+    batch.add(statement, (written) => {
       // RETURNING's order is not defined; one statement's ids follow its VALUES order
       const sorted = [...written].sort((a, b) => a.id - b.id);
-      chunk.forEach((e, k) => {
+      changes.forEach((e, k) => {
         const p = sorted[k]?.p;
         if (typeof p === "string") texts.set(e, p);
       });
-      if (chunk.length === 1 && sorted[0])
-        rememberWritten(ctx, resource, { objectTypeId, time, change: chunk[0]!, row: sorted[0] });
+      if (changes.length === 1 && sorted[0])
+        rememberWritten(ctx, resource, { objectTypeId, time, change: changes[0]!, row: sorted[0] });
     });
   }
   for (const [k, e] of kept.entries()) {
@@ -445,4 +454,71 @@ function* changeSteps(
     });
   }
   return () => changes.map((e) => texts.get(e));
+}
+
+/**
+ * Change records written from bound JSON documents rather than bound values (decision 0198):
+ * past a statement's few rows, each document carries as many records as fit in
+ * `DOCUMENT_BYTES`, so a cascade or bulk of thousands is a few statements, not one per six.
+ */
+const DOCUMENT_BYTES = 1_000_000;
+
+/** A lone surrogate (a paired one is one code point to a `u` pattern). */
+const LONE = /\p{Cs}/gu;
+
+/** Whether `kept` goes as documents: more than one statement's rows, every id known. */
+const asDocuments = (kept: StagedChange[]) =>
+  kept.length > STAGED_CHANGES && kept.every((e) => typeof e.id === "number");
+
+/** A document of change records, `[id, action, repr, prechange, postchange]` each. */
+interface DocumentChunk {
+  document: string;
+  changes: StagedChange[];
+}
+
+/**
+ * `kept` as JSON documents of at most `DOCUMENT_BYTES` (a record past it goes alone; D1 binds a
+ * value of at most 2 MB, and a record's row is held to that anyway). The records' own texts ride
+ * as JSON strings, so SQLite stores exactly the text a bound value would have (the repr made
+ * well-formed as binding it would: a lone surrogate becomes U+FFFD).
+ */
+function* documentChunks(
+  resource: Resource,
+  kept: StagedChange[],
+): Generator<void, DocumentChunk[]> {
+  const chunks: DocumentChunk[] = [];
+  let items: string[] = [];
+  let changes: StagedChange[] = [];
+  let bytes = 0;
+  const flush = () => {
+    if (items.length) chunks.push({ document: `[${items.join(",")}]`, changes });
+    [items, changes, bytes] = [[], [], 0];
+  };
+  for (const e of kept) {
+    yield;
+    const id = e.id as number;
+    const repr = objectRepr(resource, id, e.prechange, e.postchange).replace(LONE, "\uFFFD");
+    const item = JSON.stringify([id, e.action, repr, jsonOf(e.prechange), jsonOf(e.postchange)]);
+    const size = Buffer.byteLength(item) + 1;
+    if (items.length && bytes + size > DOCUMENT_BYTES) flush();
+    items.push(item);
+    changes.push(e);
+    bytes += size;
+  }
+  flush();
+  return chunks;
+}
+
+/** One INSERT of a document's change records, in its order (ids follow it, as VALUES' do). */
+function documentStatement(
+  ctx: WriteContext,
+  objectTypeId: number,
+  time: string,
+  document: string,
+) {
+  const user = ctx.auth.user;
+  const at = (k: number) => sql.raw(`json_extract(j.value, '$[${k}]')`);
+  return ctx.services.db.orm.all<ChangeRows[number]>(
+    sql`INSERT INTO "object_changes" (${CHANGE_COLUMNS}) SELECT ${time}, ${user?.id ?? null}, ${user?.username ?? ""}, ${ctx.requestId}, ${at(1)}, ${objectTypeId}, ${at(0)}, ${at(2)}, ${at(3)}, ${at(4)} FROM json_each(${document}) AS j ORDER BY j.key RETURNING "id" AS id, "postchange_data" AS p, "changed_object_id" AS o`,
+  );
 }

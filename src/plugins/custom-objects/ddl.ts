@@ -663,7 +663,7 @@ export async function retypeFieldStorage(
  * `written` chunks of JSON `[[id, value], …]` (each one bound value), `count` the values read.
  */
 export type RetypeSource =
-  | { expr: (column: SQL) => SQL }
+  | { expr: (column: SQL) => SQL; lost?: number }
   | { count: number; read: string[]; written: string[] };
 
 /**
@@ -678,9 +678,14 @@ const retypePairs = (chunk: string) =>
  * row gone or new: false), as SQL conditions; none for values SQLite converts in the batch.
  */
 export function retypeUnchangedSql(cotId: number, column: string, source: RetypeSource): SQL[] {
-  if ("expr" in source) return [];
   const t = ident(tableName(cotId));
   const col = ident(column);
+  if ("expr" in source)
+    return source.lost === undefined
+      ? []
+      : [
+          sql`(SELECT count(*) FROM ${t} WHERE ${col} IS NOT NULL AND ${source.expr(col)} IS NULL) = ${source.lost}`,
+        ];
   return [
     sql`(SELECT count(*) FROM ${t} WHERE ${col} IS NOT NULL) = ${source.count}`,
     ...source.read.map(

@@ -44,23 +44,25 @@ const LEVELS_PER_READ = 32;
 /** Levels of types below a target whose pointing fields a first delete learns at once. */
 const LEARN_DEPTH = 4;
 /**
- * Objects one batch deletes by cascade at most (decisions 0109, 0155); more: `overBound`. It
- * bounds the depth too: a level is read further only while it holds objects not deleted yet.
- * A level's rows, links and tags go in a few statements whatever its size; what still grows
- * with the objects is their change records (one statement per few) and the records held here.
+ * Objects one batch deletes by cascade at most (decisions 0109, 0155, 0198); more: `overBound`.
+ * It bounds the depth too: a level is read further only while it holds objects not deleted yet.
+ * No statement grows with the objects (a level's rows, links and tags go in a few statements,
+ * their change records as bound JSON documents of 1 MB), so D1's per-statement limits do not
+ * bound it; what does is the records held in the Worker (~1 KB each, its 128 MB) and the one
+ * batch's time (D1 stops a query at 30 s; 3,000 objects take ~1 s on miniflare).
  */
-const CASCADE_OBJECTS = 2_000;
+const CASCADE_OBJECTS = 10_000;
 
 /**
  * A cascade over the bound: a transaction takes it where there is one; D1 has none, and answers
- * 409 `cascade_too_large` (delete the deepest dependants first) rather than 501. The dependants
- * may be objects the caller may not view: the answer neither counts nor names them (0173).
+ * 409 `cascade_too_large` rather than 501. The answer states the bound, a constant; the
+ * dependants may be objects the caller may not view: it neither counts nor names them (0173).
  */
 function overBound(ctx: WriteContext): "transaction" {
   return transactionOr(ctx.services.db, () =>
     ApiError.detail(
       409,
-      "This delete would cascade to more objects than one write takes on this database; delete the dependants first.",
+      `This delete would cascade to more objects than one write takes on this database (at most ${CASCADE_OBJECTS.toLocaleString("en-US")} in all); delete the dependants first, in parts of at most that many.`,
       "cascade_too_large",
     ),
   );

@@ -36,6 +36,7 @@ import { duplicatesCountSql } from "../schema/impact";
  * inside D1's 50 MB result (decision 0135).
  */
 const RETYPE_MAX_BYTES = 8_000_000;
+/* the 409's text says "8 MB": keep them together */
 /** Pairs per bound JSON value, and characters: D1 binds a value of at most 2 MB. */
 const RETYPE_CHUNK = 5_000;
 const RETYPE_CHUNK_CHARS = 500_000;
@@ -44,32 +45,70 @@ type RetypeValues = Array<{ id: number; v: unknown }>;
 
 /** A retype's read: values SQLite converts (`sql`), the values read, or too many to read. */
 export type RetypeRead =
-  | { kind: "sql"; count: 0; bytes: 0 }
+  | { kind: "sql"; count: 0; bytes: 0; lost: number }
   | { kind: "values"; values: RetypeValues; count: number; bytes: number }
   | { kind: "over"; count: number; bytes: number };
 
 const asText = (col: SQL) => sql`CAST(${col} AS TEXT)`;
 /**
- * Changes SQLite makes exactly as `retypeConverter` does (lossless ones: nothing is counted):
- * text-like values kept as they are, integers written out, booleans as "true"/"false",
- * integers as reals. `tests/custom-objects/retype-sql.test.ts` holds each to the converter.
+ * What JavaScript's `trim` removes (ECMAScript's white space and line terminators), as SQLite's
+ * `trim(x, chars)` takes it: SQLite's own `trim(x)` removes spaces only.
+ */
+const JS_SPACE = sql.raw(
+  `char(${[9, 10, 11, 12, 13, 32, 160, 5760, ...Array.from({ length: 11 }, (_, k) => 8192 + k), 8232, 8233, 8239, 8287, 12288, 65279].join(", ")})`,
+);
+const trimmed = (col: SQL) => sql`trim(CAST(${col} AS TEXT), ${JS_SPACE})`;
+/** `boolean`'s reading of text: "true", "1", "yes" and their negations, trimmed, any case. */
+const asBoolean = (col: SQL) =>
+  sql`CASE lower(${trimmed(col)}) WHEN 'true' THEN 1 WHEN '1' THEN 1 WHEN 'yes' THEN 1 WHEN 'false' THEN 0 WHEN '0' THEN 0 WHEN 'no' THEN 0 END`;
+/**
+ * `integer`'s reading of text: trimmed, an optional minus and ASCII digits only, within ±(2⁵³−1)
+ * (at most 16 digits past leading zeros, so the CAST cannot saturate first). The trimmed text is
+ * computed once a row, in subqueries SQLite may not flatten (an OFFSET): written out each time it
+ * is used, a long padded value was trimmed six times (8× slower, measured).
+ */
+const asInteger = (col: SQL) =>
+  sql`(SELECT CASE WHEN retype_d <> '' AND retype_d NOT GLOB '*[^0-9]*' AND length(ltrim(retype_d, '0')) <= 16 AND abs(CAST(retype_t AS INTEGER)) <= 9007199254740991 THEN CAST(retype_t AS INTEGER) END FROM (SELECT retype_t, CASE WHEN substr(retype_t, 1, 1) = '-' THEN substr(retype_t, 2) ELSE retype_t END AS retype_d FROM (SELECT ${trimmed(col)} AS retype_t LIMIT 1 OFFSET 0) LIMIT 1 OFFSET 0))`;
+/** `date`'s reading of text: exactly YYYY-MM-DD of a day the calendar has. */
+const asDate = (col: SQL) =>
+  sql`CASE WHEN ${col} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]' AND date(${col}) IS ${col} THEN ${col} END`;
+const booleanText = (col: SQL) => sql`CASE WHEN ${col} = 1 THEN 'true' ELSE 'false' END`;
+const textual = { boolean: asBoolean, integer: asInteger, select: asText };
+/**
+ * Changes SQLite makes exactly as `retypeConverter` does, lossless or not (a value the converter
+ * loses is NULL here, and counted so: `lostSql`): text-like values kept, read as booleans,
+ * integers or dates; integers written out or read as booleans; booleans as "true"/"false".
+ * `tests/custom-objects/retype-sql.test.ts` holds each to the converter (decisions 0135, 0198).
  */
 const SQL_CONVERSIONS: Record<string, Record<string, (col: SQL) => SQL>> = {
-  text: { longtext: asText },
-  longtext: { text: asText },
-  select: { text: asText, longtext: asText },
-  date: { text: asText, longtext: asText },
-  datetime: { text: asText, longtext: asText },
-  integer: { text: asText, longtext: asText, decimal: (col) => sql`CAST(${col} AS REAL)` },
-  boolean: {
-    text: (col) => sql`CASE WHEN ${col} = 1 THEN 'true' ELSE 'false' END`,
-    longtext: (col) => sql`CASE WHEN ${col} = 1 THEN 'true' ELSE 'false' END`,
+  text: { longtext: asText, date: asDate, ...textual },
+  longtext: { text: asText, date: asDate, ...textual },
+  select: { text: asText, longtext: asText, date: asDate, boolean: asBoolean, integer: asInteger },
+  date: { text: asText, longtext: asText, ...textual },
+  datetime: { text: asText, longtext: asText, date: asDate, ...textual },
+  integer: {
+    text: asText,
+    longtext: asText,
+    select: asText,
+    decimal: (col) => sql`CAST(${col} AS REAL)`,
+    boolean: (col) => sql`CASE ${col} WHEN 1 THEN 1 WHEN 0 THEN 0 END`,
   },
+  boolean: { text: booleanText, longtext: booleanText, select: booleanText },
 };
 
+/** The changes SQLite converts, in words: "text to longtext, date, …; integer to …". */
+const IN_DATABASE = Object.entries(SQL_CONVERSIONS)
+  .map(([from, to]) => `${from} to ${Object.keys(to).join(", ")}`)
+  .join("; ");
+
 /** The SQL form of a change from `from` to `to`, when SQLite converts it exactly. */
-export const sqlConversion = (from: string, to: string) =>
-  isLossless(from, to) ? SQL_CONVERSIONS[from]?.[to] : undefined;
+export const sqlConversion = (from: string, to: string) => SQL_CONVERSIONS[from]?.[to];
+
+/** How many of the column's values a change SQLite converts loses (NULL where one was). */
+function lostSql(cotId: number, field: FieldRow, expr: (col: SQL) => SQL): SQL {
+  const column = ident(field.name);
+  return sql`(SELECT count(*) FROM ${ident(tableName(cotId))} WHERE ${column} IS NOT NULL AND ${expr(column)} IS NULL)`;
+}
 
 /**
  * The read a retype takes, added to `phase`: nothing when SQLite converts the values; else the
@@ -82,7 +121,13 @@ export function retypeReads(
   field: FieldRow,
   type: string,
 ): () => RetypeRead {
-  if (sqlConversion(field.type, type)) return () => ({ kind: "sql", count: 0, bytes: 0 });
+  const expr = sqlConversion(field.type, type);
+  if (expr && isLossless(field.type, type))
+    return () => ({ kind: "sql", count: 0, bytes: 0, lost: 0 });
+  if (expr) {
+    const lost = phase.add(orm.all<{ n: number }>(sql`SELECT ${lostSql(cotId, field, expr)} AS n`));
+    return () => ({ kind: "sql", count: 0, bytes: 0, lost: Number(lost()[0]?.n ?? 0) });
+  }
   const t = ident(tableName(cotId));
   const column = ident(field.name);
   const weight = sql`(SELECT coalesce(sum(length(CAST(${column} AS BLOB))), 0) + 24 * count(*) FROM ${t} WHERE ${column} IS NOT NULL)`;
@@ -107,8 +152,10 @@ export function retypeReads(
 /**
  * Retypes whose values weigh more than one batch carries (each alone, or together in one apply):
  * the transaction takes them where there is one; D1 has none, and answers 409
- * `retype_too_large` (decision 0135) rather than 501. The values are every object's, some maybe
- * hidden from the caller: the answer tells neither their number nor their size (0173).
+ * `retype_too_large` (decisions 0135, 0198) rather than 501, stating the bound (a constant) and
+ * the way around it: the changes SQLite converts itself carry no values and have no bound. The
+ * values are every object's, some maybe hidden from the caller: the answer tells neither their
+ * number nor their size (0173).
  */
 export function overBound(
   db: Pick<Database, "needTransaction">,
@@ -118,7 +165,7 @@ export function overBound(
     const names = fields.map((f) => `"${f.name}"`).join(", ");
     return ApiError.detail(
       409,
-      `Changing the type of ${names} converts more values than one write carries on this database; clear some values first, or change it through a field with its own values.`,
+      `Changing the type of ${names} converts its values outside the database, and one write on this database carries at most 8 MB of such values (together, in one schema apply). Change the type in steps the database converts itself, which have no size limit (${IN_DATABASE}), apply one field's change at a time, or clear some values first.`,
       "retype_too_large",
     );
   });
@@ -138,6 +185,7 @@ export function overTogether(retypes: Array<{ row: FieldRow; read: RetypeRead }>
 
 /** Values of `read` the change cannot carry (0 for a lossless change, as `countLossy`). */
 export function lostValues(field: FieldRow, type: string, read: RetypeRead): number {
+  if (read.kind === "sql") return read.lost;
   if (read.kind !== "values" || isLossless(field.type, type)) return 0;
   const convert = retypeConverter(field.type, type);
   return read.values.filter((r) => {
@@ -170,7 +218,9 @@ function chunks(list: unknown[]): string[] {
  */
 export function retypeSource(field: FieldRow, type: string, read: RetypeRead): RetypeSource {
   const expr = sqlConversion(field.type, type);
-  if (expr) return { expr };
+  // a lossy one guarded on the count read: a value lost since the read fails the batch (409)
+  if (expr)
+    return isLossless(field.type, type) ? { expr } : { expr, lost: lostValues(field, type, read) };
   if (read.kind !== "values") throw new Error("a retype's values were not read");
   const convert = retypeConverter(field.type, type);
   const written: Array<[number, unknown]> = [];
