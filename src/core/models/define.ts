@@ -49,6 +49,7 @@ import { keepUnseen, writerSight } from "../auth/type-sight";
 import { stageable, stagedWrites } from "./staged";
 import type { ModelOpenApi } from "../json-schema";
 import type { StagedModelHook } from "./staged";
+import { CUSTOM_FIELDS_KEY, customFieldsError } from "./custom-fields";
 
 type FieldType =
   | "string"
@@ -105,6 +106,8 @@ export interface ModelSpec {
   fields: FieldSpec[];
   display: (row: Record<string, any>) => string;
   tags?: boolean;
+  /** NetBox's primary models carry `custom_fields` (always `{}` here: decision 0200). */
+  customFields?: boolean;
   defaultOrdering?: string[];
   /** Cross-field validation after per-field conversion; `existing` on updates. */
   validate?: (
@@ -383,6 +386,7 @@ function serializer(m: ModelParts): Serialize {
     const records = rows.map((row) => {
       const rec = recordOf(m, ctx, row, { related, links, refOf });
       if (tagsOf) rec.tags = tagsOf.get(row.id) ?? [];
+      if (spec.customFields) rec.custom_fields = {};
       rec.created = row.created;
       rec.last_updated = row.lastUpdated;
       return rec;
@@ -831,7 +835,10 @@ function inputConverter(m: ModelParts) {
     const links = new Map<FieldSpec, number[]>();
     let tagIds: number[] | null = null;
     for (const key of Object.keys(input)) {
-      if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+      if (key === CUSTOM_FIELDS_KEY && spec.customFields) {
+        const error = customFieldsError(input[key]);
+        if (error) errors.add(key, error);
+      } else if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
         errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {

@@ -30,6 +30,7 @@ export const tenantModel = defineModel({
   path: "tenancy/tenants",
   table: tenants,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
@@ -71,6 +72,7 @@ export const siteModel = defineModel({
   path: "dcim/sites",
   table: sites,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name"],
   naturalOrdering: { field: "name", column: sites.naturalName },
   display: (r) => r.name,
@@ -130,6 +132,7 @@ export const deviceModel = defineModel({
   path: "dcim/devices",
   table: devices,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name", "id"],
   naturalOrdering: { field: "name", column: devices.naturalName },
   display: (r) => r.name ?? `Device ${r.id}`,
@@ -186,6 +189,7 @@ export const prefixModel = defineModel({
   path: "ipam/prefixes",
   table: prefixes,
   tags: true,
+  customFields: true,
   defaultOrdering: ["prefix", "id"],
   display: (r) => r.prefix,
   fields: [
@@ -235,6 +239,7 @@ export const ipAddressModel = defineModel({
   path: "ipam/ip-addresses",
   table: ipAddresses,
   tags: true,
+  customFields: true,
   defaultOrdering: ["address", "id"],
   display: (r) => r.address,
   fields: [

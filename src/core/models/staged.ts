@@ -38,6 +38,7 @@ import { editedTags, tagEditsOf } from "../rest/tag-edits";
 import { stageDeleteHooks } from "../rest/staged-delete-hooks";
 import { yieldWhenDue } from "../../turns";
 import { MAX_TAGS_PER_VALUE, TOO_MANY_TAGS_MESSAGE } from "../limits";
+import { CUSTOM_FIELDS_KEY, customFieldsError } from "./custom-fields";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -45,6 +46,7 @@ export interface HostModelParts {
     appLabel: string;
     model: string;
     tags?: boolean;
+    customFields?: boolean;
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
     writerFields?: string[];
@@ -515,7 +517,10 @@ class StagedWriter {
     const edited = this.foldTagEdits(input, existing, found, objectTypeId);
     if (edited) tags = edited;
     for (const key of Object.keys(input)) {
-      if (
+      if (key === CUSTOM_FIELDS_KEY && spec.customFields) {
+        const error = customFieldsError(input[key]);
+        if (error) errors.add(key, error);
+      } else if (
         !this.fieldsByName.has(key) &&
         !READ_ONLY_KEYS.has(key) &&
         !(spec.tags && TAG_KEYS.has(key))

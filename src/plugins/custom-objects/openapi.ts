@@ -8,7 +8,7 @@ import type { Services } from "../../core/context";
 import { label as otLabel } from "../../core/object-types";
 import { choiceSets, customObjectTypes } from "../../db/schema";
 import type { HttpMethod, OpenApiBuilder, PluginOpenApi } from "../../openapi/builder";
-import { bulkSchemas } from "../../openapi/builder";
+import { bulkSchemas, LIST_PARAMETERS } from "../../openapi/builder";
 import {
   closedObject,
   COMPONENTS,
@@ -582,8 +582,8 @@ function describeReadRoutes(b: OpenApiBuilder): void {
         schema: ref("ObjectTypeLabel"),
       },
       { name: "object_id", in: "query", required: true, schema: { type: "integer", minimum: 1 } },
-      { $ref: "#/components/parameters/limit" },
-      { $ref: "#/components/parameters/offset" },
+      LIST_PARAMETERS.limit!,
+      LIST_PARAMETERS.offset!,
     ],
     responses: {
       "200": { description: "A page of links.", content: json(ref("PaginatedLinkedObjectList")) },

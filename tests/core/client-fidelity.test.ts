@@ -1,0 +1,93 @@
+/**
+ * What real NetBox clients send and read, found by driving pynetbox 7.8 and reading the Terraform
+ * provider's request bodies (go-netbox `Writable*` models): each test sends the request the client
+ * sends and checks what that client reads back. NetBox 4.7 is the reference where the seed is
+ * silent (netbox/api/viewsets/mixins.py, netbox/api/serializers/features.py).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "../helpers/app";
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await makeTestApp();
+  const tag = await t.json("POST", "/api/extras/tags/", { body: { name: "red", slug: "red" } });
+  if (tag.status !== 201) throw new Error(JSON.stringify(tag.body));
+});
+afterAll(() => t.close());
+
+describe("custom_fields on host models (Terraform sends it on every create and update)", () => {
+  test("a netbox_site create body as the provider sends it is accepted; the record carries custom_fields {}", async () => {
+    // resource_netbox_site.go: data.CustomFields = d.Get("custom_fields") (an empty map, sent).
+    const made = await t.json("POST", "/api/dcim/sites/", {
+      body: {
+        custom_fields: {},
+        description: "",
+        name: "HQ",
+        slug: "hq",
+        status: "active",
+        tags: [],
+      },
+    });
+    expect(made.status).toBe(201);
+    expect(made.body.custom_fields).toEqual({});
+    // The provider reads the object back after create: res.GetPayload().CustomFields.
+    const read = await t.json("GET", `/api/dcim/sites/${made.body.id}/`);
+    expect(read.body.custom_fields).toEqual({});
+    // NetBox puts it after tags, before the time stamps.
+    const keys = Object.keys(read.body);
+    expect(keys.indexOf("custom_fields")).toBe(keys.indexOf("tags") + 1);
+    const patched = await t.json("PATCH", `/api/dcim/sites/${made.body.id}/`, {
+      body: { custom_fields: {}, description: "x" },
+    });
+    expect(patched.status).toBe(200);
+    const tenant = await t.json("POST", "/api/tenancy/tenants/", {
+      body: { custom_fields: {}, name: "T", slug: "t", tags: [] },
+    });
+    expect(tenant.status).toBe(201);
+    expect(tenant.body.custom_fields).toEqual({});
+  });
+
+  test("a field Host does not define, or a value that is not an object, is a 400 keyed custom_fields", async () => {
+    const unknown = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "u", slug: "u", custom_fields: { rack_count: 3 } },
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.custom_fields[0]).toContain("rack_count");
+    const bad = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "u", slug: "u", custom_fields: "nope" },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.custom_fields).toEqual([expect.stringContaining("dictionary")]);
+    const bulk = await t.json("PATCH", "/api/dcim/sites/", {
+      body: [{ id: 1, custom_fields: [] }],
+    });
+    expect(bulk.status).toBe(400);
+    expect(bulk.body.errors[0].errors.custom_fields).toBeDefined();
+  });
+
+  test("brief and ?fields= leave it out as NetBox does; ?omit= drops it", async () => {
+    const brief = await t.json("GET", "/api/dcim/sites/?brief=1");
+    expect(brief.body.results[0].custom_fields).toBeUndefined();
+    const omitted = await t.json("GET", "/api/dcim/sites/?omit=custom_fields");
+    expect(omitted.body.results[0].custom_fields).toBeUndefined();
+    const listed = await t.json("GET", "/api/dcim/sites/");
+    expect(listed.body.results[0].custom_fields).toEqual({});
+  });
+});
+
+describe("the OpenAPI document as pynetbox's strict_filters reads it", () => {
+  test("every parameter of a list operation carries its name inline (no $ref), as drf-spectacular writes them", async () => {
+    // Endpoint._validate_openapi_parameters: [p["name"] for p in paths[path]["get"]["parameters"]]
+    const doc = (await t.json("GET", "/api/schema/", { headers: { accept: "application/json" } }))
+      .body;
+    for (const path of ["/api/dcim/sites/", "/api/plugins/custom-objects/linked-objects/"]) {
+      const names = doc.paths[path].get.parameters.map((p: any) => p.name);
+      expect(names.every((n: unknown) => typeof n === "string")).toBe(true);
+    }
+    const siteNames = doc.paths["/api/dcim/sites/"].get.parameters.map((p: any) => p.name);
+    expect(siteNames).toEqual(expect.arrayContaining(["limit", "offset", "q", "name__ic", "tag"]));
+    const detail = doc.paths["/api/dcim/sites/{id}/"];
+    for (const method of ["get", "patch", "delete"])
+      for (const p of detail[method].parameters) expect(typeof p.name).toBe("string");
+  });
+});
