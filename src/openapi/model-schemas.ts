@@ -4,7 +4,14 @@
  * static models are all described through here; nothing per model is written by hand.
  */
 import type { DefinedModel, FieldSpec } from "../core/models/define";
-import { closedObject, orNull, pascal, ref, type JsonSchema } from "../core/json-schema";
+import {
+  closedObject,
+  ENUM_LABELS,
+  orNull,
+  pascal,
+  ref,
+  type JsonSchema,
+} from "../core/json-schema";
 
 /** Component names of one model. */
 export interface ModelNames {
@@ -160,7 +167,11 @@ function writeSchema(f: FieldSpec): JsonSchema {
     case "boolean":
       return maybe({ type: "boolean" });
     case "choice":
-      return maybe({ type: "string", enum: (f.choices ?? []).map(([v]) => v) });
+      return maybe({
+        type: "string",
+        enum: (f.choices ?? []).map(([v]) => v),
+        [ENUM_LABELS]: (f.choices ?? []).map(([, label]) => label),
+      });
     case "fk":
       return maybe({ type: "integer", minimum: 1, description: `id of a ${f.related}` });
     case "m2m":

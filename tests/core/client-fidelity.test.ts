@@ -91,3 +91,81 @@ describe("the OpenAPI document as pynetbox's strict_filters reads it", () => {
       for (const p of detail[method].parameters) expect(typeof p.name).toBe("string");
   });
 });
+
+describe("status values NetBox 4.7 defines (the Terraform provider validates against them)", () => {
+  test("a site takes staging; a device failed and inventory; an IP address slaac", async () => {
+    const site = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "st", slug: "st", status: "staging" },
+    });
+    expect(site.status).toBe(201);
+    expect(site.body.status).toEqual({ value: "staging", label: "Staging" });
+    for (const status of ["failed", "inventory"]) {
+      const device = await t.json("POST", "/api/dcim/devices/", {
+        body: { name: `d-${status}`, site: site.body.id, status },
+      });
+      expect(device.status).toBe(201);
+    }
+    const ip = await t.json("POST", "/api/ipam/ip-addresses/", {
+      body: { address: "2001:db8::1/64", status: "slaac" },
+    });
+    expect(ip.status).toBe(201);
+    expect(ip.body.status).toEqual({ value: "slaac", label: "SLAAC" });
+  });
+});
+
+describe("Endpoint.choices() reads display_name as the choice's label", () => {
+  const choicesOf = async (path: string) => {
+    const r = await t.req("OPTIONS", path, { headers: { accept: "application/json" } });
+    expect(r.status).toBe(200);
+    return ((await r.json()) as any).actions.POST;
+  };
+
+  test("host model status: NetBox's values and labels, in its order", async () => {
+    const post = await choicesOf("/api/dcim/sites/");
+    expect(post.status.choices).toEqual([
+      { value: "planned", display_name: "Planned" },
+      { value: "staging", display_name: "Staging" },
+      { value: "active", display_name: "Active" },
+      { value: "decommissioning", display_name: "Decommissioning" },
+      { value: "retired", display_name: "Retired" },
+    ]);
+  });
+
+  test("a custom object select and multiselect field: its choice set's labels", async () => {
+    const set = await t.json("POST", "/api/extras/custom-field-choice-sets/", {
+      body: {
+        name: "colours",
+        extra_choices: [
+          ["r", "Red"],
+          ["g", "Green"],
+        ],
+      },
+    });
+    expect(set.status).toBe(201);
+    const doc = {
+      schema_version: "1",
+      types: [
+        {
+          name: "paint",
+          slug: "paint",
+          fields: [
+            { id: 1, name: "name", type: "text", primary: true },
+            { id: 2, name: "colour", type: "select", choice_set: "colours" },
+            { id: 3, name: "mix", type: "multiselect", choice_set: "colours" },
+          ],
+        },
+      ],
+    };
+    const applied = await t.json("POST", "/api/plugins/custom-objects/schema/apply/", {
+      body: { schema: doc },
+    });
+    expect(applied.status).toBe(200);
+    const post = await choicesOf("/api/plugins/custom-objects/paint/");
+    const want = [
+      { value: "r", display_name: "Red" },
+      { value: "g", display_name: "Green" },
+    ];
+    expect(post.colour.choices).toEqual(want);
+    expect(post.mix.choices).toEqual(want);
+  });
+});

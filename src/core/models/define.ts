@@ -838,7 +838,11 @@ function inputConverter(m: ModelParts) {
       if (key === CUSTOM_FIELDS_KEY && spec.customFields) {
         const error = customFieldsError(input[key]);
         if (error) errors.add(key, error);
-      } else if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+      } else if (
+        !fieldsByName.has(key) &&
+        !READ_ONLY_KEYS.has(key) &&
+        !(key === "tags" && spec.tags)
+      )
         errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {

@@ -3,10 +3,15 @@ import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema"
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
 
+// NetBox 4.7's status values and labels (dcim/choices.py, ipam/choices.py); each model takes its
+// own, in NetBox's order, so clients that validate against NetBox (Terraform) agree with Host.
 const STATUS = [
   ["planned", "Planned"],
+  ["staging", "Staging"],
   ["staged", "Staged"],
   ["active", "Active"],
+  ["failed", "Failed"],
+  ["inventory", "Inventory"],
   ["decommissioning", "Decommissioning"],
   ["retired", "Retired"],
   ["offline", "Offline"],
@@ -14,8 +19,9 @@ const STATUS = [
   ["deprecated", "Deprecated"],
   ["container", "Container"],
   ["dhcp", "DHCP"],
+  ["slaac", "SLAAC"],
 ] as const;
-const pick = (...values: string[]) => STATUS.filter(([v]) => values.includes(v));
+const pick = (...values: string[]) => values.map((v) => STATUS.find(([x]) => x === v)!);
 
 const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
 const checkPrefix = (v: unknown) =>
@@ -99,7 +105,7 @@ export const siteModel = defineModel({
       name: "status",
       type: "choice",
       column: sites.status,
-      choices: pick("planned", "staged", "active", "decommissioning", "retired"),
+      choices: pick("planned", "staging", "active", "decommissioning", "retired"),
     },
     {
       name: "tenant",
@@ -158,7 +164,15 @@ export const deviceModel = defineModel({
       name: "status",
       type: "choice",
       column: devices.status,
-      choices: pick("offline", "active", "planned", "staged", "decommissioning"),
+      choices: pick(
+        "offline",
+        "active",
+        "planned",
+        "staged",
+        "failed",
+        "inventory",
+        "decommissioning",
+      ),
     },
     { name: "serial", type: "string", column: devices.serial, maxLength: 50, search: true },
     {
@@ -267,7 +281,7 @@ export const ipAddressModel = defineModel({
       name: "status",
       type: "choice",
       column: ipAddresses.status,
-      choices: pick("active", "reserved", "deprecated", "dhcp"),
+      choices: pick("active", "reserved", "deprecated", "dhcp", "slaac"),
     },
     { name: "dns_name", type: "string", column: ipAddresses.dnsName, maxLength: 255, search: true },
     {

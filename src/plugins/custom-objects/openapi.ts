@@ -338,6 +338,7 @@ function fingerprint(services: Services) {
 interface Env {
   b: OpenApiBuilder;
   choices: Map<number, string[]>;
+  choiceLabels: Map<number, string[]>;
   labels: Map<number, string>;
 }
 
@@ -371,6 +372,7 @@ function target(env: Env, typeId: number, polymorphic: boolean): JsonSchema {
 /** What the field type modules need to describe references and choices. */
 const schemaEnv = (env: Env): SchemaEnv => ({
   choices: (id) => (id == null ? [] : (env.choices.get(id) ?? [])),
+  choiceLabels: (id) => (id == null ? [] : (env.choiceLabels.get(id) ?? [])),
   label: (id) => env.labels.get(id),
   reference: (id, polymorphic) => target(env, id, polymorphic),
 });
@@ -492,11 +494,11 @@ async function currentModels(db: Db, registry: CotRegistry): Promise<CotModel[]>
 /** What the per-type schemas read: each choice set's values and the related types' labels. */
 async function typesEnv(b: OpenApiBuilder, services: Services, models: CotModel[]): Promise<Env> {
   const db = services.db.orm;
-  const choices = new Map(
-    (await db.select({ id: choiceSets.id, extra: choiceSets.extraChoices }).from(choiceSets)).map(
-      (c) => [c.id, c.extra.map(([v]) => v)],
-    ),
-  );
+  const sets = await db
+    .select({ id: choiceSets.id, extra: choiceSets.extraChoices })
+    .from(choiceSets);
+  const choices = new Map(sets.map((c) => [c.id, c.extra.map(([v]) => v)]));
+  const choiceLabels = new Map(sets.map((c) => [c.id, c.extra.map(([v, label]) => label ?? v)]));
   const typeIds = new Set<number>();
   for (const m of models)
     for (const f of m.fields)
@@ -505,7 +507,7 @@ async function typesEnv(b: OpenApiBuilder, services: Services, models: CotModel[
   const labels = new Map(
     [...(await services.objectTypes.byIds([...typeIds], db))].map(([id, ot]) => [id, otLabel(ot)]),
   );
-  return { b, choices, labels };
+  return { b, choices, choiceLabels, labels };
 }
 
 /** Each type's schemas and its paths, with the methods the `/{slug}` routes have. */
