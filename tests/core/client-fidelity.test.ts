@@ -169,3 +169,29 @@ describe("Endpoint.choices() reads display_name as the choice's label", () => {
     expect(post.mix.choices).toEqual(want);
   });
 });
+
+describe("upstream's app label netbox_custom_objects (pynetbox's CustomObjectsExtension maps it)", () => {
+  test("a tag scoped with upstream's labels is scoped to the same types; it reads back as custom_objects", async () => {
+    const cot = await t.json("POST", "/api/plugins/custom-objects/custom-object-types/", {
+      body: { name: "crate", slug: "crate" },
+    });
+    expect(cot.status).toBe(201);
+    const tag = await t.json("POST", "/api/extras/tags/", {
+      body: {
+        name: "cot-scoped",
+        slug: "cot-scoped",
+        object_types: [
+          "netbox_custom_objects.customobjecttype",
+          "netbox_custom_objects.customobjecttypefield",
+          "netbox_custom_objects.crate",
+        ],
+      },
+    });
+    expect(tag.status).toBe(201);
+    expect(tag.body.object_types).toEqual([
+      "custom_objects.crate",
+      "custom_objects.customobjecttype",
+      "custom_objects.customobjecttypefield",
+    ]);
+  });
+});
