@@ -195,3 +195,82 @@ describe("upstream's app label netbox_custom_objects (pynetbox's CustomObjectsEx
     ]);
   });
 });
+
+describe("bulk update and delete naming objects that are not there (NetBox 4.7: 400 per id)", () => {
+  const sites = async (prefix: string, n: number) => {
+    const r = await t.json("POST", "/api/dcim/sites/", {
+      body: Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, slug: `${prefix}${i}` })),
+    });
+    expect(r.status).toBe(201);
+    return (r.body as { id: number }[]).map((s) => s.id);
+  };
+
+  test("a missing id: 400 naming every missing id under errors[].id; nothing written", async () => {
+    const [a, b] = await sites("bm", 2);
+    const patch = await t.json("PATCH", "/api/dcim/sites/", {
+      body: [
+        { id: a, description: "x" },
+        { id: 99998, description: "y" },
+        { id: 99999, description: "z" },
+      ],
+    });
+    expect(patch.status).toBe(400);
+    expect(patch.body).toEqual({
+      detail: "2 of 3 objects could not be found.",
+      errors: [
+        { id: 99998, errors: { id: ["Object with ID 99998 does not exist"] } },
+        { id: 99999, errors: { id: ["Object with ID 99999 does not exist"] } },
+      ],
+    });
+    expect((await t.json("GET", `/api/dcim/sites/${a}/`)).body.description).toBe("");
+    const del = await t.json("DELETE", "/api/dcim/sites/", { body: [{ id: b }, { id: 99999 }] });
+    expect(del.status).toBe(400);
+    expect(del.body.errors).toEqual([
+      { id: 99999, errors: { id: ["Object with ID 99999 does not exist"] } },
+    ]);
+    expect((await t.json("GET", `/api/dcim/sites/${b}/`)).status).toBe(200);
+  });
+
+  test("an object the caller may not view reads as missing, as NetBox's restricted queryset does", async () => {
+    const [seen, hidden] = await sites("bv", 2);
+    const token = await t.user("bulk-viewer", [[["view", "change", "delete"], "dcim.site"]]);
+    const perm = await t.json("GET", "/api/users/permissions/?name__isw=bulk-viewer");
+    await t.json("PATCH", `/api/users/permissions/${perm.body.results[0].id}/`, {
+      body: { constraints: { id: seen } },
+    });
+    const r = await t.json("DELETE", "/api/dcim/sites/", {
+      token,
+      body: [{ id: seen }, { id: hidden }],
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([
+      { id: hidden, errors: { id: [`Object with ID ${hidden} does not exist`] } },
+    ]);
+  });
+
+  test("an id listed twice: 400 naming it; custom objects answer alike", async () => {
+    const [a] = await sites("bd", 1);
+    const twice = await t.json("DELETE", "/api/dcim/sites/", { body: [{ id: a }, { id: a }] });
+    expect(twice.status).toBe(400);
+    expect(twice.body.errors).toEqual([
+      {
+        id: a,
+        errors: { id: [`Each object may be specified only once; ID ${a} is listed 2 times`] },
+      },
+    ]);
+    const made = await t.json("POST", "/api/plugins/custom-objects/crate/", { body: {} });
+    expect(made.status).toBe(201);
+    const co = await t.json("PATCH", "/api/plugins/custom-objects/crate/", {
+      body: [{ id: made.body.id }, { id: 424242 }],
+    });
+    expect(co.status).toBe(400);
+    expect(co.body.errors).toEqual([
+      { id: 424242, errors: { id: ["Object with ID 424242 does not exist"] } },
+    ]);
+  });
+
+  test("one object's own path still answers 404", async () => {
+    expect((await t.json("PATCH", "/api/dcim/sites/99999/", { body: {} })).status).toBe(404);
+    expect((await t.json("DELETE", "/api/dcim/sites/99999/")).status).toBe(404);
+  });
+});

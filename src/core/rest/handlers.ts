@@ -45,6 +45,7 @@ import {
 } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
+import { requireBulkFound } from "./bulk-found";
 import {
   addGuard,
   foldsCredentials,
@@ -889,6 +890,29 @@ function bulkItems(body: unknown[]): Array<{ id: number; input: ApiRecord }> {
   return items;
 }
 
+/**
+ * The ids a bulk update or delete lists (those that are ids); one listed twice is NetBox 4.7's
+ * 400 before anything is read (decision 0200).
+ */
+function listedIds(body: unknown[]): number[] {
+  const ids = body.flatMap((item) => {
+    const id = isObject(item) ? item.id : undefined;
+    return typeof id === "number" && Number.isInteger(id) && id >= 1 ? [id] : [];
+  });
+  requireBulkFound(ids, () => true);
+  return ids;
+}
+
+/**
+ * A list's write that finds no object `id` (missing, or outside the caller's view) answers NetBox
+ * 4.7's 400 naming it, as the staged path does; this path reads no id ahead of its write (0184),
+ * so it names the first it meets.
+ */
+const notFoundInList = (ids: number[], id: number) => (e: unknown) => {
+  if (e instanceof ApiError && e.statusCode === 404) requireBulkFound(ids, (x) => x !== id);
+  throw e;
+};
+
 function bulkId(item: ApiRecord): number {
   const id = item.id;
   if (typeof id !== "number" || !Number.isInteger(id) || id < 1)
@@ -1125,10 +1149,11 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
       );
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
+    const ids = listedIds(body);
     const written = await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await ensureExists(ctx, r, id, "change");
+        await ensureExists(ctx, r, id, "change").catch(notFoundInList(ids, id));
         const { id: _drop, ...rest } = item;
         const input = hasTagEdits(rest)
           ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
@@ -1200,10 +1225,11 @@ function bulkDeleteRoute(resolve: Resolve) {
       );
       if (outcome === undefined) return c.body(null, 204);
     }
+    const ids = listedIds(body);
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await deleteWithHooks(ctx, r, id, "delete");
+        await deleteWithHooks(ctx, r, id, "delete").catch(notFoundInList(ids, id));
       }),
     );
     return c.body(null, 204);
