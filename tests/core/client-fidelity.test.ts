@@ -274,3 +274,32 @@ describe("bulk update and delete naming objects that are not there (NetBox 4.7: 
     expect((await t.json("DELETE", "/api/dcim/sites/99999/")).status).toBe(404);
   });
 });
+
+describe("nb.plugins.installed_plugins() (GET /api/plugins/installed-plugins/)", () => {
+  test("a superuser reads each enabled plugin; the plugins root names the endpoint first", async () => {
+    const r = await t.json("GET", "/api/plugins/installed-plugins/");
+    expect(r.status).toBe(200);
+    expect(r.body.map((p: any) => p.package)).toEqual([
+      "custom_objects",
+      "host_healthcheck_plugin",
+    ]);
+    expect(Object.keys(r.body[0]).sort()).toEqual([
+      "author",
+      "author_email",
+      "description",
+      "name",
+      "package",
+      "release_track",
+      "version",
+    ]);
+    expect(r.body[0].version).toBe("0.1.0");
+    const root = await t.json("GET", "/api/plugins/");
+    expect(Object.keys(root.body)[0]).toBe("installed-plugins");
+    expect(root.body["installed-plugins"]).toBe("http://host.test/api/plugins/installed-plugins/");
+  });
+
+  test("anyone else: 403, as NetBox's IsSuperuser answers", async () => {
+    const token = await t.user("plain-plugins-reader");
+    expect((await t.json("GET", "/api/plugins/installed-plugins/", { token })).status).toBe(403);
+  });
+});
