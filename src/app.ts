@@ -40,7 +40,6 @@ import { errorHandler } from "./core/error-handler";
 import { describeRoute } from "./core/validate";
 import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
-import { baseUrlOf } from "./core/http";
 import { databaseFileGone } from "./db/health";
 import { NETBOX_API_VERSION } from "./core/api-version";
 import { mountPluginsRoot } from "./plugins/api-root";
