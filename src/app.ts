@@ -37,7 +37,6 @@ import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 import { homeRoutes } from "./core/home";
 import { errorHandler } from "./core/error-handler";
-import { describeRoute } from "./core/validate";
 import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
 import { databaseFileGone } from "./db/health";
