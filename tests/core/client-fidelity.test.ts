@@ -303,3 +303,38 @@ describe("nb.plugins.installed_plugins() (GET /api/plugins/installed-plugins/)",
     expect((await t.json("GET", "/api/plugins/installed-plugins/", { token })).status).toBe(403);
   });
 });
+
+describe("custom object types and fields: a list naming one that is not there", () => {
+  test("bulk update and delete of types and fields answer NetBox 4.7's 400 naming the id", async () => {
+    const CO = "/api/plugins/custom-objects";
+    const cot = await t.json("POST", `${CO}/custom-object-types/`, {
+      body: { name: "pallet", slug: "pallet" },
+    });
+    expect(cot.status).toBe(201);
+    const types = await t.json("PATCH", `${CO}/custom-object-types/`, {
+      body: [
+        { id: cot.body.id, description: "x" },
+        { id: 777777, description: "y" },
+      ],
+    });
+    expect(types.status).toBe(400);
+    expect(types.body.errors).toEqual([
+      { id: 777777, errors: { id: ["Object with ID 777777 does not exist"] } },
+    ]);
+    expect(
+      (await t.json("GET", `${CO}/custom-object-types/${cot.body.id}/`)).body.description,
+    ).toBe("");
+    const fields = await t.json("DELETE", `${CO}/custom-object-type-fields/`, {
+      body: [{ id: 777778 }],
+    });
+    expect(fields.status).toBe(400);
+    expect(fields.body.errors).toEqual([
+      { id: 777778, errors: { id: ["Object with ID 777778 does not exist"] } },
+    ]);
+    const gone = await t.json("DELETE", `${CO}/custom-object-types/`, {
+      body: [{ id: cot.body.id }, { id: 777777 }],
+    });
+    expect(gone.status).toBe(400);
+    expect((await t.json("GET", `${CO}/custom-object-types/${cot.body.id}/`)).status).toBe(200);
+  });
+});

@@ -5,6 +5,7 @@
  * naming each under `errors[].id`.
  */
 import { ApiError } from "../../api-error";
+import { notFound } from "../errors";
 
 /** At most this many ids are named; `detail` counts them all (a 1 MiB body holds ~100k). */
 const NAMED_AT_MOST = 1_000;
@@ -32,3 +33,23 @@ export function requireBulkFound(ids: number[], found: (id: number) => boolean):
       missing.map((id) => ({ id, errors: { id: [`Object with ID ${id} does not exist`] } })),
     );
 }
+
+/** The listed object a write's 404 is about, where the write that threw it knows. */
+const LISTED_ID = Symbol("listed object id");
+
+/**
+ * A 404 for object `id` of a write: one object's path answers it as it is, a list's write as
+ * NetBox's 400 naming the id (`listRefusal`), for writers that meet the ids one by one.
+ */
+export function objectNotFound(verboseName: string, id: number): ApiError {
+  return Object.assign(notFound(`No ${verboseName} with id ${id}.`), { [LISTED_ID]: id });
+}
+
+/** For a list's write: rethrows an `objectNotFound` 404 as NetBox's 400 naming its id. */
+export const listRefusal =
+  (ids: number[]) =>
+  (e: unknown): never => {
+    const id = e instanceof ApiError ? (e as ApiError & { [LISTED_ID]?: number })[LISTED_ID] : null;
+    if (typeof id === "number") requireBulkFound(ids, (x) => x !== id);
+    throw e;
+  };

@@ -45,7 +45,7 @@ import {
 } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
-import { requireBulkFound } from "./bulk-found";
+import { listRefusal, requireBulkFound } from "./bulk-found";
 import {
   addGuard,
   foldsCredentials,
@@ -1139,14 +1139,12 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
     if (staged) {
       requireNonEmpty(body);
       const items = bulkItems(body);
+      const ids = items.map((i) => i.id);
       const written = await inStagedWrite(
         c,
         (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
-        answering(
-          r,
-          items.map((i) => i.id),
-        ),
-      );
+        answering(r, ids),
+      ).catch(listRefusal(ids));
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
     const ids = listedIds(body);
@@ -1222,7 +1220,7 @@ function bulkDeleteRoute(resolve: Resolve) {
       const ids = bulkItems(body).map((i) => i.id);
       const outcome = await inStagedWrite(c, (ctx) =>
         staged.delete(ctx, ids, { resource: r, bulk: true }),
-      );
+      ).catch(listRefusal(ids));
       if (outcome === undefined) return c.body(null, 204);
     }
     const ids = listedIds(body);
