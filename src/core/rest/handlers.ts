@@ -1140,6 +1140,7 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
       requireNonEmpty(body);
       const items = bulkItems(body);
       const ids = items.map((i) => i.id);
+      requireBulkFound(ids, () => true); // an id listed twice: NetBox 4.7's 400, nothing read
       const written = await inStagedWrite(
         c,
         (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
@@ -1218,6 +1219,7 @@ function bulkDeleteRoute(resolve: Resolve) {
     if (staged) {
       requireNonEmpty(body);
       const ids = bulkItems(body).map((i) => i.id);
+      requireBulkFound(ids, () => true); // an id listed twice: NetBox 4.7's 400, nothing read
       const outcome = await inStagedWrite(c, (ctx) =>
         staged.delete(ctx, ids, { resource: r, bulk: true }),
       ).catch(listRefusal(ids));
