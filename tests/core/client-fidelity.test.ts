@@ -338,3 +338,41 @@ describe("custom object types and fields: a list naming one that is not there", 
     expect((await t.json("GET", `${CO}/custom-object-types/${cot.body.id}/`)).status).toBe(200);
   });
 });
+
+describe('filters by a related object\'s slug (pynetbox: .filter(site="hq"), .filter(tenant="acme"))', () => {
+  test("?tenant= and ?site= match the related slug, __n excludes it; never every row", async () => {
+    const acme = await t.json("POST", "/api/tenancy/tenants/", {
+      body: { name: "Acme", slug: "acme" },
+    });
+    const hq = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Slug HQ", slug: "slug-hq", tenant: acme.body.id },
+    });
+    const edge = await t.json("POST", "/api/dcim/sites/", {
+      body: { name: "Slug Edge", slug: "slug-edge" },
+    });
+    for (const [name, site] of [
+      ["sd1", hq],
+      ["sd2", edge],
+    ] as const) {
+      const d = await t.json("POST", "/api/dcim/devices/", {
+        body: { name, site: site.body.id, tenant: name === "sd1" ? acme.body.id : null },
+      });
+      expect(d.status).toBe(201);
+    }
+    const names = async (path: string) =>
+      ((await t.json("GET", path)).body.results as { name: string }[]).map((r) => r.name).sort();
+    expect(await names("/api/dcim/sites/?tenant=acme")).toEqual(["Slug HQ"]);
+    expect(await names("/api/dcim/devices/?site=slug-hq")).toEqual(["sd1"]);
+    expect(await names("/api/dcim/devices/?site=slug-hq&site=slug-edge")).toEqual(["sd1", "sd2"]);
+    expect(await names("/api/dcim/devices/?site__n=slug-hq&name__isw=sd")).toEqual(["sd2"]);
+    expect(await names("/api/dcim/devices/?tenant=acme")).toEqual(["sd1"]);
+    expect(await names("/api/dcim/devices/?tenant=no-such-tenant")).toEqual([]);
+  });
+
+  test("a tenant the caller may not view filters as one that does not exist", async () => {
+    const token = await t.user("slug-filter-viewer", [[["view"], "dcim.site"]]);
+    const r = await t.json("GET", "/api/dcim/sites/?tenant=acme", { token });
+    expect(r.status).toBe(200);
+    expect(r.body.count).toBe(0);
+  });
+});

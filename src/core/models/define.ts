@@ -80,6 +80,11 @@ export interface FieldSpec {
   choices?: readonly (readonly [string, string])[];
   /** `app_label.model` of the target (fk, m2m). */
   related?: string;
+  /**
+   * An fk target with a slug: `?<name>=<slug>` filters by it, as NetBox's filter sets do (with
+   * `<name>_id` by id; decision 0200).
+   */
+  relatedSlug?: { table: SQLiteTable & { id: SQLiteColumn }; slug: SQLiteColumn };
   /** Link table for m2m / object_types: `own` points at this model, `other` at the target. */
   link?: { table: SQLiteTable; own: SQLiteColumn; other: SQLiteColumn };
   readOnly?: boolean;
@@ -204,6 +209,30 @@ export function tagFilter(
       return lookup === "n" ? sql`NOT ${tagged}` : tagged;
     },
     heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilter(id, type, v) },
+  };
+}
+
+/**
+ * `?<fk>=<slug>`: the rows whose fk target has one of the slugs, among the targets the caller may
+ * view (`view`, its condition over the target's table; a hidden one matches as a missing one).
+ */
+function relatedSlugFilter(
+  fk: SQLiteColumn,
+  target: NonNullable<FieldSpec["relatedSlug"]>,
+  label: string,
+  view?: SQL,
+): FilterSpec {
+  const visible = view ? sql` AND ${view}` : sql``;
+  return {
+    kind: "string",
+    expr: fk,
+    lookups: ["exact", "n"],
+    build: (lookup, values) => {
+      // the slugs are one JSON list: one bound value, one text for any number (decision 0188)
+      const matched = sql`${fk} IN (SELECT ${target.table.id} FROM ${target.table} WHERE ${inJsonList(target.slug, values)}${visible})`;
+      return lookup === "n" ? sql`(${fk} IS NULL OR NOT ${matched})` : matched;
+    },
+    heldTo: { labels: [label], within: ([v]) => relatedSlugFilter(fk, target, label, v) },
   };
 }
 
@@ -340,6 +369,8 @@ function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
       filters[f.type === "fk" ? `${f.name}_id` : f.name] = { kind, expr: col };
       orderings[f.name] = col;
     } else filters[f.name] = jsonFilter(col);
+    if (f.type === "fk" && f.relatedSlug)
+      filters[f.name] = relatedSlugFilter(col, f.relatedSlug, f.related!);
   }
   if (spec.naturalOrdering) orderings[spec.naturalOrdering.field] = spec.naturalOrdering.column;
   filters.created = { kind: "datetime", expr: (table as any).created };
