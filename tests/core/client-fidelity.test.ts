@@ -376,3 +376,25 @@ describe('filters by a related object\'s slug (pynetbox: .filter(site="hq"), .fi
     expect(r.body.count).toBe(0);
   });
 });
+
+describe("an empty list (pynetbox: .filter(...).delete() when nothing matched)", () => {
+  test("bulk create, update and delete of [] succeed with nothing done, as NetBox's do", async () => {
+    const before = (await t.json("GET", "/api/dcim/sites/?limit=1")).body.count;
+    const created = await t.json("POST", "/api/dcim/sites/", { body: [] });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual([]);
+    const updated = await t.json("PATCH", "/api/dcim/sites/", { body: [] });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toEqual([]);
+    expect((await t.req("DELETE", "/api/dcim/sites/", { body: [] })).status).toBe(204);
+    expect((await t.req("DELETE", "/api/plugins/custom-objects/crate/", { body: [] })).status).toBe(
+      204,
+    );
+    expect((await t.json("GET", "/api/dcim/sites/?limit=1")).body.count).toBe(before);
+  });
+
+  test("still needs the permission for the write", async () => {
+    const token = await t.user("empty-list-viewer", [[["view"], "dcim.site"]]);
+    expect((await t.req("DELETE", "/api/dcim/sites/", { token, body: [] })).status).toBe(403);
+  });
+});

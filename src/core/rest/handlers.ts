@@ -1001,14 +1001,6 @@ function methodNotAllowed(resolve: Resolve, allowed: string) {
   };
 }
 
-/** A bulk write's list must name at least one object. */
-function requireNonEmpty(body: unknown[]) {
-  if (!body.length)
-    throw new ValidationError({
-      non_field_errors: ["Expected a non-empty list of objects."],
-    });
-}
-
 /** GET of the list. */
 function listRoute(resolve: Resolve) {
   return async (c: Ctx) => {
@@ -1086,7 +1078,8 @@ async function createList(
   staged: Resource["staged"],
   tagEdits: boolean,
 ) {
-  requireNonEmpty(body);
+  // NetBox writes nothing and answers the empty list (decision 0200)
+  if (!body.length) return c.json([], 201);
   const db = c.get("services").db;
   // A list with items that are not objects answers every item's problems where a transaction
   // can check the others (a resource with `createMany`); a staged create checks none past them.
@@ -1134,10 +1127,11 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
         non_field_errors: ["Bulk update expects a list of objects with an id."],
       });
     if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    // an empty list: nothing to change, as NetBox answers it (decision 0200)
+    if (!body.length) return c.json([]);
     const staged =
       r.staged?.update && (r.staged.tagEdits || !body.some(hasTagEdits)) ? r.staged : undefined;
     if (staged) {
-      requireNonEmpty(body);
       const items = bulkItems(body);
       const ids = items.map((i) => i.id);
       requireBulkFound(ids, () => true); // an id listed twice: NetBox 4.7's 400, nothing read
@@ -1215,9 +1209,9 @@ function bulkDeleteRoute(resolve: Resolve) {
         non_field_errors: ["Bulk delete expects a list of objects with an id."],
       });
     if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    if (!body.length) return c.body(null, 204); // nothing to delete (NetBox; decision 0200)
     const staged = r.staged;
     if (staged) {
-      requireNonEmpty(body);
       const ids = bulkItems(body).map((i) => i.id);
       requireBulkFound(ids, () => true); // an id listed twice: NetBox 4.7's 400, nothing read
       const outcome = await inStagedWrite(c, (ctx) =>
