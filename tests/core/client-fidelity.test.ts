@@ -398,3 +398,20 @@ describe("an empty list (pynetbox: .filter(...).delete() when nothing matched)",
     expect((await t.req("DELETE", "/api/dcim/sites/", { token, body: [] })).status).toBe(403);
   });
 });
+
+describe("custom object type fields: .choices() labels as upstream's", () => {
+  test("type, on_delete_behavior, filter_logic, ui_visible and ui_editable answer their labels", async () => {
+    const r = await t.req("OPTIONS", "/api/plugins/custom-objects/custom-object-type-fields/", {
+      headers: { accept: "application/json" },
+    });
+    const post = ((await r.json()) as any).actions.POST;
+    const label = (field: string, value: string) =>
+      post[field].choices.find((c: { value: string }) => c.value === value)?.display_name;
+    expect(label("type", "multiobject")).toBe("Multiple objects");
+    expect(label("type", "datetime")).toBe("Date & time");
+    expect(label("on_delete_behavior", "cascade")).toBe("Cascade (delete this object too)");
+    expect(label("filter_logic", "loose")).toBe("Loose");
+    expect(label("ui_visible", "if-set")).toBe("If set");
+    expect(label("ui_editable", "no")).toBe("No");
+  });
+});
