@@ -37,12 +37,11 @@ import { protectHostDependants } from "./core/rest/dependants";
 import { graphqlRoutes } from "./graphql/routes";
 import { homeRoutes } from "./core/home";
 import { errorHandler } from "./core/error-handler";
-import { describeRoute } from "./core/validate";
 import { databaseIdentity } from "./db/identity";
 import { namespacedCache } from "./services/cache/namespaced";
-import { baseUrlOf } from "./core/http";
 import { databaseFileGone } from "./db/health";
 import { NETBOX_API_VERSION } from "./core/api-version";
+import { mountPluginsRoot } from "./plugins/api-root";
 import { BULK_WRITE_TASK, bulkWriteHandler } from "./core/rest/background";
 
 export interface AppDeps {
@@ -337,33 +336,10 @@ function apiRoutes(
   api.use("*", optionsMetadata(documents));
   api.route("/", coreApiRoutes());
   api.route("/", openApiRoutes(documents));
-  const pluginsRoot = describeRoute({
-    tags: ["api"],
-    operationId: "plugins_root",
-    summary: "API roots of the enabled plugins",
-    responses: {
-      "200": {
-        description: "Plugin API base → URL.",
-        content: {
-          "application/json": {
-            schema: { type: "object", additionalProperties: { type: "string", format: "uri" } },
-          },
-        },
-      },
-      "403": { $ref: "#/components/responses/Forbidden" },
-    },
-  });
-  api.get("/plugins", pluginsRoot, (c) => {
-    const origin = baseUrlOf(c);
-    return c.json(
-      Object.fromEntries(
-        installed
-          .map(({ plugin }) => plugin)
-          .filter((p) => p.apiBase)
-          .map((p) => [p.apiBase!, `${origin}/api/plugins/${p.apiBase}/`]),
-      ),
-    );
-  });
+  mountPluginsRoot(
+    api,
+    installed.map(({ plugin }) => plugin),
+  );
   for (const { plugin, parts } of installed) {
     if (plugin.apiBase && parts.apiRoutes) api.route(`/plugins/${plugin.apiBase}`, parts.apiRoutes);
   }

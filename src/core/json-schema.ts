@@ -17,6 +17,12 @@ export const COMPONENTS = "#/components/schemas/";
 /** `{"$ref": "#/components/schemas/<name>"}` */
 export const ref = (name: string): JsonSchema => ({ $ref: COMPONENTS + name });
 
+/**
+ * The labels of an enum's values, in its order (the extension openapi-generator reads): the
+ * OPTIONS metadata answers them as each choice's `display_name`, as NetBox does.
+ */
+export const ENUM_LABELS = "x-enum-descriptions";
+
 /** The schema, or JSON null. Typed schemas get `type: [t, "null"]`; anything else an `anyOf`. */
 export function orNull(schema: JsonSchema): JsonSchema {
   if (typeof schema.type === "string" && !schema.enum && !schema.const)

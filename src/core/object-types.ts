@@ -1,6 +1,7 @@
 /**
  * Object types (NetBox content types): `(app_label, model)` rows with stable ids. Labels are
- * parsed here once, including the `custom-objects` alias of `custom_objects`.
+ * parsed here once, including the `custom-objects` and `netbox_custom_objects` aliases of
+ * `custom_objects`.
  */
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Database, Executor } from "../db/client";
@@ -31,9 +32,14 @@ async function insertMissing(db: Executor, types: Array<{ appLabel: string; mode
 
 export const label = (ot: { appLabel: string; model: string }) => `${ot.appLabel}.${ot.model}`;
 
-/** Normalises `app_label` aliases: `custom-objects` is `custom_objects`. */
+/**
+ * Normalises `app_label` aliases: `custom-objects` (the plugin's path) and
+ * `netbox_custom_objects` (upstream's app label, which pynetbox's extension and scripts written
+ * for upstream name; decision 0200) are `custom_objects`.
+ */
+const CUSTOM_OBJECTS_ALIASES = new Set(["custom-objects", "netbox_custom_objects"]);
 const normalizeAppLabel = (appLabel: string) =>
-  appLabel === "custom-objects" ? "custom_objects" : appLabel;
+  CUSTOM_OBJECTS_ALIASES.has(appLabel) ? "custom_objects" : appLabel;
 
 /** Parses `"app.model"` / `"app/model"` (schema documents) into parts, or null. */
 export function parseLabel(

@@ -392,7 +392,7 @@ function resourceOperation(
   method: HttpMethod,
 ): Operation | null {
   const n = d.names;
-  const idParam = { $ref: "#/components/parameters/id" };
+  const idParam = LIST_PARAMETERS.id;
   const common = {
     tags: [d.tag],
     ...(b.security("token", method) ? { security: b.security("token", method) } : {}),
@@ -403,8 +403,8 @@ function resourceOperation(
     "202": ok("Queued (`?background=true`): the job that runs the write.", ref("QueuedJob")),
     ...errors("503"),
   };
-  const background = { $ref: "#/components/parameters/background" };
-  const ifMatch = { $ref: "#/components/parameters/ifMatch" };
+  const background = LIST_PARAMETERS.background;
+  const ifMatch = LIST_PARAMETERS.ifMatch;
   const id = (verb: string) => `${d.operationPrefix}${d.operationSeparator ?? "_"}${verb}`;
   if (!detail) {
     switch (method) {
@@ -413,7 +413,7 @@ function resourceOperation(
           ...common,
           operationId: id("list"),
           summary: `List ${d.verbose} objects`,
-          parameters: [...LIST_PARAMETER_REFS, ...filterParameters(d.list)],
+          parameters: [...LIST_QUERY_PARAMETERS, ...filterParameters(d.list)],
           responses: {
             "200": ok(
               `A page of ${d.verbose} objects; with \`?brief\`, each result is the nested form (\`${n.brief}\`).`,
@@ -429,7 +429,7 @@ function resourceOperation(
           ...common,
           operationId: id("create"),
           summary: `Create one ${d.verbose} (an object) or several (a list, all or nothing)`,
-          parameters: [...PROJECTION_PARAMETER_REFS, background],
+          parameters: [...PROJECTION_PARAMETERS, background],
           requestBody: body({ oneOf: [ref(n.request), bulkItems(n.request)] }),
           responses: {
             "201": ok("The created object (or list of objects).", {
@@ -445,7 +445,7 @@ function resourceOperation(
           ...common,
           operationId: id(`bulk_${method === "put" ? "update" : "partial_update"}`),
           summary: `${method === "put" ? "Replace" : "Update"} several ${d.verbose} objects (a list of objects with an id, all or nothing)`,
-          parameters: [...PROJECTION_PARAMETER_REFS, background],
+          parameters: [...PROJECTION_PARAMETERS, background],
           requestBody: body(bulkItems(`${method === "put" ? n.request : n.patched}Bulk`)),
           responses: {
             "200": ok("The updated objects.", { type: "array", items: ref(n.record) }),
@@ -478,7 +478,7 @@ function resourceOperation(
         ...common,
         operationId: id("retrieve"),
         summary: `Get a ${d.verbose}`,
-        parameters: [idParam, ...PROJECTION_PARAMETER_REFS],
+        parameters: [idParam, ...PROJECTION_PARAMETERS],
         responses: {
           "200": ok(`The ${d.verbose}; with \`?brief\`, its nested form.`, {
             anyOf: [ref(n.record), ref(n.brief)],
@@ -492,7 +492,7 @@ function resourceOperation(
         ...common,
         operationId: id(method === "put" ? "update" : "partial_update"),
         summary: `${method === "put" ? "Replace" : "Update"} a ${d.verbose}`,
-        parameters: [idParam, ifMatch, ...PROJECTION_PARAMETER_REFS],
+        parameters: [idParam, ifMatch, ...PROJECTION_PARAMETERS],
         requestBody: body(ref(method === "put" ? n.request : n.patched)),
         responses: {
           "200": ok(`The ${d.verbose}.`, ref(n.record)),
@@ -605,7 +605,9 @@ export const LIST_PARAMETERS: Record<string, Parameter> = {
     schema: { type: "integer", minimum: 1 },
   },
 };
-const LIST_PARAMETER_REFS = [
+// Operations carry their parameters inline, as drf-spectacular writes NetBox's: pynetbox's
+// `strict_filters` reads each one's `name` and fails on a `$ref` (decision 0200).
+const LIST_QUERY_PARAMETERS = [
   "limit",
   "offset",
   "start",
@@ -614,10 +616,8 @@ const LIST_PARAMETER_REFS = [
   "brief",
   "fields",
   "omit",
-].map((p) => ({ $ref: `#/components/parameters/${p}` }));
-const PROJECTION_PARAMETER_REFS = ["brief", "fields", "omit"].map((p) => ({
-  $ref: `#/components/parameters/${p}`,
-}));
+].map((p) => LIST_PARAMETERS[p]!);
+const PROJECTION_PARAMETERS = ["brief", "fields", "omit"].map((p) => LIST_PARAMETERS[p]!);
 
 const LOOKUP_TEXT: Record<string, string> = {
   exact: "equals",

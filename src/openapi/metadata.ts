@@ -11,6 +11,7 @@ import type { HonoEnv } from "../core/context";
 import { baseUrlOf } from "../core/http";
 import { hasPermission } from "../core/auth/permissions";
 import type { OpenApiDocuments } from "./generate";
+import { ENUM_LABELS } from "../core/json-schema";
 
 type Json = Record<string, any>;
 
@@ -42,8 +43,14 @@ function resolve(doc: Json, schema: Json | undefined, depth = 0): Json | undefin
 }
 
 const title = (name: string) => name.replace(/_/g, " ").replace(/^./, (c) => c.toUpperCase());
-const choicesOf = (values: unknown[]) =>
-  values.filter((v) => v !== null).map((v) => ({ value: v, display_name: String(v) }));
+/** DRF's choices of an enum: `display_name` is the value's label where the schema names one. */
+const choicesOf = (schema: Json) => {
+  const values: unknown[] = schema.enum;
+  const labels: unknown[] = Array.isArray(schema[ENUM_LABELS]) ? schema[ENUM_LABELS] : [];
+  return values.flatMap((v, i) =>
+    v === null ? [] : [{ value: v, display_name: String(labels[i] ?? v) }],
+  );
+};
 
 /** One field of DRF's metadata from its JSON Schema. */
 function fieldInfo(doc: Json, name: string, raw: Json, required: boolean): Json {
@@ -56,12 +63,12 @@ function fieldInfo(doc: Json, name: string, raw: Json, required: boolean): Json 
   if (s.description) info.help_text = s.description;
   if (Array.isArray(s.enum)) {
     info.type = "choice";
-    info.choices = choicesOf(s.enum);
+    info.choices = choicesOf(s);
   } else if (types[0] === "array") {
     const items = resolve(doc, s.items) ?? {};
     if (Array.isArray(items.enum)) {
       info.type = "multiple choice";
-      info.choices = choicesOf(items.enum);
+      info.choices = choicesOf(items);
     } else info.type = items.properties || items.type === "integer" ? "related object" : "list";
   } else if (types[0] === "integer") info.type = "integer";
   else if (types[0] === "number") info.type = "decimal";

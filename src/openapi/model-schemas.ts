@@ -4,7 +4,14 @@
  * static models are all described through here; nothing per model is written by hand.
  */
 import type { DefinedModel, FieldSpec } from "../core/models/define";
-import { closedObject, orNull, pascal, ref, type JsonSchema } from "../core/json-schema";
+import {
+  closedObject,
+  ENUM_LABELS,
+  orNull,
+  pascal,
+  ref,
+  type JsonSchema,
+} from "../core/json-schema";
 
 /** Component names of one model. */
 export interface ModelNames {
@@ -160,7 +167,11 @@ function writeSchema(f: FieldSpec): JsonSchema {
     case "boolean":
       return maybe({ type: "boolean" });
     case "choice":
-      return maybe({ type: "string", enum: (f.choices ?? []).map(([v]) => v) });
+      return maybe({
+        type: "string",
+        enum: (f.choices ?? []).map(([v]) => v),
+        [ENUM_LABELS]: (f.choices ?? []).map(([, label]) => label),
+      });
     case "fk":
       return maybe({ type: "integer", minimum: 1, description: `id of a ${f.related}` });
     case "m2m":
@@ -180,6 +191,12 @@ function writeSchema(f: FieldSpec): JsonSchema {
 }
 
 const TIMESTAMP = { type: "string", format: "date-time" };
+/** NetBox's custom field data; Host defines no custom fields, so it is always `{}` (decision 0200). */
+const CUSTOM_FIELDS = {
+  type: "object",
+  maxProperties: 0,
+  description: "Custom field data (NetBox). Host defines no custom fields: always `{}`.",
+};
 
 /** Every schema of one model, keyed by component name. */
 export function modelSchemas(
@@ -204,6 +221,7 @@ export function modelSchemas(
   };
   for (const f of spec.fields) if (!f.writeOnly) props[f.name] = readSchema(f, brief);
   if (spec.tags) props.tags = { type: "array", items: ref("NestedTag") };
+  if (spec.customFields) props.custom_fields = CUSTOM_FIELDS;
   props.created = TIMESTAMP;
   props.last_updated = TIMESTAMP;
   Object.assign(props, annotations.record);
@@ -235,6 +253,7 @@ export function modelSchemas(
     if (f.required) required.push(f.name);
   }
   if (spec.tags) input.tags = { type: "array", items: ref("TagInput") };
+  if (spec.customFields) input.custom_fields = CUSTOM_FIELDS;
   Object.assign(input, annotations.request);
   for (const key of annotations.required ?? []) if (!required.includes(key)) required.push(key);
   const description = `A ${spec.verboseName} (\`${spec.appLabel}.${spec.model}\`).`;

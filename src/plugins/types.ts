@@ -47,6 +47,8 @@ interface PluginParts {
 export interface HostPlugin {
   name: string;
   version: string;
+  /** One line on what it does (`/api/plugins/installed-plugins/`). */
+  description?: string;
   /** The API prefix `/api/plugins/<apiBase>/` of `apiRoutes`. */
   apiBase?: string;
   /** Static object types the plugin owns (`app_label.model`). */

@@ -122,12 +122,13 @@ describe("Endpoint.choices() (OPTIONS with DRF metadata)", () => {
     const c = await choices(await options("/api/dcim/sites/"));
     expect(c.status!.map((x) => x.value)).toEqual([
       "planned",
-      "staged",
+      "staging",
       "active",
       "decommissioning",
       "retired",
     ]);
-    expect(c.status![0]).toEqual({ value: "planned", display_name: "planned" });
+    // display_name is the label, as NetBox's metadata gives it (decision 0200)
+    expect(c.status![0]).toEqual({ value: "planned", display_name: "Planned" });
   });
 
   test("the whole answer has DRF's shape; Allow lists the methods", async () => {

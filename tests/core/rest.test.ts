@@ -299,7 +299,11 @@ describe("writes", () => {
     const missing = await t.json("DELETE", "/api/tenancy/tenants/", {
       body: [{ id: a }, { id: 987654 }],
     });
-    expect(missing.status).toBe(404);
+    // NetBox 4.7: a list naming an object that is not there is a 400 naming it (decision 0200)
+    expect(missing.status).toBe(400);
+    expect(missing.body.errors).toEqual([
+      { id: 987654, errors: { id: ["Object with ID 987654 does not exist"] } },
+    ]);
     expect((await t.req("GET", `/api/tenancy/tenants/${a}/`)).status).toBe(200);
     expect(
       (await t.req("DELETE", "/api/tenancy/tenants/", { body: [{ id: a }, { id: b }] })).status,

@@ -128,7 +128,7 @@ test("a list of type deletes racing a field added to one of them: 409, both type
     expect((await remote.json("GET", `${CO}/${slug}/`)).status).toBe(200);
 });
 
-test("a field named twice in a list of updates: 400 on the later item; in a list of deletes: 404 (as one by one); nothing written", async () => {
+test("a field named twice in a list of updates or deletes: NetBox 4.7's 400 naming it (0200); nothing written", async () => {
   const cot = await makeCot(local, "twice_fields");
   const f = await addField(local, cot.id, { name: "once", type: "text" });
   const patched = await local.json("PATCH", `${CO}/custom-object-type-fields/`, {
@@ -138,11 +138,18 @@ test("a field named twice in a list of updates: 400 on the later item; in a list
     ],
   });
   expect(patched.status, JSON.stringify(patched.body)).toBe(400);
-  expect(patched.body.errors).toEqual([{ index: 1, errors: { id: [expect.any(String)] } }]);
+  const twice = [
+    {
+      id: f.id,
+      errors: { id: [`Each object may be specified only once; ID ${f.id} is listed 2 times`] },
+    },
+  ];
+  expect(patched.body.errors).toEqual(twice);
   const gone = await local.json("DELETE", `${CO}/custom-object-type-fields/`, {
     body: [{ id: f.id }, { id: f.id }],
   });
-  expect(gone.status, JSON.stringify(gone.body)).toBe(404);
+  expect(gone.status, JSON.stringify(gone.body)).toBe(400);
+  expect(gone.body.errors).toEqual(twice);
   const field = (await local.json("GET", `${CO}/custom-object-type-fields/${f.id}/`)).body;
   expect(field.label).toBe("");
 });

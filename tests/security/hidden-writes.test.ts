@@ -67,7 +67,9 @@ for (const backend of ["local", "remote"] as const)
     /** The answer's status and bytes, the id named in it replaced by MISSING's. */
     const answer = async (method: string, path: string, body: unknown, id: number) => {
       const r = await t().req(method, path, { token: attacker, body });
-      const text = (await r.text()).replaceAll(String(id), String(MISSING));
+      // the id where the answer names it (not inside a count such as "1 of 1")
+      const named = new RegExp(`(?<=":|ID |id )${id}(?!\\d)`, "g");
+      const text = (await r.text()).replace(named, String(MISSING));
       return { status: r.status, text, type: r.headers.get("content-type") };
     };
     const asAdmin = async (path: string) => (await t().json("GET", path)).body;
@@ -90,7 +92,8 @@ for (const backend of ["local", "remote"] as const)
           const got = await answer(method, path, body, hidden);
           const want = await answer(missing[i]![0], missing[i]![1], missing[i]![2], MISSING);
           expect(got, `${method} ${path}`).toEqual(want);
-          expect(want.status).toBe(404);
+          // one object's path: 404; a list: NetBox 4.7's 400 naming the id (decision 0200)
+          expect(want.status).toBe(Array.isArray(body) ? 400 : 404);
           expect(await asAdmin(`${k.path}/${hidden}/`)).toEqual(before);
         }
       });

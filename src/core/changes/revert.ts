@@ -53,7 +53,10 @@ import {
   seenChange,
 } from "./seen";
 
-/** Record keys no write sets (a custom object's record names its type; `_context` is derived). */
+/**
+ * Record keys no write sets (a custom object's record names its type; `_context` is derived;
+ * `custom_fields` is always `{}`, decision 0200).
+ */
 const META = new Set([
   "id",
   "url",
@@ -63,6 +66,7 @@ const META = new Set([
   "last_updated",
   "custom_object_type",
   "_context",
+  "custom_fields",
 ]);
 /**
  * Record keys derived from the object's own fields: a revert putting back every field its record
@@ -1009,7 +1013,8 @@ async function shownAsRecorded(
   for (const [key, value] of Object.entries(post)) {
     if (value === null || value === undefined) continue;
     if (META.has(key)) {
-      if (typeof value === "object" && !typeProven) return false;
+      // a record's type and `_context` follow its type; `custom_fields` is always `{}` (0200)
+      if (typeof value === "object" && !typeProven && key !== "custom_fields") return false;
       continue;
     }
     const rel = resource.relations?.find((r) => r.name === key);

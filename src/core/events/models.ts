@@ -40,6 +40,7 @@ export const webhookModel = defineModel({
   path: "extras/webhooks",
   table: webhooks,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
@@ -171,6 +172,7 @@ export const eventRuleModel = defineModel({
   path: "extras/event-rules",
   table: eventRules,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [

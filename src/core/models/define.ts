@@ -49,6 +49,7 @@ import { keepUnseen, writerSight } from "../auth/type-sight";
 import { stageable, stagedWrites } from "./staged";
 import type { ModelOpenApi } from "../json-schema";
 import type { StagedModelHook } from "./staged";
+import { CUSTOM_FIELDS_KEY, customFieldsError } from "./custom-fields";
 
 type FieldType =
   | "string"
@@ -79,6 +80,11 @@ export interface FieldSpec {
   choices?: readonly (readonly [string, string])[];
   /** `app_label.model` of the target (fk, m2m). */
   related?: string;
+  /**
+   * An fk target with a slug: `?<name>=<slug>` filters by it, as NetBox's filter sets do (with
+   * `<name>_id` by id; decision 0200).
+   */
+  relatedSlug?: { table: SQLiteTable & { id: SQLiteColumn }; slug: SQLiteColumn };
   /** Link table for m2m / object_types: `own` points at this model, `other` at the target. */
   link?: { table: SQLiteTable; own: SQLiteColumn; other: SQLiteColumn };
   readOnly?: boolean;
@@ -105,6 +111,8 @@ export interface ModelSpec {
   fields: FieldSpec[];
   display: (row: Record<string, any>) => string;
   tags?: boolean;
+  /** NetBox's primary models carry `custom_fields` (always `{}` here: decision 0200). */
+  customFields?: boolean;
   defaultOrdering?: string[];
   /** Cross-field validation after per-field conversion; `existing` on updates. */
   validate?: (
@@ -201,6 +209,30 @@ export function tagFilter(
       return lookup === "n" ? sql`NOT ${tagged}` : tagged;
     },
     heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilter(id, type, v) },
+  };
+}
+
+/**
+ * `?<fk>=<slug>`: the rows whose fk target has one of the slugs, among the targets the caller may
+ * view (`view`, its condition over the target's table; a hidden one matches as a missing one).
+ */
+function relatedSlugFilter(
+  fk: SQLiteColumn,
+  target: NonNullable<FieldSpec["relatedSlug"]>,
+  label: string,
+  view?: SQL,
+): FilterSpec {
+  const visible = view ? sql` AND ${view}` : sql``;
+  return {
+    kind: "string",
+    expr: fk,
+    lookups: ["exact", "n"],
+    build: (lookup, values) => {
+      // the slugs are one JSON list: one bound value, one text for any number (decision 0188)
+      const matched = sql`${fk} IN (SELECT ${target.table.id} FROM ${target.table} WHERE ${inJsonList(target.slug, values)}${visible})`;
+      return lookup === "n" ? sql`(${fk} IS NULL OR NOT ${matched})` : matched;
+    },
+    heldTo: { labels: [label], within: ([v]) => relatedSlugFilter(fk, target, label, v) },
   };
 }
 
@@ -337,6 +369,8 @@ function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
       filters[f.type === "fk" ? `${f.name}_id` : f.name] = { kind, expr: col };
       orderings[f.name] = col;
     } else filters[f.name] = jsonFilter(col);
+    if (f.type === "fk" && f.relatedSlug)
+      filters[f.name] = relatedSlugFilter(col, f.relatedSlug, f.related!);
   }
   if (spec.naturalOrdering) orderings[spec.naturalOrdering.field] = spec.naturalOrdering.column;
   filters.created = { kind: "datetime", expr: (table as any).created };
@@ -383,6 +417,7 @@ function serializer(m: ModelParts): Serialize {
     const records = rows.map((row) => {
       const rec = recordOf(m, ctx, row, { related, links, refOf });
       if (tagsOf) rec.tags = tagsOf.get(row.id) ?? [];
+      if (spec.customFields) rec.custom_fields = {};
       rec.created = row.created;
       rec.last_updated = row.lastUpdated;
       return rec;
@@ -831,7 +866,14 @@ function inputConverter(m: ModelParts) {
     const links = new Map<FieldSpec, number[]>();
     let tagIds: number[] | null = null;
     for (const key of Object.keys(input)) {
-      if (!fieldsByName.has(key) && !READ_ONLY_KEYS.has(key) && !(key === "tags" && spec.tags))
+      if (key === CUSTOM_FIELDS_KEY && spec.customFields) {
+        const error = customFieldsError(input[key]);
+        if (error) errors.add(key, error);
+      } else if (
+        !fieldsByName.has(key) &&
+        !READ_ONLY_KEYS.has(key) &&
+        !(key === "tags" && spec.tags)
+      )
         errors.add(key, "Unknown field.");
     }
     for (const f of spec.fields) {

@@ -3,10 +3,15 @@ import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema"
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
 
+// NetBox 4.7's status values and labels (dcim/choices.py, ipam/choices.py); each model takes its
+// own, in NetBox's order, so clients that validate against NetBox (Terraform) agree with Host.
 const STATUS = [
   ["planned", "Planned"],
+  ["staging", "Staging"],
   ["staged", "Staged"],
   ["active", "Active"],
+  ["failed", "Failed"],
+  ["inventory", "Inventory"],
   ["decommissioning", "Decommissioning"],
   ["retired", "Retired"],
   ["offline", "Offline"],
@@ -14,8 +19,9 @@ const STATUS = [
   ["deprecated", "Deprecated"],
   ["container", "Container"],
   ["dhcp", "DHCP"],
+  ["slaac", "SLAAC"],
 ] as const;
-const pick = (...values: string[]) => STATUS.filter(([v]) => values.includes(v));
+const pick = (...values: string[]) => values.map((v) => STATUS.find(([x]) => x === v)!);
 
 const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
 const checkPrefix = (v: unknown) =>
@@ -30,6 +36,7 @@ export const tenantModel = defineModel({
   path: "tenancy/tenants",
   table: tenants,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name"],
   display: (r) => r.name,
   fields: [
@@ -71,6 +78,7 @@ export const siteModel = defineModel({
   path: "dcim/sites",
   table: sites,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name"],
   naturalOrdering: { field: "name", column: sites.naturalName },
   display: (r) => r.name,
@@ -97,13 +105,14 @@ export const siteModel = defineModel({
       name: "status",
       type: "choice",
       column: sites.status,
-      choices: pick("planned", "staged", "active", "decommissioning", "retired"),
+      choices: pick("planned", "staging", "active", "decommissioning", "retired"),
     },
     {
       name: "tenant",
       type: "fk",
       column: sites.tenantId,
       related: "tenancy.tenant",
+      relatedSlug: { table: tenants, slug: tenants.slug },
       nullable: true,
     },
     { name: "facility", type: "string", column: sites.facility, maxLength: 50, search: true },
@@ -130,6 +139,7 @@ export const deviceModel = defineModel({
   path: "dcim/devices",
   table: devices,
   tags: true,
+  customFields: true,
   defaultOrdering: ["name", "id"],
   naturalOrdering: { field: "name", column: devices.naturalName },
   display: (r) => r.name ?? `Device ${r.id}`,
@@ -143,19 +153,35 @@ export const deviceModel = defineModel({
       search: true,
       brief: true,
     },
-    { name: "site", type: "fk", column: devices.siteId, related: "dcim.site", required: true },
+    {
+      name: "site",
+      type: "fk",
+      column: devices.siteId,
+      related: "dcim.site",
+      relatedSlug: { table: sites, slug: sites.slug },
+      required: true,
+    },
     {
       name: "tenant",
       type: "fk",
       column: devices.tenantId,
       related: "tenancy.tenant",
+      relatedSlug: { table: tenants, slug: tenants.slug },
       nullable: true,
     },
     {
       name: "status",
       type: "choice",
       column: devices.status,
-      choices: pick("offline", "active", "planned", "staged", "decommissioning"),
+      choices: pick(
+        "offline",
+        "active",
+        "planned",
+        "staged",
+        "failed",
+        "inventory",
+        "decommissioning",
+      ),
     },
     { name: "serial", type: "string", column: devices.serial, maxLength: 50, search: true },
     {
@@ -186,6 +212,7 @@ export const prefixModel = defineModel({
   path: "ipam/prefixes",
   table: prefixes,
   tags: true,
+  customFields: true,
   defaultOrdering: ["prefix", "id"],
   display: (r) => r.prefix,
   fields: [
@@ -199,12 +226,20 @@ export const prefixModel = defineModel({
       brief: true,
       check: checkPrefix,
     },
-    { name: "site", type: "fk", column: prefixes.siteId, related: "dcim.site", nullable: true },
+    {
+      name: "site",
+      type: "fk",
+      column: prefixes.siteId,
+      related: "dcim.site",
+      relatedSlug: { table: sites, slug: sites.slug },
+      nullable: true,
+    },
     {
       name: "tenant",
       type: "fk",
       column: prefixes.tenantId,
       related: "tenancy.tenant",
+      relatedSlug: { table: tenants, slug: tenants.slug },
       nullable: true,
     },
     {
@@ -235,6 +270,7 @@ export const ipAddressModel = defineModel({
   path: "ipam/ip-addresses",
   table: ipAddresses,
   tags: true,
+  customFields: true,
   defaultOrdering: ["address", "id"],
   display: (r) => r.address,
   fields: [
@@ -256,13 +292,14 @@ export const ipAddressModel = defineModel({
       type: "fk",
       column: ipAddresses.tenantId,
       related: "tenancy.tenant",
+      relatedSlug: { table: tenants, slug: tenants.slug },
       nullable: true,
     },
     {
       name: "status",
       type: "choice",
       column: ipAddresses.status,
-      choices: pick("active", "reserved", "deprecated", "dhcp"),
+      choices: pick("active", "reserved", "deprecated", "dhcp", "slaac"),
     },
     { name: "dns_name", type: "string", column: ipAddresses.dnsName, maxLength: 255, search: true },
     {

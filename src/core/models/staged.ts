@@ -38,6 +38,8 @@ import { editedTags, tagEditsOf } from "../rest/tag-edits";
 import { stageDeleteHooks } from "../rest/staged-delete-hooks";
 import { yieldWhenDue } from "../../turns";
 import { MAX_TAGS_PER_VALUE, TOO_MANY_TAGS_MESSAGE } from "../limits";
+import { requireBulkFound } from "../rest/bulk-found";
+import { CUSTOM_FIELDS_KEY, customFieldsError } from "./custom-fields";
 
 /** What the staged writer needs of `defineModel`'s internals. */
 export interface HostModelParts {
@@ -45,6 +47,7 @@ export interface HostModelParts {
     appLabel: string;
     model: string;
     tags?: boolean;
+    customFields?: boolean;
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
     writerFields?: string[];
@@ -311,13 +314,17 @@ export async function eachInput<T>(
   if (failed) throw new ValidationError(errors);
 }
 
+/** The stored row `id` is there and the caller may view it. */
+const visibleStored = (stored: Stored, id: number) =>
+  stored.byId.has(id) && (!stored.viewOk || stored.viewOk.has(id));
+
 /**
  * The stored row `id` if the caller may act on it: 404 when missing or not viewable (whatever the
  * action's own constraints say, decision 0152), 403 when viewable but not theirs to act on.
  */
 function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
   const existing = stored.byId.get(id);
-  if (!existing || (stored.viewOk && !stored.viewOk.has(id)))
+  if (!existing || !visibleStored(stored, id))
     throw notFound(`No ${resource.verboseName} with id ${id}.`);
   if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
   options.admit?.(existing);
@@ -515,7 +522,10 @@ class StagedWriter {
     const edited = this.foldTagEdits(input, existing, found, objectTypeId);
     if (edited) tags = edited;
     for (const key of Object.keys(input)) {
-      if (
+      if (key === CUSTOM_FIELDS_KEY && spec.customFields) {
+        const error = customFieldsError(input[key]);
+        if (error) errors.add(key, error);
+      } else if (
         !this.fieldsByName.has(key) &&
         !READ_ONLY_KEYS.has(key) &&
         !(spec.tags && TAG_KEYS.has(key))
@@ -1008,6 +1018,11 @@ class StagedWriter {
     const seen: StagedCheckItem[] = [];
     // the properties each item sets: a unique key it leaves alone cannot clash (decision 0146)
     const touched = new Map<StagedCheckItem, Set<string>>();
+    if (options.bulk)
+      requireBulkFound(
+        items.map((i) => i.id),
+        (id) => visibleStored(stored, id),
+      );
     await eachInput(items, options.bulk, async ({ id, input }) => {
       const existing = admitStored(stored, id, resource, options);
       const c = await this.convert(ctx, input, existing, partial, found, objectTypeId);
@@ -1312,7 +1327,9 @@ class StagedWriter {
     const decorate = decorator(model?.() ?? null);
     const batch = new WriteBatch();
     const admitted: Array<[number, Row]> = [];
-    // every id is found (404), the caller's (403) and free of dependants (409) before any is staged
+    // every id is found (404; a list's 400), the caller's (403) and free of dependants (409)
+    // before any is staged
+    if (options.bulk) requireBulkFound(ids, (id) => visibleStored(stored, id));
     for (const id of ids) {
       admitted.push([id, admitStored(stored, id, resource, options)]);
       stored.byId.delete(id); // named twice: the second is not found, as it would be one by one

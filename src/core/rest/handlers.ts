@@ -45,6 +45,7 @@ import {
 } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
+import { listRefusal, requireBulkFound } from "./bulk-found";
 import {
   addGuard,
   foldsCredentials,
@@ -889,6 +890,29 @@ function bulkItems(body: unknown[]): Array<{ id: number; input: ApiRecord }> {
   return items;
 }
 
+/**
+ * The ids a bulk update or delete lists (those that are ids); one listed twice is NetBox 4.7's
+ * 400 before anything is read (decision 0200).
+ */
+function listedIds(body: unknown[]): number[] {
+  const ids = body.flatMap((item) => {
+    const id = isObject(item) ? item.id : undefined;
+    return typeof id === "number" && Number.isInteger(id) && id >= 1 ? [id] : [];
+  });
+  requireBulkFound(ids, () => true);
+  return ids;
+}
+
+/**
+ * A list's write that finds no object `id` (missing, or outside the caller's view) answers NetBox
+ * 4.7's 400 naming it, as the staged path does; this path reads no id ahead of its write (0184),
+ * so it names the first it meets.
+ */
+const notFoundInList = (ids: number[], id: number) => (e: unknown) => {
+  if (e instanceof ApiError && e.statusCode === 404) requireBulkFound(ids, (x) => x !== id);
+  throw e;
+};
+
 function bulkId(item: ApiRecord): number {
   const id = item.id;
   if (typeof id !== "number" || !Number.isInteger(id) || id < 1)
@@ -977,14 +1001,6 @@ function methodNotAllowed(resolve: Resolve, allowed: string) {
   };
 }
 
-/** A bulk write's list must name at least one object. */
-function requireNonEmpty(body: unknown[]) {
-  if (!body.length)
-    throw new ValidationError({
-      non_field_errors: ["Expected a non-empty list of objects."],
-    });
-}
-
 /** GET of the list. */
 function listRoute(resolve: Resolve) {
   return async (c: Ctx) => {
@@ -1062,7 +1078,8 @@ async function createList(
   staged: Resource["staged"],
   tagEdits: boolean,
 ) {
-  requireNonEmpty(body);
+  // NetBox writes nothing and answers the empty list (decision 0200)
+  if (!body.length) return c.json([], 201);
   const db = c.get("services").db;
   // A list with items that are not objects answers every item's problems where a transaction
   // can check the others (a resource with `createMany`); a staged create checks none past them.
@@ -1110,25 +1127,26 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
         non_field_errors: ["Bulk update expects a list of objects with an id."],
       });
     if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    // an empty list: nothing to change, as NetBox answers it (decision 0200)
+    if (!body.length) return c.json([]);
     const staged =
       r.staged?.update && (r.staged.tagEdits || !body.some(hasTagEdits)) ? r.staged : undefined;
     if (staged) {
-      requireNonEmpty(body);
       const items = bulkItems(body);
+      const ids = items.map((i) => i.id);
+      requireBulkFound(ids, () => true); // an id listed twice: NetBox 4.7's 400, nothing read
       const written = await inStagedWrite(
         c,
         (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
-        answering(
-          r,
-          items.map((i) => i.id),
-        ),
-      );
+        answering(r, ids),
+      ).catch(listRefusal(ids));
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
+    const ids = listedIds(body);
     const written = await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await ensureExists(ctx, r, id, "change");
+        await ensureExists(ctx, r, id, "change").catch(notFoundInList(ids, id));
         const { id: _drop, ...rest } = item;
         const input = hasTagEdits(rest)
           ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
@@ -1191,19 +1209,21 @@ function bulkDeleteRoute(resolve: Resolve) {
         non_field_errors: ["Bulk delete expects a list of objects with an id."],
       });
     if (wantsBackgroundBulk(c)) return enqueueBulkWrite(c, body);
+    if (!body.length) return c.body(null, 204); // nothing to delete (NetBox; decision 0200)
     const staged = r.staged;
     if (staged) {
-      requireNonEmpty(body);
       const ids = bulkItems(body).map((i) => i.id);
+      requireBulkFound(ids, () => true); // an id listed twice: NetBox 4.7's 400, nothing read
       const outcome = await inStagedWrite(c, (ctx) =>
         staged.delete(ctx, ids, { resource: r, bulk: true }),
-      );
+      ).catch(listRefusal(ids));
       if (outcome === undefined) return c.body(null, 204);
     }
+    const ids = listedIds(body);
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await deleteWithHooks(ctx, r, id, "delete");
+        await deleteWithHooks(ctx, r, id, "delete").catch(notFoundInList(ids, id));
       }),
     );
     return c.body(null, 204);

@@ -333,6 +333,7 @@ const methodNotAllowed = (allow: string) => () => {
 export const customObjectsPlugin: HostPlugin = {
   name: "custom_objects",
   version: "0.1.0",
+  description: "Custom object types and fields defined at run time, with an API per type.",
   apiBase: "custom-objects",
   objectTypes: [
     { appLabel: APP_LABEL, model: COT_MODEL },

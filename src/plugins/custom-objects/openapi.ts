@@ -8,10 +8,11 @@ import type { Services } from "../../core/context";
 import { label as otLabel } from "../../core/object-types";
 import { choiceSets, customObjectTypes } from "../../db/schema";
 import type { HttpMethod, OpenApiBuilder, PluginOpenApi } from "../../openapi/builder";
-import { bulkSchemas } from "../../openapi/builder";
+import { bulkSchemas, LIST_PARAMETERS } from "../../openapi/builder";
 import {
   closedObject,
   COMPONENTS,
+  ENUM_LABELS,
   orNull,
   ref,
   type JsonSchema,
@@ -89,6 +90,43 @@ const COT_EXTRA: ModelOpenApi = {
   required: ["name", "slug"],
 };
 
+/** Upstream's labels of a field's types and choice values (NetBox's CustomField*Choices). */
+const FIELD_TYPE_LABELS: Record<string, string> = {
+  text: "Text",
+  longtext: "Text (long)",
+  integer: "Integer",
+  decimal: "Decimal",
+  boolean: "Boolean",
+  date: "Date",
+  datetime: "Date & time",
+  url: "URL",
+  json: "JSON",
+  select: "Selection",
+  multiselect: "Multiple selection",
+  object: "Object",
+  multiobject: "Multiple objects",
+  coordinates: "Coordinates",
+};
+const CHOICE_LABELS: Record<string, string> = {
+  set_null: "Set null (clear the field, keep this object)",
+  cascade: "Cascade (delete this object too)",
+  protect: "Protect (prevent deletion of the referenced object)",
+  disabled: "Disabled",
+  loose: "Loose",
+  exact: "Exact",
+  always: "Always",
+  "if-set": "If set",
+  hidden: "Hidden",
+  yes: "Yes",
+  no: "No",
+};
+/** An enum with its values' labels (OPTIONS answers them as `display_name`, decision 0200). */
+const labelled = (values: readonly string[], labels: Record<string, string>): JsonSchema => ({
+  type: "string",
+  enum: [...values],
+  [ENUM_LABELS]: values.map((v) => labels[v] ?? v),
+});
+
 const FIELD_EXTRA: ModelOpenApi = {
   request: {
     custom_object_type: {
@@ -97,7 +135,7 @@ const FIELD_EXTRA: ModelOpenApi = {
       description: "id of the custom object type (cannot change later).",
     },
     name: { type: "string", maxLength: 50, pattern: NAME_RE.source },
-    type: { type: "string", enum: [...FIELD_TYPES], default: "text" },
+    type: { ...labelled(FIELD_TYPES, FIELD_TYPE_LABELS), default: "text" },
     choice_set: {
       anyOf: [
         { type: "integer", minimum: 1 },
@@ -111,10 +149,10 @@ const FIELD_EXTRA: ModelOpenApi = {
     related_object_filter: { anyOf: [{ type: "object" }, { type: "null" }] },
     validation_minimum: { type: ["number", "null"] },
     validation_maximum: { type: ["number", "null"] },
-    on_delete_behavior: { type: "string", enum: [...ON_DELETE] },
-    filter_logic: { type: "string", enum: [...FILTER_LOGIC] },
-    ui_visible: { type: "string", enum: [...UI_VISIBLE] },
-    ui_editable: { type: "string", enum: [...UI_EDITABLE] },
+    on_delete_behavior: labelled(ON_DELETE, CHOICE_LABELS),
+    filter_logic: labelled(FILTER_LOGIC, CHOICE_LABELS),
+    ui_visible: labelled(UI_VISIBLE, CHOICE_LABELS),
+    ui_editable: labelled(UI_EDITABLE, CHOICE_LABELS),
     search_weight: { type: "integer", minimum: 0, maximum: 32767 },
     weight: { type: "integer", minimum: 0, maximum: 32767 },
     default: { description: "A value valid for the field's type." },
@@ -338,6 +376,7 @@ function fingerprint(services: Services) {
 interface Env {
   b: OpenApiBuilder;
   choices: Map<number, string[]>;
+  choiceLabels: Map<number, string[]>;
   labels: Map<number, string>;
 }
 
@@ -371,6 +410,7 @@ function target(env: Env, typeId: number, polymorphic: boolean): JsonSchema {
 /** What the field type modules need to describe references and choices. */
 const schemaEnv = (env: Env): SchemaEnv => ({
   choices: (id) => (id == null ? [] : (env.choices.get(id) ?? [])),
+  choiceLabels: (id) => (id == null ? [] : (env.choiceLabels.get(id) ?? [])),
   label: (id) => env.labels.get(id),
   reference: (id, polymorphic) => target(env, id, polymorphic),
 });
@@ -492,11 +532,11 @@ async function currentModels(db: Db, registry: CotRegistry): Promise<CotModel[]>
 /** What the per-type schemas read: each choice set's values and the related types' labels. */
 async function typesEnv(b: OpenApiBuilder, services: Services, models: CotModel[]): Promise<Env> {
   const db = services.db.orm;
-  const choices = new Map(
-    (await db.select({ id: choiceSets.id, extra: choiceSets.extraChoices }).from(choiceSets)).map(
-      (c) => [c.id, c.extra.map(([v]) => v)],
-    ),
-  );
+  const sets = await db
+    .select({ id: choiceSets.id, extra: choiceSets.extraChoices })
+    .from(choiceSets);
+  const choices = new Map(sets.map((c) => [c.id, c.extra.map(([v]) => v)]));
+  const choiceLabels = new Map(sets.map((c) => [c.id, c.extra.map(([v, label]) => label ?? v)]));
   const typeIds = new Set<number>();
   for (const m of models)
     for (const f of m.fields)
@@ -505,7 +545,7 @@ async function typesEnv(b: OpenApiBuilder, services: Services, models: CotModel[
   const labels = new Map(
     [...(await services.objectTypes.byIds([...typeIds], db))].map(([id, ot]) => [id, otLabel(ot)]),
   );
-  return { b, choices, labels };
+  return { b, choices, choiceLabels, labels };
 }
 
 /** Each type's schemas and its paths, with the methods the `/{slug}` routes have. */
@@ -582,8 +622,8 @@ function describeReadRoutes(b: OpenApiBuilder): void {
         schema: ref("ObjectTypeLabel"),
       },
       { name: "object_id", in: "query", required: true, schema: { type: "integer", minimum: 1 } },
-      { $ref: "#/components/parameters/limit" },
-      { $ref: "#/components/parameters/offset" },
+      LIST_PARAMETERS.limit!,
+      LIST_PARAMETERS.offset!,
     ],
     responses: {
       "200": { description: "A page of links.", content: json(ref("PaginatedLinkedObjectList")) },

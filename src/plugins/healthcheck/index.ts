@@ -40,6 +40,7 @@ export function createHealthcheckPlugin(options: { now?: () => number } = {}): H
   return {
     name: PLUGIN_NAME,
     version: VERSION,
+    description: "A health endpoint running the configured checks.",
     setup: (services) => setupHealthcheck(services, options.now ?? epochNow),
   };
 }

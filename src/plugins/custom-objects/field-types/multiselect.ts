@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import * as v from "valibot";
 import { likeContains, parseEmpty } from "../../../core/rest/query";
 import { inJsonList } from "../../../db/d1-limits";
+import { ENUM_LABELS } from "../../../core/json-schema";
 import { jsonOf, parseWith, requestValue } from "./base";
 import { choiceNote, notAChoice } from "./select";
 import type { FieldTypeModule } from "./types";
@@ -79,7 +80,11 @@ export const multiselect: FieldTypeModule = {
   writeSchema: (f, env) =>
     requestValue(f, {
       ...jsonOf(schema),
-      items: { type: "string", enum: env.choices(f.choiceSetId) },
+      items: {
+        type: "string",
+        enum: env.choices(f.choiceSetId),
+        [ENUM_LABELS]: env.choiceLabels(f.choiceSetId),
+      },
       ...(f.required ? { minItems: 1 } : {}),
     }),
 };

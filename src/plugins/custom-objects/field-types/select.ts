@@ -1,5 +1,6 @@
 /** `select`: one value of the field's choice set, in a TEXT column. */
 import * as v from "valibot";
+import { ENUM_LABELS } from "../../../core/json-schema";
 import { jsonOf, parseWith, requestValue } from "./base";
 import type { FieldTypeModule, SchemaEnv, FieldRow } from "./types";
 
@@ -36,5 +37,10 @@ export const select: FieldTypeModule = {
     Array.isArray(api) && from.takes.choices ? (api[0] ?? undefined) : text,
   filters: (f, ctx) => ({ [f.name]: { kind: "string", expr: ctx.column } }),
   readSchema: (f, env) => ({ type: ["string", "null"], ...choiceNote(f, env) }),
-  writeSchema: (f, env) => requestValue(f, { ...jsonOf(schema), enum: env.choices(f.choiceSetId) }),
+  writeSchema: (f, env) =>
+    requestValue(f, {
+      ...jsonOf(schema),
+      enum: env.choices(f.choiceSetId),
+      [ENUM_LABELS]: env.choiceLabels(f.choiceSetId),
+    }),
 };

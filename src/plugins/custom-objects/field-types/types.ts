@@ -57,6 +57,8 @@ export interface FilterContext {
 export interface SchemaEnv {
   /** Allowed values of a choice set. */
   choices: (choiceSetId: number | null) => string[];
+  /** Their labels, in the same order. */
+  choiceLabels: (choiceSetId: number | null) => string[];
   /** `app_label.model` of an object type id. */
   label: (objectTypeId: number) => string | undefined;
   /** The read schema of a reference (one target, or a polymorphic one keyed by object_type). */

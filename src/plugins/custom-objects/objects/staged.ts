@@ -65,6 +65,7 @@ import { instanceUrl, relatedInfos, verboseName } from "./shape";
 import { idsList, inIds, rowsPerStatement } from "../../../db/d1-limits";
 import { stageDeleteHooks } from "../../../core/rest/staged-delete-hooks";
 import { yieldWhenDue } from "../../../turns";
+import { requireBulkFound } from "../../../core/rest/bulk-found";
 import { cachedForms, rememberForms } from "./target-forms";
 import {
   StaleModel,
@@ -395,13 +396,17 @@ function stageStored(
   };
 }
 
+/** The stored row `id` is there and the caller may view it. */
+const visibleStored = (stored: Stored, id: number) =>
+  stored.byId.has(id) && (!stored.viewOk || stored.viewOk.has(id));
+
 /**
  * The stored row `id` if the caller may act on it: 404 when missing or not viewable (decision
  * 0152), 403 when viewable but not theirs to act on.
  */
 function admitStored(stored: Stored, id: number, resource: Resource, options: StagedOptions): Row {
   const existing = stored.byId.get(id);
-  if (!existing || (stored.viewOk && !stored.viewOk.has(id)))
+  if (!existing || !visibleStored(stored, id))
     throw notFound(`No ${resource.verboseName} with id ${id}.`);
   if (stored.actOk && !stored.actOk.has(id)) throw forbidden();
   options.precondition?.(existing.lastUpdated ?? existing.created ?? null);
@@ -864,6 +869,11 @@ async function stagedUpdate(
   stageShapeGuard(w, ctx, batch);
   const changes: StagedChange[] = [];
   const written: WrittenRow[] = [];
+  if (options.bulk)
+    requireBulkFound(
+      items.map((i) => i.id),
+      (id) => visibleStored(stored, id),
+    );
   await eachInput(items, options.bulk, async ({ id, input }) => {
     const existing = admitStored(stored, id, resource, options);
     const folded = foldTagEdits(w, look, input, existing);
@@ -972,7 +982,9 @@ async function stagedDelete(
   const batch = new WriteBatch();
   stageShapeGuard(w, ctx, batch);
   const admitted: Array<[number, Row]> = [];
-  // every id is found (404), the caller's (403) and free of dependants (409) before any is staged
+  // every id is found (404; a list's 400), the caller's (403) and free of dependants (409)
+  // before any is staged
+  if (options.bulk) requireBulkFound(ids, (id) => visibleStored(stored, id));
   for (const id of ids) {
     admitted.push([id, admitStored(stored, id, resource, options)]);
     stored.byId.delete(id); // named twice: the second is not found, as it would be one by one

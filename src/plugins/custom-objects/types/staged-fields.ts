@@ -8,12 +8,13 @@
  * of creates, updates and deletes: one read and one batch in order (decision 0142); a list's
  * retypes read their values together in one second read.
  */
+import { objectNotFound } from "../../../core/rest/bulk-found";
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Orm } from "../../../db/client";
 import { guardChanged, WriteConflictError } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
 import { customObjectTypeFields, customObjectTypes } from "../../../db/schema";
-import { notFound, ValidationError } from "../../../core/errors";
+import { ValidationError } from "../../../core/errors";
 import type { StagedChange } from "../../../core/changes/record";
 import type {
   ApiRecord,
@@ -600,7 +601,7 @@ function foundField(states: TypeStates, read: FieldRead, seen: Set<number>) {
   const state = states.of(read);
   const field = state?.fields.find((f) => f.id === read.id);
   if (!state || !field || seen.has(read.id))
-    throw notFound(`No custom object type field with id ${read.id}.`);
+    throw objectNotFound("custom object type field", read.id);
   seen.add(read.id);
   read.admitted?.();
   return { state, field };

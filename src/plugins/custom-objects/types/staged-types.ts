@@ -4,13 +4,14 @@
  * `checks` as their indexes and triggers in the same batch (0119). Lists of updates and deletes
  * and creates likewise, in order (0142).
  */
+import { objectNotFound } from "../../../core/rest/bulk-found";
 import { and, eq, sql } from "drizzle-orm";
 import { customObjectTypes, objectTypes, taggedItems, tags } from "../../../db/schema";
 import { nestedTag } from "../../../core/models/define";
 import { resolveTagRows, stageTagLookup, type TagRow } from "../../../core/models/staged";
 import { isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { nowIso } from "../../../db/schema/common";
-import { type FieldErrors, notFound, ValidationError } from "../../../core/errors";
+import { type FieldErrors, ValidationError } from "../../../core/errors";
 import type { StagedChange } from "../../../core/changes/record";
 import type {
   ApiRecord,
@@ -335,7 +336,7 @@ async function planTypeUpdate(
   const orm = ctx.services.db.orm;
   const { item } = read;
   const cot = read.reads.cot();
-  if (!cot) throw notFound(`No custom object type with id ${item.id}.`);
+  if (!cot) throw objectNotFound("custom object type", item.id);
   read.admitted?.();
   options.admit?.(cot);
   options.precondition?.(cot.lastUpdated);
@@ -511,7 +512,7 @@ async function deleteTypes(
     const cot = read.reads.cot();
     // named twice: the second is not found, as it would be one by one
     if (!cot || gone.some((g) => g.id === cot.id))
-      throw notFound(`No custom object type with id ${read.id}.`);
+      throw objectNotFound("custom object type", read.id);
     // the row as read is one the caller may delete; the batch is guarded on its stamp
     read.admitted?.();
     options.admit?.(cot);

@@ -3,6 +3,7 @@
  * type, its guarded new shape, change records, retries of a lost race, and the transaction path
  * for what they do not stage.
  */
+import { objectNotFound } from "../../../core/rest/bulk-found";
 import { and, eq, or, sql, type SQL } from "drizzle-orm";
 import type { Orm, Queries } from "../../../db/client";
 import { guardChanged, isWriteConflict } from "../../../db/client";
@@ -212,7 +213,7 @@ export async function updateInTransaction(
   const step = async (tx: WriteContext, item: ApiRecord) => {
     const id = item.id as number;
     const [current] = await r.load(tx, [id]);
-    if (!current) throw notFound(`No ${r.verboseName} with id ${id}.`);
+    if (!current) throw objectNotFound(r.verboseName, id);
     options.precondition?.((current.last_updated as string) ?? null);
     const { id: _drop, ...input } = item;
     return updateChecked(tx, r, id, input, partial);
