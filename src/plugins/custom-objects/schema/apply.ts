@@ -16,6 +16,8 @@ import {
   withoutHidden,
 } from "./access";
 import { codename } from "../../../core/auth/permissions";
+import { viewableRefs } from "../../../core/auth/restrict";
+import { CHOICE_SET } from "../types/field-reads";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
 import {
@@ -460,6 +462,7 @@ async function withoutHiddenTargets(
 async function unresolvable(
   ctx: WriteContext,
   doc: SchemaDocument,
+  db: Map<string, DbType>,
   all: ReadonlyMap<string, unknown>,
   sets?: readonly ChoiceSetRow[],
 ): Promise<string[]> {
@@ -490,22 +493,53 @@ async function unresolvable(
     }
   }
   if (names.size) {
-    const found = new Set(
-      (
-        sets ??
-        (await ctx.db
-          .select({ name: choiceSets.name })
-          .from(choiceSets)
-          .where(inArray(choiceSets.name, [...names])))
-      ).map((r) => r.name),
-    );
-    for (const c of doc.choice_sets ?? []) found.add(c.name);
+    const rows =
+      sets ??
+      (await ctx.db
+        .select({ id: choiceSets.id, name: choiceSets.name })
+        .from(choiceSets)
+        .where(inArray(choiceSets.name, [...names])));
+    const found = new Set(rows.map((r) => r.name));
+    const ownSets = new Set((doc.choice_sets ?? []).map((c) => c.name));
+    const hidden = await hiddenChoiceSets(ctx, doc, db, rows, ownSets);
     for (const t of doc.types)
       for (const f of t.fields)
-        if (f.choice_set && !found.has(f.choice_set))
+        if (
+          f.choice_set &&
+          !ownSets.has(f.choice_set) &&
+          (!found.has(f.choice_set) || hidden.has(`${t.slug}.${f.id}`))
+        )
           problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
   }
   return problems;
+}
+
+/**
+ * The document's fields (`<slug>.<schema id>`) that newly name a stored choice set the caller may
+ * not view: to them it does not exist (decisions 0064, 0194). A field holding the set already
+ * may name it again (an exported document applied again); a set the document itself defines is
+ * judged by the choice set permissions instead.
+ */
+async function hiddenChoiceSets(
+  ctx: WriteContext,
+  doc: SchemaDocument,
+  db: Map<string, DbType>,
+  rows: ReadonlyArray<{ id: number; name: string }>,
+  ownSets: ReadonlySet<string>,
+): Promise<Set<string>> {
+  const idOf = new Map(rows.map((r) => [r.name, r.id]));
+  const wanted = new Map<string, number>();
+  for (const t of doc.types) {
+    const held = db.get(t.slug)?.canonical;
+    for (const f of t.fields) {
+      const id = f.choice_set && !ownSets.has(f.choice_set) ? idOf.get(f.choice_set) : undefined;
+      if (id !== undefined && held?.get(f.id)?.choice_set !== f.choice_set)
+        wanted.set(`${t.slug}.${f.id}`, id);
+    }
+  }
+  if (!wanted.size) return new Set();
+  const viewable = await viewableRefs(ctx, ctx.auth, ...CHOICE_SET, [...new Set(wanted.values())]);
+  return new Set([...wanted].filter(([, id]) => !viewable.has(id)).map(([field]) => field));
 }
 
 /** Every choice set a document names (its own and its fields'), for a read phase. */
@@ -932,7 +966,7 @@ export async function checkApply(
   const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle) throw await circularDependency(ctx, cycle);
-  const problems = await unresolvable(ctx, document, all, sets);
+  const problems = await unresolvable(ctx, document, db, all, sets);
   if (problems.length)
     throw ApiError.detail(
       400,
