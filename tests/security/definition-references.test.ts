@@ -155,6 +155,33 @@ for (const backend of ["local", "remote"] as const)
       expect(seen.status, JSON.stringify(seen.body)).toBe(201);
     });
 
+    test("a type's record shows its fields' hidden choice sets as the fields' own records do", async () => {
+      const held = await t().json("POST", `${FIELDS}/`, { body: field("band", "SecretGrades") });
+      expect(held.status).toBe(201);
+      const own = await t().json("GET", `${FIELDS}/${held.body.id}/`, { token: attacker });
+      expect(own.body.choice_set).toEqual({ id: hiddenSet });
+      const embedded = (record: { fields: Array<{ id: number; choice_set: unknown }> }) =>
+        record.fields.find((f) => f.id === held.body.id)!.choice_set;
+      const one = await t().json("GET", `${CO}/custom-object-types/${typeId}/`, { token: attacker });
+      expect(embedded(one.body)).toEqual({ id: hiddenSet });
+      const list = await t().json("GET", `${CO}/custom-object-types/?slug=probeboxes`, {
+        token: attacker,
+      });
+      expect(embedded(list.body.results[0])).toEqual({ id: hiddenSet });
+      // a write's answer too
+      const patched = await t().json("PATCH", `${CO}/custom-object-types/${typeId}/`, {
+        token: attacker,
+        body: { description: "probed" },
+      });
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      expect(embedded(patched.body)).toEqual({ id: hiddenSet });
+      for (const body of [one.body, list.body, patched.body])
+        expect(JSON.stringify(body)).not.toContain("SecretGrades");
+      // who may view the set reads it
+      const seen = await t().json("GET", `${CO}/custom-object-types/${typeId}/`, { token: viewer });
+      expect(embedded(seen.body)).toMatchObject({ id: hiddenSet, name: "SecretGrades" });
+    });
+
     test("a schema document naming a hidden choice set answers as a missing one", async () => {
       const doc = (slug: string, choiceSet: string) => ({
         schema: {
