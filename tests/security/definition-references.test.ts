@@ -28,6 +28,7 @@ for (const backend of ["local", "remote"] as const)
     const t = () => app.t;
     let attacker = "";
     let viewer = "";
+    let carrier = "";
     let typeId = 0;
     let hiddenSet = 0;
     let openSet = 0;
@@ -77,8 +78,14 @@ for (const backend of ["local", "remote"] as const)
       viewer = (
         await userWith(t(), "definition-viewer", [
           ...schemaGrants,
-          [["view"], "extras.customfieldchoiceset", null],
+          [["view", "add", "change"], "extras.customfieldchoiceset", null],
           [["view"], "extras.webhook", null],
+        ])
+      ).token;
+      carrier = (
+        await userWith(t(), "definition-carrier", [
+          ...schemaGrants,
+          [["view", "add", "change"], "extras.customfieldchoiceset", { name: "OpenGrades" }],
         ])
       ).token;
     });
@@ -108,7 +115,9 @@ for (const backend of ["local", "remote"] as const)
         expect(m.status, JSON.stringify(m.body)).toBe(400);
         expect(h.status, JSON.stringify(h.body)).toBe(400);
         const [hiddenName, missingName] =
-          typeof hidden === "object" ? [hidden.id, (missing as { id: number }).id] : [hidden, missing];
+          typeof hidden === "object"
+            ? [hidden.id, (missing as { id: number }).id]
+            : [hidden, missing];
         expect(JSON.stringify(h.body)).toBe(asHidden(m.body, missingName, hiddenName));
         expect(JSON.stringify(h.body)).not.toContain("alpha-secret");
       }
@@ -125,7 +134,10 @@ for (const backend of ["local", "remote"] as const)
       expect(open.status, JSON.stringify(open.body)).toBe(201);
       const path = `${FIELDS}/${open.body.id}/`;
       const h = await t().json("PATCH", path, { token: attacker, body: { choice_set: hiddenSet } });
-      const m = await t().json("PATCH", path, { token: attacker, body: { choice_set: MISSING_ID } });
+      const m = await t().json("PATCH", path, {
+        token: attacker,
+        body: { choice_set: MISSING_ID },
+      });
       expect(m.status).toBe(400);
       expect(h.status, JSON.stringify(h.body)).toBe(400);
       expect(JSON.stringify(h.body)).toBe(asHidden(m.body, MISSING_ID, hiddenSet));
@@ -138,8 +150,7 @@ for (const backend of ["local", "remote"] as const)
       const path = `${FIELDS}/${held.body.id}/`;
       const read = await t().json("GET", path, { token: attacker });
       expect(read.body.choice_set).toEqual({ id: hiddenSet });
-      const { id: _id, url: _url, display: _d, created: _c, last_updated: _l, ...body } =
-        read.body;
+      const { id: _id, url: _url, display: _d, created: _c, last_updated: _l, ...body } = read.body;
       const put = await t().json("PUT", path, { token: attacker, body });
       expect(put.status, JSON.stringify(put.body)).toBe(200);
       const patched = await t().json("PATCH", path, {
@@ -162,7 +173,9 @@ for (const backend of ["local", "remote"] as const)
       expect(own.body.choice_set).toEqual({ id: hiddenSet });
       const embedded = (record: { fields: Array<{ id: number; choice_set: unknown }> }) =>
         record.fields.find((f) => f.id === held.body.id)!.choice_set;
-      const one = await t().json("GET", `${CO}/custom-object-types/${typeId}/`, { token: attacker });
+      const one = await t().json("GET", `${CO}/custom-object-types/${typeId}/`, {
+        token: attacker,
+      });
       expect(embedded(one.body)).toEqual({ id: hiddenSet });
       const list = await t().json("GET", `${CO}/custom-object-types/?slug=probeboxes`, {
         token: attacker,
@@ -221,6 +234,48 @@ for (const backend of ["local", "remote"] as const)
         body: doc("probe_graded", "SecretGrades"),
       });
       expect(again.status, JSON.stringify(again.body)).toBe(200);
+    });
+
+    test("a schema document carries choice sets only for a caller whose choice set rights are whole", async () => {
+      const carrying = (slug: string, set: string) => ({
+        schema: {
+          schema_version: "1",
+          choice_sets: [{ name: set, extra_choices: [["pwned", "Pwned"]] }],
+          types: [
+            {
+              name: slug,
+              slug,
+              fields: [{ id: 1, name: "grade", type: "select", choice_set: set }],
+            },
+          ],
+        },
+      });
+      const before = await t().json("GET", `/api/extras/custom-field-choice-sets/${hiddenSet}/`);
+      // a hidden set, a visible one inside the constraints, a new one: the same refusal
+      for (const set of ["SecretGrades", "OpenGrades", "CarriedGrades"]) {
+        const r = await t().json("POST", `${SCHEMA}/apply/`, {
+          token: carrier,
+          body: carrying("probe_carried", set),
+        });
+        const action = set === "CarriedGrades" ? "add" : "change";
+        expect(r.status, JSON.stringify(r.body)).toBe(403);
+        expect(r.body.detail).toBe(
+          `You do not have permission to ${action} the choice set "${set}" the document carries.`,
+        );
+      }
+      const after = await t().json("GET", `/api/extras/custom-field-choice-sets/${hiddenSet}/`);
+      expect(after.body).toEqual(before.body);
+      const sets = await t().json(
+        "GET",
+        "/api/extras/custom-field-choice-sets/?name=CarriedGrades",
+      );
+      expect(sets.body.count).toBe(0);
+      // a caller who may view, add and change every choice set carries them
+      const whole = await t().json("POST", `${SCHEMA}/apply/`, {
+        token: viewer,
+        body: carrying("probe_carried", "CarriedGrades"),
+      });
+      expect(whole.status, JSON.stringify(whole.body)).toBe(200);
     });
 
     const rule = (name: string, hook: number) => ({

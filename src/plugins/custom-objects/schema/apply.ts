@@ -15,13 +15,12 @@ import {
   refuseTakenNames,
   withoutHidden,
 } from "./access";
-import { codename } from "../../../core/auth/permissions";
-import { viewableRefs } from "../../../core/auth/restrict";
+import { restrictionFor, viewableRefs } from "../../../core/auth/restrict";
 import { CHOICE_SET } from "../types/field-reads";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
 import { parseBool } from "../../../core/rest/query";
 import {
-  TARGETS_CHECKED,
+  REFERENCES_CHECKED,
   validateField,
   type CotDraft,
   type FieldDraft,
@@ -962,7 +961,7 @@ export async function checkApply(
     db,
     references ?? (await loadReferences(ctx.db, ctx.services.objectTypes)),
   );
-  ctx.scratch.set(TARGETS_CHECKED, true);
+  ctx.scratch.set(REFERENCES_CHECKED, true);
   const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle) throw await circularDependency(ctx, cycle);
@@ -1105,20 +1104,22 @@ export function exportDocument(
 type ChoiceSetEntry = NonNullable<SchemaDocument["choice_sets"]>[number];
 
 /**
- * The row a document's choice set asks for, once the caller is known to hold the permission to
- * add it (`exists` false) or change it; shared by the direct and the staged apply.
+ * The row a document's choice set asks for, once the caller is known to hold the right to add it
+ * (`exists` false) or change it; shared by the direct and the staged apply. A document matches
+ * sets by name, past any constraint: only a caller whose rights are whole carries them (an
+ * existing set: view and change unconstrained; a new one: add) — anyone else is refused as one
+ * without the permission, whether the set is hidden, visible or new (decision 0194), and edits
+ * sets through their endpoints, where constraints are judged row by row.
  */
 export function choiceSetValues(
-  ctx: Pick<WriteContext, "auth">,
+  ctx: Pick<WriteContext, "auth" | "services">,
   set: ChoiceSetEntry,
   exists: boolean,
 ) {
   const action = exists ? "change" : "add";
-  const user = ctx.auth.user;
-  if (
-    !user?.isSuperuser &&
-    !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
-  )
+  const whole = (a: "view" | "add" | "change") =>
+    restrictionFor(ctx.auth, ctx.services.config.loginRequired, a, ...CHOICE_SET).kind === "all";
+  if (!whole(action) || (exists && !whole("view")))
     throw forbidden(
       `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
     );

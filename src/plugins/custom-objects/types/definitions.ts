@@ -228,6 +228,7 @@ async function resolveChoiceSet(check: FieldCheck) {
   // a set the writer may not view is not found, unless the field holds it already (0064, 0194)
   const nameable = async (id: number) =>
     id === existing?.choiceSetId ||
+    ctx.scratch.get(REFERENCES_CHECKED) ||
     (await viewableRefs(ctx, ctx.auth, ...CHOICE_SET, [id])).has(id);
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
@@ -295,7 +296,7 @@ async function targetOf({ ctx, pending, existing, ahead }: FieldCheck, value: un
   const registry = ctx.services.objectTypes;
   const readAhead = ahead && registry.resolveFrom(value, ahead.types);
   const ot = readAhead === undefined ? await registry.resolve(value, ctx.db) : readAhead;
-  if (!ot || ot.appLabel !== APP_LABEL || ctx.scratch.get(TARGETS_CHECKED)) return ot;
+  if (!ot || ot.appLabel !== APP_LABEL || ctx.scratch.get(REFERENCES_CHECKED)) return ot;
   // a custom object type the caller may not view is unknown to them (0064), unless the field
   // already points at it (sent back unchanged)
   const held =
@@ -310,10 +311,11 @@ async function targetOf({ ctx, pending, existing, ahead }: FieldCheck, value: un
 }
 
 /**
- * Set on a write whose schema apply has already held the custom object types its fields point
- * at to the caller's view (`withoutHiddenTargets`): its fields are not checked again one by one.
+ * Set on a write whose schema apply has already held the custom object types and the choice sets
+ * its fields name to the caller's view (`withoutHiddenTargets`, `hiddenChoiceSets`; a set the
+ * document defines is its own): its fields are not checked again one by one.
  */
-export const TARGETS_CHECKED = slotKey<true>("custom-objects.targets-checked");
+export const REFERENCES_CHECKED = slotKey<true>("custom-objects.references-checked");
 
 /** `related_object_types` of a polymorphic field: a non-empty list of linkable types. */
 async function resolvePolymorphicTargets(check: FieldCheck) {
