@@ -249,6 +249,7 @@ cotModel.resource.hideNested = async (ctx, auth, records) => {
   );
   if (!embedded.length) return records;
   const hidden = await hideUnviewable(ctx, auth, fieldModel.resource, embedded);
+  if (hidden.every((f, i) => f === embedded[i])) return records;
   const shown = new Map(embedded.map((f, i) => [f, hidden[i]!]));
   return records.map((r) =>
     Array.isArray(r.fields)
