@@ -278,6 +278,67 @@ for (const backend of ["local", "remote"] as const)
       expect(whole.status, JSON.stringify(whole.body)).toBe(200);
     });
 
+    test("a preview or apply re-pointing a field to a hidden choice set tells nothing of its values", async () => {
+      // the attacker's own type, its select field on a set they may view
+      const mine = (set: string) => ({
+        schema: {
+          schema_version: "1",
+          types: [
+            {
+              name: "probe_graded_own",
+              slug: "probe_graded_own",
+              fields: [{ id: 1, name: "grade", type: "select", choice_set: set }],
+            },
+          ],
+        },
+      });
+      await made("/api/extras/custom-field-choice-sets/", {
+        name: "BothGrades",
+        extra_choices: [
+          ["alpha-secret", "Alpha"],
+          ["guess", "Guess"],
+        ],
+      });
+      const seen = await t().json("POST", `${SCHEMA}/apply/`, { body: mine("BothGrades") });
+      expect(seen.status, JSON.stringify(seen.body)).toBe(200);
+      const own = await userWith(t(), "definition-guesser", [
+        [["view", "add", "change"], "custom_objects.customobjecttype", null],
+        [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
+        [["view", "add", "change", "delete"], "custom_objects.probe_graded_own", null],
+        [["view"], "extras.customfieldchoiceset", { name: "BothGrades" }],
+      ]);
+      const answers = async (value: string, set: string) => {
+        const rows = await t().json("GET", `${CO}/probe_graded_own/`);
+        for (const r of rows.body.results)
+          await t().json("DELETE", `${CO}/probe_graded_own/${r.id}/`);
+        const row = await t().json("POST", `${CO}/probe_graded_own/`, {
+          token: own.token,
+          body: { grade: value },
+        });
+        expect(row.status, JSON.stringify(row.body)).toBe(201);
+        const preview = await t().json("POST", `${SCHEMA}/preview/`, {
+          token: own.token,
+          body: mine(set),
+        });
+        const apply = await t().json("POST", `${SCHEMA}/apply/`, {
+          token: own.token,
+          body: mine(set),
+        });
+        return asHidden(
+          { preview: { status: preview.status, diffs: preview.body.diffs }, apply },
+          set,
+          "<set>",
+        ).replace(/"plan_id":"[^"]*"|"[a-z_]*state_hash":"[^"]*"/g, "");
+      };
+      // "guess" is not in the hidden set, "alpha-secret" is: both answer as a missing set
+      const missing = await answers("guess", "NoSuchGrades");
+      expect(missing).toContain("unresolvable_reference");
+      expect(await answers("guess", "SecretGrades")).toBe(missing);
+      expect(await answers("alpha-secret", "SecretGrades")).toBe(
+        await answers("alpha-secret", "NoSuchGrades"),
+      );
+    });
+
     const rule = (name: string, hook: number) => ({
       name,
       object_types: ["dcim.site"],

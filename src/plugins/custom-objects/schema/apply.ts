@@ -18,6 +18,7 @@ import {
 import { restrictionFor, viewableRefs } from "../../../core/auth/restrict";
 import { CHOICE_SET } from "../types/field-reads";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
+import type { AuthState } from "../../../core/context";
 import { parseBool } from "../../../core/rest/query";
 import {
   REFERENCES_CHECKED,
@@ -46,6 +47,7 @@ import {
   diffDocument,
   type ChoiceSetRow,
   type DestructiveChange,
+  type DiffLookups,
   type PrefetchedCounts,
   type TypeDiff,
 } from "./diff";
@@ -279,9 +281,12 @@ async function diffOrThrow(
   sets?: readonly ChoiceSetRow[],
   counted?: PrefetchedCounts,
   withheld?: (slug: string) => boolean,
+  /** The caller, whose hidden choice sets the diff leaves out; none: a CLI's run sees all. */
+  auth?: AuthState,
 ) {
   const objectTypes = ctx.services.objectTypes;
-  const base = defaultLookups(db, objectTypes, document, sets);
+  const lookups0 = defaultLookups(db, objectTypes, document, sets);
+  const base = auth ? viewedSets(ctx, auth, document, lookups0) : lookups0;
   // a batched apply's first read named the document's targets (decision 0142)
   const objectTypeId = async (ref: string) => counted?.objectType?.(ref) ?? base.objectTypeId(ref);
   const lookups = { ...base, objectTypeId, counted, withheld };
@@ -289,6 +294,40 @@ async function diffOrThrow(
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
+}
+
+/**
+ * The diff's lookups with the stored choice sets the caller may not view left out: to them such
+ * a set does not exist, so no gate tells which values it offers (decisions 0064, 0194). A set
+ * the document carries answers with the document's choices, as before.
+ */
+function viewedSets(
+  ctx: ReadContext,
+  auth: AuthState,
+  doc: SchemaDocument,
+  base: DiffLookups,
+): DiffLookups {
+  const judged = new Map<number, Promise<boolean>>();
+  const viewable = (id: number) => {
+    let seen = judged.get(id);
+    if (!seen) {
+      seen = viewableRefs(ctx, auth, ...CHOICE_SET, [id]).then((ids) => ids.has(id));
+      judged.set(id, seen);
+    }
+    return seen;
+  };
+  const choiceSet = async (name: string) => {
+    const row = await base.choiceSet(name);
+    return row && (await viewable(row.id)) ? row : undefined;
+  };
+  return {
+    ...base,
+    choiceSet,
+    choices: async (name) => {
+      const own = doc.choice_sets?.some((c) => c.name === name);
+      return own || (await choiceSet(name)) ? base.choices(name) : null;
+    },
+  };
 }
 
 /**
@@ -302,6 +341,7 @@ export async function previewSchema(
   body: unknown,
   hidden: ReadonlySet<string>,
   withheld?: (slug: string) => boolean,
+  auth?: AuthState,
 ): Promise<
   SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
 > {
@@ -318,6 +358,7 @@ export async function previewSchema(
     undefined,
     undefined,
     withheld,
+    auth,
   );
   const plan = await planOf(ctx.db, ctx, document, hidden, state);
   return {
@@ -942,6 +983,7 @@ export async function checkApply(
     sets,
     counted,
     countsWithheld(ctx.auth, ctx.services.config.loginRequired),
+    ctx.auth,
   );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
