@@ -7,9 +7,12 @@
  * values (OPTIONS, the export, "not a valid choice"); the rule fired another's webhook. Each
  * probe answers byte for byte as the same probe naming nothing; a reference the object already
  * holds may be sent back; a caller who may view the target names it as before. On a local file
- * and a remote database (their writes are staged differently).
+ * and a remote database (their writes are staged differently), and the staged reads on D1.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createUser, issueToken } from "../../src/core/auth/provisioning";
+import { d1Orm } from "../../tools/d1-local";
+import { type D1App, startD1App } from "../helpers/d1-app";
 import { userWith } from "../helpers/grants";
 import { appOn, type BackendApp } from "../helpers/remote-db";
 import { CO, namedCot } from "../custom-objects/fixtures";
@@ -409,3 +412,89 @@ for (const backend of ["local", "remote"] as const)
       expect(seen.status, JSON.stringify(seen.body)).toBe(201);
     });
   });
+
+describe("d1: references a definition names", () => {
+  let d1: D1App;
+  let attacker = "";
+  let hiddenHook = 0;
+  let openHook = 0;
+  let typeId = 0;
+  beforeAll(async () => {
+    d1 = await startD1App("definition-refs");
+    hiddenHook = (
+      await d1.made("/api/extras/webhooks/", {
+        name: "PayrollHook",
+        payload_url: "http://payroll.example/in",
+      })
+    ).id;
+    openHook = (
+      await d1.made("/api/extras/webhooks/", {
+        name: "OpenHook",
+        payload_url: "http://open.example/in",
+      })
+    ).id;
+    await d1.made("/api/extras/custom-field-choice-sets/", {
+      name: "SecretGrades",
+      extra_choices: [["a", "A"]],
+    });
+    await d1.made("/api/extras/custom-field-choice-sets/", {
+      name: "OpenGrades",
+      extra_choices: [["o", "O"]],
+    });
+    typeId = (await d1.made(`${CO}/custom-object-types/`, { name: "d1boxes", slug: "d1boxes" })).id;
+    const orm = d1Orm(d1.binding);
+    const user = await createUser(orm, { username: "d1-definition-attacker" });
+    for (const [i, [actions, label, constraints]] of [
+      [["view", "add", "change"], "extras.eventrule", null],
+      [["view"], "dcim.site", null],
+      [["view"], "extras.webhook", { name: "OpenHook" }],
+      [["view", "add", "change"], "custom_objects.customobjecttype", null],
+      [["view", "add", "change"], "custom_objects.customobjecttypefield", null],
+      [["view"], "extras.customfieldchoiceset", { name: "OpenGrades" }],
+    ].entries()) {
+      const r = await d1.json("POST", "/api/users/permissions/", {
+        name: `d1-definition-${i}`,
+        actions,
+        object_types: [label],
+        users: [user.id],
+        constraints,
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    attacker = (await issueToken(orm, { username: "d1-definition-attacker" })).key;
+  }, 120_000);
+  afterAll(() => d1?.stop());
+
+  test("a hidden webhook or choice set answers as a missing one; a seen one is named", async () => {
+    const rule = (name: string, hook: number) => ({
+      name,
+      object_types: ["dcim.site"],
+      event_types: ["object_created"],
+      action_object_type: "extras.webhook",
+      action_object_id: hook,
+    });
+    const rules = "/api/extras/event-rules/";
+    const h = await d1.json("POST", rules, rule("fire", hiddenHook), attacker);
+    const m = await d1.json("POST", rules, rule("fire", MISSING_ID), attacker);
+    expect(m.status).toBe(400);
+    expect(JSON.stringify(h.body)).toBe(asHidden(m.body, MISSING_ID, hiddenHook));
+    expect((await d1.json("POST", rules, rule("seen", openHook), attacker)).status).toBe(201);
+    expect((await d1.json("POST", rules, rule("admin's", hiddenHook))).status).toBe(201);
+
+    const field = (name: string, set: string) => ({
+      custom_object_type: typeId,
+      name,
+      type: "select",
+      choice_set: set,
+    });
+    const fields = `${CO}/custom-object-type-fields/`;
+    const hf = await d1.json("POST", fields, field("grade", "SecretGrades"), attacker);
+    const mf = await d1.json("POST", fields, field("grade", "NoSuchGrades"), attacker);
+    expect(mf.status).toBe(400);
+    expect(JSON.stringify(hf.body)).toBe(asHidden(mf.body, "NoSuchGrades", "SecretGrades"));
+    expect((await d1.json("POST", fields, field("shade", "OpenGrades"), attacker)).status).toBe(
+      201,
+    );
+    expect((await d1.json("POST", fields, field("tier", "SecretGrades"))).status).toBe(201);
+  }, 120_000);
+});

@@ -674,6 +674,13 @@ export async function refViewWhere(
 }
 
 /**
+ * A read phase's column saying whether each row read is one the writer may name (1) or not (0),
+ * from `refViewWhere`'s condition over the rows' table; named, as D1 keys its rows by name.
+ */
+export const viewableColumn = (view: SQL | undefined) =>
+  (view ? sql<number>`CASE WHEN ${view} THEN 1 ELSE 0 END` : sql<number>`1`).as("viewable");
+
+/**
  * The ids among `ids` of `appLabel.model` objects a writer may name in a reference
  * (`refViewWhere`); a user may always name themselves.
  */

@@ -13,7 +13,7 @@ import type { ReadPhase } from "../rest/write-batch";
 import { conditionError } from "./conditions";
 import { mayWatch } from "./scope";
 import { writerSight } from "../auth/type-sight";
-import { refViewWhere, restrictionFor, viewableRefs } from "../auth/restrict";
+import { refViewWhere, restrictionFor, viewableColumn, viewableRefs } from "../auth/restrict";
 import { headerTemplates } from "./render";
 import { refusedTarget } from "./targets";
 import { ownedLimit, withinOwnedLimit, type OwnedTable } from "./owned-limit";
@@ -385,7 +385,7 @@ async function stageEventRule(
       .select({
         id: webhooks.id,
         name: webhooks.name,
-        viewable: view ? sql<number>`CASE WHEN ${view} THEN 1 ELSE 0 END` : sql<number>`1`,
+        viewable: viewableColumn(view),
       })
       .from(webhooks)
       .where(

@@ -15,7 +15,7 @@ import {
   objectTypes,
 } from "../../../db/schema";
 import { recordUrl } from "../../../core/models/define";
-import { refViewWhere } from "../../../core/auth/restrict";
+import { refViewWhere, viewableColumn } from "../../../core/auth/restrict";
 import { keepReadTypes, type ObjectTypeRow, spellingOf } from "../../../core/object-types";
 import type { ApiRecord, WriteContext } from "../../../core/context";
 import type { ReadPhase } from "../../../core/rest/write-batch";
@@ -124,7 +124,7 @@ function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[], view: 
       name: choiceSets.name,
       description: choiceSets.description,
       extraChoices: choiceSets.extraChoices,
-      viewable: view ? sql<number>`CASE WHEN ${view} THEN 1 ELSE 0 END` : sql<number>`1`,
+      viewable: viewableColumn(view),
     })
     .from(choiceSets)
     .where(
