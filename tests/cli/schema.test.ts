@@ -254,7 +254,12 @@ describe("against a server (--url, --token)", () => {
     const dbUrl = `file:${join(dir, "remote.db")}`;
     t = await makeTestApp({ DATABASE_URL: dbUrl });
     await exampleChoiceSets(t);
-    token = await t.user("ci", [[["add", "change", "view"], "custom_objects.customobjecttype"]]);
+    // the example document's fields name choice sets already stored: naming one takes seeing it
+    // (decision 0194)
+    token = await t.user("ci", [
+      [["add", "change", "view"], "custom_objects.customobjecttype"],
+      [["view"], "extras.customfieldchoiceset"],
+    ]);
     readOnly = await t.user("reader", [[["view"], "custom_objects.customobjecttype"]]);
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;

@@ -61,6 +61,7 @@ function specs(): Record<string, Spec> {
   const [netops, auditors] = ids.group! as [number, number];
   const og = ids.ownergroup![0]!;
   const hook = ids.webhook![0]!;
+  const seenHook = ids.seenhook![0]!;
   const d = (n: number) => ({ description: `d${n}` });
   return {
     tenant: {
@@ -149,7 +150,9 @@ function specs(): Record<string, Spec> {
       list: "/api/extras/event-rules/",
       label: "extras.eventrule",
       allowed: { name__isw: "w-" },
-      create: (n) => ({ name: `w-rule ${n}`, ...rule(hook) }),
+      // a new rule names a webhook its writer may view (decision 0194); the target holds one
+      // the constrained caller may not view, and its PUT sends it back
+      create: (n) => ({ name: `w-rule ${n}`, ...rule(seenHook) }),
       target: { name: "w-rule target", ...rule(hook) },
       patch: d,
       put: (n) => ({ name: "w-rule target", ...rule(hook), ...d(n) }),
@@ -267,7 +270,7 @@ function specs(): Record<string, Spec> {
   };
 }
 
-/** An event rule's fields, its action a webhook the constrained caller may not view. */
+/** An event rule's fields, its action the webhook `hook`. */
 const rule = (hook: number) => ({
   object_types: ["dcim.site"],
   event_types: ["object_created"],
@@ -314,6 +317,12 @@ beforeAll(async () => {
   await seedSweep(t, ids);
   ids.wtype = [
     await made("admin", `${CO}/custom-object-types/`, { name: "w_fields", slug: "w_fields" }),
+  ];
+  ids.seenhook = [
+    await made("admin", "/api/extras/webhooks/", {
+      name: "w-hook seen",
+      payload_url: "https://example.com/seen",
+    }),
   ];
   const all = specs();
   writer = (await constrainedWriter(all)).token;

@@ -282,7 +282,7 @@ export async function admitted(
   ids: number[],
   where: SQL | undefined,
 ): Promise<Set<number>> {
-  if (!ids.length) return new Set();
+  if (!ids.length || where === NOTHING) return new Set();
   if (!where) return new Set(ids);
   const rows = (await admittedQuery(ctx, resource, ids, where)) as { id: number }[];
   return new Set(rows.map((r) => Number(r.id)));
@@ -654,10 +654,35 @@ async function viewableTagIds(
 }
 
 /**
- * The ids among `ids` of `appLabel.model` objects a writer may name in a reference: those they
- * may view, so that a hidden object answers exactly as an unknown id (decision 0064). A write
- * no user makes (a background job's own, token provisioning) names anything, and a user may
- * always name themselves.
+ * The condition over `appLabel.model`'s table admitting the objects a writer may name in a
+ * reference: those they may view, so that a hidden object answers exactly as an unknown id
+ * (decision 0064). `undefined`: every object (a write no user makes, a background job's own or
+ * token provisioning, names anything; so does a superuser). For a staged read phase that judges
+ * its references in its own read (decision 0194); `viewableRefs` asks the same of given ids.
+ */
+export async function refViewWhere(
+  ctx: ReadContext,
+  auth: AuthState,
+  appLabel: string,
+  model: string,
+): Promise<SQL | undefined> {
+  const user = auth.user;
+  if (!user || user.isSuperuser) return undefined;
+  const target = (await ctx.services.models.get(appLabel, model, ctx))?.resource;
+  if (target) return restrictWhere(ctx, auth, "view", target);
+  return user.permissions.has(codename(appLabel, "view", model)) ? undefined : NOTHING;
+}
+
+/**
+ * A read phase's column saying whether each row read is one the writer may name (1) or not (0),
+ * from `refViewWhere`'s condition over the rows' table; named, as D1 keys its rows by name.
+ */
+export const viewableColumn = (view: SQL | undefined) =>
+  (view ? sql<number>`CASE WHEN ${view} THEN 1 ELSE 0 END` : sql<number>`1`).as("viewable");
+
+/**
+ * The ids among `ids` of `appLabel.model` objects a writer may name in a reference
+ * (`refViewWhere`); a user may always name themselves.
  */
 export async function viewableRefs(
   ctx: ReadContext,
@@ -669,11 +694,7 @@ export async function viewableRefs(
   const user = auth.user;
   if (!user || user.isSuperuser || !ids.length) return new Set(ids);
   const target = (await ctx.services.models.get(appLabel, model, ctx))?.resource;
-  const where = target
-    ? await restrictWhere(ctx, auth, "view", target)
-    : user.permissions.has(codename(appLabel, "view", model))
-      ? undefined
-      : NOTHING;
+  const where = await refViewWhere(ctx, auth, appLabel, model);
   const out = target ? await admitted(ctx, target, ids, where) : new Set(where ? [] : ids);
   if (appLabel === "users" && model === "user" && ids.includes(user.id)) out.add(user.id);
   return out;

@@ -13,7 +13,7 @@ import type { ReadPhase } from "../rest/write-batch";
 import { conditionError } from "./conditions";
 import { mayWatch } from "./scope";
 import { writerSight } from "../auth/type-sight";
-import { restrictionFor } from "../auth/restrict";
+import { refViewWhere, restrictionFor, viewableColumn, viewableRefs } from "../auth/restrict";
 import { headerTemplates } from "./render";
 import { refusedTarget } from "./targets";
 import { ownedLimit, withinOwnedLimit, type OwnedTable } from "./owned-limit";
@@ -270,7 +270,12 @@ export const eventRuleModel = defineModel({
       .select({ id: webhooks.id })
       .from(webhooks)
       .where(eq(webhooks.id, objectId ?? -1));
-    if (!hook) errors.add("action_object_id", `No webhook with id ${objectId}.`);
+    // a webhook the writer may not view is not found, unless the rule holds it (0064, 0194)
+    const named =
+      hook &&
+      (existing?.actionObjectId === hook.id ||
+        (await viewableRefs(ctx, ctx.auth, "extras", "webhook", [hook.id])).has(hook.id));
+    if (!named) errors.add("action_object_id", `No webhook with id ${objectId}.`);
   },
   async afterWrite(ctx, id) {
     const [{ n }] = (await ctx.db
@@ -375,9 +380,15 @@ async function stageEventRule(
   const named = inputs
     .map((i) => i.action_object_id)
     .filter((id): id is number => typeof id === "number" && Number.isInteger(id));
+  // whether the writer may view each webhook, judged in the same read (0064, 0194)
+  const view = await refViewWhere(ctx, ctx.auth, "extras", "webhook");
   const read = phase.add(
     ctx.services.db.orm
-      .select({ id: webhooks.id, name: webhooks.name })
+      .select({
+        id: webhooks.id,
+        name: webhooks.name,
+        viewable: viewableColumn(view),
+      })
       .from(webhooks)
       .where(
         or(
@@ -412,7 +423,9 @@ async function stageEventRule(
             "action_object_type",
             'The action object type of a "webhook" action must be extras.webhook.',
           );
-        if (!byId.has(objectId))
+        // a webhook the writer may not view is not found, unless the rule holds it already
+        const hook = byId.get(objectId);
+        if (!hook || (!Number(hook.viewable) && existing?.actionObjectId !== objectId))
           return errors.add("action_object_id", `No webhook with id ${objectId}.`);
         used.add(objectId);
         const types = links.get("object_types") ?? [];

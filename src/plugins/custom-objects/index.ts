@@ -483,7 +483,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     const body = await readSchemaBody(c);
     const hidden = await hiddenSlugs(ctx, c.get("auth"));
     const withheld = countsWithheld(c.get("auth"), c.get("services").config.loginRequired);
-    return schemaAnswer(c, await previewSchema(ctx, body, hidden, withheld));
+    return schemaAnswer(c, await previewSchema(ctx, body, hidden, withheld, c.get("auth")));
   });
   // A batched apply (decision 0111) proves the cached grants and event rules in its read phase
   // and batch; when they moved under it, the route runs again on fresh ones (decision 0110).

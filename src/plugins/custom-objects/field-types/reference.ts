@@ -4,6 +4,7 @@ import { closedObject, type JsonSchema } from "../../../core/json-schema";
 import type { WriteContext } from "../../../core/rest/resource";
 import type { FieldRow, SchemaEnv } from "./types";
 import { upstreamAppLabel } from "../constants";
+import { writerSight } from "../../../core/auth/type-sight";
 
 export type Ref = { typeId: number; id: number };
 
@@ -32,7 +33,9 @@ export async function resolveRef(
         : undefined);
     if (named === undefined || named === null)
       return { error: `Name the object's type: ${POLY_MESSAGE}` };
-    const ot = await ctx.services.objectTypes.resolve(named, ctx.db);
+    const found = await ctx.services.objectTypes.resolve(named, ctx.db);
+    // a type the writer may not see does not exist to them, as in every read (0187, 0195)
+    const ot = found && writerSight(ctx.services, ctx.auth).sees(found) ? found : null;
     const shown = ot
       ? `${ot.appLabel}.${ot.model}`
       : typeof named === "object"

@@ -15,11 +15,13 @@ import {
   refuseTakenNames,
   withoutHidden,
 } from "./access";
-import { codename } from "../../../core/auth/permissions";
+import { restrictionFor, viewableRefs } from "../../../core/auth/restrict";
+import { CHOICE_SET } from "../types/field-reads";
 import type { ReadContext, WriteContext } from "../../../core/rest/resource";
+import type { AuthState } from "../../../core/context";
 import { parseBool } from "../../../core/rest/query";
 import {
-  TARGETS_CHECKED,
+  REFERENCES_CHECKED,
   validateField,
   type CotDraft,
   type FieldDraft,
@@ -45,6 +47,7 @@ import {
   diffDocument,
   type ChoiceSetRow,
   type DestructiveChange,
+  type DiffLookups,
   type PrefetchedCounts,
   type TypeDiff,
 } from "./diff";
@@ -278,9 +281,12 @@ async function diffOrThrow(
   sets?: readonly ChoiceSetRow[],
   counted?: PrefetchedCounts,
   withheld?: (slug: string) => boolean,
+  /** The caller, whose hidden choice sets the diff leaves out; none: a CLI's run sees all. */
+  auth?: AuthState,
 ) {
   const objectTypes = ctx.services.objectTypes;
-  const base = defaultLookups(db, objectTypes, document, sets);
+  const lookups0 = defaultLookups(db, objectTypes, document, sets);
+  const base = auth ? viewedSets(ctx, auth, document, lookups0) : lookups0;
   // a batched apply's first read named the document's targets (decision 0142)
   const objectTypeId = async (ref: string) => counted?.objectType?.(ref) ?? base.objectTypeId(ref);
   const lookups = { ...base, objectTypeId, counted, withheld };
@@ -288,6 +294,40 @@ async function diffOrThrow(
   if (result.errors.length)
     throw invalid("The schema document conflicts with the database.", result.errors);
   return result;
+}
+
+/**
+ * The diff's lookups with the stored choice sets the caller may not view left out: to them such
+ * a set does not exist, so no gate tells which values it offers (decisions 0064, 0194). A set
+ * the document carries answers with the document's choices, as before.
+ */
+function viewedSets(
+  ctx: ReadContext,
+  auth: AuthState,
+  doc: SchemaDocument,
+  base: DiffLookups,
+): DiffLookups {
+  const judged = new Map<number, Promise<boolean>>();
+  const viewable = (id: number) => {
+    let seen = judged.get(id);
+    if (!seen) {
+      seen = viewableRefs(ctx, auth, ...CHOICE_SET, [id]).then((ids) => ids.has(id));
+      judged.set(id, seen);
+    }
+    return seen;
+  };
+  const choiceSet = async (name: string) => {
+    const row = await base.choiceSet(name);
+    return row && (await viewable(row.id)) ? row : undefined;
+  };
+  return {
+    ...base,
+    choiceSet,
+    choices: async (name) => {
+      const own = doc.choice_sets?.some((c) => c.name === name);
+      return own || (await choiceSet(name)) ? base.choices(name) : null;
+    },
+  };
 }
 
 /**
@@ -301,6 +341,7 @@ export async function previewSchema(
   body: unknown,
   hidden: ReadonlySet<string>,
   withheld?: (slug: string) => boolean,
+  auth?: AuthState,
 ): Promise<
   SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
 > {
@@ -317,6 +358,7 @@ export async function previewSchema(
     undefined,
     undefined,
     withheld,
+    auth,
   );
   const plan = await planOf(ctx.db, ctx, document, hidden, state);
   return {
@@ -460,6 +502,7 @@ async function withoutHiddenTargets(
 async function unresolvable(
   ctx: WriteContext,
   doc: SchemaDocument,
+  db: Map<string, DbType>,
   all: ReadonlyMap<string, unknown>,
   sets?: readonly ChoiceSetRow[],
 ): Promise<string[]> {
@@ -490,22 +533,53 @@ async function unresolvable(
     }
   }
   if (names.size) {
-    const found = new Set(
-      (
-        sets ??
-        (await ctx.db
-          .select({ name: choiceSets.name })
-          .from(choiceSets)
-          .where(inArray(choiceSets.name, [...names])))
-      ).map((r) => r.name),
-    );
-    for (const c of doc.choice_sets ?? []) found.add(c.name);
+    const rows =
+      sets ??
+      (await ctx.db
+        .select({ id: choiceSets.id, name: choiceSets.name })
+        .from(choiceSets)
+        .where(inArray(choiceSets.name, [...names])));
+    const found = new Set(rows.map((r) => r.name));
+    const ownSets = new Set((doc.choice_sets ?? []).map((c) => c.name));
+    const hidden = await hiddenChoiceSets(ctx, doc, db, rows, ownSets);
     for (const t of doc.types)
       for (const f of t.fields)
-        if (f.choice_set && !found.has(f.choice_set))
+        if (
+          f.choice_set &&
+          !ownSets.has(f.choice_set) &&
+          (!found.has(f.choice_set) || hidden.has(`${t.slug}.${f.id}`))
+        )
           problems.push(`${t.slug}.${f.name}: choice set "${f.choice_set}" does not exist`);
   }
   return problems;
+}
+
+/**
+ * The document's fields (`<slug>.<schema id>`) that newly name a stored choice set the caller may
+ * not view: to them it does not exist (decisions 0064, 0194). A field holding the set already
+ * may name it again (an exported document applied again); a set the document itself defines is
+ * judged by the choice set permissions instead.
+ */
+async function hiddenChoiceSets(
+  ctx: WriteContext,
+  doc: SchemaDocument,
+  db: Map<string, DbType>,
+  rows: ReadonlyArray<{ id: number; name: string }>,
+  ownSets: ReadonlySet<string>,
+): Promise<Set<string>> {
+  const idOf = new Map(rows.map((r) => [r.name, r.id]));
+  const wanted = new Map<string, number>();
+  for (const t of doc.types) {
+    const held = db.get(t.slug)?.canonical;
+    for (const f of t.fields) {
+      const id = f.choice_set && !ownSets.has(f.choice_set) ? idOf.get(f.choice_set) : undefined;
+      if (id !== undefined && held?.get(f.id)?.choice_set !== f.choice_set)
+        wanted.set(`${t.slug}.${f.id}`, id);
+    }
+  }
+  if (!wanted.size) return new Set();
+  const viewable = await viewableRefs(ctx, ctx.auth, ...CHOICE_SET, [...new Set(wanted.values())]);
+  return new Set([...wanted].filter(([, id]) => !viewable.has(id)).map(([field]) => field));
 }
 
 /** Every choice set a document names (its own and its fields'), for a read phase. */
@@ -909,6 +983,7 @@ export async function checkApply(
     sets,
     counted,
     countsWithheld(ctx.auth, ctx.services.config.loginRequired),
+    ctx.auth,
   );
   const gated = [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes];
   if (gated.length && !allowDestructive) {
@@ -928,11 +1003,11 @@ export async function checkApply(
     db,
     references ?? (await loadReferences(ctx.db, ctx.services.objectTypes)),
   );
-  ctx.scratch.set(TARGETS_CHECKED, true);
+  ctx.scratch.set(REFERENCES_CHECKED, true);
   const graph = referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle) throw await circularDependency(ctx, cycle);
-  const problems = await unresolvable(ctx, document, all, sets);
+  const problems = await unresolvable(ctx, document, db, all, sets);
   if (problems.length)
     throw ApiError.detail(
       400,
@@ -1071,20 +1146,22 @@ export function exportDocument(
 type ChoiceSetEntry = NonNullable<SchemaDocument["choice_sets"]>[number];
 
 /**
- * The row a document's choice set asks for, once the caller is known to hold the permission to
- * add it (`exists` false) or change it; shared by the direct and the staged apply.
+ * The row a document's choice set asks for, once the caller is known to hold the right to add it
+ * (`exists` false) or change it; shared by the direct and the staged apply. A document matches
+ * sets by name, past any constraint: only a caller whose rights are whole carries them (an
+ * existing set: view and change unconstrained; a new one: add) — anyone else is refused as one
+ * without the permission, whether the set is hidden, visible or new (decision 0194), and edits
+ * sets through their endpoints, where constraints are judged row by row.
  */
 export function choiceSetValues(
-  ctx: Pick<WriteContext, "auth">,
+  ctx: Pick<WriteContext, "auth" | "services">,
   set: ChoiceSetEntry,
   exists: boolean,
 ) {
   const action = exists ? "change" : "add";
-  const user = ctx.auth.user;
-  if (
-    !user?.isSuperuser &&
-    !user?.permissions.has(codename("extras", action, "customfieldchoiceset"))
-  )
+  const whole = (a: "view" | "add" | "change") =>
+    restrictionFor(ctx.auth, ctx.services.config.loginRequired, a, ...CHOICE_SET).kind === "all";
+  if (!whole(action) || (exists && !whole("view")))
     throw forbidden(
       `You do not have permission to ${action} the choice set "${set.name}" the document carries.`,
     );

@@ -15,6 +15,7 @@ import { defineModel, resolveTags, setTags } from "../../../core/models/define";
 import { parseBool } from "../../../core/rest/query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../../core/rest/resource";
 import { slotKey } from "../../../core/slots";
+import { hideUnviewable } from "../../../core/auth/restrict";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import { refuseCycle } from "./cycles";
 import { countsWithheldFor } from "../schema/access";
@@ -236,6 +237,26 @@ export const cotModel = defineModel({
     decorateTypes(rows, records, fieldRows, fieldRecord, ots);
   },
 });
+
+/**
+ * A type's record embeds its fields' records: they are hidden as the field endpoint hides them
+ * (a choice set the caller may not view is its id alone, decision 0194), in every answer that
+ * hides a type's record (lists, GETs, write answers, change snapshots).
+ */
+cotModel.resource.hideNested = async (ctx, auth, records) => {
+  const embedded = records.flatMap((r) =>
+    Array.isArray(r.fields) ? (r.fields as ApiRecord[]) : [],
+  );
+  if (!embedded.length) return records;
+  const hidden = await hideUnviewable(ctx, auth, fieldModel.resource, embedded);
+  if (hidden.every((f, i) => f === embedded[i])) return records;
+  const shown = new Map(embedded.map((f, i) => [f, hidden[i]!]));
+  return records.map((r) =>
+    Array.isArray(r.fields)
+      ? { ...r, fields: (r.fields as ApiRecord[]).map((f) => shown.get(f) ?? f) }
+      : r,
+  );
+};
 
 const allowDestructive = (ctx: WriteContext) =>
   parseBool(ctx.params.get("allow_destructive") ?? "false") === true;

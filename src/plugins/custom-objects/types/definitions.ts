@@ -6,6 +6,7 @@ import { and, eq } from "drizzle-orm";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
 import { ErrorCollector } from "../../../core/errors";
 import { outsideConstraints } from "../../../core/models/batch-failure";
+import { viewableRefs } from "../../../core/auth/restrict";
 import type { WriteContext } from "../../../core/rest/resource";
 import * as v from "valibot";
 import {
@@ -37,7 +38,7 @@ import { encodeScalar, type FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
 import { cotSlugsViewable, cotsAllowed, fieldViewable } from "../schema/access";
 import { slotKey } from "../../../core/slots";
-import { choiceSetAhead, type FieldsAhead } from "./field-reads";
+import { CHOICE_SET, choiceSetAhead, type FieldsAhead } from "./field-reads";
 
 export type FieldDraft = Omit<
   FieldRow,
@@ -223,7 +224,12 @@ function mergedDraft(
 
 /** `choice_set` (an id, a name or a nested form) resolved to its id, for types with choices. */
 async function resolveChoiceSet(check: FieldCheck) {
-  const { ctx, known, input, draft, kind, errors, fine, ahead } = check;
+  const { ctx, known, input, draft, kind, errors, fine, ahead, existing } = check;
+  // a set the writer may not view is not found, unless the field holds it already (0064, 0194)
+  const nameable = async (id: number) =>
+    id === existing?.choiceSetId ||
+    ctx.scratch.get(REFERENCES_CHECKED) ||
+    (await viewableRefs(ctx, ctx.auth, ...CHOICE_SET, [id])).has(id);
   if (kind.takes.choices) {
     if (has(input, "choice_set") && input.choice_set !== null && fine("choice_set")) {
       // a name as the choice set API stores it: trimmed
@@ -235,7 +241,8 @@ async function resolveChoiceSet(check: FieldCheck) {
       }
       const read = ahead && choiceSetAhead(ahead.sets, input.choice_set);
       if (read !== undefined) {
-        if (read) draft.choiceSetId = read.id;
+        if (read && (read.viewable || read.id === existing?.choiceSetId))
+          draft.choiceSetId = read.id;
         else errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
         return;
       }
@@ -254,7 +261,8 @@ async function resolveChoiceSet(check: FieldCheck) {
       const [cs] = where
         ? await ctx.db.select({ id: choiceSets.id }).from(choiceSets).where(where).limit(1)
         : [];
-      if (!cs) errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
+      if (!cs || !(await nameable(cs.id)))
+        errors.add("choice_set", `Choice set not found: ${JSON.stringify(raw)}`);
       else draft.choiceSetId = cs.id;
     }
   } else draft.choiceSetId = null;
@@ -288,7 +296,7 @@ async function targetOf({ ctx, pending, existing, ahead }: FieldCheck, value: un
   const registry = ctx.services.objectTypes;
   const readAhead = ahead && registry.resolveFrom(value, ahead.types);
   const ot = readAhead === undefined ? await registry.resolve(value, ctx.db) : readAhead;
-  if (!ot || ot.appLabel !== APP_LABEL || ctx.scratch.get(TARGETS_CHECKED)) return ot;
+  if (!ot || ot.appLabel !== APP_LABEL || ctx.scratch.get(REFERENCES_CHECKED)) return ot;
   // a custom object type the caller may not view is unknown to them (0064), unless the field
   // already points at it (sent back unchanged)
   const held =
@@ -303,10 +311,11 @@ async function targetOf({ ctx, pending, existing, ahead }: FieldCheck, value: un
 }
 
 /**
- * Set on a write whose schema apply has already held the custom object types its fields point
- * at to the caller's view (`withoutHiddenTargets`): its fields are not checked again one by one.
+ * Set on a write whose schema apply has already held the custom object types and the choice sets
+ * its fields name to the caller's view (`withoutHiddenTargets`, `hiddenChoiceSets`; a set the
+ * document defines is its own): its fields are not checked again one by one.
  */
-export const TARGETS_CHECKED = slotKey<true>("custom-objects.targets-checked");
+export const REFERENCES_CHECKED = slotKey<true>("custom-objects.references-checked");
 
 /** `related_object_types` of a polymorphic field: a non-empty list of linkable types. */
 async function resolvePolymorphicTargets(check: FieldCheck) {

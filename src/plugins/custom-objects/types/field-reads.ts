@@ -15,6 +15,7 @@ import {
   objectTypes,
 } from "../../../db/schema";
 import { recordUrl } from "../../../core/models/define";
+import { refViewWhere, viewableColumn } from "../../../core/auth/restrict";
 import { keepReadTypes, type ObjectTypeRow, spellingOf } from "../../../core/object-types";
 import type { ApiRecord, WriteContext } from "../../../core/context";
 import type { ReadPhase } from "../../../core/rest/write-batch";
@@ -57,9 +58,19 @@ export interface FieldsAhead {
   graph?: ReferenceGraph;
 }
 
+/** The model a field's `choice_set` names: the writer names only those they may view (0194). */
+export const CHOICE_SET = ["extras", "customfieldchoiceset"] as const;
+
 /** Choice sets read ahead, and how an input named them (what it covers). */
 export interface ChoiceSetRead {
-  rows: Array<{ id: number; name: string; description: string; extraChoices: [string, string][] }>;
+  rows: Array<{
+    id: number;
+    name: string;
+    description: string;
+    extraChoices: [string, string][];
+    /** Whether the writer may view the set, so name it in a definition (decision 0194). */
+    viewable: number;
+  }>;
   ids: Set<number>;
   names: Set<string>;
 }
@@ -97,8 +108,11 @@ function choiceSetSpelling(raw: unknown): number | string | null {
   return typeof id === "number" ? id : null;
 }
 
-/** Choice sets `values` name, and those the fields of `fieldIds` hold. */
-function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[]) {
+/**
+ * Choice sets `values` name, and those the fields of `fieldIds` hold, each with whether `view`
+ * (the writer's view of choice sets; undefined: all) admits it.
+ */
+function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[], view: SQL | undefined) {
   const spelled = values.map(choiceSetSpelling);
   const ids = spelled.filter((v) => typeof v === "number");
   const names = spelled.filter((v) => typeof v === "string");
@@ -110,6 +124,7 @@ function choiceSetsQuery(orm: Orm, values: unknown[], fieldIds: number[]) {
       name: choiceSets.name,
       description: choiceSets.description,
       extraChoices: choiceSets.extraChoices,
+      viewable: viewableColumn(view),
     })
     .from(choiceSets)
     .where(
@@ -263,8 +278,11 @@ export async function readAhead(
     names.length || fieldIds.length ? phase.add(holdersQuery(orm, names, fieldIds)) : null;
   const viewable = where ? phase.add(viewableQuery(orm, spellings, where)) : null;
   const named = items.flatMap((i) => (i.input.choice_set == null ? [] : [i.input.choice_set]));
+  const setView = named.length ? await refViewWhere(ctx, ctx.auth, ...CHOICE_SET) : undefined;
   const sets =
-    named.length || fieldIds.length ? phase.add(choiceSetsQuery(orm, named, fieldIds)) : null;
+    named.length || fieldIds.length
+      ? phase.add(choiceSetsQuery(orm, named, fieldIds, setView))
+      : null;
   const creates = items.some((i) => i.fieldId === undefined && makesRelation(i.input));
   const graph = creates
     ? { cots: phase.add(graphCotsQuery(orm)), fields: phase.add(graphFieldsQuery(orm)) }
