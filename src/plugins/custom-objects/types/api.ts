@@ -16,6 +16,7 @@ import { parseBool } from "../../../core/rest/query";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../../core/rest/resource";
 import { slotKey } from "../../../core/slots";
 import { hideUnviewable } from "../../../core/auth/restrict";
+import { relationViewStatements } from "../../../core/auth/relations-judged";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "../constants";
 import { refuseCycle } from "./cycles";
 import { countsWithheldFor } from "../schema/access";
@@ -256,6 +257,18 @@ cotModel.resource.hideNested = async (ctx, auth, records) => {
       ? { ...r, fields: (r.fields as ApiRecord[]).map((f) => shown.get(f) ?? f) }
       : r,
   );
+};
+
+/**
+ * In the one-read GET and list: what `hideNested` asks of the embedded fields' related objects
+ * (their choice sets, decision 0194), judged in the read, so a constrained reader's page stays
+ * one round trip; the hiding then finds the answers (`relationsProved`) and asks nothing after.
+ */
+cotModel.resource.hideNestedPlan = async (ctx, auth, ids) => {
+  const types = typeof ids === "number" ? sql`${ids}` : ids;
+  const fields = sql`SELECT ${customObjectTypeFields.id} FROM ${customObjectTypeFields} WHERE ${customObjectTypeFields.customObjectTypeId} IN (${types})`;
+  const judged = await relationViewStatements(ctx, auth, fieldModel.resource, fields);
+  return judged.length ? judged : null;
 };
 
 const allowDestructive = (ctx: WriteContext) =>
