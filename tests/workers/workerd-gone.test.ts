@@ -35,8 +35,9 @@ test("a request after workerd was stopped from outside fails naming how it ended
   await waitFor(() => d1.workerd.ended(), { message: "workerd's exit noticed" });
   expect(d1.workerd.ended()).toContain(`pid ${pid}`);
   const after = d1.json("POST", TYPES, { name: "after", slug: "after" });
+  // the app answers its database gone as unavailable (503, decision 0202); the helper names why
   await expect(after).rejects.toThrow(
-    /500: miniflare's workerd \(pid \d+, workerd-gone\) exited with code 0 \(as it does on a SIGTERM\)/,
+    /503: miniflare's workerd \(pid \d+, workerd-gone\) exited with code 0 \(as it does on a SIGTERM\)/,
   );
 });
 
