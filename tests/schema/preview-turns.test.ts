@@ -65,7 +65,7 @@ test("a preview counting json → date in JavaScript gives the loop turns betwee
       return now;
     },
   });
-  let res: Awaited<ReturnType<TestApp["json"]>>;
+  let res: { status: number; body: any };
   try {
     res = await t.json("POST", `${SCHEMA}/preview/`, { body: { schema: exported } });
   } finally {
