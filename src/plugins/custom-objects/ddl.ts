@@ -7,6 +7,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client";
 import { inJsonList } from "../../db/d1-limits";
 import { runDdlInGroups } from "../../db/driver-internals";
+import { yieldWhenDue } from "../../turns";
 import { MAX_COLUMNS_PER_TYPE, MAX_LINK_FIELDS_PER_TYPE } from "../../core/limits";
 import { NAME_RE, tableName } from "./constants";
 import { FIELD_TYPE_MODULES, fieldType, type SqlType } from "./field-types";
@@ -735,10 +736,30 @@ export function retypeFieldStatements(
   ];
 }
 
-/** Counts non-null values of a scalar column that `convert` cannot carry to a new type. */
-/** Rows `countUnconvertible` holds at once: one page of values, never the whole column. */
+/** Rows `countUnconvertible` holds at once at most: one page of values, never the whole column. */
 const CONVERT_PAGE = 2_000;
+/** Bytes of values a page holds at most (past its first value): a JSON value may weigh 1 MB. */
+const CONVERT_PAGE_BYTES = 4_000_000;
 
+/**
+ * One page of a column's non-null values after id `after`: at most `CONVERT_PAGE` rows, cut where
+ * their bytes pass `CONVERT_PAGE_BYTES` (the first always comes). The sizes are summed over the
+ * ids alone; `n` is the rows the page had before the cut.
+ */
+function convertPageSql(cotId: number, column: string, after: number): SQL {
+  const t = ident(tableName(cotId));
+  const col = ident(column);
+  const sizes = sql`SELECT id, length(CAST(${col} AS BLOB)) AS w FROM ${t} WHERE id > ${after} AND ${col} IS NOT NULL ORDER BY id LIMIT ${CONVERT_PAGE}`;
+  const page = sql`SELECT id, count(*) OVER () AS n, sum(w) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - w AS before FROM (${sizes})`;
+  return sql`SELECT p.id AS id, p.n AS n, ${t}.${col} AS v FROM (${page}) AS p JOIN ${t} ON ${t}.id = p.id WHERE p.before < ${CONVERT_PAGE_BYTES} ORDER BY p.id`;
+}
+
+/**
+ * Counts non-null values of a scalar column that `convert` cannot carry to a new type: for the
+ * changes only the converter tells (decision 0207). Memory stays one bounded page whatever the
+ * table's size (issue 27), and the event loop gets its turns between values (a local file's
+ * reads never wait, and a value may be a megabyte of JSON to parse).
+ */
 export async function countUnconvertible(
   db: Executor,
   cotId: number,
@@ -746,16 +767,19 @@ export async function countUnconvertible(
   convert: (value: unknown) => unknown,
 ): Promise<number> {
   let lost = 0;
-  // Pages in id order: memory stays one page whatever the table's size (issue 27).
   for (let after = 0; ; ) {
-    const rows = (await db.all(
-      sql`SELECT id, ${ident(f.name)} AS v FROM ${ident(tableName(cotId))} WHERE id > ${after} AND ${ident(f.name)} IS NOT NULL ORDER BY id LIMIT ${CONVERT_PAGE}`,
-    )) as { id: number; v: unknown }[];
+    const rows = (await db.all(convertPageSql(cotId, f.name, after))) as {
+      id: number;
+      n: number;
+      v: unknown;
+    }[];
     for (const r of rows) {
+      await yieldWhenDue();
       const v = convert(r.v);
       if (v === undefined || v === null) lost++;
     }
-    if (rows.length < CONVERT_PAGE) return lost;
+    const whole = Number(rows[0]?.n ?? 0);
+    if (rows.length === whole && whole < CONVERT_PAGE) return lost;
     after = Number(rows[rows.length - 1]!.id);
   }
 }

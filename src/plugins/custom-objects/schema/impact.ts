@@ -16,6 +16,7 @@ import {
 } from "../ddl";
 import { fieldType } from "../field-types";
 import { isLossless, retypeConverter, type FieldRow } from "../objects/values";
+import { lostCountSql } from "../types/retype-sql";
 
 type ImpactReason =
   | "field_removed"
@@ -215,7 +216,11 @@ export function linksOutsideCountSql(cotId: number, f: FieldRow, keep: number[] 
   return sql`SELECT count(*) AS n FROM ${t} WHERE ${ident(idCol!)} IS NOT NULL AND (${ident(typeCol)} IS NULL OR ${ident(typeCol)} NOT IN (${keepList}))`;
 }
 
-/** Values a type change cannot convert (0 for a lossless change). */
+/**
+ * Values a type change cannot convert (0 for a lossless change): one statement wherever SQLite
+ * tells the converter's loss exactly (`lostCountSql`, decision 0207), else the converter's count
+ * over the values a bounded page at a time.
+ */
 export async function countLossy(
   db: Executor,
   cotId: number,
@@ -225,6 +230,8 @@ export async function countLossy(
   if (isLossless(f.type, to)) return 0;
   if (fieldType(f.type).storage !== "column" || fieldType(to).storage !== "column")
     return countValues(db, cotId, f);
+  const lost = lostCountSql(cotId, f, to);
+  if (lost) return countScalar(db, lost);
   return countUnconvertible(db, cotId, f, retypeConverter(f.type, to));
 }
 

@@ -29,6 +29,7 @@ import {
   type PartialKey,
 } from "../schema/constraints";
 import { duplicatesCountSql } from "../schema/impact";
+import { IN_DATABASE, lostCountSql, sqlConversion } from "./retype-sql";
 
 /**
  * What a read of values may weigh at most: each value's bytes and 24 for its id and JSON. The
@@ -49,67 +50,6 @@ export type RetypeRead =
   | { kind: "values"; values: RetypeValues; count: number; bytes: number }
   | { kind: "over"; count: number; bytes: number };
 
-const asText = (col: SQL) => sql`CAST(${col} AS TEXT)`;
-/**
- * What JavaScript's `trim` removes (ECMAScript's white space and line terminators), as SQLite's
- * `trim(x, chars)` takes it: SQLite's own `trim(x)` removes spaces only.
- */
-const JS_SPACE = sql.raw(
-  `char(${[9, 10, 11, 12, 13, 32, 160, 5760, ...Array.from({ length: 11 }, (_, k) => 8192 + k), 8232, 8233, 8239, 8287, 12288, 65279].join(", ")})`,
-);
-const trimmed = (col: SQL) => sql`trim(CAST(${col} AS TEXT), ${JS_SPACE})`;
-/** `boolean`'s reading of text: "true", "1", "yes" and their negations, trimmed, any case. */
-const asBoolean = (col: SQL) =>
-  sql`CASE lower(${trimmed(col)}) WHEN 'true' THEN 1 WHEN '1' THEN 1 WHEN 'yes' THEN 1 WHEN 'false' THEN 0 WHEN '0' THEN 0 WHEN 'no' THEN 0 END`;
-/**
- * `integer`'s reading of text: trimmed, an optional minus and ASCII digits only, within ±(2⁵³−1)
- * (at most 16 digits past leading zeros, so the CAST cannot saturate first). The trimmed text is
- * computed once a row, in subqueries SQLite may not flatten (an OFFSET): written out each time it
- * is used, a long padded value was trimmed six times (8× slower, measured).
- */
-const asInteger = (col: SQL) =>
-  sql`(SELECT CASE WHEN retype_d <> '' AND retype_d NOT GLOB '*[^0-9]*' AND length(ltrim(retype_d, '0')) <= 16 AND abs(CAST(retype_t AS INTEGER)) <= 9007199254740991 THEN CAST(retype_t AS INTEGER) END FROM (SELECT retype_t, CASE WHEN substr(retype_t, 1, 1) = '-' THEN substr(retype_t, 2) ELSE retype_t END AS retype_d FROM (SELECT ${trimmed(col)} AS retype_t LIMIT 1 OFFSET 0) LIMIT 1 OFFSET 0))`;
-/** `date`'s reading of text: exactly YYYY-MM-DD of a day the calendar has. */
-const asDate = (col: SQL) =>
-  sql`CASE WHEN ${col} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]' AND date(${col}) IS ${col} THEN ${col} END`;
-const booleanText = (col: SQL) => sql`CASE WHEN ${col} = 1 THEN 'true' ELSE 'false' END`;
-const textual = { boolean: asBoolean, integer: asInteger, select: asText };
-/**
- * Changes SQLite makes exactly as `retypeConverter` does, lossless or not (a value the converter
- * loses is NULL here, and counted so: `lostSql`): text-like values kept, read as booleans,
- * integers or dates; integers written out or read as booleans; booleans as "true"/"false".
- * `tests/custom-objects/retype-sql.test.ts` holds each to the converter (decisions 0135, 0198).
- */
-const SQL_CONVERSIONS: Record<string, Record<string, (col: SQL) => SQL>> = {
-  text: { longtext: asText, date: asDate, ...textual },
-  longtext: { text: asText, date: asDate, ...textual },
-  select: { text: asText, longtext: asText, date: asDate, boolean: asBoolean, integer: asInteger },
-  date: { text: asText, longtext: asText, ...textual },
-  datetime: { text: asText, longtext: asText, date: asDate, ...textual },
-  integer: {
-    text: asText,
-    longtext: asText,
-    select: asText,
-    decimal: (col) => sql`CAST(${col} AS REAL)`,
-    boolean: (col) => sql`CASE ${col} WHEN 1 THEN 1 WHEN 0 THEN 0 END`,
-  },
-  boolean: { text: booleanText, longtext: booleanText, select: booleanText },
-};
-
-/** The changes SQLite converts, in words: "text to longtext, date, …; integer to …". */
-const IN_DATABASE = Object.entries(SQL_CONVERSIONS)
-  .map(([from, to]) => `${from} to ${Object.keys(to).join(", ")}`)
-  .join("; ");
-
-/** The SQL form of a change from `from` to `to`, when SQLite converts it exactly. */
-export const sqlConversion = (from: string, to: string) => SQL_CONVERSIONS[from]?.[to];
-
-/** How many of the column's values a change SQLite converts loses (NULL where one was). */
-function lostSql(cotId: number, field: FieldRow, expr: (col: SQL) => SQL): SQL {
-  const column = ident(field.name);
-  return sql`(SELECT count(*) FROM ${ident(tableName(cotId))} WHERE ${column} IS NOT NULL AND ${expr(column)} IS NULL)`;
-}
-
 /**
  * The read a retype takes, added to `phase`: nothing when SQLite converts the values; else the
  * column's size and its non-null values in id order (none when over `RETYPE_MAX_BYTES`).
@@ -125,7 +65,8 @@ export function retypeReads(
   if (expr && isLossless(field.type, type))
     return () => ({ kind: "sql", count: 0, bytes: 0, lost: 0 });
   if (expr) {
-    const lost = phase.add(orm.all<{ n: number }>(sql`SELECT ${lostSql(cotId, field, expr)} AS n`));
+    const count = lostCountSql(cotId, field, type)!;
+    const lost = phase.add(orm.all<{ n: number }>(sql`SELECT ${count} AS n`));
     return () => ({ kind: "sql", count: 0, bytes: 0, lost: Number(lost()[0]?.n ?? 0) });
   }
   const t = ident(tableName(cotId));
