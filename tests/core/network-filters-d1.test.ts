@@ -3,9 +3,12 @@
  * as a deploy is): the stored numbers are written by the D1 write path, and `within`,
  * `contains`, `parent` (16 prefixes: 48 bound values, under D1's 100), `family` and
  * `mask_length` answer and count as on the other backends; a NetBox filter Host does not model
- * is a 400 there too.
+ * is a 400 there too. Rows stored before migration 0014 get their numbers from its SQL on D1.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { MIGRATIONS_FOLDER } from "../../src/db/migrate";
 import { type D1App, startD1App } from "../helpers/d1-app";
 
 // wrangler's migration run takes 10–30 s on a busy machine
@@ -61,4 +64,19 @@ test("a NetBox filter Host does not model is a 400 on D1, never every row", asyn
   const r = await d1.json("GET", "/api/ipam/prefixes/?vrf_id=1");
   expect(r.status).toBe(400);
   expect(Object.keys(r.body)).toEqual(["vrf_id"]);
+});
+
+test("rows stored before migration 0014 get their numbers from its SQL on D1", async () => {
+  for (const text of ["100.64.0.0/10", "2001:db8:ff::/48"])
+    await d1.binding
+      .prepare("INSERT INTO prefixes (prefix, created, last_updated) VALUES (?, '', '')")
+      .bind(text)
+      .run();
+  const file = readFileSync(join(MIGRATIONS_FOLDER, "0014_network_columns.sql"), "utf8");
+  const updates = file.split("--> statement-breakpoint").filter((s) => s.includes("UPDATE `"));
+  expect(updates.length).toBe(2);
+  for (const s of updates) await d1.binding.prepare(s).bind().run();
+  const p = (q: string) => list(`/api/ipam/prefixes/?${q}`, "prefix");
+  expect(await p("within=100.0.0.0/8")).toEqual(["100.64.0.0/10"]);
+  expect(await p("contains=2001:db8:ff::1")).toEqual(["2001:db8::/32", "2001:db8:ff::/48"]);
 });
