@@ -71,11 +71,11 @@ test("rows stored before migration 0014 get their numbers from its SQL on D1", a
     await d1.binding
       .prepare("INSERT INTO prefixes (prefix, created, last_updated) VALUES (?, '', '')")
       .bind(text)
-      .run();
+      .all();
   const file = readFileSync(join(MIGRATIONS_FOLDER, "0014_network_columns.sql"), "utf8");
   const updates = file.split("--> statement-breakpoint").filter((s) => s.includes("UPDATE `"));
   expect(updates.length).toBe(2);
-  for (const s of updates) await d1.binding.prepare(s).bind().run();
+  for (const s of updates) await d1.binding.prepare(s).bind().all();
   const p = (q: string) => list(`/api/ipam/prefixes/?${q}`, "prefix");
   expect(await p("within=100.0.0.0/8")).toEqual(["100.64.0.0/10"]);
   expect(await p("contains=2001:db8:ff::1")).toEqual(["2001:db8::/32", "2001:db8:ff::/48"]);

@@ -247,6 +247,24 @@ for (const backend of ["local", "remote"] as const) {
       }
     });
 
+    test("the OpenAPI document lists the network filters, and none Host refuses", async () => {
+      const doc = (await t.json("GET", "/api/schema/", { headers: { accept: "application/json" } }))
+        .body;
+      const params = (path: string) =>
+        new Map<string, any>(doc.paths[path].get.parameters.map((p: any) => [p.name, p]));
+      const prefixes = params("/api/ipam/prefixes/");
+      for (const name of ["within", "within_include", "contains", "family", "mask_length"])
+        expect(prefixes.get(name)?.description).toStartWith(`\`${name}\`: `);
+      // one value each: not an array
+      expect(prefixes.get("within").schema).toEqual({ type: "string" });
+      expect(prefixes.get("mask_length__gte").schema).toEqual({ type: "number" });
+      expect(prefixes.get("mask_length").schema.type).toBe("array");
+      expect(prefixes.has("vrf_id") || prefixes.has("within__n")).toBe(false);
+      const addresses = params("/api/ipam/ip-addresses/");
+      expect(addresses.get("parent").schema.type).toBe("array");
+      expect([...addresses.keys()]).toEqual(expect.arrayContaining(["family", "mask_length__lte"]));
+    });
+
     test("parameters NetBox does not filter by are still ignored, as NetBox ignores them", async () => {
       const all = (await t.json("GET", "/api/ipam/prefixes/")).body.count;
       for (const q of ["brief=1", "exclude=config_context", "nonsense=1", "format=json"]) {

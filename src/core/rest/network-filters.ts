@@ -39,12 +39,24 @@ interface AddressColumns {
 }
 
 /** A filter that takes one lookup (its bare name) and builds its own condition. */
-const exactOnly = (kind: FilterSpec["kind"], expr: SQLWrapper, build: FilterSpec["build"]) =>
-  ({ kind, expr, lookups: ["exact"], build }) satisfies FilterSpec;
+const exactOnly = (
+  kind: FilterSpec["kind"],
+  expr: SQLWrapper,
+  description: string,
+  build: FilterSpec["build"],
+  oneValue = true,
+): FilterSpec => ({
+  kind,
+  expr,
+  lookups: ["exact"],
+  build,
+  description,
+  ...(oneValue ? { oneValue: ["exact"] } : {}),
+});
 
 /** `family=4|6`: one value, as NetBox's NumberFilter; anything else is a 400. */
 function familyFilter(family: SQLWrapper): FilterSpec {
-  return exactOnly("number", family, (_lookup, values) => {
+  return exactOnly("number", family, "the address family, 4 or 6", (_lookup, values) => {
     const v = oneValue("family", values).trim();
     if (v !== "4" && v !== "6") throw new ValidationError({ family: ["Enter 4 or 6."] });
     return sql`${family} = ${Number(v)}`;
@@ -57,6 +69,8 @@ function maskLengthFilter(mask: SQLWrapper): FilterSpec {
     kind: "number",
     expr: mask,
     lookups: ["exact", "gte", "lte"],
+    description: "the mask length (prefix length), 0 to 128",
+    oneValue: ["gte", "lte"],
     build: (lookup, values) => {
       const param = lookup === "exact" ? "mask_length" : `mask_length__${lookup}`;
       if (lookup !== "exact") oneValue(param, values);
@@ -94,18 +108,21 @@ function containsCondition(c: PrefixColumns, text: string): SQL {
 
 /** A prefix list's network filters. */
 export function prefixNetworkFilters(c: PrefixColumns): Record<string, FilterSpec> {
-  const within = (name: string, strict: boolean) =>
-    exactOnly("string", c.first, (_lookup, values) => {
+  const within = (name: string, strict: boolean, description: string) =>
+    exactOnly("string", c.first, description, (_lookup, values) => {
       const net = cidrOf(name, oneValue(name, values), PREFIX_MESSAGE);
       return withinCondition(c, net, strict);
     });
   return {
     family: familyFilter(c.family),
     mask_length: maskLengthFilter(c.mask),
-    within: within("within", true),
-    within_include: within("within_include", false),
-    contains: exactOnly("string", c.first, (_lookup, values) =>
-      containsCondition(c, oneValue("contains", values).trim()),
+    within: within("within", true, "prefixes inside this prefix, not itself"),
+    within_include: within("within_include", false, "prefixes inside this prefix or equal to it"),
+    contains: exactOnly(
+      "string",
+      c.first,
+      "prefixes that hold this prefix (itself included) or address",
+      (_lookup, values) => containsCondition(c, oneValue("contains", values).trim()),
     ),
   };
 }
@@ -114,23 +131,29 @@ export function prefixNetworkFilters(c: PrefixColumns): Record<string, FilterSpe
  * Prefixes `parent` takes at once (any of them): each binds three values, and a D1 statement
  * takes 100 in all (NetBox sets no bound).
  */
-export const MAX_PARENT_PREFIXES = 16;
+const MAX_PARENT_PREFIXES = 16;
 
 /** An IP address list's network filters: `parent` takes several prefixes (any of them). */
 export function addressNetworkFilters(c: AddressColumns): Record<string, FilterSpec> {
   return {
     family: familyFilter(c.family),
     mask_length: maskLengthFilter(c.mask),
-    parent: exactOnly("string", c.host, (_lookup, values) => {
-      if (values.length > MAX_PARENT_PREFIXES)
-        throw new ValidationError({ parent: [`Give at most ${MAX_PARENT_PREFIXES} prefixes.`] });
-      return anyOf(
-        values.map((text) => {
-          const net = cidrOf("parent", text, PREFIX_MESSAGE);
-          const { first, last } = rangeOf(net);
-          return sql`(${c.family} = ${net.family} AND ${c.host} >= ${first} AND ${c.host} <= ${last})`;
-        }),
-      );
-    }),
+    parent: exactOnly(
+      "string",
+      c.host,
+      `addresses inside any of these prefixes (at most ${MAX_PARENT_PREFIXES})`,
+      (_lookup, values) => {
+        if (values.length > MAX_PARENT_PREFIXES)
+          throw new ValidationError({ parent: [`Give at most ${MAX_PARENT_PREFIXES} prefixes.`] });
+        return anyOf(
+          values.map((text) => {
+            const net = cidrOf("parent", text, PREFIX_MESSAGE);
+            const { first, last } = rangeOf(net);
+            return sql`(${c.family} = ${net.family} AND ${c.host} >= ${first} AND ${c.host} <= ${last})`;
+          }),
+        );
+      },
+      false,
+    ),
   };
 }

@@ -28,6 +28,10 @@ export interface FilterSpec {
   build?: (lookup: Lookup, values: string[]) => SQL | undefined;
   /** Lookups allowed when `build` is given. */
   lookups?: readonly Lookup[];
+  /** What the bare filter matches, for readers that describe it (OpenAPI), if not "equals". */
+  description?: string;
+  /** Lookups that take one value (a second is a 400), as NetBox's single-value filters. */
+  oneValue?: readonly Lookup[];
   /**
    * The object type this filter is about (a polymorphic field's per-type filter): readers that
    * describe filters (GraphQL, OpenAPI) name it only to callers who may view that type.
