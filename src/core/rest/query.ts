@@ -97,7 +97,7 @@ const RESERVED = new Set([
 
 const DEFAULT_LIMIT = 50;
 
-export const UNSUPPORTED_FILTER_MESSAGE =
+const UNSUPPORTED_FILTER_MESSAGE =
   "Host does not support this filter: it is not applied, so the request is refused.";
 
 /** A JSON field's filter: `name=` and `name__ic=` match part of its JSON text, `__nic`, `__empty`. */
