@@ -237,6 +237,13 @@ for (const backend of ["local", "remote"] as const) {
         "/api/dcim/sites/?cf_env=prod",
         "/api/dcim/sites/?tag__any=core",
         "/api/dcim/sites/?filter=my-saved-filter",
+        "/api/extras/tags/?for_object_type_id=1",
+        "/api/extras/webhooks/?cf_env=prod",
+        "/api/extras/event-rules/?event_type=object_created",
+        "/api/users/users/?group_id=1",
+        "/api/users/tokens/?user=admin",
+        "/api/core/object-changes/?related_object_id=1",
+        "/api/core/jobs/?created__before=2026-01-01",
       ]) {
         const r = await t.json("GET", path);
         const param = new URL(`http://x${path}`).searchParams.keys().next().value!;
@@ -275,6 +282,10 @@ for (const backend of ["local", "remote"] as const) {
           count: all,
         });
       }
+      // NetBox's users have no custom fields: its `cf_` is no filter there, and ignored
+      const users = await t.json("GET", "/api/users/users/?cf_env=prod");
+      expect(users.status).toBe(200);
+      expect(users.body.count).toBeGreaterThan(0);
     });
   });
 }

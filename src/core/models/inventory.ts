@@ -4,7 +4,6 @@ import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
 import { addressNumbers, parseCidr, prefixNumbers } from "../../networks";
 import { addressNetworkFilters, prefixNetworkFilters } from "../rest/network-filters";
-import { refuseNetBoxFilters } from "./netbox-filters";
 
 // NetBox 4.7's status values and labels (dcim/choices.py, ipam/choices.py); each model takes its
 // own, in NetBox's order, so clients that validate against NetBox (Terraform) agree with Host.
@@ -363,13 +362,3 @@ Object.assign(
     host: ipAddresses.netHost,
   }),
 );
-
-// NetBox's filters Host does not model are refused, never ignored (decision 0203).
-for (const m of [
-  tenantModel,
-  siteModel,
-  deviceModel,
-  prefixModel,
-  ipAddressModel,
-] as DefinedModel[])
-  refuseNetBoxFilters(`${m.spec.appLabel}.${m.spec.model}`, m.resource.list);
