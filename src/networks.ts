@@ -1,7 +1,9 @@
 /**
  * IP addresses and CIDR ranges in every spelling the WHATWG URL parser accepts: the one parser
  * behind `WEBHOOK_ALLOWED_NETWORKS` (read by `config.ts`) and the webhook target rules
- * (`core/events/targets.ts`). A leaf module: it imports nothing of the app.
+ * (`core/events/targets.ts`); and NetBox's strict forms with the numbers prefixes and IP
+ * addresses store for the network filters (`core/rest/network-filters.ts`). A leaf module: it
+ * imports nothing of the app.
  */
 
 /** An address (4 or 16 bytes) with a prefix length: one CIDR range. */
@@ -81,4 +83,87 @@ export function contains(net: Network, bytes: Uint8Array): boolean {
     if ((net.bytes[i]! & mask) !== (bytes[i]! & mask)) return false;
   }
   return true;
+}
+
+/**
+ * An address or CIDR range as NetBox's inet fields take it (netaddr's strict forms): dotted-quad
+ * IPv4, or IPv6 in hex groups with at most one `::` and an optional dotted-quad tail; no other
+ * spellings. Without `/len` the mask is the full width. Null when it is not one.
+ */
+export interface Cidr {
+  family: 4 | 6;
+  bytes: Uint8Array;
+  mask: number;
+}
+
+const STRICT_IPV4_RE = /^\d{1,3}(\.\d{1,3}){3}$/;
+const MAX_CIDR_TEXT = 64;
+
+function strictIpv4(text: string): Uint8Array | null {
+  if (!STRICT_IPV4_RE.test(text)) return null;
+  const parts = text.split(".").map(Number);
+  return parts.every((p) => p <= 255) ? Uint8Array.from(parts) : null;
+}
+
+function strictIpv6(text: string): Uint8Array | null {
+  if (!/^[0-9a-fA-F:.]+$/.test(text) || !text.includes(":")) return null;
+  const tail = /(?:^|:)(\d{1,3}(?:\.\d{1,3}){3})$/.exec(text);
+  let head = text;
+  if (tail) {
+    const v4 = strictIpv4(tail[1]!);
+    if (!v4) return null;
+    const hi = ((v4[0]! << 8) | v4[1]!).toString(16);
+    const lo = ((v4[2]! << 8) | v4[3]!).toString(16);
+    head = `${text.slice(0, text.length - tail[1]!.length)}${hi}:${lo}`;
+  }
+  return parseIpv6(head);
+}
+
+export function parseCidr(text: string): Cidr | null {
+  const s = text.trim();
+  if (!s || s.length > MAX_CIDR_TEXT) return null;
+  const [addr = "", maskText, extra] = s.split("/");
+  if (extra !== undefined) return null;
+  const bytes = strictIpv4(addr) ?? strictIpv6(addr);
+  if (!bytes) return null;
+  const width = bytes.length * 8;
+  if (maskText !== undefined && !/^\d{1,3}$/.test(maskText)) return null;
+  const mask = maskText === undefined ? width : Number(maskText);
+  if (mask > width) return null;
+  return { family: bytes.length === 4 ? 4 : 6, bytes, mask };
+}
+
+/** Lower-case hex of `bytes`: 8 digits for IPv4, 32 for IPv6, so text order is numeric order. */
+const hexOf = (bytes: Uint8Array): string =>
+  Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+
+/** The first and last address of a CIDR range (host bits cleared, then set), in `hexOf` form. */
+export function rangeOf(net: Cidr): { first: string; last: string } {
+  const first = new Uint8Array(net.bytes.length);
+  const last = new Uint8Array(net.bytes.length);
+  for (let i = 0; i < net.bytes.length; i++) {
+    const bits = Math.max(0, Math.min(8, net.mask - i * 8));
+    const keep = bits === 0 ? 0 : (0xff << (8 - bits)) & 0xff;
+    first[i] = net.bytes[i]! & keep;
+    last[i] = first[i]! | (~keep & 0xff);
+  }
+  return { first: hexOf(first), last: hexOf(last) };
+}
+
+/**
+ * The numbers a prefix row stores beside its text (keys of the `prefixes` table): family 4 or 6,
+ * mask length, first and last address; family 0 and nulls when the text is no prefix.
+ */
+export function prefixNumbers(text: unknown): Record<string, unknown> {
+  const net = typeof text === "string" && text.includes("/") ? parseCidr(text) : null;
+  if (!net) return { netFamily: 0, netMask: null, netFirst: null, netLast: null };
+  const { first, last } = rangeOf(net);
+  return { netFamily: net.family, netMask: net.mask, netFirst: first, netLast: last };
+}
+
+/** The numbers an IP address row stores: family, mask length and the host address as hex. */
+export function addressNumbers(text: unknown): Record<string, unknown> {
+  const net = typeof text === "string" && text.includes("/") ? parseCidr(text) : null;
+  if (!net) return { netFamily: 0, netMask: null, netHost: null };
+  return { netFamily: net.family, netMask: net.mask, netHost: hexOf(net.bytes) };
 }

@@ -27,6 +27,7 @@ import { objectChangeModel } from "./changes/model";
 import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
 import { jobModel } from "./jobs/model";
+import { refuseNetBoxFilters } from "./models/netbox-filters";
 
 const objectTypeModel = defineModel({
   appLabel: "core",
@@ -92,6 +93,10 @@ export const CORE_MODELS: DefinedModel[] = [
   webhookModel,
   eventRuleModel,
 ];
+
+// NetBox's filters Host does not model are refused, never ignored (decision 0203).
+for (const m of CORE_MODELS)
+  refuseNetBoxFilters(`${m.spec.appLabel}.${m.spec.model}`, m.resource.list);
 
 /** Models the API only reads (writes answer 405). */
 const READ_ONLY_MODELS = new Set<DefinedModel>([objectTypeModel, objectChangeModel, jobModel]);

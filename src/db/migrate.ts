@@ -8,8 +8,9 @@ import { fileURLToPath } from "node:url";
 import { and, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Database } from "./client";
 import { ensureDatabaseIdentity } from "./identity";
-import { devices, sites } from "./schema";
+import { devices, ipAddresses, prefixes, sites } from "./schema";
 import { naturalize } from "./natural";
+import { addressNumbers, prefixNumbers } from "../networks";
 
 /** A step run after the SQL migrations on every start; it must be idempotent. */
 export type MigrationStep = (db: Database) => Promise<void>;
@@ -20,6 +21,7 @@ export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", impor
 export async function migrateDatabase(db: Database, steps: MigrationStep[]): Promise<void> {
   await migrate(db.orm, { migrationsFolder: MIGRATIONS_FOLDER });
   await backfillNaturalNames(db);
+  await backfillNetworkNumbers(db);
   await addOwnerColumns(db);
   for (const step of steps) await step(db);
   // The random id that namespaces this database's state outside it (decision 0069).
@@ -68,4 +70,45 @@ async function backfillNaturalNames(db: Database): Promise<void> {
         );
     });
   }
+}
+
+/** Rows a network backfill reads and writes at once (bounded memory and transaction size). */
+const NETWORK_BACKFILL_BATCH = 500;
+
+/**
+ * The numbers the network filters compare (`_family`, `_mask`, …, decision 0203) are computed in
+ * JavaScript too: prefixes and addresses written before the columns existed get theirs here,
+ * once (family 0 marks text that is no network, so it is not read again).
+ */
+async function backfillNetworkNumbers(db: Database): Promise<void> {
+  const jobs = [
+    { table: prefixes, text: prefixes.prefix, numbers: prefixNumbers },
+    { table: ipAddresses, text: ipAddresses.address, numbers: addressNumbers },
+  ];
+  for (const { table, text, numbers } of jobs) {
+    for (;;) {
+      const rows = await db.orm
+        .select({ id: table.id, text })
+        .from(table)
+        .where(isNull(table.netFamily))
+        .limit(NETWORK_BACKFILL_BATCH);
+      if (!rows.length) break;
+      await db.orm.transaction(async (tx) => {
+        // Plain SQL, as for `_name`: a backfill is not an edit (`last_updated` stays).
+        for (const row of rows) {
+          const set = Object.entries(numbers(row.text)).map(
+            ([key, value]) => sql`${sql.identifier(columnName(table, key))} = ${value}`,
+          );
+          await tx.run(
+            sql`UPDATE ${table} SET ${sql.join(set, sql`, `)} WHERE ${table.id} = ${row.id}`,
+          );
+        }
+      });
+    }
+  }
+}
+
+/** The SQL name of a table's column from its key (`netFamily` → `_family`). */
+function columnName(table: typeof prefixes | typeof ipAddresses, key: string): string {
+  return (table as unknown as Record<string, { name: string }>)[key]!.name;
 }

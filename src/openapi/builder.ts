@@ -673,12 +673,16 @@ function filterParameters(list: ListSpec): Parameter[] {
     for (const lookup of lookups) {
       const param = lookup === "exact" ? (bare ? `${name}__exact` : name) : `${name}__${lookup}`;
       if (reserved.has(param)) continue;
+      const text =
+        lookup === "exact" && spec.description
+          ? `\`${name}\`: ${spec.description}`
+          : `\`${name}\` ${LOOKUP_TEXT[lookup] ?? lookup}`;
       out.push(
         queryParam(
           param,
-          `\`${name}\` ${LOOKUP_TEXT[lookup] ?? lookup}`,
+          text,
           lookup === "empty" ? { type: "boolean" } : valueSchema(spec.kind),
-          lookup !== "empty",
+          lookup !== "empty" && !spec.oneValue?.includes(lookup),
         ),
       );
     }

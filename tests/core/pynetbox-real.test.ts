@@ -110,4 +110,23 @@ print(json.dumps({"token": nb.token == tok.key, "result": result}))
 `);
     expect(out).toEqual({ token: true, result: 403 });
   });
+
+  test("filter(within=...) then delete removes only the prefixes within; a NetBox filter Host lacks raises, never every row (0203)", async () => {
+    const out = await python(`
+import json, os, pynetbox
+nb = pynetbox.api(os.environ["HOST_URL"], token="${t.admin}")
+for p in ["10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.3.0/24", "192.168.0.0/16"]:
+    nb.ipam.prefixes.create(prefix=p)
+for p in nb.ipam.prefixes.filter(within="10.1.0.0/16"):
+    p.delete()
+try:
+    list(nb.ipam.prefixes.filter(vrf_id=1))
+    refused = None
+except pynetbox.RequestError as e:
+    refused = [e.req.status_code, list(e.error.keys()) if isinstance(e.error, dict) else e.error]
+print(json.dumps({"left": sorted(str(p) for p in nb.ipam.prefixes.all()), "refused": refused}))
+`);
+    expect(out.left).toEqual(["10.0.0.0/8", "10.1.0.0/16", "192.168.0.0/16"]);
+    expect(out.refused?.[0]).toBe(400);
+  });
 });

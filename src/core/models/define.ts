@@ -161,6 +161,11 @@ export interface ModelSpec {
   openapi?: ModelOpenApi;
   /** Orders `field` naturally ("Site 2" before "Site 10") through a stored key column. */
   naturalOrdering?: { field: string; column: SQLiteColumn };
+  /**
+   * Fills stored columns computed from a write's values (keys as the table's), for the fields it
+   * sets: a prefix's and an address's numbers for the network filters (`inventory.ts`).
+   */
+  derive?: (values: Record<string, unknown>) => void;
 }
 
 /** Fields every record carries and writes may echo back; they are ignored on input. */
@@ -916,6 +921,7 @@ function inputConverter(m: ModelParts) {
           values[keyOf(source)] as string | null,
         );
     }
+    spec.derive?.(values);
     return { values, links, tagIds };
   }
 

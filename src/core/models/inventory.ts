@@ -2,6 +2,8 @@
 import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema";
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
+import { addressNumbers, parseCidr, prefixNumbers } from "../../networks";
+import { addressNetworkFilters, prefixNetworkFilters } from "../rest/network-filters";
 
 // NetBox 4.7's status values and labels (dcim/choices.py, ipam/choices.py); each model takes its
 // own, in NetBox's order, so clients that validate against NetBox (Terraform) agree with Host.
@@ -24,10 +26,18 @@ const STATUS = [
 const pick = (...values: string[]) => values.map((v) => STATUS.find(([x]) => x === v)!);
 
 const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
+// the pattern and the parser: octets past 255 and masks past the width are not prefixes either
 const checkPrefix = (v: unknown) =>
-  typeof v === "string" && PREFIX_RE.test(v)
+  typeof v === "string" && PREFIX_RE.test(v) && parseCidr(v)
     ? null
     : "Enter a valid IPv4 or IPv6 prefix in CIDR notation.";
+
+/** Fills the stored numbers of `source` (a table key) when a write sets it. */
+const numbersOf =
+  (source: string, numbers: (text: unknown) => Record<string, unknown>) =>
+  (values: Record<string, unknown>) => {
+    if (Object.hasOwn(values, source)) Object.assign(values, numbers(values[source]));
+  };
 
 export const tenantModel = defineModel({
   appLabel: "tenancy",
@@ -215,6 +225,7 @@ export const prefixModel = defineModel({
   customFields: true,
   defaultOrdering: ["prefix", "id"],
   display: (r) => r.prefix,
+  derive: numbersOf("prefix", prefixNumbers),
   fields: [
     {
       name: "prefix",
@@ -273,6 +284,7 @@ export const ipAddressModel = defineModel({
   customFields: true,
   defaultOrdering: ["address", "id"],
   display: (r) => r.address,
+  derive: numbersOf("address", addressNumbers),
   fields: [
     {
       name: "address",
@@ -283,7 +295,7 @@ export const ipAddressModel = defineModel({
       search: true,
       brief: true,
       check: (v) =>
-        typeof v === "string" && ADDRESS_RE.test(v)
+        typeof v === "string" && ADDRESS_RE.test(v) && parseCidr(v)
           ? null
           : "Enter a valid IPv4 or IPv6 address with a mask.",
     },
@@ -331,3 +343,22 @@ for (const m of [
 ] as DefinedModel[]) {
   Object.assign(m.resource.list.filters, ownerFilters((m.spec.table as any).ownerId));
 }
+
+// NetBox's network filters (decision 0203), over the numbers `derive` keeps.
+Object.assign(
+  prefixModel.resource.list.filters,
+  prefixNetworkFilters({
+    family: prefixes.netFamily,
+    mask: prefixes.netMask,
+    first: prefixes.netFirst,
+    last: prefixes.netLast,
+  }),
+);
+Object.assign(
+  ipAddressModel.resource.list.filters,
+  addressNetworkFilters({
+    family: ipAddresses.netFamily,
+    mask: ipAddresses.netMask,
+    host: ipAddresses.netHost,
+  }),
+);

@@ -50,6 +50,7 @@ export interface HostModelParts {
     customFields?: boolean;
     fields: StagedField[];
     naturalOrdering?: { field: string; column: SQLiteColumn };
+    derive?: (values: Record<string, unknown>) => void;
     writerFields?: string[];
     stage?: StagedModelHook;
     /** A check that reads nothing (`validateReadsNothing`): it may fill `values`. */
@@ -576,6 +577,7 @@ class StagedWriter {
     } else if (errors.empty) await spec.validate?.(ctx, values, existing, errors);
     errors.throwIfAny();
     this.naturalize(values);
+    spec.derive?.(values);
     return { values, tags, links };
   }
 

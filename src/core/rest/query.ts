@@ -28,6 +28,10 @@ export interface FilterSpec {
   build?: (lookup: Lookup, values: string[]) => SQL | undefined;
   /** Lookups allowed when `build` is given. */
   lookups?: readonly Lookup[];
+  /** What the bare filter matches, for readers that describe it (OpenAPI), if not "equals". */
+  description?: string;
+  /** Lookups that take one value (a second is a 400), as NetBox's single-value filters. */
+  oneValue?: readonly Lookup[];
   /**
    * The object type this filter is about (a polymorphic field's per-type filter): readers that
    * describe filters (GraphQL, OpenAPI) name it only to callers who may view that type.
@@ -92,6 +96,9 @@ const RESERVED = new Set([
 ]);
 
 const DEFAULT_LIMIT = 50;
+
+const UNSUPPORTED_FILTER_MESSAGE =
+  "Host does not support this filter: it is not applied, so the request is refused.";
 
 /** A JSON field's filter: `name=` and `name__ic=` match part of its JSON text, `__nic`, `__empty`. */
 export const jsonFilter = (expr: SQLWrapper): FilterSpec => ({
@@ -388,6 +395,12 @@ export interface ListSpec {
     labels: string[];
     within: (list: ListSpec, views: Array<SQL | undefined>) => ListSpec;
   };
+  /**
+   * Optional: whether a parameter that names none of `filters` is still a filter's, one NetBox
+   * filters this list by that Host does not model: answered 400, since ignoring it, as
+   * django-filter does, answers every row (decision 0203; `models/netbox-filters.ts`).
+   */
+  refuses?: (param: string) => boolean;
 }
 
 /**
@@ -459,7 +472,10 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
       lookup = key.slice(sep + 2) as Lookup;
     }
     const filter = own(spec.filters, name);
-    if (!filter) continue; // unknown parameters are ignored, as django-filter does
+    if (!filter) {
+      if (spec.refuses?.(key)) throw new ValidationError({ [key]: [UNSUPPORTED_FILTER_MESSAGE] });
+      continue; // other unknown parameters are ignored, as django-filter does
+    }
     if (++filterParams > MAX_FILTER_PARAMS) {
       throw new ValidationError({
         non_field_errors: [`A list request takes at most ${MAX_FILTER_PARAMS} filter parameters.`],

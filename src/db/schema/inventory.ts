@@ -90,6 +90,15 @@ export const prefixes = sqliteTable(
   {
     id: pk(),
     prefix: text("prefix").notNull(),
+    /**
+     * `prefix` as numbers (`src/networks.ts`, kept by every write): 4 or 6 (0: not a prefix),
+     * its mask length, and its first and last address as fixed-width hex, so the network
+     * filters (`within`, `contains`, …) compare in SQL and in index order.
+     */
+    netFamily: integer("_family"),
+    netMask: integer("_mask"),
+    netFirst: text("_first"),
+    netLast: text("_last"),
     siteId: integer("site_id").references(() => sites.id, { onDelete: "set null" }),
     tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
     status: text("status").notNull().default("active"),
@@ -104,6 +113,7 @@ export const prefixes = sqliteTable(
     index("prefixes_site_idx").on(t.siteId),
     index("prefixes_tenant_idx").on(t.tenantId),
     index("prefixes_owner_idx").on(t.ownerId),
+    index("prefixes_net_idx").on(t.netFamily, t.netFirst),
     idIndex("prefixes", t),
   ],
 );
@@ -113,6 +123,10 @@ export const ipAddresses = sqliteTable(
   {
     id: pk(),
     address: text("address").notNull(),
+    /** `address` as numbers (as a prefix's): family (0: not an address), mask, host as hex. */
+    netFamily: integer("_family"),
+    netMask: integer("_mask"),
+    netHost: text("_host"),
     tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
     status: text("status").notNull().default("active"),
     dnsName: text("dns_name").notNull().default(""),
@@ -125,6 +139,7 @@ export const ipAddresses = sqliteTable(
     index("ip_addresses_address_idx").on(t.address),
     index("ip_addresses_tenant_idx").on(t.tenantId),
     index("ip_addresses_owner_idx").on(t.ownerId),
+    index("ip_addresses_net_idx").on(t.netFamily, t.netHost),
     idIndex("ip_addresses", t),
   ],
 );
