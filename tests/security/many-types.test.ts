@@ -7,6 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { GraphQLInputObjectType, GraphQLObjectType } from "graphql";
+import { OpenApiBuilder } from "../../src/openapi/builder";
 import { useTurnClock } from "../../src/turns";
 import { askLivez, turnsAtEveryOtherCheck } from "../helpers/livez-probe";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -199,6 +200,67 @@ describe("whole-schema work after a schema change", () => {
         ),
       );
       expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    } finally {
+      restore();
+    }
+    expect(builds).toBe(1);
+  });
+
+  /** Counts calls of the builder's per-model steps (each still runs) until restored. */
+  function countBuilderSteps(onStep: (step: string) => void): () => void {
+    const proto = OpenApiBuilder.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+    const names = ["resource", "addSchemas", "paths"];
+    const originals = names.map((n) => proto[n]!);
+    names.forEach((n, k) => {
+      proto[n] = function (this: unknown, ...a: unknown[]) {
+        onStep(n);
+        return originals[k]!.apply(this, a);
+      };
+    });
+    return () =>
+      names.forEach((n, k) => {
+        proto[n] = originals[k]!;
+      });
+  }
+
+  test("the OpenAPI document is built with turns: /livez answers meanwhile", async () => {
+    await change();
+    let steps = 0;
+    const restore = countBuilderSteps(() => steps++);
+    turnsAtEveryOtherCheck();
+    const marks = [steps];
+    const stop = askLivez(own, () => marks.push(steps));
+    let text = "";
+    try {
+      const res = await own.req("GET", "/api/schema/?format=json");
+      expect(res.status).toBe(200);
+      text = await res.text();
+    } finally {
+      await stop();
+      restore();
+    }
+    marks.push(steps);
+    const doc = JSON.parse(text);
+    expect(Object.keys(doc.paths).filter((p) => p.includes("/graph_")).length).toBe(TYPES * 2);
+    expect(steps).toBeGreaterThanOrEqual(TYPES * 3); // each type's schemas and two sets of paths
+    // the longest run between two answers: the document's fixed parts (a few steps), never the types'
+    const longest = Math.max(...marks.slice(1).map((m, i) => m - marks[i]!));
+    expect(longest).toBeLessThanOrEqual(8);
+  });
+
+  test("concurrent requests for the OpenAPI document build it once between them", async () => {
+    await change();
+    let builds = 0;
+    const restore = countBuilderSteps((step) => {
+      if (step === "paths") builds++;
+    });
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 4 }, () => own.req("GET", "/api/schema/?format=json")),
+      );
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+      const texts = await Promise.all(answers.map((a) => a.text()));
+      expect(new Set(texts).size).toBe(1);
     } finally {
       restore();
     }
