@@ -4,6 +4,7 @@
  * checks (0119), or remove fields and types through the trash (0120), by constrained callers too
  * (0128); the rest keeps the transaction (`applySchema`).
  */
+import { yieldWhenDue } from "../../../turns";
 import { guardTypeCount, refuseTypesPast, typeCountQuery } from "../types/type-limit";
 import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
@@ -240,6 +241,7 @@ export async function applyStaged(
   const changes: { cots: Change[]; fields: Change[] } = { cots: [], fields: [] };
   const explain: Step["explain"] = [];
   for (const t of dependencyOrder(document, graph)) {
+    await yieldWhenDue(); // a type a step (decision 0205)
     const ti = document.types.indexOf(t);
     const at = `$.types[${ti}]`;
     const step = {
@@ -448,6 +450,7 @@ async function readPhase(
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
   for (const t of document.types) {
+    await yieldWhenDue();
     const s = state.get(t.slug);
     if (!s) {
       taken.set(t.slug, phase.add(objectTypeQuery(orm, t.slug)));
