@@ -14,7 +14,7 @@ export const typeCountQuery = (orm: Orm) =>
   orm.all<{ n: number }>(sql`SELECT count(*) AS n FROM ${customObjectTypes}`);
 
 /** Past the limit: 400 naming it (§4), nothing written. */
-export function tooManyTypes(limit: number): ApiError {
+function tooManyTypes(limit: number): ApiError {
   return ApiError.detail(
     400,
     `There may be at most ${limit} custom object types; delete some first (MAX_CUSTOM_OBJECT_TYPES).`,
