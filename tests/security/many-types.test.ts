@@ -253,6 +253,56 @@ describe("whole-schema work after a schema change", () => {
     expect(longest).toBeLessThanOrEqual(8);
   });
 
+  test("a filtered copy of the OpenAPI document and its text are made with turns", async () => {
+    await change();
+    // a caller who may view none of the types: every one is pruned from the full document
+    const viewer = await own.user(`viewer-${generation}`, [
+      [["view"], "custom_objects.customobjecttype"],
+    ]);
+    expect((await own.req("GET", "/api/schema/?format=json")).status).toBe(200); // the full one
+    // strings checked for a hidden type's name, and JSON text written, through the platform
+    // (each still runs)
+    const test = RegExp.prototype.test;
+    const stringify = JSON.stringify;
+    let checked = 0;
+    let written = 0;
+    RegExp.prototype.test = function (this: RegExp, s: string) {
+      checked++;
+      return test.call(this, s);
+    };
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify(...a);
+      written += out?.length ?? 0;
+      return out;
+    }) as typeof stringify;
+    let runs: { checked: number; written: number };
+    let total: { checked: number; written: number };
+    try {
+      turnsAtEveryOtherCheck();
+      const marks = [{ checked, written }];
+      const stop = askLivez(own, () => marks.push({ checked, written }));
+      const res = await own.req("GET", "/api/schema/?format=json", { token: viewer });
+      const text = await res.text();
+      await stop();
+      marks.push({ checked, written });
+      expect(res.status).toBe(200);
+      expect(text).not.toContain("graph_1");
+      const run = (k: "checked" | "written") =>
+        Math.max(...marks.slice(1).map((m, i) => m[k] - marks[i]![k]));
+      runs = { checked: run("checked"), written: run("written") };
+      total = { checked: checked - marks[0]!.checked, written: written - marks[0]!.written };
+    } finally {
+      RegExp.prototype.test = test;
+      JSON.stringify = stringify;
+      useTurnClock(null);
+    }
+    // no run of the work between two answers is more than a small part of it
+    expect(total.checked).toBeGreaterThan(10_000);
+    expect(runs.checked).toBeLessThan(total.checked / 5);
+    expect(total.written).toBeGreaterThan(500_000);
+    expect(runs.written).toBeLessThan(total.written / 5);
+  });
+
   test("concurrent requests for the OpenAPI document build it once between them", async () => {
     await change();
     let builds = 0;
