@@ -1,9 +1,10 @@
 /**
  * Many custom object types made by one ordinary account (decision 0205): their number is bounded
  * (`MAX_CUSTOM_OBJECT_TYPES`), the type list's page is weighed with the fields it embeds, and
- * the whole-schema work they cost (the GraphQL schema, the OpenAPI document) gives the event loop
- * turns and is built once however many requests ask meanwhile. Turns are counted as `/livez`
- * answers with an injected turn clock; sizes as bytes: never milliseconds.
+ * the whole-schema work they cost (the GraphQL schema, the OpenAPI document, the export, an
+ * apply's plan) gives the event loop turns, the first two built once however many requests ask
+ * meanwhile. Turns are the work counted between two `/livez` answers with an injected turn
+ * clock; sizes are bytes: never milliseconds.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { GraphQLInputObjectType, GraphQLObjectType } from "graphql";
