@@ -54,6 +54,7 @@ export type ErrorCode =
   | "too_many_objects"
   | "too_many_values"
   | "too_many_webhooks"
+  | "too_many_custom_object_types"
   | "tasks_unavailable"
   | "unresolvable_reference"
   | "unsupported_media_type"

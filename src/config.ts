@@ -98,6 +98,9 @@ const EnvSchema = v.object({
   MAX_EVENT_RULES: v.optional(intString(1, 100_000), "200"),
   MAX_EVENT_RULES_PER_USER: v.optional(intString(1, 100_000), "50"),
   MAX_WEBHOOKS_PER_USER: v.optional(intString(1, 100_000), "50"),
+  // Every custom object type adds a table, a model, OpenAPI paths and GraphQL types that whole-
+  // schema work (the documents, the type list, apply's plan) loops over (decision 0205).
+  MAX_CUSTOM_OBJECT_TYPES: v.optional(intString(1, 100_000), "1000"),
   WEBHOOK_ALLOWED_NETWORKS: v.optional(
     v.pipe(
       v.string(),
@@ -167,6 +170,8 @@ export interface Config {
   webhookAllowedNetworks: Network[];
   /** How many event rules and webhooks there may be (decision 0196). */
   eventRuleLimits: { enabledRules: number; rulesPerUser: number; webhooksPerUser: number };
+  /** Custom object types there may be in all (`MAX_CUSTOM_OBJECT_TYPES`, decision 0205). */
+  maxCustomObjectTypes: number;
   /** Days change records and finished jobs are kept; 0 keeps them for good. */
   retention: { changelogDays: number; jobDays: number };
   /** Days removed custom object fields and types stay in the trash (0: purged at the next run). */
@@ -271,6 +276,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
       rulesPerUser: e.MAX_EVENT_RULES_PER_USER,
       webhooksPerUser: e.MAX_WEBHOOKS_PER_USER,
     },
+    maxCustomObjectTypes: e.MAX_CUSTOM_OBJECT_TYPES,
     retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
     schemaTrashDays: e.SCHEMA_TRASH_DAYS,
     logLevel: e.LOG_LEVEL,

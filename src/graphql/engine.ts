@@ -62,7 +62,9 @@ function hostEntriesOf(services: Services): Entry[] {
  * the first list's read carries (decision 0085).
  */
 function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
-  const cache = new Map<string, GraphQLSchema>();
+  // a schema under way is shared too: queries arriving while it builds (with turns) wait for it
+  // instead of each building their own (decision 0205); a failed build is not kept
+  const cache = new Map<string, Promise<GraphQLSchema>>();
   const hostEntries = hostEntriesOf(services);
   return async (c) => {
     const ctx = readContext(c);
@@ -75,9 +77,14 @@ function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
     const key = `${dynamic.signature}|${entries.map((e) => e.label).join(",")}`;
     let schema = cache.get(key);
     if (!schema) {
-      schema = buildSchema(entries, await relationTargetLabels(services, ctx, entries));
+      schema = relationTargetLabels(services, ctx, entries).then((labels) =>
+        buildSchema(entries, labels),
+      );
       if (cache.size >= SCHEMA_CACHE_SIZE) cache.delete(cache.keys().next().value!);
       cache.set(key, schema);
+      schema.catch(() => {
+        if (cache.get(key) === schema) cache.delete(key);
+      });
     }
     return schema;
   };

@@ -4,6 +4,7 @@
  * §4 REST verbs over a model) and per-route operation descriptions. A mounted route nobody
  * described still appears, flagged `x-undocumented`, so the document never hides a route.
  */
+import { yieldWhenDue } from "../turns";
 import type { Services } from "../core/context";
 import type { Queries } from "../db/client";
 import type { DefinedModel } from "../core/models/define";
@@ -78,7 +79,7 @@ export class OpenApiBuilder {
   #ops = new Map<string, Registered>();
   #resources = new Map<string, { desc: ResourceDescription; detail: boolean }>();
   #concrete: ResourceDescription[] = [];
-  #expanders = new Map<string, (methods: Set<HttpMethod>) => void>();
+  #expanders = new Map<string, (methods: Set<HttpMethod>) => void | Promise<void>>();
 
   #models: Array<{ model: DefinedModel; path: string; tag: string; extra?: ModelOpenApi }> = [];
   #labels = new Map<string, string>();
@@ -111,15 +112,16 @@ export class OpenApiBuilder {
     return ref("NestedObject");
   }
 
-  #afterModels: Array<() => void> = [];
+  #afterModels: Array<() => void | Promise<void>> = [];
 
   /** Runs once every model's schemas exist (for schemas derived from them). */
-  afterModels(fn: () => void) {
+  afterModels(fn: () => void | Promise<void>) {
     this.#afterModels.push(fn);
   }
 
-  #buildModels() {
+  async #buildModels() {
     for (const { model, path, tag, extra } of this.#models.splice(0)) {
+      await yieldWhenDue();
       const names = modelNames(hostModelName(model));
       const schemas = modelSchemas(model, names, (label) => this.brief(label), extra);
       this.addSchemas({ ...schemas, ...bulkSchemas(names, schemas) });
@@ -132,7 +134,7 @@ export class OpenApiBuilder {
         list: model.resource.list,
       });
     }
-    for (const fn of this.#afterModels.splice(0)) fn();
+    for (const fn of this.#afterModels.splice(0)) await fn();
   }
 
   /** Adds component schemas; a name defined twice with different content is a bug. */
@@ -164,7 +166,7 @@ export class OpenApiBuilder {
   }
 
   /** Routes whose path has a run-time part (`/{slug}`): `fn` describes each concrete path. */
-  expand(path: string, fn: (methods: Set<HttpMethod>) => void) {
+  expand(path: string, fn: (methods: Set<HttpMethod>) => void | Promise<void>) {
     this.#expanders.set(path, fn);
   }
 
@@ -177,11 +179,11 @@ export class OpenApiBuilder {
   }
 
   /** The `paths` object for a route table, plus the routes nobody described. */
-  paths(routes: ReadonlyArray<RouteEntry>): {
+  async paths(routes: ReadonlyArray<RouteEntry>): Promise<{
     paths: Record<string, Record<string, Operation>>;
     undocumented: string[];
-  } {
-    this.#buildModels();
+  }> {
+    await this.#buildModels();
     const table = new Map<string, Set<HttpMethod>>();
     const routeDocs = new Map<string, RouteDoc[]>();
     for (const r of routes) {
@@ -205,7 +207,7 @@ export class OpenApiBuilder {
     for (const [path, methods] of table) {
       const expander = this.#expanders.get(path);
       if (expander) {
-        expander(methods);
+        await expander(methods);
         continue;
       }
       for (const method of METHODS) {
@@ -243,7 +245,9 @@ export class OpenApiBuilder {
         });
       }
     }
+    // one set of operations per custom object type: turns between types (decision 0205)
     for (const desc of this.#concrete) {
+      await yieldWhenDue();
       for (const [detail, methods] of [
         [false, desc.methods!.list],
         [true, desc.methods!.detail],

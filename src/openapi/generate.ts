@@ -16,6 +16,7 @@ import type { OpenApiDocument } from "../core/json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
 import { toYaml } from "./yaml";
+import { yieldWhenDue } from "../turns";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
 type RouteTable = () => ReadonlyArray<RouteEntry>;
@@ -25,8 +26,8 @@ export type { OpenApiDocument };
 /** One form of the document (all types, or without those a caller may not view) and its serialisations. */
 interface Variant {
   doc: OpenApiDocument;
-  /** Serialised forms by format and origin. */
-  texts: Map<string, string>;
+  /** Serialised forms by format and origin (shared while they are made). */
+  texts: Map<string, Promise<string>>;
 }
 
 interface Cached {
@@ -34,8 +35,8 @@ interface Cached {
   full: Variant;
   /** Slugs of the custom object types the full document describes. */
   slugs: string[];
-  /** Filtered forms keyed by the sorted hidden slugs. */
-  variants: Map<string, Variant>;
+  /** Filtered forms keyed by the sorted hidden slugs (shared while they are made). */
+  variants: Map<string, Promise<Variant>>;
 }
 /** Origins come from the Host header: keep only a few serialisations per variant. */
 const MAX_TEXTS = 8;
@@ -80,20 +81,34 @@ export class OpenApiDocuments {
     return parts.map((p) => `${p.name}:${prints.get(p.name) ?? ""}`).join("\n");
   }
 
+  /** The document under way (built with turns): requests meanwhile wait for it (decision 0205). */
+  #building: { key: string; entry: Promise<Cached> } | null = null;
+
   async #current(read: Read): Promise<Cached> {
     const key = await this.#fingerprint(read);
-    let entry = this.#cached;
-    if (!entry || entry.key !== key) {
-      const doc = await buildDocument(this.sources);
-      entry = {
-        key,
-        full: { doc, texts: new Map() },
-        slugs: typeSlugsOf(doc),
-        variants: new Map(),
-      };
-      this.#cached = entry;
+    const entry = this.#cached;
+    if (entry?.key === key) return entry;
+    if (this.#building?.key !== key) {
+      const building = { key, entry: this.#build(key) };
+      this.#building = building;
+      building.entry.then(
+        (built) => {
+          // a build a later schema change overtook is not kept: the later one will be
+          if (this.#building !== building) return;
+          this.#building = null;
+          this.#cached = built;
+        },
+        () => {
+          if (this.#building === building) this.#building = null;
+        },
+      );
     }
-    return entry;
+    return this.#building!.entry;
+  }
+
+  async #build(key: string): Promise<Cached> {
+    const doc = await buildDocument(this.sources);
+    return { key, full: { doc, texts: new Map() }, slugs: typeSlugsOf(doc), variants: new Map() };
   }
 
   async #variant(canView?: TypeVisibility, read?: Read): Promise<Variant> {
@@ -103,9 +118,14 @@ export class OpenApiDocuments {
     const key = hidden.sort().join(",");
     let found = entry.variants.get(key);
     if (!found) {
-      found = { doc: withoutTypes(entry.full.doc, new Set(hidden)), texts: new Map() };
+      // shared while it is made (with turns), as the full document is
+      found = withoutTypes(entry.full.doc, new Set(hidden)).then((doc) => ({
+        doc,
+        texts: new Map(),
+      }));
       if (entry.variants.size >= MAX_VARIANTS) entry.variants.clear();
       entry.variants.set(key, found);
+      found.catch(() => entry.variants.delete(key));
     }
     return found;
   }
@@ -127,12 +147,44 @@ export class OpenApiDocuments {
     let text = entry.texts.get(textKey);
     if (text === undefined) {
       const doc = withServer(entry.doc, baseUrl);
-      text = format === "yaml" ? toYaml(doc) : JSON.stringify(doc);
+      text = format === "yaml" ? Promise.resolve(toYaml(doc)) : jsonWithTurns(doc);
       if (entry.texts.size >= MAX_TEXTS) entry.texts.clear();
       entry.texts.set(textKey, text);
+      text.catch(() => entry.texts.delete(textKey));
     }
     return text;
   }
+}
+
+/**
+ * `JSON.stringify(doc)`, one path and one component schema a step with turns between (decision
+ * 0205): the whole text of a document of hundreds of types (~12 MB at 300) in one go held the
+ * loop. The same text, member for member.
+ */
+type Steps = { [member: string]: Steps };
+
+function jsonWithTurns(doc: OpenApiDocument): Promise<string> {
+  /** An object's JSON text; the members named in `steps` are themselves written a member a step. */
+  const objectText = async (
+    obj: Record<string, unknown>,
+    steps: Steps,
+    step: boolean,
+  ): Promise<string> => {
+    const parts: string[] = [];
+    for (const [k, v] of Object.entries(obj)) {
+      if (v === undefined) continue;
+      if (step) await yieldWhenDue();
+      const inner = steps[k];
+      const text =
+        inner && v && typeof v === "object" && !Array.isArray(v)
+          ? await objectText(v as Record<string, unknown>, inner, true)
+          : JSON.stringify(v);
+      parts.push(`${JSON.stringify(k)}:${text}`);
+    }
+    return `{${parts.join(",")}}`;
+  };
+  const steps: Steps = { paths: {}, components: { schemas: {} } };
+  return objectText(doc as unknown as Record<string, unknown>, steps, false);
 }
 
 /** Builds the document from scratch (no cache). */
@@ -146,7 +198,7 @@ async function buildDocument({
   describeCore(b, services);
   describeGraphql(b);
   for (const part of parts) await part.openapi?.describe(b, services);
-  const { paths, undocumented } = b.paths(routes());
+  const { paths, undocumented } = await b.paths(routes());
   const sortedSchemas = Object.fromEntries(
     Object.keys(b.schemas)
       .sort()

@@ -5,6 +5,7 @@
  * is built once per schema version; this filter runs once per set of hidden types.
  */
 import type { OpenApiDocument } from "../core/json-schema";
+import { yieldWhenDue } from "../turns";
 
 const COT_PATH = /^\/api\/plugins\/custom-objects\/([^/{}]+)(?:\/\{id\})?\/?$/;
 const COT_SCHEMA = /^CustomObject\.([^.]+)(?:\..+)?$/;
@@ -23,7 +24,10 @@ export function typeSlugsOf(doc: OpenApiDocument): string[] {
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /** The document without the types in `hidden` (a deep copy; `doc` is left as it is). */
-export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>): OpenApiDocument {
+export async function withoutTypes(
+  doc: OpenApiDocument,
+  hidden: ReadonlySet<string>,
+): Promise<OpenApiDocument> {
   if (!hidden.size) return doc;
   const labels = new Set([...hidden].map((s) => `custom_objects.${s}`));
   const droppedSchema = (name: string) => {
@@ -100,8 +104,23 @@ export function withoutTypes(doc: OpenApiDocument, hidden: ReadonlySet<string>):
     const slug = COT_TAG.exec(t.name)?.[1];
     return slug === undefined || !hidden.has(slug);
   });
-  return prune(
-    { ...doc, paths, tags, components: { ...components, schemas } },
-    "",
-  ) as OpenApiDocument;
+  // a path and a component schema a step, with turns between (decision 0205): the rest at once
+  const prunedPaths = await prunedMembers(paths, prune);
+  const prunedSchemas = await prunedMembers(schemas, prune);
+  const outer = prune({ ...doc, paths: {}, tags, components: { ...components, schemas: {} } }, "");
+  const out = outer as OpenApiDocument & { components: Record<string, unknown> };
+  return { ...out, paths: prunedPaths, components: { ...out.components, schemas: prunedSchemas } };
+}
+
+/** Each member of `obj` pruned on its own (under its own key, as the whole walk would). */
+async function prunedMembers<T>(
+  obj: Record<string, T>,
+  prune: (node: unknown, key: string) => unknown,
+): Promise<Record<string, T>> {
+  const out: Record<string, T> = {};
+  for (const [k, v] of Object.entries(obj)) {
+    await yieldWhenDue();
+    out[k] = prune(v, k) as T;
+  }
+  return out;
 }

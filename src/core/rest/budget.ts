@@ -54,7 +54,7 @@ const rowBytesByTable = new WeakMap<object, SQL | null>();
  * What one row's wide values and its link forms (`Resource.linkBytes`) take (SQL over the
  * resource's table), or null when it has neither.
  */
-function rowBytes(resource: Resource): SQL | null {
+export function rowBytes(resource: Resource): SQL | null {
   let sum = rowBytesByTable.get(resource.table);
   if (sum === undefined) {
     const parts = wideColumns(resource).map((col) => sql`coalesce(octet_length(${col}), 0)`);

@@ -3,6 +3,7 @@
  * custom object type whose schemas follow that type's field rows (JSON types, required, choice
  * set values, nested references, polymorphic references as `oneOf` keyed by `object_type`).
  */
+import { yieldWhenDue } from "../../turns";
 import { asc, sql } from "drizzle-orm";
 import type { Services } from "../../core/context";
 import { label as otLabel } from "../../core/object-types";
@@ -557,8 +558,12 @@ function describeTypes(b: OpenApiBuilder, env: Env, models: CotModel[]): void {
       : null,
   );
   // After the host models, so polymorphic branches can copy their nested forms.
-  b.afterModels(() => {
-    for (const m of models) b.addSchemas(cotSchemas(env, m));
+  // turns between types, here and in their paths (decision 0205)
+  b.afterModels(async () => {
+    for (const m of models) {
+      await yieldWhenDue();
+      b.addSchemas(cotSchemas(env, m));
+    }
     b.addSchemas({
       LinkedObject: closedObject({
         custom_object_type: ref("NestedCustomObjectType"),
@@ -572,8 +577,9 @@ function describeTypes(b: OpenApiBuilder, env: Env, models: CotModel[]): void {
   });
 
   // One set of paths per type, with the methods the `/{slug}` routes have.
-  const perType = (detail: boolean) => (methods: Set<HttpMethod>) => {
+  const perType = (detail: boolean) => async (methods: Set<HttpMethod>) => {
     for (const m of models) {
+      await yieldWhenDue();
       const slug = m.cot.slug;
       const tag = `${TAG}: ${slug}`;
       b.tag(tag, m.cot.description || `Objects of the custom object type ${m.cot.name}.`);

@@ -11,6 +11,7 @@ import { customObjectTypeFields, customObjectTypes, objectTypes } from "../../..
 import type { ModelInfo } from "../../../core/models/registry";
 import type { FieldDescription, Resource } from "../../../core/rest/resource";
 import { sumOf } from "../../../db/d1-limits";
+import { yieldWhenDue } from "../../../turns";
 import { APP_LABEL } from "../constants";
 import { ident, linkTableName, tableName, valueColumn } from "../ddl";
 import { FIELD_TYPE_MODULES, fieldType, type FieldRow, type Storage } from "../field-types";
@@ -354,6 +355,8 @@ export class CotRegistry {
     const rows = await this.#versions.with(db, {}, this.orm);
     const models: CotModel[] = [];
     for (const row of rows) {
+      // after a schema change every type's model is built again: turns between them (0205)
+      await yieldWhenDue();
       const model = await this.#fresh(db, row);
       if (model) models.push(model);
     }

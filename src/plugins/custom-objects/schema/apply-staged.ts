@@ -4,6 +4,8 @@
  * checks (0119), or remove fields and types through the trash (0120), by constrained callers too
  * (0128); the rest keeps the transaction (`applySchema`).
  */
+import { yieldWhenDue } from "../../../turns";
+import { guardTypeCount, refuseTypesPast, typeCountQuery } from "../types/type-limit";
 import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { guardChanged, isWriteConflict, type Orm, WriteConflictError } from "../../../db/client";
 import { ApiError, ValidationError } from "../../../core/errors";
@@ -220,6 +222,9 @@ export async function applyStaged(
   );
   if (!batchable(document, diffs, state, reads)) return "transaction";
   const going = goingTypes(document, state, reads);
+  const maxTypes = ctx.services.config.maxCustomObjectTypes;
+  const added = document.types.filter((t) => !state.has(t.slug)).length;
+  refuseTypesPast(reads.typeCount(), added, going.length, maxTypes);
   const batch = new WriteBatch();
   const written: Written = { changed: [], added: [] };
   const ids = {
@@ -236,6 +241,7 @@ export async function applyStaged(
   const changes: { cots: Change[]; fields: Change[] } = { cots: [], fields: [] };
   const explain: Step["explain"] = [];
   for (const t of dependencyOrder(document, graph)) {
+    await yieldWhenDue(); // a type a step (decision 0205)
     const ti = document.types.indexOf(t);
     const at = `$.types[${ti}]`;
     const step = {
@@ -260,6 +266,7 @@ export async function applyStaged(
   const explainer = limits ? applyExplainer(ctx.services.db.orm, limits, written, document) : null;
   if (limits) guardWritten(batch, ctx.services.db.orm, limits, written);
   if (explainer) batch.explainWith(explainer.reads as never);
+  if (added) guardTypeCount(batch, ctx.services.db.orm, maxTypes, reads.typeCount());
   const applied: Applied = { applied: true, diffs, ...(plan ?? {}), trash };
   for (const statement of withApplied?.(applied) ?? []) batch.add(statement);
   await runApply(ctx, batch, document, typeAt)
@@ -435,6 +442,7 @@ async function readPhase(
   const nextField = phase.add(nextIdQuery(orm, "custom_object_type_fields"));
   const nextSet = phase.add(nextIdQuery(orm, "custom_field_choice_sets"));
   const nextTrash = phase.add(nextIdQuery(orm, "custom_object_trash"));
+  const typeCount = phase.add(typeCountQuery(orm));
   const values = new Map<number, () => Array<{ n: number }>>();
   const added = new Map<string, () => Array<{ n: number }>>();
   const retypes = new Map<number, { row: FieldRow; type: string; read: () => RetypeRead }>();
@@ -442,6 +450,7 @@ async function readPhase(
   const tags = new Map<number, () => ApiRecord[]>();
   const taken = new Map<string, () => Array<{ id: number }>>();
   for (const t of document.types) {
+    await yieldWhenDue();
     const s = state.get(t.slug);
     if (!s) {
       taken.set(t.slug, phase.add(objectTypeQuery(orm, t.slug)));
@@ -489,6 +498,7 @@ async function readPhase(
     tags: (cotId: number) => tags.get(cotId)?.() ?? [],
     slugTaken: (slug: string) => (taken.get(slug)?.() ?? []).length > 0,
     nextTrash: () => firstNext(nextTrash()),
+    typeCount: () => Number(typeCount()[0]?.n ?? 0),
     counted: {
       values: (fieldId: number) => counted(values.get(fieldId)),
       rows: (cotId: number) => counted(going.get(cotId)?.rows),

@@ -3,6 +3,7 @@
  * fields by `schema_id`. It reads the database (to count values a type change would lose)
  * but never writes.
  */
+import { yieldWhenDue } from "../../../turns";
 import { eq, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../../db/client";
 import { choiceSets, customObjectTypeFields, customObjectTypes } from "../../../db/schema";
@@ -500,8 +501,10 @@ export async function diffDocument(
   const state = new Map([...all].filter(([slug]) => !removedOnly.has(slug)));
   const errors: SchemaError[] = [];
   const diffs: TypeDiff[] = [];
-  for (const [ti, t] of doc.types.entries())
+  for (const [ti, t] of doc.types.entries()) {
+    await yieldWhenDue(); // a document of hundreds of types: turns between them (decision 0205)
     diffs.push(await diffType(db, t, ti, state.get(t.slug), errors, lookups));
+  }
   // Types the document removes come after its own types (diffs[i] stays doc.types[i]).
   for (const r of doc.removed_types ?? []) {
     const existing = all.get(r.slug);

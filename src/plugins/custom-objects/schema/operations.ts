@@ -44,6 +44,7 @@ import {
   type IndexRedefinition,
 } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
+import { withinTypeLimit } from "../types/type-limit";
 
 /**
  * A fresh random version token: a counter could repeat after a rolled-back change (5→6 rolled
@@ -83,6 +84,7 @@ export async function createCot(
     .insert(customObjectTypes)
     .values({ ...draft, objectTypeId: ot!.id })
     .returning();
+  await withinTypeLimit(ctx.db, ctx.services.config.maxCustomObjectTypes);
   if (options.table !== false) await createCotTable(ctx.db, cot!.id);
   return cot!;
 }

@@ -2,6 +2,7 @@
  * The database side of a schema document: COTs by slug with their fields, written in document
  * vocabulary (related types as `app/model`, choice sets by name) so the two compare directly.
  */
+import { yieldWhenDue } from "../../../turns";
 import { inArray, sql } from "drizzle-orm";
 import {
   choiceSets,
@@ -212,8 +213,16 @@ export async function typesFromRows(
     const ot = ots.get(id);
     return ot ? relatedRef(ot.appLabel, ot.model) : `unknown/${id}`;
   };
+  // grouped once: filtering every field per type was quadratic in the number of types
+  const byType = new Map<number, FieldRow[]>();
+  for (const f of fields) {
+    const list = byType.get(f.customObjectTypeId);
+    if (list) list.push(f);
+    else byType.set(f.customObjectTypeId, [f]);
+  }
   for (const cot of cots) {
-    const own = fields.filter((f) => f.customObjectTypeId === cot.id) as FieldRow[];
+    await yieldWhenDue(); // hundreds of types: turns between them (decision 0205)
+    const own = byType.get(cot.id) ?? [];
     const canonical = new Map<number, CanonicalField>();
     for (const f of own) {
       canonical.set(f.schemaId, {

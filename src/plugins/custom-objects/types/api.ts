@@ -13,6 +13,7 @@ import type { ObjectTypeRow } from "../../../core/object-types";
 import { ValidationError } from "../../../core/errors";
 import { defineModel, resolveTags, setTags } from "../../../core/models/define";
 import { parseBool } from "../../../core/rest/query";
+import { rowBytes } from "../../../core/rest/budget";
 import type { ApiRecord, ReadContext, Resource, WriteContext } from "../../../core/rest/resource";
 import { slotKey } from "../../../core/slots";
 import { hideUnviewable } from "../../../core/auth/restrict";
@@ -238,6 +239,18 @@ export const cotModel = defineModel({
     decorateTypes(rows, records, fieldRows, fieldRecord, ots);
   },
 });
+
+/** About what one embedded field record takes in a type's answer beyond its stored text (~730 B). */
+const FIELD_RECORD_BYTES = 768;
+
+/**
+ * A type's record embeds its fields' records: the response budget weighs them with the type's
+ * row (decision 0205), so a page of wide types (up to `MAX_COLUMNS_PER_TYPE` fields each) is
+ * refused before it is read. Counted through the fields' type index.
+ */
+cotModel.resource.linkBytes = sql`(SELECT coalesce(sum(${FIELD_RECORD_BYTES} + ${
+  rowBytes(fieldModel.resource) ?? sql`0`
+}), 0) FROM ${customObjectTypeFields} WHERE ${customObjectTypeFields.customObjectTypeId} = ${customObjectTypes.id})`;
 
 /**
  * A type's record embeds its fields' records: they are hidden as the field endpoint hides them

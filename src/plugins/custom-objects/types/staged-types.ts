@@ -23,6 +23,7 @@ import type {
   WriteContext,
 } from "../../../core/context";
 import { nextStamp, type ReadPhase, WriteBatch } from "../../../core/rest/write-batch";
+import { guardTypeCount, refuseTypesPast, typeCountQuery } from "./type-limit";
 import { APP_LABEL, COT_MODEL } from "../constants";
 import {
   createCotTableStatements,
@@ -188,10 +189,14 @@ async function createTypes(
   for (const input of inputs) reads.push(await readCreate(ctx, phase, input));
   const nextCot = phase.add(nextIdQuery(orm, "custom_object_types"));
   const nextOt = phase.add(nextIdQuery(orm, "object_types"));
+  const typeCount = phase.add(typeCountQuery(orm));
   // a single create's constraints are checked before its reads, as the transaction path does
   const single = !options.bulk && inputs.length === 1;
   if (single) await typeConstraints(orm, inputs[0]!);
   await phase.run(ctx);
+  const maxTypes = ctx.services.config.maxCustomObjectTypes;
+  const counted = Number(typeCount()[0]?.n ?? 0);
+  refuseTypesPast(counted, inputs.length, 0, maxTypes);
   const batch = new WriteBatch();
   const made: CotRow[] = [];
   const ids = { cot: firstNext(nextCot()), ot: firstNext(nextOt()) };
@@ -214,6 +219,7 @@ async function createTypes(
     return { action: "create", id: row.id, prechange: null, postchange: record } as StagedChange;
   });
   const texts = await stageChangeList(ctx, batch, options.resource, await rules(), changes);
+  guardTypeCount(batch, orm, maxTypes, counted);
   await runCreate(ctx, batch, options.resource, made).catch((e) =>
     limits ? explainLimited(ctx, e, "add", []) : Promise.reject(e),
   );

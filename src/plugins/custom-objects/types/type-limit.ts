@@ -1,0 +1,50 @@
+/**
+ * How many custom object types there may be in all (`MAX_CUSTOM_OBJECT_TYPES`, decision 0205):
+ * counted in a write's read phase, refused with a 400 before anything is staged, and proven by a
+ * guard at the end of the batch (a race lost to another creation fails the batch, 409).
+ */
+import { sql } from "drizzle-orm";
+import type { Orm, Executor } from "../../../db/client";
+import { customObjectTypes } from "../../../db/schema";
+import { ApiError } from "../../../core/errors";
+import type { WriteBatch } from "../../../core/rest/write-batch";
+
+/** The count of every custom object type, as one row `{ n }`. */
+export const typeCountQuery = (orm: Orm) =>
+  orm.all<{ n: number }>(sql`SELECT count(*) AS n FROM ${customObjectTypes}`);
+
+/** Past the limit: 400 naming it (§4), nothing written. */
+function tooManyTypes(limit: number): ApiError {
+  return ApiError.detail(
+    400,
+    `There may be at most ${limit} custom object types; delete some first (MAX_CUSTOM_OBJECT_TYPES).`,
+    "too_many_custom_object_types",
+    { limit },
+  );
+}
+
+/** Throws when `count` types, with `added` more and `removed` fewer, pass `limit`. */
+export function refuseTypesPast(count: number, added: number, removed: number, limit: number) {
+  if (added > 0 && count + added - removed > limit) throw tooManyTypes(limit);
+}
+
+/**
+ * The batch's proof that the types it leaves are within `limit` (or within what there already
+ * were, should the limit have been lowered); added last, after the batch's own creations.
+ */
+export function guardTypeCount(batch: WriteBatch, orm: Orm, limit: number, count: number) {
+  const most = Math.max(limit, count);
+  batch.add(
+    orm.run(
+      sql`INSERT INTO write_guard (ok) SELECT (SELECT count(*) FROM ${customObjectTypes}) <= ${most}`,
+    ),
+  );
+}
+
+/** In a write's own transaction, after its creations: past the limit the transaction rolls back. */
+export async function withinTypeLimit(db: Executor, limit: number): Promise<void> {
+  const [row] = (await db.all(sql`SELECT count(*) AS n FROM ${customObjectTypes}`)) as Array<{
+    n: number;
+  }>;
+  if (Number(row?.n ?? 0) > limit) throw tooManyTypes(limit);
+}

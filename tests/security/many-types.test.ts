@@ -1,0 +1,394 @@
+/**
+ * Many custom object types made by one ordinary account (decision 0205): their number is bounded
+ * (`MAX_CUSTOM_OBJECT_TYPES`), the type list's page is weighed with the fields it embeds, and
+ * the whole-schema work they cost (the GraphQL schema, the OpenAPI document, the export, an
+ * apply's plan) gives the event loop turns, the first two built once however many requests ask
+ * meanwhile. Turns are the work counted between two `/livez` answers with an injected turn
+ * clock; sizes are bytes: never milliseconds.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { GraphQLInputObjectType, GraphQLObjectType } from "graphql";
+import { servicesOf } from "../../src/app";
+import { OpenApiBuilder } from "../../src/openapi/builder";
+import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { useTurnClock } from "../../src/turns";
+import { askLivez, turnsAtEveryOtherCheck } from "../helpers/livez-probe";
+import { makeTestApp, type TestApp } from "../helpers/app";
+
+const TYPES_API = "/api/plugins/custom-objects/custom-object-types/";
+const APPLY = "/api/plugins/custom-objects/schema/apply/";
+const KINDS = ["text", "integer", "decimal", "boolean", "date", "datetime", "url", "json"];
+/** Low enough that its tests are quick; the default is in `src/config.ts`. */
+const MAX_TYPES = 80;
+const BUDGET = 65_536;
+
+const typeDoc = (prefix: string, n: number, fields = KINDS.length) => ({
+  schema_version: "1",
+  types: Array.from({ length: n }, (_, i) => ({
+    name: `${prefix}_${i}`,
+    slug: `${prefix}_${i}`,
+    fields: Array.from({ length: fields }, (_, f) => ({
+      id: f + 1,
+      name: `field_${f}`,
+      type: KINDS[f % KINDS.length]!,
+      primary: f === 0,
+    })),
+  })),
+});
+
+let t: TestApp;
+/** An ordinary account: it may add types and fields, nothing else. */
+let maker: string;
+beforeAll(async () => {
+  t = await makeTestApp({
+    MAX_CUSTOM_OBJECT_TYPES: String(MAX_TYPES),
+    MAX_RESPONSE_BYTES: String(BUDGET),
+  });
+  maker = await t.user("maker", [
+    [["view", "add", "change"], "custom_objects.customobjecttype"],
+    [["view", "add", "change"], "custom_objects.customobjecttypefield"],
+  ]);
+});
+afterAll(() => t.close());
+afterEach(() => useTurnClock(null));
+
+const typeCount = async () =>
+  Number(
+    (await t.deps.db.client.execute("SELECT count(*) AS n FROM custom_object_types")).rows[0]!.n,
+  );
+
+describe("the number of custom object types", () => {
+  test("an apply past the limit answers 400 naming it, and writes nothing", async () => {
+    expect((await t.json("POST", APPLY, { token: maker, body: typeDoc("many", 60) })).status).toBe(
+      200,
+    );
+    const over = await t.json("POST", APPLY, { token: maker, body: typeDoc("many", 81) });
+    expect(over.status).toBe(400);
+    expect(over.body).toMatchObject({ error: "too_many_custom_object_types", limit: MAX_TYPES });
+    expect(over.body.detail).toContain(`at most ${MAX_TYPES}`);
+    expect(await typeCount()).toBe(60);
+  });
+
+  test("a create past the limit answers 400 (a single one and a bulk one)", async () => {
+    expect((await t.json("POST", APPLY, { token: maker, body: typeDoc("many", 79) })).status).toBe(
+      200,
+    );
+    const bulk = Array.from({ length: 2 }, (_, i) => ({ name: `bulk ${i}`, slug: `bulk-${i}` }));
+    const refused = await t.json("POST", TYPES_API, { token: maker, body: bulk });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ error: "too_many_custom_object_types", limit: MAX_TYPES });
+    const last = await t.json("POST", TYPES_API, {
+      token: maker,
+      body: { name: "last", slug: "last" },
+    });
+    expect(last.status).toBe(201);
+    const one = await t.json("POST", TYPES_API, {
+      token: maker,
+      body: { name: "one", slug: "one" },
+    });
+    expect(one.status).toBe(400);
+    expect(one.body).toMatchObject({ error: "too_many_custom_object_types", limit: MAX_TYPES });
+    expect(await typeCount()).toBe(MAX_TYPES);
+    // an apply changing the types there are still goes through
+    const changed = typeDoc("many", 79);
+    changed.types[0]!.name = "renamed";
+    expect((await t.json("POST", APPLY, { token: maker, body: changed })).status).toBe(200);
+  });
+});
+
+describe("the type list's page", () => {
+  let own: TestApp;
+  beforeAll(async () => {
+    own = await makeTestApp({ MAX_RESPONSE_BYTES: String(BUDGET) });
+  });
+  afterAll(() => own.close());
+
+  test("is weighed with the fields its types embed: past the budget it answers 400", async () => {
+    // 4 types of 60 fields: ~55 KB each as listed (a field's record ~900 bytes), each type's own
+    // stored values a few KB: the fields are most of what the page takes
+    expect((await own.json("POST", APPLY, { body: typeDoc("wide", 4, 60) })).status).toBe(200);
+    const res = await own.req("GET", `${TYPES_API}?limit=1000`);
+    const text = await res.text();
+    if (res.status === 200) expect(text.length).toBeLessThanOrEqual(BUDGET);
+    expect(res.status).toBe(400);
+    expect(JSON.parse(text)).toMatchObject({ error: "response_too_large", limit: BUDGET });
+    const one = await own.json("GET", `${TYPES_API}?limit=1`);
+    expect(one.status).toBe(200);
+    expect(one.body.results[0].fields).toHaveLength(60);
+  });
+});
+
+describe("whole-schema work after a schema change", () => {
+  let own: TestApp;
+  /** Types enough that building their schema takes many slices (each field a step or more). */
+  const TYPES = 60;
+  let generation = 0;
+  /** A schema change: every GraphQL schema and OpenAPI document is built again after it. */
+  const change = async () => {
+    const doc = typeDoc("graph", TYPES);
+    doc.types[0]!.name = `renamed_${++generation}`;
+    doc.types[0]!.fields.push({
+      id: 99,
+      name: `extra_${generation}`,
+      type: "text",
+      primary: false,
+    });
+    const applied = await own.json("POST", APPLY, { body: doc });
+    expect(applied.body).toMatchObject({ applied: true });
+  };
+  beforeAll(async () => {
+    own = await makeTestApp();
+    await change();
+    // the engine's modules are loaded once, on the first query (decision 0117): not measured here
+    expect(
+      (await own.json("POST", "/graphql/", { body: { query: "{ __typename }" } })).status,
+    ).toBe(200);
+  });
+  afterAll(() => own.close());
+
+  /**
+   * Counts, through the library's prototypes (each still runs), the types whose fields are
+   * resolved from their thunks: what building a schema does per object type and filter input.
+   */
+  function countResolved(onResolved: (name: string) => void): () => void {
+    const patched = [GraphQLObjectType.prototype, GraphQLInputObjectType.prototype] as Array<{
+      getFields(): unknown;
+    }>;
+    const originals = patched.map((p) => p.getFields);
+    patched.forEach((proto, k) => {
+      proto.getFields = function (this: { name: string; _fields: unknown }) {
+        if (typeof this._fields === "function") onResolved(this.name);
+        return originals[k]!.call(this);
+      };
+    });
+    return () =>
+      patched.forEach((proto, k) => {
+        proto.getFields = originals[k]!;
+      });
+  }
+
+  test("the first GraphQL query builds the schema with turns: /livez answers meanwhile", async () => {
+    await change();
+    let resolved = 0;
+    const restore = countResolved(() => resolved++);
+    turnsAtEveryOtherCheck();
+    // the types resolved when each `/livez` answer arrived: the longest run between two answers
+    // is the longest stretch the build held the event loop
+    const marks = [resolved];
+    const stop = askLivez(own, () => marks.push(resolved));
+    try {
+      const res = await own.req("POST", "/graphql/", { body: { query: "{ __typename }" } });
+      expect(res.status).toBe(200);
+    } finally {
+      await stop();
+      restore();
+    }
+    marks.push(resolved);
+    expect(resolved).toBeGreaterThanOrEqual(TYPES * 2); // each type's object type and filter
+    const longest = Math.max(...marks.slice(1).map((m, i) => m - marks[i]!));
+    expect(longest).toBeLessThanOrEqual(4);
+  });
+
+  test("concurrent first queries build one schema between them", async () => {
+    await change();
+    let builds = 0;
+    // the root type's fields are a thunk until its schema is built: resolved once per build
+    const restore = countResolved((name) => {
+      if (name === "Query") builds++;
+    });
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 4 }, () =>
+          own.json("POST", "/graphql/", { body: { query: "{ __typename }" } }),
+        ),
+      );
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    } finally {
+      restore();
+    }
+    expect(builds).toBe(1);
+  });
+
+  /** Counts calls of the builder's per-model steps (each still runs) until restored. */
+  function countBuilderSteps(onStep: (step: string) => void): () => void {
+    const proto = OpenApiBuilder.prototype as unknown as Record<
+      string,
+      (...a: unknown[]) => unknown
+    >;
+    const names = ["resource", "addSchemas", "paths"];
+    const originals = names.map((n) => proto[n]!);
+    names.forEach((n, k) => {
+      proto[n] = function (this: unknown, ...a: unknown[]) {
+        onStep(n);
+        return originals[k]!.apply(this, a);
+      };
+    });
+    return () =>
+      names.forEach((n, k) => {
+        proto[n] = originals[k]!;
+      });
+  }
+
+  test("the OpenAPI document is built with turns: /livez answers meanwhile", async () => {
+    await change();
+    let steps = 0;
+    const restore = countBuilderSteps(() => steps++);
+    turnsAtEveryOtherCheck();
+    const marks = [steps];
+    const stop = askLivez(own, () => marks.push(steps));
+    let text = "";
+    try {
+      const res = await own.req("GET", "/api/schema/?format=json");
+      expect(res.status).toBe(200);
+      text = await res.text();
+    } finally {
+      await stop();
+      restore();
+    }
+    marks.push(steps);
+    const doc = JSON.parse(text);
+    expect(Object.keys(doc.paths).filter((p) => p.includes("/graph_")).length).toBe(TYPES * 2);
+    expect(steps).toBeGreaterThanOrEqual(TYPES * 3); // each type's schemas and two sets of paths
+    // the longest run between two answers: the document's fixed parts (a few steps), never the types'
+    const longest = Math.max(...marks.slice(1).map((m, i) => m - marks[i]!));
+    expect(longest).toBeLessThanOrEqual(8);
+  });
+
+  test("a filtered copy of the OpenAPI document and its text are made with turns", async () => {
+    await change();
+    // a caller who may view none of the types: every one is pruned from the full document
+    const viewer = await own.user(`viewer-${generation}`, [
+      [["view"], "custom_objects.customobjecttype"],
+    ]);
+    expect((await own.req("GET", "/api/schema/?format=json")).status).toBe(200); // the full one
+    // strings checked for a hidden type's name, and JSON text written, through the platform
+    // (each still runs)
+    const test = RegExp.prototype.test;
+    const stringify = JSON.stringify;
+    let checked = 0;
+    let written = 0;
+    RegExp.prototype.test = function (this: RegExp, s: string) {
+      checked++;
+      return test.call(this, s);
+    };
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify(...a);
+      written += out?.length ?? 0;
+      return out;
+    }) as typeof stringify;
+    let runs: { checked: number; written: number };
+    let total: { checked: number; written: number };
+    try {
+      turnsAtEveryOtherCheck();
+      const marks = [{ checked, written }];
+      const stop = askLivez(own, () => marks.push({ checked, written }));
+      const res = await own.req("GET", "/api/schema/?format=json", { token: viewer });
+      const text = await res.text();
+      await stop();
+      marks.push({ checked, written });
+      expect(res.status).toBe(200);
+      expect(text).not.toContain("graph_1");
+      const run = (k: "checked" | "written") =>
+        Math.max(...marks.slice(1).map((m, i) => m[k] - marks[i]![k]));
+      runs = { checked: run("checked"), written: run("written") };
+      total = { checked: checked - marks[0]!.checked, written: written - marks[0]!.written };
+    } finally {
+      RegExp.prototype.test = test;
+      JSON.stringify = stringify;
+      useTurnClock(null);
+    }
+    // no run of the work between two answers is more than a small part of it
+    expect(total.checked).toBeGreaterThan(10_000);
+    expect(runs.checked).toBeLessThan(total.checked / 5);
+    expect(total.written).toBeGreaterThan(500_000);
+    expect(runs.written).toBeLessThan(total.written / 5);
+  });
+
+  test("concurrent requests for the OpenAPI document build it once between them", async () => {
+    await change();
+    let builds = 0;
+    const restore = countBuilderSteps((step) => {
+      if (step === "paths") builds++;
+    });
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 4 }, () => own.req("GET", "/api/schema/?format=json")),
+      );
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+      const texts = await Promise.all(answers.map((a) => a.text()));
+      expect(new Set(texts).size).toBe(1);
+    } finally {
+      restore();
+    }
+    expect(builds).toBe(1);
+  });
+
+  /**
+   * The longest run of `counted` work between two `/livez` answers while `request` runs, with
+   * the turn clock injected; and the work counted in all.
+   */
+  async function longestRun(counted: () => number, request: () => Promise<Response>) {
+    // the full-text index's rows pending after a schema change are indexed first: that work
+    // gives turns of its own, which are not the request's
+    await flushSearchIndexesNow(servicesOf(own.app));
+    turnsAtEveryOtherCheck();
+    const marks = [counted()];
+    const stop = askLivez(own, () => marks.push(counted()));
+    try {
+      const res = await request();
+      await res.arrayBuffer();
+      expect(res.status).toBe(200);
+    } finally {
+      await stop();
+      useTurnClock(null);
+    }
+    marks.push(counted());
+    const longest = Math.max(...marks.slice(1).map((m, k) => m - marks[k]!));
+    return { longest, total: marks.at(-1)! - marks[0]! };
+  }
+
+  /**
+   * Counts the types' states read as a document sees them (`{cot, canonical, …}`) as each is
+   * first kept, through the platform's Map (which still keeps it), until restored.
+   */
+  function countStates(): { count: () => number; restore: () => void } {
+    const set = Map.prototype.set;
+    let states = 0;
+    // each state once: maps copied from others (`new Map(entries)`) keep the same objects
+    const seen = new WeakSet<object>();
+    Map.prototype.set = function (this: Map<unknown, unknown>, k: unknown, v: unknown) {
+      if (v && typeof v === "object" && "canonical" in v && "tombstones" in v && !seen.has(v)) {
+        seen.add(v);
+        states++;
+      }
+      return set.call(this, k, v);
+    } as typeof set;
+    return { count: () => states, restore: () => void (Map.prototype.set = set) };
+  }
+
+  test("the schema export reads the types' state a type a step", async () => {
+    const states = countStates();
+    try {
+      const run = await longestRun(states.count, () =>
+        own.req("GET", "/api/plugins/custom-objects/schema/export/"),
+      );
+      expect(run.total).toBe(TYPES);
+      expect(run.longest).toBeLessThanOrEqual(2);
+    } finally {
+      states.restore();
+    }
+  });
+
+  test("an apply's plan reads the types' state a type a step", async () => {
+    const doc = typeDoc("graph", TYPES);
+    doc.types[1]!.name = "renamed_again";
+    const states = countStates();
+    try {
+      const run = await longestRun(states.count, () => own.req("POST", APPLY, { body: doc }));
+      expect(run.total).toBeGreaterThanOrEqual(TYPES);
+      expect(run.longest).toBeLessThanOrEqual(2);
+    } finally {
+      states.restore();
+    }
+  });
+});
