@@ -12,11 +12,12 @@ import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import {
   recordEventDeliveries,
-  stageEventDeliveries,
+  matchDeliveries,
+  stageDeliveries,
   type ChangeAction,
   type StagedRules,
 } from "../events/dispatch";
-import { newIdMarker, newRowId, putNewId, withNewId, type WriteBatch } from "../rest/write-batch";
+import { newIdMarker, putNewId, withNewId, type WriteBatch } from "../rest/write-batch";
 import { noteStaged } from "./preview";
 import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
@@ -439,10 +440,11 @@ function* changeSteps(
         rememberWritten(ctx, resource, { objectTypeId, time, change: changes[0]!, row: sorted[0] });
     });
   }
+  // every change's deliveries, then a few statements for them all (decision 0197)
+  const deliveries: string[] = [];
   for (const [k, e] of kept.entries()) {
     yield;
-    yield* stageEventDeliveries(ctx, batch, rules, {
-      changeId: newRowId("object_changes", k, kept.length),
+    const matched = yield* matchDeliveries(ctx, rules, {
       action: e.action,
       objectTypeId,
       appLabel: resource.appLabel,
@@ -452,7 +454,9 @@ function* changeSteps(
       userId: user?.id ?? null,
       requestId: ctx.requestId,
     });
+    for (const [webhook, rule] of matched) deliveries.push(`[${k},${webhook},${rule}]`);
   }
+  stageDeliveries(ctx, batch, rules, { model: resource.model, changes: kept.length }, deliveries);
   return () => changes.map((e) => texts.get(e));
 }
 
