@@ -37,7 +37,7 @@ async function writeStatements(db: Database, work: () => Promise<unknown>): Prom
   db.write = ((queries: Parameters<typeof write>[0]) => {
     n += queries.length;
     return write(queries);
-  }) as typeof write;
+  }) as unknown as typeof write;
   try {
     await work();
   } finally {

@@ -6,7 +6,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
 import { executePositional, Prebuilt, renderSql } from "../../db/driver-internals";
-import type { Orm } from "../../db/client";
+import { type Orm, weighStatement } from "../../db/client";
 import { rowsPerStatement } from "../../db/d1-limits";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
@@ -424,9 +424,13 @@ function* changeSteps(
       );
   for (const chunk of chunks) {
     yield;
+    // a document's records cost what the statements of `STAGED_CHANGES` rows would (0197)
     const statement =
       "document" in chunk
-        ? documentStatement(ctx, objectTypeId, time, chunk.document)
+        ? weighStatement(
+            documentStatement(ctx, objectTypeId, time, chunk.document),
+            chunk.changes.length / STAGED_CHANGES,
+          )
         : changeStatement(ctx, resource, objectTypeId, time, chunk);
     const changes = "document" in chunk ? chunk.changes : chunk;
     batch.add(statement, (written) => {

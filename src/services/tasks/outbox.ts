@@ -20,7 +20,7 @@ import {
   type SQL,
 } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import type { Executor, Orm } from "../../db/client";
+import { type Executor, type Orm, weighStatement } from "../../db/client";
 import { inJsonList } from "../../db/d1-limits";
 import { Prebuilt } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
@@ -277,9 +277,14 @@ export function stageOutboxSet(
     throw new Error(`outbox set: ${set.count}`);
   const created = nowIso();
   const rows = sql`FROM json_each(${set.document}) AS d ORDER BY d.key`;
+  // ~100 rows of a set cost what one ordinary statement does (a local file's long writer)
+  const weight = set.count / 100;
   batch.add(
-    orm.run(
-      sql`INSERT INTO "jobs" ("name", "status", "created", "object_type_id", "object_id", "user_id") SELECT ${job.name}, 'pending', ${created}, ${job.objectTypeId ?? null}, ${set.objectId}, ${job.userId} ${rows}`,
+    weighStatement(
+      orm.run(
+        sql`INSERT INTO "jobs" ("name", "status", "created", "object_type_id", "object_id", "user_id") SELECT ${job.name}, 'pending', ${created}, ${job.objectTypeId ?? null}, ${set.objectId}, ${job.userId} ${rows}`,
+      ),
+      weight,
     ),
   );
   // the document's k-th job is the table's (count - 1 - k)-th from last: written out, as D1
@@ -287,12 +292,15 @@ export function stageOutboxSet(
   const jobId = sql`(SELECT max("id") FROM "jobs") - (${sql.raw(String(set.count - 1))} - d.key)`;
   const insert = sql`INSERT INTO "outbox" ("created", "job_id", "name", "payload", "max_attempts", "user_id", "key") SELECT ${created}, ${jobId}, ${job.name}, ${set.payload}, ${job.maxAttempts}, ${job.userId}, ${UUID_SQL} ${rows}`;
   if (!done) {
-    batch.add(orm.run(insert));
+    batch.add(weighStatement(orm.run(insert), weight));
     return;
   }
   batch.add(
-    orm.all(
-      sql`${insert} RETURNING "id" AS id, "job_id" AS jobId, "payload" AS payload, "key" AS key`,
+    weighStatement(
+      orm.all(
+        sql`${insert} RETURNING "id" AS id, "job_id" AS jobId, "payload" AS payload, "key" AS key`,
+      ),
+      weight,
     ),
     (written) => {
       const sorted = [...(written as Array<Omit<OutboxRow, "name" | "maxAttempts" | "userId">>)];
