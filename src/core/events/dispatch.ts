@@ -81,12 +81,13 @@ interface ActiveRule {
 const RULE_CACHE = slotKey<{ print: string; rules: ActiveRule[] }>("events.rules");
 
 /**
- * The enabled rules as one text: every column a match reads, `quote()`d, in id order, then every
- * object-type link of an enabled rule in (rule, type) order. Content, not stamps, as the token's
- * print (decision 0107): equal prints, equal matches. No enabled rule prints '' (what a read
- * phase that found no rule row knows).
+ * The rules' print: the stamp that every write to `event_rules` or `event_rule_object_types`
+ * moves to a new random value in its own statement (triggers of migration 0015, cascades from a
+ * deleted object type included), so equal prints, unchanged rules, as the rules' whole text
+ * (up to ~3.3 MB, rebuilt and bound in every write's guard) proved before (decision 0197).
+ * Random, not counted: a database restored or made again never shows the print of other rules.
  */
-const rulesPrintSql = sql<string>`coalesce((SELECT group_concat("p", ';') FROM (SELECT quote("id") || ',' || quote("event_types") || ',' || quote("conditions") || ',' || quote("action_type") || ',' || quote("action_object_type_id") || ',' || quote("action_object_id") AS "p" FROM "event_rules" WHERE "enabled" ORDER BY "id")) || '#' || coalesce((SELECT group_concat("p", ';') FROM (SELECT quote("l"."event_rule_id") || ',' || quote("l"."object_type_id") AS "p" FROM "event_rule_object_types" "l" JOIN "event_rules" "r" ON "r"."id" = "l"."event_rule_id" WHERE "r"."enabled" ORDER BY "l"."event_rule_id", "l"."object_type_id")), ''), '')`;
+const rulesPrintSql = sql<string>`coalesce((SELECT "stamp" FROM "event_rules_stamp" WHERE "id" = 1), '')`;
 
 /** The rules of a transaction's write: the copy when it prints as the rules do now, else read. */
 async function cachedRules(services: Services, db: Executor): Promise<ActiveRule[]> {
