@@ -53,7 +53,13 @@ test("start-up on a database with duplicate reverse names: the first holder keep
   ];
   // the database as it was before migration 0013: no index, its migration not yet applied
   await run("DROP INDEX cotf_related_name_uq");
-  await run("DELETE FROM __drizzle_migrations WHERE created_at = ?", [migrationWhen("0013_")]);
+  await run("DELETE FROM __drizzle_migrations WHERE created_at >= ?", [migrationWhen("0013_")]);
+  // nor any later one: migration 0014's rules stamp and its triggers (decision 0197)
+  const triggers = await run(
+    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND sql LIKE '%event_rules_stamp%'",
+  );
+  for (const { name } of triggers.rows) await run(`DROP TRIGGER "${String(name)}"`);
+  await run("DROP TABLE event_rules_stamp");
   // duplicates: "base" and "work" take "shared" after "home" did; "rack" keeps "other" (a device)
   await run("UPDATE custom_object_type_fields SET related_name = 'shared' WHERE id IN (?, ?)", [
     made[1]!.id,
