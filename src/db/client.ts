@@ -56,6 +56,27 @@ export type Executor = Orm | Parameters<Parameters<Orm["transaction"]>[0]>[0];
 export type Queries = readonly [BatchItem<"sqlite">, ...BatchItem<"sqlite">[]];
 export type Results<T extends Queries> = BatchResponse<T>;
 
+/**
+ * What a statement of a write batch costs in ordinary statements (one of a bulk create's few
+ * rows), where it writes far more rows: a set-based statement over a bound document (decisions
+ * 0197, 0198). A local file sends a batch of that much work to its long writer, which gives the
+ * event loop turns between statements (0185), as it would the many statements it replaces.
+ */
+const weights = new WeakMap<object, number>();
+
+/** `item`, weighed as `weight` ordinary statements (`batchWeight`). */
+export function weighStatement<T extends object>(item: T, weight: number): T {
+  weights.set(item, Math.max(1, Math.ceil(weight)));
+  return item;
+}
+
+/** The statements of `queries`, each weighed (`weighStatement`; one when not weighed). */
+export function batchWeight(queries: readonly object[]): number {
+  let total = 0;
+  for (const q of queries) total += weights.get(q) ?? 1;
+  return total;
+}
+
 /** One SQL statement with positional (`?`) arguments; its identifiers validated and quoted. */
 interface Statement {
   sql: string;

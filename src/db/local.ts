@@ -20,7 +20,7 @@ import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
 import { LocalClient, SchemaGeneration } from "./local-client";
-import type { Queries, Results } from "./client";
+import { batchWeight, type Queries, type Results } from "./client";
 import type { Client, InArgs, InStatement, Transaction } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import { yieldWhenDue } from "../turns";
@@ -31,7 +31,9 @@ import { cacheSizePragma, DEFAULT_CACHE_MB, servingCacheKib } from "./page-cache
 /**
  * A `write` batch of at least this many statements is a long batch (decision 0185): on a file, it
  * runs on the long-write connection, whose statements give the event loop turns. A statement of
- * a bulk create costs ~0.5 ms there, so a batch under it holds the loop some 50 ms at most.
+ * a bulk create costs ~0.5 ms there, so a batch under it holds the loop some 50 ms at most; a
+ * statement that writes many rows from a bound document counts as the statements it replaces
+ * (`weighStatement`, decision 0197).
  */
 export const LONG_BATCH = 100;
 
@@ -156,7 +158,7 @@ export async function openDatabase(
   const batches = new BatchGroup((queries) => db.orm.batch(queries as never) as Promise<unknown[]>);
   // A long batch goes alone: it joins no group (whose halving on a failure would write it again).
   db.write = <T extends Queries>(queries: T) =>
-    (background && queries.length >= LONG_BATCH
+    (background && batchWeight(queries) >= LONG_BATCH
       ? writeLong(db, background, longBatch, queries)
       : batches.run([...queries])) as unknown as Promise<Results<T>>;
   if (background) db.longWrite = (fn) => long.run(true, fn);

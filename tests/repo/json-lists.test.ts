@@ -43,6 +43,12 @@ const ALLOWED: Array<[string, string, number, string]> = [
     "bound [id, stamp] pairs of rows deleted as read (bulk deletes, 0184; cascades)",
   ],
   ["core/changes/record.ts", "{document}", 1, "bound change records, five columns each (0198)"],
+  [
+    "services/tasks/outbox.ts",
+    "{set.document}",
+    1,
+    "bound deliveries, a job and its row each (0197)",
+  ],
   [`${CO}/ddl.ts`, "{chunk}", 1, "bound [id, value] pairs: two columns"],
   [`${CO}/ddl.ts`, "{byName}", 2, "a bound object read by key"],
   [`${CO}/ddl.ts`, "{byTable}", 2, "a bound object read by key"],

@@ -6,17 +6,18 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { InValue } from "@libsql/client";
 import { executePositional, Prebuilt, renderSql } from "../../db/driver-internals";
-import type { Orm } from "../../db/client";
+import { type Orm, weighStatement } from "../../db/client";
 import { rowsPerStatement } from "../../db/d1-limits";
 import { objectChanges } from "../../db/schema";
 import { nowIso } from "../../db/schema/common";
 import {
   recordEventDeliveries,
-  stageEventDeliveries,
+  matchDeliveries,
+  stageDeliveries,
   type ChangeAction,
   type StagedRules,
 } from "../events/dispatch";
-import { newIdMarker, newRowId, putNewId, withNewId, type WriteBatch } from "../rest/write-batch";
+import { newIdMarker, putNewId, withNewId, type WriteBatch } from "../rest/write-batch";
 import { noteStaged } from "./preview";
 import { type ChangeRow, mayRemember, NOT_REVERTABLE, rememberChanges } from "./seen";
 import type { ApiRecord, Resource, WriteContext } from "../rest/resource";
@@ -423,9 +424,13 @@ function* changeSteps(
       );
   for (const chunk of chunks) {
     yield;
+    // a document's records cost what the statements of `STAGED_CHANGES` rows would (0197)
     const statement =
       "document" in chunk
-        ? documentStatement(ctx, objectTypeId, time, chunk.document)
+        ? weighStatement(
+            documentStatement(ctx, objectTypeId, time, chunk.document),
+            chunk.changes.length / STAGED_CHANGES,
+          )
         : changeStatement(ctx, resource, objectTypeId, time, chunk);
     const changes = "document" in chunk ? chunk.changes : chunk;
     batch.add(statement, (written) => {
@@ -439,10 +444,11 @@ function* changeSteps(
         rememberWritten(ctx, resource, { objectTypeId, time, change: changes[0]!, row: sorted[0] });
     });
   }
+  // every change's deliveries, then a few statements for them all (decision 0197)
+  const deliveries: string[] = [];
   for (const [k, e] of kept.entries()) {
     yield;
-    yield* stageEventDeliveries(ctx, batch, rules, {
-      changeId: newRowId("object_changes", k, kept.length),
+    const matched = yield* matchDeliveries(ctx, rules, {
       action: e.action,
       objectTypeId,
       appLabel: resource.appLabel,
@@ -452,7 +458,9 @@ function* changeSteps(
       userId: user?.id ?? null,
       requestId: ctx.requestId,
     });
+    for (const [webhook, rule] of matched) deliveries.push(`[${k},${webhook},${rule}]`);
   }
+  stageDeliveries(ctx, batch, rules, { model: resource.model, changes: kept.length }, deliveries);
   return () => changes.map((e) => texts.get(e));
 }
 

@@ -3,10 +3,16 @@
  * webhook gets one delivery job per change (one per (change, webhook), however many rules
  * match), written to the transactional outbox beside the change record.
  */
-import { eq, inArray, sql, type SQL } from "drizzle-orm";
+import { eq, inArray, sql } from "drizzle-orm";
 import type { Executor, Orm } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
-import { recordOutbox, stageOutbox, type OutboxRow } from "../../services/tasks/outbox";
+import {
+  lastOutboxId,
+  recordOutbox,
+  stageOutboxSet,
+  type OutboxRange,
+  type OutboxRow,
+} from "../../services/tasks/outbox";
 import { Prebuilt } from "../../db/driver-internals";
 import type { Guard, Services } from "../context";
 import type { ApiRecord, WriteContext } from "../rest/resource";
@@ -75,12 +81,13 @@ interface ActiveRule {
 const RULE_CACHE = slotKey<{ print: string; rules: ActiveRule[] }>("events.rules");
 
 /**
- * The enabled rules as one text: every column a match reads, `quote()`d, in id order, then every
- * object-type link of an enabled rule in (rule, type) order. Content, not stamps, as the token's
- * print (decision 0107): equal prints, equal matches. No enabled rule prints '' (what a read
- * phase that found no rule row knows).
+ * The rules' print: the stamp that every write to `event_rules` or `event_rule_object_types`
+ * moves to a new random value in its own statement (triggers of migration 0015, cascades from a
+ * deleted object type included), so equal prints, unchanged rules, as the rules' whole text
+ * (up to ~3.3 MB, rebuilt and bound in every write's guard) proved before (decision 0197).
+ * Random, not counted: a database restored or made again never shows the print of other rules.
  */
-const rulesPrintSql = sql<string>`coalesce((SELECT group_concat("p", ';') FROM (SELECT quote("id") || ',' || quote("event_types") || ',' || quote("conditions") || ',' || quote("action_type") || ',' || quote("action_object_type_id") || ',' || quote("action_object_id") AS "p" FROM "event_rules" WHERE "enabled" ORDER BY "id")) || '#' || coalesce((SELECT group_concat("p", ';') FROM (SELECT quote("l"."event_rule_id") || ',' || quote("l"."object_type_id") AS "p" FROM "event_rule_object_types" "l" JOIN "event_rules" "r" ON "r"."id" = "l"."event_rule_id" WHERE "r"."enabled" ORDER BY "l"."event_rule_id", "l"."object_type_id")), ''), '')`;
+const rulesPrintSql = sql<string>`coalesce((SELECT "stamp" FROM "event_rules_stamp" WHERE "id" = 1), '')`;
 
 /** The rules of a transaction's write: the copy when it prints as the rules do now, else read. */
 async function cachedRules(services: Services, db: Executor): Promise<ActiveRule[]> {
@@ -243,7 +250,9 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
 export interface StagedRules {
   rules: ActiveRule[];
   webhookTypeId: number | null;
+  /** Outbox rows the batch returned, and the id ranges of those it did not (many at once). */
   rows: OutboxRow[];
+  ranges: OutboxRange[];
 }
 
 /** The enabled rules with their object types (a read phase). */
@@ -297,12 +306,13 @@ export function stageRules(
     const { rules, print } = copy!;
     // the batch changes rules itself when `own`: it matches what its read phase saw, as before
     if (!own) ctx.guard?.(rulesGuard(services, print));
-    const staged: StagedRules = { rules, webhookTypeId: null, rows: [] };
+    const staged: StagedRules = { rules, webhookTypeId: null, rows: [], ranges: [] };
     if (rules.some((r) => r.actionType === "webhook"))
       staged.webhookTypeId = (await services.objectTypes.ensure("extras", "webhook")).id;
     ctx.onCommit?.(async () => {
-      if (services.tasks) services.tasks.outbox.afterCommit(ctx.requestId, staged.rows);
-      else if (staged.rows.length) warnNoQueue(services);
+      if (services.tasks)
+        services.tasks.outbox.afterCommit(ctx.requestId, staged.rows, staged.ranges);
+      else if (staged.rows.length || staged.ranges.length) warnNoQueue(services);
     });
     return staged;
   };
@@ -337,56 +347,99 @@ const rulesGuardStatement = new Prebuilt<unknown>((orm) =>
 );
 const rulesGuardSql = (orm: Orm, print: string) => rulesGuardStatement.with(orm, { print });
 
-/** A change of a staged write as the rules see it: its change record's id is SQL of the batch. */
-export interface StagedEvent
-  extends Omit<ChangeEvent, "changeId" | "time" | "objectId" | "userName"> {
-  changeId: SQL;
-}
+/** A change of a staged write as the rules see it (its change record's id is the batch's). */
+export type StagedEvent = Omit<ChangeEvent, "changeId" | "time" | "objectId" | "userName">;
 
 /**
- * `recordEventDeliveries` for a staged write: each matching webhook's delivery job as statements
- * of `batch` (one per webhook, however many rules match), beside the change record. Steps, one
- * per rule, between which the caller may give the event loop turns.
+ * The webhooks a staged change is delivered to, each with the first rule that matched it (one
+ * delivery per webhook, however many rules match), in rule order, as `[webhook, rule]`. Steps,
+ * one per rule, between which the caller may give the event loop turns.
  */
-export function* stageEventDeliveries(
+export function* matchDeliveries(
   ctx: WriteContext,
-  batch: WriteBatch,
   staged: StagedRules,
   event: StagedEvent,
-): Generator<void, void> {
-  const services = ctx.services;
-  const queued = new Set<number>();
+): Generator<void, Array<[webhook: number, rule: number]>> {
+  const shaped = viewShapedKeys(ctx.services);
+  const queued = new Map<number, number>();
   for (const rule of staged.rules) {
     // a step per rule: the caller gives the loop turns between them (decision 0196)
     yield;
     if (
       rule.actionType !== "webhook" ||
       rule.actionObjectTypeId !== staged.webhookTypeId ||
-      !ruleMatches(rule, event as unknown as ChangeEvent, viewShapedKeys(services)) ||
-      queued.has(rule.actionObjectId)
+      queued.has(rule.actionObjectId) ||
+      !ruleMatches(rule, event as ChangeEvent, shaped)
     )
       continue;
-    queued.add(rule.actionObjectId);
-    const payload: Omit<WebhookTaskPayload, "change"> = {
-      webhook: rule.actionObjectId,
-      event_rule: rule.id,
-      model: event.model,
-    };
-    // Staged whether or not a queue exists now: the relay hands it over once one is there.
-    stageOutbox(
+    queued.set(rule.actionObjectId, rule.id);
+  }
+  return [...queued];
+}
+
+/**
+ * Deliveries per JSON document (one `[change, webhook, rule]` item each, `change` the change's
+ * index among the write's change records): a document's two statements write this many rows,
+ * a few milliseconds' work (a local file runs a statement without giving the loop turns), in
+ * ~20 KB of bound text (D1 binds a value of at most 2 MB).
+ */
+const DOCUMENT_DELIVERIES = 1_000;
+
+/** Deliveries whose outbox rows the batch returns; past it, the relay reads them by id range. */
+const RETURNED_DELIVERIES = 100;
+
+/**
+ * The deliveries `items` (`[change, webhook, rule]` JSON texts) of a staged write's `changes`
+ * change records of `model`, which the same batch wrote last in `object_changes`, as two
+ * statements per document of `batch` (decision 0197): the same jobs and outbox rows, in the
+ * same order, as a statement pair each would write. Staged whether or not a queue exists now:
+ * the relay hands them over once one is there.
+ */
+export function stageDeliveries(
+  ctx: WriteContext,
+  batch: WriteBatch,
+  staged: StagedRules,
+  writes: { model: string; changes: number },
+  items: string[],
+): void {
+  if (!items.length || staged.webhookTypeId === null) return;
+  const services = ctx.services;
+  const orm = services.db.orm;
+  const at = (k: number) => sql.raw(`json_extract(d.value, '$[${k}]')`);
+  // the k-th of the write's n change records is the table's (n - 1 - k)-th from last
+  const back = sql.raw(String(writes.changes - 1));
+  const changeId = sql`(SELECT max("id") FROM "object_changes") - (${back} - ${at(0)})`;
+  // the payload's keys in the order `WebhookTaskPayload` gives them
+  const payload = sql`json_object('webhook', ${at(1)}, 'change', ${changeId}, 'event_rule', ${at(2)}, 'model', ${writes.model})`;
+  const job = {
+    name: WEBHOOK_TASK,
+    maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
+    userId: null, // as in `recordEventDeliveries` (decision 0191)
+    objectTypeId: staged.webhookTypeId,
+  };
+  const returned = items.length <= RETURNED_DELIVERIES;
+  for (const document of deliveryDocuments(items)) {
+    stageOutboxSet(
       batch,
-      services.db.orm,
-      {
-        name: WEBHOOK_TASK,
-        payload: null,
-        maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
-        userId: null, // as in `recordEventDeliveries` (decision 0191)
-        objectTypeId: staged.webhookTypeId,
-        objectId: rule.actionObjectId,
-      },
-      // the change's id is SQLite's, known inside the batch only; the keys in their usual order
-      sql`json_object('webhook', ${payload.webhook}, 'change', ${event.changeId}, 'event_rule', ${payload.event_rule}, 'model', ${payload.model})`,
-      (row) => staged.rows.push(row),
+      orm,
+      job,
+      { document: document.text, count: document.count, objectId: at(1), payload },
+      returned ? (rows) => staged.rows.push(...rows) : undefined,
     );
   }
+  if (returned) return;
+  batch.add(lastOutboxId(orm), (rows) => {
+    const last = Number((rows as Array<{ last: number | null }>)[0]?.last);
+    if (Number.isSafeInteger(last)) staged.ranges.push({ first: last - items.length + 1, last });
+  });
+}
+
+/** `items` joined into JSON arrays of at most `DOCUMENT_DELIVERIES` each. */
+function deliveryDocuments(items: string[]): Array<{ text: string; count: number }> {
+  const out: Array<{ text: string; count: number }> = [];
+  for (let k = 0; k < items.length; k += DOCUMENT_DELIVERIES) {
+    const part = items.slice(k, k + DOCUMENT_DELIVERIES);
+    out.push({ text: `[${part.join(",")}]`, count: part.length });
+  }
+  return out;
 }

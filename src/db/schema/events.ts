@@ -83,3 +83,13 @@ export const eventRuleObjectTypes = sqliteTable(
     index("event_rule_object_types_ot_idx").on(t.objectTypeId),
   ],
 );
+
+/**
+ * One row whose `stamp` changes (a random value) in the same statement as any write to the event
+ * rules or their object types, cascades included (triggers, migration 0015): what a write's guard
+ * compares to prove its copy of the rules current (decision 0197), however large the rules are.
+ */
+export const eventRulesStamp = sqliteTable("event_rules_stamp", {
+  id: integer("id").primaryKey(),
+  stamp: text("stamp").notNull(),
+});

@@ -20,7 +20,7 @@ import {
   type SQL,
 } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import type { Executor, Orm } from "../../db/client";
+import { type Executor, type Orm, weighStatement } from "../../db/client";
 import { inJsonList } from "../../db/d1-limits";
 import { Prebuilt } from "../../db/driver-internals";
 import { jobs, outbox } from "../../db/schema";
@@ -241,6 +241,88 @@ export function stageOutbox(
   );
 }
 
+/**
+ * A random version-4 UUID made by SQLite, one per row (the key `stageOutbox` makes with
+ * `crypto.randomUUID()`): SQLite's `randomblob` draws from its own cryptographic generator.
+ */
+const UUID_SQL = sql.raw(
+  `lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))`,
+);
+
+/** Outbox rows a batch wrote one after another: ids `first` to `last` (AUTOINCREMENT, one lock). */
+export interface OutboxRange {
+  first: number;
+  last: number;
+}
+
+/** What a set of staged jobs shares: all but the object and the payload. */
+export type OutboxSetJob = Omit<OutboxJob, "payload" | "objectId">;
+
+/**
+ * Many jobs of one kind as two statements of an atomic write batch (a bulk write's deliveries,
+ * decision 0197): `document` is the text of a JSON array bound once per statement; its item `d`
+ * gives the job's object (`objectId`) and its payload (`payload`), both SQL over `d.value`. The
+ * jobs take the table's last ids in the document's order, and each outbox row names its job by
+ * that order. `done` receives the rows once committed, when `returning` (a few of them);
+ * otherwise the caller learns their ids from the table (`lastOutboxId`).
+ */
+export function stageOutboxSet(
+  batch: StagedBatch,
+  orm: Orm,
+  job: OutboxSetJob,
+  set: { document: string; count: number; objectId: SQL; payload: SQL },
+  done?: (rows: OutboxRow[]) => void,
+): void {
+  if (!Number.isSafeInteger(set.count) || set.count < 1)
+    throw new Error(`outbox set: ${set.count}`);
+  const created = nowIso();
+  const rows = sql`FROM json_each(${set.document}) AS d ORDER BY d.key`;
+  // ~100 rows of a set cost what one ordinary statement does (a local file's long writer)
+  const weight = set.count / 100;
+  batch.add(
+    weighStatement(
+      orm.run(
+        sql`INSERT INTO "jobs" ("name", "status", "created", "object_type_id", "object_id", "user_id") SELECT ${job.name}, 'pending', ${created}, ${job.objectTypeId ?? null}, ${set.objectId}, ${job.userId} ${rows}`,
+      ),
+      weight,
+    ),
+  );
+  // the document's k-th job is the table's (count - 1 - k)-th from last: written out, as D1
+  // binds numbers as REAL
+  const jobId = sql`(SELECT max("id") FROM "jobs") - (${sql.raw(String(set.count - 1))} - d.key)`;
+  const insert = sql`INSERT INTO "outbox" ("created", "job_id", "name", "payload", "max_attempts", "user_id", "key") SELECT ${created}, ${jobId}, ${job.name}, ${set.payload}, ${job.maxAttempts}, ${job.userId}, ${UUID_SQL} ${rows}`;
+  if (!done) {
+    batch.add(weighStatement(orm.run(insert), weight));
+    return;
+  }
+  batch.add(
+    weighStatement(
+      orm.all(
+        sql`${insert} RETURNING "id" AS id, "job_id" AS jobId, "payload" AS payload, "key" AS key`,
+      ),
+      weight,
+    ),
+    (written) => {
+      const sorted = [...(written as Array<Omit<OutboxRow, "name" | "maxAttempts" | "userId">>)];
+      sorted.sort((a, b) => a.id - b.id);
+      done(
+        sorted.map((r) => ({
+          ...r,
+          // parsed, as the column's reader gives it to `stageOutbox` and the relay
+          payload: typeof r.payload === "string" ? JSON.parse(r.payload) : r.payload,
+          name: job.name,
+          maxAttempts: job.maxAttempts,
+          userId: job.userId,
+        })),
+      );
+    },
+  );
+}
+
+/** The outbox's last id, read in a batch right after its writes (`stageOutboxSet`). */
+export const lastOutboxId = (orm: Orm) =>
+  orm.all<{ last: number | null }>(sql`SELECT max("id") AS last FROM "outbox"`);
+
 /** The outbox side of a {@link TaskQueue}: recording, relaying and the lost-job sweep. */
 export class OutboxRelay {
   readonly relayTimeoutMs: number;
@@ -250,7 +332,7 @@ export class OutboxRelay {
   #failedAt = 0;
   /** The highest outbox id the previous relay pass saw; the first pass takes every row. */
   #seenUpTo = Number.MAX_SAFE_INTEGER;
-  readonly #deferred = new Map<string, OutboxRow[]>();
+  readonly #deferred = new Map<string, { rows: OutboxRow[]; ranges: OutboxRange[] }>();
 
   constructor(
     private readonly queue: RelayQueue,
@@ -276,14 +358,24 @@ export class OutboxRelay {
    * Called once the transaction that recorded `rows` has committed: relays them now,
    * fire-and-forget (the request does not wait), or keeps them for {@link takeDeferred}.
    */
-  afterCommit(requestId: string, rows: OutboxRow[]): void {
-    if (!rows.length) return;
+  afterCommit(requestId: string, rows: OutboxRow[], ranges: OutboxRange[] = []): void {
+    if (!rows.length && !ranges.length) return;
     if (this.#afterCommit === "now") {
-      void this.relayRows(rows);
+      void this.#relayCommitted(rows, ranges);
       return;
     }
     if (this.#deferred.size >= DEFERRED_LIMIT) this.#deferred.clear(); // the relay loop or cron picks them up
-    this.#deferred.set(requestId, [...(this.#deferred.get(requestId) ?? []), ...rows]);
+    const kept = this.#deferred.get(requestId) ?? { rows: [], ranges: [] };
+    this.#deferred.set(requestId, {
+      rows: [...kept.rows, ...rows],
+      ranges: [...kept.ranges, ...ranges],
+    });
+  }
+
+  /** `rows`, then the rows of `ranges` read from the outbox a page at a time. */
+  async #relayCommitted(rows: OutboxRow[], ranges: OutboxRange[]): Promise<void> {
+    await this.relayRows(rows);
+    for (const range of ranges) await this.relayRange(range);
   }
 
   /**
@@ -297,10 +389,51 @@ export class OutboxRelay {
 
   /** The relay of rows a request committed, to hand to its `waitUntil` (Workers); null when none. */
   takeDeferred(requestId: string): (() => Promise<void>) | null {
-    const rows = this.#deferred.get(requestId);
-    if (!rows) return null;
+    const kept = this.#deferred.get(requestId);
+    if (!kept) return null;
     this.#deferred.delete(requestId);
-    return () => this.relayRows(rows);
+    return () => this.#relayCommitted(kept.rows, kept.ranges);
+  }
+
+  /**
+   * Hands the committed rows `range` to Redis, a page of `RELAY_BATCH` at a time read from the
+   * outbox (a bulk write's thousands of deliveries are never all in memory), for at most
+   * `budgetMs`; what is left, or what Redis did not take, waits for the relay loop. Never throws.
+   */
+  async relayRange(range: OutboxRange, budgetMs = 2_000): Promise<void> {
+    const started = performance.now();
+    let after = range.first - 1;
+    while (after < range.last && performance.now() - started <= budgetMs) {
+      if (this.#failedAt && performance.now() - this.#failedAt < COOLDOWN_MS) return;
+      let rows: OutboxRow[];
+      try {
+        rows = await this.#page(after, range.last);
+      } catch (e) {
+        this.queue.logger.warn("outbox: could not read rows to relay", { error: errorText(e) });
+        return;
+      }
+      if (!rows.length) return;
+      await this.relayRows(rows);
+      after = rows.at(-1)!.id;
+    }
+  }
+
+  /** Up to `RELAY_BATCH` rows not yet relayed, after id `after` and up to `last`, in id order. */
+  #page(after: number, last: number): Promise<OutboxRow[]> {
+    return this.queue.db.orm
+      .select({
+        id: outbox.id,
+        jobId: outbox.jobId,
+        name: outbox.name,
+        payload: outbox.payload,
+        maxAttempts: outbox.maxAttempts,
+        userId: outbox.userId,
+        key: outbox.key,
+      })
+      .from(outbox)
+      .where(and(isNull(outbox.relayed), gt(outbox.id, after), lte(outbox.id, last)))
+      .orderBy(asc(outbox.id))
+      .limit(RELAY_BATCH);
   }
 
   /**
@@ -345,20 +478,7 @@ export class OutboxRelay {
     let relayed = 0;
     let after = 0;
     for (;;) {
-      const rows = await db
-        .select({
-          id: outbox.id,
-          jobId: outbox.jobId,
-          name: outbox.name,
-          payload: outbox.payload,
-          maxAttempts: outbox.maxAttempts,
-          userId: outbox.userId,
-          key: outbox.key,
-        })
-        .from(outbox)
-        .where(and(isNull(outbox.relayed), gt(outbox.id, after), lte(outbox.id, upTo)))
-        .orderBy(asc(outbox.id))
-        .limit(RELAY_BATCH);
+      const rows = await this.#page(after, upTo);
       if (!rows.length) break;
       try {
         await this.#push(rows);
