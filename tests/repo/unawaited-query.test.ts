@@ -37,7 +37,7 @@ function flagged(body: string): boolean {
 }
 
 test.each([
-  ["tx.run(sql`INSERT INTO t SELECT value FROM json_each(${x})`);"],
+  ["tx.run(sql`INSERT INTO t SELECT value FROM json_each(?)`);"],
   ["void tx.all(sql`INSERT INTO t VALUES (1) RETURNING id`);"],
   ["ctx.db.run(statements.jobs);"],
   ["db.insert(t).values({ a: 1 });"],
