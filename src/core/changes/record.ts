@@ -110,18 +110,20 @@ export async function logChange(
     ctx.services.db.orm,
   );
 
-  await recordEventDeliveries(ctx, {
-    changeId: row!.id,
-    time,
-    action,
-    objectTypeId: objectType.id,
-    appLabel: resource.appLabel,
-    model: resource.model,
-    objectId: id,
-    prechange,
-    postchange,
-    ...who,
-  });
+  await recordEventDeliveries(ctx, [
+    {
+      changeId: row!.id,
+      time,
+      action,
+      objectTypeId: objectType.id,
+      appLabel: resource.appLabel,
+      model: resource.model,
+      objectId: id,
+      prechange,
+      postchange,
+      ...who,
+    },
+  ]);
   return postchange;
 }
 
@@ -210,8 +212,9 @@ export async function logChanges(
     if (written.rowsAffected !== chunk.length || written.lastInsertRowid === undefined)
       throw new Error(`change records: ${written.rowsAffected} of ${chunk.length} written`);
     const first = Number(written.lastInsertRowid) - chunk.length + 1;
-    for (const [k, e] of chunk.entries()) {
-      await recordEventDeliveries(ctx, {
+    await recordEventDeliveries(
+      ctx,
+      chunk.map((e, k) => ({
         changeId: first + k,
         time,
         action: e.action,
@@ -224,8 +227,8 @@ export async function logChanges(
         userId: user?.id ?? null,
         userName: user?.username ?? "",
         requestId: ctx.requestId,
-      });
-    }
+      })),
+    );
   }
   return texts;
 }

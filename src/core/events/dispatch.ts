@@ -8,7 +8,7 @@ import type { Executor, Orm } from "../../db/client";
 import { eventRuleObjectTypes, eventRules } from "../../db/schema";
 import {
   lastOutboxId,
-  recordOutbox,
+  recordOutboxSet,
   stageOutboxSet,
   type OutboxRange,
   type OutboxRow,
@@ -188,12 +188,16 @@ const changesRules = (event: ChangeEvent) =>
   event.appLabel === "extras" && (event.model === "eventrule" || event.model === "webhook");
 
 /**
- * Matches a change against the enabled event rules inside the write's transaction and writes
- * one `webhook.deliver` job per matching webhook to the outbox there, so the deliveries commit
- * (or roll back) with the change. After the commit the outbox relay hands them to the tasks
- * Redis; the request never waits for Redis (docs/decisions/0037-tasks-outbox.md).
+ * Matches changes (of one model) against the enabled event rules inside the write's transaction
+ * and writes one `webhook.deliver` job per matching webhook to the outbox there, so the
+ * deliveries commit (or roll back) with the changes: two set-based statements per document of
+ * deliveries, as a staged write's (decisions 0197, 0201). After the commit the outbox relay hands
+ * them to the tasks Redis; the request never waits for Redis (docs/decisions/0037-tasks-outbox.md).
  */
-export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEvent): Promise<void> {
+export async function recordEventDeliveries(
+  ctx: WriteContext,
+  events: readonly ChangeEvent[],
+): Promise<void> {
   const services = ctx.services;
   let state = ctx.scratch.get(TRANSACTION_EVENTS);
   if (!state) {
@@ -205,45 +209,69 @@ export async function recordEventDeliveries(ctx: WriteContext, event: ChangeEven
       else if (fresh.rows.length) warnNoQueue(services);
     });
   }
-  if (changesRules(event)) {
+  if (events.some(changesRules)) {
     state.rulesChanged = true;
     services.state.delete(RULE_CACHE);
   }
   const rules = state.rulesChanged
     ? await readRules(ctx.db)
     : (state.rules ??= await cachedRules(services, ctx.db));
-  if (!rules.length) return;
+  if (!rules.length || !events.length) return;
   const webhookType = await services.objectTypes.ensure("extras", "webhook", ctx.db);
+  const items: string[] = [];
+  for (const event of events)
+    for (const [webhook, rule] of await matchInTransaction(
+      services,
+      state,
+      rules,
+      event,
+      webhookType.id,
+    ))
+      items.push(`[${event.changeId},${webhook},${rule}]`);
+  // Written whether or not a queue exists now: the relay hands them over once one is there.
+  const job = {
+    name: WEBHOOK_TASK,
+    maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
+    // nobody's job but a superuser's: the writer may not see another's rule match (0191)
+    userId: null,
+    objectTypeId: webhookType.id,
+  };
+  const at = (k: number) => sql.raw(`json_extract(d.value, '$[${k}]')`);
+  // the payload's keys in the order `WebhookTaskPayload` gives them
+  const payload = sql`json_object('webhook', ${at(1)}, 'change', ${at(0)}, 'event_rule', ${at(2)}, 'model', ${events[0]!.model})`;
+  for (const document of deliveryDocuments(items)) {
+    const set = { document: document.text, count: document.count, objectId: at(1), payload };
+    state.rows.push(...(await recordOutboxSet(ctx.db, job, set)));
+  }
+}
+
+/**
+ * The webhooks `event` is delivered to in this transaction, each with the first rule that matched
+ * it, in rule order, as `[webhook, rule]`: one delivery per (change, webhook), however many rules
+ * match.
+ */
+async function matchInTransaction(
+  services: Services,
+  state: TransactionEvents,
+  rules: ActiveRule[],
+  event: ChangeEvent,
+  webhookTypeId: number,
+): Promise<Array<[webhook: number, rule: number]>> {
+  const out: Array<[number, number]> = [];
   for (const rule of rules) {
     await yieldWhenDue(); // many rules, each matched in turn (decision 0196)
     if (
       rule.actionType !== "webhook" ||
-      rule.actionObjectTypeId !== webhookType.id ||
+      rule.actionObjectTypeId !== webhookTypeId ||
       !ruleMatches(rule, event, viewShapedKeys(services))
     )
       continue;
     const pair = `${event.changeId}:${rule.actionObjectId}`;
     if (state.queued.has(pair)) continue;
     state.queued.add(pair);
-    const payload: WebhookTaskPayload = {
-      webhook: rule.actionObjectId,
-      change: event.changeId,
-      event_rule: rule.id,
-      model: event.model,
-    };
-    // Written whether or not a queue exists now: the relay hands it over once one is there.
-    state.rows.push(
-      await recordOutbox(ctx.db, services.db.orm, {
-        name: WEBHOOK_TASK,
-        payload,
-        maxAttempts: services.tasks?.maxAttempts ?? services.config.tasks.maxAttempts,
-        // nobody's job but a superuser's: the writer may not see another's rule match (0191)
-        userId: null,
-        objectTypeId: webhookType.id,
-        objectId: rule.actionObjectId,
-      }),
-    );
+    out.push([rule.actionObjectId, rule.id]);
   }
+  return out;
 }
 
 /** The enabled rules a staged write matches its changes against, and the outbox rows it wrote. */

@@ -273,50 +273,67 @@ export function stageOutboxSet(
   set: { document: string; count: number; objectId: SQL; payload: SQL },
   done?: (rows: OutboxRow[]) => void,
 ): void {
+  const statements = outboxSetStatements(job, set);
+  // ~100 rows of a set cost what one ordinary statement does (a local file's long writer)
+  const weight = set.count / 100;
+  batch.add(weighStatement(orm.run(statements.jobs), weight));
+  if (!done) {
+    batch.add(weighStatement(orm.run(statements.outbox), weight));
+    return;
+  }
+  batch.add(weighStatement(orm.all(returningRows(statements.outbox)), weight), (written) =>
+    done(outboxRowsOf(job, written)),
+  );
+}
+
+/** A set's two statements (`stageOutboxSet`, `recordOutboxSet`): its jobs, then their outbox rows. */
+function outboxSetStatements(
+  job: OutboxSetJob,
+  set: { document: string; count: number; objectId: SQL; payload: SQL },
+): { jobs: SQL; outbox: SQL } {
   if (!Number.isSafeInteger(set.count) || set.count < 1)
     throw new Error(`outbox set: ${set.count}`);
   const created = nowIso();
   const rows = sql`FROM json_each(${set.document}) AS d ORDER BY d.key`;
-  // ~100 rows of a set cost what one ordinary statement does (a local file's long writer)
-  const weight = set.count / 100;
-  batch.add(
-    weighStatement(
-      orm.run(
-        sql`INSERT INTO "jobs" ("name", "status", "created", "object_type_id", "object_id", "user_id") SELECT ${job.name}, 'pending', ${created}, ${job.objectTypeId ?? null}, ${set.objectId}, ${job.userId} ${rows}`,
-      ),
-      weight,
-    ),
-  );
   // the document's k-th job is the table's (count - 1 - k)-th from last: written out, as D1
   // binds numbers as REAL
   const jobId = sql`(SELECT max("id") FROM "jobs") - (${sql.raw(String(set.count - 1))} - d.key)`;
-  const insert = sql`INSERT INTO "outbox" ("created", "job_id", "name", "payload", "max_attempts", "user_id", "key") SELECT ${created}, ${jobId}, ${job.name}, ${set.payload}, ${job.maxAttempts}, ${job.userId}, ${UUID_SQL} ${rows}`;
-  if (!done) {
-    batch.add(weighStatement(orm.run(insert), weight));
-    return;
-  }
-  batch.add(
-    weighStatement(
-      orm.all(
-        sql`${insert} RETURNING "id" AS id, "job_id" AS jobId, "payload" AS payload, "key" AS key`,
-      ),
-      weight,
-    ),
-    (written) => {
-      const sorted = [...(written as Array<Omit<OutboxRow, "name" | "maxAttempts" | "userId">>)];
-      sorted.sort((a, b) => a.id - b.id);
-      done(
-        sorted.map((r) => ({
-          ...r,
-          // parsed, as the column's reader gives it to `stageOutbox` and the relay
-          payload: typeof r.payload === "string" ? JSON.parse(r.payload) : r.payload,
-          name: job.name,
-          maxAttempts: job.maxAttempts,
-          userId: job.userId,
-        })),
-      );
-    },
-  );
+  return {
+    jobs: sql`INSERT INTO "jobs" ("name", "status", "created", "object_type_id", "object_id", "user_id") SELECT ${job.name}, 'pending', ${created}, ${job.objectTypeId ?? null}, ${set.objectId}, ${job.userId} ${rows}`,
+    outbox: sql`INSERT INTO "outbox" ("created", "job_id", "name", "payload", "max_attempts", "user_id", "key") SELECT ${created}, ${jobId}, ${job.name}, ${set.payload}, ${job.maxAttempts}, ${job.userId}, ${UUID_SQL} ${rows}`,
+  };
+}
+
+const returningRows = (insert: SQL) =>
+  sql`${insert} RETURNING "id" AS id, "job_id" AS jobId, "payload" AS payload, "key" AS key`;
+
+/** The outbox rows a set's RETURNING gave, in id order, as `stageOutbox` gives one. */
+function outboxRowsOf(job: OutboxSetJob, written: unknown): OutboxRow[] {
+  const sorted = [...(written as Array<Omit<OutboxRow, "name" | "maxAttempts" | "userId">>)];
+  sorted.sort((a, b) => a.id - b.id);
+  return sorted.map((r) => ({
+    ...r,
+    // parsed, as the column's reader gives it to `stageOutbox` and the relay
+    payload: typeof r.payload === "string" ? JSON.parse(r.payload) : r.payload,
+    name: job.name,
+    maxAttempts: job.maxAttempts,
+    userId: job.userId,
+  }));
+}
+
+/**
+ * `stageOutboxSet` run now on `db`, the caller's open transaction (an interactive write's
+ * deliveries, decision 0201): the same two statements, each awaited on `db` (a Drizzle query
+ * built and not awaited never runs), the rows returned.
+ */
+export async function recordOutboxSet(
+  db: Executor,
+  job: OutboxSetJob,
+  set: { document: string; count: number; objectId: SQL; payload: SQL },
+): Promise<OutboxRow[]> {
+  const statements = outboxSetStatements(job, set);
+  await db.run(statements.jobs);
+  return outboxRowsOf(job, await db.all(returningRows(statements.outbox)));
 }
 
 /** The outbox's last id, read in a batch right after its writes (`stageOutboxSet`). */
