@@ -269,6 +269,69 @@ describe("bulk update and delete naming objects that are not there (NetBox 4.7: 
     ]);
   });
 
+  test("a bulk update's failing items are keyed by id, a bulk create's by index (NetBox 4.7)", async () => {
+    // BulkUpdateModelMixin.perform_bulk_update: errors.append({'id': obj.pk, 'errors': ...});
+    // SequentialBulkCreatesMixin.create: errors.append({'index': i, 'errors': ...}).
+    const [a, b] = await sites("bk", 2);
+    const patch = await t.json("PATCH", "/api/dcim/sites/", {
+      body: [
+        { id: a, description: "fine" },
+        { id: b, status: "nonsense" },
+      ],
+    });
+    expect(patch.status).toBe(400);
+    expect(patch.body).toEqual({
+      detail: "1 of 2 objects failed validation.",
+      errors: [{ id: b, errors: { status: [expect.any(String)] } }],
+    });
+    expect((await t.json("GET", `/api/dcim/sites/${a}/`)).body.description).toBe("");
+    const put = await t.json("PUT", "/api/dcim/sites/", {
+      body: [{ id: a, name: "bk-a", slug: "bk a!" }],
+    });
+    expect(put.status).toBe(400);
+    expect(put.body.errors).toEqual([{ id: a, errors: { slug: [expect.any(String)] } }]);
+    const create = await t.json("POST", "/api/dcim/sites/", {
+      body: [
+        { name: "bk-new", slug: "bk-new" },
+        { name: "bk-bad", slug: "bk bad!" },
+      ],
+    });
+    expect(create.status).toBe(400);
+    expect(create.body.errors).toEqual([{ index: 1, errors: { slug: [expect.any(String)] } }]);
+  });
+
+  test("custom objects and their types key a bulk update's failing items by id too", async () => {
+    const made = await t.json("POST", "/api/plugins/custom-objects/paint/", {
+      body: [{ name: "p1" }, { name: "p2" }],
+    });
+    expect(made.status).toBe(201);
+    const [p1, p2] = (made.body as { id: number }[]).map((o) => o.id);
+    const co = await t.json("PATCH", "/api/plugins/custom-objects/paint/", {
+      body: [
+        { id: p1, colour: "r" },
+        { id: p2, colour: "purple" },
+      ],
+    });
+    expect(co.status).toBe(400);
+    expect(co.body.errors).toEqual([{ id: p2, errors: { colour: [expect.any(String)] } }]);
+    const types = await t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=crate");
+    const crate = types.body.results[0].id;
+    const cot = await t.json("PATCH", "/api/plugins/custom-objects/custom-object-types/", {
+      body: [{ id: crate, slug: "no spaces allowed!" }],
+    });
+    expect(cot.status).toBe(400);
+    expect(cot.body.errors).toEqual([{ id: crate, errors: { slug: [expect.any(String)] } }]);
+  });
+
+  test("an item without an id has no id to be named by: it keeps its index", async () => {
+    const [a] = await sites("bn", 1);
+    const r = await t.json("PATCH", "/api/dcim/sites/", {
+      body: [{ id: a, description: "x" }, { description: "no id" }],
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([{ index: 1, errors: { id: [expect.any(String)] } }]);
+  });
+
   test("one object's own path still answers 404", async () => {
     expect((await t.json("PATCH", "/api/dcim/sites/99999/", { body: {} })).status).toBe(404);
     expect((await t.json("DELETE", "/api/dcim/sites/99999/")).status).toBe(404);

@@ -19,7 +19,13 @@ import {
 import { relationViewStatements } from "../auth/relations-judged";
 import type { AuthState, Ctx, Guard, HonoEnv, JudgedInRead, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
-import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
+import {
+  ApiError,
+  keyedByListedIds,
+  notFound,
+  ValidationError,
+  type FieldErrors,
+} from "../errors";
 import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
 import { nulFieldErrors } from "../nul";
 import { usedBy, viewerFilters } from "./filter-scope";
@@ -1139,7 +1145,9 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
         c,
         (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
         answering(r, ids),
-      ).catch(listRefusal(ids));
+      )
+        .catch(listRefusal(ids))
+        .catch(keyedByListedIds(body));
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
     const ids = listedIds(body);
@@ -1153,7 +1161,7 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
           : rest;
         return updateChecked(ctx, r, id, input, partial);
       }),
-    );
+    ).catch(keyedByListedIds(body));
     return c.json(await projected(c, r, await writtenRecords(c, r, written)));
   };
 }
