@@ -38,13 +38,16 @@ export const keyedByListedIds =
   (body: unknown[]) =>
   (e: unknown): never => {
     if (!(e instanceof ValidationError) || !Array.isArray(e.fields)) throw e;
-    const ids = body.map((item) =>
-      item !== null && typeof item === "object" && !Array.isArray(item)
-        ? (item as { id?: unknown }).id
-        : undefined,
-    );
-    throw new ValidationError(e.fields, ids);
+    throw new ValidationError(e.fields, listedIdsOf(body));
   };
+
+/** The `id` each item of a list names (undefined where it is no object). */
+export const listedIdsOf = (body: unknown[]): unknown[] =>
+  body.map((item) =>
+    item !== null && typeof item === "object" && !Array.isArray(item)
+      ? (item as { id?: unknown }).id
+      : undefined,
+  );
 
 const isListedId = (id: unknown): id is number =>
   typeof id === "number" && Number.isInteger(id) && id >= 1;

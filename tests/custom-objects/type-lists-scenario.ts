@@ -80,9 +80,9 @@ export async function typeListsScenario(json: Json, prefix: string) {
     { id: x.id, name: "z" },
   ]);
   expect(refused.status, JSON.stringify(refused.body)).toBe(400);
-  const at = (r: { body: { errors: Array<{ index: number; errors: object }> } }) =>
-    r.body.errors.map((e) => [e.index, Object.keys(e.errors)]);
-  expect(at(refused)).toEqual([[1, ["name"]]]);
+  const at = (r: { body: { errors: Array<{ id: number; errors: object }> } }) =>
+    r.body.errors.map((e) => [e.id, Object.keys(e.errors)]);
+  expect(at(refused)).toEqual([[x.id, ["name"]]]);
   summary.refused = refused.body;
   expect(await shape(json, [a, b])).toEqual(summary.afterUpdate as Record<string, unknown>);
 

@@ -22,6 +22,7 @@ import { logChange, logChanges } from "../changes/record";
 import {
   ApiError,
   keyedByListedIds,
+  listedIdsOf,
   notFound,
   ValidationError,
   type FieldErrors,
@@ -1040,7 +1041,10 @@ async function readWrittenJson(c: Ctx, r: Resource): Promise<unknown> {
   const json = new Set(r.describe?.filter((f) => f.kind === "json").map((f) => f.name));
   if (Array.isArray(body)) {
     const errors = body.map((item) => nulFieldErrors(item, json));
-    if (errors.some((e) => Object.keys(e).length)) throw new ValidationError(errors);
+    // an update's items are named by their ids, a create's by their places (NetBox 4.7)
+    const updates = c.req.method === "PUT" || c.req.method === "PATCH";
+    if (errors.some((e) => Object.keys(e).length))
+      throw new ValidationError(errors, updates ? listedIdsOf(body) : undefined);
   } else {
     const errors = nulFieldErrors(body, json);
     if (Object.keys(errors).length) throw new ValidationError(errors);
