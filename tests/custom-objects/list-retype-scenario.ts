@@ -6,21 +6,7 @@
  */
 import { expect } from "bun:test";
 import type { Json } from "../helpers/three-backends";
-
-/**
- * A bulk update's 400 with each failing item's id (NetBox 4.7 names them so) written as its place
- * in the list sent, -1 when it names none: ids differ between databases, places do not.
- */
-const placed = (body: any, sent: Array<{ id: number }>) =>
-  Array.isArray(body?.errors)
-    ? {
-        ...body,
-        errors: body.errors.map(({ id, ...rest }: { id?: number }) => ({
-          place: sent.findIndex((item) => item.id === id),
-          ...rest,
-        })),
-      }
-    : body;
+import { placed } from "./fixtures";
 
 const CO = "/api/plugins/custom-objects";
 
