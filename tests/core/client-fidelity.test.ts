@@ -196,6 +196,83 @@ describe("upstream's app label netbox_custom_objects (pynetbox's CustomObjectsEx
   });
 });
 
+describe("netbox_custom_objects wherever an object type is named (scripts written for upstream)", () => {
+  const UP = "netbox_custom_objects";
+
+  test("permissions' and event rules' object_types take it; they read back as custom_objects", async () => {
+    const perm = await t.json("POST", "/api/users/permissions/", {
+      body: { name: "up-crates", actions: ["view"], object_types: [`${UP}.crate`] },
+    });
+    expect(perm.status, JSON.stringify(perm.body)).toBe(201);
+    expect(perm.body.object_types).toEqual(["custom_objects.crate"]);
+    const hook = await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "up-hook", payload_url: "https://hooks.example.net/up" },
+    });
+    expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+    const rule = await t.json("POST", "/api/extras/event-rules/", {
+      body: {
+        name: "up-rule",
+        object_types: [`${UP}.crate`, `${UP}.customobjecttype`],
+        event_types: ["object_created"],
+        action_type: "webhook",
+        action_object_type: "extras.webhook",
+        action_object_id: hook.body.id,
+      },
+    });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    expect([...rule.body.object_types].sort()).toEqual([
+      "custom_objects.crate",
+      "custom_objects.customobjecttype",
+    ]);
+  });
+
+  test("object type filters and the object types list take it", async () => {
+    const made = await t.json("POST", "/api/plugins/custom-objects/crate/", { body: {} });
+    expect(made.status).toBe(201);
+    const ours = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=custom_objects.crate&changed_object_id=${made.body.id}`,
+    );
+    const theirs = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=${UP}.crate&changed_object_id=${made.body.id}`,
+    );
+    expect(ours.body.count).toBe(1);
+    expect(theirs.body.results).toEqual(ours.body.results);
+    // pynetbox's extension and upstream scripts look the type up by upstream's app label
+    const byLabel = await t.json("GET", `/api/core/object-types/?app_label=${UP}&model=crate`);
+    expect(byLabel.status).toBe(200);
+    expect(byLabel.body.results.map((r: { app_label: string }) => r.app_label)).toEqual([
+      "custom_objects",
+    ]);
+    const notUp = await t.json("GET", `/api/core/object-types/?app_label__n=${UP}&model=crate`);
+    expect(notUp.body.count).toBe(0);
+  });
+
+  test("a polymorphic field's types and its values take it", async () => {
+    const holder = await t.json("POST", "/api/plugins/custom-objects/custom-object-types/", {
+      body: { name: "holder", slug: "holder" },
+    });
+    expect(holder.status).toBe(201);
+    const field = await t.json("POST", "/api/plugins/custom-objects/custom-object-type-fields/", {
+      body: {
+        custom_object_type: holder.body.id,
+        name: "held",
+        type: "object",
+        is_polymorphic: true,
+        related_object_types: [`${UP}.crate`, "dcim.site"],
+      },
+    });
+    expect(field.status, JSON.stringify(field.body)).toBe(201);
+    const crate = await t.json("POST", "/api/plugins/custom-objects/crate/", { body: {} });
+    const held = await t.json("POST", "/api/plugins/custom-objects/holder/", {
+      body: { held: { object_type: `${UP}.crate`, id: crate.body.id } },
+    });
+    expect(held.status, JSON.stringify(held.body)).toBe(201);
+    expect(held.body.held.id).toBe(crate.body.id);
+  });
+});
+
 describe("bulk update and delete naming objects that are not there (NetBox 4.7: 400 per id)", () => {
   const sites = async (prefix: string, n: number) => {
     const r = await t.json("POST", "/api/dcim/sites/", {
