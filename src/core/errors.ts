@@ -52,7 +52,10 @@ export const listedIdsOf = (body: unknown[]): unknown[] =>
 const isListedId = (id: unknown): id is number =>
   typeof id === "number" && Number.isInteger(id) && id >= 1;
 
-function bulkErrorBody(items: FieldErrors[], ids?: ReadonlyArray<unknown>): Record<string, unknown> {
+function bulkErrorBody(
+  items: FieldErrors[],
+  ids?: ReadonlyArray<unknown>,
+): Record<string, unknown> {
   const errors = items
     .map((e, index) => {
       const id = ids?.[index];

@@ -391,7 +391,10 @@ describe("bulk update and delete naming objects that are not there (NetBox 4.7: 
     });
     expect(co.status).toBe(400);
     expect(co.body.errors).toEqual([{ id: p2, errors: { colour: [expect.any(String)] } }]);
-    const types = await t.json("GET", "/api/plugins/custom-objects/custom-object-types/?slug=crate");
+    const types = await t.json(
+      "GET",
+      "/api/plugins/custom-objects/custom-object-types/?slug=crate",
+    );
     const crate = types.body.results[0].id;
     const cot = await t.json("PATCH", "/api/plugins/custom-objects/custom-object-types/", {
       body: [{ id: crate, slug: "no spaces allowed!" }],

@@ -73,7 +73,6 @@ export async function siteLinkedCot(t: TestApp, slug: string) {
   return { sites, cotId: cot.id as number };
 }
 
-
 /**
  * A bulk update's 400 with each failing item's id (NetBox 4.7 names them so) written as its place
  * in the list sent, -1 when it names none: ids differ between databases, places do not.

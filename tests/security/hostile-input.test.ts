@@ -127,7 +127,9 @@ describe("prototype names as query keys, on every list", () => {
       const all = await t.json("GET", list);
       expect(all.status).toBe(200);
       // a custom object type's own list: a filter-like parameter naming no field is a 400 naming it
-      const ownList = /^\/api\/plugins\/custom-objects\/(?!custom-object-type)[a-z_]+\/$/.test(list);
+      const ownList = /^\/api\/plugins\/custom-objects\/(?!custom-object-type)[a-z_]+\/$/.test(
+        list,
+      );
       for (const key of PROTOTYPE_KEYS) {
         // `__proto__` is not shaped like a field's name: no filter, ignored there too
         const refused = ownList && /^[a-z]/i.test(key);
