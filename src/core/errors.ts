@@ -10,23 +10,57 @@ export interface FieldErrors {
   [field: string]: string[] | FieldErrors | FieldErrors[];
 }
 
-/** A 400 keyed by field name; `non_field_errors` for the rest. */
 /**
- * A 400 keyed by field; for a bulk write (one entry per item) NetBox 4.7's shape naming each
- * failing item: `{detail: "1 of 3 objects failed validation.", errors: [{index, errors}]}`.
+ * A 400 keyed by field (`non_field_errors` for the rest); for a bulk write (one entry per item)
+ * NetBox 4.7's shape naming each failing item: `{detail: "1 of 3 objects failed validation.",
+ * errors: [{index, errors}]}` for a create, `[{id, errors}]` for an update, whose items have ids.
  */
 export class ValidationError extends ApiError {
-  constructor(readonly fields: FieldErrors | FieldErrors[]) {
-    super(400, Array.isArray(fields) ? bulkErrorBody(fields) : (fields as Record<string, unknown>));
+  constructor(
+    readonly fields: FieldErrors | FieldErrors[],
+    ids?: ReadonlyArray<unknown>,
+  ) {
+    super(
+      400,
+      Array.isArray(fields) ? bulkErrorBody(fields, ids) : (fields as Record<string, unknown>),
+    );
   }
   static field(name: string, message: string) {
     return new ValidationError({ [name]: [message] });
   }
 }
 
-function bulkErrorBody(items: FieldErrors[]): Record<string, unknown> {
+/**
+ * For a bulk update: rethrows a list's field errors with each failing item named by the id it
+ * listed, as NetBox 4.7's bulk update does; an item without a valid id keeps its index.
+ */
+export const keyedByListedIds =
+  (body: unknown[]) =>
+  (e: unknown): never => {
+    if (!(e instanceof ValidationError) || !Array.isArray(e.fields)) throw e;
+    throw new ValidationError(e.fields, listedIdsOf(body));
+  };
+
+/** The `id` each item of a list names (undefined where it is no object). */
+export const listedIdsOf = (body: unknown[]): unknown[] =>
+  body.map((item) =>
+    item !== null && typeof item === "object" && !Array.isArray(item)
+      ? (item as { id?: unknown }).id
+      : undefined,
+  );
+
+const isListedId = (id: unknown): id is number =>
+  typeof id === "number" && Number.isInteger(id) && id >= 1;
+
+function bulkErrorBody(
+  items: FieldErrors[],
+  ids?: ReadonlyArray<unknown>,
+): Record<string, unknown> {
   const errors = items
-    .map((e, index) => ({ index, errors: e }))
+    .map((e, index) => {
+      const id = ids?.[index];
+      return isListedId(id) ? { id, errors: e } : { index, errors: e };
+    })
     .filter((e) => Object.keys(e.errors).length > 0);
   return {
     detail: `${errors.length} of ${items.length} objects failed validation.`,

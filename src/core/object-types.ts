@@ -38,7 +38,7 @@ export const label = (ot: { appLabel: string; model: string }) => `${ot.appLabel
  * for upstream name; decision 0200) are `custom_objects`.
  */
 const CUSTOM_OBJECTS_ALIASES = new Set(["custom-objects", "netbox_custom_objects"]);
-const normalizeAppLabel = (appLabel: string) =>
+export const normalizeAppLabel = (appLabel: string) =>
   CUSTOM_OBJECTS_ALIASES.has(appLabel) ? "custom_objects" : appLabel;
 
 /** Parses `"app.model"` / `"app/model"` (schema documents) into parts, or null. */

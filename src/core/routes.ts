@@ -28,6 +28,8 @@ import { mountRevertRoute } from "./changes/revert";
 import { eventRuleModel, webhookModel } from "./events/models";
 import { jobModel } from "./jobs/model";
 import { refuseNetBoxFilters } from "./models/netbox-filters";
+import { normalizeAppLabel } from "./object-types";
+import { buildFilter, DEFAULT_LOOKUPS, type Lookup } from "./rest/query";
 
 const objectTypeModel = defineModel({
   appLabel: "core",
@@ -65,6 +67,21 @@ objectTypeModel.resource.list.orderings = {
   id: objectTypesTable.id,
   app_label: objectTypesTable.appLabel,
   model: objectTypesTable.model,
+};
+// `?app_label=netbox_custom_objects` (upstream's label, as pynetbox's extension and scripts
+// look a type up) finds the custom_objects rows; lookups on part of the text compare it as sent
+const appLabelFilter = objectTypeModel.resource.list.filters.app_label!;
+const WHOLE_VALUE: ReadonlySet<Lookup> = new Set(["exact", "n", "ie", "nie"]);
+objectTypeModel.resource.list.filters.app_label = {
+  ...appLabelFilter,
+  lookups: appLabelFilter.lookups ?? DEFAULT_LOOKUPS.string,
+  build: (lookup, values) =>
+    buildFilter(
+      "app_label",
+      appLabelFilter,
+      lookup,
+      WHOLE_VALUE.has(lookup) ? values.map(normalizeAppLabel) : values,
+    ),
 };
 delete objectTypeModel.resource.list.filters.created;
 delete objectTypeModel.resource.list.filters.last_updated;

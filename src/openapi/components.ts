@@ -57,7 +57,7 @@ export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
   BulkValidationError: {
     type: "object",
     description:
-      "A bulk request's validation 400 (NetBox 4.7): each failing item by its index in the list, with its field errors; nothing was written.",
+      "A bulk request's validation 400 (NetBox 4.7): each failing item with its field errors, named by its index in the list (a create; an update's item without a valid id) or by the id it lists (an update); nothing was written.",
     required: ["detail", "errors"],
     additionalProperties: false,
     properties: {
@@ -66,10 +66,12 @@ export const ERROR_SCHEMAS: Record<string, JsonSchema> = {
         type: "array",
         items: {
           type: "object",
-          required: ["index", "errors"],
+          required: ["errors"],
+          oneOf: [{ required: ["index"] }, { required: ["id"] }],
           additionalProperties: false,
           properties: {
             index: { type: "integer", minimum: 0 },
+            id: { type: "integer", minimum: 1 },
             errors: { $ref: "#/components/schemas/ValidationError" },
           },
         },
@@ -83,7 +85,7 @@ const errorRef = { $ref: "#/components/schemas/Error" };
 
 const RESPONSE_TEXT: Record<string, string> = {
   BadRequest:
-    "The request is invalid: a validation map keyed by field, `{detail, errors: [{index, errors}]}` for bulk requests, or `{detail, error}` (malformed JSON, bad parameters).",
+    "The request is invalid: a validation map keyed by field, `{detail, errors: [{index, errors}]}` for bulk creates (`{id, errors}` for updates), or `{detail, error}` (malformed JSON, bad parameters).",
   Unauthorized: "Authentication is required (`WWW-Authenticate` says how).",
   Forbidden: "Missing or invalid token, or no permission for this action.",
   NotFound: "No such object or path.",

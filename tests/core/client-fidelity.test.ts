@@ -196,6 +196,83 @@ describe("upstream's app label netbox_custom_objects (pynetbox's CustomObjectsEx
   });
 });
 
+describe("netbox_custom_objects wherever an object type is named (scripts written for upstream)", () => {
+  const UP = "netbox_custom_objects";
+
+  test("permissions' and event rules' object_types take it; they read back as custom_objects", async () => {
+    const perm = await t.json("POST", "/api/users/permissions/", {
+      body: { name: "up-crates", actions: ["view"], object_types: [`${UP}.crate`] },
+    });
+    expect(perm.status, JSON.stringify(perm.body)).toBe(201);
+    expect(perm.body.object_types).toEqual(["custom_objects.crate"]);
+    const hook = await t.json("POST", "/api/extras/webhooks/", {
+      body: { name: "up-hook", payload_url: "https://hooks.example.net/up" },
+    });
+    expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+    const rule = await t.json("POST", "/api/extras/event-rules/", {
+      body: {
+        name: "up-rule",
+        object_types: [`${UP}.crate`, `${UP}.customobjecttype`],
+        event_types: ["object_created"],
+        action_type: "webhook",
+        action_object_type: "extras.webhook",
+        action_object_id: hook.body.id,
+      },
+    });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    expect([...rule.body.object_types].sort()).toEqual([
+      "custom_objects.crate",
+      "custom_objects.customobjecttype",
+    ]);
+  });
+
+  test("object type filters and the object types list take it", async () => {
+    const made = await t.json("POST", "/api/plugins/custom-objects/crate/", { body: {} });
+    expect(made.status).toBe(201);
+    const ours = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=custom_objects.crate&changed_object_id=${made.body.id}`,
+    );
+    const theirs = await t.json(
+      "GET",
+      `/api/core/object-changes/?changed_object_type=${UP}.crate&changed_object_id=${made.body.id}`,
+    );
+    expect(ours.body.count).toBe(1);
+    expect(theirs.body.results).toEqual(ours.body.results);
+    // pynetbox's extension and upstream scripts look the type up by upstream's app label
+    const byLabel = await t.json("GET", `/api/core/object-types/?app_label=${UP}&model=crate`);
+    expect(byLabel.status).toBe(200);
+    expect(byLabel.body.results.map((r: { app_label: string }) => r.app_label)).toEqual([
+      "custom_objects",
+    ]);
+    const notUp = await t.json("GET", `/api/core/object-types/?app_label__n=${UP}&model=crate`);
+    expect(notUp.body.count).toBe(0);
+  });
+
+  test("a polymorphic field's types and its values take it", async () => {
+    const holder = await t.json("POST", "/api/plugins/custom-objects/custom-object-types/", {
+      body: { name: "holder", slug: "holder" },
+    });
+    expect(holder.status).toBe(201);
+    const field = await t.json("POST", "/api/plugins/custom-objects/custom-object-type-fields/", {
+      body: {
+        custom_object_type: holder.body.id,
+        name: "held",
+        type: "object",
+        is_polymorphic: true,
+        related_object_types: [`${UP}.crate`, "dcim.site"],
+      },
+    });
+    expect(field.status, JSON.stringify(field.body)).toBe(201);
+    const crate = await t.json("POST", "/api/plugins/custom-objects/crate/", { body: {} });
+    const held = await t.json("POST", "/api/plugins/custom-objects/holder/", {
+      body: { held: { object_type: `${UP}.crate`, id: crate.body.id } },
+    });
+    expect(held.status, JSON.stringify(held.body)).toBe(201);
+    expect(held.body.held.id).toBe(crate.body.id);
+  });
+});
+
 describe("bulk update and delete naming objects that are not there (NetBox 4.7: 400 per id)", () => {
   const sites = async (prefix: string, n: number) => {
     const r = await t.json("POST", "/api/dcim/sites/", {
@@ -267,6 +344,72 @@ describe("bulk update and delete naming objects that are not there (NetBox 4.7: 
     expect(co.body.errors).toEqual([
       { id: 424242, errors: { id: ["Object with ID 424242 does not exist"] } },
     ]);
+  });
+
+  test("a bulk update's failing items are keyed by id, a bulk create's by index (NetBox 4.7)", async () => {
+    // BulkUpdateModelMixin.perform_bulk_update: errors.append({'id': obj.pk, 'errors': ...});
+    // SequentialBulkCreatesMixin.create: errors.append({'index': i, 'errors': ...}).
+    const [a, b] = await sites("bk", 2);
+    const patch = await t.json("PATCH", "/api/dcim/sites/", {
+      body: [
+        { id: a, description: "fine" },
+        { id: b, status: "nonsense" },
+      ],
+    });
+    expect(patch.status).toBe(400);
+    expect(patch.body).toEqual({
+      detail: "1 of 2 objects failed validation.",
+      errors: [{ id: b, errors: { status: [expect.any(String)] } }],
+    });
+    expect((await t.json("GET", `/api/dcim/sites/${a}/`)).body.description).toBe("");
+    const put = await t.json("PUT", "/api/dcim/sites/", {
+      body: [{ id: a, name: "bk-a", slug: "bk a!" }],
+    });
+    expect(put.status).toBe(400);
+    expect(put.body.errors).toEqual([{ id: a, errors: { slug: [expect.any(String)] } }]);
+    const create = await t.json("POST", "/api/dcim/sites/", {
+      body: [
+        { name: "bk-new", slug: "bk-new" },
+        { name: "bk-bad", slug: "bk bad!" },
+      ],
+    });
+    expect(create.status).toBe(400);
+    expect(create.body.errors).toEqual([{ index: 1, errors: { slug: [expect.any(String)] } }]);
+  });
+
+  test("custom objects and their types key a bulk update's failing items by id too", async () => {
+    const made = await t.json("POST", "/api/plugins/custom-objects/paint/", {
+      body: [{ name: "p1" }, { name: "p2" }],
+    });
+    expect(made.status).toBe(201);
+    const [p1, p2] = (made.body as { id: number }[]).map((o) => o.id);
+    const co = await t.json("PATCH", "/api/plugins/custom-objects/paint/", {
+      body: [
+        { id: p1, colour: "r" },
+        { id: p2, colour: "purple" },
+      ],
+    });
+    expect(co.status).toBe(400);
+    expect(co.body.errors).toEqual([{ id: p2, errors: { colour: [expect.any(String)] } }]);
+    const types = await t.json(
+      "GET",
+      "/api/plugins/custom-objects/custom-object-types/?slug=crate",
+    );
+    const crate = types.body.results[0].id;
+    const cot = await t.json("PATCH", "/api/plugins/custom-objects/custom-object-types/", {
+      body: [{ id: crate, slug: "no spaces allowed!" }],
+    });
+    expect(cot.status).toBe(400);
+    expect(cot.body.errors).toEqual([{ id: crate, errors: { slug: [expect.any(String)] } }]);
+  });
+
+  test("an item without an id has no id to be named by: it keeps its index", async () => {
+    const [a] = await sites("bn", 1);
+    const r = await t.json("PATCH", "/api/dcim/sites/", {
+      body: [{ id: a, description: "x" }, { description: "no id" }],
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([{ index: 1, errors: { id: [expect.any(String)] } }]);
   });
 
   test("one object's own path still answers 404", async () => {

@@ -72,3 +72,18 @@ export async function siteLinkedCot(t: TestApp, slug: string) {
   await addField(t, cot.id, { name: "site", type: "object", related_object_type: "dcim.site" });
   return { sites, cotId: cot.id as number };
 }
+
+/**
+ * A bulk update's 400 with each failing item's id (NetBox 4.7 names them so) written as its place
+ * in the list sent, -1 when it names none: ids differ between databases, places do not.
+ */
+export const placed = (body: any, sent: Array<{ id: number }>) =>
+  Array.isArray(body?.errors)
+    ? {
+        ...body,
+        errors: body.errors.map(({ id, ...rest }: { id?: number }) => ({
+          place: sent.findIndex((item) => item.id === id),
+          ...rest,
+        })),
+      }
+    : body;

@@ -255,7 +255,7 @@ describe("instances: all 13 field types", () => {
     expect((await t.json("GET", `${CO}/all_types/`)).body.count).toBe(before);
   });
 
-  test("a bulk update whose item takes another's unique value answers at that item's index", async () => {
+  test("a bulk update whose item takes another's unique value names that item by its id (NetBox 4.7)", async () => {
     const [a, b] = (
       await t.json("POST", `${CO}/all_types/`, { body: [{ title: "Uq a" }, { title: "Uq b" }] })
     ).body;
@@ -267,7 +267,7 @@ describe("instances: all 13 field types", () => {
     });
     expect(r.status).toBe(400);
     expect(r.body.errors).toEqual([
-      { index: 1, errors: { title: [expect.stringContaining("already exists")] } },
+      { id: b.id, errors: { title: [expect.stringContaining("already exists")] } },
     ]);
     expect((await t.json("GET", `${CO}/all_types/${a.id}/`)).body.count).toBeNull();
   });

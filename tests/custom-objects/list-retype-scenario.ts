@@ -6,6 +6,7 @@
  */
 import { expect } from "bun:test";
 import type { Json } from "../helpers/three-backends";
+import { placed } from "./fixtures";
 
 const CO = "/api/plugins/custom-objects";
 
@@ -37,10 +38,11 @@ export async function listRetypeScenario(json: Json, prefix: string) {
     { id: code, type: "integer" },
   ]);
   // a relation is no column's new type: 400 on that item, nothing written
-  const refused = await json("PATCH", fields, [
+  const refusing = [
     { id: size, type: "text" },
     { id: code, type: "object", related_object_type: "dcim.site" },
-  ]);
+  ];
+  const refused = await json("PATCH", fields, refusing);
   const kept = (await json("GET", `${CO}/${prefix}_ra/?ordering=id`)).body.results;
   const changed = await json("PATCH", `${fields}?allow_destructive=true`, [
     { id: label, name: "tag" },
@@ -58,7 +60,7 @@ export async function listRetypeScenario(json: Json, prefix: string) {
   const ids = new Set([code, size, label, flag]);
   return {
     lossy: [lossy.status, lossy.body],
-    refused: [refused.status, refused.body],
+    refused: [refused.status, placed(refused.body, refusing)],
     kept: kept.map((r: any) => [r.code, r.size]),
     changed: [
       changed.status,
@@ -105,14 +107,15 @@ export async function listRetypeKeyScenario(json: Json, prefix: string) {
     { part: "01", queue: "a" },
   ])
     expect((await json("POST", `${CO}/${prefix}_ka/`, row)).status).toBe(201);
-  const clash = await json("PATCH", `${fields}?allow_destructive=true`, [
+  const clashing = [
     { id: note, name: "remark" },
     { id: p, type: "integer" },
-  ]);
+  ];
+  const clash = await json("PATCH", `${fields}?allow_destructive=true`, clashing);
   const after = await json("GET", `${fields}?id=${p}&id=${note}&ordering=id`);
   const rows = (await json("GET", `${CO}/${prefix}_ka/?ordering=id`)).body.results;
   return {
-    clash: [clash.status, clash.body],
+    clash: [clash.status, placed(clash.body, clashing)],
     fields: after.body.results.map((f: any) => `${f.name}:${f.type}`),
     rows: rows.map((r: any) => r.part),
   };
@@ -144,12 +147,12 @@ export async function listRetypeAfterEarlierScenario(json: Json, prefix: string)
   const one = await json("POST", `${CO}/${slug}/`, { part: "1", queue: "7", size: 1 });
   const two = await json("POST", `${CO}/${slug}/`, { part: "x", queue: "07", size: 2 });
   expect([one.status, two.status]).toEqual([201, 201]);
-  const list = () =>
-    json("PATCH", `${fields}?allow_destructive=true`, [
-      { id: queue, name: "lane", type: "integer" },
-      { id: size, type: "text" },
-      { id: part, type: "integer" },
-    ]);
+  const sent = [
+    { id: queue, name: "lane", type: "integer" },
+    { id: size, type: "text" },
+    { id: part, type: "integer" },
+  ];
+  const list = () => json("PATCH", `${fields}?allow_destructive=true`, sent);
   const state = async () => ({
     fields: (
       await json("GET", `${fields}?custom_object_type=${a.id}&ordering=id`)
@@ -174,9 +177,9 @@ export async function listRetypeAfterEarlierScenario(json: Json, prefix: string)
   const twice = await json("POST", `${CO}/${slug}/`, { part: 1, lane: 7 });
   const partless = await json("POST", `${CO}/${slug}/`, { lane: 3 });
   return {
-    check: [check.status, check.body],
+    check: [check.status, placed(check.body, sent)],
     afterCheck,
-    clash: [clash.status, clash.body],
+    clash: [clash.status, placed(clash.body, sent)],
     afterClash,
     done: [
       done.status,
@@ -213,13 +216,14 @@ export async function listManyRetypesScenario(json: Json, prefix: string, k: num
     const row = Object.fromEntries([["a", a], ["b", "x"], ...names.map((n, i) => [n, `${i}`])]);
     expect((await json("POST", `${CO}/${slug}/`, row)).status).toBe(201);
   }
-  const list = await json("PATCH", `${CO}/custom-object-type-fields/?allow_destructive=true`, [
+  const sent = [
     ...ids.slice(2).map((id) => ({ id, type: "integer" })),
-    { id: ids[0], type: "integer" },
-  ]);
+    { id: ids[0]!, type: "integer" },
+  ];
+  const list = await json("PATCH", `${CO}/custom-object-type-fields/?allow_destructive=true`, sent);
   const rows = (await json("GET", `${CO}/${slug}/?ordering=id`)).body.results;
   return {
-    list: [list.status, list.body],
+    list: [list.status, placed(list.body, sent)],
     rows: rows.map((r: Record<string, unknown>) => [r.a, r.f0]),
   };
 }

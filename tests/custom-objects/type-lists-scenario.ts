@@ -5,6 +5,7 @@
  */
 import { expect } from "bun:test";
 import type { Json } from "../helpers/three-backends";
+import { placed } from "./fixtures";
 
 const CO = "/api/plugins/custom-objects";
 
@@ -75,15 +76,16 @@ export async function typeListsScenario(json: Json, prefix: string) {
   summary.afterUpdate = await shape(json, [a, b]);
 
   // one item refused: a 400 at its place in the list, nothing written (the first item neither)
-  const refused = await json("PATCH", `${CO}/custom-object-type-fields/`, [
+  const refusing = [
     { id: y.id, label: "Y2" },
     { id: x.id, name: "z" },
-  ]);
+  ];
+  const refused = await json("PATCH", `${CO}/custom-object-type-fields/`, refusing);
   expect(refused.status, JSON.stringify(refused.body)).toBe(400);
-  const at = (r: { body: { errors: Array<{ index: number; errors: object }> } }) =>
-    r.body.errors.map((e) => [e.index, Object.keys(e.errors)]);
-  expect(at(refused)).toEqual([[1, ["name"]]]);
-  summary.refused = refused.body;
+  const at = (r: { body: { errors: Array<{ id: number; errors: object }> } }) =>
+    r.body.errors.map((e) => [e.id, Object.keys(e.errors)]);
+  expect(at(refused)).toEqual([[x.id, ["name"]]]);
+  summary.refused = placed(refused.body, refusing);
   expect(await shape(json, [a, b])).toEqual(summary.afterUpdate as Record<string, unknown>);
 
   // a type named twice: NetBox 4.7's 400 naming its id (0200), nothing written

@@ -249,7 +249,8 @@ test("lists of field updates that change types: the same answers and rows locall
   const r = onLocal.result;
   expect(r.lossy[0]).toBe(409);
   expect(r.refused[0]).toBe(400);
-  expect(r.refused[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
+  // named by its id (NetBox 4.7), the id of the second item sent
+  expect(r.refused[1].errors.map((e: { place: number }) => e.place)).toEqual([1]);
   expect(r.kept).toEqual([
     ["12", 1],
     ["twelve", 2],
@@ -275,7 +276,7 @@ test("a list whose retype breaks a compound key: the 400 in its place, locally a
   expect(onRemote.transactions).toBe(0);
   const r = onLocal.result;
   expect(r.clash[0], JSON.stringify(r.clash)).toBe(400);
-  expect(r.clash[1].errors.map((e: { index: number }) => e.index)).toEqual([1]);
+  expect(r.clash[1].errors.map((e: { place: number }) => e.place)).toEqual([1]);
   expect(r.fields).toEqual(["part:text", "note:text"]);
   expect(r.rows).toEqual(["1", "01"]);
 });
@@ -294,7 +295,7 @@ test("a list retyping a keyed and checked field after earlier items changed its 
   const r = onLocal.result;
   const refusedAt2 = (errors: Record<string, string[]>) => [
     400,
-    { detail: "1 of 3 objects failed validation.", errors: [{ index: 2, errors }] },
+    { detail: "1 of 3 objects failed validation.", errors: [{ place: 2, errors }] },
   ];
   expect(r.check).toEqual(
     refusedAt2({ checks: ['1 existing row(s) do not match the check "parted".'] }),
@@ -385,7 +386,7 @@ test("a list of eight retypes read and converted, then a compound key's field: i
       detail: "1 of 9 objects failed validation.",
       errors: [
         {
-          index: 8,
+          place: 8,
           errors: {
             unique_together: [
               "2 existing row(s) share values of a, b; they must make a unique set.",

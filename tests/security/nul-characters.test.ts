@@ -63,7 +63,7 @@ for (const kind of ["local", "remote"] as const) {
         body: [{ id: site.body.id, description: NUL }],
       });
       expect(list.status).toBe(400);
-      expect(list.body.errors).toEqual([{ index: 0, errors: { description: REFUSED } }]);
+      expect(list.body.errors).toEqual([{ id: site.body.id, errors: { description: REFUSED } }]);
       const queued = await t.json("POST", "/api/dcim/sites/?background=true", {
         body: [{ name: NUL, slug: "queued" }],
       });
@@ -100,7 +100,7 @@ for (const kind of ["local", "remote"] as const) {
         body: [{ id: json.body.id, cid: NUL }],
       });
       expect(bulk.status).toBe(400);
-      expect(bulk.body.errors).toEqual([{ index: 0, errors: { cid: REFUSED } }]);
+      expect(bulk.body.errors).toEqual([{ id: json.body.id, errors: { cid: REFUSED } }]);
       expect((await t.json("GET", `${CO}/circuit/${json.body.id}/`)).body.cid).toBe("c2");
     });
 

@@ -19,7 +19,14 @@ import {
 import { relationViewStatements } from "../auth/relations-judged";
 import type { AuthState, Ctx, Guard, HonoEnv, JudgedInRead, Services } from "../context";
 import { logChange, logChanges } from "../changes/record";
-import { ApiError, notFound, ValidationError, type FieldErrors } from "../errors";
+import {
+  ApiError,
+  keyedByListedIds,
+  listedIdsOf,
+  notFound,
+  ValidationError,
+  type FieldErrors,
+} from "../errors";
 import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
 import { nulFieldErrors } from "../nul";
 import { usedBy, viewerFilters } from "./filter-scope";
@@ -1034,7 +1041,10 @@ async function readWrittenJson(c: Ctx, r: Resource): Promise<unknown> {
   const json = new Set(r.describe?.filter((f) => f.kind === "json").map((f) => f.name));
   if (Array.isArray(body)) {
     const errors = body.map((item) => nulFieldErrors(item, json));
-    if (errors.some((e) => Object.keys(e).length)) throw new ValidationError(errors);
+    // an update's items are named by their ids, a create's by their places (NetBox 4.7)
+    const updates = c.req.method === "PUT" || c.req.method === "PATCH";
+    if (errors.some((e) => Object.keys(e).length))
+      throw new ValidationError(errors, updates ? listedIdsOf(body) : undefined);
   } else {
     const errors = nulFieldErrors(body, json);
     if (Object.keys(errors).length) throw new ValidationError(errors);
@@ -1139,7 +1149,9 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
         c,
         (ctx) => staged.update!(ctx, items, partial, { resource: r, bulk: true }),
         answering(r, ids),
-      ).catch(listRefusal(ids));
+      )
+        .catch(listRefusal(ids))
+        .catch(keyedByListedIds(body));
       return c.json(await projected(c, r, await writtenRecords(c, r, written)));
     }
     const ids = listedIds(body);
@@ -1153,7 +1165,7 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
           : rest;
         return updateChecked(ctx, r, id, input, partial);
       }),
-    );
+    ).catch(keyedByListedIds(body));
     return c.json(await projected(c, r, await writtenRecords(c, r, written)));
   };
 }

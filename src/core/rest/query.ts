@@ -398,9 +398,10 @@ export interface ListSpec {
   /**
    * Optional: whether a parameter that names none of `filters` is still a filter's, one NetBox
    * filters this list by that Host does not model: answered 400, since ignoring it, as
-   * django-filter does, answers every row (decision 0203; `models/netbox-filters.ts`).
+   * django-filter does, answers every row (decision 0203; `models/netbox-filters.ts`). A string
+   * is the refusal's own message (custom object lists, decision 0206).
    */
-  refuses?: (param: string) => boolean;
+  refuses?: (param: string) => boolean | string;
 }
 
 /**
@@ -473,7 +474,11 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
     }
     const filter = own(spec.filters, name);
     if (!filter) {
-      if (spec.refuses?.(key)) throw new ValidationError({ [key]: [UNSUPPORTED_FILTER_MESSAGE] });
+      const refusal = spec.refuses?.(key);
+      if (refusal)
+        throw new ValidationError({
+          [key]: [typeof refusal === "string" ? refusal : UNSUPPORTED_FILTER_MESSAGE],
+        });
       continue; // other unknown parameters are ignored, as django-filter does
     }
     if (++filterParams > MAX_FILTER_PARAMS) {

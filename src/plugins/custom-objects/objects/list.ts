@@ -5,6 +5,7 @@ import type { FilterSpec, ListSpec, SearchTerm } from "../../../core/rest/query"
 import { ident, linkTableName, valueColumn } from "../ddl";
 import type { Shape } from "./shape";
 import { ownerListFilters } from "./owner";
+import { refusesUnknownFilters } from "./unknown-filters";
 
 /** @param typeKeys `<app_label>_<model>` by object type id, for polymorphic per-type filters. */
 export function listSpec(
@@ -43,5 +44,12 @@ export function listSpec(
     if (f.searchWeight > 0 && m.searchable) search.push(m.search ? m.search(col) : col);
   }
   Object.assign(filters, ownerListFilters(shape));
-  return { filters, orderings, defaultOrdering: ["id"], search, idExpr: table.id };
+  return {
+    filters,
+    orderings,
+    defaultOrdering: ["id"],
+    search,
+    idExpr: table.id,
+    refuses: refusesUnknownFilters(shape),
+  };
 }
