@@ -1,0 +1,94 @@
+/**
+ * Background loops while the remote database link is down (decision 0204): through the fault
+ * proxy in front of the Hrana stand-in, on a clock the test moves, a loop backs off (a handful of
+ * tries over ten simulated minutes, not one a second), logs the outage at most once a minute,
+ * keeps one timer and one run at a time, and resumes by itself when the link is back.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SearchFlusher } from "../../src/plugins/custom-objects/search/flush";
+import { createLogger } from "../../src/services/logger";
+import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
+import { makeTestApp, type TestApp } from "../helpers/app";
+import { startFaultProxy, type FaultProxy } from "../helpers/fault-proxy";
+import { manualTimers, waitFor } from "../helpers/wait";
+
+const MINUTE = 60_000;
+const OUTAGE_MINUTES = 10;
+
+let dir: string;
+let hrana: HranaServer;
+let proxy: FaultProxy;
+let t: TestApp;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "host-background-outage-"));
+  hrana = await startHranaServer({ path: join(dir, "remote.db") });
+  proxy = await startFaultProxy(hrana.url);
+  t = await makeTestApp({ DATABASE_URL: proxy.url, DATABASE_TIMEOUT_MS: "1500" });
+});
+afterAll(async () => {
+  proxy.clear();
+  await t.close();
+  await proxy.stop();
+  await hrana.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function capture() {
+  const lines: Array<{ level: string; msg: string }> = [];
+  const logger = createLogger("debug", (l) => lines.push(JSON.parse(l)));
+  return { lines, logger };
+}
+
+describe("the search-index flusher while the database is down", () => {
+  test("backs off, logs once a minute, keeps one timer, resumes by itself", async () => {
+    const { lines, logger } = capture();
+    const clock = manualTimers();
+    const flusher = new SearchFlusher({ db: t.deps.db, logger }, 80, 400, clock);
+    proxy.inject({ kind: "status", status: 503 });
+    flusher.schedule();
+    while (clock.now() < OUTAGE_MINUTES * MINUTE) {
+      const fired = clock.fired;
+      clock.advance(1_000);
+      // a try ran: it fails on the link and arms its retry (a condition, not a sleep)
+      if (clock.fired !== fired) await waitFor(() => clock.pending === 1, { intervalMs: 2 });
+      expect(clock.pending).toBe(1);
+    }
+    const warnings = lines.filter((l) => l.level === "warn");
+    expect(warnings.length).toBeGreaterThan(0);
+    expect(warnings.length).toBeLessThanOrEqual(OUTAGE_MINUTES + 1);
+    // backed off: one try a second would be 600
+    expect(clock.fired).toBeLessThan(60);
+
+    proxy.clear();
+    const fired = clock.fired;
+    clock.advance(MINUTE); // the longest pause
+    expect(clock.fired).toBe(fired + 1);
+    await waitFor(() => lines.some((l) => l.level === "info" && /working again/.test(l.msg)));
+    expect(clock.pending).toBe(0);
+  });
+
+  test("a hung link holds one run; more writes arm no second one", async () => {
+    const { logger } = capture();
+    const clock = manualTimers();
+    const flusher = new SearchFlusher({ db: t.deps.db, logger }, 80, 400, clock);
+    proxy.inject({ kind: "hang" });
+    flusher.schedule();
+    clock.advance(80);
+    await waitFor(() => proxy.held === 1);
+    for (let i = 0; i < 50; i++) {
+      flusher.schedule(i + 1);
+      clock.advance(1_000);
+    }
+    expect({ fired: clock.fired, pending: clock.pending, held: proxy.held }).toEqual({
+      fired: 1,
+      pending: 0,
+      held: 1,
+    });
+    proxy.clear();
+    await flusher.flushNow();
+  });
+});
