@@ -42,19 +42,17 @@ export class Outage {
   }
 
   /**
-   * Records a failure; returns how long to wait before trying again: a random pause between half
+   * Records a failure (`what` failed, when the loop does several things); returns how long to wait before trying again: a random pause between half
    * the capped exponential step and the step itself, so loops of many processes spread out.
    */
-  failed(e: unknown): number {
+  failed(e: unknown, what = ""): number {
     const now = this.#now();
     if (this.#failures++ === 0) this.#since = now;
     if (now - this.#loggedAt >= OUTAGE_LOG_EVERY_MS) {
       this.#loggedAt = now;
       const first = this.#failures === 1;
       this.options.logger.warn(
-        first
-          ? `${this.options.name}: failed; retrying with backoff`
-          : `${this.options.name}: still failing; retrying with backoff`,
+        `${this.options.name}: ${what ? `${what} ` : ""}${first ? "failed" : "still failing"}; retrying with backoff`,
         {
           error: errorText(e),
           failures: this.#failures,

@@ -8,10 +8,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sql } from "drizzle-orm";
 import { SearchFlusher } from "../../src/plugins/custom-objects/search/flush";
 import { createLogger } from "../../src/services/logger";
+import { createUpstashRedis } from "../../src/services/redis";
+import { TaskQueue } from "../../src/services/tasks/queue";
+import { startPeriodic, startWorker } from "../../src/services/tasks/worker";
 import { startHranaServer, type HranaServer } from "../../tools/hrana-server";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { startRedisStack, type RedisStack } from "../helpers/redis-bridge";
 import { startFaultProxy, type FaultProxy } from "../helpers/fault-proxy";
 import { manualTimers, waitFor } from "../helpers/wait";
 
@@ -22,8 +27,10 @@ let dir: string;
 let hrana: HranaServer;
 let proxy: FaultProxy;
 let t: TestApp;
+let stack: RedisStack;
 
 beforeAll(async () => {
+  stack = await startRedisStack();
   dir = mkdtempSync(join(tmpdir(), "host-background-outage-"));
   hrana = await startHranaServer({ path: join(dir, "remote.db") });
   proxy = await startFaultProxy(hrana.url);
@@ -34,6 +41,7 @@ afterAll(async () => {
   await t.close();
   await proxy.stop();
   await hrana.stop();
+  await stack.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -42,6 +50,68 @@ function capture() {
   const logger = createLogger("debug", (l) => lines.push(JSON.parse(l)));
   return { lines, logger };
 }
+
+/** A clock that never moves: every failure falls in the same minute, however slow the machine. */
+const stoppedClock = () => 0;
+
+describe("the task worker's loops while the database is down", () => {
+  test("a periodic task (retention) logs the outage once, not per run, and its recovery", async () => {
+    const { lines, logger } = capture();
+    let runs = 0;
+    const periodic = startPeriodic(
+      [
+        {
+          name: "retention",
+          everyMs: 5,
+          run: async () => {
+            runs++;
+            await t.deps.db.orm.run(sql`DELETE FROM jobs WHERE id = -1`);
+          },
+        },
+      ],
+      logger,
+      stoppedClock,
+    );
+    try {
+      proxy.inject({ kind: "status", status: 503 });
+      const from = runs;
+      await waitFor(() => runs - from >= 20);
+      expect(lines.filter((l) => l.level === "warn").length).toBe(1);
+      proxy.clear();
+      await waitFor(() => lines.some((l) => /working again/.test(l.msg)));
+    } finally {
+      proxy.clear();
+      await periodic.stop(5_000);
+    }
+    expect(lines.filter((l) => l.level === "warn").length).toBe(1);
+  });
+
+  test("the outbox relay says the database outage once, backs off, and resumes", async () => {
+    const { lines, logger } = capture();
+    const redis = createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token });
+    const queue = new TaskQueue(t.deps.db, redis, logger, { prefix: "relay-outage" });
+    proxy.inject({ kind: "status", status: 503, match: (_p, body) => /outbox/.test(body) });
+    const worker = startWorker(queue, {
+      logger,
+      relayEveryMs: 5,
+      idleMs: 5,
+      maintainEveryMs: 50,
+      now: stoppedClock,
+    });
+    try {
+      await waitFor(() => proxy.hits >= 8);
+      // said once (not per try, not silent), and the tries are paced, not a tight loop
+      expect(lines.filter((l) => l.level === "warn" && /outbox relay/.test(l.msg)).length).toBe(1);
+      proxy.clear();
+      await waitFor(() => lines.some((l) => /outbox relay: working again/.test(l.msg)));
+    } finally {
+      proxy.clear();
+      await worker.stop(5_000);
+    }
+    const said = lines.filter((l) => l.level === "warn" && /outbox relay/.test(l.msg));
+    expect(said.length).toBe(1);
+  });
+});
 
 describe("the search-index flusher while the database is down", () => {
   test("backs off, logs once a minute, keeps one timer, resumes by itself", async () => {
