@@ -86,7 +86,7 @@ describe("the task worker's loops while the database is down", () => {
     expect(lines.filter((l) => l.level === "warn").length).toBe(1);
   });
 
-  test("the outbox relay says the database outage once, backs off, and resumes", async () => {
+  test("the outbox relay says the database outage once, not per try, and resumes", async () => {
     const { lines, logger } = capture();
     const redis = createUpstashRedis({ url: stack.bridge.url, token: stack.bridge.token });
     const queue = new TaskQueue(t.deps.db, redis, logger, { prefix: "relay-outage" });
@@ -110,6 +110,36 @@ describe("the task worker's loops while the database is down", () => {
     }
     const said = lines.filter((l) => l.level === "warn" && /outbox relay/.test(l.msg));
     expect(said.length).toBe(1);
+  });
+});
+
+describe("the token-use writer while its writes fail", () => {
+  test("says so once for many tokens, not once per token", async () => {
+    const { lines, logger } = capture();
+    // a database of its own: the app's logger is this test's
+    const own = await startHranaServer({ path: join(dir, "tokens.db") });
+    const link = await startFaultProxy(own.url);
+    const app = await makeTestApp(
+      { DATABASE_URL: link.url, DATABASE_TIMEOUT_MS: "1500" },
+      { logger },
+    );
+    try {
+      const TOKENS = 8;
+      const keys = [];
+      for (let i = 0; i < TOKENS; i++) keys.push(await app.user(`token-use-${i}`));
+      link.inject({ kind: "status", status: 503, match: (_p, body) => /last_used/.test(body) });
+      for (const token of keys)
+        expect((await app.req("GET", "/api/status/", { token })).status).toBe(200);
+      await waitFor(() => link.hits >= TOKENS);
+      await waitFor(() => lines.some((l) => /token use/.test(l.msg)));
+      // a wall-clock minute could begin once during these few seconds: at most two lines, not eight
+      expect(lines.filter((l) => /token use/.test(l.msg)).length).toBeLessThanOrEqual(2);
+    } finally {
+      link.clear();
+      await app.close();
+      await link.stop();
+      await own.stop();
+    }
   });
 });
 
