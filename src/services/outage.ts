@@ -6,7 +6,7 @@
 import type { Logger } from "./logger";
 
 /** At most one "still failing" line per loop this often. */
-export const OUTAGE_LOG_EVERY_MS = 60_000;
+const OUTAGE_LOG_EVERY_MS = 60_000;
 
 export interface OutageOptions {
   /** The loop's name, first in every line it logs. */
