@@ -88,6 +88,8 @@ export interface ManualTimers extends ManualClock {
   setTimer(fn: () => void, ms: number): () => void;
   /** Timers that have run so far. */
   readonly fired: number;
+  /** Timers armed and not yet run nor cancelled. */
+  readonly pending: number;
 }
 
 /** Timers on a clock the test moves: `advance(ms)` runs every timer due by then, in order. */
@@ -116,6 +118,9 @@ export function manualTimers(start = 0): ManualTimers {
     },
     get fired() {
       return fired;
+    },
+    get pending() {
+      return due.size;
     },
   };
 }

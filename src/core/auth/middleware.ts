@@ -28,11 +28,15 @@ import { JOB_CALLER } from "../rest/background";
 import { jobCaller, jobCallerGone } from "./job-caller";
 import { slotKey } from "../slots";
 import { readsCostRoundTrip } from "../../db/policy";
+import { Outage } from "../../services/outage";
 
 /** A token's `last_used` is written at most this often per process (as NetBox: once a minute). */
 const LAST_USED_EVERY_MS = 60_000;
 /** When each token's `last_used` was last written, per app (in `Services.state`). */
 const LAST_USED_WRITES = slotKey<Map<number, number>>("auth.last-used-writes");
+
+/** Failed `last_used` writes, per app: one log line a minute however many tokens (decision 0204). */
+const LAST_USED_OUTAGE = slotKey<Outage>("auth.last-used-outage");
 
 /** Records that a token was used, at most once a minute; never fails the request. */
 async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number) {
@@ -47,11 +51,17 @@ async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: n
     .run(
       sql`UPDATE ${tokens} SET ${sql.identifier("last_used")} = ${new Date(now).toISOString()} WHERE ${tokens.id} = ${tokenId}`,
     )
-    .catch((e) =>
-      services.logger.warn("could not record token use", {
-        error: String((e as Error)?.message ?? e),
-      }),
+    .then(
+      () => services.state.get(LAST_USED_OUTAGE)?.succeeded(),
+      (e) => void lastUsedOutage(services).failed(e),
     );
+}
+
+function lastUsedOutage(services: HonoEnv["Variables"]["services"]): Outage {
+  return services.state.ensure(
+    LAST_USED_OUTAGE,
+    () => new Outage({ name: "recording token use", logger: services.logger, baseMs: 0, maxMs: 0 }),
+  );
 }
 
 interface TokenRow {

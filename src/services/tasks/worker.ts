@@ -4,6 +4,7 @@
  */
 import type { Logger } from "../logger";
 import type { Lane, TaskQueue } from "./queue";
+import { Outage } from "../outage";
 import { beat } from "./heartbeat";
 
 export interface WorkerOptions {
@@ -25,6 +26,8 @@ export interface WorkerOptions {
   /** Other recurring work of the worker process (retention), each in its own loop. */
   periodic?: PeriodicTask[];
   logger?: Logger;
+  /** Monotonic milliseconds for the outage log's once-a-minute (tests pass a clock they hold). */
+  now?: () => number;
 }
 
 /** Work the worker repeats every `everyMs` (first run at start). Failures are logged and retried next time. */
@@ -40,8 +43,6 @@ export interface TaskWorker {
   /** Settles when every loop has ended. */
   readonly done: Promise<void>;
 }
-
-const errorText = (e: unknown) => String((e as Error)?.message ?? e);
 
 /** After a failure the loops pause this long, doubling up to {@link MAX_ERROR_PAUSE_MS}. */
 const ERROR_PAUSE_MS = 500;
@@ -61,16 +62,16 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
   let wake: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (wake = resolve));
   const pause = (ms: number) => delay(ms, stopped);
-  let failures = 0;
-  const failed = (what: string, e: unknown) => {
-    if (failures++ === 0)
-      logger.warn(`task worker: ${what} failed; retrying with backoff`, { error: errorText(e) });
-    return Math.min(MAX_ERROR_PAUSE_MS, ERROR_PAUSE_MS * 2 ** Math.min(failures - 1, 10));
-  };
-  const succeeded = () => {
-    if (failures) logger.info("task worker: the queue is reachable again", { failures });
-    failures = 0;
-  };
+  // One outage for the slots and housekeeping: they fail together (Redis or the database down).
+  const outage = new Outage({
+    name: "task worker",
+    logger,
+    baseMs: ERROR_PAUSE_MS,
+    maxMs: MAX_ERROR_PAUSE_MS,
+    now: options.now,
+  });
+  const failed = (what: string, e: unknown) => outage.failed(e, what);
+  const succeeded = () => outage.succeeded();
 
   const slot = async (lane: Lane) => {
     while (!stopping) {
@@ -104,20 +105,26 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
   };
   // The outbox relay: rows the relay after commit could not hand over (Redis down or frozen).
   const relayEveryMs = options.relayEveryMs ?? 500;
+  const relayOutage = new Outage({
+    name: "outbox relay",
+    logger,
+    baseMs: relayEveryMs,
+    maxMs: Math.max(relayEveryMs, MAX_RELAY_PAUSE_MS),
+    now: options.now,
+  });
   const relay = async () => {
-    let misses = 0;
     while (!stopping) {
       try {
         const relayed = await queue.outbox.relayPending();
-        misses = 0;
+        relayOutage.succeeded();
         if (!relayed) await pause(relayEveryMs);
-      } catch {
-        // the relay logs the outage itself (once)
-        await pause(Math.min(MAX_RELAY_PAUSE_MS, relayEveryMs * 2 ** Math.min(misses++, 4)));
+      } catch (e) {
+        // a database outage is said here; a Redis one the outbox says too (once per outage)
+        await pause(relayOutage.failed(e));
       }
     }
   };
-  const periodic = startPeriodic(options.periodic ?? [], logger);
+  const periodic = startPeriodic(options.periodic ?? [], logger, options.now);
 
   const loops = [
     housekeeping(),
@@ -140,20 +147,32 @@ export function startWorker(queue: TaskQueue, options: WorkerOptions = {}): Task
 
 /**
  * Runs each task now and then every `everyMs` until stopped (the worker's retention; `npm start`
- * without a tasks Redis runs it alone). A failure is logged and retried on the next run.
+ * without a tasks Redis runs it alone). A failure is retried on the next run and logged at most
+ * once a minute per task (`now`: the clock of that minute), its recovery once.
  */
-export function startPeriodic(tasks: PeriodicTask[], logger: Logger): TaskWorker {
+export function startPeriodic(
+  tasks: PeriodicTask[],
+  logger: Logger,
+  now?: () => number,
+): TaskWorker {
   let stopping = false;
   let wake: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (wake = resolve));
   const loop = async (task: PeriodicTask) => {
+    // the run's own period is the pause: an hourly task is not tried more often when it fails
+    const outage = new Outage({
+      name: `task worker: ${task.name}`,
+      logger,
+      baseMs: task.everyMs,
+      maxMs: task.everyMs,
+      now,
+    });
     while (!stopping) {
       try {
         await task.run();
+        outage.succeeded();
       } catch (e) {
-        logger.warn(`task worker: ${task.name} failed; retrying on the next run`, {
-          error: errorText(e),
-        });
+        outage.failed(e);
       }
       await delay(task.everyMs, stopped);
     }

@@ -9,6 +9,7 @@
 import type { Services } from "../../../core/context";
 import { slotKey } from "../../../core/slots";
 import { isClosedDatabaseError } from "../../../db/connection-errors";
+import { Outage } from "../../../services/outage";
 import { flushSearchIndex, typesWithPending } from "./search-index";
 
 /**
@@ -21,8 +22,12 @@ const FLUSH_DELAY_MS = 150;
 const FLUSH_MAX_WAIT_MS = 1000;
 /** How often every type is swept (rows written by other processes or plain SQL, failed flushes). */
 const SWEEP_EVERY_MS = 60_000;
-/** After a failed flush (busy, a disk error), how long before the flusher tries again. */
+/**
+ * After a failed flush (busy, a disk error, the database link down), how long before the flusher
+ * tries again: doubling per failure up to RETRY_MAX_MS, with jitter (decision 0204).
+ */
 const RETRY_MS = 1000;
+const RETRY_MAX_MS = 30_000;
 
 const turn = () => new Promise<void>((r) => setTimeout(r, 0));
 
@@ -51,13 +56,23 @@ export class SearchFlusher {
   /** Cancels the armed timer. */
   #timer: (() => void) | null = null;
   #running: Promise<void> | null = null;
+  /** Failures in a row: the retry's pause, and one log line a minute at most. */
+  readonly #outage: Outage;
 
   constructor(
     private readonly services: Pick<Services, "db" | "logger">,
     private readonly delayMs = FLUSH_DELAY_MS,
     private readonly maxWaitMs = FLUSH_MAX_WAIT_MS,
     private readonly clock: FlushClock = REAL_CLOCK,
-  ) {}
+  ) {
+    this.#outage = new Outage({
+      name: "search index flush",
+      logger: services.logger,
+      baseMs: RETRY_MS,
+      maxMs: RETRY_MAX_MS,
+      now: () => clock.now(),
+    });
+  }
 
   /** Indexes `cotId`'s pending rows soon (every type's without one). Cheap; never throws. */
   schedule(cotId?: number): void {
@@ -89,12 +104,12 @@ export class SearchFlusher {
    * whose `#arm` found it running) gets a timer: nothing waits for the next write or sweep.
    */
   #start(): Promise<void> {
-    let failed = false;
+    let retryMs: number | undefined;
     this.#running = this.#run()
-      .then((ok) => void (failed = !ok))
+      .then((pause) => void (retryMs = pause))
       .finally(() => {
         this.#running = null;
-        if (this.#dirty.size || this.#sweep) this.#arm(failed ? RETRY_MS : undefined);
+        if (this.#dirty.size || this.#sweep) this.#arm(retryMs);
       });
     return this.#running;
   }
@@ -110,10 +125,11 @@ export class SearchFlusher {
   }
 
   /**
-   * Flushes the dirty types (every type's after a sweep request). False when a flush failed: its
-   * types stay dirty for a retry. A closed database ends the work for good (true, nothing dirty).
+   * Flushes the dirty types (every type's after a sweep request). When a flush failed, its types
+   * stay dirty and this returns the pause before the retry. A closed database ends the work for
+   * good (nothing dirty).
    */
-  async #run(): Promise<boolean> {
+  async #run(): Promise<number | undefined> {
     const db = this.services.db;
     let ids: number[] = [...this.#dirty];
     this.#dirty.clear();
@@ -137,7 +153,8 @@ export class SearchFlusher {
         }
         await turn();
       }
-      return true;
+      this.#outage.succeeded();
+      return undefined;
     } catch (e) {
       // a database closed under a pending flush (shutdown, a bench's or a test's end): nothing to
       // retry, and no timer of ours may keep the process alive for it
@@ -145,11 +162,9 @@ export class SearchFlusher {
         this.#dirty.clear();
         this.#sweep = false;
         this.services.logger.debug("search index flush stopped: the database is closed");
-        return true;
+        return undefined;
       }
-      const error = String((e as Error)?.message ?? e);
-      this.services.logger.warn("search index flush failed; retrying later", { error });
-      return false;
+      return this.#outage.failed(e);
     }
   }
 
