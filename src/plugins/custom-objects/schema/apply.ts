@@ -58,6 +58,7 @@ import { applyConditional, dropConditionalFirst } from "./constraints-apply";
 import { listTrash, removeType, trashField, type TrashRow } from "./trash";
 import { sameValue } from "./state";
 import { yieldWhenDue } from "../../../turns";
+import { countTypes, type Refusal, typeLimitRefusals } from "../types/type-limit";
 import {
   canonicalFromEntry,
   cotAttrsFromEntry,
@@ -342,8 +343,14 @@ export async function previewSchema(
   hidden: ReadonlySet<string>,
   withheld?: (slug: string) => boolean,
   auth?: AuthState,
+  mayApply = false,
 ): Promise<
-  SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
+  SchemaPlan & {
+    diffs: TypeDiff[];
+    destructive_changes: DestructiveChange[];
+    refusals: Refusal[];
+    state_hash: string;
+  }
 > {
   const { document } = readApplyRequest(body, new URLSearchParams());
   // The state is read once, in one round trip, for both the diff and the plan.
@@ -365,8 +372,28 @@ export async function previewSchema(
     ...plan,
     diffs,
     destructive_changes: [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes],
+    refusals: mayApply ? await previewRefusals(ctx, document, state) : [],
     state_hash: plan.from_state_hash,
   };
+}
+
+/**
+ * The refusals an apply of the document would meet that the diff does not show (decision 0205:
+ * the type cap), each as the apply's answer. Told only to a caller who may apply: the cap counts
+ * every type, hidden ones too.
+ */
+async function previewRefusals(
+  ctx: ReadContext,
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+): Promise<Refusal[]> {
+  const added = document.types.filter((t) => !state.has(t.slug)).length;
+  if (!added) return [];
+  const removed = new Set(
+    (document.removed_types ?? []).map((r) => r.slug).filter((s) => state.has(s)),
+  ).size;
+  const count = await countTypes(ctx.db);
+  return typeLimitRefusals(count, added, removed, ctx.services.config.maxCustomObjectTypes);
 }
 
 // ---- references between types -----------------------------------------------------------
