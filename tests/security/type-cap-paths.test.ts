@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { holdNextWrite } from "../helpers/hold-write";
 import { type RemoteDb, startRemoteDb } from "../helpers/remote-db";
 
 const SCHEMA = "/api/plugins/custom-objects/schema";
@@ -85,6 +86,16 @@ function capSuite(backend: "local" | "remote") {
       });
       expect(within.status).toBe(200);
       expect(within.body.refusals).toEqual([]);
+      // a caller who may not apply is told nothing of it (the cap counts types hidden from them)
+      const viewer = await t.user(`viewer-${backend}`, [
+        [["view"], "custom_objects.customobjecttype"],
+      ]);
+      const viewed = await t.json("POST", `${SCHEMA}/preview/`, {
+        token: viewer,
+        body: doc("a", "b", "c", "e"),
+      });
+      expect(viewed.status).toBe(200);
+      expect(viewed.body.refusals).toEqual([]);
     });
 
     test("a revert of a type's delete makes no type: types are not revertable", async () => {
@@ -101,6 +112,39 @@ function capSuite(backend: "local" | "remote") {
       expect(reverted.body).toMatchObject({ error: "not_revertable" });
       expect(await typeSlugs()).toEqual(["a", "b"]);
     });
+
+    if (backend === "remote")
+      test("a restore that lost a race to a create runs again, then answers 400", async () => {
+        const removed = await t.json("POST", `${SCHEMA}/apply/`, {
+          body: { schema: doc("a", "b", "g"), allow_destructive: true },
+        });
+        expect(removed.status).toBe(200);
+        const gone = await t.json("POST", `${SCHEMA}/apply/`, {
+          body: {
+            schema: { schema_version: "1", types: [], removed_types: [{ slug: "g" }] },
+            allow_destructive: true,
+          },
+        });
+        const entry = gone.body.trash[0] as number;
+        // the restore's batch waits after its read phase counted 2 types; a create takes the third
+        const held = holdNextWrite(t.deps.db, (statements) =>
+          statements.some((s) => /delete from "custom_object_trash"/i.test(s)),
+        );
+        try {
+          const restoring = t.json("POST", `${SCHEMA}/trash/${entry}/restore/`);
+          await held.arrived;
+          const made = await t.json("POST", TYPES_API, { body: { name: "h", slug: "h" } });
+          expect(made.status).toBe(201);
+          held.release();
+          const refused = await restoring;
+          expect(refused.status).toBe(400);
+          expect(refused.body).toMatchObject(CAPPED);
+        } finally {
+          held.release();
+        }
+        expect(await typeSlugs()).toEqual(["a", "b", "h"]);
+        expect(await trashIds()).toContain(entry);
+      });
   });
 }
 

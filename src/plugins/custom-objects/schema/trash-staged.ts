@@ -57,7 +57,12 @@ import { newShapeVersion } from "./operations";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import { DAY_MS, restoredReverseNameTaken, trashName, type TrashRow } from "./trash";
 import { admittedById, restoreExplainer, typeLimits } from "./staged-limits";
-import { guardTypeCount, refuseTypesPast, typeCountQuery } from "../types/type-limit";
+import {
+  countTypes,
+  guardTypeCount,
+  refuseTypesPast,
+  typeCountQuery,
+} from "../types/type-limit";
 
 type EntryValues = Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "rows">;
 
@@ -321,10 +326,18 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
       throw restoreConflict(
         `What the entry restores (type "${row.slug}", field "${row.name}") exists again; remove or rename it first.`,
       );
+    // a type's guard failed: lost to a create, the cap's 400 as a run again would answer it
+    if (row.kind === "type" && isWriteConflict(e)) await refuseRestorePastLimit(ctx);
     if (explainer) await explainer.explain(ctx, e);
     throw e;
   }
   return row;
+}
+
+/** Throws the cap's 400 when one type more would now pass it (decision 0205). */
+async function refuseRestorePastLimit(ctx: WriteContext) {
+  const count = await countTypes(ctx.services.db.orm);
+  refuseTypesPast(count, 1, 0, ctx.services.config.maxCustomObjectTypes);
 }
 
 /** A restore's change records, and the type's stamp as read when it is changed (a field's). */
