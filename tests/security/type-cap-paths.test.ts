@@ -86,6 +86,22 @@ function capSuite(backend: "local" | "remote") {
       });
       expect(within.status).toBe(200);
       expect(within.body.refusals).toEqual([]);
+      // and the apply agrees, on either path: the removal counts as the creation does
+      const swapped = await t.json("POST", `${SCHEMA}/apply/`, {
+        body: {
+          schema: { ...doc("a", "b", "e"), removed_types: [{ slug: "c" }] },
+          allow_destructive: true,
+        },
+      });
+      expect(swapped.status, JSON.stringify(swapped.body)).toBe(200);
+      expect(await typeSlugs()).toEqual(["a", "b", "e"]);
+      const back = await t.json("POST", `${SCHEMA}/apply/`, {
+        body: {
+          schema: { ...doc("a", "b", "c"), removed_types: [{ slug: "e" }] },
+          allow_destructive: true,
+        },
+      });
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
       // a caller who may not apply is told nothing of it (the cap counts types hidden from them)
       const viewer = await t.user(`viewer-${backend}`, [
         [["view"], "custom_objects.customobjecttype"],

@@ -57,12 +57,7 @@ import { newShapeVersion } from "./operations";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import { DAY_MS, restoredReverseNameTaken, trashName, type TrashRow } from "./trash";
 import { admittedById, restoreExplainer, typeLimits } from "./staged-limits";
-import {
-  countTypes,
-  guardTypeCount,
-  refuseTypesPast,
-  typeCountQuery,
-} from "../types/type-limit";
+import { countTypes, guardTypeCount, refuseTypesPast, typeCountQuery } from "../types/type-limit";
 
 type EntryValues = Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "rows">;
 
