@@ -1,7 +1,8 @@
 /**
  * How many custom object types there may be in all (`MAX_CUSTOM_OBJECT_TYPES`, decision 0205):
  * counted in a write's read phase, refused with a 400 before anything is staged, and proven by a
- * guard at the end of the batch (a race lost to another creation fails the batch, 409).
+ * guard in the batch (a race lost to another creation fails the batch; run again, or counted
+ * again for a restore, it answers the 400). A preview reports the same 400 as a refusal.
  */
 import { sql } from "drizzle-orm";
 import type { Orm, Executor } from "../../../db/client";
