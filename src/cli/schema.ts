@@ -419,9 +419,16 @@ async function previewSchema(
   await io.out(
     values.json
       ? `${JSON.stringify(answer.body, null, 2)}\n`
-      : renderDiffs(answer.body.diffs, color),
+      : renderDiffs(answer.body.diffs, color) + refusalLines(answer.body.refusals),
   );
   return 0;
+}
+
+/** What an apply of the previewed document would answer instead (the type cap, decision 0205). */
+function refusalLines(refusals: Array<{ status: number; detail: string }> | undefined): string {
+  return (refusals ?? [])
+    .map((r) => `apply would be refused (${r.status}): ${r.detail}\n`)
+    .join("");
 }
 
 /** `schema apply <file>`: applies the document; destructive changes need --allow-destructive. */

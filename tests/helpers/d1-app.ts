@@ -33,11 +33,12 @@ export interface D1App {
 
 /**
  * Starts it on a fresh directory named after `name`; `wrap` may watch the database, or make
- * another one over the binding (to watch the statements it prepares).
+ * another one over the binding (to watch the statements it prepares); `env` adds settings.
  */
 export async function startD1App(
   name: string,
   wrap: (db: Database, binding: D1Binding) => Database = (db) => db,
+  env: Record<string, string> = {},
 ): Promise<D1App> {
   const dir = mkdtempSync(join(tmpdir(), `host-${name}-`));
   await migrateLocalD1(dir);
@@ -51,7 +52,7 @@ export async function startD1App(
   const binding = (await mf.getD1Database(d1.binding)) as unknown as D1Binding;
   const config = loadConfig(
     // errors only: a 500 in a D1 test then says why (miniflare's workerd is a process of its own)
-    { LOG_LEVEL: "error", DATABASE_URL: `file:${join(dir, "unused.db")}` },
+    { ...env, LOG_LEVEL: "error", DATABASE_URL: `file:${join(dir, "unused.db")}` },
     "bun",
   );
   const app = await createApp({

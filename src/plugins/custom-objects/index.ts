@@ -483,7 +483,12 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     const body = await readSchemaBody(c);
     const hidden = await hiddenSlugs(ctx, c.get("auth"));
     const withheld = countsWithheld(c.get("auth"), c.get("services").config.loginRequired);
-    return schemaAnswer(c, await previewSchema(ctx, body, hidden, withheld, c.get("auth")));
+    // the refusals an apply would meet are told to a caller who may apply (decision 0205)
+    const mayApply =
+      hasPermission(c, "add", APP_LABEL, COT_MODEL) &&
+      hasPermission(c, "change", APP_LABEL, COT_MODEL);
+    const auth = c.get("auth");
+    return schemaAnswer(c, await previewSchema(ctx, body, hidden, withheld, auth, mayApply));
   });
   // A batched apply (decision 0111) proves the cached grants and event rules in its read phase
   // and batch; when they moved under it, the route runs again on fresh ones (decision 0110).

@@ -241,6 +241,17 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
     },
     detail: { type: "string" },
   }),
+  SchemaRefusal: {
+    type: "object",
+    properties: {
+      status: { type: "integer", description: "The apply's HTTP status." },
+      error: { type: "string", enum: ["too_many_custom_object_types"] },
+      detail: { type: "string" },
+      limit: { type: "integer", description: "MAX_CUSTOM_OBJECT_TYPES" },
+    },
+    required: ["status", "error", "detail"],
+    description: "The apply's error answer (§4) with its status.",
+  },
   SchemaPreview: closedObject({
     plan_id: {
       type: "string",
@@ -255,6 +266,12 @@ const DIFF_SCHEMAS: Record<string, JsonSchema> = {
     },
     diffs: { type: "array", items: ref("SchemaTypeDiff") },
     destructive_changes: { type: "array", items: ref("SchemaDestructiveChange") },
+    refusals: {
+      type: "array",
+      items: ref("SchemaRefusal"),
+      description:
+        "What an apply of the document would answer instead of applying it, beyond destructive_changes (the type cap); told only to a caller who may apply.",
+    },
     state_hash: {
       type: "string",
       description: "Equal to from_state_hash; pass it back as expected_state_hash.",

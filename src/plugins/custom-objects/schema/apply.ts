@@ -59,6 +59,13 @@ import { listTrash, removeType, trashField, type TrashRow } from "./trash";
 import { sameValue } from "./state";
 import { yieldWhenDue } from "../../../turns";
 import {
+  countTypes,
+  type Refusal,
+  refuseTypesPast,
+  typeLimitRefusals,
+  withinTypeLimit,
+} from "../types/type-limit";
+import {
   canonicalFromEntry,
   cotAttrsFromEntry,
   entryFromCanonical,
@@ -342,8 +349,14 @@ export async function previewSchema(
   hidden: ReadonlySet<string>,
   withheld?: (slug: string) => boolean,
   auth?: AuthState,
+  mayApply = false,
 ): Promise<
-  SchemaPlan & { diffs: TypeDiff[]; destructive_changes: DestructiveChange[]; state_hash: string }
+  SchemaPlan & {
+    diffs: TypeDiff[];
+    destructive_changes: DestructiveChange[];
+    refusals: Refusal[];
+    state_hash: string;
+  }
 > {
   const { document } = readApplyRequest(body, new URLSearchParams());
   // The state is read once, in one round trip, for both the diff and the plan.
@@ -365,8 +378,28 @@ export async function previewSchema(
     ...plan,
     diffs,
     destructive_changes: [...diffs.flatMap((d) => d.destructive_changes), ...choice_set_changes],
+    refusals: mayApply ? await previewRefusals(ctx, document, state) : [],
     state_hash: plan.from_state_hash,
   };
+}
+
+/**
+ * The refusals an apply of the document would meet that the diff does not show (decision 0205:
+ * the type cap), each as the apply's answer. Told only to a caller who may apply: the cap counts
+ * every type, hidden ones too.
+ */
+async function previewRefusals(
+  ctx: ReadContext,
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+): Promise<Refusal[]> {
+  const added = document.types.filter((t) => !state.has(t.slug)).length;
+  if (!added) return [];
+  const removed = new Set(
+    (document.removed_types ?? []).map((r) => r.slug).filter((s) => state.has(s)),
+  ).size;
+  const count = await countTypes(ctx.db);
+  return typeLimitRefusals(count, added, removed, ctx.services.config.maxCustomObjectTypes);
 }
 
 // ---- references between types -----------------------------------------------------------
@@ -735,7 +768,10 @@ async function upsertCot(
   const cot = existing?.cot;
   const draft = cotDraft(t, existing?.tombstones ?? []);
   if (!cot)
-    return { cot: await atPath(at, () => createCot(ctx, draft, { table: false })), isNew: true };
+    return {
+      cot: await atPath(at, () => createCot(ctx, draft, { table: false, capped: false })),
+      isNew: true,
+    };
   if (diff.has_changes || !sameDoc(cot.schemaDocument, draft.schemaDocument))
     await atPath(at, () => updateCot(ctx, cot, draft));
   const [fresh] = await ctx.db
@@ -1034,6 +1070,7 @@ export async function applySchema(
     request.hidden,
   );
   const { plan, diffs, db, graph } = await checkApply(ctx, request, state);
+  const adds = await refuseApplyPastLimit(ctx, document, db);
   await upsertChoiceSets(ctx, document);
   const deferred: Deferred = { storage: [], tables: [] };
   for (const t of dependencyOrder(document, graph)) {
@@ -1056,7 +1093,32 @@ export async function applySchema(
     });
     if (entry !== null) trash.push(entry);
   }
+  // proven on what the transaction leaves, its removals counted as the staged path counts them
+  if (adds) await withinTypeLimit(ctx.db, ctx.services.config.maxCustomObjectTypes);
   return { applied: true, diffs, ...(plan ?? {}), trash };
+}
+
+/**
+ * The cap (decision 0205) before the transaction writes: the types there are, with the document's
+ * new ones and without its removed ones. Answers whether it adds any.
+ */
+async function refuseApplyPastLimit(
+  ctx: WriteContext,
+  document: SchemaDocument,
+  db: Map<string, DbType>,
+): Promise<boolean> {
+  const added = document.types.filter((t) => !db.has(t.slug)).length;
+  if (!added) return false;
+  const removed = new Set(
+    (document.removed_types ?? []).map((r) => r.slug).filter((s) => db.has(s)),
+  );
+  refuseTypesPast(
+    await countTypes(ctx.db),
+    added,
+    removed.size,
+    ctx.services.config.maxCustomObjectTypes,
+  );
+  return true;
 }
 
 /** The database as schema documents; re-applying them changes nothing. */

@@ -62,11 +62,15 @@ async function bump(ctx: WriteContext, cotId: number) {
     .where(eq(customObjectTypes.id, cotId));
 }
 
-/** Creates a COT; with `table: false` the caller creates the table later (`createCotTable`). */
+/**
+ * Creates a COT; with `table: false` the caller creates the table later (`createCotTable`), with
+ * `capped: false` it counts the types against `MAX_CUSTOM_OBJECT_TYPES` itself (an apply, once its
+ * removals are done too).
+ */
 export async function createCot(
   ctx: WriteContext,
   draft: CotDraft,
-  options: { table?: boolean } = {},
+  options: { table?: boolean; capped?: boolean } = {},
 ): Promise<CotRow> {
   const [existingOt] = await ctx.db
     .select()
@@ -84,7 +88,8 @@ export async function createCot(
     .insert(customObjectTypes)
     .values({ ...draft, objectTypeId: ot!.id })
     .returning();
-  await withinTypeLimit(ctx.db, ctx.services.config.maxCustomObjectTypes);
+  if (options.capped !== false)
+    await withinTypeLimit(ctx.db, ctx.services.config.maxCustomObjectTypes);
   if (options.table !== false) await createCotTable(ctx.db, cot!.id);
   return cot!;
 }

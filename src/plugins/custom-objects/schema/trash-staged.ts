@@ -57,6 +57,7 @@ import { newShapeVersion } from "./operations";
 import { rowsCountSql, valuesCountSql } from "./impact";
 import { DAY_MS, restoredReverseNameTaken, trashName, type TrashRow } from "./trash";
 import { admittedById, restoreExplainer, typeLimits } from "./staged-limits";
+import { countTypes, guardTypeCount, refuseTypesPast, typeCountQuery } from "../types/type-limit";
 
 type EntryValues = Omit<typeof customObjectTrash.$inferInsert, "removed" | "expires" | "rows">;
 
@@ -320,10 +321,18 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
       throw restoreConflict(
         `What the entry restores (type "${row.slug}", field "${row.name}") exists again; remove or rename it first.`,
       );
+    // a type's guard failed: lost to a create, the cap's 400 as a run again would answer it
+    if (row.kind === "type" && isWriteConflict(e)) await refuseRestorePastLimit(ctx);
     if (explainer) await explainer.explain(ctx, e);
     throw e;
   }
   return row;
+}
+
+/** Throws the cap's 400 when one type more would now pass it (decision 0205). */
+async function refuseRestorePastLimit(ctx: WriteContext) {
+  const count = await countTypes(ctx.services.db.orm);
+  refuseTypesPast(count, 1, 0, ctx.services.config.maxCustomObjectTypes);
 }
 
 /** A restore's change records, and the type's stamp as read when it is changed (a field's). */
@@ -436,15 +445,21 @@ async function stageTypeRestore(
   const ownTags = await typeTags(ctx, phase, cot.id);
   const moved = row.storage.tables.find(([orig]) => orig === tableName(cot.id))?.[1];
   const columns = phase.add(columnsQuery(orm, moved ?? tableName(cot.id)));
+  const typeCount = phase.add(typeCountQuery(orm));
   await phase.run(ctx);
   if (taken().length || modelTaken().length)
     throw restoreConflict(
       `A custom object type with slug "${cot.slug}" or name "${cot.name}" exists again; remove or rename it first.`,
     );
+  // a restored type counts against the cap as a created one does (decision 0205)
+  const maxTypes = ctx.services.config.maxCustomObjectTypes;
+  const counted = Number(typeCount()[0]?.n ?? 0);
+  refuseTypesPast(counted, 1, 0, maxTypes);
   if (objectType) batch.add(orm.insert(objectTypes).values(objectType));
   const now = nowIso();
   const back = { ...cot, shapeVersion: newShapeVersion(), lastUpdated: now } as CotRow;
   batch.add(orm.insert(customObjectTypes).values(back));
+  guardTypeCount(batch, orm, maxTypes, counted);
   // a row a statement, tags 30 a statement: D1 binds at most 100 values in one
   for (const f of fields) batch.add(orm.insert(customObjectTypeFields).values(f));
   for (let i = 0; i < tags.length; i += 30)

@@ -36,6 +36,7 @@ import { dropSearchIndex, syncSearchIndex } from "../search/search-index";
 import { scheduleSearchFlush } from "../search/flush";
 import { purgeEntryStaged } from "./trash-staged";
 import { reverseNameTaken } from "../types/staged";
+import { withinTypeLimit } from "../types/type-limit";
 
 export const DAY_MS = 86_400_000;
 export type TrashRow = typeof customObjectTrash.$inferSelect;
@@ -326,6 +327,8 @@ export async function restoreEntry(ctx: WriteContext, id: number): Promise<Trash
     await ctx.db
       .insert(customObjectTypes)
       .values({ ...cot, shapeVersion: newShapeVersion(), lastUpdated: nowIso() });
+    // a restored type counts against the cap as a created one does (decision 0205)
+    await withinTypeLimit(ctx.db, ctx.services.config.maxCustomObjectTypes);
     if (fields.length) await insertRestoredFields(ctx, row, fields);
     if (tags.length) await ctx.db.insert(taggedItems).values(tags);
     for (const [orig, trash] of row.storage.tables) await rename(ctx.db, trash, orig);

@@ -1,7 +1,8 @@
 /**
  * How many custom object types there may be in all (`MAX_CUSTOM_OBJECT_TYPES`, decision 0205):
  * counted in a write's read phase, refused with a 400 before anything is staged, and proven by a
- * guard at the end of the batch (a race lost to another creation fails the batch, 409).
+ * guard in the batch (a race lost to another creation fails the batch; run again, or counted
+ * again for a restore, it answers the 400). A preview reports the same 400 as a refusal.
  */
 import { sql } from "drizzle-orm";
 import type { Orm, Executor } from "../../../db/client";
@@ -25,8 +26,11 @@ function tooManyTypes(limit: number): ApiError {
 
 /** Throws when `count` types, with `added` more and `removed` fewer, pass `limit`. */
 export function refuseTypesPast(count: number, added: number, removed: number, limit: number) {
-  if (added > 0 && count + added - removed > limit) throw tooManyTypes(limit);
+  if (pastLimit(count, added, removed, limit)) throw tooManyTypes(limit);
 }
+
+const pastLimit = (count: number, added: number, removed: number, limit: number) =>
+  added > 0 && count + added - removed > limit;
 
 /**
  * The batch's proof that the types it leaves are within `limit` (or within what there already
@@ -41,10 +45,39 @@ export function guardTypeCount(batch: WriteBatch, orm: Orm, limit: number, count
   );
 }
 
+/** What an apply would answer (the §4 body and its status), as a preview reports refusals. */
+export interface Refusal {
+  status: number;
+  error: string;
+  detail: string;
+  [key: string]: unknown;
+}
+
+/**
+ * A preview's word on the cap: the apply's 400 when `added` more types and `removed` fewer than
+ * the `count` there are would pass `limit`, else nothing.
+ */
+export function typeLimitRefusals(
+  count: number,
+  added: number,
+  removed: number,
+  limit: number,
+): Refusal[] {
+  if (!pastLimit(count, added, removed, limit)) return [];
+  const refusal = tooManyTypes(limit);
+  const body = refusal.body as { error: string; detail: string };
+  return [{ ...body, status: refusal.statusCode }];
+}
+
 /** In a write's own transaction, after its creations: past the limit the transaction rolls back. */
 export async function withinTypeLimit(db: Executor, limit: number): Promise<void> {
+  if ((await countTypes(db)) > limit) throw tooManyTypes(limit);
+}
+
+/** The custom object types there are, read on `db` (a transaction's, or a request's reader). */
+export async function countTypes(db: Executor): Promise<number> {
   const [row] = (await db.all(sql`SELECT count(*) AS n FROM ${customObjectTypes}`)) as Array<{
     n: number;
   }>;
-  if (Number(row?.n ?? 0) > limit) throw tooManyTypes(limit);
+  return Number(row?.n ?? 0);
 }
