@@ -13,10 +13,12 @@ ALTER TABLE `prefixes` ADD `_last` text;--> statement-breakpoint
 CREATE INDEX `prefixes_net_idx` ON `prefixes` (`_family`,`_first`);--> statement-breakpoint
 -- Rows stored before get their numbers here, in SQL, so a database migrated by SQL alone (D1, by
 -- wrangler) has them too; `src/networks.ts` is the reference (tests/db/network-backfill.test.ts
--- compares the two). `a`: the text split at '/'; `x`, `y`: an IPv6 '::' and the zero groups it
--- stands for; `s`: the address written out in full; `g`: one group a step (an IPv4 octet as two
--- hex digits, an IPv6 group as four) and whether each is one. Text that is no network is left
--- for the start-up step, which marks it family 0.
+-- compares the two). `a0`: the text split at '/'; `t` to `a`: an IPv6 address's IPv4 tail
+-- (`::ffff:192.0.2.1`) as the two groups it stands for, `a` materialized since D1 runs out of
+-- memory inlining these expressions into the ones below; `x`, `y`: an IPv6 '::' and the zero
+-- groups it stands for; `s`: the address written out in full; `g`: one group a step (an IPv4
+-- octet as two hex digits, an IPv6 group as four) and whether each is one. Text that is no
+-- network is left for the start-up step, which marks it family 0.
 UPDATE `prefixes` SET `_family` = v.fam, `_mask` = v.m,
   `_first` = substr(v.h, 1, v.m / 4)
     || (CASE WHEN v.m % 4 > 0 THEN substr('0123456789abcdef', ((instr('0123456789abcdef', substr(v.h, v.m / 4 + 1, 1)) - 1) & (15 << (4 - v.m % 4)) & 15) + 1, 1) ELSE '' END)
@@ -26,9 +28,20 @@ UPDATE `prefixes` SET `_family` = v.fam, `_mask` = v.m,
     || substr('ffffffffffffffffffffffffffffffff', 1, length(v.h) - v.m / 4 - (v.m % 4 > 0))
 FROM (
   WITH RECURSIVE
-    a AS (
-      SELECT `id`, lower(substr(`prefix`, 1, instr(`prefix`, '/') - 1)) AS ad, substr(`prefix`, instr(`prefix`, '/') + 1) AS mt
+    a0 AS (
+      SELECT `id`, lower(substr(`prefix`, 1, instr(`prefix`, '/') - 1)) AS ad0, substr(`prefix`, instr(`prefix`, '/') + 1) AS mt
       FROM `prefixes` WHERE `_family` IS NULL AND instr(`prefix`, '/') > 0),
+    t AS (SELECT *, rtrim(ad0, '0123456789.') AS p, substr(ad0, length(rtrim(ad0, '0123456789.')) + 1) AS q FROM a0),
+    t1 AS (SELECT *, substr(q, 1, instr(q, '.') - 1) AS o1, substr(q, instr(q, '.') + 1) AS q1 FROM t),
+    t2 AS (SELECT *, substr(q1, 1, instr(q1, '.') - 1) AS o2, substr(q1, instr(q1, '.') + 1) AS q2 FROM t1),
+    t3 AS (SELECT *, substr(q2, 1, instr(q2, '.') - 1) AS o3, substr(q2, instr(q2, '.') + 1) AS o4 FROM t2),
+    a AS MATERIALIZED (
+      SELECT `id`, mt, CASE WHEN instr(ad0, ':') > 0 AND substr(p, -1) = ':'
+          AND o1 <> '' AND length(o1) <= 3 AND o1 NOT GLOB '*[^0-9]*' AND CAST(o1 AS INTEGER) <= 255 AND o2 <> '' AND length(o2) <= 3 AND o2 NOT GLOB '*[^0-9]*' AND CAST(o2 AS INTEGER) <= 255
+          AND o3 <> '' AND length(o3) <= 3 AND o3 NOT GLOB '*[^0-9]*' AND CAST(o3 AS INTEGER) <= 255 AND o4 <> '' AND length(o4) <= 3 AND o4 NOT GLOB '*[^0-9]*' AND CAST(o4 AS INTEGER) <= 255
+        THEN p || printf('%x:%x', CAST(o1 AS INTEGER) * 256 + CAST(o2 AS INTEGER), CAST(o3 AS INTEGER) * 256 + CAST(o4 AS INTEGER))
+        ELSE ad0 END AS ad
+      FROM t3),
     x AS (SELECT `id`, ad, mt, substr(ad, 1, instr(ad, '::') - 1) AS l, substr(ad, instr(ad, '::') + 2) AS rt FROM a),
     y AS (
       SELECT *, 8 - (CASE WHEN l = '' THEN 0 ELSE length(l) - length(replace(l, ':', '')) + 1 END)
@@ -62,9 +75,20 @@ FROM (
 UPDATE `ip_addresses` SET `_family` = v.fam, `_mask` = v.m, `_host` = v.h
 FROM (
   WITH RECURSIVE
-    a AS (
-      SELECT `id`, lower(substr(`address`, 1, instr(`address`, '/') - 1)) AS ad, substr(`address`, instr(`address`, '/') + 1) AS mt
+    a0 AS (
+      SELECT `id`, lower(substr(`address`, 1, instr(`address`, '/') - 1)) AS ad0, substr(`address`, instr(`address`, '/') + 1) AS mt
       FROM `ip_addresses` WHERE `_family` IS NULL AND instr(`address`, '/') > 0),
+    t AS (SELECT *, rtrim(ad0, '0123456789.') AS p, substr(ad0, length(rtrim(ad0, '0123456789.')) + 1) AS q FROM a0),
+    t1 AS (SELECT *, substr(q, 1, instr(q, '.') - 1) AS o1, substr(q, instr(q, '.') + 1) AS q1 FROM t),
+    t2 AS (SELECT *, substr(q1, 1, instr(q1, '.') - 1) AS o2, substr(q1, instr(q1, '.') + 1) AS q2 FROM t1),
+    t3 AS (SELECT *, substr(q2, 1, instr(q2, '.') - 1) AS o3, substr(q2, instr(q2, '.') + 1) AS o4 FROM t2),
+    a AS MATERIALIZED (
+      SELECT `id`, mt, CASE WHEN instr(ad0, ':') > 0 AND substr(p, -1) = ':'
+          AND o1 <> '' AND length(o1) <= 3 AND o1 NOT GLOB '*[^0-9]*' AND CAST(o1 AS INTEGER) <= 255 AND o2 <> '' AND length(o2) <= 3 AND o2 NOT GLOB '*[^0-9]*' AND CAST(o2 AS INTEGER) <= 255
+          AND o3 <> '' AND length(o3) <= 3 AND o3 NOT GLOB '*[^0-9]*' AND CAST(o3 AS INTEGER) <= 255 AND o4 <> '' AND length(o4) <= 3 AND o4 NOT GLOB '*[^0-9]*' AND CAST(o4 AS INTEGER) <= 255
+        THEN p || printf('%x:%x', CAST(o1 AS INTEGER) * 256 + CAST(o2 AS INTEGER), CAST(o3 AS INTEGER) * 256 + CAST(o4 AS INTEGER))
+        ELSE ad0 END AS ad
+      FROM t3),
     x AS (SELECT `id`, ad, mt, substr(ad, 1, instr(ad, '::') - 1) AS l, substr(ad, instr(ad, '::') + 2) AS rt FROM a),
     y AS (
       SELECT *, 8 - (CASE WHEN l = '' THEN 0 ELSE length(l) - length(replace(l, ':', '')) + 1 END)

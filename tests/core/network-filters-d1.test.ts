@@ -67,7 +67,8 @@ test("a NetBox filter Host does not model is a 400 on D1, never every row", asyn
 });
 
 test("rows stored before migration 0014 get their numbers from its SQL on D1", async () => {
-  for (const text of ["100.64.0.0/10", "2001:db8:ff::/48"])
+  // an IPv4-mapped prefix too: its IPv4 tail is two groups in the SQL as in src/networks.ts
+  for (const text of ["100.64.0.0/10", "2001:db8:ff::/48", "::ffff:100.64.1.0/120"])
     await d1.binding
       .prepare("INSERT INTO prefixes (prefix, created, last_updated) VALUES (?, '', '')")
       .bind(text)
@@ -79,4 +80,5 @@ test("rows stored before migration 0014 get their numbers from its SQL on D1", a
   const p = (q: string) => list(`/api/ipam/prefixes/?${q}`, "prefix");
   expect(await p("within=100.0.0.0/8")).toEqual(["100.64.0.0/10"]);
   expect(await p("contains=2001:db8:ff::1")).toEqual(["2001:db8::/32", "2001:db8:ff::/48"]);
+  expect(await p("within=::ffff:0:0/96")).toEqual(["::ffff:100.64.1.0/120"]);
 });

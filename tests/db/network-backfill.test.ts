@@ -46,6 +46,23 @@ const ODD = [
   "1:2:3:4:5:6:7:8:9/64",
   "1:2:3:4:5:6:7/64",
   "abc/24",
+  // IPv6 with an IPv4 tail (an IPv4-mapped address, NAT64): the tail is two groups
+  "::ffff:1.2.3.4/128",
+  "::FFFF:192.0.2.1/96",
+  "64:ff9b::192.0.2.33/120",
+  "1:2:3:4:5:6:1.2.3.4/128",
+  "::1.2.3.4/128",
+  "::ffff:01.2.3.4/128",
+  "::ffff:1.2.3.256/128",
+  "::ffff:1.2.3/128",
+  "::ffff:1.2.3.4.5/128",
+  "::ffff:1..3.4/128",
+  "::ffff:a1.2.3.4/128",
+  "::ffff:1234.2.3.4/128",
+  "::1.2.3.4:5/128",
+  "1.2.3.4::/64",
+  "1:2:3:4:5:6:7:1.2.3.4/128",
+  "::ffff:1.2.3.4/129",
 ];
 
 /** Every mask length of one IPv4 and one IPv6 address, host bits set: each partial nibble. */
@@ -97,5 +114,5 @@ test("the migration's SQL numbers agree with src/networks.ts on every stored row
     expect({ address: row.address, ...want }).toEqual(row as any);
   }
   // the networks among them got numbers (the comparison above is not one of nulls alone)
-  expect(prefixes.filter((r) => r._family !== null).length).toBe(MASKS.length + 14);
+  expect(prefixes.filter((r) => r._family !== null).length).toBe(MASKS.length + 20);
 });
