@@ -38,11 +38,12 @@ export class DatabaseLinkError extends Error {
  */
 export function linkFailureAnswer(failure: DatabaseFailure, outcome: WriteOutcome): ApiError {
   const headers = { "Retry-After": RETRY_AFTER_S };
+  const reason = publicReason(failure);
   if (outcome === "unknown") {
     return new ApiError(
       503,
       {
-        detail: `The database did not confirm the write (${failure.reason}): it may or may not have been committed. Read the object or the change log before sending it again.`,
+        detail: `The database did not confirm the write (${reason}): it may or may not have been committed. Read the object or the change log before sending it again.`,
         error: "write_outcome_unknown",
       },
       headers,
@@ -51,11 +52,29 @@ export function linkFailureAnswer(failure: DatabaseFailure, outcome: WriteOutcom
   return new ApiError(
     503,
     {
-      detail: `The database is unavailable: ${failure.reason}. Retry shortly.`,
+      detail: `The database is unavailable: ${reason}. Retry shortly.`,
       error: "database_unavailable",
     },
     headers,
   );
+}
+
+/** Failures whose reason is a fixed text: they describe the fault, not the deployment. */
+const FIXED_REASONS: ReadonlySet<DatabaseFailure["kind"]> = new Set([
+  "timeout",
+  "server_error",
+  "bad_answer",
+]);
+
+/**
+ * What an answer (anyone's, anonymous callers' too) says of a link failure: a fixed reason as it
+ * is; one that may describe the deployment (a refused credential, a TLS message naming the host,
+ * a socket error) only as "unreachable", its detail left to the log (once a minute).
+ */
+function publicReason(failure: DatabaseFailure): string {
+  return FIXED_REASONS.has(failure.kind)
+    ? failure.reason
+    : "unreachable (the server's log says why)";
 }
 
 /** `error` as a link failure of `outcome` when it is one, else `error` as it is. */

@@ -108,6 +108,16 @@ describe("a read over a failing link", () => {
   }
 });
 
+test("a link failure that describes the deployment (a refused credential) is named only in the log, not in the answer", async () => {
+  const { t } = env;
+  proxy.inject({ kind: "status", status: 401, match: requestOwn });
+  const r = await answered("GET during the fault", t.json("GET", "/api/dcim/sites/"));
+  proxy.clear();
+  expect503(r, "database_unavailable");
+  expect(r.body.detail).toMatch(/unreachable/);
+  expect(JSON.stringify(r.body)).not.toMatch(/DATABASE_AUTH_TOKEN|unauthorized|401|127\.0\.0\.1/);
+});
+
 test("a create whose read fails writes nothing: 503 database_unavailable", async () => {
   const { t } = env;
   proxy.inject({ kind: "status", status: 502, times: 1 });
