@@ -111,3 +111,21 @@ test("rules changed by raw SQL, or a link deleted, reach the next write at once"
   ).toBe(201);
   expect(await outboxRows()).toBe(before + 2);
 });
+
+test("a stamp row lost behind the app's back comes back with the next rule write, which the next write sees", async () => {
+  const before = await outboxRows();
+  await t.deps.db.execute({ sql: "DELETE FROM event_rules_stamp", args: [] });
+  expect(
+    (await t.json("POST", "/api/dcim/sites/", { body: { name: "e", slug: "e" } })).status,
+  ).toBe(201);
+  expect(await outboxRows()).toBe(before + 1);
+  // every rule disabled behind the app's back: the stamp row is written again, so no delivery
+  await t.deps.db.execute({ sql: "UPDATE event_rules SET enabled = 0", args: [] });
+  const [row] = (await t.deps.db.execute({ sql: "SELECT stamp FROM event_rules_stamp", args: [] }))
+    .rows as unknown as { stamp: string }[];
+  expect(row?.stamp).toMatch(/^[0-9a-f]{16}$/);
+  expect(
+    (await t.json("POST", "/api/dcim/sites/", { body: { name: "f", slug: "f" } })).status,
+  ).toBe(201);
+  expect(await outboxRows()).toBe(before + 1);
+});
