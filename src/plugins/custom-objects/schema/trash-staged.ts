@@ -321,9 +321,10 @@ export async function restoreStaged(ctx: WriteContext, row: TrashRow): Promise<T
       throw restoreConflict(
         `What the entry restores (type "${row.slug}", field "${row.name}") exists again; remove or rename it first.`,
       );
-    // a type's guard failed: lost to a create, the cap's 400 as a run again would answer it
-    if (row.kind === "type" && isWriteConflict(e)) await refuseRestorePastLimit(ctx);
     if (explainer) await explainer.explain(ctx, e);
+    // a type's guard failed and no refusal explains it: lost to a create, the cap's 400 as a run
+    // again would answer it (asked after the explainer: a refused caller pays no count's trip)
+    if (row.kind === "type" && isWriteConflict(e)) await refuseRestorePastLimit(ctx);
     throw e;
   }
   return row;
