@@ -38,3 +38,22 @@ export function askLivez(t: TestApp, answered: () => void): () => Promise<void> 
     await asking;
   };
 }
+
+/** Counts the event loop's turns: a callback that arms itself again at each turn, until stopped. */
+export function turnCounter() {
+  let turns = 0;
+  let on = true;
+  const tick = () => {
+    turns++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  return {
+    get turns() {
+      return turns;
+    },
+    stop() {
+      on = false;
+    },
+  };
+}

@@ -7,26 +7,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { SLICE_MS, useTurnClock, yieldWhenDue } from "../../src/turns";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { turnCounter } from "../helpers/livez-probe";
 import { doc, SCHEMA } from "./helpers";
-
-/** Counts the event loop's turns: a callback that arms itself again at each turn, until stopped. */
-function turnCounter() {
-  let turns = 0;
-  let on = true;
-  const tick = () => {
-    turns++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
-  return {
-    get turns() {
-      return turns;
-    },
-    stop() {
-      on = false;
-    },
-  };
-}
 
 /** A turn of the event loop that the code under test did not give (the ticker's own pace). */
 const naturalTurn = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -10,6 +10,7 @@ import { servicesOf } from "../../src/app";
 import { tableName } from "../../src/plugins/custom-objects/constants";
 import { SLICE_MS, useTurnClock } from "../../src/turns";
 import { makeTestApp, type TestApp } from "../helpers/app";
+import { turnCounter } from "../helpers/livez-probe";
 import { addField, makeCot } from "../custom-objects/fixtures";
 import { SCHEMA } from "./helpers";
 
@@ -21,25 +22,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 afterEach(() => useTurnClock(null));
-
-/** Counts the event loop's turns: a callback that arms itself again at each turn, until stopped. */
-function turnCounter() {
-  let turns = 0;
-  let on = true;
-  const tick = () => {
-    turns++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
-  return {
-    get turns() {
-      return turns;
-    },
-    stop() {
-      on = false;
-    },
-  };
-}
 
 test("a preview counting json → date in JavaScript gives the loop turns between values", async () => {
   const cot = await makeCot(t, "notes");

@@ -11,8 +11,10 @@ import { ApiError } from "../../../core/errors";
 import type { WriteBatch } from "../../../core/rest/write-batch";
 
 /** The count of every custom object type, as one row `{ n }`. */
-export const typeCountQuery = (orm: Orm) =>
-  orm.all<{ n: number }>(sql`SELECT count(*) AS n FROM ${customObjectTypes}`);
+const TYPE_COUNT = sql`SELECT count(*) AS n FROM ${customObjectTypes}`;
+
+/** `TYPE_COUNT` as a query of a read phase. */
+export const typeCountQuery = (orm: Orm) => orm.all<{ n: number }>(TYPE_COUNT);
 
 /** Past the limit: 400 naming it (§4), nothing written. */
 function tooManyTypes(limit: number): ApiError {
@@ -39,9 +41,7 @@ const pastLimit = (count: number, added: number, removed: number, limit: number)
 export function guardTypeCount(batch: WriteBatch, orm: Orm, limit: number, count: number) {
   const most = Math.max(limit, count);
   batch.add(
-    orm.run(
-      sql`INSERT INTO write_guard (ok) SELECT (SELECT count(*) FROM ${customObjectTypes}) <= ${most}`,
-    ),
+    orm.run(sql`INSERT INTO write_guard (ok) SELECT (SELECT "n" FROM (${TYPE_COUNT})) <= ${most}`),
   );
 }
 
@@ -76,8 +76,6 @@ export async function withinTypeLimit(db: Executor, limit: number): Promise<void
 
 /** The custom object types there are, read on `db` (a transaction's, or a request's reader). */
 export async function countTypes(db: Executor): Promise<number> {
-  const [row] = (await db.all(sql`SELECT count(*) AS n FROM ${customObjectTypes}`)) as Array<{
-    n: number;
-  }>;
+  const [row] = (await db.all(TYPE_COUNT)) as Array<{ n: number }>;
   return Number(row?.n ?? 0);
 }
