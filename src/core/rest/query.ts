@@ -38,6 +38,11 @@ export interface FilterSpec {
    */
   targetTypeId?: number;
   /**
+   * Another name of a filter the list has under its own name (a custom object type's per-type
+   * filter under upstream's app label): taken, but readers that describe filters skip it.
+   */
+  alias?: true;
+  /**
    * A filter over other objects (an object's tags, its owner): `within` gives the same filter
    * held to those the caller may view of the models `labels` (their view conditions over those
    * tables, in order; undefined where nothing limits it), so it matches a hidden one as one that
