@@ -5,6 +5,8 @@
  * silent (netbox/api/viewsets/mixins.py, netbox/api/serializers/features.py).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { notFound } from "../../src/core/errors";
+import { BUILTIN_PLUGINS } from "../../src/plugins/registry";
 import { makeTestApp, type TestApp } from "../helpers/app";
 
 let t: TestApp;
@@ -415,6 +417,57 @@ describe("bulk update and delete naming objects that are not there (NetBox 4.7: 
   test("one object's own path still answers 404", async () => {
     expect((await t.json("PATCH", "/api/dcim/sites/99999/", { body: {} })).status).toBe(404);
     expect((await t.json("DELETE", "/api/dcim/sites/99999/")).status).toBe(404);
+  });
+});
+
+describe("a bulk delete whose delete hook answers 404 about another object", () => {
+  // A plugin's delete hook without a staged form keeps deletes on the transaction path; this one
+  // finds a record of its own missing for one site. The site listed is there: the 400 names it
+  // as the item that failed, in the hook's words, not as a site that does not exist.
+  let w: TestApp;
+  let guarded = 0;
+  beforeAll(async () => {
+    const hook = async (_ctx: unknown, target: { appLabel: string; model: string; id: number }) => {
+      if (target.appLabel === "dcim" && target.model === "site" && target.id === guarded)
+        throw notFound("No widget with id 42.");
+    };
+    const widgets = {
+      name: "widgets",
+      version: "1.0.0",
+      setup: () => ({ hooks: { beforeDelete: [hook] } }),
+    };
+    w = await makeTestApp(
+      { PLUGINS: "widgets" },
+      { availablePlugins: [...BUILTIN_PLUGINS, widgets] },
+    );
+  });
+  afterAll(() => w.close());
+
+  test("the listed id is named with what is missing; nothing is deleted", async () => {
+    const made = await w.json("POST", "/api/dcim/sites/", {
+      body: ["w1", "w2"].map((slug) => ({ name: slug, slug })),
+    });
+    expect(made.status).toBe(201);
+    const [a, b] = (made.body as { id: number }[]).map((s) => s.id) as [number, number];
+    guarded = b;
+    const r = await w.json("DELETE", "/api/dcim/sites/", { body: [{ id: a }, { id: b }] });
+    expect(r.status).toBe(400);
+    expect(r.body).toEqual({
+      detail: "1 of 2 objects could not be deleted.",
+      errors: [{ id: b, errors: { id: ["No widget with id 42."] } }],
+    });
+    expect((await w.json("GET", `/api/dcim/sites/${a}/`)).status).toBe(200);
+    // a listed site that is missing still reads as NetBox's "does not exist"
+    const gone = await w.json("DELETE", "/api/dcim/sites/", {
+      body: [{ id: a }, { id: 987_001 }],
+    });
+    expect(gone.body.errors).toEqual([
+      { id: 987_001, errors: { id: ["Object with ID 987001 does not exist"] } },
+    ]);
+    guarded = 0;
+    expect(
+      (await w.json("DELETE", "/api/dcim/sites/", { body: [{ id: a }, { id: b }] })).status,
+    ).toBe(204);
   });
 });
 
