@@ -471,6 +471,69 @@ describe("a bulk delete whose delete hook answers 404 about another object", () 
   });
 });
 
+describe("tags as NetBox's TagFilter / TagIDFilter: several are all of them (pynetbox .filter(tag=[…]))", () => {
+  test("tag= and tag_id= on sites, prefixes and a custom object type; __n is none of them", async () => {
+    const tag = async (slug: string) =>
+      (await t.json("POST", "/api/extras/tags/", { body: { name: slug, slug } })).body.id as number;
+    const [core, edge] = [await tag("tf-core"), await tag("tf-edge")];
+    const both = { tags: [{ slug: "tf-core" }, { slug: "tf-edge" }] };
+    const one = { tags: [{ slug: "tf-core" }] };
+    const made = await t.json("POST", "/api/dcim/sites/", {
+      body: [
+        { name: "tf-both", slug: "tf-both", ...both },
+        { name: "tf-one", slug: "tf-one", ...one },
+        { name: "tf-none", slug: "tf-none" },
+      ],
+    });
+    expect(made.status).toBe(201);
+    const names = async (path: string) => {
+      const r = await t.json("GET", path);
+      expect({ path, status: r.status }).toEqual({ path, status: 200 });
+      return (r.body.results as { name?: string; prefix?: string }[])
+        .map((x) => x.name ?? x.prefix)
+        .filter((n) => n?.startsWith("tf-") || n?.startsWith("10.77."))
+        .sort();
+    };
+    const sites = "/api/dcim/sites/?limit=1000&";
+    expect(await names(`${sites}tag=tf-core&tag=tf-edge`)).toEqual(["tf-both"]);
+    expect(await names(`${sites}tag=tf-core`)).toEqual(["tf-both", "tf-one"]);
+    expect(await names(`${sites}tag_id=${core}&tag_id=${edge}`)).toEqual(["tf-both"]);
+    expect(await names(`${sites}tag_id=${core}`)).toEqual(["tf-both", "tf-one"]);
+    expect(await names(`${sites}tag_id__n=${edge}`)).toEqual(["tf-none", "tf-one"]);
+    expect(await names(`${sites}tag__n=tf-core&tag__n=tf-edge`)).toEqual(["tf-none"]);
+    const bad = await t.json("GET", "/api/dcim/sites/?tag_id=core");
+    expect(bad.status).toBe(400);
+    expect(Object.keys(bad.body)).toEqual(["tag_id"]);
+    await t.json("POST", "/api/ipam/prefixes/", {
+      body: [
+        { prefix: "10.77.1.0/24", ...both },
+        { prefix: "10.77.2.0/24", ...one },
+      ],
+    });
+    expect(await names(`/api/ipam/prefixes/?tag_id=${core}&tag_id=${edge}`)).toEqual([
+      "10.77.1.0/24",
+    ]);
+    const CO = "/api/plugins/custom-objects";
+    const cot = await t.json("POST", `${CO}/custom-object-types/`, {
+      body: { name: "tf_box", slug: "tf_box" },
+    });
+    expect(cot.status).toBe(201);
+    const field = await t.json("POST", `${CO}/custom-object-type-fields/`, {
+      body: { custom_object_type: cot.body.id, name: "name", type: "text", primary: true },
+    });
+    expect(field.status).toBe(201);
+    for (const [name, extra] of [
+      ["tf-both", both],
+      ["tf-one", one],
+    ] as const)
+      expect((await t.json("POST", `${CO}/tf_box/`, { body: { name, ...extra } })).status).toBe(
+        201,
+      );
+    expect(await names(`${CO}/tf_box/?tag=tf-core&tag=tf-edge`)).toEqual(["tf-both"]);
+    expect(await names(`${CO}/tf_box/?tag_id=${edge}`)).toEqual(["tf-both"]);
+  });
+});
+
 describe("nb.plugins.installed_plugins() (GET /api/plugins/installed-plugins/)", () => {
   test("a superuser reads each enabled plugin; the plugins root names the endpoint first", async () => {
     const r = await t.json("GET", "/api/plugins/installed-plugins/");
