@@ -224,7 +224,9 @@ function tagFilterBy(
     : sql``;
   const name = key === "slug" ? "tag" : "tag_id";
   const tagged = (param: string, raw: string[]) => {
-    const values: Array<string | number> = [...new Set(key === "slug" ? raw : tagIds(param, raw))];
+    const values: Array<string | number> = [
+      ...new Set<string | number>(key === "slug" ? raw : tagIds(param, raw)),
+    ];
     // the values are one JSON list: one bound value, one text for any number (decision 0188)
     const holders = sql`${ofType}${visible} AND ${inJsonList(key === "slug" ? sql`t.slug` : sql`t.id`, values)}`;
     return { values, holders, among: sql`(SELECT ti.object_id ${holders})` };
