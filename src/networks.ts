@@ -134,7 +134,7 @@ export function parseCidr(text: string): Cidr | null {
 }
 
 /** Lower-case hex of `bytes`: 8 digits for IPv4, 32 for IPv6, so text order is numeric order. */
-const hexOf = (bytes: Uint8Array): string =>
+export const hexOf = (bytes: Uint8Array): string =>
   Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 
 /** The first and last address of a CIDR range (host bits cleared, then set), in `hexOf` form. */

@@ -338,6 +338,7 @@ class SchemaBuilder {
       shape.related.set(name, { entry: target, expr: rel.expr! });
     }
     for (const [key, spec] of Object.entries(entry.resource.list.filters)) {
+      if (spec.alias) continue; // a REST spelling of a filter named below
       // a per-type filter of a polymorphic field names its type: only visible types
       if (
         spec.targetTypeId !== undefined &&

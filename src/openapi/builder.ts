@@ -672,6 +672,7 @@ function filterParameters(list: ListSpec): Parameter[] {
     "format",
   ]);
   for (const [name, spec] of Object.entries(list.filters)) {
+    if (spec.alias) continue; // described under the filter's own name
     const lookups = spec.lookups ?? DEFAULT_LOOKUPS[spec.kind];
     const bare = spec.bareLookup && spec.bareLookup !== "exact" ? spec.bareLookup : null;
     for (const lookup of lookups) {

@@ -1,7 +1,7 @@
 /**
  * NetBox's network filters (decision 0203) on Cloudflare D1 (miniflare's, migrated by wrangler
- * as a deploy is): the stored numbers are written by the D1 write path, and `within`,
- * `contains`, `parent` (16 prefixes: 48 bound values, under D1's 100), `family` and
+ * as a deploy is): the stored numbers are written by the D1 write path, and `prefix`, `address`,
+ * `within`, `contains`, `parent` (16 prefixes: 48 bound values, under D1's 100), `family` and
  * `mask_length` answer and count as on the other backends; a NetBox filter Host does not model
  * is a 400 there too. Rows stored before migration 0014 get their numbers from its SQL on D1.
  */
@@ -58,6 +58,20 @@ test("IP addresses by parent (16 prefixes at once), family and mask_length on D1
   const sixteen = Array.from({ length: 15 }, (_, i) => `parent=172.${16 + i}.0.0/16`);
   expect(await a([...sixteen, "parent=10.9.0.0/16"].join("&"))).toEqual(["10.9.0.1/16"]);
   expect(await a("family=6&mask_length=64")).toEqual(["2001:db8:1::1/64"]);
+});
+
+test("prefix= and address= compare networks on D1, many values as a few bound values", async () => {
+  const p = (q: string) => list(`/api/ipam/prefixes/?${q}`, "prefix");
+  const a = (q: string) => list(`/api/ipam/ip-addresses/?${q}`, "address");
+  expect(await p("prefix=2001:DB8:0:0::/32")).toEqual(["2001:db8::/32"]);
+  // 100 values (a filter's most), each with a mask: a few lists, not a value each (D1 takes 100)
+  const many = Array.from({ length: 99 }, (_, i) => `prefix=172.${i}.0.0/16`);
+  expect(await p([...many, "prefix=10.1.0.0/16"].join("&"))).toEqual(["10.1.0.0/16"]);
+  expect(await a("address=10.1.2.3&address=2001:db8:1::1/64")).toEqual([
+    "10.1.2.3/24",
+    "2001:db8:1::1/64",
+  ]);
+  expect(await a("address=10.9.0.1/24")).toEqual([]);
 });
 
 test("a NetBox filter Host does not model is a 400 on D1, never every row", async () => {

@@ -145,6 +145,46 @@ for (const backend of ["local", "remote"] as const) {
       expect(await addresses("parent=::ffff:10.1.2.0/120")).toEqual([]);
     });
 
+    test("prefix= matches networks as NetBox's cidr field compares them, any of several", async () => {
+      expect(await prefixes("prefix=10.0.0.0/8")).toEqual(["10.0.0.0/8"]);
+      // stored as written (upper case), asked for in other spellings of the same network
+      expect(await prefixes("prefix=2001:db8:1:2::/64")).toEqual(["2001:DB8:1:2::/64"]);
+      expect(await prefixes("prefix=2001:0db8:0001:0002:0:0:0:0/64")).toEqual([
+        "2001:DB8:1:2::/64",
+      ]);
+      expect(await prefixes("prefix=10.1.0.0/16&prefix=2001:db9::/32")).toEqual([
+        "10.1.0.0/16",
+        "2001:db9::/32",
+      ]);
+      // the same address with another mask is another network; no mask is the full width
+      expect(await prefixes("prefix=10.0.0.0/9")).toEqual([]);
+      expect(await prefixes("prefix=10.0.0.0")).toEqual([]);
+      // the text lookups still compare the text; `__n` is the network's negation
+      expect(await prefixes("prefix__isw=10.1.")).toEqual([
+        "10.1.0.0/16",
+        "10.1.2.0/24",
+        "10.1.2.128/25",
+      ]);
+      expect((await prefixes("prefix__n=2001:db8:1:2::/64")).length).toBe(PREFIXES.length - 1);
+    });
+
+    test("address= matches the host whatever its mask, or host and mask when given one", async () => {
+      expect(await addresses("address=10.1.2.3")).toEqual(["10.1.2.3/24"]);
+      expect(await addresses("address=10.1.2.3/24")).toEqual(["10.1.2.3/24"]);
+      expect(await addresses("address=10.1.2.3/25")).toEqual([]);
+      expect(await addresses("address=2001:DB8:1:0::1")).toEqual(["2001:db8:1::1/64"]);
+      expect(await addresses("address=10.1.2.3&address=2001:db8:2::1/64")).toEqual([
+        "10.1.2.3/24",
+        "2001:db8:2::1/64",
+      ]);
+      expect(
+        await addresses("address=10.1.2.3/24&address=10.1.2.200/25&address=192.168.1.1/16"),
+      ).toEqual(["10.1.2.200/25", "10.1.2.3/24"]);
+      // a network's first address is no host that is stored
+      expect(await addresses("address=10.1.2.0/24")).toEqual([]);
+      expect(await addresses("address=::ffff:10.1.2.3")).toEqual([]);
+    });
+
     test("counted and paged by the database", async () => {
       const r = await t.json("GET", "/api/ipam/prefixes/?within=10.0.0.0/8&limit=2&offset=1");
       expect(r.body.count).toBe(4);
@@ -180,6 +220,14 @@ for (const backend of ["local", "remote"] as const) {
         ["/api/ipam/prefixes/?mask_length__n=24", "mask_length__n"],
         ["/api/ipam/ip-addresses/?parent=10.0.0.0/99", "parent"],
         [`/api/ipam/ip-addresses/?${"parent=10.0.0.0/8&".repeat(17)}`, "parent"],
+        ["/api/ipam/prefixes/?prefix=not-a-prefix", "prefix"],
+        ["/api/ipam/prefixes/?prefix=10.0.0.0/8&prefix=10.0.0.0/33", "prefix"],
+        // host bits set: no network NetBox stores (its cidr column refuses the value)
+        ["/api/ipam/prefixes/?prefix=10.0.0.1/8", "prefix"],
+        ["/api/ipam/prefixes/?prefix__n=10.0.0.1/8", "prefix__n"],
+        ["/api/ipam/ip-addresses/?address=10.0.0.256", "address"],
+        ["/api/ipam/ip-addresses/?address=10.0.0.1&address=host.example", "address"],
+        ["/api/ipam/ip-addresses/?address=2001:db8::1/129", "address"],
       ] as const) {
         const r = await t.json("GET", path);
         expect({ path, status: r.status }).toEqual({ path, status: 400 });

@@ -220,6 +220,26 @@ describe("polymorphic fields: one filter per allowed type", () => {
     expect(
       await ids(`${CO}/poly_src/?target_custom_objects_${cot.object_type.id}=${target.id}`),
     ).toEqual([hit.id]);
+    // upstream's app label (`netbox_custom_objects`), as scripts written for upstream send it
+    expect(
+      await ids(`${CO}/poly_src/?target_netbox_custom_objects_${cot.object_type.id}=${target.id}`),
+    ).toEqual([hit.id]);
+    const other = await ids(
+      `${CO}/poly_src/?target_netbox_custom_objects_${cot.object_type.id}__n=${target.id}`,
+    );
+    expect(other).not.toContain(hit.id);
+    expect(other.length).toBeGreaterThan(0);
+    const bad = await t.json(
+      "GET",
+      `${CO}/poly_src/?target_netbox_custom_objects_${cot.object_type.id}=x`,
+    );
+    expect(bad.status).toBe(400);
+    expect(Object.keys(bad.body)).toEqual([`target_netbox_custom_objects_${cot.object_type.id}`]);
+    // the alias is accepted, not described: the schema names each filter once
+    const doc = await t.json("GET", "/api/schema/", { headers: { accept: "application/json" } });
+    const params = doc.body.paths[`${CO}/poly_src/`].get.parameters.map((p: any) => p.name);
+    expect(params).toContain(`target_custom_objects_${cot.object_type.id}`);
+    expect(params.some((n: string) => n.includes("netbox_custom_objects"))).toBe(false);
     const refused = await t.json("GET", `${CO}/poly_src/?target_id=${target.id}`);
     expect(refused.body.target_id[0]).toContain("target_<app_label>_<model>=<id>");
     expect(refused.body.target_id[0]).not.toContain(`custom_objects_${cot.object_type.id}`);

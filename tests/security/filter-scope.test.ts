@@ -102,6 +102,25 @@ for (const backend of ["local", "remote"] as const)
       }
     });
 
+    test("?tag_id= and ?tag_id__n= of a hidden tag answer as a tag id that does not exist", async () => {
+      const admin = t().admin;
+      const ids = JSON.parse(await get("/api/extras/tags/?slug=hidden-tag&slug=open-tag", admin));
+      const idOf = (slug: string) => ids.results.find((x: any) => x.slug === slug).id as number;
+      const [hidden, open] = [idOf("hidden-tag"), idOf("open-tag")];
+      for (const list of ["/api/dcim/sites/", `${CO}/fsboxes/`]) {
+        for (const lookup of ["tag_id", "tag_id__n"]) {
+          expect(await get(`${list}?${lookup}=${hidden}&brief=1`), `${list} ${lookup}`).toBe(
+            await get(`${list}?${lookup}=999999&brief=1`),
+          );
+          expect(await get(`${list}?${lookup}=${hidden}&${lookup}=${open}&brief=1`)).toBe(
+            await get(`${list}?${lookup}=999999&${lookup}=${open}&brief=1`),
+          );
+        }
+        expect(count(await get(`${list}?tag_id=${open}`)), list).toBe(1);
+        expect(count(await get(`${list}?tag_id=${hidden}`, admin)), list).toBe(1);
+      }
+    });
+
     test("?owner= and ?owner_group= of a hidden owner or group answer as one that does not exist", async () => {
       const list = `${CO}/fsboxes/`;
       for (const [param, hidden] of [

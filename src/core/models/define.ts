@@ -20,7 +20,7 @@ import {
   tags as tagsTable,
   tagObjectTypes,
 } from "../../db/schema";
-import { ErrorCollector } from "../errors";
+import { ErrorCollector, ValidationError } from "../errors";
 import {
   MAX_JSON_CHARS,
   MAX_LONGTEXT_CHARS,
@@ -187,10 +187,28 @@ export function recordUrl(baseUrl: string, path: string, id: number) {
 }
 
 /**
- * `?tag=<slug>` (any of the tags) and `tag__n` (none of them) over objects of one type, given
- * by object type id when the model knows it (custom objects) or by app label and model.
+ * `?tag=<slug>` and `?tag_id=<id>` over objects of one type, given by object type id when the
+ * model knows it (custom objects) or by app label and model: as NetBox's TagFilter and TagIDFilter
+ * (`conjoined`), several are objects holding all of them; `__n` holds none of them.
  */
-export function tagFilter(
+export function tagFilters(
+  id: SQLWrapper,
+  type: { objectTypeId: number | null } | { appLabel: string; model: string },
+): { tag: FilterSpec; tag_id: FilterSpec } {
+  return { tag: tagFilterBy("slug", id, type), tag_id: tagFilterBy("id", id, type) };
+}
+
+/** The tag id values of `param`: whole numbers, or 400. */
+function tagIds(param: string, values: string[]): number[] {
+  return values.map((v) => {
+    const n = /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : null;
+    if (n === null) throw new ValidationError({ [param]: ["Enter a tag id (a whole number)."] });
+    return n;
+  });
+}
+
+function tagFilterBy(
+  key: "slug" | "id",
   id: SQLWrapper,
   type: { objectTypeId: number | null } | { appLabel: string; model: string },
   /** The caller's view condition over the tags table (`heldTo`); undefined: every tag. */
@@ -204,16 +222,30 @@ export function tagFilter(
   const visible = view
     ? sql` AND t.id IN (SELECT ${tagsTable.id} FROM ${tagsTable} WHERE ${view})`
     : sql``;
+  const name = key === "slug" ? "tag" : "tag_id";
+  const tagged = (param: string, raw: string[]) => {
+    const values: Array<string | number> = [
+      ...new Set<string | number>(key === "slug" ? raw : tagIds(param, raw)),
+    ];
+    // the values are one JSON list: one bound value, one text for any number (decision 0188)
+    const holders = sql`${ofType}${visible} AND ${inJsonList(key === "slug" ? sql`t.slug` : sql`t.id`, values)}`;
+    return { values, holders, among: sql`(SELECT ti.object_id ${holders})` };
+  };
   return {
-    kind: "string",
+    kind: key === "slug" ? "string" : "number",
     expr: id,
     lookups: ["exact", "n"],
-    build: (lookup, values) => {
-      // the slugs are one JSON list: one bound value, one text for any number (decision 0188)
-      const tagged = sql`${id} IN (SELECT ti.object_id ${ofType}${visible} AND ${inJsonList(sql`t.slug`, values)})`;
-      return lookup === "n" ? sql`NOT ${tagged}` : tagged;
+    // any of them (a constraint's or GraphQL's `in`), or none of them
+    build: (lookup, raw) => {
+      const { among } = tagged(lookup === "n" ? `${name}__n` : name, raw);
+      return lookup === "n" ? sql`NOT (${id} IN ${among})` : sql`${id} IN ${among}`;
     },
-    heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilter(id, type, v) },
+    // a query string's several: the objects holding every one (a hidden tag: held by none seen)
+    conjoined: (raw) => {
+      const { values, holders } = tagged(name, raw);
+      return sql`${id} IN (SELECT ti.object_id ${holders} GROUP BY ti.object_id HAVING COUNT(DISTINCT ti.tag_id) = ${values.length})`;
+    },
+    heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilterBy(key, id, type, v) },
   };
 }
 
@@ -381,7 +413,7 @@ function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
   filters.created = { kind: "datetime", expr: (table as any).created };
   filters.last_updated = { kind: "datetime", expr: (table as any).lastUpdated };
   if (spec.tags) {
-    filters.tag = tagFilter(table.id, { appLabel: spec.appLabel, model: spec.model });
+    Object.assign(filters, tagFilters(table.id, { appLabel: spec.appLabel, model: spec.model }));
   }
   return {
     filters,

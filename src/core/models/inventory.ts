@@ -3,7 +3,12 @@ import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema"
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
 import { addressNumbers, parseCidr, prefixNumbers } from "../../networks";
-import { addressNetworkFilters, prefixNetworkFilters } from "../rest/network-filters";
+import {
+  addressExactFilter,
+  addressNetworkFilters,
+  prefixExactFilter,
+  prefixNetworkFilters,
+} from "../rest/network-filters";
 
 // NetBox 4.7's status values and labels (dcim/choices.py, ipam/choices.py); each model takes its
 // own, in NetBox's order, so clients that validate against NetBox (Terraform) agree with Host.
@@ -344,21 +349,23 @@ for (const m of [
   Object.assign(m.resource.list.filters, ownerFilters((m.spec.table as any).ownerId));
 }
 
-// NetBox's network filters (decision 0203), over the numbers `derive` keeps.
-Object.assign(
-  prefixModel.resource.list.filters,
-  prefixNetworkFilters({
-    family: prefixes.netFamily,
-    mask: prefixes.netMask,
-    first: prefixes.netFirst,
-    last: prefixes.netLast,
-  }),
-);
-Object.assign(
-  ipAddressModel.resource.list.filters,
-  addressNetworkFilters({
-    family: ipAddresses.netFamily,
-    mask: ipAddresses.netMask,
-    host: ipAddresses.netHost,
-  }),
-);
+// NetBox's network filters (decisions 0203, 0211), over the numbers `derive` keeps.
+const prefixColumns = {
+  family: prefixes.netFamily,
+  mask: prefixes.netMask,
+  first: prefixes.netFirst,
+  last: prefixes.netLast,
+};
+const prefixFilters = prefixModel.resource.list.filters;
+Object.assign(prefixFilters, prefixNetworkFilters(prefixColumns), {
+  prefix: prefixExactFilter(prefixFilters.prefix!, prefixColumns),
+});
+const addressColumns = {
+  family: ipAddresses.netFamily,
+  mask: ipAddresses.netMask,
+  host: ipAddresses.netHost,
+};
+const addressFilters = ipAddressModel.resource.list.filters;
+Object.assign(addressFilters, addressNetworkFilters(addressColumns), {
+  address: addressExactFilter(addressFilters.address!, addressColumns),
+});

@@ -53,3 +53,33 @@ export const listRefusal =
     if (typeof id === "number") requireBulkFound(ids, (x) => x !== id);
     throw e;
   };
+
+/** What object a 404 is about (`label:id`), set where it is thrown (`aboutObject`). */
+const ABOUT = Symbol("the object a 404 is about");
+const aboutKey = (r: { appLabel: string; model: string }, id: number) =>
+  `${r.appLabel}.${r.model}:${id}`;
+
+/** Marks `e` (a 404) as about object `id` of `r`: a list's write tells its own from a hook's. */
+export function aboutObject(
+  e: ApiError,
+  r: { appLabel: string; model: string },
+  id: number,
+): ApiError {
+  return Object.assign(e, { [ABOUT]: aboutKey(r, id) });
+}
+
+/**
+ * For a list's write of object `id` of `r` (one by one): a 404 about that object is NetBox's 400
+ * naming it as missing; one about another object (a delete hook's, a cascade's) is the same 400
+ * naming the listed id as the item that failed, in the 404's own words.
+ */
+export const notFoundInList =
+  (r: { appLabel: string; model: string }, ids: number[], id: number, verb: string) =>
+  (e: unknown): never => {
+    if (!(e instanceof ApiError) || e.statusCode !== 404) throw e;
+    if ((e as ApiError & { [ABOUT]?: string })[ABOUT] === aboutKey(r, id))
+      requireBulkFound(ids, (x) => x !== id);
+    throw refusal(`1 of ${ids.length} objects could not be ${verb}.`, [
+      { id, errors: { id: [e.message] } },
+    ]);
+  };

@@ -52,7 +52,7 @@ import {
 } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
-import { listRefusal, requireBulkFound } from "./bulk-found";
+import { aboutObject, listRefusal, notFoundInList, requireBulkFound } from "./bulk-found";
 import {
   addGuard,
   foldsCredentials,
@@ -910,16 +910,6 @@ function listedIds(body: unknown[]): number[] {
   return ids;
 }
 
-/**
- * A list's write that finds no object `id` (missing, or outside the caller's view) answers NetBox
- * 4.7's 400 naming it, as the staged path does; this path reads no id ahead of its write (0184),
- * so it names the first it meets.
- */
-const notFoundInList = (ids: number[], id: number) => (e: unknown) => {
-  if (e instanceof ApiError && e.statusCode === 404) requireBulkFound(ids, (x) => x !== id);
-  throw e;
-};
-
 function bulkId(item: ApiRecord): number {
   const id = item.id;
   if (typeof id !== "number" || !Number.isInteger(id) || id < 1)
@@ -939,10 +929,13 @@ export async function ensureExists(
     .where(sql`${resource.list.idExpr} = ${id}`)
     .limit(1);
   const missing = `No ${resource.verboseName} with id ${id}.`;
-  if (!row) throw notFound(missing);
+  if (!row) throw aboutObject(notFound(missing), resource, id);
   // Permission constraints: an object the caller may not view is "not found"; one they may
   // view but not change or delete is a 403.
-  if (action) await requireObject(ctx, ctx.auth, action, resource, id, missing);
+  if (action)
+    await requireObject(ctx, ctx.auth, action, resource, id, missing).catch((e: unknown) => {
+      throw e instanceof ApiError && e.statusCode === 404 ? aboutObject(e, resource, id) : e;
+    });
 }
 
 /**
@@ -1158,7 +1151,9 @@ function bulkUpdateRoute(resolve: Resolve, partial: boolean) {
     const written = await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await ensureExists(ctx, r, id, "change").catch(notFoundInList(ids, id));
+        // a list's write that finds no object `id` (missing, or outside the caller's view)
+        // answers NetBox 4.7's 400 naming it; this path reads no id ahead (0184): the first met
+        await ensureExists(ctx, r, id, "change").catch(notFoundInList(r, ids, id, "changed"));
         const { id: _drop, ...rest } = item;
         const input = hasTagEdits(rest)
           ? await foldTagEdits(ctx, r, rest, (await r.load(ctx, [id]))[0] ?? null)
@@ -1235,7 +1230,8 @@ function bulkDeleteRoute(resolve: Resolve) {
     await inTransaction(c, r, (ctx) =>
       eachItem(body, async (item) => {
         const id = bulkId(item);
-        await deleteWithHooks(ctx, r, id, "delete").catch(notFoundInList(ids, id));
+        // as a bulk update's; a hook's 404 about another object names this id in its own words
+        await deleteWithHooks(ctx, r, id, "delete").catch(notFoundInList(r, ids, id, "deleted"));
       }),
     );
     return c.body(null, 204);

@@ -1,17 +1,18 @@
 /**
- * NetBox's network filters on prefixes (`within`, `within_include`, `contains`) and IP addresses
- * (`parent`), and `family` / `mask_length` on both: SQL over the numbers each row stores beside
- * its text (`_family`, `_mask`, `_first`/`_last` or `_host`, kept by every write), so they page
- * and count in the database on every backend.
+ * NetBox's network filters on prefixes (`prefix`, `within`, `within_include`, `contains`) and IP
+ * addresses (`address`, `parent`), and `family` / `mask_length` on both: SQL over the numbers each
+ * row stores beside its text (`_family`, `_mask`, `_first`/`_last` or `_host`, kept by every
+ * write), so they page and count in the database on every backend.
  */
 import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { anyOf, inJsonList } from "../../db/d1-limits";
-import { type Cidr, parseCidr, rangeOf } from "../../networks";
+import { type Cidr, hexOf, parseCidr, rangeOf } from "../../networks";
 import { ValidationError } from "../errors";
-import type { FilterSpec } from "./query";
+import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec } from "./query";
 
 const PREFIX_MESSAGE = "Enter a valid IPv4 or IPv6 prefix (CIDR notation).";
 const PREFIX_OR_ADDRESS_MESSAGE = "Enter a valid IPv4 or IPv6 prefix or address.";
+const ADDRESS_MESSAGE = "Enter a valid IPv4 or IPv6 address, with or without a mask.";
 
 /** The one value a single-value filter takes (NetBox reads one; several are refused, not ORed). */
 function oneValue(param: string, values: string[]): string {
@@ -156,4 +157,112 @@ export function addressNetworkFilters(c: AddressColumns): Record<string, FilterS
       false,
     ),
   };
+}
+
+/** A network as `prefix=` / `address=` compare it: its address as hex, and its mask if it counts. */
+interface NetworkKey {
+  family: 4 | 6;
+  hex: string;
+  mask?: number;
+}
+
+const oneOf = (expr: SQLWrapper, values: readonly (string | number)[]): SQL =>
+  values.length === 1 ? sql`${expr} = ${values[0]}` : inJsonList(expr, values);
+
+/**
+ * Rows whose network is one of `keys`: per family, the address among a list (the `(_family, hex)`
+ * index), and where masks count, the mask or the `hex/mask` pair among another list. A few bound
+ * values however many keys (D1 takes 100 a statement; decision 0188).
+ */
+function amongNetworks(
+  c: { family: SQLWrapper; mask: SQLWrapper; hex: SQLWrapper },
+  keys: NetworkKey[],
+) {
+  const unique = <T>(xs: T[]) => [...new Set(xs)];
+  const terms: SQL[] = [];
+  for (const family of [4, 6] as const) {
+    const of = keys.filter((k) => k.family === family);
+    const bare = unique(of.filter((k) => k.mask === undefined).map((k) => k.hex));
+    if (bare.length) terms.push(sql`(${c.family} = ${family} AND ${oneOf(c.hex, bare)})`);
+    const masked = of.filter((k) => k.mask !== undefined);
+    if (!masked.length) continue;
+    const pairs = unique(masked.map((k) => `${k.hex}/${k.mask}`));
+    const masks =
+      pairs.length === 1
+        ? sql`${c.mask} = ${masked[0]!.mask}`
+        : inJsonList(sql`(${c.hex} || '/' || ${c.mask})`, pairs);
+    const hexes = unique(masked.map((k) => k.hex));
+    terms.push(sql`(${c.family} = ${family} AND ${oneOf(c.hex, hexes)} AND ${masks})`);
+  }
+  return anyOf(terms);
+}
+
+/**
+ * The text field's filter `name` with its bare form (and `__n`) comparing networks: `among` turns
+ * the values into the condition (a bad one a 400); the other lookups still compare the text.
+ */
+function networkExact(
+  name: string,
+  text: FilterSpec,
+  description: string,
+  among: (param: string, values: string[]) => SQL,
+): FilterSpec {
+  return {
+    ...text,
+    lookups: text.lookups ?? DEFAULT_LOOKUPS[text.kind],
+    description,
+    build: (lookup, values) => {
+      if (lookup === "exact") return among(name, values);
+      // a row whose numbers are unknown (no network) is not equal, so it stays
+      if (lookup === "n") return sql`NOT COALESCE(${among(`${name}__n`, values)}, 0)`;
+      return buildFilter(name, text, lookup, values);
+    },
+  };
+}
+
+/**
+ * `prefix=`: prefixes that are any of these networks, however written (NetBox compares its cidr
+ * column). A value with host bits set is a 400: no stored prefix has them (NetBox clears them on
+ * save, and its cidr column refuses such a value, a 500 there).
+ */
+export function prefixExactFilter(text: FilterSpec, c: PrefixColumns): FilterSpec {
+  return networkExact(
+    "prefix",
+    text,
+    "prefixes that are any of these networks, however written (host bits clear)",
+    (param, values) => {
+      const keys = values.map((v): NetworkKey => {
+        const net = cidrOf(param, v, PREFIX_MESSAGE);
+        const { first } = rangeOf(net);
+        if (first !== hexOf(net.bytes))
+          throw new ValidationError({
+            [param]: [`${v.trim()} has host bits set: give the network it lies in.`],
+          });
+        return { family: net.family, hex: first, mask: net.mask };
+      });
+      return amongNetworks({ family: c.family, mask: c.mask, hex: c.first }, keys);
+    },
+  );
+}
+
+/**
+ * `address=`: addresses whose host is any of these; one given with a mask matches that host with
+ * that mask only (NetBox's `net_in`: `HOST(address)` without a mask, the inet with one).
+ */
+export function addressExactFilter(text: FilterSpec, c: AddressColumns): FilterSpec {
+  return networkExact(
+    "address",
+    text,
+    "addresses with any of these hosts (whatever their mask), or host and mask when given one",
+    (param, values) => {
+      const keys = values.map((v): NetworkKey => {
+        const net = cidrOf(param, v, ADDRESS_MESSAGE);
+        const hex = hexOf(net.bytes);
+        return v.includes("/")
+          ? { family: net.family, hex, mask: net.mask }
+          : { family: net.family, hex };
+      });
+      return amongNetworks({ family: c.family, mask: c.mask, hex: c.host }, keys);
+    },
+  );
 }

@@ -5,6 +5,7 @@ import * as v from "valibot";
 import { ValidationError } from "../../../core/errors";
 import { orNull, type JsonSchema } from "../../../core/json-schema";
 import { jsonListRows } from "../../../db/d1-limits";
+import { APP_LABEL } from "../constants";
 import {
   parseEmpty,
   parseFilterNumber,
@@ -124,21 +125,27 @@ export function polymorphicFilters(
 ): Record<string, FilterSpec> {
   const out: Record<string, FilterSpec> = {};
   const names: string[] = [];
+  const perType = (name: string, typeId: number): FilterSpec => ({
+    kind: "number",
+    expr: ctx.id,
+    lookups: ["exact", "n"],
+    targetTypeId: typeId,
+    build: (lookup, values) => {
+      const has = sql`COALESCE(${matching(typeId, idList(paramOf(name, lookup), values))}, 0)`;
+      return lookup === "n" ? sql`NOT ${has}` : has;
+    },
+  });
   for (const typeId of f.relatedObjectTypeIds ?? []) {
     const key = ctx.typeKey(typeId);
     if (!key) continue;
     const name = `${f.name}_${key}`;
     names.push(name);
-    out[name] = {
-      kind: "number",
-      expr: ctx.id,
-      lookups: ["exact", "n"],
-      targetTypeId: typeId,
-      build: (lookup, values) => {
-        const has = sql`COALESCE(${matching(typeId, idList(paramOf(name, lookup), values))}, 0)`;
-        return lookup === "n" ? sql`NOT ${has}` : has;
-      },
-    };
+    out[name] = perType(name, typeId);
+    // upstream's app label, as scripts written for upstream name the type (`parseLabel` takes it)
+    if (key.startsWith(`${APP_LABEL}_`)) {
+      const alias = `${f.name}_netbox_${key}`;
+      out[alias] = { ...perType(alias, typeId), alias: true };
+    }
   }
   for (const name of [f.name, `${f.name}_id`]) {
     out[name] = {

@@ -1,6 +1,6 @@
 /** A custom object type's list spec: filters (each field type's lookups, tags), ordering, `q`. */
 import type { SQLWrapper } from "drizzle-orm";
-import { tagFilter } from "../../../core/models/define";
+import { tagFilters } from "../../../core/models/define";
 import type { FilterSpec, ListSpec, SearchTerm } from "../../../core/rest/query";
 import { ident, linkTableName, valueColumn } from "../ddl";
 import type { Shape } from "./shape";
@@ -17,7 +17,7 @@ export function listSpec(
     id: { kind: "number", expr: table.id },
     created: { kind: "datetime", expr: table.created },
     last_updated: { kind: "datetime", expr: table.lastUpdated },
-    tag: tagFilter(table.id, { objectTypeId: cot.objectTypeId }),
+    ...tagFilters(table.id, { objectTypeId: cot.objectTypeId }),
   };
   const orderings: Record<string, SQLWrapper> = {
     id: table.id,

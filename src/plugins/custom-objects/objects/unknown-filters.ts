@@ -16,7 +16,7 @@ const FILTER_LIKE = /^[a-z][a-z0-9_]*$/i;
 const NOT_FILTERS = new Set(["return_url", "per_page", "page", "export", "sort"]);
 
 /** The filters every type has, whatever its fields (`listSpec`). */
-const BUILT_IN = new Set(["id", "created", "last_updated", "tag", "owner", "owner_id"]);
+const BUILT_IN = new Set(["id", "created", "last_updated", "tag", "tag_id", "owner", "owner_id"]);
 
 /**
  * The list's `refuses`: the message a filter-like parameter naming no filter of the type is
