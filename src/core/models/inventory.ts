@@ -2,7 +2,7 @@
 import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema";
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
-import { addressNumbers, parseCidr, prefixNumbers } from "../../networks";
+import { addressNumbers, networkText, parseCidr, prefixNumbers } from "../../networks";
 import {
   addressExactFilter,
   addressNetworkFilters,
@@ -230,7 +230,12 @@ export const prefixModel = defineModel({
   customFields: true,
   defaultOrdering: ["prefix", "id"],
   display: (r) => r.prefix,
-  derive: numbersOf("prefix", prefixNumbers),
+  // NetBox keeps a prefix's network (`Prefix.save()`: host bits cleared), so Host stores that
+  // text, and the numbers beside it are the same network's
+  derive: (values) => {
+    if (Object.hasOwn(values, "prefix")) values.prefix = networkText(values.prefix);
+    numbersOf("prefix", prefixNumbers)(values);
+  },
   fields: [
     {
       name: "prefix",
