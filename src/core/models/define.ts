@@ -27,7 +27,13 @@ import {
   MAX_TAGS_PER_VALUE,
   TOO_MANY_TAGS_MESSAGE,
 } from "../limits";
-import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
+import {
+  type FilterCheck,
+  jsonFilter,
+  toInstant,
+  type FilterSpec,
+  type ListSpec,
+} from "../rest/query";
 import type {
   ApiRecord,
   LoadPlan,
@@ -246,6 +252,29 @@ function tagFilterBy(
       return sql`${id} IN (SELECT ti.object_id ${holders} GROUP BY ti.object_id HAVING COUNT(DISTINCT ti.tag_id) = ${values.length})`;
     },
     heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilterBy(key, id, type, v) },
+    known: (param, raw) => knownTags(key, param, raw, view),
+  };
+}
+
+/**
+ * NetBox's `TagFilter` / `TagIDFilter` are model choice filters: a value naming no tag is a 400
+ * keyed by the parameter, not an empty list. A tag outside the caller's view (`view`) names
+ * nothing to them (decision 0178): the same 400 as a missing one.
+ */
+function knownTags(key: "slug" | "id", param: string, raw: string[], view?: SQL): FilterCheck {
+  const values = key === "slug" ? raw : tagIds(param, raw);
+  const column = key === "slug" ? tagsTable.slug : tagsTable.id;
+  const visible = view ? sql` AND ${view}` : sql``;
+  return {
+    statement: sql`SELECT ${column} AS v FROM ${tagsTable} WHERE ${inJsonList(column, values)}${visible}`,
+    judge: (rows) => {
+      const found = new Set((rows as { v: unknown }[]).map((r) => String(r.v)));
+      const missing = values.find((v) => !found.has(String(v)));
+      if (missing !== undefined)
+        throw new ValidationError({
+          [param]: [`Select a valid choice. ${missing} is not one of the available choices.`],
+        });
+    },
   };
 }
 
