@@ -132,8 +132,21 @@ export const siteModel = defineModel({
     },
     { name: "facility", type: "string", column: sites.facility, maxLength: 50, search: true },
     { name: "time_zone", type: "string", column: sites.timeZone, maxLength: 63, nullable: true },
-    { name: "latitude", type: "string", column: sites.latitude, nullable: true, maxLength: 12 },
-    { name: "longitude", type: "string", column: sites.longitude, nullable: true, maxLength: 12 },
+    // NetBox's DecimalFields (max_digits 8 and 9, 6 places), held to the globe's range
+    {
+      name: "latitude",
+      type: "decimal",
+      column: sites.latitude,
+      nullable: true,
+      decimal: { maxDigits: 8, places: 6, min: -90, max: 90 },
+    },
+    {
+      name: "longitude",
+      type: "decimal",
+      column: sites.longitude,
+      nullable: true,
+      decimal: { maxDigits: 9, places: 6, min: -180, max: 180 },
+    },
     {
       name: "description",
       type: "string",
