@@ -68,7 +68,8 @@ for (const backend of ["local", "remote"] as const)
         body: { name: "ft site", slug: "ft-site", tags: [{ slug: "ft-open" }] },
       });
       expect(site.status).toBe(201);
-      const choice = (v: string) => `Select a valid choice. ${v} is not one of the available choices.`;
+      const choice = (v: string) =>
+        `Select a valid choice. ${v} is not one of the available choices.`;
       for (const [query, key, value] of [
         ["tag=nope", "tag", "nope"],
         ["tag=ft-open&tag=nope", "tag", "nope"],
@@ -127,7 +128,11 @@ for (const backend of ["local", "remote"] as const)
       for (const [body, key, message] of [
         [{ latitude: 91 }, "latitude", "Ensure this value is less than or equal to 90."],
         [{ longitude: -180.5 }, "longitude", "Ensure this value is greater than or equal to -180."],
-        [{ latitude: 1.1234567 }, "latitude", "Ensure that there are no more than 6 decimal places."],
+        [
+          { latitude: 1.1234567 },
+          "latitude",
+          "Ensure that there are no more than 6 decimal places.",
+        ],
         [{ latitude: "north" }, "latitude", "A valid number is required."],
         [{ longitude: true }, "longitude", "A valid number is required."],
       ] as const) {

@@ -22,19 +22,58 @@ setDefaultTimeout(90_000);
  */
 type Case = [string | null, number | null, string | null];
 const ROWS: Array<[Case, Case]> = [
-  [["41.500000", 41.5, null], ["141.5", 141.5, null]],
-  [[" -33.8688 ", -33.8688, null], ["151.2093 ", 151.2093, null]],
-  [["+7", 7, null], ["-7", -7, null]],
-  [["-.5", -0.5, null], ["180", 180, null]],
-  [["12.12345678", 12.123457, null], ["-179.9999999", -180, null]],
-  [["90", 90, null], ["-180.0", -180, null]],
-  [["", null, null], ["  ", null, null]],
-  [[null, null, null], [null, null, null]],
-  [["91", null, "91"], ["180.5", null, "180.5"]],
-  [["north", null, "north"], ["W 75", null, "W 75"]],
-  [["1.2.3", null, "1.2.3"], ["0x10", null, "0x10"]],
-  [["--5", null, "--5"], ["5-", null, "5-"]],
-  [["1e5", null, "1e5"], ["-", null, "-"]],
+  [
+    ["41.500000", 41.5, null],
+    ["141.5", 141.5, null],
+  ],
+  [
+    [" -33.8688 ", -33.8688, null],
+    ["151.2093 ", 151.2093, null],
+  ],
+  [
+    ["+7", 7, null],
+    ["-7", -7, null],
+  ],
+  [
+    ["-.5", -0.5, null],
+    ["180", 180, null],
+  ],
+  [
+    ["12.12345678", 12.123457, null],
+    ["-179.9999999", -180, null],
+  ],
+  [
+    ["90", 90, null],
+    ["-180.0", -180, null],
+  ],
+  [
+    ["", null, null],
+    ["  ", null, null],
+  ],
+  [
+    [null, null, null],
+    [null, null, null],
+  ],
+  [
+    ["91", null, "91"],
+    ["180.5", null, "180.5"],
+  ],
+  [
+    ["north", null, "north"],
+    ["W 75", null, "W 75"],
+  ],
+  [
+    ["1.2.3", null, "1.2.3"],
+    ["0x10", null, "0x10"],
+  ],
+  [
+    ["--5", null, "--5"],
+    ["5-", null, "5-"],
+  ],
+  [
+    ["1e5", null, "1e5"],
+    ["-", null, "-"],
+  ],
 ];
 
 /** The migration's statements, as drizzle's migrator splits the file. */
@@ -80,7 +119,12 @@ async function localBackend(): Promise<Backend> {
 async function d1Backend(): Promise<Backend> {
   const d1: D1App = await startD1App("site-coordinates");
   const run = async (text: string, args: unknown[] = []) =>
-    (await d1.binding.prepare(text).bind(...args).all<Record<string, unknown>>()).results;
+    (
+      await d1.binding
+        .prepare(text)
+        .bind(...args)
+        .all<Record<string, unknown>>()
+    ).results;
   return {
     run: async (text) => void (await run(text)),
     insertSite: async (name, latitude, longitude) =>
@@ -116,9 +160,7 @@ for (const [name, start] of [
       const rows = await b.all(
         "SELECT name, latitude, _latitude_text AS kept, typeof(latitude) AS kind FROM sites ORDER BY id",
       );
-      expect(rows.map((r) => [r.latitude, r.kept])).toEqual(
-        ROWS.map(([[, n, kept]]) => [n, kept]),
-      );
+      expect(rows.map((r) => [r.latitude, r.kept])).toEqual(ROWS.map(([[, n, kept]]) => [n, kept]));
       expect(rows.filter((r) => r.latitude !== null).every((r) => r.kind === "real")).toBe(true);
 
       const list = await b.json("GET", "/api/dcim/sites/?latitude__gte=7&ordering=latitude");
