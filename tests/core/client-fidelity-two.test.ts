@@ -161,5 +161,24 @@ for (const backend of ["local", "remote"] as const)
       expect(nine.body.latitude).toBe(9);
       expect(await names("latitude__gt=10")).toEqual(["geo a"]);
       expect((await t.json("GET", "/api/dcim/sites/?latitude__gte=north")).status).toBe(400);
+      // the OpenAPI document (Terraform's and openapi clients' types): numbers, as NetBox's
+      const doc = (await t.json("GET", "/api/schema/", { headers: { accept: "application/json" } }))
+        .body;
+      const { Site, SiteRequest } = doc.components.schemas;
+      for (const schema of [Site, SiteRequest]) {
+        const { latitude, longitude } = schema.properties;
+        expect([latitude, longitude].map((p: any) => p.type)).toEqual([
+          ["number", "null"],
+          ["number", "null"],
+        ]);
+      }
+      const params = doc.paths["/api/dcim/sites/"].get.parameters.map((p: any) => p.name);
+      expect(params).toEqual(expect.arrayContaining(["latitude__gte", "longitude__lt"]));
+      // GraphQL: NetBox's Decimal scalar (a string), filtered as a number
+      const query = `{ site_list(filters: {latitude: {gt: 10}}) { name latitude longitude } }`;
+      const gql = await t.json("POST", "/graphql/", { body: { query } });
+      expect(gql.body).toEqual({
+        data: { site_list: [{ name: "geo a", latitude: "41.5", longitude: "-75.25" }] },
+      });
     });
   });
