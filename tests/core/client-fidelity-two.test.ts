@@ -77,6 +77,9 @@ for (const backend of ["local", "remote"] as const)
         ["tag_id=999999", "tag_id", "999999"],
         [`tag_id=${open.body.id}&tag_id=999999`, "tag_id", "999999"],
         ["tag_id__n=999999", "tag_id__n", "999999"],
+        // a cursor page (NetBox 4.6's ?start=) and another projection and order alike
+        ["start=1&tag=nope", "tag", "nope"],
+        ["tag=nope&brief=1&ordering=-name", "tag", "nope"],
       ] as const) {
         const r = await t.json("GET", `/api/dcim/sites/?${query}`);
         expect({ query, status: r.status, body: r.body }).toEqual({
