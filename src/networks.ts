@@ -150,6 +150,41 @@ export function rangeOf(net: Cidr): { first: string; last: string } {
   return { first: hexOf(first), last: hexOf(last) };
 }
 
+/** An address as text in the form PostgreSQL's inet types answer (and NetBox with them). */
+function addressText(bytes: Uint8Array): string {
+  if (bytes.length === 4) return bytes.join(".");
+  const groups = Array.from({ length: 8 }, (_, i) => (bytes[2 * i]! << 8) | bytes[2 * i + 1]!);
+  // an IPv4-mapped address keeps its dotted tail (RFC 5952 section 5)
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff)
+    return `::ffff:${bytes.slice(12).join(".")}`;
+  // the longest run of two or more zero groups (the first of equals) becomes '::' (RFC 5952)
+  let [best, bestLength] = [-1, 1];
+  for (let i = 0; i < 8; ) {
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLength) [best, bestLength] = [i, j - i];
+    i = j === i ? i + 1 : j;
+  }
+  const hex = (gs: number[]) => gs.map((g) => g.toString(16)).join(":");
+  if (best < 0) return hex(groups);
+  return `${hex(groups.slice(0, best))}::${hex(groups.slice(best + bestLength))}`;
+}
+
+/**
+ * A prefix's text as NetBox stores it: its network (`prefix.cidr`, host bits cleared, as
+ * `Prefix.save()` does), spelled as PostgreSQL answers a cidr. Text that is no prefix as given.
+ */
+export function networkText(text: unknown): unknown {
+  const net = typeof text === "string" && text.includes("/") ? parseCidr(text) : null;
+  if (!net) return text;
+  const first = new Uint8Array(net.bytes.length);
+  for (let i = 0; i < first.length; i++) {
+    const bits = Math.max(0, Math.min(8, net.mask - i * 8));
+    first[i] = net.bytes[i]! & (bits === 0 ? 0 : (0xff << (8 - bits)) & 0xff);
+  }
+  return `${addressText(first)}/${net.mask}`;
+}
+
 /**
  * The numbers a prefix row stores beside its text (keys of the `prefixes` table): family 4 or 6,
  * mask length, first and last address; family 0 and nulls when the text is no prefix.

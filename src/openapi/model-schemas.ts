@@ -111,6 +111,12 @@ function choiceValue(f: FieldSpec): JsonSchema {
   return closedObject({ value: { type: "string", enum: values }, label: { type: "string" } });
 }
 
+/** A decimal as NetBox's schema gives it (a JSON number), with the range Host holds it to. */
+function decimalSchema(f: FieldSpec): JsonSchema {
+  const d = f.decimal!;
+  return { type: "number", format: "double", minimum: d.min, maximum: d.max };
+}
+
 /** A field as records show it. */
 function readSchema(f: FieldSpec, brief: BriefRef): JsonSchema {
   const nullable = columnNullable(f);
@@ -126,6 +132,8 @@ function readSchema(f: FieldSpec, brief: BriefRef): JsonSchema {
       return maybe({ type: "string", format: "date-time" });
     case "integer":
       return maybe({ type: "integer" });
+    case "decimal":
+      return maybe(decimalSchema(f));
     case "boolean":
       return maybe({ type: "boolean" });
     case "choice":
@@ -164,6 +172,8 @@ function writeSchema(f: FieldSpec): JsonSchema {
       return maybe({ type: "string", format: "date-time" });
     case "integer":
       return maybe({ type: "integer" });
+    case "decimal":
+      return maybe(decimalSchema(f));
     case "boolean":
       return maybe({ type: "boolean" });
     case "choice":

@@ -171,7 +171,11 @@ function filtersOf(list: string): string[] {
   const [s1] = ids.site!;
   const [t1] = ids.tenant!;
   const byRoute: Record<string, string[]> = {
-    "/api/dcim/sites/": [`tenant_id=${t1}`, "tag=alpha", "status=active", "q=site"],
+    "/api/dcim/sites/": [
+      ...[`tenant_id=${t1}`, "tag=alpha", "status=active", "q=site", "latitude__gte=0"],
+      // a tag filter's check rides in the list's read: a 400 too, a cursor page too (0212)
+      ...["tag=no-such-tag", "tag_id=999999", "start=1&tag=alpha", "start=1&tag=no-such-tag"],
+    ],
     "/api/dcim/devices/": [`site_id=${s1}`, `tenant_id=${t1}`, "tag=alpha", "q=dev"],
     "/api/ipam/prefixes/": [`site_id=${s1}`, "tag=beta", "q=10.1"],
     "/api/ipam/ip-addresses/": [`tenant_id=${ids.tenant![1]}`, "q=host1"],
@@ -181,7 +185,10 @@ function filtersOf(list: string): string[] {
     "/api/core/object-changes/": ["changed_object_type=dcim.site", "action=create"],
     "/api/users/users/": [`group_id=${ids.group![0]}`, "q=jane"],
     "/api/users/tokens/": ["user=admin"],
-    [`${CO}/widget/`]: [`site_id=${s1}`, "tag=alpha", "colour=red", "q=widget", "size__gte=2"],
+    [`${CO}/widget/`]: [
+      ...[`site_id=${s1}`, "tag=alpha", "colour=red", "q=widget", "size__gte=2"],
+      "tag=no-such-tag",
+    ],
     [`${CO}/custom-object-type-fields/`]: [`custom_object_type_id=${ids.customobjecttype![0]}`],
   };
   return (byRoute[list] ?? []).map((f) => `${list}?${f}`);

@@ -35,7 +35,7 @@ function storedValue(resource: Resource, field: string, value: unknown): unknown
   if (kind === "boolean" && typeof value === "boolean") return value ? 1 : 0;
   if (kind === "choice" && typeof value === "object" && "value" in (value as object))
     return (value as { value: unknown }).value;
-  const plain = ["string", "integer", "date", "datetime", "choice"];
+  const plain = ["string", "integer", "decimal", "date", "datetime", "choice"];
   return kind && plain.includes(kind) && typeof value !== "object" ? value : UNKNOWN;
 }
 

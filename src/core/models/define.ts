@@ -27,7 +27,13 @@ import {
   MAX_TAGS_PER_VALUE,
   TOO_MANY_TAGS_MESSAGE,
 } from "../limits";
-import { jsonFilter, toInstant, type FilterSpec, type ListSpec } from "../rest/query";
+import {
+  type FilterCheck,
+  jsonFilter,
+  toInstant,
+  type FilterSpec,
+  type ListSpec,
+} from "../rest/query";
 import type {
   ApiRecord,
   LoadPlan,
@@ -56,6 +62,8 @@ type FieldType =
   | "text"
   | "slug"
   | "integer"
+  /** A fixed-point number (NetBox's `DecimalField`): stored REAL, answered as a JSON number. */
+  | "decimal"
   | "boolean"
   | "choice"
   | "fk"
@@ -91,6 +99,8 @@ export interface FieldSpec {
   writeOnly?: boolean;
   search?: boolean;
   brief?: boolean;
+  /** `decimal`: NetBox's digits (in all, after the point) and the range Host holds it to. */
+  decimal?: { maxDigits: number; places: number; min: number; max: number };
   /** Extra check on a converted value; returns an error message or null. */
   check?: (value: unknown) => string | null;
   /**
@@ -246,6 +256,29 @@ function tagFilterBy(
       return sql`${id} IN (SELECT ti.object_id ${holders} GROUP BY ti.object_id HAVING COUNT(DISTINCT ti.tag_id) = ${values.length})`;
     },
     heldTo: { labels: ["extras.tag"], within: ([v]) => tagFilterBy(key, id, type, v) },
+    known: (param, raw) => knownTags(key, param, raw, view),
+  };
+}
+
+/**
+ * NetBox's `TagFilter` / `TagIDFilter` are model choice filters: a value naming no tag is a 400
+ * keyed by the parameter, not an empty list. A tag outside the caller's view (`view`) names
+ * nothing to them (decision 0178): the same 400 as a missing one.
+ */
+function knownTags(key: "slug" | "id", param: string, raw: string[], view?: SQL): FilterCheck {
+  const values = key === "slug" ? raw : tagIds(param, raw);
+  const column = key === "slug" ? tagsTable.slug : tagsTable.id;
+  const visible = view ? sql` AND ${view}` : sql``;
+  return {
+    statement: sql`SELECT ${column} AS v FROM ${tagsTable} WHERE ${inJsonList(column, values)}${visible}`,
+    judge: (rows) => {
+      const found = new Set((rows as { v: unknown }[]).map((r) => String(r.v)));
+      const missing = values.find((v) => !found.has(String(v)));
+      if (missing !== undefined)
+        throw new ValidationError({
+          [param]: [`Select a valid choice. ${missing} is not one of the available choices.`],
+        });
+    },
   };
 }
 
@@ -395,7 +428,7 @@ function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
     if (f.writeOnly) continue;
     const col = f.column!;
     const kind =
-      f.type === "integer" || f.type === "fk"
+      f.type === "integer" || f.type === "fk" || f.type === "decimal"
         ? "number"
         : f.type === "boolean"
           ? "boolean"
@@ -1101,6 +1134,8 @@ function describeField(f: FieldSpec): FieldDescription {
   switch (f.type) {
     case "integer":
       return { name: f.name, kind: "integer" };
+    case "decimal":
+      return { name: f.name, kind: "decimal" };
     case "boolean":
       return { name: f.name, kind: "boolean" };
     case "datetime":
@@ -1172,6 +1207,8 @@ async function convertValue(
       if (typeof raw !== "number" || !Number.isInteger(raw))
         return { error: "A valid integer is required." };
       return checked(raw);
+    case "decimal":
+      return decimalValue(f.decimal!, raw);
     case "boolean":
       if (typeof raw !== "boolean") return { error: "Must be a valid boolean." };
       return { value: raw };
@@ -1238,6 +1275,45 @@ async function convertValue(
       return { value: [...new Set(ids)] };
     }
   }
+}
+
+const DECIMAL_RE = /^[+-]?(\d+\.?\d*|\.\d+)$/;
+
+/**
+ * A decimal as NetBox's serializer takes it (DRF's `DecimalField`): a number or a numeric string
+ * (blank is null), at most `places` decimal places and `maxDigits` digits, and within the range;
+ * NetBox sets no range on a site's coordinates, Host holds them to the globe.
+ */
+function decimalValue(d: NonNullable<FieldSpec["decimal"]>, raw: unknown): Converted {
+  const invalid = { error: "A valid number is required." };
+  if (typeof raw === "string" && raw.trim() === "") return { value: null };
+  if (typeof raw !== "number" && typeof raw !== "string") return invalid;
+  const text = typeof raw === "number" ? decimalText(raw) : raw.trim();
+  if (text === null || !DECIMAL_RE.test(text)) return invalid;
+  const [whole = "", fraction = ""] = text.replace(/^[+-]/, "").split(".");
+  const wholeDigits = whole.replace(/^0+/, "").length;
+  // counted as written, trailing zeros too, as DRF counts them
+  const places = fraction.length;
+  if (wholeDigits + places > d.maxDigits)
+    return { error: `Ensure that there are no more than ${d.maxDigits} digits in total.` };
+  if (places > d.places)
+    return { error: `Ensure that there are no more than ${d.places} decimal places.` };
+  if (wholeDigits > d.maxDigits - d.places)
+    return {
+      error: `Ensure that there are no more than ${d.maxDigits - d.places} digits before the decimal point.`,
+    };
+  const value = Number(text);
+  if (value < d.min) return { error: `Ensure this value is greater than or equal to ${d.min}.` };
+  if (value > d.max) return { error: `Ensure this value is less than or equal to ${d.max}.` };
+  return { value: value === 0 ? 0 : value };
+}
+
+/** A JSON number's decimal digits (no exponent), or null when it is not finite. */
+function decimalText(n: number): string | null {
+  if (!Number.isFinite(n)) return null;
+  const s = String(n);
+  // a tiny or huge number prints with an exponent: written out, its digits count as given
+  return /e/i.test(s) ? n.toFixed(20).replace(/0+$/, "") : s;
 }
 
 /** Whether an object type is spelled by its id (a number, or `{id}` alone, as a hidden one reads). */

@@ -2,7 +2,7 @@
 import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema";
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
-import { addressNumbers, parseCidr, prefixNumbers } from "../../networks";
+import { addressNumbers, networkText, parseCidr, prefixNumbers } from "../../networks";
 import {
   addressExactFilter,
   addressNetworkFilters,
@@ -132,8 +132,21 @@ export const siteModel = defineModel({
     },
     { name: "facility", type: "string", column: sites.facility, maxLength: 50, search: true },
     { name: "time_zone", type: "string", column: sites.timeZone, maxLength: 63, nullable: true },
-    { name: "latitude", type: "string", column: sites.latitude, nullable: true, maxLength: 12 },
-    { name: "longitude", type: "string", column: sites.longitude, nullable: true, maxLength: 12 },
+    // NetBox's DecimalFields (max_digits 8 and 9, 6 places), held to the globe's range
+    {
+      name: "latitude",
+      type: "decimal",
+      column: sites.latitude,
+      nullable: true,
+      decimal: { maxDigits: 8, places: 6, min: -90, max: 90 },
+    },
+    {
+      name: "longitude",
+      type: "decimal",
+      column: sites.longitude,
+      nullable: true,
+      decimal: { maxDigits: 9, places: 6, min: -180, max: 180 },
+    },
     {
       name: "description",
       type: "string",
@@ -230,7 +243,12 @@ export const prefixModel = defineModel({
   customFields: true,
   defaultOrdering: ["prefix", "id"],
   display: (r) => r.prefix,
-  derive: numbersOf("prefix", prefixNumbers),
+  // NetBox keeps a prefix's network (`Prefix.save()`: host bits cleared), so Host stores that
+  // text, and the numbers beside it are the same network's
+  derive: (values) => {
+    if (Object.hasOwn(values, "prefix")) values.prefix = networkText(values.prefix);
+    numbersOf("prefix", prefixNumbers)(values);
+  },
   fields: [
     {
       name: "prefix",

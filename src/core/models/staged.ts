@@ -128,6 +128,7 @@ const STAGED_TYPES = new Set([
   "text",
   "slug",
   "integer",
+  "decimal",
   "boolean",
   "choice",
   "fk",

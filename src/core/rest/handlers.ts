@@ -30,7 +30,14 @@ import {
 import { readJson, readJsonBody, baseUrlOf, publicUrlOf } from "../http";
 import { nulFieldErrors } from "../nul";
 import { usedBy, viewerFilters } from "./filter-scope";
-import { pageLinks, parseListQuery, parseProjection, project, type ListQuery } from "./query";
+import {
+  type FilterCheck,
+  pageLinks,
+  parseListQuery,
+  parseProjection,
+  project,
+  type ListQuery,
+} from "./query";
 import {
   enqueueBulkWrite,
   jobRecordStatements,
@@ -467,6 +474,10 @@ async function listRecords(c: Ctx, resource: Resource) {
     ? { ...parsed, where: parsed.where ? and(parsed.where, restricted) : restricted }
     : parsed;
   if (q.start !== undefined) return cursorPage(c, resource, q, url);
+  const checks = q.checks ?? [];
+  // a local file reads in the process: its checks first; a remote read carries them (below)
+  if (databaseStamp(ctx.services) !== null)
+    for (const check of checks) check.judge(await ctx.db.all(check.statement));
   // A permission constraint is a condition the index does not know: then the rows are read.
   const indexed = restricted ? undefined : parsed.fromIndex;
   const countQuery =
@@ -479,10 +490,12 @@ async function listRecords(c: Ctx, resource: Resource) {
   if (databaseStamp(ctx.services) === null) {
     // No stamp to keep counts and anchors by (a remote database): the count and the page's ids
     // in one read, one round trip.
-    const [counted, rows] = await ctx.services.db.read([
+    const [counted, rows, ...checked] = await ctx.services.db.read([
       ctx.db.all<{ n: number }>(countQuery),
       idsQuery(),
+      ...checkQueries(ctx, checks),
     ]);
+    judgeChecks(checks, checked);
     n = Number(counted[0]?.n ?? 0);
     page = rows;
   } else
@@ -631,14 +644,19 @@ async function listInOneRead(c: Ctx, resolve: Resolve) {
       ...(budget ? [budget.statement] : []),
       ...plan.statements,
       ...judged.map((j) => ctx.db.all(j.statement)),
+      ...checkQueries(ctx, q.checks ?? []),
     ] as const;
   });
   ctx.guard = undefined; // the read has been sent: no later guard could ride in it
-  const { resource, q, plan, charge, judged } = step;
+  const { resource, q, plan, charge } = step;
+  const checks = q.checks ?? [];
+  judgeChecks(checks, answers.slice(answers.length - checks.length));
+  const judged = step.judged;
+  const judgedEnd = answers.length - checks.length;
   const ids = (answers[1] as { id: number }[]).map((r) => Number(r.id));
   charge?.(answers[2]);
-  const planned = answers.slice(charge ? 3 : 2, answers.length - judged.length);
-  proveJudged(ctx, judged, answers.slice(answers.length - judged.length));
+  const planned = answers.slice(charge ? 3 : 2, judgedEnd - judged.length);
+  proveJudged(ctx, judged, answers.slice(judgedEnd - judged.length, judgedEnd));
   const loaded = await plan.finish(planned as unknown[], ids);
   const results = project(
     await hideUnviewable(ctx, c.get("auth"), resource, loaded),
@@ -673,6 +691,16 @@ export async function judgedInRead(
 
 export function proveJudged(ctx: ReadContext, judged: JudgedInRead[], answers: unknown[]) {
   for (const [i, j] of judged.entries()) j.proved(ctx, answers[i]);
+}
+
+/** The statements of a list's filter checks (`FilterSpec.known`), to ride in its read. */
+function checkQueries(ctx: ReadContext, checks: FilterCheck[]) {
+  return checks.map((check) => ctx.db.all(check.statement));
+}
+
+/** Each check judges its answer: a filter value naming nothing is a 400 (before any page). */
+function judgeChecks(checks: FilterCheck[], answers: readonly unknown[]): void {
+  for (const [i, check] of checks.entries()) check.judge(answers[i]);
 }
 
 /** A list's page of ids: by its order and offset, or a cursor page's ids ≥ `start` in id order. */
@@ -712,14 +740,18 @@ async function cursorPage(c: Ctx, resource: Resource, q: ListQuery, url: URL) {
   const ctx = readContext(c);
   const idExpr = resource.list.idExpr;
   const from = sql`${idExpr} >= ${q.start}`;
-  const ids = (
-    await ctx.db
+  const checks = q.checks ?? [];
+  const [rows, ...checked] = await ctx.services.db.read([
+    ctx.db
       .select({ id: sql<number>`${idExpr}` })
       .from(resource.table)
       .where(q.where ? and(q.where, from) : from)
       .orderBy(asc(idExpr as SQLiteColumn))
-      .limit(q.limit)
-  ).map((r) => Number(r.id));
+      .limit(q.limit),
+    ...checkQueries(ctx, checks),
+  ]);
+  judgeChecks(checks, checked);
+  const ids = rows.map((r) => Number(r.id));
   await chargeRows(ctx, resource, ids);
   const results = await hideUnviewable(ctx, c.get("auth"), resource, await resource.load(ctx, ids));
   return c.json({

@@ -55,6 +55,11 @@ export interface FilterSpec {
    */
   heldTo?: { labels: string[]; within: (views: Array<SQL | undefined>) => FilterSpec };
   /**
+   * A filter whose values must name things the caller may view (NetBox's model choice filters:
+   * tags): the check of a query string's values, judged in the list's own read.
+   */
+  known?: (param: string, values: string[]) => FilterCheck;
+  /**
    * A filter naming object types: the same filter matching only the types the caller may see
    * (`seen`: their `object_types` rows as SQL over its two columns), so a hidden custom object
    * type filters as one that does not exist (decision 0187; `filter-scope.ts`).
@@ -154,8 +159,19 @@ export const instantSql = (expr: SQLWrapper): SQL => sql`strftime('%Y-%m-%dT%H:%
 export type SearchTerm = SQLWrapper | { match: (q: string) => SQL | undefined };
 export const MAX_LIMIT = 1000;
 
+/**
+ * What a list's filter values must name, asked in the list's own read (no round trip of its own):
+ * `statement` answers rows, `judge` throws the 400 when they show a value names nothing.
+ */
+export interface FilterCheck {
+  statement: SQL;
+  judge(rows: unknown): void;
+}
+
 export interface ListQuery {
   where: SQL | undefined;
+  /** Checks of the filters' values (`FilterSpec.known`), to ride in the list's read. */
+  checks?: FilterCheck[];
   orderBy: SQL[];
   /** Set when the list is ordered by its id alone (deep pages can then seek: `page-anchors.ts`). */
   idOrder?: "asc" | "desc";
@@ -470,6 +486,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const params = url.searchParams;
   refuseControlCharacters(params);
   const conditions: SQL[] = [];
+  const checks: FilterCheck[] = [];
   const seen = new Set<string>();
   let filterParams = 0;
   for (const key of params.keys()) {
@@ -513,6 +530,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
         ? filter.conjoined(values)
         : buildFilter(name, filter, lookup, values);
     if (cond) conditions.push(cond);
+    if (filter.known) checks.push(filter.known(key, values));
   }
   const q = params.get("q")?.trim();
   if (q && pastTextLimit(q)) throw new ValidationError({ q: [TEXT_LIMIT_MESSAGE] });
@@ -547,6 +565,7 @@ export function parseListQuery(url: URL, spec: ListSpec): ListQuery {
   const fromIndex = search && qAlone && idOrder ? firstPageOf(spec, search) : undefined;
   return {
     where: conditions.length ? allOf(conditions) : undefined,
+    ...(checks.length ? { checks } : {}),
     orderBy,
     idOrder,
     ...(fromIndex ? { fromIndex } : {}),

@@ -1,5 +1,5 @@
 /** The host models links can point at: tenants, sites, devices, prefixes and IP addresses. */
-import { integer, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import { integer, real, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 import { owners } from "./users";
 
@@ -37,8 +37,11 @@ export const sites = sqliteTable(
     tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
     facility: text("facility").notNull().default(""),
     timeZone: text("time_zone"),
-    latitude: text("latitude"),
-    longitude: text("longitude"),
+    // Degrees (NetBox's DecimalFields, 6 places): numbers since migration 0017, which keeps text
+    // stored before that is no coordinate in `_latitude_text` / `_longitude_text` (no field reads
+    // them, so they are not declared here)
+    latitude: real("latitude"),
+    longitude: real("longitude"),
     description: text("description").notNull().default(""),
     comments: text("comments").notNull().default(""),
     ownerId: ownerId(),
