@@ -56,6 +56,24 @@ for (const backend of ["local", "remote"] as const)
       ]);
     });
 
+    test("a /0 prefix is refused as NetBox's clean() refuses it, on create and update", async () => {
+      const mask0 = ["Cannot create prefix with /0 mask."];
+      for (const prefix of ["0.0.0.0/0", "::/0", "10.1.2.3/0"]) {
+        const r = await t.json("POST", "/api/ipam/prefixes/", { body: { prefix } });
+        expect([r.status, r.body]).toEqual([400, { prefix: mask0 }]);
+      }
+      const made = await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: "10.8.0.0/16" } });
+      const patch = await t.json("PATCH", `/api/ipam/prefixes/${made.body.id}/`, {
+        body: { prefix: "::/0" },
+      });
+      expect([patch.status, patch.body]).toEqual([400, { prefix: mask0 }]);
+      const bulk = await t.json("POST", "/api/ipam/prefixes/", {
+        body: [{ prefix: "10.9.0.0/16" }, { prefix: "0.0.0.0/0" }],
+      });
+      expect(bulk.status).toBe(400);
+      expect(JSON.stringify(bulk.body)).toContain(JSON.stringify({ prefix: mask0 }));
+    });
+
     test("?tag= / ?tag_id= naming no tag answers 400, a hidden tag as a missing one", async () => {
       const open = await t.json("POST", "/api/extras/tags/", {
         body: { name: "ft open", slug: "ft-open" },

@@ -32,10 +32,12 @@ const pick = (...values: string[]) => values.map((v) => STATUS.find(([x]) => x =
 
 const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
 // the pattern and the parser: octets past 255 and masks past the width are not prefixes either
-const checkPrefix = (v: unknown) =>
-  typeof v === "string" && PREFIX_RE.test(v) && parseCidr(v)
-    ? null
-    : "Enter a valid IPv4 or IPv6 prefix in CIDR notation.";
+const checkPrefix = (v: unknown) => {
+  const net = typeof v === "string" && PREFIX_RE.test(v) ? parseCidr(v) : null;
+  if (!net) return "Enter a valid IPv4 or IPv6 prefix in CIDR notation.";
+  // NetBox's `Prefix.clean()`: the whole address space is no prefix to allocate from
+  return net.mask === 0 ? "Cannot create prefix with /0 mask." : null;
+};
 
 /** Fills the stored numbers of `source` (a table key) when a write sets it. */
 const numbersOf =
