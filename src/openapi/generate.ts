@@ -15,7 +15,7 @@ import { describeCore, describeGraphql } from "./core";
 import type { OpenApiDocument } from "../core/json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
-import { toYaml } from "./yaml";
+import { type Steps, yamlMember, yamlMembers } from "./yaml";
 import { yieldWhenDue } from "../turns";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
@@ -23,11 +23,17 @@ type RouteTable = () => ReadonlyArray<RouteEntry>;
 
 export type { OpenApiDocument };
 
+/** A document's text as its top-level members' texts, in order (`servers` set per request). */
+type Members = Array<[string, string]>;
+
 /** One form of the document (all types, or without those a caller may not view) and its serialisations. */
 interface Variant {
   doc: OpenApiDocument;
-  /** Serialised forms by format and origin (shared while they are made). */
-  texts: Map<string, Promise<string>>;
+  /**
+   * Its text by format, as members (shared while they are made): one per format whatever the
+   * origin, which only `servers` names (a text per Host header cost a serialisation each).
+   */
+  texts: Map<"json" | "yaml", Promise<Members>>;
 }
 
 interface Cached {
@@ -38,8 +44,6 @@ interface Cached {
   /** Filtered forms keyed by the sorted hidden slugs (shared while they are made). */
   variants: Map<string, Promise<Variant>>;
 }
-/** Origins come from the Host header: keep only a few serialisations per variant. */
-const MAX_TEXTS = 8;
 /** Distinct visibility sets kept per schema version (one per permission profile in practice). */
 const MAX_VARIANTS = 32;
 
@@ -143,48 +147,56 @@ export class OpenApiDocuments {
     read?: Read,
   ): Promise<string> {
     const entry = await this.#variant(canView, read);
-    const textKey = `${format} ${baseUrl}`;
-    let text = entry.texts.get(textKey);
-    if (text === undefined) {
-      const doc = withServer(entry.doc, baseUrl);
-      text = format === "yaml" ? Promise.resolve(toYaml(doc)) : jsonWithTurns(doc);
-      if (entry.texts.size >= MAX_TEXTS) entry.texts.clear();
-      entry.texts.set(textKey, text);
-      text.catch(() => entry.texts.delete(textKey));
+    let members = entry.texts.get(format);
+    if (members === undefined) {
+      // written with turns, a path and a component schema a step (decisions 0205, 0210)
+      const doc = entry.doc as unknown as Record<string, unknown>;
+      members = format === "yaml" ? yamlMembers(doc, STEPS) : jsonMembers(doc, STEPS);
+      entry.texts.set(format, members);
+      members.catch(() => entry.texts.delete(format));
     }
-    return text;
+    return withServerText(await members, format, withServer(entry.doc, baseUrl).servers);
   }
 }
 
-/**
- * `JSON.stringify(doc)`, one path and one component schema a step with turns between (decision
- * 0205): the whole text of a document of hundreds of types (~12 MB at 300) in one go held the
- * loop. The same text, member for member.
- */
-type Steps = { [member: string]: Steps };
+/** What is written a member a step: each path, each component schema. */
+const STEPS: Steps = { paths: {}, components: { schemas: {} } };
 
-function jsonWithTurns(doc: OpenApiDocument): Promise<string> {
-  /** An object's JSON text; the members named in `steps` are themselves written a member a step. */
-  const objectText = async (
-    obj: Record<string, unknown>,
-    steps: Steps,
-    step: boolean,
-  ): Promise<string> => {
-    const parts: string[] = [];
-    for (const [k, v] of Object.entries(obj)) {
-      if (v === undefined) continue;
-      if (step) await yieldWhenDue();
-      const inner = steps[k];
-      const text =
-        inner && v && typeof v === "object" && !Array.isArray(v)
-          ? await objectText(v as Record<string, unknown>, inner, true)
-          : JSON.stringify(v);
-      parts.push(`${JSON.stringify(k)}:${text}`);
-    }
-    return `{${parts.join(",")}}`;
-  };
-  const steps: Steps = { paths: {}, components: { schemas: {} } };
-  return objectText(doc as unknown as Record<string, unknown>, steps, false);
+/** The document's text from its members' texts, `servers` written for this request. */
+function withServerText(members: Members, format: "json" | "yaml", servers: unknown): string {
+  const texts = members.map(([k, text]) =>
+    k !== "servers"
+      ? text
+      : format === "yaml"
+        ? yamlMember(k, servers)
+        : `${JSON.stringify(k)}:${JSON.stringify(servers)}`,
+  );
+  return format === "yaml" ? texts.join("") : `{${texts.join(",")}}`;
+}
+
+/**
+ * `JSON.stringify(doc)`'s members (`"key":value`), one path and one component schema a step with
+ * turns between (decision 0205): the whole text of a document of hundreds of types (~12 MB at
+ * 300) in one go held the loop. Joined in braces, the same text, member for member.
+ */
+async function jsonMembers(
+  obj: Record<string, unknown>,
+  steps: Steps,
+  step = false,
+): Promise<Members> {
+  const members: Members = [];
+  for (const [k, v] of Object.entries(obj)) {
+    if (v === undefined) continue;
+    if (step) await yieldWhenDue();
+    const inner = steps[k];
+    // the members named in `steps` are themselves written a member a step
+    const text =
+      inner && v && typeof v === "object" && !Array.isArray(v)
+        ? `{${(await jsonMembers(v as Record<string, unknown>, inner, true)).map(([, t]) => t).join(",")}}`
+        : JSON.stringify(v);
+    members.push([k, `${JSON.stringify(k)}:${text}`]);
+  }
+  return members;
 }
 
 /** Builds the document from scratch (no cache). */
