@@ -15,25 +15,21 @@ import { describeCore, describeGraphql } from "./core";
 import type { OpenApiDocument } from "../core/json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
-import { type Steps, yamlMember, yamlMembers } from "./yaml";
-import { yieldWhenDue } from "../turns";
+import { answerBody, type Encoded, encodedText, type Format } from "./text";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
 type RouteTable = () => ReadonlyArray<RouteEntry>;
 
 export type { OpenApiDocument };
 
-/** A document's text as its top-level members' texts, in order (`servers` set per request). */
-type Members = Array<[string, string]>;
-
 /** One form of the document (all types, or without those a caller may not view) and its serialisations. */
 interface Variant {
   doc: OpenApiDocument;
   /**
-   * Its text by format, as members (shared while they are made): one per format whatever the
+   * Its text by format, as bytes (shared while they are made): one per format whatever the
    * origin, which only `servers` names (a text per Host header cost a serialisation each).
    */
-  texts: Map<"json" | "yaml", Promise<Members>>;
+  texts: Map<Format, Promise<Encoded>>;
 }
 
 interface Cached {
@@ -139,64 +135,26 @@ export class OpenApiDocuments {
     return withServer((await this.#variant(canView)).doc, baseUrl);
   }
 
-  /** The document serialised as JSON or YAML, cached like the document. */
+  /**
+   * The document serialised as JSON or YAML (cached like the document) as an answer's body and
+   * its length in bytes, with `servers` set to `baseUrl`.
+   */
   async text(
     baseUrl: string,
-    format: "json" | "yaml",
+    format: Format,
     canView?: TypeVisibility,
     read?: Read,
-  ): Promise<string> {
+  ): Promise<{ body: ReadableStream<Uint8Array>; length: number }> {
     const entry = await this.#variant(canView, read);
-    let members = entry.texts.get(format);
-    if (members === undefined) {
-      // written with turns, a path and a component schema a step (decisions 0205, 0210)
-      const doc = entry.doc as unknown as Record<string, unknown>;
-      members = format === "yaml" ? yamlMembers(doc, STEPS) : jsonMembers(doc, STEPS);
-      entry.texts.set(format, members);
-      members.catch(() => entry.texts.delete(format));
+    let text = entry.texts.get(format);
+    if (text === undefined) {
+      // written and encoded with turns, a path and a component schema a step (0205, 0210)
+      text = encodedText(entry.doc as unknown as Record<string, unknown>, format);
+      entry.texts.set(format, text);
+      text.catch(() => entry.texts.delete(format));
     }
-    return withServerText(await members, format, withServer(entry.doc, baseUrl).servers);
+    return answerBody(await text, format, withServer(entry.doc, baseUrl).servers);
   }
-}
-
-/** What is written a member a step: each path, each component schema. */
-const STEPS: Steps = { paths: {}, components: { schemas: {} } };
-
-/** The document's text from its members' texts, `servers` written for this request. */
-function withServerText(members: Members, format: "json" | "yaml", servers: unknown): string {
-  const texts = members.map(([k, text]) =>
-    k !== "servers"
-      ? text
-      : format === "yaml"
-        ? yamlMember(k, servers)
-        : `${JSON.stringify(k)}:${JSON.stringify(servers)}`,
-  );
-  return format === "yaml" ? texts.join("") : `{${texts.join(",")}}`;
-}
-
-/**
- * `JSON.stringify(doc)`'s members (`"key":value`), one path and one component schema a step with
- * turns between (decision 0205): the whole text of a document of hundreds of types (~12 MB at
- * 300) in one go held the loop. Joined in braces, the same text, member for member.
- */
-async function jsonMembers(
-  obj: Record<string, unknown>,
-  steps: Steps,
-  step = false,
-): Promise<Members> {
-  const members: Members = [];
-  for (const [k, v] of Object.entries(obj)) {
-    if (v === undefined) continue;
-    if (step) await yieldWhenDue();
-    const inner = steps[k];
-    // the members named in `steps` are themselves written a member a step
-    const text =
-      inner && v && typeof v === "object" && !Array.isArray(v)
-        ? `{${(await jsonMembers(v as Record<string, unknown>, inner, true)).map(([, t]) => t).join(",")}}`
-        : JSON.stringify(v);
-    members.push([k, `${JSON.stringify(k)}:${text}`]);
-  }
-  return members;
 }
 
 /** Builds the document from scratch (no cache). */

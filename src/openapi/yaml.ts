@@ -2,7 +2,7 @@
  * A small YAML emitter for JSON data (the OpenAPI document): block mappings and sequences, plain
  * scalars where YAML reads them back as the same string, JSON-quoted strings otherwise (a JSON
  * string is a valid YAML double-quoted scalar). The `yaml` package took seconds on a document
- * with a hundred types; this is a single pass, or (`yamlMembers`) one with turns.
+ * with a hundred types; this is a single pass, or (`yamlPieces`) one with turns.
  */
 import { yieldWhenDue } from "../turns";
 
@@ -97,25 +97,29 @@ export function toYaml(doc: Record<string, unknown>): string {
 export type Steps = { [member: string]: Steps };
 
 /**
- * The YAML text of each top-level member of `doc` (`key:` and its value), in order: joined, the
- * text `toYaml` writes. The members named in `steps` are written a member a step with turns
- * between (decision 0210): 1,000 types' OpenAPI document (~43 MB of YAML) held the loop 0.8 s.
+ * `toYaml(doc)` in pieces, the top-level member `hole.key` as `hole.marker`; the members named in
+ * `steps` are written a member a step with turns between (decision 0210): 1,000 types' OpenAPI
+ * document (~43 MB of YAML) held the loop 0.8 s. Joined, the same text.
  */
-export async function yamlMembers(
+export async function yamlPieces(
   doc: Record<string, unknown>,
   steps: Steps,
-): Promise<Array<[string, string]>> {
-  const members: Array<[string, string]> = [];
+  hole: { key: string; marker: string },
+): Promise<string[]> {
+  const out: string[] = [];
   for (const [k, v] of Object.entries(doc)) {
     if (v === undefined) continue;
-    const out: string[] = [key(k), ":"];
+    if (k === hole.key) {
+      out.push(hole.marker);
+      continue;
+    }
+    out.push(key(k), ":");
     await emitStepped(v, "  ", out, steps[k]);
-    members.push([k, out.join("")]);
   }
-  return members;
+  return out;
 }
 
-/** One top-level member's YAML text, as `yamlMembers` writes it (at once). */
+/** One top-level member's YAML text, as `toYaml` writes it. */
 export function yamlMember(k: string, v: unknown): string {
   const out: string[] = [key(k), ":"];
   emit(v, "  ", out);
