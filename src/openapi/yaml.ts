@@ -126,10 +126,16 @@ export function yamlMember(k: string, v: unknown): string {
   return out.join("");
 }
 
-/** `emit`, a member a step where `steps` names the value's members. */
+/**
+ * `emit`, a member a step where `steps` names the value's members. A value written at once is
+ * pushed as one string: millions of small pieces alive at once cost long garbage collections.
+ */
 async function emitStepped(value: unknown, indent: string, out: string[], steps?: Steps) {
-  if (!steps || !value || typeof value !== "object" || Array.isArray(value))
-    return emit(value, indent, out);
+  if (!steps || !value || typeof value !== "object" || Array.isArray(value)) {
+    const own: string[] = [];
+    emit(value, indent, own);
+    return void out.push(own.join(""));
+  }
   const entries = Object.entries(value as Record<string, unknown>).filter(
     ([, v]) => v !== undefined,
   );
