@@ -10,7 +10,12 @@ import type { Services } from "../core/context";
 import type { Queries } from "../db/client";
 import { HOST_VERSION } from "../core/routes";
 import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi, type RouteEntry } from "./builder";
-import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
+import {
+  ERROR_RESPONSE_COMPONENTS,
+  ERROR_SCHEMAS,
+  SECURITY_SCHEMES,
+  SHARED_RESPONSE_COMPONENTS,
+} from "./components";
 import { describeCore, describeGraphql } from "./core";
 import type { OpenApiDocument } from "../core/json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
@@ -191,7 +196,7 @@ async function buildDocument({
     components: {
       schemas: sortedSchemas,
       parameters: LIST_PARAMETERS,
-      responses: ERROR_RESPONSE_COMPONENTS,
+      responses: { ...ERROR_RESPONSE_COMPONENTS, ...SHARED_RESPONSE_COMPONENTS },
       securitySchemes: SECURITY_SCHEMES,
     },
     ...(undocumented.length ? { "x-undocumented-routes": undocumented } : {}),
