@@ -402,6 +402,62 @@ describe("whole-schema work after a schema change", () => {
     expect({ ...docs[1], servers: [] }).toEqual({ ...docs[0], servers: [] });
   });
 
+  test("each type's operations reference the components they share with every other", async () => {
+    await change();
+    const doc = (await own.json("GET", "/api/schema/?format=json")).body;
+    const list = Object.keys(doc.paths).filter((p) => /\/graph_\d+\/$/.test(p));
+    expect(list).toHaveLength(TYPES);
+    const queued = { $ref: "#/components/responses/Queued" };
+    for (const path of list) {
+      const item = doc.paths[path];
+      // before: each bulk write's 202 and the bulk delete's body written out in full
+      for (const method of ["post", "put", "patch", "delete"])
+        expect(item[method].responses["202"]).toEqual(queued);
+      expect(item.delete.requestBody.content["application/json"].schema).toEqual({
+        $ref: "#/components/schemas/BulkDestroyRequest",
+      });
+      // a filter's repeatability is its array schema's and `explode`'s to say, not its text's
+      for (const p of item.get.parameters)
+        expect(String(p.description ?? "")).not.toContain("repeat for any of several values");
+      // every parameter stays inline (pynetbox's strict_filters reads their names, decision 0200)
+      expect(item.get.parameters.every((p: { name?: string }) => typeof p.name === "string")).toBe(
+        true,
+      );
+    }
+    expect(doc.components.responses.Queued.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/QueuedJob",
+    });
+  });
+
+  test("a constrained caller's JSON, YAML and OPTIONS answers name only the types it may view", async () => {
+    await change();
+    const viewer = await own.user(`one-type-${generation}`, [
+      [["view"], "custom_objects.customobjecttype"],
+      [["view"], "custom_objects.graph_3"],
+    ]);
+    const named = (text: string) =>
+      new Set([...text.matchAll(/\bgraph_(\d+)\b/g)].map((m) => Number(m[1])));
+    for (const format of ["json", "yaml"]) {
+      const res = await own.req("GET", `/api/schema/?format=${format}`, { token: viewer });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(named(text)).toEqual(new Set([3]));
+      expect(text).not.toContain(`renamed_${generation}`);
+    }
+    const seen = await own.req("OPTIONS", "/api/plugins/custom-objects/graph_3/", {
+      token: viewer,
+    });
+    expect(seen.status).toBe(200);
+    const hidden = await own.req("OPTIONS", "/api/plugins/custom-objects/graph_4/", {
+      token: viewer,
+    });
+    expect(hidden.status).toBe(404);
+    expect(named(await hidden.text()).size).toBe(0);
+    const types = await own.req("OPTIONS", TYPES_API, { token: viewer });
+    expect(types.status).toBe(200);
+    expect(named(await types.text()).size).toBe(0);
+  });
+
   test("concurrent requests for the OpenAPI document build it once between them", async () => {
     await change();
     let builds = 0;
