@@ -11,6 +11,7 @@ import { GraphQLInputObjectType, GraphQLObjectType } from "graphql";
 import { servicesOf } from "../../src/app";
 import { OpenApiBuilder } from "../../src/openapi/builder";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { ReadPool } from "../../src/db/read-pool";
 import { useTurnClock } from "../../src/turns";
 import { askLivez, turnsAtEveryOtherCheck } from "../helpers/livez-probe";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -544,5 +545,88 @@ describe("whole-schema work after a schema change", () => {
     } finally {
       states.restore();
     }
+  });
+
+  test("a preview hashes the plan's state and document a type a step", async () => {
+    const doc = typeDoc("graph", TYPES);
+    doc.types[2]!.name = "renamed_for_preview";
+    // JSON text written for the hashes (and the rest), through the platform (each still runs)
+    const stringify = JSON.stringify;
+    let calls = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      calls++;
+      return stringify(...a);
+    }) as typeof stringify;
+    try {
+      const run = await longestRun(
+        () => calls,
+        () => own.req("POST", "/api/plugins/custom-objects/schema/preview/", { body: doc }),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 100);
+      // before: the state's snapshot, the document and the projection each hashed in one go
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      JSON.stringify = stringify;
+    }
+  });
+
+  test("the type list embeds each type's fields without going through all of them per type", async () => {
+    // elements the page's filters go through, through the platform (each still runs)
+    const filter = Array.prototype.filter;
+    let visited = 0;
+    Array.prototype.filter = function (this: unknown[], ...a: Parameters<typeof filter>) {
+      visited += this.length;
+      return filter.apply(this, a);
+    } as typeof filter;
+    const visits = async (limit: number) => {
+      const before = visited;
+      const res = await own.req("GET", `${TYPES_API}?limit=${limit}`);
+      expect(res.status).toBe(200);
+      expect((await res.json()).results).toHaveLength(limit);
+      return visited - before;
+    };
+    let half: number;
+    let all: number;
+    try {
+      half = await visits(TYPES / 2);
+      all = await visits(TYPES);
+    } finally {
+      Array.prototype.filter = filter;
+    }
+    // twice the types, about twice the work (before: four times, every field for each type)
+    expect(all / half).toBeLessThan(2.5);
+  });
+
+  test("the export reads the types' fields in bounded pages", async () => {
+    // 30 more types of 20 fields: with the others, over a thousand fields
+    expect((await own.json("POST", APPLY, { body: typeDoc("wide", 30, 20) })).status).toBe(200);
+    // the rows of statements reading field rows, as the read pool's connections answer them to
+    // the event loop (each still runs)
+    const proto = ReadPool.prototype as unknown as {
+      execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
+    };
+    const execute = proto.execute;
+    let largest = 0;
+    let rows = 0;
+    proto.execute = async function (this: unknown, ...a: unknown[]) {
+      const out = await execute.apply(this, a);
+      const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
+      if (/^select .* from "custom_object_type_fields"/is.test(text)) {
+        largest = Math.max(largest, out.rows.length);
+        rows += out.rows.length;
+      }
+      return out;
+    };
+    let exported: { types: Array<{ fields: unknown[] }> };
+    try {
+      exported = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+    } finally {
+      proto.execute = execute;
+    }
+    const fields = exported.types.reduce((n, t) => n + t.fields.length, 0);
+    expect(fields).toBeGreaterThan(1_000);
+    expect(rows).toBeGreaterThanOrEqual(fields);
+    // before: every field of every type in one statement
+    expect(largest).toBeLessThanOrEqual(500);
   });
 });
