@@ -10,13 +10,17 @@ import type { Services } from "../core/context";
 import type { Queries } from "../db/client";
 import { HOST_VERSION } from "../core/routes";
 import { LIST_PARAMETERS, OpenApiBuilder, type PluginOpenApi, type RouteEntry } from "./builder";
-import { ERROR_RESPONSE_COMPONENTS, ERROR_SCHEMAS, SECURITY_SCHEMES } from "./components";
+import {
+  ERROR_RESPONSE_COMPONENTS,
+  ERROR_SCHEMAS,
+  SECURITY_SCHEMES,
+  SHARED_RESPONSE_COMPONENTS,
+} from "./components";
 import { describeCore, describeGraphql } from "./core";
 import type { OpenApiDocument } from "../core/json-schema";
 import { SHARED_SCHEMAS } from "./model-schemas";
 import { typeSlugsOf, withoutTypes } from "./visibility";
-import { toYaml } from "./yaml";
-import { yieldWhenDue } from "../turns";
+import { answerBody, type Encoded, encodedText, type Format } from "./text";
 
 /** Where the routes come from: the app's route table (`app.routes`). */
 type RouteTable = () => ReadonlyArray<RouteEntry>;
@@ -26,8 +30,11 @@ export type { OpenApiDocument };
 /** One form of the document (all types, or without those a caller may not view) and its serialisations. */
 interface Variant {
   doc: OpenApiDocument;
-  /** Serialised forms by format and origin (shared while they are made). */
-  texts: Map<string, Promise<string>>;
+  /**
+   * Its text by format, as bytes (shared while they are made): one per format whatever the
+   * origin, which only `servers` names (a text per Host header cost a serialisation each).
+   */
+  texts: Map<Format, Promise<Encoded>>;
 }
 
 interface Cached {
@@ -38,8 +45,6 @@ interface Cached {
   /** Filtered forms keyed by the sorted hidden slugs (shared while they are made). */
   variants: Map<string, Promise<Variant>>;
 }
-/** Origins come from the Host header: keep only a few serialisations per variant. */
-const MAX_TEXTS = 8;
 /** Distinct visibility sets kept per schema version (one per permission profile in practice). */
 const MAX_VARIANTS = 32;
 
@@ -135,56 +140,26 @@ export class OpenApiDocuments {
     return withServer((await this.#variant(canView)).doc, baseUrl);
   }
 
-  /** The document serialised as JSON or YAML, cached like the document. */
+  /**
+   * The document serialised as JSON or YAML (cached like the document) as an answer's body and
+   * its length in bytes, with `servers` set to `baseUrl`.
+   */
   async text(
     baseUrl: string,
-    format: "json" | "yaml",
+    format: Format,
     canView?: TypeVisibility,
     read?: Read,
-  ): Promise<string> {
+  ): Promise<{ body: ReadableStream<Uint8Array>; length: number }> {
     const entry = await this.#variant(canView, read);
-    const textKey = `${format} ${baseUrl}`;
-    let text = entry.texts.get(textKey);
+    let text = entry.texts.get(format);
     if (text === undefined) {
-      const doc = withServer(entry.doc, baseUrl);
-      text = format === "yaml" ? Promise.resolve(toYaml(doc)) : jsonWithTurns(doc);
-      if (entry.texts.size >= MAX_TEXTS) entry.texts.clear();
-      entry.texts.set(textKey, text);
-      text.catch(() => entry.texts.delete(textKey));
+      // written and encoded with turns, a path and a component schema a step (0205, 0210)
+      text = encodedText(entry.doc as unknown as Record<string, unknown>, format);
+      entry.texts.set(format, text);
+      text.catch(() => entry.texts.delete(format));
     }
-    return text;
+    return answerBody(await text, format, withServer(entry.doc, baseUrl).servers);
   }
-}
-
-/**
- * `JSON.stringify(doc)`, one path and one component schema a step with turns between (decision
- * 0205): the whole text of a document of hundreds of types (~12 MB at 300) in one go held the
- * loop. The same text, member for member.
- */
-type Steps = { [member: string]: Steps };
-
-function jsonWithTurns(doc: OpenApiDocument): Promise<string> {
-  /** An object's JSON text; the members named in `steps` are themselves written a member a step. */
-  const objectText = async (
-    obj: Record<string, unknown>,
-    steps: Steps,
-    step: boolean,
-  ): Promise<string> => {
-    const parts: string[] = [];
-    for (const [k, v] of Object.entries(obj)) {
-      if (v === undefined) continue;
-      if (step) await yieldWhenDue();
-      const inner = steps[k];
-      const text =
-        inner && v && typeof v === "object" && !Array.isArray(v)
-          ? await objectText(v as Record<string, unknown>, inner, true)
-          : JSON.stringify(v);
-      parts.push(`${JSON.stringify(k)}:${text}`);
-    }
-    return `{${parts.join(",")}}`;
-  };
-  const steps: Steps = { paths: {}, components: { schemas: {} } };
-  return objectText(doc as unknown as Record<string, unknown>, steps, false);
 }
 
 /** Builds the document from scratch (no cache). */
@@ -221,7 +196,7 @@ async function buildDocument({
     components: {
       schemas: sortedSchemas,
       parameters: LIST_PARAMETERS,
-      responses: ERROR_RESPONSE_COMPONENTS,
+      responses: { ...ERROR_RESPONSE_COMPONENTS, ...SHARED_RESPONSE_COMPONENTS },
       securitySchemes: SECURITY_SCHEMES,
     },
     ...(undocumented.length ? { "x-undocumented-routes": undocumented } : {}),

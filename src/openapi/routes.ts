@@ -72,8 +72,10 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
       const text = await documents.text(baseUrlOf(c), yaml ? "yaml" : "json", canView, read);
       c.header("Cache-Control", "no-cache");
       c.header("Vary", "Accept, Authorization");
-      return c.body(text, 200, {
+      // the kept bytes streamed: nothing written or encoded again per request (decision 0210)
+      return c.body(text.body, 200, {
         "Content-Type": yaml ? "application/yaml; charset=utf-8" : "application/json",
+        "Content-Length": String(text.length),
       });
     },
   );
@@ -115,8 +117,10 @@ export function openApiRoutes(documents: OpenApiDocuments): Hono<HonoEnv> {
       const canView = (slug: string) => hasPermission(c, "view", "custom_objects", slug);
       c.header("Cache-Control", "no-cache");
       c.header("Vary", "Accept, Authorization");
-      return c.body(await documents.text(baseUrlOf(c), "json", canView), 200, {
+      const text = await documents.text(baseUrlOf(c), "json", canView);
+      return c.body(text.body, 200, {
         "Content-Type": "application/json",
+        "Content-Length": String(text.length),
       });
     }
     if (!docsAvailable()) throw notOnThisRuntime();

@@ -11,6 +11,7 @@ import { GraphQLInputObjectType, GraphQLObjectType } from "graphql";
 import { servicesOf } from "../../src/app";
 import { OpenApiBuilder } from "../../src/openapi/builder";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
+import { ReadPool } from "../../src/db/read-pool";
 import { useTurnClock } from "../../src/turns";
 import { askLivez, turnsAtEveryOtherCheck } from "../helpers/livez-probe";
 import { makeTestApp, type TestApp } from "../helpers/app";
@@ -304,6 +305,160 @@ describe("whole-schema work after a schema change", () => {
     expect(runs.written).toBeLessThan(total.written / 5);
   });
 
+  /**
+   * Counts the types' models the registry builds (each as it is kept), through the platform's Map
+   * (which still keeps it), until restored.
+   */
+  function countModels(): { count: () => number; restore: () => void } {
+    const set = Map.prototype.set;
+    let models = 0;
+    // each model once: maps made from others (`new Map(entries)`) keep the same objects
+    const seen = new WeakSet<object>();
+    Map.prototype.set = function (this: Map<unknown, unknown>, k: unknown, v: unknown) {
+      if (v && typeof v === "object" && "cot" in v && "resource" in v && !seen.has(v)) {
+        seen.add(v);
+        models++;
+      }
+      return set.call(this, k, v);
+    } as typeof set;
+    return { count: () => models, restore: () => void (Map.prototype.set = set) };
+  }
+
+  test("the OpenAPI document after a schema change builds the types' models a type a step", async () => {
+    // a field more on every type: every type's shape moves, so every model is built again
+    const doc = typeDoc("graph", TYPES);
+    doc.types[0]!.name = `renamed_${++generation}`;
+    for (const type of doc.types)
+      type.fields.push({
+        id: 100 + generation,
+        name: `more_${generation}`,
+        type: "text",
+        primary: false,
+      });
+    expect((await own.json("POST", APPLY, { body: doc })).body).toMatchObject({ applied: true });
+    const models = countModels();
+    try {
+      const run = await longestRun(models.count, () => own.req("GET", "/api/schema/?format=json"));
+      expect(run.total).toBeGreaterThanOrEqual(TYPES);
+      // before: every model built in one stretch (1,000 types held the loop ~1 s)
+      expect(run.longest).toBeLessThanOrEqual(2);
+    } finally {
+      models.restore();
+    }
+  });
+
+  test("the YAML text of the OpenAPI document is written with turns", async () => {
+    await change();
+    // the document itself is built (with turns) by a JSON answer first
+    expect((await own.req("GET", "/api/schema/?format=json")).status).toBe(200);
+    // scalars checked for a plain YAML form, through the platform (each still runs)
+    const test = RegExp.prototype.test;
+    let checked = 0;
+    RegExp.prototype.test = function (this: RegExp, s: string) {
+      checked++;
+      return test.call(this, s);
+    };
+    try {
+      const run = await longestRun(
+        () => checked,
+        () => own.req("GET", "/api/schema/?format=yaml"),
+      );
+      expect(run.total).toBeGreaterThan(10_000);
+      // before: the whole text in one stretch (run === total)
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      RegExp.prototype.test = test;
+    }
+  });
+
+  test("the text is written once per format, whatever the origin: only servers differ", async () => {
+    await change();
+    expect((await own.req("GET", "/api/schema/?format=json")).status).toBe(200);
+    const stringify = JSON.stringify;
+    let written = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify(...a);
+      written += out?.length ?? 0;
+      return out;
+    }) as typeof stringify;
+    const texts: string[] = [];
+    try {
+      for (const origin of ["http://a.example", "http://b.example", "http://c.example"]) {
+        const res = await own.app.request(`${origin}/api/schema/?format=json`, {
+          headers: { authorization: `Token ${own.admin}` },
+        });
+        texts.push(await res.text());
+      }
+    } finally {
+      JSON.stringify = stringify;
+    }
+    // before: each origin's text written whole (~1 MB at 60 types each); now a server each
+    expect(written).toBeLessThan(10_000);
+    const docs = texts.map((text) => JSON.parse(text));
+    expect(docs.map((d) => d.servers[0].url)).toEqual([
+      "http://a.example",
+      "http://b.example",
+      "http://c.example",
+    ]);
+    expect({ ...docs[1], servers: [] }).toEqual({ ...docs[0], servers: [] });
+  });
+
+  test("each type's operations reference the components they share with every other", async () => {
+    await change();
+    const doc = (await own.json("GET", "/api/schema/?format=json")).body;
+    const list = Object.keys(doc.paths).filter((p) => /\/graph_\d+\/$/.test(p));
+    expect(list).toHaveLength(TYPES);
+    const queued = { $ref: "#/components/responses/Queued" };
+    for (const path of list) {
+      const item = doc.paths[path];
+      // before: each bulk write's 202 and the bulk delete's body written out in full
+      for (const method of ["post", "put", "patch", "delete"])
+        expect(item[method].responses["202"]).toEqual(queued);
+      expect(item.delete.requestBody.content["application/json"].schema).toEqual({
+        $ref: "#/components/schemas/BulkDestroyRequest",
+      });
+      // a filter's repeatability is its array schema's and `explode`'s to say, not its text's
+      for (const p of item.get.parameters)
+        expect(String(p.description ?? "")).not.toContain("repeat for any of several values");
+      // every parameter stays inline (pynetbox's strict_filters reads their names, decision 0200)
+      expect(item.get.parameters.every((p: { name?: string }) => typeof p.name === "string")).toBe(
+        true,
+      );
+    }
+    expect(doc.components.responses.Queued.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/QueuedJob",
+    });
+  });
+
+  test("a constrained caller's JSON, YAML and OPTIONS answers name only the types it may view", async () => {
+    await change();
+    const viewer = await own.user(`one-type-${generation}`, [
+      [["view"], "custom_objects.customobjecttype"],
+      [["view"], "custom_objects.graph_3"],
+    ]);
+    const named = (text: string) =>
+      new Set([...text.matchAll(/\bgraph_(\d+)\b/g)].map((m) => Number(m[1])));
+    for (const format of ["json", "yaml"]) {
+      const res = await own.req("GET", `/api/schema/?format=${format}`, { token: viewer });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(named(text)).toEqual(new Set([3]));
+      expect(text).not.toContain(`renamed_${generation}`);
+    }
+    const seen = await own.req("OPTIONS", "/api/plugins/custom-objects/graph_3/", {
+      token: viewer,
+    });
+    expect(seen.status).toBe(200);
+    const hidden = await own.req("OPTIONS", "/api/plugins/custom-objects/graph_4/", {
+      token: viewer,
+    });
+    expect(hidden.status).toBe(404);
+    expect(named(await hidden.text()).size).toBe(0);
+    const types = await own.req("OPTIONS", TYPES_API, { token: viewer });
+    expect(types.status).toBe(200);
+    expect(named(await types.text()).size).toBe(0);
+  });
+
   test("concurrent requests for the OpenAPI document build it once between them", async () => {
     await change();
     let builds = 0;
@@ -390,5 +545,88 @@ describe("whole-schema work after a schema change", () => {
     } finally {
       states.restore();
     }
+  });
+
+  test("a preview hashes the plan's state and document a type a step", async () => {
+    const doc = typeDoc("graph", TYPES);
+    doc.types[2]!.name = "renamed_for_preview";
+    // JSON text written for the hashes (and the rest), through the platform (each still runs)
+    const stringify = JSON.stringify;
+    let calls = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      calls++;
+      return stringify(...a);
+    }) as typeof stringify;
+    try {
+      const run = await longestRun(
+        () => calls,
+        () => own.req("POST", "/api/plugins/custom-objects/schema/preview/", { body: doc }),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 100);
+      // before: the state's snapshot, the document and the projection each hashed in one go
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      JSON.stringify = stringify;
+    }
+  });
+
+  test("the type list embeds each type's fields without going through all of them per type", async () => {
+    // elements the page's filters go through, through the platform (each still runs)
+    const filter = Array.prototype.filter;
+    let visited = 0;
+    Array.prototype.filter = function (this: unknown[], ...a: Parameters<typeof filter>) {
+      visited += this.length;
+      return filter.apply(this, a);
+    } as typeof filter;
+    const visits = async (limit: number) => {
+      const before = visited;
+      const res = await own.req("GET", `${TYPES_API}?limit=${limit}`);
+      expect(res.status).toBe(200);
+      expect((await res.json()).results).toHaveLength(limit);
+      return visited - before;
+    };
+    let half: number;
+    let all: number;
+    try {
+      half = await visits(TYPES / 2);
+      all = await visits(TYPES);
+    } finally {
+      Array.prototype.filter = filter;
+    }
+    // twice the types, about twice the work (before: four times, every field for each type)
+    expect(all / half).toBeLessThan(2.5);
+  });
+
+  test("the export reads the types' fields in bounded pages", async () => {
+    // 30 more types of 20 fields: with the others, over a thousand fields
+    expect((await own.json("POST", APPLY, { body: typeDoc("wide", 30, 20) })).status).toBe(200);
+    // the rows of statements reading field rows, as the read pool's connections answer them to
+    // the event loop (each still runs)
+    const proto = ReadPool.prototype as unknown as {
+      execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
+    };
+    const execute = proto.execute;
+    let largest = 0;
+    let rows = 0;
+    proto.execute = async function (this: unknown, ...a: unknown[]) {
+      const out = await execute.apply(this, a);
+      const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
+      if (/^select .* from "custom_object_type_fields"/is.test(text)) {
+        largest = Math.max(largest, out.rows.length);
+        rows += out.rows.length;
+      }
+      return out;
+    };
+    let exported: { types: Array<{ fields: unknown[] }> };
+    try {
+      exported = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+    } finally {
+      proto.execute = execute;
+    }
+    const fields = exported.types.reduce((n, t) => n + t.fields.length, 0);
+    expect(fields).toBeGreaterThan(1_000);
+    expect(rows).toBeGreaterThanOrEqual(fields);
+    // before: every field of every type in one statement
+    expect(largest).toBeLessThanOrEqual(500);
   });
 });

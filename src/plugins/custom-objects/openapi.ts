@@ -4,7 +4,7 @@
  * set values, nested references, polymorphic references as `oneOf` keyed by `object_type`).
  */
 import { yieldWhenDue } from "../../turns";
-import { asc, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Services } from "../../core/context";
 import { label as otLabel } from "../../core/object-types";
 import { choiceSets, customObjectTypes } from "../../db/schema";
@@ -536,14 +536,15 @@ async function describe(b: OpenApiBuilder, services: Services, registry: CotRegi
 
 type Db = Services["db"]["orm"];
 
-/** The types as they are now, ordered by slug (models come from the registry, cached by shape version). */
+/**
+ * The types as they are now, ordered by slug: the registry's models, cached by shape version and
+ * built again a type a step with turns after a schema change (read all at once, a local file's
+ * reads never waiting, the rebuild of 1,000 types held the loop for a second; decision 0210).
+ */
 async function currentModels(db: Db, registry: CotRegistry): Promise<CotModel[]> {
-  const rows = await db
-    .select({ id: customObjectTypes.id })
-    .from(customObjectTypes)
-    .orderBy(asc(customObjectTypes.slug));
-  return (await Promise.all(rows.map((r) => registry.byId(db, r.id)))).filter(
-    (m): m is CotModel => !!m,
+  const { models } = await registry.all(db);
+  return [...models].sort((a, b) =>
+    a.cot.slug < b.cot.slug ? -1 : a.cot.slug > b.cot.slug ? 1 : 0,
   );
 }
 

@@ -72,6 +72,7 @@ import {
   loadDbTypes,
   loadReferences,
   stableJson,
+  stableJsonWithTurns,
   COT_ATTR_DEFAULTS,
   type DbType,
   type Tombstone,
@@ -172,7 +173,8 @@ type StateSnapshot = Array<
   | { slug: string; attrs: unknown; next: number; fields: unknown[]; tombstones: unknown[] }
   | { slug: string; absent: true }
 >;
-const hashSnapshot = (snapshot: StateSnapshot) => sha256(stableJson(snapshot));
+/** A snapshot's hash, written a type a step with turns between (decision 0210). */
+const hashSnapshot = async (snapshot: StateSnapshot) => sha256(await stableJsonWithTurns(snapshot));
 
 function snapshotOf(state: Map<string, DbType>, slugs: string[]): StateSnapshot {
   return [...new Set(slugs)].sort().map((slug) => {
@@ -206,10 +208,14 @@ export const documentSlugs = (doc: SchemaDocument) => [
  * The state hash the database will have once the document is applied, computed from the
  * document and the current state the same way `stateHash` reads it afterwards.
  */
-function projectedHash(document: SchemaDocument, state: Map<string, DbType>): Promise<string> {
+async function projectedHash(
+  document: SchemaDocument,
+  state: Map<string, DbType>,
+): Promise<string> {
   const slugs = documentSlugs(document);
   const projected = new Map<string, unknown>();
   for (const t of document.types) {
+    await yieldWhenDue(); // a document of hundreds of types: turns between them (0210)
     const existing = state.get(t.slug);
     const listed = new Set([
       ...t.fields.map((f) => f.id),
@@ -252,7 +258,7 @@ function projectedHash(document: SchemaDocument, state: Map<string, DbType>): Pr
  */
 const PLAN_ID_RE = /^[0-9a-f]{32}\.[0-9a-f]{32}$/;
 async function planIdOf(document: SchemaDocument, fromHash: string): Promise<string> {
-  const docHash = (await sha256(stableJson(document))).slice(0, 32);
+  const docHash = (await sha256(await stableJsonWithTurns(document))).slice(0, 32);
   return `${docHash}.${(await sha256(`${docHash}:${fromHash}`)).slice(0, 32)}`;
 }
 

@@ -470,12 +470,19 @@ function decorateTypes(
   fieldRecord: { get(id: number): ApiRecord | undefined },
   ots: Map<number, ObjectTypeRow>,
 ) {
-  const fieldRecords = fieldRows
-    .map((f) => fieldRecord.get(f.id))
-    .filter((r): r is ApiRecord => !!r);
+  // each type's fields, in order, grouped once: a page of 1,000 types filtered all its fields
+  // for each type (decision 0210)
+  const byType = new Map<unknown, ApiRecord[]>();
+  for (const f of fieldRows) {
+    const record = fieldRecord.get(f.id);
+    if (!record) continue;
+    const own = byType.get(record.custom_object_type);
+    if (own) own.push(record);
+    else byType.set(record.custom_object_type, [record]);
+  }
   rows.forEach((row, i) => {
     const rec = records[i]!;
-    rec.fields = fieldRecords.filter((f) => f.custom_object_type === row.id);
+    rec.fields = byType.get(row.id) ?? [];
     const conditional = conditionalOf(row);
     rec.unique_together = mergedTogether(normalizeTogether(row.uniqueTogether), conditional);
     rec.checks = conditional.checks;
