@@ -101,6 +101,7 @@ const EnvSchema = v.object({
   // Every custom object type adds a table, a model, OpenAPI paths and GraphQL types that whole-
   // schema work (the documents, the type list, apply's plan) loops over (decision 0205).
   MAX_CUSTOM_OBJECT_TYPES: v.optional(intString(1, 100_000), "1000"),
+  OPENAPI_CACHE_MB: v.optional(intString(1, 65_536), "256"),
   WEBHOOK_ALLOWED_NETWORKS: v.optional(
     v.pipe(
       v.string(),
@@ -172,6 +173,11 @@ export interface Config {
   eventRuleLimits: { enabledRules: number; rulesPerUser: number; webhooksPerUser: number };
   /** Custom object types there may be in all (`MAX_CUSTOM_OBJECT_TYPES`, decision 0205). */
   maxCustomObjectTypes: number;
+  /**
+   * Serialised OpenAPI texts kept across the callers' visibility sets, in bytes
+   * (`OPENAPI_CACHE_MB`, decision 0210): past it, other sets' texts are dropped and made again.
+   */
+  openApiCacheBytes: number;
   /** Days change records and finished jobs are kept; 0 keeps them for good. */
   retention: { changelogDays: number; jobDays: number };
   /** Days removed custom object fields and types stay in the trash (0: purged at the next run). */
@@ -277,6 +283,7 @@ export function loadConfig(env: Record<string, unknown>, runtime: Runtime = "bun
       webhooksPerUser: e.MAX_WEBHOOKS_PER_USER,
     },
     maxCustomObjectTypes: e.MAX_CUSTOM_OBJECT_TYPES,
+    openApiCacheBytes: e.OPENAPI_CACHE_MB * 1024 * 1024,
     retention: { changelogDays: e.CHANGELOG_RETENTION_DAYS, jobDays: e.JOB_RETENTION_DAYS },
     schemaTrashDays: e.SCHEMA_TRASH_DAYS,
     logLevel: e.LOG_LEVEL,

@@ -29,6 +29,8 @@ export type { OpenApiDocument };
 
 /** One form of the document (all types, or without those a caller may not view) and its serialisations. */
 interface Variant {
+  /** The fingerprints of the build it belongs to (`Cached.key`). */
+  key: string;
   doc: OpenApiDocument;
   /**
    * Its text by format, as bytes (shared while they are made): one per format whatever the
@@ -70,8 +72,38 @@ type Read = (queries: Queries) => Promise<readonly unknown[]>;
 /** The documents of one app, cached while the plugins' fingerprints hold (one per app, made by `createApp`). */
 export class OpenApiDocuments {
   #cached: Cached | null = null;
+  /** Variants holding texts, oldest use first, with the bytes of their texts. */
+  #kept = new Map<Variant, number>();
 
   constructor(readonly sources: DocumentSources) {}
+
+  /** Bytes of serialised texts kept now (every variant, every format). */
+  keptTextBytes(): number {
+    let bytes = 0;
+    for (const n of this.#kept.values()) bytes += n;
+    return bytes;
+  }
+
+  /**
+   * Counts `entry`'s texts as just used, then drops the texts of the variants used longest ago
+   * while the kept bytes are past the budget (`OPENAPI_CACHE_MB`): one caller's many visibility
+   * sets cannot grow the cache by a document each. `entry`'s own are kept, whatever their size.
+   */
+  #keep(entry: Variant, encoded: Encoded): void {
+    if (entry.key !== this.#cached?.key) return; // a text of a document already replaced
+    const bytes = [...encoded.head, ...encoded.tail].reduce((n, c) => n + c.byteLength, 0);
+    const before = this.#kept.get(entry) ?? 0;
+    this.#kept.delete(entry);
+    this.#kept.set(entry, before + bytes);
+    let total = this.keptTextBytes();
+    const budget = this.sources.services.config.openApiCacheBytes;
+    for (const [variant, n] of this.#kept) {
+      if (total <= budget || variant === entry) break;
+      variant.texts.clear();
+      this.#kept.delete(variant);
+      total -= n;
+    }
+  }
 
   /** The fingerprints of everything run-time the document depends on, in one `read`. */
   async #fingerprint(read: Read): Promise<string> {
@@ -102,6 +134,7 @@ export class OpenApiDocuments {
           if (this.#building !== building) return;
           this.#building = null;
           this.#cached = built;
+          this.#kept.clear(); // the texts of the documents it replaces
         },
         () => {
           if (this.#building === building) this.#building = null;
@@ -113,7 +146,8 @@ export class OpenApiDocuments {
 
   async #build(key: string): Promise<Cached> {
     const doc = await buildDocument(this.sources);
-    return { key, full: { doc, texts: new Map() }, slugs: typeSlugsOf(doc), variants: new Map() };
+    const full = { key, doc, texts: new Map() };
+    return { key, full, slugs: typeSlugsOf(doc), variants: new Map() };
   }
 
   async #variant(canView?: TypeVisibility, read?: Read): Promise<Variant> {
@@ -125,10 +159,15 @@ export class OpenApiDocuments {
     if (!found) {
       // shared while it is made (with turns), as the full document is
       found = withoutTypes(entry.full.doc, new Set(hidden)).then((doc) => ({
+        key: entry.key,
         doc,
         texts: new Map(),
       }));
-      if (entry.variants.size >= MAX_VARIANTS) entry.variants.clear();
+      if (entry.variants.size >= MAX_VARIANTS) {
+        entry.variants.clear();
+        for (const variant of this.#kept.keys())
+          if (variant !== entry.full) this.#kept.delete(variant);
+      }
       entry.variants.set(key, found);
       found.catch(() => entry.variants.delete(key));
     }
@@ -156,7 +195,15 @@ export class OpenApiDocuments {
       // written and encoded with turns, a path and a component schema a step (0205, 0210)
       text = encodedText(entry.doc as unknown as Record<string, unknown>, format);
       entry.texts.set(format, text);
-      text.catch(() => entry.texts.delete(format));
+      text.then(
+        (encoded) => this.#keep(entry, encoded),
+        () => entry.texts.delete(format),
+      );
+    } else if (this.#kept.has(entry)) {
+      // used now: the last to be dropped
+      const bytes = this.#kept.get(entry)!;
+      this.#kept.delete(entry);
+      this.#kept.set(entry, bytes);
     }
     return answerBody(await text, format, withServer(entry.doc, baseUrl).servers);
   }

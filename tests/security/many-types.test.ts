@@ -630,3 +630,71 @@ describe("whole-schema work after a schema change", () => {
     expect(largest).toBeLessThanOrEqual(500);
   });
 });
+
+describe("the OpenAPI texts kept for many visibility sets", () => {
+  /** Counts the characters JSON.stringify writes while `work` runs. */
+  const writtenBy = async (work: () => Promise<unknown>) => {
+    const stringify = JSON.stringify;
+    let written = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify(...a);
+      written += out?.length ?? 0;
+      return out;
+    }) as typeof stringify;
+    try {
+      await work();
+    } finally {
+      JSON.stringify = stringify;
+    }
+    return written;
+  };
+
+  /** An app with 40 types and two readers, each kept from one type: two visibility sets. */
+  const twoReaders = async (cacheMb: string) => {
+    const app = await makeTestApp({ OPENAPI_CACHE_MB: cacheMb });
+    expect((await app.json("POST", APPLY, { body: typeDoc("kept", 40) })).status).toBe(200);
+    const reader = (n: number) =>
+      app.user(`reader-${n}`, [
+        [["view"], "custom_objects.customobjecttype"],
+        ...Array.from(
+          { length: 40 },
+          (_, i) => [["view"], `custom_objects.kept_${i}`] as [string[], string],
+        ).filter((_, i) => i !== n),
+      ]);
+    const readers = [await reader(1), await reader(2)];
+    const json = async (token: string) => {
+      const res = await app.req("GET", "/api/schema/?format=json", { token });
+      expect(res.status).toBe(200);
+      return (await res.text()).length;
+    };
+    return { app, readers, json };
+  };
+
+  test("past OPENAPI_CACHE_MB another set's text is dropped and written again when asked", async () => {
+    const { app, readers, json } = await twoReaders("1");
+    try {
+      const [a, b] = readers as [string, string];
+      const size = await json(a);
+      // one set's text alone is past the 1 MB budget: the second set's drops the first's
+      expect(size).toBeGreaterThan(1024 * 1024);
+      await json(b);
+      const again = await writtenBy(() => json(a));
+      expect(again).toBeGreaterThan(size / 2);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test("within the budget each set's text is written once", async () => {
+    const { app, readers, json } = await twoReaders("256");
+    try {
+      const [a, b] = readers as [string, string];
+      await json(a);
+      await json(b);
+      // only `servers` is written per answer
+      expect(await writtenBy(() => json(a))).toBeLessThan(10_000);
+    } finally {
+      await app.close();
+    }
+  });
+});
