@@ -46,9 +46,9 @@ import {
   tableName,
   valueColumn,
 } from "../ddl";
-import type { FieldRow } from "../field-types";
+import type { FieldRow, ScalarEncoder, Storage } from "../field-types";
 import { plainRef, resolveRef } from "../field-types/reference";
-import { encodeScalar, takeCompanions } from "./values";
+import { scalarEncoder, takeCompanions } from "./values";
 import { scheduleSearchFlush } from "../search/flush";
 import type { Nested, Reader } from "./read";
 import { hasOwner, writeOwner } from "./owner";
@@ -116,6 +116,12 @@ export interface Lookups {
 /** Most rows one multi-row INSERT carries (SQLite binds at most 32,766 values per statement). */
 const INSERT_ROWS = 100;
 const MAX_BOUND = 16_000;
+
+/** A field as `convert` takes it: its storage and, for a column, its encoder. */
+type FieldPlan = { f: FieldRow; kind: Storage; encode: ScalarEncoder | null };
+
+/** The choices of a field whose choice set the preflight did not find: none. */
+const NO_CHOICES: ReadonlySet<string> = new Set();
 
 /** One input's conversion under way: what it has produced and found wrong so far. */
 type Conversion = {
@@ -315,6 +321,8 @@ export class ObjectWriter {
   readonly bulkReturning: Record<string, SQLiteColumn | SQL>;
   /** Inputs per chunk of a bulk create: one multi-row INSERT stays under `MAX_BOUND` values. */
   readonly chunkRows: number;
+  /** Each field's storage and, for a column, its encoder: looked up once, not per row and field. */
+  readonly plans: FieldPlan[];
 
   constructor(
     readonly shape: Shape,
@@ -356,6 +364,10 @@ export class ObjectWriter {
       1,
       Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))),
     );
+    this.plans = fields.map((f) => {
+      const kind = shape.storage(f);
+      return { f, kind, encode: kind === "column" ? scalarEncoder(f) : null };
+    });
   }
 
   /** Look-ups that read the database as the conversion goes (inside a transaction). */
@@ -532,9 +544,9 @@ export class ObjectWriter {
       batched: !!batch,
       look,
     };
-    for (const f of this.fields) {
+    for (const plan of this.plans) {
       // a scalar converts synchronously: no promise per field and row (a bulk of 1,000 has 20,000)
-      const pending = this.convertField(ctx, st, f, input, existing, partial);
+      const pending = this.convertField(ctx, st, plan, input, existing, partial);
       if (pending) await pending;
     }
     if (batch && !errors.empty) return null;
@@ -602,7 +614,7 @@ export class ObjectWriter {
   convertField(
     ctx: WriteContext,
     st: Conversion,
-    f: FieldRow,
+    { f, kind, encode }: FieldPlan,
     input: ApiRecord,
     existing: Record<string, any> | null,
     partial: boolean,
@@ -634,13 +646,11 @@ export class ObjectWriter {
       );
       return;
     }
-    const kind = this.shape.storage(f);
     if (kind === "reference") return this.convertReference(ctx, st, f, raw);
     if (kind === "links") return this.convertLinks(ctx, st, f, raw);
-    const checked = encodeScalar(
-      f,
+    const checked = encode!(
       raw,
-      f.choiceSetId ? (st.pre.choices.get(f.choiceSetId) ?? new Set()) : null,
+      f.choiceSetId ? (st.pre.choices.get(f.choiceSetId) ?? NO_CHOICES) : null,
     );
     if ("error" in checked) errors.add(f.name, checked.error);
     else values[f.name] = checked.value;
@@ -847,11 +857,10 @@ export class ObjectWriter {
     }
   }
 
-  /** The insert's bound values for one converted input. */
+  /** The insert's bound values for one converted input (`values` has no prototype). */
   insertParams(values: Record<string, unknown>, now: string): Record<string, unknown> {
     const into: Record<string, unknown> = Object.create(null);
-    for (const key of this.insertColumns)
-      into[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
+    for (const key of this.insertColumns) into[key] = values[key] ?? null;
     into.created = into.lastUpdated = now;
     return into;
   }
