@@ -117,8 +117,16 @@ export interface Lookups {
 const INSERT_ROWS = 100;
 const MAX_BOUND = 16_000;
 
-/** A field as `convert` takes it: its storage and, for a column, its encoder. */
-type FieldPlan = { f: FieldRow; kind: Storage; encode: ScalarEncoder | null };
+/**
+ * A field as `convert` takes it: its storage, its columns (a reference's id and type columns)
+ * and, for a column, its encoder.
+ */
+type FieldPlan = {
+  f: FieldRow;
+  kind: Storage;
+  columns: string[];
+  encode: ScalarEncoder | null;
+};
 
 /** The choices of a field whose choice set the preflight did not find: none. */
 const NO_CHOICES: ReadonlySet<string> = new Set();
@@ -338,6 +346,8 @@ export class ObjectWriter {
   readonly partFields: Array<{ f: FieldRow; parts: readonly string[] }>;
   readonly owned: boolean;
   readonly reserved: Set<string>;
+  /** The names an input may give once its parts are folded and companions taken. */
+  readonly known: Set<string>;
   readonly insertColumns: string[];
   readonly insertQuery: Prebuilt<Record<string, any>[]>;
   readonly insertMany = new Map<number, InsertMany>();
@@ -376,6 +386,7 @@ export class ObjectWriter {
     });
     this.owned = hasOwner(shape);
     this.reserved = reservedNames(shape, this.owned);
+    this.known = new Set([...shape.byName.keys(), ...this.reserved, "tags"]);
     // A create writes every column through one prepared statement whose RETURNING clause is the
     // row query's select list, so the new record needs no second read.
     const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
@@ -398,7 +409,12 @@ export class ObjectWriter {
     );
     this.plans = fields.map((f) => {
       const kind = shape.storage(f);
-      return { f, kind, encode: kind === "column" ? scalarEncoder(f) : null };
+      return {
+        f,
+        kind,
+        columns: fieldColumns(f),
+        encode: kind === "column" ? scalarEncoder(f) : null,
+      };
     });
   }
 
@@ -621,8 +637,7 @@ export class ObjectWriter {
       else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
     }
     for (const key of Object.keys(input))
-      if (!this.shape.byName.has(key) && !this.reserved.has(key) && key !== "tags")
-        errors.add(key, "Unknown field.");
+      if (!this.known.has(key)) errors.add(key, "Unknown field.");
     return input;
   }
 
@@ -646,12 +661,13 @@ export class ObjectWriter {
   convertField(
     ctx: WriteContext,
     st: Conversion,
-    { f, kind, encode }: FieldPlan,
+    plan: FieldPlan,
     input: ApiRecord,
     existing: Record<string, any> | null,
     partial: boolean,
   ): Promise<void> | undefined {
     const { errors, values } = st;
+    const { f, kind, encode } = plan;
     const present = Object.hasOwn(input, f.name);
     let raw = present ? input[f.name] : undefined;
     if (!present) {
@@ -678,7 +694,7 @@ export class ObjectWriter {
       );
       return;
     }
-    if (kind === "reference") return this.convertReference(ctx, st, f, raw);
+    if (kind === "reference") return this.convertReference(ctx, st, plan, raw);
     if (kind === "links") return this.convertLinks(ctx, st, f, raw);
     const checked = encode!(
       raw,
@@ -692,21 +708,22 @@ export class ObjectWriter {
   convertReference(
     ctx: WriteContext,
     st: Conversion,
-    f: FieldRow,
+    plan: FieldPlan,
     raw: unknown,
   ): Promise<void> | undefined {
+    const { f, columns } = plan;
     if (raw === null) {
-      st.values[`${f.name}_id`] = null;
-      if (f.isPolymorphic) st.values[`${f.name}_type`] = null;
+      for (const column of columns) st.values[column] = null;
       return;
     }
     // only a polymorphic reference looks its type up; a plain one converts synchronously
-    if (f.isPolymorphic) return resolveRef(ctx, f, raw).then((r) => this.takeReference(st, f, r));
-    this.takeReference(st, f, plainRef(f, raw));
+    if (f.isPolymorphic)
+      return resolveRef(ctx, f, raw).then((r) => this.takeReference(st, plan, r));
+    this.takeReference(st, plan, plainRef(f, raw));
   }
 
   /** A resolved reference into `st`: its columns, the reference checked or made pending. */
-  takeReference(st: Conversion, f: FieldRow, r: Ref | { error: string }) {
+  takeReference(st: Conversion, { f, columns }: FieldPlan, r: Ref | { error: string }) {
     const { values } = st;
     if ("error" in r) {
       st.errors.add(f.name, r.error);
@@ -716,8 +733,8 @@ export class ObjectWriter {
       st.pending.push({ field: f, ref: r });
     else if (!st.pre.found(f.name)) st.errors.add(f.name, notFoundMessage(r.id));
     st.named.push({ field: f, ref: r });
-    values[`${f.name}_id`] = r.id;
-    if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
+    values[columns[0]!] = r.id;
+    if (f.isPolymorphic) values[columns[1]!] = r.typeId;
   }
 
   /** A multiobject field's value: its references (each once), all made pending. */
