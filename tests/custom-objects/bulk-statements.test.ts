@@ -12,6 +12,8 @@ import { reader } from "../../src/plugins/custom-objects/objects/read";
 import { ObjectWriter, repeatRows } from "../../src/plugins/custom-objects/objects/write";
 import { encodeScalar, scalarEncoder } from "../../src/plugins/custom-objects/objects/values";
 import type { FieldLike } from "../../src/plugins/custom-objects/field-types";
+import { textLike } from "../../src/plugins/custom-objects/field-types/text";
+import * as v from "valibot";
 import { addField, choiceSet, makeCot } from "./fixtures";
 
 let t: TestApp;
@@ -178,5 +180,21 @@ describe("a field's encoder built once", () => {
           ).toBe(true);
         }
       }
+  });
+
+  test("a text-like type with checks of its own but no `accepts` always asks its schema", () => {
+    const hex = textLike({
+      name: "hex",
+      indexed: false,
+      canBeUnique: false,
+      lossless: [],
+      maxChars: 6,
+      actions: () => [v.regex(/^[0-9a-f]+$/, "Enter hex digits.")],
+    });
+    const f = field("hex");
+    const encode = hex.encoder!(f);
+    for (const raw of ["c0ffee", "zz", "", "c0ffee0", 7])
+      expect(encode(raw, null)).toEqual(hex.encode(f, raw, null));
+    expect(encode("zz", null)).toEqual({ error: "Enter hex digits." });
   });
 });

@@ -15,7 +15,10 @@ export function textLike(options: {
   format?: string;
   actions?: Actions;
   checkOther?: boolean;
-  /** What `actions` check, as one test of a string (`encoder`'s plainly valid values). */
+  /**
+   * What `actions` check, as one test of a string: the values `encoder` takes without the schema.
+   * A type with `actions` and no `accepts` always asks its schema.
+   */
   accepts?: (s: string) => boolean;
   /** Characters one value may have (decision 0068); checked before any pattern runs. */
   maxChars: number;
@@ -47,9 +50,9 @@ export function textLike(options: {
   /** Within the cap, passing `accepts` and the field's pattern: what the schema takes unchanged. */
   const plainlyValid = (f: FieldLike): ((s: string) => boolean) => {
     const matches = regexTest(f);
-    const { accepts, maxChars } = options;
+    const { actions, accepts = actions ? () => false : () => true, maxChars } = options;
     if (!matches) return () => false;
-    return (s) => s.length <= maxChars && (!accepts || accepts(s)) && matches(s);
+    return (s) => s.length <= maxChars && accepts(s) && matches(s);
   };
   return {
     name: options.name,
