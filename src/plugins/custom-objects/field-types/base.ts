@@ -61,6 +61,24 @@ export function rangeActions(f: FieldLike) {
   return out;
 }
 
+/** Whether `n` is within validation_minimum / validation_maximum, as `rangeActions` checks it. */
+export function inRange(f: FieldLike, n: number): boolean {
+  return (
+    (f.validationMinimum == null || n >= f.validationMinimum) &&
+    (f.validationMaximum == null || n <= f.validationMaximum)
+  );
+}
+
+/**
+ * validation_regex as a test (always true without one), or null for a pattern RE2 refuses:
+ * what `regexActions` checks, for a module's `encoder`.
+ */
+export function regexTest(f: FieldLike): ((s: string) => boolean) | null {
+  if (!f.validationRegex) return () => true;
+  const pattern = compilePattern(f.validationRegex);
+  return "refused" in pattern ? null : pattern.test;
+}
+
 /**
  * validation_regex as a valibot action, matched by RE2 in linear time (decision 0068). A pattern
  * stored before RE2 (a lookaround, a backreference) that RE2 refuses cannot be checked safely:

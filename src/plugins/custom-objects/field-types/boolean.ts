@@ -38,6 +38,10 @@ export const boolean: FieldTypeModule = {
   lossless: ["text", "longtext"],
   schema: () => schema,
   encode: (_f, raw) => parseWith(schema, lenient(raw)),
+  encoder: () => (raw) => {
+    const b = lenient(raw);
+    return typeof b === "boolean" ? { value: b ? 1 : 0 } : parseWith(schema, b);
+  },
   decode: (stored) =>
     stored === null || stored === undefined
       ? null

@@ -35,6 +35,8 @@ export const date: FieldTypeModule = {
   lossless: ["text", "longtext"],
   schema: () => schema,
   encode: (_f, raw) => parseWith(schema, raw),
+  encoder: () => (raw) =>
+    typeof raw === "string" && isValidDate(raw) ? { value: raw } : parseWith(schema, raw),
   decode: (stored) => stored ?? null,
   fromOther: (_api, text) => (isValidDate(text) ? text : undefined),
   filters: columnFilter("date"),

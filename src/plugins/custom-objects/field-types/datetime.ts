@@ -42,6 +42,10 @@ export const datetime: FieldTypeModule = {
   lossless: ["text", "longtext"],
   schema: () => schema,
   encode: (_f, raw) => parseWith(schema, raw),
+  encoder: () => (raw) => {
+    const at = typeof raw === "string" ? normalize(raw) : null;
+    return at === null ? parseWith(schema, raw) : { value: at };
+  },
   decode: (stored) => stored ?? null,
   fromOther: (_api, text) => normalize(text) ?? undefined,
   filters: columnFilter("datetime"),

@@ -4,6 +4,7 @@ import {
   cached,
   columnFilter,
   describe,
+  inRange,
   jsonOf,
   parseWith,
   rangeActions,
@@ -49,6 +50,15 @@ export const decimal: FieldTypeModule = {
   lossless: ["text", "longtext"],
   schema,
   encode: (f, raw) => parseWith(schema(f), lenient(raw)),
+  encoder: (f) => {
+    const s = schema(f);
+    return (raw) => {
+      const n = lenient(raw);
+      return typeof n === "number" && Number.isFinite(n) && inRange(f, n)
+        ? { value: n }
+        : parseWith(s, n);
+    };
+  },
   decode: (stored) => (typeof stored === "string" ? Number(stored) : (stored ?? null)),
   fromOther: (_api, text) => {
     const r = parseWith(schema(plain), lenient(text.trim()));

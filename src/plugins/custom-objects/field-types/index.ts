@@ -50,6 +50,7 @@ export function fieldType(name: string): FieldTypeModule {
 
 export type {
   Checked,
+  ScalarEncoder,
   Companion,
   FieldLike,
   FieldRow,

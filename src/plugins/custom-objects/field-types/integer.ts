@@ -4,6 +4,7 @@ import {
   cached,
   columnFilter,
   describe,
+  inRange,
   jsonOf,
   parseWith,
   rangeActions,
@@ -43,6 +44,15 @@ export const integer: FieldTypeModule = {
   lossless: ["decimal", "text", "longtext"],
   schema,
   encode: (f, raw) => parseWith(schema(f), lenient(raw)),
+  encoder: (f) => {
+    const s = schema(f);
+    return (raw) => {
+      const n = lenient(raw);
+      return typeof n === "number" && Number.isSafeInteger(n) && inRange(f, n)
+        ? { value: n }
+        : parseWith(s, n);
+    };
+  },
   decode: (stored) => (typeof stored === "bigint" ? Number(stored) : (stored ?? null)),
   fromOther: (_api, text) => {
     const r = parseWith(

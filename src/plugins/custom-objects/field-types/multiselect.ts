@@ -13,6 +13,13 @@ const schema = v.array(
   (issue) => `Expected a list of items but got type "${typeof issue.input}".`,
 );
 
+/** A list whose every item (holes too, as `encode` reads them) is one of `choices`. */
+function allChoices(raw: unknown, choices: ReadonlySet<string> | null): raw is string[] {
+  if (!Array.isArray(raw) || !choices) return false;
+  for (const value of raw) if (typeof value !== "string" || !choices.has(value)) return false;
+  return true;
+}
+
 export const multiselect: FieldTypeModule = {
   name: "multiselect",
   storage: "column",
@@ -37,6 +44,10 @@ export const multiselect: FieldTypeModule = {
     const values = r.value as string[];
     return { value: values.length ? JSON.stringify([...new Set(values)]) : null };
   },
+  encoder: (f) => (raw, choices) =>
+    allChoices(raw, choices)
+      ? { value: raw.length ? JSON.stringify([...new Set(raw)]) : null }
+      : multiselect.encode(f, raw, choices),
   decode: (stored) => {
     if (stored === null || stored === undefined) return [];
     try {

@@ -31,6 +31,8 @@ export const select: FieldTypeModule = {
     if ("error" in r) return r;
     return choices?.has(raw as string) ? r : { error: notAChoice(raw) };
   },
+  encoder: (f) => (raw, choices) =>
+    typeof raw === "string" && choices?.has(raw) ? { value: raw } : select.encode(f, raw, choices),
   decode: (stored) => stored ?? null,
   // From a list of choices, its first one.
   fromOther: (api, text, from) =>

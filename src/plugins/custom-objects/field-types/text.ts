@@ -1,6 +1,6 @@
 /** `text`: a string in a TEXT column; `""` is stored as null. `textLike` also makes longtext and url. */
 import * as v from "valibot";
-import { cached, describe, jsonOf, parseWith, regexActions, requestValue } from "./base";
+import { cached, describe, jsonOf, parseWith, regexActions, regexTest, requestValue } from "./base";
 import type { JsonSchema } from "../../../core/json-schema";
 import { MAX_TEXT_CHARS } from "../../../core/limits";
 import type { FieldLike, FieldRow, FieldTypeModule } from "./types";
@@ -15,6 +15,11 @@ export function textLike(options: {
   format?: string;
   actions?: Actions;
   checkOther?: boolean;
+  /**
+   * What `actions` check, as one test of a string: the values `encoder` takes without the schema.
+   * A type with `actions` and no `accepts` always asks its schema.
+   */
+  accepts?: (s: string) => boolean;
   /** Characters one value may have (decision 0068); checked before any pattern runs. */
   maxChars: number;
 }): FieldTypeModule {
@@ -42,6 +47,13 @@ export function textLike(options: {
     validationMaximum: null,
   };
   const format = options.format ? { format: options.format } : {};
+  /** Within the cap, passing `accepts` and the field's pattern: what the schema takes unchanged. */
+  const plainlyValid = (f: FieldLike): ((s: string) => boolean) => {
+    const matches = regexTest(f);
+    const { actions, accepts = actions ? () => false : () => true, maxChars } = options;
+    if (!matches) return () => false;
+    return (s) => s.length <= maxChars && accepts(s) && matches(s);
+  };
   return {
     name: options.name,
     storage: "column",
@@ -57,6 +69,16 @@ export function textLike(options: {
     lossless: options.lossless,
     schema,
     encode: (f, raw) => (raw === "" ? { value: null } : parseWith(schema(f), raw)),
+    encoder: (f) => {
+      const s = schema(f);
+      const valid = plainlyValid(f);
+      return (raw) =>
+        raw === ""
+          ? { value: null }
+          : typeof raw === "string" && valid(raw)
+            ? { value: raw }
+            : parseWith(s, raw);
+    },
     decode: (stored) => stored ?? null,
     // Text carries over as it is; types with their own checks (`checkOther`) keep only what passes them.
     fromOther: (_api, text) => {

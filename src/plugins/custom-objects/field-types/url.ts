@@ -20,6 +20,9 @@ function isUrl(raw: string): boolean {
   }
 }
 
+/** At most 2000 characters: the URL check the schema's pipe makes after `isUrl`. */
+const URL_MAX_CHARS = 2000;
+
 /** Upstream's title column is a CharField(max_length=200). */
 const LINK_TITLE_MAX = 200;
 
@@ -79,8 +82,9 @@ export const url: FieldTypeModule = {
     maxChars: MAX_TEXT_CHARS,
     actions: () => [
       v.check(isUrl, "Enter a valid URL."),
-      v.maxLength(2000, "Ensure this field has no more than 2000 characters."),
+      v.maxLength(URL_MAX_CHARS, `Ensure this field has no more than ${URL_MAX_CHARS} characters.`),
     ],
+    accepts: (s) => s.length <= URL_MAX_CHARS && isUrl(s),
   }),
   companions: [linkTitle],
   fixedType: true,

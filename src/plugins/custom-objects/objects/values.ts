@@ -5,7 +5,13 @@
  */
 import type { ErrorCollector } from "../../../core/errors";
 import type { ApiRecord } from "../../../core/rest/resource";
-import { fieldType, type Checked, type FieldLike, type FieldRow } from "../field-types";
+import {
+  fieldType,
+  type Checked,
+  type FieldLike,
+  type FieldRow,
+  type ScalarEncoder,
+} from "../field-types";
 import type { Shape } from "./shape";
 
 export type { Checked, FieldRow };
@@ -21,6 +27,16 @@ export function encodeScalar(
 ): Checked {
   if (raw === null || raw === undefined) return { value: null };
   return fieldType(f.type).encode(f, raw, choices);
+}
+
+/** `encodeScalar` for one field, its module and checks looked up once (a bulk's rows share it). */
+export function scalarEncoder(f: FieldLike): ScalarEncoder {
+  const m = fieldType(f.type);
+  const encode: ScalarEncoder = m.encoder
+    ? m.encoder(f)
+    : (raw, choices) => m.encode(f, raw, choices);
+  return (raw, choices) =>
+    raw === null || raw === undefined ? { value: null } : encode(raw, choices);
 }
 
 /** A change whose stored values always carry over (nothing needs counting). */

@@ -46,9 +46,9 @@ import {
   tableName,
   valueColumn,
 } from "../ddl";
-import type { FieldRow } from "../field-types";
+import type { FieldRow, ScalarEncoder, Storage } from "../field-types";
 import { plainRef, resolveRef } from "../field-types/reference";
-import { encodeScalar, takeCompanions } from "./values";
+import { scalarEncoder, takeCompanions } from "./values";
 import { scheduleSearchFlush } from "../search/flush";
 import type { Nested, Reader } from "./read";
 import { hasOwner, writeOwner } from "./owner";
@@ -117,6 +117,20 @@ export interface Lookups {
 const INSERT_ROWS = 100;
 const MAX_BOUND = 16_000;
 
+/**
+ * A field as `convert` takes it: its storage, its columns (a reference's id and type columns)
+ * and, for a column, its encoder.
+ */
+type FieldPlan = {
+  f: FieldRow;
+  kind: Storage;
+  columns: string[];
+  encode: ScalarEncoder | null;
+};
+
+/** The choices of a field whose choice set the preflight did not find: none. */
+const NO_CHOICES: ReadonlySet<string> = new Set();
+
 /** One input's conversion under way: what it has produced and found wrong so far. */
 type Conversion = {
   errors: ErrorCollector;
@@ -141,6 +155,38 @@ type InsertMany = {
   constants: unknown[];
   encoders: Array<DriverValueEncoder<unknown, unknown> | undefined>;
 };
+
+/** A VALUES tuple as Drizzle writes one row of placeholders (`null` for the id). */
+const ROW_TUPLE = /^\((?:\?|null)(?:, (?:\?|null))*\)$/;
+
+/**
+ * A one-row INSERT (`one`) for `n` rows, as Drizzle writes them: its VALUES tuple `n` times,
+ * joined by ", ", each row's slots `width` on from the last; what follows the tuple (RETURNING,
+ * with any values it binds) once, after them.
+ */
+export function repeatRows(one: InsertMany, n: number, width: number): InsertMany {
+  const start = one.sql.indexOf(" values (") + 1 + "values ".length;
+  const end = one.sql.indexOf(")", start) + 1;
+  const tuple = one.sql.slice(start, end);
+  if (start === "values ".length || !ROW_TUPLE.test(tuple))
+    throw new Error(`repeatRows: not a one-row INSERT: ${one.sql}`);
+  const perRow = tuple.split("?").length - 1;
+  const total = perRow * n + one.slots.length - perRow;
+  const slots = new Int32Array(total);
+  const constants: unknown[] = new Array(total);
+  const encoders: InsertMany["encoders"] = new Array(total);
+  for (let k = 0; k < total; k++) {
+    // a row's position, or (past the rows) one of what follows the tuple
+    const row = k < perRow * n ? Math.floor(k / perRow) : -1;
+    const p = row < 0 ? k - perRow * (n - 1) : k - row * perRow;
+    const slot = one.slots[p]!;
+    slots[k] = slot < 0 || row < 0 ? slot : row * width + slot;
+    constants[k] = one.constants[p];
+    encoders[k] = one.encoders[p];
+  }
+  const rows = Array.from({ length: n }, () => tuple).join(", ");
+  return { sql: one.sql.slice(0, start) + rows + one.sql.slice(end), slots, constants, encoders };
+}
 
 /**
  * A multi-row INSERT's bound values, in one loop over its slots: straight from the rows, with no
@@ -300,6 +346,8 @@ export class ObjectWriter {
   readonly partFields: Array<{ f: FieldRow; parts: readonly string[] }>;
   readonly owned: boolean;
   readonly reserved: Set<string>;
+  /** The names an input may give once its parts are folded and companions taken. */
+  readonly known: Set<string>;
   readonly insertColumns: string[];
   readonly insertQuery: Prebuilt<Record<string, any>[]>;
   readonly insertMany = new Map<number, InsertMany>();
@@ -315,6 +363,8 @@ export class ObjectWriter {
   readonly bulkReturning: Record<string, SQLiteColumn | SQL>;
   /** Inputs per chunk of a bulk create: one multi-row INSERT stays under `MAX_BOUND` values. */
   readonly chunkRows: number;
+  /** Each field's storage and, for a column, its encoder: looked up once, not per row and field. */
+  readonly plans: FieldPlan[];
 
   constructor(
     readonly shape: Shape,
@@ -336,6 +386,7 @@ export class ObjectWriter {
     });
     this.owned = hasOwner(shape);
     this.reserved = reservedNames(shape, this.owned);
+    this.known = new Set([...shape.byName.keys(), ...this.reserved, "tags"]);
     // A create writes every column through one prepared statement whose RETURNING clause is the
     // row query's select list, so the new record needs no second read.
     const insertColumns = Object.keys(getTableColumns(table)).filter((key) => key !== "id");
@@ -356,6 +407,15 @@ export class ObjectWriter {
       1,
       Math.min(INSERT_ROWS, Math.floor(MAX_BOUND / (insertColumns.length + 1))),
     );
+    this.plans = fields.map((f) => {
+      const kind = shape.storage(f);
+      return {
+        f,
+        kind,
+        columns: fieldColumns(f),
+        encode: kind === "column" ? scalarEncoder(f) : null,
+      };
+    });
   }
 
   /** Look-ups that read the database as the conversion goes (inside a transaction). */
@@ -532,9 +592,9 @@ export class ObjectWriter {
       batched: !!batch,
       look,
     };
-    for (const f of this.fields) {
+    for (const plan of this.plans) {
       // a scalar converts synchronously: no promise per field and row (a bulk of 1,000 has 20,000)
-      const pending = this.convertField(ctx, st, f, input, existing, partial);
+      const pending = this.convertField(ctx, st, plan, input, existing, partial);
       if (pending) await pending;
     }
     if (batch && !errors.empty) return null;
@@ -577,8 +637,7 @@ export class ObjectWriter {
       else values[LOCAL_CONTEXT_COLUMN] = data === null ? null : JSON.stringify(data);
     }
     for (const key of Object.keys(input))
-      if (!this.shape.byName.has(key) && !this.reserved.has(key) && key !== "tags")
-        errors.add(key, "Unknown field.");
+      if (!this.known.has(key)) errors.add(key, "Unknown field.");
     return input;
   }
 
@@ -602,12 +661,13 @@ export class ObjectWriter {
   convertField(
     ctx: WriteContext,
     st: Conversion,
-    f: FieldRow,
+    plan: FieldPlan,
     input: ApiRecord,
     existing: Record<string, any> | null,
     partial: boolean,
   ): Promise<void> | undefined {
     const { errors, values } = st;
+    const { f, kind, encode } = plan;
     const present = Object.hasOwn(input, f.name);
     let raw = present ? input[f.name] : undefined;
     if (!present) {
@@ -634,13 +694,11 @@ export class ObjectWriter {
       );
       return;
     }
-    const kind = this.shape.storage(f);
-    if (kind === "reference") return this.convertReference(ctx, st, f, raw);
+    if (kind === "reference") return this.convertReference(ctx, st, plan, raw);
     if (kind === "links") return this.convertLinks(ctx, st, f, raw);
-    const checked = encodeScalar(
-      f,
+    const checked = encode!(
       raw,
-      f.choiceSetId ? (st.pre.choices.get(f.choiceSetId) ?? new Set()) : null,
+      f.choiceSetId ? (st.pre.choices.get(f.choiceSetId) ?? NO_CHOICES) : null,
     );
     if ("error" in checked) errors.add(f.name, checked.error);
     else values[f.name] = checked.value;
@@ -650,21 +708,22 @@ export class ObjectWriter {
   convertReference(
     ctx: WriteContext,
     st: Conversion,
-    f: FieldRow,
+    plan: FieldPlan,
     raw: unknown,
   ): Promise<void> | undefined {
+    const { f, columns } = plan;
     if (raw === null) {
-      st.values[`${f.name}_id`] = null;
-      if (f.isPolymorphic) st.values[`${f.name}_type`] = null;
+      for (const column of columns) st.values[column] = null;
       return;
     }
     // only a polymorphic reference looks its type up; a plain one converts synchronously
-    if (f.isPolymorphic) return resolveRef(ctx, f, raw).then((r) => this.takeReference(st, f, r));
-    this.takeReference(st, f, plainRef(f, raw));
+    if (f.isPolymorphic)
+      return resolveRef(ctx, f, raw).then((r) => this.takeReference(st, plan, r));
+    this.takeReference(st, plan, plainRef(f, raw));
   }
 
   /** A resolved reference into `st`: its columns, the reference checked or made pending. */
-  takeReference(st: Conversion, f: FieldRow, r: Ref | { error: string }) {
+  takeReference(st: Conversion, { f, columns }: FieldPlan, r: Ref | { error: string }) {
     const { values } = st;
     if ("error" in r) {
       st.errors.add(f.name, r.error);
@@ -674,8 +733,8 @@ export class ObjectWriter {
       st.pending.push({ field: f, ref: r });
     else if (!st.pre.found(f.name)) st.errors.add(f.name, notFoundMessage(r.id));
     st.named.push({ field: f, ref: r });
-    values[`${f.name}_id`] = r.id;
-    if (f.isPolymorphic) values[`${f.name}_type`] = r.typeId;
+    values[columns[0]!] = r.id;
+    if (f.isPolymorphic) values[columns[1]!] = r.typeId;
   }
 
   /** A multiobject field's value: its references (each once), all made pending. */
@@ -847,48 +906,57 @@ export class ObjectWriter {
     }
   }
 
-  /** The insert's bound values for one converted input. */
+  /** The insert's bound values for one converted input (`values` has no prototype). */
   insertParams(values: Record<string, unknown>, now: string): Record<string, unknown> {
     const into: Record<string, unknown> = Object.create(null);
-    for (const key of this.insertColumns)
-      into[key] = (Object.hasOwn(values, key) ? values[key] : null) ?? null;
+    for (const key of this.insertColumns) into[key] = values[key] ?? null;
     into.created = into.lastUpdated = now;
     return into;
   }
 
   /**
-   * A multi-row INSERT of `n` rows as text with positional arguments, compiled once per size: the
+   * A multi-row INSERT of `n` rows as text with positional arguments, built once per size: the
    * rows' values go straight into one array (`executePositional`), where named placeholders made
    * a 2,600-key object per chunk that Drizzle then mapped back to an array. Only the ids (and
    * the primary label, when it is an SQL expression) come back: each new row's columns are the
    * values just bound, which the column types keep as they are (each field's column has its
-   * type's SQL type, and every encoder yields that type).
+   * type's SQL type, and every encoder yields that type). Drizzle compiles the one-row statement;
+   * `n` rows repeat its VALUES tuple (`repeatRows`): compiling 100 rows through Drizzle's builder
+   * cost a process's first bulk tens of milliseconds.
    */
   insertManyStatement(orm: Orm, n: number): InsertMany {
-    const { insertColumns } = this;
     let q = this.insertMany.get(n);
     if (!q) {
-      const rows = Array.from({ length: n }, (_, i) =>
-        Object.fromEntries(insertColumns.map((key, j) => [key, sql.placeholder(`${i}:${j}`)])),
-      );
-      const compiled = orm
-        .insert(this.table)
-        .values(rows as any)
-        .returning(this.bulkReturning as any)
-        .toSQL();
-      // each bound position: a row's column (row * width + column), or -1 for a constant of the SQL
-      const slots = new Int32Array(compiled.params.length);
-      const encoders: Array<DriverValueEncoder<unknown, unknown> | undefined> = [];
-      const constants = compiled.params.map((p, k) => {
-        const held = p instanceof Param ? p.value : p;
-        const at = held instanceof Placeholder ? /^(\d+):(\d+)$/.exec(held.name) : null;
-        slots[k] = at ? Number(at[1]) * insertColumns.length + Number(at[2]) : -1;
-        encoders[k] = at && p instanceof Param ? p.encoder : undefined;
-        return at ? undefined : p;
-      });
-      this.insertMany.set(n, (q = { sql: compiled.sql, slots, constants, encoders }));
+      let one = this.insertMany.get(1);
+      if (!one) this.insertMany.set(1, (one = this.compileInsert(orm, 1)));
+      q = n === 1 ? one : repeatRows(one, n, this.insertColumns.length);
+      this.insertMany.set(n, q);
     }
     return q;
+  }
+
+  /** The INSERT of `n` rows as Drizzle compiles it, with each bound position's slot. */
+  compileInsert(orm: Orm, n: number): InsertMany {
+    const { insertColumns } = this;
+    const rows = Array.from({ length: n }, (_, i) =>
+      Object.fromEntries(insertColumns.map((key, j) => [key, sql.placeholder(`${i}:${j}`)])),
+    );
+    const compiled = orm
+      .insert(this.table)
+      .values(rows as any)
+      .returning(this.bulkReturning as any)
+      .toSQL();
+    // each bound position: a row's column (row * width + column), or -1 for a constant of the SQL
+    const slots = new Int32Array(compiled.params.length);
+    const encoders: Array<DriverValueEncoder<unknown, unknown> | undefined> = [];
+    const constants = compiled.params.map((p, k) => {
+      const held = p instanceof Param ? p.value : p;
+      const at = held instanceof Placeholder ? /^(\d+):(\d+)$/.exec(held.name) : null;
+      slots[k] = at ? Number(at[1]) * insertColumns.length + Number(at[2]) : -1;
+      encoders[k] = at && p instanceof Param ? p.encoder : undefined;
+      return at ? undefined : p;
+    });
+    return { sql: compiled.sql, slots, constants, encoders };
   }
 
   /** After a row is in: its multiobject links and tags. */
