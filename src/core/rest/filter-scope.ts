@@ -25,7 +25,12 @@ export async function viewerFilters(
   for (const [name, spec] of Object.entries(list.filters)) {
     // a per-type filter of a type the caller may not see is no filter of theirs: answered as
     // one naming a type that does not exist (0213), not by a 200 confirming the type is there
-    if (spec.targetLabel && !sight.whole && names(name) && !sight.sees(typeName(spec.targetLabel))) {
+    if (
+      spec.targetLabel &&
+      !sight.whole &&
+      names(name) &&
+      !sight.sees(typeName(spec.targetLabel))
+    ) {
       filters ??= { ...list.filters };
       delete filters[name];
       continue;

@@ -302,7 +302,9 @@ export class CotRegistry {
               ot.id,
               {
                 key:
-                  ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
+                  ot.appLabel === APP_LABEL
+                    ? `${APP_LABEL}_${ot.id}`
+                    : `${ot.appLabel}_${ot.model}`,
                 label: `${ot.appLabel}.${ot.model}`,
               },
             ] as const,
