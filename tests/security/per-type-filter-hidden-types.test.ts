@@ -23,10 +23,12 @@ for (const backend of ["local", "remote"] as const)
     let seer = "";
     let vaultType = 0;
     let vault = 0;
+    let crateType = 0;
     beforeAll(async () => {
       app = await appOn(backend, `per-type-hidden-${backend}`);
       vaultType = (await namedCot(t(), "vaultrooms")).object_type.id;
       vault = (await create(t(), "vaultrooms", { name: "room one" })).id;
+      crateType = (await namedCot(t(), "opencrates")).object_type.id;
       const boxes = await namedCot(t(), "polyboxes");
       for (const [name, type] of [
         ["holder", "object"],
@@ -36,7 +38,11 @@ for (const backend of ["local", "remote"] as const)
           name,
           type,
           is_polymorphic: true,
-          related_object_types: ["dcim.site", "custom_objects.vaultrooms"],
+          related_object_types: [
+            "dcim.site",
+            "custom_objects.vaultrooms",
+            "custom_objects.opencrates",
+          ],
         });
       const ref = { object_type: "custom_objects.vaultrooms", id: vault };
       await create(t(), "polyboxes", { name: "in the vault", holder: ref, holders: [ref] });
@@ -44,6 +50,7 @@ for (const backend of ["local", "remote"] as const)
       const grants: Array<[string[], string, unknown]> = [
         [["view", "change"], "custom_objects.polyboxes", null],
         [["view"], "dcim.site", null],
+        [["view"], "custom_objects.opencrates", null],
       ];
       reader = (await userWith(t(), "per-type-reader", grants)).token;
       seer = (
@@ -81,6 +88,16 @@ for (const backend of ["local", "remote"] as const)
         expect(m.status, missing[i]).toBe(400);
         expect(h, query).toEqual(m);
       }
+    });
+
+    test("a member type the caller may see keeps its filter", async () => {
+      for (const query of queries(crateType)) {
+        const r = await t().req("GET", `${CO}/polyboxes/?${query}`, { token: reader });
+        expect(r.status, query).toBe(200);
+      }
+      const doc = await (await t().req("GET", "/api/schema/", { token: reader })).text();
+      expect(doc).toContain(`"holder_custom_objects_${crateType}"`);
+      expect(doc).toContain(`"holders_custom_objects_${crateType}__n"`);
     });
 
     test("a caller who may see the type still filters by it", async () => {
