@@ -671,10 +671,13 @@ function filterParameters(list: ListSpec): Parameter[] {
     for (const lookup of lookups) {
       const param = lookup === "exact" ? (bare ? `${name}__exact` : name) : `${name}__${lookup}`;
       if (reserved.has(param)) continue;
+      // a per-type filter names its type: a caller who may not see it gets no such parameter
+      // (`withoutTypes` drops it by this text; the name holds only the type's id)
+      const named = spec.targetLabel ? `\`${name}\` (ids of ${spec.targetLabel})` : `\`${name}\``;
       const text =
         lookup === "exact" && spec.description
-          ? `\`${name}\`: ${spec.description}`
-          : `\`${name}\` ${LOOKUP_TEXT[lookup] ?? lookup}`;
+          ? `${named}: ${spec.description}`
+          : `${named} ${LOOKUP_TEXT[lookup] ?? lookup}`;
       out.push(
         queryParam(
           param,

@@ -38,7 +38,10 @@ export async function withoutTypes(
   // Spellings that name a hidden type inside free text (descriptions, titles).
   const namingSource = `(?:custom[_-]objects[./]|CustomObject\\.|custom-objects: |\\/api\\/plugins\\/custom-objects\\/|\`)(?:${alternation})(?![-\\w])\`?`;
   const names = new RegExp(namingSource);
-  const hiddenFilter = new RegExp(`_custom_objects_(?:${alternation})(?:__[a-z]+)?$`);
+  // A polymorphic field's per-type filter is named by its type's id; its text names the type.
+  const perTypeFilter = /_custom_objects_\d+(?:__[a-z]+)?$/;
+  const hiddenFilter = (p: { name: string; description?: unknown }) =>
+    perTypeFilter.test(p.name) && typeof p.description === "string" && names.test(p.description);
   const naming = new RegExp(namingSource, "g");
   const isHiddenRef = (node: unknown) =>
     !!node &&
@@ -70,14 +73,14 @@ export async function withoutTypes(
         if (!items.length) items = [{ type: "object" }];
       } else if (key === "enum")
         items = node.filter((v) => !(typeof v === "string" && labels.has(v)));
-      // A polymorphic field's per-type filter (`<field>_custom_objects_<slug>`) names its type.
+      // A polymorphic field's per-type filter of a hidden type goes (0213).
       else if (key === "parameters")
         items = node.filter(
           (p) =>
             !(
               p &&
               typeof (p as { name?: unknown }).name === "string" &&
-              hiddenFilter.test((p as { name: string }).name)
+              hiddenFilter(p as { name: string; description?: unknown })
             ),
         );
       return items.map((n) => prune(n, ""));

@@ -23,6 +23,18 @@ export async function viewerFilters(
   let filters: Record<string, FilterSpec> | undefined;
   const sight = typeSight(ctx.services, auth);
   for (const [name, spec] of Object.entries(list.filters)) {
+    // a per-type filter of a type the caller may not see is no filter of theirs: answered as
+    // one naming a type that does not exist (0213), not by a 200 confirming the type is there
+    if (
+      spec.targetLabel &&
+      !sight.whole &&
+      names(name) &&
+      !sight.sees(typeName(spec.targetLabel))
+    ) {
+      filters ??= { ...list.filters };
+      delete filters[name];
+      continue;
+    }
     // a filter naming object types: only those the caller may see (decision 0187)
     if (spec.seenTypes && !sight.whole && names(name)) {
       filters ??= { ...list.filters };
@@ -38,6 +50,12 @@ export async function viewerFilters(
   }
   const held = filters ? { ...list, filters } : list;
   return list.heldTo ? heldList(ctx, auth, held, list.heldTo) : held;
+}
+
+/** `app_label.model` as a type name. */
+function typeName(label: string): { appLabel: string; model: string } {
+  const dot = label.indexOf(".");
+  return { appLabel: label.slice(0, dot), model: label.slice(dot + 1) };
 }
 
 /** `list` with the columns it copies from other objects held to the caller's view of them. */

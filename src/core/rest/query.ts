@@ -43,6 +43,11 @@ export interface FilterSpec {
    */
   targetTypeId?: number;
   /**
+   * That type's `app_label.model`: a caller who may not see it (decision 0187) is answered as if
+   * the list had no such filter, as for a type that does not exist (0213).
+   */
+  targetLabel?: string;
+  /**
    * Another name of a filter the list has under its own name (a custom object type's per-type
    * filter under upstream's app label): taken, but readers that describe filters skip it.
    */

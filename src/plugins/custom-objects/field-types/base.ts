@@ -143,26 +143,27 @@ export function polymorphicFilters(
 ): Record<string, FilterSpec> {
   const out: Record<string, FilterSpec> = {};
   const names: string[] = [];
-  const perType = (name: string, typeId: number): FilterSpec => ({
+  const perType = (name: string, typeId: number, label: string): FilterSpec => ({
     kind: "number",
     expr: ctx.id,
     lookups: ["exact", "n"],
     targetTypeId: typeId,
+    targetLabel: label,
     build: (lookup, values) => {
       const has = sql`COALESCE(${matching(typeId, idList(paramOf(name, lookup), values))}, 0)`;
       return lookup === "n" ? sql`NOT ${has}` : has;
     },
   });
   for (const typeId of f.relatedObjectTypeIds ?? []) {
-    const key = ctx.typeKey(typeId);
-    if (!key) continue;
-    const name = `${f.name}_${key}`;
+    const type = ctx.typeKey(typeId);
+    if (!type) continue;
+    const name = `${f.name}_${type.key}`;
     names.push(name);
-    out[name] = perType(name, typeId);
+    out[name] = perType(name, typeId, type.label);
     // upstream's app label, as scripts written for upstream name the type (`parseLabel` takes it)
-    if (key.startsWith(`${APP_LABEL}_`)) {
-      const alias = `${f.name}_netbox_${key}`;
-      out[alias] = { ...perType(alias, typeId), alias: true };
+    if (type.key.startsWith(`${APP_LABEL}_`)) {
+      const alias = `${f.name}_netbox_${type.key}`;
+      out[alias] = { ...perType(alias, typeId, type.label), alias: true };
     }
   }
   for (const name of [f.name, `${f.name}_id`]) {

@@ -58,6 +58,7 @@ export type {
   SchemaEnv,
   SqlType,
   Storage,
+  TypeKey,
 } from "./types";
 
 /** "object and multiobject": the types a predicate holds for, for messages. */

@@ -42,6 +42,14 @@ export interface Takes {
   related?: boolean;
 }
 
+/** A polymorphic field's member type, as its per-type filters name it. */
+export interface TypeKey {
+  /** `<app_label>_<model>` (host models), `custom_objects_<object type id>` (custom object types). */
+  key: string;
+  /** `app_label.model`: whom the filter may be named to (`FilterSpec.targetLabel`). */
+  label: string;
+}
+
 export interface FilterContext {
   /** The field's own column (scalar storage), or the table's id for other storages. */
   column: SQLiteColumn;
@@ -51,8 +59,8 @@ export interface FilterContext {
   id: SQLiteColumn;
   /** The quoted link table (links storage). */
   linkTable: SQL;
-  /** `<app_label>_<model>` of an object type id: names a polymorphic field's per-type filters. */
-  typeKey: (objectTypeId: number) => string | undefined;
+  /** An object type id's filter key and label: names a polymorphic field's per-type filters. */
+  typeKey: (objectTypeId: number) => TypeKey | undefined;
 }
 
 /** What OpenAPI needs to describe references and choices. */

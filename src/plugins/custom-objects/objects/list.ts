@@ -3,14 +3,15 @@ import type { SQLWrapper } from "drizzle-orm";
 import { tagFilters } from "../../../core/models/define";
 import type { FilterSpec, ListSpec, SearchTerm } from "../../../core/rest/query";
 import { ident, linkTableName, valueColumn } from "../ddl";
+import type { TypeKey } from "../field-types";
 import type { Shape } from "./shape";
 import { ownerListFilters } from "./owner";
 import { refusesUnknownFilters } from "./unknown-filters";
 
-/** @param typeKeys `<app_label>_<model>` by object type id, for polymorphic per-type filters. */
+/** @param typeKeys key and label by object type id, for polymorphic per-type filters. */
 export function listSpec(
   shape: Shape,
-  typeKeys: ReadonlyMap<number, string> = new Map(),
+  typeKeys: ReadonlyMap<number, TypeKey> = new Map(),
 ): ListSpec {
   const { cot, fields, table, column, moduleOf } = shape;
   const filters: Record<string, FilterSpec> = {

@@ -14,7 +14,13 @@ import { sumOf } from "../../../db/d1-limits";
 import { yieldWhenDue } from "../../../turns";
 import { APP_LABEL } from "../constants";
 import { ident, linkTableName, tableName, valueColumn } from "../ddl";
-import { FIELD_TYPE_MODULES, fieldType, type FieldRow, type Storage } from "../field-types";
+import {
+  FIELD_TYPE_MODULES,
+  fieldType,
+  type FieldRow,
+  type Storage,
+  type TypeKey,
+} from "../field-types";
 import { listSpec } from "./list";
 import { modelInfo } from "./nested";
 import { declareOwner } from "./owner";
@@ -53,7 +59,7 @@ function buildModel(
   cot: CotRow,
   rawFields: FieldRow[],
   embedded: Map<number, ModelInfo> = new Map(),
-  typeKeys: ReadonlyMap<number, string> = new Map(),
+  typeKeys: ReadonlyMap<number, TypeKey> = new Map(),
 ): CotModel {
   const shape = shapeOf(cot, rawFields, embedded);
   const { fields, table, column, slug, moduleOf, storage } = shape;
@@ -294,7 +300,13 @@ export class CotRegistry {
           (ot) =>
             [
               ot.id,
-              ot.appLabel === APP_LABEL ? `${APP_LABEL}_${ot.id}` : `${ot.appLabel}_${ot.model}`,
+              {
+                key:
+                  ot.appLabel === APP_LABEL
+                    ? `${APP_LABEL}_${ot.id}`
+                    : `${ot.appLabel}_${ot.model}`,
+                label: `${ot.appLabel}.${ot.model}`,
+              },
             ] as const,
         ),
     );

@@ -429,7 +429,9 @@ export function admissionReads(
   return () => {
     if (act().length) return;
     if (view === null || view().length) throw forbidden();
-    throw notFound();
+    // outside their view: exactly as a row that is not there (a list's write names it as
+    // missing, decision 0200), not a bare 404 that tells a hidden id from a missing one (0213)
+    throw typeof id === "number" ? objectNotFound(resource.verboseName, id) : notFound();
   };
 }
 
