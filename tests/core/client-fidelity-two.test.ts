@@ -74,6 +74,21 @@ for (const backend of ["local", "remote"] as const)
       expect(JSON.stringify(bulk.body)).toContain(JSON.stringify({ prefix: mask0 }));
     });
 
+    test("a number filter's value that is no number answers Django's message", async () => {
+      for (const [query, key] of [
+        ["latitude__gte=abc", "latitude__gte"],
+        ["longitude=1e5", "longitude"],
+        ["id__gt=twelve", "id__gt"],
+      ]) {
+        const r = await t.json("GET", `/api/dcim/sites/?${query}`);
+        expect([r.status, r.body]).toEqual([400, { [key!]: ["Enter a number."] }]);
+      }
+      // a numeral past what a filter compares exactly says its bounds
+      const big = await t.json("GET", "/api/dcim/sites/?id=99999999999999999999");
+      expect(big.status).toBe(400);
+      expect(big.body.id[0]).toContain("±9007199254740991");
+    });
+
     test("?tag= / ?tag_id= naming no tag answers 400, a hidden tag as a missing one", async () => {
       const open = await t.json("POST", "/api/extras/tags/", {
         body: { name: "ft open", slug: "ft-open" },

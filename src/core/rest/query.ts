@@ -261,12 +261,22 @@ function convert(kind: FilterKind, raw: string): string | number | null {
 }
 
 const CONVERT_MESSAGE: Record<FilterKind, string> = {
-  number: `Enter a number (at most ${MAX_NUMBER_LENGTH} characters, within ±9007199254740991).`,
+  number: "Enter a number.",
   boolean: "Enter true or false.",
   date: "Enter a date as YYYY-MM-DD.",
   datetime: "Enter an ISO 8601 date/time.",
   string: "Enter a value.",
 };
+
+/**
+ * Why `raw` is no value of `kind`: Django's "Enter a number." for what is no numeral; a numeral
+ * past what a filter compares exactly says its bounds.
+ */
+function convertMessage(kind: FilterKind, raw: string): string {
+  if (kind === "number" && /^\s*-?\d+(\.\d+)?\s*$/.test(raw))
+    return `Ensure this value has at most ${MAX_NUMBER_LENGTH} characters and is within ±9007199254740991.`;
+  return CONVERT_MESSAGE[kind];
+}
 
 function condition(spec: FilterSpec, lookup: Lookup, value: string | number): SQL {
   const e = spec.expr;
@@ -369,7 +379,7 @@ export function buildFilter(
   if (spec.kind === "datetime") spec = { ...spec, expr: instantSql(spec.expr) };
   const values = rawValues.map((raw) => {
     const v = convert(spec.kind, raw);
-    if (v === null) throw new ValidationError({ [param]: [CONVERT_MESSAGE[spec.kind]] });
+    if (v === null) throw new ValidationError({ [param]: [convertMessage(spec.kind, raw)] });
     return v;
   });
   // several values to equal are one JSON list: one bound value and one statement text however
