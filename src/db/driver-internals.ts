@@ -70,6 +70,10 @@ export async function executePositional(
 interface PreparedItem {
   getQuery(): { sql: string; params: unknown[] };
   mapResult(result: unknown, isFromBatch: boolean): unknown;
+  /** A select's fields (Drizzle's prepared query): its rows are mapped by position. */
+  readonly fields?: unknown;
+  /** `Prebuilt`'s items: whether their rows are mapped by position (a builder's select). */
+  readonly byPosition?: boolean;
 }
 
 /**
@@ -109,13 +113,22 @@ export async function batchOnLibsql(
   queries: readonly unknown[],
   mode: "read" | "deferred",
 ): Promise<unknown[]> {
+  return batchPrepared(client, queries.map(prepareItem), mode);
+}
+
+const prepareItem = (q: unknown): PreparedItem => (q as { _prepare(): PreparedItem })._prepare();
+
+async function batchPrepared(
+  client: Pick<Client, "batch">,
+  items: readonly PreparedItem[],
+  mode: "read" | "deferred",
+): Promise<unknown[]> {
   const prepared: PreparedItem[] = [];
   const statements: { sql: string; args: InValue[] }[] = [];
   /** For each item, the statement that answers it; the first of its kind answers for repeats. */
   const answeredBy: number[] = [];
   const seen = new Map<string, number>();
-  for (const q of queries) {
-    const item = (q as { _prepare(): PreparedItem })._prepare();
+  for (const item of items) {
     const { sql: text, params } = item.getQuery();
     prepared.push(item);
     const key = statementKey(text, params);
@@ -136,6 +149,91 @@ export async function batchOnLibsql(
     used.add(at);
     return item.mapResult(result, true);
   });
+}
+
+/** Batch items marked as answered by at most one row (`oneRow`): a cache's guard. */
+const ONE_ROW = new WeakSet<object>();
+
+/**
+ * Marks a batch item as answered by at most one row (a `LIMIT 1`, or a look-up by a unique key),
+ * so that a remote read may carry its answer as columns of another statement (`readOnLibsql`).
+ */
+export function oneRow<T extends object>(item: T): T {
+  ONE_ROW.add(item);
+  return item;
+}
+
+/** The column that opens each part of a folded statement (`foldedStatement`), by position. */
+const foldMark = (i: number) => `__fold${i}`;
+
+/**
+ * A remote read (decision 0209): when every item but the last answers at most one row (`oneRow`)
+ * and every item maps its rows by position, the items travel as ONE statement, sent alone with
+ * no transaction around it — one statement is one snapshot all the same. Each part rides in a
+ * `LEFT JOIN` of its own, opened by a marker column, so an empty part answers no rows and the
+ * last part keeps its rows and their order. Any other read is `batchOnLibsql`'s read batch.
+ */
+export async function readOnLibsql(
+  client: Pick<Client, "batch" | "execute">,
+  queries: readonly unknown[],
+): Promise<unknown[]> {
+  const items = queries.map(prepareItem);
+  if (!foldable(queries, items)) return batchPrepared(client, items, "read");
+  const texts = items.map((item) => item.getQuery());
+  const st = foldedStatement(texts);
+  const result = await client.execute(st).catch((e) => {
+    if (process.env.XP_DEBUG) console.error("FOLD FAIL", String(e), st.sql.slice(0, 3000));
+    throw e;
+  });
+  return items.map((item, i) =>
+    item.mapResult(foldedPart(result, i, i === items.length - 1), true),
+  );
+}
+
+/** Whether `queries` are one-row items (`oneRow`) and one more: a read that may fold. */
+export function foldsToOne(queries: readonly unknown[]): boolean {
+  if (queries.length < 2) return false;
+  for (let i = 0; i < queries.length - 1; i++) if (!ONE_ROW.has(queries[i] as object)) return false;
+  return true;
+}
+
+/** Whether the read `queries` (prepared as `items`) may travel as one statement. */
+const foldable = (queries: readonly unknown[], items: readonly PreparedItem[]) =>
+  foldsToOne(queries) && items.every((p) => p.byPosition ?? !!p.fields);
+
+/** The statements as one: `SELECT * FROM (SELECT 1) LEFT JOIN (SELECT 1 AS mark, * FROM (…)) ON 1 …`. */
+function foldedStatement(parts: { sql: string; params: unknown[] }[]) {
+  const joins = parts.map(
+    (p, i) => `LEFT JOIN (SELECT 1 AS "${foldMark(i)}", * FROM (${p.sql})) ON 1`,
+  );
+  return {
+    sql: `SELECT * FROM (SELECT 1) ${joins.join(" ")}`,
+    args: parts.flatMap((p) => p.params) as InValue[],
+  };
+}
+
+/**
+ * Part `i`'s answer cut from the folded statement's rows: its columns between its marker and the
+ * next, the rows where its marker is set (a one-row part from the first row only).
+ */
+function foldedPart(result: ResultSet, i: number, last: boolean): ResultSet {
+  const { columns } = result;
+  const from = columns.indexOf(foldMark(i));
+  const to = last ? columns.length : columns.indexOf(foldMark(i + 1));
+  if (from < 0 || to < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
+  const source = last ? result.rows : result.rows.slice(0, 1);
+  const rows = source
+    .filter((row) => row[from] !== null)
+    .map((row) => Array.prototype.slice.call(row, from + 1, to));
+  const own = columns.slice(from + 1, to);
+  return {
+    columns: own,
+    columnTypes: result.columnTypes.slice(from + 1, to),
+    rows: rows as unknown as ResultSet["rows"],
+    rowsAffected: 0,
+    lastInsertRowid: undefined,
+    toJSON: () => ({ columns: own, rows }),
+  };
 }
 
 /** A key for a statement and its values, or null when a value is not text, number or null. */
@@ -173,6 +271,8 @@ function copyOfResult(result: ResultSet): ResultSet {
 /** What `Prebuilt` keeps of a query it built: its SQL once, how to map and run it. */
 interface Built {
   query: { sql: string; params: unknown[] };
+  /** Whether its rows are mapped by position (a builder's select), not by column name. */
+  byPosition: boolean;
   mapResult(result: unknown, isFromBatch: boolean): unknown;
   /** Awaited alone: the query on `db` (its ORM or one of its transactions) with `values`. */
   alone(db: Executor, values: Record<string, unknown>): PromiseLike<unknown>;
@@ -251,6 +351,7 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
           ((build(db) as { prepare(): Prepared }).prepare() as Prepared));
     return {
       query: prepared.getQuery(),
+      byPosition: !!prepared.fields,
       mapResult: (r, b) => prepared.mapResult(r, b),
       alone: (db, values) => on(db).execute(values),
       rows: (db, values) => on(db).values(values),
@@ -262,6 +363,7 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
   const placeholders = query.params.some((p) => p instanceof Placeholder);
   return {
     query,
+    byPosition: false,
     mapResult: (r, b) => raw.mapResult(r, b),
     // alone with values: the text again as a template of its `?`s (Drizzle writes no other `?`)
     alone: (db, values) =>
@@ -296,6 +398,7 @@ class FilledQuery<T> extends QueryPromise<T> {
     const { built, values } = this;
     const params = fillPlaceholders(built.query.params, values);
     return {
+      byPosition: built.byPosition,
       getQuery: () => ({ ...built.query, params }),
       mapResult: (result, isFromBatch) => built.mapResult(result, isFromBatch),
     };

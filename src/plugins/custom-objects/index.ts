@@ -26,7 +26,7 @@ import { applyStaged } from "./schema/apply-staged";
 import type { Resource } from "../../core/rest/resource";
 import type { StagedOptions } from "../../core/context";
 import { customObjectTypes } from "../../db/schema";
-import { Prebuilt } from "../../db/driver-internals";
+import { oneRow, Prebuilt } from "../../db/driver-internals";
 import type { HostPlugin } from "../types";
 import type { ModelInfo } from "../../core/models/registry";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
@@ -195,7 +195,7 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   resolvedUnderGuard.set(c, resource);
   addGuard(c, {
     name: `shape of ${slug}`,
-    statements: [shapeBySlug.with(services.db.reader, { slug })],
+    statements: [oneRow(shapeBySlug.with(services.db.reader, { slug }))],
     async settle([rows]) {
       const [row] = rows as { id: number; v: number }[];
       if (row && row.id === cached.cot.id && row.v === cached.cot.shapeVersion) return true;
