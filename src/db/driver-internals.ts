@@ -179,15 +179,9 @@ export async function readOnLibsql(
 ): Promise<unknown[]> {
   const items = queries.map(prepareItem);
   if (!foldable(queries, items)) return batchPrepared(client, items, "read");
-  const texts = items.map((item) => item.getQuery());
-  const st = foldedStatement(texts);
-  const result = await client.execute(st).catch((e) => {
-    if (process.env.XP_DEBUG) console.error("FOLD FAIL", String(e), st.sql.slice(0, 3000));
-    throw e;
-  });
-  return items.map((item, i) =>
-    item.mapResult(foldedPart(result, i, i === items.length - 1), true),
-  );
+  const result = await client.execute(foldedStatement(items.map((item) => item.getQuery())));
+  const last = items.length - 1;
+  return items.map((item, i) => item.mapResult(foldedPart(result, i, i === last), true));
 }
 
 /** Whether `queries` are one-row items (`oneRow`) and one more: a read that may fold. */
@@ -201,34 +195,45 @@ export function foldsToOne(queries: readonly unknown[]): boolean {
 const foldable = (queries: readonly unknown[], items: readonly PreparedItem[]) =>
   foldsToOne(queries) && items.every((p) => p.byPosition ?? !!p.fields);
 
-/** The statements as one: `SELECT * FROM (SELECT 1) LEFT JOIN (SELECT 1 AS mark, * FROM (…)) ON 1 …`. */
+/** The last part's row number in a folded statement (`foldedStatement`). */
+const FOLD_ORDER = "__fold_order";
+
+/**
+ * The statements as one: `SELECT * FROM (SELECT 1) LEFT JOIN (SELECT 1 AS mark, * FROM (…)) ON 1
+ * …`. SQLite may drop a subquery's ORDER BY inside a join, so the last part numbers its rows
+ * where its own order still holds (the only term of its FROM), and the whole is ordered by that.
+ */
 function foldedStatement(parts: { sql: string; params: unknown[] }[]) {
-  const joins = parts.map(
-    (p, i) => `LEFT JOIN (SELECT 1 AS "${foldMark(i)}", * FROM (${p.sql})) ON 1`,
-  );
+  const last = parts.length - 1;
+  const joins = parts.map((p, i) => {
+    const order = i === last ? `, row_number() OVER () AS "${FOLD_ORDER}"` : "";
+    return `LEFT JOIN (SELECT 1 AS "${foldMark(i)}"${order}, * FROM (${p.sql})) ON 1`;
+  });
   return {
-    sql: `SELECT * FROM (SELECT 1) ${joins.join(" ")}`,
+    sql: `SELECT * FROM (SELECT 1) ${joins.join(" ")} ORDER BY "${FOLD_ORDER}"`,
     args: parts.flatMap((p) => p.params) as InValue[],
   };
 }
 
 /**
- * Part `i`'s answer cut from the folded statement's rows: its columns between its marker and the
- * next, the rows where its marker is set (a one-row part from the first row only).
+ * Part `i`'s answer cut from the folded statement's rows: its columns between its marker (and the
+ * last part's row number) and the next marker, the rows where its marker is set (a one-row part
+ * from the first row only).
  */
 function foldedPart(result: ResultSet, i: number, last: boolean): ResultSet {
   const { columns } = result;
-  const from = columns.indexOf(foldMark(i));
+  const mark = columns.indexOf(foldMark(i));
+  const from = mark + (last ? 2 : 1);
   const to = last ? columns.length : columns.indexOf(foldMark(i + 1));
-  if (from < 0 || to < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
+  if (mark < 0 || to < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
   const source = last ? result.rows : result.rows.slice(0, 1);
   const rows = source
-    .filter((row) => row[from] !== null)
-    .map((row) => Array.prototype.slice.call(row, from + 1, to));
-  const own = columns.slice(from + 1, to);
+    .filter((row) => row[mark] !== null)
+    .map((row) => Array.prototype.slice.call(row, from, to));
+  const own = columns.slice(from, to);
   return {
     columns: own,
-    columnTypes: result.columnTypes.slice(from + 1, to),
+    columnTypes: result.columnTypes.slice(from, to),
     rows: rows as unknown as ResultSet["rows"],
     rowsAffected: 0,
     lastInsertRowid: undefined,
