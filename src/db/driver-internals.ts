@@ -151,27 +151,28 @@ async function batchPrepared(
   });
 }
 
-/** Batch items marked as answered by at most one row (`oneRow`): a cache's guard. */
+/** Batch items marked as answered by at most one row of one value (`oneRow`): a cache's guard. */
 const ONE_ROW = new WeakSet<object>();
 
 /**
- * Marks a batch item as answered by at most one row (a `LIMIT 1`, or a look-up by a unique key),
- * so that a remote read may carry its answer as columns of another statement (`readOnLibsql`).
+ * Marks a batch item as answered by at most one row of ONE column whose value is never NULL (a
+ * look-up by a unique key, its value a print), so that a remote read may carry its answer as a
+ * scalar subquery of another statement (`readOnLibsql`): no value there reads as no row.
  */
 export function oneRow<T extends object>(item: T): T {
   ONE_ROW.add(item);
   return item;
 }
 
-/** The column that opens each part of a folded statement (`foldedStatement`), by position. */
+/** The column that carries part `i` of a folded statement (`foldedStatement`). */
 const foldMark = (i: number) => `__fold${i}`;
 
 /**
- * A remote read (decision 0209): when every item but the last answers at most one row (`oneRow`)
- * and every item maps its rows by position, the items travel as ONE statement, sent alone with
- * no transaction around it — one statement is one snapshot all the same. Each part rides in a
- * `LEFT JOIN` of its own, opened by a marker column, so an empty part answers no rows and the
- * last part keeps its rows and their order. Any other read is `batchOnLibsql`'s read batch.
+ * A remote read (decision 0209): when every item but the last answers one value at most (`oneRow`)
+ * and every item maps its rows by position, the items travel as ONE statement, sent alone with no
+ * transaction around it — one statement is one snapshot all the same. The one-value items ride as
+ * scalar subqueries; the last keeps its rows and their order. Any other read is `batchOnLibsql`'s
+ * read batch.
  */
 export async function readOnLibsql(
   client: Pick<Client, "batch" | "execute">,
@@ -181,7 +182,9 @@ export async function readOnLibsql(
   if (!foldable(queries, items)) return batchPrepared(client, items, "read");
   const result = await client.execute(foldedStatement(items.map((item) => item.getQuery())));
   const last = items.length - 1;
-  return items.map((item, i) => item.mapResult(foldedPart(result, i, i === last), true));
+  return items.map((item, i) =>
+    item.mapResult(i === last ? foldedRows(result, last) : foldedValue(result, i), true),
+  );
 }
 
 /** Whether `queries` are one-row items (`oneRow`) and one more: a read that may fold. */
@@ -199,46 +202,52 @@ const foldable = (queries: readonly unknown[], items: readonly PreparedItem[]) =
 const FOLD_ORDER = "__fold_order";
 
 /**
- * The statements as one: `SELECT * FROM (SELECT 1) LEFT JOIN (SELECT 1 AS mark, * FROM (…)) ON 1
- * …`. SQLite may drop a subquery's ORDER BY inside a join, so the last part numbers its rows
- * where its own order still holds (the only term of its FROM), and the whole is ordered by that.
+ * The statements as one: `SELECT * FROM (SELECT (…) AS v0, …) LEFT JOIN (SELECT 1 AS mark, …, *
+ * FROM (last)) ON 1`. SQLite may drop a subquery's ORDER BY inside a join, so the last part numbers
+ * its rows where its own order still holds (the only term of its FROM), and the whole is ordered
+ * by that number. (A one-row part as a joined subquery, not a scalar, cost SQLite ten times more.)
  */
 function foldedStatement(parts: { sql: string; params: unknown[] }[]) {
   const last = parts.length - 1;
-  const joins = parts.map((p, i) => {
-    const order = i === last ? `, row_number() OVER () AS "${FOLD_ORDER}"` : "";
-    return `LEFT JOIN (SELECT 1 AS "${foldMark(i)}"${order}, * FROM (${p.sql})) ON 1`;
-  });
+  const values = parts.slice(0, last).map((p, i) => `(${p.sql}) AS "${foldMark(i)}"`);
+  const rows = `SELECT 1 AS "${foldMark(last)}", row_number() OVER () AS "${FOLD_ORDER}", * FROM (${parts[last]!.sql})`;
   return {
-    sql: `SELECT * FROM (SELECT 1) ${joins.join(" ")} ORDER BY "${FOLD_ORDER}"`,
+    sql: `SELECT * FROM (SELECT ${values.join(", ")}) LEFT JOIN (${rows}) ON 1 ORDER BY "${FOLD_ORDER}"`,
     args: parts.flatMap((p) => p.params) as InValue[],
   };
 }
 
-/**
- * Part `i`'s answer cut from the folded statement's rows: its columns between its marker (and the
- * last part's row number) and the next marker, the rows where its marker is set (a one-row part
- * from the first row only).
- */
-function foldedPart(result: ResultSet, i: number, last: boolean): ResultSet {
-  const { columns } = result;
-  const mark = columns.indexOf(foldMark(i));
-  const from = mark + (last ? 2 : 1);
-  const to = last ? columns.length : columns.indexOf(foldMark(i + 1));
-  if (mark < 0 || to < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
-  const source = last ? result.rows : result.rows.slice(0, 1);
-  const rows = source
-    .filter((row) => row[mark] !== null)
-    .map((row) => Array.prototype.slice.call(row, from, to));
-  const own = columns.slice(from, to);
+/** A result of `columns` and `rows`, shaped as the driver shapes one for a mapper by position. */
+function resultOf(result: ResultSet, from: number, to: number, rows: unknown[][]): ResultSet {
+  const columns = result.columns.slice(from, to);
   return {
-    columns: own,
+    columns,
     columnTypes: result.columnTypes.slice(from, to),
     rows: rows as unknown as ResultSet["rows"],
     rowsAffected: 0,
     lastInsertRowid: undefined,
-    toJSON: () => ({ columns: own, rows }),
+    toJSON: () => ({ columns, rows }),
   };
+}
+
+/** One-value part `i` of a folded statement: its value as one row, or no row where it is NULL. */
+function foldedValue(result: ResultSet, i: number): ResultSet {
+  const at = result.columns.indexOf(foldMark(i));
+  if (at < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
+  const value = result.rows[0]?.[at] ?? null;
+  return resultOf(result, at, at + 1, value === null ? [] : [[value]]);
+}
+
+/** The last part of a folded statement: its columns after its marker and row number, its rows. */
+function foldedRows(result: ResultSet, i: number): ResultSet {
+  const mark = result.columns.indexOf(foldMark(i));
+  if (mark < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
+  const from = mark + 2;
+  const to = result.columns.length;
+  const rows = result.rows
+    .filter((row) => row[mark] !== null)
+    .map((row) => Array.prototype.slice.call(row, from, to) as unknown[]);
+  return resultOf(result, from, to, rows);
 }
 
 /** A key for a statement and its values, or null when a value is not text, number or null. */

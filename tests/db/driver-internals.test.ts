@@ -376,7 +376,8 @@ test("readOnLibsql: one-row guards and one query folded into one statement, no t
     const table = sqliteTable("t", { id: integer("id"), name: text("name"), n: integer("n") });
     const one = (id: number) =>
       orm.select({ name: table.name, n: table.n }).from(table).where(eq(table.id, id)).limit(1);
-    const guard = (id: number) => oneRow(one(id));
+    const guard = (id: number) =>
+      oneRow(orm.select({ name: table.name }).from(table).where(eq(table.id, id)).limit(1));
     const rows = (ids: number[], desc = true) =>
       orm
         .select()
@@ -389,10 +390,11 @@ test("readOnLibsql: one-row guards and one query folded into one statement, no t
         )
         .orderBy(desc ? sql`${table.id} DESC` : table.id);
     const cases = [
-      [guard(1), guard(2), rows([1, 2, 3])], // rows in the query's order, a guard's NULL column kept
+      [guard(1), guard(2), rows([1, 2, 3])], // rows in the query's order, NULL values kept
       [guard(9), rows([2, 3], false)], // a guard with no row
       [guard(1), rows([])], // a query with no rows
       [guard(9), one(9)], // neither
+      [guard(3), one(1)], // the last a row with a NULL value
     ];
     for (const items of cases) {
       const folded = await readOnLibsql(recording, items);

@@ -166,9 +166,12 @@ function liveResource(
 }
 
 /** A type's id and shape version by slug: the guard every remote read of its objects sends. */
-const shapeBySlug = new Prebuilt<{ id: number; v: number }[]>((orm) =>
+const shapeBySlug = new Prebuilt<{ shape: string }[]>((orm) =>
   orm
-    .select({ id: customObjectTypes.id, v: customObjectTypes.shapeVersion })
+    // one value (`oneRow`): a remote read carries it as a column of its own statement
+    .select({
+      shape: sql<string>`${customObjectTypes.id} || ':' || ${customObjectTypes.shapeVersion}`,
+    })
     .from(customObjectTypes)
     .where(eq(customObjectTypes.slug, sql.placeholder("slug")))
     .limit(1),
@@ -197,8 +200,8 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
     name: `shape of ${slug}`,
     statements: [oneRow(shapeBySlug.with(services.db.reader, { slug }))],
     async settle([rows]) {
-      const [row] = rows as { id: number; v: number }[];
-      if (row && row.id === cached.cot.id && row.v === cached.cot.shapeVersion) return true;
+      const [row] = rows as { shape: string }[];
+      if (row?.shape === `${cached.cot.id}:${cached.cot.shapeVersion}`) return true;
       registry.forget(cached.cot.id);
       resolvedUnderGuard.delete(c);
       return false;
