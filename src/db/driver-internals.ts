@@ -188,7 +188,7 @@ export async function readOnLibsql(
 }
 
 /** Whether `queries` are one-row items (`oneRow`) and one more: a read that may fold. */
-export function foldsToOne(queries: readonly unknown[]): boolean {
+function foldsToOne(queries: readonly unknown[]): boolean {
   if (queries.length < 2) return false;
   for (let i = 0; i < queries.length - 1; i++) if (!ONE_ROW.has(queries[i] as object)) return false;
   return true;
