@@ -70,6 +70,10 @@ export async function executePositional(
 interface PreparedItem {
   getQuery(): { sql: string; params: unknown[] };
   mapResult(result: unknown, isFromBatch: boolean): unknown;
+  /** A select's fields (Drizzle's prepared query): its rows are mapped by position. */
+  readonly fields?: unknown;
+  /** `Prebuilt`'s items: whether their rows are mapped by position (a builder's select). */
+  readonly byPosition?: boolean;
 }
 
 /**
@@ -109,13 +113,22 @@ export async function batchOnLibsql(
   queries: readonly unknown[],
   mode: "read" | "deferred",
 ): Promise<unknown[]> {
+  return batchPrepared(client, queries.map(prepareItem), mode);
+}
+
+const prepareItem = (q: unknown): PreparedItem => (q as { _prepare(): PreparedItem })._prepare();
+
+async function batchPrepared(
+  client: Pick<Client, "batch">,
+  items: readonly PreparedItem[],
+  mode: "read" | "deferred",
+): Promise<unknown[]> {
   const prepared: PreparedItem[] = [];
   const statements: { sql: string; args: InValue[] }[] = [];
   /** For each item, the statement that answers it; the first of its kind answers for repeats. */
   const answeredBy: number[] = [];
   const seen = new Map<string, number>();
-  for (const q of queries) {
-    const item = (q as { _prepare(): PreparedItem })._prepare();
+  for (const item of items) {
     const { sql: text, params } = item.getQuery();
     prepared.push(item);
     const key = statementKey(text, params);
@@ -136,6 +149,105 @@ export async function batchOnLibsql(
     used.add(at);
     return item.mapResult(result, true);
   });
+}
+
+/** Batch items marked as answered by at most one row of one value (`oneRow`): a cache's guard. */
+const ONE_ROW = new WeakSet<object>();
+
+/**
+ * Marks a batch item as answered by at most one row of ONE column whose value is never NULL (a
+ * look-up by a unique key, its value a print), so that a remote read may carry its answer as a
+ * scalar subquery of another statement (`readOnLibsql`): no value there reads as no row.
+ */
+export function oneRow<T extends object>(item: T): T {
+  ONE_ROW.add(item);
+  return item;
+}
+
+/** The column that carries part `i` of a folded statement (`foldedStatement`). */
+const foldMark = (i: number) => `__fold${i}`;
+
+/**
+ * A remote read (decision 0209): when every item but the last answers one value at most (`oneRow`)
+ * and every item maps its rows by position, the items travel as ONE statement, sent alone with no
+ * transaction around it — one statement is one snapshot all the same. The one-value items ride as
+ * scalar subqueries; the last keeps its rows and their order. Any other read is `batchOnLibsql`'s
+ * read batch.
+ */
+export async function readOnLibsql(
+  client: Pick<Client, "batch" | "execute">,
+  queries: readonly unknown[],
+): Promise<unknown[]> {
+  const items = queries.map(prepareItem);
+  if (!foldable(queries, items)) return batchPrepared(client, items, "read");
+  const result = await client.execute(foldedStatement(items.map((item) => item.getQuery())));
+  const last = items.length - 1;
+  return items.map((item, i) =>
+    item.mapResult(i === last ? foldedRows(result, last) : foldedValue(result, i), true),
+  );
+}
+
+/** Whether `queries` are one-row items (`oneRow`) and one more: a read that may fold. */
+function foldsToOne(queries: readonly unknown[]): boolean {
+  if (queries.length < 2) return false;
+  for (let i = 0; i < queries.length - 1; i++) if (!ONE_ROW.has(queries[i] as object)) return false;
+  return true;
+}
+
+/** Whether the read `queries` (prepared as `items`) may travel as one statement. */
+const foldable = (queries: readonly unknown[], items: readonly PreparedItem[]) =>
+  foldsToOne(queries) && items.every((p) => p.byPosition ?? !!p.fields);
+
+/** The last part's row number in a folded statement (`foldedStatement`). */
+const FOLD_ORDER = "__fold_order";
+
+/**
+ * The statements as one: `SELECT * FROM (SELECT (…) AS v0, …) LEFT JOIN (SELECT 1 AS mark, …, *
+ * FROM (last)) ON 1`. SQLite may drop a subquery's ORDER BY inside a join, so the last part numbers
+ * its rows where its own order still holds (the only term of its FROM), and the whole is ordered
+ * by that number. (A one-row part as a joined subquery, not a scalar, cost SQLite ten times more.)
+ */
+function foldedStatement(parts: { sql: string; params: unknown[] }[]) {
+  const last = parts.length - 1;
+  const values = parts.slice(0, last).map((p, i) => `(${p.sql}) AS "${foldMark(i)}"`);
+  const rows = `SELECT 1 AS "${foldMark(last)}", row_number() OVER () AS "${FOLD_ORDER}", * FROM (${parts[last]!.sql})`;
+  return {
+    sql: `SELECT * FROM (SELECT ${values.join(", ")}) LEFT JOIN (${rows}) ON 1 ORDER BY "${FOLD_ORDER}"`,
+    args: parts.flatMap((p) => p.params) as InValue[],
+  };
+}
+
+/** A result of `columns` and `rows`, shaped as the driver shapes one for a mapper by position. */
+function resultOf(result: ResultSet, from: number, to: number, rows: unknown[][]): ResultSet {
+  const columns = result.columns.slice(from, to);
+  return {
+    columns,
+    columnTypes: result.columnTypes.slice(from, to),
+    rows: rows as unknown as ResultSet["rows"],
+    rowsAffected: 0,
+    lastInsertRowid: undefined,
+    toJSON: () => ({ columns, rows }),
+  };
+}
+
+/** One-value part `i` of a folded statement: its value as one row, or no row where it is NULL. */
+function foldedValue(result: ResultSet, i: number): ResultSet {
+  const at = result.columns.indexOf(foldMark(i));
+  if (at < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
+  const value = result.rows[0]?.[at] ?? null;
+  return resultOf(result, at, at + 1, value === null ? [] : [[value]]);
+}
+
+/** The last part of a folded statement: its columns after its marker and row number, its rows. */
+function foldedRows(result: ResultSet, i: number): ResultSet {
+  const mark = result.columns.indexOf(foldMark(i));
+  if (mark < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
+  const from = mark + 2;
+  const to = result.columns.length;
+  const rows = result.rows
+    .filter((row) => row[mark] !== null)
+    .map((row) => Array.prototype.slice.call(row, from, to) as unknown[]);
+  return resultOf(result, from, to, rows);
 }
 
 /** A key for a statement and its values, or null when a value is not text, number or null. */
@@ -173,6 +285,8 @@ function copyOfResult(result: ResultSet): ResultSet {
 /** What `Prebuilt` keeps of a query it built: its SQL once, how to map and run it. */
 interface Built {
   query: { sql: string; params: unknown[] };
+  /** Whether its rows are mapped by position (a builder's select), not by column name. */
+  byPosition: boolean;
   mapResult(result: unknown, isFromBatch: boolean): unknown;
   /** Awaited alone: the query on `db` (its ORM or one of its transactions) with `values`. */
   alone(db: Executor, values: Record<string, unknown>): PromiseLike<unknown>;
@@ -251,6 +365,7 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
           ((build(db) as { prepare(): Prepared }).prepare() as Prepared));
     return {
       query: prepared.getQuery(),
+      byPosition: !!prepared.fields,
       mapResult: (r, b) => prepared.mapResult(r, b),
       alone: (db, values) => on(db).execute(values),
       rows: (db, values) => on(db).values(values),
@@ -262,6 +377,7 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
   const placeholders = query.params.some((p) => p instanceof Placeholder);
   return {
     query,
+    byPosition: false,
     mapResult: (r, b) => raw.mapResult(r, b),
     // alone with values: the text again as a template of its `?`s (Drizzle writes no other `?`)
     alone: (db, values) =>
@@ -296,6 +412,7 @@ class FilledQuery<T> extends QueryPromise<T> {
     const { built, values } = this;
     const params = fillPlaceholders(built.query.params, values);
     return {
+      byPosition: built.byPosition,
       getQuery: () => ({ ...built.query, params }),
       mapResult: (result, isFromBatch) => built.mapResult(result, isFromBatch),
     };

@@ -7,7 +7,7 @@
 import type { Client } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import { NO_FILE_HEALTH, type Database, type Orm, type Queries, type Results } from "./client";
-import { batchOnLibsql } from "./driver-internals";
+import { readOnLibsql } from "./driver-internals";
 import { groupedReads } from "./read-group";
 import { asLinkError, type WriteOutcome } from "./remote-link";
 import * as schema from "./schema";
@@ -32,9 +32,10 @@ export function libsqlDatabase(
   options: LibsqlOptions = {},
 ): LibsqlDatabase {
   const orm: Orm = drizzle(client, { schema });
-  // A remote read is one read-only transaction; each distinct statement of it is sent once.
+  // A remote read is one statement where its guards fold into it, else one read-only transaction
+  // where each distinct statement is sent once.
   const readBatch = (queries: Queries) =>
-    kind === "remote" ? batchOnLibsql(client, queries, "read") : orm.batch(queries as never);
+    kind === "remote" ? readOnLibsql(client, queries) : orm.batch(queries as never);
   const batch = <T extends Queries>(queries: T): Promise<Results<T>> =>
     // one query needs no transaction around it: sent alone, it is one round trip all the same
     queries.length === 1

@@ -16,7 +16,9 @@ import {
   haltBusyStatement,
   libsqlTransactionClosed,
   type NativeStatement,
+  oneRow,
   Prebuilt,
+  readOnLibsql,
   renderSql,
   runDdlInGroups,
 } from "../../src/db/driver-internals";
@@ -344,6 +346,67 @@ test("batchOnLibsql: Drizzle's batch items, each distinct statement sent once, e
     (answers[3]![0] as { name: string }).name = "changed";
     expect(answers[4]).toEqual([{ name: "one" }]);
     expect(answers[0]![0]).not.toBe(answers[2]![0]);
+  } finally {
+    client.close();
+    await hrana.stop();
+    rmSync(hranaDir, { recursive: true, force: true });
+  }
+});
+
+test("readOnLibsql: one-row guards and one query folded into one statement, no transaction; answers as a batch gives them", async () => {
+  const hranaDir = mkdtempSync(join(tmpdir(), "host-fold-"));
+  const hrana = await startHranaServer({ path: join(hranaDir, "f.db"), port: 0 });
+  const client = createClient({ url: hrana.url });
+  const executed: string[] = [];
+  const batches: unknown[] = [];
+  const recording: Pick<typeof client, "batch" | "execute"> = {
+    batch: (statements, mode) => {
+      batches.push(statements);
+      return client.batch(statements, mode);
+    },
+    execute: ((s: { sql: string; args: unknown[] }) => {
+      executed.push(s.sql);
+      return client.execute(s as never);
+    }) as never,
+  };
+  const orm = drizzle(client);
+  try {
+    await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, n INTEGER)");
+    await client.execute("INSERT INTO t VALUES (1, 'one', NULL), (2, 'two', 2), (3, 'three', 3)");
+    const table = sqliteTable("t", { id: integer("id"), name: text("name"), n: integer("n") });
+    const one = (id: number) =>
+      orm.select({ name: table.name, n: table.n }).from(table).where(eq(table.id, id)).limit(1);
+    const guard = (id: number) =>
+      oneRow(orm.select({ name: table.name }).from(table).where(eq(table.id, id)).limit(1));
+    const rows = (ids: number[], desc = true) =>
+      orm
+        .select()
+        .from(table)
+        .where(
+          sql`${table.id} IN (${sql.join(
+            ids.map((i) => sql`${i}`),
+            sql`, `,
+          )})`,
+        )
+        .orderBy(desc ? sql`${table.id} DESC` : table.id);
+    const cases = [
+      [guard(1), guard(2), rows([1, 2, 3])], // rows in the query's order, NULL values kept
+      [guard(9), rows([2, 3], false)], // a guard with no row
+      [guard(1), rows([])], // a query with no rows
+      [guard(9), one(9)], // neither
+      [guard(3), one(1)], // the last a row with a NULL value
+    ];
+    for (const items of cases) {
+      const folded = await readOnLibsql(recording, items);
+      expect(folded).toEqual(await orm.batch(items.map((q) => q) as never));
+    }
+    expect(executed).toHaveLength(cases.length);
+    expect(batches).toHaveLength(0);
+    // not folded: a raw statement (mapped by column name), or a query before the last unmarked
+    await readOnLibsql(recording, [guard(1), orm.all(sql`SELECT name FROM t WHERE id = ${1}`)]);
+    await readOnLibsql(recording, [one(1), rows([1])]);
+    expect(executed).toHaveLength(cases.length);
+    expect(batches).toHaveLength(2);
   } finally {
     client.close();
     await hrana.stop();

@@ -7,20 +7,14 @@
 import { errorBody } from "../../api-error";
 import { eq, sql, type SQL } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
-import { tokens, users } from "../../db/schema";
+import { authStamp, tokens, users } from "../../db/schema";
 import type { AuthState, Ctx, Guard, HonoEnv } from "../context";
 import { ApiError, notAuthenticated } from "../errors";
 import { matchedRoutes } from "hono/route";
 import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
 import type { Database, Executor, Orm } from "../../db/client";
-import { Prebuilt } from "../../db/driver-internals";
-import {
-  foldGrants,
-  grantRowsQuery,
-  grantsPrintSql,
-  type GrantRow,
-  type Grants,
-} from "./permissions";
+import { oneRow, Prebuilt } from "../../db/driver-internals";
+import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
 import { credentialFromHeader, hashToken, type Credential } from "./tokens";
 import { clientAddress } from "./login";
 import { networkContains, parseAddress, parseNetwork } from "./networks";
@@ -76,7 +70,7 @@ interface TokenRow {
   writeEnabled: boolean;
   allowedIps: string[] | null;
   expires: string | null;
-  /** The row, its user and grants as SQL prints them (`authPrint`); null on a local file. */
+  /** The token's print read with the row (`authPrint`); null on a local file. */
   print: string | null;
 }
 
@@ -99,16 +93,17 @@ const invalidToken = () => ApiError.detail(403, "Invalid token", "invalid_token"
 const ANONYMOUS: AuthState = { user: null, tokenId: null, writeEnabled: false };
 
 /**
- * A token's row, its user and the user's grants as one text value computed by SQL: the token
- * look-up reads it, and a write batch that took them from the cache compares it (decision 0107).
+ * What proves a cached token and its grants current where reads cost a round trip (decision
+ * 0209): the token's own columns as SQL quotes them and its user's auth stamp, which triggers move
+ * on every write that can change the user or the user's grants, by any process (migration 0018;
+ * '' where the user has none yet: the first such write gives one). A token look-up reads it with
+ * the token, a remote read compares it, and a write batch that took the token from the cache
+ * checks it (decision 0107). Replaces 0122's print, whose grants SQL computed on every read.
  */
-function authPrint(orm: Executor): SQL<string> {
+function authPrint(): SQL<string> {
   const columns = [
     tokens.id,
     tokens.userId,
-    users.username,
-    users.isSuperuser,
-    users.isActive,
     tokens.version,
     tokens.key,
     tokens.enabled,
@@ -116,29 +111,32 @@ function authPrint(orm: Executor): SQL<string> {
     tokens.allowedIps,
     tokens.expires,
   ].map((column) => sql`quote(${column})`);
-  return sql<string>`${sql.join(columns, sql` || ',' || `)} || '#' || ${grantsPrintSql(orm, sql`${tokens.userId}`)}`;
+  const stamp = sql`(SELECT ${authStamp.stamp} FROM ${authStamp} WHERE ${authStamp.userId} = ${tokens.userId})`;
+  return sql<string>`${sql.join(columns, sql` || ',' || `)} || '#' || coalesce(${stamp}, '')`;
 }
 
+/** The print of the token whose key hash is the placeholder `keyHash`, as a one-row select. */
+const printOf = (orm: Executor) =>
+  orm
+    .select({ print: authPrint().as("print") })
+    .from(tokens)
+    .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
+    .limit(1);
+
 /**
- * A statement for a write batch that fails it (`write_guard`) unless the token, its user and
- * the user's grants are still as `print` was read: the batch itself proves the cache current.
+ * A statement for a write batch that fails it (`write_guard`) unless the token and its user's
+ * auth stamp are still as `print` was read: the batch itself proves the cache current.
  */
 function printGuard(orm: Orm, keyHash: string, print: string) {
   return printGuardStatement.with(orm, { keyHash, print });
 }
 
 /** Its text rendered once per ORM (decision 0107): only the hash and the print change. */
-const printGuardStatement = new Prebuilt<unknown>((orm) => {
-  const now = orm
-    .select({ print: authPrint(orm).as("print") })
-    .from(tokens)
-    .innerJoin(users, eq(users.id, tokens.userId))
-    .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
-    .limit(1);
-  return orm.run(
-    sql`INSERT INTO write_guard (ok) SELECT coalesce((${now}), '') = ${sql.placeholder("print")}`,
-  );
-});
+const printGuardStatement = new Prebuilt<unknown>((orm) =>
+  orm.run(
+    sql`INSERT INTO write_guard (ok) SELECT coalesce((${printOf(orm)}), '') = ${sql.placeholder("print")}`,
+  ),
+);
 
 /**
  * A token with its user, by the key's hash (a placeholder): prepared once per ORM. With its print
@@ -159,7 +157,7 @@ const tokenQuery = (orm: Executor, printed: boolean) =>
       writeEnabled: tokens.writeEnabled,
       allowedIps: tokens.allowedIps,
       expires: tokens.expires,
-      print: (printed ? authPrint(orm) : sql<string | null>`NULL`).as("print"),
+      print: (printed ? authPrint() : sql<string | null>`NULL`).as("print"),
     })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
@@ -177,18 +175,11 @@ const grantsByHash = new Prebuilt<GrantRow[]>((orm) =>
 );
 
 /**
- * The print alone (`authPrint`) of a token, its user and grants, by the key's hash: what a remote
- * read's guard sends (decision 0122). One value instead of the token's row and every grant row,
- * and SQL computes the grants once instead of twice: the same proof in less to send and decode.
+ * The print alone (`authPrint`) by the key's hash: what a remote read's token guard sends
+ * (decisions 0122, 0209). One short value answered by one row whatever the grants: a read may
+ * carry it as columns of its own statement (`oneRow`).
  */
-const printByHash = new Prebuilt<{ print: string | null }[]>((orm) =>
-  orm
-    .select({ print: authPrint(orm).as("print") })
-    .from(tokens)
-    .innerJoin(users, eq(users.id, tokens.userId))
-    .where(eq(tokens.keyHash, sql.placeholder("keyHash")))
-    .limit(1),
-);
+const printByHash = new Prebuilt<{ print: string | null }[]>(printOf);
 
 /**
  * The statements that read a token and its user's grants, by the key's hash: one read. Sent with
@@ -319,7 +310,7 @@ function tokenGuard(
       statements ??=
         print === null
           ? [...authStatements(db, orm, keyHash)]
-          : [printByHash.with(orm, { keyHash })];
+          : [oneRow(printByHash.with(orm, { keyHash }))];
       return statements;
     },
     // Settled alone (before a transaction, or after the answer) on a file: the look-up that

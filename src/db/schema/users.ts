@@ -207,3 +207,13 @@ export const tokens = sqliteTable(
     idIndex("tokens", t),
   ],
 );
+
+/**
+ * Per user, a `stamp` that triggers move on every write that can change a look-up of one of the
+ * user's tokens (migration 0018): what a remote read compares to prove its cached token and
+ * grants current (decision 0209), and a write batch's token guard. No row reads as ''.
+ */
+export const authStamp = sqliteTable("auth_stamp", {
+  userId: integer("user_id").primaryKey(),
+  stamp: text("stamp").notNull(),
+});

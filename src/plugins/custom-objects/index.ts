@@ -26,7 +26,7 @@ import { applyStaged } from "./schema/apply-staged";
 import type { Resource } from "../../core/rest/resource";
 import type { StagedOptions } from "../../core/context";
 import { customObjectTypes } from "../../db/schema";
-import { Prebuilt } from "../../db/driver-internals";
+import { oneRow, Prebuilt } from "../../db/driver-internals";
 import type { HostPlugin } from "../types";
 import type { ModelInfo } from "../../core/models/registry";
 import { API_BASE, APP_LABEL, COT_MODEL, FIELD_MODEL } from "./constants";
@@ -166,9 +166,12 @@ function liveResource(
 }
 
 /** A type's id and shape version by slug: the guard every remote read of its objects sends. */
-const shapeBySlug = new Prebuilt<{ id: number; v: number }[]>((orm) =>
+const shapeBySlug = new Prebuilt<{ shape: string }[]>((orm) =>
   orm
-    .select({ id: customObjectTypes.id, v: customObjectTypes.shapeVersion })
+    // one value (`oneRow`): a remote read carries it as a column of its own statement
+    .select({
+      shape: sql<string>`${customObjectTypes.id} || ':' || ${customObjectTypes.shapeVersion}`,
+    })
     .from(customObjectTypes)
     .where(eq(customObjectTypes.slug, sql.placeholder("slug")))
     .limit(1),
@@ -195,10 +198,10 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   resolvedUnderGuard.set(c, resource);
   addGuard(c, {
     name: `shape of ${slug}`,
-    statements: [shapeBySlug.with(services.db.reader, { slug })],
+    statements: [oneRow(shapeBySlug.with(services.db.reader, { slug }))],
     async settle([rows]) {
-      const [row] = rows as { id: number; v: number }[];
-      if (row && row.id === cached.cot.id && row.v === cached.cot.shapeVersion) return true;
+      const [row] = rows as { shape: string }[];
+      if (row?.shape === `${cached.cot.id}:${cached.cot.shapeVersion}`) return true;
       registry.forget(cached.cot.id);
       resolvedUnderGuard.delete(c);
       return false;
