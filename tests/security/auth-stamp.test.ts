@@ -1,5 +1,5 @@
 /**
- * The auth stamps (migration 0017, decision 0209) cover every table a token look-up reads. A
+ * The auth stamps (migration 0018, decision 0209) cover every table a token look-up reads. A
  * remote app proves its cached token and grants by the token's own columns and its user's stamp,
  * which triggers move; a table whose triggers were missing would let a warm app answer from a
  * stale cache. Each case warms app A, changes one auth table directly in SQL from a second client
@@ -264,4 +264,30 @@ test("what a look-up does not read moves no stamp: a token's last use, a user's 
   await raw.execute(`UPDATE users SET first_name = 'x', email = 'x@x' WHERE id = ${c.userId}`);
   expect(await stamp()).toBe(before);
   await seen(c.token, 200, "SELECT 1", 200);
+});
+
+test("a refused token is looked up again: re-enabled, extended, reactivated, made later", async () => {
+  // a refusal the cache remembered must not outlive the change that lifts it
+  const off = await caller("direct");
+  await raw.execute(`UPDATE tokens SET enabled = 0 WHERE user_id = ${off.userId}`);
+  await seen(off.token, 403, `UPDATE tokens SET enabled = 1 WHERE user_id = ${off.userId}`, 200);
+  const old = await caller("direct");
+  await raw.execute(
+    `UPDATE tokens SET expires = '2000-01-01T00:00:00.000Z' WHERE user_id = ${old.userId}`,
+  );
+  await seen(old.token, 403, `UPDATE tokens SET expires = NULL WHERE user_id = ${old.userId}`, 200);
+  const asleep = await caller("direct");
+  await raw.execute(`UPDATE users SET is_active = 0 WHERE id = ${asleep.userId}`);
+  await seen(asleep.token, 403, `UPDATE users SET is_active = 1 WHERE id = ${asleep.userId}`, 200);
+  // a secret first presented before any token had it (another instance wrote the row since)
+  const later = await caller("direct");
+  const moved = await raw.execute(`SELECT key_hash FROM tokens WHERE user_id = ${later.userId}`);
+  const hash = String(moved.rows[0]![0]);
+  await raw.execute(`UPDATE tokens SET key_hash = 'elsewhere' WHERE user_id = ${later.userId}`);
+  await seen(
+    later.token,
+    403,
+    `UPDATE tokens SET key_hash = '${hash}' WHERE user_id = ${later.userId}`,
+    200,
+  );
 });

@@ -403,7 +403,7 @@ export function authenticate(
     const proven = !!entry && stamp !== null && entry.stamp === stamp;
     // a write route that folds the guard into its read phase (decision 0089), on any database
     const folded = !read && foldingRoute(c);
-    const deferred =
+    let deferred =
       !!entry &&
       !proven &&
       !answeredAgain.has(c.req.raw) &&
@@ -412,7 +412,20 @@ export function authenticate(
       entry = await lookUp(c, keyHash, stamp);
       remember(entries, keyHash, entry);
     }
-    c.set("auth", authStateOf(c, entry, credential));
+    let auth: AuthState;
+    try {
+      auth = authStateOf(c, entry, credential);
+    } catch (refused) {
+      // A refusal from a copy nothing proved (a remote database: the guard would prove it only
+      // after the refusal) is asked of the database again: a token re-enabled, extended, its
+      // user reactivated or its row written since by another instance is not refused for good.
+      if (!deferred) throw refused;
+      entry = await lookUp(c, keyHash, stamp);
+      remember(entries, keyHash, entry);
+      deferred = false;
+      auth = authStateOf(c, entry, credential);
+    }
+    c.set("auth", auth);
     // Not awaited: a write that waits for a long write's lock must not hold the request.
     void touchToken(c.get("services"), entry.token!.tokenId);
     if (!deferred) return next();
