@@ -27,6 +27,17 @@ beforeAll(async () => {
   const tags = ["a", "b", "c"];
   for (const tag of tags)
     await d1.made("/api/extras/tags/", { name: `fl ${tag}`, slug: `fl-${tag}` });
+  // tags every site holds (a conjoined `tag=` of up to 100 still matches) and tags none holds
+  // (`tag__n=` of up to 50): a tag filter names tags that exist (NetBox's model choice filter)
+  const padding = [
+    ...Array.from({ length: MANY[0] }, (_, i) => `fl-pad-${i}`),
+    ...Array.from({ length: MANY[1] }, (_, i) => `fl-spare-${i}`),
+  ];
+  await d1.made(
+    "/api/extras/tags/",
+    padding.map((slug) => ({ name: slug, slug })),
+  );
+  const pads = padding.filter((slug) => slug.startsWith("fl-pad-")).map((slug) => ({ slug }));
   const owners: number[] = [];
   for (const owner of tags)
     owners.push((await d1.made("/api/users/owners/", { name: `fl owner ${owner}` })).id);
@@ -35,7 +46,7 @@ beforeAll(async () => {
     tags.map((x, i) => ({
       name: `fl site ${x}`,
       slug: `fl-site-${x}`,
-      tags: [{ slug: `fl-${x}` }],
+      tags: [{ slug: `fl-${x}` }, ...pads],
       owner: owners[i],
     })),
   );
@@ -124,9 +135,15 @@ both(
   () => sites.slice(0, 2),
 );
 both(
-  "sites by tag",
+  "sites by tag (all of them, none of them: NetBox's conjoined TagFilter)",
   "/api/dcim/sites/",
-  (size) => query("tag", ["fl-a", "fl-b", "fl-c"], ["fl-c"], (i) => `fl-none-${i}`, size),
+  ([n, m]) => {
+    const params = new URLSearchParams();
+    for (let i = 0; i < n; i++) params.append("tag", `fl-pad-${i}`);
+    params.append("tag__n", "fl-c");
+    for (let i = 1; i < m; i++) params.append("tag__n", `fl-spare-${i}`);
+    return params.toString();
+  },
   () => sites.slice(0, 2),
 );
 both(

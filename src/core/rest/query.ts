@@ -274,7 +274,7 @@ const CONVERT_MESSAGE: Record<FilterKind, string> = {
  */
 function convertMessage(kind: FilterKind, raw: string): string {
   if (kind === "number" && /^\s*-?\d+(\.\d+)?\s*$/.test(raw))
-    return `Ensure this value has at most ${MAX_NUMBER_LENGTH} characters and is within ±9007199254740991.`;
+    return `Ensure this number has at most ${MAX_NUMBER_LENGTH} characters and is within ±9007199254740991.`;
   return CONVERT_MESSAGE[kind];
 }
 
