@@ -154,9 +154,12 @@ export function rangeOf(net: Cidr): { first: string; last: string } {
 function addressText(bytes: Uint8Array): string {
   if (bytes.length === 4) return bytes.join(".");
   const groups = Array.from({ length: 8 }, (_, i) => (bytes[2 * i]! << 8) | bytes[2 * i + 1]!);
-  // an IPv4-mapped address keeps its dotted tail (RFC 5952 section 5)
+  // an IPv4-mapped address keeps its dotted tail (RFC 5952 section 5), and so does an
+  // IPv4-compatible one past ::ffff (six zero groups first), as PostgreSQL and netaddr write it
   if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff)
     return `::ffff:${bytes.slice(12).join(".")}`;
+  if (groups.slice(0, 6).every((g) => g === 0) && groups[6] !== 0)
+    return `::${bytes.slice(12).join(".")}`;
   // the longest run of two or more zero groups (the first of equals) becomes '::' (RFC 5952)
   let [best, bestLength] = [-1, 1];
   for (let i = 0; i < 8; ) {

@@ -56,6 +56,29 @@ for (const backend of ["local", "remote"] as const)
       ]);
     });
 
+    test("an IPv6 network with an IPv4 tail reads as NetBox answers it, and is written back as read", async () => {
+      // PostgreSQL and netaddr spell IPv4-mapped (::ffff:0:0/96) and IPv4-compatible (::/96, past
+      // ::ffff) networks with a dotted tail; what Host answers, a client's PUT sends back
+      const cases: Array<[string, string]> = [
+        ["::ffff:a00:5/120", "::ffff:10.0.0.0/120"],
+        ["::a00:1/104", "::10.0.0.0/104"],
+        ["::1:0/112", "::0.1.0.0/112"],
+        ["::10.0.0.0/104", "::10.0.0.0/104"],
+        ["::ffff/128", "::ffff/128"],
+        ["::/96", "::/96"],
+      ];
+      for (const [given, answered] of cases) {
+        const made = await t.json("POST", "/api/ipam/prefixes/", { body: { prefix: given } });
+        expect([given, made.status, made.body.prefix]).toEqual([given, 201, answered]);
+        const back = await t.json("PUT", `/api/ipam/prefixes/${made.body.id}/`, {
+          body: { prefix: made.body.prefix },
+        });
+        expect([given, back.status, back.body.prefix]).toEqual([given, 200, answered]);
+        const found = await t.json("GET", `/api/ipam/prefixes/?prefix=${answered}`);
+        expect(found.body.results.map((p: { id: number }) => p.id)).toContain(made.body.id);
+      }
+    });
+
     test("a /0 prefix is refused as NetBox's clean() refuses it, on create and update", async () => {
       const mask0 = ["Cannot create prefix with /0 mask."];
       for (const prefix of ["0.0.0.0/0", "::/0", "10.1.2.3/0"]) {

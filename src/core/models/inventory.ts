@@ -30,7 +30,9 @@ const STATUS = [
 ] as const;
 const pick = (...values: string[]) => values.map((v) => STATUS.find(([x]) => x === v)!);
 
-const PREFIX_RE = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]+\/\d{1,3})$/;
+// IPv6 may end in a dotted IPv4 tail, as Host answers IPv4-mapped and -compatible networks
+const PREFIX_RE =
+  /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-fA-F:]*:(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F]*)\/\d{1,3})$/;
 // the pattern and the parser: octets past 255 and masks past the width are not prefixes either
 const checkPrefix = (v: unknown) => {
   const net = typeof v === "string" && PREFIX_RE.test(v) ? parseCidr(v) : null;
