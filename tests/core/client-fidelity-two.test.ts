@@ -100,11 +100,30 @@ for (const backend of ["local", "remote"] as const)
     test("a number filter's value that is no number answers Django's message", async () => {
       for (const [query, key] of [
         ["latitude__gte=abc", "latitude__gte"],
-        ["longitude=1e5", "longitude"],
+        ["longitude=0x10", "longitude"],
         ["id__gt=twelve", "id__gt"],
       ]) {
         const r = await t.json("GET", `/api/dcim/sites/?${query}`);
         expect([r.status, r.body]).toEqual([400, { [key!]: ["Enter a number."] }]);
+      }
+      // Django's DecimalField reads these numerals too
+      const made = await t.json("POST", "/api/dcim/sites/", {
+        body: { name: "numeral site", slug: "numeral-site", latitude: 0.5, longitude: 40 },
+      });
+      expect(made.status).toBe(201);
+      for (const query of [
+        "latitude=.5",
+        "latitude=+0.5",
+        "longitude=4e1",
+        "longitude=40.",
+        "latitude=5E-1",
+      ]) {
+        const r = await t.json("GET", `/api/dcim/sites/?${query}`);
+        expect([query, r.status, r.body.results?.map((x: { id: number }) => x.id)]).toEqual([
+          query,
+          200,
+          [made.body.id],
+        ]);
       }
       // a numeral past what a filter compares exactly says its bounds
       const big = await t.json("GET", "/api/dcim/sites/?id=99999999999999999999");

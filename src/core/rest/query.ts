@@ -232,14 +232,19 @@ function own<T>(obj: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
+/** A numeral as Django's `DecimalField` reads one: a sign, `.5`, `5.`, an exponent (`1e2`). */
+const NUMERAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
 /**
  * A numeric filter value: digits with an optional sign and fraction, at most
  * `MAX_NUMBER_LENGTH` characters and within ±(2^53 − 1), or null.
  */
 export function parseFilterNumber(raw: string): number | null {
   const s = raw.trim();
-  if (s.length > MAX_NUMBER_LENGTH || !/^-?\d+(\.\d+)?$/.test(s)) return null;
+  if (s.length > MAX_NUMBER_LENGTH || !NUMERAL.test(s)) return null;
   const n = Number(s);
+  // an exponent that underflows to 0 is no value this filter can compare (`1e-400`)
+  if (n === 0 && /[1-9]/.test(s.split(/[eE]/)[0]!)) return null;
   return Number.isFinite(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER ? n : null;
 }
 
@@ -273,7 +278,7 @@ const CONVERT_MESSAGE: Record<FilterKind, string> = {
  * past what a filter compares exactly says its bounds.
  */
 function convertMessage(kind: FilterKind, raw: string): string {
-  if (kind === "number" && /^\s*-?\d+(\.\d+)?\s*$/.test(raw))
+  if (kind === "number" && NUMERAL.test(raw.trim()))
     return `Ensure this number has at most ${MAX_NUMBER_LENGTH} characters and is within ±9007199254740991.`;
   return CONVERT_MESSAGE[kind];
 }
