@@ -79,6 +79,21 @@ for (const backend of ["local", "remote"] as const)
       }
     });
 
+    test("an IP address with an IPv4 tail is taken as NetBox's inet field takes it", async () => {
+      const made = await t.json("POST", "/api/ipam/ip-addresses/", {
+        body: { address: "::ffff:10.0.0.1/64" },
+      });
+      expect([made.status, made.body.address]).toEqual([201, "::ffff:10.0.0.1/64"]);
+      for (const host of ["::ffff:10.0.0.1", "::ffff:a00:1"]) {
+        const found = await t.json("GET", `/api/ipam/ip-addresses/?address=${host}`);
+        expect(found.body.results.map((a: { id: number }) => a.id)).toEqual([made.body.id]);
+      }
+      const bad = await t.json("POST", "/api/ipam/ip-addresses/", {
+        body: { address: "::ffff:300.0.0.1/64" },
+      });
+      expect(bad.status).toBe(400);
+    });
+
     test("a /0 prefix is refused as NetBox's clean() refuses it, on create and update", async () => {
       const mask0 = ["Cannot create prefix with /0 mask."];
       for (const prefix of ["0.0.0.0/0", "::/0", "10.1.2.3/0"]) {
@@ -163,7 +178,7 @@ for (const backend of ["local", "remote"] as const)
           body: { [key]: [choice(value)] },
         });
       }
-      const ok = await t.json("GET", "/api/dcim/sites/?tag=ft-open&tag_id=" + open.body.id);
+      const ok = await t.json("GET", `/api/dcim/sites/?tag=ft-open&tag_id=${open.body.id}`);
       expect(ok.status).toBe(200);
       expect(ok.body.count).toBe(1);
       // a tag the caller may not view is a tag that does not exist: the same 400, byte for byte

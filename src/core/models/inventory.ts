@@ -300,7 +300,9 @@ export const prefixModel = defineModel({
   ],
 });
 
-const ADDRESS_RE = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]+)\/\d{1,3}$/;
+// IPv6 may end in a dotted IPv4 tail (`::ffff:10.0.0.1/64`), as NetBox's inet field takes it
+const ADDRESS_RE =
+  /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]*:(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F]*))\/\d{1,3}$/;
 export const ipAddressModel = defineModel({
   appLabel: "ipam",
   model: "ipaddress",
