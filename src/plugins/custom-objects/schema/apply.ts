@@ -455,17 +455,18 @@ const cotSlugOf = (ref: string) =>
  * Edges slug → referenced slug for the document's types (`named`: their database state) and
  * every other COT in the database (`others`: each COT's references, `loadReferences`).
  */
-function referenceGraph(
+async function referenceGraph(
   doc: SchemaDocument,
   named: Map<string, DbType>,
   others: Map<string, string[]>,
-): Map<string, Set<string>> {
+): Promise<Map<string, Set<string>>> {
   const graph = new Map<string, Set<string>>();
   const add = (from: string, to: string) => {
     if (from !== to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
   };
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   for (const t of doc.types) {
+    await yieldWhenDue(); // a type a step (decision 0210)
     for (const ref of refsOf(t.fields.map(canonicalFromEntry))) {
       const target = cotSlugOf(ref);
       if (target) add(t.slug, target);
@@ -550,6 +551,7 @@ async function withoutHiddenTargets(
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   const wanted = new Set<string>();
   for (const t of doc.types) {
+    await yieldWhenDue(); // a type a step (decision 0210)
     const held = db.get(t.slug)?.canonical;
     for (const f of t.fields) {
       const stored = held?.get(f.id);
@@ -578,6 +580,7 @@ async function unresolvable(
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   const names = new Set<string>();
   for (const t of doc.types) {
+    await yieldWhenDue(); // a type a step (decision 0210)
     for (const f of t.fields) {
       const c = canonicalFromEntry(f);
       for (const ref of refsOf([c])) {
@@ -1075,7 +1078,7 @@ export async function checkApply(
     references ?? (await loadReferences(ctx.db, ctx.services.objectTypes)),
   );
   ctx.scratch.set(REFERENCES_CHECKED, true);
-  const graph = referenceGraph(document, db, all);
+  const graph = await referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle) throw await circularDependency(ctx, cycle);
   const problems = await unresolvable(ctx, document, db, all, sets);
