@@ -739,6 +739,40 @@ describe("whole-schema work after a schema change", () => {
     // before: every field of every type in one statement
     expect(largest).toBeLessThanOrEqual(500);
   });
+
+  test("a preview on a local file reads the types' fields in bounded pages", async () => {
+    const exported = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+    const fields = exported.types.reduce(
+      (n: number, t: { fields: unknown[] }) => n + t.fields.length,
+      0,
+    );
+    expect(fields).toBeGreaterThan(1_000);
+    exported.types[0].name = "renamed_for_pages";
+    // the rows of statements reading field rows, as the read pool answers them (each still runs)
+    const proto = ReadPool.prototype as unknown as {
+      execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
+    };
+    const execute = proto.execute;
+    let largest = 0;
+    proto.execute = async function (this: unknown, ...a: unknown[]) {
+      const out = await execute.apply(this, a);
+      const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
+      if (/^select .* from "custom_object_type_fields"/is.test(text))
+        largest = Math.max(largest, out.rows.length);
+      return out;
+    };
+    try {
+      const res = await own.json("POST", "/api/plugins/custom-objects/schema/preview/", {
+        body: { schema: exported },
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      proto.execute = execute;
+    }
+    // before: every field of every type in the preview's one read
+    expect(largest).toBeGreaterThan(0);
+    expect(largest).toBeLessThanOrEqual(500);
+  });
 });
 
 describe("the OpenAPI texts kept for many visibility sets", () => {
