@@ -13,9 +13,14 @@ const holdsNul = (s: string) => s.includes("\0");
  * `limit`. `skip(path)` leaves out a subtree whose value is stored as JSON text, which escapes
  * the NUL (`\u0000`) and keeps it. Walked with a stack: no nesting depth overflows it.
  */
-export function nulPaths(value: unknown, skip?: (path: string) => boolean, limit = 20): string[] {
+export function nulPaths(
+  value: unknown,
+  skip?: (path: string) => boolean,
+  limit = 20,
+  root = "$",
+): string[] {
   const found: string[] = [];
-  const stack: [unknown, string][] = [[value, "$"]];
+  const stack: [unknown, string][] = [[value, root]];
   while (stack.length && found.length < limit) {
     const [node, path] = stack.pop()!;
     if (skip?.(path)) continue;
@@ -30,6 +35,40 @@ export function nulPaths(value: unknown, skip?: (path: string) => boolean, limit
         if (!Array.isArray(node) && holdsNul(key)) found.push(at);
         else stack.push([item, at]);
       }
+    }
+  }
+  return found;
+}
+
+/**
+ * `nulPaths` in steps: each item of a top-level list (a schema document's 1,000 types) is walked
+ * on its own, a `yield` before it where the caller may give the event loop a turn (decision 0210).
+ * The same paths in the same order: an object's keys holding a NUL first (last key first), as
+ * `nulPaths` finds them when it opens the object, then its members in order.
+ */
+export function* nulPathsInSteps(
+  value: unknown,
+  skip?: (path: string) => boolean,
+  limit = 20,
+): Generator<void, string[]> {
+  if (!value || typeof value !== "object" || Array.isArray(value) || skip?.("$"))
+    return nulPaths(value, skip, limit);
+  const found: string[] = [];
+  const entries = Object.entries(value);
+  for (let i = entries.length - 1; i >= 0; i--)
+    if (holdsNul(entries[i]![0])) found.push(pathOf("$", entries[i]![0]));
+  for (const [key, item] of entries) {
+    if (found.length >= limit) break;
+    if (holdsNul(key)) continue;
+    const at = pathOf("$", key);
+    if (!Array.isArray(item) || skip?.(at)) {
+      found.push(...nulPaths(item, skip, limit - found.length, at));
+      continue;
+    }
+    for (const [k, element] of item.entries()) {
+      if (found.length >= limit) break;
+      yield;
+      found.push(...nulPaths(element, skip, limit - found.length, `${at}[${k}]`));
     }
   }
   return found;

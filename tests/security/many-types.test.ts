@@ -597,6 +597,116 @@ describe("whole-schema work after a schema change", () => {
     expect(all / half).toBeLessThan(2.5);
   });
 
+  /** Counts calls of a platform method (each still runs), until restored. */
+  function countCalls<T extends object>(owner: T, name: keyof T & string) {
+    const original = owner[name] as unknown as (...a: unknown[]) => unknown;
+    let calls = 0;
+    (owner as Record<string, unknown>)[name] = function (this: unknown, ...a: unknown[]) {
+      calls++;
+      return original.apply(this, a);
+    };
+    return {
+      count: () => calls,
+      restore: () => void ((owner as Record<string, unknown>)[name] = original),
+    };
+  }
+
+  test("a preview validates its document a type a step", async () => {
+    const doc = typeDoc("graph", TYPES);
+    doc.types[3]!.name = "renamed_for_validation";
+    // patterns tested (names, slugs, field names), through the platform (each still runs)
+    const tests = countCalls(RegExp.prototype, "test");
+    try {
+      const run = await longestRun(tests.count, () =>
+        own.req("POST", "/api/plugins/custom-objects/schema/preview/", { body: doc }),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 10);
+      // before: the whole document validated in one stretch (valibot, then the rules per type)
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      tests.restore();
+    }
+  });
+
+  test("an apply compares its change records a record a step", async () => {
+    const doc = typeDoc("graph", TYPES);
+    doc.types[4]!.name = `renamed_for_records_${++generation}`;
+    // JSON text written (each record's before and after compared, the change rows, the rest)
+    const stringify = JSON.stringify;
+    let written = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify(...a);
+      written += out?.length ?? 0;
+      return out;
+    }) as typeof stringify;
+    try {
+      const run = await longestRun(
+        () => written,
+        () => own.req("POST", APPLY, { body: doc }),
+      );
+      // before: every type's and field's record compared in one stretch (a third of the text)
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      JSON.stringify = stringify;
+    }
+  });
+
+  test("the type list reads and builds a large page in slices", async () => {
+    // the rows of statements reading field rows, as the read pool answers them (each still runs)
+    const proto = ReadPool.prototype as unknown as {
+      execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
+    };
+    const execute = proto.execute;
+    let rows = 0;
+    proto.execute = async function (this: unknown, ...a: unknown[]) {
+      const out = await execute.apply(this, a);
+      const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
+      if (/^select .* from "custom_object_type_fields"/is.test(text)) rows += out.rows.length;
+      return out;
+    };
+    try {
+      const run = await longestRun(
+        () => rows,
+        () => own.req("GET", `${TYPES_API}?limit=${TYPES}`),
+      );
+      expect(run.total).toBeGreaterThanOrEqual(TYPES * 8);
+      // before: every embedded field of the page read and built in one stretch (~7 KB a type)
+      expect(run.longest).toBeLessThanOrEqual(run.total / 3);
+    } finally {
+      proto.execute = execute;
+    }
+  });
+
+  test("the type list's JSON text is written a record a step", async () => {
+    const stringify = JSON.stringify;
+    let written = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify(...a);
+      written += out?.length ?? 0;
+      return out;
+    }) as typeof stringify;
+    let text = "";
+    try {
+      const run = await longestRun(
+        () => written,
+        () =>
+          own.req("GET", `${TYPES_API}?limit=${TYPES}`).then(async (res) => {
+            text = await res.clone().text();
+            return res;
+          }),
+      );
+      expect(run.total).toBeGreaterThan(text.length);
+      // before: the whole answer written in one go
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      JSON.stringify = stringify;
+    }
+    // the same text `c.json` writes
+    const body = JSON.parse(text);
+    expect(body.results).toHaveLength(TYPES);
+    expect(text).toBe(JSON.stringify(body));
+  });
+
   test("the export reads the types' fields in bounded pages", async () => {
     // 30 more types of 20 fields: with the others, over a thousand fields
     expect((await own.json("POST", APPLY, { body: typeDoc("wide", 30, 20) })).status).toBe(200);
@@ -627,6 +737,40 @@ describe("whole-schema work after a schema change", () => {
     expect(fields).toBeGreaterThan(1_000);
     expect(rows).toBeGreaterThanOrEqual(fields);
     // before: every field of every type in one statement
+    expect(largest).toBeLessThanOrEqual(500);
+  });
+
+  test("a preview on a local file reads the types' fields in bounded pages", async () => {
+    const exported = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+    const fields = exported.types.reduce(
+      (n: number, t: { fields: unknown[] }) => n + t.fields.length,
+      0,
+    );
+    expect(fields).toBeGreaterThan(1_000);
+    exported.types[0].name = "renamed_for_pages";
+    // the rows of statements reading field rows, as the read pool answers them (each still runs)
+    const proto = ReadPool.prototype as unknown as {
+      execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
+    };
+    const execute = proto.execute;
+    let largest = 0;
+    proto.execute = async function (this: unknown, ...a: unknown[]) {
+      const out = await execute.apply(this, a);
+      const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
+      if (/^select .* from "custom_object_type_fields"/is.test(text))
+        largest = Math.max(largest, out.rows.length);
+      return out;
+    };
+    try {
+      const res = await own.json("POST", "/api/plugins/custom-objects/schema/preview/", {
+        body: { schema: exported },
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      proto.execute = execute;
+    }
+    // before: every field of every type in the preview's one read
+    expect(largest).toBeGreaterThan(0);
     expect(largest).toBeLessThanOrEqual(500);
   });
 });

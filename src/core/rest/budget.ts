@@ -12,7 +12,7 @@ import { ApiError } from "../errors";
 import type { ReadContext, Resource } from "./resource";
 
 /** What a record costs beyond its text and JSON values (url, display, dates, nested forms). */
-const ROW_OVERHEAD_BYTES = 512;
+export const ROW_OVERHEAD_BYTES = 512;
 
 /** Bytes charged so far by one request, against its limit. */
 export class ResponseBudget {

@@ -59,6 +59,7 @@ import {
 } from "./page-anchors";
 import { Slots } from "../slots";
 import { budgetInRead, budgetOf, chargePage, chargeRows, pageBytesColumn } from "./budget";
+import { listJsonWithTurns, loadInSlices } from "./list-slices";
 import { aboutObject, listRefusal, notFoundInList, requireBulkFound } from "./bulk-found";
 import {
   addGuard,
@@ -535,7 +536,7 @@ async function listRecords(c: Ctx, resource: Resource) {
     else await chargeRows(ctx, resource, ids);
     const loaded = kept
       ? await keptRecords(ctx.services, kept, ctx.baseUrl, () => resource.load(ctx, ids))
-      : await resource.load(ctx, ids);
+      : await loadInSlices(ctx, resource, page);
     // what the caller may not view is hidden on every request, kept records or not
     results = await hideUnviewable(ctx, c.get("auth"), resource, loaded as ApiRecord[]);
     // nothing hidden, no projection: the kept answer's bytes, made once per head (0116, 0132)
@@ -545,11 +546,8 @@ async function listRecords(c: Ctx, resource: Resource) {
         : null;
     if (body !== null) return c.body(body, 200, JSON_TYPE);
   }
-  return c.json({
-    count: n,
-    ...pageLinks(url, n, q.limit, q.offset),
-    results: project(results, q.projection, resource.briefFields),
-  });
+  const projected = project(results, q.projection, resource.briefFields);
+  return c.body(await listJsonWithTurns(listHead(url, n, q), projected), 200, JSON_TYPE);
 }
 
 const JSON_TYPE = { "Content-Type": "application/json" };

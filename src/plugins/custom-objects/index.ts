@@ -501,7 +501,10 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
       await requirePermission(c, "add", cotTarget);
       await requirePermission(c, "change", cotTarget);
       if (wantsBackground(c)) return enqueueSchemaApply(c);
-      const request = readApplyRequest(await readSchemaBody(c), new URL(c.req.url).searchParams);
+      const request = await readApplyRequest(
+        await readSchemaBody(c),
+        new URL(c.req.url).searchParams,
+      );
       // Off a local file, the documents the batch takes are one read phase and one batch
       // (decision 0111); the rest, and every apply on a local file, keep the long write.
       if (stagesSchemaWrites(c.get("services").db)) {

@@ -178,8 +178,15 @@ export async function nameHoldersIn(ctx: WriteContext, document: SchemaDocument)
  */
 export function refuseTakenNames(document: SchemaDocument, holders: readonly NameHolder[] = []) {
   const listed = new Set(document.types.map((t) => t.slug));
+  // by name: each type against every holder was 1,000,000 comparisons at 1,000 types (0210)
+  const byName = new Map<string, NameHolder[]>();
+  for (const h of holders) {
+    const same = byName.get(h.name);
+    if (same) same.push(h);
+    else byName.set(h.name, [h]);
+  }
   const errors = document.types.flatMap((t, i) =>
-    holders.some((h) => Number(h.seen) && h.name === t.name && !listed.has(h.slug))
+    (byName.get(t.name) ?? []).some((h) => Number(h.seen) && !listed.has(h.slug))
       ? [
           {
             path: `$.types[${i}].name`,

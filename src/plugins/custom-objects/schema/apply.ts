@@ -41,7 +41,14 @@ import { fieldType } from "../field-types";
 import { LINKABLE_APPS } from "../constants";
 import type { FieldRow } from "../objects/values";
 import type { CotRow } from "../objects/models";
-import { parseDocument, type SchemaDocument, type SchemaError, type TypeEntry } from "./document";
+import {
+  parseDocument,
+  parseDocumentWithTurns,
+  type ParseResult,
+  type SchemaDocument,
+  type SchemaError,
+  type TypeEntry,
+} from "./document";
 import {
   defaultLookups,
   diffDocument,
@@ -97,9 +104,33 @@ const invalid = (detail: string, errors: SchemaError[]) =>
 
 /**
  * Accepts `{schema, allow_destructive?, expected_state_hash?}` or a bare document (options then
- * come from the query string). Throws 400 invalid_schema for anything else.
+ * come from the query string). Throws 400 invalid_schema for anything else. The document is
+ * validated a type a step, giving the event loop its turns when due (decision 0210).
  */
-export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyRequest {
+export async function readApplyRequest(
+  body: unknown,
+  params: URLSearchParams,
+): Promise<ApplyRequest> {
+  const { docInput, options } = applyOptions(body, params);
+  return withDocument(await parseDocumentWithTurns(docInput), options);
+}
+
+/** `readApplyRequest` in one go, where nothing may wait (a job's claim reads its counts). */
+export function readApplyRequestNow(body: unknown, params: URLSearchParams): ApplyRequest {
+  const { docInput, options } = applyOptions(body, params);
+  return withDocument(parseDocument(docInput), options);
+}
+
+function withDocument(parsed: ParseResult, options: Omit<ApplyRequest, "document">): ApplyRequest {
+  if (!parsed.ok) throw invalid("The schema document is not valid.", parsed.errors);
+  return { document: parsed.document, ...options };
+}
+
+/** The request's options and its document as sent, options checked (400 invalid_schema). */
+function applyOptions(
+  body: unknown,
+  params: URLSearchParams,
+): { docInput: unknown; options: Omit<ApplyRequest, "document"> } {
   if (!body || typeof body !== "object" || Array.isArray(body))
     throw invalid('The body must be a schema document or {"schema": <document>}.', [
       { path: "$", message: "expected an object" },
@@ -149,10 +180,7 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
       { path: "$.expected_state_hash", message: "expected a string" },
     ]);
   const queryAllow = params.get("allow_destructive");
-  const parsed = parseDocument(docInput);
-  if (!parsed.ok) throw invalid("The schema document is not valid.", parsed.errors);
-  return {
-    document: parsed.document,
+  const options = {
     allowDestructive:
       allow === true ||
       (allow === undefined && queryAllow !== null && parseBool(queryAllow) === true),
@@ -162,6 +190,7 @@ export function readApplyRequest(body: unknown, params: URLSearchParams): ApplyR
       purge === true ||
       (purge === undefined && queryPurge !== null && parseBool(queryPurge) === true),
   };
+  return { docInput, options };
 }
 
 const sha256 = async (text: string) => {
@@ -364,7 +393,7 @@ export async function previewSchema(
     state_hash: string;
   }
 > {
-  const { document } = readApplyRequest(body, new URLSearchParams());
+  const { document } = await readApplyRequest(body, new URLSearchParams());
   // The state is read once, in one round trip, for both the diff and the plan.
   const slugs = documentSlugs(document);
   const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs, hidden, ctx.services.db);
@@ -426,17 +455,18 @@ const cotSlugOf = (ref: string) =>
  * Edges slug → referenced slug for the document's types (`named`: their database state) and
  * every other COT in the database (`others`: each COT's references, `loadReferences`).
  */
-function referenceGraph(
+async function referenceGraph(
   doc: SchemaDocument,
   named: Map<string, DbType>,
   others: Map<string, string[]>,
-): Map<string, Set<string>> {
+): Promise<Map<string, Set<string>>> {
   const graph = new Map<string, Set<string>>();
   const add = (from: string, to: string) => {
     if (from !== to) (graph.get(from) ?? graph.set(from, new Set()).get(from)!).add(to);
   };
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   for (const t of doc.types) {
+    await yieldWhenDue(); // a type a step (decision 0210)
     for (const ref of refsOf(t.fields.map(canonicalFromEntry))) {
       const target = cotSlugOf(ref);
       if (target) add(t.slug, target);
@@ -521,6 +551,7 @@ async function withoutHiddenTargets(
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   const wanted = new Set<string>();
   for (const t of doc.types) {
+    await yieldWhenDue(); // a type a step (decision 0210)
     const held = db.get(t.slug)?.canonical;
     for (const f of t.fields) {
       const stored = held?.get(f.id);
@@ -549,6 +580,7 @@ async function unresolvable(
   const docSlugs = new Set(doc.types.map((t) => t.slug));
   const names = new Set<string>();
   for (const t of doc.types) {
+    await yieldWhenDue(); // a type a step (decision 0210)
     for (const f of t.fields) {
       const c = canonicalFromEntry(f);
       for (const ref of refsOf([c])) {
@@ -1046,7 +1078,7 @@ export async function checkApply(
     references ?? (await loadReferences(ctx.db, ctx.services.objectTypes)),
   );
   ctx.scratch.set(REFERENCES_CHECKED, true);
-  const graph = referenceGraph(document, db, all);
+  const graph = await referenceGraph(document, db, all);
   const cycle = findCycle(graph);
   if (cycle) throw await circularDependency(ctx, cycle);
   const problems = await unresolvable(ctx, document, db, all, sets);

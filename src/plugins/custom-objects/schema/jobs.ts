@@ -24,7 +24,7 @@ import {
   type JobHandler,
 } from "../../../services/tasks/queue";
 import { APP_LABEL, COT_MODEL } from "../constants";
-import { readApplyRequest } from "./apply";
+import { readApplyRequest, readApplyRequestNow } from "./apply";
 import { applySchemaLogged, asLongWrite } from "./change-log";
 import { applyStaged } from "./apply-staged";
 import { withRetry } from "../types/staged";
@@ -110,7 +110,7 @@ async function authOf(services: Services, userId: number | null): Promise<AuthSt
  * one writer: nothing else can commit while the apply holds it); the outcome replaces it.
  */
 function progressOf(payload: SchemaApplyPayload) {
-  const doc = readApplyRequest(payload.body, new URLSearchParams(payload.query)).document;
+  const doc = readApplyRequestNow(payload.body, new URLSearchParams(payload.query)).document;
   const progress = {
     phase: "applying",
     types: doc.types.length,
@@ -180,7 +180,7 @@ async function isLive(services: Services, job: Job): Promise<boolean> {
 async function applyInJob(
   services: Services,
   meta: WriteMeta,
-  request: ReturnType<typeof readApplyRequest>,
+  request: Awaited<ReturnType<typeof readApplyRequest>>,
   outcome: ReturnType<typeof outcomeOf>,
 ) {
   if (stagesSchemaWrites(services.db)) {
@@ -205,7 +205,7 @@ export function schemaApplyHandler(services: Services): JobHandler {
     try {
       const auth = await authOf(services, job.userId);
       const params = new URLSearchParams(payload.query);
-      const request = readApplyRequest(payload.body, params);
+      const request = await readApplyRequest(payload.body, params);
       const meta = { auth, requestId: payload.request_id, baseUrl: payload.base_url, params };
       await applyInJob(services, meta, request, outcomeOf(services, job));
       return JOB_RECORDED;

@@ -11,6 +11,7 @@ import {
   objectTypes as otTable,
 } from "../../../db/schema";
 import { outsideTransaction, type Database, type Executor } from "../../../db/client";
+import { readsCostRoundTrip } from "../../../db/policy";
 import type { ObjectTypeRegistry, ObjectTypeRow } from "../../../core/object-types";
 import type { CotRow } from "../objects/models";
 import type { FieldRow } from "../objects/values";
@@ -122,9 +123,14 @@ export function typeRowQueries(db: Executor, slugs: string[] | null) {
   return [cotsQ, fieldsQ, setsQ] as const;
 }
 
+/**
+ * The rows of `loadDbTypes`. Outside a transaction on a remote database, in one read (one round
+ * trip); else the fields in pages with turns between: on a local file, where a statement never
+ * waits, every field of 1,000 types in one read held the event loop 25–45 ms (decision 0210).
+ */
 async function readTypeRows(db: Executor, slugs: string[] | null, database?: Database) {
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(db, slugs);
-  if (database && outsideTransaction(database, db)) {
+  if (database && outsideTransaction(database, db) && readsCostRoundTrip(database)) {
     const [cots, fields, sets] = await database.read([cotsQ, fieldsQ, setsQ]);
     return { cots, fields, sets };
   }
