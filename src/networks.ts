@@ -189,6 +189,15 @@ export function networkText(text: unknown): unknown {
 }
 
 /**
+ * An IP address's text as NetBox stores it: its host and mask as given, spelled as PostgreSQL
+ * answers an inet (IPv6 in lower case, zero runs as `::`). Text that is no address as given.
+ */
+export function inetText(text: unknown): unknown {
+  const net = typeof text === "string" && text.includes("/") ? parseCidr(text) : null;
+  return net ? `${addressText(net.bytes)}/${net.mask}` : text;
+}
+
+/**
  * The numbers a prefix row stores beside its text (keys of the `prefixes` table): family 4 or 6,
  * mask length, first and last address; family 0 and nulls when the text is no prefix.
  */

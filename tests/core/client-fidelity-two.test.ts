@@ -94,6 +94,23 @@ for (const backend of ["local", "remote"] as const)
       expect(bad.status).toBe(400);
     });
 
+    test("an IP address is answered in PostgreSQL's spelling of an inet, its host kept", async () => {
+      const cases: Array<[string, string]> = [
+        ["2001:DB8:0:0:0:0:0:1/64", "2001:db8::1/64"],
+        ["::FFFF:10.0.0.1/96", "::ffff:10.0.0.1/96"],
+        ["10.1.2.3/8", "10.1.2.3/8"],
+        ["FE80:0:0:0:1:0:0:0/10", "fe80::1:0:0:0/10"],
+      ];
+      for (const [given, answered] of cases) {
+        const made = await t.json("POST", "/api/ipam/ip-addresses/", { body: { address: given } });
+        expect([given, made.status, made.body.address]).toEqual([given, 201, answered]);
+        const patched = await t.json("PATCH", `/api/ipam/ip-addresses/${made.body.id}/`, {
+          body: { address: given },
+        });
+        expect([given, patched.body.address]).toEqual([given, answered]);
+      }
+    });
+
     test("a /0 prefix is refused as NetBox's clean() refuses it, on create and update", async () => {
       const mask0 = ["Cannot create prefix with /0 mask."];
       for (const prefix of ["0.0.0.0/0", "::/0", "10.1.2.3/0"]) {

@@ -2,7 +2,7 @@
 import { devices, ipAddresses, prefixes, sites, tenants } from "../../db/schema";
 import { defineModel, type DefinedModel } from "./define";
 import { ownerFilters } from "../auth/owners";
-import { addressNumbers, networkText, parseCidr, prefixNumbers } from "../../networks";
+import { addressNumbers, inetText, networkText, parseCidr, prefixNumbers } from "../../networks";
 import {
   addressExactFilter,
   addressNetworkFilters,
@@ -313,7 +313,11 @@ export const ipAddressModel = defineModel({
   customFields: true,
   defaultOrdering: ["address", "id"],
   display: (r) => r.address,
-  derive: numbersOf("address", addressNumbers),
+  // NetBox's inet field answers an address in PostgreSQL's spelling, whatever was written
+  derive: (values) => {
+    if (Object.hasOwn(values, "address")) values.address = inetText(values.address);
+    numbersOf("address", addressNumbers)(values);
+  },
   fields: [
     {
       name: "address",
