@@ -37,6 +37,28 @@ const typeDoc = (prefix: string, n: number, fields = KINDS.length) => ({
   })),
 });
 
+/**
+ * Counts the objects `isOne` picks out as each is first kept in a Map, through the platform's Map
+ * (which still keeps it), until restored. Each once: maps made from others (`new Map(entries)`)
+ * keep the same objects.
+ */
+function countKept(isOne: (value: object) => boolean): {
+  count: () => number;
+  restore: () => void;
+} {
+  const set = Map.prototype.set;
+  let kept = 0;
+  const seen = new WeakSet<object>();
+  Map.prototype.set = function (this: Map<unknown, unknown>, k: unknown, v: unknown) {
+    if (v && typeof v === "object" && !seen.has(v) && isOne(v)) {
+      seen.add(v);
+      kept++;
+    }
+    return set.call(this, k, v);
+  } as typeof set;
+  return { count: () => kept, restore: () => void (Map.prototype.set = set) };
+}
+
 let t: TestApp;
 /** An ordinary account: it may add types and fields, nothing else. */
 let maker: string;
@@ -305,24 +327,8 @@ describe("whole-schema work after a schema change", () => {
     expect(runs.written).toBeLessThan(total.written / 5);
   });
 
-  /**
-   * Counts the types' models the registry builds (each as it is kept), through the platform's Map
-   * (which still keeps it), until restored.
-   */
-  function countModels(): { count: () => number; restore: () => void } {
-    const set = Map.prototype.set;
-    let models = 0;
-    // each model once: maps made from others (`new Map(entries)`) keep the same objects
-    const seen = new WeakSet<object>();
-    Map.prototype.set = function (this: Map<unknown, unknown>, k: unknown, v: unknown) {
-      if (v && typeof v === "object" && "cot" in v && "resource" in v && !seen.has(v)) {
-        seen.add(v);
-        models++;
-      }
-      return set.call(this, k, v);
-    } as typeof set;
-    return { count: () => models, restore: () => void (Map.prototype.set = set) };
-  }
+  /** Counts the types' models the registry builds (each as it is kept), until restored. */
+  const countModels = () => countKept((v) => "cot" in v && "resource" in v);
 
   test("the OpenAPI document after a schema change builds the types' models a type a step", async () => {
     // a field more on every type: every type's shape moves, so every model is built again
@@ -504,22 +510,9 @@ describe("whole-schema work after a schema change", () => {
 
   /**
    * Counts the types' states read as a document sees them (`{cot, canonical, …}`) as each is
-   * first kept, through the platform's Map (which still keeps it), until restored.
+   * first kept, until restored.
    */
-  function countStates(): { count: () => number; restore: () => void } {
-    const set = Map.prototype.set;
-    let states = 0;
-    // each state once: maps copied from others (`new Map(entries)`) keep the same objects
-    const seen = new WeakSet<object>();
-    Map.prototype.set = function (this: Map<unknown, unknown>, k: unknown, v: unknown) {
-      if (v && typeof v === "object" && "canonical" in v && "tombstones" in v && !seen.has(v)) {
-        seen.add(v);
-        states++;
-      }
-      return set.call(this, k, v);
-    } as typeof set;
-    return { count: () => states, restore: () => void (Map.prototype.set = set) };
-  }
+  const countStates = () => countKept((v) => "canonical" in v && "tombstones" in v);
 
   test("the schema export reads the types' state a type a step", async () => {
     const states = countStates();
