@@ -59,6 +59,27 @@ function countKept(isOne: (value: object) => boolean): {
   return { count: () => kept, restore: () => void (Map.prototype.set = set) };
 }
 
+/**
+ * Counts JSON.stringify's calls and the characters they write, through the platform's own (which
+ * still runs), until restored.
+ */
+function watchStringify(): { calls: () => number; written: () => number; restore: () => void } {
+  const stringify = JSON.stringify;
+  let calls = 0;
+  let written = 0;
+  JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+    const out = stringify(...a);
+    calls++;
+    written += out?.length ?? 0;
+    return out;
+  }) as typeof stringify;
+  return {
+    calls: () => calls,
+    written: () => written,
+    restore: () => void (JSON.stringify = stringify),
+  };
+}
+
 let t: TestApp;
 /** An ordinary account: it may add types and fields, nothing else. */
 let maker: string;
@@ -287,37 +308,31 @@ describe("whole-schema work after a schema change", () => {
     // strings checked for a hidden type's name, and JSON text written, through the platform
     // (each still runs)
     const test = RegExp.prototype.test;
-    const stringify = JSON.stringify;
+    const json = watchStringify();
     let checked = 0;
-    let written = 0;
     RegExp.prototype.test = function (this: RegExp, s: string) {
       checked++;
       return test.call(this, s);
     };
-    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
-      const out = stringify(...a);
-      written += out?.length ?? 0;
-      return out;
-    }) as typeof stringify;
     let runs: { checked: number; written: number };
     let total: { checked: number; written: number };
     try {
       turnsAtEveryOtherCheck();
-      const marks = [{ checked, written }];
-      const stop = askLivez(own, () => marks.push({ checked, written }));
+      const marks = [{ checked, written: json.written() }];
+      const stop = askLivez(own, () => marks.push({ checked, written: json.written() }));
       const res = await own.req("GET", "/api/schema/?format=json", { token: viewer });
       const text = await res.text();
       await stop();
-      marks.push({ checked, written });
+      marks.push({ checked, written: json.written() });
       expect(res.status).toBe(200);
       expect(text).not.toContain("graph_1");
       const run = (k: "checked" | "written") =>
         Math.max(...marks.slice(1).map((m, i) => m[k] - marks[i]![k]));
       runs = { checked: run("checked"), written: run("written") };
-      total = { checked: checked - marks[0]!.checked, written: written - marks[0]!.written };
+      total = { checked: checked - marks[0]!.checked, written: json.written() - marks[0]!.written };
     } finally {
       RegExp.prototype.test = test;
-      JSON.stringify = stringify;
+      json.restore();
       useTurnClock(null);
     }
     // no run of the work between two answers is more than a small part of it
@@ -380,13 +395,7 @@ describe("whole-schema work after a schema change", () => {
   test("the text is written once per format, whatever the origin: only servers differ", async () => {
     await change();
     expect((await own.req("GET", "/api/schema/?format=json")).status).toBe(200);
-    const stringify = JSON.stringify;
-    let written = 0;
-    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
-      const out = stringify(...a);
-      written += out?.length ?? 0;
-      return out;
-    }) as typeof stringify;
+    const json = watchStringify();
     const texts: string[] = [];
     try {
       for (const origin of ["http://a.example", "http://b.example", "http://c.example"]) {
@@ -396,10 +405,10 @@ describe("whole-schema work after a schema change", () => {
         texts.push(await res.text());
       }
     } finally {
-      JSON.stringify = stringify;
+      json.restore();
     }
     // before: each origin's text written whole (~1 MB at 60 types each); now a server each
-    expect(written).toBeLessThan(10_000);
+    expect(json.written()).toBeLessThan(10_000);
     const docs = texts.map((text) => JSON.parse(text));
     expect(docs.map((d) => d.servers[0].url)).toEqual([
       "http://a.example",
@@ -544,22 +553,17 @@ describe("whole-schema work after a schema change", () => {
     const doc = typeDoc("graph", TYPES);
     doc.types[2]!.name = "renamed_for_preview";
     // JSON text written for the hashes (and the rest), through the platform (each still runs)
-    const stringify = JSON.stringify;
-    let calls = 0;
-    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
-      calls++;
-      return stringify(...a);
-    }) as typeof stringify;
+    const json = watchStringify();
     try {
       const run = await longestRun(
-        () => calls,
+        () => json.calls(),
         () => own.req("POST", "/api/plugins/custom-objects/schema/preview/", { body: doc }),
       );
       expect(run.total).toBeGreaterThan(TYPES * 100);
       // before: the state's snapshot, the document and the projection each hashed in one go
       expect(run.longest).toBeLessThan(run.total / 10);
     } finally {
-      JSON.stringify = stringify;
+      json.restore();
     }
   });
 
@@ -625,22 +629,16 @@ describe("whole-schema work after a schema change", () => {
     const doc = typeDoc("graph", TYPES);
     doc.types[4]!.name = `renamed_for_records_${++generation}`;
     // JSON text written (each record's before and after compared, the change rows, the rest)
-    const stringify = JSON.stringify;
-    let written = 0;
-    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
-      const out = stringify(...a);
-      written += out?.length ?? 0;
-      return out;
-    }) as typeof stringify;
+    const json = watchStringify();
     try {
       const run = await longestRun(
-        () => written,
+        () => json.written(),
         () => own.req("POST", APPLY, { body: doc }),
       );
       // before: every type's and field's record compared in one stretch (a third of the text)
       expect(run.longest).toBeLessThan(run.total / 10);
     } finally {
-      JSON.stringify = stringify;
+      json.restore();
     }
   });
 
@@ -671,17 +669,11 @@ describe("whole-schema work after a schema change", () => {
   });
 
   test("the type list's JSON text is written a record a step", async () => {
-    const stringify = JSON.stringify;
-    let written = 0;
-    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
-      const out = stringify(...a);
-      written += out?.length ?? 0;
-      return out;
-    }) as typeof stringify;
+    const json = watchStringify();
     let text = "";
     try {
       const run = await longestRun(
-        () => written,
+        () => json.written(),
         () =>
           own.req("GET", `${TYPES_API}?limit=${TYPES}`).then(async (res) => {
             text = await res.clone().text();
@@ -692,7 +684,7 @@ describe("whole-schema work after a schema change", () => {
       // before: the whole answer written in one go
       expect(run.longest).toBeLessThan(run.total / 10);
     } finally {
-      JSON.stringify = stringify;
+      json.restore();
     }
     // the same text `c.json` writes
     const body = JSON.parse(text);
@@ -771,19 +763,13 @@ describe("whole-schema work after a schema change", () => {
 describe("the OpenAPI texts kept for many visibility sets", () => {
   /** Counts the characters JSON.stringify writes while `work` runs. */
   const writtenBy = async (work: () => Promise<unknown>) => {
-    const stringify = JSON.stringify;
-    let written = 0;
-    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
-      const out = stringify(...a);
-      written += out?.length ?? 0;
-      return out;
-    }) as typeof stringify;
+    const json = watchStringify();
     try {
       await work();
     } finally {
-      JSON.stringify = stringify;
+      json.restore();
     }
-    return written;
+    return json.written();
   };
 
   /** An app with 40 types and two readers, each kept from one type: two visibility sets. */

@@ -41,11 +41,20 @@ const checkPrefix = (v: unknown) => {
   return net.mask === 0 ? "Cannot create prefix with /0 mask." : null;
 };
 
-/** Fills the stored numbers of `source` (a table key) when a write sets it. */
-const numbersOf =
-  (source: string, numbers: (text: unknown) => Record<string, unknown>) =>
+/**
+ * When a write sets `source` (a table key): stores it as NetBox spells it, and the numbers of
+ * that text beside it.
+ */
+const storedWithNumbers =
+  (
+    source: string,
+    spelled: (text: unknown) => unknown,
+    numbers: (text: unknown) => Record<string, unknown>,
+  ) =>
   (values: Record<string, unknown>) => {
-    if (Object.hasOwn(values, source)) Object.assign(values, numbers(values[source]));
+    if (!Object.hasOwn(values, source)) return;
+    values[source] = spelled(values[source]);
+    Object.assign(values, numbers(values[source]));
   };
 
 export const tenantModel = defineModel({
@@ -249,10 +258,7 @@ export const prefixModel = defineModel({
   display: (r) => r.prefix,
   // NetBox keeps a prefix's network (`Prefix.save()`: host bits cleared), so Host stores that
   // text, and the numbers beside it are the same network's
-  derive: (values) => {
-    if (Object.hasOwn(values, "prefix")) values.prefix = networkText(values.prefix);
-    numbersOf("prefix", prefixNumbers)(values);
-  },
+  derive: storedWithNumbers("prefix", networkText, prefixNumbers),
   fields: [
     {
       name: "prefix",
@@ -314,10 +320,7 @@ export const ipAddressModel = defineModel({
   defaultOrdering: ["address", "id"],
   display: (r) => r.address,
   // NetBox's inet field answers an address in PostgreSQL's spelling, whatever was written
-  derive: (values) => {
-    if (Object.hasOwn(values, "address")) values.address = inetText(values.address);
-    numbersOf("address", addressNumbers)(values);
-  },
+  derive: storedWithNumbers("address", inetText, addressNumbers),
   fields: [
     {
       name: "address",
