@@ -19,10 +19,9 @@ import {
   type TransactionMode,
 } from "@libsql/client";
 import { DatabaseBusyError } from "./client";
-import { LocalClient, type SchemaGeneration } from "./local-client";
+import { openFileClient, type LocalClient, type SchemaGeneration } from "./local-client";
 import { serializeClient } from "./serialize";
-import { BACKSTOP_PAGES } from "./checkpointer";
-import { cacheSizePragma, SERVICE_CACHE_KIB } from "./page-cache";
+import { SERVICE_CACHE_KIB } from "./page-cache";
 import { yieldWhenDue } from "../turns";
 
 /**
@@ -99,17 +98,10 @@ export class BackgroundConnection {
   #open(): Promise<Client> {
     this.#opening ??= (async () => {
       const path = this.url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
-      const raw = new LocalClient(path, this.schema);
+      let raw: LocalClient;
       try {
-        await raw.execute(cacheSizePragma(this.cacheKib));
-        await raw.execute("PRAGMA journal_mode=WAL");
-        await raw.execute("PRAGMA synchronous=NORMAL");
-        await raw.execute(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);
-        // Same thread as the main connection: SQLite must not wait for a lock synchronously.
-        await raw.execute("PRAGMA busy_timeout=0");
-        await raw.execute("PRAGMA foreign_keys=ON");
+        raw = await openFileClient(path, this.schema, this.cacheKib, this.busyTimeoutMs);
       } catch (e) {
-        raw.close();
         this.#opening = null;
         throw e;
       }

@@ -18,6 +18,9 @@ import Database from "libsql";
 import { isBusyError } from "./client";
 import { haltBusyStatement, type NativeStatement } from "./driver-internals";
 import { argsToSql, fromSql, rowMaker, SqlResultSet, toLibsqlError } from "./rows";
+import { retryBusy } from "./serialize";
+import { BACKSTOP_PAGES } from "./checkpointer";
+import { cacheSizePragma } from "./page-cache";
 
 /** The parts of a `libsql` connection used here. */
 interface NativeDatabase {
@@ -366,4 +369,39 @@ export class LocalClient implements Client {
     this.#conn = null;
     conn?.close();
   }
+}
+
+/**
+ * A file connection as every connection of ours is set up (the main one and the long-write one):
+ * WAL, synchronous=NORMAL, SQLite's own checkpoints only as a backstop (they run on a connection
+ * of their own, off the event loop: `checkpointer.ts`), foreign keys on, and busy timeout 0: the
+ * driver is synchronous and SQLite's own busy wait would hold the event loop, so a busy statement
+ * fails at once and `serialize.ts` retries it asynchronously within the bound.
+ *
+ * Opening reads the schema, and another process holding the file's lock (a server still letting
+ * go of it as the next one starts, a tool's write) refuses that with SQLITE_BUSY at once. The
+ * open is tried again, waiting between attempts without holding the event loop, for at most
+ * `busyTimeoutMs`; then it fails with `DatabaseBusyError`.
+ */
+export function openFileClient(
+  path: string,
+  generation: SchemaGeneration,
+  cacheKib: number,
+  busyTimeoutMs: number,
+): Promise<LocalClient> {
+  return retryBusy({ busyTimeoutMs }, async () => {
+    const client = new LocalClient(path, generation);
+    try {
+      await client.execute(cacheSizePragma(cacheKib));
+      await client.execute("PRAGMA journal_mode=WAL");
+      await client.execute("PRAGMA synchronous=NORMAL");
+      await client.execute(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);
+      await client.execute("PRAGMA busy_timeout=0");
+      await client.execute("PRAGMA foreign_keys=ON");
+    } catch (e) {
+      client.close();
+      throw e;
+    }
+    return client;
+  });
 }

@@ -16,17 +16,17 @@ import { BatchGroup, GroupCommit } from "./group-commit";
 import { libsqlDatabase, type LibsqlDatabase } from "./libsql";
 import { DEFAULT_REMOTE_TIMEOUT_MS, fetchWithDeadline } from "./remote-link";
 import { ReadPool } from "./read-pool";
-import { BACKSTOP_PAGES, Checkpointer } from "./checkpointer";
+import { Checkpointer } from "./checkpointer";
 import { walChangeStamp } from "./change-stamp";
 import { INSIDE_TRANSACTION, serializeClient } from "./serialize";
-import { LocalClient, SchemaGeneration } from "./local-client";
+import { LocalClient, openFileClient, SchemaGeneration } from "./local-client";
 import { batchWeight, type Queries, type Results } from "./client";
 import type { Client, InArgs, InStatement, Transaction } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import { yieldWhenDue } from "../turns";
 import * as schema from "./schema";
 import { FileHealth } from "./file-health";
-import { cacheSizePragma, DEFAULT_CACHE_MB, servingCacheKib } from "./page-cache";
+import { DEFAULT_CACHE_MB, servingCacheKib } from "./page-cache";
 
 /**
  * A `write` batch of at least this many statements is a long batch (decision 0185): on a file, it
@@ -80,21 +80,11 @@ export async function openDatabase(
   // One connection of our own (decision 0102), so the PRAGMAs below hold for every statement.
   // Cached column lists of all this database's connections follow one schema generation.
   const generation = new SchemaGeneration();
-  const raw = new LocalClient(inMemory ? ":memory:" : path, generation);
   const poolSize = !inMemory ? (options.readPool ?? 0) : 0;
   const cacheKib = servingCacheKib(options.cacheMb ?? DEFAULT_CACHE_MB, poolSize);
-  if (!inMemory) {
-    // an in-memory database lives in its page cache: no size is set on it
-    await raw.execute(cacheSizePragma(cacheKib));
-    await raw.execute("PRAGMA journal_mode=WAL");
-    await raw.execute("PRAGMA synchronous=NORMAL");
-    // checkpoints run on a connection of their own, off the event loop (`checkpointer.ts`)
-    await raw.execute(`PRAGMA wal_autocheckpoint=${BACKSTOP_PAGES}`);
-  }
-  // The driver is synchronous: SQLite's own busy wait would hold the event loop. A file's main
-  // connection fails at once instead, and serializeClient retries asynchronously within the bound.
-  await raw.execute(`PRAGMA busy_timeout=${inMemory ? busyTimeoutMs : 0}`);
-  await raw.execute("PRAGMA foreign_keys=ON");
+  const raw = inMemory
+    ? await inMemoryClient(generation, busyTimeoutMs)
+    : await openFileClient(path, generation, cacheKib, busyTimeoutMs);
   // Marks the work of a write transaction, so a query that bypasses it fails instead of hanging.
   const scope = new AsyncLocalStorage<boolean>();
   // Marks long writes, whose transactions go to the background connection (decision 0039).
@@ -236,4 +226,16 @@ function readerClient(main: Client, pool: ReadPool, insideTransaction: () => boo
     get: (target, key, receiver) =>
       key === "execute" ? execute : Reflect.get(target, key, receiver),
   });
+}
+
+/**
+ * An in-memory database: it lives in its page cache (no size is set on it) and on this one
+ * connection, which no other connection can hold a lock against, so SQLite's own busy wait is
+ * harmless.
+ */
+async function inMemoryClient(generation: SchemaGeneration, busyTimeoutMs: number) {
+  const raw = new LocalClient(":memory:", generation);
+  await raw.execute(`PRAGMA busy_timeout=${busyTimeoutMs}`);
+  await raw.execute("PRAGMA foreign_keys=ON");
+  return raw;
 }

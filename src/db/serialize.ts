@@ -76,7 +76,10 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * Runs `attempt` (which takes the lock itself) again while the database is busy, within the bound;
  * the time spent queued behind this process's long batch (`queueBehind`) does not count.
  */
-async function retryBusy<R>(options: SerializeOptions, attempt: () => Promise<R>): Promise<R> {
+export async function retryBusy<R>(
+  options: SerializeOptions,
+  attempt: () => Promise<R>,
+): Promise<R> {
   const bound = options.busyTimeoutMs;
   if (bound === undefined) return attempt();
   let deadline = performance.now() + bound;

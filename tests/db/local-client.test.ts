@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { LocalClient, SchemaGeneration } from "../../src/db/local-client";
 import { openDatabase } from "../../src/db/local";
-import { isBusyError } from "../../src/db/client";
+import { DatabaseBusyError, isBusyError } from "../../src/db/client";
 
 type Proto = { prepare(sql: string): unknown; exec(sql: string): unknown };
 const proto = (Database as unknown as { prototype: Proto }).prototype;
@@ -199,6 +199,85 @@ test("Database.execute of a write refused as busy leaves the connection whole: t
     expect(r.rows[0]!.n).toBe(2);
   } finally {
     holder.close();
+    await db.close();
+  }
+});
+
+/**
+ * Another process holding the file's lock: it takes an exclusive lock on `path` (a rollback-journal
+ * file, where that keeps readers out) and prints "held"; closing its stdin lets it commit and exit.
+ * Locks of one process's own connections do not keep each other out, so a child holds it.
+ */
+async function lockInAnotherProcess(path: string) {
+  const script = `
+    const Database = require("libsql");
+    const db = new Database(${JSON.stringify(path)});
+    db.exec("CREATE TABLE IF NOT EXISTS held (x INTEGER)");
+    db.exec("BEGIN EXCLUSIVE");
+    db.exec("INSERT INTO held VALUES (1)");
+    console.log("held");
+    for await (const _ of Bun.stdin.stream()) {}
+    db.exec("COMMIT");
+  `;
+  const child = Bun.spawn([process.execPath, "-e", script], {
+    cwd: join(import.meta.dir, "../.."),
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = child.stdout.getReader();
+  let said = "";
+  while (!said.includes("held")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the lock holder exited before holding the lock");
+    said += new TextDecoder().decode(value);
+  }
+  return {
+    async release() {
+      child.stdin.end();
+      await child.exited;
+    },
+  };
+}
+
+test("opening a file another process holds locked waits for the lock, then opens", async () => {
+  const path = join(dir, "held-at-open.db");
+  const holder = await lockInAnotherProcess(path);
+  // the first attempt is made before openDatabase returns: it meets the lock
+  const opening = openDatabase(`file:${path}`, undefined, { busyTimeoutMs: 60_000 });
+  let settled = false;
+  void opening.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await Promise.resolve();
+  expect(settled).toBe(false);
+  await holder.release();
+  const db = await opening;
+  try {
+    expect(await db.orm.all(sql`SELECT x FROM held`)).toEqual([{ x: 1 }]);
+  } finally {
+    await db.close();
+  }
+});
+
+test("a lock held past the bound fails the open with database_busy, not a hang", async () => {
+  const path = join(dir, "held-past-bound.db");
+  const holder = await lockInAnotherProcess(path);
+  try {
+    const refused = await openDatabase(`file:${path}`, undefined, { busyTimeoutMs: 30 }).catch(
+      (e) => e,
+    );
+    expect(refused).toBeInstanceOf(DatabaseBusyError);
+    expect(refused.status).toBe(503);
+  } finally {
+    await holder.release();
+  }
+  // the file is whole once the holder has gone
+  const db = await openDatabase(`file:${path}`, undefined, { busyTimeoutMs: 30 });
+  try {
+    expect(await db.orm.all(sql`SELECT x FROM held`)).toEqual([{ x: 1 }]);
+  } finally {
     await db.close();
   }
 });
