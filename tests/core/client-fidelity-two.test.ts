@@ -236,8 +236,12 @@ for (const backend of ["local", "remote"] as const)
       const got = await t.json("GET", `/api/dcim/sites/${made.body[1].id}/`);
       expect([got.body.latitude, got.body.longitude]).toEqual([-33.8688, 151.2093]);
       for (const [body, key, message] of [
-        [{ latitude: 91 }, "latitude", "Ensure this value is less than or equal to 90."],
-        [{ longitude: -180.5 }, "longitude", "Ensure this value is greater than or equal to -180."],
+        [{ latitude: 91 }, "latitude", "Ensure this value is less than or equal to 90.0."],
+        [
+          { longitude: -180.5 },
+          "longitude",
+          "Ensure this value is greater than or equal to -180.0.",
+        ],
         [
           { latitude: 1.1234567 },
           "latitude",
