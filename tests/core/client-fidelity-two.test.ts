@@ -219,6 +219,19 @@ for (const backend of ["local", "remote"] as const)
       expect(JSON.parse((await answer("tag=ft-open")).slice(4)).count).toBe(1);
     });
 
+    test("GraphQL: a tag that does not exist matches nothing, as NetBox's strawberry filters (0215)", async () => {
+      // NetBox 4.7's GraphQL tag filter is a related lookup (`tags: TagFilter`), no model choice:
+      // a slug no tag has is a condition no object meets, never an error
+      for (const filter of ['tag: {exact: "ft-nope"}', 'tag_id: {exact: "999999"}']) {
+        const query = `{ site_list(filters: {${filter}}) { name } }`;
+        const r = await t.json("POST", "/graphql/", { body: { query } });
+        expect({ filter, body: r.body }).toEqual({ filter, body: { data: { site_list: [] } } });
+      }
+      const known = `{ site_list(filters: {tag: {exact: "ft-open"}}) { name } }`;
+      const r = await t.json("POST", "/graphql/", { body: { query: known } });
+      expect(r.body.data.site_list).toHaveLength(1);
+    });
+
     test("a site's latitude and longitude are numbers: read, written, validated, filtered", async () => {
       const made = await t.json("POST", "/api/dcim/sites/", {
         body: [

@@ -28,7 +28,7 @@ export type ChangedType = { objectTypeId: number | null } | { appLabel: string; 
  * value (`uuid.UUID(hex)`: surrounding blanks, `urn:` / `uuid:`, braces and hyphens dropped, then
  * 32 hex digits), or null.
  */
-export function parseUuid(raw: string): string | null {
+function parseUuid(raw: string): string | null {
   const hex = raw
     .trim()
     .replaceAll("urn:", "")
