@@ -37,6 +37,7 @@ const objectTypeModel = defineModel({
   verboseName: "object type",
   path: "core/object-types",
   table: objectTypesTable as any,
+  changeLogged: false,
   defaultOrdering: ["app_label", "model"],
   display: (r) => `${r.appLabel} | ${r.model}`,
   openapi: { omit: ["created", "last_updated"] },

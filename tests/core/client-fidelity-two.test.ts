@@ -219,6 +219,19 @@ for (const backend of ["local", "remote"] as const)
       expect(JSON.parse((await answer("tag=ft-open")).slice(4)).count).toBe(1);
     });
 
+    test("GraphQL: a tag that does not exist matches nothing, as NetBox's strawberry filters (0215)", async () => {
+      // NetBox 4.7's GraphQL tag filter is a related lookup (`tags: TagFilter`), no model choice:
+      // a slug no tag has is a condition no object meets, never an error
+      for (const filter of ['tag: {exact: "ft-nope"}', 'tag_id: {exact: "999999"}']) {
+        const query = `{ site_list(filters: {${filter}}) { name } }`;
+        const r = await t.json("POST", "/graphql/", { body: { query } });
+        expect({ filter, body: r.body }).toEqual({ filter, body: { data: { site_list: [] } } });
+      }
+      const known = `{ site_list(filters: {tag: {exact: "ft-open"}}) { name } }`;
+      const r = await t.json("POST", "/graphql/", { body: { query: known } });
+      expect(r.body.data.site_list).toHaveLength(1);
+    });
+
     test("a site's latitude and longitude are numbers: read, written, validated, filtered", async () => {
       const made = await t.json("POST", "/api/dcim/sites/", {
         body: [
@@ -236,8 +249,12 @@ for (const backend of ["local", "remote"] as const)
       const got = await t.json("GET", `/api/dcim/sites/${made.body[1].id}/`);
       expect([got.body.latitude, got.body.longitude]).toEqual([-33.8688, 151.2093]);
       for (const [body, key, message] of [
-        [{ latitude: 91 }, "latitude", "Ensure this value is less than or equal to 90."],
-        [{ longitude: -180.5 }, "longitude", "Ensure this value is greater than or equal to -180."],
+        [{ latitude: 91 }, "latitude", "Ensure this value is less than or equal to 90.0."],
+        [
+          { longitude: -180.5 },
+          "longitude",
+          "Ensure this value is greater than or equal to -180.0.",
+        ],
         [
           { latitude: 1.1234567 },
           "latitude",

@@ -166,6 +166,9 @@ const HEALTH = "/plugins/host_healthcheck_plugin/healthcheck/";
 /** The health page without the checks of services the test app has none of (redis). */
 const HEALTH_JSON = `${HEALTH}?format=json&exclude=HostRedisCacheHealthCheck&exclude=HostRedisTasksHealthCheck`;
 
+/** A request id for the request filters (a UUID no request had: the read is what is counted). */
+const REQUEST = "5b0e4a52-3f7b-4b57-9d43-1f0a7c2e9a01";
+
 /** Filters on related fields and values a client would send, per list route. */
 function filtersOf(list: string): string[] {
   const [s1] = ids.site!;
@@ -175,6 +178,8 @@ function filtersOf(list: string): string[] {
       ...[`tenant_id=${t1}`, "tag=alpha", "status=active", "q=site", "latitude__gte=0"],
       // a tag filter's check rides in the list's read: a 400 too, a cursor page too (0212)
       ...["tag=no-such-tag", "tag_id=999999", "start=1&tag=alpha", "start=1&tag=no-such-tag"],
+      // the change log's request filters are a subquery of the list's read (0215)
+      ...[`created_by_request=${REQUEST}`, `modified_by_request=${REQUEST}&status=active`],
     ],
     "/api/dcim/devices/": [`site_id=${s1}`, `tenant_id=${t1}`, "tag=alpha", "q=dev"],
     "/api/ipam/prefixes/": [`site_id=${s1}`, "tag=beta", "q=10.1"],
@@ -187,7 +192,7 @@ function filtersOf(list: string): string[] {
     "/api/users/tokens/": ["user=admin"],
     [`${CO}/widget/`]: [
       ...[`site_id=${s1}`, "tag=alpha", "colour=red", "q=widget", "size__gte=2"],
-      "tag=no-such-tag",
+      ...["tag=no-such-tag", `updated_by_request=${REQUEST}`],
     ],
     [`${CO}/custom-object-type-fields/`]: [`custom_object_type_id=${ids.customobjecttype![0]}`],
   };

@@ -52,7 +52,8 @@ describe("site coordinates (0212)", () => {
         await refusedUnder("GET", `/api/dcim/sites/?${key}=${encodeURIComponent(value)}`, key);
   });
   test("writes refuse them, and values past the digits, places or range", async () => {
-    const bad = [1e308, ...values, "91", "1.1234567", true, [], {}];
+    // `Decimal("1_0")` is 10: DRF takes it on a write (0215)
+    const bad = [1e308, ...values.filter((v) => v !== "1_0"), "91", "1.1234567", true, [], {}];
     for (const latitude of bad)
       await refusedUnder("PATCH", `/api/dcim/sites/${site}/`, "latitude", { latitude });
   });

@@ -28,6 +28,7 @@ export const objectChangeModel = defineModel({
   verboseName: "object change",
   path: "core/object-changes",
   table: objectChanges,
+  changeLogged: false,
   defaultOrdering: ["-time", "-id"],
   display: (r) =>
     `${r.objectRepr} ${PAST[r.action] ?? r.action}${r.userName ? ` by ${r.userName}` : ""}`,

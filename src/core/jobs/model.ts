@@ -18,6 +18,7 @@ export const jobModel = defineModel({
   verboseName: "job",
   path: "core/jobs",
   table: jobs,
+  changeLogged: false,
   defaultOrdering: ["-created", "-id"],
   display: (r) => `${r.name} #${r.id}`,
   fields: [

@@ -13,6 +13,7 @@ import {
   type SQLWrapper,
 } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import { requestFilters } from "../changes/request-filters";
 import { takeRestoreId } from "../changes/restore-id";
 import {
   objectTypes as objectTypesTable,
@@ -121,6 +122,11 @@ export interface ModelSpec {
   fields: FieldSpec[];
   display: (row: Record<string, any>) => string;
   tags?: boolean;
+  /**
+   * False for a model whose objects no write changes (log-like and read-only models): its list
+   * has no `created_by_request` / `updated_by_request` / `modified_by_request` filters.
+   */
+  changeLogged?: false;
   /** NetBox's primary models carry `custom_fields` (always `{}` here: decision 0200). */
   customFields?: boolean;
   defaultOrdering?: string[];
@@ -445,6 +451,11 @@ function listSpec(spec: ModelSpec, scalar: FieldSpec[]): ListSpec {
   if (spec.naturalOrdering) orderings[spec.naturalOrdering.field] = spec.naturalOrdering.column;
   filters.created = { kind: "datetime", expr: (table as any).created };
   filters.last_updated = { kind: "datetime", expr: (table as any).lastUpdated };
+  if (spec.changeLogged !== false)
+    Object.assign(
+      filters,
+      requestFilters(table.id, { appLabel: spec.appLabel, model: spec.model }),
+    );
   if (spec.tags) {
     Object.assign(filters, tagFilters(table.id, { appLabel: spec.appLabel, model: spec.model }));
   }
@@ -1277,44 +1288,79 @@ async function convertValue(
   }
 }
 
-const DECIMAL_RE = /^[+-]?(\d+\.?\d*|\.\d+)$/;
-
 /**
- * A decimal as NetBox's serializer takes it (DRF's `DecimalField`): a number or a numeric string
- * (blank is null), at most `places` decimal places and `maxDigits` digits, and within the range;
- * NetBox sets no range on a site's coordinates, Host holds them to the globe.
+ * A decimal as NetBox's serializer takes it (DRF's `DecimalField`, decision 0215): a number, or
+ * text Python's `Decimal()` reads (blanks around it, an exponent, `_` anywhere: `"1e1"`,
+ * `" 12.5 "`), blank text being null; NaN and infinities refused. Then DRF's checks in its order:
+ * digits in all, places, digits before the point (counted as `Decimal.as_tuple()` counts them:
+ * trailing zeros too), and the model's validators (`MinValueValidator`, `MaxValueValidator`),
+ * whose bounds DRF words as Python prints a `Decimal` (`90.0`).
  */
 function decimalValue(d: NonNullable<FieldSpec["decimal"]>, raw: unknown): Converted {
-  const invalid = { error: "A valid number is required." };
   if (typeof raw === "string" && raw.trim() === "") return { value: null };
-  if (typeof raw !== "number" && typeof raw !== "string") return invalid;
-  const text = typeof raw === "number" ? decimalText(raw) : raw.trim();
-  if (text === null || !DECIMAL_RE.test(text)) return invalid;
-  const [whole = "", fraction = ""] = text.replace(/^[+-]/, "").split(".");
-  const wholeDigits = whole.replace(/^0+/, "").length;
-  // counted as written, trailing zeros too, as DRF counts them
-  const places = fraction.length;
-  if (wholeDigits + places > d.maxDigits)
+  if (typeof raw !== "number" && typeof raw !== "string") return { error: DECIMAL_INVALID };
+  // a JSON number is read from its shortest spelling, as Python reads the float JSON gave it
+  const text = typeof raw === "number" ? String(raw) : raw.trim();
+  if (text.length > DECIMAL_MAX_TEXT) return { error: "String value too large." };
+  const parsed = parseDecimal(text);
+  if (!parsed) return { error: DECIMAL_INVALID };
+  const { total, whole, places } = digitCounts(parsed);
+  if (total > d.maxDigits)
     return { error: `Ensure that there are no more than ${d.maxDigits} digits in total.` };
   if (places > d.places)
     return { error: `Ensure that there are no more than ${d.places} decimal places.` };
-  if (wholeDigits > d.maxDigits - d.places)
+  if (whole > d.maxDigits - d.places)
     return {
       error: `Ensure that there are no more than ${d.maxDigits - d.places} digits before the decimal point.`,
     };
-  const value = Number(text);
-  if (value < d.min) return { error: `Ensure this value is greater than or equal to ${d.min}.` };
-  if (value > d.max) return { error: `Ensure this value is less than or equal to ${d.max}.` };
+  // few digits now (at most maxDigits): the number is exact enough to compare and to store
+  const value = Number(`${parsed.sign}${parsed.coefficient}e${parsed.exponent}`);
+  if (value < d.min)
+    return { error: `Ensure this value is greater than or equal to ${pythonDecimal(d.min)}.` };
+  if (value > d.max)
+    return { error: `Ensure this value is less than or equal to ${pythonDecimal(d.max)}.` };
   return { value: value === 0 ? 0 : value };
 }
 
-/** A JSON number's decimal digits (no exponent), or null when it is not finite. */
-function decimalText(n: number): string | null {
-  if (!Number.isFinite(n)) return null;
-  const s = String(n);
-  // a tiny or huge number prints with an exponent: written out, its digits count as given
-  return /e/i.test(s) ? n.toFixed(20).replace(/0+$/, "") : s;
+const DECIMAL_INVALID = "A valid number is required.";
+/** DRF's `DecimalField.MAX_STRING_LENGTH`. */
+const DECIMAL_MAX_TEXT = 1000;
+/** Python's `Decimal()` syntax (underscores dropped first); infinities and NaNs are not numbers. */
+const DECIMAL_TEXT_RE = /^([+-]?)(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:e([+-]?\d+))?$/i;
+/** The largest exponent `Decimal()` reads (`MAX_EMAX`): past it, not a number. */
+const MAX_EXPONENT_DIGITS = 18;
+
+interface ParsedDecimal {
+  sign: "" | "-";
+  /** The digits, leading zeros dropped ("0" for zero), as `Decimal.as_tuple().digits`. */
+  coefficient: string;
+  exponent: number;
 }
+
+function parseDecimal(text: string): ParsedDecimal | null {
+  const m = DECIMAL_TEXT_RE.exec(text.replaceAll("_", ""));
+  if (!m) return null;
+  const [, sign, int = "", frac = "", onlyFrac = "", exp = "0"] = m;
+  const expDigits = exp.replace(/^[+-]?0*/, "");
+  if (expDigits.length > MAX_EXPONENT_DIGITS) return null;
+  const fraction = onlyFrac || frac;
+  return {
+    sign: sign === "-" ? "-" : "",
+    coefficient: (int + fraction).replace(/^0+(?=\d)/, ""),
+    exponent: Number(exp) - fraction.length,
+  };
+}
+
+/** DRF's `validate_precision` counts: digits in all, before the point, and places. */
+function digitCounts({ coefficient, exponent }: ParsedDecimal) {
+  const n = coefficient.length;
+  if (exponent >= 0) return { total: n + exponent, whole: n + exponent, places: 0 };
+  if (n > -exponent) return { total: n, whole: n + exponent, places: -exponent };
+  return { total: -exponent, whole: 0, places: -exponent };
+}
+
+/** A bound as Python prints `Decimal("90.0")`: a whole number keeps one place. */
+const pythonDecimal = (n: number) => (Number.isInteger(n) ? n.toFixed(1) : String(n));
 
 /** Whether an object type is spelled by its id (a number, or `{id}` alone, as a hidden one reads). */
 const spelledById = (raw: unknown) => {

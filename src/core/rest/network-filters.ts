@@ -8,17 +8,11 @@ import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { anyOf, inJsonList } from "../../db/d1-limits";
 import { type Cidr, hexOf, parseCidr, rangeOf } from "../../networks";
 import { ValidationError } from "../errors";
-import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec } from "./query";
+import { buildFilter, DEFAULT_LOOKUPS, type FilterSpec, oneValue } from "./query";
 
 const PREFIX_MESSAGE = "Enter a valid IPv4 or IPv6 prefix (CIDR notation).";
 const PREFIX_OR_ADDRESS_MESSAGE = "Enter a valid IPv4 or IPv6 prefix or address.";
 const ADDRESS_MESSAGE = "Enter a valid IPv4 or IPv6 address, with or without a mask.";
-
-/** The one value a single-value filter takes (NetBox reads one; several are refused, not ORed). */
-function oneValue(param: string, values: string[]): string {
-  if (values.length > 1) throw new ValidationError({ [param]: ["This filter takes one value."] });
-  return values[0]!;
-}
 
 function cidrOf(param: string, text: string, message: string): Cidr {
   const net = parseCidr(text);

@@ -355,6 +355,12 @@ export function pastTextLimit(text: string): boolean {
 
 export const TEXT_LIMIT_MESSAGE = `Ensure this value has at most ${MAX_FILTER_TEXT_CHARS} characters.`;
 
+/** The one value a single-value filter takes (NetBox reads one; several are refused, not ORed). */
+export function oneValue(param: string, values: string[]): string {
+  if (values.length > 1) throw new ValidationError({ [param]: ["This filter takes one value."] });
+  return values[0]!;
+}
+
 /** How a filter is written: for DDL (a partial index's WHERE takes no subquery), values in line. */
 export interface FilterForm {
   inDdl?: boolean;

@@ -1,5 +1,6 @@
 /** A custom object type's list spec: filters (each field type's lookups, tags), ordering, `q`. */
 import type { SQLWrapper } from "drizzle-orm";
+import { requestFilters } from "../../../core/changes/request-filters";
 import { tagFilters } from "../../../core/models/define";
 import type { FilterSpec, ListSpec, SearchTerm } from "../../../core/rest/query";
 import { ident, linkTableName, valueColumn } from "../ddl";
@@ -18,6 +19,7 @@ export function listSpec(
     id: { kind: "number", expr: table.id },
     created: { kind: "datetime", expr: table.created },
     last_updated: { kind: "datetime", expr: table.lastUpdated },
+    ...requestFilters(table.id, { objectTypeId: cot.objectTypeId }),
     ...tagFilters(table.id, { objectTypeId: cot.objectTypeId }),
   };
   const orderings: Record<string, SQLWrapper> = {

@@ -2,6 +2,7 @@
  * Which parameters of a custom object list are refused rather than ignored (decision 0206): one
  * shaped like a filter (`<name>`, `<name>__<lookup>`) that names none of the type's filters.
  */
+import { REQUEST_FILTER_NAMES } from "../../../core/changes/request-filters";
 import type { ListSpec } from "../../../core/rest/query";
 import type { Shape } from "./shape";
 
@@ -16,7 +17,10 @@ const FILTER_LIKE = /^[a-z][a-z0-9_]*$/i;
 const NOT_FILTERS = new Set(["return_url", "per_page", "page", "export", "sort"]);
 
 /** The filters every type has, whatever its fields (`listSpec`). */
-const BUILT_IN = new Set(["id", "created", "last_updated", "tag", "tag_id", "owner", "owner_id"]);
+const BUILT_IN = new Set([
+  ...["id", "created", "last_updated", "tag", "tag_id", "owner", "owner_id"],
+  ...REQUEST_FILTER_NAMES,
+]);
 
 /**
  * The list's `refuses`: the message a filter-like parameter naming no filter of the type is
