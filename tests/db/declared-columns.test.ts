@@ -109,7 +109,7 @@ describe("every column of a migrated database is declared in the Drizzle schema"
 
   test("D1 migrated by wrangler", async () => {
     d1 = await startD1App("declared-columns");
-    const all: All = async (sql) => (await d1.binding.prepare(sql).all()).results as never;
+    const all: All = async (sql) => (await d1.binding.prepare(sql).bind().all()).results as never;
     expect(await mismatches(all)).toEqual({ columns: [], tables: [] });
   });
 
