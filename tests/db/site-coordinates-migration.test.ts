@@ -1,10 +1,10 @@
 /**
- * Migrations 0017 and 0020 on a libSQL file, a remote database (the Hrana stand-in) and D1
+ * Migrations 0017 and 0019 on a libSQL file, a remote database (the Hrana stand-in) and D1
  * (migrated by wrangler, as a deploy migrates it). 0017 turns a site's latitude and longitude text
  * into numbers (decision 0212) in SQL alone: each database is put back as 0016 left it (text
  * columns), sites are stored with the text earlier writes allowed, and the migration's statements
  * run on them. Numbers within range become numbers the API answers and filters; blank text null;
- * text that is no coordinate reads null and is kept. 0020 then moves the kept text out of the
+ * text that is no coordinate reads null and is kept. 0019 then moves the kept text out of the
  * undeclared columns of `sites` into `site_coordinate_text` (decision 0216): all of it kept,
  * nothing of it answered, gone with its site.
  */
@@ -155,7 +155,7 @@ for (const [name, start] of [
   ["remote libSQL", () => libsqlBackend(true)],
   ["D1", d1Backend],
 ] as const)
-  describe(`migrations 0017 and 0020 on ${name}`, () => {
+  describe(`migrations 0017 and 0019 on ${name}`, () => {
     let b: Backend;
     beforeAll(async () => {
       b = await start();
@@ -193,8 +193,8 @@ for (const [name, start] of [
       );
     });
 
-    test("0020 moves the kept text into site_coordinate_text, all of it, and answers none of it", async () => {
-      const stmts = statements("0020_site_coordinate_text.sql");
+    test("0019 moves the kept text into site_coordinate_text, all of it, and answers none of it", async () => {
+      const stmts = statements("0019_site_coordinate_text.sql");
       expect(stmts.length).toBe(4);
       for (const s of stmts) await b.run(s);
 

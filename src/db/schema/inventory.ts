@@ -72,7 +72,7 @@ export const sites = sqliteTable(
  * no coordinate: kept, so no stored value is lost, and never answered (no model, field, filter,
  * export or change record reads it; the site reads null there). Its own table, not columns of
  * `sites`, so site rows stay as narrow as their fields and a rebuild of `sites` from this schema
- * cannot drop it (decision 0216). Written only by migrations 0017/0020; gone with its site.
+ * cannot drop it (decision 0216). Written only by migrations 0017/0019; gone with its site.
  */
 export const siteCoordinateText = sqliteTable(
   "site_coordinate_text",
