@@ -45,14 +45,23 @@ export function answerBody(
       : `${JSON.stringify(OWN_MEMBER)}:${JSON.stringify(servers)}`,
   );
   const chunks = [...text.head, own, ...text.tail];
+  const length = chunks.reduce((n, c) => n + c.byteLength, 0);
   let next = 0;
-  const body = new ReadableStream<Uint8Array>({
+  const source: UnderlyingDefaultSource<Uint8Array> & KnownLength = {
     pull(controller) {
       if (next < chunks.length) controller.enqueue(chunks[next++]!);
       else controller.close();
     },
-  });
-  return { body, length: chunks.reduce((n, c) => n + c.byteLength, 0) };
+    // workerd sends a stream's length only when told it (else chunked, no Content-Length); Bun
+    // takes the header
+    expectedLength: length,
+  };
+  return { body: new ReadableStream<Uint8Array>(source), length };
+}
+
+/** workerd's own member of a stream's source: the bytes it will give, sent as Content-Length. */
+interface KnownLength {
+  expectedLength: number;
 }
 
 /** Pieces grouped into chunks of about `CHUNK` characters, each encoded in a step of its own. */

@@ -68,6 +68,26 @@ describe("OpenAPI on Workers", () => {
     expect((await w.fetch("/api/schema/")).status).toBe(403);
   });
 
+  test("the document's JSON and YAML answer with a Content-Length equal to their bytes, each time", async () => {
+    // identity: to a client taking gzip, Cloudflare's front line (as miniflare's entry) sends
+    // the text compressed, chunked, whatever the Worker said
+    const headers = { authorization: `Token ${token}`, "accept-encoding": "identity" };
+    // twice each: the kept bytes serve every request whole (none handed over to the first)
+    for (const path of ["/api/schema/", "/api/schema/?format=yaml", "/api/docs/?format=openapi"])
+      for (let i = 0; i < 2; i++) {
+        const res = await w.fetch(path, { headers });
+        expect(res.status).toBe(200);
+        const body = new Uint8Array(await res.arrayBuffer());
+        expect(body.byteLength).toBeGreaterThan(100_000);
+        expect(res.headers.get("content-length")).toBe(String(body.byteLength));
+        expect(res.headers.get("transfer-encoding")).toBeNull();
+        const text = new TextDecoder().decode(body);
+        expect(
+          text.startsWith(path.includes("yaml") ? "openapi: 3.1.0" : '{"openapi":"3.1.0"'),
+        ).toBe(true);
+      }
+  });
+
   test("route schemas validate at the boundary in workerd too (the §4 400) and describe the route", async () => {
     const auth = { authorization: `Token ${token}` };
     const bad = await w.fetch("/api/schema/?format=xml", { headers: auth });

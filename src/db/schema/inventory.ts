@@ -1,5 +1,15 @@
 /** The host models links can point at: tenants, sites, devices, prefixes and IP addresses. */
-import { integer, real, sqliteTable, text, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import { sql } from "drizzle-orm";
+import {
+  check,
+  index,
+  integer,
+  primaryKey,
+  real,
+  sqliteTable,
+  text,
+  uniqueIndex,
+} from "drizzle-orm/sqlite-core";
 import { idIndex, pk, timestamps } from "./common";
 import { owners } from "./users";
 
@@ -37,9 +47,8 @@ export const sites = sqliteTable(
     tenantId: integer("tenant_id").references(() => tenants.id, { onDelete: "set null" }),
     facility: text("facility").notNull().default(""),
     timeZone: text("time_zone"),
-    // Degrees (NetBox's DecimalFields, 6 places): numbers since migration 0017, which keeps text
-    // stored before that is no coordinate in `_latitude_text` / `_longitude_text` (no field reads
-    // them, so they are not declared here)
+    // Degrees (NetBox's DecimalFields, 6 places): numbers since migration 0017; text stored
+    // before that which is no coordinate is kept in `site_coordinate_text`, below
     latitude: real("latitude"),
     longitude: real("longitude"),
     description: text("description").notNull().default(""),
@@ -55,6 +64,28 @@ export const sites = sqliteTable(
     index("sites_status_idx").on(t.status),
     index("sites_owner_idx").on(t.ownerId),
     idIndex("sites", t),
+  ],
+);
+
+/**
+ * Text a site's latitude or longitude held before they became numbers (migration 0017) that is
+ * no coordinate: kept, so no stored value is lost, and never answered (no model, field, filter,
+ * export or change record reads it; the site reads null there). Its own table, not columns of
+ * `sites`, so site rows stay as narrow as their fields and a rebuild of `sites` from this schema
+ * cannot drop it (decision 0216). Written only by migrations 0017/0019; gone with its site.
+ */
+export const siteCoordinateText = sqliteTable(
+  "site_coordinate_text",
+  {
+    siteId: integer("site_id")
+      .notNull()
+      .references(() => sites.id, { onDelete: "cascade" }),
+    field: text("field", { enum: ["latitude", "longitude"] }).notNull(),
+    text: text("text").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.siteId, t.field] }),
+    check("site_coordinate_text_field", sql`${t.field} IN ('latitude', 'longitude')`),
   ],
 );
 
