@@ -244,9 +244,14 @@ function foldedRows(result: ResultSet, i: number): ResultSet {
   if (mark < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
   const from = mark + 2;
   const to = result.columns.length;
-  const rows = result.rows
-    .filter((row) => row[mark] !== null)
-    .map((row) => Array.prototype.slice.call(row, from, to) as unknown[]);
+  // copied by index: `Array.prototype.slice` on a driver row (not an array) takes the slow path
+  const rows: unknown[][] = [];
+  for (const row of result.rows) {
+    if (row[mark] === null) continue;
+    const values = new Array<unknown>(to - from);
+    for (let at = from; at < to; at++) values[at - from] = row[at];
+    rows.push(values);
+  }
   return resultOf(result, from, to, rows);
 }
 

@@ -46,6 +46,7 @@ import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { inJsonList, unionAll } from "../../db/d1-limits";
+import { jsonKey } from "../../db/json-key";
 import { label as otLabel, type ObjectTypeRow, spellingOf } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
@@ -1088,7 +1089,7 @@ function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
       )
       .map(
         ([key, col]) =>
-          sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`,
+          sql`${jsonKey(key)}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`,
       ),
     sql`, `,
   );
