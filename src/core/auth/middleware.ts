@@ -32,14 +32,26 @@ const LAST_USED_WRITES = slotKey<Map<number, number>>("auth.last-used-writes");
 /** Failed `last_used` writes, per app: one log line a minute however many tokens (decision 0204). */
 const LAST_USED_OUTAGE = slotKey<Outage>("auth.last-used-outage");
 
-/** Records that a token was used, at most once a minute; never fails the request. */
-async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number) {
+/**
+ * Records that a token was used, at most once a minute; never fails the request. Not awaited: a
+ * write that waits for a long write's lock must not hold the request (and the other requests of
+ * the minute make no promise at all).
+ */
+function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number): void {
   const written = services.state.ensure(LAST_USED_WRITES, () => new Map());
   const now = Date.now();
   if (now - (written.get(tokenId) ?? 0) < LAST_USED_EVERY_MS) return;
   written.set(tokenId, now);
   if (written.size > 10_000)
     for (const [id, at] of written) if (now - at >= LAST_USED_EVERY_MS) written.delete(id);
+  void writeLastUsed(services, tokenId, now);
+}
+
+async function writeLastUsed(
+  services: HonoEnv["Variables"]["services"],
+  tokenId: number,
+  now: number,
+) {
   // Plain SQL: the update builder would also move `last_updated`, which is about edits.
   await services.db.orm
     .run(
@@ -426,8 +438,7 @@ export function authenticate(
       auth = authStateOf(c, entry, credential);
     }
     c.set("auth", auth);
-    // Not awaited: a write that waits for a long write's lock must not hold the request.
-    void touchToken(c.get("services"), entry.token!.tokenId);
+    touchToken(c.get("services"), entry.token!.tokenId);
     if (!deferred) return next();
     addGuard(c, tokenGuard(c, { keyHash, cached: entry, stamp, folded }, credential));
     await next();

@@ -657,7 +657,10 @@ const hostModel = (ctx: ReadContext, label: string) => {
  */
 function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: boolean) {
   const table = getTableName(m.table);
-  const own = typeof ids === "number" ? sql`${ids}` : ids;
+  // built once a part needs it: most models' GETs carry no part (their foreign keys ride as
+  // columns of the row), and a SQL object per GET was a measurable part of its CPU (0214)
+  let ownSql: SQL | undefined;
+  const own = () => (ownSql ??= typeof ids === "number" ? sql`${ids}` : ids);
   const parts: SQL[] = [];
   const fields: Array<{ f: FieldSpec; info?: ModelInfo }> = [];
   for (const f of m.spec.fields) {
@@ -667,7 +670,7 @@ function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: 
       const form = info?.nestedSql?.selectOne?.(sql.raw(`"${table}"."${f.column!.name}"`));
       if (!form) continue;
       parts.push(
-        sql`SELECT ${k} AS k, "${sql.raw(table)}"."id" AS own, NULL AS other, ${form} AS j FROM ${m.table} WHERE "${sql.raw(table)}"."id" IN (${own})`,
+        sql`SELECT ${k} AS k, "${sql.raw(table)}"."id" AS own, NULL AS other, ${form} AS j FROM ${m.table} WHERE "${sql.raw(table)}"."id" IN (${own()})`,
       );
       fields.push({ f, info });
     } else if (f.type === "m2m" || f.type === "object_types") {
@@ -681,7 +684,7 @@ function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: 
           : info?.nestedSql?.selectOne?.(otherCol);
       if (!form) continue;
       parts.push(
-        sql`SELECT ${k} AS k, ${sql.raw(`"${linkName}"."${ownCol.name}"`)} AS own, ${otherCol} AS other, ${form} AS j FROM ${link} WHERE ${sql.raw(`"${linkName}"."${ownCol.name}"`)} IN (${own})`,
+        sql`SELECT ${k} AS k, ${sql.raw(`"${linkName}"."${ownCol.name}"`)} AS own, ${otherCol} AS other, ${form} AS j FROM ${link} WHERE ${sql.raw(`"${linkName}"."${ownCol.name}"`)} IN (${own()})`,
       );
       fields.push({ f, info });
     }
