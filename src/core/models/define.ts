@@ -47,6 +47,7 @@ import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { inJsonList, unionAll } from "../../db/d1-limits";
 import { jsonKey } from "../../db/json-key";
+import { namedExpressions } from "../../db/wide-select";
 import { label as otLabel, type ObjectTypeRow, spellingOf } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
@@ -854,8 +855,10 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
       db
         .select({
           ...getTableColumns(table),
-          ...(typeId ? { [TAGS_KEY]: tagsColumn(table, typeId) } : {}),
-          ...fks.columns,
+          ...namedExpressions({
+            ...(typeId ? { [TAGS_KEY]: tagsColumn(table, typeId) } : {}),
+            ...fks.columns,
+          }),
         })
         .from(table)
         .where(sql`${table.id} IN (${one})`),
