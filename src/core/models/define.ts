@@ -712,20 +712,23 @@ async function withCarried<T>(
   build: () => Promise<T>,
 ): Promise<T> {
   const scratch = (ctx.scratch ??= new Slots());
-  const before = [scratch.get(fkFormsRead), scratch.get(linksRead)] as const;
-  scratch.set(fkFormsRead, new Map([...(before[0] ?? []), ...forms]));
-  scratch.set(linksRead, new Map([...(before[1] ?? []), ...links]));
+  const formsBefore = scratch.get(fkFormsRead);
+  const linksBefore = scratch.get(linksRead);
+  // the maps as given where nothing was carried before (theirs alone: built for this call)
+  scratch.set(fkFormsRead, formsBefore ? new Map([...formsBefore, ...forms]) : forms);
+  scratch.set(linksRead, linksBefore ? new Map([...linksBefore, ...links]) : links);
   try {
     return await build();
   } finally {
-    for (const [key, value] of [
-      [fkFormsRead, before[0]],
-      [linksRead, before[1]],
-    ] as const) {
-      if (value) scratch.set(key as SlotKey<unknown>, value);
-      else scratch.delete(key);
-    }
+    restore(scratch, fkFormsRead, formsBefore);
+    restore(scratch, linksRead, linksBefore);
   }
+}
+
+/** Puts `value` back under `key`, or takes the key out where there was none. */
+function restore<T>(scratch: Slots, key: SlotKey<T>, value: T | undefined): void {
+  if (value) scratch.set(key, value);
+  else scratch.delete(key);
 }
 
 /**
