@@ -312,6 +312,7 @@ function tokenGuard(
   // remote and D1: the print proves the copy current; read in full only when it does not
   const print = cached.token?.print ?? null;
   let statements: Guard["statements"] | undefined;
+  let alone: Guard["alone"];
   return {
     name: "token",
     // A write's guard reads where its read phase reads (a local file's main connection, whose
@@ -327,18 +328,23 @@ function tokenGuard(
     },
     // Settled alone (before a transaction, or after the answer) on a file: the look-up that
     // concurrent requests share while the change stamp holds (one read per commit, not one per
-    // request); elsewhere a read of its own on the readers.
-    ...(stamp !== null
-      ? {
-          async settleAlone() {
+    // request); elsewhere a read of its own on the readers, built only for such a read (a GET's
+    // one read takes `statements` along instead).
+    settleAlone:
+      stamp === null
+        ? undefined
+        : async () => {
             const fresh = await lookUp(c, keyHash, db.changeStamp());
             remember(entries, keyHash, fresh);
             if (fresh.proof === cached.proof) return true;
             c.set("auth", authStateOf(c, fresh, credential));
             return false;
           },
-        }
-      : { alone: [...authStatements(db, db.reader, keyHash)] }),
+    get alone() {
+      if (stamp !== null) return undefined;
+      alone ??= [...authStatements(db, db.reader, keyHash)];
+      return alone;
+    },
     // the batch of a write with nothing else to read proves the cache there (decision 0107)
     get batch() {
       const print = cached.token?.print;
