@@ -38,6 +38,9 @@ export function generateV2Token(): { key: string; secret: string; credential: st
 const recentHashes = new Map<string, string>();
 const RECENT_MAX = 1000;
 
+/** `hashToken`'s answer when it is remembered, without waiting a turn for it; else undefined. */
+export const knownTokenHash = (token: string): string | undefined => recentHashes.get(token);
+
 /** SHA-256 hex of a token's secret; recent results are remembered (hashing ran on every request). */
 export async function hashToken(token: string): Promise<string> {
   const known = recentHashes.get(token);
