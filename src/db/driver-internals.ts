@@ -421,7 +421,7 @@ function rowMapper(
   const keys = p.fields.map((f) => f.path[0]!);
   const decoders = p.fields.map(({ field }) => decoderOf(field));
   if (decoders.some((d) => !d)) return null;
-  const decode = decoders as { mapFromDriverValue(value: unknown): unknown }[];
+  const decode = decoders as Decoder[];
   return (rows) => {
     const out: Record<string, unknown>[] = new Array(rows.length);
     for (let r = 0; r < rows.length; r++) {
@@ -438,12 +438,15 @@ function rowMapper(
 }
 
 /** What `mapResultRow` decodes a field's value with (a column, or a SQL's decoder). */
-function decoderOf(field: unknown): { mapFromDriverValue(value: unknown): unknown } | null {
+function decoderOf(field: unknown): Decoder | null {
   if (is(field, Column)) return field;
-  if (is(field, SQL)) return field.decoder;
-  if (is(field, SQL.Aliased)) return field.sql.decoder;
+  // `decoder` is Drizzle's (internal in its types): what `mapWith` sets, else a pass-through
+  if (is(field, SQL)) return (field as unknown as { decoder: Decoder }).decoder;
+  if (is(field, SQL.Aliased)) return (field.sql as unknown as { decoder: Decoder }).decoder;
   return null;
 }
+
+type Decoder = { mapFromDriverValue(value: unknown): unknown };
 
 /** Drizzle's libSQL `normalizeFieldValue`: a blob's ArrayBuffer as a Buffer (else as text). */
 function normalizeFieldValue(value: unknown): unknown {

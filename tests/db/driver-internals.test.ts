@@ -222,7 +222,7 @@ test("Prebuilt: a select's rows are mapped by its own mapper (Drizzle's not call
     at: integer("at", { mode: "timestamp_ms" }),
     doc: text("doc", { mode: "json" }),
     label: text("label"),
-    big: integer("big", { mode: "bigint" }),
+    big: blob("big", { mode: "bigint" }),
     data: blob("data", { mode: "buffer" }),
     ratio: real("ratio"),
   });
@@ -252,7 +252,7 @@ test("Prebuilt: a select's rows are mapped by its own mapper (Drizzle's not call
         args: [],
       });
       await on.execute({
-        sql: "INSERT INTO map_kinds VALUES (1, 1, 1700000000000, '{\"a\":[1,2]}', 'one', 12345, x'00ff10', 0.5), (2, 0, NULL, NULL, NULL, NULL, NULL, NULL)",
+        sql: "INSERT INTO map_kinds VALUES (1, 1, 1700000000000, '{\"a\":[1,2]}', 'one', CAST('12345' AS BLOB), x'00ff10', 0.5), (2, 0, NULL, NULL, NULL, NULL, NULL, NULL)",
         args: [],
       });
       // what Drizzle's own mapping answers (the builder awaited as Drizzle runs it)

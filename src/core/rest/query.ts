@@ -653,7 +653,7 @@ export function projectionOfUrl(url: string): Projection {
   return url.includes("?") ? parseProjection(new URL(url).searchParams) : NO_PROJECTION;
 }
 
-export function parseProjection(params: URLSearchParams): Projection {
+function parseProjection(params: URLSearchParams): Projection {
   const brief = params.has("brief") && parseBool(params.get("brief") || "true") !== false;
   const fields = params.has("fields") ? projectionNames(params, "fields") : null;
   return {
