@@ -28,6 +28,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { EDGE_TYPE_FIELDS } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -133,18 +134,7 @@ async function setUp(root: string) {
     sites.push(r.body.id);
   }
   const cot = await makeCot(t, "get_cpu");
-  for (const f of [
-    { name: "title", type: "text", primary: true, required: true, unique: true },
-    { name: "notes", type: "longtext" },
-    { name: "count", type: "integer" },
-    {
-      name: "site",
-      type: "object",
-      related_object_type: "dcim.site",
-      on_delete_behavior: "set_null",
-    },
-  ])
-    await addField(t, cot.id, f);
+  for (const f of EDGE_TYPE_FIELDS) await addField(t, cot.id, f);
   const objects: number[] = [];
   for (let i = 0; i < 20; i++) {
     const body = { title: `o${i}`, notes: `notes ${i}`, count: i, site: sites[i] };
